@@ -1,0 +1,134 @@
+//! Parsing `#[job(...)]`, collecting every error before failing.
+
+use syn::spanned::Spanned;
+use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr};
+
+/// The parsed attributes; `None` means the default.
+#[derive(Default)]
+pub struct JobAttrs {
+    pub name: Option<LitStr>,
+    pub queue: Option<LitStr>,
+    pub max_attempts: Option<u32>,
+    pub timeout_ms: Option<u64>,
+    pub backoff_ms: Option<u64>,
+}
+
+/// Collects errors so that a user sees all of them at once.
+#[derive(Default)]
+pub struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub fn push(&mut self, e: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(e),
+            None => self.0 = Some(e),
+        }
+    }
+
+    pub fn finish(self) -> syn::Result<()> {
+        self.0.map_or(Ok(()), Err)
+    }
+}
+
+pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
+    let mut out = JobAttrs::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("job")) {
+        let res = attr.parse_nested_meta(|meta| {
+            let key = meta
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_default();
+            let value: Expr = meta.value()?.parse()?;
+            match key.as_str() {
+                "name" => set(&mut out.name, string(&value).and_then(name), &value, errors),
+                "queue" => set(&mut out.queue, string(&value).and_then(queue), &value, errors),
+                "max_attempts" => set(&mut out.max_attempts, attempts(&value), &value, errors),
+                "timeout" => set(&mut out.timeout_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
+                "backoff" => set(&mut out.backoff_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
+                _ => errors.push(syn::Error::new(
+                    meta.path.span(),
+                    format!(
+                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`"
+                    ),
+                )),
+            }
+            Ok(())
+        });
+        if let Err(e) = res {
+            errors.push(e);
+        }
+    }
+    out
+}
+
+fn set<T>(slot: &mut Option<T>, value: syn::Result<T>, expr: &Expr, errors: &mut Errors) {
+    match value {
+        Ok(_) if slot.is_some() => errors.push(syn::Error::new(expr.span(), "duplicate job attribute")),
+        Ok(v) => *slot = Some(v),
+        Err(e) => errors.push(e),
+    }
+}
+
+fn string(e: &Expr) -> syn::Result<LitStr> {
+    match e {
+        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(s.clone()),
+        _ => Err(syn::Error::new(e.span(), "expected a string literal")),
+    }
+}
+
+fn name(s: LitStr) -> syn::Result<LitStr> {
+    if s.value().is_empty() {
+        return Err(syn::Error::new(s.span(), "job name must not be empty"));
+    }
+    Ok(s)
+}
+
+fn queue(s: LitStr) -> syn::Result<LitStr> {
+    let v = s.value();
+    let ok = (1..=160).contains(&v.len())
+        && v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+        && v != "QUEUES";
+    if ok {
+        Ok(s)
+    } else {
+        Err(syn::Error::new(
+            s.span(),
+            "invalid queue name: use 1 to 160 characters of A-Z, a-z, 0-9, _ and -",
+        ))
+    }
+}
+
+fn attempts(e: &Expr) -> syn::Result<u32> {
+    let lit: LitInt = match e {
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.clone(),
+        _ => return Err(syn::Error::new(e.span(), "expected an integer, e.g. `max_attempts = 5`")),
+    };
+    match lit.base10_parse::<u32>() {
+        Ok(0) | Err(_) => Err(syn::Error::new(lit.span(), "max_attempts must be between 1 and 4294967295")),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// `"500ms"`, `"30s"`, `"5m"`, `"2h"`, `"1d"` in milliseconds.
+pub fn duration(s: &LitStr) -> syn::Result<u64> {
+    let v = s.value();
+    let err = || {
+        syn::Error::new(
+            s.span(),
+            format!("invalid duration {v:?}: expected a number with a unit of ms, s, m, h or d, e.g. \"30s\""),
+        )
+    };
+    let split = v.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
+    let (num, unit) = v.split_at(split);
+    let n: u64 = num.parse().map_err(|_| err())?;
+    let mult = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(err()),
+    };
+    n.checked_mul(mult).filter(|ms| *ms > 0).ok_or_else(err)
+}

@@ -1,0 +1,72 @@
+//! The code `#[derive(Job)]` writes.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::DeriveInput;
+
+use crate::attr::{self, Errors};
+
+pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
+    let mut errors = Errors::default();
+    if !input.generics.params.is_empty() {
+        errors.push(syn::Error::new_spanned(
+            &input.generics,
+            "#[derive(Job)] does not support generic types: a stored job must name one concrete type",
+        ));
+    }
+    if let syn::Data::Union(u) = &input.data {
+        errors.push(syn::Error::new(
+            u.union_token.span,
+            "#[derive(Job)] supports structs and enums, not unions",
+        ));
+    }
+    let attrs = attr::parse(&input.attrs, &mut errors);
+    errors.finish()?;
+
+    let ident = &input.ident;
+    let name = attrs.name.map_or_else(|| ident.to_string(), |s| s.value());
+    let mut sets = Vec::new();
+    if let Some(q) = attrs.queue {
+        sets.push(quote!(o.queue = #q;));
+    }
+    if let Some(n) = attrs.max_attempts {
+        sets.push(quote!(o.max_attempts = #n;));
+    }
+    if let Some(ms) = attrs.timeout_ms {
+        sets.push(quote!(o.timeout = ::core::time::Duration::from_millis(#ms);));
+    }
+    if let Some(ms) = attrs.backoff_ms {
+        sets.push(quote!(o.backoff = ::core::time::Duration::from_millis(#ms);));
+    }
+    Ok(quote! {
+        const _: () = {
+            use ::redjob::__private::typetag;
+
+            impl ::redjob::job::JobSpec for #ident {
+                const NAME: &'static str = #name;
+                const OPTIONS: ::redjob::job::JobOptions = {
+                    #[allow(unused_mut)]
+                    let mut o = ::redjob::job::JobOptions::DEFAULT;
+                    #(#sets)*
+                    o
+                };
+            }
+
+            #[typetag::serde(name = #name)]
+            impl ::redjob::__private::DynJob for #ident {
+                fn job_name(&self) -> &'static str {
+                    #name
+                }
+                fn job_options(&self) -> ::redjob::job::JobOptions {
+                    <Self as ::redjob::job::JobSpec>::OPTIONS
+                }
+                fn perform_dyn<'a>(
+                    &'a self,
+                    ctx: &'a ::redjob::JobContext,
+                ) -> ::redjob::__private::BoxFuture<'a, ::core::result::Result<(), ::redjob::JobError>> {
+                    ::std::boxed::Box::pin(<Self as ::redjob::Job>::perform(self, ctx))
+                }
+            }
+        };
+    })
+}

@@ -1,0 +1,67 @@
+//! Opening Redis connections from URLs.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::{Error, Result};
+
+/// How to reach Redis: the URL and the timeouts that bound every call.
+///
+/// Any URL the `redis` crate accepts: `redis://host:port/db`,
+/// `redis://user:password@host:port`, `unix:///path`, and `rediss://` (TLS) when
+/// redjob's `tls` feature is on.
+///
+/// ```
+/// use std::time::Duration;
+/// use redjob::connection::RedisConfig;
+///
+/// let cfg = RedisConfig {
+///     response_timeout: Duration::from_secs(2),
+///     ..RedisConfig::from_url("redis://app:secret@127.0.0.1:6380/0")
+/// };
+/// assert_eq!(cfg.connection_timeout, Duration::from_secs(5));
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    /// The Redis URL. Defaults to `redis://127.0.0.1:6379`.
+    pub url: String,
+    /// How long to wait for a connection. Defaults to 5 s.
+    pub connection_timeout: Duration,
+    /// How long to wait for a reply before a call fails. Defaults to 5 s.
+    pub response_timeout: Duration,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        RedisConfig::from_url("redis://127.0.0.1:6379")
+    }
+}
+
+impl RedisConfig {
+    /// The default timeouts with this URL.
+    pub fn from_url(url: impl Into<String>) -> Self {
+        RedisConfig {
+            url: url.into(),
+            connection_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Opens a managed connection that reconnects by itself after failures.
+    pub async fn connect(&self) -> Result<ConnectionManager> {
+        #[cfg(feature = "tls")]
+        {
+            // rustls needs one process-wide crypto provider; another may be installed already.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidValue {
+            what: "redis url",
+            reason: e.to_string(),
+        })?;
+        let cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.response_timeout));
+        Ok(ConnectionManager::new_with_config(client, cfg).await?)
+    }
+}

@@ -1,0 +1,115 @@
+//! The one error type of the crate.
+
+use std::fmt;
+
+/// Everything that can go wrong in redjob, outside a job handler's own outcome
+/// (that is [`JobError`](crate::JobError)).
+///
+/// ```
+/// use redjob::Error;
+///
+/// let err = Error::InvalidQueueName { name: "no spaces".into() };
+/// assert_eq!(err.to_string(), "invalid queue name \"no spaces\": use 1 to 160 characters of A-Z, a-z, 0-9, _ and -");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Redis failed or could not be reached.
+    Redis(redis::RedisError),
+    /// The queue does not exist.
+    QueueNotFound {
+        /// The queue's name.
+        name: String,
+    },
+    /// A queue of that name exists already.
+    QueueExists {
+        /// The queue's name.
+        name: String,
+    },
+    /// The queue name breaks RSMQ's rules.
+    InvalidQueueName {
+        /// The rejected name.
+        name: String,
+    },
+    /// The message id is not 32 characters of `A-Z`, `a-z`, `0-9` and `:`.
+    InvalidMessageId {
+        /// The rejected id.
+        id: String,
+    },
+    /// A queue attribute or call option is out of range.
+    InvalidValue {
+        /// Which value, e.g. `vt`.
+        what: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// The message body is larger than the queue's `maxsize`.
+    MessageTooLarge {
+        /// The body's size in bytes.
+        size: usize,
+        /// The queue's limit in bytes.
+        max: usize,
+    },
+    /// A stored job could not be turned back into its type, or a job could not be encoded.
+    Decode(serde_json::Error),
+    /// A stored job names a job type that this program does not know.
+    UnknownJob {
+        /// The job name in the envelope.
+        name: String,
+    },
+    /// Redis answered a script with something the client did not expect.
+    Protocol(String),
+    /// The operation was refused because the worker or client is shutting down.
+    ShuttingDown,
+}
+
+/// `Result` with [`Error`] as its default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Redis(e) => write!(f, "redis error: {e}"),
+            Error::QueueNotFound { name } => write!(f, "queue {name:?} not found"),
+            Error::QueueExists { name } => write!(f, "queue {name:?} exists already"),
+            Error::InvalidQueueName { name } => write!(
+                f,
+                "invalid queue name {name:?}: use 1 to 160 characters of A-Z, a-z, 0-9, _ and -"
+            ),
+            Error::InvalidMessageId { id } => write!(
+                f,
+                "invalid message id {id:?}: expected 32 characters of A-Z, a-z, 0-9 and :"
+            ),
+            Error::InvalidValue { what, reason } => write!(f, "invalid {what}: {reason}"),
+            Error::MessageTooLarge { size, max } => {
+                write!(f, "message of {size} bytes exceeds the queue's maxsize of {max} bytes")
+            }
+            Error::Decode(e) => write!(f, "cannot decode job: {e}"),
+            Error::UnknownJob { name } => write!(f, "unknown job type {name:?}"),
+            Error::Protocol(m) => write!(f, "unexpected reply from redis: {m}"),
+            Error::ShuttingDown => write!(f, "shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(e) => Some(e),
+            Error::Decode(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Redis(e)
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::Decode(e)
+    }
+}

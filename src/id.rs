@@ -1,0 +1,153 @@
+//! Message and job ids in RSMQ's format.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::{Error, Result};
+
+/// The id of a job, which is the id of its RSMQ message.
+///
+/// 32 characters: the first 10 are the Unix time in microseconds (Redis time) in
+/// base 36, the other 22 random. RSMQ clients derive a message's `sent` time from
+/// that prefix, and so does [`JobId::sent_at`]. Ids of messages sent by other RSMQ
+/// clients may use upper-case letters and `:`; any 32 characters of `A-Z a-z 0-9 :`
+/// are accepted.
+///
+/// ```
+/// use redjob::JobId;
+///
+/// let id: JobId = "mhx3k0vz1qabcdefghijklmnopqrstuv".parse().unwrap();
+/// assert_eq!(id.as_str().len(), 32);
+/// assert!("too short".parse::<JobId>().is_err());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId([u8; 32]);
+
+impl JobId {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII bytes are ever stored.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
+    /// When the message was sent, from the id's time prefix (millisecond precision).
+    ///
+    /// Returns `None` when the prefix is not base-36 (an id made by a foreign client).
+    pub fn sent_at(&self) -> Option<SystemTime> {
+        let micros = u64::from_str_radix(self.as_str().get(..10)?, 36).ok()?;
+        Some(UNIX_EPOCH + Duration::from_millis(micros / 1000))
+    }
+
+    /// The sent time in Unix milliseconds, as RSMQ clients report it (0 when unknown).
+    pub fn sent_ms(&self) -> u64 {
+        self.as_str()
+            .get(..10)
+            .and_then(|p| u64::from_str_radix(p, 36).ok())
+            .map_or(0, |us| us / 1000)
+    }
+
+    pub(crate) fn from_bytes(b: &[u8]) -> Result<Self> {
+        if b.len() == 32 && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b':') {
+            let mut a = [0u8; 32];
+            a.copy_from_slice(b);
+            Ok(JobId(a))
+        } else {
+            Err(Error::InvalidMessageId {
+                id: String::from_utf8_lossy(b).into_owned(),
+            })
+        }
+    }
+}
+
+impl std::str::FromStr for JobId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        JobId::from_bytes(s.as_bytes())
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JobId({})", self.as_str())
+    }
+}
+
+impl AsRef<str> for JobId {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl redis::ToRedisArgs for JobId {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        out.write_arg(&self.0)
+    }
+}
+
+/// 22 random characters of `[0-9a-z]`, the random part of a new id.
+///
+/// Seeded from the std hasher's per-process random keys, a counter and the clock,
+/// so no RNG crate is needed; ids need uniqueness, not secrecy.
+pub(crate) fn random_suffix() -> [u8; 22] {
+    use std::cell::Cell;
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    thread_local! {
+        static STATE: Cell<(u64, u64)> = Cell::new({
+            let s = RandomState::new();
+            let mut h = s.build_hasher();
+            h.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos());
+            let a = h.finish();
+            h.write_u64(a);
+            (a | 1, h.finish() | 1)
+        });
+    }
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    STATE.with(|st| {
+        let (mut a, mut b) = st.get();
+        let mut out = [0u8; 22];
+        for chunk in out.chunks_mut(11) {
+            // xorshift128+
+            let mut x = a;
+            let y = b;
+            a = y;
+            x ^= x << 23;
+            b = x ^ y ^ (x >> 17) ^ (y >> 26);
+            let mut v = b.wrapping_add(y);
+            for c in chunk {
+                *c = DIGITS[(v % 36) as usize];
+                v /= 36;
+            }
+        }
+        st.set((a, b));
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes_differ_and_use_base36() {
+        let a = random_suffix();
+        let b = random_suffix();
+        assert_ne!(a, b);
+        assert!(a.iter().all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()));
+    }
+
+    #[test]
+    fn sent_time_from_prefix() {
+        // 1_700_000_000_123_456 µs in base 36
+        let prefix = "gqll7vdgzk";
+        assert_eq!(u64::from_str_radix(prefix, 36).unwrap(), 1_700_000_000_123_456);
+        let id: JobId = format!("{prefix}{}", "a".repeat(22)).parse().unwrap();
+        assert_eq!(id.sent_ms(), 1_700_000_000_123);
+    }
+}

@@ -1,0 +1,76 @@
+//! The JSON envelope a job is stored as: `{"type": "<job name>", "args": {...}}`.
+
+use serde::{Deserialize, Serialize};
+
+use super::{DynJob, Job};
+use crate::{Error, Result};
+
+#[derive(Serialize)]
+struct EnvelopeRef<'a, T> {
+    #[serde(rename = "type")]
+    name: &'a str,
+    args: &'a T,
+}
+
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    name: std::borrow::Cow<'a, str>,
+}
+
+/// Encodes a job as its envelope.
+///
+/// ```
+/// use redjob::{Job, JobContext, JobError};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(name = "resize")]
+/// struct Resize { width: u32 }
+///
+/// impl Job for Resize {
+///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+/// }
+///
+/// let body = redjob::job::encode(&Resize { width: 64 }).unwrap();
+/// assert_eq!(body, br#"{"type":"resize","args":{"width":64}}"#);
+/// let job = redjob::job::decode(&body).unwrap();
+/// assert_eq!(job.job_name(), "resize");
+/// ```
+pub fn encode<J: Job>(job: &J) -> Result<Vec<u8>> {
+    Ok(serde_json::to_vec(&EnvelopeRef {
+        name: J::NAME,
+        args: job,
+    })?)
+}
+
+/// Decodes an envelope into the job type its `type` names.
+///
+/// A name no linked job type has gives [`Error::UnknownJob`]; anything else that
+/// is not a valid envelope for its type gives [`Error::Decode`]. Never panics.
+///
+/// ```
+/// use redjob::Error;
+///
+/// let err = redjob::job::decode(br#"{"type":"nobody_has_this","args":{}}"#).err().unwrap();
+/// assert!(matches!(err, Error::UnknownJob { name } if name == "nobody_has_this"));
+/// assert!(matches!(redjob::job::decode(b"not json"), Err(Error::Decode(_))));
+/// ```
+pub fn decode(body: &[u8]) -> Result<Box<dyn DynJob>> {
+    match serde_json::from_slice::<Box<dyn DynJob>>(body) {
+        Ok(job) => Ok(job),
+        Err(e) => {
+            if let Ok(head) = serde_json::from_slice::<Head<'_>>(body) {
+                // serde's wording for an unregistered tag
+                if e.to_string()
+                    .contains(&format!("unknown variant `{}`", head.name))
+                {
+                    return Err(Error::UnknownJob {
+                        name: head.name.into_owned(),
+                    });
+                }
+            }
+            Err(Error::Decode(e))
+        }
+    }
+}

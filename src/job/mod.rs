@@ -1,0 +1,118 @@
+//! Job definitions: the [`Job`] trait, its options and the stored envelope.
+//!
+//! A job is a serde struct with `#[derive(Job)]` (its name, queue and limits) and
+//! an `impl Job` with the async handler:
+//!
+//! ```
+//! use redjob::{Job, JobContext, JobError};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, Job)]
+//! #[job(name = "send_email", queue = "emails", max_attempts = 5, timeout = "30s")]
+//! struct SendEmail {
+//!     to: String,
+//! }
+//!
+//! impl Job for SendEmail {
+//!     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+//!         println!("job {} (attempt {}): mail to {}", ctx.id(), ctx.attempt(), self.to);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! use redjob::job::JobSpec;
+//! assert_eq!(SendEmail::NAME, "send_email");
+//! assert_eq!(SendEmail::OPTIONS.queue, "emails");
+//! ```
+
+mod context;
+mod envelope;
+mod error;
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use context::JobContext;
+pub use envelope::{decode, encode};
+pub use error::{JobError, Outcome};
+
+/// A job's handler. Implement it for a type that has `#[derive(Job)]`.
+///
+/// See the [module docs](self) for an example.
+pub trait Job: JobSpec + Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// Runs the job. `Err` retries it with backoff or, for [`JobError::fatal`] and
+    /// after the last attempt, moves it to the dead-letter queue.
+    fn perform(&self, ctx: &JobContext) -> impl Future<Output = Result<(), JobError>> + Send;
+}
+
+/// A job type's name and options, implemented by `#[derive(Job)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no job definition",
+    label = "add `#[derive(Job)]` to `{Self}`"
+)]
+pub trait JobSpec {
+    /// The stable name stored in the envelope's `type` field. Defaults to the type's
+    /// name; set it with `#[job(name = "...")]` so renaming the type keeps stored jobs.
+    const NAME: &'static str;
+    /// Queue, attempts, timeout and backoff from `#[job(...)]`.
+    const OPTIONS: JobOptions;
+}
+
+/// A job type's settings, from `#[job(...)]` attributes.
+///
+/// ```
+/// use std::time::Duration;
+/// use redjob::job::JobOptions;
+///
+/// let o = JobOptions::DEFAULT;
+/// assert_eq!(o.queue, "default");
+/// assert_eq!(o.max_attempts, 25);
+/// assert_eq!(o.timeout, Duration::from_secs(1800));
+/// assert_eq!(o.backoff, Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobOptions {
+    /// Queue the job is sent to (`queue = "..."`). Defaults to `default`.
+    pub queue: &'static str,
+    /// Deliveries before the job is dead-lettered (`max_attempts = N`). Defaults to 25.
+    pub max_attempts: u32,
+    /// Longest a run may take before it is cancelled and counted as failed
+    /// (`timeout = "30s"`). Defaults to 30 minutes.
+    pub timeout: Duration,
+    /// Base of the exponential backoff between attempts (`backoff = "1s"`). Defaults to 1 s.
+    pub backoff: Duration,
+}
+
+impl JobOptions {
+    /// The defaults listed on each field.
+    pub const DEFAULT: JobOptions = JobOptions {
+        queue: "default",
+        max_attempts: 25,
+        timeout: Duration::from_secs(30 * 60),
+        backoff: Duration::from_secs(1),
+    };
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The object-safe face of every job, registered with typetag by `#[derive(Job)]`.
+///
+/// Not for users: it is how a stored envelope becomes a runnable job again.
+#[doc(hidden)]
+#[typetag::serde(tag = "type", content = "args")]
+pub trait DynJob: Send + Sync {
+    /// The job's stable name.
+    fn job_name(&self) -> &'static str;
+    /// The job type's options.
+    fn job_options(&self) -> JobOptions;
+    /// Runs the handler.
+    fn perform_dyn<'a>(&'a self, ctx: &'a JobContext) -> futures::future::BoxFuture<'a, Result<(), JobError>>;
+}

@@ -1,0 +1,28 @@
+#![doc = include_str!("../README.md")]
+#![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod client;
+pub mod connection;
+mod error;
+mod id;
+pub mod job;
+pub mod queue;
+
+pub use client::Client;
+pub use error::{Error, Result};
+pub use id::JobId;
+pub use job::{Job, JobContext, JobError};
+/// Derives [`JobSpec`](job::JobSpec) and registers the type so stored jobs decode
+/// back into it. Attributes, all optional: `#[job(name = "...", queue = "...",
+/// max_attempts = N, timeout = "30s", backoff = "1s")]`; durations take `ms`, `s`,
+/// `m`, `h` or `d`.
+pub use redjob_macros::Job;
+
+/// Used by `#[derive(Job)]`'s expansion. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::job::DynJob;
+    pub use futures::future::BoxFuture;
+    pub use typetag;
+}

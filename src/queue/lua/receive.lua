@@ -1,0 +1,49 @@
+-- Receives up to n due messages exactly as RSMQ's receiveMessage does: each is
+-- hidden until now + vt, its receive count bumped and its first receive time set.
+-- KEYS[1]  the queue's sorted set (ns:q)
+-- KEYS[2]  the queue's hash (ns:q:Q)
+-- ARGV[1]  the most messages to receive
+-- ARGV[2]  visibility timeout in ms, or "" for the queue's vt
+-- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...}
+local qvt = redis.call("HGET", KEYS[2], "vt")
+if not qvt then return {-1} end
+local vt = tonumber(qvt) * 1000
+if ARGV[2] ~= "" then vt = tonumber(ARGV[2]) end
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[1]))
+local out = {1}
+if #ids == 0 then return out end
+local bodies = redis.call("HMGET", KEYS[2], unpack(ids))
+local z, orphans = {}, {}
+local hidden = string.format("%.0f", now + vt)
+for i, id in ipairs(ids) do
+  if bodies[i] then
+    z[#z + 1] = hidden
+    z[#z + 1] = id
+  else
+    orphans[#orphans + 1] = id
+  end
+end
+-- a member without a body carries nothing to deliver: drop it
+if #orphans > 0 then redis.call("ZREM", KEYS[1], unpack(orphans)) end
+if #z == 0 then return out end
+redis.call("ZADD", KEYS[1], unpack(z))
+redis.call("HINCRBY", KEYS[2], "totalrecv", #z / 2)
+for i, id in ipairs(ids) do
+  if bodies[i] then
+    local rc = redis.call("HINCRBY", KEYS[2], id .. ":rc", 1)
+    local fr
+    if rc == 1 then
+      fr = now
+      redis.call("HSET", KEYS[2], id .. ":fr", now)
+    else
+      fr = tonumber(redis.call("HGET", KEYS[2], id .. ":fr")) or now
+    end
+    out[#out + 1] = id
+    out[#out + 1] = bodies[i]
+    out[#out + 1] = rc
+    out[#out + 1] = fr
+  end
+end
+return out

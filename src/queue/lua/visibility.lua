@@ -1,0 +1,12 @@
+-- Changes a message's visibility to now + vt, if the message still exists.
+-- KEYS[1]  the queue's sorted set (ns:q)
+-- KEYS[2]  the queue's hash (ns:q:Q)
+-- ARGV[1]  message id
+-- ARGV[2]  visibility timeout in ms from now
+-- Returns -1 when the queue does not exist, 0 when the message does not, 1 when changed
+if redis.call("HEXISTS", KEYS[2], "vt") == 0 then return -1 end
+if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then return 0 end
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call("ZADD", KEYS[1], string.format("%.0f", now + tonumber(ARGV[2])), ARGV[1])
+return 1

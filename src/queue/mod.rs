@@ -1,0 +1,375 @@
+//! RSMQ-compatible message queues, usable on their own.
+//!
+//! [`Rsmq`] speaks RSMQ's Redis layout exactly, so queues are shared with RSMQ
+//! clients in any language: create, list and delete queues, read and change their
+//! attributes, send (alone or in batches), receive with a visibility timeout,
+//! pop, change visibility and delete. Every timestamp comes from Redis `TIME`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redjob::queue::{QueueOptions, Rsmq, Send};
+//!
+//! # async fn demo() -> redjob::Result<()> {
+//! let rsmq = Rsmq::connect("redis://127.0.0.1:6379").await?;
+//! rsmq.create_queue("emails", QueueOptions::default()).await?;
+//! let id = rsmq.send("emails", Send::new("hello")).await?;
+//! if let Some(msg) = rsmq.receive("emails", Some(Duration::from_secs(60))).await? {
+//!     assert_eq!(msg.id, id);
+//!     rsmq.delete("emails", &msg.id).await?;
+//! }
+//! # Ok(()) }
+//! ```
+
+mod keys;
+mod scripts;
+mod types;
+pub(crate) mod validate;
+
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, Value};
+
+pub(crate) use keys::Namespace;
+pub use types::{Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Send, When};
+pub use validate::MAX_SECONDS;
+
+use crate::connection::RedisConfig;
+use crate::id::random_suffix;
+use crate::{Error, JobId, Result};
+use scripts::Reply;
+
+/// Most messages per script call of a batch send (Lua's `unpack` has limits).
+const BATCH_MESSAGES: usize = 1000;
+/// Most body bytes per script call of a batch send.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Settings of an [`Rsmq`] handle.
+///
+/// ```
+/// use redjob::queue::RsmqConfig;
+///
+/// let cfg = RsmqConfig { realtime: true, ..RsmqConfig::from_url("redis://127.0.0.1:6379") };
+/// assert_eq!(cfg.namespace, "rsmq");
+/// ```
+#[derive(Debug, Clone)]
+pub struct RsmqConfig {
+    /// Where Redis is.
+    pub redis: RedisConfig,
+    /// Key prefix, as RSMQ's `ns` option. Defaults to `rsmq`.
+    pub namespace: String,
+    /// PUBLISH the queue length on `ns:rt:q` after each send, as RSMQ's `realtime`
+    /// option. Defaults to `false`.
+    pub realtime: bool,
+}
+
+impl RsmqConfig {
+    /// The defaults with this Redis URL.
+    pub fn from_url(url: impl Into<String>) -> Self {
+        RsmqConfig {
+            redis: RedisConfig::from_url(url),
+            namespace: "rsmq".into(),
+            realtime: false,
+        }
+    }
+}
+
+/// A handle on RSMQ queues in one Redis namespace. Cheap to clone.
+#[derive(Clone)]
+pub struct Rsmq {
+    con: ConnectionManager,
+    ns: Namespace,
+    realtime: bool,
+}
+
+impl std::fmt::Debug for Rsmq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rsmq")
+            .field("ns", &self.ns)
+            .field("realtime", &self.realtime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rsmq {
+    /// Connects with the default settings (namespace `rsmq`, no realtime).
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::with_config(RsmqConfig::from_url(url)).await
+    }
+
+    /// Connects with these settings.
+    pub async fn with_config(cfg: RsmqConfig) -> Result<Self> {
+        let con = cfg.redis.connect().await?;
+        Ok(Self::from_connection(con, &cfg.namespace, cfg.realtime))
+    }
+
+    /// Uses an open connection.
+    pub fn from_connection(con: ConnectionManager, namespace: &str, realtime: bool) -> Self {
+        Rsmq {
+            con,
+            ns: Namespace::new(namespace),
+            realtime,
+        }
+    }
+
+    /// Creates a queue. Fails with [`Error::QueueExists`] when it exists.
+    pub async fn create_queue(&self, name: &str, opts: QueueOptions) -> Result<()> {
+        validate::queue_name(name)?;
+        validate::seconds("vt", opts.vt)?;
+        validate::seconds("delay", opts.delay)?;
+        validate::maxsize(opts.maxsize)?;
+        let k = self.ns.queue(name);
+        let mut cmd = scripts::eval(&scripts::CREATE, &[&k.hash]);
+        cmd.arg(opts.vt).arg(opts.delay).arg(opts.maxsize);
+        let mut con = self.con.clone();
+        if scripts::int(&scripts::run(&mut con, &scripts::CREATE, &cmd).await?)? == 0 {
+            return Err(Error::QueueExists { name: name.into() });
+        }
+        let _: i64 = con.sadd(self.ns.queues(), name).await?;
+        Ok(())
+    }
+
+    /// The names of all queues in the namespace.
+    pub async fn list_queues(&self) -> Result<Vec<String>> {
+        let mut con = self.con.clone();
+        Ok(con.smembers(self.ns.queues()).await?)
+    }
+
+    /// Deletes a queue and all its messages.
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        validate::queue_name(name)?;
+        let k = self.ns.queue(name);
+        let mut con = self.con.clone();
+        let (removed, _, _): (i64, i64, i64) = redis::pipe()
+            .del(&k.hash)
+            .del(&k.zset)
+            .srem(self.ns.queues(), name)
+            .query_async(&mut con)
+            .await?;
+        if removed == 0 {
+            return Err(Error::QueueNotFound { name: name.into() });
+        }
+        Ok(())
+    }
+
+    /// A queue's attributes and message counts.
+    pub async fn attributes(&self, name: &str) -> Result<QueueAttributes> {
+        validate::queue_name(name)?;
+        let k = self.ns.queue(name);
+        let cmd = scripts::eval(&scripts::ATTRIBUTES, &[&k.zset, &k.hash]);
+        let v = scripts::run(&mut self.con.clone(), &scripts::ATTRIBUTES, &cmd).await?;
+        let (code, mut r) = Reply::status(&v)?;
+        if code == -1 {
+            return Err(Error::QueueNotFound { name: name.into() });
+        }
+        let mut a = [0i64; 9];
+        for x in &mut a {
+            *x = r.int()?;
+        }
+        let u = |i: usize| a[i].max(0) as u64;
+        Ok(QueueAttributes {
+            vt: u(0),
+            delay: u(1),
+            maxsize: a[2],
+            totalrecv: u(3),
+            totalsent: u(4),
+            created: u(5),
+            modified: u(6),
+            msgs: u(7),
+            hiddenmsgs: u(8),
+        })
+    }
+
+    /// Changes a queue's attributes; returns them as they are afterwards.
+    pub async fn set_attributes(&self, name: &str, update: QueueUpdate) -> Result<QueueAttributes> {
+        validate::queue_name(name)?;
+        let k = self.ns.queue(name);
+        let mut cmd = scripts::eval(&scripts::SET_ATTRIBUTES, &[&k.hash]);
+        if update == QueueUpdate::default() {
+            return Err(Error::InvalidValue {
+                what: "queue update",
+                reason: "no attribute supplied".into(),
+            });
+        }
+        if let Some(vt) = update.vt {
+            validate::seconds("vt", vt)?;
+            cmd.arg("vt").arg(vt);
+        }
+        if let Some(delay) = update.delay {
+            validate::seconds("delay", delay)?;
+            cmd.arg("delay").arg(delay);
+        }
+        if let Some(maxsize) = update.maxsize {
+            validate::maxsize(maxsize)?;
+            cmd.arg("maxsize").arg(maxsize);
+        }
+        let v = scripts::run(&mut self.con.clone(), &scripts::SET_ATTRIBUTES, &cmd).await?;
+        if scripts::int(&v)? == 0 {
+            return Err(Error::QueueNotFound { name: name.into() });
+        }
+        self.attributes(name).await
+    }
+
+    /// Sends one message; returns its id.
+    pub async fn send(&self, queue: &str, msg: Send) -> Result<MessageId> {
+        let ids = self.send_batch(queue, std::slice::from_ref(&msg)).await?;
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| Error::Protocol("send returned no id".into()))
+    }
+
+    /// Sends messages in one round trip: one script call per chunk of up to 1000
+    /// messages (4 MiB), all chunks pipelined. Either every message is sent or, when
+    /// the queue is missing or a body exceeds its maxsize, none is. Returns the ids
+    /// in the order of `msgs`; ids sort in that order too.
+    pub async fn send_batch(&self, queue: &str, msgs: &[Send]) -> Result<Vec<MessageId>> {
+        validate::queue_name(queue)?;
+        if msgs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue(queue);
+        let channel = if self.realtime { k.realtime.as_str() } else { "" };
+        let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
+        let mut pipe = redis::pipe();
+        let (mut start, mut bytes) = (0, 0);
+        for (i, m) in msgs.iter().enumerate() {
+            bytes += m.body.len();
+            let end = i + 1;
+            if end - start == BATCH_MESSAGES || bytes >= BATCH_BYTES || end == msgs.len() {
+                let mut cmd = scripts::eval(&scripts::SEND, &[&k.zset, &k.hash]);
+                cmd.arg(channel).arg(maxlen);
+                for m in &msgs[start..end] {
+                    cmd.arg(&random_suffix()[..]);
+                    match m.when {
+                        When::QueueDelay => cmd.arg(""),
+                        When::After(d) => cmd.arg(format!("d{}", validate::duration_ms("delay", d)?)),
+                        When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
+                    };
+                    cmd.arg(&m.body[..]);
+                }
+                pipe.add_command(cmd);
+                (start, bytes) = (end, 0);
+            }
+        }
+        let replies = scripts::run_pipeline(&mut self.con.clone(), &scripts::SEND, &pipe).await?;
+        let mut ids = Vec::with_capacity(msgs.len());
+        for v in &replies {
+            let (code, mut r) = Reply::status(v)?;
+            match code {
+                1 => {
+                    while !r.is_empty() {
+                        ids.push(JobId::from_bytes(r.bytes()?)?);
+                    }
+                }
+                -1 => return Err(Error::QueueNotFound { name: queue.into() }),
+                -2 => {
+                    let size = r.int()? as usize;
+                    let max = r.int()? as usize;
+                    return Err(Error::MessageTooLarge { size, max });
+                }
+                c => return Err(Error::Protocol(format!("send status {c}"))),
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Receives the oldest due message and hides it for `vt` (the queue's vt when
+    /// `None`), as RSMQ's `receiveMessage`.
+    pub async fn receive(&self, queue: &str, vt: Option<Duration>) -> Result<Option<Message>> {
+        Ok(self.receive_batch(queue, 1, vt).await?.pop())
+    }
+
+    /// Receives up to `n` due messages in one atomic call, oldest first.
+    pub async fn receive_batch(&self, queue: &str, n: usize, vt: Option<Duration>) -> Result<Vec<Message>> {
+        validate::queue_name(queue)?;
+        let vt = vt.map(|d| validate::duration_ms("vt", d)).transpose()?;
+        let k = self.ns.queue(queue);
+        let mut cmd = scripts::eval(&scripts::RECEIVE, &[&k.zset, &k.hash]);
+        cmd.arg(n.max(1));
+        match vt {
+            Some(ms) => cmd.arg(ms),
+            None => cmd.arg(""),
+        };
+        let v = scripts::run(&mut self.con.clone(), &scripts::RECEIVE, &cmd).await?;
+        parse_messages(queue, &v)
+    }
+
+    /// Receives and deletes the oldest due message, as RSMQ's `popMessage`.
+    pub async fn pop(&self, queue: &str) -> Result<Option<Message>> {
+        validate::queue_name(queue)?;
+        let k = self.ns.queue(queue);
+        let mut cmd = scripts::eval(&scripts::POP, &[&k.zset, &k.hash]);
+        cmd.arg(1);
+        let v = scripts::run(&mut self.con.clone(), &scripts::POP, &cmd).await?;
+        Ok(parse_messages(queue, &v)?.pop())
+    }
+
+    /// Hides a message until now + `vt`. Returns `false` when the message does not exist.
+    pub async fn change_visibility(&self, queue: &str, id: &MessageId, vt: Duration) -> Result<bool> {
+        validate::queue_name(queue)?;
+        let ms = validate::duration_ms("vt", vt)?;
+        let k = self.ns.queue(queue);
+        let mut cmd = scripts::eval(&scripts::VISIBILITY, &[&k.zset, &k.hash]);
+        cmd.arg(id).arg(ms);
+        match scripts::int(&scripts::run(&mut self.con.clone(), &scripts::VISIBILITY, &cmd).await?)? {
+            -1 => Err(Error::QueueNotFound { name: queue.into() }),
+            n => Ok(n == 1),
+        }
+    }
+
+    /// Deletes a message. Returns `true` only when both its entry and its body were
+    /// removed, as RSMQ's `deleteMessage`.
+    pub async fn delete(&self, queue: &str, id: &MessageId) -> Result<bool> {
+        let (members, fields) = self.delete_ids(queue, std::slice::from_ref(id)).await?;
+        Ok(members == 1 && fields > 0)
+    }
+
+    /// Deletes messages in one call. Returns how many were in the queue.
+    pub async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
+        let mut n = 0;
+        for chunk in ids.chunks(BATCH_MESSAGES) {
+            n += self.delete_ids(queue, chunk).await?.0;
+        }
+        Ok(n)
+    }
+
+    async fn delete_ids(&self, queue: &str, ids: &[MessageId]) -> Result<(u64, u64)> {
+        validate::queue_name(queue)?;
+        if ids.is_empty() {
+            return Ok((0, 0));
+        }
+        let k = self.ns.queue(queue);
+        let mut cmd = scripts::eval(&scripts::DELETE, &[&k.zset, &k.hash]);
+        cmd.arg(ids);
+        let v = scripts::run(&mut self.con.clone(), &scripts::DELETE, &cmd).await?;
+        let Value::Array(items) = &v else {
+            return Err(Error::Protocol(format!("delete reply {v:?}")));
+        };
+        match items.as_slice() {
+            [a, b] => Ok((scripts::int(a)?.max(0) as u64, scripts::int(b)?.max(0) as u64)),
+            _ => Err(Error::Protocol(format!("delete reply {v:?}"))),
+        }
+    }
+}
+
+fn parse_messages(queue: &str, v: &Value) -> Result<Vec<Message>> {
+    let (code, mut r) = Reply::status(v)?;
+    if code == -1 {
+        return Err(Error::QueueNotFound { name: queue.into() });
+    }
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        let id = JobId::from_bytes(r.bytes()?)?;
+        let body = String::from_utf8_lossy(r.bytes()?).into_owned();
+        let rc = r.int()?.max(0) as u64;
+        let fr = r.int()?.max(0) as u64;
+        out.push(Message {
+            sent: id.sent_ms(),
+            id,
+            body,
+            rc,
+            fr,
+        });
+    }
+    Ok(out)
+}

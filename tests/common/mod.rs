@@ -1,0 +1,100 @@
+//! Test helpers: a private `redis-server` per test, on a free loopback port.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` child process; killed when dropped.
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a server with persistence off.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `--option value` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server must be on PATH (bash .ci/run installs it)");
+            let mut server = RedisServer { child, port, dir };
+            if server.wait_ready(Duration::from_secs(10)) {
+                return server;
+            }
+        }
+        panic!("could not start redis-server");
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                use std::io::{Read, Write};
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                let mut buf = [0u8; 64];
+                if s.write_all(b"PING\r\n").is_ok() && matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG")) {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A plain redis-rs connection for checks the API under test does not offer.
+    pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Calls counted by `INFO commandstats`, by command name (lower case).
+pub async fn command_calls(con: &mut redis::aio::MultiplexedConnection) -> std::collections::HashMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("cmdstat_")?;
+            let (name, stats) = rest.split_once(':')?;
+            let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+            Some((name.to_string(), calls.parse().ok()?))
+        })
+        .collect()
+}
