@@ -79,7 +79,10 @@ impl EnqueueOptions {
 
     /// Runs at `at` (millisecond precision; a past time means now). Defaults to the queue's delay.
     pub fn at(mut self, at: SystemTime) -> Self {
-        let ms = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        let ms = at
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
         self.when = When::AtUnixMs(ms);
         self
     }
@@ -100,11 +103,13 @@ impl EnqueueOptions {
 ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
 /// }
 ///
-/// # async fn demo() -> redjob::Result<()> {
+/// # async fn _demo() -> redjob::Result<()> {
 /// let client = Client::connect("redis://127.0.0.1:6379").await?;
 /// let id = client.enqueue(&Welcome { user: 7 }).await?;
+/// println!("enqueued {id}");
 /// client.enqueue_in(&Welcome { user: 8 }, Duration::from_secs(60)).await?;
 /// let ids = client.enqueue_batch(&[Welcome { user: 9 }, Welcome { user: 10 }]).await?;
+/// assert_eq!(ids.len(), 2);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -138,7 +143,8 @@ impl Client {
 
     /// Enqueues a job to run after `delay` (Redis time, millisecond precision).
     pub async fn enqueue_in<J: Job>(&self, job: &J, delay: Duration) -> Result<JobId> {
-        self.enqueue_with(job, EnqueueOptions::new().delay(delay)).await
+        self.enqueue_with(job, EnqueueOptions::new().delay(delay))
+            .await
     }
 
     /// Enqueues a job to run at `at`.
@@ -148,7 +154,9 @@ impl Client {
 
     /// Enqueues a job with per-call options.
     pub async fn enqueue_with<J: Job>(&self, job: &J, opts: EnqueueOptions) -> Result<JobId> {
-        let ids = self.enqueue_batch_with(std::slice::from_ref(job), opts).await?;
+        let ids = self
+            .enqueue_batch_with(std::slice::from_ref(job), opts)
+            .await?;
         ids.into_iter()
             .next()
             .ok_or_else(|| Error::Protocol("enqueue returned no id".into()))
@@ -161,7 +169,11 @@ impl Client {
     }
 
     /// Enqueues jobs with the same options, in one round trip.
-    pub async fn enqueue_batch_with<J: Job>(&self, jobs: &[J], opts: EnqueueOptions) -> Result<Vec<JobId>> {
+    pub async fn enqueue_batch_with<J: Job>(
+        &self,
+        jobs: &[J],
+        opts: EnqueueOptions,
+    ) -> Result<Vec<JobId>> {
         let queue = opts.queue.as_deref().unwrap_or(J::OPTIONS.queue);
         validate::queue_name(queue)?;
         let msgs = jobs
@@ -175,7 +187,11 @@ impl Client {
             .collect::<Result<Vec<_>>>()?;
         match self.rsmq.send_batch(queue, &msgs).await {
             Err(Error::QueueNotFound { .. }) => {
-                match self.rsmq.create_queue(queue, self.config.queue_defaults).await {
+                match self
+                    .rsmq
+                    .create_queue(queue, self.config.queue_defaults)
+                    .await
+                {
                     Ok(()) | Err(Error::QueueExists { .. }) => {}
                     Err(e) => return Err(e),
                 }

@@ -82,7 +82,10 @@ impl fmt::Display for Error {
             ),
             Error::InvalidValue { what, reason } => write!(f, "invalid {what}: {reason}"),
             Error::MessageTooLarge { size, max } => {
-                write!(f, "message of {size} bytes exceeds the queue's maxsize of {max} bytes")
+                write!(
+                    f,
+                    "message of {size} bytes exceeds the queue's maxsize of {max} bytes"
+                )
             }
             Error::Decode(e) => write!(f, "cannot decode job: {e}"),
             Error::UnknownJob { name } => write!(f, "unknown job type {name:?}"),

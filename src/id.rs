@@ -139,14 +139,20 @@ mod tests {
         let a = random_suffix();
         let b = random_suffix();
         assert_ne!(a, b);
-        assert!(a.iter().all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()));
+        assert!(
+            a.iter()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+        );
     }
 
     #[test]
     fn sent_time_from_prefix() {
         // 1_700_000_000_123_456 µs in base 36
         let prefix = "gqll7vdgzk";
-        assert_eq!(u64::from_str_radix(prefix, 36).unwrap(), 1_700_000_000_123_456);
+        assert_eq!(
+            u64::from_str_radix(prefix, 36).unwrap(),
+            1_700_000_000_123_456
+        );
         let id: JobId = format!("{prefix}{}", "a".repeat(22)).parse().unwrap();
         assert_eq!(id.sent_ms(), 1_700_000_000_123);
     }

@@ -17,8 +17,19 @@ async fn setup() -> (RedisServer, Rsmq) {
 #[tokio::test]
 async fn create_list_delete_queue() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("a", QueueOptions::default()).await.unwrap();
-    rsmq.create_queue("b-2_x", QueueOptions { vt: 5, delay: 1, maxsize: -1 }).await.unwrap();
+    rsmq.create_queue("a", QueueOptions::default())
+        .await
+        .unwrap();
+    rsmq.create_queue(
+        "b-2_x",
+        QueueOptions {
+            vt: 5,
+            delay: 1,
+            maxsize: -1,
+        },
+    )
+    .await
+    .unwrap();
     let mut names = rsmq.list_queues().await.unwrap();
     names.sort();
     assert_eq!(names, ["a", "b-2_x"]);
@@ -28,7 +39,10 @@ async fn create_list_delete_queue() {
     ));
     rsmq.delete_queue("a").await.unwrap();
     assert_eq!(rsmq.list_queues().await.unwrap(), ["b-2_x"]);
-    assert!(matches!(rsmq.delete_queue("a").await, Err(Error::QueueNotFound { .. })));
+    assert!(matches!(
+        rsmq.delete_queue("a").await,
+        Err(Error::QueueNotFound { .. })
+    ));
 }
 
 #[tokio::test]
@@ -41,14 +55,35 @@ async fn create_queue_rejects_bad_input() {
         ));
     }
     let too_long = "q".repeat(161);
-    assert!(matches!(rsmq.create_queue(&too_long, QueueOptions::default()).await, Err(Error::InvalidQueueName { .. })));
+    assert!(matches!(
+        rsmq.create_queue(&too_long, QueueOptions::default()).await,
+        Err(Error::InvalidQueueName { .. })
+    ));
     for opts in [
-        QueueOptions { vt: 10_000_000, ..Default::default() },
-        QueueOptions { delay: 10_000_000, ..Default::default() },
-        QueueOptions { maxsize: 1023, ..Default::default() },
-        QueueOptions { maxsize: 65537, ..Default::default() },
+        QueueOptions {
+            vt: 10_000_000,
+            ..Default::default()
+        },
+        QueueOptions {
+            delay: 10_000_000,
+            ..Default::default()
+        },
+        QueueOptions {
+            maxsize: 1023,
+            ..Default::default()
+        },
+        QueueOptions {
+            maxsize: 65537,
+            ..Default::default()
+        },
     ] {
-        assert!(matches!(rsmq.create_queue("q", opts).await, Err(Error::InvalidValue { .. })), "{opts:?}");
+        assert!(
+            matches!(
+                rsmq.create_queue("q", opts).await,
+                Err(Error::InvalidValue { .. })
+            ),
+            "{opts:?}"
+        );
     }
     assert!(rsmq.list_queues().await.unwrap().is_empty());
 }
@@ -56,9 +91,22 @@ async fn create_queue_rejects_bad_input() {
 #[tokio::test]
 async fn attributes_track_counts_and_updates() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
     let a = rsmq.attributes("q").await.unwrap();
-    assert_eq!((a.vt, a.delay, a.maxsize, a.msgs, a.hiddenmsgs, a.totalsent, a.totalrecv), (30, 0, 65536, 0, 0, 0, 0));
+    assert_eq!(
+        (
+            a.vt,
+            a.delay,
+            a.maxsize,
+            a.msgs,
+            a.hiddenmsgs,
+            a.totalsent,
+            a.totalrecv
+        ),
+        (30, 0, 65536, 0, 0, 0, 0)
+    );
     assert!(a.created > 1_700_000_000 && a.created == a.modified);
     rsmq.send("q", Send::new("one")).await.unwrap();
     rsmq.send("q", Send::new("two")).await.unwrap();
@@ -66,37 +114,91 @@ async fn attributes_track_counts_and_updates() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     rsmq.receive("q", None).await.unwrap().unwrap();
     let a = rsmq.attributes("q").await.unwrap();
-    assert_eq!((a.msgs, a.hiddenmsgs, a.totalsent, a.totalrecv), (2, 1, 2, 1));
+    assert_eq!(
+        (a.msgs, a.hiddenmsgs, a.totalsent, a.totalrecv),
+        (2, 1, 2, 1)
+    );
     let a = rsmq
-        .set_attributes("q", QueueUpdate { vt: Some(60), delay: Some(2), maxsize: Some(-1) })
+        .set_attributes(
+            "q",
+            QueueUpdate {
+                vt: Some(60),
+                delay: Some(2),
+                maxsize: Some(-1),
+            },
+        )
         .await
         .unwrap();
     assert_eq!((a.vt, a.delay, a.maxsize), (60, 2, -1));
-    assert!(matches!(rsmq.set_attributes("q", QueueUpdate::default()).await, Err(Error::InvalidValue { .. })));
     assert!(matches!(
-        rsmq.set_attributes("q", QueueUpdate { vt: Some(10_000_000), ..Default::default() }).await,
+        rsmq.set_attributes("q", QueueUpdate::default()).await,
+        Err(Error::InvalidValue { .. })
+    ));
+    assert!(matches!(
+        rsmq.set_attributes(
+            "q",
+            QueueUpdate {
+                vt: Some(10_000_000),
+                ..Default::default()
+            }
+        )
+        .await,
         Err(Error::InvalidValue { what: "vt", .. })
     ));
     assert!(matches!(
-        rsmq.set_attributes("q", QueueUpdate { maxsize: Some(5), ..Default::default() }).await,
-        Err(Error::InvalidValue { what: "maxsize", .. })
+        rsmq.set_attributes(
+            "q",
+            QueueUpdate {
+                maxsize: Some(5),
+                ..Default::default()
+            }
+        )
+        .await,
+        Err(Error::InvalidValue {
+            what: "maxsize",
+            ..
+        })
     ));
     assert!(matches!(
-        rsmq.set_attributes("missing", QueueUpdate { vt: Some(1), ..Default::default() }).await,
+        rsmq.set_attributes(
+            "missing",
+            QueueUpdate {
+                vt: Some(1),
+                ..Default::default()
+            }
+        )
+        .await,
         Err(Error::QueueNotFound { .. })
     ));
-    assert!(matches!(rsmq.attributes("missing").await, Err(Error::QueueNotFound { .. })));
-    assert!(matches!(rsmq.attributes("bad name").await, Err(Error::InvalidQueueName { .. })));
+    assert!(matches!(
+        rsmq.attributes("missing").await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        rsmq.attributes("bad name").await,
+        Err(Error::InvalidQueueName { .. })
+    ));
 }
 
 #[tokio::test]
 async fn send_receive_delete_roundtrip() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
     let id = rsmq.send("q", Send::new("hello")).await.unwrap();
-    let m = rsmq.receive("q", Some(Duration::from_secs(10))).await.unwrap().unwrap();
+    let m = rsmq
+        .receive("q", Some(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((m.id, m.body.as_str(), m.rc), (id, "hello", 1));
-    assert!(m.fr >= m.sent && m.fr - m.sent < 5_000, "fr {} sent {}", m.fr, m.sent);
+    assert!(
+        m.fr >= m.sent && m.fr - m.sent < 5_000,
+        "fr {} sent {}",
+        m.fr,
+        m.sent
+    );
     // hidden now
     assert!(rsmq.receive("q", None).await.unwrap().is_none());
     assert!(rsmq.delete("q", &id).await.unwrap());
@@ -107,11 +209,21 @@ async fn send_receive_delete_roundtrip() {
 #[tokio::test]
 async fn receive_again_after_vt_counts_receives() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
     let id = rsmq.send("q", Send::new("x")).await.unwrap();
-    let first = rsmq.receive("q", Some(Duration::from_millis(50))).await.unwrap().unwrap();
+    let first = rsmq
+        .receive("q", Some(Duration::from_millis(50)))
+        .await
+        .unwrap()
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(80)).await;
-    let second = rsmq.receive("q", Some(Duration::from_millis(50))).await.unwrap().unwrap();
+    let second = rsmq
+        .receive("q", Some(Duration::from_millis(50)))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(second.id, id);
     assert_eq!(second.rc, 2);
     assert_eq!(second.fr, first.fr, "first receive time is kept");
@@ -120,16 +232,34 @@ async fn receive_again_after_vt_counts_receives() {
 #[tokio::test]
 async fn send_rejects_missing_queue_bad_name_and_large_body() {
     let (_s, rsmq) = setup().await;
-    assert!(matches!(rsmq.send("nope", Send::new("x")).await, Err(Error::QueueNotFound { .. })));
-    assert!(matches!(rsmq.send("bad name", Send::new("x")).await, Err(Error::InvalidQueueName { .. })));
-    rsmq.create_queue("q", QueueOptions { maxsize: 1024, ..Default::default() }).await.unwrap();
+    assert!(matches!(
+        rsmq.send("nope", Send::new("x")).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        rsmq.send("bad name", Send::new("x")).await,
+        Err(Error::InvalidQueueName { .. })
+    ));
+    rsmq.create_queue(
+        "q",
+        QueueOptions {
+            maxsize: 1024,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     rsmq.send("q", Send::new(vec![b'a'; 1024])).await.unwrap();
     assert!(matches!(
         rsmq.send("q", Send::new(vec![b'a'; 1025])).await,
-        Err(Error::MessageTooLarge { size: 1025, max: 1024 })
+        Err(Error::MessageTooLarge {
+            size: 1025,
+            max: 1024
+        })
     ));
     assert!(matches!(
-        rsmq.send("q", Send::new("x").delay(Duration::from_secs(10_000_000))).await,
+        rsmq.send("q", Send::new("x").delay(Duration::from_secs(10_000_000)))
+            .await,
         Err(Error::InvalidValue { what: "delay", .. })
     ));
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 1);
@@ -138,7 +268,15 @@ async fn send_rejects_missing_queue_bad_name_and_large_body() {
 #[tokio::test]
 async fn unlimited_maxsize_takes_large_bodies() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions { maxsize: -1, ..Default::default() }).await.unwrap();
+    rsmq.create_queue(
+        "q",
+        QueueOptions {
+            maxsize: -1,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let body = "z".repeat(200_000);
     rsmq.send("q", Send::new(body.clone())).await.unwrap();
     assert_eq!(rsmq.pop("q").await.unwrap().unwrap().body, body);
@@ -147,23 +285,43 @@ async fn unlimited_maxsize_takes_large_bodies() {
 #[tokio::test]
 async fn delayed_messages_wait() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
-    rsmq.send("q", Send::new("later").delay(Duration::from_millis(150))).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    rsmq.send("q", Send::new("later").delay(Duration::from_millis(150)))
+        .await
+        .unwrap();
     assert!(rsmq.receive("q", None).await.unwrap().is_none());
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(rsmq.receive("q", None).await.unwrap().unwrap().body, "later");
+    assert_eq!(
+        rsmq.receive("q", None).await.unwrap().unwrap().body,
+        "later"
+    );
     // the queue's own delay attribute (whole seconds)
-    rsmq.set_attributes("q", QueueUpdate { delay: Some(1), ..Default::default() }).await.unwrap();
+    rsmq.set_attributes(
+        "q",
+        QueueUpdate {
+            delay: Some(1),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     rsmq.send("q", Send::new("queue delay")).await.unwrap();
     assert!(rsmq.receive("q", None).await.unwrap().is_none());
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(rsmq.receive("q", None).await.unwrap().unwrap().body, "queue delay");
+    assert_eq!(
+        rsmq.receive("q", None).await.unwrap().unwrap().body,
+        "queue delay"
+    );
 }
 
 #[tokio::test]
 async fn receive_batch_is_fifo_and_bounded() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
     let msgs: Vec<Send> = (0..25).map(|i| Send::new(format!("m{i}"))).collect();
     let ids = rsmq.send_batch("q", &msgs).await.unwrap();
     assert_eq!(ids.len(), 25);
@@ -176,9 +334,13 @@ async fn receive_batch_is_fifo_and_bounded() {
     assert_eq!(rsmq.receive_batch("q", 100, None).await.unwrap().len(), 15);
     assert!(rsmq.receive_batch("q", 100, None).await.unwrap().is_empty());
     assert_eq!(rsmq.attributes("q").await.unwrap().totalrecv, 25);
-    assert!(matches!(rsmq.receive_batch("nope", 1, None).await, Err(Error::QueueNotFound { .. })));
     assert!(matches!(
-        rsmq.receive("q", Some(Duration::from_secs(10_000_000))).await,
+        rsmq.receive_batch("nope", 1, None).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        rsmq.receive("q", Some(Duration::from_secs(10_000_000)))
+            .await,
         Err(Error::InvalidValue { what: "vt", .. })
     ));
 }
@@ -186,30 +348,53 @@ async fn receive_batch_is_fifo_and_bounded() {
 #[tokio::test]
 async fn pop_removes_message() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
     assert!(rsmq.pop("q").await.unwrap().is_none());
     let id = rsmq.send("q", Send::new("p")).await.unwrap();
     let m = rsmq.pop("q").await.unwrap().unwrap();
     assert_eq!((m.id, m.body.as_str(), m.rc), (id, "p", 1));
     let a = rsmq.attributes("q").await.unwrap();
     assert_eq!((a.msgs, a.totalrecv), (0, 1));
-    assert!(matches!(rsmq.pop("nope").await, Err(Error::QueueNotFound { .. })));
+    assert!(matches!(
+        rsmq.pop("nope").await,
+        Err(Error::QueueNotFound { .. })
+    ));
 }
 
 #[tokio::test]
 async fn change_visibility_rehides_and_reveals() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
     let id = rsmq.send("q", Send::new("v")).await.unwrap();
-    rsmq.receive("q", Some(Duration::from_secs(100))).await.unwrap().unwrap();
-    assert!(rsmq.change_visibility("q", &id, Duration::ZERO).await.unwrap());
+    rsmq.receive("q", Some(Duration::from_secs(100)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        rsmq.change_visibility("q", &id, Duration::ZERO)
+            .await
+            .unwrap()
+    );
     let again = rsmq.receive("q", None).await.unwrap().unwrap();
     assert_eq!((again.id, again.rc), (id, 2));
     rsmq.delete("q", &id).await.unwrap();
-    assert!(!rsmq.change_visibility("q", &id, Duration::ZERO).await.unwrap());
-    assert!(matches!(rsmq.change_visibility("nope", &id, Duration::ZERO).await, Err(Error::QueueNotFound { .. })));
+    assert!(
+        !rsmq
+            .change_visibility("q", &id, Duration::ZERO)
+            .await
+            .unwrap()
+    );
     assert!(matches!(
-        rsmq.change_visibility("q", &id, Duration::from_secs(10_000_000)).await,
+        rsmq.change_visibility("nope", &id, Duration::ZERO).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        rsmq.change_visibility("q", &id, Duration::from_secs(10_000_000))
+            .await,
         Err(Error::InvalidValue { .. })
     ));
 }
@@ -217,21 +402,46 @@ async fn change_visibility_rehides_and_reveals() {
 #[tokio::test]
 async fn delete_batch_counts_existing() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
-    let ids = rsmq.send_batch("q", &(0..5).map(|i| Send::new(i.to_string())).collect::<Vec<_>>()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let ids = rsmq
+        .send_batch(
+            "q",
+            &(0..5).map(|i| Send::new(i.to_string())).collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
     rsmq.delete("q", &ids[0]).await.unwrap();
     assert_eq!(rsmq.delete_batch("q", &ids).await.unwrap(), 4);
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 0);
-    assert!(matches!(rsmq.delete_batch("bad name", &ids).await, Err(Error::InvalidQueueName { .. })));
+    assert!(matches!(
+        rsmq.delete_batch("bad name", &ids).await,
+        Err(Error::InvalidQueueName { .. })
+    ));
 }
 
 #[tokio::test]
 async fn batch_over_maxsize_sends_nothing() {
     let (_s, rsmq) = setup().await;
-    rsmq.create_queue("q", QueueOptions { maxsize: 2048, ..Default::default() }).await.unwrap();
+    rsmq.create_queue(
+        "q",
+        QueueOptions {
+            maxsize: 2048,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let mut msgs: Vec<Send> = (0..2500).map(|i| Send::new(i.to_string())).collect();
     msgs.push(Send::new(vec![b'x'; 4096]));
-    assert!(matches!(rsmq.send_batch("q", &msgs).await, Err(Error::MessageTooLarge { size: 4096, max: 2048 })));
+    assert!(matches!(
+        rsmq.send_batch("q", &msgs).await,
+        Err(Error::MessageTooLarge {
+            size: 4096,
+            max: 2048
+        })
+    ));
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 0);
 }
 
@@ -239,9 +449,14 @@ async fn batch_over_maxsize_sends_nothing() {
 async fn realtime_publishes_queue_length() {
     use futures::StreamExt;
     let server = RedisServer::start();
-    let cfg = redjob::queue::RsmqConfig { realtime: true, ..redjob::queue::RsmqConfig::from_url(server.url()) };
+    let cfg = redjob::queue::RsmqConfig {
+        realtime: true,
+        ..redjob::queue::RsmqConfig::from_url(server.url())
+    };
     let rsmq = Rsmq::with_config(cfg).await.unwrap();
-    rsmq.create_queue("q", QueueOptions::default()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
     let client = redis::Client::open(server.url()).unwrap();
     let mut pubsub = client.get_async_pubsub().await.unwrap();
     pubsub.subscribe("rsmq:rt:q").await.unwrap();
@@ -250,7 +465,10 @@ async fn realtime_publishes_queue_length() {
     let mut stream = pubsub.on_message();
     let mut got = Vec::new();
     for _ in 0..2 {
-        let msg = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.unwrap().unwrap();
+        let msg = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .unwrap()
+            .unwrap();
         got.push(msg.get_payload::<i64>().unwrap());
     }
     assert_eq!(got, [1, 2]);
@@ -258,11 +476,18 @@ async fn realtime_publishes_queue_length() {
 
 #[tokio::test]
 async fn unreachable_redis_is_an_error() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut cfg = redjob::queue::RsmqConfig::from_url(format!("redis://127.0.0.1:{port}"));
     cfg.redis.connection_timeout = Duration::from_millis(300);
     let started = std::time::Instant::now();
     assert!(matches!(Rsmq::with_config(cfg).await, Err(Error::Redis(_))));
     assert!(started.elapsed() < Duration::from_secs(30));
-    assert!(matches!(Rsmq::connect("not a url").await, Err(Error::InvalidValue { .. })));
+    assert!(matches!(
+        Rsmq::connect("not a url").await,
+        Err(Error::InvalidValue { .. })
+    ));
 }

@@ -25,7 +25,12 @@ fn rsmq_js(server: &RedisServer, ops: Value) -> Vec<Value> {
         .stdout(Stdio::piped())
         .spawn()
         .expect("node must be on PATH");
-    child.stdin.take().unwrap().write_all(ops.to_string().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(ops.to_string().as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "driver failed");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -54,10 +59,19 @@ async fn rsmq_sends_redjob_receives() {
     let first_id = r[1].as_str().unwrap().to_string();
     let js = &r[2];
     assert_eq!(js["id"], json!(first_id));
-    assert!(rsmq.list_queues().await.unwrap().contains(&"jsq".to_string()));
+    assert!(
+        rsmq.list_queues()
+            .await
+            .unwrap()
+            .contains(&"jsq".to_string())
+    );
 
     // rsmq received it once (vt 0, so visible again): redjob sees rc 2 and the same fr
-    let m = rsmq.receive("jsq", Some(Duration::from_secs(30))).await.unwrap().unwrap();
+    let m = rsmq
+        .receive("jsq", Some(Duration::from_secs(30)))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(m.id.as_str(), first_id);
     assert_eq!(m.body, "hello from node");
     assert_eq!(m.rc, 2);
@@ -65,17 +79,28 @@ async fn rsmq_sends_redjob_receives() {
     assert_eq!(m.sent, js["sent"].as_f64().unwrap().floor() as u64);
 
     let m2 = rsmq.receive("jsq", None).await.unwrap().unwrap();
-    assert_eq!((m2.id.as_str(), m2.body.as_str(), m2.rc), (r[3].as_str().unwrap(), "second", 1));
+    assert_eq!(
+        (m2.id.as_str(), m2.body.as_str(), m2.rc),
+        (r[3].as_str().unwrap(), "second", 1)
+    );
     assert!(rsmq.delete("jsq", &m.id).await.unwrap());
     assert!(rsmq.delete("jsq", &m2.id).await.unwrap());
-    let r = rsmq_js(&server, json!([{"op": "getQueueAttributes", "qname": "jsq"}]));
-    assert_eq!((r[0]["msgs"].clone(), r[0]["totalrecv"].clone()), (json!(0), json!(3)));
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "getQueueAttributes", "qname": "jsq"}]),
+    );
+    assert_eq!(
+        (r[0]["msgs"].clone(), r[0]["totalrecv"].clone()),
+        (json!(0), json!(3))
+    );
 }
 
 #[tokio::test]
 async fn redjob_sends_rsmq_receives_rehides_and_deletes() {
     let (server, rsmq) = setup().await;
-    rsmq.create_queue("rq", QueueOptions::default()).await.unwrap();
+    rsmq.create_queue("rq", QueueOptions::default())
+        .await
+        .unwrap();
     let id = rsmq.send("rq", Send::new("from rust")).await.unwrap();
     let mut r = rsmq_js(
         &server,
@@ -105,10 +130,16 @@ async fn redjob_sends_rsmq_receives_rehides_and_deletes() {
     assert_eq!(first["rc"], json!(1));
     assert_eq!(first["sent"].as_f64().unwrap().floor() as u64, id.sent_ms());
     assert_eq!(r[1], json!(1), "re-hidden");
-    assert_eq!((r[2]["id"].clone(), r[2]["rc"].clone()), (json!(id.as_str()), json!(2)));
+    assert_eq!(
+        (r[2]["id"].clone(), r[2]["rc"].clone()),
+        (json!(id.as_str()), json!(2))
+    );
     assert_eq!(r[2]["fr"], first["fr"]);
     assert_eq!(r[3], json!(1), "deleted");
-    let got: Vec<_> = r[4..7].iter().map(|m| (m["id"].clone(), m["message"].clone())).collect();
+    let got: Vec<_> = r[4..7]
+        .iter()
+        .map(|m| (m["id"].clone(), m["message"].clone()))
+        .collect();
     let want: Vec<_> = batch
         .iter()
         .zip(["b1", "b2", "b3"])
@@ -116,14 +147,29 @@ async fn redjob_sends_rsmq_receives_rehides_and_deletes() {
         .collect();
     assert_eq!(got, want, "batch arrives in order");
     assert_eq!(r[7], json!(["rq"]));
-    assert_eq!(rsmq.attributes("rq").await.unwrap().msgs, 2, "b3 was popped");
+    assert_eq!(
+        rsmq.attributes("rq").await.unwrap().msgs,
+        2,
+        "b3 was popped"
+    );
 }
 
 #[tokio::test]
 async fn attributes_read_the_same_from_both_sides() {
     let (server, rsmq) = setup().await;
-    rsmq.create_queue("a", QueueOptions { vt: 45, delay: 3, maxsize: -1 }).await.unwrap();
-    rsmq.send("a", Send::new("now").delay(Duration::ZERO)).await.unwrap();
+    rsmq.create_queue(
+        "a",
+        QueueOptions {
+            vt: 45,
+            delay: 3,
+            maxsize: -1,
+        },
+    )
+    .await
+    .unwrap();
+    rsmq.send("a", Send::new("now").delay(Duration::ZERO))
+        .await
+        .unwrap();
     rsmq.send("a", Send::new("later")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     rsmq.receive("a", None).await.unwrap().unwrap();
@@ -150,7 +196,10 @@ async fn attributes_read_the_same_from_both_sides() {
     ] {
         assert_eq!(js[k], json!(v), "{k}");
     }
-    assert_eq!((mine.msgs, mine.hiddenmsgs, mine.totalsent, mine.totalrecv), (2, 2, 2, 1));
+    assert_eq!(
+        (mine.msgs, mine.hiddenmsgs, mine.totalsent, mine.totalrecv),
+        (2, 2, 2, 1)
+    );
     assert_eq!(mine.vt, 50, "set by rsmq");
     let b = rsmq.attributes("b").await.unwrap();
     assert_eq!((b.vt, b.delay, b.maxsize), (7, 1, 1024));
@@ -163,7 +212,15 @@ async fn attributes_read_the_same_from_both_sides() {
 #[tokio::test]
 async fn errors_agree_with_rsmq() {
     let (server, rsmq) = setup().await;
-    rsmq.create_queue("dup", QueueOptions { maxsize: 1024, ..Default::default() }).await.unwrap();
+    rsmq.create_queue(
+        "dup",
+        QueueOptions {
+            maxsize: 1024,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let big = "x".repeat(1025);
     let r = rsmq_js(
         &server,
@@ -174,8 +231,23 @@ async fn errors_agree_with_rsmq() {
             {"op": "createQueue", "qname": "bad name"},
         ]),
     );
-    for (i, want) in ["queueExists", "messageTooLong", "queueNotFound", "invalidFormat"].iter().enumerate() {
-        assert!(r[i]["error"].as_str().unwrap().contains(want), "{i}: {}", r[i]);
+    for (i, want) in [
+        "queueExists",
+        "messageTooLong",
+        "queueNotFound",
+        "invalidFormat",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(
+            r[i]["error"].as_str().unwrap().contains(want),
+            "{i}: {}",
+            r[i]
+        );
     }
-    assert!(matches!(rsmq.send("dup", Send::new(big)).await, Err(redjob::Error::MessageTooLarge { .. })));
+    assert!(matches!(
+        rsmq.send("dup", Send::new(big)).await,
+        Err(redjob::Error::MessageTooLarge { .. })
+    ));
 }

@@ -64,7 +64,9 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
 
 fn set<T>(slot: &mut Option<T>, value: syn::Result<T>, expr: &Expr, errors: &mut Errors) {
     match value {
-        Ok(_) if slot.is_some() => errors.push(syn::Error::new(expr.span(), "duplicate job attribute")),
+        Ok(_) if slot.is_some() => {
+            errors.push(syn::Error::new(expr.span(), "duplicate job attribute"))
+        }
         Ok(v) => *slot = Some(v),
         Err(e) => errors.push(e),
     }
@@ -72,7 +74,9 @@ fn set<T>(slot: &mut Option<T>, value: syn::Result<T>, expr: &Expr, errors: &mut
 
 fn string(e: &Expr) -> syn::Result<LitStr> {
     match e {
-        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(s.clone()),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Ok(s.clone()),
         _ => Err(syn::Error::new(e.span(), "expected a string literal")),
     }
 }
@@ -87,7 +91,8 @@ fn name(s: LitStr) -> syn::Result<LitStr> {
 fn queue(s: LitStr) -> syn::Result<LitStr> {
     let v = s.value();
     let ok = (1..=160).contains(&v.len())
-        && v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+        && v.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
         && v != "QUEUES";
     if ok {
         Ok(s)
@@ -101,11 +106,21 @@ fn queue(s: LitStr) -> syn::Result<LitStr> {
 
 fn attempts(e: &Expr) -> syn::Result<u32> {
     let lit: LitInt = match e {
-        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.clone(),
-        _ => return Err(syn::Error::new(e.span(), "expected an integer, e.g. `max_attempts = 5`")),
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.clone(),
+        _ => {
+            return Err(syn::Error::new(
+                e.span(),
+                "expected an integer, e.g. `max_attempts = 5`",
+            ));
+        }
     };
     match lit.base10_parse::<u32>() {
-        Ok(0) | Err(_) => Err(syn::Error::new(lit.span(), "max_attempts must be between 1 and 4294967295")),
+        Ok(0) | Err(_) => Err(syn::Error::new(
+            lit.span(),
+            "max_attempts must be between 1 and 4294967295",
+        )),
         Ok(n) => Ok(n),
     }
 }
@@ -116,7 +131,9 @@ pub fn duration(s: &LitStr) -> syn::Result<u64> {
     let err = || {
         syn::Error::new(
             s.span(),
-            format!("invalid duration {v:?}: expected a number with a unit of ms, s, m, h or d, e.g. \"30s\""),
+            format!(
+                "invalid duration {v:?}: expected a number with a unit of ms, s, m, h or d, e.g. \"30s\""
+            ),
         )
     };
     let split = v.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;

@@ -32,7 +32,12 @@ pub struct JobContext {
 
 impl JobContext {
     /// A context with a fresh cancellation token.
-    pub fn new(id: JobId, attempt: u32, queue: impl Into<Arc<str>>, enqueued_at: SystemTime) -> Self {
+    pub fn new(
+        id: JobId,
+        attempt: u32,
+        queue: impl Into<Arc<str>>,
+        enqueued_at: SystemTime,
+    ) -> Self {
         JobContext {
             id,
             attempt,

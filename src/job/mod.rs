@@ -42,6 +42,10 @@ pub use error::{JobError, Outcome};
 /// A job's handler. Implement it for a type that has `#[derive(Job)]`.
 ///
 /// See the [module docs](self) for an example.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` derives Job but has no handler",
+    label = "add `impl redjob::Job for {Self} {{ async fn perform(..) }}`"
+)]
 pub trait Job: JobSpec + Serialize + DeserializeOwned + Send + Sync + 'static {
     /// Runs the job. `Err` retries it with backoff or, for [`JobError::fatal`] and
     /// after the last attempt, moves it to the dead-letter queue.
@@ -114,5 +118,8 @@ pub trait DynJob: Send + Sync {
     /// The job type's options.
     fn job_options(&self) -> JobOptions;
     /// Runs the handler.
-    fn perform_dyn<'a>(&'a self, ctx: &'a JobContext) -> futures::future::BoxFuture<'a, Result<(), JobError>>;
+    fn perform_dyn<'a>(
+        &'a self,
+        ctx: &'a JobContext,
+    ) -> futures::future::BoxFuture<'a, Result<(), JobError>>;
 }

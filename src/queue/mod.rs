@@ -9,7 +9,7 @@
 //! use std::time::Duration;
 //! use redjob::queue::{QueueOptions, Rsmq, Send};
 //!
-//! # async fn demo() -> redjob::Result<()> {
+//! # async fn _demo() -> redjob::Result<()> {
 //! let rsmq = Rsmq::connect("redis://127.0.0.1:6379").await?;
 //! rsmq.create_queue("emails", QueueOptions::default()).await?;
 //! let id = rsmq.send("emails", Send::new("hello")).await?;
@@ -25,6 +25,8 @@ mod scripts;
 mod types;
 pub(crate) mod validate;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
@@ -78,6 +80,7 @@ impl RsmqConfig {
 #[derive(Clone)]
 pub struct Rsmq {
     con: ConnectionManager,
+    send_loaded: Arc<AtomicBool>,
     ns: Namespace,
     realtime: bool,
 }
@@ -107,6 +110,7 @@ impl Rsmq {
     pub fn from_connection(con: ConnectionManager, namespace: &str, realtime: bool) -> Self {
         Rsmq {
             con,
+            send_loaded: Arc::default(),
             ns: Namespace::new(namespace),
             realtime,
         }
@@ -228,7 +232,11 @@ impl Rsmq {
             return Ok(Vec::new());
         }
         let k = self.ns.queue(queue);
-        let channel = if self.realtime { k.realtime.as_str() } else { "" };
+        let channel = if self.realtime {
+            k.realtime.as_str()
+        } else {
+            ""
+        };
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
         let mut pipe = redis::pipe();
         let (mut start, mut bytes) = (0, 0);
@@ -242,7 +250,9 @@ impl Rsmq {
                     cmd.arg(&random_suffix()[..]);
                     match m.when {
                         When::QueueDelay => cmd.arg(""),
-                        When::After(d) => cmd.arg(format!("d{}", validate::duration_ms("delay", d)?)),
+                        When::After(d) => {
+                            cmd.arg(format!("d{}", validate::duration_ms("delay", d)?))
+                        }
                         When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
                     };
                     cmd.arg(&m.body[..]);
@@ -251,7 +261,13 @@ impl Rsmq {
                 (start, bytes) = (end, 0);
             }
         }
-        let replies = scripts::run_pipeline(&mut self.con.clone(), &scripts::SEND, &pipe).await?;
+        let replies = scripts::run_pipeline(
+            &mut self.con.clone(),
+            &scripts::SEND,
+            &self.send_loaded,
+            &pipe,
+        )
+        .await?;
         let mut ids = Vec::with_capacity(msgs.len());
         for v in &replies {
             let (code, mut r) = Reply::status(v)?;
@@ -280,7 +296,12 @@ impl Rsmq {
     }
 
     /// Receives up to `n` due messages in one atomic call, oldest first.
-    pub async fn receive_batch(&self, queue: &str, n: usize, vt: Option<Duration>) -> Result<Vec<Message>> {
+    pub async fn receive_batch(
+        &self,
+        queue: &str,
+        n: usize,
+        vt: Option<Duration>,
+    ) -> Result<Vec<Message>> {
         validate::queue_name(queue)?;
         let vt = vt.map(|d| validate::duration_ms("vt", d)).transpose()?;
         let k = self.ns.queue(queue);
@@ -305,13 +326,19 @@ impl Rsmq {
     }
 
     /// Hides a message until now + `vt`. Returns `false` when the message does not exist.
-    pub async fn change_visibility(&self, queue: &str, id: &MessageId, vt: Duration) -> Result<bool> {
+    pub async fn change_visibility(
+        &self,
+        queue: &str,
+        id: &MessageId,
+        vt: Duration,
+    ) -> Result<bool> {
         validate::queue_name(queue)?;
         let ms = validate::duration_ms("vt", vt)?;
         let k = self.ns.queue(queue);
         let mut cmd = scripts::eval(&scripts::VISIBILITY, &[&k.zset, &k.hash]);
         cmd.arg(id).arg(ms);
-        match scripts::int(&scripts::run(&mut self.con.clone(), &scripts::VISIBILITY, &cmd).await?)? {
+        match scripts::int(&scripts::run(&mut self.con.clone(), &scripts::VISIBILITY, &cmd).await?)?
+        {
             -1 => Err(Error::QueueNotFound { name: queue.into() }),
             n => Ok(n == 1),
         }
@@ -346,7 +373,10 @@ impl Rsmq {
             return Err(Error::Protocol(format!("delete reply {v:?}")));
         };
         match items.as_slice() {
-            [a, b] => Ok((scripts::int(a)?.max(0) as u64, scripts::int(b)?.max(0) as u64)),
+            [a, b] => Ok((
+                scripts::int(a)?.max(0) as u64,
+                scripts::int(b)?.max(0) as u64,
+            )),
             _ => Err(Error::Protocol(format!("delete reply {v:?}"))),
         }
     }

@@ -1,6 +1,7 @@
 //! The queue layer's Lua scripts and the one path that calls them.
 
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::aio::ConnectionManager;
 use redis::{Cmd, ErrorKind, Pipeline, Script, ServerErrorKind, Value};
@@ -10,7 +11,7 @@ use crate::{Error, Result};
 macro_rules! scripts {
     ($($name:ident => $file:literal),* $(,)?) => {
         $(pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("lua/", $file))));)*
+            LazyLock::new(|| Script::new(concat!(include_str!("lua/lib.lua"), include_str!(concat!("lua/", $file)))));)*
     };
 }
 
@@ -49,14 +50,23 @@ pub(crate) async fn run(con: &mut ConnectionManager, script: &Script, cmd: &Cmd)
     }
 }
 
-/// Runs a pipeline of calls to `script` in one round trip, loading it if needed.
+/// Runs a pipeline of calls to `script` in one round trip.
+///
+/// `loaded` remembers that this connection's Redis has the script: a large
+/// pipeline is not sent twice when the first attempt would meet `NOSCRIPT`.
 pub(crate) async fn run_pipeline(
     con: &mut ConnectionManager,
     script: &Script,
+    loaded: &AtomicBool,
     pipe: &Pipeline,
 ) -> Result<Vec<Value>> {
+    if !loaded.load(Ordering::Relaxed) {
+        script.load_async(con).await?;
+        loaded.store(true, Ordering::Relaxed);
+    }
     match pipe.query_async(con).await {
         Err(e) if is_noscript(&e) => {
+            // Redis restarted or flushed its scripts
             script.load_async(con).await?;
             Ok(pipe.query_async(con).await?)
         }

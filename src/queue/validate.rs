@@ -64,7 +64,10 @@ mod tests {
         assert!(queue_name("Jobs_high-1").is_ok());
         assert!(queue_name(&"x".repeat(160)).is_ok());
         for bad in ["", "a b", "a:b", "ünï", "QUEUES", &"x".repeat(161)] {
-            assert!(matches!(queue_name(bad), Err(Error::InvalidQueueName { .. })), "{bad}");
+            assert!(
+                matches!(queue_name(bad), Err(Error::InvalidQueueName { .. })),
+                "{bad}"
+            );
         }
     }
 
@@ -72,7 +75,10 @@ mod tests {
     fn ranges() {
         assert!(seconds("vt", MAX_SECONDS).is_ok());
         assert!(seconds("vt", MAX_SECONDS + 1).is_err());
-        assert_eq!(duration_ms("vt", Duration::from_millis(1500)).unwrap(), 1500);
+        assert_eq!(
+            duration_ms("vt", Duration::from_millis(1500)).unwrap(),
+            1500
+        );
         assert!(duration_ms("vt", Duration::from_millis(MAX_SECONDS * 1000 + 1)).is_err());
         for ok in [-1, 1024, 65536] {
             assert!(maxsize(ok).is_ok());

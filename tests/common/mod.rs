@@ -22,10 +22,20 @@ impl RedisServer {
     pub fn start_with(extra: &[&str]) -> Self {
         for _ in 0..5 {
             let port = free_port();
-            let dir = std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("create temp dir");
             let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
                 .arg("--dir")
                 .arg(&dir)
                 .args(extra)
@@ -51,7 +61,9 @@ impl RedisServer {
                 use std::io::{Read, Write};
                 let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                 let mut buf = [0u8; 64];
-                if s.write_all(b"PING\r\n").is_ok() && matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG")) {
+                if s.write_all(b"PING\r\n").is_ok()
+                    && matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
+                {
                     return true;
                 }
             }
@@ -83,12 +95,22 @@ impl Drop for RedisServer {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Calls counted by `INFO commandstats`, by command name (lower case).
-pub async fn command_calls(con: &mut redis::aio::MultiplexedConnection) -> std::collections::HashMap<String, u64> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
+pub async fn command_calls(
+    con: &mut redis::aio::MultiplexedConnection,
+) -> std::collections::HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await
+        .unwrap();
     info.lines()
         .filter_map(|l| {
             let rest = l.strip_prefix("cmdstat_")?;

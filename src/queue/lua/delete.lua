@@ -9,6 +9,6 @@ for _, id in ipairs(ARGV) do
   fields[#fields + 1] = id .. ":rc"
   fields[#fields + 1] = id .. ":fr"
 end
-local n = redis.call("ZREM", KEYS[1], unpack(ARGV))
-local h = redis.call("HDEL", KEYS[2], unpack(fields))
+local _, n = many("ZREM", KEYS[1], ARGV)
+local _, h = many("HDEL", KEYS[2], fields)
 return {n, h}

@@ -15,9 +15,9 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":rc"
   fields[#fields + 1] = id .. ":fr"
 end
-local vals = redis.call("HMGET", KEYS[2], unpack(fields))
-redis.call("ZREM", KEYS[1], unpack(ids))
-redis.call("HDEL", KEYS[2], unpack(fields))
+local vals = many("HMGET", KEYS[2], fields, 3000)
+many("ZREM", KEYS[1], ids)
+many("HDEL", KEYS[2], fields)
 local n = 0
 for i, id in ipairs(ids) do
   local body = vals[i * 3 - 2]

@@ -14,7 +14,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[1]))
 local out = {1}
 if #ids == 0 then return out end
-local bodies = redis.call("HMGET", KEYS[2], unpack(ids))
+local bodies = many("HMGET", KEYS[2], ids)
 local z, orphans = {}, {}
 local hidden = string.format("%.0f", now + vt)
 for i, id in ipairs(ids) do
@@ -26,9 +26,9 @@ for i, id in ipairs(ids) do
   end
 end
 -- a member without a body carries nothing to deliver: drop it
-if #orphans > 0 then redis.call("ZREM", KEYS[1], unpack(orphans)) end
+if #orphans > 0 then many("ZREM", KEYS[1], orphans) end
 if #z == 0 then return out end
-redis.call("ZADD", KEYS[1], unpack(z))
+many("ZADD", KEYS[1], z)
 redis.call("HINCRBY", KEYS[2], "totalrecv", #z / 2)
 for i, id in ipairs(ids) do
   if bodies[i] then

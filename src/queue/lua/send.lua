@@ -44,8 +44,8 @@ for i = 1, n do
   hargs[#hargs + 1] = ARGV[b + 2]
   out[#out + 1] = id
 end
-redis.call("ZADD", KEYS[1], unpack(zargs))
-redis.call("HSET", KEYS[2], unpack(hargs))
+many("ZADD", KEYS[1], zargs)
+many("HSET", KEYS[2], hargs)
 redis.call("HINCRBY", KEYS[2], "totalsent", n)
 if ARGV[1] ~= "" then
   redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))

@@ -1,0 +1,16 @@
+-- Prepended to every script. Lua's unpack() takes a few thousand values at most,
+-- so a command over a long list runs in chunks. `step` must be even for pair lists.
+-- Returns the chunks' array replies joined, or their integer replies summed.
+local function many(cmd, key, list, step)
+  step = step or 4000
+  local joined, sum = {}, 0
+  for i = 1, #list, step do
+    local r = redis.call(cmd, key, unpack(list, i, math.min(i + step - 1, #list)))
+    if type(r) == "table" then
+      for j = 1, #r do joined[#joined + 1] = r[j] end
+    else
+      sum = sum + r
+    end
+  end
+  return joined, sum
+end

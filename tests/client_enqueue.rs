@@ -1,0 +1,303 @@
+//! The enqueue client: typed jobs into RSMQ queues, delays, batches and connection URLs.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{RedisServer, command_calls};
+use redis::AsyncCommands;
+use redjob::client::{ClientConfig, EnqueueOptions};
+use redjob::queue::QueueOptions;
+use redjob::{Client, Error, Job, JobContext, JobError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "email", queue = "mail")]
+struct Email {
+    to: String,
+}
+
+impl Job for Email {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "n")]
+struct N {
+    i: u32,
+}
+
+impl Job for N {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+async fn score(con: &mut redis::aio::MultiplexedConnection, key: &str, id: &redjob::JobId) -> u64 {
+    let s: f64 = con.zscore(key, id.as_str()).await.unwrap();
+    s as u64
+}
+
+#[tokio::test]
+async fn enqueue_creates_the_queue_and_stores_the_envelope() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let id = client.enqueue(&Email { to: "a@b.c".into() }).await.unwrap();
+    let mut con = server.raw().await;
+    let body: String = con.hget("rsmq:mail:Q", id.as_str()).await.unwrap();
+    assert_eq!(body, r#"{"type":"email","args":{"to":"a@b.c"}}"#);
+    let attrs = client.queues().attributes("mail").await.unwrap();
+    assert_eq!(
+        (attrs.vt, attrs.delay, attrs.maxsize, attrs.totalsent),
+        (30, 0, 65536, 1)
+    );
+    assert_eq!(client.queues().list_queues().await.unwrap(), ["mail"]);
+    let sent = id
+        .sent_at()
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(now.abs_diff(sent) < 5_000, "id prefix is the Redis time");
+    assert_eq!(score(&mut con, "rsmq:mail", &id).await, sent, "due now");
+}
+
+#[tokio::test]
+async fn enqueue_in_and_at_score_by_redis_time() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut con = server.raw().await;
+    let id = client
+        .enqueue_in(&Email { to: "x".into() }, Duration::from_millis(2500))
+        .await
+        .unwrap();
+    let due = score(&mut con, "rsmq:mail", &id).await;
+    let sent = id.sent_ms();
+    assert!(
+        (2500..2510).contains(&(due - sent)),
+        "due {due} sent {sent}"
+    );
+
+    let at = SystemTime::now() + Duration::from_secs(3600);
+    let at_ms = at.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    let id = client
+        .enqueue_at(&Email { to: "y".into() }, at)
+        .await
+        .unwrap();
+    assert_eq!(score(&mut con, "rsmq:mail", &id).await, at_ms);
+
+    let past = SystemTime::now() - Duration::from_secs(3600);
+    let id = client
+        .enqueue_at(&Email { to: "z".into() }, past)
+        .await
+        .unwrap();
+    assert!(
+        score(&mut con, "rsmq:mail", &id).await >= id.sent_ms(),
+        "a past time means now"
+    );
+
+    // nothing is due but the past one
+    let due_now = client
+        .queues()
+        .receive_batch("mail", 10, None)
+        .await
+        .unwrap();
+    assert_eq!(due_now.len(), 1);
+    assert_eq!(due_now[0].id, id);
+}
+
+#[tokio::test]
+async fn per_call_queue_override_and_validation() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .enqueue_with(
+            &Email { to: "o".into() },
+            EnqueueOptions::new().queue("urgent"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(client.queues().attributes("urgent").await.unwrap().msgs, 1);
+    assert!(matches!(
+        client
+            .enqueue_with(
+                &Email { to: "o".into() },
+                EnqueueOptions::new().queue("no good")
+            )
+            .await,
+        Err(Error::InvalidQueueName { .. })
+    ));
+    client
+        .queues()
+        .create_queue(
+            "mail",
+            QueueOptions {
+                maxsize: 1024,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        client
+            .enqueue(&Email {
+                to: "x".repeat(2000)
+            })
+            .await,
+        Err(Error::MessageTooLarge { max: 1024, .. })
+    ));
+    assert!(matches!(
+        client
+            .enqueue_in(&Email { to: "o".into() }, Duration::from_secs(10_000_000))
+            .await,
+        Err(Error::InvalidValue { what: "delay", .. })
+    ));
+}
+
+#[tokio::test]
+async fn namespace_and_queue_defaults_come_from_config() {
+    let server = RedisServer::start();
+    let cfg = ClientConfig {
+        namespace: "myapp".into(),
+        queue_defaults: QueueOptions {
+            vt: 90,
+            ..Default::default()
+        },
+        ..ClientConfig::from_url(server.url())
+    };
+    let client = Client::from_config(cfg).await.unwrap();
+    client.enqueue(&N { i: 1 }).await.unwrap();
+    let mut con = server.raw().await;
+    let n: u64 = con.zcard("myapp:default").await.unwrap();
+    assert_eq!(n, 1);
+    let vt: u64 = con.hget("myapp:default:Q", "vt").await.unwrap();
+    assert_eq!(vt, 90);
+    let exists: bool = con.exists("rsmq:default").await.unwrap();
+    assert!(!exists);
+}
+
+#[tokio::test]
+async fn batch_of_10000_costs_10_script_calls_in_one_pipeline() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("default", QueueOptions::default())
+        .await
+        .unwrap();
+    let jobs: Vec<N> = (0..10_000).map(|i| N { i }).collect();
+    let mut con = server.raw().await;
+    let mut ids;
+    // the first batch of a handle loads the script once; the second shows the steady cost
+    for round in 0..2 {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        ids = client.enqueue_batch(&jobs).await.unwrap();
+        let calls = command_calls(&mut con).await;
+        let evalsha = calls.get("evalsha").copied().unwrap_or(0);
+        let from_client: u64 = calls
+            .iter()
+            .filter(|(name, _)| {
+                ![
+                    "hmget", "time", "zadd", "hset", "hincrby", "zcard", "publish",
+                ]
+                .contains(&name.as_str())
+                    && !name.starts_with("config")
+            })
+            .map(|(_, n)| n)
+            .sum();
+        println!(
+            "enqueue_batch of 10000 jobs, round {round}: {evalsha} EVALSHA in one pipeline, {from_client} client commands; {calls:?}"
+        );
+        assert_eq!(evalsha, 10);
+        assert_eq!(
+            from_client,
+            if round == 0 { 11 } else { 10 },
+            "script calls (+ one SCRIPT LOAD at first)"
+        );
+        assert_eq!(
+            calls.get("zadd"),
+            Some(&10),
+            "one multi-member ZADD per 1000 jobs"
+        );
+        client.queues().delete_batch("default", &ids).await.unwrap();
+    }
+    let ids = client.enqueue_batch(&jobs).await.unwrap();
+    assert_eq!(ids.len(), 10_000);
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, ids, "unique and in send order");
+    let msgs = client
+        .queues()
+        .receive_batch("default", 10_000, None)
+        .await
+        .unwrap();
+    let order: Vec<u32> = msgs
+        .iter()
+        .map(|m| {
+            serde_json::from_str::<serde_json::Value>(&m.body).unwrap()["args"]["i"]
+                .as_u64()
+                .unwrap() as u32
+        })
+        .collect();
+    assert_eq!(
+        order,
+        (0..10_000).collect::<Vec<_>>(),
+        "received in FIFO order"
+    );
+}
+
+#[tokio::test]
+async fn password_and_acl_user_urls() {
+    let server = RedisServer::start_with(&[
+        "--requirepass",
+        "s3cret",
+        "--user",
+        "app",
+        "on",
+        ">apppw",
+        "~*",
+        "&*",
+        "+@all",
+    ]);
+    let port = server.port;
+    let client = Client::connect(&format!("redis://:s3cret@127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    client.enqueue(&N { i: 1 }).await.unwrap();
+    let app = Client::connect(&format!("redis://app:apppw@127.0.0.1:{port}/0"))
+        .await
+        .unwrap();
+    app.enqueue(&N { i: 2 }).await.unwrap();
+    assert_eq!(app.queues().attributes("default").await.unwrap().msgs, 2);
+    assert!(matches!(
+        Client::connect(&format!("redis://app:wrong@127.0.0.1:{port}")).await,
+        Err(Error::Redis(_))
+    ));
+}
+
+#[cfg(not(feature = "tls"))]
+#[tokio::test]
+async fn rediss_without_tls_feature_is_a_clear_error() {
+    let err = Client::connect("rediss://127.0.0.1:1").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidValue {
+                what: "redis url",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

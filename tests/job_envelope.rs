@@ -1,0 +1,146 @@
+//! Job definitions: the derive's options, the envelope, and typed decoding errors.
+
+use std::time::Duration;
+
+use redjob::job::{JobOptions, JobSpec, decode, encode};
+use redjob::{Error, Job, JobContext, JobError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize, Job, PartialEq)]
+#[job(
+    name = "thumbnail",
+    queue = "images",
+    max_attempts = 3,
+    timeout = "90s",
+    backoff = "250ms"
+)]
+struct Thumbnail {
+    path: String,
+    width: u32,
+}
+
+impl Job for Thumbnail {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        if self.width == 0 {
+            return Err(JobError::fatal(format!("job {} has width 0", ctx.id())));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+struct Plain;
+
+impl Job for Plain {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(timeout = "2h")]
+enum Shape {
+    Circle { r: f64 },
+    Square(f64),
+}
+
+impl Job for Shape {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn attributes_set_options_and_defaults_fill_the_rest() {
+    assert_eq!(Thumbnail::NAME, "thumbnail");
+    let o = Thumbnail::OPTIONS;
+    assert_eq!(o.queue, "images");
+    assert_eq!(o.max_attempts, 3);
+    assert_eq!(o.timeout, Duration::from_secs(90));
+    assert_eq!(o.backoff, Duration::from_millis(250));
+    assert_eq!(Plain::NAME, "Plain", "the type's name by default");
+    assert_eq!(Plain::OPTIONS, JobOptions::DEFAULT);
+    assert_eq!(Shape::OPTIONS.timeout, Duration::from_secs(7200));
+    assert_eq!(Shape::OPTIONS.queue, "default");
+}
+
+#[test]
+fn envelope_round_trip() {
+    let job = Thumbnail {
+        path: "a.png".into(),
+        width: 64,
+    };
+    let body = encode(&job).unwrap();
+    assert_eq!(
+        std::str::from_utf8(&body).unwrap(),
+        r#"{"type":"thumbnail","args":{"path":"a.png","width":64}}"#
+    );
+    let back = decode(&body).unwrap();
+    assert_eq!(back.job_name(), "thumbnail");
+    assert_eq!(back.job_options().max_attempts, 3);
+    let enum_body = encode(&Shape::Square(2.0)).unwrap();
+    assert_eq!(decode(&enum_body).unwrap().job_name(), "Shape");
+    assert_eq!(
+        decode(br#"{"type":"Plain","args":null}"#)
+            .unwrap()
+            .job_name(),
+        "Plain"
+    );
+}
+
+#[tokio::test]
+async fn decoded_job_runs_its_handler() {
+    let id = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+    let ctx = JobContext::new(id, 1, "images", std::time::SystemTime::now());
+    let ok = decode(br#"{"type":"thumbnail","args":{"path":"p","width":1}}"#).unwrap();
+    assert!(ok.perform_dyn(&ctx).await.is_ok());
+    let bad = decode(br#"{"type":"thumbnail","args":{"path":"p","width":0}}"#).unwrap();
+    let err = bad.perform_dyn(&ctx).await.unwrap_err();
+    assert_eq!(err.outcome(), redjob::job::Outcome::Fatal);
+    assert!(err.to_string().contains("width 0"));
+}
+
+#[test]
+fn bad_bodies_are_typed_errors() {
+    let unknown = decode(br#"{"type":"renamed_long_ago","args":{}}"#)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&unknown, Error::UnknownJob { name } if name == "renamed_long_ago"),
+        "{unknown}"
+    );
+    for body in [
+        &b"not json"[..],
+        b"",
+        b"[1,2,3]",
+        b"{\"args\":{}}",
+        br#"{"type":"thumbnail","args":{"path":3,"width":"wide"}}"#,
+        br#"{"type":"thumbnail"}"#,
+        b"\xff\xfe{}",
+        br#"{"type":7,"args":{}}"#,
+    ] {
+        let err = decode(body)
+            .err()
+            .unwrap_or_else(|| panic!("{body:?} decoded"));
+        assert!(matches!(err, Error::Decode(_)), "{body:?}: {err}");
+    }
+}
+
+#[test]
+fn job_error_from_any_error_retries() {
+    fn fails() -> Result<(), JobError> {
+        let n: i32 = "x".parse()?;
+        let _ = n;
+        Ok(())
+    }
+    let e = fails().unwrap_err();
+    assert_eq!(e.outcome(), redjob::job::Outcome::Retry);
+    assert!(e.error().to_string().contains("invalid digit"));
+}
+
+#[test]
+fn extra_envelope_fields_are_accepted() {
+    // room for per-job options next to type and args
+    let job = decode(br#"{"type":"Plain","args":null,"opts":{"attempts":2}}"#);
+    assert_eq!(job.unwrap().job_name(), "Plain");
+}

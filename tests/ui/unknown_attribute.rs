@@ -1,0 +1,9 @@
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, redjob::Job)]
+#[job(queue = "mail", retries = 3, priority = 1)]
+struct Mail {
+    to: String,
+}
+
+fn main() {}
