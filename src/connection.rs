@@ -30,6 +30,9 @@ pub struct RedisConfig {
     pub connection_timeout: Duration,
     /// How long to wait for a reply before a call fails. Defaults to 5 s.
     pub response_timeout: Duration,
+    /// PEM root certificate(s) to trust for `rediss://` instead of the system's
+    /// (a private CA). Needs the `tls` feature. Defaults to `None`.
+    pub tls_root_cert: Option<Vec<u8>>,
 }
 
 impl Default for RedisConfig {
@@ -45,6 +48,7 @@ impl RedisConfig {
             url: url.into(),
             connection_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(5),
+            tls_root_cert: None,
         }
     }
 
@@ -55,10 +59,29 @@ impl RedisConfig {
             // rustls needs one process-wide crypto provider; another may be installed already.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidValue {
+        let invalid = |e: redis::RedisError| Error::InvalidValue {
             what: "redis url",
             reason: e.to_string(),
-        })?;
+        };
+        let client = match &self.tls_root_cert {
+            None => redis::Client::open(self.url.as_str()).map_err(invalid)?,
+            #[cfg(feature = "tls")]
+            Some(pem) => redis::Client::build_with_tls(
+                self.url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            )
+            .map_err(invalid)?,
+            #[cfg(not(feature = "tls"))]
+            Some(_) => {
+                return Err(Error::InvalidValue {
+                    what: "tls_root_cert",
+                    reason: "TLS needs redjob's `tls` feature".into(),
+                });
+            }
+        };
         let cfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.response_timeout));

@@ -1,0 +1,122 @@
+//! `rediss://` URLs against a TLS-only redis-server with a private CA (feature `tls`).
+#![cfg(feature = "tls")]
+
+mod common;
+
+use std::process::Command;
+
+use common::RedisServer;
+use redjob::client::ClientConfig;
+use redjob::{Client, Job, JobContext, JobError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "tls_ping")]
+struct Ping;
+
+impl Job for Ping {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it, made with openssl.
+fn make_certs(dir: &std::path::Path) {
+    let run = |args: &[&str]| {
+        let ok = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl on PATH");
+        assert!(
+            ok.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=redjob test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "ext.cnf",
+    ]);
+}
+
+#[tokio::test]
+async fn rediss_with_a_private_ca() {
+    let dir = std::env::temp_dir().join(format!("redjob-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    make_certs(&dir);
+    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = RedisServer::start_with(&[
+        "--tls-port",
+        &tls_port.to_string(),
+        "--tls-cert-file",
+        &p("server.pem"),
+        "--tls-key-file",
+        &p("server.key"),
+        "--tls-ca-cert-file",
+        &p("ca.pem"),
+        "--tls-auth-clients",
+        "no",
+    ]);
+    let mut cfg = ClientConfig::from_url(format!("rediss://127.0.0.1:{tls_port}"));
+    cfg.redis.tls_root_cert = Some(std::fs::read(dir.join("ca.pem")).unwrap());
+    let client = Client::from_config(cfg).await.unwrap();
+    client.enqueue(&Ping).await.unwrap();
+    // the plain port sees what went through TLS
+    let plain = Client::connect(&server.url()).await.unwrap();
+    assert_eq!(plain.queues().attributes("default").await.unwrap().msgs, 1);
+    // without the CA, the server's certificate is not trusted
+    let untrusted = Client::connect(&format!("rediss://127.0.0.1:{tls_port}")).await;
+    assert!(untrusted.is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
