@@ -2,6 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::backend::redis::RedisBackend;
 use crate::connection::RedisConfig;
 use crate::job::{self, Job};
 use crate::queue::{QueueOptions, Rsmq, Send, When, validate};
@@ -115,6 +116,7 @@ impl EnqueueOptions {
 #[derive(Debug, Clone)]
 pub struct Client {
     rsmq: Rsmq,
+    backend: RedisBackend,
     config: ClientConfig,
 }
 
@@ -126,14 +128,26 @@ impl Client {
 
     /// Connects with these settings.
     pub async fn from_config(config: ClientConfig) -> Result<Self> {
-        let con = config.redis.connect().await?;
-        let rsmq = Rsmq::from_connection(con, &config.namespace, config.realtime);
-        Ok(Client { rsmq, config })
+        let (redis, con) = config.redis.open().await?;
+        let rsmq = Rsmq::from_connection(con.clone(), &config.namespace, config.realtime);
+        let backend = RedisBackend::new(con, redis, &config.namespace);
+        Ok(Client {
+            rsmq,
+            backend,
+            config,
+        })
     }
 
     /// The queue layer on the same connection and namespace.
     pub fn queues(&self) -> &Rsmq {
         &self.rsmq
+    }
+
+    /// The worker backend on the same connection and namespace: pass it to
+    /// [`Worker::builder`](crate::Worker::builder); it also reads queue stats and
+    /// dead letters.
+    pub fn backend(&self) -> RedisBackend {
+        self.backend.clone()
     }
 
     /// Enqueues a job to run now (after its queue's delay).

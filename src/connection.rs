@@ -54,6 +54,11 @@ impl RedisConfig {
 
     /// Opens a managed connection that reconnects by itself after failures.
     pub async fn connect(&self) -> Result<ConnectionManager> {
+        Ok(self.open().await?.1)
+    }
+
+    /// The client (for extra connections such as pub/sub) and a managed connection.
+    pub(crate) async fn open(&self) -> Result<(redis::Client, ConnectionManager)> {
         #[cfg(feature = "tls")]
         {
             // rustls needs one process-wide crypto provider; another may be installed already.
@@ -85,6 +90,7 @@ impl RedisConfig {
         let cfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.response_timeout));
-        Ok(ConnectionManager::new_with_config(client, cfg).await?)
+        let con = ConnectionManager::new_with_config(client.clone(), cfg).await?;
+        Ok((client, con))
     }
 }

@@ -59,6 +59,11 @@ pub enum Error {
     },
     /// Redis answered a script with something the client did not expect.
     Protocol(String),
+    /// A handler asked its context for a value the worker was not given with `.data()`.
+    MissingData {
+        /// The requested type.
+        type_name: &'static str,
+    },
     /// The operation was refused because the worker or client is shutting down.
     ShuttingDown,
 }
@@ -90,6 +95,10 @@ impl fmt::Display for Error {
             Error::Decode(e) => write!(f, "cannot decode job: {e}"),
             Error::UnknownJob { name } => write!(f, "unknown job type {name:?}"),
             Error::Protocol(m) => write!(f, "unexpected reply from redis: {m}"),
+            Error::MissingData { type_name } => write!(
+                f,
+                "no value of type {type_name} was given to the worker: add it with `Worker::builder(..).data(value)`"
+            ),
             Error::ShuttingDown => write!(f, "shutting down"),
         }
     }

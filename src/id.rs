@@ -90,44 +90,44 @@ impl redis::ToRedisArgs for JobId {
     }
 }
 
-/// 22 random characters of `[0-9a-z]`, the random part of a new id.
-///
-/// Seeded from the std hasher's per-process random keys, a counter and the clock,
-/// so no RNG crate is needed; ids need uniqueness, not secrecy.
-pub(crate) fn random_suffix() -> [u8; 22] {
+/// A random number: xorshift128+ per thread, seeded from the std hasher's
+/// per-process random keys and the clock. Ids need uniqueness, not secrecy, so
+/// no RNG crate is needed.
+pub(crate) fn random_u64() -> u64 {
     use std::cell::Cell;
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
     thread_local! {
         static STATE: Cell<(u64, u64)> = Cell::new({
-            let s = RandomState::new();
-            let mut h = s.build_hasher();
+            let mut h = RandomState::new().build_hasher();
             h.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos());
             let a = h.finish();
             h.write_u64(a);
             (a | 1, h.finish() | 1)
         });
     }
-    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     STATE.with(|st| {
-        let (mut a, mut b) = st.get();
-        let mut out = [0u8; 22];
-        for chunk in out.chunks_mut(11) {
-            // xorshift128+
-            let mut x = a;
-            let y = b;
-            a = y;
-            x ^= x << 23;
-            b = x ^ y ^ (x >> 17) ^ (y >> 26);
-            let mut v = b.wrapping_add(y);
-            for c in chunk {
-                *c = DIGITS[(v % 36) as usize];
-                v /= 36;
-            }
-        }
-        st.set((a, b));
-        out
+        let (mut x, y) = st.get();
+        x ^= x << 23;
+        let b = x ^ y ^ (x >> 17) ^ (y >> 26);
+        st.set((y, b));
+        b.wrapping_add(y)
     })
+}
+
+/// 22 random characters of `[0-9a-z]`, the random part of a new id.
+pub(crate) fn random_suffix() -> [u8; 22] {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = [0u8; 22];
+    for chunk in out.chunks_mut(11) {
+        // 36^11 < 2^64: eleven digits per draw
+        let mut v = random_u64();
+        for c in chunk {
+            *c = DIGITS[(v % 36) as usize];
+            v /= 36;
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -2,12 +2,15 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod backend;
 pub mod client;
 pub mod connection;
 mod error;
 mod id;
 pub mod job;
+mod keys;
 pub mod queue;
+pub mod worker;
 
 pub use client::Client;
 pub use error::{Error, Result};
@@ -18,11 +21,13 @@ pub use job::{Job, JobContext, JobError};
 /// max_attempts = N, timeout = "30s", backoff = "1s")]`; durations take `ms`, `s`,
 /// `m`, `h` or `d`.
 pub use redjob_macros::Job;
+pub use worker::{RetryPolicy, Worker};
 
 /// Used by `#[derive(Job)]`'s expansion. Not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::job::DynJob;
     pub use futures::future::BoxFuture;
+    pub use inventory;
     pub use typetag;
 }

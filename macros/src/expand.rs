@@ -52,6 +52,13 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
                 };
             }
 
+            ::redjob::__private::inventory::submit! {
+                ::redjob::job::Registration {
+                    name: #name,
+                    queue: <#ident as ::redjob::job::JobSpec>::OPTIONS.queue,
+                }
+            }
+
             #[typetag::serde(name = #name)]
             impl ::redjob::__private::DynJob for #ident {
                 fn job_name(&self) -> &'static str {

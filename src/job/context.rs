@@ -5,7 +5,8 @@ use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::JobId;
+use crate::worker::data::Data;
+use crate::{Error, JobId, Result};
 
 /// The context of one job execution: its id, attempt, queue, enqueue time and a
 /// cancellation token that fires on timeout or when the worker gives up on it.
@@ -28,6 +29,7 @@ pub struct JobContext {
     queue: Arc<str>,
     enqueued_at: SystemTime,
     cancel: CancellationToken,
+    data: Data,
 }
 
 impl JobContext {
@@ -44,7 +46,20 @@ impl JobContext {
             queue: queue.into(),
             enqueued_at,
             cancel: CancellationToken::new(),
+            data: Data::default(),
         }
+    }
+
+    /// Adds a shared value for [`JobContext::data`] (workers do this from
+    /// `Worker::builder(..).data(value)`; tests of a handler call it directly).
+    pub fn with_data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.data = self.data.with(value);
+        self
+    }
+
+    pub(crate) fn with_data_map(mut self, data: Data) -> Self {
+        self.data = data;
+        self
     }
 
     /// Uses this cancellation token (a child of the worker's, say).
@@ -71,6 +86,26 @@ impl JobContext {
     /// When the job was enqueued (Redis time, from the id).
     pub fn enqueued_at(&self) -> SystemTime {
         self.enqueued_at
+    }
+
+    /// The shared value of type `T` the worker was given with `.data(value)`, the
+    /// way axum's `State` works.
+    ///
+    /// ```
+    /// # use std::time::SystemTime;
+    /// # use redjob::JobContext;
+    /// struct Config { greeting: &'static str }
+    ///
+    /// let id = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+    /// let ctx = JobContext::new(id, 1, "default", SystemTime::UNIX_EPOCH)
+    ///     .with_data(Config { greeting: "hello" });
+    /// assert_eq!(ctx.data::<Config>().unwrap().greeting, "hello");
+    /// assert!(ctx.data::<String>().is_err());
+    /// ```
+    pub fn data<T: Send + Sync + 'static>(&self) -> Result<&T> {
+        self.data.get::<T>().ok_or(Error::MissingData {
+            type_name: std::any::type_name::<T>(),
+        })
     }
 
     /// Fires when the job should stop: timeout or worker shutdown past its grace period.

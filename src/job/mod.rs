@@ -107,6 +107,34 @@ impl Default for JobOptions {
     }
 }
 
+/// A job type linked into this program, recorded by `#[derive(Job)]`.
+#[derive(Debug)]
+pub struct Registration {
+    /// The job's stable name.
+    pub name: &'static str,
+    /// Its default queue.
+    pub queue: &'static str,
+}
+
+inventory::collect!(Registration);
+
+/// Every job type linked into this program (each `#[derive(Job)]`).
+///
+/// ```
+/// # use redjob::{Job, JobContext, JobError};
+/// # use serde::{Deserialize, Serialize};
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(name = "listed", queue = "q1")]
+/// struct Listed;
+/// # impl Job for Listed {
+/// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+/// # }
+/// assert!(redjob::job::registered().any(|r| r.name == "listed" && r.queue == "q1"));
+/// ```
+pub fn registered() -> impl Iterator<Item = &'static Registration> {
+    inventory::iter::<Registration>.into_iter()
+}
+
 /// The object-safe face of every job, registered with typetag by `#[derive(Job)]`.
 ///
 /// Not for users: it is how a stored envelope becomes a runnable job again.

@@ -20,8 +20,6 @@
 //! # Ok(()) }
 //! ```
 
-mod keys;
-mod scripts;
 mod types;
 pub(crate) mod validate;
 
@@ -32,14 +30,14 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Value};
 
-pub(crate) use keys::Namespace;
+pub(crate) use crate::keys::Namespace;
 pub use types::{Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Send, When};
 pub use validate::MAX_SECONDS;
 
+use crate::backend::redis::scripts::{self, Reply};
 use crate::connection::RedisConfig;
 use crate::id::random_suffix;
 use crate::{Error, JobId, Result};
-use scripts::Reply;
 
 /// Most messages per script call of a batch send (Lua's `unpack` has limits).
 const BATCH_MESSAGES: usize = 1000;

@@ -120,3 +120,71 @@ pub async fn command_calls(
         })
         .collect()
 }
+
+/// Polls `cond` every 10 ms until it holds or `limit` passes; returns whether it held.
+pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cond()
+}
+
+/// Like [`wait_until`] with an async condition.
+pub async fn wait_for<F: std::future::Future<Output = bool>>(
+    limit: Duration,
+    mut cond: impl FnMut() -> F,
+) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cond().await
+}
+
+/// What handlers saw: one entry per run start.
+#[derive(Default, Clone)]
+pub struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<Run>>>);
+
+/// One handler start.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub id: redjob::JobId,
+    pub key: u64,
+    pub attempt: u32,
+    pub at: std::time::SystemTime,
+}
+
+impl Recorder {
+    pub fn record(&self, ctx: &redjob::JobContext, key: u64) {
+        self.0.lock().unwrap().push(Run {
+            id: ctx.id(),
+            key,
+            attempt: ctx.attempt(),
+            at: std::time::SystemTime::now(),
+        });
+    }
+
+    pub fn runs(&self) -> Vec<Run> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Runs per key.
+    pub fn counts(&self) -> std::collections::HashMap<u64, usize> {
+        let mut m = std::collections::HashMap::new();
+        for r in self.runs() {
+            *m.entry(r.key).or_default() += 1;
+        }
+        m
+    }
+}

@@ -1,4 +1,8 @@
 //! Every Redis key name redjob uses is built here.
+//!
+//! RSMQ's keys are `ns:QUEUES`, `ns:q` and `ns:q:Q`. redjob's own extra keys sit
+//! beside them as `ns:q:<suffix>`; RSMQ queue names cannot contain `:`, so no RSMQ
+//! queue can collide with them.
 
 /// The keys of one queue in RSMQ's layout.
 #[derive(Debug, Clone)]
@@ -9,6 +13,12 @@ pub(crate) struct QueueKeys {
     pub hash: String,
     /// `ns:rt:q`: the realtime PUBLISH channel (a channel, not a key).
     pub realtime: String,
+    /// `ns:q:dead`: sorted set of dead-letter ids scored by time of death (ms).
+    pub dead: String,
+    /// `ns:q:dead:Q`: hash of dead letters: `<id>` body, `<id>:err`, `<id>:n` attempts.
+    pub dead_hash: String,
+    /// `ns:q:stats`: hash of counters `processed`, `failed`, `retried`, `dead`.
+    pub stats: String,
 }
 
 /// `ns:` as RSMQ writes its `redisns`.
@@ -34,6 +44,9 @@ impl Namespace {
             zset: format!("{}{name}", self.prefix),
             hash: format!("{}{name}:Q", self.prefix),
             realtime: format!("{}rt:{name}", self.prefix),
+            dead: format!("{}{name}:dead", self.prefix),
+            dead_hash: format!("{}{name}:dead:Q", self.prefix),
+            stats: format!("{}{name}:stats", self.prefix),
         }
     }
 }
@@ -50,5 +63,13 @@ mod tests {
         assert_eq!(k.hash, "rsmq:jobs:Q");
         assert_eq!(k.realtime, "rsmq:rt:jobs");
         assert_eq!(ns.queues(), "rsmq:QUEUES");
+        assert_eq!(
+            (k.dead, k.dead_hash, k.stats),
+            (
+                "rsmq:jobs:dead".into(),
+                "rsmq:jobs:dead:Q".into(),
+                "rsmq:jobs:stats".into()
+            )
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The queue layer's Lua scripts and the one path that calls them.
+//! Every Lua script (`lua/*.lua`, each with `lua/lib.lua` prepended) and the one
+//! path that calls them.
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,9 @@ scripts! {
     CREATE => "create.lua",
     ATTRIBUTES => "attributes.lua",
     SET_ATTRIBUTES => "set_attributes.lua",
+    FETCH => "fetch.lua",
+    EXTEND => "extend.lua",
+    COMPLETE => "complete.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.

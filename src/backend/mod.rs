@@ -1,0 +1,174 @@
+//! The storage a worker runs on: a small trait of atomic, batched operations.
+//!
+//! [`RedisBackend`](redis::RedisBackend) is the product. The trait is kept small so
+//! that an in-memory backend can give the same semantics.
+
+pub mod redis;
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::{JobId, Result};
+
+/// A delivery's fencing token: the job's score while this worker holds it.
+///
+/// The score is `<lease end ms>.<delivery count>`; stored as thousandths of a
+/// millisecond, so [`Token::attempt`] is the delivery count (1 on first delivery,
+/// at most 999) and ack, extend and reschedule act only while the score is unchanged.
+///
+/// ```
+/// use redjob::backend::Token;
+///
+/// let t: Token = "1790000000123.004".parse().unwrap();
+/// assert_eq!((t.attempt(), t.lease_until_ms()), (4, 1_790_000_000_123));
+/// assert_eq!(t.to_string(), "1790000000123.004");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Token(u64);
+
+impl Token {
+    /// A token for a lease ending at `lease_until_ms` on delivery number `attempt`.
+    pub fn new(lease_until_ms: u64, attempt: u32) -> Self {
+        Token(lease_until_ms * 1000 + u64::from(attempt.min(999)))
+    }
+
+    /// The delivery count, starting at 1.
+    pub fn attempt(self) -> u32 {
+        (self.0 % 1000) as u32
+    }
+
+    /// When the lease ends, Unix ms (Redis time).
+    pub fn lease_until_ms(self) -> u64 {
+        self.0 / 1000
+    }
+}
+
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+impl std::str::FromStr for Token {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || crate::Error::Protocol(format!("bad token {s:?}"));
+        let (ms, n) = s.split_once('.').ok_or_else(bad)?;
+        if n.len() != 3 {
+            return Err(bad());
+        }
+        Ok(Token(
+            ms.parse::<u64>().map_err(|_| bad())? * 1000 + n.parse::<u64>().map_err(|_| bad())?,
+        ))
+    }
+}
+
+/// A job leased to a worker.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The job's id.
+    pub id: JobId,
+    /// The stored body (the job envelope, or whatever a foreign client wrote).
+    pub body: Vec<u8>,
+    /// This delivery's fencing token.
+    pub token: Token,
+}
+
+/// The result of a fetch.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// The leased jobs, oldest first.
+    pub jobs: Vec<Delivery>,
+    /// The backend's clock at the fetch, Unix ms.
+    pub now_ms: u64,
+    /// When fewer jobs than asked were due: the earliest score left in the queue
+    /// (a delayed job, a retry, or a lease that may expire), Unix ms.
+    pub next_due_ms: Option<u64>,
+}
+
+/// A finished delivery to put back for later: a retry, or a release at shutdown.
+#[derive(Debug, Clone)]
+pub struct Reschedule {
+    /// The job.
+    pub id: JobId,
+    /// The delivery's token.
+    pub token: Token,
+    /// Visible again after this delay (backend time).
+    pub delay: Duration,
+    /// Deliveries to count so far: the attempt for a retry, one less for a release.
+    pub deliveries: u32,
+    /// A release (shutdown) rather than a retry; counted apart in the stats.
+    pub release: bool,
+}
+
+/// A delivery to move to the dead-letter queue.
+#[derive(Debug, Clone)]
+pub struct DeadLetterEntry {
+    /// The job.
+    pub id: JobId,
+    /// The delivery's token.
+    pub token: Token,
+    /// Why it died.
+    pub error: String,
+}
+
+/// Finished deliveries of one queue, settled in one call.
+#[derive(Debug, Default, Clone)]
+pub struct Settle {
+    /// Succeeded: delete.
+    pub acks: Vec<(JobId, Token)>,
+    /// Retry or release.
+    pub reschedules: Vec<Reschedule>,
+    /// Dead-letter.
+    pub dead: Vec<DeadLetterEntry>,
+}
+
+impl Settle {
+    /// Nothing to settle.
+    pub fn is_empty(&self) -> bool {
+        self.acks.is_empty() && self.reschedules.is_empty() && self.dead.is_empty()
+    }
+}
+
+/// How many entries of a [`Settle`] passed the fence.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// Acks applied.
+    pub acked: u64,
+    /// Retries and releases applied.
+    pub rescheduled: u64,
+    /// Dead letters applied.
+    pub dead: u64,
+}
+
+/// What a worker needs from storage. Every operation is one atomic call per batch.
+pub trait Backend: Clone + Send + Sync + 'static {
+    /// Leases up to `max` due jobs of `queue` for `lease`.
+    fn fetch(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Fetched>> + Send;
+
+    /// Extends leases still held to now + `lease`; returns each one's new token, or
+    /// `None` where the lease was lost.
+    fn extend(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Option<Token>>>> + Send;
+
+    /// Acks, reschedules and dead-letters finished deliveries, each only if its
+    /// token still matches.
+    fn settle(&self, queue: &str, batch: &Settle) -> impl Future<Output = Result<Settled>> + Send;
+
+    /// Calls `wake(queue)` whenever jobs are sent to one of `queues`, until the
+    /// notification channel fails (the worker then polls and listens again).
+    fn listen(
+        &self,
+        queues: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+    ) -> impl Future<Output = Result<()>> + Send;
+}

@@ -1,0 +1,80 @@
+-- Settles finished deliveries in one call: acks, reschedules (retry with backoff, or
+-- release at shutdown) and dead letters. Each acts only if the job's score still
+-- equals the delivery's token (fencing): a worker whose lease expired cannot touch
+-- the newer delivery.
+-- KEYS[1]  the queue's sorted set (ns:q)
+-- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3]  dead letters' sorted set (ns:q:dead)
+-- KEYS[4]  dead letters' hash (ns:q:dead:Q)
+-- KEYS[5]  the queue's counters (ns:q:stats)
+-- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
+-- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
+--      "r" for a retry or "l" for a release), D x (id, token, error)
+-- Returns {acked, rescheduled, dead}: how many passed the fence
+local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ids, tokens, kind, arg = {}, {}, {}, {}
+local i = 4
+for _ = 1, na do
+  ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "a"
+  i = i + 2
+end
+for _ = 1, nr do
+  ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = ARGV[i + 4]
+  arg[#ids] = string.format("%d.%03d", now + tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
+  i = i + 5
+end
+for _ = 1, nd do
+  ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "d"
+  arg[#ids] = ARGV[i + 2]
+  i = i + 3
+end
+if #ids == 0 then return {0, 0, 0} end
+local scores = many("ZMSCORE", KEYS[1], ids)
+local gone, fields, z, dead = {}, {}, {}, {}
+local acked, retried, released = 0, 0, 0
+for k, id in ipairs(ids) do
+  if scores[k] and tonumber(scores[k]) == tonumber(tokens[k]) then
+    local kd = kind[k]
+    if kd == "a" or kd == "d" then
+      gone[#gone + 1] = id
+      fields[#fields + 1] = id
+      fields[#fields + 1] = id .. ":rc"
+      fields[#fields + 1] = id .. ":fr"
+      if kd == "a" then acked = acked + 1 else dead[#dead + 1] = k end
+    else
+      z[#z + 1] = arg[k]
+      z[#z + 1] = id
+      if kd == "r" then retried = retried + 1 else released = released + 1 end
+    end
+  end
+end
+if #dead > 0 then
+  local dz, dh, bid = {}, {}, {}
+  for _, k in ipairs(dead) do bid[#bid + 1] = ids[k] end
+  local bodies = many("HMGET", KEYS[2], bid)
+  for j, k in ipairs(dead) do
+    local id = ids[k]
+    dz[#dz + 1] = now
+    dz[#dz + 1] = id
+    dh[#dh + 1] = id
+    dh[#dh + 1] = bodies[j] or ""
+    dh[#dh + 1] = id .. ":err"
+    dh[#dh + 1] = arg[k]
+    dh[#dh + 1] = id .. ":n"
+    dh[#dh + 1] = string.sub(tokens[k], -3)
+  end
+  many("ZADD", KEYS[3], dz)
+  many("HSET", KEYS[4], dh, 3000)
+end
+if #gone > 0 then
+  many("ZREM", KEYS[1], gone)
+  many("HDEL", KEYS[2], fields, 3000)
+end
+if #z > 0 then many("ZADD", KEYS[1], z) end
+if acked > 0 then redis.call("HINCRBY", KEYS[5], "processed", acked) end
+if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
+if #dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", #dead) end
+if retried + #dead > 0 then redis.call("HINCRBY", KEYS[5], "failed", retried + #dead) end
+return {acked, retried + released, #dead}

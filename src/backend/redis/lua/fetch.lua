@@ -1,0 +1,57 @@
+-- Leases up to n due jobs for a worker. Each is re-scored to now + lease; the
+-- score's thousandths carry the job's delivery count, so the score is also the
+-- delivery's fencing token ("<lease ms>.<count, 3 digits>"). No per-message
+-- fields are written: a re-delivery after a crash is counted from the score.
+-- KEYS[1]  the queue's sorted set (ns:q)
+-- KEYS[2]  the queue's hash (ns:q:Q)
+-- ARGV[1]  the most jobs to lease
+-- ARGV[2]  lease length in ms
+-- Returns {now ms, earliest remaining score or "" (only when fewer than asked
+--          were due), id, body, token, ...}
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local max = tonumber(ARGV[1])
+local lease = now + tonumber(ARGV[2])
+local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, max)
+local out = {now, ""}
+local n = #due / 2
+if n > 0 then
+  local fields = {}
+  for k = 1, n do
+    local id = due[2 * k - 1]
+    fields[#fields + 1] = id
+    fields[#fields + 1] = id .. ":rc"
+  end
+  local vals = many("HMGET", KEYS[2], fields)
+  local z, orphans = {}, {}
+  for k = 1, n do
+    local id = due[2 * k - 1]
+    local body = vals[2 * k - 1]
+    if body then
+      local score = tonumber(due[2 * k])
+      local count = math.floor((score - math.floor(score)) * 1000 + 0.5)
+      -- deliveries by RSMQ clients count too
+      local rc = tonumber(vals[2 * k]) or 0
+      if rc > count then count = rc end
+      count = math.min(count + 1, 999)
+      local token = string.format("%d.%03d", lease, count)
+      z[#z + 1] = token
+      z[#z + 1] = id
+      out[#out + 1] = id
+      out[#out + 1] = body
+      out[#out + 1] = token
+    else
+      orphans[#orphans + 1] = id
+    end
+  end
+  if #orphans > 0 then many("ZREM", KEYS[1], orphans) end
+  if #z > 0 then
+    many("ZADD", KEYS[1], z)
+    redis.call("HINCRBY", KEYS[2], "totalrecv", #z / 2)
+  end
+end
+if n < max then
+  local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+  if #first > 0 then out[2] = first[2] end
+end
+return out

@@ -1,0 +1,261 @@
+//! The Redis backend: RSMQ's layout, one script call per batch.
+
+pub(crate) mod scripts;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::Value;
+use redis::aio::ConnectionManager;
+
+use super::{Backend, Delivery, Fetched, Settle, Settled, Token};
+use crate::keys::Namespace;
+use crate::{Error, JobId, Result};
+use scripts::{Reply, eval, run};
+
+/// Runs workers on Redis. Cheap to clone; clones share one multiplexed connection.
+///
+/// ```no_run
+/// # async fn _demo() -> redjob::Result<()> {
+/// let client = redjob::Client::connect("redis://127.0.0.1:6379").await?;
+/// let backend = client.backend();
+/// let stats = backend.stats("emails").await?;
+/// println!("{} processed", stats.processed);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisBackend {
+    con: ConnectionManager,
+    client: redis::Client,
+    ns: Namespace,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("ns", &self.ns)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A queue's counters, kept in Redis by the workers.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Jobs that succeeded.
+    pub processed: u64,
+    /// Failed runs: retried plus dead.
+    pub failed: u64,
+    /// Failed runs scheduled for another attempt.
+    pub retried: u64,
+    /// Jobs moved to the dead-letter queue.
+    pub dead: u64,
+}
+
+/// A job in the dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The job's id.
+    pub id: JobId,
+    /// Its body as stored (the envelope, or whatever could not be decoded).
+    pub body: Vec<u8>,
+    /// The last error, or why the body could not be run.
+    pub error: String,
+    /// Deliveries it had.
+    pub attempts: u32,
+    /// When it died, Unix ms (Redis time).
+    pub died_at_ms: u64,
+}
+
+impl RedisBackend {
+    pub(crate) fn new(con: ConnectionManager, client: redis::Client, namespace: &str) -> Self {
+        RedisBackend {
+            con,
+            client,
+            ns: Namespace::new(namespace),
+        }
+    }
+
+    /// A queue's counters (zero before any worker settled a job there).
+    pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        crate::queue::validate::queue_name(queue)?;
+        let k = self.ns.queue(queue);
+        let map: HashMap<String, u64> = redis::cmd("HGETALL")
+            .arg(&k.stats)
+            .query_async(&mut self.con.clone())
+            .await?;
+        let get = |f: &str| map.get(f).copied().unwrap_or(0);
+        Ok(QueueStats {
+            processed: get("processed"),
+            failed: get("failed"),
+            retried: get("retried"),
+            dead: get("dead"),
+        })
+    }
+
+    /// The oldest `limit` dead letters of a queue.
+    pub async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
+        crate::queue::validate::queue_name(queue)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue(queue);
+        let mut con = self.con.clone();
+        let ids: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
+            .arg(&k.dead)
+            .arg(0)
+            .arg(limit - 1)
+            .arg("WITHSCORES")
+            .query_async(&mut con)
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&k.dead_hash);
+        for (id, _) in &ids {
+            let id = String::from_utf8_lossy(id);
+            cmd.arg(&*id)
+                .arg(format!("{id}:err"))
+                .arg(format!("{id}:n"));
+        }
+        let vals: Vec<Option<Vec<u8>>> = cmd.query_async(&mut con).await?;
+        ids.iter()
+            .zip(vals.chunks(3))
+            .map(|((id, died), v)| {
+                let text = |i: usize| {
+                    String::from_utf8_lossy(v[i].as_deref().unwrap_or_default()).into_owned()
+                };
+                Ok(DeadLetter {
+                    id: JobId::from_bytes(id)?,
+                    body: v[0].clone().unwrap_or_default(),
+                    error: text(1),
+                    attempts: text(2).parse().unwrap_or(0),
+                    died_at_ms: *died as u64,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Backend for RedisBackend {
+    async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
+        let k = self.ns.queue(queue);
+        let mut cmd = eval(&scripts::FETCH, &[&k.zset, &k.hash]);
+        cmd.arg(max.max(1)).arg(lease.as_millis() as u64);
+        let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
+        let (now, mut r) = Reply::status(&v)?;
+        let next = r.bytes()?;
+        let next_due_ms = std::str::from_utf8(next)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(|f| f.max(0.0) as u64);
+        let mut jobs = Vec::with_capacity(max.min(1024));
+        while !r.is_empty() {
+            let id = JobId::from_bytes(r.bytes()?)?;
+            let body = r.bytes()?.to_vec();
+            let token = std::str::from_utf8(r.bytes()?)
+                .map_err(|_| Error::Protocol("token is not text".into()))?
+                .parse()?;
+            jobs.push(Delivery { id, body, token });
+        }
+        Ok(Fetched {
+            jobs,
+            now_ms: now.max(0) as u64,
+            next_due_ms,
+        })
+    }
+
+    async fn extend(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> Result<Vec<Option<Token>>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue(queue);
+        let mut cmd = eval(&scripts::EXTEND, &[&k.zset]);
+        cmd.arg(lease.as_millis() as u64);
+        for (id, token) in leases {
+            cmd.arg(id).arg(token.to_string());
+        }
+        let v = run(&mut self.con.clone(), &scripts::EXTEND, &cmd).await?;
+        let Value::Array(items) = v else {
+            return Err(Error::Protocol(format!("extend reply {v:?}")));
+        };
+        Ok(items
+            .iter()
+            .map(|t| match t {
+                Value::BulkString(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+                _ => None,
+            })
+            .collect())
+    }
+
+    async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
+        if batch.is_empty() {
+            return Ok(Settled::default());
+        }
+        let k = self.ns.queue(queue);
+        let mut cmd = eval(
+            &scripts::COMPLETE,
+            &[&k.zset, &k.hash, &k.dead, &k.dead_hash, &k.stats],
+        );
+        cmd.arg(batch.acks.len())
+            .arg(batch.reschedules.len())
+            .arg(batch.dead.len());
+        for (id, token) in &batch.acks {
+            cmd.arg(id).arg(token.to_string());
+        }
+        for r in &batch.reschedules {
+            cmd.arg(r.id)
+                .arg(r.token.to_string())
+                .arg(r.delay.as_millis() as u64)
+                .arg(r.deliveries.min(999))
+                .arg(if r.release { "l" } else { "r" });
+        }
+        for d in &batch.dead {
+            cmd.arg(d.id).arg(d.token.to_string()).arg(&d.error);
+        }
+        let v = run(&mut self.con.clone(), &scripts::COMPLETE, &cmd).await?;
+        let Value::Array(items) = &v else {
+            return Err(Error::Protocol(format!("settle reply {v:?}")));
+        };
+        let n = |i: usize| {
+            items
+                .get(i)
+                .map(scripts::int)
+                .transpose()
+                .map(|o| o.unwrap_or(0).max(0) as u64)
+        };
+        Ok(Settled {
+            acked: n(0)?,
+            rescheduled: n(1)?,
+            dead: n(2)?,
+        })
+    }
+
+    async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {
+        let channels: HashMap<String, &str> = queues
+            .iter()
+            .map(|q| (self.ns.queue(q).realtime, q.as_str()))
+            .collect();
+        let mut pubsub = self.client.get_async_pubsub().await?;
+        for ch in channels.keys() {
+            pubsub.subscribe(ch).await?;
+        }
+        // anything sent before the subscription took effect
+        for q in queues {
+            wake(q);
+        }
+        let mut stream = pubsub.on_message();
+        while let Some(msg) = stream.next().await {
+            if let Some(q) = channels.get(msg.get_channel_name()) {
+                wake(q);
+            }
+        }
+        Err(Error::Protocol("notification connection closed".into()))
+    }
+}

@@ -1,0 +1,214 @@
+//! Configuring a worker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::data::Data;
+use super::{RetryPolicy, Shared, Worker};
+use crate::backend::Backend;
+use crate::job::Job;
+use crate::queue::validate;
+use crate::{Error, Result};
+
+/// Configures a [`Worker`]; every setter says its default. Invalid values are
+/// rejected by [`build`](WorkerBuilder::build).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redjob::{Client, RetryPolicy, Worker};
+///
+/// # async fn _demo() -> redjob::Result<()> {
+/// let client = Client::connect("redis://127.0.0.1:6379").await?;
+/// let worker = Worker::builder(client.backend())
+///     .queues(["emails", "images"])
+///     .queue_concurrency("images", 2)
+///     .concurrency(16)
+///     .lease(Duration::from_secs(60))
+///     .grace_period(Duration::from_secs(10))
+///     .retry(RetryPolicy::exponential(Duration::from_secs(600))?)
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[must_use]
+pub struct WorkerBuilder<B> {
+    backend: B,
+    queues: Vec<(String, Option<usize>)>,
+    concurrency: usize,
+    lease: Duration,
+    grace: Duration,
+    poll_interval: Duration,
+    job_timeout: Option<Duration>,
+    retry: RetryPolicy,
+    data: Data,
+    signals: bool,
+    shutdown: Option<CancellationToken>,
+}
+
+impl<B: Backend> WorkerBuilder<B> {
+    pub(crate) fn new(backend: B) -> Self {
+        WorkerBuilder {
+            backend,
+            queues: Vec::new(),
+            concurrency: 32,
+            lease: Duration::from_secs(30),
+            grace: Duration::from_secs(25),
+            poll_interval: Duration::from_secs(5),
+            job_timeout: None,
+            retry: RetryPolicy::default(),
+            data: Data::default(),
+            signals: true,
+            shutdown: None,
+        }
+    }
+
+    /// Serves `queue`. Defaults to the queues of the registered job types, or
+    /// `default` when none is registered.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        let q = queue.into();
+        if !self.queues.iter().any(|(n, _)| *n == q) {
+            self.queues.push((q, None));
+        }
+        self
+    }
+
+    /// Serves each of `queues` (see [`queue`](Self::queue)).
+    pub fn queues<I: IntoIterator<Item = S>, S: Into<String>>(self, queues: I) -> Self {
+        queues.into_iter().fold(self, |b, q| b.queue(q))
+    }
+
+    /// Serves `J`'s queue. Any job type linked into the program runs when its
+    /// job arrives on a served queue; registering names the queues to serve.
+    pub fn register<J: Job>(self) -> Self {
+        self.queue(J::OPTIONS.queue)
+    }
+
+    /// At most `limit` jobs of `queue` at once (within the global concurrency);
+    /// serves the queue too. Defaults to no per-queue limit.
+    pub fn queue_concurrency(mut self, queue: impl Into<String>, limit: usize) -> Self {
+        let q = queue.into();
+        self = self.queue(q.clone());
+        if let Some(entry) = self.queues.iter_mut().find(|(n, _)| *n == q) {
+            entry.1 = Some(limit);
+        }
+        self
+    }
+
+    /// Jobs running at once, over all queues. Defaults to 32.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// How long a fetched job stays invisible to other workers; renewed every third of
+    /// it while the job runs, so a job may run longer. A crashed worker's jobs run
+    /// again after it. At least 1 s. Defaults to 30 s.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// On shutdown, how long running jobs may finish before they are cancelled and
+    /// released. Defaults to 25 s.
+    pub fn grace_period(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Longest idle wait between checks of a queue when no wake-up arrives (jobs
+    /// sent by RSMQ clients without `realtime`). Defaults to 5 s.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// Time limit for every job run, instead of each job type's `timeout`.
+    /// Defaults to each job's own.
+    pub fn job_timeout(mut self, limit: Duration) -> Self {
+        self.job_timeout = Some(limit);
+        self
+    }
+
+    /// Backoff between attempts. Defaults to [`RetryPolicy::default`] (1 h cap, jitter).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// A shared value handlers get with [`JobContext::data`](crate::JobContext::data)
+    /// (a database pool, an HTTP client, config). One per type. Defaults to none.
+    pub fn data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.data = self.data.with(value);
+        self
+    }
+
+    /// Shuts down when `token` is cancelled. Defaults to a token of the worker's own
+    /// ([`Worker::shutdown_token`]).
+    pub fn shutdown(mut self, token: CancellationToken) -> Self {
+        self.shutdown = Some(token);
+        self
+    }
+
+    /// Shut down on ctrl-c and SIGTERM. Defaults to `true`.
+    pub fn handle_signals(mut self, on: bool) -> Self {
+        self.signals = on;
+        self
+    }
+
+    /// Checks the settings and builds the worker.
+    pub fn build(mut self) -> Result<Worker<B>> {
+        if self.queues.is_empty() {
+            let mut qs: Vec<&str> = crate::job::registered().map(|r| r.queue).collect();
+            qs.sort_unstable();
+            qs.dedup();
+            if qs.is_empty() {
+                qs.push("default");
+            }
+            self = self.queues(qs);
+        }
+        for (q, limit) in &self.queues {
+            validate::queue_name(q)?;
+            if *limit == Some(0) {
+                return Err(invalid(
+                    "queue_concurrency",
+                    format!("queue {q:?} limit must be at least 1"),
+                ));
+            }
+        }
+        if self.concurrency == 0 || self.concurrency > Semaphore::MAX_PERMITS / 2 {
+            return Err(invalid("concurrency", "must be at least 1".into()));
+        }
+        if self.lease < Duration::from_secs(1) || self.lease.as_secs() > validate::MAX_SECONDS {
+            return Err(invalid("lease", "must be between 1 s and 9999999 s".into()));
+        }
+        if self.poll_interval.is_zero() {
+            return Err(invalid("poll_interval", "must be positive".into()));
+        }
+        if self.job_timeout == Some(Duration::ZERO) {
+            return Err(invalid("job_timeout", "must be positive".into()));
+        }
+        let shared = Shared {
+            slots: Semaphore::new(self.concurrency),
+            fetch_max: self.concurrency.min(1000) as u32,
+            lease: self.lease,
+            poll_interval: self.poll_interval,
+            job_timeout: self.job_timeout,
+            retry: self.retry,
+            data: self.data,
+        };
+        Ok(Worker {
+            backend: self.backend,
+            queues: self.queues,
+            shared: Arc::new(shared),
+            grace: self.grace,
+            signals: self.signals,
+            shutdown: self.shutdown.unwrap_or_default(),
+        })
+    }
+}
+
+fn invalid(what: &'static str, reason: String) -> Error {
+    Error::InvalidValue { what, reason }
+}

@@ -1,0 +1,142 @@
+//! One dispatcher per queue: lease as many due jobs as there are free slots in one
+//! call, start them, and when nothing is due sleep until the next due score, a
+//! wake-up, or the poll interval, whichever comes first. No busy polling.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::Shared;
+use super::execute::{SlotGuard, execute};
+use super::settle::Event;
+use crate::backend::Backend;
+
+pub(crate) struct Dispatcher<B> {
+    pub backend: B,
+    pub queue: Arc<str>,
+    pub shared: Arc<Shared>,
+    pub queue_slots: Option<Arc<Semaphore>>,
+    pub wake: Arc<Notify>,
+    pub tx: mpsc::UnboundedSender<Event>,
+    pub tracker: TaskTracker,
+    /// Stop fetching.
+    pub stop: CancellationToken,
+    /// Cancels running jobs (grace period over).
+    pub abort: CancellationToken,
+}
+
+/// Takes one permit (waiting), then as many more as are free, up to `max`.
+/// The permits are forgotten; [`SlotGuard`] or the caller adds them back.
+async fn take(sem: &Semaphore, max: u32) -> u32 {
+    let Ok(first) = sem.acquire().await else {
+        return 0;
+    };
+    first.forget();
+    let mut n = 1;
+    while n < max {
+        match sem.try_acquire() {
+            Ok(p) => {
+                p.forget();
+                n += 1;
+            }
+            Err(_) => break,
+        }
+    }
+    n
+}
+
+impl<B: Backend> Dispatcher<B> {
+    pub async fn run(self) {
+        let mut failures = 0u32;
+        loop {
+            let n = tokio::select! {
+                n = self.slots() => n,
+                _ = self.stop.cancelled() => return,
+            };
+            let fetched = tokio::select! {
+                r = self.backend.fetch(&self.queue, n as usize, self.shared.lease) => r,
+                _ = self.stop.cancelled() => {
+                    self.give_back(n);
+                    return;
+                }
+            };
+            let fetched = match fetched {
+                Ok(f) => {
+                    failures = 0;
+                    f
+                }
+                Err(e) => {
+                    self.give_back(n);
+                    failures += 1;
+                    let backoff = Duration::from_millis(100 * 2u64.pow(failures.min(8)))
+                        .min(Duration::from_secs(10));
+                    tracing::warn!(queue = %self.queue, error = %e, retry_in = ?backoff, "fetching jobs failed");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => continue,
+                        _ = self.stop.cancelled() => return,
+                    }
+                }
+            };
+            let got = fetched.jobs.len() as u32;
+            self.give_back(n - got);
+            for d in fetched.jobs {
+                let cancel = self.abort.child_token();
+                let _ = self.tx.send(Event::Started {
+                    id: d.id,
+                    token: d.token,
+                    cancel: cancel.clone(),
+                });
+                let slot = SlotGuard {
+                    shared: self.shared.clone(),
+                    queue_slots: self.queue_slots.clone(),
+                };
+                self.tracker.spawn(execute(
+                    d,
+                    self.queue.clone(),
+                    self.shared.clone(),
+                    self.tx.clone(),
+                    cancel,
+                    slot,
+                ));
+            }
+            if got < n {
+                // nothing more is due: sleep until the next due score, a wake-up or the poll
+                let mut wait = self.shared.poll_interval;
+                if let Some(due) = fetched.next_due_ms {
+                    wait = wait.min(Duration::from_millis(due.saturating_sub(fetched.now_ms)));
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = self.wake.notified() => {}
+                    _ = self.stop.cancelled() => return,
+                }
+            }
+        }
+    }
+
+    /// Free slots of the worker and of this queue, at least one (waiting for it).
+    async fn slots(&self) -> u32 {
+        let max = self.shared.fetch_max;
+        match &self.queue_slots {
+            None => take(&self.shared.slots, max).await,
+            Some(q) => {
+                let n = take(q, max).await;
+                let g = take(&self.shared.slots, n).await;
+                q.add_permits((n - g) as usize);
+                g
+            }
+        }
+    }
+
+    fn give_back(&self, n: u32) {
+        if n > 0 {
+            self.shared.slots.add_permits(n as usize);
+            if let Some(q) = &self.queue_slots {
+                q.add_permits(n as usize);
+            }
+        }
+    }
+}

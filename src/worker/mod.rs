@@ -1,0 +1,236 @@
+//! The worker: serves queues, runs jobs on a bounded pool, keeps their leases,
+//! retries with backoff, dead-letters, and shuts down without losing a job.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redjob::{Client, Job, JobContext, JobError, Worker};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, Job)]
+//! #[job(queue = "emails")]
+//! struct Welcome { user: u64 }
+//!
+//! struct Mailer;
+//!
+//! impl Job for Welcome {
+//!     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+//!         let _mailer = ctx.data::<Mailer>()?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # async fn _demo() -> redjob::Result<()> {
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let worker = Worker::builder(client.backend())
+//!     .register::<Welcome>()
+//!     .concurrency(64)
+//!     .data(Mailer)
+//!     .build()?;
+//! worker.run().await // until ctrl-c or SIGTERM
+//! # }
+//! ```
+
+mod builder;
+pub(crate) mod data;
+mod dispatch;
+mod execute;
+mod retry;
+mod settle;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use builder::WorkerBuilder;
+pub use retry::RetryPolicy;
+
+use crate::Result;
+use crate::backend::Backend;
+use crate::backend::redis::RedisBackend;
+use data::Data;
+use dispatch::Dispatcher;
+use settle::{Event, Settler};
+
+/// Settings shared by a worker's tasks.
+pub(crate) struct Shared {
+    pub slots: Semaphore,
+    pub fetch_max: u32,
+    pub lease: Duration,
+    pub poll_interval: Duration,
+    pub job_timeout: Option<Duration>,
+    pub retry: RetryPolicy,
+    pub data: Data,
+}
+
+/// Serves queues until shut down. Build one with [`Worker::builder`].
+pub struct Worker<B: Backend = RedisBackend> {
+    backend: B,
+    queues: Vec<(String, Option<usize>)>,
+    shared: Arc<Shared>,
+    grace: Duration,
+    signals: bool,
+    shutdown: CancellationToken,
+}
+
+impl<B: Backend> std::fmt::Debug for Worker<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("queues", &self.queues)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> Worker<B> {
+    /// Starts configuring a worker on `backend` (for Redis, [`Client::backend`](crate::Client::backend)).
+    pub fn builder(backend: B) -> WorkerBuilder<B> {
+        WorkerBuilder::new(backend)
+    }
+
+    /// Cancel this token to shut the worker down gracefully (as ctrl-c does).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// The queues served, in order.
+    pub fn queues(&self) -> impl Iterator<Item = &str> {
+        self.queues.iter().map(|(q, _)| q.as_str())
+    }
+
+    /// Runs until the shutdown token is cancelled (or ctrl-c / SIGTERM arrives, unless
+    /// turned off with [`WorkerBuilder::handle_signals`]), then stops fetching, lets
+    /// running jobs finish within the grace period, cancels the rest and makes them
+    /// visible again at once, settles everything and returns.
+    pub async fn run(self) -> Result<()> {
+        let names: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
+        for q in &names {
+            let jobs: Vec<&str> = crate::job::registered()
+                .filter(|r| r.queue == q)
+                .map(|r| r.name)
+                .collect();
+            tracing::info!(queue = %q, jobs = ?jobs, "serving queue");
+        }
+        let stop = self.shutdown.child_token();
+        let abort = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let mut wakes = HashMap::new();
+        let mut dispatchers = Vec::new();
+        let mut settlers = Vec::new();
+        for (name, limit) in &self.queues {
+            let queue: Arc<str> = name.as_str().into();
+            let wake = Arc::new(Notify::new());
+            wakes.insert(name.clone(), wake.clone());
+            let (tx, rx) = mpsc::unbounded_channel();
+            let settler = Settler::new(
+                self.backend.clone(),
+                queue.clone(),
+                self.shared.lease,
+                wake.clone(),
+            );
+            settlers.push((tx.clone(), tokio::spawn(settler.run(rx))));
+            let d = Dispatcher {
+                backend: self.backend.clone(),
+                queue,
+                shared: self.shared.clone(),
+                queue_slots: limit.map(|n| Arc::new(Semaphore::new(n))),
+                wake,
+                tx,
+                tracker: tracker.clone(),
+                stop: stop.clone(),
+                abort: abort.clone(),
+            };
+            dispatchers.push(tokio::spawn(d.run()));
+        }
+        let listener = tokio::spawn(listen(self.backend.clone(), names, wakes, stop.clone()));
+        let signals = self
+            .signals
+            .then(|| tokio::spawn(on_signal(self.shutdown.clone())));
+
+        self.shutdown.cancelled().await;
+        tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
+        for d in dispatchers {
+            let _ = d.await;
+        }
+        tracker.close();
+        if tokio::time::timeout(self.grace, tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                running = tracker.len(),
+                "grace period over: cancelling running jobs and releasing them"
+            );
+            abort.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(5), tracker.wait()).await;
+        }
+        for (tx, _) in &settlers {
+            let _ = tx.send(Event::Drain);
+        }
+        for (tx, handle) in settlers {
+            drop(tx);
+            let _ = handle.await;
+        }
+        let _ = listener.await;
+        if let Some(s) = signals {
+            s.abort();
+        }
+        tracing::info!("worker stopped");
+        Ok(())
+    }
+}
+
+/// Wakes dispatchers on new jobs; reconnects with backoff when the channel fails.
+async fn listen<B: Backend>(
+    backend: B,
+    queues: Vec<String>,
+    wakes: HashMap<String, Arc<Notify>>,
+    stop: CancellationToken,
+) {
+    let wake = |q: &str| {
+        if let Some(n) = wakes.get(q) {
+            n.notify_one();
+        }
+    };
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        tokio::select! {
+            r = backend.listen(&queues, &wake) => {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "job notifications lost; polling until they are back");
+                }
+            }
+            _ = stop.cancelled() => return,
+        }
+        for n in wakes.values() {
+            n.notify_one();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+async fn on_signal(shutdown: CancellationToken) {
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("ctrl-c received"),
+        _ = term => tracing::info!("SIGTERM received"),
+        _ = shutdown.cancelled() => return,
+    }
+    shutdown.cancel();
+}

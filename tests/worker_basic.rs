@@ -1,0 +1,436 @@
+//! The worker against a real Redis: processing, delays, retries and backoff, dead
+//! letters, panics, timeouts, garbage bodies, per-queue limits and shared data.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{Recorder, RedisServer, wait_for, wait_until};
+use redjob::{Client, Job, JobContext, JobError, RetryPolicy, Worker};
+use serde::{Deserialize, Serialize};
+
+/// Records its run; `fail_until` attempts fail first.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "rec", queue = "work", max_attempts = 5)]
+struct Rec {
+    key: u64,
+    #[serde(default)]
+    fail_until: u32,
+}
+
+impl Job for Rec {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        if ctx.attempt() <= self.fail_until {
+            return Err(JobError::retry_after("not yet", Duration::from_millis(100)));
+        }
+        Ok(())
+    }
+}
+
+/// Always fails with the job's backoff.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "flaky", queue = "work", max_attempts = 4, backoff = "100ms")]
+struct Flaky {
+    key: u64,
+}
+
+impl Job for Flaky {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        Err(JobError::retry(std::io::Error::other("upstream down")))
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "doomed", queue = "work")]
+struct Doomed {
+    key: u64,
+}
+
+impl Job for Doomed {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        Err(JobError::fatal("no such account"))
+    }
+}
+
+/// Panics or hangs on its first attempt, succeeds after.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "unruly", queue = "work", timeout = "300ms", backoff = "50ms")]
+struct Unruly {
+    key: u64,
+    panic: bool,
+}
+
+impl Job for Unruly {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        if ctx.attempt() == 1 {
+            if self.panic {
+                panic!("boom {}", self.key);
+            }
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        Ok(())
+    }
+}
+
+/// Tracks how many run at once.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "gauge", queue = "narrow")]
+struct Gauge;
+
+#[derive(Default)]
+struct Concurrent {
+    now: AtomicUsize,
+    max: AtomicUsize,
+    done: AtomicUsize,
+}
+
+impl Job for Gauge {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let c = ctx.data::<Arc<Concurrent>>()?;
+        let n = c.now.fetch_add(1, Ordering::SeqCst) + 1;
+        c.max.fetch_max(n, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        c.now.fetch_sub(1, Ordering::SeqCst);
+        c.done.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+struct Running {
+    shutdown: tokio_util::sync::CancellationToken,
+    handle: tokio::task::JoinHandle<redjob::Result<()>>,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn start(worker: Worker) -> Running {
+    let shutdown = worker.shutdown_token();
+    Running {
+        shutdown,
+        handle: tokio::spawn(worker.run()),
+    }
+}
+
+async fn setup() -> (RedisServer, Client) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    (server, client)
+}
+
+fn worker(
+    client: &Client,
+    rec: &Recorder,
+) -> redjob::worker::WorkerBuilder<redjob::backend::redis::RedisBackend> {
+    Worker::builder(client.backend())
+        .queue("work")
+        .handle_signals(false)
+        .data(rec.clone())
+        .retry(RetryPolicy::default().jitter(false))
+}
+
+#[tokio::test]
+async fn processes_every_job_once_and_counts() {
+    let (_s, client) = setup().await;
+    let rec = Recorder::default();
+    let jobs: Vec<Rec> = (0..300).map(|key| Rec { key, fail_until: 0 }).collect();
+    client.enqueue_batch(&jobs).await.unwrap();
+    let w = start(worker(&client, &rec).concurrency(8).build().unwrap());
+    assert!(wait_until(Duration::from_secs(20), || rec.len() >= 300).await);
+    // jobs enqueued while the worker idles are picked up too
+    client
+        .enqueue(&Rec {
+            key: 300,
+            fail_until: 0,
+        })
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || rec.len() >= 301).await);
+    w.stop().await;
+    let counts = rec.counts();
+    assert_eq!(counts.len(), 301);
+    assert!(counts.values().all(|n| *n == 1));
+    assert!(rec.runs().iter().all(|r| r.attempt == 1));
+    let stats = client.backend().stats("work").await.unwrap();
+    assert_eq!(
+        (stats.processed, stats.failed, stats.retried, stats.dead),
+        (301, 0, 0, 0)
+    );
+    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
+}
+
+#[tokio::test]
+async fn delayed_jobs_start_on_time_never_early() {
+    let (_s, client) = setup().await;
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).build().unwrap());
+    let mut due = Vec::new();
+    for (key, ms) in [(0u64, 300u64), (1, 700), (2, 1200)] {
+        let id = client
+            .enqueue_in(&Rec { key, fail_until: 0 }, Duration::from_millis(ms))
+            .await
+            .unwrap();
+        due.push((key, id.sent_ms() + ms));
+    }
+    let at = SystemTime::now() + Duration::from_millis(900);
+    let id = client
+        .enqueue_at(
+            &Rec {
+                key: 3,
+                fail_until: 0,
+            },
+            at,
+        )
+        .await
+        .unwrap();
+    due.push((3, at.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64));
+    assert!(wait_until(Duration::from_secs(10), || rec.len() >= 4).await);
+    w.stop().await;
+    let _ = id;
+    for r in rec.runs() {
+        let started = r.at.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        let due = due.iter().find(|(k, _)| *k == r.key).unwrap().1;
+        assert!(
+            started >= due,
+            "job {} started {} ms early",
+            r.key,
+            due - started
+        );
+        // well inside the 5 s poll: the dispatcher slept until the due score
+        assert!(
+            started - due < 1000,
+            "job {} started {} ms late",
+            r.key,
+            started - due
+        );
+    }
+}
+
+#[tokio::test]
+async fn retry_after_then_success_counts_attempts() {
+    let (_s, client) = setup().await;
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).build().unwrap());
+    client
+        .enqueue(&Rec {
+            key: 7,
+            fail_until: 2,
+        })
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || rec.len() >= 3).await);
+    let backend = client.backend();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            backend.stats("work").await.unwrap().processed == 1
+        })
+        .await
+    );
+    w.stop().await;
+    let runs = rec.runs();
+    assert_eq!(
+        runs.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    for pair in runs.windows(2) {
+        let gap = pair[1].at.duration_since(pair[0].at).unwrap();
+        assert!(
+            gap >= Duration::from_millis(100),
+            "retry_after respected: {gap:?}"
+        );
+    }
+    let stats = client.backend().stats("work").await.unwrap();
+    assert_eq!(
+        (stats.processed, stats.retried, stats.failed, stats.dead),
+        (1, 2, 2, 0)
+    );
+}
+
+#[tokio::test]
+async fn backoff_schedule_then_dead_letter_with_error() {
+    let (_s, client) = setup().await;
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).build().unwrap());
+    let id = client.enqueue(&Flaky { key: 1 }).await.unwrap();
+    let backend = client.backend();
+    assert!(wait_until(Duration::from_secs(10), || rec.len() >= 4).await);
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            !backend.dead_letters("work", 10).await.unwrap().is_empty()
+        })
+        .await
+    );
+    let dead = backend.dead_letters("work", 10).await.unwrap();
+    w.stop().await;
+    let runs = rec.runs();
+    assert_eq!(runs.len(), 4, "max_attempts = 4");
+    // backoff 100 ms doubled per attempt, no jitter: 100, 200, 400 ms
+    for (i, pair) in runs.windows(2).enumerate() {
+        let gap = pair[1].at.duration_since(pair[0].at).unwrap();
+        let want = Duration::from_millis(100 << i);
+        assert!(
+            gap >= want && gap < want + Duration::from_millis(400),
+            "gap {i}: {gap:?}, want {want:?}"
+        );
+    }
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].id, id);
+    assert_eq!(dead[0].attempts, 4);
+    assert!(dead[0].error.contains("upstream down"), "{}", dead[0].error);
+    assert!(dead[0].error.contains("4 of 4"), "{}", dead[0].error);
+    assert!(String::from_utf8_lossy(&dead[0].body).contains("\"flaky\""));
+    let stats = backend.stats("work").await.unwrap();
+    assert_eq!(
+        (stats.retried, stats.dead, stats.failed, stats.processed),
+        (3, 1, 4, 0)
+    );
+    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
+}
+
+#[tokio::test]
+async fn fatal_goes_straight_to_dead_letter() {
+    let (_s, client) = setup().await;
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).build().unwrap());
+    client.enqueue(&Doomed { key: 1 }).await.unwrap();
+    let backend = client.backend();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            !backend.dead_letters("work", 10).await.unwrap().is_empty()
+        })
+        .await
+    );
+    let dead = backend.dead_letters("work", 10).await.unwrap();
+    w.stop().await;
+    assert_eq!(rec.len(), 1);
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].attempts, 1);
+    assert!(
+        dead[0].error.starts_with("fatal: no such account"),
+        "{}",
+        dead[0].error
+    );
+}
+
+#[tokio::test]
+async fn panics_and_timeouts_are_retried_and_the_worker_keeps_serving() {
+    let (_s, client) = setup().await;
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).build().unwrap());
+    client
+        .enqueue(&Unruly {
+            key: 1,
+            panic: true,
+        })
+        .await
+        .unwrap();
+    client
+        .enqueue(&Unruly {
+            key: 2,
+            panic: false,
+        })
+        .await
+        .unwrap();
+    client
+        .enqueue_batch(
+            &(10..20)
+                .map(|key| Rec { key, fail_until: 0 })
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || rec.len() >= 14).await);
+    w.stop().await;
+    let runs = rec.runs();
+    for key in [1, 2] {
+        let attempts: Vec<u32> = runs
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.attempt)
+            .collect();
+        assert_eq!(attempts, [1, 2], "key {key}");
+    }
+    let stats = client.backend().stats("work").await.unwrap();
+    assert_eq!((stats.processed, stats.retried), (12, 2));
+}
+
+#[tokio::test]
+async fn per_queue_concurrency_is_respected() {
+    let (_s, client) = setup().await;
+    let c = Arc::new(Concurrent::default());
+    let jobs: Vec<Gauge> = (0..40).map(|_| Gauge).collect();
+    client.enqueue_batch(&jobs).await.unwrap();
+    let w = Worker::builder(client.backend())
+        .queue_concurrency("narrow", 3)
+        .concurrency(32)
+        .handle_signals(false)
+        .data(c.clone())
+        .build()
+        .unwrap();
+    let w = start(w);
+    assert!(
+        wait_until(Duration::from_secs(10), || c.done.load(Ordering::SeqCst)
+            == 40)
+        .await
+    );
+    w.stop().await;
+    assert!(
+        c.max.load(Ordering::SeqCst) <= 3,
+        "max {}",
+        c.max.load(Ordering::SeqCst)
+    );
+    assert!(c.max.load(Ordering::SeqCst) >= 2, "ran concurrently");
+}
+
+#[tokio::test]
+async fn missing_data_is_a_clear_retryable_error() {
+    let (_s, client) = setup().await;
+    let w = Worker::builder(client.backend())
+        .queue("work")
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start(w);
+    client
+        .enqueue(&Rec {
+            key: 1,
+            fail_until: 0,
+        })
+        .await
+        .unwrap();
+    let backend = client.backend();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            backend.stats("work").await.unwrap().retried >= 1
+        })
+        .await
+    );
+    w.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_settings_are_rejected_at_build() {
+    let (_s, client) = setup().await;
+    let b = || Worker::builder(client.backend()).handle_signals(false);
+    assert!(b().concurrency(0).build().is_err());
+    assert!(b().lease(Duration::from_millis(10)).build().is_err());
+    assert!(b().queue("bad name").build().is_err());
+    assert!(b().queue_concurrency("q", 0).build().is_err());
+    assert!(b().poll_interval(Duration::ZERO).build().is_err());
+    let w = b().register::<Rec>().register::<Gauge>().build().unwrap();
+    assert_eq!(w.queues().collect::<Vec<_>>(), ["work", "narrow"]);
+}
