@@ -1,16 +1,18 @@
-//! Run with: `cargo run --example quickstart` (uses `REDIS_URL`, default redis://127.0.0.1:6379)
+//! Run with: `cargo run --example quickstart` (a Redis at `REDIS_URL`, default redis://127.0.0.1:6379)
 //!
-//! Defines a job, enqueues it now, later and in a batch, and shows what is queued.
+//! Defines a job, starts an embedded worker, enqueues an immediate and a delayed
+//! job, prints them as they run, and exits.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redjob::{Client, Job, JobContext, JobError};
+use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 
 #[derive(Serialize, Deserialize, Job)]
 #[job(
     name = "send_email",
-    queue = "emails",
+    queue = "quickstart",
     max_attempts = 5,
     timeout = "30s"
 )]
@@ -18,9 +20,18 @@ struct SendEmail {
     to: String,
 }
 
+/// Tells `main` that a job ran (shared with handlers through the worker's data).
+struct Done(mpsc::UnboundedSender<String>);
+
 impl Job for SendEmail {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        println!("attempt {}: mailing {}", ctx.attempt(), self.to);
+        println!(
+            "ran job {} (attempt {}): mail to {}",
+            ctx.id(),
+            ctx.attempt(),
+            self.to
+        );
+        let _ = ctx.data::<Done>()?.0.send(self.to.clone());
         Ok(())
     }
 }
@@ -29,32 +40,35 @@ impl Job for SendEmail {
 async fn main() -> redjob::Result<()> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let client = Client::connect(&url).await?;
-    let id = client
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let worker = Worker::builder(client.backend())
+        .register::<SendEmail>()
+        .data(Done(tx))
+        .build()?;
+    let shutdown = worker.shutdown_token();
+    let running = tokio::spawn(worker.run());
+
+    let start = Instant::now();
+    client
         .enqueue(&SendEmail {
             to: "ada@example.com".into(),
         })
         .await?;
-    println!("enqueued {id}");
-    let later = client
+    client
         .enqueue_in(
             &SendEmail {
-                to: "bob@example.com".into(),
+                to: "bob@example.com (1 s later)".into(),
             },
-            Duration::from_secs(60),
+            Duration::from_secs(1),
         )
         .await?;
-    println!("enqueued {later}, due in 60 s");
-    let batch: Vec<_> = (0..100)
-        .map(|i| SendEmail {
-            to: format!("user{i}@example.com"),
-        })
-        .collect();
-    let ids = client.enqueue_batch(&batch).await?;
-    println!("enqueued a batch of {} in one round trip", ids.len());
-    let attrs = client.queues().attributes("emails").await?;
-    println!(
-        "queue emails: {} messages, {} not yet visible",
-        attrs.msgs, attrs.hiddenmsgs
-    );
+    for _ in 0..2 {
+        if let Some(to) = rx.recv().await {
+            println!("  {to} done after {:?}", start.elapsed());
+        }
+    }
+    shutdown.cancel();
+    running.await.expect("worker task")?;
+    println!("both jobs ran; worker stopped cleanly");
     Ok(())
 }

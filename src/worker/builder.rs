@@ -22,7 +22,7 @@ use crate::{Error, Result};
 ///
 /// # async fn _demo() -> redjob::Result<()> {
 /// let client = Client::connect("redis://127.0.0.1:6379").await?;
-/// let worker = Worker::builder(client.backend())
+/// let _worker = Worker::builder(client.backend())
 ///     .queues(["emails", "images"])
 ///     .queue_concurrency("images", 2)
 ///     .concurrency(16)

@@ -2,7 +2,6 @@
 //! retries with backoff, dead-letters, and shuts down without losing a job.
 //!
 //! ```no_run
-//! use std::time::Duration;
 //! use redjob::{Client, Job, JobContext, JobError, Worker};
 //! use serde::{Deserialize, Serialize};
 //!
@@ -42,6 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -115,10 +115,16 @@ impl<B: Backend> Worker<B> {
         }
         let stop = self.shutdown.child_token();
         let abort = CancellationToken::new();
+        // Dropping this future (a crashed or aborted worker) aborts the tasks below
+        // first, then cancels running jobs: nothing is settled and the leases expire,
+        // as after a process kill. Locals drop in reverse order.
+        let _cancel_jobs_on_drop = abort.clone().drop_guard();
         let tracker = TaskTracker::new();
         let mut wakes = HashMap::new();
-        let mut dispatchers = Vec::new();
-        let mut settlers = Vec::new();
+        let mut dispatchers = JoinSet::new();
+        let mut settlers = JoinSet::new();
+        let mut settler_txs = Vec::new();
+        let mut infra = JoinSet::new();
         for (name, limit) in &self.queues {
             let queue: Arc<str> = name.as_str().into();
             let wake = Arc::new(Notify::new());
@@ -130,7 +136,8 @@ impl<B: Backend> Worker<B> {
                 self.shared.lease,
                 wake.clone(),
             );
-            settlers.push((tx.clone(), tokio::spawn(settler.run(rx))));
+            settlers.spawn(settler.run(rx));
+            settler_txs.push(tx.clone());
             let d = Dispatcher {
                 backend: self.backend.clone(),
                 queue,
@@ -142,18 +149,16 @@ impl<B: Backend> Worker<B> {
                 stop: stop.clone(),
                 abort: abort.clone(),
             };
-            dispatchers.push(tokio::spawn(d.run()));
+            dispatchers.spawn(d.run());
         }
-        let listener = tokio::spawn(listen(self.backend.clone(), names, wakes, stop.clone()));
-        let signals = self
-            .signals
-            .then(|| tokio::spawn(on_signal(self.shutdown.clone())));
+        infra.spawn(listen(self.backend.clone(), names, wakes, stop.clone()));
+        if self.signals {
+            infra.spawn(on_signal(self.shutdown.clone()));
+        }
 
         self.shutdown.cancelled().await;
         tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
-        for d in dispatchers {
-            let _ = d.await;
-        }
+        dispatchers.join_all().await;
         tracker.close();
         if tokio::time::timeout(self.grace, tracker.wait())
             .await
@@ -166,17 +171,11 @@ impl<B: Backend> Worker<B> {
             abort.cancel();
             let _ = tokio::time::timeout(Duration::from_secs(5), tracker.wait()).await;
         }
-        for (tx, _) in &settlers {
+        for tx in settler_txs {
             let _ = tx.send(Event::Drain);
         }
-        for (tx, handle) in settlers {
-            drop(tx);
-            let _ = handle.await;
-        }
-        let _ = listener.await;
-        if let Some(s) = signals {
-            s.abort();
-        }
+        settlers.join_all().await;
+        infra.abort_all();
         tracing::info!("worker stopped");
         Ok(())
     }

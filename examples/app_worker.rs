@@ -1,0 +1,83 @@
+//! Run with: `cargo run --example app_worker` (a Redis at `REDIS_URL`), then press ctrl-c
+//!
+//! A worker embedded in an application binary beside another long-running task (a
+//! ticker standing in for an HTTP server). One cancellation token shuts both down on
+//! ctrl-c; the worker finishes its running jobs and releases none too early.
+
+use std::time::Duration;
+
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "resize_image", queue = "images")]
+struct ResizeImage {
+    id: u64,
+}
+
+/// Application state the handlers share (a pool, a client, config...).
+struct AppState {
+    name: &'static str,
+}
+
+impl Job for ResizeImage {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let app = ctx.data::<AppState>()?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        println!(
+            "[{}] resized image {} (job {})",
+            app.name,
+            self.id,
+            ctx.id()
+        );
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> redjob::Result<()> {
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let client = Client::connect(&url).await?;
+    let shutdown = CancellationToken::new();
+
+    let worker = Worker::builder(client.backend())
+        .register::<ResizeImage>()
+        .concurrency(8)
+        .data(AppState { name: "app_worker" })
+        .shutdown(shutdown.clone())
+        .handle_signals(false) // the app owns ctrl-c below
+        .build()?;
+    let worker = tokio::spawn(worker.run());
+
+    // the application's own long-running task: enqueues a job every second
+    let app = {
+        let shutdown = shutdown.clone();
+        let client = client.clone();
+        tokio::spawn(async move {
+            let mut id = 0;
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        id += 1;
+                        match client.enqueue(&ResizeImage { id }).await {
+                            Ok(job) => println!("app: enqueued image {id} as {job}"),
+                            Err(e) => eprintln!("app: enqueue failed: {e}"),
+                        }
+                    }
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+        })
+    };
+
+    println!("running; press ctrl-c to stop");
+    tokio::signal::ctrl_c().await.expect("listen for ctrl-c");
+    println!("ctrl-c: shutting down");
+    shutdown.cancel();
+    app.await.expect("app task");
+    worker.await.expect("worker task")?;
+    println!("stopped cleanly");
+    Ok(())
+}
