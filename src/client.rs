@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::backend::redis::RedisBackend;
 use crate::connection::RedisConfig;
 use crate::job::{self, Job};
-use crate::queue::{QueueOptions, Rsmq, Send, When, validate};
+use crate::queue::{QueueOptions, Rsmq, SendMessage, When, validate};
 use crate::{Error, JobId, Result};
 
 /// Settings of a [`Client`].
@@ -193,7 +193,7 @@ impl Client {
         let msgs = jobs
             .iter()
             .map(|j| {
-                Ok(Send {
+                Ok(SendMessage {
                     body: job::encode(j)?,
                     when: opts.when,
                 })

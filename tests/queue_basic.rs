@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::RedisServer;
 use redjob::Error;
-use redjob::queue::{QueueOptions, QueueUpdate, Rsmq, Send};
+use redjob::queue::{QueueOptions, QueueUpdate, Rsmq, SendMessage};
 
 async fn setup() -> (RedisServer, Rsmq) {
     let server = RedisServer::start();
@@ -108,8 +108,8 @@ async fn attributes_track_counts_and_updates() {
         (30, 0, 65536, 0, 0, 0, 0)
     );
     assert!(a.created > 1_700_000_000 && a.created == a.modified);
-    rsmq.send("q", Send::new("one")).await.unwrap();
-    rsmq.send("q", Send::new("two")).await.unwrap();
+    rsmq.send("q", SendMessage::new("one")).await.unwrap();
+    rsmq.send("q", SendMessage::new("two")).await.unwrap();
     // RSMQ counts as hidden whatever is scored from the start of the current second on
     tokio::time::sleep(Duration::from_millis(1100)).await;
     rsmq.receive("q", None).await.unwrap().unwrap();
@@ -186,7 +186,7 @@ async fn send_receive_delete_roundtrip() {
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
-    let id = rsmq.send("q", Send::new("hello")).await.unwrap();
+    let id = rsmq.send("q", SendMessage::new("hello")).await.unwrap();
     let m = rsmq
         .receive("q", Some(Duration::from_secs(10)))
         .await
@@ -212,7 +212,7 @@ async fn receive_again_after_vt_counts_receives() {
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
-    let id = rsmq.send("q", Send::new("x")).await.unwrap();
+    let id = rsmq.send("q", SendMessage::new("x")).await.unwrap();
     let first = rsmq
         .receive("q", Some(Duration::from_millis(50)))
         .await
@@ -233,11 +233,11 @@ async fn receive_again_after_vt_counts_receives() {
 async fn send_rejects_missing_queue_bad_name_and_large_body() {
     let (_s, rsmq) = setup().await;
     assert!(matches!(
-        rsmq.send("nope", Send::new("x")).await,
+        rsmq.send("nope", SendMessage::new("x")).await,
         Err(Error::QueueNotFound { .. })
     ));
     assert!(matches!(
-        rsmq.send("bad name", Send::new("x")).await,
+        rsmq.send("bad name", SendMessage::new("x")).await,
         Err(Error::InvalidQueueName { .. })
     ));
     rsmq.create_queue(
@@ -249,16 +249,16 @@ async fn send_rejects_missing_queue_bad_name_and_large_body() {
     )
     .await
     .unwrap();
-    rsmq.send("q", Send::new(vec![b'a'; 1024])).await.unwrap();
+    rsmq.send("q", SendMessage::new(vec![b'a'; 1024])).await.unwrap();
     assert!(matches!(
-        rsmq.send("q", Send::new(vec![b'a'; 1025])).await,
+        rsmq.send("q", SendMessage::new(vec![b'a'; 1025])).await,
         Err(Error::MessageTooLarge {
             size: 1025,
             max: 1024
         })
     ));
     assert!(matches!(
-        rsmq.send("q", Send::new("x").delay(Duration::from_secs(10_000_000)))
+        rsmq.send("q", SendMessage::new("x").delay(Duration::from_secs(10_000_000)))
             .await,
         Err(Error::InvalidValue { what: "delay", .. })
     ));
@@ -278,7 +278,7 @@ async fn unlimited_maxsize_takes_large_bodies() {
     .await
     .unwrap();
     let body = "z".repeat(200_000);
-    rsmq.send("q", Send::new(body.clone())).await.unwrap();
+    rsmq.send("q", SendMessage::new(body.clone())).await.unwrap();
     assert_eq!(rsmq.pop("q").await.unwrap().unwrap().body, body);
 }
 
@@ -288,7 +288,7 @@ async fn delayed_messages_wait() {
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
-    rsmq.send("q", Send::new("later").delay(Duration::from_millis(150)))
+    rsmq.send("q", SendMessage::new("later").delay(Duration::from_millis(150)))
         .await
         .unwrap();
     assert!(rsmq.receive("q", None).await.unwrap().is_none());
@@ -307,7 +307,7 @@ async fn delayed_messages_wait() {
     )
     .await
     .unwrap();
-    rsmq.send("q", Send::new("queue delay")).await.unwrap();
+    rsmq.send("q", SendMessage::new("queue delay")).await.unwrap();
     assert!(rsmq.receive("q", None).await.unwrap().is_none());
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(
@@ -322,7 +322,7 @@ async fn receive_batch_is_fifo_and_bounded() {
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
-    let msgs: Vec<Send> = (0..25).map(|i| Send::new(format!("m{i}"))).collect();
+    let msgs: Vec<SendMessage> = (0..25).map(|i| SendMessage::new(format!("m{i}"))).collect();
     let ids = rsmq.send_batch("q", &msgs).await.unwrap();
     assert_eq!(ids.len(), 25);
     let mut sorted = ids.clone();
@@ -352,7 +352,7 @@ async fn pop_removes_message() {
         .await
         .unwrap();
     assert!(rsmq.pop("q").await.unwrap().is_none());
-    let id = rsmq.send("q", Send::new("p")).await.unwrap();
+    let id = rsmq.send("q", SendMessage::new("p")).await.unwrap();
     let m = rsmq.pop("q").await.unwrap().unwrap();
     assert_eq!((m.id, m.body.as_str(), m.rc), (id, "p", 1));
     let a = rsmq.attributes("q").await.unwrap();
@@ -369,7 +369,7 @@ async fn change_visibility_rehides_and_reveals() {
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
-    let id = rsmq.send("q", Send::new("v")).await.unwrap();
+    let id = rsmq.send("q", SendMessage::new("v")).await.unwrap();
     rsmq.receive("q", Some(Duration::from_secs(100)))
         .await
         .unwrap()
@@ -408,7 +408,7 @@ async fn delete_batch_counts_existing() {
     let ids = rsmq
         .send_batch(
             "q",
-            &(0..5).map(|i| Send::new(i.to_string())).collect::<Vec<_>>(),
+            &(0..5).map(|i| SendMessage::new(i.to_string())).collect::<Vec<_>>(),
         )
         .await
         .unwrap();
@@ -433,8 +433,8 @@ async fn batch_over_maxsize_sends_nothing() {
     )
     .await
     .unwrap();
-    let mut msgs: Vec<Send> = (0..2500).map(|i| Send::new(i.to_string())).collect();
-    msgs.push(Send::new(vec![b'x'; 4096]));
+    let mut msgs: Vec<SendMessage> = (0..2500).map(|i| SendMessage::new(i.to_string())).collect();
+    msgs.push(SendMessage::new(vec![b'x'; 4096]));
     assert!(matches!(
         rsmq.send_batch("q", &msgs).await,
         Err(Error::MessageTooLarge {
@@ -460,8 +460,8 @@ async fn realtime_publishes_queue_length() {
     let client = redis::Client::open(server.url()).unwrap();
     let mut pubsub = client.get_async_pubsub().await.unwrap();
     pubsub.subscribe("rsmq:rt:q").await.unwrap();
-    rsmq.send("q", Send::new("a")).await.unwrap();
-    rsmq.send("q", Send::new("b")).await.unwrap();
+    rsmq.send("q", SendMessage::new("a")).await.unwrap();
+    rsmq.send("q", SendMessage::new("b")).await.unwrap();
     let mut stream = pubsub.on_message();
     let mut got = Vec::new();
     for _ in 0..2 {

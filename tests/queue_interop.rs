@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::RedisServer;
-use redjob::queue::{QueueOptions, Rsmq, Send};
+use redjob::queue::{QueueOptions, Rsmq, SendMessage};
 use serde_json::{Value, json};
 
 /// Runs RSMQ calls with the npm client; returns one result per call.
@@ -101,7 +101,7 @@ async fn redjob_sends_rsmq_receives_rehides_and_deletes() {
     rsmq.create_queue("rq", QueueOptions::default())
         .await
         .unwrap();
-    let id = rsmq.send("rq", Send::new("from rust")).await.unwrap();
+    let id = rsmq.send("rq", SendMessage::new("from rust")).await.unwrap();
     let mut r = rsmq_js(
         &server,
         json!([
@@ -112,7 +112,7 @@ async fn redjob_sends_rsmq_receives_rehides_and_deletes() {
         ]),
     );
     let batch = rsmq
-        .send_batch("rq", &[Send::new("b1"), Send::new("b2"), Send::new("b3")])
+        .send_batch("rq", &[SendMessage::new("b1"), SendMessage::new("b2"), SendMessage::new("b3")])
         .await
         .unwrap();
     r.extend(rsmq_js(
@@ -167,10 +167,10 @@ async fn attributes_read_the_same_from_both_sides() {
     )
     .await
     .unwrap();
-    rsmq.send("a", Send::new("now").delay(Duration::ZERO))
+    rsmq.send("a", SendMessage::new("now").delay(Duration::ZERO))
         .await
         .unwrap();
-    rsmq.send("a", Send::new("later")).await.unwrap();
+    rsmq.send("a", SendMessage::new("later")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     rsmq.receive("a", None).await.unwrap().unwrap();
     let r = rsmq_js(
@@ -247,7 +247,7 @@ async fn errors_agree_with_rsmq() {
         );
     }
     assert!(matches!(
-        rsmq.send("dup", Send::new(big)).await,
+        rsmq.send("dup", SendMessage::new(big)).await,
         Err(redjob::Error::MessageTooLarge { .. })
     ));
 }

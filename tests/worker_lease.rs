@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::{Recorder, RedisServer, command_calls, wait_for, wait_until};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
-use redjob::queue::Send;
+use redjob::queue::SendMessage;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 
@@ -367,14 +367,14 @@ async fn garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run() {
     ];
     let mut batch = Vec::new();
     for (i, (body, _)) in bad.iter().enumerate() {
-        batch.push(Send::new(*body));
+        batch.push(SendMessage::new(*body));
         let good = redjob::job::encode(&Sleepy {
             key: i as u64 + 1,
             ms: 0,
             hang_first: false,
         })
         .unwrap();
-        batch.push(Send::new(good));
+        batch.push(SendMessage::new(good));
     }
     let ids = rsmq.send_batch("work", &batch).await.unwrap();
     let w = builder(&client, &rec).build().unwrap();

@@ -7,12 +7,12 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use redjob::queue::{QueueOptions, Rsmq, Send};
+//! use redjob::queue::{QueueOptions, Rsmq, SendMessage};
 //!
 //! # async fn _demo() -> redjob::Result<()> {
 //! let rsmq = Rsmq::connect("redis://127.0.0.1:6379").await?;
 //! rsmq.create_queue("emails", QueueOptions::default()).await?;
-//! let id = rsmq.send("emails", Send::new("hello")).await?;
+//! let id = rsmq.send("emails", SendMessage::new("hello")).await?;
 //! if let Some(msg) = rsmq.receive("emails", Some(Duration::from_secs(60))).await? {
 //!     assert_eq!(msg.id, id);
 //!     rsmq.delete("emails", &msg.id).await?;
@@ -31,7 +31,7 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Value};
 
 pub(crate) use crate::keys::Namespace;
-pub use types::{Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Send, When};
+pub use types::{Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, SendMessage, When};
 pub use validate::MAX_SECONDS;
 
 use crate::backend::redis::scripts::{self, Reply};
@@ -213,7 +213,7 @@ impl Rsmq {
     }
 
     /// Sends one message; returns its id.
-    pub async fn send(&self, queue: &str, msg: Send) -> Result<MessageId> {
+    pub async fn send(&self, queue: &str, msg: SendMessage) -> Result<MessageId> {
         let ids = self.send_batch(queue, std::slice::from_ref(&msg)).await?;
         ids.into_iter()
             .next()
@@ -224,7 +224,7 @@ impl Rsmq {
     /// messages (4 MiB), all chunks pipelined. Either every message is sent or, when
     /// the queue is missing or a body exceeds its maxsize, none is. Returns the ids
     /// in the order of `msgs`; ids sort in that order too.
-    pub async fn send_batch(&self, queue: &str, msgs: &[Send]) -> Result<Vec<MessageId>> {
+    pub async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
         validate::queue_name(queue)?;
         if msgs.is_empty() {
             return Ok(Vec::new());

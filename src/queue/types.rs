@@ -95,13 +95,13 @@ pub struct QueueAttributes {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redjob::queue::Send;
+/// use redjob::queue::SendMessage;
 ///
-/// let msg = Send::new("hello").delay(Duration::from_millis(1500));
+/// let msg = SendMessage::new("hello").delay(Duration::from_millis(1500));
 /// assert_eq!(msg.body, b"hello");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Send {
+pub struct SendMessage {
     /// The body.
     pub body: Vec<u8>,
     /// When the message becomes visible.
@@ -120,10 +120,10 @@ pub enum When {
     AtUnixMs(u64),
 }
 
-impl Send {
+impl SendMessage {
     /// A message with this body and the queue's delay.
     pub fn new(body: impl Into<Vec<u8>>) -> Self {
-        Send {
+        SendMessage {
             body: body.into(),
             when: When::QueueDelay,
         }
