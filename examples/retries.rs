@@ -43,8 +43,7 @@ impl Job for ChargeCard {
 async fn main() -> redjob::Result<()> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let client = Client::connect(&url).await?;
-    let backend = client.backend();
-    let worker = Worker::builder(backend.clone())
+    let worker = Worker::builder(client.backend())
         .register::<ChargeCard>()
         .retry(RetryPolicy::exponential(Duration::from_secs(5))?.jitter(false))
         .build()?;
@@ -78,13 +77,13 @@ async fn main() -> redjob::Result<()> {
     shutdown.cancel();
     running.await.expect("worker task")?;
 
-    for d in backend.dead_letters("retries_demo", 10).await? {
+    for d in client.dead_letters("retries_demo", 10).await? {
         println!(
             "dead letter {} after {} attempts: {}",
             d.id, d.attempts, d.error
         );
     }
-    let s = backend.stats("retries_demo").await?;
+    let s = client.stats("retries_demo").await?;
     println!(
         "processed {}, retried {}, failed {}, dead {}",
         s.processed, s.retried, s.failed, s.dead

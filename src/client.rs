@@ -2,10 +2,15 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::backend::any::AnyBackend;
+use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
+use crate::backend::{Backend, DeadLetter, QueueStats};
 use crate::connection::RedisConfig;
-use crate::job::{self, Job};
-use crate::queue::{QueueOptions, Rsmq, SendMessage, When, validate};
+use crate::id::random_suffix;
+use crate::job::{self, Job, JobContext};
+use crate::queue::{QueueOptions, SendMessage, When, validate};
+use crate::worker::data::Data;
 use crate::{Error, JobId, Result};
 
 /// Settings of a [`Client`].
@@ -89,7 +94,8 @@ impl EnqueueOptions {
     }
 }
 
-/// Enqueues typed jobs. Cheap to clone; clones share one connection.
+/// Enqueues typed jobs, on Redis or in memory. Cheap to clone; clones share one
+/// connection.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -115,39 +121,64 @@ impl EnqueueOptions {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
-    rsmq: Rsmq,
-    backend: RedisBackend,
-    config: ClientConfig,
+    backend: AnyBackend,
+    queue_defaults: QueueOptions,
+    /// Inline mode (tests): enqueue runs the job at once with these shared values.
+    inline: Option<Data>,
 }
 
 impl Client {
-    /// Connects with the default settings.
+    /// Connects to Redis with the default settings.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::from_config(ClientConfig::from_url(url)).await
     }
 
-    /// Connects with these settings.
+    /// Connects to Redis with these settings.
     pub async fn from_config(config: ClientConfig) -> Result<Self> {
-        let (redis, con) = config.redis.open().await?;
-        let rsmq = Rsmq::from_connection(con.clone(), &config.namespace, config.realtime);
-        let backend = RedisBackend::new(con, redis, &config.namespace);
+        let backend =
+            RedisBackend::connect(&config.redis, &config.namespace, config.realtime).await?;
         Ok(Client {
-            rsmq,
-            backend,
-            config,
+            backend: backend.into(),
+            queue_defaults: config.queue_defaults,
+            inline: None,
         })
     }
 
-    /// The queue layer on the same connection and namespace.
-    pub fn queues(&self) -> &Rsmq {
-        &self.rsmq
+    /// A client on an in-memory backend: for tests and single-process apps (see
+    /// [`MemoryBackend`]).
+    pub fn memory(backend: MemoryBackend) -> Self {
+        Client {
+            backend: backend.into(),
+            queue_defaults: QueueOptions::default(),
+            inline: None,
+        }
     }
 
-    /// The worker backend on the same connection and namespace: pass it to
-    /// [`Worker::builder`](crate::Worker::builder); it also reads queue stats and
-    /// dead letters.
-    pub fn backend(&self) -> RedisBackend {
+    /// Inline mode: each enqueue runs its job at once, in the caller, once, and
+    /// returns its failure as [`Error::JobFailed`]; nothing is stored. For tests.
+    pub(crate) fn inline(mut self, data: Data) -> Self {
+        self.inline = Some(data);
+        self
+    }
+
+    /// The backend: pass it to [`Worker::builder`](crate::Worker::builder).
+    pub fn backend(&self) -> AnyBackend {
         self.backend.clone()
+    }
+
+    /// The queue operations (RSMQ's API) on the same backend.
+    pub fn queues(&self) -> &AnyBackend {
+        &self.backend
+    }
+
+    /// A queue's counters (processed, failed, retried, dead).
+    pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        self.backend.stats(queue).await
+    }
+
+    /// The oldest `limit` dead letters of a queue.
+    pub async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
+        self.backend.dead_letters(queue, limit).await
     }
 
     /// Enqueues a job to run now (after its queue's delay).
@@ -155,7 +186,7 @@ impl Client {
         self.enqueue_with(job, EnqueueOptions::new()).await
     }
 
-    /// Enqueues a job to run after `delay` (Redis time, millisecond precision).
+    /// Enqueues a job to run after `delay` (backend time, millisecond precision).
     pub async fn enqueue_in<J: Job>(&self, job: &J, delay: Duration) -> Result<JobId> {
         self.enqueue_with(job, EnqueueOptions::new().delay(delay))
             .await
@@ -182,7 +213,8 @@ impl Client {
         self.enqueue_batch_with(jobs, EnqueueOptions::new()).await
     }
 
-    /// Enqueues jobs with the same options, in one round trip.
+    /// Enqueues jobs with the same options, in one round trip. A queue is created
+    /// with the client's `queue_defaults` on first use.
     pub async fn enqueue_batch_with<J: Job>(
         &self,
         jobs: &[J],
@@ -190,6 +222,9 @@ impl Client {
     ) -> Result<Vec<JobId>> {
         let queue = opts.queue.as_deref().unwrap_or(J::OPTIONS.queue);
         validate::queue_name(queue)?;
+        if let Some(data) = &self.inline {
+            return run_inline(jobs, queue, data).await;
+        }
         let msgs = jobs
             .iter()
             .map(|j| {
@@ -199,20 +234,25 @@ impl Client {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        match self.rsmq.send_batch(queue, &msgs).await {
-            Err(Error::QueueNotFound { .. }) => {
-                match self
-                    .rsmq
-                    .create_queue(queue, self.config.queue_defaults)
-                    .await
-                {
-                    Ok(()) | Err(Error::QueueExists { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-                tracing::debug!(queue, "created queue on first use");
-                self.rsmq.send_batch(queue, &msgs).await
-            }
-            r => r,
-        }
+        self.backend.send(queue, &msgs, &self.queue_defaults).await
     }
+}
+
+async fn run_inline<J: Job>(jobs: &[J], queue: &str, data: &Data) -> Result<Vec<JobId>> {
+    let mut ids = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        let now = SystemTime::now();
+        let us = now
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as u64;
+        let id = JobId::make(us, &random_suffix());
+        let ctx = JobContext::new(id, 1, queue, now).with_data_map(data.clone());
+        j.perform(&ctx).await.map_err(|e| Error::JobFailed {
+            name: J::NAME.into(),
+            error: e.to_string(),
+        })?;
+        ids.push(id);
+    }
+    Ok(ids)
 }

@@ -64,6 +64,13 @@ pub enum Error {
         /// The requested type.
         type_name: &'static str,
     },
+    /// In inline mode (tests), the job run at enqueue failed.
+    JobFailed {
+        /// The job's name.
+        name: String,
+        /// Its error.
+        error: String,
+    },
     /// The operation was refused because the worker or client is shutting down.
     ShuttingDown,
 }
@@ -99,6 +106,7 @@ impl fmt::Display for Error {
                 f,
                 "no value of type {type_name} was given to the worker: add it with `Worker::builder(..).data(value)`"
             ),
+            Error::JobFailed { name, error } => write!(f, "job {name} failed: {error}"),
             Error::ShuttingDown => write!(f, "shutting down"),
         }
     }

@@ -24,6 +24,25 @@ use crate::{Error, Result};
 pub struct JobId([u8; 32]);
 
 impl JobId {
+    /// Sorts after every real id (range bound for in-memory sorted sets).
+    pub(crate) const MAX: JobId = JobId([u8::MAX; 32]);
+    /// Sorts before every real id.
+    pub(crate) const MIN: JobId = JobId([0; 32]);
+
+    /// A new id: `us` (Unix microseconds) in base 36, zero-padded to 10, then
+    /// `suffix`, as the send script builds it.
+    pub(crate) fn make(us: u64, suffix: &[u8; 22]) -> JobId {
+        const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+        let mut a = [b'0'; 32];
+        let mut v = us;
+        for c in a[..10].iter_mut().rev() {
+            *c = DIGITS[(v % 36) as usize];
+            v /= 36;
+        }
+        a[10..].copy_from_slice(suffix);
+        JobId(a)
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
         // Only ASCII bytes are ever stored.
@@ -155,5 +174,7 @@ mod tests {
         );
         let id: JobId = format!("{prefix}{}", "a".repeat(22)).parse().unwrap();
         assert_eq!(id.sent_ms(), 1_700_000_000_123);
+        let made = JobId::make(1_700_000_000_123_456, &[b'a'; 22]);
+        assert_eq!(made, id);
     }
 }

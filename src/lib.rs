@@ -10,6 +10,7 @@ mod id;
 pub mod job;
 mod keys;
 pub mod queue;
+pub mod testing;
 pub mod worker;
 
 pub use client::Client;

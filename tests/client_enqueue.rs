@@ -8,6 +8,7 @@ use common::{RedisServer, command_calls};
 use redis::AsyncCommands;
 use redjob::client::{ClientConfig, EnqueueOptions};
 use redjob::queue::QueueOptions;
+use redjob::queue::Queues;
 use redjob::{Client, Error, Job, JobContext, JobError};
 use serde::{Deserialize, Serialize};
 

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use common::RedisServer;
 use redjob::client::ClientConfig;
+use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError};
 use serde::{Deserialize, Serialize};
 

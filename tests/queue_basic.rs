@@ -249,7 +249,9 @@ async fn send_rejects_missing_queue_bad_name_and_large_body() {
     )
     .await
     .unwrap();
-    rsmq.send("q", SendMessage::new(vec![b'a'; 1024])).await.unwrap();
+    rsmq.send("q", SendMessage::new(vec![b'a'; 1024]))
+        .await
+        .unwrap();
     assert!(matches!(
         rsmq.send("q", SendMessage::new(vec![b'a'; 1025])).await,
         Err(Error::MessageTooLarge {
@@ -258,8 +260,11 @@ async fn send_rejects_missing_queue_bad_name_and_large_body() {
         })
     ));
     assert!(matches!(
-        rsmq.send("q", SendMessage::new("x").delay(Duration::from_secs(10_000_000)))
-            .await,
+        rsmq.send(
+            "q",
+            SendMessage::new("x").delay(Duration::from_secs(10_000_000))
+        )
+        .await,
         Err(Error::InvalidValue { what: "delay", .. })
     ));
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 1);
@@ -278,7 +283,9 @@ async fn unlimited_maxsize_takes_large_bodies() {
     .await
     .unwrap();
     let body = "z".repeat(200_000);
-    rsmq.send("q", SendMessage::new(body.clone())).await.unwrap();
+    rsmq.send("q", SendMessage::new(body.clone()))
+        .await
+        .unwrap();
     assert_eq!(rsmq.pop("q").await.unwrap().unwrap().body, body);
 }
 
@@ -288,9 +295,12 @@ async fn delayed_messages_wait() {
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
-    rsmq.send("q", SendMessage::new("later").delay(Duration::from_millis(150)))
-        .await
-        .unwrap();
+    rsmq.send(
+        "q",
+        SendMessage::new("later").delay(Duration::from_millis(150)),
+    )
+    .await
+    .unwrap();
     assert!(rsmq.receive("q", None).await.unwrap().is_none());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
@@ -307,7 +317,9 @@ async fn delayed_messages_wait() {
     )
     .await
     .unwrap();
-    rsmq.send("q", SendMessage::new("queue delay")).await.unwrap();
+    rsmq.send("q", SendMessage::new("queue delay"))
+        .await
+        .unwrap();
     assert!(rsmq.receive("q", None).await.unwrap().is_none());
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(
@@ -408,7 +420,9 @@ async fn delete_batch_counts_existing() {
     let ids = rsmq
         .send_batch(
             "q",
-            &(0..5).map(|i| SendMessage::new(i.to_string())).collect::<Vec<_>>(),
+            &(0..5)
+                .map(|i| SendMessage::new(i.to_string()))
+                .collect::<Vec<_>>(),
         )
         .await
         .unwrap();

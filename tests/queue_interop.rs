@@ -101,7 +101,10 @@ async fn redjob_sends_rsmq_receives_rehides_and_deletes() {
     rsmq.create_queue("rq", QueueOptions::default())
         .await
         .unwrap();
-    let id = rsmq.send("rq", SendMessage::new("from rust")).await.unwrap();
+    let id = rsmq
+        .send("rq", SendMessage::new("from rust"))
+        .await
+        .unwrap();
     let mut r = rsmq_js(
         &server,
         json!([
@@ -112,7 +115,14 @@ async fn redjob_sends_rsmq_receives_rehides_and_deletes() {
         ]),
     );
     let batch = rsmq
-        .send_batch("rq", &[SendMessage::new("b1"), SendMessage::new("b2"), SendMessage::new("b3")])
+        .send_batch(
+            "rq",
+            &[
+                SendMessage::new("b1"),
+                SendMessage::new("b2"),
+                SendMessage::new("b3"),
+            ],
+        )
         .await
         .unwrap();
     r.extend(rsmq_js(

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{Recorder, RedisServer, wait_for, wait_until};
+use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, RetryPolicy, Worker};
 use serde::{Deserialize, Serialize};
 
@@ -132,10 +133,7 @@ async fn setup() -> (RedisServer, Client) {
     (server, client)
 }
 
-fn worker(
-    client: &Client,
-    rec: &Recorder,
-) -> redjob::worker::WorkerBuilder<redjob::backend::redis::RedisBackend> {
+fn worker(client: &Client, rec: &Recorder) -> redjob::worker::WorkerBuilder {
     Worker::builder(client.backend())
         .queue("work")
         .handle_signals(false)
@@ -165,7 +163,7 @@ async fn processes_every_job_once_and_counts() {
     assert_eq!(counts.len(), 301);
     assert!(counts.values().all(|n| *n == 1));
     assert!(rec.runs().iter().all(|r| r.attempt == 1));
-    let stats = client.backend().stats("work").await.unwrap();
+    let stats = client.stats("work").await.unwrap();
     assert_eq!(
         (stats.processed, stats.failed, stats.retried, stats.dead),
         (301, 0, 0, 0)
@@ -233,7 +231,7 @@ async fn retry_after_then_success_counts_attempts() {
         .await
         .unwrap();
     assert!(wait_until(Duration::from_secs(10), || rec.len() >= 3).await);
-    let backend = client.backend();
+    let backend = client.clone();
     assert!(
         wait_for(Duration::from_secs(5), || async {
             backend.stats("work").await.unwrap().processed == 1
@@ -253,7 +251,7 @@ async fn retry_after_then_success_counts_attempts() {
             "retry_after respected: {gap:?}"
         );
     }
-    let stats = client.backend().stats("work").await.unwrap();
+    let stats = client.stats("work").await.unwrap();
     assert_eq!(
         (stats.processed, stats.retried, stats.failed, stats.dead),
         (1, 2, 2, 0)
@@ -266,7 +264,7 @@ async fn backoff_schedule_then_dead_letter_with_error() {
     let rec = Recorder::default();
     let w = start(worker(&client, &rec).build().unwrap());
     let id = client.enqueue(&Flaky { key: 1 }).await.unwrap();
-    let backend = client.backend();
+    let backend = client.clone();
     assert!(wait_until(Duration::from_secs(10), || rec.len() >= 4).await);
     assert!(
         wait_for(Duration::from_secs(5), || async {
@@ -307,7 +305,7 @@ async fn fatal_goes_straight_to_dead_letter() {
     let rec = Recorder::default();
     let w = start(worker(&client, &rec).build().unwrap());
     client.enqueue(&Doomed { key: 1 }).await.unwrap();
-    let backend = client.backend();
+    let backend = client.clone();
     assert!(
         wait_for(Duration::from_secs(5), || async {
             !backend.dead_letters("work", 10).await.unwrap().is_empty()
@@ -364,7 +362,7 @@ async fn panics_and_timeouts_are_retried_and_the_worker_keeps_serving() {
             .collect();
         assert_eq!(attempts, [1, 2], "key {key}");
     }
-    let stats = client.backend().stats("work").await.unwrap();
+    let stats = client.stats("work").await.unwrap();
     assert_eq!((stats.processed, stats.retried), (12, 2));
 }
 
@@ -412,7 +410,7 @@ async fn missing_data_is_a_clear_retryable_error() {
         })
         .await
         .unwrap();
-    let backend = client.backend();
+    let backend = client.clone();
     assert!(
         wait_for(Duration::from_secs(10), || async {
             backend.stats("work").await.unwrap().retried >= 1

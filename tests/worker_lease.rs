@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use common::{Recorder, RedisServer, command_calls, wait_for, wait_until};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+use redjob::queue::Queues;
 use redjob::queue::SendMessage;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -41,10 +42,7 @@ async fn setup() -> (RedisServer, Client) {
     (server, client)
 }
 
-fn builder(
-    client: &Client,
-    rec: &Recorder,
-) -> redjob::worker::WorkerBuilder<redjob::backend::redis::RedisBackend> {
+fn builder(client: &Client, rec: &Recorder) -> redjob::worker::WorkerBuilder {
     Worker::builder(client.backend())
         .queue("work")
         .handle_signals(false)
@@ -87,7 +85,7 @@ async fn crashed_worker_job_runs_again_exactly_once_more() {
         gap >= Duration::from_millis(900),
         "not before the lease ran out: {gap:?}"
     );
-    assert_eq!(client.backend().stats("work").await.unwrap().processed, 1);
+    assert_eq!(client.stats("work").await.unwrap().processed, 1);
     assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
 }
 
@@ -282,7 +280,7 @@ async fn shutdown_with_100_in_flight_loses_none_and_hides_none() {
         .unwrap();
     assert_eq!(visible, 100);
     assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 100);
-    let stats = client.backend().stats("work").await.unwrap();
+    let stats = client.stats("work").await.unwrap();
     assert_eq!(
         (stats.processed, stats.retried, stats.failed),
         (0, 0, 0),
@@ -331,7 +329,7 @@ async fn shutdown_lets_running_jobs_finish_within_grace() {
     stop.cancel();
     h.await.unwrap().unwrap();
     assert_eq!(
-        client.backend().stats("work").await.unwrap().processed,
+        client.stats("work").await.unwrap().processed,
         50,
         "acks flushed before exit"
     );

@@ -3,11 +3,14 @@
 //! [`RedisBackend`](redis::RedisBackend) is the product. The trait is kept small so
 //! that an in-memory backend can give the same semantics.
 
+pub mod any;
+pub mod memory;
 pub mod redis;
 
 use std::future::Future;
 use std::time::Duration;
 
+use crate::queue::{QueueOptions, SendMessage};
 use crate::{JobId, Result};
 
 /// A delivery's fencing token: the job's score while this worker holds it.
@@ -141,8 +144,45 @@ pub struct Settled {
     pub dead: u64,
 }
 
+/// A queue's counters, kept by the workers in the backend.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Jobs that succeeded.
+    pub processed: u64,
+    /// Failed runs: retried plus dead.
+    pub failed: u64,
+    /// Failed runs scheduled for another attempt.
+    pub retried: u64,
+    /// Jobs moved to the dead-letter queue.
+    pub dead: u64,
+}
+
+/// A job in the dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The job's id.
+    pub id: JobId,
+    /// Its body as stored (the envelope, or whatever could not be decoded).
+    pub body: Vec<u8>,
+    /// The last error, or why the body could not be run.
+    pub error: String,
+    /// Deliveries it had.
+    pub attempts: u32,
+    /// When it died, Unix ms (backend time).
+    pub died_at_ms: u64,
+}
+
 /// What a worker needs from storage. Every operation is one atomic call per batch.
 pub trait Backend: Clone + Send + Sync + 'static {
+    /// Sends messages to `queue` in one call, all or nothing, creating the queue with
+    /// `create` when it does not exist. Returns their ids in order.
+    fn send(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+        create: &QueueOptions,
+    ) -> impl Future<Output = Result<Vec<JobId>>> + Send;
+
     /// Leases up to `max` due jobs of `queue` for `lease`.
     fn fetch(
         &self,
@@ -163,6 +203,16 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// Acks, reschedules and dead-letters finished deliveries, each only if its
     /// token still matches.
     fn settle(&self, queue: &str, batch: &Settle) -> impl Future<Output = Result<Settled>> + Send;
+
+    /// A queue's counters (zero before any job was settled there).
+    fn stats(&self, queue: &str) -> impl Future<Output = Result<QueueStats>> + Send;
+
+    /// The oldest `limit` dead letters of a queue.
+    fn dead_letters(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<DeadLetter>>> + Send;
 
     /// Calls `wake(queue)` whenever jobs are sent to one of `queues`, until the
     /// notification channel fails (the worker then polls and listens again).

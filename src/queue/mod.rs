@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+mod api;
 mod types;
 pub(crate) mod validate;
 
@@ -31,7 +32,10 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Value};
 
 pub(crate) use crate::keys::Namespace;
-pub use types::{Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, SendMessage, When};
+pub use api::Queues;
+pub use types::{
+    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, SendMessage, When,
+};
 pub use validate::MAX_SECONDS;
 
 use crate::backend::redis::scripts::{self, Reply};
@@ -137,15 +141,17 @@ impl Rsmq {
         Ok(con.smembers(self.ns.queues()).await?)
     }
 
-    /// Deletes a queue and all its messages.
+    /// Deletes a queue, its messages, dead letters and counters.
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
         validate::queue_name(name)?;
         let k = self.ns.queue(name);
         let mut con = self.con.clone();
-        let (removed, _, _): (i64, i64, i64) = redis::pipe()
+        // redjob's own keys of the queue (dead letters, counters) go with it
+        let (removed, ..): (i64, i64, i64, i64) = redis::pipe()
             .del(&k.hash)
             .del(&k.zset)
             .srem(self.ns.queues(), name)
+            .del(&[&k.dead, &k.dead_hash, &k.stats])
             .query_async(&mut con)
             .await?;
         if removed == 0 {

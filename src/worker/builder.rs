@@ -33,7 +33,7 @@ use crate::{Error, Result};
 /// # Ok(()) }
 /// ```
 #[must_use]
-pub struct WorkerBuilder<B> {
+pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     backend: B,
     queues: Vec<(String, Option<usize>)>,
     concurrency: usize,
@@ -141,6 +141,11 @@ impl<B: Backend> WorkerBuilder<B> {
     /// (a database pool, an HTTP client, config). One per type. Defaults to none.
     pub fn data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.data = self.data.with(value);
+        self
+    }
+
+    pub(crate) fn data_map(mut self, data: Data) -> Self {
+        self.data = data;
         self
     }
 

@@ -50,7 +50,7 @@ pub use retry::RetryPolicy;
 
 use crate::Result;
 use crate::backend::Backend;
-use crate::backend::redis::RedisBackend;
+use crate::backend::any::AnyBackend;
 use data::Data;
 use dispatch::Dispatcher;
 use settle::{Event, Settler};
@@ -67,7 +67,7 @@ pub(crate) struct Shared {
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
-pub struct Worker<B: Backend = RedisBackend> {
+pub struct Worker<B: Backend = AnyBackend> {
     backend: B,
     queues: Vec<(String, Option<usize>)>,
     shared: Arc<Shared>,

@@ -9,8 +9,10 @@ use futures::StreamExt;
 use redis::Value;
 use redis::aio::ConnectionManager;
 
-use super::{Backend, Delivery, Fetched, Settle, Settled, Token};
+use super::{Backend, DeadLetter, Delivery, Fetched, QueueStats, Settle, Settled, Token};
+use crate::connection::RedisConfig;
 use crate::keys::Namespace;
+use crate::queue::{QueueOptions, Rsmq, SendMessage};
 use crate::{Error, JobId, Result};
 use scripts::{Reply, eval, run};
 
@@ -20,6 +22,7 @@ use scripts::{Reply, eval, run};
 /// # async fn _demo() -> redjob::Result<()> {
 /// let client = redjob::Client::connect("redis://127.0.0.1:6379").await?;
 /// let backend = client.backend();
+/// use redjob::backend::Backend;
 /// let stats = backend.stats("emails").await?;
 /// println!("{} processed", stats.processed);
 /// # Ok(()) }
@@ -29,6 +32,7 @@ pub struct RedisBackend {
     con: ConnectionManager,
     client: redis::Client,
     ns: Namespace,
+    rsmq: Rsmq,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -39,45 +43,54 @@ impl std::fmt::Debug for RedisBackend {
     }
 }
 
-/// A queue's counters, kept in Redis by the workers.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct QueueStats {
-    /// Jobs that succeeded.
-    pub processed: u64,
-    /// Failed runs: retried plus dead.
-    pub failed: u64,
-    /// Failed runs scheduled for another attempt.
-    pub retried: u64,
-    /// Jobs moved to the dead-letter queue.
-    pub dead: u64,
-}
-
-/// A job in the dead-letter queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
-    /// The job's id.
-    pub id: JobId,
-    /// Its body as stored (the envelope, or whatever could not be decoded).
-    pub body: Vec<u8>,
-    /// The last error, or why the body could not be run.
-    pub error: String,
-    /// Deliveries it had.
-    pub attempts: u32,
-    /// When it died, Unix ms (Redis time).
-    pub died_at_ms: u64,
-}
-
 impl RedisBackend {
-    pub(crate) fn new(con: ConnectionManager, client: redis::Client, namespace: &str) -> Self {
+    pub(crate) fn new(
+        con: ConnectionManager,
+        client: redis::Client,
+        namespace: &str,
+        realtime: bool,
+    ) -> Self {
         RedisBackend {
+            rsmq: Rsmq::from_connection(con.clone(), namespace, realtime),
             con,
             client,
             ns: Namespace::new(namespace),
         }
     }
 
-    /// A queue's counters (zero before any worker settled a job there).
-    pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
+    /// Connects with these settings.
+    pub async fn connect(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
+        let (client, con) = redis.open().await?;
+        Ok(Self::new(con, client, namespace, realtime))
+    }
+
+    /// The RSMQ queue API on the same connection and namespace.
+    pub fn rsmq(&self) -> &Rsmq {
+        &self.rsmq
+    }
+}
+
+impl Backend for RedisBackend {
+    async fn send(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+        create: &QueueOptions,
+    ) -> Result<Vec<JobId>> {
+        match self.rsmq.send_batch(queue, msgs).await {
+            Err(Error::QueueNotFound { .. }) => {
+                match self.rsmq.create_queue(queue, *create).await {
+                    Ok(()) | Err(Error::QueueExists { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                tracing::debug!(queue, "created queue on first use");
+                self.rsmq.send_batch(queue, msgs).await
+            }
+            r => r,
+        }
+    }
+
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
         crate::queue::validate::queue_name(queue)?;
         let k = self.ns.queue(queue);
         let map: HashMap<String, u64> = redis::cmd("HGETALL")
@@ -93,8 +106,7 @@ impl RedisBackend {
         })
     }
 
-    /// The oldest `limit` dead letters of a queue.
-    pub async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
+    async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
         crate::queue::validate::queue_name(queue)?;
         if limit == 0 {
             return Ok(Vec::new());
@@ -136,9 +148,7 @@ impl RedisBackend {
             })
             .collect()
     }
-}
 
-impl Backend for RedisBackend {
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
         let k = self.ns.queue(queue);
         let mut cmd = eval(&scripts::FETCH, &[&k.zset, &k.hash]);

@@ -1,0 +1,152 @@
+//! One type for either backend, so application code (a handler that enqueues a
+//! follow-up, say) does not depend on which one runs it.
+
+use std::time::Duration;
+
+use super::memory::MemoryBackend;
+use super::redis::RedisBackend;
+use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
+use crate::queue::{
+    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage,
+};
+use crate::{JobId, Result};
+
+/// Redis or memory: what a [`Client`](crate::Client) and, by default, a
+/// [`Worker`](crate::Worker) run on.
+///
+/// ```
+/// use redjob::backend::any::AnyBackend;
+/// use redjob::backend::memory::MemoryBackend;
+///
+/// let backend: AnyBackend = MemoryBackend::new().into();
+/// assert!(backend.as_memory().is_some());
+/// ```
+#[derive(Clone, Debug)]
+pub enum AnyBackend {
+    /// Redis, in RSMQ's layout.
+    Redis(RedisBackend),
+    /// In this process's memory.
+    Memory(MemoryBackend),
+}
+
+impl AnyBackend {
+    /// The Redis backend, if that is what this is.
+    pub fn as_redis(&self) -> Option<&RedisBackend> {
+        match self {
+            AnyBackend::Redis(r) => Some(r),
+            AnyBackend::Memory(_) => None,
+        }
+    }
+
+    /// The memory backend, if that is what this is.
+    pub fn as_memory(&self) -> Option<&MemoryBackend> {
+        match self {
+            AnyBackend::Memory(m) => Some(m),
+            AnyBackend::Redis(_) => None,
+        }
+    }
+}
+
+impl From<RedisBackend> for AnyBackend {
+    fn from(b: RedisBackend) -> Self {
+        AnyBackend::Redis(b)
+    }
+}
+
+impl From<MemoryBackend> for AnyBackend {
+    fn from(b: MemoryBackend) -> Self {
+        AnyBackend::Memory(b)
+    }
+}
+
+/// Forwards a call to the backend inside: `on!(self, Trait::method(args))`. The
+/// Redis backend's queue API is its [`Rsmq`](crate::queue::Rsmq).
+macro_rules! on {
+    ($self:ident, Queues :: $m:ident ( $($arg:expr),* )) => {
+        match $self {
+            AnyBackend::Redis(b) => Queues::$m(b.rsmq(), $($arg),*).await,
+            AnyBackend::Memory(b) => Queues::$m(b, $($arg),*).await,
+        }
+    };
+    ($self:ident, Backend :: $m:ident ( $($arg:expr),* )) => {
+        match $self {
+            AnyBackend::Redis(b) => Backend::$m(b, $($arg),*).await,
+            AnyBackend::Memory(b) => Backend::$m(b, $($arg),*).await,
+        }
+    };
+}
+
+impl Backend for AnyBackend {
+    async fn send(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+        create: &QueueOptions,
+    ) -> Result<Vec<JobId>> {
+        on!(self, Backend::send(queue, msgs, create))
+    }
+    async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
+        on!(self, Backend::fetch(queue, max, lease))
+    }
+    async fn extend(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> Result<Vec<Option<Token>>> {
+        on!(self, Backend::extend(queue, leases, lease))
+    }
+    async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
+        on!(self, Backend::settle(queue, batch))
+    }
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        on!(self, Backend::stats(queue))
+    }
+    async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
+        on!(self, Backend::dead_letters(queue, limit))
+    }
+    async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {
+        on!(self, Backend::listen(queues, wake))
+    }
+}
+
+impl Queues for AnyBackend {
+    async fn create_queue(&self, name: &str, opts: QueueOptions) -> Result<()> {
+        on!(self, Queues::create_queue(name, opts))
+    }
+    async fn list_queues(&self) -> Result<Vec<String>> {
+        on!(self, Queues::list_queues())
+    }
+    async fn delete_queue(&self, name: &str) -> Result<()> {
+        on!(self, Queues::delete_queue(name))
+    }
+    async fn attributes(&self, name: &str) -> Result<QueueAttributes> {
+        on!(self, Queues::attributes(name))
+    }
+    async fn set_attributes(&self, name: &str, update: QueueUpdate) -> Result<QueueAttributes> {
+        on!(self, Queues::set_attributes(name, update))
+    }
+    async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
+        on!(self, Queues::send_batch(queue, msgs))
+    }
+    async fn receive_batch(
+        &self,
+        queue: &str,
+        n: usize,
+        vt: Option<Duration>,
+    ) -> Result<Vec<Message>> {
+        on!(self, Queues::receive_batch(queue, n, vt))
+    }
+    async fn pop(&self, queue: &str) -> Result<Option<Message>> {
+        on!(self, Queues::pop(queue))
+    }
+    async fn change_visibility(&self, queue: &str, id: &MessageId, vt: Duration) -> Result<bool> {
+        on!(self, Queues::change_visibility(queue, id, vt))
+    }
+    async fn delete(&self, queue: &str, id: &MessageId) -> Result<bool> {
+        on!(self, Queues::delete(queue, id))
+    }
+    async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
+        on!(self, Queues::delete_batch(queue, ids))
+    }
+}

@@ -1,0 +1,85 @@
+//! The memory backend's controllable clock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+
+/// A clock that tests control: it runs with tokio's clock (so `tokio::time::pause()`
+/// and `tokio::time::advance` move it too) plus whatever [`Clock::advance`] added.
+///
+/// ```
+/// use std::time::Duration;
+/// use redjob::backend::memory::Clock;
+///
+/// let clock = Clock::new();
+/// let before = clock.now_ms();
+/// clock.advance(Duration::from_secs(3600));
+/// assert!(clock.now_ms() >= before + 3_600_000);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Clock {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    base_us: u64,
+    start: tokio::time::Instant,
+    offset_us: AtomicU64,
+    advanced: watch::Sender<u64>,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock {
+    /// A clock that starts at the system's current time.
+    pub fn new() -> Self {
+        Self::starting_at(SystemTime::now())
+    }
+
+    /// A clock that starts at `t`.
+    pub fn starting_at(t: SystemTime) -> Self {
+        Clock {
+            inner: Arc::new(Inner {
+                base_us: t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64,
+                start: tokio::time::Instant::now(),
+                offset_us: AtomicU64::new(0),
+                advanced: watch::Sender::new(0),
+            }),
+        }
+    }
+
+    /// Unix microseconds now.
+    pub fn now_us(&self) -> u64 {
+        let i = &self.inner;
+        i.base_us + i.start.elapsed().as_micros() as u64 + i.offset_us.load(Ordering::SeqCst)
+    }
+
+    /// Unix milliseconds now.
+    pub fn now_ms(&self) -> u64 {
+        self.now_us() / 1000
+    }
+
+    /// The time now.
+    pub fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_micros(self.now_us())
+    }
+
+    /// Moves the clock forward by `d` and wakes workers waiting on it.
+    pub fn advance(&self, d: Duration) {
+        self.inner
+            .offset_us
+            .fetch_add(d.as_micros() as u64, Ordering::SeqCst);
+        self.inner.advanced.send_modify(|n| *n += 1);
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.advanced.subscribe()
+    }
+}

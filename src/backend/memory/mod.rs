@@ -1,0 +1,319 @@
+//! The in-memory backend: the same semantics as Redis, in this process.
+//!
+//! For tests (with a [`Clock`] they control, so delays, leases and backoff take no
+//! real time) and for single-process apps and quickstarts that run with nothing
+//! installed. Nothing is persisted: jobs live and die with the process, and other
+//! processes cannot see them. Use Redis for anything that must survive a restart.
+//!
+//! ```
+//! use redjob::backend::memory::MemoryBackend;
+//! use redjob::Client;
+//!
+//! let backend = MemoryBackend::new();
+//! let client = Client::memory(backend.clone());
+//! # let _ = client;
+//! ```
+
+mod clock;
+mod queues;
+mod state;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+
+pub use clock::Clock;
+use state::{MemQueue, State};
+
+use super::{Backend, DeadLetter, Delivery, Fetched, QueueStats, Settle, Settled, Token};
+use crate::queue::{QueueOptions, Queues, SendMessage};
+use crate::{Error, JobId, Result};
+
+/// Queues and workers' state in memory. Cheap to clone; clones share the state.
+#[derive(Clone)]
+pub struct MemoryBackend {
+    state: Arc<Mutex<State>>,
+    clock: Clock,
+    sent: broadcast::Sender<Arc<str>>,
+}
+
+impl std::fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("clock_ms", &self.clock.now_ms())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryBackend {
+    /// An empty backend on a clock that starts now.
+    pub fn new() -> Self {
+        Self::with_clock(Clock::new())
+    }
+
+    /// An empty backend on `clock`.
+    pub fn with_clock(clock: Clock) -> Self {
+        MemoryBackend {
+            state: Arc::default(),
+            clock,
+            sent: broadcast::channel(1024).0,
+        }
+    }
+
+    /// The backend's clock: advance it to make delayed jobs, retries and lease
+    /// expiries due without waiting.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // a panic while holding the lock cannot leave the maps half-updated in a way
+        // that matters more than losing the whole state, so carry on
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bodies waiting in `queue` (due or not, leased or not), oldest first.
+    pub fn messages(&self, queue: &str) -> Vec<(JobId, Vec<u8>, u64)> {
+        let st = self.lock();
+        st.queues.get(queue).map_or_else(Vec::new, |q| {
+            q.index
+                .iter()
+                .map(|(score, id)| (*id, q.msgs[id].body.clone(), score / 1000))
+                .collect()
+        })
+    }
+
+    /// The queues' names.
+    pub fn queue_names(&self) -> Vec<String> {
+        self.lock().queues.keys().cloned().collect()
+    }
+
+    /// True when no message of any queue is due now or leased to a worker.
+    pub fn is_idle(&self) -> bool {
+        let now = self.clock.now_ms() * 1000;
+        let st = self.lock();
+        st.queues.values().all(|q| {
+            q.index.first().is_none_or(|(score, _)| *score > now)
+                && q.msgs.values().all(|m| !m.lease)
+        })
+    }
+
+    fn notify(&self, queue: &str) {
+        let _ = self.sent.send(queue.into());
+    }
+}
+
+fn not_found(name: &str) -> Error {
+    Error::QueueNotFound { name: name.into() }
+}
+
+impl Backend for MemoryBackend {
+    async fn send(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+        create: &QueueOptions,
+    ) -> Result<Vec<JobId>> {
+        match Queues::send_batch(self, queue, msgs).await {
+            Err(Error::QueueNotFound { .. }) => {
+                match Queues::create_queue(self, queue, *create).await {
+                    Ok(()) | Err(Error::QueueExists { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                Queues::send_batch(self, queue, msgs).await
+            }
+            r => r,
+        }
+    }
+
+    async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
+        let now = self.clock.now_ms();
+        let mut st = self.lock();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(Fetched {
+                now_ms: now,
+                ..Default::default()
+            });
+        };
+        let max = max.max(1);
+        let due = q.due(now * 1000, max);
+        let lease_ms = now + lease.as_millis() as u64;
+        let mut jobs = Vec::with_capacity(due.len());
+        for (score, id) in &due {
+            let m = &q.msgs[id];
+            let count = (score % 1000).max(m.rc).saturating_add(1).min(999) as u32;
+            let token = Token::new(lease_ms, count);
+            jobs.push(Delivery {
+                id: *id,
+                body: m.body.clone(),
+                token,
+            });
+            q.rescore(*id, token_score(token));
+            if let Some(m) = q.msgs.get_mut(id) {
+                m.lease = true;
+            }
+        }
+        q.totalrecv += jobs.len() as u64;
+        let next_due_ms = (due.len() < max)
+            .then(|| q.index.first().map(|(s, _)| s / 1000))
+            .flatten();
+        Ok(Fetched {
+            jobs,
+            now_ms: now,
+            next_due_ms,
+        })
+    }
+
+    async fn extend(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> Result<Vec<Option<Token>>> {
+        let until = self.clock.now_ms() + lease.as_millis() as u64;
+        let mut st = self.lock();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(vec![None; leases.len()]);
+        };
+        Ok(leases
+            .iter()
+            .map(|(id, token)| {
+                q.holds(id, token_score(*token)).then(|| {
+                    let new = Token::new(until, token.attempt());
+                    q.rescore(*id, token_score(new));
+                    new
+                })
+            })
+            .collect())
+    }
+
+    async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
+        let now = self.clock.now_ms();
+        let mut st = self.lock();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(Settled::default());
+        };
+        // every fence is checked before anything changes, as the script does
+        let acks: Vec<_> = batch
+            .acks
+            .iter()
+            .filter(|(id, t)| q.holds(id, token_score(*t)))
+            .collect();
+        let res: Vec<_> = batch
+            .reschedules
+            .iter()
+            .filter(|r| q.holds(&r.id, token_score(r.token)))
+            .collect();
+        let dead: Vec<_> = batch
+            .dead
+            .iter()
+            .filter(|d| q.holds(&d.id, token_score(d.token)))
+            .collect();
+        for (id, _) in &acks {
+            q.remove(id);
+        }
+        let mut retried = 0;
+        for r in &res {
+            let count = u64::from(r.deliveries.min(999));
+            q.rescore(r.id, (now + r.delay.as_millis() as u64) * 1000 + count);
+            if let Some(m) = q.msgs.get_mut(&r.id) {
+                m.lease = false;
+            }
+            retried += u64::from(!r.release);
+        }
+        for d in &dead {
+            let body = q.remove(&d.id).map(|m| m.body).unwrap_or_default();
+            q.dead.insert((now, d.id));
+            q.dead_msgs.insert(
+                d.id,
+                DeadLetter {
+                    id: d.id,
+                    body,
+                    error: d.error.clone(),
+                    attempts: d.token.attempt(),
+                    died_at_ms: now,
+                },
+            );
+        }
+        let s = &mut q.stats;
+        s.processed += acks.len() as u64;
+        s.retried += retried;
+        s.dead += dead.len() as u64;
+        s.failed += retried + dead.len() as u64;
+        Ok(Settled {
+            acked: acks.len() as u64,
+            rescheduled: res.len() as u64,
+            dead: dead.len() as u64,
+        })
+    }
+
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        crate::queue::validate::queue_name(queue)?;
+        Ok(self
+            .lock()
+            .queues
+            .get(queue)
+            .map(|q| q.stats)
+            .unwrap_or_default())
+    }
+
+    async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
+        crate::queue::validate::queue_name(queue)?;
+        let st = self.lock();
+        Ok(st.queues.get(queue).map_or_else(Vec::new, |q| {
+            q.dead
+                .iter()
+                .take(limit)
+                .map(|(_, id)| q.dead_msgs[id].clone())
+                .collect()
+        }))
+    }
+
+    async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {
+        let mut sent = self.sent.subscribe();
+        let mut advanced = self.clock.subscribe();
+        loop {
+            tokio::select! {
+                r = sent.recv() => match r {
+                    Ok(q) => {
+                        if queues.iter().any(|n| **n == *q) {
+                            wake(&q);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => queues.iter().for_each(|q| wake(q)),
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+                r = advanced.changed() => {
+                    if r.is_err() {
+                        return Ok(());
+                    }
+                    queues.iter().for_each(|q| wake(q));
+                }
+            }
+        }
+    }
+}
+
+/// A token is the score its lease set, in thousandths of a millisecond.
+fn token_score(t: Token) -> u64 {
+    t.lease_until_ms() * 1000 + u64::from(t.attempt())
+}
+
+impl MemQueue {
+    fn check_size(&self, maxlen: usize) -> Result<()> {
+        if self.maxsize != -1 && maxlen as i64 > self.maxsize {
+            return Err(Error::MessageTooLarge {
+                size: maxlen,
+                max: self.maxsize as usize,
+            });
+        }
+        Ok(())
+    }
+}

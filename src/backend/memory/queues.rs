@@ -1,0 +1,203 @@
+//! RSMQ's queue operations in memory, mirroring the Redis scripts.
+
+use std::time::Duration;
+
+use super::state::MemQueue;
+use super::{MemoryBackend, not_found};
+use crate::id::random_suffix;
+use crate::queue::{
+    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, When,
+    validate,
+};
+use crate::{Error, JobId, Result};
+
+impl Queues for MemoryBackend {
+    async fn create_queue(&self, name: &str, opts: QueueOptions) -> Result<()> {
+        validate::queue_name(name)?;
+        validate::seconds("vt", opts.vt)?;
+        validate::seconds("delay", opts.delay)?;
+        validate::maxsize(opts.maxsize)?;
+        let now_s = self.clock.now_ms() / 1000;
+        let mut st = self.lock();
+        if st.queues.contains_key(name) {
+            return Err(Error::QueueExists { name: name.into() });
+        }
+        st.queues.insert(
+            name.into(),
+            MemQueue::new(opts.vt, opts.delay, opts.maxsize, now_s),
+        );
+        Ok(())
+    }
+
+    async fn list_queues(&self) -> Result<Vec<String>> {
+        Ok(self.queue_names())
+    }
+
+    async fn delete_queue(&self, name: &str) -> Result<()> {
+        validate::queue_name(name)?;
+        self.lock()
+            .queues
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| not_found(name))
+    }
+
+    async fn attributes(&self, name: &str) -> Result<QueueAttributes> {
+        validate::queue_name(name)?;
+        let now_s = self.clock.now_ms() / 1000;
+        let st = self.lock();
+        let q = st.queues.get(name).ok_or_else(|| not_found(name))?;
+        Ok(QueueAttributes {
+            vt: q.vt,
+            delay: q.delay,
+            maxsize: q.maxsize,
+            totalrecv: q.totalrecv,
+            totalsent: q.totalsent,
+            created: q.created,
+            modified: q.modified,
+            msgs: q.index.len() as u64,
+            // RSMQ counts as hidden what is scored from the start of the current second
+            hiddenmsgs: q.index.range((now_s * 1_000_000, JobId::MIN)..).count() as u64,
+        })
+    }
+
+    async fn set_attributes(&self, name: &str, update: QueueUpdate) -> Result<QueueAttributes> {
+        validate::queue_name(name)?;
+        if update == QueueUpdate::default() {
+            return Err(Error::InvalidValue {
+                what: "queue update",
+                reason: "no attribute supplied".into(),
+            });
+        }
+        update.vt.map(|v| validate::seconds("vt", v)).transpose()?;
+        update
+            .delay
+            .map(|v| validate::seconds("delay", v))
+            .transpose()?;
+        update.maxsize.map(validate::maxsize).transpose()?;
+        let now_s = self.clock.now_ms() / 1000;
+        {
+            let mut st = self.lock();
+            let q = st.queues.get_mut(name).ok_or_else(|| not_found(name))?;
+            q.modified = now_s;
+            q.vt = update.vt.unwrap_or(q.vt);
+            q.delay = update.delay.unwrap_or(q.delay);
+            q.maxsize = update.maxsize.unwrap_or(q.maxsize);
+        }
+        Queues::attributes(self, name).await
+    }
+
+    async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
+        validate::queue_name(queue)?;
+        if msgs.is_empty() {
+            return Ok(Vec::new());
+        }
+        for m in msgs {
+            if let When::After(d) = m.when {
+                validate::duration_ms("delay", d)?;
+            }
+        }
+        let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
+        let now_us = self.clock.now_us();
+        let now = now_us / 1000;
+        let ids = {
+            let mut st = self.lock();
+            let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+            q.check_size(maxlen)?;
+            let mut ids = Vec::with_capacity(msgs.len());
+            for (i, m) in msgs.iter().enumerate() {
+                // one microsecond per message keeps a batch's ids in send order
+                let id = JobId::make(now_us + i as u64, &random_suffix());
+                let due = match m.when {
+                    When::QueueDelay => now + q.delay * 1000,
+                    When::After(d) => now + d.as_millis() as u64,
+                    When::AtUnixMs(at) => at.max(now),
+                };
+                q.insert(id, m.body.clone(), due * 1000);
+                ids.push(id);
+            }
+            q.totalsent += msgs.len() as u64;
+            ids
+        };
+        self.notify(queue);
+        Ok(ids)
+    }
+
+    async fn receive_batch(
+        &self,
+        queue: &str,
+        n: usize,
+        vt: Option<Duration>,
+    ) -> Result<Vec<Message>> {
+        validate::queue_name(queue)?;
+        let vt = vt.map(|d| validate::duration_ms("vt", d)).transpose()?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock();
+        let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        let hidden = (now + vt.unwrap_or(q.vt * 1000)) * 1000;
+        let mut out = Vec::new();
+        for (_, id) in q.due(now * 1000, n.max(1)) {
+            q.rescore(id, hidden);
+            let Some(m) = q.msgs.get_mut(&id) else {
+                continue;
+            };
+            m.rc += 1;
+            m.lease = false;
+            let fr = *m.fr.get_or_insert(now);
+            out.push(message(id, &m.body, m.rc, fr));
+        }
+        q.totalrecv += out.len() as u64;
+        Ok(out)
+    }
+
+    async fn pop(&self, queue: &str) -> Result<Option<Message>> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock();
+        let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        let Some((_, id)) = q.due(now * 1000, 1).pop() else {
+            return Ok(None);
+        };
+        let m = q
+            .remove(&id)
+            .ok_or_else(|| Error::Protocol("indexed message without body".into()))?;
+        q.totalrecv += 1;
+        Ok(Some(message(id, &m.body, m.rc + 1, m.fr.unwrap_or(now))))
+    }
+
+    async fn change_visibility(&self, queue: &str, id: &MessageId, vt: Duration) -> Result<bool> {
+        validate::queue_name(queue)?;
+        let ms = validate::duration_ms("vt", vt)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock();
+        let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        if !q.msgs.contains_key(id) {
+            return Ok(false);
+        }
+        q.rescore(*id, (now + ms) * 1000);
+        Ok(true)
+    }
+
+    async fn delete(&self, queue: &str, id: &MessageId) -> Result<bool> {
+        Ok(Queues::delete_batch(self, queue, std::slice::from_ref(id)).await? == 1)
+    }
+
+    async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
+        validate::queue_name(queue)?;
+        let mut st = self.lock();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(0);
+        };
+        Ok(ids.iter().filter(|id| q.remove(id).is_some()).count() as u64)
+    }
+}
+
+fn message(id: JobId, body: &[u8], rc: u64, fr: u64) -> Message {
+    Message {
+        id,
+        body: String::from_utf8_lossy(body).into_owned(),
+        rc,
+        fr,
+        sent: id.sent_ms(),
+    }
+}

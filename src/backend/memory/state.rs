@@ -1,0 +1,105 @@
+//! The in-memory queues: RSMQ's data model, with scores in thousandths of a ms.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::JobId;
+use crate::backend::{DeadLetter, QueueStats};
+
+/// One message.
+pub(super) struct Msg {
+    pub body: Vec<u8>,
+    /// Visible-at in thousandths of a millisecond (Redis's float score, exactly).
+    pub score: u64,
+    pub rc: u64,
+    pub fr: Option<u64>,
+    /// Leased to a worker (fetched and not yet settled).
+    pub lease: bool,
+}
+
+/// One queue.
+pub(super) struct MemQueue {
+    pub vt: u64,
+    pub delay: u64,
+    pub maxsize: i64,
+    pub created: u64,
+    pub modified: u64,
+    pub totalsent: u64,
+    pub totalrecv: u64,
+    /// (score, id), ordered as Redis orders a sorted set.
+    pub index: BTreeSet<(u64, JobId)>,
+    pub msgs: HashMap<JobId, Msg>,
+    pub dead: BTreeSet<(u64, JobId)>,
+    pub dead_msgs: HashMap<JobId, DeadLetter>,
+    pub stats: QueueStats,
+}
+
+impl MemQueue {
+    pub fn new(vt: u64, delay: u64, maxsize: i64, now_s: u64) -> Self {
+        MemQueue {
+            vt,
+            delay,
+            maxsize,
+            created: now_s,
+            modified: now_s,
+            totalsent: 0,
+            totalrecv: 0,
+            index: BTreeSet::new(),
+            msgs: HashMap::new(),
+            dead: BTreeSet::new(),
+            dead_msgs: HashMap::new(),
+            stats: QueueStats::default(),
+        }
+    }
+
+    /// Up to `n` ids with score at or below `max_score`, oldest first.
+    pub fn due(&self, max_score: u64, n: usize) -> Vec<(u64, JobId)> {
+        self.index
+            .range(..=(max_score, MAX_ID))
+            .take(n)
+            .copied()
+            .collect()
+    }
+
+    pub fn rescore(&mut self, id: JobId, score: u64) {
+        if let Some(m) = self.msgs.get_mut(&id) {
+            self.index.remove(&(m.score, id));
+            m.score = score;
+            self.index.insert((score, id));
+        }
+    }
+
+    pub fn remove(&mut self, id: &JobId) -> Option<Msg> {
+        let m = self.msgs.remove(id)?;
+        self.index.remove(&(m.score, *id));
+        Some(m)
+    }
+
+    pub fn insert(&mut self, id: JobId, body: Vec<u8>, score: u64) {
+        self.remove(&id);
+        self.msgs.insert(
+            id,
+            Msg {
+                body,
+                score,
+                rc: 0,
+                fr: None,
+                lease: false,
+            },
+        );
+        self.index.insert((score, id));
+    }
+
+    /// The fencing check: the message exists with exactly this score.
+    pub fn holds(&self, id: &JobId, score: u64) -> bool {
+        self.msgs.get(id).is_some_and(|m| m.score == score)
+    }
+}
+
+/// The largest id, for range bounds.
+const MAX_ID: JobId = JobId::MAX;
+
+/// Everything the backend stores.
+#[derive(Default)]
+pub(super) struct State {
+    pub queues: BTreeMap<String, MemQueue>,
+}

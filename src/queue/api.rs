@@ -1,0 +1,138 @@
+//! The RSMQ operations as a trait, so the Redis and the in-memory backends offer
+//! the same queue API (and one conformance suite checks both).
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::{Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Rsmq, SendMessage};
+use crate::{Error, Result};
+
+/// RSMQ's queue operations. [`Rsmq`] speaks them to Redis;
+/// [`MemoryBackend`](crate::backend::memory::MemoryBackend) keeps them in memory with
+/// the same semantics. See [`Rsmq`]'s methods for what each does.
+///
+/// ```
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::queue::{QueueOptions, Queues, SendMessage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let q = MemoryBackend::new();
+/// q.create_queue("jobs", QueueOptions::default()).await?;
+/// let id = q.send("jobs", SendMessage::new("hi")).await?;
+/// assert_eq!(q.receive("jobs", None).await?.unwrap().id, id);
+/// # Ok(()) }
+/// ```
+pub trait Queues: Sync {
+    /// Creates a queue ([`Error::QueueExists`] when it exists).
+    fn create_queue(
+        &self,
+        name: &str,
+        opts: QueueOptions,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// The names of all queues.
+    fn list_queues(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
+    /// Deletes a queue and its messages.
+    fn delete_queue(&self, name: &str) -> impl Future<Output = Result<()>> + Send;
+    /// A queue's attributes and counts.
+    fn attributes(&self, name: &str) -> impl Future<Output = Result<QueueAttributes>> + Send;
+    /// Changes attributes; returns them as they are afterwards.
+    fn set_attributes(
+        &self,
+        name: &str,
+        update: QueueUpdate,
+    ) -> impl Future<Output = Result<QueueAttributes>> + Send;
+    /// Sends messages, all or nothing; returns their ids in order.
+    fn send_batch(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+    ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
+    /// Receives up to `n` due messages, hiding each for `vt` (the queue's when `None`).
+    fn receive_batch(
+        &self,
+        queue: &str,
+        n: usize,
+        vt: Option<Duration>,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send;
+    /// Receives and deletes the oldest due message.
+    fn pop(&self, queue: &str) -> impl Future<Output = Result<Option<Message>>> + Send;
+    /// Hides a message until now + `vt`; `false` when it does not exist.
+    fn change_visibility(
+        &self,
+        queue: &str,
+        id: &MessageId,
+        vt: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Deletes a message; `true` when it existed.
+    fn delete(&self, queue: &str, id: &MessageId) -> impl Future<Output = Result<bool>> + Send;
+    /// Deletes messages; returns how many existed.
+    fn delete_batch(
+        &self,
+        queue: &str,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Sends one message.
+    fn send(
+        &self,
+        queue: &str,
+        msg: SendMessage,
+    ) -> impl Future<Output = Result<MessageId>> + Send {
+        async move {
+            let ids = self.send_batch(queue, std::slice::from_ref(&msg)).await?;
+            ids.into_iter()
+                .next()
+                .ok_or_else(|| Error::Protocol("send returned no id".into()))
+        }
+    }
+
+    /// Receives the oldest due message.
+    fn receive(
+        &self,
+        queue: &str,
+        vt: Option<Duration>,
+    ) -> impl Future<Output = Result<Option<Message>>> + Send {
+        async move { Ok(self.receive_batch(queue, 1, vt).await?.pop()) }
+    }
+}
+
+impl Queues for Rsmq {
+    async fn create_queue(&self, name: &str, opts: QueueOptions) -> Result<()> {
+        Rsmq::create_queue(self, name, opts).await
+    }
+    async fn list_queues(&self) -> Result<Vec<String>> {
+        Rsmq::list_queues(self).await
+    }
+    async fn delete_queue(&self, name: &str) -> Result<()> {
+        Rsmq::delete_queue(self, name).await
+    }
+    async fn attributes(&self, name: &str) -> Result<QueueAttributes> {
+        Rsmq::attributes(self, name).await
+    }
+    async fn set_attributes(&self, name: &str, update: QueueUpdate) -> Result<QueueAttributes> {
+        Rsmq::set_attributes(self, name, update).await
+    }
+    async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
+        Rsmq::send_batch(self, queue, msgs).await
+    }
+    async fn receive_batch(
+        &self,
+        queue: &str,
+        n: usize,
+        vt: Option<Duration>,
+    ) -> Result<Vec<Message>> {
+        Rsmq::receive_batch(self, queue, n, vt).await
+    }
+    async fn pop(&self, queue: &str) -> Result<Option<Message>> {
+        Rsmq::pop(self, queue).await
+    }
+    async fn change_visibility(&self, queue: &str, id: &MessageId, vt: Duration) -> Result<bool> {
+        Rsmq::change_visibility(self, queue, id, vt).await
+    }
+    async fn delete(&self, queue: &str, id: &MessageId) -> Result<bool> {
+        Rsmq::delete(self, queue, id).await
+    }
+    async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
+        Rsmq::delete_batch(self, queue, ids).await
+    }
+}
