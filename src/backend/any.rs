@@ -24,7 +24,7 @@ use crate::{JobId, Result};
 #[derive(Clone, Debug)]
 pub enum AnyBackend {
     /// Redis, in RSMQ's layout.
-    Redis(RedisBackend),
+    Redis(Box<RedisBackend>),
     /// In this process's memory.
     Memory(MemoryBackend),
 }
@@ -49,7 +49,7 @@ impl AnyBackend {
 
 impl From<RedisBackend> for AnyBackend {
     fn from(b: RedisBackend) -> Self {
-        AnyBackend::Redis(b)
+        AnyBackend::Redis(Box::new(b))
     }
 }
 
@@ -70,7 +70,7 @@ macro_rules! on {
     };
     ($self:ident, Backend :: $m:ident ( $($arg:expr),* )) => {
         match $self {
-            AnyBackend::Redis(b) => Backend::$m(b, $($arg),*).await,
+            AnyBackend::Redis(b) => Backend::$m(b.as_ref(), $($arg),*).await,
             AnyBackend::Memory(b) => Backend::$m(b, $($arg),*).await,
         }
     };

@@ -10,7 +10,7 @@ pub mod redis;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::queue::{QueueOptions, SendMessage};
+use crate::queue::{QueueOptions, Queues, SendMessage};
 use crate::{JobId, Result};
 
 /// A delivery's fencing token: the job's score while this worker holds it.
@@ -221,4 +221,25 @@ pub trait Backend: Clone + Send + Sync + 'static {
         queues: &[String],
         wake: &(dyn Fn(&str) + Send + Sync),
     ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Sends `msgs` to `queue`, creating the queue with `create` on first use (when the
+/// send finds it missing), for backends whose queue API is a [`Queues`].
+pub(crate) async fn send_creating<Q: Queues + Sync>(
+    q: &Q,
+    queue: &str,
+    msgs: &[SendMessage],
+    create: &QueueOptions,
+) -> Result<Vec<JobId>> {
+    match q.send_batch(queue, msgs).await {
+        Err(crate::Error::QueueNotFound { .. }) => {
+            match q.create_queue(queue, *create).await {
+                Ok(()) | Err(crate::Error::QueueExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            tracing::debug!(queue, "created queue on first use");
+            q.send_batch(queue, msgs).await
+        }
+        r => r,
+    }
 }

@@ -3,7 +3,8 @@
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// A `redis-server` child process; killed when dropped.
 pub struct RedisServer {
@@ -52,7 +53,7 @@ impl RedisServer {
     }
 
     fn wait_ready(&mut self, limit: Duration) -> bool {
-        let start = Instant::now();
+        let start = std::time::Instant::now();
         while start.elapsed() < limit {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
@@ -158,7 +159,8 @@ pub struct Run {
     pub id: redjob::JobId,
     pub key: u64,
     pub attempt: u32,
-    pub at: std::time::SystemTime,
+    /// tokio's clock, so paused-clock tests see virtual time.
+    pub at: tokio::time::Instant,
 }
 
 impl Recorder {
@@ -167,7 +169,7 @@ impl Recorder {
             id: ctx.id(),
             key,
             attempt: ctx.attempt(),
-            at: std::time::SystemTime::now(),
+            at: tokio::time::Instant::now(),
         });
     }
 

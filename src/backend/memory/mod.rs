@@ -27,7 +27,7 @@ pub use clock::Clock;
 use state::{MemQueue, State};
 
 use super::{Backend, DeadLetter, Delivery, Fetched, QueueStats, Settle, Settled, Token};
-use crate::queue::{QueueOptions, Queues, SendMessage};
+use crate::queue::{QueueOptions, SendMessage};
 use crate::{Error, JobId, Result};
 
 /// Queues and workers' state in memory. Cheap to clone; clones share the state.
@@ -121,16 +121,7 @@ impl Backend for MemoryBackend {
         msgs: &[SendMessage],
         create: &QueueOptions,
     ) -> Result<Vec<JobId>> {
-        match Queues::send_batch(self, queue, msgs).await {
-            Err(Error::QueueNotFound { .. }) => {
-                match Queues::create_queue(self, queue, *create).await {
-                    Ok(()) | Err(Error::QueueExists { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-                Queues::send_batch(self, queue, msgs).await
-            }
-            r => r,
-        }
+        super::send_creating(self, queue, msgs, create).await
     }
 
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
@@ -162,7 +153,7 @@ impl Backend for MemoryBackend {
         }
         q.totalrecv += jobs.len() as u64;
         let next_due_ms = (due.len() < max)
-            .then(|| q.index.first().map(|(s, _)| s / 1000))
+            .then(|| q.index.first().map(|(s, _)| s.div_ceil(1000)))
             .flatten();
         Ok(Fetched {
             jobs,

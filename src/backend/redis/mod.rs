@@ -77,17 +77,7 @@ impl Backend for RedisBackend {
         msgs: &[SendMessage],
         create: &QueueOptions,
     ) -> Result<Vec<JobId>> {
-        match self.rsmq.send_batch(queue, msgs).await {
-            Err(Error::QueueNotFound { .. }) => {
-                match self.rsmq.create_queue(queue, *create).await {
-                    Ok(()) | Err(Error::QueueExists { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-                tracing::debug!(queue, "created queue on first use");
-                self.rsmq.send_batch(queue, msgs).await
-            }
-            r => r,
-        }
+        super::send_creating(&self.rsmq, queue, msgs, create).await
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
@@ -159,7 +149,7 @@ impl Backend for RedisBackend {
         let next_due_ms = std::str::from_utf8(next)
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
-            .map(|f| f.max(0.0) as u64);
+            .map(|f| f.max(0.0).ceil() as u64);
         let mut jobs = Vec::with_capacity(max.min(1024));
         while !r.is_empty() {
             let id = JobId::from_bytes(r.bytes()?)?;

@@ -1,22 +1,14 @@
-//! Every operation of the RSMQ queue layer against a real Redis, with its error cases.
-
-mod common;
+//! Every RSMQ queue operation, with its error cases.
 
 use std::time::Duration;
 
-use common::RedisServer;
 use redjob::Error;
-use redjob::queue::{QueueOptions, QueueUpdate, Rsmq, SendMessage};
+use redjob::queue::{QueueOptions, QueueUpdate, Queues, SendMessage};
 
-async fn setup() -> (RedisServer, Rsmq) {
-    let server = RedisServer::start();
-    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
-    (server, rsmq)
-}
+use super::Env;
 
-#[tokio::test]
-async fn create_list_delete_queue() {
-    let (_s, rsmq) = setup().await;
+pub async fn create_list_delete_queue(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("a", QueueOptions::default())
         .await
         .unwrap();
@@ -45,9 +37,8 @@ async fn create_list_delete_queue() {
     ));
 }
 
-#[tokio::test]
-async fn create_queue_rejects_bad_input() {
-    let (_s, rsmq) = setup().await;
+pub async fn create_queue_rejects_bad_input(env: &Env) {
+    let rsmq = env.queues();
     for bad in ["", "has space", "QUEUES", "dot.ted"] {
         assert!(matches!(
             rsmq.create_queue(bad, QueueOptions::default()).await,
@@ -88,9 +79,8 @@ async fn create_queue_rejects_bad_input() {
     assert!(rsmq.list_queues().await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn attributes_track_counts_and_updates() {
-    let (_s, rsmq) = setup().await;
+pub async fn attributes_track_counts_and_updates(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
@@ -180,9 +170,8 @@ async fn attributes_track_counts_and_updates() {
     ));
 }
 
-#[tokio::test]
-async fn send_receive_delete_roundtrip() {
-    let (_s, rsmq) = setup().await;
+pub async fn send_receive_delete_roundtrip(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
@@ -206,9 +195,8 @@ async fn send_receive_delete_roundtrip() {
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 0);
 }
 
-#[tokio::test]
-async fn receive_again_after_vt_counts_receives() {
-    let (_s, rsmq) = setup().await;
+pub async fn receive_again_after_vt_counts_receives(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
@@ -229,9 +217,8 @@ async fn receive_again_after_vt_counts_receives() {
     assert_eq!(second.fr, first.fr, "first receive time is kept");
 }
 
-#[tokio::test]
-async fn send_rejects_missing_queue_bad_name_and_large_body() {
-    let (_s, rsmq) = setup().await;
+pub async fn send_rejects_missing_queue_bad_name_and_large_body(env: &Env) {
+    let rsmq = env.queues();
     assert!(matches!(
         rsmq.send("nope", SendMessage::new("x")).await,
         Err(Error::QueueNotFound { .. })
@@ -270,9 +257,8 @@ async fn send_rejects_missing_queue_bad_name_and_large_body() {
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 1);
 }
 
-#[tokio::test]
-async fn unlimited_maxsize_takes_large_bodies() {
-    let (_s, rsmq) = setup().await;
+pub async fn unlimited_maxsize_takes_large_bodies(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue(
         "q",
         QueueOptions {
@@ -289,9 +275,8 @@ async fn unlimited_maxsize_takes_large_bodies() {
     assert_eq!(rsmq.pop("q").await.unwrap().unwrap().body, body);
 }
 
-#[tokio::test]
-async fn delayed_messages_wait() {
-    let (_s, rsmq) = setup().await;
+pub async fn delayed_messages_wait(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
@@ -328,9 +313,8 @@ async fn delayed_messages_wait() {
     );
 }
 
-#[tokio::test]
-async fn receive_batch_is_fifo_and_bounded() {
-    let (_s, rsmq) = setup().await;
+pub async fn receive_batch_is_fifo_and_bounded(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
@@ -357,9 +341,8 @@ async fn receive_batch_is_fifo_and_bounded() {
     ));
 }
 
-#[tokio::test]
-async fn pop_removes_message() {
-    let (_s, rsmq) = setup().await;
+pub async fn pop_removes_message(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
@@ -375,9 +358,8 @@ async fn pop_removes_message() {
     ));
 }
 
-#[tokio::test]
-async fn change_visibility_rehides_and_reveals() {
-    let (_s, rsmq) = setup().await;
+pub async fn change_visibility_rehides_and_reveals(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
@@ -411,9 +393,8 @@ async fn change_visibility_rehides_and_reveals() {
     ));
 }
 
-#[tokio::test]
-async fn delete_batch_counts_existing() {
-    let (_s, rsmq) = setup().await;
+pub async fn delete_batch_counts_existing(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
@@ -435,9 +416,8 @@ async fn delete_batch_counts_existing() {
     ));
 }
 
-#[tokio::test]
-async fn batch_over_maxsize_sends_nothing() {
-    let (_s, rsmq) = setup().await;
+pub async fn batch_over_maxsize_sends_nothing(env: &Env) {
+    let rsmq = env.queues();
     rsmq.create_queue(
         "q",
         QueueOptions {
@@ -457,51 +437,4 @@ async fn batch_over_maxsize_sends_nothing() {
         })
     ));
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 0);
-}
-
-#[tokio::test]
-async fn realtime_publishes_queue_length() {
-    use futures::StreamExt;
-    let server = RedisServer::start();
-    let cfg = redjob::queue::RsmqConfig {
-        realtime: true,
-        ..redjob::queue::RsmqConfig::from_url(server.url())
-    };
-    let rsmq = Rsmq::with_config(cfg).await.unwrap();
-    rsmq.create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut pubsub = client.get_async_pubsub().await.unwrap();
-    pubsub.subscribe("rsmq:rt:q").await.unwrap();
-    rsmq.send("q", SendMessage::new("a")).await.unwrap();
-    rsmq.send("q", SendMessage::new("b")).await.unwrap();
-    let mut stream = pubsub.on_message();
-    let mut got = Vec::new();
-    for _ in 0..2 {
-        let msg = tokio::time::timeout(Duration::from_secs(5), stream.next())
-            .await
-            .unwrap()
-            .unwrap();
-        got.push(msg.get_payload::<i64>().unwrap());
-    }
-    assert_eq!(got, [1, 2]);
-}
-
-#[tokio::test]
-async fn unreachable_redis_is_an_error() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut cfg = redjob::queue::RsmqConfig::from_url(format!("redis://127.0.0.1:{port}"));
-    cfg.redis.connection_timeout = Duration::from_millis(300);
-    let started = std::time::Instant::now();
-    assert!(matches!(Rsmq::with_config(cfg).await, Err(Error::Redis(_))));
-    assert!(started.elapsed() < Duration::from_secs(30));
-    assert!(matches!(
-        Rsmq::connect("not a url").await,
-        Err(Error::InvalidValue { .. })
-    ));
 }

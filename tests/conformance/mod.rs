@@ -1,0 +1,116 @@
+//! One conformance suite for every backend: the same tests, instantiated by
+//! `tests/conformance_redis.rs` (a private redis-server) and
+//! `tests/conformance_memory.rs` (the memory backend on tokio's paused clock).
+#![allow(dead_code)]
+
+pub mod queues;
+pub mod worker;
+
+use redjob::Client;
+use redjob::backend::any::AnyBackend;
+
+use crate::common::RedisServer;
+
+/// What a test runs against.
+pub struct Env {
+    pub client: Client,
+    /// Kept alive for the test; `None` for the memory backend.
+    pub server: Option<RedisServer>,
+}
+
+impl Env {
+    /// A Redis backend on a private server.
+    pub async fn redis() -> Env {
+        let server = RedisServer::start();
+        let client = Client::connect(&server.url()).await.unwrap();
+        Env {
+            client,
+            server: Some(server),
+        }
+    }
+
+    /// A memory backend.
+    pub async fn memory() -> Env {
+        Env {
+            client: Client::memory(redjob::backend::memory::MemoryBackend::new()),
+            server: None,
+        }
+    }
+
+    pub fn queues(&self) -> &AnyBackend {
+        self.client.queues()
+    }
+
+    /// The backend's time now.
+    pub async fn now(&self) -> std::time::SystemTime {
+        match (&self.server, self.client.queues()) {
+            (Some(server), _) => {
+                let mut con = server.raw().await;
+                let (secs, micros): (u64, u64) =
+                    redis::cmd("TIME").query_async(&mut con).await.unwrap();
+                std::time::UNIX_EPOCH + std::time::Duration::from_micros(secs * 1_000_000 + micros)
+            }
+            (None, AnyBackend::Memory(m)) => m.clock().now(),
+            _ => unreachable!("a Redis client always has its server"),
+        }
+    }
+
+    /// Messages of `queue` visible now (read without receiving them).
+    pub async fn visible_now(&self, queue: &str) -> u64 {
+        match (&self.server, self.client.queues()) {
+            (Some(server), _) => {
+                let mut con = server.raw().await;
+                let (secs, micros): (u64, u64) =
+                    redis::cmd("TIME").query_async(&mut con).await.unwrap();
+                let now_ms = secs * 1000 + micros / 1000;
+                redis::cmd("ZCOUNT")
+                    .arg(format!("rsmq:{queue}"))
+                    .arg("-inf")
+                    .arg(now_ms)
+                    .query_async(&mut con)
+                    .await
+                    .unwrap()
+            }
+            (None, AnyBackend::Memory(m)) => {
+                let now = m.clock().now_ms();
+                m.messages(queue)
+                    .iter()
+                    .filter(|(_, _, due)| *due <= now)
+                    .count() as u64
+            }
+            _ => unreachable!("a Redis client always has its server"),
+        }
+    }
+}
+
+/// Instantiates every conformance test with `$setup` (an async fn returning
+/// [`Env`]) under the test attribute given.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($setup:path, #[$attr:meta]) => {
+        $crate::conformance_suite!(@queues $setup, #[$attr],
+            create_list_delete_queue, create_queue_rejects_bad_input, attributes_track_counts_and_updates,
+            send_receive_delete_roundtrip, receive_again_after_vt_counts_receives,
+            send_rejects_missing_queue_bad_name_and_large_body, unlimited_maxsize_takes_large_bodies,
+            delayed_messages_wait, receive_batch_is_fifo_and_bounded, pop_removes_message,
+            change_visibility_rehides_and_reveals, delete_batch_counts_existing, batch_over_maxsize_sends_nothing);
+        $crate::conformance_suite!(@worker $setup, #[$attr],
+            processes_every_job_once_and_counts, delayed_jobs_start_on_time_never_early,
+            retry_after_then_success_counts_attempts, backoff_schedule_then_dead_letter_with_error,
+            fatal_goes_straight_to_dead_letter, panics_and_timeouts_are_retried_and_the_worker_keeps_serving,
+            per_queue_concurrency_is_respected, missing_data_is_a_clear_retryable_error,
+            invalid_settings_are_rejected_at_build, crashed_worker_job_runs_again_exactly_once_more,
+            job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,
+            shutdown_with_100_in_flight_loses_none_and_hides_none, shutdown_lets_running_jobs_finish_within_grace,
+            garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run);
+    };
+    (@$module:ident $setup:path, #[$attr:meta], $($name:ident),* $(,)?) => {
+        $(
+            #[$attr]
+            async fn $name() {
+                let env = $setup().await;
+                conformance::$module::$name(&env).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,56 @@
+//! The queue layer's Redis-only behaviour: realtime notifications and connection errors.
+
+mod common;
+
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::Error;
+use redjob::queue::{QueueOptions, Rsmq, SendMessage};
+
+#[tokio::test]
+async fn realtime_publishes_queue_length() {
+    use futures::StreamExt;
+    let server = RedisServer::start();
+    let cfg = redjob::queue::RsmqConfig {
+        realtime: true,
+        ..redjob::queue::RsmqConfig::from_url(server.url())
+    };
+    let rsmq = Rsmq::with_config(cfg).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub.subscribe("rsmq:rt:q").await.unwrap();
+    rsmq.send("q", SendMessage::new("a")).await.unwrap();
+    rsmq.send("q", SendMessage::new("b")).await.unwrap();
+    let mut stream = pubsub.on_message();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let msg = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .unwrap()
+            .unwrap();
+        got.push(msg.get_payload::<i64>().unwrap());
+    }
+    assert_eq!(got, [1, 2]);
+}
+
+#[tokio::test]
+async fn unreachable_redis_is_an_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cfg = redjob::queue::RsmqConfig::from_url(format!("redis://127.0.0.1:{port}"));
+    cfg.redis.connection_timeout = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    assert!(matches!(Rsmq::with_config(cfg).await, Err(Error::Redis(_))));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(matches!(
+        Rsmq::connect("not a url").await,
+        Err(Error::InvalidValue { .. })
+    ));
+}
