@@ -1,10 +1,12 @@
-//! Run with: `cargo run --example quickstart` (a Redis at `REDIS_URL`, default redis://127.0.0.1:6379)
+//! Run with: `cargo run --example quickstart`
+//! (nothing installed: jobs live in memory; with `REDIS_URL=redis://...` they live in Redis)
 //!
 //! Defines a job, starts an embedded worker, enqueues an immediate and a delayed
 //! job, prints them as they run, and exits.
 
 use std::time::{Duration, Instant};
 
+use redjob::backend::memory::MemoryBackend;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -38,8 +40,16 @@ impl Job for SendEmail {
 
 #[tokio::main]
 async fn main() -> redjob::Result<()> {
-    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let client = Client::connect(&url).await?;
+    let client = match std::env::var("REDIS_URL") {
+        Ok(url) => {
+            println!("using Redis at {url}");
+            Client::connect(&url).await?
+        }
+        Err(_) => {
+            println!("REDIS_URL not set: using the in-memory backend (nothing persisted)");
+            Client::memory(MemoryBackend::new())
+        }
+    };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let worker = Worker::builder(client.backend())
         .register::<SendEmail>()
