@@ -1,0 +1,396 @@
+//! Model test: random sequences of queue and worker operations run against a real
+//! Redis and the memory backend side by side must give the same observable
+//! results (ids mapped by send order, times by slot).
+//!
+//! Redis takes its time from `TIME`, which cannot be faked, so both backends run on
+//! real time cut into slots of `U`: all operations of a slot run within its first
+//! half, and every delay, visibility timeout and lease is a whole number of slots
+//! plus half a slot. A due time therefore always falls in the quiet second half of
+//! a slot, and both backends agree on what is due whatever the milliseconds. A
+//! case whose operations overran their half slot (a loaded machine) is rejected,
+//! not failed, and proptest draws another. Scores are whole milliseconds, so two
+//! operations in the same millisecond could tie on one backend and not on the
+//! other: each operation starts in a millisecond of its own.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use redjob::Client;
+use redjob::backend::any::AnyBackend;
+use redjob::backend::memory::{Clock, MemoryBackend};
+use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+use redjob::{Error, JobId};
+use tokio::time::Instant;
+
+use common::RedisServer;
+
+/// One slot of time.
+const U: Duration = Duration::from_millis(50);
+
+/// `k` slots and a half.
+fn slots(k: u8) -> Duration {
+    U * u32::from(k) + U / 2
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// `n` messages, after `delay` slots (and a half), or at once with `None`.
+    Send {
+        n: u8,
+        delay: Option<u8>,
+    },
+    Receive {
+        n: u8,
+        vt: u8,
+    },
+    Pop,
+    /// Visible again after `vt` slots and a half, or at once with `None`.
+    ChangeVisibility {
+        msg: Index,
+        vt: Option<u8>,
+    },
+    Delete {
+        msg: Index,
+    },
+    DeleteBatch {
+        a: Index,
+        b: Index,
+    },
+    Fetch {
+        max: u8,
+        lease: u8,
+    },
+    Extend {
+        d: Index,
+        lease: u8,
+    },
+    Ack {
+        d: Index,
+    },
+    Retry {
+        d: Index,
+        delay: u8,
+    },
+    Dead {
+        d: Index,
+    },
+    Advance {
+        slots: u8,
+    },
+    Attributes,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (1..=3u8, prop::option::weighted(0.6, 0..=2u8))
+            .prop_map(|(n, delay)| Op::Send { n, delay }),
+        2 => (1..=3u8, 0..=2u8).prop_map(|(n, vt)| Op::Receive { n, vt }),
+        1 => Just(Op::Pop),
+        1 => (any::<Index>(), prop::option::of(0..=2u8))
+            .prop_map(|(msg, vt)| Op::ChangeVisibility { msg, vt }),
+        1 => any::<Index>().prop_map(|msg| Op::Delete { msg }),
+        1 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Op::DeleteBatch { a, b }),
+        3 => (1..=3u8, 0..=2u8).prop_map(|(max, lease)| Op::Fetch { max, lease }),
+        1 => (any::<Index>(), 0..=2u8).prop_map(|(d, lease)| Op::Extend { d, lease }),
+        2 => any::<Index>().prop_map(|d| Op::Ack { d }),
+        1 => (any::<Index>(), 0..=1u8).prop_map(|(d, delay)| Op::Retry { d, delay }),
+        1 => any::<Index>().prop_map(|d| Op::Dead { d }),
+        3 => (1..=2u8).prop_map(|slots| Op::Advance { slots }),
+        1 => Just(Op::Attributes),
+    ]
+}
+
+/// What an operation showed, with ids replaced by their send order.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Err(String),
+    Sent(usize),
+    Messages(Vec<(usize, u64, String)>),
+    Deliveries(Vec<(usize, u32)>),
+    Extended(Option<u32>),
+    Flag(bool),
+    Count(u64),
+    Settled(u64, u64, u64),
+    Attributes {
+        msgs: u64,
+        hidden: u64,
+        recv: u64,
+        sent: u64,
+    },
+    None,
+}
+
+/// One backend under test and the ids and deliveries it handed out, in order.
+struct Side {
+    backend: AnyBackend,
+    queue: String,
+    ids: Vec<JobId>,
+    deliveries: Vec<(JobId, Token)>,
+}
+
+fn err(e: Error) -> Seen {
+    let s = format!("{e:?}");
+    Seen::Err(
+        s.split([' ', '(', '{'])
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+impl Side {
+    fn index(&self, id: &JobId) -> usize {
+        self.ids
+            .iter()
+            .position(|i| i == id)
+            .expect("an id this side sent")
+    }
+
+    async fn run(&mut self, op: &Op) -> Seen {
+        let q = self.queue.clone();
+        let b = self.backend.clone();
+        match op {
+            Op::Send { n, delay } => {
+                let msgs: Vec<_> = (0..*n)
+                    .map(|i| {
+                        let m = SendMessage::new(format!("m{}", self.ids.len() + i as usize));
+                        match delay {
+                            Some(k) => m.delay(slots(*k)),
+                            None => m,
+                        }
+                    })
+                    .collect();
+                match Queues::send_batch(&b, &q, &msgs).await {
+                    Ok(ids) => {
+                        self.ids.extend(ids);
+                        Seen::Sent(self.ids.len())
+                    }
+                    Err(e) => err(e),
+                }
+            }
+            Op::Receive { n, vt } => {
+                match b.receive_batch(&q, *n as usize, Some(slots(*vt))).await {
+                    Ok(ms) => Seen::Messages(
+                        ms.iter()
+                            .map(|m| (self.index(&m.id), m.rc, m.body.clone()))
+                            .collect(),
+                    ),
+                    Err(e) => err(e),
+                }
+            }
+            Op::Pop => match b.pop(&q).await {
+                Ok(m) => Seen::Messages(
+                    m.iter()
+                        .map(|m| (self.index(&m.id), m.rc, m.body.clone()))
+                        .collect(),
+                ),
+                Err(e) => err(e),
+            },
+            Op::ChangeVisibility { msg, vt } => {
+                let Some(id) = pick(&self.ids, msg) else {
+                    return Seen::None;
+                };
+                let vt = vt.map_or(Duration::ZERO, slots);
+                b.change_visibility(&q, &id, vt)
+                    .await
+                    .map_or_else(err, Seen::Flag)
+            }
+            Op::Delete { msg } => {
+                let Some(id) = pick(&self.ids, msg) else {
+                    return Seen::None;
+                };
+                b.delete(&q, &id).await.map_or_else(err, Seen::Flag)
+            }
+            Op::DeleteBatch { a, b: second } => {
+                let ids: Vec<_> = [a, second]
+                    .into_iter()
+                    .filter_map(|i| pick(&self.ids, i))
+                    .collect();
+                b.delete_batch(&q, &ids).await.map_or_else(err, Seen::Count)
+            }
+            Op::Fetch { max, lease } => match b.fetch(&q, *max as usize, slots(*lease)).await {
+                Ok(f) => {
+                    let mut seen = Vec::new();
+                    for d in f.jobs {
+                        seen.push((self.index(&d.id), d.token.attempt()));
+                        self.deliveries.push((d.id, d.token));
+                    }
+                    Seen::Deliveries(seen)
+                }
+                Err(e) => err(e),
+            },
+            Op::Extend { d, lease } => {
+                let Some(k) = pick_index(self.deliveries.len(), d) else {
+                    return Seen::None;
+                };
+                match b.extend(&q, &[self.deliveries[k]], slots(*lease)).await {
+                    Ok(tokens) => {
+                        let new = tokens.into_iter().next().flatten();
+                        if let Some(t) = new {
+                            self.deliveries[k].1 = t;
+                        }
+                        Seen::Extended(new.map(Token::attempt))
+                    }
+                    Err(e) => err(e),
+                }
+            }
+            Op::Ack { d } | Op::Retry { d, .. } | Op::Dead { d } => {
+                let Some(k) = pick_index(self.deliveries.len(), d) else {
+                    return Seen::None;
+                };
+                let (id, token) = self.deliveries[k];
+                let mut batch = Settle::default();
+                match op {
+                    Op::Ack { .. } => batch.acks.push((id, token)),
+                    Op::Retry { delay, .. } => batch.reschedules.push(Reschedule {
+                        id,
+                        token,
+                        delay: slots(*delay),
+                        deliveries: token.attempt(),
+                        release: false,
+                    }),
+                    _ => batch.dead.push(DeadLetterEntry {
+                        id,
+                        token,
+                        error: format!("failed delivery {k}"),
+                    }),
+                }
+                match b.settle(&q, &batch).await {
+                    Ok(s) => Seen::Settled(s.acked, s.rescheduled, s.dead),
+                    Err(e) => err(e),
+                }
+            }
+            Op::Advance { .. } => Seen::None,
+            Op::Attributes => match b.attributes(&q).await {
+                Ok(a) => Seen::Attributes {
+                    msgs: a.msgs,
+                    hidden: a.hiddenmsgs,
+                    recv: a.totalrecv,
+                    sent: a.totalsent,
+                },
+                Err(e) => err(e),
+            },
+        }
+    }
+
+    /// What is left at the end: counters and dead letters.
+    async fn summary(&self) -> (String, Vec<(usize, u32, String)>) {
+        let stats = self.backend.stats(&self.queue).await.unwrap();
+        let dead = self.backend.dead_letters(&self.queue, 1000).await.unwrap();
+        let mut dead: Vec<_> = dead
+            .iter()
+            .map(|d| (self.index(&d.id), d.attempts, d.error.clone()))
+            .collect();
+        dead.sort();
+        (format!("{stats:?}"), dead)
+    }
+}
+
+fn pick_index(len: usize, i: &Index) -> Option<usize> {
+    (len > 0).then(|| i.index(len))
+}
+
+fn pick(ids: &[JobId], i: &Index) -> Option<JobId> {
+    pick_index(ids.len(), i).map(|k| ids[k])
+}
+
+/// Waits (at most a millisecond) until the host clock is just past the next
+/// millisecond, so no two operations share one.
+fn next_millisecond() {
+    let us = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_micros();
+    let target = (us(SystemTime::now()) / 1000 + 1) * 1000 + 20;
+    while us(SystemTime::now()) < target {
+        std::hint::spin_loop();
+    }
+}
+
+/// Runs `ops` on both backends, slot by slot; `Err(reject)` when a slot overran.
+async fn check(redis: &Client, case: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+    let queue = format!("model{case}");
+    let opts = QueueOptions {
+        vt: 30,
+        delay: 0,
+        maxsize: 65536,
+    };
+    // the same host clock as Redis's TIME, to the microsecond
+    let memory = MemoryBackend::with_clock(Clock::starting_at(SystemTime::now()));
+    let mut sides = [
+        Side {
+            backend: redis.backend(),
+            queue: queue.clone(),
+            ids: Vec::new(),
+            deliveries: Vec::new(),
+        },
+        Side {
+            backend: memory.into(),
+            queue,
+            ids: Vec::new(),
+            deliveries: Vec::new(),
+        },
+    ];
+    for side in &sides {
+        side.backend
+            .create_queue(&side.queue, opts)
+            .await
+            .map_err(|e| TestCaseError::fail(format!("create: {e}")))?;
+    }
+    let start = Instant::now();
+    let mut slot = 0u32;
+    for (step, op) in ops.iter().enumerate() {
+        if let Op::Advance { slots } = op {
+            slot += u32::from(*slots);
+            tokio::time::sleep_until(start + U * slot).await;
+            continue;
+        }
+        next_millisecond();
+        let r = sides[0].run(op).await;
+        let m = sides[1].run(op).await;
+        if start.elapsed() >= U * slot + U / 2 - Duration::from_millis(3) {
+            return Err(TestCaseError::reject("a slot's operations overran"));
+        }
+        prop_assert_eq!(r, m, "step {} {:?} of {:?}", step, op, ops);
+    }
+    let (r, m) = (sides[0].summary().await, sides[1].summary().await);
+    prop_assert_eq!(r, m, "stats and dead letters after {:?}", ops);
+    Ok(())
+}
+
+#[test]
+fn redis_and_memory_agree_on_random_operation_sequences() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = RedisServer::start();
+    let redis = rt.block_on(Client::connect(&server.url())).unwrap();
+    let cases = 256;
+    let mut runner = TestRunner::new(Config {
+        cases,
+        max_global_rejects: 4 * cases,
+        max_shrink_iters: 200,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let case = std::cell::Cell::new(0usize);
+    let ran = std::cell::Cell::new(0usize);
+    let result = runner.run(&prop::collection::vec(op(), 1..24), |ops| {
+        case.set(case.get() + 1);
+        let r = rt.block_on(check(&redis, case.get(), &ops));
+        if r.is_ok() {
+            ran.set(ran.get() + 1);
+        }
+        r
+    });
+    println!(
+        "model test: {} cases agreed, {} drawn in all",
+        ran.get(),
+        case.get()
+    );
+    result.unwrap();
+    assert!(ran.get() >= cases as usize, "ran {} cases", ran.get());
+}
