@@ -175,11 +175,11 @@ impl TestKit {
                 .filter_map(|j| serde_json::to_string(j).ok())
                 .collect();
             panic!(
-                "no {} job with args {} enqueued; found {}: {:?}",
+                "no {} job with args {} enqueued; found {}: [{}]",
                 J::NAME,
                 want.map(|v| v.to_string()).unwrap_or_default(),
                 seen.len(),
-                seen
+                seen.join(", ")
             );
         }
     }

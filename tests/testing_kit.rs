@@ -1,0 +1,179 @@
+//! `redjob::testing::TestKit` as a user meets it: handlers and schedules tested
+//! without Redis and without real sleeps.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use redjob::testing::TestKit;
+use redjob::{Client, Error, Job, JobContext, JobError, RetryPolicy};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq, Clone)]
+#[job(name = "invoice", queue = "billing")]
+struct Invoice {
+    order: u64,
+}
+
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq, Clone)]
+#[job(name = "reminder", queue = "mail")]
+struct Reminder {
+    order: u64,
+}
+
+#[derive(Serialize, Deserialize, Job, Debug)]
+#[job(name = "charge", queue = "billing", max_attempts = 3, backoff = "10s")]
+struct Charge {
+    cents: u64,
+}
+
+/// Counts runs of every job type.
+#[derive(Default)]
+struct Runs(AtomicU32);
+
+impl Job for Invoice {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Runs>>()?.0.fetch_add(1, Ordering::SeqCst);
+        let client = ctx.data::<Client>()?;
+        client
+            .enqueue_in(
+                &Reminder { order: self.order },
+                Duration::from_secs(24 * 3600),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+impl Job for Reminder {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Runs>>()?.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+impl Job for Charge {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Runs>>()?.0.fetch_add(1, Ordering::SeqCst);
+        if self.cents == 0 {
+            return Err(JobError::fatal("nothing to charge"));
+        }
+        Err(JobError::retry(std::io::Error::other("card declined")))
+    }
+}
+
+fn kit() -> (TestKit, Arc<Runs>) {
+    let runs = Arc::new(Runs::default());
+    let kit = TestKit::new();
+    let client = kit.client();
+    let kit = kit
+        .data(client)
+        .data(runs.clone())
+        .retry(RetryPolicy::default().jitter(false));
+    (kit, runs)
+}
+
+#[tokio::test]
+async fn follow_up_scheduled_a_day_later_runs_when_the_clock_gets_there() {
+    let (kit, runs) = kit();
+    let start = kit.clock().now();
+    kit.client().enqueue(&Invoice { order: 1 }).await.unwrap();
+    kit.assert_enqueued(&Invoice { order: 1 });
+
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!((run.processed, run.retried, run.dead), (1, 0, 0));
+    assert!(kit.enqueued::<Invoice>().is_empty());
+    let scheduled = kit.scheduled::<Reminder>();
+    assert_eq!(scheduled.len(), 1);
+    assert_eq!(scheduled[0].job, Reminder { order: 1 });
+    assert_eq!(scheduled[0].queue, "mail");
+    let due_in = scheduled[0].due.duration_since(start).unwrap();
+    assert!(
+        due_in >= Duration::from_secs(24 * 3600) && due_in < Duration::from_secs(24 * 3600 + 5),
+        "{due_in:?}"
+    );
+
+    assert_eq!(
+        kit.advance(Duration::from_secs(23 * 3600))
+            .await
+            .unwrap()
+            .processed,
+        0
+    );
+    kit.assert_enqueued(&Reminder { order: 1 });
+    assert_eq!(
+        kit.advance(Duration::from_secs(3600))
+            .await
+            .unwrap()
+            .processed,
+        1
+    );
+    assert!(kit.enqueued::<Reminder>().is_empty());
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn works_on_tokios_paused_clock_too() {
+    let (kit, runs) = kit();
+    kit.client().enqueue(&Invoice { order: 2 }).await.unwrap();
+    kit.run_until_idle().await.unwrap();
+    // tokio's clock moves the kit's clock as well
+    tokio::time::advance(Duration::from_secs(24 * 3600 + 1)).await;
+    assert_eq!(kit.run_until_idle().await.unwrap().processed, 1);
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn retries_follow_the_backoff_then_dead_letter() {
+    let (kit, runs) = kit();
+    kit.client().enqueue(&Charge { cents: 500 }).await.unwrap();
+    assert_eq!(kit.run_until_idle().await.unwrap().retried, 1);
+    // backoff 10 s, doubled: the second attempt is due 10 s later, not before
+    assert_eq!(
+        kit.advance(Duration::from_secs(9)).await.unwrap().retried,
+        0
+    );
+    assert_eq!(
+        kit.advance(Duration::from_secs(1)).await.unwrap().retried,
+        1
+    );
+    let last = kit.advance(Duration::from_secs(20)).await.unwrap();
+    assert_eq!((last.retried, last.dead), (0, 1));
+    assert_eq!(runs.0.load(Ordering::SeqCst), 3);
+    let dead = kit.dead_letters("billing").await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].attempts, 3);
+    assert!(dead[0].error.contains("card declined"), "{}", dead[0].error);
+}
+
+#[tokio::test]
+async fn assert_enqueued_names_what_it_found_instead() {
+    let (kit, _) = kit();
+    kit.client().enqueue(&Reminder { order: 3 }).await.unwrap();
+    let kit2 = kit.clone();
+    let panic = tokio::spawn(async move { kit2.assert_enqueued(&Reminder { order: 4 }) })
+        .await
+        .unwrap_err()
+        .into_panic();
+    let msg = panic.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("reminder"), "{msg}");
+    assert!(msg.contains(r#"{"order":4}"#), "{msg}");
+    assert!(msg.contains(r#"{"order":3}"#), "{msg}");
+}
+
+#[tokio::test]
+async fn inline_client_runs_the_job_at_once_and_reports_its_failure() {
+    let (kit, runs) = kit();
+    let inline = kit.inline_client();
+    inline.enqueue(&Reminder { order: 5 }).await.unwrap();
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+    assert!(kit.enqueued::<Reminder>().is_empty(), "nothing stored");
+    match inline.enqueue(&Charge { cents: 0 }).await {
+        Err(Error::JobFailed { name, error }) => {
+            assert_eq!(name, "charge");
+            assert!(error.contains("nothing to charge"), "{error}");
+        }
+        other => panic!("expected JobFailed, got {other:?}"),
+    }
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+}
