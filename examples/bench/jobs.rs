@@ -1,0 +1,113 @@
+//! The bench's jobs and what their handlers record.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redjob::{Job, JobContext, JobError};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+/// The throughput job: payload `{"i": n}`, a handler that records that it ran.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench", queue = "bench")]
+pub struct Noop {
+    pub i: u64,
+}
+
+/// A job that carries a time (Unix µs): its enqueue time or its due time. The
+/// handler records its start minus that.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_timed", queue = "bench_timed")]
+pub struct Timed {
+    pub i: u64,
+    pub t: u64,
+}
+
+/// Runs per job index, how many ran, and the recorded lags.
+pub struct Tally {
+    runs: Vec<AtomicU32>,
+    done: AtomicUsize,
+    target: usize,
+    pub all_done: Notify,
+    lags_us: Mutex<Vec<i64>>,
+}
+
+impl Tally {
+    pub fn new(n: usize) -> Tally {
+        Tally {
+            runs: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            done: AtomicUsize::new(0),
+            target: n,
+            all_done: Notify::new(),
+            lags_us: Mutex::new(Vec::with_capacity(n)),
+        }
+    }
+
+    fn ran(&self, i: u64) {
+        if let Some(c) = self.runs.get(i as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.target {
+            self.all_done.notify_one();
+        }
+    }
+
+    /// (duplicate executions, jobs that never ran).
+    pub fn check(&self) -> (u64, u64) {
+        let mut dup = 0;
+        let mut missing = 0;
+        for c in &self.runs {
+            match c.load(Ordering::Relaxed) {
+                0 => missing += 1,
+                n => dup += u64::from(n - 1),
+            }
+        }
+        (dup, missing)
+    }
+
+    pub fn lags_ms(&self) -> Vec<f64> {
+        let mut v: Vec<f64> = self
+            .lags_us
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|us| *us as f64 / 1000.0)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+}
+
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros() as u64
+}
+
+impl Job for Noop {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<std::sync::Arc<Tally>>()?.ran(self.i);
+        Ok(())
+    }
+}
+
+impl Job for Timed {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let lag = now_us() as i64 - self.t as i64;
+        let tally = ctx.data::<std::sync::Arc<Tally>>()?;
+        tally.lags_us.lock().unwrap().push(lag);
+        tally.ran(self.i);
+        Ok(())
+    }
+}
+
+/// The `q` quantile of sorted values.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let k = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[k]
+}

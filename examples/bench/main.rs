@@ -1,0 +1,79 @@
+//! Run with: `cargo run --release --example bench -- --json`
+//!
+//! BENCH.md's protocol: enqueue one by one and in bulk, process a backlog, Redis
+//! commands and round trips per job, memory per job, enqueue-to-start latency,
+//! delayed-job accuracy, and scale (backlogs of 10k, 100k, 1M; idle cost). Each
+//! run starts its own `redis-server` (from PATH, `--save "" --appendonly no`, a
+//! free loopback port) unless `REDIS_URL` is set. Prints a table; with `--json`
+//! the last line is one JSON object of medians over the runs.
+//!
+//! Flags: `--n 20000` jobs per throughput phase, `--runs 3`, `--phase 1,2,...`
+//! (1–3 throughput and cost, 4 latency, 5 delayed, 6 scale; default all),
+//! `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
+
+mod jobs;
+mod phases;
+mod redis;
+mod report;
+
+use phases::{Figures, Settings};
+
+fn main() {
+    let mut s = Settings {
+        n: 20_000,
+        concurrency: 32,
+        phases: vec![1, 2, 3, 4, 5, 6],
+    };
+    let mut runs = 3usize;
+    let mut json = false;
+    let mut backlogs = vec![10_000usize, 100_000, 1_000_000];
+    let mut args = std::env::args().skip(1);
+    let list = |v: Option<String>| -> Vec<usize> {
+        v.unwrap_or_default()
+            .split(',')
+            .filter_map(|x| x.trim().parse().ok())
+            .collect()
+    };
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--n" => s.n = list(args.next()).first().copied().unwrap_or(s.n),
+            "--runs" => runs = list(args.next()).first().copied().unwrap_or(runs).max(1),
+            "--concurrency" => {
+                s.concurrency = list(args.next()).first().copied().unwrap_or(s.concurrency)
+            }
+            "--phase" => s.phases = list(args.next()).into_iter().map(|p| p as u8).collect(),
+            "--backlogs" => backlogs = list(args.next()),
+            "--json" => json = true,
+            "--bench" => {} // cargo bench passes it
+            other => {
+                eprintln!("unknown flag {other}; see the top of examples/bench/main.rs");
+                std::process::exit(2);
+            }
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let mut all = Vec::new();
+    for run in 1..=runs {
+        let mut f = Figures::default();
+        rt.block_on(async {
+            if s.phases.iter().any(|p| (1..=3).contains(p)) {
+                phases::throughput(&s, &mut f).await;
+            }
+            if s.phases.contains(&4) {
+                phases::latency(&s, &mut f).await;
+            }
+            if s.phases.contains(&5) {
+                phases::delayed(&s, &mut f).await;
+            }
+            if s.phases.contains(&6) {
+                phases::scale(&s, &mut f, &backlogs).await;
+            }
+        });
+        eprintln!("run {run} of {runs} done");
+        all.push(f);
+    }
+    report::print(&s, &all, json);
+}

@@ -1,0 +1,256 @@
+//! BENCH.md's phases, each on the run's own redis-server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redjob::backend::any::AnyBackend;
+use redjob::queue::Queues;
+use redjob::{Client, Worker};
+use tokio::time::{MissedTickBehavior, interval};
+
+use crate::jobs::{Noop, Tally, Timed, now_us, quantile};
+use crate::redis::{Server, cost, reset, used_memory};
+
+/// What one run measured; `None` where its phase did not run.
+#[derive(Default, Debug, Clone)]
+pub struct Figures {
+    pub enqueue_single: Option<f64>,
+    pub enqueue_bulk: Option<f64>,
+    pub process: Option<f64>,
+    pub cmds_per_job: Option<f64>,
+    pub calls_per_job: Option<f64>,
+    pub bytes_per_job: Option<f64>,
+    pub worker_cpu_us_per_job: Option<f64>,
+    pub latency_p50: Option<f64>,
+    pub latency_p99: Option<f64>,
+    pub latency_max: Option<f64>,
+    pub delayed_p50: Option<f64>,
+    pub delayed_p99: Option<f64>,
+    pub delayed_max: Option<f64>,
+    pub delayed_min: Option<f64>,
+    pub duplicates: u64,
+    pub missing: u64,
+    pub backlog: Vec<(usize, f64)>,
+    pub idle_1: Option<f64>,
+    pub idle_100: Option<f64>,
+}
+
+pub struct Settings {
+    pub n: usize,
+    pub concurrency: usize,
+    pub phases: Vec<u8>,
+}
+
+fn worker(client: &Client, queue: &str, tally: &Arc<Tally>, c: usize) -> Worker<AnyBackend> {
+    Worker::builder(client.backend())
+        .queue(queue)
+        .concurrency(c)
+        .handle_signals(false)
+        .data(tally.clone())
+        .build()
+        .expect("worker settings")
+}
+
+/// CPU time of this process's threads so far (ns), from /proc.
+fn cpu_ns() -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let s = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += s.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// Runs `worker` until `tally` says every job ran; returns (seconds, CPU ns).
+async fn drain(w: Worker<AnyBackend>, tally: &Arc<Tally>, started: Instant) -> (f64, Option<u64>) {
+    let cpu0 = cpu_ns();
+    let stop = w.shutdown_token();
+    let run = tokio::spawn(w.run());
+    tokio::time::timeout(Duration::from_secs(600), tally.all_done.notified())
+        .await
+        .expect("every job ran within 10 minutes");
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu0.zip(cpu_ns()).map(|(a, b)| b - a);
+    stop.cancel();
+    run.await.expect("worker task").expect("worker");
+    (secs, cpu)
+}
+
+async fn bulk(client: &Client, from: usize, n: usize) {
+    let jobs: Vec<Noop> = (from..from + n).map(|i| Noop { i: i as u64 }).collect();
+    for chunk in jobs.chunks(1000) {
+        client.enqueue_batch(chunk).await.expect("bulk enqueue");
+    }
+}
+
+/// Phases 1–3: enqueue one by one and in bulk, process the backlog, and what it cost.
+pub async fn throughput(s: &Settings, f: &mut Figures) {
+    let server = Server::start();
+    let mut con = server.con().await;
+    let client = Client::connect(&server.url).await.expect("connect");
+    let n = s.n;
+    // warm up: the queue exists and the scripts are loaded
+    client.enqueue(&Noop { i: u64::MAX }).await.unwrap();
+    client.queues().pop("bench").await.unwrap();
+
+    let mem0 = used_memory(&mut con).await;
+    reset(&mut con).await;
+    let t = Instant::now();
+    for i in 0..n {
+        client
+            .enqueue(&Noop { i: i as u64 })
+            .await
+            .expect("enqueue");
+    }
+    f.enqueue_single = Some(n as f64 / t.elapsed().as_secs_f64());
+    let enq = cost(&mut con).await;
+    f.bytes_per_job = Some((used_memory(&mut con).await - mem0) as f64 / n as f64);
+
+    // process what phase 1 enqueued
+    let tally = Arc::new(Tally::new(n));
+    reset(&mut con).await;
+    let t = Instant::now();
+    let w = worker(&client, "bench", &tally, s.concurrency);
+    let (secs, cpu) = drain(w, &tally, t).await;
+    let work = cost(&mut con).await;
+    f.process = Some(n as f64 / secs);
+    f.cmds_per_job = Some((enq.commands + work.commands) as f64 / n as f64);
+    f.calls_per_job = Some((enq.calls + work.calls) as f64 / n as f64);
+    f.worker_cpu_us_per_job = cpu.map(|ns| ns as f64 / 1000.0 / n as f64);
+    let (dup, missing) = tally.check();
+    f.duplicates += dup;
+    f.missing += missing;
+
+    let t = Instant::now();
+    bulk(&client, 0, n).await;
+    f.enqueue_bulk = Some(n as f64 / t.elapsed().as_secs_f64());
+    let tally = Arc::new(Tally::new(n));
+    let (_, _) = drain(
+        worker(&client, "bench", &tally, s.concurrency),
+        &tally,
+        Instant::now(),
+    )
+    .await;
+    let (dup, missing) = tally.check();
+    f.duplicates += dup;
+    f.missing += missing;
+}
+
+/// Phase 4: enqueue → handler start on an idle worker, 2000 jobs at 400/s.
+pub async fn latency(s: &Settings, f: &mut Figures) {
+    let server = Server::start();
+    let client = Client::connect(&server.url).await.expect("connect");
+    let n = 2000;
+    client.enqueue(&Timed { i: u64::MAX, t: 0 }).await.unwrap();
+    client.queues().pop("bench_timed").await.unwrap();
+    let tally = Arc::new(Tally::new(n));
+    let w = worker(&client, "bench_timed", &tally, s.concurrency);
+    let stop = w.shutdown_token();
+    let run = tokio::spawn(w.run());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut tick = interval(Duration::from_micros(2500));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
+    for i in 0..n {
+        tick.tick().await;
+        let job = Timed {
+            i: i as u64,
+            t: now_us(),
+        };
+        client.enqueue(&job).await.expect("enqueue");
+    }
+    tokio::time::timeout(Duration::from_secs(60), tally.all_done.notified())
+        .await
+        .expect("every job ran");
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    let lags = tally.lags_ms();
+    f.latency_p50 = Some(quantile(&lags, 0.5));
+    f.latency_p99 = Some(quantile(&lags, 0.99));
+    f.latency_max = lags.last().copied();
+    let (dup, missing) = tally.check();
+    f.duplicates += dup;
+    f.missing += missing;
+}
+
+/// Phase 5: 1000 jobs delayed 1–4 s; start − due.
+pub async fn delayed(s: &Settings, f: &mut Figures) {
+    let server = Server::start();
+    let client = Client::connect(&server.url).await.expect("connect");
+    let n = 1000;
+    let tally = Arc::new(Tally::new(n));
+    let w = worker(&client, "bench_timed", &tally, s.concurrency);
+    let stop = w.shutdown_token();
+    let run = tokio::spawn(w.run());
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in 0..n {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_millis(1000 + seed % 3001);
+        // due no earlier than now + delay: Redis stamps the job after this
+        let due = now_us() + delay.as_micros() as u64;
+        let job = Timed {
+            i: i as u64,
+            t: due,
+        };
+        client.enqueue_in(&job, delay).await.expect("enqueue");
+    }
+    tokio::time::timeout(Duration::from_secs(60), tally.all_done.notified())
+        .await
+        .expect("every delayed job ran");
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    let lags = tally.lags_ms();
+    f.delayed_p50 = Some(quantile(&lags, 0.5));
+    f.delayed_p99 = Some(quantile(&lags, 0.99));
+    f.delayed_max = lags.last().copied();
+    f.delayed_min = lags.first().copied();
+    let (dup, missing) = tally.check();
+    f.duplicates += dup;
+    f.missing += missing;
+}
+
+/// Phase 6: processing rate by backlog size, and an idle worker's cost.
+pub async fn scale(s: &Settings, f: &mut Figures, backlogs: &[usize]) {
+    for &b in backlogs {
+        let server = Server::start();
+        let client = Client::connect(&server.url).await.expect("connect");
+        bulk(&client, 0, b).await;
+        let tally = Arc::new(Tally::new(b));
+        let t = Instant::now();
+        let (secs, _) = drain(worker(&client, "bench", &tally, s.concurrency), &tally, t).await;
+        f.backlog.push((b, b as f64 / secs));
+        let (dup, missing) = tally.check();
+        f.duplicates += dup;
+        f.missing += missing;
+    }
+    for (queues, slot) in [(1usize, &mut f.idle_1), (100, &mut f.idle_100)] {
+        let server = Server::start();
+        let mut con = server.con().await;
+        let client = Client::connect(&server.url).await.expect("connect");
+        let names: Vec<String> = (0..queues).map(|q| format!("idle{q}")).collect();
+        for q in &names {
+            client
+                .queues()
+                .create_queue(q, Default::default())
+                .await
+                .unwrap();
+        }
+        let tally = Arc::new(Tally::new(1));
+        let w = Worker::builder(client.backend())
+            .queues(names)
+            .handle_signals(false)
+            .data(tally)
+            .build()
+            .unwrap();
+        let stop = w.shutdown_token();
+        let run = tokio::spawn(w.run());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        reset(&mut con).await;
+        let window = Duration::from_secs(10);
+        tokio::time::sleep(window).await;
+        *slot = Some(cost(&mut con).await.commands as f64 / window.as_secs_f64());
+        stop.cancel();
+        run.await.unwrap().unwrap();
+    }
+}

@@ -1,0 +1,204 @@
+//! The table (median, min–max over runs, the target) and the JSON line.
+
+use crate::phases::{Figures, Settings};
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+struct Row {
+    key: &'static str,
+    label: String,
+    values: Vec<f64>,
+    target: &'static str,
+}
+
+fn rows(all: &[Figures]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut add =
+        |key: &'static str, label: &str, get: &dyn Fn(&Figures) -> Option<f64>, target| {
+            rows.push(Row {
+                key,
+                label: label.to_owned(),
+                values: all.iter().filter_map(get).collect(),
+                target,
+            })
+        };
+    add(
+        "enqueue_single_jobs_per_s",
+        "enqueue, one awaited call per job (jobs/s)",
+        &|f| f.enqueue_single,
+        ">= 10,000",
+    );
+    add(
+        "enqueue_bulk_jobs_per_s",
+        "enqueue, bulk 1000 per call (jobs/s)",
+        &|f| f.enqueue_bulk,
+        ">= 250,000",
+    );
+    add(
+        "process_jobs_per_s",
+        "process the backlog (jobs/s)",
+        &|f| f.process,
+        ">= 150,000",
+    );
+    add(
+        "redis_cmds_per_job",
+        "Redis commands per job (1-by-1 enqueue + process)",
+        &|f| f.cmds_per_job,
+        "<= 5",
+    );
+    add(
+        "client_round_trips_per_job",
+        "client calls per job (1-by-1 enqueue + process)",
+        &|f| f.calls_per_job,
+        "<= 1.1",
+    );
+    add(
+        "bytes_per_job",
+        "Redis memory per queued job (bytes)",
+        &|f| f.bytes_per_job,
+        "<= 275",
+    );
+    add(
+        "worker_cpu_us_per_job",
+        "worker CPU per job, whole process (us)",
+        &|f| f.worker_cpu_us_per_job,
+        "-",
+    );
+    add(
+        "latency_p50_ms",
+        "enqueue -> start p50 (ms)",
+        &|f| f.latency_p50,
+        "<= 0.3",
+    );
+    add(
+        "latency_p99_ms",
+        "enqueue -> start p99 (ms)",
+        &|f| f.latency_p99,
+        "<= 0.6",
+    );
+    add(
+        "latency_max_ms",
+        "enqueue -> start max (ms)",
+        &|f| f.latency_max,
+        "-",
+    );
+    add(
+        "delayed_p50_ms",
+        "delayed start - due p50 (ms)",
+        &|f| f.delayed_p50,
+        "<= 1",
+    );
+    add(
+        "delayed_p99_ms",
+        "delayed start - due p99 (ms)",
+        &|f| f.delayed_p99,
+        "<= 5",
+    );
+    add(
+        "delayed_max_ms",
+        "delayed start - due max (ms)",
+        &|f| f.delayed_max,
+        "-",
+    );
+    add(
+        "delayed_min_ms",
+        "delayed start - due min (ms)",
+        &|f| f.delayed_min,
+        ">= 0",
+    );
+    add(
+        "duplicates",
+        "duplicate executions",
+        &|f| Some(f.duplicates as f64),
+        "0",
+    );
+    add(
+        "missing",
+        "jobs never run",
+        &|f| Some(f.missing as f64),
+        "0",
+    );
+    let sizes: Vec<usize> = all
+        .first()
+        .map(|f| f.backlog.iter().map(|(b, _)| *b).collect())
+        .unwrap_or_default();
+    for b in sizes {
+        let key: &'static str = match b {
+            1_000_000 => "process_jobs_per_s_backlog_1m",
+            100_000 => "process_jobs_per_s_backlog_100k",
+            10_000 => "process_jobs_per_s_backlog_10k",
+            _ => "process_jobs_per_s_backlog_other",
+        };
+        rows.push(Row {
+            key,
+            label: format!("process a {b} backlog (jobs/s)"),
+            values: all
+                .iter()
+                .filter_map(|f| f.backlog.iter().find(|(x, _)| *x == b).map(|(_, r)| *r))
+                .collect(),
+            target: if b == 1_000_000 {
+                "within 15% of 20k"
+            } else {
+                "flat"
+            },
+        });
+    }
+    rows.push(Row {
+        key: "idle_cmds_per_s_1_queue",
+        label: "idle worker, 1 queue (Redis cmds/s)".into(),
+        values: all.iter().filter_map(|f| f.idle_1).collect(),
+        target: "a handful",
+    });
+    rows.push(Row {
+        key: "idle_cmds_per_s_100_queues",
+        label: "idle worker, 100 queues (Redis cmds/s)".into(),
+        values: all.iter().filter_map(|f| f.idle_100).collect(),
+        target: "a handful",
+    });
+    rows
+}
+
+fn fmt(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+pub fn print(s: &Settings, all: &[Figures], json: bool) {
+    println!(
+        "redjob bench: n = {}, concurrency = {}, {} run(s); median (min-max)",
+        s.n,
+        s.concurrency,
+        all.len()
+    );
+    println!("{:<52} {:>28}  target", "figure", "measured");
+    let rows = rows(all);
+    let mut obj = Vec::new();
+    for r in &rows {
+        let Some(m) = median(r.values.clone()) else {
+            continue;
+        };
+        let lo = r.values.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = r.values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let measured = format!("{} ({}-{})", fmt(m), fmt(lo), fmt(hi));
+        println!("{:<52} {:>28}  {}", r.label, measured, r.target);
+        obj.push(format!("\"{}\":{}", r.key, (m * 1000.0).round() / 1000.0));
+    }
+    if json {
+        println!("{{{}}}", obj.join(","));
+    }
+}
