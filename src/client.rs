@@ -19,7 +19,7 @@ use crate::{Error, JobId, Result};
 /// use redjob::client::ClientConfig;
 ///
 /// let cfg = ClientConfig { namespace: "myapp".into(), ..ClientConfig::from_url("redis://127.0.0.1:6379") };
-/// assert!(cfg.realtime);
+/// assert!(!cfg.realtime);
 /// ```
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -28,8 +28,11 @@ pub struct ClientConfig {
     /// Key prefix, RSMQ's `ns`. Defaults to `rsmq`, RSMQ's own default, so RSMQ
     /// clients see the queues without configuration.
     pub namespace: String,
-    /// PUBLISH on RSMQ's realtime channel after each enqueue, which wakes idle
-    /// workers at once. Defaults to `true`.
+    /// PUBLISH the queue's length on RSMQ's realtime channel after every enqueue,
+    /// as RSMQ's `realtime` option, for RSMQ realtime subscribers. Defaults to
+    /// `false`: redjob's idle workers are woken at once either way (an enqueue
+    /// publishes when a worker has marked the queue as waited on), at no cost per
+    /// enqueue while the workers are busy.
     pub realtime: bool,
     /// Attributes of a queue created on first use. Defaults to RSMQ's (vt 30 s,
     /// delay 0, maxsize 65536).
@@ -42,7 +45,7 @@ impl ClientConfig {
         ClientConfig {
             redis: RedisConfig::from_url(url),
             namespace: "rsmq".into(),
-            realtime: true,
+            realtime: false,
             queue_defaults: QueueOptions::default(),
         }
     }

@@ -65,6 +65,19 @@ impl JobId {
             .map_or(0, |us| us / 1000)
     }
 
+    /// An id from a 10-byte prefix (as the send script returns it) and its suffix.
+    pub(crate) fn from_parts(prefix: &[u8], suffix: &[u8; 22]) -> Result<Self> {
+        let mut a = [0u8; 32];
+        if prefix.len() != 10 {
+            return Err(Error::InvalidMessageId {
+                id: String::from_utf8_lossy(prefix).into_owned(),
+            });
+        }
+        a[..10].copy_from_slice(prefix);
+        a[10..].copy_from_slice(suffix);
+        Self::from_bytes(&a)
+    }
+
     pub(crate) fn from_bytes(b: &[u8]) -> Result<Self> {
         if b.len() == 32 && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b':') {
             let mut a = [0u8; 32];

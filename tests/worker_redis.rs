@@ -5,6 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Recorder, RedisServer, command_calls, wait_until};
+use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 
@@ -70,6 +71,62 @@ async fn idle_worker_on_10_queues_sends_few_commands() {
         .unwrap();
     assert!(wait_until(Duration::from_secs(4), || rec.len() == 1).await);
     println!("woken after {:?}", sent.elapsed());
+    stop.cancel();
+    h.await.unwrap().unwrap();
+}
+
+/// Publishes on the realtime channel so far.
+async fn publishes(server: &RedisServer) -> u64 {
+    let mut con = server.raw().await;
+    command_calls(&mut con)
+        .await
+        .get("publish")
+        .copied()
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn sends_wake_a_waiting_worker_and_publish_only_then() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let rec = Recorder::default();
+    // nobody waits: 100 enqueues publish nothing (creating the queue publishes once)
+    for key in 0..100 {
+        client.enqueue(&Ping { key }).await.unwrap();
+    }
+    assert_eq!(publishes(&server).await, 1, "only the queue's creation");
+    // a worker that would poll only every minute: wake-ups are all it has
+    let w = Worker::builder(client.backend())
+        .queue("work")
+        .handle_signals(false)
+        .poll_interval(Duration::from_secs(60))
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 100).await);
+    for key in 100..105 {
+        client.enqueue(&Ping { key }).await.unwrap();
+        let n = key as usize + 1;
+        assert!(
+            wait_until(Duration::from_secs(2), || rec.len() == n).await,
+            "job {key} woke the idle worker"
+        );
+    }
+    // an RSMQ-style send through the queue layer wakes it too
+    let body = br#"{"type":"ping","args":{"key":105}}"#;
+    client
+        .queues()
+        .send("work", redjob::queue::SendMessage::new(&body[..]))
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(2), || rec.len() == 106).await);
+    let n = publishes(&server).await;
+    assert!(
+        (7..=12).contains(&n),
+        "one publish per wake-up, not per job: {n}"
+    );
     stop.cancel();
     h.await.unwrap().unwrap();
 }

@@ -126,6 +126,9 @@ pub async fn cost(con: &mut redis::aio::MultiplexedConnection) -> Cost {
         if OWN.contains(&name) {
             continue;
         }
+        if std::env::var_os("BENCH_VERBOSE").is_some() {
+            eprintln!("  {name}: {stats}");
+        }
         c.commands += calls;
         if TOP.contains(&name) {
             c.calls += calls;

@@ -63,7 +63,8 @@ pub struct RsmqConfig {
     /// Key prefix, as RSMQ's `ns` option. Defaults to `rsmq`.
     pub namespace: String,
     /// PUBLISH the queue length on `ns:rt:q` after each send, as RSMQ's `realtime`
-    /// option. Defaults to `false`.
+    /// option. Defaults to `false`; a send then publishes only when a redjob worker
+    /// waits for the queue (it wakes the worker).
     pub realtime: bool,
 }
 
@@ -126,7 +127,10 @@ impl Rsmq {
         validate::maxsize(opts.maxsize)?;
         let k = self.ns.queue(name);
         let mut cmd = scripts::eval(&scripts::CREATE, &[&k.hash]);
-        cmd.arg(opts.vt).arg(opts.delay).arg(opts.maxsize);
+        cmd.arg(opts.vt)
+            .arg(opts.delay)
+            .arg(opts.maxsize)
+            .arg(&k.realtime);
         let mut con = self.con.clone();
         if scripts::int(&scripts::run(&mut con, &scripts::CREATE, &cmd).await?)? == 0 {
             return Err(Error::QueueExists { name: name.into() });
@@ -236,22 +240,25 @@ impl Rsmq {
             return Ok(Vec::new());
         }
         let k = self.ns.queue(queue);
-        let channel = if self.realtime {
-            k.realtime.as_str()
-        } else {
-            ""
-        };
+        let always = if self.realtime { "1" } else { "0" };
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
         let mut pipe = redis::pipe();
+        // ascending suffixes within each call, so that a batch's ids (one prefix of
+        // Redis microseconds per call) sort in send order
+        let mut suffixes: Vec<[u8; 22]> = Vec::with_capacity(msgs.len());
+        let mut chunks = Vec::new();
         let (mut start, mut bytes) = (0, 0);
         for (i, m) in msgs.iter().enumerate() {
             bytes += m.body.len();
             let end = i + 1;
             if end - start == BATCH_MESSAGES || bytes >= BATCH_BYTES || end == msgs.len() {
                 let mut cmd = scripts::eval(&scripts::SEND, &[&k.zset, &k.hash]);
-                cmd.arg(channel).arg(maxlen);
-                for m in &msgs[start..end] {
-                    cmd.arg(&random_suffix()[..]);
+                cmd.arg(&k.realtime).arg(always).arg(maxlen);
+                let first = suffixes.len();
+                suffixes.extend((start..end).map(|_| random_suffix()));
+                suffixes[first..].sort_unstable();
+                for (m, suffix) in msgs[start..end].iter().zip(&suffixes[first..]) {
+                    cmd.arg(&suffix[..]);
                     match m.when {
                         When::QueueDelay => cmd.arg(""),
                         When::After(d) => {
@@ -262,6 +269,7 @@ impl Rsmq {
                     cmd.arg(&m.body[..]);
                 }
                 pipe.add_command(cmd);
+                chunks.push(end - start);
                 (start, bytes) = (end, 0);
             }
         }
@@ -273,12 +281,14 @@ impl Rsmq {
         )
         .await?;
         let mut ids = Vec::with_capacity(msgs.len());
-        for v in &replies {
+        let mut suffixes = suffixes.iter();
+        for (v, n) in replies.iter().zip(chunks) {
             let (code, mut r) = Reply::status(v)?;
             match code {
                 1 => {
-                    while !r.is_empty() {
-                        ids.push(JobId::from_bytes(r.bytes()?)?);
+                    let prefix = r.bytes()?;
+                    for suffix in suffixes.by_ref().take(n) {
+                        ids.push(JobId::from_parts(prefix, suffix)?);
                     }
                 }
                 -1 => return Err(Error::QueueNotFound { name: queue.into() }),
@@ -289,6 +299,13 @@ impl Rsmq {
                 }
                 c => return Err(Error::Protocol(format!("send status {c}"))),
             }
+        }
+        if ids.len() != msgs.len() {
+            return Err(Error::Protocol(format!(
+                "send returned {} ids for {} messages",
+                ids.len(),
+                msgs.len()
+            )));
         }
         Ok(ids)
     }

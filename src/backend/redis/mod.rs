@@ -150,14 +150,17 @@ impl Backend for RedisBackend {
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
             .map(|f| f.max(0.0).ceil() as u64);
+        let lease_ms = r.int()?.max(0) as u64;
         let mut jobs = Vec::with_capacity(max.min(1024));
         while !r.is_empty() {
             let id = JobId::from_bytes(r.bytes()?)?;
             let body = r.bytes()?.to_vec();
-            let token = std::str::from_utf8(r.bytes()?)
-                .map_err(|_| Error::Protocol("token is not text".into()))?
-                .parse()?;
-            jobs.push(Delivery { id, body, token });
+            let count = r.int()?.clamp(1, 999) as u32;
+            jobs.push(Delivery {
+                id,
+                body,
+                token: Token::new(lease_ms, count),
+            });
         }
         Ok(Fetched {
             jobs,

@@ -2,28 +2,31 @@
 -- score's thousandths carry the job's delivery count, so the score is also the
 -- delivery's fencing token ("<lease ms>.<count, 3 digits>"). No per-message
 -- fields are written: a re-delivery after a crash is counted from the score.
+-- When fewer than n were due, the worker will wait: the hash field
+-- "redjob:waiting" asks the next send to wake it (see send.lua).
 -- KEYS[1]  the queue's sorted set (ns:q)
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- Returns {now ms, earliest remaining score or "" (only when fewer than asked
---          were due), id, body, token, ...}
+--          were due), lease end ms, id, body, delivery count, id, body, count, ...}
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max = tonumber(ARGV[1])
 local lease = now + tonumber(ARGV[2])
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, max)
-local out = {now, ""}
+local out = {now, "", lease}
 local n = #due / 2
+local leased = 0
 if n > 0 then
   local fields = {}
   for k = 1, n do
     local id = due[2 * k - 1]
-    fields[#fields + 1] = id
-    fields[#fields + 1] = id .. ":rc"
+    fields[2 * k - 1] = id
+    fields[2 * k] = id .. ":rc"
   end
   local vals = many("HMGET", KEYS[2], fields)
-  local z, orphans = {}, {}
+  local z, orphans, tokens = {}, {}, {}
   for k = 1, n do
     local id = due[2 * k - 1]
     local body = vals[2 * k - 1]
@@ -34,12 +37,16 @@ if n > 0 then
       local rc = tonumber(vals[2 * k]) or 0
       if rc > count then count = rc end
       count = math.min(count + 1, 999)
-      local token = string.format("%d.%03d", lease, count)
+      local token = tokens[count]
+      if not token then
+        token = string.format("%d.%03d", lease, count)
+        tokens[count] = token
+      end
       z[#z + 1] = token
       z[#z + 1] = id
       out[#out + 1] = id
       out[#out + 1] = body
-      out[#out + 1] = token
+      out[#out + 1] = count
     else
       orphans[#orphans + 1] = id
     end
@@ -47,11 +54,16 @@ if n > 0 then
   if #orphans > 0 then many("ZREM", KEYS[1], orphans) end
   if #z > 0 then
     many("ZADD", KEYS[1], z)
-    redis.call("HINCRBY", KEYS[2], "totalrecv", #z / 2)
+    leased = #z / 2
+    redis.call("HINCRBY", KEYS[2], "totalrecv", leased)
   end
 end
 if n < max then
   local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
   if #first > 0 then out[2] = first[2] end
+  -- (not on a deleted queue: that would leave an orphan hash)
+  if leased > 0 or redis.call("EXISTS", KEYS[2]) == 1 then
+    redis.call("HSET", KEYS[2], "redjob:waiting", "1")
+  end
 end
 return out

@@ -1,53 +1,68 @@
--- Sends messages to one queue in RSMQ's layout, all or nothing.
+-- Sends messages to one queue in RSMQ's layout, all or nothing. Four commands for
+-- any number of messages: HMGET, TIME, ZADD, HSET (totalsent is written by the HSET
+-- from the HMGET's value, which the script's atomicity makes safe).
 -- KEYS[1]  the queue's sorted set (ns:q)
 -- KEYS[2]  the queue's hash (ns:q:Q)
--- ARGV[1]  realtime channel to PUBLISH the queue's length on, or "" for none
--- ARGV[2]  the largest body length (bytes) of the whole batch, checked against maxsize
--- ARGV[3..] three values per message: id suffix (22 chars), when ("" = the queue's
+-- ARGV[1]  the queue's realtime channel (ns:rt:q)
+-- ARGV[2]  "1": PUBLISH the queue's length on every send, as RSMQ's `realtime`;
+--          "0": only when a redjob worker waits for work (its fetch set the hash
+--          field "redjob:waiting"), which the send clears
+-- ARGV[3]  the largest body length (bytes) of the whole batch, checked against maxsize
+-- ARGV[4..] three values per message: id suffix (22 chars, ascending within the
+--           call so the batch's ids sort in send order), when ("" = the queue's
 --           delay, "d<ms>" = visible after ms, "a<ms>" = visible at Unix ms), body
--- Returns {1, id...} on success; {-1} when the queue does not exist;
+-- Returns {1, id prefix (10 chars of Redis microseconds)} on success: each id is
+--         the prefix and its suffix; {-1} when the queue does not exist;
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
-local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize")
+local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting")
 if not attrs[1] then return {-1} end
 local maxsize = tonumber(attrs[2])
-local maxlen = tonumber(ARGV[2])
+local maxlen = tonumber(ARGV[3])
 if maxsize ~= -1 and maxlen > maxsize then return {-2, maxlen, maxsize} end
 local qdelay = tonumber(attrs[1]) * 1000
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-local function base36(v)
-  local s = ""
-  while v > 0 do
-    local r = v % 36
-    s = string.sub(digits, r + 1, r + 1) .. s
-    v = (v - r) / 36
-  end
-  return string.rep("0", 10 - string.len(s)) .. s
+-- ten base-36 digits (0-9a-z) of the microseconds, built in one string
+local d = {}
+for i = 10, 1, -1 do
+  local r = us % 36
+  d[i] = r < 10 and 48 + r or 87 + r
+  us = (us - r) / 36
 end
-local n = (#ARGV - 2) / 3
-local zargs, hargs, out = {}, {}, {1}
+local prefix = string.char(unpack(d))
+local n = (#ARGV - 3) / 3
+local scores = {}
+local zargs, hargs = {}, {}
 for i = 1, n do
-  local b = (i - 1) * 3 + 3
-  -- one microsecond per message keeps a batch's ids in send order
-  local id = base36(us + i - 1) .. ARGV[b]
+  local b = (i - 1) * 3 + 4
+  local id = prefix .. ARGV[b]
   local when = ARGV[b + 1]
-  local score = now + qdelay
-  if when ~= "" then
-    local v = tonumber(string.sub(when, 2))
-    if string.sub(when, 1, 1) == "d" then score = now + v else score = math.max(now, v) end
+  local score = scores[when]
+  if not score then
+    local s = now + qdelay
+    if when ~= "" then
+      local v = tonumber(string.sub(when, 2))
+      if string.sub(when, 1, 1) == "d" then s = now + v else s = math.max(now, v) end
+    end
+    score = string.format("%.0f", s)
+    scores[when] = score
   end
-  zargs[#zargs + 1] = string.format("%.0f", score)
-  zargs[#zargs + 1] = id
-  hargs[#hargs + 1] = id
-  hargs[#hargs + 1] = ARGV[b + 2]
-  out[#out + 1] = id
+  zargs[2 * i - 1] = score
+  zargs[2 * i] = id
+  hargs[2 * i - 1] = id
+  hargs[2 * i] = ARGV[b + 2]
+end
+local waiting = attrs[4] == "1"
+hargs[#hargs + 1] = "totalsent"
+hargs[#hargs + 1] = string.format("%.0f", (tonumber(attrs[3]) or 0) + n)
+if waiting then
+  hargs[#hargs + 1] = "redjob:waiting"
+  hargs[#hargs + 1] = "0"
 end
 many("ZADD", KEYS[1], zargs)
 many("HSET", KEYS[2], hargs)
-redis.call("HINCRBY", KEYS[2], "totalsent", n)
-if ARGV[1] ~= "" then
+if ARGV[2] == "1" or waiting then
   redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
 end
-return out
+return {1, prefix}
