@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Recorder, RedisServer, command_calls, wait_until};
+use common::{Recorder, RedisServer, command_calls, wait_for, wait_until};
 use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -126,6 +126,61 @@ async fn sends_wake_a_waiting_worker_and_publish_only_then() {
     assert!(
         (7..=12).contains(&n),
         "one publish per wake-up, not per job: {n}"
+    );
+    stop.cancel();
+    h.await.unwrap().unwrap();
+}
+
+/// Fields of the queue's hash other than its attributes and redjob's counters.
+async fn message_fields(server: &RedisServer) -> Vec<String> {
+    let mut con = server.raw().await;
+    let keys: Vec<String> = redis::cmd("HKEYS")
+        .arg("rsmq:work:Q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    keys.into_iter()
+        .filter(|k| k.len() >= 32 && !k.starts_with("redjob:"))
+        .collect()
+}
+
+#[tokio::test]
+async fn acks_leave_no_fields_behind_after_rsmq_style_receives() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let rec = Recorder::default();
+    for key in 0..3 {
+        client.enqueue(&Ping { key }).await.unwrap();
+    }
+    // an RSMQ-style receive writes <id>:rc and <id>:fr; visible again at once
+    let got = client
+        .queues()
+        .receive("work", Some(Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.rc, 1);
+    assert!(message_fields(&server).await.len() >= 3 + 2);
+    let w = Worker::builder(client.backend())
+        .queue("work")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 3).await);
+    // the job received once before runs as its second delivery
+    let runs = rec.runs();
+    let again = runs.iter().find(|r| r.id == got.id).unwrap();
+    assert_eq!(again.attempt, 2);
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            message_fields(&server).await.is_empty()
+        })
+        .await,
+        "left: {:?}",
+        message_fields(&server).await
     );
     stop.cancel();
     h.await.unwrap().unwrap();

@@ -35,6 +35,10 @@ async fn take(sem: &Semaphore, max: u32) -> u32 {
         return 0;
     };
     first.forget();
+    if sem.available_permits() < (max as usize) / 2 {
+        // jobs just started may finish at once: let them, and fetch a fuller batch
+        tokio::task::yield_now().await;
+    }
     let mut n = 1;
     while n < max {
         match sem.try_acquire() {
@@ -99,6 +103,7 @@ impl<B: Backend> Dispatcher<B> {
                     self.shared.clone(),
                     self.tx.clone(),
                     cancel,
+                    self.stop.clone(),
                     slot,
                 ));
             }

@@ -34,13 +34,24 @@ pub(crate) async fn execute(
     shared: Arc<Shared>,
     tx: tokio::sync::mpsc::UnboundedSender<Event>,
     cancel: CancellationToken,
+    stop: CancellationToken,
     _slot: SlotGuard,
 ) {
     let attempt = d.token.attempt();
-    let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
-    let outcome = run(&d, &queue, &shared, cancel)
-        .instrument(span.clone())
-        .await;
+    // a prefetched job waits for a running slot; shutdown releases it unstarted
+    let running = tokio::select! {
+        biased;
+        _ = stop.cancelled() => None,
+        _ = cancel.cancelled() => None,
+        p = shared.running.acquire() => p.ok(),
+    };
+    let outcome = match running {
+        None => Outcome::Release,
+        Some(_permit) => {
+            let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
+            run(&d, &queue, &shared, cancel).instrument(span).await
+        }
+    };
     let _ = tx.send(Event::Finished { id: d.id, outcome });
 }
 

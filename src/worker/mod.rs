@@ -57,7 +57,10 @@ use settle::{Event, Settler};
 
 /// Settings shared by a worker's tasks.
 pub(crate) struct Shared {
+    /// Jobs leased by this worker: running or prefetched.
     pub slots: Semaphore,
+    /// Jobs running.
+    pub running: Semaphore,
     pub fetch_max: u32,
     pub lease: Duration,
     pub poll_interval: Duration,

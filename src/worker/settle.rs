@@ -78,10 +78,17 @@ impl<B: Backend> Settler<B> {
                 ev = rx.recv() => {
                     let Some(ev) = ev else { break };
                     draining |= self.handle(ev);
-                    while self.pending_len < MAX_BATCH {
-                        match rx.try_recv() {
-                            Ok(ev) => draining |= self.handle(ev),
-                            Err(_) => break,
+                    // take what else is ready; yield once so that jobs finishing right
+                    // now join this batch rather than the next call
+                    for round in 0..2 {
+                        while self.pending_len < MAX_BATCH {
+                            match rx.try_recv() {
+                                Ok(ev) => draining |= self.handle(ev),
+                                Err(_) => break,
+                            }
+                        }
+                        if round == 0 && !draining && self.pending_len < MAX_BATCH {
+                            tokio::task::yield_now().await;
                         }
                     }
                     self.flush().await;

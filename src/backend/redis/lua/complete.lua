@@ -12,8 +12,11 @@
 --      "r" for a retry or "l" for a release), D x (id, token, error)
 -- Returns {acked, rescheduled, dead}: how many passed the fence
 local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = 0
+if nr + nd > 0 then
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local ids, tokens, kind, arg = {}, {}, {}, {}
 local i = 4
 for _ = 1, na do
@@ -31,6 +34,10 @@ for _ = 1, nd do
   i = i + 3
 end
 if #ids == 0 then return {0, 0, 0} end
+-- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
+-- receives ever happened on the queue (see fetch.lua)
+local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased")
+local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead = {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
@@ -40,8 +47,10 @@ for k, id in ipairs(ids) do
     if kd == "a" or kd == "d" then
       gone[#gone + 1] = id
       fields[#fields + 1] = id
-      fields[#fields + 1] = id .. ":rc"
-      fields[#fields + 1] = id .. ":fr"
+      if foreign then
+        fields[#fields + 1] = id .. ":rc"
+        fields[#fields + 1] = id .. ":fr"
+      end
       if kd == "a" then acked = acked + 1 else dead[#dead + 1] = k end
     else
       z[#z + 1] = arg[k]

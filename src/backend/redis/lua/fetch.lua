@@ -2,6 +2,10 @@
 -- score's thousandths carry the job's delivery count, so the score is also the
 -- delivery's fencing token ("<lease ms>.<count, 3 digits>"). No per-message
 -- fields are written: a re-delivery after a crash is counted from the score.
+-- RSMQ-style receives (by RSMQ clients, or redjob's queue API) count deliveries in
+-- "<id>:rc" fields; those are read only when such receives ever happened on the
+-- queue, that is when "totalrecv" (every receive) differs from "redjob:leased"
+-- (the fetches' share).
 -- When fewer than n were due, the worker will wait: the hash field
 -- "redjob:waiting" asks the next send to wake it (see send.lua).
 -- KEYS[1]  the queue's sorted set (ns:q)
@@ -17,25 +21,36 @@ local lease = now + tonumber(ARGV[2])
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, max)
 local out = {now, "", lease}
 local n = #due / 2
-local leased = 0
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased")
+if not attrs[1] then return out end
+local totalrecv = tonumber(attrs[2]) or 0
+local ours = tonumber(attrs[3]) or 0
+local set = {}
 if n > 0 then
+  local foreign = totalrecv ~= ours
+  local per = foreign and 2 or 1
   local fields = {}
   for k = 1, n do
     local id = due[2 * k - 1]
-    fields[2 * k - 1] = id
-    fields[2 * k] = id .. ":rc"
+    if foreign then
+      fields[2 * k - 1] = id
+      fields[2 * k] = id .. ":rc"
+    else
+      fields[k] = id
+    end
   end
   local vals = many("HMGET", KEYS[2], fields)
   local z, orphans, tokens = {}, {}, {}
   for k = 1, n do
     local id = due[2 * k - 1]
-    local body = vals[2 * k - 1]
+    local body = vals[per * (k - 1) + 1]
     if body then
       local score = tonumber(due[2 * k])
       local count = math.floor((score - math.floor(score)) * 1000 + 0.5)
-      -- deliveries by RSMQ clients count too
-      local rc = tonumber(vals[2 * k]) or 0
-      if rc > count then count = rc end
+      if foreign then
+        local rc = tonumber(vals[2 * k]) or 0
+        if rc > count then count = rc end
+      end
       count = math.min(count + 1, 999)
       local token = tokens[count]
       if not token then
@@ -54,16 +69,16 @@ if n > 0 then
   if #orphans > 0 then many("ZREM", KEYS[1], orphans) end
   if #z > 0 then
     many("ZADD", KEYS[1], z)
-    leased = #z / 2
-    redis.call("HINCRBY", KEYS[2], "totalrecv", leased)
+    local leased = #z / 2
+    set = {"totalrecv", string.format("%.0f", totalrecv + leased),
+           "redjob:leased", string.format("%.0f", ours + leased)}
   end
 end
 if n < max then
   local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
   if #first > 0 then out[2] = first[2] end
-  -- (not on a deleted queue: that would leave an orphan hash)
-  if leased > 0 or redis.call("EXISTS", KEYS[2]) == 1 then
-    redis.call("HSET", KEYS[2], "redjob:waiting", "1")
-  end
+  set[#set + 1] = "redjob:waiting"
+  set[#set + 1] = "1"
 end
+if #set > 0 then redis.call("HSET", KEYS[2], unpack(set)) end
 return out
