@@ -32,6 +32,7 @@ async fn idle_worker_on_10_queues_sends_few_commands() {
     let w = Worker::builder(client.backend())
         .queues(queues.clone())
         .handle_signals(false)
+        .poll_interval(Duration::from_secs(5))
         .data(rec.clone())
         .build()
         .unwrap();

@@ -82,8 +82,8 @@ pub struct Delivery {
 pub struct Fetched {
     /// The leased jobs, oldest first.
     pub jobs: Vec<Delivery>,
-    /// The backend's clock at the fetch, Unix ms.
-    pub now_ms: u64,
+    /// The backend's clock at the fetch, Unix µs.
+    pub now_us: u64,
     /// When fewer jobs than asked were due: the earliest score left in the queue
     /// (a delayed job, a retry, or a lease that may expire), Unix ms.
     pub next_due_ms: Option<u64>,

@@ -111,7 +111,8 @@ impl<B: Backend> Dispatcher<B> {
                 // nothing more is due: sleep until the next due score, a wake-up or the poll
                 let mut wait = self.shared.poll_interval;
                 if let Some(due) = fetched.next_due_ms {
-                    wait = wait.min(Duration::from_millis(due.saturating_sub(fetched.now_ms)));
+                    let until_us = due.saturating_mul(1000).saturating_sub(fetched.now_us);
+                    wait = wait.min(Duration::from_micros(until_us));
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}

@@ -11,6 +11,28 @@ pub struct RedisServer {
     child: Child,
     pub port: u16,
     dir: std::path::PathBuf,
+    extra: Vec<String>,
+}
+
+fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Child {
+    Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server must be on PATH (bash .ci/run installs it)")
 }
 
 impl RedisServer {
@@ -19,37 +41,47 @@ impl RedisServer {
         Self::start_with(&[])
     }
 
-    /// Starts a server with extra `--option value` arguments.
+    /// Starts a server with extra `--option value` arguments (later ones win).
     pub fn start_with(extra: &[&str]) -> Self {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         for _ in 0..5 {
             let port = free_port();
             let dir =
                 std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("create temp dir");
-            let child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .arg("--dir")
-                .arg(&dir)
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server must be on PATH (bash .ci/run installs it)");
-            let mut server = RedisServer { child, port, dir };
+            let child = spawn(port, &dir, &extra);
+            let mut server = RedisServer {
+                child,
+                port,
+                dir,
+                extra: extra.clone(),
+            };
             if server.wait_ready(Duration::from_secs(10)) {
                 return server;
             }
         }
         panic!("could not start redis-server");
+    }
+
+    /// SIGKILLs the server: no shutdown, no final save.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again on the same port and directory (so an append-only
+    /// file is replayed).
+    pub fn restart(&mut self) {
+        self.kill();
+        for _ in 0..50 {
+            self.child = spawn(self.port, &self.dir, &self.extra);
+            if self.wait_ready(Duration::from_secs(10)) {
+                return;
+            }
+            // the port may linger for a moment
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("could not restart redis-server");
     }
 
     fn wait_ready(&mut self, limit: Duration) -> bool {

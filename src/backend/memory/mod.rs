@@ -125,11 +125,12 @@ impl Backend for MemoryBackend {
     }
 
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
-        let now = self.clock.now_ms();
+        let now_us = self.clock.now_us();
+        let now = now_us / 1000;
         let mut st = self.lock();
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(Fetched {
-                now_ms: now,
+                now_us,
                 ..Default::default()
             });
         };
@@ -157,7 +158,7 @@ impl Backend for MemoryBackend {
             .flatten();
         Ok(Fetched {
             jobs,
-            now_ms: now,
+            now_us,
             next_due_ms,
         })
     }

@@ -110,7 +110,9 @@ impl Queues for MemoryBackend {
                 let id = JobId::make(now_us + i as u64, &random_suffix());
                 let due = match m.when {
                     When::QueueDelay => now + q.delay * 1000,
-                    When::After(d) => now + d.as_millis() as u64,
+                    // rounded up: a delayed message is never due before send + delay
+                    When::After(d) if !d.is_zero() => now_us.div_ceil(1000) + d.as_millis() as u64,
+                    When::After(_) => now,
                     When::AtUnixMs(at) => at.max(now),
                 };
                 q.insert(id, m.body.clone(), due * 1000);

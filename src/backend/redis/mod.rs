@@ -164,7 +164,7 @@ impl Backend for RedisBackend {
         }
         Ok(Fetched {
             jobs,
-            now_ms: now.max(0) as u64,
+            now_us: now.max(0) as u64,
             next_due_ms,
         })
     }

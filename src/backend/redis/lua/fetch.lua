@@ -12,16 +12,16 @@
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
--- Returns {now ms, earliest remaining score or "" (only when fewer than asked
+-- Returns {now µs, earliest remaining score or "" (only when fewer than asked
 --          were due), lease end ms, id, body, delivery count, id, body, count, ...}
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max = tonumber(ARGV[1])
 local lease = now + tonumber(ARGV[2])
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, max)
-local out = {now, "", lease}
+local out = {tonumber(t[1]) * 1000000 + tonumber(t[2]), "", lease}
 local n = #due / 2
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting")
 if not attrs[1] then return out end
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
@@ -77,8 +77,10 @@ end
 if n < max then
   local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
   if #first > 0 then out[2] = first[2] end
-  set[#set + 1] = "redjob:waiting"
-  set[#set + 1] = "1"
+  if attrs[4] ~= "1" then
+    set[#set + 1] = "redjob:waiting"
+    set[#set + 1] = "1"
+  end
 end
 if #set > 0 then redis.call("HSET", KEYS[2], unpack(set)) end
 return out

@@ -23,6 +23,7 @@ local qdelay = tonumber(attrs[1]) * 1000
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local us_now = us
 -- ten base-36 digits (0-9a-z) of the microseconds, built in one string
 local d = {}
 for i = 10, 1, -1 do
@@ -43,7 +44,14 @@ for i = 1, n do
     local s = now + qdelay
     if when ~= "" then
       local v = tonumber(string.sub(when, 2))
-      if string.sub(when, 1, 1) == "d" then s = now + v else s = math.max(now, v) end
+      if string.sub(when, 1, 1) ~= "d" then
+        s = math.max(now, v)
+      elseif v > 0 then
+        -- rounded up: a delayed message is never due before send + delay
+        s = math.ceil(us_now / 1000) + v
+      else
+        s = now
+      end
     end
     score = string.format("%.0f", s)
     scores[when] = score
