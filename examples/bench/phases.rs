@@ -247,7 +247,8 @@ pub async fn scale(s: &Settings, f: &mut Figures, backlogs: &[usize]) {
         let run = tokio::spawn(w.run());
         tokio::time::sleep(Duration::from_secs(1)).await;
         reset(&mut con).await;
-        let window = Duration::from_secs(10);
+        // longer than the 30 s fallback poll, so that each queue is polled once
+        let window = Duration::from_secs(31);
         tokio::time::sleep(window).await;
         *slot = Some(cost(&mut con).await.commands as f64 / window.as_secs_f64());
         stop.cancel();
