@@ -147,6 +147,29 @@ impl Client {
         })
     }
 
+    /// A client that connects on first use, for a worker that may start before
+    /// Redis: it never fails for an unreachable Redis (only for a bad URL); its
+    /// worker logs each failed attempt and retries with backoff until Redis
+    /// answers. Must be called within a tokio runtime.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// use redjob::client::ClientConfig;
+    /// // nothing listens on port 1: this still succeeds
+    /// let client = redjob::Client::from_config_lazy(ClientConfig::from_url("redis://127.0.0.1:1"))?;
+    /// # let _ = client;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_config_lazy(config: ClientConfig) -> Result<Self> {
+        let backend =
+            RedisBackend::connect_lazy(&config.redis, &config.namespace, config.realtime)?;
+        Ok(Client {
+            backend: backend.into(),
+            queue_defaults: config.queue_defaults,
+            inline: None,
+        })
+    }
+
     /// A client on an in-memory backend: for tests and single-process apps (see
     /// [`MemoryBackend`]).
     pub fn memory(backend: MemoryBackend) -> Self {

@@ -59,6 +59,20 @@ impl RedisConfig {
 
     /// The client (for extra connections such as pub/sub) and a managed connection.
     pub(crate) async fn open(&self) -> Result<(redis::Client, ConnectionManager)> {
+        let client = self.client()?;
+        let con = ConnectionManager::new_with_config(client.clone(), self.manager_config()).await?;
+        Ok((client, con))
+    }
+
+    /// Like [`open`](Self::open), connecting on first use instead of now: for a
+    /// worker that may start before Redis does.
+    pub(crate) fn open_lazy(&self) -> Result<(redis::Client, ConnectionManager)> {
+        let client = self.client()?;
+        let con = ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config())?;
+        Ok((client, con))
+    }
+
+    fn client(&self) -> Result<redis::Client> {
         #[cfg(feature = "tls")]
         {
             // rustls needs one process-wide crypto provider; another may be installed already.
@@ -68,7 +82,7 @@ impl RedisConfig {
             what: "redis url",
             reason: e.to_string(),
         };
-        let client = match &self.tls_root_cert {
+        Ok(match &self.tls_root_cert {
             None => redis::Client::open(self.url.as_str()).map_err(invalid)?,
             #[cfg(feature = "tls")]
             Some(pem) => redis::Client::build_with_tls(
@@ -86,11 +100,17 @@ impl RedisConfig {
                     reason: "TLS needs redjob's `tls` feature".into(),
                 });
             }
-        };
-        let cfg = ConnectionManagerConfig::new()
+        })
+    }
+
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        // reconnects with exponential backoff (100 ms doubling up to 5 s) on each
+        // request that finds the connection broken
+        ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
-            .set_response_timeout(Some(self.response_timeout));
-        let con = ConnectionManager::new_with_config(client.clone(), cfg).await?;
-        Ok((client, con))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_min_delay(std::time::Duration::from_millis(100))
+            .set_max_delay(std::time::Duration::from_secs(5))
+            .set_number_of_retries(3)
     }
 }

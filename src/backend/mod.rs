@@ -87,6 +87,9 @@ pub struct Fetched {
     /// When fewer jobs than asked were due: the earliest score left in the queue
     /// (a delayed job, a retry, or a lease that may expire), Unix ms.
     pub next_due_ms: Option<u64>,
+    /// The queue's maxsize: a body over it (written around the checks of a send)
+    /// is dead-lettered unrun. `None` for no limit.
+    pub max_body: Option<usize>,
 }
 
 /// A finished delivery to put back for later: a retry, or a release at shutdown.

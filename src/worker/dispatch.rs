@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use super::Shared;
 use super::execute::{SlotGuard, execute};
-use super::settle::Event;
+use super::settle::{Event, Outcome};
 use crate::backend::Backend;
 
 pub(crate) struct Dispatcher<B> {
@@ -93,6 +93,17 @@ impl<B: Backend> Dispatcher<B> {
                     token: d.token,
                     cancel: cancel.clone(),
                 });
+                if let Some(max) = fetched.max_body.filter(|m| d.body.len() > *m) {
+                    let error = format!(
+                        "body of {} bytes is over the queue's maxsize of {max}",
+                        d.body.len()
+                    );
+                    tracing::error!(queue = %self.queue, job.id = %d.id, %error, "dead-lettered");
+                    let outcome = Outcome::Dead { error };
+                    let _ = self.tx.send(Event::Finished { id: d.id, outcome });
+                    self.give_back(1);
+                    continue;
+                }
                 let slot = SlotGuard {
                     shared: self.shared.clone(),
                     queue_slots: self.queue_slots.clone(),

@@ -198,8 +198,13 @@ async fn listen<B: Backend>(
     };
     let mut backoff = Duration::from_millis(100);
     loop {
+        let started = tokio::time::Instant::now();
         tokio::select! {
             r = backend.listen(&queues, &wake) => {
+                if started.elapsed() > Duration::from_secs(30) {
+                    // it worked for a while: the next failure starts over
+                    backoff = Duration::from_millis(100);
+                }
                 if let Err(e) = r {
                     tracing::warn!(error = %e, retry_in = ?backoff, "job notifications lost; polling until they are back");
                 }

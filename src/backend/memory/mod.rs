@@ -160,6 +160,7 @@ impl Backend for MemoryBackend {
             jobs,
             now_us,
             next_due_ms,
+            max_body: usize::try_from(q.maxsize).ok(),
         })
     }
 

@@ -64,6 +64,14 @@ impl RedisBackend {
         Ok(Self::new(con, client, namespace, realtime))
     }
 
+    /// Like [`connect`](Self::connect), but connects on first use: never fails for
+    /// an unreachable Redis (only for a bad URL), so a worker can start first and
+    /// wait for Redis, retrying with backoff.
+    pub fn connect_lazy(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
+        let (client, con) = redis.open_lazy()?;
+        Ok(Self::new(con, client, namespace, realtime))
+    }
+
     /// The RSMQ queue API on the same connection and namespace.
     pub fn rsmq(&self) -> &Rsmq {
         &self.rsmq
@@ -151,6 +159,7 @@ impl Backend for RedisBackend {
             .and_then(|s| s.parse::<f64>().ok())
             .map(|f| f.max(0.0).ceil() as u64);
         let lease_ms = r.int()?.max(0) as u64;
+        let max_body = usize::try_from(r.int()?).ok();
         let mut jobs = Vec::with_capacity(max.min(1024));
         while !r.is_empty() {
             let id = JobId::from_bytes(r.bytes()?)?;
@@ -166,6 +175,7 @@ impl Backend for RedisBackend {
             jobs,
             now_us: now.max(0) as u64,
             next_due_ms,
+            max_body,
         })
     }
 

@@ -59,8 +59,9 @@ for k, id in ipairs(ids) do
     end
   end
 end
+local dz, dh = {}, {}
 if #dead > 0 then
-  local dz, dh, bid = {}, {}, {}
+  local bid = {}
   for _, k in ipairs(dead) do bid[#bid + 1] = ids[k] end
   local bodies = many("HMGET", KEYS[2], bid)
   for j, k in ipairs(dead) do
@@ -74,12 +75,17 @@ if #dead > 0 then
     dh[#dh + 1] = id .. ":n"
     dh[#dh + 1] = string.sub(tokens[k], -3)
   end
-  many("ZADD", KEYS[3], dz)
-  many("HSET", KEYS[4], dh, 3000)
 end
+-- the ZREM first: it cannot grow memory, so what follows runs at maxmemory too
 if #gone > 0 then
   many("ZREM", KEYS[1], gone)
   many("HDEL", KEYS[2], fields, 3000)
+elseif #z > 0 then
+  allow_writes(KEYS[1])
+end
+if #dead > 0 then
+  many("ZADD", KEYS[3], dz)
+  many("HSET", KEYS[4], dh, 3000)
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
 if acked > 0 then redis.call("HINCRBY", KEYS[5], "processed", acked) end

@@ -22,5 +22,8 @@ for k, id in ipairs(ids) do
     out[k] = 0
   end
 end
-if #z > 0 then many("ZADD", KEYS[1], z) end
+if #z > 0 then
+  allow_writes(KEYS[1])
+  many("ZADD", KEYS[1], z)
+end
 return out

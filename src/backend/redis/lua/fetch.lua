@@ -13,19 +13,21 @@
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- Returns {now µs, earliest remaining score or "" (only when fewer than asked
---          were due), lease end ms, id, body, delivery count, id, body, count, ...}
+--          were due), lease end ms, the queue's maxsize (-1: none), id, body,
+--          delivery count, id, body, count, ...}
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max = tonumber(ARGV[1])
 local lease = now + tonumber(ARGV[2])
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, max)
-local out = {tonumber(t[1]) * 1000000 + tonumber(t[2]), "", lease}
+local out = {tonumber(t[1]) * 1000000 + tonumber(t[2]), "", lease, -1}
 local n = #due / 2
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize")
 if not attrs[1] then return out end
+out[4] = tonumber(attrs[5]) or -1
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
-local set = {}
+local set, z, orphans = {}, {}, {}
 if n > 0 then
   local foreign = totalrecv ~= ours
   local per = foreign and 2 or 1
@@ -40,7 +42,7 @@ if n > 0 then
     end
   end
   local vals = many("HMGET", KEYS[2], fields)
-  local z, orphans, tokens = {}, {}, {}
+  local tokens = {}
   for k = 1, n do
     local id = due[2 * k - 1]
     local body = vals[per * (k - 1) + 1]
@@ -68,6 +70,7 @@ if n > 0 then
   end
   if #orphans > 0 then many("ZREM", KEYS[1], orphans) end
   if #z > 0 then
+    if #orphans == 0 then allow_writes(KEYS[1]) end
     many("ZADD", KEYS[1], z)
     local leased = #z / 2
     set = {"totalrecv", string.format("%.0f", totalrecv + leased),
@@ -82,5 +85,8 @@ if n < max then
     set[#set + 1] = "1"
   end
 end
-if #set > 0 then redis.call("HSET", KEYS[2], unpack(set)) end
+if #set > 0 then
+  if #z == 0 then allow_writes(KEYS[1]) end
+  redis.call("HSET", KEYS[2], unpack(set))
+end
 return out

@@ -14,3 +14,12 @@ local function many(cmd, key, list, step)
   end
   return joined, sum
 end
+
+-- Workers must keep draining a queue when Redis is at maxmemory with noeviction
+-- (acks free memory). Redis refuses only a script's first write over maxmemory,
+-- and only a write that may grow memory: so before a first write that may, the
+-- worker scripts make one that cannot (ZREM of the empty member, which no
+-- message has).
+local function allow_writes(zset)
+  redis.call("ZREM", zset, "")
+end
