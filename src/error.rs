@@ -73,6 +73,10 @@ pub enum Error {
     },
     /// The operation was refused because the worker or client is shutting down.
     ShuttingDown,
+    /// Redis is at its `maxmemory` and refuses writes that would grow it (policy
+    /// `noeviction`): nothing of the refused call was written. Workers keep
+    /// draining the queues meanwhile.
+    OutOfMemory(redis::RedisError),
 }
 
 /// `Result` with [`Error`] as its default error.
@@ -108,6 +112,10 @@ impl fmt::Display for Error {
             ),
             Error::JobFailed { name, error } => write!(f, "job {name} failed: {error}"),
             Error::ShuttingDown => write!(f, "shutting down"),
+            Error::OutOfMemory(e) => write!(
+                f,
+                "redis is out of memory (maxmemory reached, noeviction): nothing written: {e}"
+            ),
         }
     }
 }
@@ -115,7 +123,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Redis(e) => Some(e),
+            Error::Redis(e) | Error::OutOfMemory(e) => Some(e),
             Error::Decode(e) => Some(e),
             _ => None,
         }
@@ -124,7 +132,15 @@ impl std::error::Error for Error {
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
-        Error::Redis(e)
+        // a script's refused write carries the OOM code, or only its text
+        if e.code() == Some("OOM")
+            || e.to_string()
+                .contains("command not allowed when used memory > 'maxmemory'")
+        {
+            Error::OutOfMemory(e)
+        } else {
+            Error::Redis(e)
+        }
     }
 }
 

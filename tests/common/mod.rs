@@ -63,6 +63,30 @@ impl RedisServer {
         panic!("could not start redis-server");
     }
 
+    /// Starts a server on `port` (e.g. one a client was pointed at before).
+    pub fn start_on(port: u16, extra: &[&str]) -> Self {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let dir = std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let child = spawn(port, &dir, &extra);
+        let mut server = RedisServer {
+            child,
+            port,
+            dir,
+            extra,
+        };
+        assert!(
+            server.wait_ready(Duration::from_secs(10)),
+            "redis-server on {port}"
+        );
+        server
+    }
+
+    /// A free loopback port.
+    pub fn free_port() -> u16 {
+        free_port()
+    }
+
     /// SIGKILLs the server: no shutdown, no final save.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,268 @@
+//! Redis faults: killed and restarted (append-only, fsync always), connections
+//! killed, unreachable at worker start, down during an enqueue, out of memory.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Recorder, RedisServer, wait_for, wait_until};
+use redjob::client::ClientConfig;
+use redjob::queue::Queues;
+use redjob::{Client, Error, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "mark", queue = "rel")]
+struct Mark {
+    key: u64,
+    #[serde(default)]
+    pad: String,
+}
+
+impl Job for Mark {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        Ok(())
+    }
+}
+
+fn mark(key: u64) -> Mark {
+    Mark {
+        key,
+        pad: String::new(),
+    }
+}
+
+/// A client that gives up on a dead Redis after a second.
+async fn client(url: &str) -> Client {
+    let mut cfg = ClientConfig::from_url(url);
+    cfg.redis.connection_timeout = Duration::from_secs(1);
+    cfg.redis.response_timeout = Duration::from_secs(1);
+    Client::from_config(cfg).await.unwrap()
+}
+
+fn worker(client: &Client, rec: &Recorder) -> redjob::Worker {
+    Worker::builder(client.backend())
+        .queue("rel")
+        .handle_signals(false)
+        .lease(Duration::from_secs(2))
+        .poll_interval(Duration::from_secs(1))
+        .data(rec.clone())
+        .build()
+        .unwrap()
+}
+
+/// Enqueues `n` jobs one by one, pausing after failures; returns the keys whose
+/// enqueue was acknowledged and the number of failed attempts.
+fn produce(client: Client, n: u64) -> tokio::task::JoinHandle<(Vec<u64>, u64)> {
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let mut failed = 0;
+        for key in 0..n {
+            match client.enqueue(&mark(key)).await {
+                Ok(_) => acked.push(key),
+                Err(e) => {
+                    failed += 1;
+                    assert!(
+                        matches!(e, Error::Redis(_)),
+                        "a clear connection error, got {e:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+        (acked, failed)
+    })
+}
+
+/// Waits until every acknowledged key ran; returns the ones that did not.
+async fn missing(rec: &Recorder, acked: &[u64]) -> Vec<u64> {
+    let all_ran = || {
+        let ran: HashSet<u64> = rec.runs().iter().map(|r| r.key).collect();
+        acked.iter().all(|k| ran.contains(k))
+    };
+    wait_until(Duration::from_secs(40), all_ran).await;
+    let ran: HashSet<u64> = rec.runs().iter().map(|r| r.key).collect();
+    acked.iter().copied().filter(|k| !ran.contains(k)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_and_restarted_loses_no_acknowledged_enqueue() {
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let client = client(&server.url()).await;
+    let rec = Recorder::default();
+    let w = worker(&client, &rec);
+    let stop = w.shutdown_token();
+    let running = tokio::spawn(w.run());
+    let producer = produce(client.clone(), 3000);
+    assert!(wait_until(Duration::from_secs(20), || rec.len() >= 500).await);
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    server.restart();
+    let (acked, failed) = producer.await.unwrap();
+    println!(
+        "redis SIGKILL + restart: {} enqueues acknowledged, {failed} refused while down",
+        acked.len()
+    );
+    assert!(failed > 0, "enqueues failed while Redis was down");
+    assert_eq!(missing(&rec, &acked).await, Vec::<u64>::new());
+    stop.cancel();
+    running.await.unwrap().unwrap();
+    // nothing left behind: every job ran and was acked after the restart
+    let backend = client.clone();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            backend.queues().attributes("rel").await.unwrap().msgs == 0
+        })
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connections_reconnect_by_themselves() {
+    let server = RedisServer::start();
+    let client = client(&server.url()).await;
+    let rec = Recorder::default();
+    let w = worker(&client, &rec);
+    let stop = w.shutdown_token();
+    let running = tokio::spawn(w.run());
+    let producer = produce(client.clone(), 3000);
+    let mut kills = 0;
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let mut con = server.raw().await;
+        for kind in ["pubsub", "normal"] {
+            // the killing connection is a normal one too: its own reply may be lost
+            let r: redis::RedisResult<u64> = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg(kind)
+                .query_async(&mut con)
+                .await;
+            kills += r.unwrap_or(1);
+        }
+    }
+    let (acked, failed) = producer.await.unwrap();
+    println!(
+        "CLIENT KILL x3: {kills} connections killed, {} enqueues acknowledged, {failed} failed",
+        acked.len()
+    );
+    assert!(kills >= 3);
+    assert_eq!(missing(&rec, &acked).await, Vec::<u64>::new());
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_started_before_redis_waits_and_then_serves() {
+    let port = RedisServer::free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let lazy = Client::from_config_lazy(ClientConfig::from_url(&url)).unwrap();
+    let rec = Recorder::default();
+    let w = worker(&lazy, &rec);
+    let stop = w.shutdown_token();
+    let running = tokio::spawn(w.run());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!running.is_finished(), "the worker waits for Redis");
+    let _server = RedisServer::start_on(port, &[]);
+    let client = client(&url).await;
+    client.enqueue(&mark(1)).await.unwrap();
+    let started = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(15), || rec.len() == 1).await,
+        "served once Redis came up"
+    );
+    println!("served {:?} after the enqueue", started.elapsed());
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_while_redis_is_down_fails_promptly() {
+    let mut server = RedisServer::start();
+    let client = client(&server.url()).await;
+    client.enqueue(&mark(1)).await.unwrap();
+    server.kill();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(5), client.enqueue(&mark(2)))
+            .await
+            .expect("no hang past the configured timeouts");
+        let took = started.elapsed();
+        match r {
+            Err(Error::Redis(e)) => println!("enqueue while down: {e} after {took:?}"),
+            other => panic!("expected a Redis error, got {other:?}"),
+        }
+        assert!(took < Duration::from_millis(2500), "{took:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_memory_refuses_enqueues_whole_and_workers_drain() {
+    let server =
+        RedisServer::start_with(&["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]);
+    let client = client(&server.url()).await;
+    let pad = "x".repeat(2000);
+    let mut accepted = 0u64;
+    let refused = loop {
+        let job = Mark {
+            key: accepted,
+            pad: pad.clone(),
+        };
+        match client.enqueue(&job).await {
+            Ok(_) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 20_000, "maxmemory never reached");
+    };
+    println!("out of memory after {accepted} jobs: {refused}");
+    assert!(matches!(refused, Error::OutOfMemory(_)), "{refused:?}");
+    assert!(refused.to_string().contains("out of memory"));
+    // a batch is all or nothing
+    let before = client.queues().attributes("rel").await.unwrap().msgs;
+    let batch: Vec<Mark> = (0..500)
+        .map(|i| Mark {
+            key: 1_000_000 + i,
+            pad: pad.clone(),
+        })
+        .collect();
+    assert!(matches!(
+        client.enqueue_batch(&batch).await,
+        Err(Error::OutOfMemory(_))
+    ));
+    assert_eq!(
+        client.queues().attributes("rel").await.unwrap().msgs,
+        before
+    );
+    assert_eq!(before, accepted);
+    // the worker drains what is there
+    let rec = Recorder::default();
+    let w = worker(&client, &rec);
+    let stop = w.shutdown_token();
+    let running = tokio::spawn(w.run());
+    assert!(
+        wait_until(Duration::from_secs(30), || rec.len() as u64 >= accepted).await,
+        "ran {} of {accepted}",
+        rec.len()
+    );
+    let backend = client.clone();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            backend.queues().attributes("rel").await.unwrap().msgs == 0
+        })
+        .await
+    );
+    // and memory is free again
+    client.enqueue(&mark(7)).await.unwrap();
+    stop.cancel();
+    running.await.unwrap().unwrap();
+    let keys: Arc<Mutex<HashSet<u64>>> = Arc::default();
+    keys.lock()
+        .unwrap()
+        .extend(rec.runs().iter().map(|r| r.key));
+    assert_eq!(keys.lock().unwrap().len() as u64, accepted);
+}
