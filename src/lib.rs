@@ -2,6 +2,9 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// lets the derive's `::redjob::...` paths resolve inside this crate (its own tests)
+extern crate self as redjob;
+
 pub mod backend;
 pub mod client;
 pub mod connection;

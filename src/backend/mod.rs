@@ -32,7 +32,11 @@ pub struct Token(u64);
 impl Token {
     /// A token for a lease ending at `lease_until_ms` on delivery number `attempt`.
     pub fn new(lease_until_ms: u64, attempt: u32) -> Self {
-        Token(lease_until_ms * 1000 + u64::from(attempt.min(999)))
+        Token(
+            lease_until_ms
+                .saturating_mul(1000)
+                .saturating_add(u64::from(attempt.min(999))),
+        )
     }
 
     /// The delivery count, starting at 1.
@@ -60,9 +64,12 @@ impl std::str::FromStr for Token {
         if n.len() != 3 {
             return Err(bad());
         }
-        Ok(Token(
-            ms.parse::<u64>().map_err(|_| bad())? * 1000 + n.parse::<u64>().map_err(|_| bad())?,
-        ))
+        let ms = ms.parse::<u64>().map_err(|_| bad())?;
+        let n = n.parse::<u64>().map_err(|_| bad())?;
+        ms.checked_mul(1000)
+            .and_then(|v| v.checked_add(n))
+            .map(Token)
+            .ok_or_else(bad)
     }
 }
 

@@ -170,26 +170,7 @@ impl Rsmq {
         let k = self.ns.queue(name);
         let cmd = scripts::eval(&scripts::ATTRIBUTES, &[&k.zset, &k.hash]);
         let v = scripts::run(&mut self.con.clone(), &scripts::ATTRIBUTES, &cmd).await?;
-        let (code, mut r) = Reply::status(&v)?;
-        if code == -1 {
-            return Err(Error::QueueNotFound { name: name.into() });
-        }
-        let mut a = [0i64; 9];
-        for x in &mut a {
-            *x = r.int()?;
-        }
-        let u = |i: usize| a[i].max(0) as u64;
-        Ok(QueueAttributes {
-            vt: u(0),
-            delay: u(1),
-            maxsize: a[2],
-            totalrecv: u(3),
-            totalsent: u(4),
-            created: u(5),
-            modified: u(6),
-            msgs: u(7),
-            hiddenmsgs: u(8),
-        })
+        parse_attributes(name, &v)
     }
 
     /// Changes a queue's attributes; returns them as they are afterwards.
@@ -403,7 +384,7 @@ impl Rsmq {
     }
 }
 
-fn parse_messages(queue: &str, v: &Value) -> Result<Vec<Message>> {
+pub(crate) fn parse_messages(queue: &str, v: &Value) -> Result<Vec<Message>> {
     let (code, mut r) = Reply::status(v)?;
     if code == -1 {
         return Err(Error::QueueNotFound { name: queue.into() });
@@ -423,4 +404,29 @@ fn parse_messages(queue: &str, v: &Value) -> Result<Vec<Message>> {
         });
     }
     Ok(out)
+}
+
+/// attributes.lua's reply: `{1, vt, delay, maxsize, totalrecv, totalsent, created,
+/// modified, msgs, hiddenmsgs}` or `{-1}` for a missing queue.
+pub(crate) fn parse_attributes(name: &str, v: &Value) -> Result<QueueAttributes> {
+    let (code, mut r) = Reply::status(v)?;
+    if code == -1 {
+        return Err(Error::QueueNotFound { name: name.into() });
+    }
+    let mut a = [0i64; 9];
+    for x in &mut a {
+        *x = r.int()?;
+    }
+    let u = |i: usize| a[i].max(0) as u64;
+    Ok(QueueAttributes {
+        vt: u(0),
+        delay: u(1),
+        maxsize: a[2],
+        totalrecv: u(3),
+        totalsent: u(4),
+        created: u(5),
+        modified: u(6),
+        msgs: u(7),
+        hiddenmsgs: u(8),
+    })
 }

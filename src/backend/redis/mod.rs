@@ -1,20 +1,20 @@
 //! The Redis backend: RSMQ's layout, one script call per batch.
 
+pub(crate) mod replies;
 pub(crate) mod scripts;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::StreamExt;
-use redis::Value;
 use redis::aio::ConnectionManager;
 
-use super::{Backend, DeadLetter, Delivery, Fetched, QueueStats, Settle, Settled, Token};
+use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
 use crate::connection::RedisConfig;
 use crate::keys::Namespace;
 use crate::queue::{QueueOptions, Rsmq, SendMessage};
 use crate::{Error, JobId, Result};
-use scripts::{Reply, eval, run};
+use scripts::{eval, run};
 
 /// Runs workers on Redis. Cheap to clone; clones share one multiplexed connection.
 ///
@@ -114,7 +114,7 @@ impl Backend for RedisBackend {
         let ids: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
             .arg(&k.dead)
             .arg(0)
-            .arg(limit - 1)
+            .arg(limit.min(i64::MAX as usize) - 1)
             .arg("WITHSCORES")
             .query_async(&mut con)
             .await?;
@@ -134,11 +134,12 @@ impl Backend for RedisBackend {
             .zip(vals.chunks(3))
             .map(|((id, died), v)| {
                 let text = |i: usize| {
-                    String::from_utf8_lossy(v[i].as_deref().unwrap_or_default()).into_owned()
+                    let b = v.get(i).and_then(|b| b.as_deref()).unwrap_or_default();
+                    String::from_utf8_lossy(b).into_owned()
                 };
                 Ok(DeadLetter {
                     id: JobId::from_bytes(id)?,
-                    body: v[0].clone().unwrap_or_default(),
+                    body: v.first().cloned().flatten().unwrap_or_default(),
                     error: text(1),
                     attempts: text(2).parse().unwrap_or(0),
                     died_at_ms: *died as u64,
@@ -152,31 +153,7 @@ impl Backend for RedisBackend {
         let mut cmd = eval(&scripts::FETCH, &[&k.zset, &k.hash]);
         cmd.arg(max.max(1)).arg(lease.as_millis() as u64);
         let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
-        let (now, mut r) = Reply::status(&v)?;
-        let next = r.bytes()?;
-        let next_due_ms = std::str::from_utf8(next)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-            .map(|f| f.max(0.0).ceil() as u64);
-        let lease_ms = r.int()?.max(0) as u64;
-        let max_body = usize::try_from(r.int()?).ok();
-        let mut jobs = Vec::with_capacity(max.min(1024));
-        while !r.is_empty() {
-            let id = JobId::from_bytes(r.bytes()?)?;
-            let body = r.bytes()?.to_vec();
-            let count = r.int()?.clamp(1, 999) as u32;
-            jobs.push(Delivery {
-                id,
-                body,
-                token: Token::new(lease_ms, count),
-            });
-        }
-        Ok(Fetched {
-            jobs,
-            now_us: now.max(0) as u64,
-            next_due_ms,
-            max_body,
-        })
+        replies::fetched(&v, max)
     }
 
     async fn extend(
@@ -195,16 +172,7 @@ impl Backend for RedisBackend {
             cmd.arg(id).arg(token.to_string());
         }
         let v = run(&mut self.con.clone(), &scripts::EXTEND, &cmd).await?;
-        let Value::Array(items) = v else {
-            return Err(Error::Protocol(format!("extend reply {v:?}")));
-        };
-        Ok(items
-            .iter()
-            .map(|t| match t {
-                Value::BulkString(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
-                _ => None,
-            })
-            .collect())
+        replies::tokens(&v)
     }
 
     async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
@@ -233,21 +201,7 @@ impl Backend for RedisBackend {
             cmd.arg(d.id).arg(d.token.to_string()).arg(&d.error);
         }
         let v = run(&mut self.con.clone(), &scripts::COMPLETE, &cmd).await?;
-        let Value::Array(items) = &v else {
-            return Err(Error::Protocol(format!("settle reply {v:?}")));
-        };
-        let n = |i: usize| {
-            items
-                .get(i)
-                .map(scripts::int)
-                .transpose()
-                .map(|o| o.unwrap_or(0).max(0) as u64)
-        };
-        Ok(Settled {
-            acked: n(0)?,
-            rescheduled: n(1)?,
-            dead: n(2)?,
-        })
+        replies::settled(&v)
     }
 
     async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {

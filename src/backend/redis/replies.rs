@@ -1,0 +1,222 @@
+//! The worker scripts' replies, parsed without trusting them: whatever Redis (or
+//! something posing as it) answers, the result is a value or an error, never a
+//! panic.
+
+use redis::Value;
+
+use super::scripts::{self, Reply};
+use crate::backend::{Delivery, Fetched, Settled, Token};
+use crate::{Error, JobId, Result};
+
+/// fetch.lua's reply: `{now µs, next score or "", lease ms, maxsize, (id, body, count)...}`.
+pub(crate) fn fetched(v: &Value, max: usize) -> Result<Fetched> {
+    let (now, mut r) = Reply::status(v)?;
+    let next = r.bytes()?;
+    let next_due_ms = std::str::from_utf8(next)
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|f| f.is_finite())
+        .map(|f| f.max(0.0).ceil() as u64);
+    let lease_ms = r.int()?.max(0) as u64;
+    let max_body = usize::try_from(r.int()?).ok();
+    let mut jobs = Vec::with_capacity(max.min(1024));
+    while !r.is_empty() {
+        let id = JobId::from_bytes(r.bytes()?)?;
+        let body = r.bytes()?.to_vec();
+        let count = r.int()?.clamp(1, 999) as u32;
+        jobs.push(Delivery {
+            id,
+            body,
+            token: Token::new(lease_ms, count),
+        });
+    }
+    Ok(Fetched {
+        jobs,
+        now_us: now.max(0) as u64,
+        next_due_ms,
+        max_body,
+    })
+}
+
+/// extend.lua's reply: per lease, its new token, or 0 where it was lost.
+pub(crate) fn tokens(v: &Value) -> Result<Vec<Option<Token>>> {
+    let Value::Array(items) = v else {
+        return Err(Error::Protocol(format!("extend reply {v:?}")));
+    };
+    Ok(items
+        .iter()
+        .map(|t| match t {
+            Value::BulkString(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+            _ => None,
+        })
+        .collect())
+}
+
+/// complete.lua's reply: `{acked, rescheduled, dead}`.
+pub(crate) fn settled(v: &Value) -> Result<Settled> {
+    let Value::Array(items) = v else {
+        return Err(Error::Protocol(format!("settle reply {v:?}")));
+    };
+    let n = |i: usize| {
+        items
+            .get(i)
+            .map(scripts::int)
+            .transpose()
+            .map(|o| o.unwrap_or(0).max(0) as u64)
+    };
+    Ok(Settled {
+        acked: n(0)?,
+        rescheduled: n(1)?,
+        dead: n(2)?,
+    })
+}
+
+#[cfg(test)]
+mod fuzz {
+    //! Arbitrary replies, and replies shaped almost like the real ones: every
+    //! parser returns a value or an error, never panics.
+
+    use proptest::prelude::*;
+    use redis::Value;
+
+    fn text() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..40),
+            "[0-9a-z:]{32}".prop_map(String::into_bytes),
+            "-?[0-9]{1,22}(\\.[0-9]{0,4})?".prop_map(String::into_bytes),
+            Just(b"inf".to_vec()),
+            Just(b"NaN".to_vec()),
+        ]
+    }
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Nil),
+            Just(Value::Okay),
+            any::<i64>().prop_map(Value::Int),
+            text().prop_map(Value::BulkString),
+            "[ -~]{0,12}".prop_map(Value::SimpleString),
+            any::<f64>().prop_map(Value::Double),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(3, 64, 12, |inner| {
+            prop::collection::vec(inner, 0..12).prop_map(Value::Array)
+        })
+    }
+
+    /// An array that starts like a real reply: ints, then anything.
+    fn shaped() -> impl Strategy<Value = Value> {
+        (
+            prop::collection::vec(any::<i64>(), 0..5),
+            prop::collection::vec(leaf(), 0..16),
+        )
+            .prop_map(|(ints, rest)| {
+                Value::Array(ints.into_iter().map(Value::Int).chain(rest).collect())
+            })
+    }
+
+    fn id() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            "[0-9a-z]{32}".prop_map(|s| Value::BulkString(s.into_bytes())),
+            leaf(),
+        ]
+    }
+
+    /// Shaped like fetch.lua's and receive.lua's replies, with wild values.
+    fn record_shaped() -> impl Strategy<Value = Value> {
+        (
+            any::<i64>(),
+            leaf(),
+            any::<i64>(),
+            any::<i64>(),
+            prop::collection::vec((id(), leaf(), any::<i64>(), any::<i64>()), 0..4),
+        )
+            .prop_map(|(now, next, lease, max, recs)| {
+                let mut v = vec![Value::Int(now), next, Value::Int(lease), Value::Int(max)];
+                for (id, body, a, b) in recs {
+                    v.extend([id, body, Value::Int(a), Value::Int(b)]);
+                }
+                Value::Array(v)
+            })
+    }
+
+    fn any_reply() -> impl Strategy<Value = Value> {
+        prop_oneof![value(), shaped(), record_shaped()]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn worker_replies_never_panic(v in any_reply(), max in 0usize..5000) {
+            let _ = super::fetched(&v, max);
+            let _ = super::tokens(&v);
+            let _ = super::settled(&v);
+        }
+
+        #[test]
+        fn queue_replies_never_panic(v in any_reply()) {
+            let _ = crate::queue::parse_messages("q", &v);
+            let _ = crate::queue::parse_attributes("q", &v);
+            let _ = crate::backend::redis::scripts::int(&v);
+        }
+
+        #[test]
+        fn tokens_and_ids_never_panic(s in "[0-9a-z.:]{0,40}|\\PC{0,40}") {
+            let _ = s.parse::<crate::backend::Token>();
+            if let Ok(id) = crate::JobId::from_bytes(s.as_bytes()) {
+                let _ = (id.sent_ms(), id.sent_at());
+            }
+        }
+
+        #[test]
+        fn the_envelope_decoder_never_panics_on_bytes(b in prop::collection::vec(any::<u8>(), 0..200)) {
+            let _ = crate::job::decode(&b);
+        }
+
+        #[test]
+        fn the_envelope_decoder_never_panics_on_json(v in json(), name in "[a-z_]{0,12}") {
+            let _ = crate::job::decode(v.to_string().as_bytes());
+            // and as the args of an envelope with a known-looking or random name
+            for ty in [name.as_str(), "fuzz_probe"] {
+                let env = serde_json::json!({ "type": ty, "args": v.clone() });
+                let _ = crate::job::decode(env.to_string().as_bytes());
+            }
+        }
+    }
+
+    fn json() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(|n| serde_json::json!(n)),
+            any::<f64>().prop_map(|f| serde_json::json!(f)),
+            "\\PC{0,16}".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(serde_json::Value::Array),
+                prop::collection::btree_map("type|args|[a-z]{1,6}", inner, 0..6)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// A job registered for the fuzzer: decoding into it must fail cleanly too.
+    #[derive(serde::Serialize, serde::Deserialize, redjob_macros::Job)]
+    #[job(name = "fuzz_probe")]
+    #[allow(dead_code)]
+    struct FuzzProbe {
+        n: u32,
+        s: String,
+        v: Vec<i8>,
+    }
+
+    impl crate::Job for FuzzProbe {
+        async fn perform(&self, _: &crate::JobContext) -> Result<(), crate::JobError> {
+            Ok(())
+        }
+    }
+}
