@@ -3,6 +3,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // lets the derive's `::redjob::...` paths resolve inside this crate (its own tests)
+#[cfg(test)]
 extern crate self as redjob;
 
 pub mod backend;
