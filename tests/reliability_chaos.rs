@@ -249,6 +249,7 @@ fn chaos_kills_lose_no_job() {
     }
     // recovery: from a SIGKILL to the restart elsewhere of each job it cut short
     let mut recover_max = 0u128;
+    let mut cut_short = 0;
     for (log, at, hard) in &kills {
         if !hard {
             continue;
@@ -266,13 +267,15 @@ fn chaos_kills_lose_no_job() {
                 .min();
             if let Some(d) = again {
                 recover_max = recover_max.max(d);
+                cut_short += 1;
             }
         }
     }
     let hard = kills.iter().filter(|k| k.2).count();
     println!(
-        "chaos: {JOBS} jobs in {took:?}; {} kills ({hard} SIGKILL, {} SIGTERM); {duplicates} duplicate runs; \
-         max {recover_max} ms from a SIGKILL to its cut-short jobs running again (lease 2 s, FIFO by visibility)",
+        "chaos: {JOBS} jobs in {took:?}; {} kills ({hard} SIGKILL, {} SIGTERM); {cut_short} runs cut short \
+         by SIGKILL and run again; {duplicates} duplicate completions; max {recover_max} ms from a SIGKILL \
+         to its cut-short jobs running again (lease 2 s, FIFO by visibility)",
         kills.len(),
         kills.len() - hard
     );
