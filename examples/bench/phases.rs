@@ -9,7 +9,7 @@ use redjob::{Client, Worker};
 use tokio::time::{MissedTickBehavior, interval};
 
 use crate::jobs::{Noop, Tally, Timed, now_us, quantile};
-use crate::redis::{Server, cost, reset, used_memory};
+use crate::redis::{Server, cost, cpu_us, reset, used_memory};
 
 /// What one run measured; `None` where its phase did not run.
 #[derive(Default, Debug, Clone)]
@@ -21,6 +21,7 @@ pub struct Figures {
     pub calls_per_job: Option<f64>,
     pub bytes_per_job: Option<f64>,
     pub worker_cpu_us_per_job: Option<f64>,
+    pub redis_cpu_us_per_job: Option<f64>,
     pub latency_p50: Option<f64>,
     pub latency_p99: Option<f64>,
     pub latency_max: Option<f64>,
@@ -109,9 +110,11 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
     // process what phase 1 enqueued
     let tally = Arc::new(Tally::new(n));
     reset(&mut con).await;
+    let redis_cpu0 = cpu_us(&mut con).await;
     let t = Instant::now();
     let w = worker(&client, "bench", &tally, s.concurrency);
     let (secs, cpu) = drain(w, &tally, t).await;
+    f.redis_cpu_us_per_job = Some((cpu_us(&mut con).await - redis_cpu0) / n as f64);
     let work = cost(&mut con).await;
     f.process = Some(n as f64 / secs);
     f.cmds_per_job = Some((enq.commands + work.commands) as f64 / n as f64);

@@ -148,3 +148,19 @@ pub async fn used_memory(con: &mut redis::aio::MultiplexedConnection) -> i64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// Redis's own CPU time so far (user + system), in µs.
+pub async fn cpu_us(con: &mut redis::aio::MultiplexedConnection) -> f64 {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(con)
+        .await
+        .unwrap();
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    (field("used_cpu_user:") + field("used_cpu_sys:")) * 1e6
+}

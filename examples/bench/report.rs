@@ -77,6 +77,12 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         "-",
     );
     add(
+        "redis_cpu_us_per_job",
+        "Redis CPU per processed job (us)",
+        &|f| f.redis_cpu_us_per_job,
+        "-",
+    );
+    add(
         "latency_p50_ms",
         "enqueue -> start p50 (ms)",
         &|f| f.latency_p50,
