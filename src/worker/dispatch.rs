@@ -22,9 +22,15 @@ pub(crate) struct Dispatcher<B> {
     pub wake: Arc<Notify>,
     pub tx: mpsc::UnboundedSender<Event>,
     pub tracker: TaskTracker,
-    /// Stop fetching.
+    pub stops: Arc<Stops>,
+}
+
+/// The worker's shutdown signals, shared (an `Arc` clone per job is cheaper than
+/// a token clone, which locks the token).
+pub(crate) struct Stops {
+    /// Stop fetching; release prefetched jobs.
     pub stop: CancellationToken,
-    /// Cancels running jobs (grace period over).
+    /// Cancel running jobs (grace period over).
     pub abort: CancellationToken,
 }
 
@@ -58,11 +64,11 @@ impl<B: Backend> Dispatcher<B> {
         loop {
             let n = tokio::select! {
                 n = self.slots() => n,
-                _ = self.stop.cancelled() => return,
+                _ = self.stops.stop.cancelled() => return,
             };
             let fetched = tokio::select! {
                 r = self.backend.fetch(&self.queue, n as usize, self.shared.lease) => r,
-                _ = self.stop.cancelled() => {
+                _ = self.stops.stop.cancelled() => {
                     self.give_back(n);
                     return;
                 }
@@ -80,14 +86,14 @@ impl<B: Backend> Dispatcher<B> {
                     tracing::warn!(queue = %self.queue, error = %e, retry_in = ?backoff, "fetching jobs failed");
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => continue,
-                        _ = self.stop.cancelled() => return,
+                        _ = self.stops.stop.cancelled() => return,
                     }
                 }
             };
             let got = fetched.jobs.len() as u32;
             self.give_back(n - got);
             for d in fetched.jobs {
-                let cancel = self.abort.child_token();
+                let cancel = CancellationToken::new();
                 let _ = self.tx.send(Event::Started {
                     id: d.id,
                     token: d.token,
@@ -114,7 +120,7 @@ impl<B: Backend> Dispatcher<B> {
                     self.shared.clone(),
                     self.tx.clone(),
                     cancel,
-                    self.stop.clone(),
+                    self.stops.clone(),
                     slot,
                 ));
             }
@@ -128,7 +134,7 @@ impl<B: Backend> Dispatcher<B> {
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = self.wake.notified() => {}
-                    _ = self.stop.cancelled() => return,
+                    _ = self.stops.stop.cancelled() => return,
                 }
             }
         }

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::Shared;
+use super::dispatch::Stops;
 use super::settle::{Event, Outcome};
 use crate::backend::Delivery;
 use crate::job::{self, JobContext, Outcome as Wants};
@@ -34,14 +35,15 @@ pub(crate) async fn execute(
     shared: Arc<Shared>,
     tx: tokio::sync::mpsc::UnboundedSender<Event>,
     cancel: CancellationToken,
-    stop: CancellationToken,
+    stops: Arc<Stops>,
     _slot: SlotGuard,
 ) {
     let attempt = d.token.attempt();
     // a prefetched job waits for a running slot; shutdown releases it unstarted
     let running = tokio::select! {
         biased;
-        _ = stop.cancelled() => None,
+        _ = stops.stop.cancelled() => None,
+        _ = stops.abort.cancelled() => None,
         _ = cancel.cancelled() => None,
         p = shared.running.acquire() => p.ok(),
     };
@@ -49,7 +51,9 @@ pub(crate) async fn execute(
         None => Outcome::Release,
         Some(_permit) => {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
-            run(&d, &queue, &shared, cancel).instrument(span).await
+            run(&d, &queue, &shared, cancel, &stops.abort)
+                .instrument(span)
+                .await
         }
     };
     let _ = tx.send(Event::Finished { id: d.id, outcome });
@@ -60,6 +64,7 @@ async fn run(
     queue: &Arc<str>,
     shared: &Shared,
     cancel: CancellationToken,
+    abort: &CancellationToken,
 ) -> Outcome {
     let attempt = d.token.attempt();
     let job = match job::decode(&d.body) {
@@ -93,7 +98,13 @@ async fn run(
     let result = tokio::select! {
         r = tokio::time::timeout(timeout, handler) => r,
         _ = cancel.cancelled() => {
-            tracing::info!("cancelled (shutdown or lost lease); released");
+            tracing::info!("cancelled (lost lease); released");
+            return Outcome::Release;
+        }
+        _ = abort.cancelled() => {
+            // the handler's own token fires too, for work it spawned
+            cancel.cancel();
+            tracing::info!("cancelled (shutdown past the grace period); released");
             return Outcome::Release;
         }
     };

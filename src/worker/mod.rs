@@ -149,8 +149,10 @@ impl<B: Backend> Worker<B> {
                 wake,
                 tx,
                 tracker: tracker.clone(),
-                stop: stop.clone(),
-                abort: abort.clone(),
+                stops: Arc::new(dispatch::Stops {
+                    stop: stop.clone(),
+                    abort: abort.clone(),
+                }),
             };
             dispatchers.spawn(d.run());
         }
