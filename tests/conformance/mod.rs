@@ -3,6 +3,7 @@
 //! `tests/conformance_memory.rs` (the memory backend on tokio's paused clock).
 #![allow(dead_code)]
 
+pub mod leases;
 pub mod queues;
 pub mod worker;
 
@@ -99,7 +100,9 @@ macro_rules! conformance_suite {
             retry_after_then_success_counts_attempts, backoff_schedule_then_dead_letter_with_error,
             fatal_goes_straight_to_dead_letter, panics_and_timeouts_are_retried_and_the_worker_keeps_serving,
             per_queue_concurrency_is_respected, missing_data_is_a_clear_retryable_error,
-            invalid_settings_are_rejected_at_build, crashed_worker_job_runs_again_exactly_once_more,
+            invalid_settings_are_rejected_at_build);
+        $crate::conformance_suite!(@leases $setup, #[$attr],
+            crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,
             shutdown_with_100_in_flight_loses_none_and_hides_none, shutdown_lets_running_jobs_finish_within_grace,
             garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run);

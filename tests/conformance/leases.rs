@@ -1,0 +1,379 @@
+//! Leases, fencing, crashes, shutdown and garbage bodies.
+
+use std::time::Duration;
+
+use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+use redjob::queue::{Queues, SendMessage};
+use redjob::{Client, Job, JobContext, JobError};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use super::worker::worker;
+use crate::common::{Recorder, wait_for, wait_until};
+
+/// Hangs on its first attempt when `hang_first`, or for `ms` on every attempt.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "sleepy", queue = "work")]
+struct Sleepy {
+    key: u64,
+    ms: u64,
+    hang_first: bool,
+}
+
+impl Job for Sleepy {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        if self.hang_first && ctx.attempt() == 1 {
+            std::future::pending::<()>().await;
+        }
+        if !ctx.data::<Fast>().is_ok_and(|f| f.0) {
+            tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        }
+        Ok(())
+    }
+}
+
+/// When present and true, Sleepy does not sleep.
+struct Fast(bool);
+
+/// A worker with a 1 s lease, for the lease and crash tests.
+fn builder(client: &Client, rec: &Recorder) -> redjob::worker::WorkerBuilder {
+    worker(client, rec).lease(Duration::from_secs(1))
+}
+
+pub async fn crashed_worker_job_runs_again_exactly_once_more(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    client
+        .enqueue(&Sleepy {
+            key: 1,
+            ms: 0,
+            hang_first: true,
+        })
+        .await
+        .unwrap();
+    let a = tokio::spawn(builder(&client, &rec).build().unwrap().run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    a.abort(); // killed: no shutdown, nothing settled
+    let _ = a.await;
+    let b = builder(&client, &rec).build().unwrap();
+    let stop = b.shutdown_token();
+    let b = tokio::spawn(b.run());
+    assert!(
+        wait_until(Duration::from_secs(5), || rec.len() == 2).await,
+        "re-run after the lease"
+    );
+    // three more lease periods: no third run
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.cancel();
+    b.await.unwrap().unwrap();
+    let runs = rec.runs();
+    assert_eq!(runs.len(), 2);
+    assert_eq!((runs[0].attempt, runs[1].attempt), (1, 2));
+    let gap = runs[1].at.duration_since(runs[0].at);
+    assert!(
+        gap >= Duration::from_millis(900),
+        "not before the lease ran out: {gap:?}"
+    );
+    assert_eq!(client.stats("work").await.unwrap().processed, 1);
+    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
+}
+
+pub async fn job_running_three_leases_is_never_delivered_twice(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let workers: Vec<_> = (0..2)
+        .map(|_| builder(&client, &rec).build().unwrap())
+        .collect();
+    let stops: Vec<_> = workers.iter().map(|w| w.shutdown_token()).collect();
+    let handles: Vec<_> = workers.into_iter().map(|w| tokio::spawn(w.run())).collect();
+    client
+        .enqueue(&Sleepy {
+            key: 1,
+            ms: 3500,
+            hang_first: false,
+        })
+        .await
+        .unwrap();
+    let backend = client.backend();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            backend.stats("work").await.unwrap().processed == 1
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for s in stops {
+        s.cancel();
+    }
+    for h in handles {
+        h.await.unwrap().unwrap();
+    }
+    assert_eq!(rec.len(), 1, "one delivery while its worker lived");
+}
+
+pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
+    let client = env.client.clone();
+    let backend = client.backend();
+    client
+        .enqueue(&Sleepy {
+            key: 1,
+            ms: 0,
+            hang_first: false,
+        })
+        .await
+        .unwrap();
+    let lease = Duration::from_millis(200);
+    let first = backend
+        .fetch("work", 10, lease)
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    assert_eq!(first.token.attempt(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = backend
+        .fetch("work", 10, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    assert_eq!((second.id, second.token.attempt()), (first.id, 2));
+
+    let stale = |s: Settle| s;
+    let acked = backend
+        .settle(
+            "work",
+            &stale(Settle {
+                acks: vec![(first.id, first.token)],
+                ..Default::default()
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(acked.acked, 0);
+    let retry = Reschedule {
+        id: first.id,
+        token: first.token,
+        delay: Duration::ZERO,
+        deliveries: 1,
+        release: false,
+    };
+    let r = backend
+        .settle(
+            "work",
+            &Settle {
+                reschedules: vec![retry],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.rescheduled, 0);
+    let dead = DeadLetterEntry {
+        id: first.id,
+        token: first.token,
+        error: "stale".into(),
+    };
+    let d = backend
+        .settle(
+            "work",
+            &Settle {
+                dead: vec![dead],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(d.dead, 0);
+    assert_eq!(
+        backend
+            .extend("work", &[(first.id, first.token)], lease)
+            .await
+            .unwrap(),
+        [None]
+    );
+    assert!(backend.dead_letters("work", 10).await.unwrap().is_empty());
+    // the newer delivery is untouched: still hidden, and its own token works
+    assert!(
+        backend
+            .fetch("work", 10, lease)
+            .await
+            .unwrap()
+            .jobs
+            .is_empty()
+    );
+    let renewed = backend
+        .extend(
+            "work",
+            &[(second.id, second.token)],
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    let t = renewed[0].expect("held");
+    assert_eq!(t.attempt(), 2);
+    assert!(t.lease_until_ms() >= second.token.lease_until_ms());
+    let done = backend
+        .settle(
+            "work",
+            &Settle {
+                acks: vec![(second.id, t)],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.acked, 1);
+    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
+}
+
+pub async fn shutdown_with_100_in_flight_loses_none_and_hides_none(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let jobs: Vec<Sleepy> = (0..100)
+        .map(|key| Sleepy {
+            key,
+            ms: 60_000,
+            hang_first: false,
+        })
+        .collect();
+    client.enqueue_batch(&jobs).await.unwrap();
+    let w = builder(&client, &rec)
+        .lease(Duration::from_secs(30))
+        .concurrency(100)
+        .grace_period(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(10), || rec.len() == 100).await);
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), h)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // all 100 are back and visible now, not after their 30 s lease
+    let visible = env.visible_now("work").await;
+    assert_eq!(visible, 100);
+    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 100);
+    let stats = client.stats("work").await.unwrap();
+    assert_eq!(
+        (stats.processed, stats.retried, stats.failed),
+        (0, 0, 0),
+        "a release is no failure"
+    );
+
+    // the next worker runs them all, and the interrupted attempt was not counted
+    let again = Recorder::default();
+    let w = builder(&client, &again).data(Fast(true)).build().unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(10), || again.len() == 100).await);
+    let backend = client.backend();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            backend.stats("work").await.unwrap().processed == 100
+        })
+        .await
+    );
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    assert!(again.runs().iter().all(|r| r.attempt == 1));
+    assert_eq!(again.counts().len(), 100);
+}
+
+pub async fn shutdown_lets_running_jobs_finish_within_grace(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let jobs: Vec<Sleepy> = (0..50)
+        .map(|key| Sleepy {
+            key,
+            ms: 300,
+            hang_first: false,
+        })
+        .collect();
+    client.enqueue_batch(&jobs).await.unwrap();
+    let w = builder(&client, &rec)
+        .concurrency(50)
+        .grace_period(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(10), || rec.len() == 50).await);
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    assert_eq!(
+        client.stats("work").await.unwrap().processed,
+        50,
+        "acks flushed before exit"
+    );
+    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
+}
+
+pub async fn garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let rsmq = client.queues();
+    client
+        .enqueue(&Sleepy {
+            key: 0,
+            ms: 0,
+            hang_first: false,
+        })
+        .await
+        .unwrap();
+    let bad: Vec<(&[u8], &str)> = vec![
+        (b"not json", "cannot decode job"),
+        (br#"{"hello":"world"}"#, "cannot decode job"),
+        (
+            br#"{"type":"no_such_job","args":{}}"#,
+            "unknown job type \"no_such_job\"",
+        ),
+        (
+            br#"{"type":"sleepy","args":{"key":"one"}}"#,
+            "cannot decode job",
+        ),
+        (b"", "cannot decode job"),
+        (b"\xff\xfe\xfd", "cannot decode job"),
+    ];
+    let mut batch = Vec::new();
+    for (i, (body, _)) in bad.iter().enumerate() {
+        batch.push(SendMessage::new(*body));
+        let good = redjob::job::encode(&Sleepy {
+            key: i as u64 + 1,
+            ms: 0,
+            hang_first: false,
+        })
+        .unwrap();
+        batch.push(SendMessage::new(good));
+    }
+    let ids = rsmq.send_batch("work", &batch).await.unwrap();
+    let w = builder(&client, &rec).build().unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(10), || rec.len() == 7).await);
+    let backend = client.backend();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            backend.dead_letters("work", 100).await.unwrap().len() == 6
+        })
+        .await
+    );
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    let dead = backend.dead_letters("work", 100).await.unwrap();
+    for (i, (body, reason)) in bad.iter().enumerate() {
+        let d = dead
+            .iter()
+            .find(|d| d.id == ids[2 * i])
+            .unwrap_or_else(|| panic!("bad body {i} not dead-lettered"));
+        assert_eq!(d.body, *body, "body kept as it was");
+        assert!(d.error.contains(reason), "{i}: {}", d.error);
+    }
+    let stats = backend.stats("work").await.unwrap();
+    assert_eq!((stats.processed, stats.dead), (7, 6));
+    assert_eq!(rsmq.attributes("work").await.unwrap().msgs, 0);
+}
