@@ -25,8 +25,7 @@ pub(crate) struct Dispatcher<B> {
     pub stops: Arc<Stops>,
 }
 
-/// The worker's shutdown signals, shared (an `Arc` clone per job is cheaper than
-/// a token clone, which locks the token).
+/// The worker's shutdown signals, shared by its jobs.
 pub(crate) struct Stops {
     /// Stop fetching; release prefetched jobs.
     pub stop: CancellationToken,
@@ -93,7 +92,8 @@ impl<B: Backend> Dispatcher<B> {
             let got = fetched.jobs.len() as u32;
             self.give_back(n - got);
             for d in fetched.jobs {
-                let cancel = CancellationToken::new();
+                // the job's token is a child of the worker's abort token
+                let cancel = self.stops.abort.child_token();
                 let _ = self.tx.send(Event::Started {
                     id: d.id,
                     token: d.token,

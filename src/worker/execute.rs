@@ -43,7 +43,6 @@ pub(crate) async fn execute(
     let running = tokio::select! {
         biased;
         _ = stops.stop.cancelled() => None,
-        _ = stops.abort.cancelled() => None,
         _ = cancel.cancelled() => None,
         p = shared.running.acquire() => p.ok(),
     };
@@ -51,9 +50,7 @@ pub(crate) async fn execute(
         None => Outcome::Release,
         Some(_permit) => {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
-            run(&d, &queue, &shared, cancel, &stops.abort)
-                .instrument(span)
-                .await
+            run(&d, &queue, &shared, cancel).instrument(span).await
         }
     };
     let _ = tx.send(Event::Finished { id: d.id, outcome });
@@ -64,7 +61,6 @@ async fn run(
     queue: &Arc<str>,
     shared: &Shared,
     cancel: CancellationToken,
-    abort: &CancellationToken,
 ) -> Outcome {
     let attempt = d.token.attempt();
     let job = match job::decode(&d.body) {
@@ -98,15 +94,10 @@ async fn run(
     let result = tokio::select! {
         r = tokio::time::timeout(timeout, handler) => r,
         _ = cancel.cancelled() => {
-            tracing::info!("cancelled (lost lease); released");
+            tracing::info!("cancelled (lost lease, or shutdown past the grace period); released");
             return Outcome::Release;
         }
-        _ = abort.cancelled() => {
-            // the handler's own token fires too, for work it spawned
-            cancel.cancel();
-            tracing::info!("cancelled (shutdown past the grace period); released");
-            return Outcome::Release;
-        }
+
     };
     let (error, wants) = match result {
         Ok(Ok(Ok(()))) => {
