@@ -107,9 +107,22 @@ impl<B: Backend> WorkerBuilder<B> {
     /// Jobs leased ahead of a free slot, so that the next job starts the moment a
     /// slot frees instead of after a fetch's round trip, and fetches come in fuller
     /// batches. Prefetched jobs are leased (their lease renewed) and wait in this
-    /// worker; on shutdown they are released at once, unstarted. Set 0 when jobs
-    /// are long and several workers share a queue, so that no job waits behind
-    /// another's long run. Defaults to the concurrency.
+    /// worker; on shutdown they are released at once, unstarted. Only queues whose
+    /// jobs have run under 50 ms on average are prefetched, so a long job never
+    /// waits here while another worker is idle. Defaults to the concurrency.
+    ///
+    /// ```
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::Worker;
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("thumbnails")
+    ///     .concurrency(64)
+    ///     .prefetch(0) // never lease more than can start
+    ///     .build()?;
+    /// # let _ = worker;
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = Some(n);
         self

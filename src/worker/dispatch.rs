@@ -3,6 +3,7 @@
 //! wake-up, or the poll interval, whichever comes first. No busy polling.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore, mpsc};
@@ -25,12 +26,49 @@ pub(crate) struct Dispatcher<B> {
     pub stops: Arc<Stops>,
 }
 
-/// The worker's shutdown signals, shared by its jobs.
+/// Shared by a queue's dispatcher and its jobs: the worker's shutdown signals and
+/// how long the queue's jobs run.
 pub(crate) struct Stops {
     /// Stop fetching; release prefetched jobs.
     pub stop: CancellationToken,
     /// Cancel running jobs (grace period over).
     pub abort: CancellationToken,
+    /// Moving average of the queue's handler run times, µs; `u64::MAX` until one
+    /// finished.
+    pub run_us: AtomicU64,
+}
+
+/// Jobs that run longer than this on average are not prefetched: a prefetched
+/// job would wait that long in this worker while another might be idle.
+const PREFETCH_BELOW: Duration = Duration::from_millis(50);
+
+impl Stops {
+    pub fn new(stop: CancellationToken, abort: CancellationToken) -> Self {
+        Stops {
+            stop,
+            abort,
+            run_us: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Adds a run's duration to the average.
+    pub fn ran(&self, took: Duration) {
+        let us = took.as_micros().min(u128::from(u64::MAX - 1)) as u64;
+        let _ = self
+            .run_us
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                Some(if old == u64::MAX {
+                    us
+                } else {
+                    (old.saturating_mul(7).saturating_add(us)) / 8
+                })
+            });
+    }
+
+    /// Whether the queue's jobs are short enough to prefetch (unknown: no).
+    fn short_jobs(&self) -> bool {
+        self.run_us.load(Ordering::Relaxed) < PREFETCH_BELOW.as_micros() as u64
+    }
 }
 
 /// Takes one permit (waiting), then as many more as are free, up to `max`.
@@ -61,10 +99,26 @@ impl<B: Backend> Dispatcher<B> {
     pub async fn run(self) {
         let mut failures = 0u32;
         loop {
-            let n = tokio::select! {
+            let mut n = tokio::select! {
                 n = self.slots() => n,
                 _ = self.stops.stop.cancelled() => return,
             };
+            if !self.stops.short_jobs() {
+                // long (or not yet timed) jobs: lease only what can start now
+                let free = self.shared.running.available_permits() as u32;
+                if free == 0 {
+                    self.give_back(n);
+                    tokio::select! {
+                        p = self.shared.running.acquire() => drop(p),
+                        _ = self.stops.stop.cancelled() => return,
+                    }
+                    continue;
+                }
+                if n > free {
+                    self.give_back(n - free);
+                    n = free;
+                }
+            }
             let fetched = tokio::select! {
                 r = self.backend.fetch(&self.queue, n as usize, self.shared.lease) => r,
                 _ = self.stops.stop.cancelled() => {

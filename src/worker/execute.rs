@@ -50,7 +50,10 @@ pub(crate) async fn execute(
         None => Outcome::Release,
         Some(_permit) => {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
-            run(&d, &queue, &shared, cancel).instrument(span).await
+            let started = tokio::time::Instant::now();
+            let outcome = run(&d, &queue, &shared, cancel).instrument(span).await;
+            stops.ran(started.elapsed());
+            outcome
         }
     };
     let _ = tx.send(Event::Finished { id: d.id, outcome });

@@ -149,10 +149,7 @@ impl<B: Backend> Worker<B> {
                 wake,
                 tx,
                 tracker: tracker.clone(),
-                stops: Arc::new(dispatch::Stops {
-                    stop: stop.clone(),
-                    abort: abort.clone(),
-                }),
+                stops: Arc::new(dispatch::Stops::new(stop.clone(), abort.clone())),
             };
             dispatchers.spawn(d.run());
         }

@@ -377,3 +377,48 @@ pub async fn garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run(env
     assert_eq!((stats.processed, stats.dead), (7, 6));
     assert_eq!(rsmq.attributes("work").await.unwrap().msgs, 0);
 }
+
+pub async fn long_jobs_are_not_prefetched_away_from_an_idle_worker(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let workers: Vec<_> = (0..2)
+        .map(|_| builder(&client, &rec).concurrency(2).build().unwrap())
+        .collect();
+    let stops: Vec<_> = workers.iter().map(|w| w.shutdown_token()).collect();
+    let handles: Vec<_> = workers.into_iter().map(|w| tokio::spawn(w.run())).collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // two rounds: the second comes after the workers have timed these jobs as long
+    for round in 0..2u64 {
+        let jobs: Vec<Sleepy> = (0..4)
+            .map(|i| Sleepy {
+                key: round * 10 + i,
+                ms: 400,
+                hang_first: false,
+            })
+            .collect();
+        client.enqueue_batch(&jobs).await.unwrap();
+        assert!(
+            wait_until(Duration::from_secs(10), || rec.len() as u64
+                == 4 * (round + 1))
+            .await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for s in stops {
+        s.cancel();
+    }
+    for h in handles {
+        h.await.unwrap().unwrap();
+    }
+    // each round's four jobs started together: two per worker, none held back
+    let runs = rec.runs();
+    for round in runs.chunks(4) {
+        let first = round.iter().map(|r| r.at).min().unwrap();
+        let last = round.iter().map(|r| r.at).max().unwrap();
+        assert!(
+            last - first < Duration::from_millis(200),
+            "a job waited {:?} behind another while a worker was free",
+            last - first
+        );
+    }
+}
