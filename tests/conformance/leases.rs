@@ -7,8 +7,8 @@ use redjob::queue::{Queues, SendMessage};
 use redjob::{Client, Job, JobContext, JobError};
 use serde::{Deserialize, Serialize};
 
-use super::Env;
 use super::worker::worker;
+use super::{Env, start};
 use crate::common::{Recorder, wait_for, wait_until};
 
 /// Hangs on its first attempt when `hang_first`, or for `ms` on every attempt.
@@ -57,16 +57,14 @@ pub async fn crashed_worker_job_runs_again_exactly_once_more(env: &Env) {
     a.abort(); // killed: no shutdown, nothing settled
     let _ = a.await;
     let b = builder(&client, &rec).build().unwrap();
-    let stop = b.shutdown_token();
-    let b = tokio::spawn(b.run());
+    let b = start(b);
     assert!(
         wait_until(Duration::from_secs(5), || rec.len() == 2).await,
         "re-run after the lease"
     );
     // three more lease periods: no third run
     tokio::time::sleep(Duration::from_secs(3)).await;
-    stop.cancel();
-    b.await.unwrap().unwrap();
+    b.stop().await;
     let runs = rec.runs();
     assert_eq!(runs.len(), 2);
     assert_eq!((runs[0].attempt, runs[1].attempt), (1, 2));
@@ -85,8 +83,7 @@ pub async fn job_running_three_leases_is_never_delivered_twice(env: &Env) {
     let workers: Vec<_> = (0..2)
         .map(|_| builder(&client, &rec).build().unwrap())
         .collect();
-    let stops: Vec<_> = workers.iter().map(|w| w.shutdown_token()).collect();
-    let handles: Vec<_> = workers.into_iter().map(|w| tokio::spawn(w.run())).collect();
+    let running: Vec<_> = workers.into_iter().map(start).collect();
     client
         .enqueue(&Sleepy {
             key: 1,
@@ -103,11 +100,8 @@ pub async fn job_running_three_leases_is_never_delivered_twice(env: &Env) {
         .await
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    for s in stops {
-        s.cancel();
-    }
-    for h in handles {
-        h.await.unwrap().unwrap();
+    for w in running {
+        w.stop().await;
     }
     assert_eq!(rec.len(), 1, "one delivery while its worker lived");
 }
@@ -245,15 +239,9 @@ pub async fn shutdown_with_100_in_flight_loses_none_and_hides_none(env: &Env) {
         .grace_period(Duration::from_millis(300))
         .build()
         .unwrap();
-    let stop = w.shutdown_token();
-    let h = tokio::spawn(w.run());
+    let w = start(w);
     assert!(wait_until(Duration::from_secs(10), || rec.len() == 100).await);
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(10), h)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    w.stop().await;
     // all 100 are back and visible now, not after their 30 s lease
     let visible = env.visible_now("work").await;
     assert_eq!(visible, 100);
@@ -268,8 +256,7 @@ pub async fn shutdown_with_100_in_flight_loses_none_and_hides_none(env: &Env) {
     // the next worker runs them all, and the interrupted attempt was not counted
     let again = Recorder::default();
     let w = builder(&client, &again).data(Fast(true)).build().unwrap();
-    let stop = w.shutdown_token();
-    let h = tokio::spawn(w.run());
+    let w = start(w);
     assert!(wait_until(Duration::from_secs(10), || again.len() == 100).await);
     let backend = client.backend();
     assert!(
@@ -278,8 +265,7 @@ pub async fn shutdown_with_100_in_flight_loses_none_and_hides_none(env: &Env) {
         })
         .await
     );
-    stop.cancel();
-    h.await.unwrap().unwrap();
+    w.stop().await;
     assert!(again.runs().iter().all(|r| r.attempt == 1));
     assert_eq!(again.counts().len(), 100);
 }
@@ -300,11 +286,9 @@ pub async fn shutdown_lets_running_jobs_finish_within_grace(env: &Env) {
         .grace_period(Duration::from_secs(10))
         .build()
         .unwrap();
-    let stop = w.shutdown_token();
-    let h = tokio::spawn(w.run());
+    let w = start(w);
     assert!(wait_until(Duration::from_secs(10), || rec.len() == 50).await);
-    stop.cancel();
-    h.await.unwrap().unwrap();
+    w.stop().await;
     assert_eq!(
         client.stats("work").await.unwrap().processed,
         50,
@@ -352,8 +336,7 @@ pub async fn garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run(env
     }
     let ids = rsmq.send_batch("work", &batch).await.unwrap();
     let w = builder(&client, &rec).build().unwrap();
-    let stop = w.shutdown_token();
-    let h = tokio::spawn(w.run());
+    let w = start(w);
     assert!(wait_until(Duration::from_secs(10), || rec.len() == 7).await);
     let backend = client.backend();
     assert!(
@@ -362,8 +345,7 @@ pub async fn garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run(env
         })
         .await
     );
-    stop.cancel();
-    h.await.unwrap().unwrap();
+    w.stop().await;
     let dead = backend.dead_letters("work", 100).await.unwrap();
     for (i, (body, reason)) in bad.iter().enumerate() {
         let d = dead
@@ -384,8 +366,7 @@ pub async fn long_jobs_are_not_prefetched_away_from_an_idle_worker(env: &Env) {
     let workers: Vec<_> = (0..2)
         .map(|_| builder(&client, &rec).concurrency(2).build().unwrap())
         .collect();
-    let stops: Vec<_> = workers.iter().map(|w| w.shutdown_token()).collect();
-    let handles: Vec<_> = workers.into_iter().map(|w| tokio::spawn(w.run())).collect();
+    let running: Vec<_> = workers.into_iter().map(start).collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
     // two rounds: the second comes after the workers have timed these jobs as long
     for round in 0..2u64 {
@@ -404,11 +385,8 @@ pub async fn long_jobs_are_not_prefetched_away_from_an_idle_worker(env: &Env) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    for s in stops {
-        s.cancel();
-    }
-    for h in handles {
-        h.await.unwrap().unwrap();
+    for w in running {
+        w.stop().await;
     }
     // each round's four jobs started together: two per worker, none held back
     let runs = rec.runs();

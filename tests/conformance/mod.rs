@@ -7,8 +7,10 @@ pub mod leases;
 pub mod queues;
 pub mod worker;
 
-use redjob::Client;
+use std::time::Duration;
+
 use redjob::backend::any::AnyBackend;
+use redjob::{Client, Worker};
 
 use crate::common::RedisServer;
 
@@ -81,6 +83,32 @@ impl Env {
             }
             _ => unreachable!("a Redis client always has its server"),
         }
+    }
+}
+
+/// A worker running in a task.
+pub struct Running {
+    shutdown: tokio_util::sync::CancellationToken,
+    handle: tokio::task::JoinHandle<redjob::Result<()>>,
+}
+
+impl Running {
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// Runs `worker` in a task.
+pub fn start(worker: Worker) -> Running {
+    let shutdown = worker.shutdown_token();
+    Running {
+        shutdown,
+        handle: tokio::spawn(worker.run()),
     }
 }
 

@@ -10,7 +10,7 @@ use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, RetryPolicy, Worker};
 use serde::{Deserialize, Serialize};
 
-use super::Env;
+use super::{Env, start};
 use crate::common::{Recorder, wait_for, wait_until};
 
 /// Records its run; `fail_until` attempts fail first.
@@ -104,36 +104,23 @@ impl Job for Gauge {
     }
 }
 
-struct Running {
-    shutdown: tokio_util::sync::CancellationToken,
-    handle: tokio::task::JoinHandle<redjob::Result<()>>,
-}
-
-impl Running {
-    async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), self.handle)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-    }
-}
-
-fn start(worker: Worker) -> Running {
-    let shutdown = worker.shutdown_token();
-    Running {
-        shutdown,
-        handle: tokio::spawn(worker.run()),
-    }
-}
-
 pub(super) fn worker(client: &Client, rec: &Recorder) -> redjob::worker::WorkerBuilder {
     Worker::builder(client.backend())
         .queue("work")
         .handle_signals(false)
         .data(rec.clone())
         .retry(RetryPolicy::default().jitter(false))
+}
+
+/// Waits until the "work" queue has a dead letter, then returns them all.
+async fn wait_dead(client: &Client) -> Vec<redjob::backend::DeadLetter> {
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            !client.dead_letters("work", 10).await.unwrap().is_empty()
+        })
+        .await
+    );
+    client.dead_letters("work", 10).await.unwrap()
 }
 
 /// Asserts the "work" queue's counters (processed, failed, retried, dead) and that
@@ -251,15 +238,8 @@ pub async fn backoff_schedule_then_dead_letter_with_error(env: &Env) {
     let rec = Recorder::default();
     let w = start(worker(&client, &rec).build().unwrap());
     let id = client.enqueue(&Flaky { key: 1 }).await.unwrap();
-    let backend = client.clone();
     assert!(wait_until(Duration::from_secs(10), || rec.len() >= 4).await);
-    assert!(
-        wait_for(Duration::from_secs(5), || async {
-            !backend.dead_letters("work", 10).await.unwrap().is_empty()
-        })
-        .await
-    );
-    let dead = backend.dead_letters("work", 10).await.unwrap();
+    let dead = wait_dead(&client).await;
     w.stop().await;
     let runs = rec.runs();
     assert_eq!(runs.len(), 4, "max_attempts = 4");
@@ -286,14 +266,7 @@ pub async fn fatal_goes_straight_to_dead_letter(env: &Env) {
     let rec = Recorder::default();
     let w = start(worker(&client, &rec).build().unwrap());
     client.enqueue(&Doomed { key: 1 }).await.unwrap();
-    let backend = client.clone();
-    assert!(
-        wait_for(Duration::from_secs(5), || async {
-            !backend.dead_letters("work", 10).await.unwrap().is_empty()
-        })
-        .await
-    );
-    let dead = backend.dead_letters("work", 10).await.unwrap();
+    let dead = wait_dead(&client).await;
     w.stop().await;
     assert_eq!(rec.len(), 1);
     assert_eq!(dead.len(), 1);
