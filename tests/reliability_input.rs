@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{Recorder, RedisServer, wait_for, wait_until};
+use common::{Recorder, RedisServer, start, wait_for, wait_until};
 use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -97,9 +97,8 @@ async fn garbage_among_good_jobs_is_dead_lettered_with_reasons() {
         .data(rec.clone())
         .build()
         .unwrap();
-    let stop = w.shutdown_token();
     let rss_before = rss_kib();
-    let running = tokio::spawn(w.run());
+    let running = start(w);
     assert!(
         wait_until(Duration::from_secs(60), || rec.len() >= 10_000).await,
         "ran {}",
@@ -113,8 +112,7 @@ async fn garbage_among_good_jobs_is_dead_lettered_with_reasons() {
         .await
     );
     let rss_after = rss_kib();
-    stop.cancel();
-    running.await.unwrap().unwrap();
+    running.stop().await;
 
     // every good job ran exactly once
     let counts = rec.counts();

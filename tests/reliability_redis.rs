@@ -4,10 +4,9 @@
 mod common;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Recorder, RedisServer, wait_for, wait_until};
+use common::{Recorder, RedisServer, Running, start, wait_for, wait_until};
 use redjob::client::ClientConfig;
 use redjob::queue::Queues;
 use redjob::{Client, Error, Job, JobContext, JobError, Worker};
@@ -44,15 +43,28 @@ async fn client(url: &str) -> Client {
     Client::from_config(cfg).await.unwrap()
 }
 
-fn worker(client: &Client, rec: &Recorder) -> redjob::Worker {
-    Worker::builder(client.backend())
-        .queue("rel")
-        .handle_signals(false)
-        .lease(Duration::from_secs(2))
-        .poll_interval(Duration::from_secs(1))
-        .data(rec.clone())
-        .build()
-        .unwrap()
+/// A worker on the `rel` queue (lease 2 s, poll 1 s), running in a task.
+fn serve(client: &Client, rec: &Recorder) -> Running {
+    start(
+        Worker::builder(client.backend())
+            .queue("rel")
+            .handle_signals(false)
+            .lease(Duration::from_secs(2))
+            .poll_interval(Duration::from_secs(1))
+            .data(rec.clone())
+            .build()
+            .unwrap(),
+    )
+}
+
+/// Asserts that the `rel` queue empties: nothing left visible or invisible.
+async fn assert_drained(client: &Client) {
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            client.queues().attributes("rel").await.unwrap().msgs == 0
+        })
+        .await
+    );
 }
 
 /// What a producer saw.
@@ -112,9 +124,7 @@ async fn redis_killed_and_restarted_loses_no_acknowledged_enqueue() {
     let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let client = client(&server.url()).await;
     let rec = Recorder::default();
-    let w = worker(&client, &rec);
-    let stop = w.shutdown_token();
-    let running = tokio::spawn(w.run());
+    let running = serve(&client, &rec);
     let producer = produce(client.clone(), 3000);
     assert!(wait_until(Duration::from_secs(20), || rec.len() >= 500).await);
     server.kill();
@@ -132,16 +142,9 @@ async fn redis_killed_and_restarted_loses_no_acknowledged_enqueue() {
         "the producer saw the outage"
     );
     assert_eq!(missing(&rec, &p.acked).await, Vec::<u64>::new());
-    stop.cancel();
-    running.await.unwrap().unwrap();
+    running.stop().await;
     // nothing left behind: every job ran and was acked after the restart
-    let backend = client.clone();
-    assert!(
-        wait_for(Duration::from_secs(10), || async {
-            backend.queues().attributes("rel").await.unwrap().msgs == 0
-        })
-        .await
-    );
+    assert_drained(&client).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,9 +152,7 @@ async fn killed_connections_reconnect_by_themselves() {
     let server = RedisServer::start();
     let client = client(&server.url()).await;
     let rec = Recorder::default();
-    let w = worker(&client, &rec);
-    let stop = w.shutdown_token();
-    let running = tokio::spawn(w.run());
+    let running = serve(&client, &rec);
     let producer = produce(client.clone(), 3000);
     let mut kills = 0;
     for _ in 0..3 {
@@ -176,8 +177,7 @@ async fn killed_connections_reconnect_by_themselves() {
     );
     assert!(kills >= 3);
     assert_eq!(missing(&rec, &p.acked).await, Vec::<u64>::new());
-    stop.cancel();
-    running.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,9 +186,7 @@ async fn worker_started_before_redis_waits_and_then_serves() {
     let url = format!("redis://127.0.0.1:{port}");
     let lazy = Client::from_config_lazy(ClientConfig::from_url(&url)).unwrap();
     let rec = Recorder::default();
-    let w = worker(&lazy, &rec);
-    let stop = w.shutdown_token();
-    let running = tokio::spawn(w.run());
+    let running = serve(&lazy, &rec);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!running.is_finished(), "the worker waits for Redis");
     let _server = RedisServer::start_on(port, &[]);
@@ -200,8 +198,7 @@ async fn worker_started_before_redis_waits_and_then_serves() {
         "served once Redis came up"
     );
     println!("served {:?} after the enqueue", started.elapsed());
-    stop.cancel();
-    running.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,28 +261,16 @@ async fn out_of_memory_refuses_enqueues_whole_and_workers_drain() {
     assert_eq!(before, accepted);
     // the worker drains what is there
     let rec = Recorder::default();
-    let w = worker(&client, &rec);
-    let stop = w.shutdown_token();
-    let running = tokio::spawn(w.run());
+    let running = serve(&client, &rec);
     assert!(
         wait_until(Duration::from_secs(30), || rec.len() as u64 >= accepted).await,
         "ran {} of {accepted}",
         rec.len()
     );
-    let backend = client.clone();
-    assert!(
-        wait_for(Duration::from_secs(10), || async {
-            backend.queues().attributes("rel").await.unwrap().msgs == 0
-        })
-        .await
-    );
+    assert_drained(&client).await;
     // and memory is free again
     client.enqueue(&mark(7)).await.unwrap();
-    stop.cancel();
-    running.await.unwrap().unwrap();
-    let keys: Arc<Mutex<HashSet<u64>>> = Arc::default();
-    keys.lock()
-        .unwrap()
-        .extend(rec.runs().iter().map(|r| r.key));
-    assert_eq!(keys.lock().unwrap().len() as u64, accepted);
+    running.stop().await;
+    let keys: HashSet<u64> = rec.runs().iter().map(|r| r.key).collect();
+    assert_eq!(keys.len() as u64, accepted);
 }

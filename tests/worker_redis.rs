@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Recorder, RedisServer, command_calls, wait_for, wait_until};
+use common::{Recorder, RedisServer, command_calls, start, wait_for, wait_until};
 use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -36,8 +36,7 @@ async fn idle_worker_on_10_queues_sends_few_commands() {
         .data(rec.clone())
         .build()
         .unwrap();
-    let stop = w.shutdown_token();
-    let h = tokio::spawn(w.run());
+    let w = start(w);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut con = server.raw().await;
     let _: () = redis::cmd("CONFIG")
@@ -72,8 +71,7 @@ async fn idle_worker_on_10_queues_sends_few_commands() {
         .unwrap();
     assert!(wait_until(Duration::from_secs(4), || rec.len() == 1).await);
     println!("woken after {:?}", sent.elapsed());
-    stop.cancel();
-    h.await.unwrap().unwrap();
+    w.stop().await;
 }
 
 /// Publishes on the realtime channel so far.
@@ -104,8 +102,7 @@ async fn sends_wake_a_waiting_worker_and_publish_only_then() {
         .data(rec.clone())
         .build()
         .unwrap();
-    let stop = w.shutdown_token();
-    let h = tokio::spawn(w.run());
+    let w = start(w);
     assert!(wait_until(Duration::from_secs(5), || rec.len() == 100).await);
     for key in 100..105 {
         client.enqueue(&Ping { key }).await.unwrap();
@@ -128,8 +125,7 @@ async fn sends_wake_a_waiting_worker_and_publish_only_then() {
         (7..=12).contains(&n),
         "one publish per wake-up, not per job: {n}"
     );
-    stop.cancel();
-    h.await.unwrap().unwrap();
+    w.stop().await;
 }
 
 /// Fields of the queue's hash other than its attributes and redjob's counters.
@@ -168,8 +164,7 @@ async fn acks_leave_no_fields_behind_after_rsmq_style_receives() {
         .data(rec.clone())
         .build()
         .unwrap();
-    let stop = w.shutdown_token();
-    let h = tokio::spawn(w.run());
+    let w = start(w);
     assert!(wait_until(Duration::from_secs(5), || rec.len() == 3).await);
     // the job received once before runs as its second delivery
     let runs = rec.runs();
@@ -183,6 +178,5 @@ async fn acks_leave_no_fields_behind_after_rsmq_style_receives() {
         "left: {:?}",
         message_fields(&server).await
     );
-    stop.cancel();
-    h.await.unwrap().unwrap();
+    w.stop().await;
 }

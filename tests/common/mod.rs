@@ -43,28 +43,17 @@ impl RedisServer {
 
     /// Starts a server with extra `--option value` arguments (later ones win).
     pub fn start_with(extra: &[&str]) -> Self {
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        for _ in 0..5 {
-            let port = free_port();
-            let dir =
-                std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
-            std::fs::create_dir_all(&dir).expect("create temp dir");
-            let child = spawn(port, &dir, &extra);
-            let mut server = RedisServer {
-                child,
-                port,
-                dir,
-                extra: extra.clone(),
-            };
-            if server.wait_ready(Duration::from_secs(10)) {
-                return server;
-            }
-        }
-        panic!("could not start redis-server");
+        (0..5)
+            .find_map(|_| Self::try_start(free_port(), extra))
+            .expect("could not start redis-server")
     }
 
     /// Starts a server on `port` (e.g. one a client was pointed at before).
     pub fn start_on(port: u16, extra: &[&str]) -> Self {
+        Self::try_start(port, extra).unwrap_or_else(|| panic!("redis-server on {port}"))
+    }
+
+    fn try_start(port: u16, extra: &[&str]) -> Option<Self> {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let dir = std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
@@ -75,11 +64,8 @@ impl RedisServer {
             dir,
             extra,
         };
-        assert!(
-            server.wait_ready(Duration::from_secs(10)),
-            "redis-server on {port}"
-        );
-        server
+        // a failed server is killed and its directory removed on drop
+        server.wait_ready(Duration::from_secs(10)).then_some(server)
     }
 
     /// A free loopback port.
@@ -244,5 +230,37 @@ impl Recorder {
             *m.entry(r.key).or_default() += 1;
         }
         m
+    }
+}
+
+/// A worker running in a task.
+pub struct Running {
+    shutdown: tokio_util::sync::CancellationToken,
+    handle: tokio::task::JoinHandle<redjob::Result<()>>,
+}
+
+impl Running {
+    /// Whether the worker has exited (it should not, until stopped).
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
+    /// Shuts the worker down and waits (at most 30 s) for a clean exit.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// Runs `worker` in a task.
+pub fn start(worker: redjob::Worker) -> Running {
+    let shutdown = worker.shutdown_token();
+    Running {
+        shutdown,
+        handle: tokio::spawn(worker.run()),
     }
 }

@@ -7,9 +7,9 @@ use redjob::queue::{Queues, SendMessage};
 use redjob::{Client, Job, JobContext, JobError};
 use serde::{Deserialize, Serialize};
 
+use super::Env;
 use super::worker::worker;
-use super::{Env, start};
-use crate::common::{Recorder, wait_for, wait_until};
+use crate::common::{Recorder, start, wait_for, wait_until};
 
 /// Hangs on its first attempt when `hang_first`, or for `ms` on every attempt.
 #[derive(Serialize, Deserialize, Job)]

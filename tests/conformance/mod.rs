@@ -7,10 +7,8 @@ pub mod leases;
 pub mod queues;
 pub mod worker;
 
-use std::time::Duration;
-
+use redjob::Client;
 use redjob::backend::any::AnyBackend;
-use redjob::{Client, Worker};
 
 use crate::common::RedisServer;
 
@@ -83,32 +81,6 @@ impl Env {
             }
             _ => unreachable!("a Redis client always has its server"),
         }
-    }
-}
-
-/// A worker running in a task.
-pub struct Running {
-    shutdown: tokio_util::sync::CancellationToken,
-    handle: tokio::task::JoinHandle<redjob::Result<()>>,
-}
-
-impl Running {
-    pub async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), self.handle)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-    }
-}
-
-/// Runs `worker` in a task.
-pub fn start(worker: Worker) -> Running {
-    let shutdown = worker.shutdown_token();
-    Running {
-        shutdown,
-        handle: tokio::spawn(worker.run()),
     }
 }
 

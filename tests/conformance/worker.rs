@@ -10,8 +10,8 @@ use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, RetryPolicy, Worker};
 use serde::{Deserialize, Serialize};
 
-use super::{Env, start};
-use crate::common::{Recorder, wait_for, wait_until};
+use super::Env;
+use crate::common::{Recorder, start, wait_for, wait_until};
 
 /// Records its run; `fail_until` attempts fail first.
 #[derive(Serialize, Deserialize, Job)]
