@@ -36,6 +36,15 @@ pub struct Figures {
     pub idle_100: Option<f64>,
 }
 
+impl Figures {
+    /// Adds the tally's duplicate and missing runs.
+    fn check(&mut self, tally: &Tally) {
+        let (dup, missing) = tally.check();
+        self.duplicates += dup;
+        self.missing += missing;
+    }
+}
+
 pub struct Settings {
     pub n: usize,
     pub concurrency: usize,
@@ -120,9 +129,7 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
     f.cmds_per_job = Some((enq.commands + work.commands) as f64 / n as f64);
     f.calls_per_job = Some((enq.calls + work.calls) as f64 / n as f64);
     f.worker_cpu_us_per_job = cpu.map(|ns| ns as f64 / 1000.0 / n as f64);
-    let (dup, missing) = tally.check();
-    f.duplicates += dup;
-    f.missing += missing;
+    f.check(&tally);
 
     let t = Instant::now();
     bulk(&client, 0, n).await;
@@ -134,9 +141,30 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
         Instant::now(),
     )
     .await;
-    let (dup, missing) = tally.check();
-    f.duplicates += dup;
-    f.missing += missing;
+    f.check(&tally);
+}
+
+/// Runs a worker on `bench_timed` while `feed` enqueues `n` timed jobs; returns
+/// their lags (start minus the time each carries), sorted.
+async fn timed(
+    client: &Client,
+    s: &Settings,
+    f: &mut Figures,
+    n: usize,
+    feed: impl std::future::Future<Output = ()>,
+) -> Vec<f64> {
+    let tally = Arc::new(Tally::new(n));
+    let w = worker(client, "bench_timed", &tally, s.concurrency);
+    let stop = w.shutdown_token();
+    let run = tokio::spawn(w.run());
+    feed.await;
+    tokio::time::timeout(Duration::from_secs(60), tally.all_done.notified())
+        .await
+        .expect("every timed job ran");
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    f.check(&tally);
+    tally.lags_ms()
 }
 
 /// Phase 4: enqueue → handler start on an idle worker, 2000 jobs at 400/s.
@@ -146,33 +174,24 @@ pub async fn latency(s: &Settings, f: &mut Figures) {
     let n = 2000;
     client.enqueue(&Timed { i: u64::MAX, t: 0 }).await.unwrap();
     client.queues().pop("bench_timed").await.unwrap();
-    let tally = Arc::new(Tally::new(n));
-    let w = worker(&client, "bench_timed", &tally, s.concurrency);
-    let stop = w.shutdown_token();
-    let run = tokio::spawn(w.run());
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut tick = interval(Duration::from_micros(2500));
-    tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
-    for i in 0..n {
-        tick.tick().await;
-        let job = Timed {
-            i: i as u64,
-            t: now_us(),
-        };
-        client.enqueue(&job).await.expect("enqueue");
-    }
-    tokio::time::timeout(Duration::from_secs(60), tally.all_done.notified())
-        .await
-        .expect("every job ran");
-    stop.cancel();
-    run.await.unwrap().unwrap();
-    let lags = tally.lags_ms();
+    let feed = async {
+        // an idle worker first
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut tick = interval(Duration::from_micros(2500));
+        tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
+        for i in 0..n {
+            tick.tick().await;
+            let job = Timed {
+                i: i as u64,
+                t: now_us(),
+            };
+            client.enqueue(&job).await.expect("enqueue");
+        }
+    };
+    let lags = timed(&client, s, f, n, feed).await;
     f.latency_p50 = Some(quantile(&lags, 0.5));
     f.latency_p99 = Some(quantile(&lags, 0.99));
     f.latency_max = lags.last().copied();
-    let (dup, missing) = tally.check();
-    f.duplicates += dup;
-    f.missing += missing;
 }
 
 /// Phase 5: 1000 jobs delayed 1–4 s; start − due.
@@ -180,37 +199,27 @@ pub async fn delayed(s: &Settings, f: &mut Figures) {
     let server = Server::start();
     let client = Client::connect(&server.url).await.expect("connect");
     let n = 1000;
-    let tally = Arc::new(Tally::new(n));
-    let w = worker(&client, "bench_timed", &tally, s.concurrency);
-    let stop = w.shutdown_token();
-    let run = tokio::spawn(w.run());
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    for i in 0..n {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let delay = Duration::from_millis(1000 + seed % 3001);
-        // due no earlier than now + delay: Redis stamps the job after this
-        let due = now_us() + delay.as_micros() as u64;
-        let job = Timed {
-            i: i as u64,
-            t: due,
-        };
-        client.enqueue_in(&job, delay).await.expect("enqueue");
-    }
-    tokio::time::timeout(Duration::from_secs(60), tally.all_done.notified())
-        .await
-        .expect("every delayed job ran");
-    stop.cancel();
-    run.await.unwrap().unwrap();
-    let lags = tally.lags_ms();
+    let feed = async {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for i in 0..n {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let delay = Duration::from_millis(1000 + seed % 3001);
+            // due no earlier than now + delay: Redis stamps the job after this
+            let due = now_us() + delay.as_micros() as u64;
+            let job = Timed {
+                i: i as u64,
+                t: due,
+            };
+            client.enqueue_in(&job, delay).await.expect("enqueue");
+        }
+    };
+    let lags = timed(&client, s, f, n, feed).await;
     f.delayed_p50 = Some(quantile(&lags, 0.5));
     f.delayed_p99 = Some(quantile(&lags, 0.99));
     f.delayed_max = lags.last().copied();
     f.delayed_min = lags.first().copied();
-    let (dup, missing) = tally.check();
-    f.duplicates += dup;
-    f.missing += missing;
 }
 
 /// Phase 6: processing rate by backlog size, and an idle worker's cost.
@@ -223,9 +232,7 @@ pub async fn scale(s: &Settings, f: &mut Figures, backlogs: &[usize]) {
         let t = Instant::now();
         let (secs, _) = drain(worker(&client, "bench", &tally, s.concurrency), &tally, t).await;
         f.backlog.push((b, b as f64 / secs));
-        let (dup, missing) = tally.check();
-        f.duplicates += dup;
-        f.missing += missing;
+        f.check(&tally);
     }
     for (queues, slot) in [(1usize, &mut f.idle_1), (100, &mut f.idle_100)] {
         let server = Server::start();

@@ -105,11 +105,7 @@ pub async fn reset(con: &mut redis::aio::MultiplexedConnection) {
 }
 
 pub async fn cost(con: &mut redis::aio::MultiplexedConnection) -> Cost {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(con)
-        .await
-        .unwrap();
+    let info = info(con, "commandstats").await;
     let mut c = Cost::default();
     for line in info.lines() {
         let Some(rest) = line.strip_prefix("cmdstat_") else {
@@ -137,30 +133,29 @@ pub async fn cost(con: &mut redis::aio::MultiplexedConnection) -> Cost {
     c
 }
 
-pub async fn used_memory(con: &mut redis::aio::MultiplexedConnection) -> i64 {
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
+/// One section of `INFO`.
+async fn info(con: &mut redis::aio::MultiplexedConnection, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
         .query_async(con)
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// A numeric `name:value` line of an `INFO` text (0 when absent).
+fn field(info: &str, name: &str) -> f64 {
     info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+        .unwrap_or(0.0)
+}
+
+pub async fn used_memory(con: &mut redis::aio::MultiplexedConnection) -> i64 {
+    field(&info(con, "memory").await, "used_memory") as i64
 }
 
 /// Redis's own CPU time so far (user + system), in µs.
 pub async fn cpu_us(con: &mut redis::aio::MultiplexedConnection) -> f64 {
-    let info: String = redis::cmd("INFO")
-        .arg("cpu")
-        .query_async(con)
-        .await
-        .unwrap();
-    let field = |name: &str| -> f64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0.0)
-    };
-    (field("used_cpu_user:") + field("used_cpu_sys:")) * 1e6
+    let cpu = info(con, "cpu").await;
+    (field(&cpu, "used_cpu_user") + field(&cpu, "used_cpu_sys")) * 1e6
 }
