@@ -23,12 +23,12 @@ pub(crate) struct Dispatcher<B> {
     pub wake: Arc<Notify>,
     pub tx: mpsc::UnboundedSender<Event>,
     pub tracker: TaskTracker,
-    pub stops: Arc<Stops>,
+    pub per_queue: Arc<PerQueue>,
 }
 
 /// Shared by a queue's dispatcher and its jobs: the worker's shutdown signals and
 /// how long the queue's jobs run.
-pub(crate) struct Stops {
+pub(crate) struct PerQueue {
     /// Stop fetching; release prefetched jobs.
     pub stop: CancellationToken,
     /// Cancel running jobs (grace period over).
@@ -42,9 +42,9 @@ pub(crate) struct Stops {
 /// job would wait that long in this worker while another might be idle.
 const PREFETCH_BELOW: Duration = Duration::from_millis(50);
 
-impl Stops {
+impl PerQueue {
     pub fn new(stop: CancellationToken, abort: CancellationToken) -> Self {
-        Stops {
+        PerQueue {
             stop,
             abort,
             run_us: AtomicU64::new(u64::MAX),
@@ -101,16 +101,16 @@ impl<B: Backend> Dispatcher<B> {
         loop {
             let mut n = tokio::select! {
                 n = self.slots() => n,
-                _ = self.stops.stop.cancelled() => return,
+                _ = self.per_queue.stop.cancelled() => return,
             };
-            if !self.stops.short_jobs() {
+            if !self.per_queue.short_jobs() {
                 // long (or not yet timed) jobs: lease only what can start now
                 let free = self.shared.running.available_permits() as u32;
                 if free == 0 {
                     self.give_back(n);
                     tokio::select! {
                         p = self.shared.running.acquire() => drop(p),
-                        _ = self.stops.stop.cancelled() => return,
+                        _ = self.per_queue.stop.cancelled() => return,
                     }
                     continue;
                 }
@@ -121,7 +121,7 @@ impl<B: Backend> Dispatcher<B> {
             }
             let fetched = tokio::select! {
                 r = self.backend.fetch(&self.queue, n as usize, self.shared.lease) => r,
-                _ = self.stops.stop.cancelled() => {
+                _ = self.per_queue.stop.cancelled() => {
                     self.give_back(n);
                     return;
                 }
@@ -139,7 +139,7 @@ impl<B: Backend> Dispatcher<B> {
                     tracing::warn!(queue = %self.queue, error = %e, retry_in = ?backoff, "fetching jobs failed");
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => continue,
-                        _ = self.stops.stop.cancelled() => return,
+                        _ = self.per_queue.stop.cancelled() => return,
                     }
                 }
             };
@@ -147,7 +147,7 @@ impl<B: Backend> Dispatcher<B> {
             self.give_back(n - got);
             for d in fetched.jobs {
                 // the job's token is a child of the worker's abort token
-                let cancel = self.stops.abort.child_token();
+                let cancel = self.per_queue.abort.child_token();
                 let _ = self.tx.send(Event::Started {
                     id: d.id,
                     token: d.token,
@@ -174,7 +174,7 @@ impl<B: Backend> Dispatcher<B> {
                     self.shared.clone(),
                     self.tx.clone(),
                     cancel,
-                    self.stops.clone(),
+                    self.per_queue.clone(),
                     slot,
                 ));
             }
@@ -188,7 +188,7 @@ impl<B: Backend> Dispatcher<B> {
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = self.wake.notified() => {}
-                    _ = self.stops.stop.cancelled() => return,
+                    _ = self.per_queue.stop.cancelled() => return,
                 }
             }
         }

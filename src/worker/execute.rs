@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::Shared;
-use super::dispatch::Stops;
+use super::dispatch::PerQueue;
 use super::settle::{Event, Outcome};
 use crate::backend::Delivery;
 use crate::job::{self, JobContext, Outcome as Wants};
@@ -35,14 +35,14 @@ pub(crate) async fn execute(
     shared: Arc<Shared>,
     tx: tokio::sync::mpsc::UnboundedSender<Event>,
     cancel: CancellationToken,
-    stops: Arc<Stops>,
+    per_queue: Arc<PerQueue>,
     _slot: SlotGuard,
 ) {
     let attempt = d.token.attempt();
     // a prefetched job waits for a running slot; shutdown releases it unstarted
     let running = tokio::select! {
         biased;
-        _ = stops.stop.cancelled() => None,
+        _ = per_queue.stop.cancelled() => None,
         _ = cancel.cancelled() => None,
         p = shared.running.acquire() => p.ok(),
     };
@@ -52,7 +52,7 @@ pub(crate) async fn execute(
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
             let started = tokio::time::Instant::now();
             let outcome = run(&d, &queue, &shared, cancel).instrument(span).await;
-            stops.ran(started.elapsed());
+            per_queue.ran(started.elapsed());
             outcome
         }
     };

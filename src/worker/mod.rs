@@ -149,7 +149,7 @@ impl<B: Backend> Worker<B> {
                 wake,
                 tx,
                 tracker: tracker.clone(),
-                stops: Arc::new(dispatch::Stops::new(stop.clone(), abort.clone())),
+                per_queue: Arc::new(dispatch::PerQueue::new(stop.clone(), abort.clone())),
             };
             dispatchers.spawn(d.run());
         }
