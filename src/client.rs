@@ -91,7 +91,8 @@ impl EnqueueOptions {
         let ms = at
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
-            .as_millis() as u64;
+            .as_millis();
+        let ms = u64::try_from(ms).unwrap_or(u64::MAX);
         self.when = When::AtUnixMs(ms);
         self
     }

@@ -73,6 +73,14 @@ pub enum Error {
     },
     /// The operation was refused because the worker or client is shutting down.
     ShuttingDown,
+    /// A task of the worker panicked (a bug in redjob or in a backend): the worker
+    /// stopped; jobs it held run again after their leases.
+    Crashed {
+        /// Which task.
+        task: &'static str,
+        /// The panic's message.
+        reason: String,
+    },
     /// Redis is at its `maxmemory` and refuses writes that would grow it (policy
     /// `noeviction`): nothing of the refused call was written. Workers keep
     /// draining the queues meanwhile.
@@ -112,6 +120,7 @@ impl fmt::Display for Error {
             ),
             Error::JobFailed { name, error } => write!(f, "job {name} failed: {error}"),
             Error::ShuttingDown => write!(f, "shutting down"),
+            Error::Crashed { task, reason } => write!(f, "worker {task} task crashed: {reason}"),
             Error::OutOfMemory(e) => write!(
                 f,
                 "redis is out of memory (maxmemory reached, noeviction): nothing written: {e}"

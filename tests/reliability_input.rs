@@ -95,6 +95,7 @@ async fn garbage_among_good_jobs_is_dead_lettered_with_reasons() {
         .queue("mixed")
         .handle_signals(false)
         .data(rec.clone())
+        .unknown_jobs_retry_for(Duration::ZERO)
         .build()
         .unwrap();
     let rss_before = rss_kib();

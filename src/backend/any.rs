@@ -105,6 +105,14 @@ impl Backend for AnyBackend {
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
         on!(self, Backend::dead_letters(queue, limit))
     }
+    async fn scores(&self, queue: &str, ids: &[JobId]) -> Result<Vec<Option<Token>>> {
+        on!(self, Backend::scores(queue, ids))
+    }
+
+    async fn warnings(&self) -> Result<Vec<String>> {
+        on!(self, Backend::warnings())
+    }
+
     async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {
         on!(self, Backend::listen(queues, wake))
     }

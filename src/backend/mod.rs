@@ -48,6 +48,14 @@ impl Token {
     pub fn lease_until_ms(self) -> u64 {
         self.0 / 1000
     }
+
+    /// The token a sorted-set score stands for (thousandths rounded), if the
+    /// score is a finite, non-negative number of milliseconds.
+    pub(crate) fn from_score(score: f64) -> Option<Token> {
+        let t = (score * 1000.0).round();
+        // in range, so the cast is exact
+        (0.0..9.0e15).contains(&t).then_some(Token(t as u64))
+    }
 }
 
 impl std::fmt::Display for Token {
@@ -97,6 +105,11 @@ pub struct Fetched {
     /// The queue's maxsize: a body over it (written around the checks of a send)
     /// is dead-lettered unrun. `None` for no limit.
     pub max_body: Option<usize>,
+    /// Due ids without a body, removed from the queue (evicted by Redis, or
+    /// deleted halfway by another client).
+    pub orphans: usize,
+    /// The queue does not exist.
+    pub missing: bool,
 }
 
 /// A finished delivery to put back for later: a retry, or a release at shutdown.
@@ -223,6 +236,18 @@ pub trait Backend: Clone + Send + Sync + 'static {
         queue: &str,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<DeadLetter>>> + Send;
+
+    /// The current score of each job as a token: `None` for a job that is gone.
+    /// Read when a renewal's reply was lost, to learn what it wrote.
+    fn scores(
+        &self,
+        queue: &str,
+        ids: &[JobId],
+    ) -> impl Future<Output = Result<Vec<Option<Token>>>> + Send;
+
+    /// Settings of the backend that can lose or delay jobs, as sentences to log
+    /// at worker start (e.g. a Redis `maxmemory-policy` that evicts keys).
+    fn warnings(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
 
     /// Calls `wake(queue)` whenever jobs are sent to one of `queues`, until the
     /// notification channel fails (the worker then polls and listens again).

@@ -46,6 +46,7 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     data: Data,
     signals: bool,
     shutdown: Option<CancellationToken>,
+    unknown_jobs_retry_for: Duration,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -63,6 +64,7 @@ impl<B: Backend> WorkerBuilder<B> {
             data: Data::default(),
             signals: true,
             shutdown: None,
+            unknown_jobs_retry_for: Duration::from_secs(3600),
         }
     }
 
@@ -160,6 +162,30 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
+    /// How long after it was sent a job whose type this worker does not know is
+    /// put back for another worker (waiting a tenth of its age, 1 s to 5 min,
+    /// between tries, its delivery not counted) before it is dead-lettered with
+    /// the reason. In a rolling deploy an old worker fetches the new types' jobs;
+    /// a worker of the new version runs them meanwhile. `Duration::ZERO`
+    /// dead-letters them at once. Defaults to 1 hour.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::Worker;
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("emails")
+    ///     .unknown_jobs_retry_for(Duration::from_secs(15 * 60))
+    ///     .build()?;
+    /// # let _ = worker;
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    pub fn unknown_jobs_retry_for(mut self, window: Duration) -> Self {
+        self.unknown_jobs_retry_for = window;
+        self
+    }
+
     /// Backoff between attempts. Defaults to [`RetryPolicy::default`] (1 h cap, jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
@@ -204,10 +230,13 @@ impl<B: Backend> WorkerBuilder<B> {
         }
         for (q, limit) in &self.queues {
             validate::queue_name(q)?;
-            if *limit == Some(0) {
+            if limit.is_some_and(|n| n == 0 || n > Semaphore::MAX_PERMITS / 2) {
                 return Err(invalid(
                     "queue_concurrency",
-                    format!("queue {q:?} limit must be at least 1"),
+                    format!(
+                        "queue {q:?} limit must be between 1 and {}",
+                        Semaphore::MAX_PERMITS / 2
+                    ),
                 ));
             }
         }
@@ -236,6 +265,7 @@ impl<B: Backend> WorkerBuilder<B> {
             job_timeout: self.job_timeout,
             retry: self.retry,
             data: self.data,
+            unknown_jobs_retry_for: self.unknown_jobs_retry_for,
         };
         Ok(Worker {
             backend: self.backend,

@@ -7,13 +7,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Shared;
-use super::execute::{SlotGuard, execute};
+use super::execute::{Run, SlotGuard, execute};
+use super::leases::{Admit, Leases};
 use super::settle::{Event, Outcome};
-use crate::backend::Backend;
+use crate::backend::{Backend, Fetched};
 
 pub(crate) struct Dispatcher<B> {
     pub backend: B,
@@ -24,7 +26,16 @@ pub(crate) struct Dispatcher<B> {
     pub tx: mpsc::UnboundedSender<Event>,
     pub tracker: TaskTracker,
     pub per_queue: Arc<PerQueue>,
+    pub leases: Arc<Leases>,
 }
+
+/// Fetch backoff after failures: 100 ms doubling up to this. Short, because a
+/// backend that is back should be served at once (wake-ups cut it short too).
+const FETCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// A queue that does not exist (yet) is checked this often (at most; less when
+/// the poll interval is shorter): a queue created by an RSMQ client sends no
+/// wake-up. Each check of a missing queue costs two Redis commands.
+const MISSING_QUEUE_POLL: Duration = Duration::from_secs(5);
 
 /// Shared by a queue's dispatcher and its jobs: the worker's shutdown signals and
 /// how long the queue's jobs run.
@@ -119,13 +130,14 @@ impl<B: Backend> Dispatcher<B> {
                     n = free;
                 }
             }
-            let fetched = tokio::select! {
-                r = self.backend.fetch(&self.queue, n as usize, self.shared.lease) => r,
-                _ = self.per_queue.stop.cancelled() => {
-                    self.give_back(n);
-                    return;
-                }
-            };
+            // a fetch in flight is never dropped: its script may have run, and the
+            // jobs it leased would stay leased to nobody; at shutdown they are
+            // released instead
+            let sent_at = Instant::now();
+            let fetched = self
+                .backend
+                .fetch(&self.queue, n as usize, self.shared.lease)
+                .await;
             let fetched = match fetched {
                 Ok(f) => {
                     failures = 0;
@@ -134,53 +146,33 @@ impl<B: Backend> Dispatcher<B> {
                 Err(e) => {
                     self.give_back(n);
                     failures += 1;
-                    let backoff = Duration::from_millis(100 * 2u64.pow(failures.min(8)))
-                        .min(Duration::from_secs(10));
+                    let backoff =
+                        Duration::from_millis(100u64 << failures.min(8)).min(FETCH_BACKOFF_MAX);
                     tracing::warn!(queue = %self.queue, error = %e, retry_in = ?backoff, "fetching jobs failed");
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => continue,
+                        _ = self.wake.notified() => continue,
                         _ = self.per_queue.stop.cancelled() => return,
                     }
                 }
             };
             let got = fetched.jobs.len() as u32;
             self.give_back(n - got);
-            for d in fetched.jobs {
-                // the job's token is a child of the worker's abort token
-                let cancel = self.per_queue.abort.child_token();
-                let _ = self.tx.send(Event::Started {
-                    id: d.id,
-                    token: d.token,
-                    cancel: cancel.clone(),
-                });
-                if let Some(max) = fetched.max_body.filter(|m| d.body.len() > *m) {
-                    let error = format!(
-                        "body of {} bytes is over the queue's maxsize of {max}",
-                        d.body.len()
-                    );
-                    tracing::error!(queue = %self.queue, job.id = %d.id, %error, "dead-lettered");
-                    let outcome = Outcome::Dead { error };
-                    let _ = self.tx.send(Event::Finished { id: d.id, outcome });
-                    self.give_back(1);
-                    continue;
-                }
-                let slot = SlotGuard {
-                    shared: self.shared.clone(),
-                    queue_slots: self.queue_slots.clone(),
-                };
-                self.tracker.spawn(execute(
-                    d,
-                    self.queue.clone(),
-                    self.shared.clone(),
-                    self.tx.clone(),
-                    cancel,
-                    self.per_queue.clone(),
-                    slot,
-                ));
+            if fetched.orphans > 0 {
+                tracing::warn!(queue = %self.queue, orphans = fetched.orphans,
+                    "removed ids without a body from the queue (evicted by Redis's maxmemory-policy, or deleted by another client)");
             }
-            if got < n {
+            if self.per_queue.stop.is_cancelled() {
+                self.release(fetched, sent_at);
+                return;
+            }
+            self.start(&fetched, sent_at);
+            if got < n || fetched.missing {
                 // nothing more is due: sleep until the next due score, a wake-up or the poll
                 let mut wait = self.shared.poll_interval;
+                if fetched.missing {
+                    wait = wait.min(MISSING_QUEUE_POLL);
+                }
                 if let Some(due) = fetched.next_due_ms {
                     let until_us = due.saturating_mul(1000).saturating_sub(fetched.now_us);
                     wait = wait.min(Duration::from_micros(until_us));
@@ -192,6 +184,78 @@ impl<B: Backend> Dispatcher<B> {
                 }
             }
         }
+    }
+
+    /// Starts the fetched jobs; a job this worker still holds is merged into the
+    /// held delivery instead of running twice.
+    fn start(&self, fetched: &Fetched, sent_at: Instant) {
+        let deadline = sent_at + self.shared.lease;
+        for d in &fetched.jobs {
+            let (run, cancel) = match self.leases.admit(
+                d.id,
+                d.token,
+                deadline,
+                &self.per_queue.abort,
+            ) {
+                Admit::Start { run, cancel } => (run, cancel),
+                Admit::Merged => {
+                    tracing::info!(queue = %self.queue, job.id = %d.id,
+                            "delivered again while still held here (its lease ran out before a renewal, or it was made visible); the held run goes on under the new lease");
+                    self.give_back(1);
+                    continue;
+                }
+            };
+            if let Some(max) = fetched.max_body.filter(|m| d.body.len() > *m) {
+                let error = format!(
+                    "body of {} bytes is over the queue's maxsize of {max}",
+                    d.body.len()
+                );
+                tracing::error!(queue = %self.queue, job.id = %d.id, %error, "dead-lettered");
+                self.leases.finish(d.id, run, Outcome::Dead { error });
+                let _ = self.tx.send(Event::Finished);
+                self.give_back(1);
+                continue;
+            }
+            let slot = SlotGuard {
+                shared: self.shared.clone(),
+                queue_slots: self.queue_slots.clone(),
+            };
+            self.tracker.spawn(execute(
+                Run {
+                    delivery: d.clone(),
+                    run,
+                    cancel,
+                    fetched_at_us: fetched.now_us,
+                },
+                self.queue.clone(),
+                self.shared.clone(),
+                self.tx.clone(),
+                self.per_queue.clone(),
+                self.leases.clone(),
+                slot,
+            ));
+        }
+    }
+
+    /// Shutdown came during the fetch: release what it leased, unstarted.
+    fn release(&self, fetched: Fetched, sent_at: Instant) {
+        let deadline = sent_at + self.shared.lease;
+        for d in fetched.jobs {
+            if let Admit::Start { run, .. } =
+                self.leases
+                    .admit(d.id, d.token, deadline, &self.per_queue.abort)
+            {
+                self.leases.finish(
+                    d.id,
+                    run,
+                    Outcome::Release {
+                        delay: Duration::ZERO,
+                    },
+                );
+            }
+            self.give_back(1);
+        }
+        let _ = self.tx.send(Event::Finished);
     }
 
     /// Free slots of the worker and of this queue, at least one (waiting for it).

@@ -2,15 +2,16 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::Shared;
 use super::dispatch::PerQueue;
+use super::leases::Leases;
 use super::settle::{Event, Outcome};
+use super::{MAX_DELAY, Shared};
 use crate::backend::Delivery;
 use crate::job::{self, JobContext, Outcome as Wants};
 
@@ -29,45 +30,79 @@ impl Drop for SlotGuard {
     }
 }
 
+/// One delivery to run.
+pub(crate) struct Run {
+    pub delivery: Delivery,
+    /// This worker's number for the run.
+    pub run: u64,
+    /// Cancelled on timeout, lost lease, or shutdown past the grace period.
+    pub cancel: CancellationToken,
+    /// The backend's clock at the fetch, Unix µs.
+    pub fetched_at_us: u64,
+}
+
+/// The delivery count's limit (the score's thousandths saturate at 999).
+const MAX_ATTEMPTS: u32 = 998;
+
 pub(crate) async fn execute(
-    d: Delivery,
+    r: Run,
     queue: Arc<str>,
     shared: Arc<Shared>,
     tx: tokio::sync::mpsc::UnboundedSender<Event>,
-    cancel: CancellationToken,
     per_queue: Arc<PerQueue>,
+    leases: Arc<Leases>,
     _slot: SlotGuard,
 ) {
+    let d = &r.delivery;
     let attempt = d.token.attempt();
     // a prefetched job waits for a running slot; shutdown releases it unstarted
     let running = tokio::select! {
         biased;
         _ = per_queue.stop.cancelled() => None,
-        _ = cancel.cancelled() => None,
+        _ = r.cancel.cancelled() => None,
         p = shared.running.acquire() => p.ok(),
     };
     let outcome = match running {
-        None => Outcome::Release,
+        None => Outcome::Release {
+            delay: Duration::ZERO,
+        },
         Some(_permit) => {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
             let started = tokio::time::Instant::now();
-            let outcome = run(&d, &queue, &shared, cancel).instrument(span).await;
+            // a panic anywhere on the job's path (not only in the handler) still
+            // settles the job
+            let outcome = AssertUnwindSafe(run(&r, &queue, &shared))
+                .catch_unwind()
+                .instrument(span)
+                .await
+                .unwrap_or_else(|panic| {
+                    let error = format!(
+                        "worker panicked running the job: {}",
+                        panic_message(&*panic)
+                    );
+                    tracing::error!(job.id = %d.id, %error, "will retry");
+                    Outcome::Retry {
+                        delay: Duration::from_secs(1),
+                    }
+                });
             per_queue.ran(started.elapsed());
             outcome
         }
     };
-    let _ = tx.send(Event::Finished { id: d.id, outcome });
+    if leases.finish(d.id, r.run, outcome) {
+        let _ = tx.send(Event::Finished);
+    } else {
+        tracing::debug!(job.id = %d.id, "finished after its lease was lost or ran out; not settled");
+    }
 }
 
-async fn run(
-    d: &Delivery,
-    queue: &Arc<str>,
-    shared: &Shared,
-    cancel: CancellationToken,
-) -> Outcome {
+async fn run(r: &Run, queue: &Arc<str>, shared: &Shared) -> Outcome {
+    let d = &r.delivery;
+    let cancel = &r.cancel;
     let attempt = d.token.attempt();
     let job = match job::decode(&d.body) {
         Ok(job) => job,
+        Err(crate::Error::UnknownJob { name }) => return unknown(&name, r, shared),
         Err(e) => {
             let error = format!("cannot run this body: {e}");
             tracing::error!(%error, "dead-lettered");
@@ -76,15 +111,15 @@ async fn run(
     };
     tracing::Span::current().record("job.name", job.job_name());
     let opts = job.job_options();
-    if attempt > opts.max_attempts {
+    let max_attempts = opts.max_attempts.min(MAX_ATTEMPTS);
+    if attempt > max_attempts {
         let error = format!(
-            "delivered {attempt} times, over max_attempts {}: earlier runs never finished (worker killed or lease lost)",
-            opts.max_attempts
+            "delivered {attempt} times, over max_attempts {max_attempts}: earlier runs never finished (worker killed or lease lost)"
         );
         tracing::error!(%error, "dead-lettered");
         return Outcome::Dead { error };
     }
-    let timeout = shared.job_timeout.unwrap_or(opts.timeout);
+    let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
     let ctx = JobContext::new(
         d.id,
         attempt,
@@ -98,7 +133,7 @@ async fn run(
         r = tokio::time::timeout(timeout, handler) => r,
         _ = cancel.cancelled() => {
             tracing::info!("cancelled (lost lease, or shutdown past the grace period); released");
-            return Outcome::Release;
+            return Outcome::Release { delay: Duration::ZERO };
         }
 
     };
@@ -112,12 +147,16 @@ async fn run(
             format!("handler panicked: {}", panic_message(&*panic)),
             Wants::Retry,
         ),
-        Err(_) => (format!("timed out after {timeout:?}"), Wants::Retry),
+        Err(_) => {
+            // whatever the handler spawned learns of it through the token
+            cancel.cancel();
+            (format!("timed out after {timeout:?}"), Wants::Retry)
+        }
     };
     let delay = match wants {
         Wants::Fatal => None,
-        _ if attempt >= opts.max_attempts => None,
-        Wants::RetryAfter(d) => Some(d),
+        _ if attempt >= max_attempts => None,
+        Wants::RetryAfter(d) => Some(d.min(MAX_DELAY)),
         _ => Some(shared.retry.delay(opts.backoff, attempt)),
     };
     match delay {
@@ -129,15 +168,32 @@ async fn run(
             let error = if matches!(wants, Wants::Fatal) {
                 format!("fatal: {error}")
             } else {
-                format!(
-                    "failed {attempt} of {} attempts: {error}",
-                    opts.max_attempts
-                )
+                format!("failed {attempt} of {max_attempts} attempts: {error}")
             };
             tracing::error!(%error, "dead-lettered");
             Outcome::Dead { error }
         }
     }
+}
+
+/// A job type this worker does not know: in a rolling deploy, a newer worker
+/// does. Put back without counting the delivery, for `unknown_jobs_retry_for`
+/// after it was sent, waiting a tenth of its age (1 s to 5 min) each time; then
+/// dead-lettered with the reason.
+fn unknown(name: &str, r: &Run, shared: &Shared) -> Outcome {
+    let sent_ms = r.delivery.id.sent_ms();
+    let age = Duration::from_millis((r.fetched_at_us / 1000).saturating_sub(sent_ms));
+    if age < shared.unknown_jobs_retry_for {
+        let delay = (age / 10).clamp(Duration::from_secs(1), Duration::from_secs(300));
+        tracing::warn!(job.name = name, ?age, retry_in = ?delay, "unknown job type: put back for a worker that knows it");
+        return Outcome::Release { delay };
+    }
+    let error = format!(
+        "unknown job type \"{name}\": no worker knows it (waited {:?} for one; deploy the workers that define it, then move the dead letter back)",
+        shared.unknown_jobs_retry_for
+    );
+    tracing::error!(%error, "dead-lettered");
+    Outcome::Dead { error }
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {

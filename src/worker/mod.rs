@@ -33,6 +33,7 @@ mod builder;
 pub(crate) mod data;
 mod dispatch;
 mod execute;
+mod leases;
 mod retry;
 mod settle;
 
@@ -53,7 +54,18 @@ use crate::backend::Backend;
 use crate::backend::any::AnyBackend;
 use data::Data;
 use dispatch::Dispatcher;
+use leases::Leases;
 use settle::{Event, Settler};
+
+/// The longest single delay redjob schedules: a retry's backoff or
+/// [`JobError::retry_after`](crate::JobError::retry_after), a job timeout, the
+/// cap of a [`RetryPolicy`]. Longer ones are cut to it. 9,999,999 s (about 115
+/// days) is RSMQ's own limit for a queue's `delay` and `vt`.
+///
+/// ```
+/// assert_eq!(redjob::worker::MAX_DELAY.as_secs(), 9_999_999);
+/// ```
+pub const MAX_DELAY: Duration = Duration::from_secs(9_999_999);
 
 /// Settings shared by a worker's tasks.
 pub(crate) struct Shared {
@@ -67,6 +79,9 @@ pub(crate) struct Shared {
     pub job_timeout: Option<Duration>,
     pub retry: RetryPolicy,
     pub data: Data,
+    /// How long after it was sent a job of an unknown type is put back for a
+    /// worker that knows it, before it is dead-lettered.
+    pub unknown_jobs_retry_for: Duration,
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
@@ -133,11 +148,13 @@ impl<B: Backend> Worker<B> {
             let wake = Arc::new(Notify::new());
             wakes.insert(name.clone(), wake.clone());
             let (tx, rx) = mpsc::unbounded_channel();
+            let leases = Arc::new(Leases::default());
             let settler = Settler::new(
                 self.backend.clone(),
                 queue.clone(),
                 self.shared.lease,
                 wake.clone(),
+                leases.clone(),
             );
             settlers.spawn(settler.run(rx));
             settler_txs.push(tx.clone());
@@ -150,9 +167,11 @@ impl<B: Backend> Worker<B> {
                 tx,
                 tracker: tracker.clone(),
                 per_queue: Arc::new(dispatch::PerQueue::new(stop.clone(), abort.clone())),
+                leases,
             };
             dispatchers.spawn(d.run());
         }
+        infra.spawn(warn_about_backend(self.backend.clone()));
         infra.spawn(listen(self.backend.clone(), names, wakes, stop.clone()));
         if self.signals {
             infra.spawn(on_signal(self.shutdown.clone()));
@@ -160,7 +179,7 @@ impl<B: Backend> Worker<B> {
 
         self.shutdown.cancelled().await;
         tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
-        dispatchers.join_all().await;
+        let mut crashed = joined("dispatcher", dispatchers).await;
         tracker.close();
         if tokio::time::timeout(self.grace, tracker.wait())
             .await
@@ -171,15 +190,61 @@ impl<B: Backend> Worker<B> {
                 "grace period over: cancelling running jobs and releasing them"
             );
             abort.cancel();
-            let _ = tokio::time::timeout(Duration::from_secs(5), tracker.wait()).await;
+            // a run that ignores its token (a handler blocking its thread) is not
+            // released: its settler leaves it leased until its lease ends
+            let _ = tokio::time::timeout(ABORT_WAIT, tracker.wait()).await;
         }
         for tx in settler_txs {
             let _ = tx.send(Event::Drain);
         }
-        settlers.join_all().await;
+        crashed = crashed.or(joined("settler", settlers).await);
         infra.abort_all();
-        tracing::info!("worker stopped");
-        Ok(())
+        match crashed {
+            None => {
+                tracing::info!("worker stopped");
+                Ok(())
+            }
+            Some(e) => {
+                tracing::error!(error = %e, "worker stopped after a crash");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// How long runs cancelled after the grace period get to stop.
+const ABORT_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits for every task of `set`; a task that panicked is reported as an error.
+async fn joined(what: &'static str, mut set: JoinSet<()>) -> Option<crate::Error> {
+    let mut first = None;
+    while let Some(r) = set.join_next().await {
+        if let Err(e) = r {
+            let reason = if e.is_panic() {
+                let p = e.into_panic();
+                p.downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(no message)".into())
+            } else {
+                e.to_string()
+            };
+            tracing::error!(task = what, %reason, "a worker task crashed");
+            first.get_or_insert(crate::Error::Crashed { task: what, reason });
+        }
+    }
+    first
+}
+
+/// Logs what about the backend can lose or delay jobs (e.g. an eviction policy).
+async fn warn_about_backend<B: Backend>(backend: B) {
+    match backend.warnings().await {
+        Ok(warnings) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "could not check the backend's settings"),
     }
 }
 
@@ -217,7 +282,7 @@ async fn listen<B: Backend>(
             _ = tokio::time::sleep(backoff) => {}
             _ = stop.cancelled() => return,
         }
-        backoff = (backoff * 2).min(Duration::from_secs(10));
+        backoff = (backoff * 2).min(Duration::from_secs(2));
     }
 }
 

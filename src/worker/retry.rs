@@ -38,7 +38,8 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// Exponential backoff capped at `max_delay` (must be positive), with jitter.
+    /// Exponential backoff capped at `max_delay` (must be positive; a cap over
+    /// [`MAX_DELAY`](super::MAX_DELAY) is cut to it), with jitter.
     pub fn exponential(max_delay: Duration) -> Result<Self> {
         if max_delay.is_zero() {
             return Err(Error::InvalidValue {
@@ -47,7 +48,7 @@ impl RetryPolicy {
             });
         }
         Ok(RetryPolicy {
-            max_delay,
+            max_delay: max_delay.min(super::MAX_DELAY),
             jitter: true,
         })
     }
@@ -60,11 +61,16 @@ impl RetryPolicy {
 
     /// The delay after failed attempt `attempt` (1-based) of a job whose backoff is `base`.
     pub fn delay(&self, base: Duration, attempt: u32) -> Duration {
-        let exp = attempt.saturating_sub(1).min(40);
-        let bound = base.saturating_mul(1u32 << exp.min(31)).min(self.max_delay);
-        let bound = if exp > 31 { self.max_delay } else { bound };
+        let max = self.max_delay.min(super::MAX_DELAY);
+        let exp = attempt.saturating_sub(1).min(63);
+        let bound = base.checked_mul(1u32 << exp.min(31));
+        let bound = match bound {
+            Some(b) if exp <= 31 => b.min(max),
+            _ => max,
+        };
         if self.jitter {
-            let ms = bound.as_millis() as u64;
+            // at most MAX_DELAY, so neither the millis nor the + 1 can overflow
+            let ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX - 1);
             Duration::from_millis(crate::id::random_u64() % (ms + 1))
         } else {
             bound

@@ -1,34 +1,33 @@
-//! One task per queue owns the running deliveries' tokens: it extends their leases
-//! (one batched call per tick) and settles finished ones (one batched call per
-//! flush). Being the only owner, it never acks with a token a heartbeat has replaced.
+//! One task per queue keeps the held deliveries' leases and settles finished ones.
+//!
+//! It renews every held lease (running jobs and finished ones whose settle has not
+//! landed) in one call every third of the lease, settles finished ones in one
+//! batched call, retries a failed settle by itself with backoff, and gives a run
+//! up (cancels it, settles nothing) once its lease has run out on the worker's
+//! clock without a renewal. A renewal whose reply was lost is resolved by reading
+//! the job's score before the next call, so it never costs the delivery.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
-use tokio::time::MissedTickBehavior;
-use tokio_util::sync::CancellationToken;
+use tokio::time::Instant;
 
+use super::leases::Leases;
 use crate::JobId;
 use crate::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
 
-/// What happened to a delivery.
+/// What the settler is told.
 pub(crate) enum Event {
-    /// The dispatcher leased it and is starting it.
-    Started {
-        id: JobId,
-        token: Token,
-        cancel: CancellationToken,
-    },
-    /// Its run ended.
-    Finished { id: JobId, outcome: Outcome },
-    /// Shutdown: release whatever still runs, flush, exit.
+    /// A run ended (its outcome is in the lease table), or a released delivery
+    /// was added: settle soon.
+    Finished,
+    /// Shutdown: settle what is finished, give up what still runs, exit.
     Drain,
 }
 
 /// How a run ended.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Outcome {
     Ack,
     Retry {
@@ -37,12 +36,18 @@ pub(crate) enum Outcome {
     Dead {
         error: String,
     },
-    /// Interrupted by shutdown: visible again at once, the attempt not counted.
-    Release,
+    /// Not a failed attempt: visible again after `delay` with the delivery not
+    /// counted (interrupted by shutdown, or a job type this worker does not know).
+    Release {
+        delay: Duration,
+    },
 }
 
 /// Most entries per settle call.
 const MAX_BATCH: usize = 4096;
+/// A failed settle is retried after this, doubling up to `RETRY_MAX`.
+const RETRY_MIN: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
 
 pub(crate) struct Settler<B> {
     pub backend: B,
@@ -50,165 +55,324 @@ pub(crate) struct Settler<B> {
     pub lease: Duration,
     /// Wakes the queue's dispatcher (after a retry is scheduled).
     pub wake: Arc<Notify>,
-    running: HashMap<JobId, (Token, CancellationToken)>,
-    pending: Settle,
-    pending_len: usize,
+    pub leases: Arc<Leases>,
+    /// When the last settle failed: retry at this time.
+    retry_at: Option<Instant>,
+    retry_wait: Duration,
 }
 
 impl<B: Backend> Settler<B> {
-    pub fn new(backend: B, queue: Arc<str>, lease: Duration, wake: Arc<Notify>) -> Self {
+    pub fn new(
+        backend: B,
+        queue: Arc<str>,
+        lease: Duration,
+        wake: Arc<Notify>,
+        leases: Arc<Leases>,
+    ) -> Self {
         Settler {
             backend,
             queue,
             lease,
             wake,
-            running: HashMap::new(),
-            pending: Settle::default(),
-            pending_len: 0,
+            leases,
+            retry_at: None,
+            retry_wait: RETRY_MIN,
         }
     }
 
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
-        let mut tick = tokio::time::interval(self.lease / 3);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        tick.tick().await;
-        let mut draining = false;
-        while !draining {
+        let every = self.lease / 3;
+        let mut next_beat = Instant::now() + every;
+        loop {
+            let wake_at = [Some(next_beat), self.retry_at, self.nearest_deadline()]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(next_beat);
             tokio::select! {
                 ev = rx.recv() => {
-                    let Some(ev) = ev else { break };
-                    draining |= self.handle(ev);
-                    // take what else is ready; yield once so that jobs finishing right
-                    // now join this batch rather than the next call
+                    let mut draining = matches!(ev, None | Some(Event::Drain));
+                    // take what else is ready; yield once so that jobs finishing
+                    // right now join this batch rather than the next call
                     for round in 0..2 {
-                        while self.pending_len < MAX_BATCH {
-                            match rx.try_recv() {
-                                Ok(ev) => draining |= self.handle(ev),
-                                Err(_) => break,
-                            }
+                        while let Ok(ev) = rx.try_recv() {
+                            draining |= matches!(ev, Event::Drain);
                         }
-                        if round == 0 && !draining && self.pending_len < MAX_BATCH {
+                        if round == 0 && !draining {
                             tokio::task::yield_now().await;
                         }
                     }
-                    self.flush().await;
+                    if draining {
+                        break;
+                    }
+                    if self.retry_at.is_none() {
+                        self.flush().await;
+                    }
                 }
-                _ = tick.tick() => self.heartbeat().await,
+                _ = tokio::time::sleep_until(wake_at) => {
+                    self.expire();
+                    if Instant::now() >= next_beat {
+                        self.heartbeat().await;
+                        next_beat = Instant::now() + every;
+                    }
+                    if self.retry_at.is_some_and(|t| Instant::now() >= t) {
+                        self.flush().await;
+                    }
+                }
             }
         }
-        self.release_all();
-        // bounded: a Redis that stays away leaves the leases to expire instead
+        self.drain().await;
+    }
+
+    /// At shutdown: runs still going past the grace period are given up, not
+    /// released (another worker could run them while they still run here); they
+    /// stay leased until their lease ends. Finished ones are settled, retrying a
+    /// few times.
+    async fn drain(&mut self) {
+        let still = {
+            let mut map = self.leases.lock();
+            let ids: Vec<JobId> = map
+                .iter()
+                .filter(|(_, h)| h.running)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in &ids {
+                if let Some(h) = map.remove(id) {
+                    h.cancel.cancel();
+                }
+            }
+            ids
+        };
+        if !still.is_empty() {
+            tracing::error!(queue = %self.queue, jobs = ?still, lease = ?self.lease,
+                "jobs still running after the grace period are left leased; they run again once their lease ends");
+        }
+        // bounded: a backend that stays away leaves the leases to expire instead
         for _ in 0..20 {
-            if self.pending_len == 0 {
+            if self.pending() == 0 {
                 break;
             }
             self.flush().await;
-            if self.pending_len > 0 {
+            if self.pending() > 0 {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }
-        if self.pending_len > 0 {
-            tracing::error!(queue = %self.queue, unsettled = self.pending_len, "could not settle jobs at shutdown; they run again after their lease");
+        let left = self.pending();
+        if left > 0 {
+            tracing::error!(queue = %self.queue, unsettled = left, "could not settle jobs at shutdown; they run again after their lease");
         }
     }
 
-    /// Returns true on `Drain`.
-    fn handle(&mut self, ev: Event) -> bool {
-        match ev {
-            Event::Started { id, token, cancel } => {
-                self.running.insert(id, (token, cancel));
+    fn pending(&self) -> usize {
+        self.leases
+            .lock()
+            .values()
+            .filter(|h| h.outcome.is_some())
+            .count()
+    }
+
+    /// The earliest lease end of a run still going.
+    fn nearest_deadline(&self) -> Option<Instant> {
+        self.leases
+            .lock()
+            .values()
+            .filter(|h| h.running)
+            .map(|h| h.deadline)
+            .min()
+    }
+
+    /// Gives up runs whose lease ran out without a renewal: another worker may
+    /// run them now. Their token is cancelled and nothing is settled for them.
+    /// Finished ones keep trying to settle for one more lease (the fence decides).
+    fn expire(&mut self) {
+        let now = Instant::now();
+        let mut map = self.leases.lock();
+        map.retain(|id, h| {
+            if h.running && h.deadline <= now {
+                tracing::warn!(queue = %self.queue, job.id = %id, "lease ran out without a renewal (backend unreachable?); cancelling the run");
+                h.cancel.cancel();
+                return false;
             }
-            Event::Finished { id, outcome } => {
-                let Some((token, _)) = self.running.remove(&id) else {
-                    tracing::debug!(job.id = %id, "finished after its lease was lost; not settled");
-                    return false;
-                };
-                self.push(id, token, outcome);
+            if h.outcome.is_some() && h.deadline + self.lease <= now {
+                tracing::error!(queue = %self.queue, job.id = %id, "could not settle the job before its lease ran out; it runs again");
+                return false;
             }
-            Event::Drain => return true,
-        }
-        false
+            true
+        });
     }
 
-    fn push(&mut self, id: JobId, token: Token, outcome: Outcome) {
-        self.pending_len += 1;
-        let p = &mut self.pending;
-        match outcome {
-            Outcome::Ack => p.acks.push((id, token)),
-            Outcome::Retry { delay } => p.reschedules.push(Reschedule {
-                id,
-                token,
-                delay,
-                deliveries: token.attempt(),
-                release: false,
-            }),
-            Outcome::Release => p.reschedules.push(Reschedule {
-                id,
-                token,
-                delay: Duration::ZERO,
-                deliveries: token.attempt().saturating_sub(1),
-                release: true,
-            }),
-            Outcome::Dead { error } => p.dead.push(DeadLetterEntry { id, token, error }),
+    /// Reads the current score of jobs whose renewal reply was lost and adopts
+    /// the token that renewal wrote.
+    async fn resolve_uncertain(&mut self) {
+        let asked: Vec<(JobId, Token, u64)> = self
+            .leases
+            .lock()
+            .iter()
+            .filter_map(|(id, h)| h.uncertain_until_ms.map(|u| (*id, h.token, u)))
+            .collect();
+        if asked.is_empty() {
+            return;
+        }
+        let ids: Vec<JobId> = asked.iter().map(|(id, ..)| *id).collect();
+        let Ok(scores) = self.backend.scores(&self.queue, &ids).await else {
+            return; // still unreachable: try again before the next call
+        };
+        let mut map = self.leases.lock();
+        for ((id, old, until), now) in asked.iter().zip(scores) {
+            let Some(h) = map.get_mut(id).filter(|h| h.token == *old) else {
+                continue;
+            };
+            h.uncertain_until_ms = None;
+            if let Some(now) = now.filter(|t| {
+                t.attempt() == old.attempt()
+                    && t.lease_until_ms() > old.lease_until_ms()
+                    && t.lease_until_ms() <= *until
+            }) {
+                tracing::debug!(queue = %self.queue, job.id = %id, "a renewal whose reply was lost had landed; adopted its lease");
+                h.token = now;
+            }
         }
     }
 
-    fn release_all(&mut self) {
-        for (id, (token, cancel)) in std::mem::take(&mut self.running) {
-            cancel.cancel();
-            self.push(id, token, Outcome::Release);
-        }
-    }
-
+    /// Settles every finished delivery held, in batches.
     async fn flush(&mut self) {
-        if self.pending_len == 0 {
-            return;
-        }
-        match self.backend.settle(&self.queue, &self.pending).await {
-            Ok(done) => {
-                let sent = self.pending_len as u64;
-                if done.acked + done.rescheduled + done.dead < sent {
-                    tracing::warn!(queue = %self.queue, sent, ?done, "some deliveries had lost their lease; the newer delivery was left alone");
-                }
-                if !self.pending.reschedules.is_empty() {
-                    self.wake.notify_one();
-                }
-                self.pending = Settle::default();
-                self.pending_len = 0;
+        self.resolve_uncertain().await;
+        loop {
+            let (batch, sent) = self.batch();
+            if sent.is_empty() {
+                self.retry_at = None;
+                self.retry_wait = RETRY_MIN;
+                return;
             }
-            Err(e) => {
-                // kept for the next flush; the leases cover the jobs meanwhile
-                tracing::warn!(queue = %self.queue, error = %e, pending = self.pending_len, "settling finished jobs failed; will retry");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+            let rescheduled = !batch.reschedules.is_empty();
+            match self.backend.settle(&self.queue, &batch).await {
+                Ok(done) => {
+                    self.retry_at = None;
+                    self.retry_wait = RETRY_MIN;
+                    let n = sent.len() as u64;
+                    if done.acked + done.rescheduled + done.dead < n {
+                        tracing::info!(queue = %self.queue, sent = n, ?done,
+                            "some settles did not apply: the job was deleted, already settled by an earlier call whose reply was lost, or delivered again after its lease ran out");
+                    }
+                    // a merged re-delivery during the call changed the token: that
+                    // one stays for the next flush
+                    let mut map = self.leases.lock();
+                    for (id, token) in &sent {
+                        if map.get(id).is_some_and(|h| h.token == *token) {
+                            map.remove(id);
+                        }
+                    }
+                    drop(map);
+                    if rescheduled {
+                        self.wake.notify_one();
+                    }
+                    if sent.len() < MAX_BATCH {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // kept in the table: renewed by the heartbeat, retried with backoff
+                    tracing::warn!(queue = %self.queue, error = %e, pending = sent.len(), retry_in = ?self.retry_wait, "settling finished jobs failed; will retry");
+                    self.retry_at = Some(Instant::now() + self.retry_wait);
+                    self.retry_wait = (self.retry_wait * 2).min(RETRY_MAX);
+                    return;
+                }
             }
         }
     }
 
+    /// The finished deliveries as one settle call, and what was sent.
+    fn batch(&self) -> (Settle, Vec<(JobId, Token)>) {
+        let map = self.leases.lock();
+        let mut s = Settle::default();
+        let mut sent = Vec::new();
+        for (id, h) in map.iter() {
+            let Some(outcome) = &h.outcome else { continue };
+            if sent.len() == MAX_BATCH {
+                break;
+            }
+            let (id, token) = (*id, h.token);
+            sent.push((id, token));
+            match outcome {
+                Outcome::Ack => s.acks.push((id, token)),
+                Outcome::Retry { delay } => s.reschedules.push(Reschedule {
+                    id,
+                    token,
+                    delay: *delay,
+                    deliveries: token.attempt(),
+                    release: false,
+                }),
+                Outcome::Release { delay } => s.reschedules.push(Reschedule {
+                    id,
+                    token,
+                    delay: *delay,
+                    deliveries: token.attempt().saturating_sub(1),
+                    release: true,
+                }),
+                Outcome::Dead { error } => s.dead.push(DeadLetterEntry {
+                    id,
+                    token,
+                    error: error.clone(),
+                }),
+            }
+        }
+        (s, sent)
+    }
+
+    /// Renews every held lease in one call.
     async fn heartbeat(&mut self) {
-        if self.running.is_empty() {
+        self.resolve_uncertain().await;
+        let leases: Vec<(JobId, Token, Instant)> = self
+            .leases
+            .lock()
+            .iter()
+            .map(|(id, h)| (*id, h.token, h.deadline))
+            .collect();
+        if leases.is_empty() {
             return;
         }
-        let leases: Vec<(JobId, Token)> =
-            self.running.iter().map(|(id, (t, _))| (*id, *t)).collect();
-        match self.backend.extend(&self.queue, &leases, self.lease).await {
+        let pairs: Vec<(JobId, Token)> = leases.iter().map(|(id, t, _)| (*id, *t)).collect();
+        let sent_at = Instant::now();
+        let result = self.backend.extend(&self.queue, &pairs, self.lease).await;
+        let mut map = self.leases.lock();
+        match result {
             Ok(tokens) => {
-                for ((id, _), new) in leases.iter().zip(tokens) {
+                for ((id, old, _), new) in leases.iter().zip(tokens) {
+                    // changed during the call (a merged re-delivery): not ours to touch
+                    let Some(h) = map.get_mut(id).filter(|h| h.token == *old) else {
+                        continue;
+                    };
                     match new {
                         Some(t) => {
-                            if let Some(entry) = self.running.get_mut(id) {
-                                entry.0 = t;
-                            }
+                            h.token = t;
+                            h.deadline = sent_at + self.lease;
                         }
                         None => {
-                            if let Some((_, cancel)) = self.running.remove(id) {
-                                tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (another worker may run the job); cancelling");
-                                cancel.cancel();
+                            if h.running {
+                                tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run");
                             }
+                            h.cancel.cancel();
+                            map.remove(id);
                         }
                     }
                 }
             }
-            Err(e) => tracing::warn!(queue = %self.queue, error = %e, "extending leases failed"),
+            Err(e) => {
+                // the renewal may still have run: remember the lease it could have set
+                tracing::warn!(queue = %self.queue, error = %e, "renewing leases failed");
+                let now = Instant::now();
+                for (id, old, deadline) in &leases {
+                    let Some(h) = map.get_mut(id).filter(|h| h.token == *old) else {
+                        continue;
+                    };
+                    let origin = deadline.checked_sub(self.lease).unwrap_or(*deadline);
+                    let since = now.saturating_duration_since(origin) + Duration::from_secs(1);
+                    let until = old
+                        .lease_until_ms()
+                        .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+                    h.uncertain_until_ms = Some(until);
+                }
+            }
         }
     }
 }

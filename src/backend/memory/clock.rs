@@ -58,7 +58,10 @@ impl Clock {
     /// Unix microseconds now.
     pub fn now_us(&self) -> u64 {
         let i = &self.inner;
-        i.base_us + i.start.elapsed().as_micros() as u64 + i.offset_us.load(Ordering::SeqCst)
+        let elapsed = u64::try_from(i.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        i.base_us
+            .saturating_add(elapsed)
+            .saturating_add(i.offset_us.load(Ordering::SeqCst))
     }
 
     /// Unix milliseconds now.
@@ -73,9 +76,13 @@ impl Clock {
 
     /// Moves the clock forward by `d` and wakes workers waiting on it.
     pub fn advance(&self, d: Duration) {
-        self.inner
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let _ = self
+            .inner
             .offset_us
-            .fetch_add(d.as_micros() as u64, Ordering::SeqCst);
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| {
+                Some(o.saturating_add(us))
+            });
         self.inner.advanced.send_modify(|n| *n += 1);
     }
 

@@ -131,6 +131,7 @@ impl Backend for MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(Fetched {
                 now_us,
+                missing: true,
                 ..Default::default()
             });
         };
@@ -161,6 +162,8 @@ impl Backend for MemoryBackend {
             now_us,
             next_due_ms,
             max_body: usize::try_from(q.maxsize).ok(),
+            orphans: 0,
+            missing: false,
         })
     }
 
@@ -215,7 +218,8 @@ impl Backend for MemoryBackend {
         let mut retried = 0;
         for r in &res {
             let count = u64::from(r.deliveries.min(999));
-            q.rescore(r.id, (now + r.delay.as_millis() as u64) * 1000 + count);
+            let delay = r.delay.min(crate::worker::MAX_DELAY).as_millis() as u64;
+            q.rescore(r.id, (now + delay) * 1000 + count);
             if let Some(m) = q.msgs.get_mut(&r.id) {
                 m.lease = false;
             }
@@ -267,6 +271,22 @@ impl Backend for MemoryBackend {
                 .map(|(_, id)| q.dead_msgs[id].clone())
                 .collect()
         }))
+    }
+
+    async fn scores(&self, queue: &str, ids: &[JobId]) -> Result<Vec<Option<Token>>> {
+        let st = self.lock();
+        let q = st.queues.get(queue);
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let m = q?.msgs.get(id)?;
+                Some(Token::new(m.score / 1000, (m.score % 1000) as u32))
+            })
+            .collect())
+    }
+
+    async fn warnings(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
     }
 
     async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {

@@ -176,7 +176,9 @@ impl Queues for MemoryBackend {
         if !q.msgs.contains_key(id) {
             return Ok(false);
         }
-        q.rescore(*id, (now + ms) * 1000);
+        // the delivery count in the score's thousandths is kept, as on Redis
+        let count = q.msgs[id].score % 1000;
+        q.rescore(*id, (now + ms) * 1000 + count);
         Ok(true)
     }
 

@@ -16,6 +16,11 @@ use crate::queue::{QueueOptions, Rsmq, SendMessage};
 use crate::{Error, JobId, Result};
 use scripts::{eval, run};
 
+/// The wake-up connection's connect, subscribe and ping timeout.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the wake-up connection is pinged.
+const LISTEN_PING_EVERY: Duration = Duration::from_secs(15);
+
 /// Runs workers on Redis. Cheap to clone; clones share one multiplexed connection.
 ///
 /// ```no_run
@@ -191,9 +196,10 @@ impl Backend for RedisBackend {
             cmd.arg(id).arg(token.to_string());
         }
         for r in &batch.reschedules {
+            let delay = r.delay.min(crate::worker::MAX_DELAY);
             cmd.arg(r.id)
                 .arg(r.token.to_string())
-                .arg(r.delay.as_millis() as u64)
+                .arg(delay.as_millis() as u64)
                 .arg(r.deliveries.min(999))
                 .arg(if r.release { "l" } else { "r" });
         }
@@ -204,23 +210,76 @@ impl Backend for RedisBackend {
         replies::settled(&v)
     }
 
+    async fn scores(&self, queue: &str, ids: &[JobId]) -> Result<Vec<Option<Token>>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue(queue);
+        let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE")
+            .arg(&k.zset)
+            .arg(ids)
+            .query_async(&mut self.con.clone())
+            .await?;
+        Ok(scores
+            .into_iter()
+            .map(|s| s.and_then(Token::from_score))
+            .collect())
+    }
+
+    async fn warnings(&self) -> Result<Vec<String>> {
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut self.con.clone())
+            .await?;
+        let policy = info
+            .lines()
+            .find_map(|l| l.strip_prefix("maxmemory_policy:"))
+            .map(str::trim);
+        Ok(match policy {
+            Some(p) if p != "noeviction" => vec![format!(
+                "Redis's maxmemory-policy is {p}: at maxmemory Redis may evict queued jobs without a trace; set it to noeviction"
+            )],
+            _ => Vec::new(),
+        })
+    }
+
     async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {
         let channels: HashMap<String, &str> = queues
             .iter()
             .map(|q| (self.ns.queue(q).realtime, q.as_str()))
             .collect();
-        let mut pubsub = self.client.get_async_pubsub().await?;
+        let timed_out = || Error::Protocol("notification connection timed out".into());
+        let pubsub = tokio::time::timeout(LISTEN_TIMEOUT, self.client.get_async_pubsub())
+            .await
+            .map_err(|_| timed_out())??;
+        let (mut sink, mut stream) = pubsub.split();
         for ch in channels.keys() {
-            pubsub.subscribe(ch).await?;
+            tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
+                .await
+                .map_err(|_| timed_out())??;
         }
         // anything sent before the subscription took effect
         for q in queues {
             wake(q);
         }
-        let mut stream = pubsub.on_message();
-        while let Some(msg) = stream.next().await {
-            if let Some(q) = channels.get(msg.get_channel_name()) {
-                wake(q);
+        // a half-open connection delivers nothing and reports nothing: ping it
+        let mut ping = tokio::time::interval(LISTEN_PING_EVERY);
+        ping.tick().await;
+        loop {
+            tokio::select! {
+                msg = stream.next() => match msg {
+                    Some(msg) => {
+                        if let Some(q) = channels.get(msg.get_channel_name()) {
+                            wake(q);
+                        }
+                    }
+                    None => break,
+                },
+                _ = ping.tick() => {
+                    tokio::time::timeout(LISTEN_TIMEOUT, sink.ping::<redis::Value>())
+                        .await
+                        .map_err(|_| timed_out())??;
+                }
             }
         }
         Err(Error::Protocol("notification connection closed".into()))

@@ -19,6 +19,7 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Fetched> {
         .map(|f| f.max(0.0).ceil() as u64);
     let lease_ms = r.int()?.max(0) as u64;
     let max_body = usize::try_from(r.int()?).ok();
+    let orphans = r.int()?;
     let mut jobs = Vec::with_capacity(max.min(1024));
     while !r.is_empty() {
         let id = JobId::from_bytes(r.bytes()?)?;
@@ -35,6 +36,8 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Fetched> {
         now_us: now.max(0) as u64,
         next_due_ms,
         max_body,
+        orphans: usize::try_from(orphans).unwrap_or(0),
+        missing: orphans < 0,
     })
 }
 

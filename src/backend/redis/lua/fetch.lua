@@ -13,18 +13,21 @@
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- Returns {now µs, earliest remaining score or "" (only when fewer than asked
---          were due), lease end ms, the queue's maxsize (-1: none), id, body,
---          delivery count, id, body, count, ...}
+--          were leased), lease end ms, the queue's maxsize (-1: none), due ids
+--          without a body that were removed, id, body, delivery count, id, body,
+--          count, ...}; {0, "", 0, -1, -1} when the queue does not exist
+-- a missing queue costs one command (workers check it every few seconds)
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize")
+if not attrs[1] then return {0, "", 0, -1, -1} end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max = tonumber(ARGV[1])
 local lease = now + tonumber(ARGV[2])
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, max)
-local out = {tonumber(t[1]) * 1000000 + tonumber(t[2]), "", lease, -1}
+local out = {tonumber(t[1]) * 1000000 + tonumber(t[2]), "", lease, -1, -1}
 local n = #due / 2
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize")
-if not attrs[1] then return out end
 out[4] = tonumber(attrs[5]) or -1
+out[5] = 0
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
 local set, z, orphans = {}, {}, {}
@@ -68,7 +71,10 @@ if n > 0 then
       orphans[#orphans + 1] = id
     end
   end
-  if #orphans > 0 then many("ZREM", KEYS[1], orphans) end
+  if #orphans > 0 then
+    many("ZREM", KEYS[1], orphans)
+    out[5] = #orphans
+  end
   if #z > 0 then
     if #orphans == 0 then allow_writes(KEYS[1]) end
     many("ZADD", KEYS[1], z)
@@ -77,7 +83,8 @@ if n > 0 then
            "redjob:leased", string.format("%.0f", ours + leased)}
   end
 end
-if n < max then
+-- fewer leased than asked (orphans count as not leased): the worker will wait
+if #z / 2 < max then
   local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
   if #first > 0 then out[2] = first[2] end
   if attrs[4] ~= "1" then

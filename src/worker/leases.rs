@@ -1,0 +1,105 @@
+//! The deliveries a worker holds on one queue: running, or finished with a settle
+//! still to land. Shared by the queue's dispatcher (which adds them, and merges a
+//! re-delivery of a job it still holds into the held one) and its settler (which
+//! renews, settles and gives them up).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::settle::Outcome;
+use crate::JobId;
+use crate::backend::Token;
+
+/// One held delivery.
+pub(crate) struct Held {
+    /// The job's score in the backend, as far as this worker knows.
+    pub token: Token,
+    /// The lease ends no later than this on the worker's clock (measured from when
+    /// the call that set it was sent, so never later than the backend's).
+    pub deadline: Instant,
+    /// A renewal whose reply was lost may have replaced `token` in the backend: it
+    /// wrote the same delivery count with a lease ending by this (Unix ms, backend
+    /// time). Cleared once the current score is known again.
+    pub uncertain_until_ms: Option<u64>,
+    /// Cancels the run.
+    pub cancel: CancellationToken,
+    /// This worker's number for the run, so a finish is matched to its own run.
+    pub run: u64,
+    /// The handler is still going (or waiting to start).
+    pub running: bool,
+    /// The run ended with this; the settle has not landed yet.
+    pub outcome: Option<Outcome>,
+}
+
+/// Held deliveries by job id: at most one per job, so one worker never runs a job
+/// twice at once.
+#[derive(Default)]
+pub(crate) struct Leases {
+    map: Mutex<HashMap<JobId, Held>>,
+    runs: std::sync::atomic::AtomicU64,
+}
+
+/// What the dispatcher should do with a fresh delivery.
+pub(crate) enum Admit {
+    /// A new run with this number and token.
+    Start { run: u64, cancel: CancellationToken },
+    /// This worker already holds the job (its lease expired before a renewal, or
+    /// someone made it visible again): the held run goes on under the new lease.
+    Merged,
+}
+
+impl Leases {
+    pub fn lock(&self) -> MutexGuard<'_, HashMap<JobId, Held>> {
+        // the map stays consistent across a panic in a holder: carry on
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a delivery leased by a call sent at `sent` for `lease`.
+    pub fn admit(
+        &self,
+        id: JobId,
+        token: Token,
+        deadline: Instant,
+        parent: &CancellationToken,
+    ) -> Admit {
+        let mut map = self.lock();
+        if let Some(h) = map.get_mut(&id) {
+            h.token = token;
+            h.deadline = deadline;
+            h.uncertain_until_ms = None;
+            return Admit::Merged;
+        }
+        let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cancel = parent.child_token();
+        map.insert(
+            id,
+            Held {
+                token,
+                deadline,
+                uncertain_until_ms: None,
+                cancel: cancel.clone(),
+                run,
+                running: true,
+                outcome: None,
+            },
+        );
+        Admit::Start { run, cancel }
+    }
+
+    /// Records how run `run` of `id` ended; false when the delivery is no longer
+    /// held (its lease was lost or ran out: nothing to settle).
+    pub fn finish(&self, id: JobId, run: u64, outcome: Outcome) -> bool {
+        let mut map = self.lock();
+        match map.get_mut(&id) {
+            Some(h) if h.run == run => {
+                h.running = false;
+                h.outcome = Some(outcome);
+                true
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,825 @@
+//! The worker's own ways to run a job twice, leave it stuck, loop or panic, each
+//! reproduced against a real redis-server (or the memory backend where the fault
+//! is the worker's alone): outages during a settle, slow Redis, re-delivery to the
+//! same worker, timeouts, shutdown during a fetch, absurd durations, orphans,
+//! missing queues and a panicking settler.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use common::{Recorder, RedisServer, start, wait_for, wait_until};
+use redjob::backend::memory::MemoryBackend;
+use redjob::backend::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
+use redjob::client::ClientConfig;
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+use redjob::{Client, Job, JobContext, JobError, JobId, RetryPolicy, Worker};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+/// Sleeps `ms` (or until cancelled), recording its start, how many runs of it
+/// overlap, and whether its cancellation token fired.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hold", queue = "hw")]
+struct Hold {
+    key: u64,
+    ms: u64,
+}
+
+#[derive(Default, Clone)]
+struct Probe {
+    now: Arc<AtomicU32>,
+    max: Arc<AtomicU32>,
+    cancelled: Arc<AtomicBool>,
+    spawned_saw_cancel: Arc<AtomicBool>,
+}
+
+impl Job for Hold {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        let p = ctx.data::<Probe>()?.clone();
+        let n = p.now.fetch_add(1, Ordering::SeqCst) + 1;
+        p.max.fetch_max(n, Ordering::SeqCst);
+        let r = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(self.ms)) => Ok(()),
+            _ = ctx.cancellation().cancelled() => {
+                p.cancelled.store(true, Ordering::SeqCst);
+                Err(JobError::retry("cancelled"))
+            }
+        };
+        p.now.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+}
+
+/// Never ends by itself; a task it spawns records the job's cancellation.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "spawner", queue = "hw")]
+struct Spawner;
+
+impl Job for Spawner {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let p = ctx.data::<Probe>()?.clone();
+        let token = ctx.cancellation().clone();
+        tokio::spawn(async move {
+            token.cancelled().await;
+            p.spawned_saw_cancel.store(true, Ordering::SeqCst);
+        });
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+/// Blocks its thread (ignores cancellation) for `ms`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "blocker", queue = "hw")]
+struct Blocker {
+    ms: u64,
+}
+
+impl Job for Blocker {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, 0);
+        std::thread::sleep(Duration::from_millis(self.ms));
+        Ok(())
+    }
+}
+
+/// Asks to be retried after `Duration::MAX`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "forever_later", queue = "hw", max_attempts = 3)]
+struct ForeverLater;
+
+impl Job for ForeverLater {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, 0);
+        Err(JobError::retry_after("later", Duration::MAX))
+    }
+}
+
+async fn client_with(url: &str, response_timeout: Duration) -> Client {
+    let mut cfg = ClientConfig::from_url(url);
+    cfg.redis.connection_timeout = Duration::from_secs(1);
+    cfg.redis.response_timeout = response_timeout;
+    Client::from_config(cfg).await.unwrap()
+}
+
+fn builder(client: &Client, rec: &Recorder, probe: &Probe) -> redjob::worker::WorkerBuilder {
+    Worker::builder(client.backend())
+        .queue("hw")
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe.clone())
+        .retry(RetryPolicy::default().jitter(false))
+}
+
+async fn msgs(client: &Client) -> u64 {
+    // a failed call (Redis down or stalled) counts as not drained
+    client
+        .queues()
+        .attributes("hw")
+        .await
+        .map_or(u64::MAX, |a| a.msgs)
+}
+
+/// Score of `id` in the `hw` queue, and Redis's time now, in ms.
+async fn score_and_now(server: &RedisServer, id: &JobId) -> (Option<f64>, u64) {
+    let mut con = server.raw().await;
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg("rsmq:hw")
+        .arg(id.to_string())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+    (score, s * 1000 + us / 1000)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_held_back_by_an_outage_is_resent_and_the_job_runs_once() {
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let client = client_with(&server.url(), Duration::from_millis(500)).await;
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    client.enqueue(&Hold { key: 1, ms: 1000 }).await.unwrap();
+    let w = start(
+        builder(&client, &rec, &probe)
+            .lease(Duration::from_secs(5))
+            .build()
+            .unwrap(),
+    );
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill(); // the job finishes (t0 + 1 s) while Redis is down
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    server.restart(); // at t0 + 2.8 s, its lease still valid until about t0 + 5 s
+    // the held-back ack lands by itself: the queue empties before the lease would end
+    assert!(
+        wait_for(Duration::from_secs(4), || async {
+            msgs(&client).await == 0
+        })
+        .await,
+        "the ack was never re-sent"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(7));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(rec.len(), 1, "the job ran again: {:?}", rec.runs());
+    assert_eq!(client.stats("hw").await.unwrap().processed, 1);
+    w.stop().await;
+}
+
+/// A backend with injected faults: the first lease renewal's reply lost after the
+/// renewal ran (a reply timeout during a Redis stall), or a settle that panics.
+#[derive(Clone)]
+struct Faulty<B> {
+    inner: B,
+    /// Set once the first renewal's reply was lost; `None`: no renewal is lost.
+    renewal_lost: Option<Arc<AtomicBool>>,
+    settle_panics: bool,
+    /// While set, every fetch fails.
+    fetch_fails: Option<Arc<AtomicBool>>,
+}
+
+impl<B: Backend> Faulty<B> {
+    fn new(inner: B) -> Self {
+        Faulty {
+            inner,
+            renewal_lost: None,
+            settle_panics: false,
+            fetch_fails: None,
+        }
+    }
+}
+
+impl<B: Backend> Backend for Faulty<B> {
+    async fn send(
+        &self,
+        q: &str,
+        m: &[SendMessage],
+        c: &QueueOptions,
+    ) -> redjob::Result<Vec<JobId>> {
+        Backend::send(&self.inner, q, m, c).await
+    }
+    async fn fetch(&self, q: &str, max: usize, lease: Duration) -> redjob::Result<Fetched> {
+        if self
+            .fetch_fails
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst))
+        {
+            return Err(redjob::Error::Protocol(
+                "backend unreachable (simulated)".into(),
+            ));
+        }
+        self.inner.fetch(q, max, lease).await
+    }
+    async fn extend(
+        &self,
+        q: &str,
+        l: &[(JobId, Token)],
+        lease: Duration,
+    ) -> redjob::Result<Vec<Option<Token>>> {
+        let r = self.inner.extend(q, l, lease).await;
+        if self
+            .renewal_lost
+            .as_ref()
+            .is_some_and(|lost| !lost.swap(true, Ordering::SeqCst))
+        {
+            assert!(r.is_ok());
+            return Err(redjob::Error::Protocol(
+                "reply timed out (simulated)".into(),
+            ));
+        }
+        r
+    }
+    async fn settle(&self, q: &str, b: &Settle) -> redjob::Result<Settled> {
+        assert!(!self.settle_panics, "settle exploded");
+        self.inner.settle(q, b).await
+    }
+    async fn stats(&self, q: &str) -> redjob::Result<QueueStats> {
+        self.inner.stats(q).await
+    }
+    async fn dead_letters(&self, q: &str, limit: usize) -> redjob::Result<Vec<DeadLetter>> {
+        self.inner.dead_letters(q, limit).await
+    }
+    async fn scores(&self, q: &str, ids: &[JobId]) -> redjob::Result<Vec<Option<Token>>> {
+        self.inner.scores(q, ids).await
+    }
+    async fn warnings(&self) -> redjob::Result<Vec<String>> {
+        self.inner.warnings().await
+    }
+    async fn listen(
+        &self,
+        qs: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+    ) -> redjob::Result<()> {
+        self.inner.listen(qs, wake).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_whose_reply_was_lost_does_not_cost_the_delivery() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    client.enqueue(&Hold { key: 1, ms: 2500 }).await.unwrap();
+    let backend = Faulty {
+        renewal_lost: Some(Arc::default()),
+        ..Faulty::new(client.backend())
+    };
+    // renewals every 0.4 s; the first one's reply is lost after it ran
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe.clone())
+        .lease(Duration::from_millis(1200))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() >= 1).await);
+    assert!(
+        wait_for(Duration::from_secs(6), || async {
+            msgs(&client).await == 0
+        })
+        .await,
+        "the job never finished"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !probe.cancelled.load(Ordering::SeqCst),
+        "the valid run was cancelled"
+    );
+    assert_eq!(rec.len(), 1, "the job ran again: {:?}", rec.runs());
+    assert_eq!(client.stats("hw").await.unwrap().processed, 1);
+    stop.cancel();
+    h.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_made_visible_while_running_here_never_runs_twice_at_once() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let id = client.enqueue(&Hold { key: 1, ms: 1500 }).await.unwrap();
+    let w = start(
+        builder(&client, &rec, &probe)
+            .concurrency(4)
+            .poll_interval(Duration::from_millis(100))
+            .build()
+            .unwrap(),
+    );
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    // anyone makes it visible again: this worker fetches it once more
+    assert!(
+        client
+            .queues()
+            .change_visibility("hw", &id, Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            msgs(&client).await == 0
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(probe.max.load(Ordering::SeqCst), 1, "two runs at once");
+    assert_eq!(rec.len(), 1, "runs: {:?}", rec.runs());
+    assert_eq!(client.stats("hw").await.unwrap().processed, 1);
+    w.stop().await;
+}
+
+#[tokio::test]
+async fn timeout_cancels_the_job_token() {
+    let client = Client::memory(MemoryBackend::new());
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    client.enqueue(&Spawner).await.unwrap();
+    let w = start(
+        builder(&client, &rec, &probe)
+            .job_timeout(Duration::from_millis(100))
+            .build()
+            .unwrap(),
+    );
+    assert!(
+        wait_until(Duration::from_secs(3), || probe
+            .spawned_saw_cancel
+            .load(Ordering::SeqCst))
+        .await,
+        "work spawned by a timed-out job was never told"
+    );
+    w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn job_still_running_after_the_grace_period_is_not_released() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let id = client.enqueue(&Blocker { ms: 8000 }).await.unwrap();
+    let w = builder(&client, &rec, &probe)
+        .lease(Duration::from_secs(30))
+        .grace_period(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(20), h)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // run() has returned, the handler's thread still sleeps: the job must not be visible
+    let (score, now) = score_and_now(&server, &id).await;
+    let score = score.expect("the job is still in the queue");
+    assert!(
+        score > now as f64,
+        "released while its run still goes (score {score}, now {now})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_past_its_lease_without_renewal_is_cancelled() {
+    let mut server = RedisServer::start();
+    let client = client_with(&server.url(), Duration::from_millis(300)).await;
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    client.enqueue(&Hold { key: 1, ms: 20_000 }).await.unwrap();
+    let w = start(
+        builder(&client, &rec, &probe)
+            .lease(Duration::from_millis(1500))
+            .build()
+            .unwrap(),
+    );
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    let t0 = Instant::now();
+    server.kill(); // cut off: no renewal can land
+    assert!(
+        wait_until(Duration::from_secs(4), || probe
+            .cancelled
+            .load(Ordering::SeqCst))
+        .await,
+        "the run went on past its lease"
+    );
+    assert!(
+        t0.elapsed() <= Duration::from_millis(1600),
+        "cancelled late: {:?}",
+        t0.elapsed()
+    );
+    w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_a_fetch_leaves_no_job_leased() {
+    let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let client = client_with(&server.url(), Duration::from_secs(3)).await;
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = builder(&client, &rec, &probe)
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    tokio::time::sleep(Duration::from_millis(300)).await; // idle, waiting
+    // due 150 ms from now, while Redis stalls: the fetch waits behind the stall
+    let id = client
+        .enqueue_in(&Hold { key: 1, ms: 10 }, Duration::from_millis(150))
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let stall = tokio::spawn(async move {
+        let _ = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("1")
+            .query_async::<()>(&mut con)
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.cancel(); // while the fetch is in flight
+    tokio::time::timeout(Duration::from_secs(10), h)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let _ = stall.await;
+    let (score, now) = score_and_now(&server, &id).await;
+    let score = score.expect("the job is still in the queue");
+    assert!(
+        score <= now as f64,
+        "leased to nobody until {score} (now {now})"
+    );
+    assert_eq!(rec.len(), 0);
+    // and the next worker runs it as its first attempt
+    let w = start(builder(&client, &rec, &probe).build().unwrap());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    assert_eq!(rec.runs()[0].attempt, 1);
+    w.stop().await;
+}
+
+#[test]
+fn retry_policy_at_duration_max_never_panics() {
+    let limit = redjob::worker::MAX_DELAY;
+    for jitter in [false, true] {
+        let p = RetryPolicy::exponential(Duration::MAX)
+            .unwrap()
+            .jitter(jitter);
+        for base in [
+            Duration::from_millis(1),
+            Duration::from_secs(1),
+            Duration::MAX,
+        ] {
+            for attempt in [0, 1, 2, 32, 33, 64, 998, u32::MAX] {
+                assert!(p.delay(base, attempt) <= limit);
+            }
+        }
+    }
+    assert_eq!(
+        RetryPolicy::exponential(Duration::MAX)
+            .unwrap()
+            .jitter(false)
+            .delay(Duration::from_secs(1), 40),
+        limit
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_duration_max_waits_the_longest_delay_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let id = client.enqueue(&ForeverLater).await.unwrap();
+    let w = start(builder(&client, &rec, &probe).build().unwrap());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() >= 1).await);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(rec.len(), 1, "ran again at once");
+    let (score, now) = score_and_now(&server, &id).await;
+    let due = score.unwrap() as u64;
+    let limit = redjob::worker::MAX_DELAY.as_millis() as u64;
+    assert!(
+        due >= now + limit - 5_000 && due <= now + limit,
+        "due {due}, now {now}"
+    );
+    w.stop().await;
+}
+
+#[tokio::test]
+async fn retry_after_duration_max_waits_the_longest_delay_in_memory() {
+    let kit = redjob::testing::TestKit::new()
+        .data(Recorder::default())
+        .data(Probe::default());
+    kit.client().enqueue(&ForeverLater).await.unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(10), kit.run_until_idle())
+        .await
+        .expect("run_until_idle hung")
+        .unwrap();
+    let _ = report;
+    let scheduled = kit.scheduled::<ForeverLater>();
+    assert_eq!(scheduled.len(), 1);
+    let wait = scheduled[0].due.duration_since(kit.clock().now()).unwrap();
+    assert!(wait > redjob::worker::MAX_DELAY - Duration::from_secs(5));
+    assert!(wait <= redjob::worker::MAX_DELAY);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_batch_of_orphans_still_waits_for_the_next_job() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("hw", QueueOptions::default())
+        .await
+        .unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = start(
+        builder(&client, &rec, &probe)
+            .concurrency(2)
+            .prefetch(0)
+            .build()
+            .unwrap(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await; // idle, waiting
+    let mut con = server.raw().await;
+    // two ids without bodies (evicted, or written by a broken client) ahead of a job:
+    // the fetch that the send wakes takes a full batch of orphans only
+    for id in [
+        "aaaaaaaaaaorphan1xxxxxxxxxxxxxxx",
+        "aaaaaaaaaaorphan2xxxxxxxxxxxxxxx",
+    ] {
+        let _: () = redis::cmd("ZADD")
+            .arg("rsmq:hw")
+            .arg(0)
+            .arg(id)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    client.enqueue(&Hold { key: 1, ms: 0 }).await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(3), || rec.len() == 1).await,
+        "the worker slept with a due job behind the orphans"
+    );
+    w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_created_by_an_rsmq_client_while_waiting_is_served_promptly() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = start(builder(&client, &rec, &probe).build().unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // an RSMQ client creates the queue and sends, without publishing
+    let mut con = server.raw().await;
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+    let _: () = redis::pipe()
+        .cmd("SADD")
+        .arg("rsmq:QUEUES")
+        .arg("hw")
+        .cmd("HSET")
+        .arg("rsmq:hw:Q")
+        .arg(&[("vt", "30"), ("delay", "0"), ("maxsize", "65536")])
+        .arg("created")
+        .arg(secs)
+        .arg("modified")
+        .arg(secs)
+        .cmd("ZADD")
+        .arg("rsmq:hw")
+        .arg(secs * 1000)
+        .arg("aaaaaaaaaarsmqclientxxxxxxxxxxxx")
+        .cmd("HSET")
+        .arg("rsmq:hw:Q")
+        .arg("aaaaaaaaaarsmqclientxxxxxxxxxxxx")
+        .arg(r#"{"type":"hold","args":{"key":1,"ms":0}}"#)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    // a missing queue is checked every 5 s, not at the 30 s fallback poll
+    assert!(
+        wait_until(Duration::from_secs(7), || rec.len() == 1).await,
+        "a queue created after the worker started waited for the fallback poll"
+    );
+    w.stop().await;
+}
+
+#[tokio::test]
+async fn fetch_backoff_ends_when_the_backend_is_back_and_a_job_arrives() {
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    client
+        .queues()
+        .create_queue("hw", QueueOptions::default())
+        .await
+        .unwrap();
+    let failing = Arc::new(AtomicBool::new(true));
+    let backend = Faulty {
+        fetch_fails: Some(failing.clone()),
+        ..Faulty::new(mem)
+    };
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe)
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    // failing fetches back off (100 ms doubling: tries at 0, 0.2, 0.6, 1.4, 3.0 s, ...)
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    failing.store(false, Ordering::SeqCst);
+    let t0 = Instant::now();
+    client.enqueue(&Hold { key: 1, ms: 0 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(8), || rec.len() == 1).await);
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "served {:?} after the backend came back",
+        t0.elapsed()
+    );
+    stop.cancel();
+    h.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn settler_panic_is_an_error_from_run_not_a_panic() {
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    client.enqueue(&Hold { key: 1, ms: 0 }).await.unwrap();
+    let backend = Faulty {
+        settle_panics: true,
+        ..Faulty::new(mem)
+    };
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe)
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(3), || rec.len() == 1).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.cancel();
+    let r = tokio::time::timeout(Duration::from_secs(10), h)
+        .await
+        .unwrap();
+    let r = r.expect("Worker::run panicked");
+    assert!(r.is_err(), "a crashed settler must be reported");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_job_type_waits_for_a_worker_that_knows_it() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("hw", QueueOptions::default())
+        .await
+        .unwrap();
+    let body = br#"{"type":"added_in_the_next_release","args":{}}"#.to_vec();
+    let ids = client
+        .queues()
+        .send_batch("hw", &[SendMessage::new(body)])
+        .await
+        .unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = start(builder(&client, &rec, &probe).build().unwrap());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        client.dead_letters("hw", 10).await.unwrap().is_empty(),
+        "dead-lettered during a rolling deploy"
+    );
+    let (score, now) = score_and_now(&server, &ids[0]).await;
+    assert!(score.unwrap() > now as f64, "put back for later");
+    w.stop().await;
+    // past the window it is dead-lettered, saying why
+    let w = start(
+        builder(&client, &rec, &probe)
+            .unknown_jobs_retry_for(Duration::ZERO)
+            .build()
+            .unwrap(),
+    );
+    let _ = client
+        .queues()
+        .change_visibility("hw", &ids[0], Duration::ZERO)
+        .await;
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            !client.dead_letters("hw", 10).await.unwrap().is_empty()
+        })
+        .await
+    );
+    let dead = client.dead_letters("hw", 10).await.unwrap();
+    assert!(
+        dead[0].error.contains("added_in_the_next_release"),
+        "{}",
+        dead[0].error
+    );
+    assert!(
+        dead[0].error.contains("no worker knows"),
+        "{}",
+        dead[0].error
+    );
+    w.stop().await;
+}
+
+/// Asks to be retried in an hour, three attempts at most.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "retry_later", queue = "hw", max_attempts = 3)]
+struct RetryLater;
+
+impl Job for RetryLater {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, 0);
+        Err(JobError::retry_after("later", Duration::from_secs(3600)))
+    }
+}
+
+/// Making a job visible again (redjob's `change_visibility`) keeps its delivery
+/// count: the attempts go on 1, 2, 3 and the job is dead-lettered, instead of
+/// starting over at 1 each time.
+async fn change_visibility_keeps_the_attempt_count(client: Client) {
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let id = client.enqueue(&RetryLater).await.unwrap();
+    // polled: a change of visibility sends no wake-up
+    let w = start(
+        builder(&client, &rec, &probe)
+            .poll_interval(Duration::from_millis(100))
+            .build()
+            .unwrap(),
+    );
+    for n in 1..=3 {
+        assert!(
+            wait_until(Duration::from_secs(5), || rec.len() == n).await,
+            "run {n}"
+        );
+        if n < 3 {
+            // the retry is scheduled once the run is settled
+            assert!(
+                wait_for(Duration::from_secs(5), || async {
+                    client.stats("hw").await.unwrap().retried == n as u64
+                })
+                .await
+            );
+            assert!(
+                client
+                    .queues()
+                    .change_visibility("hw", &id, Duration::ZERO)
+                    .await
+                    .unwrap()
+            );
+        }
+    }
+    let attempts: Vec<u32> = rec.runs().iter().map(|r| r.attempt).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            client.dead_letters("hw", 10).await.unwrap().len() == 1
+        })
+        .await
+    );
+    w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_visibility_keeps_the_attempt_count_on_redis() {
+    let server = RedisServer::start();
+    change_visibility_keeps_the_attempt_count(Client::connect(&server.url()).await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn change_visibility_keeps_the_attempt_count_in_memory() {
+    change_visibility_keeps_the_attempt_count(Client::memory(MemoryBackend::new())).await;
+}
+
+#[test]
+fn absurd_settings_are_refused_or_clamped_never_a_panic() {
+    let b = || {
+        Worker::builder(MemoryBackend::new())
+            .queue("hw")
+            .handle_signals(false)
+    };
+    assert!(b().queue_concurrency("hw", usize::MAX).build().is_err());
+    assert!(b().concurrency(usize::MAX).build().is_err());
+    assert!(b().prefetch(usize::MAX).build().is_err());
+    assert!(b().lease(Duration::MAX).build().is_err());
+    // far-off settings are fine: they are waits, never arithmetic on the clock
+    assert!(
+        b().grace_period(Duration::MAX)
+            .poll_interval(Duration::MAX)
+            .job_timeout(Duration::MAX)
+            .unknown_jobs_retry_for(Duration::MAX)
+            .build()
+            .is_ok()
+    );
+    let clock = redjob::backend::memory::Clock::new();
+    clock.advance(Duration::MAX);
+    clock.advance(Duration::MAX);
+    assert_eq!(clock.now_us(), u64::MAX);
+}
