@@ -3,7 +3,7 @@
 //! re-delivery of a job it still holds into the held one) and its settler (which
 //! renews, settles and gives them up).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 use tokio::time::Instant;
@@ -38,8 +38,15 @@ pub(crate) struct Held {
 /// twice at once.
 #[derive(Default)]
 pub(crate) struct Leases {
-    map: Mutex<HashMap<JobId, Held>>,
+    table: Mutex<Table>,
     runs: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Default)]
+pub(crate) struct Table {
+    pub held: HashMap<JobId, Held>,
+    /// Held deliveries with an outcome to settle (so a flush need not scan all).
+    pub done: HashSet<JobId>,
 }
 
 /// What the dispatcher should do with a fresh delivery.
@@ -52,9 +59,9 @@ pub(crate) enum Admit {
 }
 
 impl Leases {
-    pub fn lock(&self) -> MutexGuard<'_, HashMap<JobId, Held>> {
-        // the map stays consistent across a panic in a holder: carry on
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn lock(&self) -> MutexGuard<'_, Table> {
+        // the table stays consistent across a panic in a holder: carry on
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records a delivery leased by a call sent at `sent` for `lease`.
@@ -65,8 +72,8 @@ impl Leases {
         deadline: Instant,
         parent: &CancellationToken,
     ) -> Admit {
-        let mut map = self.lock();
-        if let Some(h) = map.get_mut(&id) {
+        let mut t = self.lock();
+        if let Some(h) = t.held.get_mut(&id) {
             h.token = token;
             h.deadline = deadline;
             h.uncertain_until_ms = None;
@@ -74,7 +81,7 @@ impl Leases {
         }
         let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = parent.child_token();
-        map.insert(
+        t.held.insert(
             id,
             Held {
                 token,
@@ -92,11 +99,12 @@ impl Leases {
     /// Records how run `run` of `id` ended; false when the delivery is no longer
     /// held (its lease was lost or ran out: nothing to settle).
     pub fn finish(&self, id: JobId, run: u64, outcome: Outcome) -> bool {
-        let mut map = self.lock();
-        match map.get_mut(&id) {
+        let mut t = self.lock();
+        match t.held.get_mut(&id) {
             Some(h) if h.run == run => {
                 h.running = false;
                 h.outcome = Some(outcome);
+                t.done.insert(id);
                 true
             }
             _ => false,

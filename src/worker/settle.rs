@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-use super::leases::Leases;
+use super::leases::{Leases, Table};
 use crate::JobId;
 use crate::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
 
@@ -81,14 +81,22 @@ impl<B: Backend> Settler<B> {
     }
 
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+        // the watchdog runs beside the calls, so a backend call that hangs for
+        // seconds does not keep a run going past its lease
+        let watchdog = watchdog(self.leases.clone(), self.queue.clone(), self.lease);
+        tokio::select! {
+            _ = self.serve(&mut rx) => {}
+            _ = watchdog => {}
+        }
+        self.drain().await;
+    }
+
+    /// Renews, settles and retries until `Drain` (or every sender is gone).
+    async fn serve(&mut self, rx: &mut mpsc::UnboundedReceiver<Event>) {
         let every = self.lease / 3;
         let mut next_beat = Instant::now() + every;
         loop {
-            let wake_at = [Some(next_beat), self.retry_at, self.nearest_deadline()]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(next_beat);
+            let wake_at = self.retry_at.map_or(next_beat, |t| t.min(next_beat));
             tokio::select! {
                 ev = rx.recv() => {
                     let mut draining = matches!(ev, None | Some(Event::Drain));
@@ -103,14 +111,13 @@ impl<B: Backend> Settler<B> {
                         }
                     }
                     if draining {
-                        break;
+                        return;
                     }
                     if self.retry_at.is_none() {
                         self.flush().await;
                     }
                 }
                 _ = tokio::time::sleep_until(wake_at) => {
-                    self.expire();
                     if Instant::now() >= next_beat {
                         self.heartbeat().await;
                         next_beat = Instant::now() + every;
@@ -121,7 +128,6 @@ impl<B: Backend> Settler<B> {
                 }
             }
         }
-        self.drain().await;
     }
 
     /// At shutdown: runs still going past the grace period are given up, not
@@ -130,14 +136,15 @@ impl<B: Backend> Settler<B> {
     /// few times.
     async fn drain(&mut self) {
         let still = {
-            let mut map = self.leases.lock();
-            let ids: Vec<JobId> = map
+            let mut t = self.leases.lock();
+            let ids: Vec<JobId> = t
+                .held
                 .iter()
                 .filter(|(_, h)| h.running)
                 .map(|(id, _)| *id)
                 .collect();
             for id in &ids {
-                if let Some(h) = map.remove(id) {
+                if let Some(h) = t.held.remove(id) {
                     h.cancel.cancel();
                 }
             }
@@ -149,56 +156,18 @@ impl<B: Backend> Settler<B> {
         }
         // bounded: a backend that stays away leaves the leases to expire instead
         for _ in 0..20 {
-            if self.pending() == 0 {
+            if self.leases.lock().done.is_empty() {
                 break;
             }
             self.flush().await;
-            if self.pending() > 0 {
+            if !self.leases.lock().done.is_empty() {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }
-        let left = self.pending();
+        let left = self.leases.lock().done.len();
         if left > 0 {
             tracing::error!(queue = %self.queue, unsettled = left, "could not settle jobs at shutdown; they run again after their lease");
         }
-    }
-
-    fn pending(&self) -> usize {
-        self.leases
-            .lock()
-            .values()
-            .filter(|h| h.outcome.is_some())
-            .count()
-    }
-
-    /// The earliest lease end of a run still going.
-    fn nearest_deadline(&self) -> Option<Instant> {
-        self.leases
-            .lock()
-            .values()
-            .filter(|h| h.running)
-            .map(|h| h.deadline)
-            .min()
-    }
-
-    /// Gives up runs whose lease ran out without a renewal: another worker may
-    /// run them now. Their token is cancelled and nothing is settled for them.
-    /// Finished ones keep trying to settle for one more lease (the fence decides).
-    fn expire(&mut self) {
-        let now = Instant::now();
-        let mut map = self.leases.lock();
-        map.retain(|id, h| {
-            if h.running && h.deadline <= now {
-                tracing::warn!(queue = %self.queue, job.id = %id, "lease ran out without a renewal (backend unreachable?); cancelling the run");
-                h.cancel.cancel();
-                return false;
-            }
-            if h.outcome.is_some() && h.deadline + self.lease <= now {
-                tracing::error!(queue = %self.queue, job.id = %id, "could not settle the job before its lease ran out; it runs again");
-                return false;
-            }
-            true
-        });
     }
 
     /// Reads the current score of jobs whose renewal reply was lost and adopts
@@ -207,6 +176,7 @@ impl<B: Backend> Settler<B> {
         let asked: Vec<(JobId, Token, u64)> = self
             .leases
             .lock()
+            .held
             .iter()
             .filter_map(|(id, h)| h.uncertain_until_ms.map(|u| (*id, h.token, u)))
             .collect();
@@ -217,9 +187,9 @@ impl<B: Backend> Settler<B> {
         let Ok(scores) = self.backend.scores(&self.queue, &ids).await else {
             return; // still unreachable: try again before the next call
         };
-        let mut map = self.leases.lock();
+        let mut t = self.leases.lock();
         for ((id, old, until), now) in asked.iter().zip(scores) {
-            let Some(h) = map.get_mut(id).filter(|h| h.token == *old) else {
+            let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
                 continue;
             };
             h.uncertain_until_ms = None;
@@ -256,13 +226,19 @@ impl<B: Backend> Settler<B> {
                     }
                     // a merged re-delivery during the call changed the token: that
                     // one stays for the next flush
-                    let mut map = self.leases.lock();
+                    let mut t = self.leases.lock();
                     for (id, token) in &sent {
-                        if map.get(id).is_some_and(|h| h.token == *token) {
-                            map.remove(id);
+                        match t.held.get(id) {
+                            Some(h) if h.token == *token => {
+                                t.held.remove(id);
+                            }
+                            Some(_) => {
+                                t.done.insert(*id);
+                            }
+                            None => {}
                         }
                     }
-                    drop(map);
+                    drop(t);
                     if rescheduled {
                         self.wake.notify_one();
                     }
@@ -272,6 +248,10 @@ impl<B: Backend> Settler<B> {
                 }
                 Err(e) => {
                     // kept in the table: renewed by the heartbeat, retried with backoff
+                    self.leases
+                        .lock()
+                        .done
+                        .extend(sent.iter().map(|(id, _)| *id));
                     tracing::warn!(queue = %self.queue, error = %e, pending = sent.len(), retry_in = ?self.retry_wait, "settling finished jobs failed; will retry");
                     self.retry_at = Some(Instant::now() + self.retry_wait);
                     self.retry_wait = (self.retry_wait * 2).min(RETRY_MAX);
@@ -281,17 +261,19 @@ impl<B: Backend> Settler<B> {
         }
     }
 
-    /// The finished deliveries as one settle call, and what was sent.
+    /// Up to `MAX_BATCH` finished deliveries as one settle call, and what was
+    /// sent (taken out of the table's `done` set until the call's result is known).
     fn batch(&self) -> (Settle, Vec<(JobId, Token)>) {
-        let map = self.leases.lock();
+        let mut t = self.leases.lock();
+        let Table { held, done } = &mut *t;
+        let take: Vec<JobId> = done.iter().take(MAX_BATCH).copied().collect();
         let mut s = Settle::default();
-        let mut sent = Vec::new();
-        for (id, h) in map.iter() {
+        let mut sent = Vec::with_capacity(take.len());
+        for id in take {
+            done.remove(&id);
+            let Some(h) = held.get(&id) else { continue };
             let Some(outcome) = &h.outcome else { continue };
-            if sent.len() == MAX_BATCH {
-                break;
-            }
-            let (id, token) = (*id, h.token);
+            let token = h.token;
             sent.push((id, token));
             match outcome {
                 Outcome::Ack => s.acks.push((id, token)),
@@ -325,6 +307,7 @@ impl<B: Backend> Settler<B> {
         let leases: Vec<(JobId, Token, Instant)> = self
             .leases
             .lock()
+            .held
             .iter()
             .map(|(id, h)| (*id, h.token, h.deadline))
             .collect();
@@ -334,7 +317,8 @@ impl<B: Backend> Settler<B> {
         let pairs: Vec<(JobId, Token)> = leases.iter().map(|(id, t, _)| (*id, *t)).collect();
         let sent_at = Instant::now();
         let result = self.backend.extend(&self.queue, &pairs, self.lease).await;
-        let mut map = self.leases.lock();
+        let mut t = self.leases.lock();
+        let Table { held: map, done } = &mut *t;
         match result {
             Ok(tokens) => {
                 for ((id, old, _), new) in leases.iter().zip(tokens) {
@@ -353,6 +337,7 @@ impl<B: Backend> Settler<B> {
                             }
                             h.cancel.cancel();
                             map.remove(id);
+                            done.remove(id);
                         }
                     }
                 }
@@ -374,5 +359,36 @@ impl<B: Backend> Settler<B> {
                 }
             }
         }
+    }
+}
+
+/// Gives up runs whose lease ran out without a renewal, forever: another worker
+/// may run them now. Their token is cancelled and nothing is settled for them.
+/// Finished ones keep trying to settle for one more lease (the fence decides).
+async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Duration) {
+    loop {
+        let now = Instant::now();
+        let mut nearest = now + lease / 3;
+        {
+            let mut t = leases.lock();
+            let Table { held, done } = &mut *t;
+            held.retain(|id, h| {
+                if h.running && h.deadline <= now {
+                    tracing::warn!(queue = %queue, job.id = %id, "lease ran out without a renewal (backend unreachable?); cancelling the run");
+                    h.cancel.cancel();
+                    return false;
+                }
+                if h.outcome.is_some() && h.deadline + lease <= now {
+                    tracing::error!(queue = %queue, job.id = %id, "could not settle the job before its lease ran out; it runs again");
+                    done.remove(id);
+                    return false;
+                }
+                if h.running {
+                    nearest = nearest.min(h.deadline);
+                }
+                true
+            });
+        }
+        tokio::time::sleep_until(nearest).await;
     }
 }
