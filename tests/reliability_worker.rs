@@ -823,3 +823,31 @@ fn absurd_settings_are_refused_or_clamped_never_a_panic() {
     clock.advance(Duration::MAX);
     assert_eq!(clock.now_us(), u64::MAX);
 }
+
+#[tokio::test]
+async fn backend_calls_with_duration_max_never_panic() {
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    client.enqueue(&Hold { key: 1, ms: 0 }).await.unwrap();
+    let f = mem.fetch("hw", 1, Duration::MAX).await.unwrap();
+    let d = &f.jobs[0];
+    let t = mem
+        .extend("hw", &[(d.id, d.token)], Duration::MAX)
+        .await
+        .unwrap()[0]
+        .unwrap();
+    let s = Settle {
+        reschedules: vec![redjob::backend::Reschedule {
+            id: d.id,
+            token: t,
+            delay: Duration::MAX,
+            deliveries: 1,
+            release: false,
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(mem.settle("hw", &s).await.unwrap().rescheduled, 1);
+    let due = mem.messages("hw")[0].2;
+    let limit = redjob::worker::MAX_DELAY.as_millis() as u64;
+    assert!(due <= mem.clock().now_ms() + limit);
+}

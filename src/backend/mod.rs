@@ -258,6 +258,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<()>> + Send;
 }
 
+/// `d` in whole milliseconds, cut to [`MAX_DELAY`](crate::worker::MAX_DELAY): every
+/// lease and delay a backend schedules goes through it, so no duration overflows.
+pub(crate) fn clamped_ms(d: Duration) -> u64 {
+    // at most 9,999,999,000 ms: the cast is exact
+    d.min(crate::worker::MAX_DELAY).as_millis() as u64
+}
+
 /// Sends `msgs` to `queue`, creating the queue with `create` on first use (when the
 /// send finds it missing), for backends whose queue API is a [`Queues`].
 pub(crate) async fn send_creating<Q: Queues + Sync>(

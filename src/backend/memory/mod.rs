@@ -137,7 +137,7 @@ impl Backend for MemoryBackend {
         };
         let max = max.max(1);
         let due = q.due(now * 1000, max);
-        let lease_ms = now + lease.as_millis() as u64;
+        let lease_ms = now.saturating_add(super::clamped_ms(lease));
         let mut jobs = Vec::with_capacity(due.len());
         for (score, id) in &due {
             let m = &q.msgs[id];
@@ -173,7 +173,7 @@ impl Backend for MemoryBackend {
         leases: &[(JobId, Token)],
         lease: Duration,
     ) -> Result<Vec<Option<Token>>> {
-        let until = self.clock.now_ms() + lease.as_millis() as u64;
+        let until = self.clock.now_ms().saturating_add(super::clamped_ms(lease));
         let mut st = self.lock();
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(vec![None; leases.len()]);
@@ -218,8 +218,8 @@ impl Backend for MemoryBackend {
         let mut retried = 0;
         for r in &res {
             let count = u64::from(r.deliveries.min(999));
-            let delay = r.delay.min(crate::worker::MAX_DELAY).as_millis() as u64;
-            q.rescore(r.id, (now + delay) * 1000 + count);
+            let due = now.saturating_add(super::clamped_ms(r.delay));
+            q.rescore(r.id, due.saturating_mul(1000).saturating_add(count));
             if let Some(m) = q.msgs.get_mut(&r.id) {
                 m.lease = false;
             }

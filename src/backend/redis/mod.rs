@@ -156,7 +156,7 @@ impl Backend for RedisBackend {
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
         let k = self.ns.queue(queue);
         let mut cmd = eval(&scripts::FETCH, &[&k.zset, &k.hash]);
-        cmd.arg(max.max(1)).arg(lease.as_millis() as u64);
+        cmd.arg(max.max(1)).arg(super::clamped_ms(lease));
         let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
         replies::fetched(&v, max)
     }
@@ -172,7 +172,7 @@ impl Backend for RedisBackend {
         }
         let k = self.ns.queue(queue);
         let mut cmd = eval(&scripts::EXTEND, &[&k.zset]);
-        cmd.arg(lease.as_millis() as u64);
+        cmd.arg(super::clamped_ms(lease));
         for (id, token) in leases {
             cmd.arg(id).arg(token.to_string());
         }
@@ -196,10 +196,9 @@ impl Backend for RedisBackend {
             cmd.arg(id).arg(token.to_string());
         }
         for r in &batch.reschedules {
-            let delay = r.delay.min(crate::worker::MAX_DELAY);
             cmd.arg(r.id)
                 .arg(r.token.to_string())
-                .arg(delay.as_millis() as u64)
+                .arg(super::clamped_ms(r.delay))
                 .arg(r.deliveries.min(999))
                 .arg(if r.release { "l" } else { "r" });
         }
