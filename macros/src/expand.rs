@@ -55,6 +55,7 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
             ::redjob::__private::inventory::submit! {
                 ::redjob::job::Registration {
                     name: #name,
+                    type_path: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#ident)),
                     queue: <#ident as ::redjob::job::JobSpec>::OPTIONS.queue,
                 }
             }

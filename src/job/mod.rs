@@ -58,8 +58,14 @@ pub trait Job: JobSpec + Serialize + DeserializeOwned + Send + Sync + 'static {
     label = "add `#[derive(Job)]` to `{Self}`"
 )]
 pub trait JobSpec {
-    /// The stable name stored in the envelope's `type` field. Defaults to the type's
-    /// name; set it with `#[job(name = "...")]` so renaming the type keeps stored jobs.
+    /// The stable name stored in the envelope's `type` field.
+    ///
+    /// Defaults to the bare type name, without its module path: `struct Cleanup`
+    /// is `"Cleanup"` in any module. Set it with `#[job(name = "...")]` so that
+    /// renaming or moving the type keeps stored jobs decodable. Names must be
+    /// unique among the job types linked into a program: a worker refuses to
+    /// build ([`Error::DuplicateJobName`](crate::Error::DuplicateJobName)) when
+    /// two share one.
     const NAME: &'static str;
     /// Queue, attempts, timeout and backoff from `#[job(...)]`.
     const OPTIONS: JobOptions;
@@ -112,6 +118,8 @@ impl Default for JobOptions {
 pub struct Registration {
     /// The job's stable name.
     pub name: &'static str,
+    /// The Rust type's path (`my_app::billing::Cleanup`), for error messages.
+    pub type_path: &'static str,
     /// Its default queue.
     pub queue: &'static str,
 }
@@ -133,6 +141,22 @@ inventory::collect!(Registration);
 /// ```
 pub fn registered() -> impl Iterator<Item = &'static Registration> {
     inventory::iter::<Registration>.into_iter()
+}
+
+/// Fails with [`Error::DuplicateJobName`](crate::Error::DuplicateJobName) when two
+/// registered job types share a name: typetag then refuses to decode either.
+pub(crate) fn check_unique_names() -> crate::Result<()> {
+    let mut all: Vec<&Registration> = registered().collect();
+    all.sort_unstable_by_key(|r| (r.name, r.type_path));
+    for group in all.chunk_by(|a, b| a.name == b.name) {
+        if let [first, _, ..] = group {
+            return Err(crate::Error::DuplicateJobName {
+                name: first.name.into(),
+                types: group.iter().map(|r| r.type_path).collect(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The object-safe face of every job, registered with typetag by `#[derive(Job)]`.
