@@ -72,8 +72,17 @@ fn set<T>(slot: &mut Option<T>, value: syn::Result<T>, expr: &Expr, errors: &mut
     }
 }
 
-fn string(e: &Expr) -> syn::Result<LitStr> {
+/// The expression inside invisible groups: a `macro_rules!` fragment (`$x:literal`,
+/// `$x:expr`) reaches the derive wrapped in one group per macro it went through.
+fn ungroup(e: &Expr) -> &Expr {
     match e {
+        Expr::Group(g) => ungroup(&g.expr),
+        _ => e,
+    }
+}
+
+fn string(e: &Expr) -> syn::Result<LitStr> {
+    match ungroup(e) {
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
         }) => Ok(s.clone()),
@@ -105,7 +114,7 @@ fn queue(s: LitStr) -> syn::Result<LitStr> {
 }
 
 fn attempts(e: &Expr) -> syn::Result<u32> {
-    let lit: LitInt = match e {
+    let lit: LitInt = match ungroup(e) {
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
         }) => i.clone(),
