@@ -30,6 +30,8 @@ pub use job::{Job, JobContext, JobError};
 ///   `struct Cleanup` in different modules would both be `"Cleanup"`: a worker
 ///   refuses to build then ([`Error::DuplicateJobName`]). Set a name to keep it
 ///   stable across renames and unique across modules.
+/// - `max_attempts` takes 1 to [`job::MAX_ATTEMPTS`] (998): the delivery count
+///   stops at 999, so a higher limit could never be reached.
 pub use redjob_macros::Job;
 pub use worker::{RetryPolicy, Worker};
 

@@ -126,13 +126,19 @@ fn attempts(e: &Expr) -> syn::Result<u32> {
         }
     };
     match lit.base10_parse::<u32>() {
-        Ok(0) | Err(_) => Err(syn::Error::new(
+        Ok(n @ 1..=MAX_ATTEMPTS) => Ok(n),
+        _ => Err(syn::Error::new(
             lit.span(),
-            "max_attempts must be between 1 and 4294967295",
+            format!(
+                "max_attempts must be between 1 and {MAX_ATTEMPTS}: a job's delivery count is kept in the thousandths of its score and stops at 999"
+            ),
         )),
-        Ok(n) => Ok(n),
     }
 }
+
+/// `redjob::job::MAX_ATTEMPTS` (a proc-macro crate cannot use redjob's items; the
+/// expansion asserts that the two agree).
+const MAX_ATTEMPTS: u32 = 998;
 
 /// `"500ms"`, `"30s"`, `"5m"`, `"2h"`, `"1d"` in milliseconds.
 pub fn duration(s: &LitStr) -> syn::Result<u64> {
