@@ -47,6 +47,10 @@ use crate::{Error, JobId, Result};
 const BATCH_MESSAGES: usize = 1000;
 /// Most body bytes per script call of a batch send.
 const BATCH_BYTES: usize = 4 << 20;
+/// Most messages one receive asks the script for: Lua prints integers of 15 digits
+/// or more in exponent form, which ZRANGEBYSCORE's LIMIT refuses. No queue holds
+/// more, so a larger `n` (even `usize::MAX`) means the same.
+const RECEIVE_MAX: usize = 1_000_000_000;
 
 /// Settings of an [`Rsmq`] handle.
 ///
@@ -297,7 +301,8 @@ impl Rsmq {
         Ok(self.receive_batch(queue, 1, vt).await?.pop())
     }
 
-    /// Receives up to `n` due messages in one atomic call, oldest first.
+    /// Receives up to `n` due messages in one atomic call, oldest first. Any `n`
+    /// is accepted (`usize::MAX` means every due message).
     pub async fn receive_batch(
         &self,
         queue: &str,
@@ -308,7 +313,7 @@ impl Rsmq {
         let vt = vt.map(|d| validate::duration_ms("vt", d)).transpose()?;
         let k = self.ns.queue(queue);
         let mut cmd = scripts::eval(&scripts::RECEIVE, &[&k.zset, &k.hash]);
-        cmd.arg(n.max(1));
+        cmd.arg(n.clamp(1, RECEIVE_MAX));
         match vt {
             Some(ms) => cmd.arg(ms),
             None => cmd.arg(""),

@@ -438,3 +438,57 @@ pub async fn batch_over_maxsize_sends_nothing(env: &Env) {
     ));
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 0);
 }
+
+/// Times at the ends of `u64` and `Duration`: never a panic, the same answer on
+/// every backend. A send at `u64::MAX` ms is stored and never becomes visible;
+/// durations over RSMQ's 9999999 s are refused as invalid.
+pub async fn absurd_times_are_stored_or_refused_never_a_panic(env: &Env) {
+    let rsmq = env.queues();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let far = rsmq
+        .send("q", SendMessage::new("far").at_unix_ms(u64::MAX))
+        .await
+        .unwrap();
+    let batch = rsmq
+        .send_batch(
+            "q",
+            &[
+                SendMessage::new("b0").at_unix_ms(u64::MAX),
+                SendMessage::new("b1").at_unix_ms(u64::MAX - 1),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(batch.len(), 2);
+    let a = rsmq.attributes("q").await.unwrap();
+    assert_eq!((a.msgs, a.hiddenmsgs, a.totalsent), (3, 3, 3));
+    assert!(rsmq.receive("q", None).await.unwrap().is_none());
+    assert!(rsmq.pop("q").await.unwrap().is_none());
+
+    for d in [Duration::MAX, Duration::from_secs(u64::MAX / 1000)] {
+        assert!(matches!(
+            rsmq.send("q", SendMessage::new("x").delay(d)).await,
+            Err(Error::InvalidValue { what: "delay", .. })
+        ));
+        assert!(matches!(
+            rsmq.receive_batch("q", usize::MAX, Some(d)).await,
+            Err(Error::InvalidValue { what: "vt", .. })
+        ));
+        assert!(matches!(
+            rsmq.change_visibility("q", &far, d).await,
+            Err(Error::InvalidValue { what: "vt", .. })
+        ));
+    }
+    // the far message comes back at once, and the largest count is no error
+    assert!(
+        rsmq.change_visibility("q", &far, Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    let got = rsmq.receive_batch("q", usize::MAX, None).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].id, got[0].body.as_str()), (far, "far"));
+    assert_eq!(rsmq.attributes("q").await.unwrap().totalsent, 3);
+}

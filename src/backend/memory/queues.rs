@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::state::MemQueue;
+use super::state::{MemQueue, ms_score};
 use super::{MemoryBackend, not_found};
 use crate::id::random_suffix;
 use crate::queue::{
@@ -115,7 +115,7 @@ impl Queues for MemoryBackend {
                     When::After(_) => now,
                     When::AtUnixMs(at) => at.max(now),
                 };
-                q.insert(id, m.body.clone(), due * 1000);
+                q.insert(id, m.body.clone(), ms_score(due));
                 ids.push(id);
             }
             q.totalsent += msgs.len() as u64;

@@ -95,6 +95,13 @@ impl MemQueue {
     }
 }
 
+/// The score of a time in Unix ms. Times past the largest score (about 584,000
+/// years from 1970) get the largest whole-ms score: Redis stores them as floats,
+/// where they never become due either.
+pub(super) fn ms_score(ms: u64) -> u64 {
+    ms.min(u64::MAX / 1000) * 1000
+}
+
 /// The largest id, for range bounds.
 const MAX_ID: JobId = JobId::MAX;
 
