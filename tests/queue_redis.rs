@@ -54,3 +54,27 @@ async fn unreachable_redis_is_an_error() {
         Err(Error::InvalidValue { .. })
     ));
 }
+
+/// PyRSMQ stores fractional `vt` and `delay` (`1.5`); `attributes()` reports them
+/// as the npm rsmq client does (`parseInt`: whole seconds, truncated).
+#[tokio::test]
+async fn attributes_read_fractional_vt_and_delay_as_rsmq_does() {
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("py", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:py:Q")
+        .arg(&["vt", "1.5", "delay", "2.5"])
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let a = rsmq.attributes("py").await.unwrap();
+    assert_eq!((a.vt, a.delay, a.maxsize, a.msgs), (1, 2, 65536, 0));
+    // redjob's own send still delays by the exact 2.5 s
+    rsmq.send("py", SendMessage::new("later")).await.unwrap();
+    let a = rsmq.attributes("py").await.unwrap();
+    assert_eq!((a.msgs, a.hiddenmsgs, a.totalsent), (1, 1, 1));
+}

@@ -169,6 +169,11 @@ impl Rsmq {
     }
 
     /// A queue's attributes and message counts.
+    ///
+    /// Every field is read as the npm rsmq client reads it (`parseInt`): a
+    /// fractional `vt` or `delay` stored by another client (PyRSMQ stores `1.5`)
+    /// is reported in whole seconds, truncated. Sends and receives still use the
+    /// exact stored value (a `delay` of `2.5` delays by 2.5 s).
     pub async fn attributes(&self, name: &str) -> Result<QueueAttributes> {
         validate::queue_name(name)?;
         let k = self.ns.queue(name);
@@ -419,8 +424,9 @@ pub(crate) fn parse_attributes(name: &str, v: &Value) -> Result<QueueAttributes>
         return Err(Error::QueueNotFound { name: name.into() });
     }
     let mut a = [0i64; 9];
-    for x in &mut a {
-        *x = r.int()?;
+    for (i, x) in a.iter_mut().enumerate() {
+        // the hash's fields as any RSMQ client wrote them; then the two counts
+        *x = if i < 7 { r.rsmq_int()? } else { r.int()? };
     }
     let u = |i: usize| a[i].max(0) as u64;
     Ok(QueueAttributes {
