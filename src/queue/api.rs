@@ -31,7 +31,8 @@ pub trait Queues: Sync {
     ) -> impl Future<Output = Result<()>> + Send;
     /// The names of all queues.
     fn list_queues(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
-    /// Deletes a queue and its messages.
+    /// Deletes a queue, its messages, its dead letters and counters (see
+    /// [`Rsmq::delete_queue`] for keys left by RSMQ clients).
     fn delete_queue(&self, name: &str) -> impl Future<Output = Result<()>> + Send;
     /// A queue's attributes and counts.
     fn attributes(&self, name: &str) -> impl Future<Output = Result<QueueAttributes>> + Send;

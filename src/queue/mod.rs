@@ -149,13 +149,20 @@ impl Rsmq {
         Ok(con.smembers(self.ns.queues()).await?)
     }
 
-    /// Deletes a queue, its messages, dead letters and counters.
+    /// Deletes a queue, its messages, and redjob's own keys of it: its dead
+    /// letters (`ns:q:dead`, `ns:q:dead:Q`) and counters (`ns:q:stats`), all in
+    /// one transaction. A queue created again under the name starts from zero.
+    ///
+    /// An RSMQ client's `deleteQueue` knows only RSMQ's keys and leaves redjob's,
+    /// so a queue it re-creates would show the old dead letters and counts. To
+    /// purge them, call this: it removes redjob's keys even when the queue itself
+    /// is gone already (and then returns [`Error::QueueNotFound`]).
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
         validate::queue_name(name)?;
         let k = self.ns.queue(name);
         let mut con = self.con.clone();
-        // redjob's own keys of the queue (dead letters, counters) go with it
         let (removed, ..): (i64, i64, i64, i64) = redis::pipe()
+            .atomic()
             .del(&k.hash)
             .del(&k.zset)
             .srem(self.ns.queues(), name)

@@ -7,36 +7,6 @@ use redjob::queue::{QueueOptions, QueueUpdate, Queues, SendMessage};
 
 use super::Env;
 
-pub async fn create_list_delete_queue(env: &Env) {
-    let rsmq = env.queues();
-    rsmq.create_queue("a", QueueOptions::default())
-        .await
-        .unwrap();
-    rsmq.create_queue(
-        "b-2_x",
-        QueueOptions {
-            vt: 5,
-            delay: 1,
-            maxsize: -1,
-        },
-    )
-    .await
-    .unwrap();
-    let mut names = rsmq.list_queues().await.unwrap();
-    names.sort();
-    assert_eq!(names, ["a", "b-2_x"]);
-    assert!(matches!(
-        rsmq.create_queue("a", QueueOptions::default()).await,
-        Err(Error::QueueExists { name }) if name == "a"
-    ));
-    rsmq.delete_queue("a").await.unwrap();
-    assert_eq!(rsmq.list_queues().await.unwrap(), ["b-2_x"]);
-    assert!(matches!(
-        rsmq.delete_queue("a").await,
-        Err(Error::QueueNotFound { .. })
-    ));
-}
-
 pub async fn create_queue_rejects_bad_input(env: &Env) {
     let rsmq = env.queues();
     for bad in ["", "has space", "QUEUES", "dot.ted"] {
