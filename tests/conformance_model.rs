@@ -15,6 +15,15 @@
 //! slots those operations ran, which differs between the backends on a loaded
 //! machine. So receives and fetches take every due message and are compared as
 //! sets (the conformance suite checks FIFO order on each backend).
+//!
+//! The order of ids is compared, though: it is what orders messages of equal
+//! score. A send step makes one to three send calls back to back, each of one
+//! message or a batch of two to five (sharing a delay or each with its own), and
+//! shows where each new id sorts among all ids sent so far. Redis's `TIME` moves
+//! on between calls, so a later call's ids sort after an earlier call's. The
+//! memory backend runs on a clock that stands still within a step (set to Redis's
+//! `TIME` read at the step's start), as a paused tokio clock does in tests: its
+//! back-to-back calls share one microsecond and must still sort in call order.
 
 mod common;
 
@@ -23,6 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use redis::aio::MultiplexedConnection;
 use redjob::Client;
 use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
@@ -46,10 +56,10 @@ fn slots(k: u8) -> Duration {
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// `n` messages, after `delay` slots (and a half), or at once with `None`.
+    /// Send calls back to back; each sends its messages, each after its delay in
+    /// slots (and a half), or at once with `None`.
     Send {
-        n: u8,
-        delay: Option<u8>,
+        calls: Vec<Vec<Option<u8>>>,
     },
     /// Every due message, hidden for `vt` slots and a half.
     Receive {
@@ -91,10 +101,23 @@ enum Op {
     Attributes,
 }
 
+/// A message's delay in slots, or none.
+fn delay() -> impl Strategy<Value = Option<u8>> {
+    prop::option::weighted(0.6, 0..=2u8)
+}
+
+/// One send call: a single message, or a batch of 2 to 5 with one delay or one
+/// delay per message.
+fn send_call() -> impl Strategy<Value = Vec<Option<u8>>> {
+    prop_oneof![
+        (1..=5usize, delay()).prop_map(|(n, d)| vec![d; n]),
+        prop::collection::vec(delay(), 2..=5),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (1..=3u8, prop::option::weighted(0.6, 0..=2u8))
-            .prop_map(|(n, delay)| Op::Send { n, delay }),
+        3 => prop::collection::vec(send_call(), 1..=3).prop_map(|calls| Op::Send { calls }),
         2 => (0..=2u8).prop_map(|vt| Op::Receive { vt }),
         1 => (any::<Index>(), prop::option::of(0..=2u8))
             .prop_map(|(msg, vt)| Op::ChangeVisibility { msg, vt }),
@@ -114,7 +137,9 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Debug, PartialEq)]
 enum Seen {
     Err(String),
-    Sent(usize),
+    /// Where each new id sorts among all ids sent so far (their send order when
+    /// ids sort in send order).
+    Sent(Vec<usize>),
     Messages(Vec<(usize, u64, String)>),
     Deliveries(Vec<(usize, u32)>),
     Extended(Option<u32>),
@@ -160,23 +185,33 @@ impl Side {
         let q = self.queue.clone();
         let b = self.backend.clone();
         match op {
-            Op::Send { n, delay } => {
-                let msgs: Vec<_> = (0..*n)
-                    .map(|i| {
-                        let m = SendMessage::new(format!("m{}", self.ids.len() + i as usize));
-                        match delay {
-                            Some(k) => m.delay(slots(*k)),
-                            None => m,
-                        }
-                    })
-                    .collect();
-                match Queues::send_batch(&b, &q, &msgs).await {
-                    Ok(ids) => {
-                        self.ids.extend(ids);
-                        Seen::Sent(self.ids.len())
+            Op::Send { calls } => {
+                let first = self.ids.len();
+                for delays in calls {
+                    let msgs: Vec<_> = delays
+                        .iter()
+                        .enumerate()
+                        .map(|(i, delay)| {
+                            let m = SendMessage::new(format!("m{}", self.ids.len() + i));
+                            match delay {
+                                Some(k) => m.delay(slots(*k)),
+                                None => m,
+                            }
+                        })
+                        .collect();
+                    match Queues::send_batch(&b, &q, &msgs).await {
+                        Ok(ids) => self.ids.extend(ids),
+                        Err(e) => return err(e),
                     }
-                    Err(e) => err(e),
                 }
+                let mut sorted = self.ids.clone();
+                sorted.sort_unstable();
+                Seen::Sent(
+                    self.ids[first..]
+                        .iter()
+                        .map(|id| sorted.partition_point(|s| s < id))
+                        .collect(),
+                )
             }
             Op::Receive { vt } => match b.receive_batch(&q, ALL, Some(slots(*vt))).await {
                 Ok(ms) => {
@@ -316,16 +351,31 @@ fn next_millisecond() {
     }
 }
 
+/// Redis's `TIME` in Unix microseconds.
+async fn redis_now_us(con: &mut MultiplexedConnection) -> Result<u64, TestCaseError> {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query_async(con)
+        .await
+        .map_err(|e| TestCaseError::fail(format!("TIME: {e}")))?;
+    Ok(secs * 1_000_000 + micros)
+}
+
 /// Runs `ops` on both backends, slot by slot; `Err(reject)` when a slot overran.
-async fn check(redis: &Client, case: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+async fn check(
+    redis: &Client,
+    con: &mut MultiplexedConnection,
+    case: usize,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
     let queue = format!("model{case}");
     let opts = QueueOptions {
         vt: 30,
         delay: 0,
         maxsize: 65536,
     };
-    // the same host clock as Redis's TIME, to the microsecond
-    let memory = MemoryBackend::with_clock(Clock::starting_at(SystemTime::now()));
+    // moved to Redis's TIME at the start of each step, standing still within it
+    let clock = Clock::frozen_at(SystemTime::now());
+    let memory = MemoryBackend::with_clock(clock.clone());
     let mut sides = [
         Side {
             backend: redis.backend(),
@@ -355,6 +405,8 @@ async fn check(redis: &Client, case: usize, ops: &[Op]) -> Result<(), TestCaseEr
             continue;
         }
         next_millisecond();
+        let now = redis_now_us(con).await?;
+        clock.advance(Duration::from_micros(now.saturating_sub(clock.now_us())));
         let r = sides[0].run(op).await;
         let m = sides[1].run(op).await;
         if start.elapsed() >= U * slot + U / 2 - Duration::from_millis(3) {
@@ -375,6 +427,7 @@ fn redis_and_memory_agree_on_random_operation_sequences() {
         .unwrap();
     let server = RedisServer::start();
     let redis = rt.block_on(Client::connect(&server.url())).unwrap();
+    let con = rt.block_on(server.raw());
     let cases = 256;
     let mut runner = TestRunner::new(Config {
         cases,
@@ -387,7 +440,7 @@ fn redis_and_memory_agree_on_random_operation_sequences() {
     let ran = std::cell::Cell::new(0usize);
     let result = runner.run(&prop::collection::vec(op(), 1..24), |ops| {
         case.set(case.get() + 1);
-        let r = rt.block_on(check(&redis, case.get(), &ops));
+        let r = rt.block_on(check(&redis, &mut con.clone(), case.get(), &ops));
         if r.is_ok() {
             ran.set(ran.get() + 1);
         }

@@ -42,7 +42,9 @@ pub trait Queues: Sync {
         name: &str,
         update: QueueUpdate,
     ) -> impl Future<Output = Result<QueueAttributes>> + Send;
-    /// Sends messages, all or nothing; returns their ids in order.
+    /// Sends messages, all or nothing; returns their ids in order. Ids sort in
+    /// send order, within a call and across calls (a later call's after an
+    /// earlier one's, on the memory backend even when its clock stands still).
     fn send_batch(
         &self,
         queue: &str,

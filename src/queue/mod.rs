@@ -40,7 +40,7 @@ pub use validate::MAX_SECONDS;
 
 use crate::backend::redis::scripts::{self, Reply};
 use crate::connection::RedisConfig;
-use crate::id::random_suffix;
+use crate::id::sorted_random_suffixes;
 use crate::{Error, JobId, Result};
 
 /// Most messages per script call of a batch send (Lua's `unpack` has limits).
@@ -252,8 +252,7 @@ impl Rsmq {
                 let mut cmd = scripts::eval(&scripts::SEND, &[&k.zset, &k.hash]);
                 cmd.arg(&k.realtime).arg(always).arg(maxlen);
                 let first = suffixes.len();
-                suffixes.extend((start..end).map(|_| random_suffix()));
-                suffixes[first..].sort_unstable();
+                suffixes.extend(sorted_random_suffixes(end - start));
                 for (m, suffix) in msgs[start..end].iter().zip(&suffixes[first..]) {
                     cmd.arg(&suffix[..]);
                     match m.when {

@@ -98,7 +98,7 @@ macro_rules! conformance_suite {
             send_rejects_missing_queue_bad_name_and_large_body, unlimited_maxsize_takes_large_bodies,
             delayed_messages_wait, receive_batch_is_fifo_and_bounded, pop_removes_message,
             change_visibility_rehides_and_reveals, delete_batch_counts_existing, batch_over_maxsize_sends_nothing,
-            absurd_times_are_stored_or_refused_never_a_panic);
+            absurd_times_are_stored_or_refused_never_a_panic, later_sends_sort_after_an_earlier_batch);
         $crate::conformance_suite!(@worker $setup, #[$attr],
             processes_every_job_once_and_counts, delayed_jobs_start_on_time_never_early,
             retry_after_then_success_counts_attempts, backoff_schedule_then_dead_letter_with_error,

@@ -462,3 +462,38 @@ pub async fn absurd_times_are_stored_or_refused_never_a_panic(env: &Env) {
     assert_eq!((got[0].id, got[0].body.as_str()), (far, "far"));
     assert_eq!(rsmq.attributes("q").await.unwrap().totalsent, 3);
 }
+
+/// Ids sort in send order across calls too, so equal scores deliver in send
+/// order: a later send sorts after every message of an earlier batch, even when
+/// the backend's clock has not moved (the memory backend on a paused clock).
+pub async fn later_sends_sort_after_an_earlier_batch(env: &Env) {
+    let rsmq = env.queues();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let batch = |from: usize, n: usize| -> Vec<SendMessage> {
+        (from..from + n)
+            .map(|i| SendMessage::new(format!("m{i}")))
+            .collect()
+    };
+    let mut ids = rsmq.send_batch("q", &batch(0, 3)).await.unwrap();
+    ids.push(rsmq.send("q", SendMessage::new("m3")).await.unwrap());
+    ids.extend(rsmq.send_batch("q", &batch(4, 2)).await.unwrap());
+    ids.push(rsmq.send("q", SendMessage::new("m6")).await.unwrap());
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, ids, "ids sort in send order");
+    let got = rsmq.receive_batch("q", 10, None).await.unwrap();
+    let bodies: Vec<_> = got.iter().map(|m| m.body.as_str()).collect();
+    assert_eq!(bodies, ["m0", "m1", "m2", "m3", "m4", "m5", "m6"]);
+    let now_ms = env
+        .now()
+        .await
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        got.iter().all(|m| m.sent <= now_ms && m.fr >= m.sent),
+        "sent is the send time: {got:?}"
+    );
+}

@@ -26,7 +26,8 @@ pub struct Clock {
 #[derive(Debug)]
 struct Inner {
     base_us: u64,
-    start: tokio::time::Instant,
+    /// Where tokio's clock was at the start; `None` for a clock that stands still.
+    start: Option<tokio::time::Instant>,
     offset_us: AtomicU64,
     advanced: watch::Sender<u64>,
 }
@@ -45,10 +46,31 @@ impl Clock {
 
     /// A clock that starts at `t`.
     pub fn starting_at(t: SystemTime) -> Self {
+        Self::make(t, Some(tokio::time::Instant::now()))
+    }
+
+    /// A clock that stands at `t` and moves only with [`advance`](Self::advance):
+    /// neither real time nor tokio's clock moves it, so every call between two
+    /// advances happens at the same microsecond.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use redjob::backend::memory::Clock;
+    ///
+    /// let clock = Clock::frozen_at(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    /// assert_eq!(clock.now_ms(), 1_800_000_000_000);
+    /// clock.advance(Duration::from_micros(1500));
+    /// assert_eq!(clock.now_us(), 1_800_000_000_001_500);
+    /// ```
+    pub fn frozen_at(t: SystemTime) -> Self {
+        Self::make(t, None)
+    }
+
+    fn make(t: SystemTime, start: Option<tokio::time::Instant>) -> Self {
         Clock {
             inner: Arc::new(Inner {
                 base_us: t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64,
-                start: tokio::time::Instant::now(),
+                start,
                 offset_us: AtomicU64::new(0),
                 advanced: watch::Sender::new(0),
             }),
@@ -58,7 +80,8 @@ impl Clock {
     /// Unix microseconds now.
     pub fn now_us(&self) -> u64 {
         let i = &self.inner;
-        i.base_us + i.start.elapsed().as_micros() as u64 + i.offset_us.load(Ordering::SeqCst)
+        let run = i.start.map_or(0, |s| s.elapsed().as_micros() as u64);
+        i.base_us + run + i.offset_us.load(Ordering::SeqCst)
     }
 
     /// Unix milliseconds now.
