@@ -9,6 +9,9 @@ use tokio::sync::watch;
 /// A clock that tests control: it runs with tokio's clock (so `tokio::time::pause()`
 /// and `tokio::time::advance` move it too) plus whatever [`Clock::advance`] added.
 ///
+/// It stops at 10^19 µs after 1970 (about the year 318,857), however far it is
+/// advanced, so that every time the backend computes from it fits.
+///
 /// ```
 /// use std::time::Duration;
 /// use redjob::backend::memory::Clock;
@@ -21,6 +24,15 @@ use tokio::sync::watch;
 #[derive(Clone, Debug)]
 pub struct Clock {
     inner: Arc<Inner>,
+}
+
+/// Where the clock stops, in Unix µs: scores in thousandths of a millisecond of
+/// this time plus RSMQ's longest delay still fit in a `u64`.
+const END_US: u64 = 10_000_000_000_000_000_000;
+
+/// A duration in whole microseconds, at most `u64::MAX`.
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 #[derive(Debug)]
@@ -69,7 +81,7 @@ impl Clock {
     fn make(t: SystemTime, start: Option<tokio::time::Instant>) -> Self {
         Clock {
             inner: Arc::new(Inner {
-                base_us: t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64,
+                base_us: micros(t.duration_since(UNIX_EPOCH).unwrap_or_default()),
                 start,
                 offset_us: AtomicU64::new(0),
                 advanced: watch::Sender::new(0),
@@ -80,8 +92,11 @@ impl Clock {
     /// Unix microseconds now.
     pub fn now_us(&self) -> u64 {
         let i = &self.inner;
-        let run = i.start.map_or(0, |s| s.elapsed().as_micros() as u64);
-        i.base_us + run + i.offset_us.load(Ordering::SeqCst)
+        let run = i.start.map_or(0, |s| micros(s.elapsed()));
+        i.base_us
+            .saturating_add(run)
+            .saturating_add(i.offset_us.load(Ordering::SeqCst))
+            .min(END_US)
     }
 
     /// Unix milliseconds now.
@@ -96,9 +111,12 @@ impl Clock {
 
     /// Moves the clock forward by `d` and wakes workers waiting on it.
     pub fn advance(&self, d: Duration) {
-        self.inner
+        let _ = self
+            .inner
             .offset_us
-            .fetch_add(d.as_micros() as u64, Ordering::SeqCst);
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| {
+                Some(o.saturating_add(micros(d)))
+            });
         self.inner.advanced.send_modify(|n| *n += 1);
     }
 
