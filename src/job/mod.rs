@@ -8,7 +8,7 @@
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize, Job)]
-//! #[job(name = "send_email", queue = "emails", max_attempts = 5, timeout = "30s")]
+//! #[job(name = "deliver_email", queue = "emails", max_attempts = 5, timeout = "30s")]
 //! struct SendEmail {
 //!     to: String,
 //! }
@@ -21,7 +21,7 @@
 //! }
 //!
 //! use redjob::job::JobSpec;
-//! assert_eq!(SendEmail::NAME, "send_email");
+//! assert_eq!(SendEmail::NAME, "deliver_email");
 //! assert_eq!(SendEmail::OPTIONS.queue, "emails");
 //! ```
 
