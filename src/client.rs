@@ -107,7 +107,7 @@ impl EnqueueOptions {
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Serialize, Deserialize, Job)]
-/// #[job(queue = "emails")]
+/// #[job(name = "welcome_email", queue = "emails")]
 /// struct Welcome { user: u64 }
 ///
 /// impl Job for Welcome {

@@ -57,6 +57,16 @@ pub enum Error {
         /// The job name in the envelope.
         name: String,
     },
+    /// Two or more job types linked into the program store the same job name, so
+    /// no stored job of that name could be decoded (give each its own
+    /// `#[job(name = "...")]`). Refused by [`Worker`](crate::Worker)'s `build` and
+    /// the [test kit](crate::testing::TestKit) before any job runs.
+    DuplicateJobName {
+        /// The shared job name.
+        name: String,
+        /// The Rust types that use it, by path, sorted.
+        types: Vec<&'static str>,
+    },
     /// Redis answered a script with something the client did not expect.
     Protocol(String),
     /// A handler asked its context for a value the worker was not given with `.data()`.
@@ -113,6 +123,12 @@ impl fmt::Display for Error {
             }
             Error::Decode(e) => write!(f, "cannot decode job: {e}"),
             Error::UnknownJob { name } => write!(f, "unknown job type {name:?}"),
+            Error::DuplicateJobName { name, types } => write!(
+                f,
+                "job name {name:?} is used by {} types ({}): give each its own #[job(name = \"...\")]",
+                types.len(),
+                types.join(", ")
+            ),
             Error::Protocol(m) => write!(f, "unexpected reply from redis: {m}"),
             Error::MissingData { type_name } => write!(
                 f,

@@ -32,7 +32,6 @@ impl JobId {
     /// A new id: `us` (Unix microseconds) in base 36, zero-padded to 10, then
     /// `suffix`, as the send script builds it.
     pub(crate) fn make(us: u64, suffix: &[u8; 22]) -> JobId {
-        const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
         let mut a = [b'0'; 32];
         let mut v = us;
         for c in a[..10].iter_mut().rev() {
@@ -59,10 +58,19 @@ impl JobId {
 
     /// The sent time in Unix milliseconds, as RSMQ clients report it (0 when unknown).
     pub fn sent_ms(&self) -> u64 {
-        self.as_str()
-            .get(..10)
-            .and_then(|p| u64::from_str_radix(p, 36).ok())
-            .map_or(0, |us| us / 1000)
+        self.prefix_us().map_or(0, |us| us / 1000)
+    }
+
+    /// The time prefix in Unix microseconds; `None` when it is not base-36.
+    pub(crate) fn prefix_us(&self) -> Option<u64> {
+        u64::from_str_radix(self.as_str().get(..10)?, 36).ok()
+    }
+
+    /// The 22 characters after the time prefix.
+    pub(crate) fn suffix(&self) -> [u8; 22] {
+        let mut out = [0u8; 22];
+        out.copy_from_slice(&self.0[10..]);
+        out
     }
 
     /// An id from a 10-byte prefix (as the send script returns it) and its suffix.
@@ -147,9 +155,47 @@ pub(crate) fn random_u64() -> u64 {
     })
 }
 
+/// The digits of ids, in ascending byte order.
+const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+
+/// How many suffixes there are: 22 base-36 digits.
+const SUFFIX_SPACE: u128 = 36u128.pow(22);
+
+/// `n` random suffixes in ascending order: under one prefix, ids then sort in
+/// the order they are handed out (how a send gives a batch its ids).
+pub(crate) fn sorted_random_suffixes(n: usize) -> Vec<[u8; 22]> {
+    let mut out: Vec<_> = (0..n).map(|_| random_suffix()).collect();
+    out.sort_unstable();
+    out
+}
+
+/// `n` suffixes above `last`, ascending, each above the one before by a random
+/// step (so they stay unguessable enough to tell ids apart at a glance). `None`
+/// when `last` is not `[0-9a-z]` or the space above it runs out, about 2^40
+/// calls above a random start.
+pub(crate) fn suffixes_above(last: &[u8; 22], n: usize) -> Option<Vec<[u8; 22]>> {
+    let mut v = last.iter().try_fold(0u128, |v, c| {
+        let d = DIGITS.iter().position(|x| x == c)?;
+        Some(v * 36 + d as u128)
+    })?;
+    (0..n)
+        .map(|_| {
+            v = v
+                .checked_add(1 + u128::from(random_u64() >> 16))
+                .filter(|n| *n < SUFFIX_SPACE)?;
+            let mut out = [0u8; 22];
+            let mut rest = v;
+            for c in out.iter_mut().rev() {
+                *c = DIGITS[(rest % 36) as usize];
+                rest /= 36;
+            }
+            Some(out)
+        })
+        .collect()
+}
+
 /// 22 random characters of `[0-9a-z]`, the random part of a new id.
 pub(crate) fn random_suffix() -> [u8; 22] {
-    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut out = [0u8; 22];
     for chunk in out.chunks_mut(11) {
         // 36^11 < 2^64: eleven digits per draw
@@ -174,6 +220,27 @@ mod tests {
         assert!(
             a.iter()
                 .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+        );
+    }
+
+    #[test]
+    fn suffixes_ascend_within_a_call_and_above_the_last() {
+        let first = sorted_random_suffixes(5);
+        assert!(first.is_sorted());
+        let last = first[4];
+        let more = suffixes_above(&last, 4).unwrap();
+        assert!(more.is_sorted() && more[0] > last);
+        let top = [b'z'; 22];
+        assert_eq!(suffixes_above(&top, 1), None, "nothing above the largest");
+        assert_eq!(
+            suffixes_above(&[b'A'; 22], 1),
+            None,
+            "not base-36 lower case"
+        );
+        let id = JobId::make(1_700_000_000_123_456, &more[3]);
+        assert_eq!(
+            (id.prefix_us(), id.suffix()),
+            (Some(1_700_000_000_123_456), more[3])
         );
     }
 

@@ -25,6 +25,13 @@ pub use job::{Job, JobContext, JobError};
 /// back into it. Attributes, all optional: `#[job(name = "...", queue = "...",
 /// max_attempts = N, timeout = "30s", backoff = "1s")]`; durations take `ms`, `s`,
 /// `m`, `h` or `d`.
+///
+/// - `name` defaults to the bare type name, without its module path, so two
+///   `struct Cleanup` in different modules would both be `"Cleanup"`: a worker
+///   refuses to build then ([`Error::DuplicateJobName`]). Set a name to keep it
+///   stable across renames and unique across modules.
+/// - `max_attempts` takes 1 to [`job::MAX_ATTEMPTS`] (998): the delivery count
+///   stops at 999, so a higher limit could never be reached.
 pub use redjob_macros::Job;
 pub use worker::{RetryPolicy, Worker};
 

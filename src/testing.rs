@@ -191,7 +191,11 @@ impl TestKit {
 
     /// Runs a worker on every queue until no job is due or running, then stops it.
     /// Jobs scheduled for later (delays, retries) stay for [`advance`](Self::advance).
+    ///
+    /// Fails with [`Error::DuplicateJobName`](crate::Error::DuplicateJobName), as
+    /// the worker's `build` does, when two job types share a job name.
     pub async fn run_until_idle(&self) -> Result<RunReport> {
+        crate::job::check_unique_names()?;
         let queues = self.backend.queue_names();
         let before = self.totals(&queues).await?;
         if !queues.is_empty() && !self.backend.is_idle() {

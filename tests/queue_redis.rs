@@ -54,3 +54,67 @@ async fn unreachable_redis_is_an_error() {
         Err(Error::InvalidValue { .. })
     ));
 }
+
+/// PyRSMQ stores fractional `vt` and `delay` (`1.5`); `attributes()` reports them
+/// as the npm rsmq client does (`parseInt`: whole seconds, truncated).
+#[tokio::test]
+async fn attributes_read_fractional_vt_and_delay_as_rsmq_does() {
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("py", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:py:Q")
+        .arg(&["vt", "1.5", "delay", "2.5"])
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let a = rsmq.attributes("py").await.unwrap();
+    assert_eq!((a.vt, a.delay, a.maxsize, a.msgs), (1, 2, 65536, 0));
+    // redjob's own send still delays by the exact 2.5 s
+    rsmq.send("py", SendMessage::new("later")).await.unwrap();
+    let a = rsmq.attributes("py").await.unwrap();
+    assert_eq!((a.msgs, a.hiddenmsgs, a.totalsent), (1, 1, 1));
+}
+
+/// An RSMQ client's `deleteQueue` removes only RSMQ's keys; redjob's
+/// `delete_queue` then purges redjob's own keys of the queue, though the queue
+/// itself is gone.
+#[tokio::test]
+async fn delete_queue_purges_redjob_keys_left_by_an_rsmq_delete() {
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let redjob_keys = ["rsmq:q:dead", "rsmq:q:dead:Q", "rsmq:q:stats"];
+    let _: () = redis::pipe()
+        .hset("rsmq:q:stats", "processed", 5)
+        .zadd("rsmq:q:dead", "id", 1)
+        .hset("rsmq:q:dead:Q", "id", "body")
+        // what RSMQ's deleteQueue does
+        .del(&["rsmq:q:Q", "rsmq:q"])
+        .srem("rsmq:QUEUES", "q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let left: i64 = redis::cmd("EXISTS")
+        .arg(&redjob_keys)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(left, 3);
+    assert!(matches!(
+        rsmq.delete_queue("q").await,
+        Err(Error::QueueNotFound { name }) if name == "q"
+    ));
+    let left: i64 = redis::cmd("EXISTS")
+        .arg(&redjob_keys)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "redjob's keys purged");
+}

@@ -72,8 +72,17 @@ fn set<T>(slot: &mut Option<T>, value: syn::Result<T>, expr: &Expr, errors: &mut
     }
 }
 
-fn string(e: &Expr) -> syn::Result<LitStr> {
+/// The expression inside invisible groups: a `macro_rules!` fragment (`$x:literal`,
+/// `$x:expr`) reaches the derive wrapped in one group per macro it went through.
+fn ungroup(e: &Expr) -> &Expr {
     match e {
+        Expr::Group(g) => ungroup(&g.expr),
+        _ => e,
+    }
+}
+
+fn string(e: &Expr) -> syn::Result<LitStr> {
+    match ungroup(e) {
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
         }) => Ok(s.clone()),
@@ -105,7 +114,7 @@ fn queue(s: LitStr) -> syn::Result<LitStr> {
 }
 
 fn attempts(e: &Expr) -> syn::Result<u32> {
-    let lit: LitInt = match e {
+    let lit: LitInt = match ungroup(e) {
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
         }) => i.clone(),
@@ -117,13 +126,19 @@ fn attempts(e: &Expr) -> syn::Result<u32> {
         }
     };
     match lit.base10_parse::<u32>() {
-        Ok(0) | Err(_) => Err(syn::Error::new(
+        Ok(n @ 1..=MAX_ATTEMPTS) => Ok(n),
+        _ => Err(syn::Error::new(
             lit.span(),
-            "max_attempts must be between 1 and 4294967295",
+            format!(
+                "max_attempts must be between 1 and {MAX_ATTEMPTS}: a job's delivery count is kept in the thousandths of its score and stops at 999"
+            ),
         )),
-        Ok(n) => Ok(n),
     }
 }
+
+/// `redjob::job::MAX_ATTEMPTS` (a proc-macro crate cannot use redjob's items; the
+/// expansion asserts that the two agree).
+const MAX_ATTEMPTS: u32 = 998;
 
 /// `"500ms"`, `"30s"`, `"5m"`, `"2h"`, `"1d"` in milliseconds.
 pub fn duration(s: &LitStr) -> syn::Result<u64> {

@@ -52,9 +52,15 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
                 };
             }
 
+            // the derive's own limit agrees with the library's
+            const _: () = ::core::assert!(
+                <#ident as ::redjob::job::JobSpec>::OPTIONS.max_attempts <= ::redjob::job::MAX_ATTEMPTS
+            );
+
             ::redjob::__private::inventory::submit! {
                 ::redjob::job::Registration {
                     name: #name,
+                    type_path: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#ident)),
                     queue: <#ident as ::redjob::job::JobSpec>::OPTIONS.queue,
                 }
             }

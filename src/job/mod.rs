@@ -8,7 +8,7 @@
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize, Job)]
-//! #[job(name = "send_email", queue = "emails", max_attempts = 5, timeout = "30s")]
+//! #[job(name = "deliver_email", queue = "emails", max_attempts = 5, timeout = "30s")]
 //! struct SendEmail {
 //!     to: String,
 //! }
@@ -21,7 +21,7 @@
 //! }
 //!
 //! use redjob::job::JobSpec;
-//! assert_eq!(SendEmail::NAME, "send_email");
+//! assert_eq!(SendEmail::NAME, "deliver_email");
 //! assert_eq!(SendEmail::OPTIONS.queue, "emails");
 //! ```
 
@@ -58,12 +58,43 @@ pub trait Job: JobSpec + Serialize + DeserializeOwned + Send + Sync + 'static {
     label = "add `#[derive(Job)]` to `{Self}`"
 )]
 pub trait JobSpec {
-    /// The stable name stored in the envelope's `type` field. Defaults to the type's
-    /// name; set it with `#[job(name = "...")]` so renaming the type keeps stored jobs.
+    /// The stable name stored in the envelope's `type` field.
+    ///
+    /// Defaults to the bare type name, without its module path: `struct Cleanup`
+    /// is `"Cleanup"` in any module. Set it with `#[job(name = "...")]` so that
+    /// renaming or moving the type keeps stored jobs decodable. Names must be
+    /// unique among the job types linked into a program: a worker refuses to
+    /// build ([`Error::DuplicateJobName`](crate::Error::DuplicateJobName)) when
+    /// two share one.
     const NAME: &'static str;
     /// Queue, attempts, timeout and backoff from `#[job(...)]`.
     const OPTIONS: JobOptions;
 }
+
+/// The largest `max_attempts` a job type may have.
+///
+/// A job's delivery count is kept in the thousandths of its score (see
+/// [`Token`](crate::backend::Token)), where it stops at 999: a count of 999 means
+/// "999 or more". With a limit of 999 or above, a job whose runs never finish
+/// (its worker killed each time) would be delivered forever, its count stuck at
+/// 999. With at most 998, a count of 999 is always over the limit, and such a
+/// delivery is dead-lettered without running, however often it recurs.
+/// `#[derive(Job)]` rejects `max_attempts` above this (and 0) at compile time.
+///
+/// ```
+/// use redjob::job::{JobSpec, MAX_ATTEMPTS};
+/// # use redjob::{Job, JobContext, JobError};
+/// # use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(max_attempts = 998)] // the most; 999 does not compile
+/// struct Patient;
+/// # impl Job for Patient {
+/// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+/// # }
+/// assert_eq!(Patient::OPTIONS.max_attempts, MAX_ATTEMPTS);
+/// ```
+pub const MAX_ATTEMPTS: u32 = 998;
 
 /// A job type's settings, from `#[job(...)]` attributes.
 ///
@@ -82,7 +113,8 @@ pub trait JobSpec {
 pub struct JobOptions {
     /// Queue the job is sent to (`queue = "..."`). Defaults to `default`.
     pub queue: &'static str,
-    /// Deliveries before the job is dead-lettered (`max_attempts = N`). Defaults to 25.
+    /// Deliveries before the job is dead-lettered (`max_attempts = N`), from 1 to
+    /// [`MAX_ATTEMPTS`] (998; the derive rejects other values). Defaults to 25.
     pub max_attempts: u32,
     /// Longest a run may take before it is cancelled and counted as failed
     /// (`timeout = "30s"`). Defaults to 30 minutes.
@@ -112,6 +144,8 @@ impl Default for JobOptions {
 pub struct Registration {
     /// The job's stable name.
     pub name: &'static str,
+    /// The Rust type's path (`my_app::billing::Cleanup`), for error messages.
+    pub type_path: &'static str,
     /// Its default queue.
     pub queue: &'static str,
 }
@@ -133,6 +167,22 @@ inventory::collect!(Registration);
 /// ```
 pub fn registered() -> impl Iterator<Item = &'static Registration> {
     inventory::iter::<Registration>.into_iter()
+}
+
+/// Fails with [`Error::DuplicateJobName`](crate::Error::DuplicateJobName) when two
+/// registered job types share a name: typetag then refuses to decode either.
+pub(crate) fn check_unique_names() -> crate::Result<()> {
+    let mut all: Vec<&Registration> = registered().collect();
+    all.sort_unstable_by_key(|r| (r.name, r.type_path));
+    for group in all.chunk_by(|a, b| a.name == b.name) {
+        if let [first, _, ..] = group {
+            return Err(crate::Error::DuplicateJobName {
+                name: first.name.into(),
+                types: group.iter().map(|r| r.type_path).collect(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The object-safe face of every job, registered with typetag by `#[derive(Job)]`.

@@ -31,7 +31,8 @@ pub trait Queues: Sync {
     ) -> impl Future<Output = Result<()>> + Send;
     /// The names of all queues.
     fn list_queues(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
-    /// Deletes a queue and its messages.
+    /// Deletes a queue, its messages, its dead letters and counters (see
+    /// [`Rsmq::delete_queue`] for keys left by RSMQ clients).
     fn delete_queue(&self, name: &str) -> impl Future<Output = Result<()>> + Send;
     /// A queue's attributes and counts.
     fn attributes(&self, name: &str) -> impl Future<Output = Result<QueueAttributes>> + Send;
@@ -41,7 +42,9 @@ pub trait Queues: Sync {
         name: &str,
         update: QueueUpdate,
     ) -> impl Future<Output = Result<QueueAttributes>> + Send;
-    /// Sends messages, all or nothing; returns their ids in order.
+    /// Sends messages, all or nothing; returns their ids in order. Ids sort in
+    /// send order, within a call and across calls (a later call's after an
+    /// earlier one's, on the memory backend even when its clock stands still).
     fn send_batch(
         &self,
         queue: &str,

@@ -40,13 +40,17 @@ pub use validate::MAX_SECONDS;
 
 use crate::backend::redis::scripts::{self, Reply};
 use crate::connection::RedisConfig;
-use crate::id::random_suffix;
+use crate::id::sorted_random_suffixes;
 use crate::{Error, JobId, Result};
 
 /// Most messages per script call of a batch send (Lua's `unpack` has limits).
 const BATCH_MESSAGES: usize = 1000;
 /// Most body bytes per script call of a batch send.
 const BATCH_BYTES: usize = 4 << 20;
+/// Most messages one receive asks the script for: Lua prints integers of 15 digits
+/// or more in exponent form, which ZRANGEBYSCORE's LIMIT refuses. No queue holds
+/// more, so a larger `n` (even `usize::MAX`) means the same.
+const RECEIVE_MAX: usize = 1_000_000_000;
 
 /// Settings of an [`Rsmq`] handle.
 ///
@@ -145,13 +149,20 @@ impl Rsmq {
         Ok(con.smembers(self.ns.queues()).await?)
     }
 
-    /// Deletes a queue, its messages, dead letters and counters.
+    /// Deletes a queue, its messages, and redjob's own keys of it: its dead
+    /// letters (`ns:q:dead`, `ns:q:dead:Q`) and counters (`ns:q:stats`), all in
+    /// one transaction. A queue created again under the name starts from zero.
+    ///
+    /// An RSMQ client's `deleteQueue` knows only RSMQ's keys and leaves redjob's,
+    /// so a queue it re-creates would show the old dead letters and counts. To
+    /// purge them, call this: it removes redjob's keys even when the queue itself
+    /// is gone already (and then returns [`Error::QueueNotFound`]).
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
         validate::queue_name(name)?;
         let k = self.ns.queue(name);
         let mut con = self.con.clone();
-        // redjob's own keys of the queue (dead letters, counters) go with it
         let (removed, ..): (i64, i64, i64, i64) = redis::pipe()
+            .atomic()
             .del(&k.hash)
             .del(&k.zset)
             .srem(self.ns.queues(), name)
@@ -165,6 +176,11 @@ impl Rsmq {
     }
 
     /// A queue's attributes and message counts.
+    ///
+    /// Every field is read as the npm rsmq client reads it (`parseInt`): a
+    /// fractional `vt` or `delay` stored by another client (PyRSMQ stores `1.5`)
+    /// is reported in whole seconds, truncated. Sends and receives still use the
+    /// exact stored value (a `delay` of `2.5` delays by 2.5 s).
     pub async fn attributes(&self, name: &str) -> Result<QueueAttributes> {
         validate::queue_name(name)?;
         let k = self.ns.queue(name);
@@ -236,8 +252,7 @@ impl Rsmq {
                 let mut cmd = scripts::eval(&scripts::SEND, &[&k.zset, &k.hash]);
                 cmd.arg(&k.realtime).arg(always).arg(maxlen);
                 let first = suffixes.len();
-                suffixes.extend((start..end).map(|_| random_suffix()));
-                suffixes[first..].sort_unstable();
+                suffixes.extend(sorted_random_suffixes(end - start));
                 for (m, suffix) in msgs[start..end].iter().zip(&suffixes[first..]) {
                     cmd.arg(&suffix[..]);
                     match m.when {
@@ -297,7 +312,8 @@ impl Rsmq {
         Ok(self.receive_batch(queue, 1, vt).await?.pop())
     }
 
-    /// Receives up to `n` due messages in one atomic call, oldest first.
+    /// Receives up to `n` due messages in one atomic call, oldest first. Any `n`
+    /// is accepted (`usize::MAX` means every due message).
     pub async fn receive_batch(
         &self,
         queue: &str,
@@ -308,7 +324,7 @@ impl Rsmq {
         let vt = vt.map(|d| validate::duration_ms("vt", d)).transpose()?;
         let k = self.ns.queue(queue);
         let mut cmd = scripts::eval(&scripts::RECEIVE, &[&k.zset, &k.hash]);
-        cmd.arg(n.max(1));
+        cmd.arg(n.clamp(1, RECEIVE_MAX));
         match vt {
             Some(ms) => cmd.arg(ms),
             None => cmd.arg(""),
@@ -414,8 +430,9 @@ pub(crate) fn parse_attributes(name: &str, v: &Value) -> Result<QueueAttributes>
         return Err(Error::QueueNotFound { name: name.into() });
     }
     let mut a = [0i64; 9];
-    for x in &mut a {
-        *x = r.int()?;
+    for (i, x) in a.iter_mut().enumerate() {
+        // the hash's fields as any RSMQ client wrote them; then the two counts
+        *x = if i < 7 { r.rsmq_int()? } else { r.int()? };
     }
     let u = |i: usize| a[i].max(0) as u64;
     Ok(QueueAttributes {

@@ -116,7 +116,8 @@ pub enum When {
     QueueDelay,
     /// After this delay (millisecond precision, at most 9999999 s).
     After(Duration),
-    /// At this time (Unix milliseconds); a time in the past means now.
+    /// At this time (Unix milliseconds); a time in the past means now. Any value
+    /// is accepted: one too far ahead (up to `u64::MAX`) never becomes visible.
     AtUnixMs(u64),
 }
 

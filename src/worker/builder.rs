@@ -218,7 +218,12 @@ impl<B: Backend> WorkerBuilder<B> {
     }
 
     /// Checks the settings and builds the worker.
+    ///
+    /// Fails with [`Error::DuplicateJobName`] when two job types linked into the
+    /// program share a job name (the default name is the bare type name, so two
+    /// `struct Cleanup` in different modules clash): none of their jobs could run.
     pub fn build(mut self) -> Result<Worker<B>> {
+        crate::job::check_unique_names()?;
         if self.queues.is_empty() {
             let mut qs: Vec<&str> = crate::job::registered().map(|r| r.queue).collect();
             qs.sort_unstable();

@@ -41,9 +41,6 @@ pub(crate) struct Run {
     pub fetched_at_us: u64,
 }
 
-/// The delivery count's limit (the score's thousandths saturate at 999).
-const MAX_ATTEMPTS: u32 = 998;
-
 pub(crate) async fn execute(
     r: Run,
     queue: Arc<str>,
@@ -111,7 +108,7 @@ async fn run(r: &Run, queue: &Arc<str>, shared: &Shared) -> Outcome {
     };
     tracing::Span::current().record("job.name", job.job_name());
     let opts = job.job_options();
-    let max_attempts = opts.max_attempts.min(MAX_ATTEMPTS);
+    let max_attempts = opts.max_attempts.min(crate::job::MAX_ATTEMPTS);
     if attempt > max_attempts {
         let error = format!(
             "delivered {attempt} times, over max_attempts {max_attempts}: earlier runs never finished (worker killed or lease lost)"

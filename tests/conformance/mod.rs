@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod leases;
+pub mod lifecycle;
 pub mod queues;
 pub mod worker;
 
@@ -89,12 +90,15 @@ impl Env {
 #[macro_export]
 macro_rules! conformance_suite {
     ($setup:path, #[$attr:meta]) => {
+        $crate::conformance_suite!(@lifecycle $setup, #[$attr],
+            create_list_delete_queue, delete_queue_removes_dead_letters_and_stats);
         $crate::conformance_suite!(@queues $setup, #[$attr],
-            create_list_delete_queue, create_queue_rejects_bad_input, attributes_track_counts_and_updates,
+            create_queue_rejects_bad_input, attributes_track_counts_and_updates,
             send_receive_delete_roundtrip, receive_again_after_vt_counts_receives,
             send_rejects_missing_queue_bad_name_and_large_body, unlimited_maxsize_takes_large_bodies,
             delayed_messages_wait, receive_batch_is_fifo_and_bounded, pop_removes_message,
-            change_visibility_rehides_and_reveals, delete_batch_counts_existing, batch_over_maxsize_sends_nothing);
+            change_visibility_rehides_and_reveals, delete_batch_counts_existing, batch_over_maxsize_sends_nothing,
+            absurd_times_are_stored_or_refused_never_a_panic, later_sends_sort_after_an_earlier_batch);
         $crate::conformance_suite!(@worker $setup, #[$attr],
             processes_every_job_once_and_counts, delayed_jobs_start_on_time_never_early,
             retry_after_then_success_counts_attempts, backoff_schedule_then_dead_letter_with_error,

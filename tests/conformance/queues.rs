@@ -7,36 +7,6 @@ use redjob::queue::{QueueOptions, QueueUpdate, Queues, SendMessage};
 
 use super::Env;
 
-pub async fn create_list_delete_queue(env: &Env) {
-    let rsmq = env.queues();
-    rsmq.create_queue("a", QueueOptions::default())
-        .await
-        .unwrap();
-    rsmq.create_queue(
-        "b-2_x",
-        QueueOptions {
-            vt: 5,
-            delay: 1,
-            maxsize: -1,
-        },
-    )
-    .await
-    .unwrap();
-    let mut names = rsmq.list_queues().await.unwrap();
-    names.sort();
-    assert_eq!(names, ["a", "b-2_x"]);
-    assert!(matches!(
-        rsmq.create_queue("a", QueueOptions::default()).await,
-        Err(Error::QueueExists { name }) if name == "a"
-    ));
-    rsmq.delete_queue("a").await.unwrap();
-    assert_eq!(rsmq.list_queues().await.unwrap(), ["b-2_x"]);
-    assert!(matches!(
-        rsmq.delete_queue("a").await,
-        Err(Error::QueueNotFound { .. })
-    ));
-}
-
 pub async fn create_queue_rejects_bad_input(env: &Env) {
     let rsmq = env.queues();
     for bad in ["", "has space", "QUEUES", "dot.ted"] {
@@ -437,4 +407,93 @@ pub async fn batch_over_maxsize_sends_nothing(env: &Env) {
         })
     ));
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 0);
+}
+
+/// Times at the ends of `u64` and `Duration`: never a panic, the same answer on
+/// every backend. A send at `u64::MAX` ms is stored and never becomes visible;
+/// durations over RSMQ's 9999999 s are refused as invalid.
+pub async fn absurd_times_are_stored_or_refused_never_a_panic(env: &Env) {
+    let rsmq = env.queues();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let far = rsmq
+        .send("q", SendMessage::new("far").at_unix_ms(u64::MAX))
+        .await
+        .unwrap();
+    let batch = rsmq
+        .send_batch(
+            "q",
+            &[
+                SendMessage::new("b0").at_unix_ms(u64::MAX),
+                SendMessage::new("b1").at_unix_ms(u64::MAX - 1),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(batch.len(), 2);
+    let a = rsmq.attributes("q").await.unwrap();
+    assert_eq!((a.msgs, a.hiddenmsgs, a.totalsent), (3, 3, 3));
+    assert!(rsmq.receive("q", None).await.unwrap().is_none());
+    assert!(rsmq.pop("q").await.unwrap().is_none());
+
+    for d in [Duration::MAX, Duration::from_secs(u64::MAX / 1000)] {
+        assert!(matches!(
+            rsmq.send("q", SendMessage::new("x").delay(d)).await,
+            Err(Error::InvalidValue { what: "delay", .. })
+        ));
+        assert!(matches!(
+            rsmq.receive_batch("q", usize::MAX, Some(d)).await,
+            Err(Error::InvalidValue { what: "vt", .. })
+        ));
+        assert!(matches!(
+            rsmq.change_visibility("q", &far, d).await,
+            Err(Error::InvalidValue { what: "vt", .. })
+        ));
+    }
+    // the far message comes back at once, and the largest count is no error
+    assert!(
+        rsmq.change_visibility("q", &far, Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    let got = rsmq.receive_batch("q", usize::MAX, None).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].id, got[0].body.as_str()), (far, "far"));
+    assert_eq!(rsmq.attributes("q").await.unwrap().totalsent, 3);
+}
+
+/// Ids sort in send order across calls too, so equal scores deliver in send
+/// order: a later send sorts after every message of an earlier batch, even when
+/// the backend's clock has not moved (the memory backend on a paused clock).
+pub async fn later_sends_sort_after_an_earlier_batch(env: &Env) {
+    let rsmq = env.queues();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let batch = |from: usize, n: usize| -> Vec<SendMessage> {
+        (from..from + n)
+            .map(|i| SendMessage::new(format!("m{i}")))
+            .collect()
+    };
+    let mut ids = rsmq.send_batch("q", &batch(0, 3)).await.unwrap();
+    ids.push(rsmq.send("q", SendMessage::new("m3")).await.unwrap());
+    ids.extend(rsmq.send_batch("q", &batch(4, 2)).await.unwrap());
+    ids.push(rsmq.send("q", SendMessage::new("m6")).await.unwrap());
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, ids, "ids sort in send order");
+    let got = rsmq.receive_batch("q", 10, None).await.unwrap();
+    let bodies: Vec<_> = got.iter().map(|m| m.body.as_str()).collect();
+    assert_eq!(bodies, ["m0", "m1", "m2", "m3", "m4", "m5", "m6"]);
+    let now_ms = env
+        .now()
+        .await
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        got.iter().all(|m| m.sent <= now_ms && m.fr >= m.sent),
+        "sent is the send time: {got:?}"
+    );
 }

@@ -9,6 +9,9 @@ use tokio::sync::watch;
 /// A clock that tests control: it runs with tokio's clock (so `tokio::time::pause()`
 /// and `tokio::time::advance` move it too) plus whatever [`Clock::advance`] added.
 ///
+/// It stops at 10^19 µs after 1970 (about the year 318,857), however far it is
+/// advanced, so that every time the backend computes from it fits.
+///
 /// ```
 /// use std::time::Duration;
 /// use redjob::backend::memory::Clock;
@@ -23,10 +26,20 @@ pub struct Clock {
     inner: Arc<Inner>,
 }
 
+/// Where the clock stops, in Unix µs: scores in thousandths of a millisecond of
+/// this time plus RSMQ's longest delay still fit in a `u64`.
+const END_US: u64 = 10_000_000_000_000_000_000;
+
+/// A duration in whole microseconds, at most `u64::MAX`.
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 #[derive(Debug)]
 struct Inner {
     base_us: u64,
-    start: tokio::time::Instant,
+    /// Where tokio's clock was at the start; `None` for a clock that stands still.
+    start: Option<tokio::time::Instant>,
     offset_us: AtomicU64,
     advanced: watch::Sender<u64>,
 }
@@ -45,10 +58,31 @@ impl Clock {
 
     /// A clock that starts at `t`.
     pub fn starting_at(t: SystemTime) -> Self {
+        Self::make(t, Some(tokio::time::Instant::now()))
+    }
+
+    /// A clock that stands at `t` and moves only with [`advance`](Self::advance):
+    /// neither real time nor tokio's clock moves it, so every call between two
+    /// advances happens at the same microsecond.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use redjob::backend::memory::Clock;
+    ///
+    /// let clock = Clock::frozen_at(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    /// assert_eq!(clock.now_ms(), 1_800_000_000_000);
+    /// clock.advance(Duration::from_micros(1500));
+    /// assert_eq!(clock.now_us(), 1_800_000_000_001_500);
+    /// ```
+    pub fn frozen_at(t: SystemTime) -> Self {
+        Self::make(t, None)
+    }
+
+    fn make(t: SystemTime, start: Option<tokio::time::Instant>) -> Self {
         Clock {
             inner: Arc::new(Inner {
-                base_us: t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64,
-                start: tokio::time::Instant::now(),
+                base_us: micros(t.duration_since(UNIX_EPOCH).unwrap_or_default()),
+                start,
                 offset_us: AtomicU64::new(0),
                 advanced: watch::Sender::new(0),
             }),
@@ -58,10 +92,11 @@ impl Clock {
     /// Unix microseconds now.
     pub fn now_us(&self) -> u64 {
         let i = &self.inner;
-        let elapsed = u64::try_from(i.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let run = i.start.map_or(0, |s| micros(s.elapsed()));
         i.base_us
-            .saturating_add(elapsed)
+            .saturating_add(run)
             .saturating_add(i.offset_us.load(Ordering::SeqCst))
+            .min(END_US)
     }
 
     /// Unix milliseconds now.
@@ -76,12 +111,11 @@ impl Clock {
 
     /// Moves the clock forward by `d` and wakes workers waiting on it.
     pub fn advance(&self, d: Duration) {
-        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         let _ = self
             .inner
             .offset_us
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| {
-                Some(o.saturating_add(us))
+                Some(o.saturating_add(micros(d)))
             });
         self.inner.advanced.send_modify(|n| *n += 1);
     }

@@ -2,9 +2,8 @@
 
 use std::time::Duration;
 
-use super::state::MemQueue;
+use super::state::{MemQueue, ms_score};
 use super::{MemoryBackend, not_found};
-use crate::id::random_suffix;
 use crate::queue::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, When,
     validate,
@@ -101,13 +100,12 @@ impl Queues for MemoryBackend {
         let now_us = self.clock.now_us();
         let now = now_us / 1000;
         let ids = {
-            let mut st = self.lock();
+            let mut guard = self.lock();
+            let st = &mut *guard;
             let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
             q.check_size(maxlen)?;
-            let mut ids = Vec::with_capacity(msgs.len());
-            for (i, m) in msgs.iter().enumerate() {
-                // one microsecond per message keeps a batch's ids in send order
-                let id = JobId::make(now_us + i as u64, &random_suffix());
+            let ids = st.ids.next(now_us, msgs.len());
+            for (m, id) in msgs.iter().zip(&ids) {
                 let due = match m.when {
                     When::QueueDelay => now + q.delay * 1000,
                     // rounded up: a delayed message is never due before send + delay
@@ -115,8 +113,7 @@ impl Queues for MemoryBackend {
                     When::After(_) => now,
                     When::AtUnixMs(at) => at.max(now),
                 };
-                q.insert(id, m.body.clone(), due * 1000);
-                ids.push(id);
+                q.insert(*id, m.body.clone(), ms_score(due));
             }
             q.totalsent += msgs.len() as u64;
             ids

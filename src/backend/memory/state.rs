@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::JobId;
 use crate::backend::{DeadLetter, QueueStats};
+use crate::id::{sorted_random_suffixes, suffixes_above};
 
 /// One message.
 pub(super) struct Msg {
@@ -95,6 +96,13 @@ impl MemQueue {
     }
 }
 
+/// The score of a time in Unix ms. Times past the largest score (about 584,000
+/// years from 1970) get the largest whole-ms score: Redis stores them as floats,
+/// where they never become due either.
+pub(super) fn ms_score(ms: u64) -> u64 {
+    ms.min(u64::MAX / 1000) * 1000
+}
+
 /// The largest id, for range bounds.
 const MAX_ID: JobId = JobId::MAX;
 
@@ -102,4 +110,39 @@ const MAX_ID: JobId = JobId::MAX;
 #[derive(Default)]
 pub(super) struct State {
     pub queues: BTreeMap<String, MemQueue>,
+    pub ids: IdSource,
+}
+
+/// Hands out message ids; remembers the largest, by any queue's send.
+#[derive(Default)]
+pub(super) struct IdSource {
+    last: Option<JobId>,
+}
+
+impl IdSource {
+    /// Ids for the `n` messages of one send call at `now_us`, as Redis's send
+    /// gives them: one prefix (the time) and ascending suffixes. Redis's `TIME`
+    /// moves on between calls, so a later call's ids sort after an earlier one's;
+    /// this clock may not (paused, or within one microsecond), so a call in the
+    /// microsecond of the last continues above the last id's suffix. The prefix
+    /// stays the time, so a message's `sent` is exact.
+    pub fn next(&mut self, now_us: u64, n: usize) -> Vec<JobId> {
+        let last = self
+            .last
+            .and_then(|id| Some((id.prefix_us()?, id.suffix())))
+            .filter(|(us, _)| *us >= now_us);
+        let (us, suffixes) = match last {
+            Some((us, suffix)) => match suffixes_above(&suffix, n) {
+                Some(s) => (us, s),
+                // no room left in this microsecond: take the next
+                None => (us + 1, sorted_random_suffixes(n)),
+            },
+            None => (now_us, sorted_random_suffixes(n)),
+        };
+        let ids: Vec<_> = suffixes.iter().map(|s| JobId::make(us, s)).collect();
+        if let Some(id) = ids.last() {
+            self.last = Some(*id);
+        }
+        ids
+    }
 }

@@ -118,6 +118,21 @@ impl<'a> Reply<'a> {
         }
     }
 
+    /// A number stored by any RSMQ client, read as the npm rsmq client reads one
+    /// (`parseInt(s, 10)`): leading whitespace and a sign, then the digits up to
+    /// the first other character, so a fractional `1.5` (as PyRSMQ stores) is 1.
+    /// Text without leading digits is an error (rsmq's `NaN`).
+    pub fn rsmq_int(&mut self) -> Result<i64> {
+        match self.next()? {
+            Value::BulkString(b) => {
+                parse_int_prefix(b).ok_or_else(|| Error::Protocol(format!("not a number: {b:?}")))
+            }
+            Value::Int(i) => Ok(*i),
+            Value::Nil => Ok(0),
+            v => Err(Error::Protocol(format!("expected a number, got {v:?}"))),
+        }
+    }
+
     pub fn bytes(&mut self) -> Result<&'a [u8]> {
         match self.next()? {
             Value::BulkString(b) => Ok(b),
@@ -127,10 +142,51 @@ impl<'a> Reply<'a> {
     }
 }
 
+/// JavaScript's `parseInt(s, 10)` on bytes, saturating instead of losing precision.
+fn parse_int_prefix(b: &[u8]) -> Option<i64> {
+    let s = b.trim_ascii_start();
+    let (neg, s) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, s),
+    };
+    let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let n = s[..digits].iter().fold(0i64, |n, c| {
+        n.saturating_mul(10).saturating_add(i64::from(c - b'0'))
+    });
+    Some(if neg { -n } else { n })
+}
+
 /// An integer reply.
 pub(crate) fn int(v: &Value) -> Result<i64> {
     match v {
         Value::Int(i) => Ok(*i),
         v => Err(Error::Protocol(format!("expected an integer, got {v:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_int_prefix;
+
+    #[test]
+    fn numbers_read_as_javascript_parse_int() {
+        let cases: [(&[u8], Option<i64>); 9] = [
+            (b"30", Some(30)),
+            (b"1.5", Some(1)),
+            (b" 2.5", Some(2)),
+            (b"-1", Some(-1)),
+            (b"+4x", Some(4)),
+            (b"1e3", Some(1)),
+            (b"99999999999999999999", Some(i64::MAX)),
+            (b".5", None),
+            (b"", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_int_prefix(text), want, "{:?}", text.escape_ascii());
+        }
     }
 }
