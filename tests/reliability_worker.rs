@@ -36,21 +36,39 @@ struct Probe {
     spawned_saw_cancel: Arc<AtomicBool>,
 }
 
+/// Counts a run as going while alive; a run dropped before it finished (its
+/// worker cancelled it) is recorded as cancelled.
+struct Going {
+    probe: Probe,
+    finished: bool,
+}
+
+impl Drop for Going {
+    fn drop(&mut self) {
+        self.probe.now.fetch_sub(1, Ordering::SeqCst);
+        if !self.finished {
+            self.probe.cancelled.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
 impl Job for Hold {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
         ctx.data::<Recorder>()?.record(ctx, self.key);
-        let p = ctx.data::<Probe>()?.clone();
-        let n = p.now.fetch_add(1, Ordering::SeqCst) + 1;
-        p.max.fetch_max(n, Ordering::SeqCst);
-        let r = tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(self.ms)) => Ok(()),
-            _ = ctx.cancellation().cancelled() => {
-                p.cancelled.store(true, Ordering::SeqCst);
-                Err(JobError::retry("cancelled"))
-            }
+        let probe = ctx.data::<Probe>()?.clone();
+        let n = probe.now.fetch_add(1, Ordering::SeqCst) + 1;
+        probe.max.fetch_max(n, Ordering::SeqCst);
+        let mut going = Going {
+            probe,
+            finished: false,
         };
-        p.now.fetch_sub(1, Ordering::SeqCst);
-        r
+        // the worker either drops this future or fires the token: both count
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(self.ms)) => {}
+            _ = ctx.cancellation().cancelled() => return Err(JobError::retry("cancelled")),
+        }
+        going.finished = true;
+        Ok(())
     }
 }
 
@@ -72,17 +90,19 @@ impl Job for Spawner {
     }
 }
 
-/// Blocks its thread (ignores cancellation) for `ms`.
+/// Blocks its thread (ignores cancellation) until the test lets it go.
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "blocker", queue = "hw")]
-struct Blocker {
-    ms: u64,
-}
+struct Blocker;
+
+/// Where a [`Blocker`] waits.
+#[derive(Clone)]
+struct Gate(Arc<std::sync::Barrier>);
 
 impl Job for Blocker {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
         ctx.data::<Recorder>()?.record(ctx, 0);
-        std::thread::sleep(Duration::from_millis(self.ms));
+        ctx.data::<Gate>()?.0.wait();
         Ok(())
     }
 }
@@ -180,6 +200,8 @@ struct Faulty<B> {
     settle_panics: bool,
     /// While set, every fetch fails.
     fetch_fails: Option<Arc<AtomicBool>>,
+    /// Set once the first settle's reply was lost after the settle ran.
+    settle_reply_lost: Option<Arc<AtomicBool>>,
 }
 
 impl<B: Backend> Faulty<B> {
@@ -189,6 +211,7 @@ impl<B: Backend> Faulty<B> {
             renewal_lost: None,
             settle_panics: false,
             fetch_fails: None,
+            settle_reply_lost: None,
         }
     }
 }
@@ -235,7 +258,18 @@ impl<B: Backend> Backend for Faulty<B> {
     }
     async fn settle(&self, q: &str, b: &Settle) -> redjob::Result<Settled> {
         assert!(!self.settle_panics, "settle exploded");
-        self.inner.settle(q, b).await
+        let r = self.inner.settle(q, b).await;
+        if self
+            .settle_reply_lost
+            .as_ref()
+            .is_some_and(|lost| !lost.swap(true, Ordering::SeqCst))
+        {
+            assert!(r.is_ok());
+            return Err(redjob::Error::Protocol(
+                "reply timed out (simulated)".into(),
+            ));
+        }
+        r
     }
     async fn stats(&self, q: &str) -> redjob::Result<QueueStats> {
         self.inner.stats(q).await
@@ -359,8 +393,10 @@ async fn job_still_running_after_the_grace_period_is_not_released() {
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
     let (rec, probe) = (Recorder::default(), Probe::default());
-    let id = client.enqueue(&Blocker { ms: 8000 }).await.unwrap();
+    let id = client.enqueue(&Blocker).await.unwrap();
+    let gate = Gate(Arc::new(std::sync::Barrier::new(2)));
     let w = builder(&client, &rec, &probe)
+        .data(gate.clone())
         .lease(Duration::from_secs(30))
         .grace_period(Duration::from_millis(100))
         .build()
@@ -374,8 +410,9 @@ async fn job_still_running_after_the_grace_period_is_not_released() {
         .unwrap()
         .unwrap()
         .unwrap();
-    // run() has returned, the handler's thread still sleeps: the job must not be visible
+    // run() has returned, the handler's thread is still blocked: the job must not be visible
     let (score, now) = score_and_now(&server, &id).await;
+    gate.0.wait(); // let the handler go
     let score = score.expect("the job is still in the queue");
     assert!(
         score > now as f64,
@@ -664,11 +701,11 @@ async fn settler_panic_is_an_error_from_run_not_a_panic() {
     let stop = w.shutdown_token();
     let h = tokio::spawn(w.run());
     assert!(wait_until(Duration::from_secs(3), || rec.len() == 1).await);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    stop.cancel();
+    // no shutdown asked: a crashed settler stops the worker by itself
     let r = tokio::time::timeout(Duration::from_secs(10), h)
         .await
         .unwrap();
+    drop(stop);
     let r = r.expect("Worker::run panicked");
     assert!(r.is_err(), "a crashed settler must be reported");
 }
@@ -855,4 +892,85 @@ async fn backend_calls_with_duration_max_never_panic() {
     let due = mem.messages("hw")[0].2;
     let limit = redjob::worker::MAX_DELAY.as_millis() as u64;
     assert!(due <= mem.clock().now_ms() + limit);
+}
+
+/// Fails its first attempt asking to be retried at once, then succeeds.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "again_now", queue = "hw", max_attempts = 5)]
+struct AgainNow;
+
+impl Job for AgainNow {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, 0);
+        if ctx.attempt() == 1 {
+            return Err(JobError::retry_after("at once", Duration::ZERO));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn retry_whose_settle_reply_was_lost_is_not_applied_to_the_next_delivery() {
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    client.enqueue(&AgainNow).await.unwrap();
+    let backend = Faulty {
+        settle_reply_lost: Some(Arc::default()),
+        ..Faulty::new(mem)
+    };
+    let rec = Recorder::default();
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    // the retry lands (its reply is lost) and the job is fetched again at once: a
+    // new delivery, run as attempt 2, not the old retry applied to it
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            client.queues().attributes("hw").await.unwrap().msgs == 0
+        })
+        .await,
+        "the job never finished"
+    );
+    let attempts: Vec<u32> = rec.runs().iter().map(|r| r.attempt).collect();
+    assert_eq!(attempts, [1, 2]);
+    stop.cancel();
+    h.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_with_a_malformed_id_does_not_stop_the_jobs_fetched_with_it() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("hw", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    // a raw ZADD with an id no RSMQ client writes, and a body, ahead of a good job
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg("rsmq:hw")
+        .arg(0)
+        .arg("NOT-AN-ID")
+        .cmd("HSET")
+        .arg("rsmq:hw:Q")
+        .arg("NOT-AN-ID")
+        .arg("{}")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    client.enqueue(&Hold { key: 1, ms: 0 }).await.unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = start(builder(&client, &rec, &probe).build().unwrap());
+    assert!(
+        wait_until(Duration::from_secs(3), || rec.len() == 1).await,
+        "the good job never ran"
+    );
+    w.stop().await;
 }

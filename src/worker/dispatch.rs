@@ -156,7 +156,7 @@ impl<B: Backend> Dispatcher<B> {
                     }
                 }
             };
-            let got = fetched.jobs.len() as u32;
+            let got = (fetched.jobs.len() as u32).min(n);
             self.give_back(n - got);
             if fetched.orphans > 0 {
                 tracing::warn!(queue = %self.queue, orphans = fetched.orphans,
@@ -198,9 +198,12 @@ impl<B: Backend> Dispatcher<B> {
                 &self.per_queue.abort,
             ) {
                 Admit::Start { run, cancel } => (run, cancel),
-                Admit::Merged => {
+                Admit::Merged { finished } => {
                     tracing::info!(queue = %self.queue, job.id = %d.id,
                             "delivered again while still held here (its lease ran out before a renewal, or it was made visible); the held run goes on under the new lease");
+                    if finished {
+                        let _ = self.tx.send(Event::Finished);
+                    }
                     self.give_back(1);
                     continue;
                 }

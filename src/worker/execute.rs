@@ -77,6 +77,11 @@ pub(crate) async fn execute(
                         "worker panicked running the job: {}",
                         panic_message(&*panic)
                     );
+                    // a panic every time must not loop forever
+                    if attempt >= crate::job::MAX_ATTEMPTS {
+                        tracing::error!(job.id = %d.id, %error, "dead-lettered");
+                        return Outcome::Dead { error };
+                    }
                     tracing::error!(job.id = %d.id, %error, "will retry");
                     Outcome::Retry {
                         delay: Duration::from_secs(1),

@@ -32,6 +32,17 @@ pub(crate) struct Held {
     pub running: bool,
     /// The run ended with this; the settle has not landed yet.
     pub outcome: Option<Outcome>,
+    /// The lease was lost or ran out while the run still goes: its token is
+    /// cancelled, it is neither renewed nor settled, and it is forgotten when the
+    /// run ends (unless a re-delivery to this worker was merged into it meanwhile).
+    pub lost: bool,
+}
+
+impl Held {
+    /// Renewed by the heartbeat: held, and its token known.
+    pub fn renewable(&self) -> bool {
+        !self.lost && self.uncertain_until_ms.is_none()
+    }
 }
 
 /// Held deliveries by job id: at most one per job, so one worker never runs a job
@@ -54,8 +65,9 @@ pub(crate) enum Admit {
     /// A new run with this number and token.
     Start { run: u64, cancel: CancellationToken },
     /// This worker already holds the job (its lease expired before a renewal, or
-    /// someone made it visible again): the held run goes on under the new lease.
-    Merged,
+    /// someone made it visible again): the held run goes on under the new lease;
+    /// `finished` when it already ended and only its settle is left.
+    Merged { finished: bool },
 }
 
 impl Leases {
@@ -64,7 +76,8 @@ impl Leases {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records a delivery leased by a call sent at `sent` for `lease`.
+    /// Records a delivery leased by a fetch; `deadline` is when the fetch was sent
+    /// plus the lease.
     pub fn admit(
         &self,
         id: JobId,
@@ -73,15 +86,28 @@ impl Leases {
         parent: &CancellationToken,
     ) -> Admit {
         let mut t = self.lock();
-        if let Some(h) = t.held.get_mut(&id) {
-            h.token = token;
-            h.deadline = deadline;
-            h.uncertain_until_ms = None;
-            return Admit::Merged;
+        let Table { held, done } = &mut *t;
+        if let Some(h) = held.get_mut(&id) {
+            // a retry or release that landed (its reply lost) made the job due
+            // again: this is a new delivery, not the held one
+            let rescheduled = matches!(
+                h.outcome,
+                Some(Outcome::Retry { .. } | Outcome::Release { .. })
+            );
+            if !rescheduled {
+                h.token = token;
+                h.deadline = deadline;
+                h.uncertain_until_ms = None;
+                h.lost = false;
+                return Admit::Merged {
+                    finished: h.outcome.is_some(),
+                };
+            }
+            done.remove(&id);
         }
         let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = parent.child_token();
-        t.held.insert(
+        held.insert(
             id,
             Held {
                 token,
@@ -91,16 +117,21 @@ impl Leases {
                 run,
                 running: true,
                 outcome: None,
+                lost: false,
             },
         );
         Admit::Start { run, cancel }
     }
 
-    /// Records how run `run` of `id` ended; false when the delivery is no longer
-    /// held (its lease was lost or ran out: nothing to settle).
+    /// Records how run `run` of `id` ended; false when there is nothing to settle
+    /// (its lease was lost or ran out).
     pub fn finish(&self, id: JobId, run: u64, outcome: Outcome) -> bool {
         let mut t = self.lock();
         match t.held.get_mut(&id) {
+            Some(h) if h.run == run && h.lost => {
+                t.held.remove(&id);
+                false
+            }
             Some(h) if h.run == run => {
                 h.running = false;
                 h.outcome = Some(outcome);
@@ -108,6 +139,22 @@ impl Leases {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Gives up a held delivery: cancels its run and keeps it only until the run
+    /// ends, so a re-delivery never starts a second run beside it.
+    pub fn give_up(t: &mut Table, id: &JobId) {
+        t.done.remove(id);
+        match t.held.get_mut(id) {
+            Some(h) if h.running => {
+                h.cancel.cancel();
+                h.lost = true;
+            }
+            Some(_) => {
+                t.held.remove(id);
+            }
+            None => {}
         }
     }
 }

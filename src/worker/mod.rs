@@ -177,9 +177,18 @@ impl<B: Backend> Worker<B> {
             infra.spawn(on_signal(self.shutdown.clone()));
         }
 
-        self.shutdown.cancelled().await;
+        // a task that ends before shutdown crashed: shut down and report it
+        // (tasks end by themselves only once `stop`, a child of `shutdown`, is
+        // cancelled: checking `shutdown` first tells the two apart)
+        let mut crashed = tokio::select! {
+            biased;
+            _ = self.shutdown.cancelled() => None,
+            Some(r) = dispatchers.join_next() => Some(crash("dispatcher", r)),
+            Some(r) = settlers.join_next() => Some(crash("settler", r)),
+        };
+        stop.cancel();
         tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
-        let mut crashed = joined("dispatcher", dispatchers).await;
+        crashed = crashed.or(joined("dispatcher", dispatchers).await);
         tracker.close();
         if tokio::time::timeout(self.grace, tracker.wait())
             .await
@@ -219,21 +228,28 @@ const ABORT_WAIT: Duration = Duration::from_secs(5);
 async fn joined(what: &'static str, mut set: JoinSet<()>) -> Option<crate::Error> {
     let mut first = None;
     while let Some(r) = set.join_next().await {
-        if let Err(e) = r {
-            let reason = if e.is_panic() {
-                let p = e.into_panic();
-                p.downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "(no message)".into())
-            } else {
-                e.to_string()
-            };
-            tracing::error!(task = what, %reason, "a worker task crashed");
-            first.get_or_insert(crate::Error::Crashed { task: what, reason });
+        if r.is_err() {
+            first.get_or_insert(crash(what, r));
         }
     }
     first
+}
+
+/// The error for a worker task that ended when it should not have.
+fn crash(what: &'static str, r: Result<(), tokio::task::JoinError>) -> crate::Error {
+    let reason = match r {
+        Ok(()) => "ended before shutdown".to_string(),
+        Err(e) if e.is_panic() => {
+            let p = e.into_panic();
+            p.downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".into())
+        }
+        Err(e) => e.to_string(),
+    };
+    tracing::error!(task = what, %reason, "a worker task crashed; shutting down");
+    crate::Error::Crashed { task: what, reason }
 }
 
 /// Logs what about the backend can lose or delay jobs (e.g. an eviction policy).

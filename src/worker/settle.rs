@@ -48,6 +48,8 @@ const MAX_BATCH: usize = 4096;
 /// A failed settle is retried after this, doubling up to `RETRY_MAX`.
 const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
+/// A failed renewal is tried again after this (or a third of the lease if shorter).
+const RETRY_BEAT: Duration = Duration::from_millis(500);
 
 pub(crate) struct Settler<B> {
     pub backend: B,
@@ -119,8 +121,9 @@ impl<B: Backend> Settler<B> {
                 }
                 _ = tokio::time::sleep_until(wake_at) => {
                     if Instant::now() >= next_beat {
-                        self.heartbeat().await;
-                        next_beat = Instant::now() + every;
+                        // after a failed renewal, try again soon: the leases run on
+                        let wait = if self.heartbeat().await { every } else { every.min(RETRY_BEAT) };
+                        next_beat = Instant::now() + wait;
                     }
                     if self.retry_at.is_some_and(|t| Instant::now() >= t) {
                         self.flush().await;
@@ -208,10 +211,13 @@ impl<B: Backend> Settler<B> {
     async fn flush(&mut self) {
         self.resolve_uncertain().await;
         loop {
-            let (batch, sent) = self.batch();
+            let (batch, sent, deferred) = self.batch();
             if sent.is_empty() {
-                self.retry_at = None;
-                self.retry_wait = RETRY_MIN;
+                // uncertain tokens wait for their score to be read again
+                self.retry_at = deferred.then(|| Instant::now() + self.retry_wait);
+                if !deferred {
+                    self.retry_wait = RETRY_MIN;
+                }
                 return;
             }
             let rescheduled = !batch.reschedules.is_empty();
@@ -226,6 +232,7 @@ impl<B: Backend> Settler<B> {
                     }
                     // a merged re-delivery during the call changed the token: that
                     // one stays for the next flush
+                    let mut again = deferred || sent.len() == MAX_BATCH;
                     let mut t = self.leases.lock();
                     for (id, token) in &sent {
                         match t.held.get(id) {
@@ -234,6 +241,7 @@ impl<B: Backend> Settler<B> {
                             }
                             Some(_) => {
                                 t.done.insert(*id);
+                                again = true;
                             }
                             None => {}
                         }
@@ -242,7 +250,7 @@ impl<B: Backend> Settler<B> {
                     if rescheduled {
                         self.wake.notify_one();
                     }
-                    if sent.len() < MAX_BATCH {
+                    if !again {
                         return;
                     }
                 }
@@ -263,10 +271,17 @@ impl<B: Backend> Settler<B> {
 
     /// Up to `MAX_BATCH` finished deliveries as one settle call, and what was
     /// sent (taken out of the table's `done` set until the call's result is known).
-    fn batch(&self) -> (Settle, Vec<(JobId, Token)>) {
+    /// Deliveries whose token is uncertain stay for later (`true` when any did).
+    fn batch(&self) -> (Settle, Vec<(JobId, Token)>, bool) {
         let mut t = self.leases.lock();
         let Table { held, done } = &mut *t;
-        let take: Vec<JobId> = done.iter().take(MAX_BATCH).copied().collect();
+        let take: Vec<JobId> = done
+            .iter()
+            .filter(|id| held.get(id).is_none_or(|h| h.renewable()))
+            .take(MAX_BATCH)
+            .copied()
+            .collect();
+        let deferred = take.len() < MAX_BATCH && take.len() < done.len();
         let mut s = Settle::default();
         let mut sent = Vec::with_capacity(take.len());
         for id in take {
@@ -298,56 +313,56 @@ impl<B: Backend> Settler<B> {
                 }),
             }
         }
-        (s, sent)
+        (s, sent, deferred)
     }
 
-    /// Renews every held lease in one call.
-    async fn heartbeat(&mut self) {
+    /// Renews every held lease whose token is known in one call; false when the
+    /// call failed.
+    async fn heartbeat(&mut self) -> bool {
         self.resolve_uncertain().await;
         let leases: Vec<(JobId, Token, Instant)> = self
             .leases
             .lock()
             .held
             .iter()
+            .filter(|(_, h)| h.renewable())
             .map(|(id, h)| (*id, h.token, h.deadline))
             .collect();
         if leases.is_empty() {
-            return;
+            return true;
         }
         let pairs: Vec<(JobId, Token)> = leases.iter().map(|(id, t, _)| (*id, *t)).collect();
         let sent_at = Instant::now();
         let result = self.backend.extend(&self.queue, &pairs, self.lease).await;
         let mut t = self.leases.lock();
-        let Table { held: map, done } = &mut *t;
         match result {
             Ok(tokens) => {
                 for ((id, old, _), new) in leases.iter().zip(tokens) {
                     // changed during the call (a merged re-delivery): not ours to touch
-                    let Some(h) = map.get_mut(id).filter(|h| h.token == *old) else {
+                    let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
                         continue;
                     };
                     match new {
-                        Some(t) => {
-                            h.token = t;
+                        Some(new) => {
+                            h.token = new;
                             h.deadline = sent_at + self.lease;
                         }
                         None => {
                             if h.running {
                                 tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run");
                             }
-                            h.cancel.cancel();
-                            map.remove(id);
-                            done.remove(id);
+                            Leases::give_up(&mut t, id);
                         }
                     }
                 }
+                true
             }
             Err(e) => {
                 // the renewal may still have run: remember the lease it could have set
                 tracing::warn!(queue = %self.queue, error = %e, "renewing leases failed");
                 let now = Instant::now();
                 for (id, old, deadline) in &leases {
-                    let Some(h) = map.get_mut(id).filter(|h| h.token == *old) else {
+                    let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
                         continue;
                     };
                     let origin = deadline.checked_sub(self.lease).unwrap_or(*deadline);
@@ -357,6 +372,7 @@ impl<B: Backend> Settler<B> {
                         .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
                     h.uncertain_until_ms = Some(until);
                 }
+                false
             }
         }
     }
@@ -373,10 +389,15 @@ async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Duration) {
             let mut t = leases.lock();
             let Table { held, done } = &mut *t;
             held.retain(|id, h| {
+                if h.lost {
+                    return true; // cancelled already; forgotten when the run ends
+                }
                 if h.running && h.deadline <= now {
                     tracing::warn!(queue = %queue, job.id = %id, "lease ran out without a renewal (backend unreachable?); cancelling the run");
+                    // kept until the run ends, so a re-delivery here never runs beside it
                     h.cancel.cancel();
-                    return false;
+                    h.lost = true;
+                    return true;
                 }
                 if h.outcome.is_some() && h.deadline + lease <= now {
                     tracing::error!(queue = %queue, job.id = %id, "could not settle the job before its lease ran out; it runs again");

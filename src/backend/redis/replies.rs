@@ -22,9 +22,15 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Fetched> {
     let orphans = r.int()?;
     let mut jobs = Vec::with_capacity(max.min(1024));
     while !r.is_empty() {
-        let id = JobId::from_bytes(r.bytes()?)?;
+        let raw = r.bytes()?;
         let body = r.bytes()?.to_vec();
         let count = r.int()?.clamp(1, 999) as u32;
+        // an id no RSMQ client writes (a raw ZADD): skipped, so the jobs fetched
+        // with it still run; it stays leased and comes back after the lease
+        let Ok(id) = JobId::from_bytes(raw) else {
+            tracing::error!(id = %String::from_utf8_lossy(raw), "skipped a message whose id is not an RSMQ id; delete it");
+            continue;
+        };
         jobs.push(Delivery {
             id,
             body,
