@@ -919,9 +919,11 @@ async fn retry_whose_settle_reply_was_lost_is_not_applied_to_the_next_delivery()
         ..Faulty::new(mem)
     };
     let rec = Recorder::default();
+    // polled often, so the job is fetched again before the settle is retried
     let w = Worker::builder(backend)
         .queue("hw")
         .handle_signals(false)
+        .poll_interval(Duration::from_millis(20))
         .data(rec.clone())
         .build()
         .unwrap();
