@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{Recorder, RedisServer, start, wait_for, wait_until};
+use common::{Recorder, RedisServer, Running, start, wait_for, wait_until};
 use redjob::backend::memory::MemoryBackend;
 use redjob::backend::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
 use redjob::client::ClientConfig;
@@ -135,6 +135,16 @@ fn builder(client: &Client, rec: &Recorder, probe: &Probe) -> redjob::worker::Wo
         .retry(RetryPolicy::default().jitter(false))
 }
 
+/// Enqueues a [`Hold`] of `ms` and starts a worker with `lease`; returns once the
+/// job runs.
+async fn hold_running(client: &Client, ms: u64, lease: Duration) -> (Recorder, Probe, Running) {
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    client.enqueue(&Hold { key: 1, ms }).await.unwrap();
+    let w = start(builder(client, &rec, &probe).lease(lease).build().unwrap());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    (rec, probe, w)
+}
+
 async fn msgs(client: &Client) -> u64 {
     // a failed call (Redis down or stalled) counts as not drained
     client
@@ -161,15 +171,7 @@ async fn score_and_now(server: &RedisServer, id: &JobId) -> (Option<f64>, u64) {
 async fn ack_held_back_by_an_outage_is_resent_and_the_job_runs_once() {
     let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let client = client_with(&server.url(), Duration::from_millis(500)).await;
-    let (rec, probe) = (Recorder::default(), Probe::default());
-    client.enqueue(&Hold { key: 1, ms: 1000 }).await.unwrap();
-    let w = start(
-        builder(&client, &rec, &probe)
-            .lease(Duration::from_secs(5))
-            .build()
-            .unwrap(),
-    );
-    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    let (rec, _probe, w) = hold_running(&client, 1000, Duration::from_secs(5)).await;
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.kill(); // the job finishes (t0 + 1 s) while Redis is down
@@ -424,15 +426,7 @@ async fn job_still_running_after_the_grace_period_is_not_released() {
 async fn run_past_its_lease_without_renewal_is_cancelled() {
     let mut server = RedisServer::start();
     let client = client_with(&server.url(), Duration::from_millis(300)).await;
-    let (rec, probe) = (Recorder::default(), Probe::default());
-    client.enqueue(&Hold { key: 1, ms: 20_000 }).await.unwrap();
-    let w = start(
-        builder(&client, &rec, &probe)
-            .lease(Duration::from_millis(1500))
-            .build()
-            .unwrap(),
-    );
-    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    let (_rec, probe, w) = hold_running(&client, 20_000, Duration::from_millis(1500)).await;
     let t0 = Instant::now();
     server.kill(); // cut off: no renewal can land
     assert!(
@@ -727,7 +721,8 @@ async fn unknown_job_type_waits_for_a_worker_that_knows_it() {
         .unwrap();
     let (rec, probe) = (Recorder::default(), Probe::default());
     let w = start(builder(&client, &rec, &probe).build().unwrap());
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // fetched at once and put back for at least 1 s
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         client.dead_letters("hw", 10).await.unwrap().is_empty(),
         "dead-lettered during a rolling deploy"
