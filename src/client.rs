@@ -268,6 +268,8 @@ impl Client {
     }
 }
 
+/// Runs each job once, through its stored form as a worker would (so a job that
+/// does not survive encoding fails here too, and a handler may enqueue its own type).
 async fn run_inline<J: Job>(jobs: &[J], queue: &str, data: &Data) -> Result<Vec<JobId>> {
     let mut ids = Vec::with_capacity(jobs.len());
     for j in jobs {
@@ -278,10 +280,14 @@ async fn run_inline<J: Job>(jobs: &[J], queue: &str, data: &Data) -> Result<Vec<
             .as_micros() as u64;
         let id = JobId::make(us, &random_suffix());
         let ctx = JobContext::new(id, 1, queue, now).with_data_map(data.clone());
-        j.perform(&ctx).await.map_err(|e| Error::JobFailed {
-            name: J::NAME.into(),
-            error: e.to_string(),
-        })?;
+        let stored = job::decode(&job::encode(j)?)?;
+        stored
+            .perform_dyn(&ctx)
+            .await
+            .map_err(|e| Error::JobFailed {
+                name: J::NAME.into(),
+                error: e.to_string(),
+            })?;
         ids.push(id);
     }
     Ok(ids)

@@ -91,6 +91,15 @@ pub enum Error {
         /// The panic's message.
         reason: String,
     },
+    /// The [test kit](crate::testing::TestKit) waited its whole `wait_limit` of
+    /// real time and jobs were still due or running (a handler that never returns,
+    /// or jobs that keep enqueueing jobs).
+    NotIdle {
+        /// How long it waited.
+        waited: std::time::Duration,
+        /// Per queue, the jobs still running and due, counted by job name.
+        pending: Vec<String>,
+    },
     /// Redis is at its `maxmemory` and refuses writes that would grow it (policy
     /// `noeviction`): nothing of the refused call was written. Workers keep
     /// draining the queues meanwhile.
@@ -137,6 +146,11 @@ impl fmt::Display for Error {
             Error::JobFailed { name, error } => write!(f, "job {name} failed: {error}"),
             Error::ShuttingDown => write!(f, "shutting down"),
             Error::Crashed { task, reason } => write!(f, "worker {task} task crashed: {reason}"),
+            Error::NotIdle { waited, pending } => write!(
+                f,
+                "jobs still pending after waiting {waited:?} of real time for the test kit to be idle: {}",
+                pending.join(" | ")
+            ),
             Error::OutOfMemory(e) => write!(
                 f,
                 "redis is out of memory (maxmemory reached, noeviction): nothing written: {e}"

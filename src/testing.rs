@@ -50,10 +50,15 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
 use crate::backend::memory::{Clock, MemoryBackend};
-use crate::backend::{Backend, DeadLetter};
+use crate::backend::{Backend, DeadLetter, QueueStats};
 use crate::job::Job;
 use crate::worker::data::Data;
 use crate::worker::{RetryPolicy, Worker};
@@ -65,6 +70,7 @@ pub struct TestKit {
     backend: MemoryBackend,
     data: Data,
     retry: RetryPolicy,
+    wait_limit: Duration,
 }
 
 /// What one [`TestKit::run_until_idle`] did.
@@ -104,7 +110,26 @@ impl TestKit {
             backend: MemoryBackend::new(),
             data: Data::default(),
             retry: RetryPolicy::default(),
+            wait_limit: Duration::from_secs(10),
         }
+    }
+
+    /// How long [`run_until_idle`](Self::run_until_idle) and
+    /// [`advance`](Self::advance) wait, in real time, for the jobs to be done
+    /// before they fail with [`Error::NotIdle`](crate::Error::NotIdle). Defaults
+    /// to 10 s. Simulated time (a paused tokio clock, [`Clock::advance`]) does not
+    /// count.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::testing::TestKit;
+    ///
+    /// let kit = TestKit::new().wait_limit(Duration::from_secs(60));
+    /// # let _ = kit;
+    /// ```
+    pub fn wait_limit(mut self, limit: Duration) -> Self {
+        self.wait_limit = limit;
+        self
     }
 
     /// Shares `value` with handlers ([`JobContext::data`](crate::JobContext::data)),
@@ -189,56 +214,159 @@ impl TestKit {
         self.backend.dead_letters(queue, usize::MAX).await
     }
 
-    /// Runs a worker on every queue until no job is due or running, then stops it.
+    /// Runs workers on every queue until no job is due or running, then stops them.
     /// Jobs scheduled for later (delays, retries) stay for [`advance`](Self::advance).
+    /// A queue that appears meanwhile (a handler enqueues into a new queue) is
+    /// served too.
     ///
-    /// Fails with [`Error::DuplicateJobName`](crate::Error::DuplicateJobName), as
-    /// the worker's `build` does, when two job types share a job name.
+    /// Waits at most [`wait_limit`](Self::wait_limit) of real time (10 s), then
+    /// fails with [`Error::NotIdle`](crate::Error::NotIdle) naming the jobs still due
+    /// or running. Fails with [`Error::DuplicateJobName`](crate::Error::DuplicateJobName),
+    /// as the worker's `build` does, when two job types share a job name.
     pub async fn run_until_idle(&self) -> Result<RunReport> {
         crate::job::check_unique_names()?;
-        let queues = self.backend.queue_names();
-        let before = self.totals(&queues).await?;
-        if !queues.is_empty() && !self.backend.is_idle() {
-            let mut b = Worker::builder(self.backend.clone())
-                .queues(queues.clone())
-                .handle_signals(false)
-                .retry(self.retry)
-                .grace_period(Duration::ZERO);
-            b = b.data_map(self.data.clone());
-            let worker = b.build()?;
-            let stop = worker.shutdown_token();
-            let run = tokio::spawn(worker.run());
-            while !self.backend.is_idle() {
-                tokio::task::yield_now().await;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            stop.cancel();
-            run.await
-                .map_err(|e| crate::Error::Protocol(format!("worker task: {e}")))??;
+        let before = self.totals().await?;
+        let driven = self.drive().await;
+        let after = self.totals().await?;
+        driven?;
+        let mut r = RunReport::default();
+        for (queue, a) in &after {
+            let b = before.get(queue).copied().unwrap_or_default();
+            r.processed += a.processed.saturating_sub(b.processed);
+            r.retried += a.retried.saturating_sub(b.retried);
+            r.dead += a.dead.saturating_sub(b.dead);
         }
-        let after = self.totals(&queues).await?;
-        Ok(RunReport {
-            processed: after.processed - before.processed,
-            retried: after.retried - before.retried,
-            dead: after.dead - before.dead,
-        })
+        Ok(r)
     }
 
-    /// Moves the clock forward by `d`, then runs what became due until idle.
+    /// Moves the clock forward by `d` (then to the next whole millisecond, see
+    /// [`Clock::advance`]), then runs what became due until idle: a job enqueued
+    /// with `enqueue_in(job, d)` runs in `advance(d)`.
     pub async fn advance(&self, d: Duration) -> Result<RunReport> {
         self.clock().advance(d);
         self.run_until_idle().await
     }
 
-    async fn totals(&self, queues: &[String]) -> Result<RunReport> {
-        let mut r = RunReport::default();
-        for q in queues {
-            let s = self.backend.stats(q).await?;
-            r.processed += s.processed;
-            r.retried += s.retried;
-            r.dead += s.dead;
+    /// Starts a worker for each queue not served yet, and waits for the backend's
+    /// next change, until it is idle.
+    async fn drive(&self) -> Result<()> {
+        let limit = RealTimeLimit::start(self.wait_limit);
+        let mut expired = limit.expired;
+        let mut changes = self.backend.changes();
+        let mut served = HashSet::new();
+        let mut workers = JoinSet::new();
+        let stop = CancellationToken::new();
+        let outcome = loop {
+            changes.borrow_and_update();
+            if self.backend.is_idle() {
+                break Ok(());
+            }
+            let new: Vec<String> = self
+                .backend
+                .queue_names()
+                .into_iter()
+                .filter(|q| !served.contains(q))
+                .collect();
+            if !new.is_empty() {
+                served.extend(new.iter().cloned());
+                let worker = Worker::builder(self.backend.clone())
+                    .queues(new)
+                    .handle_signals(false)
+                    .retry(self.retry)
+                    .grace_period(Duration::ZERO)
+                    .data_map(self.data.clone())
+                    .shutdown(stop.child_token())
+                    .build()?;
+                workers.spawn(worker.run());
+            }
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = &mut expired => break Err(self.not_idle()),
+                Some(ended) = workers.join_next() => break Err(ended_early(ended)),
+            }
+        };
+        stop.cancel();
+        let mut first_err = outcome.err();
+        while let Some(ended) = workers.join_next().await {
+            if let Err(e) = flatten(ended) {
+                first_err.get_or_insert(e);
+            }
         }
-        Ok(r)
+        first_err.map_or(Ok(()), Err)
+    }
+
+    fn not_idle(&self) -> crate::Error {
+        let mut pending = Vec::new();
+        for p in self.backend.pending() {
+            let list = |m: &std::collections::BTreeMap<String, usize>| {
+                m.iter()
+                    .map(|(name, n)| format!("{n} {name}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut parts = Vec::new();
+            if !p.running.is_empty() {
+                parts.push(format!("running: {}", list(&p.running)));
+            }
+            if !p.due.is_empty() {
+                parts.push(format!("due: {}", list(&p.due)));
+            }
+            pending.push(format!("queue {:?} {}", p.queue, parts.join("; ")));
+        }
+        crate::Error::NotIdle {
+            waited: self.wait_limit,
+            pending,
+        }
+    }
+
+    async fn totals(&self) -> Result<HashMap<String, QueueStats>> {
+        let mut all = HashMap::new();
+        for q in self.backend.queue_names() {
+            all.insert(q.clone(), self.backend.stats(&q).await?);
+        }
+        Ok(all)
+    }
+}
+
+fn flatten(ended: std::result::Result<Result<()>, tokio::task::JoinError>) -> Result<()> {
+    ended.map_err(|e| crate::Error::Crashed {
+        task: "test kit worker",
+        reason: e.to_string(),
+    })?
+}
+
+/// A worker of the kit that stopped before it was told to.
+fn ended_early(ended: std::result::Result<Result<()>, tokio::task::JoinError>) -> crate::Error {
+    match flatten(ended) {
+        Err(e) => e,
+        Ok(()) => crate::Error::Crashed {
+            task: "test kit worker",
+            reason: "stopped before the kit was idle".into(),
+        },
+    }
+}
+
+/// Fires after a span of real time, whatever tokio's clock does: a thread of its
+/// own sleeps (a tokio timer would follow a paused clock, and a blocking task
+/// would keep a paused clock from advancing). Dropping it ends the thread.
+struct RealTimeLimit {
+    expired: oneshot::Receiver<()>,
+    _stop: std::sync::mpsc::Sender<()>,
+}
+
+impl RealTimeLimit {
+    fn start(limit: Duration) -> Self {
+        let (fire, expired) = oneshot::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(limit) {
+                let _ = fire.send(());
+            }
+        });
+        RealTimeLimit {
+            expired,
+            _stop: stop,
+        }
     }
 }
 

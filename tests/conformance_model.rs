@@ -438,7 +438,7 @@ async fn check(
         }
         next_millisecond();
         let now = redis_now_us(con).await?;
-        clock.advance(Duration::from_micros(now.saturating_sub(clock.now_us())));
+        clock.advance_exact(Duration::from_micros(now.saturating_sub(clock.now_us())));
         let r = sides[0].run(op).await;
         let m = sides[1].run(op).await;
         if start.elapsed() >= U * slot + U / 2 - Duration::from_millis(3) {

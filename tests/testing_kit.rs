@@ -177,3 +177,44 @@ async fn inline_client_runs_the_job_at_once_and_reports_its_failure() {
     }
     assert_eq!(runs.0.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test]
+async fn a_value_the_worker_was_not_given_dead_letters_at_once_naming_its_type() {
+    // the kit has no `Arc<Runs>`: Reminder's handler asks for one
+    let kit = TestKit::new();
+    kit.client().enqueue(&Reminder { order: 6 }).await.unwrap();
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!((report.retried, report.dead), (0, 1), "{report:?}");
+    let dead = kit.dead_letters("mail").await.unwrap();
+    assert_eq!(dead[0].attempts, 1);
+    assert!(dead[0].error.starts_with("fatal: "), "{}", dead[0].error);
+    assert!(dead[0].error.contains("Runs"), "{}", dead[0].error);
+    assert!(dead[0].error.contains(".data(value)"), "{}", dead[0].error);
+}
+
+/// A job that enqueues its own type (a countdown, a poll until done) did not
+/// compile: the inline client's path made its handler's future contain itself.
+#[tokio::test]
+async fn a_job_may_enqueue_its_own_type() {
+    #[derive(Serialize, Deserialize, Job, Debug)]
+    #[job(name = "countdown", queue = "mail")]
+    struct Countdown {
+        left: u32,
+    }
+    impl Job for Countdown {
+        async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+            ctx.data::<Arc<Runs>>()?.0.fetch_add(1, Ordering::SeqCst);
+            if self.left > 0 {
+                let next = Countdown {
+                    left: self.left - 1,
+                };
+                ctx.data::<Client>()?.enqueue(&next).await?;
+            }
+            Ok(())
+        }
+    }
+    let (kit, runs) = kit();
+    kit.client().enqueue(&Countdown { left: 3 }).await.unwrap();
+    assert_eq!(kit.run_until_idle().await.unwrap().processed, 4);
+    assert_eq!(runs.0.load(Ordering::SeqCst), 4);
+}

@@ -91,6 +91,11 @@ impl JobContext {
     /// The shared value of type `T` the worker was given with `.data(value)`, the
     /// way axum's `State` works.
     ///
+    /// A value the worker was not given is a set-up mistake, not a passing
+    /// failure: [`Error::MissingData`] turned into a [`JobError`](crate::JobError)
+    /// with `?` is fatal, so the job is dead-lettered at once with the type's name
+    /// (and logged at error level) instead of being retried 25 times.
+    ///
     /// ```
     /// # use std::time::SystemTime;
     /// # use redjob::JobContext;

@@ -7,7 +7,10 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A failed job run: retried with backoff, retried after a set time, or fatal.
 ///
-/// Any error converts with `?` and is retried with the job's backoff:
+/// `?` converts what converts into `Box<dyn Error + Send + Sync>`, and the job is
+/// retried with its backoff: every `std::error::Error + Send + Sync` type, an
+/// `anyhow::Error` (or `eyre::Report`), a boxed error, a `String` or a `&str`.
+/// (`Box<dyn Error>` without `Send + Sync` cannot cross into the worker's tasks.)
 ///
 /// ```
 /// use std::time::Duration;
@@ -75,9 +78,62 @@ impl JobError {
     }
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for JobError {
+/// `?` on any error a `Box<dyn Error + Send + Sync>` can hold: retried with the
+/// job's backoff.
+///
+/// ```
+/// use redjob::JobError;
+///
+/// // a std error
+/// fn port(s: &str) -> Result<u16, JobError> {
+///     Ok(s.parse::<u16>()?)
+/// }
+/// assert_eq!(port("x").unwrap_err().to_string(), "invalid digit found in string");
+///
+/// // anyhow
+/// fn fetch() -> anyhow::Result<()> {
+///     anyhow::bail!("upstream returned 503")
+/// }
+/// fn job_anyhow() -> Result<(), JobError> {
+///     fetch()?;
+///     Ok(())
+/// }
+/// assert_eq!(job_anyhow().unwrap_err().to_string(), "upstream returned 503");
+///
+/// // a boxed error
+/// fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+///     Err("disk full".into())
+/// }
+/// fn job_boxed() -> Result<(), JobError> {
+///     boxed()?;
+///     Ok(())
+/// }
+/// assert_eq!(job_boxed().unwrap_err().to_string(), "disk full");
+///
+/// // a String, and a &str
+/// fn job_string(user: Option<u64>) -> Result<u64, JobError> {
+///     let user = user.ok_or(format!("no user in {:?}", "payload"))?;
+///     Ok(user)
+/// }
+/// assert_eq!(job_string(None).unwrap_err().to_string(), "no user in \"payload\"");
+/// fn job_str(ok: bool) -> Result<(), JobError> {
+///     ok.then_some(()).ok_or("not ready")?;
+///     Ok(())
+/// }
+/// assert_eq!(job_str(false).unwrap_err().to_string(), "not ready");
+/// ```
+///
+/// One exception: [`Error::MissingData`](crate::Error::MissingData) (a handler
+/// asked [`JobContext::data`](crate::JobContext::data) for a value the worker
+/// was not given) is a configuration error that no retry fixes, so it is fatal.
+impl<E: Into<BoxError>> From<E> for JobError {
     fn from(e: E) -> Self {
-        JobError::retry(e)
+        let error = e.into();
+        let outcome = match error.downcast_ref::<crate::Error>() {
+            Some(crate::Error::MissingData { .. }) => Outcome::Fatal,
+            _ => Outcome::Retry,
+        };
+        JobError { outcome, error }
     }
 }
 

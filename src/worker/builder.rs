@@ -68,8 +68,25 @@ impl<B: Backend> WorkerBuilder<B> {
         }
     }
 
-    /// Serves `queue`. Defaults to the queues of the registered job types, or
-    /// `default` when none is registered.
+    /// Serves `queue`: every job on it runs, whatever its type, as long as the
+    /// type is linked into the program.
+    ///
+    /// When no queue is named (by `queue`, [`queues`](Self::queues),
+    /// [`register`](Self::register) or [`queue_concurrency`](Self::queue_concurrency)),
+    /// the worker serves the queue of every job type linked into the program
+    /// (every `#[derive(Job)]` type), or `default` when there is none.
+    ///
+    /// ```
+    /// use redjob::Worker;
+    /// use redjob::backend::memory::MemoryBackend;
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("emails")
+    ///     .queue("urgent") // e.g. for jobs enqueued with `EnqueueOptions::queue("urgent")`
+    ///     .build()?;
+    /// assert_eq!(worker.queues().collect::<Vec<_>>(), ["emails", "urgent"]);
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         let q = queue.into();
         if !self.queues.iter().any(|(n, _)| *n == q) {
@@ -83,8 +100,31 @@ impl<B: Backend> WorkerBuilder<B> {
         queues.into_iter().fold(self, |b, q| b.queue(q))
     }
 
-    /// Serves `J`'s queue. Any job type linked into the program runs when its
-    /// job arrives on a served queue; registering names the queues to serve.
+    /// Serves `J`'s queue (its `#[job(queue = ...)]`, `default` if unset): the
+    /// same as `.queue(J::OPTIONS.queue)`.
+    ///
+    /// It is not a registration of the type: every job type linked into the
+    /// program is known to every worker, and runs when its job arrives on any
+    /// served queue. `register` only names a queue to serve. A job enqueued to
+    /// another queue (with [`EnqueueOptions::queue`](crate::client::EnqueueOptions::queue))
+    /// runs only where that queue is served.
+    ///
+    /// ```
+    /// use redjob::{Job, JobContext, JobError, Worker};
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(queue = "emails")]
+    /// struct SendEmail { to: String }
+    /// impl Job for SendEmail {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new()).register::<SendEmail>().build()?;
+    /// assert_eq!(worker.queues().collect::<Vec<_>>(), ["emails"]);
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
     pub fn register<J: Job>(self) -> Self {
         self.queue(J::OPTIONS.queue)
     }

@@ -118,6 +118,35 @@ impl<B: Backend> Worker<B> {
         self.queues.iter().map(|(q, _)| q.as_str())
     }
 
+    /// Job types linked into the program whose queue (their `#[job(queue = ...)]`)
+    /// this worker does not serve, as `(job name, queue)`, sorted: their jobs wait
+    /// for another worker. [`run`](Self::run) logs them at start.
+    ///
+    /// ```
+    /// use redjob::{Job, JobContext, JobError, Worker};
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "report", queue = "reports")]
+    /// struct Report;
+    /// impl Job for Report {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new()).queue("emails").build()?;
+    /// assert!(worker.unserved_jobs().contains(&("report", "reports")));
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    pub fn unserved_jobs(&self) -> Vec<(&'static str, &'static str)> {
+        let mut out: Vec<_> = crate::job::registered()
+            .filter(|r| !self.queues.iter().any(|(q, _)| q == r.queue))
+            .map(|r| (r.name, r.queue))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Runs until the shutdown token is cancelled (or ctrl-c / SIGTERM arrives, unless
     /// turned off with [`WorkerBuilder::handle_signals`]), then stops fetching, lets
     /// running jobs finish within the grace period, cancels the rest and makes them
@@ -130,6 +159,14 @@ impl<B: Backend> Worker<B> {
                 .map(|r| r.name)
                 .collect();
             tracing::info!(queue = %q, jobs = ?jobs, "serving queue");
+        }
+        let unserved = self.unserved_jobs();
+        if !unserved.is_empty() {
+            let list: Vec<String> = unserved
+                .iter()
+                .map(|(n, q)| format!("{n} (queue {q})"))
+                .collect();
+            tracing::info!(jobs = ?list, "job types linked into this program whose queue this worker does not serve: their jobs wait for a worker that serves it");
         }
         let stop = self.shutdown.child_token();
         let abort = CancellationToken::new();

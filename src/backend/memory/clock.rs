@@ -71,7 +71,7 @@ impl Clock {
     ///
     /// let clock = Clock::frozen_at(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
     /// assert_eq!(clock.now_ms(), 1_800_000_000_000);
-    /// clock.advance(Duration::from_micros(1500));
+    /// clock.advance_exact(Duration::from_micros(1500));
     /// assert_eq!(clock.now_us(), 1_800_000_000_001_500);
     /// ```
     pub fn frozen_at(t: SystemTime) -> Self {
@@ -109,15 +109,53 @@ impl Clock {
         UNIX_EPOCH + Duration::from_micros(self.now_us())
     }
 
-    /// Moves the clock forward by `d` and wakes workers waiting on it.
+    /// Moves the clock forward by `d`, then on to the next whole millisecond if
+    /// it stops inside one, and wakes workers waiting on it.
+    ///
+    /// Scores are whole milliseconds and a delay runs from the next whole
+    /// millisecond after the send (so a job is never due early, on Redis too), so
+    /// a job enqueued with a delay of `d` is due after `advance(d)`. Use
+    /// [`advance_exact`](Self::advance_exact) to place the clock on a microsecond.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use redjob::backend::memory::Clock;
+    ///
+    /// let clock = Clock::frozen_at(UNIX_EPOCH + Duration::from_micros(1_800_000_000_000_250));
+    /// clock.advance(Duration::from_secs(10));
+    /// assert_eq!(clock.now_us(), 1_800_000_010_001_000);
+    /// ```
     pub fn advance(&self, d: Duration) {
+        self.add(micros(d));
+        let into_ms = self.now_us() % 1000;
+        if into_ms != 0 {
+            self.add(1000 - into_ms);
+        }
+        self.inner.advanced.send_modify(|n| *n += 1);
+    }
+
+    /// Moves the clock forward by exactly `d` and wakes workers waiting on it.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use redjob::backend::memory::Clock;
+    ///
+    /// let clock = Clock::frozen_at(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    /// clock.advance_exact(Duration::from_micros(1500));
+    /// assert_eq!(clock.now_us(), 1_800_000_000_001_500);
+    /// ```
+    pub fn advance_exact(&self, d: Duration) {
+        self.add(micros(d));
+        self.inner.advanced.send_modify(|n| *n += 1);
+    }
+
+    fn add(&self, us: u64) {
         let _ = self
             .inner
             .offset_us
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| {
-                Some(o.saturating_add(micros(d)))
+                Some(o.saturating_add(us))
             });
-        self.inner.advanced.send_modify(|n| *n += 1);
     }
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {

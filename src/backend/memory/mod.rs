@@ -21,7 +21,7 @@ mod state;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 pub use clock::Clock;
 use state::{MemQueue, State};
@@ -36,6 +36,8 @@ pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
     clock: Clock,
     sent: broadcast::Sender<Arc<str>>,
+    /// Bumped after every call that changed the state (see [`MemoryBackend::changes`]).
+    changed: Arc<watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for MemoryBackend {
@@ -64,6 +66,7 @@ impl MemoryBackend {
             state: Arc::default(),
             clock,
             sent: broadcast::channel(1024).0,
+            changed: Arc::new(watch::Sender::new(0)),
         }
     }
 
@@ -77,6 +80,21 @@ impl MemoryBackend {
         // a panic while holding the lock cannot leave the maps half-updated in a way
         // that matters more than losing the whole state, so carry on
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The lock for a call that changes the state: watchers of
+    /// [`changes`](Self::changes) are told when it is released.
+    fn lock_mut(&self) -> Changing<'_> {
+        Changing {
+            guard: Some(self.lock()),
+            changed: &self.changed,
+        }
+    }
+
+    /// Tells the receiver after every change to the backend's state (a send, fetch,
+    /// settle, delete…), so a test can wait for the next change instead of polling.
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// Bodies waiting in `queue` (due or not, leased or not), oldest first.
@@ -105,8 +123,80 @@ impl MemoryBackend {
         })
     }
 
+    /// What keeps the backend from being idle, queue by queue: jobs due now and
+    /// jobs leased, each counted by job name (`?` for a body that is no job).
+    pub(crate) fn pending(&self) -> Vec<Pending> {
+        let now = self.clock.now_ms() * 1000;
+        let st = self.lock();
+        let mut out = Vec::new();
+        for (name, q) in &st.queues {
+            let mut p = Pending {
+                queue: name.clone(),
+                ..Pending::default()
+            };
+            for m in q.msgs.values() {
+                let list = if m.lease {
+                    &mut p.running
+                } else if m.score <= now {
+                    &mut p.due
+                } else {
+                    continue;
+                };
+                *list.entry(job_name(&m.body)).or_default() += 1;
+            }
+            if !p.due.is_empty() || !p.running.is_empty() {
+                out.push(p);
+            }
+        }
+        out
+    }
+
     fn notify(&self, queue: &str) {
         let _ = self.sent.send(queue.into());
+    }
+}
+
+/// Jobs of one queue that keep the backend from being idle, counted by job name.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    pub queue: String,
+    pub due: std::collections::BTreeMap<String, usize>,
+    pub running: std::collections::BTreeMap<String, usize>,
+}
+
+/// The job name in a body's envelope, or `?`.
+fn job_name(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Env {
+        #[serde(rename = "type")]
+        name: String,
+    }
+    serde_json::from_slice::<Env>(body).map_or_else(|_| "?".into(), |e| e.name)
+}
+
+/// The state's lock, held for a change; watchers hear of it once it is released.
+struct Changing<'a> {
+    guard: Option<MutexGuard<'a, State>>,
+    changed: &'a watch::Sender<u64>,
+}
+
+impl std::ops::Deref for Changing<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.guard.as_deref().expect("held until drop")
+    }
+}
+
+impl std::ops::DerefMut for Changing<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.guard.as_deref_mut().expect("held until drop")
+    }
+}
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -127,7 +217,7 @@ impl Backend for MemoryBackend {
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
         let now_us = self.clock.now_us();
         let now = now_us / 1000;
-        let mut st = self.lock();
+        let mut st = self.lock_mut();
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(Fetched {
                 now_us,
@@ -174,7 +264,7 @@ impl Backend for MemoryBackend {
         lease: Duration,
     ) -> Result<Vec<Option<Token>>> {
         let until = self.clock.now_ms().saturating_add(super::clamped_ms(lease));
-        let mut st = self.lock();
+        let mut st = self.lock_mut();
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(vec![None; leases.len()]);
         };
@@ -192,7 +282,7 @@ impl Backend for MemoryBackend {
 
     async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
         let now = self.clock.now_ms();
-        let mut st = self.lock();
+        let mut st = self.lock_mut();
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(Settled::default());
         };

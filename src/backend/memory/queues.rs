@@ -17,7 +17,7 @@ impl Queues for MemoryBackend {
         validate::seconds("delay", opts.delay)?;
         validate::maxsize(opts.maxsize)?;
         let now_s = self.clock.now_ms() / 1000;
-        let mut st = self.lock();
+        let mut st = self.lock_mut();
         if st.queues.contains_key(name) {
             return Err(Error::QueueExists { name: name.into() });
         }
@@ -34,7 +34,7 @@ impl Queues for MemoryBackend {
 
     async fn delete_queue(&self, name: &str) -> Result<()> {
         validate::queue_name(name)?;
-        self.lock()
+        self.lock_mut()
             .queues
             .remove(name)
             .map(|_| ())
@@ -76,7 +76,7 @@ impl Queues for MemoryBackend {
         update.maxsize.map(validate::maxsize).transpose()?;
         let now_s = self.clock.now_ms() / 1000;
         {
-            let mut st = self.lock();
+            let mut st = self.lock_mut();
             let q = st.queues.get_mut(name).ok_or_else(|| not_found(name))?;
             q.modified = now_s;
             q.vt = update.vt.unwrap_or(q.vt);
@@ -100,7 +100,7 @@ impl Queues for MemoryBackend {
         let now_us = self.clock.now_us();
         let now = now_us / 1000;
         let ids = {
-            let mut guard = self.lock();
+            let mut guard = self.lock_mut();
             let st = &mut *guard;
             let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
             q.check_size(maxlen)?;
@@ -131,7 +131,7 @@ impl Queues for MemoryBackend {
         validate::queue_name(queue)?;
         let vt = vt.map(|d| validate::duration_ms("vt", d)).transpose()?;
         let now = self.clock.now_ms();
-        let mut st = self.lock();
+        let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
         let hidden = (now + vt.unwrap_or(q.vt * 1000)) * 1000;
         let mut out = Vec::new();
@@ -152,7 +152,7 @@ impl Queues for MemoryBackend {
     async fn pop(&self, queue: &str) -> Result<Option<Message>> {
         validate::queue_name(queue)?;
         let now = self.clock.now_ms();
-        let mut st = self.lock();
+        let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
         let Some((_, id)) = q.due(now * 1000, 1).pop() else {
             return Ok(None);
@@ -168,7 +168,7 @@ impl Queues for MemoryBackend {
         validate::queue_name(queue)?;
         let ms = validate::duration_ms("vt", vt)?;
         let now = self.clock.now_ms();
-        let mut st = self.lock();
+        let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
         if !q.msgs.contains_key(id) {
             return Ok(false);
@@ -185,7 +185,7 @@ impl Queues for MemoryBackend {
 
     async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
         validate::queue_name(queue)?;
-        let mut st = self.lock();
+        let mut st = self.lock_mut();
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(0);
         };

@@ -1,0 +1,197 @@
+//! The test kit's `run_until_idle` and `advance`: new queues are served, a delay
+//! of `d` runs after `advance(d)`, simulated time costs no real time, and a run
+//! that cannot get idle fails with what is pending instead of hanging.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use redjob::client::EnqueueOptions;
+use redjob::testing::TestKit;
+use redjob::{Client, Error, Job, JobContext, JobError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Default)]
+struct Runs(AtomicU32);
+
+fn count(ctx: &JobContext) -> Result<(), JobError> {
+    ctx.data::<Arc<Runs>>()?.0.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "idle_signed_up", queue = "signups")]
+struct SignedUp {
+    user: u64,
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "idle_welcome", queue = "emails")]
+struct Welcome {
+    user: u64,
+}
+
+impl Job for SignedUp {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        count(ctx)?;
+        let client = ctx.data::<Client>()?;
+        client.enqueue(&Welcome { user: self.user }).await?;
+        // the same type again, into a queue named only at enqueue
+        let opts = EnqueueOptions::new().queue("integrations");
+        client
+            .enqueue_with(&Welcome { user: self.user }, opts)
+            .await?;
+        Ok(())
+    }
+}
+
+impl Job for Welcome {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        count(ctx)
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "idle_nap", queue = "naps", timeout = "2d")]
+struct Nap {
+    secs: u64,
+}
+
+impl Job for Nap {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_secs(self.secs)).await;
+        count(ctx)
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "idle_stuck", queue = "stuck")]
+struct Stuck;
+
+impl Job for Stuck {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "idle_forever", queue = "chain")]
+struct Forever;
+
+impl Job for Forever {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Client>()?.enqueue(&Forever).await?;
+        Ok(())
+    }
+}
+
+fn kit() -> (TestKit, Arc<Runs>) {
+    let runs = Arc::new(Runs::default());
+    let kit = TestKit::new();
+    let client = kit.client();
+    (kit.data(client).data(runs.clone()), runs)
+}
+
+/// Runs `f` to its end, or panics after `limit` of real time (whatever tokio's
+/// clock does), so that a hang fails the test instead of stalling the suite.
+async fn within_real<F: Future>(limit: Duration, f: F) -> F::Output {
+    let (fire, expired) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        let _ = fire.send(());
+    });
+    tokio::select! {
+        out = f => out,
+        _ = expired => panic!("still running after {limit:?} of real time"),
+    }
+}
+
+#[tokio::test]
+async fn jobs_enqueued_into_queues_that_did_not_exist_are_run_too() {
+    let (kit, runs) = kit();
+    kit.client().enqueue(&SignedUp { user: 1 }).await.unwrap();
+    let report = within_real(Duration::from_secs(30), kit.run_until_idle())
+        .await
+        .unwrap();
+    assert_eq!(report.processed, 3, "{report:?}");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 3);
+    assert!(kit.enqueued::<Welcome>().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn advance_by_the_delay_runs_jobs_enqueued_with_it_under_paused_time() {
+    let (kit, runs) = kit();
+    for i in 0..50 {
+        let d = Duration::from_secs(10) + Duration::from_micros(i * 37);
+        kit.client()
+            .enqueue_in(&Welcome { user: i }, d)
+            .await
+            .unwrap();
+        let report = kit.advance(d).await.unwrap();
+        assert_eq!(report.processed, 1, "job {i}: {report:?}");
+    }
+    assert_eq!(runs.0.load(Ordering::SeqCst), 50);
+}
+
+#[tokio::test]
+async fn advance_by_the_delay_runs_jobs_enqueued_with_it_in_real_time() {
+    let (kit, runs) = kit();
+    for i in 0..20 {
+        kit.client()
+            .enqueue_in(&Welcome { user: i }, Duration::from_secs(3600))
+            .await
+            .unwrap();
+        let report = kit.advance(Duration::from_secs(3600)).await.unwrap();
+        assert_eq!(report.processed, 1, "job {i}: {report:?}");
+    }
+    assert_eq!(runs.0.load(Ordering::SeqCst), 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_sleeping_a_simulated_day_takes_no_real_day() {
+    let (kit, runs) = kit();
+    let start = tokio::time::Instant::now();
+    kit.client().enqueue(&Nap { secs: 86_400 }).await.unwrap();
+    // polling every simulated millisecond took about 25 µs of real time each: a
+    // simulated day cost over half an hour
+    let report = within_real(Duration::from_secs(60), kit.run_until_idle())
+        .await
+        .unwrap();
+    assert_eq!(report.processed, 1);
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+    assert!(start.elapsed() >= Duration::from_secs(86_400));
+}
+
+#[tokio::test]
+async fn a_handler_that_never_returns_fails_the_run_naming_it() {
+    let (kit, _) = kit();
+    let kit = kit.wait_limit(Duration::from_millis(300));
+    kit.client().enqueue(&Stuck).await.unwrap();
+    kit.client().enqueue(&Welcome { user: 1 }).await.unwrap();
+    let err = within_real(Duration::from_secs(30), kit.run_until_idle())
+        .await
+        .unwrap_err();
+    let Error::NotIdle { pending, waited } = &err else {
+        panic!("expected NotIdle, got {err:?}");
+    };
+    assert_eq!(*waited, Duration::from_millis(300));
+    assert_eq!(pending, &["queue \"stuck\" running: 1 idle_stuck"], "{err}");
+    assert!(err.to_string().contains("idle_stuck"), "{err}");
+}
+
+#[tokio::test]
+async fn jobs_that_keep_enqueueing_jobs_fail_the_run_instead_of_spinning() {
+    let (kit, _) = kit();
+    let kit = kit.wait_limit(Duration::from_millis(300));
+    kit.client().enqueue(&Forever).await.unwrap();
+    let err = within_real(Duration::from_secs(30), kit.run_until_idle())
+        .await
+        .unwrap_err();
+    let Error::NotIdle { pending, .. } = &err else {
+        panic!("expected NotIdle, got {err:?}");
+    };
+    assert_eq!(pending.len(), 1, "{err}");
+    assert!(pending[0].starts_with("queue \"chain\""), "{err}");
+    assert!(pending[0].contains("idle_forever"), "{err}");
+}
