@@ -214,6 +214,30 @@ impl Client {
     }
 
     /// Enqueues a job to run after `delay` (backend time, millisecond precision).
+    ///
+    /// `enqueue_in` and [`enqueue_at`](Self::enqueue_at) share one rule: a job may
+    /// be due up to [`MAX_AHEAD`](crate::queue::MAX_AHEAD) (100 years) ahead;
+    /// further is refused with [`Error::InvalidValue`]. (RSMQ's 9,999,999 s limit
+    /// is for a queue's `delay` and `vt` attributes, not a job's due time.)
+    ///
+    /// ```
+    /// # use std::time::{Duration, SystemTime};
+    /// # use redjob::{Client, Job, JobContext, JobError};
+    /// # use redjob::backend::memory::MemoryBackend;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Job)]
+    /// # struct Renewal;
+    /// # impl Job for Renewal {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let client = Client::memory(MemoryBackend::new());
+    /// let year = Duration::from_secs(365 * 86_400);
+    /// client.enqueue_in(&Renewal, year).await?;
+    /// client.enqueue_at(&Renewal, SystemTime::now() + year).await?;
+    /// assert!(client.enqueue_in(&Renewal, 101 * year).await.is_err());
+    /// assert!(client.enqueue_at(&Renewal, SystemTime::now() + 101 * year).await.is_err());
+    /// # Ok(()) }
+    /// ```
     pub async fn enqueue_in<J: Job>(&self, job: &J, delay: Duration) -> Result<JobId> {
         self.enqueue_with(job, EnqueueOptions::new().delay(delay))
             .await
@@ -252,6 +276,17 @@ impl Client {
     ) -> Result<Vec<JobId>> {
         let queue = opts.queue.as_deref().unwrap_or(J::OPTIONS.queue);
         validate::queue_name(queue)?;
+        match opts.when {
+            When::AtUnixMs(at) => {
+                let now = match &self.backend {
+                    AnyBackend::Memory(m) => m.clock().now_ms(),
+                    _ => unix_ms_now(),
+                };
+                validate::due_at(at, now)?;
+            }
+            When::After(d) => _ = validate::delay_ms(d)?,
+            When::QueueDelay => {}
+        }
         if let Some(data) = &self.inline {
             return run_inline(jobs, queue, data).await;
         }
@@ -266,6 +301,14 @@ impl Client {
             .collect::<Result<Vec<_>>>()?;
         self.backend.send(queue, &msgs, &self.queue_defaults).await
     }
+}
+
+/// This machine's time in Unix ms: bounds a due time 100 years ahead, where a
+/// clock's skew does not matter.
+fn unix_ms_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Runs each job once, through its stored form as a worker would (so a job that

@@ -60,8 +60,18 @@ impl RedisConfig {
     /// The client (for extra connections such as pub/sub) and a managed connection.
     pub(crate) async fn open(&self) -> Result<(redis::Client, ConnectionManager)> {
         let client = self.client()?;
-        let con = ConnectionManager::new_with_config(client.clone(), self.manager_config()).await?;
+        let con = ConnectionManager::new_with_config(client.clone(), self.manager_config())
+            .await
+            .map_err(|e| self.connect_error(e))?;
         Ok((client, con))
+    }
+
+    /// A failed connection, naming the URL without its password.
+    pub(crate) fn connect_error(&self, error: redis::RedisError) -> Error {
+        Error::Connect {
+            url: redacted(&self.url),
+            error,
+        }
     }
 
     /// Like [`open`](Self::open), connecting on first use instead of now: for a
@@ -78,9 +88,12 @@ impl RedisConfig {
             // rustls needs one process-wide crypto provider; another may be installed already.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
+        if let Some(e) = tls_needed(&self.url, cfg!(feature = "tls")) {
+            return Err(e);
+        }
         let invalid = |e: redis::RedisError| Error::InvalidValue {
             what: "redis url",
-            reason: e.to_string(),
+            reason: format!("{}: {e}", redacted(&self.url)),
         };
         Ok(match &self.tls_root_cert {
             None => redis::Client::open(self.url.as_str()).map_err(invalid)?,
@@ -97,7 +110,7 @@ impl RedisConfig {
             Some(_) => {
                 return Err(Error::InvalidValue {
                     what: "tls_root_cert",
-                    reason: "TLS needs redjob's `tls` feature".into(),
+                    reason: TLS_OFF.into(),
                 });
             }
         })
@@ -112,5 +125,74 @@ impl RedisConfig {
             .set_min_delay(std::time::Duration::from_millis(100))
             .set_max_delay(std::time::Duration::from_secs(5))
             .set_number_of_retries(3)
+    }
+}
+
+const TLS_OFF: &str = "TLS needs redjob's `tls` feature: in Cargo.toml, \
+     redjob = { version = \"0.1\", features = [\"tls\"] }";
+
+/// The error for a `rediss://` URL in a build without TLS.
+fn tls_needed(url: &str, tls_on: bool) -> Option<Error> {
+    let tls_url = url
+        .get(..9)
+        .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"));
+    (tls_url && !tls_on).then(|| Error::InvalidValue {
+        what: "redis url",
+        reason: format!("{}: {TLS_OFF}", redacted(url)),
+    })
+}
+
+/// `url` with its password (if any) replaced by `***`.
+pub(crate) fn redacted(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.into();
+    };
+    let rest = &url[start..];
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let Some(at) = authority.rfind('@') else {
+        return url.into();
+    };
+    let Some(colon) = authority[..at].find(':') else {
+        return url.into();
+    };
+    format!(
+        "{}{}***{}",
+        &url[..start],
+        &authority[..=colon],
+        &url[start + at..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_hidden_and_the_rest_kept() {
+        assert_eq!(
+            redacted("redis://127.0.0.1:6379/0"),
+            "redis://127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redacted("redis://app:s3cret@10.0.0.1:6380/2"),
+            "redis://app:***@10.0.0.1:6380/2"
+        );
+        assert_eq!(redacted("rediss://:p@ss@h:1"), "rediss://:***@h:1");
+        assert_eq!(redacted("redis://user@h"), "redis://user@h");
+        assert_eq!(redacted("unix:///tmp/r.sock"), "unix:///tmp/r.sock");
+        assert_eq!(redacted("not a url"), "not a url");
+    }
+
+    #[test]
+    fn rediss_without_the_tls_feature_says_how_to_turn_it_on() {
+        let e = tls_needed("rediss://u:pw@h:6380", false)
+            .unwrap()
+            .to_string();
+        assert!(e.contains("redjob's `tls` feature"), "{e}");
+        assert!(e.contains(r#"features = ["tls"]"#), "{e}");
+        assert!(e.contains("rediss://u:***@h:6380"), "{e}");
+        assert!(!e.contains("pw"), "{e}");
+        assert!(tls_needed("rediss://h", true).is_none());
+        assert!(tls_needed("redis://h", false).is_none());
     }
 }

@@ -16,6 +16,13 @@ use std::fmt;
 pub enum Error {
     /// Redis failed or could not be reached.
     Redis(redis::RedisError),
+    /// Redis could not be reached, or refused the connection (a wrong password).
+    Connect {
+        /// The URL, its password replaced by `***`.
+        url: String,
+        /// What failed.
+        error: redis::RedisError,
+    },
     /// The queue does not exist.
     QueueNotFound {
         /// The queue's name.
@@ -113,6 +120,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Redis(e) => write!(f, "redis error: {e}"),
+            Error::Connect { url, error } => {
+                write!(f, "cannot connect to Redis at {url}: {error}")
+            }
             Error::QueueNotFound { name } => write!(f, "queue {name:?} not found"),
             Error::QueueExists { name } => write!(f, "queue {name:?} exists already"),
             Error::InvalidQueueName { name } => write!(
@@ -159,15 +169,11 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Redis(e) | Error::OutOfMemory(e) => Some(e),
-            Error::Decode(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No variant returns a [`source`](std::error::Error::source): each one's
+/// Display already holds its cause's text (and redis's errors repeat their own io
+/// error), so a report would print the cause twice. The cause itself is in the
+/// variant's fields.
+impl std::error::Error for Error {}
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {

@@ -153,11 +153,30 @@ async fn per_call_queue_override_and_validation() {
             .await,
         Err(Error::MessageTooLarge { max: 1024, .. })
     ));
+    // one rule for a job's due time, however it is given: up to 100 years ahead
+    let year = Duration::from_secs(365 * 86_400);
+    client
+        .enqueue_in(&Email { to: "o".into() }, year)
+        .await
+        .unwrap();
+    client
+        .enqueue_at(&Email { to: "o".into() }, SystemTime::now() + year)
+        .await
+        .unwrap();
     assert!(matches!(
         client
-            .enqueue_in(&Email { to: "o".into() }, Duration::from_secs(10_000_000))
+            .enqueue_in(&Email { to: "o".into() }, 101 * year)
             .await,
         Err(Error::InvalidValue { what: "delay", .. })
+    ));
+    assert!(matches!(
+        client
+            .enqueue_at(&Email { to: "o".into() }, SystemTime::now() + 101 * year)
+            .await,
+        Err(Error::InvalidValue {
+            what: "due time",
+            ..
+        })
     ));
 }
 
@@ -281,10 +300,36 @@ async fn password_and_acl_user_urls() {
         .unwrap();
     app.enqueue(&N { i: 2 }).await.unwrap();
     assert_eq!(app.queues().attributes("default").await.unwrap().msgs, 2);
-    assert!(matches!(
-        Client::connect(&format!("redis://app:wrong@127.0.0.1:{port}")).await,
-        Err(Error::Redis(_))
-    ));
+    let err = Client::connect(&format!("redis://app:wrong@127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "cannot connect to Redis at redis://app:***@127.0.0.1:{port}: "
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("wrong"), "{text}");
+}
+
+#[tokio::test]
+async fn a_refused_connection_names_the_url_once_with_one_cause() {
+    let port = RedisServer::free_port();
+    let err = Client::connect(&format!("redis://app:pw@127.0.0.1:{port}/0"))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "cannot connect to Redis at redis://app:***@127.0.0.1:{port}/0: "
+        )),
+        "{text}"
+    );
+    assert_eq!(text.matches("refused").count(), 1, "{text}");
+    // as an error report (anyhow, `Box<dyn Error>`) prints it: no repeated causes
+    assert!(std::error::Error::source(&err).is_none());
 }
 
 #[cfg(not(feature = "tls"))]
@@ -301,4 +346,5 @@ async fn rediss_without_tls_feature_is_a_clear_error() {
         ),
         "{err}"
     );
+    assert!(err.to_string().contains("redjob's `tls` feature"), "{err}");
 }

@@ -140,6 +140,9 @@ fn attempts(e: &Expr) -> syn::Result<u32> {
 /// expansion asserts that the two agree).
 const MAX_ATTEMPTS: u32 = 998;
 
+/// `redjob::worker::MAX_DELAY` in milliseconds, RSMQ's longest delay.
+const MAX_DURATION_MS: u64 = 9_999_999_000;
+
 /// `"500ms"`, `"30s"`, `"5m"`, `"2h"`, `"1d"` in milliseconds.
 pub fn duration(s: &LitStr) -> syn::Result<u64> {
     let v = s.value();
@@ -153,7 +156,6 @@ pub fn duration(s: &LitStr) -> syn::Result<u64> {
     };
     let split = v.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
     let (num, unit) = v.split_at(split);
-    let n: u64 = num.parse().map_err(|_| err())?;
     let mult = match unit {
         "ms" => 1,
         "s" => 1_000,
@@ -162,5 +164,21 @@ pub fn duration(s: &LitStr) -> syn::Result<u64> {
         "d" => 86_400_000,
         _ => return Err(err()),
     };
-    n.checked_mul(mult).filter(|ms| *ms > 0).ok_or_else(err)
+    let refuse = |why: &str| {
+        Err(syn::Error::new(
+            s.span(),
+            format!("invalid duration {v:?}: {why}"),
+        ))
+    };
+    let Ok(n) = num.parse::<u64>() else {
+        return refuse("the number is too large");
+    };
+    match n.checked_mul(mult) {
+        Some(0) => refuse("it must be more than zero; leave the attribute out for the default"),
+        Some(ms) if ms > MAX_DURATION_MS => {
+            refuse("it is above redjob's limit of 9999999 s (about 115 days)")
+        }
+        Some(ms) => Ok(ms),
+        None => refuse("the number is too large"),
+    }
 }

@@ -21,7 +21,24 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
         ));
     }
     let attrs = attr::parse(&input.attrs, &mut errors);
-    errors.finish()?;
+    let shape_ok = input.generics.params.is_empty() && !matches!(input.data, syn::Data::Union(_));
+    if let Err(e) = errors.finish() {
+        // With only a bad attribute, still define the job type with the default
+        // options, so the user's `impl Job` does not also fail with a misleading
+        // "has no job definition" error: the attribute's error is the only one.
+        let mut out = e.into_compile_error();
+        if shape_ok {
+            let ident = &input.ident;
+            let name = ident.to_string();
+            out.extend(quote! {
+                impl ::redjob::job::JobSpec for #ident {
+                    const NAME: &'static str = #name;
+                    const OPTIONS: ::redjob::job::JobOptions = ::redjob::job::JobOptions::DEFAULT;
+                }
+            });
+        }
+        return Ok(out);
+    }
 
     let ident = &input.ident;
     let name = attrs.name.map_or_else(|| ident.to_string(), |s| s.value());
@@ -55,6 +72,10 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
             // the derive's own limit agrees with the library's
             const _: () = ::core::assert!(
                 <#ident as ::redjob::job::JobSpec>::OPTIONS.max_attempts <= ::redjob::job::MAX_ATTEMPTS
+            );
+            const _: () = ::core::assert!(
+                <#ident as ::redjob::job::JobSpec>::OPTIONS.timeout.as_secs() <= ::redjob::worker::MAX_DELAY.as_secs()
+                    && <#ident as ::redjob::job::JobSpec>::OPTIONS.backoff.as_secs() <= ::redjob::worker::MAX_DELAY.as_secs()
             );
 
             ::redjob::__private::inventory::submit! {

@@ -157,7 +157,7 @@ impl Settle {
 }
 
 /// How many entries of a [`Settle`] passed the fence.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Settled {
     /// Acks applied.
     pub acked: u64,
@@ -165,6 +165,10 @@ pub struct Settled {
     pub rescheduled: u64,
     /// Dead letters applied.
     pub dead: u64,
+    /// Entries that failed the fence because their job no longer exists: deleted
+    /// while it ran, or settled already (by a call whose reply was lost). The
+    /// other failures were delivered again after their lease ran out.
+    pub gone: Vec<JobId>,
 }
 
 /// A queue's counters, kept by the workers in the backend.

@@ -36,7 +36,7 @@ pub use api::Queues;
 pub use types::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, SendMessage, When,
 };
-pub use validate::MAX_SECONDS;
+pub use validate::{MAX_AHEAD, MAX_SECONDS};
 
 use crate::backend::redis::scripts::{self, Reply};
 use crate::connection::RedisConfig;
@@ -257,9 +257,7 @@ impl Rsmq {
                     cmd.arg(&suffix[..]);
                     match m.when {
                         When::QueueDelay => cmd.arg(""),
-                        When::After(d) => {
-                            cmd.arg(format!("d{}", validate::duration_ms("delay", d)?))
-                        }
+                        When::After(d) => cmd.arg(format!("d{}", validate::delay_ms(d)?)),
                         When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
                     };
                     cmd.arg(&m.body[..]);

@@ -114,7 +114,8 @@ pub enum When {
     /// After the queue's `delay` attribute (RSMQ's default).
     #[default]
     QueueDelay,
-    /// After this delay (millisecond precision, at most 9999999 s).
+    /// After this delay (millisecond precision, at most [`MAX_AHEAD`](super::MAX_AHEAD),
+    /// 100 years: more than RSMQ's own 9999999 s, which RSMQ clients read alike).
     After(Duration),
     /// At this time (Unix milliseconds); a time in the past means now. Any value
     /// is accepted: one too far ahead (up to `u64::MAX`) never becomes visible.

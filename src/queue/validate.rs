@@ -7,6 +7,19 @@ use crate::{Error, Result};
 /// The largest vt and delay RSMQ accepts, in seconds.
 pub const MAX_SECONDS: u64 = 9_999_999;
 
+/// How far ahead a single message (a job) may be due: 100 years of 365 days.
+///
+/// RSMQ's 9,999,999 s ([`MAX_SECONDS`]) bounds a queue's `vt` and `delay`
+/// attributes and a receive's `vt`: settings that RSMQ clients write and read
+/// too. A message's due time is only its score, which any RSMQ client reads
+/// correctly however far ahead it is, so a job may be scheduled further: up to
+/// this bound, which keeps every score exact in Redis's doubles (to the year 2255).
+///
+/// ```
+/// assert_eq!(redjob::queue::MAX_AHEAD.as_secs(), 3_153_600_000);
+/// ```
+pub const MAX_AHEAD: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 pub(crate) fn queue_name(name: &str) -> Result<()> {
     let ok = (1..=160).contains(&name.len())
         && name
@@ -39,6 +52,33 @@ pub(crate) fn duration_ms(what: &'static str, d: Duration) -> Result<u64> {
         Err(Error::InvalidValue {
             what,
             reason: format!("{d:?} is above the maximum of {MAX_SECONDS} seconds"),
+        })
+    }
+}
+
+/// A message's own delay: at most [`MAX_AHEAD`], returned in milliseconds.
+pub(crate) fn delay_ms(d: Duration) -> Result<u64> {
+    if d <= MAX_AHEAD {
+        Ok(d.as_millis() as u64)
+    } else {
+        Err(Error::InvalidValue {
+            what: "delay",
+            reason: format!("{d:?} is more than 100 years ahead (redjob::queue::MAX_AHEAD)"),
+        })
+    }
+}
+
+/// A job's due time, `at_ms`, seen from `now_ms`: at most [`MAX_AHEAD`] ahead.
+pub(crate) fn due_at(at_ms: u64, now_ms: u64) -> Result<()> {
+    if at_ms.saturating_sub(now_ms) <= MAX_AHEAD.as_millis() as u64 {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what: "due time",
+            reason: format!(
+                "{} s from now is more than 100 years ahead (redjob::queue::MAX_AHEAD)",
+                (at_ms - now_ms) / 1000
+            ),
         })
     }
 }

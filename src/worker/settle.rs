@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::leases::{Leases, Table};
 use crate::JobId;
-use crate::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
+use crate::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Settled, Token};
 
 /// What the settler is told.
 pub(crate) enum Event {
@@ -221,15 +221,12 @@ impl<B: Backend> Settler<B> {
                 return;
             }
             let rescheduled = !batch.reschedules.is_empty();
+            let after_failure = self.retry_wait > RETRY_MIN;
             match self.backend.settle(&self.queue, &batch).await {
                 Ok(done) => {
                     self.retry_at = None;
                     self.retry_wait = RETRY_MIN;
-                    let n = sent.len() as u64;
-                    if done.acked + done.rescheduled + done.dead < n {
-                        tracing::info!(queue = %self.queue, sent = n, ?done,
-                            "some settles did not apply: the job was deleted, already settled by an earlier call whose reply was lost, or delivered again after its lease ran out");
-                    }
+                    self.report_unapplied(&done, sent.len() as u64, after_failure);
                     // a merged re-delivery during the call changed the token: that
                     // one stays for the next flush
                     let mut again = deferred || sent.len() == MAX_BATCH;
@@ -266,6 +263,42 @@ impl<B: Backend> Settler<B> {
                     return;
                 }
             }
+        }
+    }
+
+    /// Says why running jobs lost their lease (their runs are cancelled): one
+    /// read of their scores tells a deleted job from one delivered again.
+    async fn report_lost(&self, ids: &[JobId]) {
+        let scores = self.backend.scores(&self.queue, ids).await;
+        for (k, id) in ids.iter().enumerate() {
+            match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
+                Ok(None) => {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "job deleted while it ran: cancelling the run; it will not run again")
+                }
+                Ok(Some(_)) => {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out; cancelling this run")
+                }
+                Err(_) => {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run")
+                }
+            }
+        }
+    }
+
+    /// Says why settles did not apply, when some did not.
+    fn report_unapplied(&self, done: &Settled, sent: u64, after_failure: bool) {
+        let applied = done.acked + done.rescheduled + done.dead;
+        let gone = &done.gone;
+        let moved = sent.saturating_sub(applied + gone.len() as u64);
+        if !gone.is_empty() {
+            if after_failure {
+                tracing::info!(queue = %self.queue, jobs = ?gone, "finished jobs already gone when their outcome was written: settled by the earlier call whose reply was lost, or deleted while they ran");
+            } else {
+                tracing::info!(queue = %self.queue, jobs = ?gone, "jobs deleted while they ran: their outcome was not recorded");
+            }
+        }
+        if moved > 0 {
+            tracing::warn!(queue = %self.queue, runs = moved, "finished runs whose lease had run out: their jobs were delivered again, so these runs' outcomes were dropped");
         }
     }
 
@@ -334,47 +367,54 @@ impl<B: Backend> Settler<B> {
         let pairs: Vec<(JobId, Token)> = leases.iter().map(|(id, t, _)| (*id, *t)).collect();
         let sent_at = Instant::now();
         let result = self.backend.extend(&self.queue, &pairs, self.lease).await;
-        let mut t = self.leases.lock();
-        match result {
-            Ok(tokens) => {
-                for ((id, old, _), new) in leases.iter().zip(tokens) {
-                    // changed during the call (a merged re-delivery): not ours to touch
-                    let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
-                        continue;
-                    };
-                    match new {
-                        Some(new) => {
-                            h.token = new;
-                            h.deadline = sent_at + self.lease;
-                        }
-                        None => {
-                            if h.running {
-                                tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run");
+        let mut lost = Vec::new();
+        let renewed = {
+            let mut t = self.leases.lock();
+            match result {
+                Ok(tokens) => {
+                    for ((id, old, _), new) in leases.iter().zip(tokens) {
+                        // changed during the call (a merged re-delivery): not ours to touch
+                        let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
+                            continue;
+                        };
+                        match new {
+                            Some(new) => {
+                                h.token = new;
+                                h.deadline = sent_at + self.lease;
                             }
-                            Leases::give_up(&mut t, id);
+                            None => {
+                                if h.running {
+                                    lost.push(*id);
+                                }
+                                Leases::give_up(&mut t, id);
+                            }
                         }
                     }
+                    true
                 }
-                true
-            }
-            Err(e) => {
-                // the renewal may still have run: remember the lease it could have set
-                tracing::warn!(queue = %self.queue, error = %e, "renewing leases failed");
-                let now = Instant::now();
-                for (id, old, deadline) in &leases {
-                    let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
-                        continue;
-                    };
-                    let origin = deadline.checked_sub(self.lease).unwrap_or(*deadline);
-                    let since = now.saturating_duration_since(origin) + Duration::from_secs(1);
-                    let until = old
-                        .lease_until_ms()
-                        .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
-                    h.uncertain_until_ms = Some(until);
+                Err(e) => {
+                    // the renewal may still have run: remember the lease it could have set
+                    tracing::warn!(queue = %self.queue, error = %e, "renewing leases failed");
+                    let now = Instant::now();
+                    for (id, old, deadline) in &leases {
+                        let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
+                            continue;
+                        };
+                        let origin = deadline.checked_sub(self.lease).unwrap_or(*deadline);
+                        let since = now.saturating_duration_since(origin) + Duration::from_secs(1);
+                        let until = old
+                            .lease_until_ms()
+                            .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+                        h.uncertain_until_ms = Some(until);
+                    }
+                    false
                 }
-                false
             }
+        };
+        if !lost.is_empty() {
+            self.report_lost(&lost).await;
         }
+        renewed
     }
 }
 

@@ -146,6 +146,7 @@ pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
         .await
         .unwrap();
     assert_eq!(acked.acked, 0);
+    assert!(acked.gone.is_empty(), "delivered again, not gone");
     let retry = Reschedule {
         id: first.id,
         token: first.token,
@@ -219,7 +220,23 @@ pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
         .await
         .unwrap();
     assert_eq!(done.acked, 1);
+    assert!(done.gone.is_empty());
     assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
+    // settling a job that is gone (deleted while it ran, or settled already) names it
+    let again = backend
+        .settle(
+            "work",
+            &Settle {
+                acks: vec![(second.id, t)],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.acked, again.gone.as_slice()),
+        (0, [second.id].as_slice())
+    );
 }
 
 pub async fn shutdown_with_100_in_flight_loses_none_and_hides_none(env: &Env) {

@@ -103,7 +103,7 @@ macro_rules! conformance_suite {
             processes_every_job_once_and_counts, delayed_jobs_start_on_time_never_early,
             retry_after_then_success_counts_attempts, backoff_schedule_then_dead_letter_with_error,
             fatal_goes_straight_to_dead_letter, panics_and_timeouts_are_retried_and_the_worker_keeps_serving,
-            per_queue_concurrency_is_respected, missing_data_is_a_clear_retryable_error,
+            per_queue_concurrency_is_respected, missing_data_is_dead_lettered_at_once_naming_the_type,
             invalid_settings_are_rejected_at_build);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,

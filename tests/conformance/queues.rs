@@ -219,12 +219,22 @@ pub async fn send_rejects_missing_queue_bad_name_and_large_body(env: &Env) {
     assert!(matches!(
         rsmq.send(
             "q",
-            SendMessage::new("x").delay(Duration::from_secs(10_000_000))
+            SendMessage::new("x").delay(redjob::queue::MAX_AHEAD + Duration::from_millis(1))
         )
         .await,
         Err(Error::InvalidValue { what: "delay", .. })
     ));
     assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 1);
+    // a message's own delay may pass RSMQ's 9999999 s (that bounds queue attributes)
+    rsmq.send("q", SendMessage::new("x").delay(redjob::queue::MAX_AHEAD))
+        .await
+        .unwrap();
+    assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 2);
+    assert!(rsmq.receive("q", None).await.unwrap().is_some());
+    assert!(
+        rsmq.receive("q", None).await.unwrap().is_none(),
+        "due in 100 years"
+    );
 }
 
 pub async fn unlimited_maxsize_takes_large_bodies(env: &Env) {

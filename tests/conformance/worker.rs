@@ -346,7 +346,8 @@ pub async fn per_queue_concurrency_is_respected(env: &Env) {
     assert!(c.max.load(Ordering::SeqCst) >= 2, "ran concurrently");
 }
 
-pub async fn missing_data_is_a_clear_retryable_error(env: &Env) {
+/// A value the worker was not given is a set-up mistake no retry fixes.
+pub async fn missing_data_is_dead_lettered_at_once_naming_the_type(env: &Env) {
     let client = env.client.clone();
     let w = Worker::builder(client.backend())
         .queue("work")
@@ -364,11 +365,16 @@ pub async fn missing_data_is_a_clear_retryable_error(env: &Env) {
     let backend = client.clone();
     assert!(
         wait_for(Duration::from_secs(10), || async {
-            backend.stats("work").await.unwrap().retried >= 1
+            backend.stats("work").await.unwrap().dead >= 1
         })
         .await
     );
     w.stop().await;
+    assert_eq!(client.stats("work").await.unwrap().retried, 0);
+    let dead = client.dead_letters("work", 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].error.starts_with("fatal: "), "{}", dead[0].error);
+    assert!(dead[0].error.contains("Recorder"), "{}", dead[0].error);
 }
 
 pub async fn invalid_settings_are_rejected_at_build(env: &Env) {

@@ -287,6 +287,15 @@ impl Backend for MemoryBackend {
             return Ok(Settled::default());
         };
         // every fence is checked before anything changes, as the script does
+        let gone: Vec<JobId> = batch
+            .acks
+            .iter()
+            .map(|(id, _)| id)
+            .chain(batch.reschedules.iter().map(|r| &r.id))
+            .chain(batch.dead.iter().map(|d| &d.id))
+            .filter(|id| !q.msgs.contains_key(id))
+            .copied()
+            .collect();
         let acks: Vec<_> = batch
             .acks
             .iter()
@@ -338,6 +347,7 @@ impl Backend for MemoryBackend {
             acked: acks.len() as u64,
             rescheduled: res.len() as u64,
             dead: dead.len() as u64,
+            gone,
         })
     }
 

@@ -93,7 +93,7 @@ impl Queues for MemoryBackend {
         }
         for m in msgs {
             if let When::After(d) = m.when {
-                validate::duration_ms("delay", d)?;
+                validate::delay_ms(d)?;
             }
         }
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);

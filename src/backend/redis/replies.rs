@@ -61,7 +61,7 @@ pub(crate) fn tokens(v: &Value) -> Result<Vec<Option<Token>>> {
         .collect())
 }
 
-/// complete.lua's reply: `{acked, rescheduled, dead}`.
+/// complete.lua's reply: `{acked, rescheduled, dead, gone ids...}`.
 pub(crate) fn settled(v: &Value) -> Result<Settled> {
     let Value::Array(items) = v else {
         return Err(Error::Protocol(format!("settle reply {v:?}")));
@@ -73,10 +73,19 @@ pub(crate) fn settled(v: &Value) -> Result<Settled> {
             .transpose()
             .map(|o| o.unwrap_or(0).max(0) as u64)
     };
+    let gone = items
+        .iter()
+        .skip(3)
+        .filter_map(|v| match v {
+            Value::BulkString(b) => crate::JobId::from_bytes(b).ok(),
+            _ => None,
+        })
+        .collect();
     Ok(Settled {
         acked: n(0)?,
         rescheduled: n(1)?,
         dead: n(2)?,
+        gone,
     })
 }
 

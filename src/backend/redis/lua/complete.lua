@@ -10,7 +10,9 @@
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry or "l" for a release), D x (id, token, error)
--- Returns {acked, rescheduled, dead}: how many passed the fence
+-- Returns {acked, rescheduled, dead, gone...}: how many passed the fence, then the
+-- ids that failed it because the message no longer exists (deleted while it ran,
+-- or settled already); the other failures were delivered again
 local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = 0
 if nr + nd > 0 then
@@ -39,7 +41,7 @@ if #ids == 0 then return {0, 0, 0} end
 local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased")
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
-local gone, fields, z, dead = {}, {}, {}, {}
+local gone, fields, z, dead, missing = {}, {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
 for k, id in ipairs(ids) do
   if scores[k] and tonumber(scores[k]) == tonumber(tokens[k]) then
@@ -57,6 +59,8 @@ for k, id in ipairs(ids) do
       z[#z + 1] = id
       if kd == "r" then retried = retried + 1 else released = released + 1 end
     end
+  elseif not scores[k] then
+    missing[#missing + 1] = id
   end
 end
 local dz, dh = {}, {}
@@ -92,4 +96,6 @@ if acked > 0 then redis.call("HINCRBY", KEYS[5], "processed", acked) end
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if #dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", #dead) end
 if retried + #dead > 0 then redis.call("HINCRBY", KEYS[5], "failed", retried + #dead) end
-return {acked, retried + released, #dead}
+local reply = {acked, retried + released, #dead}
+for _, id in ipairs(missing) do reply[#reply + 1] = id end
+return reply

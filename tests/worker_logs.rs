@@ -1,0 +1,99 @@
+//! What the worker logs when a job's lease is lost: it says what happened.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redjob::backend::memory::MemoryBackend;
+use redjob::queue::Queues;
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "logs_hold", queue = "held")]
+struct Hold;
+
+impl Job for Hold {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.cancellation().cancelled().await;
+        Ok(())
+    }
+}
+
+/// Log lines, as a `tracing_subscriber::fmt` writer.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Lines {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+async fn until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond()
+}
+
+#[tokio::test]
+async fn a_job_deleted_while_it_runs_is_logged_as_deleted() {
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // this test's runtime has one thread: the worker's tasks log through it too
+    let _log = tracing::subscriber::set_default(subscriber);
+
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    let worker = Worker::builder(backend.clone())
+        .queue("held")
+        .lease(Duration::from_secs(1))
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let stop = worker.shutdown_token();
+    let run = tokio::spawn(worker.run());
+    let id = client.enqueue(&Hold).await.unwrap();
+    assert!(
+        until(Duration::from_secs(10), || !backend
+            .messages("held")
+            .is_empty()
+            && backend.messages("held")[0].2 > backend.clock().now_ms())
+        .await
+    );
+    assert!(client.queues().delete("held", &id).await.unwrap());
+    // the next renewal (every third of the lease) finds the job gone
+    assert!(
+        until(Duration::from_secs(10), || lines.text().contains(
+            "job deleted while it ran: cancelling the run; it will not run again"
+        ))
+        .await,
+        "{}",
+        lines.text()
+    );
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    let text = lines.text();
+    assert!(!text.contains("delivered again"), "{text}");
+    assert!(!text.contains("newer delivery"), "{text}");
+    assert!(text.contains(&id.to_string()), "{text}");
+}
