@@ -289,8 +289,9 @@ impl<B: Backend> Backend for Faulty<B> {
         &self,
         qs: &[String],
         wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
     ) -> redjob::Result<()> {
-        self.inner.listen(qs, wake).await
+        self.inner.listen(qs, wake, subscribed).await
     }
 }
 

@@ -113,8 +113,13 @@ impl Backend for AnyBackend {
         on!(self, Backend::warnings())
     }
 
-    async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {
-        on!(self, Backend::listen(queues, wake))
+    async fn listen(
+        &self,
+        queues: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> Result<()> {
+        on!(self, Backend::listen(queues, wake, subscribed))
     }
 }
 

@@ -253,12 +253,14 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// at worker start (e.g. a Redis `maxmemory-policy` that evicts keys).
     fn warnings(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
 
-    /// Calls `wake(queue)` whenever jobs are sent to one of `queues`, until the
-    /// notification channel fails (the worker then polls and listens again).
+    /// Calls `subscribed()` once notifications are in effect, then `wake(queue)`
+    /// whenever jobs are sent to one of `queues`, until the notification channel
+    /// fails (the worker then polls and listens again).
     fn listen(
         &self,
         queues: &[String],
         wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
     ) -> impl Future<Output = Result<()>> + Send;
 }
 

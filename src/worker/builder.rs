@@ -311,6 +311,7 @@ impl<B: Backend> WorkerBuilder<B> {
             retry: self.retry,
             data: self.data,
             unknown_jobs_retry_for: self.unknown_jobs_retry_for,
+            readiness: super::ready::Readiness::new(self.queues.len()),
         };
         Ok(Worker {
             backend: self.backend,

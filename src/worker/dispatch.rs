@@ -109,6 +109,7 @@ async fn take(sem: &Semaphore, max: u32) -> u32 {
 impl<B: Backend> Dispatcher<B> {
     pub async fn run(self) {
         let mut failures = 0u32;
+        let mut served = false;
         loop {
             let mut n = tokio::select! {
                 n = self.slots() => n,
@@ -141,6 +142,10 @@ impl<B: Backend> Dispatcher<B> {
             let fetched = match fetched {
                 Ok(f) => {
                     failures = 0;
+                    if !served {
+                        served = true;
+                        self.shared.readiness.fetched();
+                    }
                     f
                 }
                 Err(e) => {

@@ -34,6 +34,7 @@ pub(crate) mod data;
 mod dispatch;
 mod execute;
 mod leases;
+mod ready;
 mod retry;
 mod settle;
 
@@ -47,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use builder::WorkerBuilder;
+pub use ready::Ready;
 pub use retry::RetryPolicy;
 
 use crate::Result;
@@ -55,6 +57,7 @@ use crate::backend::any::AnyBackend;
 use data::Data;
 use dispatch::Dispatcher;
 use leases::Leases;
+use ready::Readiness;
 use settle::{Event, Settler};
 
 /// The longest single delay redjob schedules: a retry's backoff or
@@ -82,6 +85,7 @@ pub(crate) struct Shared {
     /// How long after it was sent a job of an unknown type is put back for a
     /// worker that knows it, before it is dead-lettered.
     pub unknown_jobs_retry_for: Duration,
+    pub readiness: Readiness,
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
@@ -111,6 +115,12 @@ impl<B: Backend> Worker<B> {
     /// Cancel this token to shut the worker down gracefully (as ctrl-c does).
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()
+    }
+
+    /// A handle that tells when this worker serves (see [`Ready`]); take it
+    /// before [`run`](Self::run).
+    pub fn ready(&self) -> Ready {
+        self.shared.readiness.handle()
     }
 
     /// The queues served, in order.
@@ -170,6 +180,8 @@ impl<B: Backend> Worker<B> {
         }
         let stop = self.shutdown.child_token();
         let abort = CancellationToken::new();
+        // however run ends (returns, crashes, or is dropped), waiters learn of it
+        let _stopped = StopsReadiness(self.shared.clone());
         // Dropping this future (a crashed or aborted worker) aborts the tasks below
         // first, then cancels running jobs: nothing is settled and the leases expire,
         // as after a process kill. Locals drop in reverse order.
@@ -209,7 +221,13 @@ impl<B: Backend> Worker<B> {
             dispatchers.spawn(d.run());
         }
         infra.spawn(warn_about_backend(self.backend.clone()));
-        infra.spawn(listen(self.backend.clone(), names, wakes, stop.clone()));
+        infra.spawn(listen(
+            self.backend.clone(),
+            names,
+            wakes,
+            self.shared.clone(),
+            stop.clone(),
+        ));
         if self.signals {
             infra.spawn(on_signal(self.shutdown.clone()));
         }
@@ -289,6 +307,15 @@ fn crash(what: &'static str, r: Result<(), tokio::task::JoinError>) -> crate::Er
     crate::Error::Crashed { task: what, reason }
 }
 
+/// Marks the worker stopped for [`Ready`] waiters when dropped.
+struct StopsReadiness(Arc<Shared>);
+
+impl Drop for StopsReadiness {
+    fn drop(&mut self) {
+        self.0.readiness.stopped();
+    }
+}
+
 /// Logs what about the backend can lose or delay jobs (e.g. an eviction policy).
 async fn warn_about_backend<B: Backend>(backend: B) {
     match backend.warnings().await {
@@ -306,6 +333,7 @@ async fn listen<B: Backend>(
     backend: B,
     queues: Vec<String>,
     wakes: HashMap<String, Arc<Notify>>,
+    shared: Arc<Shared>,
     stop: CancellationToken,
 ) {
     let wake = |q: &str| {
@@ -313,11 +341,12 @@ async fn listen<B: Backend>(
             n.notify_one();
         }
     };
+    let subscribed = || shared.readiness.subscribed();
     let mut backoff = Duration::from_millis(100);
     loop {
         let started = tokio::time::Instant::now();
         tokio::select! {
-            r = backend.listen(&queues, &wake) => {
+            r = backend.listen(&queues, &wake, &subscribed) => {
                 if started.elapsed() > Duration::from_secs(30) {
                     // it worked for a while: the next failure starts over
                     backoff = Duration::from_millis(100);

@@ -389,9 +389,15 @@ impl Backend for MemoryBackend {
         Ok(Vec::new())
     }
 
-    async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {
+    async fn listen(
+        &self,
+        queues: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> Result<()> {
         let mut sent = self.sent.subscribe();
         let mut advanced = self.clock.subscribe();
+        subscribed();
         loop {
             tokio::select! {
                 r = sent.recv() => match r {

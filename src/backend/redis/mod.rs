@@ -242,7 +242,12 @@ impl Backend for RedisBackend {
         })
     }
 
-    async fn listen(&self, queues: &[String], wake: &(dyn Fn(&str) + Send + Sync)) -> Result<()> {
+    async fn listen(
+        &self,
+        queues: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> Result<()> {
         let channels: HashMap<String, &str> = queues
             .iter()
             .map(|q| (self.ns.queue(q).realtime, q.as_str()))
@@ -257,6 +262,7 @@ impl Backend for RedisBackend {
                 .await
                 .map_err(|_| timed_out())??;
         }
+        subscribed();
         // anything sent before the subscription took effect
         for q in queues {
             wake(q);
