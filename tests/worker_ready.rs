@@ -57,7 +57,7 @@ async fn after_ready_a_job_is_picked_up_by_its_notification_not_the_poll() {
 async fn a_worker_stopped_before_it_could_serve_is_not_ready() {
     // nothing listens on this port: every fetch fails
     let port = RedisServer::free_port();
-    let config = ClientConfig::from_url(&format!("redis://127.0.0.1:{port}"));
+    let config = ClientConfig::from_url(format!("redis://127.0.0.1:{port}"));
     let client = Client::from_config_lazy(config).unwrap();
     let worker = Worker::builder(client.backend())
         .queue("pings")
