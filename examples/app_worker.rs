@@ -1,14 +1,16 @@
 //! Run with: `cargo run --example app_worker` (a Redis at `REDIS_URL`), then press ctrl-c
 //!
 //! A worker embedded in an application binary beside another long-running task (a
-//! ticker standing in for an HTTP server). One cancellation token shuts both down on
-//! ctrl-c; the worker finishes its running jobs and releases none too early.
+//! ticker standing in for an HTTP server). The app owns shutdown: the worker's own
+//! ctrl-c/SIGTERM handling (on by default) is turned off, and one cancellation
+//! token of the app's shuts both down; the worker finishes its running jobs and
+//! releases none too early. The app starts producing once the worker serves.
 
 use std::time::Duration;
 
+use redjob::worker::CancellationToken;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "resize_image", queue = "images")]
@@ -46,9 +48,13 @@ async fn main() -> redjob::Result<()> {
         .concurrency(8)
         .data(AppState { name: "app_worker" })
         .shutdown(shutdown.clone())
-        .handle_signals(false) // the app owns ctrl-c below
+        // by default the worker would handle ctrl-c and SIGTERM itself; the app
+        // owns them (below) and cancels `shutdown`
+        .handle_signals(false)
         .build()?;
+    let ready = worker.ready();
     let worker = tokio::spawn(worker.run());
+    ready.wait().await?; // serving: jobs enqueued from now on start at once
 
     // the application's own long-running task: enqueues a job every second
     let app = {

@@ -10,6 +10,8 @@ pub mod backend;
 pub mod client;
 pub mod connection;
 mod error;
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {}
 mod id;
 pub mod job;
 mod keys;

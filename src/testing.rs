@@ -1,5 +1,10 @@
 //! A test kit for your own handlers and schedules: no Redis, no real sleeps.
 //!
+//! With tokio's paused clock (`#[tokio::test(start_paused = true)]` or
+//! `tokio::time::pause()`, which need tokio's `test-util` feature in your
+//! dev-dependencies: without it tokio reports "no method named `start_paused`"),
+//! handlers' own sleeps take no real time either.
+//!
 //! [`TestKit`] runs on a [`MemoryBackend`] whose [`Clock`] you move forward. Enqueue
 //! with [`TestKit::client`], look at what was enqueued with typed access, run the
 //! worker until nothing is due, advance the clock and run what became due.

@@ -251,7 +251,12 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Shut down on ctrl-c and SIGTERM. Defaults to `true`.
+    /// Shut down gracefully on ctrl-c and SIGTERM. Defaults to `true`.
+    ///
+    /// The worker then installs tokio's signal handling, which stays for the whole
+    /// process: ctrl-c no longer ends the process by itself. An app with its own
+    /// shutdown passes `false` and cancels the worker's token
+    /// ([`shutdown`](Self::shutdown)) itself; see the [guide](crate::guide).
     pub fn handle_signals(mut self, on: bool) -> Self {
         self.signals = on;
         self

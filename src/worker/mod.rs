@@ -44,12 +44,14 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use builder::WorkerBuilder;
 pub use ready::Ready;
 pub use retry::RetryPolicy;
+/// The token that shuts a worker down ([`WorkerBuilder::shutdown`],
+/// [`Worker::shutdown_token`]), re-exported from `tokio-util`.
+pub use tokio_util::sync::CancellationToken;
 
 use crate::Result;
 use crate::backend::Backend;
