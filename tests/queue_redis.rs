@@ -47,7 +47,12 @@ async fn unreachable_redis_is_an_error() {
     let mut cfg = redjob::queue::RsmqConfig::from_url(format!("redis://127.0.0.1:{port}"));
     cfg.redis.connection_timeout = Duration::from_millis(300);
     let started = std::time::Instant::now();
-    assert!(matches!(Rsmq::with_config(cfg).await, Err(Error::Redis(_))));
+    let err = Rsmq::with_config(cfg).await.unwrap_err();
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(matches!(
         Rsmq::connect("not a url").await,
