@@ -62,16 +62,12 @@ impl RedisConfig {
         let client = self.client()?;
         let con = ConnectionManager::new_with_config(client.clone(), self.manager_config())
             .await
-            .map_err(|e| self.connect_error(e))?;
+            // name the URL, without its password
+            .map_err(|error| Error::Connect {
+                url: redacted(&self.url),
+                error,
+            })?;
         Ok((client, con))
-    }
-
-    /// A failed connection, naming the URL without its password.
-    pub(crate) fn connect_error(&self, error: redis::RedisError) -> Error {
-        Error::Connect {
-            url: redacted(&self.url),
-            error,
-        }
     }
 
     /// Like [`open`](Self::open), connecting on first use instead of now: for a

@@ -55,13 +55,8 @@ async fn a_user_with_the_documented_acl_enqueues_runs_retries_and_dead_letters()
         .handle_signals(false)
         .build()
         .unwrap();
-    let ready = worker.ready();
-    let stop = worker.shutdown_token();
-    let running = tokio::spawn(worker.run());
-    tokio::time::timeout(Duration::from_secs(10), ready.wait())
-        .await
-        .expect("ready: fetch and subscribe allowed")
-        .unwrap();
+    // fetching and subscribing are allowed
+    let w = common::start_serving(worker).await;
     client.enqueue(&Task { fail: false }).await.unwrap();
     client
         .enqueue_in(&Task { fail: true }, Duration::from_millis(50))
@@ -79,8 +74,7 @@ async fn a_user_with_the_documented_acl_enqueues_runs_retries_and_dead_letters()
         })
         .await
     );
-    stop.cancel();
-    running.await.unwrap().unwrap();
+    w.stop().await;
     let stats = client.stats("acl").await.unwrap();
     assert_eq!((stats.processed, stats.retried, stats.dead), (1, 1, 1));
     assert_eq!(client.dead_letters("acl", 10).await.unwrap().len(), 1);

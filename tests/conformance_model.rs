@@ -148,7 +148,8 @@ enum Seen {
     Extended(Option<u32>),
     Flag(bool),
     Count(u64),
-    Settled(u64, u64, u64),
+    /// acked, rescheduled, dead, and how many were gone
+    Settled(u64, u64, u64, usize),
     Attributes {
         msgs: u64,
         hidden: u64,
@@ -304,7 +305,7 @@ impl Side {
                     }),
                 }
                 match b.settle(&q, &batch).await {
-                    Ok(s) => Seen::Settled(s.acked, s.rescheduled, s.dead),
+                    Ok(s) => Seen::Settled(s.acked, s.rescheduled, s.dead, s.gone.len()),
                     Err(e) => err(e),
                 }
             }

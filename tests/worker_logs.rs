@@ -1,5 +1,7 @@
 //! What the worker logs when a job's lease is lost: it says what happened.
 
+mod common;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,17 +42,6 @@ impl Write for Lines {
     }
 }
 
-async fn until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    cond()
-}
-
 #[tokio::test]
 async fn a_job_deleted_while_it_runs_is_logged_as_deleted() {
     let lines = Lines::default();
@@ -74,7 +65,7 @@ async fn a_job_deleted_while_it_runs_is_logged_as_deleted() {
     let run = tokio::spawn(worker.run());
     let id = client.enqueue(&Hold).await.unwrap();
     assert!(
-        until(Duration::from_secs(10), || !backend
+        common::wait_until(Duration::from_secs(10), || !backend
             .messages("held")
             .is_empty()
             && backend.messages("held")[0].2 > backend.clock().now_ms())
@@ -83,7 +74,7 @@ async fn a_job_deleted_while_it_runs_is_logged_as_deleted() {
     assert!(client.queues().delete("held", &id).await.unwrap());
     // the next renewal (every third of the lease) finds the job gone
     assert!(
-        until(Duration::from_secs(10), || lines.text().contains(
+        common::wait_until(Duration::from_secs(10), || lines.text().contains(
             "job deleted while it ran: cancelling the run; it will not run again"
         ))
         .await,

@@ -18,6 +18,13 @@ struct Head<'a> {
     name: std::borrow::Cow<'a, str>,
 }
 
+/// The job name a stored body's envelope gives, if it has one.
+pub(crate) fn job_name(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Head<'_>>(body)
+        .ok()
+        .map(|h| h.name.into_owned())
+}
+
 /// Encodes a job as its envelope.
 ///
 /// ```

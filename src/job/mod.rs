@@ -36,6 +36,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use context::JobContext;
+pub(crate) use envelope::job_name;
 pub use envelope::{decode, encode};
 pub use error::{JobError, Outcome};
 

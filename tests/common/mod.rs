@@ -256,6 +256,18 @@ impl Running {
     }
 }
 
+/// Starts a worker and waits (10 s at most) until it serves: every queue fetched
+/// once and notifications subscribed.
+pub async fn start_serving(worker: redjob::Worker) -> Running {
+    let ready = worker.ready();
+    let running = start(worker);
+    tokio::time::timeout(Duration::from_secs(10), ready.wait())
+        .await
+        .expect("worker serving within 10 s")
+        .expect("worker serving");
+    running
+}
+
 /// Runs `worker` in a task.
 pub fn start(worker: redjob::Worker) -> Running {
     let shutdown = worker.shutdown_token();

@@ -209,30 +209,16 @@ pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
     let t = renewed[0].expect("held");
     assert_eq!(t.attempt(), 2);
     assert!(t.lease_until_ms() >= second.token.lease_until_ms());
-    let done = backend
-        .settle(
-            "work",
-            &Settle {
-                acks: vec![(second.id, t)],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let ack = Settle {
+        acks: vec![(second.id, t)],
+        ..Default::default()
+    };
+    let done = backend.settle("work", &ack).await.unwrap();
     assert_eq!(done.acked, 1);
     assert!(done.gone.is_empty());
     assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
     // settling a job that is gone (deleted while it ran, or settled already) names it
-    let again = backend
-        .settle(
-            "work",
-            &Settle {
-                acks: vec![(second.id, t)],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let again = backend.settle("work", &ack).await.unwrap();
     assert_eq!(
         (again.acked, again.gone.as_slice()),
         (0, [second.id].as_slice())

@@ -142,7 +142,8 @@ impl MemoryBackend {
                 } else {
                     continue;
                 };
-                *list.entry(job_name(&m.body)).or_default() += 1;
+                let name = crate::job::job_name(&m.body).unwrap_or_else(|| "?".into());
+                *list.entry(name).or_default() += 1;
             }
             if !p.due.is_empty() || !p.running.is_empty() {
                 out.push(p);
@@ -162,16 +163,6 @@ pub(crate) struct Pending {
     pub queue: String,
     pub due: std::collections::BTreeMap<String, usize>,
     pub running: std::collections::BTreeMap<String, usize>,
-}
-
-/// The job name in a body's envelope, or `?`.
-fn job_name(body: &[u8]) -> String {
-    #[derive(serde::Deserialize)]
-    struct Env {
-        #[serde(rename = "type")]
-        name: String,
-    }
-    serde_json::from_slice::<Env>(body).map_or_else(|_| "?".into(), |e| e.name)
 }
 
 /// The state's lock, held for a change; watchers hear of it once it is released.
