@@ -95,14 +95,44 @@ impl Job for Spawner {
 #[job(name = "blocker", queue = "hw")]
 struct Blocker;
 
-/// Where a [`Blocker`] waits.
-#[derive(Clone)]
-struct Gate(Arc<std::sync::Barrier>);
+/// Where a [`Blocker`] waits, its thread blocked, until the gate opens.
+#[derive(Clone, Default)]
+struct Gate(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    fn wait(&self) {
+        let (open, cv) = &*self.0;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = cv.wait(open).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+}
+
+/// Opens the gate when dropped, also when the test fails first: a handler left
+/// blocked would keep the runtime from shutting down, and the test would hang
+/// instead of failing.
+struct OpenOnDrop(Gate);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
 
 impl Job for Blocker {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
         ctx.data::<Recorder>()?.record(ctx, 0);
-        ctx.data::<Gate>()?.0.wait();
+        let gate = ctx.data::<Gate>()?.clone();
+        // blocks its thread and ignores its token; block_in_place first hands the
+        // thread's other tasks (and tokio's timer and I/O driver) to another
+        // thread, or they could starve with it and the test hang
+        tokio::task::block_in_place(|| gate.wait());
         Ok(())
     }
 }
@@ -397,7 +427,8 @@ async fn job_still_running_after_the_grace_period_is_not_released() {
     let client = Client::connect(&server.url()).await.unwrap();
     let (rec, probe) = (Recorder::default(), Probe::default());
     let id = client.enqueue(&Blocker).await.unwrap();
-    let gate = Gate(Arc::new(std::sync::Barrier::new(2)));
+    let gate = Gate::default();
+    let opener = OpenOnDrop(gate.clone());
     let w = builder(&client, &rec, &probe)
         .data(gate.clone())
         .lease(Duration::from_secs(30))
@@ -415,7 +446,7 @@ async fn job_still_running_after_the_grace_period_is_not_released() {
         .unwrap();
     // run() has returned, the handler's thread is still blocked: the job must not be visible
     let (score, now) = score_and_now(&server, &id).await;
-    gate.0.wait(); // let the handler go
+    drop(opener); // let the handler go
     let score = score.expect("the job is still in the queue");
     assert!(
         score > now as f64,
