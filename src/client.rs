@@ -66,6 +66,9 @@ pub struct EnqueueOptions {
     pub queue: Option<String>,
     /// When the job becomes due. Defaults to the queue's delay (0 unless changed).
     pub when: When,
+    /// Priority instead of the job's own (see [`MAX_PRIORITY`](crate::queue::MAX_PRIORITY)).
+    /// Defaults to the job's `priority` attribute.
+    pub priority: Option<i8>,
 }
 
 impl EnqueueOptions {
@@ -83,6 +86,13 @@ impl EnqueueOptions {
     /// Runs after `delay`. Defaults to the queue's delay.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.when = When::After(delay);
+        self
+    }
+
+    /// Runs before due jobs of lower priority, from -10 to 10 (higher first).
+    /// Defaults to the job's `priority` attribute (0 unless set).
+    pub fn priority(mut self, priority: i8) -> Self {
+        self.priority = Some(priority);
         self
     }
 
@@ -276,6 +286,8 @@ impl Client {
     ) -> Result<Vec<JobId>> {
         let queue = opts.queue.as_deref().unwrap_or(J::OPTIONS.queue);
         validate::queue_name(queue)?;
+        let priority = opts.priority.unwrap_or(J::OPTIONS.priority);
+        validate::priority(priority)?;
         match opts.when {
             When::AtUnixMs(at) => {
                 let now = match &self.backend {
@@ -296,6 +308,7 @@ impl Client {
                 Ok(SendMessage {
                     body: job::encode(j)?,
                     when: opts.when,
+                    priority,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

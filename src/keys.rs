@@ -51,6 +51,27 @@ impl Namespace {
     }
 }
 
+impl QueueKeys {
+    /// The sorted set of the queue's messages at `priority`: RSMQ's `ns:q` for 0,
+    /// `ns:q:p<priority>` (`ns:q:p5`, `ns:q:p-3`) for the others.
+    pub fn level(&self, priority: i8) -> String {
+        if priority == 0 {
+            self.zset.clone()
+        } else {
+            format!("{}:p{priority}", self.zset)
+        }
+    }
+
+    /// Every priority level's sorted set but 0's, highest priority first: the keys
+    /// a fetch over all priorities takes after `ns:q` and `ns:q:Q`.
+    pub fn levels(&self) -> Vec<String> {
+        crate::queue::priorities()
+            .filter(|p| *p != 0)
+            .map(|p| self.level(p))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,11 +85,35 @@ mod tests {
         assert_eq!(k.realtime, "rsmq:rt:jobs");
         assert_eq!(ns.queues(), "rsmq:QUEUES");
         assert_eq!(
-            (k.dead, k.dead_hash, k.stats),
+            (k.dead.clone(), k.dead_hash.clone(), k.stats.clone()),
             (
                 "rsmq:jobs:dead".into(),
                 "rsmq:jobs:dead:Q".into(),
                 "rsmq:jobs:stats".into()
+            )
+        );
+        assert_eq!(
+            (k.level(0), k.level(5), k.level(-3)),
+            (
+                "rsmq:jobs".into(),
+                "rsmq:jobs:p5".into(),
+                "rsmq:jobs:p-3".into()
+            )
+        );
+        let levels = k.levels();
+        assert_eq!(levels.len(), 20);
+        assert_eq!(
+            (
+                &levels[0][..],
+                &levels[9][..],
+                &levels[10][..],
+                &levels[19][..]
+            ),
+            (
+                "rsmq:jobs:p10",
+                "rsmq:jobs:p1",
+                "rsmq:jobs:p-1",
+                "rsmq:jobs:p-10"
             )
         );
     }

@@ -25,7 +25,7 @@ pub use id::JobId;
 pub use job::{Job, JobContext, JobError};
 /// Derives [`JobSpec`](job::JobSpec) and registers the type so stored jobs decode
 /// back into it. Attributes, all optional: `#[job(name = "...", queue = "...",
-/// max_attempts = N, timeout = "30s", backoff = "1s")]`; durations take `ms`, `s`,
+/// max_attempts = N, timeout = "30s", backoff = "1s", priority = 0)]`; durations take `ms`, `s`,
 /// `m`, `h` or `d`.
 ///
 /// - `name` defaults to the bare type name, without its module path, so two

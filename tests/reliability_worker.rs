@@ -309,8 +309,8 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn dead_letters(&self, q: &str, limit: usize) -> redjob::Result<Vec<DeadLetter>> {
         self.inner.dead_letters(q, limit).await
     }
-    async fn scores(&self, q: &str, ids: &[JobId]) -> redjob::Result<Vec<Option<Token>>> {
-        self.inner.scores(q, ids).await
+    async fn scores(&self, q: &str, held: &[(JobId, Token)]) -> redjob::Result<Vec<Option<Token>>> {
+        self.inner.scores(q, held).await
     }
     async fn warnings(&self) -> redjob::Result<Vec<String>> {
         self.inner.warnings().await

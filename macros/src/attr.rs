@@ -11,6 +11,7 @@ pub struct JobAttrs {
     pub max_attempts: Option<u32>,
     pub timeout_ms: Option<u64>,
     pub backoff_ms: Option<u64>,
+    pub priority: Option<i8>,
 }
 
 /// Collects errors so that a user sees all of them at once.
@@ -46,10 +47,11 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
                 "max_attempts" => set(&mut out.max_attempts, attempts(&value), &value, errors),
                 "timeout" => set(&mut out.timeout_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
                 "backoff" => set(&mut out.backoff_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
+                "priority" => set(&mut out.priority, priority(&value), &value, errors),
                 _ => errors.push(syn::Error::new(
                     meta.path.span(),
                     format!(
-                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`"
+                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`"
                     ),
                 )),
             }
@@ -134,6 +136,44 @@ fn attempts(e: &Expr) -> syn::Result<u32> {
             ),
         )),
     }
+}
+
+/// `redjob::queue::MIN_PRIORITY..=MAX_PRIORITY` (the expansion asserts that they agree).
+const PRIORITIES: std::ops::RangeInclusive<i8> = -10..=10;
+
+fn priority(e: &Expr) -> syn::Result<i8> {
+    let err = || {
+        syn::Error::new(
+            e.span(),
+            format!(
+                "priority must be an integer from {} to {} (higher runs first), e.g. `priority = 5`",
+                PRIORITIES.start(),
+                PRIORITIES.end()
+            ),
+        )
+    };
+    let (negative, lit) = match ungroup(e) {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => (false, i),
+        Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => match ungroup(expr) {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(i), ..
+            }) => (true, i),
+            _ => return Err(err()),
+        },
+        _ => return Err(err()),
+    };
+    let v = lit.base10_parse::<i64>().map_err(|_| err())?;
+    let v = if negative { -v } else { v };
+    i8::try_from(v)
+        .ok()
+        .filter(|p| PRIORITIES.contains(p))
+        .ok_or_else(err)
 }
 
 /// `redjob::job::MAX_ATTEMPTS` (a proc-macro crate cannot use redjob's items; the

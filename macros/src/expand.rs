@@ -55,6 +55,9 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     if let Some(ms) = attrs.backoff_ms {
         sets.push(quote!(o.backoff = ::core::time::Duration::from_millis(#ms);));
     }
+    if let Some(p) = attrs.priority {
+        sets.push(quote!(o.priority = #p;));
+    }
     Ok(quote! {
         const _: () = {
             use ::redjob::__private::typetag;
@@ -72,6 +75,10 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
             // the derive's own limit agrees with the library's
             const _: () = ::core::assert!(
                 <#ident as ::redjob::job::JobSpec>::OPTIONS.max_attempts <= ::redjob::job::MAX_ATTEMPTS
+            );
+            const _: () = ::core::assert!(
+                <#ident as ::redjob::job::JobSpec>::OPTIONS.priority >= ::redjob::queue::MIN_PRIORITY
+                    && <#ident as ::redjob::job::JobSpec>::OPTIONS.priority <= ::redjob::queue::MAX_PRIORITY
             );
             const _: () = ::core::assert!(
                 <#ident as ::redjob::job::JobSpec>::OPTIONS.timeout.as_secs() <= ::redjob::worker::MAX_DELAY.as_secs()

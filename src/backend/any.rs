@@ -105,8 +105,8 @@ impl Backend for AnyBackend {
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
         on!(self, Backend::dead_letters(queue, limit))
     }
-    async fn scores(&self, queue: &str, ids: &[JobId]) -> Result<Vec<Option<Token>>> {
-        on!(self, Backend::scores(queue, ids))
+    async fn scores(&self, queue: &str, held: &[(JobId, Token)]) -> Result<Vec<Option<Token>>> {
+        on!(self, Backend::scores(queue, held))
     }
 
     async fn warnings(&self) -> Result<Vec<String>> {

@@ -13,54 +13,81 @@ use std::time::Duration;
 use crate::queue::{QueueOptions, Queues, SendMessage};
 use crate::{JobId, Result};
 
-/// A delivery's fencing token: the job's score while this worker holds it.
+/// A delivery's fencing token: the job's score while this worker holds it, and
+/// the priority level the job lives at.
 ///
 /// The score is `<lease end ms>.<delivery count>`; stored as thousandths of a
 /// millisecond, so [`Token::attempt`] is the delivery count (1 on first delivery,
 /// at most 999) and ack, extend and reschedule act only while the score is unchanged.
+/// Its text form ([`Display`](std::fmt::Display), [`FromStr`](std::str::FromStr))
+/// is the score alone, as the scripts compare it; a parsed token is at priority 0.
 ///
 /// ```
 /// use redjob::backend::Token;
 ///
 /// let t: Token = "1790000000123.004".parse().unwrap();
-/// assert_eq!((t.attempt(), t.lease_until_ms()), (4, 1_790_000_000_123));
+/// assert_eq!((t.attempt(), t.lease_until_ms(), t.priority()), (4, 1_790_000_000_123, 0));
 /// assert_eq!(t.to_string(), "1790000000123.004");
+/// assert_eq!(t.at_priority(3).priority(), 3);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Token(u64);
+pub struct Token {
+    score: u64,
+    priority: i8,
+}
 
 impl Token {
-    /// A token for a lease ending at `lease_until_ms` on delivery number `attempt`.
+    /// A token for a lease ending at `lease_until_ms` on delivery number `attempt`,
+    /// at priority 0.
     pub fn new(lease_until_ms: u64, attempt: u32) -> Self {
-        Token(
-            lease_until_ms
+        Token {
+            score: lease_until_ms
                 .saturating_mul(1000)
                 .saturating_add(u64::from(attempt.min(999))),
-        )
+            priority: 0,
+        }
+    }
+
+    /// The same token for a job at priority level `priority`.
+    pub fn at_priority(self, priority: i8) -> Self {
+        Token { priority, ..self }
     }
 
     /// The delivery count, starting at 1.
     pub fn attempt(self) -> u32 {
-        (self.0 % 1000) as u32
+        (self.score % 1000) as u32
     }
 
     /// When the lease ends, Unix ms (Redis time).
     pub fn lease_until_ms(self) -> u64 {
-        self.0 / 1000
+        self.score / 1000
+    }
+
+    /// The priority level of the job (see [`queue::MAX_PRIORITY`](crate::queue::MAX_PRIORITY)).
+    pub fn priority(self) -> i8 {
+        self.priority
+    }
+
+    /// The score in thousandths of a millisecond.
+    pub(crate) fn score(self) -> u64 {
+        self.score
     }
 
     /// The token a sorted-set score stands for (thousandths rounded), if the
     /// score is a finite, non-negative number of milliseconds.
-    pub(crate) fn from_score(score: f64) -> Option<Token> {
+    pub(crate) fn from_score(score: f64, priority: i8) -> Option<Token> {
         let t = (score * 1000.0).round();
         // in range, so the cast is exact
-        (0.0..9.0e15).contains(&t).then_some(Token(t as u64))
+        (0.0..9.0e15).contains(&t).then_some(Token {
+            score: t as u64,
+            priority,
+        })
     }
 }
 
 impl std::fmt::Display for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+        write!(f, "{}.{:03}", self.score / 1000, self.score % 1000)
     }
 }
 
@@ -76,7 +103,7 @@ impl std::str::FromStr for Token {
         let n = n.parse::<u64>().map_err(|_| bad())?;
         ms.checked_mul(1000)
             .and_then(|v| v.checked_add(n))
-            .map(Token)
+            .map(|score| Token { score, priority: 0 })
             .ok_or_else(bad)
     }
 }
@@ -153,6 +180,34 @@ impl Settle {
     /// Nothing to settle.
     pub fn is_empty(&self) -> bool {
         self.acks.is_empty() && self.reschedules.is_empty() && self.dead.is_empty()
+    }
+
+    /// The batch split by the priority of its jobs (their tokens'), in order of
+    /// first appearance.
+    pub(crate) fn by_priority(&self) -> Vec<(i8, Settle)> {
+        fn part(parts: &mut Vec<(i8, Settle)>, p: i8) -> &mut Settle {
+            let i = match parts.iter().position(|(q, _)| *q == p) {
+                Some(i) => i,
+                None => {
+                    parts.push((p, Settle::default()));
+                    parts.len() - 1
+                }
+            };
+            &mut parts[i].1
+        }
+        let mut parts: Vec<(i8, Settle)> = Vec::new();
+        for a in &self.acks {
+            part(&mut parts, a.1.priority()).acks.push(*a);
+        }
+        for r in &self.reschedules {
+            part(&mut parts, r.token.priority())
+                .reschedules
+                .push(r.clone());
+        }
+        for d in &self.dead {
+            part(&mut parts, d.token.priority()).dead.push(d.clone());
+        }
+        parts
     }
 }
 
@@ -241,12 +296,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<DeadLetter>>> + Send;
 
-    /// The current score of each job as a token: `None` for a job that is gone.
-    /// Read when a renewal's reply was lost, to learn what it wrote.
+    /// The current score of each held job (at its token's priority) as a token:
+    /// `None` for a job that is gone. Read when a renewal's reply was lost, to
+    /// learn what it wrote.
     fn scores(
         &self,
         queue: &str,
-        ids: &[JobId],
+        held: &[(JobId, Token)],
     ) -> impl Future<Output = Result<Vec<Option<Token>>>> + Send;
 
     /// Settings of the backend that can lose or delay jobs, as sentences to log

@@ -108,6 +108,7 @@ pub const MAX_ATTEMPTS: u32 = 998;
 /// assert_eq!(o.max_attempts, 25);
 /// assert_eq!(o.timeout, Duration::from_secs(1800));
 /// assert_eq!(o.backoff, Duration::from_secs(1));
+/// assert_eq!(o.priority, 0);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -122,6 +123,11 @@ pub struct JobOptions {
     pub timeout: Duration,
     /// Base of the exponential backoff between attempts (`backoff = "1s"`). Defaults to 1 s.
     pub backoff: Duration,
+    /// Priority among the due jobs of its queue (`priority = 5`), from
+    /// [`MIN_PRIORITY`](crate::queue::MIN_PRIORITY) (-10) to
+    /// [`MAX_PRIORITY`](crate::queue::MAX_PRIORITY) (10); higher runs first.
+    /// Defaults to 0.
+    pub priority: i8,
 }
 
 impl JobOptions {
@@ -131,6 +137,7 @@ impl JobOptions {
         max_attempts: 25,
         timeout: Duration::from_secs(30 * 60),
         backoff: Duration::from_secs(1),
+        priority: 0,
     };
 }
 

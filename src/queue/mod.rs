@@ -24,6 +24,8 @@ mod api;
 mod types;
 pub(crate) mod validate;
 
+pub(crate) use validate::priorities;
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -36,7 +38,7 @@ pub use api::Queues;
 pub use types::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, SendMessage, When,
 };
-pub use validate::{MAX_AHEAD, MAX_SECONDS};
+pub use validate::{MAX_AHEAD, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
 
 use crate::backend::redis::scripts::{self, Reply};
 use crate::connection::RedisConfig;
@@ -150,8 +152,8 @@ impl Rsmq {
     }
 
     /// Deletes a queue, its messages, and redjob's own keys of it: its dead
-    /// letters (`ns:q:dead`, `ns:q:dead:Q`) and counters (`ns:q:stats`), all in
-    /// one transaction. A queue created again under the name starts from zero.
+    /// letters (`ns:q:dead`, `ns:q:dead:Q`), counters (`ns:q:stats`) and the
+    /// jobs at priorities other than 0 (`ns:q:p<n>`), all in one transaction. A queue created again under the name starts from zero.
     ///
     /// An RSMQ client's `deleteQueue` knows only RSMQ's keys and leaves redjob's,
     /// so a queue it re-creates would show the old dead letters and counts. To
@@ -166,7 +168,13 @@ impl Rsmq {
             .del(&k.hash)
             .del(&k.zset)
             .srem(self.ns.queues(), name)
-            .del(&[&k.dead, &k.dead_hash, &k.stats])
+            .del(
+                [&k.dead, &k.dead_hash, &k.stats]
+                    .into_iter()
+                    .cloned()
+                    .chain(k.levels())
+                    .collect::<Vec<_>>(),
+            )
             .query_async(&mut con)
             .await?;
         if removed == 0 {
@@ -247,10 +255,14 @@ impl Rsmq {
         let (mut start, mut bytes) = (0, 0);
         for (i, m) in msgs.iter().enumerate() {
             bytes += m.body.len();
+            validate::priority(m.priority)?;
             let end = i + 1;
-            if end - start == BATCH_MESSAGES || bytes >= BATCH_BYTES || end == msgs.len() {
-                let mut cmd = scripts::eval(&scripts::SEND, &[&k.zset, &k.hash]);
-                cmd.arg(&k.realtime).arg(always).arg(maxlen);
+            // a call sends at one priority: a change of priority ends a chunk
+            let switch = msgs.get(end).is_some_and(|n| n.priority != m.priority);
+            if end - start == BATCH_MESSAGES || bytes >= BATCH_BYTES || end == msgs.len() || switch
+            {
+                let mut cmd = scripts::eval(&scripts::SEND, &[&k.level(m.priority), &k.hash]);
+                cmd.arg(&k.realtime).arg(always).arg(maxlen).arg(m.priority);
                 let first = suffixes.len();
                 suffixes.extend(sorted_random_suffixes(end - start));
                 for (m, suffix) in msgs[start..end].iter().zip(&suffixes[first..]) {

@@ -97,8 +97,8 @@ pub struct QueueAttributes {
 /// use std::time::Duration;
 /// use redjob::queue::SendMessage;
 ///
-/// let msg = SendMessage::new("hello").delay(Duration::from_millis(1500));
-/// assert_eq!(msg.body, b"hello");
+/// let msg = SendMessage::new("hello").delay(Duration::from_millis(1500)).priority(5);
+/// assert_eq!((&msg.body[..], msg.priority), (&b"hello"[..], 5));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendMessage {
@@ -106,6 +106,11 @@ pub struct SendMessage {
     pub body: Vec<u8>,
     /// When the message becomes visible.
     pub when: When,
+    /// Its priority, [`MIN_PRIORITY`](super::MIN_PRIORITY)..=[`MAX_PRIORITY`](super::MAX_PRIORITY).
+    /// A message at any priority but 0 is kept apart from RSMQ's sorted set, where
+    /// RSMQ clients (and [`Rsmq::receive`](super::Rsmq::receive)) do not see it;
+    /// workers serve every priority.
+    pub priority: i8,
 }
 
 /// When a sent message becomes visible.
@@ -128,7 +133,14 @@ impl SendMessage {
         SendMessage {
             body: body.into(),
             when: When::QueueDelay,
+            priority: 0,
         }
+    }
+
+    /// Runs before due messages of lower priority. Defaults to 0.
+    pub fn priority(mut self, priority: i8) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// Becomes visible after `d` instead of the queue's delay. Defaults to the queue's delay.

@@ -20,6 +20,41 @@ pub const MAX_SECONDS: u64 = 9_999_999;
 /// ```
 pub const MAX_AHEAD: Duration = Duration::from_secs(100 * 365 * 86_400);
 
+/// The highest priority a job or message may have: among due jobs of a queue,
+/// higher priorities run first.
+///
+/// Priorities go from [`MIN_PRIORITY`] (-10, runs last) to `MAX_PRIORITY` (10,
+/// runs first); the default is 0, and a message an RSMQ client sends is at 0.
+/// Within one priority, due jobs run oldest first. The order is strict: while
+/// jobs of a higher priority are due, lower ones wait (a steady stream of urgent
+/// jobs starves the rest; give work that must never wait a queue of its own).
+///
+/// ```
+/// use redjob::queue::{MAX_PRIORITY, MIN_PRIORITY};
+/// assert_eq!((MIN_PRIORITY, MAX_PRIORITY), (-10, 10));
+/// ```
+pub const MAX_PRIORITY: i8 = 10;
+
+/// The lowest priority: see [`MAX_PRIORITY`].
+pub const MIN_PRIORITY: i8 = -10;
+
+/// Every priority, highest first.
+pub(crate) fn priorities() -> impl Iterator<Item = i8> {
+    (MIN_PRIORITY..=MAX_PRIORITY).rev()
+}
+
+/// A priority within [`MIN_PRIORITY`]..=[`MAX_PRIORITY`].
+pub(crate) fn priority(p: i8) -> Result<()> {
+    if (MIN_PRIORITY..=MAX_PRIORITY).contains(&p) {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what: "priority",
+            reason: format!("{p} is outside {MIN_PRIORITY}..={MAX_PRIORITY}"),
+        })
+    }
+}
+
 pub(crate) fn queue_name(name: &str) -> Result<()> {
     let ok = (1..=160).contains(&name.len())
         && name

@@ -186,8 +186,8 @@ impl<B: Backend> Settler<B> {
         if asked.is_empty() {
             return;
         }
-        let ids: Vec<JobId> = asked.iter().map(|(id, ..)| *id).collect();
-        let Ok(scores) = self.backend.scores(&self.queue, &ids).await else {
+        let held: Vec<(JobId, Token)> = asked.iter().map(|(id, t, _)| (*id, *t)).collect();
+        let Ok(scores) = self.backend.scores(&self.queue, &held).await else {
             return; // still unreachable: try again before the next call
         };
         let mut t = self.leases.lock();
@@ -268,9 +268,9 @@ impl<B: Backend> Settler<B> {
 
     /// Says why running jobs lost their lease (their runs are cancelled): one
     /// read of their scores tells a deleted job from one delivered again.
-    async fn report_lost(&self, ids: &[JobId]) {
-        let scores = self.backend.scores(&self.queue, ids).await;
-        for (k, id) in ids.iter().enumerate() {
+    async fn report_lost(&self, lost: &[(JobId, Token)]) {
+        let scores = self.backend.scores(&self.queue, lost).await;
+        for (k, (id, _)) in lost.iter().enumerate() {
             match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
                 Ok(None) => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "job deleted while it ran: cancelling the run; it will not run again")
@@ -384,7 +384,7 @@ impl<B: Backend> Settler<B> {
                             }
                             None => {
                                 if h.running {
-                                    lost.push(*id);
+                                    lost.push((*id, *old));
                                 }
                                 Leases::give_up(&mut t, id);
                             }

@@ -5,6 +5,7 @@
 
 pub mod leases;
 pub mod lifecycle;
+pub mod priorities;
 pub mod queues;
 pub mod worker;
 
@@ -105,6 +106,12 @@ macro_rules! conformance_suite {
             fatal_goes_straight_to_dead_letter, panics_and_timeouts_are_retried_and_the_worker_keeps_serving,
             per_queue_concurrency_is_respected, missing_data_is_dead_lettered_at_once_naming_the_type,
             invalid_settings_are_rejected_at_build);
+        $crate::conformance_suite!(@priorities $setup, #[$attr],
+            fetch_takes_higher_priorities_first_and_fifo_within_one,
+            one_fetch_takes_the_highest_up_to_its_limit, a_delayed_high_priority_job_never_starts_early,
+            leases_retries_and_dead_letters_keep_a_job_at_its_priority, rsmq_operations_see_priority_zero_only,
+            a_priority_out_of_range_is_refused_and_sends_nothing,
+            a_backlog_of_10k_low_jobs_delays_a_high_one_by_one_batch_at_most);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

@@ -101,8 +101,9 @@ impl MemoryBackend {
     pub fn messages(&self, queue: &str) -> Vec<(JobId, Vec<u8>, u64)> {
         let st = self.lock();
         st.queues.get(queue).map_or_else(Vec::new, |q| {
-            q.index
-                .iter()
+            let mut all: Vec<_> = q.all().collect();
+            all.sort_unstable();
+            all.into_iter()
                 .map(|(score, id)| (*id, q.msgs[id].body.clone(), score / 1000))
                 .collect()
         })
@@ -118,8 +119,7 @@ impl MemoryBackend {
         let now = self.clock.now_ms() * 1000;
         let st = self.lock();
         st.queues.values().all(|q| {
-            q.index.first().is_none_or(|(score, _)| *score > now)
-                && q.msgs.values().all(|m| !m.lease)
+            q.first_score().is_none_or(|score| score > now) && q.msgs.values().all(|m| !m.lease)
         })
     }
 
@@ -217,26 +217,26 @@ impl Backend for MemoryBackend {
             });
         };
         let max = max.max(1);
-        let due = q.due(now * 1000, max);
+        let due = q.due_all(now * 1000, max);
         let lease_ms = now.saturating_add(super::clamped_ms(lease));
         let mut jobs = Vec::with_capacity(due.len());
-        for (score, id) in &due {
+        for (score, id, priority) in &due {
             let m = &q.msgs[id];
             let count = (score % 1000).max(m.rc).saturating_add(1).min(999) as u32;
-            let token = Token::new(lease_ms, count);
+            let token = Token::new(lease_ms, count).at_priority(*priority);
             jobs.push(Delivery {
                 id: *id,
                 body: m.body.clone(),
                 token,
             });
-            q.rescore(*id, token_score(token));
+            q.rescore(*id, token.score());
             if let Some(m) = q.msgs.get_mut(id) {
                 m.lease = true;
             }
         }
         q.totalrecv += jobs.len() as u64;
         let next_due_ms = (due.len() < max)
-            .then(|| q.index.first().map(|(s, _)| s.div_ceil(1000)))
+            .then(|| q.first_score().map(|s| s.div_ceil(1000)))
             .flatten();
         Ok(Fetched {
             jobs,
@@ -262,9 +262,9 @@ impl Backend for MemoryBackend {
         Ok(leases
             .iter()
             .map(|(id, token)| {
-                q.holds(id, token_score(*token)).then(|| {
-                    let new = Token::new(until, token.attempt());
-                    q.rescore(*id, token_score(new));
+                q.holds(id, *token).then(|| {
+                    let new = Token::new(until, token.attempt()).at_priority(token.priority());
+                    q.rescore(*id, new.score());
                     new
                 })
             })
@@ -290,17 +290,17 @@ impl Backend for MemoryBackend {
         let acks: Vec<_> = batch
             .acks
             .iter()
-            .filter(|(id, t)| q.holds(id, token_score(*t)))
+            .filter(|(id, t)| q.holds(id, *t))
             .collect();
         let res: Vec<_> = batch
             .reschedules
             .iter()
-            .filter(|r| q.holds(&r.id, token_score(r.token)))
+            .filter(|r| q.holds(&r.id, r.token))
             .collect();
         let dead: Vec<_> = batch
             .dead
             .iter()
-            .filter(|d| q.holds(&d.id, token_score(d.token)))
+            .filter(|d| q.holds(&d.id, d.token))
             .collect();
         for (id, _) in &acks {
             q.remove(id);
@@ -364,14 +364,15 @@ impl Backend for MemoryBackend {
         }))
     }
 
-    async fn scores(&self, queue: &str, ids: &[JobId]) -> Result<Vec<Option<Token>>> {
+    async fn scores(&self, queue: &str, held: &[(JobId, Token)]) -> Result<Vec<Option<Token>>> {
         let st = self.lock();
         let q = st.queues.get(queue);
-        Ok(ids
+        Ok(held
             .iter()
-            .map(|id| {
-                let m = q?.msgs.get(id)?;
-                Some(Token::new(m.score / 1000, (m.score % 1000) as u32))
+            .map(|(id, t)| {
+                // looked up at the token's priority, as Redis reads that level's set
+                let m = q?.msgs.get(id).filter(|m| m.priority == t.priority())?;
+                Some(Token::new(m.score / 1000, (m.score % 1000) as u32).at_priority(m.priority))
             })
             .collect())
     }
@@ -409,11 +410,6 @@ impl Backend for MemoryBackend {
             }
         }
     }
-}
-
-/// A token is the score its lease set, in thousandths of a millisecond.
-fn token_score(t: Token) -> u64 {
-    t.lease_until_ms() * 1000 + u64::from(t.attempt())
 }
 
 impl MemQueue {

@@ -95,6 +95,7 @@ impl Queues for MemoryBackend {
             if let When::After(d) = m.when {
                 validate::delay_ms(d)?;
             }
+            validate::priority(m.priority)?;
         }
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
         let now_us = self.clock.now_us();
@@ -113,7 +114,7 @@ impl Queues for MemoryBackend {
                     When::After(_) => now,
                     When::AtUnixMs(at) => at.max(now),
                 };
-                q.insert(*id, m.body.clone(), ms_score(due));
+                q.insert(*id, m.body.clone(), ms_score(due), m.priority);
             }
             q.totalsent += msgs.len() as u64;
             ids
@@ -170,7 +171,8 @@ impl Queues for MemoryBackend {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        if !q.msgs.contains_key(id) {
+        // RSMQ's operations see priority 0 only (RSMQ's sorted set), as on Redis
+        if q.msgs.get(id).is_none_or(|m| m.priority != 0) {
             return Ok(false);
         }
         // the delivery count in the score's thousandths is kept, as on Redis
@@ -189,7 +191,12 @@ impl Queues for MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(0);
         };
-        Ok(ids.iter().filter(|id| q.remove(id).is_some()).count() as u64)
+        // as on Redis, where a message at another priority is not in RSMQ's sorted
+        // set: its body goes, but it does not count as deleted
+        Ok(ids
+            .iter()
+            .filter(|id| q.remove(id).is_some_and(|m| m.priority == 0))
+            .count() as u64)
     }
 }
 

@@ -15,6 +15,8 @@ pub(super) struct Msg {
     pub fr: Option<u64>,
     /// Leased to a worker (fetched and not yet settled).
     pub lease: bool,
+    /// Its priority: 0 is in `index` (RSMQ's sorted set), the others in `levels`.
+    pub priority: i8,
 }
 
 /// One queue.
@@ -26,8 +28,11 @@ pub(super) struct MemQueue {
     pub modified: u64,
     pub totalsent: u64,
     pub totalrecv: u64,
-    /// (score, id), ordered as Redis orders a sorted set.
+    /// (score, id) of the messages at priority 0, ordered as Redis orders a sorted
+    /// set: RSMQ's sorted set, all that RSMQ's operations see.
     pub index: BTreeSet<(u64, JobId)>,
+    /// The same for every other priority.
+    pub levels: BTreeMap<i8, BTreeSet<(u64, JobId)>>,
     pub msgs: HashMap<JobId, Msg>,
     pub dead: BTreeSet<(u64, JobId)>,
     pub dead_msgs: HashMap<JobId, DeadLetter>,
@@ -45,6 +50,7 @@ impl MemQueue {
             totalsent: 0,
             totalrecv: 0,
             index: BTreeSet::new(),
+            levels: BTreeMap::new(),
             msgs: HashMap::new(),
             dead: BTreeSet::new(),
             dead_msgs: HashMap::new(),
@@ -52,30 +58,79 @@ impl MemQueue {
         }
     }
 
-    /// Up to `n` ids with score at or below `max_score`, oldest first.
+    /// Up to `n` ids at priority 0 with score at or below `max_score`, oldest first.
     pub fn due(&self, max_score: u64, n: usize) -> Vec<(u64, JobId)> {
+        due_in(&self.index, max_score, n)
+    }
+
+    /// Up to `n` ids of any priority with score at or below `max_score`, highest
+    /// priority first, then oldest first; each with its priority.
+    pub fn due_all(&self, max_score: u64, n: usize) -> Vec<(u64, JobId, i8)> {
+        let mut out = Vec::new();
+        for p in crate::queue::priorities() {
+            let Some(set) = self.set(p) else { continue };
+            let left = n - out.len();
+            if left == 0 {
+                break;
+            }
+            out.extend(
+                due_in(set, max_score, left)
+                    .into_iter()
+                    .map(|(s, id)| (s, id, p)),
+            );
+        }
+        out
+    }
+
+    /// Every (score, id) of every priority.
+    pub fn all(&self) -> impl Iterator<Item = &(u64, JobId)> {
+        self.index.iter().chain(self.levels.values().flatten())
+    }
+
+    /// The lowest score of any priority.
+    pub fn first_score(&self) -> Option<u64> {
         self.index
-            .range(..=(max_score, MAX_ID))
-            .take(n)
-            .copied()
-            .collect()
+            .first()
+            .into_iter()
+            .chain(self.levels.values().filter_map(|s| s.first()))
+            .map(|(s, _)| *s)
+            .min()
+    }
+
+    fn set(&self, p: i8) -> Option<&BTreeSet<(u64, JobId)>> {
+        if p == 0 {
+            Some(&self.index)
+        } else {
+            self.levels.get(&p)
+        }
+    }
+
+    fn set_mut(&mut self, p: i8) -> &mut BTreeSet<(u64, JobId)> {
+        if p == 0 {
+            &mut self.index
+        } else {
+            self.levels.entry(p).or_default()
+        }
     }
 
     pub fn rescore(&mut self, id: JobId, score: u64) {
-        if let Some(m) = self.msgs.get_mut(&id) {
-            self.index.remove(&(m.score, id));
-            m.score = score;
-            self.index.insert((score, id));
-        }
+        let Some(m) = self.msgs.get_mut(&id) else {
+            return;
+        };
+        let (old, p) = (m.score, m.priority);
+        m.score = score;
+        let set = self.set_mut(p);
+        set.remove(&(old, id));
+        set.insert((score, id));
     }
 
     pub fn remove(&mut self, id: &JobId) -> Option<Msg> {
         let m = self.msgs.remove(id)?;
-        self.index.remove(&(m.score, *id));
+        self.set_mut(m.priority).remove(&(m.score, *id));
         Some(m)
     }
 
-    pub fn insert(&mut self, id: JobId, body: Vec<u8>, score: u64) {
+    pub fn insert(&mut self, id: JobId, body: Vec<u8>, score: u64, priority: i8) {
         self.remove(&id);
         self.msgs.insert(
             id,
@@ -85,15 +140,23 @@ impl MemQueue {
                 rc: 0,
                 fr: None,
                 lease: false,
+                priority,
             },
         );
-        self.index.insert((score, id));
+        self.set_mut(priority).insert((score, id));
     }
 
-    /// The fencing check: the message exists with exactly this score.
-    pub fn holds(&self, id: &JobId, score: u64) -> bool {
-        self.msgs.get(id).is_some_and(|m| m.score == score)
+    /// The fencing check: the message exists at the token's priority with exactly
+    /// its score.
+    pub fn holds(&self, id: &JobId, token: crate::backend::Token) -> bool {
+        self.msgs
+            .get(id)
+            .is_some_and(|m| m.score == token.score() && m.priority == token.priority())
     }
+}
+
+fn due_in(set: &BTreeSet<(u64, JobId)>, max_score: u64, n: usize) -> Vec<(u64, JobId)> {
+    set.range(..=(max_score, MAX_ID)).take(n).copied().collect()
 }
 
 /// The score of a time in Unix ms. Times past the largest score (about 584,000

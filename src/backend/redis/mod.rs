@@ -3,7 +3,9 @@
 pub(crate) mod replies;
 pub(crate) mod scripts;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -38,6 +40,18 @@ pub struct RedisBackend {
     client: redis::Client,
     ns: Namespace,
     rsmq: Rsmq,
+    shared: Arc<Shared>,
+}
+
+/// What clones of a backend learn together.
+#[derive(Default)]
+struct Shared {
+    /// Queues seen with jobs at a priority other than 0: their fetches pass every
+    /// priority level's key.
+    prioritized: Mutex<HashSet<String>>,
+    /// Whether Redis has the scripts that run in pipelines (see [`scripts::run_pipeline`]).
+    extend_loaded: AtomicBool,
+    complete_loaded: AtomicBool,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -60,6 +74,7 @@ impl RedisBackend {
             con,
             client,
             ns: Namespace::new(namespace),
+            shared: Arc::default(),
         }
     }
 
@@ -77,10 +92,54 @@ impl RedisBackend {
         Ok(Self::new(con, client, namespace, realtime))
     }
 
+    fn lock_prioritized(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        // a set of names cannot be left half-changed
+        self.shared
+            .prioritized
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn prioritized(&self, queue: &str) -> bool {
+        self.lock_prioritized().contains(queue)
+    }
+
+    /// Runs calls of one script: alone in one round trip, or pipelined.
+    async fn run_all(
+        &self,
+        script: &redis::Script,
+        loaded: &AtomicBool,
+        mut cmds: Vec<redis::Cmd>,
+    ) -> Result<Vec<redis::Value>> {
+        let mut con = self.con.clone();
+        if cmds.len() == 1 {
+            let cmd = cmds.pop().expect("one command");
+            return Ok(vec![run(&mut con, script, &cmd).await?]);
+        }
+        let mut pipe = redis::pipe();
+        for cmd in cmds {
+            pipe.add_command(cmd);
+        }
+        scripts::run_pipeline(&mut con, script, loaded, &pipe).await
+    }
+
     /// The RSMQ queue API on the same connection and namespace.
     pub fn rsmq(&self) -> &Rsmq {
         &self.rsmq
     }
+}
+
+/// The indexes of `items` grouped by priority, in order of first appearance.
+fn by_priority<T>(items: &[T], priority: impl Fn(&T) -> i8) -> Vec<(i8, Vec<usize>)> {
+    let mut groups: Vec<(i8, Vec<usize>)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let p = priority(item);
+        match groups.iter_mut().find(|(q, _)| *q == p) {
+            Some((_, idx)) => idx.push(i),
+            None => groups.push((p, vec![i])),
+        }
+    }
+    groups
 }
 
 impl Backend for RedisBackend {
@@ -155,10 +214,26 @@ impl Backend for RedisBackend {
 
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
         let k = self.ns.queue(queue);
-        let mut cmd = eval(&scripts::FETCH, &[&k.zset, &k.hash]);
-        cmd.arg(max.max(1)).arg(super::clamped_ms(lease));
-        let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
-        replies::fetched(&v, max)
+        let mut levels = self.prioritized(queue);
+        loop {
+            let level_keys = if levels { k.levels() } else { Vec::new() };
+            let keys: Vec<&str> = [&k.zset, &k.hash]
+                .into_iter()
+                .chain(&level_keys)
+                .map(String::as_str)
+                .collect();
+            let mut cmd = eval(&scripts::FETCH, &keys);
+            cmd.arg(max.max(1)).arg(super::clamped_ms(lease));
+            let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
+            match replies::fetched(&v, max)? {
+                Some(f) => return Ok(f),
+                None if !levels => {
+                    levels = true;
+                    self.lock_prioritized().insert(queue.to_owned());
+                }
+                None => return Err(Error::Protocol("fetch asked for level keys twice".into())),
+            }
+        }
     }
 
     async fn extend(
@@ -171,13 +246,30 @@ impl Backend for RedisBackend {
             return Ok(Vec::new());
         }
         let k = self.ns.queue(queue);
-        let mut cmd = eval(&scripts::EXTEND, &[&k.zset]);
-        cmd.arg(super::clamped_ms(lease));
-        for (id, token) in leases {
-            cmd.arg(id).arg(token.to_string());
+        let groups = by_priority(leases, |(_, t)| t.priority());
+        let cmds: Vec<_> = groups
+            .iter()
+            .map(|(p, idx)| {
+                let mut cmd = eval(&scripts::EXTEND, &[&k.level(*p)]);
+                cmd.arg(super::clamped_ms(lease));
+                for &i in idx {
+                    let (id, token) = &leases[i];
+                    cmd.arg(id).arg(token.to_string());
+                }
+                cmd
+            })
+            .collect();
+        let replies = self
+            .run_all(&scripts::EXTEND, &self.shared.extend_loaded, cmds)
+            .await?;
+        let mut out = vec![None; leases.len()];
+        for ((p, idx), v) in groups.iter().zip(&replies) {
+            let tokens = replies::tokens(v)?;
+            for (&i, t) in idx.iter().zip(tokens) {
+                out[i] = t.map(|t| t.at_priority(*p));
+            }
         }
-        let v = run(&mut self.con.clone(), &scripts::EXTEND, &cmd).await?;
-        replies::tokens(&v)
+        Ok(out)
     }
 
     async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
@@ -185,44 +277,68 @@ impl Backend for RedisBackend {
             return Ok(Settled::default());
         }
         let k = self.ns.queue(queue);
-        let mut cmd = eval(
-            &scripts::COMPLETE,
-            &[&k.zset, &k.hash, &k.dead, &k.dead_hash, &k.stats],
-        );
-        cmd.arg(batch.acks.len())
-            .arg(batch.reschedules.len())
-            .arg(batch.dead.len());
-        for (id, token) in &batch.acks {
-            cmd.arg(id).arg(token.to_string());
+        let parts = batch.by_priority();
+        let cmds: Vec<_> = parts
+            .iter()
+            .map(|(p, part)| {
+                let level = k.level(*p);
+                let mut cmd = eval(
+                    &scripts::COMPLETE,
+                    &[&level, &k.hash, &k.dead, &k.dead_hash, &k.stats],
+                );
+                cmd.arg(part.acks.len())
+                    .arg(part.reschedules.len())
+                    .arg(part.dead.len());
+                for (id, token) in &part.acks {
+                    cmd.arg(id).arg(token.to_string());
+                }
+                for r in &part.reschedules {
+                    cmd.arg(r.id)
+                        .arg(r.token.to_string())
+                        .arg(super::clamped_ms(r.delay))
+                        .arg(r.deliveries.min(999))
+                        .arg(if r.release { "l" } else { "r" });
+                }
+                for d in &part.dead {
+                    cmd.arg(d.id).arg(d.token.to_string()).arg(&d.error);
+                }
+                cmd
+            })
+            .collect();
+        let replies = self
+            .run_all(&scripts::COMPLETE, &self.shared.complete_loaded, cmds)
+            .await?;
+        let mut total = Settled::default();
+        for v in &replies {
+            let s = replies::settled(v)?;
+            total.acked += s.acked;
+            total.rescheduled += s.rescheduled;
+            total.dead += s.dead;
+            total.gone.extend(s.gone);
         }
-        for r in &batch.reschedules {
-            cmd.arg(r.id)
-                .arg(r.token.to_string())
-                .arg(super::clamped_ms(r.delay))
-                .arg(r.deliveries.min(999))
-                .arg(if r.release { "l" } else { "r" });
-        }
-        for d in &batch.dead {
-            cmd.arg(d.id).arg(d.token.to_string()).arg(&d.error);
-        }
-        let v = run(&mut self.con.clone(), &scripts::COMPLETE, &cmd).await?;
-        replies::settled(&v)
+        Ok(total)
     }
 
-    async fn scores(&self, queue: &str, ids: &[JobId]) -> Result<Vec<Option<Token>>> {
-        if ids.is_empty() {
+    async fn scores(&self, queue: &str, held: &[(JobId, Token)]) -> Result<Vec<Option<Token>>> {
+        if held.is_empty() {
             return Ok(Vec::new());
         }
         let k = self.ns.queue(queue);
-        let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE")
-            .arg(&k.zset)
-            .arg(ids)
-            .query_async(&mut self.con.clone())
-            .await?;
-        Ok(scores
-            .into_iter()
-            .map(|s| s.and_then(Token::from_score))
-            .collect())
+        let groups = by_priority(held, |(_, t)| t.priority());
+        let mut pipe = redis::pipe();
+        for (p, idx) in &groups {
+            pipe.cmd("ZMSCORE")
+                .arg(k.level(*p))
+                .arg(idx.iter().map(|&i| held[i].0).collect::<Vec<_>>());
+        }
+        let replies: Vec<Vec<Option<f64>>> = pipe.query_async(&mut self.con.clone()).await?;
+        let mut out = vec![None; held.len()];
+        for ((p, idx), scores) in groups.iter().zip(replies) {
+            for (&i, s) in idx.iter().zip(scores) {
+                out[i] = s.and_then(|s| Token::from_score(s, *p));
+            }
+        }
+        Ok(out)
     }
 
     async fn warnings(&self) -> Result<Vec<String>> {

@@ -8,8 +8,10 @@ use super::scripts::{self, Reply};
 use crate::backend::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
-/// fetch.lua's reply: `{now µs, next score or "", lease ms, maxsize, (id, body, count)...}`.
-pub(crate) fn fetched(v: &Value, max: usize) -> Result<Fetched> {
+/// fetch.lua's reply: `{now µs, next score or "", lease ms, maxsize, orphans,
+/// (id, body, count, priority)...}`; `None` when the script asks to be called
+/// again with the queue's priority level keys.
+pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     let (now, mut r) = Reply::status(v)?;
     let next = r.bytes()?;
     let next_due_ms = std::str::from_utf8(next)
@@ -20,11 +22,15 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Fetched> {
     let lease_ms = r.int()?.max(0) as u64;
     let max_body = usize::try_from(r.int()?).ok();
     let orphans = r.int()?;
+    if orphans == -2 {
+        return Ok(None);
+    }
     let mut jobs = Vec::with_capacity(max.min(1024));
     while !r.is_empty() {
         let raw = r.bytes()?;
         let body = r.bytes()?.to_vec();
         let count = r.int()?.clamp(1, 999) as u32;
+        let priority = r.int()?.clamp(i64::from(i8::MIN), i64::from(i8::MAX)) as i8;
         // an id no RSMQ client writes (a raw ZADD): skipped, so the jobs fetched
         // with it still run; it stays leased and comes back after the lease
         let Ok(id) = JobId::from_bytes(raw) else {
@@ -34,17 +40,17 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Fetched> {
         jobs.push(Delivery {
             id,
             body,
-            token: Token::new(lease_ms, count),
+            token: Token::new(lease_ms, count).at_priority(priority),
         });
     }
-    Ok(Fetched {
+    Ok(Some(Fetched {
         jobs,
         now_us: now.max(0) as u64,
         next_due_ms,
         max_body,
         orphans: usize::try_from(orphans).unwrap_or(0),
         missing: orphans < 0,
-    })
+    }))
 }
 
 /// extend.lua's reply: per lease, its new token, or 0 where it was lost.

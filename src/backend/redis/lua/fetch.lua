@@ -1,56 +1,91 @@
--- Leases up to n due jobs for a worker. Each is re-scored to now + lease; the
--- score's thousandths carry the job's delivery count, so the score is also the
--- delivery's fencing token ("<lease ms>.<count, 3 digits>"). No per-message
--- fields are written: a re-delivery after a crash is counted from the score.
+-- Leases up to n due jobs for a worker, highest priority first and oldest first
+-- within a priority. Each is re-scored to now + lease; the score's thousandths
+-- carry the job's delivery count, so the score is also the delivery's fencing
+-- token ("<lease ms>.<count, 3 digits>"). No per-message fields are written: a
+-- re-delivery after a crash is counted from the score.
 -- RSMQ-style receives (by RSMQ clients, or redjob's queue API) count deliveries in
 -- "<id>:rc" fields; those are read only when such receives ever happened on the
 -- queue, that is when "totalrecv" (every receive) differs from "redjob:leased"
 -- (the fetches' share).
+-- Priorities: jobs at priority 0 live in ns:q, the others in one sorted set per
+-- priority (ns:q:p<n>). The hash field "redjob:prio" has a bit (priority + 10) for
+-- each level a send ever used; only those levels are read. A queue without it
+-- reads ns:q alone, and its caller need not pass the level keys.
 -- When fewer than n were due, the worker will wait: the hash field
 -- "redjob:waiting" asks the next send to wake it (see send.lua).
--- KEYS[1]  the queue's sorted set (ns:q)
+-- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3..22]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- Returns {now µs, earliest remaining score or "" (only when fewer than asked
 --          were leased), lease end ms, the queue's maxsize (-1: none), due ids
---          without a body that were removed, id, body, delivery count, id, body,
---          count, ...}; {0, "", 0, -1, -1} when the queue does not exist
+--          without a body that were removed, id, body, delivery count, priority,
+--          id, body, count, priority, ...}; {0, "", 0, -1, -1} when the queue does
+--          not exist; {1, "", 0, -1, -2} when the queue has priorities and the
+--          level keys were not passed (call again with them)
 -- a missing queue costs one command (workers check it every few seconds)
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio")
 if not attrs[1] then return {0, "", 0, -1, -1} end
+local mask = tonumber(attrs[6]) or 0
+if mask ~= 0 and #KEYS < 22 then return {1, "", 0, -1, -2} end
+-- the levels to read, highest priority first: {priority, key}
+local levels = {{0, KEYS[1]}}
+if mask ~= 0 then
+  levels = {}
+  for p = 10, -10, -1 do
+    if p == 0 then
+      levels[#levels + 1] = {0, KEYS[1]}
+    elseif bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
+      levels[#levels + 1] = {p, KEYS[p > 0 and 13 - p or 12 - p]}
+    end
+  end
+end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max = tonumber(ARGV[1])
 local lease = now + tonumber(ARGV[2])
-local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, max)
-local out = {tonumber(t[1]) * 1000000 + tonumber(t[2]), "", lease, -1, -1}
-local n = #due / 2
-out[4] = tonumber(attrs[5]) or -1
-out[5] = 0
+-- due ids of every level, in the order they run
+local ids, scores, lv = {}, {}, {}
+local left = max
+for li, level in ipairs(levels) do
+  if left <= 0 then break end
+  local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", now, "WITHSCORES", "LIMIT", 0, left)
+  for j = 1, #due, 2 do
+    ids[#ids + 1] = due[j]
+    scores[#scores + 1] = due[j + 1]
+    lv[#lv + 1] = li
+  end
+  left = left - #due / 2
+end
+local out = {tonumber(t[1]) * 1000000 + tonumber(t[2]), "", lease, tonumber(attrs[5]) or -1, 0}
+local n = #ids
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
-local set, z, orphans = {}, {}, {}
+local set, leased = {}, 0
 if n > 0 then
   local foreign = totalrecv ~= ours
   local per = foreign and 2 or 1
   local fields = {}
   for k = 1, n do
-    local id = due[2 * k - 1]
     if foreign then
-      fields[2 * k - 1] = id
-      fields[2 * k] = id .. ":rc"
+      fields[2 * k - 1] = ids[k]
+      fields[2 * k] = ids[k] .. ":rc"
     else
-      fields[k] = id
+      fields[k] = ids[k]
     end
   end
   local vals = many("HMGET", KEYS[2], fields)
   local tokens = {}
+  -- per level: the new scores (ZADD pairs) and the orphans
+  local z, orphans = {}, {}
+  local norphans = 0
   for k = 1, n do
-    local id = due[2 * k - 1]
+    local id = ids[k]
+    local li = lv[k]
     local body = vals[per * (k - 1) + 1]
     if body then
-      local score = tonumber(due[2 * k])
+      local score = tonumber(scores[k])
       local count = math.floor((score - math.floor(score)) * 1000 + 0.5)
       if foreign then
         local rc = tonumber(vals[2 * k]) or 0
@@ -62,38 +97,46 @@ if n > 0 then
         token = string.format("%d.%03d", lease, count)
         tokens[count] = token
       end
-      z[#z + 1] = token
-      z[#z + 1] = id
+      local zl = z[li]
+      if not zl then zl = {}; z[li] = zl end
+      zl[#zl + 1] = token
+      zl[#zl + 1] = id
+      leased = leased + 1
       out[#out + 1] = id
       out[#out + 1] = body
       out[#out + 1] = count
+      out[#out + 1] = levels[li][1]
     else
-      orphans[#orphans + 1] = id
+      local ol = orphans[li]
+      if not ol then ol = {}; orphans[li] = ol end
+      ol[#ol + 1] = id
+      norphans = norphans + 1
     end
   end
-  if #orphans > 0 then
-    many("ZREM", KEYS[1], orphans)
-    out[5] = #orphans
-  end
-  if #z > 0 then
-    if #orphans == 0 then allow_writes(KEYS[1]) end
-    many("ZADD", KEYS[1], z)
-    local leased = #z / 2
+  for li, ol in pairs(orphans) do many("ZREM", levels[li][2], ol) end
+  out[5] = norphans
+  if leased > 0 then
+    if norphans == 0 then allow_writes(KEYS[1]) end
+    for li, zl in pairs(z) do many("ZADD", levels[li][2], zl) end
     set = {"totalrecv", string.format("%.0f", totalrecv + leased),
            "redjob:leased", string.format("%.0f", ours + leased)}
   end
 end
 -- fewer leased than asked (orphans count as not leased): the worker will wait
-if #z / 2 < max then
-  local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-  if #first > 0 then out[2] = first[2] end
+if leased < max then
+  local first
+  for _, level in ipairs(levels) do
+    local f = redis.call("ZRANGE", level[2], 0, 0, "WITHSCORES")
+    if #f > 0 and (not first or tonumber(f[2]) < tonumber(first)) then first = f[2] end
+  end
+  if first then out[2] = first end
   if attrs[4] ~= "1" then
     set[#set + 1] = "redjob:waiting"
     set[#set + 1] = "1"
   end
 end
 if #set > 0 then
-  if #z == 0 then allow_writes(KEYS[1]) end
+  if leased == 0 then allow_writes(KEYS[1]) end
   redis.call("HSET", KEYS[2], unpack(set))
 end
 return out

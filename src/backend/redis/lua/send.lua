@@ -1,20 +1,22 @@
 -- Sends messages to one queue in RSMQ's layout, all or nothing. Four commands for
 -- any number of messages: HMGET, TIME, ZADD, HSET (totalsent is written by the HSET
 -- from the HMGET's value, which the script's atomicity makes safe).
--- KEYS[1]  the queue's sorted set (ns:q)
+-- KEYS[1]  the sorted set of the messages' priority level (ns:q for 0, else ns:q:p<n>)
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- ARGV[1]  the queue's realtime channel (ns:rt:q)
 -- ARGV[2]  "1": PUBLISH the queue's length on every send, as RSMQ's `realtime`;
 --          "0": only when a redjob worker waits for work (its fetch set the hash
 --          field "redjob:waiting"), which the send clears
 -- ARGV[3]  the largest body length (bytes) of the whole batch, checked against maxsize
--- ARGV[4..] three values per message: id suffix (22 chars, ascending within the
+-- ARGV[4]  the messages' priority, -10..10; any but 0 sets its bit (priority + 10)
+--          in the hash field "redjob:prio", which tells fetches which levels to read
+-- ARGV[5..] three values per message: id suffix (22 chars, ascending within the
 --           call so the batch's ids sort in send order), when ("" = the queue's
 --           delay, "d<ms>" = visible after ms, "a<ms>" = visible at Unix ms), body
 -- Returns {1, id prefix (10 chars of Redis microseconds)} on success: each id is
 --         the prefix and its suffix; {-1} when the queue does not exist;
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
-local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting")
+local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio")
 if not attrs[1] then return {-1} end
 local maxsize = tonumber(attrs[2])
 local maxlen = tonumber(ARGV[3])
@@ -32,11 +34,11 @@ for i = 10, 1, -1 do
   us = (us - r) / 36
 end
 local prefix = string.char(unpack(d))
-local n = (#ARGV - 3) / 3
+local n = (#ARGV - 4) / 3
 local scores = {}
 local zargs, hargs = {}, {}
 for i = 1, n do
-  local b = (i - 1) * 3 + 4
+  local b = (i - 1) * 3 + 5
   local id = prefix .. ARGV[b]
   local when = ARGV[b + 1]
   local score = scores[when]
@@ -67,6 +69,15 @@ hargs[#hargs + 1] = string.format("%.0f", (tonumber(attrs[3]) or 0) + n)
 if waiting then
   hargs[#hargs + 1] = "redjob:waiting"
   hargs[#hargs + 1] = "0"
+end
+local level = tonumber(ARGV[4])
+if level ~= 0 then
+  local mask = tonumber(attrs[5]) or 0
+  local with = bit.bor(mask, bit.lshift(1, level + 10))
+  if with ~= mask then
+    hargs[#hargs + 1] = "redjob:prio"
+    hargs[#hargs + 1] = with
+  end
 end
 many("ZADD", KEYS[1], zargs)
 many("HSET", KEYS[2], hargs)
