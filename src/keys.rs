@@ -62,6 +62,14 @@ impl QueueKeys {
         }
     }
 
+    /// `ns:q`, `ns:q:Q`, then [`levels`](Self::levels): the keys of a script that
+    /// reads every priority.
+    pub fn all_levels(&self) -> Vec<String> {
+        let mut keys = vec![self.zset.clone(), self.hash.clone()];
+        keys.extend(self.levels());
+        keys
+    }
+
     /// Every priority level's sorted set but 0's, highest priority first: the keys
     /// a fetch over all priorities takes after `ns:q` and `ns:q:Q`.
     pub fn levels(&self) -> Vec<String> {

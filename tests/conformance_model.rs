@@ -1,6 +1,9 @@
 //! Model test: random sequences of queue and worker operations run against a real
 //! Redis and the memory backend side by side must give the same observable
-//! results (ids mapped by send order, times by slot).
+//! results (ids mapped by send order, times by slot). Sends go at random
+//! priorities (some out of range): fetches report each job's priority, and
+//! RSMQ's operations (receive, delete, change visibility, attributes) must see
+//! priority 0 alone on both.
 //!
 //! Redis takes its time from `TIME`, which cannot be faked, so both backends run on
 //! real time cut into slots of `U`: all operations of a slot run within its first
@@ -59,10 +62,10 @@ fn slots(k: u8) -> Duration {
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// Send calls back to back; each sends its messages, each after its delay in
-    /// slots (and a half), or at once with `None`.
+    /// Send calls back to back; each sends its messages at one priority, each
+    /// after its delay in slots (and a half), or at once with `None`.
     Send {
-        calls: Vec<Vec<Option<u8>>>,
+        calls: Vec<(i8, Vec<Option<u8>>)>,
     },
     /// Every due message, hidden for `vt` slots and a half.
     Receive {
@@ -118,9 +121,21 @@ fn send_call() -> impl Strategy<Value = Vec<Option<u8>>> {
     ]
 }
 
+/// A send call's priority: mostly 0 (RSMQ's sorted set), sometimes another level,
+/// rarely one out of range (refused).
+fn priority() -> impl Strategy<Value = i8> {
+    prop_oneof![
+        6 => Just(0i8),
+        2 => Just(3i8),
+        1 => Just(-2i8),
+        1 => Just(10i8),
+        1 => Just(11i8),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => prop::collection::vec(send_call(), 1..=3).prop_map(|calls| Op::Send { calls }),
+        3 => prop::collection::vec((priority(), send_call()), 1..=3).prop_map(|calls| Op::Send { calls }),
         2 => (0..=2u8).prop_map(|vt| Op::Receive { vt }),
         1 => (any::<Index>(), prop::option::of(0..=2u8))
             .prop_map(|(msg, vt)| Op::ChangeVisibility { msg, vt }),
@@ -144,7 +159,8 @@ enum Seen {
     /// ids sort in send order).
     Sent(Vec<usize>),
     Messages(Vec<(usize, u64, String)>),
-    Deliveries(Vec<(usize, u32)>),
+    /// (send order, attempt, priority)
+    Deliveries(Vec<(usize, u32, i8)>),
     Extended(Option<u32>),
     Flag(bool),
     Count(u64),
@@ -191,12 +207,13 @@ impl Side {
         match op {
             Op::Send { calls } => {
                 let first = self.ids.len();
-                for delays in calls {
+                for (priority, delays) in calls {
                     let msgs: Vec<_> = delays
                         .iter()
                         .enumerate()
                         .map(|(i, delay)| {
-                            let m = SendMessage::new(format!("m{}", self.ids.len() + i));
+                            let m = SendMessage::new(format!("m{}", self.ids.len() + i))
+                                .priority(*priority);
                             match delay {
                                 Some(k) => m.delay(slots(*k)),
                                 None => m,
@@ -261,7 +278,7 @@ impl Side {
                     jobs.sort_by_key(|j| j.0);
                     let mut seen = Vec::new();
                     for (i, id, token) in jobs {
-                        seen.push((i, token.attempt()));
+                        seen.push((i, token.attempt(), token.priority()));
                         self.deliveries.push((id, token));
                     }
                     Seen::Deliveries(seen)

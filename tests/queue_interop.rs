@@ -261,3 +261,64 @@ async fn errors_agree_with_rsmq() {
         Err(redjob::Error::MessageTooLarge { .. })
     ));
 }
+
+/// What an RSMQ client sees of priorities: its own sends are at priority 0 and
+/// run after due jobs of higher priority; jobs at other priorities are not in
+/// its receives or counts; its delete of one removes the body, and a worker then
+/// drops the id.
+#[tokio::test]
+async fn rsmq_clients_see_priority_zero_and_their_sends_are_at_it() {
+    use redjob::backend::Backend;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("pq", QueueOptions::default())
+        .await
+        .unwrap();
+    let ids = rsmq
+        .send_batch(
+            "pq",
+            &[
+                SendMessage::new("urgent").priority(5),
+                SendMessage::new("bulk").priority(-5),
+                SendMessage::new("plain"),
+            ],
+        )
+        .await
+        .unwrap();
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "getQueueAttributes", "qname": "pq"},
+            {"op": "receiveMessage", "qname": "pq", "vt": 0},
+            {"op": "receiveMessage", "qname": "pq", "vt": 60},
+            {"op": "receiveMessage", "qname": "pq", "vt": 60},
+            {"op": "deleteMessage", "qname": "pq", "id": ids[1].as_str()},
+            {"op": "sendMessage", "qname": "pq", "message": "from node"},
+        ]),
+    );
+    assert_eq!(r[0]["msgs"], json!(1), "only priority 0 is counted");
+    assert_eq!(r[1]["message"], json!("plain"));
+    assert_eq!(r[2]["message"], json!("plain"), "made visible again by vt 0");
+    assert_eq!(r[3], json!({}), "the prioritized jobs are not received");
+    assert_eq!(r[4], json!(0), "not in RSMQ's sorted set: its body goes, 0 returned");
+    let node_id = r[5].as_str().unwrap().to_string();
+    let backend = redjob::Client::connect(&server.url())
+        .await
+        .unwrap()
+        .backend();
+    // "plain" is hidden for 60 s by the RSMQ receive
+    let got = backend
+        .fetch("pq", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let seen: Vec<(String, i8)> = got
+        .jobs
+        .iter()
+        .map(|d| (d.id.to_string(), d.token.priority()))
+        .collect();
+    assert_eq!(
+        seen,
+        [(ids[0].to_string(), 5), (node_id, 0)],
+        "urgent first; the RSMQ send at priority 0; bulk's id dropped"
+    );
+    assert_eq!(got.orphans, 1, "the id whose body RSMQ deleted");
+}

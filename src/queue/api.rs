@@ -50,23 +50,24 @@ pub trait Queues: Sync {
         queue: &str,
         msgs: &[SendMessage],
     ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
-    /// Receives up to `n` due messages, hiding each for `vt` (the queue's when `None`).
+    /// Receives up to `n` due messages, hiding each for `vt` (the queue's when
+    /// `None`). Like RSMQ, it sees messages at priority 0 only (RSMQ's sorted set).
     fn receive_batch(
         &self,
         queue: &str,
         n: usize,
         vt: Option<Duration>,
     ) -> impl Future<Output = Result<Vec<Message>>> + Send;
-    /// Receives and deletes the oldest due message.
+    /// Receives and deletes the oldest due message at priority 0.
     fn pop(&self, queue: &str) -> impl Future<Output = Result<Option<Message>>> + Send;
-    /// Hides a message until now + `vt`; `false` when it does not exist.
+    /// Hides a message (at any priority) until now + `vt`; `false` when it does not exist.
     fn change_visibility(
         &self,
         queue: &str,
         id: &MessageId,
         vt: Duration,
     ) -> impl Future<Output = Result<bool>> + Send;
-    /// Deletes a message; `true` when it existed.
+    /// Deletes a message (at any priority); `true` when it existed.
     fn delete(&self, queue: &str, id: &MessageId) -> impl Future<Output = Result<bool>> + Send;
     /// Deletes messages; returns how many existed.
     fn delete_batch(

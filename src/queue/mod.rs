@@ -353,7 +353,8 @@ impl Rsmq {
         Ok(parse_messages(queue, &v)?.pop())
     }
 
-    /// Hides a message until now + `vt`. Returns `false` when the message does not exist.
+    /// Hides a message until now + `vt`, at whatever priority it has. Returns
+    /// `false` when the message does not exist.
     pub async fn change_visibility(
         &self,
         queue: &str,
@@ -363,7 +364,7 @@ impl Rsmq {
         validate::queue_name(queue)?;
         let ms = validate::duration_ms("vt", vt)?;
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::VISIBILITY, &[&k.zset, &k.hash]);
+        let mut cmd = scripts::eval(&scripts::VISIBILITY, &k.all_levels());
         cmd.arg(id).arg(ms);
         match scripts::int(&scripts::run(&mut self.con.clone(), &scripts::VISIBILITY, &cmd).await?)?
         {
@@ -372,8 +373,8 @@ impl Rsmq {
         }
     }
 
-    /// Deletes a message. Returns `true` only when both its entry and its body were
-    /// removed, as RSMQ's `deleteMessage`.
+    /// Deletes a message, at whatever priority it has. Returns `true` only when
+    /// both its entry and its body were removed, as RSMQ's `deleteMessage`.
     pub async fn delete(&self, queue: &str, id: &MessageId) -> Result<bool> {
         let (members, fields) = self.delete_ids(queue, std::slice::from_ref(id)).await?;
         Ok(members == 1 && fields > 0)
@@ -394,7 +395,7 @@ impl Rsmq {
             return Ok((0, 0));
         }
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::DELETE, &[&k.zset, &k.hash]);
+        let mut cmd = scripts::eval(&scripts::DELETE, &k.all_levels());
         cmd.arg(ids);
         let v = scripts::run(&mut self.con.clone(), &scripts::DELETE, &cmd).await?;
         let Value::Array(items) = &v else {

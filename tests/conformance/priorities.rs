@@ -173,7 +173,7 @@ pub async fn leases_retries_and_dead_letters_keep_a_job_at_its_priority(env: &En
     assert_eq!((dead.len(), &dead[0].error[..]), (1, "gave up"));
 }
 
-pub async fn rsmq_operations_see_priority_zero_only(env: &Env) {
+pub async fn rsmq_receive_sees_priority_zero_only_delete_sees_all(env: &Env) {
     let ids = send_each(env, "prio", &[("plain", 0), ("urgent", 3)]).await;
     let q = env.queues();
     assert_eq!(q.attributes("prio").await.unwrap().msgs, 1);
@@ -181,11 +181,29 @@ pub async fn rsmq_operations_see_priority_zero_only(env: &Env) {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].body, "plain");
     assert!(q.pop("prio").await.unwrap().is_none());
-    assert!(!q.change_visibility("prio", &ids[1], LONG).await.unwrap());
     // a worker still gets the urgent one
     let backend = env.client.backend();
     let fetched = backend.fetch("prio", 10, LONG).await.unwrap();
     assert_eq!(bodies(&fetched.jobs), ["urgent"]);
+    // change visibility and delete find a message at any priority
+    assert!(
+        q.change_visibility("prio", &ids[1], Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let again = backend.fetch("prio", 10, LONG).await.unwrap();
+    assert_eq!(bodies(&again.jobs), ["urgent"]);
+    assert!(q.delete("prio", &ids[1]).await.unwrap());
+    assert!(!q.delete("prio", &ids[1]).await.unwrap());
+    let settle = Settle {
+        acks: vec![(ids[1], again.jobs[0].token)],
+        ..Settle::default()
+    };
+    assert_eq!(
+        backend.settle("prio", &settle).await.unwrap().gone,
+        [ids[1]]
+    );
 }
 
 pub async fn a_priority_out_of_range_is_refused_and_sends_nothing(env: &Env) {

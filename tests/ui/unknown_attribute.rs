@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, redjob::Job)]
-#[job(queue = "mail", retries = 3, priority = 1)]
+#[job(queue = "mail", retries = 3, weight = 1)]
 struct Mail {
     to: String,
 }

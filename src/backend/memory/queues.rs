@@ -171,8 +171,7 @@ impl Queues for MemoryBackend {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        // RSMQ's operations see priority 0 only (RSMQ's sorted set), as on Redis
-        if q.msgs.get(id).is_none_or(|m| m.priority != 0) {
+        if !q.msgs.contains_key(id) {
             return Ok(false);
         }
         // the delivery count in the score's thousandths is kept, as on Redis
@@ -191,12 +190,7 @@ impl Queues for MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(0);
         };
-        // as on Redis, where a message at another priority is not in RSMQ's sorted
-        // set: its body goes, but it does not count as deleted
-        Ok(ids
-            .iter()
-            .filter(|id| q.remove(id).is_some_and(|m| m.priority == 0))
-            .count() as u64)
+        Ok(ids.iter().filter(|id| q.remove(id).is_some()).count() as u64)
     }
 }
 

@@ -216,13 +216,11 @@ impl Backend for RedisBackend {
         let k = self.ns.queue(queue);
         let mut levels = self.prioritized(queue);
         loop {
-            let level_keys = if levels { k.levels() } else { Vec::new() };
-            let keys: Vec<&str> = [&k.zset, &k.hash]
-                .into_iter()
-                .chain(&level_keys)
-                .map(String::as_str)
-                .collect();
-            let mut cmd = eval(&scripts::FETCH, &keys);
+            let mut cmd = if levels {
+                eval(&scripts::FETCH, &k.all_levels())
+            } else {
+                eval(&scripts::FETCH, &[&k.zset, &k.hash])
+            };
             cmd.arg(max.max(1)).arg(super::clamped_ms(lease));
             let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
             match replies::fetched(&v, max)? {

@@ -31,7 +31,7 @@ scripts! {
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
-pub(crate) fn eval(script: &Script, keys: &[&str]) -> Cmd {
+pub(crate) fn eval<K: redis::ToRedisArgs>(script: &Script, keys: &[K]) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
     cmd

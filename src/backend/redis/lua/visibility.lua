@@ -1,16 +1,32 @@
--- Changes a message's visibility to now + vt, if the message still exists. The
--- score's thousandths (a redjob delivery count) are kept, so making a job visible
--- again never resets the count that guards against crash loops.
--- KEYS[1]  the queue's sorted set (ns:q)
+-- Changes a message's visibility to now + vt, if the message still exists, at any
+-- priority. The score's thousandths (a redjob delivery count) are kept, so making
+-- a job visible again never resets the count that guards against crash loops.
+-- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3..]  the sorted sets of the other priorities (ns:q:p<n>)
 -- ARGV[1]  message id
 -- ARGV[2]  visibility timeout in ms from now
 -- Returns -1 when the queue does not exist, 0 when the message does not, 1 when changed
-if redis.call("HEXISTS", KEYS[2], "vt") == 0 then return -1 end
-local score = redis.call("ZSCORE", KEYS[1], ARGV[1])
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
+if not attrs[1] then return -1 end
+local key = KEYS[1]
+local score = redis.call("ZSCORE", key, ARGV[1])
+local mask = tonumber(attrs[2]) or 0
+if not score and mask ~= 0 then
+  for k = 3, #KEYS do
+    local p = k <= 12 and 13 - k or 12 - k
+    if bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
+      score = redis.call("ZSCORE", KEYS[k], ARGV[1])
+      if score then
+        key = KEYS[k]
+        break
+      end
+    end
+  end
+end
 if not score then return 0 end
 local count = math.floor((tonumber(score) - math.floor(tonumber(score))) * 1000 + 0.5)
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call("ZADD", KEYS[1], string.format("%d.%03d", now + tonumber(ARGV[2]), count), ARGV[1])
+redis.call("ZADD", key, string.format("%d.%03d", now + tonumber(ARGV[2]), count), ARGV[1])
 return 1
