@@ -297,9 +297,17 @@ async fn rsmq_clients_see_priority_zero_and_their_sends_are_at_it() {
     );
     assert_eq!(r[0]["msgs"], json!(1), "only priority 0 is counted");
     assert_eq!(r[1]["message"], json!("plain"));
-    assert_eq!(r[2]["message"], json!("plain"), "made visible again by vt 0");
+    assert_eq!(
+        r[2]["message"],
+        json!("plain"),
+        "made visible again by vt 0"
+    );
     assert_eq!(r[3], json!({}), "the prioritized jobs are not received");
-    assert_eq!(r[4], json!(0), "not in RSMQ's sorted set: its body goes, 0 returned");
+    assert_eq!(
+        r[4],
+        json!(0),
+        "not in RSMQ's sorted set: its body goes, 0 returned"
+    );
     let node_id = r[5].as_str().unwrap().to_string();
     let backend = redjob::Client::connect(&server.url())
         .await

@@ -8,9 +8,11 @@
 //! the last line is one JSON object of medians over the runs.
 //!
 //! Flags: `--n 20000` jobs per throughput phase, `--runs 3`, `--phase 1,2,...`
-//! (1–3 throughput and cost, 4 latency, 5 delayed, 6 scale; default all),
+//! (1–3 throughput and cost, 4 latency, 5 delayed, 6 scale, 7 queue features
+//! beside the plain figures; default all),
 //! `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
+mod features;
 mod jobs;
 mod phases;
 mod redis;
@@ -22,7 +24,7 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6],
+        phases: vec![1, 2, 3, 4, 5, 6, 7],
     };
     let mut runs = 3usize;
     let mut json = false;
@@ -70,6 +72,9 @@ fn main() {
             }
             if s.phases.contains(&6) {
                 phases::scale(&s, &mut f, &backlogs).await;
+            }
+            if s.phases.contains(&7) {
+                features::features(&s, &mut f).await;
             }
         });
         eprintln!("run {run} of {runs} done");

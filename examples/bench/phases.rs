@@ -34,11 +34,14 @@ pub struct Figures {
     pub backlog: Vec<(usize, f64)>,
     pub idle_1: Option<f64>,
     pub idle_100: Option<f64>,
+    /// Phase 7: the same 20k backlog processed plain and at mixed priorities.
+    pub backlog_plain: Vec<f64>,
+    pub backlog_priorities: Vec<f64>,
 }
 
 impl Figures {
     /// Adds the tally's duplicate and missing runs.
-    fn check(&mut self, tally: &Tally) {
+    pub fn check(&mut self, tally: &Tally) {
         let (dup, missing) = tally.check();
         self.duplicates += dup;
         self.missing += missing;
@@ -51,7 +54,7 @@ pub struct Settings {
     pub phases: Vec<u8>,
 }
 
-fn worker(client: &Client, queue: &str, tally: &Arc<Tally>, c: usize) -> Worker<AnyBackend> {
+pub fn worker(client: &Client, queue: &str, tally: &Arc<Tally>, c: usize) -> Worker<AnyBackend> {
     Worker::builder(client.backend())
         .queue(queue)
         .concurrency(c)
@@ -72,7 +75,11 @@ fn cpu_ns() -> Option<u64> {
 }
 
 /// Runs `worker` until `tally` says every job ran; returns (seconds, CPU ns).
-async fn drain(w: Worker<AnyBackend>, tally: &Arc<Tally>, started: Instant) -> (f64, Option<u64>) {
+pub async fn drain(
+    w: Worker<AnyBackend>,
+    tally: &Arc<Tally>,
+    started: Instant,
+) -> (f64, Option<u64>) {
     let cpu0 = cpu_ns();
     let stop = w.shutdown_token();
     let run = tokio::spawn(w.run());

@@ -162,6 +162,21 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         });
     }
     rows.push(Row {
+        key: "process_jobs_per_s_plain_bulk",
+        label: "process a bulk-enqueued backlog, plain (jobs/s)".into(),
+        values: all.iter().flat_map(|f| f.backlog_plain.clone()).collect(),
+        target: "-",
+    });
+    rows.push(Row {
+        key: "process_jobs_per_s_5_priorities",
+        label: "  the same at 5 priorities (jobs/s)".into(),
+        values: all
+            .iter()
+            .flat_map(|f| f.backlog_priorities.clone())
+            .collect(),
+        target: "within 15% of plain",
+    });
+    rows.push(Row {
         key: "idle_cmds_per_s_1_queue",
         label: "idle worker, 1 queue (Redis cmds/s)".into(),
         values: all.iter().filter_map(|f| f.idle_1).collect(),

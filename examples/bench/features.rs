@@ -1,0 +1,52 @@
+//! Phase 7: the queue features on the hot path, each beside the plain figure
+//! measured the same way on the same server.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use redjob::Client;
+use redjob::client::EnqueueOptions;
+
+use crate::jobs::{Noop, Tally};
+use crate::phases::{Figures, Settings, drain, worker};
+use crate::redis::Server;
+
+/// The priorities of the mixed backlog: one per chunk of 1000, in turn.
+const PRIORITIES: [i8; 5] = [-5, 0, 3, -1, 8];
+
+/// Enqueues `n` jobs in bulk, at `priorities` by chunk of 1000 (`[0]`: plain).
+async fn backlog(client: &Client, n: usize, priorities: &[i8]) {
+    let jobs: Vec<Noop> = (0..n).map(|i| Noop { i: i as u64 }).collect();
+    for (k, chunk) in jobs.chunks(1000).enumerate() {
+        let p = priorities[k % priorities.len()];
+        client
+            .enqueue_batch_with(chunk, EnqueueOptions::new().priority(p))
+            .await
+            .expect("bulk enqueue");
+    }
+}
+
+/// Processes a backlog of `n` enqueued at `priorities`; jobs/s.
+async fn process(client: &Client, s: &Settings, f: &mut Figures, priorities: &[i8]) -> f64 {
+    backlog(client, s.n, priorities).await;
+    let tally = Arc::new(Tally::new(s.n));
+    let t = Instant::now();
+    let (secs, _) = drain(worker(client, "bench", &tally, s.concurrency), &tally, t).await;
+    f.check(&tally);
+    s.n as f64 / secs
+}
+
+/// Phase 7: a backlog of `n` at five priorities against the same backlog plain,
+/// twice each, alternating.
+pub async fn features(s: &Settings, f: &mut Figures) {
+    let server = Server::start();
+    let client = Client::connect(&server.url).await.expect("connect");
+    // warm up: the queue exists and the scripts are loaded
+    process(&client, s, f, &[0]).await;
+    for _ in 0..2 {
+        let plain = process(&client, s, f, &[0]).await;
+        f.backlog_plain.push(plain);
+        let mixed = process(&client, s, f, &PRIORITIES).await;
+        f.backlog_priorities.push(mixed);
+    }
+}
