@@ -218,6 +218,55 @@ impl Client {
         self.backend.dead_letters(queue, limit).await
     }
 
+    /// Takes every due job of `J`'s queue, up to `limit`, off the queue in one
+    /// atomic call (highest priority first, oldest first within one) and returns
+    /// them decoded: the consumer side of a delay queue, without a worker. The
+    /// jobs are deleted from the queue at once, so nothing retries them: what you
+    /// do with them is up to you. Two callers never get the same job.
+    ///
+    /// A body that is not a `J` (another job type or a foreign message in the
+    /// same queue) comes back with its error in [`Popped::job`] and its bytes in
+    /// [`Popped::body`], so it is not lost.
+    ///
+    /// ```
+    /// # use redjob::{Client, Job, JobContext, JobError};
+    /// # use redjob::backend::memory::MemoryBackend;
+    /// # use std::time::Duration;
+    /// #[derive(serde::Serialize, serde::Deserialize, Job, Debug, PartialEq)]
+    /// #[job(name = "doc_reminder", queue = "reminders")]
+    /// struct Reminder { user: u64 }
+    /// # impl Job for Reminder {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let backend = MemoryBackend::new();
+    /// let client = Client::memory(backend.clone());
+    /// client.enqueue(&Reminder { user: 1 }).await?;
+    /// client.enqueue_in(&Reminder { user: 2 }, Duration::from_secs(60)).await?;
+    /// let due = client.pop_due::<Reminder>(100).await?;
+    /// assert_eq!(due.len(), 1);
+    /// assert_eq!(due[0].job.as_ref().unwrap(), &Reminder { user: 1 });
+    /// backend.clock().advance(Duration::from_secs(60));
+    /// assert_eq!(client.pop_due::<Reminder>(100).await?.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn pop_due<J: Job>(&self, limit: usize) -> Result<Vec<Popped<J>>> {
+        Ok(
+            crate::queue::Queues::pop_due(&self.backend, J::OPTIONS.queue, limit)
+                .await?
+                .into_iter()
+                .map(|m| {
+                    let body = m.body.into_bytes();
+                    Popped {
+                        id: m.id,
+                        job: job::decode_as::<J>(&body),
+                        body,
+                    }
+                })
+                .collect(),
+        )
+    }
+
     /// Enqueues a job to run now (after its queue's delay).
     pub async fn enqueue<J: Job>(&self, job: &J) -> Result<JobId> {
         self.enqueue_with(job, EnqueueOptions::new()).await
@@ -314,6 +363,19 @@ impl Client {
             .collect::<Result<Vec<_>>>()?;
         self.backend.send(queue, &msgs, &self.queue_defaults).await
     }
+}
+
+/// A job taken off its queue by [`Client::pop_due`]. It is no longer stored.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Popped<J> {
+    /// Its id.
+    pub id: JobId,
+    /// The job, or why its body is not a `J`.
+    pub job: Result<J>,
+    /// The body as it was stored (bytes that are not UTF-8 replaced with U+FFFD:
+    /// RSMQ bodies are text).
+    pub body: Vec<u8>,
 }
 
 /// This machine's time in Unix ms: bounds a due time 100 years ahead, where a

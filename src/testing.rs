@@ -181,7 +181,7 @@ impl TestKit {
         let mut out = Vec::new();
         for queue in self.backend.queue_names() {
             for (id, body, due_ms) in self.backend.messages(&queue) {
-                if let Some(job) = decode_as::<J>(&body) {
+                if let Ok(job) = crate::job::decode_as::<J>(&body) {
                     out.push(Enqueued {
                         job,
                         id,
@@ -373,15 +373,4 @@ impl RealTimeLimit {
             _stop: stop,
         }
     }
-}
-
-fn decode_as<J: Job>(body: &[u8]) -> Option<J> {
-    #[derive(serde::Deserialize)]
-    struct Env<T> {
-        #[serde(rename = "type")]
-        name: String,
-        args: T,
-    }
-    let env: Env<J> = serde_json::from_slice(body).ok()?;
-    (env.name == J::NAME).then_some(env.args)
 }

@@ -71,6 +71,8 @@ enum Op {
     Receive {
         vt: u8,
     },
+    /// Every due message of any priority, taken off the queue.
+    PopDue,
     /// Visible again after `vt` slots and a half, or at once with `None`.
     ChangeVisibility {
         msg: Index,
@@ -137,6 +139,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => prop::collection::vec((priority(), send_call()), 1..=3).prop_map(|calls| Op::Send { calls }),
         2 => (0..=2u8).prop_map(|vt| Op::Receive { vt }),
+        1 => Just(Op::PopDue),
         1 => (any::<Index>(), prop::option::of(0..=2u8))
             .prop_map(|(msg, vt)| Op::ChangeVisibility { msg, vt }),
         1 => any::<Index>().prop_map(|msg| Op::Delete { msg }),
@@ -234,17 +237,23 @@ impl Side {
                         .collect(),
                 )
             }
-            Op::Receive { vt } => match b.receive_batch(&q, ALL, Some(slots(*vt))).await {
-                Ok(ms) => {
-                    let mut seen: Vec<_> = ms
-                        .iter()
-                        .map(|m| (self.index(&m.id), m.rc, m.body.clone()))
-                        .collect();
-                    seen.sort();
-                    Seen::Messages(seen)
+            Op::Receive { .. } | Op::PopDue => {
+                let got = match op {
+                    Op::Receive { vt } => b.receive_batch(&q, ALL, Some(slots(*vt))).await,
+                    _ => b.pop_due(&q, ALL).await,
+                };
+                match got {
+                    Ok(ms) => {
+                        let mut seen: Vec<_> = ms
+                            .iter()
+                            .map(|m| (self.index(&m.id), m.rc, m.body.clone()))
+                            .collect();
+                        seen.sort();
+                        Seen::Messages(seen)
+                    }
+                    Err(e) => err(e),
                 }
-                Err(e) => err(e),
-            },
+            }
             Op::ChangeVisibility { msg, vt } => {
                 let Some(id) = pick(&self.ids, msg) else {
                     return Seen::None;

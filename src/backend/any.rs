@@ -150,6 +150,9 @@ impl Queues for AnyBackend {
     ) -> Result<Vec<Message>> {
         on!(self, Queues::receive_batch(queue, n, vt))
     }
+    async fn pop_due(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
+        on!(self, Queues::pop_due(queue, limit))
+    }
     async fn pop(&self, queue: &str) -> Result<Option<Message>> {
         on!(self, Queues::pop(queue))
     }

@@ -51,6 +51,24 @@ pub fn encode<J: Job>(job: &J) -> Result<Vec<u8>> {
     })?)
 }
 
+/// Decodes an envelope of job type `J`: [`Error::InvalidValue`] for a body of
+/// another type, [`Error::Decode`] for one that is no envelope or whose args are
+/// not a `J`.
+pub(crate) fn decode_as<J: Job>(body: &[u8]) -> Result<J> {
+    #[derive(Deserialize)]
+    struct Envelope<T> {
+        args: T,
+    }
+    let head: Head<'_> = serde_json::from_slice(body)?;
+    if head.name != J::NAME {
+        return Err(Error::InvalidValue {
+            what: "job type",
+            reason: format!("the body is a {:?} job, not a {:?}", head.name, J::NAME),
+        });
+    }
+    Ok(serde_json::from_slice::<Envelope<J>>(body)?.args)
+}
+
 /// Decodes an envelope into the job type its `type` names.
 ///
 /// A name no linked job type has gives [`Error::UnknownJob`]; anything else that

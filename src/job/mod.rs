@@ -36,8 +36,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use context::JobContext;
-pub(crate) use envelope::job_name;
 pub use envelope::{decode, encode};
+pub(crate) use envelope::{decode_as, job_name};
 pub use error::{JobError, Outcome};
 
 /// A job's handler. Implement it for a type that has `#[derive(Job)]`.

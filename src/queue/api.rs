@@ -60,6 +60,13 @@ pub trait Queues: Sync {
     ) -> impl Future<Output = Result<Vec<Message>>> + Send;
     /// Receives and deletes the oldest due message at priority 0.
     fn pop(&self, queue: &str) -> impl Future<Output = Result<Option<Message>>> + Send;
+    /// Receives and deletes every due message (up to `limit`) of any priority in
+    /// one atomic call, highest priority first, oldest first within one.
+    fn pop_due(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send;
     /// Hides a message (at any priority) until now + `vt`; `false` when it does not exist.
     fn change_visibility(
         &self,
@@ -129,6 +136,9 @@ impl Queues for Rsmq {
     }
     async fn pop(&self, queue: &str) -> Result<Option<Message>> {
         Rsmq::pop(self, queue).await
+    }
+    async fn pop_due(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
+        Rsmq::pop_due(self, queue, limit).await
     }
     async fn change_visibility(&self, queue: &str, id: &MessageId, vt: Duration) -> Result<bool> {
         Rsmq::change_visibility(self, queue, id, vt).await

@@ -353,6 +353,22 @@ impl Rsmq {
         Ok(parse_messages(queue, &v)?.pop())
     }
 
+    /// Receives and deletes every due message, up to `limit`, in one atomic call:
+    /// highest priority first, oldest first within one. Two consumers calling it
+    /// at once never get the same message. Any `limit` is accepted
+    /// (`usize::MAX` takes every due message).
+    pub async fn pop_due(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
+        validate::queue_name(queue)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue(queue);
+        let mut cmd = scripts::eval(&scripts::POP, &k.all_levels());
+        cmd.arg(limit.min(RECEIVE_MAX));
+        let v = scripts::run(&mut self.con.clone(), &scripts::POP, &cmd).await?;
+        parse_messages(queue, &v)
+    }
+
     /// Hides a message until now + `vt`, at whatever priority it has. Returns
     /// `false` when the message does not exist.
     pub async fn change_visibility(

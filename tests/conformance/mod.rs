@@ -40,6 +40,14 @@ impl Env {
         }
     }
 
+    /// A client of its own on the same backend: a new connection on Redis.
+    pub async fn another_client(&self) -> Client {
+        match &self.server {
+            Some(server) => Client::connect(&server.url()).await.unwrap(),
+            None => self.client.clone(),
+        }
+    }
+
     pub fn queues(&self) -> &AnyBackend {
         self.client.queues()
     }
@@ -111,7 +119,10 @@ macro_rules! conformance_suite {
             one_fetch_takes_the_highest_up_to_its_limit, a_delayed_high_priority_job_never_starts_early,
             leases_retries_and_dead_letters_keep_a_job_at_its_priority, rsmq_receive_sees_priority_zero_only_delete_sees_all,
             a_priority_out_of_range_is_refused_and_sends_nothing,
-            a_backlog_of_10k_low_jobs_delays_a_high_one_by_one_batch_at_most);
+            a_backlog_of_10k_low_jobs_delays_a_high_one_by_one_batch_at_most,
+            pop_due_takes_every_due_message_at_once_highest_first,
+            concurrent_pop_due_consumers_never_share_or_lose_a_message,
+            typed_pop_due_decodes_and_keeps_what_is_not_its_type);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

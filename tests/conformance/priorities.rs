@@ -324,3 +324,118 @@ pub async fn a_backlog_of_10k_low_jobs_delays_a_high_one_by_one_batch_at_most(en
         "the backlog was not yet done when the urgent job came: the test measured something"
     );
 }
+
+pub async fn pop_due_takes_every_due_message_at_once_highest_first(env: &Env) {
+    let q = env.queues();
+    let ids = send_each(env, "prio", &[("a", 0), ("b", -4), ("c", 6), ("d", 0)]).await;
+    let backend = env.client.backend();
+    let later = SendMessage::new("later").priority(6).delay(LONG);
+    Backend::send(&backend, "prio", &[later], &QueueOptions::default())
+        .await
+        .unwrap();
+    assert!(q.pop_due("prio", 0).await.unwrap().is_empty());
+    let first = q.pop_due("prio", 2).await.unwrap();
+    let rest = q.pop_due("prio", usize::MAX).await.unwrap();
+    let got: Vec<_> = first
+        .iter()
+        .chain(&rest)
+        .map(|m| (m.id, m.body.clone()))
+        .collect();
+    let want: Vec<_> = [(2, "c"), (0, "a"), (3, "d"), (1, "b")]
+        .iter()
+        .map(|(i, b)| (ids[*i], b.to_string()))
+        .collect();
+    assert_eq!(got, want, "highest priority first, oldest first within one");
+    assert!(rest.iter().all(|m| m.rc == 1));
+    // taken means deleted: the delayed one is all that is left
+    assert!(q.pop_due("prio", usize::MAX).await.unwrap().is_empty());
+    let left = backend.fetch("prio", 10, LONG).await.unwrap();
+    assert!(left.jobs.is_empty());
+    assert!(left.next_due_ms.is_some(), "the delayed message stays");
+    assert!(matches!(
+        q.pop_due("nope", 10).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        q.pop_due("bad name", 10).await,
+        Err(Error::InvalidQueueName { .. })
+    ));
+}
+
+/// Four consumers take due messages while a producer sends: each message is
+/// taken exactly once.
+pub async fn concurrent_pop_due_consumers_never_share_or_lose_a_message(env: &Env) {
+    const N: usize = 2000;
+    let q = env.queues().clone();
+    q.create_queue("race", QueueOptions::default())
+        .await
+        .unwrap();
+    let taken = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut consumers = Vec::new();
+    for _ in 0..4 {
+        // each on a connection of its own
+        let q = env.another_client().await.queues().clone();
+        let taken = taken.clone();
+        consumers.push(tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            while taken.lock().unwrap().len() < N && tokio::time::Instant::now() < deadline {
+                let got = q.pop_due("race", 64).await.unwrap();
+                if got.is_empty() {
+                    tokio::task::yield_now().await;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                taken.lock().unwrap().extend(got.into_iter().map(|m| m.id));
+            }
+        }));
+    }
+    let mut sent = Vec::new();
+    for chunk in 0..N / 50 {
+        let msgs: Vec<_> = (0..50)
+            .map(|i| SendMessage::new(format!("m{}", chunk * 50 + i)).priority((i % 3) as i8))
+            .collect();
+        sent.extend(q.send_batch("race", &msgs).await.unwrap());
+    }
+    for c in consumers {
+        c.await.unwrap();
+    }
+    let mut taken = taken.lock().unwrap().clone();
+    assert_eq!(taken.len(), N, "no message taken twice, none left");
+    taken.sort();
+    taken.dedup();
+    sent.sort();
+    assert_eq!(taken, sent);
+}
+
+/// Bulk of a foreign type, for [`typed_pop_due_decodes_and_keeps_what_is_not_its_type`].
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+#[job(name = "prio_reminder", queue = "prio")]
+struct Reminder {
+    user: u64,
+}
+
+impl Job for Reminder {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+pub async fn typed_pop_due_decodes_and_keeps_what_is_not_its_type(env: &Env) {
+    let client = &env.client;
+    client.enqueue(&Reminder { user: 1 }).await.unwrap();
+    client.enqueue(&Urgent { n: 9 }).await.unwrap();
+    client
+        .enqueue_in(&Reminder { user: 2 }, LONG)
+        .await
+        .unwrap();
+    send_each(env, "prio", &[("not json", 0)]).await;
+    let popped = client.pop_due::<Reminder>(100).await.unwrap();
+    assert_eq!(popped.len(), 3, "every due message, whatever its type");
+    // the urgent one first (priority 5), then oldest first
+    assert!(
+        matches!(&popped[0].job, Err(Error::InvalidValue { what: "job type", reason }) if reason.contains("prio_urgent"))
+    );
+    assert_eq!(popped[1].job.as_ref().unwrap(), &Reminder { user: 1 });
+    assert!(matches!(popped[2].job, Err(Error::Decode(_))));
+    assert_eq!(popped[2].body, b"not json");
+    assert!(client.pop_due::<Reminder>(100).await.unwrap().is_empty());
+}

@@ -165,6 +165,21 @@ impl Queues for MemoryBackend {
         Ok(Some(message(id, &m.body, m.rc + 1, m.fr.unwrap_or(now))))
     }
 
+    async fn pop_due(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        let mut out = Vec::new();
+        for (_, id, _) in q.due_all(now * 1000, limit) {
+            if let Some(m) = q.remove(&id) {
+                out.push(message(id, &m.body, m.rc + 1, m.fr.unwrap_or(now)));
+            }
+        }
+        q.totalrecv += out.len() as u64;
+        Ok(out)
+    }
+
     async fn change_visibility(&self, queue: &str, id: &MessageId, vt: Duration) -> Result<bool> {
         validate::queue_name(queue)?;
         let ms = validate::duration_ms("vt", vt)?;

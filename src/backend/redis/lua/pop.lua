@@ -1,12 +1,38 @@
--- Receives and deletes up to n due messages, as RSMQ's popMessage does (no fr is stored).
--- KEYS[1]  the queue's sorted set (ns:q)
+-- Receives and deletes up to n due messages, as RSMQ's popMessage does (no fr is
+-- stored), oldest first; with the level keys, across every priority, highest first.
+-- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3..22]  optional: the sorted sets of priorities 10..1, then -1..-10; without
+--          them only priority 0 is read (RSMQ's popMessage)
 -- ARGV[1]  the most messages to pop
 -- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...}
-if redis.call("HEXISTS", KEYS[2], "vt") == 0 then return {-1} end
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
+if not attrs[1] then return {-1} end
+local mask = tonumber(attrs[2]) or 0
+local levels = {KEYS[1]}
+if #KEYS >= 22 and mask ~= 0 then
+  levels = {}
+  for p = 10, -10, -1 do
+    if p == 0 then
+      levels[#levels + 1] = KEYS[1]
+    elseif bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
+      levels[#levels + 1] = KEYS[p > 0 and 13 - p or 12 - p]
+    end
+  end
+end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[1]))
+local ids = {}
+local left = tonumber(ARGV[1])
+for _, key in ipairs(levels) do
+  if left <= 0 then break end
+  local due = redis.call("ZRANGEBYSCORE", key, "-inf", now, "LIMIT", 0, left)
+  if #due > 0 then
+    many("ZREM", key, due)
+    for _, id in ipairs(due) do ids[#ids + 1] = id end
+    left = left - #due
+  end
+end
 local out = {1}
 if #ids == 0 then return out end
 local fields = {}
@@ -16,7 +42,6 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":fr"
 end
 local vals = many("HMGET", KEYS[2], fields, 3000)
-many("ZREM", KEYS[1], ids)
 many("HDEL", KEYS[2], fields)
 local n = 0
 for i, id in ipairs(ids) do
