@@ -1,9 +1,9 @@
 //! Model test: random sequences of queue and worker operations run against a real
 //! Redis and the memory backend side by side must give the same observable
 //! results (ids mapped by send order, times by slot). Sends go at random
-//! priorities (some out of range): fetches report each job's priority, and
-//! RSMQ's operations (receive, delete, change visibility, attributes) must see
-//! priority 0 alone on both.
+//! priorities (some out of range): fetches report each job's priority; RSMQ's
+//! receive and attributes see priority 0 alone, delete and change visibility
+//! find a message at any priority, alike on both.
 //!
 //! Redis takes its time from `TIME`, which cannot be faked, so both backends run on
 //! real time cut into slots of `U`: all operations of a slot run within its first

@@ -123,3 +123,39 @@ async fn delete_queue_purges_redjob_keys_left_by_an_rsmq_delete() {
         .unwrap();
     assert_eq!(left, 0, "redjob's keys purged");
 }
+
+/// `pop_due` leaves no `rc` field behind, so on a queue no RSMQ-style receive
+/// touched it keeps `totalrecv` and `redjob:leased` equal: the workers' fetches
+/// and settles stay on the path that reads no per-message fields.
+#[tokio::test]
+async fn pop_due_keeps_the_fast_path_counters_agreeing() {
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("pd", QueueOptions::default())
+        .await
+        .unwrap();
+    let msgs: Vec<_> = (0..3).map(|i| SendMessage::new(format!("m{i}"))).collect();
+    rsmq.send_batch("pd", &msgs).await.unwrap();
+    assert_eq!(rsmq.pop_due("pd", 10).await.unwrap().len(), 3);
+    let mut con = server.raw().await;
+    let counters: (Option<u64>, Option<u64>) = redis::cmd("HMGET")
+        .arg("rsmq:pd:Q")
+        .arg("totalrecv")
+        .arg("redjob:leased")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(counters, (Some(3), Some(3)));
+    // after an RSMQ-style receive they differ, and a pop keeps them apart
+    rsmq.send_batch("pd", &msgs).await.unwrap();
+    rsmq.receive("pd", None).await.unwrap().unwrap();
+    assert_eq!(rsmq.pop_due("pd", 10).await.unwrap().len(), 2);
+    let counters: (Option<u64>, Option<u64>) = redis::cmd("HMGET")
+        .arg("rsmq:pd:Q")
+        .arg("totalrecv")
+        .arg("redjob:leased")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(counters, (Some(6), Some(3)));
+}

@@ -122,7 +122,7 @@ pub struct Delivery {
 /// The result of a fetch.
 #[derive(Debug, Default)]
 pub struct Fetched {
-    /// The leased jobs, oldest first.
+    /// The leased jobs, highest priority first, oldest first within one.
     pub jobs: Vec<Delivery>,
     /// The backend's clock at the fetch, Unix µs.
     pub now_us: u64,
@@ -254,7 +254,9 @@ pub struct DeadLetter {
     pub died_at_ms: u64,
 }
 
-/// What a worker needs from storage. Every operation is one atomic call per batch.
+/// What a worker needs from storage. Every operation is one atomic call per batch
+/// (on Redis, renewals and settles of jobs at several priorities make one call
+/// per priority, pipelined in one round trip).
 pub trait Backend: Clone + Send + Sync + 'static {
     /// Sends messages to `queue` in one call, all or nothing, creating the queue with
     /// `create` when it does not exist. Returns their ids in order.

@@ -236,7 +236,8 @@ impl Rsmq {
     }
 
     /// Sends messages in one round trip: one script call per chunk of up to 1000
-    /// messages (4 MiB), all chunks pipelined. Either every message is sent or, when
+    /// messages (4 MiB) of one priority (a change of priority starts a chunk: send
+    /// a batch sorted by priority), all chunks pipelined. Either every message is sent or, when
     /// the queue is missing or a body exceeds its maxsize, none is. Returns the ids
     /// in the order of `msgs`; ids sort in that order too.
     pub async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
@@ -356,7 +357,7 @@ impl Rsmq {
     /// Receives and deletes every due message, up to `limit`, in one atomic call:
     /// highest priority first, oldest first within one. Two consumers calling it
     /// at once never get the same message. Any `limit` is accepted
-    /// (`usize::MAX` takes every due message).
+    /// (`usize::MAX` takes every due message; 0 returns nothing without a call).
     pub async fn pop_due(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
         validate::queue_name(queue)?;
         if limit == 0 {

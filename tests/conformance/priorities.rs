@@ -132,8 +132,15 @@ pub async fn leases_retries_and_dead_letters_keep_a_job_at_its_priority(env: &En
         assert_eq!(t.priority(), d.token.priority());
         assert!(t.lease_until_ms() > d.token.lease_until_ms());
     }
-    let scores = backend.scores("prio", &held).await.unwrap();
-    assert!(scores.iter().all(Option::is_some), "found at their levels");
+    let now_held: Vec<_> = got
+        .jobs
+        .iter()
+        .map(|d| d.id)
+        .zip(renewed.iter().copied())
+        .collect();
+    let scores = backend.scores("prio", &now_held).await.unwrap();
+    let scores: Vec<_> = scores.into_iter().map(Option::unwrap).collect();
+    assert_eq!(scores, renewed, "read back at their levels as renewed");
     // the old tokens are fenced off at every level
     let stale = Settle {
         acks: held.clone(),
@@ -271,10 +278,13 @@ impl Job for Urgent {
 }
 
 /// A backlog of 10,000 low-priority jobs delays a high-priority one by at most
-/// one fetch batch (the worker's concurrency), whether the high one was there
-/// before the worker started or arrives while it works through the backlog.
+/// one fetch batch (the worker's free slots plus its prefetch), whether the high
+/// one was there before the worker started or arrives while it works through the
+/// backlog.
 pub async fn a_backlog_of_10k_low_jobs_delays_a_high_one_by_one_batch_at_most(env: &Env) {
     const CONCURRENCY: usize = 8;
+    const PREFETCH: usize = 8;
+    const BATCH: usize = CONCURRENCY + PREFETCH;
     let client = env.client.clone();
     let bulk: Vec<Bulk> = (0..10_000).map(|_| Bulk).collect();
     client.enqueue_batch(&bulk).await.unwrap();
@@ -283,6 +293,7 @@ pub async fn a_backlog_of_10k_low_jobs_delays_a_high_one_by_one_batch_at_most(en
     let worker = Worker::builder(client.backend())
         .queue("prio")
         .concurrency(CONCURRENCY)
+        .prefetch(PREFETCH)
         .handle_signals(false)
         .data(starts.clone())
         .build()
@@ -310,12 +321,12 @@ pub async fn a_backlog_of_10k_low_jobs_delays_a_high_one_by_one_batch_at_most(en
     let after = starts.urgent_after.lock().unwrap().clone();
     running.stop().await;
     assert!(
-        after[0] < CONCURRENCY,
+        after[0] < BATCH,
         "the urgent job waiting from the start ran after {} others",
         after[0]
     );
     assert!(
-        after[1] - before <= CONCURRENCY,
+        after[1] - before <= BATCH,
         "the urgent job sent while the backlog ran waited for {} others",
         after[1] - before
     );
@@ -356,6 +367,10 @@ pub async fn pop_due_takes_every_due_message_at_once_highest_first(env: &Env) {
         q.pop_due("nope", 10).await,
         Err(Error::QueueNotFound { .. })
     ));
+    assert!(
+        q.pop_due("nope", 0).await.unwrap().is_empty(),
+        "limit 0: no call"
+    );
     assert!(matches!(
         q.pop_due("bad name", 10).await,
         Err(Error::InvalidQueueName { .. })

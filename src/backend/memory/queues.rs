@@ -167,6 +167,9 @@ impl Queues for MemoryBackend {
 
     async fn pop_due(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
         validate::queue_name(queue)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;

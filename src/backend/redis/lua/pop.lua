@@ -6,7 +6,7 @@
 --          them only priority 0 is read (RSMQ's popMessage)
 -- ARGV[1]  the most messages to pop
 -- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...}
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "totalrecv", "redjob:leased")
 if not attrs[1] then return {-1} end
 local mask = tonumber(attrs[2]) or 0
 local levels = {KEYS[1]}
@@ -54,5 +54,12 @@ for i, id in ipairs(ids) do
     out[#out + 1] = tonumber(vals[i * 3]) or now
   end
 end
-if n > 0 then redis.call("HINCRBY", KEYS[2], "totalrecv", n) end
+if n > 0 then
+  redis.call("HINCRBY", KEYS[2], "totalrecv", n)
+  -- a pop leaves no rc field behind: when no RSMQ-style receive happened yet
+  -- (the counters agree, see fetch.lua), keep them agreeing
+  if (tonumber(attrs[3]) or 0) == (tonumber(attrs[4]) or 0) then
+    redis.call("HINCRBY", KEYS[2], "redjob:leased", n)
+  end
+end
 return out
