@@ -11,17 +11,11 @@ for _, id in ipairs(ARGV) do
   fields[#fields + 1] = id .. ":rc"
   fields[#fields + 1] = id .. ":fr"
 end
-local _, n = many("ZREM", KEYS[1], ARGV)
 -- only the levels a send ever used (see fetch.lua)
-local mask = tonumber(redis.call("HGET", KEYS[2], "redjob:prio")) or 0
-if mask ~= 0 then
-  for k = 3, #KEYS do
-    local p = k <= 12 and 13 - k or 12 - k
-    if bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
-      local _, m = many("ZREM", KEYS[k], ARGV)
-      n = n + m
-    end
-  end
+local n = 0
+for _, level in ipairs(level_sets(tonumber(redis.call("HGET", KEYS[2], "redjob:prio")) or 0)) do
+  local _, m = many("ZREM", level[2], ARGV)
+  n = n + m
 end
 local _, h = many("HDEL", KEYS[2], fields)
 return {n, h}

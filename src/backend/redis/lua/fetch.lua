@@ -29,18 +29,7 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "
 if not attrs[1] then return {0, "", 0, -1, -1} end
 local mask = tonumber(attrs[6]) or 0
 if mask ~= 0 and #KEYS < 22 then return {1, "", 0, -1, -2} end
--- the levels to read, highest priority first: {priority, key}
-local levels = {{0, KEYS[1]}}
-if mask ~= 0 then
-  levels = {}
-  for p = 10, -10, -1 do
-    if p == 0 then
-      levels[#levels + 1] = {0, KEYS[1]}
-    elseif bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
-      levels[#levels + 1] = {p, KEYS[p > 0 and 13 - p or 12 - p]}
-    end
-  end
-end
+local levels = level_sets(mask)
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max = tonumber(ARGV[1])

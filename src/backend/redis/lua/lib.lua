@@ -23,3 +23,20 @@ end
 local function allow_writes(zset)
   redis.call("ZREM", zset, "")
 end
+
+-- A queue's sorted sets to read, highest priority first, as {priority, key}:
+-- KEYS[1] (priority 0) and, when the caller passed the level keys (KEYS[3..22]:
+-- priorities 10..1, then -1..-10), each level whose bit (priority + 10) is set in
+-- `mask`, the hash field "redjob:prio" that sends keep.
+local function level_sets(mask)
+  if mask == 0 or #KEYS < 22 then return {{0, KEYS[1]}} end
+  local out = {}
+  for p = 10, -10, -1 do
+    if p == 0 then
+      out[#out + 1] = {0, KEYS[1]}
+    elseif bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
+      out[#out + 1] = {p, KEYS[p > 0 and 13 - p or 12 - p]}
+    end
+  end
+  return out
+end

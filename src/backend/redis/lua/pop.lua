@@ -8,27 +8,16 @@
 -- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...}
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "totalrecv", "redjob:leased")
 if not attrs[1] then return {-1} end
-local mask = tonumber(attrs[2]) or 0
-local levels = {KEYS[1]}
-if #KEYS >= 22 and mask ~= 0 then
-  levels = {}
-  for p = 10, -10, -1 do
-    if p == 0 then
-      levels[#levels + 1] = KEYS[1]
-    elseif bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
-      levels[#levels + 1] = KEYS[p > 0 and 13 - p or 12 - p]
-    end
-  end
-end
+local levels = level_sets(tonumber(attrs[2]) or 0)
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ids = {}
 local left = tonumber(ARGV[1])
-for _, key in ipairs(levels) do
+for _, level in ipairs(levels) do
   if left <= 0 then break end
-  local due = redis.call("ZRANGEBYSCORE", key, "-inf", now, "LIMIT", 0, left)
+  local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", now, "LIMIT", 0, left)
   if #due > 0 then
-    many("ZREM", key, due)
+    many("ZREM", level[2], due)
     for _, id in ipairs(due) do ids[#ids + 1] = id end
     left = left - #due
   end

@@ -9,19 +9,12 @@
 -- Returns -1 when the queue does not exist, 0 when the message does not, 1 when changed
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
 if not attrs[1] then return -1 end
-local key = KEYS[1]
-local score = redis.call("ZSCORE", key, ARGV[1])
-local mask = tonumber(attrs[2]) or 0
-if not score and mask ~= 0 then
-  for k = 3, #KEYS do
-    local p = k <= 12 and 13 - k or 12 - k
-    if bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
-      score = redis.call("ZSCORE", KEYS[k], ARGV[1])
-      if score then
-        key = KEYS[k]
-        break
-      end
-    end
+local key, score
+for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0)) do
+  score = redis.call("ZSCORE", level[2], ARGV[1])
+  if score then
+    key = level[2]
+    break
   end
 end
 if not score then return 0 end
