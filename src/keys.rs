@@ -19,6 +19,9 @@ pub(crate) struct QueueKeys {
     pub dead_hash: String,
     /// `ns:q:stats`: hash of counters `processed`, `failed`, `retried`, `dead`.
     pub stats: String,
+    /// `ns:q:unique`: hash of unique keys, `k:<key>` → `<id> <priority> <expires
+    /// ms>` and `i:<id>` → `<key>` (see `unique.lua`).
+    pub unique: String,
 }
 
 /// `ns:` as RSMQ writes its `redisns`.
@@ -47,6 +50,7 @@ impl Namespace {
             dead: format!("{}{name}:dead", self.prefix),
             dead_hash: format!("{}{name}:dead:Q", self.prefix),
             stats: format!("{}{name}:stats", self.prefix),
+            unique: format!("{}{name}:unique", self.prefix),
         }
     }
 }
@@ -66,6 +70,14 @@ impl QueueKeys {
     /// reads every priority.
     pub fn all_levels(&self) -> Vec<String> {
         let mut keys = vec![self.zset.clone(), self.hash.clone()];
+        keys.extend(self.levels());
+        keys
+    }
+
+    /// `ns:q`, `ns:q:Q`, `ns:q:unique`, then [`levels`](Self::levels): the keys of
+    /// a script that frees or takes unique keys at any priority.
+    pub fn all_levels_unique(&self) -> Vec<String> {
+        let mut keys = vec![self.zset.clone(), self.hash.clone(), self.unique.clone()];
         keys.extend(self.levels());
         keys
     }
@@ -93,11 +105,17 @@ mod tests {
         assert_eq!(k.realtime, "rsmq:rt:jobs");
         assert_eq!(ns.queues(), "rsmq:QUEUES");
         assert_eq!(
-            (k.dead.clone(), k.dead_hash.clone(), k.stats.clone()),
+            (
+                k.dead.clone(),
+                k.dead_hash.clone(),
+                k.stats.clone(),
+                k.unique.clone()
+            ),
             (
                 "rsmq:jobs:dead".into(),
                 "rsmq:jobs:dead:Q".into(),
-                "rsmq:jobs:stats".into()
+                "rsmq:jobs:stats".into(),
+                "rsmq:jobs:unique".into()
             )
         );
         assert_eq!(

@@ -254,7 +254,7 @@ impl<B: Backend> Backend for Faulty<B> {
         q: &str,
         m: &[SendMessage],
         c: &QueueOptions,
-    ) -> redjob::Result<Vec<JobId>> {
+    ) -> redjob::Result<Vec<redjob::queue::Sent>> {
         Backend::send(&self.inner, q, m, c).await
     }
     async fn fetch(&self, q: &str, max: usize, lease: Duration) -> redjob::Result<Fetched> {

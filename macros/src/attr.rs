@@ -12,6 +12,9 @@ pub struct JobAttrs {
     pub timeout_ms: Option<u64>,
     pub backoff_ms: Option<u64>,
     pub priority: Option<i8>,
+    /// The variant of `redjob::queue::OnDuplicate`.
+    pub unique: Option<&'static str>,
+    pub unique_for_ms: Option<u64>,
 }
 
 /// Collects errors so that a user sees all of them at once.
@@ -40,6 +43,16 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
                 .get_ident()
                 .map(|i| i.to_string())
                 .unwrap_or_default();
+            // `unique` alone keeps the first job
+            if key == "unique" && !meta.input.peek(syn::Token![=]) {
+                let at = Expr::Path(syn::ExprPath {
+                    attrs: Vec::new(),
+                    qself: None,
+                    path: meta.path.clone(),
+                });
+                set(&mut out.unique, Ok("Keep"), &at, errors);
+                return Ok(());
+            }
             let value: Expr = meta.value()?.parse()?;
             match key.as_str() {
                 "name" => set(&mut out.name, string(&value).and_then(name), &value, errors),
@@ -48,10 +61,12 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
                 "timeout" => set(&mut out.timeout_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
                 "backoff" => set(&mut out.backoff_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
                 "priority" => set(&mut out.priority, priority(&value), &value, errors),
+                "unique" => set(&mut out.unique, string(&value).and_then(unique), &value, errors),
+                "unique_for" => set(&mut out.unique_for_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
                 _ => errors.push(syn::Error::new(
                     meta.path.span(),
                     format!(
-                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`"
+                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`, `unique`, `unique_for`"
                     ),
                 )),
             }
@@ -133,6 +148,21 @@ fn attempts(e: &Expr) -> syn::Result<u32> {
             lit.span(),
             format!(
                 "max_attempts must be between 1 and {MAX_ATTEMPTS}: a job's delivery count is kept in the thousandths of its score and stops at 999"
+            ),
+        )),
+    }
+}
+
+/// `unique = "keep" | "replace_delay" | "replace"` as an `OnDuplicate` variant.
+fn unique(s: LitStr) -> syn::Result<&'static str> {
+    match s.value().as_str() {
+        "keep" => Ok("Keep"),
+        "replace_delay" => Ok("ReplaceDelay"),
+        "replace" => Ok("Replace"),
+        v => Err(syn::Error::new(
+            s.span(),
+            format!(
+                "unknown unique policy {v:?}: expected \"keep\" (the default), \"replace_delay\" or \"replace\""
             ),
         )),
     }

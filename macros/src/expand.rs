@@ -58,6 +58,19 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     if let Some(p) = attrs.priority {
         sets.push(quote!(o.priority = #p;));
     }
+    // `unique_for` alone implies `unique` (keep)
+    let unique = attrs
+        .unique
+        .or(attrs.unique_for_ms.map(|_| "Keep"))
+        .map(|v| syn::Ident::new(v, proc_macro2::Span::call_site()));
+    if let Some(v) = unique {
+        sets.push(
+            quote!(o.unique = ::core::option::Option::Some(::redjob::queue::OnDuplicate::#v);),
+        );
+    }
+    if let Some(ms) = attrs.unique_for_ms {
+        sets.push(quote!(o.unique_for = ::core::option::Option::Some(::core::time::Duration::from_millis(#ms));));
+    }
     Ok(quote! {
         const _: () = {
             use ::redjob::__private::typetag;

@@ -7,7 +7,7 @@ use super::memory::MemoryBackend;
 use super::redis::RedisBackend;
 use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
 use crate::queue::{
-    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage,
+    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, Sent,
 };
 use crate::{JobId, Result};
 
@@ -82,7 +82,7 @@ impl Backend for AnyBackend {
         queue: &str,
         msgs: &[SendMessage],
         create: &QueueOptions,
-    ) -> Result<Vec<JobId>> {
+    ) -> Result<Vec<Sent>> {
         on!(self, Backend::send(queue, msgs, create))
     }
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
@@ -139,8 +139,8 @@ impl Queues for AnyBackend {
     async fn set_attributes(&self, name: &str, update: QueueUpdate) -> Result<QueueAttributes> {
         on!(self, Queues::set_attributes(name, update))
     }
-    async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
-        on!(self, Queues::send_batch(queue, msgs))
+    async fn send_outcomes(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<Sent>> {
+        on!(self, Queues::send_outcomes(queue, msgs))
     }
     async fn receive_batch(
         &self,

@@ -10,7 +10,7 @@ pub mod redis;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::queue::{QueueOptions, Queues, SendMessage};
+use crate::queue::{QueueOptions, Queues, SendMessage, Sent};
 use crate::{JobId, Result};
 
 /// A delivery's fencing token: the job's score while this worker holds it, and
@@ -259,13 +259,14 @@ pub struct DeadLetter {
 /// per priority, pipelined in one round trip).
 pub trait Backend: Clone + Send + Sync + 'static {
     /// Sends messages to `queue` in one call, all or nothing, creating the queue with
-    /// `create` when it does not exist. Returns their ids in order.
+    /// `create` when it does not exist. Returns their ids in order, each with what
+    /// the send did (see [`Queues::send_outcomes`]).
     fn send(
         &self,
         queue: &str,
         msgs: &[SendMessage],
         create: &QueueOptions,
-    ) -> impl Future<Output = Result<Vec<JobId>>> + Send;
+    ) -> impl Future<Output = Result<Vec<Sent>>> + Send;
 
     /// Leases up to `max` due jobs of `queue` for `lease`.
     fn fetch(
@@ -336,15 +337,15 @@ pub(crate) async fn send_creating<Q: Queues + Sync>(
     queue: &str,
     msgs: &[SendMessage],
     create: &QueueOptions,
-) -> Result<Vec<JobId>> {
-    match q.send_batch(queue, msgs).await {
+) -> Result<Vec<Sent>> {
+    match q.send_outcomes(queue, msgs).await {
         Err(crate::Error::QueueNotFound { .. }) => {
             match q.create_queue(queue, *create).await {
                 Ok(()) | Err(crate::Error::QueueExists { .. }) => {}
                 Err(e) => return Err(e),
             }
             tracing::debug!(queue, "created queue on first use");
-            q.send_batch(queue, msgs).await
+            q.send_outcomes(queue, msgs).await
         }
         r => r,
     }

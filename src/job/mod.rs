@@ -28,6 +28,7 @@
 mod context;
 mod envelope;
 mod error;
+mod unique;
 
 use std::future::Future;
 use std::time::Duration;
@@ -39,6 +40,9 @@ pub use context::JobContext;
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, job_name};
 pub use error::{JobError, Outcome};
+pub use unique::unique_key;
+
+use crate::queue::OnDuplicate;
 
 /// A job's handler. Implement it for a type that has `#[derive(Job)]`.
 ///
@@ -109,6 +113,7 @@ pub const MAX_ATTEMPTS: u32 = 998;
 /// assert_eq!(o.timeout, Duration::from_secs(1800));
 /// assert_eq!(o.backoff, Duration::from_secs(1));
 /// assert_eq!(o.priority, 0);
+/// assert_eq!(o.unique, None);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -128,6 +133,13 @@ pub struct JobOptions {
     /// [`MAX_PRIORITY`](crate::queue::MAX_PRIORITY) (10); higher runs first.
     /// Defaults to 0.
     pub priority: i8,
+    /// Unique while queued, by a key derived from the job's name and arguments
+    /// (`unique`, `unique = "keep"`, `"replace_delay"` or `"replace"`: what a
+    /// duplicate enqueue does). Defaults to `None`: not unique.
+    pub unique: Option<OnDuplicate>,
+    /// The longest a unique job holds its key (`unique_for = "1h"`; implies
+    /// `unique`). Defaults to `None`: until the job leaves its queue.
+    pub unique_for: Option<Duration>,
 }
 
 impl JobOptions {
@@ -138,6 +150,8 @@ impl JobOptions {
         timeout: Duration::from_secs(30 * 60),
         backoff: Duration::from_secs(1),
         priority: 0,
+        unique: None,
+        unique_for: None,
     };
 }
 

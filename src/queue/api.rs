@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::{Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Rsmq, SendMessage};
+use super::{
+    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Rsmq, SendMessage, Sent,
+};
 use crate::{Error, Result};
 
 /// RSMQ's queue operations. [`Rsmq`] speaks them to Redis;
@@ -42,14 +44,15 @@ pub trait Queues: Sync {
         name: &str,
         update: QueueUpdate,
     ) -> impl Future<Output = Result<QueueAttributes>> + Send;
-    /// Sends messages, all or nothing; returns their ids in order. Ids sort in
-    /// send order, within a call and across calls (a later call's after an
-    /// earlier one's, on the memory backend even when its clock stands still).
-    fn send_batch(
+    /// Sends messages, all or nothing; returns for each its id and what the send
+    /// did (added it, or found its [unique](super::Unique) key held). New ids
+    /// sort in send order, within a call and across calls (a later call's after
+    /// an earlier one's, on the memory backend even when its clock stands still).
+    fn send_outcomes(
         &self,
         queue: &str,
         msgs: &[SendMessage],
-    ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
+    ) -> impl Future<Output = Result<Vec<Sent>>> + Send;
     /// Receives up to `n` due messages, hiding each for `vt` (the queue's when
     /// `None`). Like RSMQ, it sees messages at priority 0 only (RSMQ's sorted set).
     fn receive_batch(
@@ -82,6 +85,23 @@ pub trait Queues: Sync {
         queue: &str,
         ids: &[MessageId],
     ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Sends messages, all or nothing; returns their ids in order (a unique
+    /// message whose key is held: the queued message's).
+    fn send_batch(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+    ) -> impl Future<Output = Result<Vec<MessageId>>> + Send {
+        async move {
+            Ok(self
+                .send_outcomes(queue, msgs)
+                .await?
+                .into_iter()
+                .map(|s| s.id)
+                .collect())
+        }
+    }
 
     /// Sends one message.
     fn send(
@@ -123,8 +143,8 @@ impl Queues for Rsmq {
     async fn set_attributes(&self, name: &str, update: QueueUpdate) -> Result<QueueAttributes> {
         Rsmq::set_attributes(self, name, update).await
     }
-    async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
-        Rsmq::send_batch(self, queue, msgs).await
+    async fn send_outcomes(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<Sent>> {
+        Rsmq::send_outcomes(self, queue, msgs).await
     }
     async fn receive_batch(
         &self,

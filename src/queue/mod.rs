@@ -21,7 +21,9 @@
 //! ```
 
 mod api;
+mod send;
 mod types;
+mod unique;
 pub(crate) mod validate;
 
 pub(crate) use validate::priorities;
@@ -38,11 +40,11 @@ pub use api::Queues;
 pub use types::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, SendMessage, When,
 };
+pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique};
 pub use validate::{MAX_AHEAD, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
 
 use crate::backend::redis::scripts::{self, Reply};
 use crate::connection::RedisConfig;
-use crate::id::sorted_random_suffixes;
 use crate::{Error, JobId, Result};
 
 /// Most messages per script call of a batch send (Lua's `unpack` has limits).
@@ -90,6 +92,7 @@ impl RsmqConfig {
 pub struct Rsmq {
     con: ConnectionManager,
     send_loaded: Arc<AtomicBool>,
+    unique_loaded: Arc<AtomicBool>,
     ns: Namespace,
     realtime: bool,
 }
@@ -120,6 +123,7 @@ impl Rsmq {
         Rsmq {
             con,
             send_loaded: Arc::default(),
+            unique_loaded: Arc::default(),
             ns: Namespace::new(namespace),
             realtime,
         }
@@ -169,7 +173,7 @@ impl Rsmq {
             .del(&k.zset)
             .srem(self.ns.queues(), name)
             .del(
-                [&k.dead, &k.dead_hash, &k.stats]
+                [&k.dead, &k.dead_hash, &k.stats, &k.unique]
                     .into_iter()
                     .cloned()
                     .chain(k.levels())
@@ -227,96 +231,6 @@ impl Rsmq {
         self.attributes(name).await
     }
 
-    /// Sends one message; returns its id.
-    pub async fn send(&self, queue: &str, msg: SendMessage) -> Result<MessageId> {
-        let ids = self.send_batch(queue, std::slice::from_ref(&msg)).await?;
-        ids.into_iter()
-            .next()
-            .ok_or_else(|| Error::Protocol("send returned no id".into()))
-    }
-
-    /// Sends messages in one round trip: one script call per chunk of up to 1000
-    /// messages (4 MiB) of one priority (a change of priority starts a chunk: send
-    /// a batch sorted by priority), all chunks pipelined. Either every message is sent or, when
-    /// the queue is missing or a body exceeds its maxsize, none is. Returns the ids
-    /// in the order of `msgs`; ids sort in that order too.
-    pub async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
-        validate::queue_name(queue)?;
-        if msgs.is_empty() {
-            return Ok(Vec::new());
-        }
-        let k = self.ns.queue(queue);
-        let always = if self.realtime { "1" } else { "0" };
-        let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
-        let mut pipe = redis::pipe();
-        // ascending suffixes within each call, so that a batch's ids (one prefix of
-        // Redis microseconds per call) sort in send order
-        let mut suffixes: Vec<[u8; 22]> = Vec::with_capacity(msgs.len());
-        let mut chunks = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
-        for (i, m) in msgs.iter().enumerate() {
-            bytes += m.body.len();
-            validate::priority(m.priority)?;
-            let end = i + 1;
-            // a call sends at one priority: a change of priority ends a chunk
-            let switch = msgs.get(end).is_some_and(|n| n.priority != m.priority);
-            if end - start == BATCH_MESSAGES || bytes >= BATCH_BYTES || end == msgs.len() || switch
-            {
-                let mut cmd = scripts::eval(&scripts::SEND, &[&k.level(m.priority), &k.hash]);
-                cmd.arg(&k.realtime).arg(always).arg(maxlen).arg(m.priority);
-                let first = suffixes.len();
-                suffixes.extend(sorted_random_suffixes(end - start));
-                for (m, suffix) in msgs[start..end].iter().zip(&suffixes[first..]) {
-                    cmd.arg(&suffix[..]);
-                    match m.when {
-                        When::QueueDelay => cmd.arg(""),
-                        When::After(d) => cmd.arg(format!("d{}", validate::delay_ms(d)?)),
-                        When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
-                    };
-                    cmd.arg(&m.body[..]);
-                }
-                pipe.add_command(cmd);
-                chunks.push(end - start);
-                (start, bytes) = (end, 0);
-            }
-        }
-        let replies = scripts::run_pipeline(
-            &mut self.con.clone(),
-            &scripts::SEND,
-            &self.send_loaded,
-            &pipe,
-        )
-        .await?;
-        let mut ids = Vec::with_capacity(msgs.len());
-        let mut suffixes = suffixes.iter();
-        for (v, n) in replies.iter().zip(chunks) {
-            let (code, mut r) = Reply::status(v)?;
-            match code {
-                1 => {
-                    let prefix = r.bytes()?;
-                    for suffix in suffixes.by_ref().take(n) {
-                        ids.push(JobId::from_parts(prefix, suffix)?);
-                    }
-                }
-                -1 => return Err(Error::QueueNotFound { name: queue.into() }),
-                -2 => {
-                    let size = r.int()? as usize;
-                    let max = r.int()? as usize;
-                    return Err(Error::MessageTooLarge { size, max });
-                }
-                c => return Err(Error::Protocol(format!("send status {c}"))),
-            }
-        }
-        if ids.len() != msgs.len() {
-            return Err(Error::Protocol(format!(
-                "send returned {} ids for {} messages",
-                ids.len(),
-                msgs.len()
-            )));
-        }
-        Ok(ids)
-    }
-
     /// Receives the oldest due message and hides it for `vt` (the queue's vt when
     /// `None`), as RSMQ's `receiveMessage`.
     pub async fn receive(&self, queue: &str, vt: Option<Duration>) -> Result<Option<Message>> {
@@ -348,7 +262,7 @@ impl Rsmq {
     pub async fn pop(&self, queue: &str) -> Result<Option<Message>> {
         validate::queue_name(queue)?;
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::POP, &[&k.zset, &k.hash]);
+        let mut cmd = scripts::eval(&scripts::POP, &[&k.zset, &k.hash, &k.unique]);
         cmd.arg(1);
         let v = scripts::run(&mut self.con.clone(), &scripts::POP, &cmd).await?;
         Ok(parse_messages(queue, &v)?.pop())
@@ -364,7 +278,7 @@ impl Rsmq {
             return Ok(Vec::new());
         }
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::POP, &k.all_levels());
+        let mut cmd = scripts::eval(&scripts::POP, &k.all_levels_unique());
         cmd.arg(limit.min(RECEIVE_MAX));
         let v = scripts::run(&mut self.con.clone(), &scripts::POP, &cmd).await?;
         parse_messages(queue, &v)
@@ -412,7 +326,7 @@ impl Rsmq {
             return Ok((0, 0));
         }
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::DELETE, &k.all_levels());
+        let mut cmd = scripts::eval(&scripts::DELETE, &k.all_levels_unique());
         cmd.arg(ids);
         let v = scripts::run(&mut self.con.clone(), &scripts::DELETE, &cmd).await?;
         let Value::Array(items) = &v else {

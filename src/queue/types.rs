@@ -111,6 +111,8 @@ pub struct SendMessage {
     /// RSMQ clients (and [`Rsmq::receive`](super::Rsmq::receive)) do not see it;
     /// workers serve every priority.
     pub priority: i8,
+    /// Unique in its queue by a key (see [`Unique`](super::Unique)). Defaults to `None`.
+    pub unique: Option<super::Unique>,
 }
 
 /// When a sent message becomes visible.
@@ -134,7 +136,14 @@ impl SendMessage {
             body: body.into(),
             when: When::QueueDelay,
             priority: 0,
+            unique: None,
         }
+    }
+
+    /// Makes the message unique in its queue by a key. Defaults to not unique.
+    pub fn unique(mut self, unique: super::Unique) -> Self {
+        self.unique = Some(unique);
+        self
     }
 
     /// Runs before due messages of lower priority. Defaults to 0.

@@ -25,7 +25,7 @@ async fn send_each(env: &Env, queue: &str, msgs: &[(&str, i8)]) -> Vec<JobId> {
         let sent = Backend::send(&backend, queue, &[msg], &QueueOptions::default())
             .await
             .unwrap();
-        ids.extend(sent);
+        ids.extend(sent.into_iter().map(|s| s.id));
     }
     ids
 }

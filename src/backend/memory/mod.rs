@@ -27,7 +27,7 @@ pub use clock::Clock;
 use state::{MemQueue, State};
 
 use super::{Backend, DeadLetter, Delivery, Fetched, QueueStats, Settle, Settled, Token};
-use crate::queue::{QueueOptions, SendMessage};
+use crate::queue::{QueueOptions, SendMessage, Sent};
 use crate::{Error, JobId, Result};
 
 /// Queues and workers' state in memory. Cheap to clone; clones share the state.
@@ -201,7 +201,7 @@ impl Backend for MemoryBackend {
         queue: &str,
         msgs: &[SendMessage],
         create: &QueueOptions,
-    ) -> Result<Vec<JobId>> {
+    ) -> Result<Vec<Sent>> {
         super::send_creating(self, queue, msgs, create).await
     }
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 use super::state::{MemQueue, ms_score};
 use super::{MemoryBackend, not_found};
 use crate::queue::{
-    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, When,
-    validate,
+    Message, MessageId, OnDuplicate, QueueAttributes, QueueOptions, QueueUpdate, Queues,
+    SendMessage, SendOutcome, Sent, When, validate,
 };
 use crate::{Error, JobId, Result};
 
@@ -86,27 +86,30 @@ impl Queues for MemoryBackend {
         Queues::attributes(self, name).await
     }
 
-    async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
+    async fn send_outcomes(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<Sent>> {
         validate::queue_name(queue)?;
         if msgs.is_empty() {
             return Ok(Vec::new());
         }
+        let mut ttls = Vec::with_capacity(msgs.len());
         for m in msgs {
             if let When::After(d) = m.when {
                 validate::delay_ms(d)?;
             }
             validate::priority(m.priority)?;
+            ttls.push(m.unique.as_ref().map(|u| u.check()).transpose()?);
         }
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
         let now_us = self.clock.now_us();
         let now = now_us / 1000;
-        let ids = {
+        let (sent, changed) = {
             let mut guard = self.lock_mut();
             let st = &mut *guard;
             let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
             q.check_size(maxlen)?;
             let ids = st.ids.next(now_us, msgs.len());
-            for (m, id) in msgs.iter().zip(&ids) {
+            let mut sent = Vec::with_capacity(msgs.len());
+            for ((m, id), ttl) in msgs.iter().zip(&ids).zip(ttls) {
                 let due = match m.when {
                     When::QueueDelay => now + q.delay * 1000,
                     // rounded up: a delayed message is never due before send + delay
@@ -114,13 +117,49 @@ impl Queues for MemoryBackend {
                     When::After(_) => now,
                     When::AtUnixMs(at) => at.max(now),
                 };
-                q.insert(*id, m.body.clone(), ms_score(due), m.priority);
+                let score = ms_score(due);
+                let (Some(u), Some(ttl)) = (&m.unique, ttl) else {
+                    q.insert(*id, m.body.clone(), score, m.priority);
+                    sent.push(Sent::added(*id));
+                    continue;
+                };
+                let expires = if ttl > 0 { now + ttl } else { 0 };
+                match q.unique_holder(&u.key, now) {
+                    None => {
+                        q.insert(*id, m.body.clone(), score, m.priority);
+                        q.hold_unique(&u.key, *id, expires);
+                        sent.push(Sent::added(*id));
+                    }
+                    Some(held) => {
+                        let fresh = q.msgs[&held].score % 1000 == 0;
+                        let outcome = match u.on_duplicate {
+                            OnDuplicate::ReplaceDelay if fresh => SendOutcome::Moved,
+                            OnDuplicate::Replace if fresh => {
+                                q.move_to(held, m.priority);
+                                if let Some(msg) = q.msgs.get_mut(&held) {
+                                    msg.body = m.body.clone();
+                                }
+                                SendOutcome::Replaced
+                            }
+                            _ => SendOutcome::Duplicate,
+                        };
+                        if outcome != SendOutcome::Duplicate {
+                            q.rescore(held, score);
+                            q.hold_unique(&u.key, held, expires);
+                        }
+                        sent.push(Sent { id: held, outcome });
+                    }
+                }
             }
-            q.totalsent += msgs.len() as u64;
-            ids
+            let added = sent.iter().filter(|s| s.outcome.is_added()).count();
+            q.totalsent += added as u64;
+            let changed = sent.iter().any(|s| s.outcome != SendOutcome::Duplicate);
+            (sent, changed)
         };
-        self.notify(queue);
-        Ok(ids)
+        if changed {
+            self.notify(queue);
+        }
+        Ok(sent)
     }
 
     async fn receive_batch(

@@ -37,6 +37,10 @@ pub(super) struct MemQueue {
     pub dead: BTreeSet<(u64, JobId)>,
     pub dead_msgs: HashMap<JobId, DeadLetter>,
     pub stats: QueueStats,
+    /// Unique keys: the key's holder and when the key expires (Unix ms, 0: never).
+    pub unique: HashMap<String, (JobId, u64)>,
+    /// The unique key each holder holds.
+    pub unique_of: HashMap<JobId, String>,
 }
 
 impl MemQueue {
@@ -55,6 +59,8 @@ impl MemQueue {
             dead: BTreeSet::new(),
             dead_msgs: HashMap::new(),
             stats: QueueStats::default(),
+            unique: HashMap::new(),
+            unique_of: HashMap::new(),
         }
     }
 
@@ -124,14 +130,56 @@ impl MemQueue {
         set.insert((score, id));
     }
 
+    /// Takes a message out of the queue, freeing the unique key it held.
     pub fn remove(&mut self, id: &JobId) -> Option<Msg> {
+        let m = self.detach(id)?;
+        if let Some(key) = self.unique_of.remove(id)
+            && self
+                .unique
+                .get(&key)
+                .is_some_and(|(holder, _)| holder == id)
+        {
+            self.unique.remove(&key);
+        }
+        Some(m)
+    }
+
+    fn detach(&mut self, id: &JobId) -> Option<Msg> {
         let m = self.msgs.remove(id)?;
         self.set_mut(m.priority).remove(&(m.score, *id));
         Some(m)
     }
 
+    /// The message holding unique `key` at `now` (ms), if the key is held: its
+    /// holder still exists and the key has not expired.
+    pub fn unique_holder(&self, key: &str, now: u64) -> Option<JobId> {
+        let (id, expires) = self.unique.get(key)?;
+        (self.msgs.contains_key(id) && (*expires == 0 || now < *expires)).then_some(*id)
+    }
+
+    /// Gives unique `key` to `id` until `expires` (0: while it exists).
+    pub fn hold_unique(&mut self, key: &str, id: JobId, expires: u64) {
+        if let Some((old, _)) = self.unique.insert(key.into(), (id, expires))
+            && old != id
+        {
+            self.unique_of.remove(&old);
+        }
+        self.unique_of.insert(id, key.into());
+    }
+
+    /// Moves a message to another priority level, keeping its score.
+    pub fn move_to(&mut self, id: JobId, priority: i8) {
+        let Some(m) = self.msgs.get_mut(&id) else {
+            return;
+        };
+        let (old, score) = (m.priority, m.score);
+        m.priority = priority;
+        self.set_mut(old).remove(&(score, id));
+        self.set_mut(priority).insert((score, id));
+    }
+
     pub fn insert(&mut self, id: JobId, body: Vec<u8>, score: u64, priority: i8) {
-        self.remove(&id);
+        self.detach(&id);
         self.msgs.insert(
             id,
             Msg {

@@ -14,7 +14,7 @@ use redis::aio::ConnectionManager;
 use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
 use crate::connection::RedisConfig;
 use crate::keys::Namespace;
-use crate::queue::{QueueOptions, Rsmq, SendMessage};
+use crate::queue::{QueueOptions, Rsmq, SendMessage, Sent};
 use crate::{Error, JobId, Result};
 use scripts::{eval, run};
 
@@ -120,7 +120,7 @@ impl RedisBackend {
         for cmd in cmds {
             pipe.add_command(cmd);
         }
-        scripts::run_pipeline(&mut con, script, loaded, &pipe).await
+        scripts::run_pipeline(&mut con, &[(script, loaded)], &pipe).await
     }
 
     /// The RSMQ queue API on the same connection and namespace.
@@ -148,7 +148,7 @@ impl Backend for RedisBackend {
         queue: &str,
         msgs: &[SendMessage],
         create: &QueueOptions,
-    ) -> Result<Vec<JobId>> {
+    ) -> Result<Vec<Sent>> {
         super::send_creating(&self.rsmq, queue, msgs, create).await
     }
 
@@ -282,7 +282,7 @@ impl Backend for RedisBackend {
                 let level = k.level(*p);
                 let mut cmd = eval(
                     &scripts::COMPLETE,
-                    &[&level, &k.hash, &k.dead, &k.dead_hash, &k.stats],
+                    &[&level, &k.hash, &k.dead, &k.dead_hash, &k.stats, &k.unique],
                 );
                 cmd.arg(part.acks.len())
                     .arg(part.reschedules.len())

@@ -28,6 +28,7 @@ scripts! {
     FETCH => "fetch.lua",
     EXTEND => "extend.lua",
     COMPLETE => "complete.lua",
+    UNIQUE => "unique.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
@@ -54,24 +55,27 @@ pub(crate) async fn run(con: &mut ConnectionManager, script: &Script, cmd: &Cmd)
     }
 }
 
-/// Runs a pipeline of calls to `script` in one round trip.
+/// Runs a pipeline of calls to `scripts` in one round trip.
 ///
-/// `loaded` remembers that this connection's Redis has the script: a large
+/// Each script's flag remembers that this connection's Redis has it: a large
 /// pipeline is not sent twice when the first attempt would meet `NOSCRIPT`.
 pub(crate) async fn run_pipeline(
     con: &mut ConnectionManager,
-    script: &Script,
-    loaded: &AtomicBool,
+    scripts: &[(&Script, &AtomicBool)],
     pipe: &Pipeline,
 ) -> Result<Vec<Value>> {
-    if !loaded.load(Ordering::Relaxed) {
-        script.load_async(con).await?;
-        loaded.store(true, Ordering::Relaxed);
+    for (script, loaded) in scripts {
+        if !loaded.load(Ordering::Relaxed) {
+            script.load_async(con).await?;
+            loaded.store(true, Ordering::Relaxed);
+        }
     }
     match pipe.query_async(con).await {
         Err(e) if is_noscript(&e) => {
             // Redis restarted or flushed its scripts
-            script.load_async(con).await?;
+            for (script, _) in scripts {
+                script.load_async(con).await?;
+            }
             Ok(pipe.query_async(con).await?)
         }
         r => Ok(r?),

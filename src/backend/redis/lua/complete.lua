@@ -7,6 +7,7 @@
 -- KEYS[3]  dead letters' sorted set (ns:q:dead)
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q)
 -- KEYS[5]  the queue's counters (ns:q:stats)
+-- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry or "l" for a release), D x (id, token, error)
@@ -16,8 +17,7 @@
 local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = 0
 if nr + nd > 0 then
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = clock()
 end
 local ids, tokens, kind, arg = {}, {}, {}, {}
 local i = 4
@@ -38,7 +38,7 @@ end
 if #ids == 0 then return {0, 0, 0} end
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
-local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased")
+local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased", "redjob:unique")
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead, missing = {}, {}, {}, {}, {}
@@ -87,6 +87,7 @@ if #gone > 0 then
 elseif #z > 0 then
   allow_writes(KEYS[1])
 end
+if #gone > 0 and attrs[3] == "1" then release_unique(KEYS[6], gone) end
 if #dead > 0 then
   many("ZADD", KEYS[3], dz)
   many("HSET", KEYS[4], dh, 3000)

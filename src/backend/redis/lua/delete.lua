@@ -1,8 +1,9 @@
 -- Deletes messages, at any priority: their sorted set members and their body, rc
--- and fr fields.
+-- and fr fields, and frees the unique keys they held.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
--- KEYS[3..]  the sorted sets of the other priorities (ns:q:p<n>)
+-- KEYS[3]  the queue's unique keys (ns:q:unique)
+-- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- ARGV     message ids
 -- Returns {members removed from the sorted sets, fields removed from the hash}
 local fields = {}
@@ -11,11 +12,13 @@ for _, id in ipairs(ARGV) do
   fields[#fields + 1] = id .. ":rc"
   fields[#fields + 1] = id .. ":fr"
 end
+local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique")
 -- only the levels a send ever used (see fetch.lua)
 local n = 0
-for _, level in ipairs(level_sets(tonumber(redis.call("HGET", KEYS[2], "redjob:prio")) or 0)) do
+for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   local _, m = many("ZREM", level[2], ARGV)
   n = n + m
 end
 local _, h = many("HDEL", KEYS[2], fields)
+if attrs[2] == "1" then release_unique(KEYS[3], ARGV) end
 return {n, h}

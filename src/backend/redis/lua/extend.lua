@@ -4,8 +4,7 @@
 -- ARGV[2..] id, token pairs
 -- Returns one value per pair: the new token, or 0 when the job's score is no longer
 --         that token (the lease expired and the job was delivered again, or it is gone)
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock()
 local lease = now + tonumber(ARGV[1])
 local ids = {}
 for i = 2, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end

@@ -29,9 +29,8 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "
 if not attrs[1] then return {0, "", 0, -1, -1} end
 local mask = tonumber(attrs[6]) or 0
 if mask ~= 0 and #KEYS < 22 then return {1, "", 0, -1, -2} end
-local levels = level_sets(mask)
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local levels = level_sets(mask, 3)
+local now, now_us = clock()
 local max = tonumber(ARGV[1])
 local lease = now + tonumber(ARGV[2])
 -- due ids of every level, in the order they run
@@ -47,7 +46,7 @@ for li, level in ipairs(levels) do
   end
   left = left - #due / 2
 end
-local out = {tonumber(t[1]) * 1000000 + tonumber(t[2]), "", lease, tonumber(attrs[5]) or -1, 0}
+local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0}
 local n = #ids
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0

@@ -24,19 +24,86 @@ local function allow_writes(zset)
   redis.call("ZREM", zset, "")
 end
 
+-- The sorted set of priority `p` when the caller passed the level keys from
+-- KEYS[first]: priorities 10..1, then -1..-10 (priority 0 is always KEYS[1]).
+local function level_key(p, first)
+  if p == 0 then return KEYS[1] end
+  return KEYS[p > 0 and first + 10 - p or first + 9 - p]
+end
+
 -- A queue's sorted sets to read, highest priority first, as {priority, key}:
--- KEYS[1] (priority 0) and, when the caller passed the level keys (KEYS[3..22]:
--- priorities 10..1, then -1..-10), each level whose bit (priority + 10) is set in
+-- KEYS[1] (priority 0) and, when the caller passed the level keys (from
+-- KEYS[first], see level_key), each level whose bit (priority + 10) is set in
 -- `mask`, the hash field "redjob:prio" that sends keep.
-local function level_sets(mask)
-  if mask == 0 or #KEYS < 22 then return {{0, KEYS[1]}} end
+local function level_sets(mask, first)
+  if mask == 0 or #KEYS < first + 19 then return {{0, KEYS[1]}} end
   local out = {}
   for p = 10, -10, -1 do
-    if p == 0 then
-      out[#out + 1] = {0, KEYS[1]}
-    elseif bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
-      out[#out + 1] = {p, KEYS[p > 0 and 13 - p or 12 - p]}
+    if p == 0 or bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
+      out[#out + 1] = {p, level_key(p, first)}
     end
   end
   return out
+end
+
+-- Redis's clock: now in Unix ms, and in Unix µs.
+local function clock()
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
+    tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- The id prefix of a send at `us` (Unix µs): ten base-36 digits (0-9a-z).
+local function id_prefix(us)
+  local d = {}
+  for i = 10, 1, -1 do
+    local r = us % 36
+    d[i] = r < 10 and 48 + r or 87 + r
+    us = (us - r) / 36
+  end
+  return string.char(unpack(d))
+end
+
+-- The score (whole ms, as text) of a message sent at `now` ms / `us` µs: `when`
+-- is "" for the queue's delay `qdelay` (ms), "d<ms>" for a delay, "a<ms>" for a
+-- Unix time (a past one means now).
+local function due_score(when, now, us, qdelay)
+  local s = now + qdelay
+  if when ~= "" then
+    local v = tonumber(string.sub(when, 2))
+    if string.sub(when, 1, 1) ~= "d" then
+      s = math.max(now, v)
+    elseif v > 0 then
+      -- rounded up: a delayed message is never due before send + delay
+      s = math.ceil(us / 1000) + v
+    else
+      s = now
+    end
+  end
+  return string.format("%.0f", s)
+end
+
+-- Frees the unique keys (see unique.lua) of jobs that left their queue (acked,
+-- dead-lettered, deleted, popped). `ukey` is the queue's ns:q:unique. A key that a
+-- newer job took over (after its lifetime ran out) stays with that job.
+local function release_unique(ukey, ids)
+  local ifields = {}
+  for i, id in ipairs(ids) do ifields[i] = "i:" .. id end
+  local keys = many("HMGET", ukey, ifields)
+  local drop, kfields, owners = {}, {}, {}
+  for i, key in ipairs(keys) do
+    if key then
+      drop[#drop + 1] = ifields[i]
+      kfields[#kfields + 1] = "k:" .. key
+      owners[#owners + 1] = ids[i]
+    end
+  end
+  if #kfields == 0 then return end
+  local entries = many("HMGET", ukey, kfields)
+  for j, e in ipairs(entries) do
+    if e and string.sub(e, 1, #owners[j] + 1) == owners[j] .. " " then
+      drop[#drop + 1] = kfields[j]
+    end
+  end
+  many("HDEL", ukey, drop)
 end

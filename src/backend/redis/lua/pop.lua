@@ -2,15 +2,15 @@
 -- stored), oldest first; with the level keys, across every priority, highest first.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
--- KEYS[3..22]  optional: the sorted sets of priorities 10..1, then -1..-10; without
+-- KEYS[3]  the queue's unique keys (ns:q:unique): popped jobs free theirs
+-- KEYS[4..23]  optional: the sorted sets of priorities 10..1, then -1..-10; without
 --          them only priority 0 is read (RSMQ's popMessage)
 -- ARGV[1]  the most messages to pop
 -- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...}
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "totalrecv", "redjob:leased")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "totalrecv", "redjob:leased", "redjob:unique")
 if not attrs[1] then return {-1} end
-local levels = level_sets(tonumber(attrs[2]) or 0)
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local levels = level_sets(tonumber(attrs[2]) or 0, 4)
+local now = clock()
 local ids = {}
 local left = tonumber(ARGV[1])
 for _, level in ipairs(levels) do
@@ -51,4 +51,5 @@ if n > 0 then
     redis.call("HINCRBY", KEYS[2], "redjob:leased", n)
   end
 end
+if attrs[5] == "1" then release_unique(KEYS[3], ids) end
 return out

@@ -9,8 +9,7 @@ local qvt = redis.call("HGET", KEYS[2], "vt")
 if not qvt then return {-1} end
 local vt = tonumber(qvt) * 1000
 if ARGV[2] ~= "" then vt = tonumber(ARGV[2]) end
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock()
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[1]))
 local out = {1}
 if #ids == 0 then return out end

@@ -22,18 +22,8 @@ local maxsize = tonumber(attrs[2])
 local maxlen = tonumber(ARGV[3])
 if maxsize ~= -1 and maxlen > maxsize then return {-2, maxlen, maxsize} end
 local qdelay = tonumber(attrs[1]) * 1000
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local us_now = us
--- ten base-36 digits (0-9a-z) of the microseconds, built in one string
-local d = {}
-for i = 10, 1, -1 do
-  local r = us % 36
-  d[i] = r < 10 and 48 + r or 87 + r
-  us = (us - r) / 36
-end
-local prefix = string.char(unpack(d))
+local now, us = clock()
+local prefix = id_prefix(us)
 local n = (#ARGV - 4) / 3
 local scores = {}
 local zargs, hargs = {}, {}
@@ -43,19 +33,7 @@ for i = 1, n do
   local when = ARGV[b + 1]
   local score = scores[when]
   if not score then
-    local s = now + qdelay
-    if when ~= "" then
-      local v = tonumber(string.sub(when, 2))
-      if string.sub(when, 1, 1) ~= "d" then
-        s = math.max(now, v)
-      elseif v > 0 then
-        -- rounded up: a delayed message is never due before send + delay
-        s = math.ceil(us_now / 1000) + v
-      else
-        s = now
-      end
-    end
-    score = string.format("%.0f", s)
+    score = due_score(when, now, us, qdelay)
     scores[when] = score
   end
   zargs[2 * i - 1] = score

@@ -10,7 +10,7 @@
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
 if not attrs[1] then return -1 end
 local key, score
-for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0)) do
+for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 3)) do
   score = redis.call("ZSCORE", level[2], ARGV[1])
   if score then
     key = level[2]
@@ -19,7 +19,6 @@ for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0)) do
 end
 if not score then return 0 end
 local count = math.floor((tonumber(score) - math.floor(tonumber(score))) * 1000 + 0.5)
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock()
 redis.call("ZADD", key, string.format("%d.%03d", now + tonumber(ARGV[2]), count), ARGV[1])
 return 1

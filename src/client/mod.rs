@@ -6,107 +6,15 @@ use crate::backend::any::AnyBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
 use crate::backend::{Backend, DeadLetter, QueueStats};
-use crate::connection::RedisConfig;
 use crate::id::random_suffix;
 use crate::job::{self, Job, JobContext};
-use crate::queue::{QueueOptions, SendMessage, When, validate};
+use crate::queue::{QueueOptions, SendMessage, Sent, When, validate};
 use crate::worker::data::Data;
 use crate::{Error, JobId, Result};
 
-/// Settings of a [`Client`].
-///
-/// ```
-/// use redjob::client::ClientConfig;
-///
-/// let cfg = ClientConfig { namespace: "myapp".into(), ..ClientConfig::from_url("redis://127.0.0.1:6379") };
-/// assert!(!cfg.realtime);
-/// ```
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// Where Redis is.
-    pub redis: RedisConfig,
-    /// Key prefix, RSMQ's `ns`. Defaults to `rsmq`, RSMQ's own default, so RSMQ
-    /// clients see the queues without configuration.
-    pub namespace: String,
-    /// PUBLISH the queue's length on RSMQ's realtime channel after every enqueue,
-    /// as RSMQ's `realtime` option, for RSMQ realtime subscribers. Defaults to
-    /// `false`: redjob's idle workers are woken at once either way (an enqueue
-    /// publishes when a worker has marked the queue as waited on), at no cost per
-    /// enqueue while the workers are busy.
-    pub realtime: bool,
-    /// Attributes of a queue created on first use. Defaults to RSMQ's (vt 30 s,
-    /// delay 0, maxsize 65536).
-    pub queue_defaults: QueueOptions,
-}
+mod options;
 
-impl ClientConfig {
-    /// The defaults with this Redis URL.
-    pub fn from_url(url: impl Into<String>) -> Self {
-        ClientConfig {
-            redis: RedisConfig::from_url(url),
-            namespace: "rsmq".into(),
-            realtime: false,
-            queue_defaults: QueueOptions::default(),
-        }
-    }
-}
-
-/// Per-call enqueue options.
-///
-/// ```
-/// use std::time::Duration;
-/// use redjob::client::EnqueueOptions;
-///
-/// let opts = EnqueueOptions::new().queue("urgent").delay(Duration::from_secs(5));
-/// assert_eq!(opts.queue.as_deref(), Some("urgent"));
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EnqueueOptions {
-    /// Queue instead of the job's own. Defaults to the job's `queue` attribute.
-    pub queue: Option<String>,
-    /// When the job becomes due. Defaults to the queue's delay (0 unless changed).
-    pub when: When,
-    /// Priority instead of the job's own (see [`MAX_PRIORITY`](crate::queue::MAX_PRIORITY)).
-    /// Defaults to the job's `priority` attribute.
-    pub priority: Option<i8>,
-}
-
-impl EnqueueOptions {
-    /// The defaults.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Sends to this queue. Defaults to the job's queue.
-    pub fn queue(mut self, queue: impl Into<String>) -> Self {
-        self.queue = Some(queue.into());
-        self
-    }
-
-    /// Runs after `delay`. Defaults to the queue's delay.
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.when = When::After(delay);
-        self
-    }
-
-    /// Runs before due jobs of lower priority, from -10 to 10 (higher first).
-    /// Defaults to the job's `priority` attribute (0 unless set).
-    pub fn priority(mut self, priority: i8) -> Self {
-        self.priority = Some(priority);
-        self
-    }
-
-    /// Runs at `at` (millisecond precision; a past time means now). Defaults to the queue's delay.
-    pub fn at(mut self, at: SystemTime) -> Self {
-        let ms = at
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis();
-        let ms = u64::try_from(ms).unwrap_or(u64::MAX);
-        self.when = When::AtUnixMs(ms);
-        self
-    }
-}
+pub use options::{ClientConfig, EnqueueOptions};
 
 /// Enqueues typed jobs, on Redis or in memory. Cheap to clone; clones share one
 /// connection.
@@ -327,12 +235,63 @@ impl Client {
     }
 
     /// Enqueues jobs with the same options, in one round trip. A queue is created
-    /// with the client's `queue_defaults` on first use.
+    /// with the client's `queue_defaults` on first use. A unique job whose key is
+    /// held returns the queued job's id.
     pub async fn enqueue_batch_with<J: Job>(
         &self,
         jobs: &[J],
         opts: EnqueueOptions,
     ) -> Result<Vec<JobId>> {
+        let sent = self.enqueue_batch_outcomes(jobs, opts).await?;
+        Ok(sent.into_iter().map(|s| s.id).collect())
+    }
+
+    /// Enqueues a job with per-call options; tells what the enqueue did: added
+    /// the job, or found its [unique key](EnqueueOptions::unique_key) held and
+    /// kept, moved or replaced the queued job.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::client::EnqueueOptions;
+    /// use redjob::queue::SendOutcome;
+    /// use redjob::testing::TestKit;
+    /// # use redjob::{Job, JobContext, JobError};
+    /// # use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "recount_votes", unique = "replace_delay")]
+    /// struct Recount { poll: u64 }
+    /// # impl Job for Recount {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// let client = kit.client();
+    /// let later = EnqueueOptions::new().delay(Duration::from_secs(60));
+    /// let first = client.enqueue_outcome(&Recount { poll: 1 }, later.clone()).await?;
+    /// let again = client.enqueue_outcome(&Recount { poll: 1 }, later).await?;
+    /// assert_eq!((first.outcome, again.outcome), (SendOutcome::Added, SendOutcome::Moved));
+    /// assert_eq!(first.id, again.id);
+    /// # Ok(()) }
+    /// ```
+    pub async fn enqueue_outcome<J: Job>(&self, job: &J, opts: EnqueueOptions) -> Result<Sent> {
+        let sent = self
+            .enqueue_batch_outcomes(std::slice::from_ref(job), opts)
+            .await?;
+        sent.into_iter()
+            .next()
+            .ok_or_else(|| Error::Protocol("enqueue returned no id".into()))
+    }
+
+    /// [`enqueue_batch_with`](Self::enqueue_batch_with), telling for each job what
+    /// the enqueue did (see [`enqueue_outcome`](Self::enqueue_outcome)). Jobs of
+    /// one batch with the same unique key meet each other as duplicates, in order.
+    pub async fn enqueue_batch_outcomes<J: Job>(
+        &self,
+        jobs: &[J],
+        opts: EnqueueOptions,
+    ) -> Result<Vec<Sent>> {
         let queue = opts.queue.as_deref().unwrap_or(J::OPTIONS.queue);
         validate::queue_name(queue)?;
         let priority = opts.priority.unwrap_or(J::OPTIONS.priority);
@@ -348,19 +307,25 @@ impl Client {
             When::After(d) => _ = validate::delay_ms(d)?,
             When::QueueDelay => {}
         }
-        if let Some(data) = &self.inline {
-            return run_inline(jobs, queue, data).await;
-        }
         let msgs = jobs
             .iter()
             .map(|j| {
+                let unique = opts.unique_of(j)?;
+                if let Some(u) = &unique {
+                    u.check()?;
+                }
                 Ok(SendMessage {
                     body: job::encode(j)?,
                     when: opts.when,
                     priority,
+                    unique,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        if let Some(data) = &self.inline {
+            let ids = run_inline(jobs, queue, data).await?;
+            return Ok(ids.into_iter().map(Sent::added).collect());
+        }
         self.backend.send(queue, &msgs, &self.queue_defaults).await
     }
 }

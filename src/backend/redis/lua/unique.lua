@@ -1,0 +1,113 @@
+-- Sends messages that are unique in their queue by a key, in order, all in one
+-- call. The queue's hash ns:q:unique maps "k:<key>" to "<id> <priority> <expires
+-- ms, 0: never>" of the job holding the key, and "i:<id>" back to the key. A key
+-- is held while its job exists (waiting, scheduled, running or waiting for a
+-- retry) and its lifetime has not run out; acks, dead letters, deletes and pops
+-- free it (release_unique in lib.lua). An entry whose job is gone (deleted by an
+-- RSMQ client, which knows nothing of it) is stale and taken over here.
+-- A message whose key is held is a duplicate, handled by its policy:
+--   "k" keep: nothing changes;
+--   "d" replace delay: the held job's due time becomes the new message's;
+--   "r" replace: its due time, body and priority become the new message's.
+-- Only a job that was never delivered is changed (its score is whole ms; a
+-- delivery writes a count in the thousandths): a running job, or one waiting for
+-- a retry, is kept as it is.
+-- KEYS[1]  the queue's sorted set (ns:q): priority 0
+-- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3]  the queue's unique keys (ns:q:unique)
+-- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- ARGV[1..4]  as send.lua: realtime channel, "1" to always PUBLISH, the largest
+--          body length, the messages' priority
+-- ARGV[5..] six values per message: id suffix, when (as send.lua), body, unique
+--           key, policy ("k", "d" or "r"), the key's lifetime in ms ("0": until
+--           the job leaves the queue)
+-- Returns {1, id prefix, outcome, id, outcome, id, ...}: per message 0 added (its
+--         id is the prefix and its suffix; "" is returned), 1 duplicate kept, 2 due
+--         time moved, 3 replaced, each with the held job's id; {-1} when the queue
+--         does not exist; {-2, maxlen, maxsize} when a body exceeds maxsize
+local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio", "redjob:unique")
+if not attrs[1] then return {-1} end
+local maxsize = tonumber(attrs[2])
+local maxlen = tonumber(ARGV[3])
+if maxsize ~= -1 and maxlen > maxsize then return {-2, maxlen, maxsize} end
+local qdelay = tonumber(attrs[1]) * 1000
+local now, us = clock()
+local prefix = id_prefix(us)
+local p = tonumber(ARGV[4])
+local mask = tonumber(attrs[5]) or 0
+local newmask = mask
+local out = {1, prefix}
+local added, changed = 0, 0
+for b = 5, #ARGV, 6 do
+  local score = due_score(ARGV[b + 1], now, us, qdelay)
+  local key, policy, ttl = ARGV[b + 3], ARGV[b + 4], tonumber(ARGV[b + 5])
+  local expires = ttl > 0 and string.format("%.0f", now + ttl) or "0"
+  local kf = "k:" .. key
+  -- the job holding the key, if it still exists and the key has not expired
+  local held, level, current
+  local entry = redis.call("HGET", KEYS[3], kf)
+  if entry then
+    local id, lv, ex = string.match(entry, "^(%S+) (%S+) (%S+)$")
+    lv, ex = tonumber(lv), tonumber(ex)
+    if id and lv and lv >= -10 and lv <= 10 and ex and (ex == 0 or now < ex) then
+      current = redis.call("ZSCORE", level_key(lv, 4), id)
+      if current then held, level = id, lv end
+    end
+    if not held and id then redis.call("HDEL", KEYS[3], "i:" .. id) end
+  end
+  if held then
+    local outcome = 1
+    local s = tonumber(current)
+    if policy ~= "k" and s == math.floor(s) then
+      if policy == "r" then
+        redis.call("HSET", KEYS[2], held, ARGV[b + 2])
+        if level ~= p then
+          redis.call("ZREM", level_key(level, 4), held)
+          level = p
+          if p ~= 0 then newmask = bit.bor(newmask, bit.lshift(1, p + 10)) end
+        end
+        outcome = 3
+      else
+        outcome = 2
+      end
+      redis.call("ZADD", level_key(level, 4), score, held)
+      redis.call("HSET", KEYS[3], kf, held .. " " .. level .. " " .. expires)
+      changed = changed + 1
+    end
+    out[#out + 1] = outcome
+    out[#out + 1] = held
+  else
+    local id = prefix .. ARGV[b]
+    redis.call("ZADD", level_key(p, 4), score, id)
+    redis.call("HSET", KEYS[2], id, ARGV[b + 2])
+    redis.call("HSET", KEYS[3], kf, id .. " " .. p .. " " .. expires, "i:" .. id, key)
+    added = added + 1
+    out[#out + 1] = 0
+    out[#out + 1] = ""
+  end
+end
+local hargs = {}
+if added > 0 then
+  hargs[#hargs + 1] = "totalsent"
+  hargs[#hargs + 1] = string.format("%.0f", (tonumber(attrs[3]) or 0) + added)
+  if p ~= 0 then newmask = bit.bor(newmask, bit.lshift(1, p + 10)) end
+end
+if newmask ~= mask then
+  hargs[#hargs + 1] = "redjob:prio"
+  hargs[#hargs + 1] = newmask
+end
+if attrs[6] ~= "1" then
+  hargs[#hargs + 1] = "redjob:unique"
+  hargs[#hargs + 1] = "1"
+end
+local waiting = attrs[4] == "1"
+local wake = added + changed > 0 and (ARGV[2] == "1" or waiting)
+if wake and waiting then
+  hargs[#hargs + 1] = "redjob:waiting"
+  hargs[#hargs + 1] = "0"
+end
+if #hargs > 0 then redis.call("HSET", KEYS[2], unpack(hargs)) end
+if wake then
+  redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
+end
+return out

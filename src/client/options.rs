@@ -1,0 +1,151 @@
+//! Settings of a client and of one enqueue.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::Result;
+use crate::connection::RedisConfig;
+use crate::job::Job;
+use crate::queue::{OnDuplicate, QueueOptions, Unique, When};
+
+/// Settings of a [`Client`].
+///
+/// ```
+/// use redjob::client::ClientConfig;
+///
+/// let cfg = ClientConfig { namespace: "myapp".into(), ..ClientConfig::from_url("redis://127.0.0.1:6379") };
+/// assert!(!cfg.realtime);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Where Redis is.
+    pub redis: RedisConfig,
+    /// Key prefix, RSMQ's `ns`. Defaults to `rsmq`, RSMQ's own default, so RSMQ
+    /// clients see the queues without configuration.
+    pub namespace: String,
+    /// PUBLISH the queue's length on RSMQ's realtime channel after every enqueue,
+    /// as RSMQ's `realtime` option, for RSMQ realtime subscribers. Defaults to
+    /// `false`: redjob's idle workers are woken at once either way (an enqueue
+    /// publishes when a worker has marked the queue as waited on), at no cost per
+    /// enqueue while the workers are busy.
+    pub realtime: bool,
+    /// Attributes of a queue created on first use. Defaults to RSMQ's (vt 30 s,
+    /// delay 0, maxsize 65536).
+    pub queue_defaults: QueueOptions,
+}
+
+impl ClientConfig {
+    /// The defaults with this Redis URL.
+    pub fn from_url(url: impl Into<String>) -> Self {
+        ClientConfig {
+            redis: RedisConfig::from_url(url),
+            namespace: "rsmq".into(),
+            realtime: false,
+            queue_defaults: QueueOptions::default(),
+        }
+    }
+}
+
+/// Per-call enqueue options.
+///
+/// ```
+/// use std::time::Duration;
+/// use redjob::client::EnqueueOptions;
+///
+/// let opts = EnqueueOptions::new().queue("urgent").delay(Duration::from_secs(5));
+/// assert_eq!(opts.queue.as_deref(), Some("urgent"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnqueueOptions {
+    /// Queue instead of the job's own. Defaults to the job's `queue` attribute.
+    pub queue: Option<String>,
+    /// When the job becomes due. Defaults to the queue's delay (0 unless changed).
+    pub when: When,
+    /// Priority instead of the job's own (see [`MAX_PRIORITY`](crate::queue::MAX_PRIORITY)).
+    /// Defaults to the job's `priority` attribute.
+    pub priority: Option<i8>,
+    /// Unique by this key instead of the one derived from the job's arguments
+    /// (see [`Unique`]). Defaults to `None`: unique only when the job's type is
+    /// (`#[job(unique)]`), by the derived key ([`job::unique_key`](crate::job::unique_key)).
+    pub unique_key: Option<String>,
+    /// What a duplicate enqueue does instead of the job type's `unique` policy;
+    /// setting it makes the enqueue unique. Defaults to the type's policy.
+    pub on_duplicate: Option<OnDuplicate>,
+    /// The longest the unique key is held, instead of the type's `unique_for`;
+    /// setting it makes the enqueue unique. Defaults to the type's.
+    pub unique_for: Option<Duration>,
+}
+
+impl EnqueueOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sends to this queue. Defaults to the job's queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Runs after `delay`. Defaults to the queue's delay.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.when = When::After(delay);
+        self
+    }
+
+    /// Runs before due jobs of lower priority, from -10 to 10 (higher first).
+    /// Defaults to the job's `priority` attribute (0 unless set).
+    pub fn priority(mut self, priority: i8) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Makes the job unique by `key` (1 to 512 bytes) while queued: a second
+    /// enqueue with the key follows the [`on_duplicate`](Self::on_duplicate)
+    /// policy. Defaults to the type's derived key when the type is unique.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// What a duplicate enqueue does, and makes this enqueue unique. Defaults to
+    /// the type's `unique` policy ([`OnDuplicate::Keep`] when only a key is given).
+    pub fn on_duplicate(mut self, policy: OnDuplicate) -> Self {
+        self.on_duplicate = Some(policy);
+        self
+    }
+
+    /// Holds the unique key at most `ttl`, and makes this enqueue unique.
+    /// Defaults to the type's `unique_for` (none: until the job leaves its queue).
+    pub fn unique_for(mut self, ttl: Duration) -> Self {
+        self.unique_for = Some(ttl);
+        self
+    }
+
+    /// The uniqueness `job` is enqueued with, if any.
+    pub(crate) fn unique_of<J: Job>(&self, job: &J) -> Result<Option<Unique>> {
+        let policy = self.on_duplicate.or(J::OPTIONS.unique);
+        let ttl = self.unique_for.or(J::OPTIONS.unique_for);
+        let key = match &self.unique_key {
+            Some(key) => key.clone(),
+            None if policy.is_some() || ttl.is_some() => crate::job::unique_key(job)?,
+            None => return Ok(None),
+        };
+        Ok(Some(Unique {
+            key,
+            on_duplicate: policy.unwrap_or_default(),
+            ttl,
+        }))
+    }
+
+    /// Runs at `at` (millisecond precision; a past time means now). Defaults to the queue's delay.
+    pub fn at(mut self, at: SystemTime) -> Self {
+        let ms = at
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        let ms = u64::try_from(ms).unwrap_or(u64::MAX);
+        self.when = When::AtUnixMs(ms);
+        self
+    }
+}

@@ -1,0 +1,81 @@
+//! The unique key of a job, derived from its name and arguments.
+
+use serde_json::Value;
+
+use super::Job;
+use crate::Result;
+
+/// The unique key `#[job(unique)]` gives a job: its name, `:`, and the SHA-1 (hex)
+/// of its arguments as canonical JSON (object keys sorted, no spaces), so equal
+/// arguments give equal keys in any process, whatever the order of a map's entries.
+///
+/// ```
+/// use redjob::{Job, JobContext, JobError};
+/// use redjob::job::unique_key;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(name = "reindex_user", unique)]
+/// struct ReindexUser { user: u64 }
+/// # impl Job for ReindexUser {
+/// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+/// # }
+///
+/// let key = unique_key(&ReindexUser { user: 7 })?;
+/// assert!(key.starts_with("reindex_user:"));
+/// assert_eq!(key, unique_key(&ReindexUser { user: 7 })?);
+/// assert_ne!(key, unique_key(&ReindexUser { user: 8 })?);
+/// # Ok::<(), redjob::Error>(())
+/// ```
+pub fn unique_key<J: Job>(job: &J) -> Result<String> {
+    let mut text = String::new();
+    canonical(&serde_json::to_value(job)?, &mut text)?;
+    let hash = sha1_smol::Sha1::from(text.as_bytes()).digest().to_string();
+    Ok(format!("{}:{hash}", J::NAME))
+}
+
+/// `v` as JSON with every object's keys in byte order.
+fn canonical(v: &Value, out: &mut String) -> Result<()> {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(k)?);
+                out.push(':');
+                canonical(v, out)?;
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(v, out)?;
+            }
+            out.push(']');
+        }
+        v => out.push_str(&serde_json::to_string(v)?),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canonical;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"b": [1, {"y": 2, "x": "s"}], "a": null}"#).unwrap();
+        let mut out = String::new();
+        canonical(&a, &mut out).unwrap();
+        assert_eq!(out, r#"{"a":null,"b":[1,{"x":"s","y":2}]}"#);
+    }
+}
