@@ -159,3 +159,73 @@ async fn pop_due_keeps_the_fast_path_counters_agreeing() {
         .unwrap();
     assert_eq!(counters, (Some(6), Some(3)));
 }
+
+/// Every way a job leaves its queue removes both of its entries from
+/// `ns:q:unique`; a key taken over after its ttl stays with the new holder.
+#[tokio::test]
+async fn unique_entries_leave_with_their_jobs() {
+    use redjob::backend::redis::RedisBackend;
+    use redjob::backend::{Backend, DeadLetterEntry, Settle};
+    use redjob::queue::{SendOutcome, Unique};
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(
+        &redjob::connection::RedisConfig::from_url(server.url()),
+        "rsmq",
+        false,
+    )
+    .await
+    .unwrap();
+    let rsmq = backend.rsmq().clone();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let mut entries = async || -> usize {
+        redis::cmd("HLEN")
+            .arg("rsmq:q:unique")
+            .query_async(&mut con)
+            .await
+            .unwrap()
+    };
+    let msgs: Vec<_> = ["acked", "dead", "deleted", "popped", "plain"]
+        .iter()
+        .map(|k| SendMessage::new(*k).unique(Unique::new(*k)))
+        .collect();
+    let ids = rsmq.send_batch("q", &msgs[..4]).await.unwrap();
+    rsmq.send("q", SendMessage::new("plain")).await.unwrap();
+    assert_eq!(entries().await, 8, "k: and i: per job");
+    assert!(rsmq.delete("q", &ids[2]).await.unwrap());
+    assert_eq!(entries().await, 6);
+    let leased = backend
+        .fetch("q", 2, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!((leased[0].id, leased[1].id), (ids[0], ids[1]));
+    let settle = Settle {
+        acks: vec![(ids[0], leased[0].token)],
+        dead: vec![DeadLetterEntry {
+            id: ids[1],
+            token: leased[1].token,
+            error: "no".into(),
+        }],
+        ..Settle::default()
+    };
+    let done = backend.settle("q", &settle).await.unwrap();
+    assert_eq!((done.acked, done.dead), (1, 1));
+    assert_eq!(entries().await, 2);
+    let popped = rsmq.pop_due("q", 1).await.unwrap();
+    assert_eq!(popped[0].id, ids[3]);
+    assert_eq!(entries().await, 0);
+    // a key whose ttl ran out is taken over; the old holder leaving keeps it
+    let ttl = || SendMessage::new("t").unique(Unique::new("t").ttl(Duration::from_millis(50)));
+    let old = rsmq.send_outcomes("q", &[ttl()]).await.unwrap()[0];
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let new = rsmq.send_outcomes("q", &[ttl()]).await.unwrap()[0];
+    assert_eq!(new.outcome, SendOutcome::Added);
+    assert_eq!(entries().await, 2, "the old holder's back link is gone");
+    assert!(rsmq.delete("q", &old.id).await.unwrap());
+    assert_eq!(entries().await, 2);
+    rsmq.delete_queue("q").await.unwrap();
+    assert_eq!(entries().await, 0);
+}

@@ -7,6 +7,7 @@ pub mod leases;
 pub mod lifecycle;
 pub mod priorities;
 pub mod queues;
+pub mod unique;
 pub mod worker;
 
 use redjob::Client;
@@ -94,6 +95,53 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Every message of `queue` at any priority, due or not: (id, body, due ms),
+    /// in due order.
+    pub async fn all_messages(&self, queue: &str) -> Vec<(redjob::JobId, String, u64)> {
+        let mut all = match (&self.server, self.client.queues()) {
+            (Some(server), _) => {
+                let mut con = server.raw().await;
+                let mut keys = vec![format!("rsmq:{queue}")];
+                keys.extend(
+                    (-10..=10)
+                        .filter(|p| *p != 0)
+                        .map(|p| format!("rsmq:{queue}:p{p}")),
+                );
+                let mut out = Vec::new();
+                for key in keys {
+                    let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
+                        .arg(&key)
+                        .arg(0)
+                        .arg(-1)
+                        .arg("WITHSCORES")
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    for (id, score) in members {
+                        let body: String = redis::cmd("HGET")
+                            .arg(format!("rsmq:{queue}:Q"))
+                            .arg(&id)
+                            .query_async(&mut con)
+                            .await
+                            .unwrap();
+                        out.push((id.parse().unwrap(), body, score as u64));
+                    }
+                }
+                out
+            }
+            (None, AnyBackend::Memory(m)) => m
+                .messages(queue)
+                .into_iter()
+                .map(|(id, body, due)| (id, String::from_utf8_lossy(&body).into_owned(), due))
+                .collect(),
+            _ => unreachable!("a Redis client always has its server"),
+        };
+        all.sort_by_key(|(id, _, due)| (*due, *id));
+        all
+    }
+}
+
 /// Instantiates every conformance test with `$setup` (an async fn returning
 /// [`Env`]) under the test attribute given.
 #[macro_export]
@@ -123,6 +171,14 @@ macro_rules! conformance_suite {
             pop_due_takes_every_due_message_at_once_highest_first,
             concurrent_pop_due_consumers_never_share_or_lose_a_message,
             typed_pop_due_decodes_and_keeps_what_is_not_its_type);
+        $crate::conformance_suite!(@unique $setup, #[$attr],
+            keep_returns_the_queued_job_and_changes_nothing, a_duplicate_in_one_batch_meets_the_first,
+            replace_delay_moves_a_waiting_job_earlier_and_later,
+            replace_swaps_body_due_time_and_priority_keeping_the_id,
+            a_delivered_job_blocks_duplicates_until_it_succeeds,
+            dead_letters_deletes_pops_and_queue_deletes_free_keys, a_key_with_a_ttl_is_free_after_it,
+            bad_unique_input_is_refused_and_sends_nothing, eight_producers_racing_on_one_key_make_one_job,
+            typed_unique_jobs_hold_their_key_through_a_retry_until_success);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

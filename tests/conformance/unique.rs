@@ -1,0 +1,435 @@
+//! Unique jobs: one queued job per key while it waits, runs or waits for a retry;
+//! duplicates kept, moved or replaced by policy; the key freed when the job
+//! leaves the queue or its ttl runs out.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+use redjob::client::EnqueueOptions;
+use redjob::queue::{
+    MAX_UNIQUE_KEY, OnDuplicate, QueueOptions, Queues, SendMessage, SendOutcome, Sent, Unique,
+};
+use redjob::{Error, Job, JobContext, JobError, RetryPolicy, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use crate::common::{start_serving, wait_until};
+
+const LONG: Duration = Duration::from_secs(60);
+const Q: &str = "uniq";
+
+async fn send(env: &Env, msgs: &[SendMessage]) -> Vec<Sent> {
+    Backend::send(&env.client.backend(), Q, msgs, &QueueOptions::default())
+        .await
+        .unwrap()
+}
+
+fn keyed(body: &str, key: &str, policy: OnDuplicate) -> SendMessage {
+    SendMessage::new(body).unique(Unique::new(key).on_duplicate(policy))
+}
+
+fn outcomes(sent: &[Sent]) -> Vec<SendOutcome> {
+    sent.iter().map(|s| s.outcome).collect()
+}
+
+/// The bodies of every message of the queue, due or not, in due order.
+async fn bodies(env: &Env) -> Vec<String> {
+    env.all_messages(Q)
+        .await
+        .into_iter()
+        .map(|(_, body, _)| body)
+        .collect()
+}
+
+pub async fn keep_returns_the_queued_job_and_changes_nothing(env: &Env) {
+    let first = send(env, &[keyed("a", "k1", OnDuplicate::Keep)]).await;
+    let again = send(
+        env,
+        &[keyed("b", "k1", OnDuplicate::Keep).delay(Duration::from_secs(5))],
+    )
+    .await;
+    assert_eq!(outcomes(&first), [SendOutcome::Added]);
+    assert_eq!(outcomes(&again), [SendOutcome::Duplicate]);
+    assert_eq!(first[0].id, again[0].id);
+    // another key, and a plain message, are sent beside it
+    let other = send(
+        env,
+        &[keyed("c", "k2", OnDuplicate::Keep), SendMessage::new("d")],
+    )
+    .await;
+    assert_eq!(outcomes(&other), [SendOutcome::Added, SendOutcome::Added]);
+    let got = env.queues().pop_due(Q, 10).await.unwrap();
+    let got: Vec<_> = got.iter().map(|m| (m.id, m.body.as_str())).collect();
+    assert_eq!(
+        got,
+        [(first[0].id, "a"), (other[0].id, "c"), (other[1].id, "d")]
+    );
+    assert_eq!(env.queues().attributes(Q).await.unwrap().totalsent, 3);
+}
+
+pub async fn a_duplicate_in_one_batch_meets_the_first(env: &Env) {
+    let sent = send(
+        env,
+        &[
+            keyed("a", "same", OnDuplicate::Keep),
+            keyed("b", "same", OnDuplicate::Keep),
+            keyed("c", "same", OnDuplicate::Replace),
+        ],
+    )
+    .await;
+    assert_eq!(
+        outcomes(&sent),
+        [
+            SendOutcome::Added,
+            SendOutcome::Duplicate,
+            SendOutcome::Replaced
+        ]
+    );
+    assert!(sent.iter().all(|s| s.id == sent[0].id));
+    assert_eq!(bodies(env).await, ["c"]);
+}
+
+pub async fn replace_delay_moves_a_waiting_job_earlier_and_later(env: &Env) {
+    let backend = env.client.backend();
+    let later = |d| keyed("x", "move", OnDuplicate::ReplaceDelay).delay(d);
+    let first = send(env, &[later(LONG)]).await;
+    assert!(backend.fetch(Q, 10, LONG).await.unwrap().jobs.is_empty());
+    // moved to now: due at once
+    let now = send(env, &[later(Duration::ZERO)]).await;
+    assert_eq!(outcomes(&now), [SendOutcome::Moved]);
+    assert_eq!(now[0].id, first[0].id);
+    assert_eq!(env.visible_now(Q).await, 1);
+    // moved back to later: not due
+    let back = send(
+        env,
+        &[keyed("y", "move", OnDuplicate::ReplaceDelay).delay(LONG)],
+    )
+    .await;
+    assert_eq!(outcomes(&back), [SendOutcome::Moved]);
+    assert_eq!(env.visible_now(Q).await, 0);
+    assert!(backend.fetch(Q, 10, LONG).await.unwrap().jobs.is_empty());
+    // one job, its body the first one's, due a minute from the last send
+    let all = env.all_messages(Q).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!((all[0].0, all[0].1.as_str()), (first[0].id, "x"));
+    let ahead = all[0].2 as i64 - unix_ms(env.now().await) as i64;
+    assert!((55_000..=60_001).contains(&ahead), "due in {ahead} ms");
+}
+
+pub async fn replace_swaps_body_due_time_and_priority_keeping_the_id(env: &Env) {
+    let backend = env.client.backend();
+    let first = send(
+        env,
+        &[keyed("old", "deb", OnDuplicate::Replace).delay(LONG)],
+    )
+    .await;
+    send(env, &[SendMessage::new("plain").priority(3)]).await;
+    let new = send(
+        env,
+        &[keyed("new", "deb", OnDuplicate::Replace).priority(5)],
+    )
+    .await;
+    assert_eq!(outcomes(&new), [SendOutcome::Replaced]);
+    assert_eq!(new[0].id, first[0].id);
+    let got = backend.fetch(Q, 10, LONG).await.unwrap();
+    let got: Vec<_> = got
+        .jobs
+        .iter()
+        .map(|d| {
+            (
+                d.id,
+                String::from_utf8_lossy(&d.body).into_owned(),
+                d.token.priority(),
+            )
+        })
+        .collect();
+    assert_eq!(got[0], (first[0].id, "new".to_string(), 5));
+    assert_eq!(got.len(), 2, "one job for the key: {got:?}");
+}
+
+pub async fn a_delivered_job_blocks_duplicates_until_it_succeeds(env: &Env) {
+    let backend = env.client.backend();
+    let msg = |p| keyed("job", "run", p);
+    let id = send(env, &[msg(OnDuplicate::Keep)]).await[0].id;
+    let leased = backend.fetch(Q, 10, LONG).await.unwrap().jobs;
+    assert_eq!(leased.len(), 1);
+    // running: every policy keeps it as it is
+    for p in [
+        OnDuplicate::Keep,
+        OnDuplicate::ReplaceDelay,
+        OnDuplicate::Replace,
+    ] {
+        let sent = send(env, &[msg(p)]).await;
+        assert_eq!(
+            (sent[0].id, sent[0].outcome),
+            (id, SendOutcome::Duplicate),
+            "{p:?}"
+        );
+    }
+    // waiting for a retry: still held, still not replaced
+    let retry = Settle {
+        reschedules: vec![Reschedule {
+            id,
+            token: leased[0].token,
+            delay: Duration::from_secs(1),
+            deliveries: 1,
+            release: false,
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle(Q, &retry).await.unwrap().rescheduled, 1);
+    let sent = send(env, &[msg(OnDuplicate::Replace).delay(Duration::ZERO)]).await;
+    assert_eq!((sent[0].id, sent[0].outcome), (id, SendOutcome::Duplicate));
+    assert_eq!(env.visible_now(Q).await, 0, "the retry's backoff was kept");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let again = backend.fetch(Q, 10, LONG).await.unwrap().jobs;
+    assert_eq!((again[0].id, again[0].token.attempt()), (id, 2));
+    // a stale token cannot free the key
+    let stale = Settle {
+        acks: vec![(id, leased[0].token)],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle(Q, &stale).await.unwrap().acked, 0);
+    assert_eq!(send(env, &[msg(OnDuplicate::Keep)]).await[0].id, id);
+    // success frees it
+    let ack = Settle {
+        acks: vec![(id, again[0].token)],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle(Q, &ack).await.unwrap().acked, 1);
+    let fresh = send(env, &[msg(OnDuplicate::Keep)]).await;
+    assert_eq!(fresh[0].outcome, SendOutcome::Added);
+    assert_ne!(fresh[0].id, id);
+}
+
+pub async fn dead_letters_deletes_pops_and_queue_deletes_free_keys(env: &Env) {
+    let backend = env.client.backend();
+    let q = env.queues();
+    let ids: Vec<_> = send(
+        env,
+        &[
+            keyed("a", "dead", OnDuplicate::Keep),
+            keyed("b", "deleted", OnDuplicate::Keep),
+            keyed("c", "popped", OnDuplicate::Keep).priority(4),
+        ],
+    )
+    .await
+    .iter()
+    .map(|s| s.id)
+    .collect();
+    assert!(q.delete(Q, &ids[1]).await.unwrap());
+    let popped = q.pop_due(Q, 1).await.unwrap();
+    assert_eq!(popped[0].id, ids[2]);
+    let leased = backend.fetch(Q, 10, LONG).await.unwrap().jobs;
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id: ids[0],
+            token: leased[0].token,
+            error: "gave up".into(),
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle(Q, &dead).await.unwrap().dead, 1);
+    let again = send(
+        env,
+        &[
+            keyed("a", "dead", OnDuplicate::Keep),
+            keyed("b", "deleted", OnDuplicate::Keep),
+            keyed("c", "popped", OnDuplicate::Keep),
+        ],
+    )
+    .await;
+    assert_eq!(outcomes(&again), [SendOutcome::Added; 3]);
+    // a queue deleted and created again starts with no keys held
+    q.delete_queue(Q).await.unwrap();
+    q.create_queue(Q, QueueOptions::default()).await.unwrap();
+    let after = send(env, &[keyed("a", "dead", OnDuplicate::Keep)]).await;
+    assert_eq!(outcomes(&after), [SendOutcome::Added]);
+}
+
+pub async fn a_key_with_a_ttl_is_free_after_it(env: &Env) {
+    let backend = env.client.backend();
+    let msg = || {
+        SendMessage::new("t")
+            .delay(LONG)
+            .unique(Unique::new("ttl").ttl(Duration::from_secs(1)))
+    };
+    let first = send(env, &[msg()]).await[0];
+    assert_eq!(send(env, &[msg()]).await[0].outcome, SendOutcome::Duplicate);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = send(env, &[msg()]).await[0];
+    assert_eq!(second.outcome, SendOutcome::Added);
+    assert_ne!(second.id, first.id);
+    // the first job leaving does not free the key its successor holds now
+    assert!(env.queues().delete(Q, &first.id).await.unwrap());
+    let third = send(env, &[msg()]).await[0];
+    assert_eq!(
+        (third.id, third.outcome),
+        (second.id, SendOutcome::Duplicate)
+    );
+    assert!(backend.fetch(Q, 10, LONG).await.unwrap().jobs.is_empty());
+}
+
+pub async fn bad_unique_input_is_refused_and_sends_nothing(env: &Env) {
+    let backend = env.client.backend();
+    let good = keyed("ok", "fine", OnDuplicate::Keep);
+    for bad in [
+        Unique::new(""),
+        Unique::new("k".repeat(MAX_UNIQUE_KEY + 1)),
+        Unique::new("k").ttl(Duration::ZERO),
+        Unique::new("k").ttl(Duration::from_secs(u64::MAX)),
+    ] {
+        let err = Backend::send(
+            &backend,
+            Q,
+            &[good.clone(), SendMessage::new("x").unique(bad.clone())],
+            &QueueOptions::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidValue { .. }), "{bad:?}: {err}");
+    }
+    // keys of any bytes up to the limit are fine
+    let edge = send(
+        env,
+        &[
+            keyed("a", &"k".repeat(MAX_UNIQUE_KEY), OnDuplicate::Keep),
+            keyed("b", "spaces and : colons \u{e9}", OnDuplicate::Keep),
+        ],
+    )
+    .await;
+    assert_eq!(outcomes(&edge), [SendOutcome::Added; 2]);
+    assert_eq!(env.queues().pop_due(Q, 10).await.unwrap().len(), 2);
+    // a typed enqueue with an oversized explicit key
+    let err = env
+        .client
+        .enqueue_with(
+            &Once { n: 1 },
+            EnqueueOptions::new().unique_key("k".repeat(513)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidValue {
+                what: "unique key",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+pub async fn eight_producers_racing_on_one_key_make_one_job(env: &Env) {
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let client = env.another_client().await;
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..20 {
+                got.push(
+                    client
+                        .enqueue_outcome(&Once { n: 7 }, EnqueueOptions::new())
+                        .await
+                        .unwrap(),
+                );
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let added: Vec<_> = all.iter().filter(|s| s.outcome.is_added()).collect();
+    assert_eq!(added.len(), 1, "{all:?}");
+    assert!(all.iter().all(|s| s.id == added[0].id));
+    assert_eq!(env.queues().pop_due(Q, 100).await.unwrap().len(), 1);
+}
+
+pub async fn typed_unique_jobs_hold_their_key_through_a_retry_until_success(env: &Env) {
+    let client = env.client.clone();
+    // derived keys: equal arguments are one job, other arguments another
+    let a = client.enqueue(&Flaky { n: 1 }).await.unwrap();
+    assert_eq!(client.enqueue(&Flaky { n: 1 }).await.unwrap(), a);
+    let b = client.enqueue(&Flaky { n: 2 }).await.unwrap();
+    assert_ne!(a, b);
+    // an explicit key joins different arguments
+    let opts = EnqueueOptions::new().unique_key("flaky-3");
+    let c = client
+        .enqueue_with(&Flaky { n: 3 }, opts.clone())
+        .await
+        .unwrap();
+    assert_eq!(client.enqueue_with(&Flaky { n: 4 }, opts).await.unwrap(), c);
+    let runs = Arc::new(AtomicU32::new(0));
+    let worker = Worker::builder(client.backend())
+        .queue(Q)
+        .handle_signals(false)
+        .data(runs.clone())
+        .retry(RetryPolicy::default().jitter(false))
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    // each failed its first run and waits for its retry (2 s backoff at least)
+    assert!(wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) >= 3).await);
+    assert_eq!(
+        client.enqueue(&Flaky { n: 1 }).await.unwrap(),
+        a,
+        "held while retrying"
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || runs.load(Ordering::SeqCst) == 6).await,
+        "ran {}",
+        runs.load(Ordering::SeqCst)
+    );
+    assert!(
+        crate::common::wait_for(Duration::from_secs(10), || async {
+            client.stats(Q).await.unwrap().processed == 3
+        })
+        .await
+    );
+    running.stop().await;
+    let fresh = client.enqueue(&Flaky { n: 1 }).await.unwrap();
+    assert_ne!(fresh, a, "free after success");
+}
+
+fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "unique_once", queue = "uniq", unique)]
+struct Once {
+    n: u32,
+}
+
+impl Job for Once {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Fails its first run.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "unique_flaky",
+    queue = "uniq",
+    unique = "replace",
+    backoff = "2s"
+)]
+struct Flaky {
+    n: u32,
+}
+
+impl Job for Flaky {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<AtomicU32>>()?.fetch_add(1, Ordering::SeqCst);
+        if ctx.attempt() == 1 {
+            return Err(JobError::retry("first run fails"));
+        }
+        Ok(())
+    }
+}
