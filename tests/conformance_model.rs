@@ -3,7 +3,8 @@
 //! results (ids mapped by send order, times by slot). Sends go at random
 //! priorities (some out of range): fetches report each job's priority; RSMQ's
 //! receive and attributes see priority 0 alone, delete and change visibility
-//! find a message at any priority, alike on both.
+//! find a message at any priority, alike on both. Unique sends (two keys, each
+//! policy) must meet, keep, move or replace the same jobs on both.
 //!
 //! Redis takes its time from `TIME`, which cannot be faked, so both backends run on
 //! real time cut into slots of `U`: all operations of a slot run within its first
@@ -43,7 +44,7 @@ use redjob::Client;
 use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
-use redjob::queue::{QueueOptions, Queues, SendMessage};
+use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
 use tokio::time::Instant;
 
@@ -66,6 +67,14 @@ enum Op {
     /// after its delay in slots (and a half), or at once with `None`.
     Send {
         calls: Vec<(i8, Vec<Option<u8>>)>,
+    },
+    /// One message unique by key `k<key>` with policy `policy` (keep, replace
+    /// delay, replace), after its delay as in `Send`.
+    SendUnique {
+        key: u8,
+        policy: u8,
+        priority: i8,
+        delay: Option<u8>,
     },
     /// Every due message, hidden for `vt` slots and a half.
     Receive {
@@ -138,6 +147,8 @@ fn priority() -> impl Strategy<Value = i8> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => prop::collection::vec((priority(), send_call()), 1..=3).prop_map(|calls| Op::Send { calls }),
+        4 => (0..=1u8, 0..=2u8, priority(), delay())
+            .prop_map(|(key, policy, priority, delay)| Op::SendUnique { key, policy, priority, delay }),
         2 => (0..=2u8).prop_map(|vt| Op::Receive { vt }),
         1 => Just(Op::PopDue),
         1 => (any::<Index>(), prop::option::of(0..=2u8))
@@ -161,6 +172,8 @@ enum Seen {
     /// Where each new id sorts among all ids sent so far (their send order when
     /// ids sort in send order).
     Sent(Vec<usize>),
+    /// A unique send's outcome and the send order of the job it added or met.
+    Unique(String, usize),
     Messages(Vec<(usize, u64, String)>),
     /// (send order, attempt, priority)
     Deliveries(Vec<(usize, u32, i8)>),
@@ -236,6 +249,33 @@ impl Side {
                         .map(|id| sorted.partition_point(|s| s < id))
                         .collect(),
                 )
+            }
+            Op::SendUnique {
+                key,
+                policy,
+                priority,
+                delay,
+            } => {
+                let policy = [
+                    OnDuplicate::Keep,
+                    OnDuplicate::ReplaceDelay,
+                    OnDuplicate::Replace,
+                ][usize::from(*policy)];
+                let mut m = SendMessage::new(format!("m{}", self.ids.len()))
+                    .priority(*priority)
+                    .unique(Unique::new(format!("k{key}")).on_duplicate(policy));
+                if let Some(k) = delay {
+                    m = m.delay(slots(*k));
+                }
+                match b.send_outcomes(&q, &[m]).await {
+                    Ok(sent) => {
+                        if sent[0].outcome.is_added() {
+                            self.ids.push(sent[0].id);
+                        }
+                        Seen::Unique(format!("{:?}", sent[0].outcome), self.index(&sent[0].id))
+                    }
+                    Err(e) => err(e),
+                }
             }
             Op::Receive { .. } | Op::PopDue => {
                 let got = match op {
