@@ -348,3 +348,67 @@ async fn rediss_without_tls_feature_is_a_clear_error() {
     );
     assert!(err.to_string().contains("redjob's `tls` feature"), "{err}");
 }
+
+/// Unique for an hour: `unique_for` alone makes a type unique (keep).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hourly_digest", queue = "digest", unique_for = "1h")]
+struct Digest {
+    user: u64,
+    tags: std::collections::HashMap<String, u32>,
+}
+
+impl Job for Digest {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn unique_attributes_derive_keys_from_arguments_and_options_override_them() {
+    use redjob::job::{JobSpec, unique_key};
+    use redjob::queue::{OnDuplicate, SendOutcome};
+    assert_eq!(Digest::OPTIONS.unique, Some(OnDuplicate::Keep));
+    assert_eq!(Digest::OPTIONS.unique_for, Some(Duration::from_secs(3600)));
+    assert_eq!(Email::OPTIONS.unique, None);
+    // a map's entry order does not change the key
+    let tags = |pairs: &[(&str, u32)]| pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let a = Digest {
+        user: 1,
+        tags: tags(&[("x", 1), ("y", 2), ("z", 3)]),
+    };
+    let b = Digest {
+        user: 1,
+        tags: tags(&[("z", 3), ("x", 1), ("y", 2)]),
+    };
+    assert_eq!(unique_key(&a).unwrap(), unique_key(&b).unwrap());
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let id = client.enqueue(&a).await.unwrap();
+    assert_eq!(client.enqueue(&b).await.unwrap(), id);
+    // the key lives an hour at most
+    let mut con = server.raw().await;
+    let entry: String = con
+        .hget(
+            "rsmq:digest:unique",
+            format!("k:{}", unique_key(&a).unwrap()),
+        )
+        .await
+        .unwrap();
+    let expires: u64 = entry.rsplit(' ').next().unwrap().parse().unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(expires.abs_diff(now + 3_600_000) < 60_000, "{entry}");
+    // options: a plain type made unique per call, with a policy
+    let opts = EnqueueOptions::new().on_duplicate(OnDuplicate::ReplaceDelay);
+    let e = Email { to: "a@b".into() };
+    let first = client
+        .enqueue_outcome(&e, opts.clone().delay(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let moved = client.enqueue_outcome(&e, opts).await.unwrap();
+    assert_eq!((moved.id, moved.outcome), (first.id, SendOutcome::Moved));
+    // not unique without any of them
+    assert_ne!(client.enqueue(&e).await.unwrap(), first.id);
+}

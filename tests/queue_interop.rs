@@ -330,3 +330,45 @@ async fn rsmq_clients_see_priority_zero_and_their_sends_are_at_it() {
     );
     assert_eq!(got.orphans, 1, "the id whose body RSMQ deleted");
 }
+
+/// A unique message is a plain message to RSMQ clients: they receive and delete
+/// it as any other; once received it counts as delivered, and is not replaced. Their delete does not know its unique key, which stays
+/// behind; the next unique send finds the key's job gone and takes the key.
+#[tokio::test]
+async fn rsmq_clients_take_unique_messages_and_their_delete_frees_the_key() {
+    use redjob::queue::{OnDuplicate, SendOutcome, Unique};
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("uq", QueueOptions::default())
+        .await
+        .unwrap();
+    let msg = |body: &str| {
+        SendMessage::new(body).unique(Unique::new("report").on_duplicate(OnDuplicate::Replace))
+    };
+    let first = rsmq.send_outcomes("uq", &[msg("v1")]).await.unwrap()[0];
+    let second = rsmq.send_outcomes("uq", &[msg("v2")]).await.unwrap()[0];
+    assert_eq!(
+        (second.id, second.outcome),
+        (first.id, SendOutcome::Replaced)
+    );
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "getQueueAttributes", "qname": "uq"},
+            {"op": "receiveMessage", "qname": "uq", "vt": 60},
+        ]),
+    );
+    assert_eq!(r[0]["msgs"], json!(1));
+    assert_eq!(r[1]["message"], json!("v2"));
+    assert_eq!(r[1]["id"], json!(first.id.as_str()));
+    // received by an RSMQ client: delivered, so no longer replaced
+    let kept = rsmq.send_outcomes("uq", &[msg("late")]).await.unwrap()[0];
+    assert_eq!((kept.id, kept.outcome), (first.id, SendOutcome::Duplicate));
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "deleteMessage", "qname": "uq", "id": first.id.as_str()}]),
+    );
+    assert_eq!(r[0], json!(1));
+    let third = rsmq.send_outcomes("uq", &[msg("v3")]).await.unwrap()[0];
+    assert_eq!(third.outcome, SendOutcome::Added);
+    assert_ne!(third.id, first.id);
+}

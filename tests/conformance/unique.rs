@@ -202,6 +202,15 @@ pub async fn a_delivered_job_blocks_duplicates_until_it_succeeds(env: &Env) {
     let fresh = send(env, &[msg(OnDuplicate::Keep)]).await;
     assert_eq!(fresh[0].outcome, SendOutcome::Added);
     assert_ne!(fresh[0].id, id);
+    // received RSMQ-style: delivered too
+    let other = send(env, &[keyed("r", "recv", OnDuplicate::Keep)]).await[0].id;
+    let got = env.queues().receive_batch(Q, 10, Some(LONG)).await.unwrap();
+    assert!(got.iter().any(|m| m.id == other));
+    let sent = send(env, &[keyed("r2", "recv", OnDuplicate::Replace)]).await;
+    assert_eq!(
+        (sent[0].id, sent[0].outcome),
+        (other, SendOutcome::Duplicate)
+    );
 }
 
 pub async fn dead_letters_deletes_pops_and_queue_deletes_free_keys(env: &Env) {

@@ -131,7 +131,7 @@ impl Queues for MemoryBackend {
                         sent.push(Sent::added(*id));
                     }
                     Some(held) => {
-                        let fresh = q.msgs[&held].score % 1000 == 0;
+                        let fresh = q.msgs[&held].score % 1000 == 0 && q.msgs[&held].rc == 0;
                         let outcome = match u.on_duplicate {
                             OnDuplicate::ReplaceDelay if fresh => SendOutcome::Moved,
                             OnDuplicate::Replace if fresh => {

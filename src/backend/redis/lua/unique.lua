@@ -9,9 +9,10 @@
 --   "k" keep: nothing changes;
 --   "d" replace delay: the held job's due time becomes the new message's;
 --   "r" replace: its due time, body and priority become the new message's.
--- Only a job that was never delivered is changed (its score is whole ms; a
--- delivery writes a count in the thousandths): a running job, or one waiting for
--- a retry, is kept as it is.
+-- Only a job that was never delivered is changed (its score is whole ms, as a
+-- fetch writes a count in the thousandths, and it has no "<id>:rc" field, which
+-- an RSMQ-style receive writes): a running job, or one waiting for a retry, is
+-- kept as it is.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
@@ -58,7 +59,8 @@ for b = 5, #ARGV, 6 do
   if held then
     local outcome = 1
     local s = tonumber(current)
-    if policy ~= "k" and s == math.floor(s) then
+    -- never delivered: whole ms, and not received by an RSMQ-style receive
+    if policy ~= "k" and s == math.floor(s) and redis.call("HEXISTS", KEYS[2], held .. ":rc") == 0 then
       if policy == "r" then
         redis.call("HSET", KEYS[2], held, ARGV[b + 2])
         if level ~= p then
