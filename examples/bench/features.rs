@@ -1,13 +1,15 @@
 //! Phase 7: the queue features on the hot path, each beside the plain figure
-//! measured the same way on the same server.
+//! measured the same way on the same server: a backlog at mixed priorities, and
+//! unique jobs enqueued one by one.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use redjob::Client;
 use redjob::client::EnqueueOptions;
+use redjob::queue::{QueueOptions, Queues};
 
-use crate::jobs::{Noop, Tally};
+use crate::jobs::{Noop, Tally, UniqueNoop};
 use crate::phases::{Figures, Settings, drain, worker};
 use crate::redis::Server;
 
@@ -36,17 +38,49 @@ async fn process(client: &Client, s: &Settings, f: &mut Figures, priorities: &[i
     s.n as f64 / secs
 }
 
+/// Enqueues `n` jobs one awaited call at a time into an empty queue, unique by
+/// their derived keys or plain; jobs/s. The queue is emptied afterwards.
+async fn enqueue_single(client: &Client, n: usize, unique: bool) -> f64 {
+    const QUEUE: &str = "bench_enqueue";
+    let q = client.queues();
+    let _ = q.delete_queue(QUEUE).await;
+    q.create_queue(QUEUE, QueueOptions::default())
+        .await
+        .expect("create");
+    let plain = EnqueueOptions::new().queue(QUEUE);
+    let t = Instant::now();
+    for i in 0..n as u64 {
+        let r = if unique {
+            client.enqueue(&UniqueNoop { i }).await
+        } else {
+            client.enqueue_with(&Noop { i }, plain.clone()).await
+        };
+        r.expect("enqueue");
+    }
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    q.delete_queue(QUEUE).await.expect("delete");
+    rate
+}
+
 /// Phase 7: a backlog of `n` at five priorities against the same backlog plain,
-/// twice each, alternating.
+/// and `n` unique jobs enqueued one by one against `n` plain ones; twice each,
+/// alternating.
 pub async fn features(s: &Settings, f: &mut Figures) {
     let server = Server::start();
     let client = Client::connect(&server.url).await.expect("connect");
-    // warm up: the queue exists and the scripts are loaded
+    // warm up: the queues exist and the scripts are loaded
     process(&client, s, f, &[0]).await;
+    enqueue_single(&client, 1000, true).await;
     for _ in 0..2 {
         let plain = process(&client, s, f, &[0]).await;
         f.backlog_plain.push(plain);
         let mixed = process(&client, s, f, &PRIORITIES).await;
         f.backlog_priorities.push(mixed);
+    }
+    for _ in 0..2 {
+        f.enqueue_single_plain
+            .push(enqueue_single(&client, s.n, false).await);
+        f.enqueue_single_unique
+            .push(enqueue_single(&client, s.n, true).await);
     }
 }

@@ -15,6 +15,14 @@ pub struct Noop {
     pub i: u64,
 }
 
+/// [`Noop`], unique by a key derived from its arguments (`#[job(unique)]`): for
+/// the unique enqueue figure.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_unique", queue = "bench_enqueue", unique)]
+pub struct UniqueNoop {
+    pub i: u64,
+}
+
 /// A job that carries a time (Unix µs): its enqueue time or its due time. The
 /// handler records its start minus that.
 #[derive(Serialize, Deserialize, Job)]
@@ -84,6 +92,12 @@ pub fn now_us() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_micros() as u64
+}
+
+impl Job for UniqueNoop {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
 }
 
 impl Job for Noop {

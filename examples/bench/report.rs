@@ -177,6 +177,24 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         target: "within 15% of plain",
     });
     rows.push(Row {
+        key: "enqueue_single_jobs_per_s_plain",
+        label: "enqueue one by one, plain (jobs/s)".into(),
+        values: all
+            .iter()
+            .flat_map(|f| f.enqueue_single_plain.clone())
+            .collect(),
+        target: "-",
+    });
+    rows.push(Row {
+        key: "enqueue_single_jobs_per_s_unique",
+        label: "  the same, unique by derived key (jobs/s)".into(),
+        values: all
+            .iter()
+            .flat_map(|f| f.enqueue_single_unique.clone())
+            .collect(),
+        target: "within 15% of plain",
+    });
+    rows.push(Row {
         key: "idle_cmds_per_s_1_queue",
         label: "idle worker, 1 queue (Redis cmds/s)".into(),
         values: all.iter().filter_map(|f| f.idle_1).collect(),

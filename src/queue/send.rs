@@ -3,10 +3,13 @@
 
 use std::sync::atomic::AtomicBool;
 
+use redis::Cmd;
+
 use super::validate;
 use super::{BATCH_BYTES, BATCH_MESSAGES, MessageId, Rsmq, SendMessage, SendOutcome, Sent, When};
 use crate::backend::redis::scripts::{self, Reply};
 use crate::id::sorted_random_suffixes;
+use crate::keys::QueueKeys;
 use crate::{Error, JobId, Result};
 
 impl Rsmq {
@@ -50,60 +53,50 @@ impl Rsmq {
             if let When::After(d) = m.when {
                 validate::delay_ms(d)?;
             }
-            if let Some(u) = &m.unique {
-                ttls.push(u.check()?);
-            }
+            ttls.push(
+                m.unique
+                    .as_ref()
+                    .map(|u| u.check())
+                    .transpose()?
+                    .unwrap_or(0),
+            );
         }
         let k = self.ns.queue(queue);
-        let always = if self.realtime { "1" } else { "0" };
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
-        let mut pipe = redis::pipe();
         // ascending suffixes within each call, so that a batch's ids (one prefix of
         // Redis microseconds per call) sort in send order
         let mut suffixes: Vec<[u8; 22]> = Vec::with_capacity(msgs.len());
-        // (messages, unique) per call
+        // (start, end) of each call's messages
         let mut chunks = Vec::new();
         let (mut start, mut bytes) = (0, 0);
-        let mut ttls = ttls.into_iter();
         for (i, m) in msgs.iter().enumerate() {
             bytes += m.body.len();
             let end = i + 1;
-            let unique = m.unique.is_some();
             // a call sends at one priority, either plain or unique messages
-            let switch = msgs
-                .get(end)
-                .is_some_and(|n| n.priority != m.priority || n.unique.is_some() != unique);
+            let switch = msgs.get(end).is_some_and(|n| {
+                n.priority != m.priority || n.unique.is_some() != m.unique.is_some()
+            });
             if end - start < BATCH_MESSAGES && bytes < BATCH_BYTES && end < msgs.len() && !switch {
                 continue;
             }
-            let mut cmd = if unique {
-                scripts::eval(&scripts::UNIQUE, &k.all_levels_unique())
-            } else {
-                scripts::eval(&scripts::SEND, &[&k.level(m.priority), &k.hash])
-            };
-            cmd.arg(&k.realtime).arg(always).arg(maxlen).arg(m.priority);
-            let first = suffixes.len();
             suffixes.extend(sorted_random_suffixes(end - start));
-            for (m, suffix) in msgs[start..end].iter().zip(&suffixes[first..]) {
-                cmd.arg(&suffix[..]);
-                match m.when {
-                    When::QueueDelay => cmd.arg(""),
-                    When::After(d) => cmd.arg(format!("d{}", d.as_millis())),
-                    When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
-                };
-                cmd.arg(&m.body[..]);
-                if let Some(u) = &m.unique {
-                    cmd.arg(&u.key)
-                        .arg(u.on_duplicate.code())
-                        .arg(ttls.next().unwrap_or(0));
-                }
-            }
-            pipe.add_command(cmd);
-            chunks.push((end - start, unique));
+            chunks.push((start, end));
             (start, bytes) = (end, 0);
         }
-        let uses_unique = chunks.iter().any(|c| c.1);
-        let uses_send = chunks.iter().any(|c| !c.1);
+        let call = Call {
+            k: &k,
+            msgs,
+            suffixes: &suffixes,
+            ttls: &ttls,
+            maxlen,
+            always: self.realtime,
+        };
+        let mut pipe = redis::pipe();
+        for &(start, end) in &chunks {
+            pipe.add_command(call.cmd(start, end, false));
+        }
+        let uses_unique = msgs.iter().any(|m| m.unique.is_some());
+        let uses_send = msgs.iter().any(|m| m.unique.is_none());
         let mut used: Vec<(&redis::Script, &AtomicBool)> = Vec::new();
         if uses_send {
             used.push((&scripts::SEND, &self.send_loaded));
@@ -111,17 +104,25 @@ impl Rsmq {
         if uses_unique {
             used.push((&scripts::UNIQUE, &self.unique_loaded));
         }
-        let replies = scripts::run_pipeline(&mut self.con.clone(), &used, &pipe).await?;
+        let mut con = self.con.clone();
+        let replies = scripts::run_pipeline(&mut con, &used, &pipe).await?;
         let mut sent = Vec::with_capacity(msgs.len());
-        let mut suffixes = suffixes.iter();
-        for (v, (n, unique)) in replies.iter().zip(chunks) {
+        for (v, &(start, end)) in replies.iter().zip(&chunks) {
+            let again;
+            let mut v = v;
+            if matches!(Reply::status(v)?, (-3, _)) {
+                // a key held at another priority: the call again with every level
+                let cmd = call.cmd(start, end, true);
+                again = scripts::run(&mut con, &scripts::UNIQUE, &cmd).await?;
+                v = &again;
+            }
             let (code, mut r) = Reply::status(v)?;
             match code {
                 1 => {
                     let prefix = r.bytes()?;
-                    for suffix in suffixes.by_ref().take(n) {
+                    for (m, suffix) in msgs[start..end].iter().zip(&suffixes[start..end]) {
                         let new = JobId::from_parts(prefix, suffix)?;
-                        if !unique {
+                        if m.unique.is_none() {
                             sent.push(Sent::added(new));
                             continue;
                         }
@@ -154,5 +155,52 @@ impl Rsmq {
             )));
         }
         Ok(sent)
+    }
+}
+
+/// The script calls of one send.
+struct Call<'a> {
+    k: &'a QueueKeys,
+    msgs: &'a [SendMessage],
+    /// Per message, as `msgs`.
+    suffixes: &'a [[u8; 22]],
+    /// Per message: a unique key's ttl in ms (0: none, or not unique).
+    ttls: &'a [u64],
+    maxlen: usize,
+    always: bool,
+}
+
+impl Call<'_> {
+    /// The call sending `msgs[start..end]`, all of one priority, plain or
+    /// unique; a unique call takes every level's key with `all_levels`, else its
+    /// priority's alone.
+    fn cmd(&self, start: usize, end: usize, all_levels: bool) -> Cmd {
+        let (k, first) = (self.k, &self.msgs[start]);
+        let mut cmd = match (&first.unique, all_levels) {
+            (None, _) => scripts::eval(&scripts::SEND, &[&k.level(first.priority), &k.hash]),
+            (Some(_), true) => scripts::eval(&scripts::UNIQUE, &k.all_levels_unique()),
+            (Some(_), false) => scripts::eval(
+                &scripts::UNIQUE,
+                &[&k.zset, &k.hash, &k.unique, &k.level(first.priority)],
+            ),
+        };
+        cmd.arg(&k.realtime)
+            .arg(if self.always { "1" } else { "0" })
+            .arg(self.maxlen)
+            .arg(first.priority);
+        for i in start..end {
+            let m = &self.msgs[i];
+            cmd.arg(&self.suffixes[i][..]);
+            match m.when {
+                When::QueueDelay => cmd.arg(""),
+                When::After(d) => cmd.arg(format!("d{}", d.as_millis())),
+                When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
+            };
+            cmd.arg(&m.body[..]);
+            if let Some(u) = &m.unique {
+                cmd.arg(&u.key).arg(u.on_duplicate.code()).arg(self.ttls[i]);
+            }
+        }
+        cmd
     }
 }

@@ -147,6 +147,39 @@ pub async fn replace_swaps_body_due_time_and_priority_keeping_the_id(env: &Env) 
         .collect();
     assert_eq!(got[0], (first[0].id, "new".to_string(), 5));
     assert_eq!(got.len(), 2, "one job for the key: {got:?}");
+    // held at priority 5, met by sends at others: kept, moved, replaced there
+    let second = send(
+        env,
+        &[keyed("a", "deb2", OnDuplicate::Keep)
+            .priority(5)
+            .delay(LONG)],
+    )
+    .await;
+    let kept = send(env, &[keyed("b", "deb2", OnDuplicate::Keep).priority(-2)]).await;
+    let moved = send(
+        env,
+        &[keyed("c", "deb2", OnDuplicate::ReplaceDelay).priority(1)],
+    )
+    .await;
+    let replaced = send(
+        env,
+        &[keyed("d", "deb2", OnDuplicate::Replace).priority(-2)],
+    )
+    .await;
+    assert_eq!(
+        [kept[0], moved[0], replaced[0]].map(|s| (s.id, s.outcome)),
+        [
+            (second[0].id, SendOutcome::Duplicate),
+            (second[0].id, SendOutcome::Moved),
+            (second[0].id, SendOutcome::Replaced)
+        ]
+    );
+    let got = backend.fetch(Q, 10, LONG).await.unwrap().jobs;
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].id, &got[0].body[..], got[0].token.priority()),
+        (second[0].id, &b"d"[..], -2)
+    );
 }
 
 pub async fn a_delivered_job_blocks_duplicates_until_it_succeeds(env: &Env) {

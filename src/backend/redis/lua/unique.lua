@@ -16,7 +16,9 @@
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
--- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>);
+--          or KEYS[4] alone: the sorted set of the messages' priority, enough
+--          while every held key's job is at that priority or 0 (else {-3})
 -- ARGV[1..4]  as send.lua: realtime channel, "1" to always PUBLISH, the largest
 --          body length, the messages' priority
 -- ARGV[5..] six values per message: id suffix, when (as send.lua), body, unique
@@ -25,7 +27,9 @@
 -- Returns {1, id prefix, outcome, id, outcome, id, ...}: per message 0 added (its
 --         id is the prefix and its suffix; "" is returned), 1 duplicate kept, 2 due
 --         time moved, 3 replaced, each with the held job's id; {-1} when the queue
---         does not exist; {-2, maxlen, maxsize} when a body exceeds maxsize
+--         does not exist; {-2, maxlen, maxsize} when a body exceeds maxsize;
+--         {-3} when a key is held by a job at a priority whose sorted set was
+--         not passed (nothing written: call again with every level)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio", "redjob:unique")
 if not attrs[1] then return {-1} end
 local maxsize = tonumber(attrs[2])
@@ -35,10 +39,42 @@ local qdelay = tonumber(attrs[1]) * 1000
 local now, us = clock()
 local prefix = id_prefix(us)
 local p = tonumber(ARGV[4])
+local full = #KEYS >= 23
+-- the sorted set of priority lv, if passed
+local function lkey(lv)
+  if lv == 0 then return KEYS[1] end
+  if full then return level_key(lv, 4) end
+  if lv == p then return KEYS[4] end
+  return nil
+end
+-- "k:<key>" entries read or written by this call (false: none)
+local entries = {}
+-- an entry as {id, priority} when it is held at `now` by its ttl
+local function parse(entry)
+  if not entry then return nil end
+  local id, lv, ex = string.match(entry, "^(%S+) (%S+) (%S+)$")
+  lv, ex = tonumber(lv), tonumber(ex)
+  if id and lv and lv >= -10 and lv <= 10 and ex and (ex == 0 or now < ex) then
+    return {id, lv}
+  end
+  return {id}
+end
+if not full then
+  for b = 5, #ARGV, 6 do
+    local kf = "k:" .. ARGV[b + 3]
+    local entry = redis.call("HGET", KEYS[3], kf)
+    entries[kf] = entry or false
+    local e = parse(entry)
+    if e and e[2] and not lkey(e[2]) then return {-3} end
+  end
+end
 local mask = tonumber(attrs[5]) or 0
 local newmask = mask
 local out = {1, prefix}
 local added, changed = 0, 0
+-- bodies and the queue's own fields, written by one HSET at the end (a later
+-- replace of the same job in this call comes later in the list, and wins)
+local hargs = {}
 for b = 5, #ARGV, 6 do
   local score = due_score(ARGV[b + 1], now, us, qdelay)
   local key, policy, ttl = ARGV[b + 3], ARGV[b + 4], tonumber(ARGV[b + 5])
@@ -46,15 +82,15 @@ for b = 5, #ARGV, 6 do
   local kf = "k:" .. key
   -- the job holding the key, if it still exists and the key has not expired
   local held, level, current
-  local entry = redis.call("HGET", KEYS[3], kf)
-  if entry then
-    local id, lv, ex = string.match(entry, "^(%S+) (%S+) (%S+)$")
-    lv, ex = tonumber(lv), tonumber(ex)
-    if id and lv and lv >= -10 and lv <= 10 and ex and (ex == 0 or now < ex) then
-      current = redis.call("ZSCORE", level_key(lv, 4), id)
-      if current then held, level = id, lv end
+  local entry = entries[kf]
+  if entry == nil then entry = redis.call("HGET", KEYS[3], kf) end
+  local e = parse(entry)
+  if e then
+    if e[2] then
+      current = redis.call("ZSCORE", lkey(e[2]), e[1])
+      if current then held, level = e[1], e[2] end
     end
-    if not held and id then redis.call("HDEL", KEYS[3], "i:" .. id) end
+    if not held and e[1] then redis.call("HDEL", KEYS[3], "i:" .. e[1]) end
   end
   if held then
     local outcome = 1
@@ -62,9 +98,10 @@ for b = 5, #ARGV, 6 do
     -- never delivered: whole ms, and not received by an RSMQ-style receive
     if policy ~= "k" and s == math.floor(s) and redis.call("HEXISTS", KEYS[2], held .. ":rc") == 0 then
       if policy == "r" then
-        redis.call("HSET", KEYS[2], held, ARGV[b + 2])
+        hargs[#hargs + 1] = held
+        hargs[#hargs + 1] = ARGV[b + 2]
         if level ~= p then
-          redis.call("ZREM", level_key(level, 4), held)
+          redis.call("ZREM", lkey(level), held)
           level = p
           if p ~= 0 then newmask = bit.bor(newmask, bit.lshift(1, p + 10)) end
         end
@@ -72,23 +109,25 @@ for b = 5, #ARGV, 6 do
       else
         outcome = 2
       end
-      redis.call("ZADD", level_key(level, 4), score, held)
-      redis.call("HSET", KEYS[3], kf, held .. " " .. level .. " " .. expires)
+      redis.call("ZADD", lkey(level), score, held)
+      entries[kf] = held .. " " .. level .. " " .. expires
+      redis.call("HSET", KEYS[3], kf, entries[kf])
       changed = changed + 1
     end
     out[#out + 1] = outcome
     out[#out + 1] = held
   else
     local id = prefix .. ARGV[b]
-    redis.call("ZADD", level_key(p, 4), score, id)
-    redis.call("HSET", KEYS[2], id, ARGV[b + 2])
-    redis.call("HSET", KEYS[3], kf, id .. " " .. p .. " " .. expires, "i:" .. id, key)
+    redis.call("ZADD", lkey(p), score, id)
+    hargs[#hargs + 1] = id
+    hargs[#hargs + 1] = ARGV[b + 2]
+    entries[kf] = id .. " " .. p .. " " .. expires
+    redis.call("HSET", KEYS[3], kf, entries[kf], "i:" .. id, key)
     added = added + 1
     out[#out + 1] = 0
     out[#out + 1] = ""
   end
 end
-local hargs = {}
 if added > 0 then
   hargs[#hargs + 1] = "totalsent"
   hargs[#hargs + 1] = string.format("%.0f", (tonumber(attrs[3]) or 0) + added)
@@ -108,7 +147,7 @@ if wake and waiting then
   hargs[#hargs + 1] = "redjob:waiting"
   hargs[#hargs + 1] = "0"
 end
-if #hargs > 0 then redis.call("HSET", KEYS[2], unpack(hargs)) end
+if #hargs > 0 then many("HSET", KEYS[2], hargs) end
 if wake then
   redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
 end
