@@ -25,8 +25,8 @@ pub use id::JobId;
 pub use job::{Job, JobContext, JobError};
 /// Derives [`JobSpec`](job::JobSpec) and registers the type so stored jobs decode
 /// back into it. Attributes, all optional: `#[job(name = "...", queue = "...",
-/// max_attempts = N, timeout = "30s", backoff = "1s", priority = 0)]`; durations take `ms`, `s`,
-/// `m`, `h` or `d`.
+/// max_attempts = N, timeout = "30s", backoff = "1s", priority = 0, unique, unique_for = "1h")]`;
+/// durations take `ms`, `s`, `m`, `h` or `d`.
 ///
 /// - `name` defaults to the bare type name, without its module path, so two
 ///   `struct Cleanup` in different modules would both be `"Cleanup"`: a worker
@@ -34,6 +34,10 @@ pub use job::{Job, JobContext, JobError};
 ///   stable across renames and unique across modules.
 /// - `max_attempts` takes 1 to [`job::MAX_ATTEMPTS`] (998): the delivery count
 ///   stops at 999, so a higher limit could never be reached.
+/// - `unique` (or `unique = "keep" | "replace_delay" | "replace"`) keeps one job
+///   per key derived from the arguments ([`job::unique_key`]) in the queue; see
+///   [`queue::OnDuplicate`]. `unique_for` bounds how long the key is held, and
+///   alone implies `unique`.
 pub use redjob_macros::Job;
 pub use worker::{RetryPolicy, Worker};
 

@@ -120,6 +120,20 @@ impl OnDuplicate {
 
 /// A message sent by [`Rsmq::send_outcomes`](super::Rsmq::send_outcomes): its id,
 /// and what the send did.
+///
+/// ```
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::queue::{QueueOptions, Queues, SendMessage, SendOutcome, Unique};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let q = MemoryBackend::new();
+/// q.create_queue("reports", QueueOptions::default()).await?;
+/// let msg = SendMessage::new("daily").unique(Unique::new("daily-report"));
+/// let sent = q.send_outcomes("reports", &[msg.clone(), msg]).await?;
+/// assert_eq!(sent[1].outcome, SendOutcome::Duplicate);
+/// assert_eq!(sent[0].id, sent[1].id);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Sent {
