@@ -7,7 +7,7 @@ use crate::connection::RedisConfig;
 use crate::job::Job;
 use crate::queue::{OnDuplicate, QueueOptions, Unique, When};
 
-/// Settings of a [`Client`].
+/// Settings of a [`Client`](super::Client).
 ///
 /// ```
 /// use redjob::client::ClientConfig;
