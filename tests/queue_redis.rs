@@ -229,3 +229,42 @@ async fn unique_entries_leave_with_their_jobs() {
     rsmq.delete_queue("q").await.unwrap();
     assert_eq!(entries().await, 0);
 }
+
+/// At maxmemory, a unique send that takes over an expired key is refused whole,
+/// as a plain send is: its first write is one that may grow memory.
+#[tokio::test]
+async fn a_unique_takeover_at_maxmemory_is_refused_and_writes_nothing() {
+    use redjob::queue::Unique;
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let ttl = || SendMessage::new("t").unique(Unique::new("t").ttl(Duration::from_millis(50)));
+    rsmq.send("q", ttl()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let mut con = server.raw().await;
+    let dump = async |con: &mut redis::aio::MultiplexedConnection| -> (usize, usize, usize) {
+        let mut pipe = redis::pipe();
+        pipe.hlen("rsmq:q:unique").zcard("rsmq:q").hlen("rsmq:q:Q");
+        pipe.query_async(con).await.unwrap()
+    };
+    let before = dump(&mut con).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let err = rsmq.send("q", ttl()).await.unwrap_err();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(err.to_string().contains("OOM"), "{err}");
+    assert_eq!(dump(&mut con).await, before, "nothing written");
+}

@@ -91,9 +91,14 @@ impl Rsmq {
             maxlen,
             always: self.realtime,
         };
+        // a lone unique call passes its own priority's sorted set alone, and is
+        // called again with every level when a key is held at another; calls of
+        // a larger send pass every level at once, so that none is re-run after
+        // the later ones (the last send of a key must win)
+        let all_levels = chunks.len() > 1;
         let mut pipe = redis::pipe();
         for &(start, end) in &chunks {
-            pipe.add_command(call.cmd(start, end, false));
+            pipe.add_command(call.cmd(start, end, all_levels));
         }
         let uses_unique = msgs.iter().any(|m| m.unique.is_some());
         let uses_send = msgs.iter().any(|m| m.unique.is_none());

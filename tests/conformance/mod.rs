@@ -142,6 +142,24 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Fields of the queue's unique-key hash (`ns:q:unique` on Redis).
+    pub async fn unique_entries(&self, queue: &str) -> usize {
+        match (&self.server, self.client.queues()) {
+            (Some(server), _) => {
+                let mut con = server.raw().await;
+                redis::cmd("HLEN")
+                    .arg(format!("rsmq:{queue}:unique"))
+                    .query_async(&mut con)
+                    .await
+                    .unwrap()
+            }
+            (None, AnyBackend::Memory(m)) => m.unique_entries(queue),
+            _ => unreachable!("a Redis client always has its server"),
+        }
+    }
+}
+
 /// Instantiates every conformance test with `$setup` (an async fn returning
 /// [`Env`]) under the test attribute given.
 #[macro_export]

@@ -89,6 +89,29 @@ pub async fn a_duplicate_in_one_batch_meets_the_first(env: &Env) {
     );
     assert!(sent.iter().all(|s| s.id == sent[0].id));
     assert_eq!(bodies(env).await, ["c"]);
+    // held at priority 2; one send of two calls (priorities 5, then 2): applied
+    // in order, the last wins
+    let held = send(
+        env,
+        &[keyed("h", "two", OnDuplicate::Keep).priority(2).delay(LONG)],
+    )
+    .await;
+    let both = send(
+        env,
+        &[
+            keyed("a", "two", OnDuplicate::Replace).priority(5),
+            keyed("b", "two", OnDuplicate::Replace).priority(2),
+        ],
+    )
+    .await;
+    assert_eq!(outcomes(&both), [SendOutcome::Replaced; 2]);
+    assert!(both.iter().all(|s| s.id == held[0].id));
+    let got = env.client.backend().fetch(Q, 10, LONG).await.unwrap().jobs;
+    let got: Vec<_> = got
+        .iter()
+        .map(|d| (d.id, d.body.clone(), d.token.priority()))
+        .collect();
+    assert!(got.contains(&(held[0].id, b"b".to_vec(), 2)), "{got:?}");
 }
 
 pub async fn replace_delay_moves_a_waiting_job_earlier_and_later(env: &Env) {
@@ -232,6 +255,7 @@ pub async fn a_delivered_job_blocks_duplicates_until_it_succeeds(env: &Env) {
         ..Settle::default()
     };
     assert_eq!(backend.settle(Q, &ack).await.unwrap().acked, 1);
+    assert_eq!(env.unique_entries(Q).await, 0, "success freed the key");
     let fresh = send(env, &[msg(OnDuplicate::Keep)]).await;
     assert_eq!(fresh[0].outcome, SendOutcome::Added);
     assert_ne!(fresh[0].id, id);
@@ -274,6 +298,7 @@ pub async fn dead_letters_deletes_pops_and_queue_deletes_free_keys(env: &Env) {
         ..Settle::default()
     };
     assert_eq!(backend.settle(Q, &dead).await.unwrap().dead, 1);
+    assert_eq!(env.unique_entries(Q).await, 0, "every key freed");
     let again = send(
         env,
         &[

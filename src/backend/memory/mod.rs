@@ -109,6 +109,30 @@ impl MemoryBackend {
         })
     }
 
+    /// How many unique-key entries `queue` keeps, counted as Redis counts the
+    /// fields of `ns:q:unique`: a key's entry and its holder's back link each. 0
+    /// once every unique job has left the queue.
+    ///
+    /// ```
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::queue::{QueueOptions, Queues, SendMessage, Unique};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("q", QueueOptions::default()).await?;
+    /// let id = q.send("q", SendMessage::new("x").unique(Unique::new("k"))).await?;
+    /// assert_eq!(q.unique_entries("q"), 2);
+    /// q.delete("q", &id).await?;
+    /// assert_eq!(q.unique_entries("q"), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn unique_entries(&self, queue: &str) -> usize {
+        let st = self.lock();
+        st.queues
+            .get(queue)
+            .map_or(0, |q| q.unique.len() + q.unique_of.len())
+    }
+
     /// The queues' names.
     pub fn queue_names(&self) -> Vec<String> {
         self.lock().queues.keys().cloned().collect()

@@ -75,6 +75,9 @@ local added, changed = 0, 0
 -- bodies and the queue's own fields, written by one HSET at the end (a later
 -- replace of the same job in this call comes later in the list, and wins)
 local hargs = {}
+-- back links of stale entries, deleted last: the first write of a call must be
+-- one that may grow memory, so that Redis at maxmemory refuses the whole call
+local stale = {}
 for b = 5, #ARGV, 6 do
   local score = due_score(ARGV[b + 1], now, us, qdelay)
   local key, policy, ttl = ARGV[b + 3], ARGV[b + 4], tonumber(ARGV[b + 5])
@@ -90,7 +93,7 @@ for b = 5, #ARGV, 6 do
       current = redis.call("ZSCORE", lkey(e[2]), e[1])
       if current then held, level = e[1], e[2] end
     end
-    if not held and e[1] then redis.call("HDEL", KEYS[3], "i:" .. e[1]) end
+    if not held and e[1] then stale[#stale + 1] = "i:" .. e[1] end
   end
   if held then
     local outcome = 1
@@ -100,16 +103,18 @@ for b = 5, #ARGV, 6 do
       if policy == "r" then
         hargs[#hargs + 1] = held
         hargs[#hargs + 1] = ARGV[b + 2]
-        if level ~= p then
-          redis.call("ZREM", lkey(level), held)
-          level = p
-          if p ~= 0 then newmask = bit.bor(newmask, bit.lshift(1, p + 10)) end
-        end
         outcome = 3
       else
         outcome = 2
       end
+      local from = level
+      if outcome == 3 then level = p end
       redis.call("ZADD", lkey(level), score, held)
+      if level ~= from then
+        -- after the ZADD: a write that may grow memory comes first (maxmemory)
+        redis.call("ZREM", lkey(from), held)
+        if p ~= 0 then newmask = bit.bor(newmask, bit.lshift(1, p + 10)) end
+      end
       entries[kf] = held .. " " .. level .. " " .. expires
       redis.call("HSET", KEYS[3], kf, entries[kf])
       changed = changed + 1
@@ -148,6 +153,7 @@ if wake and waiting then
   hargs[#hargs + 1] = "0"
 end
 if #hargs > 0 then many("HSET", KEYS[2], hargs) end
+if #stale > 0 then many("HDEL", KEYS[3], stale) end
 if wake then
   redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
 end
