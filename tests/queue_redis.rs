@@ -138,26 +138,21 @@ async fn pop_due_keeps_the_fast_path_counters_agreeing() {
     rsmq.send_batch("pd", &msgs).await.unwrap();
     assert_eq!(rsmq.pop_due("pd", 10).await.unwrap().len(), 3);
     let mut con = server.raw().await;
-    let counters: (Option<u64>, Option<u64>) = redis::cmd("HMGET")
-        .arg("rsmq:pd:Q")
-        .arg("totalrecv")
-        .arg("redjob:leased")
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    assert_eq!(counters, (Some(3), Some(3)));
+    let mut counters = async || -> (Option<u64>, Option<u64>) {
+        redis::cmd("HMGET")
+            .arg("rsmq:pd:Q")
+            .arg("totalrecv")
+            .arg("redjob:leased")
+            .query_async(&mut con)
+            .await
+            .unwrap()
+    };
+    assert_eq!(counters().await, (Some(3), Some(3)));
     // after an RSMQ-style receive they differ, and a pop keeps them apart
     rsmq.send_batch("pd", &msgs).await.unwrap();
     rsmq.receive("pd", None).await.unwrap().unwrap();
     assert_eq!(rsmq.pop_due("pd", 10).await.unwrap().len(), 2);
-    let counters: (Option<u64>, Option<u64>) = redis::cmd("HMGET")
-        .arg("rsmq:pd:Q")
-        .arg("totalrecv")
-        .arg("redjob:leased")
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    assert_eq!(counters, (Some(6), Some(3)));
+    assert_eq!(counters().await, (Some(6), Some(3)));
 }
 
 /// Every way a job leaves its queue removes both of its entries from

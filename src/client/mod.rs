@@ -307,25 +307,22 @@ impl Client {
             When::After(d) => _ = validate::delay_ms(d)?,
             When::QueueDelay => {}
         }
-        let msgs = jobs
-            .iter()
-            .map(|j| {
-                let unique = opts.unique_of(j)?;
-                if let Some(u) = &unique {
-                    u.check()?;
-                }
-                Ok(SendMessage {
-                    body: job::encode(j)?,
-                    when: opts.when,
-                    priority,
-                    unique,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
         if let Some(data) = &self.inline {
             let ids = run_inline(jobs, queue, data).await?;
             return Ok(ids.into_iter().map(Sent::added).collect());
         }
+        // the send checks the unique keys and ttls
+        let msgs = jobs
+            .iter()
+            .map(|j| {
+                Ok(SendMessage {
+                    body: job::encode(j)?,
+                    when: opts.when,
+                    priority,
+                    unique: opts.unique_of(j)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         self.backend.send(queue, &msgs, &self.queue_defaults).await
     }
 }

@@ -6,7 +6,9 @@ use std::sync::atomic::AtomicBool;
 use redis::Cmd;
 
 use super::validate;
-use super::{BATCH_BYTES, BATCH_MESSAGES, MessageId, Rsmq, SendMessage, SendOutcome, Sent, When};
+use super::{
+    BATCH_BYTES, BATCH_MESSAGES, MessageId, Queues, Rsmq, SendMessage, SendOutcome, Sent, When,
+};
 use crate::backend::redis::scripts::{self, Reply};
 use crate::id::sorted_random_suffixes;
 use crate::keys::QueueKeys;
@@ -15,10 +17,7 @@ use crate::{Error, JobId, Result};
 impl Rsmq {
     /// Sends one message; returns its id.
     pub async fn send(&self, queue: &str, msg: SendMessage) -> Result<MessageId> {
-        let ids = self.send_batch(queue, std::slice::from_ref(&msg)).await?;
-        ids.into_iter()
-            .next()
-            .ok_or_else(|| Error::Protocol("send returned no id".into()))
+        Queues::send(self, queue, msg).await
     }
 
     /// Sends messages in one round trip: one script call per chunk of up to 1000
@@ -29,12 +28,7 @@ impl Rsmq {
     /// [unique](super::Unique) message whose key is held returns the queued
     /// message's id (see [`send_outcomes`](Self::send_outcomes) to tell).
     pub async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
-        Ok(self
-            .send_outcomes(queue, msgs)
-            .await?
-            .into_iter()
-            .map(|s| s.id)
-            .collect())
+        Queues::send_batch(self, queue, msgs).await
     }
 
     /// [`send_batch`](Self::send_batch), telling for each message what the send

@@ -64,6 +64,18 @@ local function id_prefix(us)
   return string.char(unpack(d))
 end
 
+-- The checks every send (send.lua, unique.lua) starts with: `attrs` is its HMGET
+-- of the queue's hash, from "delay", "maxsize"; ARGV[3] the largest body length.
+-- Returns the refusal ({-1}: no such queue; {-2, maxlen, maxsize}: a body too
+-- large), or nil and the queue's delay in ms, now in ms and µs, and the id prefix.
+local function send_start(attrs)
+  if not attrs[1] then return {-1} end
+  local maxsize, maxlen = tonumber(attrs[2]), tonumber(ARGV[3])
+  if maxsize ~= -1 and maxlen > maxsize then return {-2, maxlen, maxsize} end
+  local now, us = clock()
+  return nil, tonumber(attrs[1]) * 1000, now, us, id_prefix(us)
+end
+
 -- The score (whole ms, as text) of a message sent at `now` ms / `us` µs: `when`
 -- is "" for the queue's delay `qdelay` (ms), "d<ms>" for a delay, "a<ms>" for a
 -- Unix time (a past one means now).

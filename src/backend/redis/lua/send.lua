@@ -17,13 +17,8 @@
 --         the prefix and its suffix; {-1} when the queue does not exist;
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio")
-if not attrs[1] then return {-1} end
-local maxsize = tonumber(attrs[2])
-local maxlen = tonumber(ARGV[3])
-if maxsize ~= -1 and maxlen > maxsize then return {-2, maxlen, maxsize} end
-local qdelay = tonumber(attrs[1]) * 1000
-local now, us = clock()
-local prefix = id_prefix(us)
+local refused, qdelay, now, us, prefix = send_start(attrs)
+if refused then return refused end
 local n = (#ARGV - 4) / 3
 local scores = {}
 local zargs, hargs = {}, {}

@@ -31,13 +31,8 @@
 --         {-3} when a key is held by a job at a priority whose sorted set was
 --         not passed (nothing written: call again with every level)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio", "redjob:unique")
-if not attrs[1] then return {-1} end
-local maxsize = tonumber(attrs[2])
-local maxlen = tonumber(ARGV[3])
-if maxsize ~= -1 and maxlen > maxsize then return {-2, maxlen, maxsize} end
-local qdelay = tonumber(attrs[1]) * 1000
-local now, us = clock()
-local prefix = id_prefix(us)
+local refused, qdelay, now, us, prefix = send_start(attrs)
+if refused then return refused end
 local p = tonumber(ARGV[4])
 local full = #KEYS >= 23
 -- the sorted set of priority lv, if passed
