@@ -13,21 +13,31 @@ use std::time::Duration;
 use crate::queue::{QueueOptions, Queues, SendMessage, Sent};
 use crate::{JobId, Result};
 
+/// Where leased jobs' scores start, in ms: a leased job's score is
+/// `LEASED_FROM_MS + <lease end ms>`, so every state of a job is one score range
+/// of its sorted set (due, scheduled, leased) and a count by state is a `ZCOUNT`.
+/// Other scores are Unix ms, below this until the year 2096; leased ones stay
+/// below 2^43 (where a double still holds thousandths) until 2121.
+pub(crate) const LEASED_FROM_MS: u64 = 4_000_000_000_000;
+
 /// A delivery's fencing token: the job's score while this worker holds it, and
 /// the priority level the job lives at.
 ///
-/// The score is `<lease end ms>.<delivery count>`; stored as thousandths of a
-/// millisecond, so [`Token::attempt`] is the delivery count (1 on first delivery,
-/// at most 999) and ack, extend and reschedule act only while the score is unchanged.
-/// Its text form ([`Display`](std::fmt::Display), [`FromStr`](std::str::FromStr))
-/// is the score alone, as the scripts compare it; a parsed token is at priority 0.
+/// The score is `<LEASED_FROM_MS + lease end ms>.<delivery count>` (leased jobs'
+/// scores sit above all others, see [`JobState`](crate::inspect::JobState));
+/// stored as thousandths of a millisecond, so [`Token::attempt`] is the delivery
+/// count (1 on first delivery, at most 999) and ack, extend and reschedule act
+/// only while the score is unchanged. Its text form ([`Display`](std::fmt::Display),
+/// [`FromStr`](std::str::FromStr)) is the score alone, as the scripts compare it;
+/// a parsed token is at priority 0.
 ///
 /// ```
 /// use redjob::backend::Token;
 ///
-/// let t: Token = "1790000000123.004".parse().unwrap();
+/// let t = Token::new(1_790_000_000_123, 4);
 /// assert_eq!((t.attempt(), t.lease_until_ms(), t.priority()), (4, 1_790_000_000_123, 0));
-/// assert_eq!(t.to_string(), "1790000000123.004");
+/// assert_eq!(t.to_string(), "5790000000123.004");
+/// assert_eq!(t.to_string().parse::<Token>().unwrap(), t);
 /// assert_eq!(t.at_priority(3).priority(), 3);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,6 +52,7 @@ impl Token {
     pub fn new(lease_until_ms: u64, attempt: u32) -> Self {
         Token {
             score: lease_until_ms
+                .saturating_add(LEASED_FROM_MS)
                 .saturating_mul(1000)
                 .saturating_add(u64::from(attempt.min(999))),
             priority: 0,
@@ -60,7 +71,7 @@ impl Token {
 
     /// When the lease ends, Unix ms (Redis time).
     pub fn lease_until_ms(self) -> u64 {
-        self.score / 1000
+        (self.score / 1000).saturating_sub(LEASED_FROM_MS)
     }
 
     /// The priority level of the job (see [`queue::MAX_PRIORITY`](crate::queue::MAX_PRIORITY)).
@@ -73,13 +84,24 @@ impl Token {
         self.score
     }
 
+    /// The token for a score in thousandths of a ms, as stored.
+    pub(crate) fn from_raw(score: u64, priority: i8) -> Token {
+        Token { score, priority }
+    }
+
     /// The token a sorted-set score stands for (thousandths rounded), if the
-    /// score is a finite, non-negative number of milliseconds.
+    /// score is a finite, non-negative number of milliseconds. The whole ms and
+    /// the fraction are taken apart first: a double near 2^43 is exact to half
+    /// a thousandth only that way.
     pub(crate) fn from_score(score: f64, priority: i8) -> Option<Token> {
-        let t = (score * 1000.0).round();
-        // in range, so the cast is exact
-        (0.0..9.0e15).contains(&t).then_some(Token {
-            score: t as u64,
+        let ms = score.floor();
+        if !(0.0..9.0e12).contains(&ms) {
+            return None;
+        }
+        // both in range, so the casts are exact
+        let frac = ((score - ms) * 1000.0).round() as u64;
+        Some(Token {
+            score: ms as u64 * 1000 + frac,
             priority,
         })
     }

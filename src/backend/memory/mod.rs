@@ -241,7 +241,7 @@ impl Backend for MemoryBackend {
             });
         };
         let max = max.max(1);
-        let due = q.due_all(now * 1000, max);
+        let due = q.fetchable(now, max);
         let lease_ms = now.saturating_add(super::clamped_ms(lease));
         let mut jobs = Vec::with_capacity(due.len());
         for (score, id, priority) in &due {
@@ -259,9 +259,7 @@ impl Backend for MemoryBackend {
             }
         }
         q.totalrecv += jobs.len() as u64;
-        let next_due_ms = (due.len() < max)
-            .then(|| q.first_score().map(|s| s.div_ceil(1000)))
-            .flatten();
+        let next_due_ms = (due.len() < max).then(|| q.next_due_ms()).flatten();
         Ok(Fetched {
             jobs,
             now_us,
@@ -396,7 +394,7 @@ impl Backend for MemoryBackend {
             .map(|(id, t)| {
                 // looked up at the token's priority, as Redis reads that level's set
                 let m = q?.msgs.get(id).filter(|m| m.priority == t.priority())?;
-                Some(Token::new(m.score / 1000, (m.score % 1000) as u32).at_priority(m.priority))
+                Some(Token::from_raw(m.score, m.priority))
             })
             .collect())
     }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::JobId;
-use crate::backend::{DeadLetter, QueueStats};
+use crate::backend::{DeadLetter, LEASED_FROM_MS, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
 
 /// One message.
@@ -86,6 +86,45 @@ impl MemQueue {
             );
         }
         out
+    }
+
+    /// Up to `n` ids a fetch at `now` (Unix ms) leases, highest priority first;
+    /// within one, expired leases first (oldest lease end first), then due
+    /// messages oldest first. Each with its score and priority.
+    pub fn fetchable(&self, now: u64, n: usize) -> Vec<(u64, JobId, i8)> {
+        let leased = ms_score(LEASED_FROM_MS);
+        let mut out = Vec::new();
+        for p in crate::queue::priorities() {
+            let Some(set) = self.set(p) else { continue };
+            for (lo, hi) in [(leased, ms_score(LEASED_FROM_MS + now)), (0, now * 1000)] {
+                let left = n - out.len();
+                if left == 0 {
+                    return out;
+                }
+                out.extend(
+                    set.range((lo, JobId::MIN)..=(hi, MAX_ID))
+                        .take(left)
+                        .map(|(s, id)| (*s, *id, p)),
+                );
+            }
+        }
+        out
+    }
+
+    /// When the earliest job of any priority becomes due (a delayed message, a
+    /// retry, or a lease that may run out), Unix ms.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        let leased = ms_score(LEASED_FROM_MS);
+        self.sets()
+            .flat_map(|set| [set.first(), set.range((leased, JobId::MIN)..).next()])
+            .flatten()
+            .map(|(s, _)| due_ms(*s))
+            .min()
+    }
+
+    /// The sorted sets of every priority.
+    pub fn sets(&self) -> impl Iterator<Item = &BTreeSet<(u64, JobId)>> {
+        std::iter::once(&self.index).chain(self.levels.values())
     }
 
     /// Every (score, id) of every priority.
@@ -205,6 +244,17 @@ impl MemQueue {
 
 fn due_in(set: &BTreeSet<(u64, JobId)>, max_score: u64, n: usize) -> Vec<(u64, JobId)> {
     set.range(..=(max_score, MAX_ID)).take(n).copied().collect()
+}
+
+/// When a job with this score becomes due, Unix ms (rounded up): its score, or
+/// for a leased job its lease end.
+pub(super) fn due_ms(score: u64) -> u64 {
+    let ms = score.div_ceil(1000);
+    if score >= ms_score(LEASED_FROM_MS) {
+        ms - LEASED_FROM_MS
+    } else {
+        ms
+    }
 }
 
 /// The score of a time in Unix ms. Times past the largest score (about 584,000

@@ -5,7 +5,7 @@
 -- Returns one value per pair: the new token, or 0 when the job's score is no longer
 --         that token (the lease expired and the job was delivered again, or it is gone)
 local now = clock()
-local lease = now + tonumber(ARGV[1])
+local lease = LEASED + now + tonumber(ARGV[1])
 local ids = {}
 for i = 2, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
 local scores = many("ZMSCORE", KEYS[1], ids)

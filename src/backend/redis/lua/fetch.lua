@@ -1,5 +1,6 @@
--- Leases up to n due jobs for a worker, highest priority first and oldest first
--- within a priority. Each is re-scored to now + lease; the score's thousandths
+-- Leases up to n due jobs for a worker, highest priority first; within a priority,
+-- jobs whose lease ran out (their worker died) first, then due messages oldest
+-- first. Each is re-scored to LEASED + now + lease (see lib.lua); the score's thousandths
 -- carry the job's delivery count, so the score is also the delivery's fencing
 -- token ("<lease ms>.<count, 3 digits>"). No per-message fields are written: a
 -- re-delivery after a crash is counted from the score.
@@ -18,8 +19,8 @@
 -- KEYS[3..22]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
--- Returns {now µs, earliest remaining score or "" (only when fewer than asked
---          were leased), lease end ms, the queue's maxsize (-1: none), due ids
+-- Returns {now µs, when the earliest job left is due (ms; a lease: its end) or
+--          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
 --          without a body that were removed, id, body, delivery count, priority,
 --          id, body, count, priority, ...}; {0, "", 0, -1, -1} when the queue does
 --          not exist; {1, "", 0, -1, -2} when the queue has priorities and the
@@ -37,14 +38,16 @@ local lease = now + tonumber(ARGV[2])
 local ids, scores, lv = {}, {}, {}
 local left = max
 for li, level in ipairs(levels) do
-  if left <= 0 then break end
-  local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", now, "WITHSCORES", "LIMIT", 0, left)
-  for j = 1, #due, 2 do
-    ids[#ids + 1] = due[j]
-    scores[#scores + 1] = due[j + 1]
-    lv[#lv + 1] = li
+  for _, range in ipairs({{LEASED, LEASED + now}, {"-inf", now}}) do
+    if left <= 0 then break end
+    local due = redis.call("ZRANGEBYSCORE", level[2], range[1], range[2], "WITHSCORES", "LIMIT", 0, left)
+    for j = 1, #due, 2 do
+      ids[#ids + 1] = due[j]
+      scores[#scores + 1] = due[j + 1]
+      lv[#lv + 1] = li
+    end
+    left = left - #due / 2
   end
-  left = left - #due / 2
 end
 local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0}
 local n = #ids
@@ -82,7 +85,7 @@ if n > 0 then
       count = math.min(count + 1, 999)
       local token = tokens[count]
       if not token then
-        token = string.format("%d.%03d", lease, count)
+        token = string.format("%d.%03d", LEASED + lease, count)
         tokens[count] = token
       end
       local zl = z[li]
@@ -115,9 +118,14 @@ if leased < max then
   local first
   for _, level in ipairs(levels) do
     local f = redis.call("ZRANGE", level[2], 0, 0, "WITHSCORES")
-    if #f > 0 and (not first or tonumber(f[2]) < tonumber(first)) then first = f[2] end
+    local l = redis.call("ZRANGEBYSCORE", level[2], LEASED, "+inf", "WITHSCORES", "LIMIT", 0, 1)
+    for _, s in ipairs({f[2], l[2]}) do
+      local due = tonumber(s)
+      if due >= LEASED then due = due - LEASED end
+      if not first or due < first then first = due end
+    end
   end
-  if first then out[2] = first end
+  if first then out[2] = string.format("%.3f", first) end
   if attrs[4] ~= "1" then
     set[#set + 1] = "redjob:waiting"
     set[#set + 1] = "1"

@@ -15,6 +15,12 @@ local function many(cmd, key, list, step)
   return joined, sum
 end
 
+-- Leased jobs' scores start here (ms): a lease ending at Unix ms t scores
+-- LEASED + t (plus the delivery count in thousandths), above every other score,
+-- so due, scheduled and leased jobs are three score ranges (LEASED_FROM_MS in
+-- backend/mod.rs). RSMQ clients see a leased message as hidden.
+local LEASED = 4000000000000
+
 -- Workers must keep draining a queue when Redis is at maxmemory with noeviction
 -- (acks free memory). Redis refuses only a script's first write over maxmemory,
 -- and only a write that may grow memory: so before a first write that may, the
