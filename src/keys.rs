@@ -82,6 +82,19 @@ impl QueueKeys {
         keys
     }
 
+    /// `ns:q`, `ns:q:Q`, `ns:q:dead`, `ns:q:dead:Q`, then [`levels`](Self::levels):
+    /// the keys of an inspection, which reads every priority and the dead letters.
+    pub fn all_levels_dead(&self) -> Vec<String> {
+        let mut keys = vec![
+            self.zset.clone(),
+            self.hash.clone(),
+            self.dead.clone(),
+            self.dead_hash.clone(),
+        ];
+        keys.extend(self.levels());
+        keys
+    }
+
     /// Every priority level's sorted set but 0's, highest priority first: the keys
     /// a fetch over all priorities takes after `ns:q` and `ns:q:Q`.
     pub fn levels(&self) -> Vec<String> {

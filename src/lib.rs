@@ -13,6 +13,7 @@ mod error;
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}
 mod id;
+pub mod inspect;
 pub mod job;
 mod keys;
 pub mod queue;

@@ -363,6 +363,7 @@ impl Side {
                         delay: slots(*delay),
                         deliveries: token.attempt(),
                         release: false,
+                        error: None,
                     }),
                     _ => batch.dead.push(DeadLetterEntry {
                         id,

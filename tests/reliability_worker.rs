@@ -912,6 +912,7 @@ async fn backend_calls_with_duration_max_never_panic() {
             delay: Duration::MAX,
             deliveries: 1,
             release: false,
+            error: None,
         }],
         ..Settle::default()
     };

@@ -75,7 +75,7 @@ async fn a_job_deleted_while_it_runs_is_logged_as_deleted() {
     // the next renewal (every third of the lease) finds the job gone
     assert!(
         common::wait_until(Duration::from_secs(10), || lines.text().contains(
-            "job deleted while it ran: cancelling the run; it will not run again"
+            "job cancelled or deleted while it ran: cancelling the run; it will not run again"
         ))
         .await,
         "{}",

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::memory::MemoryBackend;
 use super::redis::RedisBackend;
 use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
+use crate::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
 use crate::queue::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, Sent,
 };
@@ -66,6 +67,12 @@ macro_rules! on {
         match $self {
             AnyBackend::Redis(b) => Queues::$m(b.rsmq(), $($arg),*).await,
             AnyBackend::Memory(b) => Queues::$m(b, $($arg),*).await,
+        }
+    };
+    ($self:ident, Inspect :: $m:ident ( $($arg:expr),* )) => {
+        match $self {
+            AnyBackend::Redis(b) => Inspect::$m(b.rsmq(), $($arg),*).await,
+            AnyBackend::Memory(b) => Inspect::$m(b, $($arg),*).await,
         }
     };
     ($self:ident, Backend :: $m:ident ( $($arg:expr),* )) => {
@@ -164,5 +171,29 @@ impl Queues for AnyBackend {
     }
     async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
         on!(self, Queues::delete_batch(queue, ids))
+    }
+}
+
+impl Inspect for AnyBackend {
+    async fn counts(&self, queue: &str) -> Result<StateCounts> {
+        on!(self, Inspect::counts(queue))
+    }
+    async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
+        on!(self, Inspect::peek(queue, n))
+    }
+    async fn job(&self, queue: &str, id: &JobId) -> Result<Option<JobInfo>> {
+        on!(self, Inspect::job(queue, id))
+    }
+    async fn list(
+        &self,
+        queue: &str,
+        state: JobState,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> Result<Page> {
+        on!(self, Inspect::list(queue, state, after, n))
+    }
+    async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {
+        on!(self, Inspect::cancel(queue, id))
     }
 }

@@ -174,6 +174,9 @@ pub struct Reschedule {
     pub deliveries: u32,
     /// A release (shutdown) rather than a retry; counted apart in the stats.
     pub release: bool,
+    /// Why a retry's run failed: kept as the job's last error (see
+    /// [`JobInfo::last_error`](crate::inspect::JobInfo::last_error)).
+    pub error: Option<String>,
 }
 
 /// A delivery to move to the dead-letter queue.

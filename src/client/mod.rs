@@ -12,6 +12,7 @@ use crate::queue::{QueueOptions, SendMessage, Sent, When, validate};
 use crate::worker::data::Data;
 use crate::{Error, JobId, Result};
 
+mod inspect;
 mod options;
 
 pub use options::{ClientConfig, EnqueueOptions};

@@ -129,6 +129,11 @@ impl Rsmq {
         }
     }
 
+    /// The connection and the keys of `queue`, for the other Redis-side modules.
+    pub(crate) fn parts(&self, queue: &str) -> (ConnectionManager, crate::keys::QueueKeys) {
+        (self.con.clone(), self.ns.queue(queue))
+    }
+
     /// Creates a queue. Fails with [`Error::QueueExists`] when it exists.
     pub async fn create_queue(&self, name: &str, opts: QueueOptions) -> Result<()> {
         validate::queue_name(name)?;

@@ -85,6 +85,7 @@ pub(crate) async fn execute(
                     tracing::error!(job.id = %d.id, %error, "will retry");
                     Outcome::Retry {
                         delay: Duration::from_secs(1),
+                        error,
                     }
                 });
             per_queue.ran(started.elapsed());
@@ -164,7 +165,7 @@ async fn run(r: &Run, queue: &Arc<str>, shared: &Shared) -> Outcome {
     match delay {
         Some(delay) => {
             tracing::warn!(%error, retry_in = ?delay, "failed; will retry");
-            Outcome::Retry { delay }
+            Outcome::Retry { delay, error }
         }
         None => {
             let error = if matches!(wants, Wants::Fatal) {

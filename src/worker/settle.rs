@@ -32,6 +32,7 @@ pub(crate) enum Outcome {
     Ack,
     Retry {
         delay: Duration,
+        error: String,
     },
     Dead {
         error: String,
@@ -273,7 +274,7 @@ impl<B: Backend> Settler<B> {
         for (k, (id, _)) in lost.iter().enumerate() {
             match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
                 Ok(None) => {
-                    tracing::warn!(queue = %self.queue, job.id = %id, "job deleted while it ran: cancelling the run; it will not run again")
+                    tracing::warn!(queue = %self.queue, job.id = %id, "job cancelled or deleted while it ran: cancelling the run; it will not run again")
                 }
                 Ok(Some(_)) => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out; cancelling this run")
@@ -325,12 +326,13 @@ impl<B: Backend> Settler<B> {
             sent.push((id, token));
             match outcome {
                 Outcome::Ack => s.acks.push((id, token)),
-                Outcome::Retry { delay } => s.reschedules.push(Reschedule {
+                Outcome::Retry { delay, error } => s.reschedules.push(Reschedule {
                     id,
                     token,
                     delay: *delay,
                     deliveries: token.attempt(),
                     release: false,
+                    error: Some(error.clone()),
                 }),
                 Outcome::Release { delay } => s.reschedules.push(Reschedule {
                     id,
@@ -338,6 +340,7 @@ impl<B: Backend> Settler<B> {
                     delay: *delay,
                     deliveries: token.attempt().saturating_sub(1),
                     release: true,
+                    error: None,
                 }),
                 Outcome::Dead { error } => s.dead.push(DeadLetterEntry {
                     id,

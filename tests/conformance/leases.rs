@@ -153,6 +153,7 @@ pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
         delay: Duration::ZERO,
         deliveries: 1,
         release: false,
+        error: None,
     };
     let r = backend
         .settle(

@@ -64,6 +64,7 @@ pub async fn delete_queue_removes_dead_letters_and_stats(env: &Env) {
             delay: Duration::from_secs(60),
             deliveries: 1,
             release: false,
+            error: None,
         }],
         dead: vec![DeadLetterEntry {
             id: c.id,

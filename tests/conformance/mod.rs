@@ -3,6 +3,7 @@
 //! `tests/conformance_memory.rs` (the memory backend on tokio's paused clock).
 #![allow(dead_code)]
 
+pub mod inspect;
 pub mod leases;
 pub mod lifecycle;
 pub mod priorities;
@@ -197,6 +198,12 @@ macro_rules! conformance_suite {
             dead_letters_deletes_pops_and_queue_deletes_free_keys, a_key_with_a_ttl_is_free_after_it,
             bad_unique_input_is_refused_and_sends_nothing, eight_producers_racing_on_one_key_make_one_job,
             typed_unique_jobs_hold_their_key_through_a_retry_until_success);
+        $crate::conformance_suite!(@inspect $setup, #[$attr],
+            counts_and_job_follow_a_job_through_every_state,
+            peek_shows_the_next_jobs_in_run_order_and_leases_none,
+            list_pages_through_each_state_in_order_without_gaps_or_repeats,
+            cancel_removes_waiting_jobs_and_stops_running_ones_for_good,
+            finished_and_unknown_jobs_and_bad_input_are_clear);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

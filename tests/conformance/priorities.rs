@@ -156,6 +156,7 @@ pub async fn leases_retries_and_dead_letters_keep_a_job_at_its_priority(env: &En
             delay: Duration::ZERO,
             deliveries: 1,
             release: false,
+            error: None,
         }],
         dead: vec![DeadLetterEntry {
             id: ids[2],

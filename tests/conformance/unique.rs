@@ -232,6 +232,7 @@ pub async fn a_delivered_job_blocks_duplicates_until_it_succeeds(env: &Env) {
             delay: Duration::from_secs(1),
             deliveries: 1,
             release: false,
+            error: None,
         }],
         ..Settle::default()
     };

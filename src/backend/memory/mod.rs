@@ -15,6 +15,7 @@
 //! ```
 
 mod clock;
+mod inspect;
 mod queues;
 mod state;
 
@@ -334,6 +335,9 @@ impl Backend for MemoryBackend {
             q.rescore(r.id, due.saturating_mul(1000).saturating_add(count));
             if let Some(m) = q.msgs.get_mut(&r.id) {
                 m.lease = false;
+                if r.error.is_some() {
+                    m.error.clone_from(&r.error);
+                }
             }
             retried += u64::from(!r.release);
         }

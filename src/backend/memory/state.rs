@@ -17,6 +17,8 @@ pub(super) struct Msg {
     pub lease: bool,
     /// Its priority: 0 is in `index` (RSMQ's sorted set), the others in `levels`.
     pub priority: i8,
+    /// The last retried run's error.
+    pub error: Option<String>,
 }
 
 /// One queue.
@@ -142,7 +144,7 @@ impl MemQueue {
             .min()
     }
 
-    fn set(&self, p: i8) -> Option<&BTreeSet<(u64, JobId)>> {
+    pub fn set(&self, p: i8) -> Option<&BTreeSet<(u64, JobId)>> {
         if p == 0 {
             Some(&self.index)
         } else {
@@ -228,6 +230,7 @@ impl MemQueue {
                 fr: None,
                 lease: false,
                 priority,
+                error: None,
             },
         );
         self.set_mut(priority).insert((score, id));

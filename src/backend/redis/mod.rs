@@ -295,7 +295,8 @@ impl Backend for RedisBackend {
                         .arg(r.token.to_string())
                         .arg(super::clamped_ms(r.delay))
                         .arg(r.deliveries.min(999))
-                        .arg(if r.release { "l" } else { "r" });
+                        .arg(if r.release { "l" } else { "r" })
+                        .arg(r.error.as_deref().unwrap_or(""));
                 }
                 for d in &part.dead {
                     cmd.arg(d.id).arg(d.token.to_string()).arg(&d.error);
@@ -402,5 +403,30 @@ impl Backend for RedisBackend {
             }
         }
         Err(Error::Protocol("notification connection closed".into()))
+    }
+}
+
+/// Inspection runs on the RSMQ handle ([`Rsmq`]'s [`Inspect`](crate::inspect::Inspect)).
+impl crate::inspect::Inspect for RedisBackend {
+    async fn counts(&self, queue: &str) -> Result<crate::inspect::StateCounts> {
+        self.rsmq.counts(queue).await
+    }
+    async fn peek(&self, queue: &str, n: usize) -> Result<Vec<crate::inspect::JobInfo>> {
+        self.rsmq.peek(queue, n).await
+    }
+    async fn job(&self, queue: &str, id: &JobId) -> Result<Option<crate::inspect::JobInfo>> {
+        self.rsmq.job(queue, id).await
+    }
+    async fn list(
+        &self,
+        queue: &str,
+        state: crate::inspect::JobState,
+        after: Option<&crate::inspect::Cursor>,
+        n: usize,
+    ) -> Result<crate::inspect::Page> {
+        self.rsmq.list(queue, state, after, n).await
+    }
+    async fn cancel(&self, queue: &str, id: &JobId) -> Result<crate::inspect::Cancelled> {
+        self.rsmq.cancel(queue, id).await
     }
 }

@@ -29,6 +29,11 @@ scripts! {
     EXTEND => "extend.lua",
     COMPLETE => "complete.lua",
     UNIQUE => "unique.lua",
+    COUNTS => "counts.lua",
+    JOB => "job.lua",
+    LIST => "list.lua",
+    PEEK => "peek.lua",
+    CANCEL => "cancel.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
@@ -137,6 +142,16 @@ impl<'a> Reply<'a> {
         }
     }
 
+    /// A string, or `None` for a nil (a missing field).
+    pub fn opt_bytes(&mut self) -> Result<Option<&'a [u8]>> {
+        match self.next()? {
+            Value::Nil => Ok(None),
+            Value::BulkString(b) => Ok(Some(b)),
+            Value::SimpleString(s) => Ok(Some(s.as_bytes())),
+            v => Err(Error::Protocol(format!("expected a string, got {v:?}"))),
+        }
+    }
+
     pub fn bytes(&mut self) -> Result<&'a [u8]> {
         match self.next()? {
             Value::BulkString(b) => Ok(b),
@@ -175,6 +190,15 @@ pub(crate) fn int(v: &Value) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::parse_int_prefix;
+
+    #[test]
+    fn the_scripts_lease_offset_is_the_backends() {
+        let line = format!("local LEASED = {}\n", crate::backend::LEASED_FROM_MS);
+        assert!(
+            include_str!("lua/lib.lua").contains(&line),
+            "lib.lua lacks {line:?}"
+        );
+    }
 
     #[test]
     fn numbers_read_as_javascript_parse_int() {

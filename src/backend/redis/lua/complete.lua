@@ -10,7 +10,10 @@
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
---      "r" for a retry or "l" for a release), D x (id, token, error)
+--      "r" for a retry or "l" for a release, error or ""), D x (id, token, error)
+-- A retry's error is kept as the job's last error in <id>:err of the queue's
+-- hash (for inspection), and the hash field "redjob:errors" says that some may
+-- exist: acks and dead letters then delete theirs.
 -- Returns {acked, rescheduled, dead, gone...}: how many passed the fence, then the
 -- ids that failed it because the message no longer exists (deleted while it ran,
 -- or settled already); the other failures were delivered again
@@ -25,10 +28,12 @@ for _ = 1, na do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "a"
   i = i + 2
 end
+local errs = {}
 for _ = 1, nr do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = ARGV[i + 4]
   arg[#ids] = string.format("%d.%03d", now + tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
-  i = i + 5
+  if ARGV[i + 5] ~= "" then errs[#ids] = ARGV[i + 5] end
+  i = i + 6
 end
 for _ = 1, nd do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "d"
@@ -38,10 +43,10 @@ end
 if #ids == 0 then return {0, 0, 0} end
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
-local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased", "redjob:unique")
+local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased", "redjob:unique", "redjob:errors")
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
-local gone, fields, z, dead, missing = {}, {}, {}, {}, {}
+local gone, fields, z, dead, missing, errfields = {}, {}, {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
 for k, id in ipairs(ids) do
   if scores[k] and tonumber(scores[k]) == tonumber(tokens[k]) then
@@ -53,10 +58,15 @@ for k, id in ipairs(ids) do
         fields[#fields + 1] = id .. ":rc"
         fields[#fields + 1] = id .. ":fr"
       end
+      if attrs[4] then fields[#fields + 1] = id .. ":err" end
       if kd == "a" then acked = acked + 1 else dead[#dead + 1] = k end
     else
       z[#z + 1] = arg[k]
       z[#z + 1] = id
+      if errs[k] then
+        errfields[#errfields + 1] = id .. ":err"
+        errfields[#errfields + 1] = errs[k]
+      end
       if kd == "r" then retried = retried + 1 else released = released + 1 end
     end
   elseif not scores[k] then
@@ -93,6 +103,13 @@ if #dead > 0 then
   many("HSET", KEYS[4], dh, 3000)
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
+if #errfields > 0 then
+  if not attrs[4] then
+    errfields[#errfields + 1] = "redjob:errors"
+    errfields[#errfields + 1] = "1"
+  end
+  many("HSET", KEYS[2], errfields, 3000)
+end
 if acked > 0 then redis.call("HINCRBY", KEYS[5], "processed", acked) end
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if #dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", #dead) end

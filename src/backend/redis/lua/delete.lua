@@ -11,6 +11,7 @@ for _, id in ipairs(ARGV) do
   fields[#fields + 1] = id
   fields[#fields + 1] = id .. ":rc"
   fields[#fields + 1] = id .. ":fr"
+  fields[#fields + 1] = id .. ":err"
 end
 local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique")
 -- only the levels a send ever used (see fetch.lua)

@@ -125,3 +125,28 @@ local function release_unique(ukey, ids)
   end
   many("HDEL", ukey, drop)
 end
+
+-- The rows of an inspection (job.lua, list.lua, peek.lua): `rows` are {priority,
+-- id, score}; each gets from the hash `hkey` its body, the field <id><cf> (the
+-- receive count ":rc" in a queue, the deliveries ":n" in the dead letters) and
+-- its last error <id>:err. Returns them flat: priority, id, score, body, count,
+-- error (false where a field is missing).
+local function with_fields(hkey, rows, cf)
+  local fields = {}
+  for _, r in ipairs(rows) do
+    fields[#fields + 1] = r[2]
+    fields[#fields + 1] = r[2] .. cf
+    fields[#fields + 1] = r[2] .. ":err"
+  end
+  local vals = many("HMGET", hkey, fields, 3000)
+  local out = {}
+  for i, r in ipairs(rows) do
+    out[#out + 1] = r[1]
+    out[#out + 1] = r[2]
+    out[#out + 1] = r[3]
+    out[#out + 1] = vals[3 * i - 2]
+    out[#out + 1] = vals[3 * i - 1]
+    out[#out + 1] = vals[3 * i]
+  end
+  return out
+end

@@ -31,6 +31,7 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":fr"
 end
 local vals = many("HMGET", KEYS[2], fields, 3000)
+for _, id in ipairs(ids) do fields[#fields + 1] = id .. ":err" end
 many("HDEL", KEYS[2], fields)
 local n = 0
 for i, id in ipairs(ids) do

@@ -1,0 +1,191 @@
+//! [`Inspect`] in memory, mirroring the Redis scripts (`counts.lua`, `peek.lua`,
+//! `job.lua`, `list.lua`, `cancel.lua`).
+
+use std::collections::BTreeSet;
+use std::ops::Bound::{Excluded, Included, Unbounded};
+
+use super::state::{MemQueue, ms_score};
+use super::{MemoryBackend, not_found};
+use crate::backend::LEASED_FROM_MS;
+use crate::inspect::{self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
+use crate::queue::validate;
+use crate::{JobId, Result};
+
+type Set = BTreeSet<(u64, JobId)>;
+
+/// The score ranges (thousandths, inclusive) of a state at `now` ms, in listing order.
+fn ranges(state: JobState, now: u64) -> Vec<(u64, u64)> {
+    let (l, n) = (ms_score(LEASED_FROM_MS), ms_score(now));
+    let ln = ms_score(LEASED_FROM_MS + now);
+    match state {
+        JobState::Ready => vec![(0, n), (l, ln)],
+        JobState::Scheduled => vec![(n + 1, l - 1)],
+        JobState::InFlight => vec![(ln + 1, u64::MAX)],
+        JobState::Dead => vec![(0, u64::MAX)],
+    }
+}
+
+/// Up to `n` (score, id) of `set` within `lo..=hi`, after `after` when given.
+/// A cursor above the range skips it (the range came before it); one below
+/// starts it from its beginning (ranges only move up as time passes).
+fn span(set: &Set, lo: u64, hi: u64, after: Option<(u64, JobId)>, n: usize) -> Vec<(u64, JobId)> {
+    let start = match after {
+        Some(c) if c >= (hi, JobId::MAX) => return Vec::new(),
+        Some(c) if c >= (lo, JobId::MIN) => Excluded(c),
+        _ => Included((lo, JobId::MIN)),
+    };
+    set.range((start, Included((hi, JobId::MAX))))
+        .take(n)
+        .copied()
+        .collect()
+}
+
+impl MemQueue {
+    fn info(&self, p: i8, score: u64, id: JobId, now: u64) -> JobInfo {
+        let m = &self.msgs[&id];
+        inspect::queued(id, p, score, m.rc, now, m.body.clone(), m.error.clone())
+    }
+
+    fn dead_info(&self, id: &JobId) -> Option<JobInfo> {
+        let d = self.dead_msgs.get(id)?;
+        Some(JobInfo {
+            id: *id,
+            state: JobState::Dead,
+            priority: 0,
+            attempts: d.attempts,
+            due_ms: d.died_at_ms,
+            body: d.body.clone(),
+            last_error: Some(d.error.clone()),
+        })
+    }
+}
+
+impl Inspect for MemoryBackend {
+    async fn counts(&self, queue: &str) -> Result<StateCounts> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        let count = |state| -> u64 {
+            q.sets()
+                .flat_map(|set| ranges(state, now).into_iter().map(move |r| (set, r)))
+                .map(|(set, (lo, hi))| {
+                    set.range((lo, JobId::MIN)..=(hi, JobId::MAX)).count() as u64
+                })
+                .sum()
+        };
+        Ok(StateCounts {
+            ready: count(JobState::Ready),
+            scheduled: count(JobState::Scheduled),
+            in_flight: count(JobState::InFlight),
+            dead: q.dead.len() as u64,
+        })
+    }
+
+    async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
+        validate::queue_name(queue)?;
+        let n = inspect::page_size(n);
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        let mut rows = q.fetchable(now, n);
+        let left = n - rows.len();
+        if left > 0 {
+            let (lo, hi) = ranges(JobState::Scheduled, now)[0];
+            let mut later: Vec<(u64, usize, JobId, i8)> = Vec::new();
+            for (li, p) in crate::queue::priorities().enumerate() {
+                let Some(set) = q.set(p) else { continue };
+                later.extend(
+                    span(set, lo, hi, None, left)
+                        .into_iter()
+                        .map(|(s, id)| (s, li, id, p)),
+                );
+            }
+            later.sort_unstable();
+            rows.extend(later.into_iter().take(left).map(|(s, _, id, p)| (s, id, p)));
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(s, id, p)| q.info(p, s, id, now))
+            .collect())
+    }
+
+    async fn job(&self, queue: &str, id: &JobId) -> Result<Option<JobInfo>> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        Ok(match q.msgs.get(id) {
+            Some(m) => Some(q.info(m.priority, m.score, *id, now)),
+            None => q.dead_info(id),
+        })
+    }
+
+    async fn list(
+        &self,
+        queue: &str,
+        state: JobState,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> Result<Page> {
+        validate::queue_name(queue)?;
+        let n = inspect::page_size(n);
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        let mut rows: Vec<(i8, u64, JobId)> = Vec::new();
+        if state == JobState::Dead {
+            // dead letters are scored by their time of death in whole ms, as in Redis
+            let after = after.map(|c| (c.score / 1000, c.id));
+            let start = after.map_or(Unbounded, Excluded);
+            rows.extend(
+                q.dead
+                    .range((start, Unbounded))
+                    .take(n)
+                    .map(|(ms, id)| (0, ms_score(*ms), *id)),
+            );
+        } else {
+            for p in crate::queue::priorities() {
+                if after.is_some_and(|c| p > c.priority) {
+                    continue;
+                }
+                let Some(set) = q.set(p) else { continue };
+                let cursor = after.filter(|c| c.priority == p).map(|c| (c.score, c.id));
+                for (lo, hi) in ranges(state, now) {
+                    let left = n - rows.len();
+                    if left == 0 {
+                        break;
+                    }
+                    rows.extend(
+                        span(set, lo, hi, cursor, left)
+                            .into_iter()
+                            .map(|(s, id)| (p, s, id)),
+                    );
+                }
+            }
+        }
+        let scores: Vec<u64> = rows.iter().map(|r| r.1).collect();
+        let jobs = rows
+            .into_iter()
+            .filter_map(|(p, s, id)| match state {
+                JobState::Dead => q.dead_info(&id),
+                _ => Some(q.info(p, s, id, now)),
+            })
+            .collect();
+        Ok(inspect::page(jobs, &scores, n))
+    }
+
+    async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        Ok(match q.remove(id) {
+            None => Cancelled::NotFound,
+            Some(m) if inspect::state_of(m.score, now) == JobState::InFlight => {
+                Cancelled::Cancelling
+            }
+            Some(_) => Cancelled::Removed,
+        })
+    }
+}

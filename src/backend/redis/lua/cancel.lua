@@ -1,0 +1,25 @@
+-- Cancels a job: deletes it from its queue at any priority and frees its unique
+-- key. A job that runs is deleted too: its worker's next lease renewal finds it
+-- gone and cancels the run, which is then neither retried nor recorded.
+-- KEYS[1]  the queue's sorted set (ns:q): priority 0
+-- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3]  the queue's unique keys (ns:q:unique)
+-- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- ARGV[1]  the id
+-- Returns -1 when the queue does not exist, 0 when the job is not in it, 1 when
+--         it was waiting (removed), 2 when it was leased (cancelling)
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique")
+if not attrs[1] then return -1 end
+local now = clock()
+local id = ARGV[1]
+for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 4)) do
+  local s = redis.call("ZSCORE", level[2], id)
+  if s then
+    redis.call("ZREM", level[2], id)
+    redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err")
+    if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
+    if tonumber(s) > LEASED + now then return 2 end
+    return 1
+  end
+end
+return 0

@@ -1,0 +1,88 @@
+-- Lists the jobs of one state, a page at a time. Each state is a range of scores
+-- (see LEASED in lib.lua): jobs are listed by priority (highest first), then by
+-- score (ready: due messages oldest first, then leases that ran out); dead
+-- letters by time of death. Ranges only move up as time passes, so a cursor
+-- below a range starts it from its beginning.
+-- A page starts after a cursor, the previous page's last row: by its rank while
+-- it is still there, else after its score and id. Either way a page reads its
+-- rows plus at most the rows sharing the cursor's score: never the whole set.
+-- KEYS[1..4], KEYS[5..24]  as job.lua
+-- ARGV[1]  the state: "ready", "scheduled", "in_flight" or "dead"
+-- ARGV[2]  the most rows
+-- ARGV[3], ARGV[4], ARGV[5]  the cursor's priority, score and id; ARGV[4] is ""
+--          for the first page
+-- Returns {-1} when the queue does not exist, else {now ms, rows...} (see
+--         with_fields; dead rows: priority 0, count the deliveries)
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
+if not attrs[1] then return {-1} end
+local now = clock()
+local state, want = ARGV[1], tonumber(ARGV[2])
+local inf = math.huge
+-- {low, low excluded, high, high excluded}
+local ranges = ({
+  ready = {{-inf, false, now, false}, {LEASED, false, LEASED + now, false}},
+  scheduled = {{now, true, LEASED, true}},
+  in_flight = {{LEASED + now, true, inf, false}},
+  dead = {{-inf, false, inf, false}},
+})[state]
+local levels, hkey, cf = level_sets(tonumber(attrs[2]) or 0, 5), KEYS[2], ":rc"
+if state == "dead" then levels, hkey, cf = {{0, KEYS[3]}}, KEYS[4], ":n" end
+
+local function bound(v, excl)
+  local s = v == inf and "+inf" or v == -inf and "-inf" or string.format("%.0f", v)
+  return excl and "(" .. s or s
+end
+local function within(x, r)
+  return (x > r[1] or (not r[2] and x == r[1])) and (x < r[3] or (not r[4] and x == r[3]))
+end
+
+local cp, cs, cid = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local csn = cs ~= "" and tonumber(cs) or nil
+local rows = {}
+-- appends a ZRANGEBYSCORE ... WITHSCORES reply's rows at priority p
+local function take(p, t)
+  for j = 1, #t, 2 do rows[#rows + 1] = {p, t[j], t[j + 1]} end
+end
+for _, level in ipairs(levels) do
+  local p, key = level[1], level[2]
+  local cursor_here = csn and p == cp
+  if not (csn and p > cp) then
+    local passed = false
+    for _, r in ipairs(ranges) do
+      local left = want - #rows
+      if left <= 0 then break end
+      local lo, hi = bound(r[1], r[2]), bound(r[3], r[4])
+      if cursor_here and not passed and (csn < r[1] or (r[2] and csn == r[1])) then passed = true end
+      if cursor_here and not passed then
+        if within(csn, r) then
+          passed = true
+          local s = redis.call("ZSCORE", key, cid)
+          if s and tonumber(s) == csn then
+            -- still there: skip to it within its score's ties
+            local skip = redis.call("ZRANK", key, cid) - redis.call("ZCOUNT", key, "-inf", "(" .. cs) + 1
+            take(p, redis.call("ZRANGEBYSCORE", key, cs, hi, "WITHSCORES", "LIMIT", skip, left))
+          else
+            -- gone: its ties with a greater id, then the greater scores
+            local off = 0
+            repeat
+              local t = redis.call("ZRANGEBYSCORE", key, cs, cs, "WITHSCORES", "LIMIT", off, 500)
+              for j = 1, #t, 2 do
+                if t[j] > cid and #rows < want then rows[#rows + 1] = {p, t[j], t[j + 1]} end
+              end
+              off = off + 500
+            until #t < 1000 or #rows >= want
+            if #rows < want then
+              take(p, redis.call("ZRANGEBYSCORE", key, "(" .. cs, hi, "WITHSCORES", "LIMIT", 0, want - #rows))
+            end
+          end
+        end
+      else
+        take(p, redis.call("ZRANGEBYSCORE", key, lo, hi, "WITHSCORES", "LIMIT", 0, left))
+      end
+    end
+  end
+  if #rows >= want then break end
+end
+local out = {now}
+for _, v in ipairs(with_fields(hkey, rows, cf)) do out[#out + 1] = v end
+return out

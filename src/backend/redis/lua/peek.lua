@@ -1,0 +1,38 @@
+-- The next jobs that would run, without leasing them: the due ones in the order a
+-- fetch takes them (see fetch.lua), then the scheduled ones by due time (at one
+-- time, highest priority first). Leased jobs are not listed until their lease
+-- runs out.
+-- KEYS[1..4], KEYS[5..24]  as job.lua
+-- ARGV[1]  the most rows
+-- Returns {-1} when the queue does not exist, else {now ms, rows...} (see with_fields)
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
+if not attrs[1] then return {-1} end
+local now = clock()
+local want = tonumber(ARGV[1])
+local levels = level_sets(tonumber(attrs[2]) or 0, 5)
+local rows = {}
+for _, level in ipairs(levels) do
+  for _, range in ipairs({{LEASED, LEASED + now}, {"-inf", now}}) do
+    local left = want - #rows
+    if left <= 0 then break end
+    local t = redis.call("ZRANGEBYSCORE", level[2], range[1], range[2], "WITHSCORES", "LIMIT", 0, left)
+    for j = 1, #t, 2 do rows[#rows + 1] = {level[1], t[j], t[j + 1]} end
+  end
+end
+local left = want - #rows
+if left > 0 then
+  local later = {}
+  for li, level in ipairs(levels) do
+    local t = redis.call("ZRANGEBYSCORE", level[2], "(" .. now, "(" .. LEASED, "WITHSCORES", "LIMIT", 0, left)
+    for j = 1, #t, 2 do later[#later + 1] = {level[1], t[j], t[j + 1], li, tonumber(t[j + 1])} end
+  end
+  table.sort(later, function(a, b)
+    if a[5] ~= b[5] then return a[5] < b[5] end
+    if a[4] ~= b[4] then return a[4] < b[4] end
+    return a[2] < b[2]
+  end)
+  for i = 1, math.min(left, #later) do rows[#rows + 1] = later[i] end
+end
+local out = {now}
+for _, v in ipairs(with_fields(KEYS[2], rows, ":rc")) do out[#out + 1] = v end
+return out

@@ -1,0 +1,362 @@
+//! Looking into a queue: counts by state, the next jobs to run, one job by id,
+//! every job of a state page by page, and cancelling a job.
+//!
+//! Every state is a range of scores in the queue's sorted sets (a leased job's
+//! score sits far above the others), so counts are `ZCOUNT`s and a page costs
+//! its own rows, on a queue of any size. [`Inspect`] is implemented by
+//! [`Rsmq`](crate::queue::Rsmq), the backends and [`Client`](crate::Client).
+//!
+//! ```
+//! use redjob::inspect::{Inspect, JobState};
+//! use redjob::queue::{Queues, SendMessage};
+//! use redjob::backend::memory::MemoryBackend;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+//! let q = MemoryBackend::new();
+//! q.create_queue("mail", Default::default()).await?;
+//! let id = q.send("mail", SendMessage::new("hi")).await?;
+//! assert_eq!(q.counts("mail").await?.ready, 1);
+//! let job = q.job("mail", &id).await?.expect("queued");
+//! assert_eq!((job.state, job.attempts), (JobState::Ready, 0));
+//! # Ok(()) }
+//! ```
+
+mod redis;
+
+use std::future::Future;
+
+use crate::backend::LEASED_FROM_MS;
+use crate::job::Job;
+use crate::{Error, JobId, Result};
+
+/// The most jobs one [`peek`](Inspect::peek) or [`list`](Inspect::list) page returns.
+pub const MAX_PAGE: usize = 1000;
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JobState {
+    /// Due: the next fetch may take it. Includes a job whose lease ran out
+    /// without being settled (its worker died): it runs again.
+    Ready,
+    /// Not due yet: delayed, or waiting for a retry. A message an RSMQ client
+    /// received counts here until its visibility timeout ends.
+    Scheduled,
+    /// Leased by a worker: running, or finished with its outcome on the way.
+    InFlight,
+    /// In the dead-letter queue.
+    Dead,
+}
+
+impl JobState {
+    /// The name used by scripts, the CLI and URLs: `ready`, `scheduled`,
+    /// `in_flight`, `dead`.
+    ///
+    /// ```
+    /// assert_eq!(redjob::inspect::JobState::InFlight.as_str(), "in_flight");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Ready => "ready",
+            JobState::Scheduled => "scheduled",
+            JobState::InFlight => "in_flight",
+            JobState::Dead => "dead",
+        }
+    }
+}
+
+/// How many jobs of a queue are in each state.
+///
+/// ```
+/// let c = redjob::inspect::StateCounts { ready: 2, ..Default::default() };
+/// assert_eq!(c.total(), 2);
+/// ```
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StateCounts {
+    /// Due now.
+    pub ready: u64,
+    /// Delayed, or waiting for a retry.
+    pub scheduled: u64,
+    /// Leased by workers.
+    pub in_flight: u64,
+    /// In the dead-letter queue.
+    pub dead: u64,
+}
+
+impl StateCounts {
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.ready + self.scheduled + self.in_flight + self.dead
+    }
+}
+
+/// One job as stored.
+///
+/// ```
+/// use redjob::inspect::{JobInfo, JobState};
+///
+/// let job = JobInfo {
+///     id: "0000000000abcdefghijklmnopqrstuv".parse().unwrap(),
+///     state: JobState::Ready,
+///     priority: 0,
+///     attempts: 1,
+///     due_ms: 0,
+///     body: br#"{"type":"Email","args":{"to":"a@b"}}"#.to_vec(),
+///     last_error: Some("smtp timed out".into()),
+/// };
+/// assert_eq!(job.job_name().as_deref(), Some("Email"));
+/// assert_eq!(job.args().unwrap()["to"], "a@b");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInfo {
+    /// The job's id.
+    pub id: JobId,
+    /// Its state when it was read.
+    pub state: JobState,
+    /// Its priority level (0 for a dead job: dead letters do not keep it).
+    pub priority: i8,
+    /// Deliveries so far (0 before its first run; counting the current one while
+    /// in flight).
+    pub attempts: u32,
+    /// Ready or scheduled: when it is (or was) due; in flight: when its lease ends;
+    /// dead: when it died. Unix ms, backend time.
+    pub due_ms: u64,
+    /// The stored body (the job envelope, or whatever a foreign client wrote).
+    pub body: Vec<u8>,
+    /// The error of its last failed run, when one was retried (dead: why it died).
+    pub last_error: Option<String>,
+}
+
+impl JobInfo {
+    /// The job type named in the envelope, if the body is one.
+    pub fn job_name(&self) -> Option<String> {
+        crate::job::job_name(&self.body)
+    }
+
+    /// The envelope's arguments as JSON.
+    pub fn args(&self) -> Result<serde_json::Value> {
+        #[derive(serde::Deserialize)]
+        struct Args {
+            #[serde(default)]
+            args: serde_json::Value,
+        }
+        Ok(serde_json::from_slice::<Args>(&self.body)?.args)
+    }
+
+    /// The job decoded as `J` (an error when it is another type).
+    pub fn decode<J: Job>(&self) -> Result<J> {
+        crate::job::decode_as(&self.body)
+    }
+}
+
+/// Where the next page of a [`list`](Inspect::list) starts: after the last job of
+/// the previous page. Its text form (`priority:score:id`) can travel in a URL.
+///
+/// ```
+/// use redjob::inspect::Cursor;
+///
+/// let c: Cursor = "3:1790000000123.004:0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+/// assert_eq!(c.to_string().parse::<Cursor>().unwrap(), c);
+/// assert!("3:x:y".parse::<Cursor>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cursor {
+    pub(crate) priority: i8,
+    /// The row's score in thousandths of a ms.
+    pub(crate) score: u64,
+    pub(crate) id: JobId,
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (p, s, id) = (self.priority, self.score, self.id);
+        write!(f, "{p}:{}.{:03}:{id}", s / 1000, s % 1000)
+    }
+}
+
+impl std::str::FromStr for Cursor {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || Error::InvalidValue {
+            what: "cursor",
+            reason: format!("{s:?} is not priority:score:id"),
+        };
+        let mut parts = s.splitn(3, ':');
+        let (Some(p), Some(score), Some(id)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(bad());
+        };
+        let (ms, frac) = score.split_once('.').ok_or_else(bad)?;
+        let score = match (ms.parse::<u64>(), frac.parse::<u64>()) {
+            (Ok(ms), Ok(f)) if frac.len() == 3 => ms
+                .checked_mul(1000)
+                .and_then(|v| v.checked_add(f))
+                .ok_or_else(bad)?,
+            _ => return Err(bad()),
+        };
+        Ok(Cursor {
+            priority: p.parse().map_err(|_| bad())?,
+            score,
+            id: id.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+/// One page of a [`list`](Inspect::list).
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// The jobs, in listing order.
+    pub jobs: Vec<JobInfo>,
+    /// Where the next page starts; `None` when this page was not full (the last).
+    pub next: Option<Cursor>,
+}
+
+/// What a [`cancel`](Inspect::cancel) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cancelled {
+    /// The job was waiting (ready or scheduled) and is gone.
+    Removed,
+    /// The job was running: it is gone from the queue, its worker cancels the run
+    /// at its next lease renewal, and the run's outcome is dropped (never retried).
+    Cancelling,
+    /// No such job in the queue: never sent, finished (succeeded or dead), or
+    /// cancelled already. Cancelling it changes nothing.
+    NotFound,
+}
+
+/// Inspection and cancel, on Redis and in memory alike.
+///
+/// ```
+/// use redjob::inspect::{Cancelled, Inspect, JobState};
+/// use redjob::queue::{Queues, SendMessage};
+/// use redjob::backend::memory::MemoryBackend;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let q = MemoryBackend::new();
+/// q.create_queue("mail", Default::default()).await?;
+/// for i in 0..3 {
+///     q.send("mail", SendMessage::new(format!("{i}")).delay(Duration::from_secs(60))).await?;
+/// }
+/// let first = q.list("mail", JobState::Scheduled, None, 2).await?;
+/// let rest = q.list("mail", JobState::Scheduled, first.next.as_ref(), 2).await?;
+/// assert_eq!((first.jobs.len(), rest.jobs.len(), rest.next), (2, 1, None));
+/// assert_eq!(q.peek("mail", 10).await?.len(), 3);
+/// assert_eq!(q.cancel("mail", &rest.jobs[0].id).await?, Cancelled::Removed);
+/// assert_eq!(q.cancel("mail", &rest.jobs[0].id).await?, Cancelled::NotFound);
+/// # Ok(()) }
+/// ```
+pub trait Inspect: Sync {
+    /// How many jobs are in each state ([`Error::QueueNotFound`] for no queue).
+    fn counts(&self, queue: &str) -> impl Future<Output = Result<StateCounts>> + Send;
+
+    /// The next `n` jobs that would run (at most [`MAX_PAGE`]), without leasing
+    /// them: the ready ones in the order a fetch takes them (highest priority
+    /// first, a lease that ran out before due messages, oldest first), then the
+    /// scheduled ones by due time (at one time, highest priority first).
+    fn peek(&self, queue: &str, n: usize) -> impl Future<Output = Result<Vec<JobInfo>>> + Send;
+
+    /// One job by id, in the queue or its dead letters; `None` when it is in neither.
+    fn job(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Option<JobInfo>>> + Send;
+
+    /// Up to `n` jobs (at most [`MAX_PAGE`]) of one state, after `after` (the
+    /// previous page's [`next`](Page::next); `None` for the first page). Ordered by
+    /// priority, highest first, then by score: ready jobs oldest first (leases that
+    /// ran out last), scheduled by due time, in flight by lease end, dead by time
+    /// of death. A job that changes state between pages may be missed or seen twice.
+    fn list(
+        &self,
+        queue: &str,
+        state: JobState,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> impl Future<Output = Result<Page>> + Send;
+
+    /// Cancels a job: removes it whether it waits or runs, frees its unique key,
+    /// and says which it was (see [`Cancelled`]). Dead letters are not touched.
+    fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send;
+}
+
+/// The state of a queued job with score `k` (thousandths of a ms) at `now_ms`.
+pub(crate) fn state_of(k: u64, now_ms: u64) -> JobState {
+    if k >= LEASED_FROM_MS * 1000 {
+        if k <= (LEASED_FROM_MS + now_ms) * 1000 {
+            JobState::Ready
+        } else {
+            JobState::InFlight
+        }
+    } else if k <= now_ms.saturating_mul(1000) {
+        JobState::Ready
+    } else {
+        JobState::Scheduled
+    }
+}
+
+/// When a job with score `k` becomes due, Unix ms (rounded up): its score, or for
+/// a leased job its lease end.
+pub(crate) fn due_ms(k: u64) -> u64 {
+    let ms = k.div_ceil(1000);
+    if k >= LEASED_FROM_MS * 1000 {
+        ms - LEASED_FROM_MS
+    } else {
+        ms
+    }
+}
+
+/// A queued job's info from its stored parts: score `k`, the receive count an
+/// RSMQ-style receive wrote (`rc`), its body and last error.
+pub(crate) fn queued(
+    id: JobId,
+    priority: i8,
+    k: u64,
+    rc: u64,
+    now_ms: u64,
+    body: Vec<u8>,
+    last_error: Option<String>,
+) -> JobInfo {
+    JobInfo {
+        id,
+        state: state_of(k, now_ms),
+        priority,
+        attempts: (k % 1000).max(rc).min(999) as u32,
+        due_ms: due_ms(k),
+        body,
+        last_error,
+    }
+}
+
+/// A page size within bounds.
+pub(crate) fn page_size(n: usize) -> usize {
+    n.min(MAX_PAGE)
+}
+
+/// The page of `jobs` asked for `n` rows: with a cursor after its last job when full.
+pub(crate) fn page(jobs: Vec<JobInfo>, scores: &[u64], n: usize) -> Page {
+    let next = (n > 0 && jobs.len() >= n)
+        .then(|| {
+            jobs.last().zip(scores.last()).map(|(j, s)| Cursor {
+                priority: j.priority,
+                score: *s,
+                id: j.id,
+            })
+        })
+        .flatten();
+    Page { jobs, next }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_are_score_ranges() {
+        let now = 1_000;
+        let l = LEASED_FROM_MS * 1000;
+        assert_eq!(state_of(1_000_000, now), JobState::Ready);
+        assert_eq!(state_of(1_000_001, now), JobState::Scheduled);
+        assert_eq!(state_of(l - 1, now), JobState::Scheduled);
+        assert_eq!(state_of(l + 1_000_000, now), JobState::Ready);
+        assert_eq!(state_of(l + 1_000_001, now), JobState::InFlight);
+        assert_eq!((due_ms(1_000_001), due_ms(l + 2_000_003)), (1_001, 2_001));
+    }
+}

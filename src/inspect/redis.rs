@@ -1,0 +1,135 @@
+//! [`Inspect`] on Redis: one script call per operation (`counts.lua`, `peek.lua`,
+//! `job.lua`, `list.lua`, `cancel.lua`).
+
+use redis::Value;
+
+use super::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
+use crate::backend::Token;
+use crate::backend::redis::scripts::{self, Reply};
+use crate::queue::{Rsmq, validate};
+use crate::{Error, JobId, Result};
+
+/// Runs an inspection script with the queue's keys (every level and the dead
+/// letters) and `args`.
+async fn call(rsmq: &Rsmq, script: &redis::Script, queue: &str, args: &[&str]) -> Result<Value> {
+    validate::queue_name(queue)?;
+    let (mut con, k) = rsmq.parts(queue);
+    let mut cmd = scripts::eval(script, &k.all_levels_dead());
+    cmd.arg(args);
+    scripts::run(&mut con, script, &cmd).await
+}
+
+/// The reply of a script answering `{-1}` for a missing queue, else `{now, ...}`.
+fn start<'a>(queue: &str, v: &'a Value) -> Result<(u64, Reply<'a>)> {
+    let (now, r) = Reply::status(v)?;
+    if now < 0 {
+        return Err(Error::QueueNotFound { name: queue.into() });
+    }
+    Ok((now as u64, r))
+}
+
+/// Rows `priority, id, score, body, count, error` (see `with_fields` in lib.lua)
+/// with their scores in thousandths; dead rows when `dead`.
+fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u64>)> {
+    let (mut jobs, mut scores) = (Vec::new(), Vec::new());
+    while !r.is_empty() {
+        let p = r.int()?.clamp(-128, 127) as i8;
+        let id = JobId::from_bytes(r.bytes()?)?;
+        let score = std::str::from_utf8(r.bytes()?)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .and_then(|s| Token::from_score(s, p))
+            .map(Token::score)
+            .ok_or_else(|| Error::Protocol(format!("bad score for job {id}")))?;
+        let body = r.opt_bytes()?.unwrap_or_default().to_vec();
+        let count = r
+            .opt_bytes()?
+            .and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        let error = r
+            .opt_bytes()?
+            .map(|b| String::from_utf8_lossy(b).into_owned());
+        jobs.push(if dead {
+            JobInfo {
+                id,
+                state: JobState::Dead,
+                priority: 0,
+                attempts: count.min(999) as u32,
+                due_ms: score / 1000,
+                body,
+                last_error: error,
+            }
+        } else {
+            super::queued(id, p, score, count, now, body, error)
+        });
+        scores.push(score);
+    }
+    Ok((jobs, scores))
+}
+
+impl Inspect for Rsmq {
+    async fn counts(&self, queue: &str) -> Result<StateCounts> {
+        let v = call(self, &scripts::COUNTS, queue, &[]).await?;
+        let (_, mut r) = start(queue, &v)?;
+        let mut n = || r.int().map(|v| v.max(0) as u64);
+        Ok(StateCounts {
+            ready: n()?,
+            scheduled: n()?,
+            in_flight: n()?,
+            dead: n()?,
+        })
+    }
+
+    async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
+        let n = super::page_size(n);
+        let v = call(self, &scripts::PEEK, queue, &[&n.to_string()]).await?;
+        let (now, mut r) = start(queue, &v)?;
+        Ok(rows(&mut r, now, false)?.0)
+    }
+
+    async fn job(&self, queue: &str, id: &JobId) -> Result<Option<JobInfo>> {
+        let v = call(self, &scripts::JOB, queue, &[id.as_ref()]).await?;
+        let (now, mut r) = start(queue, &v)?;
+        if r.is_empty() {
+            return Ok(None);
+        }
+        let dead = r.bytes()? == b"d";
+        Ok(rows(&mut r, now, dead)?.0.pop())
+    }
+
+    async fn list(
+        &self,
+        queue: &str,
+        state: JobState,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> Result<Page> {
+        let n = super::page_size(n);
+        let (p, s, id) = match after {
+            Some(c) => (
+                c.priority.to_string(),
+                format!("{}.{:03}", c.score / 1000, c.score % 1000),
+                c.id.to_string(),
+            ),
+            None => ("0".into(), String::new(), String::new()),
+        };
+        let args = [state.as_str(), &n.to_string(), &p, &s, &id];
+        let v = call(self, &scripts::LIST, queue, &args).await?;
+        let (now, mut r) = start(queue, &v)?;
+        let (jobs, scores) = rows(&mut r, now, state == JobState::Dead)?;
+        Ok(super::page(jobs, &scores, n))
+    }
+
+    async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {
+        validate::queue_name(queue)?;
+        let (mut con, k) = self.parts(queue);
+        let mut cmd = scripts::eval(&scripts::CANCEL, &k.all_levels_unique());
+        cmd.arg(id);
+        match scripts::int(&scripts::run(&mut con, &scripts::CANCEL, &cmd).await?)? {
+            -1 => Err(Error::QueueNotFound { name: queue.into() }),
+            0 => Ok(Cancelled::NotFound),
+            1 => Ok(Cancelled::Removed),
+            _ => Ok(Cancelled::Cancelling),
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! Inspection and cancel: counts by state, peek, one job by id, paged listing,
+//! cancel of waiting and running jobs, and their bad input.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+use redjob::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, StateCounts};
+use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, SendOutcome, Unique};
+use redjob::{Error, Job, JobContext, JobError, JobId};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use super::worker::worker;
+use crate::common::{Recorder, start_serving, wait_until};
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn send(env: &Env, queue: &str, msg: SendMessage) -> JobId {
+    let sent = Backend::send(
+        &env.client.backend(),
+        queue,
+        &[msg],
+        &QueueOptions::default(),
+    )
+    .await
+    .unwrap();
+    sent[0].id
+}
+
+fn bodies(jobs: &[JobInfo]) -> Vec<String> {
+    jobs.iter()
+        .map(|j| String::from_utf8_lossy(&j.body).into_owned())
+        .collect()
+}
+
+fn counts(ready: u64, scheduled: u64, in_flight: u64, dead: u64) -> StateCounts {
+    StateCounts {
+        ready,
+        scheduled,
+        in_flight,
+        dead,
+    }
+}
+
+pub async fn counts_and_job_follow_a_job_through_every_state(env: &Env) {
+    let q = env.client.backend();
+    let a = send(env, "st", SendMessage::new("a")).await;
+    let b = send(env, "st", SendMessage::new("b").delay(LONG)).await;
+    let c = send(env, "st", SendMessage::new("c").priority(5)).await;
+    assert_eq!(q.counts("st").await.unwrap(), counts(2, 1, 0, 0));
+    let job = q.job("st", &b).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.attempts, job.priority),
+        (JobState::Scheduled, 0, 0)
+    );
+    assert_eq!(
+        (job.body.as_slice(), job.last_error.as_deref()),
+        (&b"b"[..], None)
+    );
+
+    // leased: in flight, counting this delivery, due when its lease ends
+    let got = q.fetch("st", 1, LONG).await.unwrap();
+    let (d, now_ms) = (&got.jobs[0], got.now_us / 1000);
+    assert_eq!(d.id, c);
+    assert_eq!(q.counts("st").await.unwrap(), counts(1, 1, 1, 0));
+    let job = q.job("st", &c).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.attempts, job.priority),
+        (JobState::InFlight, 1, 5)
+    );
+    assert!(
+        job.due_ms >= now_ms + 59_000 && job.due_ms <= now_ms + 61_000,
+        "{job:?}"
+    );
+
+    // a retry waits with its error
+    let retry = Reschedule {
+        id: c,
+        token: d.token,
+        delay: LONG,
+        deliveries: 1,
+        release: false,
+        error: Some("smtp timed out".into()),
+    };
+    let settle = Settle {
+        reschedules: vec![retry],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("st", &settle).await.unwrap().rescheduled, 1);
+    assert_eq!(q.counts("st").await.unwrap(), counts(1, 2, 0, 0));
+    let job = q.job("st", &c).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.attempts, job.priority),
+        (JobState::Scheduled, 1, 5)
+    );
+    assert_eq!(job.last_error.as_deref(), Some("smtp timed out"));
+
+    // dead: its error, deliveries and time of death
+    let d = q.fetch("st", 1, LONG).await.unwrap().jobs.remove(0);
+    assert_eq!(d.id, a);
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: a,
+            token: d.token,
+            error: "fatal: bad address".into(),
+        }],
+        ..Settle::default()
+    };
+    q.settle("st", &settle).await.unwrap();
+    assert_eq!(q.counts("st").await.unwrap(), counts(0, 2, 0, 1));
+    let job = q.job("st", &a).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Dead, 1));
+    assert_eq!(job.last_error.as_deref(), Some("fatal: bad address"));
+    assert_eq!(job.body, b"a");
+
+    // a lease that runs out (its worker died) is ready again, first in line
+    let e = send(env, "st", SendMessage::new("e")).await;
+    let f = send(env, "st", SendMessage::new("f")).await;
+    assert_eq!(
+        q.fetch("st", 1, Duration::from_millis(300))
+            .await
+            .unwrap()
+            .jobs[0]
+            .id,
+        e
+    );
+    assert_eq!(q.counts("st").await.unwrap(), counts(1, 2, 1, 1));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(q.counts("st").await.unwrap(), counts(2, 2, 0, 1));
+    let job = q.job("st", &e).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Ready, 1));
+    let peeked: Vec<JobId> = q
+        .peek("st", 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(peeked, [e, f]);
+    let again = q.fetch("st", 1, LONG).await.unwrap();
+    assert_eq!((again.jobs[0].id, again.jobs[0].token.attempt()), (e, 2));
+}
+
+pub async fn peek_shows_the_next_jobs_in_run_order_and_leases_none(env: &Env) {
+    let q = env.client.backend();
+    send(env, "pk", SendMessage::new("a0")).await;
+    send(
+        env,
+        "pk",
+        SendMessage::new("c-later").delay(Duration::from_secs(20)),
+    )
+    .await;
+    send(env, "pk", SendMessage::new("b5").priority(5)).await;
+    send(
+        env,
+        "pk",
+        SendMessage::new("d-soon")
+            .priority(-2)
+            .delay(Duration::from_secs(10)),
+    )
+    .await;
+    send(env, "pk", SendMessage::new("e0")).await;
+    let all = q.peek("pk", 10).await.unwrap();
+    assert_eq!(bodies(&all), ["b5", "a0", "e0", "d-soon", "c-later"]);
+    let states: Vec<JobState> = all.iter().map(|j| j.state).collect();
+    use JobState::{Ready, Scheduled};
+    assert_eq!(states, [Ready, Ready, Ready, Scheduled, Scheduled]);
+    assert_eq!(bodies(&q.peek("pk", 2).await.unwrap()), ["b5", "a0"]);
+    assert!(q.peek("pk", 0).await.unwrap().is_empty());
+    // nothing was leased: the fetch takes the same jobs
+    assert_eq!(q.counts("pk").await.unwrap(), counts(3, 2, 0, 0));
+    let got = q.fetch("pk", 10, LONG).await.unwrap();
+    let fetched: Vec<JobId> = got.jobs.iter().map(|d| d.id).collect();
+    let peeked: Vec<JobId> = all[..3].iter().map(|j| j.id).collect();
+    assert_eq!(fetched, peeked);
+    // leased jobs are not next: only the scheduled ones are
+    assert_eq!(
+        bodies(&q.peek("pk", 10).await.unwrap()),
+        ["d-soon", "c-later"]
+    );
+}
+
+/// Every page of one state, following the cursors; checks no page is over `n`.
+async fn all_pages(q: &impl Inspect, queue: &str, state: JobState, n: usize) -> Vec<JobInfo> {
+    let mut out = Vec::new();
+    let mut after: Option<Cursor> = None;
+    for _ in 0..100 {
+        let page = q.list(queue, state, after.as_ref(), n).await.unwrap();
+        assert!(page.jobs.len() <= n);
+        out.extend(page.jobs);
+        match page.next {
+            Some(c) => after = Some(c),
+            None => return out,
+        }
+    }
+    panic!("more than 100 pages");
+}
+
+pub async fn list_pages_through_each_state_in_order_without_gaps_or_repeats(env: &Env) {
+    let q = env.client.backend();
+    // batches: many jobs share one score, so pages split ties
+    let batch = |n: usize, p: i8, tag: &str| -> Vec<SendMessage> {
+        (0..n)
+            .map(|i| SendMessage::new(format!("{tag}{i:02}")).priority(p))
+            .collect()
+    };
+    let opts = QueueOptions::default();
+    let low = Backend::send(&q, "ls", &batch(13, 0, "low"), &opts)
+        .await
+        .unwrap();
+    let high = Backend::send(&q, "ls", &batch(12, 3, "high"), &opts)
+        .await
+        .unwrap();
+    let later: Vec<SendMessage> = (0..7)
+        .map(|i| SendMessage::new(format!("later{i}")).delay(LONG + Duration::from_secs(i)))
+        .collect();
+    Backend::send(&q, "ls", &later, &opts).await.unwrap();
+
+    let ready = all_pages(&q, "ls", JobState::Ready, 10).await;
+    let want: Vec<JobId> = high.iter().chain(&low).map(|s| s.id).collect();
+    let got: Vec<JobId> = ready.iter().map(|j| j.id).collect();
+    assert_eq!(got, want, "by priority, then oldest first");
+    assert!(ready.iter().all(|j| j.state == JobState::Ready));
+    let scheduled = all_pages(&q, "ls", JobState::Scheduled, 3).await;
+    assert_eq!(
+        bodies(&scheduled),
+        (0..7).map(|i| format!("later{i}")).collect::<Vec<_>>()
+    );
+    assert!(all_pages(&q, "ls", JobState::InFlight, 5).await.is_empty());
+
+    // the job a cursor points at is deleted between pages: the next page goes on
+    // right after it
+    let first = q.list("ls", JobState::Ready, None, 5).await.unwrap();
+    let cursor = first.next.unwrap();
+    assert!(Queues::delete(&q, "ls", &first.jobs[4].id).await.unwrap());
+    let second = q
+        .list("ls", JobState::Ready, Some(&cursor), 5)
+        .await
+        .unwrap();
+    assert_eq!(second.jobs[0].id, want[5]);
+    // the cursor survives its text form
+    let parsed: Cursor = cursor.to_string().parse().unwrap();
+    let again = q
+        .list("ls", JobState::Ready, Some(&parsed), 5)
+        .await
+        .unwrap();
+    assert_eq!(again.jobs, second.jobs);
+
+    // in flight and dead, paged the same way
+    let leased = q.fetch("ls", 9, LONG).await.unwrap().jobs;
+    let in_flight = all_pages(&q, "ls", JobState::InFlight, 4).await;
+    let ids: HashSet<JobId> = in_flight.iter().map(|j| j.id).collect();
+    assert_eq!(ids, leased.iter().map(|d| d.id).collect::<HashSet<_>>());
+    let dead = Settle {
+        dead: leased
+            .iter()
+            .map(|d| DeadLetterEntry {
+                id: d.id,
+                token: d.token,
+                error: format!("no {}", d.id),
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("ls", &dead).await.unwrap().dead, 9);
+    let dead = all_pages(&q, "ls", JobState::Dead, 4).await;
+    assert_eq!(dead.len(), 9);
+    assert!(
+        dead.iter()
+            .all(|j| j.last_error == Some(format!("no {}", j.id)))
+    );
+    let ids: HashSet<JobId> = dead.iter().map(|j| j.id).collect();
+    assert_eq!(ids.len(), 9);
+    assert_eq!(q.counts("ls").await.unwrap(), counts(15, 7, 0, 9));
+}
+
+/// Waits on its cancellation token, then fails (a retry, were its outcome kept).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "inspect_waits", queue = "work", unique)]
+struct WaitsForCancel {
+    key: u64,
+}
+
+/// Runs that ended (returned, or were dropped when their token was cancelled).
+#[derive(Default, Clone)]
+struct CancelSeen(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl CancelSeen {
+    fn ended(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Counts a run as ended when dropped.
+struct Ended(CancelSeen);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Job for WaitsForCancel {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        let _ended = Ended(ctx.data::<CancelSeen>()?.clone());
+        ctx.cancellation().cancelled().await;
+        Err(JobError::retry("cancelled"))
+    }
+}
+
+pub async fn cancel_removes_waiting_jobs_and_stops_running_ones_for_good(env: &Env) {
+    let client = env.client.clone();
+    let q = client.backend();
+    // waiting: removed, its unique key free again
+    let key = Unique::new("k").on_duplicate(OnDuplicate::Keep);
+    let w = send(env, "cq", SendMessage::new("x").unique(key.clone())).await;
+    assert_eq!(q.cancel("cq", &w).await.unwrap(), Cancelled::Removed);
+    assert_eq!(q.cancel("cq", &w).await.unwrap(), Cancelled::NotFound);
+    assert!(q.job("cq", &w).await.unwrap().is_none());
+    let sent = q
+        .send_outcomes("cq", &[SendMessage::new("y").unique(key)])
+        .await
+        .unwrap();
+    assert_eq!(sent[0].outcome, SendOutcome::Added);
+    let later = send(env, "cq", SendMessage::new("z").delay(LONG)).await;
+    assert_eq!(q.cancel("cq", &later).await.unwrap(), Cancelled::Removed);
+    assert_eq!(q.counts("cq").await.unwrap(), counts(1, 0, 0, 0));
+
+    // running: cancelled at the worker's next renewal, never retried
+    let rec = Recorder::default();
+    let seen = CancelSeen::default();
+    let running = start_serving(
+        worker(&client, &rec)
+            .lease(Duration::from_secs(1))
+            .data(seen.clone())
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let id = client.enqueue(&WaitsForCancel { key: 1 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    assert_eq!(
+        q.job("work", &id).await.unwrap().unwrap().state,
+        JobState::InFlight
+    );
+    assert_eq!(q.cancel("work", &id).await.unwrap(), Cancelled::Cancelling);
+    assert_eq!(seen.ended(), 0);
+    assert!(
+        wait_until(Duration::from_secs(5), || seen.ended() == 1).await,
+        "the run's token was cancelled"
+    );
+    // its key is free: a new job with the same arguments runs
+    let again = client.enqueue(&WaitsForCancel { key: 1 }).await.unwrap();
+    assert_ne!(again, id);
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 2).await);
+    assert_eq!(
+        q.cancel("work", &again).await.unwrap(),
+        Cancelled::Cancelling
+    );
+    assert!(wait_until(Duration::from_secs(5), || seen.ended() == 2).await);
+    // two lease periods more: nothing retried, nothing recorded
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    running.stop().await;
+    assert_eq!(rec.len(), 2);
+    let stats = client.stats("work").await.unwrap();
+    assert_eq!((stats.processed, stats.failed, stats.dead), (0, 0, 0));
+    assert_eq!(q.counts("work").await.unwrap(), counts(0, 0, 0, 0));
+    assert!(q.job("work", &id).await.unwrap().is_none());
+}
+
+pub async fn finished_and_unknown_jobs_and_bad_input_are_clear(env: &Env) {
+    let q = env.client.backend();
+    let unknown: JobId = "0000000000zzzzzzzzzzzzzzzzzzzzzz".parse().unwrap();
+    // no queue: an error, never an empty answer
+    assert!(matches!(
+        q.counts("none").await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        q.job("none", &unknown).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        q.peek("none", 1).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        q.list("none", JobState::Ready, None, 1).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        q.cancel("none", &unknown).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        q.counts("bad name").await,
+        Err(Error::InvalidQueueName { .. })
+    ));
+    assert!(matches!(
+        q.cancel("a:b", &unknown).await,
+        Err(Error::InvalidQueueName { .. })
+    ));
+    // an unknown id: none, not found
+    let acked = send(env, "fin", SendMessage::new("done")).await;
+    assert!(q.job("fin", &unknown).await.unwrap().is_none());
+    assert_eq!(
+        q.cancel("fin", &unknown).await.unwrap(),
+        Cancelled::NotFound
+    );
+    // a finished job: not found, and cancelling it changes nothing
+    let d = q.fetch("fin", 1, LONG).await.unwrap().jobs.remove(0);
+    let ack = Settle {
+        acks: vec![(acked, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("fin", &ack).await.unwrap().acked, 1);
+    assert_eq!(q.cancel("fin", &acked).await.unwrap(), Cancelled::NotFound);
+    assert!(q.job("fin", &acked).await.unwrap().is_none());
+    assert_eq!(env.client.stats("fin").await.unwrap().processed, 1);
+    // page sizes are capped, a cursor of another queue or state is harmless
+    for i in 0..3 {
+        send(env, "fin", SendMessage::new(format!("m{i}"))).await;
+    }
+    let page = q
+        .list("fin", JobState::Ready, None, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!((page.jobs.len(), page.next), (3, None));
+    let stray: Cursor = format!("10:9999999999999.999:{unknown}").parse().unwrap();
+    let page = q
+        .list("fin", JobState::Ready, Some(&stray), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.jobs.len(),
+        3,
+        "below every level: the levels below it from their start"
+    );
+    for bad in [
+        "",
+        "1:2",
+        "x:1.000:0000000000zzzzzzzzzzzzzzzzzzzzzz",
+        "1:1.5:abc",
+    ] {
+        assert!(
+            matches!(bad.parse::<Cursor>(), Err(Error::InvalidValue { .. })),
+            "{bad}"
+        );
+    }
+    // a body that is no job envelope has no job name
+    assert!(q.peek("fin", 1).await.unwrap()[0].job_name().is_none());
+}
