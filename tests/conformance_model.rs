@@ -4,7 +4,9 @@
 //! priorities (some out of range): fetches report each job's priority; RSMQ's
 //! receive and attributes see priority 0 alone, delete and change visibility
 //! find a message at any priority, alike on both. Unique sends (two keys, each
-//! policy) must meet, keep, move or replace the same jobs on both.
+//! policy) must meet, keep, move or replace the same jobs on both. Inspection
+//! (counts, peek, one job, every page of a state) and cancel must see and do the
+//! same on both.
 //!
 //! Redis takes its time from `TIME`, which cannot be faked, so both backends run on
 //! real time cut into slots of `U`: all operations of a slot run within its first
@@ -44,6 +46,7 @@ use redjob::Client;
 use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
+use redjob::inspect::{Cancelled, Inspect, JobInfo, JobState, StateCounts};
 use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
 use tokio::time::Instant;
@@ -116,7 +119,30 @@ enum Op {
         slots: u8,
     },
     Attributes,
+    /// Jobs by state.
+    Counts,
+    /// Every job of a state, page by page (`page` rows each).
+    List {
+        state: u8,
+        page: u8,
+    },
+    /// The next jobs that would run.
+    Peek,
+    /// One job by id.
+    Job {
+        msg: Index,
+    },
+    Cancel {
+        msg: Index,
+    },
 }
+
+const STATES: [JobState; 4] = [
+    JobState::Ready,
+    JobState::Scheduled,
+    JobState::InFlight,
+    JobState::Dead,
+];
 
 /// A message's delay in slots, or none.
 fn delay() -> impl Strategy<Value = Option<u8>> {
@@ -162,6 +188,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<Index>().prop_map(|d| Op::Dead { d }),
         3 => (1..=2u8).prop_map(|slots| Op::Advance { slots }),
         1 => Just(Op::Attributes),
+        1 => Just(Op::Counts),
+        1 => (0..4u8, 1..=3u8).prop_map(|(state, page)| Op::List { state, page }),
+        1 => Just(Op::Peek),
+        1 => any::<Index>().prop_map(|msg| Op::Job { msg }),
+        1 => any::<Index>().prop_map(|msg| Op::Cancel { msg }),
     ]
 }
 
@@ -188,8 +219,15 @@ enum Seen {
         recv: u64,
         sent: u64,
     },
+    Counts(StateCounts),
+    /// Jobs as (send order, state, priority, attempts, body, last error), sorted
+    /// (which due job is older is not compared, see the top).
+    Jobs(Vec<JobSeen>),
+    Cancelled(Cancelled),
     None,
 }
+
+type JobSeen = (usize, String, i8, u32, String, Option<String>);
 
 /// One backend under test and the ids and deliveries it handed out, in order.
 struct Side {
@@ -210,6 +248,23 @@ fn err(e: Error) -> Seen {
 }
 
 impl Side {
+    fn seen(&self, j: &JobInfo) -> JobSeen {
+        (
+            self.index(&j.id),
+            j.state.as_str().to_owned(),
+            j.priority,
+            j.attempts,
+            String::from_utf8_lossy(&j.body).into_owned(),
+            j.last_error.clone(),
+        )
+    }
+
+    fn jobs(&self, jobs: &[JobInfo]) -> Seen {
+        let mut seen: Vec<_> = jobs.iter().map(|j| self.seen(j)).collect();
+        seen.sort();
+        Seen::Jobs(seen)
+    }
+
     fn index(&self, id: &JobId) -> usize {
         self.ids
             .iter()
@@ -363,7 +418,7 @@ impl Side {
                         delay: slots(*delay),
                         deliveries: token.attempt(),
                         release: false,
-                        error: None,
+                        error: Some(format!("retried delivery {k}")),
                     }),
                     _ => batch.dead.push(DeadLetterEntry {
                         id,
@@ -386,6 +441,50 @@ impl Side {
                 },
                 Err(e) => err(e),
             },
+            Op::Counts => b.counts(&q).await.map_or_else(err, Seen::Counts),
+            Op::List { state, page } => {
+                let state = STATES[usize::from(*state)];
+                let mut all = Vec::new();
+                let mut after = None;
+                loop {
+                    match b.list(&q, state, after.as_ref(), usize::from(*page)).await {
+                        Ok(p) => {
+                            all.extend(p.jobs);
+                            match p.next {
+                                Some(c) => after = Some(c),
+                                None => break,
+                            }
+                        }
+                        Err(e) => return err(e),
+                    }
+                }
+                let seen = self.jobs(&all);
+                if let Seen::Jobs(j) = &seen {
+                    let mut ids: Vec<usize> = j.iter().map(|j| j.0).collect();
+                    ids.dedup();
+                    assert_eq!(ids.len(), j.len(), "a job listed twice: {j:?}");
+                }
+                seen
+            }
+            Op::Peek => match b.peek(&q, ALL).await {
+                Ok(jobs) => self.jobs(&jobs),
+                Err(e) => err(e),
+            },
+            Op::Job { msg } => {
+                let Some(id) = pick(&self.ids, msg) else {
+                    return Seen::None;
+                };
+                match b.job(&q, &id).await {
+                    Ok(j) => self.jobs(&j.into_iter().collect::<Vec<_>>()),
+                    Err(e) => err(e),
+                }
+            }
+            Op::Cancel { msg } => {
+                let Some(id) = pick(&self.ids, msg) else {
+                    return Seen::None;
+                };
+                b.cancel(&q, &id).await.map_or_else(err, Seen::Cancelled)
+            }
         }
     }
 
