@@ -9,10 +9,11 @@
 //!
 //! Flags: `--n 20000` jobs per throughput phase, `--runs 3`, `--phase 1,2,...`
 //! (1–3 throughput and cost, 4 latency, 5 delayed, 6 scale, 7 queue features
-//! beside the plain figures; default all),
+//! beside the plain figures, 8 inspection at 10k and the largest backlog; default all),
 //! `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
 mod features;
+mod inspect;
 mod jobs;
 mod phases;
 mod redis;
@@ -24,7 +25,7 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6, 7],
+        phases: vec![1, 2, 3, 4, 5, 6, 7, 8],
     };
     let mut runs = 3usize;
     let mut json = false;
@@ -75,6 +76,9 @@ fn main() {
             }
             if s.phases.contains(&7) {
                 features::features(&s, &mut f).await;
+            }
+            if s.phases.contains(&8) {
+                inspect::inspection(&mut f, &backlogs).await;
             }
         });
         eprintln!("run {run} of {runs} done");

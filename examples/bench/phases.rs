@@ -40,6 +40,8 @@ pub struct Figures {
     /// Phase 7: `n` jobs enqueued one by one, plain and unique.
     pub enqueue_single_plain: Vec<f64>,
     pub enqueue_single_unique: Vec<f64>,
+    /// Phase 8: (call, jobs in the queue, median ms of one call).
+    pub inspect: Vec<(String, usize, f64)>,
 }
 
 impl Figures {

@@ -1,6 +1,7 @@
 //! The table (median, min–max over runs, the target) and the JSON line.
 
 use crate::phases::{Figures, Settings};
+use std::borrow::Cow;
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
@@ -17,7 +18,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 }
 
 struct Row {
-    key: &'static str,
+    key: Cow<'static, str>,
     label: String,
     values: Vec<f64>,
     target: &'static str,
@@ -28,7 +29,7 @@ fn rows(all: &[Figures]) -> Vec<Row> {
     let mut add =
         |key: &'static str, label: &str, get: &dyn Fn(&Figures) -> Option<f64>, target| {
             rows.push(Row {
-                key,
+                key: key.into(),
                 label: label.to_owned(),
                 values: all.iter().filter_map(get).collect(),
                 target,
@@ -148,7 +149,7 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             _ => "process_jobs_per_s_backlog_other",
         };
         rows.push(Row {
-            key,
+            key: key.into(),
             label: format!("process a {b} backlog (jobs/s)"),
             values: all
                 .iter()
@@ -162,13 +163,13 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         });
     }
     rows.push(Row {
-        key: "process_jobs_per_s_plain_bulk",
+        key: "process_jobs_per_s_plain_bulk".into(),
         label: "process a bulk-enqueued backlog, plain (jobs/s)".into(),
         values: all.iter().flat_map(|f| f.backlog_plain.clone()).collect(),
         target: "-",
     });
     rows.push(Row {
-        key: "process_jobs_per_s_5_priorities",
+        key: "process_jobs_per_s_5_priorities".into(),
         label: "  the same at 5 priorities (jobs/s)".into(),
         values: all
             .iter()
@@ -177,7 +178,7 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         target: "within 15% of plain",
     });
     rows.push(Row {
-        key: "enqueue_single_jobs_per_s_plain",
+        key: "enqueue_single_jobs_per_s_plain".into(),
         label: "enqueue one by one, plain (jobs/s)".into(),
         values: all
             .iter()
@@ -186,7 +187,7 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         target: "-",
     });
     rows.push(Row {
-        key: "enqueue_single_jobs_per_s_unique",
+        key: "enqueue_single_jobs_per_s_unique".into(),
         label: "  the same, unique by derived key (jobs/s)".into(),
         values: all
             .iter()
@@ -194,14 +195,51 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             .collect(),
         target: "within 15% of plain",
     });
+    for op in [
+        "counts",
+        "peek",
+        "job",
+        "list_ready",
+        "list_ready_deep",
+        "list_scheduled",
+        "list_scheduled_deep",
+    ] {
+        let mut sizes: Vec<usize> = all
+            .iter()
+            .flat_map(|f| {
+                f.inspect
+                    .iter()
+                    .filter(|(o, _, _)| o == op)
+                    .map(|(_, n, _)| *n)
+            })
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for n in sizes {
+            rows.push(Row {
+                key: format!("inspect_{op}_ms_at_{n}").into(),
+                label: format!("  {op} at {n} jobs (ms per call)"),
+                values: all
+                    .iter()
+                    .flat_map(|f| {
+                        f.inspect
+                            .iter()
+                            .filter(|(o, m, _)| o == op && *m == n)
+                            .map(|(_, _, ms)| *ms)
+                    })
+                    .collect(),
+                target: "flat: near the 10k figure",
+            });
+        }
+    }
     rows.push(Row {
-        key: "idle_cmds_per_s_1_queue",
+        key: "idle_cmds_per_s_1_queue".into(),
         label: "idle worker, 1 queue (Redis cmds/s)".into(),
         values: all.iter().filter_map(|f| f.idle_1).collect(),
         target: "a handful",
     });
     rows.push(Row {
-        key: "idle_cmds_per_s_100_queues",
+        key: "idle_cmds_per_s_100_queues".into(),
         label: "idle worker, 100 queues (Redis cmds/s)".into(),
         values: all.iter().filter_map(|f| f.idle_100).collect(),
         target: "a handful",
