@@ -372,3 +372,88 @@ async fn rsmq_clients_take_unique_messages_and_their_delete_frees_the_key() {
     assert_eq!(third.outcome, SendOutcome::Added);
     assert_ne!(third.id, first.id);
 }
+
+#[tokio::test]
+async fn a_job_a_worker_leased_is_hidden_from_rsmq_clients_even_after_its_lease() {
+    use redjob::backend::redis::RedisBackend;
+    use redjob::backend::{Backend, Reschedule, Settle};
+    use redjob::connection::RedisConfig;
+    use redjob::queue::Queues;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("lq", QueueOptions::default())
+        .await
+        .unwrap();
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "sendMessage", "qname": "lq", "message": "a"},
+            {"op": "sendMessage", "qname": "lq", "message": "b"},
+        ]),
+    );
+    let a = r[0].as_str().unwrap().to_owned();
+    // RSMQ counts hidden messages from the start of the current second
+    tokio::time::sleep(Duration::from_millis(1050)).await;
+    let backend = RedisBackend::connect(&RedisConfig::from_url(server.url()), "rsmq", false)
+        .await
+        .unwrap();
+    let leased = backend
+        .fetch("lq", 1, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(leased[0].id.as_str(), a);
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "getQueueAttributes", "qname": "lq"}]),
+    );
+    assert_eq!((&r[0]["msgs"], &r[0]["hiddenmsgs"]), (&json!(2), &json!(1)));
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "receiveMessage", "qname": "lq", "vt": 60}]),
+    );
+    assert_eq!(r[0]["message"], json!("b"));
+    // the lease ran out: redjob's fetch takes the job again, RSMQ's receive does not
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "receiveMessage", "qname": "lq", "vt": 60}]),
+    );
+    assert!(r[0].get("id").is_none(), "{:?}", r[0]);
+    let again = backend
+        .fetch("lq", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!((again[0].id, again[0].token.attempt()), (leased[0].id, 2));
+    // a retry keeps its error beside the body; redjob's delete takes both
+    let retry = Reschedule {
+        id: again[0].id,
+        token: again[0].token,
+        delay: Duration::from_secs(60),
+        deliveries: 2,
+        release: false,
+        error: Some("boom".into()),
+    };
+    let settle = Settle {
+        reschedules: vec![retry],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("lq", &settle).await.unwrap().rescheduled, 1);
+    let mut con = server.raw().await;
+    let field = format!("{a}:err");
+    let err: Option<String> = redis::cmd("HGET")
+        .arg("rsmq:lq:Q")
+        .arg(&field)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(err.as_deref(), Some("boom"));
+    assert!(Queues::delete(&rsmq, "lq", &again[0].id).await.unwrap());
+    let left: bool = redis::cmd("HEXISTS")
+        .arg("rsmq:lq:Q")
+        .arg(&field)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(!left);
+}

@@ -263,3 +263,92 @@ async fn a_unique_takeover_at_maxmemory_is_refused_and_writes_nothing() {
     assert!(err.to_string().contains("OOM"), "{err}");
     assert_eq!(dump(&mut con).await, before, "nothing written");
 }
+
+/// Every job's kept error leaves with it: by ack, dead letter, pop or cancel.
+#[tokio::test]
+async fn last_errors_leave_with_their_jobs() {
+    use redjob::backend::redis::RedisBackend;
+    use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+    use redjob::connection::RedisConfig;
+    use redjob::inspect::Inspect;
+    use redjob::queue::Queues;
+    let server = RedisServer::start();
+    let b = RedisBackend::connect(&RedisConfig::from_url(server.url()), "rsmq", false)
+        .await
+        .unwrap();
+    let q = b.rsmq();
+    q.create_queue("e", QueueOptions::default()).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(
+            q.send("e", SendMessage::new(format!("m{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    // each fails once and waits a moment for its retry, keeping its error
+    let got = b
+        .fetch("e", 10, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs;
+    let retries = Settle {
+        reschedules: got
+            .iter()
+            .map(|d| Reschedule {
+                id: d.id,
+                token: d.token,
+                delay: Duration::from_millis(10),
+                deliveries: 1,
+                release: false,
+                error: Some(format!("failed {}", d.id)),
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    assert_eq!(b.settle("e", &retries).await.unwrap().rescheduled, 4);
+    let mut con = server.raw().await;
+    let errs = |keys: Vec<String>| keys.iter().filter(|k| k.ends_with(":err")).count();
+    let keys: Vec<String> = redis::cmd("HKEYS")
+        .arg("rsmq:e:Q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(errs(keys), 4);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let got = b.fetch("e", 2, Duration::from_secs(60)).await.unwrap().jobs;
+    assert_eq!(
+        b.job("e", &got[0].id).await.unwrap().unwrap().last_error,
+        Some(format!("failed {}", got[0].id))
+    );
+    let done = Settle {
+        acks: vec![(got[0].id, got[0].token)],
+        dead: vec![DeadLetterEntry {
+            id: got[1].id,
+            token: got[1].token,
+            error: "gave up".into(),
+        }],
+        ..Settle::default()
+    };
+    b.settle("e", &done).await.unwrap();
+    let rest: Vec<_> = ids
+        .iter()
+        .filter(|id| !got.iter().any(|d| d.id == **id))
+        .collect();
+    assert_eq!(q.pop_due("e", 1).await.unwrap().len(), 1);
+    let left = b.peek("e", 10).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert!(rest.contains(&&left[0].id));
+    b.cancel("e", &left[0].id).await.unwrap();
+    let keys: Vec<String> = redis::cmd("HKEYS")
+        .arg("rsmq:e:Q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(errs(keys.clone()), 0, "{keys:?}");
+    assert!(
+        keys.iter()
+            .all(|k| ids.iter().all(|id| !k.contains(id.as_str()))),
+        "{keys:?}"
+    );
+}
