@@ -271,7 +271,6 @@ async fn last_errors_leave_with_their_jobs() {
     use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
     use redjob::connection::RedisConfig;
     use redjob::inspect::Inspect;
-    use redjob::queue::Queues;
     let server = RedisServer::start();
     let b = RedisBackend::connect(&RedisConfig::from_url(server.url()), "rsmq", false)
         .await
