@@ -351,3 +351,47 @@ async fn last_errors_leave_with_their_jobs() {
         "{keys:?}"
     );
 }
+
+/// A member no client should write (a raw ZADD: a bad id, an absurd score)
+/// neither fails nor hides the rest of an inspection.
+#[tokio::test]
+async fn inspection_skips_members_no_client_writes() {
+    use redjob::inspect::{Inspect, JobState};
+    let server = RedisServer::start();
+    let q = Rsmq::connect(&server.url()).await.unwrap();
+    q.create_queue("g", QueueOptions::default()).await.unwrap();
+    let good = q.send("g", SendMessage::new("good")).await.unwrap();
+    let odd = q.send("g", SendMessage::new("odd")).await.unwrap();
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("ZADD")
+        .arg("rsmq:g")
+        .arg(1)
+        .arg("not-an-id")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg("rsmq:g")
+        .arg("XX")
+        .arg(1e13)
+        .arg(odd.as_str())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let ready = q.list("g", JobState::Ready, None, 10).await.unwrap();
+    assert_eq!(ready.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [good]);
+    assert_eq!(q.peek("g", 10).await.unwrap().len(), 1);
+    let job = q.job("g", &odd).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.body.as_slice()),
+        (JobState::InFlight, &b"odd"[..])
+    );
+    assert_eq!(
+        q.list("g", JobState::InFlight, None, 10)
+            .await
+            .unwrap()
+            .jobs
+            .len(),
+        1
+    );
+}

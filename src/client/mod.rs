@@ -184,7 +184,7 @@ impl Client {
     /// Enqueues a job to run after `delay` (backend time, millisecond precision).
     ///
     /// `enqueue_in` and [`enqueue_at`](Self::enqueue_at) share one rule: a job may
-    /// be due up to [`MAX_AHEAD`](crate::queue::MAX_AHEAD) (100 years) ahead;
+    /// be due up to [`MAX_AHEAD`](crate::queue::MAX_AHEAD) (50 years) ahead;
     /// further is refused with [`Error::InvalidValue`]. (RSMQ's 9,999,999 s limit
     /// is for a queue's `delay` and `vt` attributes, not a job's due time.)
     ///
@@ -341,7 +341,7 @@ pub struct Popped<J> {
     pub body: Vec<u8>,
 }
 
-/// This machine's time in Unix ms: bounds a due time 100 years ahead, where a
+/// This machine's time in Unix ms: bounds a due time 50 years ahead, where a
 /// clock's skew does not matter.
 fn unix_ms_now() -> u64 {
     SystemTime::now()

@@ -260,7 +260,8 @@ pub trait Inspect: Sync {
     fn job(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Option<JobInfo>>> + Send;
 
     /// Up to `n` jobs (at most [`MAX_PAGE`]) of one state, after `after` (the
-    /// previous page's [`next`](Page::next); `None` for the first page). Ordered by
+    /// previous page's [`next`](Page::next); `None` for the first page). `n = 0`
+    /// gives an empty page without a cursor. Ordered by
     /// priority, highest first, then by score: ready jobs oldest first (leases that
     /// ran out last), scheduled by due time, in flight by lease end, dead by time
     /// of death. A job that changes state between pages may be missed or seen twice.

@@ -28,19 +28,30 @@ fn start<'a>(queue: &str, v: &'a Value) -> Result<(u64, Reply<'a>)> {
     Ok((now as u64, r))
 }
 
+/// A score as thousandths of a ms: one no redjob or RSMQ client writes (below 0,
+/// past 9e12 ms, not a number) is cut into that range rather than failing the
+/// whole answer.
+fn thousandths(score: &[u8]) -> u64 {
+    let s = std::str::from_utf8(score)
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    if s >= 9.0e12 {
+        9_000_000_000_000_000
+    } else {
+        Token::from_score(s.max(0.0), 0).map_or(0, Token::score)
+    }
+}
+
 /// Rows `priority, id, score, body, count, error` (see `with_fields` in lib.lua)
-/// with their scores in thousandths; dead rows when `dead`.
+/// with their scores in thousandths; dead rows when `dead`. A member whose id
+/// no RSMQ client writes (a raw ZADD) is skipped, as a fetch skips it.
 fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u64>)> {
     let (mut jobs, mut scores) = (Vec::new(), Vec::new());
     while !r.is_empty() {
         let p = r.int()?.clamp(-128, 127) as i8;
-        let id = JobId::from_bytes(r.bytes()?)?;
-        let score = std::str::from_utf8(r.bytes()?)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-            .and_then(|s| Token::from_score(s, p))
-            .map(Token::score)
-            .ok_or_else(|| Error::Protocol(format!("bad score for job {id}")))?;
+        let raw = r.bytes()?;
+        let score = thousandths(r.bytes()?);
         let body = r.opt_bytes()?.unwrap_or_default().to_vec();
         let count = r
             .opt_bytes()?
@@ -49,6 +60,10 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
         let error = r
             .opt_bytes()?
             .map(|b| String::from_utf8_lossy(b).into_owned());
+        let Ok(id) = JobId::from_bytes(raw) else {
+            tracing::error!(id = %String::from_utf8_lossy(raw), "skipped a message whose id is not an RSMQ id; delete it");
+            continue;
+        };
         jobs.push(if dead {
             JobInfo {
                 id,

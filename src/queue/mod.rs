@@ -41,7 +41,7 @@ pub use types::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, SendMessage, When,
 };
 pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique};
-pub use validate::{MAX_AHEAD, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
+pub use validate::{LAST_DUE_MS, MAX_AHEAD, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
 
 use crate::backend::redis::scripts::{self, Reply};
 use crate::connection::RedisConfig;

@@ -44,8 +44,10 @@ impl Rsmq {
         let mut ttls = Vec::with_capacity(msgs.len());
         for m in msgs {
             validate::priority(m.priority)?;
-            if let When::After(d) = m.when {
-                validate::delay_ms(d)?;
+            match m.when {
+                When::After(d) => _ = validate::delay_ms(d)?,
+                When::AtUnixMs(at) => validate::at_ms(at)?,
+                When::QueueDelay => {}
             }
             ttls.push(
                 m.unique

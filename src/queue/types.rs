@@ -122,10 +122,10 @@ pub enum When {
     #[default]
     QueueDelay,
     /// After this delay (millisecond precision, at most [`MAX_AHEAD`](super::MAX_AHEAD),
-    /// 100 years: more than RSMQ's own 9999999 s, which RSMQ clients read alike).
+    /// 50 years: more than RSMQ's own 9999999 s, which RSMQ clients read alike).
     After(Duration),
-    /// At this time (Unix milliseconds); a time in the past means now. Any value
-    /// is accepted: one too far ahead (up to `u64::MAX`) never becomes visible.
+    /// At this time (Unix milliseconds); a time in the past means now, one past
+    /// [`LAST_DUE_MS`](super::LAST_DUE_MS) (the year 2096) is refused.
     AtUnixMs(u64),
 }
 

@@ -76,7 +76,7 @@ impl Unique {
             }),
             Some(d) if d > super::MAX_AHEAD => Err(Error::InvalidValue {
                 what: "unique ttl",
-                reason: format!("{d:?} is more than 100 years (redjob::queue::MAX_AHEAD)"),
+                reason: format!("{d:?} is more than 50 years (redjob::queue::MAX_AHEAD)"),
             }),
             Some(d) => Ok(d.as_millis() as u64),
         }

@@ -7,18 +7,28 @@ use crate::{Error, Result};
 /// The largest vt and delay RSMQ accepts, in seconds.
 pub const MAX_SECONDS: u64 = 9_999_999;
 
-/// How far ahead a single message (a job) may be due: 100 years of 365 days.
+/// How far ahead a single message (a job) may be due: 50 years of 365 days.
 ///
 /// RSMQ's 9,999,999 s ([`MAX_SECONDS`]) bounds a queue's `vt` and `delay`
 /// attributes and a receive's `vt`: settings that RSMQ clients write and read
 /// too. A message's due time is only its score, which any RSMQ client reads
 /// correctly however far ahead it is, so a job may be scheduled further: up to
-/// this bound, which keeps every score exact in Redis's doubles (to the year 2255).
+/// this bound, and never at or past [`LAST_DUE_MS`].
 ///
 /// ```
-/// assert_eq!(redjob::queue::MAX_AHEAD.as_secs(), 3_153_600_000);
+/// assert_eq!(redjob::queue::MAX_AHEAD.as_secs(), 1_576_800_000);
 /// ```
-pub const MAX_AHEAD: Duration = Duration::from_secs(100 * 365 * 86_400);
+pub const MAX_AHEAD: Duration = Duration::from_secs(50 * 365 * 86_400);
+
+/// The latest due time a message may have, Unix ms (in the year 2096): leased
+/// jobs' scores start just above it, so that every state of a job is one range
+/// of scores (see [`inspect`](crate::inspect)). A send due later is refused; a
+/// delay that would pass it (possible from 2046 on) is cut to it.
+///
+/// ```
+/// assert_eq!(redjob::queue::LAST_DUE_MS, 3_999_999_999_999);
+/// ```
+pub const LAST_DUE_MS: u64 = crate::backend::LEASED_FROM_MS - 1;
 
 /// The highest priority a job or message may have: among due jobs of a queue,
 /// higher priorities run first.
@@ -98,20 +108,35 @@ pub(crate) fn delay_ms(d: Duration) -> Result<u64> {
     } else {
         Err(Error::InvalidValue {
             what: "delay",
-            reason: format!("{d:?} is more than 100 years ahead (redjob::queue::MAX_AHEAD)"),
+            reason: format!("{d:?} is more than 50 years ahead (redjob::queue::MAX_AHEAD)"),
+        })
+    }
+}
+
+/// A message's own due time: at most [`LAST_DUE_MS`].
+pub(crate) fn at_ms(at_ms: u64) -> Result<()> {
+    if at_ms <= LAST_DUE_MS {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what: "due time",
+            reason: format!(
+                "{at_ms} ms is past the latest due time, {LAST_DUE_MS} (redjob::queue::LAST_DUE_MS)"
+            ),
         })
     }
 }
 
 /// A job's due time, `at_ms`, seen from `now_ms`: at most [`MAX_AHEAD`] ahead.
 pub(crate) fn due_at(at_ms: u64, now_ms: u64) -> Result<()> {
+    self::at_ms(at_ms)?;
     if at_ms.saturating_sub(now_ms) <= MAX_AHEAD.as_millis() as u64 {
         Ok(())
     } else {
         Err(Error::InvalidValue {
             what: "due time",
             reason: format!(
-                "{} s from now is more than 100 years ahead (redjob::queue::MAX_AHEAD)",
+                "{} s from now is more than 50 years ahead (redjob::queue::MAX_AHEAD)",
                 (at_ms - now_ms) / 1000
             ),
         })

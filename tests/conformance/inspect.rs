@@ -451,4 +451,58 @@ pub async fn finished_and_unknown_jobs_and_bad_input_are_clear(env: &Env) {
     }
     // a body that is no job envelope has no job name
     assert!(q.peek("fin", 1).await.unwrap()[0].job_name().is_none());
+    // a dead-letter cursor's priority means nothing: any gives the same page
+    let d = q.fetch("fin", 3, LONG).await.unwrap().jobs;
+    let dead = Settle {
+        dead: d
+            .iter()
+            .map(|d| DeadLetterEntry {
+                id: d.id,
+                token: d.token,
+                error: "x".into(),
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    q.settle("fin", &dead).await.unwrap();
+    let first = q.list("fin", JobState::Dead, None, 1).await.unwrap();
+    let c = first.next.unwrap().to_string();
+    let moved: Cursor = format!("-3{}", &c[c.find(':').unwrap()..]).parse().unwrap();
+    let a = q
+        .list("fin", JobState::Dead, first.next.as_ref(), 5)
+        .await
+        .unwrap();
+    let b = q
+        .list("fin", JobState::Dead, Some(&moved), 5)
+        .await
+        .unwrap();
+    assert_eq!((a.jobs.len(), &a.jobs), (2, &b.jobs));
+}
+
+pub async fn a_retry_without_a_message_keeps_the_last_error(env: &Env) {
+    let q = env.client.backend();
+    let id = send(env, "le", SendMessage::new("x")).await;
+    for (error, delay) in [("timeout", Duration::ZERO), ("", LONG)] {
+        let d = q.fetch("le", 1, LONG).await.unwrap().jobs.remove(0);
+        let retry = Reschedule {
+            id,
+            token: d.token,
+            delay,
+            deliveries: d.token.attempt(),
+            release: false,
+            error: Some(error.into()),
+        };
+        let settle = Settle {
+            reschedules: vec![retry],
+            ..Settle::default()
+        };
+        assert_eq!(q.settle("le", &settle).await.unwrap().rescheduled, 1);
+        // a retry's score carries its count: due in the next millisecond
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let job = q.job("le", &id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.attempts, job.last_error.as_deref()),
+        (2, Some("timeout"))
+    );
 }

@@ -203,7 +203,8 @@ macro_rules! conformance_suite {
             peek_shows_the_next_jobs_in_run_order_and_leases_none,
             list_pages_through_each_state_in_order_without_gaps_or_repeats,
             cancel_removes_waiting_jobs_and_stops_running_ones_for_good,
-            finished_and_unknown_jobs_and_bad_input_are_clear);
+            finished_and_unknown_jobs_and_bad_input_are_clear,
+            a_retry_without_a_message_keeps_the_last_error);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

@@ -15,14 +15,17 @@ type Set = BTreeSet<(u64, JobId)>;
 
 /// The score ranges (thousandths, inclusive) of a state at `now` ms, in listing order.
 fn ranges(state: JobState, now: u64) -> Vec<(u64, u64)> {
-    let (l, n) = (ms_score(LEASED_FROM_MS), ms_score(now));
-    let ln = ms_score(LEASED_FROM_MS + now);
-    match state {
+    let l = ms_score(LEASED_FROM_MS);
+    // due scores stay below the leased ones should the clock pass them
+    let n = ms_score(now).min(l - 1);
+    let ln = ms_score(LEASED_FROM_MS.saturating_add(now));
+    let ranges = match state {
         JobState::Ready => vec![(0, n), (l, ln)],
         JobState::Scheduled => vec![(n + 1, l - 1)],
-        JobState::InFlight => vec![(ln + 1, u64::MAX)],
+        JobState::InFlight => vec![(ln.saturating_add(1), u64::MAX)],
         JobState::Dead => vec![(0, u64::MAX)],
-    }
+    };
+    ranges.into_iter().filter(|(lo, hi)| lo <= hi).collect()
 }
 
 /// Up to `n` (score, id) of `set` within `lo..=hi`, after `after` when given.
@@ -90,8 +93,7 @@ impl Inspect for MemoryBackend {
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         let mut rows = q.fetchable(now, n);
         let left = n - rows.len();
-        if left > 0 {
-            let (lo, hi) = ranges(JobState::Scheduled, now)[0];
+        if let (true, Some(&(lo, hi))) = (left > 0, ranges(JobState::Scheduled, now).first()) {
             let mut later: Vec<(u64, usize, JobId, i8)> = Vec::new();
             for (li, p) in crate::queue::priorities().enumerate() {
                 let Some(set) = q.set(p) else { continue };
@@ -135,8 +137,12 @@ impl Inspect for MemoryBackend {
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         let mut rows: Vec<(i8, u64, JobId)> = Vec::new();
         if state == JobState::Dead {
-            // dead letters are scored by their time of death in whole ms, as in Redis
-            let after = after.map(|c| (c.score / 1000, c.id));
+            // dead letters are scored by their time of death in whole ms, as in
+            // Redis; a cursor between two ms starts after the lower one's
+            let after = after.map(|c| match c.score % 1000 {
+                0 => (c.score / 1000, c.id),
+                _ => (c.score / 1000, JobId::MAX),
+            });
             let start = after.map_or(Unbounded, Excluded);
             rows.extend(
                 q.dead

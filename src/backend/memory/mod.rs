@@ -27,7 +27,9 @@ use tokio::sync::{broadcast, watch};
 pub use clock::Clock;
 use state::{MemQueue, State};
 
-use super::{Backend, DeadLetter, Delivery, Fetched, QueueStats, Settle, Settled, Token};
+use super::{
+    Backend, DeadLetter, Delivery, Fetched, LEASED_FROM_MS, QueueStats, Settle, Settled, Token,
+};
 use crate::queue::{QueueOptions, SendMessage, Sent};
 use crate::{Error, JobId, Result};
 
@@ -98,14 +100,21 @@ impl MemoryBackend {
         self.changed.subscribe()
     }
 
-    /// Bodies waiting in `queue` (due or not, leased or not), oldest first.
+    /// Bodies waiting in `queue` (due or not, leased or not) with when each is due
+    /// (Unix ms, the score's whole ms; a leased one: its lease end), in score order
+    /// (leased ones last).
     pub fn messages(&self, queue: &str) -> Vec<(JobId, Vec<u8>, u64)> {
         let st = self.lock();
         st.queues.get(queue).map_or_else(Vec::new, |q| {
             let mut all: Vec<_> = q.all().collect();
             all.sort_unstable();
             all.into_iter()
-                .map(|(score, id)| (*id, q.msgs[id].body.clone(), score / 1000))
+                .map(|(score, id)| {
+                    // the score's whole ms; a leased job's lease end
+                    let ms = score / 1000;
+                    let ms = ms.checked_sub(LEASED_FROM_MS).unwrap_or(ms);
+                    (*id, q.msgs[id].body.clone(), ms)
+                })
                 .collect()
         })
     }
@@ -335,8 +344,9 @@ impl Backend for MemoryBackend {
             q.rescore(r.id, due.saturating_mul(1000).saturating_add(count));
             if let Some(m) = q.msgs.get_mut(&r.id) {
                 m.lease = false;
-                if r.error.is_some() {
-                    m.error.clone_from(&r.error);
+                // an empty error keeps the last one, as complete.lua does
+                if let Some(e) = r.error.as_ref().filter(|e| !e.is_empty()) {
+                    m.error = Some(e.clone());
                 }
             }
             retried += u64::from(!r.release);

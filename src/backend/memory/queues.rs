@@ -93,8 +93,10 @@ impl Queues for MemoryBackend {
         }
         let mut ttls = Vec::with_capacity(msgs.len());
         for m in msgs {
-            if let When::After(d) = m.when {
-                validate::delay_ms(d)?;
+            match m.when {
+                When::After(d) => _ = validate::delay_ms(d)?,
+                When::AtUnixMs(at) => validate::at_ms(at)?,
+                When::QueueDelay => {}
             }
             validate::priority(m.priority)?;
             ttls.push(m.unique.as_ref().map(|u| u.check()).transpose()?);
@@ -117,7 +119,8 @@ impl Queues for MemoryBackend {
                     When::After(_) => now,
                     When::AtUnixMs(at) => at.max(now),
                 };
-                let score = ms_score(due);
+                // cut below the leased range, as due_score in lib.lua
+                let score = ms_score(due.min(crate::queue::LAST_DUE_MS));
                 let (Some(u), Some(ttl)) = (&m.unique, ttl) else {
                     q.insert(*id, m.body.clone(), score, m.priority);
                     sent.push(Sent::added(*id));

@@ -98,7 +98,11 @@ impl MemQueue {
         let mut out = Vec::new();
         for p in crate::queue::priorities() {
             let Some(set) = self.set(p) else { continue };
-            for (lo, hi) in [(leased, ms_score(LEASED_FROM_MS + now)), (0, now * 1000)] {
+            let due = ms_score(now).min(leased - 1);
+            for (lo, hi) in [
+                (leased, ms_score(LEASED_FROM_MS.saturating_add(now))),
+                (0, due),
+            ] {
                 let left = n - out.len();
                 if left == 0 {
                     return out;
@@ -120,7 +124,7 @@ impl MemQueue {
         self.sets()
             .flat_map(|set| [set.first(), set.range((leased, JobId::MIN)..).next()])
             .flatten()
-            .map(|(s, _)| due_ms(*s))
+            .map(|(s, _)| crate::inspect::due_ms(*s))
             .min()
     }
 
@@ -247,17 +251,6 @@ impl MemQueue {
 
 fn due_in(set: &BTreeSet<(u64, JobId)>, max_score: u64, n: usize) -> Vec<(u64, JobId)> {
     set.range(..=(max_score, MAX_ID)).take(n).copied().collect()
-}
-
-/// When a job with this score becomes due, Unix ms (rounded up): its score, or
-/// for a leased job its lease end.
-pub(super) fn due_ms(score: u64) -> u64 {
-    let ms = score.div_ceil(1000);
-    if score >= ms_score(LEASED_FROM_MS) {
-        ms - LEASED_FROM_MS
-    } else {
-        ms
-    }
 }
 
 /// The score of a time in Unix ms. Times past the largest score (about 584,000

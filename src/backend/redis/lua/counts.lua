@@ -14,7 +14,7 @@ local ready, scheduled, leased = 0, 0, 0
 local n, l = string.format("%.0f", now), string.format("%.0f", LEASED + now)
 for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 5)) do
   local k = level[2]
-  ready = ready + redis.call("ZCOUNT", k, "-inf", n) + redis.call("ZCOUNT", k, LEASED, l)
+  ready = ready + redis.call("ZCOUNT", k, "-inf", due_max(now)) + redis.call("ZCOUNT", k, LEASED, l)
   scheduled = scheduled + redis.call("ZCOUNT", k, "(" .. n, "(" .. LEASED)
   leased = leased + redis.call("ZCOUNT", k, "(" .. l, "+inf")
 end

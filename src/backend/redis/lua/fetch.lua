@@ -38,7 +38,7 @@ local lease = now + tonumber(ARGV[2])
 local ids, scores, lv = {}, {}, {}
 local left = max
 for li, level in ipairs(levels) do
-  for _, range in ipairs({{LEASED, LEASED + now}, {"-inf", now}}) do
+  for _, range in ipairs({{LEASED, LEASED + now}, {"-inf", due_max(now)}}) do
     if left <= 0 then break end
     local due = redis.call("ZRANGEBYSCORE", level[2], range[1], range[2], "WITHSCORES", "LIMIT", 0, left)
     for j = 1, #due, 2 do
@@ -104,7 +104,7 @@ if n > 0 then
       norphans = norphans + 1
     end
   end
-  for li, ol in pairs(orphans) do many("ZREM", levels[li][2], ol) end
+  for li, ol in pairs(orphans) do drop_orphans(levels[li][2], ol) end
   out[5] = norphans
   if leased > 0 then
     if norphans == 0 then allow_writes(KEYS[1]) end

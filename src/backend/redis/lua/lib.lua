@@ -21,6 +21,13 @@ end
 -- backend/mod.rs). RSMQ clients see a leased message as hidden.
 local LEASED = 4000000000000
 
+-- The highest due score at `now` (ms) as a ZRANGEBYSCORE bound: now, kept below
+-- the leased scores should the clock ever pass them.
+local function due_max(now)
+  if now < LEASED then return now end
+  return "(" .. LEASED
+end
+
 -- Workers must keep draining a queue when Redis is at maxmemory with noeviction
 -- (acks free memory). Redis refuses only a script's first write over maxmemory,
 -- and only a write that may grow memory: so before a first write that may, the
@@ -98,7 +105,21 @@ local function due_score(when, now, us, qdelay)
       s = now
     end
   end
-  return string.format("%.0f", s)
+  -- cut below the leased scores (possible for long delays from 2046 on)
+  return string.format("%.0f", math.min(s, LEASED - 1))
+end
+
+-- Drops members that have no body left (evicted, or deleted halfway by another
+-- client) from the sorted set `zset`, with the fields they may have kept.
+local function drop_orphans(zset, ids)
+  many("ZREM", zset, ids)
+  local fields = {}
+  for _, id in ipairs(ids) do
+    fields[#fields + 1] = id .. ":rc"
+    fields[#fields + 1] = id .. ":fr"
+    fields[#fields + 1] = id .. ":err"
+  end
+  many("HDEL", KEYS[2], fields)
 end
 
 -- Frees the unique keys (see unique.lua) of jobs that left their queue (acked,

@@ -20,7 +20,7 @@ local state, want = ARGV[1], tonumber(ARGV[2])
 local inf = math.huge
 -- {low, low excluded, high, high excluded}
 local ranges = ({
-  ready = {{-inf, false, now, false}, {LEASED, false, LEASED + now, false}},
+  ready = {{-inf, false, math.min(now, LEASED), now >= LEASED}, {LEASED, false, LEASED + now, false}},
   scheduled = {{now, true, LEASED, true}},
   in_flight = {{LEASED + now, true, inf, false}},
   dead = {{-inf, false, inf, false}},
@@ -37,6 +37,8 @@ local function within(x, r)
 end
 
 local cp, cs, cid = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- dead letters keep no priority: a cursor's is ignored
+if state == "dead" then cp = 0 end
 local csn = cs ~= "" and tonumber(cs) or nil
 local rows = {}
 -- appends a ZRANGEBYSCORE ... WITHSCORES reply's rows at priority p

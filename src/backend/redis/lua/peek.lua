@@ -12,7 +12,7 @@ local want = tonumber(ARGV[1])
 local levels = level_sets(tonumber(attrs[2]) or 0, 5)
 local rows = {}
 for _, level in ipairs(levels) do
-  for _, range in ipairs({{LEASED, LEASED + now}, {"-inf", now}}) do
+  for _, range in ipairs({{LEASED, LEASED + now}, {"-inf", due_max(now)}}) do
     local left = want - #rows
     if left <= 0 then break end
     local t = redis.call("ZRANGEBYSCORE", level[2], range[1], range[2], "WITHSCORES", "LIMIT", 0, left)

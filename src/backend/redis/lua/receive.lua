@@ -25,7 +25,7 @@ for i, id in ipairs(ids) do
   end
 end
 -- a member without a body carries nothing to deliver: drop it
-if #orphans > 0 then many("ZREM", KEYS[1], orphans) end
+if #orphans > 0 then drop_orphans(KEYS[1], orphans) end
 if #z == 0 then return out end
 many("ZADD", KEYS[1], z)
 redis.call("HINCRBY", KEYS[2], "totalrecv", #z / 2)
