@@ -380,6 +380,14 @@ async fn inspection_skips_members_no_client_writes() {
         .unwrap();
     let ready = q.list("g", JobState::Ready, None, 10).await.unwrap();
     assert_eq!(ready.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [good]);
+    // a page that skipped a member still read all it was asked: not the last
+    let page = q.list("g", JobState::Ready, None, 2).await.unwrap();
+    assert_eq!(page.jobs.len(), 1);
+    let rest = q
+        .list("g", JobState::Ready, page.next.as_ref(), 2)
+        .await
+        .unwrap();
+    assert!(rest.jobs.is_empty() && rest.next.is_none());
     assert_eq!(q.peek("g", 10).await.unwrap().len(), 1);
     let job = q.job("g", &odd).await.unwrap().unwrap();
     assert_eq!(

@@ -331,9 +331,10 @@ pub(crate) fn page_size(n: usize) -> usize {
     n.min(MAX_PAGE)
 }
 
-/// The page of `jobs` asked for `n` rows: with a cursor after its last job when full.
-pub(crate) fn page(jobs: Vec<JobInfo>, scores: &[u64], n: usize) -> Page {
-    let next = (n > 0 && jobs.len() >= n)
+/// A page of `jobs` with their `scores`: with a cursor after its last job when
+/// `full` (it read as many rows as asked, some maybe skipped as unreadable).
+pub(crate) fn page(jobs: Vec<JobInfo>, scores: &[u64], full: bool) -> Page {
+    let next = full
         .then(|| {
             jobs.last().zip(scores.last()).map(|(j, s)| Cursor {
                 priority: j.priority,

@@ -131,8 +131,13 @@ impl Inspect for Rsmq {
         let args = [state.as_str(), &n.to_string(), &p, &s, &id];
         let v = call(self, &scripts::LIST, queue, &args).await?;
         let (now, mut r) = start(queue, &v)?;
+        // rows read, counting those skipped as unreadable
+        let read = match &v {
+            Value::Array(items) => items.len().saturating_sub(1) / 6,
+            _ => 0,
+        };
         let (jobs, scores) = rows(&mut r, now, state == JobState::Dead)?;
-        Ok(super::page(jobs, &scores, n))
+        Ok(super::page(jobs, &scores, n > 0 && read >= n))
     }
 
     async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
-use super::state::{MemQueue, ms_score};
+use super::state::{MemQueue, due_score, ms_score};
 use super::{MemoryBackend, not_found};
 use crate::backend::LEASED_FROM_MS;
 use crate::inspect::{self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
@@ -15,9 +15,7 @@ type Set = BTreeSet<(u64, JobId)>;
 
 /// The score ranges (thousandths, inclusive) of a state at `now` ms, in listing order.
 fn ranges(state: JobState, now: u64) -> Vec<(u64, u64)> {
-    let l = ms_score(LEASED_FROM_MS);
-    // due scores stay below the leased ones should the clock pass them
-    let n = ms_score(now).min(l - 1);
+    let (l, n) = (ms_score(LEASED_FROM_MS), due_score(now));
     let ln = ms_score(LEASED_FROM_MS.saturating_add(now));
     let ranges = match state {
         JobState::Ready => vec![(0, n), (l, ln)],
@@ -178,7 +176,8 @@ impl Inspect for MemoryBackend {
                 _ => Some(q.info(p, s, id, now)),
             })
             .collect();
-        Ok(inspect::page(jobs, &scores, n))
+        let full = n > 0 && scores.len() >= n;
+        Ok(inspect::page(jobs, &scores, full))
     }
 
     async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {

@@ -178,7 +178,7 @@ impl Queues for MemoryBackend {
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
         let hidden = (now + vt.unwrap_or(q.vt * 1000)) * 1000;
         let mut out = Vec::new();
-        for (_, id) in q.due(now * 1000, n.max(1)) {
+        for (_, id) in q.due(now, n.max(1)) {
             q.rescore(id, hidden);
             let Some(m) = q.msgs.get_mut(&id) else {
                 continue;
@@ -197,7 +197,7 @@ impl Queues for MemoryBackend {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        let Some((_, id)) = q.due(now * 1000, 1).pop() else {
+        let Some((_, id)) = q.due(now, 1).pop() else {
             return Ok(None);
         };
         let m = q
@@ -216,7 +216,7 @@ impl Queues for MemoryBackend {
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
         let mut out = Vec::new();
-        for (_, id, _) in q.due_all(now * 1000, limit) {
+        for (_, id, _) in q.due_all(now, limit) {
             if let Some(m) = q.remove(&id) {
                 out.push(message(id, &m.body, m.rc + 1, m.fr.unwrap_or(now)));
             }

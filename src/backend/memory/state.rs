@@ -66,43 +66,39 @@ impl MemQueue {
         }
     }
 
-    /// Up to `n` ids at priority 0 with score at or below `max_score`, oldest first.
-    pub fn due(&self, max_score: u64, n: usize) -> Vec<(u64, JobId)> {
-        due_in(&self.index, max_score, n)
+    /// Up to `n` ids at priority 0 due at `now` (Unix ms), oldest first.
+    pub fn due(&self, now: u64, n: usize) -> Vec<(u64, JobId)> {
+        self.index
+            .range(..=(due_score(now), MAX_ID))
+            .take(n)
+            .copied()
+            .collect()
     }
 
-    /// Up to `n` ids of any priority with score at or below `max_score`, highest
-    /// priority first, then oldest first; each with its priority.
-    pub fn due_all(&self, max_score: u64, n: usize) -> Vec<(u64, JobId, i8)> {
-        let mut out = Vec::new();
-        for p in crate::queue::priorities() {
-            let Some(set) = self.set(p) else { continue };
-            let left = n - out.len();
-            if left == 0 {
-                break;
-            }
-            out.extend(
-                due_in(set, max_score, left)
-                    .into_iter()
-                    .map(|(s, id)| (s, id, p)),
-            );
-        }
-        out
+    /// Up to `n` ids of any priority due at `now` (Unix ms), highest priority
+    /// first, then oldest first; each with its score and priority.
+    pub fn due_all(&self, now: u64, n: usize) -> Vec<(u64, JobId, i8)> {
+        self.take(&[(0, due_score(now))], n)
     }
 
     /// Up to `n` ids a fetch at `now` (Unix ms) leases, highest priority first;
     /// within one, expired leases first (oldest lease end first), then due
     /// messages oldest first. Each with its score and priority.
     pub fn fetchable(&self, now: u64, n: usize) -> Vec<(u64, JobId, i8)> {
-        let leased = ms_score(LEASED_FROM_MS);
+        let leased = (
+            ms_score(LEASED_FROM_MS),
+            ms_score(LEASED_FROM_MS.saturating_add(now)),
+        );
+        self.take(&[leased, (0, due_score(now))], n)
+    }
+
+    /// Up to `n` ids within the score `ranges` (inclusive), level by level from
+    /// the highest priority, each level's ranges in turn.
+    fn take(&self, ranges: &[(u64, u64)], n: usize) -> Vec<(u64, JobId, i8)> {
         let mut out = Vec::new();
         for p in crate::queue::priorities() {
             let Some(set) = self.set(p) else { continue };
-            let due = ms_score(now).min(leased - 1);
-            for (lo, hi) in [
-                (leased, ms_score(LEASED_FROM_MS.saturating_add(now))),
-                (0, due),
-            ] {
+            for &(lo, hi) in ranges {
                 let left = n - out.len();
                 if left == 0 {
                     return out;
@@ -249,8 +245,10 @@ impl MemQueue {
     }
 }
 
-fn due_in(set: &BTreeSet<(u64, JobId)>, max_score: u64, n: usize) -> Vec<(u64, JobId)> {
-    set.range(..=(max_score, MAX_ID)).take(n).copied().collect()
+/// The highest score due at `now` (Unix ms): now, kept below the leased scores
+/// should the clock ever pass them (as `due_max` in lib.lua).
+pub(super) fn due_score(now: u64) -> u64 {
+    ms_score(now).min(ms_score(LEASED_FROM_MS) - 1)
 }
 
 /// The score of a time in Unix ms. Times past the largest score (about 584,000

@@ -45,42 +45,42 @@ local rows = {}
 local function take(p, t)
   for j = 1, #t, 2 do rows[#rows + 1] = {p, t[j], t[j + 1]} end
 end
+-- how many members of `key` at the cursor's score come up to it (ties sort by id)
+local function past_cursor(key)
+  local s = redis.call("ZSCORE", key, cid)
+  if s and tonumber(s) == csn then
+    return redis.call("ZRANK", key, cid) - redis.call("ZCOUNT", key, "-inf", "(" .. cs) + 1
+  end
+  -- it left: count its ties with a smaller id
+  local n, off = 0, 0
+  while true do
+    local t = redis.call("ZRANGEBYSCORE", key, cs, cs, "LIMIT", off, 500)
+    for _, id in ipairs(t) do
+      if id > cid then return n end
+      n = n + 1
+    end
+    if #t < 500 then return n end
+    off = off + 500
+  end
+end
 for _, level in ipairs(levels) do
   local p, key = level[1], level[2]
-  local cursor_here = csn and p == cp
+  -- levels above the cursor's were listed before it
+  local cursor = csn and p == cp
   if not (csn and p > cp) then
-    local passed = false
     for _, r in ipairs(ranges) do
       local left = want - #rows
       if left <= 0 then break end
-      local lo, hi = bound(r[1], r[2]), bound(r[3], r[4])
-      if cursor_here and not passed and (csn < r[1] or (r[2] and csn == r[1])) then passed = true end
-      if cursor_here and not passed then
-        if within(csn, r) then
-          passed = true
-          local s = redis.call("ZSCORE", key, cid)
-          if s and tonumber(s) == csn then
-            -- still there: skip to it within its score's ties
-            local skip = redis.call("ZRANK", key, cid) - redis.call("ZCOUNT", key, "-inf", "(" .. cs) + 1
-            take(p, redis.call("ZRANGEBYSCORE", key, cs, hi, "WITHSCORES", "LIMIT", skip, left))
-          else
-            -- gone: its ties with a greater id, then the greater scores
-            local off = 0
-            repeat
-              local t = redis.call("ZRANGEBYSCORE", key, cs, cs, "WITHSCORES", "LIMIT", off, 500)
-              for j = 1, #t, 2 do
-                if t[j] > cid and #rows < want then rows[#rows + 1] = {p, t[j], t[j + 1]} end
-              end
-              off = off + 500
-            until #t < 1000 or #rows >= want
-            if #rows < want then
-              take(p, redis.call("ZRANGEBYSCORE", key, "(" .. cs, hi, "WITHSCORES", "LIMIT", 0, want - #rows))
-            end
-          end
-        end
-      else
-        take(p, redis.call("ZRANGEBYSCORE", key, lo, hi, "WITHSCORES", "LIMIT", 0, left))
+      local hi = bound(r[3], r[4])
+      -- a cursor below this range: read it, and the next, from their start
+      if cursor and (csn < r[1] or (r[2] and csn == r[1])) then cursor = false end
+      if not cursor then
+        take(p, redis.call("ZRANGEBYSCORE", key, bound(r[1], r[2]), hi, "WITHSCORES", "LIMIT", 0, left))
+      elseif within(csn, r) then
+        take(p, redis.call("ZRANGEBYSCORE", key, cs, hi, "WITHSCORES", "LIMIT", past_cursor(key), left))
+        cursor = false
       end
+      -- else the range lies below the cursor: listed already
     end
   end
   if #rows >= want then break end

@@ -15,7 +15,7 @@ local ids = {}
 local left = tonumber(ARGV[1])
 for _, level in ipairs(levels) do
   if left <= 0 then break end
-  local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", now, "LIMIT", 0, left)
+  local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", due_max(now), "LIMIT", 0, left)
   if #due > 0 then
     many("ZREM", level[2], due)
     for _, id in ipairs(due) do ids[#ids + 1] = id end

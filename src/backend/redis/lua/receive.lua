@@ -10,7 +10,7 @@ if not qvt then return {-1} end
 local vt = tonumber(qvt) * 1000
 if ARGV[2] ~= "" then vt = tonumber(ARGV[2]) end
 local now = clock()
-local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[1]))
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", due_max(now), "LIMIT", 0, tonumber(ARGV[1]))
 local out = {1}
 if #ids == 0 then return out end
 local bodies = many("HMGET", KEYS[2], ids)
