@@ -16,6 +16,7 @@ mod id;
 pub mod inspect;
 pub mod job;
 mod keys;
+pub mod ops;
 pub mod queue;
 pub mod testing;
 pub mod worker;

@@ -7,6 +7,7 @@ use super::memory::MemoryBackend;
 use super::redis::RedisBackend;
 use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
 use crate::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
+use crate::ops::{Admin, DeadOrder, Spread};
 use crate::queue::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, Sent,
 };
@@ -73,6 +74,12 @@ macro_rules! on {
         match $self {
             AnyBackend::Redis(b) => Inspect::$m(b.rsmq(), $($arg),*).await,
             AnyBackend::Memory(b) => Inspect::$m(b, $($arg),*).await,
+        }
+    };
+    ($self:ident, Admin :: $m:ident ( $($arg:expr),* )) => {
+        match $self {
+            AnyBackend::Redis(b) => Admin::$m(b.rsmq(), $($arg),*).await,
+            AnyBackend::Memory(b) => Admin::$m(b, $($arg),*).await,
         }
     };
     ($self:ident, Backend :: $m:ident ( $($arg:expr),* )) => {
@@ -195,5 +202,35 @@ impl Inspect for AnyBackend {
     }
     async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {
         on!(self, Inspect::cancel(queue, id))
+    }
+}
+
+impl Admin for AnyBackend {
+    async fn pause(&self, queue: &str) -> Result<()> {
+        on!(self, Admin::pause(queue))
+    }
+    async fn resume(&self, queue: &str) -> Result<()> {
+        on!(self, Admin::resume(queue))
+    }
+    async fn is_paused(&self, queue: &str) -> Result<bool> {
+        on!(self, Admin::is_paused(queue))
+    }
+    async fn dead_page(
+        &self,
+        queue: &str,
+        order: DeadOrder,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> Result<Page> {
+        on!(self, Admin::dead_page(queue, order, after, n))
+    }
+    async fn requeue_dead(&self, queue: &str, ids: &[JobId], spread: Spread) -> Result<u64> {
+        on!(self, Admin::requeue_dead(queue, ids, spread))
+    }
+    async fn delete_dead(&self, queue: &str, ids: &[JobId]) -> Result<u64> {
+        on!(self, Admin::delete_dead(queue, ids))
+    }
+    async fn purge_dead(&self, queue: &str) -> Result<u64> {
+        on!(self, Admin::purge_dead(queue))
     }
 }

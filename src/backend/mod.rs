@@ -10,6 +10,7 @@ pub mod redis;
 use std::future::Future;
 use std::time::Duration;
 
+use crate::ops::Retention;
 use crate::queue::{QueueOptions, Queues, SendMessage, Sent};
 use crate::{JobId, Result};
 
@@ -159,6 +160,9 @@ pub struct Fetched {
     pub orphans: usize,
     /// The queue does not exist.
     pub missing: bool,
+    /// The queue is paused (see [`Admin::pause`](crate::ops::Admin::pause)):
+    /// nothing was leased.
+    pub paused: bool,
 }
 
 /// A finished delivery to put back for later: a retry, or a release at shutdown.
@@ -199,6 +203,9 @@ pub struct Settle {
     pub reschedules: Vec<Reschedule>,
     /// Dead-letter.
     pub dead: Vec<DeadLetterEntry>,
+    /// How many dead letters the queue keeps: dead-lettering drops the oldest
+    /// beyond it.
+    pub retention: Retention,
 }
 
 impl Settle {
@@ -210,11 +217,15 @@ impl Settle {
     /// The batch split by the priority of its jobs (their tokens'), in order of
     /// first appearance.
     pub(crate) fn by_priority(&self) -> Vec<(i8, Settle)> {
-        fn part(parts: &mut Vec<(i8, Settle)>, p: i8) -> &mut Settle {
+        fn part(parts: &mut Vec<(i8, Settle)>, p: i8, retention: Retention) -> &mut Settle {
             let i = match parts.iter().position(|(q, _)| *q == p) {
                 Some(i) => i,
                 None => {
-                    parts.push((p, Settle::default()));
+                    let part = Settle {
+                        retention,
+                        ..Settle::default()
+                    };
+                    parts.push((p, part));
                     parts.len() - 1
                 }
             };
@@ -222,15 +233,15 @@ impl Settle {
         }
         let mut parts: Vec<(i8, Settle)> = Vec::new();
         for a in &self.acks {
-            part(&mut parts, a.1.priority()).acks.push(*a);
+            part(&mut parts, a.1.priority(), self.retention).acks.push(*a);
         }
         for r in &self.reschedules {
-            part(&mut parts, r.token.priority())
+            part(&mut parts, r.token.priority(), self.retention)
                 .reschedules
                 .push(r.clone());
         }
         for d in &self.dead {
-            part(&mut parts, d.token.priority()).dead.push(d.clone());
+            part(&mut parts, d.token.priority(), self.retention).dead.push(d.clone());
         }
         parts
     }

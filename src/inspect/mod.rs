@@ -113,7 +113,7 @@ pub struct JobInfo {
     pub id: JobId,
     /// Its state when it was read.
     pub state: JobState,
-    /// Its priority level (0 for a dead job: dead letters do not keep it).
+    /// Its priority level (a dead letter keeps the one it had).
     pub priority: i8,
     /// Deliveries so far (0 before its first run; counting the current one while
     /// in flight).
@@ -165,6 +165,18 @@ pub struct Cursor {
     /// The row's score in thousandths of a ms.
     pub(crate) score: u64,
     pub(crate) id: JobId,
+}
+
+impl Cursor {
+    /// The cursor after the dead letter `job` (dead letters are scored by their
+    /// time of death in whole ms).
+    pub(crate) fn dead(job: &JobInfo) -> Cursor {
+        Cursor {
+            priority: job.priority,
+            score: job.due_ms.saturating_mul(1000),
+            id: job.id,
+        }
+    }
 }
 
 impl std::fmt::Display for Cursor {
@@ -343,6 +355,12 @@ pub(crate) fn page(jobs: Vec<JobInfo>, scores: &[u64], full: bool) -> Page {
             })
         })
         .flatten();
+    Page { jobs, next }
+}
+
+/// A page of dead letters: with a cursor after the last when `full`.
+pub(crate) fn dead_page(jobs: Vec<JobInfo>, full: bool) -> Page {
+    let next = full.then(|| jobs.last().map(Cursor::dead)).flatten();
     Page { jobs, next }
 }
 

@@ -68,7 +68,7 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
             JobInfo {
                 id,
                 state: JobState::Dead,
-                priority: 0,
+                priority: p,
                 attempts: count.min(999) as u32,
                 due_ms: score / 1000,
                 body,
@@ -119,6 +119,10 @@ impl Inspect for Rsmq {
         after: Option<&Cursor>,
         n: usize,
     ) -> Result<Page> {
+        if state == JobState::Dead {
+            let order = crate::ops::DeadOrder::OldestFirst;
+            return crate::ops::Admin::dead_page(self, queue, order, after, n).await;
+        }
         let n = super::page_size(n);
         let (p, s, id) = match after {
             Some(c) => (
@@ -136,7 +140,7 @@ impl Inspect for Rsmq {
             Value::Array(items) => items.len().saturating_sub(1) / 6,
             _ => 0,
         };
-        let (jobs, scores) = rows(&mut r, now, state == JobState::Dead)?;
+        let (jobs, scores) = rows(&mut r, now, false)?;
         Ok(super::page(jobs, &scores, n > 0 && read >= n))
     }
 

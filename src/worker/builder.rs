@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::data::Data;
 use super::{RetryPolicy, Shared, Worker};
+use crate::ops::Retention;
 use crate::backend::Backend;
 use crate::job::Job;
 use crate::queue::validate;
@@ -47,6 +48,7 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     signals: bool,
     shutdown: Option<CancellationToken>,
     unknown_jobs_retry_for: Duration,
+    retention: Retention,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -65,6 +67,7 @@ impl<B: Backend> WorkerBuilder<B> {
             signals: true,
             shutdown: None,
             unknown_jobs_retry_for: Duration::from_secs(3600),
+            retention: Retention::default(),
         }
     }
 
@@ -226,6 +229,34 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
+    /// How many dead letters each queue keeps: each time this worker
+    /// dead-letters jobs, the oldest beyond `max_count` and those older than
+    /// `max_age` are deleted (a few more than it adds, at most, per call; so a
+    /// lowered limit is reached over the following dead letters). Workers on
+    /// one queue should agree; the smallest limit wins. Defaults to
+    /// [`Retention::default`]: 10,000 letters and 30 days.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::ops::Retention;
+    /// use redjob::Worker;
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("emails")
+    ///     .dead_letter_retention(Retention {
+    ///         max_count: Some(100_000),
+    ///         max_age: Some(Duration::from_secs(180 * 24 * 3600)),
+    ///     })
+    ///     .build()?;
+    /// # let _ = worker;
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    pub fn dead_letter_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
     /// Backoff between attempts. Defaults to [`RetryPolicy::default`] (1 h cap, jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
@@ -299,6 +330,12 @@ impl<B: Backend> WorkerBuilder<B> {
         if self.poll_interval.is_zero() {
             return Err(invalid("poll_interval", "must be positive".into()));
         }
+        if self.retention.max_count == Some(0) || self.retention.max_age == Some(Duration::ZERO) {
+            return Err(invalid(
+                "dead_letter_retention",
+                "limits must be positive (None for no limit)".into(),
+            ));
+        }
         if self.job_timeout == Some(Duration::ZERO) {
             return Err(invalid("job_timeout", "must be positive".into()));
         }
@@ -317,6 +354,7 @@ impl<B: Backend> WorkerBuilder<B> {
             data: self.data,
             unknown_jobs_retry_for: self.unknown_jobs_retry_for,
             readiness: super::ready::Readiness::new(self.queues.len()),
+            retention: self.retention,
         };
         Ok(Worker {
             backend: self.backend,

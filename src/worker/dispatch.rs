@@ -36,6 +36,9 @@ const FETCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// the poll interval is shorter): a queue created by an RSMQ client sends no
 /// wake-up. Each check of a missing queue costs two Redis commands.
 const MISSING_QUEUE_POLL: Duration = Duration::from_secs(5);
+/// A paused queue is checked this often (at most): a resume wakes the workers
+/// at once through the realtime channel; this catches a wake-up that was lost.
+const PAUSED_QUEUE_POLL: Duration = Duration::from_secs(5);
 
 /// Shared by a queue's dispatcher and its jobs: the worker's shutdown signals and
 /// how long the queue's jobs run.
@@ -110,6 +113,7 @@ impl<B: Backend> Dispatcher<B> {
     pub async fn run(self) {
         let mut failures = 0u32;
         let mut served = false;
+        let mut paused = false;
         loop {
             let mut n = tokio::select! {
                 n = self.slots() => n,
@@ -172,11 +176,19 @@ impl<B: Backend> Dispatcher<B> {
                 return;
             }
             self.start(&fetched, sent_at);
-            if got < n || fetched.missing {
+            if fetched.paused != paused {
+                paused = fetched.paused;
+                let state = if paused { "paused" } else { "resumed" };
+                tracing::info!(queue = %self.queue, "queue {state}");
+            }
+            if got < n || fetched.missing || fetched.paused {
                 // nothing more is due: sleep until the next due score, a wake-up or the poll
                 let mut wait = self.shared.poll_interval;
                 if fetched.missing {
                     wait = wait.min(MISSING_QUEUE_POLL);
+                }
+                if fetched.paused {
+                    wait = wait.min(PAUSED_QUEUE_POLL);
                 }
                 if let Some(due) = fetched.next_due_ms {
                     let until_us = due.saturating_mul(1000).saturating_sub(fetched.now_us);

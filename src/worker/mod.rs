@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     /// worker that knows it, before it is dead-lettered.
     pub unknown_jobs_retry_for: Duration,
     pub readiness: Readiness,
+    /// How many dead letters each queue keeps.
+    pub retention: crate::ops::Retention,
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
@@ -206,6 +208,7 @@ impl<B: Backend> Worker<B> {
                 self.shared.lease,
                 wake.clone(),
                 leases.clone(),
+                self.shared.retention,
             );
             settlers.spawn(settler.run(rx));
             settler_txs.push(tx.clone());

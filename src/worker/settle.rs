@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::leases::{Leases, Table};
 use crate::JobId;
+use crate::ops::Retention;
 use crate::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Settled, Token};
 
 /// What the settler is told.
@@ -59,6 +60,8 @@ pub(crate) struct Settler<B> {
     /// Wakes the queue's dispatcher (after a retry is scheduled).
     pub wake: Arc<Notify>,
     pub leases: Arc<Leases>,
+    /// How many dead letters the queue keeps.
+    pub retention: Retention,
     /// When the last settle failed: retry at this time.
     retry_at: Option<Instant>,
     retry_wait: Duration,
@@ -71,8 +74,10 @@ impl<B: Backend> Settler<B> {
         lease: Duration,
         wake: Arc<Notify>,
         leases: Arc<Leases>,
+        retention: Retention,
     ) -> Self {
         Settler {
+            retention,
             backend,
             queue,
             lease,
@@ -316,7 +321,10 @@ impl<B: Backend> Settler<B> {
             .copied()
             .collect();
         let deferred = take.len() < MAX_BATCH && take.len() < done.len();
-        let mut s = Settle::default();
+        let mut s = Settle {
+            retention: self.retention,
+            ..Settle::default()
+        };
         let mut sent = Vec::with_capacity(take.len());
         for id in take {
             done.remove(&id);

@@ -2,7 +2,7 @@
 //! `job.lua`, `list.lua`, `cancel.lua`).
 
 use std::collections::BTreeSet;
-use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::ops::Bound::{Excluded, Included};
 
 use super::state::{MemQueue, due_score, ms_score};
 use super::{MemoryBackend, not_found};
@@ -47,12 +47,12 @@ impl MemQueue {
         inspect::queued(id, p, score, m.rc, now, m.body.clone(), m.error.clone())
     }
 
-    fn dead_info(&self, id: &JobId) -> Option<JobInfo> {
-        let d = self.dead_msgs.get(id)?;
+    pub(super) fn dead_info(&self, id: &JobId) -> Option<JobInfo> {
+        let (d, priority) = self.dead_msgs.get(id)?;
         Some(JobInfo {
             id: *id,
             state: JobState::Dead,
-            priority: 0,
+            priority: *priority,
             attempts: d.attempts,
             due_ms: d.died_at_ms,
             body: d.body.clone(),
@@ -128,53 +128,38 @@ impl Inspect for MemoryBackend {
         after: Option<&Cursor>,
         n: usize,
     ) -> Result<Page> {
+        if state == JobState::Dead {
+            let order = crate::ops::DeadOrder::OldestFirst;
+            return crate::ops::Admin::dead_page(self, queue, order, after, n).await;
+        }
         validate::queue_name(queue)?;
         let n = inspect::page_size(n);
         let now = self.clock.now_ms();
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         let mut rows: Vec<(i8, u64, JobId)> = Vec::new();
-        if state == JobState::Dead {
-            // dead letters are scored by their time of death in whole ms, as in
-            // Redis; a cursor between two ms starts after the lower one's
-            let after = after.map(|c| match c.score % 1000 {
-                0 => (c.score / 1000, c.id),
-                _ => (c.score / 1000, JobId::MAX),
-            });
-            let start = after.map_or(Unbounded, Excluded);
-            rows.extend(
-                q.dead
-                    .range((start, Unbounded))
-                    .take(n)
-                    .map(|(ms, id)| (0, ms_score(*ms), *id)),
-            );
-        } else {
-            for p in crate::queue::priorities() {
-                if after.is_some_and(|c| p > c.priority) {
-                    continue;
+        for p in crate::queue::priorities() {
+            if after.is_some_and(|c| p > c.priority) {
+                continue;
+            }
+            let Some(set) = q.set(p) else { continue };
+            let cursor = after.filter(|c| c.priority == p).map(|c| (c.score, c.id));
+            for (lo, hi) in ranges(state, now) {
+                let left = n - rows.len();
+                if left == 0 {
+                    break;
                 }
-                let Some(set) = q.set(p) else { continue };
-                let cursor = after.filter(|c| c.priority == p).map(|c| (c.score, c.id));
-                for (lo, hi) in ranges(state, now) {
-                    let left = n - rows.len();
-                    if left == 0 {
-                        break;
-                    }
-                    rows.extend(
-                        span(set, lo, hi, cursor, left)
-                            .into_iter()
-                            .map(|(s, id)| (p, s, id)),
-                    );
-                }
+                rows.extend(
+                    span(set, lo, hi, cursor, left)
+                        .into_iter()
+                        .map(|(s, id)| (p, s, id)),
+                );
             }
         }
         let scores: Vec<u64> = rows.iter().map(|r| r.1).collect();
         let jobs = rows
             .into_iter()
-            .filter_map(|(p, s, id)| match state {
-                JobState::Dead => q.dead_info(&id),
-                _ => Some(q.info(p, s, id, now)),
-            })
+            .map(|(p, s, id)| q.info(p, s, id, now))
             .collect();
         let full = n > 0 && scores.len() >= n;
         Ok(inspect::page(jobs, &scores, full))

@@ -16,6 +16,7 @@
 
 mod clock;
 mod inspect;
+mod ops;
 mod queues;
 mod state;
 
@@ -250,6 +251,13 @@ impl Backend for MemoryBackend {
                 ..Default::default()
             });
         };
+        if q.paused {
+            return Ok(Fetched {
+                now_us,
+                paused: true,
+                ..Default::default()
+            });
+        }
         let max = max.max(1);
         let due = q.fetchable(now, max);
         let lease_ms = now.saturating_add(super::clamped_ms(lease));
@@ -277,6 +285,7 @@ impl Backend for MemoryBackend {
             max_body: usize::try_from(q.maxsize).ok(),
             orphans: 0,
             missing: false,
+            paused: false,
         })
     }
 
@@ -352,18 +361,8 @@ impl Backend for MemoryBackend {
             retried += u64::from(!r.release);
         }
         for d in &dead {
-            let body = q.remove(&d.id).map(|m| m.body).unwrap_or_default();
-            q.dead.insert((now, d.id));
-            q.dead_msgs.insert(
-                d.id,
-                DeadLetter {
-                    id: d.id,
-                    body,
-                    error: d.error.clone(),
-                    attempts: d.token.attempt(),
-                    died_at_ms: now,
-                },
-            );
+            let attempts = d.token.attempt();
+            q.kill(&d.id, d.error.clone(), attempts, now, batch.retention);
         }
         let s = &mut q.stats;
         s.processed += acks.len() as u64;
@@ -395,7 +394,7 @@ impl Backend for MemoryBackend {
             q.dead
                 .iter()
                 .take(limit)
-                .map(|(_, id)| q.dead_msgs[id].clone())
+                .map(|(_, id)| q.dead_msgs[id].0.clone())
                 .collect()
         }))
     }

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::JobId;
 use crate::backend::{DeadLetter, LEASED_FROM_MS, QueueStats};
+use crate::ops::Retention;
 use crate::id::{sorted_random_suffixes, suffixes_above};
 
 /// One message.
@@ -36,8 +37,12 @@ pub(super) struct MemQueue {
     /// The same for every other priority.
     pub levels: BTreeMap<i8, BTreeSet<(u64, JobId)>>,
     pub msgs: HashMap<JobId, Msg>,
+    /// Dead letters as (time of death ms, id), and each one's letter and the
+    /// priority it had.
     pub dead: BTreeSet<(u64, JobId)>,
-    pub dead_msgs: HashMap<JobId, DeadLetter>,
+    pub dead_msgs: HashMap<JobId, (DeadLetter, i8)>,
+    /// Workers lease nothing (see `pause.lua`).
+    pub paused: bool,
     pub stats: QueueStats,
     /// Unique keys: the key's holder and when the key expires (Unix ms, 0: never).
     pub unique: HashMap<String, (JobId, u64)>,
@@ -60,6 +65,7 @@ impl MemQueue {
             msgs: HashMap::new(),
             dead: BTreeSet::new(),
             dead_msgs: HashMap::new(),
+            paused: false,
             stats: QueueStats::default(),
             unique: HashMap::new(),
             unique_of: HashMap::new(),
@@ -196,6 +202,41 @@ impl MemQueue {
     pub fn unique_holder(&self, key: &str, now: u64) -> Option<JobId> {
         let (id, expires) = self.unique.get(key)?;
         (self.msgs.contains_key(id) && (*expires == 0 || now < *expires)).then_some(*id)
+    }
+
+    /// Moves a message to the dead letters at `now` (ms), then drops the oldest
+    /// beyond `retention`, at most as many as complete.lua would in one call.
+    pub fn kill(&mut self, id: &JobId, error: String, attempts: u32, now: u64, retention: Retention) {
+        let Some(m) = self.remove(id) else { return };
+        let letter = DeadLetter {
+            id: *id,
+            body: m.body,
+            error,
+            attempts,
+            died_at_ms: now,
+        };
+        self.dead.insert((now, *id));
+        self.dead_msgs.insert(*id, (letter, m.priority));
+        let (keep, max_age) = retention.limits();
+        let mut budget = 1001;
+        while budget > 0 {
+            let Some(&(died, old)) = self.dead.first() else { break };
+            let too_old = max_age > 0 && died < now.saturating_sub(max_age);
+            let too_many = keep > 0 && self.dead.len() as u64 > keep;
+            if !(too_old || too_many) {
+                break;
+            }
+            self.drop_dead(&old);
+            budget -= 1;
+        }
+    }
+
+    /// Deletes a dead letter; whether it was there.
+    pub fn drop_dead(&mut self, id: &JobId) -> bool {
+        match self.dead_msgs.remove(id) {
+            Some((d, _)) => self.dead.remove(&(d.died_at_ms, *id)),
+            None => false,
+        }
     }
 
     /// Gives unique `key` to `id` until `expires` (0: while it exists).

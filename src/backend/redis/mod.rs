@@ -285,9 +285,13 @@ impl Backend for RedisBackend {
                     &scripts::COMPLETE,
                     &[&level, &k.hash, &k.dead, &k.dead_hash, &k.stats, &k.unique],
                 );
+                let (keep, max_age) = part.retention.limits();
                 cmd.arg(part.acks.len())
                     .arg(part.reschedules.len())
-                    .arg(part.dead.len());
+                    .arg(part.dead.len())
+                    .arg(*p)
+                    .arg(keep)
+                    .arg(max_age);
                 for (id, token) in &part.acks {
                     cmd.arg(id).arg(token.to_string());
                 }

@@ -49,7 +49,8 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
         next_due_ms,
         max_body,
         orphans: usize::try_from(orphans).unwrap_or(0),
-        missing: orphans < 0,
+        missing: orphans == -1,
+        paused: orphans == -3,
     }))
 }
 

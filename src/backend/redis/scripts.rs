@@ -34,6 +34,10 @@ scripts! {
     LIST => "list.lua",
     PEEK => "peek.lua",
     CANCEL => "cancel.lua",
+    PAUSE => "pause.lua",
+    DEAD => "dead.lua",
+    DEAD_REQUEUE => "dead_requeue.lua",
+    DEAD_DELETE => "dead_delete.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.

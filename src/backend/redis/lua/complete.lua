@@ -9,6 +9,12 @@
 -- KEYS[5]  the queue's counters (ns:q:stats)
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
+-- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
+--          keep it in <id>:p of their hash, for a requeue
+-- ARGV[5], ARGV[6]  dead-letter retention: the most letters the queue keeps, and
+--          their longest age in ms ("0": no limit); a call that dead-letters
+--          drops the oldest beyond either (at most D + 1000 per call, so that
+--          lowering a limit frees the rest over the next calls)
 -- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry or "l" for a release, error or ""), D x (id, token, error)
 -- A retry's error is kept as the job's last error in <id>:err of the queue's
@@ -23,7 +29,8 @@ if nr + nd > 0 then
   now = clock()
 end
 local ids, tokens, kind, arg = {}, {}, {}, {}
-local i = 4
+local prio, keep, max_age = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local i = 7
 for _ = 1, na do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "a"
   i = i + 2
@@ -88,6 +95,10 @@ if #dead > 0 then
     dh[#dh + 1] = arg[k]
     dh[#dh + 1] = id .. ":n"
     dh[#dh + 1] = string.sub(tokens[k], -3)
+    if prio ~= "0" then
+      dh[#dh + 1] = id .. ":p"
+      dh[#dh + 1] = prio
+    end
   end
 end
 -- the ZREM first: it cannot grow memory, so what follows runs at maxmemory too
@@ -101,6 +112,28 @@ if #gone > 0 and attrs[3] == "1" then release_unique(KEYS[6], gone) end
 if #dead > 0 then
   many("ZADD", KEYS[3], dz)
   many("HSET", KEYS[4], dh, 3000)
+  -- retention: the letters past their age, then the oldest beyond the count
+  local budget = #dead + 1000
+  local old = {}
+  if max_age > 0 then
+    old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", string.format("(%.0f", now - max_age), "LIMIT", 0, budget)
+    budget = budget - #old
+  end
+  if keep > 0 and budget > 0 then
+    local over = redis.call("ZCARD", KEYS[3]) - #old - keep
+    if over > 0 then
+      local oldest = redis.call("ZRANGE", KEYS[3], #old, #old + math.min(over, budget) - 1)
+      for _, id in ipairs(oldest) do old[#old + 1] = id end
+    end
+  end
+  if #old > 0 then
+    local f = {}
+    for _, id in ipairs(old) do
+      f[#f + 1] = id; f[#f + 1] = id .. ":err"; f[#f + 1] = id .. ":n"; f[#f + 1] = id .. ":p"
+    end
+    many("ZREM", KEYS[3], old)
+    many("HDEL", KEYS[4], f)
+  end
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
 if #errfields > 0 then

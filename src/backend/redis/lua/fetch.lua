@@ -14,6 +14,7 @@
 -- reads ns:q alone, and its caller need not pass the level keys.
 -- When fewer than n were due, the worker will wait: the hash field
 -- "redjob:waiting" asks the next send to wake it (see send.lua).
+-- A paused queue (hash field "redjob:paused", see pause.lua) leases nothing.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3..22]  optional: the sorted sets of priorities 10..1, then -1..-10
@@ -24,10 +25,12 @@
 --          without a body that were removed, id, body, delivery count, priority,
 --          id, body, count, priority, ...}; {0, "", 0, -1, -1} when the queue does
 --          not exist; {1, "", 0, -1, -2} when the queue has priorities and the
---          level keys were not passed (call again with them)
+--          level keys were not passed (call again with them); {0, "", 0, -1, -3}
+--          when the queue is paused
 -- a missing queue costs one command (workers check it every few seconds)
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused")
 if not attrs[1] then return {0, "", 0, -1, -1} end
+if attrs[7] then return {0, "", 0, -1, -3} end
 local mask = tonumber(attrs[6]) or 0
 if mask ~= 0 and #KEYS < 22 then return {1, "", 0, -1, -2} end
 local levels = level_sets(mask, 3)

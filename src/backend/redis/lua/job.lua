@@ -8,7 +8,8 @@
 -- Returns {-1} when the queue does not exist; {now ms} when the job is in
 --         neither; else {now ms, where, priority, id, score, body, count, error}
 --         (see with_fields): where is "q" in the queue (count: its rc field) or
---         "d" dead (score: when it died; count: its deliveries; priority 0)
+--         "d" dead (score: when it died; count: its deliveries; priority: the
+--         one it had)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
 if not attrs[1] then return {-1} end
 local now = clock()
@@ -25,6 +26,7 @@ end
 local d = redis.call("ZSCORE", KEYS[3], id)
 if d then
   out[2] = "d"
-  for _, v in ipairs(with_fields(KEYS[4], {{0, id, d}}, ":n")) do out[#out + 1] = v end
+  local p = tonumber(redis.call("HGET", KEYS[4], id .. ":p")) or 0
+  for _, v in ipairs(with_fields(KEYS[4], {{p, id, d}}, ":n")) do out[#out + 1] = v end
 end
 return out

@@ -171,3 +171,19 @@ local function with_fields(hkey, rows, cf)
   end
   return out
 end
+
+-- How many members of the sorted set `key` at score `s` (as text) sort before
+-- `id`, which is not among them: where a cursor's row that left the set stood
+-- among its ties (ties sort by id).
+local function ties_below(key, s, id)
+  local n, off = 0, 0
+  while true do
+    local t = redis.call("ZRANGEBYSCORE", key, s, s, "LIMIT", off, 500)
+    for _, m in ipairs(t) do
+      if m > id then return n end
+      n = n + 1
+    end
+    if #t < 500 then return n end
+    off = off + 500
+  end
+end

@@ -1,18 +1,18 @@
 -- Lists the jobs of one state, a page at a time. Each state is a range of scores
 -- (see LEASED in lib.lua): jobs are listed by priority (highest first), then by
--- score (ready: due messages oldest first, then leases that ran out); dead
--- letters by time of death. Ranges only move up as time passes, so a cursor
--- below a range starts it from its beginning.
+-- score (ready: due messages oldest first, then leases that ran out). Ranges
+-- only move up as time passes, so a cursor below a range starts it from its
+-- beginning. Dead letters are listed by dead.lua.
 -- A page starts after a cursor, the previous page's last row: by its rank while
 -- it is still there, else after its score and id. Either way a page reads its
 -- rows plus at most the rows sharing the cursor's score: never the whole set.
 -- KEYS[1..4], KEYS[5..24]  as job.lua
--- ARGV[1]  the state: "ready", "scheduled", "in_flight" or "dead"
+-- ARGV[1]  the state: "ready", "scheduled" or "in_flight"
 -- ARGV[2]  the most rows
 -- ARGV[3], ARGV[4], ARGV[5]  the cursor's priority, score and id; ARGV[4] is ""
 --          for the first page
 -- Returns {-1} when the queue does not exist, else {now ms, rows...} (see
---         with_fields; dead rows: priority 0, count the deliveries)
+--         with_fields)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
 if not attrs[1] then return {-1} end
 local now = clock()
@@ -23,10 +23,8 @@ local ranges = ({
   ready = {{-inf, false, math.min(now, LEASED), now >= LEASED}, {LEASED, false, LEASED + now, false}},
   scheduled = {{now, true, LEASED, true}},
   in_flight = {{LEASED + now, true, inf, false}},
-  dead = {{-inf, false, inf, false}},
 })[state]
-local levels, hkey, cf = level_sets(tonumber(attrs[2]) or 0, 5), KEYS[2], ":rc"
-if state == "dead" then levels, hkey, cf = {{0, KEYS[3]}}, KEYS[4], ":n" end
+local levels = level_sets(tonumber(attrs[2]) or 0, 5)
 
 local function bound(v, excl)
   local s = v == inf and "+inf" or v == -inf and "-inf" or string.format("%.0f", v)
@@ -37,8 +35,6 @@ local function within(x, r)
 end
 
 local cp, cs, cid = tonumber(ARGV[3]), ARGV[4], ARGV[5]
--- dead letters keep no priority: a cursor's is ignored
-if state == "dead" then cp = 0 end
 local csn = cs ~= "" and tonumber(cs) or nil
 local rows = {}
 -- appends a ZRANGEBYSCORE ... WITHSCORES reply's rows at priority p
@@ -51,17 +47,7 @@ local function past_cursor(key)
   if s and tonumber(s) == csn then
     return redis.call("ZRANK", key, cid) - redis.call("ZCOUNT", key, "-inf", "(" .. cs) + 1
   end
-  -- it left: count its ties with a smaller id
-  local n, off = 0, 0
-  while true do
-    local t = redis.call("ZRANGEBYSCORE", key, cs, cs, "LIMIT", off, 500)
-    for _, id in ipairs(t) do
-      if id > cid then return n end
-      n = n + 1
-    end
-    if #t < 500 then return n end
-    off = off + 500
-  end
+  return ties_below(key, cs, cid)
 end
 for _, level in ipairs(levels) do
   local p, key = level[1], level[2]
@@ -86,5 +72,5 @@ for _, level in ipairs(levels) do
   if #rows >= want then break end
 end
 local out = {now}
-for _, v in ipairs(with_fields(hkey, rows, cf)) do out[#out + 1] = v end
+for _, v in ipairs(with_fields(KEYS[2], rows, ":rc")) do out[#out + 1] = v end
 return out

@@ -1,0 +1,115 @@
+//! [`Admin`] in memory, mirroring the Redis scripts (`pause.lua`, `dead.lua`,
+//! `dead_requeue.lua`, `dead_delete.lua`).
+
+use std::collections::HashSet;
+use std::ops::Bound::{Excluded, Unbounded};
+
+use super::state::ms_score;
+use super::{MemoryBackend, not_found};
+use crate::backend::LEASED_FROM_MS;
+use crate::inspect::{self, Cursor, Page};
+use crate::ops::{Admin, DeadOrder, Spread};
+use crate::queue::validate;
+use crate::{JobId, Result};
+
+impl MemoryBackend {
+    /// Runs `f` on `queue`, changing it ([`crate::Error::QueueNotFound`] for none).
+    fn change<T>(&self, queue: &str, f: impl FnOnce(&mut super::MemQueue) -> T) -> Result<T> {
+        validate::queue_name(queue)?;
+        let mut st = self.lock_mut();
+        let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        Ok(f(q))
+    }
+}
+
+impl Admin for MemoryBackend {
+    async fn pause(&self, queue: &str) -> Result<()> {
+        self.change(queue, |q| q.paused = true)
+    }
+
+    async fn resume(&self, queue: &str) -> Result<()> {
+        if self.change(queue, |q| std::mem::take(&mut q.paused))? {
+            self.notify(queue);
+        }
+        Ok(())
+    }
+
+    async fn is_paused(&self, queue: &str) -> Result<bool> {
+        validate::queue_name(queue)?;
+        let st = self.lock();
+        Ok(st.queues.get(queue).ok_or_else(|| not_found(queue))?.paused)
+    }
+
+    async fn dead_page(
+        &self,
+        queue: &str,
+        order: DeadOrder,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> Result<Page> {
+        validate::queue_name(queue)?;
+        let n = inspect::page_size(n);
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        // dead letters are scored by their time of death in whole ms, as in Redis
+        let after = after.map(|c| (c.score / 1000, c.id));
+        let rows: Vec<&(u64, JobId)> = match order {
+            DeadOrder::OldestFirst => q
+                .dead
+                .range((after.map_or(Unbounded, Excluded), Unbounded))
+                .take(n)
+                .collect(),
+            DeadOrder::NewestFirst => q
+                .dead
+                .range((Unbounded, after.map_or(Unbounded, Excluded)))
+                .rev()
+                .take(n)
+                .collect(),
+        };
+        let full = n > 0 && rows.len() >= n;
+        let jobs = rows.iter().filter_map(|(_, id)| q.dead_info(id)).collect();
+        Ok(inspect::dead_page(jobs, full))
+    }
+
+    async fn requeue_dead(&self, queue: &str, ids: &[JobId], spread: Spread) -> Result<u64> {
+        let now = self.clock.now_ms();
+        let n = self.change(queue, |q| {
+            let mut seen = HashSet::new();
+            let mut n = 0u64;
+            for id in ids {
+                if !seen.insert(*id) || q.msgs.contains_key(id) {
+                    continue;
+                }
+                let Some((letter, priority)) = q.dead_msgs.get(id).cloned() else {
+                    continue;
+                };
+                q.drop_dead(id);
+                let s = spread.skip(n);
+                let due = now
+                    .saturating_add(s.first.as_millis() as u64)
+                    .min(LEASED_FROM_MS - 1);
+                q.insert(*id, letter.body, ms_score(due), priority);
+                n += 1;
+            }
+            q.totalsent += n;
+            n
+        })?;
+        if n > 0 {
+            self.notify(queue);
+        }
+        Ok(n)
+    }
+
+    async fn delete_dead(&self, queue: &str, ids: &[JobId]) -> Result<u64> {
+        self.change(queue, |q| {
+            ids.iter().map(|id| u64::from(q.drop_dead(id))).sum()
+        })
+    }
+
+    async fn purge_dead(&self, queue: &str) -> Result<u64> {
+        self.change(queue, |q| {
+            q.dead_msgs.clear();
+            std::mem::take(&mut q.dead).len() as u64
+        })
+    }
+}

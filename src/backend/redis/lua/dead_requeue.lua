@@ -1,0 +1,69 @@
+-- Requeues dead letters: each goes back to its queue as a fresh job (no
+-- deliveries counted, no last error) at the priority it had, under its id. The
+-- k-th one requeued (from 0) is due at now + ARGV[1] ms + k * ARGV[2] µs, so a
+-- rate spreads a large requeue over time. Unique keys are not taken again. An
+-- id that is not a dead letter, or whose id is in the queue already, is skipped.
+-- KEYS[1]  the queue's sorted set (ns:q): priority 0
+-- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3]  the dead letters' sorted set (ns:q:dead)
+-- KEYS[4]  the dead letters' hash (ns:q:dead:Q)
+-- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- ARGV[1]  the first one's delay, ms
+-- ARGV[2]  the time between two, µs
+-- ARGV[3]  the queue's realtime channel (ns:rt:q)
+-- ARGV[4..]  the ids
+-- Returns -1 when the queue does not exist, else how many were requeued
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio")
+if not attrs[1] then return -1 end
+local ids, seen = {}, {}
+for i = 4, #ARGV do
+  if not seen[ARGV[i]] then
+    seen[ARGV[i]] = true
+    ids[#ids + 1] = ARGV[i]
+  end
+end
+if #ids == 0 then return 0 end
+local fields = {}
+for _, id in ipairs(ids) do
+  fields[#fields + 1] = id
+  fields[#fields + 1] = id .. ":p"
+end
+local dead = many("HMGET", KEYS[4], fields)
+local queued = many("HMGET", KEYS[2], ids)
+local now = clock()
+local first, step = tonumber(ARGV[1]), tonumber(ARGV[2])
+local mask = tonumber(attrs[3]) or 0
+local z, h, gone, drop = {}, {}, {}, {}
+local n = 0
+for i, id in ipairs(ids) do
+  local body = dead[2 * i - 1]
+  if body and not queued[i] then
+    local p = tonumber(dead[2 * i]) or 0
+    if p < -10 or p > 10 then p = 0 end
+    local due = math.min(now + first + math.floor(n * step / 1000), LEASED - 1)
+    local key = level_key(p, 5)
+    local zl = z[key]
+    if not zl then zl = {}; z[key] = zl end
+    zl[#zl + 1] = string.format("%.0f", due)
+    zl[#zl + 1] = id
+    h[#h + 1] = id
+    h[#h + 1] = body
+    if p ~= 0 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
+    gone[#gone + 1] = id
+    for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p"}) do drop[#drop + 1] = f end
+    n = n + 1
+  end
+end
+if n == 0 then return 0 end
+many("ZREM", KEYS[3], gone)
+many("HDEL", KEYS[4], drop)
+for key, zl in pairs(z) do many("ZADD", key, zl) end
+h[#h + 1] = "totalsent"
+h[#h + 1] = string.format("%.0f", (tonumber(attrs[2]) or 0) + n)
+if mask ~= (tonumber(attrs[3]) or 0) then
+  h[#h + 1] = "redjob:prio"
+  h[#h + 1] = mask
+end
+many("HSET", KEYS[2], h)
+redis.call("PUBLISH", ARGV[3], redis.call("ZCARD", KEYS[1]))
+return n

@@ -1,0 +1,190 @@
+//! Dead letters: which to list and in what order, how to spread a requeue, and
+//! how many a queue keeps.
+
+use std::time::Duration;
+
+use crate::inspect::JobInfo;
+
+/// The order of a dead-letter listing, by time of death.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DeadOrder {
+    /// The ones that died first come first.
+    #[default]
+    OldestFirst,
+    /// The ones that died last come first.
+    NewestFirst,
+}
+
+/// Which dead letters to list, requeue or delete: all by default.
+///
+/// ```
+/// use redjob::ops::{DeadOrder, DeadQuery};
+///
+/// let q = DeadQuery::default()
+///     .newest_first()
+///     .job_type("SendEmail")
+///     .error_contains("timed out");
+/// assert_eq!(q.order, DeadOrder::NewestFirst);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadQuery {
+    /// The listing order. Defaults to oldest first.
+    pub order: DeadOrder,
+    /// Only jobs of this type (the envelope's `"type"`). Defaults to any.
+    pub job_type: Option<String>,
+    /// Only jobs whose last error contains this text (case-sensitive). Defaults
+    /// to any.
+    pub error_contains: Option<String>,
+}
+
+impl DeadQuery {
+    /// Lists the newest first.
+    pub fn newest_first(mut self) -> Self {
+        self.order = DeadOrder::NewestFirst;
+        self
+    }
+
+    /// Only jobs of type `name`.
+    pub fn job_type(mut self, name: impl Into<String>) -> Self {
+        self.job_type = Some(name.into());
+        self
+    }
+
+    /// Only jobs whose last error contains `text`.
+    pub fn error_contains(mut self, text: impl Into<String>) -> Self {
+        self.error_contains = Some(text.into());
+        self
+    }
+
+    /// Whether the dead letter `job` is one this query selects.
+    ///
+    /// ```
+    /// use redjob::inspect::{JobInfo, JobState};
+    /// use redjob::ops::DeadQuery;
+    ///
+    /// let job = JobInfo {
+    ///     id: "0000000000abcdefghijklmnopqrstuv".parse().unwrap(),
+    ///     state: JobState::Dead,
+    ///     priority: 0,
+    ///     attempts: 5,
+    ///     due_ms: 0,
+    ///     body: br#"{"type":"SendEmail","args":{}}"#.to_vec(),
+    ///     last_error: Some("smtp timed out".into()),
+    /// };
+    /// assert!(DeadQuery::default().job_type("SendEmail").error_contains("timed").matches(&job));
+    /// assert!(!DeadQuery::default().job_type("Resize").matches(&job));
+    /// ```
+    pub fn matches(&self, job: &JobInfo) -> bool {
+        let ty = self
+            .job_type
+            .as_ref()
+            .is_none_or(|t| job.job_name().as_deref() == Some(t));
+        let err = self.error_contains.as_ref().is_none_or(|t| {
+            job.last_error
+                .as_deref()
+                .is_some_and(|e| e.contains(t.as_str()))
+        });
+        ty && err
+    }
+}
+
+/// When requeued dead letters become due: the k-th (from 0) at `first + k *
+/// every` from now.
+///
+/// ```
+/// use redjob::ops::Spread;
+/// use std::time::Duration;
+///
+/// let s = Spread::per_second(100);
+/// assert_eq!(s.every, Duration::from_millis(10));
+/// assert_eq!(s.skip(300).first, Duration::from_secs(3));
+/// assert_eq!(Spread::NOW.skip(300), Spread::NOW);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spread {
+    /// When the first one is due, from now.
+    pub first: Duration,
+    /// The time between two.
+    pub every: Duration,
+}
+
+impl Spread {
+    /// All due now.
+    pub const NOW: Spread = Spread {
+        first: Duration::ZERO,
+        every: Duration::ZERO,
+    };
+
+    /// `rate` a second, the first now (0 means all now).
+    pub fn per_second(rate: u32) -> Spread {
+        Spread {
+            first: Duration::ZERO,
+            every: match rate {
+                0 => Duration::ZERO,
+                r => Duration::from_secs(1) / r,
+            },
+        }
+    }
+
+    /// The same pace for the ones after the first `n`.
+    pub fn skip(self, n: u64) -> Spread {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        Spread {
+            first: self
+                .first
+                .saturating_add(self.every.saturating_mul(n))
+                .min(crate::worker::MAX_DELAY),
+            every: self.every,
+        }
+    }
+}
+
+/// How many dead letters a queue keeps: when a job is dead-lettered, the
+/// oldest beyond `max_count` and those older than `max_age` are deleted, so a
+/// flood of failures cannot fill Redis. Set on the worker with
+/// [`Builder::dead_letter_retention`](crate::worker::Builder::dead_letter_retention).
+///
+/// ```
+/// use redjob::ops::Retention;
+/// use std::time::Duration;
+///
+/// let r = Retention::default();
+/// assert_eq!(r.max_count, Some(10_000));
+/// assert_eq!(r.max_age, Some(Duration::from_secs(30 * 24 * 3600)));
+/// let keep_more = Retention { max_count: Some(100_000), ..Retention::default() };
+/// # let _ = keep_more;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// The most dead letters a queue keeps; `None` for no limit. Defaults to
+    /// 10,000.
+    pub max_count: Option<u64>,
+    /// The oldest a dead letter gets; `None` for no limit. Defaults to 30 days.
+    pub max_age: Option<Duration>,
+}
+
+impl Retention {
+    /// Keeps every dead letter forever: Redis's memory grows with them.
+    pub const UNBOUNDED: Retention = Retention {
+        max_count: None,
+        max_age: None,
+    };
+
+    /// The limits as the scripts take them: count, age in ms (0: none).
+    pub(crate) fn limits(&self) -> (u64, u64) {
+        // at most about 142,000 years: exact in a double, as Lua reads it
+        let age = self
+            .max_age
+            .map_or(0, |d| d.as_millis().clamp(1, 1 << 52) as u64);
+        (self.max_count.unwrap_or(0), age)
+    }
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            max_count: Some(10_000),
+            max_age: Some(Duration::from_secs(30 * 24 * 3600)),
+        }
+    }
+}

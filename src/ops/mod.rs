@@ -1,0 +1,225 @@
+//! Running redjob in production: pause and resume a queue, and act on its dead
+//! letters (list them newest or oldest first with filters, requeue, delete,
+//! purge, and keep them bounded).
+//!
+//! [`Admin`] is implemented by [`Rsmq`](crate::queue::Rsmq), the backends and
+//! [`Client`](crate::Client), as [`Inspect`] is; the `redjob` CLI is built on
+//! it.
+//!
+//! ```
+//! use redjob::ops::{Admin, DeadQuery};
+//! use redjob::backend::memory::MemoryBackend;
+//! use redjob::queue::Queues;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+//! let q = MemoryBackend::new();
+//! q.create_queue("mail", Default::default()).await?;
+//! q.pause("mail").await?;
+//! assert!(q.is_paused("mail").await?);
+//! let smtp = DeadQuery::default().error_contains("smtp");
+//! assert_eq!(q.requeue_dead_matching("mail", &smtp, None).await?, 0);
+//! # Ok(()) }
+//! ```
+
+mod dead;
+mod redis;
+
+use std::future::Future;
+
+pub use dead::{DeadOrder, DeadQuery, Retention, Spread};
+
+use crate::inspect::{Cursor, Inspect, MAX_PAGE, Page};
+use crate::{JobId, Result};
+
+/// Operations on queues and their dead letters, on Redis and in memory alike.
+///
+/// Dead letters keep the job's body, its last error, its deliveries and its
+/// priority. A requeued one goes back to its queue as a fresh job under the same
+/// id: due now (or spread by a [`Spread`]), at its priority, with no deliveries
+/// counted and no last error. It does not take a unique key again.
+///
+/// ```
+/// use redjob::ops::{Admin, DeadOrder, Spread};
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::queue::Queues;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let q = MemoryBackend::new();
+/// q.create_queue("mail", Default::default()).await?;
+/// let page = q.dead_page("mail", DeadOrder::NewestFirst, None, 50).await?;
+/// let ids: Vec<_> = page.jobs.iter().map(|j| j.id).collect();
+/// assert_eq!(q.requeue_dead("mail", &ids, Spread::NOW).await?, 0);
+/// assert_eq!(q.purge_dead("mail").await?, 0);
+/// # Ok(()) }
+/// ```
+pub trait Admin: Inspect {
+    /// Pauses `queue`: from their next fetch on, workers lease none of its jobs
+    /// (jobs already running go on). Sends still go in. Stored in the backend, so
+    /// every worker process sees it; pausing twice is the same as once.
+    fn pause(&self, queue: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Resumes a paused queue and wakes its idle workers at once.
+    fn resume(&self, queue: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Whether `queue` is paused.
+    fn is_paused(&self, queue: &str) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Up to `n` dead letters (at most [`MAX_PAGE`]) by time of death, in
+    /// `order`, after `after` (the previous page's [`next`](Page::next)).
+    fn dead_page(
+        &self,
+        queue: &str,
+        order: DeadOrder,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> impl Future<Output = Result<Page>> + Send;
+
+    /// Requeues the dead letters with these ids (others are skipped), the k-th
+    /// due at `spread`'s time for k. Returns how many were requeued.
+    fn requeue_dead(
+        &self,
+        queue: &str,
+        ids: &[JobId],
+        spread: Spread,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Deletes the dead letters with these ids; returns how many there were.
+    fn delete_dead(&self, queue: &str, ids: &[JobId]) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Deletes every dead letter of `queue`; returns how many there were.
+    fn purge_dead(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Up to `n` dead letters that match `query`, in its order, after `after`.
+    /// Filters are applied as pages are read, so a page may read many letters
+    /// to find `n` matches (a queue keeps 10,000 by default, see [`Retention`]).
+    fn dead_matching(
+        &self,
+        queue: &str,
+        query: &DeadQuery,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> impl Future<Output = Result<Page>> + Send {
+        async move {
+            let n = crate::inspect::page_size(n);
+            let mut out = Page::default();
+            let mut cursor = after.copied();
+            while out.jobs.len() < n {
+                let page = self.dead_page(queue, query.order, cursor.as_ref(), MAX_PAGE).await?;
+                let read_all = page.next.is_none();
+                for job in page.jobs {
+                    if out.jobs.len() == n {
+                        break;
+                    }
+                    cursor = Some(Cursor::dead(&job));
+                    if query.matches(&job) {
+                        out.jobs.push(job);
+                    }
+                }
+                if read_all && out.jobs.len() < n {
+                    return Ok(out);
+                }
+            }
+            out.next = cursor;
+            Ok(out)
+        }
+    }
+
+    /// Requeues every dead letter that matches `query` (see
+    /// [`requeue_dead`](Admin::requeue_dead)), a page at a time. With
+    /// `per_second`, they become due at that rate rather than all at once, so a
+    /// requeue of 100,000 does not flood the workers. Returns how many were
+    /// requeued.
+    fn requeue_dead_matching(
+        &self,
+        queue: &str,
+        query: &DeadQuery,
+        per_second: Option<u32>,
+    ) -> impl Future<Output = Result<u64>> + Send
+    where
+        Self: Sized,
+    {
+        let spread = per_second.map_or(Spread::NOW, Spread::per_second);
+        each_matching(self, queue, query, Some(spread))
+    }
+
+    /// Deletes every dead letter that matches `query`; returns how many.
+    fn delete_dead_matching(
+        &self,
+        queue: &str,
+        query: &DeadQuery,
+    ) -> impl Future<Output = Result<u64>> + Send
+    where
+        Self: Sized,
+    {
+        each_matching(self, queue, query, None)
+    }
+}
+
+/// Requeues (with `spread`) or deletes (without) every dead letter of `queue`
+/// that matches `query`, a page at a time; returns how many.
+async fn each_matching<A: Admin>(
+    a: &A,
+    queue: &str,
+    query: &DeadQuery,
+    spread: Option<Spread>,
+) -> Result<u64> {
+    let (mut done, mut after) = (0, None);
+    loop {
+        let page = a.dead_matching(queue, query, after.as_ref(), MAX_PAGE).await?;
+        let ids: Vec<JobId> = page.jobs.iter().map(|j| j.id).collect();
+        if !ids.is_empty() {
+            done += match spread {
+                Some(s) => a.requeue_dead(queue, &ids, s.skip(done)).await?,
+                None => a.delete_dead(queue, &ids).await?,
+            };
+        }
+        match page.next {
+            Some(c) => after = Some(c),
+            None => return Ok(done),
+        }
+    }
+}
+
+/// `impl Admin for $ty` by calling the same methods on `$inner` (an expression
+/// of `$self`), for types that wrap another implementation.
+macro_rules! forward_admin {
+    ($ty:ty, |$self:ident| $inner:expr) => {
+        impl $crate::ops::Admin for $ty {
+            async fn pause(&$self, queue: &str) -> $crate::Result<()> {
+                $inner.pause(queue).await
+            }
+            async fn resume(&$self, queue: &str) -> $crate::Result<()> {
+                $inner.resume(queue).await
+            }
+            async fn is_paused(&$self, queue: &str) -> $crate::Result<bool> {
+                $inner.is_paused(queue).await
+            }
+            async fn dead_page(
+                &$self,
+                queue: &str,
+                order: $crate::ops::DeadOrder,
+                after: Option<&$crate::inspect::Cursor>,
+                n: usize,
+            ) -> $crate::Result<$crate::inspect::Page> {
+                $inner.dead_page(queue, order, after, n).await
+            }
+            async fn requeue_dead(
+                &$self,
+                queue: &str,
+                ids: &[$crate::JobId],
+                spread: $crate::ops::Spread,
+            ) -> $crate::Result<u64> {
+                $inner.requeue_dead(queue, ids, spread).await
+            }
+            async fn delete_dead(&$self, queue: &str, ids: &[$crate::JobId]) -> $crate::Result<u64> {
+                $inner.delete_dead(queue, ids).await
+            }
+            async fn purge_dead(&$self, queue: &str) -> $crate::Result<u64> {
+                $inner.purge_dead(queue).await
+            }
+        }
+    };
+}
+
+forward_admin!(crate::backend::redis::RedisBackend, |self| self.rsmq());
+forward_admin!(crate::Client, |self| self.queues());
