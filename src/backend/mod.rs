@@ -233,7 +233,9 @@ impl Settle {
         }
         let mut parts: Vec<(i8, Settle)> = Vec::new();
         for a in &self.acks {
-            part(&mut parts, a.1.priority(), self.retention).acks.push(*a);
+            part(&mut parts, a.1.priority(), self.retention)
+                .acks
+                .push(*a);
         }
         for r in &self.reschedules {
             part(&mut parts, r.token.priority(), self.retention)
@@ -241,7 +243,9 @@ impl Settle {
                 .push(r.clone());
         }
         for d in &self.dead {
-            part(&mut parts, d.token.priority(), self.retention).dead.push(d.clone());
+            part(&mut parts, d.token.priority(), self.retention)
+                .dead
+                .push(d.clone());
         }
         parts
     }

@@ -104,7 +104,9 @@ pub trait Admin: Inspect {
             let mut out = Page::default();
             let mut cursor = after.copied();
             while out.jobs.len() < n {
-                let page = self.dead_page(queue, query.order, cursor.as_ref(), MAX_PAGE).await?;
+                let page = self
+                    .dead_page(queue, query.order, cursor.as_ref(), MAX_PAGE)
+                    .await?;
                 let read_all = page.next.is_none();
                 for job in page.jobs {
                     if out.jobs.len() == n {
@@ -165,7 +167,9 @@ async fn each_matching<A: Admin>(
 ) -> Result<u64> {
     let (mut done, mut after) = (0, None);
     loop {
-        let page = a.dead_matching(queue, query, after.as_ref(), MAX_PAGE).await?;
+        let page = a
+            .dead_matching(queue, query, after.as_ref(), MAX_PAGE)
+            .await?;
         let ids: Vec<JobId> = page.jobs.iter().map(|j| j.id).collect();
         if !ids.is_empty() {
             done += match spread {

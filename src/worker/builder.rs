@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::data::Data;
 use super::{RetryPolicy, Shared, Worker};
-use crate::ops::Retention;
 use crate::backend::Backend;
 use crate::job::Job;
+use crate::ops::Retention;
 use crate::queue::validate;
 use crate::{Error, Result};
 

@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 use super::leases::{Leases, Table};
 use crate::JobId;
-use crate::ops::Retention;
 use crate::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Settled, Token};
+use crate::ops::Retention;
 
 /// What the settler is told.
 pub(crate) enum Event {

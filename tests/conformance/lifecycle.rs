@@ -71,6 +71,7 @@ pub async fn delete_queue_removes_dead_letters_and_stats(env: &Env) {
             token: c.token,
             error: "boom".into(),
         }],
+        retention: Default::default(),
     };
     backend.settle("life", &settle).await.unwrap();
     let before = backend.stats("life").await.unwrap();

@@ -6,6 +6,7 @@
 pub mod inspect;
 pub mod leases;
 pub mod lifecycle;
+pub mod ops;
 pub mod priorities;
 pub mod queues;
 pub mod unique;
@@ -205,6 +206,16 @@ macro_rules! conformance_suite {
             cancel_removes_waiting_jobs_and_stops_running_ones_for_good,
             finished_and_unknown_jobs_and_bad_input_are_clear,
             a_retry_without_a_message_keeps_the_last_error);
+        $crate::conformance_suite!(@ops $setup, #[$attr],
+            pause_holds_fetches_until_resume_and_sends_still_go_in,
+            a_paused_worker_runs_nothing_and_a_resume_wakes_it_at_once,
+            dead_letters_page_oldest_or_newest_first_and_filter,
+            requeue_puts_a_dead_letter_back_fresh_at_its_priority,
+            a_requeue_at_a_rate_spreads_the_jobs_due_times,
+            requeue_and_delete_by_filter_page_past_their_own_changes,
+            retention_caps_dead_letters_by_count_and_age,
+            a_worker_keeps_its_dead_letters_within_its_retention,
+            dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

@@ -163,6 +163,7 @@ pub async fn leases_retries_and_dead_letters_keep_a_job_at_its_priority(env: &En
             token: renewed[2],
             error: "gave up".into(),
         }],
+        retention: Default::default(),
     };
     let done = backend.settle("prio", &settle).await.unwrap();
     assert_eq!((done.acked, done.rescheduled, done.dead), (1, 1, 1));

@@ -361,8 +361,10 @@ impl Backend for MemoryBackend {
             retried += u64::from(!r.release);
         }
         for d in &dead {
-            let attempts = d.token.attempt();
-            q.kill(&d.id, d.error.clone(), attempts, now, batch.retention);
+            q.kill(&d.id, d.error.clone(), d.token.attempt(), now);
+        }
+        if !dead.is_empty() {
+            q.trim_dead(now, batch.retention, dead.len() + 1000);
         }
         let s = &mut q.stats;
         s.processed += acks.len() as u64;

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::JobId;
 use crate::backend::{DeadLetter, LEASED_FROM_MS, QueueStats};
-use crate::ops::Retention;
 use crate::id::{sorted_random_suffixes, suffixes_above};
+use crate::ops::Retention;
 
 /// One message.
 pub(super) struct Msg {
@@ -204,9 +204,8 @@ impl MemQueue {
         (self.msgs.contains_key(id) && (*expires == 0 || now < *expires)).then_some(*id)
     }
 
-    /// Moves a message to the dead letters at `now` (ms), then drops the oldest
-    /// beyond `retention`, at most as many as complete.lua would in one call.
-    pub fn kill(&mut self, id: &JobId, error: String, attempts: u32, now: u64, retention: Retention) {
+    /// Moves a message to the dead letters at `now` (ms).
+    pub fn kill(&mut self, id: &JobId, error: String, attempts: u32, now: u64) {
         let Some(m) = self.remove(id) else { return };
         let letter = DeadLetter {
             id: *id,
@@ -217,17 +216,22 @@ impl MemQueue {
         };
         self.dead.insert((now, *id));
         self.dead_msgs.insert(*id, (letter, m.priority));
+    }
+
+    /// Drops the oldest dead letters beyond `retention` at `now` (ms), at most
+    /// `budget`, as complete.lua does.
+    pub fn trim_dead(&mut self, now: u64, retention: Retention, budget: usize) {
         let (keep, max_age) = retention.limits();
-        let mut budget = 1001;
-        while budget > 0 {
-            let Some(&(died, old)) = self.dead.first() else { break };
+        for _ in 0..budget {
+            let Some(&(died, old)) = self.dead.first() else {
+                break;
+            };
             let too_old = max_age > 0 && died < now.saturating_sub(max_age);
             let too_many = keep > 0 && self.dead.len() as u64 > keep;
             if !(too_old || too_many) {
                 break;
             }
             self.drop_dead(&old);
-            budget -= 1;
         }
     }
 

@@ -28,7 +28,8 @@ if cs ~= "" then
     end
   end
 end
-local out = {clock()}
+local now = clock()
+local out = {now}
 if want <= 0 then return out end
 local t = redis.call(desc and "ZREVRANGE" or "ZRANGE", key, start, start + want - 1, "WITHSCORES")
 local fields = {}
