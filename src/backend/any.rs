@@ -215,6 +215,9 @@ impl Admin for AnyBackend {
     async fn is_paused(&self, queue: &str) -> Result<bool> {
         on!(self, Admin::is_paused(queue))
     }
+    async fn purge_queue(&self, queue: &str) -> Result<u64> {
+        on!(self, Admin::purge_queue(queue))
+    }
     async fn dead_page(
         &self,
         queue: &str,

@@ -64,6 +64,12 @@ pub trait Admin: Inspect {
     /// Whether `queue` is paused.
     fn is_paused(&self, queue: &str) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Deletes every job of `queue` (not its dead letters), waiting or
+    /// running: a running job's worker finds it gone at its next lease renewal
+    /// and drops its outcome, as after a [`cancel`](Inspect::cancel). The
+    /// queue, its settings and counters stay. Returns how many were deleted.
+    fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send;
+
     /// Up to `n` dead letters (at most [`MAX_PAGE`]) by time of death, in
     /// `order`, after `after` (the previous page's [`next`](Page::next)).
     fn dead_page(
@@ -197,6 +203,9 @@ macro_rules! forward_admin {
             }
             async fn is_paused(&$self, queue: &str) -> $crate::Result<bool> {
                 $inner.is_paused(queue).await
+            }
+            async fn purge_queue(&$self, queue: &str) -> $crate::Result<u64> {
+                $inner.purge_queue(queue).await
             }
             async fn dead_page(
                 &$self,

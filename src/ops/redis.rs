@@ -9,6 +9,9 @@ use crate::inspect::{self, Cursor, JobInfo, JobState, Page};
 use crate::queue::{Rsmq, validate};
 use crate::{Error, JobId, Result};
 
+/// The most jobs one purge.lua call deletes.
+const PURGE_STEP: i64 = 5000;
+
 fn not_found(queue: &str) -> Error {
     Error::QueueNotFound { name: queue.into() }
 }
@@ -97,6 +100,25 @@ impl Admin for Rsmq {
 
     async fn is_paused(&self, queue: &str) -> Result<bool> {
         pause(self, queue, "").await
+    }
+
+    async fn purge_queue(&self, queue: &str) -> Result<u64> {
+        validate::queue_name(queue)?;
+        let (mut con, k) = self.parts(queue);
+        let mut done = 0;
+        loop {
+            let mut cmd = scripts::eval(&scripts::PURGE, &k.all_levels_unique());
+            cmd.arg(PURGE_STEP);
+            match scripts::int(&scripts::run(&mut con, &scripts::PURGE, &cmd).await?)? {
+                -1 => return Err(not_found(queue)),
+                n => {
+                    done += n.max(0) as u64;
+                    if n < PURGE_STEP {
+                        return Ok(done);
+                    }
+                }
+            }
+        }
     }
 
     async fn dead_page(

@@ -215,7 +215,8 @@ macro_rules! conformance_suite {
             requeue_and_delete_by_filter_page_past_their_own_changes,
             retention_caps_dead_letters_by_count_and_age,
             a_worker_keeps_its_dead_letters_within_its_retention,
-            dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear);
+            dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear,
+            purge_deletes_every_job_but_keeps_dead_letters_and_the_queue);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

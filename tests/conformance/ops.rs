@@ -7,7 +7,7 @@ use std::time::Duration;
 use redjob::backend::{Backend, DeadLetterEntry, Settle};
 use redjob::inspect::{Cursor, Inspect, JobInfo, JobState};
 use redjob::ops::{Admin, DeadOrder, DeadQuery, Retention, Spread};
-use redjob::queue::{QueueOptions, SendMessage};
+use redjob::queue::{QueueOptions, SendMessage, SendOutcome, Unique};
 use redjob::{Error, Job, JobContext, JobError, JobId, Worker};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -414,4 +414,37 @@ pub async fn dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear(env
             }
         }
     }
+}
+
+pub async fn purge_deletes_every_job_but_keeps_dead_letters_and_the_queue(env: &Env) {
+    let q = env.client.backend();
+    kill(env, "pg", &[("A", "e")], 0, Retention::default()).await;
+    let opts = QueueOptions::default();
+    let unique = || SendMessage::new("u").unique(Unique::new("k"));
+    let msgs = [
+        SendMessage::new("ready"),
+        SendMessage::new("later").delay(LONG),
+        SendMessage::new("high").priority(7),
+        unique(),
+    ];
+    q.send("pg", &msgs, &opts).await.unwrap();
+    let leased = q.fetch("pg", 1, LONG).await.unwrap().jobs;
+    assert_eq!(leased.len(), 1);
+    assert_eq!(q.purge_queue("pg").await.unwrap(), 4);
+    let c = q.counts("pg").await.unwrap();
+    assert_eq!((c.ready, c.scheduled, c.in_flight, c.dead), (0, 0, 0, 1));
+    // the leased job's outcome finds it gone; its unique key is free again
+    let ack = Settle {
+        acks: vec![(leased[0].id, leased[0].token)],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("pg", &ack).await.unwrap().gone, [leased[0].id]);
+    let sent = q.send("pg", &[unique()], &opts).await.unwrap();
+    assert_eq!(sent[0].outcome, SendOutcome::Added);
+    assert_eq!(q.purge_queue("pg").await.unwrap(), 1);
+    assert_eq!(q.purge_queue("pg").await.unwrap(), 0);
+    let attrs = redjob::queue::Queues::attributes(env.client.queues(), "pg").await;
+    assert!(attrs.is_ok(), "{attrs:?}");
+    let r = q.purge_queue("nope").await;
+    assert!(matches!(r, Err(Error::QueueNotFound { .. })), "{r:?}");
 }

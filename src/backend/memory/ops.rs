@@ -40,6 +40,16 @@ impl Admin for MemoryBackend {
         Ok(st.queues.get(queue).ok_or_else(|| not_found(queue))?.paused)
     }
 
+    async fn purge_queue(&self, queue: &str) -> Result<u64> {
+        self.change(queue, |q| {
+            let ids: Vec<JobId> = q.msgs.keys().copied().collect();
+            for id in &ids {
+                q.remove(id);
+            }
+            ids.len() as u64
+        })
+    }
+
     async fn dead_page(
         &self,
         queue: &str,

@@ -38,6 +38,7 @@ scripts! {
     DEAD => "dead.lua",
     DEAD_REQUEUE => "dead_requeue.lua",
     DEAD_DELETE => "dead_delete.lua",
+    PURGE => "purge.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
