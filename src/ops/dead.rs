@@ -142,7 +142,7 @@ impl Spread {
 /// How many dead letters a queue keeps: when a job is dead-lettered, the
 /// oldest beyond `max_count` and those older than `max_age` are deleted, so a
 /// flood of failures cannot fill Redis. Set on the worker with
-/// [`Builder::dead_letter_retention`](crate::worker::Builder::dead_letter_retention).
+/// [`WorkerBuilder::dead_letter_retention`](crate::worker::WorkerBuilder::dead_letter_retention).
 ///
 /// ```
 /// use redjob::ops::Retention;

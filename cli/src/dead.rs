@@ -1,0 +1,216 @@
+//! `dead ...`: list, show, requeue, delete and purge dead letters.
+
+use clap::{Args, Subcommand};
+use redjob::JobId;
+use redjob::inspect::{Cursor, Inspect, JobState};
+use redjob::ops::{Admin, DeadQuery, Spread};
+use serde_json::json;
+
+use crate::queues::done;
+use crate::show;
+use crate::{Ctx, Failure, Outcome};
+
+#[derive(Subcommand)]
+pub enum DeadCommand {
+    /// Dead letters, oldest first (or --newest), a page at a time.
+    List {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        filter: Filter,
+        /// Newest first.
+        #[arg(long)]
+        newest: bool,
+        /// Page size (at most 1000).
+        #[arg(short, default_value_t = 50)]
+        n: usize,
+        /// Start after this cursor (printed under the previous page).
+        #[arg(long)]
+        after: Option<Cursor>,
+    },
+    /// One dead letter in full.
+    Show {
+        /// The queue.
+        queue: String,
+        /// The job's id.
+        id: JobId,
+    },
+    /// Puts dead letters back in their queue as fresh jobs: by id, or --all
+    /// (narrowed by --type and --error).
+    Requeue {
+        /// The queue.
+        queue: String,
+        /// The jobs' ids.
+        ids: Vec<JobId>,
+        #[command(flatten)]
+        bulk: Bulk,
+        /// Make them due at this many a second, not all at once.
+        #[arg(long)]
+        rate: Option<u32>,
+    },
+    /// Deletes dead letters: by id, or --all (narrowed by --type and --error).
+    Delete {
+        /// The queue.
+        queue: String,
+        /// The jobs' ids.
+        ids: Vec<JobId>,
+        #[command(flatten)]
+        bulk: Bulk,
+    },
+    /// Deletes every dead letter of the queue.
+    Purge {
+        /// The queue.
+        queue: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// Which dead letters.
+#[derive(Args)]
+pub struct Filter {
+    /// Only jobs of this type.
+    #[arg(long = "type")]
+    job_type: Option<String>,
+    /// Only jobs whose last error contains this text.
+    #[arg(long)]
+    error: Option<String>,
+}
+
+/// A bulk action's selection and confirmation.
+#[derive(Args)]
+pub struct Bulk {
+    /// Every dead letter (that matches --type and --error).
+    #[arg(long, conflicts_with = "ids")]
+    all: bool,
+    #[command(flatten)]
+    filter: Filter,
+    /// Do not ask.
+    #[arg(long)]
+    yes: bool,
+}
+
+impl Filter {
+    fn query(&self) -> DeadQuery {
+        DeadQuery {
+            job_type: self.job_type.clone(),
+            error_contains: self.error.clone(),
+            ..DeadQuery::default()
+        }
+    }
+
+    fn describe(&self) -> String {
+        let mut s = String::new();
+        if let Some(t) = &self.job_type {
+            s += &format!(" of type {t:?}");
+        }
+        if let Some(e) = &self.error {
+            s += &format!(" with an error containing {e:?}");
+        }
+        s
+    }
+}
+
+impl Bulk {
+    /// Checks the selection: ids, or --all; filters only with --all.
+    fn check(&self, ids: &[JobId], verb: &str) -> Outcome {
+        let filtered = self.filter.job_type.is_some() || self.filter.error.is_some();
+        if filtered && !self.all {
+            return Err(Failure("--type and --error select with --all".into()));
+        }
+        if ids.is_empty() && !self.all {
+            return Err(Failure(format!("{verb} what? give ids, or --all")));
+        }
+        Ok(())
+    }
+}
+
+pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
+    let c = &ctx.client;
+    match cmd {
+        DeadCommand::List {
+            queue,
+            filter,
+            newest,
+            n,
+            after,
+        } => {
+            let mut q = filter.query();
+            if newest {
+                q = q.newest_first();
+            }
+            let page = c.dead_matching(&queue, &q, after.as_ref(), n).await?;
+            let mut more = format!("redjob dead list {queue} -n {n}");
+            if newest {
+                more += " --newest";
+            }
+            if let Some(t) = &filter.job_type {
+                more += &format!(" --type {t:?}");
+            }
+            if let Some(e) = &filter.error {
+                more += &format!(" --error {e:?}");
+            }
+            show::page(ctx, &page, &more)
+        }
+        DeadCommand::Show { queue, id } => match c.job(&queue, &id).await? {
+            Some(j) if j.state == JobState::Dead => show::job(ctx, &j),
+            _ => Err(Failure(format!("no dead letter {id} in {queue:?}"))),
+        },
+        DeadCommand::Requeue {
+            queue,
+            ids,
+            bulk,
+            rate,
+        } => {
+            bulk.check(&ids, "requeue")?;
+            let spread = rate.map_or(Spread::NOW, Spread::per_second);
+            let n = if bulk.all {
+                let what = format!(
+                    "requeue every dead letter of {queue:?}{}",
+                    bulk.filter.describe()
+                );
+                c.counts(&queue).await?;
+                show::confirm(bulk.yes, &what)?;
+                c.requeue_dead_matching(&queue, &bulk.filter.query(), rate)
+                    .await?
+            } else {
+                c.requeue_dead(&queue, &ids, spread).await?
+            };
+            done(
+                ctx,
+                json!({ "queue": queue, "requeued": n }),
+                &format!("requeued {n}"),
+            )
+        }
+        DeadCommand::Delete { queue, ids, bulk } => {
+            bulk.check(&ids, "delete")?;
+            let n = if bulk.all {
+                let what = format!(
+                    "delete every dead letter of {queue:?}{}",
+                    bulk.filter.describe()
+                );
+                c.counts(&queue).await?;
+                show::confirm(bulk.yes, &what)?;
+                c.delete_dead_matching(&queue, &bulk.filter.query()).await?
+            } else {
+                c.delete_dead(&queue, &ids).await?
+            };
+            done(
+                ctx,
+                json!({ "queue": queue, "deleted": n }),
+                &format!("deleted {n}"),
+            )
+        }
+        DeadCommand::Purge { queue, yes } => {
+            let n = c.counts(&queue).await?.dead;
+            show::confirm(yes, &format!("delete the {n} dead letters of {queue:?}"))?;
+            let n = c.purge_dead(&queue).await?;
+            done(
+                ctx,
+                json!({ "queue": queue, "deleted": n }),
+                &format!("deleted {n}"),
+            )
+        }
+    }
+}

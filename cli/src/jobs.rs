@@ -1,0 +1,157 @@
+//! `jobs ...` and `enqueue`.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use redjob::JobId;
+use redjob::inspect::{Cancelled, Cursor, Inspect, JobState};
+use redjob::queue::{Queues, SendMessage};
+use serde_json::{Value, json};
+
+use crate::queues::done;
+use crate::show;
+use crate::{Ctx, Failure, Outcome};
+
+#[derive(Subcommand)]
+pub enum JobsCommand {
+    /// The next jobs that would run, without taking them.
+    Peek {
+        /// The queue.
+        queue: String,
+        /// How many (at most 1000).
+        #[arg(short, default_value_t = 10)]
+        n: usize,
+    },
+    /// One job by id: in the queue or its dead letters.
+    Show {
+        /// The queue.
+        queue: String,
+        /// The job's id.
+        id: JobId,
+    },
+    /// Removes a job, waiting or running (its worker stops it at its next lease
+    /// renewal and does not retry it).
+    Cancel {
+        /// The queue.
+        queue: String,
+        /// The job's id.
+        id: JobId,
+    },
+    /// The jobs of one state, a page at a time.
+    List {
+        /// The queue.
+        queue: String,
+        /// Which jobs.
+        #[arg(long, value_enum)]
+        state: State,
+        /// Page size (at most 1000).
+        #[arg(short, default_value_t = 50)]
+        n: usize,
+        /// Start after this cursor (printed under the previous page).
+        #[arg(long)]
+        after: Option<Cursor>,
+    },
+}
+
+/// A job state on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum State {
+    Ready,
+    Scheduled,
+    InFlight,
+    Dead,
+}
+
+impl From<State> for JobState {
+    fn from(s: State) -> Self {
+        match s {
+            State::Ready => JobState::Ready,
+            State::Scheduled => JobState::Scheduled,
+            State::InFlight => JobState::InFlight,
+            State::Dead => JobState::Dead,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct EnqueueArgs {
+    /// The queue (it must exist).
+    queue: String,
+    /// The envelope: `{"type": "<job name>", "args": {...}}`.
+    envelope: String,
+    /// Run after this long (e.g. 30s, 5m).
+    #[arg(long, value_parser = show::duration)]
+    delay: Option<Duration>,
+    /// Priority, -10 to 10 (higher runs first).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i8,
+}
+
+pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
+    let c = &ctx.client;
+    match cmd {
+        JobsCommand::Peek { queue, n } => {
+            let jobs = c.peek(&queue, n).await?;
+            let page = redjob::inspect::Page { jobs, next: None };
+            show::page(ctx, &page, "")
+        }
+        JobsCommand::Show { queue, id } => match c.job(&queue, &id).await? {
+            Some(j) => show::job(ctx, &j),
+            None => Err(Failure(format!("no job {id} in {queue:?}"))),
+        },
+        JobsCommand::Cancel { queue, id } => {
+            let text = match c.cancel(&queue, &id).await? {
+                Cancelled::Removed => "removed",
+                Cancelled::Cancelling => "cancelling: its worker stops it at its next renewal",
+                _ => {
+                    return Err(Failure(format!(
+                        "no job {id} waiting or running in {queue:?}"
+                    )));
+                }
+            };
+            let v = json!({ "id": id.to_string(), "cancelled": text.split(':').next() });
+            done(ctx, v, text)
+        }
+        JobsCommand::List {
+            queue,
+            state,
+            n,
+            after,
+        } => {
+            let page = c.list(&queue, state.into(), after.as_ref(), n).await?;
+            let state = JobState::from(state).as_str().replace('_', "-");
+            let more = format!("redjob jobs list {queue} --state {state} -n {n}");
+            show::page(ctx, &page, &more)
+        }
+    }
+}
+
+/// Checks that `text` is a job envelope: a JSON object with a non-empty string
+/// `type` and an `args` member.
+fn envelope(text: &str) -> Result<(), Failure> {
+    let bad = |why: &str| Failure(format!("not a job envelope: {why}"));
+    let v: Value = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
+    let obj = v.as_object().ok_or_else(|| bad("not a JSON object"))?;
+    match obj.get("type") {
+        Some(Value::String(t)) if !t.is_empty() => {}
+        _ => return Err(bad(r#"needs "type": "<job name>""#)),
+    }
+    if !obj.contains_key("args") {
+        return Err(bad(r#"needs "args""#));
+    }
+    Ok(())
+}
+
+pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
+    envelope(&a.envelope)?;
+    let mut msg = SendMessage::new(a.envelope).priority(a.priority);
+    if let Some(d) = a.delay {
+        msg = msg.delay(d);
+    }
+    let id = ctx.client.queues().send(&a.queue, msg).await?;
+    done(
+        ctx,
+        json!({ "queue": a.queue, "id": id.to_string() }),
+        id.as_ref(),
+    )
+}

@@ -1,0 +1,145 @@
+//! `redjob`: look into and operate redjob queues on Redis from a shell.
+//!
+//! Run `redjob --help`; every listing takes `--json` for scripts.
+
+mod dead;
+mod jobs;
+mod queues;
+mod show;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use redjob::Client;
+use redjob::client::ClientConfig;
+
+/// Operate redjob queues: sizes by state, jobs, dead letters, pause, drain.
+///
+/// Connects to the Redis at --url (or $REDIS_URL) and works on the queues of
+/// one namespace (RSMQ's `rsmq` unless --namespace says otherwise). Listings
+/// print tables; --json prints JSON for scripts instead. Errors go to stderr
+/// with exit code 1.
+///
+/// Examples:
+///   redjob queues
+///   redjob dead list emails --newest --error timeout
+///   redjob dead requeue emails --all --rate 100
+///   redjob queue pause emails
+///   redjob drain emails
+#[derive(Parser)]
+#[command(name = "redjob", version, verbatim_doc_comment)]
+struct Cli {
+    /// Redis URL (redis://, rediss:// for TLS, with user:password@ for ACL).
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        global = true
+    )]
+    url: String,
+    /// Key namespace: RSMQ's `ns`, redjob's `ClientConfig::namespace`.
+    #[arg(long, env = "REDJOB_NAMESPACE", default_value = "rsmq", global = true)]
+    namespace: String,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Every queue with its jobs by state, counters and whether it is paused.
+    Queues,
+    /// One queue: show, pause, resume, purge its jobs, delete it.
+    #[command(subcommand)]
+    Queue(queues::QueueCommand),
+    /// The jobs of a queue: peek, show, cancel, list by state.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCommand),
+    /// The dead letters of a queue: list, show, requeue, delete, purge.
+    #[command(subcommand)]
+    Dead(dead::DeadCommand),
+    /// Sends a raw job envelope, `{"type": "<job name>", "args": {...}}`.
+    Enqueue(jobs::EnqueueArgs),
+    /// Counters and sizes of every queue; --watch refreshes with rates.
+    Stats(queues::StatsArgs),
+    /// Waits until a queue has no job left (ready, scheduled or running), with a
+    /// progress bar and the rate.
+    Drain(queues::DrainArgs),
+}
+
+/// An error for the user: printed as is, exit code 1.
+#[derive(Debug)]
+pub struct Failure(String);
+
+impl From<redjob::Error> for Failure {
+    fn from(e: redjob::Error) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for Failure {
+    fn from(e: serde_json::Error) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+/// What a command returns.
+pub type Outcome = Result<(), Failure>;
+
+/// What every command gets: the client and the output mode.
+pub struct Ctx {
+    /// Connected to --url in --namespace.
+    pub client: Client,
+    /// --json.
+    pub json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Outcome {
+    let cfg = ClientConfig {
+        namespace: cli.namespace.clone(),
+        ..ClientConfig::from_url(cli.url.clone())
+    };
+    let client = Client::from_config(cfg).await?;
+    let ctx = Ctx {
+        client,
+        json: cli.json,
+    };
+    match cli.command {
+        Command::Queues => queues::list(&ctx).await,
+        Command::Queue(c) => queues::queue(&ctx, c).await,
+        Command::Jobs(c) => jobs::jobs(&ctx, c).await,
+        Command::Dead(c) => dead::dead(&ctx, c).await,
+        Command::Enqueue(a) => jobs::enqueue(&ctx, a).await,
+        Command::Stats(a) => queues::stats(&ctx, a).await,
+        Command::Drain(a) => queues::drain(&ctx, a).await,
+    }
+}

@@ -1,0 +1,200 @@
+//! Output: aligned tables, jobs as rows or JSON, times relative to now, and
+//! the confirmation of destructive commands.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redjob::inspect::{JobInfo, Page};
+use serde_json::{Value, json};
+
+use crate::{Ctx, Failure, Outcome};
+
+/// Prints `rows` under `head` with columns padded to their widest cell.
+pub fn table(head: &[&str], rows: &[Vec<String>]) {
+    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&width)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(head.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// Prints `v` as pretty JSON.
+pub fn json(v: &Value) -> Outcome {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// Unix ms now, by this machine's clock (for display only).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `ms` (Unix) relative to now: "in 5s", "3m ago", "now".
+pub fn when(ms: u64) -> String {
+    let now = now_ms();
+    let (d, future) = if ms > now {
+        (ms - now, true)
+    } else {
+        (now - ms, false)
+    };
+    if d < 1000 {
+        return "now".into();
+    }
+    let s = d / 1000;
+    let text = match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    };
+    if future {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
+/// A job as JSON: its args parsed when the body is an envelope, else the body
+/// as text.
+pub fn job_json(j: &JobInfo) -> Value {
+    let mut v = json!({
+        "id": j.id.to_string(),
+        "state": j.state.as_str(),
+        "priority": j.priority,
+        "attempts": j.attempts,
+        "due_ms": j.due_ms,
+        "type": j.job_name(),
+        "last_error": j.last_error,
+    });
+    match j.args() {
+        Ok(args) => v["args"] = args,
+        Err(_) => v["body"] = String::from_utf8_lossy(&j.body).into(),
+    }
+    v
+}
+
+/// A job as a table row: id, state, priority, attempts, when (due, or died),
+/// type, last error (cut to one short line).
+pub fn job_row(j: &JobInfo) -> Vec<String> {
+    let mut err = j.last_error.as_deref().unwrap_or("").replace('\n', " ");
+    if err.chars().count() > 60 {
+        err = format!("{}…", err.chars().take(59).collect::<String>());
+    }
+    vec![
+        j.id.to_string(),
+        j.state.as_str().into(),
+        j.priority.to_string(),
+        j.attempts.to_string(),
+        when(j.due_ms),
+        j.job_name().unwrap_or_else(|| "?".into()),
+        err,
+    ]
+}
+
+pub const JOB_HEAD: [&str; 7] = [
+    "ID",
+    "STATE",
+    "PRIO",
+    "ATTEMPTS",
+    "WHEN",
+    "TYPE",
+    "LAST ERROR",
+];
+
+/// Prints a page of jobs, then how to get the next one.
+pub fn page(ctx: &Ctx, page: &Page, more: &str) -> Outcome {
+    if ctx.json {
+        let jobs: Vec<Value> = page.jobs.iter().map(job_json).collect();
+        let next = page.next.map(|c| c.to_string());
+        return json(&json!({ "jobs": jobs, "next": next }));
+    }
+    let rows: Vec<Vec<String>> = page.jobs.iter().map(job_row).collect();
+    table(&JOB_HEAD, &rows);
+    if let Some(c) = page.next {
+        println!("\nmore: {more} --after {c}");
+    }
+    Ok(())
+}
+
+/// One job in full: its fields, then its body (pretty when JSON).
+pub fn job(ctx: &Ctx, j: &JobInfo) -> Outcome {
+    if ctx.json {
+        return json(&job_json(j));
+    }
+    let rows = [
+        ("id", j.id.to_string()),
+        ("state", j.state.as_str().into()),
+        ("type", j.job_name().unwrap_or_else(|| "?".into())),
+        ("priority", j.priority.to_string()),
+        ("attempts", j.attempts.to_string()),
+        ("when", format!("{} ({} ms)", when(j.due_ms), j.due_ms)),
+        ("last error", j.last_error.clone().unwrap_or_default()),
+    ];
+    for (k, v) in rows {
+        println!("{k:<11}{v}");
+    }
+    let body = match serde_json::from_slice::<Value>(&j.body) {
+        Ok(v) => serde_json::to_string_pretty(&v)?,
+        Err(_) => String::from_utf8_lossy(&j.body).into_owned(),
+    };
+    println!("body:\n{body}");
+    Ok(())
+}
+
+/// Asks before a destructive bulk action, unless `yes`. Without a terminal to
+/// ask on, refuses: a script must say --yes.
+pub fn confirm(yes: bool, what: &str) -> Outcome {
+    if yes {
+        return Ok(());
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Failure(format!(
+            "{what}: refused without --yes (no terminal to confirm on)"
+        )));
+    }
+    eprint!("{what}? type yes to go on: ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer)?;
+    if answer.trim() == "yes" {
+        Ok(())
+    } else {
+        Err(Failure("cancelled".into()))
+    }
+}
+
+/// A duration such as `500ms`, `10s`, `5m`, `2h`, `1d`.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    let split = s
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{s:?}: add a unit (ms, s, m, h, d)"))?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| format!("{s:?} is not a duration"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?}: unit must be ms, s, m, h or d")),
+    };
+    n.checked_mul(ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{s:?} is too long"))
+}

@@ -1,0 +1,528 @@
+//! The `redjob` binary driven as a process against a private redis-server:
+//! every subcommand, its `--json` output parsed back, and its error paths.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::Client;
+use redjob::backend::{Backend, DeadLetterEntry, Settle};
+use redjob::inspect::Inspect;
+use redjob::ops::Admin;
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+use serde_json::Value;
+
+/// What a run printed and its exit code.
+struct Run {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        assert_eq!(self.code, 0, "stderr: {}", self.err);
+        serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("{e}: {}", self.out))
+    }
+
+    fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "stderr: {}", self.err);
+        &self.out
+    }
+
+    fn failed(&self, text: &str) {
+        assert_eq!(self.code, 1, "stdout: {}", self.out);
+        assert!(self.err.contains(text), "{:?} lacks {text:?}", self.err);
+    }
+}
+
+/// Runs `redjob --url <url> args...` with stdin closed (not a terminal), at
+/// most 30 s.
+async fn cli(url: &str, args: &[&str]) -> Run {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the CLI exits within 30 s")
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        err: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn envelope(ty: &str, i: usize) -> String {
+    format!(r#"{{"type":"{ty}","args":{{"i":{i}}}}}"#)
+}
+
+/// A server with queue "mail": 2 ready, 1 scheduled, 1 in flight, and 3 dead
+/// letters (types A, B, A; errors "smtp timeout", "refused", "smtp timeout").
+async fn setup() -> (RedisServer, Client) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = client.backend();
+    let opts = QueueOptions::default();
+    let dead = [
+        ("A", "smtp timeout"),
+        ("B", "refused"),
+        ("A", "smtp timeout"),
+    ];
+    let msgs: Vec<SendMessage> = dead
+        .iter()
+        .enumerate()
+        .map(|(i, (ty, _))| SendMessage::new(envelope(ty, i)))
+        .collect();
+    Backend::send(&q, "mail", &msgs, &opts).await.unwrap();
+    let leased = q.fetch("mail", 10, Duration::from_secs(60)).await.unwrap();
+    let settle = Settle {
+        dead: leased
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DeadLetterEntry {
+                id: d.id,
+                token: d.token,
+                error: dead[i].1.into(),
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    q.settle("mail", &settle).await.unwrap();
+    let msgs = [
+        SendMessage::new(envelope("A", 10)),
+        SendMessage::new(envelope("B", 11)),
+        SendMessage::new(envelope("C", 12)),
+        SendMessage::new(envelope("A", 13)).delay(Duration::from_secs(600)),
+    ];
+    Backend::send(&q, "mail", &msgs, &opts).await.unwrap();
+    q.fetch("mail", 1, Duration::from_secs(60)).await.unwrap();
+    (server, client)
+}
+
+#[tokio::test]
+async fn queues_and_queue_show_count_every_state_as_a_table_and_as_json() {
+    let (server, client) = setup().await;
+    client
+        .queues()
+        .create_queue("empty", QueueOptions::default())
+        .await
+        .unwrap();
+    let url = server.url();
+    let v = cli(&url, &["queues", "--json"]).await.json();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let mail = &rows[1];
+    assert_eq!(mail["queue"], "mail");
+    let got: Vec<Value> = [
+        "ready",
+        "scheduled",
+        "in_flight",
+        "dead",
+        "failed",
+        "paused",
+    ]
+    .iter()
+    .map(|k| mail[*k].clone())
+    .collect();
+    let want: Vec<Value> = vec![
+        2.into(),
+        1.into(),
+        1.into(),
+        3.into(),
+        3.into(),
+        false.into(),
+    ];
+    assert_eq!(got, want);
+
+    let table = cli(&url, &["queues"]).await;
+    let lines: Vec<&str> = table.ok().lines().collect();
+    assert!(
+        lines[0].starts_with("QUEUE") && lines[0].contains("IN FLIGHT"),
+        "{lines:?}"
+    );
+    let cells: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(cells, ["mail", "2", "1", "1", "3", "0", "3", "no"]);
+
+    let v = cli(&url, &["queue", "show", "mail", "--json"]).await.json();
+    assert_eq!(
+        (v["ready"].as_u64(), v["settings"]["vt_s"].as_u64()),
+        (Some(2), Some(30))
+    );
+    cli(&url, &["queue", "show", "nope"])
+        .await
+        .failed(r#"queue "nope" not found"#);
+    // stats without --watch is the same table
+    assert_eq!(
+        cli(&url, &["stats", "--json"]).await.json(),
+        cli(&url, &["queues", "--json"]).await.json()
+    );
+}
+
+#[tokio::test]
+async fn pause_resume_purge_and_delete_a_queue_destructive_ones_asking_first() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    let v = cli(&url, &["queue", "pause", "mail", "--json"])
+        .await
+        .json();
+    assert_eq!(v["paused"], true);
+    assert!(client.is_paused("mail").await.unwrap());
+    assert_eq!(
+        cli(&url, &["queues", "--json"]).await.json()[0]["paused"],
+        true
+    );
+    assert_eq!(
+        cli(&url, &["queue", "resume", "mail"]).await.ok().trim(),
+        "resumed"
+    );
+    assert!(!client.is_paused("mail").await.unwrap());
+
+    // no terminal to ask on: refused without --yes, nothing deleted
+    cli(&url, &["queue", "purge", "mail"])
+        .await
+        .failed("refused without --yes");
+    assert_eq!(client.counts("mail").await.unwrap().ready, 2);
+    let v = cli(&url, &["queue", "purge", "mail", "--yes", "--json"])
+        .await
+        .json();
+    assert_eq!(v["deleted"], 4);
+    let c = client.counts("mail").await.unwrap();
+    assert_eq!((c.ready + c.scheduled + c.in_flight, c.dead), (0, 3));
+
+    cli(&url, &["queue", "delete", "mail"])
+        .await
+        .failed("refused without --yes");
+    cli(&url, &["queue", "delete", "mail", "--yes"]).await.ok();
+    assert!(client.queues().list_queues().await.unwrap().is_empty());
+    cli(&url, &["queue", "pause", "mail"])
+        .await
+        .failed("not found");
+}
+
+#[tokio::test]
+async fn jobs_peek_show_list_by_page_and_cancel() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    let peek = cli(&url, &["jobs", "peek", "mail", "-n", "5", "--json"])
+        .await
+        .json();
+    let jobs = peek["jobs"].as_array().unwrap();
+    let order: Vec<_> = jobs
+        .iter()
+        .map(|j| {
+            (
+                j["state"].as_str().unwrap(),
+                j["args"]["i"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(order, [("ready", 11), ("ready", 12), ("scheduled", 13)]);
+
+    let id = jobs[0]["id"].as_str().unwrap().to_string();
+    let v = cli(&url, &["jobs", "show", "mail", &id, "--json"])
+        .await
+        .json();
+    assert_eq!(
+        (v["type"].as_str(), v["attempts"].as_u64()),
+        (Some("B"), Some(0))
+    );
+    let text = cli(&url, &["jobs", "show", "mail", &id]).await;
+    assert!(text.ok().contains("\"i\": 11"), "{}", text.out);
+
+    // two pages of one, the cursor handed over from the JSON
+    let first = cli(
+        &url,
+        &[
+            "jobs", "list", "mail", "--state", "ready", "-n", "1", "--json",
+        ],
+    )
+    .await
+    .json();
+    let after = first["next"].as_str().unwrap().to_string();
+    let second = cli(
+        &url,
+        &[
+            "jobs", "list", "mail", "--state", "ready", "-n", "1", "--after", &after, "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(second["jobs"][0]["args"]["i"], 12);
+    let flight = cli(&url, &["jobs", "list", "mail", "--state", "in-flight"]).await;
+    assert!(flight.ok().contains("in_flight"), "{}", flight.out);
+    let table = cli(
+        &url,
+        &["jobs", "list", "mail", "--state", "ready", "-n", "1"],
+    )
+    .await;
+    assert!(table.ok().contains("--after"), "{}", table.out);
+
+    let v = cli(&url, &["jobs", "cancel", "mail", &id, "--json"])
+        .await
+        .json();
+    assert_eq!(v["cancelled"], "removed");
+    cli(&url, &["jobs", "cancel", "mail", &id])
+        .await
+        .failed("no job");
+    cli(&url, &["jobs", "show", "mail", &id])
+        .await
+        .failed("no job");
+    assert_eq!(client.counts("mail").await.unwrap().ready, 1);
+    let bad = cli(&url, &["jobs", "show", "mail", "not-an-id"]).await;
+    assert_eq!(bad.code, 2, "a usage error: {}", bad.err);
+}
+
+#[tokio::test]
+async fn dead_letters_list_filter_show_requeue_delete_and_purge() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    let all = cli(&url, &["dead", "list", "mail", "--json"]).await.json();
+    let ids: Vec<String> = all["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().into())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    let newest = cli(&url, &["dead", "list", "mail", "--newest", "--json"])
+        .await
+        .json();
+    assert_eq!(newest["jobs"][0]["id"].as_str(), Some(ids[2].as_str()));
+    let a = cli(
+        &url,
+        &[
+            "dead", "list", "mail", "--type", "A", "--error", "timeout", "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(a["jobs"].as_array().unwrap().len(), 2);
+    let v = cli(&url, &["dead", "show", "mail", &ids[1], "--json"])
+        .await
+        .json();
+    assert_eq!(
+        (v["state"].as_str(), v["last_error"].as_str()),
+        (Some("dead"), Some("refused"))
+    );
+    cli(
+        &url,
+        &["dead", "show", "mail", "0000000000abcdefghijklmnopqrstuv"],
+    )
+    .await
+    .failed("no dead letter");
+
+    // by id
+    let v = cli(&url, &["dead", "requeue", "mail", &ids[1], "--json"])
+        .await
+        .json();
+    assert_eq!(v["requeued"], 1);
+    // in bulk: asks first, filters need --all
+    cli(&url, &["dead", "requeue", "mail"])
+        .await
+        .failed("give ids, or --all");
+    cli(&url, &["dead", "requeue", "mail", "--type", "A"])
+        .await
+        .failed("with --all");
+    cli(&url, &["dead", "requeue", "mail", "--all", "--type", "A"])
+        .await
+        .failed("refused without --yes");
+    let v = cli(
+        &url,
+        &[
+            "dead", "requeue", "mail", "--all", "--type", "A", "--rate", "1", "--yes", "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(v["requeued"], 2);
+    let c = client.counts("mail").await.unwrap();
+    // 2 ready + 1 requeued at once + 1 of the 2 at 1/s; scheduled: 1 + the other
+    assert_eq!((c.ready, c.scheduled, c.dead), (4, 2, 0));
+
+    setup_dead(&client).await;
+    let v = cli(
+        &url,
+        &[
+            "dead", "delete", "mail", "--all", "--error", "x1", "--yes", "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(v["deleted"], 1);
+    cli(&url, &["dead", "purge", "mail"])
+        .await
+        .failed("refused without --yes");
+    let v = cli(&url, &["dead", "purge", "mail", "--yes", "--json"])
+        .await
+        .json();
+    assert_eq!(v["deleted"], 2);
+    assert_eq!(client.counts("mail").await.unwrap().dead, 0);
+    cli(&url, &["dead", "list", "nope"])
+        .await
+        .failed("not found");
+}
+
+/// Dead-letters every due job of "mail" with errors x0, x1, ...
+async fn setup_dead(client: &Client) {
+    let q = client.backend();
+    let leased = q.fetch("mail", 3, Duration::from_secs(60)).await.unwrap();
+    let settle = Settle {
+        dead: leased
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DeadLetterEntry {
+                id: d.id,
+                token: d.token,
+                error: format!("x{i}"),
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("mail", &settle).await.unwrap().dead, 3);
+}
+
+#[tokio::test]
+async fn enqueue_takes_a_valid_envelope_into_an_existing_queue_only() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    let body = r#"{"type":"Welcome","args":{"user":7}}"#;
+    let v = cli(
+        &url,
+        &[
+            "enqueue",
+            "mail",
+            body,
+            "--priority",
+            "-2",
+            "--delay",
+            "5m",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    let id = v["id"].as_str().unwrap().parse().unwrap();
+    let job = client.job("mail", &id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.priority, job.job_name().as_deref()),
+        (-2, Some("Welcome"))
+    );
+    assert_eq!(job.body, body.as_bytes());
+    cli(&url, &["enqueue", "mail", "{not json"])
+        .await
+        .failed("not a job envelope");
+    cli(&url, &["enqueue", "mail", r#"{"args":{}}"#])
+        .await
+        .failed(r#"needs "type""#);
+    cli(&url, &["enqueue", "mail", r#"{"type":"A"}"#])
+        .await
+        .failed(r#"needs "args""#);
+    cli(&url, &["enqueue", "nope", body])
+        .await
+        .failed("not found");
+    cli(&url, &["enqueue", "mail", body, "--priority", "11"])
+        .await
+        .failed("priority");
+    let bad = cli(&url, &["enqueue", "mail", body, "--delay", "5 parsecs"]).await;
+    assert_eq!(bad.code, 2, "{}", bad.err);
+}
+
+#[tokio::test]
+async fn drain_waits_for_an_empty_queue_and_gives_up_at_its_timeout() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    cli(&url, &["drain", "mail", "--timeout", "500ms"])
+        .await
+        .failed("jobs left");
+    client.purge_queue("mail").await.unwrap();
+    let opts = QueueOptions::default();
+    let msgs: Vec<SendMessage> = (0..40)
+        .map(|i| SendMessage::new(envelope("A", i)))
+        .collect();
+    Backend::send(&client.backend(), "mail", &msgs, &opts)
+        .await
+        .unwrap();
+    // a consumer takes one job every 25 ms while drain watches
+    let consumer = client.clone();
+    let eat = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while consumer.queues().pop("mail").await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    });
+    let v = cli(&url, &["drain", "mail", "--timeout", "20s", "--json"])
+        .await
+        .json();
+    // all 40 unless the CLI started after the consumer took some
+    let drained = v["drained"].as_u64().unwrap();
+    assert!((1..=40).contains(&drained), "{v}");
+    eat.await.unwrap();
+    assert_eq!(client.counts("mail").await.unwrap().ready, 0);
+}
+
+#[tokio::test]
+async fn unreachable_redis_and_bad_arguments_fail_clearly() {
+    let port = RedisServer::free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let r = cli(&url, &["queues"]).await;
+    assert_eq!(r.code, 1);
+    assert!(
+        r.err.starts_with("error:") && r.err.contains(&port.to_string()),
+        "{}",
+        r.err
+    );
+    let server = RedisServer::start();
+    let r = cli(&server.url(), &["frobnicate"]).await;
+    assert_eq!(r.code, 2, "{}", r.err);
+    let help = cli(&server.url(), &["dead", "requeue", "--help"]).await;
+    assert!(help.ok().contains("--rate"), "{}", help.out);
+}
+
+#[tokio::test]
+async fn stats_watch_prints_a_line_a_refresh_with_rates() {
+    let (server, _client) = setup().await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
+        .args([
+            "--url",
+            &server.url(),
+            "stats",
+            "--watch",
+            "--interval",
+            "100ms",
+            "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        got.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    child.kill().await.unwrap();
+    assert_eq!(got[0][0]["processed_per_s"], "-");
+    assert_eq!(got[1][0]["processed_per_s"], "0.0");
+    assert_eq!(got[1][0]["dead"], 3);
+}
