@@ -86,21 +86,7 @@ async fn setup() -> (RedisServer, Client) {
         .map(|(i, (ty, _))| SendMessage::new(envelope(ty, i)))
         .collect();
     Backend::send(&q, "mail", &msgs, &opts).await.unwrap();
-    let leased = q.fetch("mail", 10, Duration::from_secs(60)).await.unwrap();
-    let settle = Settle {
-        dead: leased
-            .jobs
-            .iter()
-            .enumerate()
-            .map(|(i, d)| DeadLetterEntry {
-                id: d.id,
-                token: d.token,
-                error: dead[i].1.into(),
-            })
-            .collect(),
-        ..Settle::default()
-    };
-    q.settle("mail", &settle).await.unwrap();
+    dead_letter_due(&client, &dead.map(|d| d.1.to_string())).await;
     let msgs = [
         SendMessage::new(envelope("A", 10)),
         SendMessage::new(envelope("B", 11)),
@@ -352,7 +338,7 @@ async fn dead_letters_list_filter_show_requeue_delete_and_purge() {
     // 2 ready + 1 requeued at once + 1 of the 2 at 1/s; scheduled: 1 + the other
     assert_eq!((c.ready, c.scheduled, c.dead), (4, 2, 0));
 
-    setup_dead(&client).await;
+    dead_letter_due(&client, &["x0".into(), "x1".into(), "x2".into()]).await;
     let v = cli(
         &url,
         &[
@@ -375,24 +361,26 @@ async fn dead_letters_list_filter_show_requeue_delete_and_purge() {
         .failed("not found");
 }
 
-/// Dead-letters every due job of "mail" with errors x0, x1, ...
-async fn setup_dead(client: &Client) {
+/// Leases as many due jobs of "mail" as there are `errors` and dead-letters
+/// each with its error, in order.
+async fn dead_letter_due(client: &Client, errors: &[String]) {
     let q = client.backend();
-    let leased = q.fetch("mail", 3, Duration::from_secs(60)).await.unwrap();
+    let n = errors.len();
+    let leased = q.fetch("mail", n, Duration::from_secs(60)).await.unwrap();
     let settle = Settle {
         dead: leased
             .jobs
             .iter()
-            .enumerate()
-            .map(|(i, d)| DeadLetterEntry {
+            .zip(errors)
+            .map(|(d, error)| DeadLetterEntry {
                 id: d.id,
                 token: d.token,
-                error: format!("x{i}"),
+                error: error.clone(),
             })
             .collect(),
         ..Settle::default()
     };
-    assert_eq!(q.settle("mail", &settle).await.unwrap().dead, 3);
+    assert_eq!(q.settle("mail", &settle).await.unwrap().dead, n as u64);
 }
 
 #[tokio::test]
