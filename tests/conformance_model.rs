@@ -47,6 +47,7 @@ use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
 use redjob::inspect::{Cancelled, Inspect, JobInfo, JobState, StateCounts};
+use redjob::ops::{Admin, DeadOrder, DeadQuery, Retention, Spread};
 use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
 use tokio::time::Instant;
@@ -135,6 +136,24 @@ enum Op {
     Cancel {
         msg: Index,
     },
+    /// Pause (or resume) the queue.
+    Pause {
+        on: bool,
+    },
+    /// Requeue one dead letter (named twice), due after `delay` slots.
+    RequeueDead {
+        msg: Index,
+        delay: Option<u8>,
+    },
+    DeleteDead {
+        msg: Index,
+    },
+    PurgeDead,
+    PurgeQueue,
+    /// Every dead letter, newest first, `page` rows a page.
+    DeadNewest {
+        page: u8,
+    },
 }
 
 const STATES: [JobState; 4] = [
@@ -193,6 +212,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Peek),
         1 => any::<Index>().prop_map(|msg| Op::Job { msg }),
         1 => any::<Index>().prop_map(|msg| Op::Cancel { msg }),
+        1 => any::<bool>().prop_map(|on| Op::Pause { on }),
+        2 => (any::<Index>(), prop::option::of(0..=1u8)).prop_map(|(msg, delay)| Op::RequeueDead { msg, delay }),
+        1 => any::<Index>().prop_map(|msg| Op::DeleteDead { msg }),
+        1 => prop_oneof![Just(Op::PurgeDead), Just(Op::PurgeQueue)],
+        1 => (1..=3u8).prop_map(|page| Op::DeadNewest { page }),
     ]
 }
 
@@ -263,6 +287,14 @@ impl Side {
         let mut seen: Vec<_> = jobs.iter().map(|j| self.seen(j)).collect();
         seen.sort();
         Seen::Jobs(seen)
+    }
+
+    /// One of the queue's dead letters, oldest first.
+    async fn pick_dead(&self, i: &Index) -> Option<JobId> {
+        let order = DeadOrder::OldestFirst;
+        let page = self.backend.dead_page(&self.queue, order, None, ALL).await;
+        let jobs = page.ok()?.jobs;
+        pick_index(jobs.len(), i).map(|k| jobs[k].id)
     }
 
     fn index(&self, id: &JobId) -> usize {
@@ -409,7 +441,14 @@ impl Side {
                     return Seen::None;
                 };
                 let (id, token) = self.deliveries[k];
-                let mut batch = Settle::default();
+                // a small retention, so that trimming is in the mix
+                let mut batch = Settle {
+                    retention: Retention {
+                        max_count: Some(3),
+                        max_age: None,
+                    },
+                    ..Settle::default()
+                };
                 match op {
                     Op::Ack { .. } => batch.acks.push((id, token)),
                     Op::Retry { delay, .. } => batch.reschedules.push(Reschedule {
@@ -484,6 +523,61 @@ impl Side {
                     return Seen::None;
                 };
                 b.cancel(&q, &id).await.map_or_else(err, Seen::Cancelled)
+            }
+            Op::Pause { on } => {
+                let r = if *on {
+                    b.pause(&q).await
+                } else {
+                    b.resume(&q).await
+                };
+                match r {
+                    Ok(()) => b.is_paused(&q).await.map_or_else(err, Seen::Flag),
+                    Err(e) => err(e),
+                }
+            }
+            Op::RequeueDead { msg, delay } => {
+                let Some(id) = self.pick_dead(msg).await else {
+                    return Seen::None;
+                };
+                let spread = Spread {
+                    first: delay.map_or(Duration::ZERO, slots),
+                    every: Duration::ZERO,
+                };
+                match b.requeue_dead(&q, &[id, id], spread).await {
+                    // what came back: its state, priority and attempts
+                    Ok(1) => match b.job(&q, &id).await {
+                        Ok(j) => self.jobs(&j.into_iter().collect::<Vec<_>>()),
+                        Err(e) => err(e),
+                    },
+                    Ok(n) => Seen::Count(n),
+                    Err(e) => err(e),
+                }
+            }
+            Op::DeleteDead { msg } => {
+                let Some(id) = self.pick_dead(msg).await else {
+                    return Seen::None;
+                };
+                b.delete_dead(&q, &[id]).await.map_or_else(err, Seen::Count)
+            }
+            Op::PurgeDead => b.purge_dead(&q).await.map_or_else(err, Seen::Count),
+            Op::PurgeQueue => b.purge_queue(&q).await.map_or_else(err, Seen::Count),
+            Op::DeadNewest { page } => {
+                let newest = DeadQuery::default().newest_first();
+                let (mut all, mut after) = (Vec::new(), None);
+                loop {
+                    let n = usize::from(*page);
+                    match b.dead_matching(&q, &newest, after.as_ref(), n).await {
+                        Ok(p) => {
+                            all.extend(p.jobs);
+                            match p.next {
+                                Some(c) => after = Some(c),
+                                None => break,
+                            }
+                        }
+                        Err(e) => return err(e),
+                    }
+                }
+                self.jobs(&all)
             }
         }
     }
