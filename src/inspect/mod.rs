@@ -290,6 +290,56 @@ pub trait Inspect: Sync {
     fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send;
 }
 
+/// `impl Inspect for $ty` by calling the same methods on `$inner` (an
+/// expression of `$self`), for types that wrap another implementation.
+macro_rules! forward_inspect {
+    ($(#[$attr:meta])* $ty:ty, |$self:ident| $inner:expr) => {
+        $(#[$attr])*
+        impl $crate::inspect::Inspect for $ty {
+            async fn counts(&$self, queue: &str) -> $crate::Result<$crate::inspect::StateCounts> {
+                $crate::inspect::Inspect::counts(&$inner, queue).await
+            }
+            async fn peek(
+                &$self,
+                queue: &str,
+                n: usize,
+            ) -> $crate::Result<Vec<$crate::inspect::JobInfo>> {
+                $crate::inspect::Inspect::peek(&$inner, queue, n).await
+            }
+            async fn job(
+                &$self,
+                queue: &str,
+                id: &$crate::JobId,
+            ) -> $crate::Result<Option<$crate::inspect::JobInfo>> {
+                $crate::inspect::Inspect::job(&$inner, queue, id).await
+            }
+            async fn list(
+                &$self,
+                queue: &str,
+                state: $crate::inspect::JobState,
+                after: Option<&$crate::inspect::Cursor>,
+                n: usize,
+            ) -> $crate::Result<$crate::inspect::Page> {
+                $crate::inspect::Inspect::list(&$inner, queue, state, after, n).await
+            }
+            async fn cancel(
+                &$self,
+                queue: &str,
+                id: &$crate::JobId,
+            ) -> $crate::Result<$crate::inspect::Cancelled> {
+                $crate::inspect::Inspect::cancel(&$inner, queue, id).await
+            }
+        }
+    };
+}
+
+forward_inspect!(
+    /// Inspection runs on the RSMQ handle ([`Rsmq`](crate::queue::Rsmq)'s [`Inspect`]).
+    crate::backend::redis::RedisBackend,
+    |self| *self.rsmq()
+);
+pub(crate) use forward_inspect;
+
 /// The state of a queued job with score `k` (thousandths of a ms) at `now_ms`.
 pub(crate) fn state_of(k: u64, now_ms: u64) -> JobState {
     if k >= LEASED_FROM_MS * 1000 {

@@ -196,16 +196,16 @@ macro_rules! forward_admin {
     ($ty:ty, |$self:ident| $inner:expr) => {
         impl $crate::ops::Admin for $ty {
             async fn pause(&$self, queue: &str) -> $crate::Result<()> {
-                $inner.pause(queue).await
+                $crate::ops::Admin::pause(&$inner, queue).await
             }
             async fn resume(&$self, queue: &str) -> $crate::Result<()> {
-                $inner.resume(queue).await
+                $crate::ops::Admin::resume(&$inner, queue).await
             }
             async fn is_paused(&$self, queue: &str) -> $crate::Result<bool> {
-                $inner.is_paused(queue).await
+                $crate::ops::Admin::is_paused(&$inner, queue).await
             }
             async fn purge_queue(&$self, queue: &str) -> $crate::Result<u64> {
-                $inner.purge_queue(queue).await
+                $crate::ops::Admin::purge_queue(&$inner, queue).await
             }
             async fn dead_page(
                 &$self,
@@ -214,7 +214,7 @@ macro_rules! forward_admin {
                 after: Option<&$crate::inspect::Cursor>,
                 n: usize,
             ) -> $crate::Result<$crate::inspect::Page> {
-                $inner.dead_page(queue, order, after, n).await
+                $crate::ops::Admin::dead_page(&$inner, queue, order, after, n).await
             }
             async fn requeue_dead(
                 &$self,
@@ -222,17 +222,17 @@ macro_rules! forward_admin {
                 ids: &[$crate::JobId],
                 spread: $crate::ops::Spread,
             ) -> $crate::Result<u64> {
-                $inner.requeue_dead(queue, ids, spread).await
+                $crate::ops::Admin::requeue_dead(&$inner, queue, ids, spread).await
             }
             async fn delete_dead(&$self, queue: &str, ids: &[$crate::JobId]) -> $crate::Result<u64> {
-                $inner.delete_dead(queue, ids).await
+                $crate::ops::Admin::delete_dead(&$inner, queue, ids).await
             }
             async fn purge_dead(&$self, queue: &str) -> $crate::Result<u64> {
-                $inner.purge_dead(queue).await
+                $crate::ops::Admin::purge_dead(&$inner, queue).await
             }
         }
     };
 }
 
-forward_admin!(crate::backend::redis::RedisBackend, |self| self.rsmq());
-forward_admin!(crate::Client, |self| self.queues());
+forward_admin!(crate::backend::redis::RedisBackend, |self| *self.rsmq());
+forward_admin!(crate::Client, |self| *self.queues());

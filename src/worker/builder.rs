@@ -231,9 +231,9 @@ impl<B: Backend> WorkerBuilder<B> {
 
     /// How many dead letters each queue keeps: each time this worker
     /// dead-letters jobs, the oldest beyond `max_count` and those older than
-    /// `max_age` are deleted (a few more than it adds, at most, per call; so a
+    /// `max_age` are deleted (at most 1,000 more than it adds per call, so a
     /// lowered limit is reached over the following dead letters). Workers on
-    /// one queue should agree; the smallest limit wins. Defaults to
+    /// one queue should agree: each enforces its own limits. Defaults to
     /// [`Retention::default`]: 10,000 letters and 30 days.
     ///
     /// ```

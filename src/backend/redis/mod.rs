@@ -13,7 +13,6 @@ use redis::aio::ConnectionManager;
 
 use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
 use crate::connection::RedisConfig;
-use crate::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
 use crate::keys::Namespace;
 use crate::queue::{QueueOptions, Rsmq, SendMessage, Sent};
 use crate::{Error, JobId, Result};
@@ -408,30 +407,5 @@ impl Backend for RedisBackend {
             }
         }
         Err(Error::Protocol("notification connection closed".into()))
-    }
-}
-
-/// Inspection runs on the RSMQ handle ([`Rsmq`]'s [`Inspect`]).
-impl Inspect for RedisBackend {
-    async fn counts(&self, queue: &str) -> Result<StateCounts> {
-        self.rsmq.counts(queue).await
-    }
-    async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
-        self.rsmq.peek(queue, n).await
-    }
-    async fn job(&self, queue: &str, id: &JobId) -> Result<Option<JobInfo>> {
-        self.rsmq.job(queue, id).await
-    }
-    async fn list(
-        &self,
-        queue: &str,
-        state: JobState,
-        after: Option<&Cursor>,
-        n: usize,
-    ) -> Result<Page> {
-        self.rsmq.list(queue, state, after, n).await
-    }
-    async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {
-        self.rsmq.cancel(queue, id).await
     }
 }
