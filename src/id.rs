@@ -208,9 +208,37 @@ pub(crate) fn random_suffix() -> [u8; 22] {
     out
 }
 
+/// 22 characters of `[0-9a-z]` derived from `seed` (SHA-1): the same seed
+/// gives the same suffix in every process, as a periodic tick's id needs.
+pub(crate) fn hashed_suffix(seed: &str) -> [u8; 22] {
+    let digest = sha1_smol::Sha1::from(seed).digest().bytes();
+    let mut out = [0u8; 22];
+    for (chunk, half) in out.chunks_mut(11).zip(digest.chunks(8)) {
+        let mut v = u64::from_le_bytes(half.try_into().unwrap_or_default());
+        for c in chunk {
+            *c = DIGITS[(v % 36) as usize];
+            v /= 36;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hashed_suffixes_are_stable_and_differ() {
+        let a = hashed_suffix("ticks/cleanup");
+        assert_eq!(a, hashed_suffix("ticks/cleanup"));
+        assert_ne!(a, hashed_suffix("ticks/cleanup2"));
+        assert!(
+            a.iter()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+        );
+        let id = JobId::make(1_700_000_000_000_000, &a);
+        assert_eq!(id.sent_ms(), 1_700_000_000_000);
+    }
 
     #[test]
     fn suffixes_differ_and_use_base36() {

@@ -22,6 +22,8 @@ pub(crate) struct QueueKeys {
     /// `ns:q:unique`: hash of unique keys, `k:<key>` → `<id> <priority> <expires
     /// ms>` and `i:<id>` → `<key>` (see `unique.lua`).
     pub unique: String,
+    /// `ns:q:periodic`: hash of periodic schedules' last ticks, `<name>` → Unix ms.
+    pub periodic: String,
 }
 
 /// `ns:` as RSMQ writes its `redisns`.
@@ -51,7 +53,18 @@ impl Namespace {
             dead_hash: format!("{}{name}:dead:Q", self.prefix),
             stats: format!("{}{name}:stats", self.prefix),
             unique: format!("{}{name}:unique", self.prefix),
+            periodic: format!("{}{name}:periodic", self.prefix),
         }
+    }
+
+    /// The live-worker registry: `ns:{@workers}`, a sorted set of worker ids
+    /// scored by when their registration runs out (Unix ms), and
+    /// `ns:{@workers}:info`, a hash of each one's last beat (JSON). `@` cannot
+    /// be in a queue name; the braces keep both in one Cluster slot.
+    pub fn workers(&self) -> [String; 2] {
+        let base = format!("{}{{@workers}}", self.prefix);
+        let info = format!("{base}:info");
+        [base, info]
     }
 }
 
@@ -117,6 +130,11 @@ mod tests {
         assert_eq!(k.hash, "rsmq:jobs:Q");
         assert_eq!(k.realtime, "rsmq:rt:jobs");
         assert_eq!(ns.queues(), "rsmq:QUEUES");
+        assert_eq!(k.periodic, "rsmq:jobs:periodic");
+        assert_eq!(
+            ns.workers(),
+            ["rsmq:{@workers}".to_string(), "rsmq:{@workers}:info".into()]
+        );
         assert_eq!(
             (
                 k.dead.clone(),

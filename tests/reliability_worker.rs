@@ -323,6 +323,21 @@ impl<B: Backend> Backend for Faulty<B> {
     ) -> redjob::Result<()> {
         self.inner.listen(qs, wake, subscribed).await
     }
+    async fn now_ms(&self) -> redjob::Result<u64> {
+        self.inner.now_ms().await
+    }
+    async fn tick(
+        &self,
+        q: &str,
+        t: &redjob::ops::Tick<'_>,
+        m: &SendMessage,
+        c: &QueueOptions,
+    ) -> redjob::Result<redjob::ops::Ticked> {
+        self.inner.tick(q, t, m, c).await
+    }
+    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> redjob::Result<()> {
+        self.inner.beat(id, beat, ttl).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

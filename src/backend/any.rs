@@ -7,7 +7,7 @@ use super::memory::MemoryBackend;
 use super::redis::RedisBackend;
 use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
 use crate::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
-use crate::ops::{Admin, DeadOrder, Spread};
+use crate::ops::{Admin, DeadOrder, Spread, Tick, Ticked, Ticks, WorkerInfo};
 use crate::queue::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, Sent,
 };
@@ -135,6 +135,24 @@ impl Backend for AnyBackend {
     ) -> Result<()> {
         on!(self, Backend::listen(queues, wake, subscribed))
     }
+
+    async fn now_ms(&self) -> Result<u64> {
+        on!(self, Backend::now_ms())
+    }
+
+    async fn tick(
+        &self,
+        queue: &str,
+        tick: &Tick<'_>,
+        msg: &SendMessage,
+        create: &QueueOptions,
+    ) -> Result<Ticked> {
+        on!(self, Backend::tick(queue, tick, msg, create))
+    }
+
+    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
+        on!(self, Backend::beat(id, beat, ttl))
+    }
 }
 
 impl Queues for AnyBackend {
@@ -235,5 +253,11 @@ impl Admin for AnyBackend {
     }
     async fn purge_dead(&self, queue: &str) -> Result<u64> {
         on!(self, Admin::purge_dead(queue))
+    }
+    async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        on!(self, Admin::workers())
+    }
+    async fn ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<Ticks>> {
+        on!(self, Admin::ticks(queue, names))
     }
 }

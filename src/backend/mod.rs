@@ -10,7 +10,7 @@ pub mod redis;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::ops::Retention;
+use crate::ops::{Retention, Tick, Ticked};
 use crate::queue::{QueueOptions, Queues, SendMessage, Sent};
 use crate::{JobId, Result};
 
@@ -361,6 +361,26 @@ pub trait Backend: Clone + Send + Sync + 'static {
         wake: &(dyn Fn(&str) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
     ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The backend's clock, Unix ms: the clock periodic schedules tick by.
+    fn now_ms(&self) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Enqueues `msg` (its body and priority; due at once) as the job of
+    /// `tick`, unless this tick (or a later one) of the schedule was enqueued
+    /// already: however many workers call it, a tick is enqueued once. The
+    /// job's id is [`Tick::id`]. Creates the queue with `create` when missing.
+    fn tick(
+        &self,
+        queue: &str,
+        tick: &Tick<'_>,
+        msg: &SendMessage,
+        create: &QueueOptions,
+    ) -> impl Future<Output = Result<Ticked>> + Send;
+
+    /// Registers worker `id` in the live-worker registry (or refreshes it)
+    /// with `beat` (JSON) for `ttl`; `beat` empty removes it.
+    fn beat(&self, id: &str, beat: &[u8], ttl: Duration)
+    -> impl Future<Output = Result<()>> + Send;
 }
 
 /// `d` in whole milliseconds, cut to [`MAX_DELAY`](crate::worker::MAX_DELAY): every
@@ -378,14 +398,29 @@ pub(crate) async fn send_creating<Q: Queues + Sync>(
     msgs: &[SendMessage],
     create: &QueueOptions,
 ) -> Result<Vec<Sent>> {
-    match q.send_outcomes(queue, msgs).await {
+    creating(q, queue, create, || q.send_outcomes(queue, msgs)).await
+}
+
+/// Runs `call`; when it finds `queue` missing, creates it with `create` and
+/// runs it again.
+pub(crate) async fn creating<Q, T, F>(
+    q: &Q,
+    queue: &str,
+    create: &QueueOptions,
+    call: impl Fn() -> F,
+) -> Result<T>
+where
+    Q: Queues + Sync,
+    F: Future<Output = Result<T>>,
+{
+    match call().await {
         Err(crate::Error::QueueNotFound { .. }) => {
             match q.create_queue(queue, *create).await {
                 Ok(()) | Err(crate::Error::QueueExists { .. }) => {}
                 Err(e) => return Err(e),
             }
             tracing::debug!(queue, "created queue on first use");
-            q.send_outcomes(queue, msgs).await
+            call().await
         }
         r => r,
     }

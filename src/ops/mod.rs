@@ -22,11 +22,17 @@
 //! ```
 
 mod dead;
+mod periodic;
 mod redis;
+mod redis_live;
+mod workers;
 
 use std::future::Future;
 
 pub use dead::{DeadOrder, DeadQuery, Retention, Spread};
+pub use periodic::{Missed, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
+pub(crate) use workers::{Beat, BeatJob, host_name};
+pub use workers::{BeatSchedule, RunningJob, WorkerInfo};
 
 use crate::inspect::{Cursor, Inspect, MAX_PAGE, Page};
 use crate::{JobId, Result};
@@ -94,6 +100,59 @@ pub trait Admin: Inspect {
 
     /// Deletes every dead letter of `queue`; returns how many there were.
     fn purge_dead(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send;
+
+    /// The live worker processes, by id: each one's last heartbeat (see
+    /// [`WorkerInfo`]). A worker that stopped is gone at once; one that died
+    /// is gone three heartbeats after its last.
+    fn workers(&self) -> impl Future<Output = Result<Vec<WorkerInfo>>> + Send;
+
+    /// The last tick enqueued, and the one after it, of each of the periodic
+    /// schedules `names` whose jobs go to `queue` (Unix ms, backend time).
+    fn ticks(&self, queue: &str, names: &[&str])
+    -> impl Future<Output = Result<Vec<Ticks>>> + Send;
+
+    /// The periodic schedules live workers tick, by queue and name, with
+    /// their last tick and the next. A schedule removed from the code (no
+    /// live worker ticks it) is not listed.
+    fn schedules(&self) -> impl Future<Output = Result<Vec<ScheduleInfo>>> + Send {
+        async move {
+            let mut by_key: std::collections::BTreeMap<(String, String), ScheduleInfo> =
+                Default::default();
+            for w in self.workers().await? {
+                for s in w.schedules {
+                    let e = by_key
+                        .entry((s.queue.clone(), s.name.clone()))
+                        .or_insert_with(|| ScheduleInfo {
+                            name: s.name,
+                            queue: s.queue,
+                            job: s.job,
+                            schedule: s.schedule,
+                            last_ms: None,
+                            next_ms: s.next_ms,
+                            workers: 0,
+                        });
+                    e.workers += 1;
+                    e.next_ms = e.next_ms.min(s.next_ms).or(e.next_ms).or(s.next_ms);
+                }
+            }
+            let mut out: Vec<ScheduleInfo> = by_key.into_values().collect();
+            let mut i = 0;
+            while i < out.len() {
+                let queue = out[i].queue.clone();
+                let end = i + out[i..].iter().take_while(|s| s.queue == queue).count();
+                let names: Vec<&str> = out[i..end].iter().map(|s| s.name.as_str()).collect();
+                let ticks = self.ticks(&queue, &names).await?;
+                for (s, t) in out[i..end].iter_mut().zip(ticks) {
+                    s.last_ms = t.last_ms;
+                    if t.last_ms.is_some() {
+                        s.next_ms = t.next_ms;
+                    }
+                }
+                i = end;
+            }
+            Ok(out)
+        }
+    }
 
     /// Up to `n` dead letters that match `query`, in its order, after `after`.
     /// Filters are applied as pages are read, so a page may read many letters
@@ -229,6 +288,12 @@ macro_rules! forward_admin {
             }
             async fn purge_dead(&$self, queue: &str) -> $crate::Result<u64> {
                 $crate::ops::Admin::purge_dead(&$inner, queue).await
+            }
+            async fn workers(&$self) -> $crate::Result<Vec<$crate::ops::WorkerInfo>> {
+                $crate::ops::Admin::workers(&$inner).await
+            }
+            async fn ticks(&$self, queue: &str, names: &[&str]) -> $crate::Result<Vec<$crate::ops::Ticks>> {
+                $crate::ops::Admin::ticks(&$inner, queue, names).await
             }
         }
     };

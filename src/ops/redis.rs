@@ -187,4 +187,12 @@ impl Admin for Rsmq {
     async fn purge_dead(&self, queue: &str) -> Result<u64> {
         delete(self, queue, &["all"]).await
     }
+
+    async fn workers(&self) -> Result<Vec<super::WorkerInfo>> {
+        self.live_workers().await
+    }
+
+    async fn ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<super::Ticks>> {
+        self.schedule_ticks(queue, names).await
+    }
 }

@@ -134,6 +134,11 @@ impl Rsmq {
         (self.con.clone(), self.ns.queue(queue))
     }
 
+    /// The connection and the namespace's key names.
+    pub(crate) fn ns_parts(&self) -> (ConnectionManager, &crate::keys::Namespace, bool) {
+        (self.con.clone(), &self.ns, self.realtime)
+    }
+
     /// Creates a queue. Fails with [`Error::QueueExists`] when it exists.
     pub async fn create_queue(&self, name: &str, opts: QueueOptions) -> Result<()> {
         validate::queue_name(name)?;
@@ -178,7 +183,7 @@ impl Rsmq {
             .del(&k.zset)
             .srem(self.ns.queues(), name)
             .del(
-                [&k.dead, &k.dead_hash, &k.stats, &k.unique]
+                [&k.dead, &k.dead_hash, &k.stats, &k.unique, &k.periodic]
                     .into_iter()
                     .cloned()
                     .chain(k.levels())

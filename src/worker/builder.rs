@@ -49,6 +49,7 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     shutdown: Option<CancellationToken>,
     unknown_jobs_retry_for: Duration,
     retention: Retention,
+    periodic: Vec<super::Periodic>,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -68,6 +69,7 @@ impl<B: Backend> WorkerBuilder<B> {
             shutdown: None,
             unknown_jobs_retry_for: Duration::from_secs(3600),
             retention: Retention::default(),
+            periodic: Vec::new(),
         }
     }
 
@@ -257,6 +259,42 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
+    /// Enqueues `job` at every tick of `schedule`, once per tick however many
+    /// worker processes have it (see [`Periodic`](super::Periodic)), named
+    /// after its job type: schedule a type twice with
+    /// [`periodic_job`](Self::periodic_job) and a name each. Defaults to none.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::{Job, JobContext, JobError, Worker};
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::ops::Schedule;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// struct PurgeSessions;
+    /// impl Job for PurgeSessions {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .periodic(Schedule::cron("*/5 * * * *")?, PurgeSessions) // every 5 minutes
+    ///     .build()?;
+    /// # let _ = worker;
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    pub fn periodic<J: Job>(self, schedule: crate::ops::Schedule, job: J) -> Self {
+        self.periodic_job(super::Periodic::new(schedule, job))
+    }
+
+    /// Adds a periodic job with its options (name, queue, missed ticks). Two
+    /// periodic jobs of one queue may not share a name: [`build`](Self::build)
+    /// refuses them.
+    pub fn periodic_job(mut self, periodic: super::Periodic) -> Self {
+        self.periodic.push(periodic);
+        self
+    }
+
     /// Backoff between attempts. Defaults to [`RetryPolicy::default`] (1 h cap, jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
@@ -339,6 +377,19 @@ impl<B: Backend> WorkerBuilder<B> {
         if self.job_timeout == Some(Duration::ZERO) {
             return Err(invalid("job_timeout", "must be positive".into()));
         }
+        let mut names = std::collections::HashSet::new();
+        for p in &self.periodic {
+            p.check()?;
+            if !names.insert((p.queue.as_str(), p.name.as_str())) {
+                return Err(invalid(
+                    "periodic",
+                    format!(
+                        "two periodic jobs of queue {:?} are named {:?}: name each with Periodic::name",
+                        p.queue, p.name
+                    ),
+                ));
+            }
+        }
         let prefetch = self.prefetch.unwrap_or(self.concurrency);
         if prefetch > Semaphore::MAX_PERMITS / 2 {
             return Err(invalid("prefetch", "too large".into()));
@@ -358,7 +409,10 @@ impl<B: Backend> WorkerBuilder<B> {
         };
         Ok(Worker {
             backend: self.backend,
+            id: uuid::Uuid::new_v4().to_string(),
             queues: self.queues,
+            periodic: self.periodic,
+            concurrency: self.concurrency,
             shared: Arc::new(shared),
             grace: self.grace,
             signals: self.signals,

@@ -68,7 +68,7 @@ pub(crate) async fn execute(
             let started = tokio::time::Instant::now();
             // a panic anywhere on the job's path (not only in the handler) still
             // settles the job
-            let outcome = AssertUnwindSafe(run(&r, &queue, &shared))
+            let outcome = AssertUnwindSafe(run(&r, &queue, &shared, &leases))
                 .catch_unwind()
                 .instrument(span)
                 .await
@@ -99,7 +99,7 @@ pub(crate) async fn execute(
     }
 }
 
-async fn run(r: &Run, queue: &Arc<str>, shared: &Shared) -> Outcome {
+async fn run(r: &Run, queue: &Arc<str>, shared: &Shared, leases: &Leases) -> Outcome {
     let d = &r.delivery;
     let cancel = &r.cancel;
     let attempt = d.token.attempt();
@@ -113,6 +113,7 @@ async fn run(r: &Run, queue: &Arc<str>, shared: &Shared) -> Outcome {
         }
     };
     tracing::Span::current().record("job.name", job.job_name());
+    leases.named(d.id, r.run, job.job_name());
     let opts = job.job_options();
     let max_attempts = opts.max_attempts.min(crate::job::MAX_ATTEMPTS);
     if attempt > max_attempts {

@@ -32,6 +32,10 @@ pub(crate) struct Held {
     pub running: bool,
     /// The run ended with this; the settle has not landed yet.
     pub outcome: Option<Outcome>,
+    /// When this worker leased it (listed in the worker registry).
+    pub since: Instant,
+    /// The job type, once the run decoded its envelope.
+    pub job: Option<&'static str>,
     /// The lease was lost or ran out while the run still goes: its token is
     /// cancelled, it is neither renewed nor settled, and it is forgotten when the
     /// run ends (unless a re-delivery to this worker was merged into it meanwhile).
@@ -118,9 +122,33 @@ impl Leases {
                 running: true,
                 outcome: None,
                 lost: false,
+                since: Instant::now(),
+                job: None,
             },
         );
         Admit::Start { run, cancel }
+    }
+
+    /// Records the job type of run `run` of `id`, for the worker registry.
+    pub fn named(&self, id: JobId, run: u64, job: &'static str) {
+        if let Some(h) = self.lock().held.get_mut(&id).filter(|h| h.run == run) {
+            h.job = Some(job);
+        }
+    }
+
+    /// The runs going on, as the worker registry lists them.
+    pub fn running(&self, queue: &str, now: Instant) -> Vec<crate::ops::BeatJob> {
+        self.lock()
+            .held
+            .iter()
+            .filter(|(_, h)| h.running && !h.lost)
+            .map(|(id, h)| crate::ops::BeatJob {
+                queue: queue.to_string(),
+                id: id.to_string(),
+                job: h.job.map(str::to_string),
+                for_ms: now.saturating_duration_since(h.since).as_millis() as u64,
+            })
+            .collect()
     }
 
     /// Records how run `run` of `id` ended; false when there is nothing to settle

@@ -34,7 +34,9 @@ pub(crate) mod data;
 mod dispatch;
 mod execute;
 mod leases;
+mod periodic;
 mod ready;
+mod registry;
 mod retry;
 mod settle;
 
@@ -47,6 +49,7 @@ use tokio::task::JoinSet;
 use tokio_util::task::TaskTracker;
 
 pub use builder::WorkerBuilder;
+pub use periodic::Periodic;
 pub use ready::Ready;
 pub use retry::RetryPolicy;
 /// The token that shuts a worker down ([`WorkerBuilder::shutdown`],
@@ -95,7 +98,10 @@ pub(crate) struct Shared {
 /// Serves queues until shut down. Build one with [`Worker::builder`].
 pub struct Worker<B: Backend = AnyBackend> {
     backend: B,
+    id: String,
     queues: Vec<(String, Option<usize>)>,
+    periodic: Vec<Periodic>,
+    concurrency: usize,
     shared: Arc<Shared>,
     grace: Duration,
     signals: bool,
@@ -125,6 +131,13 @@ impl<B: Backend> Worker<B> {
     /// before [`run`](Self::run).
     pub fn ready(&self) -> Ready {
         self.shared.readiness.handle()
+    }
+
+    /// This worker's id in the live-worker registry
+    /// ([`Admin::workers`](crate::ops::Admin::workers)): a random UUID, new
+    /// for every worker built.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// The queues served, in order.
@@ -165,7 +178,7 @@ impl<B: Backend> Worker<B> {
     /// turned off with [`WorkerBuilder::handle_signals`]), then stops fetching, lets
     /// running jobs finish within the grace period, cancels the rest and makes them
     /// visible again at once, settles everything and returns.
-    pub async fn run(self) -> Result<()> {
+    pub async fn run(mut self) -> Result<()> {
         let names: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
         for q in &names {
             let jobs: Vec<&str> = crate::job::registered()
@@ -196,12 +209,14 @@ impl<B: Backend> Worker<B> {
         let mut settlers = JoinSet::new();
         let mut settler_txs = Vec::new();
         let mut infra = JoinSet::new();
+        let mut held = Vec::new();
         for (name, limit) in &self.queues {
             let queue: Arc<str> = name.as_str().into();
             let wake = Arc::new(Notify::new());
             wakes.insert(name.clone(), wake.clone());
             let (tx, rx) = mpsc::unbounded_channel();
             let leases = Arc::new(Leases::default());
+            held.push((queue.clone(), leases.clone()));
             let settler = Settler::new(
                 self.backend.clone(),
                 queue.clone(),
@@ -225,6 +240,23 @@ impl<B: Backend> Worker<B> {
             };
             dispatchers.spawn(d.run());
         }
+        let tickers: Vec<Arc<periodic::Ticker>> = std::mem::take(&mut self.periodic)
+            .into_iter()
+            .map(|p| Arc::new(periodic::Ticker::new(p)))
+            .collect();
+        for t in &tickers {
+            infra.spawn(periodic::run(self.backend.clone(), t.clone(), stop.clone()));
+        }
+        let registry = Arc::new(registry::Registry {
+            id: self.id.clone(),
+            queues: self.queues.iter().map(|(q, _)| q.clone()).collect(),
+            concurrency: self.concurrency,
+            leases: held,
+            tickers,
+            every: self.shared.lease / 3,
+            started: tokio::time::Instant::now(),
+        });
+        infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
         infra.spawn(warn_about_backend(self.backend.clone()));
         infra.spawn(listen(
             self.backend.clone(),
@@ -268,6 +300,7 @@ impl<B: Backend> Worker<B> {
         }
         crashed = crashed.or(joined("settler", settlers).await);
         infra.abort_all();
+        registry.leave(&self.backend).await;
         match crashed {
             None => {
                 tracing::info!("worker stopped");

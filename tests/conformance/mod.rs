@@ -6,6 +6,7 @@
 pub mod inspect;
 pub mod leases;
 pub mod lifecycle;
+pub mod live;
 pub mod ops;
 pub mod priorities;
 pub mod queues;
@@ -217,6 +218,12 @@ macro_rules! conformance_suite {
             a_worker_keeps_its_dead_letters_within_its_retention,
             dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear,
             purge_deletes_every_job_but_keeps_dead_letters_and_the_queue);
+        $crate::conformance_suite!(@live $setup, #[$attr],
+            a_tick_is_enqueued_once_however_many_try,
+            periodic_workers_enqueue_each_tick_once_and_list_the_schedule,
+            a_restarted_schedule_skips_missed_ticks_or_runs_the_last,
+            periodic_settings_are_checked_at_build,
+            workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

@@ -16,6 +16,7 @@
 
 mod clock;
 mod inspect;
+mod live;
 mod ops;
 mod queues;
 mod state;
@@ -238,6 +239,28 @@ impl Backend for MemoryBackend {
         create: &QueueOptions,
     ) -> Result<Vec<Sent>> {
         super::send_creating(self, queue, msgs, create).await
+    }
+
+    async fn now_ms(&self) -> Result<u64> {
+        Ok(self.clock.now_ms())
+    }
+
+    async fn tick(
+        &self,
+        queue: &str,
+        tick: &crate::ops::Tick<'_>,
+        msg: &SendMessage,
+        create: &QueueOptions,
+    ) -> Result<crate::ops::Ticked> {
+        super::creating(self, queue, create, || async {
+            self.tick_once(queue, tick, msg)
+        })
+        .await
+    }
+
+    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
+        self.beat_now(id, beat, ttl);
+        Ok(())
     }
 
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {

@@ -122,4 +122,12 @@ impl Admin for MemoryBackend {
             std::mem::take(&mut q.dead).len() as u64
         })
     }
+
+    async fn workers(&self) -> Result<Vec<crate::ops::WorkerInfo>> {
+        Ok(self.live_workers())
+    }
+
+    async fn ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<crate::ops::Ticks>> {
+        self.ticks_now(queue, names)
+    }
 }

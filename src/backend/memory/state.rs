@@ -48,6 +48,8 @@ pub(super) struct MemQueue {
     pub unique: HashMap<String, (JobId, u64)>,
     /// The unique key each holder holds.
     pub unique_of: HashMap<JobId, String>,
+    /// Periodic schedules' last ticks and the next after each (Unix ms) by name.
+    pub periodic: HashMap<String, (u64, Option<u64>)>,
 }
 
 impl MemQueue {
@@ -69,6 +71,7 @@ impl MemQueue {
             stats: QueueStats::default(),
             unique: HashMap::new(),
             unique_of: HashMap::new(),
+            periodic: HashMap::new(),
         }
     }
 
@@ -311,6 +314,8 @@ const MAX_ID: JobId = JobId::MAX;
 pub(super) struct State {
     pub queues: BTreeMap<String, MemQueue>,
     pub ids: IdSource,
+    /// The live-worker registry: id → (runs out at, Unix ms; last beat, JSON).
+    pub workers: BTreeMap<String, (u64, Vec<u8>)>,
 }
 
 /// Hands out message ids; remembers the largest, by any queue's send.

@@ -14,6 +14,7 @@ use redis::aio::ConnectionManager;
 use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
 use crate::connection::RedisConfig;
 use crate::keys::Namespace;
+use crate::ops::{Tick, Ticked};
 use crate::queue::{QueueOptions, Rsmq, SendMessage, Sent};
 use crate::{Error, JobId, Result};
 use scripts::{eval, run};
@@ -150,6 +151,27 @@ impl Backend for RedisBackend {
         create: &QueueOptions,
     ) -> Result<Vec<Sent>> {
         super::send_creating(&self.rsmq, queue, msgs, create).await
+    }
+
+    async fn now_ms(&self) -> Result<u64> {
+        self.rsmq.now_ms().await
+    }
+
+    async fn tick(
+        &self,
+        queue: &str,
+        tick: &Tick<'_>,
+        msg: &SendMessage,
+        create: &QueueOptions,
+    ) -> Result<Ticked> {
+        super::creating(&self.rsmq, queue, create, || {
+            self.rsmq.tick(queue, tick, msg)
+        })
+        .await
+    }
+
+    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
+        self.rsmq.beat(id, beat, ttl).await
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {

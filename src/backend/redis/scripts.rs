@@ -39,6 +39,8 @@ scripts! {
     DEAD_REQUEUE => "dead_requeue.lua",
     DEAD_DELETE => "dead_delete.lua",
     PURGE => "purge.lua",
+    PERIODIC => "periodic.lua",
+    WORKERS => "workers.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.

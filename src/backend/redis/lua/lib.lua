@@ -89,6 +89,35 @@ local function send_start(attrs)
   return nil, tonumber(attrs[1]) * 1000, now, us, id_prefix(us)
 end
 
+-- Writes `n` messages of one priority level for a send (send.lua, periodic.lua):
+-- `zargs` are score/id pairs for KEYS[1], `hargs` id/body pairs for KEYS[2]; adds
+-- the sends to "totalsent" (from `attrs[3]`), clears "redjob:waiting" (`attrs[4]`)
+-- and sets the level's bit in "redjob:prio" (`attrs[5]`, ARGV[4] the priority),
+-- then PUBLISHes the length on ARGV[1] when ARGV[2] is "1" or a worker waits.
+local function send_write(attrs, zargs, hargs, n)
+  local waiting = attrs[4] == "1"
+  hargs[#hargs + 1] = "totalsent"
+  hargs[#hargs + 1] = string.format("%.0f", (tonumber(attrs[3]) or 0) + n)
+  if waiting then
+    hargs[#hargs + 1] = "redjob:waiting"
+    hargs[#hargs + 1] = "0"
+  end
+  local level = tonumber(ARGV[4])
+  if level ~= 0 then
+    local mask = tonumber(attrs[5]) or 0
+    local with = bit.bor(mask, bit.lshift(1, level + 10))
+    if with ~= mask then
+      hargs[#hargs + 1] = "redjob:prio"
+      hargs[#hargs + 1] = with
+    end
+  end
+  many("ZADD", KEYS[1], zargs)
+  many("HSET", KEYS[2], hargs)
+  if ARGV[2] == "1" or waiting then
+    redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
+  end
+end
+
 -- The score (whole ms, as text) of a message sent at `now` ms / `us` µs: `when`
 -- is "" for the queue's delay `qdelay` (ms), "d<ms>" for a delay, "a<ms>" for a
 -- Unix time (a past one means now).

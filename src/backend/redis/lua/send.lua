@@ -36,25 +36,5 @@ for i = 1, n do
   hargs[2 * i - 1] = id
   hargs[2 * i] = ARGV[b + 2]
 end
-local waiting = attrs[4] == "1"
-hargs[#hargs + 1] = "totalsent"
-hargs[#hargs + 1] = string.format("%.0f", (tonumber(attrs[3]) or 0) + n)
-if waiting then
-  hargs[#hargs + 1] = "redjob:waiting"
-  hargs[#hargs + 1] = "0"
-end
-local level = tonumber(ARGV[4])
-if level ~= 0 then
-  local mask = tonumber(attrs[5]) or 0
-  local with = bit.bor(mask, bit.lshift(1, level + 10))
-  if with ~= mask then
-    hargs[#hargs + 1] = "redjob:prio"
-    hargs[#hargs + 1] = with
-  end
-end
-many("ZADD", KEYS[1], zargs)
-many("HSET", KEYS[2], hargs)
-if ARGV[2] == "1" or waiting then
-  redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
-end
+send_write(attrs, zargs, hargs, n)
 return {1, prefix}

@@ -1,0 +1,87 @@
+//! Periodic ticks and the live-worker registry in memory, mirroring
+//! `periodic.lua` and `workers.lua`.
+
+use std::time::Duration;
+
+use super::state::ms_score;
+use super::{MemoryBackend, not_found};
+use crate::Result;
+use crate::ops::{Beat, Tick, Ticked, Ticks, WorkerInfo};
+use crate::queue::{SendMessage, validate};
+
+impl MemoryBackend {
+    /// periodic.lua: enqueues `msg` as the job of `tick`, once.
+    pub(super) fn tick_once(
+        &self,
+        queue: &str,
+        tick: &Tick<'_>,
+        msg: &SendMessage,
+    ) -> Result<Ticked> {
+        validate::queue_name(queue)?;
+        validate::priority(msg.priority)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        q.check_size(msg.body.len())?;
+        if now < tick.at_ms {
+            return Ok(Ticked::Early(Duration::from_millis(tick.at_ms - now)));
+        }
+        let last = q.periodic.get(tick.name).map(|t| t.0);
+        if last.is_some_and(|l| l >= tick.at_ms) || (tick.catch_up && last.is_none()) {
+            return Ok(Ticked::Done { now_ms: now });
+        }
+        q.periodic
+            .insert(tick.name.to_string(), (tick.at_ms, tick.next_ms));
+        q.insert(
+            tick.id(queue),
+            msg.body.clone(),
+            ms_score(now),
+            msg.priority,
+        );
+        q.totalsent += 1;
+        drop(st);
+        self.notify(queue);
+        Ok(Ticked::Enqueued { now_ms: now })
+    }
+
+    /// workers.lua's beat (an empty `beat`: leave); drops entries that ran out.
+    pub(super) fn beat_now(&self, id: &str, beat: &[u8], ttl: Duration) {
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        if beat.is_empty() {
+            st.workers.remove(id);
+        } else {
+            let until = now.saturating_add(crate::backend::clamped_ms(ttl).max(1));
+            st.workers.insert(id.to_string(), (until, beat.to_vec()));
+        }
+        st.workers.retain(|_, (until, _)| *until > now);
+    }
+
+    pub(super) fn live_workers(&self) -> Vec<WorkerInfo> {
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        st.workers
+            .values()
+            .filter(|(until, _)| *until > now)
+            .filter_map(|(until, beat)| Beat::decode(beat, *until))
+            .collect()
+    }
+
+    pub(super) fn ticks_now(&self, queue: &str, names: &[&str]) -> Result<Vec<Ticks>> {
+        validate::queue_name(queue)?;
+        let st = self.lock();
+        let Some(q) = st.queues.get(queue) else {
+            return Ok(vec![Ticks::default(); names.len()]);
+        };
+        Ok(names
+            .iter()
+            .map(|n| {
+                let mut t = Ticks::default();
+                if let Some((last, next)) = q.periodic.get(*n) {
+                    (t.last_ms, t.next_ms) = (Some(*last), *next);
+                }
+                t
+            })
+            .collect())
+    }
+}

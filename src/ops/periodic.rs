@@ -1,0 +1,264 @@
+//! Periodic jobs: when a schedule ticks, and what is listed about it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+/// When a periodic job runs: a cron expression (in UTC or a time zone of
+/// yours) or a fixed interval. Given to
+/// [`WorkerBuilder::periodic`](crate::worker::WorkerBuilder::periodic).
+///
+/// Cron expressions are parsed by the [`croner`] crate: five fields (minute,
+/// hour, day of month, month, day of week) or six with seconds first, plus
+/// `L`, `W` and `#` and names such as `MON` or `JAN`.
+///
+/// ```
+/// use std::time::Duration;
+/// use redjob::ops::Schedule;
+///
+/// let every_5_min = Schedule::cron("*/5 * * * *")?;
+/// let each_second = Schedule::cron("* * * * * *")?;
+/// let nightly = Schedule::cron("0 3 * * *")?.in_zone(chrono_tz::Europe::Berlin);
+/// let hourly = Schedule::every(Duration::from_secs(3600))?;
+/// assert_eq!(nightly.to_string(), "cron 0 3 * * * (Europe/Berlin)");
+/// assert_eq!(hourly.to_string(), "every 3600s");
+///
+/// // 2026-01-01T00:00:00Z: the next tick of "every 5 minutes" is 5 minutes on
+/// let t = 1_767_225_600_000;
+/// assert_eq!(every_5_min.next_after(t), Some(t + 300_000));
+/// assert_eq!(each_second.next_after(t + 1), Some(t + 1000));
+/// assert!(Schedule::cron("61 * * * *").is_err());
+/// # Ok::<(), redjob::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Schedule {
+    spec: String,
+    kind: Kind,
+}
+
+/// The next (forward) or previous tick strictly after / before a Unix ms.
+type Finder = Arc<dyn Fn(u64, bool) -> Option<u64> + Send + Sync>;
+
+#[derive(Clone)]
+enum Kind {
+    Every(u64),
+    /// The parsed expression, as written, and its finder in its zone.
+    Cron(Box<croner::Cron>, String, Finder),
+}
+
+impl Schedule {
+    /// A cron expression in UTC (seconds field optional). An expression
+    /// [`croner`] cannot parse gives [`Error::InvalidValue`].
+    pub fn cron(expr: &str) -> Result<Schedule> {
+        let cron = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .build()
+            .parse(expr)
+            .map_err(|e| Error::InvalidValue {
+                what: "cron expression",
+                reason: format!("{expr:?}: {e}"),
+            })?;
+        Ok(Schedule::zoned(
+            cron,
+            expr.trim().to_string(),
+            chrono::Utc,
+            None,
+        ))
+    }
+
+    /// The cron expression in `zone` instead of UTC: `0 9 * * *` in
+    /// `chrono_tz::Europe::Paris` ticks at 9:00 Paris time, summer and winter.
+    /// Takes any [`chrono::TimeZone`] that prints its name (`chrono_tz::Tz`,
+    /// `chrono::FixedOffset`, `chrono::Utc`). An interval has no zone: it is
+    /// returned as it is.
+    pub fn in_zone<Z>(self, zone: Z) -> Schedule
+    where
+        Z: chrono::TimeZone + fmt::Display + Send + Sync + 'static,
+    {
+        match &self.kind {
+            Kind::Cron(cron, expr, _) => {
+                let name = zone.to_string();
+                Schedule::zoned((**cron).clone(), expr.clone(), zone, Some(name))
+            }
+            Kind::Every(_) => self,
+        }
+    }
+
+    fn zoned<Z>(cron: croner::Cron, expr: String, zone: Z, name: Option<String>) -> Schedule
+    where
+        Z: chrono::TimeZone + Send + Sync + 'static,
+    {
+        let c = cron.clone();
+        let find = move |ms: u64, forward: bool| {
+            let cron = &c;
+            let at = zone
+                .timestamp_millis_opt(i64::try_from(ms).ok()?)
+                .single()?;
+            let found = if forward {
+                cron.find_next_occurrence(&at, false)
+            } else {
+                cron.find_previous_occurrence(&at, false)
+            };
+            u64::try_from(found.ok()?.timestamp_millis()).ok()
+        };
+        let spec = match name {
+            Some(zone) => format!("cron {expr} ({zone})"),
+            None => format!("cron {expr}"),
+        };
+        Schedule {
+            spec,
+            kind: Kind::Cron(Box::new(cron), expr, Arc::new(find)),
+        }
+    }
+
+    /// Every `interval` (1 s to [`MAX_DELAY`](crate::worker::MAX_DELAY), whole
+    /// milliseconds), at multiples of it since the Unix epoch, so every
+    /// process agrees on the ticks: every hour on the hour (UTC).
+    pub fn every(interval: Duration) -> Result<Schedule> {
+        if interval < Duration::from_secs(1) || interval > crate::worker::MAX_DELAY {
+            return Err(Error::InvalidValue {
+                what: "periodic interval",
+                reason: format!("{interval:?} is not between 1 s and 9999999 s"),
+            });
+        }
+        let ms = interval.as_millis() as u64;
+        let spec = if ms.is_multiple_of(1000) {
+            format!("every {}s", ms / 1000)
+        } else {
+            format!("every {ms}ms")
+        };
+        Ok(Schedule {
+            spec,
+            kind: Kind::Every(ms),
+        })
+    }
+
+    /// The first tick strictly after `unix_ms`; `None` when there is none (a
+    /// cron expression that never matches again).
+    pub fn next_after(&self, unix_ms: u64) -> Option<u64> {
+        match &self.kind {
+            Kind::Every(every) => (unix_ms / every + 1).checked_mul(*every),
+            Kind::Cron(.., find) => find(unix_ms, true),
+        }
+    }
+
+    /// The last tick strictly before `unix_ms`, if any.
+    pub fn last_before(&self, unix_ms: u64) -> Option<u64> {
+        match &self.kind {
+            Kind::Every(every) => unix_ms.checked_sub(1).map(|t| t / every * every),
+            Kind::Cron(.., find) => find(unix_ms, false),
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.spec)
+    }
+}
+
+impl fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Schedule").field(&self.spec).finish()
+    }
+}
+
+/// What a worker that starts (or whose backend comes back) does about ticks
+/// it missed while no worker ticked the schedule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Missed {
+    /// Skip them: the next tick is the first after now. The default, as cron.
+    #[default]
+    Skip,
+    /// Enqueue the last missed tick once (only when an earlier tick of the
+    /// schedule was recorded, so a new schedule does not run at deploy).
+    RunLast,
+}
+
+/// A periodic schedule as listed by [`Admin::schedules`](super::Admin::schedules):
+/// what live workers tick, with its last tick and the next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ScheduleInfo {
+    /// The schedule's name (unique per queue).
+    pub name: String,
+    /// The queue its jobs go to.
+    pub queue: String,
+    /// The job type.
+    pub job: String,
+    /// The schedule, as [`Schedule`] prints it (`cron */5 * * * *`, `every 60s`).
+    pub schedule: String,
+    /// The last tick enqueued, Unix ms (backend time); `None` before the first.
+    pub last_ms: Option<u64>,
+    /// The next tick, Unix ms; `None` when it never ticks again.
+    pub next_ms: Option<u64>,
+    /// Live workers that tick it.
+    pub workers: usize,
+}
+
+/// What [`Backend::tick`](crate::backend::Backend::tick) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ticked {
+    /// Enqueued now (backend time, Unix ms).
+    Enqueued {
+        /// The backend's clock.
+        now_ms: u64,
+    },
+    /// Another worker enqueued it already (or a catch-up found nothing to
+    /// catch up).
+    Done {
+        /// The backend's clock.
+        now_ms: u64,
+    },
+    /// The tick is this far ahead of the backend's clock: try again then.
+    Early(Duration),
+}
+
+/// One tick of a periodic schedule, to enqueue with
+/// [`Backend::tick`](crate::backend::Backend::tick).
+///
+/// ```
+/// use redjob::ops::Tick;
+///
+/// let t = Tick { name: "cleanup", at_ms: 1_767_225_600_000, catch_up: false, next_ms: None };
+/// // the same id in every process, sent at the tick
+/// assert_eq!(t.id("ops"), t.id("ops"));
+/// assert_eq!(t.id("ops").sent_ms(), 1_767_225_600_000);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Tick<'a> {
+    /// The schedule's name.
+    pub name: &'a str,
+    /// The tick, Unix ms (backend time).
+    pub at_ms: u64,
+    /// Enqueue only when an earlier tick was recorded (a catch-up).
+    pub catch_up: bool,
+    /// The schedule's tick after this one, recorded with it for listings.
+    pub next_ms: Option<u64>,
+}
+
+/// A periodic schedule's ticks as its queue records them
+/// ([`Admin::ticks`](super::Admin::ticks)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ticks {
+    /// The last tick enqueued, Unix ms (backend time).
+    pub last_ms: Option<u64>,
+    /// The tick after it, as the worker that enqueued it computed.
+    pub next_ms: Option<u64>,
+}
+
+impl Tick<'_> {
+    /// The job id of this tick: its time prefix is the tick, its suffix comes
+    /// from the queue and the schedule's name, so every process makes the same.
+    pub fn id(&self, queue: &str) -> crate::JobId {
+        let suffix = crate::id::hashed_suffix(&format!("{queue}/{}", self.name));
+        crate::JobId::make(self.at_ms.saturating_mul(1000), &suffix)
+    }
+}

@@ -1,0 +1,118 @@
+//! Periodic ticks and the live-worker registry on Redis (`periodic.lua`,
+//! `workers.lua`).
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::{Beat, Tick, Ticked, Ticks, WorkerInfo};
+use crate::backend::redis::scripts::{self, Reply};
+use crate::queue::{Rsmq, SendMessage, validate};
+use crate::{Error, Result};
+
+impl Rsmq {
+    /// Redis's clock, Unix ms.
+    pub(crate) async fn now_ms(&self) -> Result<u64> {
+        let (mut con, ..) = self.ns_parts();
+        let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await?;
+        Ok(s * 1000 + us / 1000)
+    }
+
+    /// periodic.lua: enqueues `msg` as the job of `tick`, once over all callers.
+    pub(crate) async fn tick(
+        &self,
+        queue: &str,
+        tick: &Tick<'_>,
+        msg: &SendMessage,
+    ) -> Result<Ticked> {
+        validate::queue_name(queue)?;
+        validate::priority(msg.priority)?;
+        let (mut con, ns, realtime) = self.ns_parts();
+        let k = ns.queue(queue);
+        let mut cmd = scripts::eval(
+            &scripts::PERIODIC,
+            &[&k.level(msg.priority), &k.hash, &k.periodic],
+        );
+        cmd.arg(&k.realtime)
+            .arg(if realtime { "1" } else { "0" })
+            .arg(msg.body.len())
+            .arg(msg.priority)
+            .arg(tick.name)
+            .arg(tick.at_ms)
+            .arg(if tick.catch_up { "1" } else { "0" })
+            .arg(tick.id(queue).as_str())
+            .arg(&msg.body[..])
+            .arg(tick.next_ms.map_or(String::new(), |n| n.to_string()));
+        let v = scripts::run(&mut con, &scripts::PERIODIC, &cmd).await?;
+        let (code, mut r) = Reply::status(&v)?;
+        match code {
+            1 => Ok(Ticked::Enqueued {
+                now_ms: r.int()? as u64,
+            }),
+            0 => Ok(Ticked::Done {
+                now_ms: r.int()? as u64,
+            }),
+            -1 => Err(Error::QueueNotFound { name: queue.into() }),
+            -2 => {
+                let size = r.int()? as usize;
+                let max = r.int()? as usize;
+                Err(Error::MessageTooLarge { size, max })
+            }
+            -4 => Ok(Ticked::Early(Duration::from_millis(r.int()?.max(1) as u64))),
+            c => Err(Error::Protocol(format!("periodic status {c}"))),
+        }
+    }
+
+    /// workers.lua with `args`.
+    async fn registry(&self, args: &[&[u8]]) -> Result<Value> {
+        let (mut con, ns, _) = self.ns_parts();
+        let mut cmd = scripts::eval(&scripts::WORKERS, &ns.workers());
+        cmd.arg(args);
+        scripts::run(&mut con, &scripts::WORKERS, &cmd).await
+    }
+
+    /// Registers or refreshes worker `id` (an empty `beat` removes it).
+    pub(crate) async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
+        let ttl = crate::backend::clamped_ms(ttl).max(1).to_string();
+        let op: &[u8] = if beat.is_empty() { b"leave" } else { b"beat" };
+        self.registry(&[op, id.as_bytes(), ttl.as_bytes(), beat])
+            .await
+            .map(drop)
+    }
+
+    /// The live workers, by id.
+    pub(crate) async fn live_workers(&self) -> Result<Vec<WorkerInfo>> {
+        let v = self.registry(&[b"list"]).await?;
+        let (_now, mut r) = Reply::status(&v)?;
+        let mut out = Vec::new();
+        while !r.is_empty() {
+            let _id = r.bytes()?;
+            let expires = r.int()?.max(0) as u64;
+            let beat = r.bytes()?;
+            out.extend(Beat::decode(beat, expires));
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// The recorded ticks of `names` on `queue`.
+    pub(crate) async fn schedule_ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<Ticks>> {
+        validate::queue_name(queue)?;
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (mut con, ns, _) = self.ns_parts();
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&ns.queue(queue).periodic);
+        for n in names {
+            cmd.arg(*n).arg(format!("{n}:next"));
+        }
+        let v: Vec<Option<u64>> = cmd.query_async(&mut con).await?;
+        Ok(v.chunks(2)
+            .map(|c| Ticks {
+                last_ms: c[0],
+                next_ms: c.get(1).copied().flatten(),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,155 @@
+//! The live-worker registry: what each worker process tells about itself at
+//! every heartbeat, and how it is read back.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+
+/// A live worker process, as its last heartbeat described it. Listed by
+/// [`Admin::workers`](super::Admin::workers).
+///
+/// A worker registers when it starts, refreshes its entry at every heartbeat
+/// (every third of its lease), and removes it when it stops; the entry of a
+/// worker that died runs out three heartbeats after its last one. All times are
+/// backend time (Unix ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct WorkerInfo {
+    /// A random id (UUID v4), new at each start.
+    pub id: String,
+    /// The host name (`HOSTNAME`, else the kernel's), `?` when unknown.
+    pub host: String,
+    /// The process id.
+    pub pid: u32,
+    /// The redjob version it runs.
+    pub version: String,
+    /// The queues it serves.
+    pub queues: Vec<String>,
+    /// How many jobs it runs at once.
+    pub concurrency: usize,
+    /// When it started.
+    pub started_at_ms: u64,
+    /// Its last heartbeat.
+    pub last_beat_ms: u64,
+    /// When its entry runs out unless it beats again.
+    pub expires_at_ms: u64,
+    /// The jobs it was running at its last heartbeat.
+    pub running: Vec<RunningJob>,
+    /// The periodic schedules it ticks.
+    pub schedules: Vec<BeatSchedule>,
+}
+
+/// A job a worker was running at its last heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RunningJob {
+    /// Its queue.
+    pub queue: String,
+    /// Its id.
+    pub id: String,
+    /// Its job type, once known (its envelope decoded).
+    pub job: Option<String>,
+    /// When this worker leased it.
+    pub started_at_ms: u64,
+}
+
+/// A periodic schedule a worker ticks, as its heartbeat tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct BeatSchedule {
+    /// The schedule's name.
+    pub name: String,
+    /// The queue its jobs go to.
+    pub queue: String,
+    /// The job type.
+    pub job: String,
+    /// The schedule as printed (`cron */5 * * * *`).
+    pub schedule: String,
+    /// Its next tick, Unix ms; `None` when it never ticks again.
+    pub next_ms: Option<u64>,
+}
+
+/// The JSON a heartbeat stores. Durations are relative to the beat, which the
+/// backend stamps with its own clock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Beat {
+    pub id: String,
+    pub host: String,
+    pub pid: u32,
+    pub version: String,
+    pub queues: Vec<String>,
+    pub concurrency: usize,
+    /// How long the entry lives after this beat.
+    pub ttl_ms: u64,
+    /// How long the worker has been up at this beat.
+    pub up_ms: u64,
+    #[serde(default)]
+    pub running: Vec<BeatJob>,
+    #[serde(default)]
+    pub schedules: Vec<BeatSchedule>,
+}
+
+/// A running job in a [`Beat`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct BeatJob {
+    pub queue: String,
+    pub id: String,
+    #[serde(default)]
+    pub job: Option<String>,
+    /// How long it has been leased at this beat.
+    pub for_ms: u64,
+}
+
+impl Beat {
+    /// The listed form of this beat, stored to run out at `expires_at_ms`.
+    pub fn info(self, expires_at_ms: u64) -> WorkerInfo {
+        let beat = expires_at_ms.saturating_sub(self.ttl_ms);
+        WorkerInfo {
+            id: self.id,
+            host: self.host,
+            pid: self.pid,
+            version: self.version,
+            queues: self.queues,
+            concurrency: self.concurrency,
+            started_at_ms: beat.saturating_sub(self.up_ms),
+            last_beat_ms: beat,
+            expires_at_ms,
+            running: self
+                .running
+                .into_iter()
+                .map(|j| RunningJob {
+                    queue: j.queue,
+                    id: j.id,
+                    job: j.job,
+                    started_at_ms: beat.saturating_sub(j.for_ms),
+                })
+                .collect(),
+            schedules: self.schedules,
+        }
+    }
+
+    /// Decodes a stored beat; `None` for one this version cannot read.
+    pub fn decode(json: &[u8], expires_at_ms: u64) -> Option<WorkerInfo> {
+        serde_json::from_slice::<Beat>(json)
+            .ok()
+            .map(|b| b.info(expires_at_ms))
+    }
+
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec(self)?)
+    }
+}
+
+/// This machine's host name: `HOSTNAME`, else the kernel's, else `?`.
+pub(crate) fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "?".into())
+}

@@ -1,0 +1,281 @@
+//! Periodic jobs: every worker process ticks every schedule it was given, and
+//! the backend enqueues each tick once however many try (see
+//! [`Backend::tick`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::Backend;
+use crate::job::Job;
+use crate::ops::{BeatSchedule, Missed, Schedule, Tick, Ticked};
+use crate::queue::{QueueOptions, SendMessage};
+use crate::{Error, Result};
+
+/// A periodic job: a job value enqueued at every tick of a [`Schedule`].
+/// Given to [`WorkerBuilder::periodic_job`](super::WorkerBuilder::periodic_job);
+/// [`WorkerBuilder::periodic`](super::WorkerBuilder::periodic) is the short
+/// form.
+///
+/// Every worker process with the same periodic job ticks it; each tick is
+/// enqueued once (its id made from the tick and the name, guarded by the
+/// schedule's last tick in the backend, on the backend's clock). The job goes
+/// to its type's queue at its type's priority, due at the tick; it runs as any
+/// job, with retries and dead letters.
+///
+/// ```
+/// use std::time::Duration;
+/// use redjob::{Job, JobContext, JobError, Worker};
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::ops::{Missed, Schedule};
+/// use redjob::worker::Periodic;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(queue = "reports")]
+/// struct DailyReport { region: String }
+/// impl Job for DailyReport {
+///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+/// }
+///
+/// let eu = DailyReport { region: "eu".into() };
+/// let us = DailyReport { region: "us".into() };
+/// let worker = Worker::builder(MemoryBackend::new())
+///     .periodic(Schedule::cron("0 6 * * *")?, eu) // named "DailyReport"
+///     .periodic_job(
+///         Periodic::new(Schedule::cron("0 6 * * *")?.in_zone(chrono_tz::America::New_York), us)
+///             .name("daily-report-us")
+///             .missed(Missed::RunLast),
+///     )
+///     .build()?;
+/// # let _ = worker;
+/// # Ok::<(), redjob::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Periodic {
+    pub(crate) name: String,
+    pub(crate) queue: String,
+    pub(crate) job: &'static str,
+    pub(crate) schedule: Schedule,
+    pub(crate) missed: Missed,
+    pub(crate) priority: i8,
+    /// The job's envelope, or why it could not be encoded.
+    pub(crate) body: std::result::Result<Vec<u8>, String>,
+}
+
+impl Periodic {
+    /// `job` at every tick of `schedule`, named after its job type.
+    pub fn new<J: Job>(schedule: Schedule, job: J) -> Periodic {
+        Periodic {
+            name: J::NAME.to_string(),
+            queue: J::OPTIONS.queue.to_string(),
+            job: J::NAME,
+            schedule,
+            missed: Missed::Skip,
+            priority: J::OPTIONS.priority,
+            body: crate::job::encode(&job).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The schedule's name, unique within its queue: the ticks already
+    /// enqueued are recorded under it, so a renamed schedule starts afresh.
+    /// Defaults to the job type's name.
+    pub fn name(mut self, name: impl Into<String>) -> Periodic {
+        self.name = name.into();
+        self
+    }
+
+    /// The queue its jobs go to. Defaults to the job type's queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Periodic {
+        self.queue = queue.into();
+        self
+    }
+
+    /// What to do about ticks missed while no worker ran. Defaults to
+    /// [`Missed::Skip`].
+    pub fn missed(mut self, missed: Missed) -> Periodic {
+        self.missed = missed;
+        self
+    }
+
+    /// Checks it before a worker starts.
+    pub(crate) fn check(&self) -> Result<()> {
+        crate::queue::validate::queue_name(&self.queue)?;
+        if self.name.is_empty() || self.name.len() > 200 || self.name.chars().any(char::is_control)
+        {
+            return Err(Error::InvalidValue {
+                what: "periodic job name",
+                reason: format!(
+                    "{:?} must be 1 to 200 characters, none a control",
+                    self.name
+                ),
+            });
+        }
+        if let Err(e) = &self.body {
+            return Err(Error::InvalidValue {
+                what: "periodic job",
+                reason: format!("{}: cannot encode the job: {e}", self.name),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A periodic job as a worker ticks it.
+pub(crate) struct Ticker {
+    pub p: Periodic,
+    pub msg: SendMessage,
+    /// The next tick, Unix ms (0: none, or not known yet).
+    pub next_ms: AtomicU64,
+}
+
+impl Ticker {
+    pub fn new(p: Periodic) -> Ticker {
+        let body = p.body.clone().unwrap_or_default();
+        let msg = SendMessage::new(body).priority(p.priority);
+        Ticker {
+            p,
+            msg,
+            next_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// What the worker registry lists about it.
+    pub fn listed(&self) -> BeatSchedule {
+        let next = self.next_ms.load(Ordering::Relaxed);
+        BeatSchedule {
+            name: self.p.name.clone(),
+            queue: self.p.queue.clone(),
+            job: self.p.job.to_string(),
+            schedule: self.p.schedule.to_string(),
+            next_ms: (next > 0).then_some(next),
+        }
+    }
+}
+
+/// Backoff after a failed call: 100 ms doubling up to 2 s.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(100u64 << failures.min(5)).min(Duration::from_secs(2))
+}
+
+/// Sleeps `d`; false when `stop` came first.
+async fn sleep(d: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = stop.cancelled() => false,
+    }
+}
+
+/// Ticks `t` until `stop`.
+pub(crate) async fn run<B: Backend>(backend: B, t: Arc<Ticker>, stop: CancellationToken) {
+    let name = t.p.name.as_str();
+    tracing::info!(periodic = name, queue = %t.p.queue, schedule = %t.p.schedule, "ticking periodic job");
+    let Some(mut now) = resync(&backend, &t, &stop).await else {
+        return;
+    };
+    loop {
+        let Some(at) = t.p.schedule.next_after(now) else {
+            tracing::info!(periodic = name, "schedule never ticks again");
+            t.next_ms.store(0, Ordering::Relaxed);
+            return;
+        };
+        t.next_ms.store(at, Ordering::Relaxed);
+        if !sleep(Duration::from_millis(at.saturating_sub(now)), &stop).await {
+            return;
+        }
+        // a tick not enqueued before the next is due is missed
+        let window =
+            t.p.schedule
+                .next_after(at)
+                .map_or(Duration::MAX, |n| Duration::from_millis(n - at));
+        match enqueue(&backend, &t, at, false, window, &stop).await {
+            Some(Some(backend_now)) => now = backend_now.max(at),
+            Some(None) => match resync(&backend, &t, &stop).await {
+                Some(n) => now = n,
+                None => return,
+            },
+            None => return,
+        }
+    }
+}
+
+/// The backend's clock (retrying until it answers); with [`Missed::RunLast`],
+/// enqueues the last tick before it if it was missed. `None` on `stop`.
+async fn resync<B: Backend>(backend: &B, t: &Ticker, stop: &CancellationToken) -> Option<u64> {
+    let mut failures = 0;
+    let now = loop {
+        match backend.now_ms().await {
+            Ok(now) => break now,
+            Err(e) => {
+                tracing::warn!(periodic = %t.p.name, error = %e, "cannot read the backend's clock; retrying");
+                failures += 1;
+                if !sleep(backoff(failures), stop).await {
+                    return None;
+                }
+            }
+        }
+    };
+    let last = t.p.schedule.last_before(now.saturating_add(1));
+    if let (Missed::RunLast, Some(last)) = (t.p.missed, last) {
+        return match enqueue(backend, t, last, true, Duration::MAX, stop).await? {
+            Some(n) => Some(n.max(now)),
+            None => Some(now),
+        };
+    }
+    Some(now)
+}
+
+/// Enqueues tick `at` (retrying failures for up to `window`). Returns the
+/// backend's clock after it, `Some(None)` when the tick was given up, `None`
+/// on `stop`.
+async fn enqueue<B: Backend>(
+    backend: &B,
+    t: &Ticker,
+    at: u64,
+    catch_up: bool,
+    window: Duration,
+    stop: &CancellationToken,
+) -> Option<Option<u64>> {
+    let tick = Tick {
+        name: &t.p.name,
+        at_ms: at,
+        catch_up,
+        next_ms: t.p.schedule.next_after(at),
+    };
+    let started = tokio::time::Instant::now();
+    let mut failures = 0;
+    loop {
+        let r = backend
+            .tick(&t.p.queue, &tick, &t.msg, &QueueOptions::default())
+            .await;
+        match r {
+            Ok(Ticked::Enqueued { now_ms }) => {
+                tracing::debug!(periodic = %t.p.name, tick = at, catch_up, "enqueued");
+                return Some(Some(now_ms));
+            }
+            Ok(Ticked::Done { now_ms }) => return Some(Some(now_ms)),
+            Ok(Ticked::Early(wait)) => {
+                if !sleep(wait, stop).await {
+                    return None;
+                }
+            }
+            Err(e @ (Error::MessageTooLarge { .. } | Error::InvalidValue { .. })) => {
+                tracing::error!(periodic = %t.p.name, tick = at, error = %e, "cannot enqueue the periodic job; tick skipped");
+                return Some(None);
+            }
+            Err(e) => {
+                failures += 1;
+                if started.elapsed() >= window {
+                    tracing::warn!(periodic = %t.p.name, tick = at, error = %e, "tick missed: the backend failed until the next was due");
+                    return Some(None);
+                }
+                tracing::warn!(periodic = %t.p.name, tick = at, error = %e, "enqueueing the tick failed; retrying");
+                if !sleep(backoff(failures), stop).await {
+                    return None;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The worker's entry in the live-worker registry: written when it starts,
+//! refreshed at the heartbeat's pace (a third of the lease), removed when it
+//! stops. One backend call per beat, whatever the number of jobs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::leases::Leases;
+use super::periodic::Ticker;
+use crate::backend::Backend;
+use crate::ops::Beat;
+
+/// How many beats an entry outlives its last one.
+const BEATS_TO_EXPIRE: u32 = 3;
+
+/// What a worker tells the registry.
+pub(crate) struct Registry {
+    pub id: String,
+    pub queues: Vec<String>,
+    pub concurrency: usize,
+    pub leases: Vec<(Arc<str>, Arc<Leases>)>,
+    pub tickers: Vec<Arc<Ticker>>,
+    pub every: Duration,
+    pub started: Instant,
+}
+
+impl Registry {
+    fn ttl(&self) -> Duration {
+        self.every * BEATS_TO_EXPIRE
+    }
+
+    fn beat(&self) -> Beat {
+        let now = Instant::now();
+        Beat {
+            id: self.id.clone(),
+            host: crate::ops::host_name(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            queues: self.queues.clone(),
+            concurrency: self.concurrency,
+            ttl_ms: self.ttl().as_millis() as u64,
+            up_ms: now.saturating_duration_since(self.started).as_millis() as u64,
+            running: self
+                .leases
+                .iter()
+                .flat_map(|(q, l)| l.running(q, now))
+                .collect(),
+            schedules: self.tickers.iter().map(|t| t.listed()).collect(),
+        }
+    }
+
+    /// Beats until `stop`.
+    pub async fn run<B: Backend>(self: Arc<Self>, backend: B, stop: CancellationToken) {
+        let mut failing = false;
+        loop {
+            let r = match self.beat().encode() {
+                Ok(json) => backend.beat(&self.id, &json, self.ttl()).await,
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::info!(worker = %self.id, "registered again in the live-worker registry");
+                }
+                Ok(()) => {}
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(worker = %self.id, error = %e, "cannot update the live-worker registry; retrying at each heartbeat");
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.every) => {}
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Removes the entry (a stopped worker is gone from the list at once).
+    pub async fn leave<B: Backend>(&self, backend: &B) {
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            backend.beat(&self.id, b"", self.ttl()),
+        )
+        .await;
+        if !matches!(r, Ok(Ok(()))) {
+            tracing::debug!(worker = %self.id, "could not leave the live-worker registry; the entry runs out by itself");
+        }
+    }
+}
