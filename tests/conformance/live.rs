@@ -216,7 +216,8 @@ pub async fn periodic_workers_enqueue_each_tick_once_and_list_the_schedule(env: 
     let last = s.last_ms.expect("a last tick");
     assert!(last.is_multiple_of(1000));
     assert!(
-        s.next_ms.is_some_and(|n| n > last && n.is_multiple_of(1000)),
+        s.next_ms
+            .is_some_and(|n| n > last && n.is_multiple_of(1000)),
         "{s:?}"
     );
     r1.stop().await;

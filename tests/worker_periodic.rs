@@ -1,0 +1,169 @@
+//! Periodic jobs across processes: 3 worker processes tick a 1-second cron
+//! schedule for 30 s while one of them is SIGKILLed and restarted mid-way.
+//! Every tick is enqueued once: none missed, none doubled. The killed worker
+//! leaves the live-worker registry within a few heartbeats; the others leave
+//! it when they stop.
+//!
+//! The worker processes are this test binary again, running the ignored test
+//! `periodic_worker_process` with the Redis URL in its environment.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::backend::Backend;
+use redjob::inspect::Inspect;
+use redjob::ops::{Admin, Schedule};
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "every_second", queue = "p_ticks")]
+struct EverySecond;
+
+impl Job for EverySecond {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// The worker process: ticks the schedule (and serves another queue, so the
+/// ticks' jobs stay queued for the test to read) until killed or SIGTERMed.
+#[test]
+#[ignore = "a worker process for three_processes_enqueue_every_tick_once, not a test on its own"]
+fn periodic_worker_process() {
+    let Ok(url) = std::env::var("REDJOB_PERIODIC_REDIS") else {
+        eprintln!("run by three_processes_enqueue_every_tick_once with REDJOB_PERIODIC_REDIS");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = Client::connect(&url).await.unwrap();
+        Worker::builder(client.backend())
+            .queue("p_other")
+            .lease(Duration::from_secs(3))
+            .periodic(Schedule::cron("* * * * * *").unwrap(), EverySecond)
+            .build()
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+    });
+}
+
+fn spawn_worker(url: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "periodic_worker_process",
+            "--nocapture",
+        ])
+        .env("REDJOB_PERIODIC_REDIS", url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (up to `limit`) until the registry lists `n` workers; how long it took.
+async fn until_workers(client: &Client, n: usize, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let live = client.workers().await.unwrap().len();
+        if live == n {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{live} workers listed, not {n}, after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_enqueue_every_tick_once() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    let backend = client.backend();
+    let mut procs: Vec<Child> = (0..3).map(|_| spawn_worker(&url)).collect();
+    until_workers(&client, 3, Duration::from_secs(30)).await;
+    let from_ms = backend.now_ms().await.unwrap();
+    let run = Instant::now();
+
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let listed = client.schedules().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let s = &listed[0];
+    assert_eq!(
+        (&s.name[..], &s.queue[..], &s.schedule[..], s.workers),
+        ("every_second", "p_ticks", "cron * * * * * *", 3)
+    );
+    let (last, next) = (s.last_ms.unwrap(), s.next_ms.unwrap());
+    assert_eq!(next, last + 1000, "{s:?}");
+
+    // SIGKILL one mid-way: it leaves no goodbye, its entry runs out (3 beats of 1 s)
+    procs[0].kill().unwrap();
+    procs[0].wait().unwrap();
+    let gone = until_workers(&client, 2, Duration::from_secs(6)).await;
+    eprintln!("killed worker left the registry after {gone:?}");
+    procs[0] = spawn_worker(&url);
+    until_workers(&client, 3, Duration::from_secs(30)).await;
+
+    let left = Duration::from_secs(30).saturating_sub(run.elapsed());
+    tokio::time::sleep(left).await;
+    let to_ms = backend.now_ms().await.unwrap();
+    for p in &mut procs {
+        Command::new("kill")
+            .args(["-TERM", &p.id().to_string()])
+            .status()
+            .unwrap();
+    }
+    for p in &mut procs {
+        p.wait().unwrap();
+    }
+    assert!(
+        client.workers().await.unwrap().is_empty(),
+        "stopped workers leave the registry"
+    );
+
+    let mut ticks: Vec<u64> = client
+        .queues()
+        .list("p_ticks", redjob::inspect::JobState::Ready, None, 1000)
+        .await
+        .unwrap()
+        .jobs
+        .iter()
+        .map(|j| j.id.sent_ms())
+        .collect();
+    ticks.sort_unstable();
+    let n = ticks.len();
+    ticks.dedup();
+    assert_eq!(ticks.len(), n, "a tick enqueued twice");
+    for w in ticks.windows(2) {
+        assert_eq!(
+            w[1] - w[0],
+            1000,
+            "a tick missed between {} and {}",
+            w[0],
+            w[1]
+        );
+    }
+    let (first, last) = (ticks[0], ticks[n - 1]);
+    assert!(
+        first <= from_ms + 1000 && last + 1000 >= to_ms,
+        "ticks {first}..{last} cover {from_ms}..{to_ms}"
+    );
+    assert!(n >= 29, "{n} ticks in 30 s");
+    // the same tick sent twice would make the same id, so count the sends too
+    let sent = redjob::queue::Queues::attributes(client.queues(), "p_ticks")
+        .await
+        .unwrap()
+        .totalsent;
+    assert_eq!(sent, n as u64, "sends of {n} ticks");
+}
