@@ -4,6 +4,7 @@
 
 mod dead;
 mod jobs;
+mod live;
 mod queues;
 mod show;
 
@@ -26,6 +27,8 @@ use redjob::client::ClientConfig;
 ///   redjob dead requeue emails --all --rate 100
 ///   redjob queue pause emails
 ///   redjob drain emails
+///   redjob workers
+///   redjob periodic
 #[derive(Parser)]
 #[command(name = "redjob", version, verbatim_doc_comment)]
 struct Cli {
@@ -67,6 +70,12 @@ enum Command {
     /// Waits until a queue has no job left (ready, scheduled or running), with a
     /// progress bar and the rate.
     Drain(queues::DrainArgs),
+    /// The live worker processes: host, pid, queues, how busy, last heartbeat,
+    /// and the jobs each one runs. A worker that died is gone within three
+    /// heartbeats (a lease).
+    Workers,
+    /// The periodic schedules live workers tick, with their last and next tick.
+    Periodic,
 }
 
 /// An error for the user: printed as is, exit code 1.
@@ -141,5 +150,7 @@ async fn run(cli: Cli) -> Outcome {
         Command::Enqueue(a) => jobs::enqueue(&ctx, a).await,
         Command::Stats(a) => queues::stats(&ctx, a).await,
         Command::Drain(a) => queues::drain(&ctx, a).await,
+        Command::Workers => live::workers(&ctx).await,
+        Command::Periodic => live::periodic(&ctx).await,
     }
 }

@@ -514,3 +514,122 @@ async fn stats_watch_prints_a_line_a_refresh_with_rates() {
     assert_eq!(got[1][0]["processed_per_s"], "0.0");
     assert_eq!(got[1][0]["dead"], 3);
 }
+
+/// Runs until its worker's data `Notify` is notified.
+#[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
+#[job(name = "cli_busy", queue = "cli_busy")]
+struct CliBusy;
+
+impl redjob::Job for CliBusy {
+    async fn perform(&self, ctx: &redjob::JobContext) -> Result<(), redjob::JobError> {
+        ctx.data::<std::sync::Arc<tokio::sync::Notify>>()?
+            .notified()
+            .await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_and_periodic_list_live_workers_their_jobs_and_schedules() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let worker = redjob::Worker::builder(client.backend())
+        .register::<CliBusy>()
+        .concurrency(4)
+        .lease(Duration::from_secs(3))
+        .periodic(
+            redjob::ops::Schedule::every(Duration::from_secs(1)).unwrap(),
+            CliBusy,
+        )
+        .data(release.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let id = worker.id().to_string();
+    let stop = worker.shutdown_token();
+    let task = tokio::spawn(worker.run());
+
+    // a tick enqueued, its job running, and a beat since: all listed
+    let mut listed = Value::Null;
+    for _ in 0..100 {
+        listed = cli(&url, &["workers", "--json"]).await.json();
+        if listed[0]["running"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let w = &listed[0];
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(w["id"], id.as_str());
+    assert_eq!(w["pid"], std::process::id());
+    assert_eq!(w["queues"], serde_json::json!(["cli_busy"]));
+    assert_eq!(w["concurrency"], 4);
+    assert_eq!(w["running"][0]["queue"], "cli_busy");
+    assert_eq!(w["running"][0]["job"], "cli_busy");
+    assert_eq!(w["schedules"][0]["schedule"], "every 1s");
+    let table = cli(&url, &["workers"]).await;
+    let out = table.ok();
+    assert!(out.starts_with("ID"), "{out}");
+    assert!(out.contains(&id) && out.contains("cli_busy"), "{out}");
+    assert!(
+        out.contains("JOB ID")
+            && out.contains(&format!("{}/4", w["running"].as_array().unwrap().len())),
+        "{out}"
+    );
+
+    let periodic = cli(&url, &["periodic", "--json"]).await.json();
+    let s = &periodic[0];
+    assert_eq!(periodic.as_array().unwrap().len(), 1, "{periodic}");
+    assert_eq!(
+        (
+            &s["name"],
+            &s["queue"],
+            &s["job"],
+            &s["schedule"],
+            &s["workers"]
+        ),
+        (
+            &Value::from("cli_busy"),
+            &Value::from("cli_busy"),
+            &Value::from("cli_busy"),
+            &Value::from("every 1s"),
+            &Value::from(1)
+        )
+    );
+    let (last, next) = (
+        s["last_ms"].as_u64().unwrap(),
+        s["next_ms"].as_u64().unwrap(),
+    );
+    assert_eq!(next, last + 1000, "{s}");
+    let out = cli(&url, &["periodic"]).await;
+    assert!(
+        out.ok().contains("every 1s") && out.ok().contains("NEXT"),
+        "{}",
+        out.ok()
+    );
+
+    stop.cancel();
+    for _ in 0..200 {
+        release.notify_waiters();
+        if task.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        cli(&url, &["workers", "--json"]).await.json(),
+        serde_json::json!([])
+    );
+    assert_eq!(
+        cli(&url, &["periodic", "--json"]).await.json(),
+        serde_json::json!([])
+    );
+    let out = cli(&url, &["workers"]).await;
+    assert_eq!(out.ok().lines().count(), 1, "only the header: {}", out.ok());
+}
