@@ -5,9 +5,12 @@
 //! ctrl-c/SIGTERM handling (on by default) is turned off, and one cancellation
 //! token of the app's shuts both down; the worker finishes its running jobs and
 //! releases none too early. The app starts producing once the worker serves.
+//! A periodic job cleans up every 10 seconds (once per tick, however many
+//! copies of the app run); `redjob workers` and `redjob periodic` list them.
 
 use std::time::Duration;
 
+use redjob::ops::Schedule;
 use redjob::worker::CancellationToken;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -37,6 +40,18 @@ impl Job for ResizeImage {
     }
 }
 
+/// A periodic job: runs at every tick of its schedule.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "cleanup_uploads", queue = "maintenance")]
+struct CleanupUploads;
+
+impl Job for CleanupUploads {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        println!("cleaned up uploads (tick of job {})", ctx.id());
+        Ok(())
+    }
+}
+
 #[tokio::main]
 async fn main() -> redjob::Result<()> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
@@ -45,6 +60,8 @@ async fn main() -> redjob::Result<()> {
 
     let worker = Worker::builder(client.backend())
         .register::<ResizeImage>()
+        .register::<CleanupUploads>()
+        .periodic(Schedule::cron("*/10 * * * * *")?, CleanupUploads)
         .concurrency(8)
         .data(AppState { name: "app_worker" })
         .shutdown(shutdown.clone())

@@ -1,6 +1,8 @@
-//! Running redjob in production: pause and resume a queue, and act on its dead
+//! Running redjob in production: pause and resume a queue, act on its dead
 //! letters (list them newest or oldest first with filters, requeue, delete,
-//! purge, and keep them bounded).
+//! purge, and keep them bounded), list the live workers and the periodic
+//! schedules they tick ([`Schedule`], given to
+//! [`WorkerBuilder::periodic`](crate::worker::WorkerBuilder::periodic)).
 //!
 //! [`Admin`] is implemented by [`Rsmq`](crate::queue::Rsmq), the backends and
 //! [`Client`](crate::Client), as [`Inspect`] is; the `redjob` CLI is built on
