@@ -265,7 +265,6 @@ impl<B: Backend> WorkerBuilder<B> {
     /// [`periodic_job`](Self::periodic_job) and a name each. Defaults to none.
     ///
     /// ```
-    /// use std::time::Duration;
     /// use redjob::{Job, JobContext, JobError, Worker};
     /// use redjob::backend::memory::MemoryBackend;
     /// use redjob::ops::Schedule;

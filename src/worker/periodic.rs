@@ -26,7 +26,6 @@ use crate::{Error, Result};
 /// job, with retries and dead letters.
 ///
 /// ```
-/// use std::time::Duration;
 /// use redjob::{Job, JobContext, JobError, Worker};
 /// use redjob::backend::memory::MemoryBackend;
 /// use redjob::ops::{Missed, Schedule};
