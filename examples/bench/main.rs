@@ -9,10 +9,12 @@
 //!
 //! Flags: `--n 20000` jobs per throughput phase, `--runs 3`, `--phase 1,2,...`
 //! (1–3 throughput and cost, 4 latency, 5 delayed, 6 scale, 7 queue features
-//! beside the plain figures, 8 inspection at 10k and the largest backlog; default all),
-//! `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
+//! beside the plain figures, 8 inspection at 10k and the largest backlog, 9 a
+//! flood of `--flood 1000000` fatal failures held to the dead-letter retention;
+//! default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
 mod features;
+mod flood;
 mod inspect;
 mod jobs;
 mod phases;
@@ -25,11 +27,12 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6, 7, 8],
+        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9],
     };
     let mut runs = 3usize;
     let mut json = false;
     let mut backlogs = vec![10_000usize, 100_000, 1_000_000];
+    let mut flood_n = 1_000_000usize;
     let mut args = std::env::args().skip(1);
     let list = |v: Option<String>| -> Vec<usize> {
         v.unwrap_or_default()
@@ -46,6 +49,7 @@ fn main() {
             }
             "--phase" => s.phases = list(args.next()).into_iter().map(|p| p as u8).collect(),
             "--backlogs" => backlogs = list(args.next()),
+            "--flood" => flood_n = list(args.next()).first().copied().unwrap_or(flood_n),
             "--json" => json = true,
             "--bench" => {} // cargo bench passes it
             other => {
@@ -79,6 +83,9 @@ fn main() {
             }
             if s.phases.contains(&8) {
                 inspect::inspection(&mut f, &backlogs).await;
+            }
+            if s.phases.contains(&9) {
+                flood::flood(&mut f, flood_n, s.concurrency).await;
             }
         });
         eprintln!("run {run} of {runs} done");

@@ -42,6 +42,12 @@ pub struct Figures {
     pub enqueue_single_unique: Vec<f64>,
     /// Phase 8: (call, jobs in the queue, median ms of one call).
     pub inspect: Vec<(String, usize, f64)>,
+    /// Phase 9: a flood of fatal failures: jobs/s, dead letters kept, Redis
+    /// memory with the flood queued and after it was dead-lettered (MB).
+    pub flood_jobs_per_s: Option<f64>,
+    pub flood_dead_kept: Option<f64>,
+    pub flood_mem_queued_mb: Option<f64>,
+    pub flood_mem_after_mb: Option<f64>,
 }
 
 impl Figures {

@@ -232,6 +232,39 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             });
         }
     }
+    for (key, label, get, target) in [
+        (
+            "flood_jobs_per_s",
+            "flood of fatal failures (jobs/s)",
+            (|f: &Figures| f.flood_jobs_per_s) as fn(&Figures) -> Option<f64>,
+            "near the processing figure",
+        ),
+        (
+            "flood_dead_kept",
+            "  dead letters kept after it",
+            |f: &Figures| f.flood_dead_kept,
+            "the retention: 10000",
+        ),
+        (
+            "flood_mem_queued_mb",
+            "  Redis memory with the flood queued (MB)",
+            |f: &Figures| f.flood_mem_queued_mb,
+            "",
+        ),
+        (
+            "flood_mem_after_mb",
+            "  Redis memory after (MB)",
+            |f: &Figures| f.flood_mem_after_mb,
+            "bounded: the cap's letters",
+        ),
+    ] {
+        rows.push(Row {
+            key: key.into(),
+            label: label.into(),
+            values: all.iter().filter_map(get).collect(),
+            target,
+        });
+    }
     rows.push(Row {
         key: "idle_cmds_per_s_1_queue".into(),
         label: "idle worker, 1 queue (Redis cmds/s)".into(),
