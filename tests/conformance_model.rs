@@ -47,7 +47,7 @@ use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
 use redjob::inspect::{Cancelled, Inspect, JobInfo, JobState, StateCounts};
-use redjob::ops::{Admin, DeadOrder, DeadQuery, Retention, Spread};
+use redjob::ops::{Admin, DeadOrder, DeadQuery, Retention, Spread, Tick, Ticked};
 use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
 use tokio::time::Instant;
@@ -150,6 +150,15 @@ enum Op {
     },
     PurgeDead,
     PurgeQueue,
+    /// The tick of periodic schedule `s<name>` due half a slot into the slot
+    /// `k` before the current one (0: this slot's, still early), as a catch-up
+    /// or not.
+    Tick {
+        name: u8,
+        k: u8,
+        catch_up: bool,
+        priority: i8,
+    },
     /// Every dead letter, newest first, `page` rows a page.
     DeadNewest {
         page: u8,
@@ -217,6 +226,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<Index>().prop_map(|msg| Op::DeleteDead { msg }),
         1 => prop_oneof![Just(Op::PurgeDead), Just(Op::PurgeQueue)],
         1 => (1..=3u8).prop_map(|page| Op::DeadNewest { page }),
+        3 => (0..2u8, 0..=2u8, any::<bool>(), priority())
+            .prop_map(|(name, k, catch_up, priority)| Op::Tick { name, k, catch_up, priority }),
     ]
 }
 
@@ -248,6 +259,8 @@ enum Seen {
     /// (which due job is older is not compared, see the top).
     Jobs(Vec<JobSeen>),
     Cancelled(Cancelled),
+    /// A tick's outcome; the send order of the job it enqueued.
+    Ticked(&'static str, Option<usize>),
     None,
 }
 
@@ -259,6 +272,10 @@ struct Side {
     queue: String,
     ids: Vec<JobId>,
     deliveries: Vec<(JobId, Token)>,
+    /// Redis's time (Unix ms) at the case's start: where ticks count from.
+    start_ms: u64,
+    /// The current slot.
+    slot: u32,
 }
 
 fn err(e: Error) -> Seen {
@@ -561,6 +578,33 @@ impl Side {
             }
             Op::PurgeDead => b.purge_dead(&q).await.map_or_else(err, Seen::Count),
             Op::PurgeQueue => b.purge_queue(&q).await.map_or_else(err, Seen::Count),
+            Op::Tick {
+                name,
+                k,
+                catch_up,
+                priority,
+            } => {
+                let name = format!("s{name}");
+                let slot = self.slot.saturating_sub(u32::from(*k));
+                let at = self.start_ms + (U * slot + U / 2).as_millis() as u64;
+                let tick = Tick {
+                    name: &name,
+                    at_ms: at,
+                    catch_up: *catch_up,
+                    next_ms: None,
+                };
+                let msg = SendMessage::new(r#"{"type":"tick","args":{}}"#).priority(*priority);
+                match b.tick(&q, &tick, &msg, &QueueOptions::default()).await {
+                    Ok(Ticked::Enqueued { .. }) => {
+                        self.ids.push(tick.id(&q));
+                        Seen::Ticked("enqueued", Some(self.ids.len() - 1))
+                    }
+                    Ok(Ticked::Done { .. }) => Seen::Ticked("done", None),
+                    Ok(Ticked::Early(_)) => Seen::Ticked("early", None),
+                    Ok(other) => Seen::Err(format!("{other:?}")),
+                    Err(e) => err(e),
+                }
+            }
             Op::DeadNewest { page } => {
                 let newest = DeadQuery::default().newest_first();
                 let (mut all, mut after) = (Vec::new(), None);
@@ -675,12 +719,16 @@ async fn check(
             queue: queue.clone(),
             ids: Vec::new(),
             deliveries: Vec::new(),
+            start_ms: 0,
+            slot: 0,
         },
         Side {
             backend: memory.into(),
             queue,
             ids: Vec::new(),
             deliveries: Vec::new(),
+            start_ms: 0,
+            slot: 0,
         },
     ];
     for side in &sides {
@@ -689,11 +737,18 @@ async fn check(
             .await
             .map_err(|e| TestCaseError::fail(format!("create: {e}")))?;
     }
+    let start_ms = redis_now_us(con).await? / 1000;
+    for side in &mut sides {
+        side.start_ms = start_ms;
+    }
     let start = Instant::now();
     let mut slot = 0u32;
     for (step, op) in ops.iter().enumerate() {
         if let Op::Advance { slots } = op {
             slot += u32::from(*slots);
+            for side in &mut sides {
+                side.slot = slot;
+            }
             tokio::time::sleep_until(start + U * slot).await;
             continue;
         }

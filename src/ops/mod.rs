@@ -134,7 +134,11 @@ pub trait Admin: Inspect {
                             workers: 0,
                         });
                     e.workers += 1;
-                    e.next_ms = e.next_ms.min(s.next_ms).or(e.next_ms).or(s.next_ms);
+                    // the earliest next tick any worker knows of
+                    e.next_ms = match (e.next_ms, s.next_ms) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
                 }
             }
             let mut out: Vec<ScheduleInfo> = by_key.into_values().collect();

@@ -249,6 +249,7 @@ impl<B: Backend> Worker<B> {
         }
         let registry = Arc::new(registry::Registry {
             id: self.id.clone(),
+            host: crate::ops::host_name(),
             queues: self.queues.iter().map(|(q, _)| q.clone()).collect(),
             concurrency: self.concurrency,
             leases: held,

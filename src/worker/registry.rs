@@ -19,6 +19,7 @@ const BEATS_TO_EXPIRE: u32 = 3;
 /// What a worker tells the registry.
 pub(crate) struct Registry {
     pub id: String,
+    pub host: String,
     pub queues: Vec<String>,
     pub concurrency: usize,
     pub leases: Vec<(Arc<str>, Arc<Leases>)>,
@@ -36,7 +37,7 @@ impl Registry {
         let now = Instant::now();
         Beat {
             id: self.id.clone(),
-            host: crate::ops::host_name(),
+            host: self.host.clone(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             queues: self.queues.clone(),
