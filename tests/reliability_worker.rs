@@ -288,6 +288,9 @@ impl<B: Backend> Backend for Faulty<B> {
         }
         r
     }
+    async fn sizes(&self, q: &str) -> redjob::Result<redjob::inspect::StateCounts> {
+        self.inner.sizes(q).await
+    }
     async fn settle(&self, q: &str, b: &Settle) -> redjob::Result<Settled> {
         assert!(!self.settle_panics, "settle exploded");
         let r = self.inner.settle(q, b).await;

@@ -113,6 +113,10 @@ impl Backend for AnyBackend {
     async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
         on!(self, Backend::settle(queue, batch))
     }
+    async fn sizes(&self, queue: &str) -> Result<crate::inspect::StateCounts> {
+        on!(self, Backend::sizes(queue))
+    }
+
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         on!(self, Backend::stats(queue))
     }

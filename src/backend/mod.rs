@@ -140,6 +140,10 @@ pub struct Delivery {
     pub body: Vec<u8>,
     /// This delivery's fencing token.
     pub token: Token,
+    /// How long the job had been due when it was leased, in ms of the backend's
+    /// clock: its queue wait (for a job whose lease ran out, since then). 0 when
+    /// the backend does not know.
+    pub waited_ms: u64,
 }
 
 /// The result of a fetch.
@@ -331,6 +335,14 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// A queue's counters (zero before any job was settled there).
     fn stats(&self, queue: &str) -> impl Future<Output = Result<QueueStats>> + Send;
+
+    /// How many jobs of a queue are in each state, as
+    /// [`Inspect::counts`](crate::inspect::Inspect::counts) (the worker samples
+    /// it into its queue-size gauges).
+    fn sizes(
+        &self,
+        queue: &str,
+    ) -> impl Future<Output = Result<crate::inspect::StateCounts>> + Send;
 
     /// The oldest `limit` dead letters of a queue.
     fn dead_letters(

@@ -50,6 +50,9 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     unknown_jobs_retry_for: Duration,
     retention: Retention,
     periodic: Vec<super::Periodic>,
+    hooks: Vec<Arc<dyn super::Hooks>>,
+    metrics: bool,
+    metrics_interval: Duration,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -70,6 +73,9 @@ impl<B: Backend> WorkerBuilder<B> {
             unknown_jobs_retry_for: Duration::from_secs(3600),
             retention: Retention::default(),
             periodic: Vec::new(),
+            hooks: Vec::new(),
+            metrics: true,
+            metrics_interval: Duration::from_secs(15),
         }
     }
 
@@ -231,6 +237,63 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
+    /// Adds lifecycle hooks: `hooks` hears of every run of a job (see
+    /// [`Hooks`](super::Hooks)). Call again to add more; they are called in
+    /// the order added. Defaults to none.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::Worker;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::worker::{Hooks, JobRun};
+    ///
+    /// struct SlowJobs;
+    /// impl Hooks for SlowJobs {
+    ///     fn succeeded(&self, run: &JobRun<'_>, took: Duration) {
+    ///         if took > Duration::from_secs(10) {
+    ///             tracing::warn!(job = run.job, ?took, "slow job");
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new()).hooks(SlowJobs).build()?;
+    /// # let _ = worker;
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    pub fn hooks(mut self, hooks: impl super::Hooks) -> Self {
+        self.hooks.push(Arc::new(hooks));
+        self
+    }
+
+    /// Whether the worker records metrics through the
+    /// [`metrics`](https://docs.rs/metrics) facade, for whatever recorder the
+    /// app installs (e.g. a Prometheus exporter; install it before the worker
+    /// runs). Defaults to on; without a recorder they cost nothing measurable.
+    ///
+    /// | Metric | Kind | Labels |
+    /// |---|---|---|
+    /// | `redjob_jobs_started_total` | counter | `queue`, `job` |
+    /// | `redjob_jobs_finished_total` | counter | `queue`, `job`, `outcome` (`succeeded`, `retried`, `dead`, `cancelled`) |
+    /// | `redjob_job_run_seconds` | histogram | `queue`, `job` |
+    /// | `redjob_job_wait_seconds` (from due to start) | histogram | `queue`, `job` |
+    /// | `redjob_queue_jobs` (sampled, see [`metrics_interval`](Self::metrics_interval)) | gauge | `queue`, `state` (`ready`, `scheduled`, `in_flight`, `dead`) |
+    /// | `redjob_queue_paused` (1 while paused) | gauge | `queue` |
+    ///
+    /// `job` is the job type's name ([`UNDECODABLE`](super::UNDECODABLE)
+    /// for a body that is not a job envelope).
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
+        self
+    }
+
+    /// How often the worker reads the size of each queue it serves into the
+    /// `redjob_queue_jobs` gauges (one call per queue). Between 1 s and
+    /// [`MAX_DELAY`](super::MAX_DELAY). Defaults to 15 s.
+    pub fn metrics_interval(mut self, every: Duration) -> Self {
+        self.metrics_interval = every;
+        self
+    }
+
     /// How many dead letters each queue keeps: each time this worker
     /// dead-letters jobs, the oldest beyond `max_count` and those older than
     /// `max_age` are deleted (at most 1,000 more than it adds per call, so a
@@ -373,6 +436,14 @@ impl<B: Backend> WorkerBuilder<B> {
                 "limits must be positive (None for no limit)".into(),
             ));
         }
+        if self.metrics_interval < Duration::from_secs(1)
+            || self.metrics_interval > super::MAX_DELAY
+        {
+            return Err(invalid(
+                "metrics_interval",
+                "must be between 1 s and 9999999 s".into(),
+            ));
+        }
         if self.job_timeout == Some(Duration::ZERO) {
             return Err(invalid("job_timeout", "must be positive".into()));
         }
@@ -405,6 +476,8 @@ impl<B: Backend> WorkerBuilder<B> {
             unknown_jobs_retry_for: self.unknown_jobs_retry_for,
             readiness: super::ready::Readiness::new(self.queues.len()),
             retention: self.retention,
+            observer: super::observe::Observer::new(self.hooks),
+            metrics: self.metrics.then_some(self.metrics_interval),
         };
         Ok(Worker {
             backend: self.backend,

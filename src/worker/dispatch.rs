@@ -13,7 +13,10 @@ use tokio_util::task::TaskTracker;
 
 use super::Shared;
 use super::execute::{Run, SlotGuard, execute};
+use super::hooks::{JobRun, UNDECODABLE};
 use super::leases::{Admit, Leases};
+use super::metrics::QueueMetrics;
+use super::observe::End;
 use super::settle::{Event, Outcome};
 use crate::backend::{Backend, Fetched};
 
@@ -50,6 +53,8 @@ pub(crate) struct PerQueue {
     /// Moving average of the queue's handler run times, µs; `u64::MAX` until one
     /// finished.
     pub run_us: AtomicU64,
+    /// The queue's metrics handles.
+    pub metrics: QueueMetrics,
 }
 
 /// Jobs that run longer than this on average are not prefetched: a prefetched
@@ -57,11 +62,12 @@ pub(crate) struct PerQueue {
 const PREFETCH_BELOW: Duration = Duration::from_millis(50);
 
 impl PerQueue {
-    pub fn new(stop: CancellationToken, abort: CancellationToken) -> Self {
+    pub fn new(stop: CancellationToken, abort: CancellationToken, metrics: QueueMetrics) -> Self {
         PerQueue {
             stop,
             abort,
             run_us: AtomicU64::new(u64::MAX),
+            metrics,
         }
     }
 
@@ -178,6 +184,7 @@ impl<B: Backend> Dispatcher<B> {
             self.start(&fetched, sent_at);
             if fetched.paused != paused {
                 paused = fetched.paused;
+                self.per_queue.metrics.paused(paused);
                 let state = if paused { "paused" } else { "resumed" };
                 tracing::info!(queue = %self.queue, "queue {state}");
             }
@@ -207,6 +214,7 @@ impl<B: Backend> Dispatcher<B> {
     /// held delivery instead of running twice.
     fn start(&self, fetched: &Fetched, sent_at: Instant) {
         let deadline = sent_at + self.shared.lease;
+        let replied = Instant::now();
         for d in &fetched.jobs {
             let (run, cancel) = match self.leases.admit(
                 d.id,
@@ -231,8 +239,25 @@ impl<B: Backend> Dispatcher<B> {
                     d.body.len()
                 );
                 tracing::error!(queue = %self.queue, job.id = %d.id, %error, "dead-lettered");
-                self.leases.finish(d.id, run, Outcome::Dead { error });
-                let _ = self.tx.send(Event::Finished);
+                let observer = &self.shared.observer;
+                let heard = observer
+                    .active(&self.per_queue.metrics)
+                    .then(|| error.clone());
+                if self
+                    .leases
+                    .finish(d.id, run, Outcome::Dead { error })
+                    .is_ok()
+                {
+                    let _ = self.tx.send(Event::Finished);
+                    if let Some(error) = heard {
+                        let name = crate::job::job_name(&d.body);
+                        let job = name.as_deref().unwrap_or(UNDECODABLE);
+                        let waited = Duration::from_millis(d.waited_ms);
+                        let r = JobRun::new(d.id, &self.queue, job, d.token.attempt(), waited);
+                        let end = End::Dead { error: &error };
+                        observer.ended(&self.per_queue.metrics, None, &r, None, end);
+                    }
+                }
                 self.give_back(1);
                 continue;
             }
@@ -246,6 +271,7 @@ impl<B: Backend> Dispatcher<B> {
                     run,
                     cancel,
                     fetched_at_us: fetched.now_us,
+                    fetched: replied,
                 },
                 self.queue.clone(),
                 self.shared.clone(),
@@ -265,7 +291,7 @@ impl<B: Backend> Dispatcher<B> {
                 self.leases
                     .admit(d.id, d.token, deadline, &self.per_queue.abort)
             {
-                self.leases.finish(
+                let _ = self.leases.finish(
                     d.id,
                     run,
                     Outcome::Release {

@@ -1,15 +1,20 @@
 //! Running one delivery: decode, handler with timeout and panic capture, outcome.
 
+use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::dispatch::PerQueue;
+use super::hooks::{CancelReason, JobRun, UNDECODABLE};
 use super::leases::Leases;
+use super::metrics::JobMetrics;
+use super::observe::End;
 use super::settle::{Event, Outcome};
 use super::{MAX_DELAY, Shared};
 use crate::backend::Delivery;
@@ -39,6 +44,19 @@ pub(crate) struct Run {
     pub cancel: CancellationToken,
     /// The backend's clock at the fetch, Unix µs.
     pub fetched_at_us: u64,
+    /// When the fetch's reply came, on the worker's clock.
+    pub fetched: Instant,
+}
+
+/// What hooks and metrics need to know of a run, filled in as it goes.
+#[derive(Default)]
+struct Report {
+    /// The job type, once known.
+    job: Option<Cow<'static, str>>,
+    /// When the handler started, and how long the job had waited by then.
+    started: Option<(Instant, Duration)>,
+    /// The handles `Observer::started` returned.
+    metrics: Option<Arc<JobMetrics>>,
 }
 
 pub(crate) async fn execute(
@@ -59,60 +77,112 @@ pub(crate) async fn execute(
         _ = r.cancel.cancelled() => None,
         p = shared.running.acquire() => p.ok(),
     };
+    let mut report = Report::default();
     let outcome = match running {
         None => Outcome::Release {
             delay: Duration::ZERO,
         },
         Some(_permit) => {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
-            let started = tokio::time::Instant::now();
+            let started = Instant::now();
             // a panic anywhere on the job's path (not only in the handler) still
             // settles the job
-            let outcome = AssertUnwindSafe(run(&r, &queue, &shared, &leases))
-                .catch_unwind()
-                .instrument(span)
-                .await
-                .unwrap_or_else(|panic| {
-                    let error = format!(
-                        "worker panicked running the job: {}",
-                        panic_message(&*panic)
-                    );
-                    // a panic every time must not loop forever
-                    if attempt >= crate::job::MAX_ATTEMPTS {
-                        tracing::error!(job.id = %d.id, %error, "dead-lettered");
-                        return Outcome::Dead { error };
-                    }
-                    tracing::error!(job.id = %d.id, %error, "will retry");
-                    Outcome::Retry {
-                        delay: Duration::from_secs(1),
-                        error,
-                    }
-                });
+            let outcome =
+                AssertUnwindSafe(run(&r, &queue, &shared, &leases, &per_queue, &mut report))
+                    .catch_unwind()
+                    .instrument(span)
+                    .await
+                    .unwrap_or_else(|panic| {
+                        let error = format!(
+                            "worker panicked running the job: {}",
+                            panic_message(&*panic)
+                        );
+                        // a panic every time must not loop forever
+                        if attempt >= crate::job::MAX_ATTEMPTS {
+                            tracing::error!(job.id = %d.id, %error, "dead-lettered");
+                            return Outcome::Dead { error };
+                        }
+                        tracing::error!(job.id = %d.id, %error, "will retry");
+                        Outcome::Retry {
+                            delay: Duration::from_secs(1),
+                            error,
+                        }
+                    });
             per_queue.ran(started.elapsed());
             outcome
         }
     };
-    if leases.finish(d.id, r.run, outcome) {
+    let observing = shared.observer.active(&per_queue.metrics);
+    // what the hooks hear, taken before the outcome moves into the lease table
+    let heard = observing.then(|| match &outcome {
+        Outcome::Ack => Heard::Succeeded,
+        Outcome::Retry { delay, error } => Heard::Retried(error.clone(), *delay),
+        Outcome::Dead { error } => Heard::Dead(error.clone()),
+        Outcome::Release { .. } => Heard::Released,
+    });
+    let finished = leases.finish(d.id, r.run, outcome);
+    if finished.is_ok() {
         let _ = tx.send(Event::Finished);
     } else {
         tracing::debug!(job.id = %d.id, "finished after its lease was lost or ran out; not settled");
     }
+    let Some(heard) = heard else { return };
+    let took = report.started.map(|(at, _)| at.elapsed());
+    let end = match (&finished, &heard) {
+        // stopped before its handler started, or put back for another worker
+        (_, Heard::Released) | (Err(_), _) if took.is_none() => return,
+        (Err(why), _) => End::Cancelled(*why),
+        (Ok(()), Heard::Released) => End::Cancelled(CancelReason::Shutdown),
+        (Ok(()), Heard::Succeeded) => End::Succeeded,
+        (Ok(()), Heard::Retried(error, delay)) => End::Retried {
+            error,
+            retry_in: *delay,
+        },
+        (Ok(()), Heard::Dead(error)) => End::Dead { error },
+    };
+    let job = report.job.as_deref().unwrap_or(UNDECODABLE);
+    let waited = report.started.map_or(Duration::ZERO, |(_, w)| w);
+    let run = JobRun::new(d.id, &queue, job, attempt, waited);
+    shared
+        .observer
+        .ended(&per_queue.metrics, report.metrics, &run, took, end);
 }
 
-async fn run(r: &Run, queue: &Arc<str>, shared: &Shared, leases: &Leases) -> Outcome {
+/// An outcome as the hooks hear of it.
+enum Heard {
+    Succeeded,
+    Retried(String, Duration),
+    Dead(String),
+    Released,
+}
+
+async fn run(
+    r: &Run,
+    queue: &Arc<str>,
+    shared: &Shared,
+    leases: &Leases,
+    per_queue: &PerQueue,
+    report: &mut Report,
+) -> Outcome {
     let d = &r.delivery;
     let cancel = &r.cancel;
     let attempt = d.token.attempt();
     let job = match job::decode(&d.body) {
         Ok(job) => job,
-        Err(crate::Error::UnknownJob { name }) => return unknown(&name, r, shared),
+        Err(crate::Error::UnknownJob { name }) => {
+            let outcome = unknown(&name, r, shared);
+            report.job = Some(Cow::Owned(name));
+            return outcome;
+        }
         Err(e) => {
+            report.job = crate::job::job_name(&d.body).map(Cow::Owned);
             let error = format!("cannot run this body: {e}");
             tracing::error!(%error, "dead-lettered");
             return Outcome::Dead { error };
         }
     };
     tracing::Span::current().record("job.name", job.job_name());
+    report.job = Some(Cow::Borrowed(job.job_name()));
     leases.named(d.id, r.run, job.job_name());
     let opts = job.job_options();
     let max_attempts = opts.max_attempts.min(crate::job::MAX_ATTEMPTS);
@@ -132,8 +202,18 @@ async fn run(r: &Run, queue: &Arc<str>, shared: &Shared, leases: &Leases) -> Out
     )
     .with_cancellation(cancel.clone())
     .with_data_map(shared.data.clone());
+    let now = Instant::now();
+    let waited = Duration::from_millis(d.waited_ms) + now.saturating_duration_since(r.fetched);
+    report.started = Some((now, waited));
+    if shared.observer.active(&per_queue.metrics) {
+        let run = JobRun::new(d.id, queue, job.job_name(), attempt, waited);
+        report.metrics = shared.observer.started(&per_queue.metrics, &run);
+    }
     let handler = AssertUnwindSafe(job.perform_dyn(&ctx)).catch_unwind();
     let result = tokio::select! {
+        // a handler that finished as it was cancelled did its work: its outcome
+        // stands (not a release that would run it again)
+        biased;
         r = tokio::time::timeout(timeout, handler) => r,
         _ = cancel.cancelled() => {
             tracing::info!("cancelled (lost lease, or shutdown past the grace period); released");
@@ -200,7 +280,7 @@ fn unknown(name: &str, r: &Run, shared: &Shared) -> Outcome {
     Outcome::Dead { error }
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
     p.downcast_ref::<&str>()
         .copied()
         .or_else(|| p.downcast_ref::<String>().map(String::as_str))

@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::hooks::CancelReason;
 use super::settle::Outcome;
 use crate::JobId;
 use crate::backend::Token;
@@ -40,6 +41,8 @@ pub(crate) struct Held {
     /// cancelled, it is neither renewed nor settled, and it is forgotten when the
     /// run ends (unless a re-delivery to this worker was merged into it meanwhile).
     pub lost: bool,
+    /// Why it was lost (set with `lost`), told to the hooks when the run ends.
+    pub reason: Option<CancelReason>,
 }
 
 impl Held {
@@ -103,6 +106,7 @@ impl Leases {
                 h.deadline = deadline;
                 h.uncertain_until_ms = None;
                 h.lost = false;
+                h.reason = None;
                 return Admit::Merged {
                     finished: h.outcome.is_some(),
                 };
@@ -122,6 +126,7 @@ impl Leases {
                 running: true,
                 outcome: None,
                 lost: false,
+                reason: None,
                 since: Instant::now(),
                 job: None,
             },
@@ -151,33 +156,40 @@ impl Leases {
             .collect()
     }
 
-    /// Records how run `run` of `id` ended; false when there is nothing to settle
-    /// (its lease was lost or ran out).
-    pub fn finish(&self, id: JobId, run: u64, outcome: Outcome) -> bool {
+    /// Records how run `run` of `id` ended, to be settled; or, when there is
+    /// nothing to settle (its lease was lost or ran out, or it was given up at
+    /// shutdown), why.
+    pub fn finish(&self, id: JobId, run: u64, outcome: Outcome) -> Result<(), CancelReason> {
         let mut t = self.lock();
         match t.held.get_mut(&id) {
             Some(h) if h.run == run && h.lost => {
+                let why = h.reason.unwrap_or(CancelReason::LeaseLost);
                 t.held.remove(&id);
-                false
+                Err(why)
             }
             Some(h) if h.run == run => {
                 h.running = false;
                 h.outcome = Some(outcome);
                 t.done.insert(id);
-                true
+                Ok(())
             }
-            _ => false,
+            _ => Err(CancelReason::LeaseLost),
         }
     }
 
-    /// Gives up a held delivery: cancels its run and keeps it only until the run
-    /// ends, so a re-delivery never starts a second run beside it.
-    pub fn give_up(t: &mut Table, id: &JobId) {
+    /// Gives up a held delivery: stops renewing and settling it, and keeps a
+    /// running one only until its run ends, so a re-delivery never starts a
+    /// second run beside it. Its run is cancelled when `cancel` (else the
+    /// caller cancels it).
+    pub fn give_up(t: &mut Table, id: &JobId, why: CancelReason, cancel: bool) {
         t.done.remove(id);
         match t.held.get_mut(id) {
             Some(h) if h.running => {
-                h.cancel.cancel();
+                if cancel {
+                    h.cancel.cancel();
+                }
                 h.lost = true;
+                h.reason = Some(why);
             }
             Some(_) => {
                 t.held.remove(id);

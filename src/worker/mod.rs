@@ -33,7 +33,10 @@ mod builder;
 pub(crate) mod data;
 mod dispatch;
 mod execute;
+mod hooks;
 mod leases;
+mod metrics;
+mod observe;
 mod periodic;
 mod ready;
 mod registry;
@@ -49,6 +52,7 @@ use tokio::task::JoinSet;
 use tokio_util::task::TaskTracker;
 
 pub use builder::WorkerBuilder;
+pub use hooks::{CancelReason, Hooks, JobRun, UNDECODABLE};
 pub use periodic::Periodic;
 pub use ready::Ready;
 pub use retry::RetryPolicy;
@@ -93,6 +97,11 @@ pub(crate) struct Shared {
     pub readiness: Readiness,
     /// How many dead letters each queue keeps.
     pub retention: crate::ops::Retention,
+    /// The hooks.
+    pub observer: observe::Observer,
+    /// Metrics through the `metrics` facade: on, and how often queue sizes
+    /// are sampled.
+    pub metrics: Option<Duration>,
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
@@ -227,6 +236,7 @@ impl<B: Backend> Worker<B> {
             );
             settlers.spawn(settler.run(rx));
             settler_txs.push(tx.clone());
+            let qm = metrics::QueueMetrics::new(queue.clone(), self.shared.metrics.is_some());
             let d = Dispatcher {
                 backend: self.backend.clone(),
                 queue,
@@ -235,7 +245,7 @@ impl<B: Backend> Worker<B> {
                 wake,
                 tx,
                 tracker: tracker.clone(),
-                per_queue: Arc::new(dispatch::PerQueue::new(stop.clone(), abort.clone())),
+                per_queue: Arc::new(dispatch::PerQueue::new(stop.clone(), abort.clone(), qm)),
                 leases,
             };
             dispatchers.spawn(d.run());
@@ -259,6 +269,16 @@ impl<B: Backend> Worker<B> {
         });
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
         infra.spawn(warn_about_backend(self.backend.clone()));
+        if let Some(every) = self.shared.metrics {
+            metrics::describe();
+            let queues = self.queues.iter().map(|(q, _)| q.clone()).collect();
+            infra.spawn(metrics::sample(
+                self.backend.clone(),
+                queues,
+                every,
+                stop.clone(),
+            ));
+        }
         infra.spawn(listen(
             self.backend.clone(),
             names,

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
+use super::hooks::CancelReason;
 use super::leases::{Leases, Table};
 use crate::JobId;
 use crate::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Settled, Token};
@@ -149,13 +150,12 @@ impl<B: Backend> Settler<B> {
             let ids: Vec<JobId> = t
                 .held
                 .iter()
-                .filter(|(_, h)| h.running)
+                .filter(|(_, h)| h.running && !h.lost)
                 .map(|(id, _)| *id)
                 .collect();
             for id in &ids {
-                if let Some(h) = t.held.remove(id) {
-                    h.cancel.cancel();
-                }
+                // kept until the run ends, which then learns why
+                Leases::give_up(&mut t, id, CancelReason::Shutdown, true);
             }
             ids
         };
@@ -272,14 +272,19 @@ impl<B: Backend> Settler<B> {
         }
     }
 
-    /// Says why running jobs lost their lease (their runs are cancelled): one
-    /// read of their scores tells a deleted job from one delivered again.
-    async fn report_lost(&self, lost: &[(JobId, Token)]) {
-        let scores = self.backend.scores(&self.queue, lost).await;
-        for (k, (id, _)) in lost.iter().enumerate() {
+    /// Says why running jobs lost their lease, then cancels their runs: one read
+    /// of their scores tells a deleted job from one delivered again.
+    async fn report_lost(&self, lost: &[(JobId, Token, tokio_util::sync::CancellationToken)]) {
+        let pairs: Vec<(JobId, Token)> = lost.iter().map(|(id, t, _)| (*id, *t)).collect();
+        let scores = self.backend.scores(&self.queue, &pairs).await;
+        for (k, (id, _, cancel)) in lost.iter().enumerate() {
             match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
                 Ok(None) => {
-                    tracing::warn!(queue = %self.queue, job.id = %id, "job cancelled or deleted while it ran: cancelling the run; it will not run again")
+                    tracing::warn!(queue = %self.queue, job.id = %id, "job cancelled or deleted while it ran: cancelling the run; it will not run again");
+                    let mut t = self.leases.lock();
+                    if let Some(h) = t.held.get_mut(id).filter(|h| h.lost) {
+                        h.reason = Some(CancelReason::Deleted);
+                    }
                 }
                 Ok(Some(_)) => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out; cancelling this run")
@@ -288,6 +293,7 @@ impl<B: Backend> Settler<B> {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run")
                 }
             }
+            cancel.cancel();
         }
     }
 
@@ -395,9 +401,10 @@ impl<B: Backend> Settler<B> {
                             }
                             None => {
                                 if h.running {
-                                    lost.push((*id, *old));
+                                    lost.push((*id, *old, h.cancel.clone()));
                                 }
-                                Leases::give_up(&mut t, id);
+                                // cancelled once report_lost knows why
+                                Leases::give_up(&mut t, id, CancelReason::LeaseLost, false);
                             }
                         }
                     }
@@ -448,6 +455,7 @@ async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Duration) {
                     // kept until the run ends, so a re-delivery here never runs beside it
                     h.cancel.cancel();
                     h.lost = true;
+                    h.reason = Some(CancelReason::LeaseLost);
                     return true;
                 }
                 if h.outcome.is_some() && h.deadline + lease <= now {

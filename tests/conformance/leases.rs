@@ -106,6 +106,39 @@ pub async fn job_running_three_leases_is_never_delivered_twice(env: &Env) {
     assert_eq!(rec.len(), 1, "one delivery while its worker lived");
 }
 
+/// A delivery carries its queue wait: how long the job had been due when it was
+/// leased (for a job whose lease ran out, since it ran out).
+pub async fn a_delivery_says_how_long_it_was_due(env: &Env) {
+    let client = env.client.clone();
+    let backend = client.backend();
+    let job = Sleepy {
+        key: 1,
+        ms: 0,
+        hang_first: false,
+    };
+    client.enqueue(&job).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let first = backend
+        .fetch("work", 10, Duration::from_millis(200))
+        .await
+        .unwrap();
+    let waited = first.jobs[0].waited_ms;
+    assert!((400..2000).contains(&waited), "waited {waited} ms");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = backend
+        .fetch("work", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let waited = again.jobs[0].waited_ms;
+    assert!((250..2000).contains(&waited), "lease over for {waited} ms");
+    client.enqueue(&job).await.unwrap();
+    let fresh = backend
+        .fetch("work", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(fresh.jobs[0].waited_ms < 300, "{:?}", fresh.jobs[0]);
+}
+
 pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
     let client = env.client.clone();
     let backend = client.backend();

@@ -227,6 +227,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,
+            a_delivery_says_how_long_it_was_due,
             shutdown_with_100_in_flight_loses_none_and_hides_none, long_jobs_are_not_prefetched_away_from_an_idle_worker, shutdown_lets_running_jobs_finish_within_grace,
             garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run);
     };

@@ -293,6 +293,7 @@ impl Backend for MemoryBackend {
                 id: *id,
                 body: m.body.clone(),
                 token,
+                waited_ms: now.saturating_sub(crate::inspect::due_ms(*score)),
             });
             q.rescore(*id, token.score());
             if let Some(m) = q.msgs.get_mut(id) {
@@ -400,6 +401,10 @@ impl Backend for MemoryBackend {
             dead: dead.len() as u64,
             gone,
         })
+    }
+
+    async fn sizes(&self, queue: &str) -> Result<crate::inspect::StateCounts> {
+        crate::inspect::Inspect::counts(self, queue).await
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {

@@ -174,6 +174,10 @@ impl Backend for RedisBackend {
         self.rsmq.beat(id, beat, ttl).await
     }
 
+    async fn sizes(&self, queue: &str) -> Result<crate::inspect::StateCounts> {
+        crate::inspect::Inspect::counts(self, queue).await
+    }
+
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         crate::queue::validate::queue_name(queue)?;
         let k = self.ns.queue(queue);

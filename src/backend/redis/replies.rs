@@ -31,6 +31,7 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
         let body = r.bytes()?.to_vec();
         let count = r.int()?.clamp(1, 999) as u32;
         let priority = r.int()?.clamp(i64::from(i8::MIN), i64::from(i8::MAX)) as i8;
+        let waited_ms = r.int()?.max(0) as u64;
         // an id no RSMQ client writes (a raw ZADD): skipped, so the jobs fetched
         // with it still run; it stays leased and comes back after the lease
         let Ok(id) = JobId::from_bytes(raw) else {
@@ -41,6 +42,7 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
             id,
             body,
             token: Token::new(lease_ms, count).at_priority(priority),
+            waited_ms,
         });
     }
     Ok(Some(Fetched {

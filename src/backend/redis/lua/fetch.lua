@@ -23,7 +23,8 @@
 -- Returns {now µs, when the earliest job left is due (ms; a lease: its end) or
 --          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
 --          without a body that were removed, id, body, delivery count, priority,
---          id, body, count, priority, ...}; {0, "", 0, -1, -1} when the queue does
+--          ms it had been due (its queue wait; for a lease that ran out: since it
+--          ran out), id, body, count, priority, waited, ...}; {0, "", 0, -1, -1} when the queue does
 --          not exist; {1, "", 0, -1, -2} when the queue has priorities and the
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3}
 --          when the queue is paused
@@ -100,6 +101,9 @@ if n > 0 then
       out[#out + 1] = body
       out[#out + 1] = count
       out[#out + 1] = levels[li][1]
+      local due = math.floor(score)
+      if due >= LEASED then due = due - LEASED end
+      out[#out + 1] = math.max(now - due, 0)
     else
       local ol = orphans[li]
       if not ol then ol = {}; orphans[li] = ol end

@@ -1,0 +1,164 @@
+//! In-process lifecycle hooks: the embedding app hears of every run of a job.
+
+use std::time::Duration;
+
+use crate::JobId;
+
+/// The job type name hooks and metrics see for a body that does not decode as
+/// a job envelope (it is dead-lettered unrun).
+///
+/// ```
+/// assert_eq!(redjob::worker::UNDECODABLE, "(undecodable)");
+/// ```
+pub const UNDECODABLE: &str = "(undecodable)";
+
+/// One run of a job, as [`Hooks`] see it.
+///
+/// ```
+/// use redjob::worker::JobRun;
+///
+/// fn label(run: &JobRun<'_>) -> String {
+///     format!("{}/{} #{} (attempt {})", run.queue, run.job, run.id, run.attempt)
+/// }
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct JobRun<'a> {
+    /// The job's id.
+    pub id: JobId,
+    /// The queue it came from.
+    pub queue: &'a str,
+    /// The job type's name; [`UNDECODABLE`] when the body is not a job envelope.
+    pub job: &'a str,
+    /// This delivery's number, from 1.
+    pub attempt: u32,
+    /// How long the job waited to run: from when it was due (sent, its delay
+    /// over, or its retry's backoff over) until its handler started, on the
+    /// backend's clock then the worker's.
+    pub waited: Duration,
+}
+
+/// Why a run was stopped before its outcome was recorded. The job is not lost:
+/// it runs again unless it was deleted.
+///
+/// ```
+/// use redjob::worker::CancelReason;
+///
+/// assert_eq!(CancelReason::Deleted.as_str(), "deleted");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CancelReason {
+    /// The job was cancelled or deleted while it ran (an operator's
+    /// [`Inspect::cancel`](crate::inspect::Inspect::cancel), a purge, or the
+    /// queue deleted). It does not run again.
+    Deleted,
+    /// The lease was lost: it ran out before a renewal reached the backend (an
+    /// unreachable or stalled Redis), and the job may have been delivered to
+    /// another worker. It runs again.
+    LeaseLost,
+    /// The worker shut down and the run was still going after the grace
+    /// period. It runs again once its lease ends.
+    Shutdown,
+}
+
+impl CancelReason {
+    /// A short lowercase name: `deleted`, `lease_lost`, `shutdown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::Deleted => "deleted",
+            CancelReason::LeaseLost => "lease_lost",
+            CancelReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Lifecycle hooks for the app that embeds a worker: add them with
+/// [`WorkerBuilder::hooks`](super::WorkerBuilder::hooks). Every method has a
+/// no-op default; implement the ones you need.
+///
+/// A run starts with [`started`](Self::started) and ends with exactly one of
+/// [`succeeded`](Self::succeeded), [`retried`](Self::retried),
+/// [`dead_lettered`](Self::dead_lettered) or [`cancelled`](Self::cancelled),
+/// each with the handler's run time. A job that is dead-lettered unrun (a body
+/// that does not decode, a job type no worker knew for
+/// [`unknown_jobs_retry_for`](super::WorkerBuilder::unknown_jobs_retry_for), a
+/// body over the queue's maxsize, more deliveries than `max_attempts`) gets
+/// `dead_lettered` alone, with a zero run time. A prefetched job released
+/// unstarted at shutdown, or put back for a worker that knows its type, gets
+/// nothing.
+///
+/// The end hooks are called when the run ends, just before its outcome is
+/// written to the queue (in a batch). Hooks run on the job's task: keep them
+/// quick and hand slow work to a channel or a spawned task. A hook that panics
+/// is logged and ignored.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::time::Duration;
+/// use redjob::worker::{Hooks, JobRun};
+///
+/// #[derive(Default)]
+/// struct Failures(AtomicU64);
+///
+/// impl Hooks for Failures {
+///     fn dead_lettered(&self, run: &JobRun<'_>, _took: Duration, error: &str) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         eprintln!("{} {} is dead: {error}", run.job, run.id);
+///     }
+/// }
+///
+/// let hooks = Failures::default();
+/// # let run = JobRun::new("0000000000abcdefghijklmnopqrstuv".parse().unwrap(), "q", "job", 1, Duration::ZERO);
+/// hooks.dead_lettered(&run, Duration::ZERO, "boom");
+/// assert_eq!(hooks.0.load(Ordering::Relaxed), 1);
+/// ```
+pub trait Hooks: Send + Sync + 'static {
+    /// The handler is about to run.
+    fn started(&self, run: &JobRun<'_>) {
+        let _ = run;
+    }
+
+    /// The handler returned `Ok`.
+    fn succeeded(&self, run: &JobRun<'_>, took: Duration) {
+        let _ = (run, took);
+    }
+
+    /// The run failed (an error, a panic, a timeout) and the job runs again
+    /// after `retry_in`.
+    fn retried(&self, run: &JobRun<'_>, took: Duration, error: &str, retry_in: Duration) {
+        let _ = (run, took, error, retry_in);
+    }
+
+    /// The job was moved to the dead-letter queue with `error` as the reason.
+    fn dead_lettered(&self, run: &JobRun<'_>, took: Duration, error: &str) {
+        let _ = (run, took, error);
+    }
+
+    /// The run was stopped, or its outcome dropped, for `why`.
+    fn cancelled(&self, run: &JobRun<'_>, took: Duration, why: CancelReason) {
+        let _ = (run, took, why);
+    }
+}
+
+impl<'a> JobRun<'a> {
+    /// A run built by hand (the worker builds them), e.g. to test [`Hooks`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::worker::JobRun;
+    ///
+    /// let id = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+    /// let run = JobRun::new(id, "emails", "welcome", 2, Duration::from_millis(5));
+    /// assert_eq!((run.queue, run.attempt), ("emails", 2));
+    /// ```
+    pub fn new(id: JobId, queue: &'a str, job: &'a str, attempt: u32, waited: Duration) -> Self {
+        JobRun {
+            id,
+            queue,
+            job,
+            attempt,
+            waited,
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The worker's metrics, through the `metrics` facade: counters and histograms per
+//! queue and job type, and queue-size gauges sampled at a low rate. The handles of
+//! a (queue, job type) are registered once, at its first run, so a run costs a
+//! map lookup and a few atomic adds (nothing measurable without a recorder).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use metrics::{Counter, Gauge, Histogram, Unit};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::Backend;
+
+/// Runs started, by `queue` and `job`.
+pub(crate) const STARTED: &str = "redjob_jobs_started_total";
+/// Runs ended, by `queue`, `job` and `outcome` (`succeeded`, `retried`, `dead`,
+/// `cancelled`).
+pub(crate) const FINISHED: &str = "redjob_jobs_finished_total";
+/// Handler run time, seconds, by `queue` and `job`.
+pub(crate) const RUN: &str = "redjob_job_run_seconds";
+/// Queue wait before a run, seconds, by `queue` and `job`.
+pub(crate) const WAIT: &str = "redjob_job_wait_seconds";
+/// Jobs of a queue by `state` (`ready`, `scheduled`, `in_flight`, `dead`).
+pub(crate) const QUEUE_JOBS: &str = "redjob_queue_jobs";
+/// 1 while a queue is paused.
+pub(crate) const QUEUE_PAUSED: &str = "redjob_queue_paused";
+
+/// Describes the metrics to the installed recorder (once per worker run).
+pub(crate) fn describe() {
+    metrics::describe_counter!(STARTED, Unit::Count, "Job runs started");
+    metrics::describe_counter!(
+        FINISHED,
+        Unit::Count,
+        "Job runs ended, by outcome: succeeded, retried, dead, cancelled"
+    );
+    metrics::describe_histogram!(RUN, Unit::Seconds, "Handler run time");
+    metrics::describe_histogram!(
+        WAIT,
+        Unit::Seconds,
+        "Time from when a job was due until its run started"
+    );
+    metrics::describe_gauge!(
+        QUEUE_JOBS,
+        Unit::Count,
+        "Jobs of a queue by state, sampled by each worker"
+    );
+    metrics::describe_gauge!(QUEUE_PAUSED, "1 while the queue is paused");
+}
+
+/// The handles of one (queue, job type).
+pub(crate) struct JobMetrics {
+    pub started: Counter,
+    pub succeeded: Counter,
+    pub retried: Counter,
+    pub dead: Counter,
+    pub cancelled: Counter,
+    pub run: Histogram,
+    pub wait: Histogram,
+}
+
+impl JobMetrics {
+    fn new(queue: &str, job: &str) -> Self {
+        let q = || queue.to_string();
+        let j = || job.to_string();
+        let finished = |outcome: &'static str| metrics::counter!(FINISHED, "queue" => q(), "job" => j(), "outcome" => outcome);
+        JobMetrics {
+            started: metrics::counter!(STARTED, "queue" => q(), "job" => j()),
+            succeeded: finished("succeeded"),
+            retried: finished("retried"),
+            dead: finished("dead"),
+            cancelled: finished("cancelled"),
+            run: metrics::histogram!(RUN, "queue" => q(), "job" => j()),
+            wait: metrics::histogram!(WAIT, "queue" => q(), "job" => j()),
+        }
+    }
+}
+
+/// One queue's handles, by job type; empty and unused when metrics are off.
+pub(crate) struct QueueMetrics {
+    queue: Arc<str>,
+    on: bool,
+    jobs: Mutex<HashMap<Box<str>, Arc<JobMetrics>>>,
+    paused: Option<Gauge>,
+}
+
+impl QueueMetrics {
+    pub fn new(queue: Arc<str>, on: bool) -> Self {
+        let paused = on.then(|| metrics::gauge!(QUEUE_PAUSED, "queue" => queue.to_string()));
+        if let Some(g) = &paused {
+            g.set(0.0);
+        }
+        QueueMetrics {
+            queue,
+            on,
+            jobs: Mutex::new(HashMap::new()),
+            paused,
+        }
+    }
+
+    /// Whether metrics are on.
+    pub fn on(&self) -> bool {
+        self.on
+    }
+
+    /// The handles of job type `job`, registered at its first run.
+    pub fn job(&self, job: &str) -> Option<Arc<JobMetrics>> {
+        if !self.on {
+            return None;
+        }
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = jobs.get(job) {
+            return Some(m.clone());
+        }
+        let m = Arc::new(JobMetrics::new(&self.queue, job));
+        jobs.insert(job.into(), m.clone());
+        Some(m)
+    }
+
+    /// The dispatcher saw the queue paused or resumed.
+    pub fn paused(&self, paused: bool) {
+        if let Some(g) = &self.paused {
+            g.set(if paused { 1.0 } else { 0.0 });
+        }
+    }
+}
+
+/// Samples the sizes of `queues` into gauges every `every` until `stop`. A
+/// failed read is logged at debug and skipped: the gauges keep their last value.
+pub(crate) async fn sample<B: Backend>(
+    backend: B,
+    queues: Vec<String>,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    let gauges: Vec<[Gauge; 4]> = queues
+        .iter()
+        .map(|q| {
+            ["ready", "scheduled", "in_flight", "dead"]
+                .map(|s| metrics::gauge!(QUEUE_JOBS, "queue" => q.clone(), "state" => s))
+        })
+        .collect();
+    loop {
+        for (q, g) in queues.iter().zip(&gauges) {
+            match backend.sizes(q).await {
+                Ok(c) => {
+                    for (g, n) in g.iter().zip([c.ready, c.scheduled, c.in_flight, c.dead]) {
+                        g.set(n as f64);
+                    }
+                }
+                Err(crate::Error::QueueNotFound { .. }) => {
+                    for g in g {
+                        g.set(0.0);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(queue = %q, error = %e, "could not sample the queue's size")
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Lifecycle hooks: every run starts once and ends with one outcome, with its run
+//! time and queue wait; cancelled runs say why; a panicking hook changes nothing.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{start, start_serving, wait_until};
+use redjob::backend::Backend;
+use redjob::backend::memory::MemoryBackend;
+use redjob::inspect::Inspect;
+use redjob::queue::{Queues, SendMessage};
+use redjob::worker::{CancelReason, Hooks, JobRun, UNDECODABLE};
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_ok", queue = "hooks")]
+struct Ok20;
+
+impl Job for Ok20 {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_flaky", queue = "hooks")]
+struct Flaky;
+
+impl Job for Flaky {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        if ctx.attempt() == 1 {
+            return Err(JobError::retry_after("flaky", Duration::from_millis(10)));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_fatal", queue = "hooks")]
+struct Fatal;
+
+impl Job for Fatal {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Err(JobError::fatal("no such account"))
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_panics", queue = "hooks", max_attempts = 1)]
+struct Panics;
+
+impl Job for Panics {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        panic!("kaboom")
+    }
+}
+
+/// Runs until its run is dropped.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_long", queue = "long")]
+struct Long;
+
+impl Job for Long {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        std::future::pending().await
+    }
+}
+
+/// Finishes its work, successfully, when told to stop.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_polite", queue = "polite")]
+struct Polite;
+
+impl Job for Polite {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.cancellation().cancelled().await;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Ev {
+    what: String,
+    job: String,
+    attempt: u32,
+    took: Duration,
+    waited: Duration,
+    detail: String,
+}
+
+#[derive(Clone, Default)]
+struct Heard(Arc<Mutex<Vec<Ev>>>);
+
+impl Heard {
+    fn push(&self, what: &str, run: &JobRun<'_>, took: Duration, detail: String) {
+        self.0.lock().unwrap().push(Ev {
+            what: what.into(),
+            job: run.job.into(),
+            attempt: run.attempt,
+            took,
+            waited: run.waited,
+            detail,
+        });
+    }
+    fn events(&self) -> Vec<Ev> {
+        self.0.lock().unwrap().clone()
+    }
+    /// `(what, attempt)` of one job type's events, in order.
+    fn of(&self, job: &str) -> Vec<(String, u32)> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.job == job)
+            .map(|e| (e.what, e.attempt))
+            .collect()
+    }
+    fn ended(&self) -> usize {
+        self.events().iter().filter(|e| e.what != "started").count()
+    }
+}
+
+impl Hooks for Heard {
+    fn started(&self, run: &JobRun<'_>) {
+        self.push("started", run, Duration::ZERO, String::new());
+    }
+    fn succeeded(&self, run: &JobRun<'_>, took: Duration) {
+        self.push("succeeded", run, took, String::new());
+    }
+    fn retried(&self, run: &JobRun<'_>, took: Duration, error: &str, retry_in: Duration) {
+        self.push("retried", run, took, format!("{error} in {retry_in:?}"));
+    }
+    fn dead_lettered(&self, run: &JobRun<'_>, took: Duration, error: &str) {
+        self.push("dead", run, took, error.into());
+    }
+    fn cancelled(&self, run: &JobRun<'_>, took: Duration, why: CancelReason) {
+        self.push("cancelled", run, took, why.as_str().into());
+    }
+}
+
+/// A hook that panics at every event.
+struct Explodes;
+
+impl Hooks for Explodes {
+    fn started(&self, _: &JobRun<'_>) {
+        panic!("hook exploded")
+    }
+    fn succeeded(&self, _: &JobRun<'_>, _: Duration) {
+        panic!("hook exploded")
+    }
+}
+
+fn s(what: &str, attempt: u32) -> (String, u32) {
+    (what.to_string(), attempt)
+}
+
+#[tokio::test]
+async fn every_outcome_reaches_the_hooks_once_with_run_time_and_wait() {
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    client.enqueue(&Ok20).await.unwrap();
+    client.enqueue(&Flaky).await.unwrap();
+    client.enqueue(&Fatal).await.unwrap();
+    client.enqueue(&Panics).await.unwrap();
+    Queues::send(&backend, "hooks", SendMessage::new("not an envelope"))
+        .await
+        .unwrap();
+    // every job has been due for 5 s on the backend's clock when the worker starts
+    backend.clock().advance(Duration::from_secs(5));
+    let heard = Heard::default();
+    let worker = Worker::builder(client.backend())
+        .queue("hooks")
+        .handle_signals(false)
+        .hooks(heard.clone())
+        .hooks(Explodes)
+        .build()
+        .unwrap();
+    let w = start(worker);
+    assert!(
+        wait_until(Duration::from_secs(10), || heard.ended() >= 6).await,
+        "{:?}",
+        heard.events()
+    );
+    w.stop().await;
+
+    assert_eq!(heard.of("hk_ok"), [s("started", 1), s("succeeded", 1)]);
+    assert_eq!(
+        heard.of("hk_flaky"),
+        [
+            s("started", 1),
+            s("retried", 1),
+            s("started", 2),
+            s("succeeded", 2)
+        ]
+    );
+    assert_eq!(heard.of("hk_fatal"), [s("started", 1), s("dead", 1)]);
+    assert_eq!(heard.of("hk_panics"), [s("started", 1), s("dead", 1)]);
+    // never ran: dead-lettered alone
+    assert_eq!(heard.of(UNDECODABLE), [s("dead", 1)]);
+    assert_eq!(heard.events().len(), 11, "{:?}", heard.events());
+
+    let ev = heard.events();
+    let find = |what: &str, job: &str| {
+        ev.iter()
+            .find(|e| e.what == what && e.job == job)
+            .unwrap()
+            .clone()
+    };
+    let ok = find("succeeded", "hk_ok");
+    assert!(ok.took >= Duration::from_millis(20), "{ok:?}");
+    assert!(ok.waited >= Duration::from_secs(5), "{ok:?}");
+    assert!(
+        find("retried", "hk_flaky")
+            .detail
+            .starts_with("flaky in 10ms")
+    );
+    assert_eq!(
+        find("dead", "hk_fatal").detail,
+        "fatal: no such account",
+        "the reason written to the dead letter"
+    );
+    assert!(find("dead", "hk_panics").detail.contains("kaboom"));
+    let garbage = find("dead", UNDECODABLE);
+    assert_eq!(garbage.took, Duration::ZERO);
+    assert!(garbage.detail.starts_with("cannot run this body"));
+
+    // the outcomes the hooks heard are the ones recorded
+    let stats = backend.stats("hooks").await.unwrap();
+    assert_eq!((stats.processed, stats.retried, stats.dead), (2, 1, 3));
+}
+
+#[tokio::test]
+async fn cancelled_runs_say_why_deleted_lease_lost_or_shutdown() {
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    let heard = Heard::default();
+    let worker = Worker::builder(client.backend())
+        .queue("long")
+        .handle_signals(false)
+        .lease(Duration::from_secs(1))
+        .grace_period(Duration::from_millis(200))
+        .hooks(heard.clone())
+        .build()
+        .unwrap();
+    let w = start_serving(worker).await;
+    let started = |n: usize| {
+        let heard = heard.clone();
+        move || {
+            heard
+                .events()
+                .iter()
+                .filter(|e| e.what == "started")
+                .count()
+                >= n
+        }
+    };
+    let why = |n: usize| {
+        heard
+            .events()
+            .iter()
+            .filter(|e| e.what == "cancelled")
+            .map(|e| e.detail.clone())
+            .nth(n)
+    };
+
+    // deleted by an operator while it runs
+    let id = client.enqueue(&Long).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), started(1)).await);
+    backend.cancel("long", &id).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), || why(0).is_some()).await);
+    assert_eq!(why(0).unwrap(), "deleted");
+
+    // its lease ran out and another consumer took it
+    client.enqueue(&Long).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), started(2)).await);
+    backend.clock().advance(Duration::from_secs(2));
+    let stolen = Backend::fetch(&backend, "long", 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(stolen.jobs.len(), 1);
+    assert!(wait_until(Duration::from_secs(10), || why(1).is_some()).await);
+    assert_eq!(why(1).unwrap(), "lease_lost");
+
+    // still running when the grace period ends
+    client.enqueue(&Long).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), started(3)).await);
+    w.stop().await;
+    assert_eq!(why(2).as_deref(), Some("shutdown"), "{:?}", heard.events());
+    let cancelled: Vec<Ev> = heard
+        .events()
+        .into_iter()
+        .filter(|e| e.what == "cancelled")
+        .collect();
+    assert_eq!(cancelled.len(), 3);
+    assert!(cancelled.iter().all(|e| e.took > Duration::ZERO));
+    // released at shutdown: it runs again
+    assert_eq!(Inspect::counts(&backend, "long").await.unwrap().ready, 1);
+}
+
+/// A handler that returns `Ok` when cancelled at shutdown did its work: the job
+/// is acked, not released to run again (the outcome used to be a coin toss).
+#[tokio::test]
+async fn a_handler_that_finishes_when_cancelled_is_acked_not_run_again() {
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    for _ in 0..20 {
+        client.enqueue(&Polite).await.unwrap();
+    }
+    let heard = Heard::default();
+    let worker = Worker::builder(client.backend())
+        .queue("polite")
+        .concurrency(20)
+        .handle_signals(false)
+        .grace_period(Duration::from_millis(100))
+        .hooks(heard.clone())
+        .build()
+        .unwrap();
+    let w = start(worker);
+    let all_started = || heard.events().len() >= 20;
+    assert!(wait_until(Duration::from_secs(10), all_started).await);
+    w.stop().await;
+    let succeeded = heard
+        .events()
+        .iter()
+        .filter(|e| e.what == "succeeded")
+        .count();
+    assert_eq!(succeeded, 20, "{:?}", heard.events());
+    assert_eq!(backend.stats("polite").await.unwrap().processed, 20);
+    assert_eq!(
+        Inspect::counts(&backend, "polite").await.unwrap().total(),
+        0
+    );
+}
