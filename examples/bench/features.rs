@@ -1,6 +1,7 @@
 //! Phase 7: the queue features on the hot path, each beside the plain figure
-//! measured the same way on the same server: a backlog at mixed priorities, and
-//! unique jobs enqueued one by one.
+//! measured the same way on the same server: a backlog at mixed priorities, the
+//! same backlog with metrics off and with a Prometheus recorder (plain: metrics
+//! on, no recorder, the default), and unique jobs enqueued one by one.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,6 +11,7 @@ use redjob::client::EnqueueOptions;
 use redjob::queue::{QueueOptions, Queues};
 
 use crate::jobs::{Noop, Tally, UniqueNoop};
+use crate::metered::{self, Metered};
 use crate::phases::{Figures, Settings, drain, worker};
 use crate::redis::Server;
 
@@ -76,6 +78,10 @@ pub async fn features(s: &Settings, f: &mut Figures) {
         f.backlog_plain.push(plain);
         let mixed = process(&client, s, f, &PRIORITIES).await;
         f.backlog_priorities.push(mixed);
+        let off = metered::process(&client, s, f, Metered::Off).await;
+        f.backlog_metrics_off.push(off);
+        let prometheus = metered::process(&client, s, f, Metered::Prometheus).await;
+        f.backlog_prometheus.push(prometheus);
     }
     for _ in 0..2 {
         f.enqueue_single_plain

@@ -9,7 +9,7 @@
 //!
 //! Flags: `--n 20000` jobs per throughput phase, `--runs 3`, `--phase 1,2,...`
 //! (1–3 throughput and cost, 4 latency, 5 delayed, 6 scale, 7 queue features
-//! beside the plain figures, 8 inspection at 10k and the largest backlog, 9 a
+//! and metrics beside the plain figures, 8 inspection at 10k and the largest backlog, 9 a
 //! flood of `--flood 1000000` fatal failures held to the dead-letter retention;
 //! default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
@@ -17,6 +17,7 @@ mod features;
 mod flood;
 mod inspect;
 mod jobs;
+mod metered;
 mod phases;
 mod redis;
 mod report;

@@ -37,6 +37,8 @@ pub struct Figures {
     /// Phase 7: the same 20k backlog processed plain and at mixed priorities.
     pub backlog_plain: Vec<f64>,
     pub backlog_priorities: Vec<f64>,
+    pub backlog_metrics_off: Vec<f64>,
+    pub backlog_prometheus: Vec<f64>,
     /// Phase 7: `n` jobs enqueued one by one, plain and unique.
     pub enqueue_single_plain: Vec<f64>,
     pub enqueue_single_unique: Vec<f64>,

@@ -178,6 +178,24 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         target: "within 15% of plain",
     });
     rows.push(Row {
+        key: "process_jobs_per_s_metrics_off".into(),
+        label: "  the same, worker metrics off (jobs/s)".into(),
+        values: all
+            .iter()
+            .flat_map(|f| f.backlog_metrics_off.clone())
+            .collect(),
+        target: "-",
+    });
+    rows.push(Row {
+        key: "process_jobs_per_s_prometheus".into(),
+        label: "  the same, metrics to Prometheus (jobs/s)".into(),
+        values: all
+            .iter()
+            .flat_map(|f| f.backlog_prometheus.clone())
+            .collect(),
+        target: "-",
+    });
+    rows.push(Row {
         key: "enqueue_single_jobs_per_s_plain".into(),
         label: "enqueue one by one, plain (jobs/s)".into(),
         values: all

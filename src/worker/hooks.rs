@@ -15,11 +15,16 @@ pub const UNDECODABLE: &str = "(undecodable)";
 /// One run of a job, as [`Hooks`] see it.
 ///
 /// ```
+/// use std::time::Duration;
 /// use redjob::worker::JobRun;
 ///
 /// fn label(run: &JobRun<'_>) -> String {
-///     format!("{}/{} #{} (attempt {})", run.queue, run.job, run.id, run.attempt)
+///     format!("{}/{} (attempt {})", run.queue, run.job, run.attempt)
 /// }
+/// let id = "0000000000abcdefghijklmnopqrstuv".parse()?;
+/// let run = JobRun::new(id, "emails", "welcome", 2, Duration::ZERO);
+/// assert_eq!(label(&run), "emails/welcome (attempt 2)");
+/// # Ok::<(), redjob::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
