@@ -23,7 +23,7 @@ struct RenderInvoice {
 impl Job for RenderInvoice {
     async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
         tokio::time::sleep(Duration::from_millis(20 + self.id % 50)).await;
-        if self.id % 10 == 0 {
+        if self.id.is_multiple_of(10) {
             return Err(JobError::retry_after(
                 "the PDF service is busy",
                 Duration::from_secs(1),
