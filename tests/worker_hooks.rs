@@ -70,6 +70,32 @@ impl Job for Long {
     }
 }
 
+/// Gives up with an error when told to stop (the usual `select!` on the token).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_quitter", queue = "quitters")]
+struct Quitter;
+
+impl Job for Quitter {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        tokio::select! {
+            _ = std::future::pending::<()>() => Ok(()),
+            _ = ctx.cancellation().cancelled() => Err(JobError::retry("interrupted")),
+        }
+    }
+}
+
+/// Blocks its thread for 6 s, deaf to cancellation.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_blocker", queue = "blockers")]
+struct Blocker;
+
+impl Job for Blocker {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        std::thread::sleep(Duration::from_secs(6));
+        Ok(())
+    }
+}
+
 /// Finishes its work, successfully, when told to stop.
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "hk_polite", queue = "polite")]
@@ -294,7 +320,11 @@ async fn cancelled_runs_say_why_deleted_lease_lost_or_shutdown() {
         .filter(|e| e.what == "cancelled")
         .collect();
     assert_eq!(cancelled.len(), 3);
-    assert!(cancelled.iter().all(|e| e.took > Duration::ZERO));
+    // the shutdown one ran until the grace period was over
+    assert!(
+        cancelled[2].took >= Duration::from_millis(200),
+        "{cancelled:?}"
+    );
     // released at shutdown: it runs again
     assert_eq!(Inspect::counts(&backend, "long").await.unwrap().ready, 1);
 }
@@ -331,5 +361,107 @@ async fn a_handler_that_finishes_when_cancelled_is_acked_not_run_again() {
     assert_eq!(
         Inspect::counts(&backend, "polite").await.unwrap().total(),
         0
+    );
+}
+
+/// A handler that returns an error because it was cancelled at shutdown failed
+/// no attempt: it is released to run again at once, not retried after a backoff
+/// (nor dead-lettered on its last attempt).
+#[tokio::test]
+async fn a_handler_that_gives_up_when_cancelled_at_shutdown_is_released() {
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    for _ in 0..10 {
+        client.enqueue(&Quitter).await.unwrap();
+    }
+    let heard = Heard::default();
+    let worker = Worker::builder(client.backend())
+        .queue("quitters")
+        .concurrency(10)
+        .handle_signals(false)
+        .grace_period(Duration::from_millis(100))
+        .hooks(heard.clone())
+        .build()
+        .unwrap();
+    let w = start(worker);
+    assert!(wait_until(Duration::from_secs(10), || heard.events().len() >= 10).await);
+    w.stop().await;
+    let why: Vec<String> = heard
+        .events()
+        .into_iter()
+        .skip(10)
+        .map(|e| e.what + ":" + &e.detail)
+        .collect();
+    assert_eq!(why, vec!["cancelled:shutdown"; 10]);
+    let stats = backend.stats("quitters").await.unwrap();
+    assert_eq!((stats.retried, stats.dead), (0, 0));
+    assert_eq!(
+        Inspect::counts(&backend, "quitters").await.unwrap().ready,
+        10
+    );
+}
+
+/// A run deaf to its cancellation (blocking its thread) is given up at
+/// shutdown and left leased; when it ends, its hooks hear it was stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_deaf_to_cancellation_is_given_up_at_shutdown() {
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    client.enqueue(&Blocker).await.unwrap();
+    let heard = Heard::default();
+    let worker = Worker::builder(client.backend())
+        .queue("blockers")
+        .handle_signals(false)
+        .grace_period(Duration::from_millis(100))
+        .hooks(heard.clone())
+        .build()
+        .unwrap();
+    let w = start(worker);
+    assert!(wait_until(Duration::from_secs(10), || !heard.events().is_empty()).await);
+    w.stop().await;
+    let ended = || heard.events().len() >= 2;
+    assert!(wait_until(Duration::from_secs(10), ended).await);
+    let last = heard.events().pop().unwrap();
+    assert_eq!(
+        (last.what.as_str(), last.detail.as_str()),
+        ("cancelled", "shutdown")
+    );
+    // left leased (not settled): it runs again once its lease ends
+    let stats = backend.stats("blockers").await.unwrap();
+    assert_eq!(stats.processed, 0);
+    assert_eq!(
+        Inspect::counts(&backend, "blockers")
+            .await
+            .unwrap()
+            .in_flight,
+        1
+    );
+}
+
+/// On Redis, a job deleted while it runs is told apart from a lost lease by a
+/// read of its score before the run is cancelled.
+#[tokio::test]
+async fn on_redis_a_job_cancelled_while_it_runs_is_reported_deleted() {
+    let server = common::RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let heard = Heard::default();
+    let worker = Worker::builder(client.backend())
+        .queue("long")
+        .handle_signals(false)
+        .lease(Duration::from_secs(1))
+        .hooks(heard.clone())
+        .build()
+        .unwrap();
+    let w = start_serving(worker).await;
+    let id = client.enqueue(&Long).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), || !heard.events().is_empty()).await);
+    client.cancel("long", &id).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), || heard.events().len() >= 2).await);
+    w.stop().await;
+    let ev = heard.events();
+    assert_eq!(
+        (ev[1].what.as_str(), ev[1].detail.as_str()),
+        ("cancelled", "deleted"),
+        "{ev:?}"
     );
 }

@@ -168,7 +168,13 @@ async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
         Some(0.0)
     );
     assert!(ok("redjob_job_run_seconds_sum", &[]).unwrap() >= 0.015);
+    // queue wait: each of the three waited a little, none 10 s
     assert_eq!(ok("redjob_job_wait_seconds_count", &[]), Some(3.0));
+    assert_eq!(
+        ok("redjob_job_wait_seconds_bucket", &[r#"le="10""#]),
+        Some(3.0)
+    );
+    assert!(ok("redjob_job_wait_seconds_sum", &[]).unwrap() > 0.0);
     // the worker with metrics off recorded nothing
     assert!(!s.keys().any(|k| k.contains("quiet")), "{s:#?}");
 }

@@ -279,8 +279,9 @@ impl<B: Backend> WorkerBuilder<B> {
     /// | `redjob_queue_jobs` (sampled, see [`metrics_interval`](Self::metrics_interval)) | gauge | `queue`, `state` (`ready`, `scheduled`, `in_flight`, `dead`) |
     /// | `redjob_queue_paused` (1 while paused) | gauge | `queue` |
     ///
-    /// `job` is the job type's name ([`UNDECODABLE`](super::UNDECODABLE)
-    /// for a body that is not a job envelope).
+    /// `job` is the job type's name: [`UNDECODABLE`](super::UNDECODABLE) for
+    /// a body that is not a job envelope, `(unknown)` for a name no linked job
+    /// type has (so foreign or garbage bodies cannot multiply the series).
     pub fn metrics(mut self, on: bool) -> Self {
         self.metrics = on;
         self

@@ -132,7 +132,12 @@ pub(crate) async fn execute(
         // stopped before its handler started, or put back for another worker
         (_, Heard::Released) | (Err(_), _) if took.is_none() => return,
         (Err(why), _) => End::Cancelled(*why),
-        (Ok(()), Heard::Released) => End::Cancelled(CancelReason::Shutdown),
+        // cancelled by the shutdown, or by a lost lease whose job was then
+        // delivered here again (merged into this run)
+        (Ok(()), Heard::Released) if per_queue.abort.is_cancelled() => {
+            End::Cancelled(CancelReason::Shutdown)
+        }
+        (Ok(()), Heard::Released) => End::Cancelled(CancelReason::LeaseLost),
         (Ok(()), Heard::Succeeded) => End::Succeeded,
         (Ok(()), Heard::Retried(error, delay)) => End::Retried {
             error,
@@ -221,10 +226,21 @@ async fn run(
         }
 
     };
+    // a handler that gave up because it was cancelled (shutdown past the grace
+    // period, a lost lease) failed no attempt: released, as if dropped
+    let stopped = cancel.is_cancelled();
     let (error, wants) = match result {
         Ok(Ok(Ok(()))) => {
             tracing::debug!("done");
             return Outcome::Ack;
+        }
+        Ok(_) if stopped => {
+            tracing::info!(
+                "stopped by its cancellation (lost lease, or shutdown past the grace period); released"
+            );
+            return Outcome::Release {
+                delay: Duration::ZERO,
+            };
         }
         Ok(Ok(Err(e))) => (e.to_string(), e.outcome()),
         Ok(Err(panic)) => (

@@ -85,18 +85,21 @@ impl CancelReason {
 /// A run starts with [`started`](Self::started) and ends with exactly one of
 /// [`succeeded`](Self::succeeded), [`retried`](Self::retried),
 /// [`dead_lettered`](Self::dead_lettered) or [`cancelled`](Self::cancelled),
-/// each with the handler's run time. A job that is dead-lettered unrun (a body
-/// that does not decode, a job type no worker knew for
+/// each with the handler's run time. An end hook comes alone, with a zero run
+/// time, when the handler never ran: a job dead-lettered unrun (a body that
+/// does not decode, a job type no worker knew for
 /// [`unknown_jobs_retry_for`](super::WorkerBuilder::unknown_jobs_retry_for), a
-/// body over the queue's maxsize, more deliveries than `max_attempts`) gets
-/// `dead_lettered` alone, with a zero run time. A prefetched job released
-/// unstarted at shutdown, or put back for a worker that knows its type, gets
-/// nothing.
+/// body over the queue's maxsize, more deliveries than `max_attempts`), or the
+/// rare panic in the worker before the handler started. A prefetched job
+/// released unstarted at shutdown, or put back for a worker that knows its
+/// type, gets nothing.
 ///
 /// The end hooks are called when the run ends, just before its outcome is
-/// written to the queue (in a batch). Hooks run on the job's task: keep them
-/// quick and hand slow work to a channel or a spawned task. A hook that panics
-/// is logged and ignored.
+/// written to the queue (in a batch). If that write cannot land before the
+/// lease runs out (Redis away for longer than the lease), the outcome is lost
+/// and the job runs again: the hooks then hear of that run too. Hooks run on
+/// the job's task: keep them quick and hand slow work to a channel or a spawned
+/// task. A hook that panics is logged and ignored.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};

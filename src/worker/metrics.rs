@@ -4,13 +4,17 @@
 //! map lookup and a few atomic adds (nothing measurable without a recorder).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Unit};
 use tokio_util::sync::CancellationToken;
 
+use super::hooks::UNDECODABLE;
 use crate::backend::Backend;
+
+/// The `job` label of a job type no linked type has (hooks get its name).
+pub(crate) const UNKNOWN: &str = "(unknown)";
 
 /// Runs started, by `queue` and `job`.
 pub(crate) const STARTED: &str = "redjob_jobs_started_total";
@@ -80,7 +84,7 @@ impl JobMetrics {
 pub(crate) struct QueueMetrics {
     queue: Arc<str>,
     on: bool,
-    jobs: Mutex<HashMap<Box<str>, Arc<JobMetrics>>>,
+    jobs: RwLock<HashMap<Box<str>, Arc<JobMetrics>>>,
     paused: Option<Gauge>,
 }
 
@@ -93,7 +97,7 @@ impl QueueMetrics {
         QueueMetrics {
             queue,
             on,
-            jobs: Mutex::new(HashMap::new()),
+            jobs: RwLock::new(HashMap::new()),
             paused,
         }
     }
@@ -103,18 +107,23 @@ impl QueueMetrics {
         self.on
     }
 
-    /// The handles of job type `job`, registered at its first run.
+    /// The handles of job type `job`, registered at its first run. A name no
+    /// linked job type has (from a foreign or garbage body) is labelled
+    /// [`UNKNOWN`], so bad input cannot grow the number of series.
     pub fn job(&self, job: &str) -> Option<Arc<JobMetrics>> {
         if !self.on {
             return None;
         }
-        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = jobs.get(job) {
+        if let Some(m) = self.jobs.read().unwrap_or_else(|e| e.into_inner()).get(job) {
             return Some(m.clone());
         }
-        let m = Arc::new(JobMetrics::new(&self.queue, job));
-        jobs.insert(job.into(), m.clone());
-        Some(m)
+        let known = job == UNDECODABLE || crate::job::registered().any(|r| r.name == job);
+        let label = if known { job } else { UNKNOWN };
+        let mut jobs = self.jobs.write().unwrap_or_else(|e| e.into_inner());
+        let m = jobs
+            .entry(label.into())
+            .or_insert_with(|| Arc::new(JobMetrics::new(&self.queue, label)));
+        Some(m.clone())
     }
 
     /// The dispatcher saw the queue paused or resumed.

@@ -53,6 +53,9 @@ const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 /// A failed renewal is tried again after this (or a third of the lease if shorter).
 const RETRY_BEAT: Duration = Duration::from_millis(500);
+/// A run whose lease was lost is cancelled once its job's score was read (to
+/// tell its hooks whether the job was deleted), or after this at most.
+const CLASSIFY_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) struct Settler<B> {
     pub backend: B,
@@ -273,10 +276,13 @@ impl<B: Backend> Settler<B> {
     }
 
     /// Says why running jobs lost their lease, then cancels their runs: one read
-    /// of their scores tells a deleted job from one delivered again.
+    /// of their scores (waited for `CLASSIFY_WAIT` at most) tells a deleted job
+    /// from one delivered again.
     async fn report_lost(&self, lost: &[(JobId, Token, tokio_util::sync::CancellationToken)]) {
         let pairs: Vec<(JobId, Token)> = lost.iter().map(|(id, t, _)| (*id, *t)).collect();
-        let scores = self.backend.scores(&self.queue, &pairs).await;
+        let scores = tokio::time::timeout(CLASSIFY_WAIT, self.backend.scores(&self.queue, &pairs))
+            .await
+            .unwrap_or_else(|_| Err(crate::Error::Protocol("no reply in time".into())));
         for (k, (id, _, cancel)) in lost.iter().enumerate() {
             match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
                 Ok(None) => {

@@ -9,7 +9,7 @@ use crate::backend::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next score or "", lease ms, maxsize, orphans,
-/// (id, body, count, priority)...}`; `None` when the script asks to be called
+/// (id, body, count, priority, waited ms)...}`; `None` when the script asks to be called
 /// again with the queue's priority level keys.
 pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     let (now, mut r) = Reply::status(v)?;
