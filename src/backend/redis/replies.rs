@@ -9,7 +9,7 @@ use crate::backend::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next score or "", lease ms, maxsize, orphans,
-/// (id, body, count, priority, waited ms)...}`; `None` when the script asks to be called
+/// (id, body, count, priority, score before the lease)...}`; `None` when the script asks to be called
 /// again with the queue's priority level keys.
 pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     let (now, mut r) = Reply::status(v)?;
@@ -25,13 +25,19 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     if orphans == -2 {
         return Ok(None);
     }
+    let now_ms = now.max(0) as u64 / 1000;
     let mut jobs = Vec::with_capacity(max.min(1024));
     while !r.is_empty() {
         let raw = r.bytes()?;
         let body = r.bytes()?.to_vec();
         let count = r.int()?.clamp(1, 999) as u32;
         let priority = r.int()?.clamp(i64::from(i8::MIN), i64::from(i8::MAX)) as i8;
-        let waited_ms = r.int()?.max(0) as u64;
+        let due_ms = std::str::from_utf8(r.bytes()?)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|f| f.is_finite() && *f >= 0.0)
+            .map(|f| crate::inspect::due_ms((f * 1000.0) as u64));
+        let waited_ms = due_ms.map_or(0, |d| now_ms.saturating_sub(d));
         // an id no RSMQ client writes (a raw ZADD): skipped, so the jobs fetched
         // with it still run; it stays leased and comes back after the lease
         let Ok(id) = JobId::from_bytes(raw) else {

@@ -23,8 +23,8 @@
 -- Returns {now µs, when the earliest job left is due (ms; a lease: its end) or
 --          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
 --          without a body that were removed, id, body, delivery count, priority,
---          ms it had been due (its queue wait; for a lease that ran out: since it
---          ran out), id, body, count, priority, waited, ...}; {0, "", 0, -1, -1} when the queue does
+--          score before this lease (when it became due: see inspect's due_ms),
+--          id, body, count, priority, score, ...}; {0, "", 0, -1, -1} when the queue does
 --          not exist; {1, "", 0, -1, -2} when the queue has priorities and the
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3}
 --          when the queue is paused
@@ -54,6 +54,7 @@ for li, level in ipairs(levels) do
   end
 end
 local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0}
+local no = 5
 local n = #ids
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
@@ -97,13 +98,12 @@ if n > 0 then
       zl[#zl + 1] = token
       zl[#zl + 1] = id
       leased = leased + 1
-      out[#out + 1] = id
-      out[#out + 1] = body
-      out[#out + 1] = count
-      out[#out + 1] = levels[li][1]
-      local due = math.floor(score)
-      if due >= LEASED then due = due - LEASED end
-      out[#out + 1] = math.max(now - due, 0)
+      out[no + 1] = id
+      out[no + 2] = body
+      out[no + 3] = count
+      out[no + 4] = levels[li][1]
+      out[no + 5] = scores[k]
+      no = no + 5
     else
       local ol = orphans[li]
       if not ol then ol = {}; orphans[li] = ol end
