@@ -329,39 +329,46 @@ async fn cancelled_runs_say_why_deleted_lease_lost_or_shutdown() {
     assert_eq!(Inspect::counts(&backend, "long").await.unwrap().ready, 1);
 }
 
-/// A handler that returns `Ok` when cancelled at shutdown did its work: the job
-/// is acked, not released to run again (the outcome used to be a coin toss).
-#[tokio::test]
-async fn a_handler_that_finishes_when_cancelled_is_acked_not_run_again() {
+/// Enqueues `n` copies of `job` (of queue `queue`) in memory, runs a worker
+/// with the hooks and a 100 ms grace period until all `n` started, then shuts
+/// it down.
+async fn start_all_then_shut_down<J: Job>(job: J, queue: &str, n: usize) -> (MemoryBackend, Heard) {
     let backend = MemoryBackend::new();
     let client = Client::memory(backend.clone());
-    for _ in 0..20 {
-        client.enqueue(&Polite).await.unwrap();
+    for _ in 0..n {
+        client.enqueue(&job).await.unwrap();
     }
     let heard = Heard::default();
     let worker = Worker::builder(client.backend())
-        .queue("polite")
-        .concurrency(20)
+        .queue(queue)
+        .concurrency(n)
         .handle_signals(false)
         .grace_period(Duration::from_millis(100))
         .hooks(heard.clone())
         .build()
         .unwrap();
     let w = start(worker);
-    let all_started = || heard.events().len() >= 20;
+    let all_started = || heard.events().len() >= n;
     assert!(wait_until(Duration::from_secs(10), all_started).await);
     w.stop().await;
-    let succeeded = heard
-        .events()
-        .iter()
-        .filter(|e| e.what == "succeeded")
-        .count();
-    assert_eq!(succeeded, 20, "{:?}", heard.events());
+    (backend, heard)
+}
+
+/// The end events heard after the first `skip`, as `what:detail`.
+fn ends(heard: &Heard, skip: usize) -> Vec<String> {
+    let ev = heard.events().into_iter().skip(skip);
+    ev.map(|e| e.what + ":" + &e.detail).collect()
+}
+
+/// A handler that returns `Ok` when cancelled at shutdown did its work: the job
+/// is acked, not released to run again (the outcome used to be a coin toss).
+#[tokio::test]
+async fn a_handler_that_finishes_when_cancelled_is_acked_not_run_again() {
+    let (backend, heard) = start_all_then_shut_down(Polite, "polite", 20).await;
+    assert_eq!(ends(&heard, 20), vec!["succeeded:"; 20]);
     assert_eq!(backend.stats("polite").await.unwrap().processed, 20);
-    assert_eq!(
-        Inspect::counts(&backend, "polite").await.unwrap().total(),
-        0
-    );
+    let left = Inspect::counts(&backend, "polite").await.unwrap();
+    assert_eq!(left.total(), 0);
 }
 
 /// A handler that returns an error because it was cancelled at shutdown failed
@@ -369,73 +376,26 @@ async fn a_handler_that_finishes_when_cancelled_is_acked_not_run_again() {
 /// (nor dead-lettered on its last attempt).
 #[tokio::test]
 async fn a_handler_that_gives_up_when_cancelled_at_shutdown_is_released() {
-    let backend = MemoryBackend::new();
-    let client = Client::memory(backend.clone());
-    for _ in 0..10 {
-        client.enqueue(&Quitter).await.unwrap();
-    }
-    let heard = Heard::default();
-    let worker = Worker::builder(client.backend())
-        .queue("quitters")
-        .concurrency(10)
-        .handle_signals(false)
-        .grace_period(Duration::from_millis(100))
-        .hooks(heard.clone())
-        .build()
-        .unwrap();
-    let w = start(worker);
-    assert!(wait_until(Duration::from_secs(10), || heard.events().len() >= 10).await);
-    w.stop().await;
-    let why: Vec<String> = heard
-        .events()
-        .into_iter()
-        .skip(10)
-        .map(|e| e.what + ":" + &e.detail)
-        .collect();
-    assert_eq!(why, vec!["cancelled:shutdown"; 10]);
+    let (backend, heard) = start_all_then_shut_down(Quitter, "quitters", 10).await;
+    assert_eq!(ends(&heard, 10), vec!["cancelled:shutdown"; 10]);
     let stats = backend.stats("quitters").await.unwrap();
     assert_eq!((stats.retried, stats.dead), (0, 0));
-    assert_eq!(
-        Inspect::counts(&backend, "quitters").await.unwrap().ready,
-        10
-    );
+    let left = Inspect::counts(&backend, "quitters").await.unwrap();
+    assert_eq!(left.ready, 10);
 }
 
 /// A run deaf to its cancellation (blocking its thread) is given up at
 /// shutdown and left leased; when it ends, its hooks hear it was stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_deaf_to_cancellation_is_given_up_at_shutdown() {
-    let backend = MemoryBackend::new();
-    let client = Client::memory(backend.clone());
-    client.enqueue(&Blocker).await.unwrap();
-    let heard = Heard::default();
-    let worker = Worker::builder(client.backend())
-        .queue("blockers")
-        .handle_signals(false)
-        .grace_period(Duration::from_millis(100))
-        .hooks(heard.clone())
-        .build()
-        .unwrap();
-    let w = start(worker);
-    assert!(wait_until(Duration::from_secs(10), || !heard.events().is_empty()).await);
-    w.stop().await;
+    let (backend, heard) = start_all_then_shut_down(Blocker, "blockers", 1).await;
     let ended = || heard.events().len() >= 2;
     assert!(wait_until(Duration::from_secs(10), ended).await);
-    let last = heard.events().pop().unwrap();
-    assert_eq!(
-        (last.what.as_str(), last.detail.as_str()),
-        ("cancelled", "shutdown")
-    );
+    assert_eq!(ends(&heard, 1), ["cancelled:shutdown"]);
     // left leased (not settled): it runs again once its lease ends
-    let stats = backend.stats("blockers").await.unwrap();
-    assert_eq!(stats.processed, 0);
-    assert_eq!(
-        Inspect::counts(&backend, "blockers")
-            .await
-            .unwrap()
-            .in_flight,
-        1
-    );
+    assert_eq!(backend.stats("blockers").await.unwrap().processed, 0);
+    let left = Inspect::counts(&backend, "blockers").await.unwrap();
+    assert_eq!(left.in_flight, 1);
 }
 
 /// On Redis, a job deleted while it runs is told apart from a lost lease by a

@@ -114,12 +114,7 @@ pub(crate) async fn execute(
     };
     let observing = shared.observer.active(&per_queue.metrics);
     // what the hooks hear, taken before the outcome moves into the lease table
-    let heard = observing.then(|| match &outcome {
-        Outcome::Ack => Heard::Succeeded,
-        Outcome::Retry { delay, error } => Heard::Retried(error.clone(), *delay),
-        Outcome::Dead { error } => Heard::Dead(error.clone()),
-        Outcome::Release { .. } => Heard::Released,
-    });
+    let heard = observing.then(|| outcome.clone());
     let finished = leases.finish(d.id, r.run, outcome);
     if finished.is_ok() {
         let _ = tx.send(Event::Finished);
@@ -130,20 +125,20 @@ pub(crate) async fn execute(
     let took = report.started.map(|(at, _)| at.elapsed());
     let end = match (&finished, &heard) {
         // stopped before its handler started, or put back for another worker
-        (_, Heard::Released) | (Err(_), _) if took.is_none() => return,
+        (_, Outcome::Release { .. }) | (Err(_), _) if took.is_none() => return,
         (Err(why), _) => End::Cancelled(*why),
         // cancelled by the shutdown, or by a lost lease whose job was then
         // delivered here again (merged into this run)
-        (Ok(()), Heard::Released) if per_queue.abort.is_cancelled() => {
+        (Ok(()), Outcome::Release { .. }) if per_queue.abort.is_cancelled() => {
             End::Cancelled(CancelReason::Shutdown)
         }
-        (Ok(()), Heard::Released) => End::Cancelled(CancelReason::LeaseLost),
-        (Ok(()), Heard::Succeeded) => End::Succeeded,
-        (Ok(()), Heard::Retried(error, delay)) => End::Retried {
+        (Ok(()), Outcome::Release { .. }) => End::Cancelled(CancelReason::LeaseLost),
+        (Ok(()), Outcome::Ack) => End::Succeeded,
+        (Ok(()), Outcome::Retry { delay, error }) => End::Retried {
             error,
             retry_in: *delay,
         },
-        (Ok(()), Heard::Dead(error)) => End::Dead { error },
+        (Ok(()), Outcome::Dead { error }) => End::Dead { error },
     };
     let job = report.job.as_deref().unwrap_or(UNDECODABLE);
     let waited = report.started.map_or(Duration::ZERO, |(_, w)| w);
@@ -151,14 +146,6 @@ pub(crate) async fn execute(
     shared
         .observer
         .ended(&per_queue.metrics, report.metrics, &run, took, end);
-}
-
-/// An outcome as the hooks hear of it.
-enum Heard {
-    Succeeded,
-    Retried(String, Duration),
-    Dead(String),
-    Released,
 }
 
 async fn run(
