@@ -9,8 +9,9 @@ use crate::backend::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next score or "", lease ms, maxsize, orphans,
-/// (id, body, count, priority, score before the lease)...}`; `None` when the script asks to be called
-/// again with the queue's priority level keys.
+/// (id, body, meta)...}` where meta is the delivery count + 1000 × (priority +
+/// 10) + 21000 × the ms the job had been due; `None` when the script asks to be
+/// called again with the queue's priority level keys.
 pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     let (now, mut r) = Reply::status(v)?;
     let next = r.bytes()?;
@@ -25,19 +26,14 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     if orphans == -2 {
         return Ok(None);
     }
-    let now_ms = now.max(0) as u64 / 1000;
     let mut jobs = Vec::with_capacity(max.min(1024));
     while !r.is_empty() {
         let raw = r.bytes()?;
         let body = r.bytes()?.to_vec();
-        let count = r.int()?.clamp(1, 999) as u32;
-        let priority = r.int()?.clamp(i64::from(i8::MIN), i64::from(i8::MAX)) as i8;
-        let due_ms = std::str::from_utf8(r.bytes()?)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-            .filter(|f| f.is_finite() && *f >= 0.0)
-            .map(|f| crate::inspect::due_ms((f * 1000.0) as u64));
-        let waited_ms = due_ms.map_or(0, |d| now_ms.saturating_sub(d));
+        let meta = r.int()?.max(0);
+        let count = (meta % 1000).max(1) as u32;
+        let priority = ((meta / 1000) % 21 - 10) as i8;
+        let waited_ms = (meta / 21000) as u64;
         // an id no RSMQ client writes (a raw ZADD): skipped, so the jobs fetched
         // with it still run; it stays leased and comes back after the lease
         let Ok(id) = JobId::from_bytes(raw) else {
@@ -102,6 +98,46 @@ pub(crate) fn settled(v: &Value) -> Result<Settled> {
         dead: n(2)?,
         gone,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::Value;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_fetch_reply_unpacks_count_priority_and_wait_from_one_integer() {
+        let id = "mabcdef1234567890abcdef123456789";
+        let meta = |count: i64, priority: i64, waited: i64| {
+            Value::Int(count + 1000 * (priority + 10) + 21000 * waited)
+        };
+        let reply = Value::Array(vec![
+            Value::Int(1_700_000_000_000_000),
+            bulk(""),
+            Value::Int(4_001_700_000_030_000),
+            Value::Int(-1),
+            Value::Int(0),
+            bulk(id),
+            bulk("{}"),
+            meta(999, -10, 100_000_000_000),
+            bulk(id),
+            bulk("{}"),
+            meta(1, 10, 0),
+            bulk(id),
+            bulk("{}"),
+            meta(7, 0, 1234),
+        ]);
+        let f = super::fetched(&reply, 10).unwrap().unwrap();
+        let got: Vec<_> = f
+            .jobs
+            .iter()
+            .map(|d| (d.token.attempt(), d.token.priority(), d.waited_ms))
+            .collect();
+        assert_eq!(got, [(999, -10, 100_000_000_000), (1, 10, 0), (7, 0, 1234)]);
+    }
 }
 
 #[cfg(test)]

@@ -22,9 +22,10 @@
 -- ARGV[2]  lease length in ms
 -- Returns {now µs, when the earliest job left is due (ms; a lease: its end) or
 --          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
---          without a body that were removed, id, body, delivery count, priority,
---          score before this lease (when it became due: see inspect's due_ms),
---          id, body, count, priority, score, ...}; {0, "", 0, -1, -1} when the queue does
+--          without a body that were removed, id, body, meta, id, body, meta, ...}
+--          where meta packs three integers in one: the delivery count (1..999)
+--          + 1000 x (priority + 10) + 21000 x how long the job had been due (ms,
+--          at most 10^11); {0, "", 0, -1, -1} when the queue does
 --          not exist; {1, "", 0, -1, -2} when the queue has priorities and the
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3}
 --          when the queue is paused
@@ -82,7 +83,14 @@ if n > 0 then
     local body = vals[per * (k - 1) + 1]
     if body then
       local score = tonumber(scores[k])
-      local count = math.floor((score - math.floor(score)) * 1000 + 0.5)
+      local due = math.floor(score)
+      local count = math.floor((score - due) * 1000 + 0.5)
+      -- when it became due: its score rounded up to whole ms, less LEASED for a
+      -- lease that ran out (inspect's due_ms)
+      if count > 0 then due = due + 1 end
+      if due >= LEASED then due = due - LEASED end
+      local waited = now - due
+      if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
       if foreign then
         local rc = tonumber(vals[2 * k]) or 0
         if rc > count then count = rc end
@@ -100,10 +108,8 @@ if n > 0 then
       leased = leased + 1
       out[no + 1] = id
       out[no + 2] = body
-      out[no + 3] = count
-      out[no + 4] = levels[li][1]
-      out[no + 5] = scores[k]
-      no = no + 5
+      out[no + 3] = count + 1000 * (levels[li][1] + 10) + 21000 * waited
+      no = no + 3
     else
       local ol = orphans[li]
       if not ol then ol = {}; orphans[li] = ol end
