@@ -149,7 +149,7 @@ impl<B: Backend> Dispatcher<B> {
                 .backend
                 .fetch(&self.queue, n as usize, self.shared.lease)
                 .await;
-            let fetched = match fetched {
+            let mut fetched = match fetched {
                 Ok(f) => {
                     failures = 0;
                     if !served {
@@ -181,7 +181,7 @@ impl<B: Backend> Dispatcher<B> {
                 self.release(fetched, sent_at);
                 return;
             }
-            self.start(&fetched, sent_at);
+            self.start(&mut fetched, sent_at);
             if fetched.paused != paused {
                 paused = fetched.paused;
                 self.per_queue.metrics.paused(paused);
@@ -212,10 +212,11 @@ impl<B: Backend> Dispatcher<B> {
 
     /// Starts the fetched jobs; a job this worker still holds is merged into the
     /// held delivery instead of running twice.
-    fn start(&self, fetched: &Fetched, sent_at: Instant) {
+    /// Takes the jobs out of `fetched` (moved into their runs, not copied).
+    fn start(&self, fetched: &mut Fetched, sent_at: Instant) {
         let deadline = sent_at + self.shared.lease;
         let replied = Instant::now();
-        for d in &fetched.jobs {
+        for d in std::mem::take(&mut fetched.jobs) {
             let (run, cancel) = match self.leases.admit(
                 d.id,
                 d.token,
@@ -267,7 +268,7 @@ impl<B: Backend> Dispatcher<B> {
             };
             self.tracker.spawn(execute(
                 Run {
-                    delivery: d.clone(),
+                    delivery: d,
                     run,
                     cancel,
                     fetched_at_us: fetched.now_us,
