@@ -136,6 +136,10 @@ enum Op {
     Cancel {
         msg: Index,
     },
+    /// Make a scheduled job due now.
+    RunNow {
+        msg: Index,
+    },
     /// Pause (or resume) the queue.
     Pause {
         on: bool,
@@ -221,6 +225,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Peek),
         1 => any::<Index>().prop_map(|msg| Op::Job { msg }),
         1 => any::<Index>().prop_map(|msg| Op::Cancel { msg }),
+        2 => any::<Index>().prop_map(|msg| Op::RunNow { msg }),
         1 => any::<bool>().prop_map(|on| Op::Pause { on }),
         3 => (any::<Index>(), prop::option::of(0..=1u8)).prop_map(|(msg, delay)| Op::RequeueDead { msg, delay }),
         1 => any::<Index>().prop_map(|msg| Op::DeleteDead { msg }),
@@ -259,6 +264,8 @@ enum Seen {
     /// (which due job is older is not compared, see the top).
     Jobs(Vec<JobSeen>),
     Cancelled(Cancelled),
+    /// What run now found the job doing.
+    RanNow(Option<JobState>),
     /// A tick's outcome; the send order of the job it enqueued.
     Ticked(&'static str, Option<usize>),
     None,
@@ -540,6 +547,12 @@ impl Side {
                     return Seen::None;
                 };
                 b.cancel(&q, &id).await.map_or_else(err, Seen::Cancelled)
+            }
+            Op::RunNow { msg } => {
+                let Some(id) = pick(&self.ids, msg) else {
+                    return Seen::None;
+                };
+                b.run_now(&q, &id).await.map_or_else(err, Seen::RanNow)
             }
             Op::Pause { on } => {
                 let r = if *on {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use redjob::JobId;
 use redjob::inspect::{Cancelled, Cursor, Inspect, JobState};
+use redjob::ops::Admin;
 use redjob::queue::{Queues, SendMessage};
 use serde_json::{Value, json};
 
@@ -32,6 +33,14 @@ pub enum JobsCommand {
     /// Removes a job, waiting or running (its worker stops it at its next lease
     /// renewal and does not retry it).
     Cancel {
+        /// The queue.
+        queue: String,
+        /// The job's id.
+        id: JobId,
+    },
+    /// Makes a scheduled job (a delayed one, or a retry waiting out its
+    /// backoff) due now.
+    RunNow {
         /// The queue.
         queue: String,
         /// The job's id.
@@ -110,6 +119,20 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
                 }
             };
             let v = json!({ "id": id.to_string(), "cancelled": text.split(':').next() });
+            done(ctx, v, text)
+        }
+        JobsCommand::RunNow { queue, id } => {
+            let text = match c.run_now(&queue, &id).await? {
+                Some(JobState::Scheduled) => "due now",
+                Some(JobState::Ready) => "due already",
+                Some(JobState::InFlight) => "running: left to its lease",
+                _ => {
+                    return Err(Failure(format!(
+                        "no job {id} waiting or running in {queue:?}"
+                    )));
+                }
+            };
+            let v = json!({ "id": id.to_string(), "state": text.split(':').next() });
             done(ctx, v, text)
         }
         JobsCommand::List {

@@ -57,7 +57,7 @@ enum Command {
     /// One queue: show, pause, resume, purge its jobs, delete it.
     #[command(subcommand)]
     Queue(queues::QueueCommand),
-    /// The jobs of a queue: peek, show, cancel, list by state.
+    /// The jobs of a queue: peek, show, cancel, run now, list by state.
     #[command(subcommand)]
     Jobs(jobs::JobsCommand),
     /// The dead letters of a queue: list, show, requeue, delete, purge.

@@ -199,7 +199,7 @@ async fn pause_resume_purge_and_delete_a_queue_destructive_ones_asking_first() {
 }
 
 #[tokio::test]
-async fn jobs_peek_show_list_by_page_and_cancel() {
+async fn jobs_peek_show_list_by_page_cancel_and_run_now() {
     let (server, client) = setup().await;
     let url = server.url();
     let peek = cli(&url, &["jobs", "peek", "mail", "-n", "5", "--json"])
@@ -269,6 +269,25 @@ async fn jobs_peek_show_list_by_page_and_cancel() {
     assert_eq!(client.counts("mail").await.unwrap().ready, 1);
     let bad = cli(&url, &["jobs", "show", "mail", "not-an-id"]).await;
     assert_eq!(bad.code, 2, "a usage error: {}", bad.err);
+
+    // the delayed job, run now
+    let later = cli(
+        &url,
+        &["jobs", "list", "mail", "--state", "scheduled", "--json"],
+    )
+    .await
+    .json();
+    let later = later["jobs"][0]["id"].as_str().unwrap().to_string();
+    let v = cli(&url, &["jobs", "run-now", "mail", &later, "--json"])
+        .await
+        .json();
+    assert_eq!(v["state"], "due now");
+    assert_eq!(client.counts("mail").await.unwrap().scheduled, 0);
+    let again = cli(&url, &["jobs", "run-now", "mail", &later]).await;
+    assert!(again.ok().contains("due already"), "{}", again.out);
+    cli(&url, &["jobs", "run-now", "mail", &id])
+        .await
+        .failed("no job");
 }
 
 #[tokio::test]

@@ -240,6 +240,9 @@ impl Admin for AnyBackend {
     async fn purge_queue(&self, queue: &str) -> Result<u64> {
         on!(self, Admin::purge_queue(queue))
     }
+    async fn run_now(&self, queue: &str, id: &JobId) -> Result<Option<JobState>> {
+        on!(self, Admin::run_now(queue, id))
+    }
     async fn dead_page(
         &self,
         queue: &str,

@@ -36,7 +36,7 @@ pub use periodic::{Missed, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
 pub(crate) use workers::{Beat, BeatJob, host_name};
 pub use workers::{BeatSchedule, RunningJob, WorkerInfo};
 
-use crate::inspect::{Cursor, Inspect, MAX_PAGE, Page};
+use crate::inspect::{Cursor, Inspect, JobState, MAX_PAGE, Page};
 use crate::{JobId, Result};
 
 /// Operations on queues and their dead letters, on Redis and in memory alike.
@@ -77,6 +77,36 @@ pub trait Admin: Inspect {
     /// and drops its outcome, as after a [`cancel`](Inspect::cancel). The
     /// queue, its settings and counters stay. Returns how many were deleted.
     fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Makes the scheduled job `id` due now, at its priority and with its
+    /// deliveries counted as before, and wakes the queue's idle workers.
+    /// Returns the state it was in: [`Scheduled`](JobState::Scheduled) (now
+    /// due), [`Ready`](JobState::Ready) (due already, left as it is),
+    /// [`InFlight`](JobState::InFlight) (running, left to its lease), or `None`
+    /// when the queue holds no such job (a dead letter is requeued with
+    /// [`requeue_dead`](Admin::requeue_dead)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::inspect::JobState;
+    /// use redjob::ops::Admin;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::queue::{Queues, SendMessage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail", Default::default()).await?;
+    /// let later = SendMessage::new(b"{}".to_vec()).delay(Duration::from_secs(3600));
+    /// let id = q.send("mail", &later).await?.id;
+    /// assert_eq!(q.run_now("mail", &id).await?, Some(JobState::Scheduled));
+    /// assert_eq!(q.run_now("mail", &id).await?, Some(JobState::Ready));
+    /// # Ok(()) }
+    /// ```
+    fn run_now(
+        &self,
+        queue: &str,
+        id: &JobId,
+    ) -> impl Future<Output = Result<Option<JobState>>> + Send;
 
     /// Up to `n` dead letters (at most [`MAX_PAGE`]) by time of death, in
     /// `order`, after `after` (the previous page's [`next`](Page::next)).
@@ -271,6 +301,13 @@ macro_rules! forward_admin {
             }
             async fn purge_queue(&$self, queue: &str) -> $crate::Result<u64> {
                 $crate::ops::Admin::purge_queue(&$inner, queue).await
+            }
+            async fn run_now(
+                &$self,
+                queue: &str,
+                id: &$crate::JobId,
+            ) -> $crate::Result<Option<$crate::inspect::JobState>> {
+                $crate::ops::Admin::run_now(&$inner, queue, id).await
             }
             async fn dead_page(
                 &$self,

@@ -1,5 +1,5 @@
 //! [`Admin`] on Redis: one script call per operation (`pause.lua`, `dead.lua`,
-//! `dead_requeue.lua`, `dead_delete.lua`).
+//! `dead_requeue.lua`, `dead_delete.lua`, `run_now.lua`).
 
 use redis::Value;
 
@@ -118,6 +118,20 @@ impl Admin for Rsmq {
                     }
                 }
             }
+        }
+    }
+
+    async fn run_now(&self, queue: &str, id: &JobId) -> Result<Option<JobState>> {
+        validate::queue_name(queue)?;
+        let (mut con, k) = self.parts(queue);
+        let mut cmd = scripts::eval(&scripts::RUN_NOW, &k.all_levels());
+        cmd.arg(id).arg(&k.realtime);
+        match scripts::int(&scripts::run(&mut con, &scripts::RUN_NOW, &cmd).await?)? {
+            -1 => Err(not_found(queue)),
+            1 => Ok(Some(JobState::Scheduled)),
+            2 => Ok(Some(JobState::Ready)),
+            3 => Ok(Some(JobState::InFlight)),
+            _ => Ok(None),
         }
     }
 

@@ -217,7 +217,8 @@ macro_rules! conformance_suite {
             retention_caps_dead_letters_by_count_and_age,
             a_worker_keeps_its_dead_letters_within_its_retention,
             dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear,
-            purge_deletes_every_job_but_keeps_dead_letters_and_the_queue);
+            purge_deletes_every_job_but_keeps_dead_letters_and_the_queue,
+            run_now_makes_a_scheduled_job_due_keeping_its_attempts_and_wakes_a_worker);
         $crate::conformance_suite!(@live $setup, #[$attr],
             a_tick_is_enqueued_once_however_many_try,
             periodic_workers_enqueue_each_tick_once_and_list_the_schedule,

@@ -1,10 +1,10 @@
 //! Operations: pause and resume, dead letters paged either way and filtered,
-//! requeued (at once or at a rate), deleted and purged, their retention, and
-//! the bad input of each.
+//! requeued (at once or at a rate), deleted and purged, their retention, a
+//! scheduled job run now, and the bad input of each.
 
 use std::time::Duration;
 
-use redjob::backend::{Backend, DeadLetterEntry, Settle};
+use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
 use redjob::inspect::{Cursor, Inspect, JobInfo, JobState};
 use redjob::ops::{Admin, DeadOrder, DeadQuery, Retention, Spread};
 use redjob::queue::{QueueOptions, SendMessage, SendOutcome, Unique};
@@ -447,4 +447,82 @@ pub async fn purge_deletes_every_job_but_keeps_dead_letters_and_the_queue(env: &
     assert!(attrs.is_ok(), "{attrs:?}");
     let r = q.purge_queue("nope").await;
     assert!(matches!(r, Err(Error::QueueNotFound { .. })), "{r:?}");
+}
+
+pub async fn run_now_makes_a_scheduled_job_due_keeping_its_attempts_and_wakes_a_worker(env: &Env) {
+    let q = env.client.backend();
+    let later = SendMessage::new(body("ops_later", 0))
+        .delay(LONG)
+        .priority(3);
+    let sent = q.send("rn", &[later], &QueueOptions::default()).await;
+    let id = sent.unwrap()[0].id;
+    assert_eq!(q.counts("rn").await.unwrap().scheduled, 1);
+    assert_eq!(
+        q.run_now("rn", &id).await.unwrap(),
+        Some(JobState::Scheduled)
+    );
+    assert_eq!(q.run_now("rn", &id).await.unwrap(), Some(JobState::Ready));
+    // leased at its priority, first attempt; running jobs are left to their lease
+    let got = q.fetch("rn", 10, LONG).await.unwrap().jobs;
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].token.attempt(), got[0].token.priority()), (1, 3));
+    assert_eq!(
+        q.run_now("rn", &id).await.unwrap(),
+        Some(JobState::InFlight)
+    );
+    // retried an hour from now: run now keeps the delivery counted
+    let retry = Reschedule {
+        id,
+        token: got[0].token,
+        delay: LONG,
+        deliveries: 1,
+        release: false,
+        error: Some("smtp down".into()),
+    };
+    let settle = Settle {
+        reschedules: vec![retry],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("rn", &settle).await.unwrap().rescheduled, 1);
+    assert_eq!(q.counts("rn").await.unwrap().scheduled, 1);
+    assert_eq!(
+        q.run_now("rn", &id).await.unwrap(),
+        Some(JobState::Scheduled)
+    );
+    let got = q.fetch("rn", 10, LONG).await.unwrap().jobs;
+    assert_eq!((got[0].id, got[0].token.attempt()), (id, 2));
+    // gone, missing queue, bad name
+    q.cancel("rn", &id).await.unwrap();
+    assert_eq!(q.run_now("rn", &id).await.unwrap(), None);
+    assert!(matches!(
+        q.run_now("nope", &id).await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(q.run_now("bad name!", &id).await.is_err());
+
+    // a worker asleep until the job's time is woken at once
+    let rec = Recorder::default();
+    let w = Worker::builder(env.client.backend())
+        .queue("ops")
+        .handle_signals(false)
+        .data(rec.clone())
+        .poll_interval(LONG)
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    let id = env.client.enqueue_in(&Tick { key: 7 }, LONG).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(rec.len(), 0);
+    let asked = Instant::now();
+    assert_eq!(
+        env.client.run_now("ops", &id).await.unwrap(),
+        Some(JobState::Scheduled)
+    );
+    assert!(wait_until(Duration::from_secs(10), || rec.len() == 1).await);
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    w.stop().await;
 }

@@ -1,5 +1,5 @@
 //! [`Admin`] in memory, mirroring the Redis scripts (`pause.lua`, `dead.lua`,
-//! `dead_requeue.lua`, `dead_delete.lua`).
+//! `dead_requeue.lua`, `dead_delete.lua`, `run_now.lua`).
 
 use std::collections::HashSet;
 use std::ops::Bound::{Excluded, Unbounded};
@@ -7,7 +7,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 use super::state::ms_score;
 use super::{MemoryBackend, not_found};
 use crate::backend::LEASED_FROM_MS;
-use crate::inspect::{self, Cursor, Page};
+use crate::inspect::{self, Cursor, JobState, Page};
 use crate::ops::{Admin, DeadOrder, Spread};
 use crate::queue::validate;
 use crate::{JobId, Result};
@@ -48,6 +48,25 @@ impl Admin for MemoryBackend {
             }
             ids.len() as u64
         })
+    }
+
+    async fn run_now(&self, queue: &str, id: &JobId) -> Result<Option<JobState>> {
+        let now = self.clock.now_ms();
+        let state = self.change(queue, |q| {
+            let m = q.msgs.get(id)?;
+            let state = inspect::state_of(m.score, now);
+            if state == JobState::Scheduled {
+                // the thousandths carry the delivery count, as in Redis; a ms
+                // early, so that they do not make it due a ms late
+                let count = m.score % 1000;
+                q.rescore(*id, ms_score(now.saturating_sub(1)) + count);
+            }
+            Some(state)
+        })?;
+        if state == Some(JobState::Scheduled) {
+            self.notify(queue);
+        }
+        Ok(state)
     }
 
     async fn dead_page(

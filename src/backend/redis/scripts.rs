@@ -41,6 +41,7 @@ scripts! {
     PURGE => "purge.lua",
     PERIODIC => "periodic.lua",
     WORKERS => "workers.lua",
+    RUN_NOW => "run_now.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.

@@ -1,0 +1,35 @@
+-- Makes a scheduled job due now (at any priority), keeping its delivery count,
+-- and wakes the queue's waiting workers. A job already due is left as it is; a
+-- running one too (its lease decides).
+-- KEYS[1]  the queue's sorted set (ns:q): priority 0
+-- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3..22]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- ARGV[1]  the id
+-- ARGV[2]  the queue's realtime channel (ns:rt:q)
+-- Returns -1 when the queue does not exist, 0 when the job is not in it, 1 when
+--         it was scheduled (now due), 2 when it was due already, 3 when it runs
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:waiting")
+if not attrs[1] then return -1 end
+local now = clock()
+local id = ARGV[1]
+for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 3)) do
+  local s = redis.call("ZSCORE", level[2], id)
+  if s then
+    local score = tonumber(s)
+    if score >= LEASED then
+      if score > LEASED + now then return 3 end
+      return 2
+    end
+    if score <= now then return 2 end
+    -- the thousandths carry the delivery count (see fetch.lua); a ms early, so
+    -- that they do not make it due a ms late
+    local count = math.floor((score - math.floor(score)) * 1000 + 0.5)
+    redis.call("ZADD", level[2], string.format("%.0f.%03d", now - 1, count), id)
+    if attrs[3] == "1" then
+      redis.call("HSET", KEYS[2], "redjob:waiting", "0")
+      redis.call("PUBLISH", ARGV[2], redis.call("ZCARD", KEYS[1]))
+    end
+    return 1
+  end
+end
+return 0
