@@ -7,6 +7,7 @@ mod jobs;
 mod live;
 mod queues;
 mod show;
+mod web;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,7 @@ use redjob::client::ClientConfig;
 ///   redjob drain emails
 ///   redjob workers
 ///   redjob periodic
+///   redjob web --bind 127.0.0.1:8080
 #[derive(Parser)]
 #[command(name = "redjob", version, verbatim_doc_comment)]
 struct Cli {
@@ -76,6 +78,9 @@ enum Command {
     Workers,
     /// The periodic schedules live workers tick, with their last and next tick.
     Periodic,
+    /// Serves the web dashboard: queues, jobs, dead letters, periodic jobs and
+    /// workers, with the actions on them.
+    Web(web::WebArgs),
 }
 
 /// An error for the user: printed as is, exit code 1.
@@ -152,5 +157,6 @@ async fn run(cli: Cli) -> Outcome {
         Command::Drain(a) => queues::drain(&ctx, a).await,
         Command::Workers => live::workers(&ctx).await,
         Command::Periodic => live::periodic(&ctx).await,
+        Command::Web(a) => web::serve(&ctx, a).await,
     }
 }

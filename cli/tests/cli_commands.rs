@@ -652,3 +652,75 @@ async fn workers_and_periodic_list_live_workers_their_jobs_and_schedules() {
     let out = cli(&url, &["workers"]).await;
     assert_eq!(out.ok().lines().count(), 1, "only the header: {}", out.ok());
 }
+
+/// One HTTP/1.1 GET of `path` on `addr`: the status line and the whole answer.
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
+        .await
+        .expect("answered within 10 s")
+        .unwrap();
+    out
+}
+
+#[tokio::test]
+async fn web_serves_the_dashboard_until_interrupted() {
+    use tokio::io::AsyncBufReadExt;
+    let (server, _client) = setup().await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
+        .args([
+            "--url",
+            &server.url(),
+            "web",
+            "--bind",
+            "127.0.0.1:0",
+            "--read-only",
+        ])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("it says where it listens")
+        .unwrap()
+        .unwrap();
+    assert!(first.contains("(read-only)"), "{first}");
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let page = http_get(&addr, "/").await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(
+        page.contains(r#"href="/queues/mail""#) && page.contains("read-only"),
+        "{page}"
+    );
+    let dead = http_get(&addr, "/queues/mail/dead").await;
+    assert!(
+        dead.starts_with("HTTP/1.1 200") && dead.contains("smtp timeout"),
+        "{dead}"
+    );
+
+    let pid = child.id().unwrap().to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("it stops on Ctrl-C")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}

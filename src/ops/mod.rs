@@ -162,6 +162,8 @@ pub trait Admin: Inspect {
                             last_ms: None,
                             next_ms: s.next_ms,
                             workers: 0,
+                            body: s.body,
+                            priority: s.priority,
                         });
                     e.workers += 1;
                     // the earliest next tick any worker knows of

@@ -199,6 +199,11 @@ pub struct ScheduleInfo {
     pub next_ms: Option<u64>,
     /// Live workers that tick it.
     pub workers: usize,
+    /// The job each tick enqueues, as its envelope: send it to
+    /// [`queue`](Self::queue) at [`priority`](Self::priority) to run one now.
+    pub body: Option<String>,
+    /// The priority its jobs are sent at.
+    pub priority: i8,
 }
 
 /// What [`Backend::tick`](crate::backend::Backend::tick) did.

@@ -67,6 +67,13 @@ pub struct BeatSchedule {
     pub schedule: String,
     /// Its next tick, Unix ms; `None` when it never ticks again.
     pub next_ms: Option<u64>,
+    /// The job each tick enqueues, as its envelope (to enqueue one now);
+    /// `None` from a worker before this field, or for a job that did not encode.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// The priority its jobs are sent at.
+    #[serde(default)]
+    pub priority: i8,
 }
 
 /// The JSON a heartbeat stores. Durations are relative to the beat, which the

@@ -150,6 +150,13 @@ impl Ticker {
             job: self.p.job.to_string(),
             schedule: self.p.schedule.to_string(),
             next_ms: (next > 0).then_some(next),
+            body: self
+                .p
+                .body
+                .as_ref()
+                .ok()
+                .and_then(|b| String::from_utf8(b.clone()).ok()),
+            priority: self.p.priority,
         }
     }
 }

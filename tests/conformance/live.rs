@@ -213,6 +213,10 @@ pub async fn periodic_workers_enqueue_each_tick_once_and_list_the_schedule(env: 
         ),
         ("live_tick", "live_ticks", "live_tick", "every 1s", 2)
     );
+    // the job a tick sends, to send one now
+    let body = s.body.as_deref().unwrap_or("");
+    assert!(body.contains(r#""type":"live_tick""#), "{body}");
+    assert_eq!(s.priority, 0);
     let last = s.last_ms.expect("a last tick");
     assert!(last.is_multiple_of(1000));
     assert!(

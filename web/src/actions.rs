@@ -1,0 +1,255 @@
+//! The POSTed actions: each checks the CSRF token (and read-only mode), acts
+//! through redjob's operations API, and redirects to the page it came from
+//! with a note of what it did.
+
+use axum::body::Bytes;
+use axum::extract::Path;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use redjob::JobId;
+use redjob::backend::Backend;
+use redjob::inspect::{Cancelled, Inspect, JobState};
+use redjob::ops::{Admin, Spread};
+use redjob::queue::{QueueOptions, SendMessage};
+
+use crate::Ctx;
+use crate::ctx::allowed;
+use crate::error::{WebError, WebResult};
+use crate::fmt::num;
+use crate::layout::{query, seg};
+use crate::pages::dead::DeadFilter;
+use crate::pages::job::parse_id;
+
+/// A form's fields, in order (a name may repeat: the selected ids).
+struct Fields(Vec<(String, String)>);
+
+impl Fields {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all(&self, name: &str) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The form, once the request may act.
+fn checked(ctx: &Ctx, headers: &HeaderMap, body: &Bytes) -> WebResult<Fields> {
+    if ctx.app.read_only {
+        return Err(WebError::Forbidden("this dashboard is read-only".into()));
+    }
+    let fields = Fields(
+        serde_urlencoded::from_bytes(body)
+            .map_err(|e| WebError::BadRequest(format!("bad form: {e}")))?,
+    );
+    if !allowed(headers, fields.get("csrf")) {
+        return Err(WebError::Forbidden(
+            "the form's token does not match this dashboard's cookie, or it came from another site: reload the page and try again".into(),
+        ));
+    }
+    Ok(fields)
+}
+
+/// Back to `path` with `note` shown on top.
+fn back(ctx: &Ctx, path: &str, note: &str) -> Response {
+    Redirect::to(&format!("{}{}", ctx.link(path), query(&[("note", note)]))).into_response()
+}
+
+pub(crate) async fn queue(
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path((queue, action)): Path<(String, String)>,
+    body: Bytes,
+) -> WebResult<Response> {
+    on_queue(ctx, headers, queue, &action, body).await
+}
+
+/// The purge (its path also serves its confirmation page).
+pub(crate) async fn purge(
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path(queue): Path<String>,
+    body: Bytes,
+) -> WebResult<Response> {
+    on_queue(ctx, headers, queue, "purge", body).await
+}
+
+async fn on_queue(
+    ctx: Ctx,
+    headers: HeaderMap,
+    queue: String,
+    action: &str,
+    body: Bytes,
+) -> WebResult<Response> {
+    checked(&ctx, &headers, &body)?;
+    let c = &ctx.app.client;
+    let note = match action {
+        "pause" => {
+            c.pause(&queue).await?;
+            "Paused: workers start none of its jobs until it is resumed.".to_string()
+        }
+        "resume" => {
+            c.resume(&queue).await?;
+            "Resumed.".to_string()
+        }
+        "purge" => format!("Deleted {} jobs.", num(c.purge_queue(&queue).await?)),
+        other => return Err(WebError::NotFound(format!("no queue action {other:?}"))),
+    };
+    Ok(back(&ctx, &format!("/queues/{}", seg(&queue)), &note))
+}
+
+pub(crate) async fn job(
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path((queue, id, action)): Path<(String, String, String)>,
+    body: Bytes,
+) -> WebResult<Response> {
+    checked(&ctx, &headers, &body)?;
+    let c = &ctx.app.client;
+    let id = parse_id(&id)?;
+    let qpath = format!("/queues/{}", seg(&queue));
+    let jpath = format!("{qpath}/jobs/{id}");
+    Ok(match action.as_str() {
+        "run-now" => {
+            let note = match c.run_now(&queue, &id).await? {
+                Some(JobState::Scheduled) => "Due now: the next free worker runs it.",
+                Some(JobState::Ready) => "It was due already.",
+                Some(JobState::InFlight) => "It is running: left to its lease.",
+                _ => {
+                    return Err(WebError::NotFound(format!(
+                        "no job {id} waiting in {queue:?}"
+                    )));
+                }
+            };
+            back(&ctx, &jpath, note)
+        }
+        "cancel" => match c.cancel(&queue, &id).await? {
+            Cancelled::Removed => back(&ctx, &qpath, &format!("Job {id} deleted.")),
+            Cancelled::Cancelling => back(
+                &ctx,
+                &qpath,
+                &format!("Job {id} deleted: its worker stops it at its next lease renewal."),
+            ),
+            _ => {
+                return Err(WebError::NotFound(format!(
+                    "no job {id} waiting or running in {queue:?}"
+                )));
+            }
+        },
+        "requeue" => match c.requeue_dead(&queue, &[id], Spread::NOW).await? {
+            0 => {
+                return Err(WebError::NotFound(format!(
+                    "no dead letter {id} in {queue:?}"
+                )));
+            }
+            _ => back(&ctx, &jpath, "Requeued: back in its queue as a fresh job."),
+        },
+        "delete" => match c.delete_dead(&queue, &[id]).await? {
+            0 => {
+                return Err(WebError::NotFound(format!(
+                    "no dead letter {id} in {queue:?}"
+                )));
+            }
+            _ => back(
+                &ctx,
+                &format!("{qpath}/dead"),
+                &format!("Dead letter {id} deleted."),
+            ),
+        },
+        other => return Err(WebError::NotFound(format!("no job action {other:?}"))),
+    })
+}
+
+pub(crate) async fn dead(
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path((queue, action)): Path<(String, String)>,
+    body: Bytes,
+) -> WebResult<Response> {
+    let f = checked(&ctx, &headers, &body)?;
+    let c = &ctx.app.client;
+    let requeue = match action.as_str() {
+        "requeue" => true,
+        "delete" => false,
+        other => {
+            return Err(WebError::NotFound(format!(
+                "no dead-letter action {other:?}"
+            )));
+        }
+    };
+    let rate = match f.get("rate").map(str::trim).filter(|r| !r.is_empty()) {
+        None => None,
+        Some(r) => Some(r.parse::<u32>().ok().filter(|r| *r > 0).ok_or_else(|| {
+            WebError::BadRequest(format!("rate {r:?}: a number of jobs a second, at least 1"))
+        })?),
+    };
+    let n = if f.get("all") == Some("1") {
+        let filter = DeadFilter {
+            job_type: f.get("type").unwrap_or("").into(),
+            error: f.get("error").unwrap_or("").into(),
+            ..DeadFilter::default()
+        };
+        let q = filter.query();
+        match (requeue, q.job_type.is_none() && q.error_contains.is_none()) {
+            (true, _) => c.requeue_dead_matching(&queue, &q, rate).await?,
+            (false, true) => c.purge_dead(&queue).await?,
+            (false, false) => c.delete_dead_matching(&queue, &q).await?,
+        }
+    } else {
+        let ids = f
+            .all("id")
+            .map(parse_id)
+            .collect::<Result<Vec<JobId>, _>>()?;
+        if ids.is_empty() {
+            return Err(WebError::BadRequest("no dead letter selected".into()));
+        }
+        match requeue {
+            true => {
+                let spread = rate.map_or(Spread::NOW, Spread::per_second);
+                c.requeue_dead(&queue, &ids, spread).await?
+            }
+            false => c.delete_dead(&queue, &ids).await?,
+        }
+    };
+    let verb = if requeue { "Requeued" } else { "Deleted" };
+    let note = format!("{verb} {} dead letters.", num(n));
+    Ok(back(&ctx, &format!("/queues/{}/dead", seg(&queue)), &note))
+}
+
+pub(crate) async fn periodic(ctx: Ctx, headers: HeaderMap, body: Bytes) -> WebResult<Response> {
+    let f = checked(&ctx, &headers, &body)?;
+    let (queue, name) = (f.get("queue").unwrap_or(""), f.get("name").unwrap_or(""));
+    let c = &ctx.app.client;
+    let s = c
+        .schedules()
+        .await?
+        .into_iter()
+        .find(|s| s.queue == queue && s.name == name)
+        .ok_or_else(|| WebError::NotFound(format!("no live schedule {name:?} on {queue:?}")))?;
+    let body = s.body.ok_or_else(|| {
+        WebError::BadRequest(format!("the workers do not say what {name:?} enqueues"))
+    })?;
+    let msg = SendMessage::new(body).priority(s.priority);
+    // created if no tick made it yet, as a tick would
+    let sent = c
+        .backend()
+        .send(queue, &[msg], &QueueOptions::default())
+        .await?;
+    let id = sent.first().map(|s| s.id.to_string()).unwrap_or_default();
+    let note = format!("Enqueued a run of {name:?} now (job {id}).");
+    Ok(back(&ctx, "/periodic", &note))
+}
+
+/// Refuses the confirmation pages of actions in read-only mode.
+pub(crate) fn writable(ctx: &Ctx) -> WebResult<()> {
+    if ctx.app.read_only {
+        return Err(WebError::Forbidden("this dashboard is read-only".into()));
+    }
+    Ok(())
+}

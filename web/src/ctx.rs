@@ -1,0 +1,181 @@
+//! What every handler knows of its request: the dashboard, the path it is
+//! mounted under, and the CSRF token.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, OriginalUri};
+use axum::http::HeaderMap;
+use axum::http::header::{COOKIE, HOST, ORIGIN};
+use axum::http::request::Parts;
+
+use crate::Dashboard;
+
+/// The CSRF cookie: a random token that every form repeats.
+pub(crate) const CSRF_COOKIE: &str = "redjob_csrf";
+
+pub(crate) struct Ctx {
+    pub app: Arc<Dashboard>,
+    /// The path the dashboard is mounted under, without a trailing slash ("" at
+    /// the root): every link starts with it.
+    pub base: String,
+    /// The request's CSRF token, from its cookie or new.
+    pub csrf: String,
+    /// The token is new: the response sets the cookie.
+    pub new_csrf: bool,
+    /// A message from the action that redirected here (`?note=`).
+    pub note: Option<String>,
+}
+
+impl Ctx {
+    /// A link to `path` (starting with '/') under the dashboard's mount point;
+    /// "/" is the mount point itself (axum's `nest` serves "/jobs", not "/jobs/").
+    pub fn link(&self, path: &str) -> String {
+        match path {
+            "/" if !self.base.is_empty() => self.base.clone(),
+            _ => format!("{}{path}", self.base),
+        }
+    }
+}
+
+impl FromRequestParts<Arc<Dashboard>> for Ctx {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<Dashboard>,
+    ) -> Result<Self, Self::Rejection> {
+        let inner = parts.uri.path().to_string();
+        let outer = parts
+            .extensions
+            .get::<OriginalUri>()
+            .map_or_else(|| inner.clone(), |o| o.0.path().to_string());
+        let base = mount_point(&outer, &inner);
+        let cookie = cookie(&parts.headers, CSRF_COOKIE).filter(|t| valid_token(t));
+        let new_csrf = cookie.is_none();
+        let csrf = cookie.unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        let note = parts.uri.query().and_then(|q| {
+            serde_urlencoded_pairs(q)
+                .into_iter()
+                .find(|(k, _)| k == "note")
+                .map(|(_, v)| v)
+        });
+        Ok(Ctx {
+            app: app.clone(),
+            base,
+            csrf,
+            new_csrf,
+            note,
+        })
+    }
+}
+
+/// The prefix of `outer` (the path the client asked for) that a nesting router
+/// stripped to leave `inner`.
+fn mount_point(outer: &str, inner: &str) -> String {
+    let base = if inner == "/" {
+        outer.trim_end_matches('/')
+    } else {
+        outer.strip_suffix(inner).unwrap_or("")
+    };
+    base.trim_end_matches('/').to_string()
+}
+
+/// The query string `q` as pairs; an undecodable one as none.
+pub(crate) fn serde_urlencoded_pairs(q: &str) -> Vec<(String, String)> {
+    serde_urlencoded::from_str(q).unwrap_or_default()
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+/// A token this dashboard could have made: 32 lowercase hex digits.
+fn valid_token(t: &str) -> bool {
+    t.len() == 32 && t.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether a POST may act: its form repeats the cookie's token, and it comes
+/// from this site (an `Origin` header, when sent, names the `Host`).
+pub(crate) fn allowed(headers: &HeaderMap, token: Option<&str>) -> bool {
+    let Some(cookie) = cookie(headers, CSRF_COOKIE).filter(|t| valid_token(t)) else {
+        return false;
+    };
+    let same_token = token.is_some_and(|t| constant_eq(t.as_bytes(), cookie.as_bytes()));
+    let same_site = match (headers.get(ORIGIN), headers.get(HOST)) {
+        (None, _) => true,
+        (Some(origin), Some(host)) => {
+            let origin = origin.to_str().unwrap_or("");
+            let host = host.to_str().unwrap_or("");
+            let without_scheme = origin.split_once("://").map_or("", |(_, rest)| rest);
+            !host.is_empty() && without_scheme == host
+        }
+        (Some(_), None) => false,
+    };
+    same_token && same_site
+}
+
+/// Compares in time independent of where the bytes differ.
+fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{HeaderMap, HeaderValue};
+
+    use super::*;
+
+    #[test]
+    fn the_mount_point_is_what_nesting_stripped() {
+        assert_eq!(mount_point("/", "/"), "");
+        assert_eq!(mount_point("/jobs", "/"), "/jobs");
+        assert_eq!(mount_point("/jobs/", "/"), "/jobs");
+        assert_eq!(
+            mount_point("/admin/jobs/queues/a", "/queues/a"),
+            "/admin/jobs"
+        );
+        assert_eq!(mount_point("/queues/a", "/queues/a"), "");
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn a_post_needs_the_cookies_token_and_this_sites_origin() {
+        let t = "0123456789abcdef0123456789abcdef";
+        let c = format!("a=b; {CSRF_COOKIE}={t}");
+        assert!(allowed(&headers(&[("cookie", &c)]), Some(t)));
+        let same = [
+            ("cookie", c.as_str()),
+            ("host", "h:1"),
+            ("origin", "http://h:1"),
+        ];
+        assert!(allowed(&headers(&same), Some(t)));
+        let other = [
+            ("cookie", c.as_str()),
+            ("host", "h:1"),
+            ("origin", "http://evil"),
+        ];
+        assert!(!allowed(&headers(&other), Some(t)));
+        assert!(!allowed(&headers(&[("cookie", &c)]), None));
+        let wrong = "0123456789abcdef0123456789abcdee";
+        assert!(!allowed(&headers(&[("cookie", &c)]), Some(wrong)));
+        assert!(!allowed(&headers(&[]), Some(t)));
+        let short = format!("{CSRF_COOKIE}=abc");
+        assert!(!allowed(&headers(&[("cookie", &short)]), Some("abc")));
+    }
+}

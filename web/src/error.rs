@@ -1,0 +1,59 @@
+//! What a page or action answers when it cannot: a short page with the status
+//! that says why (404 for an unknown queue or job, 400 for bad input, 403 for a
+//! refused action, 503 when Redis does not answer).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{DOCTYPE, html};
+
+pub(crate) enum WebError {
+    NotFound(String),
+    BadRequest(String),
+    Forbidden(String),
+    Backend(redjob::Error),
+}
+
+pub(crate) type WebResult<T = Response> = Result<T, WebError>;
+
+impl From<redjob::Error> for WebError {
+    fn from(e: redjob::Error) -> Self {
+        match e {
+            redjob::Error::QueueNotFound { name } => {
+                WebError::NotFound(format!("no queue {name:?}"))
+            }
+            redjob::Error::InvalidQueueName { .. }
+            | redjob::Error::InvalidMessageId { .. }
+            | redjob::Error::InvalidValue { .. } => WebError::BadRequest(e.to_string()),
+            e => WebError::Backend(e),
+        }
+    }
+}
+
+impl IntoResponse for WebError {
+    fn into_response(self) -> Response {
+        let (status, text) = match self {
+            WebError::NotFound(t) => (StatusCode::NOT_FOUND, t),
+            WebError::BadRequest(t) => (StatusCode::BAD_REQUEST, t),
+            WebError::Forbidden(t) => (StatusCode::FORBIDDEN, t),
+            WebError::Backend(e) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the backend failed: {e}"),
+            ),
+        };
+        let page = html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
+                    title { (status.as_u16()) " · redjob" }
+                }
+                body style="font-family: system-ui, sans-serif; margin: 2rem" {
+                    h1 { (status) }
+                    p.error { (text) }
+                }
+            }
+        };
+        (status, page).into_response()
+    }
+}

@@ -1,0 +1,136 @@
+//! Numbers, times and job bodies as the pages show them.
+
+use chrono::DateTime;
+
+/// `1234567` as `1,234,567`.
+pub(crate) fn num(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Unix ms as `2026-11-23 04:28:26 UTC`.
+pub(crate) fn when(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(DateTime::from_timestamp_millis)
+        .map_or_else(
+            || format!("{ms} ms"),
+            |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        )
+}
+
+/// A span of ms as `3d 4h`, `5m 20s`, `1.2s`, `40ms`: its two largest units.
+pub(crate) fn span(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+    ];
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    if ms < 10_000 {
+        return format!("{:.1}s", ms as f64 / 1000.0);
+    }
+    for (k, (unit, name)) in UNITS.iter().enumerate() {
+        if ms >= *unit {
+            let head = format!("{}{name}", ms / unit);
+            return match UNITS.get(k + 1) {
+                Some((next, next_name)) if ms % unit >= *next => {
+                    format!("{head} {}{next_name}", ms % unit / next)
+                }
+                _ => head,
+            };
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// Time `at` seen from `now` (Unix ms): `5m 20s ago`, `in 3s`, `now`.
+pub(crate) fn relative(now: u64, at: u64) -> String {
+    match at.cmp(&now) {
+        std::cmp::Ordering::Less => format!("{} ago", span(now - at)),
+        std::cmp::Ordering::Greater => format!("in {}", span(at - now)),
+        std::cmp::Ordering::Equal => "now".into(),
+    }
+}
+
+/// The job type an envelope names, or a placeholder for a foreign body.
+pub(crate) fn job_type(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        #[serde(rename = "type")]
+        ty: String,
+    }
+    serde_json::from_slice::<Envelope>(body)
+        .map_or_else(|_| "(not a job envelope)".into(), |e| e.ty)
+}
+
+/// The first `max` characters of a job's arguments (or of its raw body).
+pub(crate) fn preview(body: &[u8], max: usize) -> String {
+    #[derive(serde::Deserialize)]
+    struct Args {
+        args: serde_json::Value,
+    }
+    let text = serde_json::from_slice::<Args>(body)
+        .map(|a| a.args.to_string())
+        .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned());
+    shorten(&text, max)
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+pub(crate) fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// A job's arguments pretty-printed, or its raw body when it is not JSON.
+pub(crate) fn pretty(body: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_spans_and_times_read_well() {
+        assert_eq!(num(0), "0");
+        assert_eq!(num(999), "999");
+        assert_eq!(num(1000), "1,000");
+        assert_eq!(num(1_234_567), "1,234,567");
+        assert_eq!(span(40), "40ms");
+        assert_eq!(span(1200), "1.2s");
+        assert_eq!(span(320_000), "5m 20s");
+        assert_eq!(span(3_600_000), "1h");
+        assert_eq!(span(90_061_000), "1d 1h");
+        assert_eq!(relative(10_000, 4_000), "6.0s ago");
+        assert_eq!(relative(0, 3_000), "in 3.0s");
+        assert_eq!(when(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(when(u64::MAX), format!("{} ms", u64::MAX));
+    }
+
+    #[test]
+    fn bodies_preview_their_args_cut_to_length() {
+        let body = br#"{"type":"Email","args":{"to":"a@b","n":1}}"#;
+        assert_eq!(job_type(body), "Email");
+        assert_eq!(job_type(b"hello"), "(not a job envelope)");
+        assert_eq!(preview(body, 100), r#"{"n":1,"to":"a@b"}"#);
+        assert_eq!(preview(body, 5), r#"{"n":…"#);
+        assert_eq!(preview(b"plain \xff text", 100), "plain \u{fffd} text");
+        assert!(pretty(body).contains("\n"));
+    }
+}

@@ -1,0 +1,122 @@
+//! The page around every view: head, navigation, theme switch, the note an
+//! action left, and the CSRF cookie; and the small pieces pages share (action
+//! buttons, tables of counts).
+
+use axum::http::HeaderValue;
+use axum::http::header::SET_COOKIE;
+use axum::response::{IntoResponse, Response};
+use maud::{DOCTYPE, Markup, html};
+
+use crate::Ctx;
+use crate::ctx::CSRF_COOKIE;
+
+/// The section of the navigation a page belongs to.
+#[derive(PartialEq, Eq)]
+pub(crate) enum Nav {
+    Queues,
+    Periodic,
+    Workers,
+}
+
+/// `body` in the dashboard's page, titled `title`.
+pub(crate) fn render(ctx: &Ctx, title: &str, nav: Nav, body: Markup) -> Response {
+    let refresh = ctx.app.refresh.as_millis().min(u128::from(u32::MAX));
+    let item = |to: &str, label: &str, this: Nav| {
+        html! {
+            a href=(ctx.link(to)) aria-current=[(nav == this).then_some("page")] { (label) }
+        }
+    };
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · redjob" }
+                link rel="stylesheet" href=(ctx.link("/assets/style.css"));
+                script src=(ctx.link("/assets/app.js")) defer {}
+            }
+            body data-refresh=(refresh) {
+                header {
+                    a.brand href=(ctx.link("/")) { "redjob" }
+                    nav {
+                        (item("/", "Queues", Nav::Queues))
+                        (item("/periodic", "Periodic", Nav::Periodic))
+                        (item("/workers", "Workers", Nav::Workers))
+                    }
+                    @if ctx.app.read_only { span.badge { "read-only" } }
+                    button #theme type="button" title="Light or dark" aria-label="Switch theme" { "◐" }
+                }
+                @if let Some(note) = &ctx.note {
+                    p.note role="status" { (note) }
+                }
+                main { (body) }
+            }
+        }
+    };
+    let mut response = markup.into_response();
+    if ctx.new_csrf {
+        let path = if ctx.base.is_empty() { "/" } else { &ctx.base };
+        let cookie = format!(
+            "{CSRF_COOKIE}={}; Path={path}; HttpOnly; SameSite=Strict",
+            ctx.csrf
+        );
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(SET_COOKIE, v);
+        }
+    }
+    response
+}
+
+/// The hidden field that carries the CSRF token in a form.
+pub(crate) fn csrf(ctx: &Ctx) -> Markup {
+    html! { input type="hidden" name="csrf" value=(ctx.csrf); }
+}
+
+/// A button that POSTs to `path` (nothing in read-only mode).
+pub(crate) fn button(ctx: &Ctx, path: &str, label: &str, class: &str) -> Markup {
+    if ctx.app.read_only {
+        return html! {};
+    }
+    html! {
+        form.inline method="post" action=(ctx.link(path)) {
+            (csrf(ctx))
+            button type="submit" class=(class) { (label) }
+        }
+    }
+}
+
+/// A link styled as a button (to a confirmation page; nothing in read-only mode).
+pub(crate) fn link_button(ctx: &Ctx, path: &str, label: &str, class: &str) -> Markup {
+    if ctx.app.read_only {
+        return html! {};
+    }
+    html! { a.button class=(class) href=(ctx.link(path)) { (label) } }
+}
+
+/// A path segment (queue names and ids are URL-safe already; this keeps a
+/// foreign one from breaking a link).
+pub(crate) fn seg(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A query string from pairs, each value encoded.
+pub(crate) fn query(pairs: &[(&str, &str)]) -> String {
+    let kept: Vec<(&str, &str)> = pairs
+        .iter()
+        .copied()
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    if kept.is_empty() {
+        return String::new();
+    }
+    format!("?{}", serde_urlencoded::to_string(kept).unwrap_or_default())
+}

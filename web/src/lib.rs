@@ -1,0 +1,128 @@
+//! The redjob web dashboard: every queue, job, dead letter, periodic schedule
+//! and live worker, and the actions an operator needs on them, as an axum
+//! [`Router`] to mount in your own app under any path.
+//!
+//! ```no_run
+//! use axum::Router;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = redjob::Client::connect("redis://127.0.0.1:6379").await?;
+//! let app: Router = Router::new().nest("/jobs", redjob_web::router(client));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The pages are rendered on the server (maud templates, checked at compile
+//! time, every value escaped); a small script refreshes the live parts and
+//! draws nothing the page cannot show without it. The assets are compiled in:
+//! the dashboard works offline.
+//!
+//! Actions are POSTed forms carrying a CSRF token that must match the
+//! dashboard's `SameSite=Strict` cookie, and a cross-site `Origin` is refused.
+//! Authentication is your app's: put the dashboard behind its middleware
+//! (basic auth, your session) as any other route. [`Dashboard::read_only`]
+//! shows everything and refuses every action.
+
+mod actions;
+mod assets;
+mod ctx;
+mod error;
+mod fmt;
+mod layout;
+mod pages;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use redjob::Client;
+
+pub(crate) use ctx::Ctx;
+
+/// The dashboard's settings; [`router`](Dashboard::router) builds its routes.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let client = redjob::Client::memory(Default::default());
+/// let routes: axum::Router = redjob_web::Dashboard::new(client)
+///     .read_only(true)
+///     .page_size(100)
+///     .refresh(Duration::from_secs(10))
+///     .router();
+/// ```
+#[derive(Clone)]
+pub struct Dashboard {
+    client: Client,
+    read_only: bool,
+    page_size: usize,
+    refresh: Duration,
+}
+
+impl Dashboard {
+    /// A dashboard of the queues `client` reaches (its namespace).
+    pub fn new(client: Client) -> Self {
+        Dashboard {
+            client,
+            read_only: false,
+            page_size: 50,
+            refresh: Duration::from_secs(5),
+        }
+    }
+
+    /// Shows everything and refuses every action (no buttons, and a POST gets
+    /// 403). Default: false.
+    pub fn read_only(mut self, on: bool) -> Self {
+        self.read_only = on;
+        self
+    }
+
+    /// Jobs per page in lists, 1 to 1000. Default: 50.
+    pub fn page_size(mut self, n: usize) -> Self {
+        self.page_size = n.clamp(1, redjob::inspect::MAX_PAGE);
+        self
+    }
+
+    /// How often open pages refresh their figures and lists;
+    /// [`Duration::ZERO`] turns the live refresh off. Default: 5 s.
+    pub fn refresh(mut self, every: Duration) -> Self {
+        self.refresh = every;
+        self
+    }
+
+    /// The dashboard's routes, to serve or to [`nest`](Router::nest) in an app.
+    pub fn router(self) -> Router {
+        let app = Arc::new(self);
+        Router::new()
+            .route("/", get(pages::overview::page))
+            .route("/queues/{queue}", get(pages::queue::page))
+            .route(
+                "/queues/{queue}/purge",
+                get(pages::queue::confirm_purge).post(actions::purge),
+            )
+            .route("/queues/{queue}/jobs/{id}", get(pages::job::page))
+            .route("/queues/{queue}/dead", get(pages::dead::page))
+            .route("/queues/{queue}/dead/confirm", get(pages::dead::confirm))
+            .route("/periodic", get(pages::live::periodic))
+            .route("/workers", get(pages::live::workers))
+            .route("/queues/{queue}/{action}", post(actions::queue))
+            .route("/queues/{queue}/jobs/{id}/{action}", post(actions::job))
+            .route("/queues/{queue}/dead/{action}", post(actions::dead))
+            .route("/periodic/run", post(actions::periodic))
+            .route("/assets/{file}", get(assets::serve))
+            .with_state(app)
+    }
+}
+
+/// The dashboard of the queues `client` reaches, with the default settings
+/// ([`Dashboard::new`]).
+///
+/// ```
+/// let client = redjob::Client::memory(Default::default());
+/// let app = axum::Router::new().nest("/jobs", redjob_web::router(client));
+/// ```
+pub fn router(client: Client) -> Router {
+    Dashboard::new(client).router()
+}

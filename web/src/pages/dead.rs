@@ -1,0 +1,215 @@
+//! A queue's dead letters: newest or oldest first, filtered by job type and
+//! error text, a page at a time; requeue or delete one, the selected, or every
+//! one that matches (after a confirmation).
+
+use axum::extract::{Path, Query};
+use axum::response::Response;
+use maud::html;
+use redjob::backend::Backend;
+use redjob::inspect::{Cursor, Inspect};
+use redjob::ops::{Admin, DeadQuery};
+use serde::Deserialize;
+
+use crate::Ctx;
+use crate::error::{WebError, WebResult};
+use crate::fmt::{job_type, num, preview, relative, shorten, when};
+use crate::layout::{Nav, csrf, link_button, query, render, seg};
+
+/// The filters of a dead-letter listing, as the page's query string has them.
+#[derive(Deserialize, Default, Clone)]
+pub(crate) struct DeadFilter {
+    #[serde(default, rename = "type")]
+    pub job_type: String,
+    #[serde(default)]
+    pub error: String,
+    /// "oldest" for oldest first; newest first otherwise.
+    #[serde(default)]
+    pub order: String,
+    #[serde(default)]
+    pub after: String,
+    /// On the confirmation page: "requeue" or "delete".
+    #[serde(default, rename = "do")]
+    pub action: String,
+}
+
+impl DeadFilter {
+    pub fn query(&self) -> DeadQuery {
+        let mut q = DeadQuery::default();
+        if self.order != "oldest" {
+            q = q.newest_first();
+        }
+        if !self.job_type.trim().is_empty() {
+            q = q.job_type(self.job_type.trim());
+        }
+        if !self.error.is_empty() {
+            q = q.error_contains(self.error.as_str());
+        }
+        q
+    }
+
+    fn filtered(&self) -> bool {
+        !self.job_type.trim().is_empty() || !self.error.is_empty()
+    }
+
+    /// The filter's pairs for a query string, with `extra`.
+    fn pairs<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+        let mut p = vec![
+            ("type", self.job_type.as_str()),
+            ("error", self.error.as_str()),
+            ("order", self.order.as_str()),
+        ];
+        p.extend_from_slice(extra);
+        p
+    }
+}
+
+pub(crate) async fn page(
+    ctx: Ctx,
+    Path(queue): Path<String>,
+    Query(f): Query<DeadFilter>,
+) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let after = match f.after.as_str() {
+        "" => None,
+        c => Some(
+            c.parse::<Cursor>()
+                .map_err(|e| WebError::BadRequest(e.to_string()))?,
+        ),
+    };
+    let found = client
+        .dead_matching(&queue, &f.query(), after.as_ref(), ctx.app.page_size)
+        .await?;
+    let total = client.counts(&queue).await?.dead;
+    let now = client.backend().now_ms().await?;
+    let qpath = format!("/queues/{}", seg(&queue));
+    let dpath = format!("{qpath}/dead");
+    let ro = ctx.app.read_only;
+    let body = html! {
+        p.muted { a href=(ctx.link(&qpath)) { "← " (queue) } }
+        h1 { "Dead letters of " (queue) " " span.badge.dead { (num(total)) } }
+        form.bar method="get" action=(ctx.link(&dpath)) {
+            input type="text" name="type" value=(f.job_type) placeholder="Job type" aria-label="Job type";
+            input type="search" name="error" value=(f.error) placeholder="Error contains" aria-label="Error contains";
+            select name="order" aria-label="Order" {
+                option value="newest" selected[f.order != "oldest"] { "Newest first" }
+                option value="oldest" selected[f.order == "oldest"] { "Oldest first" }
+            }
+            button type="submit" { "Filter" }
+            @if f.filtered() { a href=(ctx.link(&dpath)) { "Clear" } }
+        }
+        div.bar {
+            (link_button(&ctx, &format!("{dpath}/confirm{}", query(&f.pairs(&[("do", "requeue")]))),
+                if f.filtered() { "Requeue all matching…" } else { "Requeue all…" }, "primary"))
+            (link_button(&ctx, &format!("{dpath}/confirm{}", query(&f.pairs(&[("do", "delete")]))),
+                if f.filtered() { "Delete all matching…" } else { "Delete all…" }, "danger"))
+        }
+        form method="post" action=(ctx.link(&format!("{dpath}/requeue"))) {
+            (csrf(&ctx))
+            @if !ro {
+                div.bar {
+                    button.primary type="submit" { "Requeue selected" }
+                    button.danger type="submit" formaction=(ctx.link(&format!("{dpath}/delete"))) { "Delete selected" }
+                }
+            }
+            div #dead .scroll data-live {
+                table {
+                    thead { tr {
+                        @if !ro { th { input type="checkbox" data-select-all aria-label="Select all"; } }
+                        th { "Id" } th { "Type" } th { "Arguments" } th.num { "Attempts" } th { "Died" } th { "Error" }
+                    } }
+                    tbody {
+                        @for j in &found.jobs {
+                            tr {
+                                @if !ro { td { input type="checkbox" name="id" value=(j.id) aria-label="Select"; } }
+                                td { a href=(ctx.link(&format!("{qpath}/jobs/{}", j.id))) { code { (j.id) } } }
+                                td { (job_type(&j.body)) }
+                                td.args { (preview(&j.body, 100)) }
+                                td.num { (j.attempts) }
+                                td title=(when(j.due_ms)) { (relative(now, j.due_ms)) }
+                                td.error title=(j.last_error.as_deref().unwrap_or("")) {
+                                    (shorten(j.last_error.as_deref().unwrap_or(""), 80))
+                                }
+                            }
+                        }
+                        @if found.jobs.is_empty() {
+                            tr { td colspan="7" .muted { @if f.filtered() { "No dead letter matches." } @else { "No dead letters." } } }
+                        }
+                    }
+                }
+            }
+        }
+        div.pager {
+            @if after.is_some() { a href=(ctx.link(&format!("{dpath}{}", query(&f.pairs(&[]))))) { "← First page" } }
+            @if let Some(next) = found.next {
+                @let next = next.to_string();
+                a href=(ctx.link(&format!("{dpath}{}", query(&f.pairs(&[("after", &next)]))))) { "Next page →" }
+            }
+        }
+    };
+    Ok(render(
+        &ctx,
+        &format!("Dead letters of {queue}"),
+        Nav::Queues,
+        body,
+    ))
+}
+
+/// Asks before requeueing or deleting every dead letter that matches.
+pub(crate) async fn confirm(
+    ctx: Ctx,
+    Path(queue): Path<String>,
+    Query(f): Query<DeadFilter>,
+) -> WebResult<Response> {
+    crate::actions::writable(&ctx)?;
+    let requeue = match f.action.as_str() {
+        "requeue" => true,
+        "delete" => false,
+        other => {
+            return Err(WebError::BadRequest(format!(
+                "no dead-letter action {other:?}"
+            )));
+        }
+    };
+    let total = ctx.app.client.counts(&queue).await?.dead;
+    let dpath = format!("/queues/{}/dead", seg(&queue));
+    let verb = if requeue { "Requeue" } else { "Delete" };
+    let which = if f.filtered() {
+        let mut parts = Vec::new();
+        if !f.job_type.trim().is_empty() {
+            parts.push(format!("of type {:?}", f.job_type.trim()));
+        }
+        if !f.error.is_empty() {
+            parts.push(format!("whose error contains {:?}", f.error));
+        }
+        format!(
+            "every dead letter {} (of {} in all)",
+            parts.join(" and "),
+            num(total)
+        )
+    } else {
+        format!("all {} dead letters", num(total))
+    };
+    let body = html! {
+        h1 { (verb) " dead letters of " (queue) "?" }
+        p { (verb) " " (which) "." @if requeue { " They go back to the queue as fresh jobs, at their priority." } }
+        form method="post" action=(ctx.link(&format!("{dpath}/{}", f.action))) {
+            (csrf(&ctx))
+            input type="hidden" name="all" value="1";
+            input type="hidden" name="type" value=(f.job_type);
+            input type="hidden" name="error" value=(f.error);
+            @if requeue {
+                p { label { "At most " input type="text" name="rate" size="6" inputmode="numeric" placeholder="all at once"; " jobs a second (optional)" } }
+            }
+            div.bar {
+                button type="submit" class=(if requeue { "primary" } else { "danger" }) { (verb) }
+                a.button href=(ctx.link(&format!("{dpath}{}", query(&f.pairs(&[]))))) { "Cancel" }
+            }
+        }
+    };
+    Ok(render(
+        &ctx,
+        &format!("{verb} dead letters"),
+        Nav::Queues,
+        body,
+    ))
+}

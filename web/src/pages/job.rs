@@ -1,0 +1,95 @@
+//! One job: its arguments, state, attempts, last error and times, and the
+//! actions its state allows (run now, cancel, requeue, delete).
+
+use axum::extract::Path;
+use axum::response::Response;
+use maud::html;
+use redjob::JobId;
+use redjob::backend::Backend;
+use redjob::inspect::{Inspect, JobState};
+use redjob::ops::Admin;
+
+use crate::Ctx;
+use crate::error::{WebError, WebResult};
+use crate::fmt::{job_type, pretty, relative, when};
+use crate::layout::{Nav, button, render, seg};
+
+/// A job id from a path, or a 400.
+pub(crate) fn parse_id(id: &str) -> Result<JobId, WebError> {
+    id.parse()
+        .map_err(|_| WebError::BadRequest(format!("{id:?} is not a job id")))
+}
+
+pub(crate) async fn page(
+    ctx: Ctx,
+    Path((queue, id)): Path<(String, String)>,
+) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let id = parse_id(&id)?;
+    let job = client.job(&queue, &id).await?.ok_or_else(|| {
+        WebError::NotFound(format!(
+            "no job {id} in {queue:?}: it finished, was deleted, or never was"
+        ))
+    })?;
+    let now = client.backend().now_ms().await?;
+    let runner = if job.state == JobState::InFlight {
+        client.workers().await?.into_iter().find_map(|w| {
+            let r = w
+                .running
+                .iter()
+                .find(|r| r.queue == queue && r.id == id.to_string())?;
+            Some((format!("{} (pid {})", w.host, w.pid), r.started_at_ms))
+        })
+    } else {
+        None
+    };
+    let jpath = format!("/queues/{}/jobs/{id}", seg(&queue));
+    let (state_label, time_label) = match job.state {
+        JobState::Ready => ("ready", "Due"),
+        JobState::Scheduled => ("scheduled", "Due"),
+        JobState::InFlight => ("in flight", "Lease ends"),
+        _ => ("dead", "Died"),
+    };
+    let args = job
+        .args()
+        .ok()
+        .and_then(|a| serde_json::to_string_pretty(&a).ok())
+        .unwrap_or_else(|| pretty(&job.body));
+    let body = html! {
+        p.muted { a href=(ctx.link(&format!("/queues/{}", seg(&queue)))) { "← " (queue) } }
+        h1 { (job_type(&job.body)) " " code { (id) } }
+        div.bar {
+            @match job.state {
+                JobState::Scheduled => {
+                    (button(&ctx, &format!("{jpath}/run-now"), "Run now", "primary"))
+                    (button(&ctx, &format!("{jpath}/cancel"), "Cancel", "danger"))
+                }
+                JobState::Dead => {
+                    (button(&ctx, &format!("{jpath}/requeue"), "Requeue", "primary"))
+                    (button(&ctx, &format!("{jpath}/delete"), "Delete", "danger"))
+                }
+                _ => { (button(&ctx, &format!("{jpath}/cancel"), "Cancel", "danger")) }
+            }
+        }
+        div #job data-live {
+            dl.facts {
+                dt { "State" } dd { span.badge class=[(job.state == JobState::Dead).then_some("dead")] { (state_label) } }
+                dt { "Queue" } dd { (queue) }
+                dt { "Priority" } dd { (job.priority) }
+                dt { "Attempts" } dd { (job.attempts) }
+                dt { "Enqueued" } dd { (when(id.sent_ms())) " (" (relative(now, id.sent_ms())) ")" }
+                dt { (time_label) } dd { (when(job.due_ms)) " (" (relative(now, job.due_ms)) ")" }
+                @if let Some((worker, started)) = &runner {
+                    dt { "Started" } dd { (when(*started)) " (" (relative(now, *started)) ") on " (worker) }
+                }
+            }
+            @if let Some(e) = &job.last_error {
+                h2 { @if job.state == JobState::Dead { "Why it died" } @else { "Last error" } }
+                pre.error { (e) }
+            }
+        }
+        h2 { "Arguments" }
+        pre { (args) }
+    };
+    Ok(render(&ctx, &format!("Job {id}"), Nav::Queues, body))
+}

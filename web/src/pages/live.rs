@@ -1,0 +1,106 @@
+//! What the live workers report: the worker processes with the jobs they run,
+//! and the periodic schedules they tick (with a "run now").
+
+use axum::response::Response;
+use maud::html;
+use redjob::backend::Backend;
+use redjob::ops::Admin;
+
+use crate::Ctx;
+use crate::error::WebResult;
+use crate::fmt::{relative, span, when};
+use crate::layout::{Nav, csrf, render, seg};
+
+pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let workers = client.workers().await?;
+    let now = client.backend().now_ms().await?;
+    let body = html! {
+        h1 { "Workers" }
+        p.muted { "Worker processes alive now. Each refreshes its entry with its lease renewals; one that died is gone within three." }
+        div #workers data-live {
+            @if workers.is_empty() {
+                p.muted { "No live worker." }
+            }
+            @for w in &workers {
+                div.card {
+                    h2 { (w.host) " " span.muted { "pid " (w.pid) } }
+                    dl.facts {
+                        dt { "Id" } dd { code { (w.id) } }
+                        dt { "Queues" } dd { (w.queues.join(", ")) }
+                        dt { "Busy" } dd { (w.running.len()) " of " (w.concurrency) }
+                        dt { "Version" } dd { (w.version) }
+                        dt { "Started" } dd { (when(w.started_at_ms)) " (" (relative(now, w.started_at_ms)) ")" }
+                        dt { "Last beat" } dd { (relative(now, w.last_beat_ms)) }
+                    }
+                    @if !w.running.is_empty() {
+                        div.scroll {
+                            table {
+                                thead { tr { th { "Queue" } th { "Job" } th { "Type" } th.num { "Running for" } } }
+                                tbody {
+                                    @for r in &w.running {
+                                        tr {
+                                            td { a href=(ctx.link(&format!("/queues/{}", seg(&r.queue)))) { (r.queue) } }
+                                            td { a href=(ctx.link(&format!("/queues/{}/jobs/{}", seg(&r.queue), seg(&r.id)))) { code { (r.id) } } }
+                                            td { (r.job.as_deref().unwrap_or("")) }
+                                            td.num { (span(now.saturating_sub(r.started_at_ms))) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(render(&ctx, "Workers", Nav::Workers, body))
+}
+
+pub(crate) async fn periodic(ctx: Ctx) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let schedules = client.schedules().await?;
+    let now = client.backend().now_ms().await?;
+    let ro = ctx.app.read_only;
+    let body = html! {
+        h1 { "Periodic jobs" }
+        p.muted { "The schedules live workers tick. Each tick is enqueued once, however many workers run it." }
+        div #schedules .scroll data-live {
+            table {
+                thead { tr {
+                    th { "Name" } th { "Queue" } th { "Job" } th { "Schedule" } th { "Last tick" } th { "Next tick" }
+                    th.num { "Workers" } @if !ro { th { "" } }
+                } }
+                tbody {
+                    @for s in &schedules {
+                        tr {
+                            td { (s.name) }
+                            td { a href=(ctx.link(&format!("/queues/{}", seg(&s.queue)))) { (s.queue) } }
+                            td { (s.job) }
+                            td { code { (s.schedule) } }
+                            td { @match s.last_ms { Some(t) => span title=(when(t)) { (relative(now, t)) }, None => span.muted { "never" } } }
+                            td { @match s.next_ms { Some(t) => span title=(when(t)) { (relative(now, t)) }, None => span.muted { "never" } } }
+                            td.num { (s.workers) }
+                            @if !ro {
+                                td {
+                                    @if s.body.is_some() {
+                                        form.inline method="post" action=(ctx.link("/periodic/run")) {
+                                            (csrf(&ctx))
+                                            input type="hidden" name="queue" value=(s.queue);
+                                            input type="hidden" name="name" value=(s.name);
+                                            button type="submit" { "Run now" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    @if schedules.is_empty() {
+                        tr { td colspan="8" .muted { "No periodic schedule: no live worker ticks one." } }
+                    }
+                }
+            }
+        }
+    };
+    Ok(render(&ctx, "Periodic jobs", Nav::Periodic, body))
+}

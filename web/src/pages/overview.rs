@@ -1,0 +1,130 @@
+//! Every queue with its jobs by state, counters, pause state and how long its
+//! next job has waited; totals on top.
+
+use axum::response::Response;
+use futures::stream::{self, StreamExt};
+use maud::html;
+use redjob::backend::{Backend, QueueStats};
+use redjob::inspect::{Inspect, JobState, StateCounts};
+use redjob::ops::Admin;
+use redjob::queue::Queues;
+use redjob::{Client, Error};
+
+use crate::Ctx;
+use crate::error::WebResult;
+use crate::fmt::{num, span};
+use crate::layout::{Nav, render, seg};
+
+/// Queues read at once (each read is a few round trips).
+const AT_ONCE: usize = 32;
+
+/// One queue's line.
+pub(crate) struct Line {
+    pub name: String,
+    pub counts: StateCounts,
+    pub stats: QueueStats,
+    pub paused: bool,
+    /// How long the next job to run has been due (ms), when one is ready.
+    pub waiting_ms: Option<u64>,
+}
+
+/// The line of `name`; `None` when it was deleted meanwhile.
+pub(crate) async fn line(client: &Client, name: String, now: u64) -> redjob::Result<Option<Line>> {
+    let read = async {
+        let counts = client.counts(&name).await?;
+        let stats = client.stats(&name).await?;
+        let paused = client.is_paused(&name).await?;
+        let next = if counts.ready > 0 {
+            client.peek(&name, 1).await?
+        } else {
+            Vec::new()
+        };
+        let waiting_ms = next
+            .first()
+            .filter(|j| j.state == JobState::Ready)
+            .map(|j| now.saturating_sub(j.due_ms));
+        Ok(Line {
+            name: name.clone(),
+            counts,
+            stats,
+            paused,
+            waiting_ms,
+        })
+    };
+    match read.await {
+        Ok(l) => Ok(Some(l)),
+        Err(Error::QueueNotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let mut names = client.queues().list_queues().await?;
+    names.sort();
+    let now = client.backend().now_ms().await?;
+    let read: Vec<redjob::Result<Option<Line>>> = stream::iter(names)
+        .map(|name| line(client, name, now))
+        .buffered(AT_ONCE)
+        .collect()
+        .await;
+    let mut lines = Vec::with_capacity(read.len());
+    for l in read {
+        lines.extend(l?);
+    }
+    let mut total = (StateCounts::default(), QueueStats::default());
+    for l in &lines {
+        total.0.ready += l.counts.ready;
+        total.0.scheduled += l.counts.scheduled;
+        total.0.in_flight += l.counts.in_flight;
+        total.0.dead += l.counts.dead;
+        total.1.processed += l.stats.processed;
+        total.1.failed += l.stats.failed;
+    }
+    let cards = [
+        ("ready", total.0.ready),
+        ("scheduled", total.0.scheduled),
+        ("in flight", total.0.in_flight),
+        ("dead", total.0.dead),
+        ("processed", total.1.processed),
+        ("failed", total.1.failed),
+    ];
+    let body = html! {
+        h1 { "Queues" }
+        div #totals .cards data-live {
+            @for (label, n) in cards {
+                div.card { b { (num(n)) } span { (label) } }
+            }
+        }
+        div #queues .scroll data-live {
+            table {
+                thead { tr {
+                    th { "Queue" } th.num { "Ready" } th.num { "Scheduled" } th.num { "In flight" }
+                    th.num { "Dead" } th.num { "Processed" } th.num { "Failed" }
+                    th.num title="How long the next job to run has been due" { "Waiting" } th { "" }
+                } }
+                tbody {
+                    @for l in &lines {
+                        tr {
+                            td { a href=(ctx.link(&format!("/queues/{}", seg(&l.name)))) { (l.name) } }
+                            td.num { (num(l.counts.ready)) }
+                            td.num { (num(l.counts.scheduled)) }
+                            td.num { (num(l.counts.in_flight)) }
+                            td.num {
+                                a href=(ctx.link(&format!("/queues/{}/dead", seg(&l.name)))) { (num(l.counts.dead)) }
+                            }
+                            td.num { (num(l.stats.processed)) }
+                            td.num { (num(l.stats.failed)) }
+                            td.num { @match l.waiting_ms { Some(ms) => (span(ms)), None => span.muted { "–" } } }
+                            td { @if l.paused { span.badge.paused { "paused" } } }
+                        }
+                    }
+                    @if lines.is_empty() {
+                        tr { td colspan="9" .muted { "No queues yet: a queue appears with its first job, or when a worker creates it." } }
+                    }
+                }
+            }
+        }
+    };
+    Ok(render(&ctx, "Queues", Nav::Queues, body))
+}

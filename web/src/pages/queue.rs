@@ -1,0 +1,182 @@
+//! One queue: its figures and settings, its jobs by state a page at a time,
+//! search by id, and pause, resume and purge.
+
+use axum::extract::{Path, Query};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use redjob::JobId;
+use redjob::backend::Backend;
+use redjob::inspect::{Cursor, Inspect, JobInfo, JobState};
+use redjob::queue::Queues;
+use serde::Deserialize;
+
+use super::overview::line;
+use crate::Ctx;
+use crate::error::{WebError, WebResult};
+use crate::fmt::{job_type, num, preview, relative, shorten};
+use crate::layout::{Nav, button, link_button, query, render, seg};
+
+#[derive(Deserialize, Default)]
+pub(crate) struct QueueQuery {
+    state: Option<String>,
+    after: Option<String>,
+    id: Option<String>,
+}
+
+/// The states listed on the queue page (dead letters have their own).
+const TABS: [(JobState, &str, &str); 3] = [
+    (JobState::Ready, "ready", "Ready"),
+    (JobState::Scheduled, "scheduled", "Scheduled"),
+    (JobState::InFlight, "in_flight", "In flight"),
+];
+
+pub(crate) async fn page(
+    ctx: Ctx,
+    Path(queue): Path<String>,
+    Query(q): Query<QueueQuery>,
+) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let qpath = format!("/queues/{}", seg(&queue));
+    let mut missing = None;
+    if let Some(id) = q.id.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        match id.parse::<JobId>() {
+            Ok(id) if client.job(&queue, &id).await?.is_some() => {
+                return Ok(Redirect::to(&ctx.link(&format!("{qpath}/jobs/{id}"))).into_response());
+            }
+            _ => missing = Some(id.to_string()),
+        }
+    }
+    let now = client.backend().now_ms().await?;
+    let l = line(client, queue.clone(), now)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("no queue {queue:?}")))?;
+    let attrs = client.queues().attributes(&queue).await?;
+    let (state, key, _) = TABS
+        .iter()
+        .find(|(_, k, _)| Some(*k) == q.state.as_deref())
+        .copied()
+        .unwrap_or(TABS[0]);
+    let after = match q.after.as_deref().filter(|s| !s.is_empty()) {
+        Some(c) => Some(
+            c.parse::<Cursor>()
+                .map_err(|e| WebError::BadRequest(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let list = client
+        .list(&queue, state, after.as_ref(), ctx.app.page_size)
+        .await?;
+    let count = |s: JobState| match s {
+        JobState::Ready => l.counts.ready,
+        JobState::Scheduled => l.counts.scheduled,
+        JobState::InFlight => l.counts.in_flight,
+        _ => l.counts.dead,
+    };
+    let body = html! {
+        h1 { (queue) " " @if l.paused { span.badge.paused { "paused" } } }
+        div.bar {
+            @if l.paused {
+                (button(&ctx, &format!("{qpath}/resume"), "Resume", "primary"))
+            } @else {
+                (button(&ctx, &format!("{qpath}/pause"), "Pause", ""))
+            }
+            (link_button(&ctx, &format!("{qpath}/purge"), "Purge…", "danger"))
+            form.inline method="get" action=(ctx.link(&qpath)) {
+                input type="search" name="id" placeholder="Job id" aria-label="Find a job by id" size="34";
+                " " button type="submit" { "Find" }
+            }
+        }
+        @if let Some(id) = &missing {
+            p.error role="alert" { "No job " code { (id) } " in this queue." }
+        }
+        div #figures .cards data-live {
+            div.card { b { (num(l.counts.ready)) } span { "ready" } }
+            div.card { b { (num(l.counts.scheduled)) } span { "scheduled" } }
+            div.card { b { (num(l.counts.in_flight)) } span { "in flight" } }
+            div.card { b { a href=(ctx.link(&format!("{qpath}/dead"))) { (num(l.counts.dead)) } } span { "dead" } }
+            div.card { b { (num(l.stats.processed)) } span { "processed" } }
+            div.card { b { (num(l.stats.failed)) } span { "failed" } }
+        }
+        p.muted {
+            "Lease " (attrs.vt) " s · delay " (attrs.delay) " s · maxsize "
+            @if attrs.maxsize < 0 { "none" } @else { (attrs.maxsize) " bytes" }
+        }
+        nav.tabs aria-label="Jobs by state" {
+            @for (s, k, label) in TABS {
+                a href=(ctx.link(&format!("{qpath}{}", query(&[("state", k)]))))
+                    aria-current=[(s == state).then_some("page")] { (label) " (" (num(count(s))) ")" }
+            }
+            a href=(ctx.link(&format!("{qpath}/dead"))) { "Dead (" (num(l.counts.dead)) ")" }
+        }
+        div #jobs data-live {
+            (jobs_table(&ctx, &queue, &list.jobs, now))
+            div.pager {
+                @if after.is_some() {
+                    a href=(ctx.link(&format!("{qpath}{}", query(&[("state", key)])))) { "← First page" }
+                }
+                @if let Some(next) = list.next {
+                    a href=(ctx.link(&format!("{qpath}{}", query(&[("state", key), ("after", &next.to_string())])))) { "Next page →" }
+                }
+            }
+        }
+    };
+    Ok(render(&ctx, &queue, Nav::Queues, body))
+}
+
+/// A table of jobs: id, type, arguments, attempts, priority, time, last error.
+pub(crate) fn jobs_table(ctx: &Ctx, queue: &str, jobs: &[JobInfo], now: u64) -> Markup {
+    html! {
+        div.scroll {
+            table {
+                thead { tr {
+                    th { "Id" } th { "Type" } th { "Arguments" } th.num { "Attempts" } th.num { "Priority" }
+                    th { "When" } th { "Last error" }
+                } }
+                tbody {
+                    @for j in jobs {
+                        tr {
+                            td { a href=(ctx.link(&format!("/queues/{}/jobs/{}", seg(queue), j.id))) { code { (j.id) } } }
+                            td { (job_type(&j.body)) }
+                            td.args { (preview(&j.body, 120)) }
+                            td.num { (j.attempts) }
+                            td.num { (j.priority) }
+                            td title=(crate::fmt::when(j.due_ms)) { (time_of(j, now)) }
+                            td.error { (shorten(j.last_error.as_deref().unwrap_or(""), 80)) }
+                        }
+                    }
+                    @if jobs.is_empty() {
+                        tr { td colspan="7" .muted { "No jobs here." } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a job's time means in its state.
+pub(crate) fn time_of(j: &JobInfo, now: u64) -> String {
+    let at = relative(now, j.due_ms);
+    match j.state {
+        JobState::Ready => format!("due {at}"),
+        JobState::Scheduled => format!("due {at}"),
+        JobState::InFlight => format!("lease ends {at}"),
+        _ => format!("died {at}"),
+    }
+}
+
+/// Asks before a purge.
+pub(crate) async fn confirm_purge(ctx: Ctx, Path(queue): Path<String>) -> WebResult<Response> {
+    crate::actions::writable(&ctx)?;
+    let n = ctx.app.client.counts(&queue).await?;
+    let qpath = format!("/queues/{}", seg(&queue));
+    let waiting = n.ready + n.scheduled + n.in_flight;
+    let body = html! {
+        h1 { "Purge " (queue) "?" }
+        p { "This deletes its " b { (num(waiting)) } " jobs: ready, scheduled and running (a running job's outcome is dropped). Its dead letters, settings and counters stay." }
+        div.bar {
+            (button(&ctx, &format!("{qpath}/purge"), &format!("Delete {} jobs", num(waiting)), "danger"))
+            a.button href=(ctx.link(&qpath)) { "Cancel" }
+        }
+    };
+    Ok(render(&ctx, &format!("Purge {queue}"), Nav::Queues, body))
+}

@@ -1,0 +1,569 @@
+//! The dashboard against a private redis-server holding real jobs in every
+//! state: every page renders (nested under a prefix), every action changes
+//! Redis and needs the CSRF token, read-only mode refuses them, nothing from a
+//! job is rendered unescaped, and bad input gets a clear status.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::RedisServer;
+use http_body_util::BodyExt;
+use redjob::Client;
+use redjob::backend::{Backend, DeadLetterEntry, Settle};
+use redjob::inspect::Inspect;
+use redjob::ops::Admin;
+use redjob::queue::{QueueOptions, SendMessage};
+use tower::ServiceExt;
+
+const XSS: &str = "<script>alert(1)</script>";
+
+fn envelope(ty: &str, i: usize) -> String {
+    format!(r#"{{"type":"{ty}","args":{{"i":{i},"note":"{XSS}"}}}}"#)
+}
+
+/// "mail" with 3 dead letters (types A, B, A; the B one's error holds a
+/// script tag), 2 ready jobs, 1 scheduled and 1 in flight.
+async fn setup() -> (RedisServer, Client) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = client.backend();
+    let opts = QueueOptions::default();
+    let msgs: Vec<SendMessage> = ["A", "B", "A"]
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| SendMessage::new(envelope(ty, i)))
+        .collect();
+    q.send("mail", &msgs, &opts).await.unwrap();
+    let leased = q.fetch("mail", 3, Duration::from_secs(60)).await.unwrap();
+    let errors = ["smtp timeout", XSS, "smtp timeout"];
+    let dead = leased
+        .jobs
+        .iter()
+        .zip(errors)
+        .map(|(d, e)| DeadLetterEntry {
+            id: d.id,
+            token: d.token,
+            error: e.into(),
+        })
+        .collect();
+    let settle = Settle {
+        dead,
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("mail", &settle).await.unwrap().dead, 3);
+    let msgs = [
+        SendMessage::new(envelope("A", 10)),
+        SendMessage::new(envelope("B", 11)),
+        SendMessage::new(envelope("C", 12)),
+        SendMessage::new(envelope("A", 13)).delay(Duration::from_secs(600)),
+    ];
+    q.send("mail", &msgs, &opts).await.unwrap();
+    q.fetch("mail", 1, Duration::from_secs(60)).await.unwrap();
+    (server, client)
+}
+
+struct Got {
+    status: StatusCode,
+    location: String,
+    cookie: Option<String>,
+    body: String,
+}
+
+async fn send(app: &Router, req: Request<Body>) -> Got {
+    let res = tokio::time::timeout(Duration::from_secs(20), app.clone().oneshot(req))
+        .await
+        .expect("answered within 20 s")
+        .unwrap();
+    let status = res.status();
+    let location = res
+        .headers()
+        .get(header::LOCATION)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let cookie = res
+        .headers()
+        .get(header::SET_COOKIE)
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    Got {
+        status,
+        location,
+        cookie,
+        body: String::from_utf8(bytes.to_vec()).unwrap(),
+    }
+}
+
+async fn get(app: &Router, path: &str) -> Got {
+    send(app, Request::get(path).body(Body::empty()).unwrap()).await
+}
+
+/// A POST of `form` with the session's cookie (and an Origin of this site).
+async fn post(app: &Router, path: &str, cookie: &str, form: &[(&str, &str)]) -> Got {
+    let req = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::COOKIE, cookie)
+        .header(header::HOST, "dash.local")
+        .header(header::ORIGIN, "http://dash.local")
+        .body(Body::from(serde_urlencoded::to_string(form).unwrap()))
+        .unwrap();
+    send(app, req).await
+}
+
+/// The session a first page view starts: its cookie header and form token.
+async fn session(app: &Router, prefix: &str) -> (String, String) {
+    let page = get(app, if prefix.is_empty() { "/" } else { prefix }).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let set = page.cookie.expect("the first view sets the CSRF cookie");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let pair = set.split(';').next().unwrap().to_string();
+    let token = pair.split_once('=').unwrap().1.to_string();
+    assert!(
+        page.body
+            .contains(&format!(r#"name="csrf" value="{token}""#))
+            || !page.body.contains("name=\"csrf\"")
+    );
+    (pair, token)
+}
+
+fn ids_in(body: &str) -> Vec<String> {
+    body.match_indices(r#"name="id" value=""#)
+        .map(|(i, m)| body[i + m.len()..i + m.len() + 32].to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn every_page_renders_real_jobs_under_its_prefix_and_escapes_what_jobs_hold() {
+    let (_server, client) = setup().await;
+    let app = Router::new().nest("/admin/jobs", redjob_web::router(client.clone()));
+    let p = "/admin/jobs";
+
+    let overview = get(&app, p).await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert!(
+        overview.body.contains(r#"href="/admin/jobs/queues/mail""#),
+        "{}",
+        overview.body
+    );
+    assert!(
+        overview
+            .body
+            .contains(r#"href="/admin/jobs/assets/style.css""#)
+    );
+    assert!(
+        overview
+            .body
+            .contains(r#"<a class="brand" href="/admin/jobs">"#),
+        "{}",
+        overview.body
+    );
+
+    let queue = get(&app, &format!("{p}/queues/mail")).await;
+    assert_eq!(queue.status, StatusCode::OK, "{}", queue.body);
+    assert!(
+        queue.body.contains("Ready (2)") && queue.body.contains("Scheduled (1)"),
+        "{}",
+        queue.body
+    );
+    assert!(queue.body.contains("In flight (1)") && queue.body.contains("Dead (3)"));
+    for state in ["scheduled", "in_flight"] {
+        let tab = get(&app, &format!("{p}/queues/mail?state={state}")).await;
+        assert_eq!(tab.status, StatusCode::OK);
+        assert!(
+            tab.body.contains(r#"&quot;i&quot;:13"#) == (state == "scheduled"),
+            "{state}"
+        );
+    }
+    // a page of one: the cursor leads to the second ready job
+    let app1 = Router::new().nest(
+        p,
+        redjob_web::Dashboard::new(client.clone())
+            .page_size(1)
+            .router(),
+    );
+    let first = get(&app1, &format!("{p}/queues/mail")).await;
+    let at = first
+        .body
+        .find("?state=ready&amp;after=")
+        .expect("a next page");
+    let next = &first.body[at..first.body[at..].find('"').unwrap() + at].replace("&amp;", "&");
+    let second = get(&app1, &format!("{p}/queues/mail{next}")).await;
+    assert_eq!(second.status, StatusCode::OK);
+    // (job 10 is in flight)
+    assert!(
+        first.body.contains(r#"&quot;i&quot;:11"#) && second.body.contains(r#"&quot;i&quot;:12"#)
+    );
+
+    let dead = get(&app, &format!("{p}/queues/mail/dead")).await;
+    assert_eq!(dead.status, StatusCode::OK);
+    let ids = ids_in(&dead.body);
+    assert_eq!(ids.len(), 3, "{}", dead.body);
+    let only_b = get(&app, &format!("{p}/queues/mail/dead?type=B")).await;
+    assert_eq!(ids_in(&only_b.body).len(), 1);
+    let smtp = get(
+        &app,
+        &format!("{p}/queues/mail/dead?error=smtp&order=oldest"),
+    )
+    .await;
+    assert_eq!(ids_in(&smtp.body).len(), 2);
+
+    let job = get(&app, &format!("{p}/queues/mail/jobs/{}", ids[0])).await;
+    assert_eq!(job.status, StatusCode::OK);
+    assert!(job.body.contains("Why it died") && job.body.contains("Requeue"));
+    // search by id lands on the job's page
+    let found = get(&app, &format!("{p}/queues/mail?id={}", ids[1])).await;
+    assert_eq!(found.status, StatusCode::SEE_OTHER);
+    assert_eq!(found.location, format!("{p}/queues/mail/jobs/{}", ids[1]));
+
+    for page in ["periodic", "workers"] {
+        assert_eq!(
+            get(&app, &format!("{p}/{page}")).await.status,
+            StatusCode::OK
+        );
+    }
+    for asset in ["style.css", "app.js"] {
+        assert_eq!(
+            get(&app, &format!("{p}/assets/{asset}")).await.status,
+            StatusCode::OK
+        );
+    }
+
+    // nothing a job holds is markup: its args and its error come out escaped
+    for body in [&queue.body, &dead.body, &job.body] {
+        assert!(!body.contains(XSS), "unescaped: {body}");
+    }
+    assert!(dead.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    let b = ids_in(&only_b.body)[0].clone();
+    let b_job = get(&app, &format!("{p}/queues/mail/jobs/{b}")).await;
+    assert!(
+        !b_job.body.contains(XSS) && b_job.body.contains("&lt;script&gt;"),
+        "{}",
+        b_job.body
+    );
+}
+
+#[tokio::test]
+async fn actions_change_redis_only_with_the_token_from_this_site() {
+    let (_server, client) = setup().await;
+    let app = Router::new().nest("/jobs", redjob_web::router(client.clone()));
+    let (cookie, token) = session(&app, "/jobs").await;
+    let csrf = ("csrf", token.as_str());
+
+    // refused: no token, a wrong one, another site's Origin
+    let none = post(&app, "/jobs/queues/mail/pause", &cookie, &[]).await;
+    assert_eq!(none.status, StatusCode::FORBIDDEN);
+    let wrong = post(
+        &app,
+        "/jobs/queues/mail/pause",
+        &cookie,
+        &[("csrf", "0123456789abcdef0123456789abcdef")],
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN);
+    let req = Request::post("/jobs/queues/mail/pause")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::COOKIE, &cookie)
+        .header(header::HOST, "dash.local")
+        .header(header::ORIGIN, "https://evil.example")
+        .body(Body::from(format!("csrf={token}")))
+        .unwrap();
+    assert_eq!(send(&app, req).await.status, StatusCode::FORBIDDEN);
+    assert!(!client.is_paused("mail").await.unwrap());
+
+    let paused = post(&app, "/jobs/queues/mail/pause", &cookie, &[csrf]).await;
+    assert_eq!(paused.status, StatusCode::SEE_OTHER);
+    assert!(
+        paused.location.starts_with("/jobs/queues/mail?note="),
+        "{}",
+        paused.location
+    );
+    assert!(client.is_paused("mail").await.unwrap());
+    let page = get(&app, &paused.location).await;
+    assert!(
+        page.body.contains("Paused: workers start none"),
+        "{}",
+        page.body
+    );
+    post(&app, "/jobs/queues/mail/resume", &cookie, &[csrf]).await;
+    assert!(!client.is_paused("mail").await.unwrap());
+
+    // run the scheduled job now, cancel a ready one
+    let scheduled = client
+        .list("mail", redjob::inspect::JobState::Scheduled, None, 10)
+        .await
+        .unwrap()
+        .jobs;
+    let r = post(
+        &app,
+        &format!("/jobs/queues/mail/jobs/{}/run-now", scheduled[0].id),
+        &cookie,
+        &[csrf],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(client.counts("mail").await.unwrap().scheduled, 0);
+    let ready = client.peek("mail", 1).await.unwrap();
+    post(
+        &app,
+        &format!("/jobs/queues/mail/jobs/{}/cancel", ready[0].id),
+        &cookie,
+        &[csrf],
+    )
+    .await;
+    assert!(client.job("mail", &ready[0].id).await.unwrap().is_none());
+
+    // dead letters: requeue the selected, delete all of a type, requeue one by its page
+    let dead = get(&app, "/jobs/queues/mail/dead?type=A").await;
+    let a = ids_in(&dead.body);
+    assert_eq!(a.len(), 2);
+    let r = post(
+        &app,
+        "/jobs/queues/mail/dead/requeue",
+        &cookie,
+        &[csrf, ("id", &a[0])],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert!(
+        r.location.contains("Requeued+1+dead+letters"),
+        "{}",
+        r.location
+    );
+    assert_eq!(client.counts("mail").await.unwrap().dead, 2);
+    let confirm = get(&app, "/jobs/queues/mail/dead/confirm?do=delete&type=A").await;
+    assert!(
+        confirm.body.contains("of type &quot;A&quot;"),
+        "{}",
+        confirm.body
+    );
+    post(
+        &app,
+        "/jobs/queues/mail/dead/delete",
+        &cookie,
+        &[csrf, ("all", "1"), ("type", "A")],
+    )
+    .await;
+    let left = client
+        .dead_page("mail", Default::default(), None, 10)
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(left.len(), 1, "only the B letter is left");
+    post(
+        &app,
+        &format!("/jobs/queues/mail/jobs/{}/requeue", left[0].id),
+        &cookie,
+        &[csrf],
+    )
+    .await;
+    assert_eq!(client.counts("mail").await.unwrap().dead, 0);
+    let bad_rate = post(
+        &app,
+        "/jobs/queues/mail/dead/requeue",
+        &cookie,
+        &[csrf, ("all", "1"), ("rate", "fast")],
+    )
+    .await;
+    assert_eq!(bad_rate.status, StatusCode::BAD_REQUEST);
+
+    // purge, after its confirmation page
+    let ask = get(&app, "/jobs/queues/mail/purge").await;
+    assert!(ask.body.contains("Delete 5 jobs"), "{}", ask.body);
+    let purged = post(&app, "/jobs/queues/mail/purge", &cookie, &[csrf]).await;
+    assert!(
+        purged.location.contains("Deleted+5+jobs"),
+        "{}",
+        purged.location
+    );
+    let n = client.counts("mail").await.unwrap();
+    assert_eq!(n.ready + n.scheduled + n.in_flight, 0);
+}
+
+#[tokio::test]
+async fn read_only_shows_no_action_and_refuses_every_post() {
+    let (_server, client) = setup().await;
+    let app = redjob_web::Dashboard::new(client.clone())
+        .read_only(true)
+        .router();
+    let (cookie, token) = session(&app, "").await;
+    let queue = get(&app, "/queues/mail").await;
+    assert!(
+        queue.body.contains("read-only") && !queue.body.contains("Pause"),
+        "{}",
+        queue.body
+    );
+    let dead = get(&app, "/queues/mail/dead").await;
+    assert!(!dead.body.contains("Requeue") && ids_in(&dead.body).is_empty());
+    for path in [
+        "/queues/mail/pause",
+        "/queues/mail/purge",
+        "/queues/mail/dead/delete",
+    ] {
+        let r = post(&app, path, &cookie, &[("csrf", &token), ("all", "1")]).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{path}");
+    }
+    assert_eq!(
+        get(&app, "/queues/mail/purge").await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert!(!client.is_paused("mail").await.unwrap());
+    assert_eq!(client.counts("mail").await.unwrap().dead, 3);
+}
+
+#[tokio::test]
+async fn bad_input_and_a_lost_redis_get_clear_statuses() {
+    let (server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let cases = [
+        ("/queues/nope", StatusCode::NOT_FOUND),
+        ("/queues/bad%20name!", StatusCode::BAD_REQUEST),
+        ("/queues/mail/jobs/not-an-id", StatusCode::BAD_REQUEST),
+        (
+            "/queues/mail/jobs/0000000000abcdefghijklmnopqrstuv",
+            StatusCode::NOT_FOUND,
+        ),
+        ("/queues/mail?after=garbage", StatusCode::BAD_REQUEST),
+        ("/queues/mail/dead?after=1:2", StatusCode::BAD_REQUEST),
+        (
+            "/queues/mail/dead/confirm?do=explode",
+            StatusCode::BAD_REQUEST,
+        ),
+        ("/assets/secrets.txt", StatusCode::NOT_FOUND),
+    ];
+    for (path, want) in cases {
+        let got = get(&app, path).await;
+        assert_eq!(got.status, want, "{path}: {}", got.body);
+        assert!(got.body.contains("<h1>"), "{path}: an HTML page says why");
+    }
+    let (cookie, token) = session(&app, "").await;
+    let r = post(&app, "/queues/mail/explode", &cookie, &[("csrf", &token)]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = post(
+        &app,
+        "/queues/mail/dead/requeue",
+        &cookie,
+        &[("csrf", &token)],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "nothing selected");
+
+    drop(server);
+    let down = get(&app, "/").await;
+    assert_eq!(
+        down.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        down.body
+    );
+}
+
+/// Runs until cancelled (stays in flight for the workers page).
+#[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
+#[job(name = "web_slow", queue = "slow")]
+struct Slow {
+    n: u32,
+}
+
+impl redjob::Job for Slow {
+    async fn perform(&self, ctx: &redjob::JobContext) -> Result<(), redjob::JobError> {
+        ctx.cancellation().cancelled().await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn workers_and_periodic_pages_show_live_workers_and_run_a_schedule_now() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let hourly = redjob::ops::Schedule::every(Duration::from_secs(3600)).unwrap();
+    let worker = redjob::Worker::builder(client.backend())
+        .queue("slow")
+        .periodic(hourly, Slow { n: 7 })
+        .grace_period(Duration::from_millis(200))
+        .lease(Duration::from_secs(3))
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let running = common::start_serving(worker).await;
+    let app = redjob_web::router(client.clone());
+    // the schedule is listed once the worker's first beat is in; nothing ticks
+    // within the hour, so a run now is the only job
+    assert!(
+        common::wait_for(Duration::from_secs(10), || async {
+            get(&app, "/periodic").await.body.contains("every 3600s")
+        })
+        .await
+    );
+    let periodic = get(&app, "/periodic").await;
+    assert!(
+        periodic.body.contains("never") && periodic.body.contains("Run now"),
+        "{}",
+        periodic.body
+    );
+    let (cookie, token) = session(&app, "").await;
+    let form = [
+        ("csrf", token.as_str()),
+        ("queue", "slow"),
+        ("name", "web_slow"),
+    ];
+    let r = post(&app, "/periodic/run", &cookie, &form).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert!(
+        r.location.starts_with("/periodic?note=Enqueued"),
+        "{}",
+        r.location
+    );
+    assert!(
+        common::wait_for(Duration::from_secs(10), || async {
+            client.counts("slow").await.is_ok_and(|c| c.in_flight == 1)
+        })
+        .await,
+        "the run enqueued now starts"
+    );
+    let in_flight = client
+        .list("slow", redjob::inspect::JobState::InFlight, None, 1)
+        .await
+        .unwrap()
+        .jobs;
+    assert!(
+        in_flight[0].body.windows(5).any(|w| w == br#""n":7"#),
+        "the schedule's job"
+    );
+    let id = in_flight[0].id.to_string();
+    assert!(
+        common::wait_for(Duration::from_secs(10), || async {
+            get(&app, "/workers").await.body.contains(&id)
+        })
+        .await,
+        "the worker lists the job it runs"
+    );
+    let workers = get(&app, "/workers").await;
+    assert!(
+        workers.body.contains("web_slow") && workers.body.contains("1 of "),
+        "{}",
+        workers.body
+    );
+    let job = get(&app, &format!("/queues/slow/jobs/{id}")).await;
+    assert!(
+        job.body.contains("Started") && job.body.contains("pid"),
+        "{}",
+        job.body
+    );
+    let gone = [
+        ("csrf", token.as_str()),
+        ("queue", "slow"),
+        ("name", "nope"),
+    ];
+    assert_eq!(
+        post(&app, "/periodic/run", &cookie, &gone).await.status,
+        StatusCode::NOT_FOUND
+    );
+    running.stop().await;
+}
