@@ -18,11 +18,53 @@
 //! draws nothing the page cannot show without it. The assets are compiled in:
 //! the dashboard works offline.
 //!
+//! The overview is the mount point itself (`/jobs` above; axum's `nest` does
+//! not serve `/jobs/`).
+//!
 //! Actions are POSTed forms carrying a CSRF token that must match the
 //! dashboard's `SameSite=Strict` cookie, and a cross-site `Origin` is refused.
-//! Authentication is your app's: put the dashboard behind its middleware
-//! (basic auth, your session) as any other route. [`Dashboard::read_only`]
-//! shows everything and refuses every action.
+//! [`Dashboard::read_only`] shows everything and refuses every action.
+//!
+//! Authentication is your app's: put the dashboard behind its middleware (your
+//! session, or basic auth as here) like any other route.
+//!
+//! ```
+//! use axum::extract::Request;
+//! use axum::http::{StatusCode, header};
+//! use axum::middleware::{self, Next};
+//! use axum::response::{IntoResponse, Response};
+//! use tower::ServiceExt;
+//!
+//! /// Lets in "admin" with password "secret" (keep real ones out of the code).
+//! async fn basic_auth(req: Request, next: Next) -> Response {
+//!     let expected = "Basic YWRtaW46c2VjcmV0"; // base64 of "admin:secret"
+//!     match req.headers().get(header::AUTHORIZATION) {
+//!         Some(v) if v == expected => next.run(req).await,
+//!         _ => (
+//!             StatusCode::UNAUTHORIZED,
+//!             [(header::WWW_AUTHENTICATE, r#"Basic realm="redjob""#)],
+//!         )
+//!             .into_response(),
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let client = redjob::Client::memory(Default::default());
+//! let dashboard = redjob_web::router(client).layer(middleware::from_fn(basic_auth));
+//! let app = axum::Router::new().nest("/jobs", dashboard);
+//!
+//! let get = |auth: Option<&str>| {
+//!     let mut req = Request::get("/jobs");
+//!     if let Some(a) = auth {
+//!         req = req.header(header::AUTHORIZATION, a);
+//!     }
+//!     app.clone().oneshot(req.body(axum::body::Body::empty()).unwrap())
+//! };
+//! assert_eq!(get(None).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+//! let ok = get(Some("Basic YWRtaW46c2VjcmV0")).await.unwrap();
+//! assert_eq!(ok.status(), StatusCode::OK);
+//! # }
+//! ```
 
 mod actions;
 mod assets;
