@@ -97,7 +97,7 @@ pub trait Admin: Inspect {
     /// let q = MemoryBackend::new();
     /// q.create_queue("mail", Default::default()).await?;
     /// let later = SendMessage::new(b"{}".to_vec()).delay(Duration::from_secs(3600));
-    /// let id = q.send("mail", &later).await?.id;
+    /// let id = q.send("mail", later).await?;
     /// assert_eq!(q.run_now("mail", &id).await?, Some(JobState::Scheduled));
     /// assert_eq!(q.run_now("mail", &id).await?, Some(JobState::Ready));
     /// # Ok(()) }
