@@ -19,12 +19,31 @@ pub struct WebArgs {
     /// How often open pages refresh (0s: never).
     #[arg(long, default_value = "5s", value_parser = crate::show::duration)]
     refresh: Duration,
+    /// A host name the dashboard answers to, besides localhost, 127.0.0.1,
+    /// `[::1]` and the --bind address (repeat for more). Requests naming another
+    /// host get 403, so that no other site can reach it by DNS rebinding.
+    #[arg(long = "host")]
+    hosts: Vec<String>,
 }
 
 pub async fn serve(ctx: &Ctx, args: WebArgs) -> Outcome {
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "[::1]".into()];
+    let ip = args.bind.ip();
+    if !ip.is_unspecified() {
+        hosts.push(match ip {
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+            v4 => v4.to_string(),
+        });
+    } else if args.hosts.is_empty() {
+        eprintln!(
+            "warning: listening on every interface: pass --host <name> for each name the dashboard is reached by (only loopback names are allowed now)"
+        );
+    }
+    hosts.extend(args.hosts);
     let app = redjob_web::Dashboard::new(ctx.client.clone())
         .read_only(args.read_only)
         .refresh(args.refresh)
+        .allowed_hosts(hosts)
         .router();
     let listener = tokio::net::TcpListener::bind(args.bind).await?;
     let at = listener.local_addr()?;

@@ -655,9 +655,14 @@ async fn workers_and_periodic_list_live_workers_their_jobs_and_schedules() {
 
 /// One HTTP/1.1 GET of `path` on `addr`: the status line and the whole answer.
 async fn http_get(addr: &str, path: &str) -> String {
+    http_get_as(addr, addr, path).await
+}
+
+/// The same, naming `host` in the `Host` header.
+async fn http_get_as(addr: &str, host: &str, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = String::new();
     tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
@@ -711,6 +716,11 @@ async fn web_serves_the_dashboard_until_interrupted() {
         dead.starts_with("HTTP/1.1 200") && dead.contains("smtp timeout"),
         "{dead}"
     );
+    // a name it was not given (DNS rebinding) gets nothing
+    let rebound = http_get_as(&addr, "evil.example:8080", "/").await;
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    let local = http_get_as(&addr, "localhost", "/").await;
+    assert!(local.starts_with("HTTP/1.1 200"), "{local}");
 
     let pid = child.id().unwrap().to_string();
     let kill = std::process::Command::new("kill")

@@ -82,7 +82,8 @@ pub trait Admin: Inspect {
     /// deliveries counted as before, and wakes the queue's idle workers.
     /// Returns the state it was in: [`Scheduled`](JobState::Scheduled) (now
     /// due), [`Ready`](JobState::Ready) (due already, left as it is),
-    /// [`InFlight`](JobState::InFlight) (running, left to its lease), or `None`
+    /// [`InFlight`](JobState::InFlight) (running, left to its lease; also a
+    /// message an RSMQ-style receive hid, left to its visibility timeout), or `None`
     /// when the queue holds no such job (a dead letter is requeued with
     /// [`requeue_dead`](Admin::requeue_dead)).
     ///

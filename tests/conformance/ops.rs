@@ -499,6 +499,24 @@ pub async fn run_now_makes_a_scheduled_job_due_keeping_its_attempts_and_wakes_a_
         Err(Error::QueueNotFound { .. })
     ));
     assert!(q.run_now("bad name!", &id).await.is_err());
+    // a message an RSMQ-style receive hid is its receiver's until its timeout
+    let sent = q
+        .send("rn", &[SendMessage::new("raw")], &QueueOptions::default())
+        .await;
+    let raw = sent.unwrap()[0].id;
+    let got = redjob::queue::Queues::receive(&q, "rn", Some(LONG))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.id, raw);
+    assert_eq!(
+        q.run_now("rn", &raw).await.unwrap(),
+        Some(JobState::InFlight)
+    );
+    let again = redjob::queue::Queues::receive(&q, "rn", None)
+        .await
+        .unwrap();
+    assert!(again.is_none(), "still hidden");
 
     // a worker asleep until the job's time is woken at once
     let rec = Recorder::default();

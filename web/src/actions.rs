@@ -4,7 +4,8 @@
 
 use axum::body::Bytes;
 use axum::extract::Path;
-use axum::http::HeaderMap;
+use axum::http::header::SET_COOKIE;
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Redirect, Response};
 use redjob::JobId;
 use redjob::backend::Backend;
@@ -13,10 +14,10 @@ use redjob::ops::{Admin, Spread};
 use redjob::queue::{QueueOptions, SendMessage};
 
 use crate::Ctx;
-use crate::ctx::allowed;
+use crate::ctx::{NOTE_COOKIE, allowed};
 use crate::error::{WebError, WebResult};
 use crate::fmt::num;
-use crate::layout::{query, seg};
+use crate::layout::seg;
 use crate::pages::dead::DeadFilter;
 use crate::pages::job::parse_id;
 
@@ -56,9 +57,17 @@ fn checked(ctx: &Ctx, headers: &HeaderMap, body: &Bytes) -> WebResult<Fields> {
     Ok(fields)
 }
 
-/// Back to `path` with `note` shown on top.
+/// Back to `path` with `note` shown on top (once, through a cookie).
 fn back(ctx: &Ctx, path: &str, note: &str) -> Response {
-    Redirect::to(&format!("{}{}", ctx.link(path), query(&[("note", note)]))).into_response()
+    let mut response = Redirect::to(&ctx.link(path)).into_response();
+    let encoded = serde_urlencoded::to_string([("n", note)]).unwrap_or_default();
+    let value = encoded.strip_prefix("n=").unwrap_or("");
+    let cookie_path = if ctx.base.is_empty() { "/" } else { &ctx.base };
+    let cookie = format!("{NOTE_COOKIE}={value}; Path={cookie_path}; HttpOnly; SameSite=Strict");
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(SET_COOKIE, v);
+    }
+    response
 }
 
 pub(crate) async fn queue(

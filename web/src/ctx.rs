@@ -4,15 +4,22 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, OriginalUri};
+use axum::extract::{FromRequestParts, OriginalUri, Request, State};
 use axum::http::HeaderMap;
 use axum::http::header::{COOKIE, HOST, ORIGIN};
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use crate::Dashboard;
+use crate::error::WebError;
 
 /// The CSRF cookie: a random token that every form repeats.
 pub(crate) const CSRF_COOKIE: &str = "redjob_csrf";
+/// The note an action leaves for the page it redirects to (shown once). A
+/// cookie, not a query parameter, so that no link can make the dashboard say
+/// something.
+pub(crate) const NOTE_COOKIE: &str = "redjob_note";
 
 pub(crate) struct Ctx {
     pub app: Arc<Dashboard>,
@@ -23,7 +30,7 @@ pub(crate) struct Ctx {
     pub csrf: String,
     /// The token is new: the response sets the cookie.
     pub new_csrf: bool,
-    /// A message from the action that redirected here (`?note=`).
+    /// A message from the action that redirected here (its cookie).
     pub note: Option<String>,
 }
 
@@ -51,15 +58,13 @@ impl FromRequestParts<Arc<Dashboard>> for Ctx {
             .get::<OriginalUri>()
             .map_or_else(|| inner.clone(), |o| o.0.path().to_string());
         let base = mount_point(&outer, &inner);
-        let cookie = cookie(&parts.headers, CSRF_COOKIE).filter(|t| valid_token(t));
-        let new_csrf = cookie.is_none();
-        let csrf = cookie.unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-        let note = parts.uri.query().and_then(|q| {
-            serde_urlencoded_pairs(q)
-                .into_iter()
-                .find(|(k, _)| k == "note")
-                .map(|(_, v)| v)
-        });
+        let token = cookie(&parts.headers, CSRF_COOKIE).filter(|t| valid_token(t));
+        let new_csrf = token.is_none();
+        let csrf = token.unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        let note = cookie(&parts.headers, NOTE_COOKIE)
+            .and_then(|v| serde_urlencoded_pairs(&format!("n={v}")).pop())
+            .map(|(_, v)| v)
+            .filter(|v| !v.is_empty());
         Ok(Ctx {
             app: app.clone(),
             base,
@@ -110,6 +115,11 @@ pub(crate) fn allowed(headers: &HeaderMap, token: Option<&str>) -> bool {
         return false;
     };
     let same_token = token.is_some_and(|t| constant_eq(t.as_bytes(), cookie.as_bytes()));
+    // what the browser says of the request's origin (a proxy may rewrite Host,
+    // not this); without it, the Origin must name the Host
+    if let Some(site) = headers.get("sec-fetch-site") {
+        return same_token && site.as_bytes() == b"same-origin";
+    }
     let same_site = match (headers.get(ORIGIN), headers.get(HOST)) {
         (None, _) => true,
         (Some(origin), Some(host)) => {
@@ -121,6 +131,46 @@ pub(crate) fn allowed(headers: &HeaderMap, token: Option<&str>) -> bool {
         (Some(_), None) => false,
     };
     same_token && same_site
+}
+
+/// Answers only requests whose `Host` names one of the dashboard's allowed
+/// hosts (when it has a list): a page on another site that makes its own name
+/// resolve to the dashboard's address (DNS rebinding) gets nothing.
+pub(crate) async fn guard_host(
+    State(app): State<Arc<Dashboard>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(host_name);
+    match host {
+        Some(h) if app.hosts.contains(&h) => next.run(req).await,
+        _ => WebError::Forbidden(format!(
+            "this dashboard does not answer to the host {:?} (its allowed hosts: {})",
+            host.unwrap_or_default(),
+            app.hosts.join(", ")
+        ))
+        .into_response(),
+    }
+}
+
+/// The host a `Host` header names, without its port, lowercased.
+pub(crate) fn host_name(host: &str) -> String {
+    let host = host.trim();
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest
+            .split(']')
+            .next()
+            .map_or(host.to_string(), |h| format!("[{h}]")),
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.to_string(),
+            _ => host.to_string(),
+        },
+    };
+    name.to_ascii_lowercase()
 }
 
 /// Compares in time independent of where the bytes differ.
@@ -177,5 +227,28 @@ mod tests {
         assert!(!allowed(&headers(&[]), Some(t)));
         let short = format!("{CSRF_COOKIE}=abc");
         assert!(!allowed(&headers(&[("cookie", &short)]), Some("abc")));
+        // behind a proxy that rewrites Host, the browser's Sec-Fetch-Site decides
+        let proxied = [
+            ("cookie", c.as_str()),
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://dash.example"),
+            ("sec-fetch-site", "same-origin"),
+        ];
+        assert!(allowed(&headers(&proxied), Some(t)));
+        let cross = [
+            ("cookie", c.as_str()),
+            ("host", "h:1"),
+            ("origin", "http://h:1"),
+            ("sec-fetch-site", "cross-site"),
+        ];
+        assert!(!allowed(&headers(&cross), Some(t)));
+    }
+
+    #[test]
+    fn host_names_lose_their_port() {
+        assert_eq!(host_name("LocalHost:8080"), "localhost");
+        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host_name("[::1]:8080"), "[::1]");
+        assert_eq!(host_name("dash.example"), "dash.example");
     }
 }

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
 use crate::Ctx;
-use crate::ctx::CSRF_COOKIE;
+use crate::ctx::{CSRF_COOKIE, NOTE_COOKIE};
 
 /// The section of the navigation a page belongs to.
 #[derive(PartialEq, Eq)]
@@ -20,7 +20,8 @@ pub(crate) enum Nav {
 
 /// `body` in the dashboard's page, titled `title`.
 pub(crate) fn render(ctx: &Ctx, title: &str, nav: Nav, body: Markup) -> Response {
-    let refresh = ctx.app.refresh.as_millis().min(u128::from(u32::MAX));
+    // a browser takes a longer interval than 2^31 - 1 ms as none at all
+    let refresh = ctx.app.refresh.as_millis().min(i32::MAX as u128);
     let item = |to: &str, label: &str, this: Nav| {
         html! {
             a href=(ctx.link(to)) aria-current=[(nav == this).then_some("page")] { (label) }
@@ -55,6 +56,14 @@ pub(crate) fn render(ctx: &Ctx, title: &str, nav: Nav, body: Markup) -> Response
         }
     };
     let mut response = markup.into_response();
+    if ctx.note.is_some() {
+        // shown once
+        let path = if ctx.base.is_empty() { "/" } else { &ctx.base };
+        let clear = format!("{NOTE_COOKIE}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Strict");
+        if let Ok(v) = HeaderValue::from_str(&clear) {
+            response.headers_mut().append(SET_COOKIE, v);
+        }
+    }
     if ctx.new_csrf {
         let path = if ctx.base.is_empty() { "/" } else { &ctx.base };
         let cookie = format!(

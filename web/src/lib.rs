@@ -101,6 +101,8 @@ pub struct Dashboard {
     read_only: bool,
     page_size: usize,
     refresh: Duration,
+    /// Host names (lowercase, no port) the dashboard answers to; empty: any.
+    hosts: Vec<String>,
 }
 
 impl Dashboard {
@@ -111,7 +113,32 @@ impl Dashboard {
             read_only: false,
             page_size: 50,
             refresh: Duration::from_secs(5),
+            hosts: Vec::new(),
         }
+    }
+
+    /// Answers only requests whose `Host` header names one of `hosts` (a
+    /// port is ignored); others get 403. A dashboard served on its own, e.g.
+    /// on loopback, needs it against DNS rebinding (a page on another site
+    /// making its name resolve to 127.0.0.1); `redjob web` sets it. Default:
+    /// any host (the app's own routing and authentication decide).
+    ///
+    /// ```
+    /// let client = redjob::Client::memory(Default::default());
+    /// let routes: axum::Router = redjob_web::Dashboard::new(client)
+    ///     .allowed_hosts(["localhost", "127.0.0.1", "jobs.example.com"])
+    ///     .router();
+    /// ```
+    pub fn allowed_hosts<I, S>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.hosts = hosts
+            .into_iter()
+            .map(|h| ctx::host_name(h.as_ref()))
+            .collect();
+        self
     }
 
     /// Shows everything and refuses every action (no buttons, and a POST gets
@@ -137,7 +164,7 @@ impl Dashboard {
     /// The dashboard's routes, to serve or to [`nest`](Router::nest) in an app.
     pub fn router(self) -> Router {
         let app = Arc::new(self);
-        Router::new()
+        let router = Router::new()
             .route("/", get(pages::overview::page))
             .route("/queues/{queue}", get(pages::queue::page))
             .route(
@@ -153,8 +180,16 @@ impl Dashboard {
             .route("/queues/{queue}/jobs/{id}/{action}", post(actions::job))
             .route("/queues/{queue}/dead/{action}", post(actions::dead))
             .route("/periodic/run", post(actions::periodic))
-            .route("/assets/{file}", get(assets::serve))
-            .with_state(app)
+            .route("/assets/{file}", get(assets::serve));
+        let router = if app.hosts.is_empty() {
+            router
+        } else {
+            router.layer(axum::middleware::from_fn_with_state(
+                app.clone(),
+                ctx::guard_host,
+            ))
+        };
+        router.with_state(app)
     }
 }
 

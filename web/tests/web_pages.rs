@@ -102,6 +102,26 @@ async fn get(app: &Router, path: &str) -> Got {
     send(app, Request::get(path).body(Body::empty()).unwrap()).await
 }
 
+/// A GET with a `Cookie` header.
+async fn get_with(app: &Router, path: &str, cookie: &str) -> Got {
+    let req = Request::get(path).header(header::COOKIE, cookie);
+    send(app, req.body(Body::empty()).unwrap()).await
+}
+
+/// The note an action left (its cookie), decoded.
+fn note(got: &Got) -> String {
+    let set = got.cookie.as_deref().unwrap_or("");
+    let value = set
+        .strip_prefix("redjob_note=")
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap();
+    serde_urlencoded::from_str::<Vec<(String, String)>>(&format!("n={value}")).unwrap()[0]
+        .1
+        .clone()
+}
+
 /// A POST of `form` with the session's cookie (and an Origin of this site).
 async fn post(app: &Router, path: &str, cookie: &str, form: &[(&str, &str)]) -> Got {
     let req = Request::post(path)
@@ -279,18 +299,28 @@ async fn actions_change_redis_only_with_the_token_from_this_site() {
 
     let paused = post(&app, "/jobs/queues/mail/pause", &cookie, &[csrf]).await;
     assert_eq!(paused.status, StatusCode::SEE_OTHER);
-    assert!(
-        paused.location.starts_with("/jobs/queues/mail?note="),
-        "{}",
-        paused.location
-    );
+    assert_eq!(paused.location, "/jobs/queues/mail");
     assert!(client.is_paused("mail").await.unwrap());
-    let page = get(&app, &paused.location).await;
+    // the note is shown once, from its cookie; a link cannot make one up
+    let set = paused.cookie.clone().unwrap();
+    assert!(
+        set.contains("Path=/jobs") && set.contains("HttpOnly"),
+        "{set}"
+    );
+    let with_note = format!("{cookie}; {}", set.split(';').next().unwrap());
+    let page = get_with(&app, &paused.location, &with_note).await;
     assert!(
         page.body.contains("Paused: workers start none"),
         "{}",
         page.body
     );
+    assert!(
+        page.cookie
+            .unwrap()
+            .contains("redjob_note=; Path=/jobs; Max-Age=0")
+    );
+    let forged = get(&app, "/jobs/queues/mail?note=Sign+in+at+evil.example").await;
+    assert!(!forged.body.contains("evil.example"), "{}", forged.body);
     post(&app, "/jobs/queues/mail/resume", &cookie, &[csrf]).await;
     assert!(!client.is_paused("mail").await.unwrap());
 
@@ -331,11 +361,7 @@ async fn actions_change_redis_only_with_the_token_from_this_site() {
     )
     .await;
     assert_eq!(r.status, StatusCode::SEE_OTHER);
-    assert!(
-        r.location.contains("Requeued+1+dead+letters"),
-        "{}",
-        r.location
-    );
+    assert_eq!(note(&r), "Requeued 1 dead letters.");
     assert_eq!(client.counts("mail").await.unwrap().dead, 2);
     let confirm = get(&app, "/jobs/queues/mail/dead/confirm?do=delete&type=A").await;
     assert!(
@@ -377,11 +403,7 @@ async fn actions_change_redis_only_with_the_token_from_this_site() {
     let ask = get(&app, "/jobs/queues/mail/purge").await;
     assert!(ask.body.contains("Delete 5 jobs"), "{}", ask.body);
     let purged = post(&app, "/jobs/queues/mail/purge", &cookie, &[csrf]).await;
-    assert!(
-        purged.location.contains("Deleted+5+jobs"),
-        "{}",
-        purged.location
-    );
+    assert_eq!(note(&purged), "Deleted 5 jobs.");
     let n = client.counts("mail").await.unwrap();
     assert_eq!(n.ready + n.scheduled + n.in_flight, 0);
 }
@@ -515,10 +537,11 @@ async fn workers_and_periodic_pages_show_live_workers_and_run_a_schedule_now() {
     ];
     let r = post(&app, "/periodic/run", &cookie, &form).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(r.location, "/periodic");
+    let said = note(&r);
     assert!(
-        r.location.starts_with("/periodic?note=Enqueued"),
-        "{}",
-        r.location
+        said.starts_with("Enqueued a run of \"web_slow\" now"),
+        "{said}"
     );
     assert!(
         common::wait_for(Duration::from_secs(10), || async {
@@ -566,4 +589,31 @@ async fn workers_and_periodic_pages_show_live_workers_and_run_a_schedule_now() {
         StatusCode::NOT_FOUND
     );
     running.stop().await;
+}
+
+#[tokio::test]
+async fn allowed_hosts_refuse_every_other_host_name() {
+    let client = Client::memory(Default::default());
+    let app = redjob_web::Dashboard::new(client)
+        .allowed_hosts(["localhost", "[::1]"])
+        .router();
+    let with_host = |host: &'static str| {
+        Request::get("/")
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .unwrap()
+    };
+    assert_eq!(
+        send(&app, with_host("localhost:8080")).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&app, with_host("[::1]:8080")).await.status,
+        StatusCode::OK
+    );
+    // a rebinding page's own name, and no Host at all
+    let evil = send(&app, with_host("evil.example:8080")).await;
+    assert_eq!(evil.status, StatusCode::FORBIDDEN);
+    assert!(evil.body.contains("evil.example"), "{}", evil.body);
+    assert_eq!(get(&app, "/").await.status, StatusCode::FORBIDDEN);
 }

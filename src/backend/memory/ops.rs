@@ -54,7 +54,11 @@ impl Admin for MemoryBackend {
         let now = self.clock.now_ms();
         let state = self.change(queue, |q| {
             let m = q.msgs.get(id)?;
-            let state = inspect::state_of(m.score, now);
+            let mut state = inspect::state_of(m.score, now);
+            // hidden by an RSMQ-style receive: its receiver works on it (as in Redis)
+            if state == JobState::Scheduled && m.score % 1000 == 0 && m.rc > 0 {
+                state = JobState::InFlight;
+            }
             if state == JobState::Scheduled {
                 // the thousandths carry the delivery count, as in Redis; a ms
                 // early, so that they do not make it due a ms late

@@ -1,6 +1,7 @@
 -- Makes a scheduled job due now (at any priority), keeping its delivery count,
 -- and wakes the queue's waiting workers. A job already due is left as it is; a
--- running one too (its lease decides).
+-- running one too (its lease decides), and so is a message an RSMQ-style receive
+-- hid (its visibility timeout decides).
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3..22]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
@@ -24,6 +25,11 @@ for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 3)) do
     -- the thousandths carry the delivery count (see fetch.lua); a ms early, so
     -- that they do not make it due a ms late
     local count = math.floor((score - math.floor(score)) * 1000 + 0.5)
+    -- hidden by an RSMQ-style receive (a whole-ms score, a receive counted):
+    -- its receiver works on it, as a worker on a lease
+    if count == 0 and (tonumber(redis.call("HGET", KEYS[2], id .. ":rc")) or 0) > 0 then
+      return 3
+    end
     redis.call("ZADD", level[2], string.format("%.0f.%03d", now - 1, count), id)
     if attrs[3] == "1" then
       redis.call("HSET", KEYS[2], "redjob:waiting", "0")
