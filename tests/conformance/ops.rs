@@ -148,18 +148,24 @@ impl Job for Doomed {
     }
 }
 
-pub async fn a_paused_worker_runs_nothing_and_a_resume_wakes_it_at_once(env: &Env) {
-    let client = env.client.clone();
-    let rec = Recorder::default();
-    client.enqueue(&Tick { key: 1 }).await.unwrap();
-    let w = Worker::builder(client.backend())
+/// A worker on "ops" recording its runs in `rec`, polling only every minute
+/// (so that it starts a job early only when woken).
+async fn serve_ticks(env: &Env, rec: &Recorder) -> crate::common::Running {
+    let w = Worker::builder(env.client.backend())
         .queue("ops")
         .handle_signals(false)
         .data(rec.clone())
         .poll_interval(LONG)
         .build()
         .unwrap();
-    let w = start_serving(w).await;
+    start_serving(w).await
+}
+
+pub async fn a_paused_worker_runs_nothing_and_a_resume_wakes_it_at_once(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    client.enqueue(&Tick { key: 1 }).await.unwrap();
+    let w = serve_ticks(env, &rec).await;
     assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
 
     client.pause("ops").await.unwrap();
@@ -520,14 +526,7 @@ pub async fn run_now_makes_a_scheduled_job_due_keeping_its_attempts_and_wakes_a_
 
     // a worker asleep until the job's time is woken at once
     let rec = Recorder::default();
-    let w = Worker::builder(env.client.backend())
-        .queue("ops")
-        .handle_signals(false)
-        .data(rec.clone())
-        .poll_interval(LONG)
-        .build()
-        .unwrap();
-    let w = start_serving(w).await;
+    let w = serve_ticks(env, &rec).await;
     let id = env.client.enqueue_in(&Tick { key: 7 }, LONG).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(rec.len(), 0);

@@ -4,8 +4,7 @@
 
 use axum::body::Bytes;
 use axum::extract::Path;
-use axum::http::header::SET_COOKIE;
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use redjob::JobId;
 use redjob::backend::Backend;
@@ -61,12 +60,11 @@ fn checked(ctx: &Ctx, headers: &HeaderMap, body: &Bytes) -> WebResult<Fields> {
 fn back(ctx: &Ctx, path: &str, note: &str) -> Response {
     let mut response = Redirect::to(&ctx.link(path)).into_response();
     let encoded = serde_urlencoded::to_string([("n", note)]).unwrap_or_default();
-    let value = encoded.strip_prefix("n=").unwrap_or("");
-    let cookie_path = if ctx.base.is_empty() { "/" } else { &ctx.base };
-    let cookie = format!("{NOTE_COOKIE}={value}; Path={cookie_path}; HttpOnly; SameSite=Strict");
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().append(SET_COOKIE, v);
-    }
+    ctx.set_cookie(
+        &mut response,
+        NOTE_COOKIE,
+        encoded.strip_prefix("n=").unwrap_or(""),
+    );
     response
 }
 

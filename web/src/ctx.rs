@@ -35,6 +35,23 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// Sets cookie `name` to `value` for the dashboard's paths (`HttpOnly`,
+    /// `SameSite=Strict`); an empty `value` deletes it.
+    pub fn set_cookie(&self, response: &mut Response, name: &str, value: &str) {
+        let path = if self.base.is_empty() {
+            "/"
+        } else {
+            &self.base
+        };
+        let expire = if value.is_empty() { "; Max-Age=0" } else { "" };
+        let cookie = format!("{name}={value}; Path={path}{expire}; HttpOnly; SameSite=Strict");
+        if let Ok(v) = axum::http::HeaderValue::from_str(&cookie) {
+            response
+                .headers_mut()
+                .append(axum::http::header::SET_COOKIE, v);
+        }
+    }
+
     /// A link to `path` (starting with '/') under the dashboard's mount point;
     /// "/" is the mount point itself (axum's `nest` serves "/jobs", not "/jobs/").
     pub fn link(&self, path: &str) -> String {

@@ -1,6 +1,7 @@
 //! Numbers, times and job bodies as the pages show them.
 
 use chrono::DateTime;
+use redjob::inspect::JobInfo;
 
 /// `1234567` as `1,234,567`.
 pub(crate) fn num(n: u64) -> String {
@@ -63,26 +64,18 @@ pub(crate) fn relative(now: u64, at: u64) -> String {
     }
 }
 
-/// The job type an envelope names, or a placeholder for a foreign body.
-pub(crate) fn job_type(body: &[u8]) -> String {
-    #[derive(serde::Deserialize)]
-    struct Envelope {
-        #[serde(rename = "type")]
-        ty: String,
-    }
-    serde_json::from_slice::<Envelope>(body)
-        .map_or_else(|_| "(not a job envelope)".into(), |e| e.ty)
+/// The job type its envelope names, or a placeholder for a foreign body.
+pub(crate) fn job_type(job: &JobInfo) -> String {
+    job.job_name()
+        .unwrap_or_else(|| "(not a job envelope)".into())
 }
 
 /// The first `max` characters of a job's arguments (or of its raw body).
-pub(crate) fn preview(body: &[u8], max: usize) -> String {
-    #[derive(serde::Deserialize)]
-    struct Args {
-        args: serde_json::Value,
-    }
-    let text = serde_json::from_slice::<Args>(body)
-        .map(|a| a.args.to_string())
-        .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned());
+pub(crate) fn preview(job: &JobInfo, max: usize) -> String {
+    let text = job
+        .args()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| String::from_utf8_lossy(&job.body).into_owned());
     shorten(&text, max)
 }
 
@@ -94,12 +87,12 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
     }
 }
 
-/// A job's arguments pretty-printed, or its raw body when it is not JSON.
-pub(crate) fn pretty(body: &[u8]) -> String {
-    serde_json::from_slice::<serde_json::Value>(body)
+/// A job's arguments pretty-printed, or its raw body when it is no envelope.
+pub(crate) fn pretty(job: &JobInfo) -> String {
+    job.args()
         .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned())
+        .and_then(|a| serde_json::to_string_pretty(&a).ok())
+        .unwrap_or_else(|| String::from_utf8_lossy(&job.body).into_owned())
 }
 
 #[cfg(test)]
@@ -123,14 +116,28 @@ mod tests {
         assert_eq!(when(u64::MAX), format!("{} ms", u64::MAX));
     }
 
+    fn job(body: &[u8]) -> JobInfo {
+        JobInfo {
+            id: "0000000000abcdefghijklmnopqrstuv".parse().unwrap(),
+            state: redjob::inspect::JobState::Ready,
+            priority: 0,
+            attempts: 0,
+            due_ms: 0,
+            body: body.to_vec(),
+            last_error: None,
+        }
+    }
+
     #[test]
     fn bodies_preview_their_args_cut_to_length() {
-        let body = br#"{"type":"Email","args":{"to":"a@b","n":1}}"#;
-        assert_eq!(job_type(body), "Email");
-        assert_eq!(job_type(b"hello"), "(not a job envelope)");
-        assert_eq!(preview(body, 100), r#"{"n":1,"to":"a@b"}"#);
-        assert_eq!(preview(body, 5), r#"{"n":…"#);
-        assert_eq!(preview(b"plain \xff text", 100), "plain \u{fffd} text");
-        assert!(pretty(body).contains("\n"));
+        let email = job(br#"{"type":"Email","args":{"to":"a@b","n":1}}"#);
+        assert_eq!(job_type(&email), "Email");
+        assert_eq!(job_type(&job(b"hello")), "(not a job envelope)");
+        assert_eq!(preview(&email, 100), r#"{"n":1,"to":"a@b"}"#);
+        assert_eq!(preview(&email, 5), r#"{"n":…"#);
+        let raw = job(b"plain \xff text");
+        assert_eq!(preview(&raw, 100), "plain \u{fffd} text");
+        assert!(pretty(&email).contains("\n"));
+        assert_eq!(pretty(&raw), "plain \u{fffd} text");
     }
 }

@@ -2,8 +2,6 @@
 //! action left, and the CSRF cookie; and the small pieces pages share (action
 //! buttons, tables of counts).
 
-use axum::http::HeaderValue;
-use axum::http::header::SET_COOKIE;
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
@@ -58,21 +56,10 @@ pub(crate) fn render(ctx: &Ctx, title: &str, nav: Nav, body: Markup) -> Response
     let mut response = markup.into_response();
     if ctx.note.is_some() {
         // shown once
-        let path = if ctx.base.is_empty() { "/" } else { &ctx.base };
-        let clear = format!("{NOTE_COOKIE}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Strict");
-        if let Ok(v) = HeaderValue::from_str(&clear) {
-            response.headers_mut().append(SET_COOKIE, v);
-        }
+        ctx.set_cookie(&mut response, NOTE_COOKIE, "");
     }
     if ctx.new_csrf {
-        let path = if ctx.base.is_empty() { "/" } else { &ctx.base };
-        let cookie = format!(
-            "{CSRF_COOKIE}={}; Path={path}; HttpOnly; SameSite=Strict",
-            ctx.csrf
-        );
-        if let Ok(v) = HeaderValue::from_str(&cookie) {
-            response.headers_mut().append(SET_COOKIE, v);
-        }
+        ctx.set_cookie(&mut response, CSRF_COOKIE, &ctx.csrf);
     }
     response
 }

@@ -134,9 +134,10 @@ async fn post(app: &Router, path: &str, cookie: &str, form: &[(&str, &str)]) -> 
     send(app, req).await
 }
 
-/// The session a first page view starts: its cookie header and form token.
-async fn session(app: &Router, prefix: &str) -> (String, String) {
-    let page = get(app, if prefix.is_empty() { "/" } else { prefix }).await;
+/// The session a first view of `path` starts: its cookie header and form
+/// token, which the page's forms carry (a read-only page has no form).
+async fn session(app: &Router, path: &str, forms: bool) -> (String, String) {
+    let page = get(app, path).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     let set = page.cookie.expect("the first view sets the CSRF cookie");
     assert!(
@@ -145,11 +146,9 @@ async fn session(app: &Router, prefix: &str) -> (String, String) {
     );
     let pair = set.split(';').next().unwrap().to_string();
     let token = pair.split_once('=').unwrap().1.to_string();
-    assert!(
-        page.body
-            .contains(&format!(r#"name="csrf" value="{token}""#))
-            || !page.body.contains("name=\"csrf\"")
-    );
+    let field = format!(r#"name="csrf" value="{token}""#);
+    assert_eq!(page.body.contains(&field), forms, "{}", page.body);
+    assert_eq!(page.body.contains(r#"name="csrf""#), forms);
     (pair, token)
 }
 
@@ -273,7 +272,7 @@ async fn every_page_renders_real_jobs_under_its_prefix_and_escapes_what_jobs_hol
 async fn actions_change_redis_only_with_the_token_from_this_site() {
     let (_server, client) = setup().await;
     let app = Router::new().nest("/jobs", redjob_web::router(client.clone()));
-    let (cookie, token) = session(&app, "/jobs").await;
+    let (cookie, token) = session(&app, "/jobs/queues/mail", true).await;
     let csrf = ("csrf", token.as_str());
 
     // refused: no token, a wrong one, another site's Origin
@@ -414,7 +413,7 @@ async fn read_only_shows_no_action_and_refuses_every_post() {
     let app = redjob_web::Dashboard::new(client.clone())
         .read_only(true)
         .router();
-    let (cookie, token) = session(&app, "").await;
+    let (cookie, token) = session(&app, "/queues/mail", false).await;
     let queue = get(&app, "/queues/mail").await;
     assert!(
         queue.body.contains("read-only") && !queue.body.contains("Pause"),
@@ -464,7 +463,7 @@ async fn bad_input_and_a_lost_redis_get_clear_statuses() {
         assert_eq!(got.status, want, "{path}: {}", got.body);
         assert!(got.body.contains("<h1>"), "{path}: an HTML page says why");
     }
-    let (cookie, token) = session(&app, "").await;
+    let (cookie, token) = session(&app, "/queues/mail", true).await;
     let r = post(&app, "/queues/mail/explode", &cookie, &[("csrf", &token)]).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     let r = post(
@@ -529,7 +528,7 @@ async fn workers_and_periodic_pages_show_live_workers_and_run_a_schedule_now() {
         "{}",
         periodic.body
     );
-    let (cookie, token) = session(&app, "").await;
+    let (cookie, token) = session(&app, "/periodic", true).await;
     let form = [
         ("csrf", token.as_str()),
         ("queue", "slow"),

@@ -122,8 +122,8 @@ pub(crate) async fn page(
                             tr {
                                 @if !ro { td { input type="checkbox" name="id" value=(j.id) aria-label="Select"; } }
                                 td { a href=(ctx.link(&format!("{qpath}/jobs/{}", j.id))) { code { (j.id) } } }
-                                td { (job_type(&j.body)) }
-                                td.args { (preview(&j.body, 100)) }
+                                td { (job_type(j)) }
+                                td.args { (preview(j, 100)) }
                                 td.num { (j.attempts) }
                                 td title=(when(j.due_ms)) { (relative(now, j.due_ms)) }
                                 td.error title=(j.last_error.as_deref().unwrap_or("")) {

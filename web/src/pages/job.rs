@@ -50,14 +50,9 @@ pub(crate) async fn page(
         JobState::InFlight => ("in flight", "Lease ends"),
         _ => ("dead", "Died"),
     };
-    let args = job
-        .args()
-        .ok()
-        .and_then(|a| serde_json::to_string_pretty(&a).ok())
-        .unwrap_or_else(|| pretty(&job.body));
     let body = html! {
         p.muted { a href=(ctx.link(&format!("/queues/{}", seg(&queue)))) { "← " (queue) } }
-        h1 { (job_type(&job.body)) " " code { (id) } }
+        h1 { (job_type(&job)) " " code { (id) } }
         div.bar {
             @match job.state {
                 JobState::Scheduled => {
@@ -89,7 +84,7 @@ pub(crate) async fn page(
             }
         }
         h2 { "Arguments" }
-        pre { (args) }
+        pre { (pretty(&job)) }
     };
     Ok(render(&ctx, &format!("Job {id}"), Nav::Queues, body))
 }

@@ -136,8 +136,8 @@ pub(crate) fn jobs_table(ctx: &Ctx, queue: &str, jobs: &[JobInfo], now: u64) -> 
                     @for j in jobs {
                         tr {
                             td { a href=(ctx.link(&format!("/queues/{}/jobs/{}", seg(queue), j.id))) { code { (j.id) } } }
-                            td { (job_type(&j.body)) }
-                            td.args { (preview(&j.body, 120)) }
+                            td { (job_type(j)) }
+                            td.args { (preview(j, 120)) }
                             td.num { (j.attempts) }
                             td.num { (j.priority) }
                             td title=(crate::fmt::when(j.due_ms)) { (time_of(j, now)) }

@@ -12,14 +12,10 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique")
 if not attrs[1] then return -1 end
 local now = clock()
 local id = ARGV[1]
-for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 4)) do
-  local s = redis.call("ZSCORE", level[2], id)
-  if s then
-    redis.call("ZREM", level[2], id)
-    redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err")
-    if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
-    if tonumber(s) > LEASED + now then return 2 end
-    return 1
-  end
-end
-return 0
+local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
+if not level then return 0 end
+redis.call("ZREM", level[2], id)
+redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err")
+if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
+if tonumber(s) > LEASED + now then return 2 end
+return 1

@@ -15,13 +15,11 @@ if not attrs[1] then return {-1} end
 local now = clock()
 local id = ARGV[1]
 local out = {now}
-for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 5)) do
-  local s = redis.call("ZSCORE", level[2], id)
-  if s then
-    out[2] = "q"
-    for _, v in ipairs(with_fields(KEYS[2], {{level[1], id, s}}, ":rc")) do out[#out + 1] = v end
-    return out
-  end
+local level, s = find_level(tonumber(attrs[2]) or 0, 5, id)
+if level then
+  out[2] = "q"
+  for _, v in ipairs(with_fields(KEYS[2], {{level[1], id, s}}, ":rc")) do out[#out + 1] = v end
+  return out
 end
 local d = redis.call("ZSCORE", KEYS[3], id)
 if d then

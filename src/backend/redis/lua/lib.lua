@@ -59,6 +59,20 @@ local function level_sets(mask, first)
   return out
 end
 
+-- Where the queue holds `id`: its level ({priority, key}, see level_sets, with
+-- the level keys from KEYS[first]) and its score (text); nil when no level does.
+local function find_level(mask, first, id)
+  for _, level in ipairs(level_sets(mask, first)) do
+    local s = redis.call("ZSCORE", level[2], id)
+    if s then return level, s end
+  end
+end
+
+-- The delivery count a score carries in its thousandths (see fetch.lua).
+local function score_count(score)
+  return math.floor((score - math.floor(score)) * 1000 + 0.5)
+end
+
 -- Redis's clock: now in Unix ms, and in Unix µs.
 local function clock()
   local t = redis.call("TIME")

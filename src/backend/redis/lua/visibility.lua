@@ -9,16 +9,9 @@
 -- Returns -1 when the queue does not exist, 0 when the message does not, 1 when changed
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
 if not attrs[1] then return -1 end
-local key, score
-for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 3)) do
-  score = redis.call("ZSCORE", level[2], ARGV[1])
-  if score then
-    key = level[2]
-    break
-  end
-end
-if not score then return 0 end
-local count = math.floor((tonumber(score) - math.floor(tonumber(score))) * 1000 + 0.5)
+local level, score = find_level(tonumber(attrs[2]) or 0, 3, ARGV[1])
+if not level then return 0 end
+local count = score_count(tonumber(score))
 local now = clock()
-redis.call("ZADD", key, string.format("%d.%03d", now + tonumber(ARGV[2]), count), ARGV[1])
+redis.call("ZADD", level[2], string.format("%d.%03d", now + tonumber(ARGV[2]), count), ARGV[1])
 return 1
