@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use common::{Recorder, RedisServer, Running, start, wait_for, wait_until};
 use redjob::backend::memory::MemoryBackend;
-use redjob::backend::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
+use redjob::backend::{
+    Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token,
+};
 use redjob::client::ClientConfig;
 use redjob::queue::{QueueOptions, Queues, SendMessage};
 use redjob::{Client, Job, JobContext, JobError, JobId, RetryPolicy, Worker};
@@ -308,6 +310,9 @@ impl<B: Backend> Backend for Faulty<B> {
     }
     async fn stats(&self, q: &str) -> redjob::Result<QueueStats> {
         self.inner.stats(q).await
+    }
+    async fn minutes(&self, q: &str) -> redjob::Result<Vec<MinuteStats>> {
+        self.inner.minutes(q).await
     }
     async fn dead_letters(&self, q: &str, limit: usize) -> redjob::Result<Vec<DeadLetter>> {
         self.inner.dead_letters(q, limit).await

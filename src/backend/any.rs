@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::memory::MemoryBackend;
 use super::redis::RedisBackend;
-use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
+use super::{Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token};
 use crate::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
 use crate::ops::{Admin, DeadOrder, Spread, Tick, Ticked, Ticks, WorkerInfo};
 use crate::queue::{
@@ -119,6 +119,9 @@ impl Backend for AnyBackend {
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         on!(self, Backend::stats(queue))
+    }
+    async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        on!(self, Backend::minutes(queue))
     }
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
         on!(self, Backend::dead_letters(queue, limit))

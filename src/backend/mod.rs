@@ -283,6 +283,54 @@ pub struct QueueStats {
     pub dead: u64,
 }
 
+/// One minute of a queue's settled runs: a point of
+/// [`Backend::minutes`]' last hour.
+///
+/// ```
+/// use redjob::backend::MinuteStats;
+///
+/// let m = MinuteStats { start_ms: 60_000, processed: 12, failed: 1 };
+/// assert_eq!(m.processed + m.failed, 13);
+/// ```
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MinuteStats {
+    /// The minute's start, Unix ms (backend time).
+    pub start_ms: u64,
+    /// Jobs that succeeded in it.
+    pub processed: u64,
+    /// Failed runs in it: retried plus dead.
+    pub failed: u64,
+}
+
+/// How many minutes [`Backend::minutes`] returns: the hour before the current
+/// minute, then the current one.
+pub const MINUTES: usize = 61;
+
+/// The [`MINUTES`] minutes up to `now_ms`, oldest first, from a ring of
+/// `(minute, processed, failed)` entries (minute: Unix ms / 60,000); entries of
+/// older minutes are left out, minutes without one count zero.
+pub(crate) fn last_hour(
+    now_ms: u64,
+    ring: impl IntoIterator<Item = (u64, u64, u64)>,
+) -> Vec<MinuteStats> {
+    let now = now_ms / 60_000;
+    let first = now.saturating_sub(MINUTES as u64 - 1);
+    let mut out: Vec<MinuteStats> = (first..=now)
+        .map(|m| MinuteStats {
+            start_ms: m * 60_000,
+            ..MinuteStats::default()
+        })
+        .collect();
+    for (m, processed, failed) in ring {
+        if (first..=now).contains(&m) {
+            let at = &mut out[(m - first) as usize];
+            at.processed += processed;
+            at.failed += failed;
+        }
+    }
+    out
+}
+
 /// A job in the dead-letter queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {
@@ -335,6 +383,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// A queue's counters (zero before any job was settled there).
     fn stats(&self, queue: &str) -> impl Future<Output = Result<QueueStats>> + Send;
+
+    /// A queue's processed and failed runs in each minute of the last hour:
+    /// [`MINUTES`] entries, oldest first, the current (partial) minute last. Each
+    /// settle call adds its counts to its minute, in a ring of [`MINUTES`]
+    /// entries the backend keeps per queue (on Redis, fields of the queue's
+    /// counters hash), so the history costs nothing per job and stays bounded.
+    fn minutes(&self, queue: &str) -> impl Future<Output = Result<Vec<MinuteStats>>> + Send;
 
     /// How many jobs of a queue are in each state, as
     /// [`Inspect::counts`](crate::inspect::Inspect::counts) (the worker samples

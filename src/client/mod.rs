@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::backend::any::AnyBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
-use crate::backend::{Backend, DeadLetter, QueueStats};
+use crate::backend::{Backend, DeadLetter, MinuteStats, QueueStats};
 use crate::id::random_suffix;
 use crate::job::{self, Job, JobContext};
 use crate::queue::{QueueOptions, SendMessage, Sent, When, validate};
@@ -120,6 +120,23 @@ impl Client {
     /// A queue's counters (processed, failed, retried, dead).
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
         self.backend.stats(queue).await
+    }
+
+    /// A queue's processed and failed runs in each minute of the last hour,
+    /// oldest first (see [`Backend::minutes`]).
+    ///
+    /// ```
+    /// # async fn run() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// let hour = client.minutes("emails").await?;
+    /// assert_eq!(hour.len(), redjob::backend::MINUTES);
+    /// let processed: u64 = hour.iter().map(|m| m.processed).sum();
+    /// # let _ = processed;
+    /// # Ok(()) }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(run()).unwrap();
+    /// ```
+    pub async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        self.backend.minutes(queue).await
     }
 
     /// The oldest `limit` dead letters of a queue.

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use redjob::Error;
+use redjob::backend::any::AnyBackend;
 use redjob::backend::{Backend, DeadLetterEntry, QueueStats, Reschedule, Settle};
 use redjob::queue::{QueueOptions, Queues, SendMessage};
 
@@ -88,4 +89,106 @@ pub async fn delete_queue_removes_dead_letters_and_stats(env: &Env) {
     assert!(backend.dead_letters("life", 10).await.unwrap().is_empty());
     let a = rsmq.attributes("life").await.unwrap();
     assert_eq!((a.msgs, a.totalsent, a.totalrecv), (0, 0, 0));
+}
+
+/// Each settle call adds its runs to its minute; [`Backend::minutes`] reads the
+/// last hour, minute by minute, and the counters beside it stay readable. A
+/// minute older than the hour neither shows nor adds to the minute that takes its
+/// place in the ring.
+pub async fn settled_runs_are_counted_per_minute_over_the_last_hour(env: &Env) {
+    use redjob::backend::MINUTES;
+    let rsmq = env.queues();
+    let backend = &env.client.backend();
+    rsmq.create_queue("rate", QueueOptions::default())
+        .await
+        .unwrap();
+    let empty = backend.minutes("rate").await.unwrap();
+    assert_eq!(empty.len(), MINUTES);
+    assert!(empty.iter().all(|m| m.processed + m.failed == 0));
+    let settle_some = |acks: usize, fails: usize| async move {
+        let msgs: Vec<_> = (0..acks + fails)
+            .map(|i| SendMessage::new(format!("m{i}")))
+            .collect();
+        rsmq.send_batch("rate", &msgs).await.unwrap();
+        let fetched = backend
+            .fetch("rate", 100, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let (a, f) = fetched.jobs.split_at(acks);
+        let settle = Settle {
+            acks: a.iter().map(|j| (j.id, j.token)).collect(),
+            reschedules: f[1..]
+                .iter()
+                .map(|j| Reschedule {
+                    id: j.id,
+                    token: j.token,
+                    delay: Duration::from_secs(3600),
+                    deliveries: 1,
+                    release: false,
+                    error: None,
+                })
+                .collect(),
+            dead: vec![DeadLetterEntry {
+                id: f[0].id,
+                token: f[0].token,
+                error: "boom".into(),
+            }],
+            retention: Default::default(),
+        };
+        backend.settle("rate", &settle).await.unwrap();
+    };
+
+    // a stale entry where this minute's goes: what a ring left from an hour ago
+    let now_ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    };
+    let minute = now_ms(env.now().await) / 60_000;
+    if let Some(server) = &env.server {
+        let mut con = server.raw().await;
+        let stale = minute - MINUTES as u64;
+        let ago = minute - 30;
+        let _: () = redis::cmd("HSET")
+            .arg("rsmq:rate:stats")
+            .arg(format!("m{}", stale % MINUTES as u64))
+            .arg(format!("{stale} 7 7"))
+            .arg(format!("m{}", ago % MINUTES as u64))
+            .arg(format!("{ago} 4 5"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    } else if let AnyBackend::Memory(m) = rsmq {
+        m.clock().advance_exact(Duration::from_secs(31 * 60));
+        settle_some(4, 5).await; // lands 30 minutes before the next settle
+        m.clock().advance_exact(Duration::from_secs(30 * 60));
+    }
+    settle_some(2, 3).await;
+
+    let at = now_ms(env.now().await);
+    let minutes = backend.minutes("rate").await.unwrap();
+    assert_eq!(minutes.len(), MINUTES);
+    for pair in minutes.windows(2) {
+        assert_eq!(pair[1].start_ms, pair[0].start_ms + 60_000);
+    }
+    let last = minutes[MINUTES - 1];
+    assert!(last.start_ms <= at && at < last.start_ms + 60_000);
+    let counted: Vec<(usize, u64, u64)> = minutes
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.processed + m.failed > 0)
+        .map(|(i, m)| (i, m.processed, m.failed))
+        .collect();
+    // the settle ran in the last minute, or (past a minute's turn) the one before
+    let (newest, older) = counted.split_last().unwrap();
+    assert!(newest.0 >= MINUTES - 2, "{counted:?}");
+    assert_eq!((newest.1, newest.2), (2, 3), "{counted:?}");
+    assert_eq!(older.len(), 1, "{counted:?}");
+    assert!(
+        (29..=31).contains(&(MINUTES - 1 - older[0].0)),
+        "{counted:?}"
+    );
+    assert_eq!((older[0].1, older[0].2), (4, 5));
+
+    let stats = backend.stats("rate").await.unwrap();
+    let want = if env.server.is_some() { (2, 3) } else { (6, 8) };
+    assert_eq!((stats.processed, stats.failed), want);
 }

@@ -30,7 +30,8 @@ pub use clock::Clock;
 use state::{MemQueue, State};
 
 use super::{
-    Backend, DeadLetter, Delivery, Fetched, LEASED_FROM_MS, QueueStats, Settle, Settled, Token,
+    Backend, DeadLetter, Delivery, Fetched, LEASED_FROM_MS, MinuteStats, QueueStats, Settle,
+    Settled, Token,
 };
 use crate::queue::{QueueOptions, SendMessage, Sent};
 use crate::{Error, JobId, Result};
@@ -395,6 +396,7 @@ impl Backend for MemoryBackend {
         s.retried += retried;
         s.dead += dead.len() as u64;
         s.failed += retried + dead.len() as u64;
+        q.count_minute(now, acks.len() as u64, retried + dead.len() as u64);
         Ok(Settled {
             acked: acks.len() as u64,
             rescheduled: res.len() as u64,
@@ -415,6 +417,14 @@ impl Backend for MemoryBackend {
             .get(queue)
             .map(|q| q.stats)
             .unwrap_or_default())
+    }
+
+    async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        crate::queue::validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let ring = st.queues.get(queue).map(|q| q.minutes);
+        Ok(super::last_hour(now, ring.into_iter().flatten()))
     }
 
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {

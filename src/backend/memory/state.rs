@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::JobId;
-use crate::backend::{DeadLetter, LEASED_FROM_MS, QueueStats};
+use crate::backend::{DeadLetter, LEASED_FROM_MS, MINUTES, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
 use crate::ops::Retention;
 
@@ -44,6 +44,9 @@ pub(super) struct MemQueue {
     /// Workers lease nothing (see `pause.lua`).
     pub paused: bool,
     pub stats: QueueStats,
+    /// The last hour's settled runs: `(minute, processed, failed)` at
+    /// `minute % MINUTES`, as complete.lua keeps them.
+    pub minutes: [(u64, u64, u64); MINUTES],
     /// Unique keys: the key's holder and when the key expires (Unix ms, 0: never).
     pub unique: HashMap<String, (JobId, u64)>,
     /// The unique key each holder holds.
@@ -69,10 +72,25 @@ impl MemQueue {
             dead_msgs: HashMap::new(),
             paused: false,
             stats: QueueStats::default(),
+            minutes: [(0, 0, 0); MINUTES],
             unique: HashMap::new(),
             unique_of: HashMap::new(),
             periodic: HashMap::new(),
         }
+    }
+
+    /// Adds a settle call's runs to the minute of `now` (Unix ms).
+    pub fn count_minute(&mut self, now: u64, processed: u64, failed: u64) {
+        if processed + failed == 0 {
+            return;
+        }
+        let m = now / 60_000;
+        let slot = &mut self.minutes[(m % MINUTES as u64) as usize];
+        if slot.0 != m {
+            *slot = (m, 0, 0);
+        }
+        slot.1 += processed;
+        slot.2 += failed;
     }
 
     /// Up to `n` ids at priority 0 due at `now` (Unix ms), oldest first.

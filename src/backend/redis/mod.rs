@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use redis::aio::ConnectionManager;
 
-use super::{Backend, DeadLetter, Fetched, QueueStats, Settle, Settled, Token};
+use super::{Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token};
 use crate::connection::RedisConfig;
 use crate::keys::Namespace;
 use crate::ops::{Tick, Ticked};
@@ -181,17 +181,36 @@ impl Backend for RedisBackend {
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         crate::queue::validate::queue_name(queue)?;
         let k = self.ns.queue(queue);
-        let map: HashMap<String, u64> = redis::cmd("HGETALL")
+        // by name: the hash holds the per-minute ring too (see complete.lua)
+        let [processed, failed, retried, dead]: [Option<u64>; 4] = redis::cmd("HMGET")
             .arg(&k.stats)
+            .arg(&["processed", "failed", "retried", "dead"])
             .query_async(&mut self.con.clone())
             .await?;
-        let get = |f: &str| map.get(f).copied().unwrap_or(0);
         Ok(QueueStats {
-            processed: get("processed"),
-            failed: get("failed"),
-            retried: get("retried"),
-            dead: get("dead"),
+            processed: processed.unwrap_or(0),
+            failed: failed.unwrap_or(0),
+            retried: retried.unwrap_or(0),
+            dead: dead.unwrap_or(0),
         })
+    }
+
+    async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        crate::queue::validate::queue_name(queue)?;
+        let k = self.ns.queue(queue);
+        let slots: Vec<String> = (0..super::MINUTES).map(|s| format!("m{s}")).collect();
+        let (time, ring): ((u64, u64), Vec<Option<String>>) = redis::pipe()
+            .cmd("TIME")
+            .cmd("HMGET")
+            .arg(&k.stats)
+            .arg(&slots)
+            .query_async(&mut self.con.clone())
+            .await?;
+        let now = time.0 * 1000 + time.1 / 1000;
+        Ok(super::last_hour(
+            now,
+            ring.iter().flatten().filter_map(|v| replies::minute(v)),
+        ))
     }
 
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {

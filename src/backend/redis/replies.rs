@@ -100,9 +100,25 @@ pub(crate) fn settled(v: &Value) -> Result<Settled> {
     })
 }
 
+/// One entry of the per-minute ring complete.lua keeps, `"<minute> <processed>
+/// <failed>"`; `None` for anything else.
+pub(crate) fn minute(v: &str) -> Option<(u64, u64, u64)> {
+    let mut it = v.split(' ').map(|n| n.parse::<u64>().ok());
+    let m = (it.next()??, it.next()??, it.next()??);
+    it.next().is_none().then_some(m)
+}
+
 #[cfg(test)]
 mod tests {
     use redis::Value;
+
+    #[test]
+    fn minute_entries_parse_or_are_skipped() {
+        assert_eq!(super::minute("29456789 12 3"), Some((29456789, 12, 3)));
+        for bad in ["", "1 2", "1 2 3 4", "1 x 3", "-1 2 3", "1  2 3"] {
+            assert_eq!(super::minute(bad), None, "{bad:?}");
+        }
+    }
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())

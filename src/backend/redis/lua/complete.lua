@@ -6,7 +6,9 @@
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  dead letters' sorted set (ns:q:dead)
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q)
--- KEYS[5]  the queue's counters (ns:q:stats)
+-- KEYS[5]  the queue's counters (ns:q:stats); its fields "m0".."m60" are a ring of
+--          the last hour's minutes: "m<minute % 61>" = "<minute> <processed>
+--          <failed>" (minute: Unix ms / 60000), added to once per call
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
@@ -24,10 +26,7 @@
 -- ids that failed it because the message no longer exists (deleted while it ran,
 -- or settled already); the other failures were delivered again
 local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local now = 0
-if nr + nd > 0 then
-  now = clock()
-end
+local now = clock()
 local ids, tokens, kind, arg = {}, {}, {}, {}
 local prio, keep, max_age = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local i = 7
@@ -147,6 +146,17 @@ if acked > 0 then redis.call("HINCRBY", KEYS[5], "processed", acked) end
 if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
 if #dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", #dead) end
 if retried + #dead > 0 then redis.call("HINCRBY", KEYS[5], "failed", retried + #dead) end
+if acked + retried + #dead > 0 then
+  local m = math.floor(now / 60000)
+  local slot = "m" .. (m % 61)
+  local p, f = acked, retried + #dead
+  local was = redis.call("HGET", KEYS[5], slot)
+  if was then
+    local wm, wp, wf = string.match(was, "^(%d+) (%d+) (%d+)$")
+    if tonumber(wm) == m then p, f = p + tonumber(wp), f + tonumber(wf) end
+  end
+  redis.call("HSET", KEYS[5], slot, string.format("%d %d %d", m, p, f))
+end
 local reply = {acked, retried + released, #dead}
 for _, id in ipairs(missing) do reply[#reply + 1] = id end
 return reply
