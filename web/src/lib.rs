@@ -68,6 +68,7 @@
 
 mod actions;
 mod assets;
+mod chart;
 mod ctx;
 mod error;
 mod fmt;

@@ -4,13 +4,14 @@
 use axum::response::Response;
 use futures::stream::{self, StreamExt};
 use maud::html;
-use redjob::backend::{Backend, QueueStats};
+use redjob::backend::{Backend, MinuteStats, QueueStats};
 use redjob::inspect::{Inspect, JobState, StateCounts};
 use redjob::ops::Admin;
 use redjob::queue::Queues;
 use redjob::{Client, Error};
 
 use crate::Ctx;
+use crate::chart;
 use crate::error::WebResult;
 use crate::fmt::{num, span};
 use crate::layout::{Nav, render, seg};
@@ -23,6 +24,8 @@ pub(crate) struct Line {
     pub name: String,
     pub counts: StateCounts,
     pub stats: QueueStats,
+    /// The last hour, minute by minute.
+    pub minutes: Vec<MinuteStats>,
     pub paused: bool,
     /// How long the next job to run has been due (ms), when one is ready.
     pub waiting_ms: Option<u64>,
@@ -33,6 +36,7 @@ pub(crate) async fn line(client: &Client, name: String, now: u64) -> redjob::Res
     let read = async {
         let counts = client.counts(&name).await?;
         let stats = client.stats(&name).await?;
+        let minutes = client.minutes(&name).await?;
         let paused = client.is_paused(&name).await?;
         let next = if counts.ready > 0 {
             client.peek(&name, 1).await?
@@ -47,6 +51,7 @@ pub(crate) async fn line(client: &Client, name: String, now: u64) -> redjob::Res
             name: name.clone(),
             counts,
             stats,
+            minutes,
             paused,
             waiting_ms,
         })
@@ -89,6 +94,7 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
         ("processed", total.1.processed),
         ("failed", total.1.failed),
     ];
+    let hour = chart::sum(now, lines.iter().map(|l| &l.minutes[..]));
     let body = html! {
         h1 { "Queues" }
         div #totals .cards data-live {
@@ -96,6 +102,7 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
                 div.card { b { (num(n)) } span { (label) } }
             }
         }
+        div #chart data-live { (chart::chart(&hour)) }
         div #queues .scroll data-live {
             table {
                 thead { tr {

@@ -97,6 +97,7 @@ pub(crate) async fn page(
             div.card { b { (num(l.stats.processed)) } span { "processed" } }
             div.card { b { (num(l.stats.failed)) } span { "failed" } }
         }
+        div #chart data-live { (crate::chart::chart(&l.minutes)) }
         p.muted {
             "Lease " (attrs.vt) " s · delay " (attrs.delay) " s · maxsize "
             @if attrs.maxsize < 0 { "none" } @else { (attrs.maxsize) " bytes" }

@@ -8,7 +8,8 @@
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q)
 -- KEYS[5]  the queue's counters (ns:q:stats); its fields "m0".."m60" are a ring of
 --          the last hour's minutes: "m<minute % 61>" = "<minute> <processed>
---          <failed>" (minute: Unix ms / 60000), added to once per call
+--          <failed>" (minute: Unix ms / 60000); a call reads and writes the hash
+--          once
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
@@ -142,20 +143,20 @@ if #errfields > 0 then
   end
   many("HSET", KEYS[2], errfields, 3000)
 end
-if acked > 0 then redis.call("HINCRBY", KEYS[5], "processed", acked) end
-if retried > 0 then redis.call("HINCRBY", KEYS[5], "retried", retried) end
-if #dead > 0 then redis.call("HINCRBY", KEYS[5], "dead", #dead) end
-if retried + #dead > 0 then redis.call("HINCRBY", KEYS[5], "failed", retried + #dead) end
-if acked + retried + #dead > 0 then
+-- the counters and this minute's entry in the ring: one read, one write
+local failed = retried + #dead
+if acked + failed > 0 then
   local m = math.floor(now / 60000)
   local slot = "m" .. (m % 61)
-  local p, f = acked, retried + #dead
-  local was = redis.call("HGET", KEYS[5], slot)
-  if was then
-    local wm, wp, wf = string.match(was, "^(%d+) (%d+) (%d+)$")
+  local c = redis.call("HMGET", KEYS[5], "processed", "retried", "dead", "failed", slot)
+  local p, f = acked, failed
+  if c[5] then
+    local wm, wp, wf = string.match(c[5], "^(%d+) (%d+) (%d+)$")
     if tonumber(wm) == m then p, f = p + tonumber(wp), f + tonumber(wf) end
   end
-  redis.call("HSET", KEYS[5], slot, string.format("%d %d %d", m, p, f))
+  local function add(i, n) return string.format("%d", (tonumber(c[i]) or 0) + n) end
+  redis.call("HSET", KEYS[5], "processed", add(1, acked), "retried", add(2, retried),
+    "dead", add(3, #dead), "failed", add(4, failed), slot, string.format("%d %d %d", m, p, f))
 end
 local reply = {acked, retried + released, #dead}
 for _, id in ipairs(missing) do reply[#reply + 1] = id end
