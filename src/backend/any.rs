@@ -210,6 +210,9 @@ impl Inspect for AnyBackend {
     async fn counts(&self, queue: &str) -> Result<StateCounts> {
         on!(self, Inspect::counts(queue))
     }
+    async fn latency(&self, queue: &str) -> Result<Option<std::time::Duration>> {
+        on!(self, Inspect::latency(queue))
+    }
     async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
         on!(self, Inspect::peek(queue, n))
     }

@@ -24,6 +24,7 @@
 mod redis;
 
 use std::future::Future;
+use std::time::Duration;
 
 use crate::backend::LEASED_FROM_MS;
 use crate::job::Job;
@@ -262,6 +263,12 @@ pub trait Inspect: Sync {
     /// How many jobs are in each state ([`Error::QueueNotFound`] for no queue).
     fn counts(&self, queue: &str) -> impl Future<Output = Result<StateCounts>> + Send;
 
+    /// How long the longest-waiting ready job has waited since it became ready
+    /// (its due time, or the end of a lease that ran out), over every priority;
+    /// `None` when no job is ready. A queue's latency, as Sidekiq calls it: with
+    /// priorities it can be older than the wait of the job that runs next.
+    fn latency(&self, queue: &str) -> impl Future<Output = Result<Option<Duration>>> + Send;
+
     /// The next `n` jobs that would run (at most [`MAX_PAGE`]), without leasing
     /// them: the ready ones in the order a fetch takes them (highest priority
     /// first, a lease that ran out before due messages, oldest first), then the
@@ -298,6 +305,12 @@ macro_rules! forward_inspect {
         impl $crate::inspect::Inspect for $ty {
             async fn counts(&$self, queue: &str) -> $crate::Result<$crate::inspect::StateCounts> {
                 $crate::inspect::Inspect::counts(&$inner, queue).await
+            }
+            async fn latency(
+                &$self,
+                queue: &str,
+            ) -> $crate::Result<Option<std::time::Duration>> {
+                $crate::inspect::Inspect::latency(&$inner, queue).await
             }
             async fn peek(
                 &$self,

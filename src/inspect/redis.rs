@@ -95,6 +95,13 @@ impl Inspect for Rsmq {
         })
     }
 
+    async fn latency(&self, queue: &str) -> Result<Option<std::time::Duration>> {
+        let v = call(self, &scripts::LATENCY, queue, &[]).await?;
+        let (_, mut r) = start(queue, &v)?;
+        let ms = r.int()?;
+        Ok((ms >= 0).then(|| std::time::Duration::from_millis(ms as u64)))
+    }
+
     async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
         let n = super::page_size(n);
         let v = call(self, &scripts::PEEK, queue, &[&n.to_string()]).await?;

@@ -506,3 +506,61 @@ pub async fn a_retry_without_a_message_keeps_the_last_error(env: &Env) {
         (2, Some("timeout"))
     );
 }
+
+/// Latency is how long the oldest ready job has waited, at any priority (the
+/// job that runs next, at a higher one, may have waited less), and a lease that
+/// ran out counts from its end.
+pub async fn latency_is_the_wait_of_the_oldest_ready_job_at_any_priority(env: &Env) {
+    let q = env.client.backend();
+    assert!(matches!(
+        q.latency("lat").await,
+        Err(Error::QueueNotFound { .. })
+    ));
+    assert!(matches!(
+        q.latency("bad name").await,
+        Err(Error::InvalidQueueName { .. })
+    ));
+    send(
+        env,
+        "lat",
+        SendMessage::new("later").delay(Duration::from_secs(60)),
+    )
+    .await;
+    assert_eq!(q.latency("lat").await.unwrap(), None, "nothing is ready");
+    send(env, "lat", SendMessage::new("low").priority(-3)).await;
+    let low_sent = env.now().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    send(env, "lat", SendMessage::new("high").priority(7)).await;
+    let waited = q.latency("lat").await.unwrap().expect("two are ready");
+    assert!(
+        (Duration::from_millis(400)..LONG).contains(&waited),
+        "{waited:?}"
+    );
+    // the next to run is the high one, which has waited less
+    let next = &q.peek("lat", 1).await.unwrap()[0];
+    assert_eq!(bodies(std::slice::from_ref(next)), ["high"]);
+    let now_ms = env
+        .now()
+        .await
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(now_ms.saturating_sub(next.due_ms) + 300 < waited.as_millis() as u64);
+
+    // leased: nothing is ready; once the leases run out, they count from their end
+    let got = q
+        .fetch("lat", 10, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(got.jobs.len(), 2);
+    assert_eq!(q.latency("lat").await.unwrap(), None, "both leased");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ran_out = q.latency("lat").await.unwrap().expect("leases ran out");
+    // from the lease end, not from "low"'s due time 600 ms before it
+    assert!(ran_out >= Duration::from_millis(250), "{ran_out:?}");
+    let since_low = env.now().await.duration_since(low_sent).unwrap();
+    assert!(
+        ran_out + Duration::from_millis(500) <= since_low,
+        "{ran_out:?} of {since_low:?}"
+    );
+}

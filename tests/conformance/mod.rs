@@ -207,7 +207,8 @@ macro_rules! conformance_suite {
             list_pages_through_each_state_in_order_without_gaps_or_repeats,
             cancel_removes_waiting_jobs_and_stops_running_ones_for_good,
             finished_and_unknown_jobs_and_bad_input_are_clear,
-            a_retry_without_a_message_keeps_the_last_error);
+            a_retry_without_a_message_keeps_the_last_error,
+            latency_is_the_wait_of_the_oldest_ready_job_at_any_priority);
         $crate::conformance_suite!(@ops $setup, #[$attr],
             pause_holds_fetches_until_resume_and_sends_still_go_in,
             a_paused_worker_runs_nothing_and_a_resume_wakes_it_at_once,

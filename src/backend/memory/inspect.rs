@@ -83,6 +83,29 @@ impl Inspect for MemoryBackend {
         })
     }
 
+    async fn latency(&self, queue: &str) -> Result<Option<std::time::Duration>> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        // the first score of each ready range of each level: the oldest there
+        let oldest = q
+            .sets()
+            .flat_map(|set| {
+                ranges(JobState::Ready, now)
+                    .into_iter()
+                    .filter_map(move |(lo, hi)| {
+                        set.range((lo, JobId::MIN)..=(hi, JobId::MAX)).next()
+                    })
+            })
+            .map(|&(k, _)| match k / 1000 {
+                ms if ms >= LEASED_FROM_MS => ms - LEASED_FROM_MS,
+                ms => ms,
+            })
+            .min();
+        Ok(oldest.map(|t| std::time::Duration::from_millis(now.saturating_sub(t))))
+    }
+
     async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
         validate::queue_name(queue)?;
         let n = inspect::page_size(n);

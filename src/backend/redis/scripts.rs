@@ -30,6 +30,7 @@ scripts! {
     COMPLETE => "complete.lua",
     UNIQUE => "unique.lua",
     COUNTS => "counts.lua",
+    LATENCY => "latency.lua",
     JOB => "job.lua",
     LIST => "list.lua",
     PEEK => "peek.lua",

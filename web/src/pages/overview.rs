@@ -1,11 +1,13 @@
 //! Every queue with its jobs by state, counters, pause state and how long its
 //! next job has waited; totals on top.
 
+use std::time::Duration;
+
 use axum::response::Response;
 use futures::stream::{self, StreamExt};
 use maud::html;
 use redjob::backend::{Backend, MinuteStats, QueueStats};
-use redjob::inspect::{Inspect, JobState, StateCounts};
+use redjob::inspect::{Inspect, StateCounts};
 use redjob::ops::Admin;
 use redjob::queue::Queues;
 use redjob::{Client, Error};
@@ -27,33 +29,29 @@ pub(crate) struct Line {
     /// The last hour, minute by minute.
     pub minutes: Vec<MinuteStats>,
     pub paused: bool,
-    /// How long the next job to run has been due (ms), when one is ready.
-    pub waiting_ms: Option<u64>,
+    /// How long the oldest ready job has waited, when one is ready.
+    pub latency: Option<Duration>,
 }
 
 /// The line of `name`; `None` when it was deleted meanwhile.
-pub(crate) async fn line(client: &Client, name: String, now: u64) -> redjob::Result<Option<Line>> {
+pub(crate) async fn line(client: &Client, name: String) -> redjob::Result<Option<Line>> {
     let read = async {
         let counts = client.counts(&name).await?;
         let stats = client.stats(&name).await?;
         let minutes = client.minutes(&name).await?;
         let paused = client.is_paused(&name).await?;
-        let next = if counts.ready > 0 {
-            client.peek(&name, 1).await?
+        let latency = if counts.ready > 0 {
+            client.latency(&name).await?
         } else {
-            Vec::new()
+            None
         };
-        let waiting_ms = next
-            .first()
-            .filter(|j| j.state == JobState::Ready)
-            .map(|j| now.saturating_sub(j.due_ms));
         Ok(Line {
             name: name.clone(),
             counts,
             stats,
             minutes,
             paused,
-            waiting_ms,
+            latency,
         })
     };
     match read.await {
@@ -69,7 +67,7 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
     names.sort();
     let now = client.backend().now_ms().await?;
     let read: Vec<redjob::Result<Option<Line>>> = stream::iter(names)
-        .map(|name| line(client, name, now))
+        .map(|name| line(client, name))
         .buffered(AT_ONCE)
         .collect()
         .await;
@@ -108,7 +106,7 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
                 thead { tr {
                     th { "Queue" } th.num { "Ready" } th.num { "Scheduled" } th.num { "In flight" }
                     th.num { "Dead" } th.num { "Processed" } th.num { "Failed" }
-                    th.num title="How long the next job to run has been due" { "Waiting" } th { "" }
+                    th.num title="How long the oldest ready job has waited (at any priority)" { "Latency" } th { "" }
                 } }
                 tbody {
                     @for l in &lines {
@@ -122,7 +120,7 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
                             }
                             td.num { (num(l.stats.processed)) }
                             td.num { (num(l.stats.failed)) }
-                            td.num { @match l.waiting_ms { Some(ms) => (span(ms)), None => span.muted { "–" } } }
+                            td.num { @match l.latency { Some(d) => (span(d.as_millis() as u64)), None => span.muted { "–" } } }
                             td { @if l.paused { span.badge.paused { "paused" } } }
                         }
                     }

@@ -47,7 +47,7 @@ pub(crate) async fn page(
         }
     }
     let now = client.backend().now_ms().await?;
-    let l = line(client, queue.clone(), now)
+    let l = line(client, queue.clone())
         .await?
         .ok_or_else(|| WebError::NotFound(format!("no queue {queue:?}")))?;
     let attrs = client.queues().attributes(&queue).await?;
