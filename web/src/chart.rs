@@ -29,8 +29,8 @@ pub(crate) fn sum<'a>(
         let at = m.start_ms / 60_000;
         if (first..=last).contains(&at) {
             let slot = &mut out[(at - first) as usize];
-            slot.processed += m.processed;
-            slot.failed += m.failed;
+            slot.processed = slot.processed.saturating_add(m.processed);
+            slot.failed = slot.failed.saturating_add(m.failed);
         }
     }
     out
@@ -38,20 +38,22 @@ pub(crate) fn sum<'a>(
 
 /// The chart of `minutes` (oldest first) with its totals above it.
 pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
-    let processed: u64 = minutes.iter().map(|m| m.processed).sum();
-    let failed: u64 = minutes.iter().map(|m| m.failed).sum();
-    let peak = minutes
+    // saturating throughout: the ring is data anyone could have written
+    let total = |m: &MinuteStats| m.processed.saturating_add(m.failed);
+    let processed = minutes
         .iter()
-        .map(|m| m.processed + m.failed)
-        .max()
-        .unwrap_or(0);
+        .fold(0u64, |a, m| a.saturating_add(m.processed));
+    let failed = minutes.iter().fold(0u64, |a, m| a.saturating_add(m.failed));
+    let peak = minutes.iter().map(total).max().unwrap_or(0);
     let width = SLOT * minutes.len() as u64;
     // a bar's height in drawing units: at least 1 for any run, so one shows
+    // (n <= peak, scaled in u128: at most HEIGHT)
     let h = |n: u64| {
         if n == 0 {
             0
         } else {
-            (n * HEIGHT).div_ceil(peak.max(1)).max(1)
+            let scaled = (u128::from(n) * u128::from(HEIGHT)).div_ceil(u128::from(peak.max(1)));
+            (scaled as u64).max(1)
         }
     };
     html! {
@@ -64,7 +66,7 @@ pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
                 role="img" aria-label="Processed and failed runs per minute over the last hour" {
                 @for (i, m) in minutes.iter().enumerate() {
                     @let x = i as u64 * SLOT;
-                    @let (hp, hf) = (h(m.processed), h(m.processed + m.failed) - h(m.processed));
+                    @let (hp, hf) = (h(m.processed), h(total(m)) - h(m.processed));
                     g {
                         title { (minute_label(m)) }
                         rect.base x=(x) y=(HEIGHT - 1) width=(SLOT - 2) height="1" {}

@@ -154,9 +154,9 @@ if acked + failed > 0 then
     local wm, wp, wf = string.match(c[5], "^(%d+) (%d+) (%d+)$")
     if tonumber(wm) == m then p, f = p + tonumber(wp), f + tonumber(wf) end
   end
-  local function add(i, n) return string.format("%d", (tonumber(c[i]) or 0) + n) end
+  local function add(i, n) return string.format("%.0f", (tonumber(c[i]) or 0) + n) end
   redis.call("HSET", KEYS[5], "processed", add(1, acked), "retried", add(2, retried),
-    "dead", add(3, #dead), "failed", add(4, failed), slot, string.format("%d %d %d", m, p, f))
+    "dead", add(3, #dead), "failed", add(4, failed), slot, string.format("%.0f %.0f %.0f", m, p, f))
 end
 local reply = {acked, retried + released, #dead}
 for _, id in ipairs(missing) do reply[#reply + 1] = id end
