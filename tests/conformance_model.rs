@@ -122,6 +122,11 @@ enum Op {
     Attributes,
     /// Jobs by state.
     Counts,
+    /// Whether a job is ready to have waited (how long depends on where in
+    /// their slots operations ran, so it is not compared).
+    Latency,
+    /// The last hour's settled runs summed, beside the counters.
+    Minutes,
     /// Every job of a state, page by page (`page` rows each).
     List {
         state: u8,
@@ -221,6 +226,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1..=2u8).prop_map(|slots| Op::Advance { slots }),
         1 => Just(Op::Attributes),
         1 => Just(Op::Counts),
+        1 => prop_oneof![Just(Op::Latency), Just(Op::Minutes)],
         1 => (0..4u8, 1..=3u8).prop_map(|(state, page)| Op::List { state, page }),
         1 => Just(Op::Peek),
         1 => any::<Index>().prop_map(|msg| Op::Job { msg }),
@@ -260,6 +266,8 @@ enum Seen {
         sent: u64,
     },
     Counts(StateCounts),
+    /// Processed and failed over the last hour's minutes, then as counted.
+    Minutes(u64, u64, u64, u64),
     /// Jobs as (send order, state, priority, attempts, body, last error), sorted
     /// (which due job is older is not compared, see the top).
     Jobs(Vec<JobSeen>),
@@ -505,6 +513,19 @@ impl Side {
                 Err(e) => err(e),
             },
             Op::Counts => b.counts(&q).await.map_or_else(err, Seen::Counts),
+            Op::Latency => b
+                .latency(&q)
+                .await
+                .map_or_else(err, |l| Seen::Flag(l.is_some())),
+            Op::Minutes => match (b.minutes(&q).await, b.stats(&q).await) {
+                (Ok(hour), Ok(stats)) => Seen::Minutes(
+                    hour.iter().map(|m| m.processed).sum(),
+                    hour.iter().map(|m| m.failed).sum(),
+                    stats.processed,
+                    stats.failed,
+                ),
+                (Err(e), _) | (_, Err(e)) => err(e),
+            },
             Op::List { state, page } => {
                 let state = STATES[usize::from(*state)];
                 let mut all = Vec::new();

@@ -306,13 +306,25 @@ pub struct MinuteStats {
 /// minute, then the current one.
 pub const MINUTES: usize = 61;
 
-/// The [`MINUTES`] minutes up to `now_ms`, oldest first, from a ring of
-/// `(minute, processed, failed)` entries (minute: Unix ms / 60,000); entries of
-/// older minutes are left out, minutes without one count zero.
-pub(crate) fn last_hour(
-    now_ms: u64,
-    ring: impl IntoIterator<Item = (u64, u64, u64)>,
-) -> Vec<MinuteStats> {
+/// The [`MINUTES`] minutes up to `now_ms`, oldest first, with `minutes` added
+/// up into them by the minute each starts in; those of other minutes are left
+/// out, and a minute without any counts zero (sums saturate). How
+/// [`Backend::minutes`] lays out its ring, and how to sum the hours of several
+/// queues, read at slightly different times, into one.
+///
+/// ```
+/// use redjob::backend::{MINUTES, MinuteStats, last_hour};
+///
+/// let now = 100 * 60_000 + 5;
+/// let a = MinuteStats { start_ms: 100 * 60_000, processed: 1, failed: 2 };
+/// let b = MinuteStats { start_ms: 100 * 60_000, processed: 10, failed: 0 };
+/// let old = MinuteStats { start_ms: 39 * 60_000, processed: 50, failed: 50 };
+/// let hour = last_hour(now, [a, b, old]);
+/// assert_eq!(hour.len(), MINUTES);
+/// assert_eq!(hour[0].start_ms, 40 * 60_000);
+/// assert_eq!((hour[60].processed, hour[60].failed), (11, 2));
+/// ```
+pub fn last_hour(now_ms: u64, minutes: impl IntoIterator<Item = MinuteStats>) -> Vec<MinuteStats> {
     let now = now_ms / 60_000;
     let first = now.saturating_sub(MINUTES as u64 - 1);
     let mut out: Vec<MinuteStats> = (first..=now)
@@ -321,14 +333,24 @@ pub(crate) fn last_hour(
             ..MinuteStats::default()
         })
         .collect();
-    for (m, processed, failed) in ring {
-        if (first..=now).contains(&m) {
-            let at = &mut out[(m - first) as usize];
-            at.processed += processed;
-            at.failed += failed;
+    for m in minutes {
+        let at = m.start_ms / 60_000;
+        if (first..=now).contains(&at) {
+            let slot = &mut out[(at - first) as usize];
+            slot.processed = slot.processed.saturating_add(m.processed);
+            slot.failed = slot.failed.saturating_add(m.failed);
         }
     }
     out
+}
+
+/// A ring entry `(minute, processed, failed)` (minute: Unix ms / 60,000).
+pub(crate) fn ring_minute((m, processed, failed): (u64, u64, u64)) -> MinuteStats {
+    MinuteStats {
+        start_ms: m.saturating_mul(60_000),
+        processed,
+        failed,
+    }
 }
 
 /// A job in the dead-letter queue.

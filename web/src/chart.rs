@@ -3,7 +3,7 @@
 //! charting library, redrawn with the rest of a live part.
 
 use maud::{Markup, html};
-use redjob::backend::{MINUTES, MinuteStats};
+use redjob::backend::MinuteStats;
 
 use crate::fmt::num;
 
@@ -11,30 +11,6 @@ use crate::fmt::num;
 const HEIGHT: u64 = 100;
 /// Each minute's slot width (the bar leaves a gap of 2).
 const SLOT: u64 = 10;
-
-/// `lines`' minutes added up by minute: the [`MINUTES`] minutes up to `now_ms`.
-pub(crate) fn sum<'a>(
-    now_ms: u64,
-    lines: impl IntoIterator<Item = &'a [MinuteStats]>,
-) -> Vec<MinuteStats> {
-    let last = now_ms / 60_000;
-    let first = last.saturating_sub(MINUTES as u64 - 1);
-    let mut out: Vec<MinuteStats> = (first..=last)
-        .map(|m| MinuteStats {
-            start_ms: m * 60_000,
-            ..MinuteStats::default()
-        })
-        .collect();
-    for m in lines.into_iter().flatten() {
-        let at = m.start_ms / 60_000;
-        if (first..=last).contains(&at) {
-            let slot = &mut out[(at - first) as usize];
-            slot.processed = slot.processed.saturating_add(m.processed);
-            slot.failed = slot.failed.saturating_add(m.failed);
-        }
-    }
-    out
-}
 
 /// The chart of `minutes` (oldest first) with its totals above it.
 pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
@@ -98,31 +74,11 @@ fn minute_label(m: &MinuteStats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn minute(i: u64, processed: u64, failed: u64) -> MinuteStats {
-        MinuteStats {
-            start_ms: i * 60_000,
-            processed,
-            failed,
-        }
-    }
-
-    #[test]
-    fn sums_by_minute_and_drops_what_is_out_of_the_hour() {
-        let now = 100 * 60_000 + 5;
-        let a = [minute(100, 1, 2), minute(99, 3, 0), minute(39, 50, 50)];
-        let b = [minute(100, 10, 0), minute(40, 0, 7)];
-        let s = sum(now, [&a[..], &b[..]]);
-        assert_eq!(s.len(), MINUTES);
-        assert_eq!((s[0].start_ms, s[0].failed), (40 * 60_000, 7));
-        assert_eq!(s[59], minute(99, 3, 0));
-        assert_eq!(s[60], minute(100, 11, 2));
-        assert_eq!(s.iter().map(|m| m.processed + m.failed).sum::<u64>(), 23);
-    }
+    use redjob::backend::last_hour;
 
     #[test]
     fn bars_scale_to_the_peak_and_a_single_run_shows() {
-        let mut hour = sum(60 * 60_000, []);
+        let mut hour = last_hour(60 * 60_000, []);
         hour[10].processed = 1;
         hour[60] = MinuteStats {
             processed: 300,

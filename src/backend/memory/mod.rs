@@ -424,7 +424,10 @@ impl Backend for MemoryBackend {
         let now = self.clock.now_ms();
         let st = self.lock();
         let ring = st.queues.get(queue).map(|q| q.minutes);
-        Ok(super::last_hour(now, ring.into_iter().flatten()))
+        Ok(super::last_hour(
+            now,
+            ring.into_iter().flatten().map(super::ring_minute),
+        ))
     }
 
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {

@@ -207,10 +207,8 @@ impl Backend for RedisBackend {
             .query_async(&mut self.con.clone())
             .await?;
         let now = time.0 * 1000 + time.1 / 1000;
-        Ok(super::last_hour(
-            now,
-            ring.iter().flatten().filter_map(|v| replies::minute(v)),
-        ))
+        let ring = ring.iter().flatten().filter_map(|v| replies::minute(v));
+        Ok(super::last_hour(now, ring.map(super::ring_minute)))
     }
 
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {

@@ -93,7 +93,8 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
     ];
     // after the reads: a minute that turned meanwhile drops no queue's newest
     let now = client.backend().now_ms().await?;
-    let hour = chart::sum(now, lines.iter().map(|l| &l.minutes[..]));
+    let hour =
+        redjob::backend::last_hour(now, lines.iter().flat_map(|l| l.minutes.iter().copied()));
     let body = html! {
         h1 { "Queues" }
         div #totals .cards data-live {
