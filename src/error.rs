@@ -111,6 +111,22 @@ pub enum Error {
     /// `noeviction`): nothing of the refused call was written. Workers keep
     /// draining the queues meanwhile.
     OutOfMemory(redis::RedisError),
+    /// A publish was refused: the topic holds its event type's `max_len` events
+    /// and its policy is [`WhenFull::Refuse`](crate::topic::WhenFull::Refuse).
+    /// Nothing of the refused call was written.
+    TopicFull {
+        /// The topic.
+        topic: String,
+        /// Its limit.
+        max_len: u64,
+    },
+    /// The topic has no subscriber (consumer group) of that name.
+    SubscriberNotFound {
+        /// The topic.
+        topic: String,
+        /// The subscriber asked for.
+        subscriber: String,
+    },
 }
 
 /// `Result` with [`Error`] as its default error.
@@ -165,6 +181,13 @@ impl fmt::Display for Error {
                 f,
                 "redis is out of memory (maxmemory reached, noeviction): nothing written: {e}"
             ),
+            Error::TopicFull { topic, max_len } => write!(
+                f,
+                "topic {topic:?} is full ({max_len} events) and refuses new ones: nothing published"
+            ),
+            Error::SubscriberNotFound { topic, subscriber } => {
+                write!(f, "topic {topic:?} has no subscriber {subscriber:?}")
+            }
         }
     }
 }

@@ -57,6 +57,13 @@ impl Namespace {
         }
     }
 
+    /// A topic's keys.
+    pub fn topic(&self, name: &str) -> TopicKeys {
+        TopicKeys {
+            stream: format!("{}t:{{{name}}}", self.prefix),
+        }
+    }
+
     /// The live-worker registry: `ns:{@workers}`, a sorted set of worker ids
     /// scored by when their registration runs out (Unix ms), and
     /// `ns:{@workers}:info`, a hash of each one's last beat (JSON). `@` cannot
@@ -65,6 +72,21 @@ impl Namespace {
         let base = format!("{}{{@workers}}", self.prefix);
         let info = format!("{base}:info");
         [base, info]
+    }
+}
+
+/// The keys of one topic. The braces put all of a topic's keys in one Cluster
+/// slot; no queue key has them (queue names cannot hold `{`).
+#[derive(Debug, Clone)]
+pub(crate) struct TopicKeys {
+    /// `ns:t:{topic}`: the stream of its events.
+    pub stream: String,
+}
+
+impl TopicKeys {
+    /// `ns:t:{topic}:dead:<subscriber>`: a stream of the subscriber's dead letters.
+    pub fn dead(&self, subscriber: &str) -> String {
+        format!("{}:dead:{subscriber}", self.stream)
     }
 }
 
@@ -131,6 +153,9 @@ mod tests {
         assert_eq!(k.realtime, "rsmq:rt:jobs");
         assert_eq!(ns.queues(), "rsmq:QUEUES");
         assert_eq!(k.periodic, "rsmq:jobs:periodic");
+        let t = ns.topic("orders");
+        assert_eq!(t.stream, "rsmq:t:{orders}");
+        assert_eq!(t.dead("billing"), "rsmq:t:{orders}:dead:billing");
         assert_eq!(
             ns.workers(),
             ["rsmq:{@workers}".to_string(), "rsmq:{@workers}:info".into()]

@@ -19,6 +19,7 @@ mod keys;
 pub mod ops;
 pub mod queue;
 pub mod testing;
+pub mod topic;
 pub mod worker;
 
 pub use client::Client;

@@ -79,7 +79,7 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
     out
 }
 
-fn set<T>(slot: &mut Option<T>, value: syn::Result<T>, expr: &Expr, errors: &mut Errors) {
+pub fn set<T>(slot: &mut Option<T>, value: syn::Result<T>, expr: &Expr, errors: &mut Errors) {
     match value {
         Ok(_) if slot.is_some() => {
             errors.push(syn::Error::new(expr.span(), "duplicate job attribute"))
@@ -91,14 +91,14 @@ fn set<T>(slot: &mut Option<T>, value: syn::Result<T>, expr: &Expr, errors: &mut
 
 /// The expression inside invisible groups: a `macro_rules!` fragment (`$x:literal`,
 /// `$x:expr`) reaches the derive wrapped in one group per macro it went through.
-fn ungroup(e: &Expr) -> &Expr {
+pub fn ungroup(e: &Expr) -> &Expr {
     match e {
         Expr::Group(g) => ungroup(&g.expr),
         _ => e,
     }
 }
 
-fn string(e: &Expr) -> syn::Result<LitStr> {
+pub fn string(e: &Expr) -> syn::Result<LitStr> {
     match ungroup(e) {
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
@@ -107,14 +107,14 @@ fn string(e: &Expr) -> syn::Result<LitStr> {
     }
 }
 
-fn name(s: LitStr) -> syn::Result<LitStr> {
+pub fn name(s: LitStr) -> syn::Result<LitStr> {
     if s.value().is_empty() {
         return Err(syn::Error::new(s.span(), "job name must not be empty"));
     }
     Ok(s)
 }
 
-fn queue(s: LitStr) -> syn::Result<LitStr> {
+pub fn queue(s: LitStr) -> syn::Result<LitStr> {
     let v = s.value();
     let ok = (1..=160).contains(&v.len())
         && v.bytes()
@@ -130,7 +130,7 @@ fn queue(s: LitStr) -> syn::Result<LitStr> {
     }
 }
 
-fn attempts(e: &Expr) -> syn::Result<u32> {
+pub fn attempts(e: &Expr) -> syn::Result<u32> {
     let lit: LitInt = match ungroup(e) {
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..

@@ -11,6 +11,9 @@ use crate::ops::{Admin, DeadOrder, Spread, Tick, Ticked, Ticks, WorkerInfo};
 use crate::queue::{
     Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, Sent,
 };
+use crate::topic::{
+    Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, TopicInfo, Topics,
+};
 use crate::{JobId, Result};
 
 /// Redis or memory: what a [`Client`](crate::Client) and, by default, a
@@ -80,6 +83,12 @@ macro_rules! on {
         match $self {
             AnyBackend::Redis(b) => Admin::$m(b.rsmq(), $($arg),*).await,
             AnyBackend::Memory(b) => Admin::$m(b, $($arg),*).await,
+        }
+    };
+    ($self:ident, Topics :: $m:ident ( $($arg:expr),* )) => {
+        match $self {
+            AnyBackend::Redis(b) => Topics::$m(b.as_ref(), $($arg),*).await,
+            AnyBackend::Memory(b) => Topics::$m(b, $($arg),*).await,
         }
     };
     ($self:ident, Backend :: $m:ident ( $($arg:expr),* )) => {
@@ -272,5 +281,91 @@ impl Admin for AnyBackend {
     }
     async fn ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<Ticks>> {
         on!(self, Admin::ticks(queue, names))
+    }
+}
+
+impl Topics for AnyBackend {
+    async fn publish(
+        &self,
+        topic: &str,
+        events: &[(&str, &str)],
+        options: &EventOptions,
+    ) -> Result<Vec<EventId>> {
+        on!(self, Topics::publish(topic, events, options))
+    }
+    async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
+        on!(self, Topics::subscribe(topic, subscriber, start))
+    }
+    async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
+        on!(self, Topics::rewind(topic, subscriber, to))
+    }
+    async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {
+        on!(self, Topics::unsubscribe(topic, subscriber))
+    }
+    async fn delete_topic(&self, topic: &str) -> Result<bool> {
+        on!(self, Topics::delete_topic(topic))
+    }
+    async fn read(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Option<Vec<Received>>> {
+        on!(
+            self,
+            Topics::read(topic, subscriber, consumer, count, block)
+        )
+    }
+    async fn claim(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+        from: EventId,
+    ) -> Result<Option<Claimed>> {
+        on!(
+            self,
+            Topics::claim(topic, subscriber, consumer, min_idle, count, from)
+        )
+    }
+    async fn renew(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        ids: &[EventId],
+    ) -> Result<Vec<bool>> {
+        on!(self, Topics::renew(topic, subscriber, consumer, ids))
+    }
+    async fn settle(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        batch: &EventSettle,
+        keep_dead: Option<u64>,
+    ) -> Result<()> {
+        on!(
+            self,
+            Topics::settle(topic, subscriber, consumer, batch, keep_dead)
+        )
+    }
+    async fn leave(&self, topic: &str, subscriber: &str, consumer: &str) -> Result<()> {
+        on!(self, Topics::leave(topic, subscriber, consumer))
+    }
+    async fn topic_info(&self, topic: &str) -> Result<Option<TopicInfo>> {
+        on!(self, Topics::topic_info(topic))
+    }
+    async fn dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadEvent>> {
+        on!(self, Topics::dead_events(topic, subscriber, limit))
     }
 }

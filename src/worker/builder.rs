@@ -1,5 +1,7 @@
 //! Configuring a worker.
 
+use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,12 +9,15 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::data::Data;
+use super::subscriber::Starter;
+use super::subscription::{Handler, Spec, Subscription, Typed};
 use super::{RetryPolicy, Shared, Worker};
 use crate::backend::Backend;
 use crate::job::Job;
 use crate::ops::Retention;
 use crate::queue::validate;
-use crate::{Error, Result};
+use crate::topic::{Event, EventContext, Topics};
+use crate::{Error, JobError, Result};
 
 /// Configures a [`Worker`]; every setter says its default. Invalid values are
 /// rejected by [`build`](WorkerBuilder::build).
@@ -53,6 +58,10 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     hooks: Vec<Arc<dyn super::Hooks>>,
     metrics: bool,
     metrics_interval: Duration,
+    subscriptions: Vec<Spec>,
+    starter: Option<Starter<B>>,
+    /// A handler registered twice for one event type and subscriber.
+    twice: Option<String>,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -76,7 +85,54 @@ impl<B: Backend> WorkerBuilder<B> {
             hooks: Vec::new(),
             metrics: true,
             metrics_interval: Duration::from_secs(15),
+            subscriptions: Vec::new(),
+            starter: None,
+            twice: None,
         }
+    }
+
+    /// Handles events of type `E` as the subscriber `subscription` (a name, or a
+    /// [`Subscription`] with settings) of `E`'s topic. Register several event
+    /// types of one topic under one subscriber to handle them all in it; events
+    /// of types it has no handler for are skipped (acknowledged). A worker
+    /// given subscribers and no queues serves no queues.
+    ///
+    /// The handler gets the decoded event and its [`EventContext`]; `Err`
+    /// retries it like a job's (see [`JobError`]). It runs on the worker's pool,
+    /// with its timeout, shutdown and backoff. See the [`topic`](crate::topic)
+    /// module for an example.
+    pub fn subscribe<E, F, Fut>(mut self, subscription: impl Into<Subscription>, handler: F) -> Self
+    where
+        B: Topics,
+        E: Event,
+        F: Fn(E, EventContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), JobError>> + Send + 'static,
+    {
+        let sub = subscription.into();
+        self.starter = Some(super::subscriber::starter::<B>);
+        let h: Arc<dyn Handler> = Arc::new(Typed(handler, PhantomData::<fn() -> E>));
+        let topic = E::OPTIONS.topic;
+        match self
+            .subscriptions
+            .iter_mut()
+            .find(|s| s.topic == topic && s.sub.name == sub.name)
+        {
+            Some(s) => {
+                if s.handlers.insert(E::NAME, h).is_some() {
+                    self.twice = Some(format!(
+                        "event {:?} has two handlers in subscriber {:?} of topic {topic:?}",
+                        E::NAME,
+                        sub.name
+                    ));
+                }
+            }
+            None => self.subscriptions.push(Spec {
+                topic: topic.to_string(),
+                sub,
+                handlers: [(E::NAME, h)].into_iter().collect(),
+            }),
+        }
+        self
     }
 
     /// Serves `queue`: every job on it runs, whatever its type, as long as the
@@ -401,7 +457,20 @@ impl<B: Backend> WorkerBuilder<B> {
     /// `struct Cleanup` in different modules clash): none of their jobs could run.
     pub fn build(mut self) -> Result<Worker<B>> {
         crate::job::check_unique_names()?;
-        if self.queues.is_empty() {
+        if let Some(twice) = self.twice.take() {
+            return Err(invalid("subscribe", twice));
+        }
+        for s in &self.subscriptions {
+            crate::topic::check_name("topic name", &s.topic)?;
+            crate::topic::check_name("subscriber name", &s.sub.name)?;
+            if s.sub.concurrency == Some(0) {
+                return Err(invalid(
+                    "subscription concurrency",
+                    "must be at least 1".into(),
+                ));
+            }
+        }
+        if self.queues.is_empty() && self.subscriptions.is_empty() {
             let mut qs: Vec<&str> = crate::job::registered().map(|r| r.queue).collect();
             qs.sort_unstable();
             qs.dedup();
@@ -485,6 +554,8 @@ impl<B: Backend> WorkerBuilder<B> {
             id: uuid::Uuid::new_v4().to_string(),
             queues: self.queues,
             periodic: self.periodic,
+            subscriptions: self.subscriptions.into_iter().map(Arc::new).collect(),
+            starter: self.starter,
             concurrency: self.concurrency,
             shared: Arc::new(shared),
             grace: self.grace,

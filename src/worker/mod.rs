@@ -42,6 +42,8 @@ mod ready;
 mod registry;
 mod retry;
 mod settle;
+mod subscriber;
+mod subscription;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,6 +58,7 @@ pub use hooks::{CancelReason, Hooks, JobRun, UNDECODABLE};
 pub use periodic::Periodic;
 pub use ready::Ready;
 pub use retry::RetryPolicy;
+pub use subscription::Subscription;
 /// The token that shuts a worker down ([`WorkerBuilder::shutdown`],
 /// [`Worker::shutdown_token`]), re-exported from `tokio-util`.
 pub use tokio_util::sync::CancellationToken;
@@ -110,6 +113,8 @@ pub struct Worker<B: Backend = AnyBackend> {
     id: String,
     queues: Vec<(String, Option<usize>)>,
     periodic: Vec<Periodic>,
+    subscriptions: Vec<Arc<subscription::Spec>>,
+    starter: Option<subscriber::Starter<B>>,
     concurrency: usize,
     shared: Arc<Shared>,
     grace: Duration,
@@ -268,6 +273,22 @@ impl<B: Backend> Worker<B> {
             started: tokio::time::Instant::now(),
         });
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
+        let readers = TaskTracker::new();
+        let mut subscribers = JoinSet::new();
+        if let Some(start) = self.starter {
+            for spec in std::mem::take(&mut self.subscriptions) {
+                let env = subscriber::Env {
+                    shared: self.shared.clone(),
+                    consumer: self.id.as_str().into(),
+                    stop: stop.clone(),
+                    abort: abort.clone(),
+                    tracker: tracker.clone(),
+                    reading: readers.token(),
+                };
+                subscribers.spawn(start(self.backend.clone(), spec, env));
+            }
+        }
+        readers.close();
         infra.spawn(warn_about_backend(self.backend.clone()));
         if let Some(every) = self.shared.metrics {
             metrics::describe();
@@ -298,10 +319,13 @@ impl<B: Backend> Worker<B> {
             _ = self.shutdown.cancelled() => None,
             Some(r) = dispatchers.join_next() => Some(crash("dispatcher", r)),
             Some(r) = settlers.join_next() => Some(crash("settler", r)),
+            Some(r) = subscribers.join_next() => Some(crash("subscriber", r)),
         };
         stop.cancel();
         tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
         crashed = crashed.or(joined("dispatcher", dispatchers).await);
+        // subscribers' read loops end before the runs are counted out
+        readers.wait().await;
         tracker.close();
         if tokio::time::timeout(self.grace, tracker.wait())
             .await
@@ -320,6 +344,7 @@ impl<B: Backend> Worker<B> {
             let _ = tx.send(Event::Drain);
         }
         crashed = crashed.or(joined("settler", settlers).await);
+        crashed = crashed.or(joined("subscriber", subscribers).await);
         infra.abort_all();
         registry.leave(&self.backend).await;
         match crashed {

@@ -10,6 +10,7 @@ pub mod live;
 pub mod ops;
 pub mod priorities;
 pub mod queues;
+pub mod topics;
 pub mod unique;
 pub mod worker;
 
@@ -233,6 +234,16 @@ macro_rules! conformance_suite {
             a_delivery_says_how_long_it_was_due,
             shutdown_with_100_in_flight_loses_none_and_hides_none, long_jobs_are_not_prefetched_away_from_an_idle_worker, shutdown_lets_running_jobs_finish_within_grace,
             garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run);
+        $crate::conformance_suite!(@topics $setup, #[$attr],
+            subscribers_start_at_the_beginning_the_end_an_id_or_a_time,
+            a_rewind_replays_from_the_beginning_an_id_or_skips_to_the_end,
+            consumers_of_one_subscriber_share_its_events_and_each_subscriber_gets_all,
+            events_of_a_dead_consumer_are_claimed_after_the_lease,
+            a_failing_event_is_retried_with_backoff_then_dead_lettered_with_its_error,
+            retention_trims_by_length_and_age_or_refuses_when_full,
+            entries_that_are_not_events_are_dead_lettered_and_other_types_skipped,
+            an_ordered_subscriber_retries_in_place_before_the_next_event,
+            a_topic_deleted_under_a_worker_is_recreated_and_served);
     };
     (@$module:ident $setup:path, #[$attr:meta], $($name:ident),* $(,)?) => {
         $(

@@ -44,6 +44,8 @@ pub struct MemoryBackend {
     sent: broadcast::Sender<Arc<str>>,
     /// Bumped after every call that changed the state (see [`MemoryBackend::changes`]).
     changed: Arc<watch::Sender<u64>>,
+    /// Topics (see [`crate::topic`]).
+    streams: Arc<crate::topic::Streams>,
 }
 
 impl std::fmt::Debug for MemoryBackend {
@@ -73,6 +75,7 @@ impl MemoryBackend {
             clock,
             sent: broadcast::channel(1024).0,
             changed: Arc::new(watch::Sender::new(0)),
+            streams: Arc::default(),
         }
     }
 
@@ -80,6 +83,10 @@ impl MemoryBackend {
     /// expiries due without waiting.
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    pub(crate) fn streams(&self) -> &crate::topic::Streams {
+        &self.streams
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

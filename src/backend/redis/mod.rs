@@ -53,6 +53,9 @@ struct Shared {
     /// Whether Redis has the scripts that run in pipelines (see [`scripts::run_pipeline`]).
     extend_loaded: AtomicBool,
     complete_loaded: AtomicBool,
+    /// Connections of topic consumers' blocking reads, one per consumer and
+    /// subscriber: a blocked read holds up every later command on its connection.
+    readers: Mutex<HashMap<String, redis::aio::MultiplexedConnection>>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -91,6 +94,47 @@ impl RedisBackend {
     pub fn connect_lazy(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
         let (client, con) = redis.open_lazy()?;
         Ok(Self::new(con, client, namespace, realtime))
+    }
+
+    /// The shared connection and the namespace.
+    pub(crate) fn parts(&self) -> (ConnectionManager, &Namespace) {
+        (self.con.clone(), &self.ns)
+    }
+
+    /// The connection for blocking reads named `name`, opened on first use with
+    /// a response timeout above `block`.
+    pub(crate) async fn reader(
+        &self,
+        name: &str,
+        block: Duration,
+    ) -> Result<redis::aio::MultiplexedConnection> {
+        if let Some(c) = self.lock_readers().get(name) {
+            return Ok(c.clone());
+        }
+        let cfg = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(LISTEN_TIMEOUT))
+            .set_response_timeout(Some(block + LISTEN_TIMEOUT));
+        let con = self
+            .client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await?;
+        self.lock_readers().insert(name.to_string(), con.clone());
+        Ok(con)
+    }
+
+    /// Forgets a blocking-read connection that failed.
+    pub(crate) fn drop_reader(&self, name: &str) {
+        self.lock_readers().remove(name);
+    }
+
+    fn lock_readers(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, redis::aio::MultiplexedConnection>> {
+        // a map of connections cannot be left half-changed
+        self.shared
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_prioritized(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {

@@ -43,6 +43,12 @@ scripts! {
     PERIODIC => "periodic.lua",
     WORKERS => "workers.lua",
     RUN_NOW => "run_now.lua",
+    TOPIC_PUBLISH => "topic_publish.lua",
+    TOPIC_GROUP => "topic_group.lua",
+    TOPIC_CLAIM => "topic_claim.lua",
+    TOPIC_RENEW => "topic_renew.lua",
+    TOPIC_SETTLE => "topic_settle.lua",
+    TOPIC_INFO => "topic_info.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.

@@ -1,0 +1,118 @@
+//! The topic calls of [`Client`].
+
+use super::{DeadEvent, Event, EventId, Start, TopicInfo, Topics, check_name};
+use crate::{Client, Result};
+
+impl Client {
+    /// Publishes an event to its type's topic, applying the type's retention.
+    /// Returns its id. See the [`topic`](crate::topic) module for an example.
+    pub async fn publish<E: Event>(&self, event: &E) -> Result<EventId> {
+        let ids = self.publish_all(std::slice::from_ref(event)).await?;
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| crate::Error::Protocol("publish returned no id".into()))
+    }
+
+    /// Publishes events of one type in one round trip (all or, when the topic
+    /// is full and refuses, none). Returns their ids in order.
+    ///
+    /// ```
+    /// # use redjob::topic::Event;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize, Event)]
+    /// #[event(topic = "clicks")]
+    /// struct Click { x: u32 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(Default::default());
+    /// let ids = client.publish_all(&[Click { x: 1 }, Click { x: 2 }]).await?;
+    /// assert!(ids[0] < ids[1]);
+    /// assert_eq!(client.topic("clicks").await?.unwrap().length, 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish_all<E: Event>(&self, events: &[E]) -> Result<Vec<EventId>> {
+        check_name("topic name", E::OPTIONS.topic)?;
+        let data = events
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<Vec<_>, _>>()?;
+        let pairs: Vec<(&str, &str)> = data.iter().map(|d| (E::NAME, d.as_str())).collect();
+        self.queues()
+            .publish(E::OPTIONS.topic, &pairs, &E::OPTIONS)
+            .await
+    }
+
+    /// Creates a subscriber (a consumer group) on `topic` starting at `start`;
+    /// one that exists keeps its offset. Returns whether it was created. A
+    /// worker creates its subscribers when it starts (at the
+    /// [`Subscription`](super::Subscription)'s start); create one beforehand
+    /// to not miss events published before then.
+    pub async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
+        check_name("topic name", topic)?;
+        check_name("subscriber name", subscriber)?;
+        self.queues().subscribe(topic, subscriber, start).await
+    }
+
+    /// Moves a subscriber's offset: to [`Start::Beginning`] to replay everything
+    /// the topic holds, to an id or a time to replay from there, or to
+    /// [`Start::End`] to skip what is waiting. Running workers take the new
+    /// offset with their next read.
+    ///
+    /// ```
+    /// # use redjob::topic::{Event, Start};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize, Event)]
+    /// # #[event(topic = "clicks")]
+    /// # struct Click { x: u32 }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(Default::default());
+    /// client.subscribe("clicks", "stats", Start::End).await?;
+    /// client.publish(&Click { x: 1 }).await?;
+    /// client.rewind("clicks", "stats", Start::End).await?;
+    /// let stats = &client.topic("clicks").await?.unwrap().subscribers[0];
+    /// assert_eq!(stats.lag, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
+        check_name("topic name", topic)?;
+        check_name("subscriber name", subscriber)?;
+        self.queues().rewind(topic, subscriber, to).await
+    }
+
+    /// Deletes a subscriber with its pending events and dead letters. Returns
+    /// whether it existed.
+    pub async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {
+        check_name("topic name", topic)?;
+        check_name("subscriber name", subscriber)?;
+        self.queues().unsubscribe(topic, subscriber).await
+    }
+
+    /// Deletes a topic, its subscribers and their dead letters. Returns whether
+    /// it existed. Workers consuming it keep running and recreate their
+    /// subscribers on an empty topic.
+    pub async fn delete_topic(&self, topic: &str) -> Result<bool> {
+        check_name("topic name", topic)?;
+        self.queues().delete_topic(topic).await
+    }
+
+    /// The topic's length, first and last ids, memory, and per subscriber its
+    /// offset, pending events, lag and dead letters. `None` for no such topic.
+    pub async fn topic(&self, topic: &str) -> Result<Option<TopicInfo>> {
+        check_name("topic name", topic)?;
+        self.queues().topic_info(topic).await
+    }
+
+    /// A subscriber's newest `limit` dead letters, newest first.
+    pub async fn dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadEvent>> {
+        check_name("topic name", topic)?;
+        check_name("subscriber name", subscriber)?;
+        self.queues().dead_events(topic, subscriber, limit).await
+    }
+}

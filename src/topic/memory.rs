@@ -1,0 +1,399 @@
+//! [`Topics`] in memory, with Redis Streams' semantics: ids from the backend's
+//! clock, consumer groups with an offset and a pending list, claims by idle time.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::store::{Claimed, EventSettle, Received, Topics};
+use super::{DeadEvent, EventId, EventOptions, Start, SubscriberInfo, TopicInfo, WhenFull};
+use crate::backend::memory::MemoryBackend;
+use crate::{Error, Result};
+
+/// Every topic of a memory backend.
+#[derive(Default)]
+pub(crate) struct Streams {
+    topics: Mutex<HashMap<String, MemTopic>>,
+    /// Woken by every publish (blocked reads wait on it).
+    published: Notify,
+}
+
+#[derive(Default)]
+struct MemTopic {
+    entries: BTreeMap<EventId, (String, String)>,
+    last: EventId,
+    added: u64,
+    groups: BTreeMap<String, Group>,
+}
+
+#[derive(Default)]
+struct Group {
+    offset: EventId,
+    pending: BTreeMap<EventId, Pending>,
+    consumers: BTreeSet<String>,
+    dead: VecDeque<DeadEvent>,
+}
+
+struct Pending {
+    consumer: String,
+    delivered_ms: u64,
+    deliveries: u32,
+}
+
+impl MemTopic {
+    fn after(&self, offset: EventId) -> impl Iterator<Item = (&EventId, &(String, String))> {
+        self.entries.range((
+            std::ops::Bound::Excluded(offset),
+            std::ops::Bound::Unbounded,
+        ))
+    }
+
+    fn offset(&self, start: Start) -> EventId {
+        start.offset().unwrap_or(self.last)
+    }
+}
+
+fn not_found(topic: &str, subscriber: &str) -> Error {
+    Error::SubscriberNotFound {
+        topic: topic.into(),
+        subscriber: subscriber.into(),
+    }
+}
+
+impl MemoryBackend {
+    fn topics(&self) -> MutexGuard<'_, HashMap<String, MemTopic>> {
+        // plain maps: a panic elsewhere cannot leave them inconsistent in a way that matters
+        self.streams()
+            .topics
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn with_group<T>(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        f: impl FnOnce(&mut MemTopic, u64) -> T,
+    ) -> Option<T> {
+        let now = self.clock().now_ms();
+        let mut all = self.topics();
+        let t = all.get_mut(topic)?;
+        if !t.groups.contains_key(subscriber) {
+            return None;
+        }
+        Some(f(t, now))
+    }
+}
+
+fn group<'a>(t: &'a mut MemTopic, name: &str) -> &'a mut Group {
+    t.groups.get_mut(name).expect("checked by with_group")
+}
+
+fn received(id: EventId, (t, d): &(String, String), deliveries: u32) -> Received {
+    Received {
+        id,
+        event_type: Some(t.clone()),
+        data: Some(d.clone()),
+        deliveries,
+    }
+}
+
+impl Topics for MemoryBackend {
+    async fn publish(
+        &self,
+        topic: &str,
+        events: &[(&str, &str)],
+        options: &EventOptions,
+    ) -> Result<Vec<EventId>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.clock().now_ms();
+        let ids = {
+            let mut all = self.topics();
+            let t = all.entry(topic.to_string()).or_default();
+            let refuse = options.when_full == WhenFull::Refuse;
+            if let Some(max) = options.max_len.filter(|_| refuse)
+                && t.entries.len() as u64 + events.len() as u64 > max
+            {
+                return Err(Error::TopicFull {
+                    topic: topic.into(),
+                    max_len: max,
+                });
+            }
+            let mut ids = Vec::with_capacity(events.len());
+            for (ty, data) in events {
+                let id = if now > t.last.ms() {
+                    EventId::new(now, 0)
+                } else {
+                    EventId::new(t.last.ms(), t.last.seq() + 1)
+                };
+                t.last = id;
+                t.added += 1;
+                t.entries.insert(id, (ty.to_string(), data.to_string()));
+                ids.push(id);
+            }
+            if let Some(age) = options.max_age {
+                let min = now.saturating_sub(crate::backend::clamped_ms(age));
+                t.entries = t.entries.split_off(&EventId::new(min, 0));
+            }
+            if let Some(max) = options.max_len.filter(|_| !refuse) {
+                while t.entries.len() as u64 > max {
+                    t.entries.pop_first();
+                }
+            }
+            ids
+        };
+        self.streams().published.notify_waiters();
+        Ok(ids)
+    }
+
+    async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
+        let mut all = self.topics();
+        let t = all.entry(topic.to_string()).or_default();
+        if t.groups.contains_key(subscriber) {
+            return Ok(false);
+        }
+        let offset = t.offset(start);
+        t.groups.insert(
+            subscriber.to_string(),
+            Group {
+                offset,
+                ..Group::default()
+            },
+        );
+        Ok(true)
+    }
+
+    async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
+        self.with_group(topic, subscriber, |t, _| {
+            let offset = t.offset(to);
+            group(t, subscriber).offset = offset;
+        })
+        .ok_or_else(|| not_found(topic, subscriber))
+    }
+
+    async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {
+        let mut all = self.topics();
+        Ok(all
+            .get_mut(topic)
+            .is_some_and(|t| t.groups.remove(subscriber).is_some()))
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<bool> {
+        Ok(self.topics().remove(topic).is_some())
+    }
+
+    async fn read(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Option<Vec<Received>>> {
+        let deadline = tokio::time::Instant::now() + block;
+        loop {
+            let published = self.streams().published.notified();
+            tokio::pin!(published);
+            published.as_mut().enable();
+            let got = self.with_group(topic, subscriber, |t, now| {
+                let offset = group(t, subscriber).offset;
+                let new: Vec<(EventId, (String, String))> = t
+                    .after(offset)
+                    .take(count.max(1))
+                    .map(|(id, e)| (*id, e.clone()))
+                    .collect();
+                let g = group(t, subscriber);
+                g.consumers.insert(consumer.to_string());
+                let mut out = Vec::with_capacity(new.len());
+                for (id, e) in new {
+                    g.offset = id;
+                    g.pending.insert(
+                        id,
+                        Pending {
+                            consumer: consumer.to_string(),
+                            delivered_ms: now,
+                            deliveries: 1,
+                        },
+                    );
+                    out.push(received(id, &e, 1));
+                }
+                out
+            });
+            match got {
+                Some(events) if events.is_empty() && tokio::time::Instant::now() < deadline => {
+                    if tokio::time::timeout_at(deadline, published).await.is_err() {
+                        return Ok(Some(events));
+                    }
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    async fn claim(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+        from: EventId,
+    ) -> Result<Option<Claimed>> {
+        let min_idle = crate::backend::clamped_ms(min_idle);
+        Ok(self.with_group(topic, subscriber, |t, now| {
+            let entries = &t.entries;
+            let g = t.groups.get_mut(subscriber).expect("checked by with_group");
+            g.consumers.insert(consumer.to_string());
+            let ids: Vec<EventId> = g.pending.range(from..).map(|(id, _)| *id).collect();
+            let mut events = Vec::new();
+            let mut next = EventId::ZERO;
+            for id in ids {
+                if events.len() >= count.max(1) {
+                    next = id;
+                    break;
+                }
+                let Some(e) = entries.get(&id) else {
+                    // trimmed from the topic: gone from the pending list, as XAUTOCLAIM does
+                    g.pending.remove(&id);
+                    continue;
+                };
+                let p = g.pending.get_mut(&id).expect("listed above");
+                if now.saturating_sub(p.delivered_ms) < min_idle {
+                    continue;
+                }
+                p.consumer = consumer.to_string();
+                p.delivered_ms = now;
+                p.deliveries = p.deliveries.saturating_add(1);
+                events.push(received(id, e, p.deliveries));
+            }
+            Claimed { events, next }
+        }))
+    }
+
+    async fn renew(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        ids: &[EventId],
+    ) -> Result<Vec<bool>> {
+        Ok(self
+            .with_group(topic, subscriber, |t, now| {
+                let g = group(t, subscriber);
+                ids.iter()
+                    .map(|id| match g.pending.get_mut(id) {
+                        Some(p) if p.consumer == consumer => {
+                            p.delivered_ms = now;
+                            true
+                        }
+                        _ => false,
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|| vec![false; ids.len()]))
+    }
+
+    async fn settle(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        batch: &EventSettle,
+        keep_dead: Option<u64>,
+    ) -> Result<()> {
+        self.with_group(topic, subscriber, |t, now| {
+            let g = group(t, subscriber);
+            for id in &batch.acks {
+                g.pending.remove(id);
+            }
+            for (id, idle) in &batch.retries {
+                if let Some(p) = g.pending.get_mut(id).filter(|p| p.consumer == consumer) {
+                    p.delivered_ms = now.saturating_sub(crate::backend::clamped_ms(*idle));
+                }
+            }
+            for (e, error) in &batch.dead {
+                if g.pending.remove(&e.id).is_some() {
+                    g.dead.push_back(DeadEvent {
+                        id: e.id,
+                        event_type: e.event_type.clone().unwrap_or_default(),
+                        data: e.data.clone().unwrap_or_default(),
+                        error: error.clone(),
+                        deliveries: e.deliveries,
+                        at_ms: now,
+                    });
+                    if let Some(keep) = keep_dead {
+                        while g.dead.len() as u64 > keep {
+                            g.dead.pop_front();
+                        }
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn leave(&self, topic: &str, subscriber: &str, consumer: &str) -> Result<()> {
+        self.with_group(topic, subscriber, |t, _| {
+            let g = group(t, subscriber);
+            if !g.pending.values().any(|p| p.consumer == consumer) {
+                g.consumers.remove(consumer);
+            }
+        });
+        Ok(())
+    }
+
+    async fn topic_info(&self, topic: &str) -> Result<Option<TopicInfo>> {
+        let all = self.topics();
+        let Some(t) = all.get(topic) else {
+            return Ok(None);
+        };
+        let subscribers = t
+            .groups
+            .iter()
+            .map(|(name, g)| SubscriberInfo {
+                name: name.clone(),
+                offset: g.offset,
+                pending: g.pending.len() as u64,
+                lag: t.after(g.offset).count() as u64,
+                consumers: g.consumers.len() as u64,
+                dead: g.dead.len() as u64,
+            })
+            .collect();
+        Ok(Some(TopicInfo {
+            length: t.entries.len() as u64,
+            published: t.added,
+            first: t.entries.keys().next().copied(),
+            last: t.entries.keys().next_back().copied(),
+            // an estimate: the fields' bytes and two integers of id per event
+            memory: t
+                .entries
+                .values()
+                .map(|(ty, d)| (ty.len() + d.len() + 16) as u64)
+                .sum(),
+            subscribers,
+        }))
+    }
+
+    async fn dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadEvent>> {
+        Ok(self
+            .with_group(topic, subscriber, |t, _| {
+                group(t, subscriber)
+                    .dead
+                    .iter()
+                    .rev()
+                    .take(limit)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}

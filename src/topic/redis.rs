@@ -1,0 +1,477 @@
+//! [`Topics`] on Redis Streams: a topic is a stream, a subscriber a consumer
+//! group (`topic_*.lua`; reads are `XREADGROUP` on a connection of their own).
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::store::{Claimed, EventSettle, Received, Topics};
+use super::{DeadEvent, EventId, EventOptions, Start, TopicInfo, WhenFull};
+use crate::backend::redis::RedisBackend;
+use crate::backend::redis::scripts::{self, Reply, eval, run};
+use crate::{Error, Result};
+
+fn id(b: &[u8]) -> Result<EventId> {
+    std::str::from_utf8(b)
+        .map_err(|_| Error::Protocol(format!("event id not UTF-8: {b:?}")))?
+        .parse()
+}
+
+fn text(b: Option<&[u8]>) -> Option<String> {
+    b.and_then(|b| std::str::from_utf8(b).ok())
+        .map(str::to_string)
+}
+
+fn not_found(topic: &str, subscriber: &str) -> Error {
+    Error::SubscriberNotFound {
+        topic: topic.into(),
+        subscriber: subscriber.into(),
+    }
+}
+
+/// A stream entry's `type` and `data` (other fields are ignored).
+fn fields(v: &Value) -> (Option<String>, Option<String>) {
+    let (mut t, mut d) = (None, None);
+    if let Value::Array(kv) = v {
+        for pair in kv.chunks(2) {
+            if let [Value::BulkString(k), Value::BulkString(val)] = pair {
+                let val = std::str::from_utf8(val).ok().map(str::to_string);
+                match k.as_slice() {
+                    b"type" => t = val,
+                    b"data" => d = val,
+                    _ => {}
+                }
+            }
+        }
+    }
+    (t, d)
+}
+
+/// `XREADGROUP`'s reply: `[[stream, [[id, [field, value, ...]], ...]]]` or nil.
+fn entries(v: &Value) -> Result<Vec<Received>> {
+    let mut out = Vec::new();
+    let Value::Array(streams) = v else {
+        return Ok(out);
+    };
+    for s in streams {
+        let Value::Array(parts) = s else { continue };
+        let Some(Value::Array(list)) = parts.get(1) else {
+            continue;
+        };
+        for e in list {
+            let Value::Array(e) = e else { continue };
+            let Some(Value::BulkString(raw)) = e.first() else {
+                continue;
+            };
+            let (event_type, data) = e.get(1).map(fields).unwrap_or_default();
+            out.push(Received {
+                id: id(raw)?,
+                event_type,
+                data,
+                deliveries: 1,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn is_nogroup(e: &Error) -> bool {
+    matches!(e, Error::Redis(r) if r.code() == Some("NOGROUP") || r.to_string().contains("NOGROUP"))
+}
+
+impl RedisBackend {
+    /// topic_group.lua: 1 created or moved, 0 existed, -1 missing.
+    async fn group(&self, topic: &str, subscriber: &str, mode: &str, at: Start) -> Result<i64> {
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let offset = at.offset().map_or("$".to_string(), |o| o.to_string());
+        let mut cmd = eval(&scripts::TOPIC_GROUP, &[&k.stream]);
+        cmd.arg(subscriber).arg(mode).arg(offset);
+        scripts::int(&run(&mut con, &scripts::TOPIC_GROUP, &cmd).await?)
+    }
+
+    /// The names of the topic's consumer groups.
+    async fn groups(&self, topic: &str) -> Result<Vec<String>> {
+        let (mut con, ns) = self.parts();
+        let stream = ns.topic(topic).stream;
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(&stream)
+            .query_async(&mut con)
+            .await?;
+        if !exists {
+            return Ok(Vec::new());
+        }
+        let v: Value = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&stream)
+            .query_async(&mut con)
+            .await?;
+        let mut out = Vec::new();
+        if let Value::Array(groups) = v {
+            for g in groups {
+                let kv: Vec<Value> = match g {
+                    Value::Array(kv) => kv,
+                    Value::Map(m) => m.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+                    _ => continue,
+                };
+                for pair in kv.chunks(2) {
+                    if let [Value::BulkString(k), Value::BulkString(v)] = pair
+                        && k == b"name"
+                    {
+                        out.push(String::from_utf8_lossy(v).into_owned());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Topics for RedisBackend {
+    async fn publish(
+        &self,
+        topic: &str,
+        events: &[(&str, &str)],
+        options: &EventOptions,
+    ) -> Result<Vec<EventId>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let mut cmd = eval(&scripts::TOPIC_PUBLISH, &[&k.stream]);
+        cmd.arg(options.max_len.map_or(String::new(), |n| n.to_string()))
+            .arg(match options.when_full {
+                WhenFull::Refuse => "refuse",
+                _ => "trim",
+            })
+            .arg(
+                options
+                    .max_age
+                    .map_or(String::new(), |d| crate::backend::clamped_ms(d).to_string()),
+            );
+        for (t, d) in events {
+            cmd.arg(t).arg(d);
+        }
+        let v = run(&mut con, &scripts::TOPIC_PUBLISH, &cmd).await?;
+        let (code, mut r) = Reply::status(&v)?;
+        if code == -1 {
+            return Err(Error::TopicFull {
+                topic: topic.into(),
+                max_len: options.max_len.unwrap_or(0),
+            });
+        }
+        let mut ids = Vec::with_capacity(events.len());
+        while !r.is_empty() {
+            ids.push(id(r.bytes()?)?);
+        }
+        Ok(ids)
+    }
+
+    async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
+        Ok(self.group(topic, subscriber, "create", start).await? == 1)
+    }
+
+    async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
+        match self.group(topic, subscriber, "move", to).await? {
+            -1 => Err(not_found(topic, subscriber)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {
+        if !self.groups(topic).await?.iter().any(|g| g == subscriber) {
+            return Ok(false);
+        }
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let (_, gone): ((), i64) = redis::pipe()
+            .cmd("DEL")
+            .arg(k.dead(subscriber))
+            .cmd("XGROUP")
+            .arg("DESTROY")
+            .arg(&k.stream)
+            .arg(subscriber)
+            .query_async(&mut con)
+            .await?;
+        Ok(gone == 1)
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<bool> {
+        let groups = self.groups(topic).await?;
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let mut keys = vec![k.stream.clone()];
+        keys.extend(groups.iter().map(|g| k.dead(g)));
+        let n: i64 = redis::cmd("DEL").arg(&keys).query_async(&mut con).await?;
+        Ok(n > 0)
+    }
+
+    async fn read(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Option<Vec<Received>>> {
+        let stream = self.parts().1.topic(topic).stream;
+        let name = format!("{consumer}\n{subscriber}\n{topic}");
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg(subscriber)
+            .arg(consumer)
+            .arg("COUNT")
+            .arg(count.max(1));
+        if !block.is_zero() {
+            cmd.arg("BLOCK")
+                .arg(crate::backend::clamped_ms(block).max(1));
+        }
+        cmd.arg("STREAMS").arg(&stream).arg(">");
+        let reply: Result<Value> = if block.is_zero() {
+            let (mut con, _) = self.parts();
+            cmd.query_async(&mut con).await.map_err(Error::from)
+        } else {
+            let mut con = self.reader(&name, block).await?;
+            cmd.query_async(&mut con).await.map_err(Error::from)
+        };
+        match reply {
+            Ok(v) => entries(&v).map(Some),
+            Err(e) if is_nogroup(&e) => Ok(None),
+            Err(e) => {
+                self.drop_reader(&name);
+                Err(e)
+            }
+        }
+    }
+
+    async fn claim(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+        from: EventId,
+    ) -> Result<Option<Claimed>> {
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let mut cmd = eval(&scripts::TOPIC_CLAIM, &[&k.stream]);
+        cmd.arg(subscriber)
+            .arg(consumer)
+            .arg(crate::backend::clamped_ms(min_idle))
+            .arg(count.max(1))
+            .arg(from.to_string());
+        let v = run(&mut con, &scripts::TOPIC_CLAIM, &cmd).await?;
+        let (code, mut r) = Reply::status(&v)?;
+        if code == -1 {
+            return Ok(None);
+        }
+        let next = id(r.bytes()?)?;
+        let mut events = Vec::new();
+        while !r.is_empty() {
+            let eid = id(r.bytes()?)?;
+            let deliveries = r.int()?.clamp(1, i64::from(u32::MAX)) as u32;
+            let event_type = text(r.opt_bytes()?);
+            let data = text(r.opt_bytes()?);
+            events.push(Received {
+                id: eid,
+                event_type,
+                data,
+                deliveries,
+            });
+        }
+        Ok(Some(Claimed { events, next }))
+    }
+
+    async fn renew(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        ids: &[EventId],
+    ) -> Result<Vec<bool>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let mut cmd = eval(&scripts::TOPIC_RENEW, &[&k.stream]);
+        cmd.arg(subscriber).arg(consumer);
+        for i in ids {
+            cmd.arg(i.to_string());
+        }
+        let v = run(&mut con, &scripts::TOPIC_RENEW, &cmd).await?;
+        let Value::Array(items) = v else {
+            return Err(Error::Protocol(format!("renew: {v:?}")));
+        };
+        items
+            .iter()
+            .map(|i| scripts::int(i).map(|n| n == 1))
+            .collect()
+    }
+
+    async fn settle(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        batch: &EventSettle,
+        keep_dead: Option<u64>,
+    ) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let dead = k.dead(subscriber);
+        let mut cmd = eval(&scripts::TOPIC_SETTLE, &[&k.stream, &dead]);
+        cmd.arg(subscriber)
+            .arg(consumer)
+            .arg(keep_dead.map_or(String::new(), |n| n.to_string()));
+        cmd.arg(batch.acks.len());
+        for i in &batch.acks {
+            cmd.arg(i.to_string());
+        }
+        cmd.arg(batch.retries.len());
+        for (i, delay) in &batch.retries {
+            cmd.arg(i.to_string())
+                .arg(crate::backend::clamped_ms(*delay));
+        }
+        cmd.arg(batch.dead.len());
+        for (e, error) in &batch.dead {
+            cmd.arg(e.id.to_string())
+                .arg(e.event_type.as_deref().unwrap_or(""))
+                .arg(e.data.as_deref().unwrap_or(""))
+                .arg(error)
+                .arg(e.deliveries);
+        }
+        run(&mut con, &scripts::TOPIC_SETTLE, &cmd).await?;
+        Ok(())
+    }
+
+    async fn leave(&self, topic: &str, subscriber: &str, consumer: &str) -> Result<()> {
+        let (mut con, ns) = self.parts();
+        let stream = ns.topic(topic).stream;
+        // only a consumer that holds nothing goes: DELCONSUMER drops its pending list
+        let pending: Result<Value> = redis::cmd("XPENDING")
+            .arg(&stream)
+            .arg(subscriber)
+            .arg("-")
+            .arg("+")
+            .arg(1)
+            .arg(consumer)
+            .query_async(&mut con)
+            .await
+            .map_err(Error::from);
+        match pending {
+            Ok(Value::Array(v)) if v.is_empty() => {
+                let _: i64 = redis::cmd("XGROUP")
+                    .arg("DELCONSUMER")
+                    .arg(&stream)
+                    .arg(subscriber)
+                    .arg(consumer)
+                    .query_async(&mut con)
+                    .await?;
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(e) if is_nogroup(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn topic_info(&self, topic: &str) -> Result<Option<TopicInfo>> {
+        let groups = self.groups(topic).await?;
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let mut keys = vec![k.stream.clone()];
+        keys.extend(groups.iter().map(|g| k.dead(g)));
+        let mut cmd = eval(&scripts::TOPIC_INFO, &keys);
+        cmd.arg(&groups);
+        let v = run(&mut con, &scripts::TOPIC_INFO, &cmd).await?;
+        let (code, mut r) = Reply::status(&v)?;
+        if code == 0 {
+            return Ok(None);
+        }
+        let length = r.int()?.max(0) as u64;
+        let published = r.int()?.max(0) as u64;
+        let first = r.opt_bytes()?.map(id).transpose()?;
+        let last = r.opt_bytes()?.map(id).transpose()?;
+        let memory = r.int()?.max(0) as u64;
+        let mut subscribers = Vec::new();
+        while !r.is_empty() {
+            let name = String::from_utf8_lossy(r.bytes()?).into_owned();
+            let offset = id(r.bytes()?)?;
+            let pending = r.int()?.max(0) as u64;
+            let lag = r.int()?.max(0) as u64;
+            let consumers = r.int()?.max(0) as u64;
+            let dead = r.int()?.max(0) as u64;
+            subscribers.push(super::SubscriberInfo {
+                name,
+                offset,
+                pending,
+                lag,
+                consumers,
+                dead,
+            });
+        }
+        subscribers.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Some(TopicInfo {
+            length,
+            published,
+            first,
+            last,
+            memory,
+            subscribers,
+        }))
+    }
+
+    async fn dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadEvent>> {
+        let (mut con, ns) = self.parts();
+        let dead = ns.topic(topic).dead(subscriber);
+        let v: Value = redis::cmd("XREVRANGE")
+            .arg(&dead)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(limit.max(1))
+            .query_async(&mut con)
+            .await?;
+        let mut out = Vec::new();
+        let Value::Array(list) = v else {
+            return Ok(out);
+        };
+        for e in list {
+            let Value::Array(e) = e else { continue };
+            let (Some(Value::BulkString(at)), Some(Value::Array(kv))) = (e.first(), e.get(1))
+            else {
+                continue;
+            };
+            let mut d = DeadEvent {
+                at_ms: id(at)?.ms(),
+                ..DeadEvent::default()
+            };
+            for pair in kv.chunks(2) {
+                if let [Value::BulkString(k), Value::BulkString(v)] = pair {
+                    let v = String::from_utf8_lossy(v).into_owned();
+                    match k.as_slice() {
+                        b"id" => d.id = v.parse().unwrap_or_default(),
+                        b"type" => d.event_type = v,
+                        b"data" => d.data = v,
+                        b"error" => d.error = v,
+                        b"deliveries" => d.deliveries = v.parse().unwrap_or(0),
+                        _ => {}
+                    }
+                }
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+}

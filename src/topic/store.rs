@@ -1,0 +1,181 @@
+//! [`Topics`]: what a backend does for topics, in a few batched operations.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::{DeadEvent, EventId, EventOptions, Start, TopicInfo};
+use crate::Result;
+
+/// An event as a subscriber's consumer receives it: the stream entry's id and
+/// its `type` and `data` fields (`None` where an entry written by another
+/// client lacks one, or holds bytes that are not UTF-8).
+///
+/// ```
+/// use redjob::topic::{EventId, Received};
+/// let r = Received { id: EventId::new(1, 0), event_type: Some("x".into()), data: None, deliveries: 1 };
+/// assert_eq!(r.deliveries, 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// Its id.
+    pub id: EventId,
+    /// Its `type` field.
+    pub event_type: Option<String>,
+    /// Its `data` field.
+    pub data: Option<String>,
+    /// How often it was delivered to the subscriber, this time included.
+    pub deliveries: u32,
+}
+
+/// Events a claim took over, and where the next claim's scan starts.
+///
+/// ```
+/// use redjob::topic::{Claimed, EventId};
+/// let c = Claimed { events: vec![], next: EventId::ZERO };
+/// assert!(c.events.is_empty());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The events, now held by the claiming consumer.
+    pub events: Vec<Received>,
+    /// Where the next scan of the pending list starts; `0-0` once it went round.
+    pub next: EventId,
+}
+
+/// What a consumer reports about finished events, in one call.
+///
+/// ```
+/// use redjob::topic::{EventId, EventSettle};
+/// let mut s = EventSettle::default();
+/// s.acks.push(EventId::new(1, 0));
+/// assert!(!s.is_empty());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct EventSettle {
+    /// Handled: acknowledged, gone from the pending list.
+    pub acks: Vec<EventId>,
+    /// Failed, with the idle time to give each: a claim that takes events idle
+    /// for `L` takes it again after `L` minus this (`L`, at once).
+    pub retries: Vec<(EventId, Duration)>,
+    /// Given up: moved to the subscriber's dead letters with the reason.
+    pub dead: Vec<(Received, String)>,
+}
+
+impl EventSettle {
+    /// Whether there is nothing to report.
+    pub fn is_empty(&self) -> bool {
+        self.acks.is_empty() && self.retries.is_empty() && self.dead.is_empty()
+    }
+}
+
+/// Topics on a backend: publish, consumer groups with their offsets, claims of
+/// idle events, and inspection. Implemented by the Redis backend (on Redis
+/// Streams), the memory backend and [`AnyBackend`](crate::backend::any::AnyBackend).
+/// Names are checked by the caller ([`Client`](crate::Client) and the worker).
+pub trait Topics: Clone + Send + Sync + 'static {
+    /// Appends `(type, data)` events to `topic` in one call, applying `options`'
+    /// retention; returns their ids in order. Over a `Refuse` limit nothing is
+    /// written and the call fails with [`Error::TopicFull`](crate::Error::TopicFull).
+    fn publish(
+        &self,
+        topic: &str,
+        events: &[(&str, &str)],
+        options: &EventOptions,
+    ) -> impl Future<Output = Result<Vec<EventId>>> + Send;
+
+    /// Creates `subscriber` on `topic` (and the topic, empty, if missing) at
+    /// `start`; an existing subscriber keeps its offset. Returns whether it was created.
+    fn subscribe(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        start: Start,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Moves an existing subscriber's offset to `to` (a replay, or a skip
+    /// ahead). Events it holds stay pending.
+    fn rewind(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        to: Start,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes a subscriber, its pending list and its dead letters. Returns
+    /// whether it existed.
+    fn unsubscribe(
+        &self,
+        topic: &str,
+        subscriber: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Deletes a topic with its subscribers and their dead letters. Returns
+    /// whether it existed.
+    fn delete_topic(&self, topic: &str) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Takes up to `count` events after the subscriber's offset for `consumer`,
+    /// waiting up to `block` for one when there are none. `None` when the
+    /// subscriber (or its topic) does not exist.
+    fn read(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> impl Future<Output = Result<Option<Vec<Received>>>> + Send;
+
+    /// Takes over up to `count` of the subscriber's events idle for at least
+    /// `min_idle`, scanning its pending list from `from`. `None` when the
+    /// subscriber does not exist.
+    fn claim(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+        from: EventId,
+    ) -> impl Future<Output = Result<Option<Claimed>>> + Send;
+
+    /// Restarts the idle time of events `consumer` holds; per id, whether it
+    /// still held it.
+    fn renew(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        ids: &[EventId],
+    ) -> impl Future<Output = Result<Vec<bool>>> + Send;
+
+    /// Acknowledges, schedules retries of and dead-letters finished events.
+    /// `keep_dead` bounds the subscriber's dead letters (`None`: no bound).
+    fn settle(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        batch: &EventSettle,
+        keep_dead: Option<u64>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Removes `consumer` from the subscriber if it holds no events (a worker
+    /// that stops cleanly).
+    fn leave(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The topic's length, ids, memory and subscribers; `None` when it does not exist.
+    fn topic_info(&self, topic: &str) -> impl Future<Output = Result<Option<TopicInfo>>> + Send;
+
+    /// The subscriber's newest `limit` dead letters, newest first.
+    fn dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<DeadEvent>>> + Send;
+}

@@ -1,0 +1,338 @@
+//! Event ids, start positions, options and what inspection returns.
+
+use std::time::{Duration, SystemTime};
+
+use crate::{Error, Result};
+
+/// An event's id in its topic: the Redis stream id `<ms>-<seq>`, the Unix time
+/// in milliseconds it was published at (Redis's clock) and a sequence number
+/// within that millisecond. Ids grow with every publish; their order is the
+/// topic's order.
+///
+/// ```
+/// use redjob::topic::EventId;
+///
+/// let id: EventId = "1700000000000-3".parse()?;
+/// assert_eq!(id.ms(), 1_700_000_000_000);
+/// assert_eq!(id.seq(), 3);
+/// assert_eq!(id.to_string(), "1700000000000-3");
+/// assert!(id < "1700000000001-0".parse()?);
+/// assert!("17-x".parse::<EventId>().is_err());
+/// # Ok::<(), redjob::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct EventId {
+    ms: u64,
+    seq: u64,
+}
+
+impl EventId {
+    /// `0-0`: before every event.
+    pub const ZERO: EventId = EventId { ms: 0, seq: 0 };
+
+    /// The id `<ms>-<seq>`.
+    pub const fn new(ms: u64, seq: u64) -> Self {
+        EventId { ms, seq }
+    }
+
+    /// Unix milliseconds of the publish.
+    pub fn ms(self) -> u64 {
+        self.ms
+    }
+
+    /// The sequence number within its millisecond.
+    pub fn seq(self) -> u64 {
+        self.seq
+    }
+
+    /// When the event was published (Redis's clock).
+    pub fn time(self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.ms)
+    }
+
+    /// The id just before this one; `None` for `0-0`.
+    pub(crate) fn before(self) -> Option<EventId> {
+        match (self.ms, self.seq) {
+            (0, 0) => None,
+            (ms, 0) => Some(EventId::new(ms - 1, u64::MAX)),
+            (ms, seq) => Some(EventId::new(ms, seq - 1)),
+        }
+    }
+}
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+impl std::str::FromStr for EventId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || Error::InvalidValue {
+            what: "event id",
+            reason: format!("{s:?} is not <ms>-<seq> (two unsigned integers)"),
+        };
+        let (ms, seq) = s.split_once('-').ok_or_else(bad)?;
+        let num = |p: &str| {
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            p.parse::<u64>().map_err(|_| bad())
+        };
+        Ok(EventId::new(num(ms)?, num(seq)?))
+    }
+}
+
+/// Where a subscriber starts reading, or where a replay rewinds it to.
+///
+/// ```
+/// use redjob::topic::{EventId, Start};
+///
+/// let s = Start::At(EventId::new(1_700_000_000_000, 0));
+/// assert_ne!(s, Start::Beginning);
+/// assert_eq!(Start::default(), Start::End);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Start {
+    /// The oldest event the topic still holds.
+    Beginning,
+    /// Only events published from now on (the default for a new subscriber, as
+    /// Kafka's `auto.offset.reset = latest`).
+    #[default]
+    End,
+    /// This event and every later one.
+    At(EventId),
+    /// The first event published at or after this time, and every later one.
+    Time(SystemTime),
+}
+
+impl Start {
+    /// The offset (last id taken) that makes the next read start here; `None`
+    /// for [`Start::End`] (the topic's last id, known only to the backend).
+    pub(crate) fn offset(self) -> Option<EventId> {
+        let first = match self {
+            Start::Beginning => return Some(EventId::ZERO),
+            Start::End => return None,
+            Start::At(id) => id,
+            Start::Time(t) => {
+                let ms = t
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                    .unwrap_or(0);
+                EventId::new(ms, 0)
+            }
+        };
+        Some(first.before().unwrap_or(EventId::ZERO))
+    }
+}
+
+/// What a publish does when the topic holds its event type's `max_len` events.
+///
+/// ```
+/// use redjob::topic::WhenFull;
+/// assert_eq!(WhenFull::default(), WhenFull::TrimOldest);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Drop the oldest events, subscribers or not (Kafka's retention). The
+    /// default. Trimming is approximate, by whole stream nodes, as Redis's
+    /// `MAXLEN ~`: a topic may hold up to about a hundred events more.
+    #[default]
+    TrimOldest,
+    /// Refuse the publish with [`Error::TopicFull`](crate::Error::TopicFull).
+    Refuse,
+}
+
+/// An event type's topic, retention and handler limits, from `#[event(...)]`.
+///
+/// ```
+/// use std::time::Duration;
+/// use redjob::topic::{EventOptions, WhenFull};
+///
+/// let o = EventOptions::DEFAULT;
+/// assert_eq!(o.topic, "default");
+/// assert_eq!(o.max_len, Some(1_000_000));
+/// assert_eq!(o.max_age, None);
+/// assert_eq!(o.when_full, WhenFull::TrimOldest);
+/// assert_eq!(o.max_attempts, 25);
+/// assert_eq!(o.timeout, Duration::from_secs(1800));
+/// assert_eq!(o.backoff, Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EventOptions {
+    /// The topic it is published to (`topic = "orders"`). Defaults to `default`.
+    pub topic: &'static str,
+    /// The most events the topic keeps when this type is published
+    /// (`max_len = 100000`); `None` (`unbounded`) keeps all. Defaults to
+    /// 1,000,000: every event is in Redis's memory.
+    pub max_len: Option<u64>,
+    /// The oldest event the topic keeps when this type is published
+    /// (`max_age = "7d"`). Defaults to `None`: no age limit.
+    pub max_age: Option<Duration>,
+    /// What a publish does over `max_len` (`when_full = "refuse"`). Defaults to
+    /// trimming the oldest.
+    pub when_full: WhenFull,
+    /// Deliveries to one subscriber before the event goes to its dead letters
+    /// (`max_attempts = N`), 1 to [`MAX_ATTEMPTS`](crate::job::MAX_ATTEMPTS).
+    /// Defaults to 25.
+    pub max_attempts: u32,
+    /// Longest a handler may run (`timeout = "30s"`). Defaults to 30 minutes.
+    pub timeout: Duration,
+    /// Base of the exponential backoff between attempts (`backoff = "1s"`),
+    /// capped at the worker's lease. Defaults to 1 s.
+    pub backoff: Duration,
+}
+
+impl EventOptions {
+    /// The defaults listed on each field.
+    pub const DEFAULT: EventOptions = EventOptions {
+        topic: "default",
+        max_len: Some(1_000_000),
+        max_age: None,
+        when_full: WhenFull::TrimOldest,
+        max_attempts: 25,
+        timeout: Duration::from_secs(30 * 60),
+        backoff: Duration::from_secs(1),
+    };
+}
+
+/// A topic as inspection sees it.
+///
+/// ```
+/// use redjob::topic::TopicInfo;
+/// let t = TopicInfo::default();
+/// assert_eq!(t.length, 0);
+/// assert!(t.first.is_none());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TopicInfo {
+    /// Events it holds.
+    pub length: u64,
+    /// Events ever published to it (including trimmed ones).
+    pub published: u64,
+    /// Its oldest event.
+    pub first: Option<EventId>,
+    /// Its newest event.
+    pub last: Option<EventId>,
+    /// Bytes of memory its events take (Redis's `MEMORY USAGE`, all nodes; an
+    /// estimate in the memory backend).
+    pub memory: u64,
+    /// Its subscribers, by name.
+    pub subscribers: Vec<SubscriberInfo>,
+}
+
+/// One subscriber (consumer group) of a topic.
+///
+/// ```
+/// use redjob::topic::SubscriberInfo;
+/// let s = SubscriberInfo::default();
+/// assert_eq!(s.lag, 0);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SubscriberInfo {
+    /// Its name.
+    pub name: String,
+    /// The last event it took (its offset); `0-0` before the first.
+    pub offset: EventId,
+    /// Events taken and not yet acknowledged (running, waiting for a retry, or
+    /// held by a consumer that died).
+    pub pending: u64,
+    /// Events in the topic after its offset: not taken yet.
+    pub lag: u64,
+    /// Processes (consumers) that have read for it.
+    pub consumers: u64,
+    /// Events in its dead letters.
+    pub dead: u64,
+}
+
+/// An event a subscriber gave up on, with why.
+///
+/// ```
+/// use redjob::topic::DeadEvent;
+/// let d = DeadEvent::default();
+/// assert!(d.error.is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadEvent {
+    /// Its id in the topic.
+    pub id: EventId,
+    /// Its `type` field, as stored (empty when it had none).
+    pub event_type: String,
+    /// Its `data` field, as stored.
+    pub data: String,
+    /// Why it was given up.
+    pub error: String,
+    /// How often it was delivered to the subscriber.
+    pub deliveries: u32,
+    /// When (Unix ms).
+    pub at_ms: u64,
+}
+
+/// Checks a topic or subscriber name: 1 to 160 of `A-Z a-z 0-9 _ -`.
+pub(crate) fn name(what: &'static str, name: &str) -> Result<()> {
+    let ok = (1..=160).contains(&name.len())
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what,
+            reason: format!("{name:?}: use 1 to 160 characters of A-Z, a-z, 0-9, _ and -"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_start_just_before_the_first_event_wanted() {
+        assert_eq!(Start::Beginning.offset(), Some(EventId::ZERO));
+        assert_eq!(Start::End.offset(), None);
+        assert_eq!(
+            Start::At(EventId::new(5, 2)).offset(),
+            Some(EventId::new(5, 1))
+        );
+        assert_eq!(
+            Start::At(EventId::new(5, 0)).offset(),
+            Some(EventId::new(4, u64::MAX))
+        );
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(7);
+        assert_eq!(Start::Time(t).offset(), Some(EventId::new(6, u64::MAX)));
+        assert_eq!(Start::At(EventId::ZERO).offset(), Some(EventId::ZERO));
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(name("topic name", "orders-v2_x").is_ok());
+        for bad in ["", "a b", "a:b", "{x}", &"x".repeat(161)] {
+            assert!(name("topic name", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ids_parse_strictly() {
+        for bad in [
+            "",
+            "1",
+            "1-",
+            "-1",
+            "1-2-3",
+            "a-1",
+            "1-+2",
+            "99999999999999999999-0",
+        ] {
+            assert!(bad.parse::<EventId>().is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,520 @@
+//! One task per subscriber a worker serves: reads its events in batches as
+//! slots free up, claims events idle past the lease (a dead consumer's, or
+//! failed ones whose backoff is over), runs the handlers on the worker's pool,
+//! keeps running events held, and acknowledges in batches.
+
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+use tracing::Instrument;
+
+use super::subscription::Spec;
+use super::{MAX_DELAY, Shared};
+use crate::job::Outcome as Wants;
+use crate::topic::{EventContext, EventId, EventSettle, Received, Start, Topics};
+
+/// What a subscriber task needs from its worker.
+pub(crate) struct Env {
+    pub shared: Arc<Shared>,
+    /// The consumer name: the worker's id.
+    pub consumer: Arc<str>,
+    pub stop: CancellationToken,
+    pub abort: CancellationToken,
+    /// Where handler runs are spawned (the worker waits for it on shutdown).
+    pub tracker: TaskTracker,
+    /// Held until the read loop ended: no run is spawned after.
+    pub reading: TaskTrackerToken,
+}
+
+/// Starts a subscriber's task (a plain function, so that the worker need not
+/// know its backend implements [`Topics`]).
+pub(crate) type Starter<B> = fn(B, Arc<Spec>, Env) -> BoxFuture<'static, ()>;
+
+pub(crate) fn starter<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) -> BoxFuture<'static, ()> {
+    Box::pin(run(backend, spec, env))
+}
+
+/// The longest a read waits for an event while idle.
+const IDLE_BLOCK: Duration = Duration::from_secs(1);
+/// Settle attempts before a batch is given up (its events are then delivered again).
+const SETTLE_TRIES: u32 = 8;
+
+enum Done {
+    Ack(EventId),
+    /// Claimable again after this delay.
+    Retry(EventId, Duration),
+    Dead(Received, String),
+}
+
+struct Names {
+    topic: Arc<str>,
+    sub: Arc<str>,
+    consumer: Arc<str>,
+}
+
+async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
+    let names = Arc::new(Names {
+        topic: spec.topic.as_str().into(),
+        sub: spec.sub.name.as_str().into(),
+        consumer: env.consumer.clone(),
+    });
+    let shared = env.shared.clone();
+    let lease = shared.lease;
+    tracing::info!(topic = %names.topic, subscriber = %names.sub, events = ?spec.handlers.keys().collect::<Vec<_>>(), "serving subscriber");
+    let held: Arc<Mutex<HashSet<EventId>>> = Arc::default();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let keep_dead = shared.retention.max_count;
+    let acker = tokio::spawn(settle_loop(
+        backend.clone(),
+        names.clone(),
+        rx,
+        keep_dead,
+        lease,
+    ));
+    let renew_stop = CancellationToken::new();
+    let renewer = tokio::spawn(renew_loop(
+        backend.clone(),
+        names.clone(),
+        held.clone(),
+        lease / 3,
+        renew_stop.clone(),
+    ));
+    let limit = if spec.sub.ordered {
+        Some(1)
+    } else {
+        spec.sub.concurrency
+    };
+    let local = limit.map(|n| Arc::new(Semaphore::new(n)));
+    let claim_every = (lease / 4).min(IDLE_BLOCK);
+    let mut next_claim = Instant::now();
+    let mut cursor = EventId::ZERO;
+    let mut failures = 0u32;
+    let mut subscribed = false;
+    while !env.stop.is_cancelled() {
+        if !subscribed {
+            match backend
+                .subscribe(&names.topic, &names.sub, spec.sub.start)
+                .await
+            {
+                Ok(_) => subscribed = true,
+                Err(e) => {
+                    failures += 1;
+                    let wait = backoff(failures);
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, retry_in = ?wait, "cannot create the subscriber");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => continue,
+                        _ = env.stop.cancelled() => break,
+                    }
+                }
+            }
+        }
+        let max = limit.unwrap_or(usize::MAX).min(shared.fetch_max as usize) as u32;
+        let n = tokio::select! {
+            n = slots(&shared, local.as_deref(), max) => n,
+            _ = env.stop.cancelled() => break,
+        };
+        let claiming = Instant::now() >= next_claim;
+        let got = if claiming {
+            backend
+                .claim(
+                    &names.topic,
+                    &names.sub,
+                    &names.consumer,
+                    lease,
+                    n as usize,
+                    cursor,
+                )
+                .await
+                .map(|c| {
+                    c.map(|c| {
+                        cursor = c.next;
+                        if c.next == EventId::ZERO {
+                            next_claim = Instant::now() + claim_every;
+                        }
+                        c.events
+                    })
+                })
+        } else {
+            backend
+                .read(
+                    &names.topic,
+                    &names.sub,
+                    &names.consumer,
+                    n as usize,
+                    Duration::ZERO,
+                )
+                .await
+        };
+        let events = match got {
+            Ok(Some(events)) => {
+                failures = 0;
+                events
+            }
+            Ok(None) => {
+                give_back(&shared, local.as_deref(), n);
+                tracing::warn!(topic = %names.topic, subscriber = %names.sub, "the subscriber or its topic is gone (deleted); creating it again, at the beginning");
+                let _ = backend
+                    .subscribe(&names.topic, &names.sub, Start::Beginning)
+                    .await;
+                continue;
+            }
+            Err(e) => {
+                give_back(&shared, local.as_deref(), n);
+                failures += 1;
+                let wait = backoff(failures);
+                tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, retry_in = ?wait, "reading events failed");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => continue,
+                    _ = env.stop.cancelled() => break,
+                }
+            }
+        };
+        let got_n = (events.len() as u32).min(n);
+        give_back(&shared, local.as_deref(), n - got_n);
+        if env.stop.is_cancelled() {
+            release(&tx, events);
+            break;
+        }
+        let empty = events.is_empty();
+        for ev in events {
+            spawn_run(&env, &spec, &names, &tx, &held, local.clone(), ev);
+        }
+        if empty && !claiming {
+            // idle: wait for the next event with one slot, until the next claim
+            let n = tokio::select! {
+                n = slots(&shared, local.as_deref(), 1) => n,
+                _ = env.stop.cancelled() => break,
+            };
+            let block = next_claim
+                .saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(1), IDLE_BLOCK);
+            match backend
+                .read(&names.topic, &names.sub, &names.consumer, 1, block)
+                .await
+            {
+                Ok(Some(events)) if !events.is_empty() => {
+                    if env.stop.is_cancelled() {
+                        give_back(&shared, local.as_deref(), n);
+                        release(&tx, events);
+                        break;
+                    }
+                    for ev in events {
+                        spawn_run(&env, &spec, &names, &tx, &held, local.clone(), ev);
+                    }
+                }
+                _ => give_back(&shared, local.as_deref(), n),
+            }
+        }
+    }
+    drop(env.reading);
+    // every run is in the worker's tracker: wait for them (the worker cancels
+    // them after its grace period), then flush the last acknowledgements
+    env.tracker.wait().await;
+    renew_stop.cancel();
+    drop(tx);
+    let _ = acker.await;
+    let _ = renewer.await;
+    if let Err(e) = backend
+        .leave(&names.topic, &names.sub, &names.consumer)
+        .await
+    {
+        tracing::debug!(error = %e, "could not remove the consumer from its subscriber");
+    }
+}
+
+fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(100u64 << failures.min(8)).min(Duration::from_secs(2))
+}
+
+/// Events read but not started (shutdown): claimable by another consumer at once.
+fn release(tx: &mpsc::UnboundedSender<Done>, events: Vec<Received>) {
+    for ev in events {
+        let _ = tx.send(Done::Retry(ev.id, Duration::ZERO));
+    }
+}
+
+/// Takes one slot of the worker (and of the subscriber), waiting, then as many
+/// more as are free, up to `max`.
+async fn slots(shared: &Shared, local: Option<&Semaphore>, max: u32) -> u32 {
+    let max = max.max(1);
+    let take_from = |sem: &Semaphore, max: u32| {
+        let mut n = 0;
+        while n < max {
+            match sem.try_acquire() {
+                Ok(p) => {
+                    p.forget();
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        n
+    };
+    let want = match local {
+        Some(l) => {
+            let Ok(p) = l.acquire().await else { return 0 };
+            p.forget();
+            1 + take_from(l, max - 1)
+        }
+        None => max,
+    };
+    let Ok(p) = shared.slots.acquire().await else {
+        return 0;
+    };
+    p.forget();
+    let got = 1 + take_from(&shared.slots, want - 1);
+    if let Some(l) = local {
+        l.add_permits((want - got) as usize);
+    }
+    got
+}
+
+fn give_back(shared: &Shared, local: Option<&Semaphore>, n: u32) {
+    if n > 0 {
+        shared.slots.add_permits(n as usize);
+        if let Some(l) = local {
+            l.add_permits(n as usize);
+        }
+    }
+}
+
+/// Returns a run's slot, even if its task is dropped.
+struct Slot {
+    shared: Arc<Shared>,
+    local: Option<Arc<Semaphore>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        give_back(&self.shared, self.local.as_deref(), 1);
+    }
+}
+
+fn spawn_run(
+    env: &Env,
+    spec: &Arc<Spec>,
+    names: &Arc<Names>,
+    tx: &mpsc::UnboundedSender<Done>,
+    held: &Arc<Mutex<HashSet<EventId>>>,
+    local: Option<Arc<Semaphore>>,
+    ev: Received,
+) {
+    let slot = Slot {
+        shared: env.shared.clone(),
+        local,
+    };
+    lock(held).insert(ev.id);
+    let (spec, names, tx, held) = (spec.clone(), names.clone(), tx.clone(), held.clone());
+    let (shared, stop, abort) = (env.shared.clone(), env.stop.clone(), env.abort.clone());
+    env.tracker.spawn(async move {
+        let id = ev.id;
+        let done = handle(ev, &spec, &names, &shared, &stop, &abort).await;
+        lock(&held).remove(&id);
+        let _ = tx.send(done);
+        drop(slot);
+    });
+}
+
+fn lock(held: &Mutex<HashSet<EventId>>) -> std::sync::MutexGuard<'_, HashSet<EventId>> {
+    // a set of ids cannot be left half-changed
+    held.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs one event (retrying in place when ordered) and says how it ended.
+async fn handle(
+    ev: Received,
+    spec: &Spec,
+    names: &Names,
+    shared: &Shared,
+    stop: &CancellationToken,
+    abort: &CancellationToken,
+) -> Done {
+    let (Some(ty), Some(data)) = (ev.event_type.clone(), ev.data.clone()) else {
+        let error = "not an event: the entry has no `type` or no `data` field (UTF-8)".to_string();
+        tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
+        return Done::Dead(ev, error);
+    };
+    let Some(handler) = spec.handlers.get(ty.as_str()) else {
+        tracing::debug!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, event.type = %ty, "no handler for this event type in this subscriber: skipped");
+        return Done::Ack(ev.id);
+    };
+    let opts = handler.options();
+    let max = opts.max_attempts.max(1);
+    if ev.deliveries > max {
+        let error = format!(
+            "delivered {} times without finishing (max_attempts {max}): its runs never ended (the worker died each time?)",
+            ev.deliveries
+        );
+        tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
+        return Done::Dead(ev, error);
+    }
+    let mut attempt = ev.deliveries;
+    loop {
+        let running = tokio::select! {
+            biased;
+            _ = stop.cancelled() => None,
+            p = shared.running.acquire() => p.ok(),
+        };
+        let Some(_running) = running else {
+            return Done::Retry(ev.id, Duration::ZERO);
+        };
+        let span = tracing::info_span!("event", topic = %names.topic, subscriber = %names.sub,
+            event.id = %ev.id, event.r#type = %ty, attempt);
+        let cancel = abort.child_token();
+        let ctx = EventContext::new(ev.id, names.topic.clone(), names.sub.clone(), attempt)
+            .with_parts(shared.data.clone(), cancel.clone());
+        let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
+        let result = async {
+            let fut = match handler.start(&data, ctx) {
+                Ok(f) => f,
+                Err(error) => return Err((error, Wants::Fatal)),
+            };
+            let guarded = AssertUnwindSafe(fut).catch_unwind();
+            let r = tokio::select! {
+                r = tokio::time::timeout(timeout, guarded) => r,
+                _ = cancel.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO))),
+            };
+            let r = match r {
+                Err(_) => {
+                    cancel.cancel();
+                    return Err((format!("timed out after {timeout:?}"), Wants::Retry));
+                }
+                Ok(Err(p)) => {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "(no message)".into());
+                    return Err((format!("panicked: {msg}"), Wants::Retry));
+                }
+                Ok(Ok(r)) => r,
+            };
+            r.map_err(|e| (e.error().to_string(), e.outcome()))
+        }
+        .instrument(span.clone())
+        .await;
+        let _e = span.enter();
+        let (error, wants) = match result {
+            Ok(()) => return Done::Ack(ev.id),
+            Err(e) => e,
+        };
+        if abort.is_cancelled() {
+            return Done::Retry(ev.id, Duration::ZERO);
+        }
+        let delay = match wants {
+            Wants::Fatal => {
+                tracing::error!(%error, "event failed for good: dead-lettered");
+                return Done::Dead(ev, error);
+            }
+            _ if attempt >= max => {
+                tracing::error!(%error, "event failed on its last attempt: dead-lettered");
+                return Done::Dead(ev, error);
+            }
+            Wants::RetryAfter(d) => d,
+            _ => shared.retry.delay(opts.backoff, attempt),
+        };
+        let delay = delay.min(shared.lease);
+        tracing::warn!(%error, retry_in = ?delay, "event failed; retrying");
+        if !spec.sub.ordered {
+            return Done::Retry(ev.id, delay);
+        }
+        drop(_e);
+        // ordered: the next event waits for this one, held (and renewed) meanwhile
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => return Done::Retry(ev.id, Duration::ZERO),
+        }
+        attempt += 1;
+    }
+}
+
+/// Acknowledges, schedules retries and dead-letters in batches: whatever
+/// finished while the previous call was out goes in the next one.
+async fn settle_loop<B: Topics>(
+    backend: B,
+    names: Arc<Names>,
+    mut rx: mpsc::UnboundedReceiver<Done>,
+    keep_dead: Option<u64>,
+    lease: Duration,
+) {
+    // a claim takes events idle for a lease: one due in `delay` is set idle for the rest
+    let idle = |delay: Duration| lease.saturating_sub(delay);
+    while let Some(first) = rx.recv().await {
+        let mut batch = EventSettle::default();
+        let add = |d: Done, batch: &mut EventSettle| match d {
+            Done::Ack(id) => batch.acks.push(id),
+            Done::Retry(id, delay) => batch.retries.push((id, idle(delay))),
+            Done::Dead(ev, error) => batch.dead.push((ev, error)),
+        };
+        add(first, &mut batch);
+        while batch.acks.len() + batch.retries.len() + batch.dead.len() < 10_000 {
+            match rx.try_recv() {
+                Ok(d) => add(d, &mut batch),
+                Err(_) => break,
+            }
+        }
+        let mut tries = 0;
+        loop {
+            match backend
+                .settle(&names.topic, &names.sub, &names.consumer, &batch, keep_dead)
+                .await
+            {
+                Ok(()) => break,
+                Err(e) => {
+                    tries += 1;
+                    if tries >= SETTLE_TRIES {
+                        tracing::error!(topic = %names.topic, subscriber = %names.sub, error = %e, events = batch.acks.len() + batch.retries.len() + batch.dead.len(),
+                            "could not settle events; they will be delivered again after the lease");
+                        break;
+                    }
+                    tokio::time::sleep(backoff(tries)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Restarts the idle time of running events every `every`.
+async fn renew_loop<B: Topics>(
+    backend: B,
+    names: Arc<Names>,
+    held: Arc<Mutex<HashSet<EventId>>>,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.cancelled() => return,
+        }
+        let ids: Vec<EventId> = lock(&held).iter().copied().collect();
+        if ids.is_empty() {
+            continue;
+        }
+        match backend
+            .renew(&names.topic, &names.sub, &names.consumer, &ids)
+            .await
+        {
+            Ok(kept) => {
+                for (id, kept) in ids.iter().zip(kept) {
+                    if !kept && lock(&held).contains(id) {
+                        tracing::warn!(topic = %names.topic, subscriber = %names.sub, event.id = %id,
+                            "another consumer claimed this running event (its hold ran out): it may run twice");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, "renewing held events failed")
+            }
+        }
+    }
+}

@@ -1,0 +1,564 @@
+//! Topics: publish, subscribers from each start, replay, competing consumers,
+//! claims after a consumer dies, retries and dead letters, retention, ordering,
+//! bad input and a topic deleted under a worker.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redjob::topic::{Event, EventId, Start, Subscription, Topics};
+use redjob::{Error, JobError, RetryPolicy, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use crate::common::{start, wait_for};
+
+#[derive(Serialize, Deserialize, Event, Clone)]
+#[event(name = "order_placed", topic = "orders")]
+struct OrderPlaced {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "order_shipped", topic = "orders")]
+struct OrderShipped {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "tick", topic = "ticks", max_len = 100)]
+struct Tick {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "slot", topic = "slots", max_len = 5, when_full = "refuse")]
+struct Slot {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "reading", topic = "readings", max_age = "1s")]
+struct Reading {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "flaky", topic = "flaky", max_attempts = 3, backoff = "100ms")]
+struct Flaky {
+    n: u64,
+}
+
+/// Handler runs by subscriber: (event n, attempt).
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Runs>>);
+
+type Runs = HashMap<String, Vec<(u64, u32)>>;
+
+impl Seen {
+    fn add(&self, who: &str, n: u64, attempt: u32) {
+        self.0
+            .lock()
+            .unwrap()
+            .entry(who.into())
+            .or_default()
+            .push((n, attempt));
+    }
+    fn of(&self, who: &str) -> Vec<(u64, u32)> {
+        self.0.lock().unwrap().get(who).cloned().unwrap_or_default()
+    }
+    fn count(&self, who: &str) -> usize {
+        self.of(who).len()
+    }
+}
+
+fn worker(env_backend: redjob::backend::any::AnyBackend) -> redjob::worker::WorkerBuilder {
+    Worker::builder(env_backend)
+        .handle_signals(false)
+        .lease(Duration::from_secs(1))
+        .retry(
+            RetryPolicy::exponential(Duration::from_secs(60))
+                .unwrap()
+                .jitter(false),
+        )
+}
+
+async fn ids_read(env: &Env, sub: &str) -> Vec<EventId> {
+    let got = env
+        .queues()
+        .read("orders", sub, "c", 100, Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("the subscriber exists");
+    got.iter().map(|e| e.id).collect()
+}
+
+pub async fn subscribers_start_at_the_beginning_the_end_an_id_or_a_time(env: &Env) {
+    let c = &env.client;
+    let a = c.publish(&OrderPlaced { n: 1 }).await.unwrap();
+    let b = c.publish(&OrderPlaced { n: 2 }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let d = c.publish(&OrderShipped { n: 3 }).await.unwrap();
+    assert!(a < b && b < d && d.ms() > b.ms());
+    for (name, start) in [
+        ("begin", Start::Beginning),
+        ("end", Start::End),
+        ("at", Start::At(b)),
+        ("time", Start::Time(d.time())),
+    ] {
+        assert!(c.subscribe("orders", name, start).await.unwrap(), "{name}");
+    }
+    // an existing subscriber keeps its offset
+    assert!(
+        !c.subscribe("orders", "end", Start::Beginning)
+            .await
+            .unwrap()
+    );
+    let info = c.topic("orders").await.unwrap().unwrap();
+    assert_eq!((info.length, info.published), (3, 3));
+    assert_eq!((info.first, info.last), (Some(a), Some(d)));
+    assert!(info.memory > 0);
+    let lag: Vec<(String, u64)> = info
+        .subscribers
+        .iter()
+        .map(|s| (s.name.clone(), s.lag))
+        .collect();
+    assert_eq!(
+        lag,
+        [
+            ("at".into(), 2),
+            ("begin".into(), 3),
+            ("end".into(), 0),
+            ("time".into(), 1)
+        ]
+    );
+    assert_eq!(ids_read(env, "begin").await, [a, b, d]);
+    assert_eq!(ids_read(env, "end").await, []);
+    assert_eq!(ids_read(env, "at").await, [b, d]);
+    assert_eq!(ids_read(env, "time").await, [d]);
+    let e = c.publish(&OrderPlaced { n: 4 }).await.unwrap();
+    assert_eq!(ids_read(env, "end").await, [e]);
+    let info = c.topic("orders").await.unwrap().unwrap();
+    let begin = info.subscribers.iter().find(|s| s.name == "begin").unwrap();
+    assert_eq!(
+        (begin.offset, begin.pending, begin.lag, begin.consumers),
+        (d, 3, 1, 1)
+    );
+    assert!(c.topic("nothing").await.unwrap().is_none());
+}
+
+pub async fn a_rewind_replays_from_the_beginning_an_id_or_skips_to_the_end(env: &Env) {
+    let c = &env.client;
+    c.subscribe("orders", "audit", Start::Beginning)
+        .await
+        .unwrap();
+    let ids = c
+        .publish_all(&[
+            OrderPlaced { n: 1 },
+            OrderPlaced { n: 2 },
+            OrderPlaced { n: 3 },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(ids_read(env, "audit").await, ids);
+    let q = env.queues();
+    let acks = redjob::topic::EventSettle {
+        acks: ids.clone(),
+        ..Default::default()
+    };
+    q.settle("orders", "audit", "c", &acks, None).await.unwrap();
+    let sub = |info: redjob::topic::TopicInfo| info.subscribers[0].clone();
+    let s = sub(c.topic("orders").await.unwrap().unwrap());
+    assert_eq!((s.pending, s.lag), (0, 0));
+
+    c.rewind("orders", "audit", Start::Beginning).await.unwrap();
+    assert_eq!(sub(c.topic("orders").await.unwrap().unwrap()).lag, 3);
+    assert_eq!(ids_read(env, "audit").await, ids);
+    c.rewind("orders", "audit", Start::At(ids[1]))
+        .await
+        .unwrap();
+    assert_eq!(sub(c.topic("orders").await.unwrap().unwrap()).lag, 2);
+    assert_eq!(ids_read(env, "audit").await, ids[1..]);
+    c.rewind("orders", "audit", Start::Beginning).await.unwrap();
+    c.rewind("orders", "audit", Start::End).await.unwrap();
+    assert_eq!(sub(c.topic("orders").await.unwrap().unwrap()).lag, 0);
+    assert_eq!(ids_read(env, "audit").await, []);
+
+    match c.rewind("orders", "nobody", Start::Beginning).await {
+        Err(Error::SubscriberNotFound { topic, subscriber }) => {
+            assert_eq!((topic.as_str(), subscriber.as_str()), ("orders", "nobody"))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(c.unsubscribe("orders", "audit").await.unwrap());
+    assert!(!c.unsubscribe("orders", "audit").await.unwrap());
+    assert!(
+        c.topic("orders")
+            .await
+            .unwrap()
+            .unwrap()
+            .subscribers
+            .is_empty()
+    );
+}
+
+pub async fn consumers_of_one_subscriber_share_its_events_and_each_subscriber_gets_all(env: &Env) {
+    let c = &env.client;
+    for s in ["billing", "audit"] {
+        c.subscribe("orders", s, Start::Beginning).await.unwrap();
+    }
+    let seen = Seen::default();
+    let mut running = Vec::new();
+    for (who, sub) in [
+        ("billing-1", "billing"),
+        ("billing-2", "billing"),
+        ("audit", "audit"),
+    ] {
+        let seen = seen.clone();
+        let client = env.another_client().await;
+        let w = worker(client.backend())
+            .concurrency(4)
+            .subscribe(sub, move |e: OrderPlaced, ctx| {
+                let seen = seen.clone();
+                async move {
+                    seen.add(who, e.n, ctx.attempt());
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    Ok(())
+                }
+            })
+            .build()
+            .unwrap();
+        running.push(start(w));
+    }
+    let events: Vec<OrderPlaced> = (0..300).map(|n| OrderPlaced { n }).collect();
+    for chunk in events.chunks(50) {
+        c.publish_all(chunk).await.unwrap();
+    }
+    let done = wait_for(Duration::from_secs(20), || async {
+        seen.count("billing-1") + seen.count("billing-2") >= 300 && seen.count("audit") >= 300
+    })
+    .await;
+    assert!(
+        done,
+        "handled: {} {} {}",
+        seen.count("billing-1"),
+        seen.count("billing-2"),
+        seen.count("audit")
+    );
+    let mut billing: Vec<u64> = seen
+        .of("billing-1")
+        .iter()
+        .chain(seen.of("billing-2").iter())
+        .map(|(n, _)| *n)
+        .collect();
+    billing.sort_unstable();
+    assert_eq!(
+        billing,
+        (0..300).collect::<Vec<_>>(),
+        "each event once in billing"
+    );
+    let mut audit: Vec<u64> = seen.of("audit").iter().map(|(n, _)| *n).collect();
+    audit.sort_unstable();
+    assert_eq!(
+        audit,
+        (0..300).collect::<Vec<_>>(),
+        "each event once in audit"
+    );
+    let ok = wait_for(Duration::from_secs(5), || async {
+        c.topic("orders")
+            .await
+            .unwrap()
+            .unwrap()
+            .subscribers
+            .iter()
+            .all(|s| s.pending == 0 && s.lag == 0)
+    })
+    .await;
+    assert!(ok, "{:?}", c.topic("orders").await.unwrap());
+    for r in running {
+        r.stop().await;
+    }
+    // a clean stop leaves no consumer behind
+    let info = c.topic("orders").await.unwrap().unwrap();
+    assert!(
+        info.subscribers.iter().all(|s| s.consumers == 0),
+        "{info:?}"
+    );
+}
+
+pub async fn events_of_a_dead_consumer_are_claimed_after_the_lease(env: &Env) {
+    let c = &env.client;
+    c.subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    c.publish_all(&[OrderPlaced { n: 1 }, OrderPlaced { n: 2 }])
+        .await
+        .unwrap();
+    // a consumer takes both and dies without acknowledging
+    let taken = env
+        .queues()
+        .read("orders", "billing", "dead-one", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.len(), 2);
+    c.publish(&OrderPlaced { n: 3 }).await.unwrap();
+    let seen = Seen::default();
+    let s2 = seen.clone();
+    let w = worker(c.backend())
+        .subscribe("billing", move |e: OrderPlaced, ctx| {
+            let seen = s2.clone();
+            async move {
+                seen.add("b", e.n, ctx.attempt());
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = start(w);
+    let done = wait_for(Duration::from_secs(10), || async { seen.count("b") >= 3 }).await;
+    assert!(done, "{:?}", seen.of("b"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut runs = seen.of("b");
+    runs.sort_unstable();
+    // the claimed ones are their second delivery
+    assert_eq!(runs, [(1, 2), (2, 2), (3, 1)]);
+    running.stop().await;
+    let s = c.topic("orders").await.unwrap().unwrap().subscribers[0].clone();
+    assert_eq!((s.pending, s.lag), (0, 0));
+}
+
+pub async fn a_failing_event_is_retried_with_backoff_then_dead_lettered_with_its_error(env: &Env) {
+    let c = &env.client;
+    c.subscribe("flaky", "s", Start::Beginning).await.unwrap();
+    let seen = Seen::default();
+    let s2 = seen.clone();
+    let w = worker(c.backend())
+        .subscribe("s", move |e: Flaky, ctx| {
+            let seen = s2.clone();
+            async move {
+                seen.add("s", e.n, ctx.attempt());
+                if e.n == 1 {
+                    return Err(JobError::retry(std::io::Error::other("upstream down")));
+                }
+                if e.n == 2 {
+                    return Err(JobError::fatal("no such account"));
+                }
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = start(w);
+    let id1 = c.publish(&Flaky { n: 1 }).await.unwrap();
+    let id2 = c.publish(&Flaky { n: 2 }).await.unwrap();
+    c.publish(&Flaky { n: 3 }).await.unwrap();
+    let done = wait_for(Duration::from_secs(15), || async {
+        c.topic("flaky").await.unwrap().unwrap().subscribers[0].dead == 2
+    })
+    .await;
+    assert!(
+        done,
+        "{:?} {:?}",
+        seen.of("s"),
+        c.topic("flaky").await.unwrap()
+    );
+    let mut runs = seen.of("s");
+    runs.sort_unstable();
+    assert_eq!(runs, [(1, 1), (1, 2), (1, 3), (2, 1), (3, 1)]);
+    let dead = c.dead_events("flaky", "s", 10).await.unwrap();
+    assert_eq!(dead.len(), 2);
+    // newest first: the fatal one died at once, the other after its attempts
+    assert_eq!((dead[0].id, dead[0].deliveries), (id1, 3));
+    assert_eq!(dead[0].error, "upstream down");
+    assert_eq!(dead[0].event_type, "flaky");
+    assert_eq!(dead[0].data, r#"{"n":1}"#);
+    assert_eq!(
+        (dead[1].id, dead[1].error.as_str()),
+        (id2, "no such account")
+    );
+    let s = c.topic("flaky").await.unwrap().unwrap().subscribers[0].clone();
+    assert_eq!((s.pending, s.lag), (0, 0));
+    running.stop().await;
+}
+
+pub async fn retention_trims_by_length_and_age_or_refuses_when_full(env: &Env) {
+    let c = &env.client;
+    for n in 0..1000 {
+        c.publish(&Tick { n }).await.unwrap();
+    }
+    let t = c.topic("ticks").await.unwrap().unwrap();
+    // trimming is by whole nodes, as Redis's MAXLEN ~: at least 100, not much more
+    assert!((100..=200).contains(&t.length), "{t:?}");
+    assert_eq!(t.published, 1000);
+
+    c.publish_all(&(0..5).map(|n| Slot { n }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    match c.publish(&Slot { n: 5 }).await {
+        Err(Error::TopicFull { topic, max_len }) => {
+            assert_eq!((topic.as_str(), max_len), ("slots", 5))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        c.publish_all(&[Slot { n: 6 }, Slot { n: 7 }]).await,
+        Err(Error::TopicFull { .. })
+    ));
+    assert_eq!(c.topic("slots").await.unwrap().unwrap().length, 5);
+
+    c.publish(&Reading { n: 1 }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let kept = c.publish(&Reading { n: 2 }).await.unwrap();
+    let r = c.topic("readings").await.unwrap().unwrap();
+    assert_eq!((r.length, r.first), (1, Some(kept)));
+}
+
+pub async fn entries_that_are_not_events_are_dead_lettered_and_other_types_skipped(env: &Env) {
+    let c = &env.client;
+    c.subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    let q = env.queues();
+    let opts = OrderPlaced::OPTIONS;
+    q.publish("orders", &[("order_placed", "{not json")], &opts)
+        .await
+        .unwrap();
+    q.publish("orders", &[("order_placed", r#"{"n":"x"}"#)], &opts)
+        .await
+        .unwrap();
+    c.publish(&OrderShipped { n: 9 }).await.unwrap();
+    q.publish("orders", &[("someone_elses", "{}")], &opts)
+        .await
+        .unwrap();
+    c.publish(&OrderPlaced { n: 7 }).await.unwrap();
+    let seen = Seen::default();
+    let s2 = seen.clone();
+    let w = worker(c.backend())
+        .subscribe("billing", move |e: OrderPlaced, _ctx| {
+            let seen = s2.clone();
+            async move {
+                seen.add("b", e.n, 1);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = start(w);
+    let done = wait_for(Duration::from_secs(10), || async {
+        let s = c.topic("orders").await.unwrap().unwrap().subscribers[0].clone();
+        s.dead == 2 && s.pending == 0 && s.lag == 0
+    })
+    .await;
+    assert!(done, "{:?}", c.topic("orders").await.unwrap());
+    assert_eq!(seen.of("b"), [(7, 1)]);
+    let dead = c.dead_events("orders", "billing", 10).await.unwrap();
+    assert!(
+        dead.iter()
+            .all(|d| d.error.contains("cannot decode event \"order_placed\"")),
+        "{dead:?}"
+    );
+    assert_eq!(dead[1].data, "{not json");
+    running.stop().await;
+
+    for bad in ["", "a b", "a:b", "{x}"] {
+        assert!(
+            matches!(
+                c.subscribe(bad, "s", Start::End).await,
+                Err(Error::InvalidValue { .. })
+            ),
+            "{bad:?}"
+        );
+        assert!(matches!(
+            c.subscribe("orders", bad, Start::End).await,
+            Err(Error::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            c.topic(bad).await,
+            Err(Error::InvalidValue { .. })
+        ));
+    }
+    let built = worker(c.backend())
+        .subscribe("no spaces", |_: OrderPlaced, _| async { Ok(()) })
+        .build();
+    assert!(matches!(built, Err(Error::InvalidValue { .. })));
+    let built = worker(c.backend())
+        .subscribe("s", |_: OrderPlaced, _| async { Ok(()) })
+        .subscribe("s", |_: OrderPlaced, _| async { Ok(()) })
+        .build();
+    assert!(matches!(built, Err(Error::InvalidValue { .. })));
+}
+
+pub async fn an_ordered_subscriber_retries_in_place_before_the_next_event(env: &Env) {
+    let c = &env.client;
+    c.subscribe("flaky", "ordered", Start::Beginning)
+        .await
+        .unwrap();
+    c.publish_all(&(1..=5).map(|n| Flaky { n }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let seen = Seen::default();
+    let s2 = seen.clone();
+    let w = worker(c.backend())
+        .subscribe(
+            Subscription::new("ordered").ordered(),
+            move |e: Flaky, ctx| {
+                let seen = s2.clone();
+                async move {
+                    seen.add("o", e.n, ctx.attempt());
+                    if e.n == 2 && ctx.attempt() < 3 {
+                        return Err(JobError::retry("not yet"));
+                    }
+                    Ok(())
+                }
+            },
+        )
+        .build()
+        .unwrap();
+    let running = start(w);
+    let done = wait_for(Duration::from_secs(10), || async { seen.count("o") >= 7 }).await;
+    assert!(done, "{:?}", seen.of("o"));
+    assert_eq!(
+        seen.of("o"),
+        [(1, 1), (2, 1), (2, 2), (2, 3), (3, 1), (4, 1), (5, 1)]
+    );
+    running.stop().await;
+}
+
+pub async fn a_topic_deleted_under_a_worker_is_recreated_and_served(env: &Env) {
+    let c = &env.client;
+    let seen = Seen::default();
+    let s2 = seen.clone();
+    let w = worker(c.backend())
+        .subscribe(
+            Subscription::new("billing").start(Start::Beginning),
+            move |e: OrderPlaced, _ctx| {
+                let seen = s2.clone();
+                async move {
+                    seen.add("b", e.n, 1);
+                    Ok(())
+                }
+            },
+        )
+        .build()
+        .unwrap();
+    let running = start(w);
+    let subscribed = wait_for(Duration::from_secs(5), || async {
+        c.topic("orders")
+            .await
+            .unwrap()
+            .is_some_and(|t| t.subscribers.len() == 1)
+    })
+    .await;
+    assert!(subscribed);
+    c.publish(&OrderPlaced { n: 1 }).await.unwrap();
+    assert!(wait_for(Duration::from_secs(5), || async { seen.count("b") == 1 }).await);
+    assert!(c.delete_topic("orders").await.unwrap());
+    assert!(!c.delete_topic("never-was").await.unwrap());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    c.publish(&OrderPlaced { n: 2 }).await.unwrap();
+    let done = wait_for(Duration::from_secs(10), || async { seen.count("b") == 2 }).await;
+    assert!(done, "{:?}", seen.of("b"));
+    assert!(!running.is_finished());
+    running.stop().await;
+}
