@@ -52,7 +52,7 @@ impl Tally {
         }
     }
 
-    fn ran(&self, i: u64) {
+    pub fn ran(&self, i: u64) {
         if let Some(c) = self.runs.get(i as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }

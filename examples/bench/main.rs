@@ -10,7 +10,8 @@
 //! Flags: `--n 20000` jobs per throughput phase, `--runs 3`, `--phase 1,2,...`
 //! (1–3 throughput and cost, 4 latency, 5 delayed, 6 scale, 7 queue features
 //! and metrics beside the plain figures, 8 inspection at 10k and the largest backlog, 9 a
-//! flood of `--flood 1000000` fatal failures held to the dead-letter retention;
+//! flood of `--flood 1000000` fatal failures held to the dead-letter retention,
+//! 10 topics: publish one by one and in batches, a subscriber draining `n`;
 //! default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
 mod features;
@@ -21,6 +22,7 @@ mod metered;
 mod phases;
 mod redis;
 mod report;
+mod topics;
 
 use phases::{Figures, Settings};
 
@@ -28,7 +30,7 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9],
+        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
     };
     let mut runs = 3usize;
     let mut json = false;
@@ -87,6 +89,9 @@ fn main() {
             }
             if s.phases.contains(&9) {
                 flood::flood(&mut f, flood_n, s.concurrency).await;
+            }
+            if s.phases.contains(&10) {
+                topics::topics(&s, &mut f).await;
             }
         });
         eprintln!("run {run} of {runs} done");

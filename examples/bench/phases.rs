@@ -50,6 +50,17 @@ pub struct Figures {
     pub flood_dead_kept: Option<f64>,
     pub flood_mem_queued_mb: Option<f64>,
     pub flood_mem_after_mb: Option<f64>,
+    /// Phase 10: topics: publish one by one and in batches of 1000 (events/s),
+    /// one subscriber draining a backlog of `n` (events/s), Redis commands per
+    /// event (publish one by one + drain) and memory per stored event (bytes).
+    pub topic_publish_single: Option<f64>,
+    pub topic_publish_bulk: Option<f64>,
+    pub topic_drain: Option<f64>,
+    pub topic_cmds_per_event: Option<f64>,
+    pub topic_bytes_per_event: Option<f64>,
+    /// Phase 10: CPU per event drained, the worker's process and Redis's (µs).
+    pub topic_worker_cpu_us: Option<f64>,
+    pub topic_redis_cpu_us: Option<f64>,
 }
 
 impl Figures {
@@ -78,7 +89,7 @@ pub fn worker(client: &Client, queue: &str, tally: &Arc<Tally>, c: usize) -> Wor
 }
 
 /// CPU time of this process's threads so far (ns), from /proc.
-fn cpu_ns() -> Option<u64> {
+pub fn cpu_ns() -> Option<u64> {
     let mut total = 0;
     for task in std::fs::read_dir("/proc/self/task").ok()? {
         let s = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;

@@ -283,6 +283,63 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             target,
         });
     }
+    for (key, label, get, target) in [
+        (
+            "topic_publish_single_per_s",
+            "topic: publish, one awaited call per event (events/s)",
+            (|f: &Figures| f.topic_publish_single) as fn(&Figures) -> Option<f64>,
+            "chasquimq 11,294",
+        ),
+        (
+            "topic_publish_bulk_per_s",
+            "topic: publish, 1000 per call (events/s)",
+            |f| f.topic_publish_bulk,
+            "chasquimq 115,422",
+        ),
+        (
+            "topic_drain_per_s",
+            "topic: one subscriber drains the backlog (events/s)",
+            |f| f.topic_drain,
+            ">= 1.5 x process",
+        ),
+        (
+            "topic_drain_over_process",
+            "topic: drain rate / job process rate, same run",
+            |f| f.topic_drain.zip(f.process).map(|(d, p)| d / p),
+            ">= 1.5",
+        ),
+        (
+            "topic_cmds_per_event",
+            "topic: Redis commands per event (publish + drain)",
+            |f| f.topic_cmds_per_event,
+            "chasquimq 1.03",
+        ),
+        (
+            "topic_worker_cpu_us_per_event",
+            "topic: worker CPU per event drained, whole process (us)",
+            |f| f.topic_worker_cpu_us,
+            "-",
+        ),
+        (
+            "topic_redis_cpu_us_per_event",
+            "topic: Redis CPU per event drained (us)",
+            |f| f.topic_redis_cpu_us,
+            "-",
+        ),
+        (
+            "topic_bytes_per_event",
+            "topic: Redis memory per stored event (bytes)",
+            |f| f.topic_bytes_per_event,
+            "<= 80",
+        ),
+    ] {
+        rows.push(Row {
+            key: key.into(),
+            label: label.into(),
+            values: all.iter().filter_map(get).collect(),
+            target,
+        });
+    }
     rows.push(Row {
         key: "idle_cmds_per_s_1_queue".into(),
         label: "idle worker, 1 queue (Redis cmds/s)".into(),

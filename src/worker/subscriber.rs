@@ -3,7 +3,7 @@
 //! failed ones whose backoff is over), runs the handlers on the worker's pool,
 //! keeps running events held, and acknowledges in batches.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,6 +43,8 @@ pub(crate) fn starter<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) -> BoxFu
     Box::pin(run(backend, spec, env))
 }
 
+/// Events read ahead of free slots (at least the worker's fetch size).
+const READ_AHEAD: usize = 256;
 /// The longest a read waits for an event while idle.
 const IDLE_BLOCK: Duration = Duration::from_secs(1);
 /// Settle attempts before a batch is given up (its events are then delivered again).
@@ -94,11 +96,17 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         spec.sub.concurrency
     };
     let local = limit.map(|n| Arc::new(Semaphore::new(n)));
+    // events are read ahead of free slots, in large batches (a read costs about
+    // the same for 1 event as for 100); they are held, and renewed, meanwhile
+    let read_ahead = limit
+        .unwrap_or(usize::MAX)
+        .min(READ_AHEAD.max(shared.fetch_max as usize));
     let claim_every = (lease / 4).min(IDLE_BLOCK);
     let mut next_claim = Instant::now();
     let mut cursor = EventId::ZERO;
     let mut failures = 0u32;
     let mut subscribed = false;
+    let mut buf: VecDeque<Received> = VecDeque::new();
     while !env.stop.is_cancelled() {
         if !subscribed {
             match backend
@@ -117,104 +125,87 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                 }
             }
         }
-        let max = limit.unwrap_or(usize::MAX).min(shared.fetch_max as usize) as u32;
+        if buf.is_empty() {
+            let claiming = Instant::now() >= next_claim;
+            let block = if claiming {
+                Duration::ZERO
+            } else {
+                // nothing buffered: the last read found nothing new, or took it all
+                next_claim
+                    .saturating_duration_since(Instant::now())
+                    .clamp(Duration::from_millis(1), IDLE_BLOCK)
+            };
+            let got = if claiming {
+                backend
+                    .claim(
+                        &names.topic,
+                        &names.sub,
+                        &names.consumer,
+                        lease,
+                        read_ahead,
+                        cursor,
+                    )
+                    .await
+                    .map(|c| {
+                        c.map(|c| {
+                            cursor = c.next;
+                            if c.next == EventId::ZERO {
+                                next_claim = Instant::now() + claim_every;
+                            }
+                            c.events
+                        })
+                    })
+            } else {
+                backend
+                    .read(&names.topic, &names.sub, &names.consumer, read_ahead, block)
+                    .await
+            };
+            match got {
+                Ok(Some(events)) => {
+                    failures = 0;
+                    let mut h = lock(&held);
+                    for ev in events {
+                        h.insert(ev.id);
+                        buf.push_back(ev);
+                    }
+                }
+                Ok(None) => {
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, "the subscriber or its topic is gone (deleted); creating it again, at the beginning");
+                    let _ = backend
+                        .subscribe(&names.topic, &names.sub, Start::Beginning)
+                        .await;
+                    continue;
+                }
+                Err(e) => {
+                    failures += 1;
+                    let wait = backoff(failures);
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, retry_in = ?wait, "reading events failed");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => continue,
+                        _ = env.stop.cancelled() => break,
+                    }
+                }
+            }
+            continue;
+        }
         let n = tokio::select! {
-            n = slots(&shared, local.as_deref(), max) => n,
+            n = slots(&shared, local.as_deref(), buf.len().min(u32::MAX as usize) as u32) => n,
             _ = env.stop.cancelled() => break,
         };
-        let claiming = Instant::now() >= next_claim;
-        let got = if claiming {
-            backend
-                .claim(
-                    &names.topic,
-                    &names.sub,
-                    &names.consumer,
-                    lease,
-                    n as usize,
-                    cursor,
-                )
-                .await
-                .map(|c| {
-                    c.map(|c| {
-                        cursor = c.next;
-                        if c.next == EventId::ZERO {
-                            next_claim = Instant::now() + claim_every;
-                        }
-                        c.events
-                    })
-                })
-        } else {
-            backend
-                .read(
-                    &names.topic,
-                    &names.sub,
-                    &names.consumer,
-                    n as usize,
-                    Duration::ZERO,
-                )
-                .await
-        };
-        let events = match got {
-            Ok(Some(events)) => {
-                failures = 0;
-                events
-            }
-            Ok(None) => {
-                give_back(&shared, local.as_deref(), n);
-                tracing::warn!(topic = %names.topic, subscriber = %names.sub, "the subscriber or its topic is gone (deleted); creating it again, at the beginning");
-                let _ = backend
-                    .subscribe(&names.topic, &names.sub, Start::Beginning)
-                    .await;
-                continue;
-            }
-            Err(e) => {
-                give_back(&shared, local.as_deref(), n);
-                failures += 1;
-                let wait = backoff(failures);
-                tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, retry_in = ?wait, "reading events failed");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => continue,
-                    _ = env.stop.cancelled() => break,
-                }
-            }
-        };
-        let got_n = (events.len() as u32).min(n);
-        give_back(&shared, local.as_deref(), n - got_n);
-        if env.stop.is_cancelled() {
-            release(&tx, events);
-            break;
-        }
-        let empty = events.is_empty();
-        for ev in events {
+        let start = (n as usize).min(buf.len());
+        give_back(&shared, local.as_deref(), n - start as u32);
+        for ev in buf.drain(..start) {
             spawn_run(&env, &spec, &names, &tx, &held, local.clone(), ev);
         }
-        if empty && !claiming {
-            // idle: wait for the next event with one slot, until the next claim
-            let n = tokio::select! {
-                n = slots(&shared, local.as_deref(), 1) => n,
-                _ = env.stop.cancelled() => break,
-            };
-            let block = next_claim
-                .saturating_duration_since(Instant::now())
-                .clamp(Duration::from_millis(1), IDLE_BLOCK);
-            match backend
-                .read(&names.topic, &names.sub, &names.consumer, 1, block)
-                .await
-            {
-                Ok(Some(events)) if !events.is_empty() => {
-                    if env.stop.is_cancelled() {
-                        give_back(&shared, local.as_deref(), n);
-                        release(&tx, events);
-                        break;
-                    }
-                    for ev in events {
-                        spawn_run(&env, &spec, &names, &tx, &held, local.clone(), ev);
-                    }
-                }
-                _ => give_back(&shared, local.as_deref(), n),
-            }
+    }
+    // read but not started: another consumer may claim them at once
+    {
+        let mut h = lock(&held);
+        for ev in &buf {
+            h.remove(&ev.id);
         }
     }
+    release(&tx, buf.drain(..).collect());
     drop(env.reading);
     // every run is in the worker's tracker: wait for them (the worker cancels
     // them after its grace period), then flush the last acknowledgements
@@ -271,6 +262,10 @@ async fn slots(shared: &Shared, local: Option<&Semaphore>, max: u32) -> u32 {
         return 0;
     };
     p.forget();
+    if shared.slots.available_permits() < (want as usize) / 2 {
+        // runs just started may finish at once: let them, and read a fuller batch
+        tokio::task::yield_now().await;
+    }
     let got = 1 + take_from(&shared.slots, want - 1);
     if let Some(l) = local {
         l.add_permits((want - got) as usize);
@@ -312,7 +307,6 @@ fn spawn_run(
         shared: env.shared.clone(),
         local,
     };
-    lock(held).insert(ev.id);
     let (spec, names, tx, held) = (spec.clone(), names.clone(), tx.clone(), held.clone());
     let (shared, stop, abort) = (env.shared.clone(), env.stop.clone(), env.abort.clone());
     env.tracker.spawn(async move {
@@ -338,12 +332,12 @@ async fn handle(
     stop: &CancellationToken,
     abort: &CancellationToken,
 ) -> Done {
-    let (Some(ty), Some(data)) = (ev.event_type.clone(), ev.data.clone()) else {
+    let (Some(ty), Some(data)) = (ev.event_type.as_deref(), ev.data.as_deref()) else {
         let error = "not an event: the entry has no `type` or no `data` field (UTF-8)".to_string();
         tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
         return Done::Dead(ev, error);
     };
-    let Some(handler) = spec.handlers.get(ty.as_str()) else {
+    let Some(handler) = spec.handlers.get(ty) else {
         tracing::debug!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, event.type = %ty, "no handler for this event type in this subscriber: skipped");
         return Done::Ack(ev.id);
     };
@@ -374,7 +368,7 @@ async fn handle(
             .with_parts(shared.data.clone(), cancel.clone());
         let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
         let result = async {
-            let fut = match handler.start(&data, ctx) {
+            let fut = match handler.start(data, ctx) {
                 Ok(f) => f,
                 Err(error) => return Err((error, Wants::Fatal)),
             };
