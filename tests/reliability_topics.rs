@@ -1,0 +1,193 @@
+//! A subscriber's worker process SIGKILLed mid-batch: a second process claims
+//! what the first held once its lease is over. Every event is handled at least
+//! once, every event handled twice was started in the killed process, and the
+//! subscriber ends with nothing pending and no lag.
+//!
+//! The worker processes are this test binary again, running the ignored test
+//! `topic_worker_process` with the Redis URL and a log file in its environment.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use redjob::topic::{Event, Start};
+use redjob::{Client, Worker};
+use serde::{Deserialize, Serialize};
+
+const EVENTS: u64 = 3000;
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "chaos_event", topic = "chaos")]
+struct ChaosEvent {
+    key: u64,
+}
+
+/// The worker process: logs `S key pid` before and `E key pid` after each run.
+#[test]
+#[ignore = "a worker process for a_killed_subscriber_process_loses_no_event, not a test on its own"]
+fn topic_worker_process() {
+    let (Ok(url), Ok(path)) = (
+        std::env::var("REDJOB_TOPIC_REDIS"),
+        std::env::var("REDJOB_TOPIC_LOG"),
+    ) else {
+        eprintln!("run by a_killed_subscriber_process_loses_no_event");
+        return;
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    let file = std::sync::Arc::new(file);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = Client::connect(&url).await.unwrap();
+        Worker::builder(client.backend())
+            .concurrency(8)
+            .lease(Duration::from_secs(2))
+            .grace_period(Duration::from_secs(5))
+            .subscribe("s", move |e: ChaosEvent, _ctx| {
+                let file = file.clone();
+                async move {
+                    let pid = std::process::id();
+                    // one short write to an O_APPEND file: whole or not at all
+                    let _ = (&*file).write_all(format!("S {} {pid}\n", e.key).as_bytes());
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                    let _ = (&*file).write_all(format!("E {} {pid}\n", e.key).as_bytes());
+                    Ok(())
+                }
+            })
+            .build()
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+    });
+}
+
+fn spawn(url: &str, log: &std::path::Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "topic_worker_process",
+            "--nocapture",
+        ])
+        .env("REDJOB_TOPIC_REDIS", url)
+        .env("REDJOB_TOPIC_LOG", log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// (starts, ends) per key in a log; a line cut short by the kill is skipped.
+fn read(path: &std::path::Path) -> (Vec<u64>, Vec<u64>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (mut s, mut e) = (Vec::new(), Vec::new());
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        if f.len() != 3 {
+            continue;
+        }
+        let Ok(key) = f[1].parse() else { continue };
+        match f[0] {
+            "S" => s.push(key),
+            "E" => e.push(key),
+            _ => {}
+        }
+    }
+    (s, e)
+}
+
+#[test]
+fn a_killed_subscriber_process_loses_no_event() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = std::env::temp_dir().join(format!("redjob-topic-kill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(Client::connect(&url)).unwrap();
+    rt.block_on(async {
+        client
+            .subscribe("chaos", "s", Start::Beginning)
+            .await
+            .unwrap();
+        let events: Vec<ChaosEvent> = (0..EVENTS).map(|key| ChaosEvent { key }).collect();
+        for chunk in events.chunks(500) {
+            client.publish_all(chunk).await.unwrap();
+        }
+    });
+
+    // A takes batches and runs them; killed mid-way with events in flight
+    let mut a = spawn(&url, &log_a);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read(&log_a).0.len() < 600 {
+        assert!(
+            Instant::now() < deadline,
+            "worker A did not start 600 events"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let (a_starts, a_ends) = read(&log_a);
+    assert!((a_starts.len() as u64) < EVENTS, "killed after it finished");
+
+    // B handles the rest, and claims A's held events after the lease
+    let mut b = spawn(&url, &log_b);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = rt.block_on(client.topic("chaos")).unwrap().unwrap();
+        let s = &t.subscribers[0];
+        if s.pending == 0 && s.lag == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not drained: {t:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Command::new("kill")
+        .args(["-TERM", &b.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(b.wait().unwrap().success());
+    let (b_starts, b_ends) = read(&log_b);
+
+    let mut ends: HashMap<u64, usize> = HashMap::new();
+    for k in a_ends.iter().chain(&b_ends) {
+        *ends.entry(*k).or_default() += 1;
+    }
+    let mut starts: HashMap<u64, usize> = HashMap::new();
+    for k in a_starts.iter().chain(&b_starts) {
+        *starts.entry(*k).or_default() += 1;
+    }
+    let missing: Vec<u64> = (0..EVENTS).filter(|k| !ends.contains_key(k)).collect();
+    assert!(missing.is_empty(), "never handled: {missing:?}");
+    let in_a: HashSet<u64> = a_starts.iter().copied().collect();
+    let twice: Vec<u64> = starts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| *k)
+        .collect();
+    let unexplained: Vec<&u64> = twice.iter().filter(|k| !in_a.contains(k)).collect();
+    assert!(
+        unexplained.is_empty(),
+        "run twice but never in the killed process: {unexplained:?}"
+    );
+    // a duplicate is an event A had started and not acknowledged when it died:
+    // at most its concurrency running plus the acknowledgements in flight
+    assert!(twice.len() <= 8 + 256, "{} duplicates", twice.len());
+    assert!(starts.values().all(|n| *n <= 2), "an event ran three times");
+    eprintln!(
+        "A started {} and was killed; B started {}; {} ran twice",
+        a_starts.len(),
+        b_starts.len(),
+        twice.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
