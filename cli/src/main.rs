@@ -7,6 +7,7 @@ mod jobs;
 mod live;
 mod queues;
 mod show;
+mod topics;
 mod web;
 
 use std::process::ExitCode;
@@ -30,6 +31,8 @@ use redjob::client::ClientConfig;
 ///   redjob drain emails
 ///   redjob workers
 ///   redjob periodic
+///   redjob topic show orders
+///   redjob topic rewind orders billing --ago 1h
 ///   redjob web --bind 127.0.0.1:8080
 #[derive(Parser)]
 #[command(name = "redjob", version, verbatim_doc_comment)]
@@ -65,6 +68,10 @@ enum Command {
     /// The dead letters of a queue: list, show, requeue, delete, purge.
     #[command(subcommand)]
     Dead(dead::DeadCommand),
+    /// A topic and its subscribers: show, rewind (replay) a subscriber, its
+    /// dead letters.
+    #[command(subcommand)]
+    Topic(topics::TopicCommand),
     /// Sends a raw job envelope, `{"type": "<job name>", "args": {...}}`.
     Enqueue(jobs::EnqueueArgs),
     /// Counters and sizes of every queue; --watch refreshes with rates.
@@ -153,6 +160,7 @@ async fn run(cli: Cli) -> Outcome {
         Command::Jobs(c) => jobs::jobs(&ctx, c).await,
         Command::Dead(c) => dead::dead(&ctx, c).await,
         Command::Enqueue(a) => jobs::enqueue(&ctx, a).await,
+        Command::Topic(c) => topics::topic(&ctx, c).await,
         Command::Stats(a) => queues::stats(&ctx, a).await,
         Command::Drain(a) => queues::drain(&ctx, a).await,
         Command::Workers => live::workers(&ctx).await,

@@ -1,0 +1,196 @@
+//! `redjob topic`: a topic's length, ids and memory with its subscribers'
+//! offsets, pending events, lag and dead letters; a subscriber's replay
+//! (rewind) and its dead letters.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Subcommand};
+use redjob::topic::{EventId, Start};
+use serde_json::{Value, json};
+
+use crate::show::{self, table, when};
+use crate::{Ctx, Failure, Outcome};
+
+#[derive(Subcommand)]
+pub enum TopicCommand {
+    /// A topic's length, first and last event, memory, and each subscriber's
+    /// offset, pending events, lag (events not taken yet) and dead letters.
+    Show {
+        /// The topic.
+        topic: String,
+    },
+    /// Moves a subscriber's offset: replay from the beginning, an event id or a
+    /// time, or skip to the end. Running workers read from there next.
+    Rewind(RewindArgs),
+    /// A subscriber's newest dead letters, with why each was given up.
+    Dead {
+        /// The topic.
+        topic: String,
+        /// The subscriber.
+        subscriber: String,
+        /// How many, newest first.
+        #[arg(short, default_value_t = 50)]
+        n: usize,
+    },
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("to").required(true).multiple(false)))]
+pub struct RewindArgs {
+    /// The topic.
+    topic: String,
+    /// The subscriber.
+    subscriber: String,
+    /// From the oldest event the topic holds.
+    #[arg(long, group = "to")]
+    beginning: bool,
+    /// To the end: skip every event not taken yet.
+    #[arg(long, group = "to")]
+    end: bool,
+    /// From this event id (`<ms>-<seq>`), included.
+    #[arg(long, group = "to")]
+    id: Option<String>,
+    /// From the events published this long ago (e.g. `1h`).
+    #[arg(long, group = "to")]
+    ago: Option<String>,
+    /// From the events published at or after this Unix time in ms.
+    #[arg(long, group = "to")]
+    at_ms: Option<u64>,
+}
+
+pub async fn topic(ctx: &Ctx, c: TopicCommand) -> Outcome {
+    match c {
+        TopicCommand::Show { topic } => show_topic(ctx, &topic).await,
+        TopicCommand::Rewind(a) => rewind(ctx, a).await,
+        TopicCommand::Dead {
+            topic,
+            subscriber,
+            n,
+        } => dead(ctx, &topic, &subscriber, n).await,
+    }
+}
+
+fn id(i: Option<EventId>) -> String {
+    i.map_or_else(|| "-".into(), |i| i.to_string())
+}
+
+async fn show_topic(ctx: &Ctx, topic: &str) -> Outcome {
+    let Some(t) = ctx.client.topic(topic).await? else {
+        return Err(Failure(format!("topic {topic:?} not found")));
+    };
+    if ctx.json {
+        let subs: Vec<Value> = t
+            .subscribers
+            .iter()
+            .map(|s| {
+                json!({"name": s.name, "offset": s.offset.to_string(), "pending": s.pending,
+                       "lag": s.lag, "consumers": s.consumers, "dead": s.dead})
+            })
+            .collect();
+        return show::json(&json!({
+            "topic": topic, "length": t.length, "published": t.published,
+            "first": t.first.map(|i| i.to_string()), "last": t.last.map(|i| i.to_string()),
+            "memory": t.memory, "subscribers": subs,
+        }));
+    }
+    println!(
+        "topic {topic}: {} events ({} published), {} bytes",
+        t.length, t.published, t.memory
+    );
+    println!(
+        "first {} ({}), last {} ({})",
+        id(t.first),
+        t.first.map_or("-".into(), |i| when(i.ms())),
+        id(t.last),
+        t.last.map_or("-".into(), |i| when(i.ms())),
+    );
+    println!();
+    let rows: Vec<Vec<String>> = t
+        .subscribers
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                s.offset.to_string(),
+                s.pending.to_string(),
+                s.lag.to_string(),
+                s.consumers.to_string(),
+                s.dead.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "SUBSCRIBER",
+            "OFFSET",
+            "PENDING",
+            "LAG",
+            "CONSUMERS",
+            "DEAD",
+        ],
+        &rows,
+    );
+    Ok(())
+}
+
+async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
+    let to = if a.beginning {
+        Start::Beginning
+    } else if a.end {
+        Start::End
+    } else if let Some(i) = &a.id {
+        Start::At(i.parse()?)
+    } else if let Some(ago) = &a.ago {
+        let d = show::duration(ago).map_err(Failure)?;
+        Start::Time(SystemTime::now().checked_sub(d).unwrap_or(UNIX_EPOCH))
+    } else if let Some(ms) = a.at_ms {
+        Start::Time(UNIX_EPOCH + Duration::from_millis(ms))
+    } else {
+        return Err(Failure(
+            "say where to: --beginning, --end, --id, --ago or --at-ms".into(),
+        ));
+    };
+    ctx.client.rewind(&a.topic, &a.subscriber, to).await?;
+    let lag = ctx
+        .client
+        .topic(&a.topic)
+        .await?
+        .and_then(|t| t.subscribers.into_iter().find(|s| s.name == a.subscriber))
+        .map_or(0, |s| s.lag);
+    if ctx.json {
+        return show::json(&json!({"rewound": true, "lag": lag}));
+    }
+    println!(
+        "subscriber {} of {}: {lag} events to take",
+        a.subscriber, a.topic
+    );
+    Ok(())
+}
+
+async fn dead(ctx: &Ctx, topic: &str, subscriber: &str, n: usize) -> Outcome {
+    let dead = ctx.client.dead_events(topic, subscriber, n).await?;
+    if ctx.json {
+        let v: Vec<Value> = dead
+            .iter()
+            .map(|d| {
+                json!({"id": d.id.to_string(), "type": d.event_type, "data": d.data,
+                       "error": d.error, "deliveries": d.deliveries, "died_at_ms": d.at_ms})
+            })
+            .collect();
+        return show::json(&Value::Array(v));
+    }
+    let rows: Vec<Vec<String>> = dead
+        .iter()
+        .map(|d| {
+            vec![
+                d.id.to_string(),
+                d.event_type.clone(),
+                d.deliveries.to_string(),
+                when(d.at_ms),
+                d.error.clone(),
+            ]
+        })
+        .collect();
+    table(&["EVENT ID", "TYPE", "DELIVERIES", "DIED", "ERROR"], &rows);
+    Ok(())
+}
