@@ -139,6 +139,23 @@ impl Topics for RedisBackend {
         }
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
+        if let ([(t, d)], None, WhenFull::TrimOldest) =
+            (events, options.max_age, options.when_full)
+        {
+            // one event trimmed by length only: a plain XADD, one command
+            let mut cmd = redis::cmd("XADD");
+            cmd.arg(&k.stream);
+            if let Some(max) = options.max_len {
+                cmd.arg("MAXLEN").arg("~").arg(max);
+            }
+            cmd.arg("*").arg("type").arg(t).arg("data").arg(d);
+            let raw: Value = cmd.query_async(&mut con).await?;
+            return match raw {
+                Value::BulkString(b) => Ok(vec![id(&b)?]),
+                Value::SimpleString(s) => Ok(vec![s.parse()?]),
+                v => Err(Error::Protocol(format!("XADD replied {v:?}"))),
+            };
+        }
         let mut cmd = eval(&scripts::TOPIC_PUBLISH, &[&k.stream]);
         cmd.arg(options.max_len.map_or(String::new(), |n| n.to_string()))
             .arg(match options.when_full {
