@@ -191,3 +191,43 @@ fn a_killed_subscriber_process_loses_no_event() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A handler that blocks its thread past the grace period and the abort wait
+/// does not keep the worker's `run` from returning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_blocking_its_thread_does_not_hang_shutdown() {
+    let backend = redjob::backend::memory::MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    client
+        .subscribe("chaos", "s", Start::Beginning)
+        .await
+        .unwrap();
+    client.publish(&ChaosEvent { key: 1 }).await.unwrap();
+    let started = std::sync::Arc::new(tokio::sync::Notify::new());
+    let s2 = started.clone();
+    let worker = Worker::builder(backend)
+        .handle_signals(false)
+        .grace_period(Duration::from_millis(100))
+        .subscribe("s", move |_: ChaosEvent, _ctx| {
+            s2.notify_one();
+            async {
+                std::thread::sleep(Duration::from_secs(12));
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let stop = worker.shutdown_token();
+    let run = tokio::spawn(worker.run());
+    tokio::time::timeout(Duration::from_secs(10), started.notified())
+        .await
+        .unwrap();
+    let t = Instant::now();
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("run returns after the grace period and the abort wait, not after the handler")
+        .unwrap()
+        .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10));
+}

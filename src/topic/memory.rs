@@ -310,9 +310,12 @@ impl Topics for MemoryBackend {
             for id in &batch.acks {
                 g.pending.remove(id);
             }
-            for (id, idle) in &batch.retries {
+            for (id, idle, count) in &batch.retries {
                 if let Some(p) = g.pending.get_mut(id).filter(|p| p.consumer == consumer) {
                     p.delivered_ms = now.saturating_sub(crate::backend::clamped_ms(*idle));
+                    if let Some(n) = count {
+                        p.deliveries = *n;
+                    }
                 }
             }
             for (e, error) in &batch.dead {

@@ -139,8 +139,7 @@ impl Topics for RedisBackend {
         }
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
-        if let ([(t, d)], None, WhenFull::TrimOldest) =
-            (events, options.max_age, options.when_full)
+        if let ([(t, d)], None, WhenFull::TrimOldest) = (events, options.max_age, options.when_full)
         {
             // one event trimmed by length only: a plain XADD, one command
             let mut cmd = redis::cmd("XADD");
@@ -351,9 +350,10 @@ impl Topics for RedisBackend {
             cmd.arg(i.to_string());
         }
         cmd.arg(batch.retries.len());
-        for (i, delay) in &batch.retries {
+        for (i, idle, count) in &batch.retries {
             cmd.arg(i.to_string())
-                .arg(crate::backend::clamped_ms(*delay));
+                .arg(crate::backend::clamped_ms(*idle))
+                .arg(count.map_or(String::new(), |n| n.to_string()));
         }
         cmd.arg(batch.dead.len());
         for (e, error) in &batch.dead {

@@ -54,9 +54,11 @@ pub struct Claimed {
 pub struct EventSettle {
     /// Handled: acknowledged, gone from the pending list.
     pub acks: Vec<EventId>,
-    /// Failed, with the idle time to give each: a claim that takes events idle
-    /// for `L` takes it again after `L` minus this (`L`, at once).
-    pub retries: Vec<(EventId, Duration)>,
+    /// Failed or released, with the idle time to give each (a claim that takes
+    /// events idle for `L` takes it again after `L` minus this; `L`: at once)
+    /// and, for a release that did not run it, the delivery count to set back
+    /// (so that it does not count as an attempt).
+    pub retries: Vec<(EventId, Duration, Option<u32>)>,
     /// Given up: moved to the subscriber's dead letters with the reason.
     pub dead: Vec<(Received, String)>,
 }

@@ -274,6 +274,7 @@ impl<B: Backend> Worker<B> {
         });
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
         let readers = TaskTracker::new();
+        let drained = CancellationToken::new();
         let mut subscribers = JoinSet::new();
         if let Some(start) = self.starter {
             for spec in std::mem::take(&mut self.subscriptions) {
@@ -284,6 +285,7 @@ impl<B: Backend> Worker<B> {
                     abort: abort.clone(),
                     tracker: tracker.clone(),
                     reading: readers.token(),
+                    drained: drained.clone(),
                 };
                 subscribers.spawn(start(self.backend.clone(), spec, env));
             }
@@ -340,6 +342,7 @@ impl<B: Backend> Worker<B> {
             // released: its settler leaves it leased until its lease ends
             let _ = tokio::time::timeout(ABORT_WAIT, tracker.wait()).await;
         }
+        drained.cancel();
         for tx in settler_txs {
             let _ = tx.send(Event::Drain);
         }

@@ -20,7 +20,7 @@ use tracing::Instrument;
 use super::subscription::Spec;
 use super::{MAX_DELAY, Shared};
 use crate::job::Outcome as Wants;
-use crate::topic::{EventContext, EventId, EventSettle, Received, Start, Topics};
+use crate::topic::{EventContext, EventId, EventSettle, Received, Topics};
 
 /// What a subscriber task needs from its worker.
 pub(crate) struct Env {
@@ -33,6 +33,9 @@ pub(crate) struct Env {
     pub tracker: TaskTracker,
     /// Held until the read loop ended: no run is spawned after.
     pub reading: TaskTrackerToken,
+    /// Cancelled once the worker stopped waiting for runs (all ended, or the
+    /// grace period and the abort wait are over): settle what finished and go.
+    pub drained: CancellationToken,
 }
 
 /// Starts a subscriber's task (a plain function, so that the worker need not
@@ -54,6 +57,8 @@ enum Done {
     Ack(EventId),
     /// Claimable again after this delay.
     Retry(EventId, Duration),
+    /// Not run (shutdown): claimable at once, its delivery count set back to this.
+    Release(EventId, u32),
     Dead(Received, String),
 }
 
@@ -81,6 +86,8 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         rx,
         keep_dead,
         lease,
+        held.clone(),
+        env.drained.clone(),
     ));
     let renew_stop = CancellationToken::new();
     let renewer = tokio::spawn(renew_loop(
@@ -165,16 +172,23 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                     failures = 0;
                     let mut h = lock(&held);
                     for ev in events {
-                        h.insert(ev.id);
-                        buf.push_back(ev);
+                        // a claim may return one this worker still holds (its
+                        // renewal failed for a lease): that run settles it
+                        if h.insert(ev.id) {
+                            buf.push_back(ev);
+                        }
                     }
                 }
                 Ok(None) => {
-                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, "the subscriber or its topic is gone (deleted); creating it again, at the beginning");
-                    let _ = backend
-                        .subscribe(&names.topic, &names.sub, Start::Beginning)
-                        .await;
-                    continue;
+                    failures += 1;
+                    let wait = backoff(failures);
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, start = ?spec.sub.start, retry_in = ?wait,
+                        "the subscriber or its topic is gone (deleted): creating it again at its start");
+                    subscribed = false;
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => continue,
+                        _ = env.stop.cancelled() => break,
+                    }
                 }
                 Err(e) => {
                     failures += 1;
@@ -195,21 +209,19 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         let start = (n as usize).min(buf.len());
         give_back(&shared, local.as_deref(), n - start as u32);
         for ev in buf.drain(..start) {
-            spawn_run(&env, &spec, &names, &tx, &held, local.clone(), ev);
+            spawn_run(&env, &spec, &names, &tx, local.clone(), ev);
         }
     }
     // read but not started: another consumer may claim them at once
-    {
-        let mut h = lock(&held);
-        for ev in &buf {
-            h.remove(&ev.id);
-        }
-    }
     release(&tx, buf.drain(..).collect());
     drop(env.reading);
     // every run is in the worker's tracker: wait for them (the worker cancels
-    // them after its grace period), then flush the last acknowledgements
-    env.tracker.wait().await;
+    // them after its grace period, and gives up on a run that ignores that),
+    // then flush the last acknowledgements
+    tokio::select! {
+        _ = env.tracker.wait() => {}
+        _ = env.drained.cancelled() => {}
+    }
     renew_stop.cancel();
     drop(tx);
     let _ = acker.await;
@@ -229,7 +241,7 @@ fn backoff(failures: u32) -> Duration {
 /// Events read but not started (shutdown): claimable by another consumer at once.
 fn release(tx: &mpsc::UnboundedSender<Done>, events: Vec<Received>) {
     for ev in events {
-        let _ = tx.send(Done::Retry(ev.id, Duration::ZERO));
+        let _ = tx.send(Done::Release(ev.id, ev.deliveries.saturating_sub(1)));
     }
 }
 
@@ -299,7 +311,6 @@ fn spawn_run(
     spec: &Arc<Spec>,
     names: &Arc<Names>,
     tx: &mpsc::UnboundedSender<Done>,
-    held: &Arc<Mutex<HashSet<EventId>>>,
     local: Option<Arc<Semaphore>>,
     ev: Received,
 ) {
@@ -307,12 +318,11 @@ fn spawn_run(
         shared: env.shared.clone(),
         local,
     };
-    let (spec, names, tx, held) = (spec.clone(), names.clone(), tx.clone(), held.clone());
+    let (spec, names, tx) = (spec.clone(), names.clone(), tx.clone());
     let (shared, stop, abort) = (env.shared.clone(), env.stop.clone(), env.abort.clone());
     env.tracker.spawn(async move {
-        let id = ev.id;
         let done = handle(ev, &spec, &names, &shared, &stop, &abort).await;
-        lock(&held).remove(&id);
+        // held (and renewed) until the settle loop has settled it
         let _ = tx.send(done);
         drop(slot);
     });
@@ -359,7 +369,8 @@ async fn handle(
             p = shared.running.acquire() => p.ok(),
         };
         let Some(_running) = running else {
-            return Done::Retry(ev.id, Duration::ZERO);
+            // shutdown before it ran: not an attempt
+            return Done::Release(ev.id, attempt.saturating_sub(1));
         };
         let span = tracing::info_span!("event", topic = %names.topic, subscriber = %names.sub,
             event.id = %ev.id, event.r#type = %ty, attempt);
@@ -439,14 +450,25 @@ async fn settle_loop<B: Topics>(
     mut rx: mpsc::UnboundedReceiver<Done>,
     keep_dead: Option<u64>,
     lease: Duration,
+    held: Arc<Mutex<HashSet<EventId>>>,
+    finish: CancellationToken,
 ) {
     // a claim takes events idle for a lease: one due in `delay` is set idle for the rest
     let idle = |delay: Duration| lease.saturating_sub(delay);
-    while let Some(first) = rx.recv().await {
+    loop {
+        // once the worker is drained, a run that never ended (its handler blocks
+        // its thread) keeps its sender: settle what is queued and stop
+        let first = tokio::select! {
+            biased;
+            d = rx.recv() => d,
+            _ = finish.cancelled() => rx.try_recv().ok(),
+        };
+        let Some(first) = first else { return };
         let mut batch = EventSettle::default();
         let add = |d: Done, batch: &mut EventSettle| match d {
             Done::Ack(id) => batch.acks.push(id),
-            Done::Retry(id, delay) => batch.retries.push((id, idle(delay))),
+            Done::Retry(id, delay) => batch.retries.push((id, idle(delay), None)),
+            Done::Release(id, count) => batch.retries.push((id, lease, Some(count))),
             Done::Dead(ev, error) => batch.dead.push((ev, error)),
         };
         add(first, &mut batch);
@@ -473,6 +495,11 @@ async fn settle_loop<B: Topics>(
                     tokio::time::sleep(backoff(tries)).await;
                 }
             }
+        }
+        let mut h = lock(&held);
+        let settled = batch.acks.iter().chain(batch.retries.iter().map(|r| &r.0));
+        for id in settled.chain(batch.dead.iter().map(|d| &d.0.id)) {
+            h.remove(id);
         }
     }
 }

@@ -562,3 +562,71 @@ pub async fn a_topic_deleted_under_a_worker_is_recreated_and_served(env: &Env) {
     assert!(!running.is_finished());
     running.stop().await;
 }
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "once", topic = "once", max_attempts = 1)]
+struct Once {
+    n: u64,
+}
+
+pub async fn a_shutdown_releases_events_read_ahead_without_counting_an_attempt(env: &Env) {
+    let c = &env.client;
+    c.subscribe("once", "s", Start::Beginning).await.unwrap();
+    c.publish_all(&(0..40).map(|n| Once { n }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let seen = Seen::default();
+    let make = |who: &'static str| {
+        let s2 = seen.clone();
+        worker(c.backend())
+            .concurrency(1)
+            .subscribe("s", move |e: Once, ctx| {
+                let seen = s2.clone();
+                async move {
+                    seen.add(who, e.n, ctx.attempt());
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Ok(())
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    // the first worker reads all 40 ahead, runs a few, and is stopped
+    let first = start(make("first"));
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            seen.count("first") >= 3
+        })
+        .await
+    );
+    first.stop().await;
+    let ran_first = seen.count("first");
+    assert!(ran_first < 40, "the first worker ran them all");
+    // the second one runs the rest: none of them counts as tried (max_attempts 1)
+    let second = start(make("second"));
+    let done = wait_for(Duration::from_secs(20), || async {
+        let s = c.topic("once").await.unwrap().unwrap().subscribers[0].clone();
+        s.pending == 0 && s.lag == 0
+    })
+    .await;
+    assert!(done, "{:?}", c.topic("once").await.unwrap());
+    second.stop().await;
+    let dead = c.dead_events("once", "s", 100).await.unwrap();
+    assert!(
+        dead.is_empty(),
+        "released events were dead-lettered: {dead:?}"
+    );
+    let mut all: Vec<u64> = seen
+        .of("first")
+        .iter()
+        .chain(seen.of("second").iter())
+        .map(|(n, _)| *n)
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..40).collect::<Vec<_>>());
+    assert!(
+        seen.of("second").iter().all(|(_, attempt)| *attempt == 1),
+        "{:?}",
+        seen.of("second")
+    );
+}

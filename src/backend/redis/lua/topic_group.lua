@@ -18,7 +18,8 @@ if redis.call("EXISTS", key) == 1 then
   end
 else
   if mode == "move" then return -1 end
-  redis.call("XGROUP", "CREATE", key, group, "$", "MKSTREAM")
+  -- an empty topic: the offset is all there is to set
+  redis.call("XGROUP", "CREATE", key, group, offset, "MKSTREAM")
   return 1
 end
 if mode == "create" and exists then return 0 end

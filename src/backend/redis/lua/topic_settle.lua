@@ -6,7 +6,8 @@
 -- ARGV[1]  the subscriber, ARGV[2] this consumer
 -- ARGV[3]  the most dead letters to keep ("" for no limit)
 -- ARGV[4]  n, then n ids to acknowledge
--- then     m, then m pairs: id, idle time to set (ms)
+-- then     m, then m triples: id, idle time to set (ms), delivery count to
+--          set ("" to keep it: a release of an event that did not run sets it back)
 -- then     k, then k 5-tuples: id, type, data, error, deliveries
 -- Returns {acknowledged, retries set, dead-lettered}
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
@@ -24,14 +25,19 @@ if #acks > 0 then
 end
 local m = tonumber(ARGV[i])
 local retried = 0
-for j = i + 1, i + 2 * m, 2 do
+for j = i + 1, i + 3 * m, 3 do
   local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
   if not p.err and p[1] and p[1][2] == me then
-    redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1], "JUSTID")
+    if ARGV[j + 2] == "" then
+      redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1], "JUSTID")
+    else
+      redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1],
+        "RETRYCOUNT", ARGV[j + 2], "JUSTID")
+    end
     retried = retried + 1
   end
 end
-i = i + 2 * m + 1
+i = i + 3 * m + 1
 local k = tonumber(ARGV[i])
 local buried = 0
 for j = i + 1, i + 5 * k, 5 do
