@@ -13,7 +13,8 @@ use redjob::backend::{Backend, DeadLetterEntry, Settle};
 use redjob::inspect::Inspect;
 use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, Queues, SendMessage};
-use serde_json::Value;
+use redjob::topic::{EventOptions, EventSettle, Received, Start, Topics};
+use serde_json::{Value, json};
 
 /// What a run printed and its exit code.
 struct Run {
@@ -586,7 +587,7 @@ async fn workers_and_periodic_list_live_workers_their_jobs_and_schedules() {
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(w["id"], id.as_str());
     assert_eq!(w["pid"], std::process::id());
-    assert_eq!(w["queues"], serde_json::json!(["cli_busy"]));
+    assert_eq!(w["queues"], json!(["cli_busy"]));
     assert_eq!(w["concurrency"], 4);
     assert_eq!(w["running"][0]["queue"], "cli_busy");
     assert_eq!(w["running"][0]["job"], "cli_busy");
@@ -641,14 +642,8 @@ async fn workers_and_periodic_list_live_workers_their_jobs_and_schedules() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     task.await.unwrap().unwrap();
-    assert_eq!(
-        cli(&url, &["workers", "--json"]).await.json(),
-        serde_json::json!([])
-    );
-    assert_eq!(
-        cli(&url, &["periodic", "--json"]).await.json(),
-        serde_json::json!([])
-    );
+    assert_eq!(cli(&url, &["workers", "--json"]).await.json(), json!([]));
+    assert_eq!(cli(&url, &["periodic", "--json"]).await.json(), json!([]));
     let out = cli(&url, &["workers"]).await;
     assert_eq!(out.ok().lines().count(), 1, "only the header: {}", out.ok());
 }
@@ -733,4 +728,131 @@ async fn web_serves_the_dashboard_until_interrupted() {
         .expect("it stops on Ctrl-C")
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// `redjob --json args...`, parsed.
+async fn topic_json(url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    cli(url, &all).await.json()
+}
+
+#[tokio::test]
+async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    let b = client.backend();
+    client
+        .subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    let opts = EventOptions::DEFAULT;
+    let ids = b
+        .publish(
+            "orders",
+            &[
+                ("placed", "{\"n\":1}"),
+                ("placed", "{\"n\":2}"),
+                ("placed", "{\"n\":3}"),
+            ],
+            &opts,
+        )
+        .await
+        .unwrap();
+    // billing takes all three, acknowledges one and gives one up
+    let got = b
+        .read("orders", "billing", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 3);
+    let first: Received = got[0].clone();
+    let batch = EventSettle {
+        acks: vec![ids[1]],
+        dead: vec![(first, "card declined".into())],
+        ..Default::default()
+    };
+    b.settle_events("orders", "billing", "c1", &batch, None)
+        .await
+        .unwrap();
+
+    let v = topic_json(&url, &["topic", "show", "orders"]).await;
+    assert_eq!(v["length"], json!(3));
+    assert_eq!(v["first"], json!(ids[0].to_string()));
+    assert_eq!(v["last"], json!(ids[2].to_string()));
+    assert_eq!(
+        v["subscribers"],
+        json!([{"name": "billing", "offset": ids[2].to_string(), "pending": 1, "lag": 0, "consumers": 1, "dead": 1}])
+    );
+    let run = cli(&url, &["topic", "show", "orders"]).await;
+    let out = run.ok();
+    assert!(
+        out.contains("SUBSCRIBER") && out.contains("billing") && out.contains("3 events"),
+        "{out}"
+    );
+
+    let v = topic_json(&url, &["topic", "dead", "orders", "billing"]).await;
+    assert_eq!(v[0]["id"], json!(ids[0].to_string()));
+    assert_eq!(v[0]["error"], json!("card declined"));
+    assert_eq!(v[0]["data"], json!("{\"n\":1}"));
+
+    let v = topic_json(
+        &url,
+        &["topic", "rewind", "orders", "billing", "--beginning"],
+    )
+    .await;
+    assert_eq!(v["lag"], json!(3));
+    let v = topic_json(
+        &url,
+        &[
+            "topic",
+            "rewind",
+            "orders",
+            "billing",
+            "--id",
+            &ids[1].to_string(),
+        ],
+    )
+    .await;
+    assert_eq!(v["lag"], json!(2));
+    let v = topic_json(&url, &["topic", "rewind", "orders", "billing", "--end"]).await;
+    assert_eq!(v["lag"], json!(0));
+    let v = topic_json(
+        &url,
+        &["topic", "rewind", "orders", "billing", "--ago", "1h"],
+    )
+    .await;
+    assert_eq!(v["lag"], json!(3));
+    let at = ids[2].ms().to_string();
+    let v = topic_json(
+        &url,
+        &["topic", "rewind", "orders", "billing", "--at-ms", &at],
+    )
+    .await;
+    // the events published in that millisecond and after
+    let from_at = ids.iter().filter(|i| i.ms() >= ids[2].ms()).count();
+    assert_eq!(v["lag"], json!(from_at));
+
+    cli(&url, &["topic", "show", "nothing"])
+        .await
+        .failed("topic \"nothing\" not found");
+    cli(&url, &["topic", "rewind", "orders", "nobody", "--end"])
+        .await
+        .failed("no subscriber \"nobody\"");
+    cli(
+        &url,
+        &["topic", "rewind", "orders", "billing", "--id", "12"],
+    )
+    .await
+    .failed("invalid event id");
+    let run = cli(&url, &["topic", "rewind", "orders", "billing"]).await;
+    assert_eq!(
+        run.code, 2,
+        "clap refuses a rewind without a target: {}",
+        run.err
+    );
+    cli(&url, &["topic", "show", "bad name"])
+        .await
+        .failed("invalid topic name");
 }

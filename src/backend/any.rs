@@ -341,7 +341,7 @@ impl Topics for AnyBackend {
     ) -> Result<Vec<bool>> {
         on!(self, Topics::renew(topic, subscriber, consumer, ids))
     }
-    async fn settle(
+    async fn settle_events(
         &self,
         topic: &str,
         subscriber: &str,
@@ -351,7 +351,7 @@ impl Topics for AnyBackend {
     ) -> Result<()> {
         on!(
             self,
-            Topics::settle(topic, subscriber, consumer, batch, keep_dead)
+            Topics::settle_events(topic, subscriber, consumer, batch, keep_dead)
         )
     }
     async fn leave(&self, topic: &str, subscriber: &str, consumer: &str) -> Result<()> {

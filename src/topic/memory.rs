@@ -297,7 +297,7 @@ impl Topics for MemoryBackend {
             .unwrap_or_else(|| vec![false; ids.len()]))
     }
 
-    async fn settle(
+    async fn settle_events(
         &self,
         topic: &str,
         subscriber: &str,

@@ -327,7 +327,7 @@ impl Topics for RedisBackend {
             .collect()
     }
 
-    async fn settle(
+    async fn settle_events(
         &self,
         topic: &str,
         subscriber: &str,

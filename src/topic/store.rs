@@ -152,7 +152,7 @@ pub trait Topics: Clone + Send + Sync + 'static {
 
     /// Acknowledges, schedules retries of and dead-letters finished events.
     /// `keep_dead` bounds the subscriber's dead letters (`None`: no bound).
-    fn settle(
+    fn settle_events(
         &self,
         topic: &str,
         subscriber: &str,

@@ -307,24 +307,39 @@ impl<B: Backend> Dispatcher<B> {
 
     /// Free slots of the worker and of this queue, at least one (waiting for it).
     async fn slots(&self) -> u32 {
-        let max = self.shared.fetch_max;
-        match &self.queue_slots {
-            None => take(&self.shared.slots, max).await,
-            Some(q) => {
-                let n = take(q, max).await;
-                let g = take(&self.shared.slots, n).await;
-                q.add_permits((n - g) as usize);
-                g
-            }
-        }
+        slots(
+            &self.shared,
+            self.queue_slots.as_deref(),
+            self.shared.fetch_max,
+        )
+        .await
     }
 
     fn give_back(&self, n: u32) {
-        if n > 0 {
-            self.shared.slots.add_permits(n as usize);
-            if let Some(q) = &self.queue_slots {
-                q.add_permits(n as usize);
-            }
+        give_back(&self.shared, self.queue_slots.as_deref(), n);
+    }
+}
+
+/// Free slots of the worker and of `local` (a queue's or a subscriber's limit),
+/// at least one (waiting for it), at most `max`.
+pub(super) async fn slots(shared: &Shared, local: Option<&Semaphore>, max: u32) -> u32 {
+    match local {
+        None => take(&shared.slots, max).await,
+        Some(q) => {
+            let n = take(q, max).await;
+            let g = take(&shared.slots, n).await;
+            q.add_permits((n - g) as usize);
+            g
+        }
+    }
+}
+
+/// Returns `n` slots to the worker and to `local`.
+pub(super) fn give_back(shared: &Shared, local: Option<&Semaphore>, n: u32) {
+    if n > 0 {
+        shared.slots.add_permits(n as usize);
+        if let Some(q) = local {
+            q.add_permits(n as usize);
         }
     }
 }

@@ -17,6 +17,8 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
 
+use super::dispatch::{give_back, slots};
+use super::execute::{SlotGuard, panic_message};
 use super::subscription::Spec;
 use super::{MAX_DELAY, Shared};
 use crate::job::Outcome as Wants;
@@ -125,10 +127,10 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                     failures += 1;
                     let wait = backoff(failures);
                     tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, retry_in = ?wait, "cannot create the subscriber");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => continue,
-                        _ = env.stop.cancelled() => break,
+                    if stopped_during(wait, &env.stop).await {
+                        break;
                     }
+                    continue;
                 }
             }
         }
@@ -185,19 +187,19 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                     tracing::warn!(topic = %names.topic, subscriber = %names.sub, start = ?spec.sub.start, retry_in = ?wait,
                         "the subscriber or its topic is gone (deleted): creating it again at its start");
                     subscribed = false;
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => continue,
-                        _ = env.stop.cancelled() => break,
+                    if stopped_during(wait, &env.stop).await {
+                        break;
                     }
+                    continue;
                 }
                 Err(e) => {
                     failures += 1;
                     let wait = backoff(failures);
                     tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, retry_in = ?wait, "reading events failed");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => continue,
-                        _ = env.stop.cancelled() => break,
+                    if stopped_during(wait, &env.stop).await {
+                        break;
                     }
+                    continue;
                 }
             }
             continue;
@@ -234,6 +236,14 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     }
 }
 
+/// Sleeps `wait`; whether the worker stopped meanwhile.
+async fn stopped_during(wait: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => false,
+        _ = stop.cancelled() => true,
+    }
+}
+
 fn backoff(failures: u32) -> Duration {
     Duration::from_millis(100u64 << failures.min(8)).min(Duration::from_secs(2))
 }
@@ -245,67 +255,6 @@ fn release(tx: &mpsc::UnboundedSender<Done>, events: Vec<Received>) {
     }
 }
 
-/// Takes one slot of the worker (and of the subscriber), waiting, then as many
-/// more as are free, up to `max`.
-async fn slots(shared: &Shared, local: Option<&Semaphore>, max: u32) -> u32 {
-    let max = max.max(1);
-    let take_from = |sem: &Semaphore, max: u32| {
-        let mut n = 0;
-        while n < max {
-            match sem.try_acquire() {
-                Ok(p) => {
-                    p.forget();
-                    n += 1;
-                }
-                Err(_) => break,
-            }
-        }
-        n
-    };
-    let want = match local {
-        Some(l) => {
-            let Ok(p) = l.acquire().await else { return 0 };
-            p.forget();
-            1 + take_from(l, max - 1)
-        }
-        None => max,
-    };
-    let Ok(p) = shared.slots.acquire().await else {
-        return 0;
-    };
-    p.forget();
-    if shared.slots.available_permits() < (want as usize) / 2 {
-        // runs just started may finish at once: let them, and read a fuller batch
-        tokio::task::yield_now().await;
-    }
-    let got = 1 + take_from(&shared.slots, want - 1);
-    if let Some(l) = local {
-        l.add_permits((want - got) as usize);
-    }
-    got
-}
-
-fn give_back(shared: &Shared, local: Option<&Semaphore>, n: u32) {
-    if n > 0 {
-        shared.slots.add_permits(n as usize);
-        if let Some(l) = local {
-            l.add_permits(n as usize);
-        }
-    }
-}
-
-/// Returns a run's slot, even if its task is dropped.
-struct Slot {
-    shared: Arc<Shared>,
-    local: Option<Arc<Semaphore>>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        give_back(&self.shared, self.local.as_deref(), 1);
-    }
-}
-
 fn spawn_run(
     env: &Env,
     spec: &Arc<Spec>,
@@ -314,9 +263,9 @@ fn spawn_run(
     local: Option<Arc<Semaphore>>,
     ev: Received,
 ) {
-    let slot = Slot {
+    let slot = SlotGuard {
         shared: env.shared.clone(),
-        local,
+        queue_slots: local,
     };
     let (spec, names, tx) = (spec.clone(), names.clone(), tx.clone());
     let (shared, stop, abort) = (env.shared.clone(), env.stop.clone(), env.abort.clone());
@@ -394,11 +343,7 @@ async fn handle(
                     return Err((format!("timed out after {timeout:?}"), Wants::Retry));
                 }
                 Ok(Err(p)) => {
-                    let msg = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "(no message)".into());
+                    let msg = panic_message(&*p);
                     return Err((format!("panicked: {msg}"), Wants::Retry));
                 }
                 Ok(Ok(r)) => r,
@@ -481,7 +426,7 @@ async fn settle_loop<B: Topics>(
         let mut tries = 0;
         loop {
             match backend
-                .settle(&names.topic, &names.sub, &names.consumer, &batch, keep_dead)
+                .settle_events(&names.topic, &names.sub, &names.consumer, &batch, keep_dead)
                 .await
             {
                 Ok(()) => break,
