@@ -32,6 +32,28 @@ pub enum TopicCommand {
         #[arg(short, default_value_t = 50)]
         n: usize,
     },
+    /// Requeues a subscriber's dead letters (by dead id, or --all): each goes
+    /// to the end of the topic again for this subscriber alone, with a fresh
+    /// count of attempts.
+    Requeue(DeadArgs),
+    /// Deletes a subscriber's dead letters (by dead id, or --all).
+    DeleteDead(DeadArgs),
+}
+
+#[derive(Args)]
+pub struct DeadArgs {
+    /// The topic.
+    topic: String,
+    /// The subscriber.
+    subscriber: String,
+    /// The dead letters' ids (the DEAD ID column of `redjob topic dead`).
+    ids: Vec<String>,
+    /// Every dead letter of the subscriber.
+    #[arg(long, conflicts_with = "ids")]
+    all: bool,
+    /// Do not ask (with --all).
+    #[arg(long)]
+    yes: bool,
 }
 
 #[derive(Args)]
@@ -67,7 +89,46 @@ pub async fn topic(ctx: &Ctx, c: TopicCommand) -> Outcome {
             subscriber,
             n,
         } => dead(ctx, &topic, &subscriber, n).await,
+        TopicCommand::Requeue(a) => dead_action(ctx, a, true).await,
+        TopicCommand::DeleteDead(a) => dead_action(ctx, a, false).await,
     }
+}
+
+async fn dead_action(ctx: &Ctx, a: DeadArgs, requeue: bool) -> Outcome {
+    let c = &ctx.client;
+    let verb = if requeue { "requeue" } else { "delete" };
+    let n = if a.all {
+        let what = format!(
+            "{verb} every dead letter of subscriber {:?} of {:?}",
+            a.subscriber, a.topic
+        );
+        show::confirm(a.yes, &what)?;
+        if requeue {
+            c.requeue_all_dead_events(&a.topic, &a.subscriber).await?
+        } else {
+            c.purge_dead_events(&a.topic, &a.subscriber).await?
+        }
+    } else {
+        if a.ids.is_empty() {
+            return Err(Failure(format!("{verb} what? give dead ids, or --all")));
+        }
+        let ids = a
+            .ids
+            .iter()
+            .map(|i| i.parse())
+            .collect::<redjob::Result<Vec<EventId>>>()?;
+        if requeue {
+            c.requeue_dead_events(&a.topic, &a.subscriber, &ids).await?
+        } else {
+            c.delete_dead_events(&a.topic, &a.subscriber, &ids).await?
+        }
+    };
+    let key = if requeue { "requeued" } else { "deleted" };
+    crate::queues::done(
+        ctx,
+        json!({"topic": a.topic, "subscriber": a.subscriber, key: n}),
+        &format!("{key} {n}"),
+    )
 }
 
 fn id(i: Option<EventId>) -> String {
@@ -173,7 +234,7 @@ async fn dead(ctx: &Ctx, topic: &str, subscriber: &str, n: usize) -> Outcome {
         let v: Vec<Value> = dead
             .iter()
             .map(|d| {
-                json!({"id": d.id.to_string(), "type": d.event_type, "data": d.data,
+                json!({"dead_id": d.dead_id.to_string(), "id": d.id.to_string(), "type": d.event_type, "data": d.data,
                        "error": d.error, "deliveries": d.deliveries, "died_at_ms": d.at_ms})
             })
             .collect();
@@ -183,6 +244,7 @@ async fn dead(ctx: &Ctx, topic: &str, subscriber: &str, n: usize) -> Outcome {
         .iter()
         .map(|d| {
             vec![
+                d.dead_id.to_string(),
                 d.id.to_string(),
                 d.event_type.clone(),
                 d.deliveries.to_string(),
@@ -191,6 +253,9 @@ async fn dead(ctx: &Ctx, topic: &str, subscriber: &str, n: usize) -> Outcome {
             ]
         })
         .collect();
-    table(&["EVENT ID", "TYPE", "DELIVERIES", "DIED", "ERROR"], &rows);
+    table(
+        &["DEAD ID", "EVENT ID", "TYPE", "DELIVERIES", "DIED", "ERROR"],
+        &rows,
+    );
     Ok(())
 }

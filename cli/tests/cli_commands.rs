@@ -856,3 +856,87 @@ async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
         .await
         .failed("invalid topic name");
 }
+
+#[tokio::test]
+async fn topic_dead_letters_are_requeued_and_deleted_by_id_or_all() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    let b = client.backend();
+    client
+        .subscribe("orders", "billing", Start::End)
+        .await
+        .unwrap();
+    let events = [
+        ("placed", "{\"n\":1}"),
+        ("placed", "{\"n\":2}"),
+        ("placed", "{\"n\":3}"),
+    ];
+    b.publish("orders", &events, &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    let got = b
+        .read("orders", "billing", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let batch = EventSettle {
+        dead: got
+            .into_iter()
+            .map(|e| (e, "card declined".into()))
+            .collect(),
+        ..Default::default()
+    };
+    b.settle_events("orders", "billing", "c1", &batch, None)
+        .await
+        .unwrap();
+    let v = topic_json(&url, &["topic", "dead", "orders", "billing"]).await;
+    let dead_id = v[2]["dead_id"].as_str().unwrap().to_string();
+    assert_eq!(v[2]["data"], json!("{\"n\":1}"));
+    let run = cli(&url, &["topic", "dead", "orders", "billing"]).await;
+    let out = run.ok();
+    assert!(out.contains("DEAD ID") && out.contains(&dead_id), "{out}");
+
+    let v = topic_json(&url, &["topic", "requeue", "orders", "billing", &dead_id]).await;
+    assert_eq!(v["requeued"], json!(1));
+    // back on the topic for billing: the entry names it in `to`
+    let again = b
+        .read("orders", "billing", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].data.as_deref(), Some("{\"n\":1}"));
+    assert_eq!(again[0].to.as_deref(), Some("billing"));
+
+    cli(&url, &["topic", "requeue", "orders", "billing"])
+        .await
+        .failed("requeue what?");
+    cli(
+        &url,
+        &["topic", "delete-dead", "orders", "billing", "--all"],
+    )
+    .await
+    .failed("refused without --yes");
+    let v = topic_json(
+        &url,
+        &[
+            "topic",
+            "delete-dead",
+            "orders",
+            "billing",
+            "--all",
+            "--yes",
+        ],
+    )
+    .await;
+    assert_eq!(v["deleted"], json!(2));
+    let v = topic_json(&url, &["topic", "dead", "orders", "billing"]).await;
+    assert_eq!(v, json!([]));
+    cli(
+        &url,
+        &["topic", "requeue", "orders", "nobody", "--all", "--yes"],
+    )
+    .await
+    .failed("no subscriber \"nobody\"");
+}

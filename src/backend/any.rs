@@ -368,4 +368,20 @@ impl Topics for AnyBackend {
     ) -> Result<Vec<DeadEvent>> {
         on!(self, Topics::dead_events(topic, subscriber, limit))
     }
+    async fn requeue_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: Option<&[EventId]>,
+    ) -> Result<u64> {
+        on!(self, Topics::requeue_dead_events(topic, subscriber, ids))
+    }
+    async fn delete_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: Option<&[EventId]>,
+    ) -> Result<u64> {
+        on!(self, Topics::delete_dead_events(topic, subscriber, ids))
+    }
 }

@@ -115,4 +115,74 @@ impl Client {
         check_name("subscriber name", subscriber)?;
         self.queues().dead_events(topic, subscriber, limit).await
     }
+
+    /// Requeues a subscriber's dead letters with these
+    /// [`dead_id`](DeadEvent::dead_id)s (others are skipped): each goes to the
+    /// end of the topic again for this subscriber alone (see the README's entry
+    /// format), with a new id and a fresh count of attempts. Returns how many
+    /// were requeued.
+    ///
+    /// ```
+    /// # use redjob::topic::Start;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(Default::default());
+    /// client.subscribe("clicks", "stats", Start::End).await?;
+    /// let dead = client.dead_events("clicks", "stats", 100).await?;
+    /// let ids: Vec<_> = dead.iter().map(|d| d.dead_id).collect();
+    /// assert_eq!(client.requeue_dead_events("clicks", "stats", &ids).await?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn requeue_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: &[EventId],
+    ) -> Result<u64> {
+        check_name("topic name", topic)?;
+        check_name("subscriber name", subscriber)?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        self.queues()
+            .requeue_dead_events(topic, subscriber, Some(ids))
+            .await
+    }
+
+    /// Requeues all of a subscriber's dead letters, oldest first (see
+    /// [`requeue_dead_events`](Self::requeue_dead_events)); returns how many.
+    pub async fn requeue_all_dead_events(&self, topic: &str, subscriber: &str) -> Result<u64> {
+        check_name("topic name", topic)?;
+        check_name("subscriber name", subscriber)?;
+        self.queues()
+            .requeue_dead_events(topic, subscriber, None)
+            .await
+    }
+
+    /// Deletes a subscriber's dead letters with these
+    /// [`dead_id`](DeadEvent::dead_id)s; returns how many there were.
+    pub async fn delete_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: &[EventId],
+    ) -> Result<u64> {
+        check_name("topic name", topic)?;
+        check_name("subscriber name", subscriber)?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        self.queues()
+            .delete_dead_events(topic, subscriber, Some(ids))
+            .await
+    }
+
+    /// Deletes all of a subscriber's dead letters; returns how many there were.
+    pub async fn purge_dead_events(&self, topic: &str, subscriber: &str) -> Result<u64> {
+        check_name("topic name", topic)?;
+        check_name("subscriber name", subscriber)?;
+        self.queues()
+            .delete_dead_events(topic, subscriber, None)
+            .await
+    }
 }

@@ -20,9 +20,25 @@ pub(crate) struct Streams {
     published: Notify,
 }
 
+/// A stream entry: `type`, `data` and, for a requeued dead letter, `to`.
+struct Entry {
+    ty: String,
+    data: String,
+    to: Option<String>,
+}
+
+/// The id after `last` at `now` (ms), as Redis makes them.
+fn next_id(last: EventId, now: u64) -> EventId {
+    if now > last.ms() {
+        EventId::new(now, 0)
+    } else {
+        EventId::new(last.ms(), last.seq() + 1)
+    }
+}
+
 #[derive(Default)]
 struct MemTopic {
-    entries: BTreeMap<EventId, (String, String)>,
+    entries: BTreeMap<EventId, Entry>,
     last: EventId,
     added: u64,
     groups: BTreeMap<String, Group>,
@@ -34,6 +50,7 @@ struct Group {
     pending: BTreeMap<EventId, Pending>,
     consumers: BTreeSet<String>,
     dead: VecDeque<DeadEvent>,
+    last_dead: EventId,
 }
 
 struct Pending {
@@ -43,7 +60,7 @@ struct Pending {
 }
 
 impl MemTopic {
-    fn after(&self, offset: EventId) -> impl Iterator<Item = (&EventId, &(String, String))> {
+    fn after(&self, offset: EventId) -> impl Iterator<Item = (&EventId, &Entry)> {
         self.entries.range((
             std::ops::Bound::Excluded(offset),
             std::ops::Bound::Unbounded,
@@ -91,12 +108,23 @@ fn group<'a>(t: &'a mut MemTopic, name: &str) -> &'a mut Group {
     t.groups.get_mut(name).expect("checked by with_group")
 }
 
-fn received(id: EventId, (t, d): &(String, String), deliveries: u32) -> Received {
+fn received(id: EventId, e: &Entry, deliveries: u32) -> Received {
     Received {
         id,
-        event_type: Some(t.clone()),
-        data: Some(d.clone()),
+        event_type: Some(e.ty.clone()),
+        data: Some(e.data.clone()),
+        to: e.to.clone(),
         deliveries,
+    }
+}
+
+impl MemTopic {
+    fn append(&mut self, now: u64, entry: Entry) -> EventId {
+        let id = next_id(self.last, now);
+        self.last = id;
+        self.added += 1;
+        self.entries.insert(id, entry);
+        id
     }
 }
 
@@ -125,15 +153,12 @@ impl Topics for MemoryBackend {
             }
             let mut ids = Vec::with_capacity(events.len());
             for (ty, data) in events {
-                let id = if now > t.last.ms() {
-                    EventId::new(now, 0)
-                } else {
-                    EventId::new(t.last.ms(), t.last.seq() + 1)
+                let entry = Entry {
+                    ty: ty.to_string(),
+                    data: data.to_string(),
+                    to: None,
                 };
-                t.last = id;
-                t.added += 1;
-                t.entries.insert(id, (ty.to_string(), data.to_string()));
-                ids.push(id);
+                ids.push(t.append(now, entry));
             }
             if let Some(age) = options.max_age {
                 let min = now.saturating_sub(crate::backend::clamped_ms(age));
@@ -201,15 +226,15 @@ impl Topics for MemoryBackend {
             published.as_mut().enable();
             let got = self.with_group(topic, subscriber, |t, now| {
                 let offset = group(t, subscriber).offset;
-                let new: Vec<(EventId, (String, String))> = t
+                let new: Vec<Received> = t
                     .after(offset)
                     .take(count.max(1))
-                    .map(|(id, e)| (*id, e.clone()))
+                    .map(|(id, e)| received(*id, e, 1))
                     .collect();
                 let g = group(t, subscriber);
                 g.consumers.insert(consumer.to_string());
-                let mut out = Vec::with_capacity(new.len());
-                for (id, e) in new {
+                for e in &new {
+                    let id = e.id;
                     g.offset = id;
                     g.pending.insert(
                         id,
@@ -219,9 +244,8 @@ impl Topics for MemoryBackend {
                             deliveries: 1,
                         },
                     );
-                    out.push(received(id, &e, 1));
                 }
-                out
+                new
             });
             match got {
                 Some(events) if events.is_empty() && tokio::time::Instant::now() < deadline => {
@@ -320,7 +344,9 @@ impl Topics for MemoryBackend {
             }
             for (e, error) in &batch.dead {
                 if g.pending.remove(&e.id).is_some() {
+                    g.last_dead = next_id(g.last_dead, now);
                     g.dead.push_back(DeadEvent {
+                        dead_id: g.last_dead,
                         id: e.id,
                         event_type: e.event_type.clone().unwrap_or_default(),
                         data: e.data.clone().unwrap_or_default(),
@@ -375,7 +401,9 @@ impl Topics for MemoryBackend {
             memory: t
                 .entries
                 .values()
-                .map(|(ty, d)| (ty.len() + d.len() + 16) as u64)
+                .map(|e| {
+                    (e.ty.len() + e.data.len() + e.to.as_ref().map_or(0, String::len) + 16) as u64
+                })
                 .sum(),
             subscribers,
         }))
@@ -398,5 +426,58 @@ impl Topics for MemoryBackend {
                     .collect()
             })
             .unwrap_or_default())
+    }
+
+    async fn requeue_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: Option<&[EventId]>,
+    ) -> Result<u64> {
+        let n = self
+            .with_group(topic, subscriber, |t, now| {
+                let letters = take_dead(group(t, subscriber), ids);
+                for d in &letters {
+                    let entry = Entry {
+                        ty: d.event_type.clone(),
+                        data: d.data.clone(),
+                        to: Some(subscriber.to_string()),
+                    };
+                    t.append(now, entry);
+                }
+                letters.len() as u64
+            })
+            .ok_or_else(|| not_found(topic, subscriber))?;
+        if n > 0 {
+            self.streams().published.notify_waiters();
+        }
+        Ok(n)
+    }
+
+    async fn delete_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: Option<&[EventId]>,
+    ) -> Result<u64> {
+        Ok(self
+            .with_group(topic, subscriber, |t, _| {
+                take_dead(group(t, subscriber), ids).len() as u64
+            })
+            .unwrap_or(0))
+    }
+}
+
+/// Removes and returns the group's dead letters with these ids (`None`: all), oldest first.
+fn take_dead(g: &mut Group, ids: Option<&[EventId]>) -> Vec<DeadEvent> {
+    match ids {
+        None => g.dead.drain(..).collect(),
+        Some(ids) => {
+            let ids: BTreeSet<EventId> = ids.iter().copied().collect();
+            let (taken, kept): (VecDeque<_>, VecDeque<_>) =
+                g.dead.drain(..).partition(|d| ids.contains(&d.dead_id));
+            g.dead = kept;
+            taken.into()
+        }
     }
 }

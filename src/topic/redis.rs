@@ -29,9 +29,9 @@ fn not_found(topic: &str, subscriber: &str) -> Error {
     }
 }
 
-/// A stream entry's `type` and `data` (other fields are ignored).
-fn fields(v: &Value) -> (Option<String>, Option<String>) {
-    let (mut t, mut d) = (None, None);
+/// A stream entry's `type`, `data` and `to` (other fields are ignored).
+fn fields(v: &Value) -> (Option<String>, Option<String>, Option<String>) {
+    let (mut t, mut d, mut to) = (None, None, None);
     if let Value::Array(kv) = v {
         for pair in kv.chunks(2) {
             if let [Value::BulkString(k), Value::BulkString(val)] = pair {
@@ -39,12 +39,13 @@ fn fields(v: &Value) -> (Option<String>, Option<String>) {
                 match k.as_slice() {
                     b"type" => t = val,
                     b"data" => d = val,
+                    b"to" => to = val,
                     _ => {}
                 }
             }
         }
     }
-    (t, d)
+    (t, d, to)
 }
 
 /// `XREADGROUP`'s reply: `[[stream, [[id, [field, value, ...]], ...]]]` or nil.
@@ -63,11 +64,12 @@ fn entries(v: &Value) -> Result<Vec<Received>> {
             let Some(Value::BulkString(raw)) = e.first() else {
                 continue;
             };
-            let (event_type, data) = e.get(1).map(fields).unwrap_or_default();
+            let (event_type, data, to) = e.get(1).map(fields).unwrap_or_default();
             out.push(Received {
                 id: id(raw)?,
                 event_type,
                 data,
+                to,
                 deliveries: 1,
             });
         }
@@ -290,10 +292,12 @@ impl Topics for RedisBackend {
             let deliveries = r.int()?.clamp(1, i64::from(u32::MAX)) as u32;
             let event_type = text(r.opt_bytes()?);
             let data = text(r.opt_bytes()?);
+            let to = text(r.opt_bytes()?);
             events.push(Received {
                 id: eid,
                 event_type,
                 data,
+                to,
                 deliveries,
             });
         }
@@ -470,8 +474,10 @@ impl Topics for RedisBackend {
             else {
                 continue;
             };
+            let dead_id = id(at)?;
             let mut d = DeadEvent {
-                at_ms: id(at)?.ms(),
+                dead_id,
+                at_ms: dead_id.ms(),
                 ..DeadEvent::default()
             };
             for pair in kv.chunks(2) {
@@ -490,5 +496,79 @@ impl Topics for RedisBackend {
             out.push(d);
         }
         Ok(out)
+    }
+
+    async fn requeue_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: Option<&[EventId]>,
+    ) -> Result<u64> {
+        let n = self.dead_letters(topic, subscriber, "requeue", ids).await?;
+        u64::try_from(n).map_err(|_| not_found(topic, subscriber))
+    }
+
+    async fn delete_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: Option<&[EventId]>,
+    ) -> Result<u64> {
+        Ok(self
+            .dead_letters(topic, subscriber, "delete", ids)
+            .await?
+            .max(0) as u64)
+    }
+}
+
+impl RedisBackend {
+    /// topic_requeue.lua over `ids`, or over all dead letters 1000 at a time.
+    async fn dead_letters(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        action: &str,
+        ids: Option<&[EventId]>,
+    ) -> Result<i64> {
+        const CHUNK: usize = 1000;
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let dead = k.dead(subscriber);
+        let (mut total, mut first) = (0, true);
+        let mut chunks = ids.map(|ids| ids.chunks(CHUNK));
+        // letters dead-lettered again while this runs are left for the next call
+        let mut left: i64 = match ids {
+            Some(_) => i64::MAX,
+            None => redis::cmd("XLEN").arg(&dead).query_async(&mut con).await?,
+        };
+        loop {
+            let mut cmd = eval(&scripts::TOPIC_REQUEUE, &[&k.stream, &dead]);
+            cmd.arg(subscriber).arg(action);
+            match chunks.as_mut() {
+                Some(it) => {
+                    let Some(chunk) = it.next() else { break };
+                    cmd.arg("ids");
+                    for i in chunk {
+                        cmd.arg(i.to_string());
+                    }
+                }
+                // the first call checks that the subscriber exists
+                None if left <= 0 && !first => break,
+                None => {
+                    cmd.arg("oldest").arg(left.clamp(0, CHUNK as i64));
+                }
+            }
+            first = false;
+            let n = scripts::int(&run(&mut con, &scripts::TOPIC_REQUEUE, &cmd).await?)?;
+            if n < 0 {
+                return Ok(n);
+            }
+            total += n;
+            left -= n;
+            if ids.is_none() && n == 0 {
+                break;
+            }
+        }
+        Ok(total)
     }
 }

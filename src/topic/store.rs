@@ -12,7 +12,7 @@ use crate::Result;
 ///
 /// ```
 /// use redjob::topic::{EventId, Received};
-/// let r = Received { id: EventId::new(1, 0), event_type: Some("x".into()), data: None, deliveries: 1 };
+/// let r = Received { id: EventId::new(1, 0), event_type: Some("x".into()), data: None, to: None, deliveries: 1 };
 /// assert_eq!(r.deliveries, 1);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +23,9 @@ pub struct Received {
     pub event_type: Option<String>,
     /// Its `data` field.
     pub data: Option<String>,
+    /// Its `to` field: the one subscriber a requeued dead letter is for (the
+    /// others acknowledge it unread); `None` for a published event.
+    pub to: Option<String>,
     /// How often it was delivered to the subscriber, this time included.
     pub deliveries: u32,
 }
@@ -180,4 +183,29 @@ pub trait Topics: Clone + Send + Sync + 'static {
         subscriber: &str,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<DeadEvent>>> + Send;
+
+    /// Requeues the subscriber's dead letters with these
+    /// [`dead_id`](DeadEvent::dead_id)s (`None`: all of them, oldest first):
+    /// each is appended to the topic again, with its `type` and `data`, a new
+    /// id and a `to` field naming the subscriber, which alone handles it (the
+    /// others acknowledge it unread). The topic's retention is not applied (its
+    /// next publish applies it). Returns how many were requeued; fails with
+    /// [`Error::SubscriberNotFound`](crate::Error::SubscriberNotFound) when the
+    /// subscriber does not exist.
+    fn requeue_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: Option<&[EventId]>,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Deletes the subscriber's dead letters with these
+    /// [`dead_id`](DeadEvent::dead_id)s (`None`: all of them); returns how many
+    /// there were.
+    fn delete_dead_events(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        ids: Option<&[EventId]>,
+    ) -> impl Future<Output = Result<u64>> + Send;
 }

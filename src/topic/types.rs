@@ -261,6 +261,9 @@ pub struct SubscriberInfo {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DeadEvent {
+    /// The dead letter's own id, to requeue or delete it (see
+    /// [`Client::requeue_dead_events`](crate::Client::requeue_dead_events)).
+    pub dead_id: EventId,
     /// Its id in the topic.
     pub id: EventId,
     /// Its `type` field, as stored (empty when it had none).

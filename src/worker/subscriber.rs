@@ -291,6 +291,10 @@ async fn handle(
     stop: &CancellationToken,
     abort: &CancellationToken,
 ) -> Done {
+    if ev.to.as_deref().is_some_and(|to| *to != *names.sub) {
+        // a dead letter requeued for another subscriber
+        return Done::Ack(ev.id);
+    }
     let (Some(ty), Some(data)) = (ev.event_type.as_deref(), ev.data.as_deref()) else {
         let error = "not an event: the entry has no `type` or no `data` field (UTF-8)".to_string();
         tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");

@@ -240,6 +240,7 @@ macro_rules! conformance_suite {
             consumers_of_one_subscriber_share_its_events_and_each_subscriber_gets_all,
             events_of_a_dead_consumer_are_claimed_after_the_lease,
             a_failing_event_is_retried_with_backoff_then_dead_lettered_with_its_error,
+            dead_letters_are_requeued_for_their_subscriber_alone_or_deleted,
             retention_trims_by_length_and_age_or_refuses_when_full,
             entries_that_are_not_events_are_dead_lettered_and_other_types_skipped,
             an_ordered_subscriber_retries_in_place_before_the_next_event,

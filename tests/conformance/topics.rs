@@ -388,6 +388,143 @@ pub async fn a_failing_event_is_retried_with_backoff_then_dead_lettered_with_its
     running.stop().await;
 }
 
+pub async fn dead_letters_are_requeued_for_their_subscriber_alone_or_deleted(env: &Env) {
+    let c = &env.client;
+    c.subscribe("flaky", "s", Start::Beginning).await.unwrap();
+    c.subscribe("flaky", "other", Start::Beginning)
+        .await
+        .unwrap();
+    let seen = Seen::default();
+    let broken = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (s1, s2, b) = (seen.clone(), seen.clone(), broken.clone());
+    let w = worker(c.backend())
+        .subscribe("s", move |e: Flaky, ctx| {
+            let (seen, broken) = (s1.clone(), b.clone());
+            async move {
+                seen.add("s", e.n, ctx.attempt());
+                if e.n != 3 && broken.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err(JobError::fatal(format!("cannot take {}", e.n)));
+                }
+                Ok(())
+            }
+        })
+        .subscribe("other", move |e: Flaky, ctx| {
+            let seen = s2.clone();
+            async move {
+                seen.add("other", e.n, ctx.attempt());
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = start(w);
+    for n in 1..=4 {
+        c.publish(&Flaky { n }).await.unwrap();
+    }
+    let sub = |name: &str, info: Option<redjob::topic::TopicInfo>| {
+        let s = info.unwrap().subscribers;
+        s.into_iter().find(|s| s.name == name).unwrap()
+    };
+    let settled = || async {
+        let info = c.topic("flaky").await.unwrap();
+        let (s, o) = (sub("s", info.clone()), sub("other", info));
+        (s.lag + s.pending + o.lag + o.pending == 0).then_some(s.dead)
+    };
+    assert!(
+        wait_for(Duration::from_secs(15), || async {
+            settled().await == Some(3)
+        })
+        .await
+    );
+    let dead = c.dead_events("flaky", "s", 10).await.unwrap();
+    let by_n = |n: u64| {
+        dead.iter()
+            .find(|d| d.data == format!(r#"{{"n":{n}}}"#))
+            .unwrap()
+            .dead_id
+    };
+    assert_eq!(dead[0].error, "cannot take 4");
+
+    // deleted, once
+    assert_eq!(
+        c.delete_dead_events("flaky", "s", &[by_n(4)])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        c.delete_dead_events("flaky", "s", &[by_n(4)])
+            .await
+            .unwrap(),
+        0
+    );
+    broken.store(false, std::sync::atomic::Ordering::SeqCst);
+    // requeued by id: run again by "s" alone, as a first attempt
+    assert_eq!(
+        c.requeue_dead_events("flaky", "s", &[by_n(1), by_n(4)])
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(
+        wait_for(Duration::from_secs(15), || async {
+            settled().await == Some(1)
+        })
+        .await
+    );
+    assert_eq!(seen.of("s").iter().filter(|r| **r == (1, 1)).count(), 2);
+    // all of them
+    assert_eq!(c.requeue_all_dead_events("flaky", "s").await.unwrap(), 1);
+    assert!(
+        wait_for(Duration::from_secs(15), || async {
+            settled().await == Some(0)
+        })
+        .await
+    );
+    let mut runs = seen.of("s");
+    runs.sort_unstable();
+    assert_eq!(runs, [(1, 1), (1, 1), (2, 1), (2, 1), (3, 1), (4, 1)]);
+    let mut other = seen.of("other");
+    other.sort_unstable();
+    assert_eq!(
+        other,
+        [(1, 1), (2, 1), (3, 1), (4, 1)],
+        "requeues are for s alone"
+    );
+    let info = c.topic("flaky").await.unwrap().unwrap();
+    assert_eq!((info.length, info.published), (6, 6));
+    assert_eq!(c.purge_dead_events("flaky", "s").await.unwrap(), 0);
+    assert!(matches!(
+        c.requeue_all_dead_events("flaky", "nobody").await,
+        Err(Error::SubscriberNotFound { .. })
+    ));
+    running.stop().await;
+
+    // a purge deletes them all
+    c.subscribe("flaky", "bad", Start::End).await.unwrap();
+    let q = env.queues();
+    let ids = c
+        .publish_all(&[Flaky { n: 5 }, Flaky { n: 6 }])
+        .await
+        .unwrap();
+    let got = q
+        .read("flaky", "bad", "c", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
+    let batch = redjob::topic::EventSettle {
+        dead: got.into_iter().map(|e| (e, "bad".to_string())).collect(),
+        ..Default::default()
+    };
+    q.settle_events("flaky", "bad", "c", &batch, None)
+        .await
+        .unwrap();
+    assert_eq!(c.dead_events("flaky", "bad", 10).await.unwrap().len(), 2);
+    assert_eq!(c.purge_dead_events("flaky", "bad").await.unwrap(), 2);
+    assert!(c.dead_events("flaky", "bad", 10).await.unwrap().is_empty());
+}
+
 pub async fn retention_trims_by_length_and_age_or_refuses_when_full(env: &Env) {
     let c = &env.client;
     for n in 0..1000 {

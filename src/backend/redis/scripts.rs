@@ -49,6 +49,7 @@ scripts! {
     TOPIC_RENEW => "topic_renew.lua",
     TOPIC_SETTLE => "topic_settle.lua",
     TOPIC_INFO => "topic_info.lua",
+    TOPIC_REQUEUE => "topic_requeue.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
