@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -54,6 +55,12 @@ const READ_AHEAD: usize = 256;
 const IDLE_BLOCK: Duration = Duration::from_secs(1);
 /// Settle attempts before a batch is given up (its events are then delivered again).
 const SETTLE_TRIES: u32 = 8;
+
+/// A read's or a claim's result.
+enum Read {
+    New(crate::Result<Option<Vec<Received>>>),
+    Claimed(crate::Result<Option<crate::topic::Claimed>>),
+}
 
 enum Done {
     Ack(EventId),
@@ -116,6 +123,9 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let mut failures = 0u32;
     let mut subscribed = false;
     let mut buf: VecDeque<Received> = VecDeque::new();
+    // the next read runs in a task of its own once the buffer is half empty,
+    // so that the handlers need not wait for its round trip
+    let mut reading: Option<JoinHandle<Read>> = None;
     while !env.stop.is_cancelled() {
         if !subscribed {
             match backend
@@ -134,40 +144,42 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                 }
             }
         }
-        if buf.is_empty() {
+        if reading.is_none() && buf.len() <= read_ahead / 2 {
             let claiming = Instant::now() >= next_claim;
+            // a read that finds nothing new waits for a publish (or the next claim)
             let block = if claiming {
                 Duration::ZERO
             } else {
-                // nothing buffered: the last read found nothing new, or took it all
                 next_claim
                     .saturating_duration_since(Instant::now())
                     .clamp(Duration::from_millis(1), IDLE_BLOCK)
             };
-            let got = if claiming {
-                backend
-                    .claim(
-                        &names.topic,
-                        &names.sub,
-                        &names.consumer,
-                        lease,
-                        read_ahead,
-                        cursor,
+            let count = read_ahead - buf.len();
+            let (b, n) = (backend.clone(), names.clone());
+            reading = Some(tokio::spawn(async move {
+                if claiming {
+                    Read::Claimed(
+                        b.claim(&n.topic, &n.sub, &n.consumer, lease, count, cursor)
+                            .await,
                     )
-                    .await
-                    .map(|c| {
-                        c.map(|c| {
-                            cursor = c.next;
-                            if c.next == EventId::ZERO {
-                                next_claim = Instant::now() + claim_every;
-                            }
-                            c.events
-                        })
+                } else {
+                    Read::New(b.read(&n.topic, &n.sub, &n.consumer, count, block).await)
+                }
+            }));
+        }
+        if let Some(h) = reading.take_if(|h| buf.is_empty() || h.is_finished()) {
+            let got = match h.await {
+                Ok(Read::Claimed(r)) => r.map(|c| {
+                    c.map(|c| {
+                        cursor = c.next;
+                        if c.next == EventId::ZERO {
+                            next_claim = Instant::now() + claim_every;
+                        }
+                        c.events
                     })
-            } else {
-                backend
-                    .read(&names.topic, &names.sub, &names.consumer, read_ahead, block)
-                    .await
+                }),
+                Ok(Read::New(r)) => r,
+                Err(e) => Err(crate::Error::Protocol(format!("the read task failed: {e}"))),
             };
             match got {
                 Ok(Some(events)) => {
@@ -190,7 +202,6 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                     if stopped_during(wait, &env.stop).await {
                         break;
                     }
-                    continue;
                 }
                 Err(e) => {
                     failures += 1;
@@ -199,7 +210,6 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                     if stopped_during(wait, &env.stop).await {
                         break;
                     }
-                    continue;
                 }
             }
             continue;
@@ -213,6 +223,16 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         for ev in buf.drain(..start) {
             spawn_run(&env, &spec, &names, &tx, local.clone(), ev);
         }
+    }
+    // a read still out (it ends within a second): its events are released too
+    if let Some(h) = reading.take() {
+        let events = match h.await {
+            Ok(Read::New(Ok(Some(events)))) => events,
+            Ok(Read::Claimed(Ok(Some(c)))) => c.events,
+            _ => Vec::new(),
+        };
+        let mut h = lock(&held);
+        buf.extend(events.into_iter().filter(|ev| h.insert(ev.id)));
     }
     // read but not started: another consumer may claim them at once
     release(&tx, buf.drain(..).collect());
