@@ -88,6 +88,12 @@ impl TopicKeys {
     pub fn dead(&self, subscriber: &str) -> String {
         format!("{}:dead:{subscriber}", self.stream)
     }
+
+    /// `ns:t:{topic}:owner:<subscriber>`: the consumer that owns an ordered
+    /// subscriber, expiring with its lease.
+    pub fn owner(&self, subscriber: &str) -> String {
+        format!("{}:owner:{subscriber}", self.stream)
+    }
 }
 
 impl QueueKeys {

@@ -3,6 +3,10 @@
 //! once, every event handled twice was started in the killed process, and the
 //! subscriber ends with nothing pending and no lag.
 //!
+//! An ordered subscriber's owner SIGKILLed: the next process takes it over once
+//! its lease is over, and the events run in topic order, one at a time, a few
+//! that the killed one had started running again first.
+//!
 //! The worker processes are this test binary again, running the ignored test
 //! `topic_worker_process` with the Redis URL and a log file in its environment.
 
@@ -14,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::RedisServer;
-use redjob::topic::{Event, Start};
+use redjob::topic::{Event, Start, Subscription};
 use redjob::{Client, Worker};
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +47,12 @@ fn topic_worker_process() {
         .open(path)
         .unwrap();
     let file = std::sync::Arc::new(file);
+    let ordered = std::env::var("REDJOB_TOPIC_ORDERED").is_ok();
+    let sub = if ordered {
+        Subscription::new("o").ordered()
+    } else {
+        Subscription::new("s")
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = Client::connect(&url).await.unwrap();
@@ -50,7 +60,7 @@ fn topic_worker_process() {
             .concurrency(8)
             .lease(Duration::from_secs(2))
             .grace_period(Duration::from_secs(5))
-            .subscribe("s", move |e: ChaosEvent, _ctx| {
+            .subscribe(sub, move |e: ChaosEvent, _ctx| {
                 let file = file.clone();
                 async move {
                     let pid = std::process::id();
@@ -70,19 +80,26 @@ fn topic_worker_process() {
 }
 
 fn spawn(url: &str, log: &std::path::Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "topic_worker_process",
-            "--nocapture",
-        ])
-        .env("REDJOB_TOPIC_REDIS", url)
-        .env("REDJOB_TOPIC_LOG", log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    spawn_with(url, log, false)
+}
+
+fn spawn_with(url: &str, log: &std::path::Path, ordered: bool) -> std::process::Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    if ordered {
+        cmd.env("REDJOB_TOPIC_ORDERED", "1");
+    }
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "topic_worker_process",
+        "--nocapture",
+    ])
+    .env("REDJOB_TOPIC_REDIS", url)
+    .env("REDJOB_TOPIC_LOG", log)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap()
 }
 
 /// (starts, ends) per key in a log; a line cut short by the kill is skipped.
@@ -188,6 +205,73 @@ fn a_killed_subscriber_process_loses_no_event() {
         a_starts.len(),
         b_starts.len(),
         twice.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_killed_owner_of_an_ordered_subscriber_is_taken_over_in_order() {
+    const N: u64 = 400;
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = std::env::temp_dir().join(format!("redjob-topic-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(Client::connect(&url)).unwrap();
+    rt.block_on(async {
+        client
+            .subscribe("chaos", "o", Start::Beginning)
+            .await
+            .unwrap();
+        let events: Vec<ChaosEvent> = (0..N).map(|key| ChaosEvent { key }).collect();
+        client.publish_all(&events).await.unwrap();
+    });
+    // A owns the subscriber; B stands by, and takes over once A is killed
+    let mut a = spawn_with(&url, &log_a, true);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read(&log_a).0.len() < 50 {
+        assert!(Instant::now() < deadline, "A did not start 50 events");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut b = spawn_with(&url, &log_b, true);
+    std::thread::sleep(Duration::from_millis(300));
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let (a_starts, _) = read(&log_a);
+    assert!((a_starts.len() as u64) < N, "killed after it finished");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = rt.block_on(client.topic("chaos")).unwrap().unwrap();
+        let s = &t.subscribers[0];
+        if s.pending == 0 && s.lag == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not drained: {t:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Command::new("kill")
+        .args(["-TERM", &b.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(b.wait().unwrap().success());
+    let (b_starts, b_ends) = read(&log_b);
+    // A ran 0, 1, 2, ... one at a time; B went on from one A had started
+    // (A finished it, or not, without its acknowledgement landing)
+    let consecutive = |s: &[u64]| s.windows(2).all(|w| w[1] == w[0] + 1);
+    assert!(consecutive(&a_starts), "A out of order: {a_starts:?}");
+    assert_eq!(a_starts.first(), Some(&0));
+    assert!(consecutive(&b_starts), "B out of order: {b_starts:?}");
+    let (first_b, last_a) = (b_starts[0], *a_starts.last().unwrap());
+    assert!(
+        first_b <= last_a && last_a - first_b < 8,
+        "B started at {first_b}, A's last was {last_a}"
+    );
+    assert_eq!(b_ends.last(), Some(&(N - 1)));
+    eprintln!(
+        "A started {}, B went on from {first_b} ({} ran twice)",
+        a_starts.len(),
+        last_a - first_b + 1
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

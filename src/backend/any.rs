@@ -354,6 +354,15 @@ impl Topics for AnyBackend {
             Topics::settle_events(topic, subscriber, consumer, batch, keep_dead)
         )
     }
+    async fn own(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        lease: Option<Duration>,
+    ) -> Result<bool> {
+        on!(self, Topics::own(topic, subscriber, consumer, lease))
+    }
     async fn leave(&self, topic: &str, subscriber: &str, consumer: &str) -> Result<()> {
         on!(self, Topics::leave(topic, subscriber, consumer))
     }

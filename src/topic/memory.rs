@@ -18,6 +18,8 @@ pub(crate) struct Streams {
     topics: Mutex<HashMap<String, MemTopic>>,
     /// Woken by every publish (blocked reads wait on it).
     published: Notify,
+    /// Ordered subscribers' owners by (topic, subscriber): consumer, until (ms).
+    owners: Mutex<HashMap<(String, String), (String, u64)>>,
 }
 
 /// A stream entry: `type`, `data` and, for a requeued dead letter, `to`.
@@ -363,6 +365,39 @@ impl Topics for MemoryBackend {
             }
         });
         Ok(())
+    }
+
+    async fn own(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        lease: Option<Duration>,
+    ) -> Result<bool> {
+        let now = self.clock().now_ms();
+        let mut owners = self
+            .streams()
+            .owners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let key = (topic.to_string(), subscriber.to_string());
+        let taken = owners
+            .get(&key)
+            .is_some_and(|(who, until)| *until > now && who != consumer);
+        Ok(match lease {
+            None => {
+                if !taken {
+                    owners.remove(&key);
+                }
+                false
+            }
+            Some(_) if taken => false,
+            Some(lease) => {
+                let until = now + crate::backend::clamped_ms(lease).max(1);
+                owners.insert(key, (consumer.to_string(), until));
+                true
+            }
+        })
     }
 
     async fn leave(&self, topic: &str, subscriber: &str, consumer: &str) -> Result<()> {

@@ -54,8 +54,9 @@
 //! **Order**: a subscriber takes events in topic order. With several in flight
 //! (the worker's concurrency) they run concurrently and may finish in any
 //! order, and a retried event runs after later ones. [`Subscription::ordered`]
-//! runs one event at a time per worker, retrying a failed event in place before
-//! taking the next: in order, given one worker process for the subscriber.
+//! runs one event of the subscriber at a time across all its worker processes
+//! (one owns it, the others stand by), retrying a failed event in place before
+//! taking the next: in topic order.
 
 mod client;
 mod context;

@@ -371,6 +371,21 @@ impl Topics for RedisBackend {
         Ok(())
     }
 
+    async fn own(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        lease: Option<Duration>,
+    ) -> Result<bool> {
+        let (mut con, ns) = self.parts();
+        let owner = ns.topic(topic).owner(subscriber);
+        let mut cmd = eval(&scripts::TOPIC_OWN, &[&owner]);
+        cmd.arg(consumer)
+            .arg(lease.map_or(0, |l| crate::backend::clamped_ms(l).max(1)));
+        Ok(scripts::int(&run(&mut con, &scripts::TOPIC_OWN, &cmd).await?)? == 1)
+    }
+
     async fn leave(&self, topic: &str, subscriber: &str, consumer: &str) -> Result<()> {
         let (mut con, ns) = self.parts();
         let stream = ns.topic(topic).stream;

@@ -164,6 +164,19 @@ pub trait Topics: Clone + Send + Sync + 'static {
         keep_dead: Option<u64>,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Takes (`lease` = `Some`) or gives up (`None`) the subscriber's ownership
+    /// for `consumer`: an ordered subscriber's events are read by its owner
+    /// alone. A take succeeds when no other consumer owns it (or its lease ran
+    /// out), and then lasts `lease`; taking it again renews it. Returns whether
+    /// `consumer` owns it now.
+    fn own(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        consumer: &str,
+        lease: Option<Duration>,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
     /// Removes `consumer` from the subscriber if it holds no events (a worker
     /// that stops cleanly).
     fn leave(

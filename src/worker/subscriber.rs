@@ -5,6 +5,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -99,11 +100,14 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         env.drained.clone(),
     ));
     let renew_stop = CancellationToken::new();
+    // an ordered subscriber is read by the consumer that owns it alone
+    let owned = spec.sub.ordered.then(|| Arc::new(AtomicBool::new(false)));
     let renewer = tokio::spawn(renew_loop(
         backend.clone(),
         names.clone(),
         held.clone(),
-        lease / 3,
+        owned.clone(),
+        lease,
         renew_stop.clone(),
     ));
     let limit = if spec.sub.ordered {
@@ -126,6 +130,8 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     // the next read runs in a task of its own once the buffer is half empty,
     // so that the handlers need not wait for its round trip
     let mut reading: Option<JoinHandle<Read>> = None;
+    // a new owner first takes over every pending event, whatever its idle time
+    let mut claim_idle = lease;
     while !env.stop.is_cancelled() {
         if !subscribed {
             match backend
@@ -144,6 +150,38 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                 }
             }
         }
+        if let Some(owned) = owned.as_ref().filter(|o| !o.load(Ordering::SeqCst)) {
+            // not (or no longer) the owner: what it read goes back first
+            if let Some(h) = reading.take() {
+                buf.extend(finished(h.await, &held));
+            }
+            release(&tx, buf.drain(..).collect());
+            let wait = match backend
+                .own(&names.topic, &names.sub, &names.consumer, Some(lease))
+                .await
+            {
+                Ok(true) => {
+                    tracing::info!(topic = %names.topic, subscriber = %names.sub, "this worker owns the ordered subscriber now");
+                    owned.store(true, Ordering::SeqCst);
+                    (cursor, next_claim, claim_idle) =
+                        (EventId::ZERO, Instant::now(), Duration::ZERO);
+                    failures = 0;
+                    None
+                }
+                Ok(false) => Some((lease / 3).min(IDLE_BLOCK)),
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, "cannot take the ordered subscriber");
+                    Some(backoff(failures))
+                }
+            };
+            if let Some(wait) = wait {
+                if stopped_during(wait, &env.stop).await {
+                    break;
+                }
+                continue;
+            }
+        }
         if reading.is_none() && buf.len() <= read_ahead / 2 {
             let claiming = Instant::now() >= next_claim;
             // a read that finds nothing new waits for a publish (or the next claim)
@@ -159,7 +197,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             reading = Some(tokio::spawn(async move {
                 if claiming {
                     Read::Claimed(
-                        b.claim(&n.topic, &n.sub, &n.consumer, lease, count, cursor)
+                        b.claim(&n.topic, &n.sub, &n.consumer, claim_idle, count, cursor)
                             .await,
                     )
                 } else {
@@ -174,6 +212,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                         cursor = c.next;
                         if c.next == EventId::ZERO {
                             next_claim = Instant::now() + claim_every;
+                            claim_idle = lease;
                         }
                         c.events
                     })
@@ -226,13 +265,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     }
     // a read still out (it ends within a second): its events are released too
     if let Some(h) = reading.take() {
-        let events = match h.await {
-            Ok(Read::New(Ok(Some(events)))) => events,
-            Ok(Read::Claimed(Ok(Some(c)))) => c.events,
-            _ => Vec::new(),
-        };
-        let mut h = lock(&held);
-        buf.extend(events.into_iter().filter(|ev| h.insert(ev.id)));
+        buf.extend(finished(h.await, &held));
     }
     // read but not started: another consumer may claim them at once
     release(&tx, buf.drain(..).collect());
@@ -248,12 +281,35 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     drop(tx);
     let _ = acker.await;
     let _ = renewer.await;
+    if owned.is_some_and(|o| o.load(Ordering::SeqCst)) {
+        // after the last acknowledgements: the next owner starts after them
+        if let Err(e) = backend
+            .own(&names.topic, &names.sub, &names.consumer, None)
+            .await
+        {
+            tracing::debug!(error = %e, "could not give up the ordered subscriber");
+        }
+    }
     if let Err(e) = backend
         .leave(&names.topic, &names.sub, &names.consumer)
         .await
     {
         tracing::debug!(error = %e, "could not remove the consumer from its subscriber");
     }
+}
+
+/// The events of a read that ended, not held yet (now held).
+fn finished(
+    r: Result<Read, tokio::task::JoinError>,
+    held: &Mutex<HashSet<EventId>>,
+) -> Vec<Received> {
+    let events = match r {
+        Ok(Read::New(Ok(Some(events)))) => events,
+        Ok(Read::Claimed(Ok(Some(c)))) => c.events,
+        _ => Vec::new(),
+    };
+    let mut h = lock(held);
+    events.into_iter().filter(|ev| h.insert(ev.id)).collect()
 }
 
 /// Sleeps `wait`; whether the worker stopped meanwhile.
@@ -473,18 +529,36 @@ async fn settle_loop<B: Topics>(
     }
 }
 
-/// Restarts the idle time of running events every `every`.
+/// Restarts the idle time of running events, and renews the ownership of an
+/// ordered subscriber (`owned`), every third of the lease.
 async fn renew_loop<B: Topics>(
     backend: B,
     names: Arc<Names>,
     held: Arc<Mutex<HashSet<EventId>>>,
-    every: Duration,
+    owned: Option<Arc<AtomicBool>>,
+    lease: Duration,
     stop: CancellationToken,
 ) {
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(every) => {}
+            _ = tokio::time::sleep(lease / 3) => {}
             _ = stop.cancelled() => return,
+        }
+        if let Some(owned) = owned.as_ref().filter(|o| o.load(Ordering::SeqCst)) {
+            match backend
+                .own(&names.topic, &names.sub, &names.consumer, Some(lease))
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub,
+                        "another worker took the ordered subscriber (this one's lease ran out): reading stops");
+                    owned.store(false, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, "renewing the ordered subscriber failed")
+                }
+            }
         }
         let ids: Vec<EventId> = lock(&held).iter().copied().collect();
         if ids.is_empty() {

@@ -56,9 +56,12 @@ impl Subscription {
         self
     }
 
-    /// Runs one event at a time in this worker and retries a failed one in
-    /// place (after its backoff) before taking the next, so events are handled
-    /// in topic order when one worker serves the subscriber. Defaults to off.
+    /// Runs one event of the subscriber at a time, across all its worker
+    /// processes, and retries a failed one in place (after its backoff) before
+    /// taking the next, so events are handled in topic order. One worker owns
+    /// the subscriber (an entry renewed every third of the lease); the others
+    /// stand by and take over when it stops, or a lease after it died, starting
+    /// with the events it held (which may run again). Defaults to off.
     pub fn ordered(mut self) -> Self {
         self.ordered = true;
         self

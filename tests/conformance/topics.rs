@@ -751,3 +751,60 @@ pub async fn a_shutdown_releases_events_read_ahead_without_counting_an_attempt(e
         seen.of("second")
     );
 }
+
+pub async fn an_ordered_subscriber_runs_one_event_at_a_time_across_workers(env: &Env) {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let c = &env.client;
+    c.subscribe("orders", "seq", Start::Beginning)
+        .await
+        .unwrap();
+    let seen = Seen::default();
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let ordered_worker = |who: &'static str| {
+        let (seen, running, most) = (seen.clone(), running.clone(), most.clone());
+        worker(c.backend())
+            .concurrency(8)
+            .subscribe(
+                Subscription::new("seq").ordered(),
+                move |e: OrderPlaced, _| {
+                    let (seen, running, most) = (seen.clone(), running.clone(), most.clone());
+                    async move {
+                        let now = running.fetch_add(1, SeqCst) + 1;
+                        most.fetch_max(now, SeqCst);
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        seen.add(who, e.n, 1);
+                        running.fetch_sub(1, SeqCst);
+                        Ok(())
+                    }
+                },
+            )
+            .build()
+            .unwrap()
+    };
+    let a = start(ordered_worker("a"));
+    c.publish(&OrderPlaced { n: 0 }).await.unwrap();
+    assert!(wait_for(Duration::from_secs(10), || async { seen.count("a") == 1 }).await);
+    // b stands by while a owns the subscriber
+    let b = start(ordered_worker("b"));
+    c.publish_all(&(1..=30).map(|n| OrderPlaced { n }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert!(wait_for(Duration::from_secs(15), || async { seen.count("a") == 31 }).await);
+    let in_order: Vec<u64> = seen.of("a").iter().map(|r| r.0).collect();
+    assert_eq!(in_order, (0..=30).collect::<Vec<_>>());
+    assert_eq!(seen.count("b"), 0, "b read while a owned the subscriber");
+    // a stops: b takes over where a left off
+    a.stop().await;
+    c.publish_all(&(31..=40).map(|n| OrderPlaced { n }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert!(wait_for(Duration::from_secs(15), || async { seen.count("b") == 10 }).await);
+    let in_order: Vec<u64> = seen.of("b").iter().map(|r| r.0).collect();
+    assert_eq!(in_order, (31..=40).collect::<Vec<_>>());
+    assert_eq!(
+        most.load(SeqCst),
+        1,
+        "two events of the subscriber ran at once"
+    );
+    b.stop().await;
+}

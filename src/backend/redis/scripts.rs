@@ -50,6 +50,7 @@ scripts! {
     TOPIC_SETTLE => "topic_settle.lua",
     TOPIC_INFO => "topic_info.lua",
     TOPIC_REQUEUE => "topic_requeue.lua",
+    TOPIC_OWN => "topic_own.lua",
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
