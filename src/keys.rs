@@ -57,6 +57,20 @@ impl Namespace {
         }
     }
 
+    /// The `SCAN` pattern of every topic's stream: `ns:t:{*}` (a stream's
+    /// other keys go on after the brace).
+    pub fn topic_pattern(&self) -> String {
+        format!("{}t:{{*}}", self.prefix)
+    }
+
+    /// The topic a key matching [`topic_pattern`](Self::topic_pattern) is the
+    /// stream of.
+    pub fn topic_of<'k>(&self, key: &'k str) -> Option<&'k str> {
+        key.strip_prefix(&self.prefix)?
+            .strip_prefix("t:{")?
+            .strip_suffix('}')
+    }
+
     /// A topic's keys.
     pub fn topic(&self, name: &str) -> TopicKeys {
         TopicKeys {
@@ -162,6 +176,11 @@ mod tests {
         let t = ns.topic("orders");
         assert_eq!(t.stream, "rsmq:t:{orders}");
         assert_eq!(t.dead("billing"), "rsmq:t:{orders}:dead:billing");
+        assert_eq!(t.owner("billing"), "rsmq:t:{orders}:owner:billing");
+        assert_eq!(ns.topic_pattern(), "rsmq:t:{*}");
+        assert_eq!(ns.topic_of(&t.stream), Some("orders"));
+        assert_eq!(ns.topic_of(&t.dead("billing")), None);
+        assert_eq!(ns.topic_of("other:t:{orders}"), None);
         assert_eq!(
             ns.workers(),
             ["rsmq:{@workers}".to_string(), "rsmq:{@workers}:info".into()]

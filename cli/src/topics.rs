@@ -13,6 +13,8 @@ use crate::{Ctx, Failure, Outcome};
 
 #[derive(Subcommand)]
 pub enum TopicCommand {
+    /// Every topic: its length, subscribers, the largest lag and dead letters.
+    List,
     /// A topic's length, first and last event, memory, and each subscriber's
     /// offset, pending events, lag (events not taken yet) and dead letters.
     Show {
@@ -82,6 +84,7 @@ pub struct RewindArgs {
 
 pub async fn topic(ctx: &Ctx, c: TopicCommand) -> Outcome {
     match c {
+        TopicCommand::List => list(ctx).await,
         TopicCommand::Show { topic } => show_topic(ctx, &topic).await,
         TopicCommand::Rewind(a) => rewind(ctx, a).await,
         TopicCommand::Dead {
@@ -129,6 +132,39 @@ async fn dead_action(ctx: &Ctx, a: DeadArgs, requeue: bool) -> Outcome {
         json!({"topic": a.topic, "subscriber": a.subscriber, key: n}),
         &format!("{key} {n}"),
     )
+}
+
+async fn list(ctx: &Ctx) -> Outcome {
+    let mut rows = Vec::new();
+    let mut out = Vec::new();
+    for name in ctx.client.topics().await? {
+        // deleted since it was listed: skipped
+        let Some(t) = ctx.client.topic(&name).await? else {
+            continue;
+        };
+        let lag = t.subscribers.iter().map(|s| s.lag).max().unwrap_or(0);
+        let dead: u64 = t.subscribers.iter().map(|s| s.dead).sum();
+        out.push(
+            json!({"topic": name, "length": t.length, "subscribers": t.subscribers.len(),
+                        "max_lag": lag, "dead": dead, "memory": t.memory}),
+        );
+        rows.push(vec![
+            name,
+            t.length.to_string(),
+            t.subscribers.len().to_string(),
+            lag.to_string(),
+            dead.to_string(),
+            t.memory.to_string(),
+        ]);
+    }
+    if ctx.json {
+        return show::json(&Value::Array(out));
+    }
+    table(
+        &["TOPIC", "LENGTH", "SUBSCRIBERS", "MAX LAG", "DEAD", "BYTES"],
+        &rows,
+    );
+    Ok(())
 }
 
 fn id(i: Option<EventId>) -> String {

@@ -777,6 +777,13 @@ async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
         .await
         .unwrap();
 
+    let v = topic_json(&url, &["topic", "list"]).await;
+    assert_eq!(
+        v,
+        json!([{"topic": "orders", "length": 3, "subscribers": 1, "max_lag": 0, "dead": 1,
+                "memory": v[0]["memory"]}])
+    );
+    assert!(v[0]["memory"].as_u64().unwrap() > 0);
     let v = topic_json(&url, &["topic", "show", "orders"]).await;
     assert_eq!(v["length"], json!(3));
     assert_eq!(v["first"], json!(ids[0].to_string()));

@@ -366,6 +366,9 @@ impl Topics for AnyBackend {
     async fn leave(&self, topic: &str, subscriber: &str, consumer: &str) -> Result<()> {
         on!(self, Topics::leave(topic, subscriber, consumer))
     }
+    async fn topic_names(&self) -> Result<Vec<String>> {
+        on!(self, Topics::topic_names())
+    }
     async fn topic_info(&self, topic: &str) -> Result<Option<TopicInfo>> {
         on!(self, Topics::topic_info(topic))
     }

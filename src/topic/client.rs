@@ -97,6 +97,22 @@ impl Client {
         self.queues().delete_topic(topic).await
     }
 
+    /// The names of the topics that exist (published to or subscribed to, and
+    /// not deleted), sorted.
+    ///
+    /// ```
+    /// # use redjob::topic::Start;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(Default::default());
+    /// client.subscribe("clicks", "stats", Start::End).await?;
+    /// assert_eq!(client.topics().await?, ["clicks"]);
+    /// # Ok(()) }
+    /// ```
+    pub async fn topics(&self) -> Result<Vec<String>> {
+        self.queues().topic_names().await
+    }
+
     /// The topic's length, first and last ids, memory, and per subscriber its
     /// offset, pending events, lag and dead letters. `None` for no such topic.
     pub async fn topic(&self, topic: &str) -> Result<Option<TopicInfo>> {

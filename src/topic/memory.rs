@@ -410,6 +410,12 @@ impl Topics for MemoryBackend {
         Ok(())
     }
 
+    async fn topic_names(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self.topics().keys().cloned().collect();
+        names.sort_unstable();
+        Ok(names)
+    }
+
     async fn topic_info(&self, topic: &str) -> Result<Option<TopicInfo>> {
         let all = self.topics();
         let Some(t) = all.get(topic) else {

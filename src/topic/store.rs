@@ -186,6 +186,9 @@ pub trait Topics: Clone + Send + Sync + 'static {
         consumer: &str,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// The names of the topics that exist, sorted.
+    fn topic_names(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
+
     /// The topic's length, ids, memory and subscribers; `None` when it does not exist.
     fn topic_info(&self, topic: &str) -> impl Future<Output = Result<Option<TopicInfo>>> + Send;
 

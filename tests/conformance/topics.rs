@@ -160,6 +160,11 @@ pub async fn subscribers_start_at_the_beginning_the_end_an_id_or_a_time(env: &En
         (d, 3, 1, 1)
     );
     assert!(c.topic("nothing").await.unwrap().is_none());
+    assert_eq!(c.topics().await.unwrap(), ["orders"]);
+    c.subscribe("a-new-one", "s", Start::End).await.unwrap();
+    assert_eq!(c.topics().await.unwrap(), ["a-new-one", "orders"]);
+    assert!(c.delete_topic("orders").await.unwrap());
+    assert_eq!(c.topics().await.unwrap(), ["a-new-one"]);
 }
 
 pub async fn a_rewind_replays_from_the_beginning_an_id_or_skips_to_the_end(env: &Env) {
@@ -444,6 +449,8 @@ pub async fn dead_letters_are_requeued_for_their_subscriber_alone_or_deleted(env
             .dead_id
     };
     assert_eq!(dead[0].error, "cannot take 4");
+    // the dead letters' stream is not a topic
+    assert_eq!(c.topics().await.unwrap(), ["flaky"]);
 
     // deleted, once
     assert_eq!(
