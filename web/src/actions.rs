@@ -11,6 +11,7 @@ use redjob::backend::Backend;
 use redjob::inspect::{Cancelled, Inspect, JobState};
 use redjob::ops::{Admin, Spread};
 use redjob::queue::{QueueOptions, SendMessage};
+use redjob::topic::{EventId, Start};
 
 use crate::Ctx;
 use crate::ctx::{NOTE_COOKIE, allowed};
@@ -227,6 +228,79 @@ pub(crate) async fn dead(
     let verb = if requeue { "Requeued" } else { "Deleted" };
     let note = format!("{verb} {} dead letters.", num(n));
     Ok(back(&ctx, &format!("/queues/{}/dead", seg(&queue)), &note))
+}
+
+/// A subscriber replays its topic from the beginning, or skips to the end.
+pub(crate) async fn rewind(
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path((topic, sub)): Path<(String, String)>,
+    body: Bytes,
+) -> WebResult<Response> {
+    let f = checked(&ctx, &headers, &body)?;
+    let (to, what) = match f.get("to") {
+        Some("beginning") => (Start::Beginning, "replays the topic from its oldest event"),
+        Some("end") => (Start::End, "skipped to the end"),
+        other => {
+            return Err(WebError::BadRequest(format!(
+                "rewind to {other:?}: beginning or end"
+            )));
+        }
+    };
+    let c = &ctx.app.client;
+    c.rewind(&topic, &sub, to).await?;
+    let lag = c
+        .topic(&topic)
+        .await?
+        .and_then(|t| t.subscribers.into_iter().find(|s| s.name == sub))
+        .map_or(0, |s| s.lag);
+    let note = format!("{sub} {what}: {} events to take.", num(lag));
+    Ok(back(&ctx, &format!("/topics/{}", seg(&topic)), &note))
+}
+
+/// Requeues or deletes a subscriber's dead letters: the selected, or all.
+pub(crate) async fn topic_dead(
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path((topic, sub, action)): Path<(String, String, String)>,
+    body: Bytes,
+) -> WebResult<Response> {
+    let f = checked(&ctx, &headers, &body)?;
+    let requeue = match action.as_str() {
+        "requeue" => true,
+        "delete" => false,
+        other => {
+            return Err(WebError::NotFound(format!(
+                "no dead-letter action {other:?}"
+            )));
+        }
+    };
+    let c = &ctx.app.client;
+    let n = if f.get("all") == Some("1") {
+        match requeue {
+            true => c.requeue_all_dead_events(&topic, &sub).await?,
+            false => c.purge_dead_events(&topic, &sub).await?,
+        }
+    } else {
+        let ids = f
+            .all("id")
+            .map(|i| {
+                i.parse::<EventId>()
+                    .map_err(|_| WebError::BadRequest(format!("{i:?} is not a dead letter's id")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if ids.is_empty() {
+            return Err(WebError::BadRequest("no dead letter selected".into()));
+        }
+        match requeue {
+            true => c.requeue_dead_events(&topic, &sub, &ids).await?,
+            false => c.delete_dead_events(&topic, &sub, &ids).await?,
+        }
+    };
+    let verb = if requeue { "Requeued" } else { "Deleted" };
+    let note = format!("{verb} {} dead letters.", num(n));
+    let path = format!("/topics/{}/{}/dead", seg(&topic), seg(&sub));
+    Ok(back(&ctx, &path, &note))
 }
 
 pub(crate) async fn periodic(ctx: Ctx, headers: HeaderMap, body: Bytes) -> WebResult<Response> {

@@ -12,6 +12,7 @@ use crate::ctx::{CSRF_COOKIE, NOTE_COOKIE};
 #[derive(PartialEq, Eq)]
 pub(crate) enum Nav {
     Queues,
+    Topics,
     Periodic,
     Workers,
 }
@@ -40,6 +41,7 @@ pub(crate) fn render(ctx: &Ctx, title: &str, nav: Nav, body: Markup) -> Response
                     a.brand href=(ctx.link("/")) { "redjob" }
                     nav {
                         (item("/", "Queues", Nav::Queues))
+                        (item("/topics", "Topics", Nav::Topics))
                         (item("/periodic", "Periodic", Nav::Periodic))
                         (item("/workers", "Workers", Nav::Workers))
                     }

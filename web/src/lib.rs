@@ -175,6 +175,18 @@ impl Dashboard {
             .route("/queues/{queue}/jobs/{id}", get(pages::job::page))
             .route("/queues/{queue}/dead", get(pages::dead::page))
             .route("/queues/{queue}/dead/confirm", get(pages::dead::confirm))
+            .route("/topics", get(pages::topics::list))
+            .route("/topics/{topic}", get(pages::topics::topic))
+            .route("/topics/{topic}/{sub}/dead", get(pages::topics::dead))
+            .route(
+                "/topics/{topic}/{sub}/dead/confirm",
+                get(pages::topics::confirm),
+            )
+            .route("/topics/{topic}/{sub}/rewind", post(actions::rewind))
+            .route(
+                "/topics/{topic}/{sub}/dead/{action}",
+                post(actions::topic_dead),
+            )
             .route("/periodic", get(pages::live::periodic))
             .route("/workers", get(pages::live::workers))
             .route("/queues/{queue}/{action}", post(actions::queue))

@@ -6,3 +6,4 @@ pub(crate) mod job;
 pub(crate) mod live;
 pub(crate) mod overview;
 pub(crate) mod queue;
+pub(crate) mod topics;

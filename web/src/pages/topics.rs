@@ -1,0 +1,240 @@
+//! Topics: every topic with its length and largest lag; one topic with its
+//! subscribers' offsets, pending events, lag and dead letters (and a replay from
+//! the beginning or a skip to the end); a subscriber's dead letters, to requeue
+//! or delete one, the selected, or all (after a confirmation).
+
+use axum::extract::{Path, Query};
+use axum::response::Response;
+use maud::html;
+use redjob::backend::Backend;
+use redjob::topic::EventId;
+use serde::Deserialize;
+
+use crate::Ctx;
+use crate::error::{WebError, WebResult};
+use crate::fmt::{num, relative, shorten, when};
+use crate::layout::{Nav, csrf, link_button, query, render, seg};
+
+pub(crate) async fn list(ctx: Ctx) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let mut topics = Vec::new();
+    for name in client.topics().await? {
+        // deleted since it was listed: skipped
+        if let Some(t) = client.topic(&name).await? {
+            topics.push((name, t));
+        }
+    }
+    let body = html! {
+        h1 { "Topics" }
+        p.muted { "Every subscriber gets every event of a topic, at its own offset. Lag: events a subscriber has not taken yet." }
+        div #topics .scroll data-live {
+            table {
+                thead { tr {
+                    th { "Topic" } th.num { "Events" } th.num { "Published" } th.num { "Subscribers" }
+                    th.num { "Largest lag" } th.num { "Dead" } th.num { "Bytes" }
+                } }
+                tbody {
+                    @for (name, t) in &topics {
+                        tr {
+                            td { a href=(ctx.link(&format!("/topics/{}", seg(name)))) { (name) } }
+                            td.num { (num(t.length)) }
+                            td.num { (num(t.published)) }
+                            td.num { (t.subscribers.len()) }
+                            td.num { (num(t.subscribers.iter().map(|s| s.lag).max().unwrap_or(0))) }
+                            td.num { (num(t.subscribers.iter().map(|s| s.dead).sum())) }
+                            td.num { (num(t.memory)) }
+                        }
+                    }
+                    @if topics.is_empty() {
+                        tr { td colspan="7" .muted { "No topic yet: publish an event or create a subscriber." } }
+                    }
+                }
+            }
+        }
+    };
+    Ok(render(&ctx, "Topics", Nav::Topics, body))
+}
+
+pub(crate) async fn topic(ctx: Ctx, Path(topic): Path<String>) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let t = client
+        .topic(&topic)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("no topic {topic:?}")))?;
+    let now = client.backend().now_ms().await?;
+    let tpath = format!("/topics/{}", seg(&topic));
+    let ro = ctx.app.read_only;
+    let at = |id: Option<EventId>| {
+        html! {
+            @match id {
+                Some(id) => { code { (id) } " " span.muted title=(when(id.ms())) { (relative(now, id.ms())) } },
+                None => span.muted { "-" },
+            }
+        }
+    };
+    let body = html! {
+        p.muted { a href=(ctx.link("/topics")) { "← Topics" } }
+        h1 { "Topic " (topic) }
+        div #topic data-live {
+            dl.facts {
+                dt { "Events" } dd { (num(t.length)) " held, " (num(t.published)) " published" }
+                dt { "First" } dd { (at(t.first)) }
+                dt { "Last" } dd { (at(t.last)) }
+                dt { "Bytes" } dd { (num(t.memory)) }
+            }
+            h2 { "Subscribers" }
+            div.scroll {
+                table {
+                    thead { tr {
+                        th { "Subscriber" } th { "Offset" } th.num { "Pending" } th.num { "Lag" }
+                        th.num { "Consumers" } th.num { "Dead" } @if !ro { th { "Replay" } }
+                    } }
+                    tbody {
+                        @for s in &t.subscribers {
+                            @let spath = format!("{tpath}/{}", seg(&s.name));
+                            tr {
+                                td { (s.name) }
+                                td { code { (s.offset) } }
+                                td.num { (num(s.pending)) }
+                                td.num { (num(s.lag)) }
+                                td.num { (s.consumers) }
+                                td.num { a href=(ctx.link(&format!("{spath}/dead"))) { (num(s.dead)) } }
+                                @if !ro {
+                                    td {
+                                        form.inline method="post" action=(ctx.link(&format!("{spath}/rewind"))) {
+                                            (csrf(&ctx))
+                                            button type="submit" name="to" value="beginning" title="Read the topic again from its oldest event" { "From the beginning" }
+                                            " "
+                                            button type="submit" name="to" value="end" title="Skip every event not taken yet" { "Skip to the end" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        @if t.subscribers.is_empty() {
+                            tr { td colspan="7" .muted { "No subscriber." } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(render(&ctx, &format!("Topic {topic}"), Nav::Topics, body))
+}
+
+/// The confirmation page's action.
+#[derive(Deserialize, Default)]
+pub(crate) struct Do {
+    #[serde(default, rename = "do")]
+    action: String,
+}
+
+pub(crate) async fn dead(
+    ctx: Ctx,
+    Path((topic, sub)): Path<(String, String)>,
+) -> WebResult<Response> {
+    let client = &ctx.app.client;
+    let info = client
+        .topic(&topic)
+        .await?
+        .and_then(|t| t.subscribers.into_iter().find(|s| s.name == sub))
+        .ok_or_else(|| WebError::NotFound(format!("no subscriber {sub:?} of {topic:?}")))?;
+    let dead = client.dead_events(&topic, &sub, ctx.app.page_size).await?;
+    let now = client.backend().now_ms().await?;
+    let dpath = format!("/topics/{}/{}/dead", seg(&topic), seg(&sub));
+    let ro = ctx.app.read_only;
+    let body = html! {
+        p.muted { a href=(ctx.link(&format!("/topics/{}", seg(&topic)))) { "← " (topic) } }
+        h1 { "Dead letters of " (sub) " on " (topic) " " span.badge.dead { (num(info.dead)) } }
+        p.muted { "Newest first. A requeued one goes to the end of the topic again, for this subscriber alone, as a first attempt." }
+        div.bar {
+            (link_button(&ctx, &format!("{dpath}/confirm{}", query(&[("do", "requeue")])), "Requeue all…", "primary"))
+            (link_button(&ctx, &format!("{dpath}/confirm{}", query(&[("do", "delete")])), "Delete all…", "danger"))
+        }
+        form method="post" action=(ctx.link(&format!("{dpath}/requeue"))) {
+            (csrf(&ctx))
+            @if !ro {
+                div.bar {
+                    button.primary type="submit" { "Requeue selected" }
+                    button.danger type="submit" formaction=(ctx.link(&format!("{dpath}/delete"))) { "Delete selected" }
+                }
+            }
+            div #dead .scroll data-live {
+                table {
+                    thead { tr {
+                        @if !ro { th { input type="checkbox" data-select-all aria-label="Select all"; } }
+                        th { "Event" } th { "Type" } th { "Data" } th.num { "Deliveries" } th { "Died" } th { "Error" }
+                    } }
+                    tbody {
+                        @for d in &dead {
+                            tr {
+                                @if !ro { td { input type="checkbox" name="id" value=(d.dead_id) aria-label="Select"; } }
+                                td { code { (d.id) } }
+                                td { (d.event_type) }
+                                td.args { (shorten(&d.data, 100)) }
+                                td.num { (d.deliveries) }
+                                td title=(when(d.at_ms)) { (relative(now, d.at_ms)) }
+                                td.error title=(d.error) { (shorten(&d.error, 80)) }
+                            }
+                        }
+                        @if dead.is_empty() {
+                            tr { td colspan="7" .muted { "No dead letters." } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(render(
+        &ctx,
+        &format!("Dead letters of {sub} on {topic}"),
+        Nav::Topics,
+        body,
+    ))
+}
+
+/// Asks before requeueing or deleting all of a subscriber's dead letters.
+pub(crate) async fn confirm(
+    ctx: Ctx,
+    Path((topic, sub)): Path<(String, String)>,
+    Query(d): Query<Do>,
+) -> WebResult<Response> {
+    crate::actions::writable(&ctx)?;
+    let requeue = match d.action.as_str() {
+        "requeue" => true,
+        "delete" => false,
+        other => {
+            return Err(WebError::BadRequest(format!(
+                "no dead-letter action {other:?}"
+            )));
+        }
+    };
+    let total = ctx
+        .app
+        .client
+        .topic(&topic)
+        .await?
+        .and_then(|t| t.subscribers.into_iter().find(|s| s.name == sub))
+        .map_or(0, |s| s.dead);
+    let dpath = format!("/topics/{}/{}/dead", seg(&topic), seg(&sub));
+    let verb = if requeue { "Requeue" } else { "Delete" };
+    let body = html! {
+        h1 { (verb) " the dead letters of " (sub) " on " (topic) "?" }
+        p { (verb) " all " (num(total)) " dead letters."
+            @if requeue { " They go to the end of the topic again, for " (sub) " alone." } }
+        form method="post" action=(ctx.link(&format!("{dpath}/{}", d.action))) {
+            (csrf(&ctx))
+            input type="hidden" name="all" value="1";
+            div.bar {
+                button type="submit" class=(if requeue { "primary" } else { "danger" }) { (verb) }
+                a.button href=(ctx.link(&dpath)) { "Cancel" }
+            }
+        }
+    };
+    Ok(render(
+        &ctx,
+        &format!("{verb} dead letters"),
+        Nav::Topics,
+        body,
+    ))
+}

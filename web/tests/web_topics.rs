@@ -1,0 +1,260 @@
+//! The dashboard's topic pages against a private redis-server: the topic list,
+//! a topic with its subscribers, a subscriber's dead letters; replay, requeue
+//! and delete need the CSRF token and change Redis; read-only mode refuses
+//! them; what an event holds is escaped; unknown names get 404.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod http;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use common::RedisServer;
+use http::{get, note, post, session};
+use redjob::Client;
+use redjob::topic::{EventOptions, EventSettle, Start, Topics};
+
+const XSS: &str = "<script>alert(1)</script>";
+
+/// "orders" with 3 events; "billing" took them all, handled one and
+/// dead-lettered two (one error holds a script tag); "audit" starts at the end.
+async fn setup() -> (RedisServer, Client) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let b = client.backend();
+    client
+        .subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    let data = format!(r#"{{"note":"{XSS}"}}"#);
+    let events = [("placed", data.as_str()), ("placed", "{}"), ("paid", "{}")];
+    b.publish("orders", &events, &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    client
+        .subscribe("orders", "audit", Start::End)
+        .await
+        .unwrap();
+    let got = b
+        .read("orders", "billing", "c", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let batch = EventSettle {
+        acks: vec![got[2].id],
+        dead: vec![
+            (got[0].clone(), XSS.into()),
+            (got[1].clone(), "card declined".into()),
+        ],
+        ..Default::default()
+    };
+    b.settle_events("orders", "billing", "c", &batch, None)
+        .await
+        .unwrap();
+    (server, client)
+}
+
+/// The dead letters' ids the page offers to select (`<ms>-<seq>`).
+fn dead_ids(body: &str) -> Vec<String> {
+    body.match_indices(r#"name="id" value=""#)
+        .map(|(i, m)| {
+            let rest = &body[i + m.len()..];
+            rest[..rest.find('"').unwrap()].to_string()
+        })
+        .collect()
+}
+
+async fn lag(client: &Client, sub: &str) -> u64 {
+    let t = client.topic("orders").await.unwrap().unwrap();
+    t.subscribers.iter().find(|s| s.name == sub).unwrap().lag
+}
+
+#[tokio::test]
+async fn topic_pages_render_under_a_prefix_and_escape_what_events_hold() {
+    let (_server, client) = setup().await;
+    let app = Router::new().nest("/jobs", redjob_web::router(client.clone()));
+    let list = get(&app, "/jobs/topics").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    assert!(
+        list.body.contains(r#"href="/jobs/topics/orders""#) && list.body.contains(">Topics<"),
+        "{}",
+        list.body
+    );
+    let topic = get(&app, "/jobs/topics/orders").await;
+    assert_eq!(topic.status, StatusCode::OK);
+    for want in [
+        "billing",
+        "audit",
+        r#"href="/jobs/topics/orders/billing/dead""#,
+        "From the beginning",
+        "3 held, 3 published",
+    ] {
+        assert!(topic.body.contains(want), "{want}: {}", topic.body);
+    }
+    let dead = get(&app, "/jobs/topics/orders/billing/dead").await;
+    assert_eq!(dead.status, StatusCode::OK);
+    assert_eq!(dead_ids(&dead.body).len(), 2, "{}", dead.body);
+    assert!(dead.body.contains("card declined"));
+    assert!(!dead.body.contains(XSS), "unescaped: {}", dead.body);
+    assert!(dead.body.contains("&lt;script&gt;"));
+    let confirm = get(&app, "/jobs/topics/orders/billing/dead/confirm?do=requeue").await;
+    assert!(
+        confirm.body.contains("Requeue all 2 dead letters"),
+        "{}",
+        confirm.body
+    );
+
+    for path in ["/jobs/topics/nothing", "/jobs/topics/orders/nobody/dead"] {
+        assert_eq!(
+            get(&app, path).await.status,
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        get(&app, "/jobs/topics/bad%20name").await.status,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+#[tokio::test]
+async fn replay_requeue_and_delete_change_redis_only_with_the_token() {
+    let (_server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/topics/orders", true).await;
+    let csrf = ("csrf", token.as_str());
+
+    let refused = post(
+        &app,
+        "/topics/orders/audit/rewind",
+        &cookie,
+        &[("to", "beginning")],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(lag(&client, "audit").await, 0);
+    let replay = post(
+        &app,
+        "/topics/orders/audit/rewind",
+        &cookie,
+        &[csrf, ("to", "beginning")],
+    )
+    .await;
+    assert_eq!(replay.status, StatusCode::SEE_OTHER);
+    assert_eq!(replay.location, "/topics/orders");
+    assert_eq!(
+        note(&replay),
+        "audit replays the topic from its oldest event: 3 events to take."
+    );
+    assert_eq!(lag(&client, "audit").await, 3);
+    let skip = post(
+        &app,
+        "/topics/orders/audit/rewind",
+        &cookie,
+        &[csrf, ("to", "end")],
+    )
+    .await;
+    assert_eq!(note(&skip), "audit skipped to the end: 0 events to take.");
+    let bad = post(
+        &app,
+        "/topics/orders/audit/rewind",
+        &cookie,
+        &[csrf, ("to", "yesterday")],
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+
+    let ids = dead_ids(&get(&app, "/topics/orders/billing/dead").await.body);
+    let one = post(
+        &app,
+        "/topics/orders/billing/dead/requeue",
+        &cookie,
+        &[csrf, ("id", &ids[0])],
+    )
+    .await;
+    assert_eq!(one.status, StatusCode::SEE_OTHER);
+    assert_eq!(note(&one), "Requeued 1 dead letters.");
+    // back on the topic, for billing alone
+    let t = client.topic("orders").await.unwrap().unwrap();
+    assert_eq!(t.length, 4);
+    assert_eq!(
+        (lag(&client, "billing").await, lag(&client, "audit").await),
+        (1, 1)
+    );
+    let none = post(&app, "/topics/orders/billing/dead/delete", &cookie, &[csrf]).await;
+    assert_eq!(none.status, StatusCode::BAD_REQUEST);
+    let junk = post(
+        &app,
+        "/topics/orders/billing/dead/delete",
+        &cookie,
+        &[csrf, ("id", "x")],
+    )
+    .await;
+    assert_eq!(junk.status, StatusCode::BAD_REQUEST);
+    let all = post(
+        &app,
+        "/topics/orders/billing/dead/delete",
+        &cookie,
+        &[csrf, ("all", "1")],
+    )
+    .await;
+    assert_eq!(note(&all), "Deleted 1 dead letters.");
+    assert!(
+        client
+            .dead_events("orders", "billing", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let missing = post(
+        &app,
+        "/topics/orders/nobody/dead/requeue",
+        &cookie,
+        &[csrf, ("all", "1")],
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn read_only_topic_pages_offer_no_action_and_refuse_posts() {
+    let (_server, client) = setup().await;
+    let app = redjob_web::Dashboard::new(client.clone())
+        .read_only(true)
+        .router();
+    let (cookie, token) = session(&app, "/topics/orders", false).await;
+    let topic = get(&app, "/topics/orders").await;
+    assert!(!topic.body.contains("From the beginning"), "{}", topic.body);
+    let dead = get(&app, "/topics/orders/billing/dead").await;
+    assert!(dead_ids(&dead.body).is_empty() && !dead.body.contains("Requeue"));
+    for path in [
+        "/topics/orders/audit/rewind",
+        "/topics/orders/billing/dead/requeue",
+    ] {
+        let r = post(
+            &app,
+            path,
+            &cookie,
+            &[("csrf", &token), ("all", "1"), ("to", "beginning")],
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{path}");
+    }
+    assert_eq!(
+        get(&app, "/topics/orders/billing/dead/confirm?do=delete")
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(lag(&client, "audit").await, 0);
+    assert_eq!(
+        client
+            .dead_events("orders", "billing", 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
