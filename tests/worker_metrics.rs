@@ -44,6 +44,12 @@ impl Job for Quiet {
     }
 }
 
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "mt_event", topic = "mt_topic")]
+struct MtEvent {
+    n: u64,
+}
+
 /// The rendered samples: `name{labels}` (labels sorted) → value.
 fn samples(handle: &PrometheusHandle) -> BTreeMap<String, f64> {
     handle
@@ -102,8 +108,21 @@ async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
         .await
         .unwrap();
 
+    client
+        .subscribe("mt_topic", "mt_sub", redjob::topic::Start::Beginning)
+        .await
+        .unwrap();
+    let events: Vec<MtEvent> = (1..=3).map(|n| MtEvent { n }).collect();
+    client.publish_all(&events).await.unwrap();
+
     let worker = Worker::builder(client.backend())
         .queues(["metered", "held"])
+        .subscribe("mt_sub", |e: MtEvent, _| async move {
+            match e.n {
+                2 => Err(JobError::fatal("bad event")),
+                _ => Ok(()),
+            }
+        })
         .handle_signals(false)
         .metrics_interval(Duration::from_secs(1))
         .build()
@@ -121,6 +140,17 @@ async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
             && get(&s, r#"redjob_queue_jobs{queue="metered",state="ready"}"#) == Some(0.0)
             && get(&s, r#"redjob_queue_jobs{queue="held",state="ready"}"#) == Some(1.0)
             && get(&s, r#"redjob_queue_paused{queue="held"}"#) == Some(1.0)
+            && ["lag", "pending", "dead"]
+                .iter()
+                .zip([0.0, 0.0, 1.0])
+                .all(|(state, n)| {
+                    let labels = [
+                        r#"subscriber="mt_sub""#,
+                        r#"topic="mt_topic""#,
+                        &format!(r#"state="{state}""#),
+                    ];
+                    get(&s, &key("redjob_subscriber_events", &labels)) == Some(n)
+                })
     };
     let ok = wait_until(Duration::from_secs(15), settled).await;
     let s = samples(&handle);
@@ -175,6 +205,27 @@ async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
         Some(3.0)
     );
     assert!(ok("redjob_job_wait_seconds_sum", &[]).unwrap() > 0.0);
+    // events, by topic, subscriber and type
+    let ev = |name: &str, more: &[&str]| {
+        let mut labels = vec![
+            r#"event="mt_event""#,
+            r#"subscriber="mt_sub""#,
+            r#"topic="mt_topic""#,
+        ];
+        labels.extend(more);
+        get(&s, &key(name, &labels))
+    };
+    assert_eq!(ev("redjob_events_started_total", &[]), Some(3.0));
+    assert_eq!(ev("redjob_events_finished_total", &[succeeded]), Some(2.0));
+    assert_eq!(
+        ev("redjob_events_finished_total", &[r#"outcome="dead""#]),
+        Some(1.0)
+    );
+    assert_eq!(
+        ev("redjob_events_finished_total", &[r#"outcome="retried""#]),
+        Some(0.0)
+    );
+    assert_eq!(ev("redjob_event_run_seconds_count", &[]), Some(3.0));
     // the worker with metrics off recorded nothing
     assert!(!s.keys().any(|k| k.contains("quiet")), "{s:#?}");
 }

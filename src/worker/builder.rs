@@ -334,6 +334,10 @@ impl<B: Backend> WorkerBuilder<B> {
     /// | `redjob_job_wait_seconds` (from due to start) | histogram | `queue`, `job` |
     /// | `redjob_queue_jobs` (sampled, see [`metrics_interval`](Self::metrics_interval)) | gauge | `queue`, `state` (`ready`, `scheduled`, `in_flight`, `dead`) |
     /// | `redjob_queue_paused` (1 while paused) | gauge | `queue` |
+    /// | `redjob_events_started_total` | counter | `topic`, `subscriber`, `event` |
+    /// | `redjob_events_finished_total` | counter | `topic`, `subscriber`, `event`, `outcome` (as jobs') |
+    /// | `redjob_event_run_seconds` | histogram | `topic`, `subscriber`, `event` |
+    /// | `redjob_subscriber_events` (sampled) | gauge | `topic`, `subscriber`, `state` (`lag`, `pending`, `dead`) |
     ///
     /// `job` is the job type's name: [`UNDECODABLE`](super::UNDECODABLE) for
     /// a body that is not a job envelope, `(unknown)` for a name no linked job

@@ -30,6 +30,17 @@ pub(crate) const QUEUE_JOBS: &str = "redjob_queue_jobs";
 /// 1 while a queue is paused.
 pub(crate) const QUEUE_PAUSED: &str = "redjob_queue_paused";
 
+/// Event runs started, by `topic`, `subscriber` and `event`.
+pub(crate) const EVENTS_STARTED: &str = "redjob_events_started_total";
+/// Event runs ended, by `topic`, `subscriber`, `event` and `outcome`
+/// (`succeeded`, `retried`, `dead`, `cancelled`).
+pub(crate) const EVENTS_FINISHED: &str = "redjob_events_finished_total";
+/// Event handler run time, seconds, by `topic`, `subscriber` and `event`.
+pub(crate) const EVENT_RUN: &str = "redjob_event_run_seconds";
+/// A subscriber's events by `state`: `lag` (not taken yet), `pending` (taken,
+/// not acknowledged), `dead`.
+pub(crate) const SUBSCRIBER_EVENTS: &str = "redjob_subscriber_events";
+
 /// Describes the metrics to the installed recorder (once per worker run).
 pub(crate) fn describe() {
     metrics::describe_counter!(STARTED, Unit::Count, "Job runs started");
@@ -50,6 +61,95 @@ pub(crate) fn describe() {
         "Jobs of a queue by state, sampled by each worker"
     );
     metrics::describe_gauge!(QUEUE_PAUSED, "1 while the queue is paused");
+    metrics::describe_counter!(EVENTS_STARTED, Unit::Count, "Event runs started");
+    metrics::describe_counter!(
+        EVENTS_FINISHED,
+        Unit::Count,
+        "Event runs ended, by outcome: succeeded, retried, dead, cancelled"
+    );
+    metrics::describe_histogram!(EVENT_RUN, Unit::Seconds, "Event handler run time");
+    metrics::describe_gauge!(
+        SUBSCRIBER_EVENTS,
+        Unit::Count,
+        "A subscriber's events by state (lag, pending, dead), sampled by each worker"
+    );
+}
+
+/// The handles of one (topic, subscriber, event type).
+pub(crate) struct EventMetrics {
+    pub started: Counter,
+    pub succeeded: Counter,
+    pub retried: Counter,
+    pub dead: Counter,
+    pub cancelled: Counter,
+    pub run: Histogram,
+}
+
+impl EventMetrics {
+    /// The handles of each of `events` (a subscriber's handled types).
+    pub fn for_events<'a>(
+        topic: &str,
+        sub: &str,
+        events: impl Iterator<Item = &'a str>,
+    ) -> HashMap<String, EventMetrics> {
+        events
+            .map(|e| {
+                let labels = || {
+                    [
+                        ("topic", topic.to_string()),
+                        ("subscriber", sub.to_string()),
+                        ("event", e.to_string()),
+                    ]
+                };
+                let finished = |outcome: &'static str| {
+                    let mut l = labels().to_vec();
+                    l.push(("outcome", outcome.to_string()));
+                    metrics::counter!(EVENTS_FINISHED, &l)
+                };
+                let m = EventMetrics {
+                    started: metrics::counter!(EVENTS_STARTED, &labels()),
+                    succeeded: finished("succeeded"),
+                    retried: finished("retried"),
+                    dead: finished("dead"),
+                    cancelled: finished("cancelled"),
+                    run: metrics::histogram!(EVENT_RUN, &labels()),
+                };
+                (e.to_string(), m)
+            })
+            .collect()
+    }
+}
+
+/// Samples a subscriber's lag, pending and dead events into gauges every
+/// `every` until `stop`.
+pub(crate) async fn sample_subscriber<B: crate::topic::Topics>(
+    backend: B,
+    topic: Arc<str>,
+    sub: Arc<str>,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    let gauges = ["lag", "pending", "dead"].map(|s| {
+        metrics::gauge!(SUBSCRIBER_EVENTS, "topic" => topic.to_string(), "subscriber" => sub.to_string(), "state" => s)
+    });
+    loop {
+        match backend.topic_info(&topic).await {
+            Ok(info) => {
+                let s = info.and_then(|t| t.subscribers.into_iter().find(|s| *s.name == *sub));
+                let n = s.map_or([0, 0, 0], |s| [s.lag, s.pending, s.dead]);
+                for (g, n) in gauges.iter().zip(n) {
+                    g.set(n as f64);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(topic = %topic, subscriber = %sub, error = %e, "could not sample the subscriber")
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
 }
 
 /// The handles of one (queue, job type).

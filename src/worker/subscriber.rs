@@ -3,7 +3,7 @@
 //! failed ones whose backoff is over), runs the handlers on the worker's pool,
 //! keeps running events held, and acknowledges in batches.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,7 @@ use tracing::Instrument;
 
 use super::dispatch::{give_back, slots};
 use super::execute::{SlotGuard, panic_message};
+use super::metrics::{EventMetrics, sample_subscriber};
 use super::subscription::Spec;
 use super::{MAX_DELAY, Shared};
 use crate::job::Outcome as Wants;
@@ -76,15 +77,24 @@ struct Names {
     topic: Arc<str>,
     sub: Arc<str>,
     consumer: Arc<str>,
+    /// By event type; empty when metrics are off.
+    metrics: HashMap<String, EventMetrics>,
 }
 
 async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
+    let shared = env.shared.clone();
+    let metrics = match shared.metrics {
+        Some(_) => {
+            EventMetrics::for_events(&spec.topic, &spec.sub.name, spec.handlers.keys().copied())
+        }
+        None => HashMap::new(),
+    };
     let names = Arc::new(Names {
         topic: spec.topic.as_str().into(),
         sub: spec.sub.name.as_str().into(),
         consumer: env.consumer.clone(),
+        metrics,
     });
-    let shared = env.shared.clone();
     let lease = shared.lease;
     tracing::info!(topic = %names.topic, subscriber = %names.sub, events = ?spec.handlers.keys().collect::<Vec<_>>(), "serving subscriber");
     let held: Arc<Mutex<HashSet<EventId>>> = Arc::default();
@@ -100,6 +110,15 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         env.drained.clone(),
     ));
     let renew_stop = CancellationToken::new();
+    let sampler = shared.metrics.map(|every| {
+        tokio::spawn(sample_subscriber(
+            backend.clone(),
+            names.topic.clone(),
+            names.sub.clone(),
+            every,
+            renew_stop.clone(),
+        ))
+    });
     // an ordered subscriber is read by the consumer that owns it alone
     let owned = spec.sub.ordered.then(|| Arc::new(AtomicBool::new(false)));
     let renewer = tokio::spawn(renew_loop(
@@ -281,6 +300,9 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     drop(tx);
     let _ = acker.await;
     let _ = renewer.await;
+    if let Some(sampler) = sampler {
+        let _ = sampler.await;
+    }
     if owned.is_some_and(|o| o.load(Ordering::SeqCst)) {
         // after the last acknowledgements: the next owner starts after them
         if let Err(e) = backend
@@ -407,6 +429,11 @@ async fn handle(
         let ctx = EventContext::new(ev.id, names.topic.clone(), names.sub.clone(), attempt)
             .with_parts(shared.data.clone(), cancel.clone());
         let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
+        let m = names.metrics.get(ty);
+        let began = m.map(|m| {
+            m.started.increment(1);
+            std::time::Instant::now()
+        });
         let result = async {
             let fut = match handler.start(data, ctx) {
                 Ok(f) => f,
@@ -432,20 +459,34 @@ async fn handle(
         }
         .instrument(span.clone())
         .await;
+        if let (Some(m), Some(began)) = (m, began) {
+            m.run.record(began.elapsed().as_secs_f64());
+        }
+        let count = |c: fn(&EventMetrics) -> &metrics::Counter| {
+            if let Some(m) = m {
+                c(m).increment(1);
+            }
+        };
         let _e = span.enter();
         let (error, wants) = match result {
-            Ok(()) => return Done::Ack(ev.id),
+            Ok(()) => {
+                count(|m| &m.succeeded);
+                return Done::Ack(ev.id);
+            }
             Err(e) => e,
         };
         if abort.is_cancelled() {
+            count(|m| &m.cancelled);
             return Done::Retry(ev.id, Duration::ZERO);
         }
         let delay = match wants {
             Wants::Fatal => {
+                count(|m| &m.dead);
                 tracing::error!(%error, "event failed for good: dead-lettered");
                 return Done::Dead(ev, error);
             }
             _ if attempt >= max => {
+                count(|m| &m.dead);
                 tracing::error!(%error, "event failed on its last attempt: dead-lettered");
                 return Done::Dead(ev, error);
             }
@@ -453,6 +494,7 @@ async fn handle(
             _ => shared.retry.delay(opts.backoff, attempt),
         };
         let delay = delay.min(shared.lease);
+        count(|m| &m.retried);
         tracing::warn!(%error, retry_in = ?delay, "event failed; retrying");
         if !spec.sub.ordered {
             return Done::Retry(ev.id, delay);
