@@ -581,7 +581,14 @@ impl RedisBackend {
         let k = ns.topic(topic);
         let dead = k.dead(subscriber);
         let (mut total, mut first) = (0, true);
-        let mut chunks = ids.map(|ids| ids.chunks(CHUNK));
+        // oldest first, each once, as the memory backend takes them
+        let ids = ids.map(|ids| {
+            let mut ids = ids.to_vec();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        });
+        let mut chunks = ids.as_deref().map(|ids| ids.chunks(CHUNK));
         // letters dead-lettered again while this runs are left for the next call
         let mut left: i64 = match ids {
             Some(_) => i64::MAX,

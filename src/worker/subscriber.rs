@@ -110,6 +110,8 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         env.drained.clone(),
     ));
     let renew_stop = CancellationToken::new();
+    // a dropped worker future (as a killed process) stops renewing and sampling
+    let _stop_on_drop = renew_stop.clone().drop_guard();
     let sampler = shared.metrics.map(|every| {
         tokio::spawn(sample_subscriber(
             backend.clone(),
@@ -120,7 +122,10 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         ))
     });
     // an ordered subscriber is read by the consumer that owns it alone
-    let owned = spec.sub.ordered.then(|| Arc::new(AtomicBool::new(false)));
+    let owned = spec
+        .sub
+        .ordered
+        .then(|| Arc::new(Ownership::new(&env.abort)));
     let renewer = tokio::spawn(renew_loop(
         backend.clone(),
         names.clone(),
@@ -169,10 +174,10 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                 }
             }
         }
-        if let Some(owned) = owned.as_ref().filter(|o| !o.load(Ordering::SeqCst)) {
+        if let Some(owned) = owned.as_ref().filter(|o| !o.held()) {
             // not (or no longer) the owner: what it read goes back first
             if let Some(h) = reading.take() {
-                buf.extend(finished(h.await, &held));
+                buf.extend(finished(h.await));
             }
             release(&tx, buf.drain(..).collect());
             let wait = match backend
@@ -181,7 +186,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             {
                 Ok(true) => {
                     tracing::info!(topic = %names.topic, subscriber = %names.sub, "this worker owns the ordered subscriber now");
-                    owned.store(true, Ordering::SeqCst);
+                    owned.taken(&env.abort);
                     (cursor, next_claim, claim_idle) =
                         (EventId::ZERO, Instant::now(), Duration::ZERO);
                     failures = 0;
@@ -212,15 +217,29 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                     .clamp(Duration::from_millis(1), IDLE_BLOCK)
             };
             let count = read_ahead - buf.len();
-            let (b, n) = (backend.clone(), names.clone());
+            let (b, n, held) = (backend.clone(), names.clone(), held.clone());
             reading = Some(tokio::spawn(async move {
+                // held (so renewed) as soon as they are read: the loop may take
+                // a while to collect them
+                let hold = |events: Vec<Received>| {
+                    let mut h = lock(&held);
+                    // a claim may return one this worker still holds (its
+                    // renewal failed for a lease): that run settles it
+                    events.into_iter().filter(|ev| h.insert(ev.id)).collect()
+                };
                 if claiming {
-                    Read::Claimed(
-                        b.claim(&n.topic, &n.sub, &n.consumer, claim_idle, count, cursor)
-                            .await,
-                    )
+                    let r = b
+                        .claim(&n.topic, &n.sub, &n.consumer, claim_idle, count, cursor)
+                        .await;
+                    Read::Claimed(r.map(|c| {
+                        c.map(|mut c| {
+                            c.events = hold(std::mem::take(&mut c.events));
+                            c
+                        })
+                    }))
                 } else {
-                    Read::New(b.read(&n.topic, &n.sub, &n.consumer, count, block).await)
+                    let r = b.read(&n.topic, &n.sub, &n.consumer, count, block).await;
+                    Read::New(r.map(|e| e.map(hold)))
                 }
             }));
         }
@@ -242,14 +261,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             match got {
                 Ok(Some(events)) => {
                     failures = 0;
-                    let mut h = lock(&held);
-                    for ev in events {
-                        // a claim may return one this worker still holds (its
-                        // renewal failed for a lease): that run settles it
-                        if h.insert(ev.id) {
-                            buf.push_back(ev);
-                        }
-                    }
+                    buf.extend(events);
                 }
                 Ok(None) => {
                     failures += 1;
@@ -276,15 +288,20 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             n = slots(&shared, local.as_deref(), buf.len().min(u32::MAX as usize) as u32) => n,
             _ = env.stop.cancelled() => break,
         };
-        let start = (n as usize).min(buf.len());
+        // an ordered subscriber's owner that lost it meanwhile starts nothing more
+        let start = match &owned {
+            Some(o) if !o.held() => 0,
+            _ => (n as usize).min(buf.len()),
+        };
         give_back(&shared, local.as_deref(), n - start as u32);
+        let abort = owned.as_ref().map(|o| o.token());
         for ev in buf.drain(..start) {
-            spawn_run(&env, &spec, &names, &tx, local.clone(), ev);
+            spawn_run(&env, &spec, &names, &tx, local.clone(), abort.clone(), ev);
         }
     }
     // a read still out (it ends within a second): its events are released too
     if let Some(h) = reading.take() {
-        buf.extend(finished(h.await, &held));
+        buf.extend(finished(h.await));
     }
     // read but not started: another consumer may claim them at once
     release(&tx, buf.drain(..).collect());
@@ -292,10 +309,10 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     // every run is in the worker's tracker: wait for them (the worker cancels
     // them after its grace period, and gives up on a run that ignores that),
     // then flush the last acknowledgements
-    tokio::select! {
-        _ = env.tracker.wait() => {}
-        _ = env.drained.cancelled() => {}
-    }
+    let all_ended = tokio::select! {
+        _ = env.tracker.wait() => true,
+        _ = env.drained.cancelled() => false,
+    };
     renew_stop.cancel();
     drop(tx);
     let _ = acker.await;
@@ -303,14 +320,15 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     if let Some(sampler) = sampler {
         let _ = sampler.await;
     }
-    if owned.is_some_and(|o| o.load(Ordering::SeqCst)) {
-        // after the last acknowledgements: the next owner starts after them
-        if let Err(e) = backend
+    // after the last acknowledgements, so the next owner starts after them; not
+    // while a run that ignored its cancellation may still go on (its lease ends it)
+    if all_ended
+        && owned.is_some_and(|o| o.held())
+        && let Err(e) = backend
             .own(&names.topic, &names.sub, &names.consumer, None)
             .await
-        {
-            tracing::debug!(error = %e, "could not give up the ordered subscriber");
-        }
+    {
+        tracing::debug!(error = %e, "could not give up the ordered subscriber");
     }
     if let Err(e) = backend
         .leave(&names.topic, &names.sub, &names.consumer)
@@ -320,18 +338,13 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     }
 }
 
-/// The events of a read that ended, not held yet (now held).
-fn finished(
-    r: Result<Read, tokio::task::JoinError>,
-    held: &Mutex<HashSet<EventId>>,
-) -> Vec<Received> {
-    let events = match r {
+/// The events of a read that ended (held by its task).
+fn finished(r: Result<Read, tokio::task::JoinError>) -> Vec<Received> {
+    match r {
         Ok(Read::New(Ok(Some(events)))) => events,
         Ok(Read::Claimed(Ok(Some(c)))) => c.events,
         _ => Vec::new(),
-    };
-    let mut h = lock(held);
-    events.into_iter().filter(|ev| h.insert(ev.id)).collect()
+    }
 }
 
 /// Sleeps `wait`; whether the worker stopped meanwhile.
@@ -359,6 +372,7 @@ fn spawn_run(
     names: &Arc<Names>,
     tx: &mpsc::UnboundedSender<Done>,
     local: Option<Arc<Semaphore>>,
+    abort: Option<CancellationToken>,
     ev: Received,
 ) {
     let slot = SlotGuard {
@@ -366,13 +380,69 @@ fn spawn_run(
         queue_slots: local,
     };
     let (spec, names, tx) = (spec.clone(), names.clone(), tx.clone());
-    let (shared, stop, abort) = (env.shared.clone(), env.stop.clone(), env.abort.clone());
+    // an ordered subscriber's runs are also cancelled when its worker loses it
+    let abort = abort.unwrap_or_else(|| env.abort.clone());
+    let (shared, stop) = (env.shared.clone(), env.stop.clone());
     env.tracker.spawn(async move {
         let done = handle(ev, &spec, &names, &shared, &stop, &abort).await;
         // held (and renewed) until the settle loop has settled it
         let _ = tx.send(done);
         drop(slot);
     });
+}
+
+/// An ordered subscriber's ownership by this worker: whether it holds it, when
+/// it last renewed it, and the token its runs are cancelled with once it is lost.
+struct Ownership {
+    owned: AtomicBool,
+    renewed: Mutex<Instant>,
+    runs: Mutex<CancellationToken>,
+}
+
+impl Ownership {
+    fn new(abort: &CancellationToken) -> Self {
+        Ownership {
+            owned: AtomicBool::new(false),
+            renewed: Mutex::new(Instant::now()),
+            runs: Mutex::new(abort.child_token()),
+        }
+    }
+
+    fn held(&self) -> bool {
+        self.owned.load(Ordering::SeqCst)
+    }
+
+    /// Taken (or renewed): runs start under a fresh token.
+    fn taken(&self, abort: &CancellationToken) {
+        *self.renewed.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        if !self.owned.swap(true, Ordering::SeqCst) {
+            *self.runs.lock().unwrap_or_else(|e| e.into_inner()) = abort.child_token();
+        }
+    }
+
+    /// Renewed.
+    fn renewed(&self) {
+        *self.renewed.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// Lost (another worker took it, or it went unrenewed too long): what runs
+    /// is cancelled, and nothing more starts.
+    fn lost(&self) {
+        self.owned.store(false, Ordering::SeqCst);
+        self.runs.lock().unwrap_or_else(|e| e.into_inner()).cancel();
+    }
+
+    /// When it was last taken or renewed.
+    fn since_renewed(&self) -> Duration {
+        self.renewed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+    }
+
+    fn token(&self) -> CancellationToken {
+        self.runs.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 fn lock(held: &Mutex<HashSet<EventId>>) -> std::sync::MutexGuard<'_, HashSet<EventId>> {
@@ -577,7 +647,7 @@ async fn renew_loop<B: Topics>(
     backend: B,
     names: Arc<Names>,
     held: Arc<Mutex<HashSet<EventId>>>,
-    owned: Option<Arc<AtomicBool>>,
+    owned: Option<Arc<Ownership>>,
     lease: Duration,
     stop: CancellationToken,
 ) {
@@ -586,19 +656,23 @@ async fn renew_loop<B: Topics>(
             _ = tokio::time::sleep(lease / 3) => {}
             _ = stop.cancelled() => return,
         }
-        if let Some(owned) = owned.as_ref().filter(|o| o.load(Ordering::SeqCst)) {
+        if let Some(owned) = owned.as_ref().filter(|o| o.held()) {
             match backend
                 .own(&names.topic, &names.sub, &names.consumer, Some(lease))
                 .await
             {
-                Ok(true) => {}
+                Ok(true) => owned.renewed(),
                 Ok(false) => {
                     tracing::warn!(topic = %names.topic, subscriber = %names.sub,
-                        "another worker took the ordered subscriber (this one's lease ran out): reading stops");
-                    owned.store(false, Ordering::SeqCst);
+                        "another worker took the ordered subscriber (this one's lease ran out): its run is cancelled");
+                    owned.lost();
                 }
                 Err(e) => {
-                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, "renewing the ordered subscriber failed")
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, "renewing the ordered subscriber failed");
+                    // stop well before the lease ends and a standby may take over
+                    if owned.since_renewed() >= lease * 2 / 3 {
+                        owned.lost();
+                    }
                 }
             }
         }

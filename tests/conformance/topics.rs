@@ -468,7 +468,7 @@ pub async fn dead_letters_are_requeued_for_their_subscriber_alone_or_deleted(env
     broken.store(false, std::sync::atomic::Ordering::SeqCst);
     // requeued by id: run again by "s" alone, as a first attempt
     assert_eq!(
-        c.requeue_dead_events("flaky", "s", &[by_n(1), by_n(4)])
+        c.requeue_dead_events("flaky", "s", &[by_n(1), by_n(4), by_n(1)])
             .await
             .unwrap(),
         1

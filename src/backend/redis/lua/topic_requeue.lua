@@ -5,8 +5,8 @@
 -- KEYS[2]  the subscriber's dead letters (ns:t:{topic}:dead:<subscriber>)
 -- ARGV[1]  the subscriber
 -- ARGV[2]  "requeue" or "delete"
--- ARGV[3]  "ids", then the dead letters' ids; or "oldest", then how many of
---          the oldest to take
+-- ARGV[3]  "ids", then the dead letters' ids (requeued in this order); or
+--          "oldest", then how many of the oldest to take
 -- Returns how many were requeued or deleted, or -1 when the subscriber does
 --         not exist (a requeue only)
 local key, dead, group, requeue = KEYS[1], KEYS[2], ARGV[1], ARGV[2] == "requeue"
@@ -25,14 +25,17 @@ elseif ARGV[3] == "ids" then
 end
 local n = 0
 for _, e in ipairs(letters) do
-  if requeue then
-    local f, typ, data = e[2], "", ""
-    for i = 1, #f, 2 do
-      if f[i] == "type" then typ = f[i + 1] end
-      if f[i] == "data" then data = f[i + 1] end
+  -- an id given twice is taken once
+  if redis.call("XDEL", dead, e[1]) == 1 then
+    n = n + 1
+    if requeue then
+      local f, typ, data = e[2], "", ""
+      for i = 1, #f, 2 do
+        if f[i] == "type" then typ = f[i + 1] end
+        if f[i] == "data" then data = f[i + 1] end
+      end
+      redis.call("XADD", key, "*", "type", typ, "data", data, "to", group)
     end
-    redis.call("XADD", key, "*", "type", typ, "data", data, "to", group)
   end
-  n = n + redis.call("XDEL", dead, e[1])
 end
 return n
