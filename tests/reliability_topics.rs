@@ -102,6 +102,26 @@ fn spawn_with(url: &str, log: &std::path::Path, ordered: bool) -> std::process::
     .unwrap()
 }
 
+/// Waits (up to a minute) until the subscriber of "chaos" has nothing pending
+/// and no lag, then stops worker `b` with SIGTERM; it must exit cleanly.
+fn drain_then_stop(rt: &tokio::runtime::Runtime, client: &Client, mut b: std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = rt.block_on(client.topic("chaos")).unwrap().unwrap();
+        let s = &t.subscribers[0];
+        if s.pending == 0 && s.lag == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not drained: {t:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Command::new("kill")
+        .args(["-TERM", &b.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(b.wait().unwrap().success());
+}
+
 /// (starts, ends) per key in a log; a line cut short by the kill is skipped.
 fn read(path: &std::path::Path) -> (Vec<u64>, Vec<u64>) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -157,22 +177,8 @@ fn a_killed_subscriber_process_loses_no_event() {
     assert!((a_starts.len() as u64) < EVENTS, "killed after it finished");
 
     // B handles the rest, and claims A's held events after the lease
-    let mut b = spawn(&url, &log_b);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let t = rt.block_on(client.topic("chaos")).unwrap().unwrap();
-        let s = &t.subscribers[0];
-        if s.pending == 0 && s.lag == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not drained: {t:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Command::new("kill")
-        .args(["-TERM", &b.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(b.wait().unwrap().success());
+    let b = spawn(&url, &log_b);
+    drain_then_stop(&rt, &client, b);
     let (b_starts, b_ends) = read(&log_b);
 
     let mut ends: HashMap<u64, usize> = HashMap::new();
@@ -234,27 +240,13 @@ fn a_killed_owner_of_an_ordered_subscriber_is_taken_over_in_order() {
         assert!(Instant::now() < deadline, "A did not start 50 events");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let mut b = spawn_with(&url, &log_b, true);
+    let b = spawn_with(&url, &log_b, true);
     std::thread::sleep(Duration::from_millis(300));
     a.kill().unwrap();
     a.wait().unwrap();
     let (a_starts, _) = read(&log_a);
     assert!((a_starts.len() as u64) < N, "killed after it finished");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let t = rt.block_on(client.topic("chaos")).unwrap().unwrap();
-        let s = &t.subscribers[0];
-        if s.pending == 0 && s.lag == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not drained: {t:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Command::new("kill")
-        .args(["-TERM", &b.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(b.wait().unwrap().success());
+    drain_then_stop(&rt, &client, b);
     let (b_starts, b_ends) = read(&log_b);
     // A ran 0, 1, 2, ... one at a time; B went on from one A had started
     // (A finished it, or not, without its acknowledgement landing)

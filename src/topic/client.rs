@@ -3,6 +3,12 @@
 use super::{DeadEvent, Event, EventId, Start, TopicInfo, Topics, check_name};
 use crate::{Client, Result};
 
+/// Checks a topic's and a subscriber's names.
+fn check_names(topic: &str, subscriber: &str) -> Result<()> {
+    check_name("topic name", topic)?;
+    check_name("subscriber name", subscriber)
+}
+
 impl Client {
     /// Publishes an event to its type's topic, applying the type's retention.
     /// Returns its id. See the [`topic`](crate::topic) module for an example.
@@ -49,8 +55,7 @@ impl Client {
     /// [`Subscription`](super::Subscription)'s start); create one beforehand
     /// to not miss events published before then.
     pub async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
-        check_name("topic name", topic)?;
-        check_name("subscriber name", subscriber)?;
+        check_names(topic, subscriber)?;
         self.queues().subscribe(topic, subscriber, start).await
     }
 
@@ -76,16 +81,14 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
-        check_name("topic name", topic)?;
-        check_name("subscriber name", subscriber)?;
+        check_names(topic, subscriber)?;
         self.queues().rewind(topic, subscriber, to).await
     }
 
     /// Deletes a subscriber with its pending events and dead letters. Returns
     /// whether it existed.
     pub async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {
-        check_name("topic name", topic)?;
-        check_name("subscriber name", subscriber)?;
+        check_names(topic, subscriber)?;
         self.queues().unsubscribe(topic, subscriber).await
     }
 
@@ -127,8 +130,7 @@ impl Client {
         subscriber: &str,
         limit: usize,
     ) -> Result<Vec<DeadEvent>> {
-        check_name("topic name", topic)?;
-        check_name("subscriber name", subscriber)?;
+        check_names(topic, subscriber)?;
         self.queues().dead_events(topic, subscriber, limit).await
     }
 
@@ -155,8 +157,7 @@ impl Client {
         subscriber: &str,
         ids: &[EventId],
     ) -> Result<u64> {
-        check_name("topic name", topic)?;
-        check_name("subscriber name", subscriber)?;
+        check_names(topic, subscriber)?;
         if ids.is_empty() {
             return Ok(0);
         }
@@ -168,8 +169,7 @@ impl Client {
     /// Requeues all of a subscriber's dead letters, oldest first (see
     /// [`requeue_dead_events`](Self::requeue_dead_events)); returns how many.
     pub async fn requeue_all_dead_events(&self, topic: &str, subscriber: &str) -> Result<u64> {
-        check_name("topic name", topic)?;
-        check_name("subscriber name", subscriber)?;
+        check_names(topic, subscriber)?;
         self.queues()
             .requeue_dead_events(topic, subscriber, None)
             .await
@@ -183,8 +183,7 @@ impl Client {
         subscriber: &str,
         ids: &[EventId],
     ) -> Result<u64> {
-        check_name("topic name", topic)?;
-        check_name("subscriber name", subscriber)?;
+        check_names(topic, subscriber)?;
         if ids.is_empty() {
             return Ok(0);
         }
@@ -195,8 +194,7 @@ impl Client {
 
     /// Deletes all of a subscriber's dead letters; returns how many there were.
     pub async fn purge_dead_events(&self, topic: &str, subscriber: &str) -> Result<u64> {
-        check_name("topic name", topic)?;
-        check_name("subscriber name", subscriber)?;
+        check_names(topic, subscriber)?;
         self.queues()
             .delete_dead_events(topic, subscriber, None)
             .await
