@@ -3,6 +3,12 @@
 //! RSMQ's keys are `ns:QUEUES`, `ns:q` and `ns:q:Q`. redjob's own extra keys sit
 //! beside them as `ns:q:<suffix>`; RSMQ queue names cannot contain `:`, so no RSMQ
 //! queue can collide with them.
+//!
+//! On a Redis Cluster every key of a queue carries the queue's name as its hash
+//! tag instead: `ns:{q}`, `ns:{q}:Q`, `ns:{q}:<suffix>`, so that each queue is one
+//! slot and every script's keys share it. Topics always do (`ns:t:{topic}…`);
+//! the state across queues (`ns:QUEUES`, `ns:{@workers}`) is its own slot, never
+//! touched in a script with a queue's keys.
 
 /// The keys of one queue in RSMQ's layout.
 #[derive(Debug, Clone)]
@@ -26,17 +32,25 @@ pub(crate) struct QueueKeys {
     pub periodic: String,
 }
 
-/// `ns:` as RSMQ writes its `redisns`.
+/// `ns:` as RSMQ writes its `redisns`, and whether queue keys carry hash tags.
 #[derive(Debug, Clone)]
 pub(crate) struct Namespace {
     prefix: String,
+    cluster: bool,
 }
 
 impl Namespace {
-    pub fn new(ns: &str) -> Self {
+    /// RSMQ's exact layout, or on a Cluster (`cluster`) the hash-tagged one.
+    pub fn new(ns: &str, cluster: bool) -> Self {
         Namespace {
             prefix: format!("{ns}:"),
+            cluster,
         }
+    }
+
+    /// Whether queue keys carry hash tags (a Redis Cluster).
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
     }
 
     /// `ns:QUEUES`, the set of queue names.
@@ -44,16 +58,22 @@ impl Namespace {
         format!("{}QUEUES", self.prefix)
     }
 
+    /// A queue's keys: `ns:q…`, or `ns:{q}…` on a Cluster.
     pub fn queue(&self, name: &str) -> QueueKeys {
+        let base = if self.cluster {
+            format!("{}{{{name}}}", self.prefix)
+        } else {
+            format!("{}{name}", self.prefix)
+        };
         QueueKeys {
-            zset: format!("{}{name}", self.prefix),
-            hash: format!("{}{name}:Q", self.prefix),
+            hash: format!("{base}:Q"),
             realtime: format!("{}rt:{name}", self.prefix),
-            dead: format!("{}{name}:dead", self.prefix),
-            dead_hash: format!("{}{name}:dead:Q", self.prefix),
-            stats: format!("{}{name}:stats", self.prefix),
-            unique: format!("{}{name}:unique", self.prefix),
-            periodic: format!("{}{name}:periodic", self.prefix),
+            dead: format!("{base}:dead"),
+            dead_hash: format!("{base}:dead:Q"),
+            stats: format!("{base}:stats"),
+            unique: format!("{base}:unique"),
+            periodic: format!("{base}:periodic"),
+            zset: base,
         }
     }
 
@@ -166,7 +186,7 @@ mod tests {
 
     #[test]
     fn rsmq_key_names() {
-        let ns = Namespace::new("rsmq");
+        let ns = Namespace::new("rsmq", false);
         let k = ns.queue("jobs");
         assert_eq!(k.zset, "rsmq:jobs");
         assert_eq!(k.hash, "rsmq:jobs:Q");
@@ -223,5 +243,50 @@ mod tests {
                 "rsmq:jobs:p-10"
             )
         );
+    }
+
+    /// The Cluster hash slot of `key` (CRC16 of its hash tag, or of the key).
+    fn slot(key: &str) -> u16 {
+        let tag = key
+            .find('{')
+            .and_then(|o| key[o + 1..].find('}').map(|c| &key[o + 1..o + 1 + c]))
+            .filter(|t| !t.is_empty())
+            .unwrap_or(key);
+        crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384
+    }
+
+    #[test]
+    fn on_a_cluster_each_queue_and_topic_is_one_slot() {
+        // the slot function agrees with Redis's CLUSTER KEYSLOT
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(slot("somekey"), 11058);
+        let ns = Namespace::new("app", true);
+        let k = ns.queue("mail.out");
+        assert_eq!(k.zset, "app:{mail.out}");
+        assert_eq!(k.hash, "app:{mail.out}:Q");
+        assert_eq!(k.level(-3), "app:{mail.out}:p-3");
+        for name in ["jobs", "mail.out", "q-1", "x_y"] {
+            let k = ns.queue(name);
+            // every key a queue's scripts or transactions take
+            let mut keys = k.all_levels_dead();
+            keys.extend([k.stats.clone(), k.unique.clone(), k.periodic.clone()]);
+            assert!(
+                keys.iter().all(|key| slot(key) == slot(&k.zset)),
+                "{name}: {keys:?}"
+            );
+            let t = ns.topic(name);
+            let topic = [t.stream.clone(), t.dead("sub"), t.owner("sub")];
+            assert!(topic.iter().all(|key| slot(key) == slot(&t.stream)));
+        }
+        let [w, info] = ns.workers();
+        assert_eq!(slot(&w), slot(&info));
+        // the queues spread: not all in one slot
+        let slots: std::collections::HashSet<u16> = (0..12)
+            .map(|i| slot(&ns.queue(&format!("q{i}")).zset))
+            .collect();
+        assert_eq!(slots.len(), 12);
+        // RSMQ's layout is untouched without a Cluster
+        assert_eq!(Namespace::new("app", false).queue("jobs").zset, "app:jobs");
     }
 }

@@ -32,7 +32,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Value};
 
 pub(crate) use crate::keys::Namespace;
@@ -44,7 +43,7 @@ pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique};
 pub use validate::{LAST_DUE_MS, MAX_AHEAD, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
 
 use crate::backend::redis::scripts::{self, Reply};
-use crate::connection::RedisConfig;
+use crate::connection::{Connection, RedisConfig};
 use crate::{Error, JobId, Result};
 
 /// Most messages per script call of a batch send (Lua's `unpack` has limits).
@@ -90,7 +89,7 @@ impl RsmqConfig {
 /// A handle on RSMQ queues in one Redis namespace. Cheap to clone.
 #[derive(Clone)]
 pub struct Rsmq {
-    con: ConnectionManager,
+    con: Connection,
     send_loaded: Arc<AtomicBool>,
     unique_loaded: Arc<AtomicBool>,
     ns: Namespace,
@@ -118,24 +117,27 @@ impl Rsmq {
         Ok(Self::from_connection(con, &cfg.namespace, cfg.realtime))
     }
 
-    /// Uses an open connection.
-    pub fn from_connection(con: ConnectionManager, namespace: &str, realtime: bool) -> Self {
+    /// Uses an open connection: a [`Connection`] from
+    /// [`RedisConfig::connect`], or a redis-rs `ConnectionManager` or Cluster
+    /// connection. On a Cluster the queues' keys carry hash tags.
+    pub fn from_connection(con: impl Into<Connection>, namespace: &str, realtime: bool) -> Self {
+        let con = con.into();
         Rsmq {
+            ns: Namespace::new(namespace, con.is_cluster()),
             con,
             send_loaded: Arc::default(),
             unique_loaded: Arc::default(),
-            ns: Namespace::new(namespace),
             realtime,
         }
     }
 
     /// The connection and the keys of `queue`, for the other Redis-side modules.
-    pub(crate) fn parts(&self, queue: &str) -> (ConnectionManager, crate::keys::QueueKeys) {
+    pub(crate) fn parts(&self, queue: &str) -> (Connection, crate::keys::QueueKeys) {
         (self.con.clone(), self.ns.queue(queue))
     }
 
     /// The connection and the namespace's key names.
-    pub(crate) fn ns_parts(&self) -> (ConnectionManager, &crate::keys::Namespace, bool) {
+    pub(crate) fn ns_parts(&self) -> (Connection, &crate::keys::Namespace, bool) {
         (self.con.clone(), &self.ns, self.realtime)
     }
 
@@ -177,20 +179,28 @@ impl Rsmq {
         validate::queue_name(name)?;
         let k = self.ns.queue(name);
         let mut con = self.con.clone();
-        let (removed, ..): (i64, i64, i64, i64) = redis::pipe()
-            .atomic()
-            .del(&k.hash)
-            .del(&k.zset)
-            .srem(self.ns.queues(), name)
-            .del(
-                [&k.dead, &k.dead_hash, &k.stats, &k.unique, &k.periodic]
-                    .into_iter()
-                    .cloned()
-                    .chain(k.levels())
-                    .collect::<Vec<_>>(),
-            )
-            .query_async(&mut con)
-            .await?;
+        let mut pipe = redis::pipe();
+        pipe.atomic().del(&k.hash).del(&k.zset).del(
+            [&k.dead, &k.dead_hash, &k.stats, &k.unique, &k.periodic]
+                .into_iter()
+                .cloned()
+                .chain(k.levels())
+                .collect::<Vec<_>>(),
+        );
+        // on a Cluster `ns:QUEUES` is in another slot: it goes after the queue
+        // (a failure between them leaves a name whose queue is gone, which
+        // RSMQ clients and redjob treat as missing; deleting again clears it)
+        let removed: i64 = if self.ns.is_cluster() {
+            let (removed, ..): (i64, i64, i64) = pipe.query_async(&mut con).await?;
+            let _: i64 = con.srem(self.ns.queues(), name).await?;
+            removed
+        } else {
+            let (removed, ..): (i64, i64, i64, i64) = pipe
+                .srem(self.ns.queues(), name)
+                .query_async(&mut con)
+                .await?;
+            removed
+        };
         if removed == 0 {
             return Err(Error::QueueNotFound { name: name.into() });
         }

@@ -419,30 +419,12 @@ impl Topics for RedisBackend {
 
     async fn topic_names(&self) -> Result<Vec<String>> {
         let (mut con, ns) = self.parts();
-        let pattern = ns.topic_pattern();
-        let mut cursor = 0u64;
-        let mut out = Vec::new();
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .arg("TYPE")
-                .arg("stream")
-                .query_async(&mut con)
-                .await?;
-            out.extend(
-                keys.iter()
-                    .filter_map(|k| ns.topic_of(k))
-                    .map(str::to_string),
-            );
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        let keys = con.scan(&ns.topic_pattern(), "stream").await?;
+        let mut out: Vec<String> = keys
+            .iter()
+            .filter_map(|k| ns.topic_of(k))
+            .map(str::to_string)
+            .collect();
         out.sort_unstable();
         out.dedup();
         Ok(out)

@@ -1,6 +1,8 @@
 //! Test helpers: a private `redis-server` per test, on a free loopback port.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -143,12 +143,12 @@ pub async fn settled_runs_are_counted_per_minute_over_the_last_hour(env: &Env) {
         t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
     };
     let minute = now_ms(env.now().await) / 60_000;
-    if let Some(server) = &env.server {
-        let mut con = server.raw().await;
+    if env.is_redis() {
+        let mut con = env.raw().await;
         let stale = minute - MINUTES as u64;
         let ago = minute - 30;
         let _: () = redis::cmd("HSET")
-            .arg("rsmq:rate:stats")
+            .arg(env.key("rate", ":stats"))
             .arg(format!("m{}", stale % MINUTES as u64))
             .arg(format!("{stale} 7 7"))
             .arg(format!("m{}", ago % MINUTES as u64))
@@ -191,10 +191,6 @@ pub async fn settled_runs_are_counted_per_minute_over_the_last_hour(env: &Env) {
     assert_eq!((older[0].1, older[0].2), (4, 5));
 
     let stats = backend.stats("rate").await.unwrap();
-    let want = if env.server.is_some() {
-        (2, 3)
-    } else {
-        (13, 15)
-    };
+    let want = if env.is_redis() { (2, 3) } else { (13, 15) };
     assert_eq!((stats.processed, stats.failed), want);
 }

@@ -14,16 +14,24 @@ pub mod topics;
 pub mod unique;
 pub mod worker;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use redjob::Client;
 use redjob::backend::any::AnyBackend;
+use redjob::client::ClientConfig;
+use redjob::connection::{Connection, RedisConfig};
 
 use crate::common::RedisServer;
+use crate::common::cluster::RedisCluster;
 
 /// What a test runs against.
 pub struct Env {
     pub client: Client,
-    /// Kept alive for the test; `None` for the memory backend.
+    /// Kept alive for the test; `None` for the memory backend and a Cluster.
     pub server: Option<RedisServer>,
+    /// The Redis URL (a server's or a Cluster's) and the namespace; `None` for
+    /// the memory backend.
+    redis: Option<(String, String)>,
 }
 
 impl Env {
@@ -33,7 +41,26 @@ impl Env {
         let client = Client::connect(&server.url()).await.unwrap();
         Env {
             client,
+            redis: Some((server.url(), "rsmq".into())),
             server: Some(server),
+        }
+    }
+
+    /// A Redis backend on the process's shared Cluster, in a namespace of its own.
+    pub async fn cluster() -> Env {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let url = tokio::task::spawn_blocking(|| RedisCluster::shared().url())
+            .await
+            .unwrap();
+        let ns = format!("c{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let env = Env {
+            client: Client::memory(redjob::backend::memory::MemoryBackend::new()),
+            server: None,
+            redis: Some((url, ns)),
+        };
+        Env {
+            client: env.another_client().await,
+            ..env
         }
     }
 
@@ -42,14 +69,42 @@ impl Env {
         Env {
             client: Client::memory(redjob::backend::memory::MemoryBackend::new()),
             server: None,
+            redis: None,
         }
+    }
+
+    /// Whether this runs on Redis (a server or a Cluster).
+    pub fn is_redis(&self) -> bool {
+        self.redis.is_some()
     }
 
     /// A client of its own on the same backend: a new connection on Redis.
     pub async fn another_client(&self) -> Client {
-        match &self.server {
-            Some(server) => Client::connect(&server.url()).await.unwrap(),
+        match &self.redis {
+            Some((url, ns)) => Client::from_config(ClientConfig {
+                namespace: ns.clone(),
+                ..ClientConfig::from_url(url)
+            })
+            .await
+            .unwrap(),
             None => self.client.clone(),
+        }
+    }
+
+    /// A plain connection for checks the API under test does not offer.
+    pub async fn raw(&self) -> Connection {
+        let (url, _) = self.redis.as_ref().expect("a Redis env");
+        RedisConfig::from_url(url).connect().await.unwrap()
+    }
+
+    /// The Redis key of `queue` with `suffix` (`""`, `":Q"`, `":p3"`, …): `ns:q…`,
+    /// or on a Cluster `ns:{q}…`.
+    pub fn key(&self, queue: &str, suffix: &str) -> String {
+        let (url, ns) = self.redis.as_ref().expect("a Redis env");
+        if url.starts_with("redis+cluster://") {
+            format!("{ns}:{{{queue}}}{suffix}")
+        } else {
+            format!("{ns}:{queue}{suffix}")
         }
     }
 
@@ -59,42 +114,46 @@ impl Env {
 
     /// The backend's time now.
     pub async fn now(&self) -> std::time::SystemTime {
-        match (&self.server, self.client.queues()) {
-            (Some(server), _) => {
-                let mut con = server.raw().await;
-                let (secs, micros): (u64, u64) =
-                    redis::cmd("TIME").query_async(&mut con).await.unwrap();
-                std::time::UNIX_EPOCH + std::time::Duration::from_micros(secs * 1_000_000 + micros)
-            }
-            (None, AnyBackend::Memory(m)) => m.clock().now(),
-            _ => unreachable!("a Redis client always has its server"),
+        if self.is_redis() {
+            let (secs, micros) = self.redis_time().await;
+            return std::time::UNIX_EPOCH
+                + std::time::Duration::from_micros(secs * 1_000_000 + micros);
         }
+        match self.client.queues() {
+            AnyBackend::Memory(m) => m.clock().now(),
+            _ => unreachable!("a Redis client always has its URL"),
+        }
+    }
+
+    async fn redis_time(&self) -> (u64, u64) {
+        redis::cmd("TIME")
+            .query_async(&mut self.raw().await)
+            .await
+            .unwrap()
     }
 
     /// Messages of `queue` visible now (read without receiving them).
     pub async fn visible_now(&self, queue: &str) -> u64 {
-        match (&self.server, self.client.queues()) {
-            (Some(server), _) => {
-                let mut con = server.raw().await;
-                let (secs, micros): (u64, u64) =
-                    redis::cmd("TIME").query_async(&mut con).await.unwrap();
-                let now_ms = secs * 1000 + micros / 1000;
-                redis::cmd("ZCOUNT")
-                    .arg(format!("rsmq:{queue}"))
-                    .arg("-inf")
-                    .arg(now_ms)
-                    .query_async(&mut con)
-                    .await
-                    .unwrap()
-            }
-            (None, AnyBackend::Memory(m)) => {
+        if self.is_redis() {
+            let (secs, micros) = self.redis_time().await;
+            let now_ms = secs * 1000 + micros / 1000;
+            return redis::cmd("ZCOUNT")
+                .arg(self.key(queue, ""))
+                .arg("-inf")
+                .arg(now_ms)
+                .query_async(&mut self.raw().await)
+                .await
+                .unwrap();
+        }
+        match self.client.queues() {
+            AnyBackend::Memory(m) => {
                 let now = m.clock().now_ms();
                 m.messages(queue)
                     .iter()
                     .filter(|(_, _, due)| *due <= now)
                     .count() as u64
             }
-            _ => unreachable!("a Redis client always has its server"),
+            _ => unreachable!("a Redis client always has its URL"),
         }
     }
 }
@@ -103,14 +162,14 @@ impl Env {
     /// Every message of `queue` at any priority, due or not: (id, body, due ms),
     /// in due order.
     pub async fn all_messages(&self, queue: &str) -> Vec<(redjob::JobId, String, u64)> {
-        let mut all = match (&self.server, self.client.queues()) {
-            (Some(server), _) => {
-                let mut con = server.raw().await;
-                let mut keys = vec![format!("rsmq:{queue}")];
+        let mut all = match self.client.queues() {
+            _ if self.is_redis() => {
+                let mut con = self.raw().await;
+                let mut keys = vec![self.key(queue, "")];
                 keys.extend(
                     (-10..=10)
                         .filter(|p| *p != 0)
-                        .map(|p| format!("rsmq:{queue}:p{p}")),
+                        .map(|p| self.key(queue, &format!(":p{p}"))),
                 );
                 let mut out = Vec::new();
                 for key in keys {
@@ -124,7 +183,7 @@ impl Env {
                         .unwrap();
                     for (id, score) in members {
                         let body: String = redis::cmd("HGET")
-                            .arg(format!("rsmq:{queue}:Q"))
+                            .arg(self.key(queue, ":Q"))
                             .arg(&id)
                             .query_async(&mut con)
                             .await
@@ -134,12 +193,12 @@ impl Env {
                 }
                 out
             }
-            (None, AnyBackend::Memory(m)) => m
+            AnyBackend::Memory(m) => m
                 .messages(queue)
                 .into_iter()
                 .map(|(id, body, due)| (id, String::from_utf8_lossy(&body).into_owned(), due))
                 .collect(),
-            _ => unreachable!("a Redis client always has its server"),
+            _ => unreachable!("a Redis client always has its URL"),
         };
         all.sort_by_key(|(id, _, due)| (*due, *id));
         all
@@ -149,17 +208,14 @@ impl Env {
 impl Env {
     /// Fields of the queue's unique-key hash (`ns:q:unique` on Redis).
     pub async fn unique_entries(&self, queue: &str) -> usize {
-        match (&self.server, self.client.queues()) {
-            (Some(server), _) => {
-                let mut con = server.raw().await;
-                redis::cmd("HLEN")
-                    .arg(format!("rsmq:{queue}:unique"))
-                    .query_async(&mut con)
-                    .await
-                    .unwrap()
-            }
-            (None, AnyBackend::Memory(m)) => m.unique_entries(queue),
-            _ => unreachable!("a Redis client always has its server"),
+        match self.client.queues() {
+            _ if self.is_redis() => redis::cmd("HLEN")
+                .arg(self.key(queue, ":unique"))
+                .query_async(&mut self.raw().await)
+                .await
+                .unwrap(),
+            AnyBackend::Memory(m) => m.unique_entries(queue),
+            _ => unreachable!("a Redis client always has its URL"),
         }
     }
 }

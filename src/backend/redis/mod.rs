@@ -9,10 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use redis::aio::ConnectionManager;
 
 use super::{Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token};
-use crate::connection::RedisConfig;
+use crate::connection::{Connection, RedisConfig, Target};
 use crate::keys::Namespace;
 use crate::ops::{Tick, Ticked};
 use crate::queue::{QueueOptions, Rsmq, SendMessage, Sent};
@@ -37,8 +36,8 @@ const LISTEN_PING_EVERY: Duration = Duration::from_secs(15);
 /// ```
 #[derive(Clone)]
 pub struct RedisBackend {
-    con: ConnectionManager,
-    client: redis::Client,
+    con: Connection,
+    target: Target,
     ns: Namespace,
     rsmq: Rsmq,
     shared: Arc<Shared>,
@@ -55,7 +54,7 @@ struct Shared {
     complete_loaded: AtomicBool,
     /// Connections of topic consumers' blocking reads, one per consumer and
     /// subscriber: a blocked read holds up every later command on its connection.
-    readers: Mutex<HashMap<String, redis::aio::MultiplexedConnection>>,
+    readers: Mutex<HashMap<String, Connection>>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -67,56 +66,44 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 impl RedisBackend {
-    pub(crate) fn new(
-        con: ConnectionManager,
-        client: redis::Client,
-        namespace: &str,
-        realtime: bool,
-    ) -> Self {
+    pub(crate) fn new(con: Connection, target: Target, namespace: &str, realtime: bool) -> Self {
         RedisBackend {
             rsmq: Rsmq::from_connection(con.clone(), namespace, realtime),
+            ns: Namespace::new(namespace, con.is_cluster()),
             con,
-            client,
-            ns: Namespace::new(namespace),
+            target,
             shared: Arc::default(),
         }
     }
 
     /// Connects with these settings.
     pub async fn connect(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
-        let (client, con) = redis.open().await?;
-        Ok(Self::new(con, client, namespace, realtime))
+        let (target, con) = redis.open().await?;
+        Ok(Self::new(con, target, namespace, realtime))
     }
 
     /// Like [`connect`](Self::connect), but connects on first use: never fails for
     /// an unreachable Redis (only for a bad URL), so a worker can start first and
     /// wait for Redis, retrying with backoff.
     pub fn connect_lazy(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
-        let (client, con) = redis.open_lazy()?;
-        Ok(Self::new(con, client, namespace, realtime))
+        let (target, con) = redis.open_lazy()?;
+        Ok(Self::new(con, target, namespace, realtime))
     }
 
     /// The shared connection and the namespace.
-    pub(crate) fn parts(&self) -> (ConnectionManager, &Namespace) {
+    pub(crate) fn parts(&self) -> (Connection, &Namespace) {
         (self.con.clone(), &self.ns)
     }
 
     /// The connection for blocking reads named `name`, opened on first use with
     /// a response timeout above `block`.
-    pub(crate) async fn reader(
-        &self,
-        name: &str,
-        block: Duration,
-    ) -> Result<redis::aio::MultiplexedConnection> {
+    pub(crate) async fn reader(&self, name: &str, block: Duration) -> Result<Connection> {
         if let Some(c) = self.lock_readers().get(name) {
             return Ok(c.clone());
         }
-        let cfg = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(LISTEN_TIMEOUT))
-            .set_response_timeout(Some(block + LISTEN_TIMEOUT));
         let con = self
-            .client
-            .get_multiplexed_async_connection_with_config(&cfg)
+            .target
+            .dedicated(LISTEN_TIMEOUT, block + LISTEN_TIMEOUT)
             .await?;
         self.lock_readers().insert(name.to_string(), con.clone());
         Ok(con)
@@ -127,9 +114,7 @@ impl RedisBackend {
         self.lock_readers().remove(name);
     }
 
-    fn lock_readers(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, redis::aio::MultiplexedConnection>> {
+    fn lock_readers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Connection>> {
         // a map of connections cannot be left half-changed
         self.shared
             .readers
@@ -432,20 +417,37 @@ impl Backend for RedisBackend {
     }
 
     async fn warnings(&self) -> Result<Vec<String>> {
-        let info: String = redis::cmd("INFO")
+        // a Cluster answers with each master's INFO, by address
+        let info: redis::Value = redis::cmd("INFO")
             .arg("memory")
             .query_async(&mut self.con.clone())
             .await?;
-        let policy = info
-            .lines()
-            .find_map(|l| l.strip_prefix("maxmemory_policy:"))
-            .map(str::trim);
-        Ok(match policy {
-            Some(p) if p != "noeviction" => vec![format!(
+        let infos: Vec<String> = match info {
+            redis::Value::Map(nodes) => nodes
+                .into_iter()
+                .filter_map(|(_, v)| redis::from_redis_value(v).ok())
+                .collect(),
+            v => vec![
+                redis::from_redis_value(v)
+                    .map_err(|e| Error::Protocol(format!("INFO memory: {e}")))?,
+            ],
+        };
+        let mut policies: Vec<&str> = infos
+            .iter()
+            .filter_map(|i| {
+                i.lines()
+                    .find_map(|l| l.strip_prefix("maxmemory_policy:"))
+                    .map(str::trim)
+            })
+            .filter(|p| *p != "noeviction")
+            .collect();
+        policies.dedup();
+        Ok(policies
+            .into_iter()
+            .map(|p| format!(
                 "Redis's maxmemory-policy is {p}: at maxmemory Redis may evict queued jobs without a trace; set it to noeviction"
-            )],
-            _ => Vec::new(),
-        })
+            ))
+            .collect())
     }
 
     async fn listen(
@@ -459,7 +461,7 @@ impl Backend for RedisBackend {
             .map(|q| (self.ns.queue(q).realtime, q.as_str()))
             .collect();
         let timed_out = || Error::Protocol("notification connection timed out".into());
-        let pubsub = tokio::time::timeout(LISTEN_TIMEOUT, self.client.get_async_pubsub())
+        let pubsub = tokio::time::timeout(LISTEN_TIMEOUT, self.target.pubsub().get_async_pubsub())
             .await
             .map_err(|_| timed_out())??;
         let (mut sink, mut stream) = pubsub.split();

@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis::aio::ConnectionManager;
+use crate::connection::Connection;
 use redis::{Cmd, ErrorKind, Pipeline, Script, ServerErrorKind, Value};
 
 use crate::{Error, Result};
@@ -67,7 +67,7 @@ fn is_noscript(e: &redis::RedisError) -> bool {
 }
 
 /// Runs one script command, loading the script once if Redis does not know it.
-pub(crate) async fn run(con: &mut ConnectionManager, script: &Script, cmd: &Cmd) -> Result<Value> {
+pub(crate) async fn run(con: &mut Connection, script: &Script, cmd: &Cmd) -> Result<Value> {
     match cmd.query_async(con).await {
         Err(e) if is_noscript(&e) => {
             script.load_async(con).await?;
@@ -82,7 +82,7 @@ pub(crate) async fn run(con: &mut ConnectionManager, script: &Script, cmd: &Cmd)
 /// Each script's flag remembers that this connection's Redis has it: a large
 /// pipeline is not sent twice when the first attempt would meet `NOSCRIPT`.
 pub(crate) async fn run_pipeline(
-    con: &mut ConnectionManager,
+    con: &mut Connection,
     scripts: &[(&Script, &AtomicBool)],
     pipe: &Pipeline,
 ) -> Result<Vec<Value>> {

@@ -1,8 +1,14 @@
-//! Opening Redis connections from URLs.
+//! Opening Redis connections from URLs: one server or a Redis Cluster.
+
+mod cluster;
+mod conn;
 
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+pub use conn::Connection;
+pub(crate) use conn::Target;
 
 use crate::{Error, Result};
 
@@ -10,7 +16,9 @@ use crate::{Error, Result};
 ///
 /// Any URL the `redis` crate accepts: `redis://host:port/db`,
 /// `redis://user:password@host:port`, `unix:///path`, and `rediss://` (TLS) when
-/// redjob's `tls` feature is on.
+/// redjob's `tls` feature is on. A Redis Cluster is
+/// `redis+cluster://[user:password@]host:port,host:port,…` (or
+/// `rediss+cluster://`): any of its nodes, which redjob asks for the rest.
 ///
 /// ```
 /// use std::time::Duration;
@@ -52,50 +60,116 @@ impl RedisConfig {
         }
     }
 
-    /// Opens a managed connection that reconnects by itself after failures.
-    pub async fn connect(&self) -> Result<ConnectionManager> {
+    /// Whether the URL names a Redis Cluster (`redis+cluster://…`).
+    pub fn is_cluster(&self) -> bool {
+        cluster::seeds(&self.url).is_some()
+    }
+
+    /// Opens a connection that reconnects by itself after failures: a managed
+    /// connection to one server, or a Cluster connection.
+    pub async fn connect(&self) -> Result<Connection> {
         Ok(self.open().await?.1)
     }
 
-    /// The client (for extra connections such as pub/sub) and a managed connection.
-    pub(crate) async fn open(&self) -> Result<(redis::Client, ConnectionManager)> {
-        let client = self.client()?;
-        let con = ConnectionManager::new_with_config(client.clone(), self.manager_config())
-            .await
-            // name the URL, without its password
-            .map_err(|error| Error::Connect {
-                url: redacted(&self.url),
-                error,
-            })?;
-        Ok((client, con))
+    /// The client (for extra connections such as pub/sub) and a connection.
+    pub(crate) async fn open(&self) -> Result<(Target, Connection)> {
+        // name the URL, without its password
+        let failed = |error| Error::Connect {
+            url: redacted(&self.url),
+            error,
+        };
+        let target = self.target()?;
+        let con = match &target {
+            Target::Server(client) => {
+                ConnectionManager::new_with_config(client.clone(), self.manager_config())
+                    .await
+                    .map_err(failed)?
+                    .into()
+            }
+            Target::Cluster { client, .. } => client
+                .get_async_connection_with_config(self.cluster_config())
+                .await
+                .map_err(failed)?
+                .into(),
+        };
+        Ok((target, con))
     }
 
     /// Like [`open`](Self::open), connecting on first use instead of now: for a
     /// worker that may start before Redis does.
-    pub(crate) fn open_lazy(&self) -> Result<(redis::Client, ConnectionManager)> {
-        let client = self.client()?;
-        let con = ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config())?;
-        Ok((client, con))
+    pub(crate) fn open_lazy(&self) -> Result<(Target, Connection)> {
+        let target = self.target()?;
+        let con = match &target {
+            Target::Server(client) => {
+                ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config())?
+                    .into()
+            }
+            Target::Cluster { client, .. } => client
+                .get_pending_async_connection_with_config(self.cluster_config())
+                .into(),
+        };
+        Ok((target, con))
     }
 
-    fn client(&self) -> Result<redis::Client> {
+    fn target(&self) -> Result<Target> {
+        let Some(seeds) = cluster::seeds(&self.url) else {
+            return Ok(Target::Server(self.client(&self.url)?));
+        };
+        let seeds = seeds.map_err(|reason| Error::InvalidValue {
+            what: "redis url",
+            reason: format!("{}: {reason}", redacted(&self.url)),
+        })?;
+        let clients = seeds
+            .iter()
+            .map(|s| self.client(s))
+            .collect::<Result<Vec<_>>>()?;
+        let mut builder = redis::cluster::ClusterClient::builder(
+            clients.iter().map(|c| c.get_connection_info().clone()),
+        )
+        .connection_timeout(self.connection_timeout)
+        .response_timeout(self.response_timeout);
+        #[cfg(feature = "tls")]
+        if let Some(pem) = &self.tls_root_cert {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            });
+        }
+        let client = builder.build().map_err(|e| Error::InvalidValue {
+            what: "redis url",
+            reason: format!("{}: {e}", redacted(&self.url)),
+        })?;
+        Ok(Target::Cluster {
+            client,
+            seeds: clients.into(),
+            turn: Default::default(),
+        })
+    }
+
+    fn cluster_config(&self) -> redis::cluster::ClusterConfig {
+        redis::cluster::ClusterConfig::new()
+            .set_connection_timeout(self.connection_timeout)
+            .set_response_timeout(self.response_timeout)
+    }
+
+    fn client(&self, url: &str) -> Result<redis::Client> {
         #[cfg(feature = "tls")]
         {
             // rustls needs one process-wide crypto provider; another may be installed already.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        if let Some(e) = tls_needed(&self.url, cfg!(feature = "tls")) {
+        if let Some(e) = tls_needed(url, cfg!(feature = "tls")) {
             return Err(e);
         }
         let invalid = |e: redis::RedisError| Error::InvalidValue {
             what: "redis url",
-            reason: format!("{}: {e}", redacted(&self.url)),
+            reason: format!("{}: {e}", redacted(url)),
         };
         Ok(match &self.tls_root_cert {
-            None => redis::Client::open(self.url.as_str()).map_err(invalid)?,
+            None => redis::Client::open(url).map_err(invalid)?,
             #[cfg(feature = "tls")]
             Some(pem) => redis::Client::build_with_tls(
-                self.url.as_str(),
+                url,
                 redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(pem.clone()),

@@ -1,0 +1,252 @@
+//! One connection type over a single Redis and a Redis Cluster, and the clients
+//! that open the extra connections (pub/sub, blocking reads).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use crate::Result;
+
+/// A connection to Redis: a managed connection to one server (which reconnects
+/// by itself) or a Redis Cluster connection (which follows `MOVED`/`ASK`
+/// redirections and failovers). Cheap to clone; clones share the connection.
+///
+/// [`RedisConfig::connect`](super::RedisConfig::connect) opens the right one for
+/// its URL; [`Rsmq::from_connection`](crate::queue::Rsmq::from_connection) takes
+/// one.
+///
+/// ```no_run
+/// # async fn _demo() -> redjob::Result<()> {
+/// use redjob::connection::RedisConfig;
+///
+/// let con = RedisConfig::from_url("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
+///     .connect()
+///     .await?;
+/// assert!(con.is_cluster());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Connection(Inner);
+
+#[derive(Clone)]
+enum Inner {
+    Managed(ConnectionManager),
+    Cluster(ClusterConnection),
+    /// A plain connection of its own (blocking reads on one server).
+    Plain(MultiplexedConnection),
+}
+
+impl Connection {
+    /// Whether this is a Redis Cluster connection: its keys then carry the
+    /// queue's hash tag (see the README's "Redis Cluster").
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.0, Inner::Cluster(_))
+    }
+}
+
+impl Connection {
+    /// Every key matching `pattern` whose type is `kind`: a `SCAN` of the
+    /// server, or of each master of a Cluster. A key may come twice.
+    pub(crate) async fn scan(&mut self, pattern: &str, kind: &str) -> Result<Vec<String>> {
+        let scan = |cursor: u64| {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .arg("TYPE")
+                .arg(kind);
+            cmd
+        };
+        let mut out = Vec::new();
+        let Inner::Cluster(cluster) = &mut self.0 else {
+            let mut cursor = 0;
+            loop {
+                let (next, keys): (u64, Vec<String>) = scan(cursor).query_async(self).await?;
+                out.extend(keys);
+                match next {
+                    0 => return Ok(out),
+                    n => cursor = n,
+                }
+            }
+        };
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(cluster)
+            .await?;
+        for (host, port) in masters(&nodes) {
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+            let mut cursor = 0;
+            loop {
+                let reply = cluster.route_command(scan(cursor), route.clone()).await?;
+                let (next, keys): (u64, Vec<String>) = redis::from_redis_value(reply)
+                    .map_err(|e| crate::Error::Protocol(format!("SCAN: {e}")))?;
+                out.extend(keys);
+                match next {
+                    0 => break,
+                    n => cursor = n,
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The host and port of each healthy master in a `CLUSTER NODES` reply.
+fn masters(nodes: &str) -> Vec<(String, u16)> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let addr = fields.nth(1)?;
+            let flags = fields.next()?;
+            let healthy = flags.split(',').any(|f| f == "master")
+                && !flags
+                    .split(',')
+                    .any(|f| matches!(f, "fail" | "fail?" | "handshake" | "noaddr"));
+            let addr = addr.split(['@', ',']).next()?;
+            let (host, port) = addr.rsplit_once(':')?;
+            healthy.then(|| Some((host.to_string(), port.parse().ok()?)))?
+        })
+        .collect()
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Inner::Managed(_) => "Connection(server)",
+            Inner::Cluster(_) => "Connection(cluster)",
+            Inner::Plain(_) => "Connection(plain)",
+        })
+    }
+}
+
+impl From<ConnectionManager> for Connection {
+    fn from(con: ConnectionManager) -> Self {
+        Connection(Inner::Managed(con))
+    }
+}
+
+impl From<ClusterConnection> for Connection {
+    fn from(con: ClusterConnection) -> Self {
+        Connection(Inner::Cluster(con))
+    }
+}
+
+impl From<MultiplexedConnection> for Connection {
+    fn from(con: MultiplexedConnection) -> Self {
+        Connection(Inner::Plain(con))
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.0 {
+            Inner::Managed(c) => c.req_packed_command(cmd),
+            Inner::Cluster(c) => c.req_packed_command(cmd),
+            Inner::Plain(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.0 {
+            Inner::Managed(c) => c.req_packed_commands(pipeline, offset, count),
+            Inner::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Inner::Plain(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.0 {
+            Inner::Managed(c) => c.get_db(),
+            Inner::Cluster(c) => c.get_db(),
+            Inner::Plain(c) => c.get_db(),
+        }
+    }
+}
+
+/// What opens the extra connections: the server's client, or the Cluster's
+/// client and a client per seed node.
+#[derive(Clone)]
+pub(crate) enum Target {
+    Server(redis::Client),
+    Cluster {
+        client: ClusterClient,
+        seeds: Arc<[redis::Client]>,
+        /// Which seed the next pub/sub connection goes to.
+        turn: Arc<AtomicUsize>,
+    },
+}
+
+impl Target {
+    /// A client of one server for pub/sub. On a Cluster, each call takes the
+    /// next seed node: `PUBLISH` reaches every node of a Cluster, and a
+    /// listener whose node failed reconnects to another.
+    pub fn pubsub(&self) -> redis::Client {
+        match self {
+            Target::Server(c) => c.clone(),
+            Target::Cluster { seeds, turn, .. } => {
+                seeds[turn.fetch_add(1, Ordering::Relaxed) % seeds.len()].clone()
+            }
+        }
+    }
+
+    /// A connection of its own (for blocking reads, which hold up every later
+    /// command on their connection) whose replies may take `response_timeout`.
+    pub async fn dedicated(
+        &self,
+        connection_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Connection> {
+        Ok(match self {
+            Target::Server(c) => {
+                let cfg = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(connection_timeout))
+                    .set_response_timeout(Some(response_timeout));
+                c.get_multiplexed_async_connection_with_config(&cfg)
+                    .await?
+                    .into()
+            }
+            Target::Cluster { client, .. } => {
+                let cfg = redis::cluster::ClusterConfig::new()
+                    .set_connection_timeout(connection_timeout)
+                    .set_response_timeout(response_timeout);
+                client.get_async_connection_with_config(cfg).await?.into()
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn masters_are_read_from_cluster_nodes() {
+        let nodes = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7001@17001,host-b master - 0 1 2 connected 5461-10922
+c3 127.0.0.1:7002@17002 master,fail - 0 1 3 disconnected
+d4 127.0.0.1:7003@17003 slave a1 0 1 1 connected
+e5 ::1:7004@17004 master - 0 1 4 connected 10923-16383
+";
+        assert_eq!(
+            super::masters(nodes),
+            [
+                ("127.0.0.1".to_string(), 7000),
+                ("127.0.0.1".into(), 7001),
+                ("::1".into(), 7004)
+            ]
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! A Redis Cluster for tests: 3 masters and 3 replicas, local `redis-server`
+//! processes on free loopback ports, joined with `redis-cli --cluster create`.
+
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::RedisServer;
+
+/// Six `redis-server` processes in one Cluster; all killed when dropped, and by
+/// a watchdog when the test process exits (a shared Cluster is never dropped).
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+    watchdog: std::process::Child,
+}
+
+/// How long a master may be unreachable before its replica takes over.
+pub const NODE_TIMEOUT_MS: u64 = 1000;
+
+impl RedisCluster {
+    /// Starts 6 nodes and joins them: 3 masters with a replica each. Waits until
+    /// every node reports `cluster_state:ok` with all slots served.
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                let bus = RedisServer::free_port().to_string();
+                let timeout = NODE_TIMEOUT_MS.to_string();
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-port",
+                    &bus,
+                    "--cluster-node-timeout",
+                    &timeout,
+                    // a replica whose master is gone takes over however long
+                    // it was cut off (the tests kill masters at any moment)
+                    "--cluster-replica-validity-factor",
+                    "0",
+                ])
+            })
+            .collect();
+        let ports: Vec<String> = nodes.iter().map(|n| n.port.to_string()).collect();
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while kill -0 {} 2>/dev/null; do sleep 1; done; for p in {}; do redis-cli -p $p shutdown nosave >/dev/null 2>&1; done",
+                std::process::id(),
+                ports.join(" ")
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh");
+        let cluster = RedisCluster { nodes, watchdog };
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for p in &ports {
+            create.arg(format!("127.0.0.1:{p}"));
+        }
+        let out = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli must be on PATH (it comes with redis-server)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !cluster.ports().iter().all(|&p| healthy(p)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cluster not ok within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        cluster
+    }
+
+    /// One Cluster for every test of this process (each test takes its own
+    /// namespace on it).
+    pub fn shared() -> &'static RedisCluster {
+        static SHARED: OnceLock<RedisCluster> = OnceLock::new();
+        SHARED.get_or_init(RedisCluster::start)
+    }
+
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.port).collect()
+    }
+
+    /// `redis+cluster://` with every node as a seed.
+    pub fn url(&self) -> String {
+        let nodes: Vec<String> = self
+            .ports()
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("redis+cluster://{}", nodes.join(","))
+    }
+
+    /// The ports of the masters now, each with the slot ranges it serves.
+    pub fn masters(&self) -> Vec<(u16, Vec<(u16, u16)>)> {
+        for &p in &self.ports() {
+            let Some(nodes) = cli(p, &["cluster", "nodes"]) else {
+                continue;
+            };
+            return nodes
+                .lines()
+                .filter_map(|line| {
+                    let f: Vec<&str> = line.split_whitespace().collect();
+                    let flags = *f.get(2)?;
+                    if !flags.split(',').any(|x| x == "master") || flags.contains("fail") {
+                        return None;
+                    }
+                    let port = f[1].split('@').next()?.rsplit_once(':')?.1.parse().ok()?;
+                    let slots = f[8..]
+                        .iter()
+                        .filter(|s| !s.starts_with('['))
+                        .filter_map(|s| {
+                            let (a, b) = s.split_once('-').unwrap_or((s, s));
+                            Some((a.parse().ok()?, b.parse().ok()?))
+                        })
+                        .collect();
+                    Some((port, slots))
+                })
+                .collect();
+        }
+        Vec::new()
+    }
+
+    /// The port of the master serving `key`'s slot.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let p = self.ports()[0];
+        let slot: u16 = cli(p, &["cluster", "keyslot", key])
+            .and_then(|s| s.trim().parse().ok())
+            .expect("CLUSTER KEYSLOT");
+        self.masters()
+            .into_iter()
+            .find(|(_, ranges)| ranges.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+            .map(|(port, _)| port)
+            .expect("a master serves every slot")
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        let _ = self.watchdog.kill();
+        let _ = self.watchdog.wait();
+    }
+}
+
+/// `redis-cli -p port args…`'s output, if it ran.
+pub fn cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether the node on `port` sees the whole Cluster as ok.
+fn healthy(port: u16) -> bool {
+    cli(port, &["cluster", "info"]).is_some_and(|info| {
+        info.contains("cluster_state:ok")
+            && info.contains("cluster_slots_ok:16384")
+            && info.contains("cluster_known_nodes:6")
+    })
+}
