@@ -120,6 +120,16 @@ pub enum Error {
         /// Its limit.
         max_len: u64,
     },
+    /// An enqueue with [`WaitForReplicas`](crate::connection::WaitForReplicas)
+    /// is stored on the master, but fewer replicas than wanted confirmed it in
+    /// time: a failover now could lose it. Enqueueing again would add it twice
+    /// (unless it has a unique key).
+    NotReplicated {
+        /// The replicas that confirmed it.
+        replicas: u32,
+        /// The replicas wanted.
+        wanted: u32,
+    },
     /// The topic has no subscriber (consumer group) of that name.
     SubscriberNotFound {
         /// The topic.
@@ -184,6 +194,10 @@ impl fmt::Display for Error {
             Error::TopicFull { topic, max_len } => write!(
                 f,
                 "topic {topic:?} is full ({max_len} events) and refuses new ones: nothing published"
+            ),
+            Error::NotReplicated { replicas, wanted } => write!(
+                f,
+                "the enqueue is stored on the master, but only {replicas} of {wanted} replicas confirmed it in time: a failover could lose it"
             ),
             Error::SubscriberNotFound { topic, subscriber } => {
                 write!(f, "topic {topic:?} has no subscriber {subscriber:?}")

@@ -43,7 +43,7 @@ pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique};
 pub use validate::{LAST_DUE_MS, MAX_AHEAD, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
 
 use crate::backend::redis::scripts::{self, Reply};
-use crate::connection::{Connection, RedisConfig};
+use crate::connection::{Connection, RedisConfig, WaitForReplicas};
 use crate::{Error, JobId, Result};
 
 /// Most messages per script call of a batch send (Lua's `unpack` has limits).
@@ -94,6 +94,8 @@ pub struct Rsmq {
     unique_loaded: Arc<AtomicBool>,
     ns: Namespace,
     realtime: bool,
+    /// Whether each send waits for replicas (see [`WaitForReplicas`]).
+    wait: Option<WaitForReplicas>,
 }
 
 impl std::fmt::Debug for Rsmq {
@@ -114,7 +116,8 @@ impl Rsmq {
     /// Connects with these settings.
     pub async fn with_config(cfg: RsmqConfig) -> Result<Self> {
         let con = cfg.redis.connect().await?;
-        Ok(Self::from_connection(con, &cfg.namespace, cfg.realtime))
+        Ok(Self::from_connection(con, &cfg.namespace, cfg.realtime)
+            .wait_for_replicas(cfg.redis.wait_for_replicas))
     }
 
     /// Uses an open connection: a [`Connection`] from
@@ -128,7 +131,28 @@ impl Rsmq {
             send_loaded: Arc::default(),
             unique_loaded: Arc::default(),
             realtime,
+            wait: None,
         }
+    }
+
+    /// Makes each send wait for replicas (see [`WaitForReplicas`]); `None` (the
+    /// default) does not wait.
+    ///
+    /// ```no_run
+    /// # async fn _demo(con: redjob::connection::Connection) {
+    /// use std::time::Duration;
+    /// use redjob::connection::WaitForReplicas;
+    /// use redjob::queue::Rsmq;
+    ///
+    /// let rsmq = Rsmq::from_connection(con, "rsmq", false).wait_for_replicas(Some(WaitForReplicas {
+    ///     replicas: 1,
+    ///     timeout: Duration::from_millis(500),
+    /// }));
+    /// # let _ = rsmq; }
+    /// ```
+    pub fn wait_for_replicas(mut self, wait: Option<WaitForReplicas>) -> Self {
+        self.wait = wait;
+        self
     }
 
     /// The connection and the keys of `queue`, for the other Redis-side modules.

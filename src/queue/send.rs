@@ -155,8 +155,40 @@ impl Rsmq {
                 msgs.len()
             )));
         }
+        if let Some(wait) = self.wait {
+            wait_for_replicas(&mut con, &k, wait).await?;
+        }
         Ok(sent)
     }
+}
+
+/// Waits until `wait.replicas` replicas have this connection's writes so far.
+/// The `EXISTS` of the queue's hash routes the pipeline to the queue's master
+/// on a Cluster (a lone `WAIT` would go to every master).
+async fn wait_for_replicas(
+    con: &mut crate::connection::Connection,
+    k: &QueueKeys,
+    wait: crate::connection::WaitForReplicas,
+) -> Result<()> {
+    let ms = u64::try_from(wait.timeout.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let (_, acked): (i64, i64) = redis::pipe()
+        .cmd("EXISTS")
+        .arg(&k.hash)
+        .cmd("WAIT")
+        .arg(wait.replicas)
+        .arg(ms)
+        .query_async(con)
+        .await?;
+    let acked = u32::try_from(acked).unwrap_or(0);
+    if acked < wait.replicas {
+        return Err(Error::NotReplicated {
+            replicas: acked,
+            wanted: wait.replicas,
+        });
+    }
+    Ok(())
 }
 
 /// The script calls of one send.

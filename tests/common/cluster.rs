@@ -38,6 +38,9 @@ impl RedisCluster {
                     // it was cut off (the tests kill masters at any moment)
                     "--cluster-replica-validity-factor",
                     "0",
+                    // replicas sync at once, not after the default 5 s
+                    "--repl-diskless-sync-delay",
+                    "0",
                 ])
             })
             .collect();
@@ -74,6 +77,21 @@ impl RedisCluster {
             assert!(
                 std::time::Instant::now() < deadline,
                 "cluster not ok within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // every master streams to its replica
+        while cluster.masters().len() != 3
+            || !cluster.masters().iter().all(|(p, _)| {
+                cli(*p, &["info", "replication"]).is_some_and(|i| {
+                    i.lines()
+                        .any(|l| l.starts_with("slave0:") && l.contains("state=online"))
+                })
+            })
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "replicas not in sync within 30 s"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -133,9 +151,10 @@ impl RedisCluster {
 
     /// The port of the master serving `key`'s slot.
     pub fn master_of(&self, key: &str) -> u16 {
-        let p = self.ports()[0];
-        let slot: u16 = cli(p, &["cluster", "keyslot", key])
-            .and_then(|s| s.trim().parse().ok())
+        let slot: u16 = self
+            .ports()
+            .into_iter()
+            .find_map(|p| cli(p, &["cluster", "keyslot", key])?.trim().parse().ok())
             .expect("CLUSTER KEYSLOT");
         self.masters()
             .into_iter()

@@ -79,7 +79,7 @@ impl RedisBackend {
     /// Connects with these settings.
     pub async fn connect(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
         let (target, con) = redis.open().await?;
-        Ok(Self::new(con, target, namespace, realtime))
+        Ok(Self::new(con, target, namespace, realtime).waiting(redis))
     }
 
     /// Like [`connect`](Self::connect), but connects on first use: never fails for
@@ -87,7 +87,13 @@ impl RedisBackend {
     /// wait for Redis, retrying with backoff.
     pub fn connect_lazy(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
         let (target, con) = redis.open_lazy()?;
-        Ok(Self::new(con, target, namespace, realtime))
+        Ok(Self::new(con, target, namespace, realtime).waiting(redis))
+    }
+
+    /// Enqueues wait for replicas as `redis` says.
+    fn waiting(mut self, redis: &RedisConfig) -> Self {
+        self.rsmq = self.rsmq.wait_for_replicas(redis.wait_for_replicas);
+        self
     }
 
     /// The shared connection and the namespace.

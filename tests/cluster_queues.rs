@@ -1,0 +1,135 @@
+//! redjob on a Redis Cluster: each queue one slot, queues spread over the
+//! masters, one worker serving 12 queues, topics listed from every master.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::cluster::RedisCluster;
+use common::{Recorder, start_serving, wait_until};
+use redjob::client::EnqueueOptions;
+use redjob::queue::Queues;
+use redjob::topic::{Event, Start};
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "cl_task")]
+struct Task {
+    n: u64,
+}
+
+impl Job for Task {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.n);
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "cl_event", topic = "cl")]
+struct Happened;
+
+const JOBS_PER_QUEUE: u64 = 50;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twelve_queues_spread_over_three_masters_and_one_worker_serves_them_all() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let client = Client::connect(&cluster.url()).await.unwrap();
+    let queues: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
+    for (i, q) in queues.iter().enumerate() {
+        let jobs: Vec<Task> = (0..JOBS_PER_QUEUE)
+            .map(|n| Task {
+                n: i as u64 * 1000 + n,
+            })
+            .collect();
+        client
+            .enqueue_batch_with(&jobs, EnqueueOptions::new().queue(q))
+            .await
+            .unwrap();
+    }
+
+    // each queue's keys carry its hash tag, so they share its slot
+    let mut con = redjob::connection::RedisConfig::from_url(cluster.url())
+        .connect()
+        .await
+        .unwrap();
+    let (tagged, plain): (i64, i64) = redis::pipe()
+        .exists("rsmq:{q0}:Q")
+        .exists("rsmq:{q0}")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!((tagged, plain), (1, 1));
+    let untagged: i64 = redis::cmd("EXISTS")
+        .arg("rsmq:q0:Q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(untagged, 0, "RSMQ's untagged name is not used on a Cluster");
+
+    // the 12 queues live on all three masters
+    let masters: HashSet<u16> = queues
+        .iter()
+        .map(|q| cluster.master_of(&format!("rsmq:{{{q}}}")))
+        .collect();
+    assert_eq!(masters.len(), 3, "{masters:?}");
+
+    let mut listed = client.queues().list_queues().await.unwrap();
+    listed.sort();
+    let mut want = queues.clone();
+    want.sort();
+    assert_eq!(listed, want);
+
+    let recorder = Recorder::default();
+    let worker = Worker::builder(client.backend())
+        .queues(&queues)
+        .concurrency(16)
+        .data(recorder.clone())
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    let total = 12 * JOBS_PER_QUEUE as usize;
+    assert!(
+        wait_until(Duration::from_secs(30), || recorder.len() >= total).await,
+        "{} of {total} ran",
+        recorder.len()
+    );
+    // a job enqueued now wakes the idle worker on any master
+    client
+        .enqueue_with(&Task { n: 99_999 }, EnqueueOptions::new().queue("q7"))
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || recorder.len() > total).await);
+    running.stop().await;
+
+    let counts = recorder.counts();
+    assert_eq!(counts.len(), total + 1);
+    assert!(counts.values().all(|&n| n == 1), "a job ran twice");
+    for q in &queues {
+        let stats = client.stats(q).await.unwrap();
+        let want = JOBS_PER_QUEUE + u64::from(q == "q7");
+        assert_eq!(stats.processed, want, "{q}");
+    }
+
+    // topics on different masters are all listed
+    let topics = ["cl", "orders", "audit", "mail", "billing", "x1"];
+    for t in topics {
+        client.subscribe(t, "s", Start::Beginning).await.unwrap();
+    }
+    client.publish(&Happened).await.unwrap();
+    let mut found = client.topics().await.unwrap();
+    found.sort();
+    let mut want: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+    want.sort();
+    assert_eq!(found, want);
+    let topic_masters: HashSet<u16> = topics
+        .iter()
+        .map(|t| cluster.master_of(&format!("rsmq:t:{{{t}}}")))
+        .collect();
+    assert!(topic_masters.len() >= 2, "{topic_masters:?}");
+    drop(cluster);
+}
