@@ -180,6 +180,8 @@ impl ConnectionLike for Connection {
 /// What opens the extra connections: the server's client, or the Cluster's
 /// client and a client per seed node.
 #[derive(Clone)]
+// one per backend, cloned rarely: its size does not matter
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Target {
     Server(redis::Client),
     Cluster {
