@@ -66,7 +66,7 @@ fn produce(client: Client, base: u64, stop: Arc<AtomicBool>) -> tokio::task::Joi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_master_fails_over_and_producers_and_workers_carry_on() {
-    let mut cluster = tokio::task::spawn_blocking(RedisCluster::start)
+    let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with_node_timeout(1000))
         .await
         .unwrap();
     let url = cluster.url();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::Result;
@@ -81,8 +81,11 @@ impl Connection {
             .arg("NODES")
             .query_async(cluster)
             .await?;
-        for (host, port) in masters(&nodes) {
-            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+        for slot in masters(&nodes) {
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                slot,
+                SlotAddr::Master,
+            )));
             let mut cursor = 0;
             loop {
                 let reply = cluster.route_command(scan(cursor), route.clone()).await?;
@@ -99,21 +102,22 @@ impl Connection {
     }
 }
 
-/// The host and port of each healthy master in a `CLUSTER NODES` reply.
-fn masters(nodes: &str) -> Vec<(String, u16)> {
+/// A slot of each master that serves any, from a `CLUSTER NODES` reply: a
+/// route to the master by slot works whatever name the client knows it by.
+fn masters(nodes: &str) -> Vec<u16> {
     nodes
         .lines()
         .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let addr = fields.nth(1)?;
-            let flags = fields.next()?;
-            let healthy = flags.split(',').any(|f| f == "master")
-                && !flags
-                    .split(',')
-                    .any(|f| matches!(f, "fail" | "fail?" | "handshake" | "noaddr"));
-            let addr = addr.split(['@', ',']).next()?;
-            let (host, port) = addr.rsplit_once(':')?;
-            healthy.then(|| Some((host.to_string(), port.parse().ok()?)))?
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            if !flags.split(',').any(|f| f == "master") {
+                return None;
+            }
+            // the slot ranges ("0-5460", "5461", "[…]" for one migrating)
+            fields
+                .get(8..)?
+                .iter()
+                .find_map(|r| r.split('-').next()?.parse().ok())
         })
         .collect()
 }
@@ -186,6 +190,8 @@ pub(crate) enum Target {
     Server(redis::Client),
     Cluster {
         client: ClusterClient,
+        /// The settings it was opened with (for connections with other timeouts).
+        config: Box<super::RedisConfig>,
         seeds: Arc<[redis::Client]>,
         /// Which seed the next pub/sub connection goes to.
         turn: Arc<AtomicUsize>,
@@ -221,11 +227,16 @@ impl Target {
                     .await?
                     .into()
             }
-            Target::Cluster { client, .. } => {
-                let cfg = redis::cluster::ClusterConfig::new()
-                    .set_connection_timeout(connection_timeout)
-                    .set_response_timeout(response_timeout);
-                client.get_async_connection_with_config(cfg).await?.into()
+            Target::Cluster { config, .. } => {
+                // a Cluster client's overall timeout is its builder's: a client
+                // of its own with these timeouts
+                let config = super::RedisConfig {
+                    connection_timeout,
+                    response_timeout,
+                    wait_for_replicas: None,
+                    ..(**config).clone()
+                };
+                config.open().await?.1
             }
         })
     }
@@ -237,18 +248,11 @@ mod tests {
     fn masters_are_read_from_cluster_nodes() {
         let nodes = "\
 a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
-b2 127.0.0.1:7001@17001,host-b master - 0 1 2 connected 5461-10922
+b2 127.0.0.1:7001@17001,host-b master - 0 1 2 connected 5461-10922 [5461->-a1]
 c3 127.0.0.1:7002@17002 master,fail - 0 1 3 disconnected
 d4 127.0.0.1:7003@17003 slave a1 0 1 1 connected
-e5 ::1:7004@17004 master - 0 1 4 connected 10923-16383
+e5 :7004@17004 master - 0 1 4 connected 10923
 ";
-        assert_eq!(
-            super::masters(nodes),
-            [
-                ("127.0.0.1".to_string(), 7000),
-                ("127.0.0.1".into(), 7001),
-                ("::1".into(), 7004)
-            ]
-        );
+        assert_eq!(super::masters(nodes), [0, 5461, 10923]);
     }
 }

@@ -53,10 +53,12 @@ pub struct RedisConfig {
 /// Redis replicates asynchronously: a master that dies right after an enqueue
 /// returned may take the job with it when its replica takes over. With this, an
 /// enqueue returns only once the job is on `replicas` replicas as well, or fails
-/// with [`Error::NotReplicated`] (the job *is* on the master then). `WAIT` holds
-/// the connection it runs on until the replicas answer, so other calls of the
-/// process to that master wait behind it: a round trip to the replicas per
-/// enqueue call (BENCHMARKS.md measures it). A batch waits once.
+/// with [`Error::NotReplicated`] (the job *is* on the master then). It costs a
+/// round trip from the master to its replicas per enqueue call; a batch waits
+/// once. `WAIT` holds the connection it runs on until the replicas answer, so
+/// the client's enqueues get a connection of their own, and wait behind each
+/// other (when the replicas are down, each one its `timeout`). Periodic ticks
+/// and topic publishes do not wait.
 ///
 /// ```
 /// use std::time::Duration;
@@ -168,6 +170,7 @@ impl RedisConfig {
             .iter()
             .map(|s| self.client(s))
             .collect::<Result<Vec<_>>>()?;
+        #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
         let mut builder = redis::cluster::ClusterClient::builder(
             clients.iter().map(|c| c.get_connection_info().clone()),
         )
@@ -186,6 +189,7 @@ impl RedisConfig {
         })?;
         Ok(Target::Cluster {
             client,
+            config: Box::new(self.clone()),
             seeds: clients.into(),
             turn: Default::default(),
         })

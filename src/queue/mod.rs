@@ -178,10 +178,14 @@ impl Rsmq {
             .arg(opts.maxsize)
             .arg(&k.realtime);
         let mut con = self.con.clone();
-        if scripts::int(&scripts::run(&mut con, &scripts::CREATE, &cmd).await?)? == 0 {
+        let created = scripts::int(&scripts::run(&mut con, &scripts::CREATE, &cmd).await?)? == 1;
+        // after the queue, and for an existing one too: a create whose SADD
+        // failed is listed by the next create's (on a Cluster `ns:QUEUES` is in
+        // another slot, so it cannot go in the script)
+        let _: i64 = con.sadd(self.ns.queues(), name).await?;
+        if !created {
             return Err(Error::QueueExists { name: name.into() });
         }
-        let _: i64 = con.sadd(self.ns.queues(), name).await?;
         Ok(())
     }
 

@@ -10,6 +10,7 @@ use super::{
     BATCH_BYTES, BATCH_MESSAGES, MessageId, Queues, Rsmq, SendMessage, SendOutcome, Sent, When,
 };
 use crate::backend::redis::scripts::{self, Reply};
+use crate::connection::WaitForReplicas;
 use crate::id::sorted_random_suffixes;
 use crate::keys::QueueKeys;
 use crate::{Error, JobId, Result};
@@ -105,8 +106,16 @@ impl Rsmq {
         if uses_unique {
             used.push((&scripts::UNIQUE, &self.unique_loaded));
         }
+        if let Some(wait) = self.wait {
+            add_wait(&mut pipe, wait);
+        }
         let mut con = self.con.clone();
-        let replies = scripts::run_pipeline(&mut con, &used, &pipe).await?;
+        let mut replies = scripts::run_pipeline(&mut con, &used, &pipe).await?;
+        // the WAITs' replies, checked once the sends' own errors were
+        let mut waited = Vec::new();
+        if self.wait.is_some() {
+            waited.push(replies.pop());
+        }
         let mut sent = Vec::with_capacity(msgs.len());
         for (v, &(start, end)) in replies.iter().zip(&chunks) {
             let again;
@@ -114,7 +123,19 @@ impl Rsmq {
             if matches!(Reply::status(v)?, (-3, _)) {
                 // a key held at another priority: the call again with every level
                 let cmd = call.cmd(start, end, true);
-                again = scripts::run(&mut con, &scripts::UNIQUE, &cmd).await?;
+                again = match self.wait {
+                    None => scripts::run(&mut con, &scripts::UNIQUE, &cmd).await?,
+                    Some(wait) => {
+                        let mut pipe = redis::pipe();
+                        pipe.add_command(cmd);
+                        add_wait(&mut pipe, wait);
+                        let used = [(&*scripts::UNIQUE, &*self.unique_loaded)];
+                        let mut r = scripts::run_pipeline(&mut con, &used, &pipe).await?;
+                        waited.push(r.pop());
+                        r.pop()
+                            .ok_or_else(|| Error::Protocol("unique send: no reply".into()))?
+                    }
+                };
                 v = &again;
             }
             let (code, mut r) = Reply::status(v)?;
@@ -156,32 +177,30 @@ impl Rsmq {
             )));
         }
         if let Some(wait) = self.wait {
-            wait_for_replicas(&mut con, &k, wait).await?;
+            for reply in waited {
+                check_wait(reply, wait)?;
+            }
         }
         Ok(sent)
     }
 }
 
-/// Waits until `wait.replicas` replicas have this connection's writes so far.
-/// The `EXISTS` of the queue's hash routes the pipeline to the queue's master
-/// on a Cluster (a lone `WAIT` would go to every master).
-async fn wait_for_replicas(
-    con: &mut crate::connection::Connection,
-    k: &QueueKeys,
-    wait: crate::connection::WaitForReplicas,
-) -> Result<()> {
+/// Appends `WAIT` to a pipeline of writes: in the same pipeline, it runs on the
+/// connection (and the master) that took them, even when a broken connection
+/// makes the client send the pipeline again.
+fn add_wait(pipe: &mut redis::Pipeline, wait: WaitForReplicas) {
     let ms = u64::try_from(wait.timeout.as_millis())
         .unwrap_or(u64::MAX)
         .max(1);
-    let (_, acked): (i64, i64) = redis::pipe()
-        .cmd("EXISTS")
-        .arg(&k.hash)
-        .cmd("WAIT")
-        .arg(wait.replicas)
-        .arg(ms)
-        .query_async(con)
-        .await?;
-    let acked = u32::try_from(acked).unwrap_or(0);
+    pipe.cmd("WAIT").arg(wait.replicas).arg(ms);
+}
+
+/// Checks the reply of [`add_wait`]'s `WAIT`.
+fn check_wait(reply: Option<redis::Value>, wait: WaitForReplicas) -> Result<()> {
+    let acked = match reply {
+        Some(redis::Value::Int(n)) => u32::try_from(n).unwrap_or(0),
+        v => return Err(Error::Protocol(format!("WAIT replied {v:?}"))),
+    };
     if acked < wait.replicas {
         return Err(Error::NotReplicated {
             replicas: acked,

@@ -14,43 +14,62 @@ pub struct RedisCluster {
     watchdog: std::process::Child,
 }
 
-/// How long a master may be unreachable before its replica takes over.
-pub const NODE_TIMEOUT_MS: u64 = 1000;
-
 impl RedisCluster {
     /// Starts 6 nodes and joins them: 3 masters with a replica each. Waits until
-    /// every node reports `cluster_state:ok` with all slots served.
+    /// every node reports `cluster_state:ok` with all slots served and every
+    /// master streams to its replica.
     pub fn start() -> Self {
+        Self::start_with_node_timeout(5000)
+    }
+
+    /// [`start`](Self::start) with a master unreachable for `node_timeout_ms`
+    /// failed over (short for failover tests; the default 5 s keeps a busy
+    /// 2-core machine from failing over by mistake).
+    pub fn start_with_node_timeout(node_timeout_ms: u64) -> Self {
+        let timeout = node_timeout_ms.to_string();
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
-                let bus = RedisServer::free_port().to_string();
-                let timeout = NODE_TIMEOUT_MS.to_string();
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-port",
-                    &bus,
-                    "--cluster-node-timeout",
-                    &timeout,
-                    // a replica whose master is gone takes over however long
-                    // it was cut off (the tests kill masters at any moment)
-                    "--cluster-replica-validity-factor",
-                    "0",
-                    // replicas sync at once, not after the default 5 s
-                    "--repl-diskless-sync-delay",
-                    "0",
-                ])
+                (0..5)
+                    .find_map(|_| {
+                        // the Cluster bus needs a port of its own
+                        let bus = RedisServer::free_port().to_string();
+                        RedisServer::try_start(
+                            RedisServer::free_port(),
+                            &[
+                                "--cluster-enabled",
+                                "yes",
+                                "--cluster-config-file",
+                                "nodes.conf",
+                                "--cluster-port",
+                                &bus,
+                                "--cluster-node-timeout",
+                                &timeout,
+                                // a replica whose master is gone takes over however
+                                // long it was cut off (tests kill masters at any moment)
+                                "--cluster-replica-validity-factor",
+                                "0",
+                                // replicas sync at once, not after the default 5 s
+                                "--repl-diskless-sync-delay",
+                                "0",
+                            ],
+                        )
+                    })
+                    .expect("could not start a cluster node")
             })
             .collect();
         let ports: Vec<String> = nodes.iter().map(|n| n.port.to_string()).collect();
+        let pids: Vec<String> = nodes.iter().map(|n| n.pid().to_string()).collect();
+        let dirs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("'{}'", n.dir().display()))
+            .collect();
         let watchdog = Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "while kill -0 {} 2>/dev/null; do sleep 1; done; for p in {}; do redis-cli -p $p shutdown nosave >/dev/null 2>&1; done",
+                "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -9 {} 2>/dev/null; rm -rf {}",
                 std::process::id(),
-                ports.join(" ")
+                pids.join(" "),
+                dirs.join(" ")
             ))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -55,7 +55,8 @@ impl RedisServer {
         Self::try_start(port, extra).unwrap_or_else(|| panic!("redis-server on {port}"))
     }
 
-    fn try_start(port: u16, extra: &[&str]) -> Option<Self> {
+    /// Starts a server on `port`, or `None` when it does not come up.
+    pub fn try_start(port: u16, extra: &[&str]) -> Option<Self> {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let dir = std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
@@ -68,6 +69,16 @@ impl RedisServer {
         };
         // a failed server is killed and its directory removed on drop
         server.wait_ready(Duration::from_secs(10)).then_some(server)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The server's working directory (removed on drop).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// A free loopback port.

@@ -79,7 +79,11 @@ impl RedisBackend {
     /// Connects with these settings.
     pub async fn connect(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
         let (target, con) = redis.open().await?;
-        Ok(Self::new(con, target, namespace, realtime).waiting(redis))
+        let mut backend = Self::new(con, target, namespace, realtime);
+        if redis.wait_for_replicas.is_some() {
+            backend = backend.waiting(redis.open().await?.1, redis, namespace, realtime);
+        }
+        Ok(backend)
     }
 
     /// Like [`connect`](Self::connect), but connects on first use: never fails for
@@ -87,12 +91,19 @@ impl RedisBackend {
     /// wait for Redis, retrying with backoff.
     pub fn connect_lazy(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
         let (target, con) = redis.open_lazy()?;
-        Ok(Self::new(con, target, namespace, realtime).waiting(redis))
+        let mut backend = Self::new(con, target, namespace, realtime);
+        if redis.wait_for_replicas.is_some() {
+            backend = backend.waiting(redis.open_lazy()?.1, redis, namespace, realtime);
+        }
+        Ok(backend)
     }
 
-    /// Enqueues wait for replicas as `redis` says.
-    fn waiting(mut self, redis: &RedisConfig) -> Self {
-        self.rsmq = self.rsmq.wait_for_replicas(redis.wait_for_replicas);
+    /// Enqueues wait for replicas as `redis` says, on `sends`, a connection of
+    /// their own: `WAIT` holds up its connection, and the workers' fetches and
+    /// settles must not wait behind it.
+    fn waiting(mut self, sends: Connection, redis: &RedisConfig, ns: &str, realtime: bool) -> Self {
+        self.rsmq =
+            Rsmq::from_connection(sends, ns, realtime).wait_for_replicas(redis.wait_for_replicas);
         self
     }
 
@@ -447,6 +458,7 @@ impl Backend for RedisBackend {
             })
             .filter(|p| *p != "noeviction")
             .collect();
+        policies.sort_unstable();
         policies.dedup();
         Ok(policies
             .into_iter()
