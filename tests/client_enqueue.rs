@@ -412,3 +412,84 @@ async fn unique_attributes_derive_keys_from_arguments_and_options_override_them(
     // not unique without any of them
     assert_ne!(client.enqueue(&e).await.unwrap(), first.id);
 }
+
+#[tokio::test]
+async fn an_enqueue_waiting_for_replicas_returns_once_they_have_it_or_says_they_do_not() {
+    use redjob::connection::WaitForReplicas;
+    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let wait = |replicas, url: String| {
+        let mut cfg = ClientConfig::from_url(url);
+        cfg.redis.wait_for_replicas = Some(WaitForReplicas {
+            replicas,
+            timeout: Duration::from_millis(200),
+        });
+        cfg
+    };
+    // a wait at or above the response timeout is refused
+    let mut slow = wait(1, master.url());
+    slow.redis.response_timeout = Duration::from_millis(200);
+    let e = Client::from_config(slow).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidValue { what, .. } if *what == "wait_for_replicas"),
+        "{e}"
+    );
+
+    // no replica: the job is stored, and the caller is told it is on the master only
+    let lonely = Client::from_config(wait(1, master.url())).await.unwrap();
+    let e = lonely.enqueue(&N { i: 1 }).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NotReplicated {
+                replicas: 0,
+                wanted: 1
+            }
+        ),
+        "{e}"
+    );
+    let mut con = master.raw().await;
+    assert_eq!(con.zcard::<_, u64>("rsmq:default").await.unwrap(), 1);
+
+    // with a replica in sync, enqueues (one and a batch) return when it has them
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut synced = false;
+    for _ in 0..500 {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if info
+            .lines()
+            .any(|l| l.starts_with("slave0:") && l.contains("state=online"))
+        {
+            synced = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(synced, "the replica did not sync within 10 s");
+    let durable = Client::from_config(wait(1, master.url())).await.unwrap();
+    durable.enqueue(&N { i: 2 }).await.unwrap();
+    let batch: Vec<N> = (3..10).map(|i| N { i }).collect();
+    assert_eq!(durable.enqueue_batch(&batch).await.unwrap().len(), 7);
+    let mut on_replica = replica.raw().await;
+    assert_eq!(
+        on_replica.zcard::<_, u64>("rsmq:default").await.unwrap(),
+        9,
+        "the replica has every job once the enqueues returned"
+    );
+    // two replicas wanted, one there: not replicated enough
+    let greedy = Client::from_config(wait(2, master.url())).await.unwrap();
+    let e = greedy.enqueue(&N { i: 10 }).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NotReplicated {
+                replicas: 1,
+                wanted: 2
+            }
+        ),
+        "{e}"
+    );
+}

@@ -48,9 +48,7 @@ impl Connection {
     pub fn is_cluster(&self) -> bool {
         matches!(self.0, Inner::Cluster(_))
     }
-}
 
-impl Connection {
     /// Every key matching `pattern` whose type is `kind`: a `SCAN` of the
     /// server, or of each master of a Cluster. A key may come twice.
     pub(crate) async fn scan(&mut self, pattern: &str, kind: &str) -> Result<Vec<String>> {

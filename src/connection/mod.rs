@@ -96,11 +96,6 @@ impl RedisConfig {
         }
     }
 
-    /// Whether the URL names a Redis Cluster (`redis+cluster://…`).
-    pub fn is_cluster(&self) -> bool {
-        cluster::seeds(&self.url).is_some()
-    }
-
     /// Opens a connection that reconnects by itself after failures: a managed
     /// connection to one server, or a Cluster connection.
     pub async fn connect(&self) -> Result<Connection> {

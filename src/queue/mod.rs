@@ -218,17 +218,15 @@ impl Rsmq {
         // on a Cluster `ns:QUEUES` is in another slot: it goes after the queue
         // (a failure between them leaves a name whose queue is gone, which
         // RSMQ clients and redjob treat as missing; deleting again clears it)
-        let removed: i64 = if self.ns.is_cluster() {
-            let (removed, ..): (i64, i64, i64) = pipe.query_async(&mut con).await?;
+        let cluster = self.ns.is_cluster();
+        if !cluster {
+            pipe.srem(self.ns.queues(), name);
+        }
+        let deleted: Vec<i64> = pipe.query_async(&mut con).await?;
+        if cluster {
             let _: i64 = con.srem(self.ns.queues(), name).await?;
-            removed
-        } else {
-            let (removed, ..): (i64, i64, i64, i64) = pipe
-                .srem(self.ns.queues(), name)
-                .query_async(&mut con)
-                .await?;
-            removed
-        };
+        }
+        let removed = deleted.first().copied().unwrap_or(0);
         if removed == 0 {
             return Err(Error::QueueNotFound { name: name.into() });
         }
