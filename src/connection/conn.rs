@@ -11,11 +11,14 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use super::sentinel::{Link, lost_master};
 use crate::Result;
 
 /// A connection to Redis: a managed connection to one server (which reconnects
-/// by itself) or a Redis Cluster connection (which follows `MOVED`/`ASK`
-/// redirections and failovers). Cheap to clone; clones share the connection.
+/// by itself), a Redis Cluster connection (which follows `MOVED`/`ASK`
+/// redirections and failovers), or a connection to the master Redis Sentinel
+/// names (which asks the Sentinels again when the master fails). Cheap to
+/// clone; clones share the connection.
 ///
 /// [`RedisConfig::connect`](super::RedisConfig::connect) opens the right one for
 /// its URL; [`Rsmq::from_connection`](crate::queue::Rsmq::from_connection) takes
@@ -40,9 +43,15 @@ enum Inner {
     Cluster(ClusterConnection),
     /// A plain connection of its own (blocking reads on one server).
     Plain(MultiplexedConnection),
+    /// The master Redis Sentinel names, looked up again when it fails.
+    Sentinel(Arc<Link>),
 }
 
 impl Connection {
+    pub(super) fn sentinel(link: Arc<Link>) -> Self {
+        Connection(Inner::Sentinel(link))
+    }
+
     /// Whether this is a Redis Cluster connection: its keys then carry the
     /// queue's hash tag (see the README's "Redis Cluster").
     pub fn is_cluster(&self) -> bool {
@@ -126,6 +135,7 @@ impl std::fmt::Debug for Connection {
             Inner::Managed(_) => "Connection(server)",
             Inner::Cluster(_) => "Connection(cluster)",
             Inner::Plain(_) => "Connection(plain)",
+            Inner::Sentinel(_) => "Connection(sentinel)",
         })
     }
 }
@@ -154,6 +164,16 @@ impl ConnectionLike for Connection {
             Inner::Managed(c) => c.req_packed_command(cmd),
             Inner::Cluster(c) => c.req_packed_command(cmd),
             Inner::Plain(c) => c.req_packed_command(cmd),
+            Inner::Sentinel(link) => Box::pin(async move {
+                let mut master = link.master().await?;
+                let reply = master.con.req_packed_command(cmd).await;
+                if let Err(e) = &reply
+                    && lost_master(e)
+                {
+                    link.lost(master.generation);
+                }
+                reply
+            }),
         }
     }
 
@@ -167,6 +187,19 @@ impl ConnectionLike for Connection {
             Inner::Managed(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Plain(c) => c.req_packed_commands(pipeline, offset, count),
+            Inner::Sentinel(link) => Box::pin(async move {
+                let mut master = link.master().await?;
+                let reply = master
+                    .con
+                    .req_packed_commands(pipeline, offset, count)
+                    .await;
+                if let Err(e) = &reply
+                    && lost_master(e)
+                {
+                    link.lost(master.generation);
+                }
+                reply
+            }),
         }
     }
 
@@ -175,12 +208,13 @@ impl ConnectionLike for Connection {
             Inner::Managed(c) => c.get_db(),
             Inner::Cluster(c) => c.get_db(),
             Inner::Plain(c) => c.get_db(),
+            Inner::Sentinel(link) => link.db(),
         }
     }
 }
 
-/// What opens the extra connections: the server's client, or the Cluster's
-/// client and a client per seed node.
+/// What opens the extra connections: the server's client, the Cluster's client
+/// and a client per seed node, or the Sentinel link.
 #[derive(Clone)]
 // one per backend, cloned rarely: its size does not matter
 #[allow(clippy::large_enum_variant)]
@@ -194,19 +228,26 @@ pub(crate) enum Target {
         /// Which seed the next pub/sub connection goes to.
         turn: Arc<AtomicUsize>,
     },
+    Sentinel {
+        link: Arc<Link>,
+        /// The settings it was opened with (for connections with other timeouts).
+        config: Box<super::RedisConfig>,
+    },
 }
 
 impl Target {
     /// A client of one server for pub/sub. On a Cluster, each call takes the
     /// next seed node: `PUBLISH` reaches every node of a Cluster, and a
-    /// listener whose node failed reconnects to another.
-    pub fn pubsub(&self) -> redis::Client {
-        match self {
+    /// listener whose node failed reconnects to another. With Sentinel, the
+    /// current master's.
+    pub async fn pubsub(&self) -> Result<redis::Client> {
+        Ok(match self {
             Target::Server(c) => c.clone(),
             Target::Cluster { seeds, turn, .. } => {
                 seeds[turn.fetch_add(1, Ordering::Relaxed) % seeds.len()].clone()
             }
-        }
+            Target::Sentinel { link, .. } => link.checked_master().await?.client,
+        })
     }
 
     /// A connection of its own (for blocking reads, which hold up every later
@@ -225,9 +266,9 @@ impl Target {
                     .await?
                     .into()
             }
-            Target::Cluster { config, .. } => {
-                // a Cluster client's overall timeout is its builder's: a client
-                // of its own with these timeouts
+            Target::Cluster { config, .. } | Target::Sentinel { config, .. } => {
+                // a Cluster client's overall timeout is its builder's, and a
+                // Sentinel link's connection has its own: a new one with these
                 let config = super::RedisConfig {
                     connection_timeout,
                     response_timeout,

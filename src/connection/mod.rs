@@ -1,7 +1,9 @@
-//! Opening Redis connections from URLs: one server or a Redis Cluster.
+//! Opening Redis connections from URLs: one server, a Redis Cluster, or the
+//! master that Redis Sentinel names.
 
 mod cluster;
 mod conn;
+mod sentinel;
 
 use std::time::Duration;
 
@@ -18,7 +20,13 @@ use crate::{Error, Result};
 /// `redis://user:password@host:port`, `unix:///path`, and `rediss://` (TLS) when
 /// redjob's `tls` feature is on. A Redis Cluster is
 /// `redis+cluster://[user:password@]host:port,host:port,…` (or
-/// `rediss+cluster://`): any of its nodes, which redjob asks for the rest.
+/// `rediss+cluster://`): any of its nodes, which redjob asks for the rest. A
+/// master managed by Redis Sentinel is
+/// `redis+sentinel://[user:password@]host:port,host:port/<master name>[/db]`
+/// (or `rediss+sentinel://`): the Sentinels (port 26379 when left out), which
+/// redjob asks for the master, and asks again after a failover. Credentials in
+/// front are the master's; Sentinels that want their own take
+/// `?sentinel_username=…&sentinel_password=…`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -122,6 +130,10 @@ impl RedisConfig {
                 .await
                 .map_err(failed)?
                 .into(),
+            Target::Sentinel { link, .. } => {
+                link.master().await.map_err(failed)?;
+                Connection::sentinel(link.clone())
+            }
         };
         Ok((target, con))
     }
@@ -138,6 +150,7 @@ impl RedisConfig {
             Target::Cluster { client, .. } => client
                 .get_pending_async_connection_with_config(self.cluster_config())
                 .into(),
+            Target::Sentinel { link, .. } => Connection::sentinel(link.clone()),
         };
         Ok((target, con))
     }
@@ -152,6 +165,16 @@ impl RedisConfig {
                     "its timeout ({:?}) must be below the response timeout ({:?}), or every wait that runs out fails as a timeout",
                     w.timeout, self.response_timeout
                 ),
+            });
+        }
+        if let Some(parsed) = sentinel::parse(&self.url) {
+            let parsed = parsed.map_err(|reason| Error::InvalidValue {
+                what: "redis url",
+                reason: format!("{}: {reason}", redacted(&self.url)),
+            })?;
+            return Ok(Target::Sentinel {
+                link: std::sync::Arc::new(parsed.link(self)?),
+                config: Box::new(self.clone()),
             });
         }
         let Some(seeds) = cluster::seeds(&self.url) else {

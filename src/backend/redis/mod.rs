@@ -479,9 +479,16 @@ impl Backend for RedisBackend {
             .map(|q| (self.ns.queue(q).realtime, q.as_str()))
             .collect();
         let timed_out = || Error::Protocol("notification connection timed out".into());
-        let pubsub = tokio::time::timeout(LISTEN_TIMEOUT, self.target.pubsub().get_async_pubsub())
-            .await
-            .map_err(|_| timed_out())??;
+        let pubsub = tokio::time::timeout(LISTEN_TIMEOUT, async {
+            self.target
+                .pubsub()
+                .await?
+                .get_async_pubsub()
+                .await
+                .map_err(Error::from)
+        })
+        .await
+        .map_err(|_| timed_out())??;
         let (mut sink, mut stream) = pubsub.split();
         for ch in channels.keys() {
             tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
