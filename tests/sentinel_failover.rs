@@ -1,0 +1,219 @@
+//! A master managed by Redis Sentinel: redjob finds it through the Sentinels,
+//! and when the master is SIGKILLed mid-run, the Sentinels promote its replica
+//! and producers and a worker carry on by themselves. What the failover lost is
+//! counted and printed (see RELIABILITY.md); enqueues that waited for the
+//! replica lose nothing.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::sentinel::SentinelSet;
+use common::{Recorder, start_serving, wait_until};
+use redjob::client::{ClientConfig, EnqueueOptions};
+use redjob::connection::WaitForReplicas;
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "sentinel_task")]
+struct Task {
+    n: u64,
+}
+
+impl Job for Task {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.n);
+        Ok(())
+    }
+}
+
+async fn sentinels() -> SentinelSet {
+    tokio::task::spawn_blocking(SentinelSet::start)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_url_reaches_the_master_and_names_what_is_wrong() {
+    let set = sentinels().await;
+    let client = Client::connect(&set.url()).await.unwrap();
+    let recorder = Recorder::default();
+    let worker = Worker::builder(client.backend())
+        .data(recorder.clone())
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    client.enqueue(&Task { n: 7 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), || recorder.len() == 1).await);
+    running.stop().await;
+    // the queue lives on the master, and the replica has it too
+    let mut master = set.master.raw().await;
+    let queues: Vec<String> = redis::cmd("SMEMBERS")
+        .arg("rsmq:QUEUES")
+        .query_async(&mut master)
+        .await
+        .unwrap();
+    assert_eq!(queues, ["default"]);
+
+    // a master name the Sentinels do not know
+    let wrong = set.url().replace("/jobs", "/nosuch");
+    let e = Client::connect(&wrong).await.unwrap_err().to_string();
+    assert!(e.contains("not found in sentinel"), "{e}");
+    assert!(e.contains("/nosuch"), "{e}");
+    // no Sentinel answers: an error within the connection timeout, no hang
+    let mut nobody = ClientConfig::from_url(format!(
+        "redis+sentinel://127.0.0.1:{}/jobs",
+        common::RedisServer::free_port()
+    ));
+    nobody.redis.connection_timeout = Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    let e = Client::from_config(nobody).await.unwrap_err().to_string();
+    assert!(e.starts_with("cannot connect to Redis at redis+sentinel://"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // a URL without a master name
+    let e = Client::connect("redis+sentinel://127.0.0.1:26379")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("name the master"), "{e}");
+}
+
+/// What one producer saw: the jobs whose enqueue returned Ok, and the failures.
+#[derive(Default)]
+struct Produced {
+    acked: Vec<u64>,
+    failed: u64,
+    /// The first job acknowledged after a failure: the producer recovered.
+    recovered: Option<u64>,
+}
+
+/// Enqueues job `base + i` to queue `q<i % 4>` until `stop`, one at a time,
+/// each due in 2 s: the queues hold 2 s of jobs when the master dies.
+fn produce(client: Client, base: u64, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Produced> {
+    tokio::spawn(async move {
+        let mut out = Produced::default();
+        let mut n = base;
+        while !stop.load(Ordering::Relaxed) {
+            let q = format!("q{}", n % 4);
+            match client
+                .enqueue_with(
+                    &Task { n },
+                    EnqueueOptions::new().queue(q).delay(Duration::from_secs(2)),
+                )
+                .await
+            {
+                Ok(_) => {
+                    out.acked.push(n);
+                    if out.failed > 0 && out.recovered.is_none() {
+                        out.recovered = Some(n);
+                    }
+                }
+                Err(_) => {
+                    out.failed += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            n += 1;
+        }
+        out
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_is_replaced_and_producers_and_workers_carry_on() {
+    let mut set = sentinels().await;
+    let url = set.url();
+    let client = Client::connect(&url).await.unwrap();
+    let mut durable = ClientConfig::from_url(&url);
+    durable.redis.wait_for_replicas = Some(WaitForReplicas {
+        replicas: 1,
+        timeout: Duration::from_secs(1),
+    });
+    let durable = Client::from_config(durable).await.unwrap();
+    let queues: Vec<String> = (0..4).map(|i| format!("q{i}")).collect();
+
+    let recorder = Recorder::default();
+    let worker = Worker::builder(client.backend())
+        .queues(&queues)
+        .concurrency(16)
+        .lease(Duration::from_secs(2))
+        .data(recorder.clone())
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let plain = produce(client.clone(), 0, stop.clone());
+    let waiting = produce(durable, 1_000_000, stop.clone());
+    assert!(wait_until(Duration::from_secs(10), || recorder.len() > 100).await);
+
+    // SIGKILL the master: no shutdown, no last replication
+    let old = set.master.port;
+    assert_eq!(set.master_port(), Some(old));
+    let killed_at = tokio::time::Instant::now();
+    let before = recorder.len();
+    set.master.kill();
+    // the Sentinels agree it is down and promote the replica
+    let promoted = {
+        let deadline = killed_at + Duration::from_secs(30);
+        loop {
+            if set.master_port() == Some(set.replica.port) {
+                break true;
+            }
+            if tokio::time::Instant::now() > deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert!(promoted, "the Sentinels did not promote the replica within 30 s");
+    let failover = killed_at.elapsed();
+
+    // producers and worker carry on by themselves on the promoted replica
+    let after = recorder.len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let plain = plain.await.unwrap();
+    let waiting = waiting.await.unwrap();
+    let acked: Vec<u64> = plain.acked.iter().chain(&waiting.acked).copied().collect();
+    // every acknowledged job that survived runs (leases of the dead master's
+    // deliveries run out after 2 s)
+    let ran = |n: &u64, counts: &HashMap<u64, usize>| counts.contains_key(n);
+    wait_until(Duration::from_secs(20), || {
+        let counts = recorder.counts();
+        acked.iter().all(|n| ran(n, &counts))
+    })
+    .await;
+    running.stop().await;
+
+    let counts = recorder.counts();
+    let lost = |acked: &[u64]| acked.iter().filter(|n| !ran(n, &counts)).count();
+    let (lost_plain, lost_waiting) = (lost(&plain.acked), lost(&waiting.acked));
+    let twice = counts.values().filter(|&&c| c > 1).count();
+    println!(
+        "sentinel failover: replica promoted {failover:?} after the SIGKILL; runs {before} before, {after} at promotion, {} after; \
+         plain enqueues: {} acked, {} failed during the failover, {lost_plain} acked ones lost; \
+         enqueues waiting for 1 replica: {} acked, {} failed, {lost_waiting} lost; jobs run twice: {twice}",
+        recorder.len(),
+        plain.acked.len(),
+        plain.failed,
+        waiting.acked.len(),
+        waiting.failed,
+    );
+    assert_eq!(
+        lost_waiting, 0,
+        "an enqueue that waited for the replica was lost"
+    );
+    // a lost plain enqueue is one the master acknowledged in its last moment,
+    // before it replicated it: a handful at most
+    assert!(lost_plain <= 20, "{lost_plain} acknowledged jobs lost");
+    assert!(waiting.acked.len() > 100 && plain.acked.len() > 100);
+    // the producer met the dead master, then enqueued to the new one, and the
+    // worker ran that job
+    let recovered = plain.recovered.expect("the plain producer never failed");
+    assert!(counts.contains_key(&recovered), "job {recovered} never ran");
+}
