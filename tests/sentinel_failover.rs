@@ -87,6 +87,8 @@ async fn a_sentinel_url_reaches_the_master_and_names_what_is_wrong() {
 struct Produced {
     acked: Vec<u64>,
     failed: u64,
+    /// Failures that were `NotReplicated` (stored, the wait not met).
+    not_replicated: u64,
     /// The first job acknowledged after a failure: the producer recovered.
     recovered: Option<u64>,
 }
@@ -112,8 +114,11 @@ fn produce(client: Client, base: u64, stop: Arc<AtomicBool>) -> tokio::task::Joi
                         out.recovered = Some(n);
                     }
                 }
-                Err(_) => {
+                Err(e) => {
                     out.failed += 1;
+                    if matches!(e, redjob::Error::NotReplicated { .. }) {
+                        out.not_replicated += 1;
+                    }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
@@ -197,12 +202,13 @@ async fn a_killed_master_is_replaced_and_producers_and_workers_carry_on() {
     println!(
         "sentinel failover: replica promoted {failover:?} after the SIGKILL; runs {before} before, {after} at promotion, {} after; \
          plain enqueues: {} acked, {} failed during the failover, {lost_plain} acked ones lost; \
-         enqueues waiting for 1 replica: {} acked, {} failed, {lost_waiting} lost; jobs run twice: {twice}",
+         enqueues waiting for 1 replica: {} acked, {} failed ({} NotReplicated), {lost_waiting} lost; jobs run twice: {twice}",
         recorder.len(),
         plain.acked.len(),
         plain.failed,
         waiting.acked.len(),
         waiting.failed,
+        waiting.not_replicated,
     );
     assert_eq!(
         lost_waiting, 0,
