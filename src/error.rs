@@ -130,6 +130,16 @@ pub enum Error {
         /// The replicas wanted.
         wanted: u32,
     },
+    /// The Redis server is older than a feature needs (topics need Redis 7.0
+    /// for their consumer-group lag and `ENTRIESREAD`; queues need 6.2).
+    ServerTooOld {
+        /// The feature, e.g. `topics`.
+        feature: &'static str,
+        /// The oldest version it works on, e.g. `7.0`.
+        needs: &'static str,
+        /// The server's `redis_version`.
+        found: String,
+    },
     /// The topic has no subscriber (consumer group) of that name.
     SubscriberNotFound {
         /// The topic.
@@ -146,6 +156,14 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Redis(e) => write!(f, "redis error: {e}"),
+            Error::ServerTooOld {
+                feature,
+                needs,
+                found,
+            } => write!(
+                f,
+                "{feature} need Redis {needs} or newer; this server is Redis {found}"
+            ),
             Error::Connect { url, error } => {
                 write!(f, "cannot connect to Redis at {url}: {error}")
             }

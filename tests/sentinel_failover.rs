@@ -72,7 +72,10 @@ async fn a_sentinel_url_reaches_the_master_and_names_what_is_wrong() {
     nobody.redis.connection_timeout = Duration::from_secs(1);
     let started = std::time::Instant::now();
     let e = Client::from_config(nobody).await.unwrap_err().to_string();
-    assert!(e.starts_with("cannot connect to Redis at redis+sentinel://"), "{e}");
+    assert!(
+        e.starts_with("cannot connect to Redis at redis+sentinel://"),
+        "{e}"
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
     // a URL without a master name
     let e = Client::connect("redis+sentinel://127.0.0.1:26379")
@@ -175,7 +178,10 @@ async fn a_killed_master_is_replaced_and_producers_and_workers_carry_on() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    assert!(promoted, "the Sentinels did not promote the replica within 30 s");
+    assert!(
+        promoted,
+        "the Sentinels did not promote the replica within 30 s"
+    );
     let failover = killed_at.elapsed();
 
     // producers and worker carry on by themselves on the promoted replica

@@ -82,8 +82,25 @@ fn is_nogroup(e: &Error) -> bool {
 }
 
 impl RedisBackend {
+    /// Refuses topics on a server older than Redis 7.0 with a clear error (they
+    /// need its consumer-group lag, `entries-added` and `ENTRIESREAD`). Reads
+    /// the server's version once per backend.
+    async fn topics_supported(&self) -> Result<()> {
+        let version = self.server_version().await?;
+        if version == "unknown" || crate::backend::redis::version_key(version) >= (7, 0) {
+            Ok(())
+        } else {
+            Err(Error::ServerTooOld {
+                feature: "topics",
+                needs: "7.0",
+                found: version.to_string(),
+            })
+        }
+    }
+
     /// topic_group.lua: 1 created or moved, 0 existed, -1 missing.
     async fn group(&self, topic: &str, subscriber: &str, mode: &str, at: Start) -> Result<i64> {
+        self.topics_supported().await?;
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
         let offset = at.offset().map_or("$".to_string(), |o| o.to_string());
@@ -139,6 +156,7 @@ impl Topics for RedisBackend {
         if events.is_empty() {
             return Ok(Vec::new());
         }
+        self.topics_supported().await?;
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
         if let ([(t, d)], None, WhenFull::TrimOldest) = (events, options.max_age, options.when_full)
@@ -431,6 +449,7 @@ impl Topics for RedisBackend {
     }
 
     async fn topic_info(&self, topic: &str) -> Result<Option<TopicInfo>> {
+        self.topics_supported().await?;
         let groups = self.groups(topic).await?;
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);

@@ -15,10 +15,11 @@ pub struct RedisServer {
     pub port: u16,
     dir: std::path::PathBuf,
     extra: Vec<String>,
+    bin: std::path::PathBuf,
 }
 
-fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Child {
-    Command::new("redis-server")
+fn spawn(bin: &std::path::Path, port: u16, dir: &std::path::Path, extra: &[String]) -> Child {
+    Command::new(bin)
         .args([
             "--port",
             &port.to_string(),
@@ -35,7 +36,32 @@ fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("redis-server must be on PATH (bash .ci/run installs it)")
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (scripts/test installs redis-server, and scripts/servers the others)",
+                bin.display()
+            )
+        })
+}
+
+/// A server binary besides Debian's redis-server, as `scripts/servers` installs
+/// it (`valkey-server`, `redis-server-6.2`): `target/servers/<name>`, or the
+/// path in the environment variable `var`.
+pub fn server_binary(name: &str, var: &str) -> std::path::PathBuf {
+    let path = std::env::var_os(var).map_or_else(
+        || {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("target/servers")
+                .join(name)
+        },
+        Into::into,
+    );
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/servers (scripts/test does), or set {var}",
+        path.display()
+    );
+    path
 }
 
 impl RedisServer {
@@ -58,15 +84,28 @@ impl RedisServer {
 
     /// Starts a server on `port`, or `None` when it does not come up.
     pub fn try_start(port: u16, extra: &[&str]) -> Option<Self> {
+        Self::try_start_binary("redis-server".as_ref(), port, extra)
+    }
+
+    /// Starts the server binary `bin` (Valkey, another Redis) with persistence
+    /// off on a free port.
+    pub fn start_binary(bin: &std::path::Path) -> Self {
+        (0..5)
+            .find_map(|_| Self::try_start_binary(bin, free_port(), &[]))
+            .unwrap_or_else(|| panic!("could not start {}", bin.display()))
+    }
+
+    fn try_start_binary(bin: &std::path::Path, port: u16, extra: &[&str]) -> Option<Self> {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let dir = std::env::temp_dir().join(format!("redjob-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
-        let child = spawn(port, &dir, &extra);
+        let child = spawn(bin, port, &dir, &extra);
         let mut server = RedisServer {
             child,
             port,
             dir,
             extra,
+            bin: bin.into(),
         };
         // a failed server is killed and its directory removed on drop
         server.wait_ready(Duration::from_secs(10)).then_some(server)
@@ -98,7 +137,7 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         for _ in 0..50 {
-            self.child = spawn(self.port, &self.dir, &self.extra);
+            self.child = spawn(&self.bin, self.port, &self.dir, &self.extra);
             if self.wait_ready(Duration::from_secs(10)) {
                 return;
             }

@@ -22,10 +22,8 @@ impl Sentinel {
     /// master unreachable for 1 s is down), or `None` when it does not come up.
     fn try_start(master_port: u16) -> Option<Self> {
         let port = RedisServer::free_port();
-        let dir = std::env::temp_dir().join(format!(
-            "redjob-sentinel-{}-{port}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("redjob-sentinel-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
         let conf = dir.join("sentinel.conf");
         std::fs::write(
@@ -173,10 +171,7 @@ impl SentinelSet {
     /// The master's port as the first Sentinel that answers names it.
     pub fn master_port(&self) -> Option<u16> {
         self.sentinels.iter().find_map(|s| {
-            let addr = cli(
-                s.port,
-                &["sentinel", "get-master-addr-by-name", MASTER],
-            )?;
+            let addr = cli(s.port, &["sentinel", "get-master-addr-by-name", MASTER])?;
             addr.lines().nth(1)?.trim().parse().ok()
         })
     }

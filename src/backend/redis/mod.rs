@@ -55,6 +55,26 @@ struct Shared {
     /// Connections of topic consumers' blocking reads, one per consumer and
     /// subscriber: a blocked read holds up every later command on its connection.
     readers: Mutex<HashMap<String, Connection>>,
+    /// The server's `redis_version` once read: topics check it.
+    version: std::sync::OnceLock<String>,
+}
+
+/// An `INFO` reply as text per server: a Cluster answers with each master's,
+/// by address.
+fn info_replies(info: redis::Value, what: &str) -> Result<Vec<String>> {
+    Ok(match info {
+        redis::Value::Map(nodes) => nodes
+            .into_iter()
+            .filter_map(|(_, v)| redis::from_redis_value(v).ok())
+            .collect(),
+        v => vec![redis::from_redis_value(v).map_err(|e| Error::Protocol(format!("{what}: {e}")))?],
+    })
+}
+
+/// `major.minor` of a `redis_version` (`(0, 0)` when it is not one).
+pub(crate) fn version_key(version: &str) -> (u32, u32) {
+    let mut parts = version.split('.').map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -105,6 +125,28 @@ impl RedisBackend {
         self.rsmq =
             Rsmq::from_connection(sends, ns, realtime).wait_for_replicas(redis.wait_for_replicas);
         self
+    }
+
+    /// The server's `redis_version` (`INFO server`), read once.
+    pub(crate) async fn server_version(&self) -> Result<&str> {
+        if let Some(v) = self.shared.version.get() {
+            return Ok(v);
+        }
+        let info: redis::Value = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut self.con.clone())
+            .await?;
+        // the oldest node's version, so a Cluster mid-upgrade counts as the old one
+        let v = info_replies(info, "INFO server")?
+            .iter()
+            .filter_map(|i| {
+                i.lines()
+                    .find_map(|l| l.strip_prefix("redis_version:"))
+                    .map(|v| v.trim().to_string())
+            })
+            .min_by_key(|v| version_key(v))
+            .unwrap_or_else(|| "unknown".into());
+        Ok(self.shared.version.get_or_init(|| v))
     }
 
     /// The shared connection and the namespace.
@@ -434,21 +476,18 @@ impl Backend for RedisBackend {
     }
 
     async fn warnings(&self) -> Result<Vec<String>> {
-        // a Cluster answers with each master's INFO, by address
         let info: redis::Value = redis::cmd("INFO")
             .arg("memory")
             .query_async(&mut self.con.clone())
             .await?;
-        let infos: Vec<String> = match info {
-            redis::Value::Map(nodes) => nodes
-                .into_iter()
-                .filter_map(|(_, v)| redis::from_redis_value(v).ok())
-                .collect(),
-            v => vec![
-                redis::from_redis_value(v)
-                    .map_err(|e| Error::Protocol(format!("INFO memory: {e}")))?,
-            ],
-        };
+        let infos = info_replies(info, "INFO memory")?;
+        let mut warnings = Vec::new();
+        let version = self.server_version().await?;
+        if version != "unknown" && version_key(version) < (6, 2) {
+            warnings.push(format!(
+                "this server is Redis {version}: redjob needs Redis 6.2 or newer (its scripts call ZMSCORE), and topics 7.0"
+            ));
+        }
         let mut policies: Vec<&str> = infos
             .iter()
             .filter_map(|i| {
@@ -460,12 +499,10 @@ impl Backend for RedisBackend {
             .collect();
         policies.sort_unstable();
         policies.dedup();
-        Ok(policies
-            .into_iter()
-            .map(|p| format!(
+        warnings.extend(policies.into_iter().map(|p| format!(
                 "Redis's maxmemory-policy is {p}: at maxmemory Redis may evict queued jobs without a trace; set it to noeviction"
-            ))
-            .collect())
+        )));
+        Ok(warnings)
     }
 
     async fn listen(
@@ -521,5 +558,19 @@ impl Backend for RedisBackend {
             }
         }
         Err(Error::Protocol("notification connection closed".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_key;
+
+    #[test]
+    fn versions_compare_by_major_and_minor() {
+        assert_eq!(version_key("6.2.14"), (6, 2));
+        assert_eq!(version_key("7.0.15"), (7, 0));
+        assert!(version_key("6.0.20") < (6, 2));
+        assert!(version_key("10.1") >= (7, 0));
+        assert_eq!(version_key("unknown"), (0, 0));
     }
 }
