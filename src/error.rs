@@ -130,6 +130,16 @@ pub enum Error {
         /// The replicas wanted.
         wanted: u32,
     },
+    /// The Redis (ACL) user may not run a command redjob sends or its scripts
+    /// call, or may not touch the namespace's keys or channels. The README's
+    /// "Redis ACL" section lists what redjob needs.
+    NoPermission {
+        /// What was refused: Redis's words for a command, key or channel, or
+        /// the command a script called (Redis does not name it then).
+        refused: String,
+        /// Redis's error.
+        error: redis::RedisError,
+    },
     /// The Redis server is older than a feature needs (topics need Redis 7.0
     /// for their consumer-group lag and `ENTRIESREAD`; queues need 6.2).
     ServerTooOld {
@@ -156,6 +166,10 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Redis(e) => write!(f, "redis error: {e}"),
+            Error::NoPermission { refused, .. } => write!(
+                f,
+                "the Redis user lacks a permission redjob needs (the README's \"Redis ACL\" lists them): {refused}"
+            ),
             Error::ServerTooOld {
                 feature,
                 needs,
@@ -230,6 +244,25 @@ impl fmt::Display for Error {
 /// variant's fields.
 impl std::error::Error for Error {}
 
+/// What the user's ACL refused, when `e` says so: a command, key or channel
+/// the client sent (`NOPERM this user has no permissions to …`), or something a
+/// script called (`The user executing the script can't …`).
+fn refused(e: &redis::RedisError) -> Option<String> {
+    let text = e.to_string();
+    if let Some(i) = text.find("no permissions to ") {
+        let what = text[i + "no permissions to ".len()..].trim_end_matches([')', ']', '.', ' ']);
+        return Some(format!("may not {what}"));
+    }
+    let i = text.find("The user executing the script can't ")?;
+    let what = &text[i + "The user executing the script can't ".len()..];
+    let what = what.split(" script: ").next().unwrap_or(what);
+    Some(match crate::backend::redis::scripts::refused_call(&text) {
+        Some(call) if what.starts_with("run ") => format!("a script may not run {call}"),
+        Some(call) => format!("a script can't {what}: {call}"),
+        None => format!("a script can't {what}"),
+    })
+}
+
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // a script's refused write carries the OOM code, or only its text
@@ -238,6 +271,8 @@ impl From<redis::RedisError> for Error {
                 .contains("command not allowed when used memory > 'maxmemory'")
         {
             Error::OutOfMemory(e)
+        } else if let Some(refused) = refused(&e) {
+            Error::NoPermission { refused, error: e }
         } else {
             Error::Redis(e)
         }

@@ -1,4 +1,5 @@
-//! The least a Redis ACL user needs for redjob: the one the guide documents.
+//! The least a Redis ACL user needs for redjob: the worker and producer users
+//! the README's "Redis ACL" section documents, created from its very lines.
 
 mod common;
 
@@ -6,9 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{RedisServer, wait_until};
-use redjob::client::ClientConfig;
-use redjob::{Client, Job, JobContext, JobError, Worker};
+use common::{RedisServer, wait_for, wait_until};
+use redjob::client::{ClientConfig, EnqueueOptions};
+use redjob::inspect::Inspect;
+use redjob::ops::{Admin, DeadOrder, Schedule, Spread};
+use redjob::topic::{Event, Start};
+use redjob::{Client, Error, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Job)]
@@ -27,57 +31,230 @@ impl Job for Task {
     }
 }
 
-/// The ACL rule in the guide (docs/guide.md, "TLS and ACL"), for namespace `app`.
-const RULE: &[&str] = &[
-    "~app:*",
-    "&app:*",
-    "+@read",
-    "+@write",
-    "+@scripting",
-    "+@pubsub",
-    "+@connection",
-    "+time",
-];
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "acl_event", topic = "acl_events")]
+struct Happened {
+    n: u64,
+}
+
+/// The `ACL SETUSER <user> …` line of the README, as arguments after `SETUSER`.
+fn readme_rule(user: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with(&format!("ACL SETUSER {user} ")))
+        .unwrap_or_else(|| panic!("the README has no ACL SETUSER {user} line"));
+    line.split_whitespace().skip(2).map(String::from).collect()
+}
+
+/// A server with the user `rule` creates (`rule[0]` is its name).
+async fn server_with(rule: &[String]) -> RedisServer {
+    let server = RedisServer::start();
+    add_user(&server, rule).await;
+    server
+}
+
+/// `ACL SETUSER` with `rule`, as the default user.
+async fn add_user(server: &RedisServer, rule: &[String]) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(rule)
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap_or_else(|e| panic!("ACL SETUSER {}: {e}", rule.join(" ")));
+}
+
+/// A client of namespace `app` logged in as `user` with `password`.
+async fn client(server: &RedisServer, user: &str, password: &str) -> Client {
+    let mut config = ClientConfig::from_url(format!(
+        "redis://{user}:{password}@127.0.0.1:{}",
+        server.port
+    ));
+    config.namespace = "app".into();
+    Client::from_config(config).await.unwrap()
+}
 
 #[tokio::test]
-async fn a_user_with_the_documented_acl_enqueues_runs_retries_and_dead_letters() {
-    let mut args = vec!["--user", "jobs", "on", ">jobspw"];
-    args.extend_from_slice(RULE);
-    let server = RedisServer::start_with(&args);
-    let mut config =
-        ClientConfig::from_url(format!("redis://jobs:jobspw@127.0.0.1:{}", server.port));
-    config.namespace = "app".into();
-    let client = Client::from_config(config).await.unwrap();
+async fn the_readme_worker_user_runs_every_feature() {
+    let server = server_with(&readme_rule("redjob-worker")).await;
+    let client = client(&server, "redjob-worker", "worker-secret").await;
     let runs = Arc::new(AtomicU32::new(0));
+    let events = Arc::new(AtomicU32::new(0));
+    client
+        .subscribe("acl_events", "audit", Start::Beginning)
+        .await
+        .unwrap();
+    let seen = events.clone();
     let worker = Worker::builder(client.backend())
         .queue("acl")
         .data(runs.clone())
+        .subscribe("audit", move |_: Happened, _| {
+            let seen = seen.clone();
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .periodic(
+            Schedule::every(Duration::from_secs(3600)).unwrap(),
+            Task { fail: false },
+        )
         .handle_signals(false)
         .build()
         .unwrap();
-    // fetching and subscribing are allowed
+    // fetching, subscribing, the worker registry and the schedule are allowed
     let w = common::start_serving(worker).await;
     client.enqueue(&Task { fail: false }).await.unwrap();
     client
         .enqueue_in(&Task { fail: true }, Duration::from_millis(50))
         .await
         .unwrap();
+    let unique = EnqueueOptions::new().unique_key("once").priority(3);
+    client
+        .enqueue_with(&Task { fail: false }, unique.clone())
+        .await
+        .unwrap();
+    client
+        .enqueue_with(&Task { fail: false }, unique)
+        .await
+        .unwrap();
+    client
+        .enqueue_batch(&[Task { fail: false }, Task { fail: false }])
+        .await
+        .unwrap();
+    client.publish(&Happened { n: 1 }).await.unwrap();
+    // 4 jobs that succeed, the failing one twice
     assert!(
-        wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 3).await,
+        wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 6).await,
         "runs: {}",
         runs.load(Ordering::SeqCst)
     );
+    assert!(
+        wait_until(Duration::from_secs(10), || events.load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
     let c = client.clone();
     assert!(
-        common::wait_for(Duration::from_secs(10), || async {
+        wait_for(Duration::from_secs(10), || async {
             c.stats("acl").await.unwrap().dead == 1
         })
         .await
     );
+    let ops = client.backend();
+    assert_eq!(ops.workers().await.unwrap().len(), 1);
+    assert_eq!(ops.schedules().await.unwrap().len(), 1);
     w.stop().await;
+
+    // operating: inspection, dead letters, pause, topics
     let stats = client.stats("acl").await.unwrap();
-    assert_eq!((stats.processed, stats.retried, stats.dead), (1, 1, 1));
-    assert_eq!(client.dead_letters("acl", 10).await.unwrap().len(), 1);
+    assert_eq!((stats.processed, stats.retried, stats.dead), (4, 1, 1));
+    assert_eq!(ops.counts("acl").await.unwrap().dead, 1);
+    let dead = ops
+        .dead_page("acl", DeadOrder::OldestFirst, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(dead.jobs.len(), 1);
+    let ids: Vec<_> = dead.jobs.iter().map(|d| d.id).collect();
+    assert_eq!(ops.requeue_dead("acl", &ids, Spread::NOW).await.unwrap(), 1);
+    assert_eq!(ops.peek("acl", 10).await.unwrap().len(), 1);
+    ops.pause("acl").await.unwrap();
+    assert!(ops.is_paused("acl").await.unwrap());
+    ops.resume("acl").await.unwrap();
+    assert_eq!(ops.purge_queue("acl").await.unwrap(), 1);
+    let topic = client.topic("acl_events").await.unwrap().unwrap();
+    assert_eq!(topic.published, 1);
+    assert_eq!(client.topics().await.unwrap().len(), 1);
+    assert!(client.unsubscribe("acl_events", "audit").await.unwrap());
+    assert!(client.delete_topic("acl_events").await.unwrap());
+}
+
+#[tokio::test]
+async fn the_readme_producer_user_enqueues_and_publishes_and_may_not_fetch() {
+    let server = server_with(&readme_rule("redjob-producer")).await;
+
+    let producer = client(&server, "redjob-producer", "producer-secret").await;
+    producer.enqueue(&Task { fail: false }).await.unwrap();
+    producer
+        .enqueue_in(&Task { fail: false }, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let unique = EnqueueOptions::new().unique_key("once").priority(-2);
+    producer
+        .enqueue_with(&Task { fail: false }, unique.clone())
+        .await
+        .unwrap();
+    producer
+        .enqueue_with(&Task { fail: false }, unique)
+        .await
+        .unwrap();
+    producer
+        .enqueue_batch(&[Task { fail: false }, Task { fail: false }])
+        .await
+        .unwrap();
+    producer.publish(&Happened { n: 1 }).await.unwrap();
+    add_user(&server, &readme_rule("redjob-worker")).await;
+    let worker = client(&server, "redjob-worker", "worker-secret").await;
+    let counts = worker.backend().counts("acl").await.unwrap();
+    assert_eq!((counts.ready, counts.scheduled), (4, 1));
+    assert_eq!(
+        worker.topic("acl_events").await.unwrap().unwrap().published,
+        1
+    );
+
+    // inspecting is a worker's (or an operator's): refused, naming what
+    let e = producer.backend().counts("acl").await.unwrap_err();
+    assert!(matches!(e, Error::NoPermission { .. }), "{e:?}");
+    assert!(e.to_string().contains("a script may not run Z"), "{e}");
+}
+
+#[tokio::test]
+async fn a_user_missing_a_command_keys_or_channels_gets_an_error_naming_it() {
+    let worker = readme_rule("redjob-worker");
+    let without = |drop: &str, user: &str| -> Vec<String> {
+        let mut rule: Vec<String> = worker.iter().filter(|a| *a != drop).cloned().collect();
+        rule[0] = user.into();
+        rule
+    };
+    let server = server_with(&without("+hsetnx", "no-hsetnx")).await;
+    for rule in [
+        without("+evalsha", "no-evalsha"),
+        without("~app:*", "no-keys"),
+        without("&app:*", "no-channels"),
+    ] {
+        add_user(&server, &rule).await;
+    }
+    let refused = async |user: &str| {
+        let c = client(&server, user, "worker-secret").await;
+        let e = tokio::time::timeout(Duration::from_secs(10), c.enqueue(&Task { fail: false }))
+            .await
+            .expect("bounded")
+            .unwrap_err();
+        assert!(matches!(e, Error::NoPermission { .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("the Redis user lacks a permission redjob needs"),
+            "{text}"
+        );
+        text
+    };
+    // a command a script calls, a command the client sends, the keys
+    let text = refused("no-hsetnx").await;
+    assert!(
+        text.ends_with("a script may not run HSETNX (create.lua, line 7)"),
+        "{text}"
+    );
+    let text = refused("no-evalsha").await;
+    assert!(
+        text.ends_with("may not run the 'evalsha' command"),
+        "{text}"
+    );
+    let text = refused("no-keys").await;
+    assert!(text.contains("keys"), "{text}");
+    // the channels: the enqueue's wake-up publish is refused
+    let text = refused("no-channels").await;
+    assert!(text.contains("channel"), "{text}");
 }
 
 #[tokio::test]
@@ -102,5 +279,6 @@ async fn a_user_without_scripting_gets_a_clear_error_not_a_hang() {
     .await
     .expect("bounded")
     .unwrap_err();
-    assert!(err.to_string().contains("no permissions"), "{err}");
+    assert!(matches!(err, Error::NoPermission { .. }), "{err:?}");
+    assert!(err.to_string().contains("may not run the '"), "{err}");
 }

@@ -13,6 +13,11 @@ macro_rules! scripts {
     ($($name:ident => $file:literal),* $(,)?) => {
         $(pub(crate) static $name: LazyLock<Script> =
             LazyLock::new(|| Script::new(concat!(include_str!("lua/lib.lua"), include_str!(concat!("lua/", $file)))));)*
+
+        /// Every script: its file, its source as loaded, and the script.
+        static ALL: &[(&str, &str, &LazyLock<Script>)] = &[
+            $(($file, concat!(include_str!("lua/lib.lua"), include_str!(concat!("lua/", $file))), &$name),)*
+        ];
     };
 }
 
@@ -51,6 +56,39 @@ scripts! {
     TOPIC_INFO => "topic_info.lua",
     TOPIC_REQUEUE => "topic_requeue.lua",
     TOPIC_OWN => "topic_own.lua",
+}
+
+/// What a script refused by the user's ACL tried, from Redis's error text
+/// (`The user executing the script can't run this command or subcommand
+/// script: <sha>, on @user_script:<line>.`, which names neither): the script's
+/// file and the commands its line calls, e.g. `HSETNX (create.lua, line 12)`.
+pub(crate) fn refused_call(text: &str) -> Option<String> {
+    let (_, rest) = text.split_once("script: ")?;
+    let (sha, rest) = rest.split_once(", on @user_script:")?;
+    let line: usize = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let (file, source, _) = ALL.iter().find(|(_, _, s)| s.get_hash() == sha)?;
+    let code = source.lines().nth(line.checked_sub(1)?)?;
+    // lines of the prepended lib.lua are its own
+    let lib = include_str!("lua/lib.lua").lines().count();
+    let (file, line) = match line.checked_sub(lib) {
+        Some(n) if n > 0 => (*file, n),
+        _ => ("lib.lua", line),
+    };
+    // the quoted command names on the line ("HSETNX"; both of a choice)
+    let commands: Vec<&str> = code
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.len() > 2 && w.chars().all(|c| c.is_ascii_uppercase()))
+        .collect();
+    Some(match commands.as_slice() {
+        [] => format!("a command of {file}, line {line}: {}", code.trim()),
+        names => format!("{} ({file}, line {line})", names.join(" or ")),
+    })
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
