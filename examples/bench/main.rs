@@ -12,6 +12,8 @@
 //! and metrics beside the plain figures, 8 inspection at 10k and the largest backlog, 9 a
 //! flood of `--flood 1000000` fatal failures held to the dead-letter retention,
 //! 10 topics: publish one by one and in batches, a subscriber draining `n`;
+//! 11 a backlog over 12 queues on one Redis and on a 3-master Cluster, 12
+//! enqueue one by one to a master with a replica, plain and waiting for it;
 //! default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
 mod features;
@@ -22,6 +24,7 @@ mod metered;
 mod phases;
 mod redis;
 mod report;
+mod spread;
 mod topics;
 
 use phases::{Figures, Settings};
@@ -30,7 +33,7 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
     };
     let mut runs = 3usize;
     let mut json = false;
@@ -92,6 +95,12 @@ fn main() {
             }
             if s.phases.contains(&10) {
                 topics::topics(&s, &mut f).await;
+            }
+            if s.phases.contains(&11) {
+                spread::spread(&s, &mut f).await;
+            }
+            if s.phases.contains(&12) {
+                spread::durability(&s, &mut f).await;
             }
         });
         eprintln!("run {run} of {runs} done");

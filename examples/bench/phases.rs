@@ -61,6 +61,14 @@ pub struct Figures {
     /// Phase 10: CPU per event drained, the worker's process and Redis's (µs).
     pub topic_worker_cpu_us: Option<f64>,
     pub topic_redis_cpu_us: Option<f64>,
+    /// Phase 11: a backlog over 12 queues drained by one worker, on one Redis
+    /// and on a 3-master Cluster on this machine (jobs/s).
+    pub spread_single: Option<f64>,
+    pub spread_cluster: Option<f64>,
+    /// Phase 12: enqueue one by one to a master with a replica, plain and
+    /// waiting for the replica (jobs/s).
+    pub enqueue_replicated_plain: Option<f64>,
+    pub enqueue_replicated_waiting: Option<f64>,
 }
 
 impl Figures {

@@ -22,6 +22,12 @@ impl Server {
                 dir: None,
             };
         }
+        Server::start_with(&[])
+    }
+
+    /// A fresh private server with extra `--option value` arguments (whatever
+    /// `REDIS_URL` says).
+    pub fn start_with(extra: &[&str]) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -33,6 +39,7 @@ impl Server {
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&dir)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

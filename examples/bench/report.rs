@@ -285,6 +285,39 @@ fn rows(all: &[Figures]) -> Vec<Row> {
     }
     for (key, label, get, target) in [
         (
+            "spread_single_jobs_per_s",
+            "12 queues, one worker, one Redis (jobs/s)",
+            (|f: &Figures| f.spread_single) as fn(&Figures) -> Option<f64>,
+            "-",
+        ),
+        (
+            "spread_cluster_jobs_per_s",
+            "  the same on a 3-master Cluster, same machine (jobs/s)",
+            |f| f.spread_cluster,
+            "the client's overhead",
+        ),
+        (
+            "enqueue_replicated_plain_jobs_per_s",
+            "enqueue one by one, master with a replica (jobs/s)",
+            |f| f.enqueue_replicated_plain,
+            "-",
+        ),
+        (
+            "enqueue_replicated_waiting_jobs_per_s",
+            "  the same, waiting for the replica (jobs/s)",
+            |f| f.enqueue_replicated_waiting,
+            "the cost of WAIT",
+        ),
+    ] {
+        rows.push(Row {
+            key: key.into(),
+            label: label.into(),
+            values: all.iter().filter_map(get).collect(),
+            target,
+        });
+    }
+    for (key, label, get, target) in [
+        (
             "topic_publish_single_per_s",
             "topic: publish, one awaited call per event (events/s)",
             (|f: &Figures| f.topic_publish_single) as fn(&Figures) -> Option<f64>,
