@@ -58,37 +58,67 @@ scripts! {
     TOPIC_OWN => "topic_own.lua",
 }
 
-/// What a script refused by the user's ACL tried, from Redis's error text
-/// (`The user executing the script can't run this command or subcommand
-/// script: <sha>, on @user_script:<line>.`, which names neither): the script's
-/// file and the commands its line calls, e.g. `HSETNX (create.lua, line 12)`.
+/// What a script refused by the user's ACL tried, from Redis's error text,
+/// which gives the script's sha (`script: <sha>,` or `call to f_<sha>`) and
+/// line (`@user_script:<line>`) but not the command: the commands that line
+/// calls and where, e.g. `HSETNX (create.lua, line 7)`. `None` without a sha
+/// (Valkey names the command itself).
 pub(crate) fn refused_call(text: &str) -> Option<String> {
-    let (_, rest) = text.split_once("script: ")?;
-    let (sha, rest) = rest.split_once(", on @user_script:")?;
-    let line: usize = rest
+    let sha = match text.split_once("call to f_") {
+        Some((_, rest)) => rest.split(')').next()?,
+        None => text.split_once(" script: ")?.1.split(',').next()?,
+    };
+    let line: usize = text
+        .split_once("@user_script:")?
+        .1
         .split(|c: char| !c.is_ascii_digit())
         .next()?
         .parse()
         .ok()?;
     let (file, source, _) = ALL.iter().find(|(_, _, s)| s.get_hash() == sha)?;
     let code = source.lines().nth(line.checked_sub(1)?)?;
+    let mut commands = called(code);
+    if commands.is_empty() {
+        // lib.lua's many(cmd, …): one of the commands the script passes it
+        commands = source
+            .split("many(\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .map(String::from)
+            .collect();
+        commands.dedup();
+    }
     // lines of the prepended lib.lua are its own
     let lib = include_str!("lua/lib.lua").lines().count();
     let (file, line) = match line.checked_sub(lib) {
         Some(n) if n > 0 => (*file, n),
         _ => ("lib.lua", line),
     };
-    // the quoted command names on the line ("HSETNX"; both of a choice)
-    let commands: Vec<&str> = code
-        .split('"')
-        .skip(1)
-        .step_by(2)
-        .filter(|w| w.len() > 2 && w.chars().all(|c| c.is_ascii_uppercase()))
-        .collect();
     Some(match commands.as_slice() {
-        [] => format!("a command of {file}, line {line}: {}", code.trim()),
+        [] => format!("a command of {file}, line {line}"),
         names => format!("{} ({file}, line {line})", names.join(" or ")),
     })
+}
+
+/// The commands a line of Lua calls: for each `call(`, the quoted names before
+/// its first argument (both of `a and "X" or "Y"`), with the subcommand of a
+/// command that has them (`XGROUP CREATE`).
+pub(crate) fn called(code: &str) -> Vec<String> {
+    const WITH_SUBCOMMANDS: [&str; 5] = ["XGROUP", "XINFO", "MEMORY", "SCRIPT", "CLIENT"];
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("call(") {
+        let rest = &code[i + "call(".len()..];
+        let head = rest.split(',').next().unwrap_or(rest);
+        let names: Vec<&str> = head.split('"').skip(1).step_by(2).collect();
+        match names.as_slice() {
+            [name] if WITH_SUBCOMMANDS.contains(name) => {
+                let sub = rest[head.len()..].split('"').nth(1).unwrap_or_default();
+                out.push(format!("{name} {sub}").trim_end().to_string());
+            }
+            names => out.extend(names.iter().map(|n| n.to_string())),
+        }
+    }
+    out
 }
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
