@@ -51,13 +51,23 @@ async fn a_sentinel_url_reaches_the_master_and_names_what_is_wrong() {
     assert!(wait_until(Duration::from_secs(10), || recorder.len() == 1).await);
     running.stop().await;
     // the queue lives on the master, and the replica has it too
-    let mut master = set.master.raw().await;
-    let queues: Vec<String> = redis::cmd("SMEMBERS")
-        .arg("rsmq:QUEUES")
-        .query_async(&mut master)
-        .await
-        .unwrap();
-    assert_eq!(queues, ["default"]);
+    for node in [&set.master, &set.replica] {
+        let mut con = node.raw().await;
+        let c = &mut con;
+        assert!(
+            common::wait_for(Duration::from_secs(5), || async {
+                let queues: Vec<String> = redis::cmd("SMEMBERS")
+                    .arg("rsmq:QUEUES")
+                    .query_async(&mut c.clone())
+                    .await
+                    .unwrap();
+                queues == ["default"]
+            })
+            .await,
+            "no queue on port {}",
+            node.port
+        );
+    }
 
     // a master name the Sentinels do not know
     let wrong = set.url().replace("/jobs", "/nosuch");
@@ -83,6 +93,65 @@ async fn a_sentinel_url_reaches_the_master_and_names_what_is_wrong() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("name the master"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switchover_moves_producers_and_workers_to_the_new_master() {
+    let set = sentinels().await;
+    let client = Client::connect(&set.url()).await.unwrap();
+    let recorder = Recorder::default();
+    let worker = Worker::builder(client.backend())
+        .data(recorder.clone())
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    client.enqueue(&Task { n: 1 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), || recorder.len() == 1).await);
+
+    // the Sentinels hand the master role to the replica; the old master lives
+    // on as a replica (its clients are disconnected, a write to it is READONLY)
+    let sentinel = set.sentinels[0].port;
+    let said = common::cluster::cli(
+        sentinel,
+        &["sentinel", "failover", common::sentinel::MASTER],
+    );
+    assert_eq!(said.as_deref().map(str::trim), Some("OK"));
+    assert!(
+        common::wait_for(Duration::from_secs(30), || async {
+            set.master_port() == Some(set.replica.port)
+        })
+        .await,
+        "no switchover within 30 s"
+    );
+    // the producer finds the new master by itself (calls may fail meanwhile)
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut failed = 0;
+    while client.enqueue(&Task { n: 2 }).await.is_err() {
+        failed += 1;
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no enqueue after the switchover"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        wait_until(Duration::from_secs(20), || recorder
+            .counts()
+            .contains_key(&2))
+        .await,
+        "the worker did not run the job enqueued on the new master"
+    );
+    running.stop().await;
+    // it is on the new master (the old one only replicates it)
+    let mut new = set.replica.raw().await;
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut new).await.unwrap();
+    assert_eq!(
+        role.first(),
+        Some(&redis::Value::BulkString(b"master".to_vec()))
+    );
+    let stats = client.stats("default").await.unwrap();
+    assert_eq!(stats.processed, 2);
+    println!("switchover: {failed} enqueue(s) failed before the new master took it");
 }
 
 /// What one producer saw: the jobs whose enqueue returned Ok, and the failures.

@@ -279,8 +279,10 @@ fn tls_needed(url: &str, tls_on: bool) -> Option<Error> {
     })
 }
 
-/// `url` with its password (if any) replaced by `***`.
+/// `url` with its password (if any) and a `sentinel_password=` option's value
+/// replaced by `***`.
 pub(crate) fn redacted(url: &str) -> String {
+    let url = &hide_option(url, "sentinel_password=");
     let Some(start) = url.find("://").map(|i| i + 3) else {
         return url.into();
     };
@@ -298,6 +300,21 @@ pub(crate) fn redacted(url: &str) -> String {
         &authority[..=colon],
         &url[start + at..]
     )
+}
+
+/// `url` with the value of each `option` (`name=`) in its query hidden.
+fn hide_option(url: &str, option: &str) -> String {
+    let Some((head, query)) = url.split_once('?') else {
+        return url.into();
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.strip_prefix(option) {
+            Some(_) => format!("{option}***"),
+            None => pair.to_string(),
+        })
+        .collect();
+    format!("{head}?{}", query.join("&"))
 }
 
 #[cfg(test)]
@@ -318,6 +335,10 @@ mod tests {
         assert_eq!(redacted("redis://user@h"), "redis://user@h");
         assert_eq!(redacted("unix:///tmp/r.sock"), "unix:///tmp/r.sock");
         assert_eq!(redacted("not a url"), "not a url");
+        assert_eq!(
+            redacted("redis+sentinel://u:pw@h1,h2/m?sentinel_username=s&sentinel_password=spw"),
+            "redis+sentinel://u:***@h1,h2/m?sentinel_username=s&sentinel_password=***"
+        );
     }
 
     #[test]

@@ -62,8 +62,10 @@ pub(super) fn parse(url: &str) -> Option<Result<SentinelUrl, String>> {
             Some(("sentinel_username", v)) => sentinel_user = v.into(),
             Some(("sentinel_password", v)) => sentinel_password = v.into(),
             _ => {
+                // the option's name only: a misspelt password option holds a password
+                let name = pair.split('=').next().unwrap_or_default();
                 return Some(Err(format!(
-                    "unknown option {pair:?} (known: sentinel_username, sentinel_password)"
+                    "unknown option {name:?} (known: sentinel_username, sentinel_password)"
                 )));
             }
         }
@@ -311,6 +313,8 @@ pub(super) fn lost_master(e: &RedisError) -> bool {
         || e.is_unrecoverable_error()
         || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
         || e.kind() == ErrorKind::Server(ServerErrorKind::MasterDown)
+        // a script's write on a replica: Redis 6.2 wraps READONLY in ERR
+        || e.to_string().contains("READONLY You can't write")
 }
 
 #[cfg(test)]
