@@ -11,58 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::cluster::RedisCluster;
+use common::failover::produce;
 use common::{Recorder, start_serving, wait_until};
-use redjob::client::{ClientConfig, EnqueueOptions};
+use redjob::client::ClientConfig;
 use redjob::connection::WaitForReplicas;
-use redjob::{Client, Job, JobContext, JobError, Worker};
-use serde::{Deserialize, Serialize};
-
-#[derive(Serialize, Deserialize, Job)]
-#[job(name = "fo_task")]
-struct Task {
-    n: u64,
-}
-
-impl Job for Task {
-    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        ctx.data::<Recorder>()?.record(ctx, self.n);
-        Ok(())
-    }
-}
-
-/// What one producer saw: the jobs whose enqueue returned Ok, and the failures.
-#[derive(Default)]
-struct Produced {
-    acked: Vec<u64>,
-    failed: u64,
-}
-
-/// Enqueues job `base + i` to queue `q<i % 12>` until `stop`, one at a time,
-/// each due in 2 s: the queues hold 2 s of jobs when a master dies.
-fn produce(client: Client, base: u64, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Produced> {
-    tokio::spawn(async move {
-        let mut out = Produced::default();
-        let mut n = base;
-        while !stop.load(Ordering::Relaxed) {
-            let q = format!("q{}", n % 12);
-            match client
-                .enqueue_with(
-                    &Task { n },
-                    EnqueueOptions::new().queue(q).delay(Duration::from_secs(2)),
-                )
-                .await
-            {
-                Ok(_) => out.acked.push(n),
-                Err(_) => {
-                    out.failed += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-            n += 1;
-        }
-        out
-    })
-}
+use redjob::{Client, Worker};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_master_fails_over_and_producers_and_workers_carry_on() {
@@ -90,8 +43,8 @@ async fn a_killed_master_fails_over_and_producers_and_workers_carry_on() {
     let running = start_serving(worker).await;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let plain = produce(client.clone(), 0, stop.clone());
-    let waiting = produce(durable, 1_000_000, stop.clone());
+    let plain = produce(client.clone(), 0, 12, stop.clone());
+    let waiting = produce(durable, 1_000_000, 12, stop.clone());
     assert!(wait_until(Duration::from_secs(10), || recorder.len() > 100).await);
 
     // SIGKILL the master of q0's slot: no shutdown, no last replication

@@ -7,25 +7,13 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::cluster::RedisCluster;
+use common::failover::Recorded;
 use common::{Recorder, start_serving, wait_until};
 use redjob::client::EnqueueOptions;
 use redjob::queue::Queues;
 use redjob::topic::{Event, Start};
-use redjob::{Client, Job, JobContext, JobError, Worker};
+use redjob::{Client, Worker};
 use serde::{Deserialize, Serialize};
-
-#[derive(Serialize, Deserialize, Job)]
-#[job(name = "cl_task")]
-struct Task {
-    n: u64,
-}
-
-impl Job for Task {
-    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        ctx.data::<Recorder>()?.record(ctx, self.n);
-        Ok(())
-    }
-}
 
 #[derive(Serialize, Deserialize, Event)]
 #[event(name = "cl_event", topic = "cl")]
@@ -41,8 +29,8 @@ async fn twelve_queues_spread_over_three_masters_and_one_worker_serves_them_all(
     let client = Client::connect(&cluster.url()).await.unwrap();
     let queues: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
     for (i, q) in queues.iter().enumerate() {
-        let jobs: Vec<Task> = (0..JOBS_PER_QUEUE)
-            .map(|n| Task {
+        let jobs: Vec<Recorded> = (0..JOBS_PER_QUEUE)
+            .map(|n| Recorded {
                 n: i as u64 * 1000 + n,
             })
             .collect();
@@ -100,7 +88,7 @@ async fn twelve_queues_spread_over_three_masters_and_one_worker_serves_them_all(
     );
     // a job enqueued now wakes the idle worker on any master
     client
-        .enqueue_with(&Task { n: 99_999 }, EnqueueOptions::new().queue("q7"))
+        .enqueue_with(&Recorded { n: 99_999 }, EnqueueOptions::new().queue("q7"))
         .await
         .unwrap();
     assert!(wait_until(Duration::from_secs(5), || recorder.len() > total).await);

@@ -11,25 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use common::failover::{Recorded, produce};
 use common::sentinel::SentinelSet;
 use common::{Recorder, start_serving, wait_until};
-use redjob::client::{ClientConfig, EnqueueOptions};
+use redjob::client::ClientConfig;
 use redjob::connection::WaitForReplicas;
-use redjob::{Client, Job, JobContext, JobError, Worker};
-use serde::{Deserialize, Serialize};
-
-#[derive(Serialize, Deserialize, Job)]
-#[job(name = "sentinel_task")]
-struct Task {
-    n: u64,
-}
-
-impl Job for Task {
-    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        ctx.data::<Recorder>()?.record(ctx, self.n);
-        Ok(())
-    }
-}
+use redjob::{Client, Worker};
 
 async fn sentinels() -> SentinelSet {
     tokio::task::spawn_blocking(SentinelSet::start)
@@ -47,7 +34,7 @@ async fn a_sentinel_url_reaches_the_master_and_names_what_is_wrong() {
         .build()
         .unwrap();
     let running = start_serving(worker).await;
-    client.enqueue(&Task { n: 7 }).await.unwrap();
+    client.enqueue(&Recorded { n: 7 }).await.unwrap();
     assert!(wait_until(Duration::from_secs(10), || recorder.len() == 1).await);
     running.stop().await;
     // the queue lives on the master, and the replica has it too
@@ -105,7 +92,7 @@ async fn a_switchover_moves_producers_and_workers_to_the_new_master() {
         .build()
         .unwrap();
     let running = start_serving(worker).await;
-    client.enqueue(&Task { n: 1 }).await.unwrap();
+    client.enqueue(&Recorded { n: 1 }).await.unwrap();
     assert!(wait_until(Duration::from_secs(10), || recorder.len() == 1).await);
 
     // the Sentinels hand the master role to the replica; the old master lives
@@ -126,7 +113,7 @@ async fn a_switchover_moves_producers_and_workers_to_the_new_master() {
     // the producer finds the new master by itself (calls may fail meanwhile)
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut failed = 0;
-    while client.enqueue(&Task { n: 2 }).await.is_err() {
+    while client.enqueue(&Recorded { n: 2 }).await.is_err() {
         failed += 1;
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -154,52 +141,6 @@ async fn a_switchover_moves_producers_and_workers_to_the_new_master() {
     println!("switchover: {failed} enqueue(s) failed before the new master took it");
 }
 
-/// What one producer saw: the jobs whose enqueue returned Ok, and the failures.
-#[derive(Default)]
-struct Produced {
-    acked: Vec<u64>,
-    failed: u64,
-    /// Failures that were `NotReplicated` (stored, the wait not met).
-    not_replicated: u64,
-    /// The first job acknowledged after a failure: the producer recovered.
-    recovered: Option<u64>,
-}
-
-/// Enqueues job `base + i` to queue `q<i % 4>` until `stop`, one at a time,
-/// each due in 2 s: the queues hold 2 s of jobs when the master dies.
-fn produce(client: Client, base: u64, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Produced> {
-    tokio::spawn(async move {
-        let mut out = Produced::default();
-        let mut n = base;
-        while !stop.load(Ordering::Relaxed) {
-            let q = format!("q{}", n % 4);
-            match client
-                .enqueue_with(
-                    &Task { n },
-                    EnqueueOptions::new().queue(q).delay(Duration::from_secs(2)),
-                )
-                .await
-            {
-                Ok(_) => {
-                    out.acked.push(n);
-                    if out.failed > 0 && out.recovered.is_none() {
-                        out.recovered = Some(n);
-                    }
-                }
-                Err(e) => {
-                    out.failed += 1;
-                    if matches!(e, redjob::Error::NotReplicated { .. }) {
-                        out.not_replicated += 1;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-            n += 1;
-        }
-        out
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_master_is_replaced_and_producers_and_workers_carry_on() {
     let mut set = sentinels().await;
@@ -224,8 +165,8 @@ async fn a_killed_master_is_replaced_and_producers_and_workers_carry_on() {
     let running = start_serving(worker).await;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let plain = produce(client.clone(), 0, stop.clone());
-    let waiting = produce(durable, 1_000_000, stop.clone());
+    let plain = produce(client.clone(), 0, 4, stop.clone());
+    let waiting = produce(durable, 1_000_000, 4, stop.clone());
     assert!(wait_until(Duration::from_secs(10), || recorder.len() > 100).await);
 
     // SIGKILL the master: no shutdown, no last replication

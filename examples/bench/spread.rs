@@ -66,7 +66,7 @@ fn join(masters: &[Server]) -> String {
 async fn process_spread(url: &str, s: &Settings) -> f64 {
     let client = Client::connect(url).await.expect("connect");
     let queues: Vec<String> = (0..QUEUES).map(|q| format!("spread{q}")).collect();
-    let per_queue = s.n / QUEUES;
+    let per_queue = (s.n / QUEUES).max(1);
     let n = per_queue * QUEUES;
     for (q, queue) in queues.iter().enumerate() {
         let jobs: Vec<Noop> = (0..per_queue)

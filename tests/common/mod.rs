@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod failover;
 pub mod sentinel;
 
 use std::net::TcpListener;
