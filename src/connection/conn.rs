@@ -11,7 +11,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::sentinel::{Link, lost_master};
+use super::sentinel::Link;
 use crate::Result;
 
 /// A connection to Redis: a managed connection to one server (which reconnects
@@ -167,12 +167,7 @@ impl ConnectionLike for Connection {
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;
                 let reply = master.con.req_packed_command(cmd).await;
-                if let Err(e) = &reply
-                    && lost_master(e)
-                {
-                    link.lost(master.generation);
-                }
-                reply
+                link.answered(master.generation, reply)
             }),
         }
     }
@@ -193,12 +188,7 @@ impl ConnectionLike for Connection {
                     .con
                     .req_packed_commands(pipeline, offset, count)
                     .await;
-                if let Err(e) = &reply
-                    && lost_master(e)
-                {
-                    link.lost(master.generation);
-                }
-                reply
+                link.answered(master.generation, reply)
             }),
         }
     }

@@ -283,11 +283,22 @@ impl Link {
     }
 
     /// Forgets the connection of `generation` (not a newer one).
-    pub fn lost(&self, generation: u64) {
+    fn lost(&self, generation: u64) {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if current.as_ref().is_some_and(|m| m.generation == generation) {
             *current = None;
         }
+    }
+
+    /// `reply` from the connection of `generation`, which is forgotten when the
+    /// reply says the master is gone.
+    pub fn answered<T>(&self, generation: u64, reply: RedisResult<T>) -> RedisResult<T> {
+        if let Err(e) = &reply
+            && lost_master(e)
+        {
+            self.lost(generation);
+        }
+        reply
     }
 
     /// The master, checked with a `PING` (for a connection that outlives the
@@ -306,7 +317,7 @@ impl Link {
 }
 
 /// Whether `e` says the connection no longer reaches a master.
-pub(super) fn lost_master(e: &RedisError) -> bool {
+fn lost_master(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_timeout()
