@@ -98,6 +98,13 @@ impl Namespace {
         }
     }
 
+    /// `ns:@handoff:<worker>`: the channel a worker takes jobs handed to it by
+    /// sends on (a channel, not a key). Not under `ns:rt:`, where RSMQ clients
+    /// may listen by pattern.
+    pub fn handoff(&self, worker: &str) -> String {
+        format!("{}@handoff:{worker}", self.prefix)
+    }
+
     /// The live-worker registry: `ns:{@workers}`, a sorted set of worker ids
     /// scored by when their registration runs out (Unix ms), and
     /// `ns:{@workers}:info`, a hash of each one's last beat (JSON). `@` cannot

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use super::memory::MemoryBackend;
 use super::redis::RedisBackend;
-use super::{Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token};
+use super::{
+    Backend, DeadLetter, Fetched, Handed, MinuteStats, QueueStats, Settle, Settled, Token,
+};
 use crate::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
 use crate::ops::{Admin, DeadOrder, Spread, Tick, Ticked, Ticks, WorkerInfo};
 use crate::queue::{
@@ -111,6 +113,15 @@ impl Backend for AnyBackend {
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
         on!(self, Backend::fetch(queue, max, lease))
     }
+    async fn fetch_waiting(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Fetched> {
+        on!(self, Backend::fetch_waiting(queue, max, lease, worker))
+    }
     async fn extend(
         &self,
         queue: &str,
@@ -150,6 +161,20 @@ impl Backend for AnyBackend {
         subscribed: &(dyn Fn() + Send + Sync),
     ) -> Result<()> {
         on!(self, Backend::listen(queues, wake, subscribed))
+    }
+
+    async fn listen_handoff(
+        &self,
+        queues: &[String],
+        worker: &str,
+        wake: &(dyn Fn(&str) + Send + Sync),
+        handed: &(dyn Fn(Handed) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> Result<()> {
+        on!(
+            self,
+            Backend::listen_handoff(queues, worker, wake, handed, subscribed)
+        )
     }
 
     async fn now_ms(&self) -> Result<u64> {

@@ -146,6 +146,26 @@ pub struct Delivery {
     pub waited_ms: u64,
 }
 
+/// A job a send handed straight to a waiting worker (see
+/// [`Backend::fetch_waiting`]): leased to that worker as a fetch would have.
+///
+/// ```
+/// use redjob::backend::Handed;
+///
+/// fn describe(h: &Handed) -> String {
+///     format!("{} on {} (delivery {})", h.delivery.id, h.queue, h.delivery.token.attempt())
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Handed {
+    /// The queue it was sent to.
+    pub queue: String,
+    /// The job and its lease.
+    pub delivery: Delivery,
+    /// The backend's clock when the lease began, Unix µs.
+    pub now_us: u64,
+}
+
 /// The result of a fetch.
 #[derive(Debug, Default)]
 pub struct Fetched {
@@ -390,6 +410,23 @@ pub trait Backend: Clone + Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<Fetched>> + Send;
 
+    /// [`fetch`](Backend::fetch), and when fewer than `max` jobs were due, asks the
+    /// queue's next send of a job due at once to lease it to worker `worker` and
+    /// hand it over through [`listen_handoff`](Backend::listen_handoff) (one hop
+    /// from the send to the worker instead of a wake-up and a fetch). Good for one
+    /// job; a fetch that leases all it asked for withdraws it. A backend without
+    /// hand-offs fetches (the default); implement both methods or neither.
+    fn fetch_waiting(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        worker: &str,
+    ) -> impl Future<Output = Result<Fetched>> + Send {
+        let _ = worker;
+        self.fetch(queue, max, lease)
+    }
+
     /// Extends leases still held to now + `lease`; returns each one's new token, or
     /// `None` where the lease was lost.
     fn extend(
@@ -450,6 +487,21 @@ pub trait Backend: Clone + Send + Sync + 'static {
         wake: &(dyn Fn(&str) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
     ) -> impl Future<Output = Result<()>> + Send;
+
+    /// [`listen`](Backend::listen), and also takes the jobs sends hand to worker
+    /// `worker` (see [`fetch_waiting`](Backend::fetch_waiting)), passing each to
+    /// `handed`. The default listens without hand-offs.
+    fn listen_handoff(
+        &self,
+        queues: &[String],
+        worker: &str,
+        wake: &(dyn Fn(&str) + Send + Sync),
+        handed: &(dyn Fn(Handed) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (worker, handed);
+        self.listen(queues, wake, subscribed)
+    }
 
     /// The backend's clock, Unix ms: the clock periodic schedules tick by.
     fn now_ms(&self) -> impl Future<Output = Result<u64>> + Send;

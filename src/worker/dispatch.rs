@@ -18,11 +18,13 @@ use super::leases::{Admit, Leases};
 use super::metrics::QueueMetrics;
 use super::observe::End;
 use super::settle::{Event, Outcome};
-use crate::backend::{Backend, Fetched};
+use crate::backend::{Backend, Fetched, Handed};
 
 pub(crate) struct Dispatcher<B> {
     pub backend: B,
     pub queue: Arc<str>,
+    /// The worker's id: sends hand jobs to it (see [`Backend::fetch_waiting`]).
+    pub worker: Arc<str>,
     pub shared: Arc<Shared>,
     pub queue_slots: Option<Arc<Semaphore>>,
     pub wake: Arc<Notify>,
@@ -115,14 +117,35 @@ async fn take(sem: &Semaphore, max: u32) -> u32 {
     n
 }
 
+/// The most a hand-off's lease is taken to have begun before the job arrived
+/// (when the clocks disagree, see [`Dispatcher::take_handed`]).
+const HANDOFF_SLACK: Duration = Duration::from_secs(1);
+
 impl<B: Backend> Dispatcher<B> {
-    pub async fn run(self) {
+    /// Serves the queue until shutdown; `handed` brings the jobs sends hand to
+    /// this worker (then released: see [`Dispatcher::take_handed`]).
+    pub async fn run(self, mut handed: mpsc::UnboundedReceiver<Handed>) {
+        self.serve(&mut handed).await;
+        // a job handed over from now on stays leased until its lease runs out
+        handed.close();
+        while let Ok(h) = handed.try_recv() {
+            self.release_handed(h);
+        }
+    }
+
+    async fn serve(&self, handed: &mut mpsc::UnboundedReceiver<Handed>) {
         let mut failures = 0u32;
         let mut served = false;
         let mut paused = false;
+        // the last fetch's send time here and the backend's clock during it
+        let mut clock: Option<(Instant, u64)> = None;
         loop {
             let mut n = tokio::select! {
                 n = self.slots() => n,
+                Some(h) = handed.recv() => {
+                    self.take_handed(h, clock);
+                    continue;
+                }
                 _ = self.per_queue.stop.cancelled() => return,
             };
             if !self.per_queue.short_jobs() {
@@ -147,11 +170,12 @@ impl<B: Backend> Dispatcher<B> {
             let sent_at = Instant::now();
             let fetched = self
                 .backend
-                .fetch(&self.queue, n as usize, self.shared.lease)
+                .fetch_waiting(&self.queue, n as usize, self.shared.lease, &self.worker)
                 .await;
             let mut fetched = match fetched {
                 Ok(f) => {
                     failures = 0;
+                    clock = Some((sent_at, f.now_us));
                     if !served {
                         served = true;
                         self.shared.readiness.fetched();
@@ -204,9 +228,65 @@ impl<B: Backend> Dispatcher<B> {
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = self.wake.notified() => {}
+                    Some(h) = handed.recv() => self.take_handed(h, clock),
                     _ = self.per_queue.stop.cancelled() => return,
                 }
             }
+        }
+    }
+
+    /// Starts a job a send handed to this worker when a slot is free; else (or
+    /// at shutdown) releases it for any worker. `clock` is the last fetch's send
+    /// time here and the backend's clock during it: the lease began by the
+    /// backend's clock `h.now_us`, which maps to this worker's clock as no later
+    /// than the job's arrival and, when the two clocks disagree, no earlier than
+    /// [`HANDOFF_SLACK`] before it.
+    fn take_handed(&self, h: Handed, clock: Option<(Instant, u64)>) {
+        let arrived = Instant::now();
+        let earliest = arrived.checked_sub(HANDOFF_SLACK).unwrap_or(arrived);
+        let began = clock.map_or(earliest, |(sent_at, now_us)| {
+            let since = Duration::from_micros(h.now_us.saturating_sub(now_us));
+            sent_at
+                .checked_add(since)
+                .unwrap_or(arrived)
+                .clamp(earliest, arrived)
+        });
+        if self.per_queue.stop.is_cancelled() || !self.try_slot() {
+            self.release_handed(h);
+            return;
+        }
+        let mut fetched = Fetched {
+            jobs: vec![h.delivery],
+            now_us: h.now_us,
+            ..Fetched::default()
+        };
+        self.start(&mut fetched, began);
+    }
+
+    /// Puts a handed job back, unstarted (it holds no slot).
+    fn release_handed(&self, h: Handed) {
+        self.release_one(h.delivery, Instant::now());
+        let _ = self.tx.send(Event::Finished);
+    }
+
+    /// One free slot of the worker and of this queue, taken without waiting.
+    fn try_slot(&self) -> bool {
+        let local = match &self.queue_slots {
+            Some(q) => match q.try_acquire() {
+                Ok(p) => Some(p),
+                Err(_) => return false,
+            },
+            None => None,
+        };
+        match self.shared.slots.try_acquire() {
+            Ok(p) => {
+                p.forget();
+                if let Some(p) = local {
+                    p.forget();
+                }
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -286,23 +366,28 @@ impl<B: Backend> Dispatcher<B> {
 
     /// Shutdown came during the fetch: release what it leased, unstarted.
     fn release(&self, fetched: Fetched, sent_at: Instant) {
-        let deadline = sent_at + self.shared.lease;
         for d in fetched.jobs {
-            if let Admit::Start { run, .. } =
-                self.leases
-                    .admit(d.id, d.token, deadline, &self.per_queue.abort)
-            {
-                let _ = self.leases.finish(
-                    d.id,
-                    run,
-                    Outcome::Release {
-                        delay: Duration::ZERO,
-                    },
-                );
-            }
+            self.release_one(d, sent_at);
             self.give_back(1);
         }
         let _ = self.tx.send(Event::Finished);
+    }
+
+    /// Queues the release of a delivery leased at `sent_at` that never started.
+    fn release_one(&self, d: crate::backend::Delivery, sent_at: Instant) {
+        let deadline = sent_at + self.shared.lease;
+        if let Admit::Start { run, .. } =
+            self.leases
+                .admit(d.id, d.token, deadline, &self.per_queue.abort)
+        {
+            let _ = self.leases.finish(
+                d.id,
+                run,
+                Outcome::Release {
+                    delay: Duration::ZERO,
+                },
+            );
+        }
     }
 
     /// Free slots of the worker and of this queue, at least one (waiting for it).

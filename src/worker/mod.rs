@@ -219,6 +219,8 @@ impl<B: Backend> Worker<B> {
         let _cancel_jobs_on_drop = abort.clone().drop_guard();
         let tracker = TaskTracker::new();
         let mut wakes = HashMap::new();
+        let mut handoffs = HashMap::new();
+        let worker: Arc<str> = self.id.as_str().into();
         let mut dispatchers = JoinSet::new();
         let mut settlers = JoinSet::new();
         let mut settler_txs = Vec::new();
@@ -228,6 +230,8 @@ impl<B: Backend> Worker<B> {
             let queue: Arc<str> = name.as_str().into();
             let wake = Arc::new(Notify::new());
             wakes.insert(name.clone(), wake.clone());
+            let (handed_tx, handed_rx) = mpsc::unbounded_channel();
+            handoffs.insert(name.clone(), handed_tx);
             let (tx, rx) = mpsc::unbounded_channel();
             let leases = Arc::new(Leases::default());
             held.push((queue.clone(), leases.clone()));
@@ -245,6 +249,7 @@ impl<B: Backend> Worker<B> {
             let d = Dispatcher {
                 backend: self.backend.clone(),
                 queue,
+                worker: worker.clone(),
                 shared: self.shared.clone(),
                 queue_slots: limit.map(|n| Arc::new(Semaphore::new(n))),
                 wake,
@@ -253,7 +258,7 @@ impl<B: Backend> Worker<B> {
                 per_queue: Arc::new(dispatch::PerQueue::new(stop.clone(), abort.clone(), qm)),
                 leases,
             };
-            dispatchers.spawn(d.run());
+            dispatchers.spawn(d.run(handed_rx));
         }
         let tickers: Vec<Arc<periodic::Ticker>> = std::mem::take(&mut self.periodic)
             .into_iter()
@@ -305,7 +310,11 @@ impl<B: Backend> Worker<B> {
         infra.spawn(listen(
             self.backend.clone(),
             names,
-            wakes,
+            Wakes {
+                worker,
+                wakes,
+                handoffs,
+            },
             self.shared.clone(),
             stop.clone(),
         ));
@@ -415,17 +424,45 @@ async fn warn_about_backend<B: Backend>(backend: B) {
     }
 }
 
-/// Wakes dispatchers on new jobs; reconnects with backoff when the channel fails.
+/// Where the notification channel's news goes, by queue.
+struct Wakes {
+    /// The worker's id, which sends hand jobs to.
+    worker: Arc<str>,
+    wakes: HashMap<String, Arc<Notify>>,
+    /// Each queue's dispatcher takes the jobs handed to this worker.
+    handoffs: HashMap<String, mpsc::UnboundedSender<crate::backend::Handed>>,
+}
+
+/// Wakes dispatchers on new jobs and passes them the jobs handed to this worker;
+/// reconnects with backoff when the channel fails.
 async fn listen<B: Backend>(
     backend: B,
     queues: Vec<String>,
-    wakes: HashMap<String, Arc<Notify>>,
+    to: Wakes,
     shared: Arc<Shared>,
     stop: CancellationToken,
 ) {
+    let Wakes {
+        worker,
+        wakes,
+        handoffs,
+    } = to;
     let wake = |q: &str| {
         if let Some(n) = wakes.get(q) {
             n.notify_one();
+        }
+    };
+    let handed = |h: crate::backend::Handed| {
+        let id = h.delivery.id;
+        match handoffs.get(h.queue.as_str()) {
+            Some(tx) => {
+                if tx.send(h).is_err() {
+                    tracing::info!(job.id = %id, "a job was handed to this worker as it stopped: it runs once its lease is over");
+                }
+            }
+            None => {
+                tracing::warn!(queue = %h.queue, job.id = %id, "a job of a queue this worker does not serve was handed to it: it runs once its lease is over")
+            }
         }
     };
     let subscribed = || shared.readiness.subscribed();
@@ -433,7 +470,7 @@ async fn listen<B: Backend>(
     loop {
         let started = tokio::time::Instant::now();
         tokio::select! {
-            r = backend.listen(&queues, &wake, &subscribed) => {
+            r = backend.listen_handoff(&queues, &worker, &wake, &handed, &subscribed) => {
                 if started.elapsed() > Duration::from_secs(30) {
                     // it worked for a while: the next failure starts over
                     backoff = Duration::from_millis(100);

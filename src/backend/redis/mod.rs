@@ -1,5 +1,6 @@
 //! The Redis backend: RSMQ's layout, one script call per batch.
 
+mod listen;
 pub(crate) mod replies;
 pub(crate) mod scripts;
 
@@ -8,9 +9,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-
-use super::{Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token};
+use super::{
+    Backend, DeadLetter, Fetched, Handed, MinuteStats, QueueStats, Settle, Settled, Token,
+};
 use crate::connection::{Connection, RedisConfig, Target};
 use crate::keys::Namespace;
 use crate::ops::{Tick, Ticked};
@@ -189,6 +190,38 @@ impl RedisBackend {
             .unwrap_or_else(|e| e.into_inner())
     }
 
+    /// fetch.lua, with the worker's hand-off registration `reg` if any.
+    async fn fetch_registering(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        reg: Option<&str>,
+    ) -> Result<Fetched> {
+        let k = self.ns.queue(queue);
+        let mut levels = self.prioritized(queue);
+        loop {
+            let mut cmd = if levels {
+                eval(&scripts::FETCH, &k.all_levels())
+            } else {
+                eval(&scripts::FETCH, &[&k.zset, &k.hash])
+            };
+            cmd.arg(max.max(1)).arg(super::clamped_ms(lease));
+            if let Some(reg) = reg {
+                cmd.arg(reg);
+            }
+            let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
+            match replies::fetched(&v, max)? {
+                Some(f) => return Ok(f),
+                None if !levels => {
+                    levels = true;
+                    self.lock_prioritized().insert(queue.to_owned());
+                }
+                None => return Err(Error::Protocol("fetch asked for level keys twice".into())),
+            }
+        }
+    }
+
     fn prioritized(&self, queue: &str) -> bool {
         self.lock_prioritized().contains(queue)
     }
@@ -344,25 +377,27 @@ impl Backend for RedisBackend {
     }
 
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
-        let k = self.ns.queue(queue);
-        let mut levels = self.prioritized(queue);
-        loop {
-            let mut cmd = if levels {
-                eval(&scripts::FETCH, &k.all_levels())
-            } else {
-                eval(&scripts::FETCH, &[&k.zset, &k.hash])
-            };
-            cmd.arg(max.max(1)).arg(super::clamped_ms(lease));
-            let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
-            match replies::fetched(&v, max)? {
-                Some(f) => return Ok(f),
-                None if !levels => {
-                    levels = true;
-                    self.lock_prioritized().insert(queue.to_owned());
-                }
-                None => return Err(Error::Protocol("fetch asked for level keys twice".into())),
-            }
+        self.fetch_registering(queue, max, lease, None).await
+    }
+
+    async fn fetch_waiting(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Fetched> {
+        // a Cluster's PUBLISH cannot tell whether the worker listens (it counts
+        // the node's own subscribers only), so no hand-offs there
+        if self.ns.is_cluster() {
+            return self.fetch(queue, max, lease).await;
         }
+        let reg = format!(
+            "{} {} {queue}",
+            super::clamped_ms(lease),
+            self.ns.handoff(worker)
+        );
+        self.fetch_registering(queue, max, lease, Some(&reg)).await
     }
 
     async fn extend(
@@ -511,53 +546,22 @@ impl Backend for RedisBackend {
         wake: &(dyn Fn(&str) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
     ) -> Result<()> {
-        let channels: HashMap<String, &str> = queues
-            .iter()
-            .map(|q| (self.ns.queue(q).realtime, q.as_str()))
-            .collect();
-        let timed_out = || Error::Protocol("notification connection timed out".into());
-        let pubsub = tokio::time::timeout(LISTEN_TIMEOUT, async {
-            self.target
-                .pubsub()
-                .await?
-                .get_async_pubsub()
-                .await
-                .map_err(Error::from)
-        })
-        .await
-        .map_err(|_| timed_out())??;
-        let (mut sink, mut stream) = pubsub.split();
-        for ch in channels.keys() {
-            tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
-                .await
-                .map_err(|_| timed_out())??;
+        self.listen_on(queues, None, wake, subscribed).await
+    }
+
+    async fn listen_handoff(
+        &self,
+        queues: &[String],
+        worker: &str,
+        wake: &(dyn Fn(&str) + Send + Sync),
+        handed: &(dyn Fn(Handed) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> Result<()> {
+        if self.ns.is_cluster() {
+            return self.listen(queues, wake, subscribed).await;
         }
-        subscribed();
-        // anything sent before the subscription took effect
-        for q in queues {
-            wake(q);
-        }
-        // a half-open connection delivers nothing and reports nothing: ping it
-        let mut ping = tokio::time::interval(LISTEN_PING_EVERY);
-        ping.tick().await;
-        loop {
-            tokio::select! {
-                msg = stream.next() => match msg {
-                    Some(msg) => {
-                        if let Some(q) = channels.get(msg.get_channel_name()) {
-                            wake(q);
-                        }
-                    }
-                    None => break,
-                },
-                _ = ping.tick() => {
-                    tokio::time::timeout(LISTEN_TIMEOUT, sink.ping::<redis::Value>())
-                        .await
-                        .map_err(|_| timed_out())??;
-                }
-            }
-        }
-        Err(Error::Protocol("notification connection closed".into()))
+        let on = (self.ns.handoff(worker), handed);
+        self.listen_on(queues, Some(on), wake, subscribed).await
     }
 }
 

@@ -15,11 +15,17 @@
 -- When fewer than n were due, the worker will wait: the hash field
 -- "redjob:waiting" asks the next send to wake it (see send.lua).
 -- A paused queue (hash field "redjob:paused", see pause.lua) leases nothing.
+-- With ARGV[3], a worker that will wait also registers for a hand-off: the next
+-- send of a job due at once leases it to the worker and publishes it on the
+-- worker's channel (hash field "redjob:handoff", see hand_off in lib.lua); a
+-- fetch that leased all it asked for clears the registration.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3..22]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
+-- ARGV[3]  optional: the worker's hand-off registration, "<lease ms> <channel>
+--          <queue>" ("" or absent: none)
 -- Returns {now µs, when the earliest job left is due (ms; a lease: its end) or
 --          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
 --          without a body that were removed, id, body, meta, id, body, meta, ...}
@@ -30,7 +36,7 @@
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3}
 --          when the queue is paused
 -- a missing queue costs one command (workers check it every few seconds)
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff")
 if not attrs[1] then return {0, "", 0, -1, -1} end
 if attrs[7] then return {0, "", 0, -1, -3} end
 local mask = tonumber(attrs[6]) or 0
@@ -143,6 +149,16 @@ if leased < max then
     set[#set + 1] = "redjob:waiting"
     set[#set + 1] = "1"
   end
+  local reg = ARGV[3] or ""
+  if reg ~= "" and attrs[8] ~= reg then
+    set[#set + 1] = "redjob:handoff"
+    set[#set + 1] = reg
+  end
+elseif attrs[8] and attrs[8] ~= "" then
+  -- a full fetch: a hand-off registration (this worker's or another's) would
+  -- send the next job to a worker that may have no slot for it
+  set[#set + 1] = "redjob:handoff"
+  set[#set + 1] = ""
 end
 if #set > 0 then
   if leased == 0 then allow_writes(KEYS[1]) end

@@ -103,13 +103,44 @@ local function send_start(attrs)
   return nil, tonumber(attrs[1]) * 1000, now, us, id_prefix(us)
 end
 
+-- Hands the first message of a send (`zargs`/`hargs` as send_write's, its score
+-- due by `now`) to the worker waiting on the queue: `reg` is that worker's
+-- registration, the hash field "redjob:handoff" its fetch set ("<lease ms>
+-- <channel> <queue>"). PUBLISHes "<queue> <priority> <id> <token> <now µs>
+-- <body>" on the worker's channel when the worker listens there, and leases the
+-- message to it (its score becomes the token, delivery 1, as fetch.lua's) and
+-- counts the receive. Always clears the registration: it is good for one job.
+-- `counts` are the hash's "totalrecv" and "redjob:leased". Returns true when
+-- the worker got the message.
+local function hand_off(reg, zargs, hargs, now, us, counts)
+  hargs[#hargs + 1] = "redjob:handoff"
+  hargs[#hargs + 1] = ""
+  local lease, channel, queue = string.match(reg, "^(%d+) (%S+) (%S+)$")
+  if not lease then return false end
+  -- its subscriber, not a pattern's (a PUBLISH's reply counts those too)
+  if redis.call("PUBSUB", "NUMSUB", channel)[2] == 0 then return false end
+  local token = string.format("%.0f.001", LEASED + now + tonumber(lease))
+  redis.call("PUBLISH", channel, queue .. " " .. ARGV[4] .. " " .. zargs[2] .. " " ..
+    token .. " " .. string.format("%.0f", us) .. " " .. hargs[2])
+  zargs[1] = token
+  hargs[#hargs + 1] = "totalrecv"
+  hargs[#hargs + 1] = string.format("%.0f", (tonumber(counts[1]) or 0) + 1)
+  hargs[#hargs + 1] = "redjob:leased"
+  hargs[#hargs + 1] = string.format("%.0f", (tonumber(counts[2]) or 0) + 1)
+  return true
+end
+
 -- Writes `n` messages of one priority level for a send (send.lua, periodic.lua):
 -- `zargs` are score/id pairs for KEYS[1], `hargs` id/body pairs for KEYS[2]; adds
 -- the sends to "totalsent" (from `attrs[3]`), clears "redjob:waiting" (`attrs[4]`)
 -- and sets the level's bit in "redjob:prio" (`attrs[5]`, ARGV[4] the priority),
--- then PUBLISHes the length on ARGV[1] when ARGV[2] is "1" or a worker waits.
-local function send_write(attrs, zargs, hargs, n)
-  local waiting = attrs[4] == "1"
+-- then PUBLISHes the length on ARGV[1] when ARGV[2] is "1" or a worker waits
+-- (`handed`: the first message went to a waiting worker, see hand_off).
+local function send_write(attrs, zargs, hargs, n, handed)
+  -- a lone job handed to the waiting worker needs no wake-up; "redjob:waiting"
+  -- stays set, so the next send wakes the queue's workers unless that worker
+  -- registers for a hand-off again first
+  local waiting = attrs[4] == "1" and not (handed and n == 1)
   hargs[#hargs + 1] = "totalsent"
   hargs[#hargs + 1] = string.format("%.0f", (tonumber(attrs[3]) or 0) + n)
   if waiting then

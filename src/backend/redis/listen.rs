@@ -1,0 +1,140 @@
+//! The worker's notification connection: wake-ups on the queues' realtime
+//! channels, and jobs handed over on the worker's own channel.
+
+use std::collections::HashMap;
+
+use futures::StreamExt;
+
+use super::{LISTEN_PING_EVERY, LISTEN_TIMEOUT, RedisBackend};
+use crate::backend::{Delivery, Handed, Token};
+use crate::{Error, JobId, Result};
+
+/// The hand-off channel and what to do with each job that comes on it.
+pub(super) type HandOffs<'a> = (String, &'a (dyn Fn(Handed) + Send + Sync));
+
+impl RedisBackend {
+    /// Subscribes to the queues' realtime channels (and `handoffs`' channel),
+    /// then wakes and hands over until the connection fails.
+    pub(super) async fn listen_on(
+        &self,
+        queues: &[String],
+        handoffs: Option<HandOffs<'_>>,
+        wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> Result<()> {
+        let channels: HashMap<String, &str> = queues
+            .iter()
+            .map(|q| (self.ns.queue(q).realtime, q.as_str()))
+            .collect();
+        let timed_out = || Error::Protocol("notification connection timed out".into());
+        let pubsub = tokio::time::timeout(LISTEN_TIMEOUT, async {
+            self.target
+                .pubsub()
+                .await?
+                .get_async_pubsub()
+                .await
+                .map_err(Error::from)
+        })
+        .await
+        .map_err(|_| timed_out())??;
+        let (mut sink, mut stream) = pubsub.split();
+        let own = handoffs.as_ref().map(|(ch, _)| ch.as_str());
+        for ch in channels.keys().map(String::as_str).chain(own) {
+            tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
+                .await
+                .map_err(|_| timed_out())??;
+        }
+        subscribed();
+        // anything sent before the subscription took effect
+        for q in queues {
+            wake(q);
+        }
+        // a half-open connection delivers nothing and reports nothing: ping it
+        let mut ping = tokio::time::interval(LISTEN_PING_EVERY);
+        ping.tick().await;
+        loop {
+            tokio::select! {
+                msg = stream.next() => match msg {
+                    Some(msg) => {
+                        let channel = msg.get_channel_name();
+                        if let Some(q) = channels.get(channel) {
+                            wake(q);
+                        } else if let Some((ch, handed)) = &handoffs
+                            && ch == channel
+                        {
+                            match handed_job(msg.get_payload_bytes()) {
+                                Ok(h) => handed(h),
+                                // leased to this worker, but unreadable: it comes
+                                // back when the lease runs out
+                                Err(e) => tracing::error!(error = %e, "a job handed to this worker could not be read"),
+                            }
+                        }
+                    }
+                    None => break,
+                },
+                _ = ping.tick() => {
+                    tokio::time::timeout(LISTEN_TIMEOUT, sink.ping::<redis::Value>())
+                        .await
+                        .map_err(|_| timed_out())??;
+                }
+            }
+        }
+        Err(Error::Protocol("notification connection closed".into()))
+    }
+}
+
+/// A hand-off message: `<queue> <priority> <id> <token> <now µs> <body>` (see
+/// `hand_off` in lib.lua).
+pub(super) fn handed_job(msg: &[u8]) -> Result<Handed> {
+    let bad = |what: &str| Error::Protocol(format!("hand-off message: bad {what}"));
+    let mut parts = msg.splitn(6, |b| *b == b' ');
+    let mut next = |what: &str| parts.next().ok_or_else(|| bad(what));
+    let text = |b: &[u8], what: &str| {
+        std::str::from_utf8(b)
+            .map_err(|_| bad(what))
+            .map(str::to_owned)
+    };
+    let queue = text(next("queue")?, "queue")?;
+    let priority: i8 = text(next("priority")?, "priority")?
+        .parse()
+        .map_err(|_| bad("priority"))?;
+    let id = JobId::from_bytes(next("id")?).map_err(|_| bad("id"))?;
+    let token: Token = text(next("token")?, "token")?.parse()?;
+    let now_us: u64 = text(next("time")?, "time")?
+        .parse()
+        .map_err(|_| bad("time"))?;
+    let body = next("body")?.to_vec();
+    Ok(Handed {
+        queue,
+        delivery: Delivery {
+            id,
+            body,
+            token: token.at_priority(priority),
+            waited_ms: 0,
+        },
+        now_us,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::handed_job;
+
+    #[test]
+    fn a_hand_off_message_is_read_whole_and_a_bad_one_refused() {
+        let msg = b"emails -3 mhx3k0vz1qabcdefghijklmnopqrstuv 5790000000123.001 1790000000000123 {\"a\": 1 2}";
+        let h = handed_job(msg).unwrap();
+        assert_eq!(h.queue, "emails");
+        assert_eq!(h.delivery.id.as_str(), "mhx3k0vz1qabcdefghijklmnopqrstuv");
+        assert_eq!(h.delivery.token.priority(), -3);
+        assert_eq!(h.delivery.token.attempt(), 1);
+        assert_eq!(h.delivery.token.lease_until_ms(), 1_790_000_000_123);
+        assert_eq!(h.now_us, 1_790_000_000_000_123);
+        assert_eq!(h.delivery.body, b"{\"a\": 1 2}");
+        assert!(handed_job(b"emails 0 short 1.001 1 x").is_err());
+        assert!(
+            handed_job(b"emails 0 mhx3k0vz1qabcdefghijklmnopqrstuv 5790000000123.001").is_err()
+        );
+        assert!(handed_job(b"emails x mhx3k0vz1qabcdefghijklmnopqrstuv 1.001 1 x").is_err());
+    }
+}

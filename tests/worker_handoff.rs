@@ -1,0 +1,348 @@
+//! Hand-offs (Redis): a send leases a job due at once to a worker waiting for its
+//! queue and publishes it on the worker's channel, one hop instead of a wake-up
+//! and a fetch; fenced like a fetched job, never to a worker that is not there.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Recorder, RedisServer, start_serving, wait_until};
+use futures::StreamExt;
+use redjob::backend::{Backend, Handed};
+use redjob::ops::Admin;
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Records its run.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "handed", queue = "hq")]
+struct HandedJob {
+    key: u64,
+}
+
+impl Job for HandedJob {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        Ok(())
+    }
+}
+
+async fn hget(
+    con: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    field: &str,
+) -> Option<String> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(con)
+        .await
+        .unwrap()
+}
+
+async fn zscore(con: &mut redis::aio::MultiplexedConnection, key: &str, id: &str) -> Option<f64> {
+    redis::cmd("ZSCORE")
+        .arg(key)
+        .arg(id)
+        .query_async(con)
+        .await
+        .unwrap()
+}
+
+/// Listens as worker `worker` on `queues` in a task; the jobs handed to it
+/// land in the returned list.
+fn listen_as(
+    backend: redjob::backend::any::AnyBackend,
+    queues: &[&str],
+    worker: &str,
+) -> (Arc<Mutex<Vec<Handed>>>, tokio::task::JoinHandle<()>) {
+    let got: Arc<Mutex<Vec<Handed>>> = Arc::default();
+    let queues: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
+    let worker = worker.to_string();
+    let sink = got.clone();
+    let task = tokio::spawn(async move {
+        let handed = move |h: Handed| sink.lock().unwrap().push(h);
+        let _ = backend
+            .listen_handoff(&queues, &worker, &|_| {}, &handed, &|| {})
+            .await;
+    });
+    (got, task)
+}
+
+/// Waits until the channel of `worker` has a subscriber.
+async fn subscribed(server: &RedisServer, worker: &str) {
+    let mut con = server.raw().await;
+    let channel = format!("rsmq:@handoff:{worker}");
+    let ok = common::wait_for(Duration::from_secs(5), || {
+        let mut con = con.clone();
+        let channel = channel.clone();
+        async move {
+            let r: (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            r.1 == 1
+        }
+    })
+    .await;
+    assert!(ok, "listener subscribed");
+    let _ = &mut con;
+}
+
+#[tokio::test]
+async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let b = client.backend();
+    let mut con = server.raw().await;
+    b.create_queue("q", QueueOptions::default()).await.unwrap();
+    let (got, task) = listen_as(b.clone(), &["q"], "w1");
+    subscribed(&server, "w1").await;
+    let f = b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    assert!(f.jobs.is_empty());
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", "redjob:handoff")
+            .await
+            .as_deref(),
+        Some("30000 rsmq:@handoff:w1 q"),
+        "the idle fetch registered the worker"
+    );
+    let id = Queues::send(
+        client.queues(),
+        "q",
+        SendMessage::new("body with spaces").priority(0),
+    )
+    .await
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || got.lock().unwrap().len() == 1).await);
+    let h = got.lock().unwrap()[0].clone();
+    assert_eq!(h.queue, "q");
+    assert_eq!(h.delivery.id, id);
+    assert_eq!(h.delivery.body, b"body with spaces");
+    assert_eq!(h.delivery.token.attempt(), 1);
+    let score = zscore(&mut con, "rsmq:q", id.as_str()).await.unwrap();
+    assert_eq!(
+        format!("{score:.3}"),
+        h.delivery.token.to_string(),
+        "the job is leased under the handed token"
+    );
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", "redjob:handoff")
+            .await
+            .as_deref(),
+        Some(""),
+        "a registration is good for one job"
+    );
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", "totalrecv").await.as_deref(),
+        Some("1")
+    );
+    // leased: no fetch gets it, and the next send is not handed (no registration)
+    let again = b.fetch("q", 4, LEASE).await.unwrap();
+    assert!(again.jobs.is_empty());
+    let second = Queues::send(client.queues(), "q", SendMessage::new("second"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(got.lock().unwrap().len(), 1);
+    let fetched = b.fetch("q", 4, LEASE).await.unwrap();
+    assert_eq!(
+        fetched.jobs.iter().map(|d| d.id).collect::<Vec<_>>(),
+        [second]
+    );
+    // fenced: the handed token renews; a made-up one does not
+    let renewed = b
+        .extend("q", &[(id, h.delivery.token)], LEASE)
+        .await
+        .unwrap();
+    assert!(renewed[0].is_some());
+    let stale = b
+        .extend("q", &[(id, h.delivery.token)], LEASE)
+        .await
+        .unwrap();
+    assert!(stale[0].is_none(), "the old token lost its fence");
+    task.abort();
+}
+
+#[tokio::test]
+async fn no_job_is_handed_to_a_worker_that_does_not_listen() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let b = client.backend();
+    let mut con = server.raw().await;
+    b.create_queue("q", QueueOptions::default()).await.unwrap();
+    // a pattern subscriber (as an RSMQ realtime client may be) does not count
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut pattern = raw.get_async_pubsub().await.unwrap();
+    pattern.psubscribe("rsmq:*").await.unwrap();
+    b.fetch_waiting("q", 4, LEASE, "gone").await.unwrap();
+    let id = Queues::send(client.queues(), "q", SendMessage::new("x"))
+        .await
+        .unwrap();
+    let f = b.fetch("q", 4, LEASE).await.unwrap();
+    assert_eq!(
+        f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(),
+        [id],
+        "due as sent, not leased to the missing worker"
+    );
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", "redjob:handoff")
+            .await
+            .as_deref(),
+        Some(""),
+        "the stale registration was dropped"
+    );
+    let mut seen = pattern.on_message();
+    let first = tokio::time::timeout(Duration::from_millis(200), seen.next()).await;
+    if let Ok(Some(m)) = first {
+        assert!(
+            !m.get_channel_name().contains("@handoff"),
+            "nothing published on the hand-off channel: {}",
+            m.get_channel_name()
+        );
+    }
+}
+
+#[tokio::test]
+async fn delayed_paused_and_batched_sends() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let b = client.backend();
+    let mut con = server.raw().await;
+    b.create_queue("q", QueueOptions::default()).await.unwrap();
+    let (got, task) = listen_as(b.clone(), &["q"], "w1");
+    subscribed(&server, "w1").await;
+
+    // a delayed job is not handed over; the registration stays for the next
+    b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    let later = Queues::send(
+        client.queues(),
+        "q",
+        SendMessage::new("later").delay(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let s = zscore(&mut con, "rsmq:q", later.as_str()).await.unwrap();
+    assert!(s < 4e12, "scheduled, not leased: {s}");
+    assert!(
+        hget(&mut con, "rsmq:q:Q", "redjob:handoff")
+            .await
+            .is_some_and(|r| r.contains("w1"))
+    );
+
+    // a paused queue hands nothing over
+    client.queues().pause("q").await.unwrap();
+    let held = Queues::send(client.queues(), "q", SendMessage::new("held"))
+        .await
+        .unwrap();
+    let s = zscore(&mut con, "rsmq:q", held.as_str()).await.unwrap();
+    assert!(s < 4e12, "due, not leased: {s}");
+    client.queues().resume("q").await.unwrap();
+    let f = b.fetch("q", 4, LEASE).await.unwrap();
+    assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [held]);
+
+    // a batch: its first job is handed over, the rest wait for a fetch
+    b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    let ids = client
+        .queues()
+        .send_batch(
+            "q",
+            &[
+                SendMessage::new("a"),
+                SendMessage::new("b"),
+                SendMessage::new("c"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || got.lock().unwrap().len() == 1).await);
+    assert_eq!(got.lock().unwrap()[0].delivery.id, ids[0]);
+    let f = b.fetch("q", 4, LEASE).await.unwrap();
+    assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), ids[1..]);
+
+    // a fetch that leases all it asks for withdraws the registration
+    b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    client
+        .queues()
+        .send_batch("q", &[SendMessage::new("d"), SendMessage::new("e")])
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || got.lock().unwrap().len() == 2).await);
+    let full = b.fetch_waiting("q", 1, LEASE, "w1").await.unwrap();
+    assert_eq!(full.jobs.len(), 1);
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", "redjob:handoff")
+            .await
+            .as_deref(),
+        Some("")
+    );
+    Queues::send(client.queues(), "q", SendMessage::new("f"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        got.lock().unwrap().len(),
+        2,
+        "no hand-off after a full fetch"
+    );
+    task.abort();
+}
+
+#[tokio::test]
+async fn an_idle_worker_is_handed_each_job_by_its_send() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    // created first: a queue's creation publishes a wake-up of its own
+    client
+        .queues()
+        .create_queue("hq", QueueOptions::default())
+        .await
+        .unwrap();
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut observer = raw.get_async_pubsub().await.unwrap();
+    observer.psubscribe("rsmq:*").await.unwrap();
+    let rec = Recorder::default();
+    let w = Worker::builder(client.backend())
+        .queue("hq")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    const N: u64 = 20;
+    for key in 0..N {
+        client.enqueue(&HandedJob { key }).await.unwrap();
+        assert!(wait_until(Duration::from_secs(5), || rec.len() as u64 == key + 1).await);
+        // the worker registers again with a fetch after each job
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    w.stop().await;
+    let counts = rec.counts();
+    assert_eq!(counts.len() as u64, N);
+    assert!(
+        counts.values().all(|n| *n == 1),
+        "each ran once: {counts:?}"
+    );
+    let mut handed = 0;
+    let mut woken = 0;
+    let mut seen = observer.on_message();
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), seen.next()).await {
+        let ch = m.get_channel_name().to_string();
+        if ch.starts_with("rsmq:@handoff:") {
+            handed += 1;
+        } else if ch == "rsmq:rt:hq" {
+            woken += 1;
+        }
+    }
+    assert_eq!(
+        (handed, woken),
+        (N, 0),
+        "every job went straight to the idle worker, none by a wake-up and a fetch"
+    );
+}
