@@ -32,6 +32,12 @@ pub(crate) struct Dispatcher<B> {
     pub tracker: TaskTracker,
     pub per_queue: Arc<PerQueue>,
     pub leases: Arc<Leases>,
+    /// The last fetch's send time here and the backend's clock during it.
+    pub clock: std::sync::Mutex<Option<(Instant, u64)>>,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Fetch backoff after failures: 100 ms doubling up to this. Short, because a
@@ -122,30 +128,15 @@ async fn take(sem: &Semaphore, max: u32) -> u32 {
 const HANDOFF_SLACK: Duration = Duration::from_secs(1);
 
 impl<B: Backend> Dispatcher<B> {
-    /// Serves the queue until shutdown; `handed` brings the jobs sends hand to
-    /// this worker (then released: see [`Dispatcher::take_handed`]).
-    pub async fn run(self, mut handed: mpsc::UnboundedReceiver<Handed>) {
-        self.serve(&mut handed).await;
-        // a job handed over from now on stays leased until its lease runs out
-        handed.close();
-        while let Ok(h) = handed.try_recv() {
-            self.release_handed(h);
-        }
-    }
-
-    async fn serve(&self, handed: &mut mpsc::UnboundedReceiver<Handed>) {
+    /// Serves the queue until shutdown. Jobs sends hand to this worker come
+    /// through [`Dispatcher::take_handed`], called by the worker's listener.
+    pub async fn run(self: Arc<Self>) {
         let mut failures = 0u32;
         let mut served = false;
         let mut paused = false;
-        // the last fetch's send time here and the backend's clock during it
-        let mut clock: Option<(Instant, u64)> = None;
         loop {
             let mut n = tokio::select! {
                 n = self.slots() => n,
-                Some(h) = handed.recv() => {
-                    self.take_handed(h, clock);
-                    continue;
-                }
                 _ = self.per_queue.stop.cancelled() => return,
             };
             if !self.per_queue.short_jobs() {
@@ -175,7 +166,7 @@ impl<B: Backend> Dispatcher<B> {
             let mut fetched = match fetched {
                 Ok(f) => {
                     failures = 0;
-                    clock = Some((sent_at, f.now_us));
+                    *lock(&self.clock) = Some((sent_at, f.now_us));
                     if !served {
                         served = true;
                         self.shared.readiness.fetched();
@@ -228,7 +219,6 @@ impl<B: Backend> Dispatcher<B> {
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = self.wake.notified() => {}
-                    Some(h) = handed.recv() => self.take_handed(h, clock),
                     _ = self.per_queue.stop.cancelled() => return,
                 }
             }
@@ -236,12 +226,20 @@ impl<B: Backend> Dispatcher<B> {
     }
 
     /// Starts a job a send handed to this worker when a slot is free; else (or
-    /// at shutdown) releases it for any worker. `clock` is the last fetch's send
-    /// time here and the backend's clock during it: the lease began by the
-    /// backend's clock `h.now_us`, which maps to this worker's clock as no later
-    /// than the job's arrival and, when the two clocks disagree, no earlier than
+    /// at shutdown) releases it for any worker; then wakes the dispatcher to
+    /// fetch (and register) again. Called by the listener, so the job starts
+    /// without a hop through the dispatcher's task. The lease began by the
+    /// backend's clock `h.now_us`, which the last fetch's send time here and the
+    /// backend's clock during it map to this worker's clock as no later than the
+    /// job's arrival and, when the two clocks disagree, no earlier than
     /// [`HANDOFF_SLACK`] before it.
-    fn take_handed(&self, h: Handed, clock: Option<(Instant, u64)>) {
+    pub fn take_handed(&self, h: Handed) {
+        self.start_handed(h);
+        self.wake.notify_one();
+    }
+
+    fn start_handed(&self, h: Handed) {
+        let clock = *lock(&self.clock);
         let arrived = Instant::now();
         let earliest = arrived.checked_sub(HANDOFF_SLACK).unwrap_or(arrived);
         let began = clock.map_or(earliest, |(sent_at, now_us)| {

@@ -230,8 +230,6 @@ impl<B: Backend> Worker<B> {
             let queue: Arc<str> = name.as_str().into();
             let wake = Arc::new(Notify::new());
             wakes.insert(name.clone(), wake.clone());
-            let (handed_tx, handed_rx) = mpsc::unbounded_channel();
-            handoffs.insert(name.clone(), handed_tx);
             let (tx, rx) = mpsc::unbounded_channel();
             let leases = Arc::new(Leases::default());
             held.push((queue.clone(), leases.clone()));
@@ -257,8 +255,13 @@ impl<B: Backend> Worker<B> {
                 tracker: tracker.clone(),
                 per_queue: Arc::new(dispatch::PerQueue::new(stop.clone(), abort.clone(), qm)),
                 leases,
+                clock: std::sync::Mutex::new(None),
             };
-            dispatchers.spawn(d.run(handed_rx));
+            let d = Arc::new(d);
+            let to = d.clone();
+            let take: Handoff = Arc::new(move |h| to.take_handed(h));
+            handoffs.insert(name.clone(), take);
+            dispatchers.spawn(d.run());
         }
         let tickers: Vec<Arc<periodic::Ticker>> = std::mem::take(&mut self.periodic)
             .into_iter()
@@ -430,8 +433,11 @@ struct Wakes {
     worker: Arc<str>,
     wakes: HashMap<String, Arc<Notify>>,
     /// Each queue's dispatcher takes the jobs handed to this worker.
-    handoffs: HashMap<String, mpsc::UnboundedSender<crate::backend::Handed>>,
+    handoffs: HashMap<String, Handoff>,
 }
+
+/// Takes a job handed to this worker (see [`Dispatcher::take_handed`]).
+type Handoff = Arc<dyn Fn(crate::backend::Handed) + Send + Sync>;
 
 /// Wakes dispatchers on new jobs and passes them the jobs handed to this worker;
 /// reconnects with backoff when the channel fails.
@@ -455,11 +461,7 @@ async fn listen<B: Backend>(
     let handed = |h: crate::backend::Handed| {
         let id = h.delivery.id;
         match handoffs.get(h.queue.as_str()) {
-            Some(tx) => {
-                if tx.send(h).is_err() {
-                    tracing::info!(job.id = %id, "a job was handed to this worker as it stopped: it runs once its lease is over");
-                }
-            }
+            Some(take) => take(h),
             None => {
                 tracing::warn!(queue = %h.queue, job.id = %id, "a job of a queue this worker does not serve was handed to it: it runs once its lease is over")
             }
