@@ -163,6 +163,10 @@ impl Backend for AnyBackend {
         on!(self, Backend::listen(queues, wake, subscribed))
     }
 
+    async fn due_soon(&self, queues: &[String], within: Duration) -> Result<Vec<bool>> {
+        on!(self, Backend::due_soon(queues, within))
+    }
+
     async fn listen_handoff(
         &self,
         queues: &[String],

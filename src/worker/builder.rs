@@ -73,7 +73,7 @@ impl<B: Backend> WorkerBuilder<B> {
             prefetch: None,
             lease: Duration::from_secs(30),
             grace: Duration::from_secs(25),
-            poll_interval: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(60),
             job_timeout: None,
             retry: RetryPolicy::default(),
             data: Data::default(),
@@ -252,11 +252,14 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Longest idle wait between checks of a queue when no wake-up arrives. Sends
+    /// How often the worker polls all its queues when no wake-up arrives. Sends
     /// by redjob (and by RSMQ clients with `realtime`) wake an idle worker at once
     /// and delayed jobs start on time without polling; the poll catches sends by
-    /// RSMQ clients without `realtime` and wake-ups lost with a dropped
-    /// connection. Each idle check costs 5 Redis commands. Defaults to 30 s.
+    /// RSMQ clients without `realtime`, retries and lost leases of other workers
+    /// (the queues with something due before the next poll fetch). On Redis one
+    /// poll is one round trip and one command per queue (a few for a queue with
+    /// priorities), so 100 idle queues cost under 2 commands a second. Defaults
+    /// to 60 s.
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every;
         self

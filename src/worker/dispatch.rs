@@ -204,20 +204,29 @@ impl<B: Backend> Dispatcher<B> {
                 tracing::info!(queue = %self.queue, "queue {state}");
             }
             if got < n || fetched.missing || fetched.paused {
-                // nothing more is due: sleep until the next due score, a wake-up or the poll
-                let mut wait = self.shared.poll_interval;
+                // nothing more is due: sleep until the next due score or a
+                // wake-up (a send, or the worker's poll of all its queues)
+                let mut wait: Option<Duration> = None;
+                let poll = self.shared.poll_interval;
                 if fetched.missing {
-                    wait = wait.min(MISSING_QUEUE_POLL);
+                    wait = Some(poll.min(MISSING_QUEUE_POLL));
                 }
                 if fetched.paused {
-                    wait = wait.min(PAUSED_QUEUE_POLL);
+                    wait = Some(poll.min(PAUSED_QUEUE_POLL));
                 }
                 if let Some(due) = fetched.next_due_ms {
                     let until_us = due.saturating_mul(1000).saturating_sub(fetched.now_us);
-                    wait = wait.min(Duration::from_micros(until_us));
+                    let until = Duration::from_micros(until_us);
+                    wait = Some(wait.map_or(until, |w| w.min(until)));
                 }
+                let timer = async {
+                    match wait {
+                        Some(w) => tokio::time::sleep(w).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
+                    _ = timer => {}
                     _ = self.wake.notified() => {}
                     _ = self.per_queue.stop.cancelled() => return,
                 }

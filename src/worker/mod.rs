@@ -310,6 +310,13 @@ impl<B: Backend> Worker<B> {
                 stop.clone(),
             ));
         }
+        infra.spawn(poll(
+            self.backend.clone(),
+            names.clone(),
+            wakes.clone(),
+            self.shared.poll_interval,
+            stop.clone(),
+        ));
         infra.spawn(listen(
             self.backend.clone(),
             names,
@@ -424,6 +431,39 @@ async fn warn_about_backend<B: Backend>(backend: B) {
             }
         }
         Err(e) => tracing::debug!(error = %e, "could not check the backend's settings"),
+    }
+}
+
+/// The fallback poll of all the worker's queues, one call every `every`: wakes
+/// the dispatchers of queues with a job due (or a lease ending) before the next
+/// poll, all of them when the call fails. Sends wake dispatchers at once; this
+/// catches what sends no wake-up (an RSMQ client's send without `realtime`, a
+/// retry or a lost lease of another worker).
+async fn poll<B: Backend>(
+    backend: B,
+    queues: Vec<String>,
+    wakes: HashMap<String, Arc<Notify>>,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.cancelled() => return,
+        }
+        let due = tokio::select! {
+            r = backend.due_soon(&queues, every) => r,
+            _ = stop.cancelled() => return,
+        };
+        let due = due.unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "polling the queues failed; each fetches");
+            vec![true; queues.len()]
+        });
+        for (q, due) in queues.iter().zip(due) {
+            if let Some(n) = wakes.get(q).filter(|_| due) {
+                n.notify_one();
+            }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The Redis backend: RSMQ's layout, one script call per batch.
 
 mod listen;
+mod poll;
 pub(crate) mod replies;
 pub(crate) mod scripts;
 
@@ -53,6 +54,7 @@ struct Shared {
     /// Whether Redis has the scripts that run in pipelines (see [`scripts::run_pipeline`]).
     extend_loaded: AtomicBool,
     complete_loaded: AtomicBool,
+    poll_loaded: AtomicBool,
     /// Connections of topic consumers' blocking reads, one per consumer and
     /// subscriber: a blocked read holds up every later command on its connection.
     readers: Mutex<HashMap<String, Connection>>,
@@ -547,6 +549,10 @@ impl Backend for RedisBackend {
         subscribed: &(dyn Fn() + Send + Sync),
     ) -> Result<()> {
         self.listen_on(queues, None, wake, subscribed).await
+    }
+
+    async fn due_soon(&self, queues: &[String], within: Duration) -> Result<Vec<bool>> {
+        self.poll_queues(queues, within).await
     }
 
     async fn listen_handoff(

@@ -31,6 +31,7 @@ scripts! {
     ATTRIBUTES => "attributes.lua",
     SET_ATTRIBUTES => "set_attributes.lua",
     FETCH => "fetch.lua",
+    POLL => "poll.lua",
     EXTEND => "extend.lua",
     COMPLETE => "complete.lua",
     UNIQUE => "unique.lua",

@@ -1,0 +1,100 @@
+//! The worker's fallback poll: all its queues in one round trip (two when some
+//! hold scheduled jobs), one command per queue.
+
+use std::time::Duration;
+
+use super::RedisBackend;
+use super::scripts::{self, eval};
+use crate::backend::LEASED_FROM_MS;
+use crate::{Error, Result};
+
+impl RedisBackend {
+    /// Whether each queue has a job due, or a lease ending, within `within`.
+    ///
+    /// A queue without priorities costs one `ZRANGE … 0 0 WITHSCORES`: its lowest
+    /// score is its earliest due job, or (when nothing is waiting) its earliest
+    /// lease end. Only when that is a job scheduled beyond the window is the
+    /// earliest lease read apart, in a second round trip. A queue with
+    /// priorities runs `poll.lua` over its levels.
+    pub(super) async fn poll_queues(
+        &self,
+        queues: &[String],
+        within: Duration,
+    ) -> Result<Vec<bool>> {
+        if queues.is_empty() {
+            return Ok(Vec::new());
+        }
+        let window = super::super::clamped_ms(within);
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME");
+        let mut scripted = false;
+        for q in queues {
+            let k = self.ns.queue(q);
+            if self.prioritized(q) {
+                scripted = true;
+                let mut cmd = eval(&scripts::POLL, &k.all_levels());
+                cmd.arg(window);
+                pipe.add_command(cmd);
+            } else {
+                pipe.cmd("ZRANGE")
+                    .arg(&k.zset)
+                    .arg(0)
+                    .arg(0)
+                    .arg("WITHSCORES");
+            }
+        }
+        let mut con = self.con.clone();
+        let poll = [(&*scripts::POLL, &self.shared.poll_loaded)];
+        let uses: &[_] = if scripted { &poll } else { &[] };
+        let mut replies = scripts::run_pipeline(&mut con, uses, &pipe)
+            .await?
+            .into_iter();
+        let bad = |e: redis::ParsingError| Error::Protocol(format!("poll reply: {e}"));
+        let (secs, us): (u64, u64) = replies
+            .next()
+            .map(redis::from_redis_value)
+            .transpose()
+            .map_err(bad)?
+            .ok_or_else(|| Error::Protocol("poll: no TIME reply".into()))?;
+        let soon = (secs * 1000 + us / 1000).saturating_add(window);
+        let leased = LEASED_FROM_MS as f64;
+        let mut out = Vec::with_capacity(queues.len());
+        // queues whose lowest score is a job scheduled past the window
+        let mut later = Vec::new();
+        for (i, (q, v)) in queues.iter().zip(replies).enumerate() {
+            if self.prioritized(q) {
+                out.push(scripts::int(&v)? == 1);
+                continue;
+            }
+            let lowest: Vec<(String, f64)> = redis::from_redis_value(v).map_err(bad)?;
+            let due = match lowest.first() {
+                None => false,
+                Some((_, s)) if *s >= leased => *s - leased <= soon as f64,
+                Some((_, s)) if *s <= soon as f64 => true,
+                Some(_) => {
+                    later.push(i);
+                    false
+                }
+            };
+            out.push(due);
+        }
+        if !later.is_empty() {
+            let mut pipe = redis::pipe();
+            let ends = LEASED_FROM_MS.saturating_add(soon);
+            for &i in &later {
+                pipe.cmd("ZRANGEBYSCORE")
+                    .arg(self.ns.queue(&queues[i]).zset)
+                    .arg(LEASED_FROM_MS)
+                    .arg(ends)
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(1);
+            }
+            let found: Vec<Vec<String>> = pipe.query_async(&mut con).await?;
+            for (&i, f) in later.iter().zip(found) {
+                out[i] = !f.is_empty();
+            }
+        }
+        Ok(out)
+    }
+}
