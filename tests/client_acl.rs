@@ -222,6 +222,45 @@ async fn the_readme_producer_user_enqueues_and_publishes_and_may_not_fetch() {
 }
 
 #[tokio::test]
+async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
+    let server = server_with(&readme_rule("redjob-worker")).await;
+    add_user(&server, &readme_rule("redjob-producer")).await;
+    let client = client(&server, "redjob-worker", "worker-secret").await;
+    let producer = self::client(&server, "redjob-producer", "producer-secret").await;
+    // the queue first, so the worker's first fetch registers for a hand-off
+    producer.enqueue(&Task { fail: false }).await.unwrap();
+    let runs = Arc::new(AtomicU32::new(0));
+    let worker = Worker::builder(client.backend())
+        .queue("acl")
+        .data(runs.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = common::start_serving(worker).await;
+    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 1).await);
+    let mut con = server.raw().await;
+    let registered = wait_for(Duration::from_secs(5), || {
+        let mut con = con.clone();
+        async move {
+            let r: Option<String> = redis::cmd("HGET")
+                .arg("app:acl:Q")
+                .arg("redjob:handoff")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            r.is_some_and(|r| !r.is_empty())
+        }
+    })
+    .await;
+    assert!(registered, "the idle worker registered");
+    // the send checks the worker's channel (PUBSUB NUMSUB) and publishes on
+    // it: refused without those permissions
+    producer.enqueue(&Task { fail: false }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 2).await);
+    w.stop().await;
+}
+
+#[tokio::test]
 async fn a_user_missing_a_command_keys_or_channels_gets_an_error_naming_it() {
     missing_permissions_are_named(RedisServer::start()).await;
 }

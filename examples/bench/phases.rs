@@ -296,8 +296,8 @@ pub async fn scale(s: &Settings, f: &mut Figures, backlogs: &[usize]) {
         let run = tokio::spawn(w.run());
         tokio::time::sleep(Duration::from_secs(1)).await;
         reset(&mut con).await;
-        // longer than the 30 s fallback poll, so that each queue is polled once
-        let window = Duration::from_secs(31);
+        // longer than the 60 s fallback poll, so that the queues are polled once
+        let window = Duration::from_secs(61);
         tokio::time::sleep(window).await;
         *slot = Some(cost(&mut con).await.commands as f64 / window.as_secs_f64());
         stop.cancel();

@@ -383,7 +383,7 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         key: "idle_cmds_per_s_100_queues".into(),
         label: "idle worker, 100 queues (Redis cmds/s)".into(),
         values: all.iter().filter_map(|f| f.idle_100).collect(),
-        target: "a handful",
+        target: "<= 2",
     });
     rows
 }

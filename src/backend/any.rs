@@ -163,6 +163,13 @@ impl Backend for AnyBackend {
         on!(self, Backend::listen(queues, wake, subscribed))
     }
 
+    fn real_time(&self) -> bool {
+        match self {
+            AnyBackend::Redis(b) => b.real_time(),
+            AnyBackend::Memory(b) => b.real_time(),
+        }
+    }
+
     async fn due_soon(&self, queues: &[String], within: Duration) -> Result<Vec<bool>> {
         on!(self, Backend::due_soon(queues, within))
     }

@@ -503,6 +503,14 @@ pub trait Backend: Clone + Send + Sync + 'static {
         self.listen(queues, wake, subscribed)
     }
 
+    /// Whether the backend keeps real time, so that a worker waits for a due job
+    /// with sub-millisecond precision, off tokio's millisecond timer. False (the
+    /// default) for a backend on a test clock, whose waits stay on tokio's
+    /// (possibly paused) timer.
+    fn real_time(&self) -> bool {
+        false
+    }
+
     /// The worker's fallback poll of all its queues in one call: whether each
     /// has a job due, or a lease ending, within `within` (a send that woke no
     /// one, as an RSMQ client's without `realtime`; a retry or a lease of

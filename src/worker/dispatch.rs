@@ -214,14 +214,19 @@ impl<B: Backend> Dispatcher<B> {
                 if fetched.paused {
                     wait = Some(poll.min(PAUSED_QUEUE_POLL));
                 }
+                // the backend's clock read during the fetch is no later than now
+                let replied = Instant::now();
+                let mut precise = false;
                 if let Some(due) = fetched.next_due_ms {
                     let until_us = due.saturating_mul(1000).saturating_sub(fetched.now_us);
                     let until = Duration::from_micros(until_us);
+                    precise = wait.is_none_or(|w| until < w) && self.backend.real_time();
                     wait = Some(wait.map_or(until, |w| w.min(until)));
                 }
                 let timer = async {
                     match wait {
-                        Some(w) => tokio::time::sleep(w).await,
+                        Some(w) if precise => sleep_precisely(replied + w).await,
+                        Some(w) => tokio::time::sleep_until(replied + w).await,
                         None => std::future::pending().await,
                     }
                 };
@@ -409,6 +414,23 @@ impl<B: Backend> Dispatcher<B> {
 
     fn give_back(&self, n: u32) {
         give_back(&self.shared, self.queue_slots.as_deref(), n);
+    }
+}
+
+/// How long before a precise deadline tokio's timer hands over to a thread's
+/// sleep: tokio's timer has millisecond ticks and rounds a sleep up to the next.
+const COARSE_TIMER: Duration = Duration::from_micros(1500);
+
+/// Sleeps until `deadline`, late by tens of µs rather than up to a millisecond:
+/// tokio's timer until shortly before, then a blocking-pool thread's sleep (for
+/// backends on real time only; see [`Backend::real_time`]).
+async fn sleep_precisely(deadline: Instant) {
+    if let Some(early) = deadline.checked_sub(COARSE_TIMER) {
+        tokio::time::sleep_until(early).await;
+    }
+    let rest = deadline.saturating_duration_since(Instant::now());
+    if !rest.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(rest)).await;
     }
 }
 

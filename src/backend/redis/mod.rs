@@ -551,6 +551,10 @@ impl Backend for RedisBackend {
         self.listen_on(queues, None, wake, subscribed).await
     }
 
+    fn real_time(&self) -> bool {
+        true
+    }
+
     async fn due_soon(&self, queues: &[String], within: Duration) -> Result<Vec<bool>> {
         self.poll_queues(queues, within).await
     }
