@@ -238,7 +238,7 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
         .unwrap();
     let w = common::start_serving(worker).await;
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 1).await);
-    let mut con = server.raw().await;
+    let con = server.raw().await;
     let registered = wait_for(Duration::from_secs(5), || {
         let mut con = con.clone();
         async move {
