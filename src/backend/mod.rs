@@ -150,11 +150,22 @@ pub struct Delivery {
 /// [`Backend::fetch_waiting`]): leased to that worker as a fetch would have.
 ///
 /// ```
-/// use redjob::backend::Handed;
+/// use redjob::backend::{Delivery, Handed, Token};
 ///
-/// fn describe(h: &Handed) -> String {
-///     format!("{} on {} (delivery {})", h.delivery.id, h.queue, h.delivery.token.attempt())
-/// }
+/// let handed = Handed {
+///     queue: "mail".into(),
+///     delivery: Delivery {
+///         id: "mhx3k0vz1qabcdefghijklmnopqrstuv".parse()?,
+///         body: br#"{"type":"welcome","args":{}}"#.to_vec(),
+///         token: Token::new(1_790_000_030_000, 1),
+///         waited_ms: 0,
+///     },
+///     now_us: 1_790_000_000_000_000,
+/// };
+/// // leased for 30 s from the hand-off, first delivery
+/// let lease_ms = handed.delivery.token.lease_until_ms() - handed.now_us / 1000;
+/// assert_eq!((lease_ms, handed.delivery.token.attempt()), (30_000, 1));
+/// # Ok::<(), redjob::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Handed {
