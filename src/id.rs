@@ -223,9 +223,74 @@ pub(crate) fn hashed_suffix(seed: &str) -> [u8; 22] {
     out
 }
 
+/// Hashes job ids for the worker's own tables, faster than the default SipHash:
+/// an id's last 22 characters are random, so a multiply-rotate mix of its
+/// 8-byte words spreads them well. (Ids a foreign RSMQ client chose could
+/// collide on purpose; a worker's table holds at most its leased jobs.)
+#[derive(Clone, Copy, Default)]
+pub(crate) struct IdHash;
+
+impl std::hash::BuildHasher for IdHash {
+    type Hasher = IdHasher;
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher(0)
+    }
+}
+
+/// [`IdHash`]'s hasher.
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(26) ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        // fold the high bits, which the multiply mixed best, into the low ones
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn id_hashes_spread_over_a_table_s_buckets() {
+        use std::hash::BuildHasher;
+        // ids of one send batch share their prefix; their suffixes differ
+        let prefix = "hofmvgcigm";
+        let ids: Vec<JobId> = sorted_random_suffixes(4096)
+            .iter()
+            .map(|s| {
+                format!("{prefix}{}", std::str::from_utf8(s).unwrap())
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        for bits in [0, 54] {
+            let mut buckets = vec![0u32; 1024];
+            for id in &ids {
+                buckets[((IdHash.hash_one(id) >> bits) & 1023) as usize] += 1;
+            }
+            // 4 per bucket on average; a poor hash piles them up
+            let most = buckets.iter().max().unwrap();
+            let empty = buckets.iter().filter(|&&b| b == 0).count();
+            assert!(
+                *most <= 16 && empty < 60,
+                "bits {bits}: max {most}, empty {empty}"
+            );
+        }
+        // ids differing in one character hash apart
+        let a: JobId = "hofmvgcigmaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+        let b: JobId = "hofmvgcigmaaaaaaaaaaaaaaaaaaaaab".parse().unwrap();
+        assert_ne!(IdHash.hash_one(a), IdHash.hash_one(b));
+    }
 
     #[test]
     fn hashed_suffixes_are_stable_and_differ() {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redjob::backend::any::AnyBackend;
-use redjob::queue::Queues;
+use redjob::queue::{Queues, SendMessage};
 use redjob::{Client, Worker};
 use tokio::time::{MissedTickBehavior, interval};
 
@@ -16,6 +16,12 @@ use crate::redis::{Server, cost, cpu_us, reset, used_memory};
 pub struct Figures {
     pub enqueue_single: Option<f64>,
     pub enqueue_bulk: Option<f64>,
+    /// Phase 1's parts of a one-by-one enqueue (µs per call): a `PING` on the
+    /// client's kind of connection, a raw RSMQ send of the same body, and the
+    /// send script's time inside Redis (`INFO commandstats`).
+    pub ping_us: Option<f64>,
+    pub raw_send_us: Option<f64>,
+    pub send_script_us: Option<f64>,
     pub process: Option<f64>,
     pub cmds_per_job: Option<f64>,
     pub calls_per_job: Option<f64>,
@@ -132,6 +138,35 @@ async fn bulk(client: &Client, from: usize, n: usize) {
     }
 }
 
+/// Where a one-by-one enqueue's time goes: a `PING` on the kind of connection
+/// the client uses (the round trip and the client's hop through its connection
+/// task), a raw send of the same body through the RSMQ API (no job encoding),
+/// each as µs per awaited call over 2000 calls. Leaves the queue as it was.
+async fn enqueue_parts(server: &Server, client: &Client, f: &mut Figures) {
+    const CALLS: usize = 2000;
+    let mut con = redjob::connection::RedisConfig::from_url(server.url.as_str())
+        .connect()
+        .await
+        .expect("connect");
+    let t = Instant::now();
+    for _ in 0..CALLS {
+        let _: String = ::redis::cmd("PING").query_async(&mut con).await.unwrap();
+    }
+    f.ping_us = Some(t.elapsed().as_secs_f64() * 1e6 / CALLS as f64);
+    let body = br#"{"type":"bench","args":{"i":1}}"#;
+    let q = client.queues();
+    let t = Instant::now();
+    for _ in 0..CALLS {
+        q.send("bench", SendMessage::new(&body[..]))
+            .await
+            .expect("send");
+    }
+    f.raw_send_us = Some(t.elapsed().as_secs_f64() * 1e6 / CALLS as f64);
+    for _ in 0..CALLS {
+        q.pop("bench").await.expect("pop").expect("a sent message");
+    }
+}
+
 /// Phases 1–3: enqueue one by one and in bulk, process the backlog, and what it cost.
 pub async fn throughput(s: &Settings, f: &mut Figures) {
     let server = Server::start();
@@ -153,6 +188,7 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
     }
     f.enqueue_single = Some(n as f64 / t.elapsed().as_secs_f64());
     let enq = cost(&mut con).await;
+    f.send_script_us = Some(enq.script_us);
     f.bytes_per_job = Some((used_memory(&mut con).await - mem0) as f64 / n as f64);
 
     // process what phase 1 enqueued
@@ -169,6 +205,8 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
     f.calls_per_job = Some((enq.calls + work.calls) as f64 / n as f64);
     f.worker_cpu_us_per_job = cpu.map(|ns| ns as f64 / 1000.0 / n as f64);
     f.check(&tally);
+
+    enqueue_parts(&server, &client, f).await;
 
     let t = Instant::now();
     bulk(&client, 0, n).await;

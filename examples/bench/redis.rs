@@ -87,6 +87,9 @@ impl Drop for Server {
 pub struct Cost {
     pub commands: u64,
     pub calls: u64,
+    /// `EVALSHA`'s mean time inside Redis per call (µs), scripts' inner
+    /// commands included.
+    pub script_us: f64,
 }
 
 /// Commands the bench itself sends, not counted.
@@ -128,6 +131,13 @@ pub async fn cost(con: &mut redis::aio::MultiplexedConnection) -> Cost {
             .unwrap_or(0);
         if OWN.contains(&name) {
             continue;
+        }
+        if name == "evalsha" {
+            c.script_us = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("usec_per_call="))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
         }
         if std::env::var_os("BENCH_VERBOSE").is_some() {
             eprintln!("  {name}: {stats}");

@@ -42,6 +42,24 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         ">= 10,000",
     );
     add(
+        "enqueue_ping_us",
+        "  of which: PING on the client's connection (us per call)",
+        &|f| f.ping_us,
+        "-",
+    );
+    add(
+        "enqueue_raw_send_us",
+        "  of which: raw RSMQ send, no job encoding (us per call)",
+        &|f| f.raw_send_us,
+        "-",
+    );
+    add(
+        "enqueue_script_us",
+        "  of which: the send script inside Redis (us per call)",
+        &|f| f.send_script_us,
+        "-",
+    );
+    add(
         "enqueue_bulk_jobs_per_s",
         "enqueue, bulk 1000 per call (jobs/s)",
         &|f| f.enqueue_bulk,

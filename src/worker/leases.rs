@@ -13,6 +13,7 @@ use super::hooks::CancelReason;
 use super::settle::Outcome;
 use crate::JobId;
 use crate::backend::Token;
+use crate::id::IdHash;
 
 /// One held delivery.
 pub(crate) struct Held {
@@ -62,9 +63,9 @@ pub(crate) struct Leases {
 
 #[derive(Default)]
 pub(crate) struct Table {
-    pub held: HashMap<JobId, Held>,
+    pub held: HashMap<JobId, Held, IdHash>,
     /// Held deliveries with an outcome to settle (so a flush need not scan all).
-    pub done: HashSet<JobId>,
+    pub done: HashSet<JobId, IdHash>,
 }
 
 /// What the dispatcher should do with a fresh delivery.

@@ -3,6 +3,12 @@
 -- Returns the chunks' array replies joined, or their integer replies summed.
 local function many(cmd, key, list, step)
   step = step or 4000
+  if #list == 0 then return {}, 0 end
+  if #list <= step then
+    local r = redis.call(cmd, key, unpack(list))
+    if type(r) == "table" then return r, 0 end
+    return {}, r
+  end
   local joined, sum = {}, 0
   for i = 1, #list, step do
     local r = redis.call(cmd, key, unpack(list, i, math.min(i + step - 1, #list)))
@@ -82,11 +88,15 @@ end
 
 -- The id prefix of a send at `us` (Unix µs): ten base-36 digits (0-9a-z).
 local function id_prefix(us)
-  local d = {}
-  for i = 10, 1, -1 do
-    local r = us % 36
-    d[i] = r < 10 and 48 + r or 87 + r
-    us = (us - r) / 36
+  -- two halves of five digits each, in exact integer arithmetic on doubles
+  local hi = math.floor(us / 60466176)
+  local lo = us - hi * 60466176
+  local d = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  for i = 5, 1, -1 do
+    local a, b = hi % 36, lo % 36
+    d[i] = a < 10 and 48 + a or 87 + a
+    d[i + 5] = b < 10 and 48 + b or 87 + b
+    hi, lo = (hi - a) / 36, (lo - b) / 36
   end
   return string.char(unpack(d))
 end
@@ -109,10 +119,13 @@ end
 -- <channel> <queue>"). PUBLISHes "<queue> <priority> <id> <token> <now µs>
 -- <body>" on the worker's channel when the worker listens there, and leases the
 -- message to it (its score becomes the token, delivery 1, as fetch.lua's) and
--- counts the receive. Always clears the registration: it is good for one job.
--- `counts` are the hash's "totalrecv" and "redjob:leased". Returns true when
--- the worker got the message.
-local function hand_off(reg, zargs, hargs, now, us, counts)
+-- counts the receive. Clears the registration (it is good for one job) unless
+-- the queue is paused, when nothing is handed. KEYS[2] is the queue's hash.
+-- Returns true when the worker got the message.
+local function hand_off(reg, zargs, hargs, now, us)
+  -- read here, not by every send: only a send to a waiting worker needs them
+  local counts = redis.call("HMGET", KEYS[2], "redjob:paused", "totalrecv", "redjob:leased")
+  if counts[1] then return false end
   hargs[#hargs + 1] = "redjob:handoff"
   hargs[#hargs + 1] = ""
   local lease, channel, queue = string.match(reg, "^(%d+) (%S+) (%S+)$")
@@ -124,9 +137,9 @@ local function hand_off(reg, zargs, hargs, now, us, counts)
     token .. " " .. string.format("%.0f", us) .. " " .. hargs[2])
   zargs[1] = token
   hargs[#hargs + 1] = "totalrecv"
-  hargs[#hargs + 1] = string.format("%.0f", (tonumber(counts[1]) or 0) + 1)
-  hargs[#hargs + 1] = "redjob:leased"
   hargs[#hargs + 1] = string.format("%.0f", (tonumber(counts[2]) or 0) + 1)
+  hargs[#hargs + 1] = "redjob:leased"
+  hargs[#hargs + 1] = string.format("%.0f", (tonumber(counts[3]) or 0) + 1)
   return true
 end
 

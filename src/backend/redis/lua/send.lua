@@ -15,12 +15,13 @@
 --           delay, "d<ms>" = visible after ms, "a<ms>" = visible at Unix ms), body
 -- The hash field "redjob:handoff" names a worker waiting for the queue (its
 -- fetch set it): the first message, when due at once, is handed to it (see
--- hand_off in lib.lua) rather than waking it to fetch.
+-- hand_off in lib.lua, three commands more: HMGET, PUBSUB NUMSUB, PUBLISH) rather
+-- than waking it to fetch.
 -- Returns {1, id prefix (10 chars of Redis microseconds)} on success: each id is
 --         the prefix and its suffix; {-1} when the queue does not exist;
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
-  "redjob:handoff", "redjob:paused", "totalrecv", "redjob:leased")
+  "redjob:handoff")
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 local n = (#ARGV - 4) / 3
@@ -43,8 +44,8 @@ end
 -- a worker waits for this queue and takes hand-offs: the first message, when
 -- due now, goes straight to it (one hop instead of a wake-up and a fetch)
 local handed = false
-if attrs[6] and attrs[6] ~= "" and not attrs[7] and tonumber(zargs[1]) <= now then
-  handed = hand_off(attrs[6], zargs, hargs, now, us, {attrs[8], attrs[9]})
+if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
+  handed = hand_off(attrs[6], zargs, hargs, now, us)
 end
 send_write(attrs, zargs, hargs, n, handed)
 return {1, prefix}
