@@ -102,9 +102,11 @@ pub(crate) struct Shared {
     pub retention: crate::ops::Retention,
     /// The hooks.
     pub observer: observe::Observer,
-    /// Metrics through the `metrics` facade: on, and how often queue sizes
-    /// are sampled.
-    pub metrics: Option<Duration>,
+    /// Metrics through the `metrics` facade.
+    pub metrics: bool,
+    /// How often queue sizes and subscriber lags are sampled into gauges (with
+    /// metrics on and an interval set).
+    pub sample_every: Option<Duration>,
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
@@ -243,7 +245,7 @@ impl<B: Backend> Worker<B> {
             );
             settlers.spawn(settler.run(rx));
             settler_txs.push(tx.clone());
-            let qm = metrics::QueueMetrics::new(queue.clone(), self.shared.metrics.is_some());
+            let qm = metrics::QueueMetrics::new(queue.clone(), self.shared.metrics);
             let d = Dispatcher {
                 backend: self.backend.clone(),
                 queue,
@@ -300,8 +302,10 @@ impl<B: Backend> Worker<B> {
         }
         readers.close();
         infra.spawn(warn_about_backend(self.backend.clone()));
-        if let Some(every) = self.shared.metrics {
+        if self.shared.metrics {
             metrics::describe();
+        }
+        if let Some(every) = self.shared.sample_every {
             let queues = self.queues.iter().map(|(q, _)| q.clone()).collect();
             infra.spawn(metrics::sample(
                 self.backend.clone(),

@@ -83,11 +83,10 @@ struct Names {
 
 async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let shared = env.shared.clone();
-    let metrics = match shared.metrics {
-        Some(_) => {
-            EventMetrics::for_events(&spec.topic, &spec.sub.name, spec.handlers.keys().copied())
-        }
-        None => HashMap::new(),
+    let metrics = if shared.metrics {
+        EventMetrics::for_events(&spec.topic, &spec.sub.name, spec.handlers.keys().copied())
+    } else {
+        HashMap::new()
     };
     let names = Arc::new(Names {
         topic: spec.topic.as_str().into(),
@@ -112,7 +111,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let renew_stop = CancellationToken::new();
     // a dropped worker future (as a killed process) stops renewing and sampling
     let _stop_on_drop = renew_stop.clone().drop_guard();
-    let sampler = shared.metrics.map(|every| {
+    let sampler = shared.sample_every.map(|every| {
         tokio::spawn(sample_subscriber(
             backend.clone(),
             names.topic.clone(),
