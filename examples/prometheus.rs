@@ -52,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let worker = Worker::builder(client.backend())
         .register::<RenderInvoice>()
         .concurrency(8)
-        // queue sizes are read every 15 s by default
+        // queue sizes are sampled only when asked for; every 5 s here
         .metrics_interval(Duration::from_secs(5))
         .build()?;
     let stop = worker.shutdown_token();
