@@ -239,24 +239,34 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     let w = common::start_serving(worker).await;
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 1).await);
     let con = server.raw().await;
-    let registered = wait_for(Duration::from_secs(5), || {
-        let mut con = con.clone();
-        async move {
-            let r: Option<String> = redis::cmd("HGET")
-                .arg("app:acl:Q")
-                .arg("redjob:handoff")
-                .query_async(&mut con)
-                .await
-                .unwrap();
-            r.is_some_and(|r| !r.is_empty())
-        }
-    })
-    .await;
-    assert!(registered, "the idle worker registered");
-    // the send checks the worker's channel (PUBSUB NUMSUB) and publishes on
-    // it: refused without those permissions
+    let registered = || {
+        wait_for(Duration::from_secs(5), || {
+            let mut con = con.clone();
+            async move {
+                let r: Option<String> = redis::cmd("HGET")
+                    .arg("app:acl:Q")
+                    .arg("redjob:handoff")
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+                r.is_some_and(|r| !r.is_empty())
+            }
+        })
+    };
+    assert!(registered().await, "the idle worker registered");
+    // the send checks the worker's channel (PUBSUB NUMSUB) and publishes on it
     producer.enqueue(&Task { fail: false }).await.unwrap();
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 2).await);
+    // a producer on the rule from before hand-offs (no PUBSUB NUMSUB) still
+    // sends: its job wakes the worker instead of being handed to it
+    let mut before = readme_rule("redjob-producer");
+    before.retain(|a| a != "+pubsub|numsub");
+    before[0] = "old-producer".into();
+    add_user(&server, &before).await;
+    let old = self::client(&server, "old-producer", "producer-secret").await;
+    assert!(registered().await, "the idle worker registered again");
+    old.enqueue(&Task { fail: false }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 3).await);
     w.stop().await;
 }
 

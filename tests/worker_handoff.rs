@@ -346,3 +346,76 @@ async fn an_idle_worker_is_handed_each_job_by_its_send() {
         "every job went straight to the idle worker, none by a wake-up and a fetch"
     );
 }
+
+/// Records its start, then runs for three seconds.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "handed_slow", queue = "busy")]
+struct SlowJob {
+    key: u64,
+}
+
+impl Job for SlowJob {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_job_handed_to_a_worker_with_no_free_slot_goes_to_another_waiting_worker() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    for q in ["busy", "hq"] {
+        client
+            .queues()
+            .create_queue(q, QueueOptions::default())
+            .await
+            .unwrap();
+    }
+    let mut con = server.raw().await;
+    let rec = Recorder::default();
+    // b waits on hq; a, one slot, on busy and hq, registered on hq after b
+    let b = Worker::builder(client.backend())
+        .queue("hq")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let b = start_serving(b).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reg_b = hget(&mut con, "rsmq:hq:Q", "redjob:handoff").await;
+    let a = Worker::builder(client.backend())
+        .queues(["busy", "hq"])
+        .concurrency(1)
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let a = start_serving(a).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reg_a = hget(&mut con, "rsmq:hq:Q", "redjob:handoff").await;
+    assert!(
+        reg_a.is_some() && reg_b.is_some() && reg_a != reg_b,
+        "a registered on hq last: {reg_b:?} then {reg_a:?}"
+    );
+    // a's only slot runs a slow job; then a job for hq is handed to a
+    client.enqueue(&SlowJob { key: 1 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    let sent = std::time::Instant::now();
+    client.enqueue(&HandedJob { key: 2 }).await.unwrap();
+    // it must not wait behind the slow job (3 s) while b is idle
+    assert!(
+        wait_until(Duration::from_secs(2), || rec.len() == 2).await,
+        "the job for hq waited for a's slot"
+    );
+    assert!(sent.elapsed() < Duration::from_secs(2));
+    a.stop().await;
+    b.stop().await;
+    let counts = rec.counts();
+    assert_eq!(counts.len(), 2, "{counts:?}");
+    assert!(
+        counts.values().all(|n| *n == 1),
+        "each ran once: {counts:?}"
+    );
+}

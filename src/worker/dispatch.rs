@@ -159,10 +159,16 @@ impl<B: Backend> Dispatcher<B> {
             // jobs it leased would stay leased to nobody; at shutdown they are
             // released instead
             let sent_at = Instant::now();
-            let fetched = self
-                .backend
-                .fetch_waiting(&self.queue, n as usize, self.shared.lease, &self.worker)
-                .await;
+            // a hand-off goes only to a worker that can start it at once
+            let fetched = if self.shared.running.available_permits() > 0 {
+                self.backend
+                    .fetch_waiting(&self.queue, n as usize, self.shared.lease, &self.worker)
+                    .await
+            } else {
+                self.backend
+                    .fetch(&self.queue, n as usize, self.shared.lease)
+                    .await
+            };
             let mut fetched = match fetched {
                 Ok(f) => {
                     failures = 0;
@@ -263,7 +269,13 @@ impl<B: Backend> Dispatcher<B> {
                 .unwrap_or(arrived)
                 .clamp(earliest, arrived)
         });
-        if self.per_queue.stop.is_cancelled() || !self.try_slot() {
+        // a handed job that cannot start at once (every running slot taken, as
+        // by another queue's hand-off) is released, which wakes the queue's
+        // other waiting workers for it (complete.lua)
+        if self.per_queue.stop.is_cancelled()
+            || self.shared.running.available_permits() == 0
+            || !self.try_slot()
+        {
             self.release_handed(h);
             return;
         }

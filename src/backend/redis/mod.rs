@@ -458,7 +458,8 @@ impl Backend for RedisBackend {
                     .arg(part.dead.len())
                     .arg(*p)
                     .arg(keep)
-                    .arg(max_age);
+                    .arg(max_age)
+                    .arg(&k.realtime);
                 for (id, token) in &part.acks {
                     cmd.arg(id).arg(token.to_string());
                 }

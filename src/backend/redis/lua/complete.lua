@@ -18,6 +18,9 @@
 --          their longest age in ms ("0": no limit); a call that dead-letters
 --          drops the oldest beyond either (at most D + 1000 per call, so that
 --          lowering a limit frees the rest over the next calls)
+-- ARGV[7]  the queue's realtime channel (ns:rt:q): a release while a worker
+--          waits for the queue (hash field "redjob:waiting") wakes it, as a send
+--          would (a hand-off its worker could not start, a shutdown's releases)
 -- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry or "l" for a release, error or ""), D x (id, token, error)
 -- A retry's error is kept as the job's last error in <id>:err of the queue's
@@ -30,7 +33,7 @@ local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock()
 local ids, tokens, kind, arg = {}, {}, {}, {}
 local prio, keep, max_age = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local i = 7
+local i = 8
 for _ = 1, na do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "a"
   i = i + 2
@@ -50,7 +53,8 @@ end
 if #ids == 0 then return {0, 0, 0} end
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
-local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased", "redjob:unique", "redjob:errors")
+local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
+  "redjob:waiting")
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead, missing, errfields = {}, {}, {}, {}, {}, {}
@@ -136,6 +140,10 @@ if #dead > 0 then
   end
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
+if released > 0 and attrs[5] == "1" then
+  redis.call("HSET", KEYS[2], "redjob:waiting", "0")
+  redis.call("PUBLISH", ARGV[7], redis.call("ZCARD", KEYS[1]))
+end
 if #errfields > 0 then
   if not attrs[4] then
     errfields[#errfields + 1] = "redjob:errors"

@@ -130,8 +130,10 @@ local function hand_off(reg, zargs, hargs, now, us)
   hargs[#hargs + 1] = ""
   local lease, channel, queue = string.match(reg, "^(%d+) (%S+) (%S+)$")
   if not lease then return false end
-  -- its subscriber, not a pattern's (a PUBLISH's reply counts those too)
-  if redis.call("PUBSUB", "NUMSUB", channel)[2] == 0 then return false end
+  -- its subscriber, not a pattern's (a PUBLISH's reply counts those too); a
+  -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up
+  local subs = redis.pcall("PUBSUB", "NUMSUB", channel)
+  if subs.err or subs[2] == 0 then return false end
   local token = string.format("%.0f.001", LEASED + now + tonumber(lease))
   redis.call("PUBLISH", channel, queue .. " " .. ARGV[4] .. " " .. zargs[2] .. " " ..
     token .. " " .. string.format("%.0f", us) .. " " .. hargs[2])
