@@ -53,6 +53,19 @@ async fn zscore(con: &mut redis::aio::MultiplexedConnection, key: &str, id: &str
         .unwrap()
 }
 
+/// A backend on `server` with the queue "q", and a plain connection.
+async fn with_queue(
+    server: &RedisServer,
+) -> (
+    redjob::backend::any::AnyBackend,
+    redis::aio::MultiplexedConnection,
+) {
+    let client = Client::connect(&server.url()).await.unwrap();
+    let b = client.backend();
+    b.create_queue("q", QueueOptions::default()).await.unwrap();
+    (b, server.raw().await)
+}
+
 /// Listens as worker `worker` on `queues` in a task; the jobs handed to it
 /// land in the returned list.
 fn listen_as(
@@ -98,10 +111,7 @@ async fn subscribed(server: &RedisServer, worker: &str) {
 #[tokio::test]
 async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
     let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    let b = client.backend();
-    let mut con = server.raw().await;
-    b.create_queue("q", QueueOptions::default()).await.unwrap();
+    let (b, mut con) = with_queue(&server).await;
     let (got, task) = listen_as(b.clone(), &["q"], "w1");
     subscribed(&server, "w1").await;
     let f = b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
@@ -113,13 +123,9 @@ async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
         Some("30000 rsmq:@handoff:w1 q"),
         "the idle fetch registered the worker"
     );
-    let id = Queues::send(
-        client.queues(),
-        "q",
-        SendMessage::new("body with spaces").priority(0),
-    )
-    .await
-    .unwrap();
+    let id = Queues::send(&b, "q", SendMessage::new("body with spaces").priority(0))
+        .await
+        .unwrap();
     assert!(wait_until(Duration::from_secs(5), || got.lock().unwrap().len() == 1).await);
     let h = got.lock().unwrap()[0].clone();
     assert_eq!(h.queue, "q");
@@ -146,7 +152,7 @@ async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
     // leased: no fetch gets it, and the next send is not handed (no registration)
     let again = b.fetch("q", 4, LEASE).await.unwrap();
     assert!(again.jobs.is_empty());
-    let second = Queues::send(client.queues(), "q", SendMessage::new("second"))
+    let second = Queues::send(&b, "q", SendMessage::new("second"))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -173,18 +179,13 @@ async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
 #[tokio::test]
 async fn no_job_is_handed_to_a_worker_that_does_not_listen() {
     let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    let b = client.backend();
-    let mut con = server.raw().await;
-    b.create_queue("q", QueueOptions::default()).await.unwrap();
+    let (b, mut con) = with_queue(&server).await;
     // a pattern subscriber (as an RSMQ realtime client may be) does not count
     let raw = redis::Client::open(server.url()).unwrap();
     let mut pattern = raw.get_async_pubsub().await.unwrap();
     pattern.psubscribe("rsmq:*").await.unwrap();
     b.fetch_waiting("q", 4, LEASE, "gone").await.unwrap();
-    let id = Queues::send(client.queues(), "q", SendMessage::new("x"))
-        .await
-        .unwrap();
+    let id = Queues::send(&b, "q", SendMessage::new("x")).await.unwrap();
     let f = b.fetch("q", 4, LEASE).await.unwrap();
     assert_eq!(
         f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(),
@@ -212,17 +213,14 @@ async fn no_job_is_handed_to_a_worker_that_does_not_listen() {
 #[tokio::test]
 async fn delayed_paused_and_batched_sends() {
     let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    let b = client.backend();
-    let mut con = server.raw().await;
-    b.create_queue("q", QueueOptions::default()).await.unwrap();
+    let (b, mut con) = with_queue(&server).await;
     let (got, task) = listen_as(b.clone(), &["q"], "w1");
     subscribed(&server, "w1").await;
 
     // a delayed job is not handed over; the registration stays for the next
     b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
     let later = Queues::send(
-        client.queues(),
+        &b,
         "q",
         SendMessage::new("later").delay(Duration::from_secs(60)),
     )
@@ -237,20 +235,19 @@ async fn delayed_paused_and_batched_sends() {
     );
 
     // a paused queue hands nothing over
-    client.queues().pause("q").await.unwrap();
-    let held = Queues::send(client.queues(), "q", SendMessage::new("held"))
+    b.pause("q").await.unwrap();
+    let held = Queues::send(&b, "q", SendMessage::new("held"))
         .await
         .unwrap();
     let s = zscore(&mut con, "rsmq:q", held.as_str()).await.unwrap();
     assert!(s < 4e12, "due, not leased: {s}");
-    client.queues().resume("q").await.unwrap();
+    b.resume("q").await.unwrap();
     let f = b.fetch("q", 4, LEASE).await.unwrap();
     assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [held]);
 
     // a batch: its first job is handed over, the rest wait for a fetch
     b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
-    let ids = client
-        .queues()
+    let ids = b
         .send_batch(
             "q",
             &[
@@ -268,9 +265,7 @@ async fn delayed_paused_and_batched_sends() {
 
     // a fetch that leases all it asks for withdraws the registration
     b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
-    client
-        .queues()
-        .send_batch("q", &[SendMessage::new("d"), SendMessage::new("e")])
+    b.send_batch("q", &[SendMessage::new("d"), SendMessage::new("e")])
         .await
         .unwrap();
     assert!(wait_until(Duration::from_secs(5), || got.lock().unwrap().len() == 2).await);
@@ -282,9 +277,7 @@ async fn delayed_paused_and_batched_sends() {
             .as_deref(),
         Some("")
     );
-    Queues::send(client.queues(), "q", SendMessage::new("f"))
-        .await
-        .unwrap();
+    Queues::send(&b, "q", SendMessage::new("f")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         got.lock().unwrap().len(),

@@ -27,11 +27,12 @@ impl RedisBackend {
         let window = super::super::clamped_ms(within);
         let mut pipe = redis::pipe();
         pipe.cmd("TIME");
-        let mut scripted = false;
-        for q in queues {
+        // read once: a dispatcher may learn of priorities while the poll runs,
+        // and the replies must be read as the commands were sent
+        let prioritized: Vec<bool> = queues.iter().map(|q| self.prioritized(q)).collect();
+        for (q, &p) in queues.iter().zip(&prioritized) {
             let k = self.ns.queue(q);
-            if self.prioritized(q) {
-                scripted = true;
+            if p {
                 let mut cmd = eval(&scripts::POLL, &k.all_levels());
                 cmd.arg(window);
                 pipe.add_command(cmd);
@@ -45,7 +46,11 @@ impl RedisBackend {
         }
         let mut con = self.con.clone();
         let poll = [(&*scripts::POLL, &self.shared.poll_loaded)];
-        let uses: &[_] = if scripted { &poll } else { &[] };
+        let uses: &[_] = if prioritized.contains(&true) {
+            &poll
+        } else {
+            &[]
+        };
         let mut replies = scripts::run_pipeline(&mut con, uses, &pipe)
             .await?
             .into_iter();
@@ -61,8 +66,8 @@ impl RedisBackend {
         let mut out = Vec::with_capacity(queues.len());
         // queues whose lowest score is a job scheduled past the window
         let mut later = Vec::new();
-        for (i, (q, v)) in queues.iter().zip(replies).enumerate() {
-            if self.prioritized(q) {
+        for (i, (&p, v)) in prioritized.iter().zip(replies).enumerate() {
+            if p {
                 out.push(scripts::int(&v)? == 1);
                 continue;
             }
