@@ -80,7 +80,14 @@ fn listen_as(
     let task = tokio::spawn(async move {
         let handed = move |h: Handed| sink.lock().unwrap().push(h);
         let _ = backend
-            .listen_handoff(&queues, &worker, &|_| {}, &handed, &|| {})
+            .listen_handoff(
+                &queues,
+                &worker,
+                &|_| {},
+                &handed,
+                &|| {},
+                &tokio_util::sync::CancellationToken::new(),
+            )
             .await;
     });
     (got, task)
@@ -411,4 +418,92 @@ async fn a_job_handed_to_a_worker_with_no_free_slot_goes_to_another_waiting_work
         counts.values().all(|n| *n == 1),
         "each ran once: {counts:?}"
     );
+}
+
+/// The state of job `id` of queue "hq": None when gone (ran and acked), else
+/// whether it is leased and its delivery count.
+async fn job_state(con: &mut redis::aio::MultiplexedConnection, id: &str) -> Option<(bool, u32)> {
+    let score = zscore(con, "rsmq:hq", id).await?;
+    let leased = score >= 4_000_000_000_000.0;
+    let count = ((score.fract() * 1000.0).round()) as u32;
+    Some((leased, count))
+}
+
+#[tokio::test]
+async fn a_job_handed_as_the_worker_stops_is_released_uncounted() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("hq", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let rec = Recorder::default();
+    // each round: an idle worker registered for a hand-off stops just as a send
+    // hands it a job; the job must run, or be back in the queue at once with
+    // its delivery not counted, never wait out its lease
+    const ROUNDS: u64 = 12;
+    let mut released = 0;
+    for key in 0..ROUNDS {
+        let w = Worker::builder(client.backend())
+            .queue("hq")
+            .handle_signals(false)
+            .data(rec.clone())
+            .build()
+            .unwrap();
+        let w = start_serving(w).await;
+        assert!(
+            common::wait_for(Duration::from_secs(5), || {
+                let mut con = con.clone();
+                async move {
+                    // a registration whose channel has a subscriber (not the
+                    // stale one of the last round's worker)
+                    let Some(reg) = hget(&mut con, "rsmq:hq:Q", "redjob:handoff").await else {
+                        return false;
+                    };
+                    let Some(channel) = reg.split(' ').nth(1) else {
+                        return false;
+                    };
+                    let (_, n): (String, u64) = redis::cmd("PUBSUB")
+                        .arg("NUMSUB")
+                        .arg(channel)
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    n == 1
+                }
+            })
+            .await,
+            "the idle worker registered"
+        );
+        let id = client.enqueue(&HandedJob { key }).await.unwrap();
+        w.stop().await;
+        match job_state(&mut con, id.as_str()).await {
+            None => assert_eq!(rec.counts().get(&key), Some(&1), "job {key} ran once"),
+            Some((leased, count)) => {
+                assert!(
+                    !leased && count == 0,
+                    "round {key}: the job waits (leased {leased}, delivery {count}) after its worker stopped"
+                );
+                // the next round's worker takes it
+                released += 1;
+            }
+        }
+    }
+    let w = start_serving(
+        Worker::builder(client.backend())
+            .queue("hq")
+            .handle_signals(false)
+            .data(rec.clone())
+            .build()
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        wait_until(Duration::from_secs(5), || rec.len() as u64 == ROUNDS).await,
+        "every job ran ({released} released at a stop)"
+    );
+    w.stop().await;
+    assert!(rec.counts().values().all(|n| *n == 1), "{:?}", rec.counts());
 }

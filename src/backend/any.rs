@@ -181,10 +181,11 @@ impl Backend for AnyBackend {
         wake: &(dyn Fn(&str) + Send + Sync),
         handed: &(dyn Fn(Handed) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
+        stop: &tokio_util::sync::CancellationToken,
     ) -> Result<()> {
         on!(
             self,
-            Backend::listen_handoff(queues, worker, wake, handed, subscribed)
+            Backend::listen_handoff(queues, worker, wake, handed, subscribed, stop)
         )
     }
 

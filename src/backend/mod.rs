@@ -501,7 +501,10 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// [`listen`](Backend::listen), and also takes the jobs sends hand to worker
     /// `worker` (see [`fetch_waiting`](Backend::fetch_waiting)), passing each to
-    /// `handed`. The default listens without hand-offs.
+    /// `handed`, until `stop` is cancelled: it then stops taking hand-offs, passes
+    /// on every job handed before that (so that none is left leased to a worker
+    /// that no longer listens) and returns `Ok(())`. The default listens without
+    /// hand-offs.
     fn listen_handoff(
         &self,
         queues: &[String],
@@ -509,9 +512,15 @@ pub trait Backend: Clone + Send + Sync + 'static {
         wake: &(dyn Fn(&str) + Send + Sync),
         handed: &(dyn Fn(Handed) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
+        stop: &tokio_util::sync::CancellationToken,
     ) -> impl Future<Output = Result<()>> + Send {
         let _ = (worker, handed);
-        self.listen(queues, wake, subscribed)
+        async move {
+            tokio::select! {
+                r = self.listen(queues, wake, subscribed) => r,
+                _ = stop.cancelled() => Ok(()),
+            }
+        }
     }
 
     /// Whether the backend keeps real time, so that a worker waits for a due job

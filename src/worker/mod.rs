@@ -321,7 +321,10 @@ impl<B: Backend> Worker<B> {
             self.shared.poll_interval,
             stop.clone(),
         ));
-        infra.spawn(listen(
+        // its own set: it hands over the jobs handed before shutdown, to be
+        // released, before the settlers drain
+        let mut listener = JoinSet::new();
+        listener.spawn(listen(
             self.backend.clone(),
             names,
             Wakes {
@@ -365,6 +368,14 @@ impl<B: Backend> Worker<B> {
             // released: its settler leaves it leased until its lease ends
             let _ = tokio::time::timeout(ABORT_WAIT, tracker.wait()).await;
         }
+        if tokio::time::timeout(LISTENER_WAIT, listener.join_next())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "the notification connection did not close in time: a job handed to this worker just now waits out its lease"
+            );
+        }
         drained.cancel();
         for tx in settler_txs {
             let _ = tx.send(Event::Drain);
@@ -385,6 +396,10 @@ impl<B: Backend> Worker<B> {
         }
     }
 }
+
+/// How long shutdown waits for the listener to hand over the jobs handed before
+/// it (its connection calls are bounded by 5 s each).
+const LISTENER_WAIT: Duration = Duration::from_secs(15);
 
 /// How long runs cancelled after the grace period get to stop.
 const ABORT_WAIT: Duration = Duration::from_secs(5);
@@ -515,17 +530,20 @@ async fn listen<B: Backend>(
     let mut backoff = Duration::from_millis(100);
     loop {
         let started = tokio::time::Instant::now();
-        tokio::select! {
-            r = backend.listen_handoff(&queues, &worker, &wake, &handed, &subscribed) => {
-                if started.elapsed() > Duration::from_secs(30) {
-                    // it worked for a while: the next failure starts over
-                    backoff = Duration::from_millis(100);
-                }
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "job notifications lost; polling until they are back");
-                }
-            }
-            _ = stop.cancelled() => return,
+        // at `stop` it hands over (to be released) what was handed before, and
+        // returns
+        let r = backend
+            .listen_handoff(&queues, &worker, &wake, &handed, &subscribed, &stop)
+            .await;
+        if stop.is_cancelled() {
+            return;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            // it worked for a while: the next failure starts over
+            backoff = Duration::from_millis(100);
+        }
+        if let Err(e) = r {
+            tracing::warn!(error = %e, retry_in = ?backoff, "job notifications lost; polling until they are back");
         }
         for n in wakes.values() {
             n.notify_one();

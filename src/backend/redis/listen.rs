@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
+use tokio_util::sync::CancellationToken;
 
 use super::{LISTEN_PING_EVERY, LISTEN_TIMEOUT, RedisBackend};
 use crate::backend::{Delivery, Handed, Token};
@@ -14,13 +15,17 @@ pub(super) type HandOffs<'a> = (String, &'a (dyn Fn(Handed) + Send + Sync));
 
 impl RedisBackend {
     /// Subscribes to the queues' realtime channels (and `handoffs`' channel),
-    /// then wakes and hands over until the connection fails.
+    /// then wakes and hands over until the connection fails, or until `stop`:
+    /// then it unsubscribes from the hand-off channel first and hands over what
+    /// came before (a send checks for the subscriber and publishes in one
+    /// script, so no job is handed after that).
     pub(super) async fn listen_on(
         &self,
         queues: &[String],
         handoffs: Option<HandOffs<'_>>,
         wake: &(dyn Fn(&str) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
+        stop: &CancellationToken,
     ) -> Result<()> {
         let channels: HashMap<String, &str> = queues
             .iter()
@@ -49,33 +54,52 @@ impl RedisBackend {
         for q in queues {
             wake(q);
         }
+        let on_message = |msg: redis::Msg| {
+            let channel = msg.get_channel_name();
+            if let Some(q) = channels.get(channel) {
+                wake(q);
+            } else if let Some((ch, handed)) = &handoffs
+                && ch == channel
+            {
+                match handed_job(msg.get_payload_bytes()) {
+                    Ok(h) => handed(h),
+                    // leased to this worker, but unreadable: it comes back when
+                    // the lease runs out
+                    Err(e) => {
+                        tracing::error!(error = %e, "a job handed to this worker could not be read")
+                    }
+                }
+            }
+        };
+        // what the connection read before it failed or stopped
+        let drain = |stream: &mut redis::aio::PubSubStream| {
+            while let Some(Some(msg)) = stream.next().now_or_never() {
+                on_message(msg);
+            }
+        };
         // a half-open connection delivers nothing and reports nothing: ping it
         let mut ping = tokio::time::interval(LISTEN_PING_EVERY);
         ping.tick().await;
         loop {
             tokio::select! {
                 msg = stream.next() => match msg {
-                    Some(msg) => {
-                        let channel = msg.get_channel_name();
-                        if let Some(q) = channels.get(channel) {
-                            wake(q);
-                        } else if let Some((ch, handed)) = &handoffs
-                            && ch == channel
-                        {
-                            match handed_job(msg.get_payload_bytes()) {
-                                Ok(h) => handed(h),
-                                // leased to this worker, but unreadable: it comes
-                                // back when the lease runs out
-                                Err(e) => tracing::error!(error = %e, "a job handed to this worker could not be read"),
-                            }
-                        }
-                    }
+                    Some(msg) => on_message(msg),
                     None => break,
                 },
                 _ = ping.tick() => {
-                    tokio::time::timeout(LISTEN_TIMEOUT, sink.ping::<redis::Value>())
-                        .await
-                        .map_err(|_| timed_out())??;
+                    let pong = tokio::time::timeout(LISTEN_TIMEOUT, sink.ping::<redis::Value>()).await;
+                    if !matches!(pong, Ok(Ok(_))) {
+                        drain(&mut stream);
+                        pong.map_err(|_| timed_out())??;
+                    }
+                }
+                _ = stop.cancelled() => {
+                    if let Some(ch) = own {
+                        // once Redis confirms, every job handed before is read
+                        let _ = tokio::time::timeout(LISTEN_TIMEOUT, sink.unsubscribe(ch)).await;
+                    }
+                    drain(&mut stream);
+                    return Ok(());
                 }
             }
         }

@@ -549,7 +549,8 @@ impl Backend for RedisBackend {
         wake: &(dyn Fn(&str) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
     ) -> Result<()> {
-        self.listen_on(queues, None, wake, subscribed).await
+        let never = tokio_util::sync::CancellationToken::new();
+        self.listen_on(queues, None, wake, subscribed, &never).await
     }
 
     fn real_time(&self) -> bool {
@@ -567,12 +568,10 @@ impl Backend for RedisBackend {
         wake: &(dyn Fn(&str) + Send + Sync),
         handed: &(dyn Fn(Handed) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
+        stop: &tokio_util::sync::CancellationToken,
     ) -> Result<()> {
-        if self.ns.is_cluster() {
-            return self.listen(queues, wake, subscribed).await;
-        }
-        let on = (self.ns.handoff(worker), handed);
-        self.listen_on(queues, Some(on), wake, subscribed).await
+        let on = (!self.ns.is_cluster()).then(|| (self.ns.handoff(worker), handed));
+        self.listen_on(queues, on, wake, subscribed, stop).await
     }
 }
 
