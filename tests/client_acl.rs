@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{RedisServer, wait_for, wait_until};
+use redjob::backend::Backend;
 use redjob::client::{ClientConfig, EnqueueOptions};
 use redjob::inspect::Inspect;
 use redjob::ops::{Admin, DeadOrder, Schedule, Spread};
@@ -168,6 +169,68 @@ async fn the_readme_worker_user_runs_every_feature() {
     assert_eq!(client.topics().await.unwrap().len(), 1);
     assert!(client.unsubscribe("acl_events", "audit").await.unwrap());
     assert!(client.delete_topic("acl_events").await.unwrap());
+}
+
+#[tokio::test]
+async fn a_worker_on_the_rule_from_before_touches_stays_listed() {
+    for rule in [
+        readme_rule("redjob-worker"),
+        // the README's rule before idle beats were touches (ZINCRBY)
+        readme_rule("redjob-worker")
+            .into_iter()
+            .filter(|r| r != "+zincrby")
+            .collect(),
+    ] {
+        let server = server_with(&rule).await;
+        let client = client(&server, "redjob-worker", "worker-secret").await;
+        let worker = Worker::builder(client.backend())
+            .queue("acl")
+            // a beat every 500 ms
+            .lease(Duration::from_millis(1500))
+            .data(Arc::new(AtomicU32::new(0)))
+            .handle_signals(false)
+            .build()
+            .unwrap();
+        let w = common::start_serving(worker).await;
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        let ops = client.backend();
+        let now = ops.now_ms().await.unwrap();
+        let ws = ops.workers().await.unwrap();
+        assert_eq!(ws.len(), 1, "{ws:?}");
+        assert!(
+            now.saturating_sub(ws[0].last_beat_ms) < 1000,
+            "it beat within the last second: {} at {now}",
+            ws[0].last_beat_ms
+        );
+        w.stop().await;
+        assert!(ops.workers().await.unwrap().is_empty());
+        // refused once, then not tried again
+        let log: Vec<Vec<redis::Value>> = redis::cmd("ACL")
+            .arg("LOG")
+            .query_async(&mut server.raw().await)
+            .await
+            .unwrap();
+        let refused: Vec<i64> = log
+            .iter()
+            .filter_map(|entry| {
+                let pairs: Vec<(String, redis::Value)> = entry
+                    .chunks(2)
+                    .filter_map(|kv| {
+                        Some((redis::from_redis_value(kv[0].clone()).ok()?, kv[1].clone()))
+                    })
+                    .collect();
+                let field = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+                let object: String = redis::from_redis_value(field("object")?).ok()?;
+                (object == "zincrby").then(|| redis::from_redis_value(field("count")?).ok())?
+            })
+            .collect();
+        let expected: Vec<i64> = if rule.iter().any(|r| r == "+zincrby") {
+            vec![]
+        } else {
+            vec![1]
+        };
+        assert_eq!(refused, expected, "ZINCRBY refusals in the ACL log");
+    }
 }
 
 #[tokio::test]

@@ -24,6 +24,46 @@ impl Job for Ping {
 }
 
 #[tokio::test]
+async fn an_idle_workers_beats_are_one_command_each() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("work", Default::default())
+        .await
+        .unwrap();
+    let w = Worker::builder(client.backend())
+        .queue("work")
+        .handle_signals(false)
+        // a beat every 500 ms
+        .lease(Duration::from_millis(1500))
+        .data(Recorder::default())
+        .build()
+        .unwrap();
+    let w = start(w);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let calls = command_calls(&mut con).await;
+    // the first beat wrote the entry; the next ones only move its end on
+    assert!(
+        calls.get("zincrby").copied().unwrap_or(0) >= 4,
+        "beats were touches: {calls:?}"
+    );
+    assert_eq!(
+        calls.get("evalsha").copied().unwrap_or(0),
+        0,
+        "no script ran: {calls:?}"
+    );
+    w.stop().await;
+}
+
+#[tokio::test]
 async fn idle_worker_on_10_queues_sends_few_commands() {
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();

@@ -206,6 +206,10 @@ impl Backend for AnyBackend {
     async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
         on!(self, Backend::beat(id, beat, ttl))
     }
+
+    async fn touch(&self, id: &str, ttl: Duration, since: Duration) -> Result<bool> {
+        on!(self, Backend::touch(id, ttl, since))
+    }
 }
 
 impl Queues for AnyBackend {

@@ -565,6 +565,21 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// with `beat` (JSON) for `ttl`; `beat` empty removes it.
     fn beat(&self, id: &str, beat: &[u8], ttl: Duration)
     -> impl Future<Output = Result<()>> + Send;
+
+    /// Moves worker `id`'s registration on, keeping its beat: it then runs out
+    /// `ttl` from now, its last beat or touch having been `since` ago (which a
+    /// backend without a clock of its own adds to the entry's end). False when
+    /// it has no entry: the worker then beats in full. The default always
+    /// answers false.
+    fn touch(
+        &self,
+        id: &str,
+        ttl: Duration,
+        since: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let _ = (id, ttl, since);
+        async { Ok(false) }
+    }
 }
 
 /// `d` in whole milliseconds, cut to [`MAX_DELAY`](crate::worker::MAX_DELAY): every

@@ -108,9 +108,13 @@ pub(crate) struct BeatJob {
 }
 
 impl Beat {
-    /// The listed form of this beat, stored to run out at `expires_at_ms`.
-    pub fn info(self, expires_at_ms: u64) -> WorkerInfo {
+    /// The listed form of this beat, stored at `at_ms` (when known: touches
+    /// since moved its end on without rewriting it) to run out at
+    /// `expires_at_ms`.
+    pub fn info(self, expires_at_ms: u64, at_ms: Option<u64>) -> WorkerInfo {
         let beat = expires_at_ms.saturating_sub(self.ttl_ms);
+        // what the beat's durations count from
+        let written = at_ms.unwrap_or(beat);
         WorkerInfo {
             id: self.id,
             host: self.host,
@@ -118,7 +122,7 @@ impl Beat {
             version: self.version,
             queues: self.queues,
             concurrency: self.concurrency,
-            started_at_ms: beat.saturating_sub(self.up_ms),
+            started_at_ms: written.saturating_sub(self.up_ms),
             last_beat_ms: beat,
             expires_at_ms,
             running: self
@@ -128,18 +132,30 @@ impl Beat {
                     queue: j.queue,
                     id: j.id,
                     job: j.job,
-                    started_at_ms: beat.saturating_sub(j.for_ms),
+                    started_at_ms: written.saturating_sub(j.for_ms),
                 })
                 .collect(),
             schedules: self.schedules,
         }
     }
 
-    /// Decodes a stored beat; `None` for one this version cannot read.
-    pub fn decode(json: &[u8], expires_at_ms: u64) -> Option<WorkerInfo> {
+    /// Decodes a stored beat (see [`Beat::info`]); `None` for one this version
+    /// cannot read.
+    pub fn decode(json: &[u8], expires_at_ms: u64, at_ms: Option<u64>) -> Option<WorkerInfo> {
         serde_json::from_slice::<Beat>(json)
             .ok()
-            .map(|b| b.info(expires_at_ms))
+            .map(|b| b.info(expires_at_ms, at_ms))
+    }
+
+    /// The beat without its durations, which every beat changes: a worker whose
+    /// shape is unchanged moves its entry on instead of writing it again.
+    pub fn shape(&self) -> Result<Vec<u8>> {
+        let mut b = self.clone();
+        b.up_ms = 0;
+        for j in &mut b.running {
+            j.for_ms = 0;
+        }
+        b.encode()
     }
 
     pub fn encode(&self) -> Result<Vec<u8>> {

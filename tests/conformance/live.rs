@@ -420,6 +420,62 @@ pub async fn workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead(en
     assert!(q.workers().await.unwrap().is_empty());
 }
 
+pub async fn an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost(
+    env: &Env,
+) {
+    let q = env.queues();
+    let worker = Worker::builder(env.client.backend())
+        .register::<LiveBlock>()
+        // a beat every 500 ms; an idle worker's beats after the first only
+        // move its entry on
+        .lease(Duration::from_millis(1500))
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let id = worker.id().to_string();
+    let running = start_serving(worker).await;
+    let listed = || async { q.workers().await.unwrap().into_iter().find(|w| w.id == id) };
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            listed().await.is_some()
+        })
+        .await
+    );
+    let first = listed().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let later = listed().await.expect("still listed after three beats");
+    assert!(
+        later.last_beat_ms >= first.last_beat_ms + 1000,
+        "its beats moved it on: {} then {}",
+        first.last_beat_ms,
+        later.last_beat_ms
+    );
+    assert_eq!(later.expires_at_ms - later.last_beat_ms, 1500);
+    // its start as first listed, not moved with the beats
+    assert!(
+        later.started_at_ms.abs_diff(first.started_at_ms) <= 5,
+        "started {} then {}",
+        first.started_at_ms,
+        later.started_at_ms
+    );
+    // an entry lost (here: removed) is written again at the next beat
+    let b = env.client.backend();
+    b.beat(&id, b"", Duration::from_secs(1)).await.unwrap();
+    assert!(listed().await.is_none());
+    assert!(
+        wait_for(Duration::from_secs(3), || async {
+            listed().await.is_some()
+        })
+        .await,
+        "listed again"
+    );
+    let back = listed().await.unwrap();
+    assert!(back.started_at_ms.abs_diff(first.started_at_ms) <= 5);
+    assert_eq!(back.queues, ["live_block"]);
+    running.stop().await;
+    assert!(listed().await.is_none(), "a stopped worker leaves");
+}
+
 /// The version digit of a UUID in text form.
 fn uuid_version(id: &str) -> Option<char> {
     (id.len() == 36).then(|| id.chars().nth(14)).flatten()

@@ -316,7 +316,8 @@ macro_rules! conformance_suite {
             periodic_workers_enqueue_each_tick_once_and_list_the_schedule,
             a_restarted_schedule_skips_missed_ticks_or_runs_the_last,
             periodic_settings_are_checked_at_build,
-            workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead);
+            workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead,
+            an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

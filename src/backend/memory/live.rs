@@ -52,9 +52,24 @@ impl MemoryBackend {
             st.workers.remove(id);
         } else {
             let until = now.saturating_add(crate::backend::clamped_ms(ttl).max(1));
-            st.workers.insert(id.to_string(), (until, beat.to_vec()));
+            st.workers
+                .insert(id.to_string(), (until, beat.to_vec(), now));
         }
-        st.workers.retain(|_, (until, _)| *until > now);
+        st.workers.retain(|_, (until, ..)| *until > now);
+    }
+
+    /// Rsmq::touch: moves worker `id`'s entry on to run out `ttl` from now;
+    /// false when it has none.
+    pub(super) fn touch_now(&self, id: &str, ttl: Duration) -> bool {
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        match st.workers.get_mut(id) {
+            Some((until, ..)) => {
+                *until = now.saturating_add(crate::backend::clamped_ms(ttl).max(1));
+                true
+            }
+            None => false,
+        }
     }
 
     pub(super) fn live_workers(&self) -> Vec<WorkerInfo> {
@@ -62,8 +77,8 @@ impl MemoryBackend {
         let st = self.lock();
         st.workers
             .values()
-            .filter(|(until, _)| *until > now)
-            .filter_map(|(until, beat)| Beat::decode(beat, *until))
+            .filter(|(until, ..)| *until > now)
+            .filter_map(|(until, beat, at)| Beat::decode(beat, *until, Some(*at)))
             .collect()
     }
 

@@ -271,6 +271,10 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    async fn touch(&self, id: &str, ttl: Duration, _since: Duration) -> Result<bool> {
+        Ok(self.touch_now(id, ttl))
+    }
+
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
         let now_us = self.clock.now_us();
         let now = now_us / 1000;

@@ -332,8 +332,9 @@ const MAX_ID: JobId = JobId::MAX;
 pub(super) struct State {
     pub queues: BTreeMap<String, MemQueue>,
     pub ids: IdSource,
-    /// The live-worker registry: id → (runs out at, Unix ms; last beat, JSON).
-    pub workers: BTreeMap<String, (u64, Vec<u8>)>,
+    /// The live-worker registry: id → (runs out at, Unix ms; last beat, JSON;
+    /// when that was written, Unix ms).
+    pub workers: BTreeMap<String, (u64, Vec<u8>, u64)>,
 }
 
 /// Hands out message ids; remembers the largest, by any queue's send.

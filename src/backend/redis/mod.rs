@@ -297,6 +297,10 @@ impl Backend for RedisBackend {
         self.rsmq.beat(id, beat, ttl).await
     }
 
+    async fn touch(&self, id: &str, _ttl: Duration, since: Duration) -> Result<bool> {
+        self.rsmq.touch(id, since).await
+    }
+
     async fn sizes(&self, queue: &str) -> Result<crate::inspect::StateCounts> {
         crate::inspect::Inspect::counts(self, queue).await
     }
