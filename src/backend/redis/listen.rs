@@ -10,6 +10,11 @@ use super::{LISTEN_PING_EVERY, LISTEN_TIMEOUT, RedisBackend};
 use crate::backend::{Delivery, Handed, Token};
 use crate::{Error, JobId, Result};
 
+/// How long a stopping listener waits for Redis to confirm it no longer takes
+/// hand-offs (a healthy Redis answers in well under a millisecond; a stalled
+/// one holds up the worker's shutdown this long at most).
+const UNSUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The hand-off channel and what to do with each job that comes on it.
 pub(super) type HandOffs<'a> = (String, &'a (dyn Fn(Handed) + Send + Sync));
 
@@ -96,7 +101,7 @@ impl RedisBackend {
                 _ = stop.cancelled() => {
                     if let Some(ch) = own {
                         // once Redis confirms, every job handed before is read
-                        let _ = tokio::time::timeout(LISTEN_TIMEOUT, sink.unsubscribe(ch)).await;
+                        let _ = tokio::time::timeout(UNSUBSCRIBE_WAIT, sink.unsubscribe(ch)).await;
                     }
                     drain(&mut stream);
                     return Ok(());
