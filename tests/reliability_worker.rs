@@ -346,6 +346,10 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> redjob::Result<()> {
         self.inner.beat(id, beat, ttl).await
     }
+
+    async fn touch(&self, id: &str, ttl: Duration, since: Duration) -> redjob::Result<bool> {
+        self.inner.touch(id, ttl, since).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -569,17 +569,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// Moves worker `id`'s registration on, keeping its beat: it then runs out
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
     /// backend without a clock of its own adds to the entry's end). False when
-    /// it has no entry: the worker then beats in full. The default always
-    /// answers false.
+    /// it has no entry, which it leaves so: the worker then beats in full.
     fn touch(
         &self,
         id: &str,
         ttl: Duration,
         since: Duration,
-    ) -> impl Future<Output = Result<bool>> + Send {
-        let _ = (id, ttl, since);
-        async { Ok(false) }
-    }
+    ) -> impl Future<Output = Result<bool>> + Send;
 }
 
 /// `d` in whole milliseconds, cut to [`MAX_DELAY`](crate::worker::MAX_DELAY): every

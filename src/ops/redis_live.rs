@@ -10,10 +10,6 @@ use crate::backend::redis::scripts::{self, Reply};
 use crate::queue::{Rsmq, SendMessage, validate};
 use crate::{Error, Result};
 
-/// Below this (September 2001, in Unix ms), a touched entry's end is the
-/// increment alone: there was no entry to move on.
-const TOUCHED_FROM_MS: f64 = 1e12;
-
 impl Rsmq {
     /// Redis's clock, Unix ms.
     pub(crate) async fn now_ms(&self) -> Result<u64> {
@@ -85,20 +81,20 @@ impl Rsmq {
     }
 
     /// Moves worker `id`'s registration on by `by`, the time since its last beat
-    /// or touch: one `ZINCRBY`, no script. False when it has no entry (the
-    /// increment then made one that ran out long ago: the worker's next, full
-    /// beat overwrites it, or the next prune drops it).
+    /// or touch: one `ZADD XX INCR`, no script. False when it has no entry
+    /// (`XX`: then nothing is written).
     pub(crate) async fn touch(&self, id: &str, by: Duration) -> Result<bool> {
         let (mut con, ns, _) = self.ns_parts();
         let [set, _] = ns.workers();
-        let until: f64 = redis::cmd("ZINCRBY")
+        let until: Option<f64> = redis::cmd("ZADD")
             .arg(&set)
+            .arg("XX")
+            .arg("INCR")
             .arg(crate::backend::clamped_ms(by))
             .arg(id)
             .query_async(&mut con)
             .await?;
-        // a Unix ms time, not the increment alone
-        Ok(until >= TOUCHED_FROM_MS)
+        Ok(until.is_some())
     }
 
     /// The live workers, by id.
@@ -110,10 +106,7 @@ impl Rsmq {
             let _id = r.bytes()?;
             let expires = r.int()?.max(0) as u64;
             let beat = r.bytes()?;
-            let at = std::str::from_utf8(r.bytes()?)
-                .ok()
-                .and_then(|s| s.parse().ok());
-            out.extend(Beat::decode(beat, expires, at));
+            out.extend(Beat::decode(beat, expires, None));
         }
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)

@@ -90,6 +90,11 @@ pub(crate) struct Beat {
     pub ttl_ms: u64,
     /// How long the worker has been up at this beat.
     pub up_ms: u64,
+    /// When the beat was written (Unix ms), which the backend stamps: touches
+    /// since moved its end on without writing it again, so its durations count
+    /// from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
     #[serde(default)]
     pub running: Vec<BeatJob>,
     #[serde(default)]
@@ -108,13 +113,13 @@ pub(crate) struct BeatJob {
 }
 
 impl Beat {
-    /// The listed form of this beat, stored at `at_ms` (when known: touches
-    /// since moved its end on without rewriting it) to run out at
+    /// The listed form of this beat, stored at `at_ms` (else its own
+    /// [`at_ms`](Beat::at_ms); without either, at its last beat) to run out at
     /// `expires_at_ms`.
     pub fn info(self, expires_at_ms: u64, at_ms: Option<u64>) -> WorkerInfo {
         let beat = expires_at_ms.saturating_sub(self.ttl_ms);
         // what the beat's durations count from
-        let written = at_ms.unwrap_or(beat);
+        let written = at_ms.or(self.at_ms).unwrap_or(beat);
         WorkerInfo {
             id: self.id,
             host: self.host,

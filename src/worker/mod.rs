@@ -321,8 +321,8 @@ impl<B: Backend> Worker<B> {
             self.shared.poll_interval,
             stop.clone(),
         ));
-        // its own set: it hands over the jobs handed before shutdown, to be
-        // released, before the settlers drain
+        // its own set: at shutdown it hands over the jobs handed before, to be
+        // released, and is joined before the runs are counted out
         let mut listener = JoinSet::new();
         listener.spawn(listen(
             self.backend.clone(),
@@ -352,6 +352,9 @@ impl<B: Backend> Worker<B> {
         stop.cancel();
         tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
         crashed = crashed.or(joined("dispatcher", dispatchers).await);
+        // the jobs handed before the listener stopped start (or are released)
+        // before the runs are counted out
+        let _ = listener.join_next().await;
         // subscribers' read loops end before the runs are counted out
         readers.wait().await;
         tracker.close();
@@ -367,14 +370,6 @@ impl<B: Backend> Worker<B> {
             // a run that ignores its token (a handler blocking its thread) is not
             // released: its settler leaves it leased until its lease ends
             let _ = tokio::time::timeout(ABORT_WAIT, tracker.wait()).await;
-        }
-        if tokio::time::timeout(LISTENER_WAIT, listener.join_next())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "the notification connection did not close in time: a job handed to this worker just now waits out its lease"
-            );
         }
         drained.cancel();
         for tx in settler_txs {
@@ -397,9 +392,10 @@ impl<B: Backend> Worker<B> {
     }
 }
 
-/// How long shutdown waits for the listener to hand over the jobs handed before
-/// it (its connection calls are bounded by 5 s each).
-const LISTENER_WAIT: Duration = Duration::from_secs(15);
+/// How long the listener gets at shutdown to stop taking hand-offs and hand
+/// over the jobs handed before (a healthy Redis takes well under a
+/// millisecond).
+const LISTENER_STOP_WAIT: Duration = Duration::from_millis(1500);
 
 /// How long runs cancelled after the grace period get to stop.
 const ABORT_WAIT: Duration = Duration::from_secs(5);
@@ -531,10 +527,15 @@ async fn listen<B: Backend>(
     loop {
         let started = tokio::time::Instant::now();
         // at `stop` it hands over (to be released) what was handed before, and
-        // returns
-        let r = backend
-            .listen_handoff(&queues, &worker, &wake, &handed, &subscribed, &stop)
-            .await;
+        // returns; a connection that stalls while connecting or pinging is
+        // dropped
+        let r = tokio::select! {
+            r = backend.listen_handoff(&queues, &worker, &wake, &handed, &subscribed, &stop) => r,
+            _ = async {
+                stop.cancelled().await;
+                tokio::time::sleep(LISTENER_STOP_WAIT).await;
+            } => return,
+        };
         if stop.is_cancelled() {
             return;
         }

@@ -101,7 +101,11 @@ impl RedisBackend {
                 _ = stop.cancelled() => {
                     if let Some(ch) = own {
                         // once Redis confirms, every job handed before is read
-                        let _ = tokio::time::timeout(UNSUBSCRIBE_WAIT, sink.unsubscribe(ch)).await;
+                        match tokio::time::timeout(UNSUBSCRIBE_WAIT, sink.unsubscribe(ch)).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => tracing::warn!(error = %Error::from(e), "could not stop taking hand-offs (the worker's ACL rule needs +unsubscribe): a job handed to this worker as it stops waits out its lease"),
+                            Err(_) => tracing::warn!("Redis did not confirm in time that this worker takes no more hand-offs: a job handed to it as it stops may wait out its lease"),
+                        }
                     }
                     drain(&mut stream);
                     return Ok(());
