@@ -66,6 +66,19 @@ async fn with_queue(
     (b, server.raw().await)
 }
 
+/// A client on `server` with `queues` created.
+async fn client_with(server: &RedisServer, queues: &[&str]) -> Client {
+    let client = Client::connect(&server.url()).await.unwrap();
+    for q in queues {
+        client
+            .queues()
+            .create_queue(q, QueueOptions::default())
+            .await
+            .unwrap();
+    }
+    client
+}
+
 /// Listens as worker `worker` on `queues` in a task; the jobs handed to it
 /// land in the returned list.
 fn listen_as(
@@ -297,13 +310,8 @@ async fn delayed_paused_and_batched_sends() {
 #[tokio::test]
 async fn an_idle_worker_is_handed_each_job_by_its_send() {
     let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
     // created first: a queue's creation publishes a wake-up of its own
-    client
-        .queues()
-        .create_queue("hq", QueueOptions::default())
-        .await
-        .unwrap();
+    let client = client_with(&server, &["hq"]).await;
     let raw = redis::Client::open(server.url()).unwrap();
     let mut observer = raw.get_async_pubsub().await.unwrap();
     observer.psubscribe("rsmq:*").await.unwrap();
@@ -365,14 +373,7 @@ impl Job for SlowJob {
 #[tokio::test]
 async fn a_job_handed_to_a_worker_with_no_free_slot_goes_to_another_waiting_worker() {
     let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    for q in ["busy", "hq"] {
-        client
-            .queues()
-            .create_queue(q, QueueOptions::default())
-            .await
-            .unwrap();
-    }
+    let client = client_with(&server, &["busy", "hq"]).await;
     let mut con = server.raw().await;
     let rec = Recorder::default();
     // b waits on hq; a, one slot, on busy and hq, registered on hq after b
@@ -432,12 +433,7 @@ async fn job_state(con: &mut redis::aio::MultiplexedConnection, id: &str) -> Opt
 #[tokio::test]
 async fn a_job_handed_as_the_worker_stops_is_released_uncounted() {
     let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    client
-        .queues()
-        .create_queue("hq", QueueOptions::default())
-        .await
-        .unwrap();
+    let client = client_with(&server, &["hq"]).await;
     let mut con = server.raw().await;
     let rec = Recorder::default();
     // each round: an idle worker registered for a hand-off stops just as a send
@@ -452,26 +448,18 @@ async fn a_job_handed_as_the_worker_stops_is_released_uncounted() {
             .data(rec.clone())
             .build()
             .unwrap();
+        let worker = w.id().to_string();
         let w = start_serving(w).await;
+        subscribed(&server, &worker).await;
+        // registered (not the stale registration of the last round's worker)
         assert!(
             common::wait_for(Duration::from_secs(5), || {
                 let mut con = con.clone();
+                let worker = worker.clone();
                 async move {
-                    // a registration whose channel has a subscriber (not the
-                    // stale one of the last round's worker)
-                    let Some(reg) = hget(&mut con, "rsmq:hq:Q", "redjob:handoff").await else {
-                        return false;
-                    };
-                    let Some(channel) = reg.split(' ').nth(1) else {
-                        return false;
-                    };
-                    let (_, n): (String, u64) = redis::cmd("PUBSUB")
-                        .arg("NUMSUB")
-                        .arg(channel)
-                        .query_async(&mut con)
+                    hget(&mut con, "rsmq:hq:Q", "redjob:handoff")
                         .await
-                        .unwrap();
-                    n == 1
+                        .is_some_and(|r| r.contains(&worker))
                 }
             })
             .await,

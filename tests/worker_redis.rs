@@ -23,6 +23,15 @@ impl Job for Ping {
     }
 }
 
+/// Zeroes Redis's command counts.
+async fn reset_stats(con: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn an_idle_workers_beats_are_one_command_each() {
     let server = RedisServer::start();
@@ -49,11 +58,7 @@ async fn an_idle_workers_beats_are_one_command_each() {
         .await
     );
     let mut con = server.raw().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    reset_stats(&mut con).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let calls = command_calls(&mut con).await;
     // the first beat wrote the entry; the next ones only move its end on (a
@@ -95,11 +100,7 @@ async fn idle_worker_on_10_queues_sends_few_commands() {
     let w = start(w);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut con = server.raw().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    reset_stats(&mut con).await;
     // longer than the 5 s poll, so every queue is polled at least once, and
     // past 15 s, when queue-size gauges were sampled by default (one script
     // call per queue, ~8 commands): they are sampled only when asked for now
