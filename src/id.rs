@@ -8,7 +8,9 @@ use crate::{Error, Result};
 /// The id of a job, which is the id of its RSMQ message.
 ///
 /// 32 characters: the first 10 are the Unix time in microseconds (Redis time) in
-/// base 36, the other 22 random. RSMQ clients derive a message's `sent` time from
+/// base 36, the other 22 random, except that a message sent with a delay ends in
+/// `:` and the delay in ms (8 base-36 digits), which tells a worker its exact due
+/// time. RSMQ clients derive a message's `sent` time from
 /// that prefix, and so does [`JobId::sent_at`]. Ids of messages sent by other RSMQ
 /// clients may use upper-case letters and `:`; any 32 characters of `A-Z a-z 0-9 :`
 /// are accepted.
@@ -169,6 +171,45 @@ pub(crate) fn sorted_random_suffixes(n: usize) -> Vec<[u8; 22]> {
     out
 }
 
+/// Where a delayed send's suffix marks its delay: a `:` at this index (no RSMQ
+/// client's random part has one), then the delay in ms as 8 base-36 digits.
+const DELAY_MARK: usize = 13;
+
+/// The longest delay a mark holds, 36^8 - 1 ms (89 years; sends refuse more than 50).
+const MARKABLE_MS: u64 = 2_821_109_907_455;
+
+/// One send call's suffixes, ascending as [`sorted_random_suffixes`]'s, each of
+/// a message sent with a delay (`delays[i]`, whole ms as the send passes it)
+/// ending in its mark: fetch.lua then leases the message at the send's µs plus
+/// the delay, exactly, rather than at the ms its score is rounded up to (see
+/// `exact_due` in lib.lua). The 13 characters before a mark stay random and
+/// strictly ascending (a tie, about 1 in 10^20 per pair, draws them again), so
+/// ids stay unique and in send order.
+pub(crate) fn send_suffixes(delays: &[Option<u64>]) -> Vec<[u8; 22]> {
+    loop {
+        let mut out = sorted_random_suffixes(delays.len());
+        let mut marked = false;
+        for (s, d) in out.iter_mut().zip(delays) {
+            if let Some(ms) = d.filter(|ms| (1..=MARKABLE_MS).contains(ms)) {
+                s[DELAY_MARK] = b':';
+                let mut v = ms;
+                for c in s[DELAY_MARK + 1..].iter_mut().rev() {
+                    *c = DIGITS[(v % 36) as usize];
+                    v /= 36;
+                }
+                marked = true;
+            }
+        }
+        if !marked
+            || out
+                .windows(2)
+                .all(|w| w[0][..DELAY_MARK] < w[1][..DELAY_MARK])
+        {
+            return out;
+        }
+    }
+}
+
 /// `n` suffixes above `last`, ascending, each above the one before by a random
 /// step (so they stay unguessable enough to tell ids apart at a glance). `None`
 /// when `last` is not `[0-9a-z]` or the space above it runs out, about 2^40
@@ -290,6 +331,31 @@ mod tests {
         let a: JobId = "hofmvgcigmaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
         let b: JobId = "hofmvgcigmaaaaaaaaaaaaaaaaaaaaab".parse().unwrap();
         assert_ne!(IdHash.hash_one(a), IdHash.hash_one(b));
+    }
+
+    #[test]
+    fn delayed_sends_mark_their_delay_and_keep_send_order() {
+        let delays: Vec<Option<u64>> = (0..2000u64)
+            .map(|i| (i % 3 != 0).then_some(i * 7919 % 5000 + 1))
+            .chain([Some(MARKABLE_MS), Some(MARKABLE_MS + 1), Some(0)])
+            .collect();
+        let out = send_suffixes(&delays);
+        assert_eq!(out.len(), delays.len());
+        assert!(out.windows(2).all(|w| w[0] < w[1]), "ascending and unique");
+        for (s, d) in out.iter().zip(&delays) {
+            let tail = std::str::from_utf8(&s[DELAY_MARK + 1..]).unwrap();
+            let marked = d.filter(|ms| (1..=MARKABLE_MS).contains(ms));
+            match marked {
+                Some(ms) => {
+                    assert_eq!(s[DELAY_MARK], b':');
+                    assert_eq!(u64::from_str_radix(tail, 36).unwrap(), ms);
+                }
+                None => assert!(s.iter().all(u8::is_ascii_alphanumeric), "{s:?}"),
+            }
+            // a marked id is still an RSMQ id
+            let id = format!("hofmvgcigm{}", std::str::from_utf8(s).unwrap());
+            assert!(id.parse::<JobId>().is_ok());
+        }
     }
 
     #[test]

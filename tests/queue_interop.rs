@@ -457,3 +457,32 @@ async fn a_job_a_worker_leased_is_hidden_from_rsmq_clients_even_after_its_lease(
         .unwrap();
     assert!(!left);
 }
+
+/// The npm rsmq client receives and deletes a message a delayed send marked
+/// (its id holds a `:`, which RSMQ's id rule allows; see `send_suffixes`).
+#[tokio::test]
+async fn rsmq_reads_and_deletes_a_delayed_sends_message() {
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("m", QueueOptions::default())
+        .await
+        .unwrap();
+    let id = rsmq
+        .send(
+            "m",
+            SendMessage::new("later").delay(Duration::from_millis(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(id.as_str().as_bytes()[23], b':', "{id}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "receiveMessage", "qname": "m", "vt": 60},
+            {"op": "deleteMessage", "qname": "m", "id": id.as_str()},
+        ]),
+    );
+    assert_eq!(r[0]["id"], json!(id.as_str()));
+    assert_eq!(r[0]["message"], json!("later"));
+    assert_eq!(r[1], json!(1), "deleted");
+}

@@ -184,9 +184,9 @@ pub struct Fetched {
     pub jobs: Vec<Delivery>,
     /// The backend's clock at the fetch, Unix µs.
     pub now_us: u64,
-    /// When fewer jobs than asked were due: the earliest score left in the queue
-    /// (a delayed job, a retry, or a lease that may expire), Unix ms.
-    pub next_due_ms: Option<u64>,
+    /// When fewer jobs than asked were due: when the earliest job left in the
+    /// queue is due (a delayed job, a retry, or a lease that may expire), Unix µs.
+    pub next_due_us: Option<u64>,
     /// The queue's maxsize: a body over it (written around the checks of a send)
     /// is dead-lettered unrun. `None` for no limit.
     pub max_body: Option<usize>,

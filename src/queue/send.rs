@@ -11,7 +11,7 @@ use super::{
 };
 use crate::backend::redis::scripts::{self, Reply};
 use crate::connection::WaitForReplicas;
-use crate::id::sorted_random_suffixes;
+use crate::id::send_suffixes;
 use crate::keys::QueueKeys;
 use crate::{Error, JobId, Result};
 
@@ -76,7 +76,14 @@ impl Rsmq {
             if end - start < BATCH_MESSAGES && bytes < BATCH_BYTES && end < msgs.len() && !switch {
                 continue;
             }
-            suffixes.extend(sorted_random_suffixes(end - start));
+            let delays: Vec<Option<u64>> = msgs[start..end]
+                .iter()
+                .map(|m| match m.when {
+                    When::After(d) => Some(d.as_millis() as u64),
+                    _ => None,
+                })
+                .collect();
+            suffixes.extend(send_suffixes(&delays));
             chunks.push((start, end));
             (start, bytes) = (end, 0);
         }

@@ -223,15 +223,20 @@ impl<B: Backend> Dispatcher<B> {
                 // the backend's clock read during the fetch is no later than now
                 let replied = Instant::now();
                 let mut precise = false;
-                if let Some(due) = fetched.next_due_ms {
-                    let until_us = due.saturating_mul(1000).saturating_sub(fetched.now_us);
+                if let Some(due) = fetched.next_due_us {
+                    let until_us = due.saturating_sub(fetched.now_us);
                     let until = Duration::from_micros(until_us);
                     precise = wait.is_none_or(|w| until < w) && self.backend.real_time();
                     wait = Some(wait.map_or(until, |w| w.min(until)));
                 }
                 let timer = async {
                     match wait {
-                        Some(w) if precise => sleep_precisely(replied + w).await,
+                        // from when the fetch was sent: Redis read its clock
+                        // about a one-way trip later, which the next fetch takes
+                        // too, so it reaches Redis about when the job is due;
+                        // Redis decides what is due, so an early one only
+                        // costs a fetch that finds nothing (and learns the rest)
+                        Some(w) if precise => sleep_precisely(sent_at + w).await,
                         Some(w) => tokio::time::sleep_until(replied + w).await,
                         None => std::future::pending().await,
                     }
@@ -440,9 +445,12 @@ async fn sleep_precisely(deadline: Instant) {
     if let Some(early) = deadline.checked_sub(COARSE_TIMER) {
         tokio::time::sleep_until(early).await;
     }
-    let rest = deadline.saturating_duration_since(Instant::now());
-    if !rest.is_zero() {
-        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(rest)).await;
+    if deadline > Instant::now() {
+        // the rest measured on the blocking thread: its start can take a while
+        let _ = tokio::task::spawn_blocking(move || {
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()))
+        })
+        .await;
     }
 }
 

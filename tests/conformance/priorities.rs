@@ -65,7 +65,7 @@ pub async fn fetch_takes_higher_priorities_first_and_fifo_within_one(env: &Env) 
     assert_eq!((done.acked, done.gone.len()), (8, 0));
     let again = backend.fetch("prio", 100, LONG).await.unwrap();
     assert!(again.jobs.is_empty());
-    assert_eq!(again.next_due_ms, None, "nothing left at any level");
+    assert_eq!(again.next_due_us, None, "nothing left at any level");
     assert_eq!(backend.stats("prio").await.unwrap().processed, 8);
 }
 
@@ -100,7 +100,7 @@ pub async fn a_delayed_high_priority_job_never_starts_early(env: &Env) {
     let got = backend.fetch("prio", 10, LONG).await.unwrap();
     assert_eq!(bodies(&got.jobs), ["low"]);
     // the worker learns when to look again: the delayed job's due time
-    let next = got.next_due_ms.expect("the delayed job is reported");
+    let next = got.next_due_us.expect("the delayed job is reported") / 1000;
     let due = (sent_at + delay)
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -364,7 +364,7 @@ pub async fn pop_due_takes_every_due_message_at_once_highest_first(env: &Env) {
     assert!(q.pop_due("prio", usize::MAX).await.unwrap().is_empty());
     let left = backend.fetch("prio", 10, LONG).await.unwrap();
     assert!(left.jobs.is_empty());
-    assert!(left.next_due_ms.is_some(), "the delayed message stays");
+    assert!(left.next_due_us.is_some(), "the delayed message stays");
     assert!(matches!(
         q.pop_due("nope", 10).await,
         Err(Error::QueueNotFound { .. })

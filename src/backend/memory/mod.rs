@@ -313,11 +313,14 @@ impl Backend for MemoryBackend {
             }
         }
         q.totalrecv += jobs.len() as u64;
-        let next_due_ms = (due.len() < max).then(|| q.next_due_ms()).flatten();
+        let next_due_us = (due.len() < max)
+            .then(|| q.next_due_ms())
+            .flatten()
+            .map(|ms| ms.saturating_mul(1000));
         Ok(Fetched {
             jobs,
             now_us,
-            next_due_ms,
+            next_due_us,
             max_body: usize::try_from(q.maxsize).ok(),
             orphans: 0,
             missing: false,

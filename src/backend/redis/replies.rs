@@ -8,14 +8,14 @@ use super::scripts::{self, Reply};
 use crate::backend::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
-/// fetch.lua's reply: `{now µs, next score or "", lease ms, maxsize, orphans,
+/// fetch.lua's reply: `{now µs, next due µs or "", lease ms, maxsize, orphans,
 /// (id, body, meta)...}` where meta is the delivery count + 1000 × (priority +
 /// 10) + 21000 × the ms the job had been due; `None` when the script asks to be
 /// called again with the queue's priority level keys.
 pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     let (now, mut r) = Reply::status(v)?;
     let next = r.bytes()?;
-    let next_due_ms = std::str::from_utf8(next)
+    let next_due_us = std::str::from_utf8(next)
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|f| f.is_finite())
@@ -50,7 +50,7 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     Ok(Some(Fetched {
         jobs,
         now_us: now.max(0) as u64,
-        next_due_ms,
+        next_due_us,
         max_body,
         orphans: usize::try_from(orphans).unwrap_or(0),
         missing: orphans == -1,

@@ -26,7 +26,10 @@
 -- ARGV[2]  lease length in ms
 -- ARGV[3]  optional: the worker's hand-off registration, "<lease ms> <channel>
 --          <queue>" ("" or absent: none)
--- Returns {now µs, when the earliest job left is due (ms; a lease: its end) or
+-- A job sent with a delay is due at its send's µs plus the delay (exact_due in
+-- lib.lua), up to a ms before its score (rounded up): such jobs scored now + 1
+-- are leased once exactly due, after every due job of their level.
+-- Returns {now µs, when the earliest job left is due (Unix µs; a lease: its end) or
 --          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
 --          without a body that were removed, id, body, meta, id, body, meta, ...}
 --          where meta packs three integers in one: the delivery count (1..999)
@@ -58,6 +61,21 @@ for li, level in ipairs(levels) do
       lv[#lv + 1] = li
     end
     left = left - #due / 2
+  end
+  -- jobs due exactly by now_us though scored at the next ms (see exact_due)
+  if left > 0 and now + 1 < LEASED then
+    local next_ms = string.format("%.0f", now + 1)
+    local soon = redis.call("ZRANGEBYSCORE", level[2], next_ms, next_ms, "LIMIT", 0, 100)
+    for j = 1, #soon do
+      if left <= 0 then break end
+      local d = exact_due(soon[j], now + 1)
+      if d and d <= now_us then
+        ids[#ids + 1] = soon[j]
+        scores[#scores + 1] = next_ms
+        lv[#lv + 1] = li
+        left = left - 1
+      end
+    end
   end
 end
 local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0}
@@ -138,13 +156,16 @@ if leased < max then
   for _, level in ipairs(levels) do
     local f = redis.call("ZRANGE", level[2], 0, 0, "WITHSCORES")
     local l = redis.call("ZRANGEBYSCORE", level[2], LEASED, "+inf", "WITHSCORES", "LIMIT", 0, 1)
-    for _, s in ipairs({f[2], l[2]}) do
-      local due = tonumber(s)
-      if due >= LEASED then due = due - LEASED end
+    -- in µs: a score's ms rounded up (its thousandths are a delivery count), or
+    -- the first job's exact due
+    for k, s in ipairs({f[2], l[2]}) do
+      local score = tonumber(s)
+      if score >= LEASED then score = score - LEASED end
+      local due = k == 1 and exact_due(f[1], score) or math.ceil(score) * 1000
       if not first or due < first then first = due end
     end
   end
-  if first then out[2] = string.format("%.3f", first) end
+  if first then out[2] = string.format("%.0f", first) end
   if attrs[4] ~= "1" then
     set[#set + 1] = "redjob:waiting"
     set[#set + 1] = "1"

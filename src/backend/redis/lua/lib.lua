@@ -79,6 +79,29 @@ local function score_count(score)
   return math.floor((score - math.floor(score)) * 1000 + 0.5)
 end
 
+-- When a message sent by redjob with a delay is due, exactly (Unix µs), while its
+-- score is still the one its send set: the id holds the send's µs (the prefix)
+-- and, after a ":" at 24 (which no RSMQ client's random part has), the delay in
+-- ms as 8 base-36 digits (see id.rs); its score is that time rounded up to the
+-- ms. nil for any other id, or a score set since (a retry, a receive, a change
+-- of visibility): the score alone then says when the message is due.
+local function exact_due(id, score)
+  if string.byte(id, 24) ~= 58 then return nil end
+  local t, v = tonumber(string.sub(id, 1, 10), 36), tonumber(string.sub(id, 25), 36)
+  if not t or not v then return nil end
+  local due = t + v * 1000
+  if math.ceil(due / 1000) ~= score then return nil end
+  return due
+end
+
+-- The score to give `id` for visibility at `s` (whole ms) when it is not its
+-- send's: one ms later should the id's exact due (see exact_due) fall in the
+-- ms before s, where it would let a worker take the message before s.
+local function rescore(id, s)
+  if exact_due(id, s) then return s + 1 end
+  return s
+end
+
 -- Redis's clock: now in Unix ms, and in Unix µs.
 local function clock()
   local t = redis.call("TIME")

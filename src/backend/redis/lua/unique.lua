@@ -104,7 +104,8 @@ for b = 5, #ARGV, 6 do
       end
       local from = level
       if outcome == 3 then level = p end
-      redis.call("ZADD", lkey(level), score, held)
+      -- the held id's own exact due must not stand for the new one (rescore)
+      redis.call("ZADD", lkey(level), string.format("%.0f", rescore(held, tonumber(score))), held)
       if level ~= from then
         -- after the ZADD: a write that may grow memory comes first (maxmemory)
         redis.call("ZREM", lkey(from), held)

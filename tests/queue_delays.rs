@@ -1,0 +1,181 @@
+//! Delayed sends on Redis: a job sent with a delay is due at its send (Redis's
+//! µs, in its id) plus the delay, not at the whole ms its score is rounded up
+//! to; never before; and a later score set on the same id is never taken for
+//! its send's.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::RedisServer;
+use redjob::backend::Backend;
+use redjob::queue::{OnDuplicate, QueueOptions, Rsmq, SendMessage, Unique};
+use redjob::{Client, JobId};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// The send's Redis time, Unix µs, from the id's prefix.
+fn sent_us(id: &JobId) -> u64 {
+    u64::from_str_radix(&id.as_str()[..10], 36).unwrap()
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+async fn score(server: &RedisServer, queue: &str, id: &JobId) -> String {
+    let mut con = server.raw().await;
+    redis::cmd("ZSCORE")
+        .arg(format!("rsmq:{queue}"))
+        .arg(id.as_str())
+        .query_async(&mut con)
+        .await
+        .unwrap()
+}
+
+/// Fetches watched around a delayed job's due time: every fetch whose Redis
+/// clock read had reached send + delay leased the job, none before; at least
+/// one of them ran in the ms before the job's score, where a fetch that goes by
+/// the score alone finds nothing.
+#[tokio::test]
+async fn a_delayed_job_is_leased_at_its_send_plus_its_delay_not_its_rounded_score() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let backend = client.backend();
+    let delay = Duration::from_millis(80);
+    let mut inside = 0;
+    for attempt in 0..40 {
+        let queue = format!("d{attempt}");
+        let msg = SendMessage::new("x").delay(delay);
+        let sent = Backend::send(&backend, &queue, &[msg], &QueueOptions::default())
+            .await
+            .unwrap();
+        let id = sent[0].id;
+        let exact = sent_us(&id) + delay.as_micros() as u64;
+        let rounded = exact.div_ceil(1000) * 1000;
+        assert_eq!(
+            score(&server, &queue, &id).await,
+            (rounded / 1000).to_string(),
+            "RSMQ's layout: the score is the due ms, rounded up"
+        );
+        let early = backend.fetch(&queue, 10, LEASE).await.unwrap();
+        assert!(early.jobs.is_empty(), "not due yet");
+        assert_eq!(
+            early.next_due_us,
+            Some(exact),
+            "the worker learns the exact due"
+        );
+        if rounded - exact < 300 {
+            continue; // too little room to land a fetch in between
+        }
+        // this machine's clock is Redis's (loopback): wait to just before the due
+        let start = exact - 150;
+        while now_us() < start {
+            let left = start.saturating_sub(now_us());
+            if left > 3000 {
+                tokio::time::sleep(Duration::from_micros(left - 2000)).await;
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let mut got = false;
+        for _ in 0..200 {
+            let f = backend.fetch(&queue, 10, LEASE).await.unwrap();
+            let due = f.now_us >= exact;
+            assert_eq!(
+                !f.jobs.is_empty(),
+                due,
+                "fetch at {} (due {exact}, score {rounded})",
+                f.now_us
+            );
+            if due {
+                assert_eq!(f.jobs[0].id, id);
+                if f.now_us < rounded {
+                    inside += 1;
+                }
+                got = true;
+                break;
+            }
+        }
+        assert!(got, "the job came within 200 fetches");
+        if inside >= 3 {
+            break;
+        }
+    }
+    assert!(
+        inside >= 1,
+        "no fetch landed between the due time and the score"
+    );
+}
+
+/// A unique send that moves a held job's due time onto the ms its own send's
+/// due rounded up to scores it a ms later: the held id's exact due, up to a ms
+/// earlier, would otherwise start it before the time asked for.
+#[tokio::test]
+async fn a_due_time_moved_onto_the_sends_own_ms_is_not_taken_for_the_sends() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let backend = client.backend();
+    let key = || Unique::new("k").on_duplicate(OnDuplicate::ReplaceDelay);
+    let first = SendMessage::new("a")
+        .delay(Duration::from_secs(60))
+        .unique(key());
+    let sent = Backend::send(&backend, "u", &[first], &QueueOptions::default())
+        .await
+        .unwrap();
+    let id = sent[0].id;
+    let s: u64 = score(&server, "u", &id).await.parse().unwrap();
+    let again = SendMessage::new("b").at_unix_ms(s).unique(key());
+    let sent = Backend::send(&backend, "u", &[again], &QueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(sent[0].id, id, "the held job was kept");
+    assert_eq!(score(&server, "u", &id).await, (s + 1).to_string());
+    let f = backend.fetch("u", 10, LEASE).await.unwrap();
+    assert_eq!(
+        f.next_due_us,
+        Some((s + 1) * 1000),
+        "due by its score alone"
+    );
+
+    // moved anywhere else, the score is what was asked
+    let again = SendMessage::new("c").at_unix_ms(s + 7).unique(key());
+    Backend::send(&backend, "u", &[again], &QueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(score(&server, "u", &id).await, (s + 7).to_string());
+}
+
+/// A change of visibility that lands on the ms of the message's send-time due
+/// is moved a ms on, like the unique send above. Each try aims at that ms from
+/// Redis's clock just before; most land on it.
+#[tokio::test]
+async fn a_visibility_change_onto_the_sends_own_ms_is_not_taken_for_the_sends() {
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("v", QueueOptions::default())
+        .await
+        .unwrap();
+    let id = rsmq
+        .send("v", SendMessage::new("x").delay(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let s: u64 = score(&server, "v", &id).await.parse().unwrap();
+    let mut con = server.raw().await;
+    let mut landed = 0;
+    for _ in 0..50 {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+        let now_ms = secs * 1000 + micros / 1000;
+        let vt = Duration::from_millis(s - now_ms);
+        assert!(rsmq.change_visibility("v", &id, vt).await.unwrap());
+        let got: u64 = score(&server, "v", &id).await.parse().unwrap();
+        assert_ne!(got, s, "never the send's own ms");
+        if got == s + 1 {
+            landed += 1;
+        }
+    }
+    assert!(landed > 0, "no change landed on the send's ms");
+}
