@@ -265,7 +265,8 @@ pub(crate) fn hashed_suffix(seed: &str) -> [u8; 22] {
 }
 
 /// Hashes job ids for the worker's own tables, faster than the default SipHash:
-/// an id's last 22 characters are random, so a multiply-rotate mix of its
+/// an id's 22 characters after its time prefix are random (13 of them in a
+/// delayed send's, which ends in its delay), so a multiply-rotate mix of its
 /// 8-byte words spreads them well. (Ids a foreign RSMQ client chose could
 /// collide on purpose; a worker's table holds at most its leased jobs.)
 #[derive(Clone, Copy, Default)]

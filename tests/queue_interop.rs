@@ -478,11 +478,13 @@ async fn rsmq_reads_and_deletes_a_delayed_sends_message() {
     let r = rsmq_js(
         &server,
         json!([
+            {"op": "changeMessageVisibility", "qname": "m", "id": id.as_str(), "vt": 0},
             {"op": "receiveMessage", "qname": "m", "vt": 60},
             {"op": "deleteMessage", "qname": "m", "id": id.as_str()},
         ]),
     );
-    assert_eq!(r[0]["id"], json!(id.as_str()));
-    assert_eq!(r[0]["message"], json!("later"));
-    assert_eq!(r[1], json!(1), "deleted");
+    assert_eq!(r[0], json!(1), "its visibility changed");
+    assert_eq!(r[1]["id"], json!(id.as_str()));
+    assert_eq!(r[1]["message"], json!("later"));
+    assert_eq!(r[2], json!(1), "deleted");
 }

@@ -79,7 +79,7 @@ impl Rsmq {
             let delays: Vec<Option<u64>> = msgs[start..end]
                 .iter()
                 .map(|m| match m.when {
-                    When::After(d) => Some(d.as_millis() as u64),
+                    When::After(d) => Some(validate::whole_ms(d)),
                     _ => None,
                 })
                 .collect();
@@ -252,7 +252,7 @@ impl Call<'_> {
             cmd.arg(&self.suffixes[i][..]);
             match m.when {
                 When::QueueDelay => cmd.arg(""),
-                When::After(d) => cmd.arg(format!("d{}", d.as_millis())),
+                When::After(d) => cmd.arg(format!("d{}", validate::whole_ms(d))),
                 When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
             };
             cmd.arg(&m.body[..]);

@@ -121,7 +121,7 @@ pub enum When {
     /// After the queue's `delay` attribute (RSMQ's default).
     #[default]
     QueueDelay,
-    /// After this delay (millisecond precision, at most [`MAX_AHEAD`](super::MAX_AHEAD),
+    /// After this delay (rounded up to a whole millisecond, at most [`MAX_AHEAD`](super::MAX_AHEAD),
     /// 50 years: more than RSMQ's own 9999999 s, which RSMQ clients read alike).
     After(Duration),
     /// At this time (Unix milliseconds); a time in the past means now, one past

@@ -101,10 +101,16 @@ pub(crate) fn duration_ms(what: &'static str, d: Duration) -> Result<u64> {
     }
 }
 
+/// A send's delay in whole ms, rounded up: a job sent with a delay never starts
+/// before its send plus all of it.
+pub(crate) fn whole_ms(d: Duration) -> u64 {
+    d.as_micros().div_ceil(1000) as u64
+}
+
 /// A message's own delay: at most [`MAX_AHEAD`], returned in milliseconds.
 pub(crate) fn delay_ms(d: Duration) -> Result<u64> {
     if d <= MAX_AHEAD {
-        Ok(d.as_millis() as u64)
+        Ok(whole_ms(d))
     } else {
         Err(Error::InvalidValue {
             what: "delay",

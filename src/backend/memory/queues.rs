@@ -115,7 +115,7 @@ impl Queues for MemoryBackend {
                 let due = match m.when {
                     When::QueueDelay => now + q.delay * 1000,
                     // rounded up: a delayed message is never due before send + delay
-                    When::After(d) if !d.is_zero() => now_us.div_ceil(1000) + d.as_millis() as u64,
+                    When::After(d) if !d.is_zero() => now_us.div_ceil(1000) + validate::whole_ms(d),
                     When::After(_) => now,
                     When::AtUnixMs(at) => at.max(now),
                 };

@@ -44,7 +44,7 @@ for i, id in ipairs(ids) do
     local key = level_key(p, 5)
     local zl = z[key]
     if not zl then zl = {}; z[key] = zl end
-    zl[#zl + 1] = string.format("%.0f", due)
+    zl[#zl + 1] = string.format("%.0f", rescore(id, due))
     zl[#zl + 1] = id
     h[#h + 1] = id
     h[#h + 1] = body
