@@ -403,3 +403,64 @@ async fn inspection_skips_members_no_client_writes() {
         1
     );
 }
+
+/// Log lines, as a `tracing_subscriber::fmt` writer.
+#[derive(Clone, Default)]
+struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An entry of `ns:QUEUES` that is no valid queue name (another RSMQ port's
+/// looser names, a stray SADD) is left out of the listing with a warning that
+/// names it, and reported apart; the valid queues list and read as before.
+#[tokio::test]
+async fn an_invalid_name_in_the_set_of_queues_is_skipped_with_a_warning() {
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _log = tracing::subscriber::set_default(subscriber);
+
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("mail", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let _: i64 = redis::cmd("SADD")
+        .arg("rsmq:QUEUES")
+        .arg(&["bad name", "a:b"])
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(rsmq.list_queues().await.unwrap(), ["mail"]);
+    let logged = String::from_utf8_lossy(&lines.0.lock().unwrap()).into_owned();
+    assert!(
+        logged.contains("WARN") && logged.contains("bad name") && logged.contains("a:b"),
+        "{logged}"
+    );
+    // through a client (either backend) too, and the queue still reads
+    let client = redjob::Client::connect(&server.url()).await.unwrap();
+    use redjob::queue::Queues;
+    assert_eq!(client.queues().list_queues().await.unwrap(), ["mail"]);
+    let mut listing = client.queues().queue_listing().await.unwrap();
+    listing.skipped.sort();
+    assert_eq!(
+        (listing.names, listing.skipped),
+        (
+            vec!["mail".to_string()],
+            vec!["a:b".to_string(), "bad name".to_string()]
+        )
+    );
+    assert_eq!(client.queues().attributes("mail").await.unwrap().msgs, 0);
+}

@@ -133,8 +133,41 @@ async fn line(ctx: &Ctx, name: &str) -> Result<Line, Failure> {
     })
 }
 
-async fn lines(ctx: &Ctx) -> Result<Vec<Line>, Failure> {
-    let mut names = ctx.client.queues().list_queues().await?;
+/// Every queue's line, and the entries of the set of queue names that are no
+/// valid queue names (skipped, with a warning on stderr).
+struct Lines {
+    lines: Vec<Line>,
+    skipped: Vec<String>,
+}
+
+impl Lines {
+    /// Names the skipped entries on stderr, if any.
+    fn warn(&self) {
+        if self.skipped.is_empty() {
+            return;
+        }
+        let names: Vec<String> = self.skipped.iter().map(|n| format!("{n:?}")).collect();
+        eprintln!(
+            "warning: skipped {} entries of the namespace's set of queues that are not valid queue names: {}",
+            names.len(),
+            names.join(", ")
+        );
+    }
+
+    /// `{"queues": [...], "skipped": n, "skipped_names": [...]}`, each queue's
+    /// object through `each`.
+    fn json(&self, each: impl Fn(&Line) -> Value) -> Value {
+        json!({
+            "queues": self.lines.iter().map(each).collect::<Vec<_>>(),
+            "skipped": self.skipped.len(),
+            "skipped_names": self.skipped,
+        })
+    }
+}
+
+async fn lines(ctx: &Ctx) -> Result<Lines, Failure> {
+    let listing = ctx.client.queues().queue_listing().await?;
+    let mut names = listing.names;
     names.sort();
     let mut out = Vec::with_capacity(names.len());
     for name in names {
@@ -145,15 +178,19 @@ async fn lines(ctx: &Ctx) -> Result<Vec<Line>, Failure> {
             Err(e) => return Err(e),
         }
     }
-    Ok(out)
+    Ok(Lines {
+        lines: out,
+        skipped: listing.skipped,
+    })
 }
 
 pub async fn list(ctx: &Ctx) -> Outcome {
-    let lines = lines(ctx).await?;
+    let all = lines(ctx).await?;
+    all.warn();
     if ctx.json {
-        return show::json(&Value::Array(lines.iter().map(Line::json).collect()));
+        return show::json(&all.json(Line::json));
     }
-    table(&HEAD, &lines.iter().map(Line::row).collect::<Vec<_>>());
+    table(&HEAD, &all.lines.iter().map(Line::row).collect::<Vec<_>>());
     Ok(())
 }
 
@@ -231,7 +268,8 @@ pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Outcome {
     let mut before: Option<(Instant, Vec<Line>)> = None;
     loop {
         let now = Instant::now();
-        let lines = lines(ctx).await?;
+        let all = lines(ctx).await?;
+        let lines = &all.lines;
         let rate = |l: &Line, f: fn(&Line) -> u64| -> String {
             let Some((at, old)) = &before else {
                 return "-".into();
@@ -243,16 +281,14 @@ pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Outcome {
             format!("{per_s:.1}")
         };
         if ctx.json {
-            let all: Vec<Value> = lines
-                .iter()
-                .map(|l| {
-                    let mut v = l.json();
-                    v["processed_per_s"] = rate(l, |l| l.processed).into();
-                    v["failed_per_s"] = rate(l, |l| l.failed).into();
-                    v
-                })
-                .collect();
-            println!("{}", serde_json::to_string(&all)?);
+            let v = all.json(|l| {
+                let mut v = l.json();
+                v["processed_per_s"] = rate(l, |l| l.processed).into();
+                v["failed_per_s"] = rate(l, |l| l.failed).into();
+                v
+            });
+            println!("{}", serde_json::to_string(&v)?);
+            all.warn();
         } else {
             // clear the screen, then the table
             print!("\x1b[2J\x1b[H");
@@ -268,9 +304,10 @@ pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Outcome {
                 })
                 .collect();
             table(&head, &rows);
+            all.warn();
             println!("\nevery {:?}; Ctrl-C to stop", args.interval);
         }
-        before = Some((now, lines));
+        before = Some((now, all.lines));
         tokio::select! {
             _ = tokio::time::sleep(args.interval) => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),

@@ -109,7 +109,11 @@ async fn queues_and_queue_show_count_every_state_as_a_table_and_as_json() {
         .unwrap();
     let url = server.url();
     let v = cli(&url, &["queues", "--json"]).await.json();
-    let rows = v.as_array().unwrap();
+    assert_eq!(
+        (&v["skipped"], &v["skipped_names"]),
+        (&json!(0), &json!([]))
+    );
+    let rows = v["queues"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     let mail = &rows[1];
     assert_eq!(mail["queue"], "mail");
@@ -168,7 +172,7 @@ async fn pause_resume_purge_and_delete_a_queue_destructive_ones_asking_first() {
     assert_eq!(v["paused"], true);
     assert!(client.is_paused("mail").await.unwrap());
     assert_eq!(
-        cli(&url, &["queues", "--json"]).await.json()[0]["paused"],
+        cli(&url, &["queues", "--json"]).await.json()["queues"][0]["paused"],
         true
     );
     assert_eq!(
@@ -530,9 +534,10 @@ async fn stats_watch_prints_a_line_a_refresh_with_rates() {
         got.push(serde_json::from_str::<Value>(&line).unwrap());
     }
     child.kill().await.unwrap();
-    assert_eq!(got[0][0]["processed_per_s"], "-");
-    assert_eq!(got[1][0]["processed_per_s"], "0.0");
-    assert_eq!(got[1][0]["dead"], 3);
+    assert_eq!(got[0]["queues"][0]["processed_per_s"], "-");
+    assert_eq!(got[1]["queues"][0]["processed_per_s"], "0.0");
+    assert_eq!(got[1]["queues"][0]["dead"], 3);
+    assert_eq!(got[1]["skipped"], 0);
 }
 
 /// Runs until its worker's data `Notify` is notified.
@@ -946,4 +951,47 @@ async fn topic_dead_letters_are_requeued_and_deleted_by_id_or_all() {
     )
     .await
     .failed("no subscriber \"nobody\"");
+}
+
+/// A name in `rsmq:QUEUES` no queue can have (another RSMQ port's, a stray
+/// SADD) is skipped by `queues` and `stats` with a warning on stderr naming
+/// it, and counted in `--json`; the other queues list as before.
+#[tokio::test]
+async fn queues_skip_an_invalid_name_in_the_set_with_a_warning() {
+    let (server, _client) = setup().await;
+    let url = server.url();
+    let mut con = server.raw().await;
+    let _: i64 = redis::cmd("SADD")
+        .arg("rsmq:QUEUES")
+        .arg("bad name")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+
+    let table = cli(&url, &["queues"]).await;
+    let lines: Vec<&str> = table.ok().lines().collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].starts_with("mail "), "{lines:?}");
+    assert!(
+        table.err.contains("warning") && table.err.contains(r#""bad name""#),
+        "{}",
+        table.err
+    );
+
+    let v = cli(&url, &["queues", "--json"]).await.json();
+    assert_eq!(v["queues"][0]["queue"], "mail", "{v}");
+    assert_eq!(v["queues"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(
+        (&v["skipped"], &v["skipped_names"]),
+        (&json!(1), &json!(["bad name"]))
+    );
+    assert_eq!(cli(&url, &["stats", "--json"]).await.json(), v);
+    // the queue's own command is unaffected; the bad name itself is refused
+    assert_eq!(
+        cli(&url, &["queue", "show", "mail", "--json"]).await.json()["ready"],
+        2
+    );
+    cli(&url, &["queue", "show", "bad name"])
+        .await
+        .failed("invalid queue name");
 }

@@ -11,7 +11,8 @@ use super::{
 use crate::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
 use crate::ops::{Admin, DeadOrder, Spread, Tick, Ticked, Ticks, WorkerInfo};
 use crate::queue::{
-    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Queues, SendMessage, Sent,
+    Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, Queues,
+    SendMessage, Sent,
 };
 use crate::topic::{
     Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, TopicInfo, Topics,
@@ -218,6 +219,9 @@ impl Queues for AnyBackend {
     }
     async fn list_queues(&self) -> Result<Vec<String>> {
         on!(self, Queues::list_queues())
+    }
+    async fn queue_listing(&self) -> Result<QueueListing> {
+        on!(self, Queues::queue_listing())
     }
     async fn delete_queue(&self, name: &str) -> Result<()> {
         on!(self, Queues::delete_queue(name))

@@ -5,7 +5,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::{
-    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, Rsmq, SendMessage, Sent,
+    Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, Rsmq,
+    SendMessage, Sent,
 };
 use crate::{Error, Result};
 
@@ -31,8 +32,22 @@ pub trait Queues: Sync {
         name: &str,
         opts: QueueOptions,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// The names of all queues.
+    /// The names of all queues (on Redis without the entries of `ns:QUEUES`
+    /// that are no valid queue names, see [`queue_listing`](Self::queue_listing)).
     fn list_queues(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
+    /// The names of all queues, and apart the entries of the set of names that
+    /// are no valid queue names, which every queue operation refuses (on Redis
+    /// another RSMQ port or a stray `SADD` can put them in `ns:QUEUES`; each
+    /// call that finds some logs a warning naming them). For listings that say
+    /// what they skipped.
+    fn queue_listing(&self) -> impl Future<Output = Result<QueueListing>> + Send {
+        async move {
+            Ok(QueueListing {
+                names: self.list_queues().await?,
+                skipped: Vec::new(),
+            })
+        }
+    }
     /// Deletes a queue, its messages, its dead letters and counters (see
     /// [`Rsmq::delete_queue`] for keys left by RSMQ clients).
     fn delete_queue(&self, name: &str) -> impl Future<Output = Result<()>> + Send;
@@ -133,6 +148,9 @@ impl Queues for Rsmq {
     }
     async fn list_queues(&self) -> Result<Vec<String>> {
         Rsmq::list_queues(self).await
+    }
+    async fn queue_listing(&self) -> Result<QueueListing> {
+        Rsmq::queue_listing(self).await
     }
     async fn delete_queue(&self, name: &str) -> Result<()> {
         Rsmq::delete_queue(self, name).await

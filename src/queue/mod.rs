@@ -37,7 +37,7 @@ use redis::{AsyncCommands, Value};
 pub(crate) use crate::keys::Namespace;
 pub use api::Queues;
 pub use types::{
-    Message, MessageId, QueueAttributes, QueueOptions, QueueUpdate, SendMessage, When,
+    Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, SendMessage, When,
 };
 pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique};
 pub use validate::{LAST_DUE_MS, MAX_AHEAD, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
@@ -189,10 +189,33 @@ impl Rsmq {
         Ok(())
     }
 
-    /// The names of all queues in the namespace.
+    /// The names of all queues in the namespace. An entry of `ns:QUEUES` that
+    /// is no valid queue name is left out, with a warning (see
+    /// [`queue_listing`](Self::queue_listing)).
     pub async fn list_queues(&self) -> Result<Vec<String>> {
+        Ok(self.queue_listing().await?.names)
+    }
+
+    /// The names of all queues in the namespace, and apart the entries of
+    /// `ns:QUEUES` that are no valid queue names: another RSMQ port with
+    /// looser rules, or a stray `SADD`, can put them there, and every queue
+    /// operation refuses them, so a listing that read each queue would fail.
+    /// Each call that finds such entries logs a warning naming them.
+    pub async fn queue_listing(&self) -> Result<QueueListing> {
         let mut con = self.con.clone();
-        Ok(con.smembers(self.ns.queues()).await?)
+        let all: Vec<String> = con.smembers(self.ns.queues()).await?;
+        let (names, skipped): (Vec<String>, Vec<String>) = all
+            .into_iter()
+            .partition(|name| validate::queue_name(name).is_ok());
+        if !skipped.is_empty() {
+            tracing::warn!(
+                key = %self.ns.queues(),
+                skipped = ?skipped,
+                "skipped {} entries of the set of queue names that are not valid queue names: {skipped:?}",
+                skipped.len()
+            );
+        }
+        Ok(QueueListing { names, skipped })
     }
 
     /// Deletes a queue, its messages, and redjob's own keys of it: its dead

@@ -22,6 +22,31 @@ pub struct Message {
     pub sent: u64,
 }
 
+/// The set of queue names (`ns:QUEUES`) as [`queue_listing`](super::Queues::queue_listing)
+/// reads it: the valid names, and apart the entries no queue can have.
+///
+/// ```
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::queue::{QueueOptions, Queues};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let q = MemoryBackend::new();
+/// q.create_queue("jobs", QueueOptions::default()).await?;
+/// let listing = q.queue_listing().await?;
+/// assert_eq!((listing.names, listing.skipped.len()), (vec!["jobs".to_string()], 0));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueListing {
+    /// The queue names, in no particular order.
+    pub names: Vec<String>,
+    /// Entries that are not valid queue names (put there by an RSMQ port with
+    /// looser name rules, or by hand), left out of `names`: no queue operation
+    /// takes them. Empty on the memory backend.
+    pub skipped: Vec<String>,
+}
+
 /// Attributes for a new queue, as RSMQ's `createQueue` takes them.
 ///
 /// ```

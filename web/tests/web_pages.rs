@@ -400,6 +400,40 @@ async fn bad_input_and_a_lost_redis_get_clear_statuses() {
     );
 }
 
+/// A name in `rsmq:QUEUES` no queue can have (another RSMQ port's, a stray
+/// SADD) is skipped by the overview, which says so and names it; the other
+/// queues' pages work, and only a request for the bad name itself is a 400.
+#[tokio::test]
+async fn an_invalid_name_in_the_set_of_queues_is_skipped_by_the_overview() {
+    let (server, client) = setup().await;
+    let mut con = server.raw().await;
+    let _: i64 = redis::cmd("SADD")
+        .arg("rsmq:QUEUES")
+        .arg("bad <name>")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let app = redjob_web::router(client.clone());
+    let overview = get(&app, "/").await;
+    assert_eq!(overview.status, StatusCode::OK, "{}", overview.body);
+    assert!(
+        overview.body.contains(r#"href="/queues/mail""#),
+        "{}",
+        overview.body
+    );
+    assert!(
+        overview.body.contains("1 entry skipped")
+            && overview.body.contains("&quot;bad &lt;name&gt;&quot;"),
+        "{}",
+        overview.body
+    );
+    assert_eq!(get(&app, "/queues/mail").await.status, StatusCode::OK);
+    assert_eq!(
+        get(&app, "/queues/bad%20%3Cname%3E").await.status,
+        StatusCode::BAD_REQUEST
+    );
+}
+
 /// Runs until cancelled (stays in flight for the workers page).
 #[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
 #[job(name = "web_slow", queue = "slow")]

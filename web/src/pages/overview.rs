@@ -63,7 +63,10 @@ pub(crate) async fn line(client: &Client, name: String) -> redjob::Result<Option
 
 pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
     let client = &ctx.app.client;
-    let mut names = client.queues().list_queues().await?;
+    // entries of the set of names no queue can have are skipped, and named below
+    let listing = client.queues().queue_listing().await?;
+    let skipped = listing.skipped;
+    let mut names = listing.names;
     names.sort();
     let read: Vec<redjob::Result<Option<Line>>> = stream::iter(names)
         .map(|name| line(client, name))
@@ -97,6 +100,16 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
         redjob::backend::last_hour(now, lines.iter().flat_map(|l| l.minutes.iter().copied()));
     let body = html! {
         h1 { "Queues" }
+        @if !skipped.is_empty() {
+            p.warning role="alert" {
+                (skipped.len()) @if skipped.len() == 1 { " entry skipped" } @else { " entries skipped" }
+                " in the namespace's set of queues: not valid queue names, so no queue can have them (another RSMQ port's looser names, or a stray SADD): "
+                @for (i, name) in skipped.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    code { (format!("{name:?}")) }
+                }
+            }
+        }
         div #totals .cards data-live {
             @for (label, n) in cards {
                 div.card { b { (num(n)) } span { (label) } }
