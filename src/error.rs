@@ -80,6 +80,8 @@ pub enum Error {
     MissingData {
         /// The requested type.
         type_name: &'static str,
+        /// The types of the values the worker does hold, in no particular order.
+        held: Vec<&'static str>,
     },
     /// In inline mode (tests), the job run at enqueue failed.
     JobFailed {
@@ -207,10 +209,18 @@ impl fmt::Display for Error {
                 types.join(", ")
             ),
             Error::Protocol(m) => write!(f, "unexpected reply from redis: {m}"),
-            Error::MissingData { type_name } => write!(
-                f,
-                "no value of type {type_name} was given to the worker: add it with `Worker::builder(..).data(value)`"
-            ),
+            Error::MissingData { type_name, held } => {
+                let (wanted, held) = missing_data_names(type_name, held);
+                let held = if held.is_empty() {
+                    "it holds no values".to_string()
+                } else {
+                    format!("it holds: {}", held.join(", "))
+                };
+                write!(
+                    f,
+                    "no value of type {wanted} was given to the worker ({held}): add it with `Worker::builder(..).data(value)`"
+                )
+            }
             Error::JobFailed { name, error } => write!(f, "job {name} failed: {error}"),
             Error::ShuttingDown => write!(f, "shutting down"),
             Error::Crashed { task, reason } => write!(f, "worker {task} task crashed: {reason}"),
@@ -243,6 +253,36 @@ impl fmt::Display for Error {
 /// error), so a report would print the cause twice. The cause itself is in the
 /// variant's fields.
 impl std::error::Error for Error {}
+
+/// The names [`Error::MissingData`] shows, sorted: without module paths, unless
+/// that makes a held type look like the one wanted.
+fn missing_data_names(wanted: &str, held: &[&str]) -> (String, Vec<String>) {
+    let short = short_type_name(wanted);
+    let mut names: Vec<String> = held.iter().map(|h| short_type_name(h)).collect();
+    if names.contains(&short) {
+        names = held.iter().map(|h| h.to_string()).collect();
+        names.sort();
+        return (wanted.to_string(), names);
+    }
+    names.sort();
+    (short, names)
+}
+
+/// `type_name` without module paths: `alloc::sync::Arc<app::db::Pool>` is
+/// `Arc<Pool>`.
+fn short_type_name(type_name: &str) -> String {
+    let last = |path: &str| path.rsplit("::").next().unwrap_or(path).to_string();
+    let mut out = String::with_capacity(type_name.len());
+    let mut start = 0;
+    for (i, c) in type_name.char_indices() {
+        if !(c.is_alphanumeric() || c == '_' || c == ':') {
+            out += &last(&type_name[start..i]);
+            out.push(c);
+            start = i + c.len_utf8();
+        }
+    }
+    out + &last(&type_name[start..])
+}
 
 /// What the user's ACL refused, when `e` says so: a command, key or channel
 /// the client sent (`NOPERM this user has no permissions to …`), or something a
@@ -307,7 +347,34 @@ impl From<serde_json::Error> for Error {
 
 #[cfg(test)]
 mod tests {
-    use super::refused_text;
+    use super::{missing_data_names, refused_text, short_type_name};
+
+    #[test]
+    fn type_names_lose_their_module_paths_unless_two_then_look_alike() {
+        for (full, short) in [
+            ("alloc::sync::Arc<app::db::Pool>", "Arc<Pool>"),
+            ("u64", "u64"),
+            (
+                "std::collections::hash::map::HashMap<alloc::string::String, (u8, &str)>",
+                "HashMap<String, (u8, &str)>",
+            ),
+            ("[core::option::Option<a::B>; 2]", "[Option<B>; 2]"),
+        ] {
+            assert_eq!(short_type_name(full), short);
+        }
+        let (wanted, held) =
+            missing_data_names("app::Pool", &["u64", "alloc::sync::Arc<app::Pool>"]);
+        assert_eq!(
+            (wanted.as_str(), held.join(", ")),
+            ("Pool", "Arc<Pool>, u64".into())
+        );
+        // another module's Pool: full paths, or the message would name the same type twice
+        let (wanted, held) = missing_data_names("app::Pool", &["other::Pool"]);
+        assert_eq!(
+            (wanted.as_str(), held.join(", ")),
+            ("app::Pool", "other::Pool".into())
+        );
+    }
     use crate::backend::redis::scripts::{CREATE, UNIQUE};
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::worker::data::Data;
-use crate::{Error, JobId, Result};
+use crate::{JobId, Result};
 
 /// The context of one job execution: its id, attempt, queue, enqueue time and a
 /// cancellation token that fires on timeout or when the worker gives up on it.
@@ -91,29 +91,103 @@ impl JobContext {
     /// The shared value of type `T` the worker was given with `.data(value)`, the
     /// way axum's `State` works.
     ///
+    /// Values are found by type. One given as `Arc<T>` is found both as `T`
+    /// and as `Arc<T>` (ask for the `Arc` to clone it into a task you spawn);
+    /// one given as `T` only as `T` (there is no `Arc<T>` to lend). When a `T`
+    /// and an `Arc<T>` were both given, `data::<T>()` gets the `T`. The worker
+    /// keeps every value behind an `Arc` of its own, so a value needs no `Arc`
+    /// to be shared; `.data(Arc::new(pool))` is found all the same because it is
+    /// the usual way to write it, and a lookup that missed it would read as a
+    /// missing value (with `.ok()`, silently).
+    ///
     /// A value the worker was not given is a set-up mistake, not a passing
-    /// failure: [`Error::MissingData`] turned into a [`JobError`](crate::JobError)
-    /// with `?` is fatal, so the job is dead-lettered at once with the type's name
-    /// (and logged at error level) instead of being retried 25 times.
+    /// failure: [`Error::MissingData`](crate::Error::MissingData) turned into a
+    /// [`JobError`](crate::JobError) with `?` is fatal, so the job is
+    /// dead-lettered at once (and logged at error level) instead of being
+    /// retried 25 times. Its message names the type asked for and the types the
+    /// worker holds: `no value of type Cache was given to the worker (it holds:
+    /// Arc<Pool>, u64)`.
     ///
     /// ```
+    /// # use std::sync::Arc;
     /// # use std::time::SystemTime;
     /// # use redjob::JobContext;
     /// struct Config { greeting: &'static str }
+    /// struct Pool { size: u32 }
     ///
     /// let id = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
     /// let ctx = JobContext::new(id, 1, "default", SystemTime::UNIX_EPOCH)
-    ///     .with_data(Config { greeting: "hello" });
+    ///     .with_data(Config { greeting: "hello" })
+    ///     .with_data(Arc::new(Pool { size: 8 }));
     /// assert_eq!(ctx.data::<Config>().unwrap().greeting, "hello");
-    /// assert!(ctx.data::<String>().is_err());
+    /// // given as an `Arc`: found as `Pool` and as `Arc<Pool>`
+    /// assert_eq!(ctx.data::<Pool>().unwrap().size, 8);
+    /// let pool: Arc<Pool> = ctx.data::<Arc<Pool>>().unwrap().clone();
+    /// # let _ = pool;
+    /// let err = ctx.data::<String>().unwrap_err();
+    /// assert!(err.to_string().starts_with(
+    ///     "no value of type String was given to the worker (it holds: Arc<Pool>, Config)"
+    /// ));
     /// ```
     pub fn data<T: Send + Sync + 'static>(&self) -> Result<&T> {
-        self.data.get::<T>().ok_or(Error::MissingData {
-            type_name: std::any::type_name::<T>(),
-        })
+        self.data.require::<T>()
     }
 
-    /// Fires when the job should stop: timeout or worker shutdown past its grace period.
+    /// The run's cancellation token (tokio-util's [`CancellationToken`]). It
+    /// fires when the run should stop: the job's timeout passed, the job was
+    /// cancelled ([`Inspect::cancel`](crate::inspect::Inspect::cancel)) or
+    /// deleted while it ran, its lease was lost, or the worker shuts down past
+    /// its grace period.
+    ///
+    /// The handler's own `.await`s need nothing: once the token fires the
+    /// worker drops the handler's future at its next `.await` (a timeout then
+    /// counts as a failed attempt; after a shutdown or a lost lease the job
+    /// runs again, from the start; a cancelled or deleted job does not). What does not
+    /// stop with that future is work it handed elsewhere: a `spawn_blocking`
+    /// closure, a spawned task, a loop that does not await. Such work watches
+    /// the token, with `is_cancelled()` between steps or `cancelled().await`
+    /// in a `tokio::select!`; clone it to move it into a task.
+    ///
+    /// ```
+    /// # use std::time::SystemTime;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "doc_resize_all", timeout = "10m")]
+    /// struct ResizeAll { images: Vec<String> }
+    ///
+    /// fn resize(_image: &str) { /* CPU work, a blocking library call */ }
+    ///
+    /// impl Job for ResizeAll {
+    ///     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+    ///         // a thread of its own, which the worker cannot stop: it checks
+    ///         // the token between images
+    ///         let token = ctx.cancellation().clone();
+    ///         let images = self.images.clone();
+    ///         tokio::task::spawn_blocking(move || {
+    ///             for image in &images {
+    ///                 if token.is_cancelled() {
+    ///                     return Err("stopped before the last image");
+    ///                 }
+    ///                 resize(image);
+    ///             }
+    ///             Ok(())
+    ///         })
+    ///         .await??;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let id = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+    /// let ctx = JobContext::new(id, 1, "default", SystemTime::UNIX_EPOCH);
+    /// ctx.cancellation().cancel(); // as a timeout or a shutdown would
+    /// let job = ResizeAll { images: vec!["a.png".into()] };
+    /// let err = job.perform(&ctx).await.unwrap_err();
+    /// assert_eq!(err.to_string(), "stopped before the last image");
+    /// # }
+    /// ```
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancel
     }

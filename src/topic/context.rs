@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 
 use super::EventId;
+use crate::Result;
 use crate::worker::data::Data;
-use crate::{Error, Result};
 
 /// The context of one event handler run: the event's id, topic and subscriber,
 /// which delivery this is, and a token that fires on timeout or when the worker
@@ -89,13 +89,12 @@ impl EventContext {
         self.attempt
     }
 
-    /// The worker's shared value of type `T` (from `.data(value)`); a missing one
-    /// turned into a [`JobError`](crate::JobError) with `?` dead-letters the
-    /// event at once, naming the type.
+    /// The worker's shared value of type `T` (from `.data(value)`, also one
+    /// given as `Arc<T>`: see [`JobContext::data`](crate::JobContext::data)); a
+    /// missing one turned into a [`JobError`](crate::JobError) with `?`
+    /// dead-letters the event at once, naming the type and the types held.
     pub fn data<T: Send + Sync + 'static>(&self) -> Result<&T> {
-        self.data.get::<T>().ok_or(Error::MissingData {
-            type_name: std::any::type_name::<T>(),
-        })
+        self.data.require::<T>()
     }
 
     /// Fires when the run should stop: timeout, or shutdown past the grace period.

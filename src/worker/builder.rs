@@ -446,7 +446,30 @@ impl<B: Backend> WorkerBuilder<B> {
     }
 
     /// A shared value handlers get with [`JobContext::data`](crate::JobContext::data)
-    /// (a database pool, an HTTP client, config). One per type. Defaults to none.
+    /// (a database pool, an HTTP client, config). Defaults to none.
+    ///
+    /// Values are kept by their exact type, one per type (a second value of a
+    /// type replaces the first). A value given as `Arc<T>` is found both by
+    /// `ctx.data::<T>()` and by `ctx.data::<Arc<T>>()`; one given as `T` only by
+    /// `ctx.data::<T>()`. The worker keeps each value behind an `Arc` already,
+    /// so `.data(pool)` shares the pool without one. A handler that asks for a
+    /// type not given gets an error naming the types given (`no value of type
+    /// Cache was given to the worker (it holds: Arc<Pool>, u64)`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::AtomicU64;
+    /// use redjob::Worker;
+    /// use redjob::backend::memory::MemoryBackend;
+    ///
+    /// let sent = Arc::new(AtomicU64::new(0)); // the app reads it too
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .data(String::from("jobs@example.com")) // ctx.data::<String>()
+    ///     .data(sent.clone()) // ctx.data::<AtomicU64>() or ctx.data::<Arc<AtomicU64>>()
+    ///     .build()?;
+    /// # let _ = worker;
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
     pub fn data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.data = self.data.with(value);
         self
