@@ -218,3 +218,53 @@ async fn a_job_may_enqueue_its_own_type() {
     assert_eq!(kit.run_until_idle().await.unwrap().processed, 4);
     assert_eq!(runs.0.load(Ordering::SeqCst), 4);
 }
+
+#[derive(Serialize, Deserialize, Job, Debug)]
+#[job(
+    name = "flaky_once",
+    queue = "billing",
+    max_attempts = 3,
+    backoff = "1s"
+)]
+struct FlakyOnce;
+
+impl Job for FlakyOnce {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Runs>>()?.0.fetch_add(1, Ordering::SeqCst);
+        if ctx.attempt() == 1 {
+            return Err(JobError::retry(std::io::Error::other("try again")));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_runs_at_the_due_time_the_kit_reports_after_advancing_its_backoff() {
+    let (kit, runs) = kit();
+    kit.client().enqueue(&FlakyOnce).await.unwrap();
+    let failed_at = kit.clock().now();
+    assert_eq!(kit.run_until_idle().await.unwrap().retried, 1);
+    let scheduled = kit.scheduled::<FlakyOnce>();
+    assert_eq!(scheduled.len(), 1);
+    // due one backoff (in whole ms of the backend's clock) after the failure
+    let wait = scheduled[0].due.duration_since(failed_at).unwrap();
+    assert!(
+        wait <= Duration::from_secs(1) && wait > Duration::from_millis(998),
+        "{wait:?}"
+    );
+    assert_eq!(
+        kit.advance(wait - Duration::from_millis(1))
+            .await
+            .unwrap()
+            .processed,
+        0,
+        "not before its due time"
+    );
+    let run = kit.advance(Duration::from_millis(1)).await.unwrap();
+    assert_eq!(
+        (run.processed, run.retried, run.dead),
+        (1, 0, 0),
+        "the retry runs at the due time the kit reported"
+    );
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+}

@@ -495,3 +495,140 @@ async fn a_job_handed_as_the_worker_stops_is_released_uncounted() {
     w.stop().await;
     assert!(rec.counts().values().all(|n| *n == 1), "{:?}", rec.counts());
 }
+
+/// Records its run; runs once at most (`max_attempts = 1`); a body of 40 KB.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "handed_once", queue = "hq", max_attempts = 1)]
+struct OnceJob {
+    key: u64,
+    pad: String,
+}
+
+impl Job for OnceJob {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_hand_off_lost_with_the_connection_runs_at_once_as_attempt_one() {
+    let server = RedisServer::start();
+    let client = client_with(&server, &["hq"]).await;
+    let mut con = server.raw().await;
+    // Redis closes a subscriber whose output passes 1 KB: the 40 KB hand-off is
+    // published, then the worker's connection is closed with it unread
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("pubsub 1024 0 0")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let rec = Recorder::default();
+    let w = Worker::builder(client.backend())
+        .queue("hq")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let worker = w.id().to_string();
+    let w = start_serving(w).await;
+    subscribed(&server, &worker).await;
+    assert!(
+        common::wait_for(Duration::from_secs(5), || {
+            let mut con = con.clone();
+            let worker = worker.clone();
+            async move {
+                hget(&mut con, "rsmq:hq:Q", "redjob:handoff")
+                    .await
+                    .is_some_and(|r| r.contains(&worker))
+            }
+        })
+        .await,
+        "the idle worker registered"
+    );
+    let sent = std::time::Instant::now();
+    client
+        .enqueue(&OnceJob {
+            key: 1,
+            pad: "x".repeat(40 * 1024),
+        })
+        .await
+        .unwrap();
+    // the lease is 30 s: the job must not wait it out
+    assert!(
+        wait_until(Duration::from_secs(5), || rec.len() == 1).await,
+        "never ran: dead letters {:?}",
+        client.backend().dead_letters("hq", 10).await.unwrap()
+    );
+    let took = sent.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.stop().await;
+    let runs = rec.runs();
+    assert_eq!(runs.len(), 1, "ran once: {runs:?}");
+    assert_eq!(runs[0].attempt, 1, "the lost hand-off was no attempt");
+    assert!(
+        client
+            .backend()
+            .dead_letters("hq", 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing dead-lettered"
+    );
+    println!("a lost hand-off ran {took:?} after its send");
+}
+
+#[tokio::test]
+async fn a_worker_whose_running_slots_fill_withdraws_its_registrations() {
+    let server = RedisServer::start();
+    let client = client_with(&server, &["busy", "hq"]).await;
+    let mut con = server.raw().await;
+    let rec = Recorder::default();
+    let w = Worker::builder(client.backend())
+        .queues(["busy", "hq"])
+        .concurrency(1)
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let worker = w.id().to_string();
+    let w = start_serving(w).await;
+    let registered = |queue: &'static str| {
+        let con = con.clone();
+        let worker = worker.clone();
+        async move {
+            let mut con = con.clone();
+            hget(&mut con, &format!("rsmq:{queue}:Q"), "redjob:handoff")
+                .await
+                .is_some_and(|r| r.contains(&worker))
+        }
+    };
+    assert!(
+        common::wait_for(Duration::from_secs(5), || registered("hq")).await,
+        "the idle worker registered on hq"
+    );
+    // its only running slot takes a slow job of the other queue
+    client.enqueue(&SlowJob { key: 1 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!registered("hq").await, "still registered on hq while full");
+    let before = hget(&mut con, "rsmq:hq:Q", "redjob:leased").await;
+    for key in 2..5 {
+        client.enqueue(&HandedJob { key }).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        hget(&mut con, "rsmq:hq:Q", "redjob:leased").await,
+        before,
+        "a job was handed to the full worker (and released)"
+    );
+    assert!(
+        wait_until(Duration::from_secs(8), || rec.len() == 4).await,
+        "{:?}",
+        rec.runs()
+    );
+    w.stop().await;
+    assert!(rec.counts().values().all(|n| *n == 1), "{:?}", rec.counts());
+}

@@ -9,7 +9,7 @@ use super::{
     Backend, DeadLetter, Fetched, Handed, MinuteStats, QueueStats, Settle, Settled, Token,
 };
 use crate::inspect::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
-use crate::ops::{Admin, DeadOrder, Spread, Tick, Ticked, Ticks, WorkerInfo};
+use crate::ops::{Admin, DeadOrder, DeadQuery, Spread, Tick, Ticked, Ticks, WorkerInfo};
 use crate::queue::{
     Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, Queues,
     SendMessage, Sent,
@@ -122,6 +122,14 @@ impl Backend for AnyBackend {
         worker: &str,
     ) -> Result<Fetched> {
         on!(self, Backend::fetch_waiting(queue, max, lease, worker))
+    }
+    async fn withdraw_handoffs(
+        &self,
+        queues: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> Result<()> {
+        on!(self, Backend::withdraw_handoffs(queues, worker, lease))
     }
     async fn extend(
         &self,
@@ -320,6 +328,17 @@ impl Admin for AnyBackend {
     }
     async fn purge_dead(&self, queue: &str) -> Result<u64> {
         on!(self, Admin::purge_dead(queue))
+    }
+    async fn requeue_dead_matching(
+        &self,
+        queue: &str,
+        query: &DeadQuery,
+        per_second: Option<u32>,
+    ) -> Result<u64> {
+        on!(self, Admin::requeue_dead_matching(queue, query, per_second))
+    }
+    async fn delete_dead_matching(&self, queue: &str, query: &DeadQuery) -> Result<u64> {
+        on!(self, Admin::delete_dead_matching(queue, query))
     }
     async fn workers(&self) -> Result<Vec<WorkerInfo>> {
         on!(self, Admin::workers())

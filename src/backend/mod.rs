@@ -161,6 +161,7 @@ pub struct Delivery {
 ///         waited_ms: 0,
 ///     },
 ///     now_us: 1_790_000_000_000_000,
+///     lost: false,
 /// };
 /// // leased for 30 s from the hand-off, first delivery
 /// let lease_ms = handed.delivery.token.lease_until_ms() - handed.now_us / 1000;
@@ -175,6 +176,11 @@ pub struct Handed {
     pub delivery: Delivery,
     /// The backend's clock when the lease began, Unix µs.
     pub now_us: u64,
+    /// Not the job but a note of it: it was handed to this worker before its
+    /// listener last connected, and its message may have been lost with the
+    /// connection before (`body` is empty, `now_us` 0). The worker releases it,
+    /// not counted as an attempt, unless it holds it.
+    pub lost: bool,
 }
 
 /// The result of a fetch.
@@ -436,6 +442,22 @@ pub trait Backend: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Fetched>> + Send {
         let _ = worker;
         self.fetch(queue, max, lease)
+    }
+
+    /// Withdraws worker `worker`'s hand-off registrations (see
+    /// [`fetch_waiting`](Backend::fetch_waiting), made with `lease`) on `queues`,
+    /// where they are still in place: the worker can no longer start a job at
+    /// once (its running slots filled with other jobs), so the next send wakes
+    /// the queue's workers instead. A backend without hand-offs does nothing (the
+    /// default).
+    fn withdraw_handoffs(
+        &self,
+        queues: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (queues, worker, lease);
+        async { Ok(()) }
     }
 
     /// Extends leases still held to now + `lease`; returns each one's new token, or

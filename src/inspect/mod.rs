@@ -355,23 +355,24 @@ pub(crate) use forward_inspect;
 
 /// The state of a queued job with score `k` (thousandths of a ms) at `now_ms`.
 pub(crate) fn state_of(k: u64, now_ms: u64) -> JobState {
+    // a score is due in its ms, whatever count its thousandths carry
     if k >= LEASED_FROM_MS * 1000 {
-        if k <= (LEASED_FROM_MS + now_ms) * 1000 {
+        if k / 1000 <= LEASED_FROM_MS + now_ms {
             JobState::Ready
         } else {
             JobState::InFlight
         }
-    } else if k <= now_ms.saturating_mul(1000) {
+    } else if k / 1000 <= now_ms {
         JobState::Ready
     } else {
         JobState::Scheduled
     }
 }
 
-/// When a job with score `k` becomes due, Unix ms (rounded up): its score, or for
-/// a leased job its lease end.
+/// When a job with score `k` becomes due, Unix ms: its score's whole ms (a fetch
+/// takes it in that ms), or for a leased job its lease end.
 pub(crate) fn due_ms(k: u64) -> u64 {
-    let ms = k.div_ceil(1000);
+    let ms = k / 1000;
     if k >= LEASED_FROM_MS * 1000 {
         ms - LEASED_FROM_MS
     } else {
@@ -435,11 +436,12 @@ mod tests {
     fn states_are_score_ranges() {
         let now = 1_000;
         let l = LEASED_FROM_MS * 1000;
-        assert_eq!(state_of(1_000_000, now), JobState::Ready);
-        assert_eq!(state_of(1_000_001, now), JobState::Scheduled);
+        // a score is due in its whole ms, whatever count its thousandths carry
+        assert_eq!(state_of(1_000_999, now), JobState::Ready);
+        assert_eq!(state_of(1_001_000, now), JobState::Scheduled);
         assert_eq!(state_of(l - 1, now), JobState::Scheduled);
-        assert_eq!(state_of(l + 1_000_000, now), JobState::Ready);
-        assert_eq!(state_of(l + 1_000_001, now), JobState::InFlight);
-        assert_eq!((due_ms(1_000_001), due_ms(l + 2_000_003)), (1_001, 2_001));
+        assert_eq!(state_of(l + 1_000_999, now), JobState::Ready);
+        assert_eq!(state_of(l + 1_001_000, now), JobState::InFlight);
+        assert_eq!((due_ms(1_000_001), due_ms(l + 2_000_003)), (1_000, 2_000));
     }
 }

@@ -586,6 +586,7 @@ impl<B: Backend> WorkerBuilder<B> {
         let shared = Shared {
             slots: Semaphore::new(self.concurrency + prefetch),
             running: Semaphore::new(self.concurrency),
+            filled: tokio::sync::Notify::new(),
             fetch_max: (self.concurrency + prefetch).min(1000) as u32,
             lease: self.lease,
             poll_interval: self.poll_interval,

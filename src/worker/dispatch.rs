@@ -34,6 +34,9 @@ pub(crate) struct Dispatcher<B> {
     pub leases: Arc<Leases>,
     /// The last fetch's send time here and the backend's clock during it.
     pub clock: std::sync::Mutex<Option<(Instant, u64)>>,
+    /// The last fetch may have left a hand-off registration in place (withdrawn
+    /// when the worker's running slots fill, see `withdraw_when_full`).
+    pub registered: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -134,6 +137,7 @@ impl<B: Backend> Dispatcher<B> {
         let mut failures = 0u32;
         let mut served = false;
         let mut paused = false;
+        let mut slot_freed = false;
         loop {
             let mut n = tokio::select! {
                 n = self.slots() => n,
@@ -142,14 +146,21 @@ impl<B: Backend> Dispatcher<B> {
             if !self.per_queue.short_jobs() {
                 // long (or not yet timed) jobs: lease only what can start now
                 let free = self.shared.running.available_permits() as u32;
-                if free == 0 {
+                if free == 0 && !slot_freed {
                     self.give_back(n);
                     tokio::select! {
                         p = self.shared.running.acquire() => drop(p),
                         _ = self.per_queue.stop.cancelled() => return,
                     }
+                    // another queue's dispatcher may take the slot back before
+                    // this one looks again: lease one then (it waits for the
+                    // slot as a prefetched job), never wait for the slot again,
+                    // where two dispatchers could hand it back and forth for ever
+                    slot_freed = true;
                     continue;
                 }
+                slot_freed = false;
+                let free = free.max(1);
                 if n > free {
                     self.give_back(n - free);
                     n = free;
@@ -160,7 +171,8 @@ impl<B: Backend> Dispatcher<B> {
             // released instead
             let sent_at = Instant::now();
             // a hand-off goes only to a worker that can start it at once
-            let fetched = if self.shared.running.available_permits() > 0 {
+            let waiting = self.shared.running.available_permits() > 0;
+            let fetched = if waiting {
                 self.backend
                     .fetch_waiting(&self.queue, n as usize, self.shared.lease, &self.worker)
                     .await
@@ -194,6 +206,15 @@ impl<B: Backend> Dispatcher<B> {
             };
             let got = (fetched.jobs.len() as u32).min(n);
             self.give_back(n - got);
+            // fetch.lua registers a waiting fetch that leased fewer than asked,
+            // and clears the registration on a fetch that leased all it asked
+            let ordinary = !fetched.missing && !fetched.paused;
+            if ordinary && (waiting || fetched.jobs.len() >= n as usize) {
+                self.registered.store(
+                    waiting && fetched.jobs.len() < n as usize,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
             if fetched.orphans > 0 {
                 tracing::warn!(queue = %self.queue, orphans = fetched.orphans,
                     "removed ids without a body from the queue (evicted by Redis's maxmemory-policy, or deleted by another client)");
@@ -259,8 +280,29 @@ impl<B: Backend> Dispatcher<B> {
     /// job's arrival and, when the two clocks disagree, no earlier than
     /// [`HANDOFF_SLACK`] before it.
     pub fn take_handed(&self, h: Handed) {
+        if h.lost {
+            self.reclaim(h);
+            return;
+        }
+        self.registered
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         self.start_handed(h);
         self.wake.notify_one();
+    }
+
+    /// A job handed to this worker before its listener (re)connected, whose
+    /// message may have been lost with the connection: every hand-off that
+    /// reached this worker was taken before this note came, so a job not held
+    /// here never arrived. It is released, not counted as an attempt, so that it
+    /// runs now rather than after its lease (the release is fenced by the
+    /// hand-off's token: a job that ran and was settled is left alone).
+    fn reclaim(&self, h: Handed) {
+        if self.leases.lock().held.contains_key(&h.delivery.id) {
+            return;
+        }
+        tracing::info!(queue = %self.queue, job.id = %h.delivery.id,
+            "a job handed to this worker never reached it (its notification connection closed): released to run now");
+        self.release_handed(h);
     }
 
     fn start_handed(&self, h: Handed) {

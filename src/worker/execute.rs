@@ -77,6 +77,10 @@ pub(crate) async fn execute(
         _ = r.cancel.cancelled() => None,
         p = shared.running.acquire() => p.ok(),
     };
+    if running.is_some() && shared.running.available_permits() == 0 {
+        // no slot left to start a handed job at once: withdraw the registrations
+        shared.filled.notify_one();
+    }
     let mut report = Report::default();
     let outcome = match running {
         None => Outcome::Release {

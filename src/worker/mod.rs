@@ -88,6 +88,9 @@ pub(crate) struct Shared {
     pub slots: Semaphore,
     /// Jobs running.
     pub running: Semaphore,
+    /// Told when a job took the last running slot: hand-off registrations are
+    /// withdrawn (see [`withdraw_when_full`]).
+    pub filled: Notify,
     pub fetch_max: u32,
     pub lease: Duration,
     pub poll_interval: Duration,
@@ -228,6 +231,7 @@ impl<B: Backend> Worker<B> {
         let mut settler_txs = Vec::new();
         let mut infra = JoinSet::new();
         let mut held = Vec::new();
+        let mut registering = Vec::new();
         for (name, limit) in &self.queues {
             let queue: Arc<str> = name.as_str().into();
             let wake = Arc::new(Notify::new());
@@ -258,8 +262,10 @@ impl<B: Backend> Worker<B> {
                 per_queue: Arc::new(dispatch::PerQueue::new(stop.clone(), abort.clone(), qm)),
                 leases,
                 clock: std::sync::Mutex::new(None),
+                registered: std::sync::atomic::AtomicBool::new(false),
             };
             let d = Arc::new(d);
+            registering.push(d.clone());
             let to = d.clone();
             let take: Handoff = Arc::new(move |h| to.take_handed(h));
             handoffs.insert(name.clone(), take);
@@ -283,6 +289,12 @@ impl<B: Backend> Worker<B> {
             started: tokio::time::Instant::now(),
         });
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
+        infra.spawn(withdraw_when_full(
+            self.backend.clone(),
+            self.shared.clone(),
+            registering,
+            stop.clone(),
+        ));
         let readers = TaskTracker::new();
         let drained = CancellationToken::new();
         let mut subscribers = JoinSet::new();
@@ -554,6 +566,43 @@ async fn listen<B: Backend>(
             _ = stop.cancelled() => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Withdraws the worker's hand-off registrations whenever a job takes its last
+/// running slot: a send would hand the next job to a worker that must release
+/// it. A queue's dispatcher registers again with its next fetch.
+async fn withdraw_when_full<B: Backend>(
+    backend: B,
+    shared: Arc<Shared>,
+    dispatchers: Vec<Arc<Dispatcher<B>>>,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = shared.filled.notified() => {}
+            _ = stop.cancelled() => return,
+        }
+        if shared.running.available_permits() > 0 {
+            continue;
+        }
+        let queues: Vec<String> = dispatchers
+            .iter()
+            .filter(|d| {
+                d.registered
+                    .swap(false, std::sync::atomic::Ordering::Relaxed)
+            })
+            .map(|d| d.queue.to_string())
+            .collect();
+        if queues.is_empty() {
+            continue;
+        }
+        if let Err(e) = backend
+            .withdraw_handoffs(&queues, &dispatchers[0].worker, shared.lease)
+            .await
+        {
+            tracing::debug!(error = %e, "could not withdraw hand-off registrations: a job handed meanwhile is released");
+        }
     }
 }
 

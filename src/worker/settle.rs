@@ -237,11 +237,14 @@ impl<B: Backend> Settler<B> {
                     self.retry_wait = RETRY_MIN;
                     self.report_unapplied(&done, sent.len() as u64, after_failure);
                     // a merged re-delivery during the call changed the token: that
-                    // one stays for the next flush
+                    // one stays for the next flush; a new run of the job (a
+                    // release landed, and the job came back to this worker) is
+                    // not this settle's to drop, whatever its token
                     let mut again = deferred || sent.len() == MAX_BATCH;
                     let mut t = self.leases.lock();
-                    for (id, token) in &sent {
+                    for (id, token, run) in &sent {
                         match t.held.get(id) {
+                            Some(h) if h.run != *run => {}
                             Some(h) if h.token == *token => {
                                 t.held.remove(id);
                             }
@@ -265,7 +268,7 @@ impl<B: Backend> Settler<B> {
                     self.leases
                         .lock()
                         .done
-                        .extend(sent.iter().map(|(id, _)| *id));
+                        .extend(sent.iter().map(|(id, _, _)| *id));
                     tracing::warn!(queue = %self.queue, error = %e, pending = sent.len(), retry_in = ?self.retry_wait, "settling finished jobs failed; will retry");
                     self.retry_at = Some(Instant::now() + self.retry_wait);
                     self.retry_wait = (self.retry_wait * 2).min(RETRY_MAX);
@@ -323,7 +326,7 @@ impl<B: Backend> Settler<B> {
     /// Up to `MAX_BATCH` finished deliveries as one settle call, and what was
     /// sent (taken out of the table's `done` set until the call's result is known).
     /// Deliveries whose token is uncertain stay for later (`true` when any did).
-    fn batch(&self) -> (Settle, Vec<(JobId, Token)>, bool) {
+    fn batch(&self) -> (Settle, Vec<(JobId, Token, u64)>, bool) {
         let mut t = self.leases.lock();
         let Table { held, done } = &mut *t;
         let take: Vec<JobId> = done
@@ -343,7 +346,7 @@ impl<B: Backend> Settler<B> {
             let Some(h) = held.get(&id) else { continue };
             let Some(outcome) = &h.outcome else { continue };
             let token = h.token;
-            sent.push((id, token));
+            sent.push((id, token, h.run));
             match outcome {
                 Outcome::Ack => s.acks.push((id, token)),
                 Outcome::Retry { delay, error } => s.reschedules.push(Reschedule {

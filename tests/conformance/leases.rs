@@ -441,3 +441,159 @@ pub async fn long_jobs_are_not_prefetched_away_from_an_idle_worker(env: &Env) {
         );
     }
 }
+
+/// A release gives its delivery count back (it was no attempt), yet the next
+/// delivery's token is never an earlier one's: a settle of the released delivery
+/// (a retried call whose first reply was lost) must not touch the new one. Each
+/// round releases and fetches again at once, mostly within one ms (always on the
+/// memory backend's paused clock), where the old encoding repeated the token.
+pub async fn a_release_never_lets_the_next_delivery_reuse_a_token(env: &Env) {
+    let client = env.client.clone();
+    let backend = client.backend();
+    let lease = Duration::from_secs(30);
+    client
+        .enqueue(&Sleepy {
+            key: 1,
+            ms: 0,
+            hang_first: false,
+        })
+        .await
+        .unwrap();
+    let release = |d: &redjob::backend::Delivery| Settle {
+        reschedules: vec![Reschedule {
+            id: d.id,
+            token: d.token,
+            delay: Duration::ZERO,
+            deliveries: d.token.attempt().saturating_sub(1),
+            release: true,
+            error: None,
+        }],
+        ..Default::default()
+    };
+    let mut seen = Vec::new();
+    let mut last = None;
+    for round in 0..20 {
+        let d = backend
+            .fetch("work", 10, lease)
+            .await
+            .unwrap()
+            .jobs
+            .remove(0);
+        assert_eq!(
+            d.token.attempt(),
+            1,
+            "round {round}: a release is no attempt"
+        );
+        assert!(
+            !seen.contains(&d.token),
+            "round {round}: token {} of an earlier delivery again",
+            d.token
+        );
+        seen.push(d.token);
+        // the earlier delivery's release, sent again: must not apply to this one
+        if let Some(old) = &last {
+            let r = backend.settle("work", &release(old)).await.unwrap();
+            assert_eq!(r.rescheduled, 0, "round {round}: a stale release applied");
+        }
+        let r = backend.settle("work", &release(&d)).await.unwrap();
+        assert_eq!(r.rescheduled, 1);
+        last = Some(d);
+    }
+    // renewals never move a lease end back either, and the job runs as attempt 1
+    let d = backend
+        .fetch("work", 10, lease)
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    let short = backend
+        .extend("work", &[(d.id, d.token)], Duration::from_secs(1))
+        .await
+        .unwrap()[0]
+        .expect("held");
+    assert!(short.lease_until_ms() >= d.token.lease_until_ms());
+    assert!(!seen.contains(&short));
+    let done = backend
+        .settle(
+            "work",
+            &Settle {
+                acks: vec![(d.id, short)],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.acked, 1);
+}
+
+/// A retry is due at the time inspection reports for it, not a ms later: every
+/// fetch whose clock had reached that time leases it, and none before.
+pub async fn a_retry_is_fetchable_at_the_due_time_inspection_reports(env: &Env) {
+    use redjob::inspect::{Inspect, JobState};
+    let client = env.client.clone();
+    let backend = client.backend();
+    let lease = Duration::from_secs(30);
+    let id = client
+        .enqueue(&Sleepy {
+            key: 1,
+            ms: 0,
+            hang_first: false,
+        })
+        .await
+        .unwrap();
+    for attempt in 1..=3u32 {
+        let d = backend
+            .fetch("work", 10, lease)
+            .await
+            .unwrap()
+            .jobs
+            .remove(0);
+        assert_eq!(d.token.attempt(), attempt);
+        let retry = Settle {
+            reschedules: vec![Reschedule {
+                id: d.id,
+                token: d.token,
+                delay: Duration::from_millis(20),
+                deliveries: d.token.attempt(),
+                release: false,
+                error: Some("again".into()),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(backend.settle("work", &retry).await.unwrap().rescheduled, 1);
+        let info = backend.job("work", &id).await.unwrap().expect("queued");
+        assert_eq!(info.state, JobState::Scheduled);
+        assert_eq!(info.attempts, attempt);
+        let due = info.due_ms;
+        let mut empty = 0;
+        let got = loop {
+            let f = backend.fetch("work", 10, lease).await.unwrap();
+            let now = f.now_us / 1000;
+            if let Some(j) = f.jobs.first() {
+                assert!(now >= due, "leased at {now}, before its due {due}");
+                break j.clone();
+            }
+            assert!(
+                now < due,
+                "attempt {attempt}: a fetch at {now} found nothing though inspection said due at {due}"
+            );
+            empty += 1;
+            assert!(empty < 100_000, "never fetched");
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        };
+        assert_eq!(got.token.attempt(), attempt + 1);
+        // back in the queue for the next round, as a retry due now
+        let again = Settle {
+            reschedules: vec![Reschedule {
+                id: got.id,
+                token: got.token,
+                delay: Duration::ZERO,
+                deliveries: got.token.attempt() - 1,
+                release: true,
+                error: None,
+            }],
+            ..Default::default()
+        };
+        assert_eq!(backend.settle("work", &again).await.unwrap().rescheduled, 1);
+    }
+}

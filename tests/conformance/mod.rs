@@ -3,6 +3,7 @@
 //! `tests/conformance_memory.rs` (the memory backend on tokio's paused clock).
 #![allow(dead_code)]
 
+pub mod bulk;
 pub mod inspect;
 pub mod leases;
 pub mod lifecycle;
@@ -256,6 +257,8 @@ macro_rules! conformance_suite {
             an_ordered_subscriber_runs_one_event_at_a_time_across_workers,
             a_topic_deleted_under_a_worker_is_recreated_and_served,
             a_shutdown_releases_events_read_ahead_without_counting_an_attempt);
+        $crate::conformance_suite!(@bulk $setup, #[$attr],
+            topic_requeue_all_takes_each_letter_once_while_the_subscriber_fails_them);
     };
     ($setup:path, #[$attr:meta], without_topics) => {
         $crate::conformance_suite!(@lifecycle $setup, #[$attr],
@@ -311,6 +314,10 @@ macro_rules! conformance_suite {
             dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear,
             purge_deletes_every_job_but_keeps_dead_letters_and_the_queue,
             run_now_makes_a_scheduled_job_due_keeping_its_attempts_and_wakes_a_worker);
+        $crate::conformance_suite!(@bulk $setup, #[$attr],
+            requeue_all_takes_each_letter_once_while_a_worker_kills_them_again,
+            delete_matching_leaves_the_letters_that_die_after_it_starts,
+            purge_leaves_the_jobs_sent_after_it_starts);
         $crate::conformance_suite!(@live $setup, #[$attr],
             a_tick_is_enqueued_once_however_many_try,
             periodic_workers_enqueue_each_tick_once_and_list_the_schedule,
@@ -321,6 +328,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,
+            a_release_never_lets_the_next_delivery_reuse_a_token,
+            a_retry_is_fetchable_at_the_due_time_inspection_reports,
             a_delivery_says_how_long_it_was_due,
             shutdown_with_100_in_flight_loses_none_and_hides_none, long_jobs_are_not_prefetched_away_from_an_idle_worker, shutdown_lets_running_jobs_finish_within_grace,
             garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run);

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Included};
 
-use super::state::{MemQueue, due_score, ms_score};
+use super::state::{MemQueue, due_score, last_of_ms, ms_score};
 use super::{MemoryBackend, not_found};
 use crate::backend::LEASED_FROM_MS;
 use crate::inspect::{self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
@@ -16,7 +16,7 @@ type Set = BTreeSet<(u64, JobId)>;
 /// The score ranges (thousandths, inclusive) of a state at `now` ms, in listing order.
 fn ranges(state: JobState, now: u64) -> Vec<(u64, u64)> {
     let (l, n) = (ms_score(LEASED_FROM_MS), due_score(now));
-    let ln = ms_score(LEASED_FROM_MS.saturating_add(now));
+    let ln = last_of_ms(LEASED_FROM_MS.saturating_add(now));
     let ranges = match state {
         JobState::Ready => vec![(0, n), (l, ln)],
         JobState::Scheduled => vec![(n + 1, l - 1)],

@@ -160,17 +160,18 @@ impl MemoryBackend {
 
     /// True when no message of any queue is due now or leased to a worker.
     pub fn is_idle(&self) -> bool {
-        let now = self.clock.now_ms() * 1000;
+        let now = self.clock.now_ms();
         let st = self.lock();
         st.queues.values().all(|q| {
-            q.first_score().is_none_or(|score| score > now) && q.msgs.values().all(|m| !m.lease)
+            q.first_score().is_none_or(|score| score / 1000 > now)
+                && q.msgs.values().all(|m| !m.lease)
         })
     }
 
     /// What keeps the backend from being idle, queue by queue: jobs due now and
     /// jobs leased, each counted by job name (`?` for a body that is no job).
     pub(crate) fn pending(&self) -> Vec<Pending> {
-        let now = self.clock.now_ms() * 1000;
+        let now = self.clock.now_ms();
         let st = self.lock();
         let mut out = Vec::new();
         for (name, q) in &st.queues {
@@ -181,7 +182,7 @@ impl MemoryBackend {
             for m in q.msgs.values() {
                 let list = if m.lease {
                     &mut p.running
-                } else if m.score <= now {
+                } else if m.score / 1000 <= now {
                     &mut p.due
                 } else {
                     continue;
@@ -300,7 +301,11 @@ impl Backend for MemoryBackend {
         for (score, id, priority) in &due {
             let m = &q.msgs[id];
             let count = (score % 1000).max(m.rc).saturating_add(1).min(999) as u32;
-            let token = Token::new(lease_ms, count).at_priority(*priority);
+            // a released job's lease ends after its last one (see fetch.lua)
+            let until = m
+                .released_lease
+                .map_or(lease_ms, |l| lease_ms.max(l.saturating_add(1)));
+            let token = Token::new(until, count).at_priority(*priority);
             jobs.push(Delivery {
                 id: *id,
                 body: m.body.clone(),
@@ -310,6 +315,7 @@ impl Backend for MemoryBackend {
             q.rescore(*id, token.score());
             if let Some(m) = q.msgs.get_mut(id) {
                 m.lease = true;
+                m.released_lease = None;
             }
         }
         q.totalrecv += jobs.len() as u64;
@@ -343,6 +349,8 @@ impl Backend for MemoryBackend {
             .iter()
             .map(|(id, token)| {
                 q.holds(id, *token).then(|| {
+                    // never earlier than it was, as extend.lua
+                    let until = until.max(token.lease_until_ms());
                     let new = Token::new(until, token.attempt()).at_priority(token.priority());
                     q.rescore(*id, new.score());
                     new
@@ -392,6 +400,9 @@ impl Backend for MemoryBackend {
             q.rescore(r.id, due.saturating_mul(1000).saturating_add(count));
             if let Some(m) = q.msgs.get_mut(&r.id) {
                 m.lease = false;
+                if r.release {
+                    m.released_lease = Some(r.token.lease_until_ms());
+                }
                 // an empty error keeps the last one, as complete.lua does
                 if let Some(e) = r.error.as_ref().filter(|e| !e.is_empty()) {
                     m.error = Some(e.clone());

@@ -5,10 +5,10 @@ use std::collections::HashSet;
 use std::ops::Bound::{Excluded, Unbounded};
 
 use super::state::ms_score;
-use super::{MemoryBackend, not_found};
+use super::{MemQueue, MemoryBackend, not_found};
 use crate::backend::LEASED_FROM_MS;
 use crate::inspect::{self, Cursor, JobState, Page};
-use crate::ops::{Admin, DeadOrder, Spread};
+use crate::ops::{Admin, DeadOrder, DeadQuery, Spread};
 use crate::queue::validate;
 use crate::{JobId, Result};
 
@@ -60,10 +60,10 @@ impl Admin for MemoryBackend {
                 state = JobState::InFlight;
             }
             if state == JobState::Scheduled {
-                // the thousandths carry the delivery count, as in Redis; a ms
-                // early, so that they do not make it due a ms late
+                // the thousandths carry the delivery count, as in Redis; due
+                // in this ms whatever they carry
                 let count = m.score % 1000;
-                q.rescore(*id, ms_score(now.saturating_sub(1)) + count);
+                q.rescore(*id, ms_score(now) + count);
             }
             Some(state)
         })?;
@@ -106,27 +106,7 @@ impl Admin for MemoryBackend {
 
     async fn requeue_dead(&self, queue: &str, ids: &[JobId], spread: Spread) -> Result<u64> {
         let now = self.clock.now_ms();
-        let n = self.change(queue, |q| {
-            let mut seen = HashSet::new();
-            let mut n = 0u64;
-            for id in ids {
-                if !seen.insert(*id) || q.msgs.contains_key(id) {
-                    continue;
-                }
-                let Some((letter, priority)) = q.dead_msgs.get(id).cloned() else {
-                    continue;
-                };
-                q.drop_dead(id);
-                let s = spread.skip(n);
-                let due = now
-                    .saturating_add(s.first.as_millis() as u64)
-                    .min(LEASED_FROM_MS - 1);
-                q.insert(*id, letter.body, ms_score(due), priority);
-                n += 1;
-            }
-            q.totalsent += n;
-            n
-        })?;
+        let n = self.change(queue, |q| requeue(q, ids, spread, now))?;
         if n > 0 {
             self.notify(queue);
         }
@@ -135,6 +115,33 @@ impl Admin for MemoryBackend {
 
     async fn delete_dead(&self, queue: &str, ids: &[JobId]) -> Result<u64> {
         self.change(queue, |q| {
+            ids.iter().map(|id| u64::from(q.drop_dead(id))).sum()
+        })
+    }
+
+    // the bulk actions run under one lock: nothing dies while they run
+
+    async fn requeue_dead_matching(
+        &self,
+        queue: &str,
+        query: &DeadQuery,
+        per_second: Option<u32>,
+    ) -> Result<u64> {
+        let spread = per_second.map_or(Spread::NOW, Spread::per_second);
+        let now = self.clock.now_ms();
+        let n = self.change(queue, |q| {
+            let ids = matching(q, query);
+            requeue(q, &ids, spread, now)
+        })?;
+        if n > 0 {
+            self.notify(queue);
+        }
+        Ok(n)
+    }
+
+    async fn delete_dead_matching(&self, queue: &str, query: &DeadQuery) -> Result<u64> {
+        self.change(queue, |q| {
+            let ids = matching(q, query);
             ids.iter().map(|id| u64::from(q.drop_dead(id))).sum()
         })
     }
@@ -152,5 +159,38 @@ impl Admin for MemoryBackend {
 
     async fn ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<crate::ops::Ticks>> {
         self.ticks_now(queue, names)
+    }
+}
+
+/// Requeues the dead letters of `q` with these ids at `now` (ms), as
+/// dead_requeue.lua does; how many.
+fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
+    let mut seen = HashSet::new();
+    let mut n = 0u64;
+    for id in ids {
+        if !seen.insert(*id) || q.msgs.contains_key(id) {
+            continue;
+        }
+        let Some((letter, priority)) = q.dead_msgs.get(id).cloned() else {
+            continue;
+        };
+        q.drop_dead(id);
+        let s = spread.skip(n);
+        let due = now
+            .saturating_add(s.first.as_millis() as u64)
+            .min(LEASED_FROM_MS - 1);
+        q.insert(*id, letter.body, ms_score(due), priority);
+        n += 1;
+    }
+    q.totalsent += n;
+    n
+}
+
+/// The ids of the dead letters of `q` that match `query`, in its order.
+fn matching(q: &MemQueue, query: &DeadQuery) -> Vec<JobId> {
+    let pick = |(_, id): &(u64, JobId)| q.dead_info(id).filter(|j| query.matches(j));
+    match query.order {
+        DeadOrder::OldestFirst => q.dead.iter().filter_map(pick).map(|j| j.id).collect(),
+        DeadOrder::NewestFirst => q.dead.iter().rev().filter_map(pick).map(|j| j.id).collect(),
     }
 }

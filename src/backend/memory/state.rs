@@ -20,6 +20,10 @@ pub(super) struct Msg {
     pub priority: i8,
     /// The last retried run's error.
     pub error: Option<String>,
+    /// Released (its delivery not counted): that delivery's lease end, Unix ms.
+    /// Its next lease ends later, so no two deliveries share a token (as
+    /// `<id>:l` in Redis, see fetch.lua).
+    pub released_lease: Option<u64>,
 }
 
 /// One queue.
@@ -114,7 +118,7 @@ impl MemQueue {
     pub fn fetchable(&self, now: u64, n: usize) -> Vec<(u64, JobId, i8)> {
         let leased = (
             ms_score(LEASED_FROM_MS),
-            ms_score(LEASED_FROM_MS.saturating_add(now)),
+            last_of_ms(LEASED_FROM_MS.saturating_add(now)),
         );
         self.take(&[leased, (0, due_score(now))], n)
     }
@@ -297,6 +301,7 @@ impl MemQueue {
                 lease: false,
                 priority,
                 error: None,
+                released_lease: None,
             },
         );
         self.set_mut(priority).insert((score, id));
@@ -314,7 +319,13 @@ impl MemQueue {
 /// The highest score due at `now` (Unix ms): now, kept below the leased scores
 /// should the clock ever pass them (as `due_max` in lib.lua).
 pub(super) fn due_score(now: u64) -> u64 {
-    ms_score(now).min(ms_score(LEASED_FROM_MS) - 1)
+    last_of_ms(now).min(ms_score(LEASED_FROM_MS) - 1)
+}
+
+/// The highest score in the ms `ms`: a score is due in its ms, whatever
+/// delivery count its thousandths carry (as fetch.lua's `due_max`).
+pub(super) fn last_of_ms(ms: u64) -> u64 {
+    ms_score(ms).saturating_add(999)
 }
 
 /// The score of a time in Unix ms. Times past the largest score (about 584,000

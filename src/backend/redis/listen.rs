@@ -54,6 +54,12 @@ impl RedisBackend {
                 .await
                 .map_err(|_| timed_out())??;
         }
+        // a job handed before this connection whose message may have been lost
+        // with the one before: the answers come on this connection, after every
+        // hand-off that came on it (see reclaim.lua)
+        if let Some(ch) = own {
+            self.reclaim(queues, ch, true).await?;
+        }
         subscribed();
         // anything sent before the subscription took effect
         for q in queues {
@@ -66,7 +72,12 @@ impl RedisBackend {
             } else if let Some((ch, handed)) = &handoffs
                 && ch == channel
             {
-                match handed_job(msg.get_payload_bytes()) {
+                let payload = msg.get_payload_bytes();
+                let read = match payload.strip_prefix(b"? ") {
+                    Some(note) => lost_job(note),
+                    None => handed_job(payload),
+                };
+                match read {
                     Ok(h) => handed(h),
                     // leased to this worker, but unreadable: it comes back when
                     // the lease runs out
@@ -108,12 +119,63 @@ impl RedisBackend {
                         }
                     }
                     drain(&mut stream);
+                    // what was handed to this worker is read (or released): the
+                    // notes of it go with the worker
+                    if let Some(ch) = own {
+                        let _ = tokio::time::timeout(UNSUBSCRIBE_WAIT, self.reclaim(queues, ch, false)).await;
+                    }
                     return Ok(());
                 }
             }
         }
         Err(Error::Protocol("notification connection closed".into()))
     }
+}
+
+impl RedisBackend {
+    /// reclaim.lua for each queue: the last job handed to the worker on
+    /// `channel`, published there when `publish` (to be released unless the
+    /// worker holds it), and forgotten.
+    async fn reclaim(&self, queues: &[String], channel: &str, publish: bool) -> Result<()> {
+        let mut con = self.con.clone();
+        for q in queues {
+            let keys = self.ns.queue(q).all_levels();
+            let mut cmd = super::scripts::eval(&super::scripts::RECLAIM, &keys);
+            cmd.arg(channel).arg(q).arg(if publish { "1" } else { "0" });
+            tokio::time::timeout(
+                LISTEN_TIMEOUT,
+                super::scripts::run(&mut con, &super::scripts::RECLAIM, &cmd),
+            )
+            .await
+            .map_err(|_| Error::Protocol("asking for jobs handed before timed out".into()))??;
+        }
+        Ok(())
+    }
+}
+
+/// The answer of reclaim.lua, `<queue> <id> <token> <priority>`: a job handed to
+/// this worker before its listener connected, which it must release unless it
+/// holds it (see [`Handed::lost`]).
+pub(super) fn lost_job(note: &[u8]) -> Result<Handed> {
+    let bad = |what: &str| Error::Protocol(format!("note of a hand-off: bad {what}"));
+    let text = std::str::from_utf8(note).map_err(|_| bad("text"))?;
+    let mut parts = text.split(' ');
+    let mut next = |what: &str| parts.next().ok_or_else(|| bad(what));
+    let queue = next("queue")?.to_owned();
+    let id: JobId = next("id")?.parse().map_err(|_| bad("id"))?;
+    let token: Token = next("token")?.parse()?;
+    let priority: i8 = next("priority")?.parse().map_err(|_| bad("priority"))?;
+    Ok(Handed {
+        queue,
+        delivery: Delivery {
+            id,
+            body: Vec::new(),
+            token: token.at_priority(priority),
+            waited_ms: 0,
+        },
+        now_us: 0,
+        lost: true,
+    })
 }
 
 /// A hand-off message: `<queue> <priority> <id> <token> <now µs> <body>` (see
@@ -146,6 +208,7 @@ pub(super) fn handed_job(msg: &[u8]) -> Result<Handed> {
             waited_ms: 0,
         },
         now_us,
+        lost: false,
     })
 }
 

@@ -55,6 +55,7 @@ struct Shared {
     extend_loaded: AtomicBool,
     complete_loaded: AtomicBool,
     poll_loaded: AtomicBool,
+    withdraw_loaded: AtomicBool,
     /// Connections of topic consumers' blocking reads, one per consumer and
     /// subscriber: a blocked read holds up every later command on its connection.
     readers: Mutex<HashMap<String, Connection>>,
@@ -190,6 +191,15 @@ impl RedisBackend {
             .prioritized
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Worker `worker`'s hand-off registration on `queue` (see fetch.lua).
+    fn registration(&self, queue: &str, worker: &str, lease: Duration) -> String {
+        format!(
+            "{} {} {queue}",
+            super::clamped_ms(lease),
+            self.ns.handoff(worker)
+        )
     }
 
     /// fetch.lua, with the worker's hand-off registration `reg` if any.
@@ -398,12 +408,36 @@ impl Backend for RedisBackend {
         if self.ns.is_cluster() {
             return self.fetch(queue, max, lease).await;
         }
-        let reg = format!(
-            "{} {} {queue}",
-            super::clamped_ms(lease),
-            self.ns.handoff(worker)
-        );
+        let reg = self.registration(queue, worker, lease);
         self.fetch_registering(queue, max, lease, Some(&reg)).await
+    }
+
+    async fn withdraw_handoffs(
+        &self,
+        queues: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> Result<()> {
+        if self.ns.is_cluster() || queues.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for q in queues {
+            let reg = self.registration(q, worker, lease);
+            pipe.add_command(
+                eval(&scripts::WITHDRAW, &[self.ns.queue(q).hash])
+                    .arg(reg)
+                    .clone(),
+            );
+        }
+        let loaded = &self.shared.withdraw_loaded;
+        scripts::run_pipeline(
+            &mut self.con.clone(),
+            &[(&scripts::WITHDRAW, loaded)],
+            &pipe,
+        )
+        .await?;
+        Ok(())
     }
 
     async fn extend(

@@ -10,8 +10,9 @@ use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next due µs or "", lease ms, maxsize, orphans,
 /// (id, body, meta)...}` where meta is the delivery count + 1000 × (priority +
-/// 10) + 21000 × the ms the job had been due; `None` when the script asks to be
-/// called again with the queue's priority level keys.
+/// 10) + 21000 × the ms the job had been due, negated when the job's own lease
+/// end (ms) follows it (a released job's, later than the call's); `None` when
+/// the script asks to be called again with the queue's priority level keys.
 pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     let (now, mut r) = Reply::status(v)?;
     let next = r.bytes()?;
@@ -30,7 +31,13 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     while !r.is_empty() {
         let raw = r.bytes()?;
         let body = r.bytes()?.to_vec();
-        let meta = r.int()?.max(0);
+        let meta = r.int()?;
+        let lease_ms = if meta < 0 {
+            r.int()?.max(0) as u64
+        } else {
+            lease_ms
+        };
+        let meta = meta.saturating_abs();
         let count = (meta % 1000).max(1) as u32;
         let priority = ((meta / 1000) % 21 - 10) as i8;
         let waited_ms = (meta / 21000) as u64;

@@ -31,6 +31,8 @@ scripts! {
     ATTRIBUTES => "attributes.lua",
     SET_ATTRIBUTES => "set_attributes.lua",
     FETCH => "fetch.lua",
+    RECLAIM => "reclaim.lua",
+    WITHDRAW => "withdraw.lua",
     POLL => "poll.lua",
     EXTEND => "extend.lua",
     COMPLETE => "complete.lua",

@@ -16,6 +16,7 @@ local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
 if not level then return 0 end
 redis.call("ZREM", level[2], id)
 redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err")
+forget_released({id})
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
-if tonumber(s) > LEASED + now then return 2 end
+if tonumber(s) >= LEASED + now + 1 then return 2 end
 return 1

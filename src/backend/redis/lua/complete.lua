@@ -23,6 +23,10 @@
 --          would (a hand-off its worker could not start, a shutdown's releases)
 -- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry or "l" for a release, error or ""), D x (id, token, error)
+-- A release gives the delivery count back (the delivery does not count as an
+-- attempt) and keeps the delivery's lease end in "<id>:l", counted in the hash
+-- field "redjob:released": the next fetch leases it until later than that, so the
+-- next token differs from this one (see fetch.lua).
 -- A retry's error is kept as the job's last error in <id>:err of the queue's
 -- hash (for inspection), and the hash field "redjob:errors" says that some may
 -- exist: acks and dead letters then delete theirs.
@@ -54,10 +58,10 @@ if #ids == 0 then return {0, 0, 0} end
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
 local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
-  "redjob:waiting")
+  "redjob:waiting", "redjob:released")
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
-local gone, fields, z, dead, missing, errfields = {}, {}, {}, {}, {}, {}
+local gone, fields, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
 for k, id in ipairs(ids) do
   if scores[k] and tonumber(scores[k]) == tonumber(tokens[k]) then
@@ -78,7 +82,13 @@ for k, id in ipairs(ids) do
         errfields[#errfields + 1] = id .. ":err"
         errfields[#errfields + 1] = errs[k]
       end
-      if kd == "r" then retried = retried + 1 else released = released + 1 end
+      if kd == "r" then
+        retried = retried + 1
+      else
+        released = released + 1
+        lfields[#lfields + 1] = id .. ":l"
+        lfields[#lfields + 1] = string.match(tokens[k], "^%d+")
+      end
     end
   elseif not scores[k] then
     missing[#missing + 1] = id
@@ -143,6 +153,11 @@ if #z > 0 then many("ZADD", KEYS[1], z) end
 if released > 0 and attrs[5] == "1" then
   redis.call("HSET", KEYS[2], "redjob:waiting", "0")
   redis.call("PUBLISH", ARGV[7], redis.call("ZCARD", KEYS[1]))
+end
+if released > 0 then
+  lfields[#lfields + 1] = "redjob:released"
+  lfields[#lfields + 1] = string.format("%.0f", (tonumber(attrs[6]) or 0) + released)
+  many("HSET", KEYS[2], lfields, 3000)
 end
 if #errfields > 0 then
   if not attrs[4] then

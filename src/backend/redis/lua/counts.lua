@@ -11,11 +11,11 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
 if not attrs[1] then return {-1} end
 local now = clock()
 local ready, scheduled, leased = 0, 0, 0
-local n, l = string.format("%.0f", now), string.format("%.0f", LEASED + now)
+local n, l = string.format("%.0f", now + 1), lease_max(now)
 for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 5)) do
   local k = level[2]
   ready = ready + redis.call("ZCOUNT", k, "-inf", due_max(now)) + redis.call("ZCOUNT", k, LEASED, l)
-  scheduled = scheduled + redis.call("ZCOUNT", k, "(" .. n, "(" .. LEASED)
-  leased = leased + redis.call("ZCOUNT", k, "(" .. l, "+inf")
+  scheduled = scheduled + redis.call("ZCOUNT", k, n, "(" .. LEASED)
+  leased = leased + redis.call("ZCOUNT", k, string.sub(l, 2), "+inf")
 end
 return {1, ready, scheduled, leased, redis.call("ZCARD", KEYS[3])}

@@ -21,5 +21,6 @@ for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   n = n + m
 end
 local _, h = many("HDEL", KEYS[2], fields)
+forget_released(ARGV)
 if attrs[2] == "1" then release_unique(KEYS[3], ARGV) end
 return {n, h}

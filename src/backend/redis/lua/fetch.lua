@@ -26,6 +26,11 @@
 -- ARGV[2]  lease length in ms
 -- ARGV[3]  optional: the worker's hand-off registration, "<lease ms> <channel>
 --          <queue>" ("" or absent: none)
+-- A released job (complete.lua) keeps its last lease end in "<id>:l" until it is
+-- leased again: its new lease ends after that one, so no two deliveries of a job
+-- ever share a token, though a release gives its delivery count back. The hash
+-- field "redjob:released" counts such fields; they are read only while it is
+-- not 0.
 -- A job sent with a delay is due at its send's µs plus the delay (exact_due in
 -- lib.lua), up to a ms before its score (rounded up): such jobs scored now + 1
 -- are leased once exactly due, after every due job of their level.
@@ -34,12 +39,15 @@
 --          without a body that were removed, id, body, meta, id, body, meta, ...}
 --          where meta packs three integers in one: the delivery count (1..999)
 --          + 1000 x (priority + 10) + 21000 x how long the job had been due (ms,
---          at most 10^11); {0, "", 0, -1, -1} when the queue does
+--          at most 10^11), negated when the job's lease end differs from the
+--          call's (a released job's, see "<id>:l" below): that lease end (ms)
+--          then follows the meta; {0, "", 0, -1, -1} when the queue does
 --          not exist; {1, "", 0, -1, -2} when the queue has priorities and the
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3}
 --          when the queue is paused
 -- a missing queue costs one command (workers check it every few seconds)
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
+  "redjob:released")
 if not attrs[1] then return {0, "", 0, -1, -1} end
 if attrs[7] then return {0, "", 0, -1, -3} end
 local mask = tonumber(attrs[6]) or 0
@@ -52,7 +60,7 @@ local lease = now + tonumber(ARGV[2])
 local ids, scores, lv = {}, {}, {}
 local left = max
 for li, level in ipairs(levels) do
-  for _, range in ipairs({{LEASED, LEASED + now}, {"-inf", due_max(now)}}) do
+  for _, range in ipairs({{LEASED, lease_max(now)}, {"-inf", due_max(now)}}) do
     if left <= 0 then break end
     local due = redis.call("ZRANGEBYSCORE", level[2], range[1], range[2], "WITHSCORES", "LIMIT", 0, left)
     for j = 1, #due, 2 do
@@ -97,6 +105,27 @@ if n > 0 then
     end
   end
   local vals = many("HMGET", KEYS[2], fields)
+  -- released jobs' last lease ends ("<id>:l", see complete.lua): read only while
+  -- the queue has some ("redjob:released" counts them), and dropped here
+  local floors, nfloors = {}, 0
+  local released = tonumber(attrs[9]) or 0
+  if released > 0 then
+    local lf = {}
+    for k = 1, n do lf[k] = ids[k] .. ":l" end
+    local got = many("HMGET", KEYS[2], lf)
+    local drop = {}
+    for k = 1, n do
+      if got[k] then
+        floors[k] = tonumber(got[k])
+        drop[#drop + 1] = lf[k]
+      end
+    end
+    nfloors = #drop
+    if nfloors > 0 then
+      allow_writes(KEYS[1])
+      many("HDEL", KEYS[2], drop)
+    end
+  end
   local tokens = {}
   -- per level: the new scores (ZADD pairs) and the orphans
   local z, orphans = {}, {}
@@ -109,9 +138,8 @@ if n > 0 then
       local score = tonumber(scores[k])
       local due = math.floor(score)
       local count = math.floor((score - due) * 1000 + 0.5)
-      -- when it became due: its score rounded up to whole ms, less LEASED for a
-      -- lease that ran out (inspect's due_ms)
-      if count > 0 then due = due + 1 end
+      -- when it became due: its score's whole ms, less LEASED for a lease that
+      -- ran out (inspect's due_ms)
       if due >= LEASED then due = due - LEASED end
       local waited = now - due
       if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
@@ -125,6 +153,11 @@ if n > 0 then
         token = string.format("%d.%03d", LEASED + lease, count)
         tokens[count] = token
       end
+      -- a released job's new lease ends after its last one, so that this
+      -- delivery's token (lease end and count) is none of an earlier one's
+      local floor = floors[k]
+      local own = floor and floor >= LEASED + lease
+      if own then token = string.format("%.0f.%03d", floor + 1, count) end
       local zl = z[li]
       if not zl then zl = {}; z[li] = zl end
       zl[#zl + 1] = token
@@ -134,6 +167,12 @@ if n > 0 then
       out[no + 2] = body
       out[no + 3] = count + 1000 * (levels[li][1] + 10) + 21000 * waited
       no = no + 3
+      if own then
+        -- negative: its own lease end (ms) follows
+        out[no] = -out[no]
+        out[no + 1] = floor + 1 - LEASED
+        no = no + 1
+      end
     else
       local ol = orphans[li]
       if not ol then ol = {}; orphans[li] = ol end
@@ -149,6 +188,10 @@ if n > 0 then
     set = {"totalrecv", string.format("%.0f", totalrecv + leased),
            "redjob:leased", string.format("%.0f", ours + leased)}
   end
+  if nfloors > 0 then
+    set[#set + 1] = "redjob:released"
+    set[#set + 1] = string.format("%.0f", math.max(released - nfloors, 0))
+  end
 end
 -- fewer leased than asked (orphans count as not leased): the worker will wait
 if leased < max then
@@ -156,12 +199,12 @@ if leased < max then
   for _, level in ipairs(levels) do
     local f = redis.call("ZRANGE", level[2], 0, 0, "WITHSCORES")
     local l = redis.call("ZRANGEBYSCORE", level[2], LEASED, "+inf", "WITHSCORES", "LIMIT", 0, 1)
-    -- in µs: a score's ms rounded up (its thousandths are a delivery count), or
-    -- the first job's exact due
+    -- in µs: a score's whole ms (its thousandths are a delivery count), or the
+    -- first job's exact due
     for k, s in ipairs({f[2], l[2]}) do
       local score = tonumber(s)
       if score >= LEASED then score = score - LEASED end
-      local due = k == 1 and exact_due(f[1], score) or math.ceil(score) * 1000
+      local due = k == 1 and exact_due(f[1], score) or math.floor(score) * 1000
       if not first or due < first then first = due end
     end
   end

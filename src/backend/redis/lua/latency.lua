@@ -11,7 +11,7 @@ local oldest = nil
 local function seen(t)
   if not oldest or t < oldest then oldest = t end
 end
-local l = string.format("%.0f", LEASED + now)
+local l = lease_max(now)
 for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 5)) do
   local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", due_max(now), "WITHSCORES", "LIMIT", 0, 1)
   if due[2] then seen(math.floor(tonumber(due[2]))) end

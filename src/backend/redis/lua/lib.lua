@@ -27,11 +27,19 @@ end
 -- backend/mod.rs). RSMQ clients see a leased message as hidden.
 local LEASED = 4000000000000
 
--- The highest due score at `now` (ms) as a ZRANGEBYSCORE bound: now, kept below
--- the leased scores should the clock ever pass them.
+-- The highest due score at `now` (ms) as an exclusive ZRANGEBYSCORE bound: every
+-- score in the ms `now` or before, so a retry scored "<due>.<count>" is due at
+-- <due> as inspection reports it (an RSMQ client's whole-ms scores are due at
+-- now either way); kept below the leased scores should the clock pass them.
 local function due_max(now)
-  if now < LEASED then return now end
+  if now + 1 < LEASED then return string.format("(%.0f", now + 1) end
   return "(" .. LEASED
+end
+
+-- The highest score of a lease that ran out by `now` (ms), as an exclusive
+-- ZRANGEBYSCORE bound (see due_max).
+local function lease_max(now)
+  return string.format("(%.0f", LEASED + now + 1)
 end
 
 -- Workers must keep draining a queue when Redis is at maxmemory with noeviction
@@ -141,8 +149,9 @@ end
 -- registration, the hash field "redjob:handoff" its fetch set ("<lease ms>
 -- <channel> <queue>"). PUBLISHes "<queue> <priority> <id> <token> <now µs>
 -- <body>" on the worker's channel when the worker listens there, and leases the
--- message to it (its score becomes the token, delivery 1, as fetch.lua's) and
--- counts the receive. Clears the registration (it is good for one job) unless
+-- message to it (its score becomes the token, delivery 1, as fetch.lua's),
+-- counts the receive, and keeps what it handed in the hash field "redjob:handed
+-- <channel>" ("<id> <token> <priority>", see reclaim.lua). Clears the registration (it is good for one job) unless
 -- the queue is paused, when nothing is handed. KEYS[2] is the queue's hash.
 -- Returns true when the worker got the message.
 local function hand_off(reg, zargs, hargs, now, us)
@@ -161,6 +170,11 @@ local function hand_off(reg, zargs, hargs, now, us)
   redis.call("PUBLISH", channel, queue .. " " .. ARGV[4] .. " " .. zargs[2] .. " " ..
     token .. " " .. string.format("%.0f", us) .. " " .. hargs[2])
   zargs[1] = token
+  -- what went to the worker, in case its message never reaches it (its
+  -- connection closed after the PUBLISH): its listener reads it back when it
+  -- connects again (reclaim.lua), and has the job released unless it holds it
+  hargs[#hargs + 1] = "redjob:handed " .. channel
+  hargs[#hargs + 1] = zargs[2] .. " " .. token .. " " .. ARGV[4]
   hargs[#hargs + 1] = "totalrecv"
   hargs[#hargs + 1] = string.format("%.0f", (tonumber(counts[2]) or 0) + 1)
   hargs[#hargs + 1] = "redjob:leased"
@@ -221,6 +235,20 @@ local function due_score(when, now, us, qdelay)
   return string.format("%.0f", math.min(s, LEASED - 1))
 end
 
+-- Forgets the last lease ends that released jobs among `ids` kept ("<id>:l", see
+-- complete.lua) when they leave the queue, keeping their count in the hash field
+-- "redjob:released" (fetches read those fields while it is not 0).
+local function forget_released(ids)
+  local n = tonumber(redis.call("HGET", KEYS[2], "redjob:released")) or 0
+  if n <= 0 then return end
+  local fields = {}
+  for i, id in ipairs(ids) do fields[i] = id .. ":l" end
+  local _, gone = many("HDEL", KEYS[2], fields)
+  if gone > 0 then
+    redis.call("HSET", KEYS[2], "redjob:released", string.format("%.0f", math.max(n - gone, 0)))
+  end
+end
+
 -- Drops members that have no body left (evicted, or deleted halfway by another
 -- client) from the sorted set `zset`, with the fields they may have kept.
 local function drop_orphans(zset, ids)
@@ -232,6 +260,7 @@ local function drop_orphans(zset, ids)
     fields[#fields + 1] = id .. ":err"
   end
   many("HDEL", KEYS[2], fields)
+  forget_released(ids)
 end
 
 -- Frees the unique keys (see unique.lua) of jobs that left their queue (acked,
@@ -286,16 +315,23 @@ end
 
 -- How many members of the sorted set `key` at score `s` (as text) sort before
 -- `id`, which is not among them: where a cursor's row that left the set stood
--- among its ties (ties sort by id).
+-- among its ties. Ties sort by their bytes (Lua's `<` would go by the server's
+-- locale); a binary search over their ranks runs about log2(ties) ZRANGEs of
+-- one member each, so 100,000 ties cost some 20 commands, never a walk.
 local function ties_below(key, s, id)
-  local n, off = 0, 0
-  while true do
-    local t = redis.call("ZRANGEBYSCORE", key, s, s, "LIMIT", off, 500)
-    for _, m in ipairs(t) do
-      if m > id then return n end
-      n = n + 1
+  local function before(a, b)
+    for i = 1, math.min(#a, #b) do
+      local x, y = string.byte(a, i), string.byte(b, i)
+      if x ~= y then return x < y end
     end
-    if #t < 500 then return n end
-    off = off + 500
+    return #a < #b
   end
+  local first = redis.call("ZCOUNT", key, "-inf", "(" .. s)
+  local lo, hi = first, first + redis.call("ZCOUNT", key, s, s)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local m = redis.call("ZRANGE", key, mid, mid)[1]
+    if m and before(m, id) then lo = mid + 1 else hi = mid end
+  end
+  return lo - first
 end

@@ -3,9 +3,10 @@
 -- score (ready: due messages oldest first, then leases that ran out). Ranges
 -- only move up as time passes, so a cursor below a range starts it from its
 -- beginning. Dead letters are listed by dead.lua.
--- A page starts after a cursor, the previous page's last row: by its rank while
--- it is still there, else after its score and id. Either way a page reads its
--- rows plus at most the rows sharing the cursor's score: never the whole set.
+-- A page starts after a cursor, the previous page's last row: at the rank after
+-- its own while it is still there, else after its score and id (a binary search
+-- among the rows sharing its score, see ties_below). Either way a page reads its
+-- rows by rank, O(log N) each: never the rows before them.
 -- KEYS[1..4], KEYS[5..24]  as job.lua
 -- ARGV[1]  the state: "ready", "scheduled" or "in_flight"
 -- ARGV[2]  the most rows
@@ -20,9 +21,9 @@ local state, want = ARGV[1], tonumber(ARGV[2])
 local inf = math.huge
 -- {low, low excluded, high, high excluded}
 local ranges = ({
-  ready = {{-inf, false, math.min(now, LEASED), now >= LEASED}, {LEASED, false, LEASED + now, false}},
-  scheduled = {{now, true, LEASED, true}},
-  in_flight = {{LEASED + now, true, inf, false}},
+  ready = {{-inf, false, math.min(now + 1, LEASED), true}, {LEASED, false, LEASED + now + 1, true}},
+  scheduled = {{now + 1, false, LEASED, true}},
+  in_flight = {{LEASED + now + 1, false, inf, false}},
 })[state]
 local levels = level_sets(tonumber(attrs[2]) or 0, 5)
 
@@ -41,13 +42,20 @@ local rows = {}
 local function take(p, t)
   for j = 1, #t, 2 do rows[#rows + 1] = {p, t[j], t[j + 1]} end
 end
--- how many members of `key` at the cursor's score come up to it (ties sort by id)
-local function past_cursor(key)
+-- the rank in `key` of the first row after the cursor (ties sort by id)
+local function after_cursor(key)
   local s = redis.call("ZSCORE", key, cid)
-  if s and tonumber(s) == csn then
-    return redis.call("ZRANK", key, cid) - redis.call("ZCOUNT", key, "-inf", "(" .. cs) + 1
+  if s and tonumber(s) == csn then return redis.call("ZRANK", key, cid) + 1 end
+  return redis.call("ZCOUNT", key, "-inf", "(" .. cs) + ties_below(key, cs, cid)
+end
+-- up to `left` rows of `key` at priority p from rank `from` on, while in range r
+-- (ZRANGEBYSCORE's LIMIT offset would walk the rows it skips)
+local function take_from(p, key, from, left, r)
+  local t = redis.call("ZRANGE", key, from, from + left - 1, "WITHSCORES")
+  for j = 1, #t, 2 do
+    if not within(tonumber(t[j + 1]), r) then break end
+    rows[#rows + 1] = {p, t[j], t[j + 1]}
   end
-  return ties_below(key, cs, cid)
 end
 for _, level in ipairs(levels) do
   local p, key = level[1], level[2]
@@ -63,7 +71,7 @@ for _, level in ipairs(levels) do
       if not cursor then
         take(p, redis.call("ZRANGEBYSCORE", key, bound(r[1], r[2]), hi, "WITHSCORES", "LIMIT", 0, left))
       elseif within(csn, r) then
-        take(p, redis.call("ZRANGEBYSCORE", key, cs, hi, "WITHSCORES", "LIMIT", past_cursor(key), left))
+        take_from(p, key, after_cursor(key), left, r)
         cursor = false
       end
       -- else the range lies below the cursor: listed already

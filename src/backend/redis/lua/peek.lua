@@ -12,7 +12,7 @@ local want = tonumber(ARGV[1])
 local levels = level_sets(tonumber(attrs[2]) or 0, 5)
 local rows = {}
 for _, level in ipairs(levels) do
-  for _, range in ipairs({{LEASED, LEASED + now}, {"-inf", due_max(now)}}) do
+  for _, range in ipairs({{LEASED, lease_max(now)}, {"-inf", due_max(now)}}) do
     local left = want - #rows
     if left <= 0 then break end
     local t = redis.call("ZRANGEBYSCORE", level[2], range[1], range[2], "WITHSCORES", "LIMIT", 0, left)
@@ -23,7 +23,7 @@ local left = want - #rows
 if left > 0 then
   local later = {}
   for li, level in ipairs(levels) do
-    local t = redis.call("ZRANGEBYSCORE", level[2], "(" .. now, "(" .. LEASED, "WITHSCORES", "LIMIT", 0, left)
+    local t = redis.call("ZRANGEBYSCORE", level[2], string.format("%.0f", now + 1), "(" .. LEASED, "WITHSCORES", "LIMIT", 0, left)
     for j = 1, #t, 2 do later[#later + 1] = {level[1], t[j], t[j + 1], li, tonumber(t[j + 1])} end
   end
   table.sort(later, function(a, b)

@@ -11,7 +11,7 @@ local now = clock()
 local soon = now + tonumber(ARGV[1])
 for _, level in ipairs(level_sets(mask, 3)) do
   if #redis.call("ZRANGEBYSCORE", level[2], "-inf", due_max(soon), "LIMIT", 0, 1) > 0 then return 1 end
-  local ends = string.format("%.0f", LEASED + soon)
+  local ends = lease_max(soon)
   if #redis.call("ZRANGEBYSCORE", level[2], LEASED, ends, "LIMIT", 0, 1) > 0 then return 1 end
 end
 return 0

@@ -33,6 +33,7 @@ end
 local vals = many("HMGET", KEYS[2], fields, 3000)
 for _, id in ipairs(ids) do fields[#fields + 1] = id .. ":err" end
 many("HDEL", KEYS[2], fields)
+forget_released(ids)
 local n = 0
 for i, id in ipairs(ids) do
   local body = vals[i * 3 - 2]

@@ -17,18 +17,18 @@ local level, s = find_level(tonumber(attrs[2]) or 0, 3, id)
 if not level then return 0 end
 local score = tonumber(s)
 if score >= LEASED then
-  if score > LEASED + now then return 3 end
+  if score >= LEASED + now + 1 then return 3 end
   return 2
 end
-if score <= now then return 2 end
+if score < now + 1 then return 2 end
 local count = score_count(score)
 -- hidden by an RSMQ-style receive (a whole-ms score, a receive counted): its
 -- receiver works on it, as a worker on a lease
 if count == 0 and (tonumber(redis.call("HGET", KEYS[2], id .. ":rc")) or 0) > 0 then
   return 3
 end
--- a ms early, so that the count in its thousandths does not make it due a ms late
-redis.call("ZADD", level[2], string.format("%.0f.%03d", now - 1, count), id)
+-- due in this ms (a fetch takes every score of the ms, see due_max)
+redis.call("ZADD", level[2], string.format("%.0f.%03d", now, count), id)
 if attrs[3] == "1" then
   redis.call("HSET", KEYS[2], "redjob:waiting", "0")
   redis.call("PUBLISH", ARGV[2], redis.call("ZCARD", KEYS[1]))
