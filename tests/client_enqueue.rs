@@ -469,11 +469,50 @@ async fn an_enqueue_waiting_for_replicas_returns_once_they_have_it_or_says_they_
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(synced, "the replica did not sync within 10 s");
-    let durable = Client::from_config(wait(1, master.url())).await.unwrap();
+    // "online" on the master only says the snapshot went out: the replica may
+    // still be loading it and acknowledges nothing until it is done (a 200 ms
+    // WAIT then failed on a loaded machine). Wait until it says its link is up
+    // and it has acknowledged a write, with time to spare.
+    let mut on_replica = replica.raw().await;
+    let mut up = false;
+    for _ in 0..500 {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut on_replica)
+            .await
+            .unwrap();
+        if info.lines().any(|l| l.trim() == "master_link_status:up") {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(up, "the replica's link did not come up within 10 s");
+    let _: () = con.set("redjob-test:synced", 1).await.unwrap();
+    let mut acked = 0;
+    for _ in 0..20 {
+        // within the test connection's response timeout
+        acked = redis::cmd("WAIT")
+            .arg(1)
+            .arg(500)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if acked == 1 {
+            break;
+        }
+    }
+    assert_eq!(acked, 1, "the replica acknowledges writes");
+    // time to spare for the replica's acknowledgement on a loaded machine
+    let mut patient = wait(1, master.url());
+    patient.redis.wait_for_replicas = Some(WaitForReplicas {
+        replicas: 1,
+        timeout: Duration::from_secs(2),
+    });
+    let durable = Client::from_config(patient).await.unwrap();
     durable.enqueue(&N { i: 2 }).await.unwrap();
     let batch: Vec<N> = (3..10).map(|i| N { i }).collect();
     assert_eq!(durable.enqueue_batch(&batch).await.unwrap().len(), 7);
-    let mut on_replica = replica.raw().await;
     assert_eq!(
         on_replica.zcard::<_, u64>("rsmq:default").await.unwrap(),
         9,
