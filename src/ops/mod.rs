@@ -76,6 +76,15 @@ pub trait Admin: Inspect {
     /// running: a running job's worker finds it gone at its next lease renewal
     /// and drops its outcome, as after a [`cancel`](Inspect::cancel). The
     /// queue, its settings and counters stay. Returns how many were deleted.
+    ///
+    /// It deletes the jobs sent before it started, by the time their id
+    /// carries (the send's, by the backend's clock; a periodic job's is its
+    /// tick's): its cutoff is the backend's clock when it starts, read once,
+    /// and a job sent later is left, so it ends while producers send. (A dead
+    /// letter requeued meanwhile keeps its id, and its old time.) A job there
+    /// all along is deleted wherever it moves meanwhile (retried, leased,
+    /// delayed), unless it changes priority. On Redis it goes a batch at a
+    /// time; in memory it deletes them all at once, under one lock.
     fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send;
 
     /// Makes the scheduled job `id` due now, at its priority and with its
@@ -235,57 +244,30 @@ pub trait Admin: Inspect {
     /// `per_second`, they become due at that rate rather than all at once, so a
     /// requeue of 100,000 does not flood the workers. Returns how many were
     /// requeued.
+    ///
+    /// It acts on the letters there when it starts: its cutoff is the
+    /// backend's clock then (Redis's `TIME`, read once), and a letter that dies
+    /// after it, such as one this call requeued and a worker failed again, is
+    /// left for the next call. So it acts on each letter at most once, returns
+    /// at most as many as matched when it started, and ends however fast
+    /// workers add letters. On Redis it waits for Redis's clock to pass the
+    /// cutoff's millisecond before its first requeue (a millisecond at most);
+    /// in memory it acts at once, under one lock.
     fn requeue_dead_matching(
         &self,
         queue: &str,
         query: &DeadQuery,
         per_second: Option<u32>,
-    ) -> impl Future<Output = Result<u64>> + Send
-    where
-        Self: Sized,
-    {
-        let spread = per_second.map_or(Spread::NOW, Spread::per_second);
-        each_matching(self, queue, query, Some(spread))
-    }
+    ) -> impl Future<Output = Result<u64>> + Send;
 
-    /// Deletes every dead letter that matches `query`; returns how many.
+    /// Deletes every dead letter that matches `query`; returns how many. Like
+    /// [`requeue_dead_matching`](Admin::requeue_dead_matching), only those there
+    /// when it starts: a letter that dies after it is left.
     fn delete_dead_matching(
         &self,
         queue: &str,
         query: &DeadQuery,
-    ) -> impl Future<Output = Result<u64>> + Send
-    where
-        Self: Sized,
-    {
-        each_matching(self, queue, query, None)
-    }
-}
-
-/// Requeues (with `spread`) or deletes (without) every dead letter of `queue`
-/// that matches `query`, a page at a time; returns how many.
-async fn each_matching<A: Admin>(
-    a: &A,
-    queue: &str,
-    query: &DeadQuery,
-    spread: Option<Spread>,
-) -> Result<u64> {
-    let (mut done, mut after) = (0, None);
-    loop {
-        let page = a
-            .dead_matching(queue, query, after.as_ref(), MAX_PAGE)
-            .await?;
-        let ids: Vec<JobId> = page.jobs.iter().map(|j| j.id).collect();
-        if !ids.is_empty() {
-            done += match spread {
-                Some(s) => a.requeue_dead(queue, &ids, s.skip(done)).await?,
-                None => a.delete_dead(queue, &ids).await?,
-            };
-        }
-        match page.next {
-            Some(c) => after = Some(c),
-            None => return Ok(done),
-        }
-    }
+    ) -> impl Future<Output = Result<u64>> + Send;
 }
 
 /// `impl Admin for $ty` by calling the same methods on `$inner` (an expression
@@ -334,6 +316,21 @@ macro_rules! forward_admin {
             }
             async fn purge_dead(&$self, queue: &str) -> $crate::Result<u64> {
                 $crate::ops::Admin::purge_dead(&$inner, queue).await
+            }
+            async fn requeue_dead_matching(
+                &$self,
+                queue: &str,
+                query: &$crate::ops::DeadQuery,
+                per_second: Option<u32>,
+            ) -> $crate::Result<u64> {
+                $crate::ops::Admin::requeue_dead_matching(&$inner, queue, query, per_second).await
+            }
+            async fn delete_dead_matching(
+                &$self,
+                queue: &str,
+                query: &$crate::ops::DeadQuery,
+            ) -> $crate::Result<u64> {
+                $crate::ops::Admin::delete_dead_matching(&$inner, queue, query).await
             }
             async fn workers(&$self) -> $crate::Result<Vec<$crate::ops::WorkerInfo>> {
                 $crate::ops::Admin::workers(&$inner).await

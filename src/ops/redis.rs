@@ -1,16 +1,25 @@
 //! [`Admin`] on Redis: one script call per operation (`pause.lua`, `dead.lua`,
-//! `dead_requeue.lua`, `dead_delete.lua`, `run_now.lua`).
+//! `dead_requeue.lua`, `dead_delete.lua`, `run_now.lua`), a batch per call for
+//! the bulk actions (`purge.lua`, and the dead letters matching a query), which
+//! each take their cutoff once, from Redis's clock when they start.
 
-use redis::Value;
+use std::time::{Duration, Instant};
 
-use super::{Admin, DeadOrder, Spread};
+use redis::{Cmd, Value};
+
+use super::{Admin, DeadOrder, DeadQuery, Spread};
 use crate::backend::redis::scripts::{self, Reply};
-use crate::inspect::{self, Cursor, JobInfo, JobState, Page};
+use crate::connection::Connection;
+use crate::inspect::{self, Cursor, JobInfo, JobState, MAX_PAGE, Page};
 use crate::queue::{Rsmq, validate};
 use crate::{Error, JobId, Result};
 
-/// The most jobs one purge.lua call deletes.
+/// About how many members one purge.lua call scans.
 const PURGE_STEP: i64 = 5000;
+
+/// How long a bulk action waits for Redis's clock to pass its cutoff (a
+/// millisecond, unless the clock went back).
+const CLOCK_WAIT: Duration = Duration::from_secs(2);
 
 fn not_found(queue: &str) -> Error {
     Error::QueueNotFound { name: queue.into() }
@@ -43,9 +52,29 @@ async fn delete(rsmq: &Rsmq, queue: &str, args: &[&str]) -> Result<u64> {
     let (mut con, k) = rsmq.parts(queue);
     let mut cmd = scripts::eval(&scripts::DEAD_DELETE, &[&k.hash, &k.dead, &k.dead_hash]);
     cmd.arg(args);
-    match scripts::int(&scripts::run(&mut con, &scripts::DEAD_DELETE, &cmd).await?)? {
+    match after_cutoff(&mut con, &scripts::DEAD_DELETE, &cmd).await? {
         -1 => Err(not_found(queue)),
         n => Ok(n.max(0) as u64),
+    }
+}
+
+/// Runs `cmd`, a call of `script` (dead_requeue.lua, dead_delete.lua) that
+/// refuses with -2 while Redis's clock has not passed its cutoff, until it
+/// does not; its integer reply.
+async fn after_cutoff(con: &mut Connection, script: &redis::Script, cmd: &Cmd) -> Result<i64> {
+    let start = Instant::now();
+    loop {
+        match scripts::int(&scripts::run(con, script, cmd).await?)? {
+            -2 if start.elapsed() < CLOCK_WAIT => {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            -2 => {
+                return Err(Error::Protocol(
+                    "Redis's clock did not pass the bulk action's start".into(),
+                ));
+            }
+            n => return Ok(n),
+        }
     }
 }
 
@@ -105,18 +134,21 @@ impl Admin for Rsmq {
     async fn purge_queue(&self, queue: &str) -> Result<u64> {
         validate::queue_name(queue)?;
         let (mut con, k) = self.parts(queue);
-        let mut done = 0;
+        let (mut done, mut cutoff, mut at, mut cursor) = (0, Vec::new(), 1, b"0".to_vec());
         loop {
             let mut cmd = scripts::eval(&scripts::PURGE, &k.all_levels_unique());
-            cmd.arg(PURGE_STEP);
-            match scripts::int(&scripts::run(&mut con, &scripts::PURGE, &cmd).await?)? {
-                -1 => return Err(not_found(queue)),
-                n => {
-                    done += n.max(0) as u64;
-                    if n < PURGE_STEP {
-                        return Ok(done);
-                    }
-                }
+            cmd.arg(PURGE_STEP).arg(&cutoff).arg(at).arg(&cursor);
+            let v = scripts::run(&mut con, &scripts::PURGE, &cmd).await?;
+            let (n, mut r) = Reply::status(&v)?;
+            if n < 0 {
+                return Err(not_found(queue));
+            }
+            done += n as u64;
+            cutoff = r.bytes()?.to_vec();
+            at = r.int()?;
+            cursor = r.bytes()?.to_vec();
+            if at == 0 {
+                return Ok(done);
             }
         }
     }
@@ -170,22 +202,7 @@ impl Admin for Rsmq {
     }
 
     async fn requeue_dead(&self, queue: &str, ids: &[JobId], spread: Spread) -> Result<u64> {
-        validate::queue_name(queue)?;
-        let (mut con, k) = self.parts(queue);
-        let mut done = 0;
-        for chunk in chunks(ids) {
-            let s = spread.skip(done);
-            let mut cmd = scripts::eval(&scripts::DEAD_REQUEUE, &k.all_levels_dead());
-            cmd.arg(s.first.as_millis() as u64)
-                .arg(s.every.as_micros() as u64)
-                .arg(&k.realtime)
-                .arg(chunk);
-            match scripts::int(&scripts::run(&mut con, &scripts::DEAD_REQUEUE, &cmd).await?)? {
-                -1 => return Err(not_found(queue)),
-                n => done += n.max(0) as u64,
-            }
-        }
-        Ok(done)
+        requeue(self, queue, ids, spread, None).await
     }
 
     async fn delete_dead(&self, queue: &str, ids: &[JobId]) -> Result<u64> {
@@ -202,11 +219,117 @@ impl Admin for Rsmq {
         delete(self, queue, &["all"]).await
     }
 
+    async fn requeue_dead_matching(
+        &self,
+        queue: &str,
+        query: &DeadQuery,
+        per_second: Option<u32>,
+    ) -> Result<u64> {
+        let spread = per_second.map_or(Spread::NOW, Spread::per_second);
+        each_matching(self, queue, query, Some(spread)).await
+    }
+
+    async fn delete_dead_matching(&self, queue: &str, query: &DeadQuery) -> Result<u64> {
+        each_matching(self, queue, query, None).await
+    }
+
     async fn workers(&self) -> Result<Vec<super::WorkerInfo>> {
         self.live_workers().await
     }
 
     async fn ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<super::Ticks>> {
         self.schedule_ticks(queue, names).await
+    }
+}
+
+/// dead_requeue.lua over `ids`, a page at a time; with `cutoff`, only the
+/// letters that died by then, once Redis's clock has passed it.
+async fn requeue(
+    rsmq: &Rsmq,
+    queue: &str,
+    ids: &[JobId],
+    spread: Spread,
+    cutoff: Option<u64>,
+) -> Result<u64> {
+    validate::queue_name(queue)?;
+    let (mut con, k) = rsmq.parts(queue);
+    let cutoff = cutoff.map_or(String::new(), |c| c.to_string());
+    let mut done = 0;
+    for chunk in chunks(ids) {
+        let s = spread.skip(done);
+        let mut cmd = scripts::eval(&scripts::DEAD_REQUEUE, &k.all_levels_dead());
+        cmd.arg(s.first.as_millis() as u64)
+            .arg(s.every.as_micros() as u64)
+            .arg(&k.realtime)
+            .arg(&cutoff)
+            .arg(chunk);
+        match after_cutoff(&mut con, &scripts::DEAD_REQUEUE, &cmd).await? {
+            -1 => return Err(not_found(queue)),
+            n => done += n.max(0) as u64,
+        }
+    }
+    Ok(done)
+}
+
+/// Redis's clock (Unix ms) as the node holding `queue` reads it: dead.lua
+/// asked for no rows.
+async fn dead_clock(rsmq: &Rsmq, queue: &str) -> Result<u64> {
+    let (mut con, k) = rsmq.parts(queue);
+    let mut cmd = scripts::eval(&scripts::DEAD, &[&k.hash, &k.dead, &k.dead_hash]);
+    cmd.arg("asc").arg(0).arg("").arg("");
+    let v = scripts::run(&mut con, &scripts::DEAD, &cmd).await?;
+    match Reply::status(&v)?.0 {
+        now if now < 0 => Err(not_found(queue)),
+        now => Ok(now as u64),
+    }
+}
+
+/// Requeues (with `spread`) or deletes (without) the dead letters of `queue`
+/// that match `query` and died by the cutoff, Redis's clock when it starts, a
+/// page at a time; returns how many. The scripts act once Redis's clock has
+/// passed the cutoff, so that a letter requeued here that dies again dies
+/// after it, and is left.
+async fn each_matching(
+    rsmq: &Rsmq,
+    queue: &str,
+    query: &DeadQuery,
+    spread: Option<Spread>,
+) -> Result<u64> {
+    validate::queue_name(queue)?;
+    let cutoff = dead_clock(rsmq, queue).await?;
+    // spares the scripts' refusal in the cutoff's ms
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let oldest_first = query.order == DeadOrder::OldestFirst;
+    let (mut done, mut after) = (0, None);
+    loop {
+        let page = rsmq
+            .dead_page(queue, query.order, after.as_ref(), MAX_PAGE)
+            .await?;
+        let (mut ids, mut past) = (Vec::new(), false);
+        for job in &page.jobs {
+            // oldest first, the rest died later; newest first, the first rows may
+            if job.due_ms > cutoff && oldest_first {
+                past = true;
+                break;
+            }
+            after = Some(Cursor::dead(job));
+            if job.due_ms <= cutoff && query.matches(job) {
+                ids.push(job.id);
+            }
+        }
+        if !ids.is_empty() {
+            done += match spread {
+                Some(s) => requeue(rsmq, queue, &ids, s.skip(done), Some(cutoff)).await?,
+                None => {
+                    let cutoff = cutoff.to_string();
+                    let mut args = vec!["upto", cutoff.as_str()];
+                    args.extend(ids.iter().map(|id| id.as_ref()));
+                    delete(rsmq, queue, &args).await?
+                }
+            };
+        }
+        if past || page.next.is_none() {
+            return Ok(done);
+        }
     }
 }

@@ -167,7 +167,9 @@ impl Client {
     }
 
     /// Requeues all of a subscriber's dead letters, oldest first (see
-    /// [`requeue_dead_events`](Self::requeue_dead_events)); returns how many.
+    /// [`requeue_dead_events`](Self::requeue_dead_events)): those there when
+    /// it starts, each once (one that fails again meanwhile is left for the
+    /// next call); returns how many.
     pub async fn requeue_all_dead_events(&self, topic: &str, subscriber: &str) -> Result<u64> {
         check_names(topic, subscriber)?;
         self.queues()
@@ -192,7 +194,8 @@ impl Client {
             .await
     }
 
-    /// Deletes all of a subscriber's dead letters; returns how many there were.
+    /// Deletes all of a subscriber's dead letters, those there when it starts;
+    /// returns how many there were.
     pub async fn purge_dead_events(&self, topic: &str, subscriber: &str) -> Result<u64> {
         check_names(topic, subscriber)?;
         self.queues()

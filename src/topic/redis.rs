@@ -9,6 +9,7 @@ use super::store::{Claimed, EventSettle, Received, Topics};
 use super::{DeadEvent, EventId, EventOptions, Start, TopicInfo, WhenFull};
 use crate::backend::redis::RedisBackend;
 use crate::backend::redis::scripts::{self, Reply, eval, run};
+use crate::connection::Connection;
 use crate::{Error, Result};
 
 fn id(b: &[u8]) -> Result<EventId> {
@@ -569,7 +570,10 @@ impl Topics for RedisBackend {
 }
 
 impl RedisBackend {
-    /// topic_requeue.lua over `ids`, or over all dead letters 1000 at a time.
+    /// topic_requeue.lua over `ids`, or over all dead letters 1000 at a time:
+    /// those there when it starts (up to the newest's id then), so that one
+    /// dead-lettered meanwhile (one requeued here that failed again) is left
+    /// for the next call, and the call ends however fast letters come.
     async fn dead_letters(
         &self,
         topic: &str,
@@ -581,7 +585,7 @@ impl RedisBackend {
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
         let dead = k.dead(subscriber);
-        let (mut total, mut first) = (0, true);
+        let mut total = 0;
         // oldest first, each once, as the memory backend takes them
         let ids = ids.map(|ids| {
             let mut ids = ids.to_vec();
@@ -590,10 +594,9 @@ impl RedisBackend {
             ids
         });
         let mut chunks = ids.as_deref().map(|ids| ids.chunks(CHUNK));
-        // letters dead-lettered again while this runs are left for the next call
-        let mut left: i64 = match ids {
-            Some(_) => i64::MAX,
-            None => redis::cmd("XLEN").arg(&dead).query_async(&mut con).await?,
+        let cutoff = match ids {
+            Some(_) => None,
+            None => newest_id(&mut con, &dead).await?,
         };
         loop {
             let mut cmd = eval(&scripts::TOPIC_REQUEUE, &[&k.stream, &dead]);
@@ -607,22 +610,45 @@ impl RedisBackend {
                     }
                 }
                 // the first call checks that the subscriber exists
-                None if left <= 0 && !first => break,
                 None => {
-                    cmd.arg("oldest").arg(left.clamp(0, CHUNK as i64));
+                    let n = if cutoff.is_some() { CHUNK } else { 0 };
+                    cmd.arg("oldest")
+                        .arg(n)
+                        .arg(cutoff.as_deref().unwrap_or("-"));
                 }
             }
-            first = false;
             let n = scripts::int(&run(&mut con, &scripts::TOPIC_REQUEUE, &cmd).await?)?;
             if n < 0 {
                 return Ok(n);
             }
             total += n;
-            left -= n;
-            if ids.is_none() && n == 0 {
+            // none left up to the cutoff, or none there at the start
+            if ids.is_none() && (n == 0 || cutoff.is_none()) {
                 break;
             }
         }
         Ok(total)
     }
+}
+
+/// The id of the newest entry of the stream `key`; `None` when it is empty.
+async fn newest_id(con: &mut Connection, key: &str) -> Result<Option<String>> {
+    let v: Value = redis::cmd("XREVRANGE")
+        .arg(key)
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(con)
+        .await?;
+    let Value::Array(rows) = v else {
+        return Ok(None);
+    };
+    Ok(match rows.first() {
+        Some(Value::Array(entry)) => match entry.first() {
+            Some(Value::BulkString(id)) => Some(String::from_utf8_lossy(id).into_owned()),
+            _ => None,
+        },
+        _ => None,
+    })
 }

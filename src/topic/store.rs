@@ -205,7 +205,11 @@ pub trait Topics: Clone + Send + Sync + 'static {
     /// each is appended to the topic again, with its `type` and `data`, a new
     /// id and a `to` field naming the subscriber, which alone handles it (the
     /// others acknowledge it unread). The topic's retention is not applied (its
-    /// next publish applies it). Returns how many were requeued; fails with
+    /// next publish applies it). All of them means those there when it starts
+    /// (on Redis, up to the newest's id then, a batch at a time): one
+    /// dead-lettered meanwhile, such as one requeued here that failed again,
+    /// is left, so each is taken at most once. Returns how many were
+    /// requeued; fails with
     /// [`Error::SubscriberNotFound`](crate::Error::SubscriberNotFound) when the
     /// subscriber does not exist.
     fn requeue_dead_events(
@@ -216,8 +220,8 @@ pub trait Topics: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<u64>> + Send;
 
     /// Deletes the subscriber's dead letters with these
-    /// [`dead_id`](DeadEvent::dead_id)s (`None`: all of them); returns how many
-    /// there were.
+    /// [`dead_id`](DeadEvent::dead_id)s (`None`: all of them, those there
+    /// when it starts, as for a requeue); returns how many there were.
     fn delete_dead_events(
         &self,
         topic: &str,

@@ -25,7 +25,7 @@ fn body(ty: &str, i: usize) -> String {
 /// Sends one job per `(type, error)` to `queue` at `priority`, leases them all
 /// and dead-letters each with its error under `retention`, in one settle call.
 /// Returns their ids in send order.
-async fn kill(
+pub(super) async fn kill(
     env: &Env,
     queue: &str,
     rows: &[(&str, &str)],

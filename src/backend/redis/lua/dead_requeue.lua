@@ -3,6 +3,10 @@
 -- k-th one requeued (from 0) is due at now + ARGV[1] ms + k * ARGV[2] µs, so a
 -- rate spreads a large requeue over time. Unique keys are not taken again. An
 -- id that is not a dead letter, or whose id is in the queue already, is skipped.
+-- With a cutoff (a bulk requeue's start, see ops/redis.rs), so is a letter that
+-- died after it, and nothing is done until Redis's clock has passed it: a letter
+-- requeued here that dies again then dies after the cutoff, and the bulk
+-- requeue leaves it.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the dead letters' sorted set (ns:q:dead)
@@ -11,12 +15,17 @@
 -- ARGV[1]  the first one's delay, ms
 -- ARGV[2]  the time between two, µs
 -- ARGV[3]  the queue's realtime channel (ns:rt:q)
--- ARGV[4..]  the ids
--- Returns -1 when the queue does not exist, else how many were requeued
+-- ARGV[4]  the cutoff: the latest time of death (Unix ms) to requeue, or ""
+-- ARGV[5..]  the ids
+-- Returns -1 when the queue does not exist, -2 when Redis's clock has not
+--         passed the cutoff yet (nothing done), else how many were requeued
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio")
 if not attrs[1] then return -1 end
+local now = clock()
+local cutoff = tonumber(ARGV[4])
+if cutoff and now <= cutoff then return -2 end
 local ids, seen = {}, {}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   if not seen[ARGV[i]] then
     seen[ARGV[i]] = true
     ids[#ids + 1] = ARGV[i]
@@ -30,7 +39,13 @@ for _, id in ipairs(ids) do
 end
 local dead = many("HMGET", KEYS[4], fields)
 local queued = many("HMGET", KEYS[2], ids)
-local now = clock()
+if cutoff then
+  -- a letter that died after the cutoff counts as queued: left as it is
+  local died = many("ZMSCORE", KEYS[3], ids)
+  for i = 1, #ids do
+    if not died[i] or tonumber(died[i]) > cutoff then queued[i] = true end
+  end
+end
 local first, step = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mask = tonumber(attrs[3]) or 0
 local z, h, gone, drop = {}, {}, {}, {}

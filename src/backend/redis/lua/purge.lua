@@ -1,25 +1,51 @@
--- Deletes up to ARGV[1] jobs of a queue, at any priority, waiting or running (a
--- running job's worker finds it gone at its next lease renewal and drops its
--- outcome, as after a cancel), freeing their unique keys. The queue, its
--- attributes, counters and dead letters stay. Called until it deletes fewer
--- than asked, so that no call holds Redis long.
+-- Deletes a batch of a queue's jobs sent before a cutoff, at any priority,
+-- waiting or running (a running job's worker finds it gone at its next lease
+-- renewal and drops its outcome, as after a cancel), freeing their unique keys.
+-- The queue, its attributes, counters and dead letters stay. A purge calls it
+-- until it has scanned every sorted set once (ZSCAN: a job there all along is
+-- seen at least once, however the set changes meanwhile), so that no call holds
+-- Redis long; the first call sets the cutoff, the later ones are given it. A job
+-- counts as sent when its id says (its first ten characters, the send's µs in
+-- base 36): one sent after the cutoff is left, so the purge ends even while
+-- producers send.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
--- ARGV[1]  the most jobs to delete
--- Returns -1 when the queue does not exist, else how many were deleted
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique")
-if not attrs[1] then return -1 end
-local left, n = tonumber(ARGV[1]), 0
-for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 4)) do
-  if left <= 0 then break end
-  local ids = redis.call("ZRANGE", level[2], 0, left - 1)
-  if #ids > 0 then
-    drop_orphans(level[2], ids)
-    many("HDEL", KEYS[2], ids)
-    if attrs[3] == "1" then release_unique(KEYS[3], ids) end
-    n, left = n + #ids, left - #ids
-  end
+-- ARGV[1]  about how many members to scan
+-- ARGV[2]  the cutoff: the id prefix of the latest send to delete; "" for the
+--          first call, which takes Redis's clock now
+-- ARGV[3], ARGV[4]  where the scan is: the sorted set (1 for KEYS[1], 2..21 for
+--          KEYS[4..23]) and its ZSCAN cursor; 1 and "0" for the first call
+-- Returns {-1} when the queue does not exist, else {how many were deleted, the
+--         cutoff, the set and cursor to go on from}, the set 0 when done
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique")
+if not attrs[1] then return {-1} end
+local cut = ARGV[2]
+if cut == "" then
+  local _, us = clock()
+  cut = id_prefix(us)
 end
-return n
+local sets = {KEYS[1]}
+for i = 4, math.min(#KEYS, 23) do sets[#sets + 1] = KEYS[i] end
+local at, cursor = tonumber(ARGV[3]), ARGV[4]
+local left, n = tonumber(ARGV[1]), 0
+while at <= #sets and left > 0 do
+  local r = redis.call("ZSCAN", sets[at], cursor, "COUNT", math.min(left, 1000))
+  cursor = r[1]
+  local rows, ids = r[2], {}
+  for j = 1, #rows, 2 do
+    if string.sub(rows[j], 1, 10) <= cut then ids[#ids + 1] = rows[j] end
+  end
+  left = left - math.max(#rows / 2, 1)
+  -- each was there when scanned and is deleted now: counted once
+  if #ids > 0 then
+    drop_orphans(sets[at], ids)
+    many("HDEL", KEYS[2], ids)
+    if attrs[2] == "1" then release_unique(KEYS[3], ids) end
+    n = n + #ids
+  end
+  if cursor == "0" then at = at + 1 end
+end
+if at > #sets then at = 0 end
+return {n, cut, at, cursor}

@@ -6,7 +6,9 @@
 -- ARGV[1]  the subscriber
 -- ARGV[2]  "requeue" or "delete"
 -- ARGV[3]  "ids", then the dead letters' ids (requeued in this order); or
---          "oldest", then how many of the oldest to take
+--          "oldest", then how many of the oldest to take, then the id of the
+--          newest one to take (a bulk action's cutoff: the last dead letter
+--          when it started, so that one dead-lettered since is left)
 -- Returns how many were requeued or deleted, or -1 when the subscriber does
 --         not exist (a requeue only)
 local key, dead, group, requeue = KEYS[1], KEYS[2], ARGV[1], ARGV[2] == "requeue"
@@ -16,7 +18,7 @@ if requeue then
 end
 local letters = {}
 if ARGV[3] == "oldest" and tonumber(ARGV[4]) > 0 then
-  letters = redis.call("XRANGE", dead, "-", "+", "COUNT", tonumber(ARGV[4]))
+  letters = redis.call("XRANGE", dead, "-", ARGV[5], "COUNT", tonumber(ARGV[4]))
 elseif ARGV[3] == "ids" then
   for i = 4, #ARGV do
     local e = redis.call("XRANGE", dead, ARGV[i], ARGV[i])

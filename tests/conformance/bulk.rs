@@ -1,0 +1,275 @@
+//! Bulk actions while workers run: requeue-all and delete-matching of dead
+//! letters, a queue's purge and a subscriber's requeue-all each act only on
+//! what was there when they started, each item at most once, and end, however
+//! fast a failing worker or a producer adds matching items meanwhile.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redjob::backend::Backend;
+use redjob::backend::any::AnyBackend;
+use redjob::inspect::Inspect;
+use redjob::ops::{Admin, DeadQuery, Retention};
+use redjob::queue::{QueueOptions, SendMessage};
+use redjob::topic::Start;
+use redjob::{Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use super::ops::kill;
+use crate::common::{Recorder, start, start_serving, wait_for};
+
+/// How long a bulk action may take here: far more than it needs.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// Keys of jobs a producer adds while a bulk action runs start here.
+const LATE: u64 = 1_000_000;
+
+/// Dies at its first run, recording it.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bulk_doomed", queue = "bulk")]
+struct Doomed {
+    i: u64,
+}
+
+impl Job for Doomed {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.i);
+        Err(JobError::fatal("account closed"))
+    }
+}
+
+/// A body of `Doomed` with key `i`.
+fn doomed(i: u64) -> SendMessage {
+    SendMessage::new(format!(r#"{{"type":"bulk_doomed","args":{{"i":{i}}}}}"#))
+}
+
+/// `n` dead letters of `Doomed` on "bulk" (keys 0..n), made without a worker.
+async fn letters(env: &Env, n: usize) {
+    let rows = vec![("bulk_doomed", "account closed"); n];
+    kill(env, "bulk", &rows, 0, Retention::UNBOUNDED).await;
+}
+
+/// A worker on "bulk" of 64 slots that kills every job at its first run.
+async fn killer(env: &Env, rec: &Recorder) -> crate::common::Running {
+    let w = Worker::builder(env.client.backend())
+        .queue("bulk")
+        .concurrency(64)
+        .handle_signals(false)
+        .dead_letter_retention(Retention::UNBOUNDED)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    start_serving(w).await
+}
+
+/// Waits until "bulk" holds no job waiting or running (every job died).
+async fn drained(q: &AnyBackend) {
+    let idle = wait_for(LIMIT, || async {
+        let c = q.counts("bulk").await.unwrap();
+        c.ready + c.scheduled + c.in_flight == 0
+    })
+    .await;
+    assert!(idle, "the worker killed every job");
+}
+
+/// Sends `Doomed` jobs with keys from `LATE` on, 20 at a time, until `done`
+/// holds (at least one batch); returns how many.
+async fn produce(q: &AnyBackend, queue: &str, done: impl Fn() -> bool) -> u64 {
+    let mut sent = 0;
+    loop {
+        let batch: Vec<SendMessage> = (0..20).map(|k| doomed(LATE + sent + k)).collect();
+        q.send(queue, &batch, &QueueOptions::default())
+            .await
+            .unwrap();
+        sent += 20;
+        if done() {
+            return sent;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Polls `cond` every ms (at most `LIMIT`), or until `done` holds.
+async fn until(mut cond: impl AsyncFnMut() -> bool, done: impl Fn() -> bool) {
+    let start = tokio::time::Instant::now();
+    while !done() && !cond().await {
+        assert!(start.elapsed() < LIMIT, "no progress seen");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+pub async fn requeue_all_takes_each_letter_once_while_a_worker_kills_them_again(env: &Env) {
+    const N: usize = 3000;
+    let q = env.client.backend();
+    letters(env, N).await;
+    let rec = Recorder::default();
+    let w = killer(env, &rec).await;
+    for (round, query) in [DeadQuery::default(), DeadQuery::default().newest_first()]
+        .into_iter()
+        .enumerate()
+    {
+        let requeued = tokio::time::timeout(LIMIT, q.requeue_dead_matching("bulk", &query, None))
+            .await
+            .expect("requeue-all ends")
+            .unwrap();
+        assert_eq!(
+            requeued, N as u64,
+            "round {round}: each of the {N} letters there at the start requeued once"
+        );
+        drained(&q).await;
+        assert_eq!(q.counts("bulk").await.unwrap().dead, N as u64);
+        let runs = rec.counts();
+        assert_eq!(runs.len(), N);
+        let over: Vec<_> = runs.iter().filter(|(_, r)| **r != round + 1).collect();
+        assert!(over.is_empty(), "round {round}: runs by key {over:?}");
+    }
+    w.stop().await;
+}
+
+pub async fn delete_matching_leaves_the_letters_that_die_after_it_starts(env: &Env) {
+    let n: u64 = if env.is_redis() { 20_000 } else { 3000 };
+    let q = env.client.backend();
+    letters(env, n as usize).await;
+    let rec = Recorder::default();
+    let w = killer(env, &rec).await;
+    let query = DeadQuery::default().error_contains("closed");
+    let call = {
+        let (q, query) = (q.clone(), query.clone());
+        tokio::spawn(async move { q.delete_dead_matching("bulk", &query).await })
+    };
+    // once it has deleted some, new jobs die: all after it started
+    until(
+        async || q.counts("bulk").await.unwrap().dead < n,
+        || call.is_finished(),
+    )
+    .await;
+    let late = produce(&q, "bulk", || call.is_finished()).await;
+    let deleted = call.await.unwrap().unwrap();
+    drained(&q).await;
+    w.stop().await;
+    assert_eq!(rec.len() as u64, late, "every late job ran once");
+    assert_eq!(deleted, n, "the {n} letters there at the start, no more");
+    assert_eq!(
+        q.counts("bulk").await.unwrap().dead,
+        late,
+        "every letter that died after the start is left"
+    );
+}
+
+pub async fn purge_leaves_the_jobs_sent_after_it_starts(env: &Env) {
+    let n: u64 = if env.is_redis() { 30_000 } else { 3000 };
+    let q = env.client.backend();
+    let opts = QueueOptions::default();
+    for from in (0..n).step_by(1000) {
+        let batch: Vec<SendMessage> = (from..(from + 1000).min(n))
+            .map(|i| match i % 10 {
+                0 => doomed(i).delay(Duration::from_secs(3600)),
+                1 => doomed(i).priority(5),
+                _ => doomed(i),
+            })
+            .collect();
+        q.send("pq", &batch, &opts).await.unwrap();
+    }
+    let leased = q.fetch("pq", 100, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(leased.jobs.len(), 100);
+    let size = async || {
+        let c = q.counts("pq").await.unwrap();
+        c.ready + c.scheduled + c.in_flight
+    };
+    assert_eq!(size().await, n);
+    let call = {
+        let q = q.clone();
+        tokio::spawn(async move { q.purge_queue("pq").await })
+    };
+    until(async || size().await < n, || call.is_finished()).await;
+    let late = produce(&q, "pq", || call.is_finished()).await;
+    let purged = call.await.unwrap().unwrap();
+    assert_eq!(purged, n, "the {n} jobs there at the start, no more");
+    assert_eq!(size().await, late, "every job sent after the start is left");
+}
+
+/// Handler runs by event key.
+#[derive(Clone, Default)]
+struct Runs(Arc<Mutex<HashMap<u64, usize>>>);
+
+impl Runs {
+    fn add(&self, n: u64) {
+        *self.0.lock().unwrap().entry(n).or_default() += 1;
+    }
+    fn get(&self) -> HashMap<u64, usize> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "bulk_event", topic = "bulkt", max_attempts = 1)]
+struct Doom {
+    n: u64,
+}
+
+pub async fn topic_requeue_all_takes_each_letter_once_while_the_subscriber_fails_them(env: &Env) {
+    const N: u64 = 5000;
+    let c = &env.client;
+    c.subscribe("bulkt", "s", Start::Beginning).await.unwrap();
+    let runs = Runs::default();
+    let r = runs.clone();
+    let w = Worker::builder(c.backend())
+        .handle_signals(false)
+        .concurrency(64)
+        .dead_letter_retention(Retention {
+            max_count: Some(N),
+            max_age: None,
+        })
+        .subscribe("s", move |e: Doom, _| {
+            let r = r.clone();
+            async move {
+                r.add(e.n);
+                Err(JobError::fatal("no"))
+            }
+        })
+        .build()
+        .unwrap();
+    let w = start(w);
+    let events: Vec<Doom> = (0..N).map(|n| Doom { n }).collect();
+    for chunk in events.chunks(500) {
+        c.publish_all(chunk).await.unwrap();
+    }
+    let dead = async || {
+        let info = c.topic("bulkt").await.unwrap().unwrap();
+        let s = &info.subscribers[0];
+        (s.lag + s.pending == 0).then_some(s.dead)
+    };
+    assert!(wait_for(LIMIT, || async { dead().await == Some(N) }).await);
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.requeue_all_dead_events("bulkt", "s").await })
+    };
+    // once it has requeued some, new events die too: all after it started
+    until(
+        async || runs.get().values().sum::<usize>() as u64 > N,
+        || call.is_finished(),
+    )
+    .await;
+    let mut late = 0;
+    while !call.is_finished() || late == 0 {
+        let batch: Vec<Doom> = (0..20).map(|k| Doom { n: LATE + late + k }).collect();
+        c.publish_all(&batch).await.unwrap();
+        late += 20;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let requeued = call.await.unwrap().unwrap();
+    assert!(wait_for(LIMIT, || async { dead().await.is_some() }).await);
+    w.stop().await;
+    assert!(requeued <= N, "requeued {requeued} of {N}");
+    let twice: Vec<_> = runs
+        .get()
+        .into_iter()
+        .filter(|(n, r)| *r > if *n < LATE { 2 } else { 1 })
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "requeued more than once, or late: {twice:?}"
+    );
+}
