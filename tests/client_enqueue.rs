@@ -490,11 +490,11 @@ async fn an_enqueue_waiting_for_replicas_returns_once_they_have_it_or_says_they_
     assert!(up, "the replica's link did not come up within 10 s");
     let _: () = con.set("redjob-test:synced", 1).await.unwrap();
     let mut acked = 0;
-    for _ in 0..20 {
-        // within the test connection's response timeout
+    for _ in 0..50 {
+        // well within the test connection's response timeout
         acked = redis::cmd("WAIT")
             .arg(1)
-            .arg(500)
+            .arg(200)
             .query_async(&mut con)
             .await
             .unwrap();
