@@ -78,9 +78,13 @@ fn chaos_worker_process() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = Client::connect(&url).await.unwrap();
+        let concurrency = std::env::var("REDJOB_CHAOS_CONCURRENCY")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(8);
         Worker::builder(client.backend())
             .queue("chaos")
-            .concurrency(8)
+            .concurrency(concurrency)
             .lease(Duration::from_secs(2))
             .poll_interval(Duration::from_secs(1))
             .grace_period(Duration::from_secs(5))
@@ -99,6 +103,11 @@ struct Proc {
 }
 
 fn spawn_worker(url: &str, dir: &std::path::Path, n: usize) -> Proc {
+    spawn_worker_of(url, dir, n, 8)
+}
+
+/// A worker process running `concurrency` jobs at a time.
+fn spawn_worker_of(url: &str, dir: &std::path::Path, n: usize, concurrency: usize) -> Proc {
     let log = dir.join(format!("worker-{n}.log"));
     let child = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -109,6 +118,7 @@ fn spawn_worker(url: &str, dir: &std::path::Path, n: usize) -> Proc {
         ])
         .env("REDJOB_CHAOS_REDIS", url)
         .env("REDJOB_CHAOS_LOG", &log)
+        .env("REDJOB_CHAOS_CONCURRENCY", concurrency.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -284,5 +294,75 @@ fn chaos_kills_lose_no_job() {
         "kills happened: {}",
         kills.len()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Jobs sent one at a time to 3 worker processes of concurrency 2, no kills:
+/// sends hand jobs to idle workers, often to one whose slots just filled (it
+/// releases them) while another fetches in the same ms. No job runs twice.
+#[test]
+fn a_trickle_to_full_workers_runs_each_job_once() {
+    const TRICKLE: u64 = 3_000;
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = std::env::temp_dir().join(format!("redjob-trickle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(Client::connect(&url)).unwrap();
+    rt.block_on(
+        client
+            .queues()
+            .create_queue("chaos", redjob::queue::QueueOptions::default()),
+    )
+    .unwrap();
+    let mut procs: Vec<Proc> = (1..=3).map(|n| spawn_worker_of(&url, &dir, n, 2)).collect();
+    // every process listens before the first send
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    for key in 0..TRICKLE {
+        rt.block_on(client.enqueue(&Chaos {
+            key,
+            ms: 2 + (key * 7919) % 19,
+        }))
+        .unwrap();
+    }
+    let logs: Vec<std::path::PathBuf> = procs.iter().map(|p| p.log.clone()).collect();
+    let ended = |logs: &[std::path::PathBuf]| {
+        logs.iter()
+            .flat_map(|l| read_log(l))
+            .filter(|e| e.end)
+            .count()
+    };
+    while ended(&logs) < TRICKLE as usize {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "trickle timed out with {} of {TRICKLE} done",
+            ended(&logs)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // a lease (2 s) and more: a run dropped by its worker would come back
+    std::thread::sleep(Duration::from_secs(3));
+    for p in &mut procs {
+        let pid = p.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        p.child.wait().unwrap();
+    }
+    let mut runs: HashMap<u64, Vec<u32>> = HashMap::new();
+    for e in logs.iter().flat_map(|l| read_log(l)).filter(|e| !e.end) {
+        runs.entry(e.key).or_default().push(e.attempt);
+    }
+    let twice: Vec<_> = runs.iter().filter(|(_, r)| r.len() > 1).collect();
+    println!(
+        "trickle: {TRICKLE} jobs in {:?}, {} run more than once",
+        started.elapsed(),
+        twice.len()
+    );
+    assert_eq!(runs.len() as u64, TRICKLE, "every job ran");
+    assert!(twice.is_empty(), "ran more than once: {twice:?}");
+    assert!(runs.values().all(|r| r == &[1]), "every run was attempt 1");
+    let attrs = rt.block_on(client.queues().attributes("chaos")).unwrap();
+    assert_eq!((attrs.msgs, attrs.hiddenmsgs), (0, 0), "left in the queue");
     let _ = std::fs::remove_dir_all(&dir);
 }
