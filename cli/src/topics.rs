@@ -16,7 +16,9 @@ pub enum TopicCommand {
     /// Every topic: its length, subscribers, the largest lag and dead letters.
     List,
     /// A topic's length, first and last event, memory, and each subscriber's
-    /// offset, pending events, lag (events not taken yet) and dead letters.
+    /// offset, pending events, lag (events not taken yet; "more than 100" when
+    /// Redis did not know it and 100 were counted, `"lag_exact": false` in
+    /// JSON) and dead letters.
     Show {
         /// The topic.
         topic: String,
@@ -142,17 +144,21 @@ async fn list(ctx: &Ctx) -> Outcome {
         let Some(t) = ctx.client.topic(&name).await? else {
             continue;
         };
-        let lag = t.subscribers.iter().map(|s| s.lag).max().unwrap_or(0);
+        // of equal counts, one counted only up to the cap is further behind
+        let furthest = t.subscribers.iter().max_by_key(|s| (s.lag, !s.lag_exact));
+        let lag = furthest.map_or(0, |s| s.lag);
         let dead: u64 = t.subscribers.iter().map(|s| s.dead).sum();
-        out.push(
-            json!({"topic": name, "length": t.length, "subscribers": t.subscribers.len(),
-                        "max_lag": lag, "dead": dead, "memory": t.memory}),
-        );
+        let mut o = json!({"topic": name, "length": t.length, "subscribers": t.subscribers.len(),
+                        "max_lag": lag, "dead": dead, "memory": t.memory});
+        if furthest.is_some_and(|s| !s.lag_exact) {
+            o["max_lag_exact"] = json!(false);
+        }
+        out.push(o);
         rows.push(vec![
             name,
             t.length.to_string(),
             t.subscribers.len().to_string(),
-            lag.to_string(),
+            furthest.map_or_else(|| "0".into(), |s| s.lag_text()),
             dead.to_string(),
             t.memory.to_string(),
         ]);
@@ -180,8 +186,13 @@ async fn show_topic(ctx: &Ctx, topic: &str) -> Outcome {
             .subscribers
             .iter()
             .map(|s| {
-                json!({"name": s.name, "offset": s.offset.to_string(), "pending": s.pending,
-                       "lag": s.lag, "consumers": s.consumers, "dead": s.dead})
+                let mut o = json!({"name": s.name, "offset": s.offset.to_string(),
+                       "pending": s.pending, "lag": s.lag, "consumers": s.consumers,
+                       "dead": s.dead});
+                if !s.lag_exact {
+                    o["lag_exact"] = json!(false);
+                }
+                o
             })
             .collect();
         return show::json(&json!({
@@ -210,7 +221,7 @@ async fn show_topic(ctx: &Ctx, topic: &str) -> Outcome {
                 s.name.clone(),
                 s.offset.to_string(),
                 s.pending.to_string(),
-                s.lag.to_string(),
+                s.lag_text(),
                 s.consumers.to_string(),
                 s.dead.to_string(),
             ]
@@ -248,18 +259,24 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
         ));
     };
     ctx.client.rewind(&a.topic, &a.subscriber, to).await?;
-    let lag = ctx
+    let s = ctx
         .client
         .topic(&a.topic)
         .await?
         .and_then(|t| t.subscribers.into_iter().find(|s| s.name == a.subscriber))
-        .map_or(0, |s| s.lag);
+        .unwrap_or_default();
     if ctx.json {
-        return show::json(&json!({"rewound": true, "lag": lag}));
+        let mut o = json!({"rewound": true, "lag": s.lag});
+        if !s.lag_exact {
+            o["lag_exact"] = json!(false);
+        }
+        return show::json(&o);
     }
     println!(
-        "subscriber {} of {}: {lag} events to take",
-        a.subscriber, a.topic
+        "subscriber {} of {}: {} events to take",
+        a.subscriber,
+        a.topic,
+        s.lag_text()
     );
     Ok(())
 }

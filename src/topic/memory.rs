@@ -429,6 +429,7 @@ impl Topics for MemoryBackend {
                 offset: g.offset,
                 pending: g.pending.len() as u64,
                 lag: t.after(g.offset).count() as u64,
+                lag_exact: true,
                 consumers: g.consumers.len() as u64,
                 dead: g.dead.len() as u64,
             })

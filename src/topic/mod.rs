@@ -69,7 +69,9 @@ pub use context::EventContext;
 pub(crate) use memory::Streams;
 pub use store::{Claimed, EventSettle, Received, Topics};
 pub(crate) use types::name as check_name;
-pub use types::{DeadEvent, EventId, EventOptions, Start, SubscriberInfo, TopicInfo, WhenFull};
+pub use types::{
+    DeadEvent, EventId, EventOptions, LAG_COUNTED, Start, SubscriberInfo, TopicInfo, WhenFull,
+};
 
 pub use crate::worker::Subscription;
 

@@ -222,8 +222,9 @@ impl Topics for RedisBackend {
         }
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
+        // UNLINK: a large stream of dead letters is freed in the background
         let (_, gone): ((), i64) = redis::pipe()
-            .cmd("DEL")
+            .cmd("UNLINK")
             .arg(k.dead(subscriber))
             .cmd("XGROUP")
             .arg("DESTROY")
@@ -240,7 +241,11 @@ impl Topics for RedisBackend {
         let k = ns.topic(topic);
         let mut keys = vec![k.stream.clone()];
         keys.extend(groups.iter().map(|g| k.dead(g)));
-        let n: i64 = redis::cmd("DEL").arg(&keys).query_async(&mut con).await?;
+        // UNLINK: a large stream is freed in the background, not by blocking Redis
+        let n: i64 = redis::cmd("UNLINK")
+            .arg(&keys)
+            .query_async(&mut con)
+            .await?;
         Ok(n > 0)
     }
 
@@ -474,6 +479,7 @@ impl Topics for RedisBackend {
             let offset = id(r.bytes()?)?;
             let pending = r.int()?.max(0) as u64;
             let lag = r.int()?.max(0) as u64;
+            let lag_exact = r.int()? != 0;
             let consumers = r.int()?.max(0) as u64;
             let dead = r.int()?.max(0) as u64;
             subscribers.push(super::SubscriberInfo {
@@ -481,6 +487,7 @@ impl Topics for RedisBackend {
                 offset,
                 pending,
                 lag,
+                lag_exact,
                 consumers,
                 dead,
             });

@@ -219,21 +219,28 @@ pub struct TopicInfo {
     pub first: Option<EventId>,
     /// Its newest event.
     pub last: Option<EventId>,
-    /// Bytes of memory its events take (Redis's `MEMORY USAGE`, all nodes; an
-    /// estimate in the memory backend).
+    /// Bytes of memory its events take: an estimate (Redis's `MEMORY USAGE`
+    /// with its default sample of 5 of the stream's nodes, so that a call does
+    /// not grow with the topic; the memory backend's own estimate).
     pub memory: u64,
     /// Its subscribers, by name.
     pub subscribers: Vec<SubscriberInfo>,
 }
+
+/// The most events after a subscriber's offset that inspection counts when
+/// Redis does not know the subscriber's lag (see [`SubscriberInfo::lag_exact`]):
+/// a subscriber further behind has a lag of "more than 100".
+pub const LAG_COUNTED: u64 = 100;
 
 /// One subscriber (consumer group) of a topic.
 ///
 /// ```
 /// use redjob::topic::SubscriberInfo;
 /// let s = SubscriberInfo::default();
-/// assert_eq!(s.lag, 0);
+/// assert_eq!((s.lag, s.lag_exact), (0, true));
+/// assert_eq!(s.lag_text(), "0");
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SubscriberInfo {
     /// Its name.
@@ -243,12 +250,57 @@ pub struct SubscriberInfo {
     /// Events taken and not yet acknowledged (running, waiting for a retry, or
     /// held by a consumer that died).
     pub pending: u64,
-    /// Events in the topic after its offset: not taken yet.
+    /// Events in the topic after its offset: not taken yet. When
+    /// [`lag_exact`](Self::lag_exact) is false, more than this many.
     pub lag: u64,
+    /// Whether [`lag`](Self::lag) is the exact count. Redis keeps each
+    /// subscriber's lag, except after another client deleted events ahead of
+    /// it (`XDEL`) or moved it (`XGROUP SETID` without `ENTRIESREAD`), and after
+    /// a subscribe or rewind to an id or a time more than [`LAG_COUNTED`]
+    /// events before the end, until the subscriber has read up to the end. Its
+    /// lag is then counted, up to [`LAG_COUNTED`] events so that no call reads
+    /// the whole topic: a subscriber further behind has `lag` 100 and
+    /// `lag_exact` false, "more than 100" ([`lag_text`](Self::lag_text)).
+    /// Always true on the memory backend.
+    pub lag_exact: bool,
     /// Processes (consumers) that have read for it.
     pub consumers: u64,
     /// Events in its dead letters.
     pub dead: u64,
+}
+
+impl Default for SubscriberInfo {
+    fn default() -> Self {
+        SubscriberInfo {
+            name: String::new(),
+            offset: EventId::ZERO,
+            pending: 0,
+            lag: 0,
+            lag_exact: true,
+            consumers: 0,
+            dead: 0,
+        }
+    }
+}
+
+impl SubscriberInfo {
+    /// The lag as people read it: `"42"`, or `"more than 100"` when it is not
+    /// exact (see [`lag_exact`](Self::lag_exact)).
+    ///
+    /// ```
+    /// use redjob::topic::SubscriberInfo;
+    /// let mut s = SubscriberInfo::default();
+    /// s.lag = 100;
+    /// s.lag_exact = false;
+    /// assert_eq!(s.lag_text(), "more than 100");
+    /// ```
+    pub fn lag_text(&self) -> String {
+        if self.lag_exact {
+            self.lag.to_string()
+        } else {
+            format!("more than {}", self.lag)
+        }
+    }
 }
 
 /// An event a subscriber gave up on, with why.

@@ -5,15 +5,35 @@
 
 use axum::extract::{Path, Query};
 use axum::response::Response;
-use maud::html;
+use maud::{Markup, html};
 use redjob::backend::Backend;
-use redjob::topic::EventId;
+use redjob::topic::{EventId, SubscriberInfo, TopicInfo};
 use serde::Deserialize;
 
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{num, relative, shorten, when};
 use crate::layout::{Nav, csrf, link_button, query, render, seg};
+
+/// A subscriber's lag: its count, or "more than N" when Redis did not know it
+/// and inspection counted only up to N (see `SubscriberInfo::lag_exact`).
+fn lag(s: &SubscriberInfo) -> Markup {
+    html! {
+        @if s.lag_exact {
+            (num(s.lag))
+        } @else {
+            span title="Redis does not know this subscriber's lag (it was moved into the topic's middle, or events ahead of it were deleted): counted up to here" {
+                "more than " (num(s.lag))
+            }
+        }
+    }
+}
+
+/// The subscriber furthest behind; of equal counts, one counted only up to
+/// the cap ("more than N") is further.
+fn furthest(t: &TopicInfo) -> Option<&SubscriberInfo> {
+    t.subscribers.iter().max_by_key(|s| (s.lag, !s.lag_exact))
+}
 
 pub(crate) async fn list(ctx: Ctx) -> WebResult<Response> {
     let client = &ctx.app.client;
@@ -40,7 +60,7 @@ pub(crate) async fn list(ctx: Ctx) -> WebResult<Response> {
                             td.num { (num(t.length)) }
                             td.num { (num(t.published)) }
                             td.num { (t.subscribers.len()) }
-                            td.num { (num(t.subscribers.iter().map(|s| s.lag).max().unwrap_or(0))) }
+                            td.num { @match furthest(t) { Some(s) => (lag(s)), None => "0" } }
                             td.num { (num(t.subscribers.iter().map(|s| s.dead).sum())) }
                             td.num { (num(t.memory)) }
                         }
@@ -96,7 +116,7 @@ pub(crate) async fn topic(ctx: Ctx, Path(topic): Path<String>) -> WebResult<Resp
                                 td { (s.name) }
                                 td { code { (s.offset) } }
                                 td.num { (num(s.pending)) }
-                                td.num { (num(s.lag)) }
+                                td.num { (lag(s)) }
                                 td.num { (s.consumers) }
                                 td.num { a href=(ctx.link(&format!("{spath}/dead"))) { (num(s.dead)) } }
                                 @if !ro {

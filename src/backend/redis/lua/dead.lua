@@ -1,8 +1,9 @@
 -- Lists a queue's dead letters a page at a time by time of death, oldest or
 -- newest first (ties by id, reversed for newest first). A page starts after a
 -- cursor, the previous page's last row: by its rank while it is still there,
--- else after its score and id (it was requeued or deleted meanwhile). A page
--- reads its rows plus at most the cursor's ties.
+-- else after its score and id (it was requeued or deleted meanwhile; a binary
+-- search among the cursor's ties, see ties_below). A page reads its rows by
+-- rank, O(log N) each, never the rows before them.
 -- KEYS[1]  the queue's hash (ns:q:Q): the queue must exist
 -- KEYS[2]  the dead letters' sorted set (ns:q:dead)
 -- KEYS[3]  the dead letters' hash (ns:q:dead:Q)

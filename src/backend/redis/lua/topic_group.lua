@@ -1,13 +1,18 @@
 -- Creates a subscriber (a consumer group) at an offset, or moves one there (a
--- replay), telling Redis how many events come before the offset so that the
--- group's lag stays known. Counting the events after an offset other than the
--- beginning or the end reads them all, a thousand per call.
+-- replay), telling Redis how many events come before the offset when that is
+-- known from a bounded read: at the beginning, at the end, before the first
+-- event, or with at most CAP events after the offset. Otherwise (an offset
+-- deeper in the topic, or past its last id) Redis is told nothing: it does not
+-- know the subscriber's lag until the subscriber has read up to the end, and
+-- topic_info.lua counts it up to its cap. Never reads more than CAP + 1 events,
+-- however long the topic.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- ARGV[1]  the subscriber
 -- ARGV[2]  "create" (an existing subscriber stays where it is) or "move" (it must exist)
 -- ARGV[3]  the offset, the last id taken: "0-0" for the beginning, "$" for the end
 -- Returns 1 when created or moved, 0 when it existed (create), -1 when there is
 --         no such subscriber (move)
+local CAP = 100
 local key, group, mode, offset = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local exists = false
 if redis.call("EXISTS", key) == 1 then
@@ -31,24 +36,37 @@ for i = 1, #info, 2 do
   if info[i] == "entries-added" then added = info[i + 1] end
   if info[i] == "last-generated-id" then last = info[i + 1] end
 end
-local after = 0
+-- whether stream id a comes after b ("<ms>-<seq>", decimal digits)
+local function later(a, b)
+  local am, as = string.match(a, "^(%d+)-(%d+)$")
+  local bm, bs = string.match(b, "^(%d+)-(%d+)$")
+  if not (am and bm) then return false end
+  local function above(x, y)
+    if #x ~= #y then return #x > #y end
+    return x > y
+  end
+  if am ~= bm then return above(am, bm) end
+  return above(as, bs)
+end
+-- the events after the offset, when known (nil: more than CAP)
+local after
 if offset == "$" then
-  offset = last
-elseif offset == "0-0" then
+  offset, after = last, 0
+elseif later(offset, last) then
+  -- past the end: the events published until the offset will never be read,
+  -- so "all of them read" would overstate what it took
+  after = nil
+elseif offset == "0-0" or #redis.call("XRANGE", key, "-", offset, "COUNT", 1) == 0 then
+  -- nothing at or before the offset: every event is after it
   after = length
 else
-  local from = "(" .. offset
-  while true do
-    local r = redis.call("XRANGE", key, from, "+", "COUNT", 1000)
-    after = after + #r
-    if #r < 1000 then break end
-    from = "(" .. r[#r][1]
-  end
+  local r = redis.call("XRANGE", key, "(" .. offset, "+", "COUNT", CAP + 1)
+  if #r <= CAP then after = #r end
 end
-local read = math.max(added - after, 0)
-if exists then
-  redis.call("XGROUP", "SETID", key, group, offset, "ENTRIESREAD", read)
+local cmd = exists and "SETID" or "CREATE"
+if after then
+  redis.call("XGROUP", cmd, key, group, offset, "ENTRIESREAD", math.max(added - after, 0))
 else
-  redis.call("XGROUP", "CREATE", key, group, offset, "ENTRIESREAD", read)
+  redis.call("XGROUP", cmd, key, group, offset)
 end
 return 1

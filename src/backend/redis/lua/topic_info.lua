@@ -1,12 +1,18 @@
 -- A topic's length, ids and memory, and per subscriber its offset, pending count,
--- lag, consumers and dead letters. A lag Redis does not know (after events were
--- deleted from the middle of the stream) is counted, a thousand events per call.
+-- lag, consumers and dead letters. A lag Redis does not know (after another
+-- client deleted events ahead of the subscriber, or moved it into the middle of
+-- the topic, see topic_group.lua) is counted up to CAP events: a subscriber
+-- further behind is reported as more than CAP. The memory is Redis's estimate
+-- from a sample of the stream's nodes (MEMORY USAGE's default). Reads at most
+-- CAP + 1 events per subscriber, however long the topic.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- KEYS[2..] the dead letters of each subscriber named in ARGV, in that order
 -- ARGV[1..] the subscribers whose dead letters are counted (from a first call)
 -- Returns {0} when the topic does not exist, else {1, length, published, first,
---         last, memory, then per subscriber: name, offset, pending, lag,
---         consumers, dead letters (-1 when not in ARGV)}
+--         last, memory, then per subscriber: name, offset, pending, lag, 1 when
+--         the lag is exact or 0 when there are more than it (CAP), consumers,
+--         dead letters (-1 when not in ARGV)}
+local CAP = 100
 local key = KEYS[1]
 if redis.call("EXISTS", key) == 0 then return {0} end
 local info = redis.call("XINFO", "STREAM", key)
@@ -20,20 +26,14 @@ for i = 1, #info, 2 do
 end
 local dead = {}
 for i = 1, #ARGV do dead[ARGV[i]] = KEYS[i + 1] end
-local out = {1, length, added, first, last, redis.call("MEMORY", "USAGE", key, "SAMPLES", 0)}
+local out = {1, length, added, first, last, redis.call("MEMORY", "USAGE", key)}
 for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
   local row = {}
   for i = 1, #g, 2 do row[g[i]] = g[i + 1] end
-  local lag = row["lag"]
+  local lag, exact = row["lag"], 1
   if type(lag) ~= "number" then
-    lag = 0
-    local from = "(" .. row["last-delivered-id"]
-    while true do
-      local r = redis.call("XRANGE", key, from, "+", "COUNT", 1000)
-      lag = lag + #r
-      if #r < 1000 then break end
-      from = "(" .. r[#r][1]
-    end
+    lag = #redis.call("XRANGE", key, "(" .. row["last-delivered-id"], "+", "COUNT", CAP + 1)
+    if lag > CAP then lag, exact = CAP, 0 end
   end
   local d = -1
   if dead[row["name"]] then d = redis.call("XLEN", dead[row["name"]]) end
@@ -41,6 +41,7 @@ for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
   out[#out + 1] = row["last-delivered-id"]
   out[#out + 1] = row["pending"]
   out[#out + 1] = math.min(lag, length)
+  out[#out + 1] = exact
   out[#out + 1] = row["consumers"]
   out[#out + 1] = d
 end

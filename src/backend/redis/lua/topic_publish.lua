@@ -1,5 +1,9 @@
--- Appends events to a topic, trimming it by length and by age as each is added,
--- or refusing the whole call when it would go over its length.
+-- Appends events to a topic, trimming it by length and by age, or refusing the
+-- whole call when it would go over its length. Trimming is bounded: by length,
+-- "~" removes whole nodes, at most 100 nodes' worth of events a call (Redis's
+-- default LIMIT); by age, whole nodes of expired events go first, at most
+-- 10,000 events, and then, unless that reached its limit (a backlog, which the
+-- next publishes go on trimming), the expired rest of the first node, exactly.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- ARGV[1]  the most events to keep, "" for no limit
 -- ARGV[2]  "refuse" to refuse a publish over the limit, else "trim" the oldest
@@ -9,13 +13,18 @@
 local key, max, refuse, age = KEYS[1], tonumber(ARGV[1]), ARGV[2] == "refuse", tonumber(ARGV[3])
 local n = (#ARGV - 3) / 2
 if max and refuse and redis.call("XLEN", key) + n > max then return {-1} end
--- the age limit is exact (a small topic has one node, which "~" never trims);
--- the length limit trims whole nodes
+-- the age limit is exact once any backlog is gone (a small topic has one node,
+-- which "~" never trims); the length limit trims whole nodes
 local args = {key}
 if age then
   local t = redis.call("TIME")
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  args = {key, "MINID", string.format("%d", math.max(now - age, 0))}
+  local minid = string.format("%d", math.max(now - age, 0))
+  -- fewer than half the limit: the next whole node was not all expired (nodes
+  -- hold 100 events by default), so what is left expired lies in one node
+  if redis.call("XTRIM", key, "MINID", "~", minid, "LIMIT", 10000) < 5000 then
+    redis.call("XTRIM", key, "MINID", minid)
+  end
 elseif max and not refuse then
   args = {key, "MAXLEN", "~", ARGV[1]}
 end

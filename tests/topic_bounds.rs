@@ -1,0 +1,441 @@
+//! Topic commands do work bounded by what they were asked for, never by the
+//! topic's size: on a 10,000-event and a 1,000,000-event topic, a rewind to a
+//! time, a subscribe at an id and a topic's info while Redis does not know a
+//! subscriber's lag run the same commands inside Redis the same number of times
+//! (`INFO commandstats`), and none of them reaches the slow log at 10 ms. A
+//! lag Redis does not know is counted up to a cap and then reported as "more
+//! than" the cap. A publish with an age limit trims a backlog of a million
+//! expired events a bounded part at a time; deleting that topic never holds
+//! Redis for 10 ms.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use redis::Value;
+use redis::aio::MultiplexedConnection;
+use redjob::Client;
+use redjob::client::ClientConfig;
+use redjob::topic::{Event, EventId, Start};
+use serde::{Deserialize, Serialize};
+
+/// Appends `n` events to `topic`'s stream in script calls of `chunk` events;
+/// returns the id of the last event of each call.
+async fn fill(con: &mut MultiplexedConnection, topic: &str, n: u64, chunk: u64) -> Vec<EventId> {
+    let script = redis::Script::new(
+        r#"local id
+        for i = 1, tonumber(ARGV[1]) do
+          id = redis.call("XADD", KEYS[1], "*", "type", "tick", "data", '{"n":' .. i .. '}')
+        end
+        return id"#,
+    );
+    let mut lasts = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let c = left.min(chunk);
+        let id: String = script
+            .key(stream(topic))
+            .arg(c)
+            .invoke_async(con)
+            .await
+            .unwrap();
+        lasts.push(id.parse().unwrap());
+        left -= c;
+    }
+    lasts
+}
+
+fn stream(topic: &str) -> String {
+    format!("rsmq:t:{{{topic}}}")
+}
+
+/// Commands run since `before`, by name, without the test's own bookkeeping
+/// and the pinger's PINGs.
+async fn calls_since(
+    con: &mut MultiplexedConnection,
+    before: &HashMap<String, u64>,
+) -> Vec<(String, u64)> {
+    let after = common::command_calls(con).await;
+    let mut out: Vec<(String, u64)> = after
+        .into_iter()
+        .filter(|(k, _)| !["info", "ping", "slowlog", "config"].contains(&k.as_str()))
+        .map(|(k, v)| {
+            let d = v - before.get(&k).copied().unwrap_or(0);
+            (k, d)
+        })
+        .filter(|(_, d)| *d > 0)
+        .collect();
+    out.sort();
+    out
+}
+
+/// A group's `lag` as XINFO GROUPS reports it: `None` when Redis does not know it.
+async fn redis_lag(con: &mut MultiplexedConnection, topic: &str, group: &str) -> Option<i64> {
+    let groups: Vec<HashMap<String, Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(stream(topic))
+        .query_async(con)
+        .await
+        .unwrap();
+    let g = groups
+        .iter()
+        .find(|g| g.get("name") == Some(&Value::BulkString(group.as_bytes().to_vec())))
+        .expect("the group exists");
+    match g.get("lag") {
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
+    }
+}
+
+/// Each measured operation's commands inside Redis, by operation.
+type Work = Vec<(&'static str, Vec<(String, u64)>)>;
+
+/// On `topic`, filled by [`fill`] (`lasts`): a rewind to a time in its
+/// middle, a subscribe at an id in its middle, and its info while Redis does
+/// not know a subscriber's lag (moved by another client's XGROUP SETID without
+/// ENTRIESREAD).
+async fn measure(server: &RedisServer, client: &Client, topic: &str, lasts: &[EventId]) -> Work {
+    let mut con = server.raw().await;
+    let mid = lasts[lasts.len() / 2];
+    client
+        .subscribe(topic, "rewound", Start::End)
+        .await
+        .unwrap();
+    client.subscribe(topic, "moved", Start::End).await.unwrap();
+    let _: () = redis::cmd("XGROUP")
+        .arg("SETID")
+        .arg(stream(topic))
+        .arg("moved")
+        .arg(mid.to_string())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(
+        redis_lag(&mut con, topic, "moved").await,
+        None,
+        "Redis does not know the lag after a SETID without ENTRIESREAD"
+    );
+    let mut work = Work::new();
+
+    let before = common::command_calls(&mut con).await;
+    client
+        .rewind(topic, "rewound", Start::Time(mid.time()))
+        .await
+        .unwrap();
+    work.push(("rewind to a time", calls_since(&mut con, &before).await));
+
+    let before = common::command_calls(&mut con).await;
+    assert!(client.subscribe(topic, "at", Start::At(mid)).await.unwrap());
+    work.push(("subscribe at an id", calls_since(&mut con, &before).await));
+
+    let before = common::command_calls(&mut con).await;
+    let info = client.topic(topic).await.unwrap().unwrap();
+    work.push(("topic info", calls_since(&mut con, &before).await));
+    assert_eq!(info.subscribers.len(), 3);
+
+    // the subscriber at the id reads from it
+    let got: Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("at")
+        .arg("c")
+        .arg("COUNT")
+        .arg(1)
+        .arg("STREAMS")
+        .arg(stream(topic))
+        .arg(">")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(
+        format!("{got:?}").contains(&mid.to_string()),
+        "read {got:?}, not {mid}"
+    );
+    work
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewinds_subscribes_and_topic_info_do_the_same_work_on_10k_and_1m_events() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut con = server.raw().await;
+    // scripts loaded and the server's version read before anything is counted
+    let warm = fill(&mut con, "warm", 300, 100).await;
+    measure(&server, &client, "warm", &warm).await;
+
+    let lasts = fill(&mut con, "small", 10_000, 500).await;
+    let small = measure(&server, &client, "small", &lasts).await;
+
+    let started = Instant::now();
+    let lasts = fill(&mut con, "big", 1_000_000, 50_000).await;
+    let built = started.elapsed();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(10_000)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let worst = Arc::new(AtomicU64::new(0));
+    let pinger = {
+        let (stop, worst) = (stop.clone(), worst.clone());
+        let mut ping = server.raw().await;
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                // a PING held past the client's response timeout counts as
+                // that long (its connection is then dropped and reconnected)
+                let _ = redis::cmd("PING").query_async::<String>(&mut ping).await;
+                worst.fetch_max(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    let big = measure(&server, &client, "big", &lasts).await;
+    stop.store(true, Ordering::Relaxed);
+    pinger.await.unwrap();
+    let slow: Value = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(128)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    println!(
+        "1M-event topic built in {built:.1?}; a concurrent PING's worst wait during \
+         the operations on it: {:.2} ms",
+        worst.load(Ordering::Relaxed) as f64 / 1000.0
+    );
+    for ((op, s), (_, b)) in small.iter().zip(&big) {
+        println!("{op}: 10k events {s:?}; 1M events {b:?}");
+    }
+    for ((op, s), (_, b)) in small.iter().zip(&big) {
+        assert_eq!(s, b, "{op}: commands on 10k events, then on 1M events");
+    }
+    assert!(
+        matches!(&slow, Value::Array(v) if v.is_empty()),
+        "the slow log (10 ms) recorded: {slow:?}"
+    );
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "reading", topic = "aged", max_age = "1s")]
+struct Reading {
+    n: u64,
+}
+
+async fn slow_log(con: &mut MultiplexedConnection) -> Value {
+    redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(128)
+        .query_async(con)
+        .await
+        .unwrap()
+}
+
+async fn xlen(con: &mut MultiplexedConnection, topic: &str) -> u64 {
+    redis::cmd("XLEN")
+        .arg(stream(topic))
+        .query_async(con)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_trims_a_million_expired_events_in_bounded_steps_and_a_delete_unlinks() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut con = server.raw().await;
+    // the script loaded before anything is measured
+    client.publish(&Reading { n: 0 }).await.unwrap();
+    fill(&mut con, "aged", 1_000_000, 50_000).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for (k, v) in [("slowlog-log-slower-than", 10_000)] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    client.publish(&Reading { n: 1 }).await.unwrap();
+    let left = xlen(&mut con, "aged").await;
+    let slow = slow_log(&mut con).await;
+    println!("after one publish, {left} of 1,000,001 events are left; slow log: {slow:?}");
+    assert!(
+        left > 1_000_001 - 20_000,
+        "one publish trimmed {} expired events",
+        1_000_001 - left
+    );
+    assert!(
+        matches!(&slow, Value::Array(v) if v.is_empty()),
+        "the slow log (10 ms) recorded: {slow:?}"
+    );
+    // each publish trims a bounded part more, until none of the filled events
+    // is left, only (some of) the publishes
+    let mut publishes = 1;
+    while xlen(&mut con, "aged").await > publishes {
+        client.publish(&Reading { n: publishes }).await.unwrap();
+        publishes += 1;
+        assert!(publishes < 500, "the backlog shrinks with every publish");
+    }
+    println!("{publishes} publishes trimmed the backlog");
+
+    // a deleted topic of a million events is freed in the background
+    fill(&mut con, "gone", 1_000_000, 50_000).await;
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    client
+        .subscribe("gone", "s", Start::Beginning)
+        .await
+        .unwrap();
+    assert!(client.delete_topic("gone").await.unwrap());
+    let slow = slow_log(&mut con).await;
+    assert!(
+        matches!(&slow, Value::Array(v) if v.is_empty()),
+        "the slow log (10 ms) recorded: {slow:?}"
+    );
+}
+
+/// Each subscriber's lag and whether it is exact, by name.
+async fn lags(client: &Client, topic: &str) -> Vec<(String, u64, bool, String)> {
+    let info = client.topic(topic).await.unwrap().unwrap();
+    info.subscribers
+        .iter()
+        .map(|s| (s.name.clone(), s.lag, s.lag_exact, s.lag_text()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_lag_redis_does_not_know_is_counted_up_to_100_and_then_shown_as_more() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut con = server.raw().await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.extend(fill(&mut con, "t", 1, 1).await);
+        ids.extend(fill(&mut con, "t", 99, 99).await);
+    }
+    // ids[1] is event 100, ids[3] event 200, ids[5] event 300 (the last)
+    client
+        .subscribe("t", "deep", Start::At(ids[1]))
+        .await
+        .unwrap();
+    client
+        .subscribe("t", "near", Start::At(ids[4]))
+        .await
+        .unwrap();
+    client
+        .subscribe("t", "all", Start::Beginning)
+        .await
+        .unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    client
+        .subscribe("t", "future", Start::Time(later))
+        .await
+        .unwrap();
+    let more = |n: &str| (n.to_string(), 100, false, "more than 100".to_string());
+    let exact = |n: &str, lag: u64| (n.to_string(), lag, true, lag.to_string());
+    assert_eq!(
+        lags(&client, "t").await,
+        [
+            exact("all", 300),
+            more("deep"),
+            exact("future", 0),
+            exact("near", 100)
+        ]
+    );
+    assert_eq!(redis_lag(&mut con, "t", "deep").await, None);
+    assert_eq!(redis_lag(&mut con, "t", "near").await, Some(100));
+
+    // another client deletes an event ahead of them all: Redis knows no lag
+    let _: i64 = redis::cmd("XDEL")
+        .arg(stream("t"))
+        .arg(ids[5].to_string())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(redis_lag(&mut con, "t", "all").await, None);
+    // published before the future subscriber's time: never read by it
+    fill(&mut con, "t", 1, 1).await;
+    assert_eq!(
+        lags(&client, "t").await,
+        [
+            more("all"),
+            more("deep"),
+            exact("future", 0),
+            exact("near", 100)
+        ]
+    );
+
+    // read up to the end, a subscriber's lag is Redis's again
+    let _: Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("deep")
+        .arg("c")
+        .arg("COUNT")
+        .arg(1000)
+        .arg("STREAMS")
+        .arg(stream("t"))
+        .arg(">")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(redis_lag(&mut con, "t", "deep").await, Some(0));
+    assert_eq!(lags(&client, "t").await[1], exact("deep", 0));
+}
+
+/// The README's producer rule (`ACL SETUSER redjob-producer …`) covers the
+/// commands a publish with an age limit runs (XTRIM, no XRANGE).
+#[tokio::test]
+async fn a_producer_on_the_readme_rule_publishes_with_an_age_limit() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let rule: Vec<&str> = readme
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER redjob-producer "))
+        .expect("the README's producer rule")
+        .split_whitespace()
+        .skip(2)
+        .collect();
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&rule)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let mut config = ClientConfig::from_url(format!(
+        "redis://redjob-producer:producer-secret@127.0.0.1:{}",
+        server.port
+    ));
+    config.namespace = "app".into();
+    let producer = Client::from_config(config).await.unwrap();
+    for n in 0..3 {
+        producer.publish(&Reading { n }).await.unwrap();
+    }
+    let len: u64 = redis::cmd("XLEN")
+        .arg("app:t:{aged}")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(len, 3);
+}
