@@ -130,25 +130,28 @@ impl RedisBackend {
         }
         Err(Error::Protocol("notification connection closed".into()))
     }
-}
 
-impl RedisBackend {
-    /// reclaim.lua for each queue: the last job handed to the worker on
-    /// `channel`, published there when `publish` (to be released unless the
-    /// worker holds it), and forgotten.
+    /// reclaim.lua for each queue, in one round trip: the last job handed to
+    /// the worker on `channel`, published there when `publish` (to be released
+    /// unless the worker holds it), and forgotten.
     async fn reclaim(&self, queues: &[String], channel: &str, publish: bool) -> Result<()> {
-        let mut con = self.con.clone();
-        for q in queues {
-            let keys = self.ns.queue(q).all_levels();
-            let mut cmd = super::scripts::eval(&super::scripts::RECLAIM, &keys);
-            cmd.arg(channel).arg(q).arg(if publish { "1" } else { "0" });
-            tokio::time::timeout(
-                LISTEN_TIMEOUT,
-                super::scripts::run(&mut con, &super::scripts::RECLAIM, &cmd),
-            )
-            .await
-            .map_err(|_| Error::Protocol("asking for jobs handed before timed out".into()))??;
+        use super::scripts::{RECLAIM, eval, run_pipeline};
+        if queues.is_empty() {
+            return Ok(());
         }
+        let mut pipe = redis::pipe();
+        for q in queues {
+            let mut cmd = eval(&RECLAIM, &self.ns.queue(q).all_levels());
+            cmd.arg(channel).arg(q).arg(if publish { "1" } else { "0" });
+            pipe.add_command(cmd);
+        }
+        let loaded = [(&*RECLAIM, &self.shared.reclaim_loaded)];
+        tokio::time::timeout(
+            LISTEN_TIMEOUT,
+            run_pipeline(&mut self.con.clone(), &loaded, &pipe),
+        )
+        .await
+        .map_err(|_| Error::Protocol("asking for jobs handed before timed out".into()))??;
         Ok(())
     }
 }

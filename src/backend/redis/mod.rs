@@ -56,6 +56,7 @@ struct Shared {
     complete_loaded: AtomicBool,
     poll_loaded: AtomicBool,
     withdraw_loaded: AtomicBool,
+    reclaim_loaded: AtomicBool,
     /// Connections of topic consumers' blocking reads, one per consumer and
     /// subscriber: a blocked read holds up every later command on its connection.
     readers: Mutex<HashMap<String, Connection>>,
