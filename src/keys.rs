@@ -30,6 +30,12 @@ pub(crate) struct QueueKeys {
     pub unique: String,
     /// `ns:q:periodic`: hash of periodic schedules' last ticks, `<name>` → Unix ms.
     pub periodic: String,
+    /// `ns:q:leases`: hash of the running leases counted by the second they end
+    /// in, `<Unix s>` → leases (see `count_leases` in lib.lua).
+    pub leases: String,
+    /// `ns:q:exact`: sorted set of the messages whose ids mark a delay, scored by
+    /// their exact due in µs (see `index_exact` in lib.lua).
+    pub exact: String,
 }
 
 /// `ns:` as RSMQ writes its `redisns`, and whether queue keys carry hash tags.
@@ -73,6 +79,8 @@ impl Namespace {
             stats: format!("{base}:stats"),
             unique: format!("{base}:unique"),
             periodic: format!("{base}:periodic"),
+            leases: format!("{base}:leases"),
+            exact: format!("{base}:exact"),
             zset: base,
         }
     }
@@ -177,6 +185,28 @@ impl QueueKeys {
         keys
     }
 
+    /// [`all_levels_dead`](Self::all_levels_dead), then `ns:q:leases`: the keys
+    /// of an inspection that counts the leases in flight.
+    pub fn inspection(&self) -> Vec<String> {
+        let mut keys = self.all_levels_dead();
+        keys.push(self.leases.clone());
+        keys
+    }
+
+    /// `ns:q`, `ns:q:Q`, `ns:q:leases`, `ns:q:exact`: a fetch's keys before the
+    /// levels' ([`fetch_all`](Self::fetch_all)).
+    pub fn fetch(&self) -> [&str; 4] {
+        [&self.zset, &self.hash, &self.leases, &self.exact]
+    }
+
+    /// [`fetch`](Self::fetch), then [`levels`](Self::levels): the keys of a
+    /// fetch over every priority.
+    pub fn fetch_all(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.fetch().map(String::from).into();
+        keys.extend(self.levels());
+        keys
+    }
+
     /// Every priority level's sorted set but 0's, highest priority first: the keys
     /// a fetch over all priorities takes after `ns:q` and `ns:q:Q`.
     pub fn levels(&self) -> Vec<String> {
@@ -200,6 +230,8 @@ mod tests {
         assert_eq!(k.realtime, "rsmq:rt:jobs");
         assert_eq!(ns.queues(), "rsmq:QUEUES");
         assert_eq!(k.periodic, "rsmq:jobs:periodic");
+        assert_eq!(k.leases, "rsmq:jobs:leases");
+        assert_eq!(k.exact, "rsmq:jobs:exact");
         let t = ns.topic("orders");
         assert_eq!(t.stream, "rsmq:t:{orders}");
         assert_eq!(t.dead("billing"), "rsmq:t:{orders}:dead:billing");
@@ -276,8 +308,9 @@ mod tests {
         for name in ["jobs", "mail.out", "q-1", "x_y"] {
             let k = ns.queue(name);
             // every key a queue's scripts or transactions take
-            let mut keys = k.all_levels_dead();
+            let mut keys = k.inspection();
             keys.extend([k.stats.clone(), k.unique.clone(), k.periodic.clone()]);
+            keys.extend(k.fetch_all());
             assert!(
                 keys.iter().all(|key| slot(key) == slot(&k.zset)),
                 "{name}: {keys:?}"

@@ -35,8 +35,8 @@ pub use job::{Job, JobContext, JobError};
 ///   `struct Cleanup` in different modules would both be `"Cleanup"`: a worker
 ///   refuses to build then ([`Error::DuplicateJobName`]). Set a name to keep it
 ///   stable across renames and unique across modules.
-/// - `max_attempts` takes 1 to [`job::MAX_ATTEMPTS`] (998): the delivery count
-///   stops at 999, so a higher limit could never be reached.
+/// - `max_attempts` takes 1 to [`job::MAX_ATTEMPTS`] (498): the delivery count
+///   stops at 499, so a higher limit could never be reached.
 /// - `unique` (or `unique = "keep" | "replace_delay" | "replace"`) keeps one job
 ///   per key derived from the arguments ([`job::unique_key`]) in the queue; see
 ///   [`queue::OnDuplicate`]. `unique_for` bounds how long the key is held, and

@@ -255,3 +255,85 @@ async fn deleting_a_queue_of_200k_jobs_does_not_hold_redis() {
         "the slow log (10 ms) recorded: {slow:?}"
     );
 }
+
+/// Scheduled and leased jobs share the scores after now (a lease is scored at
+/// its end, where RSMQ clients see it again): counts stay a few commands, and a
+/// page of in-flight jobs behind 5,000 scheduled ones reads a bounded number of
+/// rows per call, going on from the last row it read until it has found them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_behind_5000_scheduled_jobs_are_counted_and_listed_in_bounded_pages() {
+    use redjob::backend::Backend;
+    use redjob::queue::SendMessage;
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let backend = client.backend();
+    backend
+        .create_queue("mix", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    // 5,000 scheduled in 10 minutes, before the leases' ends (in an hour)
+    let soon = future_ms() - 3_000_000;
+    fill(&mut con, "rsmq:mix", "rsmq:mix:Q", 5_000, soon).await;
+    let msgs: Vec<SendMessage> = (0..3).map(|_| SendMessage::new("{}")).collect();
+    Backend::send(&backend, "mix", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    let leased = backend
+        .fetch("mix", 3, Duration::from_secs(3600))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(leased.len(), 3);
+    let counts = backend.counts("mix").await.unwrap();
+    assert_eq!(
+        (
+            counts.ready,
+            counts.scheduled,
+            counts.in_flight,
+            counts.dead
+        ),
+        (0, 5_000, 3, 0)
+    );
+    for d in &leased {
+        let job = backend.job("mix", &d.id).await.unwrap().unwrap();
+        assert_eq!((job.state, job.attempts), (JobState::InFlight, 1));
+    }
+    // the scheduled pass over no lease; the in-flight pass over the scheduled
+    let first = backend
+        .list("mix", JobState::Scheduled, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(first.jobs.len(), 10);
+    assert!(first.jobs.iter().all(|j| j.state == JobState::Scheduled));
+    let mut found = Vec::new();
+    let mut after: Option<Cursor> = None;
+    let mut calls = 0;
+    loop {
+        let c = after;
+        let (page, inner, _) = page_cost(&mut con, || {
+            let b = backend.clone();
+            async move {
+                b.list("mix", JobState::InFlight, c.as_ref(), 10)
+                    .await
+                    .unwrap()
+            }
+        })
+        .await;
+        calls += 1;
+        // a page reads at most 1,010 rows, 100 per ZRANGE
+        assert!(inner <= 40, "a page ran {inner} commands");
+        assert!(page.jobs.iter().all(|j| j.state == JobState::InFlight));
+        found.extend(page.jobs.iter().map(|j| j.id.to_string()));
+        match page.next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+        assert!(calls < 20, "the pages never ended");
+    }
+    let mut want: Vec<_> = leased.iter().map(|d| d.id.to_string()).collect();
+    want.sort();
+    found.sort();
+    assert_eq!(found, want);
+    assert!(calls >= 5, "5,000 rows passed over in {calls} pages");
+}

@@ -194,7 +194,6 @@ async fn a_visibility_change_onto_the_sends_own_ms_is_not_taken_for_the_sends() 
 /// reached its exact due, and runs before that ms, leases it; no fetch before
 /// its due does. Tries until a fetch lands between the due and the ms.
 #[tokio::test]
-#[ignore = "issue 35 point 6 is open: fetch.lua's exact-due look-ahead reads 100 ties at the next ms, so this fails on today's code (the job starts up to 1 ms late, never early)"]
 async fn a_delayed_job_behind_1000_unmarked_ties_is_leased_at_its_exact_due() {
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();

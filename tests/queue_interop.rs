@@ -374,7 +374,7 @@ async fn rsmq_clients_take_unique_messages_and_their_delete_frees_the_key() {
 }
 
 #[tokio::test]
-async fn a_job_a_worker_leased_is_hidden_from_rsmq_clients_even_after_its_lease() {
+async fn a_job_a_worker_leased_is_hidden_from_rsmq_clients_until_its_lease_ends() {
     use redjob::backend::redis::RedisBackend;
     use redjob::backend::{Backend, Reschedule, Settle};
     use redjob::connection::RedisConfig;
@@ -407,30 +407,48 @@ async fn a_job_a_worker_leased_is_hidden_from_rsmq_clients_even_after_its_lease(
         json!([{"op": "getQueueAttributes", "qname": "lq"}]),
     );
     assert_eq!((&r[0]["msgs"], &r[0]["hiddenmsgs"]), (&json!(2), &json!(1)));
+    // while the lease runs, an RSMQ client takes the next message
     let r = rsmq_js(
         &server,
         json!([{"op": "receiveMessage", "qname": "lq", "vt": 60}]),
     );
     assert_eq!(r[0]["message"], json!("b"));
-    // the lease ran out: redjob's fetch takes the job again, RSMQ's receive does not
+    // the lease ran out (its worker gone): an RSMQ client receives the job, as
+    // it would a message whose visibility timeout ended; RSMQ's rc counts only
+    // RSMQ's receives
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let r = rsmq_js(
         &server,
         json!([{"op": "receiveMessage", "qname": "lq", "vt": 60}]),
     );
-    assert!(r[0].get("id").is_none(), "{:?}", r[0]);
+    assert_eq!((&r[0]["id"], &r[0]["message"]), (&json!(a), &json!("a")));
+    assert_eq!(r[0]["rc"], json!(1));
+    // the worker that held the lease can no longer settle it
+    let ack = Settle {
+        acks: vec![(leased[0].id, leased[0].token)],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("lq", &ack).await.unwrap().acked, 0);
+    // a retry keeps its error beside the body; redjob's delete takes both
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "sendMessage", "qname": "lq", "message": "c"}]),
+    );
+    let c = r[0].as_str().unwrap().to_owned();
     let again = backend
         .fetch("lq", 1, Duration::from_secs(60))
         .await
         .unwrap()
         .jobs;
-    assert_eq!((again[0].id, again[0].token.attempt()), (leased[0].id, 2));
-    // a retry keeps its error beside the body; redjob's delete takes both
+    assert_eq!(
+        (again[0].id.as_str(), again[0].token.attempt()),
+        (&c[..], 1)
+    );
     let retry = Reschedule {
         id: again[0].id,
         token: again[0].token,
         delay: Duration::from_secs(60),
-        deliveries: 2,
+        deliveries: 1,
         release: false,
         error: Some("boom".into()),
     };
@@ -440,7 +458,7 @@ async fn a_job_a_worker_leased_is_hidden_from_rsmq_clients_even_after_its_lease(
     };
     assert_eq!(backend.settle("lq", &settle).await.unwrap().rescheduled, 1);
     let mut con = server.raw().await;
-    let field = format!("{a}:err");
+    let field = format!("{c}:err");
     let err: Option<String> = redis::cmd("HGET")
         .arg("rsmq:lq:Q")
         .arg(&field)
@@ -456,6 +474,109 @@ async fn a_job_a_worker_leased_is_hidden_from_rsmq_clients_even_after_its_lease(
         .await
         .unwrap();
     assert!(!left);
+}
+
+/// A job that never ends, for the killed worker process below: it writes its
+/// start to the file at `REDJOB_INTEROP_STARTED`.
+#[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
+#[job(name = "hangs", queue = "killed")]
+struct Hangs;
+
+impl redjob::Job for Hangs {
+    async fn perform(&self, _: &redjob::JobContext) -> Result<(), redjob::JobError> {
+        if let Ok(path) = std::env::var("REDJOB_INTEROP_STARTED") {
+            std::fs::write(path, b"started").unwrap();
+        }
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+/// The worker process of the test below: serves `killed` with a 3 s lease until
+/// it is killed.
+#[test]
+#[ignore = "a worker process for an_rsmq_client_alone_receives_a_job_whose_worker_was_killed"]
+fn interop_worker_process() {
+    let Ok(url) = std::env::var("REDJOB_INTEROP_REDIS") else {
+        eprintln!("run by an_rsmq_client_alone_receives_a_job_whose_worker_was_killed");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = redjob::Client::connect(&url).await.unwrap();
+        redjob::Worker::builder(client.backend())
+            .register::<Hangs>()
+            .lease(Duration::from_secs(3))
+            .build()
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+    });
+}
+
+/// RSMQ's promise: a message not deleted becomes visible when its visibility
+/// timeout ends. A job leased by a redjob worker that is then SIGKILLed, with no
+/// redjob process left on the queue, is received by the npm client alone once
+/// the lease ends (and not before).
+#[tokio::test]
+async fn an_rsmq_client_alone_receives_a_job_whose_worker_was_killed() {
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("killed", QueueOptions::default())
+        .await
+        .unwrap();
+    let client = redjob::Client::connect(&server.url()).await.unwrap();
+    let id = client.enqueue(&Hangs).await.unwrap();
+    let started = server.dir().join("interop-started");
+    let mut worker = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "interop_worker_process",
+            "--nocapture",
+        ])
+        .env("REDJOB_INTEROP_REDIS", server.url())
+        .env("REDJOB_INTEROP_STARTED", &started)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !started.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the worker never started the job"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // the job runs (its lease renewed every second) for a while, then its worker dies
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    worker.kill().unwrap();
+    let killed = std::time::Instant::now();
+    worker.wait().unwrap();
+    let receive = json!([{"op": "receiveMessage", "qname": "killed", "vt": 60}]);
+    // its lease ends 2 to 3 s after the last renewal: hidden until then
+    let r = rsmq_js(&server, receive.clone());
+    assert!(
+        r[0].get("id").is_none() || killed.elapsed() >= Duration::from_secs(2),
+        "received {:?} while its lease ran",
+        r[0]
+    );
+    let got = loop {
+        let r = rsmq_js(&server, receive.clone());
+        if r[0].get("id").is_some() {
+            break r[0].clone();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(63),
+            "no RSMQ client received the job a minute after its lease ended"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let waited = killed.elapsed();
+    println!("received by the npm client {waited:?} after the kill (lease 3 s)");
+    assert_eq!(got["id"], json!(id.as_str()));
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
 }
 
 /// The npm rsmq client receives and deletes a message a delayed send marked

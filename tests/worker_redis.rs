@@ -272,7 +272,7 @@ async fn the_poll_of_all_queues_finds_jobs_no_send_announced() {
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
     let mut con = server.raw().await;
-    for q in ["pa", "pb"] {
+    for q in ["pa", "pb", "pc"] {
         client
             .queues()
             .create_queue(q, Default::default())
@@ -281,7 +281,7 @@ async fn the_poll_of_all_queues_finds_jobs_no_send_announced() {
     }
     let rec = Recorder::default();
     let w = Worker::builder(client.backend())
-        .queues(["pa", "pb"])
+        .queues(["pa", "pb", "pc"])
         .handle_signals(false)
         .poll_interval(Duration::from_millis(500))
         .data(rec.clone())
@@ -301,8 +301,9 @@ async fn the_poll_of_all_queues_finds_jobs_no_send_announced() {
         &body(1),
     )
     .await;
-    // on "pb": a lease that runs out in 300 ms (its worker died), behind a job
-    // scheduled an hour ahead, which sorts first
+    // on "pb": a lease that runs out in 300 ms (its worker died; scored at its
+    // end, its thousandths 500 + its delivery count), and a job scheduled an
+    // hour ahead
     raw_send(
         &mut con,
         "pb",
@@ -311,17 +312,27 @@ async fn the_poll_of_all_queues_finds_jobs_no_send_announced() {
         &body(2),
     )
     .await;
-    let lost = 4_000_000_000_000u64 + now_ms + 300;
     raw_send(
         &mut con,
         "pb",
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa3",
-        lost as f64 + 0.001,
+        (now_ms + 300) as f64 + 0.501,
         &body(3),
     )
     .await;
+    // on "pc": a lease an earlier redjob wrote (4e12 ms above its end) that runs
+    // out in 300 ms, alone
+    let lost = 4_000_000_000_000u64 + now_ms + 300;
+    raw_send(
+        &mut con,
+        "pc",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa4",
+        lost as f64 + 0.001,
+        &body(4),
+    )
+    .await;
     assert!(
-        wait_until(Duration::from_secs(5), || rec.len() == 2).await,
+        wait_until(Duration::from_secs(5), || rec.len() == 3).await,
         "found by the poll: {:?}",
         rec.runs()
     );
@@ -329,9 +340,11 @@ async fn the_poll_of_all_queues_finds_jobs_no_send_announced() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        [1, 3],
-        "the due job and the lost lease; not the scheduled one"
+        [1, 3, 4],
+        "the due job and the lost leases; not the scheduled one"
     );
-    assert_eq!(rec.runs().iter().find(|r| r.key == 3).unwrap().attempt, 2);
+    for k in [3, 4] {
+        assert_eq!(rec.runs().iter().find(|r| r.key == k).unwrap().attempt, 2);
+    }
     w.stop().await;
 }

@@ -147,7 +147,7 @@ pub fn attempts(e: &Expr) -> syn::Result<u32> {
         _ => Err(syn::Error::new(
             lit.span(),
             format!(
-                "max_attempts must be between 1 and {MAX_ATTEMPTS}: a job's delivery count is kept in the thousandths of its score and stops at 999"
+                "max_attempts must be between 1 and {MAX_ATTEMPTS}: a job's delivery count is kept in the thousandths of its score and stops at 499"
             ),
         )),
     }
@@ -208,7 +208,7 @@ fn priority(e: &Expr) -> syn::Result<i8> {
 
 /// `redjob::job::MAX_ATTEMPTS` (a proc-macro crate cannot use redjob's items; the
 /// expansion asserts that the two agree).
-const MAX_ATTEMPTS: u32 = 998;
+const MAX_ATTEMPTS: u32 = 498;
 
 /// `redjob::worker::MAX_DELAY` in milliseconds, RSMQ's longest delay.
 const MAX_DURATION_MS: u64 = 9_999_999_000;

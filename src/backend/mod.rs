@@ -14,30 +14,52 @@ use crate::ops::{Retention, Tick, Ticked};
 use crate::queue::{QueueOptions, Queues, SendMessage, Sent};
 use crate::{JobId, Result};
 
-/// Where leased jobs' scores start, in ms: a leased job's score is
-/// `LEASED_FROM_MS + <lease end ms>`, so every state of a job is one score range
-/// of its sorted set (due, scheduled, leased) and a count by state is a `ZCOUNT`.
-/// Other scores are Unix ms, below this until the year 2096; leased ones stay
-/// below 2^43 (where a double still holds thousandths) until 2121.
-pub(crate) const LEASED_FROM_MS: u64 = 4_000_000_000_000;
+/// Added to a leased job's delivery count in its score's thousandths: a lease
+/// is scored at its end, `<lease end ms>.<500 + count>`, as RSMQ scores a
+/// received message at the end of its visibility timeout (so RSMQ clients see
+/// the job again once the lease runs out); every other score carries a count
+/// below 500 (a retry's `<due>.<count>`, a send's whole ms). `LEASE_MARK` in
+/// lib.lua.
+pub(crate) const LEASE_MARK: u64 = 500;
+
+/// The most deliveries a score counts (`MAX_COUNT` in lib.lua): a count of 499
+/// means "499 or more".
+pub(crate) const MAX_COUNT: u32 = 499;
+
+/// Until the clock reaches it (the year 2096), where the scores of leases written
+/// by an earlier redjob start, in ms (`LEGACY + <lease end>`; `LEGACY` in
+/// lib.lua): nothing is scored there any more, and due times stop below it
+/// ([`LAST_DUE_MS`](crate::queue::LAST_DUE_MS)).
+pub(crate) const LEGACY_LEASED_MS: u64 = 4_000_000_000_000;
+
+/// Whether a score in thousandths of a ms is a lease's (see [`LEASE_MARK`]).
+pub(crate) fn is_lease(k: u64) -> bool {
+    k % 1000 >= LEASE_MARK
+}
+
+/// The delivery count a score in thousandths of a ms carries (see [`LEASE_MARK`]).
+pub(crate) fn score_count(k: u64) -> u32 {
+    let t = k % 1000;
+    (if t >= LEASE_MARK { t - LEASE_MARK } else { t }) as u32
+}
 
 /// A delivery's fencing token: the job's score while this worker holds it, and
 /// the priority level the job lives at.
 ///
-/// The score is `<LEASED_FROM_MS + lease end ms>.<delivery count>` (leased jobs'
-/// scores sit above all others, see [`JobState`](crate::inspect::JobState));
-/// stored as thousandths of a millisecond, so [`Token::attempt`] is the delivery
-/// count (1 on first delivery, at most 999) and ack, extend and reschedule act
-/// only while the score is unchanged. Its text form ([`Display`](std::fmt::Display),
-/// [`FromStr`](std::str::FromStr)) is the score alone, as the scripts compare it;
-/// a parsed token is at priority 0.
+/// The score is `<lease end ms>.<500 + delivery count>`: a lease is scored at its
+/// end, as RSMQ does, and its thousandths tell it from a scheduled job's score
+/// (see [`JobState`](crate::inspect::JobState)). [`Token::attempt`] is the
+/// delivery count (1 on first delivery, at most 499), and ack, extend and
+/// reschedule act only while the score is unchanged. Its text form
+/// ([`Display`](std::fmt::Display), [`FromStr`](std::str::FromStr)) is the score
+/// alone, as the scripts compare it; a parsed token is at priority 0.
 ///
 /// ```
 /// use redjob::backend::Token;
 ///
 /// let t = Token::new(1_790_000_000_123, 4);
 /// assert_eq!((t.attempt(), t.lease_until_ms(), t.priority()), (4, 1_790_000_000_123, 0));
-/// assert_eq!(t.to_string(), "5790000000123.004");
+/// assert_eq!(t.to_string(), "1790000000123.504");
 /// assert_eq!(t.to_string().parse::<Token>().unwrap(), t);
 /// assert_eq!(t.at_priority(3).priority(), 3);
 /// ```
@@ -53,9 +75,8 @@ impl Token {
     pub fn new(lease_until_ms: u64, attempt: u32) -> Self {
         Token {
             score: lease_until_ms
-                .saturating_add(LEASED_FROM_MS)
                 .saturating_mul(1000)
-                .saturating_add(u64::from(attempt.min(999))),
+                .saturating_add(LEASE_MARK + u64::from(attempt.min(MAX_COUNT))),
             priority: 0,
         }
     }
@@ -67,12 +88,12 @@ impl Token {
 
     /// The delivery count, starting at 1.
     pub fn attempt(self) -> u32 {
-        (self.score % 1000) as u32
+        score_count(self.score)
     }
 
     /// When the lease ends, Unix ms (Redis time).
     pub fn lease_until_ms(self) -> u64 {
-        (self.score / 1000).saturating_sub(LEASED_FROM_MS)
+        self.score / 1000
     }
 
     /// The priority level of the job (see [`queue::MAX_PRIORITY`](crate::queue::MAX_PRIORITY)).
@@ -124,6 +145,9 @@ impl std::str::FromStr for Token {
         }
         let ms = ms.parse::<u64>().map_err(|_| bad())?;
         let n = n.parse::<u64>().map_err(|_| bad())?;
+        if n < LEASE_MARK {
+            return Err(bad());
+        }
         ms.checked_mul(1000)
             .and_then(|v| v.checked_add(n))
             .map(|score| Token { score, priority: 0 })

@@ -26,7 +26,7 @@ mod redis;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::backend::LEASED_FROM_MS;
+use crate::backend::{LEGACY_LEASED_MS, MAX_COUNT, is_lease, score_count};
 use crate::job::Job;
 use crate::{Error, JobId, Result};
 
@@ -44,6 +44,7 @@ pub enum JobState {
     /// received counts here until its visibility timeout ends.
     Scheduled,
     /// Leased by a worker: running, or finished with its outcome on the way.
+    /// Its score is its lease end, marked as a lease in its thousandths.
     InFlight,
     /// In the dead-letter queue.
     Dead,
@@ -271,8 +272,10 @@ pub trait Inspect: Sync {
 
     /// The next `n` jobs that would run (at most [`MAX_PAGE`]), without leasing
     /// them: the ready ones in the order a fetch takes them (highest priority
-    /// first, a lease that ran out before due messages, oldest first), then the
-    /// scheduled ones by due time (at one time, highest priority first).
+    /// first, then oldest due first; a lease that ran out is due from its end),
+    /// then the scheduled ones by due time (at one time, highest priority
+    /// first). On Redis the scheduled ones are looked for among at most `n` +
+    /// 1,000 jobs due later, passing over the leases among them.
     fn peek(&self, queue: &str, n: usize) -> impl Future<Output = Result<Vec<JobInfo>>> + Send;
 
     /// One job by id, in the queue or its dead letters; `None` when it is in neither.
@@ -355,26 +358,28 @@ pub(crate) use forward_inspect;
 
 /// The state of a queued job with score `k` (thousandths of a ms) at `now_ms`.
 pub(crate) fn state_of(k: u64, now_ms: u64) -> JobState {
-    // a score is due in its ms, whatever count its thousandths carry
-    if k >= LEASED_FROM_MS * 1000 {
-        if k / 1000 <= LEASED_FROM_MS + now_ms {
-            JobState::Ready
-        } else {
-            JobState::InFlight
-        }
-    } else if k / 1000 <= now_ms {
+    // a score is due in its ms, whatever count its thousandths carry; a lease
+    // is scored at its end, so one that ran out is due
+    if due_ms(k, now_ms) <= now_ms {
         JobState::Ready
+    } else if is_lease(k) || legacy(k, now_ms) {
+        JobState::InFlight
     } else {
         JobState::Scheduled
     }
 }
 
-/// When a job with score `k` becomes due, Unix ms: its score's whole ms (a fetch
-/// takes it in that ms), or for a leased job its lease end.
-pub(crate) fn due_ms(k: u64) -> u64 {
+/// Whether score `k` is a lease an earlier redjob wrote (see [`LEGACY_LEASED_MS`]).
+fn legacy(k: u64, now_ms: u64) -> bool {
+    now_ms < LEGACY_LEASED_MS && k / 1000 >= LEGACY_LEASED_MS
+}
+
+/// When a job with score `k` becomes due at `now_ms`, Unix ms: its score's whole
+/// ms (a fetch takes it in that ms; a lease's end).
+pub(crate) fn due_ms(k: u64, now_ms: u64) -> u64 {
     let ms = k / 1000;
-    if k >= LEASED_FROM_MS * 1000 {
-        ms - LEASED_FROM_MS
+    if legacy(k, now_ms) {
+        ms - LEGACY_LEASED_MS
     } else {
         ms
     }
@@ -395,8 +400,8 @@ pub(crate) fn queued(
         id,
         state: state_of(k, now_ms),
         priority,
-        attempts: (k % 1000).max(rc).min(999) as u32,
-        due_ms: due_ms(k),
+        attempts: u64::from(score_count(k)).max(rc).min(u64::from(MAX_COUNT)) as u32,
+        due_ms: due_ms(k, now_ms),
         body,
         last_error,
     }
@@ -433,15 +438,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn states_are_score_ranges() {
+    fn states_are_score_ranges_and_marks() {
         let now = 1_000;
-        let l = LEASED_FROM_MS * 1000;
         // a score is due in its whole ms, whatever count its thousandths carry
         assert_eq!(state_of(1_000_999, now), JobState::Ready);
+        assert_eq!(state_of(1_000_501, now), JobState::Ready);
         assert_eq!(state_of(1_001_000, now), JobState::Scheduled);
-        assert_eq!(state_of(l - 1, now), JobState::Scheduled);
-        assert_eq!(state_of(l + 1_000_999, now), JobState::Ready);
-        assert_eq!(state_of(l + 1_001_000, now), JobState::InFlight);
-        assert_eq!((due_ms(1_000_001), due_ms(l + 2_000_003)), (1_000, 2_000));
+        assert_eq!(state_of(1_001_499, now), JobState::Scheduled);
+        // a lease is marked in its thousandths (500 + count)
+        assert_eq!(state_of(1_001_500, now), JobState::InFlight);
+        assert_eq!(state_of(1_001_999, now), JobState::InFlight);
+        let l = LEGACY_LEASED_MS * 1000;
+        assert_eq!(state_of(l + 2_000_003, now), JobState::InFlight);
+        assert_eq!(state_of(l + 999_003, now), JobState::Ready);
+        let (a, b) = (due_ms(1_000_001, now), due_ms(l + 2_000_003, now));
+        assert_eq!((a, b), (1_000, 2_000));
+        // from the year 2096 on, every score is a time
+        let later = LEGACY_LEASED_MS + 5;
+        assert_eq!(due_ms(l + 2_000_003, later), LEGACY_LEASED_MS + 2_000);
+        assert_eq!(state_of(l + 2_000_003, later), JobState::Scheduled);
+        assert_eq!(state_of(l + 10_000_501, later), JobState::InFlight);
     }
 }

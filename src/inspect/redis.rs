@@ -14,7 +14,7 @@ use crate::{Error, JobId, Result};
 async fn call(rsmq: &Rsmq, script: &redis::Script, queue: &str, args: &[&str]) -> Result<Value> {
     validate::queue_name(queue)?;
     let (mut con, k) = rsmq.parts(queue);
-    let mut cmd = scripts::eval(script, &k.all_levels_dead());
+    let mut cmd = scripts::eval(script, &k.inspection());
     cmd.arg(args);
     scripts::run(&mut con, script, &cmd).await
 }
@@ -142,13 +142,32 @@ impl Inspect for Rsmq {
         let args = [state.as_str(), &n.to_string(), &p, &s, &id];
         let v = call(self, &scripts::LIST, queue, &args).await?;
         let (now, mut r) = start(queue, &v)?;
+        // where a page that passed over rows of the other kind ended early
+        let (rp, rs, rid) = (r.bytes()?, r.bytes()?, r.bytes()?);
+        let resume = if rid.is_empty() {
+            None
+        } else {
+            let p = std::str::from_utf8(rp)
+                .ok()
+                .and_then(|p| p.parse::<i8>().ok());
+            let id = JobId::from_bytes(rid).ok();
+            p.zip(id).map(|(priority, id)| Cursor {
+                priority,
+                score: thousandths(rs),
+                id,
+            })
+        };
         // rows read, counting those skipped as unreadable
         let read = match &v {
-            Value::Array(items) => items.len().saturating_sub(1) / 6,
+            Value::Array(items) => items.len().saturating_sub(4) / 6,
             _ => 0,
         };
         let (jobs, scores) = rows(&mut r, now, false)?;
-        Ok(super::page(jobs, &scores, n > 0 && read >= n))
+        let mut page = super::page(jobs, &scores, n > 0 && read >= n);
+        if resume.is_some() {
+            page.next = resume;
+        }
+        Ok(page)
     }
 
     async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {

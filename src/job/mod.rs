@@ -79,10 +79,11 @@ pub trait JobSpec {
 /// The largest `max_attempts` a job type may have.
 ///
 /// A job's delivery count is kept in the thousandths of its score (see
-/// [`Token`](crate::backend::Token)), where it stops at 999: a count of 999 means
-/// "999 or more". With a limit of 999 or above, a job whose runs never finish
-/// (its worker killed each time) would be delivered forever, its count stuck at
-/// 999. With at most 998, a count of 999 is always over the limit, and such a
+/// [`Token`](crate::backend::Token)), where it stops at 499 (the thousandths
+/// from 500 on mark a lease): a count of 499 means "499 or more". With a limit
+/// of 499 or above, a job whose runs never finish (its worker killed each time)
+/// would be delivered forever, its count stuck at 499. With at most 498, a count
+/// of 499 is always over the limit, and such a
 /// delivery is dead-lettered without running, however often it recurs.
 /// `#[derive(Job)]` rejects `max_attempts` above this (and 0) at compile time.
 ///
@@ -92,14 +93,14 @@ pub trait JobSpec {
 /// # use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Serialize, Deserialize, Job)]
-/// #[job(max_attempts = 998)] // the most; 999 does not compile
+/// #[job(max_attempts = 498)] // the most; 499 does not compile
 /// struct Patient;
 /// # impl Job for Patient {
 /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
 /// # }
 /// assert_eq!(Patient::OPTIONS.max_attempts, MAX_ATTEMPTS);
 /// ```
-pub const MAX_ATTEMPTS: u32 = 998;
+pub const MAX_ATTEMPTS: u32 = 498;
 
 /// A job type's settings, from `#[job(...)]` attributes.
 ///
@@ -121,7 +122,7 @@ pub struct JobOptions {
     /// Queue the job is sent to (`queue = "..."`). Defaults to `default`.
     pub queue: &'static str,
     /// Deliveries before the job is dead-lettered (`max_attempts = N`), from 1 to
-    /// [`MAX_ATTEMPTS`] (998; the derive rejects other values). Defaults to 25.
+    /// [`MAX_ATTEMPTS`] (498; the derive rejects other values). Defaults to 25.
     pub max_attempts: u32,
     /// Longest a run may take before it is cancelled and counted as failed
     /// (`timeout = "30s"`). Defaults to 30 minutes.

@@ -234,11 +234,19 @@ impl Rsmq {
         // UNLINK: a queue's large sets and hashes are freed in the background
         // (a DEL of 200,000 jobs held Redis for about a second)
         pipe.atomic().unlink(&k.hash).unlink(&k.zset).unlink(
-            [&k.dead, &k.dead_hash, &k.stats, &k.unique, &k.periodic]
-                .into_iter()
-                .cloned()
-                .chain(k.levels())
-                .collect::<Vec<_>>(),
+            [
+                &k.dead,
+                &k.dead_hash,
+                &k.stats,
+                &k.unique,
+                &k.periodic,
+                &k.leases,
+                &k.exact,
+            ]
+            .into_iter()
+            .cloned()
+            .chain(k.levels())
+            .collect::<Vec<_>>(),
         );
         // on a Cluster `ns:QUEUES` is in another slot: it goes after the queue
         // (a failure between them leaves a name whose queue is gone, which

@@ -236,11 +236,24 @@ impl Call<'_> {
     fn cmd(&self, start: usize, end: usize, all_levels: bool) -> Cmd {
         let (k, first) = (self.k, &self.msgs[start]);
         let mut cmd = match (&first.unique, all_levels) {
-            (None, _) => scripts::eval(&scripts::SEND, &[&k.level(first.priority), &k.hash]),
-            (Some(_), true) => scripts::eval(&scripts::UNIQUE, &k.all_levels_unique()),
+            (None, _) => scripts::eval(
+                &scripts::SEND,
+                &[&k.level(first.priority), &k.hash, &k.leases, &k.exact],
+            ),
+            (Some(_), true) => {
+                let mut keys = k.all_levels_unique();
+                keys.push(k.exact.clone());
+                scripts::eval(&scripts::UNIQUE, &keys)
+            }
             (Some(_), false) => scripts::eval(
                 &scripts::UNIQUE,
-                &[&k.zset, &k.hash, &k.unique, &k.level(first.priority)],
+                &[
+                    &k.zset,
+                    &k.hash,
+                    &k.unique,
+                    &k.level(first.priority),
+                    &k.exact,
+                ],
             ),
         };
         cmd.arg(&k.realtime)

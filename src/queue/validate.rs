@@ -28,7 +28,7 @@ pub const MAX_AHEAD: Duration = Duration::from_secs(50 * 365 * 86_400);
 /// ```
 /// assert_eq!(redjob::queue::LAST_DUE_MS, 3_999_999_999_999);
 /// ```
-pub const LAST_DUE_MS: u64 = crate::backend::LEASED_FROM_MS - 1;
+pub const LAST_DUE_MS: u64 = crate::backend::LEGACY_LEASED_MS - 1;
 
 /// The highest priority a job or message may have: among due jobs of a queue,
 /// higher priorities run first.

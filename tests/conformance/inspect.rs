@@ -114,7 +114,8 @@ pub async fn counts_and_job_follow_a_job_through_every_state(env: &Env) {
     assert_eq!(job.last_error.as_deref(), Some("fatal: bad address"));
     assert_eq!(job.body, b"a");
 
-    // a lease that runs out (its worker died) is ready again, first in line
+    // a lease that runs out (its worker died) is ready again, due from its end
+    // (a lease is scored at its end, where RSMQ clients see it again too)
     let e = send(env, "st", SendMessage::new("e")).await;
     let f = send(env, "st", SendMessage::new("f")).await;
     assert_eq!(
@@ -126,6 +127,12 @@ pub async fn counts_and_job_follow_a_job_through_every_state(env: &Env) {
         e
     );
     assert_eq!(q.counts("st").await.unwrap(), counts(1, 2, 1, 1));
+    let job = q.job("st", &e).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::InFlight, 1));
+    let running = q.list("st", JobState::InFlight, None, 10).await.unwrap();
+    assert_eq!(running.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [e]);
+    let scheduled = q.list("st", JobState::Scheduled, None, 10).await.unwrap();
+    assert!(scheduled.jobs.iter().all(|j| j.id != e));
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(q.counts("st").await.unwrap(), counts(2, 2, 0, 1));
     let job = q.job("st", &e).await.unwrap().unwrap();
@@ -137,9 +144,14 @@ pub async fn counts_and_job_follow_a_job_through_every_state(env: &Env) {
         .iter()
         .map(|j| j.id)
         .collect();
-    assert_eq!(peeked, [e, f]);
-    let again = q.fetch("st", 1, LONG).await.unwrap();
-    assert_eq!((again.jobs[0].id, again.jobs[0].token.attempt()), (e, 2));
+    assert_eq!(peeked, [f, e]);
+    let again = q.fetch("st", 2, LONG).await.unwrap();
+    let got: Vec<_> = again
+        .jobs
+        .iter()
+        .map(|j| (j.id, j.token.attempt()))
+        .collect();
+    assert_eq!(got, [(f, 1), (e, 2)]);
 }
 
 pub async fn peek_shows_the_next_jobs_in_run_order_and_leases_none(env: &Env) {

@@ -1,8 +1,8 @@
 use serde::{Deserialize, Serialize};
 
-// a delivery count of 999 is where the count saturates, so it cannot be allowed
+// a delivery count of 499 is where the count saturates, so it cannot be allowed
 #[derive(Serialize, Deserialize, redjob::Job)]
-#[job(max_attempts = 999)]
+#[job(max_attempts = 499)]
 struct Saturates;
 
 #[derive(Serialize, Deserialize, redjob::Job)]

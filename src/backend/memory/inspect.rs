@@ -4,38 +4,47 @@
 use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Included};
 
-use super::state::{MemQueue, due_score, last_of_ms, ms_score};
+use super::state::{MemQueue, due_score};
 use super::{MemoryBackend, not_found};
-use crate::backend::LEASED_FROM_MS;
+use crate::backend::is_lease;
 use crate::inspect::{self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
 use crate::queue::validate;
 use crate::{JobId, Result};
 
 type Set = BTreeSet<(u64, JobId)>;
 
-/// The score ranges (thousandths, inclusive) of a state at `now` ms, in listing order.
-fn ranges(state: JobState, now: u64) -> Vec<(u64, u64)> {
-    let (l, n) = (ms_score(LEASED_FROM_MS), due_score(now));
-    let ln = last_of_ms(LEASED_FROM_MS.saturating_add(now));
-    let ranges = match state {
-        JobState::Ready => vec![(0, n), (l, ln)],
-        JobState::Scheduled => vec![(n + 1, l - 1)],
-        JobState::InFlight => vec![(ln.saturating_add(1), u64::MAX)],
-        JobState::Dead => vec![(0, u64::MAX)],
-    };
-    ranges.into_iter().filter(|(lo, hi)| lo <= hi).collect()
+/// The score range (thousandths, inclusive) of a state at `now` ms, and whether
+/// a score in it has that state: scheduled and leased jobs share the scores
+/// after now, told apart by their thousandths (as list.lua).
+fn range(state: JobState, now: u64) -> ((u64, u64), fn(u64) -> bool) {
+    let n = due_score(now);
+    let later = (n + 1, u64::MAX);
+    match state {
+        JobState::Ready => ((0, n), |_| true),
+        JobState::Scheduled => (later, |k| !is_lease(k)),
+        JobState::InFlight => (later, is_lease),
+        JobState::Dead => ((0, u64::MAX), |_| true),
+    }
 }
 
-/// Up to `n` (score, id) of `set` within `lo..=hi`, after `after` when given.
-/// A cursor above the range skips it (the range came before it); one below
-/// starts it from its beginning (ranges only move up as time passes).
-fn span(set: &Set, lo: u64, hi: u64, after: Option<(u64, JobId)>, n: usize) -> Vec<(u64, JobId)> {
+/// Up to `n` (score, id) of `set` within `lo..=hi` that `keep` takes, after
+/// `after` when given. A cursor above the range skips it (the range came before
+/// it); one below starts it from its beginning (ranges only move up as time
+/// passes).
+fn span(
+    set: &Set,
+    (lo, hi): (u64, u64),
+    keep: fn(u64) -> bool,
+    after: Option<(u64, JobId)>,
+    n: usize,
+) -> Vec<(u64, JobId)> {
     let start = match after {
         Some(c) if c >= (hi, JobId::MAX) => return Vec::new(),
         Some(c) if c >= (lo, JobId::MIN) => Excluded(c),
         _ => Included((lo, JobId::MIN)),
     };
     set.range((start, Included((hi, JobId::MAX))))
+        .filter(|(k, _)| keep(*k))
         .take(n)
         .copied()
         .collect()
@@ -67,18 +76,18 @@ impl Inspect for MemoryBackend {
         let now = self.clock.now_ms();
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
-        let count = |state| -> u64 {
-            q.sets()
-                .flat_map(|set| ranges(state, now).into_iter().map(move |r| (set, r)))
-                .map(|(set, (lo, hi))| {
-                    set.range((lo, JobId::MIN)..=(hi, JobId::MAX)).count() as u64
-                })
-                .sum()
-        };
+        let mut counts = [0u64; 3];
+        for (k, _) in q.all() {
+            counts[match inspect::state_of(*k, now) {
+                JobState::Ready => 0,
+                JobState::Scheduled => 1,
+                _ => 2,
+            }] += 1;
+        }
         Ok(StateCounts {
-            ready: count(JobState::Ready),
-            scheduled: count(JobState::Scheduled),
-            in_flight: count(JobState::InFlight),
+            ready: counts[0],
+            scheduled: counts[1],
+            in_flight: counts[2],
             dead: q.dead.len() as u64,
         })
     }
@@ -88,20 +97,13 @@ impl Inspect for MemoryBackend {
         let now = self.clock.now_ms();
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
-        // the first score of each ready range of each level: the oldest there
+        // the first due score of each level: the oldest there (a lease that
+        // ran out is due from its end)
         let oldest = q
             .sets()
-            .flat_map(|set| {
-                ranges(JobState::Ready, now)
-                    .into_iter()
-                    .filter_map(move |(lo, hi)| {
-                        set.range((lo, JobId::MIN)..=(hi, JobId::MAX)).next()
-                    })
-            })
-            .map(|&(k, _)| match k / 1000 {
-                ms if ms >= LEASED_FROM_MS => ms - LEASED_FROM_MS,
-                ms => ms,
-            })
+            .filter_map(|set| set.first())
+            .filter(|(k, _)| *k <= due_score(now))
+            .map(|&(k, _)| inspect::due_ms(k, now))
             .min();
         Ok(oldest.map(|t| std::time::Duration::from_millis(now.saturating_sub(t))))
     }
@@ -114,12 +116,13 @@ impl Inspect for MemoryBackend {
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         let mut rows = q.fetchable(now, n);
         let left = n - rows.len();
-        if let (true, Some(&(lo, hi))) = (left > 0, ranges(JobState::Scheduled, now).first()) {
+        if left > 0 {
+            let (r, keep) = range(JobState::Scheduled, now);
             let mut later: Vec<(u64, usize, JobId, i8)> = Vec::new();
             for (li, p) in crate::queue::priorities().enumerate() {
                 let Some(set) = q.set(p) else { continue };
                 later.extend(
-                    span(set, lo, hi, None, left)
+                    span(set, r, keep, None, left)
                         .into_iter()
                         .map(|(s, id)| (s, li, id, p)),
                 );
@@ -167,17 +170,16 @@ impl Inspect for MemoryBackend {
             }
             let Some(set) = q.set(p) else { continue };
             let cursor = after.filter(|c| c.priority == p).map(|c| (c.score, c.id));
-            for (lo, hi) in ranges(state, now) {
-                let left = n - rows.len();
-                if left == 0 {
-                    break;
-                }
-                rows.extend(
-                    span(set, lo, hi, cursor, left)
-                        .into_iter()
-                        .map(|(s, id)| (p, s, id)),
-                );
+            let (r, keep) = range(state, now);
+            let left = n - rows.len();
+            if left == 0 {
+                break;
             }
+            rows.extend(
+                span(set, r, keep, cursor, left)
+                    .into_iter()
+                    .map(|(s, id)| (p, s, id)),
+            );
         }
         let scores: Vec<u64> = rows.iter().map(|r| r.1).collect();
         let jobs = rows

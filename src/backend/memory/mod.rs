@@ -30,8 +30,8 @@ pub use clock::Clock;
 use state::{MemQueue, State};
 
 use super::{
-    Backend, DeadLetter, Delivery, Fetched, LEASED_FROM_MS, MinuteStats, QueueStats, Settle,
-    Settled, Token,
+    Backend, DeadLetter, Delivery, Fetched, MAX_COUNT, MinuteStats, QueueStats, Settle, Settled,
+    Token, score_count,
 };
 use crate::queue::{QueueOptions, SendMessage, Sent};
 use crate::{Error, JobId, Result};
@@ -111,8 +111,7 @@ impl MemoryBackend {
     }
 
     /// Bodies waiting in `queue` (due or not, leased or not) with when each is due
-    /// (Unix ms, the score's whole ms; a leased one: its lease end), in score order
-    /// (leased ones last).
+    /// (Unix ms, the score's whole ms; a leased one: its lease end), in score order.
     pub fn messages(&self, queue: &str) -> Vec<(JobId, Vec<u8>, u64)> {
         let st = self.lock();
         st.queues.get(queue).map_or_else(Vec::new, |q| {
@@ -121,9 +120,7 @@ impl MemoryBackend {
             all.into_iter()
                 .map(|(score, id)| {
                     // the score's whole ms; a leased job's lease end
-                    let ms = score / 1000;
-                    let ms = ms.checked_sub(LEASED_FROM_MS).unwrap_or(ms);
-                    (*id, q.msgs[id].body.clone(), ms)
+                    (*id, q.msgs[id].body.clone(), score / 1000)
                 })
                 .collect()
         })
@@ -300,7 +297,10 @@ impl Backend for MemoryBackend {
         let mut jobs = Vec::with_capacity(due.len());
         for (score, id, priority) in &due {
             let m = &q.msgs[id];
-            let count = (score % 1000).max(m.rc).saturating_add(1).min(999) as u32;
+            let count = u64::from(score_count(*score))
+                .max(m.rc)
+                .saturating_add(1)
+                .min(u64::from(MAX_COUNT)) as u32;
             // a released job's lease ends after its last one (see fetch.lua)
             let until = m
                 .released_lease
@@ -310,7 +310,7 @@ impl Backend for MemoryBackend {
                 id: *id,
                 body: m.body.clone(),
                 token,
-                waited_ms: now.saturating_sub(crate::inspect::due_ms(*score)),
+                waited_ms: now.saturating_sub(score / 1000),
             });
             q.rescore(*id, token.score());
             if let Some(m) = q.msgs.get_mut(id) {
@@ -395,7 +395,7 @@ impl Backend for MemoryBackend {
         }
         let mut retried = 0;
         for r in &res {
-            let count = u64::from(r.deliveries.min(999));
+            let count = u64::from(r.deliveries.min(MAX_COUNT));
             let due = now.saturating_add(super::clamped_ms(r.delay));
             q.rescore(r.id, due.saturating_mul(1000).saturating_add(count));
             if let Some(m) = q.msgs.get_mut(&r.id) {

@@ -6,7 +6,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 
 use super::state::ms_score;
 use super::{MemQueue, MemoryBackend, not_found};
-use crate::backend::LEASED_FROM_MS;
+use crate::backend::{LEGACY_LEASED_MS, score_count};
 use crate::inspect::{self, Cursor, JobState, Page};
 use crate::ops::{Admin, DeadOrder, DeadQuery, Spread};
 use crate::queue::validate;
@@ -62,7 +62,7 @@ impl Admin for MemoryBackend {
             if state == JobState::Scheduled {
                 // the thousandths carry the delivery count, as in Redis; due
                 // in this ms whatever they carry
-                let count = m.score % 1000;
+                let count = u64::from(score_count(m.score));
                 q.rescore(*id, ms_score(now) + count);
             }
             Some(state)
@@ -178,7 +178,7 @@ fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
         let s = spread.skip(n);
         let due = now
             .saturating_add(s.first.as_millis() as u64)
-            .min(LEASED_FROM_MS - 1);
+            .min(LEGACY_LEASED_MS - 1);
         q.insert(*id, letter.body, ms_score(due), priority);
         n += 1;
     }

@@ -235,7 +235,7 @@ impl Queues for MemoryBackend {
             return Ok(false);
         }
         // the delivery count in the score's thousandths is kept, as on Redis
-        let count = q.msgs[id].score % 1000;
+        let count = u64::from(crate::backend::score_count(q.msgs[id].score));
         q.rescore(*id, (now + ms) * 1000 + count);
         Ok(true)
     }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::JobId;
-use crate::backend::{DeadLetter, LEASED_FROM_MS, MINUTES, QueueStats};
+use crate::backend::{DeadLetter, MINUTES, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
 use crate::ops::Retention;
 
@@ -113,14 +113,10 @@ impl MemQueue {
     }
 
     /// Up to `n` ids a fetch at `now` (Unix ms) leases, highest priority first;
-    /// within one, expired leases first (oldest lease end first), then due
-    /// messages oldest first. Each with its score and priority.
+    /// within one, oldest due first (a lease that ran out is due from its end).
+    /// Each with its score and priority.
     pub fn fetchable(&self, now: u64, n: usize) -> Vec<(u64, JobId, i8)> {
-        let leased = (
-            ms_score(LEASED_FROM_MS),
-            last_of_ms(LEASED_FROM_MS.saturating_add(now)),
-        );
-        self.take(&[leased, (0, due_score(now))], n)
+        self.take(&[(0, due_score(now))], n)
     }
 
     /// Up to `n` ids within the score `ranges` (inclusive), level by level from
@@ -147,12 +143,8 @@ impl MemQueue {
     /// When the earliest job of any priority becomes due (a delayed message, a
     /// retry, or a lease that may run out), Unix ms.
     pub fn next_due_ms(&self) -> Option<u64> {
-        let leased = ms_score(LEASED_FROM_MS);
-        self.sets()
-            .flat_map(|set| [set.first(), set.range((leased, JobId::MIN)..).next()])
-            .flatten()
-            .map(|(s, _)| crate::inspect::due_ms(*s))
-            .min()
+        // a lease is scored at its end
+        self.first_score().map(|k| k / 1000)
     }
 
     /// The sorted sets of every priority.
@@ -316,10 +308,10 @@ impl MemQueue {
     }
 }
 
-/// The highest score due at `now` (Unix ms): now, kept below the leased scores
-/// should the clock ever pass them (as `due_max` in lib.lua).
+/// The highest score due at `now` (Unix ms): every score of its ms (as
+/// `due_max` in lib.lua; no earlier redjob left leases in memory).
 pub(super) fn due_score(now: u64) -> u64 {
-    last_of_ms(now).min(ms_score(LEASED_FROM_MS) - 1)
+    last_of_ms(now)
 }
 
 /// The highest score in the ms `ms`: a score is due in its ms, whatever

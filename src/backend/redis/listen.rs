@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_hand_off_message_is_read_whole_and_a_bad_one_refused() {
-        let msg = b"emails -3 mhx3k0vz1qabcdefghijklmnopqrstuv 5790000000123.001 1790000000000123 {\"a\": 1 2}";
+        let msg = b"emails -3 mhx3k0vz1qabcdefghijklmnopqrstuv 1790000000123.501 1790000000000123 {\"a\": 1 2}";
         let h = handed_job(msg).unwrap();
         assert_eq!(h.queue, "emails");
         assert_eq!(h.delivery.id.as_str(), "mhx3k0vz1qabcdefghijklmnopqrstuv");
@@ -230,10 +230,10 @@ mod tests {
         assert_eq!(h.delivery.token.lease_until_ms(), 1_790_000_000_123);
         assert_eq!(h.now_us, 1_790_000_000_000_123);
         assert_eq!(h.delivery.body, b"{\"a\": 1 2}");
-        assert!(handed_job(b"emails 0 short 1.001 1 x").is_err());
+        assert!(handed_job(b"emails 0 short 1.501 1 x").is_err());
         assert!(
-            handed_job(b"emails 0 mhx3k0vz1qabcdefghijklmnopqrstuv 5790000000123.001").is_err()
+            handed_job(b"emails 0 mhx3k0vz1qabcdefghijklmnopqrstuv 1790000000123.501").is_err()
         );
-        assert!(handed_job(b"emails x mhx3k0vz1qabcdefghijklmnopqrstuv 1.001 1 x").is_err());
+        assert!(handed_job(b"emails x mhx3k0vz1qabcdefghijklmnopqrstuv 1.501 1 x").is_err());
     }
 }

@@ -215,9 +215,9 @@ impl RedisBackend {
         let mut levels = self.prioritized(queue);
         loop {
             let mut cmd = if levels {
-                eval(&scripts::FETCH, &k.all_levels())
+                eval(&scripts::FETCH, &k.fetch_all())
             } else {
-                eval(&scripts::FETCH, &[&k.zset, &k.hash])
+                eval(&scripts::FETCH, &k.fetch())
             };
             cmd.arg(max.max(1)).arg(super::clamped_ms(lease));
             if let Some(reg) = reg {
@@ -455,7 +455,7 @@ impl Backend for RedisBackend {
         let cmds: Vec<_> = groups
             .iter()
             .map(|(p, idx)| {
-                let mut cmd = eval(&scripts::EXTEND, &[&k.level(*p)]);
+                let mut cmd = eval(&scripts::EXTEND, &[&k.level(*p), &k.leases]);
                 cmd.arg(super::clamped_ms(lease));
                 for &i in idx {
                     let (id, token) = &leases[i];
@@ -489,7 +489,15 @@ impl Backend for RedisBackend {
                 let level = k.level(*p);
                 let mut cmd = eval(
                     &scripts::COMPLETE,
-                    &[&level, &k.hash, &k.dead, &k.dead_hash, &k.stats, &k.unique],
+                    &[
+                        &level,
+                        &k.hash,
+                        &k.dead,
+                        &k.dead_hash,
+                        &k.stats,
+                        &k.unique,
+                        &k.leases,
+                    ],
                 );
                 let (keep, max_age) = part.retention.limits();
                 cmd.arg(part.acks.len())
@@ -506,7 +514,7 @@ impl Backend for RedisBackend {
                     cmd.arg(r.id)
                         .arg(r.token.to_string())
                         .arg(super::clamped_ms(r.delay))
-                        .arg(r.deliveries.min(999))
+                        .arg(r.deliveries.min(crate::backend::MAX_COUNT))
                         .arg(if r.release { "l" } else { "r" })
                         .arg(r.error.as_deref().unwrap_or(""));
                 }

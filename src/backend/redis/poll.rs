@@ -1,21 +1,19 @@
-//! The worker's fallback poll: all its queues in one round trip (two when some
-//! hold scheduled jobs), one command per queue.
+//! The worker's fallback poll: all its queues in one round trip, one command per
+//! queue.
 
 use std::time::Duration;
 
 use super::RedisBackend;
 use super::scripts::{self, eval};
-use crate::backend::LEASED_FROM_MS;
+use crate::backend::LEGACY_LEASED_MS;
 use crate::{Error, Result};
 
 impl RedisBackend {
     /// Whether each queue has a job due, or a lease ending, within `within`.
     ///
     /// A queue without priorities costs one `ZRANGE … 0 0 WITHSCORES`: its lowest
-    /// score is its earliest due job, or (when nothing is waiting) its earliest
-    /// lease end. Only when that is a job scheduled beyond the window is the
-    /// earliest lease read apart, in a second round trip. A queue with
-    /// priorities runs `poll.lua` over its levels.
+    /// score is its earliest due job or lease end (a lease is scored at its
+    /// end). A queue with priorities runs `poll.lua` over its levels.
     pub(super) async fn poll_queues(
         &self,
         queues: &[String],
@@ -62,43 +60,23 @@ impl RedisBackend {
             .map_err(bad)?
             .ok_or_else(|| Error::Protocol("poll: no TIME reply".into()))?;
         let soon = (secs * 1000 + us / 1000).saturating_add(window);
-        let leased = LEASED_FROM_MS as f64;
+        let legacy = LEGACY_LEASED_MS as f64;
         let mut out = Vec::with_capacity(queues.len());
-        // queues whose lowest score is a job scheduled past the window
-        let mut later = Vec::new();
-        for (i, (&p, v)) in prioritized.iter().zip(replies).enumerate() {
+        // the lowest score is the earliest due time or lease end (a lease is
+        // scored at its end)
+        for (&p, v) in prioritized.iter().zip(replies) {
             if p {
                 out.push(scripts::int(&v)? == 1);
                 continue;
             }
             let lowest: Vec<(String, f64)> = redis::from_redis_value(v).map_err(bad)?;
-            let due = match lowest.first() {
+            out.push(match lowest.first() {
                 None => false,
-                Some((_, s)) if *s >= leased => *s - leased <= soon as f64,
-                Some((_, s)) if *s <= soon as f64 => true,
-                Some(_) => {
-                    later.push(i);
-                    false
+                Some((_, s)) if *s >= legacy && soon < LEGACY_LEASED_MS => {
+                    *s - legacy <= soon as f64
                 }
-            };
-            out.push(due);
-        }
-        if !later.is_empty() {
-            let mut pipe = redis::pipe();
-            let ends = LEASED_FROM_MS.saturating_add(soon);
-            for &i in &later {
-                pipe.cmd("ZRANGEBYSCORE")
-                    .arg(self.ns.queue(&queues[i]).zset)
-                    .arg(LEASED_FROM_MS)
-                    .arg(ends)
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(1);
-            }
-            let found: Vec<Vec<String>> = pipe.query_async(&mut con).await?;
-            for (&i, f) in later.iter().zip(found) {
-                out[i] = !f.is_empty();
-            }
+                Some((_, s)) => *s < (soon + 1) as f64,
+            });
         }
         Ok(out)
     }

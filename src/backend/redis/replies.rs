@@ -140,12 +140,12 @@ mod tests {
         let reply = Value::Array(vec![
             Value::Int(1_700_000_000_000_000),
             bulk(""),
-            Value::Int(4_001_700_000_030_000),
+            Value::Int(1_700_000_030_000),
             Value::Int(-1),
             Value::Int(0),
             bulk(id),
             bulk("{}"),
-            meta(999, -10, 100_000_000_000),
+            meta(499, -10, 100_000_000_000),
             bulk(id),
             bulk("{}"),
             meta(1, 10, 0),
@@ -159,7 +159,7 @@ mod tests {
             .iter()
             .map(|d| (d.token.attempt(), d.token.priority(), d.waited_ms))
             .collect();
-        assert_eq!(got, [(999, -10, 100_000_000_000), (1, 10, 0), (7, 0, 1234)]);
+        assert_eq!(got, [(499, -10, 100_000_000_000), (1, 10, 0), (7, 0, 1234)]);
     }
 }
 

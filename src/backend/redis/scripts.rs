@@ -281,11 +281,16 @@ mod tests {
 
     #[test]
     fn the_scripts_lease_offset_is_the_backends() {
-        let line = format!("local LEASED = {}\n", crate::backend::LEASED_FROM_MS);
-        assert!(
-            include_str!("lua/lib.lua").contains(&line),
-            "lib.lua lacks {line:?}"
-        );
+        use crate::backend::{LEASE_MARK, LEGACY_LEASED_MS, MAX_COUNT};
+        for line in [
+            format!("local LEASE_MARK, MAX_COUNT = {LEASE_MARK}, {MAX_COUNT}\n"),
+            format!("local LEGACY = {LEGACY_LEASED_MS}\n"),
+        ] {
+            assert!(
+                include_str!("lua/lib.lua").contains(&line),
+                "lib.lua lacks {line:?}"
+            );
+        }
     }
 
     #[test]

@@ -18,5 +18,5 @@ redis.call("ZREM", level[2], id)
 redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err")
 forget_released({id})
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
-if tonumber(s) >= LEASED + now + 1 then return 2 end
+if is_lease(tonumber(s)) and tonumber(s) >= now + 1 then return 2 end
 return 1

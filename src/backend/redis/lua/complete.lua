@@ -11,6 +11,8 @@
 --          <failed>" (minute: Unix ms / 60000); a call reads and writes the hash
 --          once
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
+-- KEYS[7]  the queue's lease counts (ns:q:leases): a settled lease leaves them
+--          (see count_leases in lib.lua)
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -63,9 +65,12 @@ local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
+local ends = {}
 for k, id in ipairs(ids) do
   if scores[k] and tonumber(scores[k]) == tonumber(tokens[k]) then
     local kd = kind[k]
+    local e = tonumber(string.match(tokens[k], "^%d+"))
+    ends[e] = (ends[e] or 0) - 1
     if kd == "a" or kd == "d" then
       gone[#gone + 1] = id
       fields[#fields + 1] = id
@@ -108,7 +113,7 @@ if #dead > 0 then
     dh[#dh + 1] = id .. ":err"
     dh[#dh + 1] = arg[k]
     dh[#dh + 1] = id .. ":n"
-    dh[#dh + 1] = string.sub(tokens[k], -3)
+    dh[#dh + 1] = string.format("%d", score_count(tonumber(tokens[k])))
     if prio ~= "0" then
       dh[#dh + 1] = id .. ":p"
       dh[#dh + 1] = prio
@@ -150,6 +155,7 @@ if #dead > 0 then
   end
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
+count_lease_changes(7, ends, now)
 if released > 0 and attrs[5] == "1" then
   redis.call("HSET", KEYS[2], "redjob:waiting", "0")
   redis.call("PUBLISH", ARGV[7], redis.call("ZCARD", KEYS[1]))

@@ -55,7 +55,7 @@ for i, id in ipairs(ids) do
   if body and not queued[i] then
     local p = tonumber(dead[2 * i]) or 0
     if p < -10 or p > 10 then p = 0 end
-    local due = math.min(now + first + math.floor(n * step / 1000), LEASED - 1)
+    local due = math.min(now + first + math.floor(n * step / 1000), LAST_DUE)
     local key = level_key(p, 5)
     local zl = z[key]
     if not zl then zl = {}; z[key] = zl end

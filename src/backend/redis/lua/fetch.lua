@@ -1,9 +1,11 @@
 -- Leases up to n due jobs for a worker, highest priority first; within a priority,
--- jobs whose lease ran out (their worker died) first, then due messages oldest
--- first. Each is re-scored to LEASED + now + lease (see lib.lua); the score's thousandths
--- carry the job's delivery count, so the score is also the delivery's fencing
--- token ("<lease ms>.<count, 3 digits>"). No per-message fields are written: a
--- re-delivery after a crash is counted from the score.
+-- oldest due first (a job whose lease ran out, its worker dead, is due from its
+-- lease end). Each is re-scored to its lease end, now + lease, with 500 + its
+-- delivery count in the thousandths (LEASE_MARK in lib.lua), so the score is
+-- also the delivery's fencing token ("<lease end ms>.<5xx>"), and an RSMQ client
+-- sees the job again once the lease runs out. No per-message fields are written:
+-- a re-delivery after a crash is counted from the score. The leases are counted
+-- by the second they end in (KEYS[3], see count_leases in lib.lua).
 -- RSMQ-style receives (by RSMQ clients, or redjob's queue API) count deliveries in
 -- "<id>:rc" fields; those are read only when such receives ever happened on the
 -- queue, that is when "totalrecv" (every receive) differs from "redjob:leased"
@@ -21,19 +23,23 @@
 -- fetch that leased all it asked for clears the registration.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
--- KEYS[3..22]  optional: the sorted sets of priorities 10..1, then -1..-10
+-- KEYS[3]  the queue's lease counts (ns:q:leases)
+-- KEYS[4]  the queue's exact dues (ns:q:exact, see index_exact in lib.lua)
+-- KEYS[5..24]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- ARGV[3]  optional: the worker's hand-off registration, "<lease ms> <channel>
 --          <queue>" ("" or absent: none)
 -- A released job (complete.lua) keeps its last lease end in "<id>:l" until it is
 -- leased again: its new lease ends after that one, so no two deliveries of a job
--- ever share a token, though a release gives its delivery count back. The hash
+-- share a token, though a release gives its delivery count back. The hash
 -- field "redjob:released" counts such fields; they are read only while it is
 -- not 0.
 -- A job sent with a delay is due at its send's µs plus the delay (exact_due in
 -- lib.lua), up to a ms before its score (rounded up): such jobs scored now + 1
--- are leased once exactly due, after every due job of their level.
+-- are leased once exactly due, after every due job of their level; the send
+-- keeps their exact dues in KEYS[4], so however many jobs share their ms, a
+-- fetch reads only the dues that passed.
 -- Returns {now µs, when the earliest job left is due (Unix µs; a lease: its end) or
 --          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
 --          without a body that were removed, id, body, meta, id, body, meta, ...}
@@ -51,18 +57,30 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "
 if not attrs[1] then return {0, "", 0, -1, -1} end
 if attrs[7] then return {0, "", 0, -1, -3} end
 local mask = tonumber(attrs[6]) or 0
-if mask ~= 0 and #KEYS < 22 then return {1, "", 0, -1, -2} end
-local levels = level_sets(mask, 3)
+if mask ~= 0 and #KEYS < 24 then return {1, "", 0, -1, -2} end
+local levels = level_sets(mask, 5)
 local now, now_us = clock()
 local max = tonumber(ARGV[1])
 local lease = now + tonumber(ARGV[2])
+-- the exact dues (KEYS[4], see index_exact in lib.lua) that passed in this ms
+-- by now_us: their jobs may be scored at the next ms; dues of an earlier ms are
+-- due by their scores, and up to 100 of them are dropped per call
+local exact, taken = {}, {}
+if now + 1 <= LAST_DUE then
+  local ms = string.format("%.0f", now * 1000)
+  exact = redis.call("ZRANGEBYSCORE", KEYS[4], "(" .. ms, string.format("%.0f", now_us), "LIMIT", 0, 100)
+  local old = redis.call("ZRANGEBYSCORE", KEYS[4], "-inf", ms, "LIMIT", 0, 100)
+  if #old > 0 then
+    allow_writes(KEYS[1])
+    many("ZREM", KEYS[4], old)
+  end
+end
 -- due ids of every level, in the order they run
 local ids, scores, lv = {}, {}, {}
 local left = max
 for li, level in ipairs(levels) do
-  for _, range in ipairs({{LEASED, lease_max(now)}, {"-inf", due_max(now)}}) do
-    if left <= 0 then break end
-    local due = redis.call("ZRANGEBYSCORE", level[2], range[1], range[2], "WITHSCORES", "LIMIT", 0, left)
+  if left > 0 then
+    local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", due_max(now), "WITHSCORES", "LIMIT", 0, left)
     for j = 1, #due, 2 do
       ids[#ids + 1] = due[j]
       scores[#scores + 1] = due[j + 1]
@@ -70,16 +88,16 @@ for li, level in ipairs(levels) do
     end
     left = left - #due / 2
   end
-  -- jobs due exactly by now_us though scored at the next ms (see exact_due)
-  if left > 0 and now + 1 < LEASED then
-    local next_ms = string.format("%.0f", now + 1)
-    local soon = redis.call("ZRANGEBYSCORE", level[2], next_ms, next_ms, "LIMIT", 0, 100)
-    for j = 1, #soon do
+  -- jobs due exactly by now_us though scored at the next ms (see exact_due):
+  -- the exact dues that passed, still at that score at this level
+  if left > 0 and #exact > 0 then
+    local at = many("ZMSCORE", level[2], exact)
+    for j = 1, #exact do
       if left <= 0 then break end
-      local d = exact_due(soon[j], now + 1)
-      if d and d <= now_us then
-        ids[#ids + 1] = soon[j]
-        scores[#scores + 1] = next_ms
+      if at[j] and tonumber(at[j]) == now + 1 and not taken[exact[j]] then
+        taken[exact[j]] = true
+        ids[#ids + 1] = exact[j]
+        scores[#scores + 1] = at[j]
         lv[#lv + 1] = li
         left = left - 1
       end
@@ -127,6 +145,8 @@ if n > 0 then
     end
   end
   local tokens = {}
+  -- how many leases end when (ms), for the lease counts
+  local ends = {}
   -- per level: the new scores (ZADD pairs) and the orphans
   local z, orphans = {}, {}
   local norphans = 0
@@ -136,28 +156,31 @@ if n > 0 then
     local body = vals[per * (k - 1) + 1]
     if body then
       local score = tonumber(scores[k])
+      -- when it became due: its score's whole ms (a lease that ran out: its end)
       local due = math.floor(score)
-      local count = math.floor((score - due) * 1000 + 0.5)
-      -- when it became due: its score's whole ms, less LEASED for a lease that
-      -- ran out (inspect's due_ms)
-      if due >= LEASED then due = due - LEASED end
+      local count = score_count(score)
       local waited = now - due
       if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
       if foreign then
         local rc = tonumber(vals[2 * k]) or 0
         if rc > count then count = rc end
       end
-      count = math.min(count + 1, 999)
+      count = math.min(count + 1, MAX_COUNT)
       local token = tokens[count]
       if not token then
-        token = string.format("%d.%03d", LEASED + lease, count)
+        token = lease_score(lease, count)
         tokens[count] = token
       end
       -- a released job's new lease ends after its last one, so that this
       -- delivery's token (lease end and count) is none of an earlier one's
       local floor = floors[k]
-      local own = floor and floor >= LEASED + lease
-      if own then token = string.format("%.0f.%03d", floor + 1, count) end
+      local own = floor and floor >= lease
+      if own then
+        token = lease_score(floor + 1, count)
+        ends[floor + 1] = (ends[floor + 1] or 0) + 1
+      else
+        ends[lease] = (ends[lease] or 0) + 1
+      end
       local zl = z[li]
       if not zl then zl = {}; z[li] = zl end
       zl[#zl + 1] = token
@@ -170,7 +193,7 @@ if n > 0 then
       if own then
         -- negative: its own lease end (ms) follows
         out[no] = -out[no]
-        out[no + 1] = floor + 1 - LEASED
+        out[no + 1] = floor + 1
         no = no + 1
       end
     else
@@ -185,6 +208,7 @@ if n > 0 then
   if leased > 0 then
     if norphans == 0 then allow_writes(KEYS[1]) end
     for li, zl in pairs(z) do many("ZADD", levels[li][2], zl) end
+    count_lease_changes(3, ends, now)
     set = {"totalrecv", string.format("%.0f", totalrecv + leased),
            "redjob:leased", string.format("%.0f", ours + leased)}
   end
@@ -198,16 +222,58 @@ if leased < max then
   local first
   for _, level in ipairs(levels) do
     local f = redis.call("ZRANGE", level[2], 0, 0, "WITHSCORES")
-    local l = redis.call("ZRANGEBYSCORE", level[2], LEASED, "+inf", "WITHSCORES", "LIMIT", 0, 1)
     -- in µs: a score's whole ms (its thousandths are a delivery count), or the
     -- first job's exact due
-    for k, s in ipairs({f[2], l[2]}) do
-      local score = tonumber(s)
-      if score >= LEASED then score = score - LEASED end
-      local due = k == 1 and exact_due(f[1], score) or math.floor(score) * 1000
-      if not first or due < first then first = due end
+    if f[2] then
+      local score = tonumber(f[2])
+      local due = exact_due(f[1], score) or math.floor(score) * 1000
+      if score < top(now) and (not first or due < first) then first = due end
+    end
+    -- leases written by an earlier redjob (see LEGACY): up to 100 that ran out
+    -- become due at their end; one that runs is waited for
+    local old = now < LEGACY and
+      redis.call("ZRANGEBYSCORE", level[2], LEGACY, "+inf", "WITHSCORES", "LIMIT", 0, 100) or {}
+    local back = {}
+    for j = 1, #old, 2 do
+      local s = tonumber(old[j + 1])
+      local ends = math.floor(s) - LEGACY
+      if ends <= now then
+        back[#back + 1] = string.format("%.0f.%03d", ends, math.min(thousandths(s), MAX_COUNT))
+        back[#back + 1] = old[j]
+      end
+      if not first or ends * 1000 < first then first = ends * 1000 end
+    end
+    if #back > 0 then
+      allow_writes(KEYS[1])
+      many("ZADD", level[2], back)
     end
   end
+  -- the next exact due: of the first 10 still to come, the first whose job is
+  -- still at its send's score; those whose jobs moved or left are dropped
+  local e = redis.call("ZRANGEBYSCORE", KEYS[4], string.format("(%.0f", now_us), "+inf", "WITHSCORES", "LIMIT", 0, 10)
+  local gone = {}
+  for j = 1, #e, 2 do
+    local due = tonumber(e[j + 1])
+    local held = false
+    for _, level in ipairs(levels) do
+      local s = redis.call("ZSCORE", level[2], e[j])
+      if s then
+        held = exact_due(e[j], tonumber(s)) == due
+        break
+      end
+    end
+    if held then
+      if not first or due < first then first = due end
+      break
+    end
+    gone[#gone + 1] = e[j]
+  end
+  if #gone > 0 then
+    allow_writes(KEYS[1])
+    many("ZREM", KEYS[4], gone)
+  end
+  -- seconds past in the lease counts (fields left by leases not settled)
+  prune_leases(3, now)
   if first then out[2] = string.format("%.0f", first) end
   if attrs[4] ~= "1" then
     set[#set + 1] = "redjob:waiting"

@@ -21,25 +21,111 @@ local function many(cmd, key, list, step)
   return joined, sum
 end
 
--- Leased jobs' scores start here (ms): a lease ending at Unix ms t scores
--- LEASED + t (plus the delivery count in thousandths), above every other score,
--- so due, scheduled and leased jobs are three score ranges (LEASED_FROM_MS in
--- backend/mod.rs). RSMQ clients see a leased message as hidden.
-local LEASED = 4000000000000
+-- A leased job is scored at its lease end (Unix ms), as RSMQ scores a received
+-- message at the end of its visibility timeout, so that RSMQ clients see it
+-- again once its lease runs out, whatever became of its worker. The score's
+-- thousandths tell it apart: 500 + the delivery count (so "<end>.501" is a first
+-- delivery's lease), where every other score carries the count alone (0..499:
+-- a retry's "<due>.<count>", a send's or an RSMQ client's whole ms). The count
+-- stops at MAX_COUNT.
+local LEASE_MARK, MAX_COUNT = 500, 499
+-- Until the clock reaches LEGACY (the year 2096), scores from LEGACY on are
+-- leases written before leases kept their real end (LEGACY + <end ms>); no score
+-- is written there any more (due times stop below it, at LAST_DUE), and a fetch
+-- that finds nothing due takes such a lease back once it ran out (see
+-- fetch.lua). From then on, every score is a time. `top(now)` is where the
+-- scores of jobs and leases end at `now`.
+local LEGACY = 4000000000000
+local LAST_DUE = LEGACY - 1
+local function top(now)
+  if now < LEGACY then return LEGACY end
+  return math.huge
+end
 
 -- The highest due score at `now` (ms) as an exclusive ZRANGEBYSCORE bound: every
 -- score in the ms `now` or before, so a retry scored "<due>.<count>" is due at
--- <due> as inspection reports it (an RSMQ client's whole-ms scores are due at
--- now either way); kept below the leased scores should the clock pass them.
+-- <due> as inspection reports it, and a lease that ended in `now` has run out.
 local function due_max(now)
-  if now + 1 < LEASED then return string.format("(%.0f", now + 1) end
-  return "(" .. LEASED
+  return string.format("(%.0f", math.min(now + 1, top(now)))
 end
 
--- The highest score of a lease that ran out by `now` (ms), as an exclusive
--- ZRANGEBYSCORE bound (see due_max).
-local function lease_max(now)
-  return string.format("(%.0f", LEASED + now + 1)
+-- A score's thousandths (0..999).
+local function thousandths(score)
+  return math.floor((score - math.floor(score)) * 1000 + 0.5)
+end
+
+-- Whether a score is a lease's (see LEASE_MARK).
+local function is_lease(score)
+  return thousandths(score) >= LEASE_MARK
+end
+
+-- The delivery count a score carries (see LEASE_MARK).
+local function score_count(score)
+  local t = thousandths(score)
+  if t >= LEASE_MARK then return t - LEASE_MARK end
+  return t
+end
+
+-- A lease's score as text: ending at `ends` (ms) on delivery `count`.
+local function lease_score(ends, count)
+  return string.format("%.0f.%03d", ends, LEASE_MARK + math.min(count, MAX_COUNT))
+end
+
+-- The running leases of a queue are counted by the second they end in, in the
+-- hash KEYS[k] (ns:q:leases, field "<Unix s>" = leases ending in it), so that a
+-- count by state stays a few commands: leases in flight are the sum of the
+-- fields from this second on. Adds `n` (negative: removes) at the second of
+-- `ends` (ms); a field that reaches 0 is removed. A second that has passed is
+-- left alone (no count reads it; prune_leases drops it).
+local function count_leases(k, ends, n, now)
+  local s = math.floor(ends / 1000)
+  if n == 0 or s < math.floor(now / 1000) then return end
+  local f = string.format("%.0f", s)
+  -- HGET and HSET, not HINCRBY: a producer's hand-off counts its lease too, and
+  -- the README's producer ACL rule has those
+  local v = (tonumber(redis.call("HGET", KEYS[k], f)) or 0) + n
+  if v > 0 then
+    redis.call("HSET", KEYS[k], f, string.format("%.0f", v))
+  else
+    redis.call("HDEL", KEYS[k], f)
+  end
+end
+
+-- Adds, per second, the lease changes in `by` ({[ends ms] = n}) to KEYS[k].
+local function count_lease_changes(k, by, now)
+  local per = {}
+  for ends, n in pairs(by) do
+    local s = math.floor(ends / 1000)
+    per[s] = (per[s] or 0) + n
+  end
+  for s, n in pairs(per) do count_leases(k, s * 1000, n, now) end
+end
+
+-- Removes the seconds that have passed from the lease counts KEYS[k]: one HKEYS
+-- of as many fields as seconds in which running leases end (at most as many as
+-- leases run).
+local function prune_leases(k, now)
+  local past = {}
+  local s = math.floor(now / 1000)
+  for _, f in ipairs(redis.call("HKEYS", KEYS[k])) do
+    if (tonumber(f) or 0) < s then past[#past + 1] = f end
+  end
+  if #past > 0 then many("HDEL", KEYS[k], past) end
+end
+
+-- By the lease counts KEYS[k] (see count_leases): how many leases end after the
+-- second of `now` (ms), and how many end in it.
+local function leases_after(k, now)
+  local s, n = math.floor(now / 1000), 0
+  local live = {}
+  for _, f in ipairs(redis.call("HKEYS", KEYS[k])) do
+    if (tonumber(f) or 0) >= s then live[#live + 1] = f end
+  end
+  local this = 0
+  for i, v in ipairs(many("HMGET", KEYS[k], live)) do
+    if tonumber(live[i]) == s then this = tonumber(v) or 0 else n = n + (tonumber(v) or 0) end
+  end
+  return n, this
 end
 
 -- Workers must keep draining a queue when Redis is at maxmemory with noeviction
@@ -82,11 +168,6 @@ local function find_level(mask, first, id)
   end
 end
 
--- The delivery count a score carries in its thousandths (see fetch.lua).
-local function score_count(score)
-  return math.floor((score - math.floor(score)) * 1000 + 0.5)
-end
-
 -- When a message sent by redjob with a delay is due, exactly (Unix µs), while its
 -- score is still the one its send set: the id holds the send's µs (the prefix)
 -- and, after a ":" at 24 (which no RSMQ client's random part has), the delay in
@@ -100,6 +181,23 @@ local function exact_due(id, score)
   local due = t + v * 1000
   if math.ceil(due / 1000) ~= score then return nil end
   return due
+end
+
+-- Adds the messages of a send whose ids mark a delay (see exact_due) to the
+-- queue's exact dues, the sorted set KEYS[k] (ns:q:exact, member id, score its
+-- exact due in µs): a fetch finds there the jobs due before the ms their score
+-- is rounded up to, however many other jobs share that ms. `zargs` are the
+-- send's score/id pairs.
+local function index_exact(k, zargs)
+  local e = {}
+  for i = 1, #zargs, 2 do
+    local due = exact_due(zargs[i + 1], tonumber(zargs[i]))
+    if due then
+      e[#e + 1] = string.format("%.0f", due)
+      e[#e + 1] = zargs[i + 1]
+    end
+  end
+  if #e > 0 then many("ZADD", KEYS[k], e) end
 end
 
 -- The score to give `id` for visibility at `s` (whole ms) when it is not its
@@ -166,7 +264,7 @@ local function hand_off(reg, zargs, hargs, now, us)
   -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up
   local subs = redis.pcall("PUBSUB", "NUMSUB", channel)
   if subs.err or subs[2] == 0 then return false end
-  local token = string.format("%.0f.001", LEASED + now + tonumber(lease))
+  local token = lease_score(now + tonumber(lease), 1)
   redis.call("PUBLISH", channel, queue .. " " .. ARGV[4] .. " " .. zargs[2] .. " " ..
     token .. " " .. string.format("%.0f", us) .. " " .. hargs[2])
   zargs[1] = token
@@ -231,8 +329,8 @@ local function due_score(when, now, us, qdelay)
       s = now
     end
   end
-  -- cut below the leased scores (possible for long delays from 2046 on)
-  return string.format("%.0f", math.min(s, LEASED - 1))
+  -- cut below the legacy leases' scores (possible for long delays from 2096 on)
+  return string.format("%.0f", math.min(s, LAST_DUE))
 end
 
 -- Forgets the last lease ends that released jobs among `ids` kept ("<id>:l", see

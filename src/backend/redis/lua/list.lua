@@ -1,29 +1,39 @@
--- Lists the jobs of one state, a page at a time. Each state is a range of scores
--- (see LEASED in lib.lua): jobs are listed by priority (highest first), then by
--- score (ready: due messages oldest first, then leases that ran out). Ranges
+-- Lists the jobs of one state, a page at a time. Ready jobs are a range of scores
+-- (due by now, a lease that ran out included); scheduled and leased jobs share
+-- the range after now, told apart by their scores' thousandths (is_lease in
+-- lib.lua). Jobs are listed by priority (highest first), then by score. Ranges
 -- only move up as time passes, so a cursor below a range starts it from its
 -- beginning. Dead letters are listed by dead.lua.
 -- A page starts after a cursor, the previous page's last row: at the rank after
 -- its own while it is still there, else after its score and id (a binary search
 -- among the rows sharing its score, see ties_below). Either way a page reads its
--- rows by rank, O(log N) each: never the rows before them.
+-- rows by rank, O(log N) each: never the rows before them. A page of scheduled
+-- or leased jobs passes over the other kind: it reads at most ARGV[2] + 1000
+-- rows, and when those run out first it ends early, its resume row the last one
+-- read, so that the next page goes on from there.
 -- KEYS[1..4], KEYS[5..24]  as job.lua
 -- ARGV[1]  the state: "ready", "scheduled" or "in_flight"
 -- ARGV[2]  the most rows
 -- ARGV[3], ARGV[4], ARGV[5]  the cursor's priority, score and id; ARGV[4] is ""
 --          for the first page
--- Returns {-1} when the queue does not exist, else {now ms, rows...} (see
---         with_fields)
+-- Returns {-1} when the queue does not exist, else {now ms, resume priority,
+--         resume score, resume id, rows...} (see with_fields), the resume row
+--         "" when the page ends at its last row
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
 if not attrs[1] then return {-1} end
 local now = clock()
 local state, want = ARGV[1], tonumber(ARGV[2])
 local inf = math.huge
--- {low, low excluded, high, high excluded}
-local ranges = ({
-  ready = {{-inf, false, math.min(now + 1, LEASED), true}, {LEASED, false, LEASED + now + 1, true}},
-  scheduled = {{now + 1, false, LEASED, true}},
-  in_flight = {{LEASED + now + 1, false, inf, false}},
+-- {low, low excluded, high, high excluded}, and which rows of it to list
+local range = ({
+  ready = {-inf, false, math.min(now + 1, top(now)), true},
+  scheduled = {now + 1, false, top(now), true},
+  in_flight = {now + 1, false, inf, false},
+})[state]
+-- a lease: marked, or an earlier redjob's (see LEGACY in lib.lua)
+local keep = ({
+  scheduled = function(x) return not is_lease(x) end,
+  in_flight = function(x) return is_lease(x) or x >= top(now) end,
 })[state]
 local levels = level_sets(tonumber(attrs[2]) or 0, 5)
 
@@ -38,47 +48,55 @@ end
 local cp, cs, cid = tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local csn = cs ~= "" and tonumber(cs) or nil
 local rows = {}
--- appends a ZRANGEBYSCORE ... WITHSCORES reply's rows at priority p
-local function take(p, t)
-  for j = 1, #t, 2 do rows[#rows + 1] = {p, t[j], t[j + 1]} end
-end
+-- rows read, and the last one read when a page passes over rows
+local budget, last = want + 1000, nil
 -- the rank in `key` of the first row after the cursor (ties sort by id)
 local function after_cursor(key)
   local s = redis.call("ZSCORE", key, cid)
   if s and tonumber(s) == csn then return redis.call("ZRANK", key, cid) + 1 end
   return redis.call("ZCOUNT", key, "-inf", "(" .. cs) + ties_below(key, cs, cid)
 end
--- up to `left` rows of `key` at priority p from rank `from` on, while in range r
--- (ZRANGEBYSCORE's LIMIT offset would walk the rows it skips)
-local function take_from(p, key, from, left, r)
-  local t = redis.call("ZRANGE", key, from, from + left - 1, "WITHSCORES")
-  for j = 1, #t, 2 do
-    if not within(tonumber(t[j + 1]), r) then break end
-    rows[#rows + 1] = {p, t[j], t[j + 1]}
+-- rows of `key` at priority p from rank `from` on, while in range r, until the
+-- page is full or the budget spent (ZRANGEBYSCORE's LIMIT offset would walk the
+-- rows it skips)
+local function take_from(p, key, from)
+  while #rows < want and budget > 0 do
+    local n = keep and math.min(budget, 100) or want - #rows
+    local t = redis.call("ZRANGE", key, from, from + n - 1, "WITHSCORES")
+    for j = 1, #t, 2 do
+      local x = tonumber(t[j + 1])
+      if not within(x, range) then return end
+      budget = budget - 1
+      if not keep or keep(x) then
+        rows[#rows + 1] = {p, t[j], t[j + 1]}
+        if #rows >= want then return end
+      end
+      last = {p, t[j], t[j + 1]}
+      if budget <= 0 then return end
+    end
+    if #t < 2 * n then return end
+    from = from + n
   end
 end
 for _, level in ipairs(levels) do
   local p, key = level[1], level[2]
-  -- levels above the cursor's were listed before it
-  local cursor = csn and p == cp
+  -- levels above the cursor's were listed before it; a cursor below the range
+  -- starts it from its beginning
   if not (csn and p > cp) then
-    for _, r in ipairs(ranges) do
-      local left = want - #rows
-      if left <= 0 then break end
-      local hi = bound(r[3], r[4])
-      -- a cursor below this range: read it, and the next, from their start
-      if cursor and (csn < r[1] or (r[2] and csn == r[1])) then cursor = false end
-      if not cursor then
-        take(p, redis.call("ZRANGEBYSCORE", key, bound(r[1], r[2]), hi, "WITHSCORES", "LIMIT", 0, left))
-      elseif within(csn, r) then
-        take_from(p, key, after_cursor(key), left, r)
-        cursor = false
-      end
-      -- else the range lies below the cursor: listed already
+    local from
+    if csn and p == cp and within(csn, range) then
+      from = after_cursor(key)
+    elseif not (csn and p == cp and csn >= range[3]) then
+      from = range[1] == -inf and 0 or redis.call("ZCOUNT", key, "-inf", bound(range[1], not range[2]))
     end
+    if from then take_from(p, key, from) end
   end
-  if #rows >= want then break end
+  if #rows >= want or budget <= 0 then break end
 end
-local out = {now}
+local out = {now, "", "", ""}
+-- the page ended early, on rows it passed over: go on after the last read
+if keep and #rows < want and budget <= 0 and last then
+  out[2], out[3], out[4] = tostring(last[1]), last[3], last[2]
+end
 for _, v in ipairs(with_fields(KEYS[2], rows, ":rc")) do out[#out + 1] = v end
 return out

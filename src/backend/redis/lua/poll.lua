@@ -10,8 +10,7 @@ local mask = tonumber(redis.call("HGET", KEYS[2], "redjob:prio")) or 0
 local now = clock()
 local soon = now + tonumber(ARGV[1])
 for _, level in ipairs(level_sets(mask, 3)) do
+  -- a lease is scored at its end, so a lease ending in the window is "due" too
   if #redis.call("ZRANGEBYSCORE", level[2], "-inf", due_max(soon), "LIMIT", 0, 1) > 0 then return 1 end
-  local ends = lease_max(soon)
-  if #redis.call("ZRANGEBYSCORE", level[2], LEASED, ends, "LIMIT", 0, 1) > 0 then return 1 end
 end
 return 0

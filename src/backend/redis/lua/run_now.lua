@@ -16,11 +16,9 @@ local id = ARGV[1]
 local level, s = find_level(tonumber(attrs[2]) or 0, 3, id)
 if not level then return 0 end
 local score = tonumber(s)
-if score >= LEASED then
-  if score >= LEASED + now + 1 then return 3 end
-  return 2
-end
 if score < now + 1 then return 2 end
+if score >= top(now) then return 3 end
+if is_lease(score) then return 3 end
 local count = score_count(score)
 -- hidden by an RSMQ-style receive (a whole-ms score, a receive counted): its
 -- receiver works on it, as a worker on a lease

@@ -3,6 +3,9 @@
 -- from the HMGET's value, which the script's atomicity makes safe).
 -- KEYS[1]  the sorted set of the messages' priority level (ns:q for 0, else ns:q:p<n>)
 -- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3]  the queue's lease counts (ns:q:leases): a hand-off's lease is counted
+-- KEYS[4]  the queue's exact dues (ns:q:exact): messages whose ids mark a delay
+--          (see index_exact in lib.lua)
 -- ARGV[1]  the queue's realtime channel (ns:rt:q)
 -- ARGV[2]  "1": PUBLISH the queue's length on every send, as RSMQ's `realtime`;
 --          "0": only when a redjob worker waits for work (its fetch set the hash
@@ -46,6 +49,8 @@ end
 local handed = false
 if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
   handed = hand_off(attrs[6], zargs, hargs, now, us)
+  if handed then count_leases(3, math.floor(tonumber(zargs[1])), 1, now) end
 end
 send_write(attrs, zargs, hargs, n, handed)
+index_exact(4, zargs)
 return {1, prefix}

@@ -19,6 +19,8 @@
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>);
 --          or KEYS[4] alone: the sorted set of the messages' priority, enough
 --          while every held key's job is at that priority or 0 (else {-3})
+-- KEYS[24], or KEYS[5] with KEYS[4] alone  the queue's exact dues (ns:q:exact,
+--          see index_exact in lib.lua): new messages whose ids mark a delay
 -- ARGV[1..4]  as send.lua: realtime channel, "1" to always PUBLISH, the largest
 --          body length, the messages' priority
 -- ARGV[5..] six values per message: id suffix, when (as send.lua), body, unique
@@ -34,7 +36,8 @@ local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "red
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 local p = tonumber(ARGV[4])
-local full = #KEYS >= 23
+local full = #KEYS >= 24
+local exact = full and 24 or 5
 -- the sorted set of priority lv, if passed
 local function lkey(lv)
   if lv == 0 then return KEYS[1] end
@@ -120,6 +123,7 @@ for b = 5, #ARGV, 6 do
   else
     local id = prefix .. ARGV[b]
     redis.call("ZADD", lkey(p), score, id)
+    index_exact(exact, {score, id})
     hargs[#hargs + 1] = id
     hargs[#hargs + 1] = ARGV[b + 2]
     entries[kf] = id .. " " .. p .. " " .. expires
