@@ -185,6 +185,13 @@ impl QueueKeys {
         keys
     }
 
+    /// `keys`, then `ns:q:leases`: the keys of a script that takes leases off
+    /// the lease counts (a delete, a cancel, a purge, a change of visibility).
+    pub fn with_leases(&self, mut keys: Vec<String>) -> Vec<String> {
+        keys.push(self.leases.clone());
+        keys
+    }
+
     /// [`all_levels_dead`](Self::all_levels_dead), then `ns:q:leases`: the keys
     /// of an inspection that counts the leases in flight.
     pub fn inspection(&self) -> Vec<String> {

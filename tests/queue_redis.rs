@@ -464,3 +464,91 @@ async fn an_invalid_name_in_the_set_of_queues_is_skipped_with_a_warning() {
     );
     assert_eq!(client.queues().attributes("mail").await.unwrap().msgs, 0);
 }
+
+/// Leases written by an earlier redjob (scored 4e12 ms above their end), and a
+/// release's kept lease end in that form, after an upgrade: a lease that ran
+/// out is taken back by the next fetch, first in line, even behind a backlog
+/// (not only when the queue runs dry); a kept lease end is read as the time it
+/// is, so the next lease ends about a lease from now, not in the year 2153.
+#[tokio::test]
+async fn leases_of_an_earlier_redjob_are_taken_back_after_an_upgrade() {
+    use redjob::backend::Backend;
+    use redjob::inspect::Inspect;
+    use redjob::queue::Queues;
+    let server = RedisServer::start();
+    let client = redjob::Client::connect(&server.url()).await.unwrap();
+    let b = client.backend();
+    b.create_queue("up", QueueOptions::default()).await.unwrap();
+    let backlog: Vec<SendMessage> = (0..50).map(|_| SendMessage::new("{}")).collect();
+    Backend::send(&b, "up", &backlog, &QueueOptions::default())
+        .await
+        .unwrap();
+    let now = b.now_ms().await.unwrap();
+    let mut con = server.raw().await;
+    let (lost, released) = (
+        "0000000000aaaaaaaaaaaaaaaaaaaaa1",
+        "0000000000aaaaaaaaaaaaaaaaaaaaa2",
+    );
+    let legacy = 4_000_000_000_000u64;
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg("rsmq:up")
+        .arg(format!("{}.003", legacy + now - 1_000))
+        .arg(lost)
+        .cmd("ZADD")
+        .arg("rsmq:up")
+        .arg(format!("{}.001", now - 500))
+        .arg(released)
+        .cmd("HSET")
+        .arg("rsmq:up:Q")
+        .arg(lost)
+        .arg("{}")
+        .arg(released)
+        .arg("{}")
+        .arg(format!("{released}:l"))
+        .arg(legacy + now + 5_000)
+        .arg("redjob:released")
+        .arg(1)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let c = b.counts("up").await.unwrap();
+    assert_eq!((c.ready, c.scheduled, c.in_flight), (52, 0, 0));
+    let got = b
+        .fetch("up", 2, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .jobs;
+    let ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, [lost, released], "the oldest due first");
+    assert_eq!(got[0].token.attempt(), 4, "its count kept");
+    let ends = got[1].token.lease_until_ms();
+    assert!(
+        ends > now + 5_000 && ends < now + 60_000,
+        "a lease from now, after the kept end: {ends} (now {now})"
+    );
+    let c = b.counts("up").await.unwrap();
+    assert_eq!((c.ready, c.scheduled, c.in_flight), (50, 0, 2));
+}
+
+/// A queue no redjob worker has fetched from (its consumers are RSMQ clients,
+/// whose receives drop nothing) keeps at most 1,000 exact dues of delayed sends.
+#[tokio::test]
+async fn exact_dues_of_a_queue_no_worker_fetches_stay_bounded() {
+    let server = RedisServer::start();
+    let q = Rsmq::connect(&server.url()).await.unwrap();
+    q.create_queue("ex", QueueOptions::default()).await.unwrap();
+    let msgs: Vec<SendMessage> = (0..1_500)
+        .map(|_| SendMessage::new("x").delay(Duration::from_millis(50)))
+        .collect();
+    for chunk in msgs.chunks(100) {
+        q.send_batch("ex", chunk).await.unwrap();
+    }
+    let mut con = server.raw().await;
+    let n: u64 = redis::cmd("ZCARD")
+        .arg("rsmq:ex:exact")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!((1_000..1_100).contains(&n), "{n} exact dues kept");
+}

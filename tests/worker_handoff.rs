@@ -128,6 +128,34 @@ async fn subscribed(server: &RedisServer, worker: &str) {
     let _ = &mut con;
 }
 
+/// A registration in an earlier redjob's form ("<lease ms> <channel> <queue>")
+/// is a worker that would read a lease scored at its end as its 500th delivery:
+/// a send hands it nothing (it is woken to fetch instead), and the job stays
+/// due, undelivered.
+#[tokio::test]
+async fn a_worker_of_an_earlier_redjob_is_handed_nothing() {
+    let server = RedisServer::start();
+    let (b, mut con) = with_queue(&server).await;
+    let (got, _task) = listen_as(b.clone(), &["q"], "w1");
+    subscribed(&server, "w1").await;
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:q:Q")
+        .arg("redjob:handoff")
+        .arg("30000 rsmq:@handoff:w1 q")
+        .arg("redjob:waiting")
+        .arg("1")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let id = Queues::send(&b, "q", SendMessage::new("x")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(got.lock().unwrap().is_empty(), "nothing handed");
+    let score = zscore(&mut con, "rsmq:q", id.as_str()).await.unwrap();
+    assert_eq!(score.fract(), 0.0, "not leased: {score}");
+    let f = b.fetch("q", 4, LEASE).await.unwrap();
+    assert_eq!((f.jobs[0].id, f.jobs[0].token.attempt()), (id, 1));
+}
+
 #[tokio::test]
 async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
     let server = RedisServer::start();
@@ -140,7 +168,7 @@ async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
         hget(&mut con, "rsmq:q:Q", "redjob:handoff")
             .await
             .as_deref(),
-        Some("30000 rsmq:@handoff:w1 q"),
+        Some("v2 30000 rsmq:@handoff:w1 q"),
         "the idle fetch registered the worker"
     );
     let id = Queues::send(&b, "q", SendMessage::new("body with spaces").priority(0))
@@ -422,12 +450,16 @@ async fn a_job_handed_to_a_worker_with_no_free_slot_goes_to_another_waiting_work
 }
 
 /// The state of job `id` of queue "hq": None when gone (ran and acked), else
-/// whether it is leased and its delivery count.
+/// whether it is leased and its delivery count (a lease's score carries 500 +
+/// its count in the thousandths).
 async fn job_state(con: &mut redis::aio::MultiplexedConnection, id: &str) -> Option<(bool, u32)> {
     let score = zscore(con, "rsmq:hq", id).await?;
-    let leased = score >= 4_000_000_000_000.0;
-    let count = ((score.fract() * 1000.0).round()) as u32;
-    Some((leased, count))
+    let t = (score.fract() * 1000.0).round() as u32;
+    Some(if t >= 500 {
+        (true, t - 500)
+    } else {
+        (false, t)
+    })
 }
 
 #[tokio::test]

@@ -173,7 +173,7 @@ impl Inspect for Rsmq {
     async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {
         validate::queue_name(queue)?;
         let (mut con, k) = self.parts(queue);
-        let mut cmd = scripts::eval(&scripts::CANCEL, &k.all_levels_unique());
+        let mut cmd = scripts::eval(&scripts::CANCEL, &k.with_leases(k.all_levels_unique()));
         cmd.arg(id);
         match scripts::int(&scripts::run(&mut con, &scripts::CANCEL, &cmd).await?)? {
             -1 => Err(Error::QueueNotFound { name: queue.into() }),

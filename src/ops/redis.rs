@@ -136,7 +136,7 @@ impl Admin for Rsmq {
         let (mut con, k) = self.parts(queue);
         let (mut done, mut cutoff, mut at, mut cursor) = (0, Vec::new(), 1, b"0".to_vec());
         loop {
-            let mut cmd = scripts::eval(&scripts::PURGE, &k.all_levels_unique());
+            let mut cmd = scripts::eval(&scripts::PURGE, &k.with_leases(k.all_levels_unique()));
             cmd.arg(PURGE_STEP).arg(&cutoff).arg(at).arg(&cursor);
             let v = scripts::run(&mut con, &scripts::PURGE, &cmd).await?;
             let (n, mut r) = Reply::status(&v)?;

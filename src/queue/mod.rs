@@ -374,7 +374,7 @@ impl Rsmq {
         validate::queue_name(queue)?;
         let ms = validate::duration_ms("vt", vt)?;
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::VISIBILITY, &k.all_levels());
+        let mut cmd = scripts::eval(&scripts::VISIBILITY, &k.with_leases(k.all_levels()));
         cmd.arg(id).arg(ms);
         match scripts::int(&scripts::run(&mut self.con.clone(), &scripts::VISIBILITY, &cmd).await?)?
         {
@@ -405,7 +405,7 @@ impl Rsmq {
             return Ok((0, 0));
         }
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::DELETE, &k.all_levels_unique());
+        let mut cmd = scripts::eval(&scripts::DELETE, &k.with_leases(k.all_levels_unique()));
         cmd.arg(ids);
         let v = scripts::run(&mut self.con.clone(), &scripts::DELETE, &cmd).await?;
         let Value::Array(items) = &v else {

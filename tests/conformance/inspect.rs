@@ -154,6 +154,32 @@ pub async fn counts_and_job_follow_a_job_through_every_state(env: &Env) {
     assert_eq!(got, [(f, 1), (e, 2)]);
 }
 
+/// Counts follow a running job that is cancelled, deleted or made visible again
+/// at once (on Redis, the lease leaves the counts of leases in flight).
+pub async fn a_running_job_cancelled_deleted_or_made_visible_leaves_the_in_flight_count(env: &Env) {
+    let q = env.client.backend();
+    for body in ["a", "b", "c"] {
+        send(env, "lc", SendMessage::new(body)).await;
+    }
+    let got = q.fetch("lc", 3, LONG).await.unwrap().jobs;
+    assert_eq!(q.counts("lc").await.unwrap(), counts(0, 0, 3, 0));
+    assert_eq!(
+        q.cancel("lc", &got[0].id).await.unwrap(),
+        Cancelled::Cancelling
+    );
+    assert_eq!(q.counts("lc").await.unwrap(), counts(0, 0, 2, 0));
+    assert!(Queues::delete(&q, "lc", &got[1].id).await.unwrap());
+    assert_eq!(q.counts("lc").await.unwrap(), counts(0, 0, 1, 0));
+    assert!(
+        Queues::change_visibility(&q, "lc", &got[2].id, Duration::from_secs(30))
+            .await
+            .unwrap()
+    );
+    assert_eq!(q.counts("lc").await.unwrap(), counts(0, 1, 0, 0));
+    let job = q.job("lc", &got[2].id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Scheduled, 1));
+}
+
 pub async fn peek_shows_the_next_jobs_in_run_order_and_leases_none(env: &Env) {
     let q = env.client.backend();
     send(env, "pk", SendMessage::new("a0")).await;

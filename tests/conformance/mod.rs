@@ -296,6 +296,7 @@ macro_rules! conformance_suite {
             typed_unique_jobs_hold_their_key_through_a_retry_until_success);
         $crate::conformance_suite!(@inspect $setup, #[$attr],
             counts_and_job_follow_a_job_through_every_state,
+            a_running_job_cancelled_deleted_or_made_visible_leaves_the_in_flight_count,
             peek_shows_the_next_jobs_in_run_order_and_leases_none,
             list_pages_through_each_state_in_order_without_gaps_or_repeats,
             cancel_removes_waiting_jobs_and_stops_running_ones_for_good,

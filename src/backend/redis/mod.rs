@@ -194,10 +194,12 @@ impl RedisBackend {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Worker `worker`'s hand-off registration on `queue` (see fetch.lua).
+    /// Worker `worker`'s hand-off registration on `queue` (see fetch.lua): "v2"
+    /// first, so that an earlier redjob's send, whose token this worker would
+    /// not read, hands it nothing (see hand_off in lib.lua).
     fn registration(&self, queue: &str, worker: &str, lease: Duration) -> String {
         format!(
-            "{} {} {queue}",
+            "v2 {} {} {queue}",
             super::clamped_ms(lease),
             self.ns.handoff(worker)
         )

@@ -5,6 +5,7 @@
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- KEYS[24]  the queue's lease counts (ns:q:leases): a lease leaves them
 -- ARGV[1]  the id
 -- Returns -1 when the queue does not exist, 0 when the job is not in it, 1 when
 --         it was waiting (removed), 2 when it was leased (cancelling)
@@ -18,5 +19,9 @@ redis.call("ZREM", level[2], id)
 redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err")
 forget_released({id})
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
-if is_lease(tonumber(s)) and tonumber(s) >= now + 1 then return 2 end
+leases_left(24, {tonumber(s)}, now)
+local score = tonumber(s)
+if is_lease(score) and score >= now + 1 then return 2 end
+-- a lease an earlier redjob wrote (see LEGACY in lib.lua) that still runs
+if score >= top(now) and score - LEGACY >= now + 1 then return 2 end
 return 1

@@ -3,8 +3,9 @@
 -- or leased: the leases in flight are counted by the second they end in
 -- (KEYS[25], see count_leases in lib.lua), those ending in the current second by
 -- their marks among the jobs due in the rest of it (at most 1,000 per level;
--- past that, the second's count stands, and a lease of it that ran out, or whose
--- job was deleted while it ran, counts as in flight until the second is over).
+-- past that, the second's count stands, and a lease of it that ran out counts as
+-- in flight until the second is over). A lease an RSMQ client deleted or
+-- re-hid counts as in flight until its second has passed.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  dead letters' sorted set (ns:q:dead)
@@ -18,7 +19,7 @@ if not attrs[1] then return {-1} end
 local now = clock()
 local ready, later = 0, 0
 local n = string.format("%.0f", now + 1)
-local leased, this = leases_after(25, now)
+local leased = 0
 -- the rest of this second: its leases by their marks
 local rest = string.format("(%.0f", (math.floor(now / 1000) + 1) * 1000)
 local marked, whole = 0, true
@@ -31,9 +32,16 @@ for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 5)) do
   for j = 2, #soon, 2 do
     if is_lease(tonumber(soon[j])) then marked = marked + 1 end
   end
-  -- leases an earlier redjob wrote (see LEGACY in lib.lua)
-  if now < LEGACY then leased = leased + redis.call("ZCOUNT", k, LEGACY, "+inf") end
+  -- leases an earlier redjob wrote (see LEGACY in lib.lua): ready once they
+  -- ran out
+  if now < LEGACY then
+    local ran_out = redis.call("ZCOUNT", k, LEGACY, string.format("(%.0f", LEGACY + now + 1))
+    ready = ready + ran_out
+    later = later - ran_out
+    leased = leased + redis.call("ZCOUNT", k, string.format("%.0f", LEGACY + now + 1), "+inf")
+  end
 end
-leased = leased + (whole and marked or this)
+local after, this = leases_after(25, now)
+leased = leased + after + (whole and marked or this)
 leased = math.min(leased, later)
 return {1, ready, later - leased, leased, redis.call("ZCARD", KEYS[3])}

@@ -4,6 +4,7 @@
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- KEYS[24]  the queue's lease counts (ns:q:leases): leases leave them
 -- ARGV     message ids
 -- Returns {members removed from the sorted sets, fields removed from the hash}
 local fields = {}
@@ -16,9 +17,15 @@ end
 local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique")
 -- only the levels a send ever used (see fetch.lua)
 local n = 0
+local now = clock()
 for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
+  local scores = {}
+  for i, s in ipairs(many("ZMSCORE", level[2], ARGV)) do
+    if s then scores[#scores + 1] = tonumber(s) end
+  end
   local _, m = many("ZREM", level[2], ARGV)
   n = n + m
+  leases_left(24, scores, now)
 end
 local _, h = many("HDEL", KEYS[2], fields)
 forget_released(ARGV)

@@ -28,7 +28,7 @@
 -- KEYS[5..24]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
--- ARGV[3]  optional: the worker's hand-off registration, "<lease ms> <channel>
+-- ARGV[3]  optional: the worker's hand-off registration, "v2 <lease ms> <channel>
 --          <queue>" ("" or absent: none)
 -- A released job (complete.lua) keeps its last lease end in "<id>:l" until it is
 -- leased again: its new lease ends after that one, so no two deliveries of a job
@@ -43,7 +43,7 @@
 -- Returns {now µs, when the earliest job left is due (Unix µs; a lease: its end) or
 --          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
 --          without a body that were removed, id, body, meta, id, body, meta, ...}
---          where meta packs three integers in one: the delivery count (1..999)
+--          where meta packs three integers in one: the delivery count (1..499)
 --          + 1000 x (priority + 10) + 21000 x how long the job had been due (ms,
 --          at most 10^11), negated when the job's lease end differs from the
 --          call's (a released job's, see "<id>:l" below): that lease end (ms)
@@ -79,6 +79,21 @@ end
 local ids, scores, lv = {}, {}, {}
 local left = max
 for li, level in ipairs(levels) do
+  -- leases an earlier redjob wrote (see LEGACY in lib.lua): up to 10 that ran
+  -- out become due at their end, with their count, before this level is read
+  if now < LEGACY then
+    local old = redis.call("ZRANGEBYSCORE", level[2], LEGACY, string.format("(%.0f", LEGACY + now + 1), "WITHSCORES", "LIMIT", 0, 10)
+    if #old > 0 then
+      local back = {}
+      for j = 1, #old, 2 do
+        local s = tonumber(old[j + 1])
+        back[#back + 1] = string.format("%.0f.%03d", math.floor(s) - LEGACY, math.min(thousandths(s), MAX_COUNT))
+        back[#back + 1] = old[j]
+      end
+      allow_writes(KEYS[1])
+      many("ZADD", level[2], back)
+    end
+  end
   if left > 0 then
     local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", due_max(now), "WITHSCORES", "LIMIT", 0, left)
     for j = 1, #due, 2 do
@@ -135,6 +150,8 @@ if n > 0 then
     for k = 1, n do
       if got[k] then
         floors[k] = tonumber(got[k])
+        -- kept by an earlier redjob's release: LEGACY + its lease end
+        if floors[k] >= LEGACY and now < LEGACY then floors[k] = floors[k] - LEGACY end
         drop[#drop + 1] = lf[k]
       end
     end
@@ -159,6 +176,8 @@ if n > 0 then
       -- when it became due: its score's whole ms (a lease that ran out: its end)
       local due = math.floor(score)
       local count = score_count(score)
+      -- a lease that ran out leaves the lease counts
+      if is_lease(score) then ends[due] = (ends[due] or 0) - 1 end
       local waited = now - due
       if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
       if foreign then
@@ -229,23 +248,13 @@ if leased < max then
       local due = exact_due(f[1], score) or math.floor(score) * 1000
       if score < top(now) and (not first or due < first) then first = due end
     end
-    -- leases written by an earlier redjob (see LEGACY): up to 100 that ran out
-    -- become due at their end; one that runs is waited for
-    local old = now < LEGACY and
-      redis.call("ZRANGEBYSCORE", level[2], LEGACY, "+inf", "WITHSCORES", "LIMIT", 0, 100) or {}
-    local back = {}
-    for j = 1, #old, 2 do
-      local s = tonumber(old[j + 1])
-      local ends = math.floor(s) - LEGACY
-      if ends <= now then
-        back[#back + 1] = string.format("%.0f.%03d", ends, math.min(thousandths(s), MAX_COUNT))
-        back[#back + 1] = old[j]
+    -- a lease an earlier redjob wrote (see LEGACY) ends: taken back then
+    if now < LEGACY then
+      local old = redis.call("ZRANGEBYSCORE", level[2], LEGACY, "+inf", "WITHSCORES", "LIMIT", 0, 1)
+      if old[2] then
+        local ends = (math.floor(tonumber(old[2])) - LEGACY) * 1000
+        if not first or ends < first then first = ends end
       end
-      if not first or ends * 1000 < first then first = ends * 1000 end
-    end
-    if #back > 0 then
-      allow_writes(KEYS[1])
-      many("ZADD", level[2], back)
     end
   end
   -- the next exact due: of the first 10 still to come, the first whose job is

@@ -75,15 +75,19 @@ end
 -- hash KEYS[k] (ns:q:leases, field "<Unix s>" = leases ending in it), so that a
 -- count by state stays a few commands: leases in flight are the sum of the
 -- fields from this second on. Adds `n` (negative: removes) at the second of
--- `ends` (ms); a field that reaches 0 is removed. A second that has passed is
--- left alone (no count reads it; prune_leases drops it).
+-- `ends` (ms); a field that reaches 0 is removed. A lease that leaves (settled,
+-- fetched again after it ran out, deleted) takes itself off its field, passed
+-- or not; a lease is not added at a second that has passed (no count reads it;
+-- prune_leases drops fields left behind).
 local function count_leases(k, ends, n, now)
   local s = math.floor(ends / 1000)
-  if n == 0 or s < math.floor(now / 1000) then return end
+  if n == 0 or (n > 0 and s < math.floor(now / 1000)) then return end
   local f = string.format("%.0f", s)
   -- HGET and HSET, not HINCRBY: a producer's hand-off counts its lease too, and
   -- the README's producer ACL rule has those
-  local v = (tonumber(redis.call("HGET", KEYS[k], f)) or 0) + n
+  local old = redis.call("HGET", KEYS[k], f)
+  if not old and n < 0 then return end
+  local v = (tonumber(old) or 0) + n
   if v > 0 then
     redis.call("HSET", KEYS[k], f, string.format("%.0f", v))
   else
@@ -99,6 +103,20 @@ local function count_lease_changes(k, by, now)
     per[s] = (per[s] or 0) + n
   end
   for s, n in pairs(per) do count_leases(k, s * 1000, n, now) end
+end
+
+-- Takes the leases among `scores` (numbers; others are skipped) off the lease
+-- counts KEYS[k]: their jobs left the queue or moved (a delete, a cancel, a
+-- change of visibility).
+local function leases_left(k, scores, now)
+  local by = {}
+  for _, s in ipairs(scores) do
+    if s and is_lease(s) then
+      local e = math.floor(s)
+      by[e] = (by[e] or 0) - 1
+    end
+  end
+  count_lease_changes(k, by, now)
 end
 
 -- Removes the seconds that have passed from the lease counts KEYS[k]: one HKEYS
@@ -188,7 +206,11 @@ end
 -- exact due in µs): a fetch finds there the jobs due before the ms their score
 -- is rounded up to, however many other jobs share that ms. `zargs` are the
 -- send's score/id pairs.
-local function index_exact(k, zargs)
+-- Their fetches drop the dues that passed; a queue no redjob worker has fetched
+-- from yet (`served` false: RSMQ clients' receives drop nothing) keeps at most
+-- 1,000 of them.
+local function index_exact(k, zargs, served)
+  if not served and redis.call("ZCARD", KEYS[k]) >= 1000 then return end
   local e = {}
   for i = 1, #zargs, 2 do
     local due = exact_due(zargs[i + 1], tonumber(zargs[i]))
@@ -244,8 +266,10 @@ end
 
 -- Hands the first message of a send (`zargs`/`hargs` as send_write's, its score
 -- due by `now`) to the worker waiting on the queue: `reg` is that worker's
--- registration, the hash field "redjob:handoff" its fetch set ("<lease ms>
--- <channel> <queue>"). PUBLISHes "<queue> <priority> <id> <token> <now µs>
+-- registration, the hash field "redjob:handoff" its fetch set ("v2 <lease ms>
+-- <channel> <queue>": a worker that scores leases at their end; a registration
+-- of an earlier redjob's, which would read this lease's token as its 500th
+-- delivery, gets no hand-off, only the wake-up). PUBLISHes "<queue> <priority> <id> <token> <now µs>
 -- <body>" on the worker's channel when the worker listens there, and leases the
 -- message to it (its score becomes the token, delivery 1, as fetch.lua's),
 -- counts the receive, and keeps what it handed in the hash field "redjob:handed
@@ -258,7 +282,7 @@ local function hand_off(reg, zargs, hargs, now, us)
   if counts[1] then return false end
   hargs[#hargs + 1] = "redjob:handoff"
   hargs[#hargs + 1] = ""
-  local lease, channel, queue = string.match(reg, "^(%d+) (%S+) (%S+)$")
+  local lease, channel, queue = string.match(reg, "^v2 (%d+) (%S+) (%S+)$")
   if not lease then return false end
   -- its subscriber, not a pattern's (a PUBLISH's reply counts those too); a
   -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up

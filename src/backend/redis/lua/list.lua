@@ -71,7 +71,8 @@ local function take_from(p, key, from)
         rows[#rows + 1] = {p, t[j], t[j + 1]}
         if #rows >= want then return end
       end
-      last = {p, t[j], t[j + 1]}
+      -- an id no RSMQ client writes cannot be a cursor (the reader skips it)
+      if #t[j] == 32 and not string.find(t[j], "[^%w:]") then last = {p, t[j], t[j + 1]} end
       if budget <= 0 then return end
     end
     if #t < 2 * n then return end

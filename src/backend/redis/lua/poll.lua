@@ -12,5 +12,10 @@ local soon = now + tonumber(ARGV[1])
 for _, level in ipairs(level_sets(mask, 3)) do
   -- a lease is scored at its end, so a lease ending in the window is "due" too
   if #redis.call("ZRANGEBYSCORE", level[2], "-inf", due_max(soon), "LIMIT", 0, 1) > 0 then return 1 end
+  -- a lease an earlier redjob wrote (see LEGACY in lib.lua) that ends in it
+  if now < LEGACY then
+    local ends = string.format("(%.0f", LEGACY + soon + 1)
+    if #redis.call("ZRANGEBYSCORE", level[2], LEGACY, ends, "LIMIT", 0, 1) > 0 then return 1 end
+  end
 end
 return 0

@@ -12,6 +12,7 @@
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- KEYS[24]  the queue's lease counts (ns:q:leases): leases leave them
 -- ARGV[1]  about how many members to scan
 -- ARGV[2]  the cutoff: the id prefix of the latest send to delete; "" for the
 --          first call, which takes Redis's clock now
@@ -21,6 +22,7 @@
 --         cutoff, the set and cursor to go on from}, the set 0 when done
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique")
 if not attrs[1] then return {-1} end
+local now = clock()
 local cut = ARGV[2]
 if cut == "" then
   local _, us = clock()
@@ -33,9 +35,12 @@ local left, n = tonumber(ARGV[1]), 0
 while at <= #sets and left > 0 do
   local r = redis.call("ZSCAN", sets[at], cursor, "COUNT", math.min(left, 1000))
   cursor = r[1]
-  local rows, ids = r[2], {}
+  local rows, ids, scores = r[2], {}, {}
   for j = 1, #rows, 2 do
-    if string.sub(rows[j], 1, 10) <= cut then ids[#ids + 1] = rows[j] end
+    if string.sub(rows[j], 1, 10) <= cut then
+      ids[#ids + 1] = rows[j]
+      scores[#scores + 1] = tonumber(rows[j + 1])
+    end
   end
   left = left - math.max(#rows / 2, 1)
   -- each was there when scanned and is deleted now: counted once
@@ -43,6 +48,7 @@ while at <= #sets and left > 0 do
     drop_orphans(sets[at], ids)
     many("HDEL", KEYS[2], ids)
     if attrs[2] == "1" then release_unique(KEYS[3], ids) end
+    leases_left(24, scores, now)
     n = n + #ids
   end
   if cursor == "0" then at = at + 1 end

@@ -24,7 +24,7 @@
 --         the prefix and its suffix; {-1} when the queue does not exist;
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
-  "redjob:handoff")
+  "redjob:handoff", "redjob:leased")
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 local n = (#ARGV - 4) / 3
@@ -52,5 +52,6 @@ if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
   if handed then count_leases(3, math.floor(tonumber(zargs[1])), 1, now) end
 end
 send_write(attrs, zargs, hargs, n, handed)
-index_exact(4, zargs)
+-- served: a redjob worker fetched from the queue (it set one of these)
+index_exact(4, zargs, attrs[4] or attrs[7])
 return {1, prefix}

@@ -32,7 +32,8 @@
 --         does not exist; {-2, maxlen, maxsize} when a body exceeds maxsize;
 --         {-3} when a key is held by a job at a priority whose sorted set was
 --         not passed (nothing written: call again with every level)
-local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio", "redjob:unique")
+local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio", "redjob:unique",
+  "redjob:leased")
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 local p = tonumber(ARGV[4])
@@ -123,7 +124,8 @@ for b = 5, #ARGV, 6 do
   else
     local id = prefix .. ARGV[b]
     redis.call("ZADD", lkey(p), score, id)
-    index_exact(exact, {score, id})
+    -- served: a redjob worker fetched from the queue (see send.lua)
+    index_exact(exact, {score, id}, attrs[4] or attrs[7])
     hargs[#hargs + 1] = id
     hargs[#hargs + 1] = ARGV[b + 2]
     entries[kf] = id .. " " .. p .. " " .. expires

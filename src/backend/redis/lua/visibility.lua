@@ -3,7 +3,9 @@
 -- a job visible again never resets the count that guards against crash loops.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
--- KEYS[3..]  the sorted sets of the other priorities (ns:q:p<n>)
+-- KEYS[3..22]  the sorted sets of the other priorities (ns:q:p<n>)
+-- KEYS[23]  the queue's lease counts (ns:q:leases): a lease whose job this makes
+--          visible again leaves them (the job is no longer leased)
 -- ARGV[1]  message id
 -- ARGV[2]  visibility timeout in ms from now
 -- Returns -1 when the queue does not exist, 0 when the message does not, 1 when changed
@@ -13,6 +15,7 @@ local level, score = find_level(tonumber(attrs[2]) or 0, 3, ARGV[1])
 if not level then return 0 end
 local count = score_count(tonumber(score))
 local now = clock()
+leases_left(23, {tonumber(score)}, now)
 local s = now + tonumber(ARGV[2])
 if count == 0 then s = rescore(ARGV[1], s) end
 redis.call("ZADD", level[2], string.format("%d.%03d", s, count), ARGV[1])
