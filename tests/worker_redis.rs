@@ -279,6 +279,20 @@ async fn the_poll_of_all_queues_finds_jobs_no_send_announced() {
             .await
             .unwrap();
     }
+    // on "pc", before the worker starts (an upgrade): a lease an earlier redjob
+    // wrote (4e12 ms above its end) that runs out in 300 ms, alone
+    let before: u64 = redjob::backend::Backend::now_ms(&client.backend())
+        .await
+        .unwrap();
+    let lost = 4_000_000_000_000u64 + before + 300;
+    raw_send(
+        &mut con,
+        "pc",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa4",
+        lost as f64 + 0.001,
+        r#"{"type":"ping","args":{"key":4}}"#,
+    )
+    .await;
     let rec = Recorder::default();
     let w = Worker::builder(client.backend())
         .queues(["pa", "pb", "pc"])
@@ -318,17 +332,6 @@ async fn the_poll_of_all_queues_finds_jobs_no_send_announced() {
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa3",
         (now_ms + 300) as f64 + 0.501,
         &body(3),
-    )
-    .await;
-    // on "pc": a lease an earlier redjob wrote (4e12 ms above its end) that runs
-    // out in 300 ms, alone
-    let lost = 4_000_000_000_000u64 + now_ms + 300;
-    raw_send(
-        &mut con,
-        "pc",
-        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa4",
-        lost as f64 + 0.001,
-        &body(4),
     )
     .await;
     assert!(

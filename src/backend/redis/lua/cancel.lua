@@ -19,9 +19,9 @@ redis.call("ZREM", level[2], id)
 redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err")
 forget_released({id})
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
-leases_left(24, {tonumber(s)}, now)
+lease_counts().left(24, {tonumber(s)}, now)
 local score = tonumber(s)
-if is_lease(score) and score >= now + 1 then return 2 end
+if select(2, score_count(score)) and score >= now + 1 then return 2 end
 -- a lease an earlier redjob wrote (see LEGACY in lib.lua) that still runs
-if score >= top(now) and score - LEGACY >= now + 1 then return 2 end
+if now < LEGACY and score >= LEGACY and score - LEGACY >= now + 1 then return 2 end
 return 1

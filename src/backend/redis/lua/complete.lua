@@ -12,7 +12,7 @@
 --          once
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- KEYS[7]  the queue's lease counts (ns:q:leases): a settled lease leaves them
---          (see count_leases in lib.lua)
+--          (see lease_counts in lib.lua)
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -65,11 +65,13 @@ local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
+-- leases settled, by lease end (ms): most of a call's share one
 local ends = {}
 for k, id in ipairs(ids) do
-  if scores[k] and tonumber(scores[k]) == tonumber(tokens[k]) then
+  local tk = tonumber(tokens[k])
+  if scores[k] and tonumber(scores[k]) == tk then
     local kd = kind[k]
-    local e = tonumber(string.match(tokens[k], "^%d+"))
+    local e = math.floor(tk)
     ends[e] = (ends[e] or 0) - 1
     if kd == "a" or kd == "d" then
       gone[#gone + 1] = id
@@ -155,7 +157,7 @@ if #dead > 0 then
   end
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
-count_lease_changes(7, ends, now)
+lease_counts().changes(7, ends, now)
 if released > 0 and attrs[5] == "1" then
   redis.call("HSET", KEYS[2], "redjob:waiting", "0")
   redis.call("PUBLISH", ARGV[7], redis.call("ZCARD", KEYS[1]))

@@ -1,7 +1,7 @@
 -- Counts a queue's jobs by state: one ZCOUNT per state and priority level in use,
 -- and one read of the lease counts, never a scan. Jobs not due yet are scheduled
 -- or leased: the leases in flight are counted by the second they end in
--- (KEYS[25], see count_leases in lib.lua), those ending in the current second by
+-- (KEYS[25], see lease_counts in lib.lua), those ending in the current second by
 -- their marks among the jobs due in the rest of it (at most 1,000 per level;
 -- past that, the second's count stands, and a lease of it that ran out counts as
 -- in flight until the second is over). A lease an RSMQ client deleted or
@@ -30,7 +30,7 @@ for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 5)) do
   local soon = redis.call("ZRANGEBYSCORE", k, n, rest, "WITHSCORES", "LIMIT", 0, 1000)
   if #soon >= 2000 then whole = false end
   for j = 2, #soon, 2 do
-    if is_lease(tonumber(soon[j])) then marked = marked + 1 end
+    if select(2, score_count(tonumber(soon[j]))) then marked = marked + 1 end
   end
   -- leases an earlier redjob wrote (see LEGACY in lib.lua): ready once they
   -- ran out
@@ -41,7 +41,7 @@ for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 5)) do
     leased = leased + redis.call("ZCOUNT", k, string.format("%.0f", LEGACY + now + 1), "+inf")
   end
 end
-local after, this = leases_after(25, now)
+local after, this = lease_counts().after(25, now)
 leased = leased + after + (whole and marked or this)
 leased = math.min(leased, later)
 return {1, ready, later - leased, leased, redis.call("ZCARD", KEYS[3])}

@@ -25,7 +25,7 @@ for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   end
   local _, m = many("ZREM", level[2], ARGV)
   n = n + m
-  leases_left(24, scores, now)
+  lease_counts().left(24, scores, now)
 end
 local _, h = many("HDEL", KEYS[2], fields)
 forget_released(ARGV)

@@ -1,6 +1,6 @@
 -- Extends the leases a worker still holds: one call for all its running jobs of a queue.
 -- KEYS[1]  the queue's sorted set (ns:q)
--- KEYS[2]  the queue's lease counts (ns:q:leases, see count_leases in lib.lua)
+-- KEYS[2]  the queue's lease counts (ns:q:leases, see lease_counts in lib.lua)
 -- ARGV[1]  lease length in ms from now
 -- ARGV[2..] id, token pairs
 -- Returns one value per pair: the new token (its lease end never earlier than the
@@ -32,7 +32,7 @@ end
 if #z > 0 then
   allow_writes(KEYS[1])
   many("ZADD", KEYS[1], z)
-  count_lease_changes(2, ends, now)
-  prune_leases(2, now)
+  lease_counts().changes(2, ends, now)
+  lease_counts().prune(2, now)
 end
 return out

@@ -5,7 +5,7 @@
 -- also the delivery's fencing token ("<lease end ms>.<5xx>"), and an RSMQ client
 -- sees the job again once the lease runs out. No per-message fields are written:
 -- a re-delivery after a crash is counted from the score. The leases are counted
--- by the second they end in (KEYS[3], see count_leases in lib.lua).
+-- by the second they end in (KEYS[3], see lease_counts in lib.lua).
 -- RSMQ-style receives (by RSMQ clients, or redjob's queue API) count deliveries in
 -- "<id>:rc" fields; those are read only when such receives ever happened on the
 -- queue, that is when "totalrecv" (every receive) differs from "redjob:leased"
@@ -53,7 +53,7 @@
 --          when the queue is paused
 -- a missing queue costs one command (workers check it every few seconds)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
-  "redjob:released")
+  "redjob:released", "redjob:exact", "redjob:current")
 if not attrs[1] then return {0, "", 0, -1, -1} end
 if attrs[7] then return {0, "", 0, -1, -3} end
 local mask = tonumber(attrs[6]) or 0
@@ -66,7 +66,7 @@ local lease = now + tonumber(ARGV[2])
 -- by now_us: their jobs may be scored at the next ms; dues of an earlier ms are
 -- due by their scores, and up to 100 of them are dropped per call
 local exact, taken = {}, {}
-if now + 1 <= LAST_DUE then
+if attrs[10] and now + 1 <= LAST_DUE then
   local ms = string.format("%.0f", now * 1000)
   exact = redis.call("ZRANGEBYSCORE", KEYS[4], "(" .. ms, string.format("%.0f", now_us), "LIMIT", 0, 100)
   local old = redis.call("ZRANGEBYSCORE", KEYS[4], "-inf", ms, "LIMIT", 0, 100)
@@ -78,16 +78,22 @@ end
 -- due ids of every level, in the order they run
 local ids, scores, lv = {}, {}, {}
 local left = max
+-- leases an earlier redjob wrote (see LEGACY in lib.lua) are looked for until a
+-- fetch finds none left at any level: then the hash field "redjob:current" says
+-- so (earlier workers are stopped before these start; see the README)
+local legacy = now < LEGACY and not attrs[11]
+local legacy_left = false
 for li, level in ipairs(levels) do
-  -- leases an earlier redjob wrote (see LEGACY in lib.lua): up to 10 that ran
-  -- out become due at their end, with their count, before this level is read
-  if now < LEGACY then
+  -- up to 10 that ran out become due at their end, with their count, before
+  -- this level is read
+  if legacy then
+    if #redis.call("ZRANGEBYSCORE", level[2], LEGACY, "+inf", "LIMIT", 0, 1) > 0 then legacy_left = true end
     local old = redis.call("ZRANGEBYSCORE", level[2], LEGACY, string.format("(%.0f", LEGACY + now + 1), "WITHSCORES", "LIMIT", 0, 10)
     if #old > 0 then
       local back = {}
       for j = 1, #old, 2 do
         local s = tonumber(old[j + 1])
-        back[#back + 1] = string.format("%.0f.%03d", math.floor(s) - LEGACY, math.min(thousandths(s), MAX_COUNT))
+        back[#back + 1] = string.format("%.0f.%03d", math.floor(s) - LEGACY, math.min(math.floor((s - math.floor(s)) * 1000 + 0.5), MAX_COUNT))
         back[#back + 1] = old[j]
       end
       allow_writes(KEYS[1])
@@ -120,11 +126,16 @@ for li, level in ipairs(levels) do
   end
 end
 local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0}
+local set = {}
+if legacy and not legacy_left then
+  set[#set + 1] = "redjob:current"
+  set[#set + 1] = "1"
+end
 local no = 5
 local n = #ids
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
-local set, leased = {}, 0
+local leased = 0
 if n > 0 then
   local foreign = totalrecv ~= ours
   local per = foreign and 2 or 1
@@ -162,8 +173,9 @@ if n > 0 then
     end
   end
   local tokens = {}
-  -- how many leases end when (ms), for the lease counts
-  local ends = {}
+  -- how many leases end when (ms), for the lease counts: `fresh` of them at
+  -- the call's lease end
+  local ends, fresh = {}, 0
   -- per level: the new scores (ZADD pairs) and the orphans
   local z, orphans = {}, {}
   local norphans = 0
@@ -175,9 +187,12 @@ if n > 0 then
       local score = tonumber(scores[k])
       -- when it became due: its score's whole ms (a lease that ran out: its end)
       local due = math.floor(score)
-      local count = score_count(score)
-      -- a lease that ran out leaves the lease counts
-      if is_lease(score) then ends[due] = (ends[due] or 0) - 1 end
+      local count = math.floor((score - due) * 1000 + 0.5)
+      -- a lease that ran out leaves the lease counts (see score_count)
+      if count >= LEASE_MARK then
+        count = count - LEASE_MARK
+        ends[due] = (ends[due] or 0) - 1
+      end
       local waited = now - due
       if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
       if foreign then
@@ -198,7 +213,7 @@ if n > 0 then
         token = lease_score(floor + 1, count)
         ends[floor + 1] = (ends[floor + 1] or 0) + 1
       else
-        ends[lease] = (ends[lease] or 0) + 1
+        fresh = fresh + 1
       end
       local zl = z[li]
       if not zl then zl = {}; z[li] = zl end
@@ -227,9 +242,12 @@ if n > 0 then
   if leased > 0 then
     if norphans == 0 then allow_writes(KEYS[1]) end
     for li, zl in pairs(z) do many("ZADD", levels[li][2], zl) end
-    count_lease_changes(3, ends, now)
-    set = {"totalrecv", string.format("%.0f", totalrecv + leased),
-           "redjob:leased", string.format("%.0f", ours + leased)}
+    ends[lease] = (ends[lease] or 0) + fresh
+    lease_counts().changes(3, ends, now)
+    set[#set + 1] = "totalrecv"
+    set[#set + 1] = string.format("%.0f", totalrecv + leased)
+    set[#set + 1] = "redjob:leased"
+    set[#set + 1] = string.format("%.0f", ours + leased)
   end
   if nfloors > 0 then
     set[#set + 1] = "redjob:released"
@@ -246,10 +264,10 @@ if leased < max then
     if f[2] then
       local score = tonumber(f[2])
       local due = exact_due(f[1], score) or math.floor(score) * 1000
-      if score < top(now) and (not first or due < first) then first = due end
+      if (now >= LEGACY or score < LEGACY) and (not first or due < first) then first = due end
     end
     -- a lease an earlier redjob wrote (see LEGACY) ends: taken back then
-    if now < LEGACY then
+    if legacy then
       local old = redis.call("ZRANGEBYSCORE", level[2], LEGACY, "+inf", "WITHSCORES", "LIMIT", 0, 1)
       if old[2] then
         local ends = (math.floor(tonumber(old[2])) - LEGACY) * 1000
@@ -282,7 +300,7 @@ if leased < max then
     many("ZREM", KEYS[4], gone)
   end
   -- seconds past in the lease counts (fields left by leases not settled)
-  prune_leases(3, now)
+  lease_counts().prune(3, now)
   if first then out[2] = string.format("%.0f", first) end
   if attrs[4] ~= "1" then
     set[#set + 1] = "redjob:waiting"

@@ -33,37 +33,25 @@ local LEASE_MARK, MAX_COUNT = 500, 499
 -- leases written before leases kept their real end (LEGACY + <end ms>); no score
 -- is written there any more (due times stop below it, at LAST_DUE), and a fetch
 -- that finds nothing due takes such a lease back once it ran out (see
--- fetch.lua). From then on, every score is a time. `top(now)` is where the
--- scores of jobs and leases end at `now`.
+-- fetch.lua). From then on, every score is a time: where the scores of jobs and
+-- leases end at `now` is `(now < LEGACY and LEGACY or math.huge)`.
+-- (Helpers are few: each closure lib.lua defines costs every script call.)
 local LEGACY = 4000000000000
 local LAST_DUE = LEGACY - 1
-local function top(now)
-  if now < LEGACY then return LEGACY end
-  return math.huge
-end
 
 -- The highest due score at `now` (ms) as an exclusive ZRANGEBYSCORE bound: every
 -- score in the ms `now` or before, so a retry scored "<due>.<count>" is due at
 -- <due> as inspection reports it, and a lease that ended in `now` has run out.
 local function due_max(now)
-  return string.format("(%.0f", math.min(now + 1, top(now)))
+  return string.format("(%.0f", math.min(now + 1, now < LEGACY and LEGACY or math.huge))
 end
 
--- A score's thousandths (0..999).
-local function thousandths(score)
-  return math.floor((score - math.floor(score)) * 1000 + 0.5)
-end
-
--- Whether a score is a lease's (see LEASE_MARK).
-local function is_lease(score)
-  return thousandths(score) >= LEASE_MARK
-end
-
--- The delivery count a score carries (see LEASE_MARK).
+-- The delivery count a score carries, and whether it is a lease's (see
+-- LEASE_MARK).
 local function score_count(score)
-  local t = thousandths(score)
-  if t >= LEASE_MARK then return t - LEASE_MARK end
-  return t
+  local t = math.floor((score - math.floor(score)) * 1000 + 0.5)
+  if t >= LEASE_MARK then return t - LEASE_MARK, true end
+  return t, false
 end
 
 -- A lease's score as text: ending at `ends` (ms) on delivery `count`.
@@ -71,79 +59,86 @@ local function lease_score(ends, count)
   return string.format("%.0f.%03d", ends, LEASE_MARK + math.min(count, MAX_COUNT))
 end
 
--- The running leases of a queue are counted by the second they end in, in the
--- hash KEYS[k] (ns:q:leases, field "<Unix s>" = leases ending in it), so that a
--- count by state stays a few commands: leases in flight are the sum of the
--- fields from this second on. Adds `n` (negative: removes) at the second of
--- `ends` (ms); a field that reaches 0 is removed. A lease that leaves (settled,
--- fetched again after it ran out, deleted) takes itself off its field, passed
--- or not; a lease is not added at a second that has passed (no count reads it;
--- prune_leases drops fields left behind).
-local function count_leases(k, ends, n, now)
-  local s = math.floor(ends / 1000)
-  if n == 0 or (n > 0 and s < math.floor(now / 1000)) then return end
-  local f = string.format("%.0f", s)
-  -- HGET and HSET, not HINCRBY: a producer's hand-off counts its lease too, and
-  -- the README's producer ACL rule has those
-  local old = redis.call("HGET", KEYS[k], f)
-  if not old and n < 0 then return end
-  local v = (tonumber(old) or 0) + n
-  if v > 0 then
-    redis.call("HSET", KEYS[k], f, string.format("%.0f", v))
-  else
-    redis.call("HDEL", KEYS[k], f)
-  end
-end
-
--- Adds, per second, the lease changes in `by` ({[ends ms] = n}) to KEYS[k].
-local function count_lease_changes(k, by, now)
-  local per = {}
-  for ends, n in pairs(by) do
+-- The lease counts (below), built by a script that uses them: each closure lib.lua
+-- defines costs every script call its creation, so these come as one.
+--   L.count(k, ends, n, now), L.changes(k, by, now), L.left(k, scores, now),
+--   L.prune(k, now), L.after(k, now)
+local function lease_counts()
+  -- The running leases of a queue are counted by the second they end in, in the
+  -- hash KEYS[k] (ns:q:leases, field "<Unix s>" = leases ending in it), so that a
+  -- count by state stays a few commands: leases in flight are the sum of the
+  -- fields from this second on. Adds `n` (negative: removes) at the second of
+  -- `ends` (ms); a field that reaches 0 is removed. A lease that leaves (settled,
+  -- fetched again after it ran out, deleted) takes itself off its field, passed
+  -- or not; a lease is not added at a second that has passed (no count reads it;
+  -- prune drops fields left behind).
+  local function count(k, ends, n, now)
     local s = math.floor(ends / 1000)
-    per[s] = (per[s] or 0) + n
-  end
-  for s, n in pairs(per) do count_leases(k, s * 1000, n, now) end
-end
-
--- Takes the leases among `scores` (numbers; others are skipped) off the lease
--- counts KEYS[k]: their jobs left the queue or moved (a delete, a cancel, a
--- change of visibility).
-local function leases_left(k, scores, now)
-  local by = {}
-  for _, s in ipairs(scores) do
-    if s and is_lease(s) then
-      local e = math.floor(s)
-      by[e] = (by[e] or 0) - 1
+    if n == 0 or (n > 0 and s < math.floor(now / 1000)) then return end
+    local f = string.format("%.0f", s)
+    -- HGET and HSET, not HINCRBY: a producer's hand-off counts its lease too, and
+    -- the README's producer ACL rule has those
+    local old = redis.call("HGET", KEYS[k], f)
+    if not old and n < 0 then return end
+    local v = (tonumber(old) or 0) + n
+    if v > 0 then
+      redis.call("HSET", KEYS[k], f, string.format("%.0f", v))
+    else
+      redis.call("HDEL", KEYS[k], f)
     end
   end
-  count_lease_changes(k, by, now)
-end
 
--- Removes the seconds that have passed from the lease counts KEYS[k]: one HKEYS
--- of as many fields as seconds in which running leases end (at most as many as
--- leases run).
-local function prune_leases(k, now)
-  local past = {}
-  local s = math.floor(now / 1000)
-  for _, f in ipairs(redis.call("HKEYS", KEYS[k])) do
-    if (tonumber(f) or 0) < s then past[#past + 1] = f end
+  -- Adds, per second, the lease changes in `by` ({[ends ms] = n}) to KEYS[k].
+  local function changes(k, by, now)
+    local per = {}
+    for ends, n in pairs(by) do
+      local s = math.floor(ends / 1000)
+      per[s] = (per[s] or 0) + n
+    end
+    for s, n in pairs(per) do count(k, s * 1000, n, now) end
   end
-  if #past > 0 then many("HDEL", KEYS[k], past) end
-end
 
--- By the lease counts KEYS[k] (see count_leases): how many leases end after the
--- second of `now` (ms), and how many end in it.
-local function leases_after(k, now)
-  local s, n = math.floor(now / 1000), 0
-  local live = {}
-  for _, f in ipairs(redis.call("HKEYS", KEYS[k])) do
-    if (tonumber(f) or 0) >= s then live[#live + 1] = f end
+  -- Takes the leases among `scores` (numbers; others are skipped) off the lease
+  -- counts KEYS[k]: their jobs left the queue or moved (a delete, a cancel, a
+  -- change of visibility).
+  local function left(k, scores, now)
+    local by = {}
+    for _, s in ipairs(scores) do
+      if s and select(2, score_count(s)) then
+        local e = math.floor(s)
+        by[e] = (by[e] or 0) - 1
+      end
+    end
+    changes(k, by, now)
   end
-  local this = 0
-  for i, v in ipairs(many("HMGET", KEYS[k], live)) do
-    if tonumber(live[i]) == s then this = tonumber(v) or 0 else n = n + (tonumber(v) or 0) end
+
+  -- Removes the seconds that have passed from the lease counts KEYS[k]: one HKEYS
+  -- of as many fields as seconds in which running leases end (at most as many as
+  -- leases run).
+  local function prune(k, now)
+    local past = {}
+    local s = math.floor(now / 1000)
+    for _, f in ipairs(redis.call("HKEYS", KEYS[k])) do
+      if (tonumber(f) or 0) < s then past[#past + 1] = f end
+    end
+    if #past > 0 then many("HDEL", KEYS[k], past) end
   end
-  return n, this
+
+  -- By the lease counts KEYS[k] (see count): how many leases end after the
+  -- second of `now` (ms), and how many end in it.
+  local function after(k, now)
+    local s, n = math.floor(now / 1000), 0
+    local live = {}
+    for _, f in ipairs(redis.call("HKEYS", KEYS[k])) do
+      if (tonumber(f) or 0) >= s then live[#live + 1] = f end
+    end
+    local this = 0
+    for i, v in ipairs(many("HMGET", KEYS[k], live)) do
+      if tonumber(live[i]) == s then this = tonumber(v) or 0 else n = n + (tonumber(v) or 0) end
+    end
+    return n, this
+  end
+  return {count = count, changes = changes, left = left, prune = prune, after = after}
 end
 
 -- Workers must keep draining a queue when Redis is at maxmemory with noeviction
@@ -208,9 +203,9 @@ end
 -- send's score/id pairs.
 -- Their fetches drop the dues that passed; a queue no redjob worker has fetched
 -- from yet (`served` false: RSMQ clients' receives drop nothing) keeps at most
--- 1,000 of them.
-local function index_exact(k, zargs, served)
-  if not served and redis.call("ZCARD", KEYS[k]) >= 1000 then return end
+-- 1,000 of them. The queue's hash field "redjob:exact" (`flagged`: its value)
+-- tells fetches the set may hold some; a queue that never had one reads nothing.
+local function index_exact(k, zargs, served, flagged)
   local e = {}
   for i = 1, #zargs, 2 do
     local due = exact_due(zargs[i + 1], tonumber(zargs[i]))
@@ -219,7 +214,10 @@ local function index_exact(k, zargs, served)
       e[#e + 1] = zargs[i + 1]
     end
   end
-  if #e > 0 then many("ZADD", KEYS[k], e) end
+  if #e == 0 then return end
+  if not served and redis.call("ZCARD", KEYS[k]) >= 1000 then return end
+  many("ZADD", KEYS[k], e)
+  if not flagged then redis.call("HSET", KEYS[2], "redjob:exact", "1") end
 end
 
 -- The score to give `id` for visibility at `s` (whole ms) when it is not its

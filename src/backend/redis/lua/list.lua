@@ -24,16 +24,18 @@ if not attrs[1] then return {-1} end
 local now = clock()
 local state, want = ARGV[1], tonumber(ARGV[2])
 local inf = math.huge
+-- where jobs' and leases' scores end (see LEGACY in lib.lua)
+local top = now < LEGACY and LEGACY or inf
 -- {low, low excluded, high, high excluded}, and which rows of it to list
 local range = ({
-  ready = {-inf, false, math.min(now + 1, top(now)), true},
-  scheduled = {now + 1, false, top(now), true},
+  ready = {-inf, false, math.min(now + 1, top), true},
+  scheduled = {now + 1, false, top, true},
   in_flight = {now + 1, false, inf, false},
 })[state]
 -- a lease: marked, or an earlier redjob's (see LEGACY in lib.lua)
 local keep = ({
-  scheduled = function(x) return not is_lease(x) end,
-  in_flight = function(x) return is_lease(x) or x >= top(now) end,
+  scheduled = function(x) return not select(2, score_count(x)) end,
+  in_flight = function(x) return select(2, score_count(x)) or x >= top end,
 })[state]
 local levels = level_sets(tonumber(attrs[2]) or 0, 5)
 

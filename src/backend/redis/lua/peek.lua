@@ -29,8 +29,8 @@ if left > 0 then
       local t = redis.call("ZRANGE", level[2], from, from + n - 1, "WITHSCORES")
       for j = 1, #t, 2 do
         local x = tonumber(t[j + 1])
-        if x >= top(now) then budget = 0; break end
-        if not is_lease(x) and got < left then
+        if now < LEGACY and x >= LEGACY then budget = 0; break end
+        if not select(2, score_count(x)) and got < left then
           later[#later + 1] = {level[1], t[j], t[j + 1], li, x}
           got = got + 1
         end

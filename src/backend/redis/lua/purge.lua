@@ -48,7 +48,7 @@ while at <= #sets and left > 0 do
     drop_orphans(sets[at], ids)
     many("HDEL", KEYS[2], ids)
     if attrs[2] == "1" then release_unique(KEYS[3], ids) end
-    leases_left(24, scores, now)
+    lease_counts().left(24, scores, now)
     n = n + #ids
   end
   if cursor == "0" then at = at + 1 end

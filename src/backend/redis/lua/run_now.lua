@@ -18,11 +18,11 @@ if not level then return 0 end
 local score = tonumber(s)
 if score < now + 1 then return 2 end
 -- a lease an earlier redjob wrote (see LEGACY in lib.lua): due once it ran out
-if score >= top(now) then
+if now < LEGACY and score >= LEGACY then
   if score - LEGACY < now + 1 then return 2 end
   return 3
 end
-if is_lease(score) then return 3 end
+if select(2, score_count(score)) then return 3 end
 local count = score_count(score)
 -- hidden by an RSMQ-style receive (a whole-ms score, a receive counted): its
 -- receiver works on it, as a worker on a lease

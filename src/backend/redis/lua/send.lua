@@ -24,18 +24,21 @@
 --         the prefix and its suffix; {-1} when the queue does not exist;
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
-  "redjob:handoff", "redjob:leased")
+  "redjob:handoff")
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 local n = (#ARGV - 4) / 3
 local scores = {}
 local zargs, hargs = {}, {}
+-- some message has a delay ("d<ms>"): its id may mark it (see index_exact)
+local delayed = false
 for i = 1, n do
   local b = (i - 1) * 3 + 5
   local id = prefix .. ARGV[b]
   local when = ARGV[b + 1]
   local score = scores[when]
   if not score then
+    if string.byte(when, 1) == 100 then delayed = true end
     score = due_score(when, now, us, qdelay)
     scores[when] = score
   end
@@ -49,9 +52,12 @@ end
 local handed = false
 if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
   handed = hand_off(attrs[6], zargs, hargs, now, us)
-  if handed then count_leases(3, math.floor(tonumber(zargs[1])), 1, now) end
+  if handed then lease_counts().count(3, math.floor(tonumber(zargs[1])), 1, now) end
 end
 send_write(attrs, zargs, hargs, n, handed)
--- served: a redjob worker fetched from the queue (it set one of these)
-index_exact(4, zargs, attrs[4] or attrs[7])
+if delayed then
+  -- served: a redjob worker fetched from the queue (it set one of these)
+  local ex = redis.call("HMGET", KEYS[2], "redjob:leased", "redjob:exact")
+  index_exact(4, zargs, attrs[4] or ex[1], ex[2])
+end
 return {1, prefix}

@@ -33,7 +33,7 @@
 --         {-3} when a key is held by a job at a priority whose sorted set was
 --         not passed (nothing written: call again with every level)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio", "redjob:unique",
-  "redjob:leased")
+  "redjob:leased", "redjob:exact")
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 local p = tonumber(ARGV[4])
@@ -125,7 +125,8 @@ for b = 5, #ARGV, 6 do
     local id = prefix .. ARGV[b]
     redis.call("ZADD", lkey(p), score, id)
     -- served: a redjob worker fetched from the queue (see send.lua)
-    index_exact(exact, {score, id}, attrs[4] or attrs[7])
+    index_exact(exact, {score, id}, attrs[4] or attrs[7], attrs[8])
+    attrs[8] = attrs[8] or "1"
     hargs[#hargs + 1] = id
     hargs[#hargs + 1] = ARGV[b + 2]
     entries[kf] = id .. " " .. p .. " " .. expires

@@ -15,7 +15,7 @@ local level, score = find_level(tonumber(attrs[2]) or 0, 3, ARGV[1])
 if not level then return 0 end
 local count = score_count(tonumber(score))
 local now = clock()
-leases_left(23, {tonumber(score)}, now)
+lease_counts().left(23, {tonumber(score)}, now)
 local s = now + tonumber(ARGV[2])
 if count == 0 then s = rescore(ARGV[1], s) end
 redis.call("ZADD", level[2], string.format("%d.%03d", s, count), ARGV[1])
