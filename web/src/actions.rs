@@ -18,8 +18,7 @@ use crate::ctx::{NOTE_COOKIE, allowed};
 use crate::error::{WebError, WebResult};
 use crate::fmt::num;
 use crate::layout::seg;
-use crate::pages::dead::DeadFilter;
-use crate::pages::job::parse_id;
+use crate::params::{DeadFilter, parse_id};
 
 /// A form's fields, in order (a name may repeat: the selected ids).
 struct Fields(Vec<(String, String)>);
@@ -325,12 +324,4 @@ pub(crate) async fn periodic(ctx: Ctx, headers: HeaderMap, body: Bytes) -> WebRe
     let id = sent.first().map(|s| s.id.to_string()).unwrap_or_default();
     let note = format!("Enqueued a run of {name:?} now (job {id}).");
     Ok(back(&ctx, "/periodic", &note))
-}
-
-/// Refuses the confirmation pages of actions in read-only mode.
-pub(crate) fn writable(ctx: &Ctx) -> WebResult<()> {
-    if ctx.app.read_only {
-        return Err(WebError::Forbidden("this dashboard is read-only".into()));
-    }
-    Ok(())
 }

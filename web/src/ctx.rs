@@ -195,6 +195,14 @@ fn constant_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Refuses the confirmation pages of actions in read-only mode.
+pub(crate) fn writable(ctx: &Ctx) -> Result<(), WebError> {
+    if ctx.app.read_only {
+        return Err(WebError::Forbidden("this dashboard is read-only".into()));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::{HeaderMap, HeaderValue};

@@ -74,6 +74,7 @@ mod error;
 mod fmt;
 mod layout;
 mod pages;
+mod params;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,61 +7,13 @@ use axum::response::Response;
 use maud::html;
 use redjob::backend::Backend;
 use redjob::inspect::{Cursor, Inspect};
-use redjob::ops::{Admin, DeadQuery};
-use serde::Deserialize;
+use redjob::ops::Admin;
 
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{job_type, num, preview, relative, shorten, when};
 use crate::layout::{Nav, csrf, link_button, query, render, seg};
-
-/// The filters of a dead-letter listing, as the page's query string has them.
-#[derive(Deserialize, Default, Clone)]
-pub(crate) struct DeadFilter {
-    #[serde(default, rename = "type")]
-    pub job_type: String,
-    #[serde(default)]
-    pub error: String,
-    /// "oldest" for oldest first; newest first otherwise.
-    #[serde(default)]
-    pub order: String,
-    #[serde(default)]
-    pub after: String,
-    /// On the confirmation page: "requeue" or "delete".
-    #[serde(default, rename = "do")]
-    pub action: String,
-}
-
-impl DeadFilter {
-    pub fn query(&self) -> DeadQuery {
-        let mut q = DeadQuery::default();
-        if self.order != "oldest" {
-            q = q.newest_first();
-        }
-        if !self.job_type.trim().is_empty() {
-            q = q.job_type(self.job_type.trim());
-        }
-        if !self.error.is_empty() {
-            q = q.error_contains(self.error.as_str());
-        }
-        q
-    }
-
-    fn filtered(&self) -> bool {
-        !self.job_type.trim().is_empty() || !self.error.is_empty()
-    }
-
-    /// The filter's pairs for a query string, with `extra`.
-    fn pairs<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-        let mut p = vec![
-            ("type", self.job_type.as_str()),
-            ("error", self.error.as_str()),
-            ("order", self.order.as_str()),
-        ];
-        p.extend_from_slice(extra);
-        p
-    }
-}
+use crate::params::DeadFilter;
 
 pub(crate) async fn page(
     ctx: Ctx,
@@ -160,7 +112,7 @@ pub(crate) async fn confirm(
     Path(queue): Path<String>,
     Query(f): Query<DeadFilter>,
 ) -> WebResult<Response> {
-    crate::actions::writable(&ctx)?;
+    crate::ctx::writable(&ctx)?;
     let requeue = match f.action.as_str() {
         "requeue" => true,
         "delete" => false,

@@ -4,7 +4,6 @@
 use axum::extract::Path;
 use axum::response::Response;
 use maud::html;
-use redjob::JobId;
 use redjob::backend::Backend;
 use redjob::inspect::{Inspect, JobState};
 use redjob::ops::Admin;
@@ -13,12 +12,7 @@ use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{job_type, pretty, relative, when};
 use crate::layout::{Nav, button, render, seg};
-
-/// A job id from a path, or a 400.
-pub(crate) fn parse_id(id: &str) -> Result<JobId, WebError> {
-    id.parse()
-        .map_err(|_| WebError::BadRequest(format!("{id:?} is not a job id")))
-}
+use crate::params::parse_id;
 
 pub(crate) async fn page(
     ctx: Ctx,

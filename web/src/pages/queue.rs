@@ -167,7 +167,7 @@ pub(crate) fn time_of(j: &JobInfo, now: u64) -> String {
 
 /// Asks before a purge.
 pub(crate) async fn confirm_purge(ctx: Ctx, Path(queue): Path<String>) -> WebResult<Response> {
-    crate::actions::writable(&ctx)?;
+    crate::ctx::writable(&ctx)?;
     let n = ctx.app.client.counts(&queue).await?;
     let qpath = format!("/queues/{}", seg(&queue));
     let waiting = n.ready + n.scheduled + n.in_flight;

@@ -219,7 +219,7 @@ pub(crate) async fn confirm(
     Path((topic, sub)): Path<(String, String)>,
     Query(d): Query<Do>,
 ) -> WebResult<Response> {
-    crate::actions::writable(&ctx)?;
+    crate::ctx::writable(&ctx)?;
     let requeue = match d.action.as_str() {
         "requeue" => true,
         "delete" => false,
