@@ -220,7 +220,8 @@ impl std::str::FromStr for Cursor {
 pub struct Page {
     /// The jobs, in listing order.
     pub jobs: Vec<JobInfo>,
-    /// Where the next page starts; `None` when this page was not full (the last).
+    /// Where the next page starts; `None` on the last page. A page may have one
+    /// and be short (see [`list`](Inspect::list)).
     pub next: Option<Cursor>,
 }
 
@@ -284,9 +285,13 @@ pub trait Inspect: Sync {
     /// Up to `n` jobs (at most [`MAX_PAGE`]) of one state, after `after` (the
     /// previous page's [`next`](Page::next); `None` for the first page). `n = 0`
     /// gives an empty page without a cursor. Ordered by
-    /// priority, highest first, then by score: ready jobs oldest first (leases that
-    /// ran out last), scheduled by due time, in flight by lease end, dead by time
-    /// of death. A job that changes state between pages may be missed or seen twice.
+    /// priority, highest first, then by score: ready jobs oldest first (a lease
+    /// that ran out from its end), scheduled by due time, in flight by lease end,
+    /// dead by time of death. Scheduled and in-flight jobs share the scores after
+    /// now: on Redis a page of either reads at most `n` + 1,000 of them, so a page
+    /// may hold fewer than `n` jobs and still have a [`next`](Page::next) (follow
+    /// it; only a page without one is the last). A job that changes state between
+    /// pages may be missed or seen twice.
     fn list(
         &self,
         queue: &str,
