@@ -18,14 +18,15 @@ local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique")
 -- only the levels a send ever used (see fetch.lua)
 local n = 0
 local now = clock()
+local leases = lease_counts()
 for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   local scores = {}
-  for i, s in ipairs(many("ZMSCORE", level[2], ARGV)) do
+  for _, s in ipairs(many("ZMSCORE", level[2], ARGV)) do
     if s then scores[#scores + 1] = tonumber(s) end
   end
   local _, m = many("ZREM", level[2], ARGV)
   n = n + m
-  lease_counts().left(24, scores, now)
+  leases.left(24, scores, now)
 end
 local _, h = many("HDEL", KEYS[2], fields)
 forget_released(ARGV)

@@ -32,7 +32,8 @@ end
 if #z > 0 then
   allow_writes(KEYS[1])
   many("ZADD", KEYS[1], z)
-  lease_counts().changes(2, ends, now)
-  lease_counts().prune(2, now)
+  local leases = lease_counts()
+  leases.changes(2, ends, now)
+  leases.prune(2, now)
 end
 return out
