@@ -284,61 +284,6 @@ fn short_type_name(type_name: &str) -> String {
     out + &last(&type_name[start..])
 }
 
-/// What the user's ACL refused, when `e` says so: a command, key or channel
-/// the client sent (`NOPERM this user has no permissions to …`), or something a
-/// script called (Redis 7.0: `The user executing the script can't …`; 6.2:
-/// the same inside `Error running script …`; Valkey and 7.2+: `ACL failure in
-/// script: … no permissions to …`).
-fn refused(e: &redis::RedisError) -> Option<String> {
-    refused_text(&e.to_string())
-}
-
-fn refused_text(text: &str) -> Option<String> {
-    // what Redis says, without the script's trailer (` script: <sha>, on …`)
-    let said = |from: usize| {
-        let rest = &text[from..];
-        rest.split(" script:")
-            .next()
-            .unwrap_or(rest)
-            .trim_end_matches([')', ']', '.', ' '])
-            .to_string()
-    };
-    const UNNAMED: &str = "The user executing the script can't ";
-    let what = if let Some(i) = text.to_ascii_lowercase().find("no permissions to ") {
-        format!("may not {}", said(i + "no permissions to ".len()))
-    } else {
-        format!("can't {}", said(text.find(UNNAMED)? + UNNAMED.len()))
-    };
-    if !text.contains("@user_script") {
-        return Some(what);
-    }
-    // Redis names no command a script was refused: the script's line does
-    let call = crate::backend::redis::scripts::refused_call(text);
-    Some(match call {
-        Some(call) if what.starts_with("can't run this command") => {
-            format!("a script may not run {call}")
-        }
-        Some(call) => format!("a script {what}: {call}"),
-        None => format!("a script {what}"),
-    })
-}
-
-impl From<redis::RedisError> for Error {
-    fn from(e: redis::RedisError) -> Self {
-        // a script's refused write carries the OOM code, or only its text
-        if e.code() == Some("OOM")
-            || e.to_string()
-                .contains("command not allowed when used memory > 'maxmemory'")
-        {
-            Error::OutOfMemory(e)
-        } else if let Some(refused) = refused(&e) {
-            Error::NoPermission { refused, error: e }
-        } else {
-            Error::Redis(e)
-        }
-    }
-}
-
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::Decode(e)
@@ -347,7 +292,7 @@ impl From<serde_json::Error> for Error {
 
 #[cfg(test)]
 mod tests {
-    use super::{missing_data_names, refused_text, short_type_name};
+    use super::{missing_data_names, short_type_name};
 
     #[test]
     fn type_names_lose_their_module_paths_unless_two_then_look_alike() {
@@ -374,96 +319,5 @@ mod tests {
             (wanted.as_str(), held.join(", ")),
             ("app::Pool", "other::Pool".into())
         );
-    }
-    use crate::backend::redis::scripts::{CREATE, UNIQUE};
-
-    #[test]
-    fn acl_refusals_are_named_in_every_servers_words() {
-        let create = CREATE.get_hash();
-        let lib = include_str!("backend/redis/lua/lib.lua");
-        // a line of create.lua as Redis numbers it (lib.lua comes first)
-        let line = |n: usize| lib.lines().count() + n;
-        let (l7, l13) = (line(7), line(13));
-        // the client's own command, and the keys (Redis 6.2 to 7.0; Valkey)
-        assert_eq!(
-            refused_text("NoPerm: this user has no permissions to run the 'evalsha' command")
-                .as_deref(),
-            Some("may not run the 'evalsha' command")
-        );
-        assert_eq!(
-            refused_text("NOPERM No permissions to access a key").as_deref(),
-            Some("may not access a key")
-        );
-        // a script's command: Redis 7.0, 6.2, Valkey
-        let v7 = format!(
-            "The user executing the script can't run this command or subcommand script: {create}, on @user_script:{l7}."
-        );
-        let v6 = format!(
-            "Error running script (call to f_{create}): @user_script:{l7}: @user_script: {l7}: The user executing the script can't run this command or subcommand"
-        );
-        for text in [v7, v6] {
-            assert_eq!(
-                refused_text(&text).as_deref(),
-                Some("a script may not run HSETNX (create.lua, line 7)"),
-                "{text}"
-            );
-        }
-        assert_eq!(
-            refused_text("ACL failure in script: User u has no permissions to run the 'hsetnx' command script: on @user_script:239.").as_deref(),
-            Some("a script may not run the 'hsetnx' command")
-        );
-        // a channel, on a line with two commands
-        let channel = format!(
-            "The user executing the script can't publish to the channel mentioned in the command script: {create}, on @user_script:{l13}."
-        );
-        assert_eq!(
-            refused_text(&channel).as_deref(),
-            Some(
-                "a script can't publish to the channel mentioned in the command: PUBLISH (create.lua, line 13)"
-            )
-        );
-        // lib.lua's many(): the commands the script passes it
-        let many = lib
-            .lines()
-            .position(|l| l.contains("redis.call(cmd"))
-            .unwrap()
-            + 1;
-        let text = format!(
-            "The user executing the script can't run this command or subcommand script: {}, on @user_script:{many}.",
-            UNIQUE.get_hash()
-        );
-        let named = refused_text(&text).unwrap();
-        assert!(
-            named.contains("HDEL") && named.ends_with(&format!("(lib.lua, line {many})")),
-            "{named}"
-        );
-        // no sha known, other errors
-        let unknown = "The user executing the script can't run this command or subcommand script: 00, on @user_script:3.";
-        assert_eq!(
-            refused_text(unknown).as_deref(),
-            Some("a script can't run this command or subcommand")
-        );
-        assert_eq!(refused_text("ERR wrong number of arguments"), None);
-    }
-
-    #[test]
-    fn a_lines_commands_and_subcommands_are_read_off_it() {
-        use crate::backend::redis::scripts::called;
-        assert_eq!(called(r#"local t = redis.call("TIME")"#), ["TIME"]);
-        assert_eq!(
-            called(r#"redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))"#),
-            ["PUBLISH", "ZCARD"]
-        );
-        assert_eq!(
-            called(
-                r#"local t = redis.call(desc and "ZREVRANGE" or "ZRANGE", key, 0, 1, "WITHSCORES")"#
-            ),
-            ["ZREVRANGE", "ZRANGE"]
-        );
-        assert_eq!(
-            called(r#"redis.call("XGROUP", "CREATE", key, group, offset, "MKSTREAM")"#),
-            ["XGROUP CREATE"]
-        );
-        assert!(called("local r = redis.call(cmd, key, unpack(list))").is_empty());
     }
 }

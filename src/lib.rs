@@ -2,25 +2,56 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+//! # Layout
+//!
+//! The crate is built in floors. A module imports only from its own floor or
+//! the floors below (within a floor, in the order listed), and no two modules
+//! import each other, even through others: `scripts/floors` (run by `.ci/run`)
+//! checks it with `../shared/tools/layers.py`, which prints every module at the
+//! lowest layer its imports allow (so one floor may print on two layers).
+//!
+//! | floor | modules | holds | imports |
+//! |---|---|---|---|
+//! | ground | `error`, `id` | [`Error`], [`Result`], [`JobId`] | nothing of the crate |
+//! | contract | `contract/` (private) | the types that cross the storage boundary and the traits the backends implement, one file each: `envelope` (a job's JSON, untyped), `leases` (score marks, tokens, deliveries, settles), `queues` ([`Queues`](queue::Queues) and RSMQ's rules), `stats`, `inspect`, `admin`, `topics`, `backend` ([`Backend`](backend::Backend)); each trait's method list beside it, and `forward!`, which writes an impl from a list | the ground |
+//! | typed | [`job`], then [`topic`] | jobs and events as Rust types: [`Job`], [`JobContext`] and the data handlers share; [`topic::Event`], [`topic::EventContext`], [`topic::Subscription`] | the ground and the contract |
+//! | storage | [`backend`] | the implementations side by side, `backend/redis/` and `backend/memory/`, with one file per concept of the contract under the same name in each: `queues`, `leases`, `inspect`, `admin`, `live` (ticks and heartbeats), `topics`. Redis alone has `connection/`, `keys` (the key names), `scripts` and `lua/`, `replies`, `convert` (Redis errors as ours), `listen` and `poll` (wake-ups, which memory gets from its own channels) and `send` (its send path, split from `queues` for size); memory alone has `state` and `clock`. [`backend::any`] is either | the ground and the contract (only a fuzz test of Redis replies decodes jobs) |
+//! | runtime | [`client`], then [`worker`], then [`testing`] | enqueueing and inspecting; running jobs; the test kit | everything below |
+//! | paths | [`queue`], [`inspect`], [`ops`], [`connection`] | public paths only: re-exports of the contract's and the Redis backend's items, which no module inside imports | what they re-export |
+//!
+//! Inside the crate, items are imported from the module that defines them
+//! (`crate::client::Client`, not the root's `crate::Client`), and never through
+//! `super::super::`.
+//!
+//! ```
+//! // every public path still names the same item
+//! let _: Option<redjob::queue::QueueOptions> = None;
+//! let _: Option<redjob::backend::Token> = None;
+//! ```
+
 // lets the derive's `::redjob::...` paths resolve inside this crate (its own tests)
 #[cfg(test)]
 extern crate self as redjob;
 
-pub mod backend;
-pub mod client;
-pub mod connection;
+mod contract;
 mod error;
+mod id;
+
+pub mod job;
+pub mod topic;
+
+pub mod backend;
+
+pub mod client;
+pub mod testing;
+pub mod worker;
+
+pub mod connection;
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}
-mod id;
 pub mod inspect;
-pub mod job;
-mod keys;
 pub mod ops;
 pub mod queue;
-pub mod testing;
-pub mod topic;
-pub mod worker;
 
 pub use client::Client;
 pub use error::{Error, Result};

@@ -63,11 +63,13 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::memory::{Clock, MemoryBackend};
-use crate::backend::{Backend, DeadLetter, QueueStats};
+use crate::client::Client;
+use crate::contract::backend::Backend;
+use crate::contract::stats::{DeadLetter, QueueStats};
 use crate::job::Job;
-use crate::worker::data::Data;
+use crate::job::data::Data;
 use crate::worker::{RetryPolicy, Worker};
-use crate::{Client, JobId, Result};
+use crate::{JobId, Result};
 
 /// Handlers and schedules under test, on a memory backend with a controllable clock.
 #[derive(Clone, Debug)]

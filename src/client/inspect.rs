@@ -1,8 +1,11 @@
-//! [`Inspect`](crate::inspect::Inspect) on a [`Client`]: the same operations on its backend.
+//! [`Inspect`](crate::inspect::Inspect) and [`Admin`](crate::ops::Admin) on a
+//! [`Client`]: the same operations on its backend.
 
 use super::Client;
+use crate::contract::admin::{Admin, admin_methods};
+use crate::contract::inspect::{Inspect, inspect_methods};
 
-crate::inspect::forward_inspect!(
+inspect_methods! {
     /// ```
     /// use redjob::inspect::{Cancelled, Inspect};
     /// use redjob::{Client, Job, JobContext, JobError};
@@ -22,6 +25,7 @@ crate::inspect::forward_inspect!(
     /// assert_eq!(client.cancel("default", &id).await?, Cancelled::Removed);
     /// # Ok(()) }
     /// ```
-    Client,
-    |self| self.backend
-);
+    impl Inspect for Client, |self| &self.backend;
+}
+
+admin_methods! { impl Admin for Client, |self| &self.backend; }

@@ -5,15 +5,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::backend::any::AnyBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
-use crate::backend::{Backend, DeadLetter, MinuteStats, QueueStats};
+use crate::contract::backend::Backend;
+use crate::contract::queues::{QueueOptions, SendMessage, Sent, When, validate};
+use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
 use crate::id::random_suffix;
+use crate::job::data::Data;
 use crate::job::{self, Job, JobContext};
-use crate::queue::{QueueOptions, SendMessage, Sent, When, validate};
-use crate::worker::data::Data;
 use crate::{Error, JobId, Result};
 
 mod inspect;
 mod options;
+mod topics;
 
 pub use options::{ClientConfig, EnqueueOptions};
 
@@ -178,7 +180,7 @@ impl Client {
     /// ```
     pub async fn pop_due<J: Job>(&self, limit: usize) -> Result<Vec<Popped<J>>> {
         Ok(
-            crate::queue::Queues::pop_due(&self.backend, J::OPTIONS.queue, limit)
+            crate::contract::queues::Queues::pop_due(&self.backend, J::OPTIONS.queue, limit)
                 .await?
                 .into_iter()
                 .map(|m| {

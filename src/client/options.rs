@@ -3,9 +3,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::Result;
-use crate::connection::RedisConfig;
+use crate::backend::redis::connection::RedisConfig;
+use crate::contract::queues::{OnDuplicate, QueueOptions, Unique, When};
 use crate::job::Job;
-use crate::queue::{OnDuplicate, QueueOptions, Unique, When};
 
 /// Settings of a [`Client`](super::Client).
 ///

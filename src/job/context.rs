@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::worker::data::Data;
+use crate::job::data::Data;
 use crate::{JobId, Result};
 
 /// The context of one job execution: its id, attempt, queue, enqueue time and a

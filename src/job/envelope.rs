@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{DynJob, Job};
+use crate::contract::envelope::Head;
+use crate::contract::inspect::JobInfo;
 use crate::{Error, Result};
 
 #[derive(Serialize)]
@@ -10,19 +12,6 @@ struct EnvelopeRef<'a, T> {
     #[serde(rename = "type")]
     name: &'a str,
     args: &'a T,
-}
-
-#[derive(Deserialize)]
-struct Head<'a> {
-    #[serde(rename = "type", borrow)]
-    name: std::borrow::Cow<'a, str>,
-}
-
-/// The job name a stored body's envelope gives, if it has one.
-pub(crate) fn job_name(body: &[u8]) -> Option<String> {
-    serde_json::from_slice::<Head<'_>>(body)
-        .ok()
-        .map(|h| h.name.into_owned())
 }
 
 /// Encodes a job as its envelope.
@@ -97,5 +86,12 @@ pub fn decode(body: &[u8]) -> Result<Box<dyn DynJob>> {
             }
             Err(Error::Decode(e))
         }
+    }
+}
+
+impl JobInfo {
+    /// The job decoded as `J` (an error when it is another type).
+    pub fn decode<J: Job>(&self) -> Result<J> {
+        decode_as(&self.body)
     }
 }

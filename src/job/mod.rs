@@ -26,6 +26,7 @@
 //! ```
 
 mod context;
+pub(crate) mod data;
 mod envelope;
 mod error;
 mod unique;
@@ -36,13 +37,14 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub(crate) use crate::contract::envelope::job_name;
 pub use context::JobContext;
+pub(crate) use envelope::decode_as;
 pub use envelope::{decode, encode};
-pub(crate) use envelope::{decode_as, job_name};
 pub use error::{JobError, Outcome};
 pub use unique::unique_key;
 
-use crate::queue::OnDuplicate;
+use crate::contract::queues::OnDuplicate;
 
 /// A job's handler. Implement it for a type that has `#[derive(Job)]`.
 ///

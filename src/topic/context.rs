@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::EventId;
 use crate::Result;
-use crate::worker::data::Data;
+use crate::job::data::Data;
 
 /// The context of one event handler run: the event's id, topic and subscriber,
 /// which delivery this is, and a token that fires on timeout or when the worker

@@ -58,22 +58,16 @@
 //! (one owns it, the others stand by), retrying a failed event in place before
 //! taking the next: in topic order.
 
-mod client;
 mod context;
-mod memory;
-mod redis;
-mod store;
-mod types;
+pub(crate) mod subscription;
 
 pub use context::EventContext;
-pub(crate) use memory::Streams;
-pub use store::{Claimed, EventSettle, Received, Topics};
-pub(crate) use types::name as check_name;
-pub use types::{
-    DeadEvent, EventId, EventOptions, LAG_COUNTED, Start, SubscriberInfo, TopicInfo, WhenFull,
-};
+pub use subscription::Subscription;
 
-pub use crate::worker::Subscription;
+pub use crate::contract::topics::{
+    Claimed, DeadEvent, EventId, EventOptions, EventSettle, LAG_COUNTED, Received, Start,
+    SubscriberInfo, TopicInfo, Topics, WhenFull,
+};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -8,16 +8,18 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::data::Data;
 use super::subscriber::Starter;
-use super::subscription::{Handler, Spec, Subscription, Typed};
 use super::{RetryPolicy, Shared, Worker};
-use crate::backend::Backend;
+use crate::contract::backend::Backend;
+use crate::contract::leases::Retention;
+use crate::contract::queues::validate;
+use crate::contract::topics::Topics;
 use crate::job::Job;
-use crate::ops::Retention;
-use crate::queue::validate;
-use crate::topic::{Event, EventContext, Topics};
-use crate::{Error, JobError, Result};
+use crate::job::JobError;
+use crate::job::data::Data;
+use crate::topic::subscription::{Handler, Spec, Subscription, Typed};
+use crate::topic::{Event, EventContext};
+use crate::{Error, Result};
 
 /// Configures a [`Worker`]; every setter says its default. Invalid values are
 /// rejected by [`build`](WorkerBuilder::build).
@@ -427,7 +429,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # let _ = worker;
     /// # Ok::<(), redjob::Error>(())
     /// ```
-    pub fn periodic<J: Job>(self, schedule: crate::ops::Schedule, job: J) -> Self {
+    pub fn periodic<J: Job>(self, schedule: crate::contract::admin::Schedule, job: J) -> Self {
         self.periodic_job(super::Periodic::new(schedule, job))
     }
 
@@ -509,8 +511,8 @@ impl<B: Backend> WorkerBuilder<B> {
             return Err(invalid("subscribe", twice));
         }
         for s in &self.subscriptions {
-            crate::topic::check_name("topic name", &s.topic)?;
-            crate::topic::check_name("subscriber name", &s.sub.name)?;
+            crate::contract::topics::check_name("topic name", &s.topic)?;
+            crate::contract::topics::check_name("subscriber name", &s.sub.name)?;
             if s.sub.concurrency == Some(0) {
                 return Err(invalid(
                     "subscription concurrency",

@@ -18,7 +18,8 @@ use super::leases::{Admit, Leases};
 use super::metrics::QueueMetrics;
 use super::observe::End;
 use super::settle::{Event, Outcome};
-use crate::backend::{Backend, Fetched, Handed};
+use crate::contract::backend::Backend;
+use crate::contract::leases::{Fetched, Handed};
 
 pub(crate) struct Dispatcher<B> {
     pub backend: B,
@@ -445,7 +446,7 @@ impl<B: Backend> Dispatcher<B> {
     }
 
     /// Queues the release of a delivery leased at `sent_at` that never started.
-    fn release_one(&self, d: crate::backend::Delivery, sent_at: Instant) {
+    fn release_one(&self, d: crate::contract::leases::Delivery, sent_at: Instant) {
         let deadline = sent_at + self.shared.lease;
         if let Admit::Start { run, .. } =
             self.leases

@@ -17,7 +17,7 @@ use super::metrics::JobMetrics;
 use super::observe::End;
 use super::settle::{Event, Outcome};
 use super::{MAX_DELAY, Shared};
-use crate::backend::Delivery;
+use crate::contract::leases::Delivery;
 use crate::job::{self, JobContext, Outcome as Wants};
 
 /// Gives the slot back to the worker and the queue, even if the task is dropped.

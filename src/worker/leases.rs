@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::hooks::CancelReason;
 use super::settle::Outcome;
 use crate::JobId;
-use crate::backend::Token;
+use crate::contract::leases::Token;
 use crate::id::IdHash;
 
 /// One held delivery.
@@ -143,12 +143,12 @@ impl Leases {
     }
 
     /// The runs going on, as the worker registry lists them.
-    pub fn running(&self, queue: &str, now: Instant) -> Vec<crate::ops::BeatJob> {
+    pub fn running(&self, queue: &str, now: Instant) -> Vec<crate::contract::admin::BeatJob> {
         self.lock()
             .held
             .iter()
             .filter(|(_, h)| h.running && !h.lost)
-            .map(|(id, h)| crate::ops::BeatJob {
+            .map(|(id, h)| crate::contract::admin::BeatJob {
                 queue: queue.to_string(),
                 id: id.to_string(),
                 job: h.job.map(str::to_string),

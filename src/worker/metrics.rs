@@ -11,7 +11,7 @@ use metrics::{Counter, Gauge, Histogram, Unit};
 use tokio_util::sync::CancellationToken;
 
 use super::hooks::UNDECODABLE;
-use crate::backend::Backend;
+use crate::contract::backend::Backend;
 
 /// The `job` label of a job type no linked type has (hooks get its name).
 pub(crate) const UNKNOWN: &str = "(unknown)";
@@ -122,7 +122,7 @@ impl EventMetrics {
 
 /// Samples a subscriber's lag, pending and dead events into gauges every
 /// `every` until `stop`.
-pub(crate) async fn sample_subscriber<B: crate::topic::Topics>(
+pub(crate) async fn sample_subscriber<B: crate::contract::topics::Topics>(
     backend: B,
     topic: Arc<str>,
     sub: Arc<str>,

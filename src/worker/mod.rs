@@ -30,7 +30,6 @@
 //! ```
 
 mod builder;
-pub(crate) mod data;
 mod dispatch;
 mod execute;
 mod hooks;
@@ -43,7 +42,6 @@ mod registry;
 mod retry;
 mod settle;
 mod subscriber;
-mod subscription;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,29 +56,20 @@ pub use hooks::{CancelReason, Hooks, JobRun, UNDECODABLE};
 pub use periodic::Periodic;
 pub use ready::Ready;
 pub use retry::RetryPolicy;
-pub use subscription::Subscription;
 /// The token that shuts a worker down ([`WorkerBuilder::shutdown`],
 /// [`Worker::shutdown_token`]), re-exported from `tokio-util`.
 pub use tokio_util::sync::CancellationToken;
 
 use crate::Result;
-use crate::backend::Backend;
 use crate::backend::any::AnyBackend;
-use data::Data;
+use crate::contract::backend::Backend;
+use crate::job::data::Data;
 use dispatch::Dispatcher;
 use leases::Leases;
 use ready::Readiness;
 use settle::{Event, Settler};
 
-/// The longest single delay redjob schedules: a retry's backoff or
-/// [`JobError::retry_after`](crate::JobError::retry_after), a job timeout, the
-/// cap of a [`RetryPolicy`]. Longer ones are cut to it. 9,999,999 s (about 115
-/// days) is RSMQ's own limit for a queue's `delay` and `vt`.
-///
-/// ```
-/// assert_eq!(redjob::worker::MAX_DELAY.as_secs(), 9_999_999);
-/// ```
-pub const MAX_DELAY: Duration = Duration::from_secs(9_999_999);
+pub use crate::contract::queues::MAX_DELAY;
 
 /// Settings shared by a worker's tasks.
 pub(crate) struct Shared {
@@ -102,7 +91,7 @@ pub(crate) struct Shared {
     pub unknown_jobs_retry_for: Duration,
     pub readiness: Readiness,
     /// How many dead letters each queue keeps.
-    pub retention: crate::ops::Retention,
+    pub retention: crate::contract::leases::Retention,
     /// The hooks.
     pub observer: observe::Observer,
     /// Metrics through the `metrics` facade.
@@ -118,7 +107,7 @@ pub struct Worker<B: Backend = AnyBackend> {
     id: String,
     queues: Vec<(String, Option<usize>)>,
     periodic: Vec<Periodic>,
-    subscriptions: Vec<Arc<subscription::Spec>>,
+    subscriptions: Vec<Arc<crate::topic::subscription::Spec>>,
     starter: Option<subscriber::Starter<B>>,
     concurrency: usize,
     shared: Arc<Shared>,
@@ -280,7 +269,7 @@ impl<B: Backend> Worker<B> {
         }
         let registry = Arc::new(registry::Registry {
             id: self.id.clone(),
-            host: crate::ops::host_name(),
+            host: crate::contract::admin::host_name(),
             queues: self.queues.iter().map(|(q, _)| q.clone()).collect(),
             concurrency: self.concurrency,
             leases: held,
@@ -504,7 +493,7 @@ struct Wakes {
 }
 
 /// Takes a job handed to this worker (see [`Dispatcher::take_handed`]).
-type Handoff = Arc<dyn Fn(crate::backend::Handed) + Send + Sync>;
+type Handoff = Arc<dyn Fn(crate::contract::leases::Handed) + Send + Sync>;
 
 /// Wakes dispatchers on new jobs and passes them the jobs handed to this worker;
 /// reconnects with backoff when the channel fails.
@@ -525,7 +514,7 @@ async fn listen<B: Backend>(
             n.notify_one();
         }
     };
-    let handed = |h: crate::backend::Handed| {
+    let handed = |h: crate::contract::leases::Handed| {
         let id = h.delivery.id;
         match handoffs.get(h.queue.as_str()) {
             Some(take) => take(h),

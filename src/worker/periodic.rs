@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::Backend;
+use crate::contract::admin::{BeatSchedule, Missed, Schedule, Tick, Ticked};
+use crate::contract::backend::Backend;
+use crate::contract::queues::{QueueOptions, SendMessage};
 use crate::job::Job;
-use crate::ops::{BeatSchedule, Missed, Schedule, Tick, Ticked};
-use crate::queue::{QueueOptions, SendMessage};
 use crate::{Error, Result};
 
 /// A periodic job: a job value enqueued at every tick of a [`Schedule`].
@@ -101,7 +101,7 @@ impl Periodic {
 
     /// Checks it before a worker starts.
     pub(crate) fn check(&self) -> Result<()> {
-        crate::queue::validate::queue_name(&self.queue)?;
+        crate::contract::queues::validate::queue_name(&self.queue)?;
         if self.name.is_empty() || self.name.len() > 200 || self.name.chars().any(char::is_control)
         {
             return Err(Error::InvalidValue {

@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::leases::Leases;
 use super::periodic::Ticker;
-use crate::backend::Backend;
-use crate::ops::Beat;
+use crate::contract::admin::Beat;
+use crate::contract::backend::Backend;
 
 /// How many beats an entry outlives its last one.
 const BEATS_TO_EXPIRE: u32 = 3;

@@ -16,8 +16,9 @@ use tokio::time::Instant;
 use super::hooks::CancelReason;
 use super::leases::{Leases, Table};
 use crate::JobId;
-use crate::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Settled, Token};
-use crate::ops::Retention;
+use crate::contract::backend::Backend;
+use crate::contract::leases::Retention;
+use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Settled, Token};
 
 /// What the settler is told.
 pub(crate) enum Event {

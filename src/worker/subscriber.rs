@@ -22,10 +22,11 @@ use tracing::Instrument;
 use super::dispatch::{give_back, slots};
 use super::execute::{SlotGuard, panic_message};
 use super::metrics::{EventMetrics, sample_subscriber};
-use super::subscription::Spec;
 use super::{MAX_DELAY, Shared};
+use crate::contract::topics::{EventId, EventSettle, Received, Topics};
 use crate::job::Outcome as Wants;
-use crate::topic::{EventContext, EventId, EventSettle, Received, Topics};
+use crate::topic::EventContext;
+use crate::topic::subscription::Spec;
 
 /// What a subscriber task needs from its worker.
 pub(crate) struct Env {
@@ -61,7 +62,7 @@ const SETTLE_TRIES: u32 = 8;
 /// A read's or a claim's result.
 enum Read {
     New(crate::Result<Option<Vec<Received>>>),
-    Claimed(crate::Result<Option<crate::topic::Claimed>>),
+    Claimed(crate::Result<Option<crate::contract::topics::Claimed>>),
 }
 
 enum Done {

@@ -6,9 +6,11 @@ use std::ops::Bound::{Excluded, Included};
 
 use super::state::{MemQueue, due_score};
 use super::{MemoryBackend, not_found};
-use crate::backend::is_lease;
-use crate::inspect::{self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
-use crate::queue::validate;
+use crate::contract::inspect::{
+    self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts,
+};
+use crate::contract::leases::is_lease;
+use crate::contract::queues::validate;
 use crate::{JobId, Result};
 
 type Set = BTreeSet<(u64, JobId)>;
@@ -119,7 +121,7 @@ impl Inspect for MemoryBackend {
         if left > 0 {
             let (r, keep) = range(JobState::Scheduled, now);
             let mut later: Vec<(u64, usize, JobId, i8)> = Vec::new();
-            for (li, p) in crate::queue::priorities().enumerate() {
+            for (li, p) in crate::contract::queues::priorities().enumerate() {
                 let Some(set) = q.set(p) else { continue };
                 later.extend(
                     span(set, r, keep, None, left)
@@ -155,8 +157,8 @@ impl Inspect for MemoryBackend {
         n: usize,
     ) -> Result<Page> {
         if state == JobState::Dead {
-            let order = crate::ops::DeadOrder::OldestFirst;
-            return crate::ops::Admin::dead_page(self, queue, order, after, n).await;
+            let order = crate::contract::admin::DeadOrder::OldestFirst;
+            return crate::contract::admin::Admin::dead_page(self, queue, order, after, n).await;
         }
         validate::queue_name(queue)?;
         let n = inspect::page_size(n);
@@ -164,7 +166,7 @@ impl Inspect for MemoryBackend {
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         let mut rows: Vec<(i8, u64, JobId)> = Vec::new();
-        for p in crate::queue::priorities() {
+        for p in crate::contract::queues::priorities() {
             if after.is_some_and(|c| p > c.priority) {
                 continue;
             }

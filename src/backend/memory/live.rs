@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::state::ms_score;
 use super::{MemoryBackend, not_found};
 use crate::Result;
-use crate::ops::{Beat, Tick, Ticked, Ticks, WorkerInfo};
-use crate::queue::{SendMessage, validate};
+use crate::contract::admin::{Beat, Tick, Ticked, Ticks, WorkerInfo};
+use crate::contract::queues::{SendMessage, validate};
 
 impl MemoryBackend {
     /// periodic.lua: enqueues `msg` as the job of `tick`, once.
@@ -51,7 +51,7 @@ impl MemoryBackend {
         if beat.is_empty() {
             st.workers.remove(id);
         } else {
-            let until = now.saturating_add(crate::backend::clamped_ms(ttl).max(1));
+            let until = now.saturating_add(crate::contract::backend::clamped_ms(ttl).max(1));
             st.workers
                 .insert(id.to_string(), (until, beat.to_vec(), now));
         }
@@ -65,7 +65,7 @@ impl MemoryBackend {
         let mut st = self.lock_mut();
         match st.workers.get_mut(id) {
             Some((until, ..)) => {
-                *until = now.saturating_add(crate::backend::clamped_ms(ttl).max(1));
+                *until = now.saturating_add(crate::contract::backend::clamped_ms(ttl).max(1));
                 true
             }
             None => false,

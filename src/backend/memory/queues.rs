@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::state::{MemQueue, ms_score};
 use super::{MemoryBackend, not_found};
-use crate::queue::{
+use crate::contract::queues::{
     Message, MessageId, OnDuplicate, QueueAttributes, QueueOptions, QueueUpdate, Queues,
     SendMessage, SendOutcome, Sent, When, validate,
 };
@@ -120,7 +120,7 @@ impl Queues for MemoryBackend {
                     When::AtUnixMs(at) => at.max(now),
                 };
                 // cut below the leased range, as due_score in lib.lua
-                let score = ms_score(due.min(crate::queue::LAST_DUE_MS));
+                let score = ms_score(due.min(crate::contract::queues::LAST_DUE_MS));
                 let (Some(u), Some(ttl)) = (&m.unique, ttl) else {
                     q.insert(*id, m.body.clone(), score, m.priority);
                     sent.push(Sent::added(*id));
@@ -235,7 +235,7 @@ impl Queues for MemoryBackend {
             return Ok(false);
         }
         // the delivery count in the score's thousandths is kept, as on Redis
-        let count = u64::from(crate::backend::score_count(q.msgs[id].score));
+        let count = u64::from(crate::contract::leases::score_count(q.msgs[id].score));
         q.rescore(*id, (now + ms) * 1000 + count);
         Ok(true)
     }

@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::JobId;
-use crate::backend::{DeadLetter, MINUTES, QueueStats};
+use crate::contract::leases::Retention;
+use crate::contract::stats::{DeadLetter, MINUTES, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
-use crate::ops::Retention;
 
 /// One message.
 pub(super) struct Msg {
@@ -123,7 +123,7 @@ impl MemQueue {
     /// the highest priority, each level's ranges in turn.
     fn take(&self, ranges: &[(u64, u64)], n: usize) -> Vec<(u64, JobId, i8)> {
         let mut out = Vec::new();
-        for p in crate::queue::priorities() {
+        for p in crate::contract::queues::priorities() {
             let Some(set) = self.set(p) else { continue };
             for &(lo, hi) in ranges {
                 let left = n - out.len();
@@ -301,7 +301,7 @@ impl MemQueue {
 
     /// The fencing check: the message exists at the token's priority with exactly
     /// its score.
-    pub fn holds(&self, id: &JobId, token: crate::backend::Token) -> bool {
+    pub fn holds(&self, id: &JobId, token: crate::contract::leases::Token) -> bool {
         self.msgs
             .get(id)
             .is_some_and(|m| m.score == token.score() && m.priority == token.priority())

@@ -7,7 +7,7 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{LISTEN_PING_EVERY, LISTEN_TIMEOUT, RedisBackend};
-use crate::backend::{Delivery, Handed, Token};
+use crate::contract::leases::{Delivery, Handed, Token};
 use crate::{Error, JobId, Result};
 
 /// How long a stopping listener waits for Redis to confirm it no longer takes

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::RedisBackend;
 use super::scripts::{self, eval};
-use crate::backend::LEGACY_LEASED_MS;
+use crate::contract::leases::LEGACY_LEASED_MS;
 use crate::{Error, Result};
 
 impl RedisBackend {
@@ -22,7 +22,7 @@ impl RedisBackend {
         if queues.is_empty() {
             return Ok(Vec::new());
         }
-        let window = super::super::clamped_ms(within);
+        let window = crate::contract::backend::clamped_ms(within);
         let mut pipe = redis::pipe();
         pipe.cmd("TIME");
         // read once: a dispatcher may learn of priorities while the poll runs,

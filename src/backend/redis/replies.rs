@@ -5,7 +5,7 @@
 use redis::Value;
 
 use super::scripts::{self, Reply};
-use crate::backend::{Delivery, Fetched, Settled, Token};
+use crate::contract::leases::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next due µs or "", lease ms, maxsize, orphans,
@@ -250,14 +250,14 @@ mod fuzz {
 
         #[test]
         fn queue_replies_never_panic(v in any_reply()) {
-            let _ = crate::queue::parse_messages("q", &v);
-            let _ = crate::queue::parse_attributes("q", &v);
+            let _ = crate::backend::redis::queues::parse_messages("q", &v);
+            let _ = crate::backend::redis::queues::parse_attributes("q", &v);
             let _ = crate::backend::redis::scripts::int(&v);
         }
 
         #[test]
         fn tokens_and_ids_never_panic(s in "[0-9a-z.:]{0,40}|\\PC{0,40}") {
-            let _ = s.parse::<crate::backend::Token>();
+            let _ = s.parse::<crate::contract::leases::Token>();
             if let Ok(id) = crate::JobId::from_bytes(s.as_bytes()) {
                 let _ = (id.sent_ms(), id.sent_at());
             }
@@ -306,8 +306,8 @@ mod fuzz {
         v: Vec<i8>,
     }
 
-    impl crate::Job for FuzzProbe {
-        async fn perform(&self, _: &crate::JobContext) -> Result<(), crate::JobError> {
+    impl crate::job::Job for FuzzProbe {
+        async fn perform(&self, _: &crate::job::JobContext) -> Result<(), crate::job::JobError> {
             Ok(())
         }
     }

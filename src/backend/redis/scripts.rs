@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::connection::Connection;
+use crate::backend::redis::connection::Connection;
 use redis::{Cmd, ErrorKind, Pipeline, Script, ServerErrorKind, Value};
 
 use crate::{Error, Result};
@@ -281,7 +281,7 @@ mod tests {
 
     #[test]
     fn the_scripts_lease_offset_is_the_backends() {
-        use crate::backend::{LEASE_MARK, LEGACY_LEASED_MS, MAX_COUNT};
+        use crate::contract::leases::{LEASE_MARK, LEGACY_LEASED_MS, MAX_COUNT};
         for line in [
             format!("local LEASE_MARK, MAX_COUNT = {LEASE_MARK}, {MAX_COUNT}\n"),
             format!("local LEGACY = {LEGACY_LEASED_MS}\n"),

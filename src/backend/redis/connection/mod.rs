@@ -1,5 +1,5 @@
-//! Opening Redis connections from URLs: one server, a Redis Cluster, or the
-//! master that Redis Sentinel names.
+//! Redis connections: one server, a Redis Cluster, or the master Sentinel
+//! names (public at `redjob::connection`).
 
 mod cluster;
 mod conn;

@@ -3,8 +3,13 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::{DeadEvent, EventId, EventOptions, Start, TopicInfo};
+mod types;
+
 use crate::Result;
+pub(crate) use types::name as check_name;
+pub use types::{
+    DeadEvent, EventId, EventOptions, LAG_COUNTED, Start, SubscriberInfo, TopicInfo, WhenFull,
+};
 
 /// An event as a subscriber's consumer receives it: the stream entry's id and
 /// its `type` and `data` fields (`None` where an entry written by another
@@ -229,3 +234,30 @@ pub trait Topics: Clone + Send + Sync + 'static {
         ids: Option<&[EventId]>,
     ) -> impl Future<Output = Result<u64>> + Send;
 }
+
+/// [`Topics`]'s methods, for [`forward!`](crate::contract::forward::forward):
+/// `topics_methods! { impl Topics for Type, |self| ...; }`.
+macro_rules! topics_methods {
+    ($($head:tt)*) => {
+        $crate::contract::forward::forward! {
+            $($head)*
+            async fn publish(topic: &str, events: &[(&str, &str)], options: &$crate::contract::topics::EventOptions) -> $crate::Result<Vec<$crate::contract::topics::EventId>>;
+            async fn subscribe(topic: &str, subscriber: &str, start: $crate::contract::topics::Start) -> $crate::Result<bool>;
+            async fn rewind(topic: &str, subscriber: &str, to: $crate::contract::topics::Start) -> $crate::Result<()>;
+            async fn unsubscribe(topic: &str, subscriber: &str) -> $crate::Result<bool>;
+            async fn delete_topic(topic: &str) -> $crate::Result<bool>;
+            async fn read(topic: &str, subscriber: &str, consumer: &str, count: usize, block: std::time::Duration) -> $crate::Result<Option<Vec<$crate::contract::topics::Received>>>;
+            async fn claim(topic: &str, subscriber: &str, consumer: &str, min_idle: std::time::Duration, count: usize, from: $crate::contract::topics::EventId) -> $crate::Result<Option<$crate::contract::topics::Claimed>>;
+            async fn renew(topic: &str, subscriber: &str, consumer: &str, ids: &[$crate::contract::topics::EventId]) -> $crate::Result<Vec<bool>>;
+            async fn settle_events(topic: &str, subscriber: &str, consumer: &str, batch: &$crate::contract::topics::EventSettle, keep_dead: Option<u64>) -> $crate::Result<()>;
+            async fn own(topic: &str, subscriber: &str, consumer: &str, lease: Option<std::time::Duration>) -> $crate::Result<bool>;
+            async fn leave(topic: &str, subscriber: &str, consumer: &str) -> $crate::Result<()>;
+            async fn topic_names() -> $crate::Result<Vec<String>>;
+            async fn topic_info(topic: &str) -> $crate::Result<Option<$crate::contract::topics::TopicInfo>>;
+            async fn dead_events(topic: &str, subscriber: &str, limit: usize) -> $crate::Result<Vec<$crate::contract::topics::DeadEvent>>;
+            async fn requeue_dead_events(topic: &str, subscriber: &str, ids: Option<&[$crate::contract::topics::EventId]>) -> $crate::Result<u64>;
+            async fn delete_dead_events(topic: &str, subscriber: &str, ids: Option<&[$crate::contract::topics::EventId]>) -> $crate::Result<u64>;
+        }
+    };
+}
+pub(crate) use topics_methods;

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::store::{Claimed, EventSettle, Received, Topics};
-use super::{DeadEvent, EventId, EventOptions, Start, SubscriberInfo, TopicInfo, WhenFull};
 use crate::backend::memory::MemoryBackend;
+use crate::contract::topics::{
+    Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, SubscriberInfo,
+    TopicInfo, Topics, WhenFull,
+};
 use crate::{Error, Result};
 
 /// Every topic of a memory backend.
@@ -163,7 +165,7 @@ impl Topics for MemoryBackend {
                 ids.push(t.append(now, entry));
             }
             if let Some(age) = options.max_age {
-                let min = now.saturating_sub(crate::backend::clamped_ms(age));
+                let min = now.saturating_sub(crate::contract::backend::clamped_ms(age));
                 t.entries = t.entries.split_off(&EventId::new(min, 0));
             }
             if let Some(max) = options.max_len.filter(|_| !refuse) {
@@ -269,7 +271,7 @@ impl Topics for MemoryBackend {
         count: usize,
         from: EventId,
     ) -> Result<Option<Claimed>> {
-        let min_idle = crate::backend::clamped_ms(min_idle);
+        let min_idle = crate::contract::backend::clamped_ms(min_idle);
         Ok(self.with_group(topic, subscriber, |t, now| {
             let entries = &t.entries;
             let g = t.groups.get_mut(subscriber).expect("checked by with_group");
@@ -338,7 +340,8 @@ impl Topics for MemoryBackend {
             }
             for (id, idle, count) in &batch.retries {
                 if let Some(p) = g.pending.get_mut(id).filter(|p| p.consumer == consumer) {
-                    p.delivered_ms = now.saturating_sub(crate::backend::clamped_ms(*idle));
+                    p.delivered_ms =
+                        now.saturating_sub(crate::contract::backend::clamped_ms(*idle));
                     if let Some(n) = count {
                         p.deliveries = *n;
                     }
@@ -393,7 +396,7 @@ impl Topics for MemoryBackend {
             }
             Some(_) if taken => false,
             Some(lease) => {
-                let until = now + crate::backend::clamped_ms(lease).max(1);
+                let until = now + crate::contract::backend::clamped_ms(lease).max(1);
                 owners.insert(key, (consumer.to_string(), until));
                 true
             }

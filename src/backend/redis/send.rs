@@ -5,14 +5,12 @@ use std::sync::atomic::AtomicBool;
 
 use redis::Cmd;
 
-use super::validate;
-use super::{
-    BATCH_BYTES, BATCH_MESSAGES, MessageId, Queues, Rsmq, SendMessage, SendOutcome, Sent, When,
-};
-use crate::backend::redis::scripts::{self, Reply};
-use crate::connection::WaitForReplicas;
+use super::connection::WaitForReplicas;
+use super::keys::QueueKeys;
+use super::queues::{BATCH_BYTES, BATCH_MESSAGES, Rsmq};
+use super::scripts::{self, Reply};
+use crate::contract::queues::{MessageId, Queues, SendMessage, SendOutcome, Sent, When, validate};
 use crate::id::send_suffixes;
-use crate::keys::QueueKeys;
 use crate::{Error, JobId, Result};
 
 impl Rsmq {
@@ -26,14 +24,14 @@ impl Rsmq {
     /// a batch sorted by priority), all chunks pipelined. Either every message is
     /// sent or, when the queue is missing or a body exceeds its maxsize, none is.
     /// Returns the ids in the order of `msgs`; ids sort in that order too. A
-    /// [unique](super::Unique) message whose key is held returns the queued
+    /// [unique](crate::queue::Unique) message whose key is held returns the queued
     /// message's id (see [`send_outcomes`](Self::send_outcomes) to tell).
     pub async fn send_batch(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<MessageId>> {
         Queues::send_batch(self, queue, msgs).await
     }
 
     /// [`send_batch`](Self::send_batch), telling for each message what the send
-    /// did: added it, or found its [unique](super::Unique) key held and kept,
+    /// did: added it, or found its [unique](crate::queue::Unique) key held and kept,
     /// moved or replaced the queued message. Unique messages are sent by another
     /// script than plain ones, in the same round trip: a switch between unique
     /// and plain messages also starts a chunk.

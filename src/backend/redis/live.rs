@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{Beat, Tick, Ticked, Ticks, WorkerInfo};
+use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::queue::{Rsmq, SendMessage, validate};
+use crate::contract::admin::{Beat, Tick, Ticked, Ticks, WorkerInfo};
+use crate::contract::queues::{SendMessage, validate};
 use crate::{Error, Result};
 
 impl Rsmq {
@@ -73,7 +74,7 @@ impl Rsmq {
 
     /// Registers or refreshes worker `id` (an empty `beat` removes it).
     pub(crate) async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
-        let ttl = crate::backend::clamped_ms(ttl).max(1).to_string();
+        let ttl = crate::contract::backend::clamped_ms(ttl).max(1).to_string();
         let op: &[u8] = if beat.is_empty() { b"leave" } else { b"beat" };
         self.registry(&[op, id.as_bytes(), ttl.as_bytes(), beat])
             .await
@@ -90,7 +91,7 @@ impl Rsmq {
             .arg(&set)
             .arg("XX")
             .arg("INCR")
-            .arg(crate::backend::clamped_ms(by))
+            .arg(crate::contract::backend::clamped_ms(by))
             .arg(id)
             .query_async(&mut con)
             .await?;

@@ -1,32 +1,4 @@
-//! RSMQ-compatible message queues, usable on their own.
-//!
-//! [`Rsmq`] speaks RSMQ's Redis layout exactly, so queues are shared with RSMQ
-//! clients in any language: create, list and delete queues, read and change their
-//! attributes, send (alone or in batches), receive with a visibility timeout,
-//! pop, change visibility and delete. Every timestamp comes from Redis `TIME`.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use redjob::queue::{QueueOptions, Rsmq, SendMessage};
-//!
-//! # async fn _demo() -> redjob::Result<()> {
-//! let rsmq = Rsmq::connect("redis://127.0.0.1:6379").await?;
-//! rsmq.create_queue("emails", QueueOptions::default()).await?;
-//! let id = rsmq.send("emails", SendMessage::new("hello")).await?;
-//! if let Some(msg) = rsmq.receive("emails", Some(Duration::from_secs(60))).await? {
-//!     assert_eq!(msg.id, id);
-//!     rsmq.delete("emails", &msg.id).await?;
-//! }
-//! # Ok(()) }
-//! ```
-
-mod api;
-mod send;
-mod types;
-mod unique;
-pub(crate) mod validate;
-
-pub(crate) use validate::priorities;
+//! The RSMQ handle: queues in RSMQ's Redis layout, and [`Queues`] on it.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -34,22 +6,20 @@ use std::time::Duration;
 
 use redis::{AsyncCommands, Value};
 
-pub(crate) use crate::keys::Namespace;
-pub use api::Queues;
-pub use types::{
-    Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, SendMessage, When,
+use super::keys::Namespace;
+use crate::contract::queues::{
+    Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, Queues,
+    queues_methods, validate,
 };
-pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique};
-pub use validate::{LAST_DUE_MS, MAX_AHEAD, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
 
+use crate::backend::redis::connection::{Connection, RedisConfig, WaitForReplicas};
 use crate::backend::redis::scripts::{self, Reply};
-use crate::connection::{Connection, RedisConfig, WaitForReplicas};
 use crate::{Error, JobId, Result};
 
 /// Most messages per script call of a batch send (Lua's `unpack` has limits).
-const BATCH_MESSAGES: usize = 1000;
+pub(super) const BATCH_MESSAGES: usize = 1000;
 /// Most body bytes per script call of a batch send.
-const BATCH_BYTES: usize = 4 << 20;
+pub(super) const BATCH_BYTES: usize = 4 << 20;
 /// Most messages one receive asks the script for: Lua prints integers of 15 digits
 /// or more in exponent form, which ZRANGEBYSCORE's LIMIT refuses. No queue holds
 /// more, so a larger `n` (even `usize::MAX`) means the same.
@@ -89,13 +59,13 @@ impl RsmqConfig {
 /// A handle on RSMQ queues in one Redis namespace. Cheap to clone.
 #[derive(Clone)]
 pub struct Rsmq {
-    con: Connection,
-    send_loaded: Arc<AtomicBool>,
-    unique_loaded: Arc<AtomicBool>,
-    ns: Namespace,
-    realtime: bool,
+    pub(super) con: Connection,
+    pub(super) send_loaded: Arc<AtomicBool>,
+    pub(super) unique_loaded: Arc<AtomicBool>,
+    pub(super) ns: Namespace,
+    pub(super) realtime: bool,
     /// Whether each send waits for replicas (see [`WaitForReplicas`]).
-    wait: Option<WaitForReplicas>,
+    pub(super) wait: Option<WaitForReplicas>,
 }
 
 impl std::fmt::Debug for Rsmq {
@@ -156,12 +126,15 @@ impl Rsmq {
     }
 
     /// The connection and the keys of `queue`, for the other Redis-side modules.
-    pub(crate) fn parts(&self, queue: &str) -> (Connection, crate::keys::QueueKeys) {
+    pub(crate) fn parts(
+        &self,
+        queue: &str,
+    ) -> (Connection, crate::backend::redis::keys::QueueKeys) {
         (self.con.clone(), self.ns.queue(queue))
     }
 
     /// The connection and the namespace's key names.
-    pub(crate) fn ns_parts(&self) -> (Connection, &crate::keys::Namespace, bool) {
+    pub(crate) fn ns_parts(&self) -> (Connection, &crate::backend::redis::keys::Namespace, bool) {
         (self.con.clone(), &self.ns, self.realtime)
     }
 
@@ -468,3 +441,13 @@ pub(crate) fn parse_attributes(name: &str, v: &Value) -> Result<QueueAttributes>
         hiddenmsgs: u(8),
     })
 }
+
+/// Calls `Rsmq`'s own method of the same name: `inherent!(self,
+/// Queues::method(args) .await)`.
+macro_rules! inherent {
+    ($self:ident, $T:ident :: $m:ident ( $($a:ident),* ) $($aw:tt)*) => {
+        Rsmq::$m($self, $($a),*) $($aw)*
+    };
+}
+
+queues_methods! { impl Queues for Rsmq, |self| via inherent!; }

@@ -6,10 +6,10 @@ use std::ops::Bound::{Excluded, Unbounded};
 
 use super::state::ms_score;
 use super::{MemQueue, MemoryBackend, not_found};
-use crate::backend::{LEGACY_LEASED_MS, score_count};
-use crate::inspect::{self, Cursor, JobState, Page};
-use crate::ops::{Admin, DeadOrder, DeadQuery, Spread};
-use crate::queue::validate;
+use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread};
+use crate::contract::inspect::{self, Cursor, JobState, Page};
+use crate::contract::leases::{LEGACY_LEASED_MS, score_count};
+use crate::contract::queues::validate;
 use crate::{JobId, Result};
 
 impl MemoryBackend {
@@ -153,11 +153,15 @@ impl Admin for MemoryBackend {
         })
     }
 
-    async fn workers(&self) -> Result<Vec<crate::ops::WorkerInfo>> {
+    async fn workers(&self) -> Result<Vec<crate::contract::admin::WorkerInfo>> {
         Ok(self.live_workers())
     }
 
-    async fn ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<crate::ops::Ticks>> {
+    async fn ticks(
+        &self,
+        queue: &str,
+        names: &[&str],
+    ) -> Result<Vec<crate::contract::admin::Ticks>> {
         self.ticks_now(queue, names)
     }
 }

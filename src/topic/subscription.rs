@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::JobError;
-use crate::topic::{Event, EventContext, EventOptions, Start};
+use crate::contract::topics::{EventOptions, Start};
+use crate::job::JobError;
+use crate::topic::{Event, EventContext};
 
 /// A subscriber a worker serves: its name (the consumer group) and how it reads.
 /// A plain name converts into one with the defaults.

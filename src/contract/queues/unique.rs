@@ -118,7 +118,7 @@ impl OnDuplicate {
     }
 }
 
-/// A message sent by [`Rsmq::send_outcomes`](super::Rsmq::send_outcomes): its id,
+/// A message sent by [`Rsmq::send_outcomes`](crate::queue::Rsmq::send_outcomes): its id,
 /// and what the send did.
 ///
 /// ```

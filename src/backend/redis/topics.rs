@@ -5,11 +5,13 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::store::{Claimed, EventSettle, Received, Topics};
-use super::{DeadEvent, EventId, EventOptions, Start, TopicInfo, WhenFull};
 use crate::backend::redis::RedisBackend;
+use crate::backend::redis::connection::Connection;
 use crate::backend::redis::scripts::{self, Reply, eval, run};
-use crate::connection::Connection;
+use crate::contract::topics::{
+    Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, SubscriberInfo,
+    TopicInfo, Topics, WhenFull,
+};
 use crate::{Error, Result};
 
 fn id(b: &[u8]) -> Result<EventId> {
@@ -182,11 +184,9 @@ impl Topics for RedisBackend {
                 WhenFull::Refuse => "refuse",
                 _ => "trim",
             })
-            .arg(
-                options
-                    .max_age
-                    .map_or(String::new(), |d| crate::backend::clamped_ms(d).to_string()),
-            );
+            .arg(options.max_age.map_or(String::new(), |d| {
+                crate::contract::backend::clamped_ms(d).to_string()
+            }));
         for (t, d) in events {
             cmd.arg(t).arg(d);
         }
@@ -267,7 +267,7 @@ impl Topics for RedisBackend {
             .arg(count.max(1));
         if !block.is_zero() {
             cmd.arg("BLOCK")
-                .arg(crate::backend::clamped_ms(block).max(1));
+                .arg(crate::contract::backend::clamped_ms(block).max(1));
         }
         cmd.arg("STREAMS").arg(&stream).arg(">");
         let reply: Result<Value> = if block.is_zero() {
@@ -301,7 +301,7 @@ impl Topics for RedisBackend {
         let mut cmd = eval(&scripts::TOPIC_CLAIM, &[&k.stream]);
         cmd.arg(subscriber)
             .arg(consumer)
-            .arg(crate::backend::clamped_ms(min_idle))
+            .arg(crate::contract::backend::clamped_ms(min_idle))
             .arg(count.max(1))
             .arg(from.to_string());
         let v = run(&mut con, &scripts::TOPIC_CLAIM, &cmd).await?;
@@ -380,7 +380,7 @@ impl Topics for RedisBackend {
         cmd.arg(batch.retries.len());
         for (i, idle, count) in &batch.retries {
             cmd.arg(i.to_string())
-                .arg(crate::backend::clamped_ms(*idle))
+                .arg(crate::contract::backend::clamped_ms(*idle))
                 .arg(count.map_or(String::new(), |n| n.to_string()));
         }
         cmd.arg(batch.dead.len());
@@ -406,7 +406,7 @@ impl Topics for RedisBackend {
         let owner = ns.topic(topic).owner(subscriber);
         let mut cmd = eval(&scripts::TOPIC_OWN, &[&owner]);
         cmd.arg(consumer)
-            .arg(lease.map_or(0, |l| crate::backend::clamped_ms(l).max(1)));
+            .arg(lease.map_or(0, |l| crate::contract::backend::clamped_ms(l).max(1)));
         Ok(scripts::int(&run(&mut con, &scripts::TOPIC_OWN, &cmd).await?)? == 1)
     }
 
@@ -482,7 +482,7 @@ impl Topics for RedisBackend {
             let lag_exact = r.int()? != 0;
             let consumers = r.int()?.max(0) as u64;
             let dead = r.int()?.max(0) as u64;
-            subscribers.push(super::SubscriberInfo {
+            subscribers.push(SubscriberInfo {
                 name,
                 offset,
                 pending,

@@ -4,15 +4,22 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::{
-    Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, Rsmq,
-    SendMessage, Sent,
+mod types;
+mod unique;
+pub(crate) mod validate;
+
+pub use types::{
+    Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, SendMessage, When,
 };
+pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique};
+pub(crate) use validate::priorities;
+pub use validate::{LAST_DUE_MS, MAX_AHEAD, MAX_DELAY, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
+
 use crate::{Error, Result};
 
-/// RSMQ's queue operations. [`Rsmq`] speaks them to Redis;
+/// RSMQ's queue operations. [`Rsmq`](crate::queue::Rsmq) speaks them to Redis;
 /// [`MemoryBackend`](crate::backend::memory::MemoryBackend) keeps them in memory with
-/// the same semantics. See [`Rsmq`]'s methods for what each does.
+/// the same semantics. See [`Rsmq`](crate::queue::Rsmq)'s methods for what each does.
 ///
 /// ```
 /// use redjob::backend::memory::MemoryBackend;
@@ -49,7 +56,7 @@ pub trait Queues: Sync {
         }
     }
     /// Deletes a queue, its messages, its dead letters and counters (see
-    /// [`Rsmq::delete_queue`] for keys left by RSMQ clients).
+    /// [`Rsmq::delete_queue`](crate::queue::Rsmq::delete_queue) for keys left by RSMQ clients).
     fn delete_queue(&self, name: &str) -> impl Future<Output = Result<()>> + Send;
     /// A queue's attributes and counts.
     fn attributes(&self, name: &str) -> impl Future<Output = Result<QueueAttributes>> + Send;
@@ -60,7 +67,7 @@ pub trait Queues: Sync {
         update: QueueUpdate,
     ) -> impl Future<Output = Result<QueueAttributes>> + Send;
     /// Sends messages, all or nothing; returns for each its id and what the send
-    /// did (added it, or found its [unique](super::Unique) key held). New ids
+    /// did (added it, or found its [unique](crate::queue::Unique) key held). New ids
     /// sort in send order, within a call and across calls (a later call's after
     /// an earlier one's, on the memory backend even when its clock stands still).
     fn send_outcomes(
@@ -142,49 +149,26 @@ pub trait Queues: Sync {
     }
 }
 
-impl Queues for Rsmq {
-    async fn create_queue(&self, name: &str, opts: QueueOptions) -> Result<()> {
-        Rsmq::create_queue(self, name, opts).await
-    }
-    async fn list_queues(&self) -> Result<Vec<String>> {
-        Rsmq::list_queues(self).await
-    }
-    async fn queue_listing(&self) -> Result<QueueListing> {
-        Rsmq::queue_listing(self).await
-    }
-    async fn delete_queue(&self, name: &str) -> Result<()> {
-        Rsmq::delete_queue(self, name).await
-    }
-    async fn attributes(&self, name: &str) -> Result<QueueAttributes> {
-        Rsmq::attributes(self, name).await
-    }
-    async fn set_attributes(&self, name: &str, update: QueueUpdate) -> Result<QueueAttributes> {
-        Rsmq::set_attributes(self, name, update).await
-    }
-    async fn send_outcomes(&self, queue: &str, msgs: &[SendMessage]) -> Result<Vec<Sent>> {
-        Rsmq::send_outcomes(self, queue, msgs).await
-    }
-    async fn receive_batch(
-        &self,
-        queue: &str,
-        n: usize,
-        vt: Option<Duration>,
-    ) -> Result<Vec<Message>> {
-        Rsmq::receive_batch(self, queue, n, vt).await
-    }
-    async fn pop(&self, queue: &str) -> Result<Option<Message>> {
-        Rsmq::pop(self, queue).await
-    }
-    async fn pop_due(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
-        Rsmq::pop_due(self, queue, limit).await
-    }
-    async fn change_visibility(&self, queue: &str, id: &MessageId, vt: Duration) -> Result<bool> {
-        Rsmq::change_visibility(self, queue, id, vt).await
-    }
-    async fn delete(&self, queue: &str, id: &MessageId) -> Result<bool> {
-        Rsmq::delete(self, queue, id).await
-    }
-    async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
-        Rsmq::delete_batch(self, queue, ids).await
-    }
+/// [`Queues`]'s methods, for [`forward!`](crate::contract::forward::forward):
+/// `queues_methods! { impl Queues for Type, |self| ...; }`.
+macro_rules! queues_methods {
+    ($($head:tt)*) => {
+        $crate::contract::forward::forward! {
+            $($head)*
+            async fn create_queue(name: &str, opts: $crate::contract::queues::QueueOptions) -> $crate::Result<()>;
+            async fn list_queues() -> $crate::Result<Vec<String>>;
+            async fn queue_listing() -> $crate::Result<$crate::contract::queues::QueueListing>;
+            async fn delete_queue(name: &str) -> $crate::Result<()>;
+            async fn attributes(name: &str) -> $crate::Result<$crate::contract::queues::QueueAttributes>;
+            async fn set_attributes(name: &str, update: $crate::contract::queues::QueueUpdate) -> $crate::Result<$crate::contract::queues::QueueAttributes>;
+            async fn send_outcomes(queue: &str, msgs: &[$crate::contract::queues::SendMessage]) -> $crate::Result<Vec<$crate::contract::queues::Sent>>;
+            async fn receive_batch(queue: &str, n: usize, vt: Option<std::time::Duration>) -> $crate::Result<Vec<$crate::contract::queues::Message>>;
+            async fn pop_due(queue: &str, limit: usize) -> $crate::Result<Vec<$crate::contract::queues::Message>>;
+            async fn pop(queue: &str) -> $crate::Result<Option<$crate::contract::queues::Message>>;
+            async fn change_visibility(queue: &str, id: &$crate::contract::queues::MessageId, vt: std::time::Duration) -> $crate::Result<bool>;
+            async fn delete(queue: &str, id: &$crate::contract::queues::MessageId) -> $crate::Result<bool>;
+            async fn delete_batch(queue: &str, ids: &[$crate::contract::queues::MessageId]) -> $crate::Result<u64>;
+        }
+    };
 }
+pub(crate) use queues_methods;

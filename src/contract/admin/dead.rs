@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::inspect::JobInfo;
+use crate::contract::inspect::JobInfo;
 
 /// The order of a dead-letter listing, by time of death.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -133,58 +133,8 @@ impl Spread {
             first: self
                 .first
                 .saturating_add(self.every.saturating_mul(n))
-                .min(crate::worker::MAX_DELAY),
+                .min(crate::contract::queues::MAX_DELAY),
             every: self.every,
-        }
-    }
-}
-
-/// How many dead letters a queue keeps: when a job is dead-lettered, the
-/// oldest beyond `max_count` and those older than `max_age` are deleted, so a
-/// flood of failures cannot fill Redis. Set on the worker with
-/// [`WorkerBuilder::dead_letter_retention`](crate::worker::WorkerBuilder::dead_letter_retention).
-///
-/// ```
-/// use redjob::ops::Retention;
-/// use std::time::Duration;
-///
-/// let r = Retention::default();
-/// assert_eq!(r.max_count, Some(10_000));
-/// assert_eq!(r.max_age, Some(Duration::from_secs(30 * 24 * 3600)));
-/// let keep_more = Retention { max_count: Some(100_000), ..Retention::default() };
-/// # let _ = keep_more;
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retention {
-    /// The most dead letters a queue keeps; `None` for no limit. Defaults to
-    /// 10,000.
-    pub max_count: Option<u64>,
-    /// The oldest a dead letter gets; `None` for no limit. Defaults to 30 days.
-    pub max_age: Option<Duration>,
-}
-
-impl Retention {
-    /// Keeps every dead letter forever: Redis's memory grows with them.
-    pub const UNBOUNDED: Retention = Retention {
-        max_count: None,
-        max_age: None,
-    };
-
-    /// The limits as the scripts take them: count, age in ms (0: none).
-    pub(crate) fn limits(&self) -> (u64, u64) {
-        // at most about 142,000 years: exact in a double, as Lua reads it
-        let age = self
-            .max_age
-            .map_or(0, |d| d.as_millis().clamp(1, 1 << 52) as u64);
-        (self.max_count.unwrap_or(0), age)
-    }
-}
-
-impl Default for Retention {
-    fn default() -> Self {
-        Retention {
-            max_count: Some(10_000),
-            max_age: Some(Duration::from_secs(30 * 24 * 3600)),
         }
     }
 }

@@ -116,7 +116,7 @@ pub struct QueueAttributes {
     pub hiddenmsgs: u64,
 }
 
-/// One message for [`Rsmq::send_batch`](super::Rsmq::send_batch) and the options of a send.
+/// One message for [`Rsmq::send_batch`](crate::queue::Rsmq::send_batch) and the options of a send.
 ///
 /// ```
 /// use std::time::Duration;
@@ -133,7 +133,7 @@ pub struct SendMessage {
     pub when: When,
     /// Its priority, [`MIN_PRIORITY`](super::MIN_PRIORITY)..=[`MAX_PRIORITY`](super::MAX_PRIORITY).
     /// A message at any priority but 0 is kept apart from RSMQ's sorted set, where
-    /// RSMQ clients (and [`Rsmq::receive`](super::Rsmq::receive)) do not see it;
+    /// RSMQ clients (and [`Rsmq::receive`](crate::queue::Rsmq::receive)) do not see it;
     /// workers serve every priority.
     pub priority: i8,
     /// Unique in its queue by a key (see [`Unique`](super::Unique)). Defaults to `None`.

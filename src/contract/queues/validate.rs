@@ -7,6 +7,16 @@ use crate::{Error, Result};
 /// The largest vt and delay RSMQ accepts, in seconds.
 pub const MAX_SECONDS: u64 = 9_999_999;
 
+/// The longest single delay redjob schedules: a retry's backoff or
+/// [`JobError::retry_after`](crate::job::JobError::retry_after), a job timeout, the
+/// cap of a [`RetryPolicy`](crate::worker::RetryPolicy). Longer ones are cut to it. 9,999,999 s (about 115
+/// days) is RSMQ's own limit for a queue's `delay` and `vt`.
+///
+/// ```
+/// assert_eq!(redjob::worker::MAX_DELAY.as_secs(), 9_999_999);
+/// ```
+pub const MAX_DELAY: Duration = Duration::from_secs(9_999_999);
+
 /// How far ahead a single message (a job) may be due: 50 years of 365 days.
 ///
 /// RSMQ's 9,999,999 s ([`MAX_SECONDS`]) bounds a queue's `vt` and `delay`
@@ -28,7 +38,7 @@ pub const MAX_AHEAD: Duration = Duration::from_secs(50 * 365 * 86_400);
 /// ```
 /// assert_eq!(redjob::queue::LAST_DUE_MS, 3_999_999_999_999);
 /// ```
-pub const LAST_DUE_MS: u64 = crate::backend::LEGACY_LEASED_MS - 1;
+pub const LAST_DUE_MS: u64 = crate::contract::leases::LEGACY_LEASED_MS - 1;
 
 /// The highest priority a job or message may have: among due jobs of a queue,
 /// higher priorities run first.

@@ -119,7 +119,7 @@ impl Schedule {
     /// milliseconds), at multiples of it since the Unix epoch, so every
     /// process agrees on the ticks: every hour on the hour (UTC).
     pub fn every(interval: Duration) -> Result<Schedule> {
-        if interval < Duration::from_secs(1) || interval > crate::worker::MAX_DELAY {
+        if interval < Duration::from_secs(1) || interval > crate::contract::queues::MAX_DELAY {
             return Err(Error::InvalidValue {
                 what: "periodic interval",
                 reason: format!("{interval:?} is not between 1 s and 9999999 s"),

@@ -1,33 +1,10 @@
-//! Looking into a queue: counts by state, the next jobs to run, one job by id,
-//! every job of a state page by page, and cancelling a job.
-//!
-//! Every state is a range of scores in the queue's sorted sets (a leased job's
-//! score sits far above the others), so counts are `ZCOUNT`s and a page costs
-//! its own rows, on a queue of any size. [`Inspect`] is implemented by
-//! [`Rsmq`](crate::queue::Rsmq), the backends and [`Client`](crate::Client).
-//!
-//! ```
-//! use redjob::inspect::{Inspect, JobState};
-//! use redjob::queue::{Queues, SendMessage};
-//! use redjob::backend::memory::MemoryBackend;
-//!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
-//! let q = MemoryBackend::new();
-//! q.create_queue("mail", Default::default()).await?;
-//! let id = q.send("mail", SendMessage::new("hi")).await?;
-//! assert_eq!(q.counts("mail").await?.ready, 1);
-//! let job = q.job("mail", &id).await?.expect("queued");
-//! assert_eq!((job.state, job.attempts), (JobState::Ready, 0));
-//! # Ok(()) }
-//! ```
-
-mod redis;
+//! [`Inspect`]: looking into a queue, and the types its answers are made of
+//! (public at `redjob::inspect`).
 
 use std::future::Future;
 use std::time::Duration;
 
-use crate::backend::{LEGACY_LEASED_MS, MAX_COUNT, is_lease, score_count};
-use crate::job::Job;
+use crate::contract::leases::{LEGACY_LEASED_MS, MAX_COUNT, is_lease, score_count};
 use crate::{Error, JobId, Result};
 
 /// The most jobs one [`peek`](Inspect::peek) or [`list`](Inspect::list) page returns.
@@ -132,7 +109,7 @@ pub struct JobInfo {
 impl JobInfo {
     /// The job type named in the envelope, if the body is one.
     pub fn job_name(&self) -> Option<String> {
-        crate::job::job_name(&self.body)
+        crate::contract::envelope::job_name(&self.body)
     }
 
     /// The envelope's arguments as JSON.
@@ -143,11 +120,6 @@ impl JobInfo {
             args: serde_json::Value,
         }
         Ok(serde_json::from_slice::<Args>(&self.body)?.args)
-    }
-
-    /// The job decoded as `J` (an error when it is another type).
-    pub fn decode<J: Job>(&self) -> Result<J> {
-        crate::job::decode_as(&self.body)
     }
 }
 
@@ -305,61 +277,22 @@ pub trait Inspect: Sync {
     fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send;
 }
 
-/// `impl Inspect for $ty` by calling the same methods on `$inner` (an
-/// expression of `$self`), for types that wrap another implementation.
-macro_rules! forward_inspect {
-    ($(#[$attr:meta])* $ty:ty, |$self:ident| $inner:expr) => {
-        $(#[$attr])*
-        impl $crate::inspect::Inspect for $ty {
-            async fn counts(&$self, queue: &str) -> $crate::Result<$crate::inspect::StateCounts> {
-                $crate::inspect::Inspect::counts(&$inner, queue).await
-            }
-            async fn latency(
-                &$self,
-                queue: &str,
-            ) -> $crate::Result<Option<std::time::Duration>> {
-                $crate::inspect::Inspect::latency(&$inner, queue).await
-            }
-            async fn peek(
-                &$self,
-                queue: &str,
-                n: usize,
-            ) -> $crate::Result<Vec<$crate::inspect::JobInfo>> {
-                $crate::inspect::Inspect::peek(&$inner, queue, n).await
-            }
-            async fn job(
-                &$self,
-                queue: &str,
-                id: &$crate::JobId,
-            ) -> $crate::Result<Option<$crate::inspect::JobInfo>> {
-                $crate::inspect::Inspect::job(&$inner, queue, id).await
-            }
-            async fn list(
-                &$self,
-                queue: &str,
-                state: $crate::inspect::JobState,
-                after: Option<&$crate::inspect::Cursor>,
-                n: usize,
-            ) -> $crate::Result<$crate::inspect::Page> {
-                $crate::inspect::Inspect::list(&$inner, queue, state, after, n).await
-            }
-            async fn cancel(
-                &$self,
-                queue: &str,
-                id: &$crate::JobId,
-            ) -> $crate::Result<$crate::inspect::Cancelled> {
-                $crate::inspect::Inspect::cancel(&$inner, queue, id).await
-            }
+/// [`Inspect`]'s methods, for [`forward!`](crate::contract::forward::forward):
+/// `inspect_methods! { impl Inspect for Type, |self| ...; }`.
+macro_rules! inspect_methods {
+    ($($head:tt)*) => {
+        $crate::contract::forward::forward! {
+            $($head)*
+            async fn counts(queue: &str) -> $crate::Result<$crate::contract::inspect::StateCounts>;
+            async fn latency(queue: &str) -> $crate::Result<Option<std::time::Duration>>;
+            async fn peek(queue: &str, n: usize) -> $crate::Result<Vec<$crate::contract::inspect::JobInfo>>;
+            async fn job(queue: &str, id: &$crate::JobId) -> $crate::Result<Option<$crate::contract::inspect::JobInfo>>;
+            async fn list(queue: &str, state: $crate::contract::inspect::JobState, after: Option<&$crate::contract::inspect::Cursor>, n: usize) -> $crate::Result<$crate::contract::inspect::Page>;
+            async fn cancel(queue: &str, id: &$crate::JobId) -> $crate::Result<$crate::contract::inspect::Cancelled>;
         }
     };
 }
-
-forward_inspect!(
-    /// Inspection runs on the RSMQ handle ([`Rsmq`](crate::queue::Rsmq)'s [`Inspect`]).
-    crate::backend::redis::RedisBackend,
-    |self| *self.rsmq()
-);
-pub(crate) use forward_inspect;
+pub(crate) use inspect_methods;
 
 /// The state of a queued job with score `k` (thousandths of a ms) at `now_ms`.
 pub(crate) fn state_of(k: u64, now_ms: u64) -> JobState {

@@ -217,7 +217,7 @@ impl QueueKeys {
     /// Every priority level's sorted set but 0's, highest priority first: the keys
     /// a fetch over all priorities takes after `ns:q` and `ns:q:Q`.
     pub fn levels(&self) -> Vec<String> {
-        crate::queue::priorities()
+        crate::contract::queues::priorities()
             .filter(|p| *p != 0)
             .map(|p| self.level(p))
             .collect()

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, Value};
 
-use super::{Admin, DeadOrder, DeadQuery, Spread};
+use crate::backend::redis::connection::Connection;
+use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::connection::Connection;
-use crate::inspect::{self, Cursor, JobInfo, JobState, MAX_PAGE, Page};
-use crate::queue::{Rsmq, validate};
+use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread};
+use crate::contract::inspect::{self, Cursor, JobInfo, JobState, MAX_PAGE, Page};
+use crate::contract::queues::validate;
 use crate::{Error, JobId, Result};
 
 /// About how many members one purge.lua call scans.
@@ -233,11 +234,15 @@ impl Admin for Rsmq {
         each_matching(self, queue, query, None).await
     }
 
-    async fn workers(&self) -> Result<Vec<super::WorkerInfo>> {
+    async fn workers(&self) -> Result<Vec<crate::contract::admin::WorkerInfo>> {
         self.live_workers().await
     }
 
-    async fn ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<super::Ticks>> {
+    async fn ticks(
+        &self,
+        queue: &str,
+        names: &[&str],
+    ) -> Result<Vec<crate::contract::admin::Ticks>> {
         self.schedule_ticks(queue, names).await
     }
 }

@@ -1,42 +1,18 @@
-//! Running redjob in production: pause and resume a queue, act on its dead
-//! letters (list them newest or oldest first with filters, requeue, delete,
-//! purge, and keep them bounded), list the live workers and the periodic
-//! schedules they tick ([`Schedule`], given to
-//! [`WorkerBuilder::periodic`](crate::worker::WorkerBuilder::periodic)).
-//!
-//! [`Admin`] is implemented by [`Rsmq`](crate::queue::Rsmq), the backends and
-//! [`Client`](crate::Client), as [`Inspect`] is; the `redjob` CLI is built on
-//! it.
-//!
-//! ```
-//! use redjob::ops::{Admin, DeadQuery};
-//! use redjob::backend::memory::MemoryBackend;
-//! use redjob::queue::Queues;
-//!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
-//! let q = MemoryBackend::new();
-//! q.create_queue("mail", Default::default()).await?;
-//! q.pause("mail").await?;
-//! assert!(q.is_paused("mail").await?);
-//! let smtp = DeadQuery::default().error_contains("smtp");
-//! assert_eq!(q.requeue_dead_matching("mail", &smtp, None).await?, 0);
-//! # Ok(()) }
-//! ```
+//! [`Admin`]: acting on queues and dead letters; periodic ticks and worker
+//! heartbeats (public at `redjob::ops`).
 
 mod dead;
 mod periodic;
-mod redis;
-mod redis_live;
 mod workers;
 
 use std::future::Future;
 
-pub use dead::{DeadOrder, DeadQuery, Retention, Spread};
+pub use dead::{DeadOrder, DeadQuery, Spread};
 pub use periodic::{Missed, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
 pub(crate) use workers::{Beat, BeatJob, host_name};
 pub use workers::{BeatSchedule, RunningJob, WorkerInfo};
 
-use crate::inspect::{Cursor, Inspect, JobState, MAX_PAGE, Page};
+use crate::contract::inspect::{Cursor, Inspect, JobState, MAX_PAGE, Page};
 use crate::{JobId, Result};
 
 /// Operations on queues and their dead letters, on Redis and in memory alike.
@@ -204,7 +180,7 @@ pub trait Admin: Inspect {
 
     /// Up to `n` dead letters that match `query`, in its order, after `after`.
     /// Filters are applied as pages are read, so a page may read many letters
-    /// to find `n` matches (a queue keeps 10,000 by default, see [`Retention`]).
+    /// to find `n` matches (a queue keeps 10,000 by default, see [`Retention`](crate::ops::Retention)).
     fn dead_matching(
         &self,
         queue: &str,
@@ -213,7 +189,7 @@ pub trait Admin: Inspect {
         n: usize,
     ) -> impl Future<Output = Result<Page>> + Send {
         async move {
-            let n = crate::inspect::page_size(n);
+            let n = crate::contract::inspect::page_size(n);
             let mut out = Page::default();
             let mut cursor = after.copied();
             while out.jobs.len() < n {
@@ -270,77 +246,26 @@ pub trait Admin: Inspect {
     ) -> impl Future<Output = Result<u64>> + Send;
 }
 
-/// `impl Admin for $ty` by calling the same methods on `$inner` (an expression
-/// of `$self`), for types that wrap another implementation.
-macro_rules! forward_admin {
-    ($ty:ty, |$self:ident| $inner:expr) => {
-        impl $crate::ops::Admin for $ty {
-            async fn pause(&$self, queue: &str) -> $crate::Result<()> {
-                $crate::ops::Admin::pause(&$inner, queue).await
-            }
-            async fn resume(&$self, queue: &str) -> $crate::Result<()> {
-                $crate::ops::Admin::resume(&$inner, queue).await
-            }
-            async fn is_paused(&$self, queue: &str) -> $crate::Result<bool> {
-                $crate::ops::Admin::is_paused(&$inner, queue).await
-            }
-            async fn purge_queue(&$self, queue: &str) -> $crate::Result<u64> {
-                $crate::ops::Admin::purge_queue(&$inner, queue).await
-            }
-            async fn run_now(
-                &$self,
-                queue: &str,
-                id: &$crate::JobId,
-            ) -> $crate::Result<Option<$crate::inspect::JobState>> {
-                $crate::ops::Admin::run_now(&$inner, queue, id).await
-            }
-            async fn dead_page(
-                &$self,
-                queue: &str,
-                order: $crate::ops::DeadOrder,
-                after: Option<&$crate::inspect::Cursor>,
-                n: usize,
-            ) -> $crate::Result<$crate::inspect::Page> {
-                $crate::ops::Admin::dead_page(&$inner, queue, order, after, n).await
-            }
-            async fn requeue_dead(
-                &$self,
-                queue: &str,
-                ids: &[$crate::JobId],
-                spread: $crate::ops::Spread,
-            ) -> $crate::Result<u64> {
-                $crate::ops::Admin::requeue_dead(&$inner, queue, ids, spread).await
-            }
-            async fn delete_dead(&$self, queue: &str, ids: &[$crate::JobId]) -> $crate::Result<u64> {
-                $crate::ops::Admin::delete_dead(&$inner, queue, ids).await
-            }
-            async fn purge_dead(&$self, queue: &str) -> $crate::Result<u64> {
-                $crate::ops::Admin::purge_dead(&$inner, queue).await
-            }
-            async fn requeue_dead_matching(
-                &$self,
-                queue: &str,
-                query: &$crate::ops::DeadQuery,
-                per_second: Option<u32>,
-            ) -> $crate::Result<u64> {
-                $crate::ops::Admin::requeue_dead_matching(&$inner, queue, query, per_second).await
-            }
-            async fn delete_dead_matching(
-                &$self,
-                queue: &str,
-                query: &$crate::ops::DeadQuery,
-            ) -> $crate::Result<u64> {
-                $crate::ops::Admin::delete_dead_matching(&$inner, queue, query).await
-            }
-            async fn workers(&$self) -> $crate::Result<Vec<$crate::ops::WorkerInfo>> {
-                $crate::ops::Admin::workers(&$inner).await
-            }
-            async fn ticks(&$self, queue: &str, names: &[&str]) -> $crate::Result<Vec<$crate::ops::Ticks>> {
-                $crate::ops::Admin::ticks(&$inner, queue, names).await
-            }
+/// [`Admin`]'s methods, for [`forward!`](crate::contract::forward::forward):
+/// `admin_methods! { impl Admin for Type, |self| ...; }`.
+macro_rules! admin_methods {
+    ($($head:tt)*) => {
+        $crate::contract::forward::forward! {
+            $($head)*
+            async fn pause(queue: &str) -> $crate::Result<()>;
+            async fn resume(queue: &str) -> $crate::Result<()>;
+            async fn is_paused(queue: &str) -> $crate::Result<bool>;
+            async fn purge_queue(queue: &str) -> $crate::Result<u64>;
+            async fn run_now(queue: &str, id: &$crate::JobId) -> $crate::Result<Option<$crate::contract::inspect::JobState>>;
+            async fn dead_page(queue: &str, order: $crate::contract::admin::DeadOrder, after: Option<&$crate::contract::inspect::Cursor>, n: usize) -> $crate::Result<$crate::contract::inspect::Page>;
+            async fn requeue_dead(queue: &str, ids: &[$crate::JobId], spread: $crate::contract::admin::Spread) -> $crate::Result<u64>;
+            async fn delete_dead(queue: &str, ids: &[$crate::JobId]) -> $crate::Result<u64>;
+            async fn purge_dead(queue: &str) -> $crate::Result<u64>;
+            async fn requeue_dead_matching(queue: &str, query: &$crate::contract::admin::DeadQuery, per_second: Option<u32>) -> $crate::Result<u64>;
+            async fn delete_dead_matching(queue: &str, query: &$crate::contract::admin::DeadQuery) -> $crate::Result<u64>;
+            async fn workers() -> $crate::Result<Vec<$crate::contract::admin::WorkerInfo>>;
+            async fn ticks(queue: &str, names: &[&str]) -> $crate::Result<Vec<$crate::contract::admin::Ticks>>;
         }
     };
 }
-
-forward_admin!(crate::backend::redis::RedisBackend, |self| *self.rsmq());
-forward_admin!(crate::Client, |self| *self.queues());
+pub(crate) use admin_methods;

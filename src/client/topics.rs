@@ -1,7 +1,9 @@
 //! The topic calls of [`Client`].
 
-use super::{DeadEvent, Event, EventId, Start, TopicInfo, Topics, check_name};
-use crate::{Client, Result};
+use crate::Result;
+use crate::client::Client;
+use crate::contract::topics::{DeadEvent, EventId, Start, TopicInfo, Topics, check_name};
+use crate::topic::Event;
 
 /// Checks a topic's and a subscriber's names.
 fn check_names(topic: &str, subscriber: &str) -> Result<()> {
@@ -52,7 +54,7 @@ impl Client {
     /// Creates a subscriber (a consumer group) on `topic` starting at `start`;
     /// one that exists keeps its offset. Returns whether it was created. A
     /// worker creates its subscribers when it starts (at the
-    /// [`Subscription`](super::Subscription)'s start); create one beforehand
+    /// [`Subscription`](crate::topic::Subscription)'s start); create one beforehand
     /// to not miss events published before then.
     pub async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
         check_names(topic, subscriber)?;

@@ -3,10 +3,13 @@
 
 use redis::Value;
 
-use super::{Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts};
-use crate::backend::Token;
+use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::queue::{Rsmq, validate};
+use crate::contract::inspect::{
+    Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts, page, page_size, queued,
+};
+use crate::contract::leases::Token;
+use crate::contract::queues::validate;
 use crate::{Error, JobId, Result};
 
 /// Runs an inspection script with the queue's keys (every level and the dead
@@ -75,7 +78,7 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
                 last_error: error,
             }
         } else {
-            super::queued(id, p, score, count, now, body, error)
+            queued(id, p, score, count, now, body, error)
         });
         scores.push(score);
     }
@@ -103,7 +106,7 @@ impl Inspect for Rsmq {
     }
 
     async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
-        let n = super::page_size(n);
+        let n = page_size(n);
         let v = call(self, &scripts::PEEK, queue, &[&n.to_string()]).await?;
         let (now, mut r) = start(queue, &v)?;
         Ok(rows(&mut r, now, false)?.0)
@@ -127,10 +130,10 @@ impl Inspect for Rsmq {
         n: usize,
     ) -> Result<Page> {
         if state == JobState::Dead {
-            let order = crate::ops::DeadOrder::OldestFirst;
-            return crate::ops::Admin::dead_page(self, queue, order, after, n).await;
+            let order = crate::contract::admin::DeadOrder::OldestFirst;
+            return crate::contract::admin::Admin::dead_page(self, queue, order, after, n).await;
         }
-        let n = super::page_size(n);
+        let n = page_size(n);
         let (p, s, id) = match after {
             Some(c) => (
                 c.priority.to_string(),
@@ -163,7 +166,7 @@ impl Inspect for Rsmq {
             _ => 0,
         };
         let (jobs, scores) = rows(&mut r, now, false)?;
-        let mut page = super::page(jobs, &scores, n > 0 && read >= n);
+        let mut page = page(jobs, &scores, n > 0 && read >= n);
         if resume.is_some() {
             page.next = resume;
         }

@@ -1,0 +1,307 @@
+//! [`Backend`] in memory: sends, fetches and hand-offs, lease renewals, settles,
+//! counters, wake-ups and heartbeats, each under one lock.
+
+use super::MemoryBackend;
+use super::state::MemQueue;
+use crate::contract::backend::Backend;
+use crate::contract::leases::{Delivery, Fetched, MAX_COUNT, Settle, Settled, Token, score_count};
+use crate::contract::queues::{QueueOptions, SendMessage, Sent};
+use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
+use crate::{Error, JobId, Result};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+impl Backend for MemoryBackend {
+    async fn send(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+        create: &QueueOptions,
+    ) -> Result<Vec<Sent>> {
+        crate::contract::backend::send_creating(self, queue, msgs, create).await
+    }
+
+    async fn now_ms(&self) -> Result<u64> {
+        Ok(self.clock.now_ms())
+    }
+
+    async fn tick(
+        &self,
+        queue: &str,
+        tick: &crate::contract::admin::Tick<'_>,
+        msg: &SendMessage,
+        create: &QueueOptions,
+    ) -> Result<crate::contract::admin::Ticked> {
+        crate::contract::backend::creating(self, queue, create, || async {
+            self.tick_once(queue, tick, msg)
+        })
+        .await
+    }
+
+    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
+        self.beat_now(id, beat, ttl);
+        Ok(())
+    }
+
+    async fn touch(&self, id: &str, ttl: Duration, _since: Duration) -> Result<bool> {
+        Ok(self.touch_now(id, ttl))
+    }
+
+    async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
+        let now_us = self.clock.now_us();
+        let now = now_us / 1000;
+        let mut st = self.lock_mut();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(Fetched {
+                now_us,
+                missing: true,
+                ..Default::default()
+            });
+        };
+        if q.paused {
+            return Ok(Fetched {
+                now_us,
+                paused: true,
+                ..Default::default()
+            });
+        }
+        let max = max.max(1);
+        let due = q.fetchable(now, max);
+        let lease_ms = now.saturating_add(crate::contract::backend::clamped_ms(lease));
+        let mut jobs = Vec::with_capacity(due.len());
+        for (score, id, priority) in &due {
+            let m = &q.msgs[id];
+            let count = u64::from(score_count(*score))
+                .max(m.rc)
+                .saturating_add(1)
+                .min(u64::from(MAX_COUNT)) as u32;
+            // a released job's lease ends after its last one (see fetch.lua)
+            let until = m
+                .released_lease
+                .map_or(lease_ms, |l| lease_ms.max(l.saturating_add(1)));
+            let token = Token::new(until, count).at_priority(*priority);
+            jobs.push(Delivery {
+                id: *id,
+                body: m.body.clone(),
+                token,
+                waited_ms: now.saturating_sub(score / 1000),
+            });
+            q.rescore(*id, token.score());
+            if let Some(m) = q.msgs.get_mut(id) {
+                m.lease = true;
+                m.released_lease = None;
+            }
+        }
+        q.totalrecv += jobs.len() as u64;
+        let next_due_us = (due.len() < max)
+            .then(|| q.next_due_ms())
+            .flatten()
+            .map(|ms| ms.saturating_mul(1000));
+        Ok(Fetched {
+            jobs,
+            now_us,
+            next_due_us,
+            max_body: usize::try_from(q.maxsize).ok(),
+            orphans: 0,
+            missing: false,
+            paused: false,
+        })
+    }
+
+    async fn extend(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> Result<Vec<Option<Token>>> {
+        let until = self
+            .clock
+            .now_ms()
+            .saturating_add(crate::contract::backend::clamped_ms(lease));
+        let mut st = self.lock_mut();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(vec![None; leases.len()]);
+        };
+        Ok(leases
+            .iter()
+            .map(|(id, token)| {
+                q.holds(id, *token).then(|| {
+                    // never earlier than it was, as extend.lua
+                    let until = until.max(token.lease_until_ms());
+                    let new = Token::new(until, token.attempt()).at_priority(token.priority());
+                    q.rescore(*id, new.score());
+                    new
+                })
+            })
+            .collect())
+    }
+
+    async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(Settled::default());
+        };
+        // every fence is checked before anything changes, as the script does
+        let gone: Vec<JobId> = batch
+            .acks
+            .iter()
+            .map(|(id, _)| id)
+            .chain(batch.reschedules.iter().map(|r| &r.id))
+            .chain(batch.dead.iter().map(|d| &d.id))
+            .filter(|id| !q.msgs.contains_key(id))
+            .copied()
+            .collect();
+        let acks: Vec<_> = batch
+            .acks
+            .iter()
+            .filter(|(id, t)| q.holds(id, *t))
+            .collect();
+        let res: Vec<_> = batch
+            .reschedules
+            .iter()
+            .filter(|r| q.holds(&r.id, r.token))
+            .collect();
+        let dead: Vec<_> = batch
+            .dead
+            .iter()
+            .filter(|d| q.holds(&d.id, d.token))
+            .collect();
+        for (id, _) in &acks {
+            q.remove(id);
+        }
+        let mut retried = 0;
+        for r in &res {
+            let count = u64::from(r.deliveries.min(MAX_COUNT));
+            let due = now.saturating_add(crate::contract::backend::clamped_ms(r.delay));
+            q.rescore(r.id, due.saturating_mul(1000).saturating_add(count));
+            if let Some(m) = q.msgs.get_mut(&r.id) {
+                m.lease = false;
+                if r.release {
+                    m.released_lease = Some(r.token.lease_until_ms());
+                }
+                // an empty error keeps the last one, as complete.lua does
+                if let Some(e) = r.error.as_ref().filter(|e| !e.is_empty()) {
+                    m.error = Some(e.clone());
+                }
+            }
+            retried += u64::from(!r.release);
+        }
+        for d in &dead {
+            q.kill(&d.id, d.error.clone(), d.token.attempt(), now);
+        }
+        if !dead.is_empty() {
+            q.trim_dead(now, batch.retention, dead.len() + 1000);
+        }
+        let s = &mut q.stats;
+        s.processed += acks.len() as u64;
+        s.retried += retried;
+        s.dead += dead.len() as u64;
+        s.failed += retried + dead.len() as u64;
+        q.count_minute(now, acks.len() as u64, retried + dead.len() as u64);
+        Ok(Settled {
+            acked: acks.len() as u64,
+            rescheduled: res.len() as u64,
+            dead: dead.len() as u64,
+            gone,
+        })
+    }
+
+    async fn sizes(&self, queue: &str) -> Result<crate::contract::inspect::StateCounts> {
+        crate::contract::inspect::Inspect::counts(self, queue).await
+    }
+
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        Ok(self
+            .lock()
+            .queues
+            .get(queue)
+            .map(|q| q.stats)
+            .unwrap_or_default())
+    }
+
+    async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let ring = st.queues.get(queue).map(|q| q.minutes);
+        Ok(crate::contract::stats::last_hour(
+            now,
+            ring.into_iter()
+                .flatten()
+                .map(crate::contract::stats::ring_minute),
+        ))
+    }
+
+    async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let st = self.lock();
+        Ok(st.queues.get(queue).map_or_else(Vec::new, |q| {
+            q.dead
+                .iter()
+                .take(limit)
+                .map(|(_, id)| q.dead_msgs[id].0.clone())
+                .collect()
+        }))
+    }
+
+    async fn scores(&self, queue: &str, held: &[(JobId, Token)]) -> Result<Vec<Option<Token>>> {
+        let st = self.lock();
+        let q = st.queues.get(queue);
+        Ok(held
+            .iter()
+            .map(|(id, t)| {
+                // looked up at the token's priority, as Redis reads that level's set
+                let m = q?.msgs.get(id).filter(|m| m.priority == t.priority())?;
+                Some(Token::from_raw(m.score, m.priority))
+            })
+            .collect())
+    }
+
+    async fn warnings(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    async fn listen(
+        &self,
+        queues: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> Result<()> {
+        let mut sent = self.sent.subscribe();
+        let mut advanced = self.clock.subscribe();
+        subscribed();
+        loop {
+            tokio::select! {
+                r = sent.recv() => match r {
+                    Ok(q) => {
+                        if queues.iter().any(|n| **n == *q) {
+                            wake(&q);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => queues.iter().for_each(|q| wake(q)),
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+                r = advanced.changed() => {
+                    if r.is_err() {
+                        return Ok(());
+                    }
+                    queues.iter().for_each(|q| wake(q));
+                }
+            }
+        }
+    }
+}
+
+impl MemQueue {
+    pub(super) fn check_size(&self, maxlen: usize) -> Result<()> {
+        if self.maxsize != -1 && maxlen as i64 > self.maxsize {
+            return Err(Error::MessageTooLarge {
+                size: maxlen,
+                max: self.maxsize as usize,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,376 @@
+//! [`Backend`] on Redis: sends, fetches and hand-offs, lease renewals, settles,
+//! counters, wake-ups and heartbeats, each one script call per batch.
+
+use super::replies;
+use super::scripts::{self, eval};
+use super::{RedisBackend, info_replies, version_key};
+use crate::contract::admin::{Tick, Ticked};
+use crate::contract::backend::Backend;
+use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
+use crate::contract::queues::{QueueOptions, SendMessage, Sent};
+use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
+use crate::{JobId, Result};
+use std::time::Duration;
+
+/// The indexes of `items` grouped by priority, in order of first appearance.
+fn by_priority<T>(items: &[T], priority: impl Fn(&T) -> i8) -> Vec<(i8, Vec<usize>)> {
+    let mut groups: Vec<(i8, Vec<usize>)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let p = priority(item);
+        match groups.iter_mut().find(|(q, _)| *q == p) {
+            Some((_, idx)) => idx.push(i),
+            None => groups.push((p, vec![i])),
+        }
+    }
+    groups
+}
+
+impl Backend for RedisBackend {
+    async fn send(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+        create: &QueueOptions,
+    ) -> Result<Vec<Sent>> {
+        crate::contract::backend::send_creating(&self.rsmq, queue, msgs, create).await
+    }
+
+    async fn now_ms(&self) -> Result<u64> {
+        self.rsmq.now_ms().await
+    }
+
+    async fn tick(
+        &self,
+        queue: &str,
+        tick: &Tick<'_>,
+        msg: &SendMessage,
+        create: &QueueOptions,
+    ) -> Result<Ticked> {
+        crate::contract::backend::creating(&self.rsmq, queue, create, || {
+            self.rsmq.tick(queue, tick, msg)
+        })
+        .await
+    }
+
+    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
+        self.rsmq.beat(id, beat, ttl).await
+    }
+
+    async fn touch(&self, id: &str, _ttl: Duration, since: Duration) -> Result<bool> {
+        self.rsmq.touch(id, since).await
+    }
+
+    async fn sizes(&self, queue: &str) -> Result<crate::contract::inspect::StateCounts> {
+        crate::contract::inspect::Inspect::counts(self, queue).await
+    }
+
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let k = self.ns.queue(queue);
+        // by name: the hash holds the per-minute ring too (see complete.lua)
+        let [processed, failed, retried, dead]: [Option<u64>; 4] = redis::cmd("HMGET")
+            .arg(&k.stats)
+            .arg(&["processed", "failed", "retried", "dead"])
+            .query_async(&mut self.con.clone())
+            .await?;
+        Ok(QueueStats {
+            processed: processed.unwrap_or(0),
+            failed: failed.unwrap_or(0),
+            retried: retried.unwrap_or(0),
+            dead: dead.unwrap_or(0),
+        })
+    }
+
+    async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let k = self.ns.queue(queue);
+        let slots: Vec<String> = (0..crate::contract::stats::MINUTES)
+            .map(|s| format!("m{s}"))
+            .collect();
+        let (time, ring): ((u64, u64), Vec<Option<String>>) = redis::pipe()
+            .cmd("TIME")
+            .cmd("HMGET")
+            .arg(&k.stats)
+            .arg(&slots)
+            .query_async(&mut self.con.clone())
+            .await?;
+        let now = time.0 * 1000 + time.1 / 1000;
+        let ring = ring.iter().flatten().filter_map(|v| replies::minute(v));
+        Ok(crate::contract::stats::last_hour(
+            now,
+            ring.map(crate::contract::stats::ring_minute),
+        ))
+    }
+
+    async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue(queue);
+        let mut con = self.con.clone();
+        let ids: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
+            .arg(&k.dead)
+            .arg(0)
+            .arg(limit.min(i64::MAX as usize) - 1)
+            .arg("WITHSCORES")
+            .query_async(&mut con)
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&k.dead_hash);
+        for (id, _) in &ids {
+            let id = String::from_utf8_lossy(id);
+            cmd.arg(&*id)
+                .arg(format!("{id}:err"))
+                .arg(format!("{id}:n"));
+        }
+        let vals: Vec<Option<Vec<u8>>> = cmd.query_async(&mut con).await?;
+        ids.iter()
+            .zip(vals.chunks(3))
+            .map(|((id, died), v)| {
+                let text = |i: usize| {
+                    let b = v.get(i).and_then(|b| b.as_deref()).unwrap_or_default();
+                    String::from_utf8_lossy(b).into_owned()
+                };
+                Ok(DeadLetter {
+                    id: JobId::from_bytes(id)?,
+                    body: v.first().cloned().flatten().unwrap_or_default(),
+                    error: text(1),
+                    attempts: text(2).parse().unwrap_or(0),
+                    died_at_ms: *died as u64,
+                })
+            })
+            .collect()
+    }
+
+    async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
+        self.fetch_registering(queue, max, lease, None).await
+    }
+
+    async fn fetch_waiting(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        worker: &str,
+    ) -> Result<Fetched> {
+        // a Cluster's PUBLISH cannot tell whether the worker listens (it counts
+        // the node's own subscribers only), so no hand-offs there
+        if self.ns.is_cluster() {
+            return self.fetch(queue, max, lease).await;
+        }
+        let reg = self.registration(queue, worker, lease);
+        self.fetch_registering(queue, max, lease, Some(&reg)).await
+    }
+
+    async fn withdraw_handoffs(
+        &self,
+        queues: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> Result<()> {
+        if self.ns.is_cluster() || queues.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for q in queues {
+            let reg = self.registration(q, worker, lease);
+            pipe.add_command(
+                eval(&scripts::WITHDRAW, &[self.ns.queue(q).hash])
+                    .arg(reg)
+                    .clone(),
+            );
+        }
+        let loaded = &self.shared.withdraw_loaded;
+        scripts::run_pipeline(
+            &mut self.con.clone(),
+            &[(&scripts::WITHDRAW, loaded)],
+            &pipe,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn extend(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> Result<Vec<Option<Token>>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue(queue);
+        let groups = by_priority(leases, |(_, t)| t.priority());
+        let cmds: Vec<_> = groups
+            .iter()
+            .map(|(p, idx)| {
+                let mut cmd = eval(&scripts::EXTEND, &[&k.level(*p), &k.leases]);
+                cmd.arg(crate::contract::backend::clamped_ms(lease));
+                for &i in idx {
+                    let (id, token) = &leases[i];
+                    cmd.arg(id).arg(token.to_string());
+                }
+                cmd
+            })
+            .collect();
+        let replies = self
+            .run_all(&scripts::EXTEND, &self.shared.extend_loaded, cmds)
+            .await?;
+        let mut out = vec![None; leases.len()];
+        for ((p, idx), v) in groups.iter().zip(&replies) {
+            let tokens = replies::tokens(v)?;
+            for (&i, t) in idx.iter().zip(tokens) {
+                out[i] = t.map(|t| t.at_priority(*p));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
+        if batch.is_empty() {
+            return Ok(Settled::default());
+        }
+        let k = self.ns.queue(queue);
+        let parts = batch.by_priority();
+        let cmds: Vec<_> = parts
+            .iter()
+            .map(|(p, part)| {
+                let level = k.level(*p);
+                let mut cmd = eval(
+                    &scripts::COMPLETE,
+                    &[
+                        &level,
+                        &k.hash,
+                        &k.dead,
+                        &k.dead_hash,
+                        &k.stats,
+                        &k.unique,
+                        &k.leases,
+                    ],
+                );
+                let (keep, max_age) = part.retention.limits();
+                cmd.arg(part.acks.len())
+                    .arg(part.reschedules.len())
+                    .arg(part.dead.len())
+                    .arg(*p)
+                    .arg(keep)
+                    .arg(max_age)
+                    .arg(&k.realtime);
+                for (id, token) in &part.acks {
+                    cmd.arg(id).arg(token.to_string());
+                }
+                for r in &part.reschedules {
+                    cmd.arg(r.id)
+                        .arg(r.token.to_string())
+                        .arg(crate::contract::backend::clamped_ms(r.delay))
+                        .arg(r.deliveries.min(crate::contract::leases::MAX_COUNT))
+                        .arg(if r.release { "l" } else { "r" })
+                        .arg(r.error.as_deref().unwrap_or(""));
+                }
+                for d in &part.dead {
+                    cmd.arg(d.id).arg(d.token.to_string()).arg(&d.error);
+                }
+                cmd
+            })
+            .collect();
+        let replies = self
+            .run_all(&scripts::COMPLETE, &self.shared.complete_loaded, cmds)
+            .await?;
+        let mut total = Settled::default();
+        for v in &replies {
+            let s = replies::settled(v)?;
+            total.acked += s.acked;
+            total.rescheduled += s.rescheduled;
+            total.dead += s.dead;
+            total.gone.extend(s.gone);
+        }
+        Ok(total)
+    }
+
+    async fn scores(&self, queue: &str, held: &[(JobId, Token)]) -> Result<Vec<Option<Token>>> {
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue(queue);
+        let groups = by_priority(held, |(_, t)| t.priority());
+        let mut pipe = redis::pipe();
+        for (p, idx) in &groups {
+            pipe.cmd("ZMSCORE")
+                .arg(k.level(*p))
+                .arg(idx.iter().map(|&i| held[i].0).collect::<Vec<_>>());
+        }
+        let replies: Vec<Vec<Option<f64>>> = pipe.query_async(&mut self.con.clone()).await?;
+        let mut out = vec![None; held.len()];
+        for ((p, idx), scores) in groups.iter().zip(replies) {
+            for (&i, s) in idx.iter().zip(scores) {
+                out[i] = s.and_then(|s| Token::from_score(s, *p));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn warnings(&self) -> Result<Vec<String>> {
+        let info: redis::Value = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut self.con.clone())
+            .await?;
+        let infos = info_replies(info, "INFO memory")?;
+        let mut warnings = Vec::new();
+        let version = self.server_version().await?;
+        if version != "unknown" && version_key(version) < (6, 2) {
+            warnings.push(format!(
+                "this server is Redis {version}: redjob needs Redis 6.2 or newer (its scripts call ZMSCORE), and topics 7.0"
+            ));
+        }
+        let mut policies: Vec<&str> = infos
+            .iter()
+            .filter_map(|i| {
+                i.lines()
+                    .find_map(|l| l.strip_prefix("maxmemory_policy:"))
+                    .map(str::trim)
+            })
+            .filter(|p| *p != "noeviction")
+            .collect();
+        policies.sort_unstable();
+        policies.dedup();
+        warnings.extend(policies.into_iter().map(|p| format!(
+                "Redis's maxmemory-policy is {p}: at maxmemory Redis may evict queued jobs without a trace; set it to noeviction"
+        )));
+        Ok(warnings)
+    }
+
+    async fn listen(
+        &self,
+        queues: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> Result<()> {
+        let never = tokio_util::sync::CancellationToken::new();
+        self.listen_on(queues, None, wake, subscribed, &never).await
+    }
+
+    fn real_time(&self) -> bool {
+        true
+    }
+
+    async fn due_soon(&self, queues: &[String], within: Duration) -> Result<Vec<bool>> {
+        self.poll_queues(queues, within).await
+    }
+
+    async fn listen_handoff(
+        &self,
+        queues: &[String],
+        worker: &str,
+        wake: &(dyn Fn(&str) + Send + Sync),
+        handed: &(dyn Fn(Handed) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Result<()> {
+        let on = (!self.ns.is_cluster()).then(|| (self.ns.handoff(worker), handed));
+        self.listen_on(queues, on, wake, subscribed, stop).await
+    }
+}

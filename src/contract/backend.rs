@@ -1,0 +1,278 @@
+//! The storage a worker runs on: a small trait of atomic, batched operations,
+//! and the helpers its implementations share.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::contract::admin::{Tick, Ticked};
+use crate::contract::inspect::StateCounts;
+use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
+use crate::contract::queues::{QueueOptions, Queues, SendMessage, Sent};
+use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
+use crate::{JobId, Result};
+
+/// What a worker needs from storage. Every operation is one atomic call per batch
+/// (on Redis, renewals and settles of jobs at several priorities make one call
+/// per priority, pipelined in one round trip).
+pub trait Backend: Clone + Send + Sync + 'static {
+    /// Sends messages to `queue` in one call, all or nothing, creating the queue with
+    /// `create` when it does not exist. Returns their ids in order, each with what
+    /// the send did (see [`Queues::send_outcomes`]).
+    fn send(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+        create: &QueueOptions,
+    ) -> impl Future<Output = Result<Vec<Sent>>> + Send;
+
+    /// Leases up to `max` due jobs of `queue` for `lease`.
+    fn fetch(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Fetched>> + Send;
+
+    /// [`fetch`](Backend::fetch), and when fewer than `max` jobs were due, asks the
+    /// queue's next send of a job due at once to lease it to worker `worker` and
+    /// hand it over through [`listen_handoff`](Backend::listen_handoff) (one hop
+    /// from the send to the worker instead of a wake-up and a fetch). Good for one
+    /// job; a fetch that leases all it asked for withdraws it. A backend without
+    /// hand-offs fetches (the default); implement both methods or neither.
+    fn fetch_waiting(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        worker: &str,
+    ) -> impl Future<Output = Result<Fetched>> + Send {
+        let _ = worker;
+        self.fetch(queue, max, lease)
+    }
+
+    /// Withdraws worker `worker`'s hand-off registrations (see
+    /// [`fetch_waiting`](Backend::fetch_waiting), made with `lease`) on `queues`,
+    /// where they are still in place: the worker can no longer start a job at
+    /// once (its running slots filled with other jobs), so the next send wakes
+    /// the queue's workers instead. A backend without hand-offs does nothing (the
+    /// default).
+    fn withdraw_handoffs(
+        &self,
+        queues: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (queues, worker, lease);
+        async { Ok(()) }
+    }
+
+    /// Extends leases still held to now + `lease`; returns each one's new token, or
+    /// `None` where the lease was lost.
+    fn extend(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Option<Token>>>> + Send;
+
+    /// Acks, reschedules and dead-letters finished deliveries, each only if its
+    /// token still matches.
+    fn settle(&self, queue: &str, batch: &Settle) -> impl Future<Output = Result<Settled>> + Send;
+
+    /// A queue's counters (zero before any job was settled there).
+    fn stats(&self, queue: &str) -> impl Future<Output = Result<QueueStats>> + Send;
+
+    /// A queue's processed and failed runs in each minute of the last hour:
+    /// [`MINUTES`](crate::backend::MINUTES) entries, oldest first, the current (partial) minute last. Each
+    /// settle call adds its counts to its minute, in a ring of [`MINUTES`](crate::backend::MINUTES)
+    /// entries the backend keeps per queue (on Redis, fields of the queue's
+    /// counters hash), so the history costs nothing per job and stays bounded.
+    fn minutes(&self, queue: &str) -> impl Future<Output = Result<Vec<MinuteStats>>> + Send;
+
+    /// How many jobs of a queue are in each state, as
+    /// [`Inspect::counts`](crate::inspect::Inspect::counts) (the worker samples
+    /// it into its queue-size gauges).
+    fn sizes(&self, queue: &str) -> impl Future<Output = Result<StateCounts>> + Send;
+
+    /// The oldest `limit` dead letters of a queue.
+    fn dead_letters(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<DeadLetter>>> + Send;
+
+    /// The current score of each held job (at its token's priority) as a token:
+    /// `None` for a job that is gone. Read when a renewal's reply was lost, to
+    /// learn what it wrote.
+    fn scores(
+        &self,
+        queue: &str,
+        held: &[(JobId, Token)],
+    ) -> impl Future<Output = Result<Vec<Option<Token>>>> + Send;
+
+    /// Settings of the backend that can lose or delay jobs, as sentences to log
+    /// at worker start (e.g. a Redis `maxmemory-policy` that evicts keys).
+    fn warnings(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Calls `subscribed()` once notifications are in effect, then `wake(queue)`
+    /// whenever jobs are sent to one of `queues`, until the notification channel
+    /// fails (the worker then polls and listens again).
+    fn listen(
+        &self,
+        queues: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// [`listen`](Backend::listen), and also takes the jobs sends hand to worker
+    /// `worker` (see [`fetch_waiting`](Backend::fetch_waiting)), passing each to
+    /// `handed`, until `stop` is cancelled: it then stops taking hand-offs, passes
+    /// on every job handed before that (so that none is left leased to a worker
+    /// that no longer listens) and returns `Ok(())`. The default listens without
+    /// hand-offs.
+    fn listen_handoff(
+        &self,
+        queues: &[String],
+        worker: &str,
+        wake: &(dyn Fn(&str) + Send + Sync),
+        handed: &(dyn Fn(Handed) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (worker, handed);
+        async move {
+            tokio::select! {
+                r = self.listen(queues, wake, subscribed) => r,
+                _ = stop.cancelled() => Ok(()),
+            }
+        }
+    }
+
+    /// Whether the backend keeps real time, so that a worker waits for a due job
+    /// with sub-millisecond precision, off tokio's millisecond timer. False (the
+    /// default) for a backend on a test clock, whose waits stay on tokio's
+    /// (possibly paused) timer.
+    fn real_time(&self) -> bool {
+        false
+    }
+
+    /// The worker's fallback poll of all its queues in one call: whether each
+    /// has a job due, or a lease ending, within `within` (a send that woke no
+    /// one, as an RSMQ client's without `realtime`; a retry or a lease of
+    /// another worker). The default says yes for each, so every queue's
+    /// dispatcher fetches.
+    fn due_soon(
+        &self,
+        queues: &[String],
+        within: Duration,
+    ) -> impl Future<Output = Result<Vec<bool>>> + Send {
+        let _ = within;
+        let n = queues.len();
+        async move { Ok(vec![true; n]) }
+    }
+
+    /// The backend's clock, Unix ms: the clock periodic schedules tick by.
+    fn now_ms(&self) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Enqueues `msg` (its body and priority; due at once) as the job of
+    /// `tick`, unless this tick (or a later one) of the schedule was enqueued
+    /// already: however many workers call it, a tick is enqueued once. The
+    /// job's id is [`Tick::id`]. Creates the queue with `create` when missing.
+    fn tick(
+        &self,
+        queue: &str,
+        tick: &Tick<'_>,
+        msg: &SendMessage,
+        create: &QueueOptions,
+    ) -> impl Future<Output = Result<Ticked>> + Send;
+
+    /// Registers worker `id` in the live-worker registry (or refreshes it)
+    /// with `beat` (JSON) for `ttl`; `beat` empty removes it.
+    fn beat(&self, id: &str, beat: &[u8], ttl: Duration)
+    -> impl Future<Output = Result<()>> + Send;
+
+    /// Moves worker `id`'s registration on, keeping its beat: it then runs out
+    /// `ttl` from now, its last beat or touch having been `since` ago (which a
+    /// backend without a clock of its own adds to the entry's end). False when
+    /// it has no entry, which it leaves so: the worker then beats in full.
+    fn touch(
+        &self,
+        id: &str,
+        ttl: Duration,
+        since: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// `d` in whole milliseconds, cut to [`MAX_DELAY`](crate::worker::MAX_DELAY): every
+/// lease and delay a backend schedules goes through it, so no duration overflows.
+pub(crate) fn clamped_ms(d: Duration) -> u64 {
+    // at most 9,999,999,000 ms: the cast is exact
+    d.min(crate::contract::queues::MAX_DELAY).as_millis() as u64
+}
+
+/// Sends `msgs` to `queue`, creating the queue with `create` on first use (when the
+/// send finds it missing), for backends whose queue API is a [`Queues`].
+pub(crate) async fn send_creating<Q: Queues + Sync>(
+    q: &Q,
+    queue: &str,
+    msgs: &[SendMessage],
+    create: &QueueOptions,
+) -> Result<Vec<Sent>> {
+    creating(q, queue, create, || q.send_outcomes(queue, msgs)).await
+}
+
+/// Runs `call`; when it finds `queue` missing, creates it with `create` and
+/// runs it again.
+pub(crate) async fn creating<Q, T, F>(
+    q: &Q,
+    queue: &str,
+    create: &QueueOptions,
+    call: impl Fn() -> F,
+) -> Result<T>
+where
+    Q: Queues + Sync,
+    F: Future<Output = Result<T>>,
+{
+    match call().await {
+        Err(crate::Error::QueueNotFound { .. }) => {
+            match q.create_queue(queue, *create).await {
+                Ok(()) | Err(crate::Error::QueueExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            tracing::debug!(queue, "created queue on first use");
+            call().await
+        }
+        r => r,
+    }
+}
+
+/// [`Backend`]'s methods, for [`forward!`](crate::contract::forward::forward):
+/// `backend_methods! { impl Backend for Type, |self| ...; }`.
+macro_rules! backend_methods {
+    ($($head:tt)*) => {
+        $crate::contract::forward::forward! {
+            $($head)*
+            async fn send(queue: &str, msgs: &[$crate::contract::queues::SendMessage], create: &$crate::contract::queues::QueueOptions) -> $crate::Result<Vec<$crate::contract::queues::Sent>>;
+            async fn fetch(queue: &str, max: usize, lease: std::time::Duration) -> $crate::Result<$crate::contract::leases::Fetched>;
+            async fn fetch_waiting(queue: &str, max: usize, lease: std::time::Duration, worker: &str) -> $crate::Result<$crate::contract::leases::Fetched>;
+            async fn withdraw_handoffs(queues: &[String], worker: &str, lease: std::time::Duration) -> $crate::Result<()>;
+            async fn extend(queue: &str, leases: &[($crate::JobId, $crate::contract::leases::Token)], lease: std::time::Duration) -> $crate::Result<Vec<Option<$crate::contract::leases::Token>>>;
+            async fn settle(queue: &str, batch: &$crate::contract::leases::Settle) -> $crate::Result<$crate::contract::leases::Settled>;
+            async fn sizes(queue: &str) -> $crate::Result<$crate::contract::inspect::StateCounts>;
+            async fn stats(queue: &str) -> $crate::Result<$crate::contract::stats::QueueStats>;
+            async fn minutes(queue: &str) -> $crate::Result<Vec<$crate::contract::stats::MinuteStats>>;
+            async fn dead_letters(queue: &str, limit: usize) -> $crate::Result<Vec<$crate::contract::stats::DeadLetter>>;
+            async fn scores(queue: &str, held: &[($crate::JobId, $crate::contract::leases::Token)]) -> $crate::Result<Vec<Option<$crate::contract::leases::Token>>>;
+            async fn warnings() -> $crate::Result<Vec<String>>;
+            async fn listen(queues: &[String], wake: &(dyn Fn(&str) + Send + Sync), subscribed: &(dyn Fn() + Send + Sync)) -> $crate::Result<()>;
+            async fn due_soon(queues: &[String], within: std::time::Duration) -> $crate::Result<Vec<bool>>;
+            async fn listen_handoff(queues: &[String], worker: &str, wake: &(dyn Fn(&str) + Send + Sync), handed: &(dyn Fn($crate::contract::leases::Handed) + Send + Sync), subscribed: &(dyn Fn() + Send + Sync), stop: &tokio_util::sync::CancellationToken) -> $crate::Result<()>;
+            async fn now_ms() -> $crate::Result<u64>;
+            async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
+            async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<()>;
+            async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<bool>;
+            fn real_time() -> bool;
+        }
+    };
+}
+pub(crate) use backend_methods;

@@ -1,0 +1,30 @@
+//! The contract between the runtime and the storage: the types that cross it
+//! and the traits each backend implements, in terms of those types only.
+//!
+//! Nothing here imports a backend, the client or the worker. The files, from
+//! the ground up (each imports only those above it in this list):
+//!
+//! - [`envelope`]: the JSON a job is stored as, read without its type.
+//! - [`leases`]: score marks, tokens, deliveries, hand-offs, settles, retention.
+//! - [`queues`]: [`Queues`](queues::Queues), RSMQ's operations, with their
+//!   messages, options and validation rules.
+//! - [`stats`]: counters, the last hour by minute, dead letters.
+//! - [`inspect`]: [`Inspect`](inspect::Inspect), what is in a queue.
+//! - [`admin`]: [`Admin`](admin::Admin), acting on queues and dead letters;
+//!   periodic ticks and worker heartbeats.
+//! - [`topics`]: [`Topics`](topics::Topics), streams with subscribers.
+//! - [`backend`]: [`Backend`](backend::Backend), what a worker needs.
+//! - [`forward`]: `forward!`, one impl of a trait by calling another's.
+//!
+//! The public paths of these items are `redjob::backend`, `redjob::queue`,
+//! `redjob::inspect`, `redjob::ops` and `redjob::topic`, which re-export them.
+
+pub(crate) mod admin;
+pub(crate) mod backend;
+pub(crate) mod envelope;
+pub(crate) mod forward;
+pub(crate) mod inspect;
+pub(crate) mod leases;
+pub(crate) mod queues;
+pub(crate) mod stats;
+pub(crate) mod topics;

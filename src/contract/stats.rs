@@ -1,0 +1,101 @@
+//! What the backends count per queue: totals, the last hour by minute, dead letters.
+
+use crate::JobId;
+
+/// A queue's counters, kept by the workers in the backend.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Jobs that succeeded.
+    pub processed: u64,
+    /// Failed runs: retried plus dead.
+    pub failed: u64,
+    /// Failed runs scheduled for another attempt.
+    pub retried: u64,
+    /// Jobs moved to the dead-letter queue.
+    pub dead: u64,
+}
+
+/// One minute of a queue's settled runs: a point of
+/// [`Backend::minutes`](crate::backend::Backend::minutes)' last hour.
+///
+/// ```
+/// use redjob::backend::MinuteStats;
+///
+/// let m = MinuteStats { start_ms: 60_000, processed: 12, failed: 1 };
+/// assert_eq!(m.processed + m.failed, 13);
+/// ```
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MinuteStats {
+    /// The minute's start, Unix ms (backend time).
+    pub start_ms: u64,
+    /// Jobs that succeeded in it.
+    pub processed: u64,
+    /// Failed runs in it: retried plus dead.
+    pub failed: u64,
+}
+
+/// How many minutes [`Backend::minutes`](crate::backend::Backend::minutes) returns: the hour before the current
+/// minute, then the current one.
+pub const MINUTES: usize = 61;
+
+/// The [`MINUTES`] minutes up to `now_ms`, oldest first, with `minutes` added
+/// up into them by the minute each starts in; those of other minutes are left
+/// out, and a minute without any counts zero (sums saturate). How
+/// [`Backend::minutes`](crate::backend::Backend::minutes) lays out its ring, and how to sum the hours of several
+/// queues, read at slightly different times, into one.
+///
+/// ```
+/// use redjob::backend::{MINUTES, MinuteStats, last_hour};
+///
+/// let now = 100 * 60_000 + 5;
+/// let a = MinuteStats { start_ms: 100 * 60_000, processed: 1, failed: 2 };
+/// let b = MinuteStats { start_ms: 100 * 60_000, processed: 10, failed: 0 };
+/// let old = MinuteStats { start_ms: 39 * 60_000, processed: 50, failed: 50 };
+/// let hour = last_hour(now, [a, b, old]);
+/// assert_eq!(hour.len(), MINUTES);
+/// assert_eq!(hour[0].start_ms, 40 * 60_000);
+/// assert_eq!((hour[60].processed, hour[60].failed), (11, 2));
+/// ```
+pub fn last_hour(now_ms: u64, minutes: impl IntoIterator<Item = MinuteStats>) -> Vec<MinuteStats> {
+    let now = now_ms / 60_000;
+    let first = now.saturating_sub(MINUTES as u64 - 1);
+    let mut out: Vec<MinuteStats> = (first..=now)
+        .map(|m| MinuteStats {
+            start_ms: m * 60_000,
+            ..MinuteStats::default()
+        })
+        .collect();
+    for m in minutes {
+        let at = m.start_ms / 60_000;
+        if (first..=now).contains(&at) {
+            let slot = &mut out[(at - first) as usize];
+            slot.processed = slot.processed.saturating_add(m.processed);
+            slot.failed = slot.failed.saturating_add(m.failed);
+        }
+    }
+    out
+}
+
+/// A ring entry `(minute, processed, failed)` (minute: Unix ms / 60,000).
+pub(crate) fn ring_minute((m, processed, failed): (u64, u64, u64)) -> MinuteStats {
+    MinuteStats {
+        start_ms: m.saturating_mul(60_000),
+        processed,
+        failed,
+    }
+}
+
+/// A job in the dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The job's id.
+    pub id: JobId,
+    /// Its body as stored (the envelope, or whatever could not be decoded).
+    pub body: Vec<u8>,
+    /// The last error, or why the body could not be run.
+    pub error: String,
+    /// Deliveries it had.
+    pub attempts: u32,
+    /// When it died, Unix ms (backend time).
+    pub died_at_ms: u64,
+}

@@ -1,0 +1,30 @@
+//! Running redjob in production: pause and resume a queue, act on its dead
+//! letters (list them newest or oldest first with filters, requeue, delete,
+//! purge, and keep them bounded), list the live workers and the periodic
+//! schedules they tick ([`Schedule`], given to
+//! [`WorkerBuilder::periodic`](crate::worker::WorkerBuilder::periodic)).
+//!
+//! [`Admin`] is implemented by [`Rsmq`](crate::queue::Rsmq), the backends and
+//! [`Client`](crate::Client), as [`Inspect`](crate::inspect::Inspect) is; the `redjob` CLI is built on
+//! it.
+//!
+//! ```
+//! use redjob::ops::{Admin, DeadQuery};
+//! use redjob::backend::memory::MemoryBackend;
+//! use redjob::queue::Queues;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+//! let q = MemoryBackend::new();
+//! q.create_queue("mail", Default::default()).await?;
+//! q.pause("mail").await?;
+//! assert!(q.is_paused("mail").await?);
+//! let smtp = DeadQuery::default().error_contains("smtp");
+//! assert_eq!(q.requeue_dead_matching("mail", &smtp, None).await?, 0);
+//! # Ok(()) }
+//! ```
+
+pub use crate::contract::admin::{
+    Admin, BeatSchedule, DeadOrder, DeadQuery, Missed, RunningJob, Schedule, ScheduleInfo, Spread,
+    Tick, Ticked, Ticks, WorkerInfo,
+};
+pub use crate::contract::leases::Retention;
