@@ -63,6 +63,11 @@ impl JobId {
         self.prefix_us().map_or(0, |us| us / 1000)
     }
 
+    /// The id's 32 ASCII bytes.
+    pub(crate) fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     /// The time prefix in Unix microseconds; `None` when it is not base-36.
     pub(crate) fn prefix_us(&self) -> Option<u64> {
         u64::from_str_radix(self.as_str().get(..10)?, 36).ok()
@@ -123,12 +128,6 @@ impl fmt::Debug for JobId {
 impl AsRef<str> for JobId {
     fn as_ref(&self) -> &str {
         self.as_str()
-    }
-}
-
-impl redis::ToRedisArgs for JobId {
-    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        out.write_arg(&self.0)
     }
 }
 

@@ -13,15 +13,17 @@
 //! | floor | modules | holds | imports |
 //! |---|---|---|---|
 //! | ground | `error`, `id` | [`Error`], [`Result`], [`JobId`] | nothing of the crate |
-//! | contract | `contract/` (private) | the types that cross the storage boundary and the traits the backends implement, one file each: `envelope` (a job's JSON, untyped), `leases` (score marks, tokens, deliveries, settles), `queues` ([`Queues`](queue::Queues) and RSMQ's rules), `stats`, `inspect`, `admin`, `topics`, `backend` ([`Backend`](backend::Backend)); each trait's method list beside it, and `forward!`, which writes an impl from a list | the ground |
+//! | contract | `contract/` (private) | the types that cross the storage boundary and the traits the backends implement, one module each: `forward` (`forward!`, which writes an impl of a trait from the trait's method list, kept beside it), `envelope` (a job's JSON, untyped), `leases` (score marks, tokens, deliveries, settles), `queues` ([`Queues`](queue::Queues) and RSMQ's rules), `stats`, `inspect`, `admin`, `topics`, `backend` ([`Backend`](backend::Backend)) | the ground |
 //! | typed | [`job`], then [`topic`] | jobs and events as Rust types: [`Job`], [`JobContext`] and the data handlers share; [`topic::Event`], [`topic::EventContext`], [`topic::Subscription`] | the ground and the contract |
-//! | storage | [`backend`] | the implementations side by side, `backend/redis/` and `backend/memory/`, with one file per concept of the contract under the same name in each: `queues`, `leases`, `inspect`, `admin`, `live` (ticks and heartbeats), `topics`. Redis alone has `connection/`, `keys` (the key names), `scripts` and `lua/`, `replies`, `convert` (Redis errors as ours), `listen` and `poll` (wake-ups, which memory gets from its own channels) and `send` (its send path, split from `queues` for size); memory alone has `state` and `clock`. [`backend::any`] is either | the ground and the contract (only a fuzz test of Redis replies decodes jobs) |
+//! | storage | [`backend`] | the implementations side by side, `backend/redis/` and `backend/memory/`, with one module per part of the contract under the same name in each: `queues` ([`Queues`](queue::Queues); Redis's is the [`Rsmq`](queue::Rsmq) handle, with its send path in `queues/send`), `leases` ([`Backend`](backend::Backend): sends, fetches, hand-offs, renewals, settles, counters), `inspect` ([`Inspect`](inspect::Inspect)), `admin` ([`Admin`](ops::Admin)), `live` (periodic ticks and worker heartbeats, under `Backend` and `Admin`), `topics` ([`Topics`](topic::Topics)). Redis alone has `connection/`, `keys` (the key names), `scripts` and `lua/`, `replies` (reading script replies), `convert` (Redis errors as ours, a job id as an argument), `listen` and `poll` (wake-ups, which memory gets from its own channels); memory alone has `state` and `clock`. [`backend::any`] is either | the ground and the contract (only a fuzz test of Redis replies decodes jobs) |
 //! | runtime | [`client`], then [`worker`], then [`testing`] | enqueueing and inspecting; running jobs; the test kit | everything below |
 //! | paths | [`queue`], [`inspect`], [`ops`], [`connection`] | public paths only: re-exports of the contract's and the Redis backend's items, which no module inside imports | what they re-export |
 //!
-//! Inside the crate, items are imported from the module that defines them
-//! (`crate::client::Client`, not the root's `crate::Client`), and never through
-//! `super::super::`.
+//! Inside the crate, the runtime's types are imported from the module that
+//! defines them (`crate::client::Client`, not the root's `crate::Client`; the
+//! ground's `crate::Error`, `crate::Result` and `crate::JobId` may come through
+//! the root), and nothing through `super::super::`: both would hide which way an
+//! import points.
 //!
 //! ```
 //! // every public path still names the same item

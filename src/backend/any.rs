@@ -1,6 +1,8 @@
 //! One type for either backend, so application code (a handler that enqueues a
 //! follow-up, say) does not depend on which one runs it.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use super::memory::MemoryBackend;
 use super::redis::RedisBackend;
 use crate::contract::admin::{Admin, admin_methods};
@@ -33,6 +35,18 @@ impl AnyBackend {
         match self {
             AnyBackend::Redis(r) => Some(r),
             AnyBackend::Memory(_) => None,
+        }
+    }
+
+    /// The time a client checks a due time against without a round trip: the
+    /// memory backend's clock, or this machine's (Redis's `TIME` still decides
+    /// when the job runs).
+    pub(crate) fn local_now_ms(&self) -> u64 {
+        match self {
+            AnyBackend::Memory(m) => m.clock().now_ms(),
+            AnyBackend::Redis(_) => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
         }
     }
 

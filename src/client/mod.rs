@@ -318,11 +318,7 @@ impl Client {
         validate::priority(priority)?;
         match opts.when {
             When::AtUnixMs(at) => {
-                let now = match &self.backend {
-                    AnyBackend::Memory(m) => m.clock().now_ms(),
-                    _ => unix_ms_now(),
-                };
-                validate::due_at(at, now)?;
+                validate::due_at(at, self.backend.local_now_ms())?;
             }
             When::After(d) => _ = validate::delay_ms(d)?,
             When::QueueDelay => {}
@@ -362,12 +358,6 @@ pub struct Popped<J> {
 
 /// This machine's time in Unix ms: bounds a due time 50 years ahead, where a
 /// clock's skew does not matter.
-fn unix_ms_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Runs each job once, through its stored form as a worker would (so a job that
 /// does not survive encoding fails here too, and a handler may enqueue its own type).
 async fn run_inline<J: Job>(jobs: &[J], queue: &str, data: &Data) -> Result<Vec<JobId>> {

@@ -10,7 +10,10 @@
 //! (`|self| &self.inner`), or on what a dispatch macro picks
 //! (`|self| via pick!`, called as `pick!(self, Trait::method(args) .await)`;
 //! [`AnyBackend`](crate::backend::any::AnyBackend) matches on its variant so).
-//! A method the list misses fails to compile where the trait has no default.
+//! A method the list misses fails to compile where the trait has no default;
+//! one with a default must be listed all the same when the inner value
+//! overrides it (as `Backend::real_time`), or the outer type would quietly run
+//! the default: add a method to its trait's list when you add it to the trait.
 
 /// Writes `impl $Trait for $ty` from a method list (see the module docs).
 macro_rules! forward {

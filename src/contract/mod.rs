@@ -4,6 +4,8 @@
 //! Nothing here imports a backend, the client or the worker. The files, from
 //! the ground up (each imports only those above it in this list):
 //!
+//! - [`forward`]: `forward!`, one impl of a trait by calling another's, which
+//!   each trait's method list (beside the trait) expands to.
 //! - [`envelope`]: the JSON a job is stored as, read without its type.
 //! - [`leases`]: score marks, tokens, deliveries, hand-offs, settles, retention.
 //! - [`queues`]: [`Queues`](queues::Queues), RSMQ's operations, with their
@@ -14,7 +16,6 @@
 //!   periodic ticks and worker heartbeats.
 //! - [`topics`]: [`Topics`](topics::Topics), streams with subscribers.
 //! - [`backend`]: [`Backend`](backend::Backend), what a worker needs.
-//! - [`forward`]: `forward!`, one impl of a trait by calling another's.
 //!
 //! The public paths of these items are `redjob::backend`, `redjob::queue`,
 //! `redjob::inspect`, `redjob::ops` and `redjob::topic`, which re-export them.

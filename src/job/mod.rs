@@ -37,7 +37,6 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub(crate) use crate::contract::envelope::job_name;
 pub use context::JobContext;
 pub(crate) use envelope::decode_as;
 pub use envelope::{decode, encode};

@@ -355,7 +355,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// Samples the sampled gauges every `every`: the size of each queue the
     /// worker serves (`redjob_queue_jobs`) and each subscriber's lag
     /// (`redjob_subscriber_events`). Between 1 s and
-    /// [`MAX_DELAY`](super::MAX_DELAY). Defaults to no sampling: each sample
+    /// [`MAX_DELAY`](crate::contract::queues::MAX_DELAY). Defaults to no sampling: each sample
     /// costs Redis one script call per queue (about 6 commands), which for a
     /// worker on 100 idle queues at 15 s would be 40 commands a second, more
     /// than all else it does while idle. Set it where an exporter reads the
@@ -556,10 +556,9 @@ impl<B: Backend> WorkerBuilder<B> {
                 "limits must be positive (None for no limit)".into(),
             ));
         }
-        if self
-            .metrics_interval
-            .is_some_and(|every| every < Duration::from_secs(1) || every > super::MAX_DELAY)
-        {
+        if self.metrics_interval.is_some_and(|every| {
+            every < Duration::from_secs(1) || every > crate::contract::queues::MAX_DELAY
+        }) {
             return Err(invalid(
                 "metrics_interval",
                 "must be between 1 s and 9999999 s".into(),

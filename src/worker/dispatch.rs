@@ -403,7 +403,7 @@ impl<B: Backend> Dispatcher<B> {
                 {
                     let _ = self.tx.send(Event::Finished);
                     if let Some(error) = heard {
-                        let name = crate::job::job_name(&d.body);
+                        let name = crate::contract::envelope::job_name(&d.body);
                         let job = name.as_deref().unwrap_or(UNDECODABLE);
                         let waited = Duration::from_millis(d.waited_ms);
                         let r = JobRun::new(d.id, &self.queue, job, d.token.attempt(), waited);

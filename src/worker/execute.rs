@@ -171,7 +171,7 @@ async fn run(
             return outcome;
         }
         Err(e) => {
-            report.job = crate::job::job_name(&d.body).map(Cow::Owned);
+            report.job = crate::contract::envelope::job_name(&d.body).map(Cow::Owned);
             let error = format!("cannot run this body: {e}");
             tracing::error!(%error, "dead-lettered");
             return Outcome::Dead { error };

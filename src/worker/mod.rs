@@ -70,6 +70,7 @@ use ready::Readiness;
 use settle::{Event, Settler};
 
 pub use crate::contract::queues::MAX_DELAY;
+pub use crate::topic::Subscription;
 
 /// Settings shared by a worker's tasks.
 pub(crate) struct Shared {

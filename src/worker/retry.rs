@@ -39,7 +39,7 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// Exponential backoff capped at `max_delay` (must be positive; a cap over
-    /// [`MAX_DELAY`](super::MAX_DELAY) is cut to it), with jitter.
+    /// [`MAX_DELAY`](crate::contract::queues::MAX_DELAY) is cut to it), with jitter.
     pub fn exponential(max_delay: Duration) -> Result<Self> {
         if max_delay.is_zero() {
             return Err(Error::InvalidValue {
@@ -48,7 +48,7 @@ impl RetryPolicy {
             });
         }
         Ok(RetryPolicy {
-            max_delay: max_delay.min(super::MAX_DELAY),
+            max_delay: max_delay.min(crate::contract::queues::MAX_DELAY),
             jitter: true,
         })
     }
@@ -61,7 +61,7 @@ impl RetryPolicy {
 
     /// The delay after failed attempt `attempt` (1-based) of a job whose backoff is `base`.
     pub fn delay(&self, base: Duration, attempt: u32) -> Duration {
-        let max = self.max_delay.min(super::MAX_DELAY);
+        let max = self.max_delay.min(crate::contract::queues::MAX_DELAY);
         let exp = attempt.saturating_sub(1).min(63);
         let bound = base.checked_mul(1u32 << exp.min(31));
         let bound = match bound {

@@ -2,12 +2,11 @@
 //! counters, wake-ups and heartbeats, each under one lock.
 
 use super::MemoryBackend;
-use super::state::MemQueue;
 use crate::contract::backend::Backend;
 use crate::contract::leases::{Delivery, Fetched, MAX_COUNT, Settle, Settled, Token, score_count};
 use crate::contract::queues::{QueueOptions, SendMessage, Sent};
 use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
-use crate::{Error, JobId, Result};
+use crate::{JobId, Result};
 use std::time::Duration;
 use tokio::sync::broadcast;
 
@@ -291,17 +290,5 @@ impl Backend for MemoryBackend {
                 }
             }
         }
-    }
-}
-
-impl MemQueue {
-    pub(super) fn check_size(&self, maxlen: usize) -> Result<()> {
-        if self.maxsize != -1 && maxlen as i64 > self.maxsize {
-            return Err(Error::MessageTooLarge {
-                size: maxlen,
-                max: self.maxsize as usize,
-            });
-        }
-        Ok(())
     }
 }

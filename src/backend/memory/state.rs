@@ -2,10 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::JobId;
 use crate::contract::leases::Retention;
 use crate::contract::stats::{DeadLetter, MINUTES, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
+use crate::{Error, JobId, Result};
 
 /// One message.
 pub(super) struct Msg {
@@ -371,6 +371,19 @@ impl IdSource {
             self.last = Some(*id);
         }
         ids
+    }
+}
+
+impl MemQueue {
+    /// A message of `maxlen` bytes fits the queue's `maxsize`.
+    pub(super) fn check_size(&self, maxlen: usize) -> Result<()> {
+        if self.maxsize != -1 && maxlen as i64 > self.maxsize {
+            return Err(Error::MessageTooLarge {
+                size: maxlen,
+                max: self.maxsize as usize,
+            });
+        }
+        Ok(())
     }
 }
 

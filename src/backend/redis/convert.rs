@@ -1,6 +1,8 @@
-//! Redis's errors as redjob's: a refused write for lack of memory, and what an
-//! ACL refused named in the user's words.
+//! Between Redis's types and redjob's: Redis's errors as ours (a refused write
+//! for lack of memory, what an ACL refused named in the user's words), and a
+//! [`JobId`] as a command argument.
 
+use crate::JobId;
 use crate::error::Error;
 
 /// What the user's ACL refused, when `e` says so: a command, key or channel
@@ -55,6 +57,12 @@ impl From<redis::RedisError> for Error {
         } else {
             Error::Redis(e)
         }
+    }
+}
+
+impl redis::ToRedisArgs for JobId {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        out.write_arg(self.as_bytes())
     }
 }
 

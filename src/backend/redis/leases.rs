@@ -2,14 +2,15 @@
 //! counters, wake-ups and heartbeats, each one script call per batch.
 
 use super::replies;
-use super::scripts::{self, eval};
+use super::scripts::{self, eval, run};
 use super::{RedisBackend, info_replies, version_key};
 use crate::contract::admin::{Tick, Ticked};
 use crate::contract::backend::Backend;
 use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
 use crate::contract::queues::{QueueOptions, SendMessage, Sent};
 use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
-use crate::{JobId, Result};
+use crate::{Error, JobId, Result};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// The indexes of `items` grouped by priority, in order of first appearance.
@@ -23,6 +24,71 @@ fn by_priority<T>(items: &[T], priority: impl Fn(&T) -> i8) -> Vec<(i8, Vec<usiz
         }
     }
     groups
+}
+
+impl RedisBackend {
+    /// Worker `worker`'s hand-off registration on `queue` (see fetch.lua): "v2"
+    /// first, so that an earlier redjob's send, whose token this worker would
+    /// not read, hands it nothing (see hand_off in lib.lua).
+    fn registration(&self, queue: &str, worker: &str, lease: Duration) -> String {
+        format!(
+            "v2 {} {} {queue}",
+            crate::contract::backend::clamped_ms(lease),
+            self.ns.handoff(worker)
+        )
+    }
+
+    /// fetch.lua, with the worker's hand-off registration `reg` if any.
+    async fn fetch_registering(
+        &self,
+        queue: &str,
+        max: usize,
+        lease: Duration,
+        reg: Option<&str>,
+    ) -> Result<Fetched> {
+        let k = self.ns.queue(queue);
+        let mut levels = self.prioritized(queue);
+        loop {
+            let mut cmd = if levels {
+                eval(&scripts::FETCH, &k.fetch_all())
+            } else {
+                eval(&scripts::FETCH, &k.fetch())
+            };
+            cmd.arg(max.max(1))
+                .arg(crate::contract::backend::clamped_ms(lease));
+            if let Some(reg) = reg {
+                cmd.arg(reg);
+            }
+            let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
+            match replies::fetched(&v, max)? {
+                Some(f) => return Ok(f),
+                None if !levels => {
+                    levels = true;
+                    self.lock_prioritized().insert(queue.to_owned());
+                }
+                None => return Err(Error::Protocol("fetch asked for level keys twice".into())),
+            }
+        }
+    }
+
+    /// Runs calls of one script: alone in one round trip, or pipelined.
+    async fn run_all(
+        &self,
+        script: &redis::Script,
+        loaded: &AtomicBool,
+        mut cmds: Vec<redis::Cmd>,
+    ) -> Result<Vec<redis::Value>> {
+        let mut con = self.con.clone();
+        if cmds.len() == 1 {
+            let cmd = cmds.pop().expect("one command");
+            return Ok(vec![run(&mut con, script, &cmd).await?]);
+        }
+        let mut pipe = redis::pipe();
+        for cmd in cmds {
+            pipe.add_command(cmd);
+        }
+        scripts::run_pipeline(&mut con, &[(script, loaded)], &pipe).await
+    }
 }
 
 impl Backend for RedisBackend {

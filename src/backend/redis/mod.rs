@@ -1,18 +1,17 @@
 //! The Redis backend: RSMQ's layout, one script call per batch.
 
 mod admin;
-pub mod connection;
+pub(crate) mod connection;
 mod convert;
 mod inspect;
-pub(crate) mod keys;
+mod keys;
 mod leases;
 mod listen;
 mod live;
 mod poll;
 pub(crate) mod queues;
-pub(crate) mod replies;
-pub(crate) mod scripts;
-mod send;
+mod replies;
+mod scripts;
 mod topics;
 
 use std::collections::{HashMap, HashSet};
@@ -26,9 +25,7 @@ use queues::Rsmq;
 
 use crate::contract::admin::{Admin, admin_methods};
 use crate::contract::inspect::{Inspect, inspect_methods};
-use crate::contract::leases::Fetched;
 use crate::{Error, Result};
-use scripts::{eval, run};
 
 /// The wake-up connection's connect, subscribe and ping timeout.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -204,71 +201,8 @@ impl RedisBackend {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Worker `worker`'s hand-off registration on `queue` (see fetch.lua): "v2"
-    /// first, so that an earlier redjob's send, whose token this worker would
-    /// not read, hands it nothing (see hand_off in lib.lua).
-    fn registration(&self, queue: &str, worker: &str, lease: Duration) -> String {
-        format!(
-            "v2 {} {} {queue}",
-            crate::contract::backend::clamped_ms(lease),
-            self.ns.handoff(worker)
-        )
-    }
-
-    /// fetch.lua, with the worker's hand-off registration `reg` if any.
-    async fn fetch_registering(
-        &self,
-        queue: &str,
-        max: usize,
-        lease: Duration,
-        reg: Option<&str>,
-    ) -> Result<Fetched> {
-        let k = self.ns.queue(queue);
-        let mut levels = self.prioritized(queue);
-        loop {
-            let mut cmd = if levels {
-                eval(&scripts::FETCH, &k.fetch_all())
-            } else {
-                eval(&scripts::FETCH, &k.fetch())
-            };
-            cmd.arg(max.max(1))
-                .arg(crate::contract::backend::clamped_ms(lease));
-            if let Some(reg) = reg {
-                cmd.arg(reg);
-            }
-            let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
-            match replies::fetched(&v, max)? {
-                Some(f) => return Ok(f),
-                None if !levels => {
-                    levels = true;
-                    self.lock_prioritized().insert(queue.to_owned());
-                }
-                None => return Err(Error::Protocol("fetch asked for level keys twice".into())),
-            }
-        }
-    }
-
     fn prioritized(&self, queue: &str) -> bool {
         self.lock_prioritized().contains(queue)
-    }
-
-    /// Runs calls of one script: alone in one round trip, or pipelined.
-    async fn run_all(
-        &self,
-        script: &redis::Script,
-        loaded: &AtomicBool,
-        mut cmds: Vec<redis::Cmd>,
-    ) -> Result<Vec<redis::Value>> {
-        let mut con = self.con.clone();
-        if cmds.len() == 1 {
-            let cmd = cmds.pop().expect("one command");
-            return Ok(vec![run(&mut con, script, &cmd).await?]);
-        }
-        let mut pipe = redis::pipe();
-        for cmd in cmds {
-            pipe.add_command(cmd);
-        }
-        scripts::run_pipeline(&mut con, &[(script, loaded)], &pipe).await
     }
 
     /// The RSMQ queue API on the same connection and namespace.

@@ -5,10 +5,10 @@ use std::sync::atomic::AtomicBool;
 
 use redis::Cmd;
 
-use super::connection::WaitForReplicas;
-use super::keys::QueueKeys;
-use super::queues::{BATCH_BYTES, BATCH_MESSAGES, Rsmq};
-use super::scripts::{self, Reply};
+use super::{BATCH_BYTES, BATCH_MESSAGES, Rsmq};
+use crate::backend::redis::connection::WaitForReplicas;
+use crate::backend::redis::keys::QueueKeys;
+use crate::backend::redis::scripts::{self, Reply};
 use crate::contract::queues::{MessageId, Queues, SendMessage, SendOutcome, Sent, When, validate};
 use crate::id::send_suffixes;
 use crate::{Error, JobId, Result};

@@ -1,5 +1,7 @@
 //! The RSMQ handle: queues in RSMQ's Redis layout, and [`Queues`] on it.
 
+mod send;
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -17,9 +19,9 @@ use crate::backend::redis::scripts::{self, Reply};
 use crate::{Error, JobId, Result};
 
 /// Most messages per script call of a batch send (Lua's `unpack` has limits).
-pub(super) const BATCH_MESSAGES: usize = 1000;
+const BATCH_MESSAGES: usize = 1000;
 /// Most body bytes per script call of a batch send.
-pub(super) const BATCH_BYTES: usize = 4 << 20;
+const BATCH_BYTES: usize = 4 << 20;
 /// Most messages one receive asks the script for: Lua prints integers of 15 digits
 /// or more in exponent form, which ZRANGEBYSCORE's LIMIT refuses. No queue holds
 /// more, so a larger `n` (even `usize::MAX`) means the same.
@@ -59,13 +61,13 @@ impl RsmqConfig {
 /// A handle on RSMQ queues in one Redis namespace. Cheap to clone.
 #[derive(Clone)]
 pub struct Rsmq {
-    pub(super) con: Connection,
-    pub(super) send_loaded: Arc<AtomicBool>,
-    pub(super) unique_loaded: Arc<AtomicBool>,
-    pub(super) ns: Namespace,
-    pub(super) realtime: bool,
+    con: Connection,
+    send_loaded: Arc<AtomicBool>,
+    unique_loaded: Arc<AtomicBool>,
+    ns: Namespace,
+    realtime: bool,
     /// Whether each send waits for replicas (see [`WaitForReplicas`]).
-    pub(super) wait: Option<WaitForReplicas>,
+    wait: Option<WaitForReplicas>,
 }
 
 impl std::fmt::Debug for Rsmq {
