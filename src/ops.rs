@@ -28,3 +28,4 @@ pub use crate::contract::admin::{
     Tick, Ticked, Ticks, WorkerInfo,
 };
 pub use crate::contract::leases::Retention;
+pub use crate::contract::settings::{InForce, QueueSettings};

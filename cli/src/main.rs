@@ -6,6 +6,7 @@ mod dead;
 mod jobs;
 mod live;
 mod queues;
+mod settings;
 mod show;
 mod topics;
 mod web;

@@ -10,6 +10,7 @@ use redjob::queue::Queues;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::settings;
 use crate::show::{self, table};
 use crate::{Ctx, Failure, Outcome};
 
@@ -38,6 +39,10 @@ pub enum QueueCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// The queue's settings in force for every worker (stored with the
+    /// queue, else the defaults), and changing them: how many dead letters it
+    /// keeps and for how long.
+    Settings(settings::SettingsArgs),
     /// Deletes the queue with its jobs, dead letters and counters.
     Delete {
         /// The queue.
@@ -209,15 +214,21 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 "totalsent": a.totalsent,
                 "totalrecv": a.totalrecv,
             });
+            let stored = c.settings(&queue).await?;
             if ctx.json {
                 let mut v = l.json();
                 v["settings"] = settings;
+                v["queue_settings"] = settings::json(&stored);
                 return show::json(&v);
             }
             table(&HEAD, &[l.row()]);
             println!();
             for (k, v) in settings.as_object().into_iter().flatten() {
                 println!("{k:<10}{v}");
+            }
+            println!();
+            for line in settings::lines(&stored) {
+                println!("{line}");
             }
             Ok(())
         }
@@ -240,6 +251,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 &format!("deleted {n} jobs"),
             )
         }
+        QueueCommand::Settings(args) => settings::settings(ctx, args).await,
         QueueCommand::Delete { queue, yes } => {
             c.queues().attributes(&queue).await?;
             show::confirm(

@@ -198,3 +198,20 @@ pub fn duration(s: &str) -> Result<Duration, String> {
         .map(Duration::from_millis)
         .ok_or_else(|| format!("{s:?} is too long"))
 }
+
+/// A duration as `duration` reads it, in its largest whole unit: `30d`, `90m`,
+/// `1500ms`.
+pub fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, n) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms >= n && ms.is_multiple_of(n) {
+            return format!("{}{unit}", ms / n);
+        }
+    }
+    format!("{ms}ms")
+}

@@ -204,6 +204,110 @@ async fn pause_resume_purge_and_delete_a_queue_destructive_ones_asking_first() {
 }
 
 #[tokio::test]
+async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worker() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    let v = cli(&url, &["queue", "settings", "mail", "--json"])
+        .await
+        .json();
+    assert_eq!(v["queue"], "mail");
+    assert_eq!(
+        v["dead_letters"],
+        json!({"max_count": 10000, "max_age_ms": 30u64 * 86_400_000, "stored": false})
+    );
+    let text = cli(&url, &["queue", "settings", "mail"])
+        .await
+        .ok()
+        .to_string();
+    assert!(text.contains("10000") && text.contains("30d"), "{text}");
+    assert!(text.contains("default"), "{text}");
+
+    // one limit changed, the other kept as it was in force
+    let v = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--dead-max-count",
+            "2",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(
+        v["dead_letters"],
+        json!({"max_count": 2, "max_age_ms": 30u64 * 86_400_000, "stored": true})
+    );
+    let stored = client.settings("mail").await.unwrap().dead_letters.unwrap();
+    assert_eq!(
+        (stored.max_count, stored.max_age),
+        (Some(2), Some(Duration::from_secs(30 * 86_400)))
+    );
+    // in force at the next dead letter, whatever the settling worker asks
+    dead_letter_due(&client, &["again".to_string()]).await;
+    assert_eq!(client.counts("mail").await.unwrap().dead, 2);
+
+    let v = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--dead-max-age",
+            "none",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(
+        v["dead_letters"],
+        json!({"max_count": 2, "max_age_ms": null, "stored": true})
+    );
+    let show = cli(&url, &["queue", "show", "mail"]).await.ok().to_string();
+    assert!(
+        show.lines().any(|l| l.starts_with("dead letters: at most")
+            && l.contains(" 2 ")
+            && l.contains("stored with the queue")),
+        "{show}"
+    );
+    let v = cli(&url, &["queue", "show", "mail", "--json"]).await.json();
+    assert_eq!(v["queue_settings"]["dead_letters"]["max_count"], 2);
+
+    // bad input: a clear error, nothing stored
+    // (a bad value is the argument parser's usage error, code 2)
+    for (args, says) in [
+        (["--dead-max-count", "0"], "give a count from 1, or none"),
+        (["--dead-max-age", "5"], "add a unit"),
+    ] {
+        let r = cli(
+            &url,
+            &[&["queue", "settings", "mail"][..], &args[..]].concat(),
+        )
+        .await;
+        assert!(r.code == 2 && r.err.contains(says), "{}", r.err);
+    }
+    cli(
+        &url,
+        &["queue", "settings", "nope", "--dead-max-count", "3"],
+    )
+    .await
+    .failed(r#"queue "nope" not found"#);
+    assert_eq!(
+        client
+            .settings("mail")
+            .await
+            .unwrap()
+            .dead_letters
+            .unwrap()
+            .max_count,
+        Some(2)
+    );
+}
+
+#[tokio::test]
 async fn jobs_peek_show_list_by_page_cancel_and_run_now() {
     let (server, client) = setup().await;
     let url = server.url();

@@ -8,6 +8,7 @@ use crate::contract::admin::{Tick, Ticked};
 use crate::contract::inspect::StateCounts;
 use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
 use crate::contract::queues::{QueueOptions, Queues, SendMessage, Sent};
+use crate::contract::settings::QueueSettings;
 use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
 use crate::{JobId, Result};
 
@@ -191,6 +192,22 @@ pub trait Backend: Clone + Send + Sync + 'static {
     fn beat(&self, id: &str, beat: &[u8], ttl: Duration)
     -> impl Future<Output = Result<()>> + Send;
 
+    /// Stores `settings` (a worker's builder values) for `queue` where it has
+    /// none stored, leaving stored ones alone, and returns the settings stored
+    /// after it: those are in force for every worker (see
+    /// [`QueueSettings`](crate::ops::QueueSettings)).
+    /// [`Error::QueueNotFound`](crate::Error::QueueNotFound) when the queue does
+    /// not exist (yet). The default stores nothing, for a backend that keeps
+    /// no settings: each worker's own values apply.
+    fn init_settings(
+        &self,
+        queue: &str,
+        settings: &QueueSettings,
+    ) -> impl Future<Output = Result<QueueSettings>> + Send {
+        let _ = (queue, settings);
+        async { Ok(QueueSettings::default()) }
+    }
+
     /// Moves worker `id`'s registration on, keeping its beat: it then runs out
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
     /// backend without a clock of its own adds to the entry's end). False when
@@ -271,6 +288,7 @@ macro_rules! backend_methods {
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<()>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<bool>;
+            async fn init_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             fn real_time() -> bool;
         }
     };

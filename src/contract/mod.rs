@@ -11,6 +11,8 @@
 //! - [`queues`]: [`Queues`](queues::Queues), RSMQ's operations, with their
 //!   messages, options and validation rules.
 //! - [`stats`]: counters, the last hour by minute, dead letters.
+//! - [`settings`]: [`QueueSettings`](settings::QueueSettings), stored with a
+//!   queue, in force for every worker.
 //! - [`inspect`]: [`Inspect`](inspect::Inspect), what is in a queue.
 //! - [`admin`]: [`Admin`](admin::Admin), acting on queues and dead letters;
 //!   periodic ticks and worker heartbeats.
@@ -27,5 +29,6 @@ pub(crate) mod forward;
 pub(crate) mod inspect;
 pub(crate) mod leases;
 pub(crate) mod queues;
+pub(crate) mod settings;
 pub(crate) mod stats;
 pub(crate) mod topics;

@@ -13,6 +13,7 @@ use super::{RetryPolicy, Shared, Worker};
 use crate::contract::backend::Backend;
 use crate::contract::leases::Retention;
 use crate::contract::queues::validate;
+use crate::contract::settings::QueueSettings;
 use crate::contract::topics::Topics;
 use crate::job::Job;
 use crate::job::JobError;
@@ -55,7 +56,7 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     signals: bool,
     shutdown: Option<CancellationToken>,
     unknown_jobs_retry_for: Duration,
-    retention: Retention,
+    retention: Option<Retention>,
     periodic: Vec<super::Periodic>,
     hooks: Vec<Arc<dyn super::Hooks>>,
     metrics: bool,
@@ -82,7 +83,7 @@ impl<B: Backend> WorkerBuilder<B> {
             signals: true,
             shutdown: None,
             unknown_jobs_retry_for: Duration::from_secs(3600),
-            retention: Retention::default(),
+            retention: None,
             periodic: Vec::new(),
             hooks: Vec::new(),
             metrics: true,
@@ -378,12 +379,19 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// How many dead letters each queue keeps: each time this worker
+    /// How many dead letters each queue keeps: each time a worker
     /// dead-letters jobs, the oldest beyond `max_count` and those older than
     /// `max_age` are deleted (at most 1,000 more than it adds per call, so a
-    /// lowered limit is reached over the following dead letters). Workers on
-    /// one queue should agree: each enforces its own limits. Defaults to
-    /// [`Retention::default`]: 10,000 letters and 30 days.
+    /// lowered limit is reached over the following dead letters).
+    ///
+    /// The value is a queue's setting, stored with the queue
+    /// ([`QueueSettings`](crate::ops::QueueSettings)): this one is stored for
+    /// each of the worker's queues that has none stored yet, and the stored
+    /// one is in force for every worker, whatever its builder says (an
+    /// operator changes it with `redjob queue settings`, the dashboard or
+    /// [`Admin::set_settings`](crate::ops::Admin::set_settings)). Without a
+    /// stored value or this call, [`Retention::default`]: 10,000 letters and
+    /// 30 days.
     ///
     /// ```
     /// use std::time::Duration;
@@ -402,7 +410,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # Ok::<(), redjob::Error>(())
     /// ```
     pub fn dead_letter_retention(mut self, retention: Retention) -> Self {
-        self.retention = retention;
+        self.retention = Some(retention);
         self
     }
 
@@ -550,7 +558,10 @@ impl<B: Backend> WorkerBuilder<B> {
         if self.poll_interval.is_zero() {
             return Err(invalid("poll_interval", "must be positive".into()));
         }
-        if self.retention.max_count == Some(0) || self.retention.max_age == Some(Duration::ZERO) {
+        if self
+            .retention
+            .is_some_and(|r| r.max_count == Some(0) || r.max_age == Some(Duration::ZERO))
+        {
             return Err(invalid(
                 "dead_letter_retention",
                 "limits must be positive (None for no limit)".into(),
@@ -596,7 +607,7 @@ impl<B: Backend> WorkerBuilder<B> {
             data: self.data,
             unknown_jobs_retry_for: self.unknown_jobs_retry_for,
             readiness: super::ready::Readiness::new(self.queues.len()),
-            retention: self.retention,
+            retention: self.retention.unwrap_or_default(),
             observer: super::observe::Observer::new(self.hooks),
             metrics: self.metrics,
             sample_every: self.metrics_interval.filter(|_| self.metrics),
@@ -613,6 +624,9 @@ impl<B: Backend> WorkerBuilder<B> {
             grace: self.grace,
             signals: self.signals,
             shutdown: self.shutdown.unwrap_or_default(),
+            settings: QueueSettings {
+                dead_letters: self.retention,
+            },
         })
     }
 }

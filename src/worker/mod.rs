@@ -40,6 +40,7 @@ mod periodic;
 mod ready;
 mod registry;
 mod retry;
+mod settings;
 mod settle;
 mod subscriber;
 
@@ -63,6 +64,7 @@ pub use tokio_util::sync::CancellationToken;
 use crate::Result;
 use crate::backend::any::AnyBackend;
 use crate::contract::backend::Backend;
+use crate::contract::settings::QueueSettings;
 use crate::job::data::Data;
 use dispatch::Dispatcher;
 use leases::Leases;
@@ -115,6 +117,8 @@ pub struct Worker<B: Backend = AnyBackend> {
     grace: Duration,
     signals: bool,
     shutdown: CancellationToken,
+    /// The builder's settings, stored with each queue where none is.
+    settings: QueueSettings,
 }
 
 impl<B: Backend> std::fmt::Debug for Worker<B> {
@@ -279,6 +283,13 @@ impl<B: Backend> Worker<B> {
             started: tokio::time::Instant::now(),
         });
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
+        infra.spawn(settings::init(
+            self.backend.clone(),
+            self.queues.iter().map(|(q, _)| q.clone()).collect(),
+            self.settings,
+            self.shared.lease / 3,
+            stop.clone(),
+        ));
         infra.spawn(withdraw_when_full(
             self.backend.clone(),
             self.shared.clone(),

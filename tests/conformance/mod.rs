@@ -11,6 +11,7 @@ pub mod live;
 pub mod ops;
 pub mod priorities;
 pub mod queues;
+pub mod settings;
 pub mod topics;
 pub mod unique;
 pub mod worker;
@@ -315,6 +316,10 @@ macro_rules! conformance_suite {
             dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear,
             purge_deletes_every_job_but_keeps_dead_letters_and_the_queue,
             run_now_makes_a_scheduled_job_due_keeping_its_attempts_and_wakes_a_worker);
+        $crate::conformance_suite!(@settings $setup, #[$attr],
+            settings_are_stored_with_the_queue_and_go_with_it,
+            the_stored_retention_is_in_force_over_the_workers,
+            a_workers_retention_is_stored_only_where_none_is);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
             requeue_all_takes_each_letter_once_while_a_worker_kills_them_again,
             delete_matching_leaves_the_letters_that_die_after_it_starts,

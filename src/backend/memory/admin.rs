@@ -10,6 +10,7 @@ use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread};
 use crate::contract::inspect::{self, Cursor, JobState, Page};
 use crate::contract::leases::{LEGACY_LEASED_MS, score_count};
 use crate::contract::queues::validate;
+use crate::contract::settings::QueueSettings;
 use crate::{JobId, Result};
 
 impl MemoryBackend {
@@ -32,6 +33,20 @@ impl Admin for MemoryBackend {
             self.notify(queue);
         }
         Ok(())
+    }
+
+    async fn settings(&self, queue: &str) -> Result<QueueSettings> {
+        validate::queue_name(queue)?;
+        let st = self.lock();
+        Ok(st
+            .queues
+            .get(queue)
+            .ok_or_else(|| not_found(queue))?
+            .settings)
+    }
+
+    async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
+        self.store_settings(queue, s, true)
     }
 
     async fn is_paused(&self, queue: &str) -> Result<bool> {

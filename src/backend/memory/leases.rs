@@ -5,6 +5,7 @@ use super::MemoryBackend;
 use crate::contract::backend::Backend;
 use crate::contract::leases::{Delivery, Fetched, MAX_COUNT, Settle, Settled, Token, score_count};
 use crate::contract::queues::{QueueOptions, SendMessage, Sent};
+use crate::contract::settings::QueueSettings;
 use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
 use crate::{JobId, Result};
 use std::time::Duration;
@@ -40,6 +41,10 @@ impl Backend for MemoryBackend {
     async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
         self.beat_now(id, beat, ttl);
         Ok(())
+    }
+
+    async fn init_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
+        self.store_settings(queue, s, false)
     }
 
     async fn touch(&self, id: &str, ttl: Duration, _since: Duration) -> Result<bool> {
@@ -190,7 +195,9 @@ impl Backend for MemoryBackend {
             q.kill(&d.id, d.error.clone(), d.token.attempt(), now);
         }
         if !dead.is_empty() {
-            q.trim_dead(now, batch.retention, dead.len() + 1000);
+            // the retention stored with the queue is in force over the worker's
+            let retention = q.settings.dead_letters.unwrap_or(batch.retention);
+            q.trim_dead(now, retention, dead.len() + 1000);
         }
         let s = &mut q.stats;
         s.processed += acks.len() as u64;

@@ -20,6 +20,7 @@ mod inspect;
 mod leases;
 mod live;
 mod queues;
+mod settings;
 mod state;
 mod topics;
 

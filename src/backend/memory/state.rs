@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::contract::leases::Retention;
+use crate::contract::settings::QueueSettings;
 use crate::contract::stats::{DeadLetter, MINUTES, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
 use crate::{Error, JobId, Result};
@@ -47,6 +48,8 @@ pub(super) struct MemQueue {
     pub dead_msgs: HashMap<JobId, (DeadLetter, i8)>,
     /// Workers lease nothing (see `pause.lua`).
     pub paused: bool,
+    /// The settings stored for the queue (settings.lua's hash fields).
+    pub settings: QueueSettings,
     pub stats: QueueStats,
     /// The last hour's settled runs: `(minute, processed, failed)` at
     /// `minute % MINUTES`, as complete.lua keeps them.
@@ -73,6 +76,7 @@ impl MemQueue {
             levels: BTreeMap::new(),
             msgs: HashMap::new(),
             dead: BTreeSet::new(),
+            settings: QueueSettings::default(),
             dead_msgs: HashMap::new(),
             paused: false,
             stats: QueueStats::default(),

@@ -10,9 +10,11 @@ use redis::{Cmd, Value};
 use crate::backend::redis::connection::Connection;
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
+use crate::backend::redis::settings::{self, Mode};
 use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread};
 use crate::contract::inspect::{self, Cursor, JobInfo, JobState, MAX_PAGE, Page};
 use crate::contract::queues::validate;
+use crate::contract::settings::QueueSettings;
 use crate::{Error, JobId, Result};
 
 /// About how many members one purge.lua call scans.
@@ -126,6 +128,14 @@ impl Admin for Rsmq {
 
     async fn resume(&self, queue: &str) -> Result<()> {
         pause(self, queue, "0").await.map(drop)
+    }
+
+    async fn settings(&self, queue: &str) -> Result<QueueSettings> {
+        settings::call(self, queue, Mode::Get, &QueueSettings::default()).await
+    }
+
+    async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
+        settings::call(self, queue, Mode::Set, s).await
     }
 
     async fn is_paused(&self, queue: &str) -> Result<bool> {

@@ -8,6 +8,7 @@ use crate::contract::admin::{Tick, Ticked};
 use crate::contract::backend::Backend;
 use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
 use crate::contract::queues::{QueueOptions, SendMessage, Sent};
+use crate::contract::settings::QueueSettings;
 use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
 use crate::{Error, JobId, Result};
 use std::sync::atomic::AtomicBool;
@@ -120,6 +121,10 @@ impl Backend for RedisBackend {
 
     async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
         self.rsmq.beat(id, beat, ttl).await
+    }
+
+    async fn init_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
+        super::settings::call(&self.rsmq, queue, super::settings::Mode::Default, s).await
     }
 
     async fn touch(&self, id: &str, _ttl: Duration, since: Duration) -> Result<bool> {

@@ -12,6 +12,7 @@ mod poll;
 pub(crate) mod queues;
 mod replies;
 mod scripts;
+mod settings;
 mod topics;
 
 use std::collections::{HashMap, HashSet};

@@ -44,6 +44,7 @@ scripts! {
     PEEK => "peek.lua",
     CANCEL => "cancel.lua",
     PAUSE => "pause.lua",
+    SETTINGS => "settings.lua",
     DEAD => "dead.lua",
     DEAD_REQUEUE => "dead_requeue.lua",
     DEAD_DELETE => "dead_delete.lua",

@@ -13,6 +13,7 @@ pub(crate) use workers::{Beat, BeatJob, host_name};
 pub use workers::{BeatSchedule, RunningJob, WorkerInfo};
 
 use crate::contract::inspect::{Cursor, Inspect, JobState, MAX_PAGE, Page};
+use crate::contract::settings::QueueSettings;
 use crate::{JobId, Result};
 
 /// Operations on queues and their dead letters, on Redis and in memory alike.
@@ -178,6 +179,34 @@ pub trait Admin: Inspect {
         }
     }
 
+    /// The settings stored for `queue` (see [`QueueSettings`]);
+    /// [`Error::QueueNotFound`](crate::Error::QueueNotFound) when it does not exist.
+    fn settings(&self, queue: &str) -> impl Future<Output = Result<QueueSettings>> + Send;
+
+    /// Stores the settings `settings` gives (`Some`) for `queue`, in force for
+    /// every worker from its next settle on, over whatever was stored; the
+    /// others stay. Returns the settings stored after the change.
+    ///
+    /// ```
+    /// use redjob::ops::{Admin, QueueSettings, Retention};
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::queue::Queues;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail", Default::default()).await?;
+    /// assert!(q.settings("mail").await?.is_empty());
+    /// let keep = Retention { max_count: Some(100), max_age: None };
+    /// q.set_settings("mail", &QueueSettings::dead_letters(keep)).await?;
+    /// assert_eq!(q.settings("mail").await?.dead_letters, Some(keep));
+    /// # Ok(()) }
+    /// ```
+    fn set_settings(
+        &self,
+        queue: &str,
+        settings: &QueueSettings,
+    ) -> impl Future<Output = Result<QueueSettings>> + Send;
+
     /// Up to `n` dead letters that match `query`, in its order, after `after`.
     /// Filters are applied as pages are read, so a page may read many letters
     /// to find `n` matches (a queue keeps 10,000 by default, see [`Retention`](crate::ops::Retention)).
@@ -265,6 +294,8 @@ macro_rules! admin_methods {
             async fn delete_dead_matching(queue: &str, query: &$crate::contract::admin::DeadQuery) -> $crate::Result<u64>;
             async fn workers() -> $crate::Result<Vec<$crate::contract::admin::WorkerInfo>>;
             async fn ticks(queue: &str, names: &[&str]) -> $crate::Result<Vec<$crate::contract::admin::Ticks>>;
+            async fn settings(queue: &str) -> $crate::Result<$crate::contract::settings::QueueSettings>;
+            async fn set_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
         }
     };
 }

@@ -1,0 +1,100 @@
+//! `queue settings`: a queue's settings in force (stored with the queue, else
+//! the defaults), and changing them for every worker at once.
+
+use std::time::Duration;
+
+use clap::Args;
+use redjob::ops::{Admin, QueueSettings, Retention};
+use serde_json::{Value, json};
+
+use crate::show;
+use crate::{Ctx, Outcome};
+
+#[derive(Args)]
+pub struct SettingsArgs {
+    /// The queue.
+    queue: String,
+    /// The most dead letters the queue keeps, or `none` for no limit.
+    #[arg(long, value_parser = limit)]
+    dead_max_count: Option<Limit<u64>>,
+    /// The oldest a dead letter gets (`30d`, `12h`...), or `none` for no limit.
+    #[arg(long, value_parser = age)]
+    dead_max_age: Option<Limit<Duration>>,
+}
+
+/// A limit given on the command line: a value, or `none`.
+#[derive(Clone, Copy)]
+pub struct Limit<T>(Option<T>);
+
+fn limit(s: &str) -> Result<Limit<u64>, String> {
+    if s == "none" {
+        return Ok(Limit(None));
+    }
+    match s.parse::<u64>() {
+        Ok(0) | Err(_) => Err(format!("{s:?}: give a count from 1, or none")),
+        Ok(n) => Ok(Limit(Some(n))),
+    }
+}
+
+fn age(s: &str) -> Result<Limit<Duration>, String> {
+    if s == "none" {
+        return Ok(Limit(None));
+    }
+    match show::duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?}: give an age above 0, or none")),
+        d => Ok(Limit(Some(d))),
+    }
+}
+
+/// The settings in force as JSON: each value, and whether it is stored with
+/// the queue or the default.
+pub fn json(s: &QueueSettings) -> Value {
+    let dead = s.in_force().dead_letters;
+    json!({
+        "dead_letters": {
+            "max_count": dead.max_count,
+            "max_age_ms": dead.max_age.map(|d| d.as_millis() as u64),
+            "stored": s.dead_letters.is_some(),
+        }
+    })
+}
+
+/// The settings in force as lines of text.
+pub fn lines(s: &QueueSettings) -> Vec<String> {
+    let dead = s.in_force().dead_letters;
+    let from = if s.dead_letters.is_some() {
+        "stored with the queue"
+    } else {
+        "default"
+    };
+    let count = dead.max_count.map_or("none".into(), |n| n.to_string());
+    let age = dead.max_age.map_or("none".into(), show::duration_text);
+    vec![
+        format!("{:<24}{count:<10}{from}", "dead letters: at most"),
+        format!("{:<24}{age:<10}{from}", "dead letters: for"),
+    ]
+}
+
+pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
+    let c = &ctx.client;
+    let mut s = c.settings(&args.queue).await?;
+    if args.dead_max_count.is_some() || args.dead_max_age.is_some() {
+        let now = s.in_force().dead_letters;
+        let dead = Retention {
+            max_count: args.dead_max_count.map_or(now.max_count, |l| l.0),
+            max_age: args.dead_max_age.map_or(now.max_age, |l| l.0),
+        };
+        s = c
+            .set_settings(&args.queue, &QueueSettings::dead_letters(dead))
+            .await?;
+    }
+    if ctx.json {
+        let mut v = json(&s);
+        v["queue"] = json!(args.queue);
+        return show::json(&v);
+    }
+    for line in lines(&s) {
+        println!("{line}");
+    }
+    Ok(())
+}

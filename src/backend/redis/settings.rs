@@ -1,0 +1,56 @@
+//! A queue's settings on Redis: fields of its hash, read and written by
+//! `settings.lua` in one call; `complete.lua` reads the dead-letter retention
+//! from them as it dead-letters.
+
+use super::queues::Rsmq;
+use super::scripts::{self, Reply};
+use crate::contract::queues::validate;
+use crate::contract::settings::QueueSettings;
+use crate::{Error, Result};
+
+/// What a `settings.lua` call does.
+#[derive(Clone, Copy)]
+pub(super) enum Mode {
+    /// Reads only.
+    Get,
+    /// Stores over what is stored.
+    Set,
+    /// Stores only where nothing is stored.
+    Default,
+}
+
+/// `settings.lua`: the queue's settings after storing `settings` by `mode`.
+pub(super) async fn call(
+    rsmq: &Rsmq,
+    queue: &str,
+    mode: Mode,
+    settings: &QueueSettings,
+) -> Result<QueueSettings> {
+    validate::queue_name(queue)?;
+    settings.check()?;
+    let (mut con, k) = rsmq.parts(queue);
+    let mut cmd = scripts::eval(&scripts::SETTINGS, &[&k.hash]);
+    cmd.arg(match mode {
+        Mode::Get => "get",
+        Mode::Set => "set",
+        Mode::Default => "default",
+    })
+    .arg(QueueSettings::FIELDS.len())
+    .arg(&QueueSettings::FIELDS[..]);
+    for v in settings.encode() {
+        cmd.arg(v.unwrap_or_default());
+    }
+    let v = scripts::run(&mut con, &scripts::SETTINGS, &cmd).await?;
+    let (code, mut r) = Reply::status(&v)?;
+    if code == -1 {
+        return Err(Error::QueueNotFound { name: queue.into() });
+    }
+    let mut values = Vec::with_capacity(QueueSettings::FIELDS.len());
+    for _ in QueueSettings::FIELDS {
+        values.push(
+            r.opt_bytes()?
+                .map(|b| String::from_utf8_lossy(b).into_owned()),
+        );
+    }
+    QueueSettings::decode(&values)
+}
