@@ -2,6 +2,8 @@
 //! through redjob's operations API, and redirects to the page it came from
 //! with a note of what it did.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::HeaderMap;
@@ -9,14 +11,14 @@ use axum::response::{IntoResponse, Redirect, Response};
 use redjob::JobId;
 use redjob::backend::Backend;
 use redjob::inspect::{Cancelled, Inspect, JobState};
-use redjob::ops::{Admin, Spread};
+use redjob::ops::{Admin, QueueSettings, Retention, Spread};
 use redjob::queue::{QueueOptions, SendMessage};
 use redjob::topic::{EventId, Start};
 
 use crate::Ctx;
 use crate::ctx::{NOTE_COOKIE, allowed};
 use crate::error::{WebError, WebResult};
-use crate::fmt::num;
+use crate::fmt::{limit_text, num, parse_limit_ms};
 use crate::layout::seg;
 use crate::params::{DeadFilter, parse_id};
 
@@ -94,7 +96,7 @@ async fn on_queue(
     action: &str,
     body: Bytes,
 ) -> WebResult<Response> {
-    checked(&ctx, &headers, &body)?;
+    let fields = checked(&ctx, &headers, &body)?;
     let c = &ctx.app.client;
     let note = match action {
         "pause" => {
@@ -106,6 +108,28 @@ async fn on_queue(
             "Resumed.".to_string()
         }
         "purge" => format!("Deleted {} jobs.", num(c.purge_queue(&queue).await?)),
+        "settings" => {
+            let bad = |e: String| WebError::BadRequest(e);
+            let count = match fields.get("dead_max_count").map(str::trim) {
+                None | Some("") | Some("none") => None,
+                Some(n) => match n.parse::<u64>() {
+                    Ok(n) if n > 0 => Some(n),
+                    _ => return Err(bad(format!("{n:?}: give a count from 1, or none"))),
+                },
+            };
+            let age = parse_limit_ms(fields.get("dead_max_age").unwrap_or("")).map_err(bad)?;
+            let dead = Retention {
+                max_count: count,
+                max_age: age.map(Duration::from_millis),
+            };
+            c.set_settings(&queue, &QueueSettings::dead_letters(dead))
+                .await?;
+            format!(
+                "Saved: dead letters at most {}, for {}, for every worker.",
+                count.map_or("none".into(), num),
+                age.map_or("none".into(), limit_text)
+            )
+        }
         other => return Err(WebError::NotFound(format!("no queue action {other:?}"))),
     };
     Ok(back(&ctx, &format!("/queues/{}", seg(&queue)), &note))

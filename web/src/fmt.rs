@@ -27,6 +27,49 @@ pub(crate) fn when(ms: u64) -> String {
         )
 }
 
+/// A limit of `ms` as the settings form reads it back: its largest whole
+/// unit, `30d`, `90m`, `1500ms`.
+pub(crate) fn limit_text(ms: u64) -> String {
+    for (unit, n) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms >= n && ms.is_multiple_of(n) {
+            return format!("{}{unit}", ms / n);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// A limit as typed in the settings form: `none` (or nothing) for no limit,
+/// else a number of `ms`, `s`, `m`, `h` or `d`.
+pub(crate) fn parse_limit_ms(s: &str) -> Result<Option<u64>, String> {
+    let s = s.trim();
+    if s.is_empty() || s == "none" {
+        return Ok(None);
+    }
+    let split = s
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{s:?}: add a unit (ms, s, m, h, d)"))?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| format!("{s:?} is not an age"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?}: the unit is ms, s, m, h or d")),
+    };
+    match n.checked_mul(ms) {
+        Some(0) => Err(format!("{s:?}: give an age above 0, or none")),
+        Some(ms) => Ok(Some(ms)),
+        None => Err(format!("{s:?} is too long")),
+    }
+}
+
 /// A span of ms as `3d 4h`, `5m 20s`, `1.2s`, `40ms`: its two largest units.
 pub(crate) fn span(ms: u64) -> String {
     const UNITS: [(u64, &str); 4] = [

@@ -7,13 +7,14 @@ use maud::{Markup, html};
 use redjob::JobId;
 use redjob::backend::Backend;
 use redjob::inspect::{Cursor, Inspect, JobInfo, JobState};
+use redjob::ops::{Admin, QueueSettings};
 use redjob::queue::Queues;
 use serde::Deserialize;
 
 use super::overview::line;
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
-use crate::fmt::{job_type, num, preview, relative, shorten};
+use crate::fmt::{job_type, limit_text, num, preview, relative, shorten};
 use crate::layout::{Nav, button, link_button, query, render, seg};
 
 #[derive(Deserialize, Default)]
@@ -51,6 +52,7 @@ pub(crate) async fn page(
         .await?
         .ok_or_else(|| WebError::NotFound(format!("no queue {queue:?}")))?;
     let attrs = client.queues().attributes(&queue).await?;
+    let settings = client.settings(&queue).await?;
     let (state, key, _) = TABS
         .iter()
         .find(|(_, k, _)| Some(*k) == q.state.as_deref())
@@ -102,6 +104,7 @@ pub(crate) async fn page(
             "Lease " (attrs.vt) " s · delay " (attrs.delay) " s · maxsize "
             @if attrs.maxsize < 0 { "none" } @else { (attrs.maxsize) " bytes" }
         }
+        (settings_form(&ctx, &qpath, &settings))
         nav.tabs aria-label="Jobs by state" {
             @for (s, k, label) in TABS {
                 a href=(ctx.link(&format!("{qpath}{}", query(&[("state", k)]))))
@@ -122,6 +125,38 @@ pub(crate) async fn page(
         }
     };
     Ok(render(&ctx, &queue, Nav::Queues, body))
+}
+
+/// The queue's settings in force for every worker, stored with the queue or
+/// the defaults, and (unless read-only) a form that changes them.
+fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
+    let dead = s.in_force().dead_letters;
+    let count = dead.max_count.map_or("none".into(), |n| n.to_string());
+    let age = dead
+        .max_age
+        .map_or("none".into(), |d| limit_text(d.as_millis() as u64));
+    let from = if s.dead_letters.is_some() {
+        "stored with the queue"
+    } else {
+        "default"
+    };
+    html! {
+        section #settings {
+            h2 { "Settings" }
+            p.muted { "In force for every worker of this queue (" (from) "); a worker's own value is stored only where none is." }
+            @if ctx.app.read_only {
+                p { "Dead letters: at most " (count) ", for " (age) "." }
+            } @else {
+                form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
+                    (crate::layout::csrf(ctx))
+                    label { "Dead letters: at most " input type="text" name="dead_max_count" value=(count) size="8"; }
+                    " "
+                    label { "for " input type="text" name="dead_max_age" value=(age) size="8"; }
+                    " " button type="submit" { "Save" }
+                }
+            }
+        }
+    }
 }
 
 /// A table of jobs: id, type, arguments, attempts, priority, time, last error.
