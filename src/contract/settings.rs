@@ -16,7 +16,7 @@ use crate::{Error, Result};
 /// built-in default applies ([`Retention::default`] for dead letters).
 ///
 /// A worker's builder value ([`WorkerBuilder::dead_letter_retention`](crate::worker::WorkerBuilder::dead_letter_retention))
-/// is stored only where none is ([`Admin::default_settings`](crate::ops::Admin::default_settings));
+/// is stored only where none is ([`Backend::init_settings`](crate::backend::Backend::init_settings));
 /// from then on the stored value is in force for every worker, and an operator
 /// changes it with [`Admin::set_settings`](crate::ops::Admin::set_settings), the
 /// CLI (`redjob queue settings`) or the dashboard.
