@@ -218,7 +218,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
             if ctx.json {
                 let mut v = l.json();
                 v["settings"] = settings;
-                v["queue_settings"] = settings::json(&stored);
+                v["settings"]["dead_letters"] = settings::json(&stored)["dead_letters"].take();
                 return show::json(&v);
             }
             table(&HEAD, &[l.row()]);

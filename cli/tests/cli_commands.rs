@@ -274,7 +274,8 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
         "{show}"
     );
     let v = cli(&url, &["queue", "show", "mail", "--json"]).await.json();
-    assert_eq!(v["queue_settings"]["dead_letters"]["max_count"], 2);
+    assert_eq!(v["settings"]["dead_letters"]["max_count"], 2);
+    assert_eq!(v["settings"]["vt_s"], 30);
 
     // bad input: a clear error, nothing stored
     // (a bad value is the argument parser's usage error, code 2)

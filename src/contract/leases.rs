@@ -324,8 +324,11 @@ pub struct Settled {
 
 /// How many dead letters a queue keeps: when a job is dead-lettered, the
 /// oldest beyond `max_count` and those older than `max_age` are deleted, so a
-/// flood of failures cannot fill Redis. Set on the worker with
-/// [`WorkerBuilder::dead_letter_retention`](crate::worker::WorkerBuilder::dead_letter_retention).
+/// flood of failures cannot fill Redis. A queue setting
+/// ([`QueueSettings`](crate::ops::QueueSettings)), stored with the queue and
+/// in force for every worker; a worker's
+/// [`WorkerBuilder::dead_letter_retention`](crate::worker::WorkerBuilder::dead_letter_retention)
+/// is stored where none is.
 ///
 /// ```
 /// use redjob::ops::Retention;

@@ -2,10 +2,12 @@
 //! queue (public at `redjob::ops`): one value in force for all workers, which an
 //! operator changes at run time and a deploy does not undo.
 //!
-//! On Redis each setting is a field of the queue's hash (`ns:q:Q`), which RSMQ
-//! ignores, deleted with the queue; in memory it sits with the queue. A new
-//! setting is one field of [`QueueSettings`] and its entry in
-//! [`QueueSettings::FIELDS`], read and written by the same code.
+//! Each setting is one field of the queue's hash (`ns:q:Q`, which RSMQ's
+//! clients read only their own fields of; deleted with the queue), so it is
+//! stored or not as a whole. Both backends keep the same field values, read
+//! and merged by the same code here: adding a setting is a field of
+//! [`QueueSettings`], its [`FIELDS`](QueueSettings::FIELDS) entry and its
+//! arms in `encode` and `decode`.
 
 use std::time::Duration;
 
@@ -24,7 +26,7 @@ use crate::{Error, Result};
 /// ```
 /// use redjob::ops::{QueueSettings, Retention};
 ///
-/// let s = QueueSettings { dead_letters: Some(Retention { max_count: Some(500), max_age: None }) };
+/// let s = QueueSettings::dead_letters(Retention { max_count: Some(500), max_age: None });
 /// assert_eq!(s.in_force().dead_letters.max_count, Some(500));
 /// assert_eq!(QueueSettings::default().in_force().dead_letters, Retention::default());
 /// ```
@@ -43,10 +45,17 @@ pub struct InForce {
     pub dead_letters: Retention,
 }
 
+/// How many settings there are (one hash field each).
+pub(crate) const COUNT: usize = 1;
+
+/// Field values in [`QueueSettings::FIELDS`] order; `None`: not stored.
+pub(crate) type Fields = [Option<String>; COUNT];
+
 impl QueueSettings {
-    /// The hash fields the settings are stored in (names and order as the
-    /// scripts read them): dead-letter count then age, in ms, `0` for no limit.
-    pub(crate) const FIELDS: [&'static str; 2] = ["redjob:dead_keep", "redjob:dead_age"];
+    /// The hash field of each setting, in the order the scripts take them.
+    /// `redjob:dead_letters` holds `"<max count> <max age ms>"`, `0` for no
+    /// limit (complete.lua reads it).
+    pub(crate) const FIELDS: [&'static str; COUNT] = ["redjob:dead_letters"];
 
     /// Settings with the dead-letter retention `r`.
     pub fn dead_letters(r: Retention) -> Self {
@@ -69,38 +78,47 @@ impl QueueSettings {
 
     /// The field values, in [`FIELDS`](Self::FIELDS) order; `None` where
     /// nothing is set.
-    pub(crate) fn encode(&self) -> [Option<String>; 2] {
-        match self.dead_letters {
-            Some(r) => {
-                let (keep, age) = r.limits();
-                [Some(keep.to_string()), Some(age.to_string())]
-            }
-            None => [None, None],
-        }
+    pub(crate) fn encode(&self) -> Fields {
+        [self.dead_letters.map(|r| {
+            let (keep, age) = r.limits();
+            format!("{keep} {age}")
+        })]
     }
 
     /// The settings from stored field values in [`FIELDS`](Self::FIELDS)
-    /// order; an unreadable value is an error naming the field.
-    pub(crate) fn decode(values: &[Option<String>]) -> Result<Self> {
-        let num = |i: usize| -> Result<Option<u64>> {
-            match values.get(i).and_then(|v| v.as_deref()) {
-                None => Ok(None),
-                Some(v) => v.parse().map(Some).map_err(|_| {
-                    Error::Protocol(format!(
-                        "queue setting {} is {v:?}, not a number",
-                        Self::FIELDS[i]
-                    ))
-                }),
+    /// order. A value the scripts would not read either (not two whole
+    /// numbers) counts as not stored, with a warning: the default applies
+    /// until it is set again.
+    pub(crate) fn decode(values: &[Option<String>]) -> Self {
+        let dead_letters = values.first().and_then(|v| v.as_deref()).and_then(|v| {
+            let read = v
+                .split_once(' ')
+                .and_then(|(k, a)| Some((k.parse::<u64>().ok()?, a.parse::<u64>().ok()?)));
+            if read.is_none() {
+                tracing::warn!(
+                    field = Self::FIELDS[0],
+                    value = v,
+                    "a queue setting that is not two whole numbers is ignored"
+                );
             }
-        };
-        let dead_letters = match (num(0)?, num(1)?) {
-            (None, None) => None,
-            (keep, age) => Some(Retention {
-                max_count: keep.filter(|&k| k > 0),
-                max_age: age.filter(|&a| a > 0).map(Duration::from_millis),
-            }),
-        };
-        Ok(QueueSettings { dead_letters })
+            let (keep, age) = read?;
+            Some(Retention {
+                max_count: (keep > 0).then_some(keep),
+                max_age: (age > 0).then(|| Duration::from_millis(age)),
+            })
+        });
+        QueueSettings { dead_letters }
+    }
+
+    /// `stored` after storing these settings: each one given (`Some`) goes
+    /// over what is stored (`over`), or only where nothing is. Both backends
+    /// merge so (settings.lua does the same per field).
+    pub(crate) fn merge(&self, stored: &mut Fields, over: bool) {
+        for (field, new) in stored.iter_mut().zip(self.encode()) {
+            if new.is_some() && (over || field.is_none()) {
+                *field = new;
+            }
+        }
     }
 
     /// Checks the values a caller asks to store.
@@ -122,7 +140,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn settings_survive_their_stored_form() {
+    fn settings_survive_their_stored_form_and_odd_values_are_not_stored() {
         for s in [
             QueueSettings::default(),
             QueueSettings::dead_letters(Retention::default()),
@@ -132,10 +150,14 @@ mod tests {
                 max_age: None,
             }),
         ] {
-            assert_eq!(QueueSettings::decode(&s.encode()).unwrap(), s);
+            assert_eq!(QueueSettings::decode(&s.encode()), s);
         }
-        let bad = QueueSettings::decode(&[Some("x".into()), None]).unwrap_err();
-        assert!(bad.to_string().contains("redjob:dead_keep"), "{bad}");
+        for odd in ["x", "5", "2.5 0", "-1 0", "1 2 3", ""] {
+            assert!(
+                QueueSettings::decode(&[Some(odd.into())]).is_empty(),
+                "{odd:?}"
+            );
+        }
         assert!(
             QueueSettings::dead_letters(Retention {
                 max_count: Some(0),
@@ -143,6 +165,26 @@ mod tests {
             })
             .check()
             .is_err()
+        );
+    }
+
+    #[test]
+    fn a_merge_sets_over_or_only_where_nothing_is_stored() {
+        let five = QueueSettings::dead_letters(Retention {
+            max_count: Some(5),
+            max_age: None,
+        });
+        let mut stored: Fields = [None];
+        five.merge(&mut stored, false);
+        assert_eq!(QueueSettings::decode(&stored), five);
+        QueueSettings::dead_letters(Retention::UNBOUNDED).merge(&mut stored, false);
+        assert_eq!(QueueSettings::decode(&stored), five, "kept");
+        QueueSettings::default().merge(&mut stored, true);
+        assert_eq!(QueueSettings::decode(&stored), five, "nothing given");
+        QueueSettings::dead_letters(Retention::UNBOUNDED).merge(&mut stored, true);
+        assert_eq!(
+            QueueSettings::decode(&stored).dead_letters,
+            Some(Retention::UNBOUNDED)
         );
     }
 }

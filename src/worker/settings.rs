@@ -3,8 +3,10 @@
 //! queue's, and from then on the stored ones are in force for every worker, so
 //! two workers with different values do not fight and a deploy does not undo
 //! an operator's change. A queue that does not exist yet is tried again at the
-//! heartbeat's pace until it does.
+//! heartbeat's pace; one that has settings stored is checked again every
+//! [`RECHECK`], so a queue deleted and created again gets them back.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -13,11 +15,17 @@ use crate::contract::backend::Backend;
 use crate::contract::settings::QueueSettings;
 use crate::error::Error;
 
-/// Stores `settings` for each of `queues` where none is stored; returns once
-/// every queue has settings stored, or when `stop` is cancelled.
+/// How often a worker stores its settings again where they are stored already
+/// (a no-op unless the queue lost them).
+pub(crate) const RECHECK: Duration = Duration::from_secs(120);
+
+/// Stores `settings` for each of `queues` where none is stored, until `stop`
+/// is cancelled: one backend call per queue at the heartbeat's pace (`every`)
+/// while a queue is missing, else every [`RECHECK`]. Nothing when the builder
+/// set none.
 pub(crate) async fn init<B: Backend>(
     backend: B,
-    mut queues: Vec<String>,
+    queues: Vec<String>,
     settings: QueueSettings,
     every: Duration,
     stop: CancellationToken,
@@ -25,31 +33,33 @@ pub(crate) async fn init<B: Backend>(
     if settings.is_empty() {
         return;
     }
+    let mut told = HashSet::new();
     loop {
-        let mut missing = Vec::new();
-        for queue in queues {
-            match backend.init_settings(&queue, &settings).await {
-                Ok(stored) if !stored.is_empty() && stored != settings => tracing::info!(
-                    queue = %queue,
-                    stored = ?stored,
-                    builder = ?settings,
-                    "the queue's stored settings are in force over this worker's"
-                ),
+        let mut missing = false;
+        for queue in &queues {
+            match backend.init_settings(queue, &settings).await {
+                Ok(stored) if !stored.is_empty() && stored != settings => {
+                    if told.insert(queue.clone()) {
+                        tracing::info!(
+                            queue = %queue,
+                            stored = ?stored,
+                            builder = ?settings,
+                            "the queue's stored settings are in force over this worker's"
+                        );
+                    }
+                }
                 Ok(_) => {}
-                Err(Error::QueueNotFound { .. }) => missing.push(queue),
+                Err(Error::QueueNotFound { .. }) => missing = true,
                 Err(e) => {
+                    missing = true;
                     tracing::warn!(queue = %queue, error = %e, "could not store the worker's settings; will retry");
-                    missing.push(queue);
                 }
             }
         }
-        if missing.is_empty() {
-            return;
-        }
-        queues = missing;
+        let wait = if missing { every } else { RECHECK };
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }

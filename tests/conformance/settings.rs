@@ -164,6 +164,19 @@ pub async fn a_workers_retention_is_stored_only_where_none_is(env: &Env) {
     })
     .await;
     w.stop().await;
+    // a worker without a builder value stores nothing: the default stays a default
+    q.create_queue("plain", QueueOptions::default())
+        .await
+        .unwrap();
+    let plain = Worker::builder(q.clone())
+        .queue("plain")
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let plain = start_serving(plain).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    plain.stop().await;
+    assert!(q.settings("plain").await.unwrap().is_empty());
     assert_eq!(
         q.settings("settings").await.unwrap().dead_letters,
         Some(keep(2)),

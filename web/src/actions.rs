@@ -109,25 +109,32 @@ async fn on_queue(
         }
         "purge" => format!("Deleted {} jobs.", num(c.purge_queue(&queue).await?)),
         "settings" => {
+            // a field left out or empty keeps the value in force; `none` is no limit
+            let now = c.settings(&queue).await?.in_force().dead_letters;
             let bad = |e: String| WebError::BadRequest(e);
-            let count = match fields.get("dead_max_count").map(str::trim) {
-                None | Some("") | Some("none") => None,
+            let given = |name| fields.get(name).map(str::trim).filter(|v| !v.is_empty());
+            let count = match given("dead_max_count") {
+                None => now.max_count,
+                Some("none") => None,
                 Some(n) => match n.parse::<u64>() {
                     Ok(n) if n > 0 => Some(n),
                     _ => return Err(bad(format!("{n:?}: give a count from 1, or none"))),
                 },
             };
-            let age = parse_limit_ms(fields.get("dead_max_age").unwrap_or("")).map_err(bad)?;
+            let age = match given("dead_max_age") {
+                None => now.max_age,
+                Some(a) => parse_limit_ms(a).map_err(bad)?.map(Duration::from_millis),
+            };
             let dead = Retention {
                 max_count: count,
-                max_age: age.map(Duration::from_millis),
+                max_age: age,
             };
             c.set_settings(&queue, &QueueSettings::dead_letters(dead))
                 .await?;
             format!(
                 "Saved: dead letters at most {}, for {}, for every worker.",
                 count.map_or("none".into(), num),
-                age.map_or("none".into(), limit_text)
+                age.map_or("none".into(), |d| limit_text(d.as_millis() as u64))
             )
         }
         other => return Err(WebError::NotFound(format!("no queue action {other:?}"))),

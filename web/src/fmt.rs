@@ -43,11 +43,11 @@ pub(crate) fn limit_text(ms: u64) -> String {
     format!("{ms}ms")
 }
 
-/// A limit as typed in the settings form: `none` (or nothing) for no limit,
-/// else a number of `ms`, `s`, `m`, `h` or `d`.
+/// A limit as typed in the settings form: `none` for no limit, else a number
+/// of `ms`, `s`, `m`, `h` or `d`.
 pub(crate) fn parse_limit_ms(s: &str) -> Result<Option<u64>, String> {
     let s = s.trim();
-    if s.is_empty() || s == "none" {
+    if s == "none" {
         return Ok(None);
     }
     let split = s

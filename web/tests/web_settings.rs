@@ -140,6 +140,29 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
     let page = get_with(&app, "/queues/mail", &cookie).await;
     assert!(page.body.contains(r#"value="36h""#), "{}", page.body);
 
+    // a field left out keeps its value in force
+    post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("dead_max_count", "300")],
+    )
+    .await;
+    assert_eq!(
+        client.settings("mail").await.unwrap().dead_letters,
+        Some(Retention {
+            max_count: Some(300),
+            max_age: Some(Duration::from_secs(36 * 3600))
+        })
+    );
+    post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("dead_max_count", "none")],
+    )
+    .await;
+
     // read-only: shown, no form, a POST refused
     let ro = redjob_web::Dashboard::new(client.clone())
         .read_only(true)

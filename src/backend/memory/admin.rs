@@ -38,11 +38,8 @@ impl Admin for MemoryBackend {
     async fn settings(&self, queue: &str) -> Result<QueueSettings> {
         validate::queue_name(queue)?;
         let st = self.lock();
-        Ok(st
-            .queues
-            .get(queue)
-            .ok_or_else(|| not_found(queue))?
-            .settings)
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        Ok(QueueSettings::decode(&q.settings))
     }
 
     async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {

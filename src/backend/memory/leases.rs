@@ -196,7 +196,8 @@ impl Backend for MemoryBackend {
         }
         if !dead.is_empty() {
             // the retention stored with the queue is in force over the worker's
-            let retention = q.settings.dead_letters.unwrap_or(batch.retention);
+            let stored = QueueSettings::decode(&q.settings).dead_letters;
+            let retention = stored.unwrap_or(batch.retention);
             q.trim_dead(now, retention, dead.len() + 1000);
         }
         let s = &mut q.stats;

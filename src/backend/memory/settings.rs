@@ -1,5 +1,6 @@
-//! A queue's settings in memory, with the queue, as `settings.lua` keeps them
-//! in its hash; a settle's dead-letter trim reads them (leases.rs).
+//! A queue's settings in memory: the same field values `settings.lua` keeps in
+//! the queue's hash, merged by the same code; a settle's dead-letter trim reads
+//! them (leases.rs).
 
 use super::{MemoryBackend, not_found};
 use crate::Result;
@@ -19,11 +20,7 @@ impl MemoryBackend {
         settings.check()?;
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        if let Some(r) = settings.dead_letters
-            && (over || q.settings.dead_letters.is_none())
-        {
-            q.settings.dead_letters = Some(r);
-        }
-        Ok(q.settings)
+        settings.merge(&mut q.settings, over);
+        Ok(QueueSettings::decode(&q.settings))
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::contract::leases::Retention;
-use crate::contract::settings::QueueSettings;
+use crate::contract::settings;
 use crate::contract::stats::{DeadLetter, MINUTES, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
 use crate::{Error, JobId, Result};
@@ -49,7 +49,7 @@ pub(super) struct MemQueue {
     /// Workers lease nothing (see `pause.lua`).
     pub paused: bool,
     /// The settings stored for the queue (settings.lua's hash fields).
-    pub settings: QueueSettings,
+    pub settings: settings::Fields,
     pub stats: QueueStats,
     /// The last hour's settled runs: `(minute, processed, failed)` at
     /// `minute % MINUTES`, as complete.lua keeps them.
@@ -76,7 +76,7 @@ impl MemQueue {
             levels: BTreeMap::new(),
             msgs: HashMap::new(),
             dead: BTreeSet::new(),
-            settings: QueueSettings::default(),
+            settings: Default::default(),
             dead_msgs: HashMap::new(),
             paused: false,
             stats: QueueStats::default(),

@@ -52,5 +52,5 @@ pub(super) async fn call(
                 .map(|b| String::from_utf8_lossy(b).into_owned()),
         );
     }
-    QueueSettings::decode(&values)
+    Ok(QueueSettings::decode(&values))
 }

@@ -18,8 +18,8 @@
 --          keep it in <id>:p of their hash, for a requeue
 -- ARGV[5], ARGV[6]  dead-letter retention: the most letters the queue keeps, and
 --          their longest age in ms ("0": no limit), the worker's; the queue's
---          stored ones (hash fields "redjob:dead_keep", "redjob:dead_age", see
---          settings.lua) are in force over them. A call that dead-letters
+--          stored ones (hash field "redjob:dead_letters", see settings.lua) are
+--          in force over them. A call that dead-letters
 --          drops the oldest beyond either (at most D + 1000 per call, so that
 --          lowering a limit frees the rest over the next calls)
 -- ARGV[7]  the queue's realtime channel (ns:rt:q): a release while a worker
@@ -62,9 +62,11 @@ if #ids == 0 then return {0, 0, 0} end
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
 local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
-  "redjob:waiting", "redjob:released", "redjob:dead_keep", "redjob:dead_age")
-if attrs[7] then keep = tonumber(attrs[7]) or keep end
-if attrs[8] then max_age = tonumber(attrs[8]) or max_age end
+  "redjob:waiting", "redjob:released", "redjob:dead_letters")
+-- the queue's stored retention, "<count> <age ms>", is in force over the worker's
+-- (anything else there is ignored, as QueueSettings::decode does)
+local stored_keep, stored_age = string.match(attrs[7] or "", "^(%d+) (%d+)$")
+if stored_keep then keep, max_age = tonumber(stored_keep), tonumber(stored_age) end
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}, {}
