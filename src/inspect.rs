@@ -22,5 +22,6 @@
 //! ```
 
 pub use crate::contract::inspect::{
-    Cancelled, Cursor, Inspect, JobInfo, JobState, MAX_PAGE, Page, StateCounts,
+    Cancelled, Cursor, Inspect, JobInfo, JobState, LOCATE_AT_ONCE, Located, MAX_PAGE, Page,
+    StateCounts,
 };

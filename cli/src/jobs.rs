@@ -23,12 +23,15 @@ pub enum JobsCommand {
         #[arg(short, default_value_t = 10)]
         n: usize,
     },
-    /// One job by id: in the queue or its dead letters.
+    /// One job by id: in the queue or its dead letters. Without the queue,
+    /// every queue is asked (an id is unique across queues).
     Show {
-        /// The queue.
-        queue: String,
-        /// The job's id.
-        id: JobId,
+        /// The job's id; or the queue, when the id follows (`show <id>` or
+        /// `show <queue> <id>`).
+        #[arg(value_name = "QUEUE|ID")]
+        first: String,
+        /// The job's id, after its queue.
+        id: Option<JobId>,
     },
     /// Removes a job, waiting or running (its worker stops it at its next lease
     /// renewal and does not retry it).
@@ -104,10 +107,28 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
             let page = redjob::inspect::Page { jobs, next: None };
             show::page(ctx, &page, "")
         }
-        JobsCommand::Show { queue, id } => match c.job(&queue, &id).await? {
-            Some(j) => show::job(ctx, &j),
-            None => Err(Failure(format!("no job {id} in {queue:?}"))),
-        },
+        JobsCommand::Show { first, id } => {
+            let (queue, id) = match id {
+                Some(id) => (Some(first), id),
+                None => (
+                    None,
+                    first
+                        .parse::<JobId>()
+                        .map_err(|e| Failure(format!("{first:?} is not a job id: {e}")))?,
+                ),
+            };
+            let (queue, job) = match queue {
+                Some(queue) => match c.job(&queue, &id).await? {
+                    Some(j) => (queue, j),
+                    None => return Err(Failure(format!("no job {id} in {queue:?}"))),
+                },
+                None => match c.locate(&id).await? {
+                    Some(found) => (found.queue, found.job),
+                    None => return Err(Failure(format!("no job {id} in any queue"))),
+                },
+            };
+            show::job(ctx, &queue, &job)
+        }
         JobsCommand::Cancel { queue, id } => {
             let text = match c.cancel(&queue, &id).await? {
                 Cancelled::Removed => "removed",

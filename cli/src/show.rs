@@ -132,12 +132,15 @@ pub fn page(ctx: &Ctx, page: &Page, more: &str) -> Outcome {
 }
 
 /// One job in full: its fields, then its body (pretty when JSON).
-pub fn job(ctx: &Ctx, j: &JobInfo) -> Outcome {
+pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
     if ctx.json {
-        return json(&job_json(j));
+        let mut v = job_json(j);
+        v["queue"] = queue.into();
+        return json(&v);
     }
     let rows = [
         ("id", j.id.to_string()),
+        ("queue", queue.to_string()),
         ("state", j.state.as_str().into()),
         ("type", j.job_name().unwrap_or_else(|| "?".into())),
         ("priority", j.priority.to_string()),

@@ -337,6 +337,25 @@ async fn jobs_peek_show_list_by_page_cancel_and_run_now() {
     );
     let text = cli(&url, &["jobs", "show", "mail", &id]).await;
     assert!(text.ok().contains("\"i\": 11"), "{}", text.out);
+    // without its queue: every queue is asked, and the one that holds it named
+    client
+        .queues()
+        .create_queue("other", QueueOptions::default())
+        .await
+        .unwrap();
+    let v = cli(&url, &["jobs", "show", &id, "--json"]).await.json();
+    assert_eq!(
+        (v["queue"].as_str(), v["args"]["i"].as_u64()),
+        (Some("mail"), Some(11))
+    );
+    let text = cli(&url, &["jobs", "show", &id]).await;
+    assert!(
+        text.ok()
+            .lines()
+            .any(|l| l.starts_with("queue") && l.ends_with("mail")),
+        "{}",
+        text.out
+    );
 
     // two pages of one, the cursor handed over from the JSON
     let first = cli(
@@ -376,9 +395,15 @@ async fn jobs_peek_show_list_by_page_cancel_and_run_now() {
     cli(&url, &["jobs", "show", "mail", &id])
         .await
         .failed("no job");
+    cli(&url, &["jobs", "show", &id])
+        .await
+        .failed("in any queue");
     assert_eq!(client.counts("mail").await.unwrap().ready, 1);
     let bad = cli(&url, &["jobs", "show", "mail", "not-an-id"]).await;
     assert_eq!(bad.code, 2, "a usage error: {}", bad.err);
+    cli(&url, &["jobs", "show", "not-an-id"])
+        .await
+        .failed("is not a job id");
 
     // the delayed job, run now
     let later = cli(

@@ -1,14 +1,16 @@
 //! Phase 8: inspection on a big queue beside a small one: counts by state, peek,
 //! one job by id, a page of a state at the start and deep in the listing. Each
 //! figure is the median time of one call (ms); the target is that the big queue's
-//! figure stays near the small one's (no call scans the queue).
+//! figure stays near the small one's (no call scans the queue). Then a job
+//! found by id without its queue, among 10 and 1,000 queues.
 
 use std::time::{Duration, Instant};
 
-use redjob::Client;
 use redjob::backend::Backend;
 use redjob::client::EnqueueOptions;
 use redjob::inspect::{Cursor, Inspect, JobState};
+use redjob::queue::{Queues, SendMessage};
+use redjob::{Client, JobId};
 
 use crate::jobs::Noop;
 use crate::phases::Figures;
@@ -139,10 +141,44 @@ async fn measure(n: usize, f: &mut Figures) {
     }
 }
 
-/// Phase 8 on a queue of 10k and of the largest backlog asked for (1M by default).
+/// A job looked up by id without its queue among `queues` queues, the worst
+/// case: an id none holds, so every queue is asked (a found job ends the
+/// search early, wherever the set's order puts its queue). The median time of
+/// a call, the calls it sends and the commands Redis runs.
+async fn locate(queues: usize, f: &mut Figures) {
+    let server = Server::start();
+    let client = Client::connect(&server.url).await.expect("connect");
+    let q = client.queues();
+    for i in 0..queues {
+        q.create_queue(&format!("q{i:05}"), Default::default())
+            .await
+            .expect("create");
+    }
+    let id = Queues::send(q, &format!("q{:05}", queues - 1), SendMessage::new("x"))
+        .await
+        .expect("send");
+    client.locate(&id).await.expect("locate").expect("found");
+    let none: JobId = "0000000000abcdefghijklmnopqrstuv".parse().expect("an id");
+    let ms = median_ms(|_| async {
+        assert!(client.locate(&none).await.expect("locate").is_none());
+    })
+    .await;
+    let mut con = server.con().await;
+    crate::redis::reset(&mut con).await;
+    assert!(client.locate(&none).await.expect("locate").is_none());
+    let cost = crate::redis::cost(&mut con).await;
+    f.locate
+        .push((queues, ms, cost.calls as f64, cost.commands as f64));
+}
+
+/// Phase 8 on a queue of 10k and of the largest backlog asked for (1M by
+/// default), and a job found without its queue among 10 and 1,000 queues.
 pub async fn inspection(f: &mut Figures, backlogs: &[usize]) {
     let big = backlogs.iter().copied().max().unwrap_or(1_000_000);
     for n in [10_000, big] {
         measure(n, f).await;
+    }
+    for queues in [10, 1000] {
+        locate(queues, f).await;
     }
 }

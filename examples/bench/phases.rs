@@ -50,6 +50,9 @@ pub struct Figures {
     pub enqueue_single_unique: Vec<f64>,
     /// Phase 8: (call, jobs in the queue, median ms of one call).
     pub inspect: Vec<(String, usize, f64)>,
+    /// A job found by id without its queue: (queues, ms per call, calls
+    /// the client sent, Redis commands run, scripts' inner ones included).
+    pub locate: Vec<(usize, f64, f64, f64)>,
     /// Phase 9: a flood of fatal failures: jobs/s, dead letters kept, Redis
     /// memory with the flood queued and after it was dead-lettered (MB).
     pub flood_jobs_per_s: Option<f64>,

@@ -268,6 +268,37 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             });
         }
     }
+    let mut counts: Vec<usize> = all
+        .iter()
+        .flat_map(|f| f.locate.iter().map(|l| l.0))
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    for n in counts {
+        let of = |pick: fn(&(usize, f64, f64, f64)) -> f64| -> Vec<f64> {
+            all.iter()
+                .flat_map(|f| f.locate.iter().filter(|l| l.0 == n).map(pick))
+                .collect()
+        };
+        rows.push(Row {
+            key: format!("locate_ms_at_{n}_queues").into(),
+            label: format!("  a job by id, queue unknown, {n} queues, none has it (ms)"),
+            values: of(|l| l.1),
+            target: "256 queues asked at once",
+        });
+        rows.push(Row {
+            key: format!("locate_calls_at_{n}_queues").into(),
+            label: "  the same: script calls sent (pipelined)".into(),
+            values: of(|l| l.2),
+            target: "one per queue",
+        });
+        rows.push(Row {
+            key: format!("locate_cmds_at_{n}_queues").into(),
+            label: "  the same: Redis commands, scripts' inner ones too".into(),
+            values: of(|l| l.3),
+            target: "a few per queue",
+        });
+    }
     for (key, label, get, target) in [
         (
             "flood_jobs_per_s",

@@ -3,7 +3,8 @@
 
 use super::Client;
 use crate::contract::admin::{Admin, admin_methods};
-use crate::contract::inspect::{Inspect, inspect_methods};
+use crate::contract::inspect::{Inspect, Located, inspect_methods};
+use crate::{JobId, Result};
 
 inspect_methods! {
     /// ```
@@ -29,3 +30,30 @@ inspect_methods! {
 }
 
 admin_methods! { impl Admin for Client, |self| &self.backend; }
+
+impl Client {
+    /// One job by id without its queue: [`Inspect::locate`] on the client's
+    /// backend (every queue asked at once; `None` when no queue holds it).
+    ///
+    /// ```
+    /// use redjob::{Client, Job, JobContext, JobError};
+    /// use redjob::backend::memory::MemoryBackend;
+    ///
+    /// #[derive(Job, serde::Serialize, serde::Deserialize)]
+    /// #[job(queue = "reports")]
+    /// struct Report { day: u32 }
+    /// impl Job for Report {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let client = Client::memory(MemoryBackend::new());
+    /// let id = client.enqueue(&Report { day: 3 }).await?;
+    /// let found = client.locate(&id).await?.expect("queued");
+    /// assert_eq!(found.queue, "reports");
+    /// # Ok(()) }
+    /// ```
+    pub async fn locate(&self, id: &JobId) -> Result<Option<Located>> {
+        self.backend.locate(id).await
+    }
+}

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::contract::leases::{LEGACY_LEASED_MS, MAX_COUNT, is_lease, score_count};
+use crate::contract::queues::Queues;
 use crate::{Error, JobId, Result};
 
 /// The most jobs one [`peek`](Inspect::peek) or [`list`](Inspect::list) page returns.
@@ -275,6 +276,64 @@ pub trait Inspect: Sync {
     /// Cancels a job: removes it whether it waits or runs, frees its unique key,
     /// and says which it was (see [`Cancelled`]). Dead letters are not touched.
     fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send;
+
+    /// One job by id without its queue (an id is unique across queues): every
+    /// queue is asked at once, [`job`](Inspect::job) per queue, up to
+    /// [`LOCATE_AT_ONCE`] calls in flight (on Redis they share one connection,
+    /// so they travel pipelined: one round trip per that many queues, per node
+    /// on a Cluster). No index outside the queues: the cost grows with the
+    /// number of queues, one script call each. A queue deleted meanwhile, or
+    /// whose name no redjob or RSMQ client can use, is passed over.
+    ///
+    /// ```
+    /// use redjob::inspect::Inspect;
+    /// use redjob::queue::{Queues, SendMessage};
+    /// use redjob::backend::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail", Default::default()).await?;
+    /// q.create_queue("sms", Default::default()).await?;
+    /// let id = q.send("sms", SendMessage::new("hi")).await?;
+    /// let found = q.locate(&id).await?.expect("queued");
+    /// assert_eq!((found.queue.as_str(), found.job.id), ("sms", id));
+    /// # Ok(()) }
+    /// ```
+    fn locate(&self, id: &JobId) -> impl Future<Output = Result<Option<Located>>> + Send
+    where
+        Self: Queues,
+    {
+        async move {
+            use futures::stream::{self, StreamExt};
+            let queues = self.list_queues().await?;
+            let mut asks = stream::iter(queues)
+                .map(|queue| async move { (self.job(&queue, id).await, queue) })
+                .buffer_unordered(LOCATE_AT_ONCE);
+            while let Some((answer, queue)) = asks.next().await {
+                match answer {
+                    Ok(Some(job)) => return Ok(Some(Located { queue, job })),
+                    Ok(None)
+                    | Err(Error::QueueNotFound { .. })
+                    | Err(Error::InvalidQueueName { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// How many queues a [`locate`](Inspect::locate) asks at once.
+pub const LOCATE_AT_ONCE: usize = 256;
+
+/// A job [`locate`](Inspect::locate) found, and the queue it is in.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Located {
+    /// The queue.
+    pub queue: String,
+    /// The job.
+    pub job: JobInfo,
 }
 
 /// [`Inspect`]'s methods, for [`forward!`](crate::contract::forward::forward):

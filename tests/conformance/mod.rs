@@ -8,6 +8,7 @@ pub mod inspect;
 pub mod leases;
 pub mod lifecycle;
 pub mod live;
+pub mod locate;
 pub mod ops;
 pub mod priorities;
 pub mod queues;
@@ -316,6 +317,8 @@ macro_rules! conformance_suite {
             dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear,
             purge_deletes_every_job_but_keeps_dead_letters_and_the_queue,
             run_now_makes_a_scheduled_job_due_keeping_its_attempts_and_wakes_a_worker);
+        $crate::conformance_suite!(@locate $setup, #[$attr],
+            a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@settings $setup, #[$attr],
             settings_are_stored_with_the_queue_and_go_with_it,
             the_stored_retention_is_in_force_over_the_workers,

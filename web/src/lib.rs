@@ -169,6 +169,7 @@ impl Dashboard {
         let router = Router::new()
             .route("/", get(pages::overview::page))
             .route("/queues/{queue}", get(pages::queue::page))
+            .route("/find", get(pages::job::find))
             .route(
                 "/queues/{queue}/purge",
                 get(pages::queue::confirm_purge).post(actions::purge),

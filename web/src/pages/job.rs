@@ -1,8 +1,8 @@
 //! One job: its arguments, state, attempts, last error and times, and the
 //! actions its state allows (run now, cancel, requeue, delete).
 
-use axum::extract::Path;
-use axum::response::Response;
+use axum::extract::{Path, Query};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use redjob::backend::Backend;
 use redjob::inspect::{Inspect, JobState};
@@ -81,4 +81,25 @@ pub(crate) async fn page(
         pre { (pretty(&job)) }
     };
     Ok(render(&ctx, &format!("Job {id}"), Nav::Queues, body))
+}
+
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct FindQuery {
+    id: Option<String>,
+}
+
+/// A job by id in whichever queue holds it (the search box on every queue
+/// list): its page, or a not-found naming the id.
+pub(crate) async fn find(ctx: Ctx, Query(q): Query<FindQuery>) -> WebResult<Response> {
+    let text = q.id.as_deref().map(str::trim).unwrap_or_default();
+    let id = parse_id(text)?;
+    match ctx.app.client.locate(&id).await? {
+        Some(found) => Ok(Redirect::to(
+            &ctx.link(&format!("/queues/{}/jobs/{id}", seg(&found.queue))),
+        )
+        .into_response()),
+        None => Err(WebError::NotFound(format!(
+            "no job {id} in any queue: it finished, was deleted, or never was"
+        ))),
+    }
 }

@@ -100,6 +100,10 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
         redjob::backend::last_hour(now, lines.iter().flat_map(|l| l.minutes.iter().copied()));
     let body = html! {
         h1 { "Queues" }
+        form.inline method="get" action=(ctx.link("/find")) {
+            input type="search" name="id" placeholder="Job id" aria-label="Find a job by id in any queue" size="34";
+            " " button type="submit" { "Find" }
+        }
         @if !skipped.is_empty() {
             p.warning role="alert" {
                 (skipped.len()) @if skipped.len() == 1 { " entry skipped" } @else { " entries skipped" }
