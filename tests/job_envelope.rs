@@ -144,3 +144,49 @@ fn extra_envelope_fields_are_accepted() {
     let job = decode(br#"{"type":"Plain","args":null,"opts":{"attempts":2}}"#);
     assert_eq!(job.unwrap().job_name(), "Plain");
 }
+
+#[test]
+fn an_envelope_with_a_trace_field_decodes_as_without_it() {
+    // a newer producer's `traceparent` (W3C trace context) is ignored by the
+    // decoders of a worker without the `opentelemetry` feature
+    let plain = encode(&Thumbnail {
+        path: "a.png".into(),
+        width: 4,
+    })
+    .unwrap();
+    let text = String::from_utf8(plain.clone()).unwrap();
+    let traced = format!(
+        "{},\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}}",
+        &text[..text.len() - 1]
+    );
+    let job = decode(traced.as_bytes()).unwrap();
+    assert_eq!(job.job_name(), "thumbnail");
+    let info = redjob::inspect::JobInfo {
+        id: "0000000000abcdefghijklmnopqrstuv".parse().unwrap(),
+        state: redjob::inspect::JobState::Ready,
+        priority: 0,
+        attempts: 0,
+        due_ms: 0,
+        body: traced.into_bytes(),
+        last_error: None,
+    };
+    assert_eq!(info.decode::<Thumbnail>().unwrap().width, 4);
+    assert_eq!(info.job_name().as_deref(), Some("thumbnail"));
+}
+
+#[test]
+fn an_envelope_encoded_in_a_span_without_opentelemetry_is_unchanged() {
+    // no OpenTelemetry layer (and, without the feature, no code) gives the
+    // span a trace context: nothing is added to the envelope
+    let span = tracing::info_span!("request");
+    let _in = span.enter();
+    let body = encode(&Thumbnail {
+        path: "a.png".into(),
+        width: 4,
+    })
+    .unwrap();
+    assert_eq!(
+        body,
+        br#"{"type":"thumbnail","args":{"path":"a.png","width":4}}"#
+    );
+}

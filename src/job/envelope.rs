@@ -1,4 +1,6 @@
-//! The JSON envelope a job is stored as: `{"type": "<job name>", "args": {...}}`.
+//! The JSON envelope a job is stored as: `{"type": "<job name>", "args": {...}}`,
+//! with `"traceparent"` after them when the `opentelemetry` feature has a trace
+//! to carry (see `trace.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -12,9 +14,15 @@ struct EnvelopeRef<'a, T> {
     #[serde(rename = "type")]
     name: &'a str,
     args: &'a T,
+    /// The W3C trace context of the span that encoded it (see `trace.rs`);
+    /// left out when there is none, as always without the feature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: Option<String>,
 }
 
-/// Encodes a job as its envelope.
+/// Encodes a job as its envelope. With the `opentelemetry` feature, inside a
+/// span with a valid trace context, the envelope also carries that context as
+/// `"traceparent"` (W3C), which the worker's span of the job continues.
 ///
 /// ```
 /// use redjob::{Job, JobContext, JobError};
@@ -37,6 +45,7 @@ pub fn encode<J: Job>(job: &J) -> Result<Vec<u8>> {
     Ok(serde_json::to_vec(&EnvelopeRef {
         name: J::NAME,
         args: job,
+        traceparent: super::trace::current(),
     })?)
 }
 

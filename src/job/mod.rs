@@ -29,6 +29,7 @@ mod context;
 pub(crate) mod data;
 mod envelope;
 mod error;
+pub(crate) mod trace;
 mod unique;
 
 use std::future::Future;

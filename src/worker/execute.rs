@@ -88,6 +88,7 @@ pub(crate) async fn execute(
         },
         Some(_permit) => {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
+            crate::job::trace::continue_in(&span, &d.body);
             let started = Instant::now();
             // a panic anywhere on the job's path (not only in the handler) still
             // settles the job
