@@ -552,3 +552,41 @@ async fn exact_dues_of_a_queue_no_worker_fetches_stay_bounded() {
         .unwrap();
     assert!((1_000..1_100).contains(&n), "{n} exact dues kept");
 }
+
+#[tokio::test]
+async fn locate_finds_a_job_past_queues_that_fail_and_reports_them_when_none_has_it() {
+    use redjob::inspect::Inspect;
+    use redjob::queue::Queues;
+    let server = RedisServer::start();
+    let client = redjob::Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("good", QueueOptions::default())
+        .await
+        .unwrap();
+    let id = Queues::send(client.queues(), "good", SendMessage::new("x"))
+        .await
+        .unwrap();
+    // fifty queues whose hash is a string: each ask of them fails (WRONGTYPE)
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut con = raw.get_multiplexed_async_connection().await.unwrap();
+    for i in 0..50 {
+        let _: () = redis::pipe()
+            .cmd("SADD")
+            .arg("rsmq:QUEUES")
+            .arg(format!("broken{i}"))
+            .ignore()
+            .cmd("SET")
+            .arg(format!("rsmq:broken{i}:Q"))
+            .arg("x")
+            .ignore()
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let found = client.locate(&id).await.unwrap().expect("found past them");
+    assert_eq!(found.queue, "good");
+    let nobody = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+    let err = client.locate(&nobody).await.unwrap_err();
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+}

@@ -1,8 +1,9 @@
 //! Traces that cross the queue (the `opentelemetry` feature): the envelope of a
-//! job enqueued inside a span carries its W3C `traceparent`, and the worker's
+//! job enqueued inside a span carries its W3C `traceparent` (under `trace`), and the worker's
 //! span of the job is that span's child, in one trace, though the worker runs
-//! in tasks of its own outside any span; a job enqueued outside any span is
-//! stored byte for byte as without the feature.
+//! in tasks of its own outside any span; a job enqueued outside any span, and
+//! a periodic job's body built inside one, are stored byte for byte as without
+//! the feature.
 #![cfg(feature = "opentelemetry")]
 
 mod common;
@@ -10,9 +11,11 @@ mod common;
 use std::time::Duration;
 
 use opentelemetry::trace::{SpanId, TraceContextExt, TracerProvider as _};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use redjob::backend::memory::MemoryBackend;
 use redjob::inspect::Inspect;
+use redjob::ops::{Admin, Schedule};
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -43,6 +46,8 @@ async fn a_jobs_span_continues_the_trace_that_enqueued_it() {
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
     // this thread's default: the test's runtime runs every task on it
     let _guard = tracing::subscriber::set_default(subscriber);
+    // the application's propagator, as for its HTTP calls: W3C trace context
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
 
     let client = Client::memory(MemoryBackend::new());
     let request = tracing::info_span!("request");
@@ -51,9 +56,20 @@ async fn a_jobs_span_continues_the_trace_that_enqueued_it() {
         let sc = cx.span().span_context().clone();
         (sc.trace_id(), sc.span_id())
     };
-    let id = {
+    let (id, worker) = {
         let _in = request.enter();
-        client.enqueue(&Traced { n: 1 }).await.unwrap()
+        let id = client.enqueue(&Traced { n: 1 }).await.unwrap();
+        // a periodic job's body, built here once, is sent at every tick: no trace
+        let worker = Worker::builder(client.backend())
+            .queue("traces")
+            .handle_signals(false)
+            .periodic(
+                Schedule::every(Duration::from_secs(3600)).unwrap(),
+                Traced { n: 3 },
+            )
+            .build()
+            .unwrap();
+        (id, worker)
     };
     drop(request);
     let body = client.job("traces", &id).await.unwrap().unwrap().body;
@@ -61,7 +77,7 @@ async fn a_jobs_span_continues_the_trace_that_enqueued_it() {
     assert_eq!(
         body,
         format!(
-            r#"{{"type":"traced","args":{{"n":1}},"traceparent":"00-{trace_id}-{request_id}-01"}}"#
+            r#"{{"type":"traced","args":{{"n":1}},"trace":{{"traceparent":"00-{trace_id}-{request_id}-01"}}}}"#
         )
     );
 
@@ -71,17 +87,17 @@ async fn a_jobs_span_continues_the_trace_that_enqueued_it() {
     assert_eq!(plain, br#"{"type":"traced","args":{"n":2}}"#);
 
     // the worker runs in its own tasks, entered into no span of the test
-    let worker = Worker::builder(client.backend())
-        .queue("traces")
-        .handle_signals(false)
-        .build()
-        .unwrap();
     let running = start_serving(worker).await;
     assert!(
         wait_for(Duration::from_secs(10), || async {
             client.stats("traces").await.unwrap().processed == 2
         })
         .await
+    );
+    let schedules = client.schedules().await.unwrap();
+    assert_eq!(
+        schedules[0].body.as_deref(),
+        Some(r#"{"type":"traced","args":{"n":3}}"#)
     );
     running.stop().await;
     provider.force_flush().unwrap();

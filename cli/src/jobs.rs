@@ -110,12 +110,17 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
         JobsCommand::Show { first, id } => {
             let (queue, id) = match id {
                 Some(id) => (Some(first), id),
-                None => (
-                    None,
-                    first
-                        .parse::<JobId>()
-                        .map_err(|e| Failure(format!("{first:?} is not a job id: {e}")))?,
-                ),
+                None => match first.parse::<JobId>() {
+                    Ok(id) => (None, id),
+                    // a usage error, as a bad id after a queue is (exit code 2)
+                    Err(e) => clap::Error::raw(
+                        clap::error::ErrorKind::InvalidValue,
+                        format!(
+                            "{first:?} is not a job id ({e}): give `jobs show <id>` or `jobs show <queue> <id>`\n"
+                        ),
+                    )
+                    .exit(),
+                },
             };
             let (queue, job) = match queue {
                 Some(queue) => match c.job(&queue, &id).await? {

@@ -278,12 +278,14 @@ pub trait Inspect: Sync {
     fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send;
 
     /// One job by id without its queue (an id is unique across queues): every
-    /// queue is asked at once, [`job`](Inspect::job) per queue, up to
-    /// [`LOCATE_AT_ONCE`] calls in flight (on Redis they share one connection,
-    /// so they travel pipelined: one round trip per that many queues, per node
-    /// on a Cluster). No index outside the queues: the cost grows with the
-    /// number of queues, one script call each. A queue deleted meanwhile, or
-    /// whose name no redjob or RSMQ client can use, is passed over.
+    /// queue is asked, [`job`](Inspect::job) per queue, with up to
+    /// [`LOCATE_AT_ONCE`] calls in flight (on Redis they share the connection,
+    /// so they travel pipelined; on a Cluster each goes to its queue's node),
+    /// and the first queue found to hold it answers. No index outside the
+    /// queues: the cost grows with the number of queues, one script call each.
+    /// A queue deleted meanwhile, or whose name no redjob or RSMQ client can
+    /// use, is passed over; one that fails otherwise gives its error only when
+    /// no queue holds the job.
     ///
     /// ```
     /// use redjob::inspect::Inspect;
@@ -309,24 +311,45 @@ pub trait Inspect: Sync {
             let mut asks = stream::iter(queues)
                 .map(|queue| async move { (self.job(&queue, id).await, queue) })
                 .buffer_unordered(LOCATE_AT_ONCE);
+            // one queue that fails (a node down, a key of another type) does
+            // not hide the job in another: its error counts only if none has it
+            let mut failed = None;
             while let Some((answer, queue)) = asks.next().await {
                 match answer {
                     Ok(Some(job)) => return Ok(Some(Located { queue, job })),
                     Ok(None)
                     | Err(Error::QueueNotFound { .. })
                     | Err(Error::InvalidQueueName { .. }) => {}
-                    Err(e) => return Err(e),
+                    Err(e) => _ = failed.get_or_insert(e),
                 }
             }
-            Ok(None)
+            failed.map_or(Ok(None), Err)
         }
     }
 }
 
 /// How many queues a [`locate`](Inspect::locate) asks at once.
+///
+/// ```
+/// assert_eq!(redjob::inspect::LOCATE_AT_ONCE, 256);
+/// ```
 pub const LOCATE_AT_ONCE: usize = 256;
 
 /// A job [`locate`](Inspect::locate) found, and the queue it is in.
+///
+/// ```
+/// use redjob::inspect::{Inspect, Located};
+/// use redjob::queue::{Queues, SendMessage};
+/// use redjob::backend::memory::MemoryBackend;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let q = MemoryBackend::new();
+/// q.create_queue("mail", Default::default()).await?;
+/// let id = q.send("mail", SendMessage::new("hi")).await?;
+/// let Located { queue, job, .. } = q.locate(&id).await?.expect("queued");
+/// assert_eq!((queue.as_str(), job.id), ("mail", id));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Located {

@@ -1,6 +1,6 @@
 //! The JSON envelope a job is stored as: `{"type": "<job name>", "args": {...}}`,
-//! with `"traceparent"` after them when the `opentelemetry` feature has a trace
-//! to carry (see `trace.rs`).
+//! with `"trace"` after them when the `opentelemetry` feature has a trace to
+//! carry (see `trace.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -14,15 +14,16 @@ struct EnvelopeRef<'a, T> {
     #[serde(rename = "type")]
     name: &'a str,
     args: &'a T,
-    /// The W3C trace context of the span that encoded it (see `trace.rs`);
-    /// left out when there is none, as always without the feature.
+    /// The trace context of the span that encoded it (see `trace.rs`); left
+    /// out when there is none, as always without the feature.
     #[serde(skip_serializing_if = "Option::is_none")]
-    traceparent: Option<String>,
+    trace: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Encodes a job as its envelope. With the `opentelemetry` feature, inside a
-/// span with a valid trace context, the envelope also carries that context as
-/// `"traceparent"` (W3C), which the worker's span of the job continues.
+/// span with a trace context, the envelope also carries that context as
+/// `"trace"` (the application's propagator's fields, W3C's `traceparent`),
+/// which the worker's span of the job continues.
 ///
 /// ```
 /// use redjob::{Job, JobContext, JobError};
@@ -45,7 +46,17 @@ pub fn encode<J: Job>(job: &J) -> Result<Vec<u8>> {
     Ok(serde_json::to_vec(&EnvelopeRef {
         name: J::NAME,
         args: job,
-        traceparent: super::trace::current(),
+        trace: super::trace::current(),
+    })?)
+}
+
+/// [`encode`] without a trace context: for bodies stored once and sent many
+/// times (a periodic job's), which no one span enqueues.
+pub(crate) fn encode_untraced<J: Job>(job: &J) -> Result<Vec<u8>> {
+    Ok(serde_json::to_vec(&EnvelopeRef {
+        name: J::NAME,
+        args: job,
+        trace: None,
     })?)
 }
 

@@ -39,8 +39,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use context::JobContext;
-pub(crate) use envelope::decode_as;
 pub use envelope::{decode, encode};
+pub(crate) use envelope::{decode_as, encode_untraced};
 pub use error::{JobError, Outcome};
 pub use unique::unique_key;
 

@@ -74,7 +74,8 @@ impl Periodic {
             schedule,
             missed: Missed::Skip,
             priority: J::OPTIONS.priority,
-            body: crate::job::encode(&job).map_err(|e| e.to_string()),
+            // stored once, sent at every tick: no one span's trace
+            body: crate::job::encode_untraced(&job).map_err(|e| e.to_string()),
         }
     }
 

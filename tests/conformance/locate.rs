@@ -13,7 +13,8 @@ use super::Env;
 pub async fn a_job_is_found_by_id_in_whichever_queue_holds_it(env: &Env) {
     let q = env.client.backend();
     let opts = QueueOptions::default();
-    for i in 0..40 {
+    // more queues than are asked at once
+    for i in 0..300 {
         q.create_queue(&format!("q{i}"), opts).await.unwrap();
     }
     let ready = Queues::send(&q, "q7", SendMessage::new("a").priority(3))
@@ -32,15 +33,15 @@ pub async fn a_job_is_found_by_id_in_whichever_queue_holds_it(env: &Env) {
         ..Settle::default()
     };
     q.settle("q31", &settle).await.unwrap();
-    let running = Queues::send(&q, "q39", SendMessage::new("c"))
+    let running = Queues::send(&q, "q299", SendMessage::new("c"))
         .await
         .unwrap();
-    q.fetch("q39", 1, Duration::from_secs(60)).await.unwrap();
+    q.fetch("q299", 1, Duration::from_secs(60)).await.unwrap();
 
     for (id, queue, state) in [
         (ready, "q7", JobState::Ready),
         (dead, "q31", JobState::Dead),
-        (running, "q39", JobState::InFlight),
+        (running, "q299", JobState::InFlight),
     ] {
         let found = q.locate(&id).await.unwrap().expect("found");
         assert_eq!((found.queue.as_str(), found.job.id), (queue, id));

@@ -88,7 +88,7 @@ pub(crate) struct FindQuery {
     id: Option<String>,
 }
 
-/// A job by id in whichever queue holds it (the search box on every queue
+/// A job by id in whichever queue holds it (the search box of the queue
 /// list): its page, or a not-found naming the id.
 pub(crate) async fn find(ctx: Ctx, Query(q): Query<FindQuery>) -> WebResult<Response> {
     let text = q.id.as_deref().map(str::trim).unwrap_or_default();
