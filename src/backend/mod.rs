@@ -6,8 +6,8 @@
 //! same semantics in this process, with a clock a test controls.
 //! [`AnyBackend`](any::AnyBackend) is either. Each backend's folder has one file
 //! per concept of the contract under the same name (`queues`, `leases`,
-//! `inspect`, `admin`, `live`, `topics`), so how Redis and memory do one thing
-//! are neighbours.
+//! `inspect`, `admin`, `settings`, `live`, `topics`), so how Redis and memory
+//! do one thing are neighbours.
 
 pub mod any;
 pub mod memory;
