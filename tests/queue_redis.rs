@@ -555,7 +555,6 @@ async fn exact_dues_of_a_queue_no_worker_fetches_stay_bounded() {
 
 #[tokio::test]
 async fn locate_finds_a_job_past_queues_that_fail_and_reports_them_when_none_has_it() {
-    use redjob::inspect::Inspect;
     use redjob::queue::Queues;
     let server = RedisServer::start();
     let client = redjob::Client::connect(&server.url()).await.unwrap();
