@@ -28,4 +28,4 @@ pub use crate::contract::admin::{
     Tick, Ticked, Ticks, WorkerInfo,
 };
 pub use crate::contract::leases::Retention;
-pub use crate::contract::settings::{InForce, QueueSettings};
+pub use crate::contract::settings::{InForce, QueueSettings, duration_text, parse_duration};

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use redjob::ops::{Admin, QueueSettings, Retention};
+use redjob::ops::{Admin, QueueSettings, Retention, duration_text};
 use serde_json::{Value, json};
 
 use crate::show;
@@ -68,7 +68,7 @@ pub fn lines(s: &QueueSettings) -> Vec<String> {
         "default"
     };
     let count = dead.max_count.map_or("none".into(), |n| n.to_string());
-    let age = dead.max_age.map_or("none".into(), show::duration_text);
+    let age = dead.max_age.map_or("none".into(), duration_text);
     vec![
         format!("{:<24}{count:<10}{from}", "dead letters: at most"),
         format!("{:<24}{age:<10}{from}", "dead letters: for"),

@@ -182,39 +182,8 @@ pub fn confirm(yes: bool, what: &str) -> Outcome {
     }
 }
 
-/// A duration such as `500ms`, `10s`, `5m`, `2h`, `1d`.
+/// A duration such as `500ms`, `10s`, `5m`, `2h`, `1d` (`redjob::ops::parse_duration`'s
+/// form), as clap's value parser takes it.
 pub fn duration(s: &str) -> Result<Duration, String> {
-    let split = s
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{s:?}: add a unit (ms, s, m, h, d)"))?;
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n.parse().map_err(|_| format!("{s:?} is not a duration"))?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("{s:?}: unit must be ms, s, m, h or d")),
-    };
-    n.checked_mul(ms)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{s:?} is too long"))
-}
-
-/// A duration as `duration` reads it, in its largest whole unit: `30d`, `90m`,
-/// `1500ms`.
-pub fn duration_text(d: Duration) -> String {
-    let ms = d.as_millis();
-    for (unit, n) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-    ] {
-        if ms >= n && ms.is_multiple_of(n) {
-            return format!("{}{unit}", ms / n);
-        }
-    }
-    format!("{ms}ms")
+    redjob::ops::parse_duration(s).map_err(|e| e.to_string())
 }

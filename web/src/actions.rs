@@ -2,8 +2,6 @@
 //! through redjob's operations API, and redirects to the page it came from
 //! with a note of what it did.
 
-use std::time::Duration;
-
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::HeaderMap;
@@ -18,7 +16,7 @@ use redjob::topic::{EventId, Start};
 use crate::Ctx;
 use crate::ctx::{NOTE_COOKIE, allowed};
 use crate::error::{WebError, WebResult};
-use crate::fmt::{limit_text, num, parse_limit_ms};
+use crate::fmt::{num, parse_limit};
 use crate::layout::seg;
 use crate::params::{DeadFilter, parse_id};
 
@@ -123,7 +121,7 @@ async fn on_queue(
             };
             let age = match given("dead_max_age") {
                 None => now.max_age,
-                Some(a) => parse_limit_ms(a).map_err(bad)?.map(Duration::from_millis),
+                Some(a) => parse_limit(a).map_err(bad)?,
             };
             let dead = Retention {
                 max_count: count,
@@ -134,7 +132,7 @@ async fn on_queue(
             format!(
                 "Saved: dead letters at most {}, for {}, for every worker.",
                 count.map_or("none".into(), num),
-                age.map_or("none".into(), |d| limit_text(d.as_millis() as u64))
+                age.map_or("none".into(), redjob::ops::duration_text)
             )
         }
         other => return Err(WebError::NotFound(format!("no queue action {other:?}"))),

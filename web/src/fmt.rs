@@ -1,5 +1,7 @@
 //! Numbers, times and job bodies as the pages show them.
 
+use std::time::Duration;
+
 use chrono::DateTime;
 use redjob::inspect::JobInfo;
 
@@ -27,46 +29,16 @@ pub(crate) fn when(ms: u64) -> String {
         )
 }
 
-/// A limit of `ms` as the settings form reads it back: its largest whole
-/// unit, `30d`, `90m`, `1500ms`.
-pub(crate) fn limit_text(ms: u64) -> String {
-    for (unit, n) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-    ] {
-        if ms >= n && ms.is_multiple_of(n) {
-            return format!("{}{unit}", ms / n);
-        }
-    }
-    format!("{ms}ms")
-}
-
-/// A limit as typed in the settings form: `none` for no limit, else a number
-/// of `ms`, `s`, `m`, `h` or `d`.
-pub(crate) fn parse_limit_ms(s: &str) -> Result<Option<u64>, String> {
+/// A limit as typed in the settings form: `none` for no limit, else a
+/// duration above 0 ([`parse_duration`](redjob::ops::parse_duration)'s form).
+pub(crate) fn parse_limit(s: &str) -> Result<Option<Duration>, String> {
     let s = s.trim();
     if s == "none" {
         return Ok(None);
     }
-    let split = s
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{s:?}: add a unit (ms, s, m, h, d)"))?;
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n.parse().map_err(|_| format!("{s:?} is not an age"))?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("{s:?}: the unit is ms, s, m, h or d")),
-    };
-    match n.checked_mul(ms) {
-        Some(0) => Err(format!("{s:?}: give an age above 0, or none")),
-        Some(ms) => Ok(Some(ms)),
-        None => Err(format!("{s:?} is too long")),
+    match redjob::ops::parse_duration(s).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err(format!("{s:?}: give an age above 0, or none")),
+        d => Ok(Some(d)),
     }
 }
 

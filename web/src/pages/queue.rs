@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::overview::line;
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
-use crate::fmt::{job_type, limit_text, num, preview, relative, shorten};
+use crate::fmt::{job_type, num, preview, relative, shorten};
 use crate::layout::{Nav, button, link_button, query, render, seg};
 
 #[derive(Deserialize, Default)]
@@ -134,7 +134,7 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
     let count = dead.max_count.map_or("none".into(), |n| n.to_string());
     let age = dead
         .max_age
-        .map_or("none".into(), |d| limit_text(d.as_millis() as u64));
+        .map_or("none".into(), redjob::ops::duration_text);
     let from = if s.dead_letters.is_some() {
         "stored with the queue"
     } else {
