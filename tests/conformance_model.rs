@@ -6,7 +6,8 @@
 //! find a message at any priority, alike on both. Unique sends (two keys, each
 //! policy) must meet, keep, move or replace the same jobs on both. Inspection
 //! (counts, peek, one job, every page of a state) and cancel must see and do the
-//! same on both.
+//! same on both, and so must a dead-letter retention stored with the queue,
+//! which the next settles' trims follow over their own.
 //!
 //! Redis takes its time from `TIME`, which cannot be faked, so both backends run on
 //! real time cut into slots of `U`: all operations of a slot run within its first
@@ -47,7 +48,7 @@ use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
 use redjob::inspect::{Cancelled, Inspect, JobInfo, JobState, StateCounts};
-use redjob::ops::{Admin, DeadOrder, DeadQuery, Retention, Spread, Tick, Ticked};
+use redjob::ops::{Admin, DeadOrder, DeadQuery, QueueSettings, Retention, Spread, Tick, Ticked};
 use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
 use tokio::time::Instant;
@@ -149,6 +150,11 @@ enum Op {
     Pause {
         on: bool,
     },
+    /// Store the queue's dead-letter retention: keep at most `keep` (no
+    /// limit with `None`), in force over the settles' own 3.
+    Settings {
+        keep: Option<u8>,
+    },
     /// Requeue one dead letter (named twice), due after `delay` slots.
     RequeueDead {
         msg: Index,
@@ -233,6 +239,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<Index>().prop_map(|msg| Op::Cancel { msg }),
         2 => any::<Index>().prop_map(|msg| Op::RunNow { msg }),
         1 => any::<bool>().prop_map(|on| Op::Pause { on }),
+        2 => prop::option::of(1..=2u8).prop_map(|keep| Op::Settings { keep }),
         3 => (any::<Index>(), prop::option::of(0..=1u8)).prop_map(|(msg, delay)| Op::RequeueDead { msg, delay }),
         1 => any::<Index>().prop_map(|msg| Op::DeleteDead { msg }),
         1 => prop_oneof![Just(Op::PurgeDead), Just(Op::PurgeQueue)],
@@ -259,6 +266,8 @@ enum Seen {
     Count(u64),
     /// acked, rescheduled, dead, and how many were gone
     Settled(u64, u64, u64, usize),
+    /// dead-lettered, then how many dead letters the queue kept
+    Killed(u64, u64),
     Attributes {
         msgs: u64,
         hidden: u64,
@@ -498,6 +507,11 @@ impl Side {
                     }),
                 }
                 match b.settle(&q, &batch).await {
+                    // a dead letter also shows how many the retention left
+                    Ok(s) if s.dead > 0 => match b.counts(&q).await {
+                        Ok(c) => Seen::Killed(s.dead, c.dead),
+                        Err(e) => err(e),
+                    },
                     Ok(s) => Seen::Settled(s.acked, s.rescheduled, s.dead, s.gone.len()),
                     Err(e) => err(e),
                 }
@@ -583,6 +597,19 @@ impl Side {
                 };
                 match r {
                     Ok(()) => b.is_paused(&q).await.map_or_else(err, Seen::Flag),
+                    Err(e) => err(e),
+                }
+            }
+            Op::Settings { keep } => {
+                let dead = Retention {
+                    max_count: keep.map(u64::from),
+                    max_age: None,
+                };
+                match b.set_settings(&q, &QueueSettings::dead_letters(dead)).await {
+                    // what is stored, read back: the count kept (0: no limit)
+                    Ok(s) => {
+                        Seen::Count(s.dead_letters.and_then(|r| r.max_count).unwrap_or_default())
+                    }
                     Err(e) => err(e),
                 }
             }
