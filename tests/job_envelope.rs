@@ -169,6 +169,7 @@ fn an_envelope_with_a_trace_field_decodes_as_without_it() {
         due_ms: 0,
         body: traced.into_bytes(),
         last_error: None,
+        runs: Vec::new(),
     };
     assert_eq!(info.decode::<Thumbnail>().unwrap().width, 4);
     assert_eq!(info.job_name().as_deref(), Some("thumbnail"));

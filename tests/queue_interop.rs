@@ -609,3 +609,74 @@ async fn rsmq_reads_and_deletes_a_delayed_sends_message() {
     assert_eq!(r[1]["message"], json!("later"));
     assert_eq!(r[2], json!(1), "deleted");
 }
+
+/// An RSMQ client's deleteMessage removes a job's body, rc and fr only: its
+/// last error and attempt records are swept by a later idle fetch (one step in
+/// one second of ten).
+#[tokio::test]
+async fn records_an_rsmq_delete_leaves_behind_are_swept() {
+    use redjob::backend::redis::RedisBackend;
+    use redjob::backend::{Backend, Reschedule, Settle};
+    use redjob::connection::RedisConfig;
+    use redjob::queue::Queues;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("sq", QueueOptions::default())
+        .await
+        .unwrap();
+    let backend = RedisBackend::connect(&RedisConfig::from_url(server.url()), "rsmq", false)
+        .await
+        .unwrap();
+    let id = Queues::send(&rsmq, "sq", SendMessage::new("x"))
+        .await
+        .unwrap();
+    let d = backend
+        .fetch("sq", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    let retry = Settle {
+        reschedules: vec![Reschedule {
+            id,
+            token: d.token,
+            delay: Duration::ZERO,
+            deliveries: 1,
+            release: false,
+            error: Some("boom".into()),
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("sq", &retry).await.unwrap().rescheduled, 1);
+    let mut con = server.raw().await;
+    let fields = [format!("{id}:err"), format!("{id}:a")];
+    let left = |con: &mut redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        let fields = fields.clone();
+        async move {
+            let v: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg("rsmq:sq:Q")
+                .arg(&fields[..])
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            v.iter().filter(|f| f.is_some()).count()
+        }
+    };
+    assert_eq!(left(&mut con).await, 2);
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "deleteMessage", "qname": "sq", "id": id.as_str()}]),
+    );
+    assert_eq!(r[0], json!(1));
+    assert_eq!(left(&mut con).await, 2, "RSMQ deletes body, rc and fr only");
+    // idle fetches: one lands in a tenth second within 11 s
+    let start = std::time::Instant::now();
+    while left(&mut con).await > 0 && start.elapsed() < Duration::from_secs(11) {
+        backend
+            .fetch("sq", 1, Duration::from_secs(60))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(left(&mut con).await, 0, "swept");
+}

@@ -4,7 +4,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redjob::inspect::{JobInfo, Page};
+use redjob::inspect::{Attempt, JobInfo, Page};
 use serde_json::{Value, json};
 
 use crate::{Ctx, Failure, Outcome};
@@ -136,6 +136,7 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
     if ctx.json {
         let mut v = job_json(j);
         v["queue"] = queue.into();
+        v["runs"] = j.runs.iter().map(attempt_json).collect();
         return json(&v);
     }
     let rows = [
@@ -151,12 +152,59 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
     for (k, v) in rows {
         println!("{k:<11}{v}");
     }
+    if !j.runs.is_empty() {
+        println!("runs:");
+        for a in &j.runs {
+            println!("{}", attempt_line(a));
+            if let Some(e) = &a.error {
+                println!("      {}", e.replace('\n', "\n      "));
+            }
+        }
+    }
     let body = match serde_json::from_slice::<Value>(&j.body) {
         Ok(v) => serde_json::to_string_pretty(&v)?,
         Err(_) => String::from_utf8_lossy(&j.body).into_owned(),
     };
     println!("body:\n{body}");
     Ok(())
+}
+
+/// An attempt as JSON: its stored fields, with its duration.
+pub fn attempt_json(a: &Attempt) -> Value {
+    json!({
+        "n": a.number,
+        "outcome": a.outcome.as_str(),
+        "started_ms": a.started_ms,
+        "ended_ms": a.ended_ms,
+        "duration_ms": a.duration().map(|d| d.as_millis() as u64),
+        "lease_end_ms": a.lease_end_ms,
+        "error": a.error,
+        "worker": a.worker,
+        "host": a.host,
+    })
+}
+
+/// An attempt on one line: number, when, how long, outcome, where; what is not
+/// known said so.
+pub fn attempt_line(a: &Attempt) -> String {
+    let at = match (a.started_ms, a.lease_end_ms) {
+        (Some(s), _) => when(s),
+        (None, Some(l)) => format!("lease ran out {}", when(l)),
+        (None, None) => "started: unknown".into(),
+    };
+    let took = a
+        .duration()
+        .map_or_else(|| "took ?".into(), |d| format!("took {d:.1?}"));
+    let place = match (&a.worker, &a.host) {
+        (Some(w), Some(h)) => format!("worker {w} on {h}"),
+        (Some(w), None) => format!("worker {w}"),
+        _ => "worker unknown".into(),
+    };
+    format!(
+        "  #{:<3} {:<10} {at}  {took}  {place}",
+        a.number,
+        a.outcome.as_str()
+    )
 }
 
 /// Asks before a destructive bulk action, unless `yes`. Without a terminal to

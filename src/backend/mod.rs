@@ -13,6 +13,7 @@ pub mod any;
 pub mod memory;
 pub mod redis;
 
+pub use crate::contract::attempts::{Ran, RunBy};
 pub use crate::contract::backend::Backend;
 pub use crate::contract::leases::{
     DeadLetterEntry, Delivery, Fetched, Handed, Reschedule, Settle, Settled, Token,

@@ -83,6 +83,7 @@ impl StateCounts {
 ///     due_ms: 0,
 ///     body: br#"{"type":"Email","args":{"to":"a@b"}}"#.to_vec(),
 ///     last_error: Some("smtp timed out".into()),
+///     runs: Vec::new(),
 /// };
 /// assert_eq!(job.job_name().as_deref(), Some("Email"));
 /// assert_eq!(job.args().unwrap()["to"], "a@b");
@@ -105,6 +106,10 @@ pub struct JobInfo {
     pub body: Vec<u8>,
     /// The error of its last failed run, when one was retried (dead: why it died).
     pub last_error: Option<String>,
+    /// Its recorded attempts, oldest first (the last
+    /// [`MAX_RECORDS`](crate::inspect::MAX_RECORDS)): read when one job is looked
+    /// up ([`job`](Inspect::job), [`locate`](Inspect::locate)); empty in lists.
+    pub runs: Vec<crate::contract::attempts::Attempt>,
 }
 
 impl JobInfo {
@@ -424,6 +429,7 @@ pub(crate) fn queued(
         due_ms: due_ms(k, now_ms),
         body,
         last_error,
+        runs: Vec::new(),
     }
 }
 

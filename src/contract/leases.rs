@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::contract::attempts::{Ran, RunBy};
 use crate::{JobId, Result};
 
 /// Added to a leased job's delivery count in its score's thousandths: a lease
@@ -262,6 +263,12 @@ pub struct Settle {
     /// How many dead letters the queue keeps: dead-lettering drops the oldest
     /// beyond it.
     pub retention: Retention,
+    /// How the entries' runs went, by job id (any order): each entry's attempt
+    /// record takes its times and outcome from here. An entry without one is
+    /// recorded with its times unknown (and `ok`, or `error` when it failed).
+    pub ran: Vec<Ran>,
+    /// Who ran them: recorded in each attempt (`None`: unknown).
+    pub by: Option<RunBy>,
 }
 
 impl Settle {
@@ -273,37 +280,61 @@ impl Settle {
     /// The batch split by the priority of its jobs (their tokens'), in order of
     /// first appearance.
     pub(crate) fn by_priority(&self) -> Vec<(i8, Settle)> {
-        fn part(parts: &mut Vec<(i8, Settle)>, p: i8, retention: Retention) -> &mut Settle {
-            let i = match parts.iter().position(|(q, _)| *q == p) {
+        let shared = Settle {
+            retention: self.retention,
+            by: self.by.clone(),
+            ..Settle::default()
+        };
+        let part = |parts: &mut Vec<(i8, Settle)>, p: i8| -> usize {
+            match parts.iter().position(|(q, _)| *q == p) {
                 Some(i) => i,
                 None => {
-                    let part = Settle {
-                        retention,
-                        ..Settle::default()
-                    };
-                    parts.push((p, part));
+                    parts.push((p, shared.clone()));
                     parts.len() - 1
                 }
-            };
-            &mut parts[i].1
-        }
+            }
+        };
         let mut parts: Vec<(i8, Settle)> = Vec::new();
         for a in &self.acks {
-            part(&mut parts, a.1.priority(), self.retention)
-                .acks
-                .push(*a);
+            let i = part(&mut parts, a.1.priority());
+            parts[i].1.acks.push(*a);
         }
         for r in &self.reschedules {
-            part(&mut parts, r.token.priority(), self.retention)
-                .reschedules
-                .push(r.clone());
+            let i = part(&mut parts, r.token.priority());
+            parts[i].1.reschedules.push(r.clone());
         }
         for d in &self.dead {
-            part(&mut parts, d.token.priority(), self.retention)
-                .dead
-                .push(d.clone());
+            let i = part(&mut parts, d.token.priority());
+            parts[i].1.dead.push(d.clone());
+        }
+        if parts.len() == 1 {
+            parts[0].1.ran = self.ran.clone();
+        } else if !self.ran.is_empty() {
+            for (_, part) in &mut parts {
+                let ids: std::collections::HashSet<JobId> = part.ids().collect();
+                part.ran = self
+                    .ran
+                    .iter()
+                    .filter(|r| ids.contains(&r.id))
+                    .cloned()
+                    .collect();
+            }
         }
         parts
+    }
+
+    /// The ids of every entry.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.acks
+            .iter()
+            .map(|a| a.0)
+            .chain(self.reschedules.iter().map(|r| r.id))
+            .chain(self.dead.iter().map(|d| d.id))
+    }
+
+    /// The runs the batch says how they went, by job id.
+    pub(crate) fn runs(&self) -> std::collections::HashMap<JobId, &Ran, crate::id::IdHash> {
+        self.ran.iter().map(|r| (r.id, r)).collect()
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`forward`]: `forward!`, one impl of a trait by calling another's, which
 //!   each trait's method list (beside the trait) expands to.
 //! - [`envelope`]: the JSON a job is stored as, read without its type.
+//! - [`attempts`]: the record of each attempt at a job.
 //! - [`leases`]: score marks, tokens, deliveries, hand-offs, settles, retention.
 //! - [`queues`]: [`Queues`](queues::Queues), RSMQ's operations, with their
 //!   messages, options and validation rules.
@@ -23,6 +24,7 @@
 //! `redjob::inspect`, `redjob::ops` and `redjob::topic`, which re-export them.
 
 pub(crate) mod admin;
+pub(crate) mod attempts;
 pub(crate) mod backend;
 pub(crate) mod envelope;
 pub(crate) mod forward;

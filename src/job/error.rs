@@ -137,6 +137,44 @@ impl<E: Into<BoxError>> From<E> for JobError {
     }
 }
 
+impl JobError {
+    /// The error and its chain of causes, `outer: cause: root cause` (a cause
+    /// whose text the error's own already ends with is not repeated).
+    ///
+    /// ```
+    /// use redjob::JobError;
+    ///
+    /// let io = std::io::Error::other("connection reset");
+    /// #[derive(Debug)]
+    /// struct Send(std::io::Error);
+    /// impl std::fmt::Display for Send {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         f.write_str("sending the mail failed")
+    ///     }
+    /// }
+    /// impl std::error::Error for Send {
+    ///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+    ///         Some(&self.0)
+    ///     }
+    /// }
+    /// let e = JobError::retry(Send(io));
+    /// assert_eq!(e.chain(), "sending the mail failed: connection reset");
+    /// ```
+    pub fn chain(&self) -> String {
+        let mut text = self.error.to_string();
+        let mut cause = self.error.source();
+        while let Some(c) = cause {
+            let part = c.to_string();
+            if !text.ends_with(&part) {
+                text.push_str(": ");
+                text.push_str(&part);
+            }
+            cause = c.source();
+        }
+        text
+    }
+}
+
 impl fmt::Debug for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JobError")

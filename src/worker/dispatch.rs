@@ -18,6 +18,7 @@ use super::leases::{Admit, Leases};
 use super::metrics::QueueMetrics;
 use super::observe::End;
 use super::settle::{Event, Outcome};
+use crate::contract::attempts::AttemptOutcome;
 use crate::contract::backend::Backend;
 use crate::contract::leases::{Fetched, Handed};
 
@@ -396,9 +397,11 @@ impl<B: Backend> Dispatcher<B> {
                 let heard = observer
                     .active(&self.per_queue.metrics)
                     .then(|| error.clone());
+                let now = fetched.now_us / 1000;
+                let ran = (now, now, AttemptOutcome::Error);
                 if self
                     .leases
-                    .finish(d.id, run, Outcome::Dead { error })
+                    .finish(d.id, run, Outcome::Dead { error }, ran)
                     .is_ok()
                 {
                     let _ = self.tx.send(Event::Finished);
@@ -458,6 +461,7 @@ impl<B: Backend> Dispatcher<B> {
                 Outcome::Release {
                     delay: Duration::ZERO,
                 },
+                (0, 0, AttemptOutcome::Cancelled),
             );
         }
     }

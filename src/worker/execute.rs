@@ -17,6 +17,7 @@ use super::metrics::JobMetrics;
 use super::observe::End;
 use super::settle::{Event, Outcome};
 use super::{MAX_DELAY, Shared};
+use crate::contract::attempts::AttemptOutcome;
 use crate::contract::leases::Delivery;
 use crate::job::{self, JobContext, Outcome as Wants};
 
@@ -57,6 +58,9 @@ struct Report {
     started: Option<(Instant, Duration)>,
     /// The handles `Observer::started` returned.
     metrics: Option<Arc<JobMetrics>>,
+    /// How the attempt failed, when not by the handler's error: a panic or a
+    /// timeout.
+    failed: Option<AttemptOutcome>,
 }
 
 pub(crate) async fn execute(
@@ -82,6 +86,7 @@ pub(crate) async fn execute(
         shared.filled.notify_one();
     }
     let mut report = Report::default();
+    let mut panicked = false;
     let outcome = match running {
         None => Outcome::Release {
             delay: Duration::ZERO,
@@ -98,6 +103,7 @@ pub(crate) async fn execute(
                     .instrument(span)
                     .await
                     .unwrap_or_else(|panic| {
+                        panicked = true;
                         let error = format!(
                             "worker panicked running the job: {}",
                             panic_message(&*panic)
@@ -117,10 +123,24 @@ pub(crate) async fn execute(
             outcome
         }
     };
+    // the attempt's record: its times on the backend's clock, reckoned from
+    // the fetch's
+    let ended = Instant::now();
+    let backend_ms = |at: Instant| {
+        let since = at.saturating_duration_since(r.fetched).as_millis();
+        (r.fetched_at_us / 1000).saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
+    };
+    let kind = match &outcome {
+        _ if panicked => AttemptOutcome::Panic,
+        Outcome::Ack => AttemptOutcome::Ok,
+        _ => report.failed.unwrap_or(AttemptOutcome::Error),
+    };
+    let started = report.started.map_or(ended, |(at, _)| at);
+    let ran = (backend_ms(started), backend_ms(ended), kind);
     let observing = shared.observer.active(&per_queue.metrics);
     // what the hooks hear, taken before the outcome moves into the lease table
     let heard = observing.then(|| outcome.clone());
-    let finished = leases.finish(d.id, r.run, outcome);
+    let finished = leases.finish(d.id, r.run, outcome, ran);
     if finished.is_ok() {
         let _ = tx.send(Event::Finished);
     } else {
@@ -234,14 +254,18 @@ async fn run(
                 delay: Duration::ZERO,
             };
         }
-        Ok(Ok(Err(e))) => (e.to_string(), e.outcome()),
-        Ok(Err(panic)) => (
-            format!("handler panicked: {}", panic_message(&*panic)),
-            Wants::Retry,
-        ),
+        Ok(Ok(Err(e))) => (e.chain(), e.outcome()),
+        Ok(Err(panic)) => {
+            report.failed = Some(AttemptOutcome::Panic);
+            (
+                format!("handler panicked: {}", panic_message(&*panic)),
+                Wants::Retry,
+            )
+        }
         Err(_) => {
             // whatever the handler spawned learns of it through the token
             cancel.cancel();
+            report.failed = Some(AttemptOutcome::Timeout);
             (format!("timed out after {timeout:?}"), Wants::Retry)
         }
     };

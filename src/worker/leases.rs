@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::hooks::CancelReason;
 use super::settle::Outcome;
 use crate::JobId;
+use crate::contract::attempts::AttemptOutcome;
 use crate::contract::leases::Token;
 use crate::id::IdHash;
 
@@ -34,6 +35,9 @@ pub(crate) struct Held {
     pub running: bool,
     /// The run ended with this; the settle has not landed yet.
     pub outcome: Option<Outcome>,
+    /// When the run started and ended (Unix ms, backend time as the worker
+    /// reckons it) and how, for its attempt record.
+    pub ran: Option<(u64, u64, AttemptOutcome)>,
     /// When this worker leased it (listed in the worker registry).
     pub since: Instant,
     /// The job type, once the run decoded its envelope.
@@ -126,6 +130,7 @@ impl Leases {
                 run,
                 running: true,
                 outcome: None,
+                ran: None,
                 lost: false,
                 reason: None,
                 since: Instant::now(),
@@ -160,7 +165,13 @@ impl Leases {
     /// Records how run `run` of `id` ended, to be settled; or, when there is
     /// nothing to settle (its lease was lost or ran out, or it was given up at
     /// shutdown), why.
-    pub fn finish(&self, id: JobId, run: u64, outcome: Outcome) -> Result<(), CancelReason> {
+    pub fn finish(
+        &self,
+        id: JobId,
+        run: u64,
+        outcome: Outcome,
+        ran: (u64, u64, AttemptOutcome),
+    ) -> Result<(), CancelReason> {
         let mut t = self.lock();
         match t.held.get_mut(&id) {
             Some(h) if h.run == run && h.lost => {
@@ -171,6 +182,7 @@ impl Leases {
             Some(h) if h.run == run => {
                 h.running = false;
                 h.outcome = Some(outcome);
+                h.ran = Some(ran);
                 t.done.insert(id);
                 Ok(())
             }

@@ -232,6 +232,10 @@ impl<B: Backend> Worker<B> {
             wakes.insert(name.clone(), wake.clone());
             let (tx, rx) = mpsc::unbounded_channel();
             let leases = Arc::new(Leases::default());
+            let by = crate::contract::attempts::RunBy {
+                worker: self.id.clone(),
+                host: crate::contract::admin::host_name(),
+            };
             held.push((queue.clone(), leases.clone()));
             let settler = Settler::new(
                 self.backend.clone(),
@@ -240,6 +244,7 @@ impl<B: Backend> Worker<B> {
                 wake.clone(),
                 leases.clone(),
                 self.shared.retention,
+                by.clone(),
             );
             settlers.spawn(settler.run(rx));
             settler_txs.push(tx.clone());

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::hooks::CancelReason;
 use super::leases::{Leases, Table};
 use crate::JobId;
+use crate::contract::attempts::{Ran, RunBy};
 use crate::contract::backend::Backend;
 use crate::contract::leases::Retention;
 use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Settled, Token};
@@ -67,6 +68,8 @@ pub(crate) struct Settler<B> {
     pub leases: Arc<Leases>,
     /// How many dead letters the queue keeps.
     pub retention: Retention,
+    /// This worker, as attempt records name it.
+    by: RunBy,
     /// When the last settle failed: retry at this time.
     retry_at: Option<Instant>,
     retry_wait: Duration,
@@ -80,9 +83,11 @@ impl<B: Backend> Settler<B> {
         wake: Arc<Notify>,
         leases: Arc<Leases>,
         retention: Retention,
+        by: RunBy,
     ) -> Self {
         Settler {
             retention,
+            by,
             backend,
             queue,
             lease,
@@ -339,6 +344,7 @@ impl<B: Backend> Settler<B> {
         let deferred = take.len() < MAX_BATCH && take.len() < done.len();
         let mut s = Settle {
             retention: self.retention,
+            by: Some(self.by.clone()),
             ..Settle::default()
         };
         let mut sent = Vec::with_capacity(take.len());
@@ -348,6 +354,14 @@ impl<B: Backend> Settler<B> {
             let Some(outcome) = &h.outcome else { continue };
             let token = h.token;
             sent.push((id, token, h.run));
+            if let Some((started_ms, ended_ms, outcome)) = h.ran {
+                s.ran.push(Ran {
+                    id,
+                    started_ms,
+                    ended_ms,
+                    outcome,
+                });
+            }
             match outcome {
                 Outcome::Ack => s.acks.push((id, token)),
                 Outcome::Retry { delay, error } => s.reschedules.push(Reschedule {

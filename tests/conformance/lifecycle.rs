@@ -73,6 +73,7 @@ pub async fn delete_queue_removes_dead_letters_and_stats(env: &Env) {
             error: "boom".into(),
         }],
         retention: Default::default(),
+        ..Settle::default()
     };
     backend.settle("life", &settle).await.unwrap();
     let before = backend.stats("life").await.unwrap();
@@ -134,6 +135,7 @@ pub async fn settled_runs_are_counted_per_minute_over_the_last_hour(env: &Env) {
                 error: "boom".into(),
             }],
             retention: Default::default(),
+            ..Settle::default()
         };
         backend.settle("rate", &settle).await.unwrap();
     };

@@ -3,6 +3,7 @@
 //! `tests/conformance_memory.rs` (the memory backend on tokio's paused clock).
 #![allow(dead_code)]
 
+pub mod attempts;
 pub mod bulk;
 pub mod inspect;
 pub mod leases;
@@ -317,6 +318,10 @@ macro_rules! conformance_suite {
             dead_letter_operations_on_a_missing_queue_or_bad_name_are_clear,
             purge_deletes_every_job_but_keeps_dead_letters_and_the_queue,
             run_now_makes_a_scheduled_job_due_keeping_its_attempts_and_wakes_a_worker);
+        $crate::conformance_suite!(@attempts $setup, #[$attr],
+            attempts_are_recorded_with_their_settle_and_a_dead_letter_keeps_them,
+            a_job_keeps_its_last_attempts_and_an_ack_or_delete_leaves_none,
+            a_worker_records_each_attempt_with_its_error_chain_and_itself);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@settings $setup, #[$attr],

@@ -164,6 +164,7 @@ pub async fn leases_retries_and_dead_letters_keep_a_job_at_its_priority(env: &En
             error: "gave up".into(),
         }],
         retention: Default::default(),
+        ..Settle::default()
     };
     let done = backend.settle("prio", &settle).await.unwrap();
     assert_eq!((done.acked, done.rescheduled, done.dead), (1, 1, 1));

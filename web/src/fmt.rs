@@ -140,6 +140,7 @@ mod tests {
             due_ms: 0,
             body: body.to_vec(),
             last_error: None,
+            runs: Vec::new(),
         }
     }
 

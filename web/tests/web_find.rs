@@ -44,3 +44,64 @@ async fn the_search_box_finds_a_job_in_any_queue() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert!(bad.body.contains("is not a job id"), "{}", bad.body);
 }
+
+#[tokio::test]
+async fn the_job_page_shows_each_attempt() {
+    use redjob::backend::{Backend, Ran, Reschedule, RunBy, Settle};
+    use redjob::inspect::AttemptOutcome;
+    use std::time::Duration;
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = client.backend();
+    q.create_queue("mail", QueueOptions::default())
+        .await
+        .unwrap();
+    let id = Queues::send(&q, "mail", SendMessage::new("hi"))
+        .await
+        .unwrap();
+    let d = q
+        .fetch("mail", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    let now = d.token.lease_until_ms() - 60_000;
+    let settle = Settle {
+        reschedules: vec![Reschedule {
+            id,
+            token: d.token,
+            delay: Duration::from_secs(600),
+            deliveries: 1,
+            release: false,
+            error: Some("smtp <refused>".into()),
+        }],
+        ran: vec![Ran {
+            id,
+            started_ms: now,
+            ended_ms: now + 1500,
+            outcome: AttemptOutcome::Timeout,
+        }],
+        by: Some(RunBy {
+            worker: "w-77".into(),
+            host: "web-3".into(),
+        }),
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("mail", &settle).await.unwrap().rescheduled, 1);
+    let app = Router::new().nest("/jobs", redjob_web::router(client.clone()));
+    let page = get(&app, &format!("/jobs/queues/mail/jobs/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let runs = page
+        .body
+        .split(r#"<table id="runs">"#)
+        .nth(1)
+        .expect("an attempts table");
+    for want in [
+        "timeout",
+        "1.5s",
+        "<code>w-77</code> on web-3",
+        "smtp &lt;refused&gt;",
+    ] {
+        assert!(runs.contains(want), "{want} in {runs}");
+    }
+}

@@ -187,7 +187,7 @@ fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
         if !seen.insert(*id) || q.msgs.contains_key(id) {
             continue;
         }
-        let Some((letter, priority)) = q.dead_msgs.get(id).cloned() else {
+        let Some((letter, priority, _)) = q.dead_msgs.get(id).cloned() else {
             continue;
         };
         q.drop_dead(id);

@@ -6,6 +6,7 @@ use std::ops::Bound::{Excluded, Included};
 
 use super::state::{MemQueue, due_score};
 use super::{MemoryBackend, not_found};
+use crate::contract::attempts;
 use crate::contract::inspect::{
     self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts,
 };
@@ -59,7 +60,7 @@ impl MemQueue {
     }
 
     pub(super) fn dead_info(&self, id: &JobId) -> Option<JobInfo> {
-        let (d, priority) = self.dead_msgs.get(id)?;
+        let (d, priority, _) = self.dead_msgs.get(id)?;
         Some(JobInfo {
             id: *id,
             state: JobState::Dead,
@@ -68,6 +69,7 @@ impl MemQueue {
             due_ms: d.died_at_ms,
             body: d.body.clone(),
             last_error: Some(d.error.clone()),
+            runs: Vec::new(),
         })
     }
 }
@@ -144,8 +146,17 @@ impl Inspect for MemoryBackend {
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         Ok(match q.msgs.get(id) {
-            Some(m) => Some(q.info(m.priority, m.score, *id, now)),
-            None => q.dead_info(id),
+            Some(m) => Some(JobInfo {
+                runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
+                ..q.info(m.priority, m.score, *id, now)
+            }),
+            None => q.dead_info(id).map(|j| JobInfo {
+                runs: q.dead_msgs[id]
+                    .2
+                    .as_deref()
+                    .map_or_else(Vec::new, |l| attempts::parse(l.as_bytes())),
+                ..j
+            }),
         })
     }
 

@@ -2,8 +2,11 @@
 //! counters, wake-ups and heartbeats, each under one lock.
 
 use super::MemoryBackend;
+use crate::contract::attempts::{self, Attempt, bound_error};
 use crate::contract::backend::Backend;
-use crate::contract::leases::{Delivery, Fetched, MAX_COUNT, Settle, Settled, Token, score_count};
+use crate::contract::leases::{
+    Delivery, Fetched, MAX_COUNT, Settle, Settled, Token, is_lease, score_count,
+};
 use crate::contract::queues::{QueueOptions, SendMessage, Sent};
 use crate::contract::settings::QueueSettings;
 use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
@@ -84,6 +87,9 @@ impl Backend for MemoryBackend {
                 .released_lease
                 .map_or(lease_ms, |l| lease_ms.max(l.saturating_add(1)));
             let token = Token::new(until, count).at_priority(*priority);
+            // a lease that ran out: that attempt was lost (see fetch.lua)
+            let lost = is_lease(*score)
+                .then(|| Attempt::lease_lost(score_count(*score), score / 1000).line());
             jobs.push(Delivery {
                 id: *id,
                 body: m.body.clone(),
@@ -94,6 +100,9 @@ impl Backend for MemoryBackend {
             if let Some(m) = q.msgs.get_mut(id) {
                 m.lease = true;
                 m.released_lease = None;
+                if let Some(rec) = lost {
+                    m.log = Some(attempts::append(m.log.as_deref(), &rec));
+                }
             }
         }
         q.totalrecv += jobs.len() as u64;
@@ -174,6 +183,16 @@ impl Backend for MemoryBackend {
         for (id, _) in &acks {
             q.remove(id);
         }
+        let runs = batch.runs();
+        let record = |id: &JobId, token: Token, error: Option<&str>| {
+            Attempt::settled(
+                token.attempt(),
+                runs.get(id).copied(),
+                error,
+                batch.by.as_ref(),
+            )
+            .line()
+        };
         let mut retried = 0;
         for r in &res {
             let count = u64::from(r.deliveries.min(MAX_COUNT));
@@ -186,13 +205,19 @@ impl Backend for MemoryBackend {
                 }
                 // an empty error keeps the last one, as complete.lua does
                 if let Some(e) = r.error.as_ref().filter(|e| !e.is_empty()) {
-                    m.error = Some(e.clone());
+                    m.error = Some(bound_error(e));
+                }
+                if !r.release {
+                    let rec = record(&r.id, r.token, Some(r.error.as_deref().unwrap_or("")));
+                    m.log = Some(attempts::append(m.log.as_deref(), &rec));
                 }
             }
             retried += u64::from(!r.release);
         }
         for d in &dead {
-            q.kill(&d.id, d.error.clone(), d.token.attempt(), now);
+            let error = bound_error(&d.error);
+            let rec = record(&d.id, d.token, Some(&error));
+            q.kill(&d.id, error, d.token.attempt(), now, &rec);
         }
         if !dead.is_empty() {
             // the retention stored with the queue is in force over the worker's

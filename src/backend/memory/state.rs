@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::contract::attempts;
 use crate::contract::leases::Retention;
 use crate::contract::settings;
 use crate::contract::stats::{DeadLetter, MINUTES, QueueStats};
@@ -21,6 +22,8 @@ pub(super) struct Msg {
     pub priority: i8,
     /// The last retried run's error.
     pub error: Option<String>,
+    /// Its attempt records, as Redis keeps them in `<id>:a` (see attempts.rs).
+    pub log: Option<String>,
     /// Released (its delivery not counted): that delivery's lease end, Unix ms.
     /// Its next lease ends later, so no two deliveries share a token (as
     /// `<id>:l` in Redis, see fetch.lua).
@@ -42,10 +45,10 @@ pub(super) struct MemQueue {
     /// The same for every other priority.
     pub levels: BTreeMap<i8, BTreeSet<(u64, JobId)>>,
     pub msgs: HashMap<JobId, Msg>,
-    /// Dead letters as (time of death ms, id), and each one's letter and the
-    /// priority it had.
+    /// Dead letters as (time of death ms, id), and each one's letter, the
+    /// priority it had and its attempt records.
     pub dead: BTreeSet<(u64, JobId)>,
-    pub dead_msgs: HashMap<JobId, (DeadLetter, i8)>,
+    pub dead_msgs: HashMap<JobId, (DeadLetter, i8, Option<String>)>,
     /// Workers lease nothing (see `pause.lua`).
     pub paused: bool,
     /// The settings stored for the queue (settings.lua's hash fields).
@@ -225,9 +228,11 @@ impl MemQueue {
         (self.msgs.contains_key(id) && (*expires == 0 || now < *expires)).then_some(*id)
     }
 
-    /// Moves a message to the dead letters at `now` (ms).
-    pub fn kill(&mut self, id: &JobId, error: String, attempts: u32, now: u64) {
+    /// Moves a message to the dead letters at `now` (ms), with the record of
+    /// its last attempt.
+    pub fn kill(&mut self, id: &JobId, error: String, attempts: u32, now: u64, record: &str) {
         let Some(m) = self.remove(id) else { return };
+        let log = attempts::append(m.log.as_deref(), record);
         let letter = DeadLetter {
             id: *id,
             body: m.body,
@@ -236,7 +241,7 @@ impl MemQueue {
             died_at_ms: now,
         };
         self.dead.insert((now, *id));
-        self.dead_msgs.insert(*id, (letter, m.priority));
+        self.dead_msgs.insert(*id, (letter, m.priority, Some(log)));
     }
 
     /// Drops the oldest dead letters beyond `retention` at `now` (ms), at most
@@ -259,7 +264,7 @@ impl MemQueue {
     /// Deletes a dead letter; whether it was there.
     pub fn drop_dead(&mut self, id: &JobId) -> bool {
         match self.dead_msgs.remove(id) {
-            Some((d, _)) => self.dead.remove(&(d.died_at_ms, *id)),
+            Some((d, _, _)) => self.dead.remove(&(d.died_at_ms, *id)),
             None => false,
         }
     }
@@ -297,6 +302,7 @@ impl MemQueue {
                 lease: false,
                 priority,
                 error: None,
+                log: None,
                 released_lease: None,
             },
         );

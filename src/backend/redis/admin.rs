@@ -116,6 +116,7 @@ fn rows(r: &mut Reply<'_>) -> Result<Vec<JobInfo>> {
             due_ms: died,
             body,
             last_error: error,
+            runs: Vec::new(),
         });
     }
     Ok(jobs)

@@ -76,6 +76,7 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
                 due_ms: score / 1000,
                 body,
                 last_error: error,
+                runs: Vec::new(),
             }
         } else {
             queued(id, p, score, count, now, body, error)
@@ -119,7 +120,12 @@ impl Inspect for Rsmq {
             return Ok(None);
         }
         let dead = r.bytes()? == b"d";
-        Ok(rows(&mut r, now, dead)?.0.pop())
+        let log = r.opt_bytes()?.map(crate::contract::attempts::parse);
+        let mut job = rows(&mut r, now, dead)?.0.pop();
+        if let Some(job) = &mut job {
+            job.runs = log.unwrap_or_default();
+        }
+        Ok(job)
     }
 
     async fn list(

@@ -5,6 +5,7 @@ use super::replies;
 use super::scripts::{self, eval, run};
 use super::{RedisBackend, info_replies, version_key};
 use crate::contract::admin::{Tick, Ticked};
+use crate::contract::attempts::{Attempt, bound_error};
 use crate::contract::backend::Backend;
 use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
 use crate::contract::queues::{QueueOptions, SendMessage, Sent};
@@ -334,16 +335,32 @@ impl Backend for RedisBackend {
                 for (id, token) in &part.acks {
                     cmd.arg(id).arg(token.to_string());
                 }
+                let runs = part.runs();
+                let by = part.by.as_ref();
+                let record = |id: &JobId, token: Token, error: Option<&str>| {
+                    Attempt::settled(token.attempt(), runs.get(id).copied(), error, by).line()
+                };
                 for r in &part.reschedules {
+                    let error = r.error.as_deref().map(bound_error);
+                    let rec = if r.release {
+                        String::new()
+                    } else {
+                        record(&r.id, r.token, Some(error.as_deref().unwrap_or("")))
+                    };
                     cmd.arg(r.id)
                         .arg(r.token.to_string())
                         .arg(crate::contract::backend::clamped_ms(r.delay))
                         .arg(r.deliveries.min(crate::contract::leases::MAX_COUNT))
                         .arg(if r.release { "l" } else { "r" })
-                        .arg(r.error.as_deref().unwrap_or(""));
+                        .arg(error.as_deref().unwrap_or(""))
+                        .arg(rec);
                 }
                 for d in &part.dead {
-                    cmd.arg(d.id).arg(d.token.to_string()).arg(&d.error);
+                    let error = bound_error(&d.error);
+                    cmd.arg(d.id)
+                        .arg(d.token.to_string())
+                        .arg(&error)
+                        .arg(record(&d.id, d.token, Some(&error)));
                 }
                 cmd
             })

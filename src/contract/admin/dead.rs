@@ -70,6 +70,7 @@ impl DeadQuery {
     ///     due_ms: 0,
     ///     body: br#"{"type":"SendEmail","args":{}}"#.to_vec(),
     ///     last_error: Some("smtp timed out".into()),
+    ///     runs: Vec::new(),
     /// };
     /// assert!(DeadQuery::default().job_type("SendEmail").error_contains("timed").matches(&job));
     /// assert!(!DeadQuery::default().job_type("Resize").matches(&job));

@@ -10,7 +10,7 @@ use redjob::ops::Admin;
 
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
-use crate::fmt::{job_type, pretty, relative, when};
+use crate::fmt::{job_type, pretty, relative, span, when};
 use crate::layout::{Nav, button, render, seg};
 use crate::params::parse_id;
 
@@ -75,6 +75,36 @@ pub(crate) async fn page(
             @if let Some(e) = &job.last_error {
                 h2 { @if job.state == JobState::Dead { "Why it died" } @else { "Last error" } }
                 pre.error { (e) }
+            }
+            @if !job.runs.is_empty() {
+                h2 { "Attempts" }
+                table #runs {
+                    thead { tr { th { "#" } th { "Outcome" } th { "Started" } th { "Took" } th { "Worker" } th { "Error" } } }
+                    tbody {
+                        @for a in &job.runs {
+                            tr {
+                                td { (a.number) }
+                                td { span.badge class=[a.outcome.failed().then_some("dead")] { (a.outcome.as_str()) } }
+                                td {
+                                    @match (a.started_ms, a.lease_end_ms) {
+                                        (Some(s), _) => { (when(s)) }
+                                        (None, Some(l)) => { "unknown (lease ran out " (when(l)) ")" }
+                                        _ => { "unknown" }
+                                    }
+                                }
+                                td { @match a.duration() { Some(d) => { (span(d.as_millis() as u64)) }, None => { "unknown" } } }
+                                td {
+                                    @match (&a.worker, &a.host) {
+                                        (Some(w), Some(h)) => { code { (w) } " on " (h) }
+                                        (Some(w), None) => { code { (w) } }
+                                        _ => { "unknown" }
+                                    }
+                                }
+                                td { @if let Some(e) = &a.error { pre.error { (e) } } }
+                            }
+                        }
+                    }
+                }
             }
         }
         h2 { "Arguments" }

@@ -16,7 +16,7 @@ local id = ARGV[1]
 local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
 if not level then return 0 end
 redis.call("ZREM", level[2], id)
-redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err")
+redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err", id .. ":a")
 forget_released({id})
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
 lease_counts().left(24, {tonumber(s)}, now)

@@ -26,7 +26,13 @@
 --          waits for the queue (hash field "redjob:waiting") wakes it, as a send
 --          would (a hand-off its worker could not start, a shutdown's releases)
 -- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
---      "r" for a retry or "l" for a release, error or ""), D x (id, token, error)
+--      "r" for a retry or "l" for a release, error or "", attempt record or
+--      ""), D x (id, token, error, attempt record)
+-- An attempt record (one line of JSON, see attempts.rs) is added to the job's
+-- records in "<id>:a" (keeping the last MAX_RECORDS): a retry's in the queue's
+-- hash, a dead letter's moved to the dead letters' hash with them. An ack
+-- deletes them. The hash field "redjob:errors" says that "<id>:err" or "<id>:a"
+-- fields may exist.
 -- A release gives the delivery count back (the delivery does not count as an
 -- attempt) and keeps the delivery's lease end in "<id>:l", counted in the hash
 -- field "redjob:released": the next fetch leases it until later than that, so the
@@ -46,17 +52,19 @@ for _ = 1, na do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "a"
   i = i + 2
 end
-local errs = {}
+local errs, recs = {}, {}
 for _ = 1, nr do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = ARGV[i + 4]
   arg[#ids] = string.format("%d.%03d", now + tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
   if ARGV[i + 5] ~= "" then errs[#ids] = ARGV[i + 5] end
-  i = i + 6
+  if ARGV[i + 6] ~= "" then recs[#ids] = ARGV[i + 6] end
+  i = i + 7
 end
 for _ = 1, nd do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "d"
   arg[#ids] = ARGV[i + 2]
-  i = i + 3
+  if ARGV[i + 3] ~= "" then recs[#ids] = ARGV[i + 3] end
+  i = i + 4
 end
 if #ids == 0 then return {0, 0, 0} end
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
@@ -71,6 +79,9 @@ local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
+-- the entries whose attempt record is added (retries and dead letters that
+-- passed the fence), and their records so far ("<id>:a")
+local logged, logs = {}, {}
 -- leases settled, by lease end (ms): most of a call's share one
 local ends = {}
 for k, id in ipairs(ids) do
@@ -86,7 +97,11 @@ for k, id in ipairs(ids) do
         fields[#fields + 1] = id .. ":rc"
         fields[#fields + 1] = id .. ":fr"
       end
-      if attrs[4] then fields[#fields + 1] = id .. ":err" end
+      if attrs[4] then
+        fields[#fields + 1] = id .. ":err"
+        fields[#fields + 1] = id .. ":a"
+      end
+      if kd == "d" and recs[k] then logged[#logged + 1] = k end
       if kd == "a" then acked = acked + 1 else dead[#dead + 1] = k end
     else
       z[#z + 1] = arg[k]
@@ -95,6 +110,7 @@ for k, id in ipairs(ids) do
         errfields[#errfields + 1] = id .. ":err"
         errfields[#errfields + 1] = errs[k]
       end
+      if recs[k] then logged[#logged + 1] = k end
       if kd == "r" then
         retried = retried + 1
       else
@@ -105,6 +121,26 @@ for k, id in ipairs(ids) do
     end
   elseif not scores[k] then
     missing[#missing + 1] = id
+  end
+end
+if #logged > 0 then
+  -- earlier records exist only for a job delivered before, and only once the
+  -- flag is set
+  local want, at = {}, {}
+  for _, k in ipairs(logged) do
+    if attrs[4] and score_count(tonumber(tokens[k])) > 1 then
+      want[#want + 1] = ids[k] .. ":a"
+      at[#want] = k
+    end
+  end
+  local old = #want > 0 and many("HMGET", KEYS[2], want) or {}
+  for j, k in pairs(at) do logs[k] = old[j] end
+  for _, k in ipairs(logged) do
+    logs[k] = append_attempt(logs[k], recs[k])
+    if kind[k] ~= "d" then
+      errfields[#errfields + 1] = ids[k] .. ":a"
+      errfields[#errfields + 1] = logs[k]
+    end
   end
 end
 local dz, dh = {}, {}
@@ -122,6 +158,10 @@ if #dead > 0 then
     dh[#dh + 1] = arg[k]
     dh[#dh + 1] = id .. ":n"
     dh[#dh + 1] = string.format("%d", score_count(tonumber(tokens[k])))
+    if logs[k] then
+      dh[#dh + 1] = id .. ":a"
+      dh[#dh + 1] = logs[k]
+    end
     if prio ~= "0" then
       dh[#dh + 1] = id .. ":p"
       dh[#dh + 1] = prio
@@ -157,6 +197,7 @@ if #dead > 0 then
     local f = {}
     for _, id in ipairs(old) do
       f[#f + 1] = id; f[#f + 1] = id .. ":err"; f[#f + 1] = id .. ":n"; f[#f + 1] = id .. ":p"
+      f[#f + 1] = id .. ":a"
     end
     many("ZREM", KEYS[3], old)
     many("HDEL", KEYS[4], f)

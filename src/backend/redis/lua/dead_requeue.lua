@@ -1,5 +1,5 @@
 -- Requeues dead letters: each goes back to its queue as a fresh job (no
--- deliveries counted, no last error) at the priority it had, under its id. The
+-- deliveries counted, no last error, no attempt records) at the priority it had, under its id. The
 -- k-th one requeued (from 0) is due at now + ARGV[1] ms + k * ARGV[2] µs, so a
 -- rate spreads a large requeue over time. Unique keys are not taken again. An
 -- id that is not a dead letter, or whose id is in the queue already, is skipped.
@@ -65,7 +65,7 @@ for i, id in ipairs(ids) do
     h[#h + 1] = body
     if p ~= 0 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
     gone[#gone + 1] = id
-    for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p"}) do drop[#drop + 1] = f end
+    for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a"}) do drop[#drop + 1] = f end
     n = n + 1
   end
 end

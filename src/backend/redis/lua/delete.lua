@@ -1,5 +1,5 @@
--- Deletes messages, at any priority: their sorted set members and their body, rc
--- and fr fields, and frees the unique keys they held.
+-- Deletes messages, at any priority: their sorted set members and their body, rc,
+-- fr, last error and attempt fields, and frees the unique keys they held.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
@@ -13,6 +13,7 @@ for _, id in ipairs(ARGV) do
   fields[#fields + 1] = id .. ":rc"
   fields[#fields + 1] = id .. ":fr"
   fields[#fields + 1] = id .. ":err"
+  fields[#fields + 1] = id .. ":a"
 end
 local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique")
 -- only the levels a send ever used (see fetch.lua)

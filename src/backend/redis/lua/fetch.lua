@@ -4,7 +4,10 @@
 -- delivery count in the thousandths (LEASE_MARK in lib.lua), so the score is
 -- also the delivery's fencing token ("<lease end ms>.<5xx>"), and an RSMQ client
 -- sees the job again once the lease runs out. No per-message fields are written:
--- a re-delivery after a crash is counted from the score. The leases are counted
+-- a re-delivery after a crash is counted from the score. A job whose lease ran
+-- out gets an attempt record for that delivery ("<id>:a", see append_attempt in
+-- lib.lua): outcome lease_lost, with when its lease ended; its start, end and
+-- worker are unknown. The leases are counted
 -- by the second they end in (KEYS[3], see lease_counts in lib.lua).
 -- RSMQ-style receives (by RSMQ clients, or redjob's queue API) count deliveries in
 -- "<id>:rc" fields; those are read only when such receives ever happened on the
@@ -53,7 +56,7 @@
 --          when the queue is paused
 -- a missing queue costs one command (workers check it every few seconds)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
-  "redjob:released", "redjob:exact", "redjob:current")
+  "redjob:released", "redjob:exact", "redjob:current", "redjob:errors", "redjob:sweep")
 if not attrs[1] then return {0, "", 0, -1, -1} end
 if attrs[7] then return {0, "", 0, -1, -3} end
 local mask = tonumber(attrs[6]) or 0
@@ -178,6 +181,8 @@ if n > 0 then
   local ends, fresh = {}, 0
   -- per level: the new scores (ZADD pairs) and the orphans
   local z, orphans = {}, {}
+  -- jobs whose lease ran out, and their lost attempt's record
+  local lost, lost_recs = {}, {}
   local norphans = 0
   for k = 1, n do
     local id = ids[k]
@@ -192,6 +197,8 @@ if n > 0 then
       if count >= LEASE_MARK then
         count = count - LEASE_MARK
         ends[due] = (ends[due] or 0) - 1
+        lost[#lost + 1] = id
+        lost_recs[#lost_recs + 1] = string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, due)
       end
       local waited = now - due
       if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
@@ -239,6 +246,17 @@ if n > 0 then
   end
   for li, ol in pairs(orphans) do drop_orphans(levels[li][2], ol) end
   out[5] = norphans
+  if #lost > 0 then
+    local af = {}
+    for j, id in ipairs(lost) do af[j] = id .. ":a" end
+    local old = many("HMGET", KEYS[2], af)
+    for j = 1, #lost do
+      set[#set + 1] = af[j]
+      set[#set + 1] = append_attempt(old[j], lost_recs[j])
+    end
+    set[#set + 1] = "redjob:errors"
+    set[#set + 1] = "1"
+  end
   if leased > 0 then
     if norphans == 0 then allow_writes(KEYS[1]) end
     for li, zl in pairs(z) do many("ZADD", levels[li][2], zl) end
@@ -302,7 +320,32 @@ if leased < max then
   end
   -- seconds past in the lease counts (fields left by leases an RSMQ client
   -- deleted or re-hid): looked for in one second of ten
-  if math.floor(now / 1000) % 10 == 0 then lease_counts().prune(3, now) end
+  if math.floor(now / 1000) % 10 == 0 then
+    lease_counts().prune(3, now)
+    -- last errors and attempt records ("<id>:err", "<id>:a") of jobs that are
+    -- gone: an RSMQ client's deleteMessage deletes only a message's body, rc
+    -- and fr fields. One HSCAN step (about 100 fields) from the cursor kept in
+    -- "redjob:sweep", while such fields may exist ("redjob:errors"). Under
+    -- an ACL that refuses HSCAN (granted before this sweep existed) the fetch
+    -- goes on without it
+    local r = attrs[12] and redis.pcall("HSCAN", KEYS[2], attrs[13] or "0", "MATCH", "*:[ae]*", "COUNT", 100)
+    if type(r) == "table" and not r.err then
+      local drop = {}
+      for j = 1, #r[2], 2 do
+        local f = r[2][j]
+        local id = string.match(f, "^(.+):a$") or string.match(f, "^(.+):err$")
+        if id and string.sub(f, 1, 7) ~= "redjob:" and redis.call("HEXISTS", KEYS[2], id) == 0 then
+          drop[#drop + 1] = f
+        end
+      end
+      if #drop > 0 then
+        allow_writes(KEYS[1])
+        many("HDEL", KEYS[2], drop)
+      end
+      set[#set + 1] = "redjob:sweep"
+      set[#set + 1] = r[1]
+    end
+  end
   if first then out[2] = string.format("%.0f", first) end
   if attrs[4] ~= "1" then
     set[#set + 1] = "redjob:waiting"
@@ -321,6 +364,6 @@ elseif attrs[8] and attrs[8] ~= "" then
 end
 if #set > 0 then
   if leased == 0 then allow_writes(KEYS[1]) end
-  redis.call("HSET", KEYS[2], unpack(set))
+  many("HSET", KEYS[2], set, 4000)
 end
 return out

@@ -378,9 +378,29 @@ local function drop_orphans(zset, ids)
     fields[#fields + 1] = id .. ":rc"
     fields[#fields + 1] = id .. ":fr"
     fields[#fields + 1] = id .. ":err"
+    fields[#fields + 1] = id .. ":a"
   end
   many("HDEL", KEYS[2], fields)
   forget_released(ids)
+end
+
+-- The most attempt records a job keeps (MAX_RECORDS in attempts.rs).
+local MAX_RECORDS = 25
+
+-- A job's attempt records (the field <id>:a: one JSON object per line, oldest
+-- first, see attempts.rs) with `rec` added, keeping the last MAX_RECORDS.
+-- `log` is the field's value or false.
+local function append_attempt(log, rec)
+  if not log or log == "" then return rec end
+  log = log .. "\n" .. rec
+  local lines = 0
+  for _ in string.gmatch(log, "\n") do lines = lines + 1 end
+  if lines >= MAX_RECORDS then
+    local kept = {}
+    for l in string.gmatch(log, "[^\n]+") do kept[#kept + 1] = l end
+    log = table.concat(kept, "\n", #kept - MAX_RECORDS + 1)
+  end
+  return log
 end
 
 -- Frees the unique keys (see unique.lua) of jobs that left their queue (acked,

@@ -31,7 +31,10 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":fr"
 end
 local vals = many("HMGET", KEYS[2], fields, 3000)
-for _, id in ipairs(ids) do fields[#fields + 1] = id .. ":err" end
+for _, id in ipairs(ids) do
+  fields[#fields + 1] = id .. ":err"
+  fields[#fields + 1] = id .. ":a"
+end
 many("HDEL", KEYS[2], fields)
 forget_released(ids)
 local n = 0

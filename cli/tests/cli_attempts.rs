@@ -1,0 +1,102 @@
+//! What happened to a job, from the CLI alone (the binary run as a process
+//! against a private redis-server, beside a real worker): `jobs show` prints
+//! every attempt with its outcome, error and worker.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{RedisServer, start_serving, wait_for};
+use redjob::inspect::{Inspect, JobState};
+use redjob::queue::{QueueOptions, Queues};
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+
+/// Fails every run, naming the attempt.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "cli_flaky", queue = "mail", max_attempts = 3, backoff = "10ms")]
+struct Flaky {}
+
+impl Job for Flaky {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        Err(JobError::retry(format!(
+            "smtp refused try {}",
+            ctx.attempt()
+        )))
+    }
+}
+
+async fn cli(url: &str, args: &[&str]) -> (i32, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .expect("the CLI exits within 30 s")
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn jobs_show_prints_every_attempt_with_its_error_and_worker() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("mail", QueueOptions::default())
+        .await
+        .unwrap();
+    let worker = Worker::builder(client.backend())
+        .queue("mail")
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let worker_id = worker.id().to_string();
+    let running = start_serving(worker).await;
+    let id = client.enqueue(&Flaky {}).await.unwrap();
+    let b = client.backend();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            matches!(b.job("mail", &id).await, Ok(Some(j)) if j.state == JobState::Dead)
+        })
+        .await
+    );
+    running.stop().await;
+
+    let (code, text) = cli(&url, &["jobs", "show", id.as_ref()]).await;
+    assert_eq!(code, 0, "{text}");
+    let runs: Vec<&str> = text.lines().filter(|l| l.starts_with("  #")).collect();
+    assert_eq!(runs.len(), 3, "{text}");
+    for (n, line) in runs.iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("  #{:<3} error", n + 1)),
+            "{line}"
+        );
+        assert!(line.contains(&format!("worker {worker_id} on ")), "{line}");
+        assert!(line.contains("took "), "{line}");
+    }
+    for n in 1..=3 {
+        assert!(text.contains(&format!("smtp refused try {n}")), "{text}");
+    }
+
+    let (code, out) = cli(&url, &["jobs", "show", id.as_ref(), "--json"]).await;
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[2]["outcome"], "error");
+    assert_eq!(runs[2]["worker"], worker_id.as_str());
+    assert!(runs[2]["duration_ms"].is_u64());
+    assert!(runs[0]["error"].as_str().unwrap().contains("try 1"));
+}

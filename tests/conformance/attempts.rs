@@ -1,0 +1,324 @@
+//! Every attempt at a job recorded with the settle that ends it: times,
+//! outcome, error and worker; a lease that ran out recorded by the fetch that
+//! delivers the job again; the last 25 kept; a dead letter keeps them; a settle
+//! replayed after it landed records nothing twice; an ack or a delete leaves
+//! no record behind.
+
+use std::time::Duration;
+
+use redjob::backend::{Backend, DeadLetterEntry, Ran, Reschedule, RunBy, Settle, Token};
+use redjob::inspect::{AttemptOutcome, Inspect, JobState, MAX_ERROR, MAX_RECORDS};
+use redjob::ops::{Admin, Spread};
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+use redjob::{Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use crate::common::{start_serving, wait_for};
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn by() -> RunBy {
+    RunBy {
+        worker: "w-1".into(),
+        host: "web-3".into(),
+    }
+}
+
+fn retry(id: JobId, token: Token, error: &str) -> Settle {
+    Settle {
+        reschedules: vec![Reschedule {
+            id,
+            token,
+            delay: Duration::ZERO,
+            deliveries: token.attempt(),
+            release: false,
+            error: Some(error.into()),
+        }],
+        by: Some(by()),
+        ..Settle::default()
+    }
+}
+
+async fn fetch_one(env: &Env, queue: &str, lease: Duration) -> redjob::backend::Delivery {
+    let q = env.client.backend();
+    let mut f = q.fetch(queue, 1, lease).await.unwrap();
+    assert_eq!(f.jobs.len(), 1, "one job due");
+    f.jobs.remove(0)
+}
+
+/// Whether the queue's hash still holds an attempt field of `id` (Redis only:
+/// the memory backend keeps them with the job itself).
+async fn has_record_field(env: &Env, queue: &str, id: JobId) -> bool {
+    if !env.is_redis() {
+        return false;
+    }
+    redis::cmd("HEXISTS")
+        .arg(env.key(queue, ":Q"))
+        .arg(format!("{id}:a"))
+        .query_async(&mut env.raw().await)
+        .await
+        .unwrap()
+}
+
+pub async fn attempts_are_recorded_with_their_settle_and_a_dead_letter_keeps_them(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("att", QueueOptions::default())
+        .await
+        .unwrap();
+    let id = Queues::send(&q, "att", SendMessage::new("x"))
+        .await
+        .unwrap();
+
+    // 1: a timeout, with its times and worker
+    let d = fetch_one(env, "att", LONG).await;
+    let mut s = retry(id, d.token, "timed out after 5s");
+    s.ran = vec![Ran {
+        id,
+        started_ms: 1_790_000_000_000,
+        ended_ms: 1_790_000_005_000,
+        outcome: AttemptOutcome::Timeout,
+    }];
+    assert_eq!(q.settle("att", &s).await.unwrap().rescheduled, 1);
+    // replayed after it landed (a lost reply): the fence turns it away
+    assert_eq!(q.settle("att", &s).await.unwrap().rescheduled, 0);
+    let job = q.job("att", &id).await.unwrap().unwrap();
+    assert_eq!(job.runs.len(), 1, "{:?}", job.runs);
+    let a = &job.runs[0];
+    assert_eq!((a.number, a.outcome), (1, AttemptOutcome::Timeout));
+    assert_eq!(a.duration(), Some(Duration::from_secs(5)));
+    assert_eq!(a.error.as_deref(), Some("timed out after 5s"));
+    assert_eq!(
+        (a.worker.as_deref(), a.host.as_deref()),
+        (Some("w-1"), Some("web-3"))
+    );
+
+    // 2: an error nobody timed, with a text far over the bound
+    let d = fetch_one(env, "att", LONG).await;
+    let long = "é".repeat(MAX_ERROR);
+    assert_eq!(
+        q.settle("att", &retry(id, d.token, &long))
+            .await
+            .unwrap()
+            .rescheduled,
+        1
+    );
+    let job = q.job("att", &id).await.unwrap().unwrap();
+    let a = &job.runs[1];
+    assert_eq!(
+        (a.number, a.outcome, a.started_ms),
+        (2, AttemptOutcome::Error, None)
+    );
+    let text = a.error.as_deref().unwrap();
+    assert!(
+        text.len() <= MAX_ERROR && text.ends_with('…'),
+        "{}",
+        text.len()
+    );
+    assert_eq!(
+        job.last_error.as_deref(),
+        Some(text),
+        "the last error is bounded alike"
+    );
+
+    // 3: its lease runs out; the fetch that delivers it again records it
+    let d = fetch_one(env, "att", Duration::from_millis(200)).await;
+    let lease_end = d.token.lease_until_ms();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let d = fetch_one(env, "att", LONG).await;
+    assert_eq!(d.token.attempt(), 4);
+    let job = q.job("att", &id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::InFlight);
+    let a = &job.runs[2];
+    assert_eq!((a.number, a.outcome), (3, AttemptOutcome::LeaseLost));
+    assert_eq!(a.lease_end_ms, Some(lease_end));
+    assert_eq!(
+        (a.started_ms, a.ended_ms, a.worker.as_deref()),
+        (None, None, None)
+    );
+
+    // 4: dead: the letter keeps all four
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id,
+            token: d.token,
+            error: "fatal: account closed".into(),
+        }],
+        by: Some(by()),
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("att", &dead).await.unwrap().dead, 1);
+    assert!(
+        !has_record_field(env, "att", id).await,
+        "moved with the letter"
+    );
+    let job = q.job("att", &id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Dead);
+    let seen: Vec<(u32, AttemptOutcome)> = job.runs.iter().map(|a| (a.number, a.outcome)).collect();
+    assert_eq!(
+        seen,
+        [
+            (1, AttemptOutcome::Timeout),
+            (2, AttemptOutcome::Error),
+            (3, AttemptOutcome::LeaseLost),
+            (4, AttemptOutcome::Error)
+        ]
+    );
+    assert_eq!(job.runs[3].error.as_deref(), Some("fatal: account closed"));
+    // found by id alone, with them
+    let found = q.locate(&id).await.unwrap().unwrap();
+    assert_eq!(found.job.runs.len(), 4);
+    // a requeue starts it afresh, records and all
+    q.requeue_dead("att", &[id], Spread::NOW).await.unwrap();
+    let job = q.job("att", &id).await.unwrap().unwrap();
+    assert!(job.runs.is_empty(), "{:?}", job.runs);
+}
+
+pub async fn a_job_keeps_its_last_attempts_and_an_ack_or_delete_leaves_none(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("many", QueueOptions::default())
+        .await
+        .unwrap();
+    let id = Queues::send(&q, "many", SendMessage::new("x"))
+        .await
+        .unwrap();
+    let tries = MAX_RECORDS as u32 + 3;
+    for n in 1..=tries {
+        let d = fetch_one(env, "many", LONG).await;
+        assert_eq!(d.token.attempt(), n);
+        q.settle("many", &retry(id, d.token, &format!("try {n}")))
+            .await
+            .unwrap();
+    }
+    let job = q.job("many", &id).await.unwrap().unwrap();
+    assert_eq!(job.runs.len(), MAX_RECORDS);
+    assert_eq!(job.runs[0].number, 4, "the oldest dropped");
+    assert_eq!(
+        job.runs[MAX_RECORDS - 1].error.as_deref(),
+        Some(format!("try {tries}").as_str())
+    );
+    // an ack takes them with it
+    let d = fetch_one(env, "many", LONG).await;
+    let ack = Settle {
+        acks: vec![(id, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("many", &ack).await.unwrap().acked, 1);
+    assert!(q.job("many", &id).await.unwrap().is_none());
+    assert!(
+        !has_record_field(env, "many", id).await,
+        "an ack leaves no record field"
+    );
+
+    // a delete and a cancel too
+    for cancel in [false, true] {
+        let id = Queues::send(&q, "many", SendMessage::new("y"))
+            .await
+            .unwrap();
+        let d = fetch_one(env, "many", LONG).await;
+        q.settle("many", &retry(id, d.token, "boom")).await.unwrap();
+        assert!(has_record_field(env, "many", id).await || !env.is_redis());
+        if cancel {
+            q.cancel("many", &id).await.unwrap();
+        } else {
+            Queues::delete(&q, "many", &id).await.unwrap();
+        }
+        assert!(!has_record_field(env, "many", id).await, "cancel {cancel}");
+    }
+}
+
+/// Fails its first two runs (the second with a cause), then succeeds; dies for
+/// good when `die`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "attempts_flaky",
+    queue = "flaky",
+    max_attempts = 3,
+    backoff = "10ms"
+)]
+struct Flaky {
+    die: bool,
+}
+
+#[derive(Debug)]
+struct Smtp(std::io::Error);
+
+impl std::fmt::Display for Smtp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("sending failed")
+    }
+}
+
+impl std::error::Error for Smtp {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl Job for Flaky {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        match ctx.attempt() {
+            1 => Err(JobError::retry("first try failed")),
+            2 => Err(JobError::retry(Smtp(std::io::Error::other(
+                "connection reset",
+            )))),
+            _ if self.die => panic!("third try panicked"),
+            _ => Ok(()),
+        }
+    }
+}
+
+pub async fn a_worker_records_each_attempt_with_its_error_chain_and_itself(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("flaky", QueueOptions::default())
+        .await
+        .unwrap();
+    let worker = Worker::builder(q.clone())
+        .queue("flaky")
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let worker_id = worker.id().to_string();
+    let running = start_serving(worker).await;
+    let id = env.client.enqueue(&Flaky { die: true }).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            matches!(q.job("flaky", &id).await, Ok(Some(j)) if j.state == JobState::Dead)
+        })
+        .await,
+        "dead-lettered"
+    );
+    running.stop().await;
+    let job = q.job("flaky", &id).await.unwrap().unwrap();
+    let seen: Vec<(u32, AttemptOutcome)> = job.runs.iter().map(|a| (a.number, a.outcome)).collect();
+    assert_eq!(
+        seen,
+        [
+            (1, AttemptOutcome::Error),
+            (2, AttemptOutcome::Error),
+            (3, AttemptOutcome::Panic)
+        ]
+    );
+    assert_eq!(job.runs[0].error.as_deref(), Some("first try failed"));
+    assert_eq!(
+        job.runs[1].error.as_deref(),
+        Some("sending failed: connection reset"),
+        "the error's chain of causes"
+    );
+    assert!(
+        job.runs[2]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("third try panicked")
+    );
+    let sent_ms = id.sent_ms();
+    for a in &job.runs {
+        assert_eq!(a.worker.as_deref(), Some(worker_id.as_str()));
+        assert!(a.host.as_deref().is_some_and(|h| !h.is_empty()));
+        let (start, end) = (a.started_ms.unwrap(), a.ended_ms.unwrap());
+        // backend time as the worker reckons it: after the send, in order
+        assert!(start + 5 >= sent_ms && end >= start, "{a:?} sent {sent_ms}");
+    }
+    assert!(job.runs[0].ended_ms <= job.runs[1].started_ms);
+}
