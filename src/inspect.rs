@@ -22,6 +22,7 @@
 //! ```
 
 pub use crate::contract::attempts::{Attempt, AttemptOutcome, MAX_ERROR, MAX_RECORDS};
+pub use crate::contract::history::{Finish, Finished};
 pub use crate::contract::inspect::{
     Cancelled, Cursor, Inspect, JobInfo, JobState, LOCATE_AT_ONCE, Located, MAX_PAGE, Page,
     StateCounts,

@@ -27,5 +27,6 @@ pub use crate::contract::admin::{
     Admin, BeatSchedule, DeadOrder, DeadQuery, Missed, RunningJob, Schedule, ScheduleInfo, Spread,
     Tick, Ticked, Ticks, WorkerInfo,
 };
+pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;
 pub use crate::contract::settings::{InForce, QueueSettings, duration_text, parse_duration};

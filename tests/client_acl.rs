@@ -11,7 +11,7 @@ use common::{RedisServer, wait_for, wait_until};
 use redjob::backend::Backend;
 use redjob::client::{ClientConfig, EnqueueOptions};
 use redjob::inspect::Inspect;
-use redjob::ops::{Admin, DeadOrder, Schedule, Spread};
+use redjob::ops::{Admin, DeadOrder, History, Schedule, Spread};
 use redjob::topic::{Event, Start};
 use redjob::{Client, Error, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -87,8 +87,14 @@ async fn the_readme_worker_user_runs_every_feature() {
         .await
         .unwrap();
     let seen = events.clone();
+    // a history of one: every settle trims it (ZPOPMIN)
+    let one = History {
+        max_count: Some(1),
+        ..History::default()
+    };
     let worker = Worker::builder(client.backend())
         .queue("acl")
+        .history(one)
         .data(runs.clone())
         .subscribe("audit", move |_: Happened, _| {
             let seen = seen.clone();

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::{Recorder, RedisServer, Running, start, wait_for, wait_until};
 use redjob::client::ClientConfig;
-use redjob::queue::Queues;
+use redjob::ops::{Admin, History, QueueSettings};
+use redjob::queue::{QueueOptions, Queues};
 use redjob::{Client, Error, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -226,6 +227,21 @@ async fn out_of_memory_refuses_enqueues_whole_and_workers_drain() {
     let server =
         RedisServer::start_with(&["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]);
     let client = client(&server.url()).await;
+    // the history keeps the arguments of the last 1,000 finished jobs (2 MB
+    // of these): kept without them here, so that draining frees the memory
+    client
+        .queues()
+        .create_queue("rel", QueueOptions::default())
+        .await
+        .unwrap();
+    let lean = History {
+        args_max_age: Some(Duration::ZERO),
+        ..History::default()
+    };
+    client
+        .set_settings("rel", &QueueSettings::history(lean))
+        .await
+        .unwrap();
     let pad = "x".repeat(2000);
     let mut accepted = 0u64;
     let refused = loop {

@@ -72,6 +72,8 @@ pub enum State {
     Scheduled,
     InFlight,
     Dead,
+    /// In the queue's history, newest first.
+    Finished,
 }
 
 impl From<State> for JobState {
@@ -81,6 +83,7 @@ impl From<State> for JobState {
             State::Scheduled => JobState::Scheduled,
             State::InFlight => JobState::InFlight,
             State::Dead => JobState::Dead,
+            State::Finished => JobState::Finished,
         }
     }
 }

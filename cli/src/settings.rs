@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use redjob::ops::{Admin, QueueSettings, Retention, duration_text};
+use redjob::ops::{Admin, History, QueueSettings, Retention, duration_text};
 use serde_json::{Value, json};
 
 use crate::show;
@@ -20,6 +20,34 @@ pub struct SettingsArgs {
     /// The oldest a dead letter gets (`30d`, `12h`...), or `none` for no limit.
     #[arg(long, value_parser = age)]
     dead_max_age: Option<Limit<Duration>>,
+    /// Keep finished jobs in the queue's history (`on`) or not (`off`).
+    #[arg(long, value_parser = on_off)]
+    history: Option<bool>,
+    /// The most finished jobs the history keeps, or `none` for no limit.
+    #[arg(long, value_parser = limit)]
+    history_max_count: Option<Limit<u64>>,
+    /// The oldest a history entry gets (`24h`, `7d`...), or `none` for no limit.
+    #[arg(long, value_parser = age)]
+    history_max_age: Option<Limit<Duration>>,
+    /// How long an entry keeps the job's arguments: `0s` never keeps them,
+    /// `none` as long as the entry.
+    #[arg(long, value_parser = args_age)]
+    history_args_max_age: Option<Limit<Duration>>,
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{s:?}: give on or off")),
+    }
+}
+
+fn args_age(s: &str) -> Result<Limit<Duration>, String> {
+    if s == "none" {
+        return Ok(Limit(None));
+    }
+    show::duration(s).map(|d| Limit(Some(d)))
 }
 
 /// A limit given on the command line: a value, or `none`.
@@ -50,11 +78,20 @@ fn age(s: &str) -> Result<Limit<Duration>, String> {
 /// the queue or the default.
 pub fn json(s: &QueueSettings) -> Value {
     let dead = s.in_force().dead_letters;
+    let h = s.in_force().history;
+    let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
     json!({
         "dead_letters": {
             "max_count": dead.max_count,
-            "max_age_ms": dead.max_age.map(|d| d.as_millis() as u64),
+            "max_age_ms": ms(dead.max_age),
             "stored": s.dead_letters.is_some(),
+        },
+        "history": {
+            "enabled": h.enabled,
+            "max_count": h.max_count,
+            "max_age_ms": ms(h.max_age),
+            "args_max_age_ms": ms(h.args_max_age),
+            "stored": s.history.is_some(),
         }
     })
 }
@@ -69,9 +106,25 @@ pub fn lines(s: &QueueSettings) -> Vec<String> {
     };
     let count = dead.max_count.map_or("none".into(), |n| n.to_string());
     let age = dead.max_age.map_or("none".into(), duration_text);
+    let h = s.in_force().history;
+    let hfrom = if s.history.is_some() {
+        "stored with the queue"
+    } else {
+        "default"
+    };
+    let on = if h.enabled { "on" } else { "off" };
+    let hcount = h.max_count.map_or("none".into(), |n| n.to_string());
+    let hage = h.max_age.map_or("none".into(), duration_text);
+    let args = h
+        .args_max_age
+        .map_or("as long as the entry".into(), duration_text);
     vec![
         format!("{:<24}{count:<10}{from}", "dead letters: at most"),
         format!("{:<24}{age:<10}{from}", "dead letters: for"),
+        format!("{:<24}{on:<10}{hfrom}", "history"),
+        format!("{:<24}{hcount:<10}{hfrom}", "history: at most"),
+        format!("{:<24}{hage:<10}{hfrom}", "history: for"),
+        format!("{:<24}{args:<10}{hfrom}", "history: arguments for"),
     ]
 }
 
@@ -86,6 +139,22 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
         };
         s = c
             .set_settings(&args.queue, &QueueSettings::dead_letters(dead))
+            .await?;
+    }
+    if args.history.is_some()
+        || args.history_max_count.is_some()
+        || args.history_max_age.is_some()
+        || args.history_args_max_age.is_some()
+    {
+        let now = s.in_force().history;
+        let h = History {
+            enabled: args.history.unwrap_or(now.enabled),
+            max_count: args.history_max_count.map_or(now.max_count, |l| l.0),
+            max_age: args.history_max_age.map_or(now.max_age, |l| l.0),
+            args_max_age: args.history_args_max_age.map_or(now.args_max_age, |l| l.0),
+        };
+        s = c
+            .set_settings(&args.queue, &QueueSettings::history(h))
             .await?;
     }
     if ctx.json {

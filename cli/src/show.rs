@@ -137,6 +137,9 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
         let mut v = job_json(j);
         v["queue"] = queue.into();
         v["runs"] = j.runs.iter().map(attempt_json).collect();
+        if let Some(f) = &j.finished {
+            v["finished"] = json!({"how": f.how.as_str(), "at_ms": f.at_ms, "by": f.by});
+        }
         return json(&v);
     }
     let rows = [
@@ -151,6 +154,18 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
     ];
     for (k, v) in rows {
         println!("{k:<11}{v}");
+    }
+    if let Some(f) = &j.finished {
+        let by =
+            f.by.as_deref()
+                .map_or(String::new(), |b| format!(" by {b}"));
+        println!(
+            "{:<11}{} {} ({} ms){by}",
+            "finished",
+            f.how.as_str(),
+            when(f.at_ms),
+            f.at_ms
+        );
     }
     if !j.runs.is_empty() {
         println!("runs:");

@@ -1,6 +1,7 @@
 //! What happened to a job, from the CLI alone (the binary run as a process
 //! against a private redis-server, beside a real worker): `jobs show` prints
-//! every attempt with its outcome, error and worker.
+//! every attempt of a job that failed twice then succeeded, with its outcome,
+//! error and worker, from the queue's history.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -14,17 +15,17 @@ use redjob::queue::{QueueOptions, Queues};
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 
-/// Fails every run, naming the attempt.
+/// Fails its first two runs, naming the attempt, then succeeds.
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "cli_flaky", queue = "mail", max_attempts = 3, backoff = "10ms")]
 struct Flaky {}
 
 impl Job for Flaky {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        Err(JobError::retry(format!(
-            "smtp refused try {}",
-            ctx.attempt()
-        )))
+        match ctx.attempt() {
+            n @ (1 | 2) => Err(JobError::retry(format!("smtp refused try {n}"))),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -48,7 +49,7 @@ async fn cli(url: &str, args: &[&str]) -> (i32, String) {
 }
 
 #[tokio::test]
-async fn jobs_show_prints_every_attempt_with_its_error_and_worker() {
+async fn jobs_show_prints_every_attempt_of_a_job_that_failed_twice_then_succeeded() {
     let server = RedisServer::start();
     let url = server.url();
     let client = Client::connect(&url).await.unwrap();
@@ -68,7 +69,7 @@ async fn jobs_show_prints_every_attempt_with_its_error_and_worker() {
     let b = client.backend();
     assert!(
         wait_for(Duration::from_secs(10), || async {
-            matches!(b.job("mail", &id).await, Ok(Some(j)) if j.state == JobState::Dead)
+            matches!(b.job("mail", &id).await, Ok(Some(j)) if j.state == JobState::Finished)
         })
         .await
     );
@@ -79,23 +80,30 @@ async fn jobs_show_prints_every_attempt_with_its_error_and_worker() {
     let runs: Vec<&str> = text.lines().filter(|l| l.starts_with("  #")).collect();
     assert_eq!(runs.len(), 3, "{text}");
     for (n, line) in runs.iter().enumerate() {
+        let outcome = if n < 2 { "error" } else { "ok" };
         assert!(
-            line.starts_with(&format!("  #{:<3} error", n + 1)),
+            line.starts_with(&format!("  #{:<3} {outcome}", n + 1)),
             "{line}"
         );
         assert!(line.contains(&format!("worker {worker_id} on ")), "{line}");
         assert!(line.contains("took "), "{line}");
     }
-    for n in 1..=3 {
+    for n in 1..=2 {
         assert!(text.contains(&format!("smtp refused try {n}")), "{text}");
     }
+    assert!(
+        text.lines().any(|l| l.starts_with("finished   succeeded")),
+        "{text}"
+    );
 
     let (code, out) = cli(&url, &["jobs", "show", id.as_ref(), "--json"]).await;
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
-    assert_eq!(runs[2]["outcome"], "error");
+    assert_eq!(runs[2]["outcome"], "ok");
+    assert_eq!(v["state"], "finished");
+    assert_eq!(v["finished"]["how"], "succeeded");
     assert_eq!(runs[2]["worker"], worker_id.as_str());
     assert!(runs[2]["duration_ms"].is_u64());
     assert!(runs[0]["error"].as_str().unwrap().contains("try 1"));

@@ -125,3 +125,18 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     let k = ((sorted.len() - 1) as f64 * q).round() as usize;
     sorted[k]
 }
+
+/// [`Noop`] with a 1 KB payload: for the history's bytes per entry.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_kb", queue = "bench_kb")]
+pub struct Kilobyte {
+    pub i: u64,
+    pub pad: String,
+}
+
+impl Job for Kilobyte {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<std::sync::Arc<Tally>>()?.ran(self.i);
+        Ok(())
+    }
+}

@@ -78,6 +78,17 @@ pub struct Figures {
     /// waiting for the replica (jobs/s).
     pub enqueue_replicated_plain: Option<f64>,
     pub enqueue_replicated_waiting: Option<f64>,
+    /// Phase 13: the backlog processed with the history at its defaults and
+    /// off (jobs/s), Redis CPU per job for each (µs), bytes per history entry
+    /// and a full history (KB) for the bench payload and a 1 KB one.
+    pub history_on: Vec<f64>,
+    pub history_off: Vec<f64>,
+    pub history_on_cpu_us: Vec<f64>,
+    pub history_off_cpu_us: Vec<f64>,
+    pub history_bytes_per_entry: Option<f64>,
+    pub history_full_kb: Option<f64>,
+    pub history_bytes_per_entry_1kb: Option<f64>,
+    pub history_full_kb_1kb: Option<f64>,
 }
 
 impl Figures {

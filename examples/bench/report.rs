@@ -213,6 +213,39 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             .collect(),
         target: "-",
     });
+    for (key, label, get, target) in [
+        (
+            "process_jobs_per_s_history_on",
+            "process a backlog, history at its defaults (jobs/s)",
+            (|f: &Figures| f.history_on.clone()) as fn(&Figures) -> Vec<f64>,
+            ">= 90% of off",
+        ),
+        (
+            "process_jobs_per_s_history_off",
+            "  the same, history off (jobs/s)",
+            |f| f.history_off.clone(),
+            "-",
+        ),
+        (
+            "redis_cpu_us_per_job_history_on",
+            "  Redis CPU per job, history on (µs)",
+            |f| f.history_on_cpu_us.clone(),
+            "-",
+        ),
+        (
+            "redis_cpu_us_per_job_history_off",
+            "  Redis CPU per job, history off (µs)",
+            |f| f.history_off_cpu_us.clone(),
+            "-",
+        ),
+    ] {
+        rows.push(Row {
+            key: key.into(),
+            label: label.into(),
+            values: all.iter().flat_map(get).collect(),
+            target,
+        });
+    }
     rows.push(Row {
         key: "enqueue_single_jobs_per_s_plain".into(),
         label: "enqueue one by one, plain (jobs/s)".into(),
@@ -356,6 +389,30 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             "  the same, waiting for the replica (jobs/s)",
             |f| f.enqueue_replicated_waiting,
             "the cost of WAIT",
+        ),
+        (
+            "history_bytes_per_entry",
+            "history: bytes per entry, bench payload",
+            |f| f.history_bytes_per_entry,
+            "-",
+        ),
+        (
+            "history_full_kb",
+            "  a full history at the defaults (KB)",
+            |f| f.history_full_kb,
+            "-",
+        ),
+        (
+            "history_bytes_per_entry_1kb",
+            "history: bytes per entry, 1 KB payload",
+            |f| f.history_bytes_per_entry_1kb,
+            "-",
+        ),
+        (
+            "history_full_kb_1kb",
+            "  a full history at the defaults (KB)",
+            |f| f.history_full_kb_1kb,
+            "-",
         ),
     ] {
         rows.push(Row {

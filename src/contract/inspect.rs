@@ -26,6 +26,10 @@ pub enum JobState {
     InFlight,
     /// In the dead-letter queue.
     Dead,
+    /// Finished (succeeded, dead-lettered, cancelled or deleted) and kept in
+    /// the queue's history for a while (see [`History`](crate::ops::History));
+    /// [`JobInfo::finished`] says how.
+    Finished,
 }
 
 impl JobState {
@@ -41,6 +45,7 @@ impl JobState {
             JobState::Scheduled => "scheduled",
             JobState::InFlight => "in_flight",
             JobState::Dead => "dead",
+            JobState::Finished => "finished",
         }
     }
 }
@@ -84,6 +89,7 @@ impl StateCounts {
 ///     body: br#"{"type":"Email","args":{"to":"a@b"}}"#.to_vec(),
 ///     last_error: Some("smtp timed out".into()),
 ///     runs: Vec::new(),
+///     finished: None,
 /// };
 /// assert_eq!(job.job_name().as_deref(), Some("Email"));
 /// assert_eq!(job.args().unwrap()["to"], "a@b");
@@ -110,12 +116,17 @@ pub struct JobInfo {
     /// [`MAX_RECORDS`](crate::inspect::MAX_RECORDS)): read when one job is looked
     /// up ([`job`](Inspect::job), [`locate`](Inspect::locate)); empty in lists.
     pub runs: Vec<crate::contract::attempts::Attempt>,
+    /// A job found in the history ([`JobState::Finished`]): when and how it
+    /// finished. `due_ms` is then its finish time, and `body` empty once its
+    /// arguments are no longer kept.
+    pub finished: Option<crate::contract::history::Finished>,
 }
 
 impl JobInfo {
     /// The job type named in the envelope, if the body is one.
     pub fn job_name(&self) -> Option<String> {
         crate::contract::envelope::job_name(&self.body)
+            .or_else(|| self.finished.as_ref()?.job_type.clone())
     }
 
     /// The envelope's arguments as JSON.
@@ -430,6 +441,28 @@ pub(crate) fn queued(
         body,
         last_error,
         runs: Vec::new(),
+        finished: None,
+    }
+}
+
+/// A history entry of job `id` as a job's info, with `body` when it is
+/// still kept.
+pub(crate) fn finished_info(
+    entry: crate::contract::history::Entry,
+    id: JobId,
+    body: Option<Vec<u8>>,
+) -> JobInfo {
+    let last_error = entry.runs.iter().rev().find_map(|a| a.error.clone());
+    JobInfo {
+        id,
+        state: JobState::Finished,
+        priority: 0,
+        attempts: entry.deliveries,
+        due_ms: entry.finished.at_ms,
+        body: body.unwrap_or_default(),
+        last_error,
+        runs: entry.runs,
+        finished: Some(entry.finished),
     }
 }
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::contract::attempts::{Ran, RunBy};
+use crate::contract::history::History;
 use crate::{JobId, Result};
 
 /// Added to a leased job's delivery count in its score's thousandths: a lease
@@ -269,6 +270,9 @@ pub struct Settle {
     pub ran: Vec<Ran>,
     /// Who ran them: recorded in each attempt (`None`: unknown).
     pub by: Option<RunBy>,
+    /// How long the queue keeps finished jobs, unless the queue stores its
+    /// own setting (which is in force over this).
+    pub history: History,
 }
 
 impl Settle {
@@ -282,6 +286,7 @@ impl Settle {
     pub(crate) fn by_priority(&self) -> Vec<(i8, Settle)> {
         let shared = Settle {
             retention: self.retention,
+            history: self.history,
             by: self.by.clone(),
             ..Settle::default()
         };

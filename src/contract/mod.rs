@@ -8,6 +8,7 @@
 //!   each trait's method list (beside the trait) expands to.
 //! - [`envelope`]: the JSON a job is stored as, read without its type.
 //! - [`attempts`]: the record of each attempt at a job.
+//! - [`history`]: finished jobs kept for a while, and how long.
 //! - [`leases`]: score marks, tokens, deliveries, hand-offs, settles, retention.
 //! - [`queues`]: [`Queues`](queues::Queues), RSMQ's operations, with their
 //!   messages, options and validation rules.
@@ -28,6 +29,7 @@ pub(crate) mod attempts;
 pub(crate) mod backend;
 pub(crate) mod envelope;
 pub(crate) mod forward;
+pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod leases;
 pub(crate) mod queues;

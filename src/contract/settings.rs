@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use crate::contract::history::History;
 use crate::contract::leases::Retention;
 use crate::{Error, Result};
 
@@ -35,6 +36,9 @@ use crate::{Error, Result};
 pub struct QueueSettings {
     /// How many dead letters the queue keeps, and for how long.
     pub dead_letters: Option<Retention>,
+    /// How many finished jobs the queue keeps, for how long, and their
+    /// arguments for how long.
+    pub history: Option<History>,
 }
 
 /// The settings in force for a queue: the stored ones, else the defaults.
@@ -43,10 +47,12 @@ pub struct QueueSettings {
 pub struct InForce {
     /// How many dead letters the queue keeps, and for how long.
     pub dead_letters: Retention,
+    /// How many finished jobs the queue keeps, and for how long.
+    pub history: History,
 }
 
 /// How many settings there are (one hash field each).
-pub(crate) const COUNT: usize = 1;
+pub(crate) const COUNT: usize = 2;
 
 /// Field values in [`QueueSettings::FIELDS`] order; `None`: not stored.
 pub(crate) type Fields = [Option<String>; COUNT];
@@ -54,13 +60,30 @@ pub(crate) type Fields = [Option<String>; COUNT];
 impl QueueSettings {
     /// The hash field of each setting, in the order the scripts take them.
     /// `redjob:dead_letters` holds `"<max count> <max age ms>"`, `0` for no
-    /// limit (complete.lua reads it).
-    pub(crate) const FIELDS: [&'static str; COUNT] = ["redjob:dead_letters"];
+    /// limit (complete.lua reads it); `redjob:history` holds
+    /// [`History`]'s stored form.
+    pub(crate) const FIELDS: [&'static str; COUNT] = ["redjob:dead_letters", "redjob:history"];
 
     /// Settings with the dead-letter retention `r`.
     pub fn dead_letters(r: Retention) -> Self {
         QueueSettings {
             dead_letters: Some(r),
+            history: None,
+        }
+    }
+
+    /// Settings with the history retention `h`.
+    ///
+    /// ```
+    /// use redjob::ops::{History, QueueSettings};
+    ///
+    /// let off = QueueSettings::history(History::OFF);
+    /// assert!(!off.in_force().history.enabled);
+    /// ```
+    pub fn history(h: History) -> Self {
+        QueueSettings {
+            dead_letters: None,
+            history: Some(h),
         }
     }
 
@@ -68,6 +91,7 @@ impl QueueSettings {
     pub fn in_force(&self) -> InForce {
         InForce {
             dead_letters: self.dead_letters.unwrap_or_default(),
+            history: self.history.unwrap_or_default(),
         }
     }
 
@@ -79,10 +103,13 @@ impl QueueSettings {
     /// The field values, in [`FIELDS`](Self::FIELDS) order; `None` where
     /// nothing is set.
     pub(crate) fn encode(&self) -> Fields {
-        [self.dead_letters.map(|r| {
-            let (keep, age) = r.limits();
-            format!("{keep} {age}")
-        })]
+        [
+            self.dead_letters.map(|r| {
+                let (keep, age) = r.limits();
+                format!("{keep} {age}")
+            }),
+            self.history.map(|h| h.encode()),
+        ]
     }
 
     /// The settings from stored field values in [`FIELDS`](Self::FIELDS)
@@ -107,7 +134,21 @@ impl QueueSettings {
                 max_age: (age > 0).then(|| Duration::from_millis(age)),
             })
         });
-        QueueSettings { dead_letters }
+        let history = values.get(1).and_then(|v| v.as_deref()).and_then(|v| {
+            let read = History::decode(v);
+            if read.is_none() {
+                tracing::warn!(
+                    field = Self::FIELDS[1],
+                    value = v,
+                    "a history setting the scripts cannot read is ignored"
+                );
+            }
+            read
+        });
+        QueueSettings {
+            dead_letters,
+            history,
+        }
     }
 
     /// `stored` after storing these settings: each one given (`Some`) goes
@@ -129,6 +170,14 @@ impl QueueSettings {
             return Err(Error::InvalidValue {
                 what: "dead-letter retention",
                 reason: "a limit of 0 would keep no dead letter; use None for no limit".into(),
+            });
+        }
+        if let Some(h) = self.history
+            && (h.max_count == Some(0) || h.max_age == Some(Duration::ZERO))
+        {
+            return Err(Error::InvalidValue {
+                what: "history retention",
+                reason: "a limit of 0 would keep no entry; use History::OFF to keep none, None for no limit".into(),
             });
         }
         Ok(())
@@ -207,10 +256,28 @@ mod tests {
         }
         for odd in ["x", "5", "2.5 0", "-1 0", "1 2 3", ""] {
             assert!(
-                QueueSettings::decode(&[Some(odd.into())]).is_empty(),
+                QueueSettings::decode(&[Some(odd.into()), Some(odd.into())]).is_empty(),
                 "{odd:?}"
             );
         }
+        for h in [
+            History::default(),
+            History::OFF,
+            History {
+                max_count: None,
+                max_age: None,
+                args_max_age: None,
+                ..History::default()
+            },
+            History {
+                args_max_age: Some(Duration::ZERO),
+                ..History::default()
+            },
+        ] {
+            let s = QueueSettings::history(h);
+            assert_eq!(QueueSettings::decode(&s.encode()), s);
+        }
+        assert_eq!(History::default().encode(), "1 1000 86400000 3600000");
         assert!(
             QueueSettings::dead_letters(Retention {
                 max_count: Some(0),
@@ -227,7 +294,7 @@ mod tests {
             max_count: Some(5),
             max_age: None,
         });
-        let mut stored: Fields = [None];
+        let mut stored: Fields = [None, None];
         five.merge(&mut stored, false);
         assert_eq!(QueueSettings::decode(&stored), five);
         QueueSettings::dead_letters(Retention::UNBOUNDED).merge(&mut stored, false);

@@ -57,6 +57,7 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     shutdown: Option<CancellationToken>,
     unknown_jobs_retry_for: Duration,
     retention: Option<Retention>,
+    history: Option<crate::contract::history::History>,
     periodic: Vec<super::Periodic>,
     hooks: Vec<Arc<dyn super::Hooks>>,
     metrics: bool,
@@ -84,6 +85,7 @@ impl<B: Backend> WorkerBuilder<B> {
             shutdown: None,
             unknown_jobs_retry_for: Duration::from_secs(3600),
             retention: None,
+            history: None,
             periodic: Vec::new(),
             hooks: Vec::new(),
             metrics: true,
@@ -414,6 +416,33 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
+    /// How many finished jobs each queue keeps in its history, for how long,
+    /// and their arguments for how long ([`History`](crate::ops::History)):
+    /// stored with each queue that stores none yet, as
+    /// [`dead_letter_retention`](Self::dead_letter_retention) is; an
+    /// operator's change stays in force. Defaults to [`History::default`](crate::ops::History::default):
+    /// the last 1,000 for a day, arguments for an hour.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::ops::History;
+    /// use redjob::Worker;
+    ///
+    /// // payloads with personal data: keep no arguments
+    /// let private = History { args_max_age: Some(Duration::ZERO), ..History::default() };
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("emails")
+    ///     .history(private)
+    ///     .build()?;
+    /// # let _ = worker;
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    pub fn history(mut self, history: crate::contract::history::History) -> Self {
+        self.history = Some(history);
+        self
+    }
+
     /// Enqueues `job` at every tick of `schedule`, once per tick however many
     /// worker processes have it (see [`Periodic`](super::Periodic)), named
     /// after its job type: schedule a type twice with
@@ -567,6 +596,15 @@ impl<B: Backend> WorkerBuilder<B> {
                 "limits must be positive (None for no limit)".into(),
             ));
         }
+        if self
+            .history
+            .is_some_and(|h| h.max_count == Some(0) || h.max_age == Some(Duration::ZERO))
+        {
+            return Err(invalid(
+                "history",
+                "limits must be positive (None for no limit, History::OFF to keep none)".into(),
+            ));
+        }
         if self.metrics_interval.is_some_and(|every| {
             every < Duration::from_secs(1) || every > crate::contract::queues::MAX_DELAY
         }) {
@@ -608,6 +646,7 @@ impl<B: Backend> WorkerBuilder<B> {
             unknown_jobs_retry_for: self.unknown_jobs_retry_for,
             readiness: super::ready::Readiness::new(self.queues.len()),
             retention: self.retention.unwrap_or_default(),
+            history: self.history.unwrap_or_default(),
             observer: super::observe::Observer::new(self.hooks),
             metrics: self.metrics,
             sample_every: self.metrics_interval.filter(|_| self.metrics),
@@ -626,6 +665,7 @@ impl<B: Backend> WorkerBuilder<B> {
             shutdown: self.shutdown.unwrap_or_default(),
             settings: QueueSettings {
                 dead_letters: self.retention,
+                history: self.history,
             },
         })
     }

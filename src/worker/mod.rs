@@ -95,6 +95,8 @@ pub(crate) struct Shared {
     pub readiness: Readiness,
     /// How many dead letters each queue keeps.
     pub retention: crate::contract::leases::Retention,
+    /// The history setting, for queues that store none.
+    pub history: crate::contract::history::History,
     /// The hooks.
     pub observer: observe::Observer,
     /// Metrics through the `metrics` facade.
@@ -243,8 +245,11 @@ impl<B: Backend> Worker<B> {
                 self.shared.lease,
                 wake.clone(),
                 leases.clone(),
-                self.shared.retention,
-                by.clone(),
+                settle::Keeping {
+                    retention: self.shared.retention,
+                    history: self.shared.history,
+                    by: by.clone(),
+                },
             );
             settlers.spawn(settler.run(rx));
             settler_txs.push(tx.clone());

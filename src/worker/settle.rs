@@ -18,6 +18,7 @@ use super::leases::{Leases, Table};
 use crate::JobId;
 use crate::contract::attempts::{Ran, RunBy};
 use crate::contract::backend::Backend;
+use crate::contract::history::History;
 use crate::contract::leases::Retention;
 use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Settled, Token};
 
@@ -59,6 +60,18 @@ const RETRY_BEAT: Duration = Duration::from_millis(500);
 /// tell its hooks whether the job was deleted), or after this at most.
 const CLASSIFY_WAIT: Duration = Duration::from_millis(100);
 
+/// What each settle of a queue carries besides its entries: the worker's
+/// defaults for the queue's settings (a setting the queue stores is in force
+/// over them) and who ran the attempts.
+pub(crate) struct Keeping {
+    /// How many dead letters the queue keeps.
+    pub retention: Retention,
+    /// How long the queue keeps finished jobs.
+    pub history: History,
+    /// This worker, as attempt records name it.
+    pub by: RunBy,
+}
+
 pub(crate) struct Settler<B> {
     pub backend: B,
     pub queue: Arc<str>,
@@ -66,10 +79,8 @@ pub(crate) struct Settler<B> {
     /// Wakes the queue's dispatcher (after a retry is scheduled).
     pub wake: Arc<Notify>,
     pub leases: Arc<Leases>,
-    /// How many dead letters the queue keeps.
-    pub retention: Retention,
-    /// This worker, as attempt records name it.
-    by: RunBy,
+    /// What each settle carries besides its entries.
+    pub keeping: Keeping,
     /// When the last settle failed: retry at this time.
     retry_at: Option<Instant>,
     retry_wait: Duration,
@@ -82,12 +93,10 @@ impl<B: Backend> Settler<B> {
         lease: Duration,
         wake: Arc<Notify>,
         leases: Arc<Leases>,
-        retention: Retention,
-        by: RunBy,
+        keeping: Keeping,
     ) -> Self {
         Settler {
-            retention,
-            by,
+            keeping,
             backend,
             queue,
             lease,
@@ -343,8 +352,9 @@ impl<B: Backend> Settler<B> {
             .collect();
         let deferred = take.len() < MAX_BATCH && take.len() < done.len();
         let mut s = Settle {
-            retention: self.retention,
-            by: Some(self.by.clone()),
+            retention: self.keeping.retention,
+            history: self.keeping.history,
+            by: Some(self.keeping.by.clone()),
             ..Settle::default()
         };
         let mut sent = Vec::with_capacity(take.len());

@@ -204,7 +204,14 @@ pub async fn a_job_keeps_its_last_attempts_and_an_ack_or_delete_leaves_none(env:
         ..Settle::default()
     };
     assert_eq!(q.settle("many", &ack).await.unwrap().acked, 1);
-    assert!(q.job("many", &id).await.unwrap().is_none());
+    let done = q.job("many", &id).await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Finished, "in the history now");
+    assert_eq!(
+        done.runs.len(),
+        MAX_RECORDS,
+        "its last records, the ack's the newest"
+    );
+    assert_eq!(done.runs[MAX_RECORDS - 1].outcome, AttemptOutcome::Ok);
     assert!(
         !has_record_field(env, "many", id).await,
         "an ack leaves no record field"

@@ -5,6 +5,7 @@
 
 pub mod attempts;
 pub mod bulk;
+pub mod history;
 pub mod inspect;
 pub mod leases;
 pub mod lifecycle;
@@ -322,6 +323,10 @@ macro_rules! conformance_suite {
             attempts_are_recorded_with_their_settle_and_a_dead_letter_keeps_them,
             a_job_keeps_its_last_attempts_and_an_ack_or_delete_leaves_none,
             a_worker_records_each_attempt_with_its_error_chain_and_itself);
+        $crate::conformance_suite!(@history $setup, #[$attr],
+            finished_jobs_are_kept_with_their_attempts_and_found_by_id,
+            history_is_trimmed_by_count_and_age_and_arguments_sooner,
+            history_off_keeps_nothing_and_arguments_can_be_left_out);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@settings $setup, #[$attr],

@@ -141,6 +141,7 @@ mod tests {
             body: body.to_vec(),
             last_error: None,
             runs: Vec::new(),
+            finished: None,
         }
     }
 

@@ -12,6 +12,7 @@ use crate::contract::inspect::{
 };
 use crate::contract::leases::is_lease;
 use crate::contract::queues::validate;
+use crate::contract::settings::QueueSettings;
 use crate::{JobId, Result};
 
 type Set = BTreeSet<(u64, JobId)>;
@@ -26,7 +27,8 @@ fn range(state: JobState, now: u64) -> ((u64, u64), fn(u64) -> bool) {
         JobState::Ready => ((0, n), |_| true),
         JobState::Scheduled => (later, |k| !is_lease(k)),
         JobState::InFlight => (later, is_lease),
-        JobState::Dead => ((0, u64::MAX), |_| true),
+        // the dead letters and the history are listed apart
+        JobState::Dead | JobState::Finished => ((0, u64::MAX), |_| true),
     }
 }
 
@@ -70,6 +72,7 @@ impl MemQueue {
             body: d.body.clone(),
             last_error: Some(d.error.clone()),
             runs: Vec::new(),
+            finished: None,
         })
     }
 }
@@ -150,6 +153,12 @@ impl Inspect for MemoryBackend {
                 runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
                 ..q.info(m.priority, m.score, *id, now)
             }),
+            None if !q.dead_msgs.contains_key(id) => {
+                let h = QueueSettings::decode(&q.settings)
+                    .history
+                    .unwrap_or_default();
+                q.history.get(id, now, h)
+            }
             None => q.dead_info(id).map(|j| JobInfo {
                 runs: q.dead_msgs[id]
                     .2
@@ -174,6 +183,16 @@ impl Inspect for MemoryBackend {
         validate::queue_name(queue)?;
         let n = inspect::page_size(n);
         let now = self.clock.now_ms();
+        if state == JobState::Finished {
+            let mut st = self.lock_mut();
+            let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+            let h = QueueSettings::decode(&q.settings)
+                .history
+                .unwrap_or_default();
+            // trimmed as history.lua does
+            q.history.trim(now, 1000, h);
+            return Ok(q.history.page(now, h, after, n));
+        }
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         let mut rows: Vec<(i8, u64, JobId)> = Vec::new();

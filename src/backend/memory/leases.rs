@@ -4,6 +4,7 @@
 use super::MemoryBackend;
 use crate::contract::attempts::{self, Attempt, bound_error};
 use crate::contract::backend::Backend;
+use crate::contract::history::{Entry, Finish, Finished, body_type};
 use crate::contract::leases::{
     Delivery, Fetched, MAX_COUNT, Settle, Settled, Token, is_lease, score_count,
 };
@@ -180,9 +181,6 @@ impl Backend for MemoryBackend {
             .iter()
             .filter(|d| q.holds(&d.id, d.token))
             .collect();
-        for (id, _) in &acks {
-            q.remove(id);
-        }
         let runs = batch.runs();
         let record = |id: &JobId, token: Token, error: Option<&str>| {
             Attempt::settled(
@@ -193,6 +191,18 @@ impl Backend for MemoryBackend {
             )
             .line()
         };
+        let stored = QueueSettings::decode(&q.settings);
+        let history = stored.history.unwrap_or(batch.history);
+        // entered in the history: id, how, deliveries, body, attempt records
+        let mut finished: Vec<(JobId, Finish, u32, Vec<u8>, String)> = Vec::new();
+        for (id, token) in &acks {
+            if let Some(m) = q.remove(id)
+                && history.enabled
+            {
+                let log = attempts::append(m.log.as_deref(), &record(id, *token, None));
+                finished.push((*id, Finish::Succeeded, token.attempt(), m.body, log));
+            }
+        }
         let mut retried = 0;
         for r in &res {
             let count = u64::from(r.deliveries.min(MAX_COUNT));
@@ -217,12 +227,35 @@ impl Backend for MemoryBackend {
         for d in &dead {
             let error = bound_error(&d.error);
             let rec = record(&d.id, d.token, Some(&error));
+            if history.enabled
+                && let Some(m) = q.msgs.get(&d.id)
+            {
+                let log = attempts::append(m.log.as_deref(), &rec);
+                let n = d.token.attempt();
+                finished.push((d.id, Finish::Dead, n, m.body.clone(), log));
+            }
             q.kill(&d.id, error, d.token.attempt(), now, &rec);
+        }
+        for (id, how, deliveries, body, log) in &finished {
+            let entry = Entry {
+                finished: Finished {
+                    how: *how,
+                    at_ms: now,
+                    by: None,
+                    job_type: body_type(body),
+                },
+                deliveries: *deliveries,
+                runs: attempts::parse(log.as_bytes()),
+            };
+            q.history
+                .record(*id, now, &entry, Some(body.clone()), history);
+        }
+        if !finished.is_empty() {
+            q.history.trim(now, finished.len() + 1000, history);
         }
         if !dead.is_empty() {
             // the retention stored with the queue is in force over the worker's
-            let stored = QueueSettings::decode(&q.settings).dead_letters;
-            let retention = stored.unwrap_or(batch.retention);
+            let retention = stored.dead_letters.unwrap_or(batch.retention);
             q.trim_dead(now, retention, dead.len() + 1000);
         }
         let s = &mut q.stats;

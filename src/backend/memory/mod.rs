@@ -16,6 +16,7 @@
 
 mod admin;
 mod clock;
+mod history;
 mod inspect;
 mod leases;
 mod live;

@@ -53,6 +53,8 @@ pub(super) struct MemQueue {
     pub paused: bool,
     /// The settings stored for the queue (settings.lua's hash fields).
     pub settings: settings::Fields,
+    /// Finished jobs kept for a while.
+    pub history: super::history::MemHistory,
     pub stats: QueueStats,
     /// The last hour's settled runs: `(minute, processed, failed)` at
     /// `minute % MINUTES`, as complete.lua keeps them.
@@ -80,6 +82,7 @@ impl MemQueue {
             msgs: HashMap::new(),
             dead: BTreeSet::new(),
             settings: Default::default(),
+            history: Default::default(),
             dead_msgs: HashMap::new(),
             paused: false,
             stats: QueueStats::default(),

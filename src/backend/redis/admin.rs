@@ -117,6 +117,7 @@ fn rows(r: &mut Reply<'_>) -> Result<Vec<JobInfo>> {
             body,
             last_error: error,
             runs: Vec::new(),
+            finished: None,
         });
     }
     Ok(jobs)

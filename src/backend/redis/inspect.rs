@@ -5,6 +5,7 @@ use redis::Value;
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
+use crate::contract::history::{Entry, History};
 use crate::contract::inspect::{
     Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts, page, page_size, queued,
 };
@@ -77,6 +78,7 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
                 body,
                 last_error: error,
                 runs: Vec::new(),
+                finished: None,
             }
         } else {
             queued(id, p, score, count, now, body, error)
@@ -114,12 +116,21 @@ impl Inspect for Rsmq {
     }
 
     async fn job(&self, queue: &str, id: &JobId) -> Result<Option<JobInfo>> {
-        let v = call(self, &scripts::JOB, queue, &[id.as_ref()]).await?;
+        let default = History::default().encode();
+        let v = call(self, &scripts::JOB, queue, &[id.as_ref(), &default]).await?;
         let (now, mut r) = start(queue, &v)?;
         if r.is_empty() {
             return Ok(None);
         }
-        let dead = r.bytes()? == b"d";
+        let place = r.bytes()?;
+        if place == b"h" {
+            let entry = r.bytes()?;
+            let shown = r.int()? == 1;
+            return Ok(Entry::decode(entry).map(|(e, body)| {
+                crate::contract::inspect::finished_info(e, *id, body.filter(|_| shown))
+            }));
+        }
+        let dead = place == b"d";
         let log = r.opt_bytes()?.map(crate::contract::attempts::parse);
         let mut job = rows(&mut r, now, dead)?.0.pop();
         if let Some(job) = &mut job {
@@ -138,6 +149,9 @@ impl Inspect for Rsmq {
         if state == JobState::Dead {
             let order = crate::contract::admin::DeadOrder::OldestFirst;
             return crate::contract::admin::Admin::dead_page(self, queue, order, after, n).await;
+        }
+        if state == JobState::Finished {
+            return history_page(self, queue, after, n).await;
         }
         let n = page_size(n);
         let (p, s, id) = match after {
@@ -191,4 +205,43 @@ impl Inspect for Rsmq {
             _ => Ok(Cancelled::Cancelling),
         }
     }
+}
+
+/// A page of the history, newest first (history.lua).
+async fn history_page(rsmq: &Rsmq, queue: &str, after: Option<&Cursor>, n: usize) -> Result<Page> {
+    validate::queue_name(queue)?;
+    let n = page_size(n);
+    let (s, id) = match after {
+        Some(c) => ((c.score / 1000).to_string(), c.id.to_string()),
+        None => (String::new(), String::new()),
+    };
+    let (mut con, k) = rsmq.parts(queue);
+    let [hz, hh] = k.history_keys();
+    let mut cmd = scripts::eval(&scripts::HISTORY, &[&k.hash, &hz, &hh]);
+    cmd.arg(n).arg(s).arg(id).arg(History::default().encode());
+    let v = scripts::run(&mut con, &scripts::HISTORY, &cmd).await?;
+    let (_, mut r) = start(queue, &v)?;
+    let mut jobs = Vec::new();
+    let mut rows = 0;
+    while !r.is_empty() {
+        rows += 1;
+        let raw = r.bytes()?;
+        let _at = r.bytes()?;
+        let entry = r.opt_bytes()?;
+        let shown = r.int()? == 1;
+        let (Ok(id), Some((entry, body))) = (JobId::from_bytes(raw), entry.and_then(Entry::decode))
+        else {
+            tracing::warn!(id = %String::from_utf8_lossy(raw), "skipped a history entry that cannot be read");
+            continue;
+        };
+        jobs.push(crate::contract::inspect::finished_info(
+            entry,
+            id,
+            body.filter(|_| shown),
+        ));
+    }
+    Ok(crate::contract::inspect::dead_page(
+        jobs,
+        n > 0 && rows >= n,
+    ))
 }

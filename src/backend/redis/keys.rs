@@ -36,6 +36,12 @@ pub(crate) struct QueueKeys {
     /// `ns:q:exact`: sorted set of the messages whose ids mark a delay, scored by
     /// their exact due in µs (see `index_exact` in lib.lua).
     pub exact: String,
+    /// `ns:q:history`: sorted set of finished jobs' ids by finish time (ms)
+    /// (see history.rs).
+    pub history: String,
+    /// `ns:q:history:Q`: hash of history entries, `<id>` → entry (its body
+    /// at its end while kept), and `~args`: up to when bodies are dropped.
+    pub history_hash: String,
 }
 
 /// `ns:` as RSMQ writes its `redisns`, and whether queue keys carry hash tags.
@@ -81,6 +87,8 @@ impl Namespace {
             periodic: format!("{base}:periodic"),
             leases: format!("{base}:leases"),
             exact: format!("{base}:exact"),
+            history: format!("{base}:history"),
+            history_hash: format!("{base}:history:Q"),
             zset: base,
         }
     }
@@ -192,12 +200,18 @@ impl QueueKeys {
         keys
     }
 
-    /// [`all_levels_dead`](Self::all_levels_dead), then `ns:q:leases`: the keys
-    /// of an inspection that counts the leases in flight.
+    /// [`all_levels_dead`](Self::all_levels_dead), then `ns:q:leases` and the
+    /// history's two keys: the keys of an inspection (KEYS[25..27]).
     pub fn inspection(&self) -> Vec<String> {
         let mut keys = self.all_levels_dead();
         keys.push(self.leases.clone());
+        keys.extend(self.history_keys());
         keys
+    }
+
+    /// `ns:q:history`, `ns:q:history:Q`.
+    pub fn history_keys(&self) -> [String; 2] {
+        [self.history.clone(), self.history_hash.clone()]
     }
 
     /// `ns:q`, `ns:q:Q`, `ns:q:leases`, `ns:q:exact`: a fetch's keys before the
@@ -239,6 +253,10 @@ mod tests {
         assert_eq!(k.periodic, "rsmq:jobs:periodic");
         assert_eq!(k.leases, "rsmq:jobs:leases");
         assert_eq!(k.exact, "rsmq:jobs:exact");
+        assert_eq!(
+            k.history_keys(),
+            ["rsmq:jobs:history", "rsmq:jobs:history:Q"]
+        );
         let t = ns.topic("orders");
         assert_eq!(t.stream, "rsmq:t:{orders}");
         assert_eq!(t.dead("billing"), "rsmq:t:{orders}:dead:billing");

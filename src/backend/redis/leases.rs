@@ -322,6 +322,8 @@ impl Backend for RedisBackend {
                         &k.stats,
                         &k.unique,
                         &k.leases,
+                        &k.history,
+                        &k.history_hash,
                     ],
                 );
                 let (keep, max_age) = part.retention.limits();
@@ -331,11 +333,17 @@ impl Backend for RedisBackend {
                     .arg(*p)
                     .arg(keep)
                     .arg(max_age)
-                    .arg(&k.realtime);
+                    .arg(&k.realtime)
+                    .arg(by_members(part.by.as_ref()))
+                    .arg(part.history.encode());
+                let runs = part.runs();
                 for (id, token) in &part.acks {
                     cmd.arg(id).arg(token.to_string());
+                    match runs.get(id) {
+                        Some(r) => cmd.arg(r.started_ms).arg(r.ended_ms),
+                        None => cmd.arg("").arg(""),
+                    };
                 }
-                let runs = part.runs();
                 let by = part.by.as_ref();
                 let record = |id: &JobId, token: Token, error: Option<&str>| {
                     Attempt::settled(token.attempt(), runs.get(id).copied(), error, by).line()
@@ -461,4 +469,16 @@ impl Backend for RedisBackend {
         let on = (!self.ns.is_cluster()).then(|| (self.ns.handoff(worker), handed));
         self.listen_on(queues, on, wake, subscribed, stop).await
     }
+}
+
+/// Who ran a settle's attempts as JSON members to add to a record
+/// (`,"worker":"…","host":"…"`; complete.lua's ARGV[8]), or "".
+fn by_members(by: Option<&crate::contract::attempts::RunBy>) -> String {
+    let Some(by) = by else { return String::new() };
+    let text = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    format!(
+        ",\"worker\":{},\"host\":{}",
+        text(&by.worker),
+        text(&by.host)
+    )
 }

@@ -46,6 +46,7 @@ scripts! {
     PAUSE => "pause.lua",
     SETTINGS => "settings.lua",
     DEAD => "dead.lua",
+    HISTORY => "history.lua",
     DEAD_REQUEUE => "dead_requeue.lua",
     DEAD_DELETE => "dead_delete.lua",
     PURGE => "purge.lua",

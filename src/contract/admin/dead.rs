@@ -71,6 +71,7 @@ impl DeadQuery {
     ///     body: br#"{"type":"SendEmail","args":{}}"#.to_vec(),
     ///     last_error: Some("smtp timed out".into()),
     ///     runs: Vec::new(),
+    ///     finished: None,
     /// };
     /// assert!(DeadQuery::default().job_type("SendEmail").error_contains("timed").matches(&job));
     /// assert!(!DeadQuery::default().job_type("Resize").matches(&job));

@@ -42,6 +42,10 @@ pub(crate) async fn page(
         JobState::Ready => ("ready", "Due"),
         JobState::Scheduled => ("scheduled", "Due"),
         JobState::InFlight => ("in flight", "Lease ends"),
+        JobState::Finished => (
+            job.finished.as_ref().map_or("finished", |f| f.how.as_str()),
+            "Finished",
+        ),
         _ => ("dead", "Died"),
     };
     let body = html! {
@@ -57,6 +61,7 @@ pub(crate) async fn page(
                     (button(&ctx, &format!("{jpath}/requeue"), "Requeue", "primary"))
                     (button(&ctx, &format!("{jpath}/delete"), "Delete", "danger"))
                 }
+                JobState::Finished => {}
                 _ => { (button(&ctx, &format!("{jpath}/cancel"), "Cancel", "danger")) }
             }
         }

@@ -24,11 +24,13 @@ pub(crate) struct QueueQuery {
     id: Option<String>,
 }
 
-/// The states listed on the queue page (dead letters have their own).
-const TABS: [(JobState, &str, &str); 3] = [
+/// The states listed on the queue page (dead letters have their own); the
+/// finished jobs are the queue's history, newest first.
+const TABS: [(JobState, &str, &str); 4] = [
     (JobState::Ready, "ready", "Ready"),
     (JobState::Scheduled, "scheduled", "Scheduled"),
     (JobState::InFlight, "in_flight", "In flight"),
+    (JobState::Finished, "finished", "Finished"),
 ];
 
 pub(crate) async fn page(
@@ -108,7 +110,10 @@ pub(crate) async fn page(
         nav.tabs aria-label="Jobs by state" {
             @for (s, k, label) in TABS {
                 a href=(ctx.link(&format!("{qpath}{}", query(&[("state", k)]))))
-                    aria-current=[(s == state).then_some("page")] { (label) " (" (num(count(s))) ")" }
+                    aria-current=[(s == state).then_some("page")] {
+                        (label)
+                        @if s != JobState::Finished { " (" (num(count(s))) ")" }
+                    }
             }
             a href=(ctx.link(&format!("{qpath}/dead"))) { "Dead (" (num(l.counts.dead)) ")" }
         }
@@ -196,6 +201,10 @@ pub(crate) fn time_of(j: &JobInfo, now: u64) -> String {
         JobState::Ready => format!("due {at}"),
         JobState::Scheduled => format!("due {at}"),
         JobState::InFlight => format!("lease ends {at}"),
+        JobState::Finished => match &j.finished {
+            Some(f) => format!("{} {at}", f.how.as_str()),
+            None => format!("finished {at}"),
+        },
         _ => format!("died {at}"),
     }
 }

@@ -13,6 +13,10 @@
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- KEYS[7]  the queue's lease counts (ns:q:leases): a settled lease leaves them
 --          (see lease_counts in lib.lua)
+-- KEYS[8], KEYS[9]  the queue's history (ns:q:history and its hash
+--          ns:q:history:Q, see history.rs and trim_history in lib.lua): acked
+--          and dead-lettered jobs are entered there with their attempt
+--          records, type and body, and the history trimmed
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -25,7 +29,11 @@
 -- ARGV[7]  the queue's realtime channel (ns:rt:q): a release while a worker
 --          waits for the queue (hash field "redjob:waiting") wakes it, as a send
 --          would (a hand-off its worker could not start, a shutdown's releases)
--- then A x (id, token), R x (id, token, delay ms, delivery count to keep,
+-- ARGV[8]  who ran the attempts, as JSON members to add to each record
+--          (`,"worker":"…","host":"…"`), or ""
+-- ARGV[9]  the history setting when the queue stores none (its hash field
+--          "redjob:history", see history_setting in lib.lua)
+-- then A x (id, token, start ms or "", end ms or ""), R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry or "l" for a release, error or "", attempt record or
 --      ""), D x (id, token, error, attempt record)
 -- An attempt record (one line of JSON, see attempts.rs) is added to the job's
@@ -47,10 +55,13 @@ local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock()
 local ids, tokens, kind, arg = {}, {}, {}, {}
 local prio, keep, max_age = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local i = 8
+local i = 10
+-- the ARGV index of each ack's start ms, when given
+local spans = {}
 for _ = 1, na do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "a"
-  i = i + 2
+  if ARGV[i + 2] ~= "" then spans[#ids] = i + 2 end
+  i = i + 4
 end
 local errs, recs = {}, {}
 for _ = 1, nr do
@@ -69,13 +80,44 @@ end
 if #ids == 0 then return {0, 0, 0} end
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
-local attrs = redis.call("HMGET", KEYS[2], "totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
-  "redjob:waiting", "redjob:released", "redjob:dead_letters")
+-- with them, when the worker's history setting is on, the bodies of the acks
+-- and dead letters (read in the same command: the history keeps them)
+local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
+  "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim"}
+local pre = string.sub(ARGV[9], 1, 1) == "1"
+if pre then
+  for k = 1, #ids do
+    if kind[k] == "a" or kind[k] == "d" then read[#read + 1] = ids[k] end
+  end
+end
+local attrs = many("HMGET", KEYS[2], read)
+local bodies = {}
+if pre then
+  local j = 9
+  for k = 1, #ids do
+    if kind[k] == "a" or kind[k] == "d" then
+      j = j + 1
+      bodies[k] = attrs[j]
+    end
+  end
+end
 -- the queue's stored retention, "<count> <age ms>", is in force over the worker's
 -- (anything else there is ignored, as QueueSettings::decode does)
 local stored_keep, stored_age = string.match(attrs[7] or "", "^(%d+) (%d+)$")
 if stored_keep then keep, max_age = tonumber(stored_keep), tonumber(stored_age) end
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
+local h_on, h_keep, h_age, h_args = history_setting(attrs[8], ARGV[9])
+-- the record of ack k's attempt (ARGV[8]: who ran it)
+local function ok_record(k)
+  local s = spans[k]
+  if s then
+    return '{"n":' .. score_count(tonumber(tokens[k])) .. ',"start":' .. ARGV[s] .. ',"end":' .. ARGV[s + 1]
+      .. ',"outcome":"ok"' .. ARGV[8] .. "}"
+  end
+  return '{"n":' .. score_count(tonumber(tokens[k])) .. ',"outcome":"ok"' .. ARGV[8] .. "}"
+end
+-- the acked and dead-lettered entries (indexes), entered in the history
+local finished = {}
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
@@ -102,6 +144,15 @@ for k, id in ipairs(ids) do
         fields[#fields + 1] = id .. ":a"
       end
       if kd == "d" and recs[k] then logged[#logged + 1] = k end
+      if h_on then
+        finished[#finished + 1] = k
+        if kd == "a" and attrs[4] and score_count(tonumber(tokens[k])) > 1 then
+          -- earlier records may exist: the ack's own is added to them (else
+          -- it is written straight into the history entry, below)
+          recs[k] = ok_record(k)
+          logged[#logged + 1] = k
+        end
+      end
       if kd == "a" then acked = acked + 1 else dead[#dead + 1] = k end
     else
       z[#z + 1] = arg[k]
@@ -137,23 +188,28 @@ if #logged > 0 then
   for j, k in pairs(at) do logs[k] = old[j] end
   for _, k in ipairs(logged) do
     logs[k] = append_attempt(logs[k], recs[k])
-    if kind[k] ~= "d" then
+    if kind[k] == "r" then
       errfields[#errfields + 1] = ids[k] .. ":a"
       errfields[#errfields + 1] = logs[k]
     end
   end
 end
+-- the bodies the dead letters and the history keep, unless read already
+local need = h_on and finished or dead
+if #need > 0 and not pre then
+  local bid = {}
+  for j, k in ipairs(need) do bid[j] = ids[k] end
+  local got = many("HMGET", KEYS[2], bid)
+  for j, k in ipairs(need) do bodies[k] = got[j] end
+end
 local dz, dh = {}, {}
 if #dead > 0 then
-  local bid = {}
-  for _, k in ipairs(dead) do bid[#bid + 1] = ids[k] end
-  local bodies = many("HMGET", KEYS[2], bid)
-  for j, k in ipairs(dead) do
+  for _, k in ipairs(dead) do
     local id = ids[k]
     dz[#dz + 1] = now
     dz[#dz + 1] = id
     dh[#dh + 1] = id
-    dh[#dh + 1] = bodies[j] or ""
+    dh[#dh + 1] = bodies[k] or ""
     dh[#dh + 1] = id .. ":err"
     dh[#dh + 1] = arg[k]
     dh[#dh + 1] = id .. ":n"
@@ -202,6 +258,28 @@ if #dead > 0 then
     many("ZREM", KEYS[3], old)
     many("HDEL", KEYS[4], f)
   end
+end
+if #finished > 0 then
+  -- each entry built in one concatenation (see Entry in history.rs)
+  local zh, hh = {}, {}
+  local at = string.format("%.0f", now)
+  for _, k in ipairs(finished) do
+    local id, body = ids[k], bodies[k] or ""
+    local typ = body_type(body)
+    if h_args == 0 then body = "" end
+    zh[#zh + 1] = at
+    zh[#zh + 1] = id
+    hh[#hh + 1] = id
+    hh[#hh + 1] = (kind[k] == "a" and "h1 succeeded " or "h1 dead ") .. at .. " " .. score_count(tonumber(tokens[k]))
+      .. " " .. #body .. "\n" .. typ .. "\n\n" .. (logs[k] or ok_record(k)) .. "\n" .. body
+  end
+  many("ZADD", KEYS[8], zh)
+  many("HSET", KEYS[9], hh, 3000)
+  -- by age at most once a second (the queue's hash field "redjob:htrim" says
+  -- when next): reads never show what is past its age meanwhile
+  local timed = now >= (tonumber(attrs[9]) or 0)
+  trim_history(8, 9, now, #finished + 1000, h_keep, h_age, h_args, timed)
+  if timed then redis.call("HSET", KEYS[2], "redjob:htrim", string.format("%.0f", now + 1000)) end
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
 lease_counts().changes(7, ends, now)

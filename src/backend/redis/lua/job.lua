@@ -1,17 +1,24 @@
--- Looks one job up by id: in the queue at any priority, or in its dead letters.
+-- Looks one job up by id: in the queue at any priority, in its dead letters, or
+-- in its history (see history.rs: not past the history's age; its body not past
+-- the arguments' age).
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  dead letters' sorted set (ns:q:dead)
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q)
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- KEYS[25]  the queue's lease counts (unused here)
+-- KEYS[26], KEYS[27]  the history's sorted set and hash (ns:q:history, ns:q:history:Q)
 -- ARGV[1]  the id
+-- ARGV[2]  the history setting when the queue stores none
 -- Returns {-1} when the queue does not exist; {now ms} when the job is in
 --         neither; else {now ms, where, attempt records, priority, id, score,
 --         body, count, error} (see with_fields): where is "q" in the queue
 --         (count: its rc field) or "d" dead (score: when it died; count: its
 --         deliveries; priority: the one it had); the attempt records are the
---         "<id>:a" field (see append_attempt in lib.lua) or false
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio")
+--         "<id>:a" field (see append_attempt in lib.lua) or false; or {now ms,
+--         "h", entry, 1 when its body may be shown (0: past the arguments'
+--         age)} from the history
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:history")
 if not attrs[1] then return {-1} end
 local now = clock()
 local id = ARGV[1]
@@ -29,5 +36,19 @@ if d then
   out[3] = redis.call("HGET", KEYS[4], id .. ":a")
   local p = tonumber(redis.call("HGET", KEYS[4], id .. ":p")) or 0
   for _, v in ipairs(with_fields(KEYS[4], {{p, id, d}}, ":n")) do out[#out + 1] = v end
+  return out
+end
+local h = redis.call("ZSCORE", KEYS[26], id)
+if h then
+  local _, _, age, args = history_setting(attrs[3], ARGV[2])
+  local at = tonumber(h)
+  if age == 0 or at >= now - age then
+    local e = redis.call("HGET", KEYS[27], id)
+    if e then
+      out[2] = "h"
+      out[3] = e
+      out[4] = (args < 0 or at >= now - args) and 1 or 0
+    end
+  end
 end
 return out

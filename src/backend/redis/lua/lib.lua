@@ -475,3 +475,81 @@ local function ties_below(key, s, id)
   end
   return lo - first
 end
+
+-- A queue's history setting (the hash field "redjob:history", see history.rs)
+-- as numbers: on (true/false), most entries, longest age ms (0: no limit),
+-- how long bodies are kept ms (-1: as long as the entry, 0: never). `stored`
+-- is the field's value (false when none), `default` the caller's.
+local function history_setting(stored, default)
+  local on, keep, age, args = string.match(stored or "", "^([01]) (%d+) (%d+) (%-?%d+)$")
+  if not on then on, keep, age, args = string.match(default or "", "^([01]) (%d+) (%d+) (%-?%d+)$") end
+  if not on then return false, 0, 0, -1 end
+  return on == "1", tonumber(keep), tonumber(age), tonumber(args)
+end
+
+-- Drops a queue's history entries past `age` ms and the oldest beyond `keep`
+-- (0: no limit), at most `budget`, and the bodies of entries past `args` ms,
+-- at `now` (ms). `hz`, `hh` are the indexes in KEYS of the history's sorted
+-- set and hash. An entry is "<header>\n<type>\n<actor>\n<records>\n<body>",
+-- its header "h1 <how> <ms> <deliveries> <body bytes>" (see history.rs). The
+-- hash field "~args" says up to when (ms) bodies are dropped already: an entry
+-- is read again only when its body goes. Unless `timed`, only the count is
+-- kept, and only once it is over by more than a twentieth (one settle in many
+-- trims, in one step; a list trims first, so it shows at most `keep`). Returns how many entries went.
+local function trim_history(hz, hh, now, budget, keep, age, args, timed)
+  local old = {}
+  if timed and age > 0 then
+    old = redis.call("ZRANGEBYSCORE", KEYS[hz], "-inf", string.format("(%.0f", now - age), "LIMIT", 0, budget)
+    if #old > 0 then many("ZREM", KEYS[hz], old) end
+  end
+  if keep > 0 and budget > #old then
+    local over = redis.call("ZCARD", KEYS[hz]) - keep
+    if over > (timed and 0 or math.floor(keep / 20)) then
+      -- ZRANGE and ZREM rather than ZPOPMIN: the worker's ACL grants them already
+      local oldest = redis.call("ZRANGE", KEYS[hz], 0, math.min(over, budget - #old) - 1)
+      many("ZREM", KEYS[hz], oldest)
+      for _, id in ipairs(oldest) do old[#old + 1] = id end
+    end
+  end
+  if #old > 0 then many("HDEL", KEYS[hh], old) end
+  if timed and args > 0 and (age == 0 or args < age) then
+    local upto = now - args - 1
+    local w = tonumber(redis.call("HGET", KEYS[hh], "~args")) or 0
+    if upto > w then
+      local due = redis.call("ZRANGEBYSCORE", KEYS[hz], string.format("(%.0f", w), string.format("%.0f", upto),
+        "WITHSCORES", "LIMIT", 0, budget)
+      if #due == 2 * budget then
+        -- stop before the last ms read (its ties may go on); all of one ms
+        -- when that is the only one
+        local last = due[#due]
+        if tonumber(last) == tonumber(due[2]) then
+          due = redis.call("ZRANGEBYSCORE", KEYS[hz], last, last, "WITHSCORES")
+        else
+          while due[#due] == last do due[#due] = nil; due[#due] = nil end
+        end
+        upto = tonumber(due[#due])
+      end
+      local ids = {}
+      for j = 1, #due, 2 do ids[#ids + 1] = due[j] end
+      local vals = #ids > 0 and many("HMGET", KEYS[hh], ids) or {}
+      local set = {}
+      for j, v in ipairs(vals) do
+        local head, bytes, rest = string.match(v or "", "^(h1 %S+ %S+ %S+ )(%d+)(\n.*)$")
+        if bytes and tonumber(bytes) > 0 then
+          set[#set + 1] = ids[j]
+          set[#set + 1] = head .. "0" .. string.sub(rest, 1, #rest - tonumber(bytes))
+        end
+      end
+      set[#set + 1] = "~args"
+      set[#set + 1] = string.format("%.0f", upto)
+      many("HSET", KEYS[hh], set, 3000)
+    end
+  end
+  return #old
+end
+
+-- The job type an envelope body names ("" for another body): its leading
+-- "type" field, as redjob writes it.
+local function body_type(body)
+  return string.match(body, '^{"type":"([^"\\]*)"') or ""
+end

@@ -220,6 +220,7 @@ impl Rsmq {
             ]
             .into_iter()
             .cloned()
+            .chain(k.history_keys())
             .chain(k.levels())
             .collect::<Vec<_>>(),
         );

@@ -1,0 +1,129 @@
+//! A memory queue's history of finished jobs, kept as complete.lua and
+//! history.lua keep Redis's (see history.rs): entries by finish time, each
+//! with its stored text and, while kept, its body.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound::{Excluded, Unbounded};
+use std::time::Duration;
+
+use crate::JobId;
+use crate::contract::history::{Entry, History};
+use crate::contract::inspect::{Cursor, JobInfo, Page};
+
+#[derive(Default)]
+pub(super) struct MemHistory {
+    /// (finish ms, id), as `ns:q:history`.
+    order: BTreeSet<(u64, JobId)>,
+    /// Each entry's finish ms and stored text (its body at its end while
+    /// kept), as `ns:q:history:Q`.
+    entries: HashMap<JobId, (u64, Vec<u8>)>,
+    /// The entries whose body is kept (Redis reads them by finish time past a
+    /// mark instead).
+    args: BTreeSet<(u64, JobId)>,
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(1 << 52) as u64
+}
+
+impl MemHistory {
+    /// Enters job `id`, finished at `at` ms, with `body` unless `h` keeps none.
+    pub fn record(&mut self, id: JobId, at: u64, entry: &Entry, body: Option<Vec<u8>>, h: History) {
+        if let Some((old, _)) = self.entries.remove(&id) {
+            self.order.remove(&(old, id));
+            self.args.remove(&(old, id));
+        }
+        let body = body.filter(|_| h.args_max_age != Some(Duration::ZERO));
+        if body.is_some() && h.args_max_age.is_some() {
+            self.args.insert((at, id));
+        }
+        self.order.insert((at, id));
+        let text = entry.encode(body.as_deref().unwrap_or_default());
+        self.entries.insert(id, (at, text));
+    }
+
+    /// Drops the entries past their age and the oldest beyond the count, and
+    /// the bodies past theirs, at most `budget` of each (trim_history in
+    /// lib.lua).
+    pub fn trim(&mut self, now: u64, budget: usize, h: History) {
+        let mut old: Vec<(u64, JobId)> = Vec::new();
+        if let Some(age) = h.max_age {
+            let before = now.saturating_sub(ms(age));
+            old.extend(
+                self.order
+                    .iter()
+                    .take_while(|(at, _)| *at < before)
+                    .take(budget),
+            );
+        }
+        if let Some(keep) = h.max_count {
+            let over = (self.order.len() - old.len()).saturating_sub(keep as usize);
+            let more = over.min(budget.saturating_sub(old.len()));
+            old.extend(self.order.iter().skip(old.len()).take(more));
+        }
+        for key in old {
+            self.order.remove(&key);
+            self.args.remove(&key);
+            self.entries.remove(&key.1);
+        }
+        if let Some(args) = h.args_max_age {
+            let before = now.saturating_sub(ms(args));
+            let expired: Vec<(u64, JobId)> = self
+                .args
+                .iter()
+                .take_while(|(at, _)| *at < before)
+                .take(budget)
+                .copied()
+                .collect();
+            for key in expired {
+                self.args.remove(&key);
+                if let Some(e) = self.entries.get_mut(&key.1)
+                    && let Some((entry, _)) = Entry::decode(&e.1)
+                {
+                    e.1 = entry.encode(&[]);
+                }
+            }
+        }
+    }
+
+    /// Whether an entry finished at `at` is still shown at `now`, and its body.
+    fn shown(at: u64, now: u64, h: History) -> (bool, bool) {
+        let within = |d: Option<Duration>| d.is_none_or(|d| at >= now.saturating_sub(ms(d)));
+        (within(h.max_age), within(h.args_max_age))
+    }
+
+    /// Job `id` as its entry says, unless past its age.
+    pub fn get(&self, id: &JobId, now: u64, h: History) -> Option<JobInfo> {
+        let (at, text) = self.entries.get(id)?;
+        let (entry, body_shown) = Self::shown(*at, now, h);
+        if !entry {
+            return None;
+        }
+        let (entry, body) = Entry::decode(text)?;
+        Some(crate::contract::inspect::finished_info(
+            entry,
+            *id,
+            body.filter(|_| body_shown),
+        ))
+    }
+
+    /// A page of the entries, newest first, after `after`.
+    pub fn page(&self, now: u64, h: History, after: Option<&Cursor>, n: usize) -> Page {
+        let upper = match after {
+            Some(c) => Excluded((c.score / 1000, c.id)),
+            None => Unbounded,
+        };
+        let mut jobs = Vec::new();
+        let mut rows = 0;
+        for (at, id) in self.order.range((Unbounded, upper)).rev().take(n) {
+            if !Self::shown(*at, now, h).0 {
+                break;
+            }
+            rows += 1;
+            if let Some(job) = self.get(id, now, h) {
+                jobs.push(job);
+            }
+        }
+        crate::contract::inspect::dead_page(jobs, n > 0 && rows >= n)
+    }
+}

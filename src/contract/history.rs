@@ -1,0 +1,255 @@
+//! A queue's finished jobs, kept for a while (public at `redjob::inspect`):
+//! each succeeded, dead-lettered, cancelled or deleted job with its attempts,
+//! type, arguments (for a shorter while) and when and how it finished.
+//!
+//! Stored beside the queue, in its slot (keys RSMQ ignores, deleted with the
+//! queue): `ns:q:history`, a sorted set of ids by finish time (ms);
+//! `ns:q:history:Q`, a hash with each entry (`<id>`, see [`Entry`]: one field
+//! with the job's body at its end while its arguments are kept). How many
+//! entries and for how long is the queue setting [`History`], in force for
+//! every writer.
+
+use std::time::Duration;
+
+use crate::contract::attempts::{self, Attempt};
+
+/// How long a queue keeps its finished jobs: a queue setting
+/// ([`QueueSettings::history`](crate::ops::QueueSettings::history)).
+///
+/// The defaults keep the last 1,000 finished jobs of each queue for a day,
+/// and their arguments for an hour:
+/// - BullMQ keeps every finished job unless told otherwise, its best-known
+///   memory trap; Oban prunes after 60 s, too short to answer after an
+///   incident; Sidekiq keeps no successes, asynq none unless asked. A count
+///   bounds memory on a busy queue (a few hundred KB per queue for small
+///   payloads, see BENCHMARKS.md); a day covers a quiet one.
+/// - Arguments may hold personal data: kept an hour by default
+///   ([`args_max_age`](Self::args_max_age)), then the entry stays without them.
+///
+/// ```
+/// use redjob::ops::History;
+/// use std::time::Duration;
+///
+/// let h = History::default();
+/// assert_eq!((h.enabled, h.max_count), (true, Some(1000)));
+/// assert_eq!(h.max_age, Some(Duration::from_secs(24 * 3600)));
+/// assert_eq!(h.args_max_age, Some(Duration::from_secs(3600)));
+/// let private = History { args_max_age: Some(Duration::ZERO), ..History::default() };
+/// # let _ = (private, History::OFF);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct History {
+    /// Whether finished jobs are recorded at all. Defaults to true.
+    pub enabled: bool,
+    /// The most entries kept; `None` for no limit. Defaults to 1,000.
+    pub max_count: Option<u64>,
+    /// The oldest an entry gets; `None` for no limit. Defaults to 24 h.
+    pub max_age: Option<Duration>,
+    /// How long an entry keeps the job's arguments (its body):
+    /// `Some(Duration::ZERO)` never keeps them, `None` as long as the entry.
+    /// Defaults to 1 h.
+    pub args_max_age: Option<Duration>,
+}
+
+impl History {
+    /// Records nothing.
+    pub const OFF: History = History {
+        enabled: false,
+        max_count: Some(1000),
+        max_age: Some(Duration::from_secs(24 * 3600)),
+        args_max_age: Some(Duration::from_secs(3600)),
+    };
+
+    /// The stored form: `"<on 1|0> <max count, 0: none> <max age ms, 0:
+    /// none> <args ms, -1: as long as the entry>"` (complete.lua reads it).
+    pub(crate) fn encode(&self) -> String {
+        let ms = |d: Duration| d.as_millis().min(1 << 52) as u64;
+        let age = self.max_age.map_or(0, |d| ms(d).max(1));
+        let args = self.args_max_age.map_or(-1, |d| ms(d) as i64);
+        format!(
+            "{} {} {age} {args}",
+            u8::from(self.enabled),
+            self.max_count.unwrap_or(0)
+        )
+    }
+
+    /// The stored form read back; `None` when it is not that form.
+    pub(crate) fn decode(v: &str) -> Option<History> {
+        let mut p = v.split(' ');
+        let on = match p.next()? {
+            "1" => true,
+            "0" => false,
+            _ => return None,
+        };
+        let count: u64 = p.next()?.parse().ok()?;
+        let age: u64 = p.next()?.parse().ok()?;
+        let args: i64 = p.next()?.parse().ok()?;
+        if p.next().is_some() || args < -1 {
+            return None;
+        }
+        Some(History {
+            enabled: on,
+            max_count: (count > 0).then_some(count),
+            max_age: (age > 0).then(|| Duration::from_millis(age)),
+            args_max_age: (args >= 0).then(|| Duration::from_millis(args as u64)),
+        })
+    }
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History {
+            enabled: true,
+            ..History::OFF
+        }
+    }
+}
+
+/// How a finished job ended.
+///
+/// ```
+/// use redjob::inspect::Finish;
+///
+/// assert_eq!(Finish::Succeeded.as_str(), "succeeded");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Finish {
+    /// Its handler succeeded.
+    Succeeded,
+    /// It was dead-lettered.
+    Dead,
+    /// It was cancelled.
+    Cancelled,
+    /// It was deleted.
+    Deleted,
+    /// Written by a newer redjob: an ending this one does not know.
+    Unknown,
+}
+
+impl Finish {
+    /// Its name as stored and printed: `succeeded`, `dead`, `cancelled`,
+    /// `deleted` (`unknown`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::Succeeded => "succeeded",
+            Finish::Dead => "dead",
+            Finish::Cancelled => "cancelled",
+            Finish::Deleted => "deleted",
+            Finish::Unknown => "unknown",
+        }
+    }
+
+    /// The ending a name stands for ([`Unknown`](Finish::Unknown) for any other).
+    pub fn from_name(s: &str) -> Finish {
+        match s {
+            "succeeded" => Finish::Succeeded,
+            "dead" => Finish::Dead,
+            "cancelled" => Finish::Cancelled,
+            "deleted" => Finish::Deleted,
+            _ => Finish::Unknown,
+        }
+    }
+}
+
+/// When and how a job in the history finished.
+///
+/// ```
+/// use redjob::inspect::{Finish, Finished};
+///
+/// let f = Finished {
+///     how: Finish::Cancelled,
+///     at_ms: 1_790_000_000_000,
+///     by: Some("cli alice".into()),
+///     job_type: Some("SendEmail".into()),
+/// };
+/// assert_eq!(f.how.as_str(), "cancelled");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    /// How it ended.
+    pub how: Finish,
+    /// When, Unix ms (backend time).
+    pub at_ms: u64,
+    /// Who ended it, when someone did (a cancel, a delete): the source
+    /// (`api`, `cli`, `dashboard`) and the actor's name.
+    pub by: Option<String>,
+    /// The job type its envelope named (kept after its arguments are not).
+    pub job_type: Option<String>,
+}
+
+/// The job type a body names in its leading `"type"` field, as redjob's
+/// envelope writes it (`body_type` in lib.lua reads it alike); `None` for
+/// another body.
+pub(crate) fn body_type(body: &[u8]) -> Option<String> {
+    let rest = body.strip_prefix(br#"{"type":""#)?;
+    let end = rest.iter().position(|b| *b == b'"' || *b == b'\\')?;
+    (rest[end] == b'"' && end > 0).then(|| String::from_utf8_lossy(&rest[..end]).into_owned())
+}
+
+/// An entry as stored: its header line `h1 <how> <ms> <deliveries> <body
+/// bytes>`, the job type (empty when the body is not an envelope), the actor
+/// (empty for a worker's settle), its attempt records (one per line), then a
+/// newline and the body (none once its arguments are no longer kept).
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub finished: Finished,
+    pub deliveries: u32,
+    pub runs: Vec<Attempt>,
+}
+
+impl Entry {
+    /// The stored text with `body`, as the scripts write it.
+    pub(crate) fn encode(&self, body: &[u8]) -> Vec<u8> {
+        let lines: Vec<String> = self.runs.iter().map(Attempt::line).collect();
+        let mut s = format!(
+            "h1 {} {} {} {}\n{}\n{}\n{}\n",
+            self.finished.how.as_str(),
+            self.finished.at_ms,
+            self.deliveries,
+            body.len(),
+            self.finished
+                .job_type
+                .as_deref()
+                .unwrap_or("")
+                .replace('\n', " "),
+            self.finished.by.as_deref().unwrap_or("").replace('\n', " "),
+            lines.join("\n"),
+        )
+        .into_bytes();
+        s.extend_from_slice(body);
+        s
+    }
+
+    /// The stored text read back, with its body (`None` when it keeps none);
+    /// `None` when it is not an entry.
+    pub(crate) fn decode(text: &[u8]) -> Option<(Entry, Option<Vec<u8>>)> {
+        let mut parts = text.splitn(4, |b| *b == b'\n');
+        let head = std::str::from_utf8(parts.next()?).ok()?;
+        let job_type = String::from_utf8_lossy(parts.next()?).into_owned();
+        let by = String::from_utf8_lossy(parts.next()?).into_owned();
+        let rest = parts.next().unwrap_or_default();
+        let mut h = head.split(' ');
+        if h.next()? != "h1" {
+            return None;
+        }
+        let how = Finish::from_name(h.next()?);
+        let at_ms = h.next()?.parse().ok()?;
+        let deliveries = h.next()?.parse().ok()?;
+        let bytes: usize = h.next()?.parse().ok()?;
+        // the records, a newline, then the body's bytes
+        let split = rest.len().checked_sub(bytes)?.checked_sub(1)?;
+        let body = (bytes > 0).then(|| rest[split + 1..].to_vec());
+        let entry = Entry {
+            finished: Finished {
+                how,
+                at_ms,
+                by: (!by.is_empty()).then_some(by),
+                job_type: (!job_type.is_empty()).then_some(job_type),
+            },
+            deliveries,
+            runs: attempts::parse(&rest[..split]),
+        };
+        Some((entry, body))
+    }
+}

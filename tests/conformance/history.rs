@@ -1,0 +1,236 @@
+//! Finished jobs kept for a while: succeeded and dead-lettered jobs entered
+//! in their queue's history by the settle, with their attempts, type and
+//! arguments; found by id (with or without their queue) and listed newest
+//! first; trimmed by count and age, their arguments by a shorter age, as the
+//! queue's stored setting says; none when it is off.
+
+use std::time::Duration;
+
+use redjob::JobId;
+use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+use redjob::inspect::{AttemptOutcome, Finish, Inspect, JobInfo, JobState};
+use redjob::ops::{Admin, History, QueueSettings};
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+
+use super::Env;
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn mail(i: u32) -> String {
+    format!(r#"{{"type":"Mail","args":{{"i":{i}}}}}"#)
+}
+
+/// Sends a job and acks it on its first delivery.
+async fn run_ok(env: &Env, queue: &str, body: &str) -> JobId {
+    let q = env.client.backend();
+    let id = Queues::send(&q, queue, SendMessage::new(body))
+        .await
+        .unwrap();
+    let d = q.fetch(queue, 1, LONG).await.unwrap().jobs.remove(0);
+    assert_eq!(d.id, id);
+    let ack = Settle {
+        acks: vec![(id, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle(queue, &ack).await.unwrap().acked, 1);
+    id
+}
+
+async fn finished(env: &Env, queue: &str) -> Vec<JobInfo> {
+    let q = env.client.backend();
+    q.list(queue, JobState::Finished, None, 100)
+        .await
+        .unwrap()
+        .jobs
+}
+
+pub async fn finished_jobs_are_kept_with_their_attempts_and_found_by_id(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("h", QueueOptions::default()).await.unwrap();
+    let a = Queues::send(&q, "h", SendMessage::new(mail(1)))
+        .await
+        .unwrap();
+    for n in 1..=2 {
+        let d = q.fetch("h", 1, LONG).await.unwrap().jobs.remove(0);
+        let retry = Settle {
+            reschedules: vec![Reschedule {
+                id: a,
+                token: d.token,
+                delay: Duration::ZERO,
+                deliveries: d.token.attempt(),
+                release: false,
+                error: Some(format!("smtp refused {n}")),
+            }],
+            ..Settle::default()
+        };
+        q.settle("h", &retry).await.unwrap();
+    }
+    let d = q.fetch("h", 1, LONG).await.unwrap().jobs.remove(0);
+    let ack = Settle {
+        acks: vec![(a, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("h", &ack).await.unwrap().acked, 1);
+    // replayed after it landed: fenced off, entered once
+    assert_eq!(q.settle("h", &ack).await.unwrap().acked, 0);
+
+    let job = q.job("h", &a).await.unwrap().expect("kept in the history");
+    assert_eq!((job.state, job.attempts), (JobState::Finished, 3));
+    let f = job.finished.as_ref().unwrap();
+    assert_eq!((f.how, f.by.as_deref()), (Finish::Succeeded, None));
+    assert_eq!(job.job_name().as_deref(), Some("Mail"));
+    assert_eq!(job.args().unwrap()["i"], 1);
+    let seen: Vec<(u32, AttemptOutcome)> = job.runs.iter().map(|r| (r.number, r.outcome)).collect();
+    assert_eq!(
+        seen,
+        [
+            (1, AttemptOutcome::Error),
+            (2, AttemptOutcome::Error),
+            (3, AttemptOutcome::Ok)
+        ]
+    );
+    assert_eq!(job.runs[1].error.as_deref(), Some("smtp refused 2"));
+    assert_eq!(job.last_error.as_deref(), Some("smtp refused 2"));
+    assert_eq!(job.due_ms, f.at_ms);
+    // found without its queue
+    let found = q.locate(&a).await.unwrap().expect("located");
+    assert_eq!(
+        (found.queue.as_str(), found.job.state),
+        ("h", JobState::Finished)
+    );
+
+    // a dead letter is entered too (and looked up as the dead letter it is)
+    let b = Queues::send(&q, "h", SendMessage::new("not an envelope"))
+        .await
+        .unwrap();
+    let d = q.fetch("h", 1, LONG).await.unwrap().jobs.remove(0);
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id: b,
+            token: d.token,
+            error: "fatal: no such mailbox".into(),
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("h", &dead).await.unwrap().dead, 1);
+    assert_eq!(q.job("h", &b).await.unwrap().unwrap().state, JobState::Dead);
+    let list = finished(env, "h").await;
+    let ids: Vec<JobId> = list.iter().map(|j| j.id).collect();
+    assert_eq!(ids, [b, a], "newest first");
+    let entry = &list[0];
+    assert_eq!(entry.finished.as_ref().unwrap().how, Finish::Dead);
+    assert_eq!(entry.body, b"not an envelope");
+    assert_eq!(
+        entry.runs[0].error.as_deref(),
+        Some("fatal: no such mailbox")
+    );
+    // once the letter is deleted, its entry is what a lookup finds
+    q.delete_dead("h", &[b]).await.unwrap();
+    let gone = q.job("h", &b).await.unwrap().unwrap();
+    assert_eq!(gone.finished.unwrap().how, Finish::Dead);
+
+    // pages: one at a time, newest first, without gaps
+    let first = q.list("h", JobState::Finished, None, 1).await.unwrap();
+    assert_eq!(first.jobs[0].id, b);
+    let second = q
+        .list("h", JobState::Finished, first.next.as_ref(), 1)
+        .await
+        .unwrap();
+    assert_eq!(second.jobs[0].id, a);
+    // the queue's deletion takes its history
+    q.delete_queue("h").await.unwrap();
+    q.create_queue("h", QueueOptions::default()).await.unwrap();
+    assert!(finished(env, "h").await.is_empty());
+    assert!(q.job("h", &a).await.unwrap().is_none());
+}
+
+pub async fn history_is_trimmed_by_count_and_age_and_arguments_sooner(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("t", QueueOptions::default()).await.unwrap();
+    let h = History {
+        max_count: Some(3),
+        max_age: Some(Duration::from_millis(1500)),
+        args_max_age: Some(Duration::from_millis(700)),
+        ..History::default()
+    };
+    q.set_settings("t", &QueueSettings::history(h))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(run_ok(env, "t", &mail(i)).await);
+    }
+    let kept: Vec<JobId> = finished(env, "t").await.iter().map(|j| j.id).collect();
+    assert_eq!(kept, [ids[4], ids[3], ids[2]], "the newest 3");
+    assert!(q.job("t", &ids[0]).await.unwrap().is_none());
+    let job = q.job("t", &ids[4]).await.unwrap().unwrap();
+    assert_eq!(job.args().unwrap()["i"], 4);
+
+    // past the arguments' age: the entry stays, its arguments go
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let job = q.job("t", &ids[4]).await.unwrap().unwrap();
+    assert!(job.body.is_empty(), "arguments past their age");
+    assert_eq!(job.job_name().as_deref(), Some("Mail"), "the type stays");
+    assert_eq!(finished(env, "t").await.len(), 3);
+    if env.is_redis() {
+        // not only hidden: gone from Redis, by that read's trim
+        let stored: String = redis::cmd("HGET")
+            .arg(env.key("t", ":history:Q"))
+            .arg(ids[4].as_ref())
+            .query_async(&mut env.raw().await)
+            .await
+            .unwrap();
+        assert!(!stored.contains(r#""i":4"#), "{stored}");
+        assert!(stored.contains(r#""outcome":"ok""#), "{stored}");
+    }
+
+    // past the entries' age: none shown, and trimmed with no settle since
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(q.job("t", &ids[4]).await.unwrap().is_none());
+    assert!(finished(env, "t").await.is_empty());
+    if env.is_redis() {
+        let mut con = env.raw().await;
+        let left: u64 = redis::cmd("ZCARD")
+            .arg(env.key("t", ":history"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let fields: Vec<String> = redis::cmd("HKEYS")
+            .arg(env.key("t", ":history:Q"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        // "~args": up to when bodies were dropped
+        let entries = fields.iter().filter(|f| !f.starts_with('~')).count();
+        assert_eq!((left, entries), (0, 0), "trimmed by the read");
+    }
+}
+
+pub async fn history_off_keeps_nothing_and_arguments_can_be_left_out(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("o", QueueOptions::default()).await.unwrap();
+    q.set_settings("o", &QueueSettings::history(History::OFF))
+        .await
+        .unwrap();
+    let id = run_ok(env, "o", &mail(1)).await;
+    assert!(q.job("o", &id).await.unwrap().is_none());
+    assert!(finished(env, "o").await.is_empty());
+
+    let private = History {
+        args_max_age: Some(Duration::ZERO),
+        ..History::default()
+    };
+    q.set_settings("o", &QueueSettings::history(private))
+        .await
+        .unwrap();
+    let id = run_ok(env, "o", &mail(2)).await;
+    let job = q.job("o", &id).await.unwrap().unwrap();
+    assert!(job.body.is_empty(), "no arguments kept");
+    assert_eq!(job.job_name().as_deref(), Some("Mail"));
+    assert_eq!(job.runs.len(), 1);
+    // a worker's default is in force where the queue stores none
+    q.create_queue("d", QueueOptions::default()).await.unwrap();
+    let id = run_ok(env, "d", "plain").await;
+    let job = q.job("d", &id).await.unwrap().unwrap();
+    assert_eq!((job.body.as_slice(), job.job_name()), (&b"plain"[..], None));
+}
