@@ -138,7 +138,7 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
             show::job(ctx, &queue, &job)
         }
         JobsCommand::Cancel { queue, id } => {
-            let text = match c.cancel(&queue, &id).await? {
+            let text = match c.cancel_by(&queue, &id, &crate::actor()).await? {
                 Cancelled::Removed => "removed",
                 Cancelled::Cancelling => "cancelling: its worker stops it at its next renewal",
                 _ => {

@@ -169,3 +169,12 @@ async fn run(cli: Cli) -> Outcome {
         Command::Web(a) => web::serve(&ctx, a).await,
     }
 }
+
+/// Who acts, as the queue's history records it: `cli` and the user's login
+/// name (`USER`, else `LOGNAME`).
+pub fn actor() -> String {
+    match std::env::var("USER").or_else(|_| std::env::var("LOGNAME")) {
+        Ok(user) if !user.is_empty() => format!("cli {user}"),
+        _ => "cli".into(),
+    }
+}

@@ -1,7 +1,8 @@
 //! What happened to a job, from the CLI alone (the binary run as a process
 //! against a private redis-server, beside a real worker): `jobs show` prints
 //! every attempt of a job that failed twice then succeeded, with its outcome,
-//! error and worker, from the queue's history.
+//! error and worker, from the queue's history; and for a cancelled job, when
+//! it was cancelled and from where.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -35,6 +36,7 @@ async fn cli(url: &str, args: &[&str]) -> (i32, String) {
         .arg(url)
         .args(args)
         .env_remove("REDIS_URL")
+        .env("USER", "alice")
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();
@@ -107,4 +109,48 @@ async fn jobs_show_prints_every_attempt_of_a_job_that_failed_twice_then_succeede
     assert_eq!(runs[2]["worker"], worker_id.as_str());
     assert!(runs[2]["duration_ms"].is_u64());
     assert!(runs[0]["error"].as_str().unwrap().contains("try 1"));
+}
+
+#[tokio::test]
+async fn jobs_show_says_when_a_job_was_cancelled_and_from_where() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("mail", QueueOptions::default())
+        .await
+        .unwrap();
+    let id = client
+        .enqueue_in(&Flaky {}, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let (code, out) = cli(&url, &["jobs", "cancel", "mail", id.as_ref()]).await;
+    assert_eq!(code, 0, "{out}");
+    let (code, text) = cli(&url, &["jobs", "show", id.as_ref()]).await;
+    assert_eq!(code, 0, "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("finished"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.starts_with("finished   cancelled "), "{line}");
+    assert!(line.ends_with(" by cli alice"), "{line}");
+    let (_, out) = cli(&url, &["jobs", "show", id.as_ref(), "--json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["finished"]["how"], "cancelled");
+    assert_eq!(v["finished"]["by"], "cli alice");
+    let at = v["finished"]["at_ms"].as_u64().unwrap();
+    assert!(at >= id.sent_ms(), "cancelled after it was sent");
+    // the API's own cancel says so
+    let other = client
+        .enqueue_in(&Flaky {}, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    client.backend().cancel("mail", &other).await.unwrap();
+    let (_, text) = cli(&url, &["jobs", "show", other.as_ref()]).await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("finished   cancelled") && l.ends_with(" by api")),
+        "{text}"
+    );
 }

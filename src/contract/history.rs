@@ -178,6 +178,20 @@ pub struct Finished {
     pub job_type: Option<String>,
 }
 
+/// Who acted, as an entry keeps it: one line (newlines become spaces), at
+/// most 200 bytes.
+pub(crate) fn actor_line(by: &str) -> String {
+    let mut line = by.replace(['\n', '\r'], " ");
+    if line.len() > 200 {
+        let mut end = 200;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+    }
+    line
+}
+
 /// The job type a body names in its leading `"type"` field, as redjob's
 /// envelope writes it (`body_type` in lib.lua reads it alike); `None` for
 /// another body.

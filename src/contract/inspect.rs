@@ -291,7 +291,21 @@ pub trait Inspect: Sync {
 
     /// Cancels a job: removes it whether it waits or runs, frees its unique key,
     /// and says which it was (see [`Cancelled`]). Dead letters are not touched.
-    fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send;
+    /// The queue's history keeps it as cancelled, by `api`
+    /// ([`cancel_by`](Inspect::cancel_by) names who).
+    fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send {
+        self.cancel_by(queue, id, "api")
+    }
+
+    /// [`cancel`](Inspect::cancel), recording who in the history entry: the
+    /// source and the actor's name, `api`, `cli alice`, `dashboard` (one line;
+    /// the CLI and the dashboard fill it).
+    fn cancel_by(
+        &self,
+        queue: &str,
+        id: &JobId,
+        by: &str,
+    ) -> impl Future<Output = Result<Cancelled>> + Send;
 
     /// One job by id without its queue (an id is unique across queues): every
     /// queue is asked, [`job`](Inspect::job) per queue, with up to
@@ -387,6 +401,7 @@ macro_rules! inspect_methods {
             async fn job(queue: &str, id: &$crate::JobId) -> $crate::Result<Option<$crate::contract::inspect::JobInfo>>;
             async fn list(queue: &str, state: $crate::contract::inspect::JobState, after: Option<&$crate::contract::inspect::Cursor>, n: usize) -> $crate::Result<$crate::contract::inspect::Page>;
             async fn cancel(queue: &str, id: &$crate::JobId) -> $crate::Result<$crate::contract::inspect::Cancelled>;
+            async fn cancel_by(queue: &str, id: &$crate::JobId, by: &str) -> $crate::Result<$crate::contract::inspect::Cancelled>;
         }
     };
 }

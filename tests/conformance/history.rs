@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redjob::JobId;
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
-use redjob::inspect::{AttemptOutcome, Finish, Inspect, JobInfo, JobState};
+use redjob::inspect::{AttemptOutcome, Cancelled, Finish, Inspect, JobInfo, JobState};
 use redjob::ops::{Admin, History, QueueSettings};
 use redjob::queue::{QueueOptions, Queues, SendMessage};
 
@@ -233,4 +233,51 @@ pub async fn history_off_keeps_nothing_and_arguments_can_be_left_out(env: &Env) 
     let id = run_ok(env, "d", "plain").await;
     let job = q.job("d", &id).await.unwrap().unwrap();
     assert_eq!((job.body.as_slice(), job.job_name()), (&b"plain"[..], None));
+}
+
+pub async fn a_cancelled_job_is_kept_with_who_cancelled_it(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("c", QueueOptions::default()).await.unwrap();
+    let a = Queues::send(&q, "c", SendMessage::new(mail(1)))
+        .await
+        .unwrap();
+    let d = q.fetch("c", 1, LONG).await.unwrap().jobs.remove(0);
+    let retry = Settle {
+        reschedules: vec![Reschedule {
+            id: a,
+            token: d.token,
+            delay: LONG,
+            deliveries: 1,
+            release: false,
+            error: Some("smtp refused".into()),
+        }],
+        ..Settle::default()
+    };
+    q.settle("c", &retry).await.unwrap();
+    assert_eq!(
+        q.cancel_by("c", &a, "cli alice").await.unwrap(),
+        Cancelled::Removed
+    );
+    let job = q.job("c", &a).await.unwrap().expect("kept in the history");
+    let f = job.finished.as_ref().unwrap();
+    assert_eq!(
+        (job.state, f.how, f.by.as_deref()),
+        (JobState::Finished, Finish::Cancelled, Some("cli alice"))
+    );
+    assert_eq!(job.attempts, 1);
+    assert_eq!(job.runs.len(), 1, "its attempt records");
+    assert_eq!(job.runs[0].error.as_deref(), Some("smtp refused"));
+    assert_eq!(job.args().unwrap()["i"], 1);
+    // a running job, cancelled through the plain call: by the API
+    let b = Queues::send(&q, "c", SendMessage::new(mail(2)))
+        .await
+        .unwrap();
+    q.fetch("c", 1, LONG).await.unwrap();
+    assert_eq!(q.cancel("c", &b).await.unwrap(), Cancelled::Cancelling);
+    let job = q.job("c", &b).await.unwrap().unwrap();
+    let f = job.finished.unwrap();
+    assert_eq!((f.how, f.by.as_deref()), (Finish::Cancelled, Some("api")));
+    // a second cancel finds nothing to cancel and enters nothing again
+    assert_eq!(q.cancel("c", &b).await.unwrap(), Cancelled::NotFound);
+    assert_eq!(finished(env, "c").await.len(), 2);
 }

@@ -356,7 +356,12 @@ pub async fn cancel_removes_waiting_jobs_and_stops_running_ones_for_good(env: &E
     let w = send(env, "cq", SendMessage::new("x").unique(key.clone())).await;
     assert_eq!(q.cancel("cq", &w).await.unwrap(), Cancelled::Removed);
     assert_eq!(q.cancel("cq", &w).await.unwrap(), Cancelled::NotFound);
-    assert!(q.job("cq", &w).await.unwrap().is_none());
+    let gone = q.job("cq", &w).await.unwrap().unwrap();
+    assert_eq!(
+        gone.state,
+        JobState::Finished,
+        "in the history, as cancelled"
+    );
     let sent = q
         .send_outcomes("cq", &[SendMessage::new("y").unique(key)])
         .await
@@ -405,7 +410,12 @@ pub async fn cancel_removes_waiting_jobs_and_stops_running_ones_for_good(env: &E
     let stats = client.stats("work").await.unwrap();
     assert_eq!((stats.processed, stats.failed, stats.dead), (0, 0, 0));
     assert_eq!(q.counts("work").await.unwrap(), counts(0, 0, 0, 0));
-    assert!(q.job("work", &id).await.unwrap().is_none());
+    let job = q.job("work", &id).await.unwrap().unwrap();
+    assert_eq!(
+        job.finished.map(|f| f.how),
+        Some(redjob::inspect::Finish::Cancelled),
+        "cancelled, not run again nor recorded as run"
+    );
 }
 
 pub async fn finished_and_unknown_jobs_and_bad_input_are_clear(env: &Env) {

@@ -326,7 +326,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@history $setup, #[$attr],
             finished_jobs_are_kept_with_their_attempts_and_found_by_id,
             history_is_trimmed_by_count_and_age_and_arguments_sooner,
-            history_off_keeps_nothing_and_arguments_can_be_left_out);
+            history_off_keeps_nothing_and_arguments_can_be_left_out,
+            a_cancelled_job_is_kept_with_who_cancelled_it);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@settings $setup, #[$attr],

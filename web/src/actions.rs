@@ -165,7 +165,8 @@ pub(crate) async fn job(
             };
             back(&ctx, &jpath, note)
         }
-        "cancel" => match c.cancel(&queue, &id).await? {
+        // who: the access control names the user later; "dashboard" until then
+        "cancel" => match c.cancel_by(&queue, &id, "dashboard").await? {
             Cancelled::Removed => back(&ctx, &qpath, &format!("Job {id} deleted.")),
             Cancelled::Cancelling => back(
                 &ctx,

@@ -7,10 +7,12 @@ use std::ops::Bound::{Excluded, Included};
 use super::state::{MemQueue, due_score};
 use super::{MemoryBackend, not_found};
 use crate::contract::attempts;
+use crate::contract::history::{Entry, Finish, Finished, actor_line, body_type};
 use crate::contract::inspect::{
     self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts,
 };
 use crate::contract::leases::is_lease;
+use crate::contract::leases::score_count;
 use crate::contract::queues::validate;
 use crate::contract::settings::QueueSettings;
 use crate::{JobId, Result};
@@ -222,17 +224,36 @@ impl Inspect for MemoryBackend {
         Ok(inspect::page(jobs, &scores, full))
     }
 
-    async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {
+    async fn cancel_by(&self, queue: &str, id: &JobId, by: &str) -> Result<Cancelled> {
         validate::queue_name(queue)?;
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        Ok(match q.remove(id) {
-            None => Cancelled::NotFound,
-            Some(m) if inspect::state_of(m.score, now) == JobState::InFlight => {
-                Cancelled::Cancelling
-            }
-            Some(_) => Cancelled::Removed,
+        let Some(m) = q.remove(id) else {
+            return Ok(Cancelled::NotFound);
+        };
+        // entered in the history, as cancel.lua does
+        let h = QueueSettings::decode(&q.settings)
+            .history
+            .unwrap_or_default();
+        if h.enabled {
+            let entry = Entry {
+                finished: Finished {
+                    how: Finish::Cancelled,
+                    at_ms: now,
+                    by: Some(actor_line(by)).filter(|b| !b.is_empty()),
+                    job_type: body_type(&m.body),
+                },
+                deliveries: score_count(m.score),
+                runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
+            };
+            q.history.record(*id, now, &entry, Some(m.body.clone()), h);
+            q.history.trim(now, 1001, h);
+        }
+        Ok(if inspect::state_of(m.score, now) == JobState::InFlight {
+            Cancelled::Cancelling
+        } else {
+            Cancelled::Removed
         })
     }
 }

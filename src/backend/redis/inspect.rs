@@ -193,11 +193,15 @@ impl Inspect for Rsmq {
         Ok(page)
     }
 
-    async fn cancel(&self, queue: &str, id: &JobId) -> Result<Cancelled> {
+    async fn cancel_by(&self, queue: &str, id: &JobId, by: &str) -> Result<Cancelled> {
         validate::queue_name(queue)?;
         let (mut con, k) = self.parts(queue);
-        let mut cmd = scripts::eval(&scripts::CANCEL, &k.with_leases(k.all_levels_unique()));
-        cmd.arg(id);
+        let mut keys = k.with_leases(k.all_levels_unique());
+        keys.extend(k.history_keys());
+        let mut cmd = scripts::eval(&scripts::CANCEL, &keys);
+        cmd.arg(id)
+            .arg(crate::contract::history::actor_line(by))
+            .arg(History::default().encode());
         match scripts::int(&scripts::run(&mut con, &scripts::CANCEL, &cmd).await?)? {
             -1 => Err(Error::QueueNotFound { name: queue.into() }),
             0 => Ok(Cancelled::NotFound),

@@ -6,17 +6,34 @@
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[24]  the queue's lease counts (ns:q:leases): a lease leaves them
+-- KEYS[25], KEYS[26]  the queue's history (ns:q:history, ns:q:history:Q): the
+--          job is entered there as cancelled, with who cancelled it, its
+--          attempt records, type and body (see complete.lua)
 -- ARGV[1]  the id
+-- ARGV[2]  who cancels it ("api", "cli alice", "dashboard", ...)
+-- ARGV[3]  the history setting when the queue stores none
 -- Returns -1 when the queue does not exist, 0 when the job is not in it, 1 when
 --         it was waiting (removed), 2 when it was leased (cancelling)
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique", "redjob:history")
 if not attrs[1] then return -1 end
 local now = clock()
 local id = ARGV[1]
 local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
 if not level then return 0 end
+local kept = redis.call("HMGET", KEYS[2], id, id .. ":a")
 redis.call("ZREM", level[2], id)
 redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err", id .. ":a")
+local on, keep, age, args = history_setting(attrs[4], ARGV[3])
+if on then
+  local body = kept[1] or ""
+  local typ = body_type(body)
+  if args == 0 then body = "" end
+  local at = string.format("%.0f", now)
+  redis.call("ZADD", KEYS[25], at, id)
+  redis.call("HSET", KEYS[26], id, "h1 cancelled " .. at .. " " .. score_count(tonumber(s)) .. " " .. #body .. "\n"
+    .. typ .. "\n" .. ARGV[2] .. "\n" .. (kept[2] or "") .. "\n" .. body)
+  trim_history(25, 26, now, 1001, keep, age, args, false)
+end
 forget_released({id})
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
 lease_counts().left(24, {tonumber(s)}, now)
