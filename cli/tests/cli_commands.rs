@@ -392,10 +392,20 @@ async fn jobs_peek_show_list_by_page_cancel_and_run_now() {
     cli(&url, &["jobs", "cancel", "mail", &id])
         .await
         .failed("no job");
-    cli(&url, &["jobs", "show", "mail", &id])
+    // in the history now, as cancelled from the CLI
+    let v = cli(&url, &["jobs", "show", "mail", &id, "--json"])
+        .await
+        .json();
+    assert_eq!(
+        (v["state"].as_str(), v["finished"]["how"].as_str()),
+        (Some("finished"), Some("cancelled"))
+    );
+    assert!(v["finished"]["by"].as_str().unwrap().starts_with("cli"));
+    let gone = "0000000000abcdefghijklmnopqrstuv";
+    cli(&url, &["jobs", "show", "mail", gone])
         .await
         .failed("no job");
-    cli(&url, &["jobs", "show", &id])
+    cli(&url, &["jobs", "show", gone])
         .await
         .failed("in any queue");
     assert_eq!(client.counts("mail").await.unwrap().ready, 1);

@@ -466,12 +466,14 @@ async fn the_dashboard_works_in_a_real_browser() {
         assert_eq!(ran, json!(true), "a job's markup never runs");
         shot(&b, "job").await;
 
-        // cancel a ready job from its page: gone from Redis
+        // cancel a ready job from its page: gone from the queue, in its
+        // history as cancelled from the dashboard
         click_button(&b, "Cancel").await;
+        let job = client.job("reports", &ready[1]).await.unwrap().unwrap();
+        let f = job.finished.expect("cancelled in Redis");
         assert_eq!(
-            client.job("reports", &ready[1]).await.unwrap(),
-            None,
-            "cancelled in Redis"
+            (f.how, f.by.as_deref()),
+            (redjob::inspect::Finish::Cancelled, Some("dashboard"))
         );
 
         // dead letters: tick one, requeue it, it is ready again

@@ -261,7 +261,12 @@ async fn actions_change_redis_only_with_the_token_from_this_site() {
         &[csrf],
     )
     .await;
-    assert!(client.job("mail", &ready[0].id).await.unwrap().is_none());
+    let job = client.job("mail", &ready[0].id).await.unwrap().unwrap();
+    assert_eq!(
+        job.finished.and_then(|f| f.by).as_deref(),
+        Some("dashboard"),
+        "cancelled from the dashboard"
+    );
 
     // dead letters: requeue the selected, delete all of a type, requeue one by its page
     let dead = get(&app, "/jobs/queues/mail/dead?type=A").await;
