@@ -254,6 +254,11 @@ impl Entry {
         // the records, a newline, then the body's bytes
         let split = rest.len().checked_sub(bytes)?.checked_sub(1)?;
         let body = (bytes > 0).then(|| rest[split + 1..].to_vec());
+        // an empty type line while the body is kept: the body names it
+        let job_type = match &body {
+            Some(b) if job_type.is_empty() => body_type(b).unwrap_or_default(),
+            _ => job_type,
+        };
         let entry = Entry {
             finished: Finished {
                 how,

@@ -265,13 +265,27 @@ if #finished > 0 then
   local at = string.format("%.0f", now)
   for _, k in ipairs(finished) do
     local id, body = ids[k], bodies[k] or ""
-    local typ = body_type(body)
-    if h_args == 0 then body = "" end
+    -- the type line stays empty while the body is kept (a reader takes the
+    -- type from it; trim_history fills the line when the body goes)
+    local typ = ""
+    if h_args == 0 then
+      typ = body_type(body)
+      body = ""
+    end
+    local n = score_count(tonumber(tokens[k]))
+    local head = (kind[k] == "a" and "h1 succeeded " or "h1 dead ") .. at .. " " .. n .. " " .. #body .. "\n" .. typ .. "\n\n"
+    local s = spans[k]
     zh[#zh + 1] = at
     zh[#zh + 1] = id
     hh[#hh + 1] = id
-    hh[#hh + 1] = (kind[k] == "a" and "h1 succeeded " or "h1 dead ") .. at .. " " .. score_count(tonumber(tokens[k]))
-      .. " " .. #body .. "\n" .. typ .. "\n\n" .. (logs[k] or ok_record(k)) .. "\n" .. body
+    if logs[k] then
+      hh[#hh + 1] = head .. logs[k] .. "\n" .. body
+    elseif s then
+      hh[#hh + 1] = head .. '{"n":' .. n .. ',"start":' .. ARGV[s] .. ',"end":' .. ARGV[s + 1] .. ',"outcome":"ok"'
+        .. ARGV[8] .. "}\n" .. body
+    else
+      hh[#hh + 1] = head .. '{"n":' .. n .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
+    end
   end
   many("ZADD", KEYS[8], zh)
   many("HSET", KEYS[9], hh, 3000)

@@ -487,6 +487,12 @@ local function history_setting(stored, default)
   return on == "1", tonumber(keep), tonumber(age), tonumber(args)
 end
 
+-- The job type an envelope body names ("" for another body): its leading
+-- "type" field, as redjob writes it.
+local function body_type(body)
+  return string.match(body, '^{"type":"([^"\\]*)"') or ""
+end
+
 -- Drops a queue's history entries past `age` ms and the oldest beyond `keep`
 -- (0: no limit), at most `budget`, and the bodies of entries past `args` ms,
 -- at `now` (ms). `hz`, `hh` are the indexes in KEYS of the history's sorted
@@ -535,9 +541,15 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
       local set = {}
       for j, v in ipairs(vals) do
         local head, bytes, rest = string.match(v or "", "^(h1 %S+ %S+ %S+ )(%d+)(\n.*)$")
-        if bytes and tonumber(bytes) > 0 then
+        bytes = tonumber(bytes)
+        if bytes and bytes > 0 then
+          local keep = string.sub(rest, 1, #rest - bytes)
+          -- the type line, empty while the body was kept, now from the body
+          if string.sub(keep, 1, 2) == "\n\n" then
+            keep = "\n" .. body_type(string.sub(rest, #rest - bytes + 1)) .. string.sub(keep, 2)
+          end
           set[#set + 1] = ids[j]
-          set[#set + 1] = head .. "0" .. string.sub(rest, 1, #rest - tonumber(bytes))
+          set[#set + 1] = head .. "0" .. keep
         end
       end
       set[#set + 1] = "~args"
@@ -546,10 +558,4 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
     end
   end
   return #old
-end
-
--- The job type an envelope body names ("" for another body): its leading
--- "type" field, as redjob writes it.
-local function body_type(body)
-  return string.match(body, '^{"type":"([^"\\]*)"') or ""
 end
