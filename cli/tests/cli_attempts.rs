@@ -154,3 +154,53 @@ async fn jobs_show_says_when_a_job_was_cancelled_and_from_where() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn queue_settings_show_and_change_the_history() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("mail", QueueOptions::default())
+        .await
+        .unwrap();
+    let (code, out) = cli(&url, &["queue", "settings", "mail", "--json"]).await;
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["history"]["enabled"], true);
+    assert_eq!(v["history"]["max_count"], 1000);
+    assert_eq!(v["history"]["args_max_age_ms"], 3_600_000);
+    assert_eq!(v["history"]["stored"], false);
+    let (code, out) = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--history-max-count",
+            "none",
+            "--history-args-max-age",
+            "0s",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["history"]["max_count"], serde_json::Value::Null);
+    assert_eq!(v["history"]["args_max_age_ms"], 0);
+    assert_eq!(v["history"]["stored"], true);
+    let (code, text) = cli(&url, &["queue", "settings", "mail", "--history", "off"]).await;
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("history ") && l.contains("off")),
+        "{text}"
+    );
+    let (code, _) = cli(&url, &["queue", "settings", "mail", "--history", "maybe"]).await;
+    assert_eq!(code, 2, "a usage error");
+    use redjob::ops::Admin;
+    let h = client.settings("mail").await.unwrap().history.unwrap();
+    assert_eq!((h.enabled, h.max_count), (false, None));
+}

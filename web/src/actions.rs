@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use redjob::JobId;
 use redjob::backend::Backend;
 use redjob::inspect::{Cancelled, Inspect, JobState};
-use redjob::ops::{Admin, QueueSettings, Retention, Spread};
+use redjob::ops::{Admin, History, QueueSettings, Retention, Spread};
 use redjob::queue::{QueueOptions, SendMessage};
 use redjob::topic::{EventId, Start};
 
@@ -106,6 +106,53 @@ async fn on_queue(
             "Resumed.".to_string()
         }
         "purge" => format!("Deleted {} jobs.", num(c.purge_queue(&queue).await?)),
+        "settings" if fields.get("history").is_some() => {
+            // the history's form: a field left out or empty keeps the value
+            // in force; `none` is no limit, an arguments' age of 0s keeps none
+            let now = c.settings(&queue).await?.in_force().history;
+            let bad = |e: String| WebError::BadRequest(e);
+            let given = |name| fields.get(name).map(str::trim).filter(|v| !v.is_empty());
+            let enabled = match given("history") {
+                None => now.enabled,
+                Some("on") => true,
+                Some("off") => false,
+                Some(o) => return Err(bad(format!("{o:?}: give on or off"))),
+            };
+            let max_count = match given("history_max_count") {
+                None => now.max_count,
+                Some("none") => None,
+                Some(n) => match n.parse::<u64>() {
+                    Ok(n) if n > 0 => Some(n),
+                    _ => return Err(bad(format!("{n:?}: give a count from 1, or none"))),
+                },
+            };
+            let max_age = match given("history_max_age") {
+                None => now.max_age,
+                Some(a) => parse_limit(a).map_err(bad)?,
+            };
+            let args_max_age = match given("history_args_max_age") {
+                None => now.args_max_age,
+                Some("none") => None,
+                Some(a) => Some(redjob::ops::parse_duration(a).map_err(|e| bad(e.to_string()))?),
+            };
+            let h = History {
+                enabled,
+                max_count,
+                max_age,
+                args_max_age,
+            };
+            c.set_settings(&queue, &QueueSettings::history(h)).await?;
+            let text = |d: Option<std::time::Duration>| {
+                d.map_or("none".into(), redjob::ops::duration_text)
+            };
+            format!(
+                "Saved: history {}, at most {}, for {}, arguments for {}, for every worker.",
+                if enabled { "on" } else { "off" },
+                max_count.map_or("none".into(), num),
+                text(max_age),
+                text(args_max_age)
+            )
+        }
         "settings" => {
             // a field left out or empty keeps the value in force; `none` is no limit
             let now = c.settings(&queue).await?.in_force().dead_letters;

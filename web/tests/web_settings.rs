@@ -183,3 +183,84 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
     .await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn the_history_settings_show_and_change_from_the_queue_page() {
+    use redjob::ops::History;
+    let (_server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/queues/mail", true).await;
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(
+        page.body
+            .contains(r#"name="history_max_count" value="1000""#)
+            && page.body.contains(r#"name="history_max_age" value="1d""#)
+            && page
+                .body
+                .contains(r#"name="history_args_max_age" value="1h""#)
+            && page.body.contains("History of finished jobs (default)"),
+        "{}",
+        page.body
+    );
+    let saved = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[
+            ("csrf", &token),
+            ("history", "on"),
+            ("history_max_count", "50"),
+            ("history_max_age", "7d"),
+            ("history_args_max_age", "0s"),
+        ],
+    )
+    .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER);
+    assert!(
+        note(&saved).contains("history on, at most 50, for 7d, arguments for 0ms"),
+        "{}",
+        note(&saved)
+    );
+    assert_eq!(
+        client.settings("mail").await.unwrap().history,
+        Some(History {
+            enabled: true,
+            max_count: Some(50),
+            max_age: Some(Duration::from_secs(7 * 86_400)),
+            args_max_age: Some(Duration::ZERO),
+        })
+    );
+    // the dead letters' setting is left as it was
+    assert_eq!(client.settings("mail").await.unwrap().dead_letters, None);
+    let off = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("history", "off")],
+    )
+    .await;
+    assert_eq!(off.status, StatusCode::SEE_OTHER);
+    let h = client.settings("mail").await.unwrap().history.unwrap();
+    assert_eq!((h.enabled, h.max_count), (false, Some(50)), "the rest kept");
+    for (field, value) in [
+        ("history", "maybe"),
+        ("history_max_count", "0"),
+        ("history_max_age", "soon"),
+    ] {
+        let mut form = vec![("csrf", token.as_str()), (field, value)];
+        if field != "history" {
+            form.push(("history", "on"));
+        }
+        let r = post(&app, "/queues/mail/settings", &cookie, &form).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{field}={value}");
+    }
+    assert!(
+        !client
+            .settings("mail")
+            .await
+            .unwrap()
+            .history
+            .unwrap()
+            .enabled
+    );
+}

@@ -145,18 +145,50 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
     } else {
         "default"
     };
+    let h = s.in_force().history;
+    let hfrom = if s.history.is_some() {
+        "stored with the queue"
+    } else {
+        "default"
+    };
+    let hcount = h.max_count.map_or("none".into(), |n| n.to_string());
+    let hage = h.max_age.map_or("none".into(), redjob::ops::duration_text);
+    let hargs = h
+        .args_max_age
+        .map_or("none".into(), redjob::ops::duration_text);
     html! {
         section #settings {
             h2 { "Settings" }
             p.muted { "In force for every worker of this queue (" (from) "); a worker's own value is stored only where none is." }
             @if ctx.app.read_only {
                 p { "Dead letters: at most " (count) ", for " (age) "." }
+                p {
+                    "History (" (hfrom) "): " (if h.enabled { "on" } else { "off" }) ", at most " (hcount) ", for " (hage)
+                    ", arguments for " (hargs) "."
+                }
             } @else {
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
                     label { "Dead letters: at most " input type="text" name="dead_max_count" value=(count) size="8"; }
                     " "
                     label { "for " input type="text" name="dead_max_age" value=(age) size="8"; }
+                    " " button type="submit" { "Save" }
+                }
+                p.muted { "History of finished jobs (" (hfrom) "):" }
+                form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
+                    (crate::layout::csrf(ctx))
+                    label { "History: "
+                        select name="history" {
+                            option value="on" selected[h.enabled] { "on" }
+                            option value="off" selected[!h.enabled] { "off" }
+                        }
+                    }
+                    " "
+                    label { "at most " input type="text" name="history_max_count" value=(hcount) size="8"; }
+                    " "
+                    label { "for " input type="text" name="history_max_age" value=(hage) size="8"; }
+                    " "
+                    label { "arguments for " input type="text" name="history_args_max_age" value=(hargs) size="8"; }
                     " " button type="submit" { "Save" }
                 }
             }
