@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use redjob::JobId;
-use redjob::inspect::{Cancelled, Cursor, Inspect, JobState};
+use redjob::inspect::{Cancelled, Cursor, Finish, HistoryQuery, Inspect, JobState};
 use redjob::ops::Admin;
 use redjob::queue::{Queues, SendMessage};
 use serde_json::{Value, json};
@@ -49,6 +49,26 @@ pub enum JobsCommand {
         /// The job's id.
         id: JobId,
     },
+    /// The queue's finished jobs (its history), newest first, a page at a time.
+    History {
+        /// The queue.
+        queue: String,
+        /// Only jobs that finished so.
+        #[arg(long, value_enum)]
+        outcome: Option<How>,
+        /// Only jobs of this type.
+        #[arg(long = "type")]
+        job_type: Option<String>,
+        /// Only jobs that finished within this long (e.g. 30m, 2h).
+        #[arg(long, value_parser = show::duration)]
+        since: Option<Duration>,
+        /// Page size (at most 1000).
+        #[arg(short, default_value_t = 50)]
+        n: usize,
+        /// Start after this cursor (printed under the previous page).
+        #[arg(long)]
+        after: Option<Cursor>,
+    },
     /// The jobs of one state, a page at a time.
     List {
         /// The queue.
@@ -63,6 +83,26 @@ pub enum JobsCommand {
         #[arg(long)]
         after: Option<Cursor>,
     },
+}
+
+/// How a job finished, on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum How {
+    Succeeded,
+    Dead,
+    Cancelled,
+    Deleted,
+}
+
+impl From<How> for Finish {
+    fn from(h: How) -> Self {
+        match h {
+            How::Succeeded => Finish::Succeeded,
+            How::Dead => Finish::Dead,
+            How::Cancelled => Finish::Cancelled,
+            How::Deleted => Finish::Deleted,
+        }
+    }
 }
 
 /// A job state on the command line.
@@ -163,6 +203,34 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
             };
             let v = json!({ "id": id.to_string(), "state": text.split(':').next() });
             done(ctx, v, text)
+        }
+        JobsCommand::History {
+            queue,
+            outcome,
+            job_type,
+            since,
+            n,
+            after,
+        } => {
+            let mut query = HistoryQuery::default();
+            let mut more = format!("redjob jobs history {queue} -n {n}");
+            if let Some(how) = outcome {
+                query = query.how(how.into());
+                more.push_str(&format!(" --outcome {}", Finish::from(how).as_str()));
+            }
+            if let Some(t) = job_type {
+                more.push_str(&format!(" --type {t}"));
+                query = query.job_type(t);
+            }
+            if let Some(d) = since {
+                // from the backend's clock, as the finish times are
+                let now = redjob::backend::Backend::now_ms(&c.backend()).await?;
+                let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                query = query.since_ms(now.saturating_sub(ms));
+                more.push_str(&format!(" --since {}", redjob::ops::duration_text(d)));
+            }
+            let page = c.history(&queue, &query, after.as_ref(), n).await?;
+            show::page(ctx, &page, &more)
         }
         JobsCommand::List {
             queue,

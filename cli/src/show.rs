@@ -81,6 +81,9 @@ pub fn job_json(j: &JobInfo) -> Value {
         "type": j.job_name(),
         "last_error": j.last_error,
     });
+    if let Some(f) = &j.finished {
+        v["finished"] = json!({"how": f.how.as_str(), "at_ms": f.at_ms, "by": f.by});
+    }
     match j.args() {
         Ok(args) => v["args"] = args,
         Err(_) => v["body"] = String::from_utf8_lossy(&j.body).into(),
@@ -97,7 +100,11 @@ pub fn job_row(j: &JobInfo) -> Vec<String> {
     }
     vec![
         j.id.to_string(),
-        j.state.as_str().into(),
+        // a finished job: how it finished
+        j.finished
+            .as_ref()
+            .map_or(j.state.as_str(), |f| f.how.as_str())
+            .into(),
         j.priority.to_string(),
         j.attempts.to_string(),
         when(j.due_ms),
@@ -137,9 +144,6 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
         let mut v = job_json(j);
         v["queue"] = queue.into();
         v["runs"] = j.runs.iter().map(attempt_json).collect();
-        if let Some(f) = &j.finished {
-            v["finished"] = json!({"how": f.how.as_str(), "at_ms": f.at_ms, "by": f.by});
-        }
         return json(&v);
     }
     let rows = [

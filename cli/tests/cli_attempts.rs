@@ -141,6 +141,37 @@ async fn jobs_show_says_when_a_job_was_cancelled_and_from_where() {
     assert_eq!(v["finished"]["by"], "cli alice");
     let at = v["finished"]["at_ms"].as_u64().unwrap();
     assert!(at >= id.sent_ms(), "cancelled after it was sent");
+    // the history lists it, filtered by how it finished
+    let (_, out) = cli(
+        &url,
+        &[
+            "jobs",
+            "history",
+            "mail",
+            "--outcome",
+            "cancelled",
+            "--since",
+            "1h",
+            "--json",
+        ],
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["jobs"][0]["id"], id.as_ref());
+    assert_eq!(v["jobs"][0]["finished"]["by"], "cli alice");
+    let (_, out) = cli(
+        &url,
+        &["jobs", "history", "mail", "--outcome", "dead", "--json"],
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 0);
+    let (_, text) = cli(&url, &["jobs", "history", "mail"]).await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(id.as_ref()) && l.contains(" cancelled ")),
+        "{text}"
+    );
     // the API's own cancel says so
     let other = client
         .enqueue_in(&Flaky {}, Duration::from_secs(3600))

@@ -272,3 +272,54 @@ impl Entry {
         Some((entry, body))
     }
 }
+
+/// Which finished jobs a history listing shows
+/// ([`Inspect::history`](crate::inspect::Inspect::history)): all by default.
+///
+/// ```
+/// use redjob::inspect::{Finish, HistoryQuery};
+///
+/// let q = HistoryQuery::default()
+///     .how(Finish::Dead)
+///     .job_type("SendEmail")
+///     .since_ms(1_790_000_000_000);
+/// assert!(q.selects(Finish::Dead, Some("SendEmail"), 1_790_000_000_001));
+/// assert!(!q.selects(Finish::Succeeded, Some("SendEmail"), 1_790_000_000_001));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// Only jobs that finished so. Defaults to any.
+    pub how: Option<Finish>,
+    /// Only jobs of this type. Defaults to any.
+    pub job_type: Option<String>,
+    /// Only jobs that finished at or after this, Unix ms. Defaults to any.
+    pub since_ms: Option<u64>,
+}
+
+impl HistoryQuery {
+    /// Only jobs that finished `how`.
+    pub fn how(mut self, how: Finish) -> Self {
+        self.how = Some(how);
+        self
+    }
+
+    /// Only jobs of type `name`.
+    pub fn job_type(mut self, name: impl Into<String>) -> Self {
+        self.job_type = Some(name.into());
+        self
+    }
+
+    /// Only jobs that finished at or after `ms` (Unix ms).
+    pub fn since_ms(mut self, ms: u64) -> Self {
+        self.since_ms = Some(ms);
+        self
+    }
+
+    /// Whether a job that finished `how`, of type `job_type`, at `at_ms` is
+    /// one this query selects.
+    pub fn selects(&self, how: Finish, job_type: Option<&str>, at_ms: u64) -> bool {
+        self.how.is_none_or(|h| h == how)
+            && self.job_type.as_deref().is_none_or(|t| job_type == Some(t))
+            && self.since_ms.is_none_or(|s| at_ms >= s)
+    }
+}

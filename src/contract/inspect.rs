@@ -307,6 +307,79 @@ pub trait Inspect: Sync {
         by: &str,
     ) -> impl Future<Output = Result<Cancelled>> + Send;
 
+    /// The finished jobs of `queue`'s history that `query` selects, newest
+    /// first, up to `n` (at most [`MAX_PAGE`]), after `after` (the previous
+    /// page's [`next`](Page::next)). Reads the history a page at a time
+    /// ([`list`](Inspect::list) of [`JobState::Finished`]) and stops at
+    /// `since` (entries are by finish time); after [`HISTORY_SCAN`] entries
+    /// without filling the page it returns what it found with a cursor to go
+    /// on from, so a filter that matches little costs bounded calls.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::inspect::{Finish, HistoryQuery, Inspect};
+    /// use redjob::queue::{Queues, SendMessage};
+    ///
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail", Default::default()).await?;
+    /// let id = q.send("mail", SendMessage::new("hi")).await?;
+    /// q.cancel("mail", &id).await?;
+    /// let cancelled = HistoryQuery::default().how(Finish::Cancelled);
+    /// let page = q.history("mail", &cancelled, None, 10).await?;
+    /// assert_eq!(page.jobs[0].id, id);
+    /// let dead = HistoryQuery::default().how(Finish::Dead);
+    /// assert!(q.history("mail", &dead, None, 10).await?.jobs.is_empty());
+    /// # Ok(()) }
+    /// ```
+    fn history(
+        &self,
+        queue: &str,
+        query: &crate::contract::history::HistoryQuery,
+        after: Option<&Cursor>,
+        n: usize,
+    ) -> impl Future<Output = Result<Page>> + Send
+    where
+        Self: Sync,
+    {
+        async move {
+            let n = page_size(n);
+            let mut jobs = Vec::new();
+            if n == 0 {
+                return Ok(Page { jobs, next: None });
+            }
+            let mut cursor = after.copied();
+            let mut scanned = 0;
+            loop {
+                let page = self
+                    .list(queue, JobState::Finished, cursor.as_ref(), MAX_PAGE)
+                    .await?;
+                for job in page.jobs {
+                    scanned += 1;
+                    let at = Cursor::dead(&job);
+                    let Some(f) = &job.finished else { continue };
+                    // newest first: the rest finished before `since`
+                    if query.since_ms.is_some_and(|s| f.at_ms < s) {
+                        return Ok(Page { jobs, next: None });
+                    }
+                    cursor = Some(at);
+                    if query.selects(f.how, job.job_name().as_deref(), f.at_ms) {
+                        jobs.push(job);
+                        if jobs.len() == n {
+                            return Ok(Page { jobs, next: cursor });
+                        }
+                    }
+                }
+                if page.next.is_none() {
+                    return Ok(Page { jobs, next: None });
+                }
+                if scanned >= HISTORY_SCAN {
+                    return Ok(Page { jobs, next: cursor });
+                }
+            }
+        }
+    }
+
     /// One job by id without its queue (an id is unique across queues): every
     /// queue is asked, [`job`](Inspect::job) per queue, with up to
     /// [`LOCATE_AT_ONCE`] calls in flight (on Redis they share the connection,
@@ -357,6 +430,14 @@ pub trait Inspect: Sync {
         }
     }
 }
+
+/// The most history entries a [`history`](Inspect::history) call reads
+/// before it returns a page, shorter or empty, with a cursor to go on from.
+///
+/// ```
+/// assert_eq!(redjob::inspect::HISTORY_SCAN, 10_000);
+/// ```
+pub const HISTORY_SCAN: usize = 10_000;
 
 /// How many queues a [`locate`](Inspect::locate) asks at once.
 ///

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use redjob::JobId;
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
-use redjob::inspect::{AttemptOutcome, Cancelled, Finish, Inspect, JobInfo, JobState};
+use redjob::inspect::{
+    AttemptOutcome, Cancelled, Finish, HistoryQuery, Inspect, JobInfo, JobState,
+};
 use redjob::ops::{Admin, History, QueueSettings};
 use redjob::queue::{QueueOptions, Queues, SendMessage};
 
@@ -280,4 +282,74 @@ pub async fn a_cancelled_job_is_kept_with_who_cancelled_it(env: &Env) {
     // a second cancel finds nothing to cancel and enters nothing again
     assert_eq!(q.cancel("c", &b).await.unwrap(), Cancelled::NotFound);
     assert_eq!(finished(env, "c").await.len(), 2);
+}
+
+pub async fn the_history_is_filtered_by_outcome_type_and_time_and_paged(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("f", QueueOptions::default()).await.unwrap();
+    let mut mails = Vec::new();
+    for i in 0..3 {
+        mails.push(run_ok(env, "f", &mail(i)).await);
+    }
+    let sms = Queues::send(&q, "f", SendMessage::new(r#"{"type":"Sms","args":{}}"#))
+        .await
+        .unwrap();
+    let d = q.fetch("f", 1, LONG).await.unwrap().jobs.remove(0);
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id: sms,
+            token: d.token,
+            error: "fatal".into(),
+        }],
+        ..Settle::default()
+    };
+    q.settle("f", &dead).await.unwrap();
+    let cancelled = Queues::send(&q, "f", SendMessage::new(mail(9)))
+        .await
+        .unwrap();
+    q.cancel("f", &cancelled).await.unwrap();
+
+    let ids = |p: &redjob::inspect::Page| p.jobs.iter().map(|j| j.id).collect::<Vec<_>>();
+    let all = HistoryQuery::default();
+    assert_eq!(q.history("f", &all, None, 100).await.unwrap().jobs.len(), 5);
+    let only_dead = all.clone().how(Finish::Dead);
+    assert_eq!(
+        ids(&q.history("f", &only_dead, None, 100).await.unwrap()),
+        [sms]
+    );
+    let mail_jobs = all.clone().job_type("Mail");
+    let page = q.history("f", &mail_jobs, None, 100).await.unwrap();
+    assert_eq!(page.jobs.len(), 4, "three succeeded, one cancelled");
+    let ok_mail = mail_jobs.clone().how(Finish::Succeeded);
+    // pages of two, newest first, without gaps or repeats
+    let first = q.history("f", &ok_mail, None, 2).await.unwrap();
+    let second = q
+        .history("f", &ok_mail, first.next.as_ref(), 2)
+        .await
+        .unwrap();
+    let mut seen = ids(&first);
+    seen.extend(ids(&second));
+    seen.sort();
+    let mut want = mails.clone();
+    want.sort();
+    assert_eq!(seen, want);
+    // since: a time after every finish selects none; one before, all
+    let last = page.jobs[0].finished.as_ref().unwrap().at_ms;
+    let later = all.clone().since_ms(last + 1);
+    assert!(
+        q.history("f", &later, None, 100)
+            .await
+            .unwrap()
+            .jobs
+            .is_empty()
+    );
+    let earlier = all.since_ms(mails[0].sent_ms());
+    assert_eq!(
+        q.history("f", &earlier, None, 100)
+            .await
+            .unwrap()
+            .jobs
+            .len(),
+        5
+    );
 }

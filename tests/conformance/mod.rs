@@ -327,7 +327,8 @@ macro_rules! conformance_suite {
             finished_jobs_are_kept_with_their_attempts_and_found_by_id,
             history_is_trimmed_by_count_and_age_and_arguments_sooner,
             history_off_keeps_nothing_and_arguments_can_be_left_out,
-            a_cancelled_job_is_kept_with_who_cancelled_it);
+            a_cancelled_job_is_kept_with_who_cancelled_it,
+            the_history_is_filtered_by_outcome_type_and_time_and_paged);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@settings $setup, #[$attr],
