@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{RedisServer, wait_for, wait_until};
 use redjob::backend::Backend;
 use redjob::client::{ClientConfig, EnqueueOptions};
-use redjob::inspect::Inspect;
+use redjob::inspect::{Inspect, JobState};
 use redjob::ops::{Admin, DeadOrder, History, Schedule, Spread};
 use redjob::topic::{Event, Start};
 use redjob::{Client, Error, Job, JobContext, JobError, Worker};
@@ -153,6 +153,10 @@ async fn the_readme_worker_user_runs_every_feature() {
     assert_eq!(ops.workers().await.unwrap().len(), 1);
     assert_eq!(ops.schedules().await.unwrap().len(), 1);
     w.stop().await;
+    // the history a worker trims every two minutes, and reads of it
+    ops.trim_history("acl").await.unwrap();
+    let finished = ops.list("acl", JobState::Finished, None, 10).await.unwrap();
+    assert_eq!(finished.jobs.len(), 1, "a history of one");
 
     // operating: inspection, dead letters, pause, topics
     let stats = client.stats("acl").await.unwrap();

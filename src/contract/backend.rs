@@ -208,6 +208,16 @@ pub trait Backend: Clone + Send + Sync + 'static {
         async { Ok(QueueSettings::default()) }
     }
 
+    /// Drops `queue`'s history entries past their age, and the arguments past
+    /// theirs, as the setting stored with the queue says (at most 1,000 a
+    /// call): a queue that settles nothing more is trimmed too. Workers call
+    /// it for each of their queues every two minutes. The default does
+    /// nothing, for a backend without a history.
+    fn trim_history(&self, queue: &str) -> impl Future<Output = Result<()>> + Send {
+        let _ = queue;
+        async { Ok(()) }
+    }
+
     /// Moves worker `id`'s registration on, keeping its beat: it then runs out
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
     /// backend without a clock of its own adds to the entry's end). False when
@@ -289,6 +299,7 @@ macro_rules! backend_methods {
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<()>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<bool>;
             async fn init_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
+            async fn trim_history(queue: &str) -> $crate::Result<()>;
             fn real_time() -> bool;
         }
     };

@@ -4,7 +4,9 @@
 //! two workers with different values do not fight and a deploy does not undo
 //! an operator's change. A queue that does not exist yet is tried again at the
 //! heartbeat's pace; one that has settings stored is checked again every
-//! [`RECHECK`], so a queue deleted and created again gets them back.
+//! [`RECHECK`], so a queue deleted and created again gets them back. At that
+//! pace it also trims each queue's history ([`Backend::trim_history`]), so a
+//! queue that settles nothing more is trimmed too.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -19,10 +21,10 @@ use crate::error::Error;
 /// (a no-op unless the queue lost them).
 pub(crate) const RECHECK: Duration = Duration::from_secs(120);
 
-/// Stores `settings` for each of `queues` where none is stored, until `stop`
-/// is cancelled: one backend call per queue at the heartbeat's pace (`every`)
-/// while a queue is missing, else every [`RECHECK`]. Nothing when the builder
-/// set none.
+/// Stores `settings` for each of `queues` where none is stored (nothing when
+/// the builder set none) and trims their history, until `stop` is
+/// cancelled: at the heartbeat's pace (`every`) while a queue is missing,
+/// else every [`RECHECK`].
 pub(crate) async fn init<B: Backend>(
     backend: B,
     queues: Vec<String>,
@@ -30,13 +32,18 @@ pub(crate) async fn init<B: Backend>(
     every: Duration,
     stop: CancellationToken,
 ) {
-    if settings.is_empty() {
-        return;
-    }
     let mut told = HashSet::new();
     loop {
         let mut missing = false;
         for queue in &queues {
+            if let Err(e) = backend.trim_history(queue).await
+                && !matches!(e, Error::QueueNotFound { .. })
+            {
+                tracing::debug!(queue = %queue, error = %e, "could not trim the history; will try again");
+            }
+            if settings.is_empty() {
+                continue;
+            }
             match backend.init_settings(queue, &settings).await {
                 Ok(stored) if !stored.is_empty() && stored != settings => {
                     if told.insert(queue.clone()) {

@@ -55,6 +55,21 @@ impl Backend for MemoryBackend {
         Ok(self.touch_now(id, ttl))
     }
 
+    async fn trim_history(&self, queue: &str) -> Result<()> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        let q = st
+            .queues
+            .get_mut(queue)
+            .ok_or_else(|| super::not_found(queue))?;
+        let h = QueueSettings::decode(&q.settings)
+            .history
+            .unwrap_or_default();
+        q.history.trim(now, 1000, h);
+        Ok(())
+    }
+
     async fn fetch(&self, queue: &str, max: usize, lease: Duration) -> Result<Fetched> {
         let now_us = self.clock.now_us();
         let now = now_us / 1000;

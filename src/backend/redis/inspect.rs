@@ -211,6 +211,11 @@ impl Inspect for Rsmq {
     }
 }
 
+/// Trims the history as a page read does, reading none (history.lua).
+pub(crate) async fn trim_history(rsmq: &Rsmq, queue: &str) -> Result<()> {
+    history_page(rsmq, queue, None, 0).await.map(|_| ())
+}
+
 /// A page of the history, newest first (history.lua).
 async fn history_page(rsmq: &Rsmq, queue: &str, after: Option<&Cursor>, n: usize) -> Result<Page> {
     validate::queue_name(queue)?;

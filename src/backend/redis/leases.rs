@@ -132,6 +132,10 @@ impl Backend for RedisBackend {
         self.rsmq.touch(id, since).await
     }
 
+    async fn trim_history(&self, queue: &str) -> Result<()> {
+        super::inspect::trim_history(&self.rsmq, queue).await
+    }
+
     async fn sizes(&self, queue: &str) -> Result<crate::contract::inspect::StateCounts> {
         crate::contract::inspect::Inspect::counts(self, queue).await
     }
