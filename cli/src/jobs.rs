@@ -33,6 +33,15 @@ pub enum JobsCommand {
         /// The job's id, after its queue.
         id: Option<JobId>,
     },
+    /// Runs a finished job (in its queue's history) again: a copy under a new
+    /// id that names the old one. Without the queue, every queue is asked.
+    Retry {
+        /// The job's id; or the queue, when the id follows.
+        #[arg(value_name = "QUEUE|ID")]
+        first: String,
+        /// The job's id, after its queue.
+        id: Option<JobId>,
+    },
     /// Removes a job, waiting or running (its worker stops it at its next lease
     /// renewal and does not retry it).
     Cancel {
@@ -151,31 +160,19 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
             show::page(ctx, &page, "")
         }
         JobsCommand::Show { first, id } => {
-            let (queue, id) = match id {
-                Some(id) => (Some(first), id),
-                None => match first.parse::<JobId>() {
-                    Ok(id) => (None, id),
-                    // a usage error, as a bad id after a queue is (exit code 2)
-                    Err(e) => clap::Error::raw(
-                        clap::error::ErrorKind::InvalidValue,
-                        format!(
-                            "{first:?} is not a job id ({e}): give `jobs show <id>` or `jobs show <queue> <id>`\n"
-                        ),
-                    )
-                    .exit(),
-                },
-            };
-            let (queue, job) = match queue {
-                Some(queue) => match c.job(&queue, &id).await? {
-                    Some(j) => (queue, j),
-                    None => return Err(Failure(format!("no job {id} in {queue:?}"))),
-                },
-                None => match c.locate(&id).await? {
-                    Some(found) => (found.queue, found.job),
-                    None => return Err(Failure(format!("no job {id} in any queue"))),
-                },
-            };
+            let (queue, job) = find(ctx, "show", first, id).await?;
             show::job(ctx, &queue, &job)
+        }
+        JobsCommand::Retry { first, id } => {
+            let (queue, job) = find(ctx, "retry", first, id).await?;
+            let copy = c.backend().retry_finished(&queue, &job.id).await?;
+            let v =
+                json!({ "queue": queue, "retry_of": job.id.to_string(), "id": copy.to_string() });
+            done(
+                ctx,
+                v,
+                &format!("sent {copy} to {queue}, a copy of {}", job.id),
+            )
         }
         JobsCommand::Cancel { queue, id } => {
             let text = match c.cancel_by(&queue, &id, &crate::actor()).await? {
@@ -274,4 +271,39 @@ pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
         json!({ "queue": a.queue, "id": id.to_string() }),
         id.as_ref(),
     )
+}
+
+/// The job `jobs <what> [<queue>] <id>` names, and its queue: looked up in
+/// that queue, or in every queue.
+async fn find(
+    ctx: &Ctx,
+    what: &str,
+    first: String,
+    id: Option<JobId>,
+) -> Result<(String, redjob::inspect::JobInfo), Failure> {
+    let c = &ctx.client;
+    let (queue, id) = match id {
+        Some(id) => (Some(first), id),
+        None => match first.parse::<JobId>() {
+            Ok(id) => (None, id),
+            // a usage error, as a bad id after a queue is (exit code 2)
+            Err(e) => clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!(
+                    "{first:?} is not a job id ({e}): give `jobs {what} <id>` or `jobs {what} <queue> <id>`\n"
+                ),
+            )
+            .exit(),
+        },
+    };
+    match queue {
+        Some(queue) => match c.job(&queue, &id).await? {
+            Some(j) => Ok((queue, j)),
+            None => Err(Failure(format!("no job {id} in {queue:?}"))),
+        },
+        None => match c.locate(&id).await? {
+            Some(found) => Ok((found.queue, found.job)),
+            None => Err(Failure(format!("no job {id} in any queue"))),
+        },
+    }
 }

@@ -84,6 +84,9 @@ pub fn job_json(j: &JobInfo) -> Value {
     if let Some(f) = &j.finished {
         v["finished"] = json!({"how": f.how.as_str(), "at_ms": f.at_ms, "by": f.by});
     }
+    if let Some(old) = j.retry_of() {
+        v["retry_of"] = old.to_string().into();
+    }
     match j.args() {
         Ok(args) => v["args"] = args,
         Err(_) => v["body"] = String::from_utf8_lossy(&j.body).into(),

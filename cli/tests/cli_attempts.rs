@@ -109,6 +109,21 @@ async fn jobs_show_prints_every_attempt_of_a_job_that_failed_twice_then_succeede
     assert_eq!(runs[2]["worker"], worker_id.as_str());
     assert!(runs[2]["duration_ms"].is_u64());
     assert!(runs[0]["error"].as_str().unwrap().contains("try 1"));
+
+    // run it again from its history: a copy that names it
+    let (code, out) = cli(&url, &["jobs", "retry", id.as_ref(), "--json"]).await;
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let copy = v["id"].as_str().unwrap().to_string();
+    assert_ne!(copy, id.to_string());
+    let (_, out) = cli(&url, &["jobs", "show", "mail", &copy, "--json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["state"].as_str(), v["retry_of"].as_str()),
+        (Some("ready"), Some(id.as_ref()))
+    );
+    let (code, _) = cli(&url, &["jobs", "retry", &copy]).await;
+    assert_eq!(code, 1, "a waiting job is not in the history");
 }
 
 #[tokio::test]

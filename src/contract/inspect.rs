@@ -129,6 +129,12 @@ impl JobInfo {
             .or_else(|| self.finished.as_ref()?.job_type.clone())
     }
 
+    /// The finished job this one is a copy of, when it was sent by
+    /// [`retry_finished`](crate::ops::Admin::retry_finished).
+    pub fn retry_of(&self) -> Option<JobId> {
+        crate::contract::envelope::retry_of(&self.body)
+    }
+
     /// The envelope's arguments as JSON.
     pub fn args(&self) -> Result<serde_json::Value> {
         #[derive(serde::Deserialize)]

@@ -359,3 +359,51 @@ pub async fn the_history_is_filtered_by_outcome_type_and_time_and_paged(env: &En
         5
     );
 }
+
+pub async fn a_finished_job_is_run_again_as_a_copy_that_names_it(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("r", QueueOptions::default()).await.unwrap();
+    let done = run_ok(env, "r", &mail(7)).await;
+    let copy = q.retry_finished("r", &done).await.unwrap();
+    assert_ne!(copy, done);
+    let job = q.job("r", &copy).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Ready);
+    assert_eq!(job.retry_of(), Some(done));
+    assert_eq!(job.job_name().as_deref(), Some("Mail"));
+    assert_eq!(job.args().unwrap()["i"], 7);
+    // the copy runs and finishes like any job, still naming the one it copies
+    let d = q.fetch("r", 1, LONG).await.unwrap().jobs.remove(0);
+    let ack = Settle {
+        acks: vec![(copy, d.token)],
+        ..Settle::default()
+    };
+    q.settle("r", &ack).await.unwrap();
+    let finished_copy = q.job("r", &copy).await.unwrap().unwrap();
+    assert_eq!(finished_copy.retry_of(), Some(done));
+    // not in the history, or its arguments gone: a clear error, nothing sent
+    let waiting = Queues::send(&q, "r", SendMessage::new(mail(8)).delay(LONG))
+        .await
+        .unwrap();
+    for id in [waiting, "0000000000abcdefghijklmnopqrstuv".parse().unwrap()] {
+        let r = q.retry_finished("r", &id).await;
+        assert!(
+            matches!(&r, Err(redjob::Error::InvalidValue { reason, .. }) if reason.contains("not in the history")),
+            "{r:?}"
+        );
+    }
+    let private = History {
+        args_max_age: Some(Duration::ZERO),
+        ..History::default()
+    };
+    q.set_settings("r", &QueueSettings::history(private))
+        .await
+        .unwrap();
+    let bare = run_ok(env, "r", &mail(9)).await;
+    let r = q.retry_finished("r", &bare).await;
+    assert!(
+        matches!(&r, Err(redjob::Error::InvalidValue { reason, .. }) if reason.contains("no longer kept")),
+        "{r:?}"
+    );
+    let n = q.counts("r").await.unwrap();
+    assert_eq!((n.ready, n.scheduled), (0, 1), "only the waiting one");
+}

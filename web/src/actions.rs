@@ -246,6 +246,17 @@ pub(crate) async fn job(
                 &format!("Dead letter {id} deleted."),
             ),
         },
+        "retry" => match c.backend().retry_finished(&queue, &id).await {
+            Ok(copy) => back(
+                &ctx,
+                &format!("{qpath}/jobs/{copy}"),
+                &format!("Sent again as {copy}, a copy of {id}."),
+            ),
+            Err(redjob::Error::InvalidValue { reason, .. }) => {
+                return Err(WebError::NotFound(reason));
+            }
+            Err(e) => return Err(e.into()),
+        },
         other => return Err(WebError::NotFound(format!("no job action {other:?}"))),
     })
 }

@@ -120,6 +120,54 @@ pub trait Admin: Inspect {
     /// Deletes every dead letter of `queue`; returns how many there were.
     fn purge_dead(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send;
 
+    /// Runs a finished job again: a copy of it is sent to `queue` under a new
+    /// id, which this returns; an envelope's copy names the job it copies in
+    /// a `"retry_of"` member ([`JobInfo::retry_of`](crate::inspect::JobInfo::retry_of)),
+    /// which RSMQ clients and handlers ignore. The job must be in the queue's
+    /// history with its arguments still kept ([`InvalidValue`](crate::Error::InvalidValue)
+    /// says which is not so).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::inspect::Inspect;
+    /// use redjob::ops::Admin;
+    /// use redjob::queue::{Queues, SendMessage};
+    ///
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail", Default::default()).await?;
+    /// let id = q.send("mail", SendMessage::new(r#"{"type":"Welcome","args":{}}"#)).await?;
+    /// q.cancel("mail", &id).await?;
+    /// let copy = q.retry_finished("mail", &id).await?;
+    /// let job = q.job("mail", &copy).await?.expect("queued");
+    /// assert_eq!(job.retry_of(), Some(id));
+    /// # Ok(()) }
+    /// ```
+    fn retry_finished(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<JobId>> + Send
+    where
+        Self: crate::contract::queues::Queues,
+    {
+        async move {
+            let bad = |reason: String| crate::Error::InvalidValue {
+                what: "job",
+                reason,
+            };
+            let job = self
+                .job(queue, id)
+                .await?
+                .filter(|j| j.state == JobState::Finished)
+                .ok_or_else(|| bad(format!("{id} is not in the history of {queue:?}")))?;
+            if job.body.is_empty() {
+                return Err(bad(format!(
+                    "{id} finished, but its arguments are no longer kept (the history's args_max_age)"
+                )));
+            }
+            let body = crate::contract::envelope::with_retry_of(&job.body, id);
+            let msg = crate::contract::queues::SendMessage::new(body);
+            crate::contract::queues::Queues::send(self, queue, msg).await
+        }
+    }
+
     /// The live worker processes, by id: each one's last heartbeat (see
     /// [`WorkerInfo`]). A worker that stopped is gone at once; one that died
     /// is gone three heartbeats after its last.

@@ -61,6 +61,9 @@ pub(crate) async fn page(
                     (button(&ctx, &format!("{jpath}/requeue"), "Requeue", "primary"))
                     (button(&ctx, &format!("{jpath}/delete"), "Delete", "danger"))
                 }
+                JobState::Finished if !job.body.is_empty() => {
+                    (button(&ctx, &format!("{jpath}/retry"), "Run again", "primary"))
+                }
                 JobState::Finished => {}
                 _ => { (button(&ctx, &format!("{jpath}/cancel"), "Cancel", "danger")) }
             }
@@ -71,6 +74,12 @@ pub(crate) async fn page(
                 dt { "Queue" } dd { (queue) }
                 dt { "Priority" } dd { (job.priority) }
                 dt { "Attempts" } dd { (job.attempts) }
+                @if let Some(old) = job.retry_of() {
+                    dt { "A copy of" } dd { a href=(ctx.link(&format!("/queues/{}/jobs/{old}", seg(&queue)))) { code { (old) } } }
+                }
+                @if let Some(f) = &job.finished {
+                    @if let Some(by) = &f.by { dt { "By" } dd { (by) } }
+                }
                 dt { "Enqueued" } dd { (when(id.sent_ms())) " (" (relative(now, id.sent_ms())) ")" }
                 dt { (time_label) } dd { (when(job.due_ms)) " (" (relative(now, job.due_ms)) ")" }
                 @if let Some((worker, started)) = &runner {
