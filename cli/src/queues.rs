@@ -215,10 +215,26 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 "totalrecv": a.totalrecv,
             });
             let stored = c.settings(&queue).await?;
+            let times = c.run_times(&queue).await?;
+            let ms =
+                |d: Option<Duration>| d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
             if ctx.json {
                 let mut v = l.json();
                 v["settings"] = settings;
-                v["settings"]["dead_letters"] = settings::json(&stored)["dead_letters"].take();
+                let mut s = settings::json(&stored);
+                v["settings"]["dead_letters"] = s["dead_letters"].take();
+                v["settings"]["history"] = s["history"].take();
+                v["run_times"] = times
+                    .iter()
+                    .map(|t| {
+                        json!({
+                            "type": t.job_type,
+                            "count": t.count(),
+                            "p50_ms": ms(t.quantile(0.5)),
+                            "p99_ms": ms(t.quantile(0.99)),
+                        })
+                    })
+                    .collect();
                 return show::json(&v);
             }
             table(&HEAD, &[l.row()]);
@@ -229,6 +245,27 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
             println!();
             for line in settings::lines(&stored) {
                 println!("{line}");
+            }
+            if !times.is_empty() {
+                // each figure is its bucket's upper bound
+                let text = |d: Option<Duration>| match d {
+                    Some(Duration::MAX) => "> 1000s".to_string(),
+                    Some(d) => format!("<= {}", redjob::ops::duration_text(d)),
+                    None => "-".into(),
+                };
+                let rows: Vec<Vec<String>> = times
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.job_type.clone(),
+                            t.count().to_string(),
+                            text(t.quantile(0.5)),
+                            text(t.quantile(0.99)),
+                        ]
+                    })
+                    .collect();
+                println!();
+                table(&["TYPE", "RUNS", "P50", "P99"], &rows);
             }
             Ok(())
         }

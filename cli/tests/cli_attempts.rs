@@ -110,6 +110,22 @@ async fn jobs_show_prints_every_attempt_of_a_job_that_failed_twice_then_succeede
     assert!(runs[2]["duration_ms"].is_u64());
     assert!(runs[0]["error"].as_str().unwrap().contains("try 1"));
 
+    // three runs of its type, in the queue's run times
+    let (_, out) = cli(&url, &["queue", "show", "mail", "--json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = &v["run_times"][0];
+    assert_eq!(
+        (t["type"].as_str(), t["count"].as_u64()),
+        (Some("cli_flaky"), Some(3))
+    );
+    assert!(t["p99_ms"].as_u64().is_some(), "{v}");
+    let (_, text) = cli(&url, &["queue", "show", "mail"]).await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("cli_flaky") && l.contains(" 3 ")),
+        "{text}"
+    );
+
     // run it again from its history: a copy that names it
     let (code, out) = cli(&url, &["jobs", "retry", id.as_ref(), "--json"]).await;
     assert_eq!(code, 0, "{out}");

@@ -18,4 +18,5 @@ pub use crate::contract::backend::Backend;
 pub use crate::contract::leases::{
     DeadLetterEntry, Delivery, Fetched, Handed, Reschedule, Settle, Settled, Token,
 };
+pub use crate::contract::runtimes::{RUN_TIME_BUCKETS_MS, RunTimes};
 pub use crate::contract::stats::{DeadLetter, MINUTES, MinuteStats, QueueStats, last_hour};

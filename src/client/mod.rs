@@ -124,6 +124,20 @@ impl Client {
         self.backend.stats(queue).await
     }
 
+    /// Per job type, how long a queue's runs took (see [`Backend::run_times`]).
+    ///
+    /// ```
+    /// # async fn run() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// for t in client.run_times("emails").await? {
+    ///     println!("{}: {} runs, p99 {:?}", t.job_type, t.count(), t.quantile(0.99));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_times(&self, queue: &str) -> Result<Vec<crate::backend::RunTimes>> {
+        self.backend.run_times(queue).await
+    }
+
     /// A queue's processed and failed runs in each minute of the last hour,
     /// oldest first (see [`Backend::minutes`]).
     ///

@@ -236,6 +236,7 @@ pub struct RunBy {
 ///     started_ms: 1_790_000_000_000,
 ///     ended_ms: 1_790_000_000_250,
 ///     outcome: AttemptOutcome::Timeout,
+///     job_type: Some("SendEmail".into()),
 /// };
 /// assert_eq!(ran.ended_ms - ran.started_ms, 250);
 /// # Ok::<(), redjob::Error>(())
@@ -250,6 +251,9 @@ pub struct Ran {
     pub ended_ms: u64,
     /// How it ended.
     pub outcome: AttemptOutcome,
+    /// The job type, when the run decoded it: its run time is counted for it
+    /// ([`RunTimes`](crate::backend::RunTimes)).
+    pub job_type: Option<std::borrow::Cow<'static, str>>,
 }
 
 #[cfg(test)]

@@ -90,6 +90,17 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// counters hash), so the history costs nothing per job and stays bounded.
     fn minutes(&self, queue: &str) -> impl Future<Output = Result<Vec<MinuteStats>>> + Send;
 
+    /// Per job type, how long the queue's runs took: a histogram each, added
+    /// to by every settle (runs whose type and times the worker knew). The
+    /// default keeps none.
+    fn run_times(
+        &self,
+        queue: &str,
+    ) -> impl Future<Output = Result<Vec<crate::contract::runtimes::RunTimes>>> + Send {
+        let _ = queue;
+        async { Ok(Vec::new()) }
+    }
+
     /// How many jobs of a queue are in each state, as
     /// [`Inspect::counts`](crate::inspect::Inspect::counts) (the worker samples
     /// it into its queue-size gauges).
@@ -287,6 +298,7 @@ macro_rules! backend_methods {
             async fn settle(queue: &str, batch: &$crate::contract::leases::Settle) -> $crate::Result<$crate::contract::leases::Settled>;
             async fn sizes(queue: &str) -> $crate::Result<$crate::contract::inspect::StateCounts>;
             async fn stats(queue: &str) -> $crate::Result<$crate::contract::stats::QueueStats>;
+            async fn run_times(queue: &str) -> $crate::Result<Vec<$crate::contract::runtimes::RunTimes>>;
             async fn minutes(queue: &str) -> $crate::Result<Vec<$crate::contract::stats::MinuteStats>>;
             async fn dead_letters(queue: &str, limit: usize) -> $crate::Result<Vec<$crate::contract::stats::DeadLetter>>;
             async fn scores(queue: &str, held: &[($crate::JobId, $crate::contract::leases::Token)]) -> $crate::Result<Vec<Option<$crate::contract::leases::Token>>>;

@@ -12,6 +12,7 @@
 //! - [`leases`]: score marks, tokens, deliveries, hand-offs, settles, retention.
 //! - [`queues`]: [`Queues`](queues::Queues), RSMQ's operations, with their
 //!   messages, options and validation rules.
+//! - [`runtimes`]: per job type, a histogram of run times.
 //! - [`stats`]: counters, the last hour by minute, dead letters.
 //! - [`settings`]: [`QueueSettings`](settings::QueueSettings), stored with a
 //!   queue, in force for every worker.
@@ -33,6 +34,7 @@ pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod leases;
 pub(crate) mod queues;
+pub(crate) mod runtimes;
 pub(crate) mod settings;
 pub(crate) mod stats;
 pub(crate) mod topics;

@@ -370,6 +370,7 @@ impl<B: Backend> Settler<B> {
                     started_ms,
                     ended_ms,
                     outcome,
+                    job_type: h.job.map(std::borrow::Cow::Borrowed),
                 });
             }
             match outcome {

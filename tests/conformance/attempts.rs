@@ -78,6 +78,7 @@ pub async fn attempts_are_recorded_with_their_settle_and_a_dead_letter_keeps_the
         started_ms: 1_790_000_000_000,
         ended_ms: 1_790_000_005_000,
         outcome: AttemptOutcome::Timeout,
+        job_type: None,
     }];
     assert_eq!(q.settle("att", &s).await.unwrap().rescheduled, 1);
     // replayed after it landed (a lost reply): the fence turns it away
@@ -328,4 +329,66 @@ pub async fn a_worker_records_each_attempt_with_its_error_chain_and_itself(env: 
         assert!(start + 5 >= sent_ms && end >= start, "{a:?} sent {sent_ms}");
     }
     assert!(job.runs[0].ended_ms <= job.runs[1].started_ms);
+    // the worker named each run's type: three runs of it
+    let times = q.run_times("flaky").await.unwrap();
+    assert_eq!(times.len(), 1);
+    assert_eq!(
+        (times[0].job_type.as_str(), times[0].count()),
+        ("attempts_flaky", 3)
+    );
+}
+
+pub async fn run_times_are_counted_per_type_once_per_settled_run(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("rt", QueueOptions::default()).await.unwrap();
+    let ran = |id, ms: u64, t: &'static str| Ran {
+        id,
+        started_ms: 1_790_000_000_000,
+        ended_ms: 1_790_000_000_000 + ms,
+        outcome: AttemptOutcome::Ok,
+        job_type: Some(t.into()),
+    };
+    let mut acks = Vec::new();
+    let mut runs = Vec::new();
+    for (i, ms) in [3u64, 4, 40, 900].into_iter().enumerate() {
+        let id = Queues::send(&q, "rt", SendMessage::new(format!("{i}")))
+            .await
+            .unwrap();
+        let d = fetch_one(env, "rt", LONG).await;
+        acks.push((id, d.token));
+        runs.push(ran(id, ms, "Mail"));
+    }
+    // a retry of another type, and a release that is not a run
+    let r = Queues::send(&q, "rt", SendMessage::new("r")).await.unwrap();
+    let d = fetch_one(env, "rt", LONG).await;
+    let mut settle = retry(r, d.token, "boom");
+    settle.reschedules[0].delay = LONG;
+    runs.push(ran(r, 7_000, "Sms"));
+    let l = Queues::send(&q, "rt", SendMessage::new("l")).await.unwrap();
+    let dl = fetch_one(env, "rt", LONG).await;
+    settle.reschedules.push(Reschedule {
+        id: l,
+        token: dl.token,
+        delay: LONG,
+        deliveries: 0,
+        release: true,
+        error: None,
+    });
+    runs.push(ran(l, 1, "Sms"));
+    settle.acks = acks;
+    settle.ran = runs;
+    let done = q.settle("rt", &settle).await.unwrap();
+    assert_eq!((done.acked, done.rescheduled), (4, 2));
+    // replayed after it landed: fenced off, counted once
+    q.settle("rt", &settle).await.unwrap();
+    let times = q.run_times("rt").await.unwrap();
+    let get = |t: &str| times.iter().find(|x| x.job_type == t).unwrap().clone();
+    let mail = get("Mail");
+    assert_eq!(mail.count(), 4);
+    assert_eq!(mail.quantile(0.5), Some(Duration::from_millis(5)));
+    assert_eq!(mail.quantile(0.99), Some(Duration::from_secs(1)));
+    let sms = get("Sms");
+    assert_eq!(sms.count(), 1, "the retry, not the release");
+    assert_eq!(sms.quantile(0.5), Some(Duration::from_secs(10)));
+    assert!(q.run_times("nope").await.unwrap().is_empty());
 }

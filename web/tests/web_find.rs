@@ -80,6 +80,7 @@ async fn the_job_page_shows_each_attempt() {
             started_ms: now,
             ended_ms: now + 1500,
             outcome: AttemptOutcome::Timeout,
+            job_type: None,
         }],
         by: Some(RunBy {
             worker: "w-77".into(),

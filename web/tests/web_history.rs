@@ -1,6 +1,6 @@
 //! The queue's history on the dashboard: the Finished tab lists finished jobs
 //! with how they ended, a finished job's page offers to run it again, and the
-//! copy's page names the job it copies.
+//! copy's page names the job it copies; the queue page shows run times.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -12,7 +12,8 @@ use axum::http::StatusCode;
 use common::RedisServer;
 use http::{get_with, note, post, session};
 use redjob::Client;
-use redjob::backend::{Backend, Settle};
+use redjob::backend::{Backend, Ran, Settle};
+use redjob::inspect::AttemptOutcome;
 use redjob::inspect::Inspect;
 use redjob::queue::{QueueOptions, Queues, SendMessage};
 
@@ -39,6 +40,13 @@ async fn finished_jobs_are_listed_and_run_again_from_their_page() {
         .remove(0);
     let ack = Settle {
         acks: vec![(id, d.token)],
+        ran: vec![Ran {
+            id,
+            started_ms: 1_790_000_000_000,
+            ended_ms: 1_790_000_000_030,
+            outcome: AttemptOutcome::Ok,
+            job_type: Some("Welcome".into()),
+        }],
         ..Settle::default()
     };
     q.settle("mail", &ack).await.unwrap();
@@ -61,6 +69,17 @@ async fn finished_jobs_are_listed_and_run_again_from_their_page() {
     }
     let page = get_with(&app, &format!("/queues/mail/jobs/{id}"), &cookie).await;
     assert!(page.body.contains("Run again"), "{}", page.body);
+    // the queue page's run times: one run of 30 ms
+    let queue = get_with(&app, "/queues/mail", &cookie).await;
+    let times = queue
+        .body
+        .split("Run times")
+        .nth(1)
+        .expect("a run-times table");
+    assert!(
+        times.contains("Welcome") && times.contains("≤ 50ms"),
+        "{times}"
+    );
     let ran = post(
         &app,
         &format!("/queues/mail/jobs/{id}/retry"),

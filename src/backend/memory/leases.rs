@@ -273,6 +273,22 @@ impl Backend for MemoryBackend {
             let retention = stored.dead_letters.unwrap_or(batch.retention);
             q.trim_dead(now, retention, dead.len() + 1000);
         }
+        // the run times of the entries that passed the fence
+        let counted = acks
+            .iter()
+            .map(|(id, _)| id)
+            .chain(res.iter().filter(|r| !r.release).map(|r| &r.id))
+            .chain(dead.iter().map(|d| &d.id));
+        for id in counted {
+            if let Some(r) = runs.get(id)
+                && let Some(t) = r.job_type.as_deref()
+            {
+                let b =
+                    crate::contract::runtimes::bucket_of(r.ended_ms.saturating_sub(r.started_ms));
+                let counts = q.run_times.entry(t.to_string()).or_default();
+                counts[b] += 1;
+            }
+        }
         let s = &mut q.stats;
         s.processed += acks.len() as u64;
         s.retried += retried;
@@ -299,6 +315,21 @@ impl Backend for MemoryBackend {
             .get(queue)
             .map(|q| q.stats)
             .unwrap_or_default())
+    }
+
+    async fn run_times(&self, queue: &str) -> Result<Vec<crate::contract::runtimes::RunTimes>> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let st = self.lock();
+        let Some(q) = st.queues.get(queue) else {
+            return Ok(Vec::new());
+        };
+        Ok(q.run_times
+            .iter()
+            .map(|(t, counts)| crate::contract::runtimes::RunTimes {
+                job_type: t.clone(),
+                counts: *counts,
+            })
+            .collect())
     }
 
     async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {

@@ -55,6 +55,11 @@ pub(super) struct MemQueue {
     pub settings: settings::Fields,
     /// Finished jobs kept for a while.
     pub history: super::history::MemHistory,
+    /// Per job type, runs per run-time bucket (complete.lua's `rt:` fields).
+    pub run_times: std::collections::BTreeMap<
+        String,
+        [u64; crate::contract::runtimes::RUN_TIME_BUCKETS_MS.len()],
+    >,
     pub stats: QueueStats,
     /// The last hour's settled runs: `(minute, processed, failed)` at
     /// `minute % MINUTES`, as complete.lua keeps them.
@@ -83,6 +88,7 @@ impl MemQueue {
             dead: BTreeSet::new(),
             settings: Default::default(),
             history: Default::default(),
+            run_times: Default::default(),
             dead_msgs: HashMap::new(),
             paused: false,
             stats: QueueStats::default(),

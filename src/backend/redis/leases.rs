@@ -157,6 +157,31 @@ impl Backend for RedisBackend {
         })
     }
 
+    async fn run_times(&self, queue: &str) -> Result<Vec<crate::contract::runtimes::RunTimes>> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let k = self.ns.queue(queue);
+        let mut con = self.con.clone();
+        let fields: Vec<String> = redis::cmd("HKEYS")
+            .arg(&k.stats)
+            .query_async(&mut con)
+            .await?;
+        let fields: Vec<&String> = fields.iter().filter(|f| f.starts_with("rt:")).collect();
+        if fields.is_empty() {
+            return Ok(Vec::new());
+        }
+        let counts: Vec<Option<u64>> = redis::cmd("HMGET")
+            .arg(&k.stats)
+            .arg(&fields)
+            .query_async(&mut con)
+            .await?;
+        Ok(crate::contract::runtimes::collect(
+            fields
+                .iter()
+                .zip(counts)
+                .filter_map(|(f, n)| Some((f.as_str(), n?))),
+        ))
+    }
+
     async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {
         crate::contract::queues::validate::queue_name(queue)?;
         let k = self.ns.queue(queue);
@@ -341,6 +366,10 @@ impl Backend for RedisBackend {
                     .arg(by_members(part.by.as_ref()))
                     .arg(part.history.encode());
                 let runs = part.runs();
+                // the run-time codes: the types named once, each entry's
+                // code after every entry (see complete.lua)
+                let codes = RunTimeCodes::of(part, &runs);
+                cmd.arg(codes.types.len()).arg(&codes.types);
                 for (id, token) in &part.acks {
                     cmd.arg(id).arg(token.to_string());
                     match runs.get(id) {
@@ -374,6 +403,7 @@ impl Backend for RedisBackend {
                         .arg(&error)
                         .arg(record(&d.id, d.token, Some(&error)));
                 }
+                cmd.arg(codes.codes);
                 cmd
             })
             .collect();
@@ -485,4 +515,56 @@ fn by_members(by: Option<&crate::contract::attempts::RunBy>) -> String {
         text(&by.worker),
         text(&by.host)
     )
+}
+
+/// A settle's run-time codes for complete.lua: the job types it names, and
+/// per entry (acks, reschedules, dead letters, in order) `32 x (type index
+/// from 1) + bucket`, or "" for a release or a run whose type or times are
+/// not known.
+struct RunTimeCodes<'a> {
+    types: Vec<&'a str>,
+    codes: Vec<String>,
+}
+
+impl<'a> RunTimeCodes<'a> {
+    fn of(
+        part: &'a Settle,
+        runs: &std::collections::HashMap<
+            JobId,
+            &'a crate::contract::attempts::Ran,
+            crate::id::IdHash,
+        >,
+    ) -> Self {
+        let mut types: Vec<&'a str> = Vec::new();
+        let mut code = |id: &JobId, counted: bool| -> String {
+            let Some(r) = runs.get(id).filter(|_| counted) else {
+                return String::new();
+            };
+            let Some(t) = r.job_type.as_deref() else {
+                return String::new();
+            };
+            let at = match types.iter().position(|x| *x == t) {
+                Some(i) => i,
+                None => {
+                    types.push(t);
+                    types.len() - 1
+                }
+            };
+            let bucket =
+                crate::contract::runtimes::bucket_of(r.ended_ms.saturating_sub(r.started_ms));
+            ((at + 1) * 32 + bucket).to_string()
+        };
+        let mut codes =
+            Vec::with_capacity(part.acks.len() + part.reschedules.len() + part.dead.len());
+        for (id, _) in &part.acks {
+            codes.push(code(id, true));
+        }
+        for r in &part.reschedules {
+            codes.push(code(&r.id, !r.release));
+        }
+        for d in &part.dead {
+            codes.push(code(&d.id, true));
+        }
+        RunTimeCodes { types, codes }
+    }
 }

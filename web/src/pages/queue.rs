@@ -55,6 +55,7 @@ pub(crate) async fn page(
         .ok_or_else(|| WebError::NotFound(format!("no queue {queue:?}")))?;
     let attrs = client.queues().attributes(&queue).await?;
     let settings = client.settings(&queue).await?;
+    let times = client.run_times(&queue).await?;
     let (state, key, _) = TABS
         .iter()
         .find(|(_, k, _)| Some(*k) == q.state.as_deref())
@@ -105,6 +106,25 @@ pub(crate) async fn page(
         p.muted {
             "Lease " (attrs.vt) " s · delay " (attrs.delay) " s · maxsize "
             @if attrs.maxsize < 0 { "none" } @else { (attrs.maxsize) " bytes" }
+        }
+        @if !times.is_empty() {
+            section #run-times {
+                h2 { "Run times" }
+                table {
+                    thead { tr { th { "Type" } th.num { "Runs" } th.num { "p50" } th.num { "p99" } } }
+                    tbody {
+                        @for t in &times {
+                            tr {
+                                td { (t.job_type) }
+                                td.num { (num(t.count())) }
+                                td.num { (bound(t.quantile(0.5))) }
+                                td.num { (bound(t.quantile(0.99))) }
+                            }
+                        }
+                    }
+                }
+                p.muted { "Each figure is the upper bound of its bucket (1-2-5 steps from 1 ms to 1,000 s)." }
+            }
         }
         (settings_form(&ctx, &qpath, &settings))
         nav.tabs aria-label="Jobs by state" {
@@ -256,4 +276,13 @@ pub(crate) async fn confirm_purge(ctx: Ctx, Path(queue): Path<String>) -> WebRes
         }
     };
     Ok(render(&ctx, &format!("Purge {queue}"), Nav::Queues, body))
+}
+
+/// A run-time quantile as the bound of its bucket: `≤ 50ms`, `> 1000s`.
+fn bound(d: Option<std::time::Duration>) -> String {
+    match d {
+        Some(std::time::Duration::MAX) => "> 1000s".into(),
+        Some(d) => format!("≤ {}", redjob::ops::duration_text(d)),
+        None => "-".into(),
+    }
 }

@@ -33,9 +33,16 @@
 --          (`,"worker":"…","host":"…"`), or ""
 -- ARGV[9]  the history setting when the queue stores none (its hash field
 --          "redjob:history", see history_setting in lib.lua)
+-- ARGV[10]  the number of job types K the run times below name, then the K
+--          type names (ARGV[11 .. 10 + K])
 -- then A x (id, token, start ms or "", end ms or ""), R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry or "l" for a release, error or "", attempt record or
---      ""), D x (id, token, error, attempt record)
+--      ""), D x (id, token, error, attempt record), then one run-time code
+--      per entry in that order: 32 x (type's index among the K, from 1) +
+--      the bucket of its run time (see RUN_TIME_BUCKETS_MS in stats.rs), or
+--      "" when unknown or a release. Each entry that passes the fence adds 1
+--      to "rt:<bucket>:<type>" of the counters hash (KEYS[5]): per job type,
+--      a fixed-size histogram of run times
 -- An attempt record (one line of JSON, see attempts.rs) is added to the job's
 -- records in "<id>:a" (keeping the last MAX_RECORDS): a retry's in the queue's
 -- hash, a dead letter's moved to the dead letters' hash with them. An ack
@@ -55,7 +62,8 @@ local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock()
 local ids, tokens, kind, arg = {}, {}, {}, {}
 local prio, keep, max_age = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local i = 10
+local ntypes = tonumber(ARGV[10])
+local i = 11 + ntypes
 -- the ARGV index of each ack's start ms, when given
 local spans = {}
 for _ = 1, na do
@@ -78,6 +86,9 @@ for _ = 1, nd do
   i = i + 4
 end
 if #ids == 0 then return {0, 0, 0} end
+-- the entries' run-time codes follow them
+local codes = i
+local passed = {}
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
 -- with them, when the worker's history setting is on, the bodies of the acks
@@ -130,6 +141,7 @@ for k, id in ipairs(ids) do
   local tk = tonumber(tokens[k])
   if scores[k] and tonumber(scores[k]) == tk then
     local kd = kind[k]
+    passed[k] = true
     local e = math.floor(tk)
     ends[e] = (ends[e] or 0) - 1
     if kd == "a" or kd == "d" then
@@ -312,6 +324,18 @@ if #errfields > 0 then
     errfields[#errfields + 1] = "1"
   end
   many("HSET", KEYS[2], errfields, 3000)
+end
+-- the run times of the entries that passed the fence, by type and bucket
+if ntypes > 0 then
+  local runs = {}
+  for k = 1, #ids do
+    local code = passed[k] and tonumber(ARGV[codes + k - 1])
+    if code then runs[code] = (runs[code] or 0) + 1 end
+  end
+  for code, n in pairs(runs) do
+    local t = ARGV[10 + math.floor(code / 32)]
+    if t then redis.call("HINCRBY", KEYS[5], "rt:" .. (code % 32) .. ":" .. t, n) end
+  end
 end
 -- the counters and this minute's entry in the ring: one read, one write
 local failed = retried + #dead
