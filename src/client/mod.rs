@@ -133,6 +133,7 @@ impl Client {
     ///     println!("{}: {} runs, p99 {:?}", t.job_type, t.count(), t.quantile(0.99));
     /// }
     /// # Ok(()) }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(run()).unwrap();
     /// ```
     pub async fn run_times(&self, queue: &str) -> Result<Vec<crate::backend::RunTimes>> {
         self.backend.run_times(queue).await
