@@ -22,7 +22,7 @@
 //! ```
 
 pub use crate::contract::attempts::{Attempt, AttemptOutcome, MAX_ERROR, MAX_RECORDS};
-pub use crate::contract::history::{Finish, Finished, HistoryQuery};
+pub use crate::contract::history::{Finish, Finished, HistoryEvent, HistoryQuery, MAX_EVENTS};
 pub use crate::contract::inspect::{
     Cancelled, Cursor, HISTORY_SCAN, Inspect, JobInfo, JobState, LOCATE_AT_ONCE, Located, MAX_PAGE,
     Page, StateCounts,

@@ -227,7 +227,34 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
                 more.push_str(&format!(" --since {}", redjob::ops::duration_text(d)));
             }
             let page = c.history(&queue, &query, after.as_ref(), n).await?;
-            show::page(ctx, &page, &more)
+            // the events (purges) with the first page
+            let events = if after.is_none() {
+                c.history_events(&queue).await?
+            } else {
+                Vec::new()
+            };
+            if ctx.json {
+                let jobs: Vec<Value> = page.jobs.iter().map(show::job_json).collect();
+                let events: Vec<Value> = events
+                    .iter()
+                    .map(
+                        |e| json!({"at_ms": e.at_ms, "what": e.what, "count": e.count, "by": e.by}),
+                    )
+                    .collect();
+                let next = page.next.map(|c| c.to_string());
+                return show::json(&json!({ "jobs": jobs, "next": next, "events": events }));
+            }
+            show::page(ctx, &page, &more)?;
+            if !events.is_empty() {
+                println!("\nevents:");
+                for e in &events {
+                    let by =
+                        e.by.as_deref()
+                            .map_or(String::new(), |b| format!(" by {b}"));
+                    println!("  {} {} {} jobs{by}", show::when(e.at_ms), e.what, e.count);
+                }
+            }
+            Ok(())
         }
         JobsCommand::List {
             queue,

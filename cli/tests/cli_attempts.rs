@@ -203,6 +203,23 @@ async fn jobs_show_says_when_a_job_was_cancelled_and_from_where() {
             .any(|l| l.starts_with(id.as_ref()) && l.contains(" cancelled ")),
         "{text}"
     );
+    // a purge is one event, with who
+    client
+        .enqueue_in(&Flaky {}, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let (code, out) = cli(&url, &["queue", "purge", "mail", "--yes"]).await;
+    assert_eq!(code, 0, "{out}");
+    let (_, text) = cli(&url, &["jobs", "history", "mail"]).await;
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with("purged 1 jobs by cli alice")),
+        "{text}"
+    );
+    let (_, out) = cli(&url, &["jobs", "history", "mail", "--json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["events"][0]["what"], "purged");
+    assert_eq!(v["events"][0]["count"], 1);
     // the API's own cancel says so
     let other = client
         .enqueue_in(&Flaky {}, Duration::from_secs(3600))

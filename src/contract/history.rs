@@ -323,3 +323,75 @@ impl HistoryQuery {
             && self.since_ms.is_none_or(|s| at_ms >= s)
     }
 }
+
+/// The most history events a queue keeps: the last ones.
+pub const MAX_EVENTS: usize = 100;
+
+/// An action on many jobs at once, kept in the queue's history as one event
+/// rather than an entry per job: a purge.
+///
+/// ```
+/// use redjob::inspect::HistoryEvent;
+///
+/// let e = HistoryEvent { at_ms: 1_790_000_000_000, what: "purged".into(), count: 5_000, by: Some("cli alice".into()) };
+/// assert_eq!(e.count, 5_000);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEvent {
+    /// When, Unix ms (backend time).
+    pub at_ms: u64,
+    /// What: `purged`.
+    pub what: String,
+    /// How many jobs it took.
+    pub count: u64,
+    /// Who: the source and the actor's name (`api`, `cli alice`, `dashboard`).
+    pub by: Option<String>,
+}
+
+impl HistoryEvent {
+    /// The stored line: `<ms> <what> <count> <by>` (purge.lua writes it).
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.at_ms,
+            self.what,
+            self.count,
+            actor_line(self.by.as_deref().unwrap_or(""))
+        )
+    }
+
+    /// The stored lines (one event each, oldest first) read back, newest
+    /// first; lines of another form are passed over.
+    pub(crate) fn parse_all(text: &str) -> Vec<HistoryEvent> {
+        let mut out: Vec<HistoryEvent> = text
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.splitn(4, ' ');
+                let at_ms = p.next()?.parse().ok()?;
+                let what = p.next()?.to_string();
+                let count = p.next()?.parse().ok()?;
+                let by = p.next().filter(|b| !b.is_empty()).map(str::to_string);
+                Some(HistoryEvent {
+                    at_ms,
+                    what,
+                    count,
+                    by,
+                })
+            })
+            .collect();
+        out.reverse();
+        out
+    }
+}
+
+/// `log` with `line` added, keeping the last [`MAX_EVENTS`] lines.
+pub(crate) fn push_event(log: Option<&str>, line: &str) -> String {
+    let mut lines: Vec<&str> = log
+        .unwrap_or("")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines.push(line);
+    let skip = lines.len().saturating_sub(MAX_EVENTS);
+    lines[skip..].join("\n")
+}

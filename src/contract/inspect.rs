@@ -386,6 +386,17 @@ pub trait Inspect: Sync {
         }
     }
 
+    /// The queue's history events (actions on many jobs at once, such as a
+    /// purge), newest first, the last [`MAX_EVENTS`](crate::inspect::MAX_EVENTS).
+    /// The default keeps none.
+    fn history_events(
+        &self,
+        queue: &str,
+    ) -> impl Future<Output = Result<Vec<crate::contract::history::HistoryEvent>>> + Send {
+        let _ = queue;
+        async { Ok(Vec::new()) }
+    }
+
     /// One job by id without its queue (an id is unique across queues): every
     /// queue is asked, [`job`](Inspect::job) per queue, with up to
     /// [`LOCATE_AT_ONCE`] calls in flight (on Redis they share the connection,
@@ -489,6 +500,7 @@ macro_rules! inspect_methods {
             async fn list(queue: &str, state: $crate::contract::inspect::JobState, after: Option<&$crate::contract::inspect::Cursor>, n: usize) -> $crate::Result<$crate::contract::inspect::Page>;
             async fn cancel(queue: &str, id: &$crate::JobId) -> $crate::Result<$crate::contract::inspect::Cancelled>;
             async fn cancel_by(queue: &str, id: &$crate::JobId, by: &str) -> $crate::Result<$crate::contract::inspect::Cancelled>;
+            async fn history_events(queue: &str) -> $crate::Result<Vec<$crate::contract::history::HistoryEvent>>;
         }
     };
 }

@@ -407,3 +407,40 @@ pub async fn a_finished_job_is_run_again_as_a_copy_that_names_it(env: &Env) {
     let n = q.counts("r").await.unwrap();
     assert_eq!((n.ready, n.scheduled), (0, 1), "only the waiting one");
 }
+
+pub async fn a_purge_is_one_event_with_its_count_and_who(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("p", QueueOptions::default()).await.unwrap();
+    for i in 0..7 {
+        Queues::send(&q, "p", SendMessage::new(mail(i)))
+            .await
+            .unwrap();
+    }
+    assert_eq!(q.purge_queue_by("p", "cli bob").await.unwrap(), 7);
+    assert_eq!(q.purge_queue("p").await.unwrap(), 0);
+    let events = q.history_events("p").await.unwrap();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(
+        (
+            events[1].what.as_str(),
+            events[1].count,
+            events[1].by.as_deref()
+        ),
+        ("purged", 7, Some("cli bob")),
+        "the oldest last"
+    );
+    assert_eq!((events[0].count, events[0].by.as_deref()), (0, Some("api")));
+    assert!(finished(env, "p").await.is_empty(), "no entry per job");
+    assert!(matches!(
+        q.history_events("nope").await,
+        Err(redjob::Error::QueueNotFound { .. })
+    ));
+    // the last 100 are kept
+    for _ in 0..105 {
+        q.purge_queue("p").await.unwrap();
+    }
+    assert_eq!(
+        q.history_events("p").await.unwrap().len(),
+        redjob::inspect::MAX_EVENTS
+    );
+}

@@ -105,7 +105,10 @@ async fn on_queue(
             c.resume(&queue).await?;
             "Resumed.".to_string()
         }
-        "purge" => format!("Deleted {} jobs.", num(c.purge_queue(&queue).await?)),
+        "purge" => format!(
+            "Deleted {} jobs.",
+            num(c.purge_queue_by(&queue, "dashboard").await?)
+        ),
         "settings" if fields.get("history").is_some() => {
             // the history's form: a field left out or empty keeps the value
             // in force; `none` is no limit, an arguments' age of 0s keeps none

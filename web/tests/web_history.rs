@@ -117,4 +117,14 @@ async fn finished_jobs_are_listed_and_run_again_from_their_page() {
     )
     .await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // a purge from the dashboard: one event on the Finished tab, with who
+    let purged = post(&app, "/queues/mail/purge", &cookie, &[("csrf", &token)]).await;
+    assert_eq!(purged.status, StatusCode::SEE_OTHER);
+    let tab = get_with(&app, "/queues/mail?state=finished", &cookie).await;
+    let events = tab
+        .body
+        .split(r#"<ul id="events">"#)
+        .nth(1)
+        .expect("events");
+    assert!(events.contains("purged 1 jobs by dashboard"), "{events}");
 }

@@ -52,11 +52,25 @@ impl Admin for MemoryBackend {
         Ok(st.queues.get(queue).ok_or_else(|| not_found(queue))?.paused)
     }
 
-    async fn purge_queue(&self, queue: &str) -> Result<u64> {
+    async fn purge_queue_by(&self, queue: &str, by: &str) -> Result<u64> {
+        let now = self.clock.now_ms();
         self.change(queue, |q| {
             let ids: Vec<JobId> = q.msgs.keys().copied().collect();
             for id in &ids {
                 q.remove(id);
+            }
+            // one event in the history, as purge.lua adds
+            let h = crate::contract::settings::QueueSettings::decode(&q.settings)
+                .history
+                .unwrap_or_default();
+            if h.enabled {
+                let event = crate::contract::history::HistoryEvent {
+                    at_ms: now,
+                    what: "purged".into(),
+                    count: ids.len() as u64,
+                    by: Some(by.to_string()),
+                };
+                q.history.push_event(&event.line());
             }
             ids.len() as u64
         })

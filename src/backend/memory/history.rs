@@ -20,6 +20,8 @@ pub(super) struct MemHistory {
     /// The entries whose body is kept (Redis reads them by finish time past a
     /// mark instead).
     args: BTreeSet<(u64, JobId)>,
+    /// The events, as the field `~events` holds them.
+    events: String,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -40,6 +42,16 @@ impl MemHistory {
         self.order.insert((at, id));
         let text = entry.encode(body.as_deref().unwrap_or_default());
         self.entries.insert(id, (at, text));
+    }
+
+    /// Adds an event's stored line, keeping the last ones.
+    pub fn push_event(&mut self, line: &str) {
+        self.events = crate::contract::history::push_event(Some(&self.events), line);
+    }
+
+    /// The events, newest first.
+    pub fn events(&self) -> Vec<crate::contract::history::HistoryEvent> {
+        crate::contract::history::HistoryEvent::parse_all(&self.events)
     }
 
     /// Drops the entries past their age and the oldest beyond the count, and

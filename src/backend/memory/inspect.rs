@@ -224,6 +224,16 @@ impl Inspect for MemoryBackend {
         Ok(inspect::page(jobs, &scores, full))
     }
 
+    async fn history_events(
+        &self,
+        queue: &str,
+    ) -> Result<Vec<crate::contract::history::HistoryEvent>> {
+        validate::queue_name(queue)?;
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        Ok(q.history.events())
+    }
+
     async fn cancel_by(&self, queue: &str, id: &JobId, by: &str) -> Result<Cancelled> {
         validate::queue_name(queue)?;
         let now = self.clock.now_ms();

@@ -144,13 +144,23 @@ impl Admin for Rsmq {
         pause(self, queue, "").await
     }
 
-    async fn purge_queue(&self, queue: &str) -> Result<u64> {
+    async fn purge_queue_by(&self, queue: &str, by: &str) -> Result<u64> {
         validate::queue_name(queue)?;
         let (mut con, k) = self.parts(queue);
         let (mut done, mut cutoff, mut at, mut cursor) = (0, Vec::new(), 1, b"0".to_vec());
+        let mut keys = k.with_leases(k.all_levels_unique());
+        keys.push(k.history_hash.clone());
+        let by = crate::contract::history::actor_line(by);
+        let default = crate::contract::history::History::default().encode();
         loop {
-            let mut cmd = scripts::eval(&scripts::PURGE, &k.with_leases(k.all_levels_unique()));
-            cmd.arg(PURGE_STEP).arg(&cutoff).arg(at).arg(&cursor);
+            let mut cmd = scripts::eval(&scripts::PURGE, &keys);
+            cmd.arg(PURGE_STEP)
+                .arg(&cutoff)
+                .arg(at)
+                .arg(&cursor)
+                .arg(done)
+                .arg(&by)
+                .arg(&default);
             let v = scripts::run(&mut con, &scripts::PURGE, &cmd).await?;
             let (n, mut r) = Reply::status(&v)?;
             if n < 0 {

@@ -5,7 +5,7 @@ use redis::Value;
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::contract::history::{Entry, History};
+use crate::contract::history::{Entry, History, HistoryEvent};
 use crate::contract::inspect::{
     Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts, page, page_size, queued,
 };
@@ -191,6 +191,24 @@ impl Inspect for Rsmq {
             page.next = resume;
         }
         Ok(page)
+    }
+
+    async fn history_events(&self, queue: &str) -> Result<Vec<HistoryEvent>> {
+        validate::queue_name(queue)?;
+        let (mut con, k) = self.parts(queue);
+        let (exists, events): (bool, Option<String>) = redis::pipe()
+            .cmd("HEXISTS")
+            .arg(&k.hash)
+            .arg("vt")
+            .cmd("HGET")
+            .arg(&k.history_hash)
+            .arg("~events")
+            .query_async(&mut con)
+            .await?;
+        if !exists {
+            return Err(Error::QueueNotFound { name: queue.into() });
+        }
+        Ok(HistoryEvent::parse_all(events.as_deref().unwrap_or("")))
     }
 
     async fn cancel_by(&self, queue: &str, id: &JobId, by: &str) -> Result<Cancelled> {

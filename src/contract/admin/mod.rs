@@ -62,7 +62,14 @@ pub trait Admin: Inspect {
     /// all along is deleted wherever it moves meanwhile (retried, leased,
     /// delayed), unless it changes priority. On Redis it goes a batch at a
     /// time; in memory it deletes them all at once, under one lock.
-    fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send;
+    fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send {
+        self.purge_queue_by(queue, "api")
+    }
+
+    /// [`purge_queue`](Admin::purge_queue), recording one event in the
+    /// queue's history: when, how many, and who (`api`, `cli alice`,
+    /// `dashboard`; see [`Inspect::history_events`]).
+    fn purge_queue_by(&self, queue: &str, by: &str) -> impl Future<Output = Result<u64>> + Send;
 
     /// Makes the scheduled job `id` due now, at its priority and with its
     /// deliveries counted as before, and wakes the queue's idle workers.
@@ -333,6 +340,7 @@ macro_rules! admin_methods {
             async fn resume(queue: &str) -> $crate::Result<()>;
             async fn is_paused(queue: &str) -> $crate::Result<bool>;
             async fn purge_queue(queue: &str) -> $crate::Result<u64>;
+            async fn purge_queue_by(queue: &str, by: &str) -> $crate::Result<u64>;
             async fn run_now(queue: &str, id: &$crate::JobId) -> $crate::Result<Option<$crate::contract::inspect::JobState>>;
             async fn dead_page(queue: &str, order: $crate::contract::admin::DeadOrder, after: Option<&$crate::contract::inspect::Cursor>, n: usize) -> $crate::Result<$crate::contract::inspect::Page>;
             async fn requeue_dead(queue: &str, ids: &[$crate::JobId], spread: $crate::contract::admin::Spread) -> $crate::Result<u64>;

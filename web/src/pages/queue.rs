@@ -71,6 +71,12 @@ pub(crate) async fn page(
     let list = client
         .list(&queue, state, after.as_ref(), ctx.app.page_size)
         .await?;
+    // the history's events (purges) above its first page
+    let events = if state == JobState::Finished && after.is_none() {
+        client.history_events(&queue).await?
+    } else {
+        Vec::new()
+    };
     let count = |s: JobState| match s {
         JobState::Ready => l.counts.ready,
         JobState::Scheduled => l.counts.scheduled,
@@ -138,6 +144,16 @@ pub(crate) async fn page(
             a href=(ctx.link(&format!("{qpath}/dead"))) { "Dead (" (num(l.counts.dead)) ")" }
         }
         div #jobs data-live {
+            @if !events.is_empty() {
+                ul #events {
+                    @for e in &events {
+                        li {
+                            (crate::fmt::when(e.at_ms)) ": " (e.what) " " (num(e.count)) " jobs"
+                            @if let Some(by) = &e.by { " by " (by) }
+                        }
+                    }
+                }
+            }
             (jobs_table(&ctx, &queue, &list.jobs, now))
             div.pager {
                 @if after.is_some() {

@@ -13,14 +13,20 @@
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[24]  the queue's lease counts (ns:q:leases): leases leave them
+-- KEYS[25]  the queue's history hash (ns:q:history:Q): the call that ends the
+--          purge adds one event, "<ms> purged <count> <who>", to its field
+--          "~events" (the last 100, see HistoryEvent in history.rs)
 -- ARGV[1]  about how many members to scan
 -- ARGV[2]  the cutoff: the id prefix of the latest send to delete; "" for the
 --          first call, which takes Redis's clock now
 -- ARGV[3], ARGV[4]  where the scan is: the sorted set (1 for KEYS[1], 2..21 for
 --          KEYS[4..23]) and its ZSCAN cursor; 1 and "0" for the first call
+-- ARGV[5]  how many the earlier calls deleted
+-- ARGV[6]  who purges ("api", "cli alice", "dashboard")
+-- ARGV[7]  the history setting when the queue stores none
 -- Returns {-1} when the queue does not exist, else {how many were deleted, the
 --         cutoff, the set and cursor to go on from}, the set 0 when done
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique", "redjob:history")
 if not attrs[1] then return {-1} end
 local now = clock()
 local cut = ARGV[2]
@@ -53,5 +59,15 @@ while at <= #sets and left > 0 do
   end
   if cursor == "0" then at = at + 1 end
 end
-if at > #sets then at = 0 end
+if at > #sets then
+  at = 0
+  if history_setting(attrs[3], ARGV[7]) then
+    local line = string.format("%.0f purged %.0f ", now, (tonumber(ARGV[5]) or 0) + n) .. ARGV[6]
+    local events = redis.call("HGET", KEYS[25], "~events")
+    local lines = {}
+    for l in string.gmatch(events or "", "[^\n]+") do lines[#lines + 1] = l end
+    lines[#lines + 1] = line
+    redis.call("HSET", KEYS[25], "~events", table.concat(lines, "\n", math.max(1, #lines - 99)))
+  end
+end
 return {n, cut, at, cursor}
