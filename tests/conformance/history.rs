@@ -444,3 +444,38 @@ pub async fn a_purge_is_one_event_with_its_count_and_who(env: &Env) {
         redjob::inspect::MAX_EVENTS
     );
 }
+
+pub async fn a_deleted_job_is_kept_and_a_bulk_delete_is_one_event(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("d", QueueOptions::default()).await.unwrap();
+    let one = Queues::send(&q, "d", SendMessage::new(mail(1)))
+        .await
+        .unwrap();
+    assert!(Queues::delete(&q, "d", &one).await.unwrap());
+    let job = q.job("d", &one).await.unwrap().expect("in the history");
+    let f = job.finished.as_ref().unwrap();
+    assert_eq!((f.how, f.by.as_deref()), (Finish::Deleted, Some("api")));
+    assert_eq!(job.args().unwrap()["i"], 1);
+    // deleting it again deletes nothing and enters nothing
+    assert!(!Queues::delete(&q, "d", &one).await.unwrap());
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(
+            Queues::send(&q, "d", SendMessage::new(mail(i)))
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(Queues::delete_batch(&q, "d", &ids).await.unwrap(), 3);
+    let events = q.history_events("d").await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!((events[0].what.as_str(), events[0].count), ("deleted", 3));
+    assert_eq!(
+        finished(env, "d").await.len(),
+        1,
+        "no entry per job of a bulk delete"
+    );
+    // a bulk delete that deletes none records nothing
+    assert_eq!(Queues::delete_batch(&q, "d", &ids).await.unwrap(), 0);
+    assert_eq!(q.history_events("d").await.unwrap().len(), 1);
+}

@@ -331,7 +331,8 @@ macro_rules! conformance_suite {
             a_cancelled_job_is_kept_with_who_cancelled_it,
             the_history_is_filtered_by_outcome_type_and_time_and_paged,
             a_finished_job_is_run_again_as_a_copy_that_names_it,
-            a_purge_is_one_event_with_its_count_and_who);
+            a_purge_is_one_event_with_its_count_and_who,
+            a_deleted_job_is_kept_and_a_bulk_delete_is_one_event);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@settings $setup, #[$attr],

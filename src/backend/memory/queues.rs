@@ -4,10 +4,14 @@ use std::time::Duration;
 
 use super::state::{MemQueue, ms_score};
 use super::{MemoryBackend, not_found};
+use crate::contract::attempts;
+use crate::contract::history::{Entry, Finish, Finished, HistoryEvent, body_type};
+use crate::contract::leases::score_count;
 use crate::contract::queues::{
     Message, MessageId, OnDuplicate, QueueAttributes, QueueOptions, QueueUpdate, Queues,
     SendMessage, SendOutcome, Sent, When, validate,
 };
+use crate::contract::settings::QueueSettings;
 use crate::{Error, JobId, Result};
 
 impl Queues for MemoryBackend {
@@ -241,16 +245,61 @@ impl Queues for MemoryBackend {
     }
 
     async fn delete(&self, queue: &str, id: &MessageId) -> Result<bool> {
-        Ok(Queues::delete_batch(self, queue, std::slice::from_ref(id)).await? == 1)
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(false);
+        };
+        let Some(m) = q.remove(id) else {
+            return Ok(false);
+        };
+        // entered in the history as deleted, as delete.lua does
+        let h = QueueSettings::decode(&q.settings)
+            .history
+            .unwrap_or_default();
+        if h.enabled {
+            let entry = Entry {
+                finished: Finished {
+                    how: Finish::Deleted,
+                    at_ms: now,
+                    by: Some("api".into()),
+                    job_type: body_type(&m.body),
+                },
+                deliveries: score_count(m.score),
+                runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
+            };
+            q.history.record(*id, now, &entry, Some(m.body), h);
+            q.history.trim(now, 1001, h);
+        }
+        Ok(true)
     }
 
     async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
         validate::queue_name(queue)?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(0);
         };
-        Ok(ids.iter().filter(|id| q.remove(id).is_some()).count() as u64)
+        let n = ids.iter().filter(|id| q.remove(id).is_some()).count() as u64;
+        // one event in the history, as delete.lua adds
+        let h = QueueSettings::decode(&q.settings)
+            .history
+            .unwrap_or_default();
+        if h.enabled && n > 0 {
+            let event = HistoryEvent {
+                at_ms: now,
+                what: "deleted".into(),
+                count: n,
+                by: Some("api".into()),
+            };
+            q.history.push_event(&event.line());
+        }
+        Ok(n)
     }
 }
 

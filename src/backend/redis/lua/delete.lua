@@ -1,35 +1,72 @@
 -- Deletes messages, at any priority: their sorted set members and their body, rc,
--- fr, last error and attempt fields, and frees the unique keys they held.
+-- fr, last error and attempt fields, and frees the unique keys they held. The
+-- queue's history keeps what was deleted: a single id given, the job as an
+-- entry ("deleted", with its attempt records, type and body, see complete.lua);
+-- several, one event "<ms> deleted <count> api" in its "~events" field (on the
+-- call that ends a batch, with the batch's total; none when it deleted none).
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[24]  the queue's lease counts (ns:q:leases): leases leave them
--- ARGV     message ids
+-- KEYS[25], KEYS[26]  the queue's history (ns:q:history, ns:q:history:Q)
+-- ARGV[1]  the history setting when the queue stores none
+-- ARGV[2]  "one" when this call deletes one id given alone; else "" or, on the
+--          call that ends a batch, the batch's earlier calls' count ("0"
+--          and up); "-" for a call that is not the last
+-- ARGV[3..]  message ids
 -- Returns {members removed from the sorted sets, fields removed from the hash}
+local ids = {}
+for j = 3, #ARGV do ids[#ids + 1] = ARGV[j] end
 local fields = {}
-for _, id in ipairs(ARGV) do
+for _, id in ipairs(ids) do
   fields[#fields + 1] = id
   fields[#fields + 1] = id .. ":rc"
   fields[#fields + 1] = id .. ":fr"
   fields[#fields + 1] = id .. ":err"
   fields[#fields + 1] = id .. ":a"
 end
-local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique")
+local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique", "redjob:history")
+local on, keep, age, args = history_setting(attrs[3], ARGV[1])
+local single = ARGV[2] == "one" and #ids == 1
+-- a single job's body and records, for its history entry
+local kept = (on and single) and redis.call("HMGET", KEYS[2], ids[1], ids[1] .. ":a") or {}
+local found
 -- only the levels a send ever used (see fetch.lua)
 local n = 0
 local now = clock()
 local leases = lease_counts()
 for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   local scores = {}
-  for _, s in ipairs(many("ZMSCORE", level[2], ARGV)) do
-    if s then scores[#scores + 1] = tonumber(s) end
+  for _, s in ipairs(many("ZMSCORE", level[2], ids)) do
+    if s then
+      scores[#scores + 1] = tonumber(s)
+      found = found or tonumber(s)
+    end
   end
-  local _, m = many("ZREM", level[2], ARGV)
+  local _, m = many("ZREM", level[2], ids)
   n = n + m
   leases.left(24, scores, now)
 end
 local _, h = many("HDEL", KEYS[2], fields)
-forget_released(ARGV)
-if attrs[2] == "1" then release_unique(KEYS[3], ARGV) end
+forget_released(ids)
+if attrs[2] == "1" then release_unique(KEYS[3], ids) end
+if on and single and found and kept[1] then
+  local body = kept[1]
+  local typ = body_type(body)
+  if args == 0 then body = "" end
+  local at = string.format("%.0f", now)
+  redis.call("ZADD", KEYS[25], at, ids[1])
+  redis.call("HSET", KEYS[26], ids[1], "h1 deleted " .. at .. " " .. score_count(found) .. " " .. #body .. "\n"
+    .. typ .. "\napi\n" .. (kept[2] or "") .. "\n" .. body)
+  trim_history(25, 26, now, 1001, keep, age, args, false)
+elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV[2]) or 0) + n > 0 then
+  local total = (tonumber(ARGV[2]) or 0) + n
+  local line = string.format("%.0f deleted %.0f api", now, total)
+  local events = redis.call("HGET", KEYS[26], "~events")
+  local lines = {}
+  for l in string.gmatch(events or "", "[^\n]+") do lines[#lines + 1] = l end
+  lines[#lines + 1] = line
+  redis.call("HSET", KEYS[26], "~events", table.concat(lines, "\n", math.max(1, #lines - 99)))
+end
 return {n, h}

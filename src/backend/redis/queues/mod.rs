@@ -362,27 +362,40 @@ impl Rsmq {
     /// Deletes a message, at whatever priority it has. Returns `true` only when
     /// both its entry and its body were removed, as RSMQ's `deleteMessage`.
     pub async fn delete(&self, queue: &str, id: &MessageId) -> Result<bool> {
-        let (members, fields) = self.delete_ids(queue, std::slice::from_ref(id)).await?;
+        let (members, fields) = self
+            .delete_ids(queue, std::slice::from_ref(id), "one")
+            .await?;
         Ok(members == 1 && fields > 0)
     }
 
     /// Deletes messages in one call. Returns how many were in the queue.
     pub async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
         let mut n = 0;
-        for chunk in ids.chunks(BATCH_MESSAGES) {
-            n += self.delete_ids(queue, chunk).await?.0;
+        let chunks: Vec<&[MessageId]> = ids.chunks(BATCH_MESSAGES).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            // the last call records the batch's one history event
+            let mark = if i + 1 == chunks.len() {
+                n.to_string()
+            } else {
+                "-".to_string()
+            };
+            n += self.delete_ids(queue, chunk, &mark).await?.0;
         }
         Ok(n)
     }
 
-    async fn delete_ids(&self, queue: &str, ids: &[MessageId]) -> Result<(u64, u64)> {
+    async fn delete_ids(&self, queue: &str, ids: &[MessageId], mark: &str) -> Result<(u64, u64)> {
         validate::queue_name(queue)?;
         if ids.is_empty() {
             return Ok((0, 0));
         }
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::DELETE, &k.with_leases(k.all_levels_unique()));
-        cmd.arg(ids);
+        let mut keys = k.with_leases(k.all_levels_unique());
+        keys.extend(k.history_keys());
+        let mut cmd = scripts::eval(&scripts::DELETE, &keys);
+        cmd.arg(crate::contract::history::History::default().encode())
+            .arg(mark)
+            .arg(ids);
         let v = scripts::run(&mut self.con.clone(), &scripts::DELETE, &cmd).await?;
         let Value::Array(items) = &v else {
             return Err(Error::Protocol(format!("delete reply {v:?}")));
