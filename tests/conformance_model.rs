@@ -180,11 +180,12 @@ enum Op {
     },
 }
 
-const STATES: [JobState; 4] = [
+const STATES: [JobState; 5] = [
     JobState::Ready,
     JobState::Scheduled,
     JobState::InFlight,
     JobState::Dead,
+    JobState::Finished,
 ];
 
 /// A message's delay in slots, or none.
@@ -233,7 +234,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Attributes),
         1 => Just(Op::Counts),
         1 => prop_oneof![Just(Op::Latency), Just(Op::Minutes)],
-        1 => (0..4u8, 1..=3u8).prop_map(|(state, page)| Op::List { state, page }),
+        1 => (0..5u8, 1..=3u8).prop_map(|(state, page)| Op::List { state, page }),
         1 => Just(Op::Peek),
         1 => any::<Index>().prop_map(|msg| Op::Job { msg }),
         1 => any::<Index>().prop_map(|msg| Op::Cancel { msg }),
@@ -288,7 +289,19 @@ enum Seen {
     None,
 }
 
-type JobSeen = (usize, String, i8, u32, String, Option<String>);
+/// A job as both sides must show it: index, state, priority, deliveries,
+/// body, last error, then how it finished and its attempts' numbers and
+/// outcomes (the history).
+type JobSeen = (
+    usize,
+    String,
+    i8,
+    u32,
+    String,
+    Option<String>,
+    Option<&'static str>,
+    Vec<(u32, &'static str)>,
+);
 
 /// One backend under test and the ids and deliveries it handed out, in order.
 struct Side {
@@ -321,6 +334,11 @@ impl Side {
             j.attempts,
             String::from_utf8_lossy(&j.body).into_owned(),
             j.last_error.clone(),
+            j.finished.as_ref().map(|f| f.how.as_str()),
+            j.runs
+                .iter()
+                .map(|r| (r.number, r.outcome.as_str()))
+                .collect(),
         )
     }
 

@@ -60,18 +60,7 @@ impl Admin for MemoryBackend {
                 q.remove(id);
             }
             // one event in the history, as purge.lua adds
-            let h = crate::contract::settings::QueueSettings::decode(&q.settings)
-                .history
-                .unwrap_or_default();
-            if h.enabled {
-                let event = crate::contract::history::HistoryEvent {
-                    at_ms: now,
-                    what: "purged".into(),
-                    count: ids.len() as u64,
-                    by: Some(by.to_string()),
-                };
-                q.history.push_event(&event.line());
-            }
+            q.add_event("purged", ids.len() as u64, by, now);
             ids.len() as u64
         })
     }

@@ -7,8 +7,12 @@ use std::ops::Bound::{Excluded, Unbounded};
 use std::time::Duration;
 
 use crate::JobId;
-use crate::contract::history::{Entry, History};
+use crate::contract::attempts;
+use crate::contract::history::{
+    Entry, Finish, Finished, History, HistoryEvent, actor_line, body_type,
+};
 use crate::contract::inspect::{Cursor, JobInfo, Page};
+use crate::contract::leases::score_count;
 
 #[derive(Default)]
 pub(super) struct MemHistory {
@@ -137,5 +141,57 @@ impl MemHistory {
             }
         }
         crate::contract::inspect::dead_page(jobs, n > 0 && rows >= n)
+    }
+}
+
+impl super::state::MemQueue {
+    /// The history setting in force: the stored one, else the default.
+    fn history_setting(&self) -> History {
+        crate::contract::settings::QueueSettings::decode(&self.settings)
+            .history
+            .unwrap_or_default()
+    }
+
+    /// Enters job `id`, just taken out of the queue as `m`, as finished `how`
+    /// (cancelled, deleted) by `by` at `now` (as `enter_history` in lib.lua).
+    pub fn enter_removed(
+        &mut self,
+        id: JobId,
+        m: &super::state::Msg,
+        how: Finish,
+        by: &str,
+        now: u64,
+    ) {
+        let h = self.history_setting();
+        if !h.enabled {
+            return;
+        }
+        let entry = Entry {
+            finished: Finished {
+                how,
+                at_ms: now,
+                by: Some(actor_line(by)).filter(|b| !b.is_empty()),
+                job_type: body_type(&m.body),
+            },
+            deliveries: score_count(m.score),
+            runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
+        };
+        self.history
+            .record(id, now, &entry, Some(m.body.clone()), h);
+        self.history.trim(now, 1001, h);
+    }
+
+    /// Adds an event to the history (as `add_history_event` in lib.lua).
+    pub fn add_event(&mut self, what: &str, count: u64, by: &str, now: u64) {
+        if !self.history_setting().enabled {
+            return;
+        }
+        let event = HistoryEvent {
+            at_ms: now,
+            what: what.into(),
+            count,
+            by: Some(by.to_string()),
+        };
+        self.history.push_event(&event.line());
     }
 }

@@ -7,12 +7,11 @@ use std::ops::Bound::{Excluded, Included};
 use super::state::{MemQueue, due_score};
 use super::{MemoryBackend, not_found};
 use crate::contract::attempts;
-use crate::contract::history::{Entry, Finish, Finished, actor_line, body_type};
+use crate::contract::history::Finish;
 use crate::contract::inspect::{
     self, Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts,
 };
 use crate::contract::leases::is_lease;
-use crate::contract::leases::score_count;
 use crate::contract::queues::validate;
 use crate::contract::settings::QueueSettings;
 use crate::{JobId, Result};
@@ -243,23 +242,7 @@ impl Inspect for MemoryBackend {
             return Ok(Cancelled::NotFound);
         };
         // entered in the history, as cancel.lua does
-        let h = QueueSettings::decode(&q.settings)
-            .history
-            .unwrap_or_default();
-        if h.enabled {
-            let entry = Entry {
-                finished: Finished {
-                    how: Finish::Cancelled,
-                    at_ms: now,
-                    by: Some(actor_line(by)).filter(|b| !b.is_empty()),
-                    job_type: body_type(&m.body),
-                },
-                deliveries: score_count(m.score),
-                runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
-            };
-            q.history.record(*id, now, &entry, Some(m.body.clone()), h);
-            q.history.trim(now, 1001, h);
-        }
+        q.enter_removed(*id, &m, Finish::Cancelled, by, now);
         Ok(if inspect::state_of(m.score, now) == JobState::InFlight {
             Cancelled::Cancelling
         } else {

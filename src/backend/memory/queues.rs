@@ -4,14 +4,11 @@ use std::time::Duration;
 
 use super::state::{MemQueue, ms_score};
 use super::{MemoryBackend, not_found};
-use crate::contract::attempts;
-use crate::contract::history::{Entry, Finish, Finished, HistoryEvent, body_type};
-use crate::contract::leases::score_count;
+use crate::contract::history::Finish;
 use crate::contract::queues::{
     Message, MessageId, OnDuplicate, QueueAttributes, QueueOptions, QueueUpdate, Queues,
     SendMessage, SendOutcome, Sent, When, validate,
 };
-use crate::contract::settings::QueueSettings;
 use crate::{Error, JobId, Result};
 
 impl Queues for MemoryBackend {
@@ -254,24 +251,7 @@ impl Queues for MemoryBackend {
         let Some(m) = q.remove(id) else {
             return Ok(false);
         };
-        // entered in the history as deleted, as delete.lua does
-        let h = QueueSettings::decode(&q.settings)
-            .history
-            .unwrap_or_default();
-        if h.enabled {
-            let entry = Entry {
-                finished: Finished {
-                    how: Finish::Deleted,
-                    at_ms: now,
-                    by: Some("api".into()),
-                    job_type: body_type(&m.body),
-                },
-                deliveries: score_count(m.score),
-                runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
-            };
-            q.history.record(*id, now, &entry, Some(m.body), h);
-            q.history.trim(now, 1001, h);
-        }
+        q.enter_removed(*id, &m, Finish::Deleted, "api", now);
         Ok(true)
     }
 
@@ -287,17 +267,8 @@ impl Queues for MemoryBackend {
         };
         let n = ids.iter().filter(|id| q.remove(id).is_some()).count() as u64;
         // one event in the history, as delete.lua adds
-        let h = QueueSettings::decode(&q.settings)
-            .history
-            .unwrap_or_default();
-        if h.enabled && n > 0 {
-            let event = HistoryEvent {
-                at_ms: now,
-                what: "deleted".into(),
-                count: n,
-                by: Some("api".into()),
-            };
-            q.history.push_event(&event.line());
+        if n > 0 {
+            q.add_event("deleted", n, "api", now);
         }
         Ok(n)
     }

@@ -25,14 +25,7 @@ redis.call("ZREM", level[2], id)
 redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err", id .. ":a")
 local on, keep, age, args = history_setting(attrs[4], ARGV[3])
 if on then
-  local body = kept[1] or ""
-  local typ = body_type(body)
-  if args == 0 then body = "" end
-  local at = string.format("%.0f", now)
-  redis.call("ZADD", KEYS[25], at, id)
-  redis.call("HSET", KEYS[26], id, "h1 cancelled " .. at .. " " .. score_count(tonumber(s)) .. " " .. #body .. "\n"
-    .. typ .. "\n" .. ARGV[2] .. "\n" .. (kept[2] or "") .. "\n" .. body)
-  trim_history(25, 26, now, 1001, keep, age, args, false)
+  enter_history(25, 26, id, "cancelled", score_count(tonumber(s)), kept, ARGV[2], now, keep, age, args)
 end
 forget_released({id})
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end

@@ -52,21 +52,8 @@ local _, h = many("HDEL", KEYS[2], fields)
 forget_released(ids)
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
 if on and single and found and kept[1] then
-  local body = kept[1]
-  local typ = body_type(body)
-  if args == 0 then body = "" end
-  local at = string.format("%.0f", now)
-  redis.call("ZADD", KEYS[25], at, ids[1])
-  redis.call("HSET", KEYS[26], ids[1], "h1 deleted " .. at .. " " .. score_count(found) .. " " .. #body .. "\n"
-    .. typ .. "\napi\n" .. (kept[2] or "") .. "\n" .. body)
-  trim_history(25, 26, now, 1001, keep, age, args, false)
+  enter_history(25, 26, ids[1], "deleted", score_count(found), kept, "api", now, keep, age, args)
 elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV[2]) or 0) + n > 0 then
-  local total = (tonumber(ARGV[2]) or 0) + n
-  local line = string.format("%.0f deleted %.0f api", now, total)
-  local events = redis.call("HGET", KEYS[26], "~events")
-  local lines = {}
-  for l in string.gmatch(events or "", "[^\n]+") do lines[#lines + 1] = l end
-  lines[#lines + 1] = line
-  redis.call("HSET", KEYS[26], "~events", table.concat(lines, "\n", math.max(1, #lines - 99)))
+  add_history_event(26, now, "deleted", (tonumber(ARGV[2]) or 0) + n, "api")
 end
 return {n, h}

@@ -559,3 +559,28 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
   end
   return #old
 end
+
+-- Enters job `id`, just taken out of its queue with its body and records
+-- (`kept`: HMGET of <id> and <id>:a), in the history (KEYS[hz], KEYS[hh]) as
+-- finished `how` (cancelled, deleted) by `by` at `now` with `count`
+-- deliveries, as complete.lua writes entries; then trims it by count.
+local function enter_history(hz, hh, id, how, count, kept, by, now, keep, age, args)
+  local body = kept[1] or ""
+  local typ = body_type(body)
+  if args == 0 then body = "" end
+  local at = string.format("%.0f", now)
+  redis.call("ZADD", KEYS[hz], at, id)
+  redis.call("HSET", KEYS[hh], id, "h1 " .. how .. " " .. at .. " " .. count .. " " .. #body .. "\n"
+    .. typ .. "\n" .. by .. "\n" .. (kept[2] or "") .. "\n" .. body)
+  trim_history(hz, hh, now, 1001, keep, age, args, false)
+end
+
+-- Adds the event "<ms> <what> <count> <by>" to the history's field "~events"
+-- (KEYS[hh]), keeping the last 100 (MAX_EVENTS in history.rs).
+local function add_history_event(hh, now, what, count, by)
+  local lines = {}
+  for l in string.gmatch(redis.call("HGET", KEYS[hh], "~events") or "", "[^\n]+") do lines[#lines + 1] = l end
+  lines[#lines + 1] = string.format("%.0f %s %.0f ", now, what, count) .. by
+  redis.call("HSET", KEYS[hh], "~events", table.concat(lines, "\n", math.max(1, #lines - 99)))
+end
+

@@ -62,12 +62,7 @@ end
 if at > #sets then
   at = 0
   if history_setting(attrs[3], ARGV[7]) then
-    local line = string.format("%.0f purged %.0f ", now, (tonumber(ARGV[5]) or 0) + n) .. ARGV[6]
-    local events = redis.call("HGET", KEYS[25], "~events")
-    local lines = {}
-    for l in string.gmatch(events or "", "[^\n]+") do lines[#lines + 1] = l end
-    lines[#lines + 1] = line
-    redis.call("HSET", KEYS[25], "~events", table.concat(lines, "\n", math.max(1, #lines - 99)))
+    add_history_event(25, now, "purged", (tonumber(ARGV[5]) or 0) + n, ARGV[6])
   end
 end
 return {n, cut, at, cursor}
