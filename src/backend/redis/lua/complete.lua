@@ -128,7 +128,7 @@ local function ok_record(k)
   return '{"n":' .. score_count(tonumber(tokens[k])) .. ',"outcome":"ok"' .. ARGV[8] .. "}"
 end
 -- the acked and dead-lettered entries (indexes), entered in the history
-local finished = {}
+local finished, tks = {}, {}
 local scores = many("ZMSCORE", KEYS[1], ids)
 local gone, fields, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}, {}
 local acked, retried, released = 0, 0, 0
@@ -158,6 +158,7 @@ for k, id in ipairs(ids) do
       if kd == "d" and recs[k] then logged[#logged + 1] = k end
       if h_on then
         finished[#finished + 1] = k
+        tks[k] = tk
         if kd == "a" and attrs[4] and score_count(tonumber(tokens[k])) > 1 then
           -- earlier records may exist: the ack's own is added to them (else
           -- it is written straight into the history entry, below)
@@ -275,6 +276,15 @@ if #finished > 0 then
   -- each entry built in one concatenation (see Entry in history.rs)
   local zh, hh = {}, {}
   local at = string.format("%.0f", now)
+  -- numbers as text, each converted once: concatenating a number formats it
+  -- as a double, which costs more than the rest of the entry
+  local text = {}
+  local function digits(v)
+    local t = text[v]
+    if not t then t = string.format("%d", v); text[v] = t end
+    return t
+  end
+  local ok_head, dead_head = "h1 succeeded " .. at .. " ", "h1 dead " .. at .. " "
   for _, k in ipairs(finished) do
     local id, body = ids[k], bodies[k] or ""
     -- the type line stays empty while the body is kept (a reader takes the
@@ -284,19 +294,21 @@ if #finished > 0 then
       typ = body_type(body)
       body = ""
     end
-    local n = score_count(tonumber(tokens[k]))
-    local head = (kind[k] == "a" and "h1 succeeded " or "h1 dead ") .. at .. " " .. n .. " " .. #body .. "\n" .. typ .. "\n\n"
+    local n = digits(score_count(tks[k]))
+    -- "<how> <ms> <deliveries> <body bytes>\n<type>\n<by>\n", then the records
+    local head = kind[k] == "a" and ok_head or dead_head
     local s = spans[k]
     zh[#zh + 1] = at
     zh[#zh + 1] = id
     hh[#hh + 1] = id
     if logs[k] then
-      hh[#hh + 1] = head .. logs[k] .. "\n" .. body
+      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. "\n" .. typ .. "\n\n" .. logs[k] .. "\n" .. body
     elseif s then
-      hh[#hh + 1] = head .. '{"n":' .. n .. ',"start":' .. ARGV[s] .. ',"end":' .. ARGV[s + 1] .. ',"outcome":"ok"'
-        .. ARGV[8] .. "}\n" .. body
+      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. "\n" .. typ .. '\n\n{"n":' .. n .. ',"start":' .. ARGV[s]
+        .. ',"end":' .. ARGV[s + 1] .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     else
-      hh[#hh + 1] = head .. '{"n":' .. n .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
+      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. "\n" .. typ .. '\n\n{"n":' .. n .. ',"outcome":"ok"'
+        .. ARGV[8] .. "}\n" .. body
     end
   end
   many("ZADD", KEYS[8], zh)
