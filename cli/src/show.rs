@@ -176,12 +176,7 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
     }
     if !j.runs.is_empty() {
         println!("runs:");
-        for a in &j.runs {
-            println!("{}", attempt_line(a));
-            if let Some(e) = &a.error {
-                println!("      {}", e.replace('\n', "\n      "));
-            }
-        }
+        runs(&j.runs);
     }
     let body = match serde_json::from_slice::<Value>(&j.body) {
         Ok(v) => serde_json::to_string_pretty(&v)?,
@@ -189,6 +184,16 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
     };
     println!("body:\n{body}");
     Ok(())
+}
+
+/// Prints attempts, one line each, with its error (indented) below.
+pub fn runs(runs: &[Attempt]) {
+    for a in runs {
+        println!("{}", attempt_line(a));
+        if let Some(e) = &a.error {
+            println!("      {}", e.replace('\n', "\n      "));
+        }
+    }
 }
 
 /// An attempt as JSON: its stored fields, with its duration.

@@ -288,7 +288,8 @@ async fn dead(ctx: &Ctx, topic: &str, subscriber: &str, n: usize) -> Outcome {
             .iter()
             .map(|d| {
                 json!({"dead_id": d.dead_id.to_string(), "id": d.id.to_string(), "type": d.event_type, "data": d.data,
-                       "error": d.error, "deliveries": d.deliveries, "died_at_ms": d.at_ms})
+                       "error": d.error, "deliveries": d.deliveries, "died_at_ms": d.at_ms,
+                       "runs": d.runs.iter().map(show::attempt_json).collect::<Vec<_>>()})
             })
             .collect();
         return show::json(&Value::Array(v));
@@ -310,5 +311,10 @@ async fn dead(ctx: &Ctx, topic: &str, subscriber: &str, n: usize) -> Outcome {
         &["DEAD ID", "EVENT ID", "TYPE", "DELIVERIES", "DIED", "ERROR"],
         &rows,
     );
+    // each letter's attempts, oldest first
+    for d in dead.iter().filter(|d| !d.runs.is_empty()) {
+        println!("\nruns of {} (event {}):", d.dead_id, d.id);
+        show::runs(&d.runs);
+    }
     Ok(())
 }

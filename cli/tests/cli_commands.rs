@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use common::RedisServer;
 use redjob::Client;
-use redjob::backend::{Backend, DeadLetterEntry, Settle};
-use redjob::inspect::Inspect;
+use redjob::backend::{Backend, DeadLetterEntry, RunBy, Settle};
+use redjob::inspect::{AttemptOutcome, Inspect};
 use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, Queues, SendMessage};
-use redjob::topic::{EventOptions, EventSettle, Received, Start, Topics};
+use redjob::topic::{EventOptions, EventRun, EventSettle, Received, Start, Topics};
 use serde_json::{Value, json};
 
 /// What a run printed and its exit code.
@@ -1035,11 +1035,25 @@ async fn topic_dead_letters_are_requeued_and_deleted_by_id_or_all() {
         .await
         .unwrap()
         .unwrap();
+    // each with the run that failed it
+    let now = std::time::Instant::now();
+    let runs = got
+        .iter()
+        .map(|e| {
+            let error = Some("card declined".to_string());
+            EventRun::new(e.id, 1, now, now, AttemptOutcome::Error, error)
+        })
+        .collect();
     let batch = EventSettle {
         dead: got
             .into_iter()
             .map(|e| (e, "card declined".into()))
             .collect(),
+        runs,
+        by: Some(RunBy {
+            worker: "w-1".into(),
+            host: "web-3".into(),
+        }),
         ..Default::default()
     };
     b.settle_events("orders", "billing", "c1", &batch, None)
@@ -1048,9 +1062,34 @@ async fn topic_dead_letters_are_requeued_and_deleted_by_id_or_all() {
     let v = topic_json(&url, &["topic", "dead", "orders", "billing"]).await;
     let dead_id = v[2]["dead_id"].as_str().unwrap().to_string();
     assert_eq!(v[2]["data"], json!("{\"n\":1}"));
+    let run = &v[2]["runs"][0];
+    assert_eq!(
+        (
+            &run["n"],
+            &run["outcome"],
+            &run["error"],
+            &run["worker"],
+            &run["host"]
+        ),
+        (
+            &json!(1),
+            &json!("error"),
+            &json!("card declined"),
+            &json!("w-1"),
+            &json!("web-3")
+        ),
+        "{v}"
+    );
     let run = cli(&url, &["topic", "dead", "orders", "billing"]).await;
     let out = run.ok();
     assert!(out.contains("DEAD ID") && out.contains(&dead_id), "{out}");
+    // the attempts below the table, with their worker and error
+    assert!(
+        out.contains(&format!("runs of {dead_id}"))
+            && out.contains("w-1")
+            && out.contains("      card declined"),
+        "{out}"
+    );
 
     let v = topic_json(&url, &["topic", "requeue", "orders", "billing", &dead_id]).await;
     assert_eq!(v["requeued"], json!(1));

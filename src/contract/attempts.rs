@@ -161,12 +161,12 @@ impl Attempt {
     }
 
     /// The record of an attempt whose lease ran out, as the fetch writes it.
-    pub(crate) fn lease_lost(number: u32, lease_end_ms: u64) -> Self {
+    pub(crate) fn lease_lost(number: u32, lease_end_ms: Option<u64>) -> Self {
         Attempt {
             number,
             started_ms: None,
             ended_ms: None,
-            lease_end_ms: Some(lease_end_ms),
+            lease_end_ms,
             outcome: AttemptOutcome::LeaseLost,
             error: None,
             worker: None,
@@ -224,6 +224,19 @@ pub struct RunBy {
     pub host: String,
 }
 
+impl RunBy {
+    /// As JSON members to add to a record (`,"worker":"…","host":"…"`), as
+    /// the settle scripts take it.
+    pub(crate) fn members(&self) -> String {
+        let text = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+        format!(
+            ",\"worker\":{},\"host\":{}",
+            text(&self.worker),
+            text(&self.host)
+        )
+    }
+}
+
 /// How one settled delivery's run went: the attempt record's times and
 /// outcome (the error is the settle entry's).
 ///
@@ -262,14 +275,14 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_keep_the_last_ones() {
-        let a = Attempt::lease_lost(2, 1_790_000_000_000);
+        let a = Attempt::lease_lost(2, Some(1_790_000_000_000));
         assert_eq!(
             a.line(),
             r#"{"n":2,"lease_end":1790000000000,"outcome":"lease_lost"}"#
         );
         let mut log = String::new();
         for n in 1..=30 {
-            log = append(Some(&log), &Attempt::lease_lost(n, 0).line());
+            log = append(Some(&log), &Attempt::lease_lost(n, Some(0)).line());
         }
         let parsed = parse(log.as_bytes());
         assert_eq!(parsed.len(), MAX_RECORDS);

@@ -65,7 +65,7 @@ pub use context::EventContext;
 pub use subscription::Subscription;
 
 pub use crate::contract::topics::{
-    Claimed, DeadEvent, EventId, EventOptions, EventSettle, LAG_COUNTED, Received, Start,
+    Claimed, DeadEvent, EventId, EventOptions, EventRun, EventSettle, LAG_COUNTED, Received, Start,
     SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 

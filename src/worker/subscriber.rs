@@ -23,7 +23,8 @@ use super::dispatch::{give_back, slots};
 use super::execute::{SlotGuard, panic_message};
 use super::metrics::{EventMetrics, sample_subscriber};
 use super::{MAX_DELAY, Shared};
-use crate::contract::topics::{EventId, EventSettle, Received, Topics};
+use crate::contract::attempts::{AttemptOutcome, RunBy};
+use crate::contract::topics::{EventId, EventRun, EventSettle, Received, Topics};
 use crate::job::Outcome as Wants;
 use crate::topic::EventContext;
 use crate::topic::subscription::Spec;
@@ -67,11 +68,12 @@ enum Read {
 
 enum Done {
     Ack(EventId),
-    /// Claimable again after this delay.
-    Retry(EventId, Duration),
+    /// Claimable again after this delay, with the runs of this delivery.
+    Retry(EventId, Duration, Vec<EventRun>),
     /// Not run (shutdown): claimable at once, its delivery count set back to this.
     Release(EventId, u32),
-    Dead(Received, String),
+    /// Given up, with why and the runs of this delivery.
+    Dead(Received, String, Vec<EventRun>),
 }
 
 struct Names {
@@ -100,11 +102,15 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let held: Arc<Mutex<HashSet<EventId>>> = Arc::default();
     let (tx, rx) = mpsc::unbounded_channel();
     let keep_dead = shared.retention.max_count;
+    let by = RunBy {
+        worker: env.consumer.to_string(),
+        host: crate::contract::admin::host_name(),
+    };
     let acker = tokio::spawn(settle_loop(
         backend.clone(),
         names.clone(),
         rx,
-        keep_dead,
+        (keep_dead, by),
         lease,
         held.clone(),
         env.drained.clone(),
@@ -466,7 +472,7 @@ async fn handle(
     let (Some(ty), Some(data)) = (ev.event_type.as_deref(), ev.data.as_deref()) else {
         let error = "not an event: the entry has no `type` or no `data` field (UTF-8)".to_string();
         tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
-        return Done::Dead(ev, error);
+        return Done::Dead(ev, error, Vec::new());
     };
     let Some(handler) = spec.handlers.get(ty) else {
         tracing::debug!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, event.type = %ty, "no handler for this event type in this subscriber: skipped");
@@ -480,9 +486,11 @@ async fn handle(
             ev.deliveries
         );
         tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
-        return Done::Dead(ev, error);
+        return Done::Dead(ev, error, Vec::new());
     }
     let mut attempt = ev.deliveries;
+    // this delivery's runs (an ordered subscriber retries in place)
+    let mut runs = Vec::new();
     loop {
         let running = tokio::select! {
             biased;
@@ -491,6 +499,9 @@ async fn handle(
         };
         let Some(_running) = running else {
             // shutdown before it ran: not an attempt
+            if !runs.is_empty() {
+                return Done::Retry(ev.id, Duration::ZERO, runs);
+            }
             return Done::Release(ev.id, attempt.saturating_sub(1));
         };
         let span = tracing::info_span!("event", topic = %names.topic, subscriber = %names.sub,
@@ -500,37 +511,38 @@ async fn handle(
             .with_parts(shared.data.clone(), cancel.clone());
         let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
         let m = names.metrics.get(ty);
-        let began = m.map(|m| {
+        if let Some(m) = m {
             m.started.increment(1);
-            std::time::Instant::now()
-        });
+        }
+        let began = std::time::Instant::now();
         let result = async {
             let fut = match handler.start(data, ctx) {
                 Ok(f) => f,
-                Err(error) => return Err((error, Wants::Fatal)),
+                Err(error) => return Err((error, Wants::Fatal, AttemptOutcome::Error)),
             };
             let guarded = AssertUnwindSafe(fut).catch_unwind();
             let r = tokio::select! {
                 r = tokio::time::timeout(timeout, guarded) => r,
-                _ = cancel.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO))),
+                _ = cancel.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO), AttemptOutcome::Cancelled)),
             };
             let r = match r {
                 Err(_) => {
                     cancel.cancel();
-                    return Err((format!("timed out after {timeout:?}"), Wants::Retry));
+                    return Err((format!("timed out after {timeout:?}"), Wants::Retry, AttemptOutcome::Timeout));
                 }
                 Ok(Err(p)) => {
                     let msg = panic_message(&*p);
-                    return Err((format!("panicked: {msg}"), Wants::Retry));
+                    return Err((format!("panicked: {msg}"), Wants::Retry, AttemptOutcome::Panic));
                 }
                 Ok(Ok(r)) => r,
             };
-            r.map_err(|e| (e.error().to_string(), e.outcome()))
+            r.map_err(|e| (e.chain(), e.outcome(), AttemptOutcome::Error))
         }
         .instrument(span.clone())
         .await;
-        if let (Some(m), Some(began)) = (m, began) {
-            m.run.record(began.elapsed().as_secs_f64());
+        let ended = std::time::Instant::now();
+        if let Some(m) = m {
+            m.run.record(ended.duration_since(began).as_secs_f64());
         }
         let count = |c: fn(&EventMetrics) -> &metrics::Counter| {
             if let Some(m) = m {
@@ -538,27 +550,40 @@ async fn handle(
             }
         };
         let _e = span.enter();
-        let (error, wants) = match result {
+        let (error, wants, outcome) = match result {
             Ok(()) => {
                 count(|m| &m.succeeded);
                 return Done::Ack(ev.id);
             }
             Err(e) => e,
         };
+        let outcome = if abort.is_cancelled() {
+            AttemptOutcome::Cancelled
+        } else {
+            outcome
+        };
+        runs.push(EventRun::new(
+            ev.id,
+            attempt,
+            began,
+            ended,
+            outcome,
+            Some(error.clone()),
+        ));
         if abort.is_cancelled() {
             count(|m| &m.cancelled);
-            return Done::Retry(ev.id, Duration::ZERO);
+            return Done::Retry(ev.id, Duration::ZERO, runs);
         }
         let delay = match wants {
             Wants::Fatal => {
                 count(|m| &m.dead);
                 tracing::error!(%error, "event failed for good: dead-lettered");
-                return Done::Dead(ev, error);
+                return Done::Dead(ev, error, runs);
             }
             _ if attempt >= max => {
                 count(|m| &m.dead);
                 tracing::error!(%error, "event failed on its last attempt: dead-lettered");
-                return Done::Dead(ev, error);
+                return Done::Dead(ev, error, runs);
             }
             Wants::RetryAfter(d) => d,
             _ => shared.retry.delay(opts.backoff, attempt),
@@ -567,13 +592,13 @@ async fn handle(
         count(|m| &m.retried);
         tracing::warn!(%error, retry_in = ?delay, "event failed; retrying");
         if !spec.sub.ordered {
-            return Done::Retry(ev.id, delay);
+            return Done::Retry(ev.id, delay, runs);
         }
         drop(_e);
         // ordered: the next event waits for this one, held (and renewed) meanwhile
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = stop.cancelled() => return Done::Retry(ev.id, Duration::ZERO),
+            _ = stop.cancelled() => return Done::Retry(ev.id, Duration::ZERO, runs),
         }
         attempt += 1;
     }
@@ -585,7 +610,7 @@ async fn settle_loop<B: Topics>(
     backend: B,
     names: Arc<Names>,
     mut rx: mpsc::UnboundedReceiver<Done>,
-    keep_dead: Option<u64>,
+    (keep_dead, by): (Option<u64>, RunBy),
     lease: Duration,
     held: Arc<Mutex<HashSet<EventId>>>,
     finish: CancellationToken,
@@ -601,12 +626,21 @@ async fn settle_loop<B: Topics>(
             _ = finish.cancelled() => rx.try_recv().ok(),
         };
         let Some(first) = first else { return };
-        let mut batch = EventSettle::default();
+        let mut batch = EventSettle {
+            by: Some(by.clone()),
+            ..EventSettle::default()
+        };
         let add = |d: Done, batch: &mut EventSettle| match d {
             Done::Ack(id) => batch.acks.push(id),
-            Done::Retry(id, delay) => batch.retries.push((id, idle(delay), None)),
+            Done::Retry(id, delay, runs) => {
+                batch.retries.push((id, idle(delay), None));
+                batch.runs.extend(runs);
+            }
             Done::Release(id, count) => batch.retries.push((id, lease, Some(count))),
-            Done::Dead(ev, error) => batch.dead.push((ev, error)),
+            Done::Dead(ev, error, runs) => {
+                batch.dead.push((ev, error));
+                batch.runs.extend(runs);
+            }
         };
         add(first, &mut batch);
         while batch.acks.len() + batch.retries.len() + batch.dead.len() < 10_000 {

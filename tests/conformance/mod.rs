@@ -146,6 +146,22 @@ impl Env {
         }
     }
 
+    /// The Redis key of `topic` with `suffix` (`""`, `":dead:<sub>"`, …):
+    /// `ns:t:{topic}…`.
+    pub fn topic_key(&self, topic: &str, suffix: &str) -> String {
+        let (_, ns) = self.redis.as_ref().expect("a Redis env");
+        format!("{ns}:t:{{{topic}}}{suffix}")
+    }
+
+    /// The backend's time now, Unix ms.
+    pub async fn clock_ms(&self) -> u64 {
+        self.now()
+            .await
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    }
+
     async fn redis_time(&self) -> (u64, u64) {
         redis::cmd("TIME")
             .query_async(&mut self.raw().await)
@@ -254,6 +270,7 @@ macro_rules! conformance_suite {
             consumers_of_one_subscriber_share_its_events_and_each_subscriber_gets_all,
             events_of_a_dead_consumer_are_claimed_after_the_lease,
             a_failing_event_is_retried_with_backoff_then_dead_lettered_with_its_error,
+            a_dead_event_keeps_its_attempts_with_a_dead_consumers_as_lease_lost,
             dead_letters_are_requeued_for_their_subscriber_alone_or_deleted,
             retention_trims_by_length_and_age_or_refuses_when_full,
             entries_that_are_not_events_are_dead_lettered_and_other_types_skipped,

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use redjob::inspect::AttemptOutcome;
 use redjob::topic::{Event, EventId, Start, Subscription, Topics};
 use redjob::{Error, JobError, RetryPolicy, Worker};
 use serde::{Deserialize, Serialize};
@@ -391,6 +392,101 @@ pub async fn a_failing_event_is_retried_with_backoff_then_dead_lettered_with_its
     let s = c.topic("flaky").await.unwrap().unwrap().subscribers[0].clone();
     assert_eq!((s.pending, s.lag), (0, 0));
     running.stop().await;
+}
+
+pub async fn a_dead_event_keeps_its_attempts_with_a_dead_consumers_as_lease_lost(env: &Env) {
+    let c = &env.client;
+    c.subscribe("flaky", "s", Start::Beginning).await.unwrap();
+    let id = c.publish(&Flaky { n: 1 }).await.unwrap();
+    // a consumer takes it and dies: that delivery leaves no record
+    let taken = env
+        .queues()
+        .read("flaky", "s", "dead-one", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    let t0 = env.clock_ms().await;
+    // one more, which fails once and then succeeds
+    c.publish(&Flaky { n: 2 }).await.unwrap();
+    let w = worker(c.backend())
+        .subscribe("s", move |e: Flaky, ctx| async move {
+            if e.n == 2 && ctx.attempt() > 1 {
+                return Ok(());
+            }
+            Err(JobError::retry(std::io::Error::other(format!(
+                "upstream down (attempt {})",
+                ctx.attempt()
+            ))))
+        })
+        .build()
+        .unwrap();
+    let me = w.id().to_string();
+    let running = start(w);
+    let done = wait_for(Duration::from_secs(15), || async {
+        let s = c.topic("flaky").await.unwrap().unwrap().subscribers[0].clone();
+        s.dead == 1 && s.pending == 0
+    })
+    .await;
+    assert!(done, "{:?}", c.topic("flaky").await.unwrap());
+    let t1 = env.clock_ms().await;
+    running.stop().await;
+    let dead = c.dead_events("flaky", "s", 10).await.unwrap();
+    assert_eq!((dead[0].id, dead[0].deliveries), (id, 3));
+    let runs = &dead[0].runs;
+    let how: Vec<(u32, AttemptOutcome)> = runs.iter().map(|a| (a.number, a.outcome)).collect();
+    assert_eq!(
+        how,
+        [
+            (1, AttemptOutcome::LeaseLost),
+            (2, AttemptOutcome::Error),
+            (3, AttemptOutcome::Error)
+        ],
+        "{runs:?}"
+    );
+    // what is unknown of the lost one stays unknown
+    assert_eq!(
+        (
+            runs[0].started_ms,
+            runs[0].worker.as_deref(),
+            &runs[0].error
+        ),
+        (None, None, &None)
+    );
+    for a in &runs[1..] {
+        let (start, end) = (a.started_ms.unwrap(), a.ended_ms.unwrap());
+        assert!(t0 <= start && start <= end && end <= t1, "{a:?} {t0} {t1}");
+        assert_eq!(a.worker.as_deref(), Some(me.as_str()));
+        assert!(a.host.as_deref().is_some_and(|h| !h.is_empty()));
+        assert_eq!(
+            a.error.as_deref(),
+            Some(format!("upstream down (attempt {})", a.number).as_str())
+        );
+    }
+    if env.is_redis() {
+        // an acknowledgement deleted the records of the one that succeeded
+        let records: Vec<String> = redis::cmd("HKEYS")
+            .arg(env.topic_key("flaky", ":attempts:s"))
+            .query_async(&mut env.raw().await)
+            .await
+            .unwrap();
+        assert!(records.is_empty(), "{records:?}");
+    }
+    // a requeued letter starts afresh
+    assert_eq!(c.requeue_all_dead_events("flaky", "s").await.unwrap(), 1);
+    let w = worker(c.backend())
+        .subscribe("s", |_: Flaky, _| async { Ok(()) })
+        .build()
+        .unwrap();
+    let running = start(w);
+    let done = wait_for(Duration::from_secs(10), || async {
+        let s = c.topic("flaky").await.unwrap().unwrap().subscribers[0].clone();
+        s.lag == 0 && s.pending == 0
+    })
+    .await;
+    assert!(done);
+    running.stop().await;
+    assert!(c.dead_events("flaky", "s", 10).await.unwrap().is_empty());
 }
 
 pub async fn dead_letters_are_requeued_for_their_subscriber_alone_or_deleted(env: &Env) {

@@ -94,7 +94,7 @@ async fn the_job_page_shows_each_attempt() {
     assert_eq!(page.status, StatusCode::OK);
     let runs = page
         .body
-        .split(r#"<table id="runs">"#)
+        .split(r#"<table class="runs">"#)
         .nth(1)
         .expect("an attempts table");
     for want in [

@@ -7,14 +7,15 @@
 mod common;
 mod http;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::StatusCode;
 use common::RedisServer;
 use http::{get, note, post, session};
 use redjob::Client;
-use redjob::topic::{EventOptions, EventSettle, Start, Topics};
+use redjob::inspect::AttemptOutcome;
+use redjob::topic::{EventOptions, EventRun, EventSettle, Start, Topics};
 
 const XSS: &str = "<script>alert(1)</script>";
 
@@ -48,6 +49,15 @@ async fn setup() -> (RedisServer, Client) {
             (got[0].clone(), XSS.into()),
             (got[1].clone(), "card declined".into()),
         ],
+        // the declined one with the run that failed it
+        runs: vec![EventRun::new(
+            got[1].id,
+            1,
+            Instant::now(),
+            Instant::now(),
+            AttemptOutcome::Error,
+            Some("card declined".into()),
+        )],
         ..Default::default()
     };
     b.settle_events("orders", "billing", "c", &batch, None)
@@ -97,6 +107,12 @@ async fn topic_pages_render_under_a_prefix_and_escape_what_events_hold() {
     assert_eq!(dead.status, StatusCode::OK);
     assert_eq!(dead_ids(&dead.body).len(), 2, "{}", dead.body);
     assert!(dead.body.contains("card declined"));
+    // its attempts, in a table of their own
+    assert!(
+        dead.body.contains("1 attempts") && dead.body.contains(r#"<table class="runs">"#),
+        "{}",
+        dead.body
+    );
     assert!(!dead.body.contains(XSS), "unescaped: {}", dead.body);
     assert!(dead.body.contains("&lt;script&gt;"));
     let confirm = get(&app, "/jobs/topics/orders/billing/dead/confirm?do=requeue").await;

@@ -105,7 +105,7 @@ impl Backend for MemoryBackend {
             let token = Token::new(until, count).at_priority(*priority);
             // a lease that ran out: that attempt was lost (see fetch.lua)
             let lost = is_lease(*score)
-                .then(|| Attempt::lease_lost(score_count(*score), score / 1000).line());
+                .then(|| Attempt::lease_lost(score_count(*score), Some(score / 1000)).line());
             jobs.push(Delivery {
                 id: *id,
                 body: m.body.clone(),

@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use crate::backend::memory::MemoryBackend;
+use crate::contract::attempts::{Attempt, MAX_RECORDS};
 use crate::contract::topics::{
     Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, SubscriberInfo,
     TopicInfo, Topics, WhenFull,
@@ -61,6 +62,16 @@ struct Pending {
     consumer: String,
     delivered_ms: u64,
     deliveries: u32,
+    /// Its attempt records so far (the last MAX_RECORDS).
+    runs: Vec<Attempt>,
+}
+
+impl Pending {
+    fn record(&mut self, a: Attempt) {
+        self.runs.push(a);
+        let over = self.runs.len().saturating_sub(MAX_RECORDS);
+        self.runs.drain(..over);
+    }
 }
 
 impl MemTopic {
@@ -246,6 +257,7 @@ impl Topics for MemoryBackend {
                             consumer: consumer.to_string(),
                             delivered_ms: now,
                             deliveries: 1,
+                            runs: Vec::new(),
                         },
                     );
                 }
@@ -293,6 +305,11 @@ impl Topics for MemoryBackend {
                 if now.saturating_sub(p.delivered_ms) < min_idle {
                     continue;
                 }
+                // a delivery that ended with no record: its consumer died
+                // (see topic_claim.lua)
+                if p.deliveries > p.runs.last().map_or(0, |a| a.number) {
+                    p.record(Attempt::lease_lost(p.deliveries, None));
+                }
                 p.consumer = consumer.to_string();
                 p.delivered_ms = now;
                 p.deliveries = p.deliveries.saturating_add(1);
@@ -333,10 +350,16 @@ impl Topics for MemoryBackend {
         batch: &EventSettle,
         keep_dead: Option<u64>,
     ) -> Result<()> {
+        let at = Instant::now();
         self.with_group(topic, subscriber, |t, now| {
             let g = group(t, subscriber);
             for id in &batch.acks {
                 g.pending.remove(id);
+            }
+            let mut runs: HashMap<EventId, Vec<Attempt>> = HashMap::new();
+            for r in &batch.runs {
+                let a = r.attempt(at, now, batch.by.as_ref());
+                runs.entry(r.id).or_default().push(a);
             }
             for (id, idle, count) in &batch.retries {
                 if let Some(p) = g.pending.get_mut(id).filter(|p| p.consumer == consumer) {
@@ -345,10 +368,16 @@ impl Topics for MemoryBackend {
                     if let Some(n) = count {
                         p.deliveries = *n;
                     }
+                    for a in runs.remove(id).unwrap_or_default() {
+                        p.record(a);
+                    }
                 }
             }
             for (e, error) in &batch.dead {
-                if g.pending.remove(&e.id).is_some() {
+                if let Some(mut p) = g.pending.remove(&e.id) {
+                    for a in runs.remove(&e.id).unwrap_or_default() {
+                        p.record(a);
+                    }
                     g.last_dead = next_id(g.last_dead, now);
                     g.dead.push_back(DeadEvent {
                         dead_id: g.last_dead,
@@ -358,6 +387,7 @@ impl Topics for MemoryBackend {
                         error: error.clone(),
                         deliveries: e.deliveries,
                         at_ms: now,
+                        runs: p.runs,
                     });
                     if let Some(keep) = keep_dead {
                         while g.dead.len() as u64 > keep {

@@ -146,6 +146,13 @@ impl TopicKeys {
         format!("{}:dead:{subscriber}", self.stream)
     }
 
+    /// `ns:t:{topic}:attempts:<subscriber>`: a hash of the attempt records of
+    /// the subscriber's events that failed and wait for a retry (see
+    /// topic_settle.lua).
+    pub fn attempts(&self, subscriber: &str) -> String {
+        format!("{}:attempts:{subscriber}", self.stream)
+    }
+
     /// `ns:t:{topic}:owner:<subscriber>`: the consumer that owns an ordered
     /// subscriber, expiring with its lease.
     pub fn owner(&self, subscriber: &str) -> String {
@@ -260,6 +267,7 @@ mod tests {
         let t = ns.topic("orders");
         assert_eq!(t.stream, "rsmq:t:{orders}");
         assert_eq!(t.dead("billing"), "rsmq:t:{orders}:dead:billing");
+        assert_eq!(t.attempts("billing"), "rsmq:t:{orders}:attempts:billing");
         assert_eq!(t.owner("billing"), "rsmq:t:{orders}:owner:billing");
         assert_eq!(ns.topic_pattern(), "rsmq:t:{*}");
         assert_eq!(ns.topic_of(&t.stream), Some("orders"));
@@ -341,7 +349,12 @@ mod tests {
                 "{name}: {keys:?}"
             );
             let t = ns.topic(name);
-            let topic = [t.stream.clone(), t.dead("sub"), t.owner("sub")];
+            let topic = [
+                t.stream.clone(),
+                t.dead("sub"),
+                t.owner("sub"),
+                t.attempts("sub"),
+            ];
             assert!(topic.iter().all(|key| slot(key) == slot(&t.stream)));
         }
         let [w, info] = ns.workers();

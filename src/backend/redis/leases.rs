@@ -5,7 +5,7 @@ use super::replies;
 use super::scripts::{self, eval, run};
 use super::{RedisBackend, info_replies, version_key};
 use crate::contract::admin::{Tick, Ticked};
-use crate::contract::attempts::{Attempt, bound_error};
+use crate::contract::attempts::{Attempt, RunBy, bound_error};
 use crate::contract::backend::Backend;
 use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
 use crate::contract::queues::{QueueOptions, SendMessage, Sent};
@@ -363,7 +363,7 @@ impl Backend for RedisBackend {
                     .arg(keep)
                     .arg(max_age)
                     .arg(&k.realtime)
-                    .arg(by_members(part.by.as_ref()))
+                    .arg(part.by.as_ref().map_or(String::new(), RunBy::members))
                     .arg(part.history.encode());
                 let runs = part.runs();
                 // the run-time codes: the types named once, each entry's
@@ -503,18 +503,6 @@ impl Backend for RedisBackend {
         let on = (!self.ns.is_cluster()).then(|| (self.ns.handoff(worker), handed));
         self.listen_on(queues, on, wake, subscribed, stop).await
     }
-}
-
-/// Who ran a settle's attempts as JSON members to add to a record
-/// (`,"worker":"…","host":"…"`; complete.lua's ARGV[8]), or "".
-fn by_members(by: Option<&crate::contract::attempts::RunBy>) -> String {
-    let Some(by) = by else { return String::new() };
-    let text = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
-    format!(
-        ",\"worker\":{},\"host\":{}",
-        text(&by.worker),
-        text(&by.host)
-    )
 }
 
 /// A settle's run-time codes for complete.lua: the job types it names, and

@@ -8,6 +8,7 @@ use redis::Value;
 use crate::backend::redis::RedisBackend;
 use crate::backend::redis::connection::Connection;
 use crate::backend::redis::scripts::{self, Reply, eval, run};
+use crate::contract::attempts::RunBy;
 use crate::contract::topics::{
     Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, SubscriberInfo,
     TopicInfo, Topics, WhenFull,
@@ -226,6 +227,7 @@ impl Topics for RedisBackend {
         let (_, gone): ((), i64) = redis::pipe()
             .cmd("UNLINK")
             .arg(k.dead(subscriber))
+            .arg(k.attempts(subscriber))
             .cmd("XGROUP")
             .arg("DESTROY")
             .arg(&k.stream)
@@ -241,6 +243,7 @@ impl Topics for RedisBackend {
         let k = ns.topic(topic);
         let mut keys = vec![k.stream.clone()];
         keys.extend(groups.iter().map(|g| k.dead(g)));
+        keys.extend(groups.iter().map(|g| k.attempts(g)));
         // UNLINK: a large stream is freed in the background, not by blocking Redis
         let n: i64 = redis::cmd("UNLINK")
             .arg(&keys)
@@ -298,7 +301,7 @@ impl Topics for RedisBackend {
     ) -> Result<Option<Claimed>> {
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
-        let mut cmd = eval(&scripts::TOPIC_CLAIM, &[&k.stream]);
+        let mut cmd = eval(&scripts::TOPIC_CLAIM, &[&k.stream, &k.attempts(subscriber)]);
         cmd.arg(subscriber)
             .arg(consumer)
             .arg(crate::contract::backend::clamped_ms(min_idle))
@@ -369,7 +372,10 @@ impl Topics for RedisBackend {
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
         let dead = k.dead(subscriber);
-        let mut cmd = eval(&scripts::TOPIC_SETTLE, &[&k.stream, &dead]);
+        let mut cmd = eval(
+            &scripts::TOPIC_SETTLE,
+            &[&k.stream, &dead, &k.attempts(subscriber)],
+        );
         cmd.arg(subscriber)
             .arg(consumer)
             .arg(keep_dead.map_or(String::new(), |n| n.to_string()));
@@ -390,6 +396,25 @@ impl Topics for RedisBackend {
                 .arg(e.data.as_deref().unwrap_or(""))
                 .arg(error)
                 .arg(e.deliveries);
+        }
+        cmd.arg(batch.by.as_ref().map_or(String::new(), RunBy::members))
+            .arg(batch.runs.len());
+        let now = std::time::Instant::now();
+        for r in &batch.runs {
+            let ago = |t: std::time::Instant| now.saturating_duration_since(t).as_millis() as u64;
+            // the record from the outcome on: the script puts the times before it
+            let mut a = r.attempt(now, 0, None);
+            (a.started_ms, a.ended_ms) = (None, None);
+            let line = a.line();
+            let tail = line
+                .strip_prefix(&format!("{{\"n\":{}", r.number))
+                .and_then(|t| t.strip_suffix('}'))
+                .unwrap_or(",\"outcome\":\"unknown\"");
+            cmd.arg(r.id.to_string())
+                .arg(r.number)
+                .arg(ago(r.started))
+                .arg(ago(r.ended))
+                .arg(tail);
         }
         run(&mut con, &scripts::TOPIC_SETTLE, &cmd).await?;
         Ok(())
@@ -544,6 +569,7 @@ impl Topics for RedisBackend {
                         b"data" => d.data = v,
                         b"error" => d.error = v,
                         b"deliveries" => d.deliveries = v.parse().unwrap_or(0),
+                        b"attempts" => d.runs = crate::contract::attempts::parse(v.as_bytes()),
                         _ => {}
                     }
                 }

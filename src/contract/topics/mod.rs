@@ -1,11 +1,12 @@
 //! [`Topics`]: what a backend does for topics, in a few batched operations.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod types;
 
 use crate::Result;
+use crate::contract::attempts::{Attempt, AttemptOutcome, RunBy};
 pub(crate) use types::name as check_name;
 pub use types::{
     DeadEvent, EventId, EventOptions, LAG_COUNTED, Start, SubscriberInfo, TopicInfo, WhenFull,
@@ -69,6 +70,79 @@ pub struct EventSettle {
     pub retries: Vec<(EventId, Duration, Option<u32>)>,
     /// Given up: moved to the subscriber's dead letters with the reason.
     pub dead: Vec<(Received, String)>,
+    /// The runs that ended in a retry or a dead letter, oldest first: each is
+    /// added to its event's attempt records (the last
+    /// [`MAX_RECORDS`](crate::inspect::MAX_RECORDS)), which a dead letter keeps
+    /// ([`DeadEvent::runs`]) and an acknowledgement deletes. A run of an event
+    /// the call does not settle (it passed to another consumer) is skipped.
+    pub runs: Vec<EventRun>,
+    /// Who ran them.
+    pub by: Option<RunBy>,
+}
+
+/// One run of an event, as a settle records it ([`EventSettle::runs`]). Its
+/// start and end are instants of the worker's clock: the backend turns them
+/// into its own time when the call is made.
+///
+/// ```
+/// use std::time::Instant;
+/// use redjob::inspect::AttemptOutcome;
+/// use redjob::topic::{EventId, EventRun};
+///
+/// let now = Instant::now();
+/// let run = EventRun::new(EventId::new(1, 0), 2, now, now, AttemptOutcome::Timeout, Some("timed out".into()));
+/// assert_eq!(run.number, 2);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EventRun {
+    /// The event.
+    pub id: EventId,
+    /// The attempt's number: its delivery count (an ordered subscriber's
+    /// retries in place count on from there).
+    pub number: u32,
+    /// When the handler started.
+    pub started: Instant,
+    /// When it ended.
+    pub ended: Instant,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+    /// Its error, if any (the backend bounds it to
+    /// [`MAX_ERROR`](crate::inspect::MAX_ERROR) bytes).
+    pub error: Option<String>,
+}
+
+impl EventRun {
+    /// A run of event `id`, attempt `number`, from `started` to `ended`.
+    pub fn new(
+        id: EventId,
+        number: u32,
+        started: Instant,
+        ended: Instant,
+        outcome: AttemptOutcome,
+        error: Option<String>,
+    ) -> Self {
+        EventRun {
+            id,
+            number,
+            started,
+            ended,
+            outcome,
+            error,
+        }
+    }
+
+    /// Its attempt record at `now_ms` (backend time, Unix ms, taken when
+    /// `now` was), by `by`.
+    pub(crate) fn attempt(&self, now: Instant, now_ms: u64, by: Option<&RunBy>) -> Attempt {
+        let ms =
+            |t: Instant| now_ms.saturating_sub(now.saturating_duration_since(t).as_millis() as u64);
+        let mut a = Attempt::settled(self.number, None, self.error.as_deref(), by);
+        a.outcome = self.outcome;
+        a.started_ms = Some(ms(self.started));
+        a.ended_ms = Some(ms(self.ended));
+        a
+    }
 }
 
 impl EventSettle {

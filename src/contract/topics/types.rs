@@ -328,6 +328,11 @@ pub struct DeadEvent {
     pub deliveries: u32,
     /// When (Unix ms).
     pub at_ms: u64,
+    /// Its attempts, oldest first (the last
+    /// [`MAX_RECORDS`](crate::inspect::MAX_RECORDS)): each run's times,
+    /// outcome, error and worker, and a delivery whose consumer died as
+    /// `lease_lost` (recorded by the claim that took it over).
+    pub runs: Vec<crate::contract::attempts::Attempt>,
 }
 
 /// Checks a topic or subscriber name: 1 to 160 of `A-Z a-z 0-9 _ -`.

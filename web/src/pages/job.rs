@@ -3,9 +3,9 @@
 
 use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Redirect, Response};
-use maud::html;
+use maud::{Markup, html};
 use redjob::backend::Backend;
-use redjob::inspect::{Inspect, JobState};
+use redjob::inspect::{Attempt, Inspect, JobState};
 use redjob::ops::Admin;
 
 use crate::Ctx;
@@ -92,33 +92,7 @@ pub(crate) async fn page(
             }
             @if !job.runs.is_empty() {
                 h2 { "Attempts" }
-                table #runs {
-                    thead { tr { th { "#" } th { "Outcome" } th { "Started" } th { "Took" } th { "Worker" } th { "Error" } } }
-                    tbody {
-                        @for a in &job.runs {
-                            tr {
-                                td { (a.number) }
-                                td { span.badge class=[a.outcome.failed().then_some("dead")] { (a.outcome.as_str()) } }
-                                td {
-                                    @match (a.started_ms, a.lease_end_ms) {
-                                        (Some(s), _) => { (when(s)) }
-                                        (None, Some(l)) => { "unknown (lease ran out " (when(l)) ")" }
-                                        _ => { "unknown" }
-                                    }
-                                }
-                                td { @match a.duration() { Some(d) => { (span(d.as_millis() as u64)) }, None => { "unknown" } } }
-                                td {
-                                    @match (&a.worker, &a.host) {
-                                        (Some(w), Some(h)) => { code { (w) } " on " (h) }
-                                        (Some(w), None) => { code { (w) } }
-                                        _ => { "unknown" }
-                                    }
-                                }
-                                td { @if let Some(e) = &a.error { pre.error { (e) } } }
-                            }
-                        }
-                    }
-                }
+                (attempts(&job.runs))
             }
         }
         h2 { "Arguments" }
@@ -145,5 +119,39 @@ pub(crate) async fn find(ctx: Ctx, Query(q): Query<FindQuery>) -> WebResult<Resp
         None => Err(WebError::NotFound(format!(
             "no job {id} in any queue: it finished, was deleted, or never was"
         ))),
+    }
+}
+
+/// A job's or an event's attempts as a table: number, outcome, start, how
+/// long, worker and error, what is not known said so.
+pub(crate) fn attempts(runs: &[Attempt]) -> Markup {
+    html! {
+        table.runs {
+            thead { tr { th { "#" } th { "Outcome" } th { "Started" } th { "Took" } th { "Worker" } th { "Error" } } }
+            tbody {
+                @for a in runs {
+                    tr {
+                        td { (a.number) }
+                        td { span.badge class=[a.outcome.failed().then_some("dead")] { (a.outcome.as_str()) } }
+                        td {
+                            @match (a.started_ms, a.lease_end_ms) {
+                                (Some(s), _) => { (when(s)) }
+                                (None, Some(l)) => { "unknown (lease ran out " (when(l)) ")" }
+                                _ => { "unknown" }
+                            }
+                        }
+                        td { @match a.duration() { Some(d) => { (span(d.as_millis() as u64)) }, None => { "unknown" } } }
+                        td {
+                            @match (&a.worker, &a.host) {
+                                (Some(w), Some(h)) => { code { (w) } " on " (h) }
+                                (Some(w), None) => { code { (w) } }
+                                _ => { "unknown" }
+                            }
+                        }
+                        td { @if let Some(e) = &a.error { pre.error { (e) } } }
+                    }
+                }
+            }
+        }
     }
 }

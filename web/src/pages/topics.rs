@@ -194,7 +194,16 @@ pub(crate) async fn dead(
                                 td.args { (shorten(&d.data, 100)) }
                                 td.num { (d.deliveries) }
                                 td title=(when(d.at_ms)) { (relative(now, d.at_ms)) }
-                                td.error title=(d.error) { (shorten(&d.error, 80)) }
+                                td.error {
+                                    @if d.runs.is_empty() {
+                                        span title=(d.error) { (shorten(&d.error, 80)) }
+                                    } @else {
+                                        details {
+                                            summary title=(d.error) { (shorten(&d.error, 80)) " · " (d.runs.len()) " attempts" }
+                                            (super::job::attempts(&d.runs))
+                                        }
+                                    }
+                                }
                             }
                         }
                         @if dead.is_empty() {

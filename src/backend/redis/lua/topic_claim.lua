@@ -3,6 +3,9 @@
 -- (this delivery included). Events trimmed from the topic meanwhile leave the
 -- pending list.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
+-- KEYS[2]  the subscriber's attempt records (ns:t:{topic}:attempts:<subscriber>,
+--          see topic_settle.lua): an event whose last delivery left no record
+--          (its consumer died with it) gets a `lease_lost` one for it
 -- ARGV[1]  the subscriber, ARGV[2] this consumer
 -- ARGV[3]  the least idle time, ms
 -- ARGV[4]  the most events
@@ -17,9 +20,16 @@ if r.err then
   return redis.error_reply(r.err)
 end
 local out = {0, r[1]}
+-- the events delivered before, and how often
+local again, counts = {}, {}
 for _, e in ipairs(r[2]) do
   local id, fields = e[1], e[2]
   local p = redis.call("XPENDING", key, group, id, id, 1)
+  local d = p[1] and tonumber(p[1][4]) or 1
+  if d > 1 then
+    again[#again + 1] = id
+    counts[#again] = d
+  end
   local typ, data, to = false, false, false
   if type(fields) == "table" then
     for i = 1, #fields, 2 do
@@ -29,9 +39,21 @@ for _, e in ipairs(r[2]) do
     end
   end
   out[#out + 1] = id
-  out[#out + 1] = p[1] and p[1][4] or 1
+  out[#out + 1] = d
   out[#out + 1] = typ
   out[#out + 1] = data
   out[#out + 1] = to
+end
+if #again > 0 then
+  local logs = redis.call("EXISTS", KEYS[2]) == 1 and many("HMGET", KEYS[2], again) or {}
+  local set = {}
+  for j, id in ipairs(again) do
+    local last = tonumber(string.match(string.match(logs[j] or "", "[^\n]*$"), '^{"n":(%d+)') or 0)
+    if last < counts[j] - 1 then
+      set[#set + 1] = id
+      set[#set + 1] = append_attempt(logs[j] or nil, '{"n":' .. (counts[j] - 1) .. ',"outcome":"lease_lost"}')
+    end
+  end
+  if #set > 0 then many("HSET", KEYS[2], set) end
 end
 return out

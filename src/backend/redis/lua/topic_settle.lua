@@ -3,15 +3,49 @@
 -- over, and moves the given-up ones to the subscriber's dead letters.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- KEYS[2]  the subscriber's dead letters (ns:t:{topic}:dead:<subscriber>)
+-- KEYS[3]  the subscriber's attempt records (ns:t:{topic}:attempts:<subscriber>):
+--          a hash of event id to its records so far, one JSON object per line
+--          (the last MAX_RECORDS, see attempts.rs)
 -- ARGV[1]  the subscriber, ARGV[2] this consumer
 -- ARGV[3]  the most dead letters to keep ("" for no limit)
 -- ARGV[4]  n, then n ids to acknowledge
 -- then     m, then m triples: id, idle time to set (ms), delivery count to
 --          set ("" to keep it: a release of an event that did not run sets it back)
 -- then     k, then k 5-tuples: id, type, data, error, deliveries
+-- then     who ran them, as JSON members to add to each record
+--          (`,"worker":"…","host":"…"`), or ""
+-- then     r, then r 5-tuples: id, attempt number, how long before now it
+--          started and ended (ms), and the rest of its record from the
+--          outcome on, without the closing brace (`,"outcome":"error","error":"…"`):
+--          runs that ended in a retry or a dead letter, oldest first. A
+--          retry's are added to its records; a dead letter takes its records
+--          with it (its field "attempts"); an acknowledgement deletes them
 -- Returns {acknowledged, retries set, dead-lettered}
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local keep = tonumber(ARGV[3])
+-- the runs' records by event id, in order
+local runs = {}
+do
+  local j = 5 + tonumber(ARGV[4])
+  j = j + 1 + 3 * tonumber(ARGV[j])
+  j = j + 1 + 5 * tonumber(ARGV[j])
+  local by = ARGV[j]
+  local r = tonumber(ARGV[j + 1])
+  local now = r > 0 and clock() or 0
+  for x = j + 2, j + 1 + 5 * r, 5 do
+    local lines = runs[ARGV[x]] or {}
+    lines[#lines + 1] = '{"n":' .. ARGV[x + 1] .. ',"start":' .. string.format("%.0f", now - tonumber(ARGV[x + 2]))
+      .. ',"end":' .. string.format("%.0f", now - tonumber(ARGV[x + 3])) .. ARGV[x + 4] .. by .. "}"
+    runs[ARGV[x]] = lines
+  end
+end
+local kept = redis.call("EXISTS", KEYS[3]) == 1
+-- event `id`'s records with its runs in this call added
+local function records(id)
+  local log = kept and redis.call("HGET", KEYS[3], id) or nil
+  for _, l in ipairs(runs[id] or {}) do log = append_attempt(log, l) end
+  return log
+end
 local i = 4
 local n = tonumber(ARGV[i])
 local acks = {}
@@ -22,6 +56,7 @@ if #acks > 0 then
   for c = 1, #acks, 4000 do
     acked = acked + redis.call("XACK", key, group, unpack(acks, c, math.min(c + 3999, #acks)))
   end
+  if kept then many("HDEL", KEYS[3], acks) end
 end
 local m = tonumber(ARGV[i])
 local retried = 0
@@ -35,6 +70,10 @@ for j = i + 1, i + 3 * m, 3 do
         "RETRYCOUNT", ARGV[j + 2], "JUSTID")
     end
     retried = retried + 1
+    if runs[ARGV[j]] then
+      redis.call("HSET", KEYS[3], ARGV[j], records(ARGV[j]))
+      kept = true
+    end
   end
 end
 i = i + 3 * m + 1
@@ -43,13 +82,19 @@ local buried = 0
 for j = i + 1, i + 5 * k, 5 do
   local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
   if not p.err and p[1] then
-    if keep then
-      redis.call("XADD", dead, "MAXLEN", "~", keep, "*", "id", ARGV[j], "type", ARGV[j + 1],
-        "data", ARGV[j + 2], "error", ARGV[j + 3], "deliveries", ARGV[j + 4])
-    else
-      redis.call("XADD", dead, "*", "id", ARGV[j], "type", ARGV[j + 1],
-        "data", ARGV[j + 2], "error", ARGV[j + 3], "deliveries", ARGV[j + 4])
+    local fields = {"id", ARGV[j], "type", ARGV[j + 1], "data", ARGV[j + 2], "error", ARGV[j + 3],
+      "deliveries", ARGV[j + 4]}
+    local log = records(ARGV[j])
+    if log then
+      fields[#fields + 1] = "attempts"
+      fields[#fields + 1] = log
     end
+    if keep then
+      redis.call("XADD", dead, "MAXLEN", "~", keep, "*", unpack(fields))
+    else
+      redis.call("XADD", dead, "*", unpack(fields))
+    end
+    if kept then redis.call("HDEL", KEYS[3], ARGV[j]) end
     redis.call("XACK", key, group, ARGV[j])
     buried = buried + 1
   end
