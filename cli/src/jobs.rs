@@ -175,7 +175,7 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
             )
         }
         JobsCommand::Cancel { queue, id } => {
-            let text = match c.cancel_by(&queue, &id, &crate::actor()).await? {
+            let text = match c.cancel(&queue, &id).await? {
                 Cancelled::Removed => "removed",
                 Cancelled::Cancelling => "cancelling: its worker stops it at its next renewal",
                 _ => {
@@ -251,7 +251,12 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
                     let by =
                         e.by.as_deref()
                             .map_or(String::new(), |b| format!(" by {b}"));
-                    println!("  {} {} {} jobs{by}", show::when(e.at_ms), e.what, e.count);
+                    // a queue's own operations (paused, settings) take no jobs
+                    let jobs = match e.count {
+                        0 => String::new(),
+                        n => format!(" {n} jobs"),
+                    };
+                    println!("  {} {}{jobs}{by}", show::when(e.at_ms), e.what);
                 }
             }
             Ok(())

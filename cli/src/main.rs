@@ -150,7 +150,8 @@ async fn run(cli: Cli) -> Outcome {
         namespace: cli.namespace.clone(),
         ..ClientConfig::from_url(cli.url.clone())
     };
-    let client = Client::from_config(cfg).await?;
+    // every action names who took it in the queues' history
+    let client = Client::from_config(cfg).await?.acting_as(&actor());
     let ctx = Ctx {
         client,
         json: cli.json,

@@ -281,7 +281,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
             let n = c.counts(&queue).await?;
             let waiting = n.ready + n.scheduled + n.in_flight;
             show::confirm(yes, &format!("delete the {waiting} jobs of {queue:?}"))?;
-            let n = c.purge_queue_by(&queue, &crate::actor()).await?;
+            let n = c.purge_queue(&queue).await?;
             done(
                 ctx,
                 json!({ "queue": queue, "deleted": n }),

@@ -220,6 +220,14 @@ async fn jobs_show_says_when_a_job_was_cancelled_and_from_where() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["events"][0]["what"], "purged");
     assert_eq!(v["events"][0]["count"], 1);
+    // so is a pause, as every other action the CLI takes
+    let (code, out) = cli(&url, &["queue", "pause", "mail"]).await;
+    assert_eq!(code, 0, "{out}");
+    let (_, text) = cli(&url, &["jobs", "history", "mail"]).await;
+    assert!(
+        text.lines().any(|l| l.ends_with(" paused by cli alice")),
+        "{text}"
+    );
     // the API's own cancel says so
     let other = client
         .enqueue_in(&Flaky {}, Duration::from_secs(3600))

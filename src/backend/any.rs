@@ -30,6 +30,15 @@ pub enum AnyBackend {
 }
 
 impl AnyBackend {
+    /// This backend, recording its actions in the queues' history as `by`
+    /// (see [`Inspect::actor`]).
+    pub fn acting_as(self, by: &str) -> Self {
+        match self {
+            AnyBackend::Redis(r) => AnyBackend::Redis(Box::new(r.acting_as(by))),
+            AnyBackend::Memory(m) => AnyBackend::Memory(m.acting_as(by)),
+        }
+    }
+
     /// The Redis backend, if that is what this is.
     pub fn as_redis(&self) -> Option<&RedisBackend> {
         match self {

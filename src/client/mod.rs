@@ -109,6 +109,26 @@ impl Client {
         self
     }
 
+    /// This client, recording its actions in the queues' history as `by`:
+    /// the source and the actor's name (`cli alice`, `dashboard`; `api`
+    /// unless set). Cancels, deletes, purges, dead-letter requeues and
+    /// deletes, runs now, retries, pauses, resumes and settings changes name
+    /// it ([`Inspect::history_events`](crate::inspect::Inspect::history_events),
+    /// [`Finished::by`](crate::inspect::Finished::by)).
+    ///
+    /// ```
+    /// use redjob::Client;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::inspect::Inspect;
+    ///
+    /// let ops = Client::memory(MemoryBackend::new()).acting_as("cron nightly-cleanup");
+    /// assert_eq!(ops.actor(), "cron nightly-cleanup");
+    /// ```
+    pub fn acting_as(mut self, by: &str) -> Self {
+        self.backend = self.backend.acting_as(by);
+        self
+    }
+
     /// The backend: pass it to [`Worker::builder`](crate::Worker::builder).
     pub fn backend(&self) -> AnyBackend {
         self.backend.clone()

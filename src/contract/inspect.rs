@@ -297,10 +297,30 @@ pub trait Inspect: Sync {
 
     /// Cancels a job: removes it whether it waits or runs, frees its unique key,
     /// and says which it was (see [`Cancelled`]). Dead letters are not touched.
-    /// The queue's history keeps it as cancelled, by `api`
-    /// ([`cancel_by`](Inspect::cancel_by) names who).
+    /// The queue's history keeps it as cancelled, by this handle's
+    /// [`actor`](Inspect::actor) ([`cancel_by`](Inspect::cancel_by) names who).
     fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send {
-        self.cancel_by(queue, id, "api")
+        self.cancel_by(queue, id, self.actor())
+    }
+
+    /// Who this handle's actions are recorded as in the queues' history (a
+    /// cancel, a delete, a purge, a dead-letter requeue or delete, a run now,
+    /// a retry, a pause, a settings change; see
+    /// [`history_events`](Inspect::history_events)): the source and the
+    /// actor's name, `api` unless set ([`Client::acting_as`](crate::Client::acting_as));
+    /// the CLI acts as `cli <user>`, the dashboard as `dashboard`.
+    ///
+    /// ```
+    /// use redjob::Client;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::inspect::Inspect;
+    ///
+    /// let c = Client::memory(MemoryBackend::new());
+    /// assert_eq!(c.actor(), "api");
+    /// assert_eq!(c.acting_as("cli alice").actor(), "cli alice");
+    /// ```
+    fn actor(&self) -> &str {
+        "api"
     }
 
     /// [`cancel`](Inspect::cancel), recording who in the history entry: the
@@ -501,6 +521,7 @@ macro_rules! inspect_methods {
             async fn cancel(queue: &str, id: &$crate::JobId) -> $crate::Result<$crate::contract::inspect::Cancelled>;
             async fn cancel_by(queue: &str, id: &$crate::JobId, by: &str) -> $crate::Result<$crate::contract::inspect::Cancelled>;
             async fn history_events(queue: &str) -> $crate::Result<Vec<$crate::contract::history::HistoryEvent>>;
+            fn actor() -> &str;
         }
     };
 }

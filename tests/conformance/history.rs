@@ -479,3 +479,101 @@ pub async fn a_deleted_job_is_kept_and_a_bulk_delete_is_one_event(env: &Env) {
     assert_eq!(Queues::delete_batch(&q, "d", &ids).await.unwrap(), 0);
     assert_eq!(q.history_events("d").await.unwrap().len(), 1);
 }
+
+pub async fn every_action_names_who_took_it_in_the_history(env: &Env) {
+    let q = env.client.backend().acting_as("ops bob");
+    assert_eq!(q.actor(), "ops bob");
+    q.create_queue("w", QueueOptions::default()).await.unwrap();
+    // a delete by id: the entry names who
+    let one = Queues::send(&q, "w", SendMessage::new(mail(1)))
+        .await
+        .unwrap();
+    assert!(Queues::delete(&q, "w", &one).await.unwrap());
+    let f = q.job("w", &one).await.unwrap().unwrap().finished.unwrap();
+    assert_eq!((f.how, f.by.as_deref()), (Finish::Deleted, Some("ops bob")));
+    // a cancel and a purge by this handle
+    let two = Queues::send(&q, "w", SendMessage::new(mail(2)))
+        .await
+        .unwrap();
+    q.cancel("w", &two).await.unwrap();
+    let f = q.job("w", &two).await.unwrap().unwrap().finished.unwrap();
+    assert_eq!(f.by.as_deref(), Some("ops bob"));
+    // the queue's operations, each one event
+    q.pause("w").await.unwrap();
+    q.resume("w").await.unwrap();
+    q.set_settings("w", &QueueSettings::history(History::default()))
+        .await
+        .unwrap();
+    let later = Queues::send(&q, "w", SendMessage::new(mail(3)).delay(LONG))
+        .await
+        .unwrap();
+    assert_eq!(
+        q.run_now("w", &later).await.unwrap(),
+        Some(JobState::Scheduled)
+    );
+    // a run now of a job that is due already does nothing and records nothing
+    assert_eq!(q.run_now("w", &later).await.unwrap(), Some(JobState::Ready));
+    let retried = q.retry_finished("w", &one).await.unwrap();
+    q.purge_queue("w").await.unwrap();
+    let dead = super::ops::kill(
+        env,
+        "w",
+        &[("A", "x"), ("A", "y"), ("B", "z")],
+        0,
+        Default::default(),
+    )
+    .await;
+    assert_eq!(
+        q.requeue_dead("w", &dead[..1], redjob::ops::Spread::NOW)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(q.delete_dead("w", &dead[1..2]).await.unwrap(), 1);
+    // none of these: no event
+    assert_eq!(q.delete_dead("w", &dead[1..2]).await.unwrap(), 0);
+    assert_eq!(q.purge_dead("w").await.unwrap(), 1);
+    q.add_event("w", "migrated", 12).await.unwrap();
+    assert!(matches!(
+        q.add_event("w", "two words", 1).await,
+        Err(redjob::Error::InvalidValue { .. })
+    ));
+    let events = q.history_events("w").await.unwrap();
+    let seen: Vec<(&str, u64, Option<&str>)> = events
+        .iter()
+        .rev()
+        .map(|e| (e.what.as_str(), e.count, e.by.as_deref()))
+        .collect();
+    let bob = Some("ops bob");
+    assert_eq!(
+        seen,
+        [
+            ("paused", 0, bob),
+            ("resumed", 0, bob),
+            ("settings", 0, bob),
+            ("run_now", 1, bob),
+            ("retried", 1, bob),
+            ("purged", 2, bob),
+            ("dead_requeued", 1, bob),
+            ("dead_deleted", 1, bob),
+            ("dead_deleted", 1, bob),
+            ("migrated", 12, bob),
+        ],
+        "{events:?} (retried {retried})"
+    );
+    // a plain handle is the API
+    let plain = env.client.backend();
+    plain.pause("w").await.unwrap();
+    let last = &plain.history_events("w").await.unwrap()[0];
+    assert_eq!(
+        (last.what.as_str(), last.by.as_deref()),
+        ("paused", Some("api"))
+    );
+    // with the history off, nothing is recorded
+    q.set_settings("w", &QueueSettings::history(History::OFF))
+        .await
+        .unwrap();
+    q.resume("w").await.unwrap();
+    q.add_event("w", "migrated", 1).await.unwrap();
+    assert_eq!(plain.history_events("w").await.unwrap()[0].what, "paused");
+}

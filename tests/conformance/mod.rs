@@ -349,7 +349,8 @@ macro_rules! conformance_suite {
             the_history_is_filtered_by_outcome_type_and_time_and_paged,
             a_finished_job_is_run_again_as_a_copy_that_names_it,
             a_purge_is_one_event_with_its_count_and_who,
-            a_deleted_job_is_kept_and_a_bulk_delete_is_one_event);
+            a_deleted_job_is_kept_and_a_bulk_delete_is_one_event,
+            every_action_names_who_took_it_in_the_history);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@settings $setup, #[$attr],

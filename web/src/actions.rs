@@ -105,10 +105,7 @@ async fn on_queue(
             c.resume(&queue).await?;
             "Resumed.".to_string()
         }
-        "purge" => format!(
-            "Deleted {} jobs.",
-            num(c.purge_queue_by(&queue, "dashboard").await?)
-        ),
+        "purge" => format!("Deleted {} jobs.", num(c.purge_queue(&queue).await?)),
         "settings" if fields.get("history").is_some() => {
             // the history's form: a field left out or empty keeps the value
             // in force; `none` is no limit, an arguments' age of 0s keeps none
@@ -215,8 +212,7 @@ pub(crate) async fn job(
             };
             back(&ctx, &jpath, note)
         }
-        // who: the access control names the user later; "dashboard" until then
-        "cancel" => match c.cancel_by(&queue, &id, "dashboard").await? {
+        "cancel" => match c.cancel(&queue, &id).await? {
             Cancelled::Removed => back(&ctx, &qpath, &format!("Job {id} deleted.")),
             Cancelled::Cancelling => back(
                 &ctx,

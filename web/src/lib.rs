@@ -108,10 +108,12 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
-    /// A dashboard of the queues `client` reaches (its namespace).
+    /// A dashboard of the queues `client` reaches (its namespace). Its
+    /// actions are recorded in the queues' history as `dashboard`
+    /// ([`Client::acting_as`]).
     pub fn new(client: Client) -> Self {
         Dashboard {
-            client,
+            client: client.acting_as("dashboard"),
             read_only: false,
             page_size: 50,
             refresh: Duration::from_secs(5),

@@ -6,7 +6,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 
 use super::state::ms_score;
 use super::{MemQueue, MemoryBackend, not_found};
-use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread};
+use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread, event_word};
 use crate::contract::inspect::{self, Cursor, JobState, Page};
 use crate::contract::leases::{LEGACY_LEASED_MS, score_count};
 use crate::contract::queues::validate;
@@ -21,18 +21,52 @@ impl MemoryBackend {
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
         Ok(f(q))
     }
+
+    /// Runs `f` on `queue`, which acts on the jobs it counts, and records it
+    /// in the queue's history as `what` by this handle's actor (when it took
+    /// some, or `always`), under the same lock; returns the count.
+    fn acted(
+        &self,
+        queue: &str,
+        what: &str,
+        always: bool,
+        f: impl FnOnce(&mut super::MemQueue) -> u64,
+    ) -> Result<u64> {
+        let now = self.clock.now_ms();
+        self.change(queue, |q| {
+            let n = f(q);
+            if always || n > 0 {
+                q.add_event(what, n, &self.actor, now);
+            }
+            n
+        })
+    }
 }
 
 impl Admin for MemoryBackend {
     async fn pause(&self, queue: &str) -> Result<()> {
-        self.change(queue, |q| q.paused = true)
+        self.acted(queue, "paused", true, |q| {
+            q.paused = true;
+            0
+        })
+        .map(drop)
     }
 
     async fn resume(&self, queue: &str) -> Result<()> {
-        if self.change(queue, |q| std::mem::take(&mut q.paused))? {
+        let mut was = false;
+        self.acted(queue, "resumed", true, |q| {
+            was = std::mem::take(&mut q.paused);
+            0
+        })?;
+        if was {
             self.notify(queue);
         }
         Ok(())
+    }
+
+    async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {
+        event_word(what)?;
+        self.acted(queue, what, true, |_| count).map(drop)
     }
 
     async fn settings(&self, queue: &str) -> Result<QueueSettings> {
@@ -43,7 +77,9 @@ impl Admin for MemoryBackend {
     }
 
     async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
-        self.store_settings(queue, s, true)
+        let set = self.store_settings(queue, s, true)?;
+        self.acted(queue, "settings", true, |_| 0)?;
+        Ok(set)
     }
 
     async fn is_paused(&self, queue: &str) -> Result<bool> {
@@ -83,6 +119,7 @@ impl Admin for MemoryBackend {
             Some(state)
         })?;
         if state == Some(JobState::Scheduled) {
+            self.acted(queue, "run_now", true, |_| 1)?;
             self.notify(queue);
         }
         Ok(state)
@@ -121,7 +158,9 @@ impl Admin for MemoryBackend {
 
     async fn requeue_dead(&self, queue: &str, ids: &[JobId], spread: Spread) -> Result<u64> {
         let now = self.clock.now_ms();
-        let n = self.change(queue, |q| requeue(q, ids, spread, now))?;
+        let n = self.acted(queue, "dead_requeued", false, |q| {
+            requeue(q, ids, spread, now)
+        })?;
         if n > 0 {
             self.notify(queue);
         }
@@ -129,7 +168,7 @@ impl Admin for MemoryBackend {
     }
 
     async fn delete_dead(&self, queue: &str, ids: &[JobId]) -> Result<u64> {
-        self.change(queue, |q| {
+        self.acted(queue, "dead_deleted", false, |q| {
             ids.iter().map(|id| u64::from(q.drop_dead(id))).sum()
         })
     }
@@ -144,7 +183,7 @@ impl Admin for MemoryBackend {
     ) -> Result<u64> {
         let spread = per_second.map_or(Spread::NOW, Spread::per_second);
         let now = self.clock.now_ms();
-        let n = self.change(queue, |q| {
+        let n = self.acted(queue, "dead_requeued", false, |q| {
             let ids = matching(q, query);
             requeue(q, &ids, spread, now)
         })?;
@@ -155,14 +194,14 @@ impl Admin for MemoryBackend {
     }
 
     async fn delete_dead_matching(&self, queue: &str, query: &DeadQuery) -> Result<u64> {
-        self.change(queue, |q| {
+        self.acted(queue, "dead_deleted", false, |q| {
             let ids = matching(q, query);
             ids.iter().map(|id| u64::from(q.drop_dead(id))).sum()
         })
     }
 
     async fn purge_dead(&self, queue: &str) -> Result<u64> {
-        self.change(queue, |q| {
+        self.acted(queue, "dead_deleted", false, |q| {
             q.dead_msgs.clear();
             std::mem::take(&mut q.dead).len() as u64
         })

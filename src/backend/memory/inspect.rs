@@ -79,6 +79,10 @@ impl MemQueue {
 }
 
 impl Inspect for MemoryBackend {
+    fn actor(&self) -> &str {
+        &self.actor
+    }
+
     async fn counts(&self, queue: &str) -> Result<StateCounts> {
         validate::queue_name(queue)?;
         let now = self.clock.now_ms();

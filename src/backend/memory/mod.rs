@@ -44,6 +44,8 @@ pub struct MemoryBackend {
     changed: Arc<watch::Sender<u64>>,
     /// Topics (see [`crate::topic`]).
     streams: Arc<crate::backend::memory::topics::Streams>,
+    /// Who its actions are recorded as (see [`Inspect::actor`](crate::inspect::Inspect::actor)).
+    actor: Arc<str>,
 }
 
 impl std::fmt::Debug for MemoryBackend {
@@ -74,7 +76,23 @@ impl MemoryBackend {
             sent: broadcast::channel(1024).0,
             changed: Arc::new(watch::Sender::new(0)),
             streams: Arc::default(),
+            actor: "api".into(),
         }
+    }
+
+    /// This handle on the same state, recording its actions in the queues'
+    /// history as `by` (see [`Inspect::actor`](crate::inspect::Inspect::actor)).
+    ///
+    /// ```
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::inspect::Inspect;
+    ///
+    /// let m = MemoryBackend::new().acting_as("cli alice");
+    /// assert_eq!(m.actor(), "cli alice");
+    /// ```
+    pub fn acting_as(mut self, by: &str) -> Self {
+        self.actor = crate::contract::history::actor_line(by).into();
+        self
     }
 
     /// The backend's clock: advance it to make delayed jobs, retries and lease

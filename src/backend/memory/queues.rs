@@ -251,7 +251,7 @@ impl Queues for MemoryBackend {
         let Some(m) = q.remove(id) else {
             return Ok(false);
         };
-        q.enter_removed(*id, &m, Finish::Deleted, "api", now);
+        q.enter_removed(*id, &m, Finish::Deleted, &self.actor, now);
         Ok(true)
     }
 
@@ -268,7 +268,7 @@ impl Queues for MemoryBackend {
         let n = ids.iter().filter(|id| q.remove(id).is_some()).count() as u64;
         // one event in the history, as delete.lua adds
         if n > 0 {
-            q.add_event("deleted", n, "api", now);
+            q.add_event("deleted", n, &self.actor, now);
         }
         Ok(n)
     }

@@ -11,7 +11,7 @@ use crate::backend::redis::connection::Connection;
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::backend::redis::settings::{self, Mode};
-use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread};
+use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread, event_word, noted};
 use crate::contract::inspect::{self, Cursor, JobInfo, JobState, MAX_PAGE, Page};
 use crate::contract::queues::validate;
 use crate::contract::settings::QueueSettings;
@@ -125,11 +125,15 @@ fn rows(r: &mut Reply<'_>) -> Result<Vec<JobInfo>> {
 
 impl Admin for Rsmq {
     async fn pause(&self, queue: &str) -> Result<()> {
-        pause(self, queue, "1").await.map(drop)
+        pause(self, queue, "1").await?;
+        noted(self.add_event(queue, "paused", 0).await, queue);
+        Ok(())
     }
 
     async fn resume(&self, queue: &str) -> Result<()> {
-        pause(self, queue, "0").await.map(drop)
+        pause(self, queue, "0").await?;
+        noted(self.add_event(queue, "resumed", 0).await, queue);
+        Ok(())
     }
 
     async fn settings(&self, queue: &str) -> Result<QueueSettings> {
@@ -137,7 +141,24 @@ impl Admin for Rsmq {
     }
 
     async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
-        settings::call(self, queue, Mode::Set, s).await
+        let set = settings::call(self, queue, Mode::Set, s).await?;
+        noted(self.add_event(queue, "settings", 0).await, queue);
+        Ok(set)
+    }
+
+    async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {
+        validate::queue_name(queue)?;
+        event_word(what)?;
+        let (mut con, k) = self.parts(queue);
+        let mut cmd = scripts::eval(&scripts::HISTORY_EVENT, &[&k.hash, &k.history_hash]);
+        cmd.arg(what)
+            .arg(count)
+            .arg(&*self.actor)
+            .arg(crate::contract::history::History::default().encode());
+        match scripts::int(&scripts::run(&mut con, &scripts::HISTORY_EVENT, &cmd).await?)? {
+            -1 => Err(not_found(queue)),
+            _ => Ok(()),
+        }
     }
 
     async fn is_paused(&self, queue: &str) -> Result<bool> {
@@ -181,13 +202,17 @@ impl Admin for Rsmq {
         let (mut con, k) = self.parts(queue);
         let mut cmd = scripts::eval(&scripts::RUN_NOW, &k.all_levels());
         cmd.arg(id).arg(&k.realtime);
-        match scripts::int(&scripts::run(&mut con, &scripts::RUN_NOW, &cmd).await?)? {
-            -1 => Err(not_found(queue)),
-            1 => Ok(Some(JobState::Scheduled)),
-            2 => Ok(Some(JobState::Ready)),
-            3 => Ok(Some(JobState::InFlight)),
-            _ => Ok(None),
+        let was = match scripts::int(&scripts::run(&mut con, &scripts::RUN_NOW, &cmd).await?)? {
+            -1 => return Err(not_found(queue)),
+            1 => Some(JobState::Scheduled),
+            2 => Some(JobState::Ready),
+            3 => Some(JobState::InFlight),
+            _ => None,
+        };
+        if was == Some(JobState::Scheduled) {
+            noted(self.add_event(queue, "run_now", 1).await, queue);
         }
+        Ok(was)
     }
 
     async fn dead_page(
@@ -225,7 +250,8 @@ impl Admin for Rsmq {
     }
 
     async fn requeue_dead(&self, queue: &str, ids: &[JobId], spread: Spread) -> Result<u64> {
-        requeue(self, queue, ids, spread, None).await
+        let n = requeue(self, queue, ids, spread, None).await?;
+        self.dead_event(queue, "dead_requeued", n).await
     }
 
     async fn delete_dead(&self, queue: &str, ids: &[JobId]) -> Result<u64> {
@@ -235,11 +261,12 @@ impl Admin for Rsmq {
             args.extend(chunk.iter().map(|id| id.as_ref()));
             done += delete(self, queue, &args).await?;
         }
-        Ok(done)
+        self.dead_event(queue, "dead_deleted", done).await
     }
 
     async fn purge_dead(&self, queue: &str) -> Result<u64> {
-        delete(self, queue, &["all"]).await
+        let n = delete(self, queue, &["all"]).await?;
+        self.dead_event(queue, "dead_deleted", n).await
     }
 
     async fn requeue_dead_matching(
@@ -249,11 +276,13 @@ impl Admin for Rsmq {
         per_second: Option<u32>,
     ) -> Result<u64> {
         let spread = per_second.map_or(Spread::NOW, Spread::per_second);
-        each_matching(self, queue, query, Some(spread)).await
+        let n = each_matching(self, queue, query, Some(spread)).await?;
+        self.dead_event(queue, "dead_requeued", n).await
     }
 
     async fn delete_dead_matching(&self, queue: &str, query: &DeadQuery) -> Result<u64> {
-        each_matching(self, queue, query, None).await
+        let n = each_matching(self, queue, query, None).await?;
+        self.dead_event(queue, "dead_deleted", n).await
     }
 
     async fn workers(&self) -> Result<Vec<crate::contract::admin::WorkerInfo>> {
@@ -358,5 +387,16 @@ async fn each_matching(
         if past || page.next.is_none() {
             return Ok(done);
         }
+    }
+}
+
+impl Rsmq {
+    /// Records a dead-letter operation that took `n` letters (none: nothing
+    /// to record) in the queue's history; returns `n`.
+    async fn dead_event(&self, queue: &str, what: &str, n: u64) -> Result<u64> {
+        if n > 0 {
+            noted(self.add_event(queue, what, n).await, queue);
+        }
+        Ok(n)
     }
 }

@@ -89,6 +89,10 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
 }
 
 impl Inspect for Rsmq {
+    fn actor(&self) -> &str {
+        &self.actor
+    }
+
     async fn counts(&self, queue: &str) -> Result<StateCounts> {
         let v = call(self, &scripts::COUNTS, queue, &[]).await?;
         let (_, mut r) = start(queue, &v)?;

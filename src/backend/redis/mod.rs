@@ -210,6 +210,13 @@ impl RedisBackend {
     pub fn rsmq(&self) -> &Rsmq {
         &self.rsmq
     }
+
+    /// This backend, recording its actions in the queues' history as `by`
+    /// (see [`Inspect::actor`]).
+    pub fn acting_as(mut self, by: &str) -> Self {
+        self.rsmq = self.rsmq.acting_as(by);
+        self
+    }
 }
 
 inspect_methods! {

@@ -47,6 +47,7 @@ scripts! {
     SETTINGS => "settings.lua",
     DEAD => "dead.lua",
     HISTORY => "history.lua",
+    HISTORY_EVENT => "history_event.lua",
     DEAD_REQUEUE => "dead_requeue.lua",
     DEAD_DELETE => "dead_delete.lua",
     PURGE => "purge.lua",

@@ -63,7 +63,7 @@ pub trait Admin: Inspect {
     /// delayed), unless it changes priority. On Redis it goes a batch at a
     /// time; in memory it deletes them all at once, under one lock.
     fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send {
-        self.purge_queue_by(queue, "api")
+        self.purge_queue_by(queue, self.actor())
     }
 
     /// [`purge_queue`](Admin::purge_queue), recording one event in the
@@ -171,9 +171,39 @@ pub trait Admin: Inspect {
             }
             let body = crate::contract::envelope::with_retry_of(&job.body, id);
             let msg = crate::contract::queues::SendMessage::new(body);
-            crate::contract::queues::Queues::send(self, queue, msg).await
+            let copy = crate::contract::queues::Queues::send(self, queue, msg).await?;
+            noted(self.add_event(queue, "retried", 1).await, queue);
+            Ok(copy)
         }
     }
+
+    /// Adds an event to the queue's history (see
+    /// [`Inspect::history_events`]): `what` (one word) happened to `count`
+    /// jobs, by this handle's [`actor`](Inspect::actor), now. The operations
+    /// that change jobs in bulk or the queue add theirs themselves: `purged`,
+    /// `deleted` (a bulk delete), `dead_requeued`, `dead_deleted`, `run_now`,
+    /// `retried`, `paused`, `resumed`, `settings`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::inspect::Inspect;
+    /// use redjob::ops::Admin;
+    /// use redjob::queue::Queues;
+    ///
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail", Default::default()).await?;
+    /// q.add_event("mail", "migrated", 3).await?;
+    /// let e = &q.history_events("mail").await?[0];
+    /// assert_eq!((e.what.as_str(), e.count, e.by.as_deref()), ("migrated", 3, Some("api")));
+    /// # Ok(()) }
+    /// ```
+    fn add_event(
+        &self,
+        queue: &str,
+        what: &str,
+        count: u64,
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// The live worker processes, by id: each one's last heartbeat (see
     /// [`WorkerInfo`]). A worker that stopped is gone at once; one that died
@@ -352,7 +382,27 @@ macro_rules! admin_methods {
             async fn ticks(queue: &str, names: &[&str]) -> $crate::Result<Vec<$crate::contract::admin::Ticks>>;
             async fn settings(queue: &str) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn set_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
+            async fn add_event(queue: &str, what: &str, count: u64) -> $crate::Result<()>;
         }
     };
 }
 pub(crate) use admin_methods;
+
+/// Logs an event the history could not record: the action it records is done
+/// (its caller's result stands).
+pub(crate) fn noted(r: Result<()>, queue: &str) {
+    if let Err(error) = r {
+        tracing::warn!(queue, %error, "could not record the action in the queue's history");
+    }
+}
+
+/// Checks an event's `what`: 1 to 40 characters, no whitespace.
+pub(crate) fn event_word(what: &str) -> Result<()> {
+    if (1..=40).contains(&what.len()) && !what.chars().any(char::is_whitespace) {
+        return Ok(());
+    }
+    Err(crate::Error::InvalidValue {
+        what: "history event",
+        reason: format!("{what:?}: use one word of 1 to 40 characters"),
+    })
+}

@@ -148,7 +148,8 @@ pub(crate) async fn page(
                 ul #events {
                     @for e in &events {
                         li {
-                            (crate::fmt::when(e.at_ms)) ": " (e.what) " " (num(e.count)) " jobs"
+                            (crate::fmt::when(e.at_ms)) ": " (e.what)
+                            @if e.count > 0 { " " (num(e.count)) " jobs" }
                             @if let Some(by) = &e.by { " by " (by) }
                         }
                     }

@@ -2,7 +2,7 @@
 -- fr, last error and attempt fields, and frees the unique keys they held. The
 -- queue's history keeps what was deleted: a single id given, the job as an
 -- entry ("deleted", with its attempt records, type and body, see complete.lua);
--- several, one event "<ms> deleted <count> api" in its "~events" field (on the
+-- several, one event "<ms> deleted <count> <who>" in its "~events" field (on the
 -- call that ends a batch, with the batch's total; none when it deleted none).
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
@@ -14,10 +14,11 @@
 -- ARGV[2]  "one" when this call deletes one id given alone; else "" or, on the
 --          call that ends a batch, the batch's earlier calls' count ("0"
 --          and up); "-" for a call that is not the last
--- ARGV[3..]  message ids
+-- ARGV[3]  who deletes ("api", "cli alice", "dashboard")
+-- ARGV[4..]  message ids
 -- Returns {members removed from the sorted sets, fields removed from the hash}
 local ids = {}
-for j = 3, #ARGV do ids[#ids + 1] = ARGV[j] end
+for j = 4, #ARGV do ids[#ids + 1] = ARGV[j] end
 local fields = {}
 for _, id in ipairs(ids) do
   fields[#fields + 1] = id
@@ -52,8 +53,8 @@ local _, h = many("HDEL", KEYS[2], fields)
 forget_released(ids)
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
 if on and single and found and kept[1] then
-  enter_history(25, 26, ids[1], "deleted", score_count(found), kept, "api", now, keep, age, args)
+  enter_history(25, 26, ids[1], "deleted", score_count(found), kept, ARGV[3], now, keep, age, args)
 elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV[2]) or 0) + n > 0 then
-  add_history_event(26, now, "deleted", (tonumber(ARGV[2]) or 0) + n, "api")
+  add_history_event(26, now, "deleted", (tonumber(ARGV[2]) or 0) + n, ARGV[3])
 end
 return {n, h}

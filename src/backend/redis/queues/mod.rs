@@ -68,6 +68,8 @@ pub struct Rsmq {
     realtime: bool,
     /// Whether each send waits for replicas (see [`WaitForReplicas`]).
     wait: Option<WaitForReplicas>,
+    /// Who its actions are recorded as (see [`Inspect::actor`](crate::inspect::Inspect::actor)).
+    pub(crate) actor: Arc<str>,
 }
 
 impl std::fmt::Debug for Rsmq {
@@ -104,7 +106,26 @@ impl Rsmq {
             unique_loaded: Arc::default(),
             realtime,
             wait: None,
+            actor: "api".into(),
         }
+    }
+
+    /// This handle, recording its actions in the queues' history as `by`
+    /// (see [`Inspect::actor`](crate::inspect::Inspect::actor); one line, at
+    /// most 200 bytes kept).
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// use redjob::inspect::Inspect;
+    /// use redjob::queue::Rsmq;
+    ///
+    /// let rsmq = Rsmq::connect("redis://127.0.0.1:6379").await?.acting_as("cron cleanup");
+    /// assert_eq!(rsmq.actor(), "cron cleanup");
+    /// # Ok(()) }
+    /// ```
+    pub fn acting_as(mut self, by: &str) -> Self {
+        self.actor = crate::contract::history::actor_line(by).into();
+        self
     }
 
     /// Makes each send wait for replicas (see [`WaitForReplicas`]); `None` (the
@@ -395,6 +416,7 @@ impl Rsmq {
         let mut cmd = scripts::eval(&scripts::DELETE, &keys);
         cmd.arg(crate::contract::history::History::default().encode())
             .arg(mark)
+            .arg(&*self.actor)
             .arg(ids);
         let v = scripts::run(&mut self.con.clone(), &scripts::DELETE, &cmd).await?;
         let Value::Array(items) = &v else {
