@@ -23,7 +23,7 @@ use super::dispatch::{give_back, slots};
 use super::execute::{SlotGuard, panic_message};
 use super::metrics::{EventMetrics, sample_subscriber};
 use super::{MAX_DELAY, Shared};
-use crate::contract::attempts::{AttemptOutcome, RunBy};
+use crate::contract::attempts::{AttemptOutcome, MAX_RECORDS, RunBy};
 use crate::contract::topics::{EventId, EventRun, EventSettle, Received, Topics};
 use crate::job::Outcome as Wants;
 use crate::topic::EventContext;
@@ -68,8 +68,10 @@ enum Read {
 
 enum Done {
     Ack(EventId),
-    /// Claimable again after this delay, with the runs of this delivery.
-    Retry(EventId, Duration, Vec<EventRun>),
+    /// Claimable again after this delay, with the runs of this delivery and,
+    /// for an ordered subscriber's retries in place, the delivery count to
+    /// set (the attempts made).
+    Retry(EventId, Duration, Vec<EventRun>, Option<u32>),
     /// Not run (shutdown): claimable at once, its delivery count set back to this.
     Release(EventId, u32),
     /// Given up, with why and the runs of this delivery.
@@ -458,7 +460,7 @@ fn lock(held: &Mutex<HashSet<EventId>>) -> std::sync::MutexGuard<'_, HashSet<Eve
 
 /// Runs one event (retrying in place when ordered) and says how it ended.
 async fn handle(
-    ev: Received,
+    mut ev: Received,
     spec: &Spec,
     names: &Names,
     shared: &Shared,
@@ -500,7 +502,8 @@ async fn handle(
         let Some(_running) = running else {
             // shutdown before it ran: not an attempt
             if !runs.is_empty() {
-                return Done::Retry(ev.id, Duration::ZERO, runs);
+                // an ordered subscriber's retry in place: the attempts made count
+                return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt.saturating_sub(1)));
             }
             return Done::Release(ev.id, attempt.saturating_sub(1));
         };
@@ -570,9 +573,15 @@ async fn handle(
             outcome,
             Some(error.clone()),
         ));
+        // the backend keeps the last MAX_RECORDS
+        if runs.len() > MAX_RECORDS {
+            runs.remove(0);
+        }
+        // a dead letter says how often it ran, retries in place included
+        ev.deliveries = ev.deliveries.max(attempt);
         if abort.is_cancelled() {
             count(|m| &m.cancelled);
-            return Done::Retry(ev.id, Duration::ZERO, runs);
+            return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt));
         }
         let delay = match wants {
             Wants::Fatal => {
@@ -592,13 +601,13 @@ async fn handle(
         count(|m| &m.retried);
         tracing::warn!(%error, retry_in = ?delay, "event failed; retrying");
         if !spec.sub.ordered {
-            return Done::Retry(ev.id, delay, runs);
+            return Done::Retry(ev.id, delay, runs, None);
         }
         drop(_e);
         // ordered: the next event waits for this one, held (and renewed) meanwhile
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = stop.cancelled() => return Done::Retry(ev.id, Duration::ZERO, runs),
+            _ = stop.cancelled() => return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt)),
         }
         attempt += 1;
     }
@@ -632,8 +641,8 @@ async fn settle_loop<B: Topics>(
         };
         let add = |d: Done, batch: &mut EventSettle| match d {
             Done::Ack(id) => batch.acks.push(id),
-            Done::Retry(id, delay, runs) => {
-                batch.retries.push((id, idle(delay), None));
+            Done::Retry(id, delay, runs, count) => {
+                batch.retries.push((id, idle(delay), count));
                 batch.runs.extend(runs);
             }
             Done::Release(id, count) => batch.retries.push((id, lease, Some(count))),

@@ -533,6 +533,14 @@ pub async fn every_action_names_who_took_it_in_the_history(env: &Env) {
     // none of these: no event
     assert_eq!(q.delete_dead("w", &dead[1..2]).await.unwrap(), 0);
     assert_eq!(q.purge_dead("w").await.unwrap(), 1);
+    // by filter: one event each, whatever the pages (the one requeued above
+    // deleted first: an entry, not an event)
+    assert!(Queues::delete(&q, "w", &dead[0]).await.unwrap());
+    super::ops::kill(env, "w", &[("A", "x"), ("B", "y")], 0, Default::default()).await;
+    let a = redjob::ops::DeadQuery::default().job_type("A");
+    assert_eq!(q.requeue_dead_matching("w", &a, None).await.unwrap(), 1);
+    let all = redjob::ops::DeadQuery::default();
+    assert_eq!(q.delete_dead_matching("w", &all).await.unwrap(), 1);
     q.add_event("w", "migrated", 12).await.unwrap();
     assert!(matches!(
         q.add_event("w", "two words", 1).await,
@@ -556,6 +564,8 @@ pub async fn every_action_names_who_took_it_in_the_history(env: &Env) {
             ("purged", 2, bob),
             ("dead_requeued", 1, bob),
             ("dead_deleted", 1, bob),
+            ("dead_deleted", 1, bob),
+            ("dead_requeued", 1, bob),
             ("dead_deleted", 1, bob),
             ("migrated", 12, bob),
         ],

@@ -275,6 +275,9 @@ macro_rules! conformance_suite {
             retention_trims_by_length_and_age_or_refuses_when_full,
             entries_that_are_not_events_are_dead_lettered_and_other_types_skipped,
             an_ordered_subscriber_retries_in_place_before_the_next_event,
+            an_ordered_subscriber_stopped_between_retries_in_place_counts_them,
+            a_settle_sent_twice_records_its_runs_once,
+            an_event_trimmed_while_it_waits_for_a_retry_leaves_no_records,
             an_ordered_subscriber_runs_one_event_at_a_time_across_workers,
             a_topic_deleted_under_a_worker_is_recreated_and_served,
             a_shutdown_releases_events_read_ahead_without_counting_an_attempt);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redjob::inspect::AttemptOutcome;
-use redjob::topic::{Event, EventId, Start, Subscription, Topics};
+use redjob::topic::{Event, EventId, EventRun, EventSettle, Start, Subscription, Topics};
 use redjob::{Error, JobError, RetryPolicy, Worker};
 use serde::{Deserialize, Serialize};
 
@@ -758,6 +758,168 @@ pub async fn an_ordered_subscriber_retries_in_place_before_the_next_event(env: &
         [(1, 1), (2, 1), (2, 2), (2, 3), (3, 1), (4, 1), (5, 1)]
     );
     running.stop().await;
+}
+
+pub async fn an_ordered_subscriber_stopped_between_retries_in_place_counts_them(env: &Env) {
+    let c = &env.client;
+    c.subscribe("flaky", "ordered", Start::Beginning)
+        .await
+        .unwrap();
+    let id = c.publish(&Flaky { n: 1 }).await.unwrap();
+    let seen = Seen::default();
+    let failing = |seen: Seen, who: &'static str| {
+        worker(c.backend())
+            .subscribe(
+                Subscription::new("ordered").ordered(),
+                move |e: Flaky, ctx| {
+                    let seen = seen.clone();
+                    async move {
+                        seen.add(who, e.n, ctx.attempt());
+                        Err(JobError::retry(format!("down {}", ctx.attempt())))
+                    }
+                },
+            )
+            .build()
+            .unwrap()
+    };
+    // two attempts in place, then a stop during the backoff before the third
+    let running = start(failing(seen.clone(), "first"));
+    let two = wait_for(Duration::from_secs(10), || async {
+        seen.count("first") >= 2
+    })
+    .await;
+    assert!(two, "{:?}", seen.of("first"));
+    running.stop().await;
+    assert_eq!(seen.of("first"), [(1, 1), (1, 2)]);
+    // the next worker goes on from the third attempt, the last (max_attempts 3)
+    let running = start(failing(seen.clone(), "next"));
+    let done = wait_for(Duration::from_secs(10), || async {
+        c.topic("flaky").await.unwrap().unwrap().subscribers[0].dead == 1
+    })
+    .await;
+    assert!(done, "{:?}", seen.of("next"));
+    running.stop().await;
+    assert_eq!(seen.of("next"), [(1, 3)]);
+    let dead = c.dead_events("flaky", "ordered", 10).await.unwrap();
+    assert_eq!((dead[0].id, dead[0].deliveries), (id, 3));
+    let runs: Vec<(u32, Option<&str>)> = dead[0]
+        .runs
+        .iter()
+        .map(|a| (a.number, a.error.as_deref()))
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            (1, Some("down 1")),
+            (2, Some("down 2")),
+            (3, Some("down 3"))
+        ]
+    );
+}
+
+pub async fn a_settle_sent_twice_records_its_runs_once(env: &Env) {
+    let c = &env.client;
+    let b = env.queues();
+    c.subscribe("flaky", "s", Start::Beginning).await.unwrap();
+    c.publish(&Flaky { n: 1 }).await.unwrap();
+    let got = b
+        .read("flaky", "s", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let now = std::time::Instant::now();
+    let run = |n: u32, error: &str| {
+        EventRun::new(
+            got[0].id,
+            n,
+            now,
+            now,
+            AttemptOutcome::Error,
+            Some(error.into()),
+        )
+    };
+    let retry = EventSettle {
+        retries: vec![(got[0].id, Duration::from_secs(1), None)],
+        runs: vec![run(1, "first")],
+        ..Default::default()
+    };
+    // its reply lost, the settle is sent again
+    for _ in 0..2 {
+        b.settle_events("flaky", "s", "c1", &retry, None)
+            .await
+            .unwrap();
+    }
+    let dead = EventSettle {
+        dead: vec![(got[0].clone(), "second".into())],
+        runs: vec![run(1, "first"), run(2, "second")],
+        ..Default::default()
+    };
+    b.settle_events("flaky", "s", "c1", &dead, None)
+        .await
+        .unwrap();
+    let letter = &c.dead_events("flaky", "s", 10).await.unwrap()[0];
+    let runs: Vec<(u32, Option<&str>)> = letter
+        .runs
+        .iter()
+        .map(|a| (a.number, a.error.as_deref()))
+        .collect();
+    assert_eq!(runs, [(1, Some("first")), (2, Some("second"))]);
+}
+
+pub async fn an_event_trimmed_while_it_waits_for_a_retry_leaves_no_records(env: &Env) {
+    let c = &env.client;
+    let b = env.queues();
+    c.subscribe("ticks", "s", Start::Beginning).await.unwrap();
+    c.publish(&Tick { n: 0 }).await.unwrap();
+    let got = b
+        .read("ticks", "s", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let now = std::time::Instant::now();
+    let retry = EventSettle {
+        retries: vec![(got[0].id, Duration::from_secs(1), None)],
+        runs: vec![EventRun::new(
+            got[0].id,
+            1,
+            now,
+            now,
+            AttemptOutcome::Error,
+            Some("down".into()),
+        )],
+        ..Default::default()
+    };
+    b.settle_events("ticks", "s", "c1", &retry, None)
+        .await
+        .unwrap();
+    let records = || async {
+        let keys: Vec<String> = redis::cmd("HKEYS")
+            .arg(env.topic_key("ticks", ":attempts:s"))
+            .query_async(&mut env.raw().await)
+            .await
+            .unwrap();
+        keys
+    };
+    if env.is_redis() {
+        assert_eq!(records().await.len(), 1);
+    }
+    // the topic keeps 100: the event is trimmed while it waits
+    let more: Vec<Tick> = (1..=1000).map(|n| Tick { n }).collect();
+    c.publish_all(&more).await.unwrap();
+    let claimed = b
+        .claim("ticks", "s", "c2", Duration::ZERO, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        claimed.events.iter().all(|e| e.id != got[0].id),
+        "{claimed:?}"
+    );
+    if env.is_redis() {
+        assert!(records().await.is_empty());
+    }
+    let s = &c.topic("ticks").await.unwrap().unwrap().subscribers[0];
+    assert_eq!(s.pending, 0);
 }
 
 pub async fn a_topic_deleted_under_a_worker_is_recreated_and_served(env: &Env) {

@@ -82,6 +82,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::{get, post};
 use redjob::Client;
+use redjob::inspect::Inspect;
 
 pub(crate) use ctx::Ctx;
 
@@ -109,11 +110,16 @@ pub struct Dashboard {
 
 impl Dashboard {
     /// A dashboard of the queues `client` reaches (its namespace). Its
-    /// actions are recorded in the queues' history as `dashboard`
-    /// ([`Client::acting_as`]).
+    /// actions are recorded in the queues' history as `dashboard`, unless
+    /// `client` acts as someone already ([`Client::acting_as`], say
+    /// `dashboard alice` from your own access control).
     pub fn new(client: Client) -> Self {
+        let client = match client.actor() {
+            "api" => client.acting_as("dashboard"),
+            _ => client,
+        };
         Dashboard {
-            client: client.acting_as("dashboard"),
+            client,
             read_only: false,
             page_size: 50,
             refresh: Duration::from_secs(5),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::backend::memory::MemoryBackend;
-use crate::contract::attempts::{Attempt, MAX_RECORDS};
+use crate::contract::attempts::{Attempt, AttemptOutcome, MAX_RECORDS};
 use crate::contract::topics::{
     Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, SubscriberInfo,
     TopicInfo, Topics, WhenFull,
@@ -71,6 +71,22 @@ impl Pending {
         self.runs.push(a);
         let over = self.runs.len().saturating_sub(MAX_RECORDS);
         self.runs.drain(..over);
+    }
+
+    /// Records a run, as topic_settle.lua's add_run: not twice for one
+    /// number, but in place of a `lease_lost` record of its number.
+    fn record_run(&mut self, a: Attempt) {
+        if let Some(last) = self.runs.last() {
+            if last.number > a.number
+                || (last.number == a.number && last.outcome != AttemptOutcome::LeaseLost)
+            {
+                return;
+            }
+            if last.number == a.number {
+                self.runs.pop();
+            }
+        }
+        self.record(a);
     }
 }
 
@@ -369,14 +385,14 @@ impl Topics for MemoryBackend {
                         p.deliveries = *n;
                     }
                     for a in runs.remove(id).unwrap_or_default() {
-                        p.record(a);
+                        p.record_run(a);
                     }
                 }
             }
             for (e, error) in &batch.dead {
                 if let Some(mut p) = g.pending.remove(&e.id) {
                     for a in runs.remove(&e.id).unwrap_or_default() {
-                        p.record(a);
+                        p.record_run(a);
                     }
                     g.last_dead = next_id(g.last_dead, now);
                     g.dead.push_back(DeadEvent {

@@ -398,7 +398,7 @@ pub(crate) fn noted(r: Result<()>, queue: &str) {
 
 /// Checks an event's `what`: 1 to 40 characters, no whitespace.
 pub(crate) fn event_word(what: &str) -> Result<()> {
-    if (1..=40).contains(&what.len()) && !what.chars().any(char::is_whitespace) {
+    if (1..=40).contains(&what.chars().count()) && !what.chars().any(char::is_whitespace) {
         return Ok(());
     }
     Err(crate::Error::InvalidValue {

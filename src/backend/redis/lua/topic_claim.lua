@@ -5,7 +5,8 @@
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- KEYS[2]  the subscriber's attempt records (ns:t:{topic}:attempts:<subscriber>,
 --          see topic_settle.lua): an event whose last delivery left no record
---          (its consumer died with it) gets a `lease_lost` one for it
+--          (its consumer died with it) gets a `lease_lost` one for it; one
+--          trimmed from the topic loses its records
 -- ARGV[1]  the subscriber, ARGV[2] this consumer
 -- ARGV[3]  the least idle time, ms
 -- ARGV[4]  the most events
@@ -20,6 +21,9 @@ if r.err then
   return redis.error_reply(r.err)
 end
 local out = {0, r[1]}
+-- events trimmed from the topic meanwhile left the pending list (Redis 7's
+-- third reply): their records go with them
+if type(r[3]) == "table" and #r[3] > 0 then many("HDEL", KEYS[2], r[3]) end
 -- the events delivered before, and how often
 local again, counts = {}, {}
 for _, e in ipairs(r[2]) do

@@ -40,10 +40,26 @@ do
   end
 end
 local kept = redis.call("EXISTS", KEYS[3]) == 1
+-- `log` with run record `rec` added: a record of a number recorded already
+-- (a settle sent again after its reply was lost) is not added twice, but
+-- takes the place of a `lease_lost` one (a claim took the event from a
+-- consumer that still ran it)
+local function add_run(log, rec)
+  if log then
+    local last = string.match(log, "[^\n]*$")
+    local had = tonumber(string.match(last, '^{"n":(%d+)') or -1)
+    local n = tonumber(string.match(rec, '^{"n":(%d+)'))
+    if had >= n then
+      if had > n or not string.find(last, '"outcome":"lease_lost"', 1, true) then return log end
+      log = #last < #log and string.sub(log, 1, #log - #last - 1) or nil
+    end
+  end
+  return append_attempt(log, rec)
+end
 -- event `id`'s records with its runs in this call added
 local function records(id)
   local log = kept and redis.call("HGET", KEYS[3], id) or nil
-  for _, l in ipairs(runs[id] or {}) do log = append_attempt(log, l) end
+  for _, l in ipairs(runs[id] or {}) do log = add_run(log, l) end
   return log
 end
 local i = 4
