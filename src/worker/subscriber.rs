@@ -67,7 +67,9 @@ enum Read {
 }
 
 enum Done {
-    Ack(EventId),
+    /// Handled (or skipped), and whether it was delivered before (its attempt
+    /// records, if any, are deleted).
+    Ack(EventId, bool),
     /// Claimable again after this delay, with the runs of this delivery and,
     /// for an ordered subscriber's retries in place, the delivery count to
     /// set (the attempts made).
@@ -469,7 +471,7 @@ async fn handle(
 ) -> Done {
     if ev.to.as_deref().is_some_and(|to| *to != *names.sub) {
         // a dead letter requeued for another subscriber
-        return Done::Ack(ev.id);
+        return Done::Ack(ev.id, ev.deliveries > 1);
     }
     let (Some(ty), Some(data)) = (ev.event_type.as_deref(), ev.data.as_deref()) else {
         let error = "not an event: the entry has no `type` or no `data` field (UTF-8)".to_string();
@@ -478,7 +480,7 @@ async fn handle(
     };
     let Some(handler) = spec.handlers.get(ty) else {
         tracing::debug!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, event.type = %ty, "no handler for this event type in this subscriber: skipped");
-        return Done::Ack(ev.id);
+        return Done::Ack(ev.id, ev.deliveries > 1);
     };
     let opts = handler.options();
     let max = opts.max_attempts.max(1);
@@ -556,7 +558,7 @@ async fn handle(
         let (error, wants, outcome) = match result {
             Ok(()) => {
                 count(|m| &m.succeeded);
-                return Done::Ack(ev.id);
+                return Done::Ack(ev.id, ev.deliveries > 1);
             }
             Err(e) => e,
         };
@@ -640,7 +642,12 @@ async fn settle_loop<B: Topics>(
             ..EventSettle::default()
         };
         let add = |d: Done, batch: &mut EventSettle| match d {
-            Done::Ack(id) => batch.acks.push(id),
+            Done::Ack(id, again) => {
+                batch.acks.push(id);
+                if again {
+                    batch.redelivered.push(id);
+                }
+            }
             Done::Retry(id, delay, runs, count) => {
                 batch.retries.push((id, idle(delay), count));
                 batch.runs.extend(runs);

@@ -63,6 +63,10 @@ pub struct Claimed {
 pub struct EventSettle {
     /// Handled: acknowledged, gone from the pending list.
     pub acks: Vec<EventId>,
+    /// Those of the acks delivered before: their attempt records (if any)
+    /// are deleted. (An event delivered once has none: a first delivery
+    /// that failed is delivered again.)
+    pub redelivered: Vec<EventId>,
     /// Failed or released, with the idle time to give each (a claim that takes
     /// events idle for `L` takes it again after `L` minus this; `L`: at once)
     /// and, for a release that did not run it, the delivery count to set back

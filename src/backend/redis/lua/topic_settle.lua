@@ -19,12 +19,15 @@
 --          outcome on, without the closing brace (`,"outcome":"error","error":"…"`):
 --          runs that ended in a retry or a dead letter, oldest first. A
 --          retry's are added to its records; a dead letter takes its records
---          with it (its field "attempts"); an acknowledgement deletes them
+--          with it (its field "attempts")
+-- then     q, then q ids: the acknowledged events delivered before, whose
+--          records (if any) are deleted
 -- Returns {acknowledged, retries set, dead-lettered}
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local keep = tonumber(ARGV[3])
--- the runs' records by event id, in order
-local runs = {}
+-- the runs' records by event id, in order; the acknowledged events
+-- delivered before
+local runs, again = {}, {}
 do
   local j = 5 + tonumber(ARGV[4])
   j = j + 1 + 3 * tonumber(ARGV[j])
@@ -32,6 +35,8 @@ do
   local by = ARGV[j]
   local r = tonumber(ARGV[j + 1])
   local now = r > 0 and clock() or 0
+  local q = j + 2 + 5 * r
+  for x = q + 1, q + tonumber(ARGV[q]) do again[#again + 1] = ARGV[x] end
   for x = j + 2, j + 1 + 5 * r, 5 do
     local lines = runs[ARGV[x]] or {}
     lines[#lines + 1] = '{"n":' .. ARGV[x + 1] .. ',"start":' .. string.format("%.0f", now - tonumber(ARGV[x + 2]))
@@ -39,7 +44,6 @@ do
     runs[ARGV[x]] = lines
   end
 end
-local kept = redis.call("EXISTS", KEYS[3]) == 1
 -- `log` with run record `rec` added: a record of a number recorded already
 -- (a settle sent again after its reply was lost) is not added twice, but
 -- takes the place of a `lease_lost` one (a claim took the event from a
@@ -58,7 +62,7 @@ local function add_run(log, rec)
 end
 -- event `id`'s records with its runs in this call added
 local function records(id)
-  local log = kept and redis.call("HGET", KEYS[3], id) or nil
+  local log = redis.call("HGET", KEYS[3], id) or nil
   for _, l in ipairs(runs[id] or {}) do log = add_run(log, l) end
   return log
 end
@@ -72,7 +76,6 @@ if #acks > 0 then
   for c = 1, #acks, 4000 do
     acked = acked + redis.call("XACK", key, group, unpack(acks, c, math.min(c + 3999, #acks)))
   end
-  if kept then many("HDEL", KEYS[3], acks) end
 end
 local m = tonumber(ARGV[i])
 local retried = 0
@@ -88,7 +91,6 @@ for j = i + 1, i + 3 * m, 3 do
     retried = retried + 1
     if runs[ARGV[j]] then
       redis.call("HSET", KEYS[3], ARGV[j], records(ARGV[j]))
-      kept = true
     end
   end
 end
@@ -110,9 +112,10 @@ for j = i + 1, i + 5 * k, 5 do
     else
       redis.call("XADD", dead, "*", unpack(fields))
     end
-    if kept then redis.call("HDEL", KEYS[3], ARGV[j]) end
+    if log then redis.call("HDEL", KEYS[3], ARGV[j]) end
     redis.call("XACK", key, group, ARGV[j])
     buried = buried + 1
   end
 end
+if #again > 0 then many("HDEL", KEYS[3], again) end
 return {acked, retried, buried}
