@@ -58,8 +58,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Every queue with its jobs by state, counters and whether it is paused.
-    Queues,
+    /// Every queue with its jobs by state, how long its oldest ready job has
+    /// waited, counters and whether it is paused: read in two round trips
+    /// however many queues there are.
+    Queues(queues::ListArgs),
     /// One queue: show, pause, resume, purge its jobs, delete it.
     #[command(subcommand)]
     Queue(queues::QueueCommand),
@@ -157,7 +159,7 @@ async fn run(cli: Cli) -> Outcome {
         json: cli.json,
     };
     match cli.command {
-        Command::Queues => queues::list(&ctx).await,
+        Command::Queues(a) => queues::list(&ctx, &a).await,
         Command::Queue(c) => queues::queue(&ctx, c).await,
         Command::Jobs(c) => jobs::jobs(&ctx, c).await,
         Command::Dead(c) => dead::dead(&ctx, c).await,

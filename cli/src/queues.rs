@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use redjob::inspect::{Inspect, StateCounts};
-use redjob::ops::Admin;
+use redjob::ops::{Admin, Overview, OverviewQuery, OverviewSort, QueueLine};
 use redjob::queue::Queues;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -55,6 +55,8 @@ pub enum QueueCommand {
 
 #[derive(Args)]
 pub struct StatsArgs {
+    #[command(flatten)]
+    list: ListArgs,
     /// Refresh until interrupted, with rates per second.
     #[arg(long)]
     watch: bool,
@@ -72,130 +74,143 @@ pub struct DrainArgs {
     timeout: Option<Duration>,
 }
 
-/// One queue's line of `queues` and `stats`.
-struct Line {
-    name: String,
-    counts: StateCounts,
-    processed: u64,
-    failed: u64,
-    paused: bool,
+/// Which queues `queues` and `stats` show, in what order.
+#[derive(Args, Clone)]
+pub struct ListArgs {
+    /// Only queues whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+    /// The column to sort by: name, ready, scheduled, in_flight, dead,
+    /// latency, processed, failed, paused.
+    #[arg(long, default_value = "name", value_parser = sort_column)]
+    sort: OverviewSort,
+    /// Largest first.
+    #[arg(long)]
+    desc: bool,
+    /// At most this many queues (after the sort).
+    #[arg(long)]
+    limit: Option<usize>,
 }
 
-impl Line {
-    fn json(&self) -> Value {
-        let c = &self.counts;
-        json!({
-            "queue": self.name,
-            "ready": c.ready,
-            "scheduled": c.scheduled,
-            "in_flight": c.in_flight,
-            "dead": c.dead,
-            "processed": self.processed,
-            "failed": self.failed,
-            "paused": self.paused,
-        })
-    }
+fn sort_column(s: &str) -> Result<OverviewSort, String> {
+    s.parse().map_err(|e: redjob::Error| e.to_string())
+}
 
-    fn row(&self) -> Vec<String> {
-        let c = &self.counts;
-        let mut row: Vec<String> = [
-            c.ready,
-            c.scheduled,
-            c.in_flight,
-            c.dead,
-            self.processed,
-            self.failed,
-        ]
-        .iter()
-        .map(u64::to_string)
-        .collect();
-        row.insert(0, self.name.clone());
-        row.push(if self.paused { "yes" } else { "no" }.into());
-        row
+impl ListArgs {
+    fn query(&self) -> OverviewQuery {
+        let mut q = OverviewQuery::default().sort(self.sort);
+        if let Some(f) = &self.filter {
+            q = q.filter(f.clone());
+        }
+        if self.desc {
+            q = q.descending();
+        }
+        if let Some(n) = self.limit {
+            q = q.page(0, n);
+        }
+        q
     }
 }
 
-const HEAD: [&str; 8] = [
+/// How long the oldest ready job has waited, in ms (`None`: none ready).
+fn latency_ms(l: &QueueLine) -> Option<u64> {
+    l.latency
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// One queue's line of `queues`, `queue show` and `stats` as JSON.
+fn line_json(l: &QueueLine) -> Value {
+    let c = &l.counts;
+    json!({
+        "queue": l.name,
+        "ready": c.ready,
+        "scheduled": c.scheduled,
+        "in_flight": c.in_flight,
+        "dead": c.dead,
+        "latency_ms": latency_ms(l),
+        "processed": l.stats.processed,
+        "failed": l.stats.failed,
+        "paused": l.paused,
+    })
+}
+
+/// One queue's row of the tables.
+fn line_row(l: &QueueLine) -> Vec<String> {
+    let c = &l.counts;
+    let mut row = vec![l.name.clone()];
+    row.extend([c.ready, c.scheduled, c.in_flight, c.dead].map(|n| n.to_string()));
+    row.push(latency_ms(l).map_or("-".into(), show::wait));
+    row.extend([l.stats.processed, l.stats.failed].map(|n| n.to_string()));
+    row.push(if l.paused { "yes" } else { "no" }.into());
+    row
+}
+
+const HEAD: [&str; 9] = [
     "QUEUE",
     "READY",
     "SCHEDULED",
     "IN FLIGHT",
     "DEAD",
+    "LATENCY",
     "PROCESSED",
     "FAILED",
     "PAUSED",
 ];
 
-async fn line(ctx: &Ctx, name: &str) -> Result<Line, Failure> {
-    let c = &ctx.client;
-    let stats = c.stats(name).await?;
-    Ok(Line {
-        name: name.into(),
-        counts: c.counts(name).await?,
-        processed: stats.processed,
-        failed: stats.failed,
-        paused: c.is_paused(name).await?,
+/// Queue `name`'s line; a clear error when there is no such queue.
+async fn line(ctx: &Ctx, name: &str) -> Result<QueueLine, Failure> {
+    let o = ctx
+        .client
+        .overview(&OverviewQuery::default().filter(name))
+        .await?;
+    match o.lines.into_iter().find(|l| l.name == name) {
+        Some(l) => Ok(l),
+        // why not: a name no queue can have, or no such queue
+        None => Err(ctx
+            .client
+            .counts(name)
+            .await
+            .err()
+            .unwrap_or(redjob::Error::QueueNotFound { name: name.into() })
+            .into()),
+    }
+}
+
+/// Names the entries of the set of queues that are no valid queue names
+/// (skipped) on stderr, if any.
+fn warn(o: &Overview) {
+    if o.skipped.is_empty() {
+        return;
+    }
+    let names: Vec<String> = o.skipped.iter().map(|n| format!("{n:?}")).collect();
+    eprintln!(
+        "warning: skipped {} entries of the namespace's set of queues that are not valid queue names: {}",
+        names.len(),
+        names.join(", ")
+    );
+}
+
+/// `{"queues": [...], "matched": n, "skipped": n, "skipped_names": [...]}`,
+/// each queue's object through `each`.
+fn overview_json(o: &Overview, each: impl Fn(&QueueLine) -> Value) -> Value {
+    json!({
+        "queues": o.lines.iter().map(each).collect::<Vec<_>>(),
+        "matched": o.matched,
+        "skipped": o.skipped.len(),
+        "skipped_names": o.skipped,
     })
 }
 
-/// Every queue's line, and the entries of the set of queue names that are no
-/// valid queue names (skipped, with a warning on stderr).
-struct Lines {
-    lines: Vec<Line>,
-    skipped: Vec<String>,
-}
-
-impl Lines {
-    /// Names the skipped entries on stderr, if any.
-    fn warn(&self) {
-        if self.skipped.is_empty() {
-            return;
-        }
-        let names: Vec<String> = self.skipped.iter().map(|n| format!("{n:?}")).collect();
-        eprintln!(
-            "warning: skipped {} entries of the namespace's set of queues that are not valid queue names: {}",
-            names.len(),
-            names.join(", ")
-        );
-    }
-
-    /// `{"queues": [...], "skipped": n, "skipped_names": [...]}`, each queue's
-    /// object through `each`.
-    fn json(&self, each: impl Fn(&Line) -> Value) -> Value {
-        json!({
-            "queues": self.lines.iter().map(each).collect::<Vec<_>>(),
-            "skipped": self.skipped.len(),
-            "skipped_names": self.skipped,
-        })
-    }
-}
-
-async fn lines(ctx: &Ctx) -> Result<Lines, Failure> {
-    let listing = ctx.client.queues().queue_listing().await?;
-    let mut names = listing.names;
-    names.sort();
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        match line(ctx, &name).await {
-            Ok(l) => out.push(l),
-            // deleted between the listing and its read
-            Err(_) if !ctx.client.queues().list_queues().await?.contains(&name) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Lines {
-        lines: out,
-        skipped: listing.skipped,
-    })
-}
-
-pub async fn list(ctx: &Ctx) -> Outcome {
-    let all = lines(ctx).await?;
-    all.warn();
+pub async fn list(ctx: &Ctx, args: &ListArgs) -> Outcome {
+    let o = ctx.client.overview(&args.query()).await?;
+    warn(&o);
     if ctx.json {
-        return show::json(&all.json(Line::json));
+        return show::json(&overview_json(&o, line_json));
     }
-    table(&HEAD, &all.lines.iter().map(Line::row).collect::<Vec<_>>());
+    table(&HEAD, &o.lines.iter().map(line_row).collect::<Vec<_>>());
+    if o.lines.len() < o.matched {
+        println!("\n{} of {} queues", o.lines.len(), o.matched);
+    }
     Ok(())
 }
 
@@ -219,7 +234,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
             let ms =
                 |d: Option<Duration>| d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
             if ctx.json {
-                let mut v = l.json();
+                let mut v = line_json(&l);
                 v["settings"] = settings;
                 let mut s = settings::json(&stored);
                 v["settings"]["dead_letters"] = s["dead_letters"].take();
@@ -237,7 +252,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                     .collect();
                 return show::json(&v);
             }
-            table(&HEAD, &[l.row()]);
+            table(&HEAD, &[line_row(&l)]);
             println!();
             for (k, v) in settings.as_object().into_iter().flatten() {
                 println!("{k:<10}{v}");
@@ -312,14 +327,15 @@ pub fn done(ctx: &Ctx, v: Value, text: &str) -> Outcome {
 
 pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Outcome {
     if !args.watch {
-        return list(ctx).await;
+        return list(ctx, &args.list).await;
     }
-    let mut before: Option<(Instant, Vec<Line>)> = None;
+    let query = args.list.query();
+    let mut before: Option<(Instant, Vec<QueueLine>)> = None;
     loop {
         let now = Instant::now();
-        let all = lines(ctx).await?;
+        let all = ctx.client.overview(&query).await?;
         let lines = &all.lines;
-        let rate = |l: &Line, f: fn(&Line) -> u64| -> String {
+        let rate = |l: &QueueLine, f: fn(&QueueLine) -> u64| -> String {
             let Some((at, old)) = &before else {
                 return "-".into();
             };
@@ -330,14 +346,14 @@ pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Outcome {
             format!("{per_s:.1}")
         };
         if ctx.json {
-            let v = all.json(|l| {
-                let mut v = l.json();
-                v["processed_per_s"] = rate(l, |l| l.processed).into();
-                v["failed_per_s"] = rate(l, |l| l.failed).into();
+            let v = overview_json(&all, |l| {
+                let mut v = line_json(l);
+                v["processed_per_s"] = rate(l, |l| l.stats.processed).into();
+                v["failed_per_s"] = rate(l, |l| l.stats.failed).into();
                 v
             });
             println!("{}", serde_json::to_string(&v)?);
-            all.warn();
+            warn(&all);
         } else {
             // clear the screen, then the table
             print!("\x1b[2J\x1b[H");
@@ -346,14 +362,14 @@ pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Outcome {
             let rows: Vec<Vec<String>> = lines
                 .iter()
                 .map(|l| {
-                    let mut row = l.row();
-                    row.push(rate(l, |l| l.processed));
-                    row.push(rate(l, |l| l.failed));
+                    let mut row = line_row(l);
+                    row.push(rate(l, |l| l.stats.processed));
+                    row.push(rate(l, |l| l.stats.failed));
                     row
                 })
                 .collect();
             table(&head, &rows);
-            all.warn();
+            warn(&all);
             println!("\nevery {:?}; Ctrl-C to stop", args.interval);
         }
         before = Some((now, all.lines));

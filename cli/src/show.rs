@@ -44,6 +44,16 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A wait in ms as people read it: `850ms`, `12.5s`, `3m 20s`, `2h 5m`.
+pub fn wait(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{}m {}s", ms / 60_000, ms % 60_000 / 1000),
+        _ => format!("{}h {}m", ms / 3_600_000, ms % 3_600_000 / 60_000),
+    }
+}
+
 /// `ms` (Unix) relative to now: "in 5s", "3m ago", "now".
 pub fn when(ms: u64) -> String {
     let now = now_ms();

@@ -15,7 +15,8 @@
 //! 11 a backlog over 12 queues on one Redis and on a 3-master Cluster, 12
 //! enqueue one by one to a master with a replica, plain and waiting for it;
 //! 13 the history of finished jobs at its defaults beside off, and its bytes;
-//! default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
+//! 14 the dashboard's overview at 10 and 1,000 queues, per queue and in one
+//! overview call; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
 mod features;
 mod flood;
@@ -23,6 +24,7 @@ mod history;
 mod inspect;
 mod jobs;
 mod metered;
+mod overview;
 mod phases;
 mod redis;
 mod report;
@@ -35,7 +37,7 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
     };
     let mut runs = 3usize;
     let mut json = false;
@@ -106,6 +108,9 @@ fn main() {
             }
             if s.phases.contains(&13) {
                 history::history(&s, &mut f).await;
+            }
+            if s.phases.contains(&14) {
+                overview::overview(&mut f).await;
             }
         });
         eprintln!("run {run} of {runs} done");

@@ -89,6 +89,9 @@ pub struct Figures {
     pub history_full_kb: Option<f64>,
     pub history_bytes_per_entry_1kb: Option<f64>,
     pub history_full_kb_1kb: Option<f64>,
+    /// Phase 14: per render of the overview, at (queues, new way): round
+    /// trips, commands inside Redis, Redis CPU ms, wall ms.
+    pub overview: Vec<(usize, bool, crate::overview::PerRender)>,
 }
 
 impl Figures {

@@ -167,6 +167,15 @@ fn field(info: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A numeric field of an `INFO` section (0 when absent).
+pub async fn info_field(
+    con: &mut redis::aio::MultiplexedConnection,
+    section: &str,
+    name: &str,
+) -> f64 {
+    field(&info(con, section).await, name)
+}
+
 pub async fn used_memory(con: &mut redis::aio::MultiplexedConnection) -> i64 {
     field(&info(con, "memory").await, "used_memory") as i64
 }

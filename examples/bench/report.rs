@@ -422,6 +422,46 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             target,
         });
     }
+    for (queues, label) in [(10, "10 queues"), (1000, "1,000 queues")] {
+        for (new, way) in [(false, "per queue"), (true, "overview")] {
+            for (i, (what, unit)) in [
+                ("round trips", "trips"),
+                ("commands inside Redis", "cmds"),
+                ("Redis CPU", "ms"),
+                ("wall time", "wall_ms"),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let unit_label = match i {
+                    2 | 3 => " (ms)",
+                    _ => "",
+                };
+                let target = match (queues, new, i) {
+                    (1000, true, 0) => "<= 2",
+                    (1000, true, 2) => "<= 20",
+                    _ => "-",
+                };
+                rows.push(Row {
+                    key: format!(
+                        "overview_{queues}_{}_{unit}",
+                        if new { "overview" } else { "per_queue" }
+                    )
+                    .into(),
+                    label: format!(
+                        "dashboard overview, {label}, {way}: {what} per render{unit_label}"
+                    ),
+                    values: all
+                        .iter()
+                        .flat_map(|f| f.overview.iter())
+                        .filter(|(q, n, _)| *q == queues && *n == new)
+                        .map(|(_, _, m)| [m.0, m.1, m.2, m.3][i])
+                        .collect(),
+                    target,
+                });
+            }
+        }
+    }
     for (key, label, get, target) in [
         (
             "topic_publish_single_per_s",

@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod live;
 pub mod locate;
 pub mod ops;
+pub mod overview;
 pub mod priorities;
 pub mod queues;
 pub mod settings;
@@ -356,6 +357,8 @@ macro_rules! conformance_suite {
             every_action_names_who_took_it_in_the_history);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
+        $crate::conformance_suite!(@overview $setup, #[$attr],
+            the_overview_reads_every_queue_filters_sorts_and_pages);
         $crate::conformance_suite!(@settings $setup, #[$attr],
             settings_are_stored_with_the_queue_and_go_with_it,
             the_stored_retention_is_in_force_over_the_workers,

@@ -570,3 +570,47 @@ async fn allowed_hosts_refuse_every_other_host_name() {
     assert!(evil.body.contains("evil.example"), "{}", evil.body);
     assert_eq!(get(&app, "/").await.status, StatusCode::FORBIDDEN);
 }
+
+/// `calls` of `cmdstat_<name>` in `INFO commandstats` (0 when never called).
+async fn calls(server: &RedisServer, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The overview reads 40 queues with one `SMEMBERS` and one pipelined script
+/// call each, and nothing else at the top level: no command per queue besides.
+#[tokio::test]
+async fn the_overview_reads_every_queue_in_one_pipeline() {
+    let (server, client) = setup().await;
+    for i in 0..40 {
+        redjob::queue::Queues::create_queue(
+            client.queues(),
+            &format!("q{i:02}"),
+            QueueOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    let app = redjob_web::router(client.clone());
+    // once for the scripts to load
+    assert_eq!(get(&app, "/").await.status, StatusCode::OK);
+    let before: Vec<u64> =
+        futures::future::join_all(["smembers", "evalsha", "time"].map(|c| calls(&server, c))).await;
+    let page = get(&app, "/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains(r#"href="/queues/q39""#), "{}", page.body);
+    let after: Vec<u64> =
+        futures::future::join_all(["smembers", "evalsha", "time"].map(|c| calls(&server, c))).await;
+    let d: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    // 41 queues ("mail" too): one script call each, which reads the clock
+    // inside (the per-queue reads called three scripts and TIME twice each)
+    assert_eq!(d, [1, 41, 41]);
+}

@@ -6,11 +6,14 @@ use std::ops::Bound::{Excluded, Unbounded};
 
 use super::state::ms_score;
 use super::{MemQueue, MemoryBackend, not_found};
-use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread, event_word};
+use crate::contract::admin::{
+    Admin, DeadOrder, DeadQuery, Overview, OverviewQuery, QueueLine, Spread, event_word,
+};
 use crate::contract::inspect::{self, Cursor, JobState, Page};
 use crate::contract::leases::{LEGACY_LEASED_MS, score_count};
 use crate::contract::queues::validate;
 use crate::contract::settings::QueueSettings;
+use crate::contract::stats::{last_hour, ring_minute};
 use crate::{JobId, Result};
 
 impl MemoryBackend {
@@ -62,6 +65,29 @@ impl Admin for MemoryBackend {
             self.notify(queue);
         }
         Ok(())
+    }
+
+    async fn overview(&self, query: &OverviewQuery) -> Result<Overview> {
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let lines = st
+            .queues
+            .iter()
+            .filter(|(name, _)| query.wants(name))
+            .map(|(name, q)| {
+                let mut l = QueueLine::new(name);
+                l.counts = super::inspect::counts_of(q, now);
+                l.latency = super::inspect::latency_of(q, now);
+                l.paused = q.paused;
+                l.stats = q.stats;
+                if query.minutes {
+                    let ring = q.minutes.into_iter();
+                    l.minutes = last_hour(now, ring.map(ring_minute));
+                }
+                l
+            })
+            .collect();
+        Ok(query.finish(lines, Vec::new(), now))
     }
 
     async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {

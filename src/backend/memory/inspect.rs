@@ -88,20 +88,7 @@ impl Inspect for MemoryBackend {
         let now = self.clock.now_ms();
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
-        let mut counts = [0u64; 3];
-        for (k, _) in q.all() {
-            counts[match inspect::state_of(*k, now) {
-                JobState::Ready => 0,
-                JobState::Scheduled => 1,
-                _ => 2,
-            }] += 1;
-        }
-        Ok(StateCounts {
-            ready: counts[0],
-            scheduled: counts[1],
-            in_flight: counts[2],
-            dead: q.dead.len() as u64,
-        })
+        Ok(counts_of(q, now))
     }
 
     async fn latency(&self, queue: &str) -> Result<Option<std::time::Duration>> {
@@ -109,15 +96,7 @@ impl Inspect for MemoryBackend {
         let now = self.clock.now_ms();
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
-        // the first due score of each level: the oldest there (a lease that
-        // ran out is due from its end)
-        let oldest = q
-            .sets()
-            .filter_map(|set| set.first())
-            .filter(|(k, _)| *k <= due_score(now))
-            .map(|&(k, _)| inspect::due_ms(k, now))
-            .min();
-        Ok(oldest.map(|t| std::time::Duration::from_millis(now.saturating_sub(t))))
+        Ok(latency_of(q, now))
     }
 
     async fn peek(&self, queue: &str, n: usize) -> Result<Vec<JobInfo>> {
@@ -253,4 +232,35 @@ impl Inspect for MemoryBackend {
             Cancelled::Removed
         })
     }
+}
+
+/// `q`'s jobs by state at `now` (ms).
+pub(super) fn counts_of(q: &MemQueue, now: u64) -> StateCounts {
+    let mut counts = [0u64; 3];
+    for (k, _) in q.all() {
+        counts[match inspect::state_of(*k, now) {
+            JobState::Ready => 0,
+            JobState::Scheduled => 1,
+            _ => 2,
+        }] += 1;
+    }
+    StateCounts {
+        ready: counts[0],
+        scheduled: counts[1],
+        in_flight: counts[2],
+        dead: q.dead.len() as u64,
+    }
+}
+
+/// How long `q`'s oldest ready job has waited at `now` (ms), if one is ready.
+pub(super) fn latency_of(q: &MemQueue, now: u64) -> Option<std::time::Duration> {
+    // the first due score of each level: the oldest there (a lease that ran
+    // out is due from its end)
+    let oldest = q
+        .sets()
+        .filter_map(|set| set.first())
+        .filter(|(k, _)| *k <= due_score(now))
+        .map(|&(k, _)| inspect::due_ms(k, now))
+        .min();
+    oldest.map(|t| std::time::Duration::from_millis(now.saturating_sub(t)))
 }

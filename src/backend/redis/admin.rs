@@ -11,7 +11,9 @@ use crate::backend::redis::connection::Connection;
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::backend::redis::settings::{self, Mode};
-use crate::contract::admin::{Admin, DeadOrder, DeadQuery, Spread, event_word, noted};
+use crate::contract::admin::{
+    Admin, DeadOrder, DeadQuery, Overview, OverviewQuery, Spread, event_word, noted,
+};
 use crate::contract::inspect::{self, Cursor, JobInfo, JobState, MAX_PAGE, Page};
 use crate::contract::queues::validate;
 use crate::contract::settings::QueueSettings;
@@ -144,6 +146,10 @@ impl Admin for Rsmq {
         let set = settings::call(self, queue, Mode::Set, s).await?;
         noted(self.add_event(queue, "settings", 0).await, queue);
         Ok(set)
+    }
+
+    async fn overview(&self, query: &OverviewQuery) -> Result<Overview> {
+        self.read_overview(query).await
     }
 
     async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {

@@ -8,6 +8,7 @@ mod keys;
 mod leases;
 mod listen;
 mod live;
+mod overview;
 mod poll;
 pub(crate) mod queues;
 mod replies;

@@ -2,12 +2,14 @@
 //! heartbeats (public at `redjob::ops`).
 
 mod dead;
+mod overview;
 mod periodic;
 mod workers;
 
 use std::future::Future;
 
 pub use dead::{DeadOrder, DeadQuery, Spread};
+pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
 pub use periodic::{Missed, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
 pub(crate) use workers::{Beat, BeatJob, host_name};
 pub use workers::{BeatSchedule, RunningJob, WorkerInfo};
@@ -205,6 +207,27 @@ pub trait Admin: Inspect {
         count: u64,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Every queue of the namespace at a glance: jobs by state, latency,
+    /// pause and counters per queue ([`QueueLine`]), filtered by name, sorted
+    /// and paged as `query` says, with their totals. It reads in two round
+    /// trips whatever the number of queues: the set of queues, then one
+    /// pipelined script call per matching queue (per node on a Cluster);
+    /// in memory, under one lock.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::ops::{Admin, OverviewQuery};
+    /// use redjob::queue::Queues;
+    ///
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail", Default::default()).await?;
+    /// let o = q.overview(&OverviewQuery::default()).await?;
+    /// assert_eq!((o.matched, o.lines[0].name.as_str()), (1, "mail"));
+    /// # Ok(()) }
+    /// ```
+    fn overview(&self, query: &OverviewQuery) -> impl Future<Output = Result<Overview>> + Send;
+
     /// The live worker processes, by id: each one's last heartbeat (see
     /// [`WorkerInfo`]). A worker that stopped is gone at once; one that died
     /// is gone three heartbeats after its last.
@@ -383,6 +406,7 @@ macro_rules! admin_methods {
             async fn settings(queue: &str) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn set_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn add_event(queue: &str, what: &str, count: u64) -> $crate::Result<()>;
+            async fn overview(query: &$crate::contract::admin::OverviewQuery) -> $crate::Result<$crate::contract::admin::Overview>;
         }
     };
 }

@@ -1,15 +1,10 @@
 //! Every queue with its jobs by state, counters, pause state and how long its
 //! next job has waited; totals on top.
 
-use std::time::Duration;
-
 use axum::response::Response;
-use futures::stream::{self, StreamExt};
 use maud::html;
-use redjob::backend::{Backend, MinuteStats, QueueStats};
-use redjob::inspect::{Inspect, StateCounts};
-use redjob::ops::Admin;
-use redjob::queue::Queues;
+use redjob::inspect::Inspect;
+use redjob::ops::{Admin, OverviewQuery, QueueLine};
 use redjob::{Client, Error};
 
 use crate::Ctx;
@@ -18,41 +13,16 @@ use crate::error::WebResult;
 use crate::fmt::{num, span};
 use crate::layout::{Nav, render, seg};
 
-/// Queues read at once (each read is a few round trips).
-const AT_ONCE: usize = 32;
-
-/// One queue's line.
-pub(crate) struct Line {
-    pub name: String,
-    pub counts: StateCounts,
-    pub stats: QueueStats,
-    /// The last hour, minute by minute.
-    pub minutes: Vec<MinuteStats>,
-    pub paused: bool,
-    /// How long the oldest ready job has waited, when one is ready.
-    pub latency: Option<Duration>,
-}
-
-/// The line of `name`; `None` when it was deleted meanwhile.
-pub(crate) async fn line(client: &Client, name: String) -> redjob::Result<Option<Line>> {
+/// The line of `name` for its own page (counts, counters, the last hour,
+/// pause); `None` when it was deleted meanwhile.
+pub(crate) async fn line(client: &Client, name: String) -> redjob::Result<Option<QueueLine>> {
     let read = async {
-        let counts = client.counts(&name).await?;
-        let stats = client.stats(&name).await?;
-        let minutes = client.minutes(&name).await?;
-        let paused = client.is_paused(&name).await?;
-        let latency = if counts.ready > 0 {
-            client.latency(&name).await?
-        } else {
-            None
-        };
-        Ok(Line {
-            name: name.clone(),
-            counts,
-            stats,
-            minutes,
-            paused,
-            latency,
-        })
+        let mut l = QueueLine::new(&name);
+        l.counts = client.counts(&name).await?;
+        l.stats = client.stats(&name).await?;
+        l.minutes = client.minutes(&name).await?;
+        l.paused = client.is_paused(&name).await?;
+        Ok(l)
     };
     match read.await {
         Ok(l) => Ok(Some(l)),
@@ -63,29 +33,14 @@ pub(crate) async fn line(client: &Client, name: String) -> redjob::Result<Option
 
 pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
     let client = &ctx.app.client;
-    // entries of the set of names no queue can have are skipped, and named below
-    let listing = client.queues().queue_listing().await?;
-    let skipped = listing.skipped;
-    let mut names = listing.names;
-    names.sort();
-    let read: Vec<redjob::Result<Option<Line>>> = stream::iter(names)
-        .map(|name| line(client, name))
-        .buffered(AT_ONCE)
-        .collect()
-        .await;
-    let mut lines = Vec::with_capacity(read.len());
-    for l in read {
-        lines.extend(l?);
-    }
-    let mut total = (StateCounts::default(), QueueStats::default());
-    for l in &lines {
-        total.0.ready += l.counts.ready;
-        total.0.scheduled += l.counts.scheduled;
-        total.0.in_flight += l.counts.in_flight;
-        total.0.dead += l.counts.dead;
-        total.1.processed += l.stats.processed;
-        total.1.failed += l.stats.failed;
-    }
+    // two round trips however many queues: the set of queues, then one
+    // pipelined read of them all
+    let o = client
+        .overview(&OverviewQuery::default().with_minutes())
+        .await?;
+    let skipped = o.skipped;
+    let lines = o.lines;
+    let total = (o.total.counts, o.total.stats);
     let cards = [
         ("ready", total.0.ready),
         ("scheduled", total.0.scheduled),
@@ -94,10 +49,10 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
         ("processed", total.1.processed),
         ("failed", total.1.failed),
     ];
-    // after the reads: a minute that turned meanwhile drops no queue's newest
-    let now = client.backend().now_ms().await?;
-    let hour =
-        redjob::backend::last_hour(now, lines.iter().flat_map(|l| l.minutes.iter().copied()));
+    let hour = redjob::backend::last_hour(
+        o.now_ms,
+        lines.iter().flat_map(|l| l.minutes.iter().copied()),
+    );
     let body = html! {
         h1 { "Queues" }
         form.inline method="get" action=(ctx.link("/find")) {

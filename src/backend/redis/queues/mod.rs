@@ -64,6 +64,8 @@ pub struct Rsmq {
     con: Connection,
     send_loaded: Arc<AtomicBool>,
     unique_loaded: Arc<AtomicBool>,
+    /// Whether Redis has counts.lua, which an overview pipelines.
+    pub(crate) counts_loaded: Arc<AtomicBool>,
     ns: Namespace,
     realtime: bool,
     /// Whether each send waits for replicas (see [`WaitForReplicas`]).
@@ -104,6 +106,7 @@ impl Rsmq {
             con,
             send_loaded: Arc::default(),
             unique_loaded: Arc::default(),
+            counts_loaded: Arc::default(),
             realtime,
             wait: None,
             actor: "api".into(),

@@ -1,0 +1,110 @@
+//! Phase 14: the overview of every queue, as the dashboard renders it, at 10
+//! and 1,000 queues: before (per queue: counts, latency, counters, the last
+//! hour and the pause, one call each, 32 queues at once, as the dashboard
+//! read until issue 38) and after (`Admin::overview`: the set of queues, then
+//! one pipeline). Per render: client round trips (the calls the render
+//! awaits), commands inside Redis (`total_commands_processed`, scripts'
+//! commands included), Redis CPU and wall time.
+
+use std::time::Instant;
+
+use futures::stream::{self, StreamExt};
+use redjob::Client;
+use redjob::backend::Backend;
+use redjob::inspect::Inspect;
+use redjob::ops::{Admin, OverviewQuery};
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+
+use crate::phases::Figures;
+use crate::redis::{Server, cpu_us, info_field};
+
+/// The figures of one way of rendering: per render, (round trips, commands
+/// inside Redis, Redis CPU ms, wall ms).
+pub type PerRender = (f64, f64, f64, f64);
+
+/// The dashboard's read before issue 38: one queue's line in five calls.
+async fn line_before(client: &Client, name: String) -> u64 {
+    let counts = client.counts(&name).await.expect("counts");
+    client.stats(&name).await.expect("stats");
+    client.minutes(&name).await.expect("minutes");
+    client.is_paused(&name).await.expect("paused");
+    if counts.ready > 0 {
+        client.latency(&name).await.expect("latency");
+        return 5;
+    }
+    4
+}
+
+async fn before(client: &Client) -> u64 {
+    let names = client.queues().queue_listing().await.expect("list").names;
+    let trips: Vec<u64> = stream::iter(names)
+        .map(|n| line_before(client, n))
+        .buffered(32)
+        .collect()
+        .await;
+    // the listing and the clock for the chart
+    client.backend().now_ms().await.expect("now");
+    2 + trips.iter().sum::<u64>()
+}
+
+async fn after(client: &Client) -> u64 {
+    client
+        .overview(&OverviewQuery::default().with_minutes())
+        .await
+        .expect("overview");
+    2
+}
+
+async fn measure(
+    client: &Client,
+    con: &mut redis::aio::MultiplexedConnection,
+    renders: usize,
+    new: bool,
+) -> PerRender {
+    let cpu0 = cpu_us(con).await;
+    let cmds0 = info_field(con, "stats", "total_commands_processed").await;
+    let t = Instant::now();
+    let mut trips = 0;
+    for _ in 0..renders {
+        trips += if new {
+            after(client).await
+        } else {
+            before(client).await
+        };
+    }
+    let wall = t.elapsed().as_secs_f64() * 1000.0;
+    // the first INFO counts itself once it answered: left out
+    let cmds = info_field(con, "stats", "total_commands_processed").await - cmds0 - 1.0;
+    let cpu = (cpu_us(con).await - cpu0) / 1000.0;
+    let n = renders as f64;
+    (trips as f64 / n, cmds / n, cpu / n, wall / n)
+}
+
+pub async fn overview(f: &mut Figures) {
+    for (queues, renders) in [(10usize, 50usize), (1000, 5)] {
+        let server = Server::start();
+        let mut con = server.con().await;
+        let client = Client::connect(&server.url).await.expect("connect");
+        for i in 0..queues {
+            let name = format!("q{i:04}");
+            client
+                .queues()
+                .create_queue(&name, QueueOptions::default())
+                .await
+                .expect("create");
+            // one ready job in every other queue, so that half read a latency
+            if i % 2 == 0 {
+                Queues::send(client.queues(), &name, SendMessage::new("{}"))
+                    .await
+                    .expect("send");
+            }
+        }
+        // warm up: scripts loaded
+        before(&client).await;
+        after(&client).await;
+        for new in [false, true, false, true] {
+            let m = measure(&client, &mut con, renders, new).await;
+            f.overview.push((queues, new, m));
+        }
+    }
+}

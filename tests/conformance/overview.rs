@@ -1,0 +1,120 @@
+//! The overview of every queue: each line as the per-queue calls answer,
+//! filtered by name, sorted, paged, with totals; on one Redis server, read in
+//! one pipelined script call per queue.
+
+use std::time::Duration;
+
+use redjob::backend::{Backend, MINUTES};
+use redjob::inspect::Inspect;
+use redjob::ops::{Admin, OverviewQuery, OverviewSort};
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+
+use super::Env;
+
+/// `cmdstat_<name>`'s calls in `INFO commandstats` (0 when never called).
+async fn calls(env: &Env, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut env.raw().await)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+pub async fn the_overview_reads_every_queue_filters_sorts_and_pages(env: &Env) {
+    let q = env.client.backend();
+    for name in ["ov-a", "ov-b", "ov-c", "other"] {
+        q.create_queue(name, QueueOptions::default()).await.unwrap();
+    }
+    for i in 0..3 {
+        Queues::send(
+            &q,
+            "ov-a",
+            SendMessage::new(format!("a{i}")).priority(i as i8),
+        )
+        .await
+        .unwrap();
+    }
+    Queues::send(
+        &q,
+        "ov-a",
+        SendMessage::new("later").delay(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    Queues::send(&q, "ov-b", SendMessage::new("b"))
+        .await
+        .unwrap();
+    q.pause("ov-b").await.unwrap();
+    super::ops::kill(env, "ov-c", &[("A", "down")], 0, Default::default()).await;
+    let o = q
+        .overview(&OverviewQuery::default().filter("ov-"))
+        .await
+        .unwrap();
+    assert_eq!(o.matched, 3);
+    let names: Vec<&str> = o.lines.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["ov-a", "ov-b", "ov-c"], "by name by default");
+    for l in &o.lines {
+        assert_eq!(l.counts, q.counts(&l.name).await.unwrap(), "{}", l.name);
+        assert_eq!(l.stats, q.stats(&l.name).await.unwrap(), "{}", l.name);
+        assert_eq!(l.paused, l.name == "ov-b");
+        assert_eq!(l.latency.is_some(), l.counts.ready > 0, "{l:?}");
+        assert!(l.minutes.is_empty(), "not asked for");
+    }
+    assert_eq!(o.lines[0].counts.ready, 3);
+    assert_eq!(o.lines[0].counts.scheduled, 1);
+    assert_eq!((o.lines[2].counts.dead, o.lines[2].stats.dead), (1, 1));
+    assert_eq!(o.total.counts.ready, 4);
+    assert_eq!((o.total.queues, o.total.paused), (3, 1));
+    // sorted by a column, largest first, a page of it; the totals are all pages'
+    let o = q
+        .overview(
+            &OverviewQuery::default()
+                .filter("ov-")
+                .sort(OverviewSort::Dead)
+                .descending()
+                .page(0, 1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.lines.len(), 1);
+    assert_eq!((o.lines[0].name.as_str(), o.matched), ("ov-c", 3));
+    assert_eq!(o.total.counts.dead, 1);
+    let o = q
+        .overview(
+            &OverviewQuery::default()
+                .sort(OverviewSort::Ready)
+                .page(3, 10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.matched, 4);
+    assert_eq!(o.lines.len(), 1);
+    assert_eq!(o.lines[0].name, "ov-a", "the most ready last");
+    // the last hour, when asked for
+    let o = q
+        .overview(&OverviewQuery::default().filter("ov-c").with_minutes())
+        .await
+        .unwrap();
+    let hour = &o.lines[0].minutes;
+    assert_eq!(hour.len(), MINUTES);
+    assert_eq!(hour, &q.minutes("ov-c").await.unwrap());
+    assert_eq!(hour.iter().map(|m| m.failed).sum::<u64>(), 1);
+    // nothing matches: no lines, no error
+    let o = q
+        .overview(&OverviewQuery::default().filter("nope"))
+        .await
+        .unwrap();
+    assert_eq!((o.matched, o.lines.len()), (0, 0));
+    if env.server.is_some() {
+        // one server: the set of queues, then one script call per queue
+        let (smembers, evalsha) = (calls(env, "smembers").await, calls(env, "evalsha").await);
+        q.overview(&OverviewQuery::default()).await.unwrap();
+        assert_eq!(calls(env, "smembers").await - smembers, 1);
+        assert_eq!(calls(env, "evalsha").await - evalsha, 4);
+    }
+}
