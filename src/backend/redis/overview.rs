@@ -1,7 +1,8 @@
 //! [`Admin::overview`](crate::ops::Admin::overview) on Redis: the set of
-//! queues (one `SMEMBERS`), then counts.lua in its overview mode for every
-//! matching queue in one pipeline (one round trip). On a Cluster, where a
-//! pipeline holds one slot, the calls go at once (256 in flight), each node's
+//! queues (one `SMEMBERS`), then counts.lua in its overview mode over every
+//! matching queue, 100 queues a call, the calls in one pipeline (one round
+//! trip). On a Cluster, where a call's keys and a pipeline hold one slot, a
+//! call reads one queue and the calls go at once (256 in flight), each node's
 //! written back to back on its connection.
 
 use std::time::Duration;
@@ -16,8 +17,10 @@ use crate::backend::redis::scripts::{self, Reply};
 use crate::contract::admin::{Overview, OverviewQuery, QueueLine};
 use crate::contract::stats::{last_hour, ring_minute};
 
-/// Queues read at once on a Cluster.
+/// Calls in flight at once on a Cluster.
 const AT_ONCE: usize = 256;
+/// Queues one call reads on a single server (28 keys each).
+const PER_CALL: usize = 100;
 
 impl Rsmq {
     pub(crate) async fn read_overview(&self, query: &OverviewQuery) -> Result<Overview> {
@@ -33,19 +36,25 @@ impl Rsmq {
             return Ok(query.finish(Vec::new(), listing.skipped, s * 1000 + us / 1000));
         }
         let minutes = if query.minutes { "minutes" } else { "" };
-        let mut cmds = Vec::with_capacity(names.len());
-        for name in &names {
-            let k = ns.queue(name);
-            let mut keys = k.inspection();
-            keys.push(k.stats.clone());
+        // on one server, a call reads many queues (its fixed cost, lib.lua's
+        // functions, is then paid once per batch); on a Cluster, where a
+        // call's keys hold one slot, one queue each
+        let per_call = if con.is_cluster() { 1 } else { PER_CALL };
+        let mut cmds = Vec::new();
+        for batch in names.chunks(per_call) {
+            let mut keys = Vec::with_capacity(batch.len() * 28);
+            for name in batch {
+                let k = ns.queue(name);
+                keys.extend(k.inspection());
+                keys.push(k.stats.clone());
+            }
             let mut cmd = scripts::eval(&scripts::COUNTS, &keys);
             cmd.arg("overview").arg(minutes);
             cmds.push(cmd);
         }
         let replies = if con.is_cluster() {
-            // a Cluster pipeline holds one slot, and each queue is a slot of
-            // its own: the calls go at once instead, and the connection
-            // writes each node's back to back
+            // a Cluster pipeline holds one slot: the calls go at once
+            // instead, and the connection writes each node's back to back
             let calls: Vec<_> = cmds
                 .into_iter()
                 .map(|cmd| {
@@ -69,11 +78,23 @@ impl Rsmq {
         };
         let mut lines = Vec::with_capacity(names.len());
         let mut now_ms = 0;
-        for (name, v) in names.iter().zip(&replies) {
+        let each = replies.iter().flat_map(|v| match v {
+            Value::Array(queues) => queues.as_slice(),
+            _ => &[],
+        });
+        let mut read = 0;
+        for (name, v) in names.iter().zip(each) {
+            read += 1;
             if let Some((line, now)) = line(name, v, query.minutes)? {
                 lines.push(line);
                 now_ms = now_ms.max(now);
             }
+        }
+        if read != names.len() {
+            return Err(crate::Error::Protocol(format!(
+                "the overview read {read} of {} queues",
+                names.len()
+            )));
         }
         Ok(query.finish(lines, listing.skipped, now_ms))
     }

@@ -12,69 +12,95 @@
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q): not read
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[25]  the queue's lease counts (ns:q:leases)
--- KEYS[26], KEYS[27]  the queue's history (not read)
--- KEYS[28]  the queue's counters (ns:q:stats), read for an overview
--- ARGV[1]  "overview" for a queue's line of the overview (see overview.rs):
---          its latency, pause and counters too; else nothing
--- ARGV[2]  "minutes" for the overview's line with the last hour's ring
+-- ARGV[1]  "overview" for the overview's lines (see overview.rs) of several
+--          queues at once: their latency, pause and counters too, each
+--          queue's keys 28 in a row (KEYS[1..25] as above, its history's two
+--          keys, not read, then its counters ns:q:stats), as many queues as
+--          KEYS holds; else nothing
+-- ARGV[2]  "minutes" for the overview's lines with the last hour's ring
 --          ("m0".."m60" of the counters, see complete.lua)
 -- Returns {-1} when the queue does not exist, else {1, ready (due, or a lease that
 --         ran out), scheduled (delayed, or waiting for a retry), in flight (leased), dead};
---         for an overview, then Redis's clock (ms), how long the oldest ready
---         job has waited (ms; -1 for none), 1 when paused (else 0), processed,
---         failed, retried and dead-lettered runs, then the ring's 61 slots
---         (false where empty) when asked for
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:paused")
-if not attrs[1] then return {-1} end
+--         for an overview, one such reply per queue, each followed by Redis's
+--         clock (ms), how long the oldest ready job has waited (ms; -1 for
+--         none), 1 when paused (else 0), processed, failed, retried and
+--         dead-lettered runs, then the ring's 61 slots (false where empty)
+--         when asked for
 local now = clock()
-local ready, later = 0, 0
+local overview = ARGV[1] == "overview"
+local leases = lease_counts()
+-- the bounds every queue's counts use, formatted once (formatting a number
+-- costs about as much as a command)
+local due = due_max(now)
 local n = string.format("%.0f", now + 1)
-local leased = 0
 -- the rest of this second: its leases by their marks
 local rest = string.format("(%.0f", (math.floor(now / 1000) + 1) * 1000)
-local marked, whole = 0, true
-local overview = ARGV[1] == "overview"
--- for an overview: the earliest due time of a due job, over the levels
-local oldest
-for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, 5)) do
-  local k = level[2]
-  local due = redis.call("ZCOUNT", k, "-inf", due_max(now))
-  ready = ready + due
-  if overview and due > 0 then
-    local first = redis.call("ZRANGEBYSCORE", k, "-inf", due_max(now), "WITHSCORES", "LIMIT", 0, 1)
-    local t = first[2] and math.floor(tonumber(first[2]))
-    if t and (not oldest or t < oldest) then oldest = t end
+local legacy_from = string.format("%.0f", LEGACY)
+local legacy_out = string.format("(%.0f", LEGACY + now + 1)
+local legacy_in = string.format("%.0f", LEGACY + now + 1)
+
+-- The counts of the queue whose keys start at KEYS[b + 1] (see above).
+local function count(b)
+  local attrs = redis.call("HMGET", KEYS[b + 2], "vt", "redjob:prio", "redjob:paused")
+  if not attrs[1] then return {-1} end
+  local ready, later = 0, 0
+  local leased = 0
+  local marked, whole = 0, true
+  -- for an overview: the earliest due time of a due job, over the levels
+  local oldest
+  for _, level in ipairs(level_sets(tonumber(attrs[2]) or 0, b + 5, b + 1)) do
+    local k = level[2]
+    local d = redis.call("ZCOUNT", k, "-inf", due)
+    ready = ready + d
+    if overview and d > 0 then
+      local first = redis.call("ZRANGEBYSCORE", k, "-inf", due, "WITHSCORES", "LIMIT", 0, 1)
+      local t = first[2] and math.floor(tonumber(first[2]))
+      if t and (not oldest or t < oldest) then oldest = t end
+    end
+    later = later + redis.call("ZCOUNT", k, n, "+inf")
+    local soon = redis.call("ZRANGEBYSCORE", k, n, rest, "WITHSCORES", "LIMIT", 0, 1000)
+    if #soon >= 2000 then whole = false end
+    for j = 2, #soon, 2 do
+      if select(2, score_count(tonumber(soon[j]))) then marked = marked + 1 end
+    end
+    -- leases an earlier redjob wrote (see LEGACY in lib.lua): ready once they
+    -- ran out
+    if now < LEGACY then
+      local ran_out = redis.call("ZCOUNT", k, legacy_from, legacy_out)
+      ready = ready + ran_out
+      later = later - ran_out
+      leased = leased + redis.call("ZCOUNT", k, legacy_in, "+inf")
+    end
   end
-  later = later + redis.call("ZCOUNT", k, n, "+inf")
-  local soon = redis.call("ZRANGEBYSCORE", k, n, rest, "WITHSCORES", "LIMIT", 0, 1000)
-  if #soon >= 2000 then whole = false end
-  for j = 2, #soon, 2 do
-    if select(2, score_count(tonumber(soon[j]))) then marked = marked + 1 end
+  local after, this = leases.after(b + 25, now)
+  leased = leased + after + (whole and marked or this)
+  leased = math.min(leased, later)
+  local out = {1, ready, later - leased, leased, redis.call("ZCARD", KEYS[b + 3])}
+  if not overview then return out end
+  -- a ran-out lease an earlier redjob wrote counts as ready without a due time
+  -- among the due ones: its wait is not known, and left out
+  out[6] = now
+  out[7] = oldest and math.max(0, now - oldest) or -1
+  out[8] = attrs[3] and 1 or 0
+  local c
+  if ARGV[2] == "minutes" then
+    -- the ring's fields spelled out: concatenating a number formats it as a
+    -- double, which would cost more than the rest of the call
+    c = redis.call("HMGET", KEYS[b + 28], "processed", "failed", "retried", "dead",
+      "m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10", "m11", "m12", "m13",
+      "m14", "m15", "m16", "m17", "m18", "m19", "m20", "m21", "m22", "m23", "m24", "m25",
+      "m26", "m27", "m28", "m29", "m30", "m31", "m32", "m33", "m34", "m35", "m36", "m37",
+      "m38", "m39", "m40", "m41", "m42", "m43", "m44", "m45", "m46", "m47", "m48", "m49",
+      "m50", "m51", "m52", "m53", "m54", "m55", "m56", "m57", "m58", "m59", "m60")
+  else
+    c = redis.call("HMGET", KEYS[b + 28], "processed", "failed", "retried", "dead")
   end
-  -- leases an earlier redjob wrote (see LEGACY in lib.lua): ready once they
-  -- ran out
-  if now < LEGACY then
-    local ran_out = redis.call("ZCOUNT", k, LEGACY, string.format("(%.0f", LEGACY + now + 1))
-    ready = ready + ran_out
-    later = later - ran_out
-    leased = leased + redis.call("ZCOUNT", k, string.format("%.0f", LEGACY + now + 1), "+inf")
-  end
+  for j = 1, 4 do out[8 + j] = tonumber(c[j]) or 0 end
+  for j = 5, #c do out[8 + j] = c[j] end
+  return out
 end
-local after, this = lease_counts().after(25, now)
-leased = leased + after + (whole and marked or this)
-leased = math.min(leased, later)
-local out = {1, ready, later - leased, leased, redis.call("ZCARD", KEYS[3])}
-if not overview then return out end
--- a ran-out lease an earlier redjob wrote counts as ready without a due time
--- among the due ones: its wait is not known, and left out
-out[6] = now
-out[7] = oldest and math.max(0, now - oldest) or -1
-out[8] = attrs[3] and 1 or 0
-local fields = {"processed", "failed", "retried", "dead"}
-if ARGV[2] == "minutes" then
-  for m = 0, 60 do fields[#fields + 1] = "m" .. m end
-end
-local c = redis.call("HMGET", KEYS[28], unpack(fields))
-for j = 1, 4 do out[8 + j] = tonumber(c[j]) or 0 end
-for j = 5, #fields do out[8 + j] = c[j] end
-return out
+
+if not overview then return count(0) end
+local all = {}
+for b = 0, #KEYS - 28, 28 do all[#all + 1] = count(b) end
+return all

@@ -151,22 +151,24 @@ local function allow_writes(zset)
 end
 
 -- The sorted set of priority `p` when the caller passed the level keys from
--- KEYS[first]: priorities 10..1, then -1..-10 (priority 0 is always KEYS[1]).
-local function level_key(p, first)
-  if p == 0 then return KEYS[1] end
+-- KEYS[first]: priorities 10..1, then -1..-10 (priority 0 is KEYS[zero],
+-- KEYS[1] unless given: a script over several queues passes each one's).
+local function level_key(p, first, zero)
+  if p == 0 then return KEYS[zero or 1] end
   return KEYS[p > 0 and first + 10 - p or first + 9 - p]
 end
 
 -- A queue's sorted sets to read, highest priority first, as {priority, key}:
--- KEYS[1] (priority 0) and, when the caller passed the level keys (from
--- KEYS[first], see level_key), each level whose bit (priority + 10) is set in
--- `mask`, the hash field "redjob:prio" that sends keep.
-local function level_sets(mask, first)
-  if mask == 0 or #KEYS < first + 19 then return {{0, KEYS[1]}} end
+-- KEYS[zero] (priority 0, KEYS[1] unless given) and, when the caller passed
+-- the level keys (from KEYS[first], see level_key), each level whose bit
+-- (priority + 10) is set in `mask`, the hash field "redjob:prio" that sends
+-- keep.
+local function level_sets(mask, first, zero)
+  if mask == 0 or #KEYS < first + 19 then return {{0, KEYS[zero or 1]}} end
   local out = {}
   for p = 10, -10, -1 do
     if p == 0 or bit.band(mask, bit.lshift(1, p + 10)) ~= 0 then
-      out[#out + 1] = {p, level_key(p, first)}
+      out[#out + 1] = {p, level_key(p, first, zero)}
     end
   end
   return out
