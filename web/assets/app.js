@@ -26,8 +26,14 @@
       });
     });
 
-    var every = parseInt(document.body.dataset.refresh || "0", 10);
-    if (every > 0 && document.querySelector("[data-live]")) setInterval(refresh, every);
+    every = parseInt(document.body.dataset.refresh || "0", 10);
+    if (every > 0 && document.querySelector("[data-live]")) {
+      schedule(every);
+      // a tab that comes back catches up at once
+      document.addEventListener("visibilitychange", function () {
+        if (document.visibilityState === "visible") refresh();
+      });
+    }
   });
 
   // An element the user is working in (focus, a checked box) is left alone.
@@ -36,10 +42,21 @@
       || el.querySelector("input[type=checkbox]:checked") !== null;
   }
 
+  // The refresh period (ms), and the wait before the next one: the period,
+  // or four times what the last render took when that is longer (at most a
+  // minute), so that a slow server is not asked faster than it answers.
+  var every = 0, timer = null;
+  function schedule(wait) {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(refresh, wait);
+  }
+
   var running = false;
   function refresh() {
-    if (running || document.visibilityState !== "visible") return;
+    // a hidden tab asks nothing; it refreshes when shown again
+    if (running || document.visibilityState !== "visible") return schedule(every);
     running = true;
+    var started = Date.now();
     fetch(location.href, { headers: { "X-Redjob-Refresh": "1" }, credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (text) {
@@ -52,6 +69,11 @@
         document.body.dataset.refreshed = String(Date.now());
       })
       .catch(function () { /* the next tick tries again */ })
-      .then(function () { running = false; });
+      .then(function () {
+        running = false;
+        var took = Date.now() - started;
+        document.body.dataset.refreshWait = String(Math.min(60000, Math.max(every, 4 * took)));
+        schedule(parseInt(document.body.dataset.refreshWait, 10));
+      });
   }
 })();

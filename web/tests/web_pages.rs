@@ -599,7 +599,9 @@ async fn the_overview_reads_every_queue_in_one_pipeline() {
         .await
         .unwrap();
     }
-    let app = redjob_web::router(client.clone());
+    let app = redjob_web::Dashboard::new(client.clone())
+        .page_size(500)
+        .router();
     // once for the scripts to load
     assert_eq!(get(&app, "/").await.status, StatusCode::OK);
     let names = ["smembers", "evalsha", "time"];
@@ -621,4 +623,61 @@ async fn the_overview_reads_every_queue_in_one_pipeline() {
     // 150 queues ("mail" too): two script calls, each reading the clock once
     // inside (the per-queue reads called three scripts and TIME twice per queue)
     assert_eq!(d, [1, 2, 2]);
+}
+
+/// The overview filters by name, sorts by a column either way and pages;
+/// a column it does not have is a 400.
+#[tokio::test]
+async fn the_overview_filters_sorts_and_pages() {
+    let (_server, client) = setup().await;
+    for (name, jobs) in [("alpha", 3), ("beta", 1), ("gamma", 2), ("delta", 0)] {
+        redjob::queue::Queues::create_queue(client.queues(), name, QueueOptions::default())
+            .await
+            .unwrap();
+        for i in 0..jobs {
+            redjob::queue::Queues::send(client.queues(), name, SendMessage::new(format!("{i}")))
+                .await
+                .unwrap();
+        }
+    }
+    let app = redjob_web::Dashboard::new(client.clone())
+        .page_size(2)
+        .router();
+    // "mail" has 2 ready: by ready, largest first: alpha 3, gamma 2, mail 2, beta 1, delta 0
+    let order = |body: &str| -> Vec<String> {
+        body.split(r#"<td><a href="/queues/"#)
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next().map(str::to_string))
+            .collect()
+    };
+    let first = get(&app, "/?sort=ready&desc=1").await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    assert_eq!(order(&first.body), ["alpha", "gamma"], "{}", first.body);
+    assert!(first.body.contains("Queues 1–2 of 5"), "{}", first.body);
+    let second = get(&app, "/?sort=ready&desc=1&page=2").await;
+    assert_eq!(order(&second.body), ["mail", "beta"], "{}", second.body);
+    let last = get(&app, "/?sort=ready&desc=1&page=9").await;
+    assert_eq!(order(&last.body), ["delta"], "past the end: the last page");
+    // the header sorts the other way on a second click
+    assert!(
+        first.body.contains(r#"href="/?sort=ready">Ready ↓"#),
+        "{}",
+        first.body
+    );
+    let filtered = get(&app, "/?q=ta").await;
+    assert_eq!(
+        order(&filtered.body),
+        ["beta", "delta"],
+        "{}",
+        filtered.body
+    );
+    let none = get(&app, "/?q=zzz").await;
+    assert!(
+        none.body.contains("No queue&#39;s name contains")
+            || none.body.contains("No queue's name contains"),
+        "{}",
+        none.body
+    );
+    let bad = get(&app, "/?sort=bogus").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
 }

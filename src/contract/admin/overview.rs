@@ -100,9 +100,10 @@ impl OverviewSort {
             .map_or("name", |(n, _)| n)
     }
 
+    /// By this column alone.
     fn cmp(self, a: &QueueLine, b: &QueueLine) -> Ordering {
-        let by = match self {
-            OverviewSort::Name => Ordering::Equal,
+        match self {
+            OverviewSort::Name => a.name.cmp(&b.name),
             OverviewSort::Ready => a.counts.ready.cmp(&b.counts.ready),
             OverviewSort::Scheduled => a.counts.scheduled.cmp(&b.counts.scheduled),
             OverviewSort::InFlight => a.counts.in_flight.cmp(&b.counts.in_flight),
@@ -111,8 +112,7 @@ impl OverviewSort {
             OverviewSort::Processed => a.stats.processed.cmp(&b.stats.processed),
             OverviewSort::Failed => a.stats.failed.cmp(&b.stats.failed),
             OverviewSort::Paused => a.paused.cmp(&b.paused),
-        };
-        by.then_with(|| a.name.cmp(&b.name))
+        }
     }
 }
 
@@ -148,7 +148,8 @@ pub struct OverviewQuery {
     pub filter: Option<String>,
     /// The column to sort by. Defaults to the name.
     pub sort: OverviewSort,
-    /// Largest first. Defaults to `false` (smallest first; ties by name).
+    /// Largest first. Defaults to `false` (smallest first). Ties are by
+    /// name, A to Z, either way.
     pub descending: bool,
     /// Lines skipped before the page. Defaults to 0.
     pub offset: usize,
@@ -204,9 +205,11 @@ impl OverviewQuery {
         now_ms: u64,
     ) -> Overview {
         lines.retain(|l| self.wants(&l.name));
+        // ties by name, A to Z either way
         lines.sort_by(|a, b| {
             let o = self.sort.cmp(a, b);
-            if self.descending { o.reverse() } else { o }
+            let o = if self.descending { o.reverse() } else { o };
+            o.then_with(|| a.name.cmp(&b.name))
         });
         let matched = lines.len();
         let mut total = Totals::default();
@@ -325,7 +328,8 @@ mod tests {
             .descending();
         let o = q.finish(lines.clone(), vec![], 1);
         let names: Vec<&str> = o.lines.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["c", "b", "a", "x"]);
+        // ties by name, A to Z, largest first or not
+        assert_eq!(names, ["c", "a", "b", "x"]);
         assert_eq!((o.matched, o.total.counts.ready), (4, 20));
         assert_eq!(o.total.latency, Some(Duration::from_millis(99)));
         let q = OverviewQuery::default()

@@ -1,17 +1,19 @@
 //! Every queue with its jobs by state, counters, pause state and how long its
 //! next job has waited; totals on top.
 
+use axum::extract::Query;
 use axum::response::Response;
 use maud::html;
 use redjob::inspect::Inspect;
-use redjob::ops::{Admin, OverviewQuery, QueueLine};
+use redjob::ops::{Admin, OverviewQuery, OverviewSort, QueueLine};
 use redjob::{Client, Error};
+use serde::Deserialize;
 
 use crate::Ctx;
 use crate::chart;
-use crate::error::WebResult;
+use crate::error::{WebError, WebResult};
 use crate::fmt::{num, span};
-use crate::layout::{Nav, render, seg};
+use crate::layout::{Nav, query as query_string, render, seg};
 
 /// The line of `name` for its own page (counts, counters, the last hour,
 /// pause); `None` when it was deleted meanwhile.
@@ -31,15 +33,73 @@ pub(crate) async fn line(client: &Client, name: String) -> redjob::Result<Option
     }
 }
 
-pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
+/// The overview's query string: `q` (names containing it), `sort` (a
+/// column, see [`OverviewSort`]), `desc`, `page` (from 1).
+#[derive(Deserialize, Default)]
+pub(crate) struct OverviewParams {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    sort: String,
+    #[serde(default)]
+    desc: String,
+    page: Option<usize>,
+}
+
+/// The columns a header sorts by, with their titles.
+const COLUMNS: [(&str, &str); 9] = [
+    ("name", "Queue"),
+    ("ready", "Ready"),
+    ("scheduled", "Scheduled"),
+    ("in_flight", "In flight"),
+    ("dead", "Dead"),
+    ("processed", "Processed"),
+    ("failed", "Failed"),
+    ("latency", "Latency"),
+    ("paused", "Paused"),
+];
+
+pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult<Response> {
     let client = &ctx.app.client;
+    let sort: OverviewSort = match p.sort.as_str() {
+        "" => OverviewSort::Name,
+        s => s
+            .parse()
+            .map_err(|e: Error| WebError::BadRequest(e.to_string()))?,
+    };
+    let desc = p.desc == "1";
+    let mut query = OverviewQuery::default()
+        .filter(p.q.clone())
+        .sort(sort)
+        .with_minutes();
+    if desc {
+        query = query.descending();
+    }
     // two round trips however many queues: the set of queues, then one
-    // pipelined read of them all
-    let o = client
-        .overview(&OverviewQuery::default().with_minutes())
-        .await?;
+    // pipelined read of them all (the chart adds up every matching queue's
+    // hour, so the page is cut here)
+    let o = client.overview(&query).await?;
     let skipped = o.skipped;
-    let lines = o.lines;
+    let size = ctx.app.page_size.max(1);
+    let pages = o.matched.div_ceil(size).max(1);
+    let at = p.page.unwrap_or(1).clamp(1, pages);
+    let lines: Vec<&QueueLine> = o.lines.iter().skip((at - 1) * size).take(size).collect();
+    let link = |sort: &str, desc: bool, page: usize| {
+        let page = if page > 1 {
+            page.to_string()
+        } else {
+            String::new()
+        };
+        ctx.link(&format!(
+            "/{}",
+            query_string(&[
+                ("q", p.q.as_str()),
+                ("sort", if sort == "name" { "" } else { sort }),
+                ("desc", if desc { "1" } else { "" }),
+                ("page", page.as_str()),
+            ])
+        ))
+    };
     let total = (o.total.counts, o.total.stats);
     let cards = [
         ("ready", total.0.ready),
@@ -51,13 +111,19 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
     ];
     let hour = redjob::backend::last_hour(
         o.now_ms,
-        lines.iter().flat_map(|l| l.minutes.iter().copied()),
+        o.lines.iter().flat_map(|l| l.minutes.iter().copied()),
     );
     let body = html! {
         h1 { "Queues" }
         form.inline method="get" action=(ctx.link("/find")) {
             input type="search" name="id" placeholder="Job id" aria-label="Find a job by id in any queue" size="34";
             " " button type="submit" { "Find" }
+        }
+        form.inline method="get" action=(ctx.link("/")) {
+            input type="search" name="q" value=(p.q) placeholder="Queue name contains" aria-label="Show the queues whose name contains" size="24";
+            @if sort != OverviewSort::Name { input type="hidden" name="sort" value=(sort.as_str()); }
+            @if desc { input type="hidden" name="desc" value="1"; }
+            " " button type="submit" { "Filter" }
         }
         @if !skipped.is_empty() {
             p.warning role="alert" {
@@ -78,9 +144,16 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
         div #queues .scroll data-live {
             table {
                 thead { tr {
-                    th { "Queue" } th.num { "Ready" } th.num { "Scheduled" } th.num { "In flight" }
-                    th.num { "Dead" } th.num { "Processed" } th.num { "Failed" }
-                    th.num title="How long the oldest ready job has waited (at any priority)" { "Latency" } th { "" }
+                    @for (key, title) in COLUMNS {
+                        @let on = sort.as_str() == key;
+                        // a column sorts largest first at its first click, but the name
+                        @let next = if on { !desc } else { key != "name" };
+                        th class=[(key != "name" && key != "paused").then_some("num")]
+                            title=[(key == "latency").then_some("How long the oldest ready job has waited (at any priority)")]
+                            aria-sort=[on.then_some(if desc { "descending" } else { "ascending" })] {
+                            a href=(link(key, next, 1)) { (title) @if on { @if desc { " ↓" } @else { " ↑" } } }
+                        }
+                    }
                 } }
                 tbody {
                     @for l in &lines {
@@ -98,9 +171,18 @@ pub(crate) async fn page(ctx: Ctx) -> WebResult<Response> {
                             td { @if l.paused { span.badge.paused { "paused" } } }
                         }
                     }
-                    @if lines.is_empty() {
+                    @if lines.is_empty() && p.q.is_empty() {
                         tr { td colspan="9" .muted { "No queues yet: a queue appears with its first job, or when a worker creates it." } }
+                    } @else if lines.is_empty() {
+                        tr { td colspan="9" .muted { "No queue's name contains " code { (p.q) } "." } }
                     }
+                }
+            }
+            @if pages > 1 {
+                p.pager {
+                    "Queues " (num(((at - 1) * size + 1) as u64)) "–" (num(((at - 1) * size + lines.len()) as u64)) " of " (num(o.matched as u64)) ". "
+                    @if at > 1 { a href=(link(sort.as_str(), desc, at - 1)) rel="prev" { "← Previous" } " " }
+                    @if at < pages { a href=(link(sort.as_str(), desc, at + 1)) rel="next" { "Next →" } }
                 }
             }
         }
