@@ -175,7 +175,10 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
                 c.requeue_dead_matching(&queue, &bulk.filter.query(), rate)
                     .await?
             } else {
-                c.requeue_dead(&queue, &ids, spread).await?
+                let (found, missing) = dead_ids(ctx, &queue, &ids).await?;
+                let n = c.requeue_dead(&queue, &found, spread).await?;
+                matched(&queue, "requeued", n, &missing)?;
+                n
             };
             done(
                 ctx,
@@ -194,7 +197,10 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
                 show::confirm(bulk.yes, &what)?;
                 c.delete_dead_matching(&queue, &bulk.filter.query()).await?
             } else {
-                c.delete_dead(&queue, &ids).await?
+                let (found, missing) = dead_ids(ctx, &queue, &ids).await?;
+                let n = c.delete_dead(&queue, &found).await?;
+                matched(&queue, "deleted", n, &missing)?;
+                n
             };
             done(
                 ctx,
@@ -213,4 +219,36 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
             )
         }
     }
+}
+
+/// The given ids split into the dead letters of `queue` and the others (an
+/// error when the queue does not exist).
+async fn dead_ids(
+    ctx: &Ctx,
+    queue: &str,
+    ids: &[JobId],
+) -> Result<(Vec<JobId>, Vec<JobId>), Failure> {
+    let c = &ctx.client;
+    c.counts(queue).await?;
+    let (mut found, mut missing) = (Vec::new(), Vec::new());
+    for id in ids {
+        match c.job(queue, id).await? {
+            Some(j) if j.state == JobState::Dead => found.push(*id),
+            _ => missing.push(*id),
+        }
+    }
+    Ok((found, missing))
+}
+
+/// An error when some given ids were not dead letters: what was done, and
+/// which they were.
+fn matched(queue: &str, done: &str, n: u64, missing: &[JobId]) -> Result<(), Failure> {
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = missing.iter().map(ToString::to_string).collect();
+    Err(Failure(format!(
+        "{done} {n}; not dead letters of {queue:?}: {}",
+        ids.join(", ")
+    )))
 }

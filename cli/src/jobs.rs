@@ -119,6 +119,8 @@ impl From<How> for Finish {
 pub enum State {
     Ready,
     Scheduled,
+    /// Leased by a worker (also `in-flight`).
+    #[value(name = "in_flight", alias = "in-flight")]
     InFlight,
     Dead,
     /// In the queue's history, newest first.
@@ -268,7 +270,7 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
             after,
         } => {
             let page = c.list(&queue, state.into(), after.as_ref(), n).await?;
-            let state = JobState::from(state).as_str().replace('_', "-");
+            let state = JobState::from(state).as_str();
             let more = format!("redjob jobs list {queue} --state {state} -n {n}");
             show::page(ctx, &page, &more)
         }

@@ -21,8 +21,11 @@ use redjob::client::ClientConfig;
 ///
 /// Connects to the Redis at --url (or $REDIS_URL) and works on the queues of
 /// one namespace (RSMQ's `rsmq` unless --namespace says otherwise). Listings
-/// print tables; --json prints JSON for scripts instead. Errors go to stderr
-/// with exit code 1.
+/// print tables; --json prints JSON for scripts instead.
+///
+/// Exit codes: 0 success; 1 an error, including an explicit id or queue that
+/// matched nothing (the message on stderr; with --json, as
+/// {"error": "...", "exit_code": 1}); 2 a usage error (a bad flag or value).
 ///
 /// Examples:
 ///   redjob queues
@@ -127,7 +130,25 @@ pub struct Ctx {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let json = std::env::args().any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print and exit 0; usage errors exit 2
+        Err(e) if !json || !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let text = e.kind().to_string();
+            let detail = e.to_string();
+            let message = detail
+                .lines()
+                .next()
+                .map_or(text, |l| l.trim_start_matches("error: ").to_string());
+            eprintln!(
+                "{}",
+                serde_json::json!({ "error": message, "exit_code": 2 })
+            );
+            return ExitCode::from(2);
+        }
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -138,8 +159,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let json = cli.json;
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) if json => {
+            eprintln!("{}", serde_json::json!({ "error": msg, "exit_code": 1 }));
+            ExitCode::FAILURE
+        }
         Err(Failure(msg)) => {
             eprintln!("error: {msg}");
             ExitCode::FAILURE

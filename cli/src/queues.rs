@@ -72,6 +72,13 @@ pub struct DrainArgs {
     /// Give up (exit code 1) after this long.
     #[arg(long, value_parser = show::duration)]
     timeout: Option<Duration>,
+    /// Wait on a paused queue too (else a paused queue is an error: its jobs
+    /// would wait until it is resumed).
+    #[arg(long)]
+    even_if_paused: bool,
+    /// Exit 0 even when some jobs were dead-lettered meanwhile (else 1).
+    #[arg(long)]
+    allow_dead: bool,
 }
 
 /// Which queues `queues` and `stats` show, in what order.
@@ -255,7 +262,13 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
             table(&HEAD, &[line_row(&l)]);
             println!();
             for (k, v) in settings.as_object().into_iter().flatten() {
-                println!("{k:<10}{v}");
+                // times as people read them (seconds in --json, as RSMQ keeps them)
+                match (k.as_str(), v.as_u64()) {
+                    ("created" | "modified", Some(s)) => {
+                        println!("{k:<10}{} ({s})", show::when(s.saturating_mul(1000)))
+                    }
+                    _ => println!("{k:<10}{v}"),
+                }
             }
             println!();
             for line in settings::lines(&stored) {
@@ -385,14 +398,24 @@ pub async fn drain(ctx: &Ctx, args: DrainArgs) -> Outcome {
     let left = |n: StateCounts| n.ready + n.scheduled + n.in_flight;
     let start = Instant::now();
     let mut total = left(c.counts(&args.queue).await?);
+    if c.is_paused(&args.queue).await? && !args.even_if_paused && total > 0 {
+        return Err(Failure(format!(
+            "{:?} is paused: its {total} jobs wait until it is resumed (redjob queue resume {}); --even-if-paused waits anyway",
+            args.queue, args.queue
+        )));
+    }
+    // what became of them: the queue's counters from now
+    let before = c.stats(&args.queue).await?;
     let bar = if ctx.json {
         ProgressBar::hidden()
     } else {
         ProgressBar::new(total)
     };
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} jobs done, {per_sec}, {elapsed} {msg}")
-            .map_err(|e| Failure(e.to_string()))?,
+        ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} jobs out of the queue, {per_sec}, {elapsed} {msg}",
+        )
+        .map_err(|e| Failure(e.to_string()))?,
     );
     loop {
         let remaining = left(c.counts(&args.queue).await?);
@@ -403,8 +426,26 @@ pub async fn drain(ctx: &Ctx, args: DrainArgs) -> Outcome {
         if remaining == 0 {
             bar.finish();
             let secs = start.elapsed().as_secs_f64();
-            let v = json!({ "queue": args.queue, "drained": total, "seconds": secs });
-            return done(ctx, v, &format!("{:?} is empty", args.queue));
+            let after = c.stats(&args.queue).await?;
+            let succeeded = after.processed.saturating_sub(before.processed);
+            let dead = after.dead.saturating_sub(before.dead);
+            let v = json!({ "queue": args.queue, "drained": total, "succeeded": succeeded,
+                            "dead": dead, "seconds": secs });
+            done(
+                ctx,
+                v,
+                &format!(
+                    "{:?} is empty: {succeeded} succeeded, {dead} dead-lettered",
+                    args.queue
+                ),
+            )?;
+            if dead > 0 && !args.allow_dead {
+                return Err(Failure(format!(
+                    "{dead} jobs of {:?} were dead-lettered (redjob dead list {}); --allow-dead exits 0 all the same",
+                    args.queue, args.queue
+                )));
+            }
+            return Ok(());
         }
         if args.timeout.is_some_and(|t| start.elapsed() >= t) {
             bar.abandon();

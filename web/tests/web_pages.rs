@@ -371,6 +371,10 @@ async fn bad_input_and_a_lost_redis_get_clear_statuses() {
             StatusCode::NOT_FOUND,
         ),
         ("/queues/mail?after=garbage", StatusCode::BAD_REQUEST),
+        // a tab it does not have, not the ready tab in silence
+        ("/queues/mail?state=bogus", StatusCode::BAD_REQUEST),
+        ("/queues/mail?state=in_flight", StatusCode::OK),
+        ("/?sort=bogus", StatusCode::BAD_REQUEST),
         ("/queues/mail/dead?after=1:2", StatusCode::BAD_REQUEST),
         (
             "/queues/mail/dead/confirm?do=explode",

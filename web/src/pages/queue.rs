@@ -56,11 +56,20 @@ pub(crate) async fn page(
     let attrs = client.queues().attributes(&queue).await?;
     let settings = client.settings(&queue).await?;
     let times = client.run_times(&queue).await?;
-    let (state, key, _) = TABS
-        .iter()
-        .find(|(_, k, _)| Some(*k) == q.state.as_deref())
-        .copied()
-        .unwrap_or(TABS[0]);
+    let (state, key, _) = match q.state.as_deref().filter(|s| !s.is_empty()) {
+        None => TABS[0],
+        Some(wanted) => TABS
+            .iter()
+            .find(|(_, k, _)| *k == wanted)
+            .copied()
+            .ok_or_else(|| {
+                let known: Vec<&str> = TABS.iter().map(|(_, k, _)| *k).collect();
+                WebError::BadRequest(format!(
+                    "no state {wanted:?}: use one of {}",
+                    known.join(", ")
+                ))
+            })?,
+    };
     let after = match q.after.as_deref().filter(|s| !s.is_empty()) {
         Some(c) => Some(
             c.parse::<Cursor>()

@@ -1,0 +1,203 @@
+//! Mistakes get errors, not silent success: one exit-code scheme (0 success,
+//! 1 an error, including an explicit id that matched nothing, 2 usage), errors
+//! as JSON under `--json`, `drain` refusing a paused queue and saying how many
+//! died, one spelling of each state, dates as people read them.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::Client;
+use redjob::backend::{Backend, DeadLetterEntry, Settle};
+use redjob::inspect::Inspect;
+use redjob::ops::Admin;
+use redjob::queue::{QueueOptions, SendMessage};
+use serde_json::Value;
+
+/// What a run printed and its exit code.
+struct Run {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+/// Runs `redjob --url <url> args...` with stdin closed, at most 30 s.
+async fn cli(url: &str, args: &[&str]) -> Run {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the CLI exits within 30 s")
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        err: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// "mail" with one dead letter (its id returned) and one ready job.
+async fn setup() -> (RedisServer, Client, String) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = client.backend();
+    let opts = QueueOptions::default();
+    let body = r#"{"type":"A","args":{}}"#;
+    q.send("mail", &[SendMessage::new(body)], &opts)
+        .await
+        .unwrap();
+    let d = q.fetch("mail", 1, Duration::from_secs(60)).await.unwrap();
+    let dead = d.jobs[0].id;
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: dead,
+            token: d.jobs[0].token,
+            error: "down".into(),
+        }],
+        ..Settle::default()
+    };
+    q.settle("mail", &settle).await.unwrap();
+    q.send("mail", &[SendMessage::new(body)], &opts)
+        .await
+        .unwrap();
+    (server, client, dead.to_string())
+}
+
+#[tokio::test]
+async fn an_id_that_is_no_dead_letter_is_an_error_naming_it() {
+    let (server, client, dead) = setup().await;
+    let url = server.url();
+    let ready = client.peek("mail", 1).await.unwrap()[0].id.to_string();
+    for verb in ["delete", "requeue"] {
+        let r = cli(&url, &["dead", verb, "mail", &ready]).await;
+        assert_eq!(r.code, 1, "{verb}: {} {}", r.out, r.err);
+        assert!(
+            r.err.contains("not dead letters of \"mail\"") && r.err.contains(&ready),
+            "{}",
+            r.err
+        );
+    }
+    // the ready job is untouched
+    assert_eq!(client.counts("mail").await.unwrap().ready, 1);
+    // one of two matched: done, and still an error for the other
+    let r = cli(&url, &["dead", "requeue", "mail", &dead, &ready]).await;
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.err.contains("requeued 1;"), "{}", r.err);
+    assert_eq!(client.counts("mail").await.unwrap().dead, 0);
+    // a queue that does not exist
+    let r = cli(&url, &["dead", "delete", "nope", &ready]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("not found"), "{}", r.err);
+}
+
+#[tokio::test]
+async fn errors_are_json_under_json_and_usage_errors_exit_2() {
+    let (server, _client, _) = setup().await;
+    let url = server.url();
+    let r = cli(&url, &["queue", "show", "nope", "--json"]).await;
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(r.err.trim()).unwrap_or_else(|e| panic!("{e}: {}", r.err));
+    assert_eq!(v["exit_code"], 1);
+    assert!(v["error"].as_str().unwrap().contains("not found"), "{v}");
+    assert!(r.out.is_empty(), "{}", r.out);
+    // a usage error: 2, as JSON too
+    let r = cli(&url, &["queues", "--sort", "bogus", "--json"]).await;
+    assert_eq!(r.code, 2, "{}", r.err);
+    let v: Value = serde_json::from_str(r.err.trim()).unwrap_or_else(|e| panic!("{e}: {}", r.err));
+    assert_eq!(v["exit_code"], 2);
+    assert!(v["error"].as_str().unwrap().contains("bogus"), "{v}");
+    // and plain without --json
+    let r = cli(&url, &["jobs", "list", "mail", "--state", "bogus"]).await;
+    assert_eq!(r.code, 2);
+    assert!(r.err.starts_with("error:"), "{}", r.err);
+    // the help says so
+    let help = cli(&url, &["--help"]).await;
+    assert_eq!(help.code, 0);
+    assert!(help.out.contains("2 a usage error"), "{}", help.out);
+}
+
+#[tokio::test]
+async fn drain_refuses_a_paused_queue_and_says_how_many_died() {
+    let (server, client, _) = setup().await;
+    let url = server.url();
+    client.pause("mail").await.unwrap();
+    let r = cli(&url, &["drain", "mail", "--timeout", "5s"]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("is paused"), "{}", r.err);
+    client.resume("mail").await.unwrap();
+    // a consumer dead-letters the ready job while drain watches
+    let q = client.backend();
+    let kill = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let d = q.fetch("mail", 1, Duration::from_secs(60)).await.unwrap();
+        let settle = Settle {
+            dead: vec![DeadLetterEntry {
+                id: d.jobs[0].id,
+                token: d.jobs[0].token,
+                error: "down".into(),
+            }],
+            ..Settle::default()
+        };
+        q.settle("mail", &settle).await.unwrap();
+    });
+    let r = cli(&url, &["drain", "mail", "--timeout", "20s", "--json"]).await;
+    kill.await.unwrap();
+    assert_eq!(r.code, 1, "{} {}", r.out, r.err);
+    let v: Value = serde_json::from_str(&r.out).unwrap_or_else(|e| panic!("{e}: {}", r.out));
+    assert_eq!(
+        (v["succeeded"].as_u64(), v["dead"].as_u64()),
+        (Some(0), Some(1)),
+        "{v}"
+    );
+    assert!(r.err.contains("dead-lettered"), "{}", r.err);
+    // nothing left: with --allow-dead, 0
+    let r = cli(&url, &["drain", "mail", "--allow-dead"]).await;
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("0 succeeded, 0 dead-lettered"), "{}", r.out);
+}
+
+#[tokio::test]
+async fn states_have_one_spelling_and_dates_are_human() {
+    let (server, client, _) = setup().await;
+    let url = server.url();
+    client
+        .backend()
+        .fetch("mail", 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    for spelling in ["in_flight", "in-flight"] {
+        let r = cli(
+            &url,
+            &["jobs", "list", "mail", "--state", spelling, "--json"],
+        )
+        .await;
+        assert_eq!(r.code, 0, "{spelling}: {}", r.err);
+        let v: Value = serde_json::from_str(&r.out).unwrap();
+        assert_eq!(v["jobs"][0]["state"], "in_flight", "{v}");
+    }
+    let help = cli(&url, &["jobs", "list", "--help"]).await;
+    assert!(help.out.contains("in_flight"), "{}", help.out);
+    let show = cli(&url, &["queue", "show", "mail"]).await;
+    assert_eq!(show.code, 0, "{}", show.err);
+    let created = show
+        .out
+        .lines()
+        .find(|l| l.starts_with("created"))
+        .unwrap_or_else(|| panic!("{}", show.out));
+    assert!(
+        created.contains(" ago") || created.contains("now"),
+        "{created}"
+    );
+}
