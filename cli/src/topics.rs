@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
-use redjob::topic::{EventId, Start};
+use redjob::topic::{EventId, RewindPlan, Start};
 use serde_json::{Value, json};
 
 use crate::show::{self, table, when};
@@ -82,6 +82,12 @@ pub struct RewindArgs {
     /// From the events published at or after this Unix time in ms.
     #[arg(long, group = "to")]
     at_ms: Option<u64>,
+    /// Do not ask (it says how many events it replays or skips first).
+    #[arg(long)]
+    yes: bool,
+    /// Say what it would do, and do nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 pub async fn topic(ctx: &Ctx, c: TopicCommand) -> Outcome {
@@ -258,7 +264,25 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
             "say where to: --beginning, --end, --id, --ago or --at-ms".into(),
         ));
     };
-    ctx.client.rewind(&a.topic, &a.subscriber, to).await?;
+    // counted first, and confirmed: a skip to the end skips only the events
+    // counted (its cutoff is the topic's last event then)
+    let info = ctx
+        .client
+        .topic(&a.topic)
+        .await?
+        .ok_or_else(|| Failure(format!("no topic {:?}", a.topic)))?;
+    let plan = RewindPlan::new(&info, &a.subscriber, to)
+        .ok_or_else(|| Failure(format!("no subscriber {:?} of {:?}", a.subscriber, a.topic)))?;
+    let what = plan.describe(&a.subscriber);
+    if a.dry_run {
+        let v = json!({"dry_run": true, "events": plan.events, "exact": plan.exact,
+                       "skips": plan.skips, "upto": plan.upto.map(|u| u.to_string())});
+        return crate::queues::done(ctx, v, &format!("would {what}"));
+    }
+    show::confirm(a.yes, &what)?;
+    ctx.client
+        .rewind(&a.topic, &a.subscriber, plan.start())
+        .await?;
     let s = ctx
         .client
         .topic(&a.topic)

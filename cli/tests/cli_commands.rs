@@ -996,12 +996,51 @@ async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
     assert_eq!(v[0]["error"], json!("card declined"));
     assert_eq!(v[0]["data"], json!("{\"n\":1}"));
 
-    let v = topic_json(
+    // a replay says what it does first, and does nothing unconfirmed
+    let run = cli(
         &url,
         &["topic", "rewind", "orders", "billing", "--beginning"],
     )
     .await;
+    run.failed("replay the topic's 3 events for billing: refused without --yes");
+    let v = topic_json(
+        &url,
+        &[
+            "topic",
+            "rewind",
+            "orders",
+            "billing",
+            "--beginning",
+            "--yes",
+        ],
+    )
+    .await;
     assert_eq!(v["lag"], json!(3));
+    // a dry run says what a skip would do, and does nothing
+    let v = topic_json(
+        &url,
+        &["topic", "rewind", "orders", "billing", "--end", "--dry-run"],
+    )
+    .await;
+    assert_eq!(
+        (&v["dry_run"], &v["skips"], &v["events"]),
+        (&json!(true), &json!(true), &json!(3)),
+        "{v}"
+    );
+    assert_eq!(v["upto"], json!(ids[2].to_string()));
+    let run = cli(
+        &url,
+        &["topic", "rewind", "orders", "billing", "--end", "--dry-run"],
+    )
+    .await;
+    assert!(
+        run.ok()
+            .contains("would skip the 3 events billing has not taken"),
+        "{}",
+        run.out
+    );
+    let s = &client.topic("orders").await.unwrap().unwrap().subscribers[0];
+    assert_eq!(s.lag, 3, "nothing done");
     let v = topic_json(
         &url,
         &[
@@ -1011,22 +1050,31 @@ async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
             "billing",
             "--id",
             &ids[1].to_string(),
+            "--yes",
         ],
     )
     .await;
     assert_eq!(v["lag"], json!(2));
-    let v = topic_json(&url, &["topic", "rewind", "orders", "billing", "--end"]).await;
+    let v = topic_json(
+        &url,
+        &["topic", "rewind", "orders", "billing", "--end", "--yes"],
+    )
+    .await;
     assert_eq!(v["lag"], json!(0));
     let v = topic_json(
         &url,
-        &["topic", "rewind", "orders", "billing", "--ago", "1h"],
+        &[
+            "topic", "rewind", "orders", "billing", "--ago", "1h", "--yes",
+        ],
     )
     .await;
     assert_eq!(v["lag"], json!(3));
     let at = ids[2].ms().to_string();
     let v = topic_json(
         &url,
-        &["topic", "rewind", "orders", "billing", "--at-ms", &at],
+        &[
+            "topic", "rewind", "orders", "billing", "--at-ms", &at, "--yes",
+        ],
     )
     .await;
     // the events published in that millisecond and after

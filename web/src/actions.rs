@@ -324,9 +324,20 @@ pub(crate) async fn rewind(
     body: Bytes,
 ) -> WebResult<Response> {
     let f = checked(&ctx, &headers, &body)?;
+    // a skip stops at the event its confirmation counted up to, when it did
+    let upto = match f.get("upto").filter(|u| !u.is_empty()) {
+        Some(u) => Some(
+            u.parse::<EventId>()
+                .map_err(|e| WebError::BadRequest(e.to_string()))?,
+        ),
+        None => None,
+    };
     let (to, what) = match f.get("to") {
         Some("beginning") => (Start::Beginning, "replays the topic from its oldest event"),
-        Some("end") => (Start::End, "skipped to the end"),
+        Some("end") => (
+            upto.map_or(Start::End, |u| Start::At(u.after())),
+            "skipped to the end",
+        ),
         other => {
             return Err(WebError::BadRequest(format!(
                 "rewind to {other:?}: beginning or end"

@@ -192,7 +192,10 @@ impl Dashboard {
                 "/topics/{topic}/{sub}/dead/confirm",
                 get(pages::topics::confirm),
             )
-            .route("/topics/{topic}/{sub}/rewind", post(actions::rewind))
+            .route(
+                "/topics/{topic}/{sub}/rewind",
+                get(pages::topics::rewind).post(actions::rewind),
+            )
             .route(
                 "/topics/{topic}/{sub}/dead/{action}",
                 post(actions::topic_dead),

@@ -98,7 +98,7 @@ async fn topic_pages_render_under_a_prefix_and_escape_what_events_hold() {
         "billing",
         "audit",
         r#"href="/jobs/topics/orders/billing/dead""#,
-        "From the beginning",
+        r#"href="/jobs/topics/orders/audit/rewind?to=beginning""#,
         "3 held, 3 published",
     ] {
         assert!(topic.body.contains(want), "{want}: {}", topic.body);
@@ -139,7 +139,7 @@ async fn topic_pages_render_under_a_prefix_and_escape_what_events_hold() {
 async fn replay_requeue_and_delete_change_redis_only_with_the_token() {
     let (_server, client) = setup().await;
     let app = redjob_web::router(client.clone());
-    let (cookie, token) = session(&app, "/topics/orders", true).await;
+    let (cookie, token) = session(&app, "/topics/orders/audit/rewind?to=beginning", true).await;
     let csrf = ("csrf", token.as_str());
 
     let refused = post(
@@ -165,14 +165,49 @@ async fn replay_requeue_and_delete_change_redis_only_with_the_token() {
         "audit replays the topic from its oldest event: 3 events to take."
     );
     assert_eq!(lag(&client, "audit").await, 3);
+    // a skip asks first, counting what it skips, and its form carries the
+    // last event then: one published after the question is not skipped
+    let ask = get(&app, "/topics/orders/audit/rewind?to=end").await;
+    assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
+    assert!(
+        ask.body.contains("Skip the 3 events audit has not taken"),
+        "{}",
+        ask.body
+    );
+    let upto = ask
+        .body
+        .split(r#"name="upto" value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("{}", ask.body))
+        .to_string();
+    client
+        .backend()
+        .publish("orders", &[("placed", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
     let skip = post(
         &app,
         "/topics/orders/audit/rewind",
         &cookie,
-        &[csrf, ("to", "end")],
+        &[csrf, ("to", "end"), ("upto", &upto)],
     )
     .await;
-    assert_eq!(note(&skip), "audit skipped to the end: 0 events to take.");
+    assert_eq!(note(&skip), "audit skipped to the end: 1 events to take.");
+    let ask = get(&app, "/topics/orders/audit/rewind?to=beginning").await;
+    assert!(
+        ask.body
+            .contains("Replay the topic&#39;s 4 events for audit")
+            || ask.body.contains("Replay the topic's 4 events for audit"),
+        "{}",
+        ask.body
+    );
+    assert_eq!(
+        get(&app, "/topics/orders/audit/rewind?to=yesterday")
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
     let bad = post(
         &app,
         "/topics/orders/audit/rewind",
@@ -193,11 +228,12 @@ async fn replay_requeue_and_delete_change_redis_only_with_the_token() {
     assert_eq!(one.status, StatusCode::SEE_OTHER);
     assert_eq!(note(&one), "Requeued 1 dead letters.");
     // back on the topic, for billing alone
+    // (and the event published during the skip's question)
     let t = client.topic("orders").await.unwrap().unwrap();
-    assert_eq!(t.length, 4);
+    assert_eq!(t.length, 5);
     assert_eq!(
         (lag(&client, "billing").await, lag(&client, "audit").await),
-        (1, 1)
+        (2, 2)
     );
     let none = post(&app, "/topics/orders/billing/dead/delete", &cookie, &[csrf]).await;
     assert_eq!(none.status, StatusCode::BAD_REQUEST);

@@ -3,10 +3,12 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+mod rewind;
 mod types;
 
 use crate::Result;
 use crate::contract::attempts::{Attempt, AttemptOutcome, RunBy};
+pub use rewind::RewindPlan;
 pub(crate) use types::name as check_name;
 pub use types::{
     DeadEvent, EventId, EventOptions, LAG_COUNTED, Start, SubscriberInfo, TopicInfo, WhenFull,

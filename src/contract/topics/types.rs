@@ -50,6 +50,19 @@ impl EventId {
         SystemTime::UNIX_EPOCH + Duration::from_millis(self.ms)
     }
 
+    /// The id just after this one (the first a read after it can take).
+    ///
+    /// ```
+    /// use redjob::topic::EventId;
+    /// assert_eq!(EventId::new(5, 1).after(), EventId::new(5, 2));
+    /// ```
+    pub fn after(self) -> EventId {
+        match self.seq.checked_add(1) {
+            Some(seq) => EventId::new(self.ms, seq),
+            None => EventId::new(self.ms.saturating_add(1), 0),
+        }
+    }
+
     /// The id just before this one; `None` for `0-0`.
     pub(crate) fn before(self) -> Option<EventId> {
         match (self.ms, self.seq) {

@@ -7,7 +7,7 @@ use axum::extract::{Path, Query};
 use axum::response::Response;
 use maud::{Markup, html};
 use redjob::backend::Backend;
-use redjob::topic::{EventId, SubscriberInfo, TopicInfo};
+use redjob::topic::{EventId, RewindPlan, Start, SubscriberInfo, TopicInfo};
 use serde::Deserialize;
 
 use crate::Ctx;
@@ -121,12 +121,10 @@ pub(crate) async fn topic(ctx: Ctx, Path(topic): Path<String>) -> WebResult<Resp
                                 td.num { a href=(ctx.link(&format!("{spath}/dead"))) { (num(s.dead)) } }
                                 @if !ro {
                                     td {
-                                        form.inline method="post" action=(ctx.link(&format!("{spath}/rewind"))) {
-                                            (csrf(&ctx))
-                                            button type="submit" name="to" value="beginning" title="Read the topic again from its oldest event" { "From the beginning" }
-                                            " "
-                                            button type="submit" name="to" value="end" title="Skip every event not taken yet" { "Skip to the end" }
-                                        }
+                                        // each asks first, saying how many events it touches
+                                        (link_button(&ctx, &format!("{spath}/rewind{}", query(&[("to", "beginning")])), "From the beginning…", ""))
+                                        " "
+                                        (link_button(&ctx, &format!("{spath}/rewind{}", query(&[("to", "end")])), "Skip to the end…", ""))
                                     }
                                 }
                             }
@@ -266,4 +264,66 @@ pub(crate) async fn confirm(
         Nav::Topics,
         body,
     ))
+}
+
+/// `?to=beginning|end` of a rewind's confirmation.
+#[derive(Deserialize)]
+pub(crate) struct To {
+    #[serde(default)]
+    to: String,
+}
+
+/// Asks before a replay from the beginning or a skip to the end, saying how
+/// many events it replays or skips; the skip's form carries the topic's last
+/// event then, so that it skips those counted and no event published since.
+pub(crate) async fn rewind(
+    ctx: Ctx,
+    Path((topic, sub)): Path<(String, String)>,
+    Query(t): Query<To>,
+) -> WebResult<Response> {
+    crate::ctx::writable(&ctx)?;
+    let to = match t.to.as_str() {
+        "beginning" => Start::Beginning,
+        "end" => Start::End,
+        other => {
+            return Err(WebError::BadRequest(format!(
+                "rewind to {other:?}: beginning or end"
+            )));
+        }
+    };
+    let info = ctx
+        .app
+        .client
+        .topic(&topic)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("no topic {topic:?}")))?;
+    let plan = RewindPlan::new(&info, &sub, to)
+        .ok_or_else(|| WebError::NotFound(format!("no subscriber {sub:?} of {topic:?}")))?;
+    let tpath = format!("/topics/{}", seg(&topic));
+    let spath = format!("{tpath}/{}", seg(&sub));
+    let (title, button) = if plan.skips {
+        ("Skip to the end", "Skip them")
+    } else {
+        ("Replay from the beginning", "Replay them")
+    };
+    let mut what = plan.describe(&sub);
+    if let Some(first) = what.get(..1) {
+        what = first.to_uppercase() + &what[1..];
+    }
+    let body = html! {
+        h1 { (title) " for " (sub) " on " (topic) "?" }
+        p { (what) "." @if !plan.skips { " Each runs again in " (sub) "'s handlers." } }
+        form method="post" action=(ctx.link(&format!("{spath}/rewind"))) {
+            (csrf(&ctx))
+            input type="hidden" name="to" value=(t.to);
+            @if let (true, Some(upto)) = (plan.skips, plan.upto) {
+                input type="hidden" name="upto" value=(upto);
+            }
+            div.bar {
+                button type="submit" class="danger" { (button) }
+                a.button href=(ctx.link(&tpath)) { "Cancel" }
+            }
+        }
+    };
+    Ok(render(&ctx, title, Nav::Topics, body))
 }
