@@ -89,7 +89,9 @@ pub(crate) fn link_button(ctx: &Ctx, path: &str, label: &str, class: &str) -> Ma
     if ctx.app.read_only {
         return html! {};
     }
-    html! { a.button class=(class) href=(ctx.link(path)) { (label) } }
+    // one class attribute: maud writes `.button` and `class=` as two
+    let classes = format!("button {class}");
+    html! { a class=(classes.trim_end()) href=(ctx.link(path)) { (label) } }
 }
 
 /// A path segment (queue names and ids are URL-safe already; this keeps a

@@ -81,6 +81,19 @@ async fn every_page_renders_real_jobs_under_its_prefix_and_escapes_what_jobs_hol
 
     let overview = get(&app, p).await;
     assert_eq!(overview.status, StatusCode::OK);
+    // a link styled as a button has one class attribute, both classes in it
+    let dead = get(&app, &format!("{p}/queues/mail/dead")).await;
+    assert!(
+        dead.body
+            .contains(r#"<a class="button primary" href="/admin/jobs/queues/mail/dead/confirm"#),
+        "{}",
+        dead.body
+    );
+    assert!(
+        !dead.body.contains(r#"class="button" class="#),
+        "{}",
+        dead.body
+    );
     assert!(
         overview.body.contains(r#"href="/admin/jobs/queues/mail""#),
         "{}",
@@ -649,7 +662,7 @@ async fn the_overview_filters_sorts_and_pages() {
         .router();
     // "mail" has 2 ready: by ready, largest first: alpha 3, gamma 2, mail 2, beta 1, delta 0
     let order = |body: &str| -> Vec<String> {
-        body.split(r#"<td><a href="/queues/"#)
+        body.split(r#"<td><a class="name" href="/queues/"#)
             .skip(1)
             .filter_map(|rest| rest.split('"').next().map(str::to_string))
             .collect()
@@ -684,4 +697,17 @@ async fn the_overview_filters_sorts_and_pages() {
     );
     let bad = get(&app, "/?sort=bogus").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    // a 160-character name is cut short by the style, whole in its title
+    let long = "q".repeat(160);
+    redjob::queue::Queues::create_queue(client.queues(), &long, QueueOptions::default())
+        .await
+        .unwrap();
+    let page = get(&app, &format!("/?q={long}")).await;
+    assert!(
+        page.body.contains(&format!(
+            r#"<a class="name" href="/queues/{long}" title="{long}">"#
+        )),
+        "{}",
+        page.body
+    );
 }

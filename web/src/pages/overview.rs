@@ -158,7 +158,8 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
                 tbody {
                     @for l in &lines {
                         tr {
-                            td { a href=(ctx.link(&format!("/queues/{}", seg(&l.name)))) { (l.name) } }
+                            // a long name is cut short, whole on hover
+                            td { a.name href=(ctx.link(&format!("/queues/{}", seg(&l.name)))) title=(l.name) { (l.name) } }
                             td.num { (num(l.counts.ready)) }
                             td.num { (num(l.counts.scheduled)) }
                             td.num { (num(l.counts.in_flight)) }
