@@ -48,7 +48,9 @@ use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
 use redjob::inspect::{Cancelled, Inspect, JobInfo, JobState, StateCounts};
-use redjob::ops::{Admin, DeadOrder, DeadQuery, QueueSettings, Retention, Spread, Tick, Ticked};
+use redjob::ops::{
+    Admin, DeadOrder, DeadQuery, OverviewQuery, QueueSettings, Retention, Spread, Tick, Ticked,
+};
 use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
 use tokio::time::Instant;
@@ -128,6 +130,12 @@ enum Op {
     Latency,
     /// The last hour's settled runs summed, beside the counters.
     Minutes,
+    /// The queue's line of the overview, with its last hour summed (whether
+    /// a job waits, not how long, as for `Latency`).
+    Overview,
+    /// The history's events (operations and who took them), newest first:
+    /// what, how many, who.
+    Events,
     /// Every job of a state, page by page (`page` rows each).
     List {
         state: u8,
@@ -234,6 +242,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Attributes),
         1 => Just(Op::Counts),
         1 => prop_oneof![Just(Op::Latency), Just(Op::Minutes)],
+        1 => prop_oneof![Just(Op::Overview), Just(Op::Events)],
         1 => (0..5u8, 1..=3u8).prop_map(|(state, page)| Op::List { state, page }),
         1 => Just(Op::Peek),
         1 => any::<Index>().prop_map(|msg| Op::Job { msg }),
@@ -278,6 +287,11 @@ enum Seen {
     Counts(StateCounts),
     /// Processed and failed over the last hour's minutes, then as counted.
     Minutes(u64, u64, u64, u64),
+    /// An overview line: counts, whether a job waits, paused, counters
+    /// (processed, failed, retried, dead), the hour's processed and failed.
+    Overview(StateCounts, bool, bool, [u64; 4], u64, u64),
+    /// History events as (what, count, who).
+    Events(Vec<(String, u64, Option<String>)>),
     /// Jobs as (send order, state, priority, attempts, body, last error), sorted
     /// (which due job is older is not compared, see the top).
     Jobs(Vec<JobSeen>),
@@ -558,6 +572,36 @@ impl Side {
                 ),
                 (Err(e), _) | (_, Err(e)) => err(e),
             },
+            Op::Overview => {
+                let query = OverviewQuery::default().filter(q.clone()).with_minutes();
+                match b.overview(&query).await {
+                    Ok(o) => match o.lines.iter().find(|l| l.name == q) {
+                        Some(l) => Seen::Overview(
+                            l.counts,
+                            l.latency.is_some(),
+                            l.paused,
+                            [
+                                l.stats.processed,
+                                l.stats.failed,
+                                l.stats.retried,
+                                l.stats.dead,
+                            ],
+                            l.minutes.iter().map(|m| m.processed).sum(),
+                            l.minutes.iter().map(|m| m.failed).sum(),
+                        ),
+                        None => Seen::Err("not in the overview".into()),
+                    },
+                    Err(e) => err(e),
+                }
+            }
+            Op::Events => b.history_events(&q).await.map_or_else(err, |events| {
+                Seen::Events(
+                    events
+                        .into_iter()
+                        .map(|e| (e.what, e.count, e.by))
+                        .collect(),
+                )
+            }),
             Op::List { state, page } => {
                 let state = STATES[usize::from(*state)];
                 let mut all = Vec::new();

@@ -3,6 +3,7 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod run;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -14,56 +15,8 @@ use redjob::inspect::{AttemptOutcome, Inspect};
 use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, Queues, SendMessage};
 use redjob::topic::{EventOptions, EventRun, EventSettle, Received, Start, Topics};
+use run::cli;
 use serde_json::{Value, json};
-
-/// What a run printed and its exit code.
-struct Run {
-    code: i32,
-    out: String,
-    err: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        assert_eq!(self.code, 0, "stderr: {}", self.err);
-        serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("{e}: {}", self.out))
-    }
-
-    fn ok(&self) -> &str {
-        assert_eq!(self.code, 0, "stderr: {}", self.err);
-        &self.out
-    }
-
-    fn failed(&self, text: &str) {
-        assert_eq!(self.code, 1, "stdout: {}", self.out);
-        assert!(self.err.contains(text), "{:?} lacks {text:?}", self.err);
-    }
-}
-
-/// Runs `redjob --url <url> args...` with stdin closed (not a terminal), at
-/// most 30 s.
-async fn cli(url: &str, args: &[&str]) -> Run {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
-        .arg("--url")
-        .arg(url)
-        .args(args)
-        .env_remove("REDIS_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-        .await
-        .expect("the CLI exits within 30 s")
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        out: String::from_utf8_lossy(&out.stdout).into_owned(),
-        err: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 fn envelope(ty: &str, i: usize) -> String {
     format!(r#"{{"type":"{ty}","args":{{"i":{i}}}}}"#)

@@ -5,8 +5,8 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod run;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::RedisServer;
@@ -15,38 +15,8 @@ use redjob::backend::{Backend, DeadLetterEntry, Settle};
 use redjob::inspect::Inspect;
 use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, SendMessage};
+use run::cli;
 use serde_json::Value;
-
-/// What a run printed and its exit code.
-struct Run {
-    code: i32,
-    out: String,
-    err: String,
-}
-
-/// Runs `redjob --url <url> args...` with stdin closed, at most 30 s.
-async fn cli(url: &str, args: &[&str]) -> Run {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
-        .arg("--url")
-        .arg(url)
-        .args(args)
-        .env_remove("REDIS_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-        .await
-        .expect("the CLI exits within 30 s")
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        out: String::from_utf8_lossy(&out.stdout).into_owned(),
-        err: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// "mail" with one dead letter (its id returned) and one ready job.
 async fn setup() -> (RedisServer, Client, String) {

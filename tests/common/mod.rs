@@ -200,8 +200,8 @@ fn free_port() -> u16 {
 }
 
 /// Calls counted by `INFO commandstats`, by command name (lower case).
-pub async fn command_calls(
-    con: &mut redis::aio::MultiplexedConnection,
+pub async fn command_calls<C: redis::aio::ConnectionLike + Send>(
+    con: &mut C,
 ) -> std::collections::HashMap<String, u64> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")

@@ -11,17 +11,12 @@ use redjob::queue::{QueueOptions, Queues, SendMessage};
 
 use super::Env;
 
-/// `cmdstat_<name>`'s calls in `INFO commandstats` (0 when never called).
+/// `cmdstat_<name>`'s calls on the env's server.
 async fn calls(env: &Env, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut env.raw().await)
+    crate::common::command_calls(&mut env.raw().await)
         .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
+        .get(name)
+        .copied()
         .unwrap_or(0)
 }
 

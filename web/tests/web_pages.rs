@@ -588,17 +588,12 @@ async fn allowed_hosts_refuse_every_other_host_name() {
     assert_eq!(get(&app, "/").await.status, StatusCode::FORBIDDEN);
 }
 
-/// `calls` of `cmdstat_<name>` in `INFO commandstats` (0 when never called).
+/// `calls` of `cmdstat_<name>` on `server`.
 async fn calls(server: &RedisServer, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut server.raw().await)
+    common::command_calls(&mut server.raw().await)
         .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
+        .get(name)
+        .copied()
         .unwrap_or(0)
 }
 
