@@ -1,10 +1,16 @@
-//! What a page or action answers when it cannot: a short page with the status
-//! that says why (404 for an unknown queue or job, 400 for bad input, 403 for a
+//! What a page or action answers when it cannot: a page with the status that
+//! says why (404 for an unknown queue or job, 400 for bad input, 403 for a
 //! refused action, 503 when Redis does not answer).
+//!
+//! A handler's error has no request to render with (no mount point, so no
+//! links), so it answers in two steps: [`WebError`] makes a bare page and
+//! attaches what it says as a [`Failure`] extension, and the router's layer
+//! in `error_page`, which knows the request, puts it in the dashboard's page
+//! with its navigation.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use maud::{DOCTYPE, html};
+use maud::{DOCTYPE, Markup, html};
 
 pub(crate) enum WebError {
     NotFound(String),
@@ -14,6 +20,10 @@ pub(crate) enum WebError {
 }
 
 pub(crate) type WebResult<T = Response> = Result<T, WebError>;
+
+/// What an error response says, for the error-page layer to show.
+#[derive(Clone)]
+pub(crate) struct Failure(pub String);
 
 impl From<redjob::Error> for WebError {
     fn from(e: redjob::Error) -> Self {
@@ -41,6 +51,7 @@ impl IntoResponse for WebError {
                 format!("the backend failed: {e}"),
             ),
         };
+        // bare, for an answer outside the layer (the host guard's refusal)
         let page = html! {
             (DOCTYPE)
             html lang="en" {
@@ -50,11 +61,20 @@ impl IntoResponse for WebError {
                     title { (status.as_u16()) " · redjob" }
                 }
                 body style="font-family: system-ui, sans-serif; margin: 2rem" {
-                    h1 { (status) }
-                    p.error { (text) }
+                    (message(status, &text))
                 }
             }
         };
-        (status, page).into_response()
+        let mut response = (status, page).into_response();
+        response.extensions_mut().insert(Failure(text));
+        response
+    }
+}
+
+/// The heading and text of an error page.
+pub(crate) fn message(status: StatusCode, text: &str) -> Markup {
+    html! {
+        h1 { (status) }
+        p.error role="alert" { (text) }
     }
 }

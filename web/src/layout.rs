@@ -17,6 +17,19 @@ pub(crate) enum Nav {
     Workers,
 }
 
+impl Nav {
+    /// The section a path under the dashboard (without its mount point) is in.
+    pub(crate) fn of_path(path: &str) -> Nav {
+        let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+        match first {
+            "topics" => Nav::Topics,
+            "periodic" => Nav::Periodic,
+            "workers" => Nav::Workers,
+            _ => Nav::Queues,
+        }
+    }
+}
+
 /// `body` in the dashboard's page, titled `title`.
 pub(crate) fn render(ctx: &Ctx, title: &str, nav: Nav, body: Markup) -> Response {
     // a browser takes a longer interval than 2^31 - 1 ms as none at all

@@ -71,6 +71,7 @@ mod assets;
 mod chart;
 mod ctx;
 mod error;
+mod error_page;
 mod fmt;
 mod layout;
 mod pages;
@@ -206,7 +207,14 @@ impl Dashboard {
             .route("/queues/{queue}/jobs/{id}/{action}", post(actions::job))
             .route("/queues/{queue}/dead/{action}", post(actions::dead))
             .route("/periodic/run", post(actions::periodic))
-            .route("/assets/{file}", get(assets::serve));
+            .route("/assets/{file}", get(assets::serve))
+            .fallback(error_page::no_route)
+            .layer(axum::middleware::from_fn_with_state(
+                app.clone(),
+                error_page::in_layout,
+            ));
+        // the host guard outside the error pages: a host refused gets a bare
+        // page, and no cookie
         let router = if app.hosts.is_empty() {
             router
         } else {

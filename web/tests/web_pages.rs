@@ -422,6 +422,45 @@ async fn bad_input_and_a_lost_redis_get_clear_statuses() {
     );
 }
 
+/// An error page is a page of the dashboard: its header, navigation and style,
+/// every link under the mount point, and the status with what went wrong.
+#[tokio::test]
+async fn error_pages_are_in_the_layout_with_links_under_the_prefix() {
+    let (_server, client) = setup().await;
+    let app = Router::new().nest("/admin/jobs", redjob_web::router(client.clone()));
+    let cases = [
+        ("/admin/jobs/queues/nope", StatusCode::NOT_FOUND, "no queue"),
+        (
+            "/admin/jobs/queues/mail?state=bogus",
+            StatusCode::BAD_REQUEST,
+            "no state",
+        ),
+        ("/admin/jobs/no/such/page", StatusCode::NOT_FOUND, "no page"),
+    ];
+    for (path, status, why) in cases {
+        let got = get(&app, path).await;
+        assert_eq!(got.status, status, "{path}: {}", got.body);
+        for part in [
+            r#"href="/admin/jobs/assets/style.css""#.to_string(),
+            r#"<a class="brand" href="/admin/jobs">"#.into(),
+            r#"href="/admin/jobs/topics""#.into(),
+            r#"href="/admin/jobs/workers""#.into(),
+            format!(
+                "<h1>{} {}</h1>",
+                status.as_u16(),
+                status.canonical_reason().unwrap()
+            ),
+            why.into(),
+        ] {
+            assert!(
+                got.body.contains(&part),
+                "{path}: no {part} in {}",
+                got.body
+            );
+        }
+    }
+}
+
 /// A name in `rsmq:QUEUES` no queue can have (another RSMQ port's, a stray
 /// SADD) is skipped by the overview, which says so and names it; the other
 /// queues' pages work, and only a request for the bad name itself is a 400.
