@@ -107,6 +107,18 @@ pub(crate) fn link_button(ctx: &Ctx, path: &str, label: &str, class: &str) -> Ma
     html! { a class=(classes.trim_end()) href=(ctx.link(path)) { (label) } }
 }
 
+/// A name that may be long (a queue, topic or subscriber name, up to 160
+/// characters, a job or event type): cut short by the style (`.name`), whole
+/// in its title, which a pointer shows on hover.
+pub(crate) fn name(text: &str) -> Markup {
+    html! { span.name title=(text) { (text) } }
+}
+
+/// A [`name`] that links to `href` (a path from [`Ctx::link`]).
+pub(crate) fn name_link(href: &str, text: &str) -> Markup {
+    html! { a.name href=(href) title=(text) { (text) } }
+}
+
 /// A path segment (queue names and ids are URL-safe already; this keeps a
 /// foreign one from breaking a link).
 pub(crate) fn seg(s: &str) -> String {

@@ -12,7 +12,7 @@ use redjob::ops::Admin;
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{job_type, num, preview, relative, shorten, when};
-use crate::layout::{Nav, csrf, link_button, query, render, seg};
+use crate::layout::{Nav, csrf, link_button, name, query, render, seg};
 use crate::params::DeadFilter;
 
 pub(crate) async fn page(
@@ -37,8 +37,8 @@ pub(crate) async fn page(
     let dpath = format!("{qpath}/dead");
     let ro = ctx.app.read_only;
     let body = html! {
-        p.muted { a href=(ctx.link(&qpath)) { "← " (queue) } }
-        h1 { "Dead letters of " (queue) " " span.badge.dead { (num(total)) } }
+        p.muted { a href=(ctx.link(&qpath)) { "← " (name(&queue)) } }
+        h1 { "Dead letters of " (name(&queue)) " " span.badge.dead { (num(total)) } }
         form.bar method="get" action=(ctx.link(&dpath)) {
             input type="text" name="type" value=(f.job_type) placeholder="Job type" aria-label="Job type";
             input type="search" name="error" value=(f.error) placeholder="Error contains" aria-label="Error contains";
@@ -74,7 +74,7 @@ pub(crate) async fn page(
                             tr {
                                 @if !ro { td { input type="checkbox" name="id" value=(j.id) aria-label="Select"; } }
                                 td { a href=(ctx.link(&format!("{qpath}/jobs/{}", j.id))) { code { (j.id) } } }
-                                td { (job_type(j)) }
+                                td { (name(&job_type(j))) }
                                 td.args { (preview(j, 100)) }
                                 td.num { (j.attempts) }
                                 td title=(when(j.due_ms)) { (relative(now, j.due_ms)) }

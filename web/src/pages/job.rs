@@ -11,7 +11,7 @@ use redjob::ops::Admin;
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{job_type, pretty, relative, span, when};
-use crate::layout::{Nav, button, render, seg};
+use crate::layout::{Nav, button, name, render, seg};
 use crate::params::parse_id;
 
 pub(crate) async fn page(
@@ -49,8 +49,8 @@ pub(crate) async fn page(
         _ => ("dead", "Died"),
     };
     let body = html! {
-        p.muted { a href=(ctx.link(&format!("/queues/{}", seg(&queue)))) { "← " (queue) } }
-        h1 { (job_type(&job)) " " code { (id) } }
+        p.muted { a href=(ctx.link(&format!("/queues/{}", seg(&queue)))) { "← " (name(&queue)) } }
+        h1 { (name(&job_type(&job))) " " code { (id) } }
         div.bar {
             @match job.state {
                 JobState::Scheduled => {
@@ -71,7 +71,7 @@ pub(crate) async fn page(
         div #job data-live {
             dl.facts {
                 dt { "State" } dd { span.badge class=[(job.state == JobState::Dead).then_some("dead")] { (state_label) } }
-                dt { "Queue" } dd { (queue) }
+                dt { "Queue" } dd { (name(&queue)) }
                 dt { "Priority" } dd { (job.priority) }
                 dt { "Attempts" } dd { (job.attempts) }
                 @if let Some(old) = job.retry_of() {

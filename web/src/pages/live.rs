@@ -9,7 +9,7 @@ use redjob::ops::Admin;
 use crate::Ctx;
 use crate::error::WebResult;
 use crate::fmt::{relative, span, when};
-use crate::layout::{Nav, csrf, render, seg};
+use crate::layout::{Nav, csrf, name, name_link, render, seg};
 
 pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
     let client = &ctx.app.client;
@@ -27,7 +27,12 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                     h2 { (w.host) " " span.muted { "pid " (w.pid) } }
                     dl.facts {
                         dt { "Id" } dd { code { (w.id) } }
-                        dt { "Queues" } dd { (w.queues.join(", ")) }
+                        dt { "Queues" } dd {
+                            @for (i, q) in w.queues.iter().enumerate() {
+                                @if i > 0 { ", " }
+                                (name(q))
+                            }
+                        }
                         dt { "Busy" } dd { (w.running.len()) " of " (w.concurrency) }
                         dt { "Version" } dd { (w.version) }
                         dt { "Started" } dd { (when(w.started_at_ms)) " (" (relative(now, w.started_at_ms)) ")" }
@@ -40,9 +45,9 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                                 tbody {
                                     @for r in &w.running {
                                         tr {
-                                            td { a href=(ctx.link(&format!("/queues/{}", seg(&r.queue)))) { (r.queue) } }
+                                            td { (name_link(&ctx.link(&format!("/queues/{}", seg(&r.queue))), &r.queue)) }
                                             td { a href=(ctx.link(&format!("/queues/{}/jobs/{}", seg(&r.queue), seg(&r.id)))) { code { (r.id) } } }
-                                            td { (r.job.as_deref().unwrap_or("")) }
+                                            td { (name(r.job.as_deref().unwrap_or(""))) }
                                             td.num { (span(now.saturating_sub(r.started_at_ms))) }
                                         }
                                     }
@@ -74,9 +79,9 @@ pub(crate) async fn periodic(ctx: Ctx) -> WebResult<Response> {
                 tbody {
                     @for s in &schedules {
                         tr {
-                            td { (s.name) }
-                            td { a href=(ctx.link(&format!("/queues/{}", seg(&s.queue)))) { (s.queue) } }
-                            td { (s.job) }
+                            td { (name(&s.name)) }
+                            td { (name_link(&ctx.link(&format!("/queues/{}", seg(&s.queue))), &s.queue)) }
+                            td { (name(&s.job)) }
                             td { code { (s.schedule) } }
                             td { @match s.last_ms { Some(t) => span title=(when(t)) { (relative(now, t)) }, None => span.muted { "never" } } }
                             td { @match s.next_ms { Some(t) => span title=(when(t)) { (relative(now, t)) }, None => span.muted { "never" } } }

@@ -13,7 +13,7 @@ use crate::Ctx;
 use crate::chart;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{num, span};
-use crate::layout::{Nav, query as query_string, render, seg};
+use crate::layout::{Nav, name_link, query as query_string, render, seg};
 
 /// The line of `name` for its own page (counts, counters, the last hour,
 /// pause); `None` when it was deleted meanwhile.
@@ -159,7 +159,7 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
                     @for l in &lines {
                         tr {
                             // a long name is cut short, whole on hover
-                            td { a.name href=(ctx.link(&format!("/queues/{}", seg(&l.name)))) title=(l.name) { (l.name) } }
+                            td { (name_link(&ctx.link(&format!("/queues/{}", seg(&l.name))), &l.name)) }
                             td.num { (num(l.counts.ready)) }
                             td.num { (num(l.counts.scheduled)) }
                             td.num { (num(l.counts.in_flight)) }

@@ -15,7 +15,7 @@ use super::overview::line;
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{job_type, num, preview, relative, shorten};
-use crate::layout::{Nav, button, link_button, query, render, seg};
+use crate::layout::{Nav, button, link_button, name, query, render, seg};
 
 #[derive(Deserialize, Default)]
 pub(crate) struct QueueQuery {
@@ -93,7 +93,7 @@ pub(crate) async fn page(
         _ => l.counts.dead,
     };
     let body = html! {
-        h1 { (queue) " " @if l.paused { span.badge.paused { "paused" } } }
+        h1 { (name(&queue)) " " @if l.paused { span.badge.paused { "paused" } } }
         div.bar {
             @if l.paused {
                 (button(&ctx, &format!("{qpath}/resume"), "Resume", "primary"))
@@ -130,7 +130,7 @@ pub(crate) async fn page(
                     tbody {
                         @for t in &times {
                             tr {
-                                td { (t.job_type) }
+                                td { (name(&t.job_type)) }
                                 td.num { (num(t.count())) }
                                 td.num { (bound(t.quantile(0.5))) }
                                 td.num { (bound(t.quantile(0.99))) }
@@ -255,7 +255,7 @@ pub(crate) fn jobs_table(ctx: &Ctx, queue: &str, jobs: &[JobInfo], now: u64) -> 
                     @for j in jobs {
                         tr {
                             td { a href=(ctx.link(&format!("/queues/{}/jobs/{}", seg(queue), j.id))) { code { (j.id) } } }
-                            td { (job_type(j)) }
+                            td { (name(&job_type(j))) }
                             td.args { (preview(j, 120)) }
                             td.num { (j.attempts) }
                             td.num { (j.priority) }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{num, relative, shorten, when};
-use crate::layout::{Nav, csrf, link_button, query, render, seg};
+use crate::layout::{Nav, csrf, link_button, name, name_link, query, render, seg};
 
 /// A subscriber's lag: its count, or "more than N" when Redis did not know it
 /// and inspection counted only up to N (see `SubscriberInfo::lag_exact`).
@@ -54,9 +54,9 @@ pub(crate) async fn list(ctx: Ctx) -> WebResult<Response> {
                     th.num { "Largest lag" } th.num { "Dead" } th.num { "Bytes" }
                 } }
                 tbody {
-                    @for (name, t) in &topics {
+                    @for (topic, t) in &topics {
                         tr {
-                            td { a href=(ctx.link(&format!("/topics/{}", seg(name)))) { (name) } }
+                            td { (name_link(&ctx.link(&format!("/topics/{}", seg(topic))), topic)) }
                             td.num { (num(t.length)) }
                             td.num { (num(t.published)) }
                             td.num { (t.subscribers.len()) }
@@ -94,7 +94,7 @@ pub(crate) async fn topic(ctx: Ctx, Path(topic): Path<String>) -> WebResult<Resp
     };
     let body = html! {
         p.muted { a href=(ctx.link("/topics")) { "← Topics" } }
-        h1 { "Topic " (topic) }
+        h1 { "Topic " (name(&topic)) }
         div #topic data-live {
             dl.facts {
                 dt { "Events" } dd { (num(t.length)) " held, " (num(t.published)) " published" }
@@ -113,7 +113,7 @@ pub(crate) async fn topic(ctx: Ctx, Path(topic): Path<String>) -> WebResult<Resp
                         @for s in &t.subscribers {
                             @let spath = format!("{tpath}/{}", seg(&s.name));
                             tr {
-                                td { (s.name) }
+                                td { (name(&s.name)) }
                                 td { code { (s.offset) } }
                                 td.num { (num(s.pending)) }
                                 td.num { (lag(s)) }
@@ -162,8 +162,8 @@ pub(crate) async fn dead(
     let dpath = format!("/topics/{}/{}/dead", seg(&topic), seg(&sub));
     let ro = ctx.app.read_only;
     let body = html! {
-        p.muted { a href=(ctx.link(&format!("/topics/{}", seg(&topic)))) { "← " (topic) } }
-        h1 { "Dead letters of " (sub) " on " (topic) " " span.badge.dead { (num(info.dead)) } }
+        p.muted { a href=(ctx.link(&format!("/topics/{}", seg(&topic)))) { "← " (name(&topic)) } }
+        h1 { "Dead letters of " (name(&sub)) " on " (name(&topic)) " " span.badge.dead { (num(info.dead)) } }
         p.muted { "Newest first. A requeued one goes to the end of the topic again, for this subscriber alone, as a first attempt." }
         div.bar {
             (link_button(&ctx, &format!("{dpath}/confirm{}", query(&[("do", "requeue")])), "Requeue all…", "primary"))
@@ -188,7 +188,7 @@ pub(crate) async fn dead(
                             tr {
                                 @if !ro { td { input type="checkbox" name="id" value=(d.dead_id) aria-label="Select"; } }
                                 td { code { (d.id) } }
-                                td { (d.event_type) }
+                                td { (name(&d.event_type)) }
                                 td.args { (shorten(&d.data, 100)) }
                                 td.num { (d.deliveries) }
                                 td title=(when(d.at_ms)) { (relative(now, d.at_ms)) }
