@@ -7,10 +7,39 @@ use redjob::backend::MinuteStats;
 
 use crate::fmt::num;
 
-/// The chart's drawing height; bars scale to the busiest minute.
+/// The chart's drawing height; bars scale to the top of the axis.
 const HEIGHT: u64 = 100;
 /// Each minute's slot width (the bar leaves a gap of 2).
 const SLOT: u64 = 10;
+/// The height of the mark on top of a bar cut at the top of the axis.
+const MARK: u64 = 4;
+
+/// The top of the axis for these per-minute totals.
+///
+/// A linear scale to the busiest minute, unless one or a few minutes are
+/// spikes: one minute of 150,049 failures among minutes of about 100 would
+/// flatten every other bar to a pixel. So the busiest tenth of the minutes
+/// with runs (at least one minute) is set aside, and the busiest minute left
+/// is the reference: when the peak is more than 4 times it, the axis stops at
+/// twice the reference and taller minutes are cut there, marked, their true
+/// figures in their tooltip and the peak in the caption. With fewer than 3
+/// minutes with runs there is nothing to compare: the axis is the peak.
+/// (Linear rather than a log or square-root scale: bars stay proportional,
+/// which is what a glance at a bar chart reads.)
+fn axis_top(totals: &[u64]) -> u64 {
+    let mut busy: Vec<u64> = totals.iter().copied().filter(|&n| n > 0).collect();
+    busy.sort_unstable_by(|a, b| b.cmp(a));
+    let peak = busy.first().copied().unwrap_or(0);
+    if busy.len() < 3 {
+        return peak.max(1);
+    }
+    let reference = busy[busy.len().div_ceil(10)];
+    if peak / 4 > reference {
+        reference.saturating_mul(2).max(1)
+    } else {
+        peak.max(1)
+    }
+}
 
 /// The chart of `minutes` (oldest first) with its totals above it.
 pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
@@ -20,16 +49,18 @@ pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
         .iter()
         .fold(0u64, |a, m| a.saturating_add(m.processed));
     let failed = minutes.iter().fold(0u64, |a, m| a.saturating_add(m.failed));
-    let peak = minutes.iter().map(total).max().unwrap_or(0);
+    let totals: Vec<u64> = minutes.iter().map(total).collect();
+    let peak = totals.iter().copied().max().unwrap_or(0);
+    let top = axis_top(&totals);
     let width = SLOT * minutes.len() as u64;
-    // a bar's height in drawing units: at least 1 for any run, so one shows
-    // (n <= peak, scaled in u128: at most HEIGHT)
+    // a bar's height in drawing units: at least 1 for any run, so one shows,
+    // at most HEIGHT (above the axis's top it is cut; scaled in u128)
     let h = |n: u64| {
         if n == 0 {
             0
         } else {
-            let scaled = (u128::from(n) * u128::from(HEIGHT)).div_ceil(u128::from(peak.max(1)));
-            (scaled as u64).max(1)
+            let scaled = (u128::from(n) * u128::from(HEIGHT)).div_ceil(u128::from(top));
+            scaled.min(u128::from(HEIGHT)).max(1) as u64
         }
     };
     html! {
@@ -37,6 +68,9 @@ pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
             figcaption {
                 "Last hour: " b.ok { (num(processed)) } " processed · "
                 b.bad { (num(failed)) } " failed · peak " (num(peak)) "/min"
+                @if peak > top {
+                    span.muted { " · scale cut at " (num(top)) "/min (taller minutes marked, their figures on hover)" }
+                }
             }
             svg viewBox=(format!("0 0 {width} {HEIGHT}")) preserveAspectRatio="none"
                 role="img" aria-label="Processed and failed runs per minute over the last hour" {
@@ -51,6 +85,9 @@ pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
                         }
                         @if hf > 0 {
                             rect.f x=(x) y=(HEIGHT - hp - hf) width=(SLOT - 2) height=(hf) {}
+                        }
+                        @if total(m) > top {
+                            rect.cut x=(x) y="0" width=(SLOT - 2) height=(MARK) {}
                         }
                     }
                 }
@@ -106,5 +143,55 @@ mod tests {
             svg.contains("01:00 UTC: 300 processed, 100 failed"),
             "{svg}"
         );
+        assert!(!svg.contains("cut"), "{svg}");
+    }
+
+    /// The heights of the bars of minute `i` (processed, failed) in `svg`.
+    fn heights(svg: &str, i: usize) -> (u64, u64) {
+        let x = format!(r#" x="{}" "#, i * SLOT as usize);
+        let of = |class: &str| {
+            let start = format!(r#"<rect class="{class}"{x}"#);
+            svg.find(&start).map_or(0, |at| {
+                let rest = &svg[at..];
+                let h = &rest[rest.find("height=\"").unwrap() + 8..];
+                h[..h.find('"').unwrap()].parse().unwrap()
+            })
+        };
+        (of("p"), of("f"))
+    }
+
+    #[test]
+    fn one_spike_keeps_ordinary_minutes_readable_and_shows_its_value() {
+        let mut hour = last_hour(60 * 60_000, []);
+        for (i, m) in hour.iter_mut().enumerate() {
+            m.processed = 90 + (i as u64 * 7) % 21;
+            m.failed = (i as u64) % 3;
+        }
+        hour[30].failed = 150_049;
+        let svg = chart(&hour).into_string();
+        for i in (0..61).filter(|&i| i != 30) {
+            let (p, f) = heights(&svg, i);
+            assert!(p + f > 20, "minute {i}: {p} + {f} of {HEIGHT}: {svg}");
+        }
+        // the spike: cut at the top, marked, its figure on hover and above
+        let (p, f) = heights(&svg, 30);
+        assert_eq!(p + f, HEIGHT, "{svg}");
+        assert!(svg.contains(r#"<rect class="cut" x="300" y="0""#), "{svg}");
+        assert_eq!(svg.matches(r#"class="cut""#).count(), 1);
+        assert!(svg.contains("150,049 failed</title>"), "{svg}");
+        assert!(svg.contains("peak 150,"), "{svg}");
+    }
+
+    #[test]
+    fn the_axis_stops_at_twice_the_busiest_ordinary_minute_after_a_spike() {
+        assert_eq!(axis_top(&[]), 1);
+        assert_eq!(axis_top(&[0, 5, 0]), 5);
+        assert_eq!(axis_top(&[100, 120, 400]), 400);
+        // 10 % of the minutes set aside: the reference is the second busiest
+        assert_eq!(axis_top(&[100, 110, 90, 150_049]), 220);
+        let mut busy = vec![100; 57];
+        busy.extend([5000, 6000, 7000, 8000]);
+        // 61 minutes: the 7 busiest set aside, the reference is 100
+        assert_eq!(axis_top(&busy), 200);
     }
 }
