@@ -57,13 +57,12 @@ pub enum DeadCommand {
         #[command(flatten)]
         bulk: Bulk,
     },
-    /// Deletes every dead letter of the queue.
+    /// Deletes every dead letter of the queue (those counted when it asks).
     Purge {
         /// The queue.
         queue: String,
-        /// Do not ask.
-        #[arg(long)]
-        yes: bool,
+        #[command(flatten)]
+        confirm: show::Confirm,
     },
 }
 
@@ -86,9 +85,8 @@ pub struct Bulk {
     all: bool,
     #[command(flatten)]
     filter: Filter,
-    /// Do not ask.
-    #[arg(long)]
-    yes: bool,
+    #[command(flatten)]
+    confirm: show::Confirm,
 }
 
 impl Filter {
@@ -113,6 +111,56 @@ impl Filter {
 }
 
 impl Bulk {
+    /// Counts the dead letters --all (with the filter) takes, says it and
+    /// asks: the query to act with, its cutoff the count's (so the action
+    /// takes the letters counted, none that died since); `None` after a dry
+    /// run.
+    async fn counted(
+        &self,
+        ctx: &Ctx,
+        queue: &str,
+        verb: &str,
+    ) -> Result<Option<DeadQuery>, Failure> {
+        let query = self.filter.query();
+        let n = ctx.client.count_dead(queue, &query).await?;
+        let what = format!(
+            "{verb} {} of {queue:?}{}",
+            show::count(n.count, "dead letter", "dead letters"),
+            self.filter.describe()
+        );
+        let v = json!({"queue": queue, "count": n.count, "upto_ms": n.upto_ms});
+        let go = self.confirm.ask(ctx, &what, v)?;
+        Ok(go.then(|| query.died_by(n.upto_ms)))
+    }
+
+    /// For ids given: with --dry-run, says how many are dead letters and
+    /// returns false.
+    fn by_ids(
+        &self,
+        ctx: &Ctx,
+        queue: &str,
+        verb: &str,
+        found: &[JobId],
+        missing: &[JobId],
+    ) -> Result<bool, Failure> {
+        if !self.confirm.dry_run {
+            return Ok(true);
+        }
+        let mut what = format!(
+            "{verb} {} of {queue:?}",
+            show::count(found.len() as u64, "dead letter", "dead letters")
+        );
+        if !missing.is_empty() {
+            what += &format!(
+                " ({} not)",
+                show::count(missing.len() as u64, "id is", "ids are")
+            );
+        }
+        let missing: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        let v = json!({"queue": queue, "count": found.len(), "not_dead": missing});
+        self.confirm.ask(ctx, &what, v)
+    }
+
     /// Checks the selection: ids, or --all; filters only with --all.
     fn check(&self, ids: &[JobId], verb: &str) -> Outcome {
         let filtered = self.filter.job_type.is_some() || self.filter.error.is_some();
@@ -166,16 +214,15 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
             bulk.check(&ids, "requeue")?;
             let spread = rate.map_or(Spread::NOW, Spread::per_second);
             let n = if bulk.all {
-                let what = format!(
-                    "requeue every dead letter of {queue:?}{}",
-                    bulk.filter.describe()
-                );
-                c.counts(&queue).await?;
-                show::confirm(bulk.yes, &what)?;
-                c.requeue_dead_matching(&queue, &bulk.filter.query(), rate)
-                    .await?
+                let Some(query) = bulk.counted(ctx, &queue, "requeue").await? else {
+                    return Ok(());
+                };
+                c.requeue_dead_matching(&queue, &query, rate).await?
             } else {
                 let (found, missing) = dead_ids(ctx, &queue, &ids).await?;
+                if !bulk.by_ids(ctx, &queue, "requeue", &found, &missing)? {
+                    return Ok(());
+                }
                 let n = c.requeue_dead(&queue, &found, spread).await?;
                 matched(&queue, "requeued", n, &missing)?;
                 n
@@ -189,15 +236,15 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
         DeadCommand::Delete { queue, ids, bulk } => {
             bulk.check(&ids, "delete")?;
             let n = if bulk.all {
-                let what = format!(
-                    "delete every dead letter of {queue:?}{}",
-                    bulk.filter.describe()
-                );
-                c.counts(&queue).await?;
-                show::confirm(bulk.yes, &what)?;
-                c.delete_dead_matching(&queue, &bulk.filter.query()).await?
+                let Some(query) = bulk.counted(ctx, &queue, "delete").await? else {
+                    return Ok(());
+                };
+                c.delete_dead_matching(&queue, &query).await?
             } else {
                 let (found, missing) = dead_ids(ctx, &queue, &ids).await?;
+                if !bulk.by_ids(ctx, &queue, "delete", &found, &missing)? {
+                    return Ok(());
+                }
                 let n = c.delete_dead(&queue, &found).await?;
                 matched(&queue, "deleted", n, &missing)?;
                 n
@@ -208,10 +255,19 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
                 &format!("deleted {n}"),
             )
         }
-        DeadCommand::Purge { queue, yes } => {
-            let n = c.counts(&queue).await?.dead;
-            show::confirm(yes, &format!("delete the {n} dead letters of {queue:?}"))?;
-            let n = c.purge_dead(&queue).await?;
+        DeadCommand::Purge { queue, confirm } => {
+            let bulk = Bulk {
+                all: true,
+                filter: Filter {
+                    job_type: None,
+                    error: None,
+                },
+                confirm,
+            };
+            let Some(query) = bulk.counted(ctx, &queue, "delete").await? else {
+                return Ok(());
+            };
+            let n = c.delete_dead_matching(&queue, &query).await?;
             done(
                 ctx,
                 json!({ "queue": queue, "deleted": n }),

@@ -31,13 +31,13 @@ pub enum QueueCommand {
         /// The queue.
         queue: String,
     },
-    /// Deletes every job in it, waiting or running (not its dead letters).
+    /// Deletes every job in it, waiting or running (not its dead letters):
+    /// those counted when it asks, none sent since.
     Purge {
         /// The queue.
         queue: String,
-        /// Do not ask.
-        #[arg(long)]
-        yes: bool,
+        #[command(flatten)]
+        confirm: show::Confirm,
     },
     /// The queue's settings in force for every worker (stored with the
     /// queue, else the defaults), and changing them: how many dead letters it
@@ -47,9 +47,8 @@ pub enum QueueCommand {
     Delete {
         /// The queue.
         queue: String,
-        /// Do not ask.
-        #[arg(long)]
-        yes: bool,
+        #[command(flatten)]
+        confirm: show::Confirm,
     },
 }
 
@@ -305,11 +304,17 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
             c.resume(&queue).await?;
             done(ctx, json!({ "queue": queue, "paused": false }), "resumed")
         }
-        QueueCommand::Purge { queue, yes } => {
-            let n = c.counts(&queue).await?;
-            let waiting = n.ready + n.scheduled + n.in_flight;
-            show::confirm(yes, &format!("delete the {waiting} jobs of {queue:?}"))?;
-            let n = c.purge_queue(&queue).await?;
+        QueueCommand::Purge { queue, confirm } => {
+            let n = c.count_purge(&queue).await?;
+            let what = format!(
+                "delete {} of {queue:?}",
+                show::count(n.count, "job", "jobs")
+            );
+            let v = json!({"queue": queue, "count": n.count, "upto_ms": n.upto_ms});
+            if !confirm.ask(ctx, &what, v)? {
+                return Ok(());
+            }
+            let n = c.purge_queue_upto(&queue, n.upto_ms).await?;
             done(
                 ctx,
                 json!({ "queue": queue, "deleted": n }),
@@ -317,12 +322,18 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
             )
         }
         QueueCommand::Settings(args) => settings::settings(ctx, args).await,
-        QueueCommand::Delete { queue, yes } => {
-            c.queues().attributes(&queue).await?;
-            show::confirm(
-                yes,
-                &format!("delete queue {queue:?} with its jobs and dead letters"),
-            )?;
+        QueueCommand::Delete { queue, confirm } => {
+            let n = c.counts(&queue).await?;
+            let jobs = n.ready + n.scheduled + n.in_flight;
+            let what = format!(
+                "delete queue {queue:?} with its {} and {}",
+                show::count(jobs, "job", "jobs"),
+                show::count(n.dead, "dead letter", "dead letters")
+            );
+            let v = json!({"queue": queue, "jobs": jobs, "dead": n.dead});
+            if !confirm.ask(ctx, &what, v)? {
+                return Ok(());
+            }
             c.queues().delete_queue(&queue).await?;
             done(ctx, json!({ "queue": queue, "deleted": true }), "deleted")
         }

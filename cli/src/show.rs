@@ -244,6 +244,41 @@ pub fn attempt_line(a: &Attempt) -> String {
     )
 }
 
+/// `--yes` and `--dry-run` of a bulk action, which counts what it takes first.
+#[derive(clap::Args, Clone, Copy)]
+pub struct Confirm {
+    /// Do not ask (it says how many it takes first).
+    #[arg(long)]
+    pub yes: bool,
+    /// Say what it would do (with how many), and do nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl Confirm {
+    /// Says `what` (with its count) and asks, unless --yes: true to go on.
+    /// With --dry-run, prints it (`v`, with `"dry_run": true`, in --json) and
+    /// returns false.
+    pub fn ask(&self, ctx: &Ctx, what: &str, mut v: Value) -> Result<bool, Failure> {
+        if self.dry_run {
+            v["dry_run"] = json!(true);
+            if ctx.json {
+                json(&v)?;
+            } else {
+                println!("would {what}");
+            }
+            return Ok(false);
+        }
+        confirm(self.yes, what)?;
+        Ok(true)
+    }
+}
+
+/// "1 dead letter", "3 dead letters": `n` and the noun for it.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Asks before a destructive bulk action, unless `yes`. Without a terminal to
 /// ask on, refuses: a script must say --yes.
 pub fn confirm(yes: bool, what: &str) -> Outcome {

@@ -52,12 +52,11 @@ pub struct DeadArgs {
     subscriber: String,
     /// The dead letters' ids (the DEAD ID column of `redjob topic dead`).
     ids: Vec<String>,
-    /// Every dead letter of the subscriber.
+    /// Every dead letter of the subscriber (those counted when it asks).
     #[arg(long, conflicts_with = "ids")]
     all: bool,
-    /// Do not ask (with --all).
-    #[arg(long)]
-    yes: bool,
+    #[command(flatten)]
+    confirm: show::Confirm,
 }
 
 #[derive(Args)]
@@ -109,15 +108,30 @@ async fn dead_action(ctx: &Ctx, a: DeadArgs, requeue: bool) -> Outcome {
     let c = &ctx.client;
     let verb = if requeue { "requeue" } else { "delete" };
     let n = if a.all {
+        // counted, then confirmed: the action takes the letters up to the
+        // newest counted, none that died since
+        let n = c.count_dead_events(&a.topic, &a.subscriber).await?;
         let what = format!(
-            "{verb} every dead letter of subscriber {:?} of {:?}",
-            a.subscriber, a.topic
+            "{verb} {} of subscriber {:?} of {:?}",
+            show::count(n.count, "dead letter", "dead letters"),
+            a.subscriber,
+            a.topic
         );
-        show::confirm(a.yes, &what)?;
-        if requeue {
-            c.requeue_all_dead_events(&a.topic, &a.subscriber).await?
-        } else {
-            c.purge_dead_events(&a.topic, &a.subscriber).await?
+        let v = json!({"topic": a.topic, "subscriber": a.subscriber, "count": n.count,
+                       "upto": n.upto.map(|u| u.to_string())});
+        if !a.confirm.ask(ctx, &what, v)? {
+            return Ok(());
+        }
+        match (n.upto, requeue) {
+            (None, _) => 0,
+            (Some(upto), true) => {
+                c.requeue_dead_events_upto(&a.topic, &a.subscriber, upto)
+                    .await?
+            }
+            (Some(upto), false) => {
+                c.delete_dead_events_upto(&a.topic, &a.subscriber, upto)
+                    .await?
+            }
         }
     } else {
         if a.ids.is_empty() {
@@ -128,6 +142,17 @@ async fn dead_action(ctx: &Ctx, a: DeadArgs, requeue: bool) -> Outcome {
             .iter()
             .map(|i| i.parse())
             .collect::<redjob::Result<Vec<EventId>>>()?;
+        let what = format!(
+            "{verb} the dead letters of subscriber {:?} of {:?} among {}",
+            a.subscriber,
+            a.topic,
+            show::count(ids.len() as u64, "id", "ids")
+        );
+        if a.confirm.dry_run {
+            let v = json!({"topic": a.topic, "subscriber": a.subscriber, "ids": a.ids});
+            a.confirm.ask(ctx, &what, v)?;
+            return Ok(());
+        }
         if requeue {
             c.requeue_dead_events(&a.topic, &a.subscriber, &ids).await?
         } else {

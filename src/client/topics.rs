@@ -2,7 +2,9 @@
 
 use crate::Result;
 use crate::client::Client;
-use crate::contract::topics::{DeadEvent, EventId, Start, TopicInfo, Topics, check_name};
+use crate::contract::topics::{
+    DeadEvent, DeadEventCount, DeadEvents, EventId, Start, TopicInfo, Topics, check_name,
+};
 use crate::topic::Event;
 
 /// Checks a topic's and a subscriber's names.
@@ -164,7 +166,7 @@ impl Client {
             return Ok(0);
         }
         self.queues()
-            .requeue_dead_events(topic, subscriber, Some(ids))
+            .requeue_dead_events(topic, subscriber, DeadEvents::Ids(ids))
             .await
     }
 
@@ -175,7 +177,69 @@ impl Client {
     pub async fn requeue_all_dead_events(&self, topic: &str, subscriber: &str) -> Result<u64> {
         check_names(topic, subscriber)?;
         self.queues()
-            .requeue_dead_events(topic, subscriber, None)
+            .requeue_dead_events(topic, subscriber, DeadEvents::All)
+            .await
+    }
+
+    /// How many dead letters a subscriber has, and the newest's id: the
+    /// cutoff that keeps a requeue or delete confirmed after the count to the
+    /// letters counted ([`requeue_dead_events_upto`](Self::requeue_dead_events_upto),
+    /// [`delete_dead_events_upto`](Self::delete_dead_events_upto)).
+    ///
+    /// ```
+    /// # use redjob::topic::Start;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(Default::default());
+    /// client.subscribe("clicks", "stats", Start::End).await?;
+    /// let dead = client.count_dead_events("clicks", "stats").await?;
+    /// assert_eq!((dead.count, dead.upto), (0, None));
+    /// # Ok(()) }
+    /// ```
+    pub async fn count_dead_events(&self, topic: &str, subscriber: &str) -> Result<DeadEventCount> {
+        check_names(topic, subscriber)?;
+        // the newest first, then the count: any letter up to the newest is
+        // counted, so an action up to it takes no letter uncounted
+        let newest = self.dead_events(topic, subscriber, 1).await?;
+        let upto = newest.first().map(|d| d.dead_id);
+        let info = self.queues().topic_info(topic).await?;
+        let count = info
+            .and_then(|t| t.subscribers.into_iter().find(|s| s.name == subscriber))
+            .ok_or_else(|| crate::Error::SubscriberNotFound {
+                topic: topic.into(),
+                subscriber: subscriber.into(),
+            })?
+            .dead;
+        Ok(DeadEventCount { count, upto })
+    }
+
+    /// Requeues a subscriber's dead letters up to `upto` (a
+    /// [`count_dead_events`](Self::count_dead_events)' newest), oldest first;
+    /// returns how many.
+    pub async fn requeue_dead_events_upto(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        upto: EventId,
+    ) -> Result<u64> {
+        check_names(topic, subscriber)?;
+        self.queues()
+            .requeue_dead_events(topic, subscriber, DeadEvents::UpTo(upto))
+            .await
+    }
+
+    /// Deletes a subscriber's dead letters up to `upto` (a
+    /// [`count_dead_events`](Self::count_dead_events)' newest); returns how
+    /// many there were.
+    pub async fn delete_dead_events_upto(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        upto: EventId,
+    ) -> Result<u64> {
+        check_names(topic, subscriber)?;
+        self.queues()
+            .delete_dead_events(topic, subscriber, DeadEvents::UpTo(upto))
             .await
     }
 
@@ -192,7 +256,7 @@ impl Client {
             return Ok(0);
         }
         self.queues()
-            .delete_dead_events(topic, subscriber, Some(ids))
+            .delete_dead_events(topic, subscriber, DeadEvents::Ids(ids))
             .await
     }
 
@@ -201,7 +265,7 @@ impl Client {
     pub async fn purge_dead_events(&self, topic: &str, subscriber: &str) -> Result<u64> {
         check_names(topic, subscriber)?;
         self.queues()
-            .delete_dead_events(topic, subscriber, None)
+            .delete_dead_events(topic, subscriber, DeadEvents::All)
             .await
     }
 }

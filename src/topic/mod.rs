@@ -65,8 +65,8 @@ pub use context::EventContext;
 pub use subscription::Subscription;
 
 pub use crate::contract::topics::{
-    Claimed, DeadEvent, EventId, EventOptions, EventRun, EventSettle, LAG_COUNTED, Received,
-    RewindPlan, Start, SubscriberInfo, TopicInfo, Topics, WhenFull,
+    Claimed, DeadEvent, DeadEventCount, DeadEvents, EventId, EventOptions, EventRun, EventSettle,
+    LAG_COUNTED, Received, RewindPlan, Start, SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 
 use serde::Serialize;

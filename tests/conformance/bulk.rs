@@ -12,7 +12,7 @@ use redjob::backend::any::AnyBackend;
 use redjob::inspect::Inspect;
 use redjob::ops::{Admin, DeadQuery, Retention};
 use redjob::queue::{QueueOptions, SendMessage};
-use redjob::topic::Start;
+use redjob::topic::{Start, Topics};
 use redjob::{Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 
@@ -272,4 +272,106 @@ pub async fn topic_requeue_all_takes_each_letter_once_while_the_subscriber_fails
         twice.is_empty(),
         "requeued more than once, or late: {twice:?}"
     );
+}
+
+/// Lets the backend's clock pass the millisecond a count read.
+async fn after_the_count() {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+}
+
+pub async fn a_confirmed_dead_letter_action_takes_only_the_letters_counted(env: &Env) {
+    let q = env.client.backend();
+    let die = async |n: usize| {
+        let rows = vec![("bulk_doomed", "account closed"); n];
+        kill(env, "bc", &rows, 0, Retention::UNBOUNDED).await;
+    };
+    die(3).await;
+    let all = DeadQuery::default();
+    let counted = q.count_dead("bc", &all).await.unwrap();
+    assert_eq!(counted.count, 3);
+    let b = DeadQuery::default().job_type("other");
+    assert_eq!(q.count_dead("bc", &b).await.unwrap().count, 0);
+    // two die after the count, while someone reads it
+    after_the_count().await;
+    die(2).await;
+    assert_eq!(q.counts("bc").await.unwrap().dead, 5);
+    let confirmed = all.clone().died_by(counted.upto_ms);
+    let listed = q.dead_matching("bc", &confirmed, None, 100).await.unwrap();
+    assert_eq!(listed.jobs.len(), 3, "the query lists the letters counted");
+    assert_eq!(
+        q.requeue_dead_matching("bc", &confirmed, None)
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(q.counts("bc").await.unwrap().dead, 2, "the later two stay");
+    q.purge_queue("bc").await.unwrap();
+    // a delete likewise, with a count taken now
+    let counted = q.count_dead("bc", &all).await.unwrap();
+    assert_eq!(counted.count, 2);
+    after_the_count().await;
+    die(1).await;
+    let confirmed = all.died_by(counted.upto_ms);
+    assert_eq!(q.delete_dead_matching("bc", &confirmed).await.unwrap(), 2);
+    assert_eq!(q.counts("bc").await.unwrap().dead, 1);
+}
+
+pub async fn a_confirmed_purge_takes_only_the_jobs_counted(env: &Env) {
+    let q = env.client.backend();
+    let opts = QueueOptions::default();
+    let first = [doomed(0), doomed(1).delay(Duration::from_secs(60))];
+    q.send("pc", &first, &opts).await.unwrap();
+    let counted = q.count_purge("pc").await.unwrap();
+    assert_eq!(counted.count, 2);
+    after_the_count().await;
+    q.send("pc", &[doomed(2)], &opts).await.unwrap();
+    assert_eq!(q.purge_queue_upto("pc", counted.upto_ms).await.unwrap(), 2);
+    let left = q.peek("pc", 10).await.unwrap();
+    assert_eq!(left.len(), 1, "the job sent after the count stays");
+    assert!(left[0].body.ends_with(br#""i":2}}"#), "{left:?}");
+}
+
+pub async fn a_confirmed_topic_requeue_takes_only_the_letters_counted(env: &Env) {
+    let c = &env.client;
+    c.subscribe("bulkc", "s", Start::Beginning).await.unwrap();
+    let q = c.backend();
+    let kill_all = async || {
+        let got = q
+            .read("bulkc", "s", "c1", 100, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap_or_default();
+        let batch = redjob::topic::EventSettle {
+            dead: got.into_iter().map(|e| (e, "no".into())).collect(),
+            ..Default::default()
+        };
+        q.settle_events("bulkc", "s", "c1", &batch, None)
+            .await
+            .unwrap();
+    };
+    let events = [("x", "{}"), ("x", "{}")];
+    let opts = redjob::topic::EventOptions::DEFAULT;
+    q.publish("bulkc", &events, &opts).await.unwrap();
+    kill_all().await;
+    let counted = c.count_dead_events("bulkc", "s").await.unwrap();
+    assert_eq!(counted.count, 2);
+    let upto = counted.upto.expect("the newest letter's id");
+    q.publish("bulkc", &events[..1], &opts).await.unwrap();
+    kill_all().await;
+    assert_eq!(c.dead_events("bulkc", "s", 10).await.unwrap().len(), 3);
+    assert_eq!(
+        c.requeue_dead_events_upto("bulkc", "s", upto)
+            .await
+            .unwrap(),
+        2
+    );
+    let left = c.dead_events("bulkc", "s", 10).await.unwrap();
+    assert_eq!(left.len(), 1, "the letter that died after the count stays");
+    assert!(left[0].dead_id > upto);
+    assert_eq!(
+        c.delete_dead_events_upto("bulkc", "s", upto).await.unwrap(),
+        0
+    );
+    let none = c.count_dead_events("nope", "s").await;
+    assert!(none.is_err(), "{none:?}");
 }

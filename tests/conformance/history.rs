@@ -416,7 +416,7 @@ pub async fn a_purge_is_one_event_with_its_count_and_who(env: &Env) {
             .await
             .unwrap();
     }
-    assert_eq!(q.purge_queue_by("p", "cli bob").await.unwrap(), 7);
+    assert_eq!(q.purge_queue_by("p", "cli bob", None).await.unwrap(), 7);
     assert_eq!(q.purge_queue("p").await.unwrap(), 0);
     let events = q.history_events("p").await.unwrap();
     assert_eq!(events.len(), 2, "{events:?}");

@@ -283,7 +283,8 @@ macro_rules! conformance_suite {
             a_topic_deleted_under_a_worker_is_recreated_and_served,
             a_shutdown_releases_events_read_ahead_without_counting_an_attempt);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
-            topic_requeue_all_takes_each_letter_once_while_the_subscriber_fails_them);
+            topic_requeue_all_takes_each_letter_once_while_the_subscriber_fails_them,
+            a_confirmed_topic_requeue_takes_only_the_letters_counted);
     };
     ($setup:path, #[$attr:meta], without_topics) => {
         $crate::conformance_suite!(@lifecycle $setup, #[$attr],
@@ -366,7 +367,9 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@bulk $setup, #[$attr],
             requeue_all_takes_each_letter_once_while_a_worker_kills_them_again,
             delete_matching_leaves_the_letters_that_die_after_it_starts,
-            purge_leaves_the_jobs_sent_after_it_starts);
+            purge_leaves_the_jobs_sent_after_it_starts,
+            a_confirmed_dead_letter_action_takes_only_the_letters_counted,
+            a_confirmed_purge_takes_only_the_jobs_counted);
         $crate::conformance_suite!(@live $setup, #[$attr],
             a_tick_is_enqueued_once_however_many_try,
             periodic_workers_enqueue_each_tick_once_and_list_the_schedule,

@@ -7,7 +7,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 use super::state::ms_score;
 use super::{MemQueue, MemoryBackend, not_found};
 use crate::contract::admin::{
-    Admin, DeadOrder, DeadQuery, Overview, OverviewQuery, QueueLine, Spread, event_word,
+    Admin, BulkCount, DeadOrder, DeadQuery, Overview, OverviewQuery, QueueLine, Spread, event_word,
 };
 use crate::contract::inspect::{self, Cursor, JobState, Page};
 use crate::contract::leases::{LEGACY_LEASED_MS, score_count};
@@ -114,10 +114,42 @@ impl Admin for MemoryBackend {
         Ok(st.queues.get(queue).ok_or_else(|| not_found(queue))?.paused)
     }
 
-    async fn purge_queue_by(&self, queue: &str, by: &str) -> Result<u64> {
+    async fn count_purge(&self, queue: &str) -> Result<BulkCount> {
+        validate::queue_name(queue)?;
         let now = self.clock.now_ms();
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        let c = super::inspect::counts_of(q, now);
+        Ok(BulkCount {
+            count: c.ready + c.scheduled + c.in_flight,
+            upto_ms: now,
+        })
+    }
+
+    async fn count_dead(&self, queue: &str, query: &DeadQuery) -> Result<BulkCount> {
+        validate::queue_name(queue)?;
+        let upto_ms = self.clock.now_ms();
+        let query = DeadQuery {
+            died_by_ms: Some(query.died_by_ms.map_or(upto_ms, |by| by.min(upto_ms))),
+            ..query.clone()
+        };
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        let count = matching(q, &query).len() as u64;
+        Ok(BulkCount { count, upto_ms })
+    }
+
+    async fn purge_queue_by(&self, queue: &str, by: &str, upto_ms: Option<u64>) -> Result<u64> {
+        let now = self.clock.now_ms();
+        // a job counts as sent when its id says, as purge.lua reads it
+        let upto_us = upto_ms.map_or(u64::MAX, |ms| ms.saturating_mul(1000).saturating_add(999));
         self.change(queue, |q| {
-            let ids: Vec<JobId> = q.msgs.keys().copied().collect();
+            let ids: Vec<JobId> = q
+                .msgs
+                .keys()
+                .filter(|id| id.prefix_us().is_none_or(|us| us <= upto_us))
+                .copied()
+                .collect();
             for id in &ids {
                 q.remove(id);
             }

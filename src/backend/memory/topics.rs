@@ -10,8 +10,8 @@ use tokio::sync::Notify;
 use crate::backend::memory::MemoryBackend;
 use crate::contract::attempts::{Attempt, AttemptOutcome, MAX_RECORDS};
 use crate::contract::topics::{
-    Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, SubscriberInfo,
-    TopicInfo, Topics, WhenFull,
+    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Start,
+    SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 use crate::{Error, Result};
 
@@ -523,11 +523,11 @@ impl Topics for MemoryBackend {
         &self,
         topic: &str,
         subscriber: &str,
-        ids: Option<&[EventId]>,
+        which: DeadEvents<'_>,
     ) -> Result<u64> {
         let n = self
             .with_group(topic, subscriber, |t, now| {
-                let letters = take_dead(group(t, subscriber), ids);
+                let letters = take_dead(group(t, subscriber), which);
                 for d in &letters {
                     let entry = Entry {
                         ty: d.event_type.clone(),
@@ -549,24 +549,30 @@ impl Topics for MemoryBackend {
         &self,
         topic: &str,
         subscriber: &str,
-        ids: Option<&[EventId]>,
+        which: DeadEvents<'_>,
     ) -> Result<u64> {
         Ok(self
             .with_group(topic, subscriber, |t, _| {
-                take_dead(group(t, subscriber), ids).len() as u64
+                take_dead(group(t, subscriber), which).len() as u64
             })
             .unwrap_or(0))
     }
 }
 
-/// Removes and returns the group's dead letters with these ids (`None`: all), oldest first.
-fn take_dead(g: &mut Group, ids: Option<&[EventId]>) -> Vec<DeadEvent> {
-    match ids {
-        None => g.dead.drain(..).collect(),
-        Some(ids) => {
+/// Removes and returns the group's dead letters `which` selects, oldest first.
+fn take_dead(g: &mut Group, which: DeadEvents<'_>) -> Vec<DeadEvent> {
+    match which {
+        DeadEvents::All => g.dead.drain(..).collect(),
+        DeadEvents::Ids(ids) => {
             let ids: BTreeSet<EventId> = ids.iter().copied().collect();
             let (taken, kept): (VecDeque<_>, VecDeque<_>) =
                 g.dead.drain(..).partition(|d| ids.contains(&d.dead_id));
+            g.dead = kept;
+            taken.into()
+        }
+        DeadEvents::UpTo(upto) => {
+            let (taken, kept): (VecDeque<_>, VecDeque<_>) =
+                g.dead.drain(..).partition(|d| d.dead_id <= upto);
             g.dead = kept;
             taken.into()
         }

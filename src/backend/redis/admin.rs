@@ -12,7 +12,7 @@ use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::backend::redis::settings::{self, Mode};
 use crate::contract::admin::{
-    Admin, DeadOrder, DeadQuery, Overview, OverviewQuery, Spread, event_word, noted,
+    Admin, BulkCount, DeadOrder, DeadQuery, Overview, OverviewQuery, Spread, event_word, noted,
 };
 use crate::contract::inspect::{self, Cursor, JobInfo, JobState, MAX_PAGE, Page};
 use crate::contract::queues::validate;
@@ -171,10 +171,35 @@ impl Admin for Rsmq {
         pause(self, queue, "").await
     }
 
-    async fn purge_queue_by(&self, queue: &str, by: &str) -> Result<u64> {
+    async fn count_purge(&self, queue: &str) -> Result<BulkCount> {
+        validate::queue_name(queue)?;
+        let (line, now) = self.queue_line(queue).await?;
+        let c = line.counts;
+        Ok(BulkCount {
+            count: c.ready + c.scheduled + c.in_flight,
+            upto_ms: now,
+        })
+    }
+
+    async fn count_dead(&self, queue: &str, query: &DeadQuery) -> Result<BulkCount> {
+        validate::queue_name(queue)?;
+        let now = dead_clock(self, queue).await?;
+        // once Redis's clock has passed `now`, no letter dies at or before
+        // it: the count is of every letter the cutoff takes
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        count_dead_by(self, queue, query, now).await
+    }
+
+    async fn purge_queue_by(&self, queue: &str, by: &str, upto_ms: Option<u64>) -> Result<u64> {
         validate::queue_name(queue)?;
         let (mut con, k) = self.parts(queue);
-        let (mut done, mut cutoff, mut at, mut cursor) = (0, Vec::new(), 1, b"0".to_vec());
+        // the id prefix of the last µs of `upto_ms`: purge.lua deletes the
+        // jobs whose ids sort up to it
+        let cutoff = upto_ms.map_or(Vec::new(), |ms| {
+            let id = JobId::make(ms.saturating_mul(1000).saturating_add(999), &[b'0'; 22]);
+            id.as_str().as_bytes()[..10].to_vec()
+        });
+        let (mut done, mut cutoff, mut at, mut cursor) = (0, cutoff, 1, b"0".to_vec());
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.push(k.history_hash.clone());
         let by = crate::contract::history::actor_line(by);
@@ -346,6 +371,33 @@ async fn dead_clock(rsmq: &Rsmq, queue: &str) -> Result<u64> {
     }
 }
 
+/// How many dead letters of `queue` match `query` and died by `now` (Redis's
+/// clock), a page at a time, oldest first.
+async fn count_dead_by(rsmq: &Rsmq, queue: &str, query: &DeadQuery, now: u64) -> Result<BulkCount> {
+    let upto_ms = now;
+    let query = DeadQuery {
+        order: DeadOrder::OldestFirst,
+        died_by_ms: Some(query.died_by_ms.map_or(upto_ms, |by| by.min(upto_ms))),
+        ..query.clone()
+    };
+    let (mut count, mut after) = (0, None);
+    loop {
+        let page = rsmq
+            .dead_page(queue, DeadOrder::OldestFirst, after.as_ref(), MAX_PAGE)
+            .await?;
+        for job in &page.jobs {
+            if job.due_ms > upto_ms {
+                return Ok(BulkCount { count, upto_ms });
+            }
+            after = Some(Cursor::dead(job));
+            count += u64::from(query.matches(job));
+        }
+        if page.next.is_none() {
+            return Ok(BulkCount { count, upto_ms });
+        }
+    }
+}
+
 /// Requeues (with `spread`) or deletes (without) the dead letters of `queue`
 /// that match `query` and died by the cutoff, Redis's clock when it starts, a
 /// page at a time; returns how many. The scripts act once Redis's clock has
@@ -358,7 +410,8 @@ async fn each_matching(
     spread: Option<Spread>,
 ) -> Result<u64> {
     validate::queue_name(queue)?;
-    let cutoff = dead_clock(rsmq, queue).await?;
+    let now = dead_clock(rsmq, queue).await?;
+    let cutoff = query.died_by_ms.map_or(now, |by| by.min(now));
     // spares the scripts' refusal in the cutoff's ms
     tokio::time::sleep(Duration::from_millis(1)).await;
     let oldest_first = query.order == DeadOrder::OldestFirst;

@@ -98,6 +98,27 @@ impl Rsmq {
         }
         Ok(query.finish(lines, listing.skipped, now_ms))
     }
+
+    /// One queue's overview line with Redis's clock, read in one call (the
+    /// counts and the clock at once).
+    pub(crate) async fn queue_line(&self, queue: &str) -> Result<(QueueLine, u64)> {
+        let (mut con, ns, _) = self.ns_parts();
+        let k = ns.queue(queue);
+        let mut keys = k.inspection();
+        keys.push(k.stats.clone());
+        let mut cmd = scripts::eval(&scripts::COUNTS, &keys);
+        cmd.arg("overview").arg("");
+        let v = scripts::run(&mut con, &scripts::COUNTS, &cmd).await?;
+        let first = match &v {
+            Value::Array(queues) => queues.first(),
+            _ => None,
+        };
+        first
+            .map(|v| line(queue, v, false))
+            .transpose()?
+            .flatten()
+            .ok_or_else(|| crate::Error::QueueNotFound { name: queue.into() })
+    }
 }
 
 /// A queue's line from counts.lua's overview reply, with Redis's clock;

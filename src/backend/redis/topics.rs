@@ -10,8 +10,8 @@ use crate::backend::redis::connection::Connection;
 use crate::backend::redis::scripts::{self, Reply, eval, run};
 use crate::contract::attempts::RunBy;
 use crate::contract::topics::{
-    Claimed, DeadEvent, EventId, EventOptions, EventSettle, Received, Start, SubscriberInfo,
-    TopicInfo, Topics, WhenFull,
+    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Start,
+    SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 use crate::{Error, Result};
 
@@ -587,9 +587,11 @@ impl Topics for RedisBackend {
         &self,
         topic: &str,
         subscriber: &str,
-        ids: Option<&[EventId]>,
+        which: DeadEvents<'_>,
     ) -> Result<u64> {
-        let n = self.dead_letters(topic, subscriber, "requeue", ids).await?;
+        let n = self
+            .dead_letters(topic, subscriber, "requeue", which)
+            .await?;
         u64::try_from(n).map_err(|_| not_found(topic, subscriber))
     }
 
@@ -597,26 +599,27 @@ impl Topics for RedisBackend {
         &self,
         topic: &str,
         subscriber: &str,
-        ids: Option<&[EventId]>,
+        which: DeadEvents<'_>,
     ) -> Result<u64> {
         Ok(self
-            .dead_letters(topic, subscriber, "delete", ids)
+            .dead_letters(topic, subscriber, "delete", which)
             .await?
             .max(0) as u64)
     }
 }
 
 impl RedisBackend {
-    /// topic_requeue.lua over `ids`, or over all dead letters 1000 at a time:
-    /// those there when it starts (up to the newest's id then), so that one
-    /// dead-lettered meanwhile (one requeued here that failed again) is left
-    /// for the next call, and the call ends however fast letters come.
+    /// topic_requeue.lua over the ids given, or over all dead letters 1000 at
+    /// a time: those there when it starts (up to the newest's id then, or the
+    /// id given), so that one dead-lettered meanwhile (one requeued here that
+    /// failed again) is left for the next call, and the call ends however
+    /// fast letters come.
     async fn dead_letters(
         &self,
         topic: &str,
         subscriber: &str,
         action: &str,
-        ids: Option<&[EventId]>,
+        which: DeadEvents<'_>,
     ) -> Result<i64> {
         const CHUNK: usize = 1000;
         let (mut con, ns) = self.parts();
@@ -624,6 +627,10 @@ impl RedisBackend {
         let dead = k.dead(subscriber);
         let mut total = 0;
         // oldest first, each once, as the memory backend takes them
+        let ids = match which {
+            DeadEvents::Ids(ids) => Some(ids),
+            _ => None,
+        };
         let ids = ids.map(|ids| {
             let mut ids = ids.to_vec();
             ids.sort_unstable();
@@ -631,9 +638,10 @@ impl RedisBackend {
             ids
         });
         let mut chunks = ids.as_deref().map(|ids| ids.chunks(CHUNK));
-        let cutoff = match ids {
-            Some(_) => None,
-            None => newest_id(&mut con, &dead).await?,
+        let cutoff = match which {
+            DeadEvents::Ids(_) => None,
+            DeadEvents::All => newest_id(&mut con, &dead).await?,
+            DeadEvents::UpTo(id) => Some(id.to_string()),
         };
         loop {
             let mut cmd = eval(&scripts::TOPIC_REQUEUE, &[&k.stream, &dead]);

@@ -35,6 +35,11 @@ pub struct DeadQuery {
     /// Only jobs whose last error contains this text (case-sensitive). Defaults
     /// to any.
     pub error_contains: Option<String>,
+    /// Only letters that died at or before this time, Unix ms by the
+    /// backend's clock: the cutoff a count took ([`BulkCount::upto_ms`]), so
+    /// that the action confirmed acts on the letters counted and not on those
+    /// that died since. Defaults to any time.
+    pub died_by_ms: Option<u64>,
 }
 
 impl DeadQuery {
@@ -53,6 +58,12 @@ impl DeadQuery {
     /// Only jobs whose last error contains `text`.
     pub fn error_contains(mut self, text: impl Into<String>) -> Self {
         self.error_contains = Some(text.into());
+        self
+    }
+
+    /// Only letters that died at or before `ms` (Unix ms, backend time).
+    pub fn died_by(mut self, ms: u64) -> Self {
+        self.died_by_ms = Some(ms);
         self
     }
 
@@ -86,8 +97,44 @@ impl DeadQuery {
                 .as_deref()
                 .is_some_and(|e| e.contains(t.as_str()))
         });
-        ty && err
+        let when = self.died_by_ms.is_none_or(|t| job.due_ms <= t);
+        ty && err && when
     }
+}
+
+/// How many jobs or letters a bulk action would take, counted before it is
+/// confirmed, and the cutoff that keeps the action to them: pass
+/// [`upto_ms`](BulkCount::upto_ms) back
+/// ([`purge_queue_upto`](crate::ops::Admin::purge_queue_upto),
+/// [`DeadQuery::died_by`]) and the action takes none sent or dead after the
+/// count. It may take fewer, when some were taken meanwhile (run, deleted,
+/// requeued).
+///
+/// ```
+/// use redjob::ops::{Admin, DeadQuery};
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::queue::Queues;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let q = MemoryBackend::new();
+/// q.create_queue("mail", Default::default()).await?;
+/// let dead = q.count_dead("mail", &DeadQuery::default()).await?;
+/// assert_eq!(dead.count, 0);
+/// let query = DeadQuery::default().died_by(dead.upto_ms);
+/// assert_eq!(q.delete_dead_matching("mail", &query).await?, 0);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BulkCount {
+    /// How many it would take.
+    pub count: u64,
+    /// The cutoff, Unix ms by the backend's clock: the last millisecond the
+    /// count covers, its own. (To the millisecond: on Redis a dead-letter
+    /// count waits for Redis's clock to pass it, so it counts every letter
+    /// the cutoff takes; a purge's count is read with the clock at once, and
+    /// a job sent later in that millisecond is taken too. In memory, whose
+    /// clock may stand still, neither waits.)
+    pub upto_ms: u64,
 }
 
 /// When requeued dead letters become due: the k-th (from 0) at `first + k *

@@ -8,7 +8,7 @@ mod workers;
 
 use std::future::Future;
 
-pub use dead::{DeadOrder, DeadQuery, Spread};
+pub use dead::{BulkCount, DeadOrder, DeadQuery, Spread};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
 pub use periodic::{Missed, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
 pub(crate) use workers::{Beat, BeatJob, host_name};
@@ -65,13 +65,56 @@ pub trait Admin: Inspect {
     /// delayed), unless it changes priority. On Redis it goes a batch at a
     /// time; in memory it deletes them all at once, under one lock.
     fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send {
-        self.purge_queue_by(queue, self.actor())
+        self.purge_queue_by(queue, self.actor(), None)
+    }
+
+    /// How many jobs a purge of `queue` would delete now (waiting, scheduled
+    /// and running), and its cutoff for
+    /// [`purge_queue_upto`](Admin::purge_queue_upto): read at once, by the
+    /// backend's clock.
+    fn count_purge(&self, queue: &str) -> impl Future<Output = Result<BulkCount>> + Send;
+
+    /// [`purge_queue`](Admin::purge_queue) of the jobs sent by `upto_ms`
+    /// (Unix ms, backend time; a [`count_purge`](Admin::count_purge)'s
+    /// cutoff) and no later: a purge confirmed after a count deletes what was
+    /// counted, not the jobs sent while someone read the count.
+    ///
+    /// ```
+    /// use redjob::inspect::Inspect;
+    /// use redjob::ops::Admin;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::queue::{Queues, SendMessage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail", Default::default()).await?;
+    /// q.send("mail", SendMessage::new("first")).await?;
+    /// let count = q.count_purge("mail").await?;
+    /// assert_eq!(count.count, 1);
+    /// q.clock().advance(std::time::Duration::from_millis(5));
+    /// q.send("mail", SendMessage::new("sent after the count")).await?;
+    /// assert_eq!(q.purge_queue_upto("mail", count.upto_ms).await?, 1);
+    /// assert_eq!(q.counts("mail").await?.ready, 1);
+    /// # Ok(()) }
+    /// ```
+    fn purge_queue_upto(
+        &self,
+        queue: &str,
+        upto_ms: u64,
+    ) -> impl Future<Output = Result<u64>> + Send {
+        self.purge_queue_by(queue, self.actor(), Some(upto_ms))
     }
 
     /// [`purge_queue`](Admin::purge_queue), recording one event in the
     /// queue's history: when, how many, and who (`api`, `cli alice`,
-    /// `dashboard`; see [`Inspect::history_events`]).
-    fn purge_queue_by(&self, queue: &str, by: &str) -> impl Future<Output = Result<u64>> + Send;
+    /// `dashboard`; see [`Inspect::history_events`]). With `upto_ms`, only
+    /// the jobs sent by then ([`purge_queue_upto`](Admin::purge_queue_upto)).
+    fn purge_queue_by(
+        &self,
+        queue: &str,
+        by: &str,
+        upto_ms: Option<u64>,
+    ) -> impl Future<Output = Result<u64>> + Send;
 
     /// Makes the scheduled job `id` due now, at its priority and with its
     /// deliveries counted as before, and wakes the queue's idle workers.
@@ -373,6 +416,16 @@ pub trait Admin: Inspect {
         per_second: Option<u32>,
     ) -> impl Future<Output = Result<u64>> + Send;
 
+    /// How many dead letters match `query` and died by now (by the backend's
+    /// clock), with the cutoff that keeps a requeue or delete to
+    /// them: `query.clone().died_by(count.upto_ms)`. Reads them a page at a
+    /// time.
+    fn count_dead(
+        &self,
+        queue: &str,
+        query: &DeadQuery,
+    ) -> impl Future<Output = Result<BulkCount>> + Send;
+
     /// Deletes every dead letter that matches `query`; returns how many. Like
     /// [`requeue_dead_matching`](Admin::requeue_dead_matching), only those there
     /// when it starts: a letter that dies after it is left.
@@ -393,7 +446,10 @@ macro_rules! admin_methods {
             async fn resume(queue: &str) -> $crate::Result<()>;
             async fn is_paused(queue: &str) -> $crate::Result<bool>;
             async fn purge_queue(queue: &str) -> $crate::Result<u64>;
-            async fn purge_queue_by(queue: &str, by: &str) -> $crate::Result<u64>;
+            async fn purge_queue_by(queue: &str, by: &str, upto_ms: Option<u64>) -> $crate::Result<u64>;
+            async fn count_purge(queue: &str) -> $crate::Result<$crate::contract::admin::BulkCount>;
+            async fn purge_queue_upto(queue: &str, upto_ms: u64) -> $crate::Result<u64>;
+            async fn count_dead(queue: &str, query: &$crate::contract::admin::DeadQuery) -> $crate::Result<$crate::contract::admin::BulkCount>;
             async fn run_now(queue: &str, id: &$crate::JobId) -> $crate::Result<Option<$crate::contract::inspect::JobState>>;
             async fn dead_page(queue: &str, order: $crate::contract::admin::DeadOrder, after: Option<&$crate::contract::inspect::Cursor>, n: usize) -> $crate::Result<$crate::contract::inspect::Page>;
             async fn requeue_dead(queue: &str, ids: &[$crate::JobId], spread: $crate::contract::admin::Spread) -> $crate::Result<u64>;

@@ -11,7 +11,8 @@ use crate::contract::attempts::{Attempt, AttemptOutcome, RunBy};
 pub use rewind::RewindPlan;
 pub(crate) use types::name as check_name;
 pub use types::{
-    DeadEvent, EventId, EventOptions, LAG_COUNTED, Start, SubscriberInfo, TopicInfo, WhenFull,
+    DeadEvent, DeadEventCount, DeadEvents, EventId, EventOptions, LAG_COUNTED, Start,
+    SubscriberInfo, TopicInfo, WhenFull,
 };
 
 /// An event as a subscriber's consumer receives it: the stream entry's id and
@@ -285,15 +286,15 @@ pub trait Topics: Clone + Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<DeadEvent>>> + Send;
 
-    /// Requeues the subscriber's dead letters with these
-    /// [`dead_id`](DeadEvent::dead_id)s (`None`: all of them, oldest first):
+    /// Requeues the subscriber's dead letters that `which` selects, oldest
+    /// first:
     /// each is appended to the topic again, with its `type` and `data`, a new
     /// id and a `to` field naming the subscriber, which alone handles it (the
     /// others acknowledge it unread). The topic's retention is not applied (its
-    /// next publish applies it). All of them means those there when it starts
-    /// (on Redis, up to the newest's id then, a batch at a time): one
-    /// dead-lettered meanwhile, such as one requeued here that failed again,
-    /// is left, so each is taken at most once. Returns how many were
+    /// next publish applies it). [`All`](DeadEvents::All) means those there
+    /// when it starts (on Redis, up to the newest's id then, a batch at a
+    /// time): one dead-lettered meanwhile, such as one requeued here that
+    /// failed again, is left, so each is taken at most once. Returns how many were
     /// requeued; fails with
     /// [`Error::SubscriberNotFound`](crate::Error::SubscriberNotFound) when the
     /// subscriber does not exist.
@@ -301,17 +302,17 @@ pub trait Topics: Clone + Send + Sync + 'static {
         &self,
         topic: &str,
         subscriber: &str,
-        ids: Option<&[EventId]>,
+        which: DeadEvents<'_>,
     ) -> impl Future<Output = Result<u64>> + Send;
 
-    /// Deletes the subscriber's dead letters with these
-    /// [`dead_id`](DeadEvent::dead_id)s (`None`: all of them, those there
-    /// when it starts, as for a requeue); returns how many there were.
+    /// Deletes the subscriber's dead letters that `which` selects
+    /// ([`All`](DeadEvents::All): those there when it starts, as for a
+    /// requeue); returns how many there were.
     fn delete_dead_events(
         &self,
         topic: &str,
         subscriber: &str,
-        ids: Option<&[EventId]>,
+        which: DeadEvents<'_>,
     ) -> impl Future<Output = Result<u64>> + Send;
 }
 
@@ -335,8 +336,8 @@ macro_rules! topics_methods {
             async fn topic_names() -> $crate::Result<Vec<String>>;
             async fn topic_info(topic: &str) -> $crate::Result<Option<$crate::contract::topics::TopicInfo>>;
             async fn dead_events(topic: &str, subscriber: &str, limit: usize) -> $crate::Result<Vec<$crate::contract::topics::DeadEvent>>;
-            async fn requeue_dead_events(topic: &str, subscriber: &str, ids: Option<&[$crate::contract::topics::EventId]>) -> $crate::Result<u64>;
-            async fn delete_dead_events(topic: &str, subscriber: &str, ids: Option<&[$crate::contract::topics::EventId]>) -> $crate::Result<u64>;
+            async fn requeue_dead_events(topic: &str, subscriber: &str, which: $crate::contract::topics::DeadEvents<'_>) -> $crate::Result<u64>;
+            async fn delete_dead_events(topic: &str, subscriber: &str, which: $crate::contract::topics::DeadEvents<'_>) -> $crate::Result<u64>;
         }
     };
 }

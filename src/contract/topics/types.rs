@@ -316,6 +316,56 @@ impl SubscriberInfo {
     }
 }
 
+/// Which of a subscriber's dead letters a requeue or delete takes.
+///
+/// ```
+/// use redjob::topic::{DeadEvents, EventId};
+///
+/// let upto: EventId = "1700000000000-3".parse().unwrap();
+/// assert!(DeadEvents::UpTo(upto).takes(&"1700000000000-2".parse().unwrap()));
+/// assert!(!DeadEvents::UpTo(upto).takes(&"1700000000001-0".parse().unwrap()));
+/// assert!(DeadEvents::All.takes(&upto));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadEvents<'a> {
+    /// Those with these [`dead_id`](DeadEvent::dead_id)s.
+    Ids(&'a [EventId]),
+    /// All of them: those there when the call starts.
+    All,
+    /// Those whose [`dead_id`](DeadEvent::dead_id) is at most this one: the
+    /// newest a count saw, so that an action confirmed after the count takes
+    /// the letters counted and none that died since.
+    UpTo(EventId),
+}
+
+impl DeadEvents<'_> {
+    /// Whether it takes the letter `dead_id` (any, for `All`).
+    pub fn takes(&self, dead_id: &EventId) -> bool {
+        match self {
+            DeadEvents::Ids(ids) => ids.contains(dead_id),
+            DeadEvents::All => true,
+            DeadEvents::UpTo(upto) => dead_id <= upto,
+        }
+    }
+}
+
+/// A subscriber's dead letters counted before a bulk action is confirmed
+/// ([`Client::count_dead_events`](crate::Client::count_dead_events)).
+///
+/// ```
+/// use redjob::topic::DeadEventCount;
+///
+/// let c = DeadEventCount { count: 0, upto: None };
+/// assert!(c.upto.is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadEventCount {
+    /// How many there are.
+    pub count: u64,
+    /// The newest's [`dead_id`](DeadEvent::dead_id); `None` when there are none.
+    pub upto: Option<EventId>,
+}
+
 /// An event a subscriber gave up on, with why.
 ///
 /// ```
