@@ -598,3 +598,84 @@ async fn the_dashboard_works_in_a_real_browser() {
     serving.abort();
     media.stop().await;
 }
+
+/// What the dead letters page looks like at a phone's width, as the browser
+/// measures it (see the script's header).
+const NARROW_CHECK: &str = include_str!("browser/narrow.js");
+
+/// At a phone's width the dead letters' table scrolls sideways inside its
+/// wrapper to every column, the long error wraps inside a cell that fits the
+/// screen, no cell's content overflows it, and no word that fits its cell is
+/// broken in the middle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dead_letters_fit_a_phone() {
+    if std::env::var_os("REDJOB_SKIP_BROWSER").is_some() {
+        eprintln!("REDJOB_SKIP_BROWSER set: the browser test did not run");
+        return;
+    }
+    use redjob::backend::{DeadLetterEntry, Settle};
+    use redjob::queue::{QueueOptions, SendMessage};
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let b = client.backend();
+    let body = json!({"type": "send_email", "args": {
+        "to": "customer@example.com",
+        "subject": "Your quarterly statement is ready for download",
+    }});
+    b.send(
+        "emails",
+        &[SendMessage::new(body.to_string())],
+        &QueueOptions::default(),
+    )
+    .await
+    .unwrap();
+    let leased = b.fetch("emails", 1, Duration::from_secs(60)).await.unwrap();
+    let error = format!(
+        "550 5.1.1 The email account that you tried to reach does not exist; \
+         please check the recipient address for typos https://mail.example.com/bounce?{}",
+        "x".repeat(300)
+    );
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: leased.jobs[0].id,
+            token: leased.jobs[0].token,
+            error,
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(b.settle("emails", &settle).await.unwrap().dead, 1);
+
+    let app = axum::Router::new().nest(
+        "/ops",
+        redjob_web::Dashboard::new(client.clone())
+            .refresh(Duration::ZERO)
+            .router(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let serving = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (_driver, b) = browser().await;
+    let run = async {
+        b.set_window_size(375, 812).await.unwrap();
+        open(
+            &b,
+            &format!("http://localhost:{port}/ops/queues/emails/dead"),
+        )
+        .await;
+        let width = b.execute("return window.innerWidth", vec![]).await.unwrap();
+        assert_eq!(width, json!(375), "the phone's width");
+        let got = b.execute(NARROW_CHECK, vec![]).await.unwrap();
+        shot(&b, "dead-phone").await;
+        assert_eq!(got["fits"], json!(true), "the page fits the screen: {got}");
+        assert_eq!(got["scrolls"], json!(true), "the table scrolls: {got}");
+        for list in ["unreachable", "overflowing", "broken"] {
+            assert_eq!(got[list], json!([]), "{list}: {got}");
+        }
+        assert_eq!(got["error_on_screen"], json!(true), "{got}");
+    };
+    tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the browser run within 2 minutes");
+    let _ = tokio::time::timeout(Duration::from_secs(10), b.close()).await;
+    serving.abort();
+}
