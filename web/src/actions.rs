@@ -105,7 +105,14 @@ async fn on_queue(
             c.resume(&queue).await?;
             "Resumed.".to_string()
         }
-        "purge" => format!("Deleted {} jobs.", num(c.purge_queue(&queue).await?)),
+        "purge" => {
+            // the confirmation's count: the jobs sent by then, none sent since
+            let n = match upto(&fields)? {
+                Some(upto) => c.purge_queue_upto(&queue, upto).await?,
+                None => c.purge_queue(&queue).await?,
+            };
+            format!("Deleted {} jobs.", num(n))
+        }
         "settings" if fields.get("history").is_some() => {
             // the history's form: a field left out or empty keeps the value
             // in force; `none` is no limit, an arguments' age of 0s keeps none
@@ -260,6 +267,17 @@ pub(crate) async fn job(
     })
 }
 
+/// A confirmation's cutoff (its hidden `upto`, Unix ms), when it carries one.
+fn upto(f: &Fields) -> WebResult<Option<u64>> {
+    match f.get("upto").map(str::trim).filter(|u| !u.is_empty()) {
+        None => Ok(None),
+        Some(u) => u
+            .parse()
+            .map(Some)
+            .map_err(|_| WebError::BadRequest(format!("upto {u:?}: a time in Unix ms"))),
+    }
+}
+
 pub(crate) async fn dead(
     ctx: Ctx,
     headers: HeaderMap,
@@ -289,11 +307,15 @@ pub(crate) async fn dead(
             error: f.get("error").unwrap_or("").into(),
             ..DeadFilter::default()
         };
-        let q = filter.query();
-        match (requeue, q.job_type.is_none() && q.error_contains.is_none()) {
-            (true, _) => c.requeue_dead_matching(&queue, &q, rate).await?,
-            (false, true) => c.purge_dead(&queue).await?,
-            (false, false) => c.delete_dead_matching(&queue, &q).await?,
+        let mut q = filter.query();
+        // the confirmation's count: the action takes the letters it counted,
+        // none that died since
+        if let Some(upto) = upto(&f)? {
+            q = q.died_by(upto);
+        }
+        match requeue {
+            true => c.requeue_dead_matching(&queue, &q, rate).await?,
+            false => c.delete_dead_matching(&queue, &q).await?,
         }
     } else {
         let ids = f
@@ -374,9 +396,21 @@ pub(crate) async fn topic_dead(
     };
     let c = &ctx.app.client;
     let n = if f.get("all") == Some("1") {
-        match requeue {
-            true => c.requeue_all_dead_events(&topic, &sub).await?,
-            false => c.purge_dead_events(&topic, &sub).await?,
+        // the confirmation's count: up to the newest letter it counted
+        // (empty when it counted none: none is taken)
+        let upto = match f.get("upto") {
+            None => None,
+            Some("") => Some(None),
+            Some(u) => Some(Some(u.parse::<EventId>().map_err(|_| {
+                WebError::BadRequest(format!("{u:?} is not a dead letter's id"))
+            })?)),
+        };
+        match (upto, requeue) {
+            (None, true) => c.requeue_all_dead_events(&topic, &sub).await?,
+            (None, false) => c.purge_dead_events(&topic, &sub).await?,
+            (Some(None), _) => 0,
+            (Some(Some(u)), true) => c.requeue_dead_events_upto(&topic, &sub, u).await?,
+            (Some(Some(u)), false) => c.delete_dead_events_upto(&topic, &sub, u).await?,
         }
     } else {
         let ids = f

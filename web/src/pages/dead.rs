@@ -122,9 +122,23 @@ pub(crate) async fn confirm(
             )));
         }
     };
-    let total = ctx.app.client.counts(&queue).await?.dead;
+    // counted now; the form carries the count's cutoff, so the action takes
+    // the letters counted and none that died since
+    let all = ctx
+        .app
+        .client
+        .count_dead(&queue, &Default::default())
+        .await?;
+    let matched = if f.filtered() {
+        let q = f.query().died_by(all.upto_ms);
+        ctx.app.client.count_dead(&queue, &q).await?.count
+    } else {
+        all.count
+    };
+    let total = all.count;
     let dpath = format!("/queues/{}/dead", seg(&queue));
     let verb = if requeue { "Requeue" } else { "Delete" };
+    let letters = |n: u64| format!("{} dead letter{}", num(n), if n == 1 { "" } else { "s" });
     let which = if f.filtered() {
         let mut parts = Vec::new();
         if !f.job_type.trim().is_empty() {
@@ -134,26 +148,29 @@ pub(crate) async fn confirm(
             parts.push(format!("whose error contains {:?}", f.error));
         }
         format!(
-            "every dead letter {} (of {} in all)",
+            "the {} {} (of {} in all)",
+            letters(matched),
             parts.join(" and "),
             num(total)
         )
     } else {
-        format!("all {} dead letters", num(total))
+        format!("the {}", letters(total))
     };
     let body = html! {
         h1 { (verb) " dead letters of " (queue) "?" }
-        p { (verb) " " (which) "." @if requeue { " They go back to the queue as fresh jobs, at their priority." } }
+        p { (verb) " " (which) "." @if requeue { " They go back to the queue as fresh jobs, at their priority." }
+            " Letters that die from now on are left." }
         form method="post" action=(ctx.link(&format!("{dpath}/{}", f.action))) {
             (csrf(&ctx))
             input type="hidden" name="all" value="1";
             input type="hidden" name="type" value=(f.job_type);
             input type="hidden" name="error" value=(f.error);
+            input type="hidden" name="upto" value=(all.upto_ms);
             @if requeue {
                 p { label { "At most " input type="text" name="rate" size="6" inputmode="numeric" placeholder="all at once"; " jobs a second (optional)" } }
             }
             div.bar {
-                button type="submit" class=(if requeue { "primary" } else { "danger" }) { (verb) }
+                button type="submit" class=(if requeue { "primary" } else { "danger" }) { (verb) " " (letters(matched)) }
                 a.button href=(ctx.link(&format!("{dpath}{}", query(&f.pairs(&[]))))) { "Cancel" }
             }
         }

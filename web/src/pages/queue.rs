@@ -15,7 +15,7 @@ use super::overview::line;
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{job_type, num, preview, relative, shorten};
-use crate::layout::{Nav, button, link_button, name, query, render, seg};
+use crate::layout::{Nav, button, csrf, link_button, name, query, render, seg};
 
 #[derive(Deserialize, Default)]
 pub(crate) struct QueueQuery {
@@ -290,15 +290,21 @@ pub(crate) fn time_of(j: &JobInfo, now: u64) -> String {
 /// Asks before a purge.
 pub(crate) async fn confirm_purge(ctx: Ctx, Path(queue): Path<String>) -> WebResult<Response> {
     crate::ctx::writable(&ctx)?;
-    let n = ctx.app.client.counts(&queue).await?;
+    // counted now; the form carries the count's cutoff, so the purge takes
+    // the jobs counted and none sent since
+    let n = ctx.app.client.count_purge(&queue).await?;
     let qpath = format!("/queues/{}", seg(&queue));
-    let waiting = n.ready + n.scheduled + n.in_flight;
+    let waiting = n.count;
     let body = html! {
         h1 { "Purge " (queue) "?" }
-        p { "This deletes its " b { (num(waiting)) } " jobs: ready, scheduled and running (a running job's outcome is dropped). Its dead letters, settings and counters stay." }
-        div.bar {
-            (button(&ctx, &format!("{qpath}/purge"), &format!("Delete {} jobs", num(waiting)), "danger"))
-            a.button href=(ctx.link(&qpath)) { "Cancel" }
+        p { "This deletes its " b { (num(waiting)) } " jobs: ready, scheduled and running (a running job's outcome is dropped). Jobs sent from now on, its dead letters, settings and counters stay." }
+        form method="post" action=(ctx.link(&format!("{qpath}/purge"))) {
+            (csrf(&ctx))
+            input type="hidden" name="upto" value=(n.upto_ms);
+            div.bar {
+                button type="submit" class="danger" { "Delete " (num(waiting)) " jobs" }
+                a.button href=(ctx.link(&qpath)) { "Cancel" }
+            }
         }
     };
     Ok(render(&ctx, &format!("Purge {queue}"), Nav::Queues, body))

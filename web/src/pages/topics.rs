@@ -236,22 +236,21 @@ pub(crate) async fn confirm(
             )));
         }
     };
-    let total = ctx
-        .app
-        .client
-        .topic(&topic)
-        .await?
-        .and_then(|t| t.subscribers.into_iter().find(|s| s.name == sub))
-        .map_or(0, |s| s.dead);
+    // counted now; the form carries the newest letter's id, so the action
+    // takes the letters counted and none that died since
+    let counted = ctx.app.client.count_dead_events(&topic, &sub).await?;
+    let total = counted.count;
     let dpath = format!("/topics/{}/{}/dead", seg(&topic), seg(&sub));
     let verb = if requeue { "Requeue" } else { "Delete" };
     let body = html! {
         h1 { (verb) " the dead letters of " (sub) " on " (topic) "?" }
         p { (verb) " all " (num(total)) " dead letters."
-            @if requeue { " They go to the end of the topic again, for " (sub) " alone." } }
+            @if requeue { " They go to the end of the topic again, for " (sub) " alone." }
+            " Letters that die from now on are left." }
         form method="post" action=(ctx.link(&format!("{dpath}/{}", d.action))) {
             (csrf(&ctx))
             input type="hidden" name="all" value="1";
+            input type="hidden" name="upto" value=(counted.upto.map(|u| u.to_string()).unwrap_or_default());
             div.bar {
                 button type="submit" class=(if requeue { "primary" } else { "danger" }) { (verb) }
                 a.button href=(ctx.link(&dpath)) { "Cancel" }

@@ -1,0 +1,173 @@
+//! A bulk action's confirmation page states the count, and its form carries
+//! the count's cutoff: the action confirmed takes what was counted, not what
+//! came since (a purge leaves the jobs sent after the page was shown, a
+//! requeue or delete of every dead letter leaves those that died since).
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod http;
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::http::StatusCode;
+use common::RedisServer;
+use http::{get, note, post, session};
+use redjob::Client;
+use redjob::backend::{Backend, DeadLetterEntry, Settle};
+use redjob::inspect::{AttemptOutcome, Inspect};
+use redjob::queue::{QueueOptions, SendMessage};
+use redjob::topic::{EventOptions, EventRun, EventSettle, Start, Topics};
+
+const BODY: &str = r#"{"type":"A","args":{}}"#;
+
+/// `n` dead letters of "mail".
+async fn kill(client: &Client, n: usize) {
+    let q = client.backend();
+    let msgs: Vec<SendMessage> = (0..n).map(|_| SendMessage::new(BODY)).collect();
+    q.send("mail", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    let leased = q.fetch("mail", n, Duration::from_secs(60)).await.unwrap();
+    let dead = leased
+        .jobs
+        .iter()
+        .map(|d| DeadLetterEntry {
+            id: d.id,
+            token: d.token,
+            error: "down".into(),
+        })
+        .collect();
+    let settle = Settle {
+        dead,
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("mail", &settle).await.unwrap().dead, n as u64);
+}
+
+/// The value of the hidden field `upto` of a page's form.
+fn upto(body: &str) -> String {
+    let at = body
+        .find(r#"name="upto" value=""#)
+        .unwrap_or_else(|| panic!("no cutoff in the form: {body}"));
+    let rest = &body[at + r#"name="upto" value=""#.len()..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+async fn app() -> (RedisServer, Client, Router) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let app = redjob_web::router(client.clone());
+    (server, client, app)
+}
+
+#[tokio::test]
+async fn a_confirmed_purge_leaves_the_jobs_sent_after_its_page() {
+    let (_server, client, app) = app().await;
+    let q = client.backend();
+    let two = [SendMessage::new(BODY), SendMessage::new(BODY)];
+    q.send("mail", &two, &QueueOptions::default())
+        .await
+        .unwrap();
+    let (cookie, token) = session(&app, "/queues/mail", true).await;
+    let page = get(&app, "/queues/mail/purge").await;
+    assert!(page.body.contains("Delete 2 jobs"), "{}", page.body);
+    let cut = upto(&page.body);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    q.send("mail", &two[..1], &QueueOptions::default())
+        .await
+        .unwrap();
+    let form = [("csrf", token.as_str()), ("upto", cut.as_str())];
+    let purged = post(&app, "/queues/mail/purge", &cookie, &form).await;
+    assert_eq!(note(&purged), "Deleted 2 jobs.");
+    assert_eq!(client.counts("mail").await.unwrap().ready, 1);
+    // a cutoff that is no time is refused, and deletes nothing
+    let bad = [("csrf", token.as_str()), ("upto", "soon")];
+    let r = post(&app, "/queues/mail/purge", &cookie, &bad).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(client.counts("mail").await.unwrap().ready, 1);
+}
+
+#[tokio::test]
+async fn every_dead_letter_confirmed_leaves_those_that_died_after_its_page() {
+    let (_server, client, app) = app().await;
+    kill(&client, 3).await;
+    let (cookie, token) = session(&app, "/queues/mail/dead", true).await;
+    for (action, verb) in [("requeue", "Requeue"), ("delete", "Delete")] {
+        let page = get(&app, &format!("/queues/mail/dead/confirm?do={action}")).await;
+        assert!(
+            page.body.contains(&format!("{verb} the 3 dead letters")),
+            "{}",
+            page.body
+        );
+    }
+    let page = get(&app, "/queues/mail/dead/confirm?do=delete&type=B").await;
+    assert!(
+        page.body
+            .contains("the 0 dead letters of type &quot;B&quot; (of 3 in all)"),
+        "{}",
+        page.body
+    );
+    let page = get(&app, "/queues/mail/dead/confirm?do=delete").await;
+    let cut = upto(&page.body);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    kill(&client, 1).await;
+    let form = [
+        ("csrf", token.as_str()),
+        ("all", "1"),
+        ("upto", cut.as_str()),
+    ];
+    let r = post(&app, "/queues/mail/dead/delete", &cookie, &form).await;
+    assert_eq!(note(&r), "Deleted 3 dead letters.");
+    assert_eq!(client.counts("mail").await.unwrap().dead, 1);
+}
+
+#[tokio::test]
+async fn a_subscribers_letters_confirmed_leave_those_that_died_after_its_page() {
+    let (_server, client, app) = app().await;
+    let b = client.backend();
+    client
+        .subscribe("orders", "billing", Start::End)
+        .await
+        .unwrap();
+    let die = async |n: usize| {
+        let events = vec![("placed", "{}"); n];
+        b.publish("orders", &events, &EventOptions::DEFAULT)
+            .await
+            .unwrap();
+        let got = b
+            .read("orders", "billing", "c1", 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        let now = Instant::now();
+        let runs = got
+            .iter()
+            .map(|e| EventRun::new(e.id, 1, now, now, AttemptOutcome::Error, None))
+            .collect();
+        let batch = EventSettle {
+            dead: got.into_iter().map(|e| (e, "declined".into())).collect(),
+            runs,
+            ..Default::default()
+        };
+        b.settle_events("orders", "billing", "c1", &batch, None)
+            .await
+            .unwrap();
+    };
+    die(2).await;
+    let path = "/topics/orders/billing/dead";
+    let (cookie, token) = session(&app, path, true).await;
+    let page = get(&app, &format!("{path}/confirm?do=requeue")).await;
+    assert!(page.body.contains("all 2 dead letters"), "{}", page.body);
+    let cut = upto(&page.body);
+    die(1).await;
+    let form = [
+        ("csrf", token.as_str()),
+        ("all", "1"),
+        ("upto", cut.as_str()),
+    ];
+    let r = post(&app, &format!("{path}/requeue"), &cookie, &form).await;
+    assert_eq!(note(&r), "Requeued 2 dead letters.");
+    let left = client.dead_events("orders", "billing", 10).await.unwrap();
+    assert_eq!(left.len(), 1, "the letter that died after the page stays");
+}
