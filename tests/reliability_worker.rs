@@ -314,6 +314,9 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn minutes(&self, q: &str) -> redjob::Result<Vec<MinuteStats>> {
         self.inner.minutes(q).await
     }
+    async fn hours(&self, q: &str) -> redjob::Result<Vec<MinuteStats>> {
+        self.inner.hours(q).await
+    }
     async fn dead_letters(&self, q: &str, limit: usize) -> redjob::Result<Vec<DeadLetter>> {
         self.inner.dead_letters(q, limit).await
     }

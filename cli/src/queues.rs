@@ -62,6 +62,11 @@ pub struct StatsArgs {
     /// Time between two refreshes.
     #[arg(long, default_value = "2s", value_parser = show::duration)]
     interval: Duration,
+    /// Processed and failed runs hour by hour over the matching queues: the
+    /// last N hours (default 24; kept for 7 days, so at most 169).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "24",
+          value_parser = clap::value_parser!(u16).range(1..=169), conflicts_with = "watch")]
+    hours: Option<u16>,
 }
 
 #[derive(Args)]
@@ -116,6 +121,46 @@ impl ListArgs {
         }
         q
     }
+}
+
+/// `stats --hours`: the last `n` hours of the matching queues, added up.
+async fn hours(ctx: &Ctx, list: &ListArgs, n: usize) -> Outcome {
+    let all = ctx.client.overview(&list.query().with_hours()).await?;
+    let week = redjob::backend::last_week(
+        all.now_ms,
+        all.lines.iter().flat_map(|l| l.hours.iter().copied()),
+    );
+    let last = &week[week.len().saturating_sub(n)..];
+    if ctx.json {
+        let hours: Vec<Value> = last
+            .iter()
+            .map(|h| json!({"start_ms": h.start_ms, "processed": h.processed, "failed": h.failed}))
+            .collect();
+        return show::json(
+            &json!({"queues": all.lines.len(), "matched": all.matched, "hours": hours}),
+        );
+    }
+    let rows: Vec<Vec<String>> = last
+        .iter()
+        .map(|h| {
+            vec![
+                show::hour_utc(h.start_ms),
+                h.processed.to_string(),
+                h.failed.to_string(),
+            ]
+        })
+        .collect();
+    table(&["HOUR (UTC)", "PROCESSED", "FAILED"], &rows);
+    let (p, f) = last
+        .iter()
+        .fold((0, 0), |(p, f), h| (p + h.processed, f + h.failed));
+    println!(
+        "\n{} of {} queues; {p} processed, {f} failed in {n} hours",
+        all.lines.len(),
+        all.matched
+    );
+    warn(&all);
+    Ok(())
 }
 
 /// How long the oldest ready job has waited, in ms (`None`: none ready).
@@ -350,6 +395,9 @@ pub fn done(ctx: &Ctx, v: Value, text: &str) -> Outcome {
 }
 
 pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Outcome {
+    if let Some(n) = args.hours {
+        return hours(ctx, &args.list, usize::from(n)).await;
+    }
     if !args.watch {
         return list(ctx, &args.list).await;
     }

@@ -54,6 +54,29 @@ pub fn wait(ms: u64) -> String {
     }
 }
 
+/// The UTC hour `ms` (Unix) falls in, as `2026-11-26 19:00`.
+pub fn hour_utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, hour) = (secs / 86_400, secs % 86_400 / 3600);
+    let (y, m, d) = civil(days as i64);
+    format!("{y:04}-{m:02}-{d:02} {hour:02}:00")
+}
+
+/// The proleptic Gregorian date of a count of days since 1970-01-01 (the
+/// days-to-civil arithmetic on 400-year eras of 146,097 days).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 /// `ms` (Unix) relative to now: "in 5s", "3m ago", "now".
 pub fn when(ms: u64) -> String {
     let now = now_ms();
@@ -306,4 +329,18 @@ pub fn confirm(yes: bool, what: &str) -> Outcome {
 /// form), as clap's value parser takes it.
 pub fn duration(s: &str) -> Result<Duration, String> {
     redjob::ops::parse_duration(s).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hours_print_as_utc_dates() {
+        assert_eq!(super::hour_utc(0), "1970-01-01 00:00");
+        assert_eq!(
+            super::hour_utc(951_782_400_000 + 3_600_000),
+            "2000-02-29 01:00"
+        );
+        assert_eq!(super::hour_utc(1_795_719_600_000), "2026-11-26 19:00");
+        assert_eq!(super::hour_utc(1_798_761_599_000), "2026-12-31 23:00");
+    }
 }

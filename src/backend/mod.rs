@@ -19,4 +19,6 @@ pub use crate::contract::leases::{
     DeadLetterEntry, Delivery, Fetched, Handed, Reschedule, Settle, Settled, Token,
 };
 pub use crate::contract::runtimes::{RUN_TIME_BUCKETS_MS, RunTimes};
-pub use crate::contract::stats::{DeadLetter, MINUTES, MinuteStats, QueueStats, last_hour};
+pub use crate::contract::stats::{
+    DeadLetter, HOURS, MINUTES, MinuteStats, QueueStats, last_hour, last_week,
+};

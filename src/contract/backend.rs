@@ -90,6 +90,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// counters hash), so the history costs nothing per job and stays bounded.
     fn minutes(&self, queue: &str) -> impl Future<Output = Result<Vec<MinuteStats>>> + Send;
 
+    /// A queue's processed and failed runs in each hour of the last week:
+    /// [`HOURS`](crate::backend::HOURS) entries, oldest first, the current
+    /// (partial) hour last; a second ring beside the minutes', added to by the
+    /// same settle calls (on Redis, in the same read and write of the
+    /// counters hash).
+    fn hours(&self, queue: &str) -> impl Future<Output = Result<Vec<MinuteStats>>> + Send;
+
     /// Per job type, how long the queue's runs took: a histogram each, added
     /// to by every settle (runs whose type and times the worker knew). The
     /// default keeps none.
@@ -300,6 +307,7 @@ macro_rules! backend_methods {
             async fn stats(queue: &str) -> $crate::Result<$crate::contract::stats::QueueStats>;
             async fn run_times(queue: &str) -> $crate::Result<Vec<$crate::contract::runtimes::RunTimes>>;
             async fn minutes(queue: &str) -> $crate::Result<Vec<$crate::contract::stats::MinuteStats>>;
+            async fn hours(queue: &str) -> $crate::Result<Vec<$crate::contract::stats::MinuteStats>>;
             async fn dead_letters(queue: &str, limit: usize) -> $crate::Result<Vec<$crate::contract::stats::DeadLetter>>;
             async fn scores(queue: &str, held: &[($crate::JobId, $crate::contract::leases::Token)]) -> $crate::Result<Vec<Option<$crate::contract::leases::Token>>>;
             async fn warnings() -> $crate::Result<Vec<String>>;

@@ -1,4 +1,5 @@
-//! What the backends count per queue: totals, the last hour by minute, dead letters.
+//! What the backends count per queue: totals, the last hour by minute, the
+//! last week by hour, dead letters.
 
 use crate::JobId;
 
@@ -16,7 +17,9 @@ pub struct QueueStats {
 }
 
 /// One minute of a queue's settled runs: a point of
-/// [`Backend::minutes`](crate::backend::Backend::minutes)' last hour.
+/// [`Backend::minutes`](crate::backend::Backend::minutes)' last hour; or one
+/// hour, a point of [`Backend::hours`](crate::backend::Backend::hours)' last
+/// week.
 ///
 /// ```
 /// use redjob::backend::MinuteStats;
@@ -26,7 +29,7 @@ pub struct QueueStats {
 /// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct MinuteStats {
-    /// The minute's start, Unix ms (backend time).
+    /// The minute's (or hour's) start, Unix ms (backend time).
     pub start_ms: u64,
     /// Jobs that succeeded in it.
     pub processed: u64,
@@ -57,16 +60,53 @@ pub const MINUTES: usize = 61;
 /// assert_eq!((hour[60].processed, hour[60].failed), (11, 2));
 /// ```
 pub fn last_hour(now_ms: u64, minutes: impl IntoIterator<Item = MinuteStats>) -> Vec<MinuteStats> {
-    let now = now_ms / 60_000;
-    let first = now.saturating_sub(MINUTES as u64 - 1);
+    last(now_ms, MINUTE_MS, MINUTES, minutes)
+}
+
+/// How many hours [`Backend::hours`](crate::backend::Backend::hours)
+/// returns: the 7 days before the current hour, then the current one.
+pub const HOURS: usize = 169;
+
+/// The [`HOURS`] hours up to `now_ms`, oldest first, with `hours` added up
+/// into them by the hour each starts in: [`last_hour`] for hours.
+///
+/// ```
+/// use redjob::backend::{HOURS, MinuteStats, last_week};
+///
+/// let hour = 3_600_000;
+/// let now = 500 * hour + 5;
+/// let a = MinuteStats { start_ms: 500 * hour, processed: 1, failed: 2 };
+/// let old = MinuteStats { start_ms: 331 * hour, processed: 50, failed: 50 };
+/// let week = last_week(now, [a, old]);
+/// assert_eq!(week.len(), HOURS);
+/// assert_eq!(week[0].start_ms, 332 * hour);
+/// assert_eq!((week[168].processed, week[168].failed), (1, 2));
+/// ```
+pub fn last_week(now_ms: u64, hours: impl IntoIterator<Item = MinuteStats>) -> Vec<MinuteStats> {
+    last(now_ms, HOUR_MS, HOURS, hours)
+}
+
+const MINUTE_MS: u64 = 60_000;
+const HOUR_MS: u64 = 3_600_000;
+
+/// The `n` periods of `period` ms up to `now_ms`, with `points` added up into
+/// them.
+fn last(
+    now_ms: u64,
+    period: u64,
+    n: usize,
+    points: impl IntoIterator<Item = MinuteStats>,
+) -> Vec<MinuteStats> {
+    let now = now_ms / period;
+    let first = now.saturating_sub(n as u64 - 1);
     let mut out: Vec<MinuteStats> = (first..=now)
         .map(|m| MinuteStats {
-            start_ms: m * 60_000,
+            start_ms: m * period,
             ..MinuteStats::default()
         })
         .collect();
-    for m in minutes {
-        let at = m.start_ms / 60_000;
+    for m in points {
+        let at = m.start_ms / period;
         if (first..=now).contains(&at) {
             let slot = &mut out[(at - first) as usize];
             slot.processed = slot.processed.saturating_add(m.processed);
@@ -79,7 +119,16 @@ pub fn last_hour(now_ms: u64, minutes: impl IntoIterator<Item = MinuteStats>) ->
 /// A ring entry `(minute, processed, failed)` (minute: Unix ms / 60,000).
 pub(crate) fn ring_minute((m, processed, failed): (u64, u64, u64)) -> MinuteStats {
     MinuteStats {
-        start_ms: m.saturating_mul(60_000),
+        start_ms: m.saturating_mul(MINUTE_MS),
+        processed,
+        failed,
+    }
+}
+
+/// A ring entry `(hour, processed, failed)` (hour: Unix ms / 3,600,000).
+pub(crate) fn ring_hour((h, processed, failed): (u64, u64, u64)) -> MinuteStats {
+    MinuteStats {
+        start_ms: h.saturating_mul(HOUR_MS),
         processed,
         failed,
     }

@@ -196,3 +196,110 @@ pub async fn settled_runs_are_counted_per_minute_over_the_last_hour(env: &Env) {
     let want = if env.is_redis() { (2, 3) } else { (13, 15) };
     assert_eq!((stats.processed, stats.failed), want);
 }
+
+pub async fn settled_runs_are_counted_per_hour_over_the_last_week(env: &Env) {
+    use redjob::backend::HOURS;
+    use redjob::ops::{Admin, OverviewQuery};
+    let rsmq = env.queues();
+    let backend = &env.client.backend();
+    rsmq.create_queue("week", QueueOptions::default())
+        .await
+        .unwrap();
+    let empty = backend.hours("week").await.unwrap();
+    assert_eq!(empty.len(), HOURS);
+    assert!(empty.iter().all(|h| h.processed + h.failed == 0));
+    let settle_some = |acks: usize, fails: usize| async move {
+        let msgs: Vec<_> = (0..acks + fails)
+            .map(|i| SendMessage::new(format!("h{i}")))
+            .collect();
+        rsmq.send_batch("week", &msgs).await.unwrap();
+        let fetched = backend
+            .fetch("week", 100, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let (a, f) = fetched.jobs.split_at(acks);
+        let settle = Settle {
+            acks: a.iter().map(|j| (j.id, j.token)).collect(),
+            dead: f
+                .iter()
+                .map(|j| DeadLetterEntry {
+                    id: j.id,
+                    token: j.token,
+                    error: "boom".into(),
+                })
+                .collect(),
+            ..Settle::default()
+        };
+        backend.settle("week", &settle).await.unwrap();
+    };
+    let now_ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    };
+    let hour = now_ms(env.now().await) / 3_600_000;
+    if env.is_redis() {
+        // what a ring left from a week ago, where this hour's goes, and an
+        // entry of 30 hours ago
+        let mut con = env.raw().await;
+        let stale = hour - HOURS as u64;
+        let ago = hour - 30;
+        let _: () = redis::cmd("HSET")
+            .arg(env.key("week", ":stats"))
+            .arg(format!("h{}", stale % HOURS as u64))
+            .arg(format!("{stale} 7 7"))
+            .arg(format!("h{}", ago % HOURS as u64))
+            .arg(format!("{ago} 4 5"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    } else if let AnyBackend::Memory(m) = rsmq {
+        // this hour's slot, 169 hours before the last settle: replaced
+        settle_some(7, 7).await;
+        m.clock().advance_exact(Duration::from_secs(139 * 3600));
+        settle_some(4, 5).await; // lands 30 hours before the next settle
+        m.clock().advance_exact(Duration::from_secs(30 * 3600));
+    }
+    settle_some(2, 3).await;
+    settle_some(1, 0).await;
+
+    let at = now_ms(env.now().await);
+    let hours = backend.hours("week").await.unwrap();
+    assert_eq!(hours.len(), HOURS);
+    for pair in hours.windows(2) {
+        assert_eq!(pair[1].start_ms, pair[0].start_ms + 3_600_000);
+    }
+    let last = hours[HOURS - 1];
+    assert!(last.start_ms <= at && at < last.start_ms + 3_600_000);
+    let counted: Vec<(usize, u64, u64)> = hours
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.processed + h.failed > 0)
+        .map(|(i, h)| (i, h.processed, h.failed))
+        .collect();
+    // the settles ran in the last hour, or (past an hour's turn) across it
+    let (p, f) = counted
+        .iter()
+        .filter(|c| c.0 >= HOURS - 2)
+        .fold((0, 0), |(p, f), c| (p + c.1, f + c.2));
+    assert_eq!((p, f), (3, 3), "{counted:?}");
+    let older: Vec<_> = counted.iter().filter(|c| c.0 < HOURS - 2).collect();
+    assert_eq!(older.len(), 1, "{counted:?}");
+    assert!((29..=31).contains(&(HOURS - 1 - older[0].0)), "{counted:?}");
+    assert_eq!((older[0].1, older[0].2), (4, 5));
+    // the overview reads the same ring, beside the minutes'
+    let query = OverviewQuery::default()
+        .filter("week")
+        .with_minutes()
+        .with_hours();
+    let o = env.client.overview(&query).await.unwrap();
+    let line = o.lines.iter().find(|l| l.name == "week").unwrap();
+    assert_eq!(line.hours.len(), HOURS);
+    assert_eq!(line.minutes.len(), redjob::backend::MINUTES);
+    let week: u64 = line.hours.iter().map(|h| h.processed).sum();
+    assert_eq!(week, 4 + 3, "{:?}", line.hours);
+    let minutes: u64 = line.minutes.iter().map(|m| m.processed).sum();
+    assert_eq!(minutes, 3);
+    let only = OverviewQuery::default().filter("week").with_hours();
+    let o = env.client.overview(&only).await.unwrap();
+    assert_eq!(o.lines[0].hours, line.hours);
+    assert!(o.lines[0].minutes.is_empty());
+}

@@ -289,7 +289,8 @@ macro_rules! conformance_suite {
     ($setup:path, #[$attr:meta], without_topics) => {
         $crate::conformance_suite!(@lifecycle $setup, #[$attr],
             create_list_delete_queue, delete_queue_removes_dead_letters_and_stats,
-            settled_runs_are_counted_per_minute_over_the_last_hour);
+            settled_runs_are_counted_per_minute_over_the_last_hour,
+            settled_runs_are_counted_per_hour_over_the_last_week);
         $crate::conformance_suite!(@queues $setup, #[$attr],
             create_queue_rejects_bad_input, attributes_track_counts_and_updates,
             send_receive_delete_roundtrip, receive_again_after_vt_counts_receives,

@@ -13,7 +13,7 @@ use crate::contract::inspect::{self, Cursor, JobState, Page};
 use crate::contract::leases::{LEGACY_LEASED_MS, score_count};
 use crate::contract::queues::validate;
 use crate::contract::settings::QueueSettings;
-use crate::contract::stats::{last_hour, ring_minute};
+use crate::contract::stats::{last_hour, last_week, ring_hour, ring_minute};
 use crate::{JobId, Result};
 
 impl MemoryBackend {
@@ -83,6 +83,10 @@ impl Admin for MemoryBackend {
                 if query.minutes {
                     let ring = q.minutes.into_iter();
                     l.minutes = last_hour(now, ring.map(ring_minute));
+                }
+                if query.hours {
+                    let ring = q.hours.iter().copied();
+                    l.hours = last_week(now, ring.map(ring_hour));
                 }
                 l
             })

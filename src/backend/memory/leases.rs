@@ -345,6 +345,19 @@ impl Backend for MemoryBackend {
         ))
     }
 
+    async fn hours(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let ring = st.queues.get(queue).map(|q| q.hours.clone());
+        Ok(crate::contract::stats::last_week(
+            now,
+            ring.into_iter()
+                .flat_map(|r| r.into_iter())
+                .map(crate::contract::stats::ring_hour),
+        ))
+    }
+
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
         crate::contract::queues::validate::queue_name(queue)?;
         let st = self.lock();

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::contract::attempts;
 use crate::contract::leases::Retention;
 use crate::contract::settings;
-use crate::contract::stats::{DeadLetter, MINUTES, QueueStats};
+use crate::contract::stats::{DeadLetter, HOURS, MINUTES, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
 use crate::{Error, JobId, Result};
 
@@ -64,6 +64,8 @@ pub(super) struct MemQueue {
     /// The last hour's settled runs: `(minute, processed, failed)` at
     /// `minute % MINUTES`, as complete.lua keeps them.
     pub minutes: [(u64, u64, u64); MINUTES],
+    /// The last week's ring by hour, as the minutes'.
+    pub hours: Box<[(u64, u64, u64); HOURS]>,
     /// Unique keys: the key's holder and when the key expires (Unix ms, 0: never).
     pub unique: HashMap<String, (JobId, u64)>,
     /// The unique key each holder holds.
@@ -93,6 +95,7 @@ impl MemQueue {
             paused: false,
             stats: QueueStats::default(),
             minutes: [(0, 0, 0); MINUTES],
+            hours: Box::new([(0, 0, 0); HOURS]),
             unique: HashMap::new(),
             unique_of: HashMap::new(),
             periodic: HashMap::new(),
@@ -104,13 +107,17 @@ impl MemQueue {
         if processed + failed == 0 {
             return;
         }
+        let add = |slot: &mut (u64, u64, u64), at: u64| {
+            if slot.0 != at {
+                *slot = (at, 0, 0);
+            }
+            slot.1 += processed;
+            slot.2 += failed;
+        };
         let m = now / 60_000;
-        let slot = &mut self.minutes[(m % MINUTES as u64) as usize];
-        if slot.0 != m {
-            *slot = (m, 0, 0);
-        }
-        slot.1 += processed;
-        slot.2 += failed;
+        add(&mut self.minutes[(m % MINUTES as u64) as usize], m);
+        let h = now / 3_600_000;
+        add(&mut self.hours[(h % HOURS as u64) as usize], h);
     }
 
     /// Up to `n` ids at priority 0 due at `now` (Unix ms), oldest first.

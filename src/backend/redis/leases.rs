@@ -183,23 +183,20 @@ impl Backend for RedisBackend {
     }
 
     async fn minutes(&self, queue: &str) -> Result<Vec<MinuteStats>> {
-        crate::contract::queues::validate::queue_name(queue)?;
-        let k = self.ns.queue(queue);
-        let slots: Vec<String> = (0..crate::contract::stats::MINUTES)
-            .map(|s| format!("m{s}"))
-            .collect();
-        let (time, ring): ((u64, u64), Vec<Option<String>>) = redis::pipe()
-            .cmd("TIME")
-            .cmd("HMGET")
-            .arg(&k.stats)
-            .arg(&slots)
-            .query_async(&mut self.con.clone())
+        let (now, ring) = self
+            .ring(queue, 'm', crate::contract::stats::MINUTES)
             .await?;
-        let now = time.0 * 1000 + time.1 / 1000;
-        let ring = ring.iter().flatten().filter_map(|v| replies::minute(v));
         Ok(crate::contract::stats::last_hour(
             now,
-            ring.map(crate::contract::stats::ring_minute),
+            ring.into_iter().map(crate::contract::stats::ring_minute),
+        ))
+    }
+
+    async fn hours(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        let (now, ring) = self.ring(queue, 'h', crate::contract::stats::HOURS).await?;
+        Ok(crate::contract::stats::last_week(
+            now,
+            ring.into_iter().map(crate::contract::stats::ring_hour),
         ))
     }
 
@@ -554,5 +551,31 @@ impl<'a> RunTimeCodes<'a> {
             codes.push(code(&d.id, true));
         }
         RunTimeCodes { types, codes }
+    }
+}
+
+impl RedisBackend {
+    /// Redis's clock (Unix ms) and the entries of a ring of the queue's
+    /// counters hash: fields `<prefix>0` .. `<prefix><n - 1>`, in one round
+    /// trip.
+    async fn ring(
+        &self,
+        queue: &str,
+        prefix: char,
+        n: usize,
+    ) -> Result<(u64, Vec<(u64, u64, u64)>)> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let k = self.ns.queue(queue);
+        let slots: Vec<String> = (0..n).map(|s| format!("{prefix}{s}")).collect();
+        let (time, ring): ((u64, u64), Vec<Option<String>>) = redis::pipe()
+            .cmd("TIME")
+            .cmd("HMGET")
+            .arg(&k.stats)
+            .arg(&slots)
+            .query_async(&mut self.con.clone())
+            .await?;
+        let now = time.0 * 1000 + time.1 / 1000;
+        let ring = ring.iter().flatten().filter_map(|v| replies::minute(v));
+        Ok((now, ring.collect()))
     }
 }

@@ -15,7 +15,7 @@ use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::replies;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::contract::admin::{Overview, OverviewQuery, QueueLine};
-use crate::contract::stats::{last_hour, ring_minute};
+use crate::contract::stats::{HOURS, MINUTES, last_hour, last_week, ring_hour, ring_minute};
 
 /// Calls in flight at once on a Cluster.
 const AT_ONCE: usize = 256;
@@ -35,7 +35,12 @@ impl Rsmq {
             let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await?;
             return Ok(query.finish(Vec::new(), listing.skipped, s * 1000 + us / 1000));
         }
-        let minutes = if query.minutes { "minutes" } else { "" };
+        let rings = match (query.minutes, query.hours) {
+            (true, true) => "both",
+            (true, false) => "minutes",
+            (false, true) => "hours",
+            (false, false) => "",
+        };
         // on one server, a call reads many queues (its fixed cost, lib.lua's
         // functions, is then paid once per batch); on a Cluster, where a
         // call's keys hold one slot, one queue each
@@ -49,7 +54,7 @@ impl Rsmq {
                 keys.push(k.stats.clone());
             }
             let mut cmd = scripts::eval(&scripts::COUNTS, &keys);
-            cmd.arg("overview").arg(minutes);
+            cmd.arg("overview").arg(rings);
             cmds.push(cmd);
         }
         let replies = if con.is_cluster() {
@@ -85,7 +90,7 @@ impl Rsmq {
         let mut read = 0;
         for (name, v) in names.iter().zip(each) {
             read += 1;
-            if let Some((line, now)) = line(name, v, query.minutes)? {
+            if let Some((line, now)) = line(name, v, query.minutes, query.hours)? {
                 lines.push(line);
                 now_ms = now_ms.max(now);
             }
@@ -114,7 +119,7 @@ impl Rsmq {
             _ => None,
         };
         first
-            .map(|v| line(queue, v, false))
+            .map(|v| line(queue, v, false, false))
             .transpose()?
             .flatten()
             .ok_or_else(|| crate::Error::QueueNotFound { name: queue.into() })
@@ -123,7 +128,7 @@ impl Rsmq {
 
 /// A queue's line from counts.lua's overview reply, with Redis's clock;
 /// `None` for a queue deleted since the listing.
-fn line(name: &str, v: &Value, minutes: bool) -> Result<Option<(QueueLine, u64)>> {
+fn line(name: &str, v: &Value, minutes: bool, hours: bool) -> Result<Option<(QueueLine, u64)>> {
     let (code, mut r) = Reply::status(v)?;
     if code < 0 {
         return Ok(None);
@@ -142,15 +147,20 @@ fn line(name: &str, v: &Value, minutes: bool) -> Result<Option<(QueueLine, u64)>
     l.stats.failed = n(&mut r)?;
     l.stats.retried = n(&mut r)?;
     l.stats.dead = n(&mut r)?;
-    if minutes {
-        let mut ring = Vec::new();
-        while !r.is_empty() {
+    // the rings' slots: the minutes', then the hours'
+    let mut ring = |n: usize| -> Result<Vec<(u64, u64, u64)>> {
+        let mut out = Vec::new();
+        for _ in 0..n {
             let slot = r.opt_bytes()?.and_then(|s| std::str::from_utf8(s).ok());
-            if let Some(m) = slot.and_then(replies::minute) {
-                ring.push(ring_minute(m));
-            }
+            out.extend(slot.and_then(replies::minute));
         }
-        l.minutes = last_hour(now, ring);
+        Ok(out)
+    };
+    if minutes {
+        l.minutes = last_hour(now, ring(MINUTES)?.into_iter().map(ring_minute));
+    }
+    if hours {
+        l.hours = last_week(now, ring(HOURS)?.into_iter().map(ring_hour));
     }
     if l.counts.ready == 0 {
         l.latency = None;

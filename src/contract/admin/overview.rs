@@ -34,6 +34,10 @@ pub struct QueueLine {
     /// [`MINUTES`](crate::backend::MINUTES)), when the query asked for them;
     /// else empty.
     pub minutes: Vec<MinuteStats>,
+    /// The last week, hour by hour (oldest first, see
+    /// [`HOURS`](crate::backend::HOURS)), when the query asked for them; else
+    /// empty.
+    pub hours: Vec<MinuteStats>,
 }
 
 impl QueueLine {
@@ -158,6 +162,9 @@ pub struct OverviewQuery {
     /// Each line's last hour, minute by minute ([`QueueLine::minutes`]).
     /// Defaults to `false`: the read is smaller without them.
     pub minutes: bool,
+    /// Each line's last week, hour by hour ([`QueueLine::hours`]). Defaults
+    /// to `false` (169 entries a queue: about three times the minutes' read).
+    pub hours: bool,
 }
 
 impl OverviewQuery {
@@ -189,6 +196,12 @@ impl OverviewQuery {
     /// With each line's last hour, minute by minute (default: without).
     pub fn with_minutes(mut self) -> Self {
         self.minutes = true;
+        self
+    }
+
+    /// With each line's last week by hour ([`QueueLine::hours`]).
+    pub fn with_hours(mut self) -> Self {
+        self.hours = true;
         self
     }
 

@@ -8,8 +8,9 @@
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q)
 -- KEYS[5]  the queue's counters (ns:q:stats); its fields "m0".."m60" are a ring of
 --          the last hour's minutes: "m<minute % 61>" = "<minute> <processed>
---          <failed>" (minute: Unix ms / 60000); a call reads and writes the hash
---          once
+--          <failed>" (minute: Unix ms / 60000), and "h0".."h168" one of the last
+--          week's hours, "h<hour % 169>" = "<hour> <processed> <failed>" (hour:
+--          Unix ms / 3600000); a call reads and writes the hash once
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- KEYS[7]  the queue's lease counts (ns:q:leases): a settled lease leaves them
 --          (see lease_counts in lib.lua)
@@ -353,16 +354,21 @@ end
 local failed = retried + #dead
 if acked + failed > 0 then
   local m = math.floor(now / 60000)
-  local slot = "m" .. (m % 61)
-  local c = redis.call("HMGET", KEYS[5], "processed", "retried", "dead", "failed", slot)
-  local p, f = acked, failed
-  if c[5] then
-    local wm, wp, wf = string.match(c[5], "^(%d+) (%d+) (%d+)$")
-    if tonumber(wm) == m then p, f = p + tonumber(wp), f + tonumber(wf) end
+  local h = math.floor(now / 3600000)
+  local slot, hslot = "m" .. (m % 61), "h" .. (h % 169)
+  local c = redis.call("HMGET", KEYS[5], "processed", "retried", "dead", "failed", slot, hslot)
+  -- a ring entry with this call's runs added, or a new one for a new period
+  local function entry(v, at)
+    local p, f = acked, failed
+    if v then
+      local wm, wp, wf = string.match(v, "^(%d+) (%d+) (%d+)$")
+      if tonumber(wm) == at then p, f = p + tonumber(wp), f + tonumber(wf) end
+    end
+    return string.format("%.0f %.0f %.0f", at, p, f)
   end
   local function add(i, n) return string.format("%.0f", (tonumber(c[i]) or 0) + n) end
   redis.call("HSET", KEYS[5], "processed", add(1, acked), "retried", add(2, retried),
-    "dead", add(3, #dead), "failed", add(4, failed), slot, string.format("%.0f %.0f %.0f", m, p, f))
+    "dead", add(3, #dead), "failed", add(4, failed), slot, entry(c[5], m), hslot, entry(c[6], h))
 end
 local reply = {acked, retried + released, #dead}
 for _, id in ipairs(missing) do reply[#reply + 1] = id end

@@ -18,16 +18,27 @@
 --          keys, not read, then its counters ns:q:stats), as many queues as
 --          KEYS holds; else nothing
 -- ARGV[2]  "minutes" for the overview's lines with the last hour's ring
---          ("m0".."m60" of the counters, see complete.lua)
+--          ("m0".."m60" of the counters, see complete.lua), "hours" with the
+--          last week's ("h0".."h168"), "both" with both
 -- Returns {-1} when the queue does not exist, else {1, ready (due, or a lease that
 --         ran out), scheduled (delayed, or waiting for a retry), in flight (leased), dead};
 --         for an overview, one such reply per queue, each followed by Redis's
 --         clock (ms), how long the oldest ready job has waited (ms; -1 for
 --         none), 1 when paused (else 0), processed, failed, retried and
---         dead-lettered runs, then the ring's 61 slots (false where empty)
---         when asked for
+--         dead-lettered runs, then the ring's 61 or 169 slots (false where
+--         empty) when asked for
 local now = clock()
 local overview = ARGV[1] == "overview"
+-- the hours' ring (after the minutes' for "both"), its field names made once
+-- a call
+local hour_fields
+if ARGV[2] == "hours" or ARGV[2] == "both" then
+  hour_fields = {"processed", "failed", "retried", "dead"}
+  if ARGV[2] == "both" then
+    for i = 0, 60 do hour_fields[#hour_fields + 1] = "m" .. i end
+  end
+  for i = 0, 168 do hour_fields[#hour_fields + 1] = "h" .. i end
+end
 local leases = lease_counts()
 -- the bounds every queue's counts use, formatted once (formatting a number
 -- costs about as much as a command)
@@ -92,6 +103,8 @@ local function count(b)
       "m26", "m27", "m28", "m29", "m30", "m31", "m32", "m33", "m34", "m35", "m36", "m37",
       "m38", "m39", "m40", "m41", "m42", "m43", "m44", "m45", "m46", "m47", "m48", "m49",
       "m50", "m51", "m52", "m53", "m54", "m55", "m56", "m57", "m58", "m59", "m60")
+  elseif hour_fields then
+    c = redis.call("HMGET", KEYS[b + 28], unpack(hour_fields))
   else
     c = redis.call("HMGET", KEYS[b + 28], "processed", "failed", "retried", "dead")
   end
