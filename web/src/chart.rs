@@ -41,8 +41,52 @@ fn axis_top(totals: &[u64]) -> u64 {
     }
 }
 
+/// What a chart's bars are: the last hour's minutes, or the last week's
+/// hours.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    Hour,
+    Week,
+}
+
+impl Span {
+    fn caption(self) -> &'static str {
+        match self {
+            Span::Hour => "Last hour",
+            Span::Week => "Last 7 days",
+        }
+    }
+
+    fn per(self) -> &'static str {
+        match self {
+            Span::Hour => "/min",
+            Span::Week => "/h",
+        }
+    }
+
+    fn bars(self) -> &'static str {
+        match self {
+            Span::Hour => "minutes",
+            Span::Week => "hours",
+        }
+    }
+
+    fn start(self) -> &'static str {
+        match self {
+            Span::Hour => "60 min ago",
+            Span::Week => "7 days ago",
+        }
+    }
+}
+
 /// The chart of `minutes` (oldest first) with its totals above it.
 pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
+    chart_of(minutes, Span::Hour)
+}
+
+/// The chart of `points` (oldest first; minutes or hours as `span` says)
+/// with their totals above it.
+pub(crate) fn chart_of(minutes: &[MinuteStats], span: Span) -> Markup {
     // saturating throughout: the ring is data anyone could have written
     let total = |m: &MinuteStats| m.processed.saturating_add(m.failed);
     let processed = minutes
@@ -66,19 +110,22 @@ pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
     html! {
         figure.chart {
             figcaption {
-                "Last hour: " b.ok { (num(processed)) } " processed · "
-                b.bad { (num(failed)) } " failed · peak " (num(peak)) "/min"
+                (span.caption()) ": " b.ok { (num(processed)) } " processed · "
+                b.bad { (num(failed)) } " failed · peak " (num(peak)) (span.per())
                 @if peak > top {
-                    span.muted { " · scale cut at " (num(top)) "/min (taller minutes marked, their figures on hover)" }
+                    span.muted { " · scale cut at " (num(top)) (span.per()) " (taller " (span.bars()) " marked, their figures on hover)" }
                 }
             }
             svg viewBox=(format!("0 0 {width} {HEIGHT}")) preserveAspectRatio="none"
-                role="img" aria-label="Processed and failed runs per minute over the last hour" {
+                role="img" aria-label=(match span {
+                    Span::Hour => "Processed and failed runs per minute over the last hour",
+                    Span::Week => "Processed and failed runs per hour over the last 7 days",
+                }) {
                 @for (i, m) in minutes.iter().enumerate() {
                     @let x = i as u64 * SLOT;
                     @let (hp, hf) = (h(m.processed), h(total(m)) - h(m.processed));
                     g {
-                        title { (minute_label(m)) }
+                        title { (label(m, span)) }
                         rect.base x=(x) y=(HEIGHT - 1) width=(SLOT - 2) height="1" {}
                         @if hp > 0 {
                             rect.p x=(x) y=(HEIGHT - hp) width=(SLOT - 2) height=(hp) {}
@@ -92,15 +139,20 @@ pub(crate) fn chart(minutes: &[MinuteStats]) -> Markup {
                     }
                 }
             }
-            div.axis { span { "60 min ago" } span { "now" } }
+            div.axis { span { (span.start()) } span { "now" } }
         }
     }
 }
 
-/// `14:05 UTC: 120 processed, 3 failed`.
-fn minute_label(m: &MinuteStats) -> String {
+/// `14:05 UTC: 120 processed, 3 failed` (a minute), `2026-11-26 14:00 UTC: …`
+/// (an hour).
+fn label(m: &MinuteStats, span: Span) -> String {
     let at = crate::fmt::when(m.start_ms);
-    let hm = at.get(11..16).unwrap_or(&at);
+    let hm = match span {
+        Span::Hour => at.get(11..16),
+        Span::Week => at.get(..16),
+    }
+    .unwrap_or(&at);
     format!(
         "{hm} UTC: {} processed, {} failed",
         num(m.processed),

@@ -34,11 +34,14 @@ pub(crate) async fn line(client: &Client, name: String) -> redjob::Result<Option
 }
 
 /// The overview's query string: `q` (names containing it), `sort` (a
-/// column, see [`OverviewSort`]), `desc`, `page` (from 1).
+/// column, see [`OverviewSort`]), `desc`, `page` (from 1), `range` (`week`
+/// for the chart of the last 7 days by hour; else the last hour by minute).
 #[derive(Deserialize, Default)]
 pub(crate) struct OverviewParams {
     #[serde(default)]
     q: String,
+    #[serde(default)]
+    range: String,
     #[serde(default)]
     sort: String,
     #[serde(default)]
@@ -68,10 +71,23 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
             .map_err(|e: Error| WebError::BadRequest(e.to_string()))?,
     };
     let desc = p.desc == "1";
-    let mut query = OverviewQuery::default()
-        .filter(p.q.clone())
-        .sort(sort)
-        .with_minutes();
+    let week = match p.range.as_str() {
+        "" | "hour" => false,
+        "week" => true,
+        other => {
+            return Err(WebError::BadRequest(format!(
+                "no range {other:?}: hour or week"
+            )));
+        }
+    };
+    let mut query = OverviewQuery::default().filter(p.q.clone()).sort(sort);
+    // the chart's ring: the week's is asked for only when shown (169 fields
+    // a queue against 61)
+    query = if week {
+        query.with_hours()
+    } else {
+        query.with_minutes()
+    };
     if desc {
         query = query.descending();
     }
@@ -97,6 +113,7 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
                 ("sort", if sort == "name" { "" } else { sort }),
                 ("desc", if desc { "1" } else { "" }),
                 ("page", page.as_str()),
+                ("range", if week { "week" } else { "" }),
             ])
         ))
     };
@@ -109,10 +126,36 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
         ("processed", total.1.processed),
         ("failed", total.1.failed),
     ];
-    let hour = redjob::backend::last_hour(
-        o.now_ms,
-        o.lines.iter().flat_map(|l| l.minutes.iter().copied()),
-    );
+    let points = if week {
+        redjob::backend::last_week(
+            o.now_ms,
+            o.lines.iter().flat_map(|l| l.hours.iter().copied()),
+        )
+    } else {
+        redjob::backend::last_hour(
+            o.now_ms,
+            o.lines.iter().flat_map(|l| l.minutes.iter().copied()),
+        )
+    };
+    // the other range's link, keeping the rest of the query
+    let range_link = |week: bool| {
+        ctx.link(&format!(
+            "/{}",
+            query_string(&[
+                ("q", p.q.as_str()),
+                (
+                    "sort",
+                    if sort == OverviewSort::Name {
+                        ""
+                    } else {
+                        sort.as_str()
+                    }
+                ),
+                ("desc", if desc { "1" } else { "" }),
+                ("range", if week { "week" } else { "" }),
+            ])
+        ))
+    };
     let body = html! {
         h1 { "Queues" }
         form.inline method="get" action=(ctx.link("/find")) {
@@ -122,6 +165,7 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
         form.inline method="get" action=(ctx.link("/")) {
             input type="search" name="q" value=(p.q) placeholder="Queue name contains" aria-label="Show the queues whose name contains" size="24";
             @if sort != OverviewSort::Name { input type="hidden" name="sort" value=(sort.as_str()); }
+            @if week { input type="hidden" name="range" value="week"; }
             @if desc { input type="hidden" name="desc" value="1"; }
             " " button type="submit" { "Filter" }
         }
@@ -140,7 +184,14 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
                 div.card { b { (num(n)) } span { (label) } }
             }
         }
-        div #chart data-live { (chart::chart(&hour)) }
+        nav.tabs aria-label="Chart range" {
+            @for (is_week, title) in [(false, "Last hour"), (true, "Last 7 days")] {
+                a href=(range_link(is_week)) aria-current=[(is_week == week).then_some("page")] { (title) }
+            }
+        }
+        div #chart data-live {
+            (chart::chart_of(&points, if week { chart::Span::Week } else { chart::Span::Hour }))
+        }
         div #queues .scroll data-live {
             table {
                 thead { tr {
