@@ -120,6 +120,8 @@ async fn long_names_are_cut_short_with_the_whole_name_in_their_title() {
         .queue(queue.clone())
         .periodic_job(periodic)
         .grace_period(Duration::from_millis(200))
+        // beats come with lease renewals: a short lease, a first beat soon
+        .lease(Duration::from_secs(3))
         .handle_signals(false)
         .build()
         .unwrap();

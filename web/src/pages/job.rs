@@ -70,7 +70,8 @@ pub(crate) async fn page(
         }
         div #job data-live {
             dl.facts {
-                dt { "State" } dd { span.badge class=[(job.state == JobState::Dead).then_some("dead")] { (state_label) } }
+                // one class attribute: maud writes `.badge` and `class=` as two
+                dt { "State" } dd { span class=(badge(job.state == JobState::Dead)) { (state_label) } }
                 dt { "Queue" } dd { (name(&queue)) }
                 dt { "Priority" } dd { (job.priority) }
                 dt { "Attempts" } dd { (job.attempts) }
@@ -132,7 +133,7 @@ pub(crate) fn attempts(runs: &[Attempt]) -> Markup {
                 @for a in runs {
                     tr {
                         td { (a.number) }
-                        td { span.badge class=[a.outcome.failed().then_some("dead")] { (a.outcome.as_str()) } }
+                        td { span class=(badge(a.outcome.failed())) { (a.outcome.as_str()) } }
                         td {
                             @match (a.started_ms, a.lease_end_ms) {
                                 (Some(s), _) => { (when(s)) }
@@ -154,4 +155,9 @@ pub(crate) fn attempts(runs: &[Attempt]) -> Markup {
             }
         }
     }
+}
+
+/// The classes of a badge, red when `dead`.
+fn badge(dead: bool) -> &'static str {
+    if dead { "badge dead" } else { "badge" }
 }
