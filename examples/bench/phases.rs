@@ -89,9 +89,10 @@ pub struct Figures {
     pub history_full_kb: Option<f64>,
     pub history_bytes_per_entry_1kb: Option<f64>,
     pub history_full_kb_1kb: Option<f64>,
-    /// Phase 14: per render of the overview, at (queues, new way): round
-    /// trips, commands inside Redis, Redis CPU ms, wall ms.
-    pub overview: Vec<(usize, bool, crate::overview::PerRender)>,
+    /// Phase 14: per render of the overview, at (queues, way: 0 per queue,
+    /// 1 the overview with the last hour, 2 with the last week): round trips,
+    /// commands inside Redis, Redis CPU ms, wall ms.
+    pub overview: Vec<(usize, u8, crate::overview::PerRender)>,
 }
 
 impl Figures {

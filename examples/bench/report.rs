@@ -423,7 +423,11 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         });
     }
     for (queues, label) in [(10, "10 queues"), (1000, "1,000 queues")] {
-        for (new, way) in [(false, "per queue"), (true, "overview")] {
+        for (w, way, key) in [
+            (0, "per queue", "per_queue"),
+            (1, "overview", "overview"),
+            (2, "overview with the last 7 days", "overview_week"),
+        ] {
             for (i, (what, unit)) in [
                 ("round trips", "trips"),
                 ("commands inside Redis", "cmds"),
@@ -437,24 +441,20 @@ fn rows(all: &[Figures]) -> Vec<Row> {
                     2 | 3 => " (ms)",
                     _ => "",
                 };
-                let target = match (queues, new, i) {
-                    (1000, true, 0) => "<= 2",
-                    (1000, true, 2) => "<= 20",
+                let target = match (queues, w, i) {
+                    (1000, 1, 0) => "<= 2",
+                    (1000, 1, 2) => "<= 20",
                     _ => "-",
                 };
                 rows.push(Row {
-                    key: format!(
-                        "overview_{queues}_{}_{unit}",
-                        if new { "overview" } else { "per_queue" }
-                    )
-                    .into(),
+                    key: format!("overview_{queues}_{key}_{unit}").into(),
                     label: format!(
                         "dashboard overview, {label}, {way}: {what} per render{unit_label}"
                     ),
                     values: all
                         .iter()
                         .flat_map(|f| f.overview.iter())
-                        .filter(|(q, n, _)| *q == queues && *n == new)
+                        .filter(|(q, n, _)| *q == queues && *n == w)
                         .map(|(_, _, m)| [m.0, m.1, m.2, m.3][i])
                         .collect(),
                     target,
