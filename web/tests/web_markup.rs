@@ -284,6 +284,7 @@ async fn every_page_is_valid_html5() {
     for base in [p, "/ro"] {
         ok(&mut pages, base.to_string());
         ok(&mut pages, format!("{base}?q=ma&sort=ready&desc=1"));
+        ok(&mut pages, format!("{base}?range=week&sort=processed"));
         for state in ["ready", "scheduled", "in_flight", "finished"] {
             ok(&mut pages, format!("{base}/queues/mail?state={state}"));
         }

@@ -173,6 +173,22 @@ async fn long_names_are_cut_short_with_the_whole_name_in_their_title() {
             format!("{t}/{sub}/dead"),
             vec![&topic, &sub, &event_type],
         ),
+        ("purge confirmation", format!("{q}/purge"), vec![&queue]),
+        (
+            "dead letters' confirmation",
+            format!("{q}/dead/confirm?do=delete"),
+            vec![&queue],
+        ),
+        (
+            "topic dead confirmation",
+            format!("{t}/{sub}/dead/confirm?do=requeue"),
+            vec![&topic, &sub],
+        ),
+        (
+            "rewind confirmation",
+            format!("{t}/{sub}/rewind?to=beginning"),
+            vec![&topic, &sub],
+        ),
         ("workers", "/jobs/workers".into(), vec![&queue]),
         ("periodic", "/jobs/periodic".into(), vec![&queue]),
     ];

@@ -170,7 +170,8 @@ async fn replay_requeue_and_delete_change_redis_only_with_the_token() {
     let ask = get(&app, "/topics/orders/audit/rewind?to=end").await;
     assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
     assert!(
-        ask.body.contains("Skip the 3 events audit has not taken"),
+        ask.body
+            .contains("Skip the 3 events this subscriber has not taken"),
         "{}",
         ask.body
     );

@@ -157,7 +157,7 @@ pub(crate) async fn confirm(
         format!("the {}", letters(total))
     };
     let body = html! {
-        h1 { (verb) " dead letters of " (queue) "?" }
+        h1 { (verb) " dead letters of " (name(&queue)) "?" }
         p { (verb) " " (which) "." @if requeue { " They go back to the queue as fresh jobs, at their priority." }
             " Letters that die from now on are left." }
         form method="post" action=(ctx.link(&format!("{dpath}/{}", f.action))) {

@@ -296,7 +296,7 @@ pub(crate) async fn confirm_purge(ctx: Ctx, Path(queue): Path<String>) -> WebRes
     let qpath = format!("/queues/{}", seg(&queue));
     let waiting = n.count;
     let body = html! {
-        h1 { "Purge " (queue) "?" }
+        h1 { "Purge " (name(&queue)) "?" }
         p { "This deletes its " b { (num(waiting)) } " jobs: ready, scheduled and running (a running job's outcome is dropped). Jobs sent from now on, its dead letters, settings and counters stay." }
         form method="post" action=(ctx.link(&format!("{qpath}/purge"))) {
             (csrf(&ctx))

@@ -243,9 +243,9 @@ pub(crate) async fn confirm(
     let dpath = format!("/topics/{}/{}/dead", seg(&topic), seg(&sub));
     let verb = if requeue { "Requeue" } else { "Delete" };
     let body = html! {
-        h1 { (verb) " the dead letters of " (sub) " on " (topic) "?" }
-        p { (verb) " all " (num(total)) " dead letters."
-            @if requeue { " They go to the end of the topic again, for " (sub) " alone." }
+        h1 { (verb) " the dead letters of " (name(&sub)) " on " (name(&topic)) "?" }
+        p { (verb) " " @if total == 1 { "the dead letter." } @else { "all " (num(total)) " dead letters." }
+            @if requeue { " They go to the end of the topic again, for " (name(&sub)) " alone." }
             " Letters that die from now on are left." }
         form method="post" action=(ctx.link(&format!("{dpath}/{}", d.action))) {
             (csrf(&ctx))
@@ -305,13 +305,14 @@ pub(crate) async fn rewind(
     } else {
         ("Replay from the beginning", "Replay them")
     };
-    let mut what = plan.describe(&sub);
+    // the heading names the subscriber (cut short when long)
+    let mut what = plan.describe("this subscriber");
     if let Some(first) = what.get(..1) {
         what = first.to_uppercase() + &what[1..];
     }
     let body = html! {
-        h1 { (title) " for " (sub) " on " (topic) "?" }
-        p { (what) "." @if !plan.skips { " Each runs again in " (sub) "'s handlers." } }
+        h1 { (title) " for " (name(&sub)) " on " (name(&topic)) "?" }
+        p { (what) "." @if !plan.skips { " Each runs again in " (name(&sub)) "'s handlers." } }
         form method="post" action=(ctx.link(&format!("{spath}/rewind"))) {
             (csrf(&ctx))
             input type="hidden" name="to" value=(t.to);
