@@ -198,8 +198,10 @@ async fn replay_requeue_and_delete_change_redis_only_with_the_token() {
     let ask = get(&app, "/topics/orders/audit/rewind?to=beginning").await;
     assert!(
         ask.body
-            .contains("Replay the topic&#39;s 4 events for audit")
-            || ask.body.contains("Replay the topic's 4 events for audit"),
+            .contains("Replay the topic&#39;s 4 events for this subscriber")
+            || ask
+                .body
+                .contains("Replay the topic's 4 events for this subscriber"),
         "{}",
         ask.body
     );
