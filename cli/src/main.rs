@@ -55,6 +55,10 @@ struct Cli {
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
+    /// Print long cells of tables whole (a cell over 48 characters, such as a
+    /// long queue name, is cut short with … otherwise; --json is always whole).
+    #[arg(long, global = true)]
+    wide: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -160,6 +164,7 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.json;
+    show::set_wide(cli.wide);
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(msg)) if json => {

@@ -9,8 +9,35 @@ use serde_json::{Value, json};
 
 use crate::{Ctx, Failure, Outcome};
 
-/// Prints `rows` under `head` with columns padded to their widest cell.
+/// The longest cell a table prints whole, in characters, unless --wide.
+pub const CELL: usize = 48;
+
+static WIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// --wide: tables print every cell whole.
+pub fn set_wide(wide: bool) {
+    WIDE.store(wide, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `cell` cut to [`CELL`] characters, its last one `…`, unless --wide (a
+/// legal queue name has up to 160 characters: whole, it pushes every other
+/// column off the screen).
+pub fn cut(cell: &str) -> std::borrow::Cow<'_, str> {
+    if WIDE.load(std::sync::atomic::Ordering::Relaxed) || cell.chars().count() <= CELL {
+        return cell.into();
+    }
+    let kept: String = cell.chars().take(CELL - 1).collect();
+    format!("{kept}…").into()
+}
+
+/// Prints `rows` under `head` with columns padded to their widest cell, each
+/// cell [`cut`] short.
 pub fn table(head: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| cut(c).into_owned()).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in width.iter_mut().zip(row) {

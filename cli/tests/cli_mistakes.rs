@@ -171,3 +171,32 @@ async fn states_have_one_spelling_and_dates_are_human() {
         "{created}"
     );
 }
+
+#[tokio::test]
+async fn a_long_name_is_cut_short_in_tables_and_whole_with_wide_or_json() {
+    let (server, client, _) = setup().await;
+    let url = server.url();
+    let long = "q".repeat(160);
+    redjob::queue::Queues::create_queue(client.queues(), &long, QueueOptions::default())
+        .await
+        .unwrap();
+    for args in [vec!["queues"], vec!["stats"]] {
+        let out = cli(&url, &args).await.ok().to_string();
+        assert!(!out.contains(&long), "{args:?} printed it whole: {out}");
+        let cut = format!("{}…", &long[..47]);
+        assert!(out.contains(&cut), "{args:?}: {out}");
+        // the other columns stay on a screen's width
+        let row = out.lines().find(|l| l.contains(&cut)).unwrap();
+        assert!(row.chars().count() < 120, "{row}");
+    }
+    let wide = cli(&url, &["queues", "--wide"]).await;
+    assert!(wide.ok().contains(&long), "{}", wide.out);
+    let v = cli(&url, &["queues", "--json"]).await.json();
+    let names: Vec<&str> = v["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["queue"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&long.as_str()), "{names:?}");
+}

@@ -576,6 +576,23 @@ async fn the_dashboard_works_in_a_real_browser() {
         assert_eq!(theme, json!("dark"));
         shot(&b, "overview-dark").await;
 
+        // the last 7 days by hour, and an error page inside the layout
+        b.find(Locator::Id("theme"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        open(&b, &format!("{base}?range=week")).await;
+        let caption = b.find(Locator::Css("figcaption")).await.unwrap();
+        let caption = caption.text().await.unwrap();
+        assert!(caption.starts_with("Last 7 days:"), "{caption}");
+        shot(&b, "overview-week").await;
+        open(&b, &format!("{base}/queues/no_such_queue")).await;
+        let nav = b.find_all(Locator::Css("header nav a")).await.unwrap();
+        assert_eq!(nav.len(), 4, "the error page has the navigation");
+        shot(&b, "error").await;
+
         // a phone's width: nothing wider than the screen but the tables, which scroll
         b.set_window_size(390, 844).await.unwrap();
         for path in ["", "/workers", "/queues/emails/dead", "/queues/emails"] {
