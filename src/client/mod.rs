@@ -176,6 +176,21 @@ impl Client {
         self.backend.minutes(queue).await
     }
 
+    /// A queue's processed and failed runs in each hour of the last 7 days,
+    /// oldest first (see [`Backend::hours`]).
+    ///
+    /// ```
+    /// # async fn run() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// let week = client.hours("emails").await?;
+    /// assert_eq!(week.len(), redjob::backend::HOURS);
+    /// # Ok(()) }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(run()).unwrap();
+    /// ```
+    pub async fn hours(&self, queue: &str) -> Result<Vec<MinuteStats>> {
+        self.backend.hours(queue).await
+    }
+
     /// The oldest `limit` dead letters of a queue.
     pub async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
         self.backend.dead_letters(queue, limit).await

@@ -375,3 +375,38 @@ pub async fn a_confirmed_topic_requeue_takes_only_the_letters_counted(env: &Env)
     let none = c.count_dead_events("nope", "s").await;
     assert!(none.is_err(), "{none:?}");
 }
+
+pub async fn a_purge_cutoff_is_exact_to_the_millisecond_and_never_past_now(env: &Env) {
+    let q = env.client.backend();
+    let opts = QueueOptions::default();
+    let sent = q.send("pm", &[doomed(0)], &opts).await.unwrap();
+    let at = sent[0].id.sent_ms();
+    assert_eq!(q.purge_queue_upto("pm", at - 1).await.unwrap(), 0);
+    assert_eq!(q.purge_queue_upto("pm", at).await.unwrap(), 1);
+    // a cutoff past what an id holds (the year 2085) or any u64: now
+    for upto in [3_656_158_440_063, u64::MAX] {
+        q.send("pm", &[doomed(1), doomed(2)], &opts).await.unwrap();
+        assert_eq!(q.purge_queue_upto("pm", upto).await.unwrap(), 2, "{upto}");
+    }
+}
+
+pub async fn a_dead_count_keeps_the_querys_own_cutoff(env: &Env) {
+    let q = env.client.backend();
+    let die = async |n: usize| {
+        let rows = vec![("bulk_doomed", "account closed"); n];
+        kill(env, "bk", &rows, 0, Retention::UNBOUNDED).await;
+    };
+    die(2).await;
+    let first = q.count_dead("bk", &DeadQuery::default()).await.unwrap();
+    after_the_count().await;
+    die(1).await;
+    let earlier = DeadQuery::default().died_by(first.upto_ms);
+    let again = q.count_dead("bk", &earlier).await.unwrap();
+    assert_eq!((again.count, again.upto_ms), (2, first.upto_ms));
+    let filtered = earlier.clone().job_type("bulk_doomed");
+    let f = q.count_dead("bk", &filtered).await.unwrap();
+    assert_eq!((f.count, f.upto_ms), (2, first.upto_ms));
+    let q2 = DeadQuery::default().died_by(again.upto_ms);
+    assert_eq!(q.delete_dead_matching("bk", &q2).await.unwrap(), 2);
+    assert_eq!(q.counts("bk").await.unwrap().dead, 1);
+}

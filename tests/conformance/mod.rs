@@ -370,7 +370,9 @@ macro_rules! conformance_suite {
             delete_matching_leaves_the_letters_that_die_after_it_starts,
             purge_leaves_the_jobs_sent_after_it_starts,
             a_confirmed_dead_letter_action_takes_only_the_letters_counted,
-            a_confirmed_purge_takes_only_the_jobs_counted);
+            a_confirmed_purge_takes_only_the_jobs_counted,
+            a_purge_cutoff_is_exact_to_the_millisecond_and_never_past_now,
+            a_dead_count_keeps_the_querys_own_cutoff);
         $crate::conformance_suite!(@live $setup, #[$attr],
             a_tick_is_enqueued_once_however_many_try,
             periodic_workers_enqueue_each_tick_once_and_list_the_schedule,

@@ -32,8 +32,19 @@ impl Nav {
 
 /// `body` in the dashboard's page, titled `title`.
 pub(crate) fn render(ctx: &Ctx, title: &str, nav: Nav, body: Markup) -> Response {
+    render_every(ctx, title, nav, body, ctx.app.refresh)
+}
+
+/// [`render`] with its live parts refreshed every `refresh` (zero: never).
+pub(crate) fn render_every(
+    ctx: &Ctx,
+    title: &str,
+    nav: Nav,
+    body: Markup,
+    refresh: std::time::Duration,
+) -> Response {
     // a browser takes a longer interval than 2^31 - 1 ms as none at all
-    let refresh = ctx.app.refresh.as_millis().min(i32::MAX as u128);
+    let refresh = refresh.as_millis().min(i32::MAX as u128);
     let item = |to: &str, label: &str, this: Nav| {
         html! {
             a href=(ctx.link(to)) aria-current=[(nav == this).then_some("page")] { (label) }

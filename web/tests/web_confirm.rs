@@ -120,6 +120,27 @@ async fn every_dead_letter_confirmed_leaves_those_that_died_after_its_page() {
     let r = post(&app, "/queues/mail/dead/delete", &cookie, &form).await;
     assert_eq!(note(&r), "Deleted 3 dead letters.");
     assert_eq!(client.counts("mail").await.unwrap().dead, 1);
+
+    // filtered by type: the count is of the matches, the cutoff the same
+    let page = get(&app, "/queues/mail/dead/confirm?do=requeue&type=A").await;
+    assert!(
+        page.body
+            .contains("the 1 dead letter of type &quot;A&quot; (of 1 in all)"),
+        "{}",
+        page.body
+    );
+    let cut = upto(&page.body);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    kill(&client, 2).await;
+    let form = [
+        ("csrf", token.as_str()),
+        ("all", "1"),
+        ("type", "A"),
+        ("upto", cut.as_str()),
+    ];
+    let r = post(&app, "/queues/mail/dead/requeue", &cookie, &form).await;
+    assert_eq!(note(&r), "Requeued 1 dead letters.");
+    assert_eq!(client.counts("mail").await.unwrap().dead, 2);
 }
 
 #[tokio::test]

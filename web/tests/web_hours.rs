@@ -66,6 +66,18 @@ async fn the_overview_charts_the_last_week_by_hour_when_asked() {
         week.body
     );
 
+    // refreshed once a minute, the hour's every 5 s
+    assert!(
+        week.body.contains(r#"data-refresh="60000""#),
+        "{}",
+        week.body
+    );
+    assert!(
+        hour.body.contains(r#"data-refresh="5000""#),
+        "{}",
+        hour.body
+    );
+
     let bad = get(&app, "/?range=year").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }

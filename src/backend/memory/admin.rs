@@ -132,9 +132,10 @@ impl Admin for MemoryBackend {
 
     async fn count_dead(&self, queue: &str, query: &DeadQuery) -> Result<BulkCount> {
         validate::queue_name(queue)?;
-        let upto_ms = self.clock.now_ms();
+        let now = self.clock.now_ms();
+        let upto_ms = query.died_by_ms.map_or(now, |by| by.min(now));
         let query = DeadQuery {
-            died_by_ms: Some(query.died_by_ms.map_or(upto_ms, |by| by.min(upto_ms))),
+            died_by_ms: Some(upto_ms),
             ..query.clone()
         };
         let st = self.lock();

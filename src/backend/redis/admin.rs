@@ -19,6 +19,9 @@ use crate::contract::queues::validate;
 use crate::contract::settings::QueueSettings;
 use crate::{Error, JobId, Result};
 
+/// The latest time (µs) a job id's ten base-36 digits hold.
+const MAX_ID_US: u64 = 3_656_158_440_062_975;
+
 /// About how many members one purge.lua call scans.
 const PURGE_STEP: i64 = 5000;
 
@@ -196,7 +199,10 @@ impl Admin for Rsmq {
         // the id prefix of the last µs of `upto_ms`: purge.lua deletes the
         // jobs whose ids sort up to it
         let cutoff = upto_ms.map_or(Vec::new(), |ms| {
-            let id = JobId::make(ms.saturating_mul(1000).saturating_add(999), &[b'0'; 22]);
+            // ten base-36 digits hold µs up to 36^10 - 1 (the year 2085);
+            // purge.lua takes a later cutoff as its clock's now
+            let us = ms.saturating_mul(1000).saturating_add(999);
+            let id = JobId::make(us.min(MAX_ID_US), &[b'0'; 22]);
             id.as_str().as_bytes()[..10].to_vec()
         });
         let (mut done, mut cutoff, mut at, mut cursor) = (0, cutoff, 1, b"0".to_vec());
@@ -372,14 +378,25 @@ async fn dead_clock(rsmq: &Rsmq, queue: &str) -> Result<u64> {
 }
 
 /// How many dead letters of `queue` match `query` and died by `now` (Redis's
-/// clock), a page at a time, oldest first.
+/// clock) and the query's own cutoff: without a filter one `ZCOUNT`, else a
+/// page at a time, oldest first.
 async fn count_dead_by(rsmq: &Rsmq, queue: &str, query: &DeadQuery, now: u64) -> Result<BulkCount> {
-    let upto_ms = now;
+    let upto_ms = query.died_by_ms.map_or(now, |by| by.min(now));
     let query = DeadQuery {
         order: DeadOrder::OldestFirst,
-        died_by_ms: Some(query.died_by_ms.map_or(upto_ms, |by| by.min(upto_ms))),
+        died_by_ms: Some(upto_ms),
         ..query.clone()
     };
+    if unfiltered(&query) {
+        let (mut con, k) = rsmq.parts(queue);
+        let count: u64 = redis::cmd("ZCOUNT")
+            .arg(&k.dead)
+            .arg("-inf")
+            .arg(upto_ms)
+            .query_async(&mut con)
+            .await?;
+        return Ok(BulkCount { count, upto_ms });
+    }
     let (mut count, mut after) = (0, None);
     loop {
         let page = rsmq
@@ -394,6 +411,25 @@ async fn count_dead_by(rsmq: &Rsmq, queue: &str, query: &DeadQuery, now: u64) ->
         }
         if page.next.is_none() {
             return Ok(BulkCount { count, upto_ms });
+        }
+    }
+}
+
+/// Whether `query` selects by time alone (no type, no error text).
+fn unfiltered(query: &DeadQuery) -> bool {
+    query.job_type.is_none() && query.error_contains.is_none()
+}
+
+/// Deletes the dead letters of `queue` that died by `cutoff`, oldest first,
+/// 1,000 a call by their scores (dead_delete.lua's "oldest": ids only, no
+/// bodies read); returns how many.
+async fn delete_oldest(rsmq: &Rsmq, queue: &str, cutoff: u64) -> Result<u64> {
+    let cutoff = cutoff.to_string();
+    let mut done = 0;
+    loop {
+        match delete(rsmq, queue, &["oldest", cutoff.as_str(), "1000"]).await? {
+            0 => return Ok(done),
+            n => done += n,
         }
     }
 }
@@ -414,6 +450,9 @@ async fn each_matching(
     let cutoff = query.died_by_ms.map_or(now, |by| by.min(now));
     // spares the scripts' refusal in the cutoff's ms
     tokio::time::sleep(Duration::from_millis(1)).await;
+    if spread.is_none() && unfiltered(query) {
+        return delete_oldest(rsmq, queue, cutoff).await;
+    }
     let oldest_first = query.order == DeadOrder::OldestFirst;
     let (mut done, mut after) = (0, None);
     loop {

@@ -107,8 +107,9 @@ impl DeadQuery {
 /// [`upto_ms`](BulkCount::upto_ms) back
 /// ([`purge_queue_upto`](crate::ops::Admin::purge_queue_upto),
 /// [`DeadQuery::died_by`]) and the action takes none sent or dead after the
-/// count. It may take fewer, when some were taken meanwhile (run, deleted,
-/// requeued).
+/// count (but for a purge's exceptions: a job whose id carries an earlier
+/// time, see [`purge_queue_upto`](crate::ops::Admin::purge_queue_upto)). It
+/// may take fewer, when some were taken meanwhile (run, deleted, requeued).
 ///
 /// ```
 /// use redjob::ops::{Admin, DeadQuery};
@@ -125,6 +126,7 @@ impl DeadQuery {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BulkCount {
     /// How many it would take.
     pub count: u64,

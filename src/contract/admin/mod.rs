@@ -77,7 +77,11 @@ pub trait Admin: Inspect {
     /// [`purge_queue`](Admin::purge_queue) of the jobs sent by `upto_ms`
     /// (Unix ms, backend time; a [`count_purge`](Admin::count_purge)'s
     /// cutoff) and no later: a purge confirmed after a count deletes what was
-    /// counted, not the jobs sent while someone read the count.
+    /// counted, not the jobs sent while someone read the count. "Sent" is the
+    /// time a job's id carries, as for [`purge_queue`](Admin::purge_queue):
+    /// a dead letter requeued after the count keeps its id and its old time,
+    /// and a periodic job enqueued late carries its tick's, so either is
+    /// deleted too. A cutoff later than the backend's clock is taken as now.
     ///
     /// ```
     /// use redjob::inspect::Inspect;

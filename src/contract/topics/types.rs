@@ -352,13 +352,22 @@ impl DeadEvents<'_> {
 /// A subscriber's dead letters counted before a bulk action is confirmed
 /// ([`Client::count_dead_events`](crate::Client::count_dead_events)).
 ///
-/// ```
-/// use redjob::topic::DeadEventCount;
+/// The count is read after the newest letter's id: a letter that died in
+/// between is counted but not taken by an action up to that id, so the count
+/// may say more than the action takes, never less.
 ///
-/// let c = DeadEventCount { count: 0, upto: None };
+/// ```
+/// # use redjob::topic::Start;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redjob::Result<()> {
+/// let client = redjob::Client::memory(Default::default());
+/// client.subscribe("clicks", "stats", Start::End).await?;
+/// let c = client.count_dead_events("clicks", "stats").await?;
 /// assert!(c.upto.is_none());
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeadEventCount {
     /// How many there are.
     pub count: u64,

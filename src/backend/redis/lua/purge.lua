@@ -18,7 +18,8 @@
 --          "~events" (the last 100, see HistoryEvent in history.rs)
 -- ARGV[1]  about how many members to scan
 -- ARGV[2]  the cutoff: the id prefix of the latest send to delete; "" for the
---          first call, which takes Redis's clock now
+--          first call, which takes Redis's clock now (a later one given is
+--          taken as now)
 -- ARGV[3], ARGV[4]  where the scan is: the sorted set (1 for KEYS[1], 2..21 for
 --          KEYS[4..23]) and its ZSCAN cursor; 1 and "0" for the first call
 -- ARGV[5]  how many the earlier calls deleted
@@ -30,10 +31,10 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique", "redjob:histor
 if not attrs[1] then return {-1} end
 local now = clock()
 local cut = ARGV[2]
-if cut == "" then
-  local _, us = clock()
-  cut = id_prefix(us)
-end
+local _, us = clock()
+-- a cutoff given is a count's; none later than now (a job sent after this
+-- call started is left however late the cutoff)
+if cut == "" or cut > id_prefix(us) then cut = id_prefix(us) end
 local sets = {KEYS[1]}
 for i = 4, math.min(#KEYS, 23) do sets[#sets + 1] = KEYS[i] end
 local at, cursor = tonumber(ARGV[3]), ARGV[4]
