@@ -24,9 +24,9 @@
 //! ```
 
 pub use crate::contract::admin::{
-    Admin, BeatSchedule, BulkCount, DeadOrder, DeadQuery, Missed, Overview, OverviewQuery,
-    OverviewSort, QueueLine, RunningJob, Schedule, ScheduleInfo, Spread, Tick, Ticked, Ticks,
-    Totals, WorkerInfo,
+    Admin, BeatSchedule, BulkCount, DeadOrder, DeadQuery, JobTypeInfo, Missed, Overview,
+    OverviewQuery, OverviewSort, Paused, QueueLine, RunningJob, Schedule, ScheduleInfo,
+    ServedSubscriber, Spread, Tick, Ticked, Ticks, Totals, Unserved, WorkerInfo,
 };
 pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;

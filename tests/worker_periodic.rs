@@ -167,3 +167,93 @@ async fn three_processes_enqueue_every_tick_once() {
         .totalsent;
     assert_eq!(sent, n as u64, "sends of {n} ticks");
 }
+
+/// The ready jobs of "p_ticks": one a tick enqueued.
+async fn ticked(client: &Client) -> usize {
+    match client
+        .queues()
+        .list("p_ticks", redjob::inspect::JobState::Ready, None, 1000)
+        .await
+    {
+        Ok(page) => page.jobs.len(),
+        // before the first tick made the queue
+        Err(redjob::Error::QueueNotFound { .. }) => 0,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_skip_a_paused_schedule_until_it_is_resumed() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    let mut procs: Vec<Child> = (0..2).map(|_| spawn_worker(&url)).collect();
+    until_workers(&client, 2, Duration::from_secs(30)).await;
+    // ticking: a job a second
+    let start = Instant::now();
+    while ticked(&client).await < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the schedule ticks"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // paused from the library, acting as someone: both processes skip it
+    let ops = client.clone().acting_as("ops alice");
+    assert!(ops.pause_schedule("p_ticks", "every_second").await.unwrap());
+    // a tick already under way when it was paused may land
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let paused_at = ticked(&client).await;
+    let listed = client.schedules().await.unwrap();
+    let p = listed[0].paused.as_ref().expect("listed as paused");
+    assert_eq!((p.by.as_str(), listed[0].workers), ("ops alice", 2));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        ticked(&client).await,
+        paused_at,
+        "no tick enqueued while paused"
+    );
+    // its ticks pass meanwhile: the last one is recent
+    let last = client.schedules().await.unwrap()[0].last_ms.unwrap();
+    let now = client.backend().now_ms().await.unwrap();
+    assert!(
+        now - last < 2000,
+        "ticks recorded while paused: {last} at {now}"
+    );
+
+    // a run now enqueues one, paused or not
+    client
+        .run_schedule_now("p_ticks", "every_second")
+        .await
+        .unwrap();
+    assert_eq!(ticked(&client).await, paused_at + 1);
+
+    // resumed: ticks come again
+    assert!(
+        ops.resume_schedule("p_ticks", "every_second")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !ops.resume_schedule("p_ticks", "every_second")
+            .await
+            .unwrap()
+    );
+    let resumed = Instant::now();
+    while ticked(&client).await < paused_at + 3 {
+        assert!(resumed.elapsed() < Duration::from_secs(10), "ticks again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(client.schedules().await.unwrap()[0].paused.is_none());
+
+    for p in &mut procs {
+        Command::new("kill")
+            .args(["-TERM", &p.id().to_string()])
+            .status()
+            .unwrap();
+    }
+    for p in &mut procs {
+        p.wait().unwrap();
+    }
+}

@@ -202,7 +202,7 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
             show::page(ctx, &page, &more)
         }
         DeadCommand::Show { queue, id } => match c.job(&queue, &id).await? {
-            Some(j) if j.state == JobState::Dead => show::job(ctx, &queue, &j),
+            Some(j) if j.state == JobState::Dead => show::job(ctx, &queue, &j, None),
             _ => Err(Failure(format!("no dead letter {id} in {queue:?}"))),
         },
         DeadCommand::Requeue {

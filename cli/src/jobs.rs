@@ -1,12 +1,11 @@
-//! `jobs ...` and `enqueue`.
+//! `jobs ...`.
 
 use std::time::Duration;
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Subcommand, ValueEnum};
 use redjob::JobId;
 use redjob::inspect::{Cancelled, Cursor, Finish, HistoryQuery, Inspect, JobState};
-use redjob::ops::Admin;
-use redjob::queue::{Queues, SendMessage};
+use redjob::ops::{Admin, Unserved};
 use serde_json::{Value, json};
 
 use crate::queues::done;
@@ -139,20 +138,6 @@ impl From<State> for JobState {
     }
 }
 
-#[derive(Args)]
-pub struct EnqueueArgs {
-    /// The queue (it must exist).
-    queue: String,
-    /// The envelope: `{"type": "<job name>", "args": {...}}`.
-    envelope: String,
-    /// Run after this long (e.g. 30s, 5m).
-    #[arg(long, value_parser = show::duration)]
-    delay: Option<Duration>,
-    /// Priority, -10 to 10 (higher runs first).
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    priority: i8,
-}
-
 pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
     let c = &ctx.client;
     match cmd {
@@ -163,7 +148,14 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
         }
         JobsCommand::Show { first, id } => {
             let (queue, job) = find(ctx, "show", first, id).await?;
-            show::job(ctx, &queue, &job)
+            let unserved = match (job.state, job.job_name()) {
+                (JobState::Ready | JobState::Scheduled | JobState::InFlight, Some(name)) => {
+                    let workers = c.workers().await?;
+                    Unserved::find(&workers, &queue, &name, job.id.sent_ms())
+                }
+                _ => None,
+            };
+            show::job(ctx, &queue, &job, unserved)
         }
         JobsCommand::Retry { first, id } => {
             let (queue, job) = find(ctx, "retry", first, id).await?;
@@ -275,36 +267,6 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
             show::page(ctx, &page, &more)
         }
     }
-}
-
-/// Checks that `text` is a job envelope: a JSON object with a non-empty string
-/// `type` and an `args` member.
-fn envelope(text: &str) -> Result<(), Failure> {
-    let bad = |why: &str| Failure(format!("not a job envelope: {why}"));
-    let v: Value = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
-    let obj = v.as_object().ok_or_else(|| bad("not a JSON object"))?;
-    match obj.get("type") {
-        Some(Value::String(t)) if !t.is_empty() => {}
-        _ => return Err(bad(r#"needs "type": "<job name>""#)),
-    }
-    if !obj.contains_key("args") {
-        return Err(bad(r#"needs "args""#));
-    }
-    Ok(())
-}
-
-pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
-    envelope(&a.envelope)?;
-    let mut msg = SendMessage::new(a.envelope).priority(a.priority);
-    if let Some(d) = a.delay {
-        msg = msg.delay(d);
-    }
-    let id = ctx.client.queues().send(&a.queue, msg).await?;
-    done(
-        ctx,
-        json!({ "queue": a.queue, "id": id.to_string() }),
-        id.as_ref(),
-    )
 }
 
 /// The job `jobs <what> [<queue>] <id>` names, and its queue: looked up in

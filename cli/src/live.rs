@@ -60,8 +60,71 @@ pub async fn workers(ctx: &Ctx) -> Outcome {
     Ok(())
 }
 
-/// The periodic schedules live workers tick, with their last and next tick.
-pub async fn periodic(ctx: &Ctx) -> Outcome {
+#[derive(clap::Args)]
+pub struct PeriodicArgs {
+    #[command(subcommand)]
+    command: Option<PeriodicCommand>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum PeriodicCommand {
+    /// Enqueues a run of a schedule now (its next tick runs as planned).
+    Run {
+        /// The queue its jobs go to.
+        queue: String,
+        /// The schedule's name.
+        name: String,
+    },
+    /// Pauses a schedule for every worker that ticks it: its ticks pass and
+    /// enqueue nothing until it is resumed.
+    Pause {
+        /// The queue its jobs go to.
+        queue: String,
+        /// The schedule's name.
+        name: String,
+    },
+    /// Resumes a paused schedule: its next tick runs.
+    Resume {
+        /// The queue its jobs go to.
+        queue: String,
+        /// The schedule's name.
+        name: String,
+    },
+}
+
+/// The periodic schedules live workers tick, with their last and next tick;
+/// or an action on one.
+pub async fn periodic(ctx: &Ctx, args: PeriodicArgs) -> Outcome {
+    let c = &ctx.client;
+    match args.command {
+        None => {}
+        Some(PeriodicCommand::Run { queue, name }) => {
+            let id = c.run_schedule_now(&queue, &name).await?;
+            return crate::queues::done(
+                ctx,
+                json!({"queue": queue, "name": name, "id": id.to_string()}),
+                id.as_ref(),
+            );
+        }
+        Some(PeriodicCommand::Pause { queue, name }) => {
+            let changed = c.pause_schedule(&queue, &name).await?;
+            let text = if changed { "paused" } else { "paused already" };
+            return crate::queues::done(
+                ctx,
+                json!({"queue": queue, "name": name, "paused": true, "changed": changed}),
+                text,
+            );
+        }
+        Some(PeriodicCommand::Resume { queue, name }) => {
+            let changed = c.resume_schedule(&queue, &name).await?;
+            let text = if changed { "resumed" } else { "not paused" };
+            return crate::queues::done(
+                ctx,
+                json!({"queue": queue, "name": name, "paused": false, "changed": changed}),
+                text,
+            );
+        }
+    }
     let schedules = ctx.client.schedules().await?;
     if ctx.json {
         let v: Vec<Value> = schedules
@@ -86,12 +149,15 @@ pub async fn periodic(ctx: &Ctx) -> Outcome {
                 maybe_when(s.last_ms),
                 maybe_when(s.next_ms),
                 s.workers.to_string(),
+                s.paused
+                    .as_ref()
+                    .map_or("no".into(), |p| format!("by {} {}", p.by, when(p.at_ms))),
             ]
         })
         .collect();
     table(
         &[
-            "QUEUE", "NAME", "JOB", "SCHEDULE", "LAST", "NEXT", "WORKERS",
+            "QUEUE", "NAME", "JOB", "SCHEDULE", "LAST", "NEXT", "WORKERS", "PAUSED",
         ],
         &rows,
     );

@@ -3,6 +3,7 @@
 //! Run `redjob --help`; every listing takes `--json` for scripts.
 
 mod dead;
+mod enqueue;
 mod jobs;
 mod live;
 mod queues;
@@ -83,7 +84,7 @@ enum Command {
     #[command(subcommand)]
     Topic(topics::TopicCommand),
     /// Sends a raw job envelope, `{"type": "<job name>", "args": {...}}`.
-    Enqueue(jobs::EnqueueArgs),
+    Enqueue(enqueue::EnqueueArgs),
     /// Counters and sizes of every queue; --watch refreshes with rates.
     Stats(queues::StatsArgs),
     /// Waits until a queue has no job left (ready, scheduled or running), with a
@@ -93,8 +94,10 @@ enum Command {
     /// and the jobs each one runs. A worker that died is gone within three
     /// heartbeats (a lease).
     Workers,
-    /// The periodic schedules live workers tick, with their last and next tick.
-    Periodic,
+    /// The periodic schedules live workers tick, with their last and next
+    /// tick and whether they are paused; run one now, pause or resume one for
+    /// every worker.
+    Periodic(live::PeriodicArgs),
     /// Serves the web dashboard: queues, jobs, dead letters, periodic jobs and
     /// workers, with the actions on them.
     Web(web::WebArgs),
@@ -194,12 +197,12 @@ async fn run(cli: Cli) -> Outcome {
         Command::Queue(c) => queues::queue(&ctx, c).await,
         Command::Jobs(c) => jobs::jobs(&ctx, c).await,
         Command::Dead(c) => dead::dead(&ctx, c).await,
-        Command::Enqueue(a) => jobs::enqueue(&ctx, a).await,
+        Command::Enqueue(a) => enqueue::enqueue(&ctx, a).await,
         Command::Topic(c) => topics::topic(&ctx, c).await,
         Command::Stats(a) => queues::stats(&ctx, a).await,
         Command::Drain(a) => queues::drain(&ctx, a).await,
         Command::Workers => live::workers(&ctx).await,
-        Command::Periodic => live::periodic(&ctx).await,
+        Command::Periodic(a) => live::periodic(&ctx, a).await,
         Command::Web(a) => web::serve(&ctx, a).await,
     }
 }

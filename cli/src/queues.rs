@@ -31,6 +31,21 @@ pub enum QueueCommand {
         /// The queue.
         queue: String,
     },
+    /// Creates a queue (RSMQ's createQueue): jobs can be enqueued to it.
+    Create {
+        /// The queue's name: up to 160 letters, digits, `-` and `_`.
+        queue: String,
+        /// How long a message received by an RSMQ client stays hidden (its
+        /// visibility timeout), 0s to 9999999s.
+        #[arg(long, default_value = "30s", value_parser = show::duration)]
+        vt: Duration,
+        /// How long a new message waits before it is due, 0s to 9999999s.
+        #[arg(long, default_value = "0s", value_parser = show::duration)]
+        delay: Duration,
+        /// The largest body in bytes, 1024 to 65536, or -1 for no limit.
+        #[arg(long, default_value_t = 65536, allow_negative_numbers = true)]
+        maxsize: i64,
+    },
     /// Deletes every job in it, waiting or running (not its dead letters):
     /// those counted when it asks, none sent since.
     Purge {
@@ -340,6 +355,20 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 table(&["TYPE", "RUNS", "P50", "P99"], &rows);
             }
             Ok(())
+        }
+        QueueCommand::Create {
+            queue,
+            vt,
+            delay,
+            maxsize,
+        } => {
+            let opts = redjob::queue::QueueOptions {
+                vt: vt.as_secs(),
+                delay: delay.as_secs(),
+                maxsize,
+            };
+            c.queues().create_queue(&queue, opts).await?;
+            done(ctx, json!({ "queue": queue, "created": true }), "created")
         }
         QueueCommand::Pause { queue } => {
             c.pause(&queue).await?;

@@ -5,6 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redjob::inspect::{Attempt, JobInfo, Page};
+use redjob::ops::Unserved;
 use serde_json::{Value, json};
 
 use crate::{Ctx, Failure, Outcome};
@@ -201,12 +202,18 @@ pub fn page(ctx: &Ctx, page: &Page, more: &str) -> Outcome {
     Ok(())
 }
 
-/// One job in full: its fields, then its body (pretty when JSON).
-pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
+/// One job in full: its fields, then its body (pretty when JSON); `unserved`
+/// when it waits for a worker that knows its type.
+pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo, unserved: Option<Unserved>) -> Outcome {
+    let name = j.job_name().unwrap_or_else(|| "?".into());
     if ctx.json {
         let mut v = job_json(j);
         v["queue"] = queue.into();
         v["runs"] = j.runs.iter().map(attempt_json).collect();
+        if let Some(u) = unserved {
+            v["waiting_for_worker"] =
+                json!({"type": name, "since_ms": u.since_ms, "dead_at_ms": u.dead_at_ms});
+        }
         return json(&v);
     }
     let rows = [
@@ -221,6 +228,9 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo) -> Outcome {
     ];
     for (k, v) in rows {
         println!("{k:<11}{v}");
+    }
+    if let Some(u) = unserved {
+        println!("{:<11}{}", "waiting", unserved_text(&name, &u));
     }
     if let Some(f) = &j.finished {
         let by =
@@ -327,6 +337,19 @@ impl Confirm {
 /// "1 dead letter", "3 dead letters": `n` and the noun for it.
 pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// "waiting for a worker that knows `t` since …, dead-lettered at …".
+pub fn unserved_text(name: &str, u: &Unserved) -> String {
+    let mut s = format!(
+        "for a worker that knows `{name}` since {}",
+        when(u.since_ms)
+    );
+    match u.dead_at_ms {
+        Some(at) => s += &format!(", dead-lettered {} ({at} ms) unless one comes", when(at)),
+        None => s += "; no live worker serves its queue",
+    }
+    s
 }
 
 /// Asks before a destructive bulk action, unless `yes`. Without a terminal to

@@ -5,14 +5,24 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::{Ctx, Outcome};
+use crate::{Ctx, Failure, Outcome};
 
 #[derive(Args)]
 pub struct WebArgs {
-    /// Address to listen on. Keep it on loopback, or put an authenticating
-    /// proxy in front: the dashboard has no login of its own.
+    /// Address to listen on. Beyond loopback it needs a token
+    /// (REDJOB_WEB_TOKEN or --token-file), or --no-auth.
     #[arg(long, default_value = "127.0.0.1:8080")]
     bind: SocketAddr,
+    /// A file holding the token every request must give (HTTP Basic: any
+    /// user name, the token as the password; the user name is recorded as
+    /// who acted). Else the environment variable REDJOB_WEB_TOKEN; never an
+    /// argument, which other users of the machine can read.
+    #[arg(long)]
+    token_file: Option<std::path::PathBuf>,
+    /// Serve beyond loopback without a token (behind a proxy that
+    /// authenticates).
+    #[arg(long)]
+    no_auth: bool,
     /// Show everything, allow no action.
     #[arg(long)]
     read_only: bool,
@@ -26,7 +36,31 @@ pub struct WebArgs {
     hosts: Vec<String>,
 }
 
+/// The token: from --token-file (its first line), else REDJOB_WEB_TOKEN.
+fn token(args: &WebArgs) -> Result<Option<String>, Failure> {
+    if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure(format!("--token-file {}: {e}", path.display())))?;
+        let t = text.lines().next().unwrap_or("").trim().to_string();
+        if t.is_empty() {
+            return Err(Failure(format!("--token-file {}: empty", path.display())));
+        }
+        return Ok(Some(t));
+    }
+    Ok(std::env::var("REDJOB_WEB_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty()))
+}
+
 pub async fn serve(ctx: &Ctx, args: WebArgs) -> Outcome {
+    let token = token(&args)?;
+    if token.is_none() && !args.no_auth && !args.bind.ip().is_loopback() {
+        return Err(Failure(format!(
+            "refusing to serve the dashboard on {} without a token: set REDJOB_WEB_TOKEN or --token-file, or pass --no-auth behind an authenticating proxy",
+            args.bind
+        )));
+    }
     let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "[::1]".into()];
     let ip = args.bind.ip();
     if !ip.is_unspecified() {
@@ -40,14 +74,23 @@ pub async fn serve(ctx: &Ctx, args: WebArgs) -> Outcome {
         );
     }
     hosts.extend(args.hosts);
-    let app = redjob_web::Dashboard::new(ctx.client.clone())
+    let mut dashboard = redjob_web::Dashboard::new(ctx.client.clone())
         .read_only(args.read_only)
         .refresh(args.refresh)
-        .allowed_hosts(hosts)
-        .router();
+        .allowed_hosts(hosts);
+    let auth = token.is_some();
+    if let Some(t) = token {
+        dashboard = dashboard.token(t);
+    }
+    let app = dashboard.router();
     let listener = tokio::net::TcpListener::bind(args.bind).await?;
     let at = listener.local_addr()?;
-    let mode = if args.read_only { " (read-only)" } else { "" };
+    let mode = match (args.read_only, auth) {
+        (true, true) => " (read-only, token required)",
+        (true, false) => " (read-only)",
+        (false, true) => " (token required)",
+        (false, false) => "",
+    };
     eprintln!("redjob dashboard{mode} on http://{at}/ (Ctrl-C stops it)");
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

@@ -103,6 +103,7 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
                     name: #name,
                     type_path: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#ident)),
                     queue: <#ident as ::redjob::job::JobSpec>::OPTIONS.queue,
+                    options: <#ident as ::redjob::job::JobSpec>::OPTIONS,
                 }
             }
 

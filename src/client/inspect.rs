@@ -56,4 +56,38 @@ impl Client {
     pub async fn locate(&self, id: &JobId) -> Result<Option<Located>> {
         self.backend.locate(id).await
     }
+
+    /// Enqueues a run of the periodic schedule `name` of `queue` now, as its
+    /// ticks do (the job its live workers say it enqueues, at its priority),
+    /// beside its ticks: the next tick runs as planned. Returns the job's id.
+    /// Fails with [`InvalidValue`](crate::Error::InvalidValue) when no live
+    /// worker ticks it (or none says what it enqueues).
+    pub async fn run_schedule_now(&self, queue: &str, name: &str) -> Result<JobId> {
+        use crate::contract::queues::{QueueOptions, SendMessage};
+        let s = self
+            .schedules()
+            .await?
+            .into_iter()
+            .find(|s| s.queue == queue && s.name == name)
+            .ok_or_else(|| crate::Error::InvalidValue {
+                what: "schedule",
+                reason: format!("no live worker ticks {name:?} of {queue:?}"),
+            })?;
+        let body = s.body.ok_or_else(|| crate::Error::InvalidValue {
+            what: "schedule",
+            reason: format!("the live workers do not say what {name:?} enqueues"),
+        })?;
+        let msg = SendMessage::new(body).priority(s.priority);
+        // created if no tick made it yet, as a tick would
+        let sent = crate::contract::backend::Backend::send(
+            &self.backend,
+            queue,
+            &[msg],
+            &QueueOptions::default(),
+        )
+        .await?;
+        sent.first()
+            .map(|s| s.id)
+            .ok_or_else(|| crate::Error::Protocol("the send returned no id".into()))
+    }
 }

@@ -236,6 +236,16 @@ pub trait Backend: Clone + Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Stores what a worker serves (its job types with their options, its
+    /// subscribers: JSON) under `digest`, which its beats name: one entry for
+    /// all the workers of one build, written at a worker's start and with its
+    /// full beats every two minutes, read with the registry's listing. The
+    /// default stores nothing (the listing then shows no job types).
+    fn serve(&self, digest: &str, serves: &[u8]) -> impl Future<Output = Result<()>> + Send {
+        let _ = (digest, serves);
+        async { Ok(()) }
+    }
+
     /// Moves worker `id`'s registration on, keeping its beat: it then runs out
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
     /// backend without a clock of its own adds to the entry's end). False when
@@ -318,6 +328,7 @@ macro_rules! backend_methods {
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<()>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<bool>;
+            async fn serve(digest: &str, serves: &[u8]) -> $crate::Result<()>;
             async fn init_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn trim_history(queue: &str) -> $crate::Result<()>;
             fn real_time() -> bool;

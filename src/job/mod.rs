@@ -42,7 +42,7 @@ pub use context::JobContext;
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, encode_untraced};
 pub use error::{JobError, Outcome};
-pub use unique::unique_key;
+pub use unique::{unique_key, unique_key_of};
 
 use crate::contract::queues::OnDuplicate;
 
@@ -173,6 +173,8 @@ pub struct Registration {
     pub type_path: &'static str,
     /// Its default queue.
     pub queue: &'static str,
+    /// Its options, as `#[job(...)]` declares them.
+    pub options: JobOptions,
 }
 
 inventory::collect!(Registration);

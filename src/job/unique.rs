@@ -28,10 +28,28 @@ use crate::Result;
 /// # Ok::<(), redjob::Error>(())
 /// ```
 pub fn unique_key<J: Job>(job: &J) -> Result<String> {
+    unique_key_of(J::NAME, &serde_json::to_value(job)?)
+}
+
+/// [`unique_key`] of a job named `name` with the arguments `args` (an
+/// envelope's `"args"`), for a job known by its JSON alone (`redjob
+/// enqueue`): the same key as the typed job's, whatever the order of the
+/// arguments' fields.
+///
+/// ```
+/// use redjob::job::unique_key_of;
+/// use serde_json::json;
+///
+/// let a = unique_key_of("reindex_user", &json!({"user": 7, "full": true}))?;
+/// let b = unique_key_of("reindex_user", &json!({"full": true, "user": 7}))?;
+/// assert_eq!(a, b);
+/// # Ok::<(), redjob::Error>(())
+/// ```
+pub fn unique_key_of(name: &str, args: &Value) -> Result<String> {
     let mut text = String::new();
-    canonical(&serde_json::to_value(job)?, &mut text)?;
+    canonical(args, &mut text)?;
     let hash = sha1_smol::Sha1::from(text.as_bytes()).digest().to_string();
-    Ok(format!("{}:{hash}", J::NAME))
+    Ok(format!("{name}:{hash}"))
 }
 
 /// `v` as JSON with every object's keys in byte order.

@@ -4,8 +4,9 @@
 //! renews, settles and gives them up).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -63,6 +64,9 @@ impl Held {
 pub(crate) struct Leases {
     table: Mutex<Table>,
     runs: std::sync::atomic::AtomicU64,
+    /// Told when a run starts or ends: the worker registry beats soon after
+    /// (see registry.rs), so that its list of running jobs is fresh.
+    changed: Option<Arc<Notify>>,
 }
 
 #[derive(Default)]
@@ -83,6 +87,20 @@ pub(crate) enum Admit {
 }
 
 impl Leases {
+    /// Leases that tell `changed` when a run starts or ends.
+    pub fn watched(changed: Arc<Notify>) -> Self {
+        Leases {
+            changed: Some(changed),
+            ..Leases::default()
+        }
+    }
+
+    fn changed(&self) {
+        if let Some(n) = &self.changed {
+            n.notify_one();
+        }
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, Table> {
         // the table stays consistent across a panic in a holder: carry on
         self.table.lock().unwrap_or_else(|e| e.into_inner())
@@ -137,6 +155,8 @@ impl Leases {
                 job: None,
             },
         );
+        drop(t);
+        self.changed();
         Admit::Start { run, cancel }
     }
 
@@ -184,6 +204,8 @@ impl Leases {
                 h.outcome = Some(outcome);
                 h.ran = Some(ran);
                 t.done.insert(id);
+                drop(t);
+                self.changed();
                 Ok(())
             }
             _ => Err(CancelReason::LeaseLost),

@@ -132,6 +132,34 @@ impl<B: Backend> std::fmt::Debug for Worker<B> {
 }
 
 impl<B: Backend> Worker<B> {
+    /// What this worker serves beyond its queues, for the registry: every job
+    /// type linked into the program with its declared options, its topic
+    /// subscribers, how long it waits for a worker that knows a type; `None`
+    /// when it cannot be encoded.
+    fn serves(&self) -> Option<(String, Vec<u8>)> {
+        let mut job_types: Vec<_> = crate::job::registered()
+            .map(|r| registry::job_type(r.name, &r.options))
+            .collect();
+        job_types.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut subscribers: Vec<_> = self
+            .subscriptions
+            .iter()
+            .map(|s| crate::contract::admin::ServedSubscriber {
+                topic: s.topic.clone(),
+                subscriber: s.sub.name.clone(),
+            })
+            .collect();
+        subscribers.sort_by(|a, b| (&a.topic, &a.subscriber).cmp(&(&b.topic, &b.subscriber)));
+        let serves = crate::contract::admin::Serves {
+            job_types,
+            subscribers,
+            unknown_ms: Some(crate::contract::backend::clamped_ms(
+                self.shared.unknown_jobs_retry_for,
+            )),
+        };
+        serves.encode().ok()
+    }
+
     /// Starts configuring a worker on `backend` (for Redis, [`Client::backend`](crate::Client::backend)).
     pub fn builder(backend: B) -> WorkerBuilder<B> {
         WorkerBuilder::new(backend)
@@ -228,12 +256,14 @@ impl<B: Backend> Worker<B> {
         let mut infra = JoinSet::new();
         let mut held = Vec::new();
         let mut registering = Vec::new();
+        // runs starting and ending: the registry beats soon after
+        let changed = Arc::new(Notify::new());
         for (name, limit) in &self.queues {
             let queue: Arc<str> = name.as_str().into();
             let wake = Arc::new(Notify::new());
             wakes.insert(name.clone(), wake.clone());
             let (tx, rx) = mpsc::unbounded_channel();
-            let leases = Arc::new(Leases::default());
+            let leases = Arc::new(Leases::watched(changed.clone()));
             let by = crate::contract::attempts::RunBy {
                 worker: self.id.clone(),
                 host: crate::contract::admin::host_name(),
@@ -291,6 +321,8 @@ impl<B: Backend> Worker<B> {
             tickers,
             every: self.shared.lease / 3,
             started: tokio::time::Instant::now(),
+            changed,
+            serves: self.serves(),
         });
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
         infra.spawn(settings::init(

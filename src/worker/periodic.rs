@@ -263,6 +263,10 @@ async fn enqueue<B: Backend>(
                 return Some(Some(now_ms));
             }
             Ok(Ticked::Done { now_ms }) => return Some(Some(now_ms)),
+            Ok(Ticked::Paused { now_ms }) => {
+                tracing::debug!(periodic = %t.p.name, tick = at, "paused: tick skipped");
+                return Some(Some(now_ms));
+            }
             Ok(Ticked::Early(wait)) => {
                 if !sleep(wait, stop).await {
                     return None;

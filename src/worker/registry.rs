@@ -3,17 +3,23 @@
 //! stops. One backend call per beat, whatever the number of jobs: a full beat
 //! when what it says changed (jobs started or ended, a schedule ticked) and at
 //! least every [`FULL_BEAT_EVERY`]; else a touch that only moves its end on
-//! (one command on Redis instead of a script's eight).
+//! (one command on Redis instead of a script's eight). A run that starts or
+//! ends brings the next beat forward, to [`SOON`] after it and at least
+//! [`MIN_GAP`] after the last beat: the list of running jobs trails by less
+//! than a second, at a cost of at most two beats a second while runs come and
+//! go, however many there are (at a few thousand jobs a second, nothing per
+//! job; at one job a second, two beats a job).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::leases::Leases;
 use super::periodic::Ticker;
-use crate::contract::admin::Beat;
+use crate::contract::admin::{Beat, JobTypeInfo};
 use crate::contract::backend::Backend;
 
 /// How many beats an entry outlives its last one.
@@ -23,6 +29,12 @@ const BEATS_TO_EXPIRE: u32 = 3;
 /// registry's keys outlive their last entry by five minutes (workers.lua), and
 /// full beats also drop the entries of workers that died.
 pub(crate) const FULL_BEAT_EVERY: Duration = Duration::from_secs(120);
+
+/// How long a beat brought forward by a run waits for more changes to carry.
+pub(crate) const SOON: Duration = Duration::from_millis(100);
+
+/// The least time between two beats brought forward.
+pub(crate) const MIN_GAP: Duration = Duration::from_millis(500);
 
 /// What a worker tells the registry.
 pub(crate) struct Registry {
@@ -34,6 +46,10 @@ pub(crate) struct Registry {
     pub tickers: Vec<Arc<Ticker>>,
     pub every: Duration,
     pub started: Instant,
+    /// Told when a run starts or ends (see [`Leases::watched`]).
+    pub changed: Arc<Notify>,
+    /// What it serves, by digest (see `Backend::serve`).
+    pub serves: Option<(String, Vec<u8>)>,
 }
 
 impl Registry {
@@ -59,6 +75,7 @@ impl Registry {
                 .flat_map(|(q, l)| l.running(q, now))
                 .collect(),
             schedules: self.tickers.iter().map(|t| t.listed()).collect(),
+            serves: self.serves.as_ref().map(|(d, _)| d.clone()),
         }
     }
 
@@ -68,6 +85,10 @@ impl Registry {
         // the shape of the last full beat, when it, and every touch since, took
         let mut last: Option<(Vec<u8>, Instant)> = None;
         let mut beaten = Instant::now();
+        // what it serves: written with the first full beat, then every
+        // FULL_BEAT_EVERY (the entry outlives the registry's last beat by
+        // five minutes, as the beats do)
+        let mut served: Option<Instant> = None;
         loop {
             let beat = self.beat();
             let now = Instant::now();
@@ -78,18 +99,22 @@ impl Registry {
                 }
                 _ => false,
             };
+            let serve =
+                served.is_none_or(|at| now.saturating_duration_since(at) >= FULL_BEAT_EVERY);
             let (r, full) = if touch {
                 let since = now.saturating_duration_since(beaten);
                 match backend.touch(&self.id, self.ttl(), since).await {
                     Ok(true) => (Ok(()), false),
                     // the entry is gone (a late beat, or a registry that
-                    // expired): write it again at once
-                    Ok(false) => (self.full(&backend, &beat).await, true),
-                    Err(_) => (self.full(&backend, &beat).await, true),
+                    // expired): write it again at once, with what it serves
+                    Ok(false) | Err(_) => (self.full(&backend, &beat, true).await, true),
                 }
             } else {
-                (self.full(&backend, &beat).await, true)
+                (self.full(&backend, &beat, serve).await, true)
             };
+            if full && r.is_ok() && (serve || touch) {
+                served = Some(now);
+            }
             match r {
                 Ok(()) => {
                     beaten = now;
@@ -114,13 +139,25 @@ impl Registry {
             }
             tokio::select! {
                 _ = tokio::time::sleep(self.every) => {}
+                _ = self.changed.notified() => {
+                    // a run started or ended: beat soon, carrying what else
+                    // changes meanwhile, and not too often
+                    let at = (Instant::now() + SOON).max(beaten + MIN_GAP);
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(at) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                }
                 _ = stop.cancelled() => return,
             }
         }
     }
 
-    /// Writes `beat` whole.
-    async fn full<B: Backend>(&self, backend: &B, beat: &Beat) -> crate::Result<()> {
+    /// Writes `beat` whole, and what the worker serves when `serve`.
+    async fn full<B: Backend>(&self, backend: &B, beat: &Beat, serve: bool) -> crate::Result<()> {
+        if let (true, Some((digest, json))) = (serve, &self.serves) {
+            backend.serve(digest, json).await?;
+        }
         backend.beat(&self.id, &beat.encode()?, self.ttl()).await
     }
 
@@ -134,5 +171,23 @@ impl Registry {
         if !matches!(r, Ok(Ok(()))) {
             tracing::debug!(worker = %self.id, "could not leave the live-worker registry; the entry runs out by itself");
         }
+    }
+}
+
+/// The registry's entry of a job type declared with `options`.
+pub(crate) fn job_type(name: &str, o: &crate::job::JobOptions) -> JobTypeInfo {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    JobTypeInfo {
+        name: name.to_string(),
+        queue: o.queue.to_string(),
+        priority: o.priority,
+        max_attempts: o.max_attempts,
+        timeout_ms: ms(o.timeout),
+        backoff_ms: ms(o.backoff),
+        unique: o
+            .unique
+            .or(o.unique_for.map(|_| crate::queue::OnDuplicate::Keep))
+            .map(|p| p.as_str().to_string()),
+        unique_for_ms: o.unique_for.map(ms),
     }
 }

@@ -7,10 +7,8 @@ use axum::extract::Path;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use redjob::JobId;
-use redjob::backend::Backend;
 use redjob::inspect::{Cancelled, Inspect, JobState};
 use redjob::ops::{Admin, History, QueueSettings, Retention, Spread};
-use redjob::queue::{QueueOptions, SendMessage};
 use redjob::topic::{EventId, Start};
 
 use crate::Ctx;
@@ -41,7 +39,7 @@ impl Fields {
 
 /// The form, once the request may act.
 fn checked(ctx: &Ctx, headers: &HeaderMap, body: &Bytes) -> WebResult<Fields> {
-    if ctx.app.read_only {
+    if ctx.read_only {
         return Err(WebError::Forbidden("this dashboard is read-only".into()));
     }
     let fields = Fields(
@@ -95,7 +93,7 @@ async fn on_queue(
     body: Bytes,
 ) -> WebResult<Response> {
     let fields = checked(&ctx, &headers, &body)?;
-    let c = &ctx.app.client;
+    let c = &ctx.client;
     let note = match action {
         "pause" => {
             c.pause(&queue).await?;
@@ -201,7 +199,7 @@ pub(crate) async fn job(
     body: Bytes,
 ) -> WebResult<Response> {
     checked(&ctx, &headers, &body)?;
-    let c = &ctx.app.client;
+    let c = &ctx.client;
     let id = parse_id(&id)?;
     let qpath = format!("/queues/{}", seg(&queue));
     let jpath = format!("{qpath}/jobs/{id}");
@@ -285,7 +283,7 @@ pub(crate) async fn dead(
     body: Bytes,
 ) -> WebResult<Response> {
     let f = checked(&ctx, &headers, &body)?;
-    let c = &ctx.app.client;
+    let c = &ctx.client;
     let requeue = match action.as_str() {
         "requeue" => true,
         "delete" => false,
@@ -366,7 +364,7 @@ pub(crate) async fn rewind(
             )));
         }
     };
-    let c = &ctx.app.client;
+    let c = &ctx.client;
     c.rewind(&topic, &sub, to).await?;
     let lag = c
         .topic(&topic)
@@ -394,7 +392,7 @@ pub(crate) async fn topic_dead(
             )));
         }
     };
-    let c = &ctx.app.client;
+    let c = &ctx.client;
     let n = if f.get("all") == Some("1") {
         // the confirmation's count: up to the newest letter it counted
         // (empty when it counted none: none is taken)
@@ -434,26 +432,32 @@ pub(crate) async fn topic_dead(
     Ok(back(&ctx, &path, &note))
 }
 
-pub(crate) async fn periodic(ctx: Ctx, headers: HeaderMap, body: Bytes) -> WebResult<Response> {
+pub(crate) async fn periodic(
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path(action): Path<String>,
+    body: Bytes,
+) -> WebResult<Response> {
     let f = checked(&ctx, &headers, &body)?;
     let (queue, name) = (f.get("queue").unwrap_or(""), f.get("name").unwrap_or(""));
-    let c = &ctx.app.client;
-    let s = c
-        .schedules()
-        .await?
-        .into_iter()
-        .find(|s| s.queue == queue && s.name == name)
-        .ok_or_else(|| WebError::NotFound(format!("no live schedule {name:?} on {queue:?}")))?;
-    let body = s.body.ok_or_else(|| {
-        WebError::BadRequest(format!("the workers do not say what {name:?} enqueues"))
-    })?;
-    let msg = SendMessage::new(body).priority(s.priority);
-    // created if no tick made it yet, as a tick would
-    let sent = c
-        .backend()
-        .send(queue, &[msg], &QueueOptions::default())
-        .await?;
-    let id = sent.first().map(|s| s.id.to_string()).unwrap_or_default();
-    let note = format!("Enqueued a run of {name:?} now (job {id}).");
+    let c = &ctx.client;
+    let note = match action.as_str() {
+        "run" => {
+            let id = c.run_schedule_now(queue, name).await.map_err(|e| match e {
+                redjob::Error::InvalidValue { reason, .. } => WebError::NotFound(reason),
+                e => e.into(),
+            })?;
+            format!("Enqueued a run of {name:?} now (job {id}).")
+        }
+        "pause" => {
+            c.pause_schedule(queue, name).await?;
+            format!("Paused {name:?}: every worker skips its ticks until it is resumed.")
+        }
+        "resume" => {
+            c.resume_schedule(queue, name).await?;
+            format!("Resumed {name:?}: its next tick runs.")
+        }
+        other => return Err(WebError::NotFound(format!("no schedule action {other:?}"))),
+    };
     Ok(back(&ctx, "/periodic", &note))
 }

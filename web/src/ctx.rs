@@ -12,6 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::Dashboard;
+use crate::access::{Access, User};
 use crate::error::WebError;
 
 /// The CSRF cookie: a random token that every form repeats.
@@ -32,6 +33,13 @@ pub(crate) struct Ctx {
     pub new_csrf: bool,
     /// A message from the action that redirected here (its cookie).
     pub note: Option<String>,
+    /// Who asks, when the dashboard resolves users (see [`crate::access`]).
+    pub user: Option<User>,
+    /// Nothing may be done: the dashboard, or this user, is read-only.
+    pub read_only: bool,
+    /// The client its actions go through, acting as `dashboard <user>` for a
+    /// resolved user.
+    pub client: redjob::Client,
 }
 
 impl Ctx {
@@ -82,12 +90,25 @@ impl FromRequestParts<Arc<Dashboard>> for Ctx {
             .and_then(|v| serde_urlencoded_pairs(&format!("n={v}")).pop())
             .map(|(_, v)| v)
             .filter(|v| !v.is_empty());
+        let user = parts.extensions.get::<User>().cloned();
+        let read_only =
+            app.read_only || user.as_ref().is_some_and(|u| u.access == Access::ReadOnly);
+        let client = match &user {
+            Some(u) => app
+                .client
+                .clone()
+                .acting_as(&format!("dashboard {}", u.name)),
+            None => app.client.clone(),
+        };
         Ok(Ctx {
             app: app.clone(),
             base,
             csrf,
             new_csrf,
             note,
+            user,
+            read_only,
+            client,
         })
     }
 }
@@ -197,7 +218,7 @@ fn constant_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Refuses the confirmation pages of actions in read-only mode.
 pub(crate) fn writable(ctx: &Ctx) -> Result<(), WebError> {
-    if ctx.app.read_only {
+    if ctx.read_only {
         return Err(WebError::Forbidden("this dashboard is read-only".into()));
     }
     Ok(())

@@ -69,7 +69,8 @@ pub(crate) fn render_every(
                         (item("/periodic", "Periodic", Nav::Periodic))
                         (item("/workers", "Workers", Nav::Workers))
                     }
-                    @if ctx.app.read_only { span.badge { "read-only" } }
+                    @if let Some(u) = &ctx.user { span.muted title="Signed in as" { (u.name) } }
+                    @if ctx.read_only { span.badge { "read-only" } }
                     button #theme type="button" title="Light or dark" aria-label="Switch theme" { "◐" }
                 }
                 @if let Some(note) = &ctx.note {
@@ -97,7 +98,7 @@ pub(crate) fn csrf(ctx: &Ctx) -> Markup {
 
 /// A button that POSTs to `path` (nothing in read-only mode).
 pub(crate) fn button(ctx: &Ctx, path: &str, label: &str, class: &str) -> Markup {
-    if ctx.app.read_only {
+    if ctx.read_only {
         return html! {};
     }
     html! {
@@ -110,7 +111,7 @@ pub(crate) fn button(ctx: &Ctx, path: &str, label: &str, class: &str) -> Markup 
 
 /// A link styled as a button (to a confirmation page; nothing in read-only mode).
 pub(crate) fn link_button(ctx: &Ctx, path: &str, label: &str, class: &str) -> Markup {
-    if ctx.app.read_only {
+    if ctx.read_only {
         return html! {};
     }
     // one class attribute: maud writes `.button` and `class=` as two

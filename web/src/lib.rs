@@ -25,8 +25,12 @@
 //! dashboard's `SameSite=Strict` cookie, and a cross-site `Origin` is refused.
 //! [`Dashboard::read_only`] shows everything and refuses every action.
 //!
-//! Authentication is your app's: put the dashboard behind its middleware (your
-//! session, or basic auth as here) like any other route.
+//! Who may look and act: [`Dashboard::resolve_user`] gives each request a
+//! [`User`] with full or read-only access (or refuses it), and their actions
+//! are recorded under their name and logged; [`Dashboard::token`] asks every
+//! request for a token. Or authentication stays your app's: put the dashboard
+//! behind its middleware (your session, or basic auth as here) like any other
+//! route.
 //!
 //! ```
 //! use axum::extract::Request;
@@ -66,6 +70,7 @@
 //! # }
 //! ```
 
+mod access;
 mod actions;
 mod assets;
 mod chart;
@@ -76,6 +81,8 @@ mod fmt;
 mod layout;
 mod pages;
 mod params;
+
+pub use access::{Access, User};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,6 +110,11 @@ pub(crate) use ctx::Ctx;
 pub struct Dashboard {
     client: Client,
     read_only: bool,
+    /// The app's resolver of users; `None`: every request may act (unless
+    /// read-only).
+    resolver: Option<access::Resolver>,
+    /// The dashboard's own token (`redjob web`); `None`: none asked for.
+    token: Option<String>,
     page_size: usize,
     refresh: Duration,
     /// Host names (lowercase, no port) the dashboard answers to; empty: any.
@@ -122,6 +134,8 @@ impl Dashboard {
         Dashboard {
             client,
             read_only: false,
+            resolver: None,
+            token: None,
             page_size: 50,
             refresh: Duration::from_secs(5),
             hosts: Vec::new(),
@@ -156,6 +170,51 @@ impl Dashboard {
     /// 403). Default: false.
     pub fn read_only(mut self, on: bool) -> Self {
         self.read_only = on;
+        self
+    }
+
+    /// Resolves each request's user (`None`: refused, 403), with full or
+    /// read-only access, as Oban Web does: typically from what your app's
+    /// authentication put in the request's extensions or headers. A user's
+    /// actions are recorded in the queues' history as `dashboard <name>` and
+    /// logged (a `tracing` event at info level, target
+    /// `redjob_web::actions`: the user, the method, the path, the status). A
+    /// read-only user sees no buttons, and a POST of theirs gets 403.
+    /// Default: none (every request may act, unless
+    /// [`read_only`](Dashboard::read_only)).
+    ///
+    /// ```
+    /// use redjob_web::{Dashboard, User};
+    ///
+    /// let client = redjob::Client::memory(Default::default());
+    /// let app = Dashboard::new(client)
+    ///     .resolve_user(|req| {
+    ///         // what your authentication middleware decided, e.g. a header
+    ///         // a trusted proxy sets
+    ///         match req.headers.get("x-user")?.to_str().ok()? {
+    ///             "alice" => Some(User::full("alice")),
+    ///             other => Some(User::read_only(other)),
+    ///         }
+    ///     })
+    ///     .router();
+    /// # let _ = app;
+    /// ```
+    pub fn resolve_user<F>(mut self, resolver: F) -> Self
+    where
+        F: Fn(&axum::http::request::Parts) -> Option<User> + Send + Sync + 'static,
+    {
+        self.resolver = Some(Arc::new(resolver));
+        self
+    }
+
+    /// Asks every request for `token` (HTTP Basic, any user name and the
+    /// token as the password, which a browser prompts for; or `Authorization:
+    /// Bearer <token>`): without it, 401. The Basic user name is the actor of
+    /// the requests' actions. `redjob web` sets it from `REDJOB_WEB_TOKEN` or
+    /// `--token-file`. Serve it over TLS (a proxy) beyond loopback: Basic
+    /// sends the token in the clear. Default: none.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into()).filter(|t: &String| !t.is_empty());
         self
     }
 
@@ -206,9 +265,13 @@ impl Dashboard {
             .route("/queues/{queue}/{action}", post(actions::queue))
             .route("/queues/{queue}/jobs/{id}/{action}", post(actions::job))
             .route("/queues/{queue}/dead/{action}", post(actions::dead))
-            .route("/periodic/run", post(actions::periodic))
+            .route("/periodic/{action}", post(actions::periodic))
             .route("/assets/{file}", get(assets::serve))
             .fallback(error_page::no_route)
+            .layer(axum::middleware::from_fn_with_state(
+                app.clone(),
+                access::resolve,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 app.clone(),
                 error_page::in_layout,

@@ -597,6 +597,25 @@ async fn workers_and_periodic_pages_show_live_workers_and_run_a_schedule_now() {
         post(&app, "/periodic/run", &cookie, &gone).await.status,
         StatusCode::NOT_FOUND
     );
+    // paused and resumed for every worker, the page saying by whom
+    let page = get(&app, "/periodic").await;
+    assert!(page.body.contains(">Pause<"), "{}", page.body);
+    let r = post(&app, "/periodic/pause", &cookie, &form).await;
+    assert!(note(&r).starts_with("Paused \"web_slow\""), "{}", note(&r));
+    let s = client.schedules().await.unwrap();
+    assert_eq!(
+        s[0].paused.as_ref().map(|p| p.by.as_str()),
+        Some("dashboard")
+    );
+    let page = get(&app, "/periodic").await;
+    assert!(
+        page.body.contains("paused by dashboard") && page.body.contains(">Resume<"),
+        "{}",
+        page.body
+    );
+    let r = post(&app, "/periodic/resume", &cookie, &form).await;
+    assert!(note(&r).starts_with("Resumed"), "{}", note(&r));
+    assert!(client.schedules().await.unwrap()[0].paused.is_none());
     running.stop().await;
 }
 

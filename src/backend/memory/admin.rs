@@ -281,6 +281,14 @@ impl Admin for MemoryBackend {
     ) -> Result<Vec<crate::contract::admin::Ticks>> {
         self.ticks_now(queue, names)
     }
+
+    async fn pause_schedule(&self, queue: &str, name: &str) -> Result<bool> {
+        self.pause_schedule_now(queue, name, true)
+    }
+
+    async fn resume_schedule(&self, queue: &str, name: &str) -> Result<bool> {
+        self.pause_schedule_now(queue, name, false)
+    }
 }
 
 /// Requeues the dead letters of `q` with these ids at `now` (ms), as

@@ -55,6 +55,12 @@ impl Backend for MemoryBackend {
         Ok(self.touch_now(id, ttl))
     }
 
+    async fn serve(&self, digest: &str, serves: &[u8]) -> Result<()> {
+        let mut st = self.lock_mut();
+        st.serves.insert(digest.to_string(), serves.to_vec());
+        Ok(())
+    }
+
     async fn trim_history(&self, queue: &str) -> Result<()> {
         crate::contract::queues::validate::queue_name(queue)?;
         let now = self.clock.now_ms();

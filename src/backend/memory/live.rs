@@ -6,7 +6,8 @@ use std::time::Duration;
 use super::state::ms_score;
 use super::{MemoryBackend, not_found};
 use crate::Result;
-use crate::contract::admin::{Beat, Tick, Ticked, Ticks, WorkerInfo};
+use crate::contract::admin::{Beat, Paused, Tick, Ticked, Ticks, WorkerInfo};
+use crate::contract::inspect::Inspect;
 use crate::contract::queues::{SendMessage, validate};
 
 impl MemoryBackend {
@@ -32,6 +33,13 @@ impl MemoryBackend {
         }
         q.periodic
             .insert(tick.name.to_string(), (tick.at_ms, tick.next_ms));
+        let key = (queue.to_string(), tick.name.to_string());
+        if st.paused_schedules.contains_key(&key) {
+            return Ok(Ticked::Paused { now_ms: now });
+        }
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Err(not_found(queue));
+        };
         q.insert(
             tick.id(queue),
             msg.body.clone(),
@@ -78,23 +86,46 @@ impl MemoryBackend {
         st.workers
             .values()
             .filter(|(until, ..)| *until > now)
-            .filter_map(|(until, beat, at)| Beat::decode(beat, *until, Some(*at)))
+            .filter_map(|(until, beat, at)| Beat::decode(beat, *until, Some(*at), &st.serves))
             .collect()
+    }
+
+    /// schedule.lua: pauses (or resumes) schedule `name` of `queue`.
+    pub(super) fn pause_schedule_now(&self, queue: &str, name: &str, pause: bool) -> Result<bool> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let by = self.actor().to_string();
+        let mut st = self.lock_mut();
+        let key = (queue.to_string(), name.to_string());
+        Ok(if pause {
+            match st.paused_schedules.entry(key) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert((now, by));
+                    true
+                }
+            }
+        } else {
+            st.paused_schedules.remove(&key).is_some()
+        })
     }
 
     pub(super) fn ticks_now(&self, queue: &str, names: &[&str]) -> Result<Vec<Ticks>> {
         validate::queue_name(queue)?;
         let st = self.lock();
-        let Some(q) = st.queues.get(queue) else {
-            return Ok(vec![Ticks::default(); names.len()]);
-        };
+        let q = st.queues.get(queue);
         Ok(names
             .iter()
             .map(|n| {
                 let mut t = Ticks::default();
-                if let Some((last, next)) = q.periodic.get(*n) {
+                if let Some((last, next)) = q.and_then(|q| q.periodic.get(*n)) {
                     (t.last_ms, t.next_ms) = (Some(*last), *next);
                 }
+                let key = (queue.to_string(), n.to_string());
+                t.paused = st.paused_schedules.get(&key).map(|(at, by)| Paused {
+                    at_ms: *at,
+                    by: by.clone(),
+                });
                 t
             })
             .collect())

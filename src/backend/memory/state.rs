@@ -364,6 +364,11 @@ pub(super) struct State {
     /// The live-worker registry: id → (runs out at, Unix ms; last beat, JSON;
     /// when that was written, Unix ms).
     pub workers: BTreeMap<String, (u64, Vec<u8>, u64)>,
+    /// Paused periodic schedules by (queue, name): when (Unix ms) and by whom.
+    /// The queue need not exist yet (a schedule's first tick creates it).
+    pub paused_schedules: HashMap<(String, String), (u64, String)>,
+    /// What the workers of one build serve, by digest (see `Backend::serve`).
+    pub serves: HashMap<String, Vec<u8>>,
 }
 
 /// Hands out message ids; remembers the largest, by any queue's send.

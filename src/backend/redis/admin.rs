@@ -333,6 +333,14 @@ impl Admin for Rsmq {
     ) -> Result<Vec<crate::contract::admin::Ticks>> {
         self.schedule_ticks(queue, names).await
     }
+
+    async fn pause_schedule(&self, queue: &str, name: &str) -> Result<bool> {
+        self.schedule(queue, name, true).await
+    }
+
+    async fn resume_schedule(&self, queue: &str, name: &str) -> Result<bool> {
+        self.schedule(queue, name, false).await
+    }
 }
 
 /// dead_requeue.lua over `ids`, a page at a time; with `cutoff`, only the

@@ -125,10 +125,11 @@ impl Namespace {
     /// scored by when their registration runs out (Unix ms), and
     /// `ns:{@workers}:info`, a hash of each one's last beat (JSON). `@` cannot
     /// be in a queue name; the braces keep both in one Cluster slot.
-    pub fn workers(&self) -> [String; 2] {
+    pub fn workers(&self) -> [String; 3] {
         let base = format!("{}{{@workers}}", self.prefix);
         let info = format!("{base}:info");
-        [base, info]
+        let serves = format!("{base}:serves");
+        [base, info, serves]
     }
 }
 
@@ -275,7 +276,11 @@ mod tests {
         assert_eq!(ns.topic_of("other:t:{orders}"), None);
         assert_eq!(
             ns.workers(),
-            ["rsmq:{@workers}".to_string(), "rsmq:{@workers}:info".into()]
+            [
+                "rsmq:{@workers}".to_string(),
+                "rsmq:{@workers}:info".into(),
+                "rsmq:{@workers}:serves".into()
+            ]
         );
         assert_eq!(
             (
@@ -357,8 +362,9 @@ mod tests {
             ];
             assert!(topic.iter().all(|key| slot(key) == slot(&t.stream)));
         }
-        let [w, info] = ns.workers();
+        let [w, info, serves] = ns.workers();
         assert_eq!(slot(&w), slot(&info));
+        assert_eq!(slot(&w), slot(&serves));
         // the queues spread: not all in one slot
         let slots: std::collections::HashSet<u16> = (0..12)
             .map(|i| slot(&ns.queue(&format!("q{i}")).zset))

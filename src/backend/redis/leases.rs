@@ -132,6 +132,10 @@ impl Backend for RedisBackend {
         self.rsmq.touch(id, since).await
     }
 
+    async fn serve(&self, digest: &str, serves: &[u8]) -> Result<()> {
+        self.rsmq.serve(digest, serves).await
+    }
+
     async fn trim_history(&self, queue: &str) -> Result<()> {
         super::inspect::trim_history(&self.rsmq, queue).await
     }

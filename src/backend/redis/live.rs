@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::contract::admin::{Beat, Tick, Ticked, Ticks, WorkerInfo};
+use crate::contract::admin::{Beat, Paused, Tick, Ticked, Ticks, WorkerInfo};
 use crate::contract::queues::{SendMessage, validate};
 use crate::{Error, Result};
 
@@ -53,6 +53,9 @@ impl Rsmq {
             0 => Ok(Ticked::Done {
                 now_ms: r.int()? as u64,
             }),
+            2 => Ok(Ticked::Paused {
+                now_ms: r.int()? as u64,
+            }),
             -1 => Err(Error::QueueNotFound { name: queue.into() }),
             -2 => {
                 let size = r.int()? as usize;
@@ -86,7 +89,7 @@ impl Rsmq {
     /// (`XX`: then nothing is written).
     pub(crate) async fn touch(&self, id: &str, by: Duration) -> Result<bool> {
         let (mut con, ns, _) = self.ns_parts();
-        let [set, _] = ns.workers();
+        let [set, ..] = ns.workers();
         let until: Option<f64> = redis::cmd("ZADD")
             .arg(&set)
             .arg("XX")
@@ -98,17 +101,33 @@ impl Rsmq {
         Ok(until.is_some())
     }
 
+    /// Stores what the workers of one build serve, under its digest.
+    pub(crate) async fn serve(&self, digest: &str, serves: &[u8]) -> Result<()> {
+        self.registry(&[b"serve", digest.as_bytes(), serves])
+            .await
+            .map(drop)
+    }
+
     /// The live workers, by id.
     pub(crate) async fn live_workers(&self) -> Result<Vec<WorkerInfo>> {
         let v = self.registry(&[b"list"]).await?;
         let (_now, mut r) = Reply::status(&v)?;
-        let mut out = Vec::new();
-        while !r.is_empty() {
+        let n = r.int()?.max(0);
+        let mut beats = Vec::new();
+        for _ in 0..n {
             let _id = r.bytes()?;
             let expires = r.int()?.max(0) as u64;
-            let beat = r.bytes()?;
-            out.extend(Beat::decode(beat, expires, None));
+            beats.push((r.bytes()?, expires));
         }
+        let mut served = std::collections::HashMap::new();
+        while !r.is_empty() {
+            let digest = String::from_utf8_lossy(r.bytes()?).into_owned();
+            served.insert(digest, r.bytes()?.to_vec());
+        }
+        let mut out: Vec<WorkerInfo> = beats
+            .into_iter()
+            .filter_map(|(beat, expires)| Beat::decode(beat, expires, None, &served))
+            .collect();
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
     }
@@ -123,14 +142,31 @@ impl Rsmq {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(&ns.queue(queue).periodic);
         for n in names {
-            cmd.arg(*n).arg(format!("{n}:next"));
+            cmd.arg(*n)
+                .arg(format!("{n}:next"))
+                .arg(format!("{n}:paused"));
         }
-        let v: Vec<Option<u64>> = cmd.query_async(&mut con).await?;
-        Ok(v.chunks(2)
+        let v: Vec<Option<String>> = cmd.query_async(&mut con).await?;
+        let ms = |v: &Option<String>| v.as_deref().and_then(|s| s.parse().ok());
+        Ok(v.chunks(3)
             .map(|c| Ticks {
-                last_ms: c[0],
-                next_ms: c.get(1).copied().flatten(),
+                last_ms: ms(&c[0]),
+                next_ms: c.get(1).and_then(ms),
+                paused: c.get(2).and_then(|p| p.as_deref()).and_then(Paused::parse),
             })
             .collect())
+    }
+
+    /// schedule.lua: pauses (or resumes) schedule `name` of `queue`, as `by`;
+    /// whether that changed anything.
+    pub(crate) async fn schedule(&self, queue: &str, name: &str, pause: bool) -> Result<bool> {
+        validate::queue_name(queue)?;
+        let (mut con, ns, _) = self.ns_parts();
+        let k = ns.queue(queue);
+        let mut cmd = scripts::eval(&scripts::SCHEDULE, &[&k.periodic]);
+        cmd.arg(name)
+            .arg(if pause { "pause" } else { "resume" })
+            .arg(&*self.actor);
+        Ok(scripts::int(&scripts::run(&mut con, &scripts::SCHEDULE, &cmd).await?)? > 0)
     }
 }

@@ -52,6 +52,7 @@ scripts! {
     DEAD_DELETE => "dead_delete.lua",
     PURGE => "purge.lua",
     PERIODIC => "periodic.lua",
+    SCHEDULE => "schedule.lua",
     WORKERS => "workers.lua",
     RUN_NOW => "run_now.lua",
     TOPIC_PUBLISH => "topic_publish.lua",

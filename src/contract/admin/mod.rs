@@ -10,9 +10,9 @@ use std::future::Future;
 
 pub use dead::{BulkCount, DeadOrder, DeadQuery, Spread};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
-pub use periodic::{Missed, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
-pub(crate) use workers::{Beat, BeatJob, host_name};
-pub use workers::{BeatSchedule, RunningJob, WorkerInfo};
+pub use periodic::{Missed, Paused, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
+pub(crate) use workers::{Beat, BeatJob, Serves, host_name};
+pub use workers::{BeatSchedule, JobTypeInfo, RunningJob, ServedSubscriber, Unserved, WorkerInfo};
 
 use crate::contract::inspect::{Cursor, Inspect, JobState, MAX_PAGE, Page};
 use crate::contract::settings::QueueSettings;
@@ -306,6 +306,7 @@ pub trait Admin: Inspect {
                             workers: 0,
                             body: s.body,
                             priority: s.priority,
+                            paused: None,
                         });
                     e.workers += 1;
                     // the earliest next tick any worker knows of
@@ -323,6 +324,7 @@ pub trait Admin: Inspect {
                 let names: Vec<&str> = out[i..end].iter().map(|s| s.name.as_str()).collect();
                 let ticks = self.ticks(&queue, &names).await?;
                 for (s, t) in out[i..end].iter_mut().zip(ticks) {
+                    s.paused = t.paused;
                     s.last_ms = t.last_ms;
                     if t.last_ms.is_some() {
                         s.next_ms = t.next_ms;
@@ -337,6 +339,35 @@ pub trait Admin: Inspect {
     /// The settings stored for `queue` (see [`QueueSettings`]);
     /// [`Error::QueueNotFound`](crate::Error::QueueNotFound) when it does not exist.
     fn settings(&self, queue: &str) -> impl Future<Output = Result<QueueSettings>> + Send;
+
+    /// Pauses the periodic schedule `name` of `queue` for every worker that
+    /// ticks it, recording when and who ([`actor`](Inspect::actor)): while
+    /// paused its ticks pass and enqueue nothing ([`ScheduleInfo::paused`]).
+    /// Returns false when it was paused already. Stored in the backend, so
+    /// every worker process follows at its next tick.
+    ///
+    /// ```
+    /// use redjob::ops::Admin;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::queue::Queues;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("maintenance", Default::default()).await?;
+    /// assert!(q.pause_schedule("maintenance", "cleanup").await?);
+    /// assert!(!q.pause_schedule("maintenance", "cleanup").await?);
+    /// let t = q.ticks("maintenance", &["cleanup"]).await?;
+    /// assert_eq!(t[0].paused.as_ref().map(|p| p.by.as_str()), Some("api"));
+    /// assert!(q.resume_schedule("maintenance", "cleanup").await?);
+    /// # Ok(()) }
+    /// ```
+    fn pause_schedule(&self, queue: &str, name: &str) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Resumes the periodic schedule `name` of `queue`: its next tick
+    /// enqueues again (the ticks passed while paused are not caught up).
+    /// Returns false when it was not paused.
+    fn resume_schedule(&self, queue: &str, name: &str)
+    -> impl Future<Output = Result<bool>> + Send;
 
     /// Stores the settings `settings` gives (`Some`) for `queue`, in force for
     /// every worker from its next settle on, over whatever was stored; the
@@ -464,6 +495,8 @@ macro_rules! admin_methods {
             async fn workers() -> $crate::Result<Vec<$crate::contract::admin::WorkerInfo>>;
             async fn ticks(queue: &str, names: &[&str]) -> $crate::Result<Vec<$crate::contract::admin::Ticks>>;
             async fn settings(queue: &str) -> $crate::Result<$crate::contract::settings::QueueSettings>;
+            async fn pause_schedule(queue: &str, name: &str) -> $crate::Result<bool>;
+            async fn resume_schedule(queue: &str, name: &str) -> $crate::Result<bool>;
             async fn set_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn add_event(queue: &str, what: &str, count: u64) -> $crate::Result<()>;
             async fn overview(query: &$crate::contract::admin::OverviewQuery) -> $crate::Result<$crate::contract::admin::Overview>;

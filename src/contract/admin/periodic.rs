@@ -204,6 +204,30 @@ pub struct ScheduleInfo {
     pub body: Option<String>,
     /// The priority its jobs are sent at.
     pub priority: i8,
+    /// Paused for every worker ([`Admin::pause_schedule`](super::Admin::pause_schedule)):
+    /// when (Unix ms) and by whom; `None` when it runs.
+    pub paused: Option<Paused>,
+}
+
+/// When and by whom something was paused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Paused {
+    /// When, Unix ms (backend time).
+    pub at_ms: u64,
+    /// Who (`api`, `cli alice`, `dashboard bob`).
+    pub by: String,
+}
+
+impl Paused {
+    /// Reads the stored form, `<ms> <who>`.
+    pub(crate) fn parse(v: &str) -> Option<Paused> {
+        let (at, by) = v.split_once(' ')?;
+        Some(Paused {
+            at_ms: at.parse().ok()?,
+            by: by.to_string(),
+        })
+    }
 }
 
 /// What [`Backend::tick`](crate::backend::Backend::tick) did.
@@ -223,6 +247,12 @@ pub enum Ticked {
     },
     /// The tick is this far ahead of the backend's clock: try again then.
     Early(Duration),
+    /// The schedule is paused: the tick is recorded as done, and nothing
+    /// enqueued.
+    Paused {
+        /// The backend's clock.
+        now_ms: u64,
+    },
 }
 
 /// One tick of a periodic schedule, to enqueue with
@@ -250,13 +280,16 @@ pub struct Tick<'a> {
 
 /// A periodic schedule's ticks as its queue records them
 /// ([`Admin::ticks`](super::Admin::ticks)).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Ticks {
-    /// The last tick enqueued, Unix ms (backend time).
+    /// The last tick enqueued (or skipped while paused), Unix ms (backend
+    /// time).
     pub last_ms: Option<u64>,
     /// The tick after it, as the worker that enqueued it computed.
     pub next_ms: Option<u64>,
+    /// When and by whom the schedule was paused; `None` when it runs.
+    pub paused: Option<Paused>,
 }
 
 impl Tick<'_> {

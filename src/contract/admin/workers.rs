@@ -37,6 +37,128 @@ pub struct WorkerInfo {
     pub running: Vec<RunningJob>,
     /// The periodic schedules it ticks.
     pub schedules: Vec<BeatSchedule>,
+    /// The job types it knows (every `#[derive(Job)]` linked into it), with
+    /// their declared options; empty from a worker before this field.
+    pub job_types: Vec<JobTypeInfo>,
+    /// The topic subscribers it serves.
+    pub subscribers: Vec<ServedSubscriber>,
+    /// How long it puts back a job of a type it does not know before it
+    /// dead-letters it (`WorkerBuilder::unknown_jobs_retry_for`); `None` from
+    /// a worker before this field.
+    pub unknown_jobs_retry_for_ms: Option<u64>,
+}
+
+/// A job type a worker knows, with the options its `#[job(...)]` declares:
+/// what `redjob enqueue` applies to a job of that type.
+///
+/// ```
+/// use redjob::ops::JobTypeInfo;
+///
+/// let t = JobTypeInfo::default();
+/// assert_eq!((t.priority, t.unique.as_deref()), (0, None));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct JobTypeInfo {
+    /// The job's name, the envelope's `"type"`.
+    pub name: String,
+    /// The queue it is sent to by default.
+    pub queue: String,
+    /// Its priority.
+    pub priority: i8,
+    /// Deliveries before it is dead-lettered.
+    pub max_attempts: u32,
+    /// The longest a run may take, in ms.
+    pub timeout_ms: u64,
+    /// The base of its backoff between attempts, in ms.
+    pub backoff_ms: u64,
+    /// `keep`, `replace_delay` or `replace` for a unique job (what a
+    /// duplicate enqueue does; the key is the name and all the arguments, see
+    /// `redjob::job::unique_key_of`); `None` when not unique.
+    pub unique: Option<String>,
+    /// The longest a unique job holds its key, in ms; `None`: until it leaves
+    /// its queue.
+    pub unique_for_ms: Option<u64>,
+}
+
+/// A waiting job of a type no live worker knows: since when it waits for one
+/// that does, and when a worker serving its queue dead-letters it (after
+/// putting it back for its `unknown_jobs_retry_for`).
+///
+/// ```
+/// use redjob::ops::Unserved;
+///
+/// // no worker listed: nothing is known of who knows what
+/// assert_eq!(Unserved::find(&[], "mail", "send_email", 0), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unserved {
+    /// When it was sent (Unix ms): it has waited since.
+    pub since_ms: u64,
+    /// When a live worker serving its queue dead-letters it (Unix ms);
+    /// `None` when no live worker serves the queue.
+    pub dead_at_ms: Option<u64>,
+}
+
+impl Unserved {
+    /// Whether a job of type `job_type` sent at `sent_ms` to `queue` waits
+    /// for a worker that knows its type: `None` when a live worker knows it,
+    /// or when none says which types it knows (none listed, or all older than
+    /// the registry's job types).
+    pub fn find(workers: &[WorkerInfo], queue: &str, job_type: &str, sent_ms: u64) -> Option<Self> {
+        if workers.iter().all(|w| w.job_types.is_empty()) {
+            return None;
+        }
+        if workers
+            .iter()
+            .any(|w| w.job_types.iter().any(|t| t.name == job_type))
+        {
+            return None;
+        }
+        let dead_at_ms = workers
+            .iter()
+            .filter(|w| w.queues.iter().any(|q| q == queue))
+            .filter_map(|w| w.unknown_jobs_retry_for_ms)
+            .min()
+            .map(|ms| sent_ms.saturating_add(ms));
+        Some(Unserved {
+            since_ms: sent_ms,
+            dead_at_ms,
+        })
+    }
+}
+
+/// A topic subscriber a worker serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ServedSubscriber {
+    /// The topic.
+    pub topic: String,
+    /// The subscriber's name.
+    pub subscriber: String,
+}
+
+/// What a worker serves beyond its queues, the same for every worker of one
+/// build and settings: stored once per distinct content (by its digest),
+/// apart from the beats, which name it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Serves {
+    #[serde(default)]
+    pub job_types: Vec<JobTypeInfo>,
+    #[serde(default)]
+    pub subscribers: Vec<ServedSubscriber>,
+    #[serde(default)]
+    pub unknown_ms: Option<u64>,
+}
+
+impl Serves {
+    /// Its JSON and the digest (SHA-1, hex) that names it.
+    pub fn encode(&self) -> Result<(String, Vec<u8>)> {
+        let json = serde_json::to_vec(self)?;
+        let digest = sha1_smol::Sha1::from(&json).digest().to_string();
+        Ok((digest, json))
+    }
 }
 
 /// A job a worker was running at its last heartbeat.
@@ -99,6 +221,9 @@ pub(crate) struct Beat {
     pub running: Vec<BeatJob>,
     #[serde(default)]
     pub schedules: Vec<BeatSchedule>,
+    /// The digest of what it serves (see [`Serves`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serves: Option<String>,
 }
 
 /// A running job in a [`Beat`].
@@ -116,7 +241,13 @@ impl Beat {
     /// The listed form of this beat, stored at `at_ms` (else its own
     /// [`at_ms`](Beat::at_ms); without either, at its last beat) to run out at
     /// `expires_at_ms`.
-    pub fn info(self, expires_at_ms: u64, at_ms: Option<u64>) -> WorkerInfo {
+    pub fn info(
+        self,
+        expires_at_ms: u64,
+        at_ms: Option<u64>,
+        serves: Option<Serves>,
+    ) -> WorkerInfo {
+        let serves = serves.unwrap_or_default();
         let beat = expires_at_ms.saturating_sub(self.ttl_ms);
         // what the beat's durations count from
         let written = at_ms.or(self.at_ms).unwrap_or(beat);
@@ -141,15 +272,28 @@ impl Beat {
                 })
                 .collect(),
             schedules: self.schedules,
+            job_types: serves.job_types,
+            subscribers: serves.subscribers,
+            unknown_jobs_retry_for_ms: serves.unknown_ms,
         }
     }
 
-    /// Decodes a stored beat (see [`Beat::info`]); `None` for one this version
-    /// cannot read.
-    pub fn decode(json: &[u8], expires_at_ms: u64, at_ms: Option<u64>) -> Option<WorkerInfo> {
-        serde_json::from_slice::<Beat>(json)
-            .ok()
-            .map(|b| b.info(expires_at_ms, at_ms))
+    /// Decodes a stored beat (see [`Beat::info`]) with what it serves, looked
+    /// up by its digest in `served` (digest, JSON); `None` for a beat this
+    /// version cannot read.
+    pub fn decode(
+        json: &[u8],
+        expires_at_ms: u64,
+        at_ms: Option<u64>,
+        served: &std::collections::HashMap<String, Vec<u8>>,
+    ) -> Option<WorkerInfo> {
+        let beat = serde_json::from_slice::<Beat>(json).ok()?;
+        let serves = beat
+            .serves
+            .as_ref()
+            .and_then(|d| served.get(d))
+            .and_then(|j| serde_json::from_slice::<Serves>(j).ok());
+        Some(beat.info(expires_at_ms, at_ms, serves))
     }
 
     /// The beat without its durations, which every beat changes: a worker whose

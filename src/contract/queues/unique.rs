@@ -108,6 +108,24 @@ pub enum OnDuplicate {
 }
 
 impl OnDuplicate {
+    /// The policy as `#[job(unique = "...")]` spells it: `keep`,
+    /// `replace_delay` or `replace`.
+    ///
+    /// ```
+    /// use redjob::queue::OnDuplicate;
+    ///
+    /// assert_eq!(OnDuplicate::ReplaceDelay.as_str(), "replace_delay");
+    /// assert_eq!("replace".parse::<OnDuplicate>().ok(), Some(OnDuplicate::Replace));
+    /// assert!("merge".parse::<OnDuplicate>().is_err());
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDuplicate::Keep => "keep",
+            OnDuplicate::ReplaceDelay => "replace_delay",
+            OnDuplicate::Replace => "replace",
+        }
+    }
+
     /// The policy's letter in the unique send script.
     pub(crate) fn code(self) -> &'static str {
         match self {
@@ -115,6 +133,24 @@ impl OnDuplicate {
             OnDuplicate::ReplaceDelay => "d",
             OnDuplicate::Replace => "r",
         }
+    }
+}
+
+impl std::str::FromStr for OnDuplicate {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> crate::Result<Self> {
+        [
+            OnDuplicate::Keep,
+            OnDuplicate::ReplaceDelay,
+            OnDuplicate::Replace,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+        .ok_or_else(|| crate::Error::InvalidValue {
+            what: "unique policy",
+            reason: format!("{s:?}: keep, replace_delay or replace"),
+        })
     }
 }
 

@@ -35,7 +35,7 @@ pub(crate) async fn page(
     let now = client.backend().now_ms().await?;
     let qpath = format!("/queues/{}", seg(&queue));
     let dpath = format!("{qpath}/dead");
-    let ro = ctx.app.read_only;
+    let ro = ctx.read_only;
     let body = html! {
         p.muted { a href=(ctx.link(&qpath)) { "← " (name(&queue)) } }
         h1 { "Dead letters of " (name(&queue)) " " span.badge.dead { (num(total)) } }

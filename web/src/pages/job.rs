@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use redjob::backend::Backend;
 use redjob::inspect::{Attempt, Inspect, JobState};
-use redjob::ops::Admin;
+use redjob::ops::{Admin, Unserved};
 
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
@@ -36,6 +36,15 @@ pub(crate) async fn page(
         })
     } else {
         None
+    };
+    // a waiting job of a type no live worker knows: for how long, and when
+    // it is dead-lettered
+    let unserved = match (job.state, job.job_name()) {
+        (JobState::Ready | JobState::Scheduled | JobState::InFlight, Some(t)) => {
+            let workers = client.workers().await?;
+            Unserved::find(&workers, &queue, &t, id.sent_ms()).map(|u| (t, u))
+        }
+        _ => None,
     };
     let jpath = format!("/queues/{}/jobs/{id}", seg(&queue));
     let (state_label, time_label) = match job.state {
@@ -85,6 +94,16 @@ pub(crate) async fn page(
                 dt { (time_label) } dd { (when(job.due_ms)) " (" (relative(now, job.due_ms)) ")" }
                 @if let Some((worker, started)) = &runner {
                     dt { "Started" } dd { (when(*started)) " (" (relative(now, *started)) ") on " (worker) }
+                }
+                @if let Some((t, u)) = &unserved {
+                    dt { "Waiting" }
+                    dd.warning {
+                        "for a worker that knows " code { (name(t)) } " since " (when(u.since_ms)) " (" (relative(now, u.since_ms)) ")"
+                        @match u.dead_at_ms {
+                            Some(at) => { ", dead-lettered at " (when(at)) " (" (relative(now, at)) ") unless one comes" }
+                            None => { "; no live worker serves its queue" }
+                        }
+                    }
                 }
             }
             @if let Some(e) = &job.last_error {

@@ -66,7 +66,7 @@ pub(crate) async fn periodic(ctx: Ctx) -> WebResult<Response> {
     let client = &ctx.app.client;
     let schedules = client.schedules().await?;
     let now = client.backend().now_ms().await?;
-    let ro = ctx.app.read_only;
+    let ro = ctx.read_only;
     let body = html! {
         h1 { "Periodic jobs" }
         p.muted { "The schedules live workers tick. Each tick is enqueued once, however many workers run it." }
@@ -74,7 +74,7 @@ pub(crate) async fn periodic(ctx: Ctx) -> WebResult<Response> {
             table {
                 thead { tr {
                     th { "Name" } th { "Queue" } th { "Job" } th { "Schedule" } th { "Last tick" } th { "Next tick" }
-                    th.num { "Workers" } @if !ro { th { "" } }
+                    th.num { "Workers" } th { "Paused" } @if !ro { th { "" } }
                 } }
                 tbody {
                     @for s in &schedules {
@@ -86,14 +86,22 @@ pub(crate) async fn periodic(ctx: Ctx) -> WebResult<Response> {
                             td { @match s.last_ms { Some(t) => span title=(when(t)) { (relative(now, t)) }, None => span.muted { "never" } } }
                             td { @match s.next_ms { Some(t) => span title=(when(t)) { (relative(now, t)) }, None => span.muted { "never" } } }
                             td.num { (s.workers) }
+                            td {
+                                @match &s.paused {
+                                    Some(p) => span.badge.paused title=(when(p.at_ms)) { "paused by " (p.by) " " (relative(now, p.at_ms)) },
+                                    None => span.muted { "no" },
+                                }
+                            }
                             @if !ro {
                                 td {
-                                    @if s.body.is_some() {
-                                        form.inline method="post" action=(ctx.link("/periodic/run")) {
-                                            (csrf(&ctx))
-                                            input type="hidden" name="queue" value=(s.queue);
-                                            input type="hidden" name="name" value=(s.name);
-                                            button type="submit" { "Run now" }
+                                    @for (action, label) in [("run", "Run now"), (if s.paused.is_some() { "resume" } else { "pause" }, if s.paused.is_some() { "Resume" } else { "Pause" })] {
+                                        @if action != "run" || s.body.is_some() {
+                                            form.inline method="post" action=(ctx.link(&format!("/periodic/{action}"))) {
+                                                (csrf(&ctx))
+                                                input type="hidden" name="queue" value=(s.queue);
+                                                input type="hidden" name="name" value=(s.name);
+                                                button type="submit" { (label) }
+                                            }
                                         }
                                     }
                                 }
@@ -101,7 +109,7 @@ pub(crate) async fn periodic(ctx: Ctx) -> WebResult<Response> {
                         }
                     }
                     @if schedules.is_empty() {
-                        tr { td colspan="8" .muted { "No periodic schedule: no live worker ticks one." } }
+                        tr { td colspan="9" .muted { "No periodic schedule: no live worker ticks one." } }
                     }
                 }
             }

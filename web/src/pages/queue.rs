@@ -206,7 +206,7 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
         section #settings {
             h2 { "Settings" }
             p.muted { "In force for every worker of this queue (" (from) "); a worker's own value is stored only where none is." }
-            @if ctx.app.read_only {
+            @if ctx.read_only {
                 p { "Dead letters: at most " (count) ", for " (age) "." }
                 p {
                     "History (" (hfrom) "): " (if h.enabled { "on" } else { "off" }) ", at most " (hcount) ", for " (hage)

@@ -83,7 +83,7 @@ pub(crate) async fn topic(ctx: Ctx, Path(topic): Path<String>) -> WebResult<Resp
         .ok_or_else(|| WebError::NotFound(format!("no topic {topic:?}")))?;
     let now = client.backend().now_ms().await?;
     let tpath = format!("/topics/{}", seg(&topic));
-    let ro = ctx.app.read_only;
+    let ro = ctx.read_only;
     let at = |id: Option<EventId>| {
         html! {
             @match id {
@@ -160,7 +160,7 @@ pub(crate) async fn dead(
     let dead = client.dead_events(&topic, &sub, ctx.app.page_size).await?;
     let now = client.backend().now_ms().await?;
     let dpath = format!("/topics/{}/{}/dead", seg(&topic), seg(&sub));
-    let ro = ctx.app.read_only;
+    let ro = ctx.read_only;
     let body = html! {
         p.muted { a href=(ctx.link(&format!("/topics/{}", seg(&topic)))) { "← " (name(&topic)) } }
         h1 { "Dead letters of " (name(&sub)) " on " (name(&topic)) " " span.badge.dead { (num(info.dead)) } }

@@ -12,9 +12,12 @@
 --          tick of the schedule was recorded; "0": any tick
 -- ARGV[8]  the job's id (its time prefix is the tick); ARGV[9] the body
 -- ARGV[10] the schedule's next tick after this one ("" for none)
+-- A schedule paused ("<name>:paused" in KEYS[3], "<ms> <who>", see
+-- schedule.lua) has its ticks recorded as done, and nothing enqueued.
 -- Returns {1, now ms} enqueued; {0, now ms} already enqueued (or nothing to
---         catch up); {-1} no such queue; {-2, len, maxsize} body too large;
---         {-4, ms} the tick is that far ahead of Redis's clock
+--         catch up); {2, now ms} skipped, the schedule paused; {-1} no such
+--         queue; {-2, len, maxsize} body too large; {-4, ms} the tick is that
+--         far ahead of Redis's clock
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio")
 local refused, _, now = send_start(attrs)
 if refused then return refused end
@@ -28,5 +31,6 @@ if ARGV[10] == "" then
 else
   redis.call("HSET", KEYS[3], ARGV[5] .. ":next", ARGV[10])
 end
+if redis.call("HEXISTS", KEYS[3], ARGV[5] .. ":paused") == 1 then return {2, now} end
 send_write(attrs, {string.format("%.0f", now), ARGV[8]}, {ARGV[8], ARGV[9]}, 1)
 return {1, now}

@@ -7,11 +7,18 @@
 -- KEYS[1]  ns:{@workers}: sorted set of worker ids by when they run out (Unix ms)
 -- KEYS[2]  ns:{@workers}:info: hash of worker id -> its last beat (JSON, with
 --          "at_ms", when it was written, put first here)
--- ARGV[1]  "beat", "leave" or "list"
--- ARGV[2]  the worker's id (beat, leave); ARGV[3] its ttl in ms; ARGV[4] its beat
--- Returns  beat, leave: now (Unix ms); list: {now, id, runs out at, beat, ...}
+-- KEYS[3]  ns:{@workers}:serves: hash of digest -> what the workers of one
+--          build serve (JSON: job types, subscribers), which beats name
+-- ARGV[1]  "beat", "leave", "serve" or "list"
+-- ARGV[2]  the worker's id (beat, leave); ARGV[3] its ttl in ms; ARGV[4] its
+--          beat. For "serve", the digest in ARGV[2] and its JSON in ARGV[3]
+-- Returns  beat, leave, serve: now (Unix ms); list: {now, n, then n x (id,
+--          runs out at, beat), then (digest, JSON) x each entry of KEYS[3] a
+--          listed beat names}
 local now = clock()
-if ARGV[1] == "beat" then
+if ARGV[1] == "serve" then
+  redis.call("HSET", KEYS[3], ARGV[2], ARGV[3])
+elseif ARGV[1] == "beat" then
   redis.call("ZADD", KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
   local beat = ARGV[4]
   if string.sub(beat, 1, 1) == "{" then
@@ -30,13 +37,17 @@ end
 local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
 if #last == 0 then
   redis.call("DEL", KEYS[1], KEYS[2])
+  -- what workers serve outlives them by five minutes too: a worker serves
+  -- before its first beat, and a listing or a leave meanwhile keeps it
+  redis.call("PEXPIRE", KEYS[3], 300000)
 else
   local ttl = math.max(1, tonumber(last[2]) - now) + 300000
   redis.call("PEXPIRE", KEYS[1], ttl)
   redis.call("PEXPIRE", KEYS[2], ttl)
+  redis.call("PEXPIRE", KEYS[3], ttl)
 end
 if ARGV[1] ~= "list" then return now end
-local out = {now}
+local out = {now, 0}
 local rows = redis.call("ZRANGEBYSCORE", KEYS[1], "(" .. now, "+inf", "WITHSCORES")
 for i = 1, #rows, 2 do
   local beat = redis.call("HGET", KEYS[2], rows[i])
@@ -44,6 +55,20 @@ for i = 1, #rows, 2 do
     out[#out + 1] = rows[i]
     out[#out + 1] = rows[i + 1]
     out[#out + 1] = beat
+    out[2] = out[2] + 1
+  end
+end
+-- what the listed workers serve, each entry once (a beat names it by digest)
+local seen = {}
+for i = 5, #out, 3 do
+  local digest = string.match(out[i], '"serves":"([^"]+)"')
+  if digest and not seen[digest] then
+    seen[digest] = true
+    local json = redis.call("HGET", KEYS[3], digest)
+    if json then
+      out[#out + 1] = digest
+      out[#out + 1] = json
+    end
   end
 end
 return out

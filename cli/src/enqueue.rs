@@ -1,0 +1,149 @@
+//! `enqueue`: a job from its JSON envelope, with the options its type declares
+//! as the live workers that know it say (the worker registry): its priority
+//! and, for a unique type, the same unique key the app computes.
+
+use std::time::Duration;
+
+use clap::Args;
+use redjob::ops::{Admin, JobTypeInfo, WorkerInfo};
+use redjob::queue::{OnDuplicate, Queues, SendMessage, SendOutcome, Unique};
+use serde_json::{Value, json};
+
+use crate::queues::done;
+use crate::show;
+use crate::{Ctx, Failure, Outcome};
+
+#[derive(Args)]
+pub struct EnqueueArgs {
+    /// The queue (it must exist).
+    queue: String,
+    /// The envelope: `{"type": "<job name>", "args": {...}}`.
+    envelope: String,
+    /// Run after this long (e.g. 30s, 5m).
+    #[arg(long, value_parser = show::duration)]
+    delay: Option<Duration>,
+    /// Priority, -10 to 10 (higher runs first). Defaults to the type's, as
+    /// the live workers that know it declare it, else 0.
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i8>,
+    /// Refuse (exit 1) when no live worker knows the job type, rather than
+    /// warn and enqueue.
+    #[arg(long)]
+    strict: bool,
+}
+
+/// The envelope's type and arguments.
+fn envelope(text: &str) -> Result<(String, Value), Failure> {
+    let bad = |why: &str| Failure(format!("not a job envelope: {why}"));
+    let v: Value = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
+    let obj = v.as_object().ok_or_else(|| bad("not a JSON object"))?;
+    let name = match obj.get("type") {
+        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+        _ => return Err(bad(r#"needs "type": "<job name>""#)),
+    };
+    let args = obj.get("args").ok_or_else(|| bad(r#"needs "args""#))?;
+    Ok((name, args.clone()))
+}
+
+/// A worker as a warning names it.
+fn who(w: &WorkerInfo) -> String {
+    format!("{} (pid {}, {})", w.host, w.pid, &w.id[..w.id.len().min(8)])
+}
+
+/// What the live workers say of job type `name`: the options to apply (the
+/// ones most of them declare), with warnings when none knows it or they
+/// disagree.
+fn declared(workers: &[WorkerInfo], name: &str) -> (Option<JobTypeInfo>, Vec<String>) {
+    let mut variants: Vec<(JobTypeInfo, Vec<String>)> = Vec::new();
+    for w in workers {
+        if let Some(t) = w.job_types.iter().find(|t| t.name == name) {
+            match variants.iter_mut().find(|(v, _)| v == t) {
+                Some((_, ws)) => ws.push(who(w)),
+                None => variants.push((t.clone(), vec![who(w)])),
+            }
+        }
+    }
+    let mut warnings = Vec::new();
+    if variants.len() > 1 {
+        let mut text = format!("live workers disagree on job type {name:?}'s options:");
+        for (t, ws) in &variants {
+            text += &format!(
+                "\n  queue {:?}, priority {}, unique {}, max attempts {}: {}",
+                t.queue,
+                t.priority,
+                t.unique.as_deref().unwrap_or("no"),
+                t.max_attempts,
+                ws.join(", ")
+            );
+        }
+        text += "\n  the first is applied";
+        warnings.push(text);
+    }
+    // the variant most workers run
+    variants.sort_by_key(|(_, ws)| std::cmp::Reverse(ws.len()));
+    (variants.into_iter().next().map(|(t, _)| t), warnings)
+}
+
+pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
+    let (name, args) = envelope(&a.envelope)?;
+    let workers = ctx.client.workers().await?;
+    let (declared, mut warnings) = declared(&workers, &name);
+    match &declared {
+        None if a.strict => {
+            return Err(Failure(format!(
+                "no live worker knows job type {name:?} (without --strict it is enqueued, and waits for one)"
+            )));
+        }
+        None => warnings.push(format!(
+            "no live worker knows job type {name:?}: it waits for a worker that does (a worker that does not puts it back, then dead-letters it); enqueued without its declared options"
+        )),
+        Some(t) if t.queue != a.queue => warnings.push(format!(
+            "job type {name:?} is declared for queue {:?}, not {:?}",
+            t.queue, a.queue
+        )),
+        Some(_) => {}
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let priority = a
+        .priority
+        .or(declared.as_ref().map(|t| t.priority))
+        .unwrap_or(0);
+    let mut msg = SendMessage::new(a.envelope.clone()).priority(priority);
+    if let Some(d) = a.delay {
+        msg = msg.delay(d);
+    }
+    // a unique type: the app's key for the same arguments, whatever their order
+    let unique = declared
+        .as_ref()
+        .and_then(|t| t.unique.as_deref().map(|p| (t, p)));
+    if let Some((t, policy)) = unique {
+        let on: OnDuplicate = policy.parse()?;
+        let mut u = Unique::new(redjob::job::unique_key_of(&name, &args)?).on_duplicate(on);
+        if let Some(ms) = t.unique_for_ms {
+            u = u.ttl(Duration::from_millis(ms));
+        }
+        msg = msg.unique(u);
+    }
+    let sent = ctx
+        .client
+        .queues()
+        .send_outcomes(&a.queue, std::slice::from_ref(&msg))
+        .await?;
+    let s = sent
+        .first()
+        .ok_or_else(|| Failure("the send returned nothing".into()))?;
+    let id = s.id.to_string();
+    let duplicate = !matches!(s.outcome, SendOutcome::Added);
+    let text = if duplicate {
+        format!("{id} (a duplicate: the job already queued under the same unique key)")
+    } else {
+        id.clone()
+    };
+    let mut v = json!({ "queue": a.queue, "id": id, "priority": priority, "duplicate": duplicate });
+    if !warnings.is_empty() {
+        v["warnings"] = json!(warnings);
+    }
+    done(ctx, v, &text)
+}

@@ -1,0 +1,210 @@
+//! Workers say what they serve: the registry lists each live worker's job
+//! types with their declared options, and `redjob enqueue` applies them (the
+//! type's priority; a unique type's key, the app's for the same arguments);
+//! it warns when no live worker knows the type (refuses with `--strict`) or
+//! when live workers disagree, and `jobs show` says a job of a type no live
+//! worker knows waits for one, until when.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod run;
+
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::backend::Backend;
+use redjob::inspect::Inspect;
+use redjob::ops::Admin;
+use redjob::queue::{QueueOptions, Queues};
+use redjob::{Client, Job, JobContext, JobError};
+use run::cli;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "reg_unique", queue = "regq", unique, priority = 3)]
+struct RegUnique {
+    user: u64,
+    full: bool,
+}
+
+impl Job for RegUnique {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "reg_low", queue = "regq", priority = -5, max_attempts = 3)]
+struct RegLow {}
+
+impl Job for RegLow {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// The live workers as `redjob workers --json` lists them, once `n` are.
+async fn listed(url: &str, n: usize) -> Value {
+    for _ in 0..100 {
+        let v = cli(url, &["workers", "--json"]).await.json();
+        if v.as_array().is_some_and(|w| w.len() == n) {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{n} workers listed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_applies_the_options_the_live_workers_declare() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("regq", QueueOptions::default())
+        .await
+        .unwrap();
+    // paused: the jobs stay queued for the checks
+    client.pause("regq").await.unwrap();
+    let worker = redjob::Worker::builder(client.backend())
+        .register::<RegUnique>()
+        .unknown_jobs_retry_for(Duration::from_secs(3600))
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let stop = worker.shutdown_token();
+    let task = tokio::spawn(worker.run());
+
+    let w = listed(&url, 1).await;
+    let types = w[0]["job_types"].as_array().unwrap();
+    let unique = types.iter().find(|t| t["name"] == "reg_unique").unwrap();
+    assert_eq!(
+        (&unique["queue"], &unique["priority"], &unique["unique"]),
+        (&json!("regq"), &json!(3), &json!("keep"))
+    );
+    let low = types.iter().find(|t| t["name"] == "reg_low").unwrap();
+    assert_eq!(
+        (&low["priority"], &low["max_attempts"]),
+        (&json!(-5), &json!(3))
+    );
+    assert_eq!(w[0]["unknown_jobs_retry_for_ms"], 3_600_000);
+
+    // the type's priority, unless --priority says otherwise
+    let v = cli(
+        &url,
+        &[
+            "enqueue",
+            "regq",
+            r#"{"type":"reg_low","args":{}}"#,
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(v["priority"], -5);
+    let id = v["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(client.job("regq", &id).await.unwrap().unwrap().priority, -5);
+    let v = cli(
+        &url,
+        &[
+            "enqueue",
+            "regq",
+            r#"{"type":"reg_low","args":{}}"#,
+            "--priority",
+            "2",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(v["priority"], 2);
+
+    // a unique type: the CLI's key is the app's, the fields in another order
+    let body = r#"{"type":"reg_unique","args":{"full":true,"user":7}}"#;
+    let v = cli(&url, &["enqueue", "regq", body, "--json"]).await.json();
+    assert_eq!(
+        (&v["duplicate"], &v["priority"]),
+        (&json!(false), &json!(3))
+    );
+    let first = v["id"].as_str().unwrap().to_string();
+    let again = client
+        .enqueue(&RegUnique {
+            user: 7,
+            full: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        again.to_string(),
+        first,
+        "the app's enqueue meets the CLI's job"
+    );
+    let v = cli(&url, &["enqueue", "regq", body, "--json"]).await.json();
+    assert_eq!((&v["duplicate"], &v["id"]), (&json!(true), &json!(first)));
+    assert_eq!(client.counts("regq").await.unwrap().ready, 3);
+
+    // a type no live worker knows: a warning, or a refusal with --strict
+    let unknown = r#"{"type":"no_such_job","args":{}}"#;
+    let r = cli(&url, &["enqueue", "regq", unknown]).await;
+    let id = r.ok().trim().to_string();
+    assert!(
+        r.err
+            .contains("warning: no live worker knows job type \"no_such_job\""),
+        "{}",
+        r.err
+    );
+    let strict = cli(&url, &["enqueue", "regq", unknown, "--strict"]).await;
+    strict.failed("no live worker knows job type \"no_such_job\"");
+    // and the job says what it waits for, until when
+    let show = cli(&url, &["jobs", "show", "regq", &id]).await;
+    let out = show.ok();
+    assert!(
+        out.contains("waiting    for a worker that knows `no_such_job` since")
+            && out.contains("dead-lettered in 59m"),
+        "{out}"
+    );
+    let v = cli(&url, &["jobs", "show", "regq", &id, "--json"])
+        .await
+        .json();
+    let w = &v["waiting_for_worker"];
+    let since = w["since_ms"].as_u64().unwrap();
+    assert_eq!(w["dead_at_ms"].as_u64(), Some(since + 3_600_000));
+
+    // live workers that disagree on a type's options: a warning naming them
+    let b = client.backend();
+    let other = json!({"job_types": [{"name": "reg_low", "queue": "regq", "priority": 7,
+        "max_attempts": 3, "timeout_ms": 1800000, "backoff_ms": 1000}]});
+    b.serve("other-build", other.to_string().as_bytes())
+        .await
+        .unwrap();
+    let beat = json!({"id": "other-worker", "host": "web-9", "pid": 42, "version": "0",
+        "queues": ["regq"], "concurrency": 1, "ttl_ms": 60000, "up_ms": 0,
+        "serves": "other-build"});
+    b.beat(
+        "other-worker",
+        beat.to_string().as_bytes(),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    listed(&url, 2).await;
+    let r = cli(
+        &url,
+        &["enqueue", "regq", r#"{"type":"reg_low","args":{}}"#],
+    )
+    .await;
+    r.ok();
+    assert!(
+        r.err
+            .contains("live workers disagree on job type \"reg_low\"")
+            && r.err.contains("priority 7")
+            && r.err.contains("web-9 (pid 42"),
+        "{}",
+        r.err
+    );
+
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
