@@ -47,7 +47,24 @@ fn envelope(text: &str) -> Result<(String, Value), Failure> {
 
 /// A worker as a warning names it.
 fn who(w: &WorkerInfo) -> String {
-    format!("{} (pid {}, {})", w.host, w.pid, &w.id[..w.id.len().min(8)])
+    let id = w.id.get(..8).unwrap_or(&w.id);
+    format!("{} (pid {}, {id})", w.host, w.pid)
+}
+
+/// A type's options as a warning prints them.
+fn options(t: &JobTypeInfo) -> String {
+    let ms = |ms: u64| redjob::ops::duration_text(Duration::from_millis(ms));
+    format!(
+        "queue {:?}, priority {}, unique {}{}, max attempts {}, timeout {}, backoff {}",
+        t.queue,
+        t.priority,
+        t.unique.as_deref().unwrap_or("no"),
+        t.unique_for_ms
+            .map_or(String::new(), |m| format!(" for {}", ms(m))),
+        t.max_attempts,
+        ms(t.timeout_ms),
+        ms(t.backoff_ms)
+    )
 }
 
 /// What the live workers say of job type `name`: the options to apply (the
@@ -64,29 +81,36 @@ fn declared(workers: &[WorkerInfo], name: &str) -> (Option<JobTypeInfo>, Vec<Str
         }
     }
     let mut warnings = Vec::new();
+    // the variant most workers run first (of equal counts, the first seen)
+    variants.sort_by_key(|(_, ws)| std::cmp::Reverse(ws.len()));
     if variants.len() > 1 {
         let mut text = format!("live workers disagree on job type {name:?}'s options:");
         for (t, ws) in &variants {
-            text += &format!(
-                "\n  queue {:?}, priority {}, unique {}, max attempts {}: {}",
-                t.queue,
-                t.priority,
-                t.unique.as_deref().unwrap_or("no"),
-                t.max_attempts,
-                ws.join(", ")
-            );
+            text += &format!("\n  {}: {}", options(t), ws.join(", "));
         }
-        text += "\n  the first is applied";
+        text += "\n  the first (the one most of them run) is applied";
         warnings.push(text);
     }
-    // the variant most workers run
-    variants.sort_by_key(|(_, ws)| std::cmp::Reverse(ws.len()));
     (variants.into_iter().next().map(|(t, _)| t), warnings)
 }
 
 pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
     let (name, args) = envelope(&a.envelope)?;
-    let workers = ctx.client.workers().await?;
+    // a producer's ACL may not list workers: then it enqueues as is
+    let (workers, listed) = match ctx.client.workers().await {
+        Ok(w) => (w, true),
+        Err(e) => {
+            if a.strict {
+                return Err(Failure(format!(
+                    "cannot list the live workers to check job type {name:?}: {e}"
+                )));
+            }
+            eprintln!(
+                "warning: cannot list the live workers ({e}): enqueued without the type's declared options"
+            );
+            (Vec::new(), false)
+        }
+    };
     let (declared, mut warnings) = declared(&workers, &name);
     match &declared {
         None if a.strict => {
@@ -94,6 +118,7 @@ pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
                 "no live worker knows job type {name:?} (without --strict it is enqueued, and waits for one)"
             )));
         }
+        None if !listed => {}
         None => warnings.push(format!(
             "no live worker knows job type {name:?}: it waits for a worker that does (a worker that does not puts it back, then dead-letters it); enqueued without its declared options"
         )),

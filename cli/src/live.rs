@@ -27,6 +27,12 @@ pub async fn workers(ctx: &Ctx) -> Outcome {
                 w.pid.to_string(),
                 w.queues.join(","),
                 format!("{}/{}", w.running.len(), w.concurrency),
+                w.subscribers
+                    .iter()
+                    .map(|s| format!("{}@{}", s.subscriber, s.topic))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                w.job_types.len().to_string(),
                 when(w.started_at_ms),
                 when(w.last_beat_ms),
                 w.version.clone(),
@@ -35,7 +41,16 @@ pub async fn workers(ctx: &Ctx) -> Outcome {
         .collect();
     table(
         &[
-            "ID", "HOST", "PID", "QUEUES", "BUSY", "STARTED", "BEAT", "VERSION",
+            "ID",
+            "HOST",
+            "PID",
+            "QUEUES",
+            "BUSY",
+            "SUBSCRIBERS",
+            "TYPES",
+            "STARTED",
+            "BEAT",
+            "VERSION",
         ],
         &rows,
     );
@@ -107,6 +122,13 @@ pub async fn periodic(ctx: &Ctx, args: PeriodicArgs) -> Outcome {
             );
         }
         Some(PeriodicCommand::Pause { queue, name }) => {
+            // a typo would pause nothing that runs: say so
+            let live = c.schedules().await?;
+            if !live.iter().any(|s| s.queue == queue && s.name == name) {
+                eprintln!(
+                    "warning: no live worker ticks {name:?} of {queue:?}: paused all the same, for workers to come"
+                );
+            }
             let changed = c.pause_schedule(&queue, &name).await?;
             let text = if changed { "paused" } else { "paused already" };
             return crate::queues::done(

@@ -34,7 +34,9 @@ pub fn unique_key<J: Job>(job: &J) -> Result<String> {
 /// [`unique_key`] of a job named `name` with the arguments `args` (an
 /// envelope's `"args"`), for a job known by its JSON alone (`redjob
 /// enqueue`): the same key as the typed job's, whatever the order of the
-/// arguments' fields.
+/// arguments' fields, when `args` is the JSON the typed job serializes to
+/// (an `Option` as `null` rather than left out, a float as `1.0` rather than
+/// `1`, a field serde skips left out).
 ///
 /// ```
 /// use redjob::job::unique_key_of;

@@ -85,6 +85,9 @@ impl Registry {
         // the shape of the last full beat, when it, and every touch since, took
         let mut last: Option<(Vec<u8>, Instant)> = None;
         let mut beaten = Instant::now();
+        // the last beat tried, taken or not: beats brought forward keep their
+        // gap from it, also while the backend fails
+        let mut tried;
         // what it serves: written with the first full beat, then every
         // FULL_BEAT_EVERY (the entry outlives the registry's last beat by
         // five minutes, as the beats do)
@@ -92,6 +95,7 @@ impl Registry {
         loop {
             let beat = self.beat();
             let now = Instant::now();
+            tried = now;
             let shape = beat.shape().ok();
             let touch = match (&last, &shape) {
                 (Some((was, full)), Some(is)) => {
@@ -142,7 +146,7 @@ impl Registry {
                 _ = self.changed.notified() => {
                     // a run started or ended: beat soon, carrying what else
                     // changes meanwhile, and not too often
-                    let at = (Instant::now() + SOON).max(beaten + MIN_GAP);
+                    let at = (Instant::now() + SOON).max(tried + MIN_GAP);
                     tokio::select! {
                         _ = tokio::time::sleep_until(at) => {}
                         _ = stop.cancelled() => return,

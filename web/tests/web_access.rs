@@ -99,6 +99,17 @@ async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
     assert!(!client.is_paused("mail").await.unwrap());
     let confirm = get_as(&app, "/jobs/queues/mail/purge", "bob", &bob_cookie).await;
     assert_eq!(confirm.status, StatusCode::FORBIDDEN);
+    for action in ["run", "pause", "resume"] {
+        let r = post_as(
+            &app,
+            &format!("/jobs/periodic/{action}"),
+            "bob",
+            &bob_cookie,
+            &bob_token,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{action}");
+    }
 
     // alice acts, as herself
     let (cookie, token) = session_as(&app, "alice").await;
@@ -117,7 +128,7 @@ async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
         .lines()
         .filter(|l| l.contains("dashboard action"))
         .collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 5, "{text}");
     assert!(
         lines[0].contains("user=\"bob\"") || lines[0].contains("user=bob"),
         "{text}"
@@ -127,7 +138,7 @@ async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
         "{text}"
     );
     assert!(
-        lines[1].contains("alice") && lines[1].contains("status=303"),
+        lines[4].contains("alice") && lines[4].contains("status=303"),
         "{text}"
     );
 }

@@ -35,11 +35,11 @@ impl Queues for MemoryBackend {
 
     async fn delete_queue(&self, name: &str) -> Result<()> {
         validate::queue_name(name)?;
-        self.lock_mut()
-            .queues
-            .remove(name)
-            .map(|_| ())
-            .ok_or_else(|| not_found(name))
+        let mut st = self.lock_mut();
+        st.queues.remove(name).ok_or_else(|| not_found(name))?;
+        // its schedules' pauses go with it, as its periodic hash on Redis
+        st.paused_schedules.retain(|(q, _), _| q != name);
+        Ok(())
     }
 
     async fn attributes(&self, name: &str) -> Result<QueueAttributes> {

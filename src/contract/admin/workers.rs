@@ -103,22 +103,33 @@ pub struct Unserved {
 
 impl Unserved {
     /// Whether a job of type `job_type` sent at `sent_ms` to `queue` waits
-    /// for a worker that knows its type: `None` when a live worker knows it,
-    /// or when none says which types it knows (none listed, or all older than
-    /// the registry's job types).
+    /// for a worker that knows its type: `None` when a live worker serving
+    /// `queue` knows it, or when one of them does not say which types it knows
+    /// (older than the registry's job types), or when no live worker says
+    /// anything of types. With no live worker serving `queue` it waits with no
+    /// end in sight ([`dead_at_ms`](Self::dead_at_ms) `None`).
     pub fn find(workers: &[WorkerInfo], queue: &str, job_type: &str, sent_ms: u64) -> Option<Self> {
-        if workers.iter().all(|w| w.job_types.is_empty()) {
+        // the workers that would take it: those serving its queue
+        let serving: Vec<&WorkerInfo> = workers
+            .iter()
+            .filter(|w| w.queues.iter().any(|q| q == queue))
+            .collect();
+        // one that does not say which types it knows (an older worker) may
+        // know it
+        if serving.iter().any(|w| w.job_types.is_empty()) {
             return None;
         }
-        if workers
+        if serving.is_empty() && workers.iter().all(|w| w.job_types.is_empty()) {
+            return None;
+        }
+        if serving
             .iter()
             .any(|w| w.job_types.iter().any(|t| t.name == job_type))
         {
             return None;
         }
-        let dead_at_ms = workers
+        let dead_at_ms = serving
             .iter()
-            .filter(|w| w.queues.iter().any(|q| q == queue))
             .filter_map(|w| w.unknown_jobs_retry_for_ms)
             .min()
             .map(|ms| sent_ms.saturating_add(ms));
@@ -324,4 +335,64 @@ pub(crate) fn host_name() -> String {
                 .filter(|h| !h.is_empty())
         })
         .unwrap_or_else(|| "?".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker(queues: &[&str], types: &[&str], unknown_ms: Option<u64>) -> WorkerInfo {
+        let beat = Beat {
+            id: "w".into(),
+            host: "h".into(),
+            pid: 1,
+            version: "0".into(),
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+            concurrency: 1,
+            ttl_ms: 1,
+            up_ms: 0,
+            at_ms: None,
+            running: Vec::new(),
+            schedules: Vec::new(),
+            serves: None,
+        };
+        let serves = Serves {
+            job_types: types
+                .iter()
+                .map(|t| JobTypeInfo {
+                    name: t.to_string(),
+                    ..JobTypeInfo::default()
+                })
+                .collect(),
+            subscribers: Vec::new(),
+            unknown_ms,
+        };
+        beat.info(1, Some(0), Some(serves))
+    }
+
+    #[test]
+    fn a_type_is_unserved_when_no_worker_of_its_queue_knows_it() {
+        let a = worker(&["mail"], &["send"], Some(60_000));
+        let b = worker(&["sms"], &["text"], Some(1_000));
+        // known where it waits
+        assert_eq!(
+            Unserved::find(&[a.clone(), b.clone()], "mail", "send", 5),
+            None
+        );
+        // known only by a worker of another queue: unserved, dead-lettered by
+        // the mail worker
+        let u = Unserved::find(&[a.clone(), b.clone()], "mail", "text", 5).unwrap();
+        assert_eq!((u.since_ms, u.dead_at_ms), (5, Some(60_005)));
+        // an older worker of the queue says nothing of types: it may know it
+        let old = worker(&["mail"], &[], None);
+        assert_eq!(Unserved::find(&[a.clone(), old], "mail", "text", 5), None);
+        // no worker serves the queue: waits with no end
+        let u = Unserved::find(&[a, b], "push", "ping", 5).unwrap();
+        assert_eq!(u.dead_at_ms, None);
+        // nobody says anything of types
+        assert_eq!(
+            Unserved::find(&[worker(&["mail"], &[], None)], "push", "x", 5),
+            None
+        );
+    }
 }

@@ -34,6 +34,25 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                             }
                         }
                         dt { "Busy" } dd { (w.running.len()) " of " (w.concurrency) }
+                        @if !w.subscribers.is_empty() {
+                            dt { "Subscribers" } dd {
+                                @for (i, s) in w.subscribers.iter().enumerate() {
+                                    @if i > 0 { ", " }
+                                    (name(&s.subscriber)) " on " (name(&s.topic))
+                                }
+                            }
+                        }
+                        @if !w.job_types.is_empty() {
+                            dt { "Job types" } dd {
+                                details {
+                                    summary { (w.job_types.len()) " known" }
+                                    @for (i, t) in w.job_types.iter().enumerate() {
+                                        @if i > 0 { ", " }
+                                        span title=(format!("queue {}, priority {}, unique {}, max attempts {}", t.queue, t.priority, t.unique.as_deref().unwrap_or("no"), t.max_attempts)) { (name(&t.name)) }
+                                    }
+                                }
+                            }
+                        }
                         dt { "Version" } dd { (w.version) }
                         dt { "Started" } dd { (when(w.started_at_ms)) " (" (relative(now, w.started_at_ms)) ")" }
                         dt { "Last beat" } dd { (relative(now, w.last_beat_ms)) }

@@ -17,6 +17,11 @@
 --          listed beat names}
 local now = clock()
 if ARGV[1] == "serve" then
+  -- bounded: past 64 builds' entries (rolling deploys leave old ones), start
+  -- afresh; the live workers serve theirs again within two minutes
+  if redis.call("HEXISTS", KEYS[3], ARGV[2]) == 0 and redis.call("HLEN", KEYS[3]) >= 64 then
+    redis.call("DEL", KEYS[3])
+  end
   redis.call("HSET", KEYS[3], ARGV[2], ARGV[3])
 elseif ARGV[1] == "beat" then
   redis.call("ZADD", KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
