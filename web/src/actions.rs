@@ -265,6 +265,39 @@ pub(crate) async fn job(
     })
 }
 
+/// Creates a queue from the overview's form: its name, visibility timeout,
+/// delay (durations such as `30s`) and largest body (bytes, or -1).
+pub(crate) async fn create_queue(ctx: Ctx, headers: HeaderMap, body: Bytes) -> WebResult<Response> {
+    let f = checked(&ctx, &headers, &body)?;
+    let bad = |e: String| WebError::BadRequest(e);
+    let name = f.get("name").map(str::trim).unwrap_or("");
+    let secs = |field: &str, default: u64| -> WebResult<u64> {
+        match f.get(field).map(str::trim).filter(|v| !v.is_empty()) {
+            None => Ok(default),
+            Some(v) => redjob::ops::parse_duration(v)
+                .map(|d| d.as_secs())
+                .map_err(|e| bad(format!("{field}: {e}"))),
+        }
+    };
+    let maxsize = match f.get("maxsize").map(str::trim).filter(|v| !v.is_empty()) {
+        None => 65536,
+        Some(v) => v
+            .parse::<i64>()
+            .map_err(|_| bad(format!("max size {v:?}: bytes, 1024 to 65536, or -1")))?,
+    };
+    let opts = redjob::queue::QueueOptions {
+        vt: secs("vt", 30)?,
+        delay: secs("delay", 0)?,
+        maxsize,
+    };
+    redjob::queue::Queues::create_queue(ctx.client.queues(), name, opts).await?;
+    Ok(back(
+        &ctx,
+        &format!("/queues/{}", seg(name)),
+        &format!("Created queue {name:?}."),
+    ))
+}
+
 /// A confirmation's cutoff (its hidden `upto`, Unix ms), when it carries one.
 fn upto(f: &Fields) -> WebResult<Option<u64>> {
     match f.get("upto").map(str::trim).filter(|u| !u.is_empty()) {

@@ -32,6 +32,7 @@ impl From<redjob::Error> for WebError {
                 WebError::NotFound(format!("no queue {name:?}"))
             }
             redjob::Error::SubscriberNotFound { .. } => WebError::NotFound(e.to_string()),
+            redjob::Error::QueueExists { .. } => WebError::BadRequest(e.to_string()),
             redjob::Error::InvalidQueueName { .. }
             | redjob::Error::InvalidMessageId { .. }
             | redjob::Error::InvalidValue { .. } => WebError::BadRequest(e.to_string()),

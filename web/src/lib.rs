@@ -236,6 +236,7 @@ impl Dashboard {
         let app = Arc::new(self);
         let router = Router::new()
             .route("/", get(pages::overview::page))
+            .route("/queues", post(actions::create_queue))
             .route("/queues/{queue}", get(pages::queue::page))
             .route("/find", get(pages::job::find))
             .route(

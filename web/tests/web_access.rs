@@ -47,6 +47,8 @@ fn app(client: &Client) -> Router {
     Router::new().nest("/jobs", dashboard.router())
 }
 
+// alone in its binary: tracing caches a callsite's interest process-wide, so
+// another test's thread could hide the log from this one's subscriber
 #[tokio::test]
 async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
     let server = RedisServer::start();

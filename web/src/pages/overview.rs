@@ -13,7 +13,7 @@ use crate::Ctx;
 use crate::chart;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{num, span};
-use crate::layout::{Nav, name_link, query as query_string, render_every, seg};
+use crate::layout::{Nav, csrf, name_link, query as query_string, render_every, seg};
 
 /// The line of `name` for its own page (counts, counters, the last hour,
 /// pause); `None` when it was deleted meanwhile.
@@ -238,6 +238,19 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
                     "Queues " (num(((at - 1) * size + 1) as u64)) "–" (num(((at - 1) * size + lines.len()) as u64)) " of " (num(o.matched as u64)) ". "
                     @if at > 1 { a href=(link(sort.as_str(), desc, at - 1)) rel="prev" { "← Previous" } " " }
                     @if at < pages { a href=(link(sort.as_str(), desc, at + 1)) rel="next" { "Next →" } }
+                }
+            }
+        }
+        @if !ctx.read_only {
+            details {
+                summary { "Create a queue" }
+                form.inline method="post" action=(ctx.link("/queues")) {
+                    (csrf(&ctx))
+                    input type="text" name="name" required placeholder="Name" aria-label="The queue's name" size="24";
+                    " " label { "visibility " input type="text" name="vt" value="30s" size="6" aria-label="Visibility timeout"; }
+                    " " label { "delay " input type="text" name="delay" value="0s" size="6" aria-label="Delay of new jobs"; }
+                    " " label { "max size " input type="text" name="maxsize" value="65536" size="7" aria-label="Largest body in bytes, or -1"; }
+                    " " button type="submit" { "Create" }
                 }
             }
         }
