@@ -6,16 +6,15 @@
 mod common;
 mod run;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::RedisServer;
 use redjob::Client;
 use redjob::backend::{Backend, DeadLetterEntry, Settle};
-use redjob::inspect::AttemptOutcome;
 use redjob::inspect::Inspect;
 use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, SendMessage};
-use redjob::topic::{EventOptions, EventRun, EventSettle, Start, Topics};
+use redjob::topic::Start;
 use run::cli;
 
 /// "mail" with `dead` dead letters of type A and 2 ready jobs.
@@ -142,28 +141,7 @@ async fn a_subscribers_dead_letters_state_their_count_and_dry_runs_change_nothin
         .subscribe("orders", "billing", Start::End)
         .await
         .unwrap();
-    let events = [("placed", "{}"), ("placed", "{}")];
-    b.publish("orders", &events, &EventOptions::DEFAULT)
-        .await
-        .unwrap();
-    let got = b
-        .read("orders", "billing", "c1", 10, Duration::ZERO)
-        .await
-        .unwrap()
-        .unwrap();
-    let now = Instant::now();
-    let runs = got
-        .iter()
-        .map(|e| EventRun::new(e.id, 1, now, now, AttemptOutcome::Error, None))
-        .collect();
-    let batch = EventSettle {
-        dead: got.into_iter().map(|e| (e, "declined".into())).collect(),
-        runs,
-        ..Default::default()
-    };
-    b.settle_events("orders", "billing", "c1", &batch, None)
-        .await
-        .unwrap();
+    common::dead_events(&b, "orders", "billing", 2).await;
     for verb in ["requeue", "delete-dead"] {
         let args = ["topic", verb, "orders", "billing", "--all"];
         let what = format!(

@@ -330,3 +330,33 @@ pub fn start(worker: redjob::Worker) -> Running {
         handle: tokio::spawn(worker.run()),
     }
 }
+
+/// Publishes `n` events of type `placed` to `topic`, then has consumer `c1`
+/// of `subscriber` read and dead-letter every event it is given (each with
+/// the run that failed it): `n` new dead letters when it had nothing pending.
+pub async fn dead_events<T: redjob::topic::Topics>(b: &T, topic: &str, subscriber: &str, n: usize) {
+    use redjob::inspect::AttemptOutcome;
+    use redjob::topic::{EventOptions, EventRun, EventSettle};
+    let events = vec![("placed", "{}"); n];
+    b.publish(topic, &events, &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    let got = b
+        .read(topic, subscriber, "c1", 100, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    let now = std::time::Instant::now();
+    let runs = got
+        .iter()
+        .map(|e| EventRun::new(e.id, 1, now, now, AttemptOutcome::Error, None))
+        .collect();
+    let batch = EventSettle {
+        dead: got.into_iter().map(|e| (e, "declined".into())).collect(),
+        runs,
+        ..Default::default()
+    };
+    b.settle_events(topic, subscriber, "c1", &batch, None)
+        .await
+        .unwrap();
+}

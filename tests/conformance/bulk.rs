@@ -12,7 +12,7 @@ use redjob::backend::any::AnyBackend;
 use redjob::inspect::Inspect;
 use redjob::ops::{Admin, DeadQuery, Retention};
 use redjob::queue::{QueueOptions, SendMessage};
-use redjob::topic::{Start, Topics};
+use redjob::topic::Start;
 use redjob::{Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
 
@@ -335,29 +335,11 @@ pub async fn a_confirmed_topic_requeue_takes_only_the_letters_counted(env: &Env)
     let c = &env.client;
     c.subscribe("bulkc", "s", Start::Beginning).await.unwrap();
     let q = c.backend();
-    let kill_all = async || {
-        let got = q
-            .read("bulkc", "s", "c1", 100, Duration::ZERO)
-            .await
-            .unwrap()
-            .unwrap_or_default();
-        let batch = redjob::topic::EventSettle {
-            dead: got.into_iter().map(|e| (e, "no".into())).collect(),
-            ..Default::default()
-        };
-        q.settle_events("bulkc", "s", "c1", &batch, None)
-            .await
-            .unwrap();
-    };
-    let events = [("x", "{}"), ("x", "{}")];
-    let opts = redjob::topic::EventOptions::DEFAULT;
-    q.publish("bulkc", &events, &opts).await.unwrap();
-    kill_all().await;
+    crate::common::dead_events(&q, "bulkc", "s", 2).await;
     let counted = c.count_dead_events("bulkc", "s").await.unwrap();
     assert_eq!(counted.count, 2);
     let upto = counted.upto.expect("the newest letter's id");
-    q.publish("bulkc", &events[..1], &opts).await.unwrap();
-    kill_all().await;
+    crate::common::dead_events(&q, "bulkc", "s", 1).await;
     assert_eq!(c.dead_events("bulkc", "s", 10).await.unwrap().len(), 3);
     assert_eq!(
         c.requeue_dead_events_upto("bulkc", "s", upto)

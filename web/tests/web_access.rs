@@ -10,7 +10,6 @@ mod http;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use axum::Router;
 use axum::http::StatusCode;
 use common::RedisServer;
 use http::get_with;
@@ -18,7 +17,6 @@ use redjob::Client;
 use redjob::inspect::Inspect;
 use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, Queues};
-use redjob_web::{Dashboard, User};
 
 /// What the log printed.
 #[derive(Clone, Default)]
@@ -34,19 +32,6 @@ impl Write for Log {
     }
 }
 
-/// The dashboard under /jobs, its users told by the `x-user` header a
-/// trusted proxy would set: alice acts, bob looks, anyone else is refused.
-fn app(client: &Client) -> Router {
-    let dashboard = Dashboard::new(client.clone()).resolve_user(|req| {
-        match req.headers.get("x-user")?.to_str().ok()? {
-            "alice" => Some(User::full("alice")),
-            "bob" => Some(User::read_only("bob")),
-            _ => None,
-        }
-    });
-    Router::new().nest("/jobs", dashboard.router())
-}
-
 // alone in its binary: tracing caches a callsite's interest process-wide, so
 // another test's thread could hide the log from this one's subscriber
 #[tokio::test]
@@ -58,7 +43,7 @@ async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
         .create_queue("mail", QueueOptions::default())
         .await
         .unwrap();
-    let app = app(&client);
+    let app = http::users_app(&client);
     let log = Log::default();
     let writer = log.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -81,15 +66,15 @@ async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
     assert_eq!(eve.status, StatusCode::FORBIDDEN);
 
     // bob looks: the page, no buttons; his POST is refused
-    let (bob_cookie, bob_token) = session_as(&app, "bob").await;
-    let page = get_as(&app, "/jobs/queues/mail", "bob", &bob_cookie).await;
+    let (bob_cookie, bob_token) = http::session_as(&app, "bob").await;
+    let page = http::get_as(&app, "/jobs/queues/mail", "bob", &bob_cookie).await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(
         page.body.contains("read-only") && !page.body.contains(">Pause<"),
         "{}",
         page.body
     );
-    let refused = post_as(
+    let refused = http::post_as(
         &app,
         "/jobs/queues/mail/pause",
         "bob",
@@ -99,10 +84,10 @@ async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
     .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     assert!(!client.is_paused("mail").await.unwrap());
-    let confirm = get_as(&app, "/jobs/queues/mail/purge", "bob", &bob_cookie).await;
+    let confirm = http::get_as(&app, "/jobs/queues/mail/purge", "bob", &bob_cookie).await;
     assert_eq!(confirm.status, StatusCode::FORBIDDEN);
     for action in ["run", "pause", "resume"] {
-        let r = post_as(
+        let r = http::post_as(
             &app,
             &format!("/jobs/periodic/{action}"),
             "bob",
@@ -114,10 +99,10 @@ async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
     }
 
     // alice acts, as herself
-    let (cookie, token) = session_as(&app, "alice").await;
-    let page = get_as(&app, "/jobs/queues/mail", "alice", &cookie).await;
+    let (cookie, token) = http::session_as(&app, "alice").await;
+    let page = http::get_as(&app, "/jobs/queues/mail", "alice", &cookie).await;
     assert!(page.body.contains(">Pause<"), "{}", page.body);
-    let paused = post_as(&app, "/jobs/queues/mail/pause", "alice", &cookie, &token).await;
+    let paused = http::post_as(&app, "/jobs/queues/mail/pause", "alice", &cookie, &token).await;
     assert_eq!(paused.status, StatusCode::SEE_OTHER);
     assert!(client.is_paused("mail").await.unwrap());
     let events = client.history_events("mail").await.unwrap();
@@ -143,35 +128,4 @@ async fn each_user_gets_their_access_and_their_actions_carry_their_name() {
         lines[4].contains("alice") && lines[4].contains("status=303"),
         "{text}"
     );
-}
-
-/// A CSRF cookie and token for `user`, from a page.
-async fn session_as(app: &Router, user: &str) -> (String, String) {
-    let got = get_as(app, "/jobs/queues/mail", user, "").await;
-    let set = got.cookie.expect("a CSRF cookie");
-    let token = set
-        .split(';')
-        .next()
-        .and_then(|kv| kv.split_once('='))
-        .map(|(_, v)| v.to_string())
-        .unwrap();
-    (format!("redjob_csrf={token}"), token)
-}
-
-async fn get_as(app: &Router, path: &str, user: &str, cookie: &str) -> http::Got {
-    let mut req = axum::http::Request::get(path).header("x-user", user);
-    if !cookie.is_empty() {
-        req = req.header("cookie", cookie);
-    }
-    http::send(app, req.body(axum::body::Body::empty()).unwrap()).await
-}
-
-async fn post_as(app: &Router, path: &str, user: &str, cookie: &str, token: &str) -> http::Got {
-    let req = axum::http::Request::post(path)
-        .header("x-user", user)
-        .header("cookie", cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(axum::body::Body::from(format!("csrf={token}")))
-        .unwrap();
-    http::send(app, req).await
 }

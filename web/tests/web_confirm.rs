@@ -7,7 +7,7 @@
 mod common;
 mod http;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -15,9 +15,9 @@ use common::RedisServer;
 use http::{get, note, post, session};
 use redjob::Client;
 use redjob::backend::{Backend, DeadLetterEntry, Settle};
-use redjob::inspect::{AttemptOutcome, Inspect};
+use redjob::inspect::Inspect;
 use redjob::queue::{QueueOptions, SendMessage};
-use redjob::topic::{EventOptions, EventRun, EventSettle, Start, Topics};
+use redjob::topic::Start;
 
 const BODY: &str = r#"{"type":"A","args":{}}"#;
 
@@ -151,37 +151,13 @@ async fn a_subscribers_letters_confirmed_leave_those_that_died_after_its_page() 
         .subscribe("orders", "billing", Start::End)
         .await
         .unwrap();
-    let die = async |n: usize| {
-        let events = vec![("placed", "{}"); n];
-        b.publish("orders", &events, &EventOptions::DEFAULT)
-            .await
-            .unwrap();
-        let got = b
-            .read("orders", "billing", "c1", 10, Duration::ZERO)
-            .await
-            .unwrap()
-            .unwrap();
-        let now = Instant::now();
-        let runs = got
-            .iter()
-            .map(|e| EventRun::new(e.id, 1, now, now, AttemptOutcome::Error, None))
-            .collect();
-        let batch = EventSettle {
-            dead: got.into_iter().map(|e| (e, "declined".into())).collect(),
-            runs,
-            ..Default::default()
-        };
-        b.settle_events("orders", "billing", "c1", &batch, None)
-            .await
-            .unwrap();
-    };
-    die(2).await;
+    common::dead_events(&b, "orders", "billing", 2).await;
     let path = "/topics/orders/billing/dead";
     let (cookie, token) = session(&app, path, true).await;
     let page = get(&app, &format!("{path}/confirm?do=requeue")).await;
     assert!(page.body.contains("all 2 dead letters"), "{}", page.body);
     let cut = upto(&page.body);
-    die(1).await;
+    common::dead_events(&b, "orders", "billing", 1).await;
     let form = [
         ("csrf", token.as_str()),
         ("all", "1"),

@@ -6,33 +6,18 @@
 mod common;
 mod http;
 
-use axum::Router;
 use axum::http::StatusCode;
 use common::RedisServer;
 use redjob::Client;
 use redjob::queue::Queues;
-use redjob_web::{Dashboard, User};
-
-/// The dashboard under /jobs, its users told by the `x-user` header a
-/// trusted proxy would set: alice acts, bob looks, anyone else is refused.
-fn app(client: &Client) -> Router {
-    let dashboard = Dashboard::new(client.clone()).resolve_user(|req| {
-        match req.headers.get("x-user")?.to_str().ok()? {
-            "alice" => Some(User::full("alice")),
-            "bob" => Some(User::read_only("bob")),
-            _ => None,
-        }
-    });
-    Router::new().nest("/jobs", dashboard.router())
-}
 
 #[tokio::test]
 async fn a_queue_is_created_from_the_overview_by_a_user_who_may_act() {
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
-    let app = app(&client);
-    let (cookie, token) = session_as(&app, "alice").await;
-    let page = get_as(&app, "/jobs", "alice", &cookie).await;
+    let app = http::users_app(&client);
+    let (cookie, token) = http::session_as(&app, "alice").await;
+    let page = http::get_as(&app, "/jobs", "alice", &cookie).await;
     assert!(page.body.contains("Create a queue"), "{}", page.body);
     let create = |name: &str, maxsize: &str| {
         axum::http::Request::post("/jobs/queues")
@@ -60,40 +45,9 @@ async fn a_queue_is_created_from_the_overview_by_a_user_who_may_act() {
         );
     }
     // a read-only user has no form and may not post it
-    let (bob_cookie, bob_token) = session_as(&app, "bob").await;
-    let page = get_as(&app, "/jobs", "bob", &bob_cookie).await;
+    let (bob_cookie, bob_token) = http::session_as(&app, "bob").await;
+    let page = http::get_as(&app, "/jobs", "bob", &bob_cookie).await;
     assert!(!page.body.contains("Create a queue"), "{}", page.body);
-    let r = post_as(&app, "/jobs/queues", "bob", &bob_cookie, &bob_token).await;
+    let r = http::post_as(&app, "/jobs/queues", "bob", &bob_cookie, &bob_token).await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
-}
-
-/// A CSRF cookie and token for `user`, from a page.
-async fn session_as(app: &Router, user: &str) -> (String, String) {
-    let got = get_as(app, "/jobs/queues/mail", user, "").await;
-    let set = got.cookie.expect("a CSRF cookie");
-    let token = set
-        .split(';')
-        .next()
-        .and_then(|kv| kv.split_once('='))
-        .map(|(_, v)| v.to_string())
-        .unwrap();
-    (format!("redjob_csrf={token}"), token)
-}
-
-async fn get_as(app: &Router, path: &str, user: &str, cookie: &str) -> http::Got {
-    let mut req = axum::http::Request::get(path).header("x-user", user);
-    if !cookie.is_empty() {
-        req = req.header("cookie", cookie);
-    }
-    http::send(app, req.body(axum::body::Body::empty()).unwrap()).await
-}
-
-async fn post_as(app: &Router, path: &str, user: &str, cookie: &str, token: &str) -> http::Got {
-    let req = axum::http::Request::post(path)
-        .header("x-user", user)
-        .header("cookie", cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(axum::body::Body::from(format!("csrf={token}")))
-        .unwrap();
-    http::send(app, req).await
 }

@@ -95,3 +95,47 @@ pub async fn session(app: &Router, path: &str, forms: bool) -> (String, String) 
     assert_eq!(page.body.contains(r#"name="csrf""#), forms);
     (pair, token)
 }
+
+/// The dashboard under /jobs, its users told by the `x-user` header a
+/// trusted proxy would set: alice acts, bob looks, anyone else is refused.
+pub fn users_app(client: &redjob::Client) -> Router {
+    let dashboard = redjob_web::Dashboard::new(client.clone()).resolve_user(|req| {
+        match req.headers.get("x-user")?.to_str().ok()? {
+            "alice" => Some(redjob_web::User::full("alice")),
+            "bob" => Some(redjob_web::User::read_only("bob")),
+            _ => None,
+        }
+    });
+    Router::new().nest("/jobs", dashboard.router())
+}
+
+/// A CSRF cookie and token for `user`, from a page.
+pub async fn session_as(app: &Router, user: &str) -> (String, String) {
+    let got = get_as(app, "/jobs", user, "").await;
+    let set = got.cookie.expect("a CSRF cookie");
+    let token = set
+        .split(';')
+        .next()
+        .and_then(|kv| kv.split_once('='))
+        .map(|(_, v)| v.to_string())
+        .unwrap();
+    (format!("redjob_csrf={token}"), token)
+}
+
+pub async fn get_as(app: &Router, path: &str, user: &str, cookie: &str) -> Got {
+    let mut req = axum::http::Request::get(path).header("x-user", user);
+    if !cookie.is_empty() {
+        req = req.header("cookie", cookie);
+    }
+    send(app, req.body(axum::body::Body::empty()).unwrap()).await
+}
+
+pub async fn post_as(app: &Router, path: &str, user: &str, cookie: &str, token: &str) -> Got {
+    let req = axum::http::Request::post(path)
+        .header("x-user", user)
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(axum::body::Body::from(format!("csrf={token}")))
+        .unwrap();
+    send(app, req).await
+}
