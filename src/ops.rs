@@ -24,9 +24,9 @@
 //! ```
 
 pub use crate::contract::admin::{
-    Admin, BeatSchedule, BulkCount, DeadOrder, DeadQuery, JobTypeInfo, Missed, Overview,
+    Admin, BeatSchedule, BulkCount, Control, DeadOrder, DeadQuery, JobTypeInfo, Missed, Overview,
     OverviewQuery, OverviewSort, Paused, QueueLine, RunningJob, Schedule, ScheduleInfo,
-    ServedSubscriber, Spread, Tick, Ticked, Ticks, Totals, Unserved, WorkerInfo,
+    ServedSubscriber, Spread, Tick, Ticked, Ticks, Totals, Unserved, WorkerControl, WorkerInfo,
 };
 pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;

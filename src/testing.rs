@@ -284,7 +284,7 @@ impl TestKit {
                     .data_map(self.data.clone())
                     .shutdown(stop.child_token())
                     .build()?;
-                workers.spawn(worker.run());
+                workers.spawn(async move { worker.run().await.map(drop) });
             }
             tokio::select! {
                 _ = changes.changed() => {}

@@ -346,11 +346,21 @@ impl<B: Backend> Backend for Faulty<B> {
     ) -> redjob::Result<redjob::ops::Ticked> {
         self.inner.tick(q, t, m, c).await
     }
-    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> redjob::Result<()> {
+    async fn beat(
+        &self,
+        id: &str,
+        beat: &[u8],
+        ttl: Duration,
+    ) -> redjob::Result<Option<redjob::ops::Control>> {
         self.inner.beat(id, beat, ttl).await
     }
 
-    async fn touch(&self, id: &str, ttl: Duration, since: Duration) -> redjob::Result<bool> {
+    async fn touch(
+        &self,
+        id: &str,
+        ttl: Duration,
+        since: Duration,
+    ) -> redjob::Result<Option<Option<redjob::ops::Control>>> {
         self.inner.touch(id, ttl, since).await
     }
 }

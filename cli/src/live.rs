@@ -1,5 +1,5 @@
-//! `redjob workers` and `redjob periodic`: the live worker processes and the
-//! periodic schedules they tick.
+//! `redjob periodic`: the periodic schedules live workers tick, and the
+//! actions on them.
 
 use redjob::ops::Admin;
 use serde_json::{Value, json};
@@ -10,69 +10,6 @@ use crate::{Ctx, Outcome};
 /// "-" for none, else `when`.
 fn maybe_when(ms: Option<u64>) -> String {
     ms.map_or_else(|| "-".into(), when)
-}
-
-/// The live workers: one row each, then (in tables) the jobs each one runs.
-pub async fn workers(ctx: &Ctx) -> Outcome {
-    let workers = ctx.client.workers().await?;
-    if ctx.json {
-        return show::json(&serde_json::to_value(&workers)?);
-    }
-    let rows: Vec<Vec<String>> = workers
-        .iter()
-        .map(|w| {
-            vec![
-                w.id.clone(),
-                w.host.clone(),
-                w.pid.to_string(),
-                w.queues.join(","),
-                format!("{}/{}", w.running.len(), w.concurrency),
-                w.subscribers
-                    .iter()
-                    .map(|s| format!("{}@{}", s.subscriber, s.topic))
-                    .collect::<Vec<_>>()
-                    .join(","),
-                w.job_types.len().to_string(),
-                when(w.started_at_ms),
-                when(w.last_beat_ms),
-                w.version.clone(),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "ID",
-            "HOST",
-            "PID",
-            "QUEUES",
-            "BUSY",
-            "SUBSCRIBERS",
-            "TYPES",
-            "STARTED",
-            "BEAT",
-            "VERSION",
-        ],
-        &rows,
-    );
-    let running: Vec<Vec<String>> = workers
-        .iter()
-        .flat_map(|w| {
-            w.running.iter().map(|r| {
-                vec![
-                    w.id.get(..8).unwrap_or(&w.id).to_string(),
-                    r.queue.clone(),
-                    r.id.clone(),
-                    r.job.clone().unwrap_or_else(|| "?".into()),
-                    when(r.started_at_ms),
-                ]
-            })
-        })
-        .collect();
-    if !running.is_empty() {
-        println!();
-        table(&["WORKER", "QUEUE", "JOB ID", "TYPE", "STARTED"], &running);
-    }
-    Ok(())
 }
 
 #[derive(clap::Args)]

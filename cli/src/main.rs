@@ -11,6 +11,7 @@ mod settings;
 mod show;
 mod topics;
 mod web;
+mod workers;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,7 @@ use redjob::client::ClientConfig;
 ///   redjob queue pause emails
 ///   redjob drain emails
 ///   redjob workers
+///   redjob workers quiet 32b5
 ///   redjob periodic
 ///   redjob topic show orders
 ///   redjob topic rewind orders billing --ago 1h
@@ -92,8 +94,8 @@ enum Command {
     Drain(queues::DrainArgs),
     /// The live worker processes: host, pid, queues, how busy, last heartbeat,
     /// and the jobs each one runs. A worker that died is gone within three
-    /// heartbeats (a lease).
-    Workers,
+    /// heartbeats (a lease). Quiet, resume or stop workers through Redis.
+    Workers(workers::WorkersArgs),
     /// The periodic schedules live workers tick, with their last and next
     /// tick and whether they are paused; run one now, pause or resume one for
     /// every worker.
@@ -201,7 +203,7 @@ async fn run(cli: Cli) -> Outcome {
         Command::Topic(c) => topics::topic(&ctx, c).await,
         Command::Stats(a) => queues::stats(&ctx, a).await,
         Command::Drain(a) => queues::drain(&ctx, a).await,
-        Command::Workers => live::workers(&ctx).await,
+        Command::Workers(a) => workers::workers(&ctx, a).await,
         Command::Periodic(a) => live::periodic(&ctx, a).await,
         Command::Web(a) => web::serve(&ctx, a).await,
     }

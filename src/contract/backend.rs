@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::contract::admin::{Tick, Ticked};
+use crate::contract::admin::{Control, Tick, Ticked};
 use crate::contract::inspect::StateCounts;
 use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
 use crate::contract::queues::{QueueOptions, Queues, SendMessage, Sent};
@@ -206,9 +206,15 @@ pub trait Backend: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Ticked>> + Send;
 
     /// Registers worker `id` in the live-worker registry (or refreshes it)
-    /// with `beat` (JSON) for `ttl`; `beat` empty removes it.
-    fn beat(&self, id: &str, beat: &[u8], ttl: Duration)
-    -> impl Future<Output = Result<()>> + Send;
+    /// with `beat` (JSON) for `ttl`, and returns the control an operator set
+    /// on it ([`Admin::control_worker`](crate::ops::Admin::control_worker));
+    /// `beat` empty removes it with its control (and returns `None`).
+    fn beat(
+        &self,
+        id: &str,
+        beat: &[u8],
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Option<Control>>> + Send;
 
     /// Stores `settings` (a worker's builder values) for `queue` where it has
     /// none stored, leaving stored ones alone, and returns the settings stored
@@ -250,12 +256,14 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
     /// backend without a clock of its own adds to the entry's end). False when
     /// it has no entry, which it leaves so: the worker then beats in full.
+    /// `Some` with the control set on it (see [`beat`](Self::beat)) when it
+    /// has an entry, `None` when it has none.
     fn touch(
         &self,
         id: &str,
         ttl: Duration,
         since: Duration,
-    ) -> impl Future<Output = Result<bool>> + Send;
+    ) -> impl Future<Output = Result<Option<Option<Control>>>> + Send;
 }
 
 /// `d` in whole milliseconds, cut to [`MAX_DELAY`](crate::worker::MAX_DELAY): every
@@ -326,8 +334,8 @@ macro_rules! backend_methods {
             async fn listen_handoff(queues: &[String], worker: &str, wake: &(dyn Fn(&str) + Send + Sync), handed: &(dyn Fn($crate::contract::leases::Handed) + Send + Sync), subscribed: &(dyn Fn() + Send + Sync), stop: &tokio_util::sync::CancellationToken) -> $crate::Result<()>;
             async fn now_ms() -> $crate::Result<u64>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
-            async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<()>;
-            async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<bool>;
+            async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::Control>>;
+            async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<Option<$crate::contract::admin::Control>>>;
             async fn serve(digest: &str, serves: &[u8]) -> $crate::Result<()>;
             async fn init_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn trim_history(queue: &str) -> $crate::Result<()>;

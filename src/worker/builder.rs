@@ -650,6 +650,7 @@ impl<B: Backend> WorkerBuilder<B> {
             observer: super::observe::Observer::new(self.hooks),
             metrics: self.metrics,
             sample_every: self.metrics_interval.filter(|_| self.metrics),
+            controls: Arc::new(super::control::Controls::new()),
         };
         Ok(Worker {
             backend: self.backend,

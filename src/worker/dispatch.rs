@@ -141,6 +141,14 @@ impl<B: Backend> Dispatcher<B> {
         let mut paused = false;
         let mut slot_freed = false;
         loop {
+            if self.shared.controls.is_quiet() {
+                // an operator quieted the worker: no fetch until resumed
+                let mut quiet = self.shared.controls.quiet.subscribe();
+                tokio::select! {
+                    _ = quiet.wait_for(|q| !*q) => {}
+                    _ = self.per_queue.stop.cancelled() => return,
+                }
+            }
             let mut n = tokio::select! {
                 n = self.slots() => n,
                 _ = self.per_queue.stop.cancelled() => return,
@@ -224,6 +232,13 @@ impl<B: Backend> Dispatcher<B> {
             if self.per_queue.stop.is_cancelled() {
                 self.release(fetched, sent_at);
                 return;
+            }
+            if self.shared.controls.is_quiet() {
+                // quieted during the fetch: what it leased goes back, and a
+                // registration it left is withdrawn
+                self.release(fetched, sent_at);
+                self.shared.filled.notify_one();
+                continue;
             }
             self.start(&mut fetched, sent_at);
             if fetched.paused != paused {
@@ -319,9 +334,10 @@ impl<B: Backend> Dispatcher<B> {
                 .clamp(earliest, arrived)
         });
         // a handed job that cannot start at once (every running slot taken, as
-        // by another queue's hand-off) is released, which wakes the queue's
-        // other waiting workers for it (complete.lua)
+        // by another queue's hand-off, or the worker quiet) is released, which
+        // wakes the queue's other waiting workers for it (complete.lua)
         if self.per_queue.stop.is_cancelled()
+            || self.shared.controls.is_quiet()
             || self.shared.running.available_permits() == 0
             || !self.try_slot()
         {

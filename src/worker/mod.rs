@@ -25,11 +25,14 @@
 //!     .concurrency(64)
 //!     .data(Mailer)
 //!     .build()?;
-//! worker.run().await // until ctrl-c or SIGTERM
-//! # }
+//! // until ctrl-c, SIGTERM or an operator's stop (`redjob workers stop`)
+//! let stopped = worker.run().await?;
+//! println!("worker {stopped}");
+//! # Ok(()) }
 //! ```
 
 mod builder;
+mod control;
 mod dispatch;
 mod execute;
 mod hooks;
@@ -53,6 +56,7 @@ use tokio::task::JoinSet;
 use tokio_util::task::TaskTracker;
 
 pub use builder::WorkerBuilder;
+pub use control::Stopped;
 pub use hooks::{CancelReason, Hooks, JobRun, UNDECODABLE};
 pub use periodic::Periodic;
 pub use ready::Ready;
@@ -104,6 +108,8 @@ pub(crate) struct Shared {
     /// How often queue sizes and subscriber lags are sampled into gauges (with
     /// metrics on and an interval set).
     pub sample_every: Option<Duration>,
+    /// The controls an operator set on this worker (quiet, stop).
+    pub controls: Arc<control::Controls>,
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
@@ -218,10 +224,16 @@ impl<B: Backend> Worker<B> {
     }
 
     /// Runs until the shutdown token is cancelled (or ctrl-c / SIGTERM arrives, unless
-    /// turned off with [`WorkerBuilder::handle_signals`]), then stops fetching, lets
-    /// running jobs finish within the grace period, cancels the rest and makes them
-    /// visible again at once, settles everything and returns.
-    pub async fn run(mut self) -> Result<()> {
+    /// turned off with [`WorkerBuilder::handle_signals`], or an operator stops it
+    /// through the backend, see [`Admin::stop_worker`](crate::ops::Admin::stop_worker)),
+    /// then stops fetching, lets running jobs finish within the grace period, cancels
+    /// the rest and makes them visible again at once, settles everything and returns
+    /// why it stopped. It never exits the process: an application that should end
+    /// with it decides so from the [`Stopped`] it returns.
+    ///
+    /// While an operator has it quiet ([`Admin::quiet_worker`](crate::ops::Admin::quiet_worker))
+    /// it takes no work and finishes what it runs, until resumed.
+    pub async fn run(mut self) -> Result<Stopped> {
         let names: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
         for q in &names {
             let jobs: Vec<&str> = crate::job::registered()
@@ -323,6 +335,7 @@ impl<B: Backend> Worker<B> {
             started: tokio::time::Instant::now(),
             changed,
             serves: self.serves(),
+            controls: self.shared.controls.clone(),
         });
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
         infra.spawn(settings::init(
@@ -391,8 +404,13 @@ impl<B: Backend> Worker<B> {
             stop.clone(),
         ));
         if self.signals {
-            infra.spawn(on_signal(self.shutdown.clone()));
+            infra.spawn(on_signal(
+                self.shutdown.clone(),
+                self.shared.controls.clone(),
+            ));
         }
+        // an operator's stop ends the run as the token does
+        let controls = self.shared.controls.clone();
 
         // a task that ends before shutdown crashed: shut down and report it
         // (tasks end by themselves only once `stop`, a child of `shutdown`, is
@@ -400,6 +418,7 @@ impl<B: Backend> Worker<B> {
         let mut crashed = tokio::select! {
             biased;
             _ = self.shutdown.cancelled() => None,
+            _ = controls.stop.cancelled() => None,
             Some(r) = dispatchers.join_next() => Some(crash("dispatcher", r)),
             Some(r) = settlers.join_next() => Some(crash("settler", r)),
             Some(r) = subscribers.join_next() => Some(crash("subscriber", r)),
@@ -436,8 +455,9 @@ impl<B: Backend> Worker<B> {
         registry.leave(&self.backend).await;
         match crashed {
             None => {
-                tracing::info!("worker stopped");
-                Ok(())
+                let why = controls.reason();
+                tracing::info!(reason = %why, "worker stopped");
+                Ok(why)
             }
             Some(e) => {
                 tracing::error!(error = %e, "worker stopped after a crash");
@@ -563,9 +583,13 @@ async fn listen<B: Backend>(
         wakes,
         handoffs,
     } = to;
+    let control = crate::contract::admin::control_wake(&worker);
     let wake = |q: &str| {
         if let Some(n) = wakes.get(q) {
             n.notify_one();
+        } else if q == control {
+            // a control set on this worker: the registry reads it now
+            shared.controls.poke.notify_one();
         }
     };
     let handed = |h: crate::contract::leases::Handed| {
@@ -613,20 +637,23 @@ async fn listen<B: Backend>(
 }
 
 /// Withdraws the worker's hand-off registrations whenever a job takes its last
-/// running slot: a send would hand the next job to a worker that must release
-/// it. A queue's dispatcher registers again with its next fetch.
+/// running slot, or the worker turns quiet: a send would hand the next job to a
+/// worker that must release it. A queue's dispatcher registers again with its
+/// next fetch.
 async fn withdraw_when_full<B: Backend>(
     backend: B,
     shared: Arc<Shared>,
     dispatchers: Vec<Arc<Dispatcher<B>>>,
     stop: CancellationToken,
 ) {
+    let mut quiet = shared.controls.quiet.subscribe();
     loop {
         tokio::select! {
             _ = shared.filled.notified() => {}
+            r = quiet.changed() => if r.is_err() { return },
             _ = stop.cancelled() => return,
         }
-        if shared.running.available_permits() > 0 {
+        if shared.running.available_permits() > 0 && !shared.controls.is_quiet() {
             continue;
         }
         let queues: Vec<String> = dispatchers
@@ -649,7 +676,7 @@ async fn withdraw_when_full<B: Backend>(
     }
 }
 
-async fn on_signal(shutdown: CancellationToken) {
+async fn on_signal(shutdown: CancellationToken, controls: Arc<control::Controls>) {
     #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -661,10 +688,12 @@ async fn on_signal(shutdown: CancellationToken) {
     };
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("ctrl-c received"),
-        _ = term => tracing::info!("SIGTERM received"),
+    let name = tokio::select! {
+        _ = tokio::signal::ctrl_c() => "ctrl-c",
+        _ = term => "SIGTERM",
         _ = shutdown.cancelled() => return,
-    }
+    };
+    tracing::info!("{name} received");
+    controls.stopping(control::Stopped::Signal { name });
     shutdown.cancel();
 }

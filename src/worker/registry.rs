@@ -17,9 +17,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::control::Controls;
 use super::leases::Leases;
 use super::periodic::Ticker;
-use crate::contract::admin::{Beat, JobTypeInfo};
+use crate::contract::admin::{Beat, Control, JobTypeInfo};
 use crate::contract::backend::Backend;
 
 /// How many beats an entry outlives its last one.
@@ -50,6 +51,8 @@ pub(crate) struct Registry {
     pub changed: Arc<Notify>,
     /// What it serves, by digest (see `Backend::serve`).
     pub serves: Option<(String, Vec<u8>)>,
+    /// The controls its beats read, and follow.
+    pub controls: Arc<Controls>,
 }
 
 impl Registry {
@@ -76,6 +79,7 @@ impl Registry {
                 .collect(),
             schedules: self.tickers.iter().map(|t| t.listed()).collect(),
             serves: self.serves.as_ref().map(|(d, _)| d.clone()),
+            quiet: self.controls.is_quiet(),
         }
     }
 
@@ -108,14 +112,21 @@ impl Registry {
             let (r, full) = if touch {
                 let since = now.saturating_duration_since(beaten);
                 match backend.touch(&self.id, self.ttl(), since).await {
-                    Ok(true) => (Ok(()), false),
+                    Ok(Some(control)) => (Ok(control), false),
                     // the entry is gone (a late beat, or a registry that
                     // expired): write it again at once, with what it serves
-                    Ok(false) | Err(_) => (self.full(&backend, &beat, true).await, true),
+                    Ok(None) | Err(_) => (self.full(&backend, &beat, true).await, true),
                 }
             } else {
                 (self.full(&backend, &beat, serve).await, true)
             };
+            // the control read with it: a change the worker follows shows in
+            // a beat at once
+            let followed = match &r {
+                Ok(control) => self.controls.follow(&self.id, control.as_ref()),
+                Err(_) => false,
+            };
+            let r = r.map(drop);
             if full && r.is_ok() && (serve || touch) {
                 served = Some(now);
             }
@@ -141,8 +152,13 @@ impl Registry {
                 }
                 Err(_) => {}
             }
+            if followed {
+                continue;
+            }
             tokio::select! {
                 _ = tokio::time::sleep(self.every) => {}
+                // a control set on this worker: read it now
+                _ = self.controls.poke.notified() => {}
                 _ = self.changed.notified() => {
                     // a run started or ended: beat soon, carrying what else
                     // changes meanwhile, and not too often
@@ -157,8 +173,14 @@ impl Registry {
         }
     }
 
-    /// Writes `beat` whole, and what the worker serves when `serve`.
-    async fn full<B: Backend>(&self, backend: &B, beat: &Beat, serve: bool) -> crate::Result<()> {
+    /// Writes `beat` whole, and what the worker serves when `serve`; the
+    /// control set on the worker.
+    async fn full<B: Backend>(
+        &self,
+        backend: &B,
+        beat: &Beat,
+        serve: bool,
+    ) -> crate::Result<Option<Control>> {
         if let (true, Some((digest, json))) = (serve, &self.serves) {
             backend.serve(digest, json).await?;
         }
@@ -172,7 +194,7 @@ impl Registry {
             backend.beat(&self.id, b"", self.ttl()),
         )
         .await;
-        if !matches!(r, Ok(Ok(()))) {
+        if !matches!(r, Ok(Ok(_))) {
             tracing::debug!(worker = %self.id, "could not leave the live-worker registry; the entry runs out by itself");
         }
     }

@@ -184,6 +184,21 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                 }
             }
         }
+        if shared.controls.is_quiet() {
+            // an operator quieted the worker: what it read and did not start
+            // goes back, and it reads nothing until resumed (an ordered
+            // subscriber's ownership stays here meanwhile)
+            if let Some(h) = reading.take() {
+                buf.extend(finished(h.await));
+            }
+            release(&tx, buf.drain(..).collect());
+            let mut quiet = shared.controls.quiet.subscribe();
+            tokio::select! {
+                _ = quiet.wait_for(|q| !*q) => {}
+                _ = env.stop.cancelled() => break,
+            }
+            continue;
+        }
         if let Some(owned) = owned.as_ref().filter(|o| !o.held()) {
             // not (or no longer) the owner: what it read goes back first
             if let Some(h) = reading.take() {

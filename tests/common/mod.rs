@@ -290,13 +290,22 @@ impl Recorder {
 /// A worker running in a task.
 pub struct Running {
     shutdown: tokio_util::sync::CancellationToken,
-    handle: tokio::task::JoinHandle<redjob::Result<()>>,
+    handle: tokio::task::JoinHandle<redjob::Result<redjob::worker::Stopped>>,
 }
 
 impl Running {
     /// Whether the worker has exited (it should not, until stopped).
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
+    }
+
+    /// Waits (at most 30 s) for the worker to stop by itself, cleanly; why.
+    pub async fn stopped(self) -> redjob::worker::Stopped {
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .expect("the worker stops within 30 s")
+            .unwrap()
+            .unwrap()
     }
 
     /// Shuts the worker down and waits (at most 30 s) for a clean exit.

@@ -5,6 +5,7 @@
 
 pub mod attempts;
 pub mod bulk;
+pub mod control;
 pub mod history;
 pub mod inspect;
 pub mod leases;
@@ -380,6 +381,9 @@ macro_rules! conformance_suite {
             periodic_settings_are_checked_at_build,
             workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead,
             an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost);
+        $crate::conformance_suite!(@control $setup, #[$attr],
+            a_worker_is_quieted_resumed_and_stopped_through_the_backend,
+            a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

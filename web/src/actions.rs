@@ -494,3 +494,32 @@ pub(crate) async fn periodic(
     };
     Ok(back(&ctx, "/periodic", &note))
 }
+
+/// Quiet, resume or stop a live worker (`id`), through Redis.
+pub(crate) async fn worker(
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path(action): Path<String>,
+    body: Bytes,
+) -> WebResult<Response> {
+    use redjob::ops::WorkerControl;
+    let f = checked(&ctx, &headers, &body)?;
+    let id = f.get("id").unwrap_or("");
+    let (control, note) = match action.as_str() {
+        "quiet" => (
+            Some(WorkerControl::Quiet),
+            "Quiet: it takes no more work and finishes what it runs.",
+        ),
+        "resume" => (None, "Resumed: it takes work again."),
+        "stop" => (
+            Some(WorkerControl::Stop),
+            "Stopping: it finishes what it runs and leaves.",
+        ),
+        other => return Err(WebError::NotFound(format!("no worker action {other:?}"))),
+    };
+    if !ctx.client.control_worker(id, control).await? {
+        return Err(WebError::NotFound(format!("no live worker {id:?}")));
+    }
+    let short = id.get(..8).unwrap_or(id);
+    Ok(back(&ctx, "/workers", &format!("Worker {short}: {note}")))
+}

@@ -267,6 +267,7 @@ impl Dashboard {
             .route("/queues/{queue}/jobs/{id}/{action}", post(actions::job))
             .route("/queues/{queue}/dead/{action}", post(actions::dead))
             .route("/periodic/{action}", post(actions::periodic))
+            .route("/workers/{action}", post(actions::worker))
             .route("/assets/{file}", get(assets::serve))
             .fallback(error_page::no_route)
             .layer(axum::middleware::from_fn_with_state(

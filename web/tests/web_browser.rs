@@ -558,7 +558,21 @@ async fn the_dashboard_works_in_a_real_browser() {
             page.contains("media") && page.contains("transcode_video"),
             "{page}"
         );
+        // quieted from the page: it says who did, with a Resume
+        click_button(&b, "Quiet").await;
+        let start = std::time::Instant::now();
+        loop {
+            let page = open(&b, &format!("{base}/workers")).await;
+            if page.contains("quiet by dashboard") && page.contains(">Resume</button>") {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{page}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         shot(&b, "workers").await;
+        click_button(&b, "Resume").await;
+        let page = open(&b, &format!("{base}/workers")).await;
+        assert!(page.contains(">Quiet</button>"), "{page}");
 
         // dark theme, kept across pages
         open(&b, &base).await;

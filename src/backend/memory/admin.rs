@@ -289,6 +289,14 @@ impl Admin for MemoryBackend {
     async fn resume_schedule(&self, queue: &str, name: &str) -> Result<bool> {
         self.pause_schedule_now(queue, name, false)
     }
+
+    async fn control_worker(
+        &self,
+        id: &str,
+        control: Option<crate::contract::admin::WorkerControl>,
+    ) -> Result<bool> {
+        self.control_now(id, control)
+    }
 }
 
 /// Requeues the dead letters of `q` with these ids at `now` (ms), as

@@ -42,16 +42,25 @@ impl Backend for MemoryBackend {
         .await
     }
 
-    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
-        self.beat_now(id, beat, ttl);
-        Ok(())
+    async fn beat(
+        &self,
+        id: &str,
+        beat: &[u8],
+        ttl: Duration,
+    ) -> Result<Option<crate::contract::admin::Control>> {
+        Ok(self.beat_now(id, beat, ttl))
     }
 
     async fn init_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
         self.store_settings(queue, s, false)
     }
 
-    async fn touch(&self, id: &str, ttl: Duration, _since: Duration) -> Result<bool> {
+    async fn touch(
+        &self,
+        id: &str,
+        ttl: Duration,
+        _since: Duration,
+    ) -> Result<Option<Option<crate::contract::admin::Control>>> {
         Ok(self.touch_now(id, ttl))
     }
 
@@ -406,7 +415,9 @@ impl Backend for MemoryBackend {
             tokio::select! {
                 r = sent.recv() => match r {
                     Ok(q) => {
-                        if queues.iter().any(|n| **n == *q) {
+                        // a queue's send, or a worker's control (each checks
+                        // its own)
+                        if q.starts_with('@') || queues.iter().any(|n| **n == *q) {
                             wake(&q);
                         }
                     }

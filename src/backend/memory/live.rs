@@ -6,7 +6,9 @@ use std::time::Duration;
 use super::state::ms_score;
 use super::{MemoryBackend, not_found};
 use crate::Result;
-use crate::contract::admin::{Beat, Paused, Tick, Ticked, Ticks, WorkerInfo};
+use crate::contract::admin::{
+    Beat, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo,
+};
 use crate::contract::inspect::Inspect;
 use crate::contract::queues::{SendMessage, validate};
 
@@ -52,41 +54,78 @@ impl MemoryBackend {
         Ok(Ticked::Enqueued { now_ms: now })
     }
 
-    /// workers.lua's beat (an empty `beat`: leave); drops entries that ran out.
-    pub(super) fn beat_now(&self, id: &str, beat: &[u8], ttl: Duration) {
+    /// workers.lua's beat (an empty `beat`: leave, with its control); drops
+    /// entries that ran out, with theirs. The control set on `id`.
+    pub(super) fn beat_now(&self, id: &str, beat: &[u8], ttl: Duration) -> Option<Control> {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         if beat.is_empty() {
             st.workers.remove(id);
+            st.worker_controls.remove(id);
         } else {
             let until = now.saturating_add(crate::contract::backend::clamped_ms(ttl).max(1));
             st.workers
                 .insert(id.to_string(), (until, beat.to_vec(), now));
         }
         st.workers.retain(|_, (until, ..)| *until > now);
+        let st = &mut *st;
+        st.worker_controls.retain(|w, _| st.workers.contains_key(w));
+        st.worker_controls.get(id).cloned()
     }
 
     /// Rsmq::touch: moves worker `id`'s entry on to run out `ttl` from now;
-    /// false when it has none.
-    pub(super) fn touch_now(&self, id: &str, ttl: Duration) -> bool {
+    /// `None` when it has none, else its control.
+    pub(super) fn touch_now(&self, id: &str, ttl: Duration) -> Option<Option<Control>> {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         match st.workers.get_mut(id) {
             Some((until, ..)) => {
                 *until = now.saturating_add(crate::contract::backend::clamped_ms(ttl).max(1));
-                true
+                Some(st.worker_controls.get(id).cloned())
             }
-            None => false,
+            None => None,
         }
+    }
+
+    /// workers.lua's control: sets (or clears) the control on live worker
+    /// `id` and wakes it; false when no live worker has that id.
+    pub(super) fn control_now(&self, id: &str, what: Option<WorkerControl>) -> Result<bool> {
+        crate::contract::admin::check_worker_id(id)?;
+        let now = self.clock.now_ms();
+        let by = self.actor().to_string();
+        let mut st = self.lock_mut();
+        if st.workers.get(id).is_none_or(|(until, ..)| *until <= now) {
+            return Ok(false);
+        }
+        match what {
+            Some(what) => {
+                let c = Control {
+                    what,
+                    at_ms: now,
+                    by,
+                };
+                st.worker_controls.insert(id.to_string(), c);
+            }
+            None => {
+                st.worker_controls.remove(id);
+            }
+        }
+        drop(st);
+        self.notify(&crate::contract::admin::control_wake(id));
+        Ok(true)
     }
 
     pub(super) fn live_workers(&self) -> Vec<WorkerInfo> {
         let now = self.clock.now_ms();
         let st = self.lock();
         st.workers
-            .values()
-            .filter(|(until, ..)| *until > now)
-            .filter_map(|(until, beat, at)| Beat::decode(beat, *until, Some(*at), &st.serves))
+            .iter()
+            .filter(|(_, (until, ..))| *until > now)
+            .filter_map(|(id, (until, beat, at))| {
+                let control = st.worker_controls.get(id).map(Control::stored);
+                let control = control.as_deref().map(str::as_bytes);
+                Beat::decode(beat, *until, Some(*at), &st.serves, control)
+            })
             .collect()
     }
 

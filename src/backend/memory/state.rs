@@ -367,6 +367,8 @@ pub(super) struct State {
     /// Paused periodic schedules by (queue, name): when (Unix ms) and by whom.
     /// The queue need not exist yet (a schedule's first tick creates it).
     pub paused_schedules: HashMap<(String, String), (u64, String)>,
+    /// The control set on each live worker (see `Admin::control_worker`).
+    pub worker_controls: HashMap<String, crate::contract::admin::Control>,
     /// What the workers of one build serve, by digest (see `Backend::serve`).
     pub serves: HashMap<String, Vec<u8>>,
 }

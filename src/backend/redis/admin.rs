@@ -341,6 +341,15 @@ impl Admin for Rsmq {
     async fn resume_schedule(&self, queue: &str, name: &str) -> Result<bool> {
         self.schedule(queue, name, false).await
     }
+
+    async fn control_worker(
+        &self,
+        id: &str,
+        control: Option<crate::contract::admin::WorkerControl>,
+    ) -> Result<bool> {
+        crate::contract::admin::check_worker_id(id)?;
+        self.control(id, control).await
+    }
 }
 
 /// dead_requeue.lua over `ids`, a page at a time; with `cutoff`, only the

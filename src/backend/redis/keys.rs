@@ -123,13 +123,17 @@ impl Namespace {
 
     /// The live-worker registry: `ns:{@workers}`, a sorted set of worker ids
     /// scored by when their registration runs out (Unix ms), and
-    /// `ns:{@workers}:info`, a hash of each one's last beat (JSON). `@` cannot
-    /// be in a queue name; the braces keep both in one Cluster slot.
-    pub fn workers(&self) -> [String; 3] {
+    /// `ns:{@workers}:info`, a hash of each one's last beat (JSON),
+    /// `ns:{@workers}:serves`, what the workers of each build serve, and
+    /// `ns:{@workers}:control`, a hash of worker id -> the control an operator
+    /// set on it (`<quiet|stop> <ms> <who>`). `@` cannot be in a queue name;
+    /// the braces keep them in one Cluster slot.
+    pub fn workers(&self) -> [String; 4] {
         let base = format!("{}{{@workers}}", self.prefix);
         let info = format!("{base}:info");
         let serves = format!("{base}:serves");
-        [base, info, serves]
+        let control = format!("{base}:control");
+        [base, info, serves, control]
     }
 }
 
@@ -279,7 +283,8 @@ mod tests {
             [
                 "rsmq:{@workers}".to_string(),
                 "rsmq:{@workers}:info".into(),
-                "rsmq:{@workers}:serves".into()
+                "rsmq:{@workers}:serves".into(),
+                "rsmq:{@workers}:control".into()
             ]
         );
         assert_eq!(
@@ -362,9 +367,10 @@ mod tests {
             ];
             assert!(topic.iter().all(|key| slot(key) == slot(&t.stream)));
         }
-        let [w, info, serves] = ns.workers();
+        let [w, info, serves, control] = ns.workers();
         assert_eq!(slot(&w), slot(&info));
         assert_eq!(slot(&w), slot(&serves));
+        assert_eq!(slot(&w), slot(&control));
         // the queues spread: not all in one slot
         let slots: std::collections::HashSet<u16> = (0..12)
             .map(|i| slot(&ns.queue(&format!("q{i}")).zset))

@@ -120,7 +120,12 @@ impl Backend for RedisBackend {
         .await
     }
 
-    async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
+    async fn beat(
+        &self,
+        id: &str,
+        beat: &[u8],
+        ttl: Duration,
+    ) -> Result<Option<crate::contract::admin::Control>> {
         self.rsmq.beat(id, beat, ttl).await
     }
 
@@ -128,7 +133,12 @@ impl Backend for RedisBackend {
         super::settings::call(&self.rsmq, queue, super::settings::Mode::Default, s).await
     }
 
-    async fn touch(&self, id: &str, _ttl: Duration, since: Duration) -> Result<bool> {
+    async fn touch(
+        &self,
+        id: &str,
+        _ttl: Duration,
+        since: Duration,
+    ) -> Result<Option<Option<crate::contract::admin::Control>>> {
         self.rsmq.touch(id, since).await
     }
 
@@ -501,7 +511,10 @@ impl Backend for RedisBackend {
         subscribed: &(dyn Fn() + Send + Sync),
         stop: &tokio_util::sync::CancellationToken,
     ) -> Result<()> {
-        let on = (!self.ns.is_cluster()).then(|| (self.ns.handoff(worker), handed));
+        let on = (!self.ns.is_cluster()).then(|| {
+            let control = crate::contract::admin::control_wake(worker);
+            (self.ns.handoff(worker), handed, control)
+        });
         self.listen_on(queues, on, wake, subscribed, stop).await
     }
 }

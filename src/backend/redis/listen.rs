@@ -15,8 +15,10 @@ use crate::{Error, JobId, Result};
 /// one holds up the worker's shutdown this long at most).
 const UNSUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The hand-off channel and what to do with each job that comes on it.
-pub(super) type HandOffs<'a> = (String, &'a (dyn Fn(Handed) + Send + Sync));
+/// The hand-off channel, what to do with each job that comes on it, and the
+/// name to wake when a control's notice comes on it (see
+/// `Admin::control_worker`).
+pub(super) type HandOffs<'a> = (String, &'a (dyn Fn(Handed) + Send + Sync), String);
 
 impl RedisBackend {
     /// Subscribes to the queues' realtime channels (and `handoffs`' channel),
@@ -48,7 +50,7 @@ impl RedisBackend {
         .await
         .map_err(|_| timed_out())??;
         let (mut sink, mut stream) = pubsub.split();
-        let own = handoffs.as_ref().map(|(ch, _)| ch.as_str());
+        let own = handoffs.as_ref().map(|(ch, ..)| ch.as_str());
         for ch in channels.keys().map(String::as_str).chain(own) {
             tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
                 .await
@@ -69,10 +71,15 @@ impl RedisBackend {
             let channel = msg.get_channel_name();
             if let Some(q) = channels.get(channel) {
                 wake(q);
-            } else if let Some((ch, handed)) = &handoffs
+            } else if let Some((ch, handed, control)) = &handoffs
                 && ch == channel
             {
                 let payload = msg.get_payload_bytes();
+                if payload.starts_with(b"! ") {
+                    // a control set on this worker (workers.lua)
+                    wake(control);
+                    return;
+                }
                 let read = match payload.strip_prefix(b"? ") {
                     Some(note) => lost_job(note),
                     None => handed_job(payload),

@@ -7,7 +7,9 @@ use redis::Value;
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::contract::admin::{Beat, Paused, Tick, Ticked, Ticks, WorkerInfo};
+use crate::contract::admin::{
+    Beat, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo,
+};
 use crate::contract::queues::{SendMessage, validate};
 use crate::{Error, Result};
 
@@ -75,30 +77,64 @@ impl Rsmq {
         scripts::run(&mut con, &scripts::WORKERS, &cmd).await
     }
 
-    /// Registers or refreshes worker `id` (an empty `beat` removes it).
-    pub(crate) async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<()> {
+    /// Registers or refreshes worker `id` (an empty `beat` removes it); the
+    /// control set on it.
+    pub(crate) async fn beat(
+        &self,
+        id: &str,
+        beat: &[u8],
+        ttl: Duration,
+    ) -> Result<Option<Control>> {
         let ttl = crate::contract::backend::clamped_ms(ttl).max(1).to_string();
-        let op: &[u8] = if beat.is_empty() { b"leave" } else { b"beat" };
-        self.registry(&[op, id.as_bytes(), ttl.as_bytes(), beat])
-            .await
-            .map(drop)
+        if beat.is_empty() {
+            self.registry(&[b"leave", id.as_bytes(), ttl.as_bytes(), beat])
+                .await?;
+            return Ok(None);
+        }
+        let v = self
+            .registry(&[b"beat", id.as_bytes(), ttl.as_bytes(), beat])
+            .await?;
+        let (_now, mut r) = Reply::status(&v)?;
+        Ok(r.opt_bytes()?.and_then(Control::parse))
     }
 
     /// Moves worker `id`'s registration on by `by`, the time since its last beat
-    /// or touch: one `ZADD XX INCR`, no script. False when it has no entry
-    /// (`XX`: then nothing is written).
-    pub(crate) async fn touch(&self, id: &str, by: Duration) -> Result<bool> {
+    /// or touch, and reads its control: a `ZADD XX INCR` and an `HGET` in one
+    /// round trip, no script. `None` when it has no entry (`XX`: then nothing
+    /// is written).
+    pub(crate) async fn touch(&self, id: &str, by: Duration) -> Result<Option<Option<Control>>> {
         let (mut con, ns, _) = self.ns_parts();
-        let [set, ..] = ns.workers();
-        let until: Option<f64> = redis::cmd("ZADD")
+        let [set, _, _, control] = ns.workers();
+        let (until, c): (Option<f64>, Option<Vec<u8>>) = redis::pipe()
+            .cmd("ZADD")
             .arg(&set)
             .arg("XX")
             .arg("INCR")
             .arg(crate::contract::backend::clamped_ms(by))
             .arg(id)
+            .cmd("HGET")
+            .arg(&control)
+            .arg(id)
             .query_async(&mut con)
             .await?;
-        Ok(until.is_some())
+        Ok(until.map(|_| c.as_deref().and_then(Control::parse)))
+    }
+
+    /// Sets (or clears) the control on live worker `id`, as this client's
+    /// actor, and wakes it; false when no live worker has that id.
+    pub(crate) async fn control(&self, id: &str, control: Option<WorkerControl>) -> Result<bool> {
+        let what = control.map_or("", WorkerControl::as_str);
+        let channel = self.ns_parts().1.handoff(id);
+        let v = self
+            .registry(&[
+                b"control",
+                id.as_bytes(),
+                what.as_bytes(),
+                self.actor.as_bytes(),
+                channel.as_bytes(),
+            ])
+            .await?;
+        Ok(scripts::int(&v)? == 1)
     }
 
     /// Stores what the workers of one build serve, under its digest.
@@ -117,7 +153,9 @@ impl Rsmq {
         for _ in 0..n {
             let _id = r.bytes()?;
             let expires = r.int()?.max(0) as u64;
-            beats.push((r.bytes()?, expires));
+            let beat = r.bytes()?;
+            let control = Some(r.bytes()?).filter(|c| !c.is_empty());
+            beats.push((beat, expires, control));
         }
         let mut served = std::collections::HashMap::new();
         while !r.is_empty() {
@@ -126,7 +164,9 @@ impl Rsmq {
         }
         let mut out: Vec<WorkerInfo> = beats
             .into_iter()
-            .filter_map(|(beat, expires)| Beat::decode(beat, expires, None, &served))
+            .filter_map(|(beat, expires, control)| {
+                Beat::decode(beat, expires, None, &served, control)
+            })
             .collect();
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)

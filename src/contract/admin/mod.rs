@@ -1,6 +1,7 @@
 //! [`Admin`]: acting on queues and dead letters; periodic ticks and worker
 //! heartbeats (public at `redjob::ops`).
 
+mod control;
 mod dead;
 mod overview;
 mod periodic;
@@ -8,6 +9,8 @@ mod workers;
 
 use std::future::Future;
 
+pub use control::{Control, WorkerControl};
+pub(crate) use control::{check_id as check_worker_id, wake_name as control_wake};
 pub use dead::{BulkCount, DeadOrder, DeadQuery, Spread};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
 pub use periodic::{Missed, Paused, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
@@ -344,7 +347,9 @@ pub trait Admin: Inspect {
     /// ticks it, recording when and who ([`actor`](Inspect::actor)): while
     /// paused its ticks pass and enqueue nothing ([`ScheduleInfo::paused`]).
     /// Returns false when it was paused already. Stored in the backend, so
-    /// every worker process follows at its next tick.
+    /// every worker process follows at its next tick, and a deploy does not
+    /// undo it: this is also how a schedule is disabled (it stays paused
+    /// until resumed, whatever the workers' code says).
     ///
     /// ```
     /// use redjob::ops::Admin;
@@ -368,6 +373,52 @@ pub trait Admin: Inspect {
     /// Returns false when it was not paused.
     fn resume_schedule(&self, queue: &str, name: &str)
     -> impl Future<Output = Result<bool>> + Send;
+
+    /// Sets `control` on the live worker `id` (`None` clears it: a quiet
+    /// worker takes work again), recording when and who
+    /// ([`actor`](Inspect::actor)). Stored in the backend beside the
+    /// registry; the worker is woken to read it at once, and reads it at each
+    /// heartbeat too. Returns false when no live worker has that id (the
+    /// control is not stored). [`WorkerInfo::control`] shows it, and
+    /// [`WorkerInfo::quiet`] whether the worker follows it.
+    ///
+    /// ```
+    /// use redjob::ops::{Admin, WorkerControl};
+    /// use redjob::backend::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// // no worker of that id is live
+    /// assert!(!q.control_worker("9b1d...", Some(WorkerControl::Quiet)).await?);
+    /// # Ok(()) }
+    /// ```
+    fn control_worker(
+        &self,
+        id: &str,
+        control: Option<WorkerControl>,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Quiets the live worker `id`: it stops taking work and finishes what it
+    /// runs (see [`WorkerControl::Quiet`]); [`resume_worker`](Self::resume_worker)
+    /// undoes it. False when no live worker has that id.
+    fn quiet_worker(&self, id: &str) -> impl Future<Output = Result<bool>> + Send {
+        self.control_worker(id, Some(WorkerControl::Quiet))
+    }
+
+    /// Clears the control on the live worker `id`: a quiet worker takes work
+    /// again (a stop it has already seen goes on). False when no live worker
+    /// has that id.
+    fn resume_worker(&self, id: &str) -> impl Future<Output = Result<bool>> + Send {
+        self.control_worker(id, None)
+    }
+
+    /// Stops the live worker `id` gracefully (see [`WorkerControl::Stop`]):
+    /// its [`Worker::run`](crate::Worker::run) returns
+    /// [`Stopped::Requested`](crate::worker::Stopped::Requested) with who
+    /// asked. False when no live worker has that id.
+    fn stop_worker(&self, id: &str) -> impl Future<Output = Result<bool>> + Send {
+        self.control_worker(id, Some(WorkerControl::Stop))
+    }
 
     /// Stores the settings `settings` gives (`Some`) for `queue`, in force for
     /// every worker from its next settle on, over whatever was stored; the
@@ -497,6 +548,7 @@ macro_rules! admin_methods {
             async fn settings(queue: &str) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn pause_schedule(queue: &str, name: &str) -> $crate::Result<bool>;
             async fn resume_schedule(queue: &str, name: &str) -> $crate::Result<bool>;
+            async fn control_worker(id: &str, control: Option<$crate::contract::admin::WorkerControl>) -> $crate::Result<bool>;
             async fn set_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn add_event(queue: &str, what: &str, count: u64) -> $crate::Result<()>;
             async fn overview(query: &$crate::contract::admin::OverviewQuery) -> $crate::Result<$crate::contract::admin::Overview>;

@@ -46,6 +46,13 @@ pub struct WorkerInfo {
     /// dead-letters it (`WorkerBuilder::unknown_jobs_retry_for`); `None` from
     /// a worker before this field.
     pub unknown_jobs_retry_for_ms: Option<u64>,
+    /// The control an operator set on it ([`Admin::control_worker`](super::Admin::control_worker)),
+    /// with when and by whom; `None`: none.
+    pub control: Option<super::Control>,
+    /// Whether it said at its last beat that it is quiet (takes no work): a
+    /// quiet [`control`](Self::control) it has not yet seen, or a resume it
+    /// has not yet seen, shows as the two disagreeing.
+    pub quiet: bool,
 }
 
 /// A job type a worker knows, with the options its `#[job(...)]` declares:
@@ -235,6 +242,9 @@ pub(crate) struct Beat {
     /// The digest of what it serves (see [`Serves`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serves: Option<String>,
+    /// Quiet: takes no work (see [`WorkerControl::Quiet`](super::WorkerControl::Quiet)).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quiet: bool,
 }
 
 /// A running job in a [`Beat`].
@@ -257,6 +267,7 @@ impl Beat {
         expires_at_ms: u64,
         at_ms: Option<u64>,
         serves: Option<Serves>,
+        control: Option<super::Control>,
     ) -> WorkerInfo {
         let serves = serves.unwrap_or_default();
         let beat = expires_at_ms.saturating_sub(self.ttl_ms);
@@ -286,17 +297,20 @@ impl Beat {
             job_types: serves.job_types,
             subscribers: serves.subscribers,
             unknown_jobs_retry_for_ms: serves.unknown_ms,
+            control,
+            quiet: self.quiet,
         }
     }
 
     /// Decodes a stored beat (see [`Beat::info`]) with what it serves, looked
-    /// up by its digest in `served` (digest, JSON); `None` for a beat this
-    /// version cannot read.
+    /// up by its digest in `served` (digest, JSON), and the control set on it
+    /// (its stored form); `None` for a beat this version cannot read.
     pub fn decode(
         json: &[u8],
         expires_at_ms: u64,
         at_ms: Option<u64>,
         served: &std::collections::HashMap<String, Vec<u8>>,
+        control: Option<&[u8]>,
     ) -> Option<WorkerInfo> {
         let beat = serde_json::from_slice::<Beat>(json).ok()?;
         let serves = beat
@@ -304,7 +318,8 @@ impl Beat {
             .as_ref()
             .and_then(|d| served.get(d))
             .and_then(|j| serde_json::from_slice::<Serves>(j).ok());
-        Some(beat.info(expires_at_ms, at_ms, serves))
+        let control = control.and_then(super::Control::parse);
+        Some(beat.info(expires_at_ms, at_ms, serves, control))
     }
 
     /// The beat without its durations, which every beat changes: a worker whose
@@ -355,6 +370,7 @@ mod tests {
             running: Vec::new(),
             schedules: Vec::new(),
             serves: None,
+            quiet: false,
         };
         let serves = Serves {
             job_types: types
@@ -367,7 +383,7 @@ mod tests {
             subscribers: Vec::new(),
             unknown_ms,
         };
-        beat.info(1, Some(0), Some(serves))
+        beat.info(1, Some(0), Some(serves), None)
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! What the live workers report: the worker processes with the jobs they run,
-//! and the periodic schedules they tick (with a "run now").
+//! What the live workers report: the worker processes with the jobs they run
+//! (with quiet, resume and stop), and the periodic schedules they tick (with
+//! run now, pause and resume).
 
 use axum::response::Response;
-use maud::html;
+use maud::{Markup, html};
 use redjob::backend::Backend;
-use redjob::ops::Admin;
+use redjob::ops::{Admin, WorkerControl, WorkerInfo};
 
 use crate::Ctx;
 use crate::error::WebResult;
@@ -15,6 +16,7 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
     let client = &ctx.app.client;
     let workers = client.workers().await?;
     let now = client.backend().now_ms().await?;
+    let ro = ctx.read_only;
     let body = html! {
         h1 { "Workers" }
         p.muted { "Worker processes alive now. Each refreshes its entry with its lease renewals; one that died is gone within three." }
@@ -34,6 +36,7 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                             }
                         }
                         dt { "Busy" } dd { (w.running.len()) " of " (w.concurrency) }
+                        dt { "State" } dd { (state(w, now)) }
                         @if !w.subscribers.is_empty() {
                             dt { "Subscribers" } dd {
                                 @for (i, s) in w.subscribers.iter().enumerate() {
@@ -57,6 +60,7 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                         dt { "Started" } dd { (when(w.started_at_ms)) " (" (relative(now, w.started_at_ms)) ")" }
                         dt { "Last beat" } dd { (relative(now, w.last_beat_ms)) }
                     }
+                    @if !ro { (controls(&ctx, w)) }
                     @if !w.running.is_empty() {
                         div.scroll {
                             table {
@@ -79,6 +83,48 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
         }
     };
     Ok(render(&ctx, "Workers", Nav::Workers, body))
+}
+
+/// What a worker does, with who asked for it; a control it has not yet
+/// followed says so.
+fn state(w: &WorkerInfo, now: u64) -> Markup {
+    match (&w.control, w.quiet) {
+        (None, false) => html! { "running" },
+        (None, true) => html! { span.badge.paused { "resuming" } },
+        (Some(c), quiet) => {
+            let what = match c.what {
+                WorkerControl::Quiet if !quiet => "quieting",
+                WorkerControl::Quiet => "quiet",
+                _ => "stopping",
+            };
+            html! { span.badge.paused title=(when(c.at_ms)) { (what) " by " (c.by) " " (relative(now, c.at_ms)) } }
+        }
+    }
+}
+
+/// The buttons that quiet, resume or stop a worker (stop behind a second
+/// click).
+fn controls(ctx: &Ctx, w: &WorkerInfo) -> Markup {
+    let quiet = matches!(&w.control, Some(c) if c.what == WorkerControl::Quiet);
+    let form = |action: &str, label: &str, class: &str| {
+        html! {
+            form.inline method="post" action=(ctx.link(&format!("/workers/{action}"))) {
+                (csrf(ctx))
+                input type="hidden" name="id" value=(w.id);
+                button type="submit" class=(class) { (label) }
+            }
+        }
+    };
+    html! {
+        div.bar {
+            @if quiet { (form("resume", "Resume", "")) } @else { (form("quiet", "Quiet", "")) }
+            details.inline {
+                summary.button { "Stop…" }
+                p.muted { "It takes no more work, finishes what it runs (or releases it after its grace period) and leaves the registry; its application decides what follows." }
+                (form("stop", "Stop this worker", "danger"))
+            }
+        }
+    }
 }
 
 pub(crate) async fn periodic(ctx: Ctx) -> WebResult<Response> {

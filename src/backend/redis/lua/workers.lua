@@ -9,13 +9,33 @@
 --          "at_ms", when it was written, put first here)
 -- KEYS[3]  ns:{@workers}:serves: hash of digest -> what the workers of one
 --          build serve (JSON: job types, subscribers), which beats name
--- ARGV[1]  "beat", "leave", "serve" or "list"
--- ARGV[2]  the worker's id (beat, leave); ARGV[3] its ttl in ms; ARGV[4] its
---          beat. For "serve", the digest in ARGV[2] and its JSON in ARGV[3]
--- Returns  beat, leave, serve: now (Unix ms); list: {now, n, then n x (id,
---          runs out at, beat), then (digest, JSON) x each entry of KEYS[3] a
---          listed beat names}
+-- KEYS[4]  ns:{@workers}:control: hash of worker id -> the control an operator
+--          set on it, "<quiet|stop> <ms> <who>" (dropped with its entry)
+-- ARGV[1]  "beat", "leave", "serve", "control" or "list"
+-- ARGV[2]  the worker's id (beat, leave, control); ARGV[3] its ttl in ms; ARGV[4]
+--          its beat. For "serve", the digest in ARGV[2] and its JSON in
+--          ARGV[3]. For "control", the control in ARGV[3] ("quiet", "stop",
+--          or "" to clear it), who sets it in ARGV[4], and the worker's
+--          hand-off channel in ARGV[5], on which it is woken to read it
+-- Returns  beat: {now, the worker's control or false}; leave, serve: now
+--          (Unix ms); control: 1, or 0 when no live worker has that id
+--          (nothing stored); list: {now, n, then n x (id, runs out at, beat,
+--          control or ""), then (digest, JSON) x each entry of KEYS[3] a listed
+--          beat names}
 local now = clock()
+local controlled = 0
+if ARGV[1] == "control" then
+  local ends = redis.call("ZSCORE", KEYS[1], ARGV[2])
+  if ends and tonumber(ends) > now then
+    controlled = 1
+    if ARGV[3] == "" then
+      redis.call("HDEL", KEYS[4], ARGV[2])
+    else
+      redis.call("HSET", KEYS[4], ARGV[2], string.format("%s %.0f %s", ARGV[3], now, ARGV[4]))
+    end
+    redis.call("PUBLISH", ARGV[5], "! control")
+  end
+end
 if ARGV[1] == "serve" then
   -- bounded: past 64 builds' entries (rolling deploys leave old ones), start
   -- afresh; the live workers serve theirs again within two minutes
@@ -33,15 +53,17 @@ elseif ARGV[1] == "beat" then
 elseif ARGV[1] == "leave" then
   redis.call("ZREM", KEYS[1], ARGV[2])
   redis.call("HDEL", KEYS[2], ARGV[2])
+  redis.call("HDEL", KEYS[4], ARGV[2])
 end
 local gone = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, 100)
 if #gone > 0 then
   redis.call("ZREM", KEYS[1], unpack(gone))
   redis.call("HDEL", KEYS[2], unpack(gone))
+  redis.call("HDEL", KEYS[4], unpack(gone))
 end
 local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
 if #last == 0 then
-  redis.call("DEL", KEYS[1], KEYS[2])
+  redis.call("DEL", KEYS[1], KEYS[2], KEYS[4])
   -- what workers serve outlives them by five minutes too: a worker serves
   -- before its first beat, and a listing or a leave meanwhile keeps it
   redis.call("PEXPIRE", KEYS[3], 300000)
@@ -50,7 +72,10 @@ else
   redis.call("PEXPIRE", KEYS[1], ttl)
   redis.call("PEXPIRE", KEYS[2], ttl)
   redis.call("PEXPIRE", KEYS[3], ttl)
+  if redis.call("EXISTS", KEYS[4]) == 1 then redis.call("PEXPIRE", KEYS[4], ttl) end
 end
+if ARGV[1] == "beat" then return {now, redis.call("HGET", KEYS[4], ARGV[2])} end
+if ARGV[1] == "control" then return controlled end
 if ARGV[1] ~= "list" then return now end
 local out = {now, 0}
 local rows = redis.call("ZRANGEBYSCORE", KEYS[1], "(" .. now, "+inf", "WITHSCORES")
@@ -60,12 +85,13 @@ for i = 1, #rows, 2 do
     out[#out + 1] = rows[i]
     out[#out + 1] = rows[i + 1]
     out[#out + 1] = beat
+    out[#out + 1] = redis.call("HGET", KEYS[4], rows[i]) or ""
     out[2] = out[2] + 1
   end
 end
 -- what the listed workers serve, each entry once (a beat names it by digest)
 local seen = {}
-for i = 5, #out, 3 do
+for i = 5, #out, 4 do
   local digest = string.match(out[i], '"serves":"([^"]+)"')
   if digest and not seen[digest] then
     seen[digest] = true

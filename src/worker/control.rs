@@ -1,0 +1,140 @@
+//! The controls an operator sets on this worker through the backend
+//! ([`Admin::control_worker`](crate::ops::Admin::control_worker)), as the
+//! registry's beats read them, and why [`Worker::run`](super::Worker::run)
+//! returned.
+
+use std::sync::Mutex;
+
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::contract::admin::{Control, WorkerControl};
+
+/// Why [`Worker::run`](super::Worker::run) returned (when it did not fail).
+///
+/// ```
+/// use redjob::Worker;
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::worker::Stopped;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let worker = Worker::builder(MemoryBackend::new())
+///     .queue("mail")
+///     .handle_signals(false)
+///     .build()?;
+/// worker.shutdown_token().cancel(); // as the app does at its own shutdown
+/// match worker.run().await? {
+///     Stopped::Requested { by, .. } => println!("stopped by {by}; the app goes on"),
+///     Stopped::Signal { name } => println!("{name}: the app exits too"),
+///     other => assert_eq!(other, Stopped::Shutdown),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stopped {
+    /// Its shutdown token was cancelled ([`Worker::shutdown_token`](super::Worker::shutdown_token),
+    /// [`WorkerBuilder::shutdown`](super::WorkerBuilder::shutdown)).
+    Shutdown,
+    /// ctrl-c or SIGTERM came (when it handles signals, see
+    /// [`WorkerBuilder::handle_signals`](super::WorkerBuilder::handle_signals)).
+    Signal {
+        /// `ctrl-c` or `SIGTERM`.
+        name: &'static str,
+    },
+    /// An operator stopped it through the backend
+    /// ([`Admin::stop_worker`](crate::ops::Admin::stop_worker), `redjob
+    /// workers stop`, the dashboard): the application's process goes on.
+    Requested {
+        /// Who (`api`, `cli alice`, `dashboard bob`).
+        by: String,
+        /// When, Unix ms (backend time).
+        at_ms: u64,
+    },
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stopped::Shutdown => f.write_str("shut down by its token"),
+            Stopped::Signal { name } => write!(f, "shut down by {name}"),
+            Stopped::Requested { by, at_ms } => write!(f, "stopped by {by} at {at_ms} ms"),
+        }
+    }
+}
+
+/// What the registry read of this worker's control, shared with the tasks
+/// that follow it.
+pub(crate) struct Controls {
+    /// Quiet: take no work (dispatchers, hand-offs, subscribers wait).
+    pub quiet: watch::Sender<bool>,
+    /// Cancelled when an operator stops the worker (the application's token
+    /// stays as it is).
+    pub stop: CancellationToken,
+    /// A control's notice came: the registry beats at once to read it.
+    pub poke: Notify,
+    /// Why the worker stops, once known.
+    reason: Mutex<Option<Stopped>>,
+}
+
+impl Controls {
+    pub fn new() -> Self {
+        Controls {
+            quiet: watch::channel(false).0,
+            stop: CancellationToken::new(),
+            poke: Notify::new(),
+            reason: Mutex::new(None),
+        }
+    }
+
+    /// Whether the worker is quiet now.
+    pub fn is_quiet(&self) -> bool {
+        *self.quiet.borrow()
+    }
+
+    /// Records why the worker stops, unless a reason came first.
+    pub fn stopping(&self, why: Stopped) {
+        self.reason
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert(why);
+    }
+
+    /// Why it stopped: the first reason recorded, else its token.
+    pub fn reason(&self) -> Stopped {
+        self.reason
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or(Stopped::Shutdown)
+    }
+
+    /// Follows the control read with a beat (`None`: none is set); whether
+    /// that changed what the worker says of itself (so it beats again soon).
+    pub fn follow(&self, worker: &str, control: Option<&Control>) -> bool {
+        let quiet = matches!(control, Some(c) if c.what == WorkerControl::Quiet);
+        let changed = self.quiet.send_if_modified(|q| {
+            let was = std::mem::replace(q, quiet);
+            was != quiet
+        });
+        if changed {
+            match control {
+                Some(c) => {
+                    tracing::info!(worker, by = %c.by, "quiet: taking no work until resumed")
+                }
+                None => tracing::info!(worker, "resumed: taking work again"),
+            }
+        }
+        if let Some(c) = control.filter(|c| c.what == WorkerControl::Stop)
+            && !self.stop.is_cancelled()
+        {
+            tracing::info!(worker, by = %c.by, "stop requested: shutting down");
+            self.stopping(Stopped::Requested {
+                by: c.by.clone(),
+                at_ms: c.at_ms,
+            });
+            self.stop.cancel();
+        }
+        changed
+    }
+}

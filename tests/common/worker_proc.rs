@@ -1,0 +1,132 @@
+//! Worker processes for the controls' tests (included by path where needed:
+//! its job type is not for every test binary). A test binary that includes
+//! it has an ignored test `control_worker_process` calling [`serve`]; [`Proc`]
+//! runs that binary again as a worker process, reading what it prints: its
+//! worker id (`id …`), and what `Worker::run` returned (`stopped …`).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redjob::inspect::{Inspect, JobState};
+use redjob::{Client, Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+/// The environment variable that gives a worker process its Redis URL.
+const URL_VAR: &str = "REDJOB_CONTROL_REDIS";
+
+/// Sleeps `ms`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "nap", queue = "c_naps")]
+pub struct Nap {
+    pub ms: u64,
+}
+
+impl Job for Nap {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+/// The worker process's body: serves `c_naps` until stopped, then says why
+/// and goes on a little (the application's process is its own). Run by the
+/// ignored test `control_worker_process` of the including test binary.
+pub fn serve() {
+    let Ok(url) = std::env::var(URL_VAR) else {
+        eprintln!("run by a test with {URL_VAR}");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = Client::connect(&url).await.unwrap();
+        let worker = Worker::builder(client.backend())
+            .register::<Nap>()
+            .concurrency(2)
+            .build()
+            .unwrap();
+        println!("id {}", worker.id());
+        let stopped = worker.run().await.unwrap();
+        println!("stopped {stopped:?}");
+        // the process goes on after its worker stopped
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        println!("still here");
+    });
+}
+
+/// A worker process and the lines it printed.
+pub struct Proc {
+    pub child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    /// Starts a worker process on the Redis at `url`.
+    pub fn spawn(url: &str) -> Proc {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "control_worker_process",
+                "--nocapture",
+            ])
+            .env(URL_VAR, url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().unwrap();
+        let to = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                to.lock().unwrap().push(line);
+            }
+        });
+        Proc { child, lines }
+    }
+
+    /// The first printed line that starts with `prefix`, without it
+    /// (waiting up to 30 s for it).
+    pub async fn line(&self, prefix: &str) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find_map(|l| l.strip_prefix(prefix))
+            {
+                return l.to_string();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no {prefix:?} line"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Waits (up to 10 s) until `ok`.
+pub async fn until<F: AsyncFn() -> bool>(what: &str, ok: F) {
+    let start = Instant::now();
+    while !ok().await {
+        assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The worker whose attempt ran job `id` last, once it finished.
+pub async fn ran_by(client: &Client, id: JobId) -> Option<String> {
+    let j = client.queues().job("c_naps", &id).await.unwrap()?;
+    if j.state != JobState::Finished {
+        return None;
+    }
+    j.runs.last().and_then(|r| r.worker.clone())
+}

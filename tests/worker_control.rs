@@ -1,0 +1,171 @@
+//! Worker controls across processes: two worker processes on one Redis; one
+//! is quieted (the other takes every new job while the quiet one finishes what
+//! it runs), resumed (it takes jobs again), then the other is stopped (its
+//! `Worker::run` returns who stopped it, after its runs finish, and its
+//! process goes on). Every control acts through Redis only.
+//!
+//! The worker processes are this test binary again, running the ignored test
+//! `control_worker_process` with the Redis URL in its environment; each prints
+//! its worker id, and what `run` returned.
+
+mod common;
+#[path = "common/worker_proc.rs"]
+mod worker_proc;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::ops::Admin;
+use redjob::queue::Queues;
+use redjob::{Client, JobId};
+use tokio::time::Instant;
+use worker_proc::{Nap, Proc, ran_by, until};
+
+/// A worker process (see `worker_proc::serve`).
+#[test]
+#[ignore = "a worker process for the controls' tests, not a test on its own"]
+fn control_worker_process() {
+    worker_proc::serve();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_follow_quiet_resume_and_stop() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("c_naps", Default::default())
+        .await
+        .unwrap();
+    let mut procs = [Proc::spawn(&url), Proc::spawn(&url)];
+    let a = procs[0].line("id ").await;
+    let b = procs[1].line("id ").await;
+    until("both workers listed", async || {
+        client.workers().await.unwrap().len() == 2
+    })
+    .await;
+
+    // two long jobs on each worker (each runs two at a time)
+    let long: Vec<JobId> = client
+        .enqueue_batch(&(0..4).map(|_| Nap { ms: 2000 }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    until("each runs two", async || {
+        let w = client.workers().await.unwrap();
+        w.len() == 2 && w.iter().all(|w| w.running.len() == 2)
+    })
+    .await;
+
+    // quiet a, from the library, acting as someone
+    let alice = client.clone().acting_as("ops alice");
+    assert!(alice.quiet_worker(&a).await.unwrap());
+    until("a says it is quiet", async || {
+        client
+            .workers()
+            .await
+            .unwrap()
+            .iter()
+            .any(|w| w.id == a && w.quiet)
+    })
+    .await;
+    let listed = client.workers().await.unwrap();
+    let wa = listed.iter().find(|w| w.id == a).unwrap();
+    let c = wa.control.as_ref().unwrap();
+    assert_eq!(c.by, "ops alice");
+    // new jobs all go to b; a finishes what it runs
+    let short: Vec<JobId> = client
+        .enqueue_batch(&(0..6).map(|_| Nap { ms: 20 }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let mut by = Vec::new();
+    for id in long.iter().chain(&short) {
+        let start = Instant::now();
+        loop {
+            if let Some(w) = ran_by(&client, *id).await {
+                by.push(w);
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "job {id} ran");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let (by_long, by_short) = by.split_at(4);
+    assert_eq!(
+        by_long.iter().filter(|w| **w == a).count(),
+        2,
+        "the quiet worker finished its two runs: {by_long:?}"
+    );
+    assert!(
+        by_short.iter().all(|w| *w == b),
+        "the quiet worker took no new job: {by_short:?} (a is {a})"
+    );
+
+    // resumed, and b quiet: new jobs go to a
+    assert!(alice.resume_worker(&a).await.unwrap());
+    assert!(alice.quiet_worker(&b).await.unwrap());
+    until("a resumed and b quiet", async || {
+        let w = client.workers().await.unwrap();
+        w.iter()
+            .any(|w| w.id == a && !w.quiet && w.control.is_none())
+            && w.iter().any(|w| w.id == b && w.quiet)
+    })
+    .await;
+    let more: Vec<JobId> = client
+        .enqueue_batch(&(0..4).map(|_| Nap { ms: 20 }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    for id in &more {
+        let start = Instant::now();
+        let w = loop {
+            if let Some(w) = ran_by(&client, *id).await {
+                break w;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "job {id} ran");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(w, a, "the resumed worker runs the new jobs");
+    }
+
+    // stop a while it runs a job (b is still quiet): it finishes it, run
+    // returns who stopped it, the process goes on
+    let last = client.enqueue(&Nap { ms: 1500 }).await.unwrap();
+    until("a runs the last job", async || {
+        client
+            .workers()
+            .await
+            .unwrap()
+            .iter()
+            .any(|w| w.id == a && w.running.iter().any(|r| r.id == last.to_string()))
+    })
+    .await;
+    let bob = client.clone().acting_as("ops bob");
+    assert!(bob.stop_worker(&a).await.unwrap());
+    let stopped = procs[0].line("stopped ").await;
+    assert!(
+        stopped.starts_with("Requested { by: \"ops bob\""),
+        "{stopped}"
+    );
+    procs[0].line("still here").await;
+    assert_eq!(
+        ran_by(&client, last).await,
+        Some(a.clone()),
+        "its run finished"
+    );
+    let live = client.workers().await.unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].id, b, "the stopped worker left");
+    assert!(!bob.resume_worker(&a).await.unwrap(), "gone with it");
+
+    for p in &mut procs {
+        let _ = Command::new("kill")
+            .args(["-TERM", &p.child.id().to_string()])
+            .status();
+    }
+    for p in &mut procs {
+        p.child.wait().unwrap();
+    }
+    let term = procs[1].line("stopped ").await;
+    assert_eq!(term, "Signal { name: \"SIGTERM\" }");
+}
