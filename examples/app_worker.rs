@@ -95,12 +95,21 @@ async fn main() -> redjob::Result<()> {
         })
     };
 
-    println!("running; press ctrl-c to stop");
-    tokio::signal::ctrl_c().await.expect("listen for ctrl-c");
-    println!("ctrl-c: shutting down");
+    println!("running; press ctrl-c to stop (or `redjob workers stop <id>`)");
+    let mut worker = worker;
+    let stopped = tokio::select! {
+        _ = tokio::signal::ctrl_c() => {
+            println!("ctrl-c: shutting down");
+            shutdown.cancel();
+            worker.await.expect("worker task")?
+        }
+        // an operator stopped the worker through Redis: this app decides what
+        // follows (an app that serves HTTP too would go on serving)
+        ended = &mut worker => ended.expect("worker task")?,
+    };
+    println!("worker {stopped}");
     shutdown.cancel();
     app.await.expect("app task");
-    worker.await.expect("worker task")?;
     println!("stopped cleanly");
     Ok(())
 }

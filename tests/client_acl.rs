@@ -152,6 +152,16 @@ async fn the_readme_worker_user_runs_every_feature() {
     let ops = client.backend();
     assert_eq!(ops.workers().await.unwrap().len(), 1);
     assert_eq!(ops.schedules().await.unwrap().len(), 1);
+    // a control set and followed (the beat reads it back)
+    let id = ops.workers().await.unwrap()[0].id.clone();
+    assert!(ops.quiet_worker(&id).await.unwrap());
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            ops.workers().await.unwrap()[0].quiet
+        })
+        .await
+    );
+    assert!(ops.resume_worker(&id).await.unwrap());
     w.stop().await;
     // the history a worker trims every two minutes, and reads of it
     ops.trim_history("acl").await.unwrap();

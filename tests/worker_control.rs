@@ -16,11 +16,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::RedisServer;
+use redjob::backend::Backend;
 use redjob::ops::Admin;
 use redjob::queue::Queues;
 use redjob::{Client, JobId};
 use tokio::time::Instant;
-use worker_proc::{Nap, Proc, ran_by, until};
+use worker_proc::{Nap, Proc, last_run, ran_by, until};
 
 /// A worker process (see `worker_proc::serve`).
 #[test]
@@ -47,14 +48,14 @@ async fn two_processes_follow_quiet_resume_and_stop() {
     })
     .await;
 
-    // two long jobs on each worker (each runs two at a time)
+    // long jobs, some on a (each runs two at a time)
     let long: Vec<JobId> = client
         .enqueue_batch(&(0..4).map(|_| Nap { ms: 2000 }).collect::<Vec<_>>())
         .await
         .unwrap();
-    until("each runs two", async || {
+    until("a runs a long job", async || {
         let w = client.workers().await.unwrap();
-        w.len() == 2 && w.iter().all(|w| w.running.len() == 2)
+        w.iter().any(|w| w.id == a && !w.running.is_empty())
     })
     .await;
 
@@ -70,35 +71,44 @@ async fn two_processes_follow_quiet_resume_and_stop() {
             .any(|w| w.id == a && w.quiet)
     })
     .await;
+    let quiet_at = client.backend().now_ms().await.unwrap();
     let listed = client.workers().await.unwrap();
     let wa = listed.iter().find(|w| w.id == a).unwrap();
     let c = wa.control.as_ref().unwrap();
     assert_eq!(c.by, "ops alice");
-    // new jobs all go to b; a finishes what it runs
+    let running: Vec<String> = wa.running.iter().map(|r| r.id.clone()).collect();
+    assert!(!running.is_empty(), "a runs a job as it turns quiet");
+    // new jobs all go to b; a finishes what it runs, and starts nothing more
     let short: Vec<JobId> = client
         .enqueue_batch(&(0..6).map(|_| Nap { ms: 20 }).collect::<Vec<_>>())
         .await
         .unwrap();
-    let mut by = Vec::new();
+    let mut runs = Vec::new();
     for id in long.iter().chain(&short) {
         let start = Instant::now();
         loop {
-            if let Some(w) = ran_by(&client, *id).await {
-                by.push(w);
+            if let Some(run) = last_run(&client, *id).await {
+                runs.push((id.to_string(), run));
                 break;
             }
             assert!(start.elapsed() < Duration::from_secs(20), "job {id} ran");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let (by_long, by_short) = by.split_at(4);
-    assert_eq!(
-        by_long.iter().filter(|w| **w == a).count(),
-        2,
-        "the quiet worker finished its two runs: {by_long:?}"
-    );
+    for (id, (by, started)) in &runs {
+        if running.contains(id) {
+            assert_eq!(by, &a, "the quiet worker finished its run of {id}");
+        }
+        if by == &a {
+            assert!(
+                *started < quiet_at,
+                "{id} started on the quiet worker at {started}, quiet at {quiet_at}"
+            );
+        }
+    }
+    let by_short: Vec<&String> = runs[4..].iter().map(|(_, (by, _))| by).collect();
     assert!(
-        by_short.iter().all(|w| *w == b),
+        by_short.iter().all(|w| **w == b),
         "the quiet worker took no new job: {by_short:?} (a is {a})"
     );
 

@@ -52,62 +52,76 @@ pub async fn workers(ctx: &Ctx, args: WorkersArgs) -> Outcome {
     };
     let live = ctx.client.workers().await?;
     let ids = pick(&live, &which)?;
-    let mut done = Vec::new();
-    for id in ids {
-        // one that left meanwhile is reported, the others go on
-        let set = ctx.client.control_worker(&id, control).await?;
-        done.push((id, set));
-    }
     let what = control.map_or("resume", WorkerControl::as_str);
-    if ctx.json {
-        let v: Vec<_> = done
-            .iter()
-            .map(|(id, set)| json!({"id": id, "control": what, "set": set}))
-            .collect();
-        return show::json(&json!(v));
-    }
     let word = match control {
         Some(WorkerControl::Quiet) => "quiet",
         Some(WorkerControl::Stop) => "stopping",
         _ => "resumed",
     };
-    let mut gone = 0;
-    for (id, set) in &done {
-        if *set {
-            println!("{id}: {word}");
+    // each worker's outcome: "quiet", "stopping", "resumed", "left" (before
+    // the control reached it) or "stopping already" (a stop is final)
+    let mut done = Vec::new();
+    for w in ids {
+        let stopping = matches!(&w.control, Some(c) if c.what == WorkerControl::Stop);
+        let outcome = if stopping && control != Some(WorkerControl::Stop) {
+            "stopping already"
         } else {
-            gone += 1;
-            println!("{id}: left before the {what}");
-        }
+            match ctx.client.control_worker(&w.id, control).await {
+                Ok(true) => word,
+                Ok(false) => "left",
+                Err(e) => {
+                    // what was done before stays done: say so
+                    report(ctx, what, &done);
+                    return Err(Failure(format!("{}: {e}", w.id)));
+                }
+            }
+        };
+        done.push((w.id.clone(), outcome));
     }
-    if gone == done.len() {
+    report(ctx, what, &done);
+    if done.iter().all(|(_, o)| *o != word) {
         return Err(Failure(format!("no worker took the {what}")));
     }
     Ok(())
 }
 
+/// Prints what each worker made of the control `what`.
+fn report(ctx: &Ctx, what: &str, done: &[(String, &str)]) {
+    if ctx.json {
+        let v: Vec<_> = done
+            .iter()
+            .map(|(id, outcome)| json!({"id": id, "control": what, "outcome": outcome}))
+            .collect();
+        // stdout is a pipe or a terminal: nothing to do if it fails
+        let _ = show::json(&json!(v));
+        return;
+    }
+    for (id, outcome) in done {
+        println!("{id}: {outcome}");
+    }
+}
+
 /// The ids of the live workers `which` names: each id given matches one
 /// worker, exactly or by a unique beginning.
-fn pick(live: &[WorkerInfo], which: &Which) -> Result<Vec<String>, Failure> {
+fn pick<'a>(live: &'a [WorkerInfo], which: &Which) -> Result<Vec<&'a WorkerInfo>, Failure> {
     if which.all {
         if live.is_empty() {
             return Err(Failure("no live worker".into()));
         }
-        return Ok(live.iter().map(|w| w.id.clone()).collect());
+        return Ok(live.iter().collect());
     }
     if let Some(host) = &which.host {
-        let ids: Vec<String> = live
-            .iter()
-            .filter(|w| &w.host == host)
-            .map(|w| w.id.clone())
-            .collect();
+        let ids: Vec<&WorkerInfo> = live.iter().filter(|w| &w.host == host).collect();
         if ids.is_empty() {
             return Err(Failure(format!("no live worker on host {host:?}")));
         }
         return Ok(ids);
     }
-    let mut out = Vec::new();
+    let mut out: Vec<&WorkerInfo> = Vec::new();
     for given in &which.ids {
+        if given.is_empty() {
+            return Err(Failure("an empty worker id names no worker".into()));
+        }
         let matching: Vec<&WorkerInfo> = match live.iter().find(|w| &w.id == given) {
             Some(w) => vec![w],
             None => live
@@ -117,8 +131,8 @@ fn pick(live: &[WorkerInfo], which: &Which) -> Result<Vec<String>, Failure> {
         };
         match matching.as_slice() {
             [w] => {
-                if !out.contains(&w.id) {
-                    out.push(w.id.clone());
+                if !out.iter().any(|o| o.id == w.id) {
+                    out.push(w);
                 }
             }
             [] => {

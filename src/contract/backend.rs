@@ -135,7 +135,11 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Calls `subscribed()` once notifications are in effect, then `wake(queue)`
     /// whenever jobs are sent to one of `queues`, until the notification channel
-    /// fails (the worker then polls and listens again).
+    /// fails (the worker then polls and listens again). It may also call
+    /// `wake("@control:<worker id>")` when a control is set on a worker
+    /// ([`Admin::control_worker`](crate::ops::Admin::control_worker)): that
+    /// worker reads it at once (`@` is in no queue name; a worker ignores
+    /// another's).
     fn listen(
         &self,
         queues: &[String],
@@ -254,10 +258,10 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Moves worker `id`'s registration on, keeping its beat: it then runs out
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
-    /// backend without a clock of its own adds to the entry's end). False when
-    /// it has no entry, which it leaves so: the worker then beats in full.
-    /// `Some` with the control set on it (see [`beat`](Self::beat)) when it
-    /// has an entry, `None` when it has none.
+    /// backend without a clock of its own adds to the entry's end), and
+    /// returns `Some` with the control set on it (see [`beat`](Self::beat)).
+    /// `None` when it has no entry, which it leaves so: the worker then beats
+    /// in full.
     fn touch(
         &self,
         id: &str,

@@ -58,7 +58,9 @@ impl std::fmt::Display for Stopped {
         match self {
             Stopped::Shutdown => f.write_str("shut down by its token"),
             Stopped::Signal { name } => write!(f, "shut down by {name}"),
-            Stopped::Requested { by, at_ms } => write!(f, "stopped by {by} at {at_ms} ms"),
+            Stopped::Requested { by, at_ms } => {
+                write!(f, "stopped by {by} (at {at_ms}, Unix ms)")
+            }
         }
     }
 }
@@ -111,20 +113,9 @@ impl Controls {
 
     /// Follows the control read with a beat (`None`: none is set); whether
     /// that changed what the worker says of itself (so it beats again soon).
+    /// A stop quiets too, and is cancelled first: nothing takes work in
+    /// between.
     pub fn follow(&self, worker: &str, control: Option<&Control>) -> bool {
-        let quiet = matches!(control, Some(c) if c.what == WorkerControl::Quiet);
-        let changed = self.quiet.send_if_modified(|q| {
-            let was = std::mem::replace(q, quiet);
-            was != quiet
-        });
-        if changed {
-            match control {
-                Some(c) => {
-                    tracing::info!(worker, by = %c.by, "quiet: taking no work until resumed")
-                }
-                None => tracing::info!(worker, "resumed: taking work again"),
-            }
-        }
         if let Some(c) = control.filter(|c| c.what == WorkerControl::Stop)
             && !self.stop.is_cancelled()
         {
@@ -134,6 +125,18 @@ impl Controls {
                 at_ms: c.at_ms,
             });
             self.stop.cancel();
+        }
+        let quiet = control.is_some();
+        let changed = self.quiet.send_if_modified(|q| {
+            let was = std::mem::replace(q, quiet);
+            was != quiet
+        });
+        match control {
+            Some(c) if changed && c.what == WorkerControl::Quiet => {
+                tracing::info!(worker, by = %c.by, "quiet: taking no work until resumed")
+            }
+            None if changed => tracing::info!(worker, "resumed: taking work again"),
+            _ => {}
         }
         changed
     }

@@ -74,13 +74,24 @@ pub(crate) async fn execute(
 ) {
     let d = &r.delivery;
     let attempt = d.token.attempt();
-    // a prefetched job waits for a running slot; shutdown releases it unstarted
-    let running = tokio::select! {
-        biased;
-        _ = per_queue.stop.cancelled() => None,
-        _ = r.cancel.cancelled() => None,
-        p = shared.running.acquire() => p.ok(),
-    };
+    // a prefetched job waits for a running slot; shutdown, or the worker
+    // turning quiet, releases it unstarted (a slot free at once is taken
+    // without a wait)
+    let running =
+        if per_queue.stop.is_cancelled() || r.cancel.is_cancelled() || shared.controls.is_quiet() {
+            None
+        } else if let Ok(p) = shared.running.try_acquire() {
+            Some(p)
+        } else {
+            let mut quiet = shared.controls.quiet.subscribe();
+            tokio::select! {
+                biased;
+                _ = per_queue.stop.cancelled() => None,
+                _ = r.cancel.cancelled() => None,
+                _ = quiet.wait_for(|q| *q) => None,
+                p = shared.running.acquire() => p.ok(),
+            }
+        };
     if running.is_some() && shared.running.available_permits() == 0 {
         // no slot left to start a handed job at once: withdraw the registrations
         shared.filled.notify_one();

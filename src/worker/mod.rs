@@ -417,7 +417,11 @@ impl<B: Backend> Worker<B> {
         // cancelled: checking `shutdown` first tells the two apart)
         let mut crashed = tokio::select! {
             biased;
-            _ = self.shutdown.cancelled() => None,
+            _ = self.shutdown.cancelled() => {
+                // a stop read meanwhile does not take its place
+                controls.stopping(Stopped::Shutdown);
+                None
+            }
             _ = controls.stop.cancelled() => None,
             Some(r) = dispatchers.join_next() => Some(crash("dispatcher", r)),
             Some(r) = settlers.join_next() => Some(crash("settler", r)),

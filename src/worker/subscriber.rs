@@ -309,10 +309,17 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             }
             continue;
         }
+        let mut quiet = shared.controls.quiet.subscribe();
         let n = tokio::select! {
             n = slots(&shared, local.as_deref(), buf.len().min(u32::MAX as usize) as u32) => n,
             _ = env.stop.cancelled() => break,
+            // what it read goes back at the top of the loop
+            _ = quiet.wait_for(|q| *q) => continue,
         };
+        if shared.controls.is_quiet() {
+            give_back(&shared, local.as_deref(), n);
+            continue;
+        }
         // an ordered subscriber's owner that lost it meanwhile starts nothing more
         let start = match &owned {
             Some(o) if !o.held() => 0,
@@ -511,13 +518,22 @@ async fn handle(
     // this delivery's runs (an ordered subscriber retries in place)
     let mut runs = Vec::new();
     loop {
-        let running = tokio::select! {
-            biased;
-            _ = stop.cancelled() => None,
-            p = shared.running.acquire() => p.ok(),
+        // the worker turned quiet: it goes back unstarted
+        let running = if stop.is_cancelled() || shared.controls.is_quiet() {
+            None
+        } else if let Ok(p) = shared.running.try_acquire() {
+            Some(p)
+        } else {
+            let mut quiet = shared.controls.quiet.subscribe();
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => None,
+                _ = quiet.wait_for(|q| *q) => None,
+                p = shared.running.acquire() => p.ok(),
+            }
         };
         let Some(_running) = running else {
-            // shutdown before it ran: not an attempt
+            // shutdown (or quiet) before it ran: not an attempt
             if !runs.is_empty() {
                 // an ordered subscriber's retry in place: the attempts made count
                 return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt.saturating_sub(1)));

@@ -124,9 +124,16 @@ pub async fn until<F: AsyncFn() -> bool>(what: &str, ok: F) {
 
 /// The worker whose attempt ran job `id` last, once it finished.
 pub async fn ran_by(client: &Client, id: JobId) -> Option<String> {
+    last_run(client, id).await.map(|(w, _)| w)
+}
+
+/// The worker whose attempt ran job `id` last and when it started (Unix
+/// ms), once it finished.
+pub async fn last_run(client: &Client, id: JobId) -> Option<(String, u64)> {
     let j = client.queues().job("c_naps", &id).await.unwrap()?;
     if j.state != JobState::Finished {
         return None;
     }
-    j.runs.last().and_then(|r| r.worker.clone())
+    let r = j.runs.last()?;
+    Some((r.worker.clone()?, r.started_ms?))
 }

@@ -108,11 +108,24 @@ pub async fn a_worker_is_quieted_resumed_and_stopped_through_the_backend(env: &E
     );
     assert!(!listed().await.quiet);
 
-    // stopped: run returns who stopped it once what it runs finished; the
-    // worker leaves, with its control
+    // quiet again, then stopped: no new job starts meanwhile, a stop is
+    // final (a resume leaves it), run returns who stopped it once what it
+    // runs finished; the worker leaves, with its control
+    assert!(ops.quiet_worker(&id).await.unwrap());
+    assert!(wait_for(Duration::from_secs(2), || async { listed().await.quiet }).await);
+    let third = env.client.enqueue(&ControlBlock).await.unwrap();
     let bob = env.client.clone().acting_as("ops bob");
     assert!(bob.stop_worker(&id).await.unwrap());
     tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(ops.resume_worker(&id).await.unwrap());
+    let c = listed().await.control.expect("still listed, stopping");
+    assert_eq!((c.what, c.by.as_str()), (WorkerControl::Stop, "ops bob"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        state(third).await,
+        JobState::Ready,
+        "a stopping worker takes nothing"
+    );
     release.notify_one();
     match running.stopped().await {
         Stopped::Requested { by, at_ms } => {
@@ -122,6 +135,7 @@ pub async fn a_worker_is_quieted_resumed_and_stopped_through_the_backend(env: &E
         other => panic!("stopped for another reason: {other:?}"),
     }
     assert_eq!(state(second).await, JobState::Finished, "its run finished");
+    assert_eq!(state(third).await, JobState::Ready);
     assert!(q.workers().await.unwrap().is_empty());
     assert!(
         !ops.resume_worker(&id).await.unwrap(),
@@ -184,6 +198,93 @@ pub async fn a_quiet_worker_reads_no_topic_event_until_resumed(env: &Env) {
         })
         .await,
         "read again once resumed"
+    );
+    running.stop().await;
+}
+
+/// Returns at once.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "control_quick", queue = "control_block")]
+struct ControlQuick;
+
+impl Job for ControlQuick {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+pub async fn a_quiet_worker_puts_back_what_it_prefetched_unstarted(env: &Env) {
+    let q = env.queues();
+    let release = Arc::new(Notify::new());
+    let worker = Worker::builder(env.client.backend())
+        .register::<ControlBlock>()
+        .register::<ControlQuick>()
+        .concurrency(1)
+        .prefetch(1)
+        .lease(Duration::from_secs(30))
+        .data(release.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let id = worker.id().to_string();
+    let running = start_serving(worker).await;
+    let state = |job| async move { q.job("control_block", &job).await.unwrap().unwrap() };
+    // quick jobs: the queue's run time is short, so the worker prefetches
+    for _ in 0..5 {
+        let j = env.client.enqueue(&ControlQuick).await.unwrap();
+        assert!(
+            wait_for(Duration::from_secs(5), || async {
+                state(j).await.state == JobState::Finished
+            })
+            .await
+        );
+    }
+    // one that blocks its only slot, and one prefetched behind it
+    let block = env.client.enqueue(&ControlBlock).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            state(block).await.state == JobState::InFlight
+        })
+        .await
+    );
+    let behind = env.client.enqueue(&ControlQuick).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            state(behind).await.state == JobState::InFlight
+        })
+        .await,
+        "the job behind is prefetched (leased, waiting for the slot)"
+    );
+    assert!(q.quiet_worker(&id).await.unwrap());
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            state(behind).await.state == JobState::Ready
+        })
+        .await,
+        "quiet puts the prefetched job back"
+    );
+    release.notify_one();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            state(block).await.state == JobState::Finished
+        })
+        .await,
+        "what it ran finished"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let b = state(behind).await;
+    assert_eq!(
+        b.state,
+        JobState::Ready,
+        "nothing started once its slot freed"
+    );
+    assert_eq!(b.attempts, 0, "put back without counting an attempt");
+    assert!(q.resume_worker(&id).await.unwrap());
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            state(behind).await.state == JobState::Finished
+        })
+        .await
     );
     running.stop().await;
 }

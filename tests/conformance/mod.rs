@@ -283,6 +283,8 @@ macro_rules! conformance_suite {
             an_ordered_subscriber_runs_one_event_at_a_time_across_workers,
             a_topic_deleted_under_a_worker_is_recreated_and_served,
             a_shutdown_releases_events_read_ahead_without_counting_an_attempt);
+        $crate::conformance_suite!(@control $setup, #[$attr],
+            a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
             topic_requeue_all_takes_each_letter_once_while_the_subscriber_fails_them,
             a_confirmed_topic_requeue_takes_only_the_letters_counted);
@@ -383,7 +385,7 @@ macro_rules! conformance_suite {
             an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_worker_is_quieted_resumed_and_stopped_through_the_backend,
-            a_quiet_worker_reads_no_topic_event_until_resumed);
+            a_quiet_worker_puts_back_what_it_prefetched_unstarted);
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,

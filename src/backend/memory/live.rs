@@ -97,7 +97,13 @@ impl MemoryBackend {
         if st.workers.get(id).is_none_or(|(until, ..)| *until <= now) {
             return Ok(false);
         }
+        // a stop is final: a later quiet or resume leaves it
+        let stopping = st
+            .worker_controls
+            .get(id)
+            .is_some_and(|c| c.what == WorkerControl::Stop);
         match what {
+            _ if stopping => {}
             Some(what) => {
                 let c = Control {
                     what,

@@ -511,10 +511,14 @@ impl Backend for RedisBackend {
         subscribed: &(dyn Fn() + Send + Sync),
         stop: &tokio_util::sync::CancellationToken,
     ) -> Result<()> {
-        let on = (!self.ns.is_cluster()).then(|| {
-            let control = crate::contract::admin::control_wake(worker);
-            (self.ns.handoff(worker), handed, control)
-        });
+        // a Cluster's sends hand off nothing (see fetch_waiting), but its
+        // PUBLISH reaches a subscriber on any node: control notices come
+        let on = super::listen::Own {
+            channel: self.ns.handoff(worker),
+            control: crate::contract::admin::control_wake(worker),
+            handed: (!self.ns.is_cluster()).then_some(handed),
+        };
+        let on = Some(on);
         self.listen_on(queues, on, wake, subscribed, stop).await
     }
 }

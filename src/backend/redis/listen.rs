@@ -15,13 +15,18 @@ use crate::{Error, JobId, Result};
 /// one holds up the worker's shutdown this long at most).
 const UNSUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The hand-off channel, what to do with each job that comes on it, and the
-/// name to wake when a control's notice comes on it (see
-/// `Admin::control_worker`).
-pub(super) type HandOffs<'a> = (String, &'a (dyn Fn(Handed) + Send + Sync), String);
+/// The worker's own channel: the name to wake when a control's notice comes
+/// on it (see `Admin::control_worker`), and what to do with each job handed
+/// on it (`None` on a Cluster, where sends hand off nothing).
+pub(super) struct Own<'a> {
+    pub channel: String,
+    pub control: String,
+    pub handed: Option<&'a (dyn Fn(Handed) + Send + Sync)>,
+}
 
 impl RedisBackend {
-    /// Subscribes to the queues' realtime channels (and `handoffs`' channel),
+    /// Subscribes to the queues' realtime channels (and the worker's own
+    /// channel, `handoffs`),
     /// then wakes and hands over until the connection fails, or until `stop`:
     /// then it unsubscribes from the hand-off channel first and hands over what
     /// came before (a send checks for the subscriber and publishes in one
@@ -29,7 +34,7 @@ impl RedisBackend {
     pub(super) async fn listen_on(
         &self,
         queues: &[String],
-        handoffs: Option<HandOffs<'_>>,
+        handoffs: Option<Own<'_>>,
         wake: &(dyn Fn(&str) + Send + Sync),
         subscribed: &(dyn Fn() + Send + Sync),
         stop: &CancellationToken,
@@ -50,7 +55,9 @@ impl RedisBackend {
         .await
         .map_err(|_| timed_out())??;
         let (mut sink, mut stream) = pubsub.split();
-        let own = handoffs.as_ref().map(|(ch, ..)| ch.as_str());
+        let own = handoffs.as_ref().map(|o| o.channel.as_str());
+        // the channel takes hand-offs (not only control notices)
+        let handing = own.filter(|_| handoffs.as_ref().is_some_and(|o| o.handed.is_some()));
         for ch in channels.keys().map(String::as_str).chain(own) {
             tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
                 .await
@@ -59,7 +66,7 @@ impl RedisBackend {
         // a job handed before this connection whose message may have been lost
         // with the one before: the answers come on this connection, after every
         // hand-off that came on it (see reclaim.lua)
-        if let Some(ch) = own {
+        if let Some(ch) = handing {
             self.reclaim(queues, ch, true).await?;
         }
         subscribed();
@@ -71,15 +78,16 @@ impl RedisBackend {
             let channel = msg.get_channel_name();
             if let Some(q) = channels.get(channel) {
                 wake(q);
-            } else if let Some((ch, handed, control)) = &handoffs
-                && ch == channel
+            } else if let Some(o) = &handoffs
+                && o.channel == channel
             {
                 let payload = msg.get_payload_bytes();
                 if payload.starts_with(b"! ") {
                     // a control set on this worker (workers.lua)
-                    wake(control);
+                    wake(&o.control);
                     return;
                 }
+                let Some(handed) = o.handed else { return };
                 let read = match payload.strip_prefix(b"? ") {
                     Some(note) => lost_job(note),
                     None => handed_job(payload),
@@ -117,7 +125,7 @@ impl RedisBackend {
                     }
                 }
                 _ = stop.cancelled() => {
-                    if let Some(ch) = own {
+                    if let Some(ch) = handing {
                         // once Redis confirms, every job handed before is read
                         match tokio::time::timeout(UNSUBSCRIBE_WAIT, sink.unsubscribe(ch)).await {
                             Ok(Ok(())) => {}
@@ -128,7 +136,7 @@ impl RedisBackend {
                     drain(&mut stream);
                     // what was handed to this worker is read (or released): the
                     // notes of it go with the worker
-                    if let Some(ch) = own {
+                    if let Some(ch) = handing {
                         let _ = tokio::time::timeout(UNSUBSCRIBE_WAIT, self.reclaim(queues, ch, false)).await;
                     }
                     return Ok(());

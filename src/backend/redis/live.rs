@@ -95,7 +95,7 @@ impl Rsmq {
             .registry(&[b"beat", id.as_bytes(), ttl.as_bytes(), beat])
             .await?;
         let (_now, mut r) = Reply::status(&v)?;
-        Ok(r.opt_bytes()?.and_then(Control::parse))
+        Ok(Control::parse(r.bytes()?))
     }
 
     /// Moves worker `id`'s registration on by `by`, the time since its last beat
@@ -134,7 +134,8 @@ impl Rsmq {
                 channel.as_bytes(),
             ])
             .await?;
-        Ok(scripts::int(&v)? == 1)
+        // 2: stopping, which a stop keeps
+        Ok(scripts::int(&v)? >= 1)
     }
 
     /// Stores what the workers of one build serve, under its digest.

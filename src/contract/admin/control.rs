@@ -4,9 +4,11 @@
 //! A control is stored beside the live-worker registry, keyed by the worker's
 //! id, with when and by whom it was set; the worker reads it with every
 //! heartbeat, and the backend wakes it to read it at once when it changes
-//! (on Redis a message on the worker's own hand-off channel). A control
-//! lives as long as the worker's entry: a stopped or dead worker's is gone
-//! with it.
+//! (on Redis a message on the worker's own hand-off channel, on a Cluster
+//! too). A control lives as long as the worker's entry: a stopped or dead
+//! worker's is gone with it, and a worker whose entry was lost (it could not
+//! beat for a whole lease, or the registry was flushed) registers again with
+//! none.
 
 use serde::Serialize;
 
@@ -24,14 +26,17 @@ use serde::Serialize;
 pub enum WorkerControl {
     /// Stop taking work: no fetch, no hand-off (a job handed on the way is
     /// put back unstarted, no attempt counted), no topic event read; what it
-    /// runs or holds finishes. Its periodic schedules go on ticking (a tick
-    /// only enqueues, once over every worker). Undone by a resume.
+    /// runs finishes, and what it holds without running it (prefetched jobs,
+    /// events read ahead) goes back unstarted. Its periodic schedules go on
+    /// ticking (a tick only enqueues, once over every worker). Undone by a
+    /// resume.
     Quiet,
     /// Shut down gracefully, as its shutdown token would: stop taking work,
     /// let runs finish within the grace period, release the rest, leave the
     /// registry; [`Worker::run`](crate::Worker::run) returns
     /// [`Stopped::Requested`](crate::worker::Stopped::Requested). The
-    /// application's process goes on.
+    /// application's process goes on. A stop is final: a quiet or resume set
+    /// after it leaves it in place.
     Stop,
 }
 
@@ -90,8 +95,18 @@ pub struct Control {
 }
 
 impl Control {
+    /// A control: what, when (Unix ms) and by whom (for a [`Backend`](crate::backend::Backend)
+    /// of another crate, whose beats return it).
+    pub fn new(what: WorkerControl, at_ms: u64, by: impl Into<String>) -> Self {
+        Control {
+            what,
+            at_ms,
+            by: by.into(),
+        }
+    }
+
     /// Reads the stored form, `<what> <ms> <who>`; `None` for another form
-    /// (a later version's control, which this worker ignores).
+    /// (a later version's control, which this worker ignores, or none).
     pub(crate) fn parse(v: &[u8]) -> Option<Control> {
         let v = std::str::from_utf8(v).ok()?;
         let (what, rest) = v.split_once(' ')?;

@@ -60,7 +60,10 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                         dt { "Started" } dd { (when(w.started_at_ms)) " (" (relative(now, w.started_at_ms)) ")" }
                         dt { "Last beat" } dd { (relative(now, w.last_beat_ms)) }
                     }
-                    @if !ro { (controls(&ctx, w)) }
+                    // a stop is final: nothing more to do
+                    @if !ro && !matches!(&w.control, Some(c) if c.what == WorkerControl::Stop) {
+                        (controls(&ctx, w))
+                    }
                     @if !w.running.is_empty() {
                         div.scroll {
                             table {

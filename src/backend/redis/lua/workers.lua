@@ -17,9 +17,9 @@
 --          ARGV[3]. For "control", the control in ARGV[3] ("quiet", "stop",
 --          or "" to clear it), who sets it in ARGV[4], and the worker's
 --          hand-off channel in ARGV[5], on which it is woken to read it
--- Returns  beat: {now, the worker's control or false}; leave, serve: now
---          (Unix ms); control: 1, or 0 when no live worker has that id
---          (nothing stored); list: {now, n, then n x (id, runs out at, beat,
+-- Returns  beat: {now, the worker's control or ""}; leave, serve: now
+--          (Unix ms); control: 1, 0 when no live worker has that id (nothing
+--          stored), 2 when it is stopping (a stop is final: kept); list: {now, n, then n x (id, runs out at, beat,
 --          control or ""), then (digest, JSON) x each entry of KEYS[3] a listed
 --          beat names}
 local now = clock()
@@ -28,7 +28,11 @@ if ARGV[1] == "control" then
   local ends = redis.call("ZSCORE", KEYS[1], ARGV[2])
   if ends and tonumber(ends) > now then
     controlled = 1
-    if ARGV[3] == "" then
+    -- a stop is final: a later quiet or resume leaves it
+    local was = redis.call("HGET", KEYS[4], ARGV[2])
+    if was and string.sub(was, 1, 5) == "stop " then
+      controlled = 2
+    elseif ARGV[3] == "" then
       redis.call("HDEL", KEYS[4], ARGV[2])
     else
       redis.call("HSET", KEYS[4], ARGV[2], string.format("%s %.0f %s", ARGV[3], now, ARGV[4]))
@@ -72,9 +76,9 @@ else
   redis.call("PEXPIRE", KEYS[1], ttl)
   redis.call("PEXPIRE", KEYS[2], ttl)
   redis.call("PEXPIRE", KEYS[3], ttl)
-  if redis.call("EXISTS", KEYS[4]) == 1 then redis.call("PEXPIRE", KEYS[4], ttl) end
+  redis.call("PEXPIRE", KEYS[4], ttl)
 end
-if ARGV[1] == "beat" then return {now, redis.call("HGET", KEYS[4], ARGV[2])} end
+if ARGV[1] == "beat" then return {now, redis.call("HGET", KEYS[4], ARGV[2]) or ""} end
 if ARGV[1] == "control" then return controlled end
 if ARGV[1] ~= "list" then return now end
 local out = {now, 0}
