@@ -92,6 +92,16 @@ pub enum Error {
     },
     /// The operation was refused because the worker or client is shutting down.
     ShuttingDown,
+    /// The namespace's stored data is in a layout this release does not read
+    /// (written by a later release, see
+    /// [`LAYOUT_VERSION`](crate::backend::LAYOUT_VERSION)): the worker does not
+    /// start. Upgrade redjob, or point it at another namespace.
+    LayoutUnsupported {
+        /// The layout version the namespace says it is in, as stored.
+        found: String,
+        /// The latest this release reads.
+        supported: u32,
+    },
     /// A task of the worker panicked (a bug in redjob or in a backend): the worker
     /// stopped; jobs it held run again after their leases.
     Crashed {
@@ -223,6 +233,10 @@ impl fmt::Display for Error {
             }
             Error::JobFailed { name, error } => write!(f, "job {name} failed: {error}"),
             Error::ShuttingDown => write!(f, "shutting down"),
+            Error::LayoutUnsupported { found, supported } => write!(
+                f,
+                "this namespace's Redis layout is version {found:?}, and this redjob reads versions up to {supported}: upgrade redjob (or use another namespace)"
+            ),
             Error::Crashed { task, reason } => write!(f, "worker {task} task crashed: {reason}"),
             Error::NotIdle { waited, pending } => write!(
                 f,

@@ -1,6 +1,23 @@
-//! `redjob`: look into and operate redjob queues on Redis from a shell.
+//! `redjob`: look into and operate redjob queues on Redis from a shell. This
+//! crate is the binary (`cargo install redjob-cli` installs `redjob`); the
+//! library is [redjob](https://docs.rs/redjob), the dashboard
+//! [redjob-web](https://docs.rs/redjob-web), which `redjob web` serves.
 //!
-//! Run `redjob --help`; every listing takes `--json` for scripts.
+//! ```text
+//! redjob queues                          # every queue, its jobs by state
+//! redjob jobs list emails --state ready  # jobs of a queue
+//! redjob dead requeue emails --all       # dead letters back to work
+//! redjob queue pause emails              # stop every worker leasing its jobs
+//! redjob workers                         # live workers, what they run
+//! redjob workers quiet 32b5              # take no more work (resume, stop)
+//! redjob periodic                        # schedules, last and next tick
+//! redjob web --bind 127.0.0.1:8080       # the dashboard
+//! ```
+//!
+//! It connects to `--url` (or `REDIS_URL`, default `redis://127.0.0.1:6379`)
+//! in one namespace (`--namespace`, RSMQ's `rsmq` by default). Run `redjob
+//! --help` and `redjob <command> --help`; every listing takes `--json` for
+//! scripts, and actions record who acted as `cli <user>`.
 
 mod dead;
 mod enqueue;

@@ -1,4 +1,13 @@
-//! `#[derive(Job)]` for redjob. Use it through `redjob::Job`; see redjob's docs.
+//! The derive macros of [redjob](https://docs.rs/redjob): `#[derive(Job)]`
+//! makes a serde struct a typed background job (its name, queue, priority,
+//! retries, timeout, unique key, ...: `#[job(...)]`), and
+//! `#[derive(Event)]` makes one an event of a topic (`#[event(...)]`). Both
+//! register the type in redjob's job registry at link time.
+//!
+//! Use them through `redjob` (`redjob::Job`, `redjob::topic::Event`), not
+//! from this crate: the code they generate names `redjob`'s items, and every
+//! attribute is documented there, with examples that compile. A misspelt or
+//! misplaced attribute is a compile error that names it.
 
 mod attr;
 mod event;

@@ -14,7 +14,7 @@ pub mod memory;
 pub mod redis;
 
 pub use crate::contract::attempts::{Ran, RunBy};
-pub use crate::contract::backend::Backend;
+pub use crate::contract::backend::{Backend, LAYOUT_VERSION};
 pub use crate::contract::leases::{
     DeadLetterEntry, Delivery, Fetched, Handed, Reschedule, Settle, Settled, Token,
 };

@@ -256,6 +256,16 @@ pub trait Backend: Clone + Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Checks the layout version the backend's stored data is in (storing
+    /// [`LAYOUT_VERSION`] where none is): a worker calls it before it takes
+    /// any work, and refuses to start on a later layout with
+    /// [`Error::LayoutUnsupported`](crate::Error::LayoutUnsupported). Returns
+    /// the version in force. The default, for a backend that stores nothing
+    /// across releases, is this release's.
+    fn check_layout(&self) -> impl Future<Output = Result<u32>> + Send {
+        async { Ok(LAYOUT_VERSION) }
+    }
+
     /// Moves worker `id`'s registration on, keeping its beat: it then runs out
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
     /// backend without a clock of its own adds to the entry's end), and
@@ -269,6 +279,18 @@ pub trait Backend: Clone + Send + Sync + 'static {
         since: Duration,
     ) -> impl Future<Output = Result<Option<Option<Control>>>> + Send;
 }
+
+/// The version of the layout this release stores in Redis (keys, fields,
+/// their encodings), kept in the namespace (`ns:@meta`, field `layout`; a key
+/// RSMQ's clients never read). A release reads every layout up to its own; a
+/// change a release before it could not read (a key it would misread, not a
+/// field it ignores) raises it, and a worker of that earlier release then
+/// refuses to start ([`Backend::check_layout`]).
+///
+/// ```
+/// assert_eq!(redjob::backend::LAYOUT_VERSION, 1);
+/// ```
+pub const LAYOUT_VERSION: u32 = 1;
 
 /// `d` in whole milliseconds, cut to [`MAX_DELAY`](crate::worker::MAX_DELAY): every
 /// lease and delay a backend schedules goes through it, so no duration overflows.
@@ -341,6 +363,7 @@ macro_rules! backend_methods {
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::Control>>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<Option<$crate::contract::admin::Control>>>;
             async fn serve(digest: &str, serves: &[u8]) -> $crate::Result<()>;
+            async fn check_layout() -> $crate::Result<u32>;
             async fn init_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn trim_history(queue: &str) -> $crate::Result<()>;
             fn real_time() -> bool;

@@ -266,6 +266,16 @@ impl<B: Backend> Worker<B> {
         let mut settlers = JoinSet::new();
         let mut settler_txs = Vec::new();
         let mut infra = JoinSet::new();
+        if self.signals {
+            infra.spawn(on_signal(
+                self.shutdown.clone(),
+                self.shared.controls.clone(),
+            ));
+        }
+        // the stored data's layout first: a later release's is left alone
+        if !self.layout_checked().await? {
+            return Ok(self.shared.controls.reason());
+        }
         let mut held = Vec::new();
         let mut registering = Vec::new();
         // runs starting and ending: the registry beats soon after
@@ -403,12 +413,6 @@ impl<B: Backend> Worker<B> {
             self.shared.clone(),
             stop.clone(),
         ));
-        if self.signals {
-            infra.spawn(on_signal(
-                self.shutdown.clone(),
-                self.shared.controls.clone(),
-            ));
-        }
         // an operator's stop ends the run as the token does
         let controls = self.shared.controls.clone();
 
@@ -466,6 +470,41 @@ impl<B: Backend> Worker<B> {
             Some(e) => {
                 tracing::error!(error = %e, "worker stopped after a crash");
                 Err(e)
+            }
+        }
+    }
+}
+
+impl<B: Backend> Worker<B> {
+    /// Waits until the backend says its data is in a layout this release
+    /// reads, retrying while it cannot be reached: false when shut down
+    /// meanwhile, [`Error::LayoutUnsupported`](crate::Error::LayoutUnsupported)
+    /// for a later layout.
+    async fn layout_checked(&self) -> Result<bool> {
+        let mut wait = Duration::from_millis(100);
+        let mut warned = false;
+        loop {
+            let r = tokio::select! {
+                r = self.backend.check_layout() => r,
+                _ = self.shutdown.cancelled() => return Ok(false),
+            };
+            match r {
+                Ok(_) => return Ok(true),
+                Err(e @ crate::Error::LayoutUnsupported { .. }) => {
+                    tracing::error!(error = %e, "not starting");
+                    return Err(e);
+                }
+                Err(e) => {
+                    if !warned {
+                        warned = true;
+                        tracing::warn!(error = %e, "cannot read the namespace's layout version; retrying before taking any work");
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.shutdown.cancelled() => return Ok(false),
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
             }
         }
     }

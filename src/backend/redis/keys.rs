@@ -121,6 +121,13 @@ impl Namespace {
         format!("{}@handoff:{worker}", self.prefix)
     }
 
+    /// `ns:@meta`: a hash of what holds for the whole namespace (`layout`:
+    /// the layout version its data is in, see `LAYOUT_VERSION`). `@` cannot
+    /// be in a queue name.
+    pub fn meta(&self) -> String {
+        format!("{}@meta", self.prefix)
+    }
+
     /// The live-worker registry: `ns:{@workers}`, a sorted set of worker ids
     /// scored by when their registration runs out (Unix ms), and
     /// `ns:{@workers}:info`, a hash of each one's last beat (JSON),

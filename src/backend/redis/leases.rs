@@ -502,6 +502,10 @@ impl Backend for RedisBackend {
         self.poll_queues(queues, within).await
     }
 
+    async fn check_layout(&self) -> Result<u32> {
+        self.rsmq.check_layout().await
+    }
+
     async fn listen_handoff(
         &self,
         queues: &[String],

@@ -69,6 +69,33 @@ impl Rsmq {
         }
     }
 
+    /// The layout version of the namespace's data: stored as this release's
+    /// where none is (`HSETNX`, then `HGET`, in one round trip), refused when
+    /// later than this release reads.
+    pub(crate) async fn check_layout(&self) -> Result<u32> {
+        use crate::contract::backend::LAYOUT_VERSION;
+        let (mut con, ns, _) = self.ns_parts();
+        let meta = ns.meta();
+        let (_, found): (i64, Option<String>) = redis::pipe()
+            .cmd("HSETNX")
+            .arg(&meta)
+            .arg("layout")
+            .arg(LAYOUT_VERSION)
+            .cmd("HGET")
+            .arg(&meta)
+            .arg("layout")
+            .query_async(&mut con)
+            .await?;
+        let found = found.unwrap_or_default();
+        match found.parse::<u32>() {
+            Ok(v) if (1..=LAYOUT_VERSION).contains(&v) => Ok(v),
+            _ => Err(Error::LayoutUnsupported {
+                found,
+                supported: LAYOUT_VERSION,
+            }),
+        }
+    }
+
     /// workers.lua with `args`.
     async fn registry(&self, args: &[&[u8]]) -> Result<Value> {
         let (mut con, ns, _) = self.ns_parts();
