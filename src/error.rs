@@ -143,8 +143,9 @@ pub enum Error {
         wanted: u32,
     },
     /// The Redis (ACL) user may not run a command redjob sends or its scripts
-    /// call, or may not touch the namespace's keys or channels. The README's
-    /// "Redis ACL" section lists what redjob needs.
+    /// call, or may not touch the namespace's keys or channels. The "Redis
+    /// ACL" section of the [scale-out chapter](crate::guide::scale_out) lists
+    /// what redjob needs.
     NoPermission {
         /// What was refused: Redis's words for a command, key or channel, or
         /// the command a script called (Redis does not name it then).
@@ -180,7 +181,7 @@ impl fmt::Display for Error {
             Error::Redis(e) => write!(f, "redis error: {e}"),
             Error::NoPermission { refused, .. } => write!(
                 f,
-                "the Redis user lacks a permission redjob needs (the README's \"Redis ACL\" lists them): {refused}"
+                "the Redis user lacks a permission redjob needs (docs/scale-out.md, \"Redis ACL\", lists them): {refused}"
             ),
             Error::ServerTooOld {
                 feature,

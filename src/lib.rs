@@ -50,7 +50,28 @@ pub mod worker;
 
 pub mod connection;
 #[doc = include_str!("../docs/guide.md")]
-pub mod guide {}
+pub mod guide {
+    #[doc = include_str!("../docs/getting-started.md")]
+    pub mod getting_started {}
+    #[doc = include_str!("../docs/jobs.md")]
+    pub mod jobs {}
+    #[doc = include_str!("../docs/handlers.md")]
+    pub mod handlers {}
+    #[doc = include_str!("../docs/history.md")]
+    pub mod history {}
+    #[doc = include_str!("../docs/operating.md")]
+    pub mod operating {}
+    #[doc = include_str!("../docs/topics.md")]
+    pub mod topics {}
+    #[doc = include_str!("../docs/testing.md")]
+    pub mod testing {}
+    #[doc = include_str!("../docs/scale-out.md")]
+    pub mod scale_out {}
+    #[doc = include_str!("../docs/layout.md")]
+    pub mod layout {}
+    #[doc = include_str!("../docs/reliability.md")]
+    pub mod reliability {}
+}
 pub mod inspect;
 pub mod ops;
 pub mod queue;

@@ -1,5 +1,5 @@
 //! The least a Redis ACL user needs for redjob: the worker and producer users
-//! the README's "Redis ACL" section documents, created from its very lines.
+//! the "Redis ACL" section of docs/scale-out.md documents, created from its very lines.
 
 mod common;
 
@@ -38,14 +38,14 @@ struct Happened {
     n: u64,
 }
 
-/// The `ACL SETUSER <user> …` line of the README, as arguments after `SETUSER`.
+/// The `ACL SETUSER <user> …` line of docs/scale-out.md, as arguments after `SETUSER`.
 fn readme_rule(user: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/scale-out.md"))
+        .expect("docs/scale-out.md");
     let line = readme
         .lines()
         .find(|l| l.starts_with(&format!("ACL SETUSER {user} ")))
-        .unwrap_or_else(|| panic!("the README has no ACL SETUSER {user} line"));
+        .unwrap_or_else(|| panic!("docs/scale-out.md has no ACL SETUSER {user} line"));
     line.split_whitespace().skip(2).map(String::from).collect()
 }
 
@@ -220,7 +220,7 @@ async fn refused(server: &RedisServer) -> Vec<(String, i64)> {
 
 #[tokio::test]
 async fn an_idle_worker_beats_takes_a_job_and_stops_with_nothing_refused() {
-    // the README's rule, then the one from before `+unsubscribe`
+    // the documented rule, then the one from before `+unsubscribe`
     for rule in [
         readme_rule("redjob-worker"),
         readme_rule("redjob-worker")
@@ -383,7 +383,7 @@ async fn missing_permissions_are_named_on_redis_6_2_too() {
     missing_permissions_are_named(RedisServer::start_binary(&bin)).await;
 }
 
-/// Users each missing one part of the README's worker rule enqueue on `server`.
+/// Users each missing one part of the documented worker rule enqueue on `server`.
 async fn missing_permissions_are_named(server: RedisServer) {
     let worker = readme_rule("redjob-worker");
     let without = |drop: &str, user: &str| -> Vec<String> {

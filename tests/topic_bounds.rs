@@ -402,16 +402,16 @@ async fn a_lag_redis_does_not_know_is_counted_up_to_100_and_then_shown_as_more()
     assert_eq!(lags(&client, "t").await[1], exact("deep", 0));
 }
 
-/// The README's producer rule (`ACL SETUSER redjob-producer …`) covers the
+/// The producer rule of docs/scale-out.md (`ACL SETUSER redjob-producer …`) covers the
 /// commands a publish with an age limit runs (XTRIM, no XRANGE).
 #[tokio::test]
-async fn a_producer_on_the_readme_rule_publishes_with_an_age_limit() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+async fn a_producer_on_the_documented_rule_publishes_with_an_age_limit() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/scale-out.md"))
+        .expect("docs/scale-out.md");
     let rule: Vec<&str> = readme
         .lines()
         .find(|l| l.starts_with("ACL SETUSER redjob-producer "))
-        .expect("the README's producer rule")
+        .expect("the producer rule of docs/scale-out.md")
         .split_whitespace()
         .skip(2)
         .collect();

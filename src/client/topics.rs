@@ -140,8 +140,8 @@ impl Client {
 
     /// Requeues a subscriber's dead letters with these
     /// [`dead_id`](DeadEvent::dead_id)s (others are skipped): each goes to the
-    /// end of the topic again for this subscriber alone (see the README's entry
-    /// format), with a new id and a fresh count of attempts. Returns how many
+    /// end of the topic again for this subscriber alone (see the entry format in
+    /// [the topics chapter](crate::guide::topics)), with a new id and a fresh count of attempts. Returns how many
     /// were requeued.
     ///
     /// ```

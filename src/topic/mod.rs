@@ -3,7 +3,7 @@
 //!
 //! Jobs go to one worker; events go to every subscriber. On Redis a topic is a
 //! stream and a subscriber a consumer group, so any Redis client can publish and
-//! consume (see the README's entry format). An event type is a serde type with
+//! consume (see the entry format in [the topics chapter](crate::guide::topics)). An event type is a serde type with
 //! `#[derive(Event)]`; a worker registers a handler per subscriber:
 //!
 //! ```

@@ -531,7 +531,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// The worker then installs tokio's signal handling, which stays for the whole
     /// process: ctrl-c no longer ends the process by itself. An app with its own
     /// shutdown passes `false` and cancels the worker's token
-    /// ([`shutdown`](Self::shutdown)) itself; see the [guide](crate::guide).
+    /// ([`shutdown`](Self::shutdown)) itself; see the [getting started chapter](crate::guide::getting_started).
     pub fn handle_signals(mut self, on: bool) -> Self {
         self.signals = on;
         self

@@ -70,13 +70,32 @@ impl Rsmq {
     }
 
     /// The layout version of the namespace's data: stored as this release's
-    /// where none is (`HSETNX`, then `HGET`, in one round trip), refused when
-    /// later than this release reads.
+    /// where none is (`HSETNX`), refused when later than this release reads.
+    /// A Redis out of memory (noeviction) cannot store it: then none is
+    /// stored, which is this release's, and the worker goes on (to drain).
     pub(crate) async fn check_layout(&self) -> Result<u32> {
         use crate::contract::backend::LAYOUT_VERSION;
         let (mut con, ns, _) = self.ns_parts();
         let meta = ns.meta();
-        let (_, found): (i64, Option<String>) = redis::pipe()
+        let read = |found: Option<String>| {
+            let found = found.unwrap_or_default();
+            match found.parse::<u32>() {
+                Ok(v) if (1..=LAYOUT_VERSION).contains(&v) => Ok(v),
+                _ => Err(Error::LayoutUnsupported {
+                    found,
+                    supported: LAYOUT_VERSION,
+                }),
+            }
+        };
+        let found: Option<String> = redis::cmd("HGET")
+            .arg(&meta)
+            .arg("layout")
+            .query_async(&mut con)
+            .await?;
+        if found.is_some() {
+            return read(found);
+        }
+        let stored: Result<(i64, Option<String>)> = redis::pipe()
             .cmd("HSETNX")
             .arg(&meta)
             .arg("layout")
@@ -85,14 +104,13 @@ impl Rsmq {
             .arg(&meta)
             .arg("layout")
             .query_async(&mut con)
-            .await?;
-        let found = found.unwrap_or_default();
-        match found.parse::<u32>() {
-            Ok(v) if (1..=LAYOUT_VERSION).contains(&v) => Ok(v),
-            _ => Err(Error::LayoutUnsupported {
-                found,
-                supported: LAYOUT_VERSION,
-            }),
+            .await
+            .map_err(Error::from);
+        match stored {
+            // another worker may have stored one first: read what is there
+            Ok((_, found)) => read(found),
+            Err(Error::OutOfMemory(_)) => Ok(LAYOUT_VERSION),
+            Err(e) => Err(e),
         }
     }
 

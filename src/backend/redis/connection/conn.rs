@@ -53,7 +53,7 @@ impl Connection {
     }
 
     /// Whether this is a Redis Cluster connection: its keys then carry the
-    /// queue's hash tag (see the README's "Redis Cluster").
+    /// queue's hash tag (see "Redis Cluster" in [the scale-out chapter](crate::guide::scale_out)).
     pub fn is_cluster(&self) -> bool {
         matches!(self.0, Inner::Cluster(_))
     }

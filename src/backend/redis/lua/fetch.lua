@@ -83,7 +83,7 @@ local ids, scores, lv = {}, {}, {}
 local left = max
 -- leases an earlier redjob wrote (see LEGACY in lib.lua) are looked for until a
 -- fetch finds none left at any level: then the hash field "redjob:current" says
--- so (earlier workers are stopped before these start; see the README)
+-- so (earlier workers are stopped before these start; see docs/handlers.md)
 local legacy = now < LEGACY and not attrs[11]
 local legacy_left = false
 for li, level in ipairs(levels) do

@@ -77,7 +77,7 @@ local function lease_counts()
     if n == 0 or (n > 0 and s < math.floor(now / 1000)) then return end
     local f = string.format("%.0f", s)
     -- HGET and HSET, not HINCRBY: a producer's hand-off counts its lease too, and
-    -- the README's producer ACL rule has those
+    -- the producer ACL rule (docs/scale-out.md) has those
     local old = redis.call("HGET", KEYS[k], f)
     if not old and n < 0 then return end
     local v = (tonumber(old) or 0) + n
