@@ -1,4 +1,66 @@
-#![doc = include_str!("../README.md")]
+//! Typed background jobs for Rust on Redis. A job is a serde struct with
+//! `#[derive(Job)]` and an async handler; the client enqueues it now, later or
+//! in batches of thousands per round trip; queues live in Redis in
+//! [RSMQ](https://github.com/smrchy/rsmq)'s exact layout, so RSMQ clients in
+//! other languages can send to redjob's queues and read them. Every timestamp
+//! comes from Redis `TIME`. Workers embed in your own binary; the in-memory
+//! backend runs the same code in tests and without Redis.
+//!
+//! ```no_run
+//! use redjob::{Client, Job, JobContext, JobError, Worker};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, Job)]
+//! #[job(name = "crate_send_email", queue = "emails", max_attempts = 5)]
+//! struct SendEmail {
+//!     to: String,
+//! }
+//!
+//! impl Job for SendEmail {
+//!     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+//!         println!("attempt {}: mailing {}", ctx.attempt(), self.to);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> redjob::Result<()> {
+//!     let client = Client::connect("redis://127.0.0.1:6379").await?;
+//!     client.enqueue(&SendEmail { to: "ada@example.com".into() }).await?;
+//!     // an embedded worker, until ctrl-c, SIGTERM or an operator's stop
+//!     let stopped = Worker::builder(client.backend())
+//!         .register::<SendEmail>()
+//!         .build()?
+//!         .run()
+//!         .await?;
+//!     println!("worker {stopped}");
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # The guide
+//!
+//! Each chapter is a module of [`guide`], and every example in it is a doc
+//! test:
+//!
+//! - [Getting started](guide::getting_started): set-up, a first job, a worker
+//!   in your app, a first test.
+//! - [Jobs and queues](guide::jobs): `#[job(...)]` options, enqueueing and
+//!   delays, priorities, unique jobs, inspecting and cancelling, limits,
+//!   renaming a job type.
+//! - [Handlers and the worker](guide::handlers): leases, errors, retries and
+//!   backoff, timeouts, cancellation, blocking work, shared data.
+//! - [Job history and tracing](guide::history): what happened to job X.
+//! - [Operating](guide::operating): pause, dead letters, periodic jobs, live
+//!   workers and their controls, the CLI, the dashboard, access, metrics and
+//!   hooks.
+//! - [Topics](guide::topics): publish once, every subscriber handles it.
+//! - [Testing](guide::testing): the in-memory backend and the test kit.
+//! - [Scale-out](guide::scale_out): servers, Cluster, Sentinel, ACL, TLS.
+//! - [Redis layout and interop](guide::layout): the keys, the envelope, the
+//!   layout version.
+//! - [Reliability and benchmarks](guide::reliability): the guarantees, the
+//!   figures, what is not built.
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -49,7 +111,13 @@ pub mod testing;
 pub mod worker;
 
 pub mod connection;
-#[doc = include_str!("../docs/guide.md")]
+// the README's examples are doc tests too (its links are the repository's)
+#[doc = include_str!("../README.md")]
+mod readme {}
+
+/// The guide: one module per chapter (the files of `docs/` in the
+/// repository), each opening with what it answers; every example in them is a
+/// doc test.
 pub mod guide {
     #[doc = include_str!("../docs/getting-started.md")]
     pub mod getting_started {}

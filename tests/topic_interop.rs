@@ -1,6 +1,6 @@
 //! Topics across languages: a Node.js program using only a plain Redis client
 //! (tests/rsmq/topics.js, the `redis` package from npm) and the entry format in
-//! the README publishes events a redjob subscriber handles, and consumes events
+//! docs/topics.md publishes events a redjob subscriber handles, and consumes events
 //! redjob published, sharing one subscriber with a redjob worker.
 
 mod common;

@@ -8,7 +8,7 @@
 //!
 //! Screenshots go to `target/tmp/screenshots/`; with
 //! `REDJOB_SCREENSHOTS=docs` they also replace the ones in `docs/screenshots/`
-//! that the README shows. `REDJOB_SKIP_BROWSER=1` skips the test (say so when
+//! that docs/operating.md (and the README) show. `REDJOB_SKIP_BROWSER=1` skips the test (say so when
 //! you do: nothing else covers the pages in a browser).
 
 #[path = "../../tests/common/mod.rs"]
