@@ -12,16 +12,14 @@ mod common;
 #[path = "common/worker_proc.rs"]
 mod worker_proc;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::RedisServer;
 use redjob::backend::Backend;
 use redjob::ops::Admin;
-use redjob::queue::Queues;
-use redjob::{Client, JobId};
+use redjob::JobId;
 use tokio::time::Instant;
-use worker_proc::{Nap, Proc, last_run, ran_by, until};
+use worker_proc::{Nap, last_run, ran_by, run_naps, stop_all, two_workers, until};
 
 /// A worker process (see `worker_proc::serve`).
 #[test]
@@ -34,19 +32,7 @@ fn control_worker_process() {
 async fn two_processes_follow_quiet_resume_and_stop() {
     let server = RedisServer::start();
     let url = server.url();
-    let client = Client::connect(&url).await.unwrap();
-    client
-        .queues()
-        .create_queue("c_naps", Default::default())
-        .await
-        .unwrap();
-    let mut procs = [Proc::spawn(&url), Proc::spawn(&url)];
-    let a = procs[0].line("id ").await;
-    let b = procs[1].line("id ").await;
-    until("both workers listed", async || {
-        client.workers().await.unwrap().len() == 2
-    })
-    .await;
+    let (client, mut procs, a, b) = two_workers(&url).await;
 
     // long jobs, some on a (each runs two at a time)
     let long: Vec<JobId> = client
@@ -122,21 +108,11 @@ async fn two_processes_follow_quiet_resume_and_stop() {
             && w.iter().any(|w| w.id == b && w.quiet)
     })
     .await;
-    let more: Vec<JobId> = client
-        .enqueue_batch(&(0..4).map(|_| Nap { ms: 20 }).collect::<Vec<_>>())
-        .await
-        .unwrap();
-    for id in &more {
-        let start = Instant::now();
-        let w = loop {
-            if let Some(w) = ran_by(&client, *id).await {
-                break w;
-            }
-            assert!(start.elapsed() < Duration::from_secs(20), "job {id} ran");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        assert_eq!(w, a, "the resumed worker runs the new jobs");
-    }
+    let by = run_naps(&client, 4).await;
+    assert!(
+        by.iter().all(|w| *w == a),
+        "the resumed worker runs the new jobs: {by:?}"
+    );
 
     // stop a while it runs a job (b is still quiet): it finishes it, run
     // returns who stopped it, the process goes on
@@ -168,14 +144,7 @@ async fn two_processes_follow_quiet_resume_and_stop() {
     assert_eq!(live[0].id, b, "the stopped worker left");
     assert!(!bob.resume_worker(&a).await.unwrap(), "gone with it");
 
-    for p in &mut procs {
-        let _ = Command::new("kill")
-            .args(["-TERM", &p.child.id().to_string()])
-            .status();
-    }
-    for p in &mut procs {
-        p.child.wait().unwrap();
-    }
+    stop_all(&mut procs);
     let term = procs[1].line("stopped ").await;
     assert_eq!(term, "Signal { name: \"SIGTERM\" }");
 }

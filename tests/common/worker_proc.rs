@@ -137,3 +137,46 @@ pub async fn last_run(client: &Client, id: JobId) -> Option<(String, u64)> {
     let r = j.runs.last()?;
     Some((r.worker.clone()?, r.started_ms?))
 }
+
+/// Two worker processes on the Redis at `url` (queue `c_naps` created first),
+/// once both are listed: a client, the processes and their worker ids.
+pub async fn two_workers(url: &str) -> (Client, [Proc; 2], String, String) {
+    let client = Client::connect(url).await.unwrap();
+    redjob::queue::Queues::create_queue(client.queues(), "c_naps", Default::default())
+        .await
+        .unwrap();
+    let procs = [Proc::spawn(url), Proc::spawn(url)];
+    let a = procs[0].line("id ").await;
+    let b = procs[1].line("id ").await;
+    until("both workers listed", async || {
+        redjob::ops::Admin::workers(&client).await.unwrap().len() == 2
+    })
+    .await;
+    (client, procs, a, b)
+}
+
+/// Runs `jobs` naps of 20 ms; the workers that ran each, in order.
+pub async fn run_naps(client: &Client, jobs: usize) -> Vec<String> {
+    let ids: Vec<JobId> = client
+        .enqueue_batch(&(0..jobs).map(|_| Nap { ms: 20 }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let mut by = Vec::new();
+    for id in ids {
+        until("a nap ran", async || ran_by(client, id).await.is_some()).await;
+        by.push(ran_by(client, id).await.unwrap());
+    }
+    by
+}
+
+/// SIGTERMs the processes still running and waits for each.
+pub fn stop_all(procs: &mut [Proc]) {
+    for p in procs.iter() {
+        let _ = Command::new("kill")
+            .args(["-TERM", &p.child.id().to_string()])
+            .status();
+    }
+    for p in procs.iter_mut() {
+        p.child.wait().unwrap();
+    }
+}

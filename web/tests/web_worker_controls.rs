@@ -10,14 +10,10 @@ mod http;
 #[path = "../../tests/common/worker_proc.rs"]
 mod worker_proc;
 
-use std::process::Command;
-
 use axum::http::StatusCode;
 use common::RedisServer;
 use redjob::ops::Admin;
-use redjob::queue::Queues;
-use redjob::{Client, JobId};
-use worker_proc::{Nap, Proc, ran_by, until};
+use worker_proc::{run_naps, stop_all, two_workers, until};
 
 /// A worker process (see `worker_proc::serve`).
 #[test]
@@ -26,37 +22,11 @@ fn control_worker_process() {
     worker_proc::serve();
 }
 
-/// Runs `jobs` naps of 20 ms; the workers that ran each.
-async fn run_naps(client: &Client, jobs: usize) -> Vec<String> {
-    let ids: Vec<JobId> = client
-        .enqueue_batch(&(0..jobs).map(|_| Nap { ms: 20 }).collect::<Vec<_>>())
-        .await
-        .unwrap();
-    let mut by = Vec::new();
-    for id in ids {
-        until("a nap ran", async || ran_by(client, id).await.is_some()).await;
-        by.push(ran_by(client, id).await.unwrap());
-    }
-    by
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_are_quieted_resumed_and_stopped_from_the_dashboard() {
     let server = RedisServer::start();
     let url = server.url();
-    let client = Client::connect(&url).await.unwrap();
-    client
-        .queues()
-        .create_queue("c_naps", Default::default())
-        .await
-        .unwrap();
-    let mut procs = [Proc::spawn(&url), Proc::spawn(&url)];
-    let a = procs[0].line("id ").await;
-    let b = procs[1].line("id ").await;
-    until("both workers listed", async || {
-        client.workers().await.unwrap().len() == 2
-    })
-    .await;
+    let (client, mut procs, a, b) = two_workers(&url).await;
     let app = http::users_app(&client);
     let (cookie, token) = http::session_as(&app, "alice").await;
     let act = |user: &'static str, action: &str, id: &str| {
@@ -157,10 +127,5 @@ async fn workers_are_quieted_resumed_and_stopped_from_the_dashboard() {
         client.workers().await.unwrap().iter().all(|w| w.id != a)
     })
     .await;
-    for p in &mut procs {
-        let _ = Command::new("kill")
-            .args(["-TERM", &p.child.id().to_string()])
-            .status();
-        p.child.wait().unwrap();
-    }
+    stop_all(&mut procs);
 }
