@@ -15,9 +15,9 @@ mod worker_proc;
 use std::time::Duration;
 
 use common::RedisServer;
+use redjob::JobId;
 use redjob::backend::Backend;
 use redjob::ops::Admin;
-use redjob::JobId;
 use tokio::time::Instant;
 use worker_proc::{Nap, last_run, ran_by, run_naps, stop_all, two_workers, until};
 
