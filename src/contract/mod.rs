@@ -37,4 +37,5 @@ pub(crate) mod queues;
 pub(crate) mod runtimes;
 pub(crate) mod settings;
 pub(crate) mod stats;
+pub(crate) mod time;
 pub(crate) mod topics;

@@ -134,8 +134,26 @@ pub(crate) fn ring_hour((h, processed, failed): (u64, u64, u64)) -> MinuteStats 
     }
 }
 
-/// A job in the dead-letter queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A job in the dead-letter queue. Its `Debug` shows the body as text when
+/// it is UTF-8:
+///
+/// ```
+/// use redjob::backend::DeadLetter;
+///
+/// let letter = DeadLetter {
+///     id: "0000000000abcdefghijklmnopqrstuv".parse()?,
+///     body: br#"{"job":"welcome"}"#.to_vec(),
+///     error: "boom".into(),
+///     attempts: 3,
+///     died_at_ms: 1_764_235_800_000,
+/// };
+/// assert_eq!(
+///     format!("{letter:?}"),
+///     r#"DeadLetter { id: JobId(0000000000abcdefghijklmnopqrstuv), body: "{\"job\":\"welcome\"}", error: "boom", attempts: 3, died_at: 2025-11-27T09:30:00.000Z }"#
+/// );
+/// # Ok::<(), redjob::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq)]
 pub struct DeadLetter {
     /// The job's id.
     pub id: JobId,
@@ -147,4 +165,19 @@ pub struct DeadLetter {
     pub attempts: u32,
     /// When it died, Unix ms (backend time).
     pub died_at_ms: u64,
+}
+
+impl std::fmt::Debug for DeadLetter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("DeadLetter");
+        d.field("id", &self.id);
+        match std::str::from_utf8(&self.body) {
+            Ok(text) => d.field("body", &text),
+            Err(_) => d.field("body", &self.body),
+        };
+        d.field("error", &self.error)
+            .field("attempts", &self.attempts)
+            .field("died_at", &crate::contract::time::UnixMs(self.died_at_ms))
+            .finish()
+    }
 }

@@ -66,6 +66,7 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     starter: Option<Starter<B>>,
     /// A handler registered twice for one event type and subscriber.
     twice: Option<String>,
+    embed: super::Embed,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -93,7 +94,14 @@ impl<B: Backend> WorkerBuilder<B> {
             subscriptions: Vec::new(),
             starter: None,
             twice: None,
+            embed: super::Embed::default(),
         }
+    }
+
+    /// Plugs in what the test kit needs (see [`Embed`](super::Embed)).
+    pub(crate) fn embed(mut self, embed: super::Embed) -> Self {
+        self.embed = embed;
+        self
     }
 
     /// Handles events of type `E` as the subscriber `subscription` (a name, or a
@@ -651,6 +659,7 @@ impl<B: Backend> WorkerBuilder<B> {
             metrics: self.metrics,
             sample_every: self.metrics_interval.filter(|_| self.metrics),
             controls: Arc::new(super::control::Controls::new()),
+            embed: self.embed,
         };
         Ok(Worker {
             backend: self.backend,

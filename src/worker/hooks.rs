@@ -170,3 +170,48 @@ impl<'a> JobRun<'a> {
         }
     }
 }
+
+/// Shared hooks: keep a clone to look at what they saw.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use redjob::Worker;
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::worker::{Hooks, JobRun};
+///
+/// #[derive(Default)]
+/// struct Started(AtomicU64);
+/// impl Hooks for Started {
+///     fn started(&self, _: &JobRun<'_>) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let started = Arc::new(Started::default());
+/// let worker = Worker::builder(MemoryBackend::new()).hooks(started.clone()).build()?;
+/// # let _ = worker;
+/// assert_eq!(started.0.load(Ordering::Relaxed), 0);
+/// # Ok::<(), redjob::Error>(())
+/// ```
+impl<H: Hooks + ?Sized> Hooks for std::sync::Arc<H> {
+    fn started(&self, run: &JobRun<'_>) {
+        (**self).started(run)
+    }
+
+    fn succeeded(&self, run: &JobRun<'_>, took: Duration) {
+        (**self).succeeded(run, took)
+    }
+
+    fn retried(&self, run: &JobRun<'_>, took: Duration, error: &str, retry_in: Duration) {
+        (**self).retried(run, took, error, retry_in)
+    }
+
+    fn dead_lettered(&self, run: &JobRun<'_>, took: Duration, error: &str) {
+        (**self).dead_lettered(run, took, error)
+    }
+
+    fn cancelled(&self, run: &JobRun<'_>, took: Duration, why: CancelReason) {
+        (**self).cancelled(run, took, why)
+    }
+}

@@ -13,6 +13,36 @@ use tokio_util::sync::CancellationToken;
 use super::hooks::UNDECODABLE;
 use crate::contract::backend::Backend;
 
+/// Where the worker's metrics go: the `metrics` facade's global recorder, or
+/// one of its own (the test kit's).
+#[derive(Clone, Default)]
+pub(crate) struct Sink(Option<Arc<dyn metrics::Recorder + Send + Sync>>);
+
+impl Sink {
+    /// A sink that registers every handle with `recorder`.
+    pub fn to(recorder: Arc<dyn metrics::Recorder + Send + Sync>) -> Sink {
+        Sink(Some(recorder))
+    }
+
+    /// Registers handles (or describes metrics) in `f` with this sink's recorder.
+    pub fn with<T>(&self, f: impl FnOnce() -> T) -> T {
+        match &self.0 {
+            Some(r) => metrics::with_local_recorder(r.as_ref(), f),
+            None => f(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Sink(own)"
+        } else {
+            "Sink(global)"
+        })
+    }
+}
+
 /// The `job` label of a job type no linked type has (hooks get its name).
 pub(crate) const UNKNOWN: &str = "(unknown)";
 
@@ -88,6 +118,7 @@ pub(crate) struct EventMetrics {
 impl EventMetrics {
     /// The handles of each of `events` (a subscriber's handled types).
     pub fn for_events<'a>(
+        sink: &Sink,
         topic: &str,
         sub: &str,
         events: impl Iterator<Item = &'a str>,
@@ -106,14 +137,14 @@ impl EventMetrics {
                     l.push(("outcome", outcome.to_string()));
                     metrics::counter!(EVENTS_FINISHED, &l)
                 };
-                let m = EventMetrics {
+                let m = sink.with(|| EventMetrics {
                     started: metrics::counter!(EVENTS_STARTED, &labels()),
                     succeeded: finished("succeeded"),
                     retried: finished("retried"),
                     dead: finished("dead"),
                     cancelled: finished("cancelled"),
                     run: metrics::histogram!(EVENT_RUN, &labels()),
-                };
+                });
                 (e.to_string(), m)
             })
             .collect()
@@ -124,13 +155,16 @@ impl EventMetrics {
 /// `every` until `stop`.
 pub(crate) async fn sample_subscriber<B: crate::contract::topics::Topics>(
     backend: B,
+    sink: Sink,
     topic: Arc<str>,
     sub: Arc<str>,
     every: Duration,
     stop: CancellationToken,
 ) {
-    let gauges = ["lag", "pending", "dead"].map(|s| {
-        metrics::gauge!(SUBSCRIBER_EVENTS, "topic" => topic.to_string(), "subscriber" => sub.to_string(), "state" => s)
+    let gauges = sink.with(|| {
+        ["lag", "pending", "dead"].map(|s| {
+            metrics::gauge!(SUBSCRIBER_EVENTS, "topic" => topic.to_string(), "subscriber" => sub.to_string(), "state" => s)
+        })
     });
     loop {
         match backend.topic_info(&topic).await {
@@ -184,19 +218,22 @@ impl JobMetrics {
 pub(crate) struct QueueMetrics {
     queue: Arc<str>,
     on: bool,
+    sink: Sink,
     jobs: RwLock<HashMap<Box<str>, Arc<JobMetrics>>>,
     paused: Option<Gauge>,
 }
 
 impl QueueMetrics {
-    pub fn new(queue: Arc<str>, on: bool) -> Self {
-        let paused = on.then(|| metrics::gauge!(QUEUE_PAUSED, "queue" => queue.to_string()));
+    pub fn new(queue: Arc<str>, on: bool, sink: Sink) -> Self {
+        let paused =
+            on.then(|| sink.with(|| metrics::gauge!(QUEUE_PAUSED, "queue" => queue.to_string())));
         if let Some(g) = &paused {
             g.set(0.0);
         }
         QueueMetrics {
             queue,
             on,
+            sink,
             jobs: RwLock::new(HashMap::new()),
             paused,
         }
@@ -222,7 +259,7 @@ impl QueueMetrics {
         let mut jobs = self.jobs.write().unwrap_or_else(|e| e.into_inner());
         let m = jobs
             .entry(label.into())
-            .or_insert_with(|| Arc::new(JobMetrics::new(&self.queue, label)));
+            .or_insert_with(|| Arc::new(self.sink.with(|| JobMetrics::new(&self.queue, label))));
         Some(m.clone())
     }
 
@@ -238,17 +275,20 @@ impl QueueMetrics {
 /// failed read is logged at debug and skipped: the gauges keep their last value.
 pub(crate) async fn sample<B: Backend>(
     backend: B,
+    sink: Sink,
     queues: Vec<String>,
     every: Duration,
     stop: CancellationToken,
 ) {
-    let gauges: Vec<[Gauge; 4]> = queues
-        .iter()
-        .map(|q| {
-            ["ready", "scheduled", "in_flight", "dead"]
-                .map(|s| metrics::gauge!(QUEUE_JOBS, "queue" => q.clone(), "state" => s))
-        })
-        .collect();
+    let gauges: Vec<[Gauge; 4]> = sink.with(|| {
+        queues
+            .iter()
+            .map(|q| {
+                ["ready", "scheduled", "in_flight", "dead"]
+                    .map(|s| metrics::gauge!(QUEUE_JOBS, "queue" => q.clone(), "state" => s))
+            })
+            .collect()
+    });
     loop {
         for (q, g) in queues.iter().zip(&gauges) {
             match backend.sizes(q).await {

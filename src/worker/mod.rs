@@ -58,7 +58,9 @@ use tokio_util::task::TaskTracker;
 pub use builder::WorkerBuilder;
 pub use control::Stopped;
 pub use hooks::{CancelReason, Hooks, JobRun, UNDECODABLE};
+pub(crate) use metrics::{EVENTS_FINISHED, Sink};
 pub use periodic::Periodic;
+pub(crate) use periodic::Ticker;
 pub use ready::Ready;
 pub use retry::RetryPolicy;
 /// The token that shuts a worker down ([`WorkerBuilder::shutdown`],
@@ -110,6 +112,14 @@ pub(crate) struct Shared {
     pub sample_every: Option<Duration>,
     /// The controls an operator set on this worker (quiet, stop).
     pub controls: Arc<control::Controls>,
+    /// What the test kit plugs in.
+    pub embed: Embed,
+}
+
+/// What the test kit plugs into its workers: its own metrics recorder.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Embed {
+    pub sink: metrics::Sink,
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
@@ -305,7 +315,11 @@ impl<B: Backend> Worker<B> {
             );
             settlers.spawn(settler.run(rx));
             settler_txs.push(tx.clone());
-            let qm = metrics::QueueMetrics::new(queue.clone(), self.shared.metrics);
+            let qm = metrics::QueueMetrics::new(
+                queue.clone(),
+                self.shared.metrics,
+                self.shared.embed.sink.clone(),
+            );
             let d = Dispatcher {
                 backend: self.backend.clone(),
                 queue,
@@ -381,12 +395,13 @@ impl<B: Backend> Worker<B> {
         readers.close();
         infra.spawn(warn_about_backend(self.backend.clone()));
         if self.shared.metrics {
-            metrics::describe();
+            self.shared.embed.sink.with(metrics::describe);
         }
         if let Some(every) = self.shared.sample_every {
             let queues = self.queues.iter().map(|(q, _)| q.clone()).collect();
             infra.spawn(metrics::sample(
                 self.backend.clone(),
+                self.shared.embed.sink.clone(),
                 queues,
                 every,
                 stop.clone(),

@@ -91,7 +91,12 @@ struct Names {
 async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let shared = env.shared.clone();
     let metrics = if shared.metrics {
-        EventMetrics::for_events(&spec.topic, &spec.sub.name, spec.handlers.keys().copied())
+        EventMetrics::for_events(
+            &shared.embed.sink,
+            &spec.topic,
+            &spec.sub.name,
+            spec.handlers.keys().copied(),
+        )
     } else {
         HashMap::new()
     };
@@ -125,6 +130,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let sampler = shared.sample_every.map(|every| {
         tokio::spawn(sample_subscriber(
             backend.clone(),
+            shared.embed.sink.clone(),
             names.topic.clone(),
             names.sub.clone(),
             every,

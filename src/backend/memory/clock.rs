@@ -21,7 +21,7 @@ use tokio::sync::watch;
 /// clock.advance(Duration::from_secs(3600));
 /// assert!(clock.now_ms() >= before + 3_600_000);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Clock {
     inner: Arc<Inner>,
 }
@@ -42,6 +42,15 @@ struct Inner {
     start: Option<tokio::time::Instant>,
     offset_us: AtomicU64,
     advanced: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clock")
+            .field("now", &crate::contract::time::UnixMs(self.now_ms()))
+            .field("frozen", &self.inner.start.is_none())
+            .finish()
+    }
 }
 
 impl Default for Clock {
@@ -156,6 +165,12 @@ impl Clock {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| {
                 Some(o.saturating_add(us))
             });
+    }
+
+    /// Wakes what waits for the clock to move (a blocked topic read returns),
+    /// without moving it.
+    pub(crate) fn nudge(&self) {
+        self.inner.advanced.send_modify(|n| *n += 1);
     }
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {

@@ -20,6 +20,7 @@ mod history;
 mod inspect;
 mod leases;
 mod live;
+mod probe;
 mod queues;
 mod settings;
 mod state;
@@ -171,12 +172,13 @@ impl MemoryBackend {
         self.lock().queues.keys().cloned().collect()
     }
 
-    /// True when no message of any queue is due now or leased to a worker.
+    /// True when no message of any queue is leased to a worker, and none is due
+    /// now in a queue that is not paused.
     pub fn is_idle(&self) -> bool {
         let now = self.clock.now_ms();
         let st = self.lock();
         st.queues.values().all(|q| {
-            q.first_score().is_none_or(|score| score / 1000 > now)
+            (q.paused || q.first_score().is_none_or(|score| score / 1000 > now))
                 && q.msgs.values().all(|m| !m.lease)
         })
     }
@@ -195,7 +197,7 @@ impl MemoryBackend {
             for m in q.msgs.values() {
                 let list = if m.lease {
                     &mut p.running
-                } else if m.score / 1000 <= now {
+                } else if m.score / 1000 <= now && !q.paused {
                     &mut p.due
                 } else {
                     continue;
@@ -209,6 +211,12 @@ impl MemoryBackend {
             }
         }
         out
+    }
+
+    /// Tells the watchers of [`changes`](Self::changes) of a change made
+    /// without the state's lock (a topic's).
+    fn changed(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     fn notify(&self, queue: &str) {

@@ -18,7 +18,7 @@ use crate::{Error, Result};
 /// Every topic of a memory backend.
 #[derive(Default)]
 pub(crate) struct Streams {
-    topics: Mutex<HashMap<String, MemTopic>>,
+    pub(super) topics: Mutex<HashMap<String, MemTopic>>,
     /// Woken by every publish (blocked reads wait on it).
     published: Notify,
     /// Ordered subscribers' owners by (topic, subscriber): consumer, until (ms).
@@ -26,10 +26,10 @@ pub(crate) struct Streams {
 }
 
 /// A stream entry: `type`, `data` and, for a requeued dead letter, `to`.
-struct Entry {
-    ty: String,
-    data: String,
-    to: Option<String>,
+pub(super) struct Entry {
+    pub ty: String,
+    pub data: String,
+    pub to: Option<String>,
 }
 
 /// The id after `last` at `now` (ms), as Redis makes them.
@@ -42,28 +42,28 @@ fn next_id(last: EventId, now: u64) -> EventId {
 }
 
 #[derive(Default)]
-struct MemTopic {
-    entries: BTreeMap<EventId, Entry>,
+pub(super) struct MemTopic {
+    pub entries: BTreeMap<EventId, Entry>,
     last: EventId,
     added: u64,
-    groups: BTreeMap<String, Group>,
+    pub groups: BTreeMap<String, Group>,
 }
 
 #[derive(Default)]
-struct Group {
-    offset: EventId,
-    pending: BTreeMap<EventId, Pending>,
+pub(super) struct Group {
+    pub offset: EventId,
+    pub pending: BTreeMap<EventId, Pending>,
     consumers: BTreeSet<String>,
-    dead: VecDeque<DeadEvent>,
+    pub dead: VecDeque<DeadEvent>,
     last_dead: EventId,
 }
 
-struct Pending {
+pub(super) struct Pending {
     consumer: String,
-    delivered_ms: u64,
-    deliveries: u32,
+    pub delivered_ms: u64,
+    pub deliveries: u32,
     /// Its attempt records so far (the last MAX_RECORDS).
-    runs: Vec<Attempt>,
+    pub runs: Vec<Attempt>,
 }
 
 impl Pending {
@@ -91,7 +91,7 @@ impl Pending {
 }
 
 impl MemTopic {
-    fn after(&self, offset: EventId) -> impl Iterator<Item = (&EventId, &Entry)> {
+    pub(super) fn after(&self, offset: EventId) -> impl Iterator<Item = (&EventId, &Entry)> {
         self.entries.range((
             std::ops::Bound::Excluded(offset),
             std::ops::Bound::Unbounded,
@@ -111,7 +111,7 @@ fn not_found(topic: &str, subscriber: &str) -> Error {
 }
 
 impl MemoryBackend {
-    fn topics(&self) -> MutexGuard<'_, HashMap<String, MemTopic>> {
+    pub(super) fn topics(&self) -> MutexGuard<'_, HashMap<String, MemTopic>> {
         // plain maps: a panic elsewhere cannot leave them inconsistent in a way that matters
         self.streams()
             .topics
@@ -126,12 +126,70 @@ impl MemoryBackend {
         f: impl FnOnce(&mut MemTopic, u64) -> T,
     ) -> Option<T> {
         let now = self.clock().now_ms();
+        let out = {
+            let mut all = self.topics();
+            let t = all.get_mut(topic)?;
+            if !t.groups.contains_key(subscriber) {
+                return None;
+            }
+            f(t, now)
+        };
+        self.changed();
+        Some(out)
+    }
+}
+
+impl MemoryBackend {
+    /// [`Topics::subscribe`], at once.
+    pub(crate) fn subscribe_now(&self, topic: &str, subscriber: &str, start: Start) -> bool {
         let mut all = self.topics();
-        let t = all.get_mut(topic)?;
-        if !t.groups.contains_key(subscriber) {
-            return None;
+        let t = all.entry(topic.to_string()).or_default();
+        if t.groups.contains_key(subscriber) {
+            return false;
         }
-        Some(f(t, now))
+        let offset = t.offset(start);
+        t.groups.insert(
+            subscriber.to_string(),
+            Group {
+                offset,
+                ..Group::default()
+            },
+        );
+        true
+    }
+
+    /// [`Topics::topic_info`], at once.
+    pub(crate) fn topic_info_now(&self, topic: &str) -> Option<TopicInfo> {
+        let all = self.topics();
+        let t = all.get(topic)?;
+        let subscribers = t
+            .groups
+            .iter()
+            .map(|(name, g)| SubscriberInfo {
+                name: name.clone(),
+                offset: g.offset,
+                pending: g.pending.len() as u64,
+                lag: t.after(g.offset).count() as u64,
+                lag_exact: true,
+                consumers: g.consumers.len() as u64,
+                dead: g.dead.len() as u64,
+            })
+            .collect();
+        Some(TopicInfo {
+            length: t.entries.len() as u64,
+            published: t.added,
+            first: t.entries.keys().next().copied(),
+            last: t.entries.keys().next_back().copied(),
+            // an estimate: the fields' bytes and two integers of id per event
+            memory: t
+                .entries
+                .values()
+                .map(|e| {
+                    (e.ty.len() + e.data.len() + e.to.as_ref().map_or(0, String::len) + 16) as u64
+                })
+                .sum(),
+            subscribers,
+        })
     }
 }
 
@@ -203,24 +261,12 @@ impl Topics for MemoryBackend {
             ids
         };
         self.streams().published.notify_waiters();
+        self.changed();
         Ok(ids)
     }
 
     async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
-        let mut all = self.topics();
-        let t = all.entry(topic.to_string()).or_default();
-        if t.groups.contains_key(subscriber) {
-            return Ok(false);
-        }
-        let offset = t.offset(start);
-        t.groups.insert(
-            subscriber.to_string(),
-            Group {
-                offset,
-                ..Group::default()
-            },
-        );
-        Ok(true)
+        Ok(self.subscribe_now(topic, subscriber, start))
     }
 
     async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
@@ -251,6 +297,7 @@ impl Topics for MemoryBackend {
         block: Duration,
     ) -> Result<Option<Vec<Received>>> {
         let deadline = tokio::time::Instant::now() + block;
+        let mut jumps = self.clock().subscribe();
         loop {
             let published = self.streams().published.notified();
             tokio::pin!(published);
@@ -281,8 +328,12 @@ impl Topics for MemoryBackend {
             });
             match got {
                 Some(events) if events.is_empty() && tokio::time::Instant::now() < deadline => {
-                    if tokio::time::timeout_at(deadline, published).await.is_err() {
-                        return Ok(Some(events));
+                    tokio::select! {
+                        _ = published => {}
+                        _ = tokio::time::sleep_until(deadline) => return Ok(Some(events)),
+                        // the clock moved on (or was nudged): a claim may be
+                        // due, or the worker is stopping
+                        _ = jumps.changed() => return Ok(Some(events)),
                     }
                 }
                 other => return Ok(other),
@@ -466,38 +517,7 @@ impl Topics for MemoryBackend {
     }
 
     async fn topic_info(&self, topic: &str) -> Result<Option<TopicInfo>> {
-        let all = self.topics();
-        let Some(t) = all.get(topic) else {
-            return Ok(None);
-        };
-        let subscribers = t
-            .groups
-            .iter()
-            .map(|(name, g)| SubscriberInfo {
-                name: name.clone(),
-                offset: g.offset,
-                pending: g.pending.len() as u64,
-                lag: t.after(g.offset).count() as u64,
-                lag_exact: true,
-                consumers: g.consumers.len() as u64,
-                dead: g.dead.len() as u64,
-            })
-            .collect();
-        Ok(Some(TopicInfo {
-            length: t.entries.len() as u64,
-            published: t.added,
-            first: t.entries.keys().next().copied(),
-            last: t.entries.keys().next_back().copied(),
-            // an estimate: the fields' bytes and two integers of id per event
-            memory: t
-                .entries
-                .values()
-                .map(|e| {
-                    (e.ty.len() + e.data.len() + e.to.as_ref().map_or(0, String::len) + 16) as u64
-                })
-                .sum(),
-            subscribers,
-        }))
+        Ok(self.topic_info_now(topic))
     }
 
     async fn dead_events(

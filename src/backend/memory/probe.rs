@@ -1,0 +1,74 @@
+//! Looks into the memory backend at once, for the test kit: when the next job
+//! or event retry is due, and what a subscriber has left to do.
+
+use crate::backend::memory::MemoryBackend;
+use crate::contract::topics::{DeadEvent, EventId};
+
+/// What a subscriber has left to do (see [`MemoryBackend::subscriber_work`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Work {
+    /// Events not read yet, read and not settled, or whose retry is due.
+    pub now: bool,
+    /// When the next retry that is not due yet comes due, Unix ms.
+    pub next_ms: Option<u64>,
+}
+
+impl MemoryBackend {
+    /// When the next job not due now comes due, Unix ms, over every queue not
+    /// paused (a leased job: when its lease ends).
+    pub(crate) fn next_due_ms(&self) -> Option<u64> {
+        let st = self.lock();
+        st.queues
+            .values()
+            .filter(|q| !q.paused)
+            .filter_map(|q| q.next_due_ms())
+            .min()
+    }
+
+    /// The events of `topic` still in it, oldest first: id, type and data.
+    pub(crate) fn events_of(&self, topic: &str) -> Vec<(EventId, String, String)> {
+        let all = self.topics();
+        all.get(topic).map_or_else(Vec::new, |t| {
+            t.entries
+                .iter()
+                .map(|(id, e)| (*id, e.ty.clone(), e.data.clone()))
+                .collect()
+        })
+    }
+
+    /// The dead letters of a subscriber, oldest first.
+    pub(crate) fn dead_events_of(&self, topic: &str, subscriber: &str) -> Vec<DeadEvent> {
+        let all = self.topics();
+        all.get(topic)
+            .and_then(|t| t.groups.get(subscriber))
+            .map_or_else(Vec::new, |g| g.dead.iter().cloned().collect())
+    }
+
+    /// What the subscriber has left to do, for a worker that claims events idle
+    /// for `lease_ms`: a retry is set idle so that it is claimed when it is due.
+    pub(crate) fn subscriber_work(&self, topic: &str, subscriber: &str, lease_ms: u64) -> Work {
+        let now = self.clock().now_ms();
+        let all = self.topics();
+        let Some(t) = all.get(topic) else {
+            return Work::default();
+        };
+        let Some(g) = t.groups.get(subscriber) else {
+            return Work::default();
+        };
+        let mut work = Work {
+            now: t.after(g.offset).next().is_some(),
+            next_ms: None,
+        };
+        for p in g.pending.values() {
+            // a delivery with no record yet is read or running
+            let settled = p.runs.last().is_some_and(|a| a.number >= p.deliveries);
+            let due = p.delivered_ms.saturating_add(lease_ms);
+            if !settled || due <= now {
+                work.now = true;
+            } else {
+                work.next_ms = Some(work.next_ms.map_or(due, |n: u64| n.min(due)));
+            }
+        }
+        work
+    }
+}

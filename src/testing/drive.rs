@@ -1,0 +1,206 @@
+//! Runs the kit's workers until nothing is left to do now.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::TestKit;
+use crate::Result;
+use crate::backend::memory::MemoryBackend;
+use crate::contract::backend::Backend;
+use crate::contract::stats::QueueStats;
+use crate::worker::{Embed, Worker, WorkerBuilder};
+
+/// The lease of the kit's workers (the default): a subscriber claims an event
+/// waiting for its retry once it was idle this long.
+pub(super) const LEASE: Duration = Duration::from_secs(30);
+
+type Ended = std::result::Result<Result<()>, tokio::task::JoinError>;
+
+impl TestKit {
+    /// A worker's builder with the kit's settings.
+    fn builder(&self, stop: &CancellationToken) -> WorkerBuilder<MemoryBackend> {
+        let mut b = Worker::builder(self.backend.clone())
+            .handle_signals(false)
+            .retry(self.retry)
+            .lease(LEASE)
+            .grace_period(Duration::ZERO)
+            .data_map(self.data.clone())
+            .shutdown(stop.child_token())
+            .embed(Embed {
+                sink: self.sink.clone(),
+            });
+        for h in &self.hooks {
+            b = b.hooks(h.clone());
+        }
+        b
+    }
+
+    /// Whether nothing is due or running: no job, and no event for a kit
+    /// subscriber.
+    pub(super) fn idle(&self) -> bool {
+        self.backend.is_idle()
+            && self.subscribers.iter().all(|s| {
+                !self
+                    .backend
+                    .subscriber_work(s.topic, &s.name, LEASE.as_millis() as u64)
+                    .now
+            })
+    }
+
+    /// When the next job, event retry or tick comes due after now, Unix ms.
+    pub(super) fn next_due_ms(&self) -> Option<u64> {
+        let lease = LEASE.as_millis() as u64;
+        let events = self.subscribers.iter().filter_map(|s| {
+            self.backend
+                .subscriber_work(s.topic, &s.name, lease)
+                .next_ms
+        });
+        let ticks = self.tickers.iter().filter_map(|t| t.next_ms());
+        self.backend
+            .next_due_ms()
+            .into_iter()
+            .chain(events)
+            .chain(ticks)
+            .min()
+    }
+
+    /// Starts a worker for each queue not served yet (and one for the
+    /// subscribers), and waits for the backend's next change, until it is idle.
+    pub(super) async fn drive(&self) -> Result<()> {
+        let limit = RealTimeLimit::start(self.wait_limit);
+        let mut expired = limit.expired;
+        let mut changes = self.backend.changes();
+        let mut served = HashSet::new();
+        let mut workers = JoinSet::new();
+        let stop = CancellationToken::new();
+        if !self.subscribers.is_empty() {
+            let mut b = self.builder(&stop).queues(Vec::<String>::new());
+            for s in &self.subscribers {
+                b = (s.register)(b);
+            }
+            let worker = b.build()?;
+            workers.spawn(async move { worker.run().await.map(drop) });
+        }
+        let outcome = loop {
+            changes.borrow_and_update();
+            if self.idle() {
+                break Ok(());
+            }
+            let new: Vec<String> = self
+                .backend
+                .queue_names()
+                .into_iter()
+                .filter(|q| !served.contains(q))
+                .collect();
+            if !new.is_empty() {
+                served.extend(new.iter().cloned());
+                let worker = self.builder(&stop).queues(new).build()?;
+                workers.spawn(async move { worker.run().await.map(drop) });
+            }
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = &mut expired => break Err(self.not_idle()),
+                Some(ended) = workers.join_next() => break Err(ended_early(ended)),
+            }
+        };
+        stop.cancel();
+        // a subscriber's read waiting for events returns at once (it would
+        // hold the worker's stop up to its block of a second)
+        self.clock().nudge();
+        let mut first_err = outcome.err();
+        while let Some(ended) = workers.join_next().await {
+            if let Err(e) = flatten(ended) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    fn not_idle(&self) -> crate::Error {
+        let mut pending = Vec::new();
+        for p in self.backend.pending() {
+            let list = |m: &std::collections::BTreeMap<String, usize>| {
+                m.iter()
+                    .map(|(name, n)| format!("{n} {name}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut parts = Vec::new();
+            if !p.running.is_empty() {
+                parts.push(format!("running: {}", list(&p.running)));
+            }
+            if !p.due.is_empty() {
+                parts.push(format!("due: {}", list(&p.due)));
+            }
+            pending.push(format!("queue {:?} {}", p.queue, parts.join("; ")));
+        }
+        for s in &self.subscribers {
+            if let Some(info) = self.subscriber(s.topic, &s.name)
+                && (info.lag > 0 || info.pending > 0)
+            {
+                pending.push(format!(
+                    "subscriber {:?} of topic {:?}: {} not read, {} read and not settled",
+                    s.name, s.topic, info.lag, info.pending
+                ));
+            }
+        }
+        crate::Error::NotIdle {
+            waited: self.wait_limit,
+            pending,
+        }
+    }
+
+    pub(super) async fn totals(&self) -> Result<HashMap<String, QueueStats>> {
+        let mut all = HashMap::new();
+        for q in self.backend.queue_names() {
+            all.insert(q.clone(), self.backend.stats(&q).await?);
+        }
+        Ok(all)
+    }
+}
+
+fn flatten(ended: Ended) -> Result<()> {
+    ended.map_err(|e| crate::Error::Crashed {
+        task: "test kit worker",
+        reason: e.to_string(),
+    })?
+}
+
+/// A worker of the kit that stopped before it was told to.
+fn ended_early(ended: Ended) -> crate::Error {
+    match flatten(ended) {
+        Err(e) => e,
+        Ok(()) => crate::Error::Crashed {
+            task: "test kit worker",
+            reason: "stopped before the kit was idle".into(),
+        },
+    }
+}
+
+/// Fires after a span of real time, whatever tokio's clock does: a thread of its
+/// own sleeps (a tokio timer would follow a paused clock, and a blocking task
+/// would keep a paused clock from advancing). Dropping it ends the thread.
+struct RealTimeLimit {
+    expired: oneshot::Receiver<()>,
+    _stop: std::sync::mpsc::Sender<()>,
+}
+
+impl RealTimeLimit {
+    fn start(limit: Duration) -> Self {
+        let (fire, expired) = oneshot::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(limit) {
+                let _ = fire.send(());
+            }
+        });
+        RealTimeLimit {
+            expired,
+            _stop: stop,
+        }
+    }
+}

@@ -1,0 +1,584 @@
+//! A test kit for everything a worker runs: your jobs' handlers, periodic
+//! schedules and topic subscribers, with hooks and metrics to look at. No
+//! Redis, no real sleeps.
+//!
+//! With tokio's paused clock (`#[tokio::test(start_paused = true)]` or
+//! `tokio::time::pause()`, which need tokio's `test-util` feature in your
+//! dev-dependencies: without it tokio reports "no method named `start_paused`"),
+//! handlers' own sleeps take no real time either.
+//!
+//! [`TestKit`] runs on a [`MemoryBackend`] whose [`Clock`] you move forward. Enqueue
+//! with [`TestKit::client`], look at what was enqueued with typed access, run the
+//! worker until nothing is due, advance the clock and run what became due.
+//! [`advance`](TestKit::advance) goes through the time as a worker running all
+//! along would: every job, retry, event retry and periodic tick in between
+//! runs at its own time, in order. [`downtime`](TestKit::downtime) moves the
+//! clock as if no worker ran (then a schedule's [`Missed`](crate::ops::Missed)
+//! policy applies).
+//!
+//! A handler that schedules a follow-up an hour later, tested without waiting:
+//!
+//! ```
+//! use std::time::Duration;
+//! use redjob::testing::TestKit;
+//! use redjob::{Client, Job, JobContext, JobError};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+//! #[job(name = "signup")]
+//! struct Signup { user: u64 }
+//!
+//! #[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+//! #[job(name = "nudge")]
+//! struct Nudge { user: u64 }
+//!
+//! impl Job for Signup {
+//!     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+//!         let client = ctx.data::<Client>()?;
+//!         client.enqueue_in(&Nudge { user: self.user }, Duration::from_secs(3600)).await?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! impl Job for Nudge {
+//!     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+//! let kit = TestKit::new();
+//! let client = kit.client();
+//! let kit = kit.data(client); // handlers reach the client through their context
+//! kit.client().enqueue(&Signup { user: 7 }).await?;
+//!
+//! let run = kit.run_until_idle().await?;
+//! assert_eq!(run.processed, 1);
+//! assert_eq!(kit.enqueued::<Nudge>(), [Nudge { user: 7 }]); // scheduled, not yet due
+//!
+//! let run = kit.advance(Duration::from_secs(3599)).await?;
+//! assert_eq!(run.processed, 0);
+//! let run = kit.advance(Duration::from_secs(1)).await?;
+//! assert_eq!(run.processed, 1);
+//! assert!(kit.enqueued::<Nudge>().is_empty());
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::backend::memory::{Clock, MemoryBackend};
+use crate::client::Client;
+use crate::contract::backend::Backend;
+use crate::contract::stats::DeadLetter;
+use crate::contract::time::UnixMs;
+use crate::job::Job;
+use crate::job::data::Data;
+use crate::worker::{EVENTS_FINISHED, Hooks, Periodic, RetryPolicy, Sink};
+use crate::{JobId, Result};
+
+mod drive;
+mod metrics;
+mod periodic;
+mod topics;
+
+/// Handlers, schedules and subscribers under test, on a memory backend with a
+/// controllable clock. Clones share the backend and the recorded metrics.
+#[derive(Clone)]
+pub struct TestKit {
+    backend: MemoryBackend,
+    data: Data,
+    retry: RetryPolicy,
+    wait_limit: Duration,
+    hooks: Vec<Arc<dyn Hooks>>,
+    subscribers: Vec<topics::KitSubscriber>,
+    tickers: Vec<Arc<periodic::KitTicker>>,
+    /// Why a periodic job given to the kit cannot run.
+    invalid: Option<String>,
+    recorder: Arc<metrics::Recorder>,
+    sink: Sink,
+}
+
+/// What one [`TestKit::run_until_idle`] (or [`advance`](TestKit::advance))
+/// did.
+///
+/// ```
+/// use redjob::testing::RunReport;
+///
+/// let report = RunReport::default();
+/// assert_eq!(
+///     format!("{report:?}"),
+///     "RunReport { processed: 0, retried: 0, dead: 0, ticks: 0, events: 0, events_retried: 0, events_dead: 0 }"
+/// );
+/// ```
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunReport {
+    /// Jobs that succeeded.
+    pub processed: u64,
+    /// Failed runs scheduled again.
+    pub retried: u64,
+    /// Jobs moved to the dead-letter queue.
+    pub dead: u64,
+    /// Periodic jobs enqueued by their schedules' ticks.
+    pub ticks: u64,
+    /// Events the kit's subscribers handled.
+    pub events: u64,
+    /// Failed event runs scheduled again.
+    pub events_retried: u64,
+    /// Events given up (the subscriber's dead letters).
+    pub events_dead: u64,
+}
+
+impl std::ops::AddAssign for RunReport {
+    fn add_assign(&mut self, o: RunReport) {
+        self.processed += o.processed;
+        self.retried += o.retried;
+        self.dead += o.dead;
+        self.ticks += o.ticks;
+        self.events += o.events;
+        self.events_retried += o.events_retried;
+        self.events_dead += o.events_dead;
+    }
+}
+
+/// A job waiting in the kit's backend. Its `Debug` shows when it is due in
+/// UTC.
+#[derive(Clone, PartialEq)]
+pub struct Enqueued<J> {
+    /// The job.
+    pub job: J,
+    /// Its id.
+    pub id: JobId,
+    /// Its queue.
+    pub queue: String,
+    /// When it is due (or its lease ends).
+    pub due: SystemTime,
+}
+
+impl<J: std::fmt::Debug> std::fmt::Debug for Enqueued<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let due = self
+            .due
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        f.debug_struct("Enqueued")
+            .field("job", &self.job)
+            .field("id", &self.id)
+            .field("queue", &self.queue)
+            .field("due", &UnixMs(due))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for TestKit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let queues: BTreeMap<String, usize> = self
+            .backend
+            .queue_names()
+            .into_iter()
+            .map(|q| {
+                let n = self.backend.messages(&q).len();
+                (q, n)
+            })
+            .collect();
+        let subscribers: Vec<String> = self
+            .subscribers
+            .iter()
+            .map(|s| format!("{}/{}", s.topic, s.name))
+            .collect();
+        let periodic: Vec<String> = self.tickers.iter().map(|t| t.describe()).collect();
+        f.debug_struct("TestKit")
+            .field("now", &UnixMs(self.clock().now_ms()))
+            .field("jobs_waiting", &queues)
+            .field("subscribers", &subscribers)
+            .field("periodic", &periodic)
+            .field("hooks", &self.hooks.len())
+            .field("metric_series", &self.recorder.len())
+            .field("wait_limit", &self.wait_limit)
+            .finish()
+    }
+}
+
+impl Default for TestKit {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestKit {
+    /// An empty kit whose clock starts at the current time.
+    pub fn new() -> Self {
+        let recorder = Arc::new(metrics::Recorder::default());
+        TestKit {
+            backend: MemoryBackend::new(),
+            data: Data::default(),
+            retry: RetryPolicy::default(),
+            wait_limit: Duration::from_secs(10),
+            hooks: Vec::new(),
+            subscribers: Vec::new(),
+            tickers: Vec::new(),
+            invalid: None,
+            sink: Sink::to(recorder.clone()),
+            recorder,
+        }
+    }
+
+    /// How long [`run_until_idle`](Self::run_until_idle) and
+    /// [`advance`](Self::advance) wait, in real time, for the jobs to be done
+    /// before they fail with [`Error::NotIdle`](crate::Error::NotIdle). Defaults
+    /// to 10 s. Simulated time (a paused tokio clock, [`Clock::advance`]) does not
+    /// count.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::testing::TestKit;
+    ///
+    /// let kit = TestKit::new().wait_limit(Duration::from_secs(60));
+    /// # let _ = kit;
+    /// ```
+    pub fn wait_limit(mut self, limit: Duration) -> Self {
+        self.wait_limit = limit;
+        self
+    }
+
+    /// Shares `value` with handlers ([`JobContext::data`](crate::JobContext::data)),
+    /// as `Worker::builder(..).data(value)` does.
+    pub fn data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.data = self.data.with(value);
+        self
+    }
+
+    /// Uses this backoff for retries. Defaults to [`RetryPolicy::default`].
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Adds lifecycle hooks to the kit's workers, as
+    /// [`WorkerBuilder::hooks`](crate::worker::WorkerBuilder::hooks) does. Keep
+    /// an [`Arc`] of them to look at what they saw.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use redjob::testing::TestKit;
+    /// use redjob::worker::{Hooks, JobRun};
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "kit-hooked", max_attempts = 1)]
+    /// struct Hooked;
+    /// impl Job for Hooked {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+    ///         Err(JobError::retry("the mail server said no"))
+    ///     }
+    /// }
+    ///
+    /// #[derive(Default)]
+    /// struct Dead(Mutex<Vec<String>>);
+    /// impl Hooks for Dead {
+    ///     fn dead_lettered(&self, run: &JobRun<'_>, _: Duration, error: &str) {
+    ///         self.0.lock().unwrap().push(format!("{}: {error}", run.job));
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let dead = Arc::new(Dead::default());
+    /// let kit = TestKit::new().hooks(dead.clone());
+    /// kit.client().enqueue(&Hooked).await?;
+    /// kit.run_until_idle().await?;
+    /// assert_eq!(*dead.0.lock().unwrap(), ["kit-hooked: failed 1 of 1 attempts: the mail server said no"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn hooks(mut self, hooks: impl Hooks) -> Self {
+        self.hooks.push(Arc::new(hooks));
+        self
+    }
+
+    /// Ticks `job` at every tick of `schedule` under the kit's clock, as
+    /// [`WorkerBuilder::periodic`](crate::worker::WorkerBuilder::periodic)
+    /// does on a worker: [`advance`](Self::advance) enqueues each tick it goes
+    /// through at its time and runs it before the next.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::ops::Schedule;
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "kit-sweep")]
+    /// struct Sweep;
+    /// impl Job for Sweep {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new().periodic(Schedule::every(Duration::from_secs(60))?, Sweep);
+    /// let run = kit.advance(Duration::from_secs(3600)).await?;
+    /// assert_eq!((run.ticks, run.processed), (60, 60));
+    /// # Ok(()) }
+    /// ```
+    pub fn periodic<J: Job>(self, schedule: crate::ops::Schedule, job: J) -> Self {
+        self.periodic_job(Periodic::new(schedule, job))
+    }
+
+    /// Ticks a periodic job with its options (name, queue, missed ticks); two
+    /// of one queue may not share a name. What a worker's `build` would
+    /// refuse, the kit's next run refuses.
+    pub fn periodic_job(mut self, periodic: Periodic) -> Self {
+        let twice = self
+            .tickers
+            .iter()
+            .any(|t| t.t.p.queue == periodic.queue && t.t.p.name == periodic.name);
+        if let Err(e) = periodic.check() {
+            self.invalid.get_or_insert(e.to_string());
+        } else if twice {
+            self.invalid.get_or_insert(format!(
+                "two periodic jobs of queue {:?} are named {:?}: name each with Periodic::name",
+                periodic.queue, periodic.name
+            ));
+        }
+        let now = self.clock().now_ms();
+        self.tickers
+            .push(Arc::new(periodic::KitTicker::new(periodic, now)));
+        self
+    }
+
+    /// A client that enqueues into the kit.
+    pub fn client(&self) -> Client {
+        Client::memory(self.backend.clone())
+    }
+
+    /// A client in inline mode: each enqueue runs its job at once (with the kit's
+    /// data), once, and returns its failure as an error. Nothing is stored.
+    pub fn inline_client(&self) -> Client {
+        self.client().inline(self.data.clone())
+    }
+
+    /// The kit's backend.
+    pub fn backend(&self) -> &MemoryBackend {
+        &self.backend
+    }
+
+    /// The kit's clock.
+    pub fn clock(&self) -> &Clock {
+        self.backend.clock()
+    }
+
+    /// Every waiting job of type `J`, in any queue, oldest first.
+    pub fn enqueued<J: Job>(&self) -> Vec<J> {
+        self.scheduled::<J>().into_iter().map(|e| e.job).collect()
+    }
+
+    /// Every waiting job of type `J` with its id, queue and due time.
+    pub fn scheduled<J: Job>(&self) -> Vec<Enqueued<J>> {
+        let mut out = Vec::new();
+        for queue in self.backend.queue_names() {
+            for (id, body, due_ms) in self.backend.messages(&queue) {
+                if let Ok(job) = crate::job::decode_as::<J>(&body) {
+                    out.push(Enqueued {
+                        job,
+                        id,
+                        queue: queue.clone(),
+                        due: SystemTime::UNIX_EPOCH + Duration::from_millis(due_ms),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Panics unless a job of type `J` with the same arguments is waiting.
+    #[track_caller]
+    pub fn assert_enqueued<J: Job>(&self, job: &J) {
+        let want = serde_json::to_value(job).ok();
+        let found = self.enqueued::<J>();
+        if !found.iter().any(|j| serde_json::to_value(j).ok() == want) {
+            let seen: Vec<_> = found
+                .iter()
+                .filter_map(|j| serde_json::to_string(j).ok())
+                .collect();
+            panic!(
+                "no {} job with args {} enqueued; found {}: [{}]",
+                J::NAME,
+                want.map(|v| v.to_string()).unwrap_or_default(),
+                seen.len(),
+                seen.join(", ")
+            );
+        }
+    }
+
+    /// Dead letters of `queue`.
+    pub async fn dead_letters(&self, queue: &str) -> Result<Vec<DeadLetter>> {
+        self.backend.dead_letters(queue, usize::MAX).await
+    }
+
+    /// Runs what is due now until nothing is due or running: the periodic
+    /// ticks due by the clock (oldest first), then every job and every event
+    /// of a kit subscriber, on workers started for every queue (a queue that
+    /// appears meanwhile, because a handler enqueues into it, is served too)
+    /// and stopped at the end. Jobs and retries scheduled for later stay for
+    /// [`advance`](Self::advance); so do jobs of a paused queue.
+    ///
+    /// Waits at most [`wait_limit`](Self::wait_limit) of real time (10 s), then
+    /// fails with [`Error::NotIdle`](crate::Error::NotIdle) naming the jobs and
+    /// events still due or running. Fails with
+    /// [`Error::DuplicateJobName`](crate::Error::DuplicateJobName), as the
+    /// worker's `build` does, when two job types share a job name, and with
+    /// [`Error::InvalidValue`](crate::Error::InvalidValue) for a periodic job
+    /// the worker would refuse.
+    pub async fn run_until_idle(&self) -> Result<RunReport> {
+        crate::job::check_unique_names()?;
+        if let Some(reason) = &self.invalid {
+            return Err(crate::Error::InvalidValue {
+                what: "periodic",
+                reason: reason.clone(),
+            });
+        }
+        let before = self.totals().await?;
+        let events_before = self.event_outcomes();
+        let ticks = periodic::tick_due(&self.backend, &self.tickers).await?;
+        let driven = self.drive().await;
+        let after = self.totals().await?;
+        driven?;
+        let mut r = RunReport {
+            ticks,
+            ..RunReport::default()
+        };
+        for (queue, a) in &after {
+            let b = before.get(queue).copied().unwrap_or_default();
+            r.processed += a.processed.saturating_sub(b.processed);
+            r.retried += a.retried.saturating_sub(b.retried);
+            r.dead += a.dead.saturating_sub(b.dead);
+        }
+        let events_after = self.event_outcomes();
+        r.events = events_after[0] - events_before[0];
+        r.events_retried = events_after[1] - events_before[1];
+        r.events_dead = events_after[2] - events_before[2];
+        Ok(r)
+    }
+
+    /// The kit's subscribers' event runs so far: succeeded, retried, dead.
+    fn event_outcomes(&self) -> [u64; 3] {
+        ["succeeded", "retried", "dead"]
+            .map(|o| self.recorder.counter(EVENTS_FINISHED, &[("outcome", o)]))
+    }
+
+    /// Moves the clock forward by `d` (to the next whole millisecond, see
+    /// [`Clock::advance`]) as a worker running all along would go through it:
+    /// it stops at each time a job, a retry, an event's retry or a periodic
+    /// tick comes due, runs what is due then until idle, and goes on. A job
+    /// enqueued with `enqueue_in(job, d)` runs in `advance(d)`; an
+    /// every-minute schedule ticks 60 times in `advance(1h)`, each tick's job
+    /// run before the next tick. Returns what all the runs did together.
+    ///
+    /// A handler that keeps enqueueing work due within `d` keeps it going, as
+    /// it would keep a worker busy.
+    pub async fn advance(&self, d: Duration) -> Result<RunReport> {
+        let clock = self.clock();
+        let start = clock.now_us();
+        let end_us = start.saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let end_us = end_us.div_ceil(1000).saturating_mul(1000);
+        let mut report = self.run_until_idle().await?;
+        loop {
+            let now_us = clock.now_us();
+            let Some(next) = self.next_due_ms().map(|ms| ms.saturating_mul(1000)) else {
+                break;
+            };
+            if next >= end_us || next <= now_us {
+                break;
+            }
+            clock.advance_exact(Duration::from_micros(next - now_us));
+            report += self.run_until_idle().await?;
+        }
+        let now_us = clock.now_us();
+        clock.advance_exact(Duration::from_micros(end_us.saturating_sub(now_us)));
+        report += self.run_until_idle().await?;
+        Ok(report)
+    }
+
+    /// Moves the clock forward by `d` as if no worker ran meanwhile: no job
+    /// runs and no periodic tick is enqueued. Then each schedule's
+    /// [`Missed`](crate::ops::Missed) policy decides about the ticks it
+    /// missed, as a worker starting now would: `RunLast` enqueues the last
+    /// one (when an earlier tick was recorded), `Skip` none. Nothing runs
+    /// until the next [`run_until_idle`](Self::run_until_idle) or
+    /// [`advance`](Self::advance). Returns how many ticks it enqueued.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::ops::{Missed, Schedule};
+    /// use redjob::testing::TestKit;
+    /// use redjob::worker::Periodic;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "kit-hourly")]
+    /// struct Hourly;
+    /// impl Job for Hourly {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let hourly = Schedule::every(Duration::from_secs(3600))?;
+    /// let kit = TestKit::new().periodic_job(Periodic::new(hourly, Hourly).missed(Missed::RunLast));
+    /// assert_eq!(kit.advance(Duration::from_secs(2 * 3600)).await?.ticks, 2);
+    /// // down for 5 hours: RunLast enqueues the last tick missed, once
+    /// assert_eq!(kit.downtime(Duration::from_secs(5 * 3600)).await?, 1);
+    /// assert_eq!(kit.run_until_idle().await?.processed, 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn downtime(&self, d: Duration) -> Result<u64> {
+        self.clock().advance(d);
+        periodic::after_downtime(&self.backend, &self.tickers).await
+    }
+
+    /// The sum of the counter `name` over its series whose labels include
+    /// every one of `labels`, as the kit's workers emitted it through the
+    /// `metrics` facade (to the kit's own recorder: no global one is needed,
+    /// and none sees them). The names are in the
+    /// [operating chapter](crate::guide::operating#metrics-and-hooks).
+    ///
+    /// ```
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "kit-counted", queue = "counted")]
+    /// struct Counted;
+    /// impl Job for Counted {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// kit.client().enqueue(&Counted).await?;
+    /// kit.client().enqueue(&Counted).await?;
+    /// kit.run_until_idle().await?;
+    /// let done = [("job", "kit-counted"), ("outcome", "succeeded")];
+    /// assert_eq!(kit.counter("redjob_jobs_finished_total", &done), 2);
+    /// assert_eq!(kit.histogram("redjob_job_run_seconds", &[("queue", "counted")]).len(), 2);
+    /// assert_eq!(kit.gauge("redjob_queue_paused", &[("queue", "counted")]), Some(0.0));
+    /// # Ok(()) }
+    /// ```
+    pub fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        self.recorder.counter(name, labels)
+    }
+
+    /// The value of the gauge `name` (its first series whose labels include
+    /// `labels`), as the kit's workers last set it; `None` when none did.
+    pub fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.recorder.gauge(name, labels)
+    }
+
+    /// Every value recorded into the histogram `name` (its series whose labels
+    /// include `labels`), e.g. handler run times in seconds.
+    pub fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+        self.recorder.histogram(name, labels)
+    }
+}

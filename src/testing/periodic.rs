@@ -1,0 +1,113 @@
+//! Periodic schedules under the kit's clock: the kit enqueues their ticks as a
+//! worker running all along would, through the backend's [`tick`](Backend::tick)
+//! (so a paused schedule skips, and each tick is enqueued once).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::Result;
+use crate::backend::memory::MemoryBackend;
+use crate::contract::admin::{Missed, Tick, Ticked};
+use crate::contract::backend::Backend;
+use crate::contract::queues::QueueOptions;
+use crate::worker::{Periodic, Ticker};
+
+/// A schedule the kit ticks.
+pub(super) struct KitTicker {
+    pub t: Ticker,
+    /// Ticks up to this time (Unix ms) were dealt with.
+    covered: AtomicU64,
+}
+
+impl KitTicker {
+    /// `p`, ticking after `now_ms`.
+    pub fn new(p: Periodic, now_ms: u64) -> KitTicker {
+        KitTicker {
+            t: Ticker::new(p),
+            covered: AtomicU64::new(now_ms),
+        }
+    }
+
+    /// Its next tick not dealt with yet.
+    pub fn next_ms(&self) -> Option<u64> {
+        self.t
+            .p
+            .schedule
+            .next_after(self.covered.load(Ordering::Relaxed))
+    }
+
+    /// Enqueues tick `at` (a catch-up: only when an earlier one was recorded);
+    /// whether it was enqueued.
+    async fn tick(&self, backend: &MemoryBackend, at: u64, catch_up: bool) -> Result<bool> {
+        let p = &self.t.p;
+        let tick = Tick {
+            name: &p.name,
+            at_ms: at,
+            catch_up,
+            next_ms: p.schedule.next_after(at),
+        };
+        let r = backend
+            .tick(&p.queue, &tick, &self.t.msg, &QueueOptions::default())
+            .await?;
+        Ok(matches!(r, Ticked::Enqueued { .. }))
+    }
+
+    /// For its listing in the kit's `Debug`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}) on {:?}",
+            self.t.p.name, self.t.p.schedule, self.t.p.queue
+        )
+    }
+}
+
+/// Enqueues every tick of `tickers` due by the backend's clock and not dealt
+/// with yet, oldest first; how many were enqueued (a paused schedule's are
+/// skipped).
+pub(super) async fn tick_due(
+    backend: &MemoryBackend,
+    tickers: &[std::sync::Arc<KitTicker>],
+) -> Result<u64> {
+    let now = backend.clock().now_ms();
+    let mut due = Vec::new();
+    for (i, k) in tickers.iter().enumerate() {
+        let mut at = k.covered.load(Ordering::Relaxed);
+        while let Some(next) = k.t.p.schedule.next_after(at).filter(|n| *n <= now) {
+            due.push((next, i));
+            at = next;
+        }
+    }
+    due.sort_unstable();
+    let mut n = 0;
+    for (at, i) in due {
+        if tickers[i].tick(backend, at, false).await? {
+            n += 1;
+        }
+        tickers[i].covered.fetch_max(at, Ordering::Relaxed);
+    }
+    for k in tickers {
+        k.covered.fetch_max(now, Ordering::Relaxed);
+    }
+    Ok(n)
+}
+
+/// After a downtime ending now: each schedule's [`Missed`] policy decides
+/// about the ticks it missed, as a worker starting now would. How many were
+/// enqueued.
+pub(super) async fn after_downtime(
+    backend: &MemoryBackend,
+    tickers: &[std::sync::Arc<KitTicker>],
+) -> Result<u64> {
+    let now = backend.clock().now_ms();
+    let mut n = 0;
+    for k in tickers {
+        let last = k.t.p.schedule.last_before(now.saturating_add(1));
+        if let (Missed::RunLast, Some(last)) = (k.t.p.missed, last)
+            && last > k.covered.load(Ordering::Relaxed)
+            && k.tick(backend, last, true).await?
+        {
+            n += 1;
+        }
+        k.covered.fetch_max(now, Ordering::Relaxed);
+    }
+    Ok(n)
+}

@@ -1,0 +1,255 @@
+//! What a test sees of the kit's runs: hooks, metrics, and a readable `Debug`
+//! for every kit type.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redjob::ops::Schedule;
+use redjob::testing::TestKit;
+use redjob::topic::{Event, EventContext};
+use redjob::worker::{CancelReason, Hooks, JobRun};
+use redjob::{Job, JobContext, JobError, RetryPolicy};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+#[job(
+    name = "kit-observed",
+    queue = "observed",
+    max_attempts = 2,
+    backoff = "5s"
+)]
+struct Observed {
+    fail: u32,
+}
+
+impl Job for Observed {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        if ctx.attempt() <= self.fail {
+            return Err(JobError::retry(format!("attempt {} fails", ctx.attempt())));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Event, Debug)]
+#[event(name = "kit-pinged", topic = "kit-pings", max_attempts = 1)]
+struct Pinged {
+    ok: bool,
+}
+
+/// Every hook call, as a line.
+#[derive(Default)]
+struct Calls(Mutex<Vec<String>>);
+
+impl Hooks for Calls {
+    fn started(&self, run: &JobRun<'_>) {
+        self.push(format!("started {} #{}", run.job, run.attempt));
+    }
+    fn succeeded(&self, run: &JobRun<'_>, _: Duration) {
+        self.push(format!("succeeded {} #{}", run.job, run.attempt));
+    }
+    fn retried(&self, run: &JobRun<'_>, _: Duration, error: &str, retry_in: Duration) {
+        self.push(format!(
+            "retried {} #{}: {error} in {retry_in:?}",
+            run.job, run.attempt
+        ));
+    }
+    fn dead_lettered(&self, run: &JobRun<'_>, _: Duration, error: &str) {
+        self.push(format!("dead {} #{}: {error}", run.job, run.attempt));
+    }
+    fn cancelled(&self, run: &JobRun<'_>, _: Duration, why: CancelReason) {
+        self.push(format!(
+            "cancelled {} #{}: {}",
+            run.job,
+            run.attempt,
+            why.as_str()
+        ));
+    }
+}
+
+impl Calls {
+    fn push(&self, s: String) {
+        self.0.lock().unwrap().push(s);
+    }
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+fn kit() -> TestKit {
+    TestKit::new().retry(
+        RetryPolicy::exponential(Duration::from_secs(60))
+            .unwrap()
+            .jitter(false),
+    )
+}
+
+#[tokio::test]
+async fn hooks_hear_every_run_of_the_kits_workers() {
+    let calls = Arc::new(Calls::default());
+    let kit = kit().hooks(calls.clone());
+    kit.client().enqueue(&Observed { fail: 0 }).await.unwrap();
+    kit.client().enqueue(&Observed { fail: 1 }).await.unwrap();
+    kit.run_until_idle().await.unwrap();
+    let mut got = calls.take();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "retried kit-observed #1: attempt 1 fails in 5s",
+            "started kit-observed #1",
+            "started kit-observed #1",
+            "succeeded kit-observed #1",
+        ]
+    );
+    kit.advance(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        calls.take(),
+        ["started kit-observed #2", "succeeded kit-observed #2"]
+    );
+    kit.client().enqueue(&Observed { fail: 2 }).await.unwrap();
+    kit.advance(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        calls.take().last().unwrap(),
+        "dead kit-observed #2: failed 2 of 2 attempts: attempt 2 fails"
+    );
+}
+
+#[tokio::test]
+async fn metrics_of_jobs_events_and_queues_are_recorded_by_the_kit() {
+    let kit = kit()
+        .periodic(
+            Schedule::every(Duration::from_secs(60)).unwrap(),
+            Observed { fail: 0 },
+        )
+        .subscribe("pong", |e: Pinged, _: EventContext| async move {
+            if e.ok {
+                Ok(())
+            } else {
+                Err(JobError::retry("not ok"))
+            }
+        });
+    let finished = |outcome: &str| {
+        kit.counter(
+            "redjob_jobs_finished_total",
+            &[
+                ("queue", "observed"),
+                ("job", "kit-observed"),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    assert_eq!(finished("succeeded"), 0);
+    kit.client().enqueue(&Observed { fail: 1 }).await.unwrap();
+    let run = kit.advance(Duration::from_secs(180)).await.unwrap();
+    // three ticks and one job that succeeded on its retry
+    assert_eq!((run.ticks, run.processed, run.retried), (3, 4, 1));
+    assert_eq!(finished("succeeded"), 4);
+    assert_eq!(finished("retried"), 1);
+    assert_eq!(finished("dead"), 0);
+    assert_eq!(
+        kit.counter("redjob_jobs_started_total", &[("job", "kit-observed")]),
+        5
+    );
+    assert_eq!(
+        kit.histogram("redjob_job_run_seconds", &[("job", "kit-observed")])
+            .len(),
+        5
+    );
+    let waits = kit.histogram("redjob_job_wait_seconds", &[("queue", "observed")]);
+    assert_eq!(waits.len(), 5);
+    assert!(waits.iter().all(|w| *w >= 0.0));
+    assert_eq!(
+        kit.gauge("redjob_queue_paused", &[("queue", "observed")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        kit.gauge("redjob_queue_paused", &[("queue", "nowhere")]),
+        None
+    );
+
+    kit.publish(&Pinged { ok: true }).await.unwrap();
+    kit.publish(&Pinged { ok: false }).await.unwrap();
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!((run.events, run.events_dead), (1, 1));
+    let events = |outcome: &str| {
+        kit.counter(
+            "redjob_events_finished_total",
+            &[
+                ("topic", "kit-pings"),
+                ("subscriber", "pong"),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    assert_eq!((events("succeeded"), events("dead")), (1, 1));
+    assert_eq!(kit.counter("redjob_events_started_total", &[]), 2);
+    // a name nothing emitted
+    assert_eq!(kit.counter("redjob_nothing_total", &[]), 0);
+}
+
+#[tokio::test]
+async fn every_kit_type_prints_readably() {
+    let kit = kit()
+        .periodic(
+            Schedule::every(Duration::from_secs(60)).unwrap(),
+            Observed { fail: 0 },
+        )
+        .subscribe("pong", |_: Pinged, _: EventContext| async { Ok(()) });
+    kit.client()
+        .enqueue_in(&Observed { fail: 9 }, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let debug = format!("{kit:?}");
+    for part in [
+        "TestKit { now: 20",
+        "Z, jobs_waiting: {\"observed\": 1}",
+        "subscribers: [\"kit-pings/pong\"]",
+        "periodic: [\"kit-observed (every 60s) on \\\"observed\\\"\"]",
+        "hooks: 0",
+        "wait_limit: 10s",
+    ] {
+        assert!(debug.contains(part), "{part:?} not in {debug}");
+    }
+
+    let clock = format!("{:?}", kit.clock());
+    assert!(
+        clock.starts_with("Clock { now: 20") && clock.ends_with("Z, frozen: false }"),
+        "{clock}"
+    );
+
+    let waiting = kit.scheduled::<Observed>();
+    let debug = format!("{:?}", waiting[0]);
+    assert!(
+        debug.starts_with("Enqueued { job: Observed { fail: 9 }, id: ")
+            && debug.contains(", queue: \"observed\", due: 20")
+            && debug.ends_with("Z }"),
+        "{debug}"
+    );
+
+    let run = kit.advance(Duration::from_secs(61)).await.unwrap();
+    let debug = format!("{run:?}");
+    // the tick's job ran; the delayed one failed, was retried and died
+    assert_eq!(
+        debug,
+        "RunReport { processed: 1, retried: 1, dead: 1, ticks: 1, events: 0, events_retried: 0, events_dead: 0 }"
+    );
+
+    // the dead letter's body is text, not a list of bytes
+    let dead = kit.dead_letters("observed").await.unwrap();
+    assert_eq!(dead.len(), 1);
+    let debug = format!("{:?}", dead[0]);
+    assert!(
+        debug.contains(r#"body: "{\"type\":\"kit-observed\",\"args\":{\"fail\":9}}""#),
+        "{debug}"
+    );
+    assert!(
+        debug.contains("error: \"failed 2 of 2 attempts: attempt 2 fails\""),
+        "{debug}"
+    );
+    assert!(
+        debug.contains(", died_at: 20") && debug.ends_with("Z }"),
+        "{debug}"
+    );
+    assert!(!debug.contains("[123, 34"), "{debug}");
+}

@@ -1,0 +1,229 @@
+//! Periodic schedules in the test kit: ticks under the kit's clock, in order,
+//! each run at its time; `Missed` only after a downtime.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redjob::backend::memory::Clock;
+use redjob::ops::{Admin, Missed, Schedule};
+use redjob::testing::TestKit;
+use redjob::worker::Periodic;
+use redjob::{Error, Job, JobContext, JobError, RetryPolicy};
+use serde::{Deserialize, Serialize};
+
+/// When each run started, by the kit's clock (Unix ms), and what it was.
+#[derive(Default)]
+struct Log(Mutex<Vec<(u64, String)>>);
+
+impl Log {
+    fn push(&self, ctx: &JobContext, what: &str) -> Result<(), JobError> {
+        let now = ctx.data::<Clock>()?.now_ms();
+        self.0.lock().unwrap().push((now, what.to_string()));
+        Ok(())
+    }
+
+    fn take(&self) -> Vec<(u64, String)> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit-minutely", queue = "ticks")]
+struct Minutely;
+
+impl Job for Minutely {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Log>>()?.push(ctx, "minutely")
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit-quarterly", queue = "ticks")]
+struct Quarterly;
+
+impl Job for Quarterly {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Log>>()?.push(ctx, "quarterly")
+    }
+}
+
+/// Fails its first run, then succeeds: its retry lands between two ticks.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit-flaky-tick", queue = "ticks", backoff = "90s")]
+struct FlakyTick;
+
+impl Job for FlakyTick {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Log>>()?.push(ctx, "flaky")?;
+        if ctx.attempt() == 1 {
+            return Err(JobError::retry("first run fails"));
+        }
+        Ok(())
+    }
+}
+
+fn kit() -> (TestKit, Arc<Log>) {
+    let log = Arc::new(Log::default());
+    // no jitter: a retry comes exactly its backoff later
+    let retry = RetryPolicy::exponential(Duration::from_secs(3600))
+        .unwrap()
+        .jitter(false);
+    let kit = TestKit::new().retry(retry);
+    let clock = kit.clock().clone();
+    (kit.data(log.clone()).data(clock), log)
+}
+
+/// The next whole minute after `ms`.
+fn next_minute(ms: u64) -> u64 {
+    (ms / 60_000 + 1) * 60_000
+}
+
+/// Whether a run at `ran` ran at `due` (the clock runs in real time between
+/// the kit's steps: allow a second of it).
+fn at(ran: u64, due: u64) -> bool {
+    (due..due + 1000).contains(&ran)
+}
+
+#[tokio::test]
+async fn an_hour_of_an_every_minute_schedule_runs_60_ticks_in_order_each_at_its_time() {
+    let (kit, log) = kit();
+    let kit = kit.periodic(Schedule::cron("* * * * *").unwrap(), Minutely);
+    let start = kit.clock().now_ms();
+    let real = Instant::now();
+    let run = kit.advance(Duration::from_secs(3600)).await.unwrap();
+    assert_eq!((run.ticks, run.processed, run.retried), (60, 60, 0));
+    let runs = log.take();
+    let first = next_minute(start);
+    assert_eq!(runs.len(), 60);
+    // each tick's job ran at the tick, before the next tick was enqueued
+    for (i, (ran, what)) in runs.iter().enumerate() {
+        assert_eq!(what, "minutely");
+        assert!(
+            at(*ran, first + i as u64 * 60_000),
+            "run {i} at {ran}: {runs:?}"
+        );
+    }
+    assert!(
+        real.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        real.elapsed()
+    );
+    // nothing is left over, and nothing more ticks without time passing
+    assert_eq!(kit.run_until_idle().await.unwrap().ticks, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_schedules_and_a_retry_interleave_by_time() {
+    let (kit, log) = kit();
+    let kit = kit
+        .periodic(Schedule::cron("*/15 * * * *").unwrap(), Quarterly)
+        .periodic_job(
+            Periodic::new(Schedule::cron("*/30 * * * *").unwrap(), FlakyTick).name("flaky"),
+        );
+    let start = kit.clock().now_ms();
+    let run = kit.advance(Duration::from_secs(3600)).await.unwrap();
+    assert_eq!(run.ticks, 4 + 2);
+    let runs = log.take();
+    let times: Vec<u64> = runs.iter().map(|r| r.0).collect();
+    let mut sorted = times.clone();
+    sorted.sort_unstable();
+    assert_eq!(times, sorted, "runs out of time order: {runs:?}");
+    assert!(times.iter().all(|t| *t > start && *t <= start + 3_600_000));
+    assert_eq!(runs.iter().filter(|r| r.1 == "quarterly").count(), 4);
+    // each quarter-hour tick ran at its quarter hour
+    assert!(
+        runs.iter()
+            .filter(|r| r.1 == "quarterly")
+            .all(|r| at(r.0, r.0 / 900_000 * 900_000)),
+        "{runs:?}"
+    );
+    // every flaky tick's first run failed; its retry (90 s) ran 90 s later,
+    // unless the hour ended first
+    let flaky: Vec<u64> = runs
+        .iter()
+        .filter(|r| r.1 == "flaky")
+        .map(|r| r.0)
+        .collect();
+    assert!(flaky.len() >= 3, "{runs:?}");
+    assert!(at(flaky[0], flaky[0] / 1_800_000 * 1_800_000), "{flaky:?}");
+    assert!(at(flaky[1], flaky[0] + 90_000), "{flaky:?}");
+    assert_eq!(run.retried, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_applies_only_to_downtime() {
+    let (kit, log) = kit();
+    let kit = kit
+        .periodic_job(
+            Periodic::new(Schedule::every(Duration::from_secs(60)).unwrap(), Minutely)
+                .name("last")
+                .missed(Missed::RunLast),
+        )
+        .periodic_job(
+            Periodic::new(Schedule::every(Duration::from_secs(60)).unwrap(), Quarterly)
+                .name("skip"),
+        );
+    // a downtime before any tick was recorded: RunLast has nothing to catch up
+    assert_eq!(kit.downtime(Duration::from_secs(600)).await.unwrap(), 0);
+    assert_eq!(kit.run_until_idle().await.unwrap().processed, 0);
+    // running through 10 minutes: 10 ticks each, no catch-up
+    let run = kit.advance(Duration::from_secs(600)).await.unwrap();
+    assert_eq!((run.ticks, run.processed), (20, 20));
+    log.take();
+    // down for an hour: RunLast enqueues its last missed tick once, Skip none
+    assert_eq!(kit.downtime(Duration::from_secs(3600)).await.unwrap(), 1);
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!((run.ticks, run.processed), (0, 1));
+    assert_eq!(
+        log.take().iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
+        ["minutely"]
+    );
+    // and the schedules go on from now
+    let run = kit.advance(Duration::from_secs(120)).await.unwrap();
+    assert_eq!((run.ticks, run.processed), (4, 4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paused_schedule_skips_its_ticks_until_resumed() {
+    let (kit, log) = kit();
+    let kit = kit.periodic(Schedule::every(Duration::from_secs(60)).unwrap(), Minutely);
+    assert_eq!(
+        kit.advance(Duration::from_secs(120)).await.unwrap().ticks,
+        2
+    );
+    assert!(
+        kit.backend()
+            .pause_schedule("ticks", "kit-minutely")
+            .await
+            .unwrap()
+    );
+    let run = kit.advance(Duration::from_secs(600)).await.unwrap();
+    assert_eq!((run.ticks, run.processed), (0, 0));
+    kit.backend()
+        .resume_schedule("ticks", "kit-minutely")
+        .await
+        .unwrap();
+    let run = kit.advance(Duration::from_secs(180)).await.unwrap();
+    assert_eq!((run.ticks, run.processed), (3, 3));
+    assert_eq!(log.take().len(), 5);
+}
+
+#[tokio::test]
+async fn a_periodic_job_a_worker_would_refuse_is_refused() {
+    let every = || Schedule::every(Duration::from_secs(60)).unwrap();
+    let kit = TestKit::new()
+        .periodic(every(), Minutely)
+        .periodic(every(), Minutely);
+    match kit.run_until_idle().await {
+        Err(Error::InvalidValue { what, reason }) => {
+            assert_eq!(what, "periodic");
+            assert!(reason.contains("kit-minutely"), "{reason}");
+        }
+        other => panic!("expected InvalidValue, got {other:?}"),
+    }
+    let kit = TestKit::new().periodic_job(Periodic::new(every(), Minutely).queue("bad queue!"));
+    assert!(matches!(
+        kit.advance(Duration::from_secs(60)).await,
+        Err(Error::InvalidValue { .. })
+    ));
+}
