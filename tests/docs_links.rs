@@ -151,3 +151,27 @@ fn anchors_are_made_as_github_makes_them() {
     );
     assert_eq!(targets("see [a](b.md#c) and `[x](y)`"), ["b.md#c"]);
 }
+
+/// The layout chapter shows the very files the interop tests run: each one's
+/// whole text, in a code block of its own.
+#[test]
+fn the_layout_chapter_shows_the_interop_files_as_they_are() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let chapter = std::fs::read_to_string(root.join("docs/layout.md")).unwrap();
+    let files = [
+        ("python", "docs/interop/python/enqueue_job.py"),
+        ("python", "docs/interop/python/driver.py"),
+        ("text", "docs/interop/python/requirements.txt"),
+        ("js", "docs/interop/node/driver.js"),
+        ("js", "docs/interop/node/topics.js"),
+    ];
+    for (lang, file) in files {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(text.ends_with('\n'), "{file} ends with a newline");
+        let shown = format!("`{file}`:\n\n```{lang}\n{text}```\n");
+        assert!(
+            chapter.contains(&shown),
+            "docs/layout.md does not show {file} as it is (update the chapter's copy)"
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! Interop with the real npm `rsmq` client (tests/rsmq/driver.js) on the same Redis.
+//! Interop with the real npm `rsmq` client (docs/interop/node/driver.js) on the same Redis.
 
 mod common;
 
@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 
 /// Runs RSMQ calls with the npm client; returns one result per call.
 fn rsmq_js(server: &RedisServer, ops: Value) -> Vec<Value> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/rsmq");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/interop/node");
     assert!(
         std::path::Path::new(dir).join("node_modules/rsmq").exists(),
-        "npm rsmq missing: run `npm ci --prefix tests/rsmq` (bash .ci/run does)"
+        "npm rsmq missing: run `npm ci --prefix docs/interop/node` (scripts/test does)"
     );
     let mut child = Command::new("node")
         .arg(format!("{dir}/driver.js"))

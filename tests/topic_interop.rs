@@ -1,5 +1,5 @@
 //! Topics across languages: a Node.js program using only a plain Redis client
-//! (tests/rsmq/topics.js, the `redis` package from npm) and the entry format in
+//! (docs/interop/node/topics.js, the `redis` package from npm) and the entry format in
 //! docs/topics.md publishes events a redjob subscriber handles, and consumes events
 //! redjob published, sharing one subscriber with a redjob worker.
 
@@ -26,12 +26,12 @@ struct OrderPlaced {
 
 /// Runs the Node program's ops; one result per op.
 fn node(server: &RedisServer, ops: Value) -> Vec<Value> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/rsmq");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/interop/node");
     assert!(
         std::path::Path::new(dir)
             .join("node_modules/redis")
             .exists(),
-        "npm redis missing: run `npm ci --prefix tests/rsmq` (scripts/test does)"
+        "npm redis missing: run `npm ci --prefix docs/interop/node` (scripts/test does)"
     );
     let mut child = Command::new("node")
         .arg(format!("{dir}/topics.js"))
