@@ -116,28 +116,28 @@ pub mod connection;
 mod readme {}
 
 /// The guide: one module per chapter (the files of `docs/` in the
-/// repository), each opening with what it answers; every example in them is a
-/// doc test.
+/// repository, their links to each other made intra-doc links by `build.rs`),
+/// each opening with what it answers; every example in them is a doc test.
 pub mod guide {
-    #[doc = include_str!("../docs/getting-started.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/getting-started.md"))]
     pub mod getting_started {}
-    #[doc = include_str!("../docs/jobs.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/jobs.md"))]
     pub mod jobs {}
-    #[doc = include_str!("../docs/handlers.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/handlers.md"))]
     pub mod handlers {}
-    #[doc = include_str!("../docs/history.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/history.md"))]
     pub mod history {}
-    #[doc = include_str!("../docs/operating.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/operating.md"))]
     pub mod operating {}
-    #[doc = include_str!("../docs/topics.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/topics.md"))]
     pub mod topics {}
-    #[doc = include_str!("../docs/testing.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/testing.md"))]
     pub mod testing {}
-    #[doc = include_str!("../docs/scale-out.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/scale-out.md"))]
     pub mod scale_out {}
-    #[doc = include_str!("../docs/layout.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/layout.md"))]
     pub mod layout {}
-    #[doc = include_str!("../docs/reliability.md")]
+    #[doc = include_str!(concat!(env!("OUT_DIR"), "/guide/reliability.md"))]
     pub mod reliability {}
 }
 pub mod inspect;
