@@ -227,3 +227,111 @@ async fn a_periodic_job_a_worker_would_refuse_is_refused() {
         Err(Error::InvalidValue { .. })
     ));
 }
+
+/// A tick's job that sleeps longer than the schedule's interval (under the
+/// paused clock, its sleep moves the kit's clock).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit-slow-tick", queue = "slow-ticks")]
+struct SlowTick;
+
+impl Job for SlowTick {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Log>>()?.push(ctx, "slow")?;
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticks_that_came_due_while_a_handler_slept_run_one_by_one_not_at_the_end() {
+    let (kit, log) = kit();
+    let kit = kit.periodic(Schedule::every(Duration::from_secs(60)).unwrap(), SlowTick);
+    kit.advance(Duration::from_secs(600)).await.unwrap();
+    let runs: Vec<u64> = log.take().iter().map(|r| r.0).collect();
+    // each run starts when the one before ended (61 s later), not all at
+    // once when the 600 s are over
+    assert!(runs.len() >= 9, "{runs:?}");
+    for pair in runs.windows(2) {
+        assert!(pair[1] >= pair[0] + 61_000, "{runs:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clock_moved_past_many_ticks_enqueues_the_first_and_goes_on_from_now() {
+    let (kit, _log) = kit();
+    let kit = kit.periodic(Schedule::every(Duration::from_secs(1)).unwrap(), Minutely);
+    assert_eq!(kit.advance(Duration::from_secs(3)).await.unwrap().ticks, 3);
+    // moved by hand, past 3600 ticks: as a worker that finds itself late
+    kit.clock().advance(Duration::from_secs(3600));
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!((run.ticks, run.processed), (1, 1));
+    assert_eq!(kit.advance(Duration::from_secs(2)).await.unwrap().ticks, 2);
+}
+
+/// Enqueues itself again 1 ms later, for ever.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit-forever", queue = "forever")]
+struct Forever;
+
+impl Job for Forever {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let client = ctx.data::<redjob::Client>()?;
+        client
+            .enqueue_in(&Forever, Duration::from_millis(1))
+            .await?;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn an_advance_that_never_gets_through_fails_after_the_wait_limit() {
+    let kit = TestKit::new().wait_limit(Duration::from_millis(300));
+    let client = kit.client();
+    let kit = kit.data(client);
+    kit.client().enqueue(&Forever).await.unwrap();
+    let real = Instant::now();
+    match kit.advance(Duration::from_secs(3600)).await {
+        Err(Error::NotIdle { pending, .. }) => {
+            assert!(
+                pending[0].starts_with("advance went through"),
+                "{pending:?}"
+            );
+        }
+        other => panic!("expected NotIdle, got {other:?}"),
+    }
+    assert!(
+        real.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        real.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_kit_starting_at_a_time_ticks_where_that_time_says() {
+    // half a second before a whole minute: a 61 s advance holds two ticks
+    let start = std::time::SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_579_599_500);
+    let log = Arc::new(Log::default());
+    let kit = TestKit::starting_at(start);
+    let clock = kit.clock().clone();
+    let kit = kit
+        .data(log.clone())
+        .data(clock)
+        .periodic(Schedule::cron("* * * * *").unwrap(), Minutely);
+    let run = kit.advance(Duration::from_secs(61)).await.unwrap();
+    assert_eq!(run.ticks, 2);
+    let runs = log.take();
+    assert!(at(runs[0].0, 1_764_579_600_000), "{runs:?}");
+    assert!(at(runs[1].0, 1_764_579_660_000), "{runs:?}");
+}
+
+#[tokio::test]
+async fn downtime_refuses_what_a_worker_would_refuse() {
+    let every = || Schedule::every(Duration::from_secs(60)).unwrap();
+    let kit = TestKit::new()
+        .periodic(every(), Minutely)
+        .periodic(every(), Minutely);
+    assert!(matches!(
+        kit.downtime(Duration::from_secs(60)).await,
+        Err(Error::InvalidValue { .. })
+    ));
+}

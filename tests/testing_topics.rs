@@ -241,3 +241,50 @@ async fn a_subscriber_that_never_finishes_is_reported_not_idle() {
         other => panic!("expected NotIdle, got {other:?}"),
     }
 }
+
+#[derive(Serialize, Deserialize, Event, Debug, PartialEq, Clone)]
+#[event(name = "kit-order", topic = "kit-orders-mt")]
+struct Order {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+#[job(name = "kit-ship", queue = "kit-ship")]
+struct Ship {
+    n: u64,
+}
+
+impl Job for Ship {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// On a multi-threaded runtime: an event whose handler enqueues a job is
+/// never reported idle before the job ran (the handler's enqueue and its
+/// event's settle fall between the kit's two looks), and stopping the
+/// kit's workers never waits for a subscriber's blocked read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_many_threads_a_run_is_idle_only_when_the_jobs_events_made_ran() {
+    let kit = TestKit::new();
+    let client = kit.client();
+    let kit = kit
+        .data(client)
+        .subscribe("shipper", |e: Order, ctx: EventContext| async move {
+            ctx.data::<Client>()?.enqueue(&Ship { n: e.n }).await?;
+            Ok(())
+        });
+    let real = Instant::now();
+    for n in 0..500 {
+        kit.publish(&Order { n }).await.unwrap();
+        let run = kit.run_until_idle().await.unwrap();
+        assert_eq!((run.events, run.processed), (1, 1), "cycle {n}");
+    }
+    // 500 cycles of a few ms each: one that waited out a 1 s blocked read
+    // would show
+    assert!(
+        real.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        real.elapsed()
+    );
+}

@@ -87,7 +87,9 @@ impl TestKit {
         }
         let outcome = loop {
             changes.borrow_and_update();
-            if self.idle() {
+            // idle, and no change while it looked (a handler that enqueued a
+            // job and settled its event between the two looks of `idle`)
+            if self.idle() && !changes.has_changed().unwrap_or(false) {
                 break Ok(());
             }
             let new: Vec<String> = self
@@ -98,8 +100,10 @@ impl TestKit {
                 .collect();
             if !new.is_empty() {
                 served.extend(new.iter().cloned());
-                let worker = self.builder(&stop).queues(new).build()?;
-                workers.spawn(async move { worker.run().await.map(drop) });
+                match self.builder(&stop).queues(new).build() {
+                    Ok(worker) => workers.spawn(async move { worker.run().await.map(drop) }),
+                    Err(e) => break Err(e),
+                };
             }
             tokio::select! {
                 _ = changes.changed() => {}
@@ -109,12 +113,21 @@ impl TestKit {
         };
         stop.cancel();
         // a subscriber's read waiting for events returns at once (it would
-        // hold the worker's stop up to its block of a second)
+        // hold the worker's stop up to its block of a second); a read that
+        // started after the nudge touched the topic, so nudge again then
         self.clock().nudge();
         let mut first_err = outcome.err();
-        while let Some(ended) = workers.join_next().await {
-            if let Err(e) = flatten(ended) {
-                first_err.get_or_insert(e);
+        loop {
+            tokio::select! {
+                ended = workers.join_next() => match ended {
+                    Some(ended) => {
+                        if let Err(e) = flatten(ended) {
+                            first_err.get_or_insert(e);
+                        }
+                    }
+                    None => break,
+                },
+                _ = changes.changed() => self.clock().nudge(),
             }
         }
         first_err.map_or(Ok(()), Err)

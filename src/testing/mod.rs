@@ -208,9 +208,28 @@ impl Default for TestKit {
 impl TestKit {
     /// An empty kit whose clock starts at the current time.
     pub fn new() -> Self {
+        Self::with_backend(MemoryBackend::new())
+    }
+
+    /// An empty kit whose clock starts at `t`: for schedules that tick at
+    /// times of day, and for tests that must not depend on when they run.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use redjob::testing::TestKit;
+    ///
+    /// let monday_9am = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_579_600);
+    /// let kit = TestKit::starting_at(monday_9am);
+    /// assert_eq!(kit.clock().now_ms(), 1_764_579_600_000);
+    /// ```
+    pub fn starting_at(t: SystemTime) -> Self {
+        Self::with_backend(MemoryBackend::with_clock(Clock::starting_at(t)))
+    }
+
+    fn with_backend(backend: MemoryBackend) -> Self {
         let recorder = Arc::new(metrics::Recorder::default());
         TestKit {
-            backend: MemoryBackend::new(),
+            backend,
             data: Data::default(),
             retry: RetryPolicy::default(),
             wait_limit: Duration::from_secs(10),
@@ -223,11 +242,12 @@ impl TestKit {
         }
     }
 
-    /// How long [`run_until_idle`](Self::run_until_idle) and
-    /// [`advance`](Self::advance) wait, in real time, for the jobs to be done
-    /// before they fail with [`Error::NotIdle`](crate::Error::NotIdle). Defaults
-    /// to 10 s. Simulated time (a paused tokio clock, [`Clock::advance`]) does not
-    /// count.
+    /// How long [`run_until_idle`](Self::run_until_idle) waits, in real time,
+    /// for the jobs and events to be done, and how long one
+    /// [`advance`](Self::advance) or [`downtime`](Self::downtime) may take in
+    /// all, before they fail with [`Error::NotIdle`](crate::Error::NotIdle).
+    /// Defaults to 10 s. Simulated time (a paused tokio clock,
+    /// [`Clock::advance`]) does not count.
     ///
     /// ```
     /// use std::time::Duration;
@@ -432,12 +452,7 @@ impl TestKit {
     /// the worker would refuse.
     pub async fn run_until_idle(&self) -> Result<RunReport> {
         crate::job::check_unique_names()?;
-        if let Some(reason) = &self.invalid {
-            return Err(crate::Error::InvalidValue {
-                what: "periodic",
-                reason: reason.clone(),
-            });
-        }
+        self.check_periodic()?;
         let before = self.totals().await?;
         let events_before = self.event_outcomes();
         let ticks = periodic::tick_due(&self.backend, &self.tickers).await?;
@@ -461,6 +476,17 @@ impl TestKit {
         Ok(r)
     }
 
+    /// Refuses what a worker's `build` would refuse of the periodic jobs.
+    fn check_periodic(&self) -> Result<()> {
+        match &self.invalid {
+            Some(reason) => Err(crate::Error::InvalidValue {
+                what: "periodic",
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The kit's subscribers' event runs so far: succeeded, retried, dead.
     fn event_outcomes(&self) -> [u64; 3] {
         ["succeeded", "retried", "dead"]
@@ -476,23 +502,58 @@ impl TestKit {
     /// run before the next tick. Returns what all the runs did together.
     ///
     /// A handler that keeps enqueueing work due within `d` keeps it going, as
-    /// it would keep a worker busy.
+    /// it would keep a worker busy; the whole `advance` may take
+    /// [`wait_limit`](Self::wait_limit) of real time, then fails with
+    /// [`Error::NotIdle`](crate::Error::NotIdle) saying how far it got.
+    ///
+    /// The clock also moves while handlers run: in real time, or, under
+    /// tokio's paused clock, by their sleeps and timeouts. What comes due
+    /// meanwhile runs as soon as they are done (a tick that came due while a
+    /// handler slept an hour is enqueued then, as a worker's would be if the
+    /// ticks of one schedule ran one at a time), and the clock can end past
+    /// `d`.
     pub async fn advance(&self, d: Duration) -> Result<RunReport> {
         let clock = self.clock();
         let start = clock.now_us();
+        let began = std::time::Instant::now();
         let end_us = start.saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         let end_us = end_us.div_ceil(1000).saturating_mul(1000);
         let mut report = self.run_until_idle().await?;
+        let mut steps = 1u64;
         loop {
             let now_us = clock.now_us();
             let Some(next) = self.next_due_ms().map(|ms| ms.saturating_mul(1000)) else {
                 break;
             };
-            if next >= end_us || next <= now_us {
+            if next >= end_us {
                 break;
             }
-            clock.advance_exact(Duration::from_micros(next - now_us));
-            report += self.run_until_idle().await?;
+            if began.elapsed() >= self.wait_limit {
+                return Err(crate::Error::NotIdle {
+                    waited: self.wait_limit,
+                    pending: vec![format!(
+                        "advance went through {steps} stops, to {} of {} (a handler that keeps enqueueing work due soon keeps it going)",
+                        UnixMs(now_us / 1000),
+                        UnixMs(end_us / 1000)
+                    )],
+                });
+            }
+            // something already due (the clock moved while handlers ran)
+            // runs now; otherwise the clock goes to it
+            if next > now_us {
+                clock.advance_exact(Duration::from_micros(next - now_us));
+            }
+            let run = self.run_until_idle().await?;
+            steps += 1;
+            if next <= now_us
+                && run == RunReport::default()
+                && self.next_due_ms() == Some(next / 1000)
+            {
+                // nothing could run of what is due (cannot happen unless a
+                // backend call failed quietly): do not spin
+                break;
+            }
+            report += run;
         }
         let now_us = clock.now_us();
         clock.advance_exact(Duration::from_micros(end_us.saturating_sub(now_us)));
@@ -533,6 +594,7 @@ impl TestKit {
     /// # Ok(()) }
     /// ```
     pub async fn downtime(&self, d: Duration) -> Result<u64> {
+        self.check_periodic()?;
         self.clock().advance(d);
         periodic::after_downtime(&self.backend, &self.tickers).await
     }
@@ -570,8 +632,11 @@ impl TestKit {
         self.recorder.counter(name, labels)
     }
 
-    /// The value of the gauge `name` (its first series whose labels include
-    /// `labels`), as the kit's workers last set it; `None` when none did.
+    /// The value of the gauge `name` (its first series, in the order of
+    /// their names and labels, whose labels include `labels`), as the kit's
+    /// workers last set it; `None` when none did. The queue-size and
+    /// subscriber gauges a worker samples every `metrics_interval` are not
+    /// sampled in the kit.
     pub fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         self.recorder.gauge(name, labels)
     }

@@ -60,22 +60,23 @@ impl KitTicker {
     }
 }
 
-/// Enqueues every tick of `tickers` due by the backend's clock and not dealt
-/// with yet, oldest first; how many were enqueued (a paused schedule's are
-/// skipped).
+/// Enqueues the first tick of each of `tickers` due by the backend's clock
+/// and not dealt with yet, oldest first, and goes on from now; how many were
+/// enqueued (a paused schedule's are skipped).
 pub(super) async fn tick_due(
     backend: &MemoryBackend,
     tickers: &[std::sync::Arc<KitTicker>],
 ) -> Result<u64> {
     let now = backend.clock().now_ms();
-    let mut due = Vec::new();
-    for (i, k) in tickers.iter().enumerate() {
-        let mut at = k.covered.load(Ordering::Relaxed);
-        while let Some(next) = k.t.p.schedule.next_after(at).filter(|n| *n <= now) {
-            due.push((next, i));
-            at = next;
-        }
-    }
+    // a schedule's first tick not dealt with, when due: the clock moved past
+    // several only outside `advance` (a handler's sleep under the paused
+    // clock, or `clock().advance`), and a worker then enqueues the first one
+    // and goes on from now, as here
+    let mut due: Vec<(u64, usize)> = tickers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| Some((k.next_ms().filter(|n| *n <= now)?, i)))
+        .collect();
     due.sort_unstable();
     let mut n = 0;
     for (at, i) in due {

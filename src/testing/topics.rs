@@ -28,7 +28,10 @@ impl TestKit {
     /// Runs `handler` for events of type `E` as the subscriber `subscription`
     /// of `E`'s topic, as [`WorkerBuilder::subscribe`] does on a worker. The
     /// subscriber is created now (at the subscription's start, by default the
-    /// topic's end), so it sees every event published after this call.
+    /// topic's end), so it sees every event published after this call. An
+    /// ordered subscriber retries in place, holding the event through the
+    /// backoff: test it under tokio's paused clock, where that wait passes
+    /// inside [`run_until_idle`](Self::run_until_idle).
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};

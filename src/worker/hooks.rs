@@ -176,9 +176,17 @@ impl<'a> JobRun<'a> {
 /// ```
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use redjob::Worker;
-/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::testing::TestKit;
 /// use redjob::worker::{Hooks, JobRun};
+/// use redjob::{Job, JobContext, JobError};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(name = "hooks-arc-doc")]
+/// struct Noop;
+/// impl Job for Noop {
+///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+/// }
 ///
 /// #[derive(Default)]
 /// struct Started(AtomicU64);
@@ -188,11 +196,13 @@ impl<'a> JobRun<'a> {
 ///     }
 /// }
 ///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
 /// let started = Arc::new(Started::default());
-/// let worker = Worker::builder(MemoryBackend::new()).hooks(started.clone()).build()?;
-/// # let _ = worker;
-/// assert_eq!(started.0.load(Ordering::Relaxed), 0);
-/// # Ok::<(), redjob::Error>(())
+/// let kit = TestKit::new().hooks(started.clone()); // or WorkerBuilder::hooks
+/// kit.client().enqueue(&Noop).await?;
+/// kit.run_until_idle().await?;
+/// assert_eq!(started.0.load(Ordering::Relaxed), 1);
+/// # Ok(()) }
 /// ```
 impl<H: Hooks + ?Sized> Hooks for std::sync::Arc<H> {
     fn started(&self, run: &JobRun<'_>) {

@@ -142,19 +142,22 @@ impl MemoryBackend {
 impl MemoryBackend {
     /// [`Topics::subscribe`], at once.
     pub(crate) fn subscribe_now(&self, topic: &str, subscriber: &str, start: Start) -> bool {
-        let mut all = self.topics();
-        let t = all.entry(topic.to_string()).or_default();
-        if t.groups.contains_key(subscriber) {
-            return false;
+        {
+            let mut all = self.topics();
+            let t = all.entry(topic.to_string()).or_default();
+            if t.groups.contains_key(subscriber) {
+                return false;
+            }
+            let offset = t.offset(start);
+            t.groups.insert(
+                subscriber.to_string(),
+                Group {
+                    offset,
+                    ..Group::default()
+                },
+            );
         }
-        let offset = t.offset(start);
-        t.groups.insert(
-            subscriber.to_string(),
-            Group {
-                offset,
-                ..Group::default()
-            },
-        );
+        self.changed();
         true
     }
 
@@ -278,14 +281,19 @@ impl Topics for MemoryBackend {
     }
 
     async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {
-        let mut all = self.topics();
-        Ok(all
-            .get_mut(topic)
-            .is_some_and(|t| t.groups.remove(subscriber).is_some()))
+        let removed = {
+            let mut all = self.topics();
+            all.get_mut(topic)
+                .is_some_and(|t| t.groups.remove(subscriber).is_some())
+        };
+        self.changed();
+        Ok(removed)
     }
 
     async fn delete_topic(&self, topic: &str) -> Result<bool> {
-        Ok(self.topics().remove(topic).is_some())
+        let removed = self.topics().remove(topic).is_some();
+        self.changed();
+        Ok(removed)
     }
 
     async fn read(
