@@ -7,11 +7,12 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::TestKit;
+use super::{RunReport, TestKit};
 use crate::Result;
 use crate::backend::memory::MemoryBackend;
 use crate::contract::backend::Backend;
 use crate::contract::stats::QueueStats;
+use crate::contract::time::UnixMs;
 use crate::worker::{Embed, Worker, WorkerBuilder};
 
 /// The lease of the kit's workers (the default): a subscriber claims an event
@@ -215,5 +216,75 @@ impl RealTimeLimit {
             expired,
             _stop: stop,
         }
+    }
+}
+
+impl super::TestKit {
+    /// Moves the clock forward by `d` (to the next whole millisecond, see
+    /// [`Clock::advance`](crate::backend::memory::Clock::advance)) as a worker running all along would go through it:
+    /// it stops at each time a job, a retry, an event's retry or a periodic
+    /// tick comes due, runs what is due then until idle, and goes on. A job
+    /// enqueued with `enqueue_in(job, d)` runs in `advance(d)`; an
+    /// every-minute schedule ticks 60 times in `advance(1h)`, each tick's job
+    /// run before the next tick. Returns what all the runs did together.
+    ///
+    /// A handler that keeps enqueueing work due within `d` keeps it going, as
+    /// it would keep a worker busy; the whole `advance` may take
+    /// [`wait_limit`](Self::wait_limit) of real time, then fails with
+    /// [`Error::NotIdle`](crate::Error::NotIdle) saying how far it got.
+    ///
+    /// The clock also moves while handlers run: in real time, or, under
+    /// tokio's paused clock, by their sleeps and timeouts. What comes due
+    /// meanwhile runs as soon as they are done (a tick that came due while a
+    /// handler slept an hour is enqueued then, as a worker's would be if the
+    /// ticks of one schedule ran one at a time), and the clock can end past
+    /// `d`.
+    pub async fn advance(&self, d: Duration) -> Result<RunReport> {
+        let clock = self.clock();
+        let start = clock.now_us();
+        let began = std::time::Instant::now();
+        let end_us = start.saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let end_us = end_us.div_ceil(1000).saturating_mul(1000);
+        let mut report = self.run_until_idle().await?;
+        let mut steps = 1u64;
+        loop {
+            let now_us = clock.now_us();
+            let Some(next) = self.next_due_ms().map(|ms| ms.saturating_mul(1000)) else {
+                break;
+            };
+            if next >= end_us {
+                break;
+            }
+            if began.elapsed() >= self.wait_limit {
+                return Err(crate::Error::NotIdle {
+                    waited: self.wait_limit,
+                    pending: vec![format!(
+                        "advance went through {steps} stops, to {} of {} (a handler that keeps enqueueing work due soon keeps it going)",
+                        UnixMs(now_us / 1000),
+                        UnixMs(end_us / 1000)
+                    )],
+                });
+            }
+            // something already due (the clock moved while handlers ran)
+            // runs now; otherwise the clock goes to it
+            if next > now_us {
+                clock.advance_exact(Duration::from_micros(next - now_us));
+            }
+            let run = self.run_until_idle().await?;
+            steps += 1;
+            if next <= now_us
+                && run == RunReport::default()
+                && self.next_due_ms() == Some(next / 1000)
+            {
+                // nothing could run of what is due (cannot happen unless a
+                // backend call failed quietly): do not spin
+                break;
+            }
+            report += run;
+        }
+        let now_us = clock.now_us();
+        clock.advance_exact(Duration::from_micros(end_us.saturating_sub(now_us)));
+        report += self.run_until_idle().await?;
+        Ok(report)
     }
 }

@@ -118,3 +118,53 @@ impl metrics::Recorder for Recorder {
         }
     }
 }
+
+impl super::TestKit {
+    /// The sum of the counter `name` over its series whose labels include
+    /// every one of `labels`, as the kit's workers emitted it through the
+    /// `metrics` facade (to the kit's own recorder: no global one is needed,
+    /// and none sees them). The names are in the
+    /// [operating chapter](crate::guide::operating#metrics-and-hooks).
+    ///
+    /// ```
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "kit-counted", queue = "counted")]
+    /// struct Counted;
+    /// impl Job for Counted {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// kit.client().enqueue(&Counted).await?;
+    /// kit.client().enqueue(&Counted).await?;
+    /// kit.run_until_idle().await?;
+    /// let done = [("job", "kit-counted"), ("outcome", "succeeded")];
+    /// assert_eq!(kit.counter("redjob_jobs_finished_total", &done), 2);
+    /// assert_eq!(kit.histogram("redjob_job_run_seconds", &[("queue", "counted")]).len(), 2);
+    /// assert_eq!(kit.gauge("redjob_queue_paused", &[("queue", "counted")]), Some(0.0));
+    /// # Ok(()) }
+    /// ```
+    pub fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        self.recorder.counter(name, labels)
+    }
+
+    /// The value of the gauge `name` (its first series, in the order of
+    /// their names and labels, whose labels include `labels`), as the kit's
+    /// workers last set it; `None` when none did. The queue-size and
+    /// subscriber gauges a worker samples every `metrics_interval` are not
+    /// sampled in the kit.
+    pub fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.recorder.gauge(name, labels)
+    }
+
+    /// Every value recorded into the histogram `name` (its series whose labels
+    /// include `labels`), e.g. handler run times in seconds.
+    pub fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+        self.recorder.histogram(name, labels)
+    }
+}

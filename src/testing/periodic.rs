@@ -2,13 +2,16 @@
 //! worker running all along would, through the backend's [`tick`](Backend::tick)
 //! (so a paused schedule skips, and each tick is enqueued once).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::Result;
 use crate::backend::memory::MemoryBackend;
 use crate::contract::admin::{Missed, Tick, Ticked};
 use crate::contract::backend::Backend;
 use crate::contract::queues::QueueOptions;
+use crate::job::Job;
 use crate::worker::{Periodic, Ticker};
 
 /// A schedule the kit ticks.
@@ -111,4 +114,94 @@ pub(super) async fn after_downtime(
         k.covered.fetch_max(now, Ordering::Relaxed);
     }
     Ok(n)
+}
+
+impl super::TestKit {
+    /// Ticks `job` at every tick of `schedule` under the kit's clock, as
+    /// [`WorkerBuilder::periodic`](crate::worker::WorkerBuilder::periodic)
+    /// does on a worker: [`advance`](Self::advance) enqueues each tick it goes
+    /// through at its time and runs it before the next.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::ops::Schedule;
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "kit-sweep")]
+    /// struct Sweep;
+    /// impl Job for Sweep {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new().periodic(Schedule::every(Duration::from_secs(60))?, Sweep);
+    /// let run = kit.advance(Duration::from_secs(3600)).await?;
+    /// assert_eq!((run.ticks, run.processed), (60, 60));
+    /// # Ok(()) }
+    /// ```
+    pub fn periodic<J: Job>(self, schedule: crate::ops::Schedule, job: J) -> Self {
+        self.periodic_job(Periodic::new(schedule, job))
+    }
+
+    /// Ticks a periodic job with its options (name, queue, missed ticks); two
+    /// of one queue may not share a name. What a worker's `build` would
+    /// refuse, the kit's next run refuses.
+    pub fn periodic_job(mut self, periodic: Periodic) -> Self {
+        let twice = self
+            .tickers
+            .iter()
+            .any(|t| t.t.p.queue == periodic.queue && t.t.p.name == periodic.name);
+        if let Err(e) = periodic.check() {
+            self.invalid.get_or_insert(e.to_string());
+        } else if twice {
+            self.invalid.get_or_insert(format!(
+                "two periodic jobs of queue {:?} are named {:?}: name each with Periodic::name",
+                periodic.queue, periodic.name
+            ));
+        }
+        let now = self.clock().now_ms();
+        self.tickers.push(Arc::new(KitTicker::new(periodic, now)));
+        self
+    }
+
+    /// Moves the clock forward by `d` as if no worker ran meanwhile: no job
+    /// runs and no periodic tick is enqueued. Then each schedule's
+    /// [`Missed`] policy decides about the ticks it
+    /// missed, as a worker starting now would: `RunLast` enqueues the last
+    /// one (when an earlier tick was recorded), `Skip` none. Nothing runs
+    /// until the next [`run_until_idle`](Self::run_until_idle) or
+    /// [`advance`](Self::advance). Returns how many ticks it enqueued.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::ops::{Missed, Schedule};
+    /// use redjob::testing::TestKit;
+    /// use redjob::worker::Periodic;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "kit-hourly")]
+    /// struct Hourly;
+    /// impl Job for Hourly {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let hourly = Schedule::every(Duration::from_secs(3600))?;
+    /// let kit = TestKit::new().periodic_job(Periodic::new(hourly, Hourly).missed(Missed::RunLast));
+    /// assert_eq!(kit.advance(Duration::from_secs(2 * 3600)).await?.ticks, 2);
+    /// // down for 5 hours: RunLast enqueues the last tick missed, once
+    /// assert_eq!(kit.downtime(Duration::from_secs(5 * 3600)).await?, 1);
+    /// assert_eq!(kit.run_until_idle().await?.processed, 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn downtime(&self, d: Duration) -> Result<u64> {
+        self.check_periodic()?;
+        self.clock().advance(d);
+        after_downtime(&self.backend, &self.tickers).await
+    }
 }
