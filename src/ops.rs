@@ -24,10 +24,13 @@
 //! ```
 
 pub use crate::contract::admin::{
-    Admin, BeatSchedule, BulkCount, Control, DeadOrder, DeadQuery, JobTypeInfo, Missed, Overview,
-    OverviewQuery, OverviewSort, Paused, QueueLine, RunningJob, Schedule, ScheduleInfo,
+    Admin, BeatReply, BeatSchedule, BulkCount, Control, DeadOrder, DeadQuery, JobTypeInfo, Missed,
+    Overview, OverviewQuery, OverviewSort, Paused, QueueLine, RunningJob, Schedule, ScheduleInfo,
     ServedSubscriber, Spread, Tick, Ticked, Ticks, Totals, Unserved, WorkerControl, WorkerInfo,
 };
 pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;
-pub use crate::contract::settings::{InForce, QueueSettings, duration_text, parse_duration};
+pub use crate::contract::settings::{
+    Change, Concurrency, InForce, MAX_CONCURRENCY, QueueSettings, SetBy, duration_text,
+    parse_duration,
+};

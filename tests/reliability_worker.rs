@@ -351,7 +351,7 @@ impl<B: Backend> Backend for Faulty<B> {
         id: &str,
         beat: &[u8],
         ttl: Duration,
-    ) -> redjob::Result<Option<redjob::ops::Control>> {
+    ) -> redjob::Result<redjob::ops::BeatReply> {
         self.inner.beat(id, beat, ttl).await
     }
 
@@ -360,7 +360,7 @@ impl<B: Backend> Backend for Faulty<B> {
         id: &str,
         ttl: Duration,
         since: Duration,
-    ) -> redjob::Result<Option<Option<redjob::ops::Control>>> {
+    ) -> redjob::Result<Option<redjob::ops::BeatReply>> {
         self.inner.touch(id, ttl, since).await
     }
 }

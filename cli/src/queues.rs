@@ -305,6 +305,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 let mut s = settings::json(&stored);
                 v["settings"]["dead_letters"] = s["dead_letters"].take();
                 v["settings"]["history"] = s["history"].take();
+                v["settings"]["concurrency"] = s["concurrency"].take();
                 v["run_times"] = times
                     .iter()
                     .map(|t| {

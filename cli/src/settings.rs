@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use redjob::ops::{Admin, History, QueueSettings, Retention, duration_text};
+use redjob::ops::{Admin, Change, Concurrency, History, QueueSettings, Retention, duration_text};
 use serde_json::{Value, json};
 
 use crate::show;
@@ -33,6 +33,39 @@ pub struct SettingsArgs {
     /// `none` as long as the entry.
     #[arg(long, value_parser = args_age)]
     history_args_max_age: Option<Limit<Duration>>,
+    /// The most of the queue's jobs each worker runs at once, or `none` for
+    /// no limit of the queue's own (the worker's concurrency applies). Every
+    /// worker follows at its next heartbeat.
+    #[arg(long, value_parser = per_worker)]
+    concurrency: Option<Limit<u32>>,
+}
+
+fn per_worker(s: &str) -> Result<Limit<u32>, String> {
+    if s == "none" {
+        return Ok(Limit(None));
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=redjob::ops::MAX_CONCURRENCY).contains(&n) => Ok(Limit(Some(n))),
+        _ => Err(format!(
+            "{s:?}: give a count from 1 to {}, or none",
+            redjob::ops::MAX_CONCURRENCY
+        )),
+    }
+}
+
+/// Where a setting in force comes from: who stored it and when, or the
+/// default.
+fn origin(stored: bool, change: Option<&Change>) -> String {
+    match (stored, change) {
+        (false, _) => "default".into(),
+        (true, None) => "stored with the queue".into(),
+        (true, Some(c)) => format!("set by {} {}", c.by, show::when(c.at_ms)),
+    }
+}
+
+/// Who stored a setting and when, as JSON (null when not recorded).
+fn change_json(c: Option<&Change>) -> Value {
+    c.map_or(Value::Null, |c| json!({"by": c.by, "at_ms": c.at_ms}))
 }
 
 fn on_off(s: &str) -> Result<bool, String> {
@@ -85,6 +118,7 @@ pub fn json(s: &QueueSettings) -> Value {
             "max_count": dead.max_count,
             "max_age_ms": ms(dead.max_age),
             "stored": s.dead_letters.is_some(),
+            "set_by": change_json(s.set_by.dead_letters.as_ref()),
         },
         "history": {
             "enabled": h.enabled,
@@ -92,6 +126,12 @@ pub fn json(s: &QueueSettings) -> Value {
             "max_age_ms": ms(h.max_age),
             "args_max_age_ms": ms(h.args_max_age),
             "stored": s.history.is_some(),
+            "set_by": change_json(s.set_by.history.as_ref()),
+        },
+        "concurrency": {
+            "per_worker": s.in_force().concurrency.per_worker,
+            "stored": s.concurrency.is_some(),
+            "set_by": change_json(s.set_by.concurrency.as_ref()),
         }
     })
 }
@@ -99,19 +139,17 @@ pub fn json(s: &QueueSettings) -> Value {
 /// The settings in force as lines of text.
 pub fn lines(s: &QueueSettings) -> Vec<String> {
     let dead = s.in_force().dead_letters;
-    let from = if s.dead_letters.is_some() {
-        "stored with the queue"
-    } else {
-        "default"
-    };
+    let from = origin(s.dead_letters.is_some(), s.set_by.dead_letters.as_ref());
     let count = dead.max_count.map_or("none".into(), |n| n.to_string());
     let age = dead.max_age.map_or("none".into(), duration_text);
     let h = s.in_force().history;
-    let hfrom = if s.history.is_some() {
-        "stored with the queue"
-    } else {
-        "default"
-    };
+    let hfrom = origin(s.history.is_some(), s.set_by.history.as_ref());
+    let cfrom = origin(s.concurrency.is_some(), s.set_by.concurrency.as_ref());
+    let per_worker = s
+        .in_force()
+        .concurrency
+        .per_worker
+        .map_or("none".into(), |n| n.to_string());
     let on = if h.enabled { "on" } else { "off" };
     let hcount = h.max_count.map_or("none".into(), |n| n.to_string());
     let hage = h.max_age.map_or("none".into(), duration_text);
@@ -125,6 +163,7 @@ pub fn lines(s: &QueueSettings) -> Vec<String> {
         format!("{:<24}{hcount:<10}{hfrom}", "history: at most"),
         format!("{:<24}{hage:<10}{hfrom}", "history: for"),
         format!("{:<24}{args:<10}{hfrom}", "history: arguments for"),
+        format!("{:<24}{per_worker:<10}{cfrom}", "concurrency per worker"),
     ]
 }
 
@@ -155,6 +194,12 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
         };
         s = c
             .set_settings(&args.queue, &QueueSettings::history(h))
+            .await?;
+    }
+    if let Some(Limit(n)) = args.concurrency {
+        let limit = n.map_or(Concurrency::UNLIMITED, Concurrency::per_worker);
+        s = c
+            .set_settings(&args.queue, &QueueSettings::concurrency(limit))
             .await?;
     }
     if ctx.json {

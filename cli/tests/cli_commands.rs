@@ -210,7 +210,11 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     assert_eq!(v["queue"], "mail");
     assert_eq!(
         v["dead_letters"],
-        json!({"max_count": 10000, "max_age_ms": 30u64 * 86_400_000, "stored": false})
+        json!({"max_count": 10000, "max_age_ms": 30u64 * 86_400_000, "stored": false, "set_by": null})
+    );
+    assert_eq!(
+        v["concurrency"],
+        json!({"per_worker": null, "stored": false, "set_by": null})
     );
     let text = cli(&url, &["queue", "settings", "mail"])
         .await
@@ -233,10 +237,12 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     )
     .await
     .json();
+    let dead = &v["dead_letters"];
     assert_eq!(
-        v["dead_letters"],
-        json!({"max_count": 2, "max_age_ms": 30u64 * 86_400_000, "stored": true})
+        (&dead["max_count"], &dead["max_age_ms"], &dead["stored"]),
+        (&json!(2), &json!(30u64 * 86_400_000), &json!(true))
     );
+    assert_eq!(dead["set_by"]["by"], "cli", "the CLI's actor");
     let stored = client.settings("mail").await.unwrap().dead_letters.unwrap();
     assert_eq!(
         (stored.max_count, stored.max_age),
@@ -259,16 +265,68 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     )
     .await
     .json();
+    let dead = &v["dead_letters"];
     assert_eq!(
-        v["dead_letters"],
-        json!({"max_count": 2, "max_age_ms": null, "stored": true})
+        (&dead["max_count"], &dead["max_age_ms"], &dead["stored"]),
+        (&json!(2), &json!(null), &json!(true))
     );
+    let by = dead["set_by"]["by"].as_str().unwrap();
+    assert!(by.starts_with("cli"), "{v}");
+    assert!(dead["set_by"]["at_ms"].as_u64().unwrap() > 1_700_000_000_000);
     let show = cli(&url, &["queue", "show", "mail"]).await.ok().to_string();
     assert!(
         show.lines().any(|l| l.starts_with("dead letters: at most")
             && l.contains(" 2 ")
-            && l.contains("stored with the queue")),
+            && l.contains(&format!("set by {by} "))),
         "{show}"
+    );
+
+    // the concurrency per worker: set, shown with who set it, lifted
+    let v = cli(
+        &url,
+        &["queue", "settings", "mail", "--concurrency", "2", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(v["concurrency"]["per_worker"], 2);
+    assert_eq!(v["concurrency"]["stored"], true);
+    assert_eq!(v["concurrency"]["set_by"]["by"], by);
+    assert_eq!(
+        client
+            .settings("mail")
+            .await
+            .unwrap()
+            .in_force()
+            .concurrency
+            .per_worker,
+        Some(2)
+    );
+    let show = cli(&url, &["queue", "settings", "mail"])
+        .await
+        .ok()
+        .to_string();
+    assert!(
+        show.lines().any(|l| l.starts_with("concurrency per worker")
+            && l.contains(" 2 ")
+            && l.contains(&format!("set by {by} "))),
+        "{show}"
+    );
+    let v = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--concurrency",
+            "none",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(
+        (&v["concurrency"]["per_worker"], &v["concurrency"]["stored"]),
+        (&json!(null), &json!(true))
     );
     let v = cli(&url, &["queue", "show", "mail", "--json"]).await.json();
     assert_eq!(v["settings"]["dead_letters"]["max_count"], 2);
@@ -279,6 +337,10 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     for (args, says) in [
         (["--dead-max-count", "0"], "give a count from 1, or none"),
         (["--dead-max-age", "5"], "add a unit"),
+        (
+            ["--concurrency", "0"],
+            "give a count from 1 to 1000000, or none",
+        ),
     ] {
         let r = cli(
             &url,

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::contract::admin::{Control, Tick, Ticked};
+use crate::contract::admin::{BeatReply, Tick, Ticked};
 use crate::contract::inspect::StateCounts;
 use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
 use crate::contract::queues::{QueueOptions, Queues, SendMessage, Sent};
@@ -211,18 +211,20 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Registers worker `id` in the live-worker registry (or refreshes it)
     /// with `beat` (JSON) for `ttl`, and returns the control an operator set
-    /// on it ([`Admin::control_worker`](crate::ops::Admin::control_worker));
-    /// `beat` empty removes it with its control (and returns `None`).
+    /// on it ([`Admin::control_worker`](crate::ops::Admin::control_worker))
+    /// and the settings' version; `beat` empty removes it with its control
+    /// (and returns no control).
     fn beat(
         &self,
         id: &str,
         beat: &[u8],
         ttl: Duration,
-    ) -> impl Future<Output = Result<Option<Control>>> + Send;
+    ) -> impl Future<Output = Result<BeatReply>> + Send;
 
     /// Stores `settings` (a worker's builder values) for `queue` where it has
-    /// none stored, leaving stored ones alone, and returns the settings stored
-    /// after it: those are in force for every worker (see
+    /// none stored, leaving stored ones alone, recording `by` (`worker <id>`)
+    /// as who stored them, and returns the settings stored after it: those
+    /// are in force for every worker (see
     /// [`QueueSettings`](crate::ops::QueueSettings)).
     /// [`Error::QueueNotFound`](crate::Error::QueueNotFound) when the queue does
     /// not exist (yet). The default stores nothing, for a backend that keeps
@@ -231,8 +233,9 @@ pub trait Backend: Clone + Send + Sync + 'static {
         &self,
         queue: &str,
         settings: &QueueSettings,
+        by: &str,
     ) -> impl Future<Output = Result<QueueSettings>> + Send {
-        let _ = (queue, settings);
+        let _ = (queue, settings, by);
         async { Ok(QueueSettings::default()) }
     }
 
@@ -269,15 +272,15 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// Moves worker `id`'s registration on, keeping its beat: it then runs out
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
     /// backend without a clock of its own adds to the entry's end), and
-    /// returns `Some` with the control set on it (see [`beat`](Self::beat)).
-    /// `None` when it has no entry, which it leaves so: the worker then beats
-    /// in full.
+    /// returns `Some` with the control set on it and the settings' version
+    /// (see [`beat`](Self::beat)). `None` when it has no entry, which it
+    /// leaves so: the worker then beats in full.
     fn touch(
         &self,
         id: &str,
         ttl: Duration,
         since: Duration,
-    ) -> impl Future<Output = Result<Option<Option<Control>>>> + Send;
+    ) -> impl Future<Output = Result<Option<BeatReply>>> + Send;
 }
 
 /// The version of the layout this release stores in Redis (keys, fields,
@@ -360,11 +363,11 @@ macro_rules! backend_methods {
             async fn listen_handoff(queues: &[String], worker: &str, wake: &(dyn Fn(&str) + Send + Sync), handed: &(dyn Fn($crate::contract::leases::Handed) + Send + Sync), subscribed: &(dyn Fn() + Send + Sync), stop: &tokio_util::sync::CancellationToken) -> $crate::Result<()>;
             async fn now_ms() -> $crate::Result<u64>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
-            async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::Control>>;
-            async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<Option<$crate::contract::admin::Control>>>;
+            async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
+            async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;
             async fn serve(digest: &str, serves: &[u8]) -> $crate::Result<()>;
             async fn check_layout() -> $crate::Result<u32>;
-            async fn init_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
+            async fn init_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings, by: &str) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn trim_history(queue: &str) -> $crate::Result<()>;
             fn real_time() -> bool;
         }

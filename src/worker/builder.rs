@@ -676,6 +676,7 @@ impl<B: Backend> WorkerBuilder<B> {
             settings: QueueSettings {
                 dead_letters: self.retention,
                 history: self.history,
+                ..QueueSettings::default()
             },
         })
     }

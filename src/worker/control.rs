@@ -75,6 +75,9 @@ pub(crate) struct Controls {
     pub stop: CancellationToken,
     /// A control's notice came: the registry beats at once to read it.
     pub poke: Notify,
+    /// The version of the queues' settings its last beat heard: a change
+    /// has the settings task read them again.
+    pub settings: watch::Sender<u64>,
     /// Why the worker stops, once known.
     reason: Mutex<Option<Stopped>>,
 }
@@ -85,6 +88,7 @@ impl Controls {
             quiet: watch::channel(false).0,
             stop: CancellationToken::new(),
             poke: Notify::new(),
+            settings: watch::channel(0).0,
             reason: Mutex::new(None),
         }
     }

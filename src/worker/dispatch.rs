@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore, mpsc};
+
+use super::limit::Limit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -28,7 +30,7 @@ pub(crate) struct Dispatcher<B> {
     /// The worker's id: sends hand jobs to it (see [`Backend::fetch_waiting`]).
     pub worker: Arc<str>,
     pub shared: Arc<Shared>,
-    pub queue_slots: Option<Arc<Semaphore>>,
+    pub queue_slots: Arc<super::limit::Limit>,
     pub wake: Arc<Notify>,
     pub tx: mpsc::UnboundedSender<Event>,
     pub tracker: TaskTracker,
@@ -360,19 +362,14 @@ impl<B: Backend> Dispatcher<B> {
 
     /// One free slot of the worker and of this queue, taken without waiting.
     fn try_slot(&self) -> bool {
-        let local = match &self.queue_slots {
-            Some(q) => match q.try_acquire() {
-                Ok(p) => Some(p),
-                Err(_) => return false,
-            },
-            None => None,
+        let local = match self.queue_slots.sem().try_acquire() {
+            Ok(p) => p,
+            Err(_) => return false,
         };
         match self.shared.slots.try_acquire() {
             Ok(p) => {
                 p.forget();
-                if let Some(p) = local {
-                    p.forget();
-                }
+                local.forget();
                 true
             }
             Err(_) => false,
@@ -435,7 +432,7 @@ impl<B: Backend> Dispatcher<B> {
             }
             let slot = SlotGuard {
                 shared: self.shared.clone(),
-                queue_slots: self.queue_slots.clone(),
+                queue_slots: Some(self.queue_slots.clone()),
             };
             self.tracker.spawn(execute(
                 Run {
@@ -484,16 +481,11 @@ impl<B: Backend> Dispatcher<B> {
 
     /// Free slots of the worker and of this queue, at least one (waiting for it).
     async fn slots(&self) -> u32 {
-        slots(
-            &self.shared,
-            self.queue_slots.as_deref(),
-            self.shared.fetch_max,
-        )
-        .await
+        slots(&self.shared, Some(&self.queue_slots), self.shared.fetch_max).await
     }
 
     fn give_back(&self, n: u32) {
-        give_back(&self.shared, self.queue_slots.as_deref(), n);
+        give_back(&self.shared, Some(&self.queue_slots), n);
     }
 }
 
@@ -519,24 +511,24 @@ async fn sleep_precisely(deadline: Instant) {
 
 /// Free slots of the worker and of `local` (a queue's or a subscriber's limit),
 /// at least one (waiting for it), at most `max`.
-pub(super) async fn slots(shared: &Shared, local: Option<&Semaphore>, max: u32) -> u32 {
+pub(super) async fn slots(shared: &Shared, local: Option<&Limit>, max: u32) -> u32 {
     match local {
         None => take(&shared.slots, max).await,
         Some(q) => {
-            let n = take(q, max).await;
+            let n = take(q.sem(), max).await;
             let g = take(&shared.slots, n).await;
-            q.add_permits((n - g) as usize);
+            q.release((n - g) as usize);
             g
         }
     }
 }
 
 /// Returns `n` slots to the worker and to `local`.
-pub(super) fn give_back(shared: &Shared, local: Option<&Semaphore>, n: u32) {
+pub(super) fn give_back(shared: &Shared, local: Option<&Limit>, n: u32) {
     if n > 0 {
         shared.slots.add_permits(n as usize);
         if let Some(q) = local {
-            q.add_permits(n as usize);
+            q.release(n as usize);
         }
     }
 }

@@ -24,14 +24,14 @@ use crate::job::{self, JobContext, Outcome as Wants};
 /// Gives the slot back to the worker and the queue, even if the task is dropped.
 pub(crate) struct SlotGuard {
     pub shared: Arc<Shared>,
-    pub queue_slots: Option<Arc<tokio::sync::Semaphore>>,
+    pub queue_slots: Option<Arc<super::limit::Limit>>,
 }
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
         self.shared.slots.add_permits(1);
         if let Some(q) = &self.queue_slots {
-            q.add_permits(1);
+            q.release(1);
         }
     }
 }

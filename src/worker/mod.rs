@@ -37,6 +37,7 @@ mod dispatch;
 mod execute;
 mod hooks;
 mod leases;
+mod limit;
 mod metrics;
 mod observe;
 mod periodic;
@@ -290,6 +291,10 @@ impl<B: Backend> Worker<B> {
         let mut registering = Vec::new();
         // runs starting and ending: the registry beats soon after
         let changed = Arc::new(Notify::new());
+        // each queue's limit per worker (no more than the worker holds),
+        // which the settings stored with the queue set
+        let unlimited = self.shared.slots.available_permits();
+        let mut limits = HashMap::new();
         for (name, limit) in &self.queues {
             let queue: Arc<str> = name.as_str().into();
             let wake = Arc::new(Notify::new());
@@ -325,7 +330,11 @@ impl<B: Backend> Worker<B> {
                 queue,
                 worker: worker.clone(),
                 shared: self.shared.clone(),
-                queue_slots: limit.map(|n| Arc::new(Semaphore::new(n))),
+                queue_slots: {
+                    let l = Arc::new(limit::Limit::new(limit.unwrap_or(unlimited).min(unlimited)));
+                    limits.insert(name.clone(), (l.clone(), *limit));
+                    l
+                },
                 wake,
                 tx,
                 tracker: tracker.clone(),
@@ -364,8 +373,13 @@ impl<B: Backend> Worker<B> {
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
         infra.spawn(settings::init(
             self.backend.clone(),
-            self.queues.iter().map(|(q, _)| q.clone()).collect(),
-            self.settings,
+            settings::Follow {
+                limits,
+                unlimited,
+                base: self.settings.clone(),
+                by: format!("worker {}", self.id),
+                changes: self.shared.controls.settings.subscribe(),
+            },
             self.shared.lease / 3,
             stop.clone(),
         ));

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::control::Controls;
 use super::leases::Leases;
 use super::periodic::Ticker;
-use crate::contract::admin::{Beat, Control, JobTypeInfo};
+use crate::contract::admin::{Beat, BeatReply, JobTypeInfo};
 use crate::contract::backend::Backend;
 
 /// How many beats an entry outlives its last one.
@@ -112,7 +112,7 @@ impl Registry {
             let (r, full) = if touch {
                 let since = now.saturating_duration_since(beaten);
                 match backend.touch(&self.id, self.ttl(), since).await {
-                    Ok(Some(control)) => (Ok(control), false),
+                    Ok(Some(reply)) => (Ok(reply), false),
                     // the entry is gone (a late beat, or a registry that
                     // expired): write it again at once, with what it serves
                     Ok(None) | Err(_) => (self.full(&backend, &beat, true).await, true),
@@ -123,7 +123,16 @@ impl Registry {
             // the control read with it: a change the worker follows shows in
             // a beat at once
             let followed = match &r {
-                Ok(control) => self.controls.follow(&self.id, control.as_ref()),
+                Ok(reply) => {
+                    // the queues' settings changed: the settings task reads
+                    // them again
+                    self.controls.settings.send_if_modified(|v| {
+                        let changed = *v != reply.settings;
+                        *v = reply.settings;
+                        changed
+                    });
+                    self.controls.follow(&self.id, reply.control.as_ref())
+                }
                 Err(_) => false,
             };
             let r = r.map(drop);
@@ -180,7 +189,7 @@ impl Registry {
         backend: &B,
         beat: &Beat,
         serve: bool,
-    ) -> crate::Result<Option<Control>> {
+    ) -> crate::Result<BeatReply> {
         if let (true, Some((digest, json))) = (serve, &self.serves) {
             backend.serve(digest, json).await?;
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -155,7 +155,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     } else {
         spec.sub.concurrency
     };
-    let local = limit.map(|n| Arc::new(Semaphore::new(n)));
+    let local = limit.map(|n| Arc::new(super::limit::Limit::new(n)));
     // events are read ahead of free slots, in large batches (a read costs about
     // the same for 1 event as for 100); they are held, and renewed, meanwhile
     let read_ahead = limit
@@ -409,7 +409,7 @@ fn spawn_run(
     spec: &Arc<Spec>,
     names: &Arc<Names>,
     tx: &mpsc::UnboundedSender<Done>,
-    local: Option<Arc<Semaphore>>,
+    local: Option<Arc<super::limit::Limit>>,
     abort: Option<CancellationToken>,
     ev: Received,
 ) {

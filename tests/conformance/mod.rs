@@ -367,7 +367,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@settings $setup, #[$attr],
             settings_are_stored_with_the_queue_and_go_with_it,
             the_stored_retention_is_in_force_over_the_workers,
-            a_workers_retention_is_stored_only_where_none_is);
+            a_workers_retention_is_stored_only_where_none_is,
+            a_queues_concurrency_is_stored_and_followed_by_running_workers);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
             requeue_all_takes_each_letter_once_while_a_worker_kills_them_again,
             delete_matching_leaves_the_letters_that_die_after_it_starts,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redjob::backend::Backend;
 use redjob::inspect::Inspect;
-use redjob::ops::{Admin, QueueSettings, Retention};
+use redjob::ops::{Admin, Concurrency, QueueSettings, Retention};
 use redjob::queue::{QueueOptions, Queues};
 use redjob::{Error, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -51,7 +51,7 @@ pub async fn settings_are_stored_with_the_queue_and_go_with_it(env: &Env) {
             .await;
         assert!(r.is_err(), "{queue}: {r:?}");
         let r = q
-            .init_settings(queue, &QueueSettings::dead_letters(keep(3)))
+            .init_settings(queue, &QueueSettings::dead_letters(keep(3)), "worker w")
             .await;
         assert!(r.is_err(), "{queue}: {r:?}");
     }
@@ -62,15 +62,24 @@ pub async fn settings_are_stored_with_the_queue_and_go_with_it(env: &Env) {
 
     // a worker's value is stored where none is, and only there
     let first = q
-        .init_settings("s", &QueueSettings::dead_letters(keep(7)))
+        .init_settings("s", &QueueSettings::dead_letters(keep(7)), "worker w1")
         .await
         .unwrap();
     assert_eq!(first.dead_letters, Some(keep(7)));
+    let by = first.set_by.dead_letters.clone().expect("who stored it");
+    assert_eq!(by.by, "worker w1");
+    assert!(by.at_ms > 1_700_000_000_000, "{by:?}");
     let second = q
-        .init_settings("s", &QueueSettings::dead_letters(Retention::UNBOUNDED))
+        .init_settings(
+            "s",
+            &QueueSettings::dead_letters(Retention::UNBOUNDED),
+            "worker w2",
+        )
         .await
         .unwrap();
     assert_eq!(second.dead_letters, Some(keep(7)), "the first stays");
+    assert_eq!(second.set_by.dead_letters, Some(by), "and who stored it");
+    assert_eq!(second.set_by.history, None, "nothing stored, no one");
 
     // an operator's change goes over it; unbounded and ages survive storage
     for r in [
@@ -87,6 +96,35 @@ pub async fn settings_are_stored_with_the_queue_and_go_with_it(env: &Env) {
             .unwrap();
         assert_eq!(set.dead_letters, Some(r));
         assert_eq!(q.settings("s").await.unwrap().dead_letters, Some(r));
+    }
+    // who: the operator's actor
+    let ops = env.client.clone().acting_as("ops alice");
+    let set = ops
+        .set_settings("s", &QueueSettings::concurrency(Concurrency::per_worker(3)))
+        .await
+        .unwrap();
+    assert_eq!(set.concurrency, Some(Concurrency::per_worker(3)));
+    assert_eq!(set.set_by.concurrency.unwrap().by, "ops alice");
+    assert_eq!(set.dead_letters, Some(keep(2)), "the others stay");
+    let set = ops
+        .set_settings("s", &QueueSettings::concurrency(Concurrency::UNLIMITED))
+        .await
+        .unwrap();
+    assert_eq!(
+        set.concurrency,
+        Some(Concurrency::UNLIMITED),
+        "stored: no limit"
+    );
+    assert_eq!(set.in_force().concurrency.per_worker, None);
+    for bad in [0, redjob::ops::MAX_CONCURRENCY + 1] {
+        let err = q
+            .set_settings(
+                "s",
+                &QueueSettings::concurrency(Concurrency::per_worker(bad)),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidValue { .. }), "{bad}: {err}");
     }
     // storing nothing changes nothing; a limit of 0 is refused
     let same = q
@@ -186,5 +224,145 @@ pub async fn a_workers_retention_is_stored_only_where_none_is(env: &Env) {
     assert!(
         stored,
         "the worker stored its value once the queue appeared"
+    );
+}
+
+/// Sleeps 150 ms, counting how many run at once (the most seen is kept).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "settings_counted", queue = "limited")]
+struct Counted;
+
+/// Runs at once now, and the most seen.
+#[derive(Default)]
+struct AtOnce {
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl AtOnce {
+    fn take_most(&self) -> usize {
+        self.most.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Job for Counted {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let at = ctx.data::<std::sync::Arc<AtOnce>>()?;
+        let n = at.now.fetch_add(1, SeqCst) + 1;
+        at.most.fetch_max(n, SeqCst);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        at.now.fetch_sub(1, SeqCst);
+        Ok(())
+    }
+}
+
+/// Enqueues `n` jobs and waits (20 s at most) until all ran.
+async fn run_batch(env: &Env, n: usize) {
+    let before = env.client.stats("limited").await.map_or(0, |s| s.processed);
+    for _ in 0..n {
+        env.client.enqueue(&Counted).await.unwrap();
+    }
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            env.client.stats("limited").await.unwrap().processed >= before + n as u64
+        })
+        .await,
+        "the batch ran"
+    );
+}
+
+pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("limited", QueueOptions::default())
+        .await
+        .unwrap();
+    let at = std::sync::Arc::new(AtOnce::default());
+    // the builder's 3 per worker becomes the queue's, with who stored it
+    let w = Worker::builder(q.clone())
+        .register::<Counted>()
+        .queue_concurrency("limited", 3)
+        .concurrency(10)
+        // a beat a second: a change is followed within one
+        .lease(Duration::from_secs(3))
+        .data(at.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let id = w.id().to_string();
+    let w = start_serving(w).await;
+    let stored = wait_for(Duration::from_secs(10), || async {
+        q.settings("limited")
+            .await
+            .is_ok_and(|s| s.concurrency == Some(Concurrency::per_worker(3)))
+    })
+    .await;
+    assert!(stored, "the builder's value is stored");
+    let s = q.settings("limited").await.unwrap();
+    assert_eq!(s.set_by.concurrency.unwrap().by, format!("worker {id}"));
+    run_batch(env, 12).await;
+    assert_eq!(at.take_most(), 3, "the limit was reached, and held");
+
+    // an operator lowers it: the running worker follows at its next beat
+    let ops = env.client.clone().acting_as("ops bob");
+    ops.set_settings(
+        "limited",
+        &QueueSettings::concurrency(Concurrency::per_worker(1)),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    run_batch(env, 6).await;
+    assert_eq!(at.take_most(), 1);
+
+    // and raises it past the builder's value, or lifts it
+    ops.set_settings(
+        "limited",
+        &QueueSettings::concurrency(Concurrency::per_worker(5)),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    run_batch(env, 20).await;
+    assert_eq!(at.take_most(), 5);
+    ops.set_settings(
+        "limited",
+        &QueueSettings::concurrency(Concurrency::UNLIMITED),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    run_batch(env, 20).await;
+    assert_eq!(at.take_most(), 10, "the worker's own concurrency");
+    w.stop().await;
+
+    // a worker started later with another builder value follows the stored one
+    let w = Worker::builder(q.clone())
+        .register::<Counted>()
+        .queue_concurrency("limited", 2)
+        .concurrency(10)
+        .lease(Duration::from_secs(3))
+        .data(at.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    run_batch(env, 20).await;
+    assert_eq!(
+        at.take_most(),
+        10,
+        "the stored no-limit, not the builder's 2"
+    );
+    w.stop().await;
+    assert_eq!(
+        q.settings("limited")
+            .await
+            .unwrap()
+            .set_by
+            .concurrency
+            .unwrap()
+            .by,
+        "ops bob"
     );
 }

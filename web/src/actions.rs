@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use redjob::JobId;
 use redjob::inspect::{Cancelled, Inspect, JobState};
-use redjob::ops::{Admin, History, QueueSettings, Retention, Spread};
+use redjob::ops::{Admin, Concurrency, History, QueueSettings, Retention, Spread};
 use redjob::topic::{EventId, Start};
 
 use crate::Ctx;
@@ -110,6 +110,32 @@ async fn on_queue(
                 None => c.purge_queue(&queue).await?,
             };
             format!("Deleted {} jobs.", num(n))
+        }
+        "settings" if fields.get("concurrency").is_some() => {
+            // `none`: no limit of the queue's own
+            let given = fields.get("concurrency").map(str::trim).unwrap_or("");
+            let limit = match given {
+                "none" => Concurrency::UNLIMITED,
+                n => match n.parse::<u32>() {
+                    Ok(n) if (1..=redjob::ops::MAX_CONCURRENCY).contains(&n) => {
+                        Concurrency::per_worker(n)
+                    }
+                    _ => {
+                        return Err(WebError::BadRequest(format!(
+                            "{n:?}: give a count from 1 to {}, or none",
+                            redjob::ops::MAX_CONCURRENCY
+                        )));
+                    }
+                },
+            };
+            c.set_settings(&queue, &QueueSettings::concurrency(limit))
+                .await?;
+            format!(
+                "Saved: at most {} at once in each worker; every worker follows at its next heartbeat.",
+                limit
+                    .per_worker
+                    .map_or("no limit".into(), |n| n.to_string())
+            )
         }
         "settings" if fields.get("history").is_some() => {
             // the history's form: a field left out or empty keeps the value

@@ -69,9 +69,56 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
     assert!(
         page.body.contains(r#"value="250""#)
             && page.body.contains(r#"name="dead_max_age" value="none""#)
-            && page.body.contains("(stored with the queue)"),
+            && page.body.contains("Dead letters (set by "),
         "{}",
         page.body
+    );
+
+    // the concurrency per worker, for every worker
+    let saved = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("concurrency", "4")],
+    )
+    .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER);
+    assert!(
+        note(&saved).contains("at most 4 at once in each worker"),
+        "{}",
+        note(&saved)
+    );
+    let stored = client.settings("mail").await.unwrap();
+    assert_eq!(stored.in_force().concurrency.per_worker, Some(4));
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(
+        page.body.contains(r#"name="concurrency" value="4""#)
+            && page.body.contains(&format!(
+                "Concurrency (set by {} at ",
+                stored.set_by.concurrency.unwrap().by
+            )),
+        "{}",
+        page.body
+    );
+    for bad in ["0", "many", "1000001"] {
+        let r = post(
+            &app,
+            "/queues/mail/settings",
+            &cookie,
+            &[("csrf", &token), ("concurrency", bad)],
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+    }
+    assert_eq!(
+        client
+            .settings("mail")
+            .await
+            .unwrap()
+            .in_force()
+            .concurrency
+            .per_worker,
+        Some(4)
     );
 
     // bad values and a missing token change nothing
@@ -169,8 +216,13 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
         .router();
     let page = get(&ro, "/queues/mail").await;
     assert!(
-        page.body.contains("Dead letters: at most none, for 36h.")
-            && !page.body.contains("dead_max_count"),
+        page.body.contains("Dead letters (set by dashboard at ")
+            && page.body.contains("): at most none, for 36h.")
+            && page
+                .body
+                .contains("Concurrency per worker (set by dashboard at ")
+            && !page.body.contains("dead_max_count")
+            && !page.body.contains(r#"name="concurrency""#),
         "{}",
         page.body
     );

@@ -103,11 +103,11 @@ impl Admin for MemoryBackend {
         validate::queue_name(queue)?;
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
-        Ok(QueueSettings::decode(&q.settings))
+        Ok(QueueSettings::decode(&q.settings, &q.settings_by))
     }
 
     async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
-        let set = self.store_settings(queue, s, true)?;
+        let set = self.store_settings(queue, s, true, self.actor.as_ref())?;
         self.acted(queue, "settings", true, |_| 0)?;
         Ok(set)
     }

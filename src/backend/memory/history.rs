@@ -147,7 +147,7 @@ impl MemHistory {
 impl super::state::MemQueue {
     /// The history setting in force: the stored one, else the default.
     fn history_setting(&self) -> History {
-        crate::contract::settings::QueueSettings::decode(&self.settings)
+        crate::contract::settings::QueueSettings::decode(&self.settings, &[])
             .history
             .unwrap_or_default()
     }

@@ -138,7 +138,7 @@ impl Inspect for MemoryBackend {
                 ..q.info(m.priority, m.score, *id, now)
             }),
             None if !q.dead_msgs.contains_key(id) => {
-                let h = QueueSettings::decode(&q.settings)
+                let h = QueueSettings::decode(&q.settings, &[])
                     .history
                     .unwrap_or_default();
                 q.history.get(id, now, h)
@@ -170,7 +170,7 @@ impl Inspect for MemoryBackend {
         if state == JobState::Finished {
             let mut st = self.lock_mut();
             let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-            let h = QueueSettings::decode(&q.settings)
+            let h = QueueSettings::decode(&q.settings, &[])
                 .history
                 .unwrap_or_default();
             // trimmed as history.lua does

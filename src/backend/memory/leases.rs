@@ -47,12 +47,17 @@ impl Backend for MemoryBackend {
         id: &str,
         beat: &[u8],
         ttl: Duration,
-    ) -> Result<Option<crate::contract::admin::Control>> {
+    ) -> Result<crate::contract::admin::BeatReply> {
         Ok(self.beat_now(id, beat, ttl))
     }
 
-    async fn init_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
-        self.store_settings(queue, s, false)
+    async fn init_settings(
+        &self,
+        queue: &str,
+        s: &QueueSettings,
+        by: &str,
+    ) -> Result<QueueSettings> {
+        self.store_settings(queue, s, false, by)
     }
 
     async fn touch(
@@ -60,7 +65,7 @@ impl Backend for MemoryBackend {
         id: &str,
         ttl: Duration,
         _since: Duration,
-    ) -> Result<Option<Option<crate::contract::admin::Control>>> {
+    ) -> Result<Option<crate::contract::admin::BeatReply>> {
         Ok(self.touch_now(id, ttl))
     }
 
@@ -78,7 +83,7 @@ impl Backend for MemoryBackend {
             .queues
             .get_mut(queue)
             .ok_or_else(|| super::not_found(queue))?;
-        let h = QueueSettings::decode(&q.settings)
+        let h = QueueSettings::decode(&q.settings, &[])
             .history
             .unwrap_or_default();
         q.history.trim(now, 1000, h);
@@ -221,7 +226,7 @@ impl Backend for MemoryBackend {
             )
             .line()
         };
-        let stored = QueueSettings::decode(&q.settings);
+        let stored = QueueSettings::decode(&q.settings, &[]);
         let history = stored.history.unwrap_or(batch.history);
         // entered in the history: id, how, deliveries, body, attempt records
         let mut finished: Vec<(JobId, Finish, u32, Vec<u8>, String)> = Vec::new();

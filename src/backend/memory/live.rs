@@ -7,7 +7,7 @@ use super::state::ms_score;
 use super::{MemoryBackend, not_found};
 use crate::Result;
 use crate::contract::admin::{
-    Beat, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo,
+    Beat, BeatReply, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo,
 };
 use crate::contract::inspect::Inspect;
 use crate::contract::queues::{SendMessage, validate};
@@ -56,7 +56,7 @@ impl MemoryBackend {
 
     /// workers.lua's beat (an empty `beat`: leave, with its control); drops
     /// entries that ran out, with theirs. The control set on `id`.
-    pub(super) fn beat_now(&self, id: &str, beat: &[u8], ttl: Duration) -> Option<Control> {
+    pub(super) fn beat_now(&self, id: &str, beat: &[u8], ttl: Duration) -> BeatReply {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         if beat.is_empty() {
@@ -70,18 +70,19 @@ impl MemoryBackend {
         st.workers.retain(|_, (until, ..)| *until > now);
         let st = &mut *st;
         st.worker_controls.retain(|w, _| st.workers.contains_key(w));
-        st.worker_controls.get(id).cloned()
+        BeatReply::new(st.worker_controls.get(id).cloned(), st.settings_version)
     }
 
     /// Rsmq::touch: moves worker `id`'s entry on to run out `ttl` from now;
-    /// `None` when it has none, else its control.
-    pub(super) fn touch_now(&self, id: &str, ttl: Duration) -> Option<Option<Control>> {
+    /// `None` when it has none, else its control and the settings' version.
+    pub(super) fn touch_now(&self, id: &str, ttl: Duration) -> Option<BeatReply> {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
+        let version = st.settings_version;
         match st.workers.get_mut(id) {
             Some((until, ..)) => {
                 *until = now.saturating_add(crate::contract::backend::clamped_ms(ttl).max(1));
-                Some(st.worker_controls.get(id).cloned())
+                Some(BeatReply::new(st.worker_controls.get(id).cloned(), version))
             }
             None => None,
         }

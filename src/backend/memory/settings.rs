@@ -5,22 +5,29 @@
 use super::{MemoryBackend, not_found};
 use crate::Result;
 use crate::contract::queues::validate;
-use crate::contract::settings::QueueSettings;
+use crate::contract::settings::{Change, QueueSettings};
 
 impl MemoryBackend {
-    /// The queue's settings after storing those `settings` gives: over what is
-    /// stored (`over`), or only where nothing is.
+    /// The queue's settings after storing those `settings` gives, as `by`:
+    /// over what is stored (`over`, an operator's change: the settings'
+    /// version moves on), or only where nothing is.
     pub(super) fn store_settings(
         &self,
         queue: &str,
         settings: &QueueSettings,
         over: bool,
+        by: &str,
     ) -> Result<QueueSettings> {
         validate::queue_name(queue)?;
         settings.check()?;
+        let change = Change::encode(self.clock.now_ms(), by);
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        settings.merge(&mut q.settings, over);
-        Ok(QueueSettings::decode(&q.settings))
+        settings.merge(&mut q.settings, &mut q.settings_by, over, &change);
+        let stored = QueueSettings::decode(&q.settings, &q.settings_by);
+        if over {
+            st.settings_version += 1;
+        }
+        Ok(stored)
     }
 }

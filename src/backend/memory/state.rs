@@ -53,6 +53,8 @@ pub(super) struct MemQueue {
     pub paused: bool,
     /// The settings stored for the queue (settings.lua's hash fields).
     pub settings: settings::Fields,
+    /// Who stored each, and when (`<ms> <who>`).
+    pub settings_by: settings::Fields,
     /// Finished jobs kept for a while.
     pub history: super::history::MemHistory,
     /// Per job type, runs per run-time bucket (complete.lua's `rt:` fields).
@@ -89,6 +91,7 @@ impl MemQueue {
             msgs: HashMap::new(),
             dead: BTreeSet::new(),
             settings: Default::default(),
+            settings_by: Default::default(),
             history: Default::default(),
             run_times: Default::default(),
             dead_msgs: HashMap::new(),
@@ -369,6 +372,9 @@ pub(super) struct State {
     pub paused_schedules: HashMap<(String, String), (u64, String)>,
     /// The control set on each live worker (see `Admin::control_worker`).
     pub worker_controls: HashMap<String, crate::contract::admin::Control>,
+    /// The version of the queues' settings, which every change of them
+    /// increments (see `Admin::set_settings`); beats return it.
+    pub settings_version: u64,
     /// What the workers of one build serve, by digest (see `Backend::serve`).
     pub serves: HashMap<String, Vec<u8>>,
 }

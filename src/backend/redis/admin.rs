@@ -142,11 +142,16 @@ impl Admin for Rsmq {
     }
 
     async fn settings(&self, queue: &str) -> Result<QueueSettings> {
-        settings::call(self, queue, Mode::Get, &QueueSettings::default()).await
+        settings::call(self, queue, Mode::Get, &QueueSettings::default(), "").await
     }
 
     async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
-        let set = settings::call(self, queue, Mode::Set, s).await?;
+        let set = settings::call(self, queue, Mode::Set, s, &self.actor).await?;
+        // every worker reads them again at its next beat (a lost version
+        // waits for the worker's own recheck)
+        if let Err(e) = self.settings_changed().await {
+            tracing::warn!(queue = %queue, error = %e, "the settings are stored, but the workers could not be told: they follow within two minutes");
+        }
         noted(self.add_event(queue, "settings", 0).await, queue);
         Ok(set)
     }

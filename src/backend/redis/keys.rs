@@ -135,12 +135,13 @@ impl Namespace {
     /// `ns:{@workers}:control`, a hash of worker id -> the control an operator
     /// set on it (`<quiet|stop> <ms> <who>`). `@` cannot be in a queue name;
     /// the braces keep them in one Cluster slot.
-    pub fn workers(&self) -> [String; 4] {
+    pub fn workers(&self) -> [String; 5] {
         let base = format!("{}{{@workers}}", self.prefix);
         let info = format!("{base}:info");
         let serves = format!("{base}:serves");
         let control = format!("{base}:control");
-        [base, info, serves, control]
+        let settings = format!("{base}:settings");
+        [base, info, serves, control, settings]
     }
 }
 
@@ -291,7 +292,8 @@ mod tests {
                 "rsmq:{@workers}".to_string(),
                 "rsmq:{@workers}:info".into(),
                 "rsmq:{@workers}:serves".into(),
-                "rsmq:{@workers}:control".into()
+                "rsmq:{@workers}:control".into(),
+                "rsmq:{@workers}:settings".into()
             ]
         );
         assert_eq!(
@@ -374,10 +376,11 @@ mod tests {
             ];
             assert!(topic.iter().all(|key| slot(key) == slot(&t.stream)));
         }
-        let [w, info, serves, control] = ns.workers();
+        let [w, info, serves, control, settings] = ns.workers();
         assert_eq!(slot(&w), slot(&info));
         assert_eq!(slot(&w), slot(&serves));
         assert_eq!(slot(&w), slot(&control));
+        assert_eq!(slot(&w), slot(&settings));
         // the queues spread: not all in one slot
         let slots: std::collections::HashSet<u16> = (0..12)
             .map(|i| slot(&ns.queue(&format!("q{i}")).zset))

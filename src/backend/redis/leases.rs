@@ -125,12 +125,17 @@ impl Backend for RedisBackend {
         id: &str,
         beat: &[u8],
         ttl: Duration,
-    ) -> Result<Option<crate::contract::admin::Control>> {
+    ) -> Result<crate::contract::admin::BeatReply> {
         self.rsmq.beat(id, beat, ttl).await
     }
 
-    async fn init_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
-        super::settings::call(&self.rsmq, queue, super::settings::Mode::Default, s).await
+    async fn init_settings(
+        &self,
+        queue: &str,
+        s: &QueueSettings,
+        by: &str,
+    ) -> Result<QueueSettings> {
+        super::settings::call(&self.rsmq, queue, super::settings::Mode::Default, s, by).await
     }
 
     async fn touch(
@@ -138,7 +143,7 @@ impl Backend for RedisBackend {
         id: &str,
         _ttl: Duration,
         since: Duration,
-    ) -> Result<Option<Option<crate::contract::admin::Control>>> {
+    ) -> Result<Option<crate::contract::admin::BeatReply>> {
         self.rsmq.touch(id, since).await
     }
 

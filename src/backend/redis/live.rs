@@ -8,7 +8,7 @@ use redis::Value;
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::contract::admin::{
-    Beat, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo,
+    Beat, BeatReply, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo,
 };
 use crate::contract::queues::{SendMessage, validate};
 use crate::{Error, Result};
@@ -123,34 +123,32 @@ impl Rsmq {
     }
 
     /// Registers or refreshes worker `id` (an empty `beat` removes it); the
-    /// control set on it.
-    pub(crate) async fn beat(
-        &self,
-        id: &str,
-        beat: &[u8],
-        ttl: Duration,
-    ) -> Result<Option<Control>> {
+    /// control set on it and the settings' version.
+    pub(crate) async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<BeatReply> {
         let ttl = crate::contract::backend::clamped_ms(ttl).max(1).to_string();
         if beat.is_empty() {
             self.registry(&[b"leave", id.as_bytes(), ttl.as_bytes(), beat])
                 .await?;
-            return Ok(None);
+            return Ok(BeatReply::default());
         }
         let v = self
             .registry(&[b"beat", id.as_bytes(), ttl.as_bytes(), beat])
             .await?;
         let (_now, mut r) = Reply::status(&v)?;
-        Ok(Control::parse(r.bytes()?))
+        let control = Control::parse(r.bytes()?);
+        // a reply of a script from before the version: none
+        let settings = r.opt_bytes().ok().flatten().map_or(0, version);
+        Ok(BeatReply::new(control, settings))
     }
 
     /// Moves worker `id`'s registration on by `by`, the time since its last beat
-    /// or touch, and reads its control: a `ZADD XX INCR` and an `HGET` in one
-    /// round trip, no script. `None` when it has no entry (`XX`: then nothing
-    /// is written).
-    pub(crate) async fn touch(&self, id: &str, by: Duration) -> Result<Option<Option<Control>>> {
+    /// or touch, and reads its control and the settings' version: a `ZADD XX
+    /// INCR` and two `HGET`s in one round trip, no script. `None` when it has
+    /// no entry (`XX`: then nothing is written).
+    pub(crate) async fn touch(&self, id: &str, by: Duration) -> Result<Option<BeatReply>> {
         let (mut con, ns, _) = self.ns_parts();
-        let [set, _, _, control] = ns.workers();
-        let (until, c): (Option<f64>, Option<Vec<u8>>) = redis::pipe()
+        let [set, _, _, control, settings] = ns.workers();
+        let (until, c, v): (Option<f64>, Option<Vec<u8>>, Option<Vec<u8>>) = redis::pipe()
             .cmd("ZADD")
             .arg(&set)
             .arg("XX")
@@ -160,9 +158,38 @@ impl Rsmq {
             .cmd("HGET")
             .arg(&control)
             .arg(id)
+            .cmd("HGET")
+            .arg(&settings)
+            .arg("v")
             .query_async(&mut con)
             .await?;
-        Ok(until.map(|_| c.as_deref().and_then(Control::parse)))
+        Ok(until.map(|_| {
+            BeatReply::new(
+                c.as_deref().and_then(Control::parse),
+                v.as_deref().map_or(0, version),
+            )
+        }))
+    }
+
+    /// Tells every worker that a queue's settings changed: it reads its
+    /// queues' settings again at its next beat. The version lives a day past
+    /// its last change (a worker that finds it gone reads them again too).
+    pub(crate) async fn settings_changed(&self) -> Result<()> {
+        let (mut con, ns, _) = self.ns_parts();
+        let [_, _, _, _, settings] = ns.workers();
+        let _: () = redis::pipe()
+            .cmd("HINCRBY")
+            .arg(&settings)
+            .arg("v")
+            .arg(1)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&settings)
+            .arg(86_400_000)
+            .ignore()
+            .query_async(&mut con)
+            .await?;
+        Ok(())
     }
 
     /// Sets (or clears) the control on live worker `id`, as this client's
@@ -255,4 +282,12 @@ impl Rsmq {
             .arg(&*self.actor);
         Ok(scripts::int(&scripts::run(&mut con, &scripts::SCHEDULE, &cmd).await?)? > 0)
     }
+}
+
+/// A settings' version as stored (0 for anything else).
+fn version(v: &[u8]) -> u64 {
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }

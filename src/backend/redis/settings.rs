@@ -19,12 +19,14 @@ pub(super) enum Mode {
     Default,
 }
 
-/// `settings.lua`: the queue's settings after storing `settings` by `mode`.
+/// `settings.lua`: the queue's settings after storing `settings` by `mode`,
+/// as `by`.
 pub(super) async fn call(
     rsmq: &Rsmq,
     queue: &str,
     mode: Mode,
     settings: &QueueSettings,
+    by: &str,
 ) -> Result<QueueSettings> {
     validate::queue_name(queue)?;
     settings.check()?;
@@ -40,17 +42,19 @@ pub(super) async fn call(
     for v in settings.encode() {
         cmd.arg(v.unwrap_or_default());
     }
+    cmd.arg(&QueueSettings::BY_FIELDS[..]).arg(by);
     let v = scripts::run(&mut con, &scripts::SETTINGS, &cmd).await?;
     let (code, mut r) = Reply::status(&v)?;
     if code == -1 {
         return Err(Error::QueueNotFound { name: queue.into() });
     }
-    let mut values = Vec::with_capacity(QueueSettings::FIELDS.len());
-    for _ in QueueSettings::FIELDS {
+    let mut values = Vec::with_capacity(2 * QueueSettings::FIELDS.len());
+    for _ in 0..2 * QueueSettings::FIELDS.len() {
         values.push(
             r.opt_bytes()?
                 .map(|b| String::from_utf8_lossy(b).into_owned()),
         );
     }
-    Ok(QueueSettings::decode(&values))
+    let by = values.split_off(QueueSettings::FIELDS.len());
+    Ok(QueueSettings::decode(&values, &by))
 }

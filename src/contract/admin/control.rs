@@ -94,6 +94,34 @@ pub struct Control {
     pub by: String,
 }
 
+/// What a worker's beat hears back ([`Backend::beat`](crate::backend::Backend::beat)):
+/// the control an operator set on it, and the version of the queues'
+/// settings, which every [`Admin::set_settings`](super::Admin::set_settings)
+/// changes (the worker then reads its queues' settings again).
+///
+/// ```
+/// use redjob::ops::BeatReply;
+///
+/// let reply = BeatReply::new(None, 7);
+/// assert_eq!((reply.control, reply.settings), (None, 7));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct BeatReply {
+    /// The control set on the worker, if any.
+    pub control: Option<Control>,
+    /// The settings' version (0 when none was ever changed, or it was
+    /// forgotten: any change of it counts).
+    pub settings: u64,
+}
+
+impl BeatReply {
+    /// A reply (for a [`Backend`](crate::backend::Backend) of another crate).
+    pub fn new(control: Option<Control>, settings: u64) -> Self {
+        BeatReply { control, settings }
+    }
+}
+
 impl Control {
     /// A control: what, when (Unix ms) and by whom (for a [`Backend`](crate::backend::Backend)
     /// of another crate, whose beats return it).

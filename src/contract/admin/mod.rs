@@ -9,7 +9,7 @@ mod workers;
 
 use std::future::Future;
 
-pub use control::{Control, WorkerControl};
+pub use control::{BeatReply, Control, WorkerControl};
 pub(crate) use control::{check_id as check_worker_id, wake_name as control_wake};
 pub use dead::{BulkCount, DeadOrder, DeadQuery, Spread};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
@@ -421,7 +421,9 @@ pub trait Admin: Inspect {
     }
 
     /// Stores the settings `settings` gives (`Some`) for `queue`, in force for
-    /// every worker from its next settle on, over whatever was stored; the
+    /// every worker from its next settle on (a retention) or its next
+    /// heartbeat (the concurrency), over whatever was stored, recording this
+    /// caller's [actor](crate::inspect::Inspect::actor) as who set them; the
     /// others stay. Returns the settings stored after the change.
     ///
     /// ```

@@ -186,33 +186,33 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
     let age = dead
         .max_age
         .map_or("none".into(), redjob::ops::duration_text);
-    let from = if s.dead_letters.is_some() {
-        "stored with the queue"
-    } else {
-        "default"
-    };
+    let from = origin(s.dead_letters.is_some(), s.set_by.dead_letters.as_ref());
     let h = s.in_force().history;
-    let hfrom = if s.history.is_some() {
-        "stored with the queue"
-    } else {
-        "default"
-    };
+    let hfrom = origin(s.history.is_some(), s.set_by.history.as_ref());
     let hcount = h.max_count.map_or("none".into(), |n| n.to_string());
     let hage = h.max_age.map_or("none".into(), redjob::ops::duration_text);
     let hargs = h
         .args_max_age
         .map_or("none".into(), redjob::ops::duration_text);
+    let per_worker = s
+        .in_force()
+        .concurrency
+        .per_worker
+        .map_or("none".into(), |n| n.to_string());
+    let cfrom = origin(s.concurrency.is_some(), s.set_by.concurrency.as_ref());
     html! {
         section #settings {
             h2 { "Settings" }
-            p.muted { "In force for every worker of this queue (" (from) "); a worker's own value is stored only where none is." }
+            p.muted { "In force for every worker of this queue, which follows a change at its next heartbeat; a worker's own value is stored only where none is." }
             @if ctx.read_only {
-                p { "Dead letters: at most " (count) ", for " (age) "." }
+                p { "Dead letters (" (from) "): at most " (count) ", for " (age) "." }
                 p {
                     "History (" (hfrom) "): " (if h.enabled { "on" } else { "off" }) ", at most " (hcount) ", for " (hage)
                     ", arguments for " (hargs) "."
                 }
+                p { "Concurrency per worker (" (cfrom) "): " (per_worker) "." }
             } @else {
+                p.muted { "Dead letters (" (from) "):" }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
                     label { "Dead letters: at most " input type="text" name="dead_max_count" value=(count) size="8"; }
@@ -237,8 +237,24 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
                     label { "arguments for " input type="text" name="history_args_max_age" value=(hargs) size="8"; }
                     " " button type="submit" { "Save" }
                 }
+                p.muted { "Concurrency (" (cfrom) "):" }
+                form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
+                    (crate::layout::csrf(ctx))
+                    label { "At most " input type="text" name="concurrency" value=(per_worker) size="8"; " at once in each worker" }
+                    " " button type="submit" { "Save" }
+                }
             }
         }
+    }
+}
+
+/// Where a setting in force comes from: who stored it and when, or the
+/// default.
+fn origin(stored: bool, change: Option<&redjob::ops::Change>) -> String {
+    match (stored, change) {
+        (false, _) => "default".into(),
+        (true, None) => "stored with the queue".into(),
+        (true, Some(c)) => format!("set by {} at {}", c.by, crate::fmt::when(c.at_ms)),
     }
 }
 

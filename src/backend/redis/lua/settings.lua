@@ -1,31 +1,38 @@
 -- Reads or stores a queue's settings: fields of its hash that RSMQ ignores
 -- (see QueueSettings::FIELDS), in force for every worker (complete.lua reads
--- the dead-letter retention from them).
+-- the dead-letter retention from them), each with who stored it and when in
+-- a field of its own (QueueSettings::BY_FIELDS, "<ms> <who>").
 -- KEYS[1]  the queue's hash (ns:q:Q): the queue must exist
 -- ARGV[1]  "get" to read, "set" to store over what is stored, "default" to
 --          store only where nothing is stored
 -- ARGV[2]  the number of settings fields N
 -- ARGV[3 .. 2 + N]  the fields' names
 -- ARGV[3 + N .. 2 + 2N]  their values ("" leaves a field as it is)
+-- ARGV[3 + 2N .. 2 + 3N]  the names of the fields recording who set each
+-- ARGV[3 + 3N]  who stores them ("get": unused)
 -- Returns {-1} when the queue does not exist, else {1, then each field's value
---         after the change (false where none is stored)}
+--         after the change (false where none is stored), then who set each}
 local n = tonumber(ARGV[2])
 if not redis.call("HGET", KEYS[1], "vt") then return {-1} end
 local mode = ARGV[1]
 if mode ~= "get" then
+  local change = string.format("%.0f %s", clock(), ARGV[3 + 3 * n])
   for i = 1, n do
-    local field, value = ARGV[2 + i], ARGV[2 + n + i]
+    local field, value, by = ARGV[2 + i], ARGV[2 + n + i], ARGV[2 + 2 * n + i]
     if value ~= "" then
       if mode == "set" then
-        redis.call("HSET", KEYS[1], field, value)
-      else
-        redis.call("HSETNX", KEYS[1], field, value)
+        redis.call("HSET", KEYS[1], field, value, by, change)
+      elseif redis.call("HSETNX", KEYS[1], field, value) == 1 then
+        redis.call("HSET", KEYS[1], by, change)
       end
     end
   end
 end
 local fields = {}
-for i = 1, n do fields[i] = ARGV[2 + i] end
+for i = 1, n do
+  fields[i] = ARGV[2 + i]
+  fields[n + i] = ARGV[2 + 2 * n + i]
+end
 local out = redis.call("HMGET", KEYS[1], unpack(fields))
 table.insert(out, 1, 1)
 return out

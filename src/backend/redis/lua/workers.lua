@@ -11,13 +11,17 @@
 --          build serve (JSON: job types, subscribers), which beats name
 -- KEYS[4]  ns:{@workers}:control: hash of worker id -> the control an operator
 --          set on it, "<quiet|stop> <ms> <who>" (dropped with its entry)
+-- KEYS[5]  ns:{@workers}:settings: hash whose field "v" is the version of the
+--          queues' settings, which every change of them increments (see
+--          Rsmq::set_settings); a beat returns it
 -- ARGV[1]  "beat", "leave", "serve", "control" or "list"
 -- ARGV[2]  the worker's id (beat, leave, control); ARGV[3] its ttl in ms; ARGV[4]
 --          its beat. For "serve", the digest in ARGV[2] and its JSON in
 --          ARGV[3]. For "control", the control in ARGV[3] ("quiet", "stop",
 --          or "" to clear it), who sets it in ARGV[4], and the worker's
 --          hand-off channel in ARGV[5], on which it is woken to read it
--- Returns  beat: {now, the worker's control or ""}; leave, serve: now
+-- Returns  beat: {now, the worker's control or "", the settings' version or
+--          ""}; leave, serve: now
 --          (Unix ms); control: 1, 0 when no live worker has that id (nothing
 --          stored), 2 when it is stopping (a stop is final: kept); list: {now, n, then n x (id, runs out at, beat,
 --          control or ""), then (digest, JSON) x each entry of KEYS[3] a listed
@@ -78,7 +82,9 @@ else
   redis.call("PEXPIRE", KEYS[3], ttl)
   redis.call("PEXPIRE", KEYS[4], ttl)
 end
-if ARGV[1] == "beat" then return {now, redis.call("HGET", KEYS[4], ARGV[2]) or ""} end
+if ARGV[1] == "beat" then
+  return {now, redis.call("HGET", KEYS[4], ARGV[2]) or "", redis.call("HGET", KEYS[5], "v") or ""}
+end
 if ARGV[1] == "control" then return controlled end
 if ARGV[1] ~= "list" then return now end
 local out = {now, 0}

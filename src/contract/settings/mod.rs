@@ -1,0 +1,472 @@
+//! Settings of a queue that govern state every worker shares, stored with the
+//! queue (public at `redjob::ops`): one value in force for all workers, which an
+//! operator changes at run time and a deploy does not undo.
+//!
+//! Each setting is one field of the queue's hash (`ns:q:Q`, which RSMQ's
+//! clients read only their own fields of; deleted with the queue), so it is
+//! stored or not as a whole. Both backends keep the same field values, read
+//! and merged by the same code here: adding a setting is a field of
+//! [`QueueSettings`], its [`FIELDS`](QueueSettings::FIELDS) entry and its
+//! arms in `encode` and `decode`.
+
+use std::time::Duration;
+
+mod text;
+
+pub use text::{duration_text, parse_duration};
+
+use crate::contract::history::History;
+use crate::contract::leases::Retention;
+use crate::{Error, Result};
+
+/// The settings stored for a queue; `None` where none is stored, so the
+/// built-in default applies ([`Retention::default`] for dead letters, no
+/// limit per worker for concurrency).
+///
+/// A worker's builder value ([`WorkerBuilder::dead_letter_retention`](crate::worker::WorkerBuilder::dead_letter_retention),
+/// [`queue_concurrency`](crate::worker::WorkerBuilder::queue_concurrency), …)
+/// is stored only where none is ([`Backend::init_settings`](crate::backend::Backend::init_settings));
+/// from then on the stored value is in force for every worker, and an operator
+/// changes it with [`Admin::set_settings`](crate::ops::Admin::set_settings), the
+/// CLI (`redjob queue settings`) or the dashboard. Every worker follows a
+/// change at its next heartbeat (a third of its lease: 10 s by default).
+///
+/// ```
+/// use redjob::ops::{Concurrency, QueueSettings, Retention};
+///
+/// let s = QueueSettings::dead_letters(Retention { max_count: Some(500), max_age: None });
+/// assert_eq!(s.in_force().dead_letters.max_count, Some(500));
+/// assert_eq!(QueueSettings::default().in_force().dead_letters, Retention::default());
+/// let one = QueueSettings::concurrency(Concurrency::per_worker(1));
+/// assert_eq!(one.in_force().concurrency.per_worker, Some(1));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueSettings {
+    /// How many dead letters the queue keeps, and for how long.
+    pub dead_letters: Option<Retention>,
+    /// How many finished jobs the queue keeps, for how long, and their
+    /// arguments for how long.
+    pub history: Option<History>,
+    /// How many of the queue's jobs run at once.
+    pub concurrency: Option<Concurrency>,
+    /// Who stored each setting, and when (read back from the backend; what a
+    /// caller sets here is ignored).
+    pub set_by: SetBy,
+}
+
+/// How many of a queue's jobs run at once.
+///
+/// ```
+/// use redjob::ops::Concurrency;
+///
+/// assert_eq!(Concurrency::per_worker(2).per_worker, Some(2));
+/// assert_eq!(Concurrency::default().per_worker, None);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Concurrency {
+    /// The most a worker runs (or holds prefetched) of the queue's jobs at
+    /// once; `None`: only the worker's own concurrency limits them.
+    pub per_worker: Option<u32>,
+}
+
+impl Concurrency {
+    /// No limit of the queue's own.
+    pub const UNLIMITED: Concurrency = Concurrency { per_worker: None };
+
+    /// At most `n` at once in each worker.
+    pub fn per_worker(n: u32) -> Self {
+        Concurrency {
+            per_worker: Some(n),
+        }
+    }
+}
+
+/// Who stored each of a queue's settings, and when; `None` for one not stored
+/// (or stored by a release that did not record it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetBy {
+    /// The dead-letter retention's.
+    pub dead_letters: Option<Change>,
+    /// The history retention's.
+    pub history: Option<Change>,
+    /// The concurrency's.
+    pub concurrency: Option<Change>,
+}
+
+/// A setting's last change: who (`worker <id>` for a worker's builder
+/// value, else the [actor](crate::inspect::Inspect::actor): `api`, `cli
+/// alice`, `dashboard bob`) and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Change {
+    /// Who.
+    pub by: String,
+    /// When, Unix ms (backend time).
+    pub at_ms: u64,
+}
+
+impl Change {
+    /// The stored form: `<ms> <who>`.
+    pub(crate) fn encode(at_ms: u64, by: &str) -> String {
+        format!("{at_ms} {by}")
+    }
+
+    fn decode(v: &str) -> Option<Change> {
+        let (ms, by) = v.split_once(' ')?;
+        Some(Change {
+            by: by.to_string(),
+            at_ms: ms.parse().ok()?,
+        })
+    }
+}
+
+/// The settings in force for a queue: the stored ones, else the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InForce {
+    /// How many dead letters the queue keeps, and for how long.
+    pub dead_letters: Retention,
+    /// How many finished jobs the queue keeps, and for how long.
+    pub history: History,
+    /// How many of the queue's jobs run at once.
+    pub concurrency: Concurrency,
+}
+
+/// How many settings there are (one hash field each).
+pub(crate) const COUNT: usize = 3;
+
+/// Field values in [`QueueSettings::FIELDS`] order; `None`: not stored.
+pub(crate) type Fields = [Option<String>; COUNT];
+
+/// The most a queue's concurrency per worker may be.
+pub const MAX_CONCURRENCY: u32 = 1_000_000;
+
+impl QueueSettings {
+    /// The hash field of each setting, in the order the scripts take them.
+    /// `redjob:dead_letters` holds `"<max count> <max age ms>"`, `0` for no
+    /// limit (complete.lua reads it); `redjob:history` holds
+    /// [`History`]'s stored form; `redjob:concurrency` holds the limit per
+    /// worker, `0` for none.
+    pub(crate) const FIELDS: [&'static str; COUNT] = [
+        "redjob:dead_letters",
+        "redjob:history",
+        "redjob:concurrency",
+    ];
+
+    /// Who set each field and when (`"<ms> <who>"`), in the same order.
+    pub(crate) const BY_FIELDS: [&'static str; COUNT] = [
+        "redjob:dead_letters:by",
+        "redjob:history:by",
+        "redjob:concurrency:by",
+    ];
+
+    /// Settings with the dead-letter retention `r`.
+    pub fn dead_letters(r: Retention) -> Self {
+        QueueSettings {
+            dead_letters: Some(r),
+            ..QueueSettings::default()
+        }
+    }
+
+    /// Settings with the history retention `h`.
+    ///
+    /// ```
+    /// use redjob::ops::{History, QueueSettings};
+    ///
+    /// let off = QueueSettings::history(History::OFF);
+    /// assert!(!off.in_force().history.enabled);
+    /// ```
+    pub fn history(h: History) -> Self {
+        QueueSettings {
+            history: Some(h),
+            ..QueueSettings::default()
+        }
+    }
+
+    /// Settings with the concurrency `c`.
+    ///
+    /// ```
+    /// use redjob::ops::{Concurrency, QueueSettings};
+    ///
+    /// let none = QueueSettings::concurrency(Concurrency::UNLIMITED);
+    /// assert_eq!(none.concurrency, Some(Concurrency::UNLIMITED)); // stored: no limit
+    /// ```
+    pub fn concurrency(c: Concurrency) -> Self {
+        QueueSettings {
+            concurrency: Some(c),
+            ..QueueSettings::default()
+        }
+    }
+
+    /// The settings in force: these where stored, else the defaults.
+    pub fn in_force(&self) -> InForce {
+        InForce {
+            dead_letters: self.dead_letters.unwrap_or_default(),
+            history: self.history.unwrap_or_default(),
+            concurrency: self.concurrency.unwrap_or_default(),
+        }
+    }
+
+    /// Whether no setting is stored.
+    pub fn is_empty(&self) -> bool {
+        self.dead_letters.is_none() && self.history.is_none() && self.concurrency.is_none()
+    }
+
+    /// Whether both hold the same values (whoever set them).
+    pub fn same_values(&self, other: &QueueSettings) -> bool {
+        self.encode() == other.encode()
+    }
+
+    /// The field values, in [`FIELDS`](Self::FIELDS) order; `None` where
+    /// nothing is set.
+    pub(crate) fn encode(&self) -> Fields {
+        [
+            self.dead_letters.map(|r| {
+                let (keep, age) = r.limits();
+                format!("{keep} {age}")
+            }),
+            self.history.map(|h| h.encode()),
+            self.concurrency
+                .map(|c| c.per_worker.unwrap_or(0).to_string()),
+        ]
+    }
+
+    /// The settings from stored field values in [`FIELDS`](Self::FIELDS)
+    /// order, and who set them ([`BY_FIELDS`](Self::BY_FIELDS) order). A
+    /// value the scripts would not read either counts as not stored, with a
+    /// warning: the default applies until it is set again.
+    pub(crate) fn decode(values: &[Option<String>], by: &[Option<String>]) -> Self {
+        let field = |i: usize| values.get(i).and_then(|v| v.as_deref());
+        let ignored = |i: usize, v: &str| {
+            tracing::warn!(
+                field = Self::FIELDS[i],
+                value = v,
+                "a queue setting the scripts cannot read is ignored"
+            );
+        };
+        let dead_letters = field(0).and_then(|v| {
+            let read = v
+                .split_once(' ')
+                .and_then(|(k, a)| Some((k.parse::<u64>().ok()?, a.parse::<u64>().ok()?)));
+            if read.is_none() {
+                ignored(0, v);
+            }
+            let (keep, age) = read?;
+            Some(Retention {
+                max_count: (keep > 0).then_some(keep),
+                max_age: (age > 0).then(|| Duration::from_millis(age)),
+            })
+        });
+        let history = field(1).and_then(|v| {
+            let read = History::decode(v);
+            if read.is_none() {
+                ignored(1, v);
+            }
+            read
+        });
+        let concurrency = field(2).and_then(|v| {
+            // a later release may add more numbers after the first
+            let read = v
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| *n <= MAX_CONCURRENCY);
+            if read.is_none() {
+                ignored(2, v);
+            }
+            read.map(|n| Concurrency {
+                per_worker: (n > 0).then_some(n),
+            })
+        });
+        let set_by = |i: usize| {
+            by.get(i)
+                .and_then(|v| v.as_deref())
+                .and_then(Change::decode)
+        };
+        QueueSettings {
+            set_by: SetBy {
+                dead_letters: dead_letters.and(set_by(0)),
+                history: history.and(set_by(1)),
+                concurrency: concurrency.and(set_by(2)),
+            },
+            dead_letters,
+            history,
+            concurrency,
+        }
+    }
+
+    /// `stored` after storing these settings: each one given (`Some`) goes
+    /// over what is stored (`over`), or only where nothing is; each one
+    /// stored records `change` (`<ms> <who>`) in `by`. Both backends merge so
+    /// (settings.lua does the same per field).
+    pub(crate) fn merge(&self, stored: &mut Fields, by: &mut Fields, over: bool, change: &str) {
+        for ((field, new), by) in stored.iter_mut().zip(self.encode()).zip(by.iter_mut()) {
+            if new.is_some() && (over || field.is_none()) {
+                *field = new;
+                *by = Some(change.to_string());
+            }
+        }
+    }
+
+    /// Checks the values a caller asks to store.
+    pub(crate) fn check(&self) -> Result<()> {
+        if let Some(r) = self.dead_letters
+            && (r.max_count == Some(0) || r.max_age == Some(Duration::ZERO))
+        {
+            return Err(Error::InvalidValue {
+                what: "dead-letter retention",
+                reason: "a limit of 0 would keep no dead letter; use None for no limit".into(),
+            });
+        }
+        if let Some(h) = self.history
+            && (h.max_count == Some(0) || h.max_age == Some(Duration::ZERO))
+        {
+            return Err(Error::InvalidValue {
+                what: "history retention",
+                reason: "a limit of 0 would keep no entry; use History::OFF to keep none, None for no limit".into(),
+            });
+        }
+        if let Some(n) = self.concurrency.and_then(|c| c.per_worker)
+            && (n == 0 || n > MAX_CONCURRENCY)
+        {
+            return Err(Error::InvalidValue {
+                what: "queue concurrency",
+                reason: format!(
+                    "{n}: the limit per worker is 1 to {MAX_CONCURRENCY} (Concurrency::UNLIMITED for none)"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_survive_their_stored_form_and_odd_values_are_not_stored() {
+        for s in [
+            QueueSettings::default(),
+            QueueSettings::dead_letters(Retention::default()),
+            QueueSettings::dead_letters(Retention::UNBOUNDED),
+            QueueSettings::dead_letters(Retention {
+                max_count: Some(7),
+                max_age: None,
+            }),
+        ] {
+            assert_eq!(QueueSettings::decode(&s.encode(), &[]), s);
+        }
+        for odd in ["x", "2.5 0", "-1 0", "1 2 3", ""] {
+            assert!(
+                QueueSettings::decode(&[Some(odd.into()), Some(odd.into()), None], &[]).is_empty(),
+                "{odd:?}"
+            );
+        }
+        for odd in ["x", "-1", "2.5", "", " 3", "1000001"] {
+            assert!(
+                QueueSettings::decode(&[None, None, Some(odd.into())], &[]).is_empty(),
+                "{odd:?}"
+            );
+        }
+        // a later release's further numbers are left for it
+        assert_eq!(
+            QueueSettings::decode(&[None, None, Some("4 100".into())], &[]).concurrency,
+            Some(Concurrency::per_worker(4))
+        );
+        for c in [
+            Concurrency::UNLIMITED,
+            Concurrency::per_worker(1),
+            Concurrency::per_worker(MAX_CONCURRENCY),
+        ] {
+            let s = QueueSettings::concurrency(c);
+            assert_eq!(QueueSettings::decode(&s.encode(), &[]), s);
+        }
+        assert!(
+            QueueSettings::concurrency(Concurrency::per_worker(0))
+                .check()
+                .is_err()
+        );
+        assert!(
+            QueueSettings::concurrency(Concurrency::per_worker(MAX_CONCURRENCY + 1))
+                .check()
+                .is_err()
+        );
+        for h in [
+            History::default(),
+            History::OFF,
+            History {
+                max_count: None,
+                max_age: None,
+                args_max_age: None,
+                ..History::default()
+            },
+            History {
+                args_max_age: Some(Duration::ZERO),
+                ..History::default()
+            },
+        ] {
+            let s = QueueSettings::history(h);
+            assert_eq!(QueueSettings::decode(&s.encode(), &[]), s);
+        }
+        assert_eq!(History::default().encode(), "1 1000 86400000 3600000");
+        assert!(
+            QueueSettings::dead_letters(Retention {
+                max_count: Some(0),
+                max_age: None
+            })
+            .check()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_merge_sets_over_or_only_where_nothing_is_stored() {
+        let five = QueueSettings::dead_letters(Retention {
+            max_count: Some(5),
+            max_age: None,
+        });
+        let (mut stored, mut by): (Fields, Fields) = Default::default();
+        five.merge(&mut stored, &mut by, false, "10 worker w1");
+        let read = QueueSettings::decode(&stored, &by);
+        assert!(read.same_values(&five));
+        let first = Change {
+            by: "worker w1".into(),
+            at_ms: 10,
+        };
+        assert_eq!(read.set_by.dead_letters, Some(first.clone()));
+        QueueSettings::dead_letters(Retention::UNBOUNDED).merge(
+            &mut stored,
+            &mut by,
+            false,
+            "20 worker w2",
+        );
+        let read = QueueSettings::decode(&stored, &by);
+        assert!(read.same_values(&five), "kept");
+        assert_eq!(read.set_by.dead_letters, Some(first), "kept");
+        QueueSettings::default().merge(&mut stored, &mut by, true, "30 api");
+        assert!(
+            QueueSettings::decode(&stored, &by).same_values(&five),
+            "nothing given"
+        );
+        QueueSettings::dead_letters(Retention::UNBOUNDED).merge(
+            &mut stored,
+            &mut by,
+            true,
+            "40 cli alice",
+        );
+        let read = QueueSettings::decode(&stored, &by);
+        assert_eq!(read.dead_letters, Some(Retention::UNBOUNDED));
+        assert_eq!(
+            read.set_by.dead_letters,
+            Some(Change {
+                by: "cli alice".into(),
+                at_ms: 40
+            })
+        );
+        assert_eq!(read.set_by.history, None);
+    }
+}

@@ -1,0 +1,126 @@
+//! A limit on how many of a queue's jobs (or a subscriber's events) a worker
+//! holds at once, which an operator can change while it runs: a semaphore
+//! whose size moves. Growing adds permits; shrinking forgets the free ones
+//! and owes the rest, which runs that end pay back before any permit is free
+//! again.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::Semaphore;
+
+/// A resizable limit. Take permits from [`sem`](Self::sem) and forget them;
+/// give them back with [`release`](Self::release).
+pub(crate) struct Limit {
+    sem: Semaphore,
+    /// Permits held beyond the size after a shrink, paid back by releases.
+    owed: AtomicUsize,
+    /// The size; changed under its lock.
+    size: Mutex<usize>,
+}
+
+impl Limit {
+    pub fn new(size: usize) -> Self {
+        Limit {
+            sem: Semaphore::new(size),
+            owed: AtomicUsize::new(0),
+            size: Mutex::new(size),
+        }
+    }
+
+    /// The semaphore to take permits from.
+    pub fn sem(&self) -> &Semaphore {
+        &self.sem
+    }
+
+    /// The size.
+    pub fn size(&self) -> usize {
+        *self.size.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Gives back `n` permits taken and forgotten: first to what a shrink is
+    /// owed, the rest to the semaphore.
+    pub fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if self.owed.load(Ordering::SeqCst) == 0 {
+            self.sem.add_permits(n);
+            if self.owed.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            // a shrink came meanwhile: settle it from what is free now
+            let _size = self.size.lock().unwrap_or_else(|e| e.into_inner());
+            let owed = self.owed.load(Ordering::SeqCst);
+            let forgot = self.sem.forget_permits(owed);
+            self.owed.fetch_sub(forgot, Ordering::SeqCst);
+            return;
+        }
+        let _size = self.size.lock().unwrap_or_else(|e| e.into_inner());
+        let owed = self.owed.load(Ordering::SeqCst);
+        let pay = n.min(owed);
+        self.owed.fetch_sub(pay, Ordering::SeqCst);
+        if n > pay {
+            self.sem.add_permits(n - pay);
+        }
+    }
+
+    /// Moves the size to `to`.
+    pub fn resize(&self, to: usize) {
+        let mut size = self.size.lock().unwrap_or_else(|e| e.into_inner());
+        if to > *size {
+            let grow = to - *size;
+            let owed = self.owed.load(Ordering::SeqCst);
+            let pay = grow.min(owed);
+            self.owed.fetch_sub(pay, Ordering::SeqCst);
+            self.sem.add_permits(grow - pay);
+        } else if to < *size {
+            let shrink = *size - to;
+            let forgot = self.sem.forget_permits(shrink);
+            self.owed.fetch_add(shrink - forgot, Ordering::SeqCst);
+        }
+        *size = to;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Limit;
+
+    /// Takes every free permit; how many.
+    fn take_all(l: &Limit) -> usize {
+        let mut n = 0;
+        while let Ok(p) = l.sem().try_acquire() {
+            p.forget();
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn a_shrink_below_what_is_held_frees_nothing_until_runs_end() {
+        let l = Limit::new(3);
+        assert_eq!(take_all(&l), 3);
+        l.resize(1);
+        l.release(1);
+        assert_eq!(take_all(&l), 0, "2 held, limit 1: none free");
+        l.release(1);
+        assert_eq!(take_all(&l), 0, "1 held, limit 1: none free");
+        l.release(1);
+        assert_eq!(take_all(&l), 1);
+        l.resize(4);
+        assert_eq!(take_all(&l), 3);
+        assert_eq!(l.size(), 4);
+    }
+
+    #[test]
+    fn growing_pays_what_a_shrink_is_owed_first() {
+        let l = Limit::new(2);
+        assert_eq!(take_all(&l), 2);
+        l.resize(0);
+        l.resize(1);
+        assert_eq!(take_all(&l), 0, "2 held, limit 1");
+        l.release(2);
+        assert_eq!(take_all(&l), 1);
+    }
+}
