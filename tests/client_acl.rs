@@ -11,7 +11,7 @@ use common::{RedisServer, wait_for, wait_until};
 use redjob::backend::Backend;
 use redjob::client::{ClientConfig, EnqueueOptions};
 use redjob::inspect::{Inspect, JobState};
-use redjob::ops::{Admin, DeadOrder, History, Schedule, Spread};
+use redjob::ops::{Admin, Concurrency, DeadOrder, History, QueueSettings, Schedule, Spread};
 use redjob::topic::{Event, Start};
 use redjob::{Client, Error, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -162,6 +162,22 @@ async fn the_readme_worker_user_runs_every_feature() {
         .await
     );
     assert!(ops.resume_worker(&id).await.unwrap());
+    // a setting changed, and every worker told: the version moved on
+    let set = ops
+        .set_settings(
+            "acl",
+            &QueueSettings::concurrency(Concurrency::per_worker(2)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(set.set_by.concurrency.unwrap().by, "api");
+    let version: Option<String> = redis::cmd("HGET")
+        .arg("app:{@workers}:settings")
+        .arg("v")
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    assert_eq!(version.as_deref(), Some("1"));
     w.stop().await;
     // the history a worker trims every two minutes, and reads of it
     ops.trim_history("acl").await.unwrap();

@@ -227,8 +227,8 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// are in force for every worker (see
     /// [`QueueSettings`](crate::ops::QueueSettings)).
     /// [`Error::QueueNotFound`](crate::Error::QueueNotFound) when the queue does
-    /// not exist (yet). The default stores nothing, for a backend that keeps
-    /// no settings: each worker's own values apply.
+    /// not exist (yet). The default stores nothing and returns no settings,
+    /// for a backend that keeps none: each worker's own values apply.
     fn init_settings(
         &self,
         queue: &str,

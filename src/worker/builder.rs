@@ -209,8 +209,15 @@ impl<B: Backend> WorkerBuilder<B> {
         self.queue(J::OPTIONS.queue)
     }
 
-    /// At most `limit` jobs of `queue` at once (within the global concurrency);
-    /// serves the queue too. Defaults to no per-queue limit.
+    /// At most `limit` jobs of `queue` at once in each worker (within its
+    /// global concurrency); serves the queue too. Defaults to no per-queue
+    /// limit.
+    ///
+    /// The limit is a setting of the queue's, stored with it where none is
+    /// ([`Concurrency`](crate::ops::Concurrency)): the first value stored is
+    /// in force for every worker of the queue, also those that set none, and
+    /// an operator's change goes over it (followed at each worker's next
+    /// heartbeat). A worker whose backend stores no settings keeps its own.
     pub fn queue_concurrency(mut self, queue: impl Into<String>, limit: usize) -> Self {
         let q = queue.into();
         self = self.queue(q.clone());
@@ -576,13 +583,11 @@ impl<B: Backend> WorkerBuilder<B> {
         }
         for (q, limit) in &self.queues {
             validate::queue_name(q)?;
-            if limit.is_some_and(|n| n == 0 || n > Semaphore::MAX_PERMITS / 2) {
+            let most = crate::contract::settings::MAX_CONCURRENCY as usize;
+            if limit.is_some_and(|n| n == 0 || n > most) {
                 return Err(invalid(
                     "queue_concurrency",
-                    format!(
-                        "queue {q:?} limit must be between 1 and {}",
-                        Semaphore::MAX_PERMITS / 2
-                    ),
+                    format!("queue {q:?} limit must be between 1 and {most}"),
                 ));
             }
         }

@@ -108,12 +108,14 @@ impl PerQueue {
 
 /// Takes one permit (waiting), then as many more as are free, up to `max`.
 /// The permits are forgotten; [`SlotGuard`] or the caller adds them back.
-async fn take(sem: &Semaphore, max: u32) -> u32 {
+/// With `settle` (the worker's slots), when few are free it first lets jobs
+/// just started finish.
+async fn take(sem: &Semaphore, max: u32, settle: bool) -> u32 {
     let Ok(first) = sem.acquire().await else {
         return 0;
     };
     first.forget();
-    if sem.available_permits() < (max as usize) / 2 {
+    if settle && sem.available_permits() < (max as usize) / 2 {
         // jobs just started may finish at once: let them, and fetch a fuller batch
         tokio::task::yield_now().await;
     }
@@ -366,13 +368,17 @@ impl<B: Backend> Dispatcher<B> {
             Ok(p) => p,
             Err(_) => return false,
         };
+        // given back through the limit, which may be owed it
+        local.forget();
         match self.shared.slots.try_acquire() {
             Ok(p) => {
                 p.forget();
-                local.forget();
                 true
             }
-            Err(_) => false,
+            Err(_) => {
+                self.queue_slots.release(1);
+                false
+            }
         }
     }
 
@@ -513,10 +519,10 @@ async fn sleep_precisely(deadline: Instant) {
 /// at least one (waiting for it), at most `max`.
 pub(super) async fn slots(shared: &Shared, local: Option<&Limit>, max: u32) -> u32 {
     match local {
-        None => take(&shared.slots, max).await,
+        None => take(&shared.slots, max, true).await,
         Some(q) => {
-            let n = take(q.sem(), max).await;
-            let g = take(&shared.slots, n).await;
+            let n = take(q.sem(), max, false).await;
+            let g = take(&shared.slots, n, true).await;
             q.release((n - g) as usize);
             g
         }

@@ -13,7 +13,8 @@ use tokio::sync::Semaphore;
 /// give them back with [`release`](Self::release).
 pub(crate) struct Limit {
     sem: Semaphore,
-    /// Permits held beyond the size after a shrink, paid back by releases.
+    /// Permits held beyond the size after a shrink, paid back by releases
+    /// (changed under the size's lock).
     owed: AtomicUsize,
     /// The size; changed under its lock.
     size: Mutex<usize>,
@@ -39,27 +40,18 @@ impl Limit {
     }
 
     /// Gives back `n` permits taken and forgotten: first to what a shrink is
-    /// owed, the rest to the semaphore.
+    /// owed, the rest to the semaphore (under the lock, so that no permit is
+    /// freed while a shrink is owed).
     pub fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
-        if self.owed.load(Ordering::SeqCst) == 0 {
-            self.sem.add_permits(n);
-            if self.owed.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            // a shrink came meanwhile: settle it from what is free now
-            let _size = self.size.lock().unwrap_or_else(|e| e.into_inner());
-            let owed = self.owed.load(Ordering::SeqCst);
-            let forgot = self.sem.forget_permits(owed);
-            self.owed.fetch_sub(forgot, Ordering::SeqCst);
-            return;
-        }
         let _size = self.size.lock().unwrap_or_else(|e| e.into_inner());
-        let owed = self.owed.load(Ordering::SeqCst);
+        let owed = self.owed.load(Ordering::Relaxed);
         let pay = n.min(owed);
-        self.owed.fetch_sub(pay, Ordering::SeqCst);
+        if pay > 0 {
+            self.owed.store(owed - pay, Ordering::Relaxed);
+        }
         if n > pay {
             self.sem.add_permits(n - pay);
         }
@@ -122,5 +114,54 @@ mod tests {
         assert_eq!(take_all(&l), 0, "2 held, limit 1");
         l.release(2);
         assert_eq!(take_all(&l), 1);
+    }
+
+    /// Two threads take and give back permits while a third resizes: no
+    /// permit is created or lost.
+    #[test]
+    fn releases_racing_resizes_keep_the_count() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let l = Arc::new(Limit::new(8));
+        let held = Arc::new(AtomicUsize::new(0));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (l, held) = (l.clone(), held.clone());
+                std::thread::spawn(move || {
+                    for i in 0..20_000 {
+                        if let Ok(p) = l.sem().try_acquire() {
+                            p.forget();
+                            held.fetch_add(1, Ordering::SeqCst);
+                        }
+                        if i % 3 == 0
+                            && held
+                                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
+                                    h.checked_sub(1)
+                                })
+                                .is_ok()
+                        {
+                            l.release(1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let resizer = {
+            let l = l.clone();
+            std::thread::spawn(move || {
+                for i in 0..20_000 {
+                    l.resize([1, 5, 2, 8, 3][i % 5]);
+                }
+            })
+        };
+        for w in workers {
+            w.join().unwrap();
+        }
+        resizer.join().unwrap();
+        l.resize(3);
+        // give back all that is held: then exactly the size is free
+        let n = held.swap(0, Ordering::SeqCst);
+        l.release(n);
+        assert_eq!(take_all(&l), 3);
     }
 }

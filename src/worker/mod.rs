@@ -292,10 +292,26 @@ impl<B: Backend> Worker<B> {
         // runs starting and ending: the registry beats soon after
         let changed = Arc::new(Notify::new());
         // each queue's limit per worker (no more than the worker holds),
-        // which the settings stored with the queue set
+        // which the settings stored with the queue set: read (and the
+        // builder's stored where none is) before any job is taken
         let unlimited = self.shared.slots.available_permits();
-        let mut limits = HashMap::new();
-        for (name, limit) in &self.queues {
+        let limits: HashMap<String, (Arc<limit::Limit>, Option<usize>)> = self
+            .queues
+            .iter()
+            .map(|(name, limit)| {
+                let l = limit::Limit::new(limit.unwrap_or(unlimited).min(unlimited));
+                (name.clone(), (Arc::new(l), *limit))
+            })
+            .collect();
+        let follow = settings::Follow {
+            limits: limits.clone(),
+            unlimited,
+            base: self.settings.clone(),
+            by: format!("worker {}", self.id),
+            changes: self.shared.controls.settings.subscribe(),
+        };
+        follow.first_pass(&self.backend).await;
+        for (name, _) in &self.queues {
             let queue: Arc<str> = name.as_str().into();
             let wake = Arc::new(Notify::new());
             wakes.insert(name.clone(), wake.clone());
@@ -330,11 +346,7 @@ impl<B: Backend> Worker<B> {
                 queue,
                 worker: worker.clone(),
                 shared: self.shared.clone(),
-                queue_slots: {
-                    let l = Arc::new(limit::Limit::new(limit.unwrap_or(unlimited).min(unlimited)));
-                    limits.insert(name.clone(), (l.clone(), *limit));
-                    l
-                },
+                queue_slots: limits[name].0.clone(),
                 wake,
                 tx,
                 tracker: tracker.clone(),
@@ -373,13 +385,7 @@ impl<B: Backend> Worker<B> {
         infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
         infra.spawn(settings::init(
             self.backend.clone(),
-            settings::Follow {
-                limits,
-                unlimited,
-                base: self.settings.clone(),
-                by: format!("worker {}", self.id),
-                changes: self.shared.controls.settings.subscribe(),
-            },
+            follow,
             self.shared.lease / 3,
             stop.clone(),
         ));

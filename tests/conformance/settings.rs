@@ -365,4 +365,35 @@ pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env:
             .by,
         "ops bob"
     );
+
+    // stored below a starting worker's builder value, with jobs already
+    // waiting: the stored one holds from the first job on
+    ops.set_settings(
+        "limited",
+        &QueueSettings::concurrency(Concurrency::per_worker(1)),
+    )
+    .await
+    .unwrap();
+    let before = env.client.stats("limited").await.unwrap().processed;
+    for _ in 0..8 {
+        env.client.enqueue(&Counted).await.unwrap();
+    }
+    let w = Worker::builder(q.clone())
+        .register::<Counted>()
+        .queue_concurrency("limited", 5)
+        .concurrency(10)
+        .lease(Duration::from_secs(3))
+        .data(at.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            env.client.stats("limited").await.unwrap().processed >= before + 8
+        })
+        .await
+    );
+    w.stop().await;
+    assert_eq!(at.take_most(), 1, "the stored 1, not the builder's 5");
 }

@@ -397,6 +397,10 @@ pub async fn invalid_settings_are_rejected_at_build(env: &Env) {
     assert!(b().lease(Duration::from_millis(10)).build().is_err());
     assert!(b().queue("bad name").build().is_err());
     assert!(b().queue_concurrency("q", 0).build().is_err());
+    // a limit the queue's settings could not store
+    let most = redjob::ops::MAX_CONCURRENCY as usize;
+    assert!(b().queue_concurrency("q", most + 1).build().is_err());
+    assert!(b().queue_concurrency("q", most).build().is_ok());
     assert!(b().poll_interval(Duration::ZERO).build().is_err());
     let w = b().register::<Rec>().register::<Gauge>().build().unwrap();
     assert_eq!(w.queues().collect::<Vec<_>>(), ["work", "narrow"]);

@@ -111,6 +111,14 @@ async fn on_queue(
             };
             format!("Deleted {} jobs.", num(n))
         }
+        "settings"
+            if fields
+                .get("concurrency")
+                .is_some_and(|v| v.trim().is_empty()) =>
+        {
+            // the form left empty: nothing to store
+            "Nothing changed.".to_string()
+        }
         "settings" if fields.get("concurrency").is_some() => {
             // `none`: no limit of the queue's own
             let given = fields.get("concurrency").map(str::trim).unwrap_or("");

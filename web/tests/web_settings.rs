@@ -74,7 +74,24 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
         page.body
     );
 
-    // the concurrency per worker, for every worker
+    // the concurrency per worker, for every worker: not stored, the form
+    // is empty, and saving it so stores nothing
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(
+        page.body
+            .contains(r#"name="concurrency" value="" placeholder="none""#),
+        "{}",
+        page.body
+    );
+    let same = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("concurrency", "")],
+    )
+    .await;
+    assert!(note(&same).contains("Nothing changed"), "{}", note(&same));
+    assert_eq!(client.settings("mail").await.unwrap().concurrency, None);
     let saved = post(
         &app,
         "/queues/mail/settings",

@@ -172,21 +172,16 @@ impl Rsmq {
     }
 
     /// Tells every worker that a queue's settings changed: it reads its
-    /// queues' settings again at its next beat. The version lives a day past
-    /// its last change (a worker that finds it gone reads them again too).
+    /// queues' settings again at its next beat. The version never expires
+    /// (one small hash per namespace), so it never comes back to a value a
+    /// worker saw.
     pub(crate) async fn settings_changed(&self) -> Result<()> {
         let (mut con, ns, _) = self.ns_parts();
         let [_, _, _, _, settings] = ns.workers();
-        let _: () = redis::pipe()
-            .cmd("HINCRBY")
+        let _: i64 = redis::cmd("HINCRBY")
             .arg(&settings)
             .arg("v")
             .arg(1)
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&settings)
-            .arg(86_400_000)
-            .ignore()
             .query_async(&mut con)
             .await?;
         Ok(())

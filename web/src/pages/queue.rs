@@ -199,6 +199,12 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
         .concurrency
         .per_worker
         .map_or("none".into(), |n| n.to_string());
+    // not stored: left empty, so that saving the form unchanged stores nothing
+    let stored_per_worker = if s.concurrency.is_some() {
+        per_worker.clone()
+    } else {
+        String::new()
+    };
     let cfrom = origin(s.concurrency.is_some(), s.set_by.concurrency.as_ref());
     html! {
         section #settings {
@@ -240,7 +246,7 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
                 p.muted { "Concurrency (" (cfrom) "):" }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
-                    label { "At most " input type="text" name="concurrency" value=(per_worker) size="8"; " at once in each worker" }
+                    label { "At most " input type="text" name="concurrency" value=(stored_per_worker) placeholder="none" size="8"; " at once in each worker" }
                     " " button type="submit" { "Save" }
                 }
             }
