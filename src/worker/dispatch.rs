@@ -521,6 +521,27 @@ pub(super) async fn slots(shared: &Shared, local: Option<&Limit>, max: u32) -> u
     match local {
         None => take(&shared.slots, max, true).await,
         Some(q) => {
+            // the worker's first, then as many of the limit's as are free
+            // (all of them when no limit binds: nothing to give back)
+            let g = take(&shared.slots, max, true).await;
+            let mut n = 0;
+            while n < g {
+                match q.sem().try_acquire() {
+                    Ok(p) => {
+                        p.forget();
+                        n += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if n > 0 {
+                if g > n {
+                    shared.slots.add_permits((g - n) as usize);
+                }
+                return n;
+            }
+            // the limit binds: wait for its places, then the worker's
+            shared.slots.add_permits(g as usize);
             let n = take(q.sem(), max, false).await;
             let g = take(&shared.slots, n, true).await;
             q.release((n - g) as usize);

@@ -40,18 +40,29 @@ impl Limit {
     }
 
     /// Gives back `n` permits taken and forgotten: first to what a shrink is
-    /// owed, the rest to the semaphore (under the lock, so that no permit is
-    /// freed while a shrink is owed).
+    /// owed, the rest to the semaphore. Without a debt (the common case: no
+    /// shrink under way) it takes no lock; a shrink that lands between its
+    /// look and its give-back is settled from the free permits right after,
+    /// so at most that one permit is free for that moment.
     pub fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
-        let _size = self.size.lock().unwrap_or_else(|e| e.into_inner());
-        let owed = self.owed.load(Ordering::Relaxed);
-        let pay = n.min(owed);
-        if pay > 0 {
-            self.owed.store(owed - pay, Ordering::Relaxed);
+        if self.owed.load(Ordering::SeqCst) == 0 {
+            self.sem.add_permits(n);
+            if self.owed.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            let _size = self.size.lock().unwrap_or_else(|e| e.into_inner());
+            let owed = self.owed.load(Ordering::SeqCst);
+            let forgot = self.sem.forget_permits(owed);
+            self.owed.fetch_sub(forgot, Ordering::SeqCst);
+            return;
         }
+        let _size = self.size.lock().unwrap_or_else(|e| e.into_inner());
+        let owed = self.owed.load(Ordering::SeqCst);
+        let pay = n.min(owed);
+        self.owed.fetch_sub(pay, Ordering::SeqCst);
         if n > pay {
             self.sem.add_permits(n - pay);
         }
