@@ -1,0 +1,193 @@
+//! One event's run: its handler on the worker's pool, with its timeout,
+//! cancellation and retries, and how it ended.
+
+use super::*;
+
+pub(super) fn spawn_run(
+    env: &Env,
+    spec: &Arc<Spec>,
+    names: &Arc<Names>,
+    tx: &mpsc::UnboundedSender<Done>,
+    local: Option<Arc<crate::worker::limit::Limit>>,
+    abort: Option<CancellationToken>,
+    ev: Received,
+) {
+    let slot = SlotGuard {
+        shared: env.shared.clone(),
+        queue_slots: local,
+    };
+    let (spec, names, tx) = (spec.clone(), names.clone(), tx.clone());
+    // an ordered subscriber's runs are also cancelled when its worker loses it
+    let abort = abort.unwrap_or_else(|| env.abort.clone());
+    let (shared, stop) = (env.shared.clone(), env.stop.clone());
+    env.tracker.spawn(async move {
+        let done = handle(ev, &spec, &names, &shared, &stop, &abort).await;
+        // held (and renewed) until the settle loop has settled it
+        let _ = tx.send(done);
+        drop(slot);
+    });
+}
+
+/// Runs one event (retrying in place when ordered) and says how it ended.
+async fn handle(
+    mut ev: Received,
+    spec: &Spec,
+    names: &Names,
+    shared: &Shared,
+    stop: &CancellationToken,
+    abort: &CancellationToken,
+) -> Done {
+    if ev.to.as_deref().is_some_and(|to| *to != *names.sub) {
+        // a dead letter requeued for another subscriber
+        return Done::Ack(ev.id, ev.deliveries > 1);
+    }
+    let (Some(ty), Some(data)) = (ev.event_type.as_deref(), ev.data.as_deref()) else {
+        let error = "not an event: the entry has no `type` or no `data` field (UTF-8)".to_string();
+        tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
+        return Done::Dead(ev, error, Vec::new());
+    };
+    let Some(handler) = spec.handlers.get(ty) else {
+        tracing::debug!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, event.type = %ty, "no handler for this event type in this subscriber: skipped");
+        return Done::Ack(ev.id, ev.deliveries > 1);
+    };
+    let opts = handler.options();
+    let max = opts.max_attempts.max(1);
+    if ev.deliveries > max {
+        let error = format!(
+            "delivered {} times without finishing (max_attempts {max}): its runs never ended (the worker died each time?)",
+            ev.deliveries
+        );
+        tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
+        return Done::Dead(ev, error, Vec::new());
+    }
+    let mut attempt = ev.deliveries;
+    // this delivery's runs (an ordered subscriber retries in place)
+    let mut runs = Vec::new();
+    loop {
+        // the worker turned quiet: it goes back unstarted
+        let running = if stop.is_cancelled() || shared.controls.is_quiet() {
+            None
+        } else if let Ok(p) = shared.running.try_acquire() {
+            Some(p)
+        } else {
+            let mut quiet = shared.controls.quiet.subscribe();
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => None,
+                _ = quiet.wait_for(|q| *q) => None,
+                p = shared.running.acquire() => p.ok(),
+            }
+        };
+        let Some(_running) = running else {
+            // shutdown (or quiet) before it ran: not an attempt
+            if !runs.is_empty() {
+                // an ordered subscriber's retry in place: the attempts made count
+                return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt.saturating_sub(1)));
+            }
+            return Done::Release(ev.id, attempt.saturating_sub(1));
+        };
+        let span = tracing::info_span!("event", topic = %names.topic, subscriber = %names.sub,
+            event.id = %ev.id, event.r#type = %ty, attempt);
+        let cancel = abort.child_token();
+        let ctx = EventContext::new(ev.id, names.topic.clone(), names.sub.clone(), attempt)
+            .with_parts(shared.data.clone(), cancel.clone());
+        let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
+        let m = names.metrics.get(ty);
+        if let Some(m) = m {
+            m.started.increment(1);
+        }
+        let began = std::time::Instant::now();
+        let result = async {
+            let fut = match handler.start(data, ctx) {
+                Ok(f) => f,
+                Err(error) => return Err((error, Wants::Fatal, AttemptOutcome::Error)),
+            };
+            let guarded = AssertUnwindSafe(fut).catch_unwind();
+            let r = tokio::select! {
+                r = tokio::time::timeout(timeout, guarded) => r,
+                _ = cancel.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO), AttemptOutcome::Cancelled)),
+            };
+            let r = match r {
+                Err(_) => {
+                    cancel.cancel();
+                    return Err((format!("timed out after {timeout:?}"), Wants::Retry, AttemptOutcome::Timeout));
+                }
+                Ok(Err(p)) => {
+                    let msg = panic_message(&*p);
+                    return Err((format!("panicked: {msg}"), Wants::Retry, AttemptOutcome::Panic));
+                }
+                Ok(Ok(r)) => r,
+            };
+            r.map_err(|e| (e.chain(), e.outcome(), AttemptOutcome::Error))
+        }
+        .instrument(span.clone())
+        .await;
+        let ended = std::time::Instant::now();
+        if let Some(m) = m {
+            m.run.record(ended.duration_since(began).as_secs_f64());
+        }
+        let count = |c: fn(&EventMetrics) -> &metrics::Counter| {
+            if let Some(m) = m {
+                c(m).increment(1);
+            }
+        };
+        let _e = span.enter();
+        let (error, wants, outcome) = match result {
+            Ok(()) => {
+                count(|m| &m.succeeded);
+                return Done::Ack(ev.id, ev.deliveries > 1);
+            }
+            Err(e) => e,
+        };
+        let outcome = if abort.is_cancelled() {
+            AttemptOutcome::Cancelled
+        } else {
+            outcome
+        };
+        runs.push(EventRun::new(
+            ev.id,
+            attempt,
+            began,
+            ended,
+            outcome,
+            Some(error.clone()),
+        ));
+        // the backend keeps the last MAX_RECORDS
+        if runs.len() > MAX_RECORDS {
+            runs.remove(0);
+        }
+        // a dead letter says how often it ran, retries in place included
+        ev.deliveries = ev.deliveries.max(attempt);
+        if abort.is_cancelled() {
+            count(|m| &m.cancelled);
+            return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt));
+        }
+        let delay = match wants {
+            Wants::Fatal => {
+                count(|m| &m.dead);
+                tracing::error!(%error, "event failed for good: dead-lettered");
+                return Done::Dead(ev, error, runs);
+            }
+            _ if attempt >= max => {
+                count(|m| &m.dead);
+                tracing::error!(%error, "event failed on its last attempt: dead-lettered");
+                return Done::Dead(ev, error, runs);
+            }
+            Wants::RetryAfter(d) => d,
+            _ => shared.retry.delay(opts.backoff, attempt),
+        };
+        let delay = delay.min(shared.lease);
+        count(|m| &m.retried);
+        tracing::warn!(%error, retry_in = ?delay, "event failed; retrying");
+        if !spec.sub.ordered {
+            return Done::Retry(ev.id, delay, runs, None);
+        }
+        drop(_e);
+        // ordered: the next event waits for this one, held (and renewed) meanwhile
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt)),
+        }
+        attempt += 1;
+    }
+}
