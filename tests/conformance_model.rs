@@ -49,7 +49,8 @@ use redjob::backend::memory::{Clock, MemoryBackend};
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
 use redjob::inspect::{Cancelled, Inspect, JobInfo, JobState, StateCounts};
 use redjob::ops::{
-    Admin, DeadOrder, DeadQuery, OverviewQuery, QueueSettings, Retention, Spread, Tick, Ticked,
+    Admin, Concurrency, DeadOrder, DeadQuery, OverviewQuery, QueueSettings, Retention, Spread,
+    Tick, Ticked,
 };
 use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
@@ -163,6 +164,11 @@ enum Op {
     Settings {
         keep: Option<u8>,
     },
+    /// Store the queue's concurrency per worker (no limit with `None`); the
+    /// retention stored before stays.
+    Concurrency {
+        per_worker: Option<u8>,
+    },
     /// Requeue one dead letter (named twice), due after `delay` slots.
     RequeueDead {
         msg: Index,
@@ -250,6 +256,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<Index>().prop_map(|msg| Op::RunNow { msg }),
         1 => any::<bool>().prop_map(|on| Op::Pause { on }),
         2 => prop::option::of(1..=2u8).prop_map(|keep| Op::Settings { keep }),
+        1 => prop::option::of(1..=3u8).prop_map(|per_worker| Op::Concurrency { per_worker }),
         3 => (any::<Index>(), prop::option::of(0..=1u8)).prop_map(|(msg, delay)| Op::RequeueDead { msg, delay }),
         1 => any::<Index>().prop_map(|msg| Op::DeleteDead { msg }),
         1 => prop_oneof![Just(Op::PurgeDead), Just(Op::PurgeQueue)],
@@ -274,6 +281,10 @@ enum Seen {
     Extended(Option<u32>),
     Flag(bool),
     Count(u64),
+    /// Settings read back: the dead letters kept (0: none stored or no
+    /// limit), the concurrency per worker (0: none stored or no limit), and
+    /// who stored the concurrency
+    Stored(u64, u32, String),
     /// acked, rescheduled, dead, and how many were gone
     Settled(u64, u64, u64, usize),
     /// dead-lettered, then how many dead letters the queue kept
@@ -672,6 +683,19 @@ impl Side {
                     Ok(s) => {
                         Seen::Count(s.dead_letters.and_then(|r| r.max_count).unwrap_or_default())
                     }
+                    Err(e) => err(e),
+                }
+            }
+            Op::Concurrency { per_worker } => {
+                let c = per_worker.map_or(Concurrency::UNLIMITED, |n| {
+                    Concurrency::per_worker(u32::from(n))
+                });
+                match b.set_settings(&q, &QueueSettings::concurrency(c)).await {
+                    Ok(s) => Seen::Stored(
+                        s.dead_letters.and_then(|r| r.max_count).unwrap_or_default(),
+                        s.in_force().concurrency.per_worker.unwrap_or_default(),
+                        s.set_by.concurrency.map(|c| c.by).unwrap_or_default(),
+                    ),
                     Err(e) => err(e),
                 }
             }

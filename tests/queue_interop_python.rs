@@ -83,6 +83,16 @@ impl Job for Welcome {
     }
 }
 
+/// A worker of `Welcome` jobs that records them in `seen`, serving.
+async fn serve(client: &Client, seen: &Arc<Mutex<Vec<Welcome>>>) -> common::Running {
+    let worker = Worker::builder(client.backend())
+        .register::<Welcome>()
+        .data(seen.clone())
+        .build()
+        .unwrap();
+    common::start_serving(worker).await
+}
+
 #[tokio::test]
 async fn python_enqueues_a_typed_job_a_redjob_worker_runs() {
     let server = RedisServer::start();
@@ -104,12 +114,7 @@ async fn python_enqueues_a_typed_job_a_redjob_worker_runs() {
     let found = client.locate(&id.parse().unwrap()).await.unwrap();
     assert_eq!(found.expect("listed under its RSMQ id").queue, "py-mail");
     let seen: Arc<Mutex<Vec<Welcome>>> = Arc::default();
-    let worker = Worker::builder(client.backend())
-        .register::<Welcome>()
-        .data(seen.clone())
-        .build()
-        .unwrap();
-    let running = common::start_serving(worker).await;
+    let running = serve(&client, &seen).await;
     let done =
         common::wait_until(Duration::from_secs(10), || !seen.lock().unwrap().is_empty()).await;
     running.stop().await;
@@ -173,12 +178,7 @@ async fn a_python_delay_holds_the_job_back_from_a_redjob_worker() {
     let port = server.port.to_string();
     let client = Client::connect(&server.url()).await.unwrap();
     let seen: Arc<Mutex<Vec<Welcome>>> = Arc::default();
-    let worker = Worker::builder(client.backend())
-        .register::<Welcome>()
-        .data(seen.clone())
-        .build()
-        .unwrap();
-    let running = common::start_serving(worker).await;
+    let running = serve(&client, &seen).await;
     let sent = std::time::Instant::now();
     run_python(
         "enqueue_job.py",

@@ -13,7 +13,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::contract::backend::Backend;
 use crate::contract::stats::QueueStats;
 use crate::contract::time::UnixMs;
-use crate::worker::{Embed, Worker, WorkerBuilder};
+use crate::worker::{Worker, WorkerBuilder};
 
 /// The lease of the kit's workers (the default): a subscriber claims an event
 /// waiting for its retry once it was idle this long.
@@ -31,9 +31,7 @@ impl TestKit {
             .grace_period(Duration::ZERO)
             .data_map(self.data.clone())
             .shutdown(stop.child_token())
-            .embed(Embed {
-                sink: self.sink.clone(),
-            });
+            .sink(self.sink.clone());
         for h in &self.hooks {
             b = b.hooks(h.clone());
         }

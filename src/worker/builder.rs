@@ -66,7 +66,7 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     starter: Option<Starter<B>>,
     /// A handler registered twice for one event type and subscriber.
     twice: Option<String>,
-    embed: super::Embed,
+    sink: super::Sink,
 }
 
 impl<B: Backend> WorkerBuilder<B> {
@@ -94,13 +94,14 @@ impl<B: Backend> WorkerBuilder<B> {
             subscriptions: Vec::new(),
             starter: None,
             twice: None,
-            embed: super::Embed::default(),
+            sink: super::Sink::default(),
         }
     }
 
-    /// Plugs in what the test kit needs (see [`Embed`](super::Embed)).
-    pub(crate) fn embed(mut self, embed: super::Embed) -> Self {
-        self.embed = embed;
+    /// Sends the worker's metrics to `sink` (the test kit's own recorder)
+    /// rather than the global one.
+    pub(crate) fn sink(mut self, sink: super::Sink) -> Self {
+        self.sink = sink;
         self
     }
 
@@ -664,7 +665,7 @@ impl<B: Backend> WorkerBuilder<B> {
             metrics: self.metrics,
             sample_every: self.metrics_interval.filter(|_| self.metrics),
             controls: Arc::new(super::control::Controls::new()),
-            embed: self.embed,
+            sink: self.sink,
         };
         Ok(Worker {
             backend: self.backend,

@@ -116,13 +116,7 @@ pub(crate) struct Shared {
     pub sample_every: Option<Duration>,
     /// The controls an operator set on this worker (quiet, stop).
     pub controls: Arc<control::Controls>,
-    /// What the test kit plugs in.
-    pub embed: Embed,
-}
-
-/// What the test kit plugs into its workers: its own metrics recorder.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Embed {
+    /// Where its metrics go: the global recorder, or the test kit's own.
     pub sink: metrics::Sink,
 }
 
@@ -342,7 +336,7 @@ impl<B: Backend> Worker<B> {
             let qm = metrics::QueueMetrics::new(
                 queue.clone(),
                 self.shared.metrics,
-                self.shared.embed.sink.clone(),
+                self.shared.sink.clone(),
             );
             let d = Dispatcher {
                 backend: self.backend.clone(),
@@ -418,13 +412,13 @@ impl<B: Backend> Worker<B> {
         readers.close();
         infra.spawn(warn_about_backend(self.backend.clone()));
         if self.shared.metrics {
-            self.shared.embed.sink.with(metrics::describe);
+            self.shared.sink.with(metrics::describe);
         }
         if let Some(every) = self.shared.sample_every {
             let queues = self.queues.iter().map(|(q, _)| q.clone()).collect();
             infra.spawn(metrics::sample(
                 self.backend.clone(),
-                self.shared.embed.sink.clone(),
+                self.shared.sink.clone(),
                 queues,
                 every,
                 stop.clone(),

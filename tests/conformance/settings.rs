@@ -272,6 +272,37 @@ async fn run_batch(env: &Env, n: usize) {
     );
 }
 
+/// A worker of `Counted` with `builder` as its limit for the queue, 10 in
+/// all, beating every second (a change is followed within one).
+fn counted_worker(env: &Env, builder: usize, at: &std::sync::Arc<AtOnce>) -> Worker {
+    Worker::builder(env.client.backend())
+        .register::<Counted>()
+        .queue_concurrency("limited", builder)
+        .concurrency(10)
+        .lease(Duration::from_secs(3))
+        .data(at.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap()
+}
+
+/// Stores the concurrency `c` as `ops`, waits past the workers' next beat,
+/// runs `n` jobs and returns the most seen at once.
+async fn set_then_run(
+    env: &Env,
+    ops: &redjob::Client,
+    c: Concurrency,
+    n: usize,
+    at: &AtOnce,
+) -> usize {
+    ops.set_settings("limited", &QueueSettings::concurrency(c))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    run_batch(env, n).await;
+    at.take_most()
+}
+
 pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env: &Env) {
     let q = env.client.backend();
     q.create_queue("limited", QueueOptions::default())
@@ -279,16 +310,7 @@ pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env:
         .unwrap();
     let at = std::sync::Arc::new(AtOnce::default());
     // the builder's 3 per worker becomes the queue's, with who stored it
-    let w = Worker::builder(q.clone())
-        .register::<Counted>()
-        .queue_concurrency("limited", 3)
-        .concurrency(10)
-        // a beat a second: a change is followed within one
-        .lease(Duration::from_secs(3))
-        .data(at.clone())
-        .handle_signals(false)
-        .build()
-        .unwrap();
+    let w = counted_worker(env, 3, &at);
     let id = w.id().to_string();
     let w = start_serving(w).await;
     let stored = wait_for(Duration::from_secs(10), || async {
@@ -303,51 +325,26 @@ pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env:
     run_batch(env, 12).await;
     assert_eq!(at.take_most(), 3, "the limit was reached, and held");
 
-    // an operator lowers it: the running worker follows at its next beat
+    // an operator lowers it, raises it past the builder's value, lifts it:
+    // the running worker follows each at its next beat
     let ops = env.client.clone().acting_as("ops bob");
-    ops.set_settings(
-        "limited",
-        &QueueSettings::concurrency(Concurrency::per_worker(1)),
-    )
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    run_batch(env, 6).await;
-    assert_eq!(at.take_most(), 1);
-
-    // and raises it past the builder's value, or lifts it
-    ops.set_settings(
-        "limited",
-        &QueueSettings::concurrency(Concurrency::per_worker(5)),
-    )
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    run_batch(env, 20).await;
-    assert_eq!(at.take_most(), 5);
-    ops.set_settings(
-        "limited",
-        &QueueSettings::concurrency(Concurrency::UNLIMITED),
-    )
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    run_batch(env, 20).await;
-    assert_eq!(at.take_most(), 10, "the worker's own concurrency");
+    assert_eq!(
+        set_then_run(env, &ops, Concurrency::per_worker(1), 6, &at).await,
+        1
+    );
+    assert_eq!(
+        set_then_run(env, &ops, Concurrency::per_worker(5), 20, &at).await,
+        5
+    );
+    assert_eq!(
+        set_then_run(env, &ops, Concurrency::UNLIMITED, 20, &at).await,
+        10,
+        "the worker's own concurrency"
+    );
     w.stop().await;
 
     // a worker started later with another builder value follows the stored one
-    let w = Worker::builder(q.clone())
-        .register::<Counted>()
-        .queue_concurrency("limited", 2)
-        .concurrency(10)
-        .lease(Duration::from_secs(3))
-        .data(at.clone())
-        .handle_signals(false)
-        .build()
-        .unwrap();
-    let w = start_serving(w).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let w = start_serving(counted_worker(env, 2, &at)).await;
     run_batch(env, 20).await;
     assert_eq!(
         at.take_most(),
@@ -355,16 +352,14 @@ pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env:
         "the stored no-limit, not the builder's 2"
     );
     w.stop().await;
-    assert_eq!(
-        q.settings("limited")
-            .await
-            .unwrap()
-            .set_by
-            .concurrency
-            .unwrap()
-            .by,
-        "ops bob"
-    );
+    let by = q
+        .settings("limited")
+        .await
+        .unwrap()
+        .set_by
+        .concurrency
+        .unwrap();
+    assert_eq!(by.by, "ops bob");
 
     // stored below a starting worker's builder value, with jobs already
     // waiting: the stored one holds from the first job on
@@ -378,16 +373,7 @@ pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env:
     for _ in 0..8 {
         env.client.enqueue(&Counted).await.unwrap();
     }
-    let w = Worker::builder(q.clone())
-        .register::<Counted>()
-        .queue_concurrency("limited", 5)
-        .concurrency(10)
-        .lease(Duration::from_secs(3))
-        .data(at.clone())
-        .handle_signals(false)
-        .build()
-        .unwrap();
-    let w = start_serving(w).await;
+    let w = start_serving(counted_worker(env, 5, &at)).await;
     assert!(
         wait_for(Duration::from_secs(20), || async {
             env.client.stats("limited").await.unwrap().processed >= before + 8

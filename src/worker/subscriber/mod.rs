@@ -98,7 +98,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let shared = env.shared.clone();
     let metrics = if shared.metrics {
         EventMetrics::for_events(
-            &shared.embed.sink,
+            &shared.sink,
             &spec.topic,
             &spec.sub.name,
             spec.handlers.keys().copied(),
@@ -136,7 +136,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let sampler = shared.sample_every.map(|every| {
         tokio::spawn(sample_subscriber(
             backend.clone(),
-            shared.embed.sink.clone(),
+            shared.sink.clone(),
             names.topic.clone(),
             names.sub.clone(),
             every,
