@@ -11,7 +11,9 @@ use common::{RedisServer, wait_for, wait_until};
 use redjob::backend::Backend;
 use redjob::client::{ClientConfig, EnqueueOptions};
 use redjob::inspect::{Inspect, JobState};
-use redjob::ops::{Admin, Concurrency, DeadOrder, History, QueueSettings, Schedule, Spread};
+use redjob::ops::{
+    Admin, Concurrency, DeadOrder, History, QueueSettings, RateLimit, Schedule, Spread,
+};
 use redjob::topic::{Event, Start};
 use redjob::{Client, Error, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -94,6 +96,12 @@ async fn the_readme_worker_user_runs_every_feature() {
     };
     let worker = Worker::builder(client.backend())
         .queue("acl")
+        // limits across the fleet: fetches count starts and places
+        .queue_rate_limit(
+            "acl_limited",
+            RateLimit::new(100, Duration::from_millis(200)),
+        )
+        .queue_global_concurrency("acl_limited", 5)
         .history(one)
         .data(runs.clone())
         .subscribe("audit", move |_: Happened, _| {
@@ -131,9 +139,19 @@ async fn the_readme_worker_user_runs_every_feature() {
         .await
         .unwrap();
     client.publish(&Happened { n: 1 }).await.unwrap();
-    // 4 jobs that succeed, the failing one twice
+    // starts 120 ms apart: the third's fetch drops the first's from the
+    // window (ZREMRANGEBYRANK)
+    let limited = EnqueueOptions::new().queue("acl_limited");
+    for _ in 0..3 {
+        client
+            .enqueue_with(&Task { fail: false }, limited.clone())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+    }
+    // 7 jobs that succeed, the failing one twice
     assert!(
-        wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 6).await,
+        wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 9).await,
         "runs: {}",
         runs.load(Ordering::SeqCst)
     );

@@ -221,6 +221,10 @@ pub struct Fetched {
     /// The queue is paused (see [`Admin::pause`](crate::ops::Admin::pause)):
     /// nothing was leased.
     pub paused: bool,
+    /// A limit across the fleet (a global concurrency or a rate limit) left
+    /// no place for more: `next_due_us` says when it lets a job start; the
+    /// fetch did not register for a hand-off.
+    pub held: bool,
 }
 
 /// A finished delivery to put back for later: a retry, or a release at shutdown.

@@ -13,7 +13,7 @@ use super::{RetryPolicy, Shared, Worker};
 use crate::contract::backend::Backend;
 use crate::contract::leases::Retention;
 use crate::contract::queues::validate;
-use crate::contract::settings::QueueSettings;
+use crate::contract::settings::{Concurrency, QueueSettings};
 use crate::contract::topics::Topics;
 use crate::job::Job;
 use crate::job::JobError;
@@ -21,6 +21,8 @@ use crate::job::data::Data;
 use crate::topic::subscription::{Handler, Spec, Subscription, Typed};
 use crate::topic::{Event, EventContext};
 use crate::{Error, Result};
+
+mod limits;
 
 /// Configures a [`Worker`]; every setter says its default. Invalid values are
 /// rejected by [`build`](WorkerBuilder::build).
@@ -44,7 +46,9 @@ use crate::{Error, Result};
 #[must_use]
 pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     backend: B,
-    queues: Vec<(String, Option<usize>)>,
+    /// Each queue served, with the builder's values for its own settings
+    /// (concurrency, rate limit).
+    queues: Vec<(String, QueueSettings)>,
     concurrency: usize,
     prefetch: Option<usize>,
     lease: Duration,
@@ -171,7 +175,7 @@ impl<B: Backend> WorkerBuilder<B> {
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         let q = queue.into();
         if !self.queues.iter().any(|(n, _)| *n == q) {
-            self.queues.push((q, None));
+            self.queues.push((q, QueueSettings::default()));
         }
         self
     }
@@ -222,10 +226,14 @@ impl<B: Backend> WorkerBuilder<B> {
     pub fn queue_concurrency(mut self, queue: impl Into<String>, limit: usize) -> Self {
         let q = queue.into();
         self = self.queue(q.clone());
-        if let Some(entry) = self.queues.iter_mut().find(|(n, _)| *n == q) {
-            entry.1 = Some(limit);
-        }
-        self
+        self.queue_values(q, |s| {
+            let c = s.concurrency.unwrap_or_default();
+            let n = u32::try_from(limit).unwrap_or(u32::MAX);
+            s.concurrency = Some(Concurrency {
+                per_worker: Some(n),
+                ..c
+            });
+        })
     }
 
     /// Jobs running at once, over all queues. Defaults to 32.
@@ -582,15 +590,9 @@ impl<B: Backend> WorkerBuilder<B> {
             }
             self = self.queues(qs);
         }
-        for (q, limit) in &self.queues {
+        for (q, values) in &self.queues {
             validate::queue_name(q)?;
-            let most = crate::contract::settings::MAX_CONCURRENCY as usize;
-            if limit.is_some_and(|n| n == 0 || n > most) {
-                return Err(invalid(
-                    "queue_concurrency",
-                    format!("queue {q:?} limit must be between 1 and {most}"),
-                ));
-            }
+            limits::check(q, values)?;
         }
         if self.concurrency == 0 || self.concurrency > Semaphore::MAX_PERMITS / 2 {
             return Err(invalid("concurrency", "must be at least 1".into()));
@@ -688,6 +690,6 @@ impl<B: Backend> WorkerBuilder<B> {
     }
 }
 
-fn invalid(what: &'static str, reason: String) -> Error {
+pub(super) fn invalid(what: &'static str, reason: String) -> Error {
     Error::InvalidValue { what, reason }
 }

@@ -31,6 +31,9 @@ pub(crate) struct Dispatcher<B> {
     pub worker: Arc<str>,
     pub shared: Arc<Shared>,
     pub queue_slots: Arc<super::limit::Limit>,
+    /// The queues' stored settings, read before the first fetch of a queue
+    /// created after the worker started.
+    pub follow: Arc<super::settings::Follow>,
     pub wake: Arc<Notify>,
     pub tx: mpsc::UnboundedSender<Event>,
     pub tracker: TaskTracker,
@@ -157,8 +160,10 @@ impl<B: Backend> Dispatcher<B> {
                 n = self.slots() => n,
                 _ = self.per_queue.stop.cancelled() => return,
             };
-            if !self.per_queue.short_jobs() {
-                // long (or not yet timed) jobs: lease only what can start now
+            if !self.per_queue.short_jobs() || self.queue_slots.fleet_limited() {
+                // long (or not yet timed) jobs, or a queue limited across the
+                // fleet (where a lease counts as a start and holds a place):
+                // lease only what can start now
                 let free = self.shared.running.available_permits() as u32;
                 if free == 0 && !slot_freed {
                     self.give_back(n);
@@ -179,6 +184,11 @@ impl<B: Backend> Dispatcher<B> {
                     self.give_back(n - free);
                     n = free;
                 }
+            }
+            if !self.follow.is_read(&self.queue) {
+                // a queue that did not exist when last looked for: its limits
+                // (the builder's stored where none is) before any lease
+                self.follow.read(&self.backend, &self.queue).await;
             }
             // a fetch in flight is never dropped: its script may have run, and the
             // jobs it leased would stay leased to nobody; at shutdown they are
@@ -220,12 +230,13 @@ impl<B: Backend> Dispatcher<B> {
             };
             let got = (fetched.jobs.len() as u32).min(n);
             self.give_back(n - got);
-            // fetch.lua registers a waiting fetch that leased fewer than asked,
-            // and clears the registration on a fetch that leased all it asked
+            // fetch.lua registers a waiting fetch that leased fewer than asked
+            // (unless a limit held it back), and clears the registration on a
+            // fetch that leased all it asked or was held back
             let ordinary = !fetched.missing && !fetched.paused;
-            if ordinary && (waiting || fetched.jobs.len() >= n as usize) {
+            if ordinary && (waiting || fetched.held || fetched.jobs.len() >= n as usize) {
                 self.registered.store(
-                    waiting && fetched.jobs.len() < n as usize,
+                    waiting && !fetched.held && fetched.jobs.len() < n as usize,
                     std::sync::atomic::Ordering::Relaxed,
                 );
             }

@@ -5,7 +5,7 @@
 //! again.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::Semaphore;
 
@@ -18,6 +18,9 @@ pub(crate) struct Limit {
     owed: AtomicUsize,
     /// The size; changed under its lock.
     size: Mutex<usize>,
+    /// The queue is limited across the fleet (a global concurrency or a rate
+    /// limit): its jobs are leased only as they can start, never prefetched.
+    fleet: AtomicBool,
 }
 
 impl Limit {
@@ -26,7 +29,19 @@ impl Limit {
             sem: Semaphore::new(size),
             owed: AtomicUsize::new(0),
             size: Mutex::new(size),
+            fleet: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the queue is limited across the fleet (see
+    /// [`set_fleet_limited`](Self::set_fleet_limited)).
+    pub fn fleet_limited(&self) -> bool {
+        self.fleet.load(Ordering::Relaxed)
+    }
+
+    /// Says whether the queue is limited across the fleet.
+    pub fn set_fleet_limited(&self, limited: bool) {
+        self.fleet.store(limited, Ordering::Relaxed);
     }
 
     /// The semaphore to take permits from.

@@ -124,7 +124,7 @@ pub(crate) struct Shared {
 pub struct Worker<B: Backend = AnyBackend> {
     backend: B,
     id: String,
-    queues: Vec<(String, Option<usize>)>,
+    queues: Vec<(String, QueueSettings)>,
     periodic: Vec<Periodic>,
     subscriptions: Vec<Arc<crate::topic::subscription::Spec>>,
     starter: Option<subscriber::Starter<B>>,
@@ -292,21 +292,28 @@ impl<B: Backend> Worker<B> {
         // which the settings stored with the queue set: read (and the
         // builder's stored where none is) before any job is taken
         let unlimited = self.shared.slots.available_permits();
-        let limits: HashMap<String, (Arc<limit::Limit>, Option<usize>)> = self
+        let limits: HashMap<String, (Arc<limit::Limit>, QueueSettings)> = self
             .queues
             .iter()
-            .map(|(name, limit)| {
-                let l = limit::Limit::new(limit.unwrap_or(unlimited).min(unlimited));
-                (name.clone(), (Arc::new(l), *limit))
+            .map(|(name, values)| {
+                let own = values.concurrency.and_then(|c| c.per_worker);
+                let size = own.map_or(unlimited, |n| (n as usize).min(unlimited));
+                let l = limit::Limit::new(size);
+                l.set_fleet_limited(settings::fleet_limited(values));
+                (name.clone(), (Arc::new(l), values.clone()))
             })
             .collect();
-        let follow = settings::Follow {
+        let follow = Arc::new(settings::Follow {
+            read: limits
+                .keys()
+                .map(|q| (q.clone(), std::sync::atomic::AtomicBool::new(false)))
+                .collect(),
             limits: limits.clone(),
             unlimited,
             base: self.settings.clone(),
             by: format!("worker {}", self.id),
-            changes: self.shared.controls.settings.subscribe(),
-        };
+            told: Default::default(),
+        });
         follow.first_pass(&self.backend).await;
         for (name, _) in &self.queues {
             let queue: Arc<str> = name.as_str().into();
@@ -344,6 +351,7 @@ impl<B: Backend> Worker<B> {
                 worker: worker.clone(),
                 shared: self.shared.clone(),
                 queue_slots: limits[name].0.clone(),
+                follow: follow.clone(),
                 wake,
                 tx,
                 tracker: tracker.clone(),
@@ -383,6 +391,7 @@ impl<B: Backend> Worker<B> {
         infra.spawn(settings::init(
             self.backend.clone(),
             follow,
+            self.shared.controls.settings.subscribe(),
             self.shared.lease / 3,
             stop.clone(),
         ));

@@ -14,7 +14,8 @@
 //! nothing more is trimmed too.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::limit::Limit;
 use crate::contract::backend::Backend;
-use crate::contract::settings::{Concurrency, QueueSettings};
+use crate::contract::settings::QueueSettings;
 use crate::error::Error;
 
 /// How often a worker stores its settings again where they are stored already
@@ -37,44 +38,56 @@ pub(crate) const FIRST_READ: Duration = Duration::from_secs(2);
 
 /// What the worker follows of its queues' settings.
 pub(crate) struct Follow {
-    /// Each queue's limit, with the builder's value for it.
-    pub limits: HashMap<String, (Arc<Limit>, Option<usize>)>,
+    /// Each queue's limit, with the builder's values for the queue's own
+    /// settings (its concurrency and rate limit).
+    pub limits: HashMap<String, (Arc<Limit>, QueueSettings)>,
     /// A limit's size when none is set: all the worker holds.
     pub unlimited: usize,
-    /// The builder's values for every queue (but the concurrency).
+    /// The builder's values for every queue (but the queue's own).
     pub base: QueueSettings,
     /// Who stores the builder's values (`worker <id>`).
     pub by: String,
-    /// The settings' version the beats hear: a change reads them again.
-    pub changes: watch::Receiver<u64>,
+    /// The queues whose stored settings were read (since they last went
+    /// missing): a dispatcher reads them first otherwise.
+    pub read: HashMap<String, AtomicBool>,
+    /// The queues whose stored values over this worker's were logged.
+    pub told: Mutex<HashSet<String>>,
 }
 
 impl Follow {
-    /// The builder's values for a queue whose builder limit is `limit`.
-    fn builder(&self, limit: Option<usize>) -> QueueSettings {
-        let mut s = self.base.clone();
-        if let Some(n) = limit {
-            s.concurrency = Some(Concurrency::per_worker(n.min(u32::MAX as usize) as u32));
+    /// The builder's values for a queue whose own are `own`.
+    fn builder(&self, own: &QueueSettings) -> QueueSettings {
+        QueueSettings {
+            concurrency: own.concurrency,
+            rate_limit: own.rate_limit,
+            ..self.base.clone()
         }
-        s
     }
 
     /// The size of a queue's limit: the stored concurrency, else the
     /// builder's (a backend that stores no settings), at most all the worker
     /// holds.
-    fn size(&self, stored: &QueueSettings, builder: Option<usize>) -> usize {
-        let limit = match stored.concurrency {
-            Some(c) => c.per_worker.map(|n| n as usize),
-            None => builder,
-        };
+    fn size(&self, stored: &QueueSettings, own: &QueueSettings) -> usize {
+        let limit = stored
+            .concurrency
+            .or(own.concurrency)
+            .and_then(|c| c.per_worker)
+            .map(|n| n as usize);
         limit.map_or(self.unlimited, |n| n.min(self.unlimited))
     }
 
     /// Stores the builder's values for `queue` where none is and sizes its
     /// limit as the stored ones say; whether the queue exists.
-    async fn read<B: Backend>(&self, backend: &B, queue: &str, told: &mut HashSet<String>) -> bool {
-        let (limit, builder_limit) = &self.limits[queue];
-        let settings = self.builder(*builder_limit);
+    ///
+    /// A dispatcher calls it before it fetches from a queue not read yet (one
+    /// created after the worker started): the builder's limits are stored
+    /// before the first job of the queue is leased.
+    pub async fn read<B: Backend>(&self, backend: &B, queue: &str) -> bool {
+        let (Some((limit, own)), Some(read)) = (self.limits.get(queue), self.read.get(queue))
+        else {
+            return false;
+        };
+        let settings = self.builder(own);
         match backend.init_settings(queue, &settings, &self.by).await {
             Ok(stored) => {
                 let overridden = settings
@@ -82,7 +95,12 @@ impl Follow {
                     .iter()
                     .zip(stored.encode())
                     .any(|(mine, theirs)| mine.is_some() && theirs.is_some() && *mine != theirs);
-                if overridden && told.insert(queue.to_string()) {
+                let first = self
+                    .told
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(queue.to_string());
+                if overridden && first {
                     tracing::info!(
                         queue = %queue,
                         stored = ?stored,
@@ -90,14 +108,24 @@ impl Follow {
                         "the queue's stored settings are in force over this worker's"
                     );
                 }
-                let size = self.size(&stored, *builder_limit);
+                let size = self.size(&stored, own);
                 if limit.size() != size {
                     tracing::info!(queue = %queue, limit = size, "the queue's concurrency per worker is now in force");
                     limit.resize(size);
                 }
+                let in_force = if stored.is_empty() {
+                    &settings
+                } else {
+                    &stored
+                };
+                limit.set_fleet_limited(fleet_limited(in_force));
+                read.store(true, Ordering::SeqCst);
                 true
             }
-            Err(Error::QueueNotFound { .. }) => false,
+            Err(Error::QueueNotFound { .. }) => {
+                read.store(false, Ordering::SeqCst);
+                false
+            }
             Err(e) => {
                 tracing::warn!(queue = %queue, error = %e, "could not read the queue's settings; will retry");
                 false
@@ -105,12 +133,18 @@ impl Follow {
         }
     }
 
+    /// Whether `queue`'s stored settings were read since it last went missing.
+    pub fn is_read(&self, queue: &str) -> bool {
+        self.read
+            .get(queue)
+            .is_none_or(|r| r.load(Ordering::Relaxed))
+    }
+
     /// The first read, before the worker takes jobs: at most [`FIRST_READ`].
     pub async fn first_pass<B: Backend>(&self, backend: &B) {
-        let mut told = HashSet::new();
         let all = async {
             for queue in self.limits.keys() {
-                self.read(backend, queue, &mut told).await;
+                self.read(backend, queue).await;
             }
         };
         if tokio::time::timeout(FIRST_READ, all).await.is_err() {
@@ -121,16 +155,23 @@ impl Follow {
     }
 }
 
+/// Whether `s` limits the queue across the fleet (a global concurrency or a
+/// rate limit): its jobs are then leased only as they can start.
+pub(crate) fn fleet_limited(s: &QueueSettings) -> bool {
+    s.concurrency.is_some_and(|c| c.global.is_some())
+        || s.rate_limit.is_some_and(|r| r.is_limited())
+}
+
 /// Follows the settings until `stop`: every queue at once when the settings'
 /// version changes and every [`RECHECK`] (when it also trims the history),
 /// the queues missing at the heartbeat's pace (`every`).
 pub(crate) async fn init<B: Backend>(
     backend: B,
-    mut follow: Follow,
+    follow: Arc<Follow>,
+    mut changes: watch::Receiver<u64>,
     every: Duration,
     stop: CancellationToken,
 ) {
-    let mut told = HashSet::new();
     let mut queues: Vec<String> = follow.limits.keys().cloned().collect();
     queues.sort_unstable();
     let mut missing: HashSet<String> = HashSet::new();
@@ -142,7 +183,7 @@ pub(crate) async fn init<B: Backend>(
             if !(all || recheck || missing.contains(queue)) {
                 continue;
             }
-            if follow.read(&backend, queue, &mut told).await {
+            if follow.read(&backend, queue).await {
                 missing.remove(queue);
             } else {
                 missing.insert(queue.clone());
@@ -167,7 +208,7 @@ pub(crate) async fn init<B: Backend>(
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep_until(wake) => {}
-            r = follow.changes.changed() => {
+            r = changes.changed() => {
                 if r.is_err() {
                     // the worker is going away
                     stop.cancelled().await;
@@ -182,6 +223,7 @@ pub(crate) async fn init<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::settings::Concurrency;
 
     fn follow() -> Follow {
         Follow {
@@ -189,7 +231,8 @@ mod tests {
             unlimited: 20,
             base: QueueSettings::default(),
             by: "worker w".into(),
-            changes: watch::channel(0).1,
+            read: HashMap::new(),
+            told: Mutex::default(),
         }
     }
 
@@ -197,13 +240,16 @@ mod tests {
     fn the_stored_concurrency_is_in_force_else_the_builders() {
         let f = follow();
         let stored = |c| QueueSettings::concurrency(c);
+        let three = stored(Concurrency::per_worker(3));
+        let none = QueueSettings::default();
         // nothing stored (a backend that stores no settings): the builder's
-        assert_eq!(f.size(&QueueSettings::default(), Some(3)), 3);
-        assert_eq!(f.size(&QueueSettings::default(), None), 20);
+        assert_eq!(f.size(&none, &three), 3);
+        assert_eq!(f.size(&none, &none), 20);
         // stored: over the builder's, either way
-        assert_eq!(f.size(&stored(Concurrency::per_worker(1)), Some(3)), 1);
-        assert_eq!(f.size(&stored(Concurrency::UNLIMITED), Some(3)), 20);
+        assert_eq!(f.size(&stored(Concurrency::per_worker(1)), &three), 1);
+        assert_eq!(f.size(&stored(Concurrency::UNLIMITED), &three), 20);
+        assert_eq!(f.size(&stored(Concurrency::global(2)), &three), 20);
         // never more than the worker holds
-        assert_eq!(f.size(&stored(Concurrency::per_worker(500)), None), 20);
+        assert_eq!(f.size(&stored(Concurrency::per_worker(500)), &none), 20);
     }
 }

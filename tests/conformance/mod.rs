@@ -10,6 +10,7 @@ pub mod history;
 pub mod inspect;
 pub mod leases;
 pub mod lifecycle;
+pub mod limits;
 pub mod live;
 pub mod locate;
 pub mod ops;
@@ -369,6 +370,12 @@ macro_rules! conformance_suite {
             the_stored_retention_is_in_force_over_the_workers,
             a_workers_retention_is_stored_only_where_none_is,
             a_queues_concurrency_is_stored_and_followed_by_running_workers);
+        $crate::conformance_suite!(@limits $setup, #[$attr],
+            a_global_concurrency_holds_across_workers,
+            a_rate_limit_holds_in_every_sliding_window,
+            a_hand_off_never_bypasses_a_global_concurrency,
+            a_place_held_by_a_dead_worker_frees_when_its_lease_ends,
+            a_workers_limits_hold_from_the_first_job_of_a_queue_created_later);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
             requeue_all_takes_each_letter_once_while_a_worker_kills_them_again,
             delete_matching_leaves_the_letters_that_die_after_it_starts,

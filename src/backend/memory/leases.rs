@@ -108,7 +108,25 @@ impl Backend for MemoryBackend {
                 ..Default::default()
             });
         }
-        let max = max.max(1);
+        let asked = max.max(1);
+        // the limits across the fleet, as fetch.lua applies them
+        let limits = QueueSettings::decode(&q.settings, &[]).in_force();
+        let global = limits.concurrency.global.map(|n| n as usize);
+        let rate = limits.rate_limit;
+        let period = rate.period.as_millis() as u64;
+        let inflight = global.map_or(0, |_| q.in_flight(now));
+        let used = if rate.is_limited() {
+            q.starts_within(now, period)
+        } else {
+            0
+        };
+        let mut max = asked;
+        if let Some(g) = global {
+            max = max.min(g.saturating_sub(inflight));
+        }
+        if rate.is_limited() {
+            max = max.min((rate.max as usize).saturating_sub(used));
+        }
         let due = q.fetchable(now, max);
         let lease_ms = now.saturating_add(crate::contract::backend::clamped_ms(lease));
         let mut jobs = Vec::with_capacity(due.len());
@@ -133,6 +151,10 @@ impl Backend for MemoryBackend {
                 waited_ms: now.saturating_sub(score / 1000),
             });
             q.rescore(*id, token.score());
+            q.leased.insert(*id);
+            if rate.is_limited() {
+                q.starts.push_back(now);
+            }
             if let Some(m) = q.msgs.get_mut(id) {
                 m.lease = true;
                 m.released_lease = None;
@@ -142,10 +164,28 @@ impl Backend for MemoryBackend {
             }
         }
         q.totalrecv += jobs.len() as u64;
-        let next_due_us = (due.len() < max)
-            .then(|| q.next_due_ms())
-            .flatten()
-            .map(|ms| ms.saturating_mul(1000));
+        let leased = jobs.len();
+        let global_full = global.is_some_and(|g| inflight + leased >= g);
+        let rate_full = rate.is_limited() && used + leased >= rate.max as usize;
+        let held = leased < asked && (global_full || rate_full);
+        let next_due_ms = if held {
+            // when the limit lets the next job start (see fetch.lua)
+            let mut at = 0;
+            if global_full {
+                at = q.first_lease_end().map_or(now + 1, |end| end + 1);
+                q.held = true;
+            }
+            if rate_full {
+                let oldest = q.starts.front().copied().unwrap_or(now);
+                at = at.max(oldest.saturating_add(period));
+            }
+            Some(at)
+        } else if leased < asked {
+            q.next_due_ms()
+        } else {
+            None
+        };
+        let next_due_us = next_due_ms.map(|ms| ms.saturating_mul(1000));
         Ok(Fetched {
             jobs,
             now_us,
@@ -154,6 +194,7 @@ impl Backend for MemoryBackend {
             orphans: 0,
             missing: false,
             paused: false,
+            held,
         })
     }
 
@@ -309,12 +350,19 @@ impl Backend for MemoryBackend {
                 counts[b] += 1;
             }
         }
+        // a fetch held back by the global concurrency waits for a place
+        let freed = !(acks.is_empty() && res.is_empty() && dead.is_empty());
+        let wake = freed && std::mem::take(&mut q.held);
         let s = &mut q.stats;
         s.processed += acks.len() as u64;
         s.retried += retried;
         s.dead += dead.len() as u64;
         s.failed += retried + dead.len() as u64;
         q.count_minute(now, acks.len() as u64, retried + dead.len() as u64);
+        drop(st);
+        if wake {
+            self.notify(queue);
+        }
         Ok(Settled {
             acked: acks.len() as u64,
             rescheduled: res.len() as u64,

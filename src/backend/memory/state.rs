@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::contract::attempts;
 use crate::contract::leases::Retention;
+use crate::contract::leases::is_lease;
 use crate::contract::settings;
 use crate::contract::stats::{DeadLetter, HOURS, MINUTES, QueueStats};
 use crate::id::{sorted_random_suffixes, suffixes_above};
@@ -74,6 +75,14 @@ pub(super) struct MemQueue {
     pub unique_of: HashMap<JobId, String>,
     /// Periodic schedules' last ticks and the next after each (Unix ms) by name.
     pub periodic: HashMap<String, (u64, Option<u64>)>,
+    /// The ids fetches leased (some since settled or run out: see
+    /// [`in_flight`](Self::in_flight)).
+    pub leased: std::collections::HashSet<JobId>,
+    /// The starts a rate limit counts (Unix ms), oldest first.
+    pub starts: std::collections::VecDeque<u64>,
+    /// A fetch was held back by the global concurrency: a settle wakes the
+    /// queue's workers (as "redjob:held" in Redis, see fetch.lua).
+    pub held: bool,
 }
 
 impl MemQueue {
@@ -102,7 +111,43 @@ impl MemQueue {
             unique: HashMap::new(),
             unique_of: HashMap::new(),
             periodic: HashMap::new(),
+            leased: Default::default(),
+            starts: Default::default(),
+            held: false,
         }
+    }
+
+    /// The leases in flight at `now` (Unix ms): leased by a fetch and not
+    /// settled, moved or run out (the ids that are not are forgotten).
+    pub fn in_flight(&mut self, now: u64) -> usize {
+        let msgs = &self.msgs;
+        self.leased.retain(|id| {
+            msgs.get(id)
+                .is_some_and(|m| m.lease && is_lease(m.score) && m.score / 1000 >= now)
+        });
+        self.leased.len()
+    }
+
+    /// When the first lease in flight ends (Unix ms), if any.
+    pub fn first_lease_end(&self) -> Option<u64> {
+        self.leased
+            .iter()
+            .filter_map(|id| self.msgs.get(id))
+            .map(|m| m.score / 1000)
+            .min()
+    }
+
+    /// The starts in the rate window of `period` ms up to `now` (Unix ms);
+    /// those before it are forgotten.
+    pub fn starts_within(&mut self, now: u64, period: u64) -> usize {
+        while self
+            .starts
+            .front()
+            .is_some_and(|t| t.saturating_add(period) <= now)
+        {
+            self.starts.pop_front();
+        }
+        self.starts.len()
     }
 
     /// Adds a settle call's runs to the minute of `now` (Unix ms).

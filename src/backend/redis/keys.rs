@@ -36,6 +36,9 @@ pub(crate) struct QueueKeys {
     /// `ns:q:exact`: sorted set of the messages whose ids mark a delay, scored by
     /// their exact due in µs (see `index_exact` in lib.lua).
     pub exact: String,
+    /// `ns:q:starts`: sorted set of the starts a rate limit counts, member
+    /// `<id> <token>`, scored by the lease's start (ms; see fetch.lua).
+    pub starts: String,
     /// `ns:q:history`: sorted set of finished jobs' ids by finish time (ms)
     /// (see history.rs).
     pub history: String,
@@ -87,6 +90,7 @@ impl Namespace {
             periodic: format!("{base}:periodic"),
             leases: format!("{base}:leases"),
             exact: format!("{base}:exact"),
+            starts: format!("{base}:starts"),
             history: format!("{base}:history"),
             history_hash: format!("{base}:history:Q"),
             zset: base,
@@ -234,10 +238,16 @@ impl QueueKeys {
         [self.history.clone(), self.history_hash.clone()]
     }
 
-    /// `ns:q`, `ns:q:Q`, `ns:q:leases`, `ns:q:exact`: a fetch's keys before the
-    /// levels' ([`fetch_all`](Self::fetch_all)).
-    pub fn fetch(&self) -> [&str; 4] {
-        [&self.zset, &self.hash, &self.leases, &self.exact]
+    /// `ns:q`, `ns:q:Q`, `ns:q:leases`, `ns:q:exact`, `ns:q:starts`: a
+    /// fetch's keys before the levels' ([`fetch_all`](Self::fetch_all)).
+    pub fn fetch(&self) -> [&str; 5] {
+        [
+            &self.zset,
+            &self.hash,
+            &self.leases,
+            &self.exact,
+            &self.starts,
+        ]
     }
 
     /// [`fetch`](Self::fetch), then [`levels`](Self::levels): the keys of a
@@ -273,6 +283,7 @@ mod tests {
         assert_eq!(k.periodic, "rsmq:jobs:periodic");
         assert_eq!(k.leases, "rsmq:jobs:leases");
         assert_eq!(k.exact, "rsmq:jobs:exact");
+        assert_eq!(k.starts, "rsmq:jobs:starts");
         assert_eq!(
             k.history_keys(),
             ["rsmq:jobs:history", "rsmq:jobs:history:Q"]

@@ -9,7 +9,7 @@ use crate::contract::leases::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next due µs or "", lease ms, maxsize, orphans,
-/// (id, body, meta)...}` where meta is the delivery count + 1000 × (priority +
+/// held back by a limit (1) or not (0), (id, body, meta)...}` where meta is the delivery count + 1000 × (priority +
 /// 10) + 21000 × the ms the job had been due, negated when the job's own lease
 /// end (ms) follows it (a released job's, later than the call's); `None` when
 /// the script asks to be called again with the queue's priority level keys.
@@ -27,6 +27,7 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     if orphans == -2 {
         return Ok(None);
     }
+    let held = r.int()? == 1;
     let mut jobs = Vec::with_capacity(max.min(1024));
     while !r.is_empty() {
         let raw = r.bytes()?;
@@ -62,6 +63,7 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
         orphans: usize::try_from(orphans).unwrap_or(0),
         missing: orphans == -1,
         paused: orphans == -3,
+        held,
     }))
 }
 
@@ -143,6 +145,7 @@ mod tests {
             Value::Int(1_700_000_030_000),
             Value::Int(-1),
             Value::Int(0),
+            Value::Int(1),
             bulk(id),
             bulk("{}"),
             meta(499, -10, 100_000_000_000),
@@ -160,6 +163,7 @@ mod tests {
             .map(|d| (d.token.attempt(), d.token.priority(), d.waited_ms))
             .collect();
         assert_eq!(got, [(499, -10, 100_000_000_000), (1, 10, 0), (7, 0, 1234)]);
+        assert!(f.held, "held back by a limit");
     }
 }
 

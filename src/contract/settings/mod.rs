@@ -11,8 +11,10 @@
 
 use std::time::Duration;
 
+mod limits;
 mod text;
 
+pub use limits::{Concurrency, MAX_CONCURRENCY, MAX_RATE_PERIOD, RateLimit};
 pub use text::{duration_text, parse_duration};
 
 use crate::contract::history::History;
@@ -48,39 +50,14 @@ pub struct QueueSettings {
     /// How many finished jobs the queue keeps, for how long, and their
     /// arguments for how long.
     pub history: Option<History>,
-    /// How many of the queue's jobs run at once.
+    /// How many of the queue's jobs run at once, per worker and across the
+    /// fleet.
     pub concurrency: Option<Concurrency>,
+    /// How many of the queue's jobs start in a period, across the fleet.
+    pub rate_limit: Option<RateLimit>,
     /// Who stored each setting, and when (read back from the backend; what a
     /// caller sets here is ignored).
     pub set_by: SetBy,
-}
-
-/// How many of a queue's jobs run at once.
-///
-/// ```
-/// use redjob::ops::Concurrency;
-///
-/// assert_eq!(Concurrency::per_worker(2).per_worker, Some(2));
-/// assert_eq!(Concurrency::default().per_worker, None);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Concurrency {
-    /// The most a worker runs (or holds prefetched) of the queue's jobs at
-    /// once; `None`: only the worker's own concurrency limits them.
-    pub per_worker: Option<u32>,
-}
-
-impl Concurrency {
-    /// No limit of the queue's own.
-    pub const UNLIMITED: Concurrency = Concurrency { per_worker: None };
-
-    /// At most `n` at once in each worker.
-    pub fn per_worker(n: u32) -> Self {
-        Concurrency {
-            per_worker: Some(n),
-        }
-    }
 }
 
 /// Who stored each of a queue's settings, and when; `None` for one not stored
@@ -94,6 +71,8 @@ pub struct SetBy {
     pub history: Option<Change>,
     /// The concurrency's.
     pub concurrency: Option<Change>,
+    /// The rate limit's.
+    pub rate_limit: Option<Change>,
 }
 
 /// A setting's last change: who (`worker <id>` for a worker's builder
@@ -133,27 +112,29 @@ pub struct InForce {
     pub history: History,
     /// How many of the queue's jobs run at once.
     pub concurrency: Concurrency,
+    /// How many of the queue's jobs start in a period.
+    pub rate_limit: RateLimit,
 }
 
 /// How many settings there are (one hash field each).
-pub(crate) const COUNT: usize = 3;
+pub(crate) const COUNT: usize = 4;
 
 /// Field values in [`QueueSettings::FIELDS`] order; `None`: not stored.
 pub(crate) type Fields = [Option<String>; COUNT];
-
-/// The most a queue's concurrency per worker may be.
-pub const MAX_CONCURRENCY: u32 = 1_000_000;
 
 impl QueueSettings {
     /// The hash field of each setting, in the order the scripts take them.
     /// `redjob:dead_letters` holds `"<max count> <max age ms>"`, `0` for no
     /// limit (complete.lua reads it); `redjob:history` holds
-    /// [`History`]'s stored form; `redjob:concurrency` holds the limit per
-    /// worker, `0` for none.
+    /// [`History`]'s stored form; `redjob:concurrency` holds
+    /// `"<per worker> <global>"` (`0` for none; the global part only when
+    /// set), `redjob:rate` `"<max> <period ms>"` (`"0 0"` for none); fetch.lua
+    /// reads the last two.
     pub(crate) const FIELDS: [&'static str; COUNT] = [
         "redjob:dead_letters",
         "redjob:history",
         "redjob:concurrency",
+        "redjob:rate",
     ];
 
     /// Who set each field and when (`"<ms> <who>"`), in the same order.
@@ -161,6 +142,7 @@ impl QueueSettings {
         "redjob:dead_letters:by",
         "redjob:history:by",
         "redjob:concurrency:by",
+        "redjob:rate:by",
     ];
 
     /// Settings with the dead-letter retention `r`.
@@ -201,18 +183,37 @@ impl QueueSettings {
         }
     }
 
+    /// Settings with the rate limit `r`.
+    ///
+    /// ```
+    /// use redjob::ops::{QueueSettings, RateLimit};
+    ///
+    /// let s = QueueSettings::rate_limit(RateLimit::per_minute(100));
+    /// assert_eq!(s.in_force().rate_limit.max, 100);
+    /// ```
+    pub fn rate_limit(r: RateLimit) -> Self {
+        QueueSettings {
+            rate_limit: Some(r),
+            ..QueueSettings::default()
+        }
+    }
+
     /// The settings in force: these where stored, else the defaults.
     pub fn in_force(&self) -> InForce {
         InForce {
             dead_letters: self.dead_letters.unwrap_or_default(),
             history: self.history.unwrap_or_default(),
             concurrency: self.concurrency.unwrap_or_default(),
+            rate_limit: self.rate_limit.unwrap_or_default(),
         }
     }
 
     /// Whether no setting is stored.
     pub fn is_empty(&self) -> bool {
-        self.dead_letters.is_none() && self.history.is_none() && self.concurrency.is_none()
+        self.dead_letters.is_none()
+            && self.history.is_none()
+            && self.concurrency.is_none()
+            && self.rate_limit.is_none()
     }
 
     /// Whether both hold the same values (whoever set them).
@@ -229,8 +230,8 @@ impl QueueSettings {
                 format!("{keep} {age}")
             }),
             self.history.map(|h| h.encode()),
-            self.concurrency
-                .map(|c| c.per_worker.unwrap_or(0).to_string()),
+            self.concurrency.map(|c| c.encode()),
+            self.rate_limit.map(|r| r.encode()),
         ]
     }
 
@@ -268,18 +269,18 @@ impl QueueSettings {
             read
         });
         let concurrency = field(2).and_then(|v| {
-            // a later release may add more numbers after the first
-            let read = v
-                .split(' ')
-                .next()
-                .and_then(|n| n.parse::<u32>().ok())
-                .filter(|n| *n <= MAX_CONCURRENCY);
+            let read = Concurrency::decode(v);
             if read.is_none() {
                 ignored(2, v);
             }
-            read.map(|n| Concurrency {
-                per_worker: (n > 0).then_some(n),
-            })
+            read
+        });
+        let rate_limit = field(3).and_then(|v| {
+            let read = RateLimit::decode(v);
+            if read.is_none() {
+                ignored(3, v);
+            }
+            read
         });
         let set_by = |i: usize| {
             by.get(i)
@@ -291,10 +292,12 @@ impl QueueSettings {
                 dead_letters: dead_letters.and(set_by(0)),
                 history: history.and(set_by(1)),
                 concurrency: concurrency.and(set_by(2)),
+                rate_limit: rate_limit.and(set_by(3)),
             },
             dead_letters,
             history,
             concurrency,
+            rate_limit,
         }
     }
 
@@ -329,14 +332,16 @@ impl QueueSettings {
                 reason: "a limit of 0 would keep no entry; use History::OFF to keep none, None for no limit".into(),
             });
         }
-        if let Some(n) = self.concurrency.and_then(|c| c.per_worker)
-            && (n == 0 || n > MAX_CONCURRENCY)
-        {
+        if let Some(reason) = self.concurrency.and_then(|c| c.problem()) {
             return Err(Error::InvalidValue {
                 what: "queue concurrency",
-                reason: format!(
-                    "{n}: the limit per worker is 1 to {MAX_CONCURRENCY} (Concurrency::UNLIMITED for none)"
-                ),
+                reason,
+            });
+        }
+        if let Some(reason) = self.rate_limit.and_then(|r| r.problem()) {
+            return Err(Error::InvalidValue {
+                what: "queue rate limit",
+                reason,
             });
         }
         Ok(())
@@ -372,10 +377,21 @@ mod tests {
                 "{odd:?}"
             );
         }
-        // a later release's further numbers are left for it
+        // the global limit follows the limit per worker
         assert_eq!(
             QueueSettings::decode(&[None, None, Some("4 100".into())], &[]).concurrency,
-            Some(Concurrency::per_worker(4))
+            Some(Concurrency::per_worker(4).with_global(100))
+        );
+        let rate = QueueSettings::rate_limit(RateLimit::per_second(50));
+        assert_eq!(QueueSettings::decode(&rate.encode(), &[]), rate);
+        assert!(
+            QueueSettings::decode(&[None, None, None, Some("50".into())], &[]).is_empty(),
+            "a rate limit without its period"
+        );
+        assert!(
+            QueueSettings::rate_limit(RateLimit::new(5, Duration::ZERO))
+                .check()
+                .is_err()
         );
         for c in [
             Concurrency::UNLIMITED,

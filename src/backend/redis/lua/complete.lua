@@ -29,7 +29,9 @@
 --          lowering a limit frees the rest over the next calls)
 -- ARGV[7]  the queue's realtime channel (ns:rt:q): a release while a worker
 --          waits for the queue (hash field "redjob:waiting") wakes it, as a send
---          would (a hand-off its worker could not start, a shutdown's releases)
+--          would (a hand-off its worker could not start, a shutdown's releases),
+--          and so does any settle while a fetch waits for a place under the
+--          queue's global concurrency (hash field "redjob:held", see fetch.lua)
 -- ARGV[8]  who ran the attempts, as JSON members to add to each record
 --          (`,"worker":"…","host":"…"`), or ""
 -- ARGV[9]  the history setting when the queue stores none (its hash field
@@ -95,7 +97,7 @@ local passed = {}
 -- with them, when the worker's history setting is on, the bodies of the acks
 -- and dead letters (read in the same command: the history keeps them)
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
-  "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim"}
+  "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held"}
 local pre = string.sub(ARGV[9], 1, 1) == "1"
 if pre then
   for k = 1, #ids do
@@ -105,7 +107,7 @@ end
 local attrs = many("HMGET", KEYS[2], read)
 local bodies = {}
 if pre then
-  local j = 9
+  local j = 10
   for k = 1, #ids do
     if kind[k] == "a" or kind[k] == "d" then
       j = j + 1
@@ -322,8 +324,13 @@ if #finished > 0 then
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
 lease_counts().changes(7, ends, now)
-if released > 0 and attrs[5] == "1" then
-  redis.call("HSET", KEYS[2], "redjob:waiting", "0")
+-- a fetch held back by the queue's global concurrency (hash field
+-- "redjob:held", see fetch.lua) waits for a place: a settle frees some, so it
+-- wakes the queue's workers, as a release wakes a waiting one
+local freed = next(ends) ~= nil and attrs[10] == "1"
+if freed then redis.call("HSET", KEYS[2], "redjob:held", "0") end
+if (released > 0 and attrs[5] == "1") or freed then
+  if attrs[5] == "1" then redis.call("HSET", KEYS[2], "redjob:waiting", "0") end
   redis.call("PUBLISH", ARGV[7], redis.call("ZCARD", KEYS[1]))
 end
 if released > 0 then

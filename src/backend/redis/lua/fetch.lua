@@ -20,6 +20,18 @@
 -- When fewer than n were due, the worker will wait: the hash field
 -- "redjob:waiting" asks the next send to wake it (see send.lua).
 -- A paused queue (hash field "redjob:paused", see pause.lua) leases nothing.
+-- Limits across the fleet (the queue's settings "redjob:concurrency" and
+-- "redjob:rate", see fleet_limits in lib.lua) cap what a fetch leases: a
+-- global concurrency N leases only while fewer than N leases are in flight
+-- (the lease counts, KEYS[3]: a lease takes a place until it is settled or
+-- the second it ends in has passed); a rate of N per period only while fewer
+-- than N leases began in the period up to now, each start kept in KEYS[5]
+-- (member "<id> <token>", score its ms; the key expires a period after the
+-- last). A fetch that a limit held back (it leased fewer than asked and no
+-- place is left) neither waits for a send nor registers for a hand-off: it
+-- returns when the limit next lets a job start, and, for the concurrency,
+-- sets the hash field "redjob:held" so that a settle that frees a place
+-- wakes the queue's workers (see complete.lua).
 -- With ARGV[3], a worker that will wait also registers for a hand-off: the next
 -- send of a job due at once leases it to the worker and publishes it on the
 -- worker's channel (hash field "redjob:handoff", see hand_off in lib.lua); a
@@ -28,7 +40,8 @@
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's lease counts (ns:q:leases)
 -- KEYS[4]  the queue's exact dues (ns:q:exact, see index_exact in lib.lua)
--- KEYS[5..24]  optional: the sorted sets of priorities 10..1, then -1..-10
+-- KEYS[5]  the queue's starts under a rate limit (ns:q:starts)
+-- KEYS[6..25]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- ARGV[3]  optional: the worker's hand-off registration, "v2 <lease ms> <channel>
@@ -43,28 +56,44 @@
 -- are leased once exactly due, after every due job of their level; the send
 -- keeps their exact dues in KEYS[4], so however many jobs share their ms, a
 -- fetch reads only the dues that passed.
--- Returns {now µs, when the earliest job left is due (Unix µs; a lease: its end) or
---          "" (only when fewer than asked were leased), lease end ms, the queue's maxsize (-1: none), due ids
---          without a body that were removed, id, body, meta, id, body, meta, ...}
+-- Returns {now µs, when the earliest job left is due (Unix µs; a lease: its end),
+--          or when a limit that held the fetch back lets a job start, or ""
+--          (only when fewer than asked were leased), lease end ms, the queue's
+--          maxsize (-1: none), due ids without a body that were removed, 1 when
+--          a limit held the fetch back else 0, id, body, meta, id, body, meta, ...}
 --          where meta packs three integers in one: the delivery count (1..499)
 --          + 1000 x (priority + 10) + 21000 x how long the job had been due (ms,
 --          at most 10^11), negated when the job's lease end differs from the
 --          call's (a released job's, see "<id>:l" below): that lease end (ms)
---          then follows the meta; {0, "", 0, -1, -1} when the queue does
---          not exist; {1, "", 0, -1, -2} when the queue has priorities and the
---          level keys were not passed (call again with them); {0, "", 0, -1, -3}
+--          then follows the meta; {0, "", 0, -1, -1, 0} when the queue does
+--          not exist; {1, "", 0, -1, -2, 0} when the queue has priorities and the
+--          level keys were not passed (call again with them); {0, "", 0, -1, -3, 0}
 --          when the queue is paused
 -- a missing queue costs one command (workers check it every few seconds)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
-  "redjob:released", "redjob:exact", "redjob:current", "redjob:errors", "redjob:sweep")
-if not attrs[1] then return {0, "", 0, -1, -1} end
-if attrs[7] then return {0, "", 0, -1, -3} end
+  "redjob:released", "redjob:exact", "redjob:current", "redjob:errors", "redjob:sweep", "redjob:concurrency",
+  "redjob:rate", "redjob:held")
+if not attrs[1] then return {0, "", 0, -1, -1, 0} end
+if attrs[7] then return {0, "", 0, -1, -3, 0} end
 local mask = tonumber(attrs[6]) or 0
-if mask ~= 0 and #KEYS < 24 then return {1, "", 0, -1, -2} end
-local levels = level_sets(mask, 5)
+if mask ~= 0 and #KEYS < 25 then return {1, "", 0, -1, -2, 0} end
+local levels = level_sets(mask, 6)
 local now, now_us = clock()
-local max = tonumber(ARGV[1])
+local asked = tonumber(ARGV[1])
+local max = asked
 local lease = now + tonumber(ARGV[2])
+-- the limits across the fleet: what may start now
+local limited, global, rate_n, rate_ms = fleet_limits(attrs[14], attrs[15])
+local inflight, rate_used = 0, 0
+if global > 0 then
+  local n, this = lease_counts().after(3, now)
+  inflight = n + this
+  max = math.min(max, math.max(global - inflight, 0))
+end
+if rate_n > 0 then
+  rate_used = redis.call("ZCOUNT", KEYS[5], string.format("(%.0f", now - rate_ms), "+inf")
+  max = math.min(max, math.max(rate_n - rate_used, 0))
+end
 -- the exact dues (KEYS[4], see index_exact in lib.lua) that passed in this ms
 -- by now_us: their jobs may be scored at the next ms; dues of an earlier ms are
 -- due by their scores, and up to 100 of them are dropped per call
@@ -128,17 +157,19 @@ for li, level in ipairs(levels) do
     end
   end
 end
-local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0}
+local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0, 0}
 local set = {}
 if legacy and not legacy_left then
   set[#set + 1] = "redjob:current"
   set[#set + 1] = "1"
 end
-local no = 5
+local no = 6
 local n = #ids
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
 local leased = 0
+-- the starts a rate limit counts: ZADD pairs
+local starts = {}
 if n > 0 then
   local foreign = totalrecv ~= ours
   local per = foreign and 2 or 1
@@ -226,6 +257,10 @@ if n > 0 then
       if not zl then zl = {}; z[li] = zl end
       zl[#zl + 1] = token
       zl[#zl + 1] = id
+      if rate_n > 0 then
+        starts[#starts + 1] = now
+        starts[#starts + 1] = id .. " " .. token
+      end
       leased = leased + 1
       out[no + 1] = id
       out[no + 2] = body
@@ -266,14 +301,50 @@ if n > 0 then
     set[#set + 1] = string.format("%.0f", totalrecv + leased)
     set[#set + 1] = "redjob:leased"
     set[#set + 1] = string.format("%.0f", ours + leased)
+    if #starts > 0 then
+      many("ZADD", KEYS[5], starts)
+      -- the starts out of the window go, at most this call's and 100 more (the
+      -- window then holds no more than the limit's N and these)
+      local card = redis.call("ZCARD", KEYS[5])
+      local stale = math.min(card - rate_used - leased, leased + 100)
+      if stale > 0 then redis.call("ZREMRANGEBYRANK", KEYS[5], 0, stale - 1) end
+      redis.call("PEXPIRE", KEYS[5], rate_ms)
+    end
   end
   if nfloors > 0 then
     set[#set + 1] = "redjob:released"
     set[#set + 1] = string.format("%.0f", math.max(released - nfloors, 0))
   end
 end
+-- a limit held the fetch back: it leased fewer than asked and left no place
+local global_full = global > 0 and global - inflight - leased <= 0
+local rate_full = rate_n > 0 and rate_n - rate_used - leased <= 0
+if leased < asked and (global_full or rate_full) then
+  -- when the limit lets the next job start (ms): a place frees when the second
+  -- in which the first lease in flight ends has passed (or sooner, by a settle,
+  -- which wakes the workers: "redjob:held"); a start leaves the window a
+  -- period after it began. Both full: the later.
+  local at = 0
+  if global_full then
+    local _, _, first_s = lease_counts().after(3, now)
+    at = ((first_s or math.floor(now / 1000)) + 1) * 1000
+    if attrs[16] ~= "1" then
+      set[#set + 1] = "redjob:held"
+      set[#set + 1] = "1"
+    end
+  end
+  if rate_full then
+    local o = redis.call("ZRANGEBYSCORE", KEYS[5], string.format("(%.0f", now - rate_ms), "+inf", "WITHSCORES", "LIMIT", 0, 1)
+    at = math.max(at, (tonumber(o[2]) or now) + rate_ms)
+  end
+  out[2] = string.format("%.0f", at * 1000)
+  out[6] = 1
+  if attrs[8] and attrs[8] ~= "" then
+    set[#set + 1] = "redjob:handoff"
+    set[#set + 1] = ""
+  end
 -- fewer leased than asked (orphans count as not leased): the worker will wait
-if leased < max then
+elseif leased < asked then
   local first
   for _, level in ipairs(levels) do
     local f = redis.call("ZRANGE", level[2], 0, 0, "WITHSCORES")

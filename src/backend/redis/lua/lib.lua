@@ -125,18 +125,23 @@ local function lease_counts()
   end
 
   -- By the lease counts KEYS[k] (see count): how many leases end after the
-  -- second of `now` (ms), and how many end in it.
+  -- second of `now` (ms), how many end in it, and the first second from it
+  -- in which some end (nil: none).
   local function after(k, now)
     local s, n = math.floor(now / 1000), 0
-    local live = {}
+    local live, first = {}, nil
     for _, f in ipairs(redis.call("HKEYS", KEYS[k])) do
-      if (tonumber(f) or 0) >= s then live[#live + 1] = f end
+      local t = tonumber(f) or 0
+      if t >= s then
+        live[#live + 1] = f
+        if not first or t < first then first = t end
+      end
     end
     local this = 0
     for i, v in ipairs(many("HMGET", KEYS[k], live)) do
       if tonumber(live[i]) == s then this = tonumber(v) or 0 else n = n + (tonumber(v) or 0) end
     end
-    return n, this
+    return n, this, first
   end
   return {count = count, changes = changes, left = left, prune = prune, after = after}
 end
@@ -264,6 +269,18 @@ local function send_start(attrs)
   return nil, tonumber(attrs[1]) * 1000, now, us, id_prefix(us)
 end
 
+-- A queue's limits across the fleet from its hash fields "redjob:concurrency"
+-- ("<per worker> <global>") and "redjob:rate" ("<max> <period ms>"), see
+-- QueueSettings::FIELDS: the global concurrency (0: none), the rate's max and
+-- period (0, 0: none), and whether any limit is set.
+local function fleet_limits(conc, rate)
+  local global = tonumber(string.match(conc or "", "^%d+ (%d+)")) or 0
+  local n, ms = string.match(rate or "", "^(%d+) (%d+)$")
+  n, ms = tonumber(n) or 0, tonumber(ms) or 0
+  if n == 0 or ms == 0 then n, ms = 0, 0 end
+  return global > 0 or n > 0, global, n, ms
+end
+
 -- Hands the first message of a send (`zargs`/`hargs` as send_write's, its score
 -- due by `now`) to the worker waiting on the queue: `reg` is that worker's
 -- registration, the hash field "redjob:handoff" its fetch set ("v2 <lease ms>
@@ -278,8 +295,12 @@ end
 -- Returns true when the worker got the message.
 local function hand_off(reg, zargs, hargs, now, us)
   -- read here, not by every send: only a send to a waiting worker needs them
-  local counts = redis.call("HMGET", KEYS[2], "redjob:paused", "totalrecv", "redjob:leased")
+  local counts = redis.call("HMGET", KEYS[2], "redjob:paused", "totalrecv", "redjob:leased",
+    "redjob:concurrency", "redjob:rate")
   if counts[1] then return false end
+  -- a queue limited across the fleet leases only through fetches, which
+  -- count what runs (see fetch.lua): its workers are woken instead
+  if fleet_limits(counts[4], counts[5]) then return false end
   hargs[#hargs + 1] = "redjob:handoff"
   hargs[#hargs + 1] = ""
   local lease, channel, queue = string.match(reg, "^v2 (%d+) (%S+) (%S+)$")

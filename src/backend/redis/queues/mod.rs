@@ -241,6 +241,7 @@ impl Rsmq {
                 &k.periodic,
                 &k.leases,
                 &k.exact,
+                &k.starts,
             ]
             .into_iter()
             .cloned()
