@@ -281,7 +281,7 @@ fn a_global_concurrency_holds_across_processes_and_a_killed_ones_places_free_at_
 
 #[test]
 fn a_rate_limit_holds_across_processes_in_every_sliding_window() {
-    let period = Duration::from_millis(500);
+    let period = Duration::from_secs(1);
     let (server, client, rt, dir) = setup(
         "limits-rate",
         QueueSettings::rate_limit(RateLimit::new(10, period)),
@@ -296,7 +296,7 @@ fn a_rate_limit_holds_across_processes_in_every_sliding_window() {
     rt.block_on(client.enqueue_batch(&jobs)).unwrap();
     let procs: Vec<Proc> = (0..3).map(|n| spawn_worker(&url, &dir, n)).collect();
     assert!(
-        wait_until(Duration::from_secs(40), || processed(&rt, &client) >= 100),
+        wait_until(Duration::from_secs(60), || processed(&rt, &client) >= 100),
         "every job ran: {}",
         processed(&rt, &client)
     );
@@ -312,7 +312,7 @@ fn a_rate_limit_holds_across_processes_in_every_sliding_window() {
     );
     // Redis counts starts by its clock as it leases; a handler logs its start
     // a few ms later
-    let window = period.as_millis() as u64 - 30;
+    let window = period.as_millis() as u64 - 100;
     let mut most = 0;
     let mut j = 0;
     for i in 0..starts.len() {
@@ -325,7 +325,7 @@ fn a_rate_limit_holds_across_processes_in_every_sliding_window() {
         most, 10,
         "the limit was reached and never exceeded in any window"
     );
-    assert!(starts[99] - starts[0] >= 9 * period.as_millis() as u64 - 30);
+    assert!(starts[99] - starts[0] >= 9 * period.as_millis() as u64 - 100);
     drop(procs);
     let _ = std::fs::remove_dir_all(&dir);
 }

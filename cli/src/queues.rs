@@ -306,6 +306,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 v["settings"]["dead_letters"] = s["dead_letters"].take();
                 v["settings"]["history"] = s["history"].take();
                 v["settings"]["concurrency"] = s["concurrency"].take();
+                v["settings"]["rate_limit"] = s["rate_limit"].take();
                 v["run_times"] = times
                     .iter()
                     .map(|t| {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use redjob::ops::{Admin, Change, Concurrency, History, QueueSettings, Retention, duration_text};
+use redjob::ops::{Admin, Change, History, QueueSettings, RateLimit, Retention, duration_text};
 use serde_json::{Value, json};
 
 use crate::show;
@@ -38,6 +38,18 @@ pub struct SettingsArgs {
     /// worker follows at its next heartbeat.
     #[arg(long, value_parser = per_worker)]
     concurrency: Option<Limit<u32>>,
+    /// The most of the queue's jobs running at once across every worker, or
+    /// `none` for no such limit. A job's place is held by its lease.
+    #[arg(long, value_parser = per_worker)]
+    global_concurrency: Option<Limit<u32>>,
+    /// The most of the queue's jobs starting in any window of a period
+    /// (`50/1s`, `100/1m`, `1000/1h`), across every worker, or `none`.
+    #[arg(long, value_parser = rate)]
+    rate_limit: Option<RateLimit>,
+}
+
+fn rate(s: &str) -> Result<RateLimit, String> {
+    s.parse().map_err(|e: redjob::Error| e.to_string())
 }
 
 fn per_worker(s: &str) -> Result<Limit<u32>, String> {
@@ -113,6 +125,7 @@ pub fn json(s: &QueueSettings) -> Value {
     let dead = s.in_force().dead_letters;
     let h = s.in_force().history;
     let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+    let rate = s.in_force().rate_limit;
     json!({
         "dead_letters": {
             "max_count": dead.max_count,
@@ -130,8 +143,15 @@ pub fn json(s: &QueueSettings) -> Value {
         },
         "concurrency": {
             "per_worker": s.in_force().concurrency.per_worker,
+            "global": s.in_force().concurrency.global,
             "stored": s.concurrency.is_some(),
             "set_by": change_json(s.set_by.concurrency.as_ref()),
+        },
+        "rate_limit": {
+            "max": rate.is_limited().then_some(rate.max),
+            "period_ms": rate.is_limited().then_some(rate.period.as_millis() as u64),
+            "stored": s.rate_limit.is_some(),
+            "set_by": change_json(s.set_by.rate_limit.as_ref()),
         }
     })
 }
@@ -150,6 +170,13 @@ pub fn lines(s: &QueueSettings) -> Vec<String> {
         .concurrency
         .per_worker
         .map_or("none".into(), |n| n.to_string());
+    let global = s
+        .in_force()
+        .concurrency
+        .global
+        .map_or("none".into(), |n| n.to_string());
+    let rate = s.in_force().rate_limit.to_string();
+    let rfrom = origin(s.rate_limit.is_some(), s.set_by.rate_limit.as_ref());
     let on = if h.enabled { "on" } else { "off" };
     let hcount = h.max_count.map_or("none".into(), |n| n.to_string());
     let hage = h.max_age.map_or("none".into(), duration_text);
@@ -164,6 +191,8 @@ pub fn lines(s: &QueueSettings) -> Vec<String> {
         format!("{:<24}{hage:<10}{hfrom}", "history: for"),
         format!("{:<24}{args:<10}{hfrom}", "history: arguments for"),
         format!("{:<24}{per_worker:<10}{cfrom}", "concurrency per worker"),
+        format!("{:<24}{global:<10}{cfrom}", "concurrency, all workers"),
+        format!("{:<24}{rate:<10}{rfrom}", "rate limit"),
     ]
 }
 
@@ -196,10 +225,21 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
             .set_settings(&args.queue, &QueueSettings::history(h))
             .await?;
     }
-    if let Some(Limit(n)) = args.concurrency {
-        let limit = n.map_or(Concurrency::UNLIMITED, Concurrency::per_worker);
+    if args.concurrency.is_some() || args.global_concurrency.is_some() {
+        let mut limit = s.in_force().concurrency;
+        if let Some(Limit(n)) = args.concurrency {
+            limit.per_worker = n;
+        }
+        if let Some(Limit(n)) = args.global_concurrency {
+            limit.global = n;
+        }
         s = c
             .set_settings(&args.queue, &QueueSettings::concurrency(limit))
+            .await?;
+    }
+    if let Some(r) = args.rate_limit {
+        s = c
+            .set_settings(&args.queue, &QueueSettings::rate_limit(r))
             .await?;
     }
     if ctx.json {

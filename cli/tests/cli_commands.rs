@@ -214,7 +214,11 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     );
     assert_eq!(
         v["concurrency"],
-        json!({"per_worker": null, "stored": false, "set_by": null})
+        json!({"per_worker": null, "global": null, "stored": false, "set_by": null})
+    );
+    assert_eq!(
+        v["rate_limit"],
+        json!({"max": null, "period_ms": null, "stored": false, "set_by": null})
     );
     let text = cli(&url, &["queue", "settings", "mail"])
         .await
@@ -328,6 +332,75 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
         (&v["concurrency"]["per_worker"], &v["concurrency"]["stored"]),
         (&json!(null), &json!(true))
     );
+    // the limits across the fleet: the global concurrency keeps the per
+    // worker one; the rate limit as starts per period
+    let v = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--concurrency",
+            "3",
+            "--global-concurrency",
+            "7",
+            "--rate-limit",
+            "50/1m",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(v["concurrency"]["per_worker"], 3);
+    assert_eq!(v["concurrency"]["global"], 7);
+    assert_eq!(v["rate_limit"]["max"], 50);
+    assert_eq!(v["rate_limit"]["period_ms"], 60_000);
+    assert_eq!(v["rate_limit"]["set_by"]["by"], by);
+    let v = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--global-concurrency",
+            "none",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(
+        (&v["concurrency"]["per_worker"], &v["concurrency"]["global"]),
+        (&json!(3), &json!(null))
+    );
+    let show = cli(&url, &["queue", "settings", "mail"])
+        .await
+        .ok()
+        .to_string();
+    assert!(
+        show.lines()
+            .any(|l| l.starts_with("rate limit") && l.contains(" 50/1m ")),
+        "{show}"
+    );
+    let v = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--rate-limit",
+            "none",
+            "--concurrency",
+            "none",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(
+        (&v["rate_limit"]["max"], &v["rate_limit"]["stored"]),
+        (&json!(null), &json!(true))
+    );
     let v = cli(&url, &["queue", "show", "mail", "--json"]).await.json();
     assert_eq!(v["settings"]["dead_letters"]["max_count"], 2);
     assert_eq!(v["settings"]["vt_s"], 30);
@@ -339,6 +412,15 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
         (["--dead-max-age", "5"], "add a unit"),
         (
             ["--concurrency", "0"],
+            "give a count from 1 to 1000000, or none",
+        ),
+        (
+            ["--rate-limit", "50"],
+            "give starts per period (50/1s, 100/1m), or none",
+        ),
+        (["--rate-limit", "5/2d"], "give a period from 1ms to 24h"),
+        (
+            ["--global-concurrency", "0"],
             "give a count from 1 to 1000000, or none",
         ),
     ] {

@@ -156,6 +156,11 @@ impl<B: Backend> Dispatcher<B> {
                     _ = self.per_queue.stop.cancelled() => return,
                 }
             }
+            // a queue that did not exist when last looked for: its limits (the
+            // builder's stored where none is) are read before any lease, and
+            // before the prefetch is decided
+            let unread = !self.follow.is_read(&self.queue)
+                && !self.follow.read(&self.backend, &self.queue).await;
             let mut n = tokio::select! {
                 n = self.slots() => n,
                 _ = self.per_queue.stop.cancelled() => return,
@@ -184,11 +189,6 @@ impl<B: Backend> Dispatcher<B> {
                     self.give_back(n - free);
                     n = free;
                 }
-            }
-            if !self.follow.is_read(&self.queue) {
-                // a queue that did not exist when last looked for: its limits
-                // (the builder's stored where none is) before any lease
-                self.follow.read(&self.backend, &self.queue).await;
             }
             // a fetch in flight is never dropped: its script may have run, and the
             // jobs it leased would stay leased to nobody; at shutdown they are
@@ -247,6 +247,12 @@ impl<B: Backend> Dispatcher<B> {
             if self.per_queue.stop.is_cancelled() {
                 self.release(fetched, sent_at);
                 return;
+            }
+            if unread && !fetched.jobs.is_empty() {
+                // the queue was created between the read and the fetch: its
+                // jobs go back unstarted until its limits are read
+                self.release(fetched, sent_at);
+                continue;
             }
             if self.shared.controls.is_quiet() {
                 // quieted during the fetch: what it leased goes back, and a

@@ -313,11 +313,16 @@ impl<B: Backend> Worker<B> {
             base: self.settings.clone(),
             by: format!("worker {}", self.id),
             told: Default::default(),
+            wakes: limits
+                .keys()
+                .map(|q| (q.clone(), Arc::new(Notify::new())))
+                .collect(),
+            seen: Default::default(),
         });
         follow.first_pass(&self.backend).await;
         for (name, _) in &self.queues {
             let queue: Arc<str> = name.as_str().into();
-            let wake = Arc::new(Notify::new());
+            let wake = follow.wakes[name].clone();
             wakes.insert(name.clone(), wake.clone());
             let (tx, rx) = mpsc::unbounded_channel();
             let leases = Arc::new(Leases::watched(changed.clone()));

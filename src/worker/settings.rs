@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::limit::Limit;
 use crate::contract::backend::Backend;
-use crate::contract::settings::QueueSettings;
+use crate::contract::settings::{QueueSettings, RateLimit};
 use crate::error::Error;
 
 /// How often a worker stores its settings again where they are stored already
@@ -52,6 +52,11 @@ pub(crate) struct Follow {
     pub read: HashMap<String, AtomicBool>,
     /// The queues whose stored values over this worker's were logged.
     pub told: Mutex<HashSet<String>>,
+    /// Each queue's dispatcher's wake-up: a change of the queue's limits
+    /// wakes a dispatcher that sleeps until a limit lets a job start.
+    pub wakes: HashMap<String, Arc<tokio::sync::Notify>>,
+    /// The limits across the fleet last read for each queue.
+    pub seen: Mutex<HashMap<String, (Option<u32>, RateLimit)>>,
 }
 
 impl Follow {
@@ -119,6 +124,19 @@ impl Follow {
                     &stored
                 };
                 limit.set_fleet_limited(fleet_limited(in_force));
+                let now = in_force.in_force();
+                let fleet = (now.concurrency.global, now.rate_limit);
+                let before = self
+                    .seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(queue.to_string(), fleet);
+                if before.is_some_and(|b| b != fleet)
+                    && let Some(wake) = self.wakes.get(queue)
+                {
+                    // a dispatcher held back by the old limits fetches again
+                    wake.notify_one();
+                }
                 read.store(true, Ordering::SeqCst);
                 true
             }
@@ -233,6 +251,8 @@ mod tests {
             by: "worker w".into(),
             read: HashMap::new(),
             told: Mutex::default(),
+            wakes: HashMap::new(),
+            seen: Mutex::default(),
         }
     }
 

@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use redjob::JobId;
 use redjob::inspect::{Cancelled, Inspect, JobState};
-use redjob::ops::{Admin, Concurrency, History, QueueSettings, Retention, Spread};
+use redjob::ops::{Admin, History, QueueSettings, RateLimit, Retention, Spread};
 use redjob::topic::{EventId, Start};
 
 use crate::Ctx;
@@ -111,39 +111,60 @@ async fn on_queue(
             };
             format!("Deleted {} jobs.", num(n))
         }
-        "settings"
-            if fields
-                .get("concurrency")
-                .is_some_and(|v| v.trim().is_empty()) =>
-        {
-            // the form left empty: nothing to store
-            "Nothing changed.".to_string()
-        }
-        "settings" if fields.get("concurrency").is_some() => {
-            // `none`: no limit of the queue's own
-            let given = fields.get("concurrency").map(str::trim).unwrap_or("");
-            let limit = match given {
-                "none" => Concurrency::UNLIMITED,
+        "settings" if fields.get("concurrency").is_some() || fields.get("global").is_some() => {
+            // a field left empty keeps the value in force (the form leaves a
+            // value not stored empty, so saving it unchanged stores nothing);
+            // `none`: no limit
+            let given = |name| fields.get(name).map(str::trim).filter(|v| !v.is_empty());
+            let (per_worker, global) = (given("concurrency"), given("global"));
+            if per_worker.is_none() && global.is_none() {
+                return Ok(back(
+                    &ctx,
+                    &format!("/queues/{}", seg(&queue)),
+                    "Nothing changed.",
+                ));
+            }
+            let count = |v: &str| match v {
+                "none" => Ok(None),
                 n => match n.parse::<u32>() {
-                    Ok(n) if (1..=redjob::ops::MAX_CONCURRENCY).contains(&n) => {
-                        Concurrency::per_worker(n)
-                    }
-                    _ => {
-                        return Err(WebError::BadRequest(format!(
-                            "{n:?}: give a count from 1 to {}, or none",
-                            redjob::ops::MAX_CONCURRENCY
-                        )));
-                    }
+                    Ok(n) if (1..=redjob::ops::MAX_CONCURRENCY).contains(&n) => Ok(Some(n)),
+                    _ => Err(WebError::BadRequest(format!(
+                        "{n:?}: give a count from 1 to {}, or none",
+                        redjob::ops::MAX_CONCURRENCY
+                    ))),
                 },
             };
+            let mut limit = c.settings(&queue).await?.in_force().concurrency;
+            if let Some(v) = per_worker {
+                limit.per_worker = count(v)?;
+            }
+            if let Some(v) = global {
+                limit.global = count(v)?;
+            }
             c.set_settings(&queue, &QueueSettings::concurrency(limit))
                 .await?;
+            let text = |n: Option<u32>| n.map_or("no limit".into(), |n| n.to_string());
             format!(
-                "Saved: at most {} at once in each worker; every worker follows at its next heartbeat.",
-                limit
-                    .per_worker
-                    .map_or("no limit".into(), |n| n.to_string())
+                "Saved: at most {} at once in each worker, {} across all workers; every worker follows at its next heartbeat.",
+                text(limit.per_worker),
+                text(limit.global)
             )
+        }
+        "settings" if fields.get("rate_limit").is_some() => {
+            let given = fields.get("rate_limit").map(str::trim).unwrap_or("");
+            if given.is_empty() {
+                return Ok(back(
+                    &ctx,
+                    &format!("/queues/{}", seg(&queue)),
+                    "Nothing changed.",
+                ));
+            }
+            let rate: RateLimit = given
+                .parse()
+                .map_err(|e: redjob::Error| WebError::BadRequest(e.to_string()))?;
+            c.set_settings(&queue, &QueueSettings::rate_limit(rate))
+                .await?;
+            format!("Saved: rate limit {rate} across all workers.")
         }
         "settings" if fields.get("history").is_some() => {
             // the history's form: a field left out or empty keeps the value

@@ -138,6 +138,70 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
         Some(4)
     );
 
+    // the global concurrency keeps the per worker one; the rate limit as
+    // starts per period
+    let saved = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("concurrency", ""), ("global", "6")],
+    )
+    .await;
+    assert!(
+        note(&saved).contains("6 across all workers"),
+        "{}",
+        note(&saved)
+    );
+    let c = client
+        .settings("mail")
+        .await
+        .unwrap()
+        .in_force()
+        .concurrency;
+    assert_eq!((c.per_worker, c.global), (Some(4), Some(6)));
+    let same = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("rate_limit", "")],
+    )
+    .await;
+    assert!(note(&same).contains("Nothing changed"), "{}", note(&same));
+    assert_eq!(client.settings("mail").await.unwrap().rate_limit, None);
+    let saved = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("rate_limit", "100/1m")],
+    )
+    .await;
+    assert!(
+        note(&saved).contains("rate limit 100/1m"),
+        "{}",
+        note(&saved)
+    );
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(
+        page.body.contains(r#"name="rate_limit" value="100/1m""#)
+            && page.body.contains(r#"name="global" value="6""#),
+        "{}",
+        page.body
+    );
+    for bad in ["100", "0/1s", "5/2d", "x/1s"] {
+        let r = post(
+            &app,
+            "/queues/mail/settings",
+            &cookie,
+            &[("csrf", &token), ("rate_limit", bad)],
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+    }
+    assert_eq!(
+        client.settings("mail").await.unwrap().rate_limit,
+        Some(redjob::ops::RateLimit::per_minute(100))
+    );
+
     // bad values and a missing token change nothing
     for (count, age) in [("0", "1d"), ("ten", "1d"), ("5", "3"), ("5", "0s")] {
         let r = post(
@@ -235,9 +299,11 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
     assert!(
         page.body.contains("Dead letters (set by dashboard at ")
             && page.body.contains("): at most none, for 36h.")
+            && page.body.contains("Concurrency (set by dashboard at ")
             && page
                 .body
-                .contains("Concurrency per worker (set by dashboard at ")
+                .contains("at most 4 at once in each worker, 6 across all workers.")
+            && page.body.contains("): 100/1m.")
             && !page.body.contains("dead_max_count")
             && !page.body.contains(r#"name="concurrency""#),
         "{}",

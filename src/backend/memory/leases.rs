@@ -172,7 +172,7 @@ impl Backend for MemoryBackend {
             // when the limit lets the next job start (see fetch.lua)
             let mut at = 0;
             if global_full {
-                at = q.first_lease_end().map_or(now + 1, |end| end + 1);
+                at = q.first_place_frees().unwrap_or((now / 1000 + 1) * 1000);
                 q.held = true;
             }
             if rate_full {
@@ -284,6 +284,7 @@ impl Backend for MemoryBackend {
             let count = u64::from(r.deliveries.min(MAX_COUNT));
             let due = now.saturating_add(crate::contract::backend::clamped_ms(r.delay));
             q.rescore(r.id, due.saturating_mul(1000).saturating_add(count));
+            q.leased.remove(&r.id);
             if let Some(m) = q.msgs.get_mut(&r.id) {
                 m.lease = false;
                 if r.release {

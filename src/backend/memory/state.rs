@@ -122,18 +122,21 @@ impl MemQueue {
     pub fn in_flight(&mut self, now: u64) -> usize {
         let msgs = &self.msgs;
         self.leased.retain(|id| {
+            // counted until the second it ends in has passed, as Redis's lease
+            // counts are (see lease_counts in lib.lua)
             msgs.get(id)
-                .is_some_and(|m| m.lease && is_lease(m.score) && m.score / 1000 >= now)
+                .is_some_and(|m| m.lease && is_lease(m.score) && m.score / 1_000_000 >= now / 1000)
         });
         self.leased.len()
     }
 
-    /// When the first lease in flight ends (Unix ms), if any.
-    pub fn first_lease_end(&self) -> Option<u64> {
+    /// When the first place held by a lease in flight frees (Unix ms): when
+    /// the second its lease ends in has passed, if any.
+    pub fn first_place_frees(&self) -> Option<u64> {
         self.leased
             .iter()
             .filter_map(|id| self.msgs.get(id))
-            .map(|m| m.score / 1000)
+            .map(|m| (m.score / 1_000_000 + 1) * 1000)
             .min()
     }
 
@@ -280,6 +283,7 @@ impl MemQueue {
     }
 
     fn detach(&mut self, id: &JobId) -> Option<Msg> {
+        self.leased.remove(id);
         let m = self.msgs.remove(id)?;
         self.set_mut(m.priority).remove(&(m.score, *id));
         Some(m)

@@ -210,6 +210,53 @@ impl RateLimit {
     }
 }
 
+impl std::str::FromStr for RateLimit {
+    type Err = crate::Error;
+
+    /// As an operator types one (the CLI, the dashboard): starts per period,
+    /// `50/1s`, `100/1m`, `1000/1h` (the period as
+    /// [`parse_duration`](super::parse_duration) reads it), or `none`.
+    ///
+    /// ```
+    /// use redjob::ops::RateLimit;
+    ///
+    /// let r: RateLimit = "100/1m".parse()?;
+    /// assert_eq!(r, RateLimit::per_minute(100));
+    /// assert_eq!("none".parse::<RateLimit>()?, RateLimit::NONE);
+    /// assert!("100".parse::<RateLimit>().is_err());
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    fn from_str(s: &str) -> crate::Result<RateLimit> {
+        let bad = |reason: String| crate::Error::InvalidValue {
+            what: "rate limit",
+            reason,
+        };
+        if s == "none" {
+            return Ok(RateLimit::NONE);
+        }
+        let (n, period) = s.split_once('/').ok_or_else(|| {
+            bad(format!(
+                "{s:?}: give starts per period (50/1s, 100/1m), or none"
+            ))
+        })?;
+        let n: u32 = n.parse().map_err(|_| {
+            bad(format!(
+                "{s:?}: give starts per period (50/1s, 100/1m), or none"
+            ))
+        })?;
+        let period = super::parse_duration(period)?;
+        if n == 0 || n > MAX_CONCURRENCY {
+            return Err(bad(format!(
+                "{s:?}: give 1 to {MAX_CONCURRENCY} starts per period"
+            )));
+        }
+        if period.is_zero() || period > MAX_RATE_PERIOD {
+            return Err(bad(format!("{s:?}: give a period from 1ms to 24h")));
+        }
+        Ok(RateLimit::new(n, period))
+    }
+}
+
 impl std::fmt::Display for RateLimit {
     /// `50/1s`, `100/1m`, or `none`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -206,6 +206,23 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
         String::new()
     };
     let cfrom = origin(s.concurrency.is_some(), s.set_by.concurrency.as_ref());
+    let global = s
+        .in_force()
+        .concurrency
+        .global
+        .map_or("none".into(), |n| n.to_string());
+    let stored_global = if s.concurrency.is_some() {
+        global.clone()
+    } else {
+        String::new()
+    };
+    let rate = s.in_force().rate_limit.to_string();
+    let stored_rate = if s.rate_limit.is_some() {
+        rate.clone()
+    } else {
+        String::new()
+    };
+    let rfrom = origin(s.rate_limit.is_some(), s.set_by.rate_limit.as_ref());
     html! {
         section #settings {
             h2 { "Settings" }
@@ -216,7 +233,8 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
                     "History (" (hfrom) "): " (if h.enabled { "on" } else { "off" }) ", at most " (hcount) ", for " (hage)
                     ", arguments for " (hargs) "."
                 }
-                p { "Concurrency per worker (" (cfrom) "): " (per_worker) "." }
+                p { "Concurrency (" (cfrom) "): at most " (per_worker) " at once in each worker, " (global) " across all workers." }
+                p { "Rate limit (" (rfrom) "): " (rate) "." }
             } @else {
                 p.muted { "Dead letters (" (from) "):" }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
@@ -247,6 +265,14 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
                     label { "At most " input type="text" name="concurrency" value=(stored_per_worker) placeholder="none" size="8"; " at once in each worker" }
+                    " "
+                    label { "and " input type="text" name="global" value=(stored_global) placeholder="none" size="8"; " across all workers" }
+                    " " button type="submit" { "Save" }
+                }
+                p.muted { "Rate limit across all workers (" (rfrom) "): starts per period, such as 50/1s or 100/1m, or none." }
+                form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
+                    (crate::layout::csrf(ctx))
+                    label { "At most " input type="text" name="rate_limit" value=(stored_rate) placeholder="none" size="10"; }
                     " " button type="submit" { "Save" }
                 }
             }

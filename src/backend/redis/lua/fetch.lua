@@ -304,10 +304,11 @@ if n > 0 then
     if #starts > 0 then
       many("ZADD", KEYS[5], starts)
       -- the starts out of the window go, at most this call's and 100 more (the
-      -- window then holds no more than the limit's N and these)
+      -- window then holds no more than the limit's N and these); by ZRANGE and
+      -- ZREM, which the worker ACL rule of earlier releases grants
       local card = redis.call("ZCARD", KEYS[5])
       local stale = math.min(card - rate_used - leased, leased + 100)
-      if stale > 0 then redis.call("ZREMRANGEBYRANK", KEYS[5], 0, stale - 1) end
+      if stale > 0 then many("ZREM", KEYS[5], redis.call("ZRANGE", KEYS[5], 0, stale - 1)) end
       redis.call("PEXPIRE", KEYS[5], rate_ms)
     end
   end
@@ -339,6 +340,9 @@ if leased < asked and (global_full or rate_full) then
   end
   out[2] = string.format("%.0f", at * 1000)
   out[6] = 1
+  -- seconds past in the lease counts, as below: a queue always at its limit
+  -- is held at most fetches
+  if math.floor(now / 1000) % 10 == 0 then lease_counts().prune(3, now) end
   if attrs[8] and attrs[8] ~= "" then
     set[#set + 1] = "redjob:handoff"
     set[#set + 1] = ""
