@@ -31,6 +31,6 @@ pub use crate::contract::admin::{
 pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;
 pub use crate::contract::settings::{
-    Change, Concurrency, InForce, MAX_CONCURRENCY, MAX_RATE_PERIOD, QueueSettings, RateLimit,
-    SetBy, duration_text, parse_duration,
+    Change, Concurrency, InForce, LimitUsage, MAX_CONCURRENCY, MAX_RATE_PERIOD, QueueSettings,
+    RateLimit, SetBy, duration_text, parse_duration,
 };

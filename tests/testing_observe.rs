@@ -190,6 +190,38 @@ async fn metrics_of_jobs_events_and_queues_are_recorded_by_the_kit() {
 }
 
 #[tokio::test]
+async fn jobs_held_back_by_a_limit_are_counted_by_limit() {
+    use redjob::ops::{Admin, Concurrency, QueueSettings};
+    use redjob::queue::Queues;
+    let kit = kit();
+    kit.backend()
+        .create_queue("observed", Default::default())
+        .await
+        .unwrap();
+    kit.backend()
+        .set_settings(
+            "observed",
+            &QueueSettings::concurrency(Concurrency::global(1)),
+        )
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        kit.client().enqueue(&Observed { fail: 0 }).await.unwrap();
+    }
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!(run.processed, 3);
+    let held = |limit: &str| {
+        kit.counter(
+            "redjob_jobs_held_total",
+            &[("queue", "observed"), ("limit", limit)],
+        )
+    };
+    // a fetch asks for as many as the worker could start: one place was free
+    assert!(held("concurrency") > 0, "{}", held("concurrency"));
+    assert_eq!(held("rate"), 0);
+}
+
+#[tokio::test]
 async fn every_kit_type_prints_readably() {
     let kit = kit()
         .periodic(

@@ -307,6 +307,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 v["settings"]["history"] = s["history"].take();
                 v["settings"]["concurrency"] = s["concurrency"].take();
                 v["settings"]["rate_limit"] = s["rate_limit"].take();
+                v["settings"]["usage"] = settings::usage_json(&c.limit_usage(&queue).await?);
                 v["run_times"] = times
                     .iter()
                     .map(|t| {
@@ -332,7 +333,11 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 }
             }
             println!();
-            for line in settings::lines(&stored) {
+            let usage = c.limit_usage(&queue).await?;
+            for line in settings::lines(&stored)
+                .into_iter()
+                .chain(settings::usage_lines(&usage))
+            {
                 println!("{line}");
             }
             if !times.is_empty() {

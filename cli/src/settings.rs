@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use clap::Args;
-use redjob::ops::{Admin, Change, History, QueueSettings, RateLimit, Retention, duration_text};
+use redjob::ops::{
+    Admin, Change, History, LimitUsage, QueueSettings, RateLimit, Retention, duration_text,
+};
 use serde_json::{Value, json};
 
 use crate::show;
@@ -242,13 +244,49 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
             .set_settings(&args.queue, &QueueSettings::rate_limit(r))
             .await?;
     }
+    let usage = c.limit_usage(&args.queue).await?;
     if ctx.json {
         let mut v = json(&s);
         v["queue"] = json!(args.queue);
+        v["usage"] = usage_json(&usage);
         return show::json(&v);
     }
-    for line in lines(&s) {
+    for line in lines(&s).into_iter().chain(usage_lines(&usage)) {
         println!("{line}");
     }
     Ok(())
+}
+
+/// How much of the limits across the fleet is in use, as JSON.
+pub fn usage_json(u: &LimitUsage) -> Value {
+    json!({
+        "in_flight": u.in_flight,
+        "started_in_window": u.started_in_window,
+        "held_until_ms": u.held_until_ms,
+    })
+}
+
+/// How much of the limits across the fleet is in use, as lines of text (none
+/// without such limits).
+pub fn usage_lines(u: &LimitUsage) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(g) = u.concurrency.global {
+        out.push(format!(
+            "{:<24}{} of {g} running",
+            "in use, all workers", u.in_flight
+        ));
+    }
+    if u.rate_limit.is_limited() {
+        out.push(format!(
+            "{:<24}{} of {} started in the last {}",
+            "in use, rate",
+            u.started_in_window,
+            u.rate_limit.max,
+            duration_text(u.rate_limit.period)
+        ));
+    }
+    if let Some(at) = u.held_until_ms {
+        out.push(format!("{:<24}{}", "next start held until", show::when(at)));
+    }
+    out
 }

@@ -356,6 +356,11 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     assert_eq!(v["rate_limit"]["max"], 50);
     assert_eq!(v["rate_limit"]["period_ms"], 60_000);
     assert_eq!(v["rate_limit"]["set_by"]["by"], by);
+    // the setup leased one job (before the rate limit: no start counted)
+    assert_eq!(
+        v["usage"],
+        json!({"in_flight": 1, "started_in_window": 0, "held_until_ms": null})
+    );
     let v = cli(
         &url,
         &[
@@ -380,6 +385,11 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     assert!(
         show.lines()
             .any(|l| l.starts_with("rate limit") && l.contains(" 50/1m ")),
+        "{show}"
+    );
+    assert!(
+        show.lines()
+            .any(|l| l.starts_with("in use, rate") && l.contains("0 of 50 started in the last 1m")),
         "{show}"
     );
     let v = cli(

@@ -224,7 +224,33 @@ pub struct Fetched {
     /// A limit across the fleet (a global concurrency or a rate limit) left
     /// no place for more: `next_due_us` says when it lets a job start; the
     /// fetch did not register for a hand-off.
-    pub held: bool,
+    pub held: Held,
+}
+
+/// Which of a queue's limits across the fleet held a fetch back (none: the
+/// default).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Held {
+    /// The global concurrency: every place is taken.
+    pub concurrency: bool,
+    /// The rate limit: its window is full.
+    pub rate: bool,
+}
+
+impl Held {
+    /// From fetch.lua's bits: 1 the concurrency, 2 the rate.
+    pub(crate) fn from_bits(b: i64) -> Self {
+        Held {
+            concurrency: b & 1 != 0,
+            rate: b & 2 != 0,
+        }
+    }
+
+    /// Whether any limit held the fetch back.
+    pub fn any(&self) -> bool {
+        self.concurrency || self.rate
+    }
 }
 
 /// A finished delivery to put back for later: a retry, or a release at shutdown.

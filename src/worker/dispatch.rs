@@ -234,9 +234,15 @@ impl<B: Backend> Dispatcher<B> {
             // (unless a limit held it back), and clears the registration on a
             // fetch that leased all it asked or was held back
             let ordinary = !fetched.missing && !fetched.paused;
-            if ordinary && (waiting || fetched.held || fetched.jobs.len() >= n as usize) {
+            let held = fetched.held.any();
+            if held {
+                self.per_queue
+                    .metrics
+                    .held(fetched.held, u64::from(n - got));
+            }
+            if ordinary && (waiting || held || fetched.jobs.len() >= n as usize) {
                 self.registered.store(
-                    waiting && !fetched.held && fetched.jobs.len() < n as usize,
+                    waiting && !held && fetched.jobs.len() < n as usize,
                     std::sync::atomic::Ordering::Relaxed,
                 );
             }

@@ -59,6 +59,9 @@ pub(crate) const WAIT: &str = "redjob_job_wait_seconds";
 pub(crate) const QUEUE_JOBS: &str = "redjob_queue_jobs";
 /// 1 while a queue is paused.
 pub(crate) const QUEUE_PAUSED: &str = "redjob_queue_paused";
+/// Jobs a fetch asked for and a limit across the fleet held back, by `queue`
+/// and `limit` (`concurrency`, `rate`).
+pub(crate) const HELD: &str = "redjob_jobs_held_total";
 
 /// Event runs started, by `topic`, `subscriber` and `event`.
 pub(crate) const EVENTS_STARTED: &str = "redjob_events_started_total";
@@ -91,6 +94,11 @@ pub(crate) fn describe() {
         "Jobs of a queue by state, sampled by each worker"
     );
     metrics::describe_gauge!(QUEUE_PAUSED, "1 while the queue is paused");
+    metrics::describe_counter!(
+        HELD,
+        Unit::Count,
+        "Jobs a fetch asked for that a queue's limit across the fleet held back, by limit: concurrency, rate"
+    );
     metrics::describe_counter!(EVENTS_STARTED, Unit::Count, "Event runs started");
     metrics::describe_counter!(
         EVENTS_FINISHED,
@@ -221,6 +229,8 @@ pub(crate) struct QueueMetrics {
     sink: Sink,
     jobs: RwLock<HashMap<Box<str>, Arc<JobMetrics>>>,
     paused: Option<Gauge>,
+    /// Jobs held back by the global concurrency, and by the rate limit.
+    held: Option<[Counter; 2]>,
 }
 
 impl QueueMetrics {
@@ -230,12 +240,31 @@ impl QueueMetrics {
         if let Some(g) = &paused {
             g.set(0.0);
         }
+        let held = on.then(|| {
+            sink.with(|| {
+                ["concurrency", "rate"]
+                    .map(|l| metrics::counter!(HELD, "queue" => queue.to_string(), "limit" => l))
+            })
+        });
         QueueMetrics {
             queue,
             on,
             sink,
             jobs: RwLock::new(HashMap::new()),
             paused,
+            held,
+        }
+    }
+
+    /// A fetch's `n` jobs not leased because of the limits in `held`.
+    pub fn held(&self, held: crate::contract::leases::Held, n: u64) {
+        if let Some([c, r]) = &self.held {
+            if held.concurrency {
+                c.increment(n);
+            }
+            if held.rate {
+                r.increment(n);
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redjob::backend::Backend;
+use redjob::backend::{Backend, Settle};
 use redjob::ops::{Admin, Concurrency, QueueSettings, RateLimit};
 use redjob::queue::{QueueOptions, Queues};
 use redjob::{Job, JobContext, JobError, Worker};
@@ -254,4 +254,61 @@ pub async fn lifting_a_limit_wakes_the_workers_it_held(env: &Env) {
         "the rest ran once the limit was lifted"
     );
     w.stop().await;
+}
+
+pub async fn the_usage_of_limits_is_read_as_a_fetch_counts_it(env: &Env) {
+    let mut both = QueueSettings::concurrency(Concurrency::global(2));
+    both.rate_limit = Some(RateLimit::per_hour(3));
+    create_with(env, both).await;
+    let q = env.client.backend();
+    let usage = env.client.limit_usage(QUEUE).await.unwrap();
+    assert_eq!(
+        (
+            usage.in_flight,
+            usage.started_in_window,
+            usage.held_until_ms
+        ),
+        (0, 0, None)
+    );
+    assert_eq!(usage.rate_limit, RateLimit::per_hour(3));
+    enqueue(env, 5, 10).await;
+    let first = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(first.jobs.len(), 2, "the global concurrency's 2");
+    assert!(first.held.concurrency && !first.held.rate);
+    let usage = env.client.limit_usage(QUEUE).await.unwrap();
+    assert_eq!((usage.in_flight, usage.started_in_window), (2, 2));
+    let held = usage.held_until_ms.expect("held back");
+    // a place frees when the first lease's second has passed
+    let now = env
+        .now()
+        .await
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        held > now + 29_000 && held <= now + 32_000,
+        "{held} vs {now}"
+    );
+    let none = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
+    assert!(none.jobs.is_empty() && none.held.concurrency);
+    // settled: the rate is then the full one (3 an hour, 2 started)
+    let settle = Settle {
+        acks: first.jobs.iter().map(|d| (d.id, d.token)).collect(),
+        ..Settle::default()
+    };
+    q.settle(QUEUE, &settle).await.unwrap();
+    let next = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(next.jobs.len(), 1, "the rate's third");
+    assert!(next.held.rate && !next.held.concurrency);
+    let usage = env.client.limit_usage(QUEUE).await.unwrap();
+    assert_eq!((usage.in_flight, usage.started_in_window), (1, 3));
+    let until = usage.held_until_ms.expect("held back by the rate");
+    assert!(
+        until > now + 3_500_000,
+        "an hour after the first start: {until}"
+    );
+    assert!(matches!(
+        env.client.limit_usage("nope").await,
+        Err(redjob::Error::QueueNotFound { .. })
+    ));
 }

@@ -376,7 +376,8 @@ macro_rules! conformance_suite {
             a_hand_off_never_bypasses_a_global_concurrency,
             a_place_held_by_a_dead_worker_frees_when_its_lease_ends,
             a_workers_limits_hold_from_the_first_job_of_a_queue_created_later,
-            lifting_a_limit_wakes_the_workers_it_held);
+            lifting_a_limit_wakes_the_workers_it_held,
+            the_usage_of_limits_is_read_as_a_fetch_counts_it);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
             requeue_all_takes_each_letter_once_while_a_worker_kills_them_again,
             delete_matching_leaves_the_letters_that_die_after_it_starts,

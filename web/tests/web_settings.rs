@@ -183,7 +183,11 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
     let page = get_with(&app, "/queues/mail", &cookie).await;
     assert!(
         page.body.contains(r#"name="rate_limit" value="100/1m""#)
-            && page.body.contains(r#"name="global" value="6""#),
+            && page.body.contains(r#"name="global" value="6""#)
+            && page
+                .body
+                .contains("In use across all workers: 0 of 6 running.")
+            && page.body.contains("Rate: 0 of 100 started in the last 1m."),
         "{}",
         page.body
     );

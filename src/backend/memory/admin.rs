@@ -112,6 +112,41 @@ impl Admin for MemoryBackend {
         Ok(set)
     }
 
+    async fn limit_usage(&self, queue: &str) -> Result<crate::contract::settings::LimitUsage> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        let limits = QueueSettings::decode(&q.settings, &[]).in_force();
+        let in_flight = q.in_flight(now);
+        let rate = limits.rate_limit;
+        let period = rate.period.as_millis() as u64;
+        let used = if rate.is_limited() {
+            q.starts_within(now, period)
+        } else {
+            0
+        };
+        let mut at = None;
+        if limits
+            .concurrency
+            .global
+            .is_some_and(|g| in_flight >= g as usize)
+        {
+            at = q.first_place_frees();
+        }
+        if rate.is_limited() && used >= rate.max as usize {
+            let oldest = q.starts.front().copied().unwrap_or(now);
+            at = Some(at.unwrap_or(0).max(oldest.saturating_add(period)));
+        }
+        Ok(crate::contract::settings::LimitUsage {
+            concurrency: limits.concurrency,
+            rate_limit: rate,
+            in_flight: in_flight as u64,
+            started_in_window: used as u64,
+            held_until_ms: at,
+        })
+    }
+
     async fn is_paused(&self, queue: &str) -> Result<bool> {
         validate::queue_name(queue)?;
         let st = self.lock();

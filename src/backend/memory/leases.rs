@@ -167,15 +167,18 @@ impl Backend for MemoryBackend {
         let leased = jobs.len();
         let global_full = global.is_some_and(|g| inflight + leased >= g);
         let rate_full = rate.is_limited() && used + leased >= rate.max as usize;
-        let held = leased < asked && (global_full || rate_full);
-        let next_due_ms = if held {
+        let held = crate::contract::leases::Held {
+            concurrency: leased < asked && global_full,
+            rate: leased < asked && rate_full,
+        };
+        let next_due_ms = if held.any() {
             // when the limit lets the next job start (see fetch.lua)
             let mut at = 0;
-            if global_full {
+            if held.concurrency {
                 at = q.first_place_frees().unwrap_or((now / 1000 + 1) * 1000);
                 q.held = true;
             }
-            if rate_full {
+            if held.rate {
                 let oldest = q.starts.front().copied().unwrap_or(now);
                 at = at.max(oldest.saturating_add(period));
             }

@@ -160,6 +160,10 @@ impl Admin for Rsmq {
         self.read_overview(query).await
     }
 
+    async fn limit_usage(&self, queue: &str) -> Result<crate::contract::settings::LimitUsage> {
+        settings::usage(self, queue).await
+    }
+
     async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {
         validate::queue_name(queue)?;
         event_word(what)?;

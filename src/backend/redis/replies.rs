@@ -9,7 +9,8 @@ use crate::contract::leases::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next due µs or "", lease ms, maxsize, orphans,
-/// held back by a limit (1) or not (0), (id, body, meta)...}` where meta is the delivery count + 1000 × (priority +
+/// the limits that held it back (bits: 1 concurrency, 2 rate), (id, body,
+/// meta)...}` where meta is the delivery count + 1000 × (priority +
 /// 10) + 21000 × the ms the job had been due, negated when the job's own lease
 /// end (ms) follows it (a released job's, later than the call's); `None` when
 /// the script asks to be called again with the queue's priority level keys.
@@ -27,7 +28,7 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     if orphans == -2 {
         return Ok(None);
     }
-    let held = r.int()? == 1;
+    let held = crate::contract::leases::Held::from_bits(r.int()?);
     let mut jobs = Vec::with_capacity(max.min(1024));
     while !r.is_empty() {
         let raw = r.bytes()?;
@@ -163,7 +164,10 @@ mod tests {
             .map(|d| (d.token.attempt(), d.token.priority(), d.waited_ms))
             .collect();
         assert_eq!(got, [(499, -10, 100_000_000_000), (1, 10, 0), (7, 0, 1234)]);
-        assert!(f.held, "held back by a limit");
+        assert!(
+            f.held.concurrency && !f.held.rate,
+            "held back by the concurrency"
+        );
     }
 }
 

@@ -45,6 +45,7 @@ scripts! {
     CANCEL => "cancel.lua",
     PAUSE => "pause.lua",
     SETTINGS => "settings.lua",
+    LIMITS => "limits.lua",
     DEAD => "dead.lua",
     HISTORY => "history.lua",
     HISTORY_EVENT => "history_event.lua",

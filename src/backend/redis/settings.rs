@@ -5,7 +5,7 @@
 use super::queues::Rsmq;
 use super::scripts::{self, Reply};
 use crate::contract::queues::validate;
-use crate::contract::settings::QueueSettings;
+use crate::contract::settings::{LimitUsage, QueueSettings};
 use crate::{Error, Result};
 
 /// What a `settings.lua` call does.
@@ -57,4 +57,28 @@ pub(super) async fn call(
     }
     let by = values.split_off(QueueSettings::FIELDS.len());
     Ok(QueueSettings::decode(&values, &by))
+}
+
+/// `limits.lua`: how much of the queue's limits across the fleet is in use.
+pub(super) async fn usage(rsmq: &Rsmq, queue: &str) -> Result<LimitUsage> {
+    validate::queue_name(queue)?;
+    let stored = call(rsmq, queue, Mode::Get, &QueueSettings::default(), "").await?;
+    let (mut con, k) = rsmq.parts(queue);
+    let cmd = scripts::eval(&scripts::LIMITS, &[&k.hash, &k.leases, &k.starts]);
+    let v = scripts::run(&mut con, &scripts::LIMITS, &cmd).await?;
+    let (code, mut r) = Reply::status(&v)?;
+    if code == -1 {
+        return Err(Error::QueueNotFound { name: queue.into() });
+    }
+    let in_flight = r.int()?.max(0) as u64;
+    let started_in_window = r.int()?.max(0) as u64;
+    let at = r.int()?.max(0) as u64;
+    let now = stored.in_force();
+    Ok(LimitUsage {
+        concurrency: now.concurrency,
+        rate_limit: now.rate_limit,
+        in_flight,
+        started_in_window,
+        held_until_ms: (at > 0).then_some(at),
+    })
 }

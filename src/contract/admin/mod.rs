@@ -446,6 +446,14 @@ pub trait Admin: Inspect {
         settings: &QueueSettings,
     ) -> impl Future<Output = Result<QueueSettings>> + Send;
 
+    /// How much of `queue`'s limits across the fleet (global concurrency,
+    /// rate limit) is in use now, and when a full one lets the next job start
+    /// (see [`LimitUsage`](crate::ops::LimitUsage)).
+    fn limit_usage(
+        &self,
+        queue: &str,
+    ) -> impl Future<Output = Result<crate::contract::settings::LimitUsage>> + Send;
+
     /// Up to `n` dead letters that match `query`, in its order, after `after`.
     /// Filters are applied as pages are read, so a page may read many letters
     /// to find `n` matches (a queue keeps 10,000 by default, see [`Retention`](crate::ops::Retention)).
@@ -552,6 +560,7 @@ macro_rules! admin_methods {
             async fn resume_schedule(queue: &str, name: &str) -> $crate::Result<bool>;
             async fn control_worker(id: &str, control: Option<$crate::contract::admin::WorkerControl>) -> $crate::Result<bool>;
             async fn set_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
+            async fn limit_usage(queue: &str) -> $crate::Result<$crate::contract::settings::LimitUsage>;
             async fn add_event(queue: &str, what: &str, count: u64) -> $crate::Result<()>;
             async fn overview(query: &$crate::contract::admin::OverviewQuery) -> $crate::Result<$crate::contract::admin::Overview>;
         }

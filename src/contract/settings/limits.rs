@@ -267,6 +267,41 @@ impl std::fmt::Display for RateLimit {
     }
 }
 
+/// How much of a queue's limits across the fleet is in use now
+/// ([`Admin::limit_usage`](crate::ops::Admin::limit_usage)), as the next
+/// fetch would count it.
+///
+/// ```
+/// use redjob::ops::{Admin, Concurrency, QueueSettings};
+/// use redjob::backend::memory::MemoryBackend;
+/// use redjob::queue::Queues;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let q = MemoryBackend::new();
+/// q.create_queue("mail", Default::default()).await?;
+/// q.set_settings("mail", &QueueSettings::concurrency(Concurrency::global(10))).await?;
+/// let usage = q.limit_usage("mail").await?;
+/// assert_eq!((usage.concurrency.global, usage.in_flight), (Some(10), 0));
+/// assert_eq!(usage.held_until_ms, None);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LimitUsage {
+    /// The concurrency in force.
+    pub concurrency: Concurrency,
+    /// The rate limit in force.
+    pub rate_limit: RateLimit,
+    /// Leases in flight, as the global concurrency counts them (a lease until
+    /// the second it ends in has passed).
+    pub in_flight: u64,
+    /// Starts in the rate limit's window up to now (0 without a rate limit).
+    pub started_in_window: u64,
+    /// When a full limit lets the next job start (Unix ms); `None` when no
+    /// limit is full.
+    pub held_until_ms: Option<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use std::time::Duration;
 mod limits;
 mod text;
 
-pub use limits::{Concurrency, MAX_CONCURRENCY, MAX_RATE_PERIOD, RateLimit};
+pub use limits::{Concurrency, LimitUsage, MAX_CONCURRENCY, MAX_RATE_PERIOD, RateLimit};
 pub use text::{duration_text, parse_duration};
 
 use crate::contract::history::History;

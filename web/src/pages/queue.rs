@@ -55,6 +55,7 @@ pub(crate) async fn page(
         .ok_or_else(|| WebError::NotFound(format!("no queue {queue:?}")))?;
     let attrs = client.queues().attributes(&queue).await?;
     let settings = client.settings(&queue).await?;
+    let usage = client.limit_usage(&queue).await?;
     let times = client.run_times(&queue).await?;
     let (state, key, _) = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None => TABS[0],
@@ -141,7 +142,7 @@ pub(crate) async fn page(
                 p.muted { "Each figure is the upper bound of its bucket (1-2-5 steps from 1 ms to 1,000 s)." }
             }
         }
-        (settings_form(&ctx, &qpath, &settings))
+        (settings_form(&ctx, &qpath, &settings, &usage))
         nav.tabs aria-label="Jobs by state" {
             @for (s, k, label) in TABS {
                 a href=(ctx.link(&format!("{qpath}{}", query(&[("state", k)]))))
@@ -180,7 +181,12 @@ pub(crate) async fn page(
 
 /// The queue's settings in force for every worker, stored with the queue or
 /// the defaults, and (unless read-only) a form that changes them.
-fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
+fn settings_form(
+    ctx: &Ctx,
+    qpath: &str,
+    s: &QueueSettings,
+    usage: &redjob::ops::LimitUsage,
+) -> Markup {
     let dead = s.in_force().dead_letters;
     let count = dead.max_count.map_or("none".into(), |n| n.to_string());
     let age = dead
@@ -227,6 +233,18 @@ fn settings_form(ctx: &Ctx, qpath: &str, s: &QueueSettings) -> Markup {
         section #settings {
             h2 { "Settings" }
             p.muted { "In force for every worker of this queue, which follows a change at its next heartbeat; a worker's own value is stored only where none is." }
+            @if let Some(g) = usage.concurrency.global {
+                p #usage-global { "In use across all workers: " (usage.in_flight) " of " (g) " running." }
+            }
+            @if usage.rate_limit.is_limited() {
+                p #usage-rate {
+                    "Rate: " (usage.started_in_window) " of " (usage.rate_limit.max) " started in the last "
+                    (redjob::ops::duration_text(usage.rate_limit.period)) "."
+                }
+            }
+            @if let Some(at) = usage.held_until_ms {
+                p #usage-held { "Next start held back until " (crate::fmt::when(at)) "." }
+            }
             @if ctx.read_only {
                 p { "Dead letters (" (from) "): at most " (count) ", for " (age) "." }
                 p {

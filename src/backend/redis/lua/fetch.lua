@@ -59,8 +59,9 @@
 -- Returns {now µs, when the earliest job left is due (Unix µs; a lease: its end),
 --          or when a limit that held the fetch back lets a job start, or ""
 --          (only when fewer than asked were leased), lease end ms, the queue's
---          maxsize (-1: none), due ids without a body that were removed, 1 when
---          a limit held the fetch back else 0, id, body, meta, id, body, meta, ...}
+--          maxsize (-1: none), due ids without a body that were removed, the
+--          limits that held the fetch back (1: the concurrency, + 2: the rate;
+--          0: none), id, body, meta, id, body, meta, ...}
 --          where meta packs three integers in one: the delivery count (1..499)
 --          + 1000 x (priority + 10) + 21000 x how long the job had been due (ms,
 --          at most 10^11), negated when the job's lease end differs from the
@@ -339,7 +340,7 @@ if leased < asked and (global_full or rate_full) then
     at = math.max(at, (tonumber(o[2]) or now) + rate_ms)
   end
   out[2] = string.format("%.0f", at * 1000)
-  out[6] = 1
+  out[6] = (global_full and 1 or 0) + (rate_full and 2 or 0)
   -- seconds past in the lease counts, as below: a queue always at its limit
   -- is held at most fetches
   if math.floor(now / 1000) % 10 == 0 then lease_counts().prune(3, now) end
