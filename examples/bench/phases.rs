@@ -93,6 +93,12 @@ pub struct Figures {
     /// 1 the overview with the last hour, 2 with the last week): round trips,
     /// commands inside Redis, Redis CPU ms, wall ms.
     pub overview: Vec<(usize, u8, crate::overview::PerRender)>,
+    /// Phase 15: a backlog under a rate limit of 1,000/s drained by three
+    /// workers: the rate after the first window (starts/s), and the most
+    /// starts in any 1 s window.
+    pub rate_limited_per_s: Option<f64>,
+    pub rate_limited_max_1s: Option<f64>,
+    pub rate_limited_handler_max_1s: Option<f64>,
 }
 
 impl Figures {

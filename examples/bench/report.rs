@@ -379,6 +379,24 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             "the client's overhead",
         ),
         (
+            "rate_limited_per_s",
+            "rate limit 1,000/s, 3 workers: achieved (starts/s)",
+            |f| f.rate_limited_per_s,
+            "within 2% of 1,000",
+        ),
+        (
+            "rate_limited_max_1s",
+            "  most starts in any 1 s window, Redis's clock",
+            |f| f.rate_limited_max_1s,
+            "1,000",
+        ),
+        (
+            "rate_limited_handler_max_1s",
+            "  the same by the handlers' clocks",
+            |f| f.rate_limited_handler_max_1s,
+            "-",
+        ),
+        (
             "enqueue_replicated_plain_jobs_per_s",
             "enqueue one by one, master with a replica (jobs/s)",
             |f| f.enqueue_replicated_plain,
