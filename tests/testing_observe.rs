@@ -65,6 +65,28 @@ impl Hooks for Calls {
             why.as_str()
         ));
     }
+    fn throttled(&self, run: &JobRun<'_>, _: Duration, retry_in: Duration) {
+        self.push(format!(
+            "throttled {} #{} for {retry_in:?}",
+            run.job, run.attempt
+        ));
+    }
+}
+
+/// Throttled by its dependency for 30 s on its first run (`ctx.attempt()`
+/// stays 1: a throttle counts no attempt, so the kit's data keeps the count).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit-throttled", queue = "throttled-kit")]
+struct Throttled;
+
+impl Job for Throttled {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let runs = ctx.data::<Arc<std::sync::atomic::AtomicU32>>()?;
+        if runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            return Err(JobError::rate_limited(Duration::from_secs(30)));
+        }
+        Ok(())
+    }
 }
 
 impl Calls {
@@ -219,6 +241,36 @@ async fn jobs_held_back_by_a_limit_are_counted_by_limit() {
     // a fetch asks for as many as the worker could start: one place was free
     assert!(held("concurrency") > 0, "{}", held("concurrency"));
     assert_eq!(held("rate"), 0);
+}
+
+#[tokio::test]
+async fn a_throttle_is_heard_by_hooks_and_counted_by_metrics() {
+    let calls = Arc::new(Calls::default());
+    let kit = kit()
+        .hooks(calls.clone())
+        .data(Arc::new(std::sync::atomic::AtomicU32::new(0)));
+    kit.client().enqueue(&Throttled).await.unwrap();
+    kit.run_until_idle().await.unwrap();
+    assert_eq!(
+        calls.take(),
+        [
+            "started kit-throttled #1",
+            "throttled kit-throttled #1 for 30s"
+        ]
+    );
+    // the queue waits out the throttle, then the job runs again, attempt 1
+    kit.advance(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        calls.take(),
+        ["started kit-throttled #1", "succeeded kit-throttled #1"]
+    );
+    let finished = |outcome: &str| {
+        kit.counter(
+            "redjob_jobs_finished_total",
+            &[("job", "kit-throttled"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!((finished("throttled"), finished("retried")), (1, 0));
 }
 
 #[tokio::test]

@@ -263,6 +263,7 @@ pub fn usage_json(u: &LimitUsage) -> Value {
         "in_flight": u.in_flight,
         "started_in_window": u.started_in_window,
         "held_until_ms": u.held_until_ms,
+        "throttled_until_ms": u.throttled_until_ms,
     })
 }
 
@@ -287,6 +288,9 @@ pub fn usage_lines(u: &LimitUsage) -> Vec<String> {
     }
     if let Some(at) = u.held_until_ms {
         out.push(format!("{:<24}{}", "next start held until", show::when(at)));
+    }
+    if let Some(at) = u.throttled_until_ms {
+        out.push(format!("{:<24}{}", "throttled until", show::when(at)));
     }
     out
 }

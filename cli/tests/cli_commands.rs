@@ -359,7 +359,7 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     // the setup leased one job (before the rate limit: no start counted)
     assert_eq!(
         v["usage"],
-        json!({"in_flight": 1, "started_in_window": 0, "held_until_ms": null})
+        json!({"in_flight": 1, "started_in_window": 0, "held_until_ms": null, "throttled_until_ms": null})
     );
     let v = cli(
         &url,

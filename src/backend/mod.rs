@@ -16,7 +16,8 @@ pub mod redis;
 pub use crate::contract::attempts::{Ran, RunBy};
 pub use crate::contract::backend::{Backend, LAYOUT_VERSION};
 pub use crate::contract::leases::{
-    DeadLetterEntry, Delivery, Fetched, Handed, Held, Reschedule, Settle, Settled, Token,
+    DEFAULT_THROTTLES, DeadLetterEntry, Delivery, Fetched, Handed, Held, Reschedule, Settle,
+    Settled, Throttle, Token,
 };
 pub use crate::contract::runtimes::{RUN_TIME_BUCKETS_MS, RunTimes};
 pub use crate::contract::stats::{

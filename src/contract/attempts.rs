@@ -49,6 +49,11 @@ pub enum AttemptOutcome {
     /// died, stalled or lost Redis): recorded by the fetch that delivered the
     /// job again, which knows neither when the attempt started nor where.
     LeaseLost,
+    /// The handler said a dependency throttles it
+    /// ([`JobError::rate_limited`](crate::JobError::rate_limited)): put back
+    /// without counting the delivery (unless it was throttled too many times
+    /// in a row), its queue held until the throttle ends.
+    Throttled,
     /// Written by a newer redjob: an outcome this one does not know.
     #[serde(other)]
     Unknown,
@@ -56,7 +61,7 @@ pub enum AttemptOutcome {
 
 impl AttemptOutcome {
     /// Its name as stored and printed (`ok`, `error`, `panic`, `timeout`,
-    /// `cancelled`, `lease_lost`, `unknown`).
+    /// `cancelled`, `lease_lost`, `throttled`, `unknown`).
     pub fn as_str(self) -> &'static str {
         match self {
             AttemptOutcome::Ok => "ok",
@@ -65,6 +70,7 @@ impl AttemptOutcome {
             AttemptOutcome::Timeout => "timeout",
             AttemptOutcome::Cancelled => "cancelled",
             AttemptOutcome::LeaseLost => "lease_lost",
+            AttemptOutcome::Throttled => "throttled",
             AttemptOutcome::Unknown => "unknown",
         }
     }
@@ -157,6 +163,20 @@ impl Attempt {
             error: error.filter(|e| !e.is_empty()).map(bound_error),
             worker: by.map(|b| b.worker.clone()),
             host: by.map(|b| b.host.clone()),
+        }
+    }
+
+    /// The record of a throttled attempt: as [`settled`](Self::settled)'s,
+    /// its outcome `throttled` whatever the run said.
+    pub(crate) fn throttled(
+        number: u32,
+        ran: Option<&Ran>,
+        error: &str,
+        by: Option<&RunBy>,
+    ) -> Self {
+        Attempt {
+            outcome: AttemptOutcome::Throttled,
+            ..Self::settled(number, ran, Some(error), by)
         }
     }
 

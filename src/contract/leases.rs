@@ -236,20 +236,24 @@ pub struct Held {
     pub concurrency: bool,
     /// The rate limit: its window is full.
     pub rate: bool,
+    /// A handler's throttle ([`JobError::rate_limited`](crate::JobError::rate_limited))
+    /// holds the queue.
+    pub throttle: bool,
 }
 
 impl Held {
-    /// From fetch.lua's bits: 1 the concurrency, 2 the rate.
+    /// From fetch.lua's bits: 1 the concurrency, 2 the rate, 4 a throttle.
     pub(crate) fn from_bits(b: i64) -> Self {
         Held {
             concurrency: b & 1 != 0,
             rate: b & 2 != 0,
+            throttle: b & 4 != 0,
         }
     }
 
     /// Whether any limit held the fetch back.
     pub fn any(&self) -> bool {
-        self.concurrency || self.rate
+        self.concurrency || self.rate || self.throttle
     }
 }
 
@@ -303,12 +307,51 @@ pub struct Settle {
     /// How long the queue keeps finished jobs, unless the queue stores its
     /// own setting (which is in force over this).
     pub history: History,
+    /// Throttled: put back for later without counting the delivery, and the
+    /// queue starts no job until the delay ends (see [`Throttle`]).
+    pub throttles: Vec<Throttle>,
+    /// How many throttles in a row a job may have uncounted: the next one
+    /// counts as an attempt (0: [`DEFAULT_THROTTLES`]).
+    pub throttle_limit: u32,
+}
+
+/// The throttles in a row a job may have before the next counts as an
+/// attempt, unless a worker says otherwise.
+pub const DEFAULT_THROTTLES: u32 = 20;
+
+/// A delivery whose handler said a dependency throttles it
+/// ([`JobError::rate_limited`](crate::JobError::rate_limited)): the job goes
+/// back, due after `delay`, without counting the delivery (unless it is
+/// [`Settle::throttle_limit`] throttles in a row), with an attempt record
+/// of outcome `throttled`, and its queue starts no job until `delay` ends.
+#[derive(Debug, Clone)]
+pub struct Throttle {
+    /// The job.
+    pub id: JobId,
+    /// The delivery's token.
+    pub token: Token,
+    /// How long the job, and its queue, wait.
+    pub delay: Duration,
+    /// What the handler said.
+    pub error: String,
 }
 
 impl Settle {
     /// Nothing to settle.
     pub fn is_empty(&self) -> bool {
-        self.acks.is_empty() && self.reschedules.is_empty() && self.dead.is_empty()
+        self.acks.is_empty()
+            && self.reschedules.is_empty()
+            && self.dead.is_empty()
+            && self.throttles.is_empty()
+    }
+
+    /// The throttles in a row a job may have uncounted.
+    pub(crate) fn throttles_allowed(&self) -> u32 {
+        if self.throttle_limit == 0 {
+            DEFAULT_THROTTLES
+        } else {
+            self.throttle_limit
+        }
     }
 
     /// The batch split by the priority of its jobs (their tokens'), in order of
@@ -318,6 +361,7 @@ impl Settle {
             retention: self.retention,
             history: self.history,
             by: self.by.clone(),
+            throttle_limit: self.throttle_limit,
             ..Settle::default()
         };
         let part = |parts: &mut Vec<(i8, Settle)>, p: i8| -> usize {
@@ -342,6 +386,10 @@ impl Settle {
             let i = part(&mut parts, d.token.priority());
             parts[i].1.dead.push(d.clone());
         }
+        for t in &self.throttles {
+            let i = part(&mut parts, t.token.priority());
+            parts[i].1.throttles.push(t.clone());
+        }
         if parts.len() == 1 {
             parts[0].1.ran = self.ran.clone();
         } else if !self.ran.is_empty() {
@@ -365,6 +413,7 @@ impl Settle {
             .map(|a| a.0)
             .chain(self.reschedules.iter().map(|r| r.id))
             .chain(self.dead.iter().map(|d| d.id))
+            .chain(self.throttles.iter().map(|t| t.id))
     }
 
     /// The runs the batch says how they went, by job id.

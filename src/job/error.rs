@@ -40,6 +40,10 @@ pub enum Outcome {
     RetryAfter(Duration),
     /// Do not retry: dead-letter now.
     Fatal,
+    /// A dependency throttles the job (an HTTP 429 with `Retry-After`): put
+    /// back after this long without counting the attempt, and its queue
+    /// starts no job until then (see [`JobError::rate_limited`]).
+    RateLimited(Duration),
 }
 
 impl JobError {
@@ -56,6 +60,33 @@ impl JobError {
         JobError {
             outcome: Outcome::RetryAfter(delay),
             error: error.into(),
+        }
+    }
+
+    /// A dependency throttles the job, as an HTTP 429 with `Retry-After`
+    /// says: the job goes back, due after `retry_after`, and its queue starts
+    /// no job until then across every worker. The attempt does not count,
+    /// unless the job was throttled [`throttle_limit`](crate::worker::WorkerBuilder::throttle_limit)
+    /// times in a row (20 by default), so that a job cannot bounce for ever.
+    ///
+    /// A throttle is apart from an operator's pause: resuming a queue does not
+    /// end a throttle, and a throttle's end does not resume a paused queue.
+    /// A worker caps it at [`max_throttle`](crate::worker::WorkerBuilder::max_throttle)
+    /// (5 minutes by default) and logs it at warn.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::JobError;
+    /// use redjob::job::Outcome;
+    ///
+    /// let e = JobError::rate_limited(Duration::from_secs(30));
+    /// assert_eq!(e.outcome(), Outcome::RateLimited(Duration::from_secs(30)));
+    /// assert_eq!(e.to_string(), "rate limited: retry after 30s");
+    /// ```
+    pub fn rate_limited(retry_after: Duration) -> Self {
+        JobError {
+            outcome: Outcome::RateLimited(retry_after),
+            error: format!("rate limited: retry after {retry_after:?}").into(),
         }
     }
 

@@ -60,6 +60,8 @@ pub struct WorkerBuilder<B = crate::backend::any::AnyBackend> {
     signals: bool,
     shutdown: Option<CancellationToken>,
     unknown_jobs_retry_for: Duration,
+    max_throttle: Duration,
+    throttle_limit: u32,
     retention: Option<Retention>,
     history: Option<crate::contract::history::History>,
     periodic: Vec<super::Periodic>,
@@ -89,6 +91,8 @@ impl<B: Backend> WorkerBuilder<B> {
             signals: true,
             shutdown: None,
             unknown_jobs_retry_for: Duration::from_secs(3600),
+            max_throttle: Duration::from_secs(300),
+            throttle_limit: crate::contract::leases::DEFAULT_THROTTLES,
             retention: None,
             history: None,
             periodic: Vec::new(),
@@ -629,6 +633,7 @@ impl<B: Backend> WorkerBuilder<B> {
                 "must be between 1 s and 9999999 s".into(),
             ));
         }
+        limits::check_throttles(self.max_throttle, self.throttle_limit)?;
         if self.job_timeout == Some(Duration::ZERO) {
             return Err(invalid("job_timeout", "must be positive".into()));
         }
@@ -660,6 +665,7 @@ impl<B: Backend> WorkerBuilder<B> {
             retry: self.retry,
             data: self.data,
             unknown_jobs_retry_for: self.unknown_jobs_retry_for,
+            max_throttle: self.max_throttle,
             readiness: super::ready::Readiness::new(self.queues.len()),
             retention: self.retention.unwrap_or_default(),
             history: self.history.unwrap_or_default(),
@@ -686,6 +692,7 @@ impl<B: Backend> WorkerBuilder<B> {
                 history: self.history,
                 ..QueueSettings::default()
             },
+            throttle_limit: self.throttle_limit,
         })
     }
 }

@@ -73,6 +73,9 @@ pub(crate) struct PerQueue {
     pub run_us: AtomicU64,
     /// The queue's metrics handles.
     pub metrics: QueueMetrics,
+    /// A handler's throttle holds the queue here until then, from before its
+    /// slot frees (the backend holds it for every worker once it is settled).
+    pub throttled: std::sync::Mutex<Option<Instant>>,
 }
 
 /// Jobs that run longer than this on average are not prefetched: a prefetched
@@ -86,7 +89,25 @@ impl PerQueue {
             abort,
             run_us: AtomicU64::new(u64::MAX),
             metrics,
+            throttled: std::sync::Mutex::new(None),
         }
+    }
+
+    /// A handler's throttle: this worker starts none of the queue's jobs for
+    /// `d`.
+    pub fn throttle(&self, d: Duration) {
+        let until = Instant::now() + d;
+        let mut t = lock(&self.throttled);
+        *t = Some(t.map_or(until, |old| old.max(until)));
+    }
+
+    /// Until when a handler's throttle holds the queue here, if it does.
+    fn throttled_until(&self) -> Option<Instant> {
+        let mut t = lock(&self.throttled);
+        if t.is_some_and(|until| until <= Instant::now()) {
+            *t = None;
+        }
+        *t
     }
 
     /// Adds a run's duration to the average.
@@ -189,6 +210,16 @@ impl<B: Backend> Dispatcher<B> {
                     self.give_back(n - free);
                     n = free;
                 }
+            }
+            if let Some(until) = self.per_queue.throttled_until() {
+                // a handler's throttle (maybe while this waited for a slot):
+                // nothing starts until it ends
+                self.give_back(n);
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = self.per_queue.stop.cancelled() => return,
+                }
+                continue;
             }
             // a fetch in flight is never dropped: its script may have run, and the
             // jobs it leased would stay leased to nobody; at shutdown they are

@@ -175,6 +175,7 @@ pub(crate) async fn execute(
             retry_in: *delay,
         },
         (Ok(()), Outcome::Dead { error }) => End::Dead { error },
+        (Ok(()), Outcome::Throttle { delay, .. }) => End::Throttled { retry_in: *delay },
     };
     let job = report.job.as_deref().unwrap_or(UNDECODABLE);
     let waited = report.started.map_or(Duration::ZERO, |(_, w)| w);
@@ -280,6 +281,20 @@ async fn run(
             (format!("timed out after {timeout:?}"), Wants::Retry)
         }
     };
+    if let Wants::RateLimited(asked) = wants {
+        // not a failed attempt: the job and its queue wait, capped
+        report.failed = Some(AttemptOutcome::Throttled);
+        let delay = asked.min(shared.max_throttle);
+        if delay < asked {
+            tracing::warn!(%error, asked = ?asked, retry_in = ?delay, "throttled by a dependency; the wait is capped at max_throttle");
+        } else {
+            tracing::warn!(%error, retry_in = ?delay, "throttled by a dependency: the job and its queue wait");
+        }
+        // this worker holds the queue before the slot frees; the backend holds
+        // it for every worker once settled
+        per_queue.throttle(delay);
+        return Outcome::Throttle { delay, error };
+    }
     let delay = match wants {
         Wants::Fatal => None,
         _ if attempt >= max_attempts => None,

@@ -147,6 +147,14 @@ pub trait Hooks: Send + Sync + 'static {
     fn cancelled(&self, run: &JobRun<'_>, took: Duration, why: CancelReason) {
         let _ = (run, took, why);
     }
+
+    /// The handler said a dependency throttles it
+    /// ([`JobError::rate_limited`](crate::JobError::rate_limited)): the job
+    /// and its queue wait `retry_in` (capped at the worker's
+    /// [`max_throttle`](crate::worker::WorkerBuilder::max_throttle)).
+    fn throttled(&self, run: &JobRun<'_>, took: Duration, retry_in: Duration) {
+        let _ = (run, took, retry_in);
+    }
 }
 
 impl<'a> JobRun<'a> {
@@ -223,5 +231,9 @@ impl<H: Hooks + ?Sized> Hooks for std::sync::Arc<H> {
 
     fn cancelled(&self, run: &JobRun<'_>, took: Duration, why: CancelReason) {
         (**self).cancelled(run, took, why)
+    }
+
+    fn throttled(&self, run: &JobRun<'_>, took: Duration, retry_in: Duration) {
+        (**self).throttled(run, took, retry_in)
     }
 }

@@ -122,7 +122,7 @@ impl Leases {
             // again: this is a new delivery, not the held one
             let rescheduled = matches!(
                 h.outcome,
-                Some(Outcome::Retry { .. } | Outcome::Release { .. })
+                Some(Outcome::Retry { .. } | Outcome::Release { .. } | Outcome::Throttle { .. })
             );
             if !rescheduled {
                 h.token = token;

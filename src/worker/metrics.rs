@@ -49,7 +49,7 @@ pub(crate) const UNKNOWN: &str = "(unknown)";
 /// Runs started, by `queue` and `job`.
 pub(crate) const STARTED: &str = "redjob_jobs_started_total";
 /// Runs ended, by `queue`, `job` and `outcome` (`succeeded`, `retried`, `dead`,
-/// `cancelled`).
+/// `cancelled`, `throttled`).
 pub(crate) const FINISHED: &str = "redjob_jobs_finished_total";
 /// Handler run time, seconds, by `queue` and `job`.
 pub(crate) const RUN: &str = "redjob_job_run_seconds";
@@ -60,7 +60,7 @@ pub(crate) const QUEUE_JOBS: &str = "redjob_queue_jobs";
 /// 1 while a queue is paused.
 pub(crate) const QUEUE_PAUSED: &str = "redjob_queue_paused";
 /// Jobs a fetch asked for and a limit across the fleet held back, by `queue`
-/// and `limit` (`concurrency`, `rate`).
+/// and `limit` (`concurrency`, `rate`, `throttle`).
 pub(crate) const HELD: &str = "redjob_jobs_held_total";
 
 /// Event runs started, by `topic`, `subscriber` and `event`.
@@ -80,7 +80,7 @@ pub(crate) fn describe() {
     metrics::describe_counter!(
         FINISHED,
         Unit::Count,
-        "Job runs ended, by outcome: succeeded, retried, dead, cancelled"
+        "Job runs ended, by outcome: succeeded, retried, dead, cancelled, throttled"
     );
     metrics::describe_histogram!(RUN, Unit::Seconds, "Handler run time");
     metrics::describe_histogram!(
@@ -97,7 +97,7 @@ pub(crate) fn describe() {
     metrics::describe_counter!(
         HELD,
         Unit::Count,
-        "Jobs a fetch asked for that a queue's limit across the fleet held back, by limit: concurrency, rate"
+        "Jobs a fetch asked for that a queue's limit across the fleet held back, by limit: concurrency, rate, throttle"
     );
     metrics::describe_counter!(EVENTS_STARTED, Unit::Count, "Event runs started");
     metrics::describe_counter!(
@@ -201,6 +201,7 @@ pub(crate) struct JobMetrics {
     pub retried: Counter,
     pub dead: Counter,
     pub cancelled: Counter,
+    pub throttled: Counter,
     pub run: Histogram,
     pub wait: Histogram,
 }
@@ -216,6 +217,7 @@ impl JobMetrics {
             retried: finished("retried"),
             dead: finished("dead"),
             cancelled: finished("cancelled"),
+            throttled: finished("throttled"),
             run: metrics::histogram!(RUN, "queue" => q(), "job" => j()),
             wait: metrics::histogram!(WAIT, "queue" => q(), "job" => j()),
         }
@@ -229,8 +231,8 @@ pub(crate) struct QueueMetrics {
     sink: Sink,
     jobs: RwLock<HashMap<Box<str>, Arc<JobMetrics>>>,
     paused: Option<Gauge>,
-    /// Jobs held back by the global concurrency, and by the rate limit.
-    held: Option<[Counter; 2]>,
+    /// Jobs held back by the global concurrency, the rate limit, a throttle.
+    held: Option<[Counter; 3]>,
 }
 
 impl QueueMetrics {
@@ -242,7 +244,7 @@ impl QueueMetrics {
         }
         let held = on.then(|| {
             sink.with(|| {
-                ["concurrency", "rate"]
+                ["concurrency", "rate", "throttle"]
                     .map(|l| metrics::counter!(HELD, "queue" => queue.to_string(), "limit" => l))
             })
         });
@@ -258,12 +260,15 @@ impl QueueMetrics {
 
     /// A fetch's `n` jobs not leased because of the limits in `held`.
     pub fn held(&self, held: crate::contract::leases::Held, n: u64) {
-        if let Some([c, r]) = &self.held {
+        if let Some([c, r, t]) = &self.held {
             if held.concurrency {
                 c.increment(n);
             }
             if held.rate {
                 r.increment(n);
+            }
+            if held.throttle {
+                t.increment(n);
             }
         }
     }

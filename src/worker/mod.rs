@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     /// How long after it was sent a job of an unknown type is put back for a
     /// worker that knows it, before it is dead-lettered.
     pub unknown_jobs_retry_for: Duration,
+    /// The longest a handler's throttle holds its job and queue.
+    pub max_throttle: Duration,
     pub readiness: Readiness,
     /// How many dead letters each queue keeps.
     pub retention: crate::contract::leases::Retention,
@@ -135,6 +137,8 @@ pub struct Worker<B: Backend = AnyBackend> {
     shutdown: CancellationToken,
     /// The builder's settings, stored with each queue where none is.
     settings: QueueSettings,
+    /// The throttles in a row a job may have uncounted.
+    throttle_limit: u32,
 }
 
 impl<B: Backend> std::fmt::Debug for Worker<B> {
@@ -341,6 +345,7 @@ impl<B: Backend> Worker<B> {
                     retention: self.shared.retention,
                     history: self.shared.history,
                     by: by.clone(),
+                    throttle_limit: self.throttle_limit,
                 },
             );
             settlers.spawn(settler.run(rx));

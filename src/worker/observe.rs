@@ -13,6 +13,7 @@ pub(crate) enum End<'e> {
     Retried { error: &'e str, retry_in: Duration },
     Dead { error: &'e str },
     Cancelled(CancelReason),
+    Throttled { retry_in: Duration },
 }
 
 /// The worker's hooks.
@@ -58,6 +59,7 @@ impl Observer {
                 End::Retried { .. } => m.retried.increment(1),
                 End::Dead { .. } => m.dead.increment(1),
                 End::Cancelled(_) => m.cancelled.increment(1),
+                End::Throttled { .. } => m.throttled.increment(1),
             }
             if let Some(took) = took {
                 m.run.record(took.as_secs_f64());
@@ -69,6 +71,7 @@ impl Observer {
             End::Retried { error, retry_in } => h.retried(run, took, error, retry_in),
             End::Dead { error } => h.dead_lettered(run, took, error),
             End::Cancelled(why) => h.cancelled(run, took, why),
+            End::Throttled { retry_in } => h.throttled(run, took, retry_in),
         });
     }
 

@@ -20,7 +20,7 @@ use crate::contract::attempts::{Ran, RunBy};
 use crate::contract::backend::Backend;
 use crate::contract::history::History;
 use crate::contract::leases::Retention;
-use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Settled, Token};
+use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Settled, Throttle, Token};
 
 /// What the settler is told.
 pub(crate) enum Event {
@@ -47,6 +47,13 @@ pub(crate) enum Outcome {
     Release {
         delay: Duration,
     },
+    /// A dependency throttles the job: visible again after `delay`, the
+    /// delivery not counted (unless throttled too often in a row), and its
+    /// queue held until then.
+    Throttle {
+        delay: Duration,
+        error: String,
+    },
 }
 
 /// Most entries per settle call.
@@ -70,6 +77,8 @@ pub(crate) struct Keeping {
     pub history: History,
     /// This worker, as attempt records name it.
     pub by: RunBy,
+    /// The throttles in a row a job may have uncounted.
+    pub throttle_limit: u32,
 }
 
 pub(crate) struct Settler<B> {
@@ -355,6 +364,7 @@ impl<B: Backend> Settler<B> {
             retention: self.keeping.retention,
             history: self.keeping.history,
             by: Some(self.keeping.by.clone()),
+            throttle_limit: self.keeping.throttle_limit,
             ..Settle::default()
         };
         let mut sent = Vec::with_capacity(take.len());
@@ -390,6 +400,12 @@ impl<B: Backend> Settler<B> {
                     deliveries: token.attempt().saturating_sub(1),
                     release: true,
                     error: None,
+                }),
+                Outcome::Throttle { delay, error } => s.throttles.push(Throttle {
+                    id,
+                    token,
+                    delay: *delay,
+                    error: error.clone(),
                 }),
                 Outcome::Dead { error } => s.dead.push(DeadLetterEntry {
                     id,

@@ -18,6 +18,7 @@ pub mod overview;
 pub mod priorities;
 pub mod queues;
 pub mod settings;
+pub mod throttles;
 pub mod topics;
 pub mod unique;
 pub mod worker;
@@ -378,6 +379,10 @@ macro_rules! conformance_suite {
             a_workers_limits_hold_from_the_first_job_of_a_queue_created_later,
             lifting_a_limit_wakes_the_workers_it_held,
             the_usage_of_limits_is_read_as_a_fetch_counts_it);
+        $crate::conformance_suite!(@throttles $setup, #[$attr],
+            rate_limited_counts_no_attempt_and_holds_the_queue,
+            a_throttle_and_a_pause_are_apart,
+            throttles_in_a_row_past_the_limit_count_an_attempt);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
             requeue_all_takes_each_letter_once_while_a_worker_kills_them_again,
             delete_matching_leaves_the_letters_that_die_after_it_starts,

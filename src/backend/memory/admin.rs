@@ -144,6 +144,7 @@ impl Admin for MemoryBackend {
             in_flight: in_flight as u64,
             started_in_window: used as u64,
             held_until_ms: at,
+            throttled_until_ms: (q.throttled_until > now).then_some(q.throttled_until),
         })
     }
 

@@ -2,7 +2,7 @@
 //! counters, wake-ups and heartbeats, each under one lock.
 
 use super::MemoryBackend;
-use crate::contract::attempts::{self, Attempt, bound_error};
+use crate::contract::attempts::{self, Attempt, AttemptOutcome, bound_error};
 use crate::contract::backend::Backend;
 use crate::contract::history::{Entry, Finish, Finished, body_type};
 use crate::contract::leases::{
@@ -121,6 +121,11 @@ impl Backend for MemoryBackend {
             0
         };
         let mut max = asked;
+        // a handler's throttle holds the queue until it ends
+        let throttled = q.throttled_until > now;
+        if throttled {
+            max = 0;
+        }
         if let Some(g) = global {
             max = max.min(g.saturating_sub(inflight));
         }
@@ -170,6 +175,7 @@ impl Backend for MemoryBackend {
         let held = crate::contract::leases::Held {
             concurrency: leased < asked && global_full,
             rate: leased < asked && rate_full,
+            throttle: leased < asked && throttled,
         };
         let next_due_ms = if held.any() {
             // when the limit lets the next job start (see fetch.lua)
@@ -181,6 +187,9 @@ impl Backend for MemoryBackend {
             if held.rate {
                 let oldest = q.starts.front().copied().unwrap_or(now);
                 at = at.max(oldest.saturating_add(period));
+            }
+            if held.throttle {
+                at = at.max(q.throttled_until);
             }
             Some(at)
         } else if leased < asked {
@@ -242,6 +251,7 @@ impl Backend for MemoryBackend {
             .map(|(id, _)| id)
             .chain(batch.reschedules.iter().map(|r| &r.id))
             .chain(batch.dead.iter().map(|d| &d.id))
+            .chain(batch.throttles.iter().map(|t| &t.id))
             .filter(|id| !q.msgs.contains_key(id))
             .copied()
             .collect();
@@ -259,6 +269,11 @@ impl Backend for MemoryBackend {
             .dead
             .iter()
             .filter(|d| q.holds(&d.id, d.token))
+            .collect();
+        let throttles: Vec<_> = batch
+            .throttles
+            .iter()
+            .filter(|t| q.holds(&t.id, t.token))
             .collect();
         let runs = batch.runs();
         let record = |id: &JobId, token: Token, error: Option<&str>| {
@@ -303,6 +318,53 @@ impl Backend for MemoryBackend {
                 }
             }
             retried += u64::from(!r.release);
+        }
+        // a throttle goes back as a release, with its record, unless its
+        // job's last records are that many throttles in a row: then it counts
+        // (see complete.lua); the queue is held until it ends
+        let allowed = batch.throttles_allowed() as usize;
+        for t in &throttles {
+            let due = now.saturating_add(crate::contract::backend::clamped_ms(t.delay));
+            let Some(m) = q.msgs.get_mut(&t.id) else {
+                continue;
+            };
+            let error = bound_error(&t.error);
+            let in_a_row = m
+                .log
+                .as_deref()
+                .map(|l| {
+                    attempts::parse(l.as_bytes())
+                        .iter()
+                        .rev()
+                        .take_while(|a| a.outcome == AttemptOutcome::Throttled)
+                        .count()
+                })
+                .unwrap_or(0);
+            let counted = in_a_row >= allowed;
+            let rec = Attempt::throttled(
+                t.token.attempt(),
+                runs.get(&t.id).copied(),
+                &error,
+                batch.by.as_ref(),
+            )
+            .line();
+            m.log = Some(attempts::append(m.log.as_deref(), &rec));
+            m.error = Some(error);
+            m.lease = false;
+            let attempt = t.token.attempt().min(MAX_COUNT);
+            let count = if counted {
+                attempt
+            } else {
+                m.released_lease = Some(t.token.lease_until_ms());
+                attempt.saturating_sub(1)
+            };
+            q.rescore(
+                t.id,
+                due.saturating_mul(1000).saturating_add(u64::from(count)),
+            );
+            q.leased.remove(&t.id);
+            q.throttled_until = q.throttled_until.max(due);
+            retried += u64::from(counted);
         }
         for d in &dead {
             let error = bound_error(&d.error);
@@ -355,7 +417,7 @@ impl Backend for MemoryBackend {
             }
         }
         // a fetch held back by the global concurrency waits for a place
-        let freed = !(acks.is_empty() && res.is_empty() && dead.is_empty());
+        let freed = !(acks.is_empty() && res.is_empty() && dead.is_empty() && throttles.is_empty());
         let wake = freed && std::mem::take(&mut q.held);
         let s = &mut q.stats;
         s.processed += acks.len() as u64;
@@ -369,7 +431,7 @@ impl Backend for MemoryBackend {
         }
         Ok(Settled {
             acked: acks.len() as u64,
-            rescheduled: res.len() as u64,
+            rescheduled: (res.len() + throttles.len()) as u64,
             dead: dead.len() as u64,
             gone,
         })

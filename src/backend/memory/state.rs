@@ -83,6 +83,8 @@ pub(super) struct MemQueue {
     /// A fetch was held back by the global concurrency: a settle wakes the
     /// queue's workers (as "redjob:held" in Redis, see fetch.lua).
     pub held: bool,
+    /// A handler's throttle holds the queue until then (Unix ms; 0: none).
+    pub throttled_until: u64,
 }
 
 impl MemQueue {
@@ -114,6 +116,7 @@ impl MemQueue {
             leased: Default::default(),
             starts: Default::default(),
             held: false,
+            throttled_until: 0,
         }
     }
 

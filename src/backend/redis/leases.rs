@@ -373,7 +373,7 @@ impl Backend for RedisBackend {
                 );
                 let (keep, max_age) = part.retention.limits();
                 cmd.arg(part.acks.len())
-                    .arg(part.reschedules.len())
+                    .arg(part.reschedules.len() + part.throttles.len())
                     .arg(part.dead.len())
                     .arg(*p)
                     .arg(keep)
@@ -411,6 +411,32 @@ impl Backend for RedisBackend {
                         .arg(if r.release { "l" } else { "r" })
                         .arg(error.as_deref().unwrap_or(""))
                         .arg(rec);
+                }
+                // a throttle: "t<limit>", the delivery given back unless the
+                // job was throttled that many times in a row (complete.lua)
+                let throttle = format!("t{}", part.throttles_allowed());
+                for t in &part.throttles {
+                    let error = bound_error(&t.error);
+                    cmd.arg(t.id)
+                        .arg(t.token.to_string())
+                        .arg(crate::contract::backend::clamped_ms(t.delay))
+                        .arg(
+                            t.token
+                                .attempt()
+                                .saturating_sub(1)
+                                .min(crate::contract::leases::MAX_COUNT),
+                        )
+                        .arg(&throttle)
+                        .arg(&error)
+                        .arg(
+                            Attempt::throttled(
+                                t.token.attempt(),
+                                runs.get(&t.id).copied(),
+                                &error,
+                                by,
+                            )
+                            .line(),
+                        );
                 }
                 for d in &part.dead {
                     let error = bound_error(&d.error);
@@ -576,6 +602,10 @@ impl<'a> RunTimeCodes<'a> {
         }
         for r in &part.reschedules {
             codes.push(code(&r.id, !r.release));
+        }
+        // a throttle's run is timed as any other
+        for t in &part.throttles {
+            codes.push(code(&t.id, true));
         }
         for d in &part.dead {
             codes.push(code(&d.id, true));

@@ -73,6 +73,7 @@ pub(super) async fn usage(rsmq: &Rsmq, queue: &str) -> Result<LimitUsage> {
     let in_flight = r.int()?.max(0) as u64;
     let started_in_window = r.int()?.max(0) as u64;
     let at = r.int()?.max(0) as u64;
+    let throttled = r.int()?.max(0) as u64;
     let now = stored.in_force();
     Ok(LimitUsage {
         concurrency: now.concurrency,
@@ -80,5 +81,6 @@ pub(super) async fn usage(rsmq: &Rsmq, queue: &str) -> Result<LimitUsage> {
         in_flight,
         started_in_window,
         held_until_ms: (at > 0).then_some(at),
+        throttled_until_ms: (throttled > 0).then_some(throttled),
     })
 }

@@ -300,6 +300,9 @@ pub struct LimitUsage {
     /// When a full limit lets the next job start (Unix ms); `None` when no
     /// limit is full.
     pub held_until_ms: Option<u64>,
+    /// Until when a handler's throttle holds the queue (Unix ms); `None` when
+    /// none does.
+    pub throttled_until_ms: Option<u64>,
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! where none is, and followed as stored from then on (see
 //! [`QueueSettings`](crate::ops::QueueSettings)).
 
+use std::time::Duration;
+
 use super::{WorkerBuilder, invalid};
 use crate::Result;
 use crate::contract::backend::Backend;
@@ -73,6 +75,52 @@ impl<B: Backend> WorkerBuilder<B> {
     pub fn queue_rate_limit(self, queue: impl Into<String>, limit: RateLimit) -> Self {
         self.queue_values(queue.into(), |s| s.rate_limit = Some(limit))
     }
+
+    /// The longest a handler's [`JobError::rate_limited`](crate::JobError::rate_limited)
+    /// holds its job and its queue: a longer `retry_after` is cut to this,
+    /// with a warning. Defaults to 5 minutes; 1 s to
+    /// [`MAX_DELAY`](crate::worker::MAX_DELAY).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::Worker;
+    ///
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("mail-api")
+    ///     .max_throttle(Duration::from_secs(60))
+    ///     .throttle_limit(5)
+    ///     .build()?;
+    /// # let _ = worker;
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    pub fn max_throttle(mut self, most: Duration) -> Self {
+        self.max_throttle = most;
+        self
+    }
+
+    /// How many [`JobError::rate_limited`](crate::JobError::rate_limited)
+    /// returns in a row a job may have without counting an attempt; the next
+    /// counts, so that a job cannot bounce for ever. Defaults to 20; 1 to 24
+    /// (a job keeps its last 25 attempt records, where they are counted).
+    pub fn throttle_limit(mut self, n: u32) -> Self {
+        self.throttle_limit = n;
+        self
+    }
+}
+
+/// Refuses a throttle cap or limit out of bounds.
+pub(super) fn check_throttles(most: Duration, limit: u32) -> Result<()> {
+    if most < Duration::from_secs(1) || most > crate::contract::queues::MAX_DELAY {
+        return Err(invalid(
+            "max_throttle",
+            "must be between 1 s and 9999999 s".into(),
+        ));
+    }
+    if !(1..=24).contains(&limit) {
+        return Err(invalid("throttle_limit", "must be between 1 and 24".into()));
+    }
+    Ok(())
 }
 
 /// Refuses builder values for `queue` that could not be stored.

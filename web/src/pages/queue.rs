@@ -245,6 +245,9 @@ fn settings_form(
             @if let Some(at) = usage.held_until_ms {
                 p #usage-held { "Next start held back until " (crate::fmt::when(at)) "." }
             }
+            @if let Some(at) = usage.throttled_until_ms {
+                p #usage-throttled { "Throttled by a handler until " (crate::fmt::when(at)) " (apart from a pause)." }
+            }
             @if ctx.read_only {
                 p { "Dead letters (" (from) "): at most " (count) ", for " (age) "." }
                 p {

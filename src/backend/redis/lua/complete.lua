@@ -39,7 +39,7 @@
 -- ARGV[10]  the number of job types K the run times below name, then the K
 --          type names (ARGV[11 .. 10 + K])
 -- then A x (id, token, start ms or "", end ms or ""), R x (id, token, delay ms, delivery count to keep,
---      "r" for a retry or "l" for a release, error or "", attempt record or
+--      "r" for a retry, "l" for a release or "t<limit>" for a throttle, error or "", attempt record or
 --      ""), D x (id, token, error, attempt record), then one run-time code
 --      per entry in that order: 32 x (type's index among the K, from 1) +
 --      the bucket of its run time (see RUN_TIME_BUCKETS_MS in stats.rs), or
@@ -51,6 +51,11 @@
 -- hash, a dead letter's moved to the dead letters' hash with them. An ack
 -- deletes them. The hash field "redjob:errors" says that "<id>:err" or "<id>:a"
 -- fields may exist.
+-- A throttle (kind "t<limit>", a handler's JobError::rate_limited) goes back as
+-- a release does, with its attempt record (outcome throttled) and its error
+-- kept, unless its job's last `limit` records are throttles: then it counts,
+-- as a retry. Either way its queue starts no job until its delay ends (hash
+-- field "redjob:throttled", see fetch.lua).
 -- A release gives the delivery count back (the delivery does not count as an
 -- attempt) and keeps the delivery's lease end in "<id>:l", counted in the hash
 -- field "redjob:released": the next fetch leases it until later than that, so the
@@ -75,11 +80,18 @@ for _ = 1, na do
   i = i + 4
 end
 local errs, recs = {}, {}
+-- throttles ("t<limit>"): the limit of uncounted throttles in a row, and
+-- their delays (ms), by entry
+local throttled, delays = {}, {}
 for _ = 1, nr do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = ARGV[i + 4]
   arg[#ids] = string.format("%d.%03d", now + tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
   if ARGV[i + 5] ~= "" then errs[#ids] = ARGV[i + 5] end
   if ARGV[i + 6] ~= "" then recs[#ids] = ARGV[i + 6] end
+  if string.sub(ARGV[i + 4], 1, 1) == "t" then
+    throttled[#ids] = tonumber(string.sub(ARGV[i + 4], 2)) or 20
+    delays[#ids] = tonumber(ARGV[i + 2])
+  end
   i = i + 7
 end
 for _ = 1, nd do
@@ -97,7 +109,8 @@ local passed = {}
 -- with them, when the worker's history setting is on, the bodies of the acks
 -- and dead letters (read in the same command: the history keeps them)
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
-  "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held"}
+  "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held",
+  "redjob:throttles", "redjob:throttled"}
 local pre = string.sub(ARGV[9], 1, 1) == "1"
 if pre then
   for k = 1, #ids do
@@ -107,7 +120,7 @@ end
 local attrs = many("HMGET", KEYS[2], read)
 local bodies = {}
 if pre then
-  local j = 10
+  local j = 12
   for k = 1, #ids do
     if kind[k] == "a" or kind[k] == "d" then
       j = j + 1
@@ -120,6 +133,37 @@ end
 local stored_keep, stored_age = string.match(attrs[7] or "", "^(%d+) (%d+)$")
 if stored_keep then keep, max_age = tonumber(stored_keep), tonumber(stored_age) end
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
+-- a throttle goes back as a release (the delivery given back, "<id>:l" kept),
+-- unless its job's last records are `limit` throttles in a row: then it counts,
+-- as a retry. Its records are read here (a job whose count was given back
+-- may have some at delivery 1).
+local pre_logs = {}
+local throttle_ks = {}
+for k in pairs(throttled) do throttle_ks[#throttle_ks + 1] = k end
+if #throttle_ks > 0 then
+  local f = {}
+  for j, k in ipairs(throttle_ks) do f[j] = ids[k] .. ":a" end
+  local old = many("HMGET", KEYS[2], f)
+  for j, k in ipairs(throttle_ks) do
+    pre_logs[k] = old[j] or false
+    local run = 0
+    for line in string.gmatch(old[j] or "", "[^\n]+") do
+      if string.find(line, '"outcome":"throttled"', 1, true) then run = run + 1 else run = 0 end
+    end
+    if run >= throttled[k] then
+      kind[k] = "r"
+      local c = select(1, score_count(tonumber(tokens[k])))
+      arg[k] = string.format("%d.%03d", now + delays[k], math.min(c, MAX_COUNT))
+    else
+      kind[k] = "l"
+    end
+  end
+end
+-- records may exist at delivery 1 once a throttle gave a count back
+local throttles_seen = attrs[11] == "1"
+local function earlier(k)
+  return attrs[4] and (throttles_seen or score_count(tonumber(tokens[k])) > 1)
+end
 local h_on, h_keep, h_age, h_args = history_setting(attrs[8], ARGV[9])
 -- the record of ack k's attempt (ARGV[8]: who ran it)
 local function ok_record(k)
@@ -140,6 +184,8 @@ local acked, retried, released = 0, 0, 0
 local logged, logs = {}, {}
 -- leases settled, by lease end (ms): most of a call's share one
 local ends = {}
+-- until when a throttle that passed holds the queue (ms; 0: none)
+local throttle_until = 0
 for k, id in ipairs(ids) do
   local tk = tonumber(tokens[k])
   if scores[k] and tonumber(scores[k]) == tk then
@@ -162,7 +208,7 @@ for k, id in ipairs(ids) do
       if h_on then
         finished[#finished + 1] = k
         tks[k] = tk
-        if kd == "a" and attrs[4] and score_count(tonumber(tokens[k])) > 1 then
+        if kd == "a" and earlier(k) then
           -- earlier records may exist: the ack's own is added to them (else
           -- it is written straight into the history entry, below)
           recs[k] = ok_record(k)
@@ -178,6 +224,9 @@ for k, id in ipairs(ids) do
         errfields[#errfields + 1] = errs[k]
       end
       if recs[k] then logged[#logged + 1] = k end
+      if throttled[k] then
+        throttle_until = math.max(throttle_until, now + delays[k])
+      end
       if kd == "r" then
         retried = retried + 1
       else
@@ -195,7 +244,9 @@ if #logged > 0 then
   -- flag is set
   local want, at = {}, {}
   for _, k in ipairs(logged) do
-    if attrs[4] and score_count(tonumber(tokens[k])) > 1 then
+    if pre_logs[k] ~= nil then
+      logs[k] = pre_logs[k] or nil
+    elseif earlier(k) then
       want[#want + 1] = ids[k] .. ":a"
       at[#want] = k
     end
@@ -204,7 +255,7 @@ if #logged > 0 then
   for j, k in pairs(at) do logs[k] = old[j] end
   for _, k in ipairs(logged) do
     logs[k] = append_attempt(logs[k], recs[k])
-    if kind[k] == "r" then
+    if kind[k] == "r" or throttled[k] then
       errfields[#errfields + 1] = ids[k] .. ":a"
       errfields[#errfields + 1] = logs[k]
     end
@@ -324,6 +375,21 @@ if #finished > 0 then
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
 lease_counts().changes(7, ends, now)
+-- a throttle holds the queue (hash field "redjob:throttled", until when, ms:
+-- fetch.lua leases nothing before), apart from a pause; "redjob:throttles"
+-- says that a job may have records at delivery 1 (see earlier above)
+if throttle_until > 0 then
+  local t = {}
+  if throttle_until > (tonumber(attrs[12]) or 0) then
+    t[#t + 1] = "redjob:throttled"
+    t[#t + 1] = string.format("%.0f", throttle_until)
+  end
+  if not throttles_seen then
+    t[#t + 1] = "redjob:throttles"
+    t[#t + 1] = "1"
+  end
+  if #t > 0 then redis.call("HSET", KEYS[2], unpack(t)) end
+end
 -- a fetch held back by the queue's global concurrency (hash field
 -- "redjob:held", see fetch.lua) waits for a place: a settle frees some, so it
 -- wakes the queue's workers, as a release wakes a waiting one

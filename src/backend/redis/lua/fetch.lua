@@ -31,7 +31,9 @@
 -- place is left) neither waits for a send nor registers for a hand-off: it
 -- returns when the limit next lets a job start, and, for the concurrency,
 -- sets the hash field "redjob:held" so that a settle that frees a place
--- wakes the queue's workers (see complete.lua).
+-- wakes the queue's workers (see complete.lua). A handler's throttle (hash
+-- field "redjob:throttled", until when in ms, see complete.lua) holds the
+-- queue the same way until it ends; it is apart from a pause.
 -- With ARGV[3], a worker that will wait also registers for a hand-off: the next
 -- send of a job due at once leases it to the worker and publishes it on the
 -- worker's channel (hash field "redjob:handoff", see hand_off in lib.lua); a
@@ -60,8 +62,8 @@
 --          or when a limit that held the fetch back lets a job start, or ""
 --          (only when fewer than asked were leased), lease end ms, the queue's
 --          maxsize (-1: none), due ids without a body that were removed, the
---          limits that held the fetch back (1: the concurrency, + 2: the rate;
---          0: none), id, body, meta, id, body, meta, ...}
+--          limits that held the fetch back (1: the concurrency, + 2: the rate,
+--          + 4: a throttle; 0: none), id, body, meta, id, body, meta, ...}
 --          where meta packs three integers in one: the delivery count (1..499)
 --          + 1000 x (priority + 10) + 21000 x how long the job had been due (ms,
 --          at most 10^11), negated when the job's lease end differs from the
@@ -73,7 +75,7 @@
 -- a missing queue costs one command (workers check it every few seconds)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
   "redjob:released", "redjob:exact", "redjob:current", "redjob:errors", "redjob:sweep", "redjob:concurrency",
-  "redjob:rate", "redjob:held")
+  "redjob:rate", "redjob:held", "redjob:throttled")
 if not attrs[1] then return {0, "", 0, -1, -1, 0} end
 if attrs[7] then return {0, "", 0, -1, -3, 0} end
 local mask = tonumber(attrs[6]) or 0
@@ -95,6 +97,9 @@ if rate_n > 0 then
   rate_used = redis.call("ZCOUNT", KEYS[5], string.format("(%.0f", now - rate_ms), "+inf")
   max = math.min(max, math.max(rate_n - rate_used, 0))
 end
+-- a handler's throttle (see complete.lua) holds the queue until it ends
+local throttled = tonumber(attrs[17]) or 0
+if throttled <= now then throttled = 0 else max = 0 end
 -- the exact dues (KEYS[4], see index_exact in lib.lua) that passed in this ms
 -- by now_us: their jobs may be scored at the next ms; dues of an earlier ms are
 -- due by their scores, and up to 100 of them are dropped per call
@@ -321,7 +326,7 @@ end
 -- a limit held the fetch back: it leased fewer than asked and left no place
 local global_full = global > 0 and global - inflight - leased <= 0
 local rate_full = rate_n > 0 and rate_n - rate_used - leased <= 0
-if leased < asked and (global_full or rate_full) then
+if leased < asked and (global_full or rate_full or throttled > 0) then
   -- when the limit lets the next job start (ms): a place frees when the second
   -- in which the first lease in flight ends has passed (or sooner, by a settle,
   -- which wakes the workers: "redjob:held"); a start leaves the window a
@@ -339,8 +344,9 @@ if leased < asked and (global_full or rate_full) then
     local o = redis.call("ZRANGEBYSCORE", KEYS[5], string.format("(%.0f", now - rate_ms), "+inf", "WITHSCORES", "LIMIT", 0, 1)
     at = math.max(at, (tonumber(o[2]) or now) + rate_ms)
   end
+  at = math.max(at, throttled)
   out[2] = string.format("%.0f", at * 1000)
-  out[6] = (global_full and 1 or 0) + (rate_full and 2 or 0)
+  out[6] = (global_full and 1 or 0) + (rate_full and 2 or 0) + (throttled > 0 and 4 or 0)
   -- seconds past in the lease counts, as below: a queue always at its limit
   -- is held at most fetches
   if math.floor(now / 1000) % 10 == 0 then lease_counts().prune(3, now) end

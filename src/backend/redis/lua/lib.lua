@@ -296,11 +296,12 @@ end
 local function hand_off(reg, zargs, hargs, now, us)
   -- read here, not by every send: only a send to a waiting worker needs them
   local counts = redis.call("HMGET", KEYS[2], "redjob:paused", "totalrecv", "redjob:leased",
-    "redjob:concurrency", "redjob:rate")
+    "redjob:concurrency", "redjob:rate", "redjob:throttled")
   if counts[1] then return false end
   -- a queue limited across the fleet leases only through fetches, which
-  -- count what runs (see fetch.lua): its workers are woken instead
-  if fleet_limits(counts[4], counts[5]) then return false end
+  -- count what runs (see fetch.lua): its workers are woken instead; a
+  -- throttled one leases nothing until the throttle ends
+  if fleet_limits(counts[4], counts[5]) or (tonumber(counts[6]) or 0) > now then return false end
   hargs[#hargs + 1] = "redjob:handoff"
   hargs[#hargs + 1] = ""
   local lease, channel, queue = string.match(reg, "^v2 (%d+) (%S+) (%S+)$")

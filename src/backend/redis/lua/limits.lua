@@ -5,8 +5,9 @@
 -- KEYS[3]  the queue's starts under a rate limit (ns:q:starts)
 -- Returns {-1} when the queue does not exist, else {now ms, leases in flight,
 --         starts in the rate window, when a full limit lets the next job start
---         (ms, 0: no limit is full)}
-local attrs = redis.call("HMGET", KEYS[1], "vt", "redjob:concurrency", "redjob:rate")
+--         (ms, 0: no limit is full), until when a handler's throttle holds the
+--         queue (ms, 0: none)}
+local attrs = redis.call("HMGET", KEYS[1], "vt", "redjob:concurrency", "redjob:rate", "redjob:throttled")
 if not attrs[1] then return {-1} end
 local now = clock()
 local _, global, rate_n, rate_ms = fleet_limits(attrs[2], attrs[3])
@@ -25,4 +26,6 @@ if rate_n > 0 and used >= rate_n then
   local o = redis.call("ZRANGEBYSCORE", KEYS[3], string.format("(%.0f", now - rate_ms), "+inf", "WITHSCORES", "LIMIT", 0, 1)
   at = math.max(at, (tonumber(o[2]) or now) + rate_ms)
 end
-return {now, inflight, used, at}
+local throttled = tonumber(attrs[4]) or 0
+if throttled <= now then throttled = 0 end
+return {now, inflight, used, at, throttled}
