@@ -258,11 +258,21 @@ async fn a_throttle_is_heard_by_hooks_and_counted_by_metrics() {
             "throttled kit-throttled #1 for 30s"
         ]
     );
-    // the queue waits out the throttle, then the job runs again, attempt 1
+    // a job sent now is due, but its queue is throttled: the kit is idle
+    kit.client().enqueue(&Throttled).await.unwrap();
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!(run.processed, 0);
+    assert!(calls.take().is_empty());
+    // the queue waits out the throttle, then both run, each at attempt 1
     kit.advance(Duration::from_secs(30)).await.unwrap();
     assert_eq!(
         calls.take(),
-        ["started kit-throttled #1", "succeeded kit-throttled #1"]
+        [
+            "started kit-throttled #1",
+            "succeeded kit-throttled #1",
+            "started kit-throttled #1",
+            "succeeded kit-throttled #1"
+        ]
     );
     let finished = |outcome: &str| {
         kit.counter(
@@ -270,7 +280,14 @@ async fn a_throttle_is_heard_by_hooks_and_counted_by_metrics() {
             &[("job", "kit-throttled"), ("outcome", outcome)],
         )
     };
-    assert_eq!((finished("throttled"), finished("retried")), (1, 0));
+    assert_eq!(
+        (
+            finished("throttled"),
+            finished("succeeded"),
+            finished("retried")
+        ),
+        (1, 2, 0)
+    );
 }
 
 #[tokio::test]

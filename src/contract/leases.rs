@@ -311,7 +311,8 @@ pub struct Settle {
     /// queue starts no job until the delay ends (see [`Throttle`]).
     pub throttles: Vec<Throttle>,
     /// How many throttles in a row a job may have uncounted: the next one
-    /// counts as an attempt (0: [`DEFAULT_THROTTLES`]).
+    /// counts as an attempt (0: [`DEFAULT_THROTTLES`]; at most 24, as a job
+    /// keeps its last 25 attempt records).
     pub throttle_limit: u32,
 }
 
@@ -350,7 +351,8 @@ impl Settle {
         if self.throttle_limit == 0 {
             DEFAULT_THROTTLES
         } else {
-            self.throttle_limit
+            // a job keeps 25 records, where throttles in a row are counted
+            self.throttle_limit.min(24)
         }
     }
 

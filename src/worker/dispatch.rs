@@ -102,7 +102,7 @@ impl PerQueue {
     }
 
     /// Until when a handler's throttle holds the queue here, if it does.
-    fn throttled_until(&self) -> Option<Instant> {
+    pub fn throttled_until(&self) -> Option<Instant> {
         let mut t = lock(&self.throttled);
         if t.is_some_and(|until| until <= Instant::now()) {
             *t = None;

@@ -102,6 +102,11 @@ pub(crate) async fn execute(
         None => Outcome::Release {
             delay: Duration::ZERO,
         },
+        // a handler's throttle holds the queue here: a job prefetched, handed
+        // or fetched before it goes back unstarted, due when it ends
+        Some(_) if let Some(until) = per_queue.throttled_until() => Outcome::Release {
+            delay: until.saturating_duration_since(tokio::time::Instant::now()),
+        },
         Some(_permit) => {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
             crate::job::trace::continue_in(&span, &d.body);
@@ -217,7 +222,7 @@ async fn run(
     let max_attempts = opts.max_attempts.min(crate::job::MAX_ATTEMPTS);
     if attempt > max_attempts {
         let error = format!(
-            "delivered {attempt} times, over max_attempts {max_attempts}: earlier runs never finished (worker killed or lease lost)"
+            "delivered {attempt} times, over max_attempts {max_attempts}: earlier runs never finished (worker killed or lease lost), or were throttled too often in a row"
         );
         tracing::error!(%error, "dead-lettered");
         return Outcome::Dead { error };

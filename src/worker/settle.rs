@@ -253,7 +253,9 @@ impl<B: Backend> Settler<B> {
                 }
                 return;
             }
-            let rescheduled = !batch.reschedules.is_empty();
+            // a retry, release or throttle makes a job due later: the
+            // dispatcher, asleep until the next due time it knew, looks again
+            let rescheduled = !batch.reschedules.is_empty() || !batch.throttles.is_empty();
             let after_failure = self.retry_wait > RETRY_MIN;
             match self.backend.settle(&self.queue, &batch).await {
                 Ok(done) => {

@@ -21,7 +21,7 @@ use crate::common::{start_serving, wait_for};
 const QUEUE: &str = "throttled";
 
 /// Throttled by its dependency for `ms` on its first `times` runs.
-#[derive(Serialize, Deserialize, Job)]
+#[derive(Serialize, Deserialize, Job, Clone)]
 #[job(name = "throttles_api_call", queue = "throttled")]
 struct ApiCall {
     key: u32,
@@ -221,4 +221,79 @@ pub async fn throttles_in_a_row_past_the_limit_count_an_attempt(env: &Env) {
         "{:?}",
         info.runs
     );
+}
+
+/// A worker of [`ApiCall`] with `concurrency` slots and `prefetch` leased
+/// ahead.
+fn worker(env: &Env, concurrency: usize, prefetch: usize, seen: &Arc<Seen>) -> Worker {
+    Worker::builder(env.client.backend())
+        .register::<ApiCall>()
+        .concurrency(concurrency)
+        .prefetch(prefetch)
+        .data(seen.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap()
+}
+
+async fn processed(env: &Env, n: u64) -> bool {
+    wait_for(Duration::from_secs(20), || async {
+        env.client.stats(QUEUE).await.unwrap().processed >= n
+    })
+    .await
+}
+
+pub async fn a_throttled_job_runs_again_when_its_throttle_ends(env: &Env) {
+    create(env).await;
+    let seen = Arc::new(Seen::default());
+    // free slots: the worker sleeps until its next due time, which the
+    // throttle's settle moves up
+    let w = start_serving(worker(env, 4, 0, &seen)).await;
+    env.client
+        .enqueue(&ApiCall {
+            key: 0,
+            times: 1,
+            ms: 1000,
+        })
+        .await
+        .unwrap();
+    assert!(processed(env, 1).await, "ran again");
+    w.stop().await;
+    let log = seen.log.lock().unwrap().clone();
+    assert_eq!(log.len(), 2);
+    let gap = log[1].2 - log[0].2;
+    assert!(
+        gap >= Duration::from_millis(990) && gap < Duration::from_millis(2500),
+        "ran again {gap:?} after its throttle of 1 s"
+    );
+}
+
+pub async fn prefetched_jobs_wait_out_a_throttle(env: &Env) {
+    create(env).await;
+    let seen = Arc::new(Seen::default());
+    let quick = ApiCall {
+        key: 1,
+        times: 0,
+        ms: 0,
+    };
+    // quick jobs (so that the worker prefetches), one throttled for 1 s,
+    // then more quick ones, leased ahead of the one slot
+    let mut jobs: Vec<ApiCall> = (0..6).map(|_| quick.clone()).collect();
+    jobs.push(ApiCall {
+        key: 0,
+        times: 1,
+        ms: 1000,
+    });
+    jobs.extend((0..12).map(|_| quick.clone()));
+    env.client.enqueue_batch(&jobs).await.unwrap();
+    let w = start_serving(worker(env, 1, 8, &seen)).await;
+    assert!(processed(env, 19).await, "all ran");
+    w.stop().await;
+    let log = seen.log.lock().unwrap().clone();
+    let throttled_at = log.iter().find(|(k, _, _)| *k == 0).unwrap().2;
+    let during: Vec<_> = log
+        .iter()
+        .filter(|(_, _, at)| *at > throttled_at && *at - throttled_at < Duration::from_millis(990))
+        .collect();
+    assert!(during.is_empty(), "started while throttled: {during:?}");
 }

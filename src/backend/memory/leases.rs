@@ -405,6 +405,7 @@ impl Backend for MemoryBackend {
             .iter()
             .map(|(id, _)| id)
             .chain(res.iter().filter(|r| !r.release).map(|r| &r.id))
+            .chain(throttles.iter().map(|t| &t.id))
             .chain(dead.iter().map(|d| &d.id));
         for id in counted {
             if let Some(r) = runs.get(id)

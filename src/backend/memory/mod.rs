@@ -173,12 +173,15 @@ impl MemoryBackend {
     }
 
     /// True when no message of any queue is leased to a worker, and none is due
-    /// now in a queue that is not paused.
+    /// now in a queue that is not paused or throttled (by a handler's
+    /// [`JobError::rate_limited`](crate::JobError::rate_limited)).
     pub fn is_idle(&self) -> bool {
         let now = self.clock.now_ms();
         let st = self.lock();
         st.queues.values().all(|q| {
-            (q.paused || q.first_score().is_none_or(|score| score / 1000 > now))
+            (q.paused
+                || q.throttled_until > now
+                || q.first_score().is_none_or(|score| score / 1000 > now))
                 && q.msgs.values().all(|m| !m.lease)
         })
     }
@@ -197,7 +200,7 @@ impl MemoryBackend {
             for m in q.msgs.values() {
                 let list = if m.lease {
                     &mut p.running
-                } else if m.score / 1000 <= now && !q.paused {
+                } else if m.score / 1000 <= now && !q.paused && q.throttled_until <= now {
                     &mut p.due
                 } else {
                     continue;

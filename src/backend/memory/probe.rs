@@ -15,13 +15,14 @@ pub(crate) struct Work {
 
 impl MemoryBackend {
     /// When the next job not due now comes due, Unix ms, over every queue not
-    /// paused (a leased job: when its lease ends).
+    /// paused (a leased job: when its lease ends; a throttled queue's: not
+    /// before the throttle ends).
     pub(crate) fn next_due_ms(&self) -> Option<u64> {
         let st = self.lock();
         st.queues
             .values()
             .filter(|q| !q.paused)
-            .filter_map(|q| q.next_due_ms())
+            .filter_map(|q| q.next_due_ms().map(|due| due.max(q.throttled_until)))
             .min()
     }
 

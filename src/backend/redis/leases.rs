@@ -559,9 +559,9 @@ impl Backend for RedisBackend {
 }
 
 /// A settle's run-time codes for complete.lua: the job types it names, and
-/// per entry (acks, reschedules, dead letters, in order) `32 x (type index
-/// from 1) + bucket`, or "" for a release or a run whose type or times are
-/// not known.
+/// per entry (acks, reschedules, throttles, dead letters, in order) `32 x
+/// (type index from 1) + bucket`, or "" for a release or a run whose type or
+/// times are not known.
 struct RunTimeCodes<'a> {
     types: Vec<&'a str>,
     codes: Vec<String>,
@@ -595,8 +595,9 @@ impl<'a> RunTimeCodes<'a> {
                 crate::contract::runtimes::bucket_of(r.ended_ms.saturating_sub(r.started_ms));
             ((at + 1) * 32 + bucket).to_string()
         };
-        let mut codes =
-            Vec::with_capacity(part.acks.len() + part.reschedules.len() + part.dead.len());
+        let mut codes = Vec::with_capacity(
+            part.acks.len() + part.reschedules.len() + part.throttles.len() + part.dead.len(),
+        );
         for (id, _) in &part.acks {
             codes.push(code(id, true));
         }
