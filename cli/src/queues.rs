@@ -31,6 +31,12 @@ pub enum QueueCommand {
         /// The queue.
         queue: String,
     },
+    /// Ends the throttle a handler put on the queue (a job's
+    /// `JobError::rate_limited`), at once; a pause stays.
+    Unthrottle {
+        /// The queue.
+        queue: String,
+    },
     /// Creates a queue (RSMQ's createQueue): jobs can be enqueued to it.
     Create {
         /// The queue's name: up to 160 letters, digits, `-` and `_`.
@@ -384,6 +390,15 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
         QueueCommand::Resume { queue } => {
             c.resume(&queue).await?;
             done(ctx, json!({ "queue": queue, "paused": false }), "resumed")
+        }
+        QueueCommand::Unthrottle { queue } => {
+            let ended = c.end_throttle(&queue).await?;
+            let said = if ended {
+                "throttle ended"
+            } else {
+                "not throttled"
+            };
+            done(ctx, json!({ "queue": queue, "ended": ended }), said)
         }
         QueueCommand::Purge { queue, confirm } => {
             let n = c.count_purge(&queue).await?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::RedisServer;
 use redjob::Client;
-use redjob::backend::{Backend, DeadLetterEntry, RunBy, Settle};
+use redjob::backend::{Backend, DeadLetterEntry, RunBy, Settle, Throttle};
 use redjob::inspect::{AttemptOutcome, Inspect};
 use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, Queues, SendMessage};
@@ -189,6 +189,46 @@ async fn pause_resume_purge_and_delete_a_queue_destructive_ones_asking_first() {
     assert_eq!(v["deleted"], 4);
     let c = client.counts("mail").await.unwrap();
     assert_eq!((c.ready + c.scheduled + c.in_flight, c.dead), (0, 3));
+
+    // a handler's throttle, ended by an operator
+    assert_eq!(
+        cli(&url, &["queue", "unthrottle", "mail"])
+            .await
+            .ok()
+            .trim(),
+        "not throttled"
+    );
+    let q = client.backend();
+    let opts = QueueOptions::default();
+    Backend::send(&q, "mail", &[SendMessage::new(envelope("A", 20))], &opts)
+        .await
+        .unwrap();
+    let d = q
+        .fetch("mail", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs[0]
+        .clone();
+    let throttle = Settle {
+        throttles: vec![Throttle {
+            id: d.id,
+            token: d.token,
+            delay: Duration::from_secs(3600),
+            error: "429".into(),
+        }],
+        ..Settle::default()
+    };
+    q.settle("mail", &throttle).await.unwrap();
+    let show = cli(&url, &["queue", "show", "mail"]).await.ok().to_string();
+    assert!(show.contains("throttled until"), "{show}");
+    let v = cli(&url, &["queue", "unthrottle", "mail", "--json"])
+        .await
+        .json();
+    assert_eq!(v["ended"], true);
+    assert_eq!(
+        client.limit_usage("mail").await.unwrap().throttled_until_ms,
+        None
+    );
 
     cli(&url, &["queue", "delete", "mail"])
         .await

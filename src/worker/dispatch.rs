@@ -78,6 +78,10 @@ pub(crate) struct PerQueue {
     pub throttled: std::sync::Mutex<Option<Instant>>,
 }
 
+/// The longest a worker holds a queue on its own after a handler's throttle
+/// (see [`PerQueue::throttle`]).
+const LOCAL_HOLD: Duration = Duration::from_secs(2);
+
 /// Jobs that run longer than this on average are not prefetched: a prefetched
 /// job would wait that long in this worker while another might be idle.
 const PREFETCH_BELOW: Duration = Duration::from_millis(50);
@@ -94,9 +98,11 @@ impl PerQueue {
     }
 
     /// A handler's throttle: this worker starts none of the queue's jobs for
-    /// `d`.
+    /// `d`, at most [`LOCAL_HOLD`]: long enough for the throttle's settle to
+    /// land, after which the backend holds the queue for every worker (and an
+    /// operator can end it there).
     pub fn throttle(&self, d: Duration) {
-        let until = Instant::now() + d;
+        let until = Instant::now() + d.min(LOCAL_HOLD);
         let mut t = lock(&self.throttled);
         *t = Some(t.map_or(until, |old| old.max(until)));
     }

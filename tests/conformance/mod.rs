@@ -384,7 +384,9 @@ macro_rules! conformance_suite {
             a_throttle_and_a_pause_are_apart,
             throttles_in_a_row_past_the_limit_count_an_attempt,
             a_throttled_job_runs_again_when_its_throttle_ends,
-            prefetched_jobs_wait_out_a_throttle);
+            prefetched_jobs_wait_out_a_throttle,
+            an_operator_ends_a_throttle_and_a_pause_stays,
+            ending_a_throttle_wakes_the_workers_it_held);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
             requeue_all_takes_each_letter_once_while_a_worker_kills_them_again,
             delete_matching_leaves_the_letters_that_die_after_it_starts,

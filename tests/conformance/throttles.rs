@@ -297,3 +297,101 @@ pub async fn prefetched_jobs_wait_out_a_throttle(env: &Env) {
         .collect();
     assert!(during.is_empty(), "started while throttled: {during:?}");
 }
+
+pub async fn an_operator_ends_a_throttle_and_a_pause_stays(env: &Env) {
+    create(env).await;
+    assert!(
+        !env.client.end_throttle(QUEUE).await.unwrap(),
+        "nothing to end"
+    );
+    assert!(matches!(
+        env.client.end_throttle("nope").await,
+        Err(redjob::Error::QueueNotFound { .. })
+    ));
+    env.client
+        .enqueue(&ApiCall {
+            key: 0,
+            times: 0,
+            ms: 0,
+        })
+        .await
+        .unwrap();
+    // throttled for an hour, and paused
+    throttle_once(env, 3_600_000, 0).await;
+    env.client.pause(QUEUE).await.unwrap();
+    assert!(env.client.end_throttle(QUEUE).await.unwrap());
+    assert_eq!(
+        env.client
+            .limit_usage(QUEUE)
+            .await
+            .unwrap()
+            .throttled_until_ms,
+        None
+    );
+    let q = env.client.backend();
+    let f = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
+    assert!(f.paused, "the pause stays");
+    env.client.resume(QUEUE).await.unwrap();
+    let f = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
+    // the queue starts jobs again; the throttled job stays due in an hour
+    assert!(f.jobs.is_empty() && !f.held.any(), "{f:?}");
+    env.client
+        .enqueue(&ApiCall {
+            key: 1,
+            times: 0,
+            ms: 0,
+        })
+        .await
+        .unwrap();
+    let f = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(f.jobs.len(), 1, "a job sent since starts");
+}
+
+pub async fn ending_a_throttle_wakes_the_workers_it_held(env: &Env) {
+    create(env).await;
+    let seen = Arc::new(Seen::default());
+    let w = start_serving(worker(env, 4, 0, &seen)).await;
+    // throttled for an hour on its first run
+    env.client
+        .enqueue(&ApiCall {
+            key: 0,
+            times: 1,
+            ms: 3_600_000,
+        })
+        .await
+        .unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            env.client
+                .limit_usage(QUEUE)
+                .await
+                .unwrap()
+                .throttled_until_ms
+                .is_some()
+        })
+        .await
+    );
+    // past the worker's own hold, a job sent now waits for the hour
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    env.client
+        .enqueue(&ApiCall {
+            key: 1,
+            times: 0,
+            ms: 0,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(env.client.stats(QUEUE).await.unwrap().processed, 0);
+    let ended = Instant::now();
+    assert!(env.client.end_throttle(QUEUE).await.unwrap());
+    assert!(processed(env, 1).await, "the job sent since ran");
+    w.stop().await;
+    let log = seen.log.lock().unwrap().clone();
+    let ran = log.iter().find(|(k, _, _)| *k == 1).unwrap().2;
+    assert!(
+        ran - ended < Duration::from_secs(2),
+        "ran {:?} after the throttle ended",
+        ran - ended
+    );
+}

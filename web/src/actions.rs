@@ -103,6 +103,13 @@ async fn on_queue(
             c.resume(&queue).await?;
             "Resumed.".to_string()
         }
+        "unthrottle" => {
+            if c.end_throttle(&queue).await? {
+                "Throttle ended: workers start its jobs again (a pause stays).".to_string()
+            } else {
+                "It was not throttled.".to_string()
+            }
+        }
         "purge" => {
             // the confirmation's count: the jobs sent by then, none sent since
             let n = match upto(&fields)? {

@@ -403,3 +403,69 @@ async fn the_history_settings_show_and_change_from_the_queue_page() {
             .enabled
     );
 }
+
+#[tokio::test]
+async fn a_throttle_is_shown_and_ended_from_the_queue_page() {
+    use redjob::backend::{Backend, Settle, Throttle};
+    use redjob::queue::SendMessage;
+    let (_server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/queues/mail", true).await;
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(!page.body.contains("/queues/mail/unthrottle"));
+    // a job whose handler said its dependency throttles it for an hour
+    let q = client.backend();
+    let body = r#"{"type":"A","args":{}}"#;
+    Backend::send(
+        &q,
+        "mail",
+        &[SendMessage::new(body)],
+        &QueueOptions::default(),
+    )
+    .await
+    .unwrap();
+    let d = q
+        .fetch("mail", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs[0]
+        .clone();
+    let throttle = Settle {
+        throttles: vec![Throttle {
+            id: d.id,
+            token: d.token,
+            delay: Duration::from_secs(3600),
+            error: "429".into(),
+        }],
+        ..Settle::default()
+    };
+    q.settle("mail", &throttle).await.unwrap();
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(
+        page.body.contains("Throttled by a handler until ")
+            && page.body.contains("/queues/mail/unthrottle"),
+        "{}",
+        page.body
+    );
+    let ended = post(
+        &app,
+        "/queues/mail/unthrottle",
+        &cookie,
+        &[("csrf", &token)],
+    )
+    .await;
+    assert_eq!(ended.status, StatusCode::SEE_OTHER);
+    assert!(note(&ended).contains("Throttle ended"), "{}", note(&ended));
+    assert_eq!(
+        client.limit_usage("mail").await.unwrap().throttled_until_ms,
+        None
+    );
+    let again = post(
+        &app,
+        "/queues/mail/unthrottle",
+        &cookie,
+        &[("csrf", &token)],
+    )
+    .await;
+    assert!(note(&again).contains("not throttled"), "{}", note(&again));
+}

@@ -67,6 +67,20 @@ impl Admin for MemoryBackend {
         Ok(())
     }
 
+    async fn end_throttle(&self, queue: &str) -> Result<bool> {
+        let now = self.clock.now_ms();
+        let was = {
+            let mut st = self.lock_mut();
+            let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+            std::mem::take(&mut q.throttled_until) > now
+        };
+        if was {
+            self.acted(queue, "unthrottled", true, |_| 0)?;
+            self.notify(queue);
+        }
+        Ok(was)
+    }
+
     async fn overview(&self, query: &OverviewQuery) -> Result<Overview> {
         let now = self.clock.now_ms();
         let st = self.lock();

@@ -141,6 +141,14 @@ impl Admin for Rsmq {
         Ok(())
     }
 
+    async fn end_throttle(&self, queue: &str) -> Result<bool> {
+        let ended = pause(self, queue, "t").await?;
+        if ended {
+            noted(self.add_event(queue, "unthrottled", 0).await, queue);
+        }
+        Ok(ended)
+    }
+
     async fn settings(&self, queue: &str) -> Result<QueueSettings> {
         settings::call(self, queue, Mode::Get, &QueueSettings::default(), "").await
     }

@@ -54,6 +54,25 @@ pub trait Admin: Inspect {
     /// Whether `queue` is paused.
     fn is_paused(&self, queue: &str) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Ends the throttle a handler put on `queue`
+    /// ([`JobError::rate_limited`](crate::JobError::rate_limited)) and wakes
+    /// its idle workers; the throttled jobs stay due when their handlers said
+    /// (a pause is another matter: see [`resume`](Self::resume)). Returns
+    /// false when no throttle was in force.
+    ///
+    /// ```
+    /// use redjob::ops::Admin;
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::queue::Queues;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("mail-api", Default::default()).await?;
+    /// assert!(!q.end_throttle("mail-api").await?);
+    /// # Ok(()) }
+    /// ```
+    fn end_throttle(&self, queue: &str) -> impl Future<Output = Result<bool>> + Send;
+
     /// Deletes every job of `queue` (not its dead letters), waiting or
     /// running: a running job's worker finds it gone at its next lease renewal
     /// and drops its outcome, as after a [`cancel`](Inspect::cancel). The
@@ -541,6 +560,7 @@ macro_rules! admin_methods {
             async fn pause(queue: &str) -> $crate::Result<()>;
             async fn resume(queue: &str) -> $crate::Result<()>;
             async fn is_paused(queue: &str) -> $crate::Result<bool>;
+            async fn end_throttle(queue: &str) -> $crate::Result<bool>;
             async fn purge_queue(queue: &str) -> $crate::Result<u64>;
             async fn purge_queue_by(queue: &str, by: &str, upto_ms: Option<u64>) -> $crate::Result<u64>;
             async fn count_purge(queue: &str) -> $crate::Result<$crate::contract::admin::BulkCount>;

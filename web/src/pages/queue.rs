@@ -101,6 +101,9 @@ pub(crate) async fn page(
             } @else {
                 (button(&ctx, &format!("{qpath}/pause"), "Pause", ""))
             }
+            @if usage.throttled_until_ms.is_some() {
+                (button(&ctx, &format!("{qpath}/unthrottle"), "End throttle", ""))
+            }
             (link_button(&ctx, &format!("{qpath}/purge"), "Purge…", "danger"))
             form.inline method="get" action=(ctx.link(&qpath)) {
                 input type="search" name="id" placeholder="Job id" aria-label="Find a job by id" size="34";

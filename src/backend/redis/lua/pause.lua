@@ -4,12 +4,21 @@
 -- workers that wait at once (they listen on the realtime channel).
 -- KEYS[1]  the queue's sorted set (ns:q)
 -- KEYS[2]  the queue's hash (ns:q:Q)
--- ARGV[1]  "1" to pause, "0" to resume, "" to read only
+-- ARGV[1]  "1" to pause, "0" to resume, "" to read only, "t" to end a
+--          handler's throttle (hash field "redjob:throttled", see complete.lua)
+--          and wake the workers it held: returns 1 when one was in force
 -- ARGV[2]  the queue's realtime channel (ns:rt:q)
 -- Returns -1 when the queue does not exist, else 1 when it is paused (after the
 --         change), 0 when not
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:paused")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:paused", "redjob:throttled")
 if not attrs[1] then return -1 end
+if ARGV[1] == "t" then
+  if not attrs[3] then return 0 end
+  redis.call("HDEL", KEYS[2], "redjob:throttled")
+  if (tonumber(attrs[3]) or 0) <= clock() then return 0 end
+  redis.call("PUBLISH", ARGV[2], redis.call("ZCARD", KEYS[1]))
+  return 1
+end
 if ARGV[1] == "1" then
   if not attrs[2] then redis.call("HSET", KEYS[2], "redjob:paused", "1") end
   return 1
