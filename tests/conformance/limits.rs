@@ -312,3 +312,44 @@ pub async fn the_usage_of_limits_is_read_as_a_fetch_counts_it(env: &Env) {
         Err(redjob::Error::QueueNotFound { .. })
     ));
 }
+
+pub async fn cancelling_a_running_job_wakes_a_worker_its_place_held(env: &Env) {
+    use redjob::inspect::Inspect;
+    create_with(env, QueueSettings::concurrency(Concurrency::global(1))).await;
+    let samples = Arc::new(Samples::default());
+    // leases of 30 s: a worker held back sleeps until the first one's end
+    let w = Worker::builder(env.client.backend())
+        .register::<Sampled>()
+        .concurrency(4)
+        .grace_period(Duration::from_secs(1))
+        .data(samples.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    let long = env.client.enqueue(&Sampled { ms: 20_000 }).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            samples.starts.lock().unwrap().len() == 1
+        })
+        .await
+    );
+    env.client.enqueue(&Sampled { ms: 10 }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(samples.starts().len(), 1, "held back by the running one");
+    // an operator cancels the running job: its place frees at once
+    let cancelled = Instant::now();
+    env.client.cancel(QUEUE, &long).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            samples.starts.lock().unwrap().len() == 2
+        })
+        .await
+    );
+    let waited = samples.starts()[1] - cancelled;
+    w.stop().await;
+    assert!(
+        waited < Duration::from_secs(3),
+        "the next job started {waited:?} after the cancel"
+    );
+}

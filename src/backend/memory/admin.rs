@@ -212,6 +212,11 @@ impl Admin for MemoryBackend {
             q.add_event("purged", ids.len() as u64, by, now);
             ids.len() as u64
         })
+        .inspect(|n| {
+            if *n > 0 {
+                self.wake_held(queue);
+            }
+        })
     }
 
     async fn run_now(&self, queue: &str, id: &JobId) -> Result<Option<JobState>> {

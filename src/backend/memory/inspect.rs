@@ -226,6 +226,8 @@ impl Inspect for MemoryBackend {
         };
         // entered in the history, as cancel.lua does
         q.enter_removed(*id, &m, Finish::Cancelled, by, now);
+        drop(st);
+        self.wake_held(queue);
         Ok(if inspect::state_of(m.score, now) == JobState::InFlight {
             Cancelled::Cancelling
         } else {

@@ -252,6 +252,8 @@ impl Queues for MemoryBackend {
             return Ok(false);
         };
         q.enter_removed(*id, &m, Finish::Deleted, &self.actor, now);
+        drop(st);
+        self.wake_held(queue);
         Ok(true)
     }
 
@@ -269,6 +271,8 @@ impl Queues for MemoryBackend {
         // one event in the history, as delete.lua adds
         if n > 0 {
             q.add_event("deleted", n, &self.actor, now);
+            drop(st);
+            self.wake_held(queue);
         }
         Ok(n)
     }

@@ -31,3 +31,20 @@ impl MemoryBackend {
         Ok(stored)
     }
 }
+
+impl MemoryBackend {
+    /// Wakes the queue's workers if a fetch waits for a place under its
+    /// global concurrency, after a delete, cancel or purge that may have freed
+    /// some (as held.lua does).
+    pub(super) fn wake_held(&self, queue: &str) {
+        let held = {
+            let mut st = self.lock_mut();
+            st.queues
+                .get_mut(queue)
+                .is_some_and(|q| std::mem::take(&mut q.held))
+        };
+        if held {
+            self.notify(queue);
+        }
+    }
+}

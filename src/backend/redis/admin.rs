@@ -246,6 +246,10 @@ impl Admin for Rsmq {
             at = r.int()?;
             cursor = r.bytes()?.to_vec();
             if at == 0 {
+                if done > 0 {
+                    // running jobs' places under a global concurrency are free
+                    settings::wake_held(self, queue).await;
+                }
                 return Ok(done);
             }
         }

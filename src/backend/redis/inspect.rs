@@ -224,12 +224,16 @@ impl Inspect for Rsmq {
         cmd.arg(id)
             .arg(crate::contract::history::actor_line(by))
             .arg(History::default().encode());
-        match scripts::int(&scripts::run(&mut con, &scripts::CANCEL, &cmd).await?)? {
-            -1 => Err(Error::QueueNotFound { name: queue.into() }),
-            0 => Ok(Cancelled::NotFound),
-            1 => Ok(Cancelled::Removed),
-            _ => Ok(Cancelled::Cancelling),
-        }
+        let cancelled = match scripts::int(&scripts::run(&mut con, &scripts::CANCEL, &cmd).await?)?
+        {
+            -1 => return Err(Error::QueueNotFound { name: queue.into() }),
+            0 => return Ok(Cancelled::NotFound),
+            1 => Cancelled::Removed,
+            _ => Cancelled::Cancelling,
+        };
+        // a running job's place under a global concurrency is free
+        super::settings::wake_held(self, queue).await;
+        Ok(cancelled)
     }
 }
 

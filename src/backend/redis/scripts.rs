@@ -46,6 +46,7 @@ scripts! {
     PAUSE => "pause.lua",
     SETTINGS => "settings.lua",
     LIMITS => "limits.lua",
+    HELD => "held.lua",
     DEAD => "dead.lua",
     HISTORY => "history.lua",
     HISTORY_EVENT => "history_event.lua",

@@ -84,3 +84,16 @@ pub(super) async fn usage(rsmq: &Rsmq, queue: &str) -> Result<LimitUsage> {
         throttled_until_ms: (throttled > 0).then_some(throttled),
     })
 }
+
+/// `held.lua`: wakes the queue's workers if a fetch waits for a place under
+/// its global concurrency, after an operator's delete, cancel or purge (which
+/// may have freed some). The action stands whatever this does: a worker not
+/// woken looks again when the first lease in flight ends.
+pub(super) async fn wake_held(rsmq: &Rsmq, queue: &str) {
+    let (mut con, k) = rsmq.parts(queue);
+    let mut cmd = scripts::eval(&scripts::HELD, &[&k.zset, &k.hash]);
+    cmd.arg(&k.realtime);
+    if let Err(e) = scripts::run(&mut con, &scripts::HELD, &cmd).await {
+        tracing::debug!(queue = %queue, error = %e, "could not wake the workers a limit held");
+    }
+}

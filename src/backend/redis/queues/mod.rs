@@ -426,13 +426,18 @@ impl Rsmq {
         let Value::Array(items) = &v else {
             return Err(Error::Protocol(format!("delete reply {v:?}")));
         };
-        match items.as_slice() {
-            [a, b] => Ok((
+        let (deleted, other) = match items.as_slice() {
+            [a, b] => (
                 scripts::int(a)?.max(0) as u64,
                 scripts::int(b)?.max(0) as u64,
-            )),
-            _ => Err(Error::Protocol(format!("delete reply {v:?}"))),
+            ),
+            _ => return Err(Error::Protocol(format!("delete reply {v:?}"))),
+        };
+        if deleted > 0 {
+            // running jobs' places under a global concurrency may be free
+            crate::backend::redis::settings::wake_held(self, queue).await;
         }
+        Ok((deleted, other))
     }
 }
 
