@@ -236,6 +236,8 @@ struct Faulty<B> {
     fetch_fails: Option<Arc<AtomicBool>>,
     /// Set once the first settle's reply was lost after the settle ran.
     settle_reply_lost: Option<Arc<AtomicBool>>,
+    /// While set, every settle fails without running.
+    settle_fails: Option<Arc<AtomicBool>>,
 }
 
 impl<B: Backend> Faulty<B> {
@@ -246,6 +248,7 @@ impl<B: Backend> Faulty<B> {
             settle_panics: false,
             fetch_fails: None,
             settle_reply_lost: None,
+            settle_fails: None,
         }
     }
 }
@@ -295,6 +298,13 @@ impl<B: Backend> Backend for Faulty<B> {
     }
     async fn settle(&self, q: &str, b: &Settle) -> redjob::Result<Settled> {
         assert!(!self.settle_panics, "settle exploded");
+        if self
+            .settle_fails
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst))
+        {
+            return Err(redjob::Error::Protocol("settle failed (simulated)".into()));
+        }
         let r = self.inner.settle(q, b).await;
         if self
             .settle_reply_lost
@@ -1043,4 +1053,63 @@ async fn message_with_a_malformed_id_does_not_stop_the_jobs_fetched_with_it() {
         "the good job never ran"
     );
     w.stop().await;
+}
+
+/// Throttled for 3 s on its first run (the test's flag), else done.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "throttled_once", queue = "tq")]
+struct ThrottledOnce {
+    key: u64,
+}
+
+impl Job for ThrottledOnce {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let (first, rec) = (ctx.data::<Arc<AtomicBool>>()?, ctx.data::<Recorder>()?);
+        rec.record(ctx, self.key);
+        if self.key == 0 && !first.swap(true, Ordering::SeqCst) {
+            return Err(JobError::rate_limited(Duration::from_secs(3)));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_throttle_whose_settle_fails_is_held_by_its_worker_until_it_ends() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client.enqueue(&ThrottledOnce { key: 0 }).await.unwrap();
+    client.enqueue(&ThrottledOnce { key: 1 }).await.unwrap();
+    // the throttle's settle cannot land: the backend does not hold the queue
+    let fails = Arc::new(AtomicBool::new(true));
+    let backend = Faulty {
+        settle_fails: Some(fails.clone()),
+        ..Faulty::new(client.backend())
+    };
+    let rec = Recorder::default();
+    let w = Worker::builder(backend)
+        .queue("tq")
+        .concurrency(1)
+        .handle_signals(false)
+        .data(Arc::new(AtomicBool::new(false)))
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() >= 1).await);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        rec.len(),
+        1,
+        "nothing started while throttled: {:?}",
+        rec.runs()
+    );
+    fails.store(false, Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(10), || rec.len() >= 3).await,
+        "both ran once the throttle ended: {:?}",
+        rec.runs()
+    );
+    stop.cancel();
+    h.await.unwrap().unwrap();
 }

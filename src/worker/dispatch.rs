@@ -73,47 +73,66 @@ pub(crate) struct PerQueue {
     pub run_us: AtomicU64,
     /// The queue's metrics handles.
     pub metrics: QueueMetrics,
-    /// A handler's throttle holds the queue here until then, from before its
-    /// slot frees (the backend holds it for every worker once it is settled).
-    pub throttled: std::sync::Mutex<Option<Instant>>,
+    /// A handler's throttle held here until its settle lands (see [`Hold`]).
+    pub hold: Arc<Hold>,
 }
 
-/// The longest a worker holds a queue on its own after a handler's throttle
-/// (see [`PerQueue::throttle`]).
-const LOCAL_HOLD: Duration = Duration::from_secs(2);
+/// A handler's throttle, held by its worker from before its slot frees until
+/// its settle lands (the settler says so): from then on the backend holds the
+/// queue for every worker, and an operator can end it there. A settle that
+/// fails holds it here until the throttle ends.
+#[derive(Default)]
+pub(crate) struct Hold(std::sync::Mutex<Option<(Instant, bool)>>);
+
+impl Hold {
+    /// A handler's throttle of `d`: nothing of the queue starts here until it
+    /// ends or its settle lands.
+    pub fn throttle(&self, d: Duration) {
+        let until = Instant::now() + d;
+        let mut h = lock(&self.0);
+        let until = h.map_or(until, |(old, _)| old.max(until));
+        *h = Some((until, false));
+    }
+
+    /// The throttles settled so far landed: the backend holds the queue.
+    pub fn landed(&self) {
+        if let Some((_, landed)) = lock(&self.0).as_mut() {
+            *landed = true;
+        }
+    }
+
+    /// Until when this worker holds the queue itself, if it does.
+    pub fn until(&self) -> Option<Instant> {
+        let mut h = lock(&self.0);
+        match *h {
+            Some((until, false)) if until > Instant::now() => Some(until),
+            Some(_) => {
+                *h = None;
+                None
+            }
+            None => None,
+        }
+    }
+}
 
 /// Jobs that run longer than this on average are not prefetched: a prefetched
 /// job would wait that long in this worker while another might be idle.
 const PREFETCH_BELOW: Duration = Duration::from_millis(50);
 
 impl PerQueue {
-    pub fn new(stop: CancellationToken, abort: CancellationToken, metrics: QueueMetrics) -> Self {
+    pub fn new(
+        stop: CancellationToken,
+        abort: CancellationToken,
+        metrics: QueueMetrics,
+        hold: Arc<Hold>,
+    ) -> Self {
         PerQueue {
             stop,
             abort,
             run_us: AtomicU64::new(u64::MAX),
             metrics,
-            throttled: std::sync::Mutex::new(None),
+            hold,
         }
-    }
-
-    /// A handler's throttle: this worker starts none of the queue's jobs for
-    /// `d`, at most [`LOCAL_HOLD`]: long enough for the throttle's settle to
-    /// land, after which the backend holds the queue for every worker (and an
-    /// operator can end it there).
-    pub fn throttle(&self, d: Duration) {
-        let until = Instant::now() + d.min(LOCAL_HOLD);
-        let mut t = lock(&self.throttled);
-        *t = Some(t.map_or(until, |old| old.max(until)));
-    }
-
-    /// Until when a handler's throttle holds the queue here, if it does.
-    pub fn throttled_until(&self) -> Option<Instant> {
-        let mut t = lock(&self.throttled);
-        if t.is_some_and(|until| until <= Instant::now()) {
-            *t = None;
-        }
-        *t
     }
 
     /// Adds a run's duration to the average.
@@ -217,12 +236,14 @@ impl<B: Backend> Dispatcher<B> {
                     n = free;
                 }
             }
-            if let Some(until) = self.per_queue.throttled_until() {
+            if let Some(until) = self.per_queue.hold.until() {
                 // a handler's throttle (maybe while this waited for a slot):
-                // nothing starts until it ends
+                // nothing starts until it ends or its settle lands (which
+                // wakes this)
                 self.give_back(n);
                 tokio::select! {
                     _ = tokio::time::sleep_until(until) => {}
+                    _ = self.wake.notified() => {}
                     _ = self.per_queue.stop.cancelled() => return,
                 }
                 continue;

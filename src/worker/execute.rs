@@ -102,9 +102,10 @@ pub(crate) async fn execute(
         None => Outcome::Release {
             delay: Duration::ZERO,
         },
-        // a handler's throttle holds the queue here: a job prefetched, handed
-        // or fetched before it goes back unstarted, due when it ends
-        Some(_) if let Some(until) = per_queue.throttled_until() => Outcome::Release {
+        // a handler's throttle held here (until its settle lands): a job
+        // prefetched, handed or fetched before it goes back unstarted, due
+        // when the throttle ends
+        Some(_) if let Some(until) = per_queue.hold.until() => Outcome::Release {
             delay: until.saturating_duration_since(tokio::time::Instant::now()),
         },
         Some(_permit) => {
@@ -297,7 +298,7 @@ async fn run(
         }
         // this worker holds the queue before the slot frees; the backend holds
         // it for every worker once settled
-        per_queue.throttle(delay);
+        per_queue.hold.throttle(delay);
         return Outcome::Throttle { delay, error };
     }
     let delay = match wants {

@@ -335,6 +335,7 @@ impl<B: Backend> Worker<B> {
                 host: crate::contract::admin::host_name(),
             };
             held.push((queue.clone(), leases.clone()));
+            let hold = Arc::new(dispatch::Hold::default());
             let settler = Settler::new(
                 self.backend.clone(),
                 queue.clone(),
@@ -346,6 +347,7 @@ impl<B: Backend> Worker<B> {
                     history: self.shared.history,
                     by: by.clone(),
                     throttle_limit: self.throttle_limit,
+                    hold: hold.clone(),
                 },
             );
             settlers.spawn(settler.run(rx));
@@ -365,7 +367,12 @@ impl<B: Backend> Worker<B> {
                 wake,
                 tx,
                 tracker: tracker.clone(),
-                per_queue: Arc::new(dispatch::PerQueue::new(stop.clone(), abort.clone(), qm)),
+                per_queue: Arc::new(dispatch::PerQueue::new(
+                    stop.clone(),
+                    abort.clone(),
+                    qm,
+                    hold,
+                )),
                 leases,
                 clock: std::sync::Mutex::new(None),
                 registered: std::sync::atomic::AtomicBool::new(false),

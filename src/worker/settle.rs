@@ -79,6 +79,9 @@ pub(crate) struct Keeping {
     pub by: RunBy,
     /// The throttles in a row a job may have uncounted.
     pub throttle_limit: u32,
+    /// The worker's own hold of the queue after a throttle, which a landed
+    /// settle ends (the backend holds the queue from then on).
+    pub hold: Arc<super::dispatch::Hold>,
 }
 
 pub(crate) struct Settler<B> {
@@ -282,6 +285,10 @@ impl<B: Backend> Settler<B> {
                         }
                     }
                     drop(t);
+                    if !batch.throttles.is_empty() {
+                        // the backend holds the queue now
+                        self.keeping.hold.landed();
+                    }
                     if rescheduled {
                         self.wake.notify_one();
                     }

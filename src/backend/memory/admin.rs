@@ -68,6 +68,7 @@ impl Admin for MemoryBackend {
     }
 
     async fn end_throttle(&self, queue: &str) -> Result<bool> {
+        validate::queue_name(queue)?;
         let now = self.clock.now_ms();
         let was = {
             let mut st = self.lock_mut();

@@ -86,8 +86,8 @@ pub(super) async fn usage(rsmq: &Rsmq, queue: &str) -> Result<LimitUsage> {
 }
 
 /// `held.lua`: wakes the queue's workers if a fetch waits for a place under
-/// its global concurrency, after an operator's delete, cancel or purge (which
-/// may have freed some). The action stands whatever this does: a worker not
+/// its global concurrency, after an operator's cancel or purge (which may
+/// have freed some; a delete wakes them in its own script). The action stands whatever this does: a worker not
 /// woken looks again when the first lease in flight ends.
 pub(super) async fn wake_held(rsmq: &Rsmq, queue: &str) {
     let (mut con, k) = rsmq.parts(queue);

@@ -15,10 +15,13 @@
 --          call that ends a batch, the batch's earlier calls' count ("0"
 --          and up); "-" for a call that is not the last
 -- ARGV[3]  who deletes ("api", "cli alice", "dashboard")
--- ARGV[4..]  message ids
+-- ARGV[4]  the queue's realtime channel (ns:rt:q): deleting a leased job frees
+--          its place under a global concurrency, which wakes the workers a
+--          fetch held back (hash field "redjob:held", see fetch.lua)
+-- ARGV[5..]  message ids
 -- Returns {members removed from the sorted sets, fields removed from the hash}
 local ids = {}
-for j = 4, #ARGV do ids[#ids + 1] = ARGV[j] end
+for j = 5, #ARGV do ids[#ids + 1] = ARGV[j] end
 local fields = {}
 for _, id in ipairs(ids) do
   fields[#fields + 1] = id
@@ -27,7 +30,7 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":err"
   fields[#fields + 1] = id .. ":a"
 end
-local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique", "redjob:history")
+local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique", "redjob:history", "redjob:held")
 local on, keep, age, args = history_setting(attrs[3], ARGV[1])
 local single = ARGV[2] == "one" and #ids == 1
 -- a single job's body and records, for its history entry
@@ -37,12 +40,14 @@ local found
 local n = 0
 local now = clock()
 local leases = lease_counts()
+local freed = false
 for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   local scores = {}
   for _, s in ipairs(many("ZMSCORE", level[2], ids)) do
     if s then
       scores[#scores + 1] = tonumber(s)
       found = found or tonumber(s)
+      if select(2, score_count(tonumber(s))) then freed = true end
     end
   end
   local _, m = many("ZREM", level[2], ids)
@@ -50,6 +55,10 @@ for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   leases.left(24, scores, now)
 end
 local _, h = many("HDEL", KEYS[2], fields)
+if freed and attrs[4] == "1" then
+  redis.call("HSET", KEYS[2], "redjob:held", "0")
+  redis.call("PUBLISH", ARGV[4], redis.call("ZCARD", KEYS[1]))
+end
 forget_released(ids)
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
 if on and single and found and kept[1] then

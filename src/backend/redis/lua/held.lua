@@ -1,7 +1,7 @@
 -- Wakes a queue's workers when a fetch waits for a place under its global
 -- concurrency (hash field "redjob:held", see fetch.lua): called after an
--- operator's delete, cancel or purge, which may have freed places (a settle
--- wakes them itself, see complete.lua).
+-- operator's cancel or purge, which may have freed places (a settle and a
+-- delete wake them themselves, see complete.lua and delete.lua).
 -- KEYS[1]  the queue's sorted set (ns:q)
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- ARGV[1]  the queue's realtime channel (ns:rt:q)

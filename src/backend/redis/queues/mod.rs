@@ -421,6 +421,7 @@ impl Rsmq {
         cmd.arg(crate::contract::history::History::default().encode())
             .arg(mark)
             .arg(&*self.actor)
+            .arg(&k.realtime)
             .arg(ids);
         let v = scripts::run(&mut self.con.clone(), &scripts::DELETE, &cmd).await?;
         let Value::Array(items) = &v else {
@@ -433,10 +434,6 @@ impl Rsmq {
             ),
             _ => return Err(Error::Protocol(format!("delete reply {v:?}"))),
         };
-        if deleted > 0 {
-            // running jobs' places under a global concurrency may be free
-            crate::backend::redis::settings::wake_held(self, queue).await;
-        }
         Ok((deleted, other))
     }
 }
