@@ -314,6 +314,16 @@ pub async fn the_usage_of_limits_is_read_as_a_fetch_counts_it(env: &Env) {
 }
 
 pub async fn cancelling_a_running_job_wakes_a_worker_its_place_held(env: &Env) {
+    freeing_a_place_wakes_a_held_worker(env, false).await;
+}
+
+pub async fn deleting_a_running_job_wakes_a_worker_its_place_held(env: &Env) {
+    freeing_a_place_wakes_a_held_worker(env, true).await;
+}
+
+/// A running job cancelled (or deleted, as an RSMQ client's
+/// `deleteMessage` does) while another waits for its place.
+async fn freeing_a_place_wakes_a_held_worker(env: &Env, delete: bool) {
     use redjob::inspect::Inspect;
     create_with(env, QueueSettings::concurrency(Concurrency::global(1))).await;
     let samples = Arc::new(Samples::default());
@@ -339,7 +349,11 @@ pub async fn cancelling_a_running_job_wakes_a_worker_its_place_held(env: &Env) {
     assert_eq!(samples.starts().len(), 1, "held back by the running one");
     // an operator cancels the running job: its place frees at once
     let cancelled = Instant::now();
-    env.client.cancel(QUEUE, &long).await.unwrap();
+    if delete {
+        assert!(env.client.backend().delete(QUEUE, &long).await.unwrap());
+    } else {
+        env.client.cancel(QUEUE, &long).await.unwrap();
+    }
     assert!(
         wait_for(Duration::from_secs(10), || async {
             samples.starts.lock().unwrap().len() == 2

@@ -379,7 +379,8 @@ macro_rules! conformance_suite {
             a_workers_limits_hold_from_the_first_job_of_a_queue_created_later,
             lifting_a_limit_wakes_the_workers_it_held,
             the_usage_of_limits_is_read_as_a_fetch_counts_it,
-            cancelling_a_running_job_wakes_a_worker_its_place_held);
+            cancelling_a_running_job_wakes_a_worker_its_place_held,
+            deleting_a_running_job_wakes_a_worker_its_place_held);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,
