@@ -81,36 +81,46 @@ pub(crate) struct PerQueue {
 /// its settle lands (the settler says so): from then on the backend holds the
 /// queue for every worker, and an operator can end it there. A settle that
 /// fails holds it here until the throttle ends.
+/// Every job start and fetch asks it: without a throttle that is one atomic
+/// load.
 #[derive(Default)]
-pub(crate) struct Hold(std::sync::Mutex<Option<(Instant, bool)>>);
+pub(crate) struct Hold {
+    state: std::sync::Mutex<Option<(Instant, bool)>>,
+    /// A throttle may be held (the state is `Some`).
+    any: std::sync::atomic::AtomicBool,
+}
 
 impl Hold {
     /// A handler's throttle of `d`: nothing of the queue starts here until it
     /// ends or its settle lands.
     pub fn throttle(&self, d: Duration) {
         let until = Instant::now() + d;
-        let mut h = lock(&self.0);
+        let mut h = lock(&self.state);
         let until = h.map_or(until, |(old, _)| old.max(until));
         *h = Some((until, false));
+        self.any.store(true, Ordering::SeqCst);
     }
 
     /// The throttles settled so far landed: the backend holds the queue.
     pub fn landed(&self) {
-        if let Some((_, landed)) = lock(&self.0).as_mut() {
+        if let Some((_, landed)) = lock(&self.state).as_mut() {
             *landed = true;
         }
     }
 
     /// Until when this worker holds the queue itself, if it does.
     pub fn until(&self) -> Option<Instant> {
-        let mut h = lock(&self.0);
+        if !self.any.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut h = lock(&self.state);
         match *h {
             Some((until, false)) if until > Instant::now() => Some(until),
-            Some(_) => {
+            _ => {
                 *h = None;
+                self.any.store(false, Ordering::SeqCst);
                 None
             }
-            None => None,
         }
     }
 }

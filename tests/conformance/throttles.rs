@@ -51,6 +51,15 @@ impl Job for ApiCall {
     }
 }
 
+/// Enqueues an [`ApiCall`] of `key`, throttled for `ms` on its first
+/// `times` runs.
+async fn call(env: &Env, key: u32, times: u32, ms: u64) -> redjob::JobId {
+    env.client
+        .enqueue(&ApiCall { key, times, ms })
+        .await
+        .unwrap()
+}
+
 async fn create(env: &Env) {
     env.client
         .backend()
@@ -63,31 +72,9 @@ pub async fn rate_limited_counts_no_attempt_and_holds_the_queue(env: &Env) {
     create(env).await;
     let seen = Arc::new(Seen::default());
     // the first is throttled for 1 s on its first run; the second waits
-    let a = env
-        .client
-        .enqueue(&ApiCall {
-            key: 0,
-            times: 1,
-            ms: 1000,
-        })
-        .await
-        .unwrap();
-    env.client
-        .enqueue(&ApiCall {
-            key: 1,
-            times: 0,
-            ms: 0,
-        })
-        .await
-        .unwrap();
-    let w = Worker::builder(env.client.backend())
-        .register::<ApiCall>()
-        .concurrency(1)
-        .data(seen.clone())
-        .handle_signals(false)
-        .build()
-        .unwrap();
-    let w = start_serving(w).await;
+    let a = call(env, 0, 1, 1000).await;
+    call(env, 1, 0, 0).await;
+    let w = start_serving(worker(env, 1, 0, &seen)).await;
     assert!(
         wait_for(Duration::from_secs(15), || async {
             env.client.stats(QUEUE).await.unwrap().processed == 2
@@ -142,14 +129,7 @@ async fn throttle_once(env: &Env, ms: u64, limit: u32) -> u32 {
 
 pub async fn a_throttle_and_a_pause_are_apart(env: &Env) {
     create(env).await;
-    env.client
-        .enqueue(&ApiCall {
-            key: 0,
-            times: 0,
-            ms: 0,
-        })
-        .await
-        .unwrap();
+    call(env, 0, 0, 0).await;
     let q = env.client.backend();
     throttle_once(env, 1500, 0).await;
     let usage = env.client.limit_usage(QUEUE).await.unwrap();
@@ -181,14 +161,7 @@ pub async fn a_throttle_and_a_pause_are_apart(env: &Env) {
 
 pub async fn throttles_in_a_row_past_the_limit_count_an_attempt(env: &Env) {
     create(env).await;
-    env.client
-        .enqueue(&ApiCall {
-            key: 0,
-            times: 0,
-            ms: 0,
-        })
-        .await
-        .unwrap();
+    call(env, 0, 0, 0).await;
     // a limit of 2: two throttles in a row go uncounted, the third counts,
     // and so does each after it while the throttles go on
     for expected in [1, 1, 1, 2] {
@@ -249,14 +222,7 @@ pub async fn a_throttled_job_runs_again_when_its_throttle_ends(env: &Env) {
     // free slots: the worker sleeps until its next due time, which the
     // throttle's settle moves up
     let w = start_serving(worker(env, 4, 0, &seen)).await;
-    env.client
-        .enqueue(&ApiCall {
-            key: 0,
-            times: 1,
-            ms: 1000,
-        })
-        .await
-        .unwrap();
+    call(env, 0, 1, 1000).await;
     assert!(processed(env, 1).await, "ran again");
     w.stop().await;
     let log = seen.log.lock().unwrap().clone();
@@ -308,14 +274,7 @@ pub async fn an_operator_ends_a_throttle_and_a_pause_stays(env: &Env) {
         env.client.end_throttle("nope").await,
         Err(redjob::Error::QueueNotFound { .. })
     ));
-    env.client
-        .enqueue(&ApiCall {
-            key: 0,
-            times: 0,
-            ms: 0,
-        })
-        .await
-        .unwrap();
+    call(env, 0, 0, 0).await;
     // throttled for an hour, and paused
     throttle_once(env, 3_600_000, 0).await;
     env.client.pause(QUEUE).await.unwrap();
@@ -335,14 +294,7 @@ pub async fn an_operator_ends_a_throttle_and_a_pause_stays(env: &Env) {
     let f = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
     // the queue starts jobs again; the throttled job stays due in an hour
     assert!(f.jobs.is_empty() && !f.held.any(), "{f:?}");
-    env.client
-        .enqueue(&ApiCall {
-            key: 1,
-            times: 0,
-            ms: 0,
-        })
-        .await
-        .unwrap();
+    call(env, 1, 0, 0).await;
     let f = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
     assert_eq!(f.jobs.len(), 1, "a job sent since starts");
 }
@@ -352,14 +304,7 @@ pub async fn ending_a_throttle_wakes_the_workers_it_held(env: &Env) {
     let seen = Arc::new(Seen::default());
     let w = start_serving(worker(env, 4, 0, &seen)).await;
     // throttled for an hour on its first run
-    env.client
-        .enqueue(&ApiCall {
-            key: 0,
-            times: 1,
-            ms: 3_600_000,
-        })
-        .await
-        .unwrap();
+    call(env, 0, 1, 3_600_000).await;
     assert!(
         wait_for(Duration::from_secs(10), || async {
             env.client
@@ -373,14 +318,7 @@ pub async fn ending_a_throttle_wakes_the_workers_it_held(env: &Env) {
     );
     // past the worker's own hold, a job sent now waits for the hour
     tokio::time::sleep(Duration::from_secs(3)).await;
-    env.client
-        .enqueue(&ApiCall {
-            key: 1,
-            times: 0,
-            ms: 0,
-        })
-        .await
-        .unwrap();
+    call(env, 1, 0, 0).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(env.client.stats(QUEUE).await.unwrap().processed, 0);
     let ended = Instant::now();
