@@ -15,6 +15,9 @@ pub struct JobAttrs {
     /// The variant of `redjob::queue::OnDuplicate`.
     pub unique: Option<&'static str>,
     pub unique_for_ms: Option<u64>,
+    /// The field whose value is the job's concurrency key.
+    pub concurrency_key: Option<LitStr>,
+    pub per_key: Option<u32>,
 }
 
 /// Collects errors so that a user sees all of them at once.
@@ -63,10 +66,12 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
                 "priority" => set(&mut out.priority, priority(&value), &value, errors),
                 "unique" => set(&mut out.unique, string(&value).and_then(unique), &value, errors),
                 "unique_for" => set(&mut out.unique_for_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
+                "concurrency_key" => set(&mut out.concurrency_key, string(&value), &value, errors),
+                "per_key" => set(&mut out.per_key, per_key(&value), &value, errors),
                 _ => errors.push(syn::Error::new(
                     meta.path.span(),
                     format!(
-                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`, `unique`, `unique_for`"
+                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`, `unique`, `unique_for`, `concurrency_key`, `per_key`"
                     ),
                 )),
             }
@@ -127,6 +132,30 @@ pub fn queue(s: LitStr) -> syn::Result<LitStr> {
             s.span(),
             "invalid queue name: use 1 to 160 characters of A-Z, a-z, 0-9, _ and -",
         ))
+    }
+}
+
+/// The most jobs of one key that may run at once (MAX_PER_KEY in keyed.rs).
+const MAX_PER_KEY: u32 = 1000;
+
+pub fn per_key(e: &Expr) -> syn::Result<u32> {
+    let lit: LitInt = match ungroup(e) {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.clone(),
+        _ => {
+            return Err(syn::Error::new(
+                e.span(),
+                "expected an integer, e.g. `per_key = 2`",
+            ));
+        }
+    };
+    match lit.base10_parse::<u32>() {
+        Ok(n @ 1..=MAX_PER_KEY) => Ok(n),
+        _ => Err(syn::Error::new(
+            lit.span(),
+            format!("per_key must be between 1 and {MAX_PER_KEY}"),
+        )),
     }
 }
 

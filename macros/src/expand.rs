@@ -21,6 +21,7 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
         ));
     }
     let attrs = attr::parse(&input.attrs, &mut errors);
+    check_keyed(input, &attrs, &mut errors);
     let shape_ok = input.generics.params.is_empty() && !matches!(input.data, syn::Data::Union(_));
     if let Err(e) = errors.finish() {
         // With only a bad attribute, still define the job type with the default
@@ -71,6 +72,19 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     if let Some(ms) = attrs.unique_for_ms {
         sets.push(quote!(o.unique_for = ::core::option::Option::Some(::core::time::Duration::from_millis(#ms));));
     }
+    let mut key_fn = quote!();
+    if let Some(field) = &attrs.concurrency_key {
+        sets.push(quote!(o.concurrency_key = ::core::option::Option::Some(#field);));
+        let member = syn::Ident::new(&field.value(), field.span());
+        key_fn = quote! {
+            fn concurrency_key(&self) -> ::redjob::Result<::core::option::Option<::std::string::String>> {
+                ::redjob::job::key_of_value(#name, #field, &self.#member).map(::core::option::Option::Some)
+            }
+        };
+    }
+    if let Some(n) = attrs.per_key {
+        sets.push(quote!(o.per_key = #n;));
+    }
     Ok(quote! {
         const _: () = {
             use ::redjob::__private::typetag;
@@ -83,6 +97,7 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #(#sets)*
                     o
                 };
+                #key_fn
             }
 
             // the derive's own limit agrees with the library's
@@ -124,4 +139,49 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
         };
     })
+}
+
+/// A concurrency key names a field of a struct with named fields; `per_key`
+/// needs a key; a keyed job runs at priority 0 and is not unique.
+fn check_keyed(input: &DeriveInput, attrs: &attr::JobAttrs, errors: &mut Errors) {
+    let Some(field) = &attrs.concurrency_key else {
+        if attrs.per_key.is_some() {
+            errors.push(syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "`per_key` needs a `concurrency_key`",
+            ));
+        }
+        return;
+    };
+    let found = match &input.data {
+        syn::Data::Struct(syn::DataStruct {
+            fields: syn::Fields::Named(named),
+            ..
+        }) => named
+            .named
+            .iter()
+            .any(|f| f.ident.as_ref().is_some_and(|i| *i == field.value())),
+        _ => false,
+    };
+    if !found {
+        errors.push(syn::Error::new(
+            field.span(),
+            format!(
+                "concurrency_key names no field: `{}` must be a field of this struct (with named fields)",
+                field.value()
+            ),
+        ));
+    }
+    if attrs.priority.is_some_and(|p| p != 0) {
+        errors.push(syn::Error::new(
+            field.span(),
+            "a job with a concurrency key runs at priority 0",
+        ));
+    }
+    if attrs.unique.is_some() || attrs.unique_for_ms.is_some() {
+        errors.push(syn::Error::new(
+            field.span(),
+            "a job with a concurrency key cannot also be unique",
+        ));
+    }
 }

@@ -386,6 +386,7 @@ impl Client {
                     when: opts.when,
                     priority,
                     unique: opts.unique_of(j)?,
+                    keyed: opts.keyed_of(j)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::Result;
 use crate::backend::redis::connection::RedisConfig;
-use crate::contract::queues::{OnDuplicate, QueueOptions, Unique, When};
+use crate::contract::queues::{Keyed, OnDuplicate, QueueOptions, Unique, When};
 use crate::job::Job;
 
 /// Settings of a [`Client`](super::Client).
@@ -73,6 +73,14 @@ pub struct EnqueueOptions {
     /// The longest the unique key is held, instead of the type's `unique_for`;
     /// setting it makes the enqueue unique. Defaults to the type's.
     pub unique_for: Option<Duration>,
+    /// Runs at most [`per_key`](Self::per_key) at a time with the jobs of this
+    /// concurrency key (see [`Keyed`](crate::queue::Keyed)), instead of the key
+    /// the job type derives from its `concurrency_key` field. Defaults to the
+    /// type's (none unless `#[job(concurrency_key = "...")]`).
+    pub concurrency_key: Option<String>,
+    /// How many jobs of the concurrency key may run at once, instead of the
+    /// type's `per_key`. Defaults to the type's (1 unless set).
+    pub per_key: Option<u32>,
 }
 
 impl EnqueueOptions {
@@ -120,6 +128,36 @@ impl EnqueueOptions {
     pub fn unique_for(mut self, ttl: Duration) -> Self {
         self.unique_for = Some(ttl);
         self
+    }
+
+    /// Runs at most [`per_key`](Self::per_key) at a time with the jobs of
+    /// `key` (1 to 256 bytes), across the fleet. Defaults to the key the job's
+    /// type derives (none unless `#[job(concurrency_key = "...")]`).
+    pub fn concurrency_key(mut self, key: impl Into<String>) -> Self {
+        self.concurrency_key = Some(key.into());
+        self
+    }
+
+    /// How many jobs of the concurrency key may run at once (1 to 1000).
+    /// Defaults to the type's `per_key` (1 unless set).
+    pub fn per_key(mut self, n: u32) -> Self {
+        self.per_key = Some(n);
+        self
+    }
+
+    /// The concurrency key `job` is enqueued with, if any.
+    pub(crate) fn keyed_of<J: Job>(&self, job: &J) -> Result<Option<Keyed>> {
+        let key = match &self.concurrency_key {
+            Some(key) => key.clone(),
+            None => match job.concurrency_key()? {
+                Some(key) => key,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(Keyed {
+            key,
+            per_key: self.per_key.unwrap_or(J::OPTIONS.per_key),
+        }))
     }
 
     /// The uniqueness `job` is enqueued with, if any.

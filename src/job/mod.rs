@@ -42,6 +42,8 @@ pub use context::JobContext;
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, encode_untraced};
 pub use error::{JobError, Outcome};
+#[doc(hidden)]
+pub use unique::key_of_value;
 pub use unique::{unique_key, unique_key_of};
 
 use crate::contract::queues::OnDuplicate;
@@ -76,6 +78,33 @@ pub trait JobSpec {
     const NAME: &'static str;
     /// Queue, attempts, timeout and backoff from `#[job(...)]`.
     const OPTIONS: JobOptions;
+
+    /// The job's concurrency key, from the field
+    /// `#[job(concurrency_key = "field")]` names: a string field's value as it
+    /// is, any other's as its JSON (`42`, `true`). Jobs of any type in a queue
+    /// that share a key share its places (see [`Keyed`](crate::queue::Keyed)).
+    /// An error when the field is `None`. Defaults to `Ok(None)`: no key.
+    ///
+    /// ```
+    /// use redjob::{Job, JobContext, JobError};
+    /// use redjob::job::JobSpec;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "charge", concurrency_key = "account")]
+    /// struct Charge { account: u64, cents: u64 }
+    /// # impl Job for Charge {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    ///
+    /// let job = Charge { account: 7, cents: 100 };
+    /// assert_eq!(job.concurrency_key()?.as_deref(), Some("7"));
+    /// assert_eq!(Charge::OPTIONS.per_key, 1);
+    /// # Ok::<(), redjob::Error>(())
+    /// ```
+    fn concurrency_key(&self) -> crate::Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// The largest `max_attempts` a job type may have.
@@ -143,6 +172,15 @@ pub struct JobOptions {
     /// The longest a unique job holds its key (`unique_for = "1h"`; implies
     /// `unique`). Defaults to `None`: until the job leaves its queue.
     pub unique_for: Option<Duration>,
+    /// The field of the job's arguments whose value is its concurrency key
+    /// (`concurrency_key = "account_id"`): at most [`per_key`](Self::per_key)
+    /// jobs with the same key run at once across the fleet (see
+    /// [`Keyed`](crate::queue::Keyed) and [`concurrency_key`]). Defaults to
+    /// `None`: no key.
+    pub concurrency_key: Option<&'static str>,
+    /// How many jobs of one concurrency key may run at once (`per_key = 2`), 1
+    /// to [`MAX_PER_KEY`](crate::queue::MAX_PER_KEY). Defaults to 1.
+    pub per_key: u32,
 }
 
 impl JobOptions {
@@ -155,6 +193,8 @@ impl JobOptions {
         priority: 0,
         unique: None,
         unique_for: None,
+        concurrency_key: None,
+        per_key: 1,
     };
 }
 

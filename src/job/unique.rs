@@ -1,4 +1,5 @@
-//! The unique key of a job, derived from its name and arguments.
+//! The unique key of a job, derived from its name and arguments, and its
+//! concurrency key, from one of its fields.
 
 use serde_json::Value;
 
@@ -52,6 +53,22 @@ pub fn unique_key_of(name: &str, args: &Value) -> Result<String> {
     canonical(args, &mut text)?;
     let hash = sha1_smol::Sha1::from(text.as_bytes()).digest().to_string();
     Ok(format!("{name}:{hash}"))
+}
+
+/// A concurrency key from the value of a job's field (see
+/// [`JobSpec::concurrency_key`](super::JobSpec::concurrency_key)): a string
+/// as it is, any other value as its JSON (`42`, `true`). An error for `null`
+/// (a `None`): a keyed job needs a key.
+#[doc(hidden)]
+pub fn key_of_value<T: serde::Serialize + ?Sized>(job: &str, field: &str, v: &T) -> Result<String> {
+    match serde_json::to_value(v)? {
+        Value::Null => Err(crate::Error::InvalidValue {
+            what: "concurrency key",
+            reason: format!("job {job}'s field {field} is null: a keyed job needs a key"),
+        }),
+        Value::String(s) => Ok(s),
+        v => Ok(v.to_string()),
+    }
 }
 
 /// `v` as JSON with every object's keys in byte order.

@@ -8,6 +8,7 @@ pub mod bulk;
 pub mod control;
 pub mod history;
 pub mod inspect;
+pub mod keys;
 pub mod leases;
 pub mod lifecycle;
 pub mod limits;
@@ -381,6 +382,12 @@ macro_rules! conformance_suite {
             the_usage_of_limits_is_read_as_a_fetch_counts_it,
             cancelling_a_running_job_wakes_a_worker_its_place_held,
             deleting_a_running_job_wakes_a_worker_its_place_held);
+        $crate::conformance_suite!(@keys $setup, #[$attr],
+            one_job_per_key_runs_at_once_across_workers_in_order,
+            per_key_two_runs_two_of_a_key_at_once,
+            a_hot_key_holds_back_no_other_key,
+            within_a_key_an_earlier_due_job_goes_first,
+            deletes_cancels_dead_letters_and_purges_free_a_keys_place);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

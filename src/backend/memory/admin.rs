@@ -223,7 +223,7 @@ impl Admin for MemoryBackend {
     async fn run_now(&self, queue: &str, id: &JobId) -> Result<Option<JobState>> {
         let now = self.clock.now_ms();
         let state = self.change(queue, |q| {
-            let m = q.msgs.get(id)?;
+            let m = q.msgs.get(id).filter(|m| !m.waiting)?;
             let mut state = inspect::state_of(m.score, now);
             // hidden by an RSMQ-style receive: its receiver works on it (as in Redis)
             if state == JobState::Scheduled && m.score % 1000 == 0 && m.rc > 0 {

@@ -366,6 +366,15 @@ impl Backend for MemoryBackend {
             q.throttled_until = q.throttled_until.max(due);
             retried += u64::from(counted);
         }
+        // a keyed job back for a retry gives its place to its key's first
+        // waiting job when that one is due before it (see complete.lua)
+        for id in res
+            .iter()
+            .map(|r| r.id)
+            .chain(throttles.iter().map(|t| t.id))
+        {
+            q.key_yield(id);
+        }
         for d in &dead {
             let error = bound_error(&d.error);
             let rec = record(&d.id, d.token, Some(&error));
@@ -419,7 +428,7 @@ impl Backend for MemoryBackend {
         }
         // a fetch held back by the global concurrency waits for a place
         let freed = !(acks.is_empty() && res.is_empty() && dead.is_empty() && throttles.is_empty());
-        let wake = freed && std::mem::take(&mut q.held);
+        let wake = (freed && std::mem::take(&mut q.held)) | std::mem::take(&mut q.promoted);
         let s = &mut q.stats;
         s.processed += acks.len() as u64;
         s.retried += retried;

@@ -18,6 +18,7 @@ mod admin;
 mod clock;
 mod history;
 mod inspect;
+mod keys;
 mod leases;
 mod live;
 mod probe;

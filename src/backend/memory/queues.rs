@@ -100,6 +100,7 @@ impl Queues for MemoryBackend {
                 When::QueueDelay => {}
             }
             validate::priority(m.priority)?;
+            crate::contract::queues::check_keyed(m)?;
             ttls.push(m.unique.as_ref().map(|u| u.check()).transpose()?);
         }
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
@@ -122,6 +123,11 @@ impl Queues for MemoryBackend {
                 };
                 // cut below the leased range, as due_score in lib.lua
                 let score = ms_score(due.min(crate::contract::queues::LAST_DUE_MS));
+                if let Some(k) = &m.keyed {
+                    q.send_keyed(*id, m.body.clone(), score, &k.key, k.per_key);
+                    sent.push(Sent::added(*id));
+                    continue;
+                }
                 let (Some(u), Some(ttl)) = (&m.unique, ttl) else {
                     q.insert(*id, m.body.clone(), score, m.priority);
                     sent.push(Sent::added(*id));
@@ -232,7 +238,8 @@ impl Queues for MemoryBackend {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        if !q.msgs.contains_key(id) {
+        // a keyed job waiting for its key is in no sorted set, as on Redis
+        if q.msgs.get(id).is_none_or(|m| m.waiting) {
             return Ok(false);
         }
         // the delivery count in the score's thousandths is kept, as on Redis

@@ -41,7 +41,7 @@ impl MemoryBackend {
             let mut st = self.lock_mut();
             st.queues
                 .get_mut(queue)
-                .is_some_and(|q| std::mem::take(&mut q.held))
+                .is_some_and(|q| std::mem::take(&mut q.held) | std::mem::take(&mut q.promoted))
         };
         if held {
             self.notify(queue);

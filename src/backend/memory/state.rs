@@ -29,6 +29,10 @@ pub(super) struct Msg {
     /// Its next lease ends later, so no two deliveries share a token (as
     /// `<id>:l` in Redis, see fetch.lua).
     pub released_lease: Option<u64>,
+    /// Its concurrency key (see keys.rs).
+    pub key: Option<String>,
+    /// Waiting for a place of its key: in `keyed`, in no sorted set.
+    pub waiting: bool,
 }
 
 /// One queue.
@@ -85,6 +89,13 @@ pub(super) struct MemQueue {
     pub held: bool,
     /// A handler's throttle holds the queue until then (Unix ms; 0: none).
     pub throttled_until: u64,
+    /// Keyed jobs waiting for a place, per key, by (score, id) (see keys.rs).
+    pub keyed: HashMap<String, BTreeSet<(u64, JobId)>>,
+    /// Per concurrency key: its places and its holders.
+    pub keys: HashMap<String, super::keys::KeyEntry>,
+    /// A keyed job took a freed place since the last wake-up: the queue's
+    /// workers are woken.
+    pub promoted: bool,
 }
 
 impl MemQueue {
@@ -117,6 +128,9 @@ impl MemQueue {
             starts: Default::default(),
             held: false,
             throttled_until: 0,
+            keyed: HashMap::new(),
+            keys: HashMap::new(),
+            promoted: false,
         }
     }
 
@@ -261,7 +275,7 @@ impl MemQueue {
     }
 
     pub fn rescore(&mut self, id: JobId, score: u64) {
-        let Some(m) = self.msgs.get_mut(&id) else {
+        let Some(m) = self.msgs.get_mut(&id).filter(|m| !m.waiting) else {
             return;
         };
         let (old, p) = (m.score, m.priority);
@@ -271,9 +285,13 @@ impl MemQueue {
         set.insert((score, id));
     }
 
-    /// Takes a message out of the queue, freeing the unique key it held.
+    /// Takes a message out of the queue, freeing the unique key it held and
+    /// its concurrency key's place (or its wait).
     pub fn remove(&mut self, id: &JobId) -> Option<Msg> {
         let m = self.detach(id)?;
+        if let Some(key) = &m.key {
+            self.key_left(id, key, m.score, m.waiting);
+        }
         if let Some(key) = self.unique_of.remove(id)
             && self
                 .unique
@@ -288,7 +306,9 @@ impl MemQueue {
     fn detach(&mut self, id: &JobId) -> Option<Msg> {
         self.leased.remove(id);
         let m = self.msgs.remove(id)?;
-        self.set_mut(m.priority).remove(&(m.score, *id));
+        if !m.waiting {
+            self.set_mut(m.priority).remove(&(m.score, *id));
+        }
         Some(m)
     }
 
@@ -375,6 +395,8 @@ impl MemQueue {
                 error: None,
                 log: None,
                 released_lease: None,
+                key: None,
+                waiting: false,
             },
         );
         self.set_mut(priority).insert((score, id));

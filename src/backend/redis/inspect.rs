@@ -220,10 +220,12 @@ impl Inspect for Rsmq {
         let (mut con, k) = self.parts(queue);
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.extend(k.history_keys());
+        keys.extend(k.keyed_keys());
         let mut cmd = scripts::eval(&scripts::CANCEL, &keys);
         cmd.arg(id)
             .arg(crate::contract::history::actor_line(by))
-            .arg(History::default().encode());
+            .arg(History::default().encode())
+            .arg(&k.realtime);
         let cancelled = match scripts::int(&scripts::run(&mut con, &scripts::CANCEL, &cmd).await?)?
         {
             -1 => return Err(Error::QueueNotFound { name: queue.into() }),

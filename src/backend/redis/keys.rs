@@ -39,6 +39,13 @@ pub(crate) struct QueueKeys {
     /// `ns:q:starts`: sorted set of the starts a rate limit counts, member
     /// `<id> <token>`, scored by the lease's start (ms; see fetch.lua).
     pub starts: String,
+    /// `ns:q:keyed`: sorted set (every score 0) of the keyed jobs waiting for
+    /// a place of their concurrency key, `<key>\0<due><id>` (see
+    /// `concurrency_keys` in lib.lua).
+    pub keyed: String,
+    /// `ns:q:keys`: hash of concurrency keys, `<key>` → `<per key> <holder
+    /// id> ...`.
+    pub keys: String,
     /// `ns:q:history`: sorted set of finished jobs' ids by finish time (ms)
     /// (see history.rs).
     pub history: String,
@@ -91,6 +98,8 @@ impl Namespace {
             leases: format!("{base}:leases"),
             exact: format!("{base}:exact"),
             starts: format!("{base}:starts"),
+            keyed: format!("{base}:keyed"),
+            keys: format!("{base}:keys"),
             history: format!("{base}:history"),
             history_hash: format!("{base}:history:Q"),
             zset: base,
@@ -233,20 +242,28 @@ impl QueueKeys {
         keys
     }
 
+    /// `ns:q:keyed`, `ns:q:keys`: the keys of concurrency keys.
+    pub fn keyed_keys(&self) -> [String; 2] {
+        [self.keyed.clone(), self.keys.clone()]
+    }
+
     /// `ns:q:history`, `ns:q:history:Q`.
     pub fn history_keys(&self) -> [String; 2] {
         [self.history.clone(), self.history_hash.clone()]
     }
 
-    /// `ns:q`, `ns:q:Q`, `ns:q:leases`, `ns:q:exact`, `ns:q:starts`: a
-    /// fetch's keys before the levels' ([`fetch_all`](Self::fetch_all)).
-    pub fn fetch(&self) -> [&str; 5] {
+    /// `ns:q`, `ns:q:Q`, `ns:q:leases`, `ns:q:exact`, `ns:q:starts`,
+    /// `ns:q:keyed`, `ns:q:keys`: a fetch's keys before the levels'
+    /// ([`fetch_all`](Self::fetch_all)).
+    pub fn fetch(&self) -> [&str; 7] {
         [
             &self.zset,
             &self.hash,
             &self.leases,
             &self.exact,
             &self.starts,
+            &self.keyed,
+            &self.keys,
         ]
     }
 
@@ -284,6 +301,10 @@ mod tests {
         assert_eq!(k.leases, "rsmq:jobs:leases");
         assert_eq!(k.exact, "rsmq:jobs:exact");
         assert_eq!(k.starts, "rsmq:jobs:starts");
+        assert_eq!(
+            (&k.keyed[..], &k.keys[..]),
+            ("rsmq:jobs:keyed", "rsmq:jobs:keys")
+        );
         assert_eq!(
             k.history_keys(),
             ["rsmq:jobs:history", "rsmq:jobs:history:Q"]

@@ -369,6 +369,8 @@ impl Backend for RedisBackend {
                         &k.leases,
                         &k.history,
                         &k.history_hash,
+                        &k.keyed,
+                        &k.keys,
                     ],
                 );
                 let (keep, max_age) = part.retention.limits();

@@ -23,6 +23,7 @@ macro_rules! scripts {
 
 scripts! {
     SEND => "send.lua",
+    SEND_KEYED => "send_keyed.lua",
     RECEIVE => "receive.lua",
     POP => "pop.lua",
     VISIBILITY => "visibility.lua",

@@ -4,10 +4,13 @@
 use std::future::Future;
 use std::time::Duration;
 
+mod keyed;
 mod types;
 mod unique;
 pub(crate) mod validate;
 
+pub(crate) use keyed::check_message as check_keyed;
+pub use keyed::{Keyed, MAX_CONCURRENCY_KEY, MAX_PER_KEY};
 pub use types::{
     Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, SendMessage, When,
 };

@@ -138,6 +138,9 @@ pub struct SendMessage {
     pub priority: i8,
     /// Unique in its queue by a key (see [`Unique`](super::Unique)). Defaults to `None`.
     pub unique: Option<super::Unique>,
+    /// Runs at most N at a time with the messages of its key (see
+    /// [`Keyed`](super::Keyed)). Defaults to `None`: no key.
+    pub keyed: Option<super::Keyed>,
 }
 
 /// When a sent message becomes visible.
@@ -162,12 +165,19 @@ impl SendMessage {
             when: When::QueueDelay,
             priority: 0,
             unique: None,
+            keyed: None,
         }
     }
 
     /// Makes the message unique in its queue by a key. Defaults to not unique.
     pub fn unique(mut self, unique: super::Unique) -> Self {
         self.unique = Some(unique);
+        self
+    }
+
+    /// Runs at most N at a time with the messages of its key. Defaults to no key.
+    pub fn keyed(mut self, keyed: super::Keyed) -> Self {
+        self.keyed = Some(keyed);
         self
     }
 

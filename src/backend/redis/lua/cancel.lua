@@ -9,20 +9,41 @@
 -- KEYS[25], KEYS[26]  the queue's history (ns:q:history, ns:q:history:Q): the
 --          job is entered there as cancelled, with who cancelled it, its
 --          attempt records, type and body (see complete.lua)
+-- KEYS[27], KEYS[28]  the queue's keyed set and concurrency keys (ns:q:keyed,
+--          ns:q:keys, see concurrency_keys in lib.lua): a keyed job waiting
+--          for its key is cancelled from there; one that held a place frees
+--          it for the key's next job
 -- ARGV[1]  the id
 -- ARGV[2]  who cancels it ("api", "cli alice", "dashboard", ...)
 -- ARGV[3]  the history setting when the queue stores none
+-- ARGV[4]  the queue's realtime channel (ns:rt:q): a job promoted in its key's
+--          place wakes the queue's workers
 -- Returns -1 when the queue does not exist, 0 when the job is not in it, 1 when
 --         it was waiting (removed), 2 when it was leased (cancelling)
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique", "redjob:history")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique", "redjob:history",
+  "redjob:keyed")
 if not attrs[1] then return -1 end
 local now = clock()
 local id = ARGV[1]
 local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
-if not level then return 0 end
+local K = attrs[5] and concurrency_keys(27, 28, 1)
 local kept = redis.call("HMGET", KEYS[2], id, id .. ":a")
-redis.call("ZREM", level[2], id)
+if not level then
+  -- a keyed job waiting for its key (its count: its member's)
+  if not K or not kept[1] then return 0 end
+  local v = redis.call("HGET", KEYS[2], id .. ":k")
+  if not v or K.gone({id}) == 0 then return 0 end
+  K.save()
+  s = string.format("%.0f.%s", tonumber(string.sub(v, 1, 16)), string.sub(v, 17, 19))
+else
+  redis.call("ZREM", level[2], id)
+end
 redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err", id .. ":a")
+if K and level then
+  local _, promoted = K.gone({id})
+  K.save()
+  if promoted > 0 then redis.call("PUBLISH", ARGV[4], redis.call("ZCARD", KEYS[1])) end
+end
 local on, keep, age, args = history_setting(attrs[4], ARGV[3])
 if on then
   enter_history(25, 26, id, "cancelled", score_count(tonumber(s)), kept, ARGV[2], now, keep, age, args)

@@ -18,6 +18,11 @@
 --          ns:q:history:Q, see history.rs and trim_history in lib.lua): acked
 --          and dead-lettered jobs are entered there with their attempt
 --          records, type and body, and the history trimmed
+-- KEYS[10], KEYS[11]  the queue's keyed set and concurrency keys (ns:q:keyed,
+--          ns:q:keys, see concurrency_keys in lib.lua): an acked or dead job
+--          frees its key's place for the key's next job; one that goes back
+--          to wait (a retry, a release, a throttle) gives its place to the
+--          key's first waiting job when that one is due before it
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -110,7 +115,7 @@ local passed = {}
 -- and dead letters (read in the same command: the history keeps them)
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
   "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held",
-  "redjob:throttles", "redjob:throttled"}
+  "redjob:throttles", "redjob:throttled", "redjob:keyed"}
 local pre = string.sub(ARGV[9], 1, 1) == "1"
 if pre then
   for k = 1, #ids do
@@ -120,7 +125,7 @@ end
 local attrs = many("HMGET", KEYS[2], read)
 local bodies = {}
 if pre then
-  local j = 12
+  local j = 13
   for k = 1, #ids do
     if kind[k] == "a" or kind[k] == "d" then
       j = j + 1
@@ -374,6 +379,21 @@ if #finished > 0 then
   if timed then redis.call("HSET", KEYS[2], "redjob:htrim", string.format("%.0f", now + 1000)) end
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
+-- concurrency keys (keyed jobs run at priority 0)
+local promoted = 0
+if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
+  local K = concurrency_keys(10, 11, 1)
+  if #gone > 0 then promoted = select(2, K.gone(gone)) end
+  if #z > 0 then
+    local kf = {}
+    for j = 2, #z, 2 do kf[#kf + 1] = z[j] .. ":k" end
+    local at = many("HMGET", KEYS[2], kf)
+    for j, v in ipairs(at) do
+      if v then promoted = promoted + K.yield(string.sub(v, 20), z[2 * j - 1], z[2 * j]) end
+    end
+  end
+  K.save()
+end
 lease_counts().changes(7, ends, now)
 -- a throttle holds the queue (hash field "redjob:throttled", until when, ms:
 -- fetch.lua leases nothing before), apart from a pause; "redjob:throttles"
@@ -395,7 +415,7 @@ end
 -- wakes the queue's workers, as a release wakes a waiting one
 local freed = next(ends) ~= nil and attrs[10] == "1"
 if freed then redis.call("HSET", KEYS[2], "redjob:held", "0") end
-if (released > 0 and attrs[5] == "1") or freed then
+if ((released > 0 or promoted > 0) and attrs[5] == "1") or freed then
   if attrs[5] == "1" then redis.call("HSET", KEYS[2], "redjob:waiting", "0") end
   redis.call("PUBLISH", ARGV[7], redis.call("ZCARD", KEYS[1]))
 end

@@ -10,6 +10,10 @@
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[24]  the queue's lease counts (ns:q:leases): leases leave them
 -- KEYS[25], KEYS[26]  the queue's history (ns:q:history, ns:q:history:Q)
+-- KEYS[27], KEYS[28]  the queue's keyed set and concurrency keys (ns:q:keyed,
+--          ns:q:keys, see concurrency_keys in lib.lua): a deleted keyed job
+--          that waited for its key leaves the keyed set; one that held a
+--          place frees it for the key's next job
 -- ARGV[1]  the history setting when the queue stores none
 -- ARGV[2]  "one" when this call deletes one id given alone; else "" or, on the
 --          call that ends a batch, the batch's earlier calls' count ("0"
@@ -30,7 +34,8 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":err"
   fields[#fields + 1] = id .. ":a"
 end
-local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique", "redjob:history", "redjob:held")
+local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique", "redjob:history", "redjob:held",
+  "redjob:keyed", "redjob:waiting")
 local on, keep, age, args = history_setting(attrs[3], ARGV[1])
 local single = ARGV[2] == "one" and #ids == 1
 -- a single job's body and records, for its history entry
@@ -61,6 +66,18 @@ if freed and attrs[4] == "1" then
 end
 forget_released(ids)
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
+if attrs[5] then
+  local K = concurrency_keys(27, 28, 1)
+  local waited, promoted = K.gone(ids)
+  K.save()
+  n = n + waited
+  -- a waiting keyed job: its delivery count is its member's
+  if waited > 0 and single then found = found or 0 end
+  if promoted > 0 and attrs[6] == "1" then
+    redis.call("HSET", KEYS[2], "redjob:waiting", "0")
+    redis.call("PUBLISH", ARGV[4], redis.call("ZCARD", KEYS[1]))
+  end
+end
 if on and single and found and kept[1] then
   enter_history(25, 26, ids[1], "deleted", score_count(found), kept, ARGV[3], now, keep, age, args)
 elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV[2]) or 0) + n > 0 then

@@ -43,7 +43,9 @@
 -- KEYS[3]  the queue's lease counts (ns:q:leases)
 -- KEYS[4]  the queue's exact dues (ns:q:exact, see index_exact in lib.lua)
 -- KEYS[5]  the queue's starts under a rate limit (ns:q:starts)
--- KEYS[6..25]  optional: the sorted sets of priorities 10..1, then -1..-10
+-- KEYS[6]  the queue's keyed set (ns:q:keyed, see concurrency_keys in lib.lua)
+-- KEYS[7]  the queue's concurrency keys (ns:q:keys)
+-- KEYS[8..27]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- ARGV[3]  optional: the worker's hand-off registration, "v2 <lease ms> <channel>
@@ -75,12 +77,12 @@
 -- a missing queue costs one command (workers check it every few seconds)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
   "redjob:released", "redjob:exact", "redjob:current", "redjob:errors", "redjob:sweep", "redjob:concurrency",
-  "redjob:rate", "redjob:held", "redjob:throttled")
+  "redjob:rate", "redjob:held", "redjob:throttled", "redjob:keyed", "redjob:ksweep")
 if not attrs[1] then return {0, "", 0, -1, -1, 0} end
 if attrs[7] then return {0, "", 0, -1, -3, 0} end
 local mask = tonumber(attrs[6]) or 0
-if mask ~= 0 and #KEYS < 25 then return {1, "", 0, -1, -2, 0} end
-local levels = level_sets(mask, 6)
+if mask ~= 0 and #KEYS < 27 then return {1, "", 0, -1, -2, 0} end
+local levels = level_sets(mask, 8)
 local now, now_us = clock()
 local asked = tonumber(ARGV[1])
 local max = asked
@@ -404,6 +406,22 @@ elseif leased < asked then
   -- deleted or re-hid): looked for in one second of ten
   if math.floor(now / 1000) % 10 == 0 then
     lease_counts().prune(3, now)
+    -- concurrency keys whose holders an RSMQ client deleted (or a pop took)
+    -- free their places: 10 keys a step (HSCAN) from the cursor kept in
+    -- "redjob:ksweep", while the queue had keyed jobs ("redjob:keyed")
+    if attrs[18] then
+      local r = redis.pcall("HSCAN", KEYS[7], attrs[19] or "0", "COUNT", 10)
+      if type(r) == "table" and not r.err then
+        local K = concurrency_keys(6, 7, 1)
+        local promoted = 0
+        for j = 1, #r[2], 2 do promoted = promoted + K.fill(r[2][j]) end
+        K.save()
+        -- promoted jobs may be due: the worker fetches again at once
+        if promoted > 0 then first = now_us end
+        set[#set + 1] = "redjob:ksweep"
+        set[#set + 1] = r[1]
+      end
+    end
     -- last errors and attempt records ("<id>:err", "<id>:a") of jobs that are
     -- gone: an RSMQ client's deleteMessage deletes only a message's body, rc
     -- and fr fields. One HSCAN step (about 100 fields) from the cursor kept in

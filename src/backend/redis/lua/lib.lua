@@ -608,3 +608,184 @@ local function add_history_event(hh, now, what, count, by)
   redis.call("HSET", KEYS[hh], "~events", table.concat(lines, "\n", math.max(1, #lines - 99)))
 end
 
+
+-- Concurrency keys (see send_keyed.lua and keyed.rs), built by a script that
+-- uses them: K = concurrency_keys(kz, kh, zset) with the KEYS indexes of the
+-- queue's keyed set (ns:q:keyed), its keys hash (ns:q:keys) and its sorted set
+-- (ns:q; keyed jobs run at priority 0), KEYS[2] the queue's hash. A keyed job
+-- either holds one of its key's places, in the sorted set as any job (workers
+-- and RSMQ clients see it), or waits in the keyed set, every score 0, as the
+-- member "<key>\0<due ms, 16 digits><count, 3 digits><id>" (ordered by key,
+-- then due), apart from RSMQ's sorted set. The keys hash has "<per key> <id>
+-- ..." (the holders) for each key with holders or waiting jobs; a keyed job's
+-- hash field "<id>:k" is "<19 digits><key>", the digits its member's while it
+-- waits. The hash field "redjob:keyed" says that the queue had keyed jobs.
+-- (ZRANGE BYLEX rather than ZRANGEBYLEX: the worker ACL rule grants ZRANGE.)
+--   K.get(key): the key's entry {per, holders, scores} (holders checked once a
+--     call: those no longer in the sorted set, deleted by an RSMQ client or
+--     taken by a pop, are dropped);
+--   K.wait(key, score, id): enters a job in the keyed set;
+--   K.first(key): the key's first waiting member and its 19 digits, or nil;
+--   K.fill(key): promotes the key's first waiting jobs while it has places
+--     (those without a body are dropped), returns how many;
+--   K.left(id, key): a holder left its place (or held none);
+--   K.hold(key, score, id): a job takes a place (enters the sorted set);
+--   K.per(key, n): sets the key's places;
+--   K.gone(ids): jobs that leave the queue (their holders' places are filled,
+--     their waiting members removed, their "<id>:k" fields deleted); returns
+--     how many waited, and how many were promoted;
+--   K.yield(key, score, id): a holder that goes back to wait for a retry (or
+--     a release) at `score` gives its place to the key's first waiting job
+--     when that one is due before it; returns how many were promoted;
+--   K.save(): writes the entries changed.
+local function concurrency_keys(kz, kh, zset)
+  local K, entries, changed = {}, {}, {}
+  local function digits(score)
+    local n = tonumber(score)
+    local ms = math.floor(n)
+    return string.format("%016.0f%03d", ms, math.floor((n - ms) * 1000 + 0.5))
+  end
+  function K.get(key)
+    local e = entries[key]
+    if e then return e end
+    local v = redis.call("HGET", KEYS[kh], key)
+    e = {per = 1, holders = {}, scores = {}}
+    if v then
+      local ids = {}
+      for w in string.gmatch(v, "%S+") do ids[#ids + 1] = w end
+      e.per = tonumber(table.remove(ids, 1)) or 1
+      if #ids > 0 then
+        local at = many("ZMSCORE", KEYS[zset], ids)
+        for j, id in ipairs(ids) do
+          if at[j] then
+            e.holders[#e.holders + 1] = id
+            e.scores[id] = tonumber(at[j])
+          end
+        end
+        if #e.holders ~= #ids then changed[key] = true end
+      end
+    end
+    entries[key] = e
+    return e
+  end
+  function K.wait(key, score, id)
+    local d = digits(score)
+    redis.call("ZADD", KEYS[kz], 0, key .. "\0" .. d .. id)
+    redis.call("HSET", KEYS[2], id .. ":k", d .. key)
+    changed[key] = true
+  end
+  function K.first(key)
+    local m = redis.call("ZRANGE", KEYS[kz], "[" .. key .. "\0", "(" .. key .. "\1", "BYLEX", "LIMIT", 0, 1)[1]
+    if not m then return nil end
+    return m, string.sub(m, #key + 2, #key + 20)
+  end
+  function K.fill(key)
+    local e = K.get(key)
+    local n = 0
+    -- two rounds at most: orphans (no body) are dropped, and the rest waits
+    -- for the key's next event or the fetches' sweep
+    for _ = 1, 2 do
+      local want = e.per - #e.holders
+      if want <= 0 then break end
+      local ms = redis.call("ZRANGE", KEYS[kz], "[" .. key .. "\0", "(" .. key .. "\1", "BYLEX", "LIMIT", 0, want)
+      if #ms == 0 then break end
+      local ids = {}
+      for j, m in ipairs(ms) do ids[j] = string.sub(m, #key + 21) end
+      local bodies = many("HMGET", KEYS[2], ids)
+      local z, orphans = {}, {}
+      for j, m in ipairs(ms) do
+        if bodies[j] then
+          local d = string.sub(m, #key + 2, #key + 20)
+          local score = string.format("%.0f.%s", tonumber(string.sub(d, 1, 16)), string.sub(d, 17, 19))
+          z[#z + 1] = score
+          z[#z + 1] = ids[j]
+          e.holders[#e.holders + 1] = ids[j]
+          e.scores[ids[j]] = tonumber(score)
+          n = n + 1
+        else
+          orphans[#orphans + 1] = ids[j] .. ":k"
+        end
+      end
+      many("ZREM", KEYS[kz], ms)
+      if #z > 0 then many("ZADD", KEYS[zset], z) end
+      if #orphans > 0 then many("HDEL", KEYS[2], orphans) end
+      changed[key] = true
+    end
+    return n
+  end
+  function K.hold(key, score, id)
+    local e = K.get(key)
+    redis.call("ZADD", KEYS[zset], score, id)
+    redis.call("HSET", KEYS[2], id .. ":k", digits(score) .. key)
+    e.holders[#e.holders + 1] = id
+    e.scores[id] = tonumber(score)
+    changed[key] = true
+  end
+  function K.per(key, n)
+    local e = K.get(key)
+    if e.per ~= n then
+      e.per = n
+      changed[key] = true
+    end
+  end
+  function K.left(id, key)
+    local e = K.get(key)
+    for j, h in ipairs(e.holders) do
+      if h == id then
+        table.remove(e.holders, j)
+        e.scores[id] = nil
+        changed[key] = true
+        return
+      end
+    end
+  end
+  function K.yield(key, score, id)
+    local m, d = K.first(key)
+    if not m or d >= digits(score) then return 0 end
+    redis.call("ZREM", KEYS[zset], id)
+    K.left(id, key)
+    K.wait(key, score, id)
+    return K.fill(key)
+  end
+  function K.gone(ids)
+    local fields = {}
+    for j, id in ipairs(ids) do fields[j] = id .. ":k" end
+    local at = many("HMGET", KEYS[2], fields)
+    local waited, keys, drop = 0, {}, {}
+    for j, id in ipairs(ids) do
+      local v = at[j]
+      if v then
+        local key = string.sub(v, 20)
+        drop[#drop + 1] = fields[j]
+        if redis.call("ZREM", KEYS[kz], key .. "\0" .. string.sub(v, 1, 19) .. id) == 1 then
+          waited = waited + 1
+        else
+          K.left(id, key)
+        end
+        keys[key] = true
+      end
+    end
+    local promoted = 0
+    for key in pairs(keys) do
+      changed[key] = true
+      promoted = promoted + K.fill(key)
+    end
+    if #drop > 0 then many("HDEL", KEYS[2], drop) end
+    return waited, promoted
+  end
+  function K.save()
+    local set = {}
+    for key in pairs(changed) do
+      local e = K.get(key)
+      if #e.holders == 0 and not K.first(key) then
+        redis.call("HDEL", KEYS[kh], key)
+      else
+        set[#set + 1] = key
+        set[#set + 1] = e.per .. (#e.holders > 0 and " " .. table.concat(e.holders, " ") or "")
+      end
+    end
+    if #set > 0 then many("HSET", KEYS[kh], set) end
+    changed = {}
+  end
+  return K
+end

@@ -16,18 +16,23 @@
 -- KEYS[25]  the queue's history hash (ns:q:history:Q): the call that ends the
 --          purge adds one event, "<ms> purged <count> <who>", to its field
 --          "~events" (the last 100, see HistoryEvent in history.rs)
+-- KEYS[26], KEYS[27]  the queue's keyed set and concurrency keys (ns:q:keyed,
+--          ns:q:keys, see concurrency_keys in lib.lua): scanned first, so
+--          that a keyed job promoted into a place the purge freed (sent
+--          after the cutoff, or it was deleted there already) is not missed
 -- ARGV[1]  about how many members to scan
 -- ARGV[2]  the cutoff: the id prefix of the latest send to delete; "" for the
 --          first call, which takes Redis's clock now (a later one given is
 --          taken as now)
--- ARGV[3], ARGV[4]  where the scan is: the sorted set (1 for KEYS[1], 2..21 for
---          KEYS[4..23]) and its ZSCAN cursor; 1 and "0" for the first call
+-- ARGV[3], ARGV[4]  where the scan is: the sorted set (1 for KEYS[26], 2 for
+--          KEYS[1], 3..22 for KEYS[4..23]) and its ZSCAN cursor; 1 and "0" for
+--          the first call
 -- ARGV[5]  how many the earlier calls deleted
 -- ARGV[6]  who purges ("api", "cli alice", "dashboard")
 -- ARGV[7]  the history setting when the queue stores none
 -- Returns {-1} when the queue does not exist, else {how many were deleted, the
 --         cutoff, the set and cursor to go on from}, the set 0 when done
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique", "redjob:history")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique", "redjob:history", "redjob:keyed")
 if not attrs[1] then return {-1} end
 local now = clock()
 local cut = ARGV[2]
@@ -35,28 +40,52 @@ local _, us = clock()
 -- a cutoff given is a count's; none later than now (a job sent after this
 -- call started is left however late the cutoff)
 if cut == "" or cut > id_prefix(us) then cut = id_prefix(us) end
-local sets = {KEYS[1]}
-for i = 4, math.min(#KEYS, 23) do sets[#sets + 1] = KEYS[i] end
+local sets = {KEYS[26], KEYS[1]}
+for i = 4, 23 do sets[#sets + 1] = KEYS[i] end
+local K = attrs[4] and concurrency_keys(26, 27, 1)
 local at, cursor = tonumber(ARGV[3]), ARGV[4]
 local left, n = tonumber(ARGV[1]), 0
 while at <= #sets and left > 0 do
   local r = redis.call("ZSCAN", sets[at], cursor, "COUNT", math.min(left, 1000))
   cursor = r[1]
   local rows, ids, scores = r[2], {}, {}
+  local keyed = at == 1
+  -- the keyed set's members: "<key>\0<19 digits><id>"
+  local members = {}
   for j = 1, #rows, 2 do
-    if string.sub(rows[j], 1, 10) <= cut then
-      ids[#ids + 1] = rows[j]
+    local id = rows[j]
+    if keyed then
+      local z = string.find(id, "\0", 1, true)
+      id = z and string.sub(id, z + 20) or ""
+    end
+    if id ~= "" and string.sub(id, 1, 10) <= cut then
+      ids[#ids + 1] = id
+      members[#members + 1] = rows[j]
       scores[#scores + 1] = tonumber(rows[j + 1])
     end
   end
   left = left - math.max(#rows / 2, 1)
+  if keyed and #ids > 0 then
+    many("ZREM", KEYS[26], members)
+    local f = {}
+    for _, id in ipairs(ids) do
+      f[#f + 1] = id; f[#f + 1] = id .. ":rc"; f[#f + 1] = id .. ":fr"; f[#f + 1] = id .. ":err"
+      f[#f + 1] = id .. ":a"; f[#f + 1] = id .. ":k"
+    end
+    many("HDEL", KEYS[2], f)
+    n = n + #ids
   -- each was there when scanned and is deleted now: counted once
-  if #ids > 0 then
+  elseif #ids > 0 then
     drop_orphans(sets[at], ids)
     many("HDEL", KEYS[2], ids)
     if attrs[2] == "1" then release_unique(KEYS[3], ids) end
     lease_counts().left(24, scores, now)
     n = n + #ids
+    -- their keys' places go to the keys' next jobs
+    if K and at == 2 then
+      K.gone(ids)
+      K.save()
+    end
   end
   if cursor == "0" then at = at + 1 end
 end

@@ -64,6 +64,7 @@ pub struct Rsmq {
     con: Connection,
     send_loaded: Arc<AtomicBool>,
     unique_loaded: Arc<AtomicBool>,
+    keyed_loaded: Arc<AtomicBool>,
     /// Whether Redis has counts.lua, which an overview pipelines.
     pub(crate) counts_loaded: Arc<AtomicBool>,
     ns: Namespace,
@@ -106,6 +107,7 @@ impl Rsmq {
             con,
             send_loaded: Arc::default(),
             unique_loaded: Arc::default(),
+            keyed_loaded: Arc::default(),
             counts_loaded: Arc::default(),
             realtime,
             wait: None,
@@ -242,6 +244,8 @@ impl Rsmq {
                 &k.leases,
                 &k.exact,
                 &k.starts,
+                &k.keyed,
+                &k.keys,
             ]
             .into_iter()
             .cloned()
@@ -358,7 +362,9 @@ impl Rsmq {
             return Ok(Vec::new());
         }
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::POP, &k.all_levels_unique());
+        let mut keys = k.all_levels_unique();
+        keys.extend(k.keyed_keys());
+        let mut cmd = scripts::eval(&scripts::POP, &keys);
         cmd.arg(limit.min(RECEIVE_MAX));
         let v = scripts::run(&mut self.con.clone(), &scripts::POP, &cmd).await?;
         parse_messages(queue, &v)
@@ -417,6 +423,7 @@ impl Rsmq {
         let k = self.ns.queue(queue);
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.extend(k.history_keys());
+        keys.extend(k.keyed_keys());
         let mut cmd = scripts::eval(&scripts::DELETE, &keys);
         cmd.arg(crate::contract::history::History::default().encode())
             .arg(mark)

@@ -1,4 +1,5 @@
-//! Sending to a queue: plain sends (`send.lua`) and unique ones (`unique.lua`),
+//! Sending to a queue: plain sends (`send.lua`), unique ones (`unique.lua`) and
+//! keyed ones (`send_keyed.lua`),
 //! chunked and pipelined in one round trip.
 
 use std::sync::atomic::AtomicBool;
@@ -9,7 +10,9 @@ use super::{BATCH_BYTES, BATCH_MESSAGES, Rsmq};
 use crate::backend::redis::connection::WaitForReplicas;
 use crate::backend::redis::keys::QueueKeys;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::contract::queues::{MessageId, Queues, SendMessage, SendOutcome, Sent, When, validate};
+use crate::contract::queues::{
+    MessageId, Queues, SendMessage, SendOutcome, Sent, When, check_keyed, validate,
+};
 use crate::id::send_suffixes;
 use crate::{Error, JobId, Result};
 
@@ -43,6 +46,7 @@ impl Rsmq {
         let mut ttls = Vec::with_capacity(msgs.len());
         for m in msgs {
             validate::priority(m.priority)?;
+            check_keyed(m)?;
             match m.when {
                 When::After(d) => _ = validate::delay_ms(d)?,
                 When::AtUnixMs(at) => validate::at_ms(at)?,
@@ -67,10 +71,10 @@ impl Rsmq {
         for (i, m) in msgs.iter().enumerate() {
             bytes += m.body.len();
             let end = i + 1;
-            // a call sends at one priority, either plain or unique messages
-            let switch = msgs.get(end).is_some_and(|n| {
-                n.priority != m.priority || n.unique.is_some() != m.unique.is_some()
-            });
+            // a call sends at one priority, either plain, unique or keyed messages
+            let switch = msgs
+                .get(end)
+                .is_some_and(|n| n.priority != m.priority || kind(n) != kind(m));
             if end - start < BATCH_MESSAGES && bytes < BATCH_BYTES && end < msgs.len() && !switch {
                 continue;
             }
@@ -102,14 +106,15 @@ impl Rsmq {
         for &(start, end) in &chunks {
             pipe.add_command(call.cmd(start, end, all_levels));
         }
-        let uses_unique = msgs.iter().any(|m| m.unique.is_some());
-        let uses_send = msgs.iter().any(|m| m.unique.is_none());
         let mut used: Vec<(&redis::Script, &AtomicBool)> = Vec::new();
-        if uses_send {
+        if msgs.iter().any(|m| kind(m) == Kind::Plain) {
             used.push((&scripts::SEND, &self.send_loaded));
         }
-        if uses_unique {
+        if msgs.iter().any(|m| kind(m) == Kind::Unique) {
             used.push((&scripts::UNIQUE, &self.unique_loaded));
+        }
+        if msgs.iter().any(|m| kind(m) == Kind::Keyed) {
+            used.push((&scripts::SEND_KEYED, &self.keyed_loaded));
         }
         if let Some(wait) = self.wait {
             add_wait(&mut pipe, wait);
@@ -215,6 +220,22 @@ fn check_wait(reply: Option<redis::Value>, wait: WaitForReplicas) -> Result<()> 
     Ok(())
 }
 
+/// Which script sends a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    Unique,
+    Keyed,
+}
+
+fn kind(m: &SendMessage) -> Kind {
+    match (&m.unique, &m.keyed) {
+        (Some(_), _) => Kind::Unique,
+        (None, Some(_)) => Kind::Keyed,
+        (None, None) => Kind::Plain,
+    }
+}
+
 /// The script calls of one send.
 struct Call<'a> {
     k: &'a QueueKeys,
@@ -234,6 +255,9 @@ impl Call<'_> {
     fn cmd(&self, start: usize, end: usize, all_levels: bool) -> Cmd {
         let (k, first) = (self.k, &self.msgs[start]);
         let mut cmd = match (&first.unique, all_levels) {
+            (None, _) if first.keyed.is_some() => {
+                scripts::eval(&scripts::SEND_KEYED, &[&k.zset, &k.hash, &k.keyed, &k.keys])
+            }
             (None, _) => scripts::eval(
                 &scripts::SEND,
                 &[&k.level(first.priority), &k.hash, &k.leases, &k.exact],
@@ -269,6 +293,8 @@ impl Call<'_> {
             cmd.arg(&m.body[..]);
             if let Some(u) = &m.unique {
                 cmd.arg(&u.key).arg(u.on_duplicate.code()).arg(self.ttls[i]);
+            } else if let Some(key) = &m.keyed {
+                cmd.arg(&key.key).arg(key.per_key);
             }
         }
         cmd

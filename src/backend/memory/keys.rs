@@ -1,0 +1,133 @@
+//! Concurrency keys in memory, as `concurrency_keys` in lib.lua keeps them:
+//! a keyed job holds one of its key's places (in the queue's sorted set, as
+//! any job) or waits in `keyed`, apart, until one frees.
+
+use super::state::{MemQueue, Msg};
+use crate::JobId;
+use crate::contract::leases::is_lease;
+
+/// A concurrency key's places and its holders.
+#[derive(Debug, Default)]
+pub(super) struct KeyEntry {
+    pub per: u32,
+    pub holders: Vec<JobId>,
+}
+
+impl MemQueue {
+    /// Sends a keyed message (priority 0): it takes a free place of `key`,
+    /// or the place of a holder that does not run and is due after it (which
+    /// waits again), or waits. `per` becomes the key's places.
+    pub fn send_keyed(&mut self, id: JobId, body: Vec<u8>, score: u64, key: &str, per: u32) {
+        let msgs = &self.msgs;
+        let e = self.keys.entry(key.to_string()).or_default();
+        e.per = per;
+        e.holders
+            .retain(|h| msgs.get(h).is_some_and(|m| !m.waiting));
+        let full = e.holders.len() >= per as usize;
+        // the latest due of the holders that do not run, when due after this one
+        let late = e
+            .holders
+            .iter()
+            .filter_map(|h| msgs.get(h).map(|m| (m.score, *h)))
+            .filter(|(s, _)| *s > score && !is_lease(*s))
+            .max();
+        if full && let Some((_, late)) = late {
+            self.demote(late);
+        }
+        self.insert(id, body, score, 0);
+        let m = self.msgs.get_mut(&id).expect("inserted");
+        m.key = Some(key.to_string());
+        let e = self.keys.get_mut(key).expect("entry");
+        if e.holders.len() < per as usize {
+            e.holders.push(id);
+        } else {
+            m.waiting = true;
+            self.index.remove(&(score, id));
+            self.keyed
+                .entry(key.to_string())
+                .or_default()
+                .insert((score, id));
+        }
+    }
+
+    /// A holder goes back to wait in its key's queue.
+    fn demote(&mut self, id: JobId) {
+        let Some(m) = self.msgs.get_mut(&id) else {
+            return;
+        };
+        let Some(key) = m.key.clone() else { return };
+        m.waiting = true;
+        let score = m.score;
+        self.index.remove(&(score, id));
+        self.keyed
+            .entry(key.clone())
+            .or_default()
+            .insert((score, id));
+        if let Some(e) = self.keys.get_mut(&key) {
+            e.holders.retain(|h| *h != id);
+        }
+    }
+
+    /// Promotes `key`'s first waiting jobs while it has places; how many.
+    fn fill(&mut self, key: &str) -> usize {
+        let mut n = 0;
+        while let Some(e) = self.keys.get(key)
+            && e.holders.len() < e.per as usize
+            && let Some(w) = self.keyed.get_mut(key)
+            && let Some((score, id)) = w.pop_first()
+        {
+            if w.is_empty() {
+                self.keyed.remove(key);
+            }
+            if let Some(m) = self.msgs.get_mut(&id) {
+                m.waiting = false;
+                self.index.insert((score, id));
+                self.keys.get_mut(key).expect("entry").holders.push(id);
+                self.promoted = true;
+                n += 1;
+            }
+        }
+        if self.keys.get(key).is_some_and(|e| e.holders.is_empty()) && !self.keyed.contains_key(key)
+        {
+            self.keys.remove(key);
+        }
+        n
+    }
+
+    /// A keyed message left the queue: its place goes to the key's next job.
+    pub(super) fn key_left(&mut self, id: &JobId, key: &str, score: u64, waited: bool) {
+        if waited {
+            if let Some(w) = self.keyed.get_mut(key) {
+                w.remove(&(score, *id));
+                if w.is_empty() {
+                    self.keyed.remove(key);
+                }
+            }
+        } else if let Some(e) = self.keys.get_mut(key) {
+            e.holders.retain(|h| h != id);
+        }
+        self.fill(key);
+    }
+
+    /// A holder that went back to wait for a retry (or a release) gives its
+    /// place to its key's first waiting job when that one is due before it;
+    /// how many were promoted.
+    pub fn key_yield(&mut self, id: JobId) -> usize {
+        let Some(Msg {
+            key: Some(key),
+            score,
+            waiting: false,
+            ..
+        }) = self.msgs.get(&id)
+        else {
+            return 0;
+        };
+        let (key, score) = (key.clone(), *score);
+        let first = self.keyed.get(&key).and_then(|w| w.first()).copied();
+        if first.is_none_or(|(s, _)| s >= score) {
+            return 0;
+        }
+        self.demote(id);
+        self.fill(&key)
+    }
+}

@@ -1,0 +1,327 @@
+//! Concurrency keys: at most `per_key` jobs of one key run at once across the
+//! fleet, in order of due time within the key, while other keys run; a key's
+//! waiting jobs stay apart from the queue's sorted set, so a hot key costs a
+//! fetch nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redjob::backend::{Backend, DeadLetterEntry, Settle};
+use redjob::client::EnqueueOptions;
+use redjob::inspect::{Cancelled, Inspect};
+use redjob::ops::Admin;
+use redjob::queue::{QueueOptions, Queues};
+use redjob::{Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use crate::common::{start_serving, wait_for};
+
+const QUEUE: &str = "keyed";
+
+/// Runs for its `ms` under its account's key, recording what ran when.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "keys_charge",
+    queue = "keyed",
+    concurrency_key = "account",
+    backoff = "1s"
+)]
+struct Charge {
+    account: String,
+    seq: u32,
+    ms: u64,
+    /// Fails this many first attempts.
+    #[serde(default)]
+    fail: u32,
+}
+
+/// What the handlers saw.
+#[derive(Default)]
+struct Seen {
+    /// Running now, per key and in all.
+    running: Mutex<(HashMap<String, usize>, usize)>,
+    /// The most of one key at once, and in all.
+    most_per_key: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    /// (account, seq) in the order they started.
+    order: Mutex<Vec<(String, u32)>>,
+}
+
+impl Job for Charge {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let s = ctx.data::<Arc<Seen>>()?;
+        {
+            let mut r = s.running.lock().unwrap();
+            let n = r.0.entry(self.account.clone()).or_default();
+            *n += 1;
+            let n = *n;
+            r.1 += 1;
+            s.most_per_key.fetch_max(n, SeqCst);
+            s.most.fetch_max(r.1, SeqCst);
+            s.order
+                .lock()
+                .unwrap()
+                .push((self.account.clone(), self.seq));
+        }
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        {
+            let mut r = s.running.lock().unwrap();
+            *r.0.get_mut(&self.account).unwrap() -= 1;
+            r.1 -= 1;
+        }
+        if ctx.attempt() <= self.fail {
+            return Err(JobError::retry_after(
+                "not yet",
+                Duration::from_millis(1500),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Seen {
+    fn most_per_key(&self) -> usize {
+        self.most_per_key.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn order(&self) -> Vec<(String, u32)> {
+        self.order.lock().unwrap().clone()
+    }
+}
+
+fn charge(account: &str, seq: u32, ms: u64) -> Charge {
+    Charge {
+        account: account.into(),
+        seq,
+        ms,
+        fail: 0,
+    }
+}
+
+fn worker(env: &Env, concurrency: usize, seen: &Arc<Seen>) -> Worker {
+    Worker::builder(env.client.backend())
+        .register::<Charge>()
+        .concurrency(concurrency)
+        .lease(Duration::from_secs(5))
+        .data(seen.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap()
+}
+
+async fn create(env: &Env) {
+    env.client
+        .backend()
+        .create_queue(QUEUE, QueueOptions::default())
+        .await
+        .unwrap();
+}
+
+async fn processed(env: &Env, n: u64, limit: Duration) -> bool {
+    wait_for(limit, || async {
+        env.client.stats(QUEUE).await.unwrap().processed >= n
+    })
+    .await
+}
+
+/// Messages in the queue's sorted set (RSMQ's `msgs`): what a fetch reads.
+async fn visible(env: &Env) -> u64 {
+    env.client.backend().attributes(QUEUE).await.unwrap().msgs
+}
+
+pub async fn one_job_per_key_runs_at_once_across_workers_in_order(env: &Env) {
+    create(env).await;
+    // 100 keys of 5 jobs each, sent key after key, before any worker looks
+    let jobs: Vec<Charge> = (0..100)
+        .flat_map(|k| (0..5).map(move |seq| charge(&format!("acct{k}"), seq, 50)))
+        .collect();
+    env.client.enqueue_batch(&jobs).await.unwrap();
+    // the sorted set holds one job per key: the others wait apart
+    assert_eq!(visible(env).await, 100);
+    let seen = Arc::new(Seen::default());
+    let mut running = Vec::new();
+    for _ in 0..3 {
+        running.push(start_serving(worker(env, 10, &seen)).await);
+    }
+    assert!(
+        processed(env, 500, Duration::from_secs(60)).await,
+        "all ran"
+    );
+    for w in running {
+        w.stop().await;
+    }
+    assert_eq!(seen.most_per_key(), 1, "never two of one key at once");
+    // 100 keys with due jobs and 30 places: no worker idled while a key had some
+    assert_eq!(seen.most(), 30, "every place was used");
+    let order = seen.order();
+    assert_eq!(order.len(), 500);
+    for k in 0..100 {
+        let key = format!("acct{k}");
+        let seqs: Vec<u32> = order
+            .iter()
+            .filter(|(a, _)| *a == key)
+            .map(|(_, s)| *s)
+            .collect();
+        assert_eq!(seqs, vec![0, 1, 2, 3, 4], "{key} ran in order");
+    }
+    assert_eq!(visible(env).await, 0);
+}
+
+pub async fn per_key_two_runs_two_of_a_key_at_once(env: &Env) {
+    create(env).await;
+    let jobs: Vec<Charge> = (0..20).map(|seq| charge("shared", seq, 100)).collect();
+    let opts = EnqueueOptions::new().per_key(2);
+    env.client.enqueue_batch_with(&jobs, opts).await.unwrap();
+    assert_eq!(visible(env).await, 2);
+    let seen = Arc::new(Seen::default());
+    let mut running = Vec::new();
+    for _ in 0..3 {
+        running.push(start_serving(worker(env, 5, &seen)).await);
+    }
+    assert!(processed(env, 20, Duration::from_secs(30)).await, "all ran");
+    for w in running {
+        w.stop().await;
+    }
+    assert_eq!(seen.most_per_key(), 2, "two at once, never three");
+}
+
+pub async fn a_hot_key_holds_back_no_other_key(env: &Env) {
+    create(env).await;
+    // 100,000 due jobs of one key ahead of one job each of 100 other keys
+    let hot: Vec<Charge> = (0..100_000).map(|seq| charge("hot", seq, 10)).collect();
+    env.client.enqueue_batch(&hot).await.unwrap();
+    let others: Vec<Charge> = (0..100).map(|k| charge(&format!("k{k}"), 0, 0)).collect();
+    env.client.enqueue_batch(&others).await.unwrap();
+    // a fetch sees the hot key's one holder and the others
+    assert_eq!(visible(env).await, 101);
+    let counts = env.client.backend().counts(QUEUE).await.unwrap();
+    assert_eq!(counts.ready, 101, "{counts:?}");
+    let seen = Arc::new(Seen::default());
+    let w = start_serving(worker(env, 10, &seen)).await;
+    // the other keys all ran while the hot key ran one at a time
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            seen.order().iter().filter(|(a, _)| a != "hot").count() == 100
+        })
+        .await,
+        "the other keys ran"
+    );
+    w.stop().await;
+    // the hot key's jobs that started before the last of the others
+    let order = seen.order();
+    let last = order.iter().rposition(|(a, _)| a != "hot").unwrap();
+    let hot_ran = order[..last].iter().filter(|(a, _)| a == "hot").count();
+    assert!(
+        hot_ran < 50,
+        "the others waited for {hot_ran} of the hot key's"
+    );
+    assert_eq!(seen.most_per_key(), 1);
+}
+
+pub async fn within_a_key_an_earlier_due_job_goes_first(env: &Env) {
+    create(env).await;
+    // the key's first job is due in 2 s; one sent after it is due now: it
+    // takes the place, and the delayed one waits for it
+    let later = env
+        .client
+        .enqueue_in(&charge("a", 1, 10), Duration::from_secs(2))
+        .await
+        .unwrap();
+    let now = env.client.enqueue(&charge("a", 2, 10)).await.unwrap();
+    let seen = Arc::new(Seen::default());
+    let w = start_serving(worker(env, 4, &seen)).await;
+    assert!(processed(env, 1, Duration::from_secs(5)).await);
+    assert_eq!(seen.order(), vec![("a".to_string(), 2)], "{now} first");
+    // a job that fails goes back for its retry (1.5 s): the key's next due
+    // job runs meanwhile
+    let mut failing = charge("b", 1, 10);
+    failing.fail = 1;
+    env.client.enqueue(&failing).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    env.client.enqueue(&charge("b", 2, 10)).await.unwrap();
+    assert!(
+        processed(env, 4, Duration::from_secs(10)).await,
+        "{later} ran"
+    );
+    w.stop().await;
+    let b: Vec<u32> = seen
+        .order()
+        .iter()
+        .filter(|(a, _)| a == "b")
+        .map(|(_, s)| *s)
+        .collect();
+    assert_eq!(b, vec![1, 2, 1], "b2 ran during b1's backoff");
+    assert_eq!(seen.most_per_key(), 1);
+}
+
+pub async fn deletes_cancels_dead_letters_and_purges_free_a_keys_place(env: &Env) {
+    create(env).await;
+    let b = env.client.backend();
+    let mut ids: Vec<JobId> = Vec::new();
+    for seq in 0..5 {
+        ids.push(env.client.enqueue(&charge("k", seq, 10)).await.unwrap());
+    }
+    let held_ids = |env: &Env| {
+        let b = env.client.backend();
+        async move {
+            b.peek(QUEUE, 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|j| j.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(held_ids(env).await, vec![ids[0]]);
+    // a delete of the holder promotes the next
+    assert_eq!(b.delete_batch(QUEUE, &[ids[0]]).await.unwrap(), 1);
+    assert_eq!(held_ids(env).await, vec![ids[1]]);
+    // a waiting job is deleted and cancelled where it waits
+    assert_eq!(b.delete_batch(QUEUE, &[ids[2]]).await.unwrap(), 1);
+    assert_eq!(b.cancel(QUEUE, &ids[3]).await.unwrap(), Cancelled::Removed);
+    assert!(
+        b.job(QUEUE, &ids[3])
+            .await
+            .unwrap()
+            .is_none_or(|j| j.finished.is_some())
+    );
+    // a cancel of the holder promotes the last
+    assert_eq!(b.cancel(QUEUE, &ids[1]).await.unwrap(), Cancelled::Removed);
+    assert_eq!(held_ids(env).await, vec![ids[4]]);
+    // a dead letter frees the place too: the key's next job takes it
+    let next = env.client.enqueue(&charge("k", 5, 10)).await.unwrap();
+    let fetched = b.fetch(QUEUE, 10, Duration::from_secs(5)).await.unwrap();
+    let ours = fetched
+        .jobs
+        .iter()
+        .find(|j| j.id == ids[4])
+        .expect("k's holder leased");
+    assert!(fetched.jobs.iter().all(|j| j.id != next), "k's next waits");
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: ours.id,
+            token: ours.token,
+            error: "gave up".into(),
+        }],
+        ..Settle::default()
+    };
+    b.settle(QUEUE, &settle).await.unwrap();
+    assert_eq!(
+        held_ids(env).await.iter().filter(|i| **i == next).count(),
+        1
+    );
+    // a purge deletes the waiting jobs with the rest
+    for seq in 10..13 {
+        env.client.enqueue(&charge("p", seq, 10)).await.unwrap();
+    }
+    assert_eq!(visible(env).await, 2, "k's holder and p's");
+    b.purge_queue(QUEUE).await.unwrap();
+    assert_eq!(visible(env).await, 0);
+    env.client.enqueue(&charge("p", 20, 10)).await.unwrap();
+    assert_eq!(visible(env).await, 1, "p's place is free again");
+}
