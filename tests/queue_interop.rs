@@ -680,3 +680,66 @@ async fn records_an_rsmq_delete_leaves_behind_are_swept() {
     }
     assert_eq!(left(&mut con).await, 0, "swept");
 }
+
+#[tokio::test]
+async fn rsmq_clients_see_a_keys_holder_alone_and_their_delete_frees_its_place() {
+    use redjob::queue::Keyed;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("kq", QueueOptions::default())
+        .await
+        .unwrap();
+    let msg = |body: &str| SendMessage::new(body).keyed(Keyed::new("acct"));
+    let ids = rsmq
+        .send_batch("kq", &[msg("k1"), msg("k2"), msg("k3")])
+        .await
+        .unwrap();
+    // RSMQ clients see the key's holder alone; they receive and delete it
+    // (deleteMessage: no script, so the key's place is not given on)
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "getQueueAttributes", "qname": "kq"},
+            {"op": "receiveMessage", "qname": "kq", "vt": 60},
+            {"op": "deleteMessage", "qname": "kq", "id": ids[0].as_str()},
+            {"op": "getQueueAttributes", "qname": "kq"},
+        ]),
+    );
+    assert_eq!(r[0]["msgs"], json!(1));
+    assert_eq!(r[1]["message"], json!("k1"));
+    assert_eq!(r[2], json!(1));
+    assert_eq!(r[3]["msgs"], json!(0));
+    // the key's next send finds the place free: the key's earlier job takes it
+    let k4 = rsmq.send("kq", msg("k4")).await.unwrap();
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "getQueueAttributes", "qname": "kq"},
+            {"op": "receiveMessage", "qname": "kq", "vt": 60},
+        ]),
+    );
+    assert_eq!(r[0]["msgs"], json!(1));
+    assert_eq!(r[1]["id"], json!(ids[1].as_str()), "k2 before {k4}");
+    // with no send of the key, a worker's fetch finds the place a delete
+    // freed within about 10 s (its sweep of the keys)
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "deleteMessage", "qname": "kq", "id": ids[1].as_str()}]),
+    );
+    assert_eq!(r[0], json!(1));
+    let client = redjob::Client::connect(&server.url()).await.unwrap();
+    let backend = client.backend();
+    let start = std::time::Instant::now();
+    let got = loop {
+        use redjob::backend::Backend;
+        let f = backend
+            .fetch("kq", 1, Duration::from_secs(30))
+            .await
+            .unwrap();
+        if let Some(j) = f.jobs.first() {
+            break j.id;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "no sweep");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(got, ids[2]);
+}

@@ -175,7 +175,7 @@ pub struct JobOptions {
     /// The field of the job's arguments whose value is its concurrency key
     /// (`concurrency_key = "account_id"`): at most [`per_key`](Self::per_key)
     /// jobs with the same key run at once across the fleet (see
-    /// [`Keyed`](crate::queue::Keyed) and [`concurrency_key`]). Defaults to
+    /// [`Keyed`](crate::queue::Keyed) and [`JobSpec::concurrency_key`]). Defaults to
     /// `None`: no key.
     pub concurrency_key: Option<&'static str>,
     /// How many jobs of one concurrency key may run at once (`per_key = 2`), 1

@@ -18,11 +18,15 @@ impl MemQueue {
     /// or the place of a holder that does not run and is due after it (which
     /// waits again), or waits. `per` becomes the key's places.
     pub fn send_keyed(&mut self, id: JobId, body: Vec<u8>, score: u64, key: &str, per: u32) {
+        let e = self.keys.entry(key.to_string()).or_default();
+        let more = per > e.per;
+        e.per = per;
+        // places added: the key's waiting jobs, due before this one, take them
+        if more {
+            self.fill(key);
+        }
         let msgs = &self.msgs;
         let e = self.keys.entry(key.to_string()).or_default();
-        e.per = per;
-        e.holders
-            .retain(|h| msgs.get(h).is_some_and(|m| !m.waiting));
         let full = e.holders.len() >= per as usize;
         // the latest due of the holders that do not run, when due after this one
         let late = e

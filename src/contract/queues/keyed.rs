@@ -109,7 +109,7 @@ pub(crate) fn check_message(msg: &super::SendMessage) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::SendMessage;
+    use crate::contract::queues::{SendMessage, Unique};
 
     #[test]
     fn bad_keys_and_options_are_refused() {
@@ -127,7 +127,7 @@ mod tests {
         let m = SendMessage::new("x").keyed(Keyed::new("a"));
         assert!(check_message(&m).is_ok());
         assert!(check_message(&m.clone().priority(1)).is_err());
-        let u = m.unique(crate::queue::Unique::new("u"));
+        let u = m.unique(Unique::new("u"));
         assert!(check_message(&u).is_err());
     }
 }

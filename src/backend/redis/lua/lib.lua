@@ -621,9 +621,10 @@ end
 -- hash field "<id>:k" is "<19 digits><key>", the digits its member's while it
 -- waits. The hash field "redjob:keyed" says that the queue had keyed jobs.
 -- (ZRANGE BYLEX rather than ZRANGEBYLEX: the worker ACL rule grants ZRANGE.)
---   K.get(key): the key's entry {per, holders, scores} (holders checked once a
---     call: those no longer in the sorted set, deleted by an RSMQ client or
---     taken by a pop, are dropped);
+--   K.get(key): the key's entry {per, holders, scores, freed} (holders checked
+--     once a call: those no longer in the sorted set, deleted by an RSMQ
+--     client or taken by a pop, are dropped; `freed` says so, or that K.per
+--     raised the places: the key's waiting jobs may take them);
 --   K.wait(key, score, id): enters a job in the keyed set;
 --   K.first(key): the key's first waiting member and its 19 digits, or nil;
 --   K.fill(key): promotes the key's first waiting jobs while it has places
@@ -662,7 +663,10 @@ local function concurrency_keys(kz, kh, zset)
             e.scores[id] = tonumber(at[j])
           end
         end
-        if #e.holders ~= #ids then changed[key] = true end
+        if #e.holders ~= #ids then
+          changed[key] = true
+          e.freed = true
+        end
       end
     end
     entries[key] = e
@@ -724,6 +728,7 @@ local function concurrency_keys(kz, kh, zset)
   function K.per(key, n)
     local e = K.get(key)
     if e.per ~= n then
+      if n > e.per then e.freed = true end
       e.per = n
       changed[key] = true
     end

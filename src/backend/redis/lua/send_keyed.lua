@@ -39,6 +39,12 @@ for i = 1, n do
   end
   K.per(key, tonumber(ARGV[b + 4]))
   local e = K.get(key)
+  -- places freed by holders an RSMQ client deleted, or added: the key's
+  -- waiting jobs, due before this one, take them first
+  if e.freed then
+    e.freed = false
+    K.fill(key)
+  end
   if #e.holders < e.per then
     K.hold(key, score, id)
   else
