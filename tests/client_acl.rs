@@ -149,9 +149,18 @@ async fn the_readme_worker_user_runs_every_feature() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(120)).await;
     }
-    // 7 jobs that succeed, the failing one twice
+    // keyed jobs: the second waits apart until the first's settle gives it
+    // the key's place
+    let keyed = EnqueueOptions::new().concurrency_key("acct");
+    client
+        .enqueue_batch_with(&[Task { fail: false }, Task { fail: false }], keyed)
+        .await
+        .unwrap();
+    // 9 jobs that succeed, the failing one twice
     assert!(
-        wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 9).await,
+        wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst)
+            == 11)
+        .await,
         "runs: {}",
         runs.load(Ordering::SeqCst)
     );
@@ -204,7 +213,7 @@ async fn the_readme_worker_user_runs_every_feature() {
 
     // operating: inspection, dead letters, pause, topics
     let stats = client.stats("acl").await.unwrap();
-    assert_eq!((stats.processed, stats.retried, stats.dead), (4, 1, 1));
+    assert_eq!((stats.processed, stats.retried, stats.dead), (6, 1, 1));
     assert_eq!(ops.counts("acl").await.unwrap().dead, 1);
     let dead = ops
         .dead_page("acl", DeadOrder::OldestFirst, None, 10)
@@ -335,11 +344,21 @@ async fn the_readme_producer_user_enqueues_and_publishes_and_may_not_fetch() {
         .enqueue_batch(&[Task { fail: false }, Task { fail: false }])
         .await
         .unwrap();
+    // keyed jobs: the key's first holds its place, the others wait apart
+    let keyed = EnqueueOptions::new().concurrency_key("acct");
+    producer
+        .enqueue_batch_with(&[Task { fail: false }, Task { fail: false }], keyed.clone())
+        .await
+        .unwrap();
+    producer
+        .enqueue_with(&Task { fail: false }, keyed)
+        .await
+        .unwrap();
     producer.publish(&Happened { n: 1 }).await.unwrap();
     add_user(&server, &readme_rule("redjob-worker")).await;
     let worker = client(&server, "redjob-worker", "worker-secret").await;
     let counts = worker.backend().counts("acl").await.unwrap();
-    assert_eq!((counts.ready, counts.scheduled), (4, 3));
+    assert_eq!((counts.ready, counts.scheduled), (5, 3));
     assert_eq!(
         worker.topic("acl_events").await.unwrap().unwrap().published,
         1

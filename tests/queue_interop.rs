@@ -719,6 +719,13 @@ async fn rsmq_clients_see_a_keys_holder_alone_and_their_delete_frees_its_place()
     );
     assert_eq!(r[0]["msgs"], json!(1));
     assert_eq!(r[1]["id"], json!(ids[1].as_str()), "k2 before {k4}");
+    // a job due now does not take the place of a holder an RSMQ client works on
+    rsmq.send("kq", msg("k5")).await.unwrap();
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "getQueueAttributes", "qname": "kq"}]),
+    );
+    assert_eq!((&r[0]["msgs"], &r[0]["hiddenmsgs"]), (&json!(1), &json!(1)));
     // with no send of the key, a worker's fetch finds the place a delete
     // freed within about 10 s (its sweep of the keys)
     let r = rsmq_js(

@@ -62,6 +62,8 @@ pub struct Periodic {
     pub(crate) priority: i8,
     /// The job's envelope, or why it could not be encoded.
     pub(crate) body: std::result::Result<Vec<u8>, String>,
+    /// The job type has a concurrency key, which ticks do not keep (yet).
+    pub(crate) keyed: bool,
 }
 
 impl Periodic {
@@ -76,6 +78,7 @@ impl Periodic {
             priority: J::OPTIONS.priority,
             // stored once, sent at every tick: no one span's trace
             body: crate::job::encode_untraced(&job).map_err(|e| e.to_string()),
+            keyed: J::OPTIONS.concurrency_key.is_some(),
         }
     }
 
@@ -109,6 +112,15 @@ impl Periodic {
                 what: "periodic job name",
                 reason: format!(
                     "{:?} must be 1 to 200 characters, none a control",
+                    self.name
+                ),
+            });
+        }
+        if self.keyed {
+            return Err(Error::InvalidValue {
+                what: "periodic job",
+                reason: format!(
+                    "{}: its type has a concurrency key, which periodic ticks do not keep yet",
                     self.name
                 ),
             });

@@ -293,6 +293,11 @@ pub async fn deletes_cancels_dead_letters_and_purges_free_a_keys_place(env: &Env
     // a cancel of the holder promotes the last
     assert_eq!(b.cancel(QUEUE, &ids[1]).await.unwrap(), Cancelled::Removed);
     assert_eq!(held_ids(env).await, vec![ids[4]]);
+    // a pop of the holder (RSMQ's popMessage) gives its place on
+    let popped = env.client.enqueue(&charge("k", 6, 10)).await.unwrap();
+    assert_eq!(b.pop(QUEUE).await.unwrap().unwrap().id, ids[4]);
+    assert_eq!(held_ids(env).await, vec![popped]);
+    let ids: Vec<JobId> = ids.iter().take(4).copied().chain([popped]).collect();
     // a dead letter frees the place too: the key's next job takes it
     let next = env.client.enqueue(&charge("k", 5, 10)).await.unwrap();
     let fetched = b.fetch(QUEUE, 10, Duration::from_secs(5)).await.unwrap();
@@ -324,4 +329,18 @@ pub async fn deletes_cancels_dead_letters_and_purges_free_a_keys_place(env: &Env
     assert_eq!(visible(env).await, 0);
     env.client.enqueue(&charge("p", 20, 10)).await.unwrap();
     assert_eq!(visible(env).await, 1, "p's place is free again");
+}
+
+pub async fn a_periodic_job_with_a_key_is_refused_at_build(env: &Env) {
+    use redjob::ops::Schedule;
+    let e = Worker::builder(env.client.backend())
+        .register::<Charge>()
+        .periodic(
+            Schedule::every(Duration::from_secs(60)).unwrap(),
+            charge("a", 0, 0),
+        )
+        .handle_signals(false)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("concurrency key"), "{e}");
 }

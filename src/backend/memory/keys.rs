@@ -19,7 +19,7 @@ impl MemQueue {
     /// waits again), or waits. `per` becomes the key's places.
     pub fn send_keyed(&mut self, id: JobId, body: Vec<u8>, score: u64, key: &str, per: u32) {
         let e = self.keys.entry(key.to_string()).or_default();
-        let more = per > e.per;
+        let more = per > e.per && e.per > 0;
         e.per = per;
         // places added: the key's waiting jobs, due before this one, take them
         if more {
@@ -27,13 +27,16 @@ impl MemQueue {
         }
         let msgs = &self.msgs;
         let e = self.keys.entry(key.to_string()).or_default();
+        e.per = per;
         let full = e.holders.len() >= per as usize;
-        // the latest due of the holders that do not run, when due after this one
+        // the latest due of the holders that do not run (not leased, nor
+        // received by an RSMQ client), when due after this one
         let late = e
             .holders
             .iter()
-            .filter_map(|h| msgs.get(h).map(|m| (m.score, *h)))
-            .filter(|(s, _)| *s > score && !is_lease(*s))
+            .filter_map(|h| msgs.get(h).map(|m| (m.score, *h, m.rc)))
+            .filter(|(s, _, rc)| *s > score && !is_lease(*s) && *rc == 0)
+            .map(|(s, h, _)| (s, h))
             .max();
         if full && let Some((_, late)) = late {
             self.demote(late);

@@ -68,11 +68,12 @@ forget_released(ids)
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
 if attrs[5] then
   local K = concurrency_keys(27, 28, 1)
+  -- a single job that waited for its key: its member's due and count
+  local kv = single and not found and redis.call("HGET", KEYS[2], ids[1] .. ":k")
   local waited, promoted = K.gone(ids)
   K.save()
   n = n + waited
-  -- a waiting keyed job: its delivery count is its member's
-  if waited > 0 and single then found = found or 0 end
+  if waited > 0 and kv then found = tonumber(string.sub(kv, 1, 16)) + tonumber(string.sub(kv, 17, 19)) / 1000 end
   if promoted > 0 and attrs[6] == "1" then
     redis.call("HSET", KEYS[2], "redjob:waiting", "0")
     redis.call("PUBLISH", ARGV[4], redis.call("ZCARD", KEYS[1]))

@@ -666,6 +666,12 @@ local function concurrency_keys(kz, kh, zset)
         if #e.holders ~= #ids then
           changed[key] = true
           e.freed = true
+          -- their key fields go with them
+          local gone = {}
+          for j, id in ipairs(ids) do
+            if not at[j] then gone[#gone + 1] = id .. ":k" end
+          end
+          many("HDEL", KEYS[2], gone)
         end
       end
     end
@@ -712,7 +718,11 @@ local function concurrency_keys(kz, kh, zset)
       end
       many("ZREM", KEYS[kz], ms)
       if #z > 0 then many("ZADD", KEYS[zset], z) end
-      if #orphans > 0 then many("HDEL", KEYS[2], orphans) end
+      if #orphans > 0 then
+        many("HDEL", KEYS[2], orphans)
+        for j, f in ipairs(orphans) do orphans[j] = string.sub(f, 1, -3) end
+        forget_released(orphans)
+      end
       changed[key] = true
     end
     return n

@@ -5,11 +5,12 @@
 -- KEYS[3]  the queue's unique keys (ns:q:unique): popped jobs free theirs
 -- KEYS[4..23]  optional: the sorted sets of priorities 10..1, then -1..-10; without
 --          them only priority 0 is read (RSMQ's popMessage)
--- KEYS[24], KEYS[25]  optional, with the levels: the queue's keyed set and
---          concurrency keys (ns:q:keyed, ns:q:keys, see concurrency_keys in
---          lib.lua): a popped keyed job frees its key's place for the key's
---          next job (without them, the next send of the key or a fetch's
---          sweep finds the place free)
+-- KEYS[24], KEYS[25] (KEYS[4], KEYS[5] without the levels)  the queue's keyed
+--          set and concurrency keys (ns:q:keyed, ns:q:keys, see
+--          concurrency_keys in lib.lua): a popped keyed job frees its key's
+--          place for the key's next job (without them, as from an earlier
+--          release, the next send of the key or a fetch's sweep finds the
+--          place free)
 -- ARGV[1]  the most messages to pop
 -- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...}
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "totalrecv", "redjob:leased", "redjob:unique",
@@ -63,8 +64,9 @@ if n > 0 then
   end
 end
 if attrs[5] == "1" then release_unique(KEYS[3], ids) end
-if attrs[6] and #KEYS >= 25 then
-  local K = concurrency_keys(24, 25, 1)
+if attrs[6] and (#KEYS == 5 or #KEYS >= 25) then
+  local kz = #KEYS == 5 and 4 or 24
+  local K = concurrency_keys(kz, kz + 1, 1)
   K.gone(ids)
   K.save()
 end

@@ -73,6 +73,7 @@ while at <= #sets and left > 0 do
       f[#f + 1] = id .. ":a"; f[#f + 1] = id .. ":k"
     end
     many("HDEL", KEYS[2], f)
+    forget_released(ids)
     n = n + #ids
   -- each was there when scanned and is deleted now: counted once
   elseif #ids > 0 then

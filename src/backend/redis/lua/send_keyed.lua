@@ -24,8 +24,14 @@ local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "red
   "redjob:keyed")
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
+-- the first write may grow memory: at maxmemory the send is refused before
+-- it wrote anything else
+redis.call("HSET", KEYS[2], "redjob:keyed", "1")
 local n = (#ARGV - 4) / 5
 local K = concurrency_keys(3, 4, 1)
+-- the keys' holders, read before the jobs are written: under an ACL rule
+-- that refuses the reads, the send fails having written none of them
+for i = 1, n do K.get(ARGV[(i - 1) * 5 + 8]) end
 local hargs = {}
 local scores = {}
 for i = 1, n do
@@ -48,12 +54,16 @@ for i = 1, n do
   if #e.holders < e.per then
     K.hold(key, score, id)
   else
-    -- the latest due of the holders that do not run, when due after this one
+    -- the latest due of the holders that do not run (not leased, nor received
+    -- by an RSMQ client: no "<id>:rc"), when due after this one
     local late, late_s
     local s = tonumber(score)
     for _, h in ipairs(e.holders) do
       local hs = e.scores[h]
-      if hs and hs > s and not select(2, score_count(hs)) and (not late or hs > late_s) then late, late_s = h, hs end
+      if hs and hs > s and not select(2, score_count(hs)) and (not late or hs > late_s or (hs == late_s and h > late))
+        and redis.call("HEXISTS", KEYS[2], h .. ":rc") == 0 then
+        late, late_s = h, hs
+      end
     end
     if late then
       redis.call("ZREM", KEYS[1], late)
@@ -68,9 +78,5 @@ for i = 1, n do
   hargs[#hargs + 1] = ARGV[b + 2]
 end
 K.save()
-if not attrs[6] then
-  hargs[#hargs + 1] = "redjob:keyed"
-  hargs[#hargs + 1] = "1"
-end
 send_write(attrs, {}, hargs, n, false)
 return {1, prefix}

@@ -346,7 +346,10 @@ impl Rsmq {
     pub async fn pop(&self, queue: &str) -> Result<Option<Message>> {
         validate::queue_name(queue)?;
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::POP, &[&k.zset, &k.hash, &k.unique]);
+        let mut cmd = scripts::eval(
+            &scripts::POP,
+            &[&k.zset, &k.hash, &k.unique, &k.keyed, &k.keys],
+        );
         cmd.arg(1);
         let v = scripts::run(&mut self.con.clone(), &scripts::POP, &cmd).await?;
         Ok(parse_messages(queue, &v)?.pop())
