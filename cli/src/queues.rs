@@ -199,6 +199,7 @@ fn line_json(l: &QueueLine) -> Value {
         "scheduled": c.scheduled,
         "in_flight": c.in_flight,
         "dead": c.dead,
+        "blocked": c.blocked,
         "latency_ms": latency_ms(l),
         "processed": l.stats.processed,
         "failed": l.stats.failed,
@@ -420,7 +421,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
         QueueCommand::Settings(args) => settings::settings(ctx, args).await,
         QueueCommand::Delete { queue, confirm } => {
             let n = c.counts(&queue).await?;
-            let jobs = n.ready + n.scheduled + n.in_flight;
+            let jobs = n.ready + n.scheduled + n.in_flight + n.blocked;
             let what = format!(
                 "delete queue {queue:?} with its {} and {}",
                 show::count(jobs, "job", "jobs"),
@@ -505,7 +506,7 @@ pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Outcome {
 
 pub async fn drain(ctx: &Ctx, args: DrainArgs) -> Outcome {
     let c = &ctx.client;
-    let left = |n: StateCounts| n.ready + n.scheduled + n.in_flight;
+    let left = |n: StateCounts| n.ready + n.scheduled + n.in_flight + n.blocked;
     let start = Instant::now();
     let mut total = left(c.counts(&args.queue).await?);
     if c.is_paused(&args.queue).await? && !args.even_if_paused && total > 0 {

@@ -30,11 +30,15 @@ pub enum JobState {
     /// the queue's history for a while (see [`History`](crate::ops::History));
     /// [`JobInfo::finished`] says how.
     Finished,
+    /// Waiting for a place of its concurrency key (see
+    /// [`Keyed`](crate::queue::Keyed)): it takes one when one of the key's
+    /// running jobs leaves, in order of its due time within the key.
+    Blocked,
 }
 
 impl JobState {
     /// The name used by scripts, the CLI and URLs: `ready`, `scheduled`,
-    /// `in_flight`, `dead`.
+    /// `in_flight`, `dead`, `finished`, `blocked`.
     ///
     /// ```
     /// assert_eq!(redjob::inspect::JobState::InFlight.as_str(), "in_flight");
@@ -46,7 +50,17 @@ impl JobState {
             JobState::InFlight => "in_flight",
             JobState::Dead => "dead",
             JobState::Finished => "finished",
+            JobState::Blocked => "blocked",
         }
+    }
+}
+
+/// The error of a [`list`](Inspect::list) of [`JobState::Blocked`]: a
+/// key's waiting jobs are counted and found by id, not listed yet.
+pub(crate) fn blocked_not_listed() -> Error {
+    Error::InvalidValue {
+        what: "state",
+        reason: "blocked jobs (waiting for their concurrency keys) are counted and found by id, not listed yet".into(),
     }
 }
 
@@ -66,12 +80,14 @@ pub struct StateCounts {
     pub in_flight: u64,
     /// In the dead-letter queue.
     pub dead: u64,
+    /// Waiting for a place of their concurrency key.
+    pub blocked: u64,
 }
 
 impl StateCounts {
     /// All of them.
     pub fn total(&self) -> u64 {
-        self.ready + self.scheduled + self.in_flight + self.dead
+        self.ready + self.scheduled + self.in_flight + self.dead + self.blocked
     }
 }
 

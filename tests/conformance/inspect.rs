@@ -40,6 +40,7 @@ fn counts(ready: u64, scheduled: u64, in_flight: u64, dead: u64) -> StateCounts 
         scheduled,
         in_flight,
         dead,
+        blocked: 0,
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redjob::backend::{Backend, DeadLetterEntry, Settle};
 use redjob::client::EnqueueOptions;
-use redjob::inspect::{Cancelled, Inspect};
+use redjob::inspect::{Cancelled, Inspect, JobState};
 use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, Queues};
 use redjob::{Job, JobContext, JobError, JobId, Worker};
@@ -200,7 +200,7 @@ pub async fn a_hot_key_holds_back_no_other_key(env: &Env) {
     // a fetch sees the hot key's one holder and the others
     assert_eq!(visible(env).await, 101);
     let counts = env.client.backend().counts(QUEUE).await.unwrap();
-    assert_eq!(counts.ready, 101, "{counts:?}");
+    assert_eq!((counts.ready, counts.blocked), (101, 99_999), "{counts:?}");
     let seen = Arc::new(Seen::default());
     let w = start_serving(worker(env, 10, &seen)).await;
     // the other keys all ran while the hot key ran one at a time
@@ -278,6 +278,20 @@ pub async fn deletes_cancels_dead_letters_and_purges_free_a_keys_place(env: &Env
         }
     };
     assert_eq!(held_ids(env).await, vec![ids[0]]);
+    // the others are blocked: counted, and found by id as such
+    let counts = b.counts(QUEUE).await.unwrap();
+    assert_eq!((counts.ready, counts.blocked, counts.total()), (1, 4, 5));
+    let blocked = b.job(QUEUE, &ids[2]).await.unwrap().unwrap();
+    assert_eq!((blocked.state, blocked.attempts), (JobState::Blocked, 0));
+    assert_eq!(
+        b.job(QUEUE, &ids[0]).await.unwrap().unwrap().state,
+        JobState::Ready
+    );
+    let e = b
+        .list(QUEUE, JobState::Blocked, None, 10)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not listed yet"), "{e}");
     // a delete of the holder promotes the next
     assert_eq!(b.delete_batch(QUEUE, &[ids[0]]).await.unwrap(), 1);
     assert_eq!(held_ids(env).await, vec![ids[1]]);

@@ -28,8 +28,9 @@ fn range(state: JobState, now: u64) -> ((u64, u64), fn(u64) -> bool) {
         JobState::Ready => ((0, n), |_| true),
         JobState::Scheduled => (later, |k| !is_lease(k)),
         JobState::InFlight => (later, is_lease),
-        // the dead letters and the history are listed apart
-        JobState::Dead | JobState::Finished => ((0, u64::MAX), |_| true),
+        // the dead letters and the history are listed apart; blocked jobs
+        // are not listed
+        JobState::Dead | JobState::Finished | JobState::Blocked => ((0, u64::MAX), |_| true),
     }
 }
 
@@ -133,10 +134,18 @@ impl Inspect for MemoryBackend {
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         Ok(match q.msgs.get(id) {
-            Some(m) => Some(JobInfo {
-                runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
-                ..q.info(m.priority, m.score, *id, now)
-            }),
+            Some(m) => {
+                let info = q.info(m.priority, m.score, *id, now);
+                Some(JobInfo {
+                    runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
+                    state: if m.waiting {
+                        JobState::Blocked
+                    } else {
+                        info.state
+                    },
+                    ..info
+                })
+            }
             None if !q.dead_msgs.contains_key(id) => {
                 let h = QueueSettings::decode(&q.settings, &[])
                     .history
@@ -165,6 +174,9 @@ impl Inspect for MemoryBackend {
             return crate::contract::admin::Admin::dead_page(self, queue, order, after, n).await;
         }
         validate::queue_name(queue)?;
+        if state == JobState::Blocked {
+            return Err(inspect::blocked_not_listed());
+        }
         let n = inspect::page_size(n);
         let now = self.clock.now_ms();
         if state == JobState::Finished {
@@ -251,6 +263,7 @@ pub(super) fn counts_of(q: &MemQueue, now: u64) -> StateCounts {
         scheduled: counts[1],
         in_flight: counts[2],
         dead: q.dead.len() as u64,
+        blocked: q.keyed.values().map(|w| w.len() as u64).sum(),
     }
 }
 

@@ -96,12 +96,15 @@ impl Inspect for Rsmq {
     async fn counts(&self, queue: &str) -> Result<StateCounts> {
         let v = call(self, &scripts::COUNTS, queue, &[]).await?;
         let (_, mut r) = start(queue, &v)?;
-        let mut n = || r.int().map(|v| v.max(0) as u64);
+        let n = |r: &mut Reply<'_>| r.int().map(|v| v.max(0) as u64);
+        let (ready, scheduled, in_flight, dead) = (n(&mut r)?, n(&mut r)?, n(&mut r)?, n(&mut r)?);
+        let blocked = if r.is_empty() { 0 } else { n(&mut r)? };
         Ok(StateCounts {
-            ready: n()?,
-            scheduled: n()?,
-            in_flight: n()?,
-            dead: n()?,
+            ready,
+            scheduled,
+            in_flight,
+            dead,
+            blocked,
         })
     }
 
@@ -139,6 +142,9 @@ impl Inspect for Rsmq {
         let mut job = rows(&mut r, now, dead)?.0.pop();
         if let Some(job) = &mut job {
             job.runs = log.unwrap_or_default();
+            if place == b"k" {
+                job.state = JobState::Blocked;
+            }
         }
         Ok(job)
     }
@@ -156,6 +162,9 @@ impl Inspect for Rsmq {
         }
         if state == JobState::Finished {
             return history_page(self, queue, after, n).await;
+        }
+        if state == JobState::Blocked {
+            return Err(crate::contract::inspect::blocked_not_listed());
         }
         let n = page_size(n);
         let (p, s, id) = match after {

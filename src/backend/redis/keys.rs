@@ -233,12 +233,14 @@ impl QueueKeys {
         keys
     }
 
-    /// [`all_levels_dead`](Self::all_levels_dead), then `ns:q:leases` and the
-    /// history's two keys: the keys of an inspection (KEYS[25..27]).
+    /// [`all_levels_dead`](Self::all_levels_dead), then `ns:q:leases`, the
+    /// history's two keys and `ns:q:keyed`: the keys of an inspection
+    /// (KEYS[25..28]).
     pub fn inspection(&self) -> Vec<String> {
         let mut keys = self.all_levels_dead();
         keys.push(self.leases.clone());
         keys.extend(self.history_keys());
+        keys.push(self.keyed.clone());
         keys
     }
 

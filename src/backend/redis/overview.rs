@@ -19,7 +19,7 @@ use crate::contract::stats::{HOURS, MINUTES, last_hour, last_week, ring_hour, ri
 
 /// Calls in flight at once on a Cluster.
 const AT_ONCE: usize = 256;
-/// Queues one call reads on a single server (28 keys each).
+/// Queues one call reads on a single server (29 keys each).
 const PER_CALL: usize = 100;
 
 impl Rsmq {
@@ -47,7 +47,7 @@ impl Rsmq {
         let per_call = if con.is_cluster() { 1 } else { PER_CALL };
         let mut cmds = Vec::new();
         for batch in names.chunks(per_call) {
-            let mut keys = Vec::with_capacity(batch.len() * 28);
+            let mut keys = Vec::with_capacity(batch.len() * 29);
             for name in batch {
                 let k = ns.queue(name);
                 keys.extend(k.inspection());
@@ -139,6 +139,7 @@ fn line(name: &str, v: &Value, minutes: bool, hours: bool) -> Result<Option<(Que
     l.counts.scheduled = n(&mut r)?;
     l.counts.in_flight = n(&mut r)?;
     l.counts.dead = n(&mut r)?;
+    l.counts.blocked = n(&mut r)?;
     let now = n(&mut r)?;
     let waited = r.int()?;
     l.latency = (waited >= 0).then(|| Duration::from_millis(waited as u64));

@@ -118,6 +118,9 @@ pub(crate) async fn page(
             div.card { b { (num(l.counts.scheduled)) } span { "scheduled" } }
             div.card { b { (num(l.counts.in_flight)) } span { "in flight" } }
             div.card { b { a href=(ctx.link(&format!("{qpath}/dead"))) { (num(l.counts.dead)) } } span { "dead" } }
+            @if l.counts.blocked > 0 {
+                div.card { b { (num(l.counts.blocked)) } span { "blocked by keys" } }
+            }
             div.card { b { (num(l.stats.processed)) } span { "processed" } }
             div.card { b { (num(l.stats.failed)) } span { "failed" } }
         }

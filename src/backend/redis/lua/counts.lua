@@ -12,16 +12,18 @@
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q): not read
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[25]  the queue's lease counts (ns:q:leases)
+-- KEYS[26..28]  the history's two keys (not read) and the queue's keyed set
+--          (ns:q:keyed), whose jobs are blocked (optional when alone)
 -- ARGV[1]  "overview" for the overview's lines (see overview.rs) of several
 --          queues at once: their latency, pause and counters too, each
---          queue's keys 28 in a row (KEYS[1..25] as above, its history's two
---          keys, not read, then its counters ns:q:stats), as many queues as
---          KEYS holds; else nothing
+--          queue's keys 29 in a row (KEYS[1..28] as above, then its counters
+--          ns:q:stats), as many queues as KEYS holds; else nothing
 -- ARGV[2]  "minutes" for the overview's lines with the last hour's ring
 --          ("m0".."m60" of the counters, see complete.lua), "hours" with the
 --          last week's ("h0".."h168"), "both" with both
 -- Returns {-1} when the queue does not exist, else {1, ready (due, or a lease that
---         ran out), scheduled (delayed, or waiting for a retry), in flight (leased), dead};
+--         ran out), scheduled (delayed, or waiting for a retry), in flight (leased), dead,
+--         blocked (waiting for their concurrency keys; alone, only with KEYS[28])};
 --         for an overview, one such reply per queue, each followed by Redis's
 --         clock (ms), how long the oldest ready job has waited (ms; -1 for
 --         none), 1 when paused (else 0), processed, failed, retried and
@@ -87,33 +89,35 @@ local function count(b)
   leased = leased + after + (whole and marked or this)
   leased = math.min(leased, later)
   local out = {1, ready, later - leased, leased, redis.call("ZCARD", KEYS[b + 3])}
+  -- the keyed jobs waiting for their keys' places (ns:q:keyed)
+  if #KEYS >= b + 28 then out[6] = redis.call("ZCARD", KEYS[b + 28]) end
   if not overview then return out end
   -- a ran-out lease an earlier redjob wrote counts as ready without a due time
   -- among the due ones: its wait is not known, and left out
-  out[6] = now
-  out[7] = oldest and math.max(0, now - oldest) or -1
-  out[8] = attrs[3] and 1 or 0
+  out[7] = now
+  out[8] = oldest and math.max(0, now - oldest) or -1
+  out[9] = attrs[3] and 1 or 0
   local c
   if ARGV[2] == "minutes" then
     -- the ring's fields spelled out: concatenating a number formats it as a
     -- double, which would cost more than the rest of the call
-    c = redis.call("HMGET", KEYS[b + 28], "processed", "failed", "retried", "dead",
+    c = redis.call("HMGET", KEYS[b + 29], "processed", "failed", "retried", "dead",
       "m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10", "m11", "m12", "m13",
       "m14", "m15", "m16", "m17", "m18", "m19", "m20", "m21", "m22", "m23", "m24", "m25",
       "m26", "m27", "m28", "m29", "m30", "m31", "m32", "m33", "m34", "m35", "m36", "m37",
       "m38", "m39", "m40", "m41", "m42", "m43", "m44", "m45", "m46", "m47", "m48", "m49",
       "m50", "m51", "m52", "m53", "m54", "m55", "m56", "m57", "m58", "m59", "m60")
   elseif hour_fields then
-    c = redis.call("HMGET", KEYS[b + 28], unpack(hour_fields))
+    c = redis.call("HMGET", KEYS[b + 29], unpack(hour_fields))
   else
-    c = redis.call("HMGET", KEYS[b + 28], "processed", "failed", "retried", "dead")
+    c = redis.call("HMGET", KEYS[b + 29], "processed", "failed", "retried", "dead")
   end
-  for j = 1, 4 do out[8 + j] = tonumber(c[j]) or 0 end
-  for j = 5, #c do out[8 + j] = c[j] end
+  for j = 1, 4 do out[9 + j] = tonumber(c[j]) or 0 end
+  for j = 5, #c do out[9 + j] = c[j] end
   return out
 end
 
 if not overview then return count(0) end
 local all = {}
-for b = 0, #KEYS - 28, 28 do all[#all + 1] = count(b) end
+for b = 0, #KEYS - 29, 29 do all[#all + 1] = count(b) end
 return all

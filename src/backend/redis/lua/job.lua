@@ -8,6 +8,8 @@
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[25]  the queue's lease counts (unused here)
 -- KEYS[26], KEYS[27]  the history's sorted set and hash (ns:q:history, ns:q:history:Q)
+-- KEYS[28]  the queue's keyed set (ns:q:keyed): a keyed job waiting for its
+--          key's place is found there ("k", as "q" otherwise)
 -- ARGV[1]  the id
 -- ARGV[2]  the history setting when the queue stores none
 -- Returns {-1} when the queue does not exist; {now ms} when the job is in
@@ -28,6 +30,15 @@ if level then
   out[2] = "q"
   out[3] = redis.call("HGET", KEYS[2], id .. ":a")
   for _, v in ipairs(with_fields(KEYS[2], {{level[1], id, s}}, ":rc")) do out[#out + 1] = v end
+  return out
+end
+-- a keyed job waiting for its key: its member's due and count as its score
+local kv = #KEYS >= 28 and redis.call("HGET", KEYS[2], id .. ":k")
+if kv and redis.call("ZSCORE", KEYS[28], string.sub(kv, 20) .. "\0" .. string.sub(kv, 1, 19) .. id) then
+  out[2] = "k"
+  out[3] = redis.call("HGET", KEYS[2], id .. ":a")
+  local s = string.format("%.0f.%s", tonumber(string.sub(kv, 1, 16)), string.sub(kv, 17, 19))
+  for _, v in ipairs(with_fields(KEYS[2], {{0, id, s}}, ":rc")) do out[#out + 1] = v end
   return out
 end
 local d = redis.call("ZSCORE", KEYS[3], id)
