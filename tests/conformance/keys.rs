@@ -358,3 +358,45 @@ pub async fn a_periodic_job_with_a_key_is_refused_at_build(env: &Env) {
         .unwrap_err();
     assert!(e.to_string().contains("concurrency key"), "{e}");
 }
+
+pub async fn a_running_job_deleted_or_cancelled_keeps_its_place_until_its_lease_ends(env: &Env) {
+    create(env).await;
+    let b = env.client.backend();
+    let lease = Duration::from_secs(2);
+    let first = env.client.enqueue(&charge("g", 1, 10)).await.unwrap();
+    let second = env.client.enqueue(&charge("g", 2, 10)).await.unwrap();
+    let third = env.client.enqueue(&charge("g", 3, 10)).await.unwrap();
+    // a worker runs the first; an operator deletes it: its handler runs on
+    // until its next lease renewal, so the key's next job may not start
+    let taken = tokio::time::Instant::now();
+    let f = b.fetch(QUEUE, 10, lease).await.unwrap();
+    assert_eq!(f.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![first]);
+    assert_eq!(b.delete_batch(QUEUE, &[first]).await.unwrap(), 1);
+    assert!(b.fetch(QUEUE, 10, lease).await.unwrap().jobs.is_empty());
+    assert_eq!(b.counts(QUEUE).await.unwrap().blocked, 2);
+    // once its lease has ended, the key's next job takes the place (on Redis
+    // at a fetch's sweep of the keys, within about 10 s)
+    let next = loop {
+        let f = b.fetch(QUEUE, 10, lease).await.unwrap();
+        if let Some(j) = f.jobs.first() {
+            break (j.id, j.token, taken.elapsed());
+        }
+        assert!(
+            taken.elapsed() < Duration::from_secs(20),
+            "the place stayed taken"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(next.0, second);
+    assert!(next.2 >= lease - Duration::from_millis(50), "{:?}", next.2);
+    // a cancel of the running second keeps its place the same way
+    assert_eq!(
+        b.cancel(QUEUE, &second).await.unwrap(),
+        Cancelled::Cancelling
+    );
+    assert!(b.fetch(QUEUE, 10, lease).await.unwrap().jobs.is_empty());
+    assert_eq!(
+        b.job(QUEUE, &third).await.unwrap().unwrap().state,
+        JobState::Blocked
+    );
+}

@@ -207,7 +207,7 @@ impl Admin for MemoryBackend {
                 .copied()
                 .collect();
             for id in &ids {
-                q.remove(id);
+                q.remove_at(id, now);
             }
             // one event in the history, as purge.lua adds
             q.add_event("purged", ids.len() as u64, by, now);

@@ -233,7 +233,7 @@ impl Inspect for MemoryBackend {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        let Some(m) = q.remove(id) else {
+        let Some(m) = q.remove_at(id, now) else {
             return Ok(Cancelled::NotFound);
         };
         // entered in the history, as cancel.lua does

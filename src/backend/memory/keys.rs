@@ -11,6 +11,17 @@ use crate::contract::leases::is_lease;
 pub(super) struct KeyEntry {
     pub per: u32,
     pub holders: Vec<JobId>,
+    /// Running jobs deleted or cancelled, and when their leases end (ms):
+    /// their handlers stop at their next lease renewal, so they keep their
+    /// places until then.
+    pub ghosts: Vec<(JobId, u64)>,
+}
+
+impl KeyEntry {
+    /// The places taken.
+    fn taken(&self) -> usize {
+        self.holders.len() + self.ghosts.len()
+    }
 }
 
 impl MemQueue {
@@ -28,7 +39,7 @@ impl MemQueue {
         let msgs = &self.msgs;
         let e = self.keys.entry(key.to_string()).or_default();
         e.per = per;
-        let full = e.holders.len() >= per as usize;
+        let full = e.taken() >= per as usize;
         // the latest due of the holders that do not run (not leased, nor
         // received by an RSMQ client), when due after this one
         let late = e
@@ -45,7 +56,7 @@ impl MemQueue {
         let m = self.msgs.get_mut(&id).expect("inserted");
         m.key = Some(key.to_string());
         let e = self.keys.get_mut(key).expect("entry");
-        if e.holders.len() < per as usize {
+        if e.taken() < per as usize {
             e.holders.push(id);
         } else {
             m.waiting = true;
@@ -79,7 +90,7 @@ impl MemQueue {
     fn fill(&mut self, key: &str) -> usize {
         let mut n = 0;
         while let Some(e) = self.keys.get(key)
-            && e.holders.len() < e.per as usize
+            && e.taken() < e.per as usize
             && let Some(w) = self.keyed.get_mut(key)
             && let Some((score, id)) = w.pop_first()
         {
@@ -94,8 +105,7 @@ impl MemQueue {
                 n += 1;
             }
         }
-        if self.keys.get(key).is_some_and(|e| e.holders.is_empty()) && !self.keyed.contains_key(key)
-        {
+        if self.keys.get(key).is_some_and(|e| e.taken() == 0) && !self.keyed.contains_key(key) {
             self.keys.remove(key);
         }
         n
@@ -114,6 +124,42 @@ impl MemQueue {
             e.holders.retain(|h| h != id);
         }
         self.fill(key);
+    }
+
+    /// Takes a message out of the queue at `now` (ms) as a delete, cancel or
+    /// purge does: a running keyed job keeps its key's place until its lease
+    /// ends (see [`expire_ghosts`](Self::expire_ghosts)), as on Redis.
+    pub fn remove_at(&mut self, id: &JobId, now: u64) -> Option<Msg> {
+        let ghost = self.msgs.get(id).and_then(|m| {
+            let key = m.key.as_ref()?;
+            let end = m.score / 1000;
+            (!m.waiting && m.lease && is_lease(m.score) && end >= now).then(|| (key.clone(), end))
+        });
+        if let Some((key, end)) = ghost {
+            self.keys.entry(key).or_default().ghosts.push((*id, end));
+            self.ghosts += 1;
+        }
+        self.remove(id)
+    }
+
+    /// Frees the places of deleted running jobs whose leases ended by `now`
+    /// (ms), for their keys' next jobs.
+    pub fn expire_ghosts(&mut self, now: u64) {
+        if self.ghosts == 0 {
+            return;
+        }
+        let mut freed = Vec::new();
+        for (key, e) in &mut self.keys {
+            let before = e.ghosts.len();
+            e.ghosts.retain(|(_, end)| *end >= now);
+            if e.ghosts.len() < before {
+                self.ghosts -= before - e.ghosts.len();
+                freed.push(key.clone());
+            }
+        }
+        for key in freed {
+            self.fill(&key);
+        }
     }
 
     /// A holder that went back to wait for a retry (or a release) gives its

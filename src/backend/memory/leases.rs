@@ -101,6 +101,8 @@ impl Backend for MemoryBackend {
                 ..Default::default()
             });
         };
+        // places that deleted running jobs kept until their leases ended
+        q.expire_ghosts(now);
         if q.paused {
             return Ok(Fetched {
                 now_us,

@@ -111,6 +111,7 @@ impl Queues for MemoryBackend {
             let st = &mut *guard;
             let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
             q.check_size(maxlen)?;
+            q.expire_ghosts(now);
             let ids = st.ids.next(now_us, msgs.len());
             let mut sent = Vec::with_capacity(msgs.len());
             for ((m, id), ttl) in msgs.iter().zip(&ids).zip(ttls) {
@@ -255,7 +256,7 @@ impl Queues for MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(false);
         };
-        let Some(m) = q.remove(id) else {
+        let Some(m) = q.remove_at(id, now) else {
             return Ok(false);
         };
         q.enter_removed(*id, &m, Finish::Deleted, &self.actor, now);
@@ -274,7 +275,10 @@ impl Queues for MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(0);
         };
-        let n = ids.iter().filter(|id| q.remove(id).is_some()).count() as u64;
+        let n = ids
+            .iter()
+            .filter(|id| q.remove_at(id, now).is_some())
+            .count() as u64;
         // one event in the history, as delete.lua adds
         if n > 0 {
             q.add_event("deleted", n, &self.actor, now);

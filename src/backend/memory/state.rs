@@ -96,6 +96,8 @@ pub(super) struct MemQueue {
     /// A keyed job took a freed place since the last wake-up: the queue's
     /// workers are woken.
     pub promoted: bool,
+    /// Running keyed jobs deleted whose leases have not ended (see keys.rs).
+    pub ghosts: usize,
 }
 
 impl MemQueue {
@@ -131,6 +133,7 @@ impl MemQueue {
             keyed: HashMap::new(),
             keys: HashMap::new(),
             promoted: false,
+            ghosts: 0,
         }
     }
 

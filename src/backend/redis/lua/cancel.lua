@@ -26,7 +26,7 @@ if not attrs[1] then return -1 end
 local now = clock()
 local id = ARGV[1]
 local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
-local K = attrs[5] and concurrency_keys(27, 28, 1)
+local K = attrs[5] and concurrency_keys(27, 28, 1, now)
 local kept = redis.call("HMGET", KEYS[2], id, id .. ":a")
 if not level then
   -- a keyed job waiting for its key (its count: its member's)
@@ -40,7 +40,12 @@ else
 end
 redis.call("HDEL", KEYS[2], id, id .. ":rc", id .. ":fr", id .. ":err", id .. ":a")
 if K and level then
-  local _, promoted = K.gone({id})
+  -- a running job keeps its key's place until its lease ends (its handler
+  -- stops at its next lease renewal)
+  local sc = tonumber(s)
+  local running = {}
+  if select(2, score_count(sc)) and math.floor(sc) >= now then running[id] = math.floor(sc) end
+  local _, promoted = K.gone({id}, running)
   K.save()
   if promoted > 0 then redis.call("PUBLISH", ARGV[4], redis.call("ZCARD", KEYS[1])) end
 end

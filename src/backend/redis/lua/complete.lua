@@ -382,7 +382,7 @@ if #z > 0 then many("ZADD", KEYS[1], z) end
 -- concurrency keys (keyed jobs run at priority 0)
 local promoted = 0
 if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
-  local K = concurrency_keys(10, 11, 1)
+  local K = concurrency_keys(10, 11, 1, now)
   if #gone > 0 then promoted = select(2, K.gone(gone)) end
   if #z > 0 then
     local kf = {}

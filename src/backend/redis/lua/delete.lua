@@ -46,13 +46,19 @@ local n = 0
 local now = clock()
 local leases = lease_counts()
 local freed = false
+-- running jobs (leased, their lease not over) by their lease end: a keyed
+-- one keeps its key's place until then (see concurrency_keys in lib.lua)
+local running = {}
 for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   local scores = {}
-  for _, s in ipairs(many("ZMSCORE", level[2], ids)) do
+  for j, s in ipairs(many("ZMSCORE", level[2], ids)) do
     if s then
       scores[#scores + 1] = tonumber(s)
       found = found or tonumber(s)
-      if select(2, score_count(tonumber(s))) then freed = true end
+      if select(2, score_count(tonumber(s))) then
+        freed = true
+        if math.floor(tonumber(s)) >= now then running[ids[j]] = math.floor(tonumber(s)) end
+      end
     end
   end
   local _, m = many("ZREM", level[2], ids)
@@ -67,10 +73,10 @@ end
 forget_released(ids)
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
 if attrs[5] then
-  local K = concurrency_keys(27, 28, 1)
+  local K = concurrency_keys(27, 28, 1, now)
   -- a single job that waited for its key: its member's due and count
   local kv = single and not found and redis.call("HGET", KEYS[2], ids[1] .. ":k")
-  local waited, promoted = K.gone(ids)
+  local waited, promoted = K.gone(ids, running)
   K.save()
   n = n + waited
   if waited > 0 and kv then found = tonumber(string.sub(kv, 1, 16)) + tonumber(string.sub(kv, 17, 19)) / 1000 end

@@ -412,7 +412,7 @@ elseif leased < asked then
     if attrs[18] then
       local r = redis.pcall("HSCAN", KEYS[7], attrs[19] or "0", "COUNT", 10)
       if type(r) == "table" and not r.err then
-        local K = concurrency_keys(6, 7, 1)
+        local K = concurrency_keys(6, 7, 1, now)
         local promoted = 0
         for j = 1, #r[2], 2 do promoted = promoted + K.fill(r[2][j]) end
         K.save()

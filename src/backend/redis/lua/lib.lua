@@ -610,14 +610,17 @@ end
 
 
 -- Concurrency keys (see send_keyed.lua and keyed.rs), built by a script that
--- uses them: K = concurrency_keys(kz, kh, zset) with the KEYS indexes of the
+-- uses them: K = concurrency_keys(kz, kh, zset, now) with the KEYS indexes of the
 -- queue's keyed set (ns:q:keyed), its keys hash (ns:q:keys) and its sorted set
 -- (ns:q; keyed jobs run at priority 0), KEYS[2] the queue's hash. A keyed job
 -- either holds one of its key's places, in the sorted set as any job (workers
 -- and RSMQ clients see it), or waits in the keyed set, every score 0, as the
 -- member "<key>\0<due ms, 16 digits><count, 3 digits><id>" (ordered by key,
 -- then due), apart from RSMQ's sorted set. The keys hash has "<per key> <id>
--- ..." (the holders) for each key with holders or waiting jobs; a keyed job's
+-- ..." (the holders) for each key with holders or waiting jobs (a holder
+-- "<id>~<ms>" is a running job deleted or cancelled: its handler stops at its
+-- next lease renewal, so it keeps its place until its lease ends at <ms>,
+-- `now` the call's clock); a keyed job's
 -- hash field "<id>:k" is "<19 digits><key>", the digits its member's while it
 -- waits. The hash field "redjob:keyed" says that the queue had keyed jobs.
 -- (ZRANGE BYLEX rather than ZRANGEBYLEX: the worker ACL rule grants ZRANGE.)
@@ -632,15 +635,19 @@ end
 --   K.left(id, key): a holder left its place (or held none);
 --   K.hold(key, score, id): a job takes a place (enters the sorted set);
 --   K.per(key, n): sets the key's places;
---   K.gone(ids): jobs that leave the queue (their holders' places are filled,
---     their waiting members removed, their "<id>:k" fields deleted); returns
+--   K.gone(ids, running): jobs that leave the queue (their holders' places are
+--     filled, their waiting members removed, their "<id>:k" fields deleted);
+--     `running` (optional) maps the ids of leased jobs deleted while their
+--     lease runs to its end (ms): they keep their places until then; returns
 --     how many waited, and how many were promoted;
 --   K.yield(key, score, id): a holder that goes back to wait for a retry (or
 --     a release) at `score` gives its place to the key's first waiting job
 --     when that one is due before it; returns how many were promoted;
 --   K.save(): writes the entries changed.
-local function concurrency_keys(kz, kh, zset)
+local function concurrency_keys(kz, kh, zset, now)
   local K, entries, changed = {}, {}, {}
+  -- running jobs K.gone is deleting: still holders when their key is read
+  local pending = {}
   local function digits(score)
     local n = tonumber(score)
     local ms = math.floor(n)
@@ -655,15 +662,31 @@ local function concurrency_keys(kz, kh, zset)
       local ids = {}
       for w in string.gmatch(v, "%S+") do ids[#ids + 1] = w end
       e.per = tonumber(table.remove(ids, 1)) or 1
+      -- deleted running jobs keep their places until their leases end
+      local live = {}
+      for _, w in ipairs(ids) do
+        local ends = tonumber(string.match(w, "~(%d+)$"))
+        if not ends then
+          live[#live + 1] = w
+        elseif ends >= now then
+          e.holders[#e.holders + 1] = w
+        else
+          changed[key] = true
+          e.freed = true
+        end
+      end
+      ids = live
       if #ids > 0 then
         local at = many("ZMSCORE", KEYS[zset], ids)
+        local alive = 0
         for j, id in ipairs(ids) do
-          if at[j] then
+          if at[j] or pending[id] then
             e.holders[#e.holders + 1] = id
             e.scores[id] = tonumber(at[j])
+            alive = alive + 1
           end
         end
-        if #e.holders ~= #ids then
+        if alive ~= #ids then
           changed[key] = true
           e.freed = true
           -- their key fields go with them
@@ -762,7 +785,9 @@ local function concurrency_keys(kz, kh, zset)
     K.wait(key, score, id)
     return K.fill(key)
   end
-  function K.gone(ids)
+  function K.gone(ids, running)
+    running = running or {}
+    pending = running
     local fields = {}
     for j, id in ipairs(ids) do fields[j] = id .. ":k" end
     local at = many("HMGET", KEYS[2], fields)
@@ -774,6 +799,12 @@ local function concurrency_keys(kz, kh, zset)
         drop[#drop + 1] = fields[j]
         if redis.call("ZREM", KEYS[kz], key .. "\0" .. string.sub(v, 1, 19) .. id) == 1 then
           waited = waited + 1
+        elseif running[id] then
+          -- its handler runs on until its lease renewal: the place is kept
+          local e = K.get(key)
+          for j, h in ipairs(e.holders) do
+            if h == id then e.holders[j] = string.format("%s~%.0f", id, running[id]) end
+          end
         else
           K.left(id, key)
         end

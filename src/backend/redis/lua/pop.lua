@@ -66,7 +66,7 @@ end
 if attrs[5] == "1" then release_unique(KEYS[3], ids) end
 if attrs[6] and (#KEYS == 5 or #KEYS >= 25) then
   local kz = #KEYS == 5 and 4 or 24
-  local K = concurrency_keys(kz, kz + 1, 1)
+  local K = concurrency_keys(kz, kz + 1, 1, now)
   K.gone(ids)
   K.save()
 end

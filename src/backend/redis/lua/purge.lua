@@ -42,7 +42,7 @@ local _, us = clock()
 if cut == "" or cut > id_prefix(us) then cut = id_prefix(us) end
 local sets = {KEYS[26], KEYS[1]}
 for i = 4, 23 do sets[#sets + 1] = KEYS[i] end
-local K = attrs[4] and concurrency_keys(26, 27, 1)
+local K = attrs[4] and concurrency_keys(26, 27, 1, now)
 local at, cursor = tonumber(ARGV[3]), ARGV[4]
 local left, n = tonumber(ARGV[1]), 0
 while at <= #sets and left > 0 do
@@ -84,7 +84,14 @@ while at <= #sets and left > 0 do
     n = n + #ids
     -- their keys' places go to the keys' next jobs
     if K and at == 2 then
-      K.gone(ids)
+      -- running jobs keep their keys' places until their leases end
+      local running = {}
+      for j, id in ipairs(ids) do
+        if select(2, score_count(scores[j])) and math.floor(scores[j]) >= now then
+          running[id] = math.floor(scores[j])
+        end
+      end
+      K.gone(ids, running)
       K.save()
     end
   end

@@ -28,7 +28,7 @@ if refused then return refused end
 -- it wrote anything else
 redis.call("HSET", KEYS[2], "redjob:keyed", "1")
 local n = (#ARGV - 4) / 5
-local K = concurrency_keys(3, 4, 1)
+local K = concurrency_keys(3, 4, 1, now)
 -- the keys' holders, read before the jobs are written: under an ACL rule
 -- that refuses the reads, the send fails having written none of them
 for i = 1, n do K.get(ARGV[(i - 1) * 5 + 8]) end
