@@ -24,9 +24,10 @@
 //! ```
 
 pub use crate::contract::admin::{
-    Admin, BeatReply, BeatSchedule, BulkCount, Control, DeadOrder, DeadQuery, JobTypeInfo, Missed,
-    Overview, OverviewQuery, OverviewSort, Paused, QueueLine, RunningJob, Schedule, ScheduleInfo,
-    ServedSubscriber, Spread, Tick, Ticked, Ticks, Totals, Unserved, WorkerControl, WorkerInfo,
+    Admin, BeatReply, BeatSchedule, BulkCount, Control, DeadOrder, DeadQuery, JobTypeInfo, KeyPage,
+    KeyUsage, Missed, Overview, OverviewQuery, OverviewSort, Paused, QueueLine, RunningJob,
+    Schedule, ScheduleInfo, ServedSubscriber, Spread, Tick, Ticked, Ticks, Totals, Unserved,
+    WorkerControl, WorkerInfo,
 };
 pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;

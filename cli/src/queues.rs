@@ -37,6 +37,21 @@ pub enum QueueCommand {
         /// The queue.
         queue: String,
     },
+    /// Its concurrency keys: each key's places, running, holding and blocked
+    /// jobs (a page of keys, or one with --key).
+    Keys {
+        /// The queue.
+        queue: String,
+        /// One key only.
+        #[arg(long)]
+        key: Option<String>,
+        /// Where to go on from (the `next` a page printed).
+        #[arg(long)]
+        after: Option<String>,
+        /// About how many keys, 1 to 1000.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
     /// Creates a queue (RSMQ's createQueue): jobs can be enqueued to it.
     Create {
         /// The queue's name: up to 160 letters, digits, `-` and `_`.
@@ -391,6 +406,59 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
         QueueCommand::Resume { queue } => {
             c.resume(&queue).await?;
             done(ctx, json!({ "queue": queue, "paused": false }), "resumed")
+        }
+        QueueCommand::Keys {
+            queue,
+            key,
+            after,
+            limit,
+        } => {
+            let page = match key {
+                Some(k) => {
+                    let mut p = redjob::ops::KeyPage::default();
+                    p.keys.push(c.key_usage(&queue, &k).await?);
+                    p
+                }
+                None => c.keys(&queue, after.as_deref(), limit).await?,
+            };
+            if ctx.json {
+                let keys: Vec<Value> = page
+                    .keys
+                    .iter()
+                    .map(|k| {
+                        json!({
+                            "key": k.key,
+                            "per_key": k.per_key,
+                            "running": k.running,
+                            "holding": k.holding,
+                            "blocked": k.blocked,
+                        })
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    json!({ "queue": queue, "keys": keys, "next": page.next })
+                );
+            } else {
+                let rows: Vec<Vec<String>> = page
+                    .keys
+                    .iter()
+                    .map(|k| {
+                        vec![
+                            k.key.clone(),
+                            k.per_key.to_string(),
+                            k.running.to_string(),
+                            k.holding.to_string(),
+                            k.blocked.to_string(),
+                        ]
+                    })
+                    .collect();
+                show::table(&["KEY", "PER KEY", "RUNNING", "HOLDING", "BLOCKED"], &rows);
+                if let Some(next) = &page.next {
+                    println!("more: --after {next}");
+                }
+            }
+            Ok(())
         }
         QueueCommand::Unthrottle { queue } => {
             let ended = c.end_throttle(&queue).await?;

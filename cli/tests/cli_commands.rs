@@ -1426,3 +1426,37 @@ async fn queues_skip_an_invalid_name_in_the_set_with_a_warning() {
         .await
         .failed("invalid queue name");
 }
+
+#[tokio::test]
+async fn queue_keys_shows_each_keys_running_holding_and_blocked_jobs() {
+    use redjob::queue::Keyed;
+    let (server, client) = setup().await;
+    let url = server.url();
+    let q = client.backend();
+    let opts = QueueOptions::default();
+    let msgs: Vec<SendMessage> = (0..3)
+        .map(|i| SendMessage::new(envelope("A", 30 + i)).keyed(Keyed::new("acct:7")))
+        .collect();
+    Backend::send(&q, "mail", &msgs, &opts).await.unwrap();
+    let v = cli(&url, &["queue", "keys", "mail", "--json"]).await.json();
+    assert_eq!(
+        v["keys"],
+        json!([{"key": "acct:7", "per_key": 1, "running": 0, "holding": 1, "blocked": 2}])
+    );
+    assert_eq!(v["next"], Value::Null);
+    let one = cli(&url, &["queue", "keys", "mail", "--key", "acct:7"])
+        .await
+        .ok()
+        .to_string();
+    assert!(one.contains("BLOCKED") && one.contains("acct:7"), "{one}");
+    // the queue counts them, and a purge deletes them with the rest
+    let v = cli(&url, &["queues", "--json"]).await.json();
+    assert_eq!(v["queues"][0]["blocked"], 2);
+    let v = cli(&url, &["queue", "purge", "mail", "--yes", "--json"])
+        .await
+        .json();
+    assert_eq!(v["deleted"], 7);
+    cli(&url, &["queue", "keys", "nope"])
+        .await
+        .failed("not found");
+}

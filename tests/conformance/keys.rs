@@ -400,3 +400,49 @@ pub async fn a_running_job_deleted_or_cancelled_keeps_its_place_until_its_lease_
         JobState::Blocked
     );
 }
+
+pub async fn operators_read_each_keys_places_running_and_blocked_jobs(env: &Env) {
+    create(env).await;
+    let b = env.client.backend();
+    for seq in 0..4 {
+        env.client.enqueue(&charge("x", seq, 10)).await.unwrap();
+    }
+    let two = EnqueueOptions::new().per_key(2);
+    for seq in 0..3 {
+        env.client
+            .enqueue_with(&charge("y", seq, 10), two.clone())
+            .await
+            .unwrap();
+    }
+    let f = b.fetch(QUEUE, 1, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(f.jobs.len(), 1);
+    let x = b.key_usage(QUEUE, "x").await.unwrap();
+    assert_eq!(
+        (x.per_key, x.running, x.holding, x.blocked),
+        (1, 1, 0, 3),
+        "{x:?}"
+    );
+    let y = b.key_usage(QUEUE, "y").await.unwrap();
+    assert_eq!((y.per_key, y.running, y.holding, y.blocked), (2, 0, 2, 1));
+    let none = b.key_usage(QUEUE, "z").await.unwrap();
+    assert_eq!((none.per_key, none.blocked), (0, 0));
+    // every key, page by page
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..10 {
+        let page = b.keys(QUEUE, after.as_deref(), 1).await.unwrap();
+        seen.extend(page.keys.into_iter().map(|k| k.key));
+        after = page.next;
+        if after.is_none() {
+            break;
+        }
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen, vec!["x".to_string(), "y".to_string()]);
+    assert!(
+        b.key_usage(QUEUE, "").await.is_err(),
+        "an empty key is refused"
+    );
+    assert!(b.keys("no-such-queue", None, 10).await.is_err());
+}

@@ -127,6 +127,28 @@ impl Admin for MemoryBackend {
         Ok(set)
     }
 
+    async fn key_usage(&self, queue: &str, key: &str) -> Result<crate::contract::admin::KeyUsage> {
+        validate::queue_name(queue)?;
+        crate::contract::queues::Keyed::new(key).check()?;
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        Ok(q.key_usage(key, now))
+    }
+
+    async fn keys(
+        &self,
+        queue: &str,
+        after: Option<&str>,
+        n: usize,
+    ) -> Result<crate::contract::admin::KeyPage> {
+        validate::queue_name(queue)?;
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+        Ok(q.key_page(after, n.clamp(1, crate::contract::inspect::MAX_PAGE), now))
+    }
+
     async fn limit_usage(&self, queue: &str) -> Result<crate::contract::settings::LimitUsage> {
         validate::queue_name(queue)?;
         let now = self.clock.now_ms();
@@ -176,7 +198,7 @@ impl Admin for MemoryBackend {
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         let c = super::inspect::counts_of(q, now);
         Ok(BulkCount {
-            count: c.ready + c.scheduled + c.in_flight,
+            count: c.ready + c.scheduled + c.in_flight + c.blocked,
             upto_ms: now,
         })
     }

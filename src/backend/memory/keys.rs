@@ -4,6 +4,7 @@
 
 use super::state::{MemQueue, Msg};
 use crate::JobId;
+use crate::contract::admin::{KeyPage, KeyUsage};
 use crate::contract::leases::is_lease;
 
 /// A concurrency key's places and its holders.
@@ -182,5 +183,42 @@ impl MemQueue {
         }
         self.demote(id);
         self.fill(&key)
+    }
+
+    /// What `key` holds at `now` (ms).
+    pub fn key_usage(&self, key: &str, now: u64) -> KeyUsage {
+        let mut u = KeyUsage {
+            key: key.to_string(),
+            blocked: self.keyed.get(key).map_or(0, |w| w.len() as u64),
+            ..KeyUsage::default()
+        };
+        if let Some(e) = self.keys.get(key) {
+            u.per_key = e.per;
+            u.running = e.ghosts.iter().filter(|(_, end)| *end >= now).count() as u64;
+            for h in &e.holders {
+                match self.msgs.get(h) {
+                    Some(m) if is_lease(m.score) && m.score / 1000 >= now => u.running += 1,
+                    Some(_) => u.holding += 1,
+                    None => {}
+                }
+            }
+        }
+        u
+    }
+
+    /// Up to `n` keys after `after`, in key order.
+    pub fn key_page(&self, after: Option<&str>, n: usize, now: u64) -> KeyPage {
+        let mut all: Vec<&String> = self
+            .keys
+            .keys()
+            .filter(|k| after.is_none_or(|a| k.as_str() > a))
+            .collect();
+        all.sort_unstable();
+        let more = all.len() > n;
+        all.truncate(n);
+        KeyPage {
+            next: more.then(|| all.last().map(|k| k.to_string())).flatten(),
+            keys: all.into_iter().map(|k| self.key_usage(k, now)).collect(),
+        }
     }
 }

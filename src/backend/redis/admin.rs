@@ -12,7 +12,8 @@ use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::backend::redis::settings::{self, Mode};
 use crate::contract::admin::{
-    Admin, BulkCount, DeadOrder, DeadQuery, Overview, OverviewQuery, Spread, event_word, noted,
+    Admin, BulkCount, DeadOrder, DeadQuery, KeyPage, KeyUsage, Overview, OverviewQuery, Spread,
+    event_word, noted,
 };
 use crate::contract::inspect::{self, Cursor, JobInfo, JobState, MAX_PAGE, Page};
 use crate::contract::queues::validate;
@@ -172,6 +173,17 @@ impl Admin for Rsmq {
         settings::usage(self, queue).await
     }
 
+    async fn key_usage(&self, queue: &str, key: &str) -> Result<KeyUsage> {
+        crate::contract::queues::Keyed::new(key).check()?;
+        let mut page = read_keys(self, queue, &["key", key]).await?;
+        Ok(page.keys.pop().unwrap_or_default())
+    }
+
+    async fn keys(&self, queue: &str, after: Option<&str>, n: usize) -> Result<KeyPage> {
+        let n = n.clamp(1, crate::contract::inspect::MAX_PAGE).to_string();
+        read_keys(self, queue, &["page", after.unwrap_or("0"), &n]).await
+    }
+
     async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {
         validate::queue_name(queue)?;
         event_word(what)?;
@@ -196,7 +208,7 @@ impl Admin for Rsmq {
         let (line, now) = self.queue_line(queue).await?;
         let c = line.counts;
         Ok(BulkCount {
-            count: c.ready + c.scheduled + c.in_flight,
+            count: c.ready + c.scheduled + c.in_flight + c.blocked,
             upto_ms: now,
         })
     }
@@ -536,4 +548,52 @@ impl Rsmq {
         }
         Ok(n)
     }
+}
+
+/// keys.lua's reply as a page.
+async fn read_keys(rsmq: &Rsmq, queue: &str, args: &[&str]) -> Result<KeyPage> {
+    validate::queue_name(queue)?;
+    let (mut con, k) = rsmq.parts(queue);
+    let mut cmd = scripts::eval(&scripts::KEYS, &[&k.zset, &k.hash, &k.keyed, &k.keys]);
+    cmd.arg(args);
+    let v = scripts::run(&mut con, &scripts::KEYS, &cmd).await?;
+    parse_keys(queue, &v)
+}
+
+/// keys.lua's reply: the next cursor, then five values per key.
+fn parse_keys(queue: &str, v: &redis::Value) -> Result<KeyPage> {
+    let redis::Value::Array(items) = v else {
+        return Err(Error::Protocol(format!("keys reply {v:?}")));
+    };
+    if matches!(items.first(), Some(redis::Value::Int(-1))) {
+        return Err(not_found(queue));
+    }
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
+        redis::Value::SimpleString(s) => Ok(s.clone()),
+        v => Err(Error::Protocol(format!("keys reply item {v:?}"))),
+    };
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(n) => Ok((*n).max(0) as u64),
+        v => Err(Error::Protocol(format!("keys reply item {v:?}"))),
+    };
+    let next = items
+        .first()
+        .map(text)
+        .transpose()?
+        .filter(|s| !s.is_empty());
+    let mut keys = Vec::new();
+    for row in items[1..].chunks(5) {
+        let [key, per, running, holding, blocked] = row else {
+            return Err(Error::Protocol(format!("keys reply row {row:?}")));
+        };
+        keys.push(KeyUsage {
+            key: text(key)?,
+            per_key: int(per)? as u32,
+            running: int(running)?,
+            holding: int(holding)?,
+            blocked: int(blocked)?,
+        });
+    }
+    Ok(KeyPage { keys, next })
 }

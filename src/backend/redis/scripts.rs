@@ -24,6 +24,7 @@ macro_rules! scripts {
 scripts! {
     SEND => "send.lua",
     SEND_KEYED => "send_keyed.lua",
+    KEYS => "keys.lua",
     RECEIVE => "receive.lua",
     POP => "pop.lua",
     VISIBILITY => "visibility.lua",

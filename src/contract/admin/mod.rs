@@ -3,6 +3,7 @@
 
 mod control;
 mod dead;
+mod keys;
 mod overview;
 mod periodic;
 mod workers;
@@ -12,6 +13,7 @@ use std::future::Future;
 pub use control::{BeatReply, Control, WorkerControl};
 pub(crate) use control::{check_id as check_worker_id, wake_name as control_wake};
 pub use dead::{BulkCount, DeadOrder, DeadQuery, Spread};
+pub use keys::{KeyPage, KeyUsage};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
 pub use periodic::{Missed, Paused, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
 pub(crate) use workers::{Beat, BeatJob, Serves, host_name};
@@ -473,6 +475,35 @@ pub trait Admin: Inspect {
         queue: &str,
     ) -> impl Future<Output = Result<crate::contract::settings::LimitUsage>> + Send;
 
+    /// What `queue`'s concurrency key `key` holds: its places, running,
+    /// holding and blocked jobs (all 0 for a key the queue does not know).
+    /// See [`KeyUsage`](crate::ops::KeyUsage) for an example.
+    fn key_usage(&self, queue: &str, key: &str) -> impl Future<Output = Result<KeyUsage>> + Send;
+
+    /// Up to about `n` of `queue`'s concurrency keys (those with jobs), after
+    /// `after` (a page's `next`; `None` for the first page), in no particular
+    /// order: each a few commands, however many jobs a key holds back.
+    ///
+    /// ```
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::ops::Admin;
+    /// use redjob::queue::{Keyed, Queues, SendMessage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let q = MemoryBackend::new();
+    /// q.create_queue("billing", Default::default()).await?;
+    /// q.send("billing", SendMessage::new("a").keyed(Keyed::new("acct:7"))).await?;
+    /// let page = q.keys("billing", None, 100).await?;
+    /// assert_eq!((page.keys.len(), page.next), (1, None));
+    /// # Ok(()) }
+    /// ```
+    fn keys(
+        &self,
+        queue: &str,
+        after: Option<&str>,
+        n: usize,
+    ) -> impl Future<Output = Result<KeyPage>> + Send;
+
     /// Up to `n` dead letters that match `query`, in its order, after `after`.
     /// Filters are applied as pages are read, so a page may read many letters
     /// to find `n` matches (a queue keeps 10,000 by default, see [`Retention`](crate::ops::Retention)).
@@ -581,6 +612,8 @@ macro_rules! admin_methods {
             async fn control_worker(id: &str, control: Option<$crate::contract::admin::WorkerControl>) -> $crate::Result<bool>;
             async fn set_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn limit_usage(queue: &str) -> $crate::Result<$crate::contract::settings::LimitUsage>;
+            async fn key_usage(queue: &str, key: &str) -> $crate::Result<$crate::contract::admin::KeyUsage>;
+            async fn keys(queue: &str, after: Option<&str>, n: usize) -> $crate::Result<$crate::contract::admin::KeyPage>;
             async fn add_event(queue: &str, what: &str, count: u64) -> $crate::Result<()>;
             async fn overview(query: &$crate::contract::admin::OverviewQuery) -> $crate::Result<$crate::contract::admin::Overview>;
         }
