@@ -23,6 +23,15 @@ pub struct UniqueNoop {
     pub i: u64,
 }
 
+/// [`Noop`] with a concurrency key (`#[job(concurrency_key = "k")]`, one at
+/// a time per key): for the keyed figures.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_keyed", queue = "bench_keyed", concurrency_key = "k")]
+pub struct KeyedNoop {
+    pub i: u64,
+    pub k: u32,
+}
+
 /// A job that carries a time (Unix µs): its enqueue time or its due time. The
 /// handler records its start minus that.
 #[derive(Serialize, Deserialize, Job)]
@@ -101,6 +110,13 @@ impl Job for UniqueNoop {
 }
 
 impl Job for Noop {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<std::sync::Arc<Tally>>()?.ran(self.i);
+        Ok(())
+    }
+}
+
+impl Job for KeyedNoop {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
         ctx.data::<std::sync::Arc<Tally>>()?.ran(self.i);
         Ok(())

@@ -16,7 +16,8 @@
 //! enqueue one by one to a master with a replica, plain and waiting for it;
 //! 13 the history of finished jobs at its defaults beside off, and its bytes;
 //! 14 the dashboard's overview at 10 and 1,000 queues, per queue and in one
-//! overview call; 15 a backlog under a rate limit of 1,000/s drained by three
+//! overview call; 16 plain and keyed (1,000 keys) bulk enqueue and processing
+//! side by side; 15 a backlog under a rate limit of 1,000/s drained by three
 //! workers; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
 mod features;
@@ -24,6 +25,7 @@ mod flood;
 mod history;
 mod inspect;
 mod jobs;
+mod keyed;
 mod limits;
 mod metered;
 mod overview;
@@ -39,7 +41,7 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
     };
     let mut runs = 3usize;
     let mut json = false;
@@ -116,6 +118,9 @@ fn main() {
             }
             if s.phases.contains(&15) {
                 limits::limits(&s, &mut f).await;
+            }
+            if s.phases.contains(&16) {
+                keyed::keyed(&s, &mut f).await;
             }
         });
         eprintln!("run {run} of {runs} done");

@@ -99,6 +99,12 @@ pub struct Figures {
     pub rate_limited_per_s: Option<f64>,
     pub rate_limited_max_1s: Option<f64>,
     pub rate_limited_handler_max_1s: Option<f64>,
+    /// Phase 16: bulk enqueue and processing (jobs/s), plain and keyed (1,000
+    /// keys, one at a time each), in one sitting.
+    pub plain_bulk: Option<f64>,
+    pub plain_process: Option<f64>,
+    pub keyed_bulk: Option<f64>,
+    pub keyed_process: Option<f64>,
 }
 
 impl Figures {

@@ -397,6 +397,30 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             "-",
         ),
         (
+            "plain_bulk_jobs_per_s",
+            "bulk enqueue, plain, phase 16 (jobs/s)",
+            |f| f.plain_bulk,
+            "-",
+        ),
+        (
+            "keyed_bulk_jobs_per_s",
+            "  the same with concurrency keys, 1,000 keys (jobs/s)",
+            |f| f.keyed_bulk,
+            "-",
+        ),
+        (
+            "plain_process_jobs_per_s",
+            "processing, plain, phase 16 (jobs/s)",
+            |f| f.plain_process,
+            "-",
+        ),
+        (
+            "keyed_process_jobs_per_s",
+            "  the same, one at a time per key, 1,000 keys (jobs/s)",
+            |f| f.keyed_process,
+            "-",
+        ),
+        (
             "enqueue_replicated_plain_jobs_per_s",
             "enqueue one by one, master with a replica (jobs/s)",
             |f| f.enqueue_replicated_plain,

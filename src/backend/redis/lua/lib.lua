@@ -634,6 +634,9 @@ end
 --     (those without a body are dropped), returns how many;
 --   K.left(id, key): a holder left its place (or held none);
 --   K.hold(key, score, id): a job takes a place (enters the sorted set);
+--   K.demote(key, score, id): a holder goes back to wait;
+--   K.batch: when set (a send), K.hold and K.wait write at K.save, in a few
+--     commands for the whole call;
 --   K.per(key, n): sets the key's places;
 --   K.gone(ids, running): jobs that leave the queue (their holders' places are
 --     filled, their waiting members removed, their "<id>:k" fields deleted);
@@ -701,11 +704,27 @@ local function concurrency_keys(kz, kh, zset, now)
     entries[key] = e
     return e
   end
+  -- a send's writes, made at K.save when K.batch is set: holders to add to
+  -- the sorted set (id -> score), members to add to the keyed set, fields
+  local held, waits, fields = {}, {}, {}
   function K.wait(key, score, id)
     local d = digits(score)
-    redis.call("ZADD", KEYS[kz], 0, key .. "\0" .. d .. id)
-    redis.call("HSET", KEYS[2], id .. ":k", d .. key)
+    if K.batch then
+      waits[#waits + 1] = 0
+      waits[#waits + 1] = key .. "\0" .. d .. id
+      fields[#fields + 1] = id .. ":k"
+      fields[#fields + 1] = d .. key
+    else
+      redis.call("ZADD", KEYS[kz], 0, key .. "\0" .. d .. id)
+      redis.call("HSET", KEYS[2], id .. ":k", d .. key)
+    end
     changed[key] = true
+  end
+  -- a holder goes back to wait (its score `score`, a number)
+  function K.demote(key, score, id)
+    if held[id] then held[id] = nil else redis.call("ZREM", KEYS[zset], id) end
+    K.left(id, key)
+    K.wait(key, score, id)
   end
   function K.first(key)
     local m = redis.call("ZRANGE", KEYS[kz], "[" .. key .. "\0", "(" .. key .. "\1", "BYLEX", "LIMIT", 0, 1)[1]
@@ -752,8 +771,14 @@ local function concurrency_keys(kz, kh, zset, now)
   end
   function K.hold(key, score, id)
     local e = K.get(key)
-    redis.call("ZADD", KEYS[zset], score, id)
-    redis.call("HSET", KEYS[2], id .. ":k", digits(score) .. key)
+    if K.batch then
+      held[id] = score
+      fields[#fields + 1] = id .. ":k"
+      fields[#fields + 1] = digits(score) .. key
+    else
+      redis.call("ZADD", KEYS[zset], score, id)
+      redis.call("HSET", KEYS[2], id .. ":k", digits(score) .. key)
+    end
     e.holders[#e.holders + 1] = id
     e.scores[id] = tonumber(score)
     changed[key] = true
@@ -820,6 +845,17 @@ local function concurrency_keys(kz, kh, zset, now)
     return waited, promoted
   end
   function K.save()
+    if K.batch then
+      local z = {}
+      for id, score in pairs(held) do
+        z[#z + 1] = score
+        z[#z + 1] = id
+      end
+      many("ZADD", KEYS[zset], z)
+      many("ZADD", KEYS[kz], waits)
+      many("HSET", KEYS[2], fields)
+      held, waits, fields = {}, {}, {}
+    end
     local set = {}
     for key in pairs(changed) do
       local e = K.get(key)

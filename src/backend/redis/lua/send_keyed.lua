@@ -29,6 +29,7 @@ if refused then return refused end
 redis.call("HSET", KEYS[2], "redjob:keyed", "1")
 local n = (#ARGV - 4) / 5
 local K = concurrency_keys(3, 4, 1, now)
+K.batch = true
 -- the keys' holders, read before the jobs are written: under an ACL rule
 -- that refuses the reads, the send fails having written none of them
 for i = 1, n do K.get(ARGV[(i - 1) * 5 + 8]) end
@@ -66,9 +67,7 @@ for i = 1, n do
       end
     end
     if late then
-      redis.call("ZREM", KEYS[1], late)
-      K.left(late, key)
-      K.wait(key, late_s, late)
+      K.demote(key, late_s, late)
       K.hold(key, score, id)
     else
       K.wait(key, score, id)
