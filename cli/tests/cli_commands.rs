@@ -215,6 +215,7 @@ async fn pause_resume_purge_and_delete_a_queue_destructive_ones_asking_first() {
             token: d.token,
             delay: Duration::from_secs(3600),
             error: "429".into(),
+            key: false,
         }],
         ..Settle::default()
     };

@@ -335,6 +335,9 @@ pub struct Throttle {
     pub delay: Duration,
     /// What the handler said.
     pub error: String,
+    /// Only the job's concurrency key waits, not its queue (a job without a
+    /// key: its queue).
+    pub key: bool,
 }
 
 impl Settle {

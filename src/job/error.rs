@@ -44,6 +44,10 @@ pub enum Outcome {
     /// back after this long without counting the attempt, and its queue
     /// starts no job until then (see [`JobError::rate_limited`]).
     RateLimited(Duration),
+    /// A dependency throttles the job's concurrency key (say, one account's
+    /// API quota): as [`RateLimited`](Self::RateLimited), but only the jobs
+    /// of its key wait (see [`JobError::rate_limited_key`]).
+    KeyRateLimited(Duration),
 }
 
 impl JobError {
@@ -86,6 +90,28 @@ impl JobError {
     pub fn rate_limited(retry_after: Duration) -> Self {
         JobError {
             outcome: Outcome::RateLimited(retry_after),
+            error: format!("rate limited: retry after {retry_after:?}").into(),
+        }
+    }
+
+    /// A dependency throttles the job's concurrency key, not its whole queue
+    /// (one account's quota at an API that others share): as
+    /// [`rate_limited`](Self::rate_limited), but only the jobs of the job's
+    /// [concurrency key](crate::queue::Keyed) start no job until then, across
+    /// every worker; other keys run on. A job without a key throttles its
+    /// queue.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::JobError;
+    /// use redjob::job::Outcome;
+    ///
+    /// let e = JobError::rate_limited_key(Duration::from_secs(30));
+    /// assert_eq!(e.outcome(), Outcome::KeyRateLimited(Duration::from_secs(30)));
+    /// ```
+    pub fn rate_limited_key(retry_after: Duration) -> Self {
+        JobError {
+            outcome: Outcome::KeyRateLimited(retry_after),
             error: format!("rate limited: retry after {retry_after:?}").into(),
         }
     }

@@ -287,7 +287,8 @@ async fn run(
             (format!("timed out after {timeout:?}"), Wants::Retry)
         }
     };
-    if let Wants::RateLimited(asked) = wants {
+    if let Wants::RateLimited(asked) | Wants::KeyRateLimited(asked) = wants {
+        let key = matches!(wants, Wants::KeyRateLimited(_));
         // not a failed attempt: the job and its queue wait, capped
         report.failed = Some(AttemptOutcome::Throttled);
         let delay = asked.min(shared.max_throttle);
@@ -297,9 +298,12 @@ async fn run(
             tracing::warn!(%error, retry_in = ?delay, "throttled by a dependency: the job and its queue wait");
         }
         // this worker holds the queue before the slot frees; the backend holds
-        // it for every worker once settled
-        per_queue.hold.throttle(delay);
-        return Outcome::Throttle { delay, error };
+        // it for every worker once settled (a key's throttle: the backend
+        // holds the key's jobs back, which a worker leases none of)
+        if !key {
+            per_queue.hold.throttle(delay);
+        }
+        return Outcome::Throttle { delay, error, key };
     }
     let delay = match wants {
         Wants::Fatal => None,

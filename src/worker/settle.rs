@@ -53,6 +53,8 @@ pub(crate) enum Outcome {
     Throttle {
         delay: Duration,
         error: String,
+        /// Only the job's concurrency key is held.
+        key: bool,
     },
 }
 
@@ -410,11 +412,12 @@ impl<B: Backend> Settler<B> {
                     release: true,
                     error: None,
                 }),
-                Outcome::Throttle { delay, error } => s.throttles.push(Throttle {
+                Outcome::Throttle { delay, error, key } => s.throttles.push(Throttle {
                     id,
                     token,
                     delay: *delay,
                     error: error.clone(),
+                    key: *key,
                 }),
                 Outcome::Dead { error } => s.dead.push(DeadLetterEntry {
                     id,

@@ -35,6 +35,9 @@ struct Charge {
     /// Fails this many first attempts.
     #[serde(default)]
     fail: u32,
+    /// Its first run says its key is throttled for this long (ms).
+    #[serde(default)]
+    throttle_ms: u64,
 }
 
 /// What the handlers saw.
@@ -45,8 +48,11 @@ struct Seen {
     /// The most of one key at once, and in all.
     most_per_key: std::sync::atomic::AtomicUsize,
     most: std::sync::atomic::AtomicUsize,
-    /// (account, seq) in the order they started.
+    /// (account, seq) in the order they started, and when.
     order: Mutex<Vec<(String, u32)>>,
+    at: Mutex<Vec<tokio::time::Instant>>,
+    /// The jobs that threw their throttle already.
+    throttled: Mutex<std::collections::HashSet<(String, u32)>>,
 }
 
 impl Job for Charge {
@@ -65,12 +71,23 @@ impl Job for Charge {
                 .lock()
                 .unwrap()
                 .push((self.account.clone(), self.seq));
+            s.at.lock().unwrap().push(tokio::time::Instant::now());
         }
         tokio::time::sleep(Duration::from_millis(self.ms)).await;
         {
             let mut r = s.running.lock().unwrap();
             *r.0.get_mut(&self.account).unwrap() -= 1;
             r.1 -= 1;
+        }
+        if self.throttle_ms > 0
+            && s.throttled
+                .lock()
+                .unwrap()
+                .insert((self.account.clone(), self.seq))
+        {
+            return Err(JobError::rate_limited_key(Duration::from_millis(
+                self.throttle_ms,
+            )));
         }
         if ctx.attempt() <= self.fail {
             return Err(JobError::retry_after(
@@ -100,6 +117,7 @@ fn charge(account: &str, seq: u32, ms: u64) -> Charge {
         seq,
         ms,
         fail: 0,
+        throttle_ms: 0,
     }
 }
 
@@ -445,4 +463,57 @@ pub async fn operators_read_each_keys_places_running_and_blocked_jobs(env: &Env)
         "an empty key is refused"
     );
     assert!(b.keys("no-such-queue", None, 10).await.is_err());
+}
+
+pub async fn a_keys_throttle_holds_its_key_alone(env: &Env) {
+    create(env).await;
+    let b = env.client.backend();
+    let start = tokio::time::Instant::now();
+    let mut first = charge("t", 1, 10);
+    first.throttle_ms = 1500;
+    env.client.enqueue(&first).await.unwrap();
+    for seq in 2..4 {
+        env.client.enqueue(&charge("t", seq, 10)).await.unwrap();
+    }
+    for seq in 0..5 {
+        env.client.enqueue(&charge("u", seq, 10)).await.unwrap();
+    }
+    let seen = Arc::new(Seen::default());
+    let w = start_serving(worker(env, 4, &seen)).await;
+    // while t is throttled, u runs on (its queue is not held)
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            seen.order().iter().filter(|(a, _)| a == "u").count() == 5
+        })
+        .await,
+        "u ran"
+    );
+    let t = b.key_usage(QUEUE, "t").await.unwrap();
+    assert!(t.throttled_until_ms.is_some(), "{t:?}");
+    assert_eq!(t.blocked, 2, "{t:?}");
+    assert!(processed(env, 8, Duration::from_secs(15)).await, "all ran");
+    w.stop().await;
+    let order = seen.order();
+    let at = seen.at.lock().unwrap().clone();
+    let t_runs: Vec<(u32, Duration)> = order
+        .iter()
+        .zip(&at)
+        .filter(|((a, _), _)| a == "t")
+        .map(|((_, s), at)| (*s, *at - start))
+        .collect();
+    // the throttled job first when its throttle ends, then the key's others
+    let seqs: Vec<u32> = t_runs.iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, vec![1, 1, 2, 3], "{t_runs:?}");
+    assert!(t_runs[1].1 >= Duration::from_millis(1450), "{t_runs:?}");
+    let last_u = order
+        .iter()
+        .zip(&at)
+        .filter(|((a, _), _)| a == "u")
+        .map(|(_, at)| *at - start)
+        .max()
+        .unwrap();
+    assert!(last_u < Duration::from_millis(1400), "u waited: {last_u:?}");
+    // the throttle counted no attempt
+    let stats = env.client.stats(QUEUE).await.unwrap();
+    assert_eq!((stats.processed, stats.retried, stats.failed), (8, 0, 0));
 }

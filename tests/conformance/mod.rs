@@ -390,7 +390,8 @@ macro_rules! conformance_suite {
             deletes_cancels_dead_letters_and_purges_free_a_keys_place,
             a_periodic_job_with_a_key_is_refused_at_build,
             a_running_job_deleted_or_cancelled_keeps_its_place_until_its_lease_ends,
-            operators_read_each_keys_places_running_and_blocked_jobs);
+            operators_read_each_keys_places_running_and_blocked_jobs,
+            a_keys_throttle_holds_its_key_alone);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

@@ -118,6 +118,7 @@ async fn throttle_once(env: &Env, ms: u64, limit: u32) -> u32 {
             token: d.token,
             delay: Duration::from_millis(ms),
             error: "429".into(),
+            key: false,
         }],
         throttle_limit: limit,
         ..Settle::default()

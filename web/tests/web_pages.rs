@@ -764,3 +764,23 @@ async fn the_overview_filters_sorts_and_pages() {
         page.body
     );
 }
+
+#[tokio::test]
+async fn the_queue_page_shows_its_concurrency_keys_and_blocked_jobs_escaped() {
+    use redjob::queue::Keyed;
+    let (_server, client) = setup().await;
+    let q = client.backend();
+    let msgs: Vec<SendMessage> = (0..3)
+        .map(|i| SendMessage::new(envelope("A", 20 + i)).keyed(Keyed::new(XSS)))
+        .collect();
+    q.send("mail", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    let app = redjob_web::router(client.clone());
+    let page = get(&app, "/queues/mail").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("Concurrency keys"), "{}", page.body);
+    assert!(page.body.contains("blocked by keys"), "{}", page.body);
+    assert!(!page.body.contains(XSS), "the key is escaped");
+    assert!(page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+}

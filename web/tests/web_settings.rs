@@ -436,6 +436,7 @@ async fn a_throttle_is_shown_and_ended_from_the_queue_page() {
             token: d.token,
             delay: Duration::from_secs(3600),
             error: "429".into(),
+            key: false,
         }],
         ..Settle::default()
     };

@@ -16,6 +16,9 @@ pub(super) struct KeyEntry {
     /// their handlers stop at their next lease renewal, so they keep their
     /// places until then.
     pub ghosts: Vec<(JobId, u64)>,
+    /// A handler throttled the key until then (Unix ms; 0: never): none of
+    /// its jobs takes a place before.
+    pub until_ms: u64,
 }
 
 impl KeyEntry {
@@ -57,7 +60,7 @@ impl MemQueue {
         let m = self.msgs.get_mut(&id).expect("inserted");
         m.key = Some(key.to_string());
         let e = self.keys.get_mut(key).expect("entry");
-        if e.taken() < per as usize {
+        if e.until_ms <= self.now && e.taken() < per as usize {
             e.holders.push(id);
         } else {
             m.waiting = true;
@@ -91,6 +94,7 @@ impl MemQueue {
     fn fill(&mut self, key: &str) -> usize {
         let mut n = 0;
         while let Some(e) = self.keys.get(key)
+            && e.until_ms <= self.now
             && e.taken() < e.per as usize
             && let Some(w) = self.keyed.get_mut(key)
             && let Some((score, id)) = w.pop_first()
@@ -131,6 +135,7 @@ impl MemQueue {
     /// purge does: a running keyed job keeps its key's place until its lease
     /// ends (see [`expire_ghosts`](Self::expire_ghosts)), as on Redis.
     pub fn remove_at(&mut self, id: &JobId, now: u64) -> Option<Msg> {
+        self.now = self.now.max(now);
         let ghost = self.msgs.get(id).and_then(|m| {
             let key = m.key.as_ref()?;
             let end = m.score / 1000;
@@ -146,6 +151,7 @@ impl MemQueue {
     /// Frees the places of deleted running jobs whose leases ended by `now`
     /// (ms), for their keys' next jobs.
     pub fn expire_ghosts(&mut self, now: u64) {
+        self.now = self.now.max(now);
         if self.ghosts == 0 {
             return;
         }
@@ -177,12 +183,39 @@ impl MemQueue {
             return 0;
         };
         let (key, score) = (key.clone(), *score);
+        if self.keys.get(&key).is_some_and(|e| e.until_ms > self.now) {
+            return 0;
+        }
         let first = self.keyed.get(&key).and_then(|w| w.first()).copied();
         if first.is_none_or(|(s, _)| s >= score) {
             return 0;
         }
         self.demote(id);
         self.fill(&key)
+    }
+
+    /// A handler throttled `id`'s concurrency key until `until` (ms): none of
+    /// its jobs takes a place before, and its holders that do not run (but
+    /// `id`) wait again. False when `id` has no key (its queue is held then).
+    pub fn key_throttle(&mut self, id: JobId, until: u64) -> bool {
+        let Some(key) = self.msgs.get(&id).and_then(|m| m.key.clone()) else {
+            return false;
+        };
+        let Some(e) = self.keys.get_mut(&key) else {
+            return false;
+        };
+        e.until_ms = e.until_ms.max(until);
+        let others: Vec<JobId> = e
+            .holders
+            .iter()
+            .filter(|h| **h != id)
+            .filter(|h| self.msgs.get(h).is_some_and(|m| !is_lease(m.score)))
+            .copied()
+            .collect();
+        for h in others {
+            self.demote(h);
+        }
+        true
     }
 
     /// What `key` holds at `now` (ms).
@@ -194,6 +227,7 @@ impl MemQueue {
         };
         if let Some(e) = self.keys.get(key) {
             u.per_key = e.per;
+            u.throttled_until_ms = (e.until_ms > now).then_some(e.until_ms);
             u.running = e.ghosts.iter().filter(|(_, end)| *end >= now).count() as u64;
             for h in &e.holders {
                 match self.msgs.get(h) {

@@ -246,6 +246,7 @@ impl Backend for MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(Settled::default());
         };
+        q.now = q.now.max(now);
         // every fence is checked before anything changes, as the script does
         let gone: Vec<JobId> = batch
             .acks
@@ -365,7 +366,11 @@ impl Backend for MemoryBackend {
                 due.saturating_mul(1000).saturating_add(u64::from(count)),
             );
             q.leased.remove(&t.id);
-            q.throttled_until = q.throttled_until.max(due);
+            // a key's throttle holds the job's key alone (a job without one:
+            // its queue)
+            if !(t.key && q.key_throttle(t.id, due)) {
+                q.throttled_until = q.throttled_until.max(due);
+            }
             retried += u64::from(counted);
         }
         // a keyed job back for a retry gives its place to its key's first

@@ -98,6 +98,9 @@ pub(super) struct MemQueue {
     pub promoted: bool,
     /// Running keyed jobs deleted whose leases have not ended (see keys.rs).
     pub ghosts: usize,
+    /// The time of the queue's latest send, fetch, settle or removal (Unix
+    /// ms): what a key's throttle is compared with.
+    pub now: u64,
 }
 
 impl MemQueue {
@@ -134,6 +137,7 @@ impl MemQueue {
             keys: HashMap::new(),
             promoted: false,
             ghosts: 0,
+            now: 0,
         }
     }
 

@@ -560,7 +560,7 @@ async fn read_keys(rsmq: &Rsmq, queue: &str, args: &[&str]) -> Result<KeyPage> {
     parse_keys(queue, &v)
 }
 
-/// keys.lua's reply: the next cursor, then five values per key.
+/// keys.lua's reply: the next cursor, then six values per key.
 fn parse_keys(queue: &str, v: &redis::Value) -> Result<KeyPage> {
     let redis::Value::Array(items) = v else {
         return Err(Error::Protocol(format!("keys reply {v:?}")));
@@ -583,8 +583,8 @@ fn parse_keys(queue: &str, v: &redis::Value) -> Result<KeyPage> {
         .transpose()?
         .filter(|s| !s.is_empty());
     let mut keys = Vec::new();
-    for row in items[1..].chunks(5) {
-        let [key, per, running, holding, blocked] = row else {
+    for row in items[1..].chunks(6) {
+        let [key, per, running, holding, blocked, until] = row else {
             return Err(Error::Protocol(format!("keys reply row {row:?}")));
         };
         keys.push(KeyUsage {
@@ -593,6 +593,7 @@ fn parse_keys(queue: &str, v: &redis::Value) -> Result<KeyPage> {
             running: int(running)?,
             holding: int(holding)?,
             blocked: int(blocked)?,
+            throttled_until_ms: Some(int(until)?).filter(|t| *t > 0),
         });
     }
     Ok(KeyPage { keys, next })

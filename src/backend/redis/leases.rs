@@ -416,7 +416,9 @@ impl Backend for RedisBackend {
                 }
                 // a throttle: "t<limit>", the delivery given back unless the
                 // job was throttled that many times in a row (complete.lua)
+                // ("k<limit>" for a key's throttle)
                 let throttle = format!("t{}", part.throttles_allowed());
+                let key_throttle = format!("k{}", part.throttles_allowed());
                 for t in &part.throttles {
                     let error = bound_error(&t.error);
                     cmd.arg(t.id)
@@ -428,7 +430,7 @@ impl Backend for RedisBackend {
                                 .saturating_sub(1)
                                 .min(crate::contract::leases::MAX_COUNT),
                         )
-                        .arg(&throttle)
+                        .arg(if t.key { &key_throttle } else { &throttle })
                         .arg(&error)
                         .arg(
                             Attempt::throttled(

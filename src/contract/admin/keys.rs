@@ -35,6 +35,10 @@ pub struct KeyUsage {
     pub holding: u64,
     /// Its jobs waiting for a place.
     pub blocked: u64,
+    /// Until when a handler throttled the key (Unix ms; see
+    /// [`JobError::rate_limited_key`](crate::JobError::rate_limited_key)):
+    /// none of its jobs takes a place before. `None` when not throttled.
+    pub throttled_until_ms: Option<u64>,
 }
 
 /// A page of a queue's concurrency keys, in no particular order.

@@ -57,6 +57,7 @@ pub(crate) async fn page(
     let settings = client.settings(&queue).await?;
     let usage = client.limit_usage(&queue).await?;
     let times = client.run_times(&queue).await?;
+    let keys = client.keys(&queue, None, KEYS_SHOWN).await?;
     let (state, key, _) = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None => TABS[0],
         Some(wanted) => TABS
@@ -148,6 +149,9 @@ pub(crate) async fn page(
                 p.muted { "Each figure is the upper bound of its bucket (1-2-5 steps from 1 ms to 1,000 s)." }
             }
         }
+        @if !keys.keys.is_empty() {
+            (keys_section(&keys))
+        }
         (settings_form(&ctx, &qpath, &settings, &usage))
         nav.tabs aria-label="Jobs by state" {
             @for (s, k, label) in TABS {
@@ -183,6 +187,41 @@ pub(crate) async fn page(
         }
     };
     Ok(render(&ctx, &queue, Nav::Queues, body))
+}
+
+/// How many of a queue's concurrency keys its page shows.
+const KEYS_SHOWN: usize = 20;
+
+/// The queue's concurrency keys (a first page of them): each key's places,
+/// running, holding and blocked jobs.
+fn keys_section(page: &redjob::ops::KeyPage) -> Markup {
+    html! {
+        section #keys {
+            h2 { "Concurrency keys" }
+            table {
+                thead {
+                    tr {
+                        th { "Key" } th.num { "Per key" } th.num { "Running" } th.num { "Holding" }
+                        th.num { "Blocked" }
+                    }
+                }
+                tbody {
+                    @for k in &page.keys {
+                        tr {
+                            td { code { (k.key) } }
+                            td.num { (k.per_key) }
+                            td.num { (num(k.running)) }
+                            td.num { (num(k.holding)) }
+                            td.num { (num(k.blocked)) }
+                        }
+                    }
+                }
+            }
+            @if page.next.is_some() {
+                p.muted { "The first " (page.keys.len()) " keys: " code { "redjob queue keys <queue>" } " lists them all." }
+            }
+        }
+    }
 }
 
 /// The queue's settings in force for every worker, stored with the queue or

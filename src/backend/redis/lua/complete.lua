@@ -44,7 +44,8 @@
 -- ARGV[10]  the number of job types K the run times below name, then the K
 --          type names (ARGV[11 .. 10 + K])
 -- then A x (id, token, start ms or "", end ms or ""), R x (id, token, delay ms, delivery count to keep,
---      "r" for a retry, "l" for a release or "t<limit>" for a throttle, error or "", attempt record or
+--      "r" for a retry, "l" for a release, "t<limit>" for a throttle or "k<limit>" for a throttle of
+--      the job's concurrency key alone, error or "", attempt record or
 --      ""), D x (id, token, error, attempt record), then one run-time code
 --      per entry in that order: 32 x (type's index among the K, from 1) +
 --      the bucket of its run time (see RUN_TIME_BUCKETS_MS in stats.rs), or
@@ -88,14 +89,19 @@ local errs, recs = {}, {}
 -- throttles ("t<limit>"): the limit of uncounted throttles in a row, and
 -- their delays (ms), by entry
 local throttled, delays = {}, {}
+-- throttles of a job's concurrency key alone ("k<limit>"): its key waits, not
+-- its queue (a job without a key: its queue)
+local keyscope = {}
 for _ = 1, nr do
   ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = ARGV[i + 4]
   arg[#ids] = string.format("%d.%03d", now + tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
   if ARGV[i + 5] ~= "" then errs[#ids] = ARGV[i + 5] end
   if ARGV[i + 6] ~= "" then recs[#ids] = ARGV[i + 6] end
-  if string.sub(ARGV[i + 4], 1, 1) == "t" then
+  local c1 = string.sub(ARGV[i + 4], 1, 1)
+  if c1 == "t" or c1 == "k" then
     throttled[#ids] = tonumber(string.sub(ARGV[i + 4], 2)) or 20
     delays[#ids] = tonumber(ARGV[i + 2])
+    if c1 == "k" then keyscope[#ids] = true end
   end
   i = i + 7
 end
@@ -189,8 +195,10 @@ local acked, retried, released = 0, 0, 0
 local logged, logs = {}, {}
 -- leases settled, by lease end (ms): most of a call's share one
 local ends = {}
--- until when a throttle that passed holds the queue (ms; 0: none)
+-- until when a throttle that passed holds the queue (ms; 0: none); the key
+-- throttles that passed, id -> until when
 local throttle_until = 0
+local key_throttles, any_key_throttle = {}, false
 for k, id in ipairs(ids) do
   local tk = tonumber(tokens[k])
   if scores[k] and tonumber(scores[k]) == tk then
@@ -229,7 +237,10 @@ for k, id in ipairs(ids) do
         errfields[#errfields + 1] = errs[k]
       end
       if recs[k] then logged[#logged + 1] = k end
-      if throttled[k] then
+      if throttled[k] and keyscope[k] then
+        key_throttles[id] = now + delays[k]
+        any_key_throttle = true
+      elseif throttled[k] then
         throttle_until = math.max(throttle_until, now + delays[k])
       end
       if kd == "r" then
@@ -389,18 +400,27 @@ if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
     for j = 2, #z, 2 do kf[#kf + 1] = z[j] .. ":k" end
     local at = many("HMGET", KEYS[2], kf)
     for j, v in ipairs(at) do
-      if v then promoted = promoted + K.yield(string.sub(v, 20), z[2 * j - 1], z[2 * j]) end
+      local id = z[2 * j]
+      if v and key_throttles[id] then
+        -- the key waits until then; the job keeps its place
+        K.throttle(string.sub(v, 20), key_throttles[id], id)
+        key_throttles[id] = nil
+      elseif v then
+        promoted = promoted + K.yield(string.sub(v, 20), z[2 * j - 1], id)
+      end
     end
   end
   K.save()
 end
+-- a key's throttle of a job without a key holds its queue
+for _, t in pairs(key_throttles) do throttle_until = math.max(throttle_until, t) end
 lease_counts().changes(7, ends, now)
 -- a throttle holds the queue (hash field "redjob:throttled", until when, ms:
 -- fetch.lua leases nothing before), apart from a pause; "redjob:throttles"
 -- says that a job may have records at delivery 1 (see earlier above)
-if throttle_until > 0 then
+if throttle_until > 0 or any_key_throttle then
   local t = {}
-  if throttle_until > (tonumber(attrs[12]) or 0) then
+  if throttle_until > 0 and throttle_until > (tonumber(attrs[12]) or 0) then
     t[#t + 1] = "redjob:throttled"
     t[#t + 1] = string.format("%.0f", throttle_until)
   end

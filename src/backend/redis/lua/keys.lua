@@ -9,7 +9,8 @@
 --          ("0" for the first page), ARGV[3] about how many keys
 -- Returns {-1} when the queue does not exist, else {the next page's cursor
 --         ("" when done, or for one key), then per key: key, per key (0: not
---         known), running, holding (a place, not running), blocked}
+--         known), running, holding (a place, not running), blocked, until when
+--         a handler throttled it (ms; 0: not throttled)}
 if redis.call("EXISTS", KEYS[2]) == 0 then return {-1} end
 local now = clock()
 local out = {""}
@@ -23,7 +24,7 @@ local function blocked(key)
   return rb - redis.call("ZRANK", KEYS[3], a)
 end
 local function add(key, v)
-  local per, running, holding = 0, 0, 0
+  local per, running, holding, held = 0, 0, 0, 0
   if v then
     local ids = {}
     for w in string.gmatch(v, "%S+") do ids[#ids + 1] = w end
@@ -31,7 +32,10 @@ local function add(key, v)
     local live = {}
     for _, w in ipairs(ids) do
       local ends = tonumber(string.match(w, "~(%d+)$"))
-      if not ends then
+      local until_ms = tonumber(string.match(w, "^@(%d+)$"))
+      if until_ms then
+        if until_ms > now then held = until_ms end
+      elseif not ends then
         live[#live + 1] = w
       elseif ends >= now then
         running = running + 1
@@ -55,6 +59,7 @@ local function add(key, v)
   out[#out + 1] = running
   out[#out + 1] = holding
   out[#out + 1] = blocked(key)
+  out[#out + 1] = held
 end
 if ARGV[1] == "key" then
   add(ARGV[2], redis.call("HGET", KEYS[4], ARGV[2]))

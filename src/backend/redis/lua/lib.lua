@@ -620,7 +620,8 @@ end
 -- ..." (the holders) for each key with holders or waiting jobs (a holder
 -- "<id>~<ms>" is a running job deleted or cancelled: its handler stops at its
 -- next lease renewal, so it keeps its place until its lease ends at <ms>,
--- `now` the call's clock); a keyed job's
+-- `now` the call's clock; a word "@<ms>" says that a handler throttled the
+-- key until then: none of its jobs takes a place before); a keyed job's
 -- hash field "<id>:k" is "<19 digits><key>", the digits its member's while it
 -- waits. The hash field "redjob:keyed" says that the queue had keyed jobs.
 -- (ZRANGE BYLEX rather than ZRANGEBYLEX: the worker ACL rule grants ZRANGE.)
@@ -646,6 +647,9 @@ end
 --   K.yield(key, score, id): a holder that goes back to wait for a retry (or
 --     a release) at `score` gives its place to the key's first waiting job
 --     when that one is due before it; returns how many were promoted;
+--   K.throttle(key, until_ms, id): a handler throttled the key: none of its
+--     jobs takes a place until then, and its holders that do not run (but
+--     `id`, the throttled one) wait again;
 --   K.save(): writes the entries changed.
 local function concurrency_keys(kz, kh, zset, now)
   local K, entries, changed = {}, {}, {}
@@ -669,7 +673,15 @@ local function concurrency_keys(kz, kh, zset, now)
       local live = {}
       for _, w in ipairs(ids) do
         local ends = tonumber(string.match(w, "~(%d+)$"))
-        if not ends then
+        local held = tonumber(string.match(w, "^@(%d+)$"))
+        if held then
+          if held > now then
+            e.until_ms = held
+          else
+            changed[key] = true
+            e.freed = true
+          end
+        elseif not ends then
           live[#live + 1] = w
         elseif ends >= now then
           e.holders[#e.holders + 1] = w
@@ -734,6 +746,7 @@ local function concurrency_keys(kz, kh, zset, now)
   function K.fill(key)
     local e = K.get(key)
     local n = 0
+    if (e.until_ms or 0) > now then return 0 end
     -- two rounds at most: orphans (no body) are dropped, and the rest waits
     -- for the key's next event or the fetches' sweep
     for _ = 1, 2 do
@@ -791,6 +804,19 @@ local function concurrency_keys(kz, kh, zset, now)
       changed[key] = true
     end
   end
+  function K.throttle(key, until_ms, id)
+    local e = K.get(key)
+    e.until_ms = math.max(e.until_ms or 0, until_ms)
+    -- its holders that do not run wait again (the throttled job keeps its
+    -- place: it is due when the throttle ends)
+    local others = {}
+    for _, h in ipairs(e.holders) do
+      local hs = e.scores[h]
+      if h ~= id and hs and not select(2, score_count(hs)) then others[#others + 1] = h end
+    end
+    for _, h in ipairs(others) do K.demote(key, e.scores[h], h) end
+    changed[key] = true
+  end
   function K.left(id, key)
     local e = K.get(key)
     for j, h in ipairs(e.holders) do
@@ -803,6 +829,7 @@ local function concurrency_keys(kz, kh, zset, now)
     end
   end
   function K.yield(key, score, id)
+    if (K.get(key).until_ms or 0) > now then return 0 end
     local m, d = K.first(key)
     if not m or d >= digits(score) then return 0 end
     redis.call("ZREM", KEYS[zset], id)
@@ -863,7 +890,9 @@ local function concurrency_keys(kz, kh, zset, now)
         redis.call("HDEL", KEYS[kh], key)
       else
         set[#set + 1] = key
-        set[#set + 1] = e.per .. (#e.holders > 0 and " " .. table.concat(e.holders, " ") or "")
+        local v = e.per .. (#e.holders > 0 and " " .. table.concat(e.holders, " ") or "")
+        if (e.until_ms or 0) > now then v = v .. string.format(" @%.0f", e.until_ms) end
+        set[#set + 1] = v
       end
     end
     if #set > 0 then many("HSET", KEYS[kh], set) end

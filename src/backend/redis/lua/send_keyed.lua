@@ -52,7 +52,10 @@ for i = 1, n do
     e.freed = false
     K.fill(key)
   end
-  if #e.holders < e.per then
+  if (e.until_ms or 0) > now then
+    -- a handler throttled the key: the job waits
+    K.wait(key, score, id)
+  elseif #e.holders < e.per then
     K.hold(key, score, id)
   else
     -- the latest due of the holders that do not run (not leased, nor received
