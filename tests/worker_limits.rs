@@ -3,6 +3,9 @@
 //! (its places free when its leases end), and a rate limit held by three
 //! processes in every sliding window.
 //!
+//! Concurrency keys across three processes, one SIGKILLed with jobs in hand:
+//! never two jobs of a key at once.
+//!
 //! The worker processes are this test binary again, running the ignored test
 //! `limits_worker_process` with the Redis URL and a log file in their
 //! environment; they log each run's start and end by the system clock, which
@@ -30,7 +33,25 @@ struct Logged {
     ms: u64,
 }
 
-/// Where a worker process logs its runs: `S|E pid unix_ms`.
+/// One at a time per `key`, each run `ms` long.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "limits_keyed", queue = "limited", concurrency_key = "key")]
+struct Keyed {
+    key: u32,
+    ms: u64,
+}
+
+impl Job for Keyed {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let log = ctx.data::<Log>()?;
+        log.keyed('S', self.key);
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        log.keyed('E', self.key);
+        Ok(())
+    }
+}
+
+/// Where a worker process logs its runs: `S|E pid unix_ms [key]`.
 struct Log(std::fs::File);
 
 fn now_ms() -> u64 {
@@ -41,6 +62,11 @@ fn now_ms() -> u64 {
 }
 
 impl Log {
+    fn keyed(&self, tag: char, key: u32) {
+        let line = format!("{tag} {} {} {key}\n", std::process::id(), now_ms());
+        let _ = (&self.0).write_all(line.as_bytes());
+    }
+
     fn line(&self, tag: char) {
         let line = format!("{tag} {} {}\n", std::process::id(), now_ms());
         // one write of a short line to an O_APPEND file: whole or not at all
@@ -84,6 +110,7 @@ fn limits_worker_process() {
         let client = Client::connect(&url).await.unwrap();
         Worker::builder(client.backend())
             .register::<Logged>()
+            .register::<Keyed>()
             .concurrency(10)
             .lease(Duration::from_secs(2))
             .grace_period(Duration::from_secs(1))
@@ -326,6 +353,85 @@ fn a_rate_limit_holds_across_processes_in_every_sliding_window() {
         "the limit was reached and never exceeded in any window"
     );
     assert!(starts[99] - starts[0] >= 9 * period.as_millis() as u64 - 100);
+    drop(procs);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each key's runs over every log: start, and end (a run a SIGKILL cut short
+/// ends at `killed_at`, when its process died).
+fn keyed_runs(procs: &[Proc], killed_at: u64) -> std::collections::HashMap<u32, Vec<(u64, u64)>> {
+    let mut out: std::collections::HashMap<u32, Vec<(u64, u64)>> = Default::default();
+    for p in procs {
+        let text = std::fs::read_to_string(&p.log).unwrap_or_default();
+        let mut open: std::collections::HashMap<u32, u64> = Default::default();
+        for l in text.lines() {
+            let f: Vec<&str> = l.split(' ').collect();
+            let (Some(tag), Some(at), Some(key)) = (
+                f.first(),
+                f.get(2).and_then(|t| t.parse::<u64>().ok()),
+                f.get(3).and_then(|k| k.parse::<u32>().ok()),
+            ) else {
+                continue;
+            };
+            if *tag == "S" {
+                open.insert(key, at);
+            } else if let Some(start) = open.remove(&key) {
+                out.entry(key).or_default().push((start, at));
+            }
+        }
+        for (key, start) in open {
+            out.entry(key)
+                .or_default()
+                .push((start, killed_at.max(start)));
+        }
+    }
+    out
+}
+
+#[test]
+fn one_job_per_key_across_processes_and_a_killed_ones_keys_run_again_after_its_leases() {
+    let (server, client, rt, dir) = setup("limits-keyed", QueueSettings::default());
+    let url = server.url();
+    // 30 keys of 4 jobs of 100 ms each
+    let jobs: Vec<Keyed> = (0..120)
+        .map(|i| Keyed {
+            key: i % 30,
+            ms: 100,
+        })
+        .collect();
+    rt.block_on(client.enqueue_batch(&jobs)).unwrap();
+    let mut procs: Vec<Proc> = (0..3).map(|n| spawn_worker(&url, &dir, n)).collect();
+    // once some ran, one process dies with jobs in hand: its keys' places
+    // stay taken until its leases (2 s) end, then those jobs run again
+    assert!(wait_until(Duration::from_secs(30), || processed(
+        &rt, &client
+    ) >= 20));
+    let victim = procs
+        .iter()
+        .position(|p| !runs(p).is_empty())
+        .expect("a process ran jobs");
+    procs[victim].child.kill().unwrap();
+    procs[victim].child.wait().unwrap();
+    let killed_at = now_ms();
+    assert!(
+        wait_until(Duration::from_secs(60), || processed(&rt, &client) >= 120),
+        "every job ran: {}",
+        processed(&rt, &client)
+    );
+    let by_key = keyed_runs(&procs, killed_at);
+    assert_eq!(by_key.len(), 30);
+    for (key, runs) in &by_key {
+        let runs: Vec<(u64, Option<u64>)> = runs.iter().map(|(s, e)| (*s, Some(*e))).collect();
+        assert_eq!(
+            most_at_once(&runs, killed_at),
+            1,
+            "key {key} ran two at once: {runs:?}"
+        );
+    }
+    assert!(
+        procs.iter().filter(|p| !runs(p).is_empty()).count() >= 2,
+        "the processes shared the work"
+    );
     drop(procs);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -432,6 +432,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                             "running": k.running,
                             "holding": k.holding,
                             "blocked": k.blocked,
+                            "throttled_until_ms": k.throttled_until_ms,
                         })
                     })
                     .collect();
@@ -450,10 +451,21 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                             k.running.to_string(),
                             k.holding.to_string(),
                             k.blocked.to_string(),
+                            k.throttled_until_ms.map_or("-".into(), show::when),
                         ]
                     })
                     .collect();
-                show::table(&["KEY", "PER KEY", "RUNNING", "HOLDING", "BLOCKED"], &rows);
+                show::table(
+                    &[
+                        "KEY",
+                        "PER KEY",
+                        "RUNNING",
+                        "HOLDING",
+                        "BLOCKED",
+                        "THROTTLED UNTIL",
+                    ],
+                    &rows,
+                );
                 if let Some(next) = &page.next {
                     println!("more: --after {next}");
                 }

@@ -1442,7 +1442,8 @@ async fn queue_keys_shows_each_keys_running_holding_and_blocked_jobs() {
     let v = cli(&url, &["queue", "keys", "mail", "--json"]).await.json();
     assert_eq!(
         v["keys"],
-        json!([{"key": "acct:7", "per_key": 1, "running": 0, "holding": 1, "blocked": 2}])
+        json!([{"key": "acct:7", "per_key": 1, "running": 0, "holding": 1, "blocked": 2,
+            "throttled_until_ms": null}])
     );
     assert_eq!(v["next"], Value::Null);
     let one = cli(&url, &["queue", "keys", "mail", "--key", "acct:7"])
