@@ -517,3 +517,64 @@ pub async fn a_keys_throttle_holds_its_key_alone(env: &Env) {
     let stats = env.client.stats(QUEUE).await.unwrap();
     assert_eq!((stats.processed, stats.retried, stats.failed), (8, 0, 0));
 }
+
+pub async fn throttled_jobs_keep_their_keys_places_and_a_send_waits_out_the_throttle(env: &Env) {
+    create(env).await;
+    let b = env.client.backend();
+    let two = EnqueueOptions::new().per_key(2);
+    for seq in 0..3 {
+        env.client
+            .enqueue_with(&charge("d", seq, 10), two.clone())
+            .await
+            .unwrap();
+    }
+    // both holders run and are throttled in one settle: both keep their places
+    let lease = Duration::from_secs(30);
+    let f = b.fetch(QUEUE, 10, lease).await.unwrap();
+    assert_eq!(f.jobs.len(), 2);
+    let throttle = Settle {
+        throttles: f
+            .jobs
+            .iter()
+            .map(|j| redjob::backend::Throttle {
+                id: j.id,
+                token: j.token,
+                delay: Duration::from_secs(1),
+                error: "429".into(),
+                key: true,
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    b.settle(QUEUE, &throttle).await.unwrap();
+    let d = b.key_usage(QUEUE, "d").await.unwrap();
+    assert_eq!((d.holding, d.blocked), (2, 1), "{d:?}");
+    assert!(d.throttled_until_ms.is_some());
+    // a job sent during the throttle waits; the throttled ones keep their places
+    env.client
+        .enqueue_with(&charge("d", 9, 10), two)
+        .await
+        .unwrap();
+    let d = b.key_usage(QUEUE, "d").await.unwrap();
+    assert_eq!((d.holding, d.blocked), (2, 2), "{d:?}");
+    assert!(b.fetch(QUEUE, 10, lease).await.unwrap().jobs.is_empty());
+    // once it ends, the throttled jobs run first
+    let mut got = Vec::new();
+    let start = tokio::time::Instant::now();
+    while got.len() < 2 {
+        got.extend(
+            b.fetch(QUEUE, 10, lease)
+                .await
+                .unwrap()
+                .jobs
+                .into_iter()
+                .map(|j| j.id),
+        );
+        assert!(start.elapsed() < Duration::from_secs(5), "{got:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut throttled: Vec<JobId> = f.jobs.iter().map(|j| j.id).collect();
+    throttled.sort();
+    got.sort();
+    assert_eq!(got, throttled);
+}

@@ -36,9 +36,29 @@ impl MemQueue {
         let e = self.keys.entry(key.to_string()).or_default();
         let more = per > e.per && e.per > 0;
         e.per = per;
-        // places added: the key's waiting jobs, due before this one, take them
-        if more {
+        let throttled = e.until_ms > self.now;
+        // places added, or freed by a throttle's end: the key's waiting
+        // jobs, due before this one, take them
+        let ended = e.until_ms != 0 && !throttled;
+        if ended {
+            e.until_ms = 0;
+            self.held_keys -= 1;
+        }
+        if more || ended {
             self.fill(key);
+        }
+        if throttled {
+            // a handler throttled the key: the job waits
+            self.insert(id, body, score, 0);
+            let m = self.msgs.get_mut(&id).expect("inserted");
+            m.key = Some(key.to_string());
+            m.waiting = true;
+            self.index.remove(&(score, id));
+            self.keyed
+                .entry(key.to_string())
+                .or_default()
+                .insert((score, id));
+            return;
         }
         let msgs = &self.msgs;
         let e = self.keys.entry(key.to_string()).or_default();
@@ -110,8 +130,12 @@ impl MemQueue {
                 n += 1;
             }
         }
-        if self.keys.get(key).is_some_and(|e| e.taken() == 0) && !self.keyed.contains_key(key) {
-            self.keys.remove(key);
+        if self.keys.get(key).is_some_and(|e| e.taken() == 0)
+            && !self.keyed.contains_key(key)
+            && let Some(e) = self.keys.remove(key)
+            && e.until_ms != 0
+        {
+            self.held_keys -= 1;
         }
         n
     }
@@ -149,18 +173,25 @@ impl MemQueue {
     }
 
     /// Frees the places of deleted running jobs whose leases ended by `now`
-    /// (ms), for their keys' next jobs.
+    /// (ms), and of keys whose throttles ended, for their keys' next jobs.
     pub fn expire_ghosts(&mut self, now: u64) {
         self.now = self.now.max(now);
-        if self.ghosts == 0 {
+        if self.ghosts == 0 && self.held_keys == 0 {
             return;
         }
         let mut freed = Vec::new();
         for (key, e) in &mut self.keys {
             let before = e.ghosts.len();
             e.ghosts.retain(|(_, end)| *end >= now);
-            if e.ghosts.len() < before {
-                self.ghosts -= before - e.ghosts.len();
+            let mut ended = e.ghosts.len() < before;
+            self.ghosts -= before - e.ghosts.len();
+            // a key's throttle ended: its waiting jobs take the free places
+            if e.until_ms != 0 && e.until_ms <= now {
+                e.until_ms = 0;
+                self.held_keys -= 1;
+                ended = true;
+            }
+            if ended {
                 freed.push(key.clone());
             }
         }
@@ -196,19 +227,28 @@ impl MemQueue {
 
     /// A handler throttled `id`'s concurrency key until `until` (ms): none of
     /// its jobs takes a place before, and its holders that do not run (but
-    /// `id`) wait again. False when `id` has no key (its queue is held then).
-    pub fn key_throttle(&mut self, id: JobId, until: u64) -> bool {
+    /// those in `spare`, the settle's throttled ones) wait again. False when
+    /// `id` has no key (its queue is held then).
+    pub fn key_throttle(
+        &mut self,
+        id: JobId,
+        until: u64,
+        spare: &std::collections::HashSet<JobId>,
+    ) -> bool {
         let Some(key) = self.msgs.get(&id).and_then(|m| m.key.clone()) else {
             return false;
         };
         let Some(e) = self.keys.get_mut(&key) else {
             return false;
         };
+        if e.until_ms == 0 {
+            self.held_keys += 1;
+        }
         e.until_ms = e.until_ms.max(until);
         let others: Vec<JobId> = e
             .holders
             .iter()
-            .filter(|h| **h != id)
+            .filter(|h| !spare.contains(h))
             .filter(|h| self.msgs.get(h).is_some_and(|m| !is_lease(m.score)))
             .copied()
             .collect();

@@ -326,6 +326,8 @@ impl Backend for MemoryBackend {
         // job's last records are that many throttles in a row: then it counts
         // (see complete.lua); the queue is held until it ends
         let allowed = batch.throttles_allowed() as usize;
+        // the settle's throttled jobs keep their keys' places
+        let spare: std::collections::HashSet<JobId> = throttles.iter().map(|t| t.id).collect();
         for t in &throttles {
             let due = now.saturating_add(crate::contract::backend::clamped_ms(t.delay));
             let Some(m) = q.msgs.get_mut(&t.id) else {
@@ -368,7 +370,7 @@ impl Backend for MemoryBackend {
             q.leased.remove(&t.id);
             // a key's throttle holds the job's key alone (a job without one:
             // its queue)
-            if !(t.key && q.key_throttle(t.id, due)) {
+            if !(t.key && q.key_throttle(t.id, due, &spare)) {
                 q.throttled_until = q.throttled_until.max(due);
             }
             retried += u64::from(counted);

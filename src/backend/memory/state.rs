@@ -98,6 +98,8 @@ pub(super) struct MemQueue {
     pub promoted: bool,
     /// Running keyed jobs deleted whose leases have not ended (see keys.rs).
     pub ghosts: usize,
+    /// Keys a handler's throttle holds (see keys.rs).
+    pub held_keys: usize,
     /// The time of the queue's latest send, fetch, settle or removal (Unix
     /// ms): what a key's throttle is compared with.
     pub now: u64,
@@ -137,6 +139,7 @@ impl MemQueue {
             keys: HashMap::new(),
             promoted: false,
             ghosts: 0,
+            held_keys: 0,
             now: 0,
         }
     }

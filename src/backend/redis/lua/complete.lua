@@ -399,11 +399,14 @@ if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
     local kf = {}
     for j = 2, #z, 2 do kf[#kf + 1] = z[j] .. ":k" end
     local at = many("HMGET", KEYS[2], kf)
+    -- the call's throttled jobs keep their places
+    local spare = {}
+    for id in pairs(key_throttles) do spare[id] = true end
     for j, v in ipairs(at) do
       local id = z[2 * j]
       if v and key_throttles[id] then
         -- the key waits until then; the job keeps its place
-        K.throttle(string.sub(v, 20), key_throttles[id], id)
+        K.throttle(string.sub(v, 20), key_throttles[id], spare)
         key_throttles[id] = nil
       elseif v then
         promoted = promoted + K.yield(string.sub(v, 20), z[2 * j - 1], id)

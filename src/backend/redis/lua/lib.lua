@@ -647,9 +647,9 @@ end
 --   K.yield(key, score, id): a holder that goes back to wait for a retry (or
 --     a release) at `score` gives its place to the key's first waiting job
 --     when that one is due before it; returns how many were promoted;
---   K.throttle(key, until_ms, id): a handler throttled the key: none of its
---     jobs takes a place until then, and its holders that do not run (but
---     `id`, the throttled one) wait again;
+--   K.throttle(key, until_ms, spare): a handler throttled the key: none of
+--     its jobs takes a place until then, and its holders that do not run
+--     (but those in the set `spare`, the call's throttled ones) wait again;
 --   K.save(): writes the entries changed.
 local function concurrency_keys(kz, kh, zset, now)
   local K, entries, changed = {}, {}, {}
@@ -804,15 +804,15 @@ local function concurrency_keys(kz, kh, zset, now)
       changed[key] = true
     end
   end
-  function K.throttle(key, until_ms, id)
+  function K.throttle(key, until_ms, spare)
     local e = K.get(key)
     e.until_ms = math.max(e.until_ms or 0, until_ms)
-    -- its holders that do not run wait again (the throttled job keeps its
-    -- place: it is due when the throttle ends)
+    -- its holders that do not run wait again (the throttled jobs, `spare`,
+    -- keep their places: they are due when their throttles end)
     local others = {}
     for _, h in ipairs(e.holders) do
       local hs = e.scores[h]
-      if h ~= id and hs and not select(2, score_count(hs)) then others[#others + 1] = h end
+      if not spare[h] and hs and not select(2, score_count(hs)) then others[#others + 1] = h end
     end
     for _, h in ipairs(others) do K.demote(key, e.scores[h], h) end
     changed[key] = true
