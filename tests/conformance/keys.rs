@@ -578,3 +578,28 @@ pub async fn throttled_jobs_keep_their_keys_places_and_a_send_waits_out_the_thro
     got.sort();
     assert_eq!(got, throttled);
 }
+
+pub async fn a_waiting_worker_wakes_when_a_deleted_running_jobs_place_frees(env: &Env) {
+    create(env).await;
+    let b = env.client.backend();
+    let first = env.client.enqueue(&charge("w", 1, 10)).await.unwrap();
+    env.client.enqueue(&charge("w", 2, 10)).await.unwrap();
+    // a stalled worker holds the first for 2 s; an operator deletes it
+    let start = tokio::time::Instant::now();
+    let f = b.fetch(QUEUE, 1, Duration::from_secs(2)).await.unwrap();
+    assert_eq!(f.jobs[0].id, first);
+    assert_eq!(b.delete_batch(QUEUE, &[first]).await.unwrap(), 1);
+    // a worker that finds nothing to do sleeps until the place frees, not
+    // until its next poll (a minute)
+    let seen = Arc::new(Seen::default());
+    let w = start_serving(worker(env, 2, &seen)).await;
+    assert!(
+        processed(env, 1, Duration::from_secs(10)).await,
+        "the key's next job ran"
+    );
+    w.stop().await;
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(1950), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(seen.order(), vec![("w".to_string(), 2)]);
+}

@@ -392,7 +392,8 @@ macro_rules! conformance_suite {
             a_running_job_deleted_or_cancelled_keeps_its_place_until_its_lease_ends,
             operators_read_each_keys_places_running_and_blocked_jobs,
             a_keys_throttle_holds_its_key_alone,
-            throttled_jobs_keep_their_keys_places_and_a_send_waits_out_the_throttle);
+            throttled_jobs_keep_their_keys_places_and_a_send_waits_out_the_throttle,
+            a_waiting_worker_wakes_when_a_deleted_running_jobs_place_frees);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

@@ -214,7 +214,9 @@ impl MemQueue {
             return 0;
         };
         let (key, score) = (key.clone(), *score);
+        // under a throttle of its key, a holder that goes back waits
         if self.keys.get(&key).is_some_and(|e| e.until_ms > self.now) {
+            self.demote(id);
             return 0;
         }
         let first = self.keyed.get(&key).and_then(|w| w.first()).copied();
@@ -294,5 +296,20 @@ impl MemQueue {
             next: more.then(|| all.last().map(|k| k.to_string())).flatten(),
             keys: all.into_iter().map(|k| self.key_usage(k, now)).collect(),
         }
+    }
+
+    /// When the first of the keys' places frees by time (a deleted running
+    /// job's lease end, a throttle's end), if any: a waiting worker wakes then.
+    pub fn next_key_event_ms(&self) -> Option<u64> {
+        if self.ghosts == 0 && self.held_keys == 0 {
+            return None;
+        }
+        self.keys
+            .values()
+            .flat_map(|e| {
+                let until = (e.until_ms != 0).then_some(e.until_ms);
+                e.ghosts.iter().map(|(_, end)| end + 1).chain(until)
+            })
+            .min()
     }
 }

@@ -195,7 +195,11 @@ impl Backend for MemoryBackend {
             }
             Some(at)
         } else if leased < asked {
-            q.next_due_ms()
+            // or when a key's place frees by time
+            match (q.next_due_ms(), q.next_key_event_ms()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         } else {
             None
         };
@@ -380,7 +384,7 @@ impl Backend for MemoryBackend {
         for id in res
             .iter()
             .map(|r| r.id)
-            .chain(throttles.iter().map(|t| t.id))
+            .chain(throttles.iter().filter(|t| !t.key).map(|t| t.id))
         {
             q.key_yield(id);
         }

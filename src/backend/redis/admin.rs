@@ -237,7 +237,7 @@ impl Admin for Rsmq {
         let (mut done, mut cutoff, mut at, mut cursor) = (0, cutoff, 1, b"0".to_vec());
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.push(k.history_hash.clone());
-        keys.extend(k.keyed_keys());
+        keys.extend(k.keyed_wake_keys());
         let by = crate::contract::history::actor_line(by);
         let default = crate::contract::history::History::default().encode();
         loop {

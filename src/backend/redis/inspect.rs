@@ -229,7 +229,7 @@ impl Inspect for Rsmq {
         let (mut con, k) = self.parts(queue);
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.extend(k.history_keys());
-        keys.extend(k.keyed_keys());
+        keys.extend(k.keyed_wake_keys());
         let mut cmd = scripts::eval(&scripts::CANCEL, &keys);
         cmd.arg(id)
             .arg(crate::contract::history::actor_line(by))

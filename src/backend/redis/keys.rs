@@ -46,6 +46,10 @@ pub(crate) struct QueueKeys {
     /// `ns:q:keys`: hash of concurrency keys, `<key>` → `<per key> <holder
     /// id> ...`.
     pub keys: String,
+    /// `ns:q:kwake`: sorted set of concurrency keys whose places free at a
+    /// time (a deleted running job's lease end, a throttle's end), scored by
+    /// it (ms).
+    pub kwake: String,
     /// `ns:q:history`: sorted set of finished jobs' ids by finish time (ms)
     /// (see history.rs).
     pub history: String,
@@ -100,6 +104,7 @@ impl Namespace {
             starts: format!("{base}:starts"),
             keyed: format!("{base}:keyed"),
             keys: format!("{base}:keys"),
+            kwake: format!("{base}:kwake"),
             history: format!("{base}:history"),
             history_hash: format!("{base}:history:Q"),
             zset: base,
@@ -249,15 +254,20 @@ impl QueueKeys {
         [self.keyed.clone(), self.keys.clone()]
     }
 
+    /// [`keyed_keys`](Self::keyed_keys), then `ns:q:kwake`.
+    pub fn keyed_wake_keys(&self) -> [String; 3] {
+        [self.keyed.clone(), self.keys.clone(), self.kwake.clone()]
+    }
+
     /// `ns:q:history`, `ns:q:history:Q`.
     pub fn history_keys(&self) -> [String; 2] {
         [self.history.clone(), self.history_hash.clone()]
     }
 
     /// `ns:q`, `ns:q:Q`, `ns:q:leases`, `ns:q:exact`, `ns:q:starts`,
-    /// `ns:q:keyed`, `ns:q:keys`: a fetch's keys before the levels'
-    /// ([`fetch_all`](Self::fetch_all)).
-    pub fn fetch(&self) -> [&str; 7] {
+    /// `ns:q:keyed`, `ns:q:keys`, `ns:q:kwake`: a fetch's keys before the
+    /// levels' ([`fetch_all`](Self::fetch_all)).
+    pub fn fetch(&self) -> [&str; 8] {
         [
             &self.zset,
             &self.hash,
@@ -266,6 +276,7 @@ impl QueueKeys {
             &self.starts,
             &self.keyed,
             &self.keys,
+            &self.kwake,
         ]
     }
 

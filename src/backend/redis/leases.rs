@@ -371,6 +371,7 @@ impl Backend for RedisBackend {
                         &k.history_hash,
                         &k.keyed,
                         &k.keys,
+                        &k.kwake,
                     ],
                 );
                 let (keep, max_age) = part.retention.limits();

@@ -13,6 +13,8 @@
 --          ns:q:keys, see concurrency_keys in lib.lua): a keyed job waiting
 --          for its key is cancelled from there; one that held a place frees
 --          it for the key's next job
+-- KEYS[29]  the queue's wake set (ns:q:kwake, see fetch.lua): a running
+--          keyed job cancelled keeps its place until its lease ends
 -- ARGV[1]  the id
 -- ARGV[2]  who cancels it ("api", "cli alice", "dashboard", ...)
 -- ARGV[3]  the history setting when the queue stores none
@@ -26,7 +28,7 @@ if not attrs[1] then return -1 end
 local now = clock()
 local id = ARGV[1]
 local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
-local K = attrs[5] and concurrency_keys(27, 28, 1, now)
+local K = attrs[5] and concurrency_keys(27, 28, 1, now, 29)
 local kept = redis.call("HMGET", KEYS[2], id, id .. ":a")
 if not level then
   -- a keyed job waiting for its key (its count: its member's)

@@ -23,6 +23,8 @@
 --          frees its key's place for the key's next job; one that goes back
 --          to wait (a retry, a release, a throttle) gives its place to the
 --          key's first waiting job when that one is due before it
+-- KEYS[12]  the queue's wake set (ns:q:kwake, see fetch.lua): a key's
+--          throttle enters the key there, due when it ends
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -393,7 +395,7 @@ if #z > 0 then many("ZADD", KEYS[1], z) end
 -- concurrency keys (keyed jobs run at priority 0)
 local promoted = 0
 if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
-  local K = concurrency_keys(10, 11, 1, now)
+  local K = concurrency_keys(10, 11, 1, now, 12)
   if #gone > 0 then promoted = select(2, K.gone(gone)) end
   if #z > 0 then
     local kf = {}

@@ -14,6 +14,9 @@
 --          ns:q:keys, see concurrency_keys in lib.lua): a deleted keyed job
 --          that waited for its key leaves the keyed set; one that held a
 --          place frees it for the key's next job
+-- KEYS[29]  the queue's wake set (ns:q:kwake, see fetch.lua): a running
+--          keyed job deleted keeps its place until its lease ends, when the
+--          key is due there
 -- ARGV[1]  the history setting when the queue stores none
 -- ARGV[2]  "one" when this call deletes one id given alone; else "" or, on the
 --          call that ends a batch, the batch's earlier calls' count ("0"
@@ -73,7 +76,7 @@ end
 forget_released(ids)
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
 if attrs[5] then
-  local K = concurrency_keys(27, 28, 1, now)
+  local K = concurrency_keys(27, 28, 1, now, 29)
   -- a single job that waited for its key: its member's due and count
   local kv = single and not found and redis.call("HGET", KEYS[2], ids[1] .. ":k")
   local waited, promoted = K.gone(ids, running)

@@ -45,7 +45,11 @@
 -- KEYS[5]  the queue's starts under a rate limit (ns:q:starts)
 -- KEYS[6]  the queue's keyed set (ns:q:keyed, see concurrency_keys in lib.lua)
 -- KEYS[7]  the queue's concurrency keys (ns:q:keys)
--- KEYS[8..27]  optional: the sorted sets of priorities 10..1, then -1..-10
+-- KEYS[8]  the queue's wake set (ns:q:kwake): keys whose places free at a
+--          time (a deleted running job's lease end, a key's throttle end),
+--          scored by it: a fetch fills the keys due (10 a call) before it
+--          reads, and a worker that waits wakes at the first
+-- KEYS[9..28]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- ARGV[3]  optional: the worker's hand-off registration, "v2 <lease ms> <channel>
@@ -81,9 +85,19 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "
 if not attrs[1] then return {0, "", 0, -1, -1, 0} end
 if attrs[7] then return {0, "", 0, -1, -3, 0} end
 local mask = tonumber(attrs[6]) or 0
-if mask ~= 0 and #KEYS < 27 then return {1, "", 0, -1, -2, 0} end
-local levels = level_sets(mask, 8)
+if mask ~= 0 and #KEYS < 28 then return {1, "", 0, -1, -2, 0} end
+local levels = level_sets(mask, 9)
 local now, now_us = clock()
+-- keys whose places freed by now (see KEYS[8]) give them to their waiting jobs
+if attrs[18] then
+  local due = redis.call("ZRANGEBYSCORE", KEYS[8], "-inf", string.format("%.0f", now), "LIMIT", 0, 10)
+  if #due > 0 then
+    local K = concurrency_keys(6, 7, 1, now, 8)
+    for _, key in ipairs(due) do K.fill(key) end
+    K.save()
+    many("ZREM", KEYS[8], due)
+  end
+end
 local asked = tonumber(ARGV[1])
 local max = asked
 local lease = now + tonumber(ARGV[2])
@@ -412,7 +426,7 @@ elseif leased < asked then
     if attrs[18] then
       local r = redis.pcall("HSCAN", KEYS[7], attrs[19] or "0", "COUNT", 10)
       if type(r) == "table" and not r.err then
-        local K = concurrency_keys(6, 7, 1, now)
+        local K = concurrency_keys(6, 7, 1, now, 8)
         local promoted = 0
         for j = 1, #r[2], 2 do promoted = promoted + K.fill(r[2][j]) end
         K.save()
@@ -445,6 +459,11 @@ elseif leased < asked then
       set[#set + 1] = "redjob:sweep"
       set[#set + 1] = r[1]
     end
+  end
+  -- a key whose places free later: the worker wakes then
+  if attrs[18] then
+    local w = redis.call("ZRANGE", KEYS[8], 0, 0, "WITHSCORES")[2]
+    if w and (not first or tonumber(w) * 1000 < first) then first = tonumber(w) * 1000 end
   end
   if first then out[2] = string.format("%.0f", first) end
   if attrs[4] ~= "1" then

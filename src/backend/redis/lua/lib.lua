@@ -610,9 +610,11 @@ end
 
 
 -- Concurrency keys (see send_keyed.lua and keyed.rs), built by a script that
--- uses them: K = concurrency_keys(kz, kh, zset, now) with the KEYS indexes of the
+-- uses them: K = concurrency_keys(kz, kh, zset, now, kw) with the KEYS indexes of the
 -- queue's keyed set (ns:q:keyed), its keys hash (ns:q:keys) and its sorted set
--- (ns:q; keyed jobs run at priority 0), KEYS[2] the queue's hash. A keyed job
+-- (ns:q; keyed jobs run at priority 0), KEYS[2] the queue's hash, and
+-- optionally of its wake set (ns:q:kwake: keys whose places free at a time,
+-- scored by it, see fetch.lua). A keyed job
 -- either holds one of its key's places, in the sorted set as any job (workers
 -- and RSMQ clients see it), or waits in the keyed set, every score 0, as the
 -- member "<key>\0<due ms, 16 digits><count, 3 digits><id>" (ordered by key,
@@ -651,8 +653,12 @@ end
 --     its jobs takes a place until then, and its holders that do not run
 --     (but those in the set `spare`, the call's throttled ones) wait again;
 --   K.save(): writes the entries changed.
-local function concurrency_keys(kz, kh, zset, now)
+local function concurrency_keys(kz, kh, zset, now, kw)
   local K, entries, changed = {}, {}, {}
+  -- keys whose places free at a time (a ghost's lease end, a throttle's end),
+  -- entered in the wake set (KEYS[kw], ns:q:kwake, when given): fetches fill
+  -- them then and wake their workers for it
+  local wakes = {}
   -- running jobs K.gone is deleting: still holders when their key is read
   local pending = {}
   local function digits(score)
@@ -807,6 +813,7 @@ local function concurrency_keys(kz, kh, zset, now)
   function K.throttle(key, until_ms, spare)
     local e = K.get(key)
     e.until_ms = math.max(e.until_ms or 0, until_ms)
+    wakes[key] = math.min(wakes[key] or math.huge, e.until_ms)
     -- its holders that do not run wait again (the throttled jobs, `spare`,
     -- keep their places: they are due when their throttles end)
     local others = {}
@@ -829,7 +836,12 @@ local function concurrency_keys(kz, kh, zset, now)
     end
   end
   function K.yield(key, score, id)
-    if (K.get(key).until_ms or 0) > now then return 0 end
+    -- under a throttle of its key, a holder that goes back waits (the key's
+    -- throttled jobs alone keep their places)
+    if (K.get(key).until_ms or 0) > now then
+      K.demote(key, tonumber(score), id)
+      return 0
+    end
     local m, d = K.first(key)
     if not m or d >= digits(score) then return 0 end
     redis.call("ZREM", KEYS[zset], id)
@@ -857,6 +869,7 @@ local function concurrency_keys(kz, kh, zset, now)
           for j, h in ipairs(e.holders) do
             if h == id then e.holders[j] = string.format("%s~%.0f", id, running[id]) end
           end
+          wakes[key] = math.min(wakes[key] or math.huge, running[id] + 1)
         else
           K.left(id, key)
         end
@@ -872,6 +885,15 @@ local function concurrency_keys(kz, kh, zset, now)
     return waited, promoted
   end
   function K.save()
+    if kw then
+      local z = {}
+      for key, at in pairs(wakes) do
+        z[#z + 1] = string.format("%.0f", at)
+        z[#z + 1] = key
+      end
+      many("ZADD", KEYS[kw], z)
+      wakes = {}
+    end
     if K.batch then
       local z = {}
       for id, score in pairs(held) do

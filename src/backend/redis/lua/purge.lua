@@ -20,6 +20,7 @@
 --          ns:q:keys, see concurrency_keys in lib.lua): scanned first, so
 --          that a keyed job promoted into a place the purge freed (sent
 --          after the cutoff, or it was deleted there already) is not missed
+-- KEYS[28]  the queue's wake set (ns:q:kwake, see fetch.lua)
 -- ARGV[1]  about how many members to scan
 -- ARGV[2]  the cutoff: the id prefix of the latest send to delete; "" for the
 --          first call, which takes Redis's clock now (a later one given is
@@ -42,7 +43,7 @@ local _, us = clock()
 if cut == "" or cut > id_prefix(us) then cut = id_prefix(us) end
 local sets = {KEYS[26], KEYS[1]}
 for i = 4, 23 do sets[#sets + 1] = KEYS[i] end
-local K = attrs[4] and concurrency_keys(26, 27, 1, now)
+local K = attrs[4] and concurrency_keys(26, 27, 1, now, 28)
 local at, cursor = tonumber(ARGV[3]), ARGV[4]
 local left, n = tonumber(ARGV[1]), 0
 while at <= #sets and left > 0 do

@@ -246,6 +246,7 @@ impl Rsmq {
                 &k.starts,
                 &k.keyed,
                 &k.keys,
+                &k.kwake,
             ]
             .into_iter()
             .cloned()
@@ -426,7 +427,7 @@ impl Rsmq {
         let k = self.ns.queue(queue);
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.extend(k.history_keys());
-        keys.extend(k.keyed_keys());
+        keys.extend(k.keyed_wake_keys());
         let mut cmd = scripts::eval(&scripts::DELETE, &keys);
         cmd.arg(crate::contract::history::History::default().encode())
             .arg(mark)
