@@ -139,6 +139,19 @@ pub fn queue(s: LitStr) -> syn::Result<LitStr> {
 const MAX_PER_KEY: u32 = 1000;
 
 pub fn per_key(e: &Expr) -> syn::Result<u32> {
+    int_within(e, "`per_key = 2`", 1..=MAX_PER_KEY, || {
+        format!("per_key must be between 1 and {MAX_PER_KEY}")
+    })
+}
+
+/// An integer literal within `range`; `example` shows one, `out` says why
+/// another is refused.
+fn int_within(
+    e: &Expr,
+    example: &str,
+    range: std::ops::RangeInclusive<u32>,
+    out: impl FnOnce() -> String,
+) -> syn::Result<u32> {
     let lit: LitInt = match ungroup(e) {
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
@@ -146,40 +159,22 @@ pub fn per_key(e: &Expr) -> syn::Result<u32> {
         _ => {
             return Err(syn::Error::new(
                 e.span(),
-                "expected an integer, e.g. `per_key = 2`",
+                format!("expected an integer, e.g. {example}"),
             ));
         }
     };
     match lit.base10_parse::<u32>() {
-        Ok(n @ 1..=MAX_PER_KEY) => Ok(n),
-        _ => Err(syn::Error::new(
-            lit.span(),
-            format!("per_key must be between 1 and {MAX_PER_KEY}"),
-        )),
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(syn::Error::new(lit.span(), out())),
     }
 }
 
 pub fn attempts(e: &Expr) -> syn::Result<u32> {
-    let lit: LitInt = match ungroup(e) {
-        Expr::Lit(ExprLit {
-            lit: Lit::Int(i), ..
-        }) => i.clone(),
-        _ => {
-            return Err(syn::Error::new(
-                e.span(),
-                "expected an integer, e.g. `max_attempts = 5`",
-            ));
-        }
-    };
-    match lit.base10_parse::<u32>() {
-        Ok(n @ 1..=MAX_ATTEMPTS) => Ok(n),
-        _ => Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "max_attempts must be between 1 and {MAX_ATTEMPTS}: a job's delivery count is kept in the thousandths of its score and stops at 499"
-            ),
-        )),
-    }
+    int_within(e, "`max_attempts = 5`", 1..=MAX_ATTEMPTS, || {
+        format!(
+            "max_attempts must be between 1 and {MAX_ATTEMPTS}: a job's delivery count is kept in the thousandths of its score and stops at 499"
+        )
+    })
 }
 
 /// `unique = "keep" | "replace_delay" | "replace"` as an `OnDuplicate` variant.

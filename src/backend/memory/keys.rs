@@ -47,19 +47,6 @@ impl MemQueue {
         if more || ended {
             self.fill(key);
         }
-        if throttled {
-            // a handler throttled the key: the job waits
-            self.insert(id, body, score, 0);
-            let m = self.msgs.get_mut(&id).expect("inserted");
-            m.key = Some(key.to_string());
-            m.waiting = true;
-            self.index.remove(&(score, id));
-            self.keyed
-                .entry(key.to_string())
-                .or_default()
-                .insert((score, id));
-            return;
-        }
         let msgs = &self.msgs;
         let e = self.keys.entry(key.to_string()).or_default();
         e.per = per;
@@ -73,23 +60,37 @@ impl MemQueue {
             .filter(|(s, _, rc)| *s > score && !is_lease(*s) && *rc == 0)
             .map(|(s, h, _)| (s, h))
             .max();
-        if full && let Some((_, late)) = late {
+        // under a handler's throttle of the key, the job waits and displaces
+        // no holder
+        if !throttled
+            && full
+            && let Some((_, late)) = late
+        {
             self.demote(late);
         }
         self.insert(id, body, score, 0);
-        let m = self.msgs.get_mut(&id).expect("inserted");
-        m.key = Some(key.to_string());
+        if let Some(m) = self.msgs.get_mut(&id) {
+            m.key = Some(key.to_string());
+        }
         let e = self.keys.get_mut(key).expect("entry");
-        if e.until_ms <= self.now && e.taken() < per as usize {
+        if !throttled && e.taken() < per as usize {
             e.holders.push(id);
         } else {
-            m.waiting = true;
-            self.index.remove(&(score, id));
-            self.keyed
-                .entry(key.to_string())
-                .or_default()
-                .insert((score, id));
+            self.park(id);
         }
+    }
+
+    /// Moves a keyed message out of the sorted set into its key's waiting
+    /// jobs.
+    fn park(&mut self, id: JobId) {
+        let Some(m) = self.msgs.get_mut(&id) else {
+            return;
+        };
+        let Some(key) = m.key.clone() else { return };
+        m.waiting = true;
+        let score = m.score;
+        self.index.remove(&(score, id));
+        self.keyed.entry(key).or_default().insert((score, id));
     }
 
     /// A holder goes back to wait in its key's queue.
@@ -98,13 +99,7 @@ impl MemQueue {
             return;
         };
         let Some(key) = m.key.clone() else { return };
-        m.waiting = true;
-        let score = m.score;
-        self.index.remove(&(score, id));
-        self.keyed
-            .entry(key.clone())
-            .or_default()
-            .insert((score, id));
+        self.park(id);
         if let Some(e) = self.keys.get_mut(&key) {
             e.holders.retain(|h| *h != id);
         }
