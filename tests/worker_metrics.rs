@@ -107,6 +107,11 @@ async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
         .send("held", redjob::queue::SendMessage::new("{}"))
         .await
         .unwrap();
+    // two jobs of one concurrency key: one holds its place, one is blocked
+    for _ in 0..2 {
+        let keyed = redjob::queue::SendMessage::new("{}").keyed(redjob::queue::Keyed::new("acct"));
+        client.queues().send("held", keyed).await.unwrap();
+    }
 
     client
         .subscribe("mt_topic", "mt_sub", redjob::topic::Start::Beginning)
@@ -138,7 +143,8 @@ async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
         let s = samples(&handle);
         get(&s, r#"redjob_queue_jobs{queue="metered",state="dead"}"#) == Some(1.0)
             && get(&s, r#"redjob_queue_jobs{queue="metered",state="ready"}"#) == Some(0.0)
-            && get(&s, r#"redjob_queue_jobs{queue="held",state="ready"}"#) == Some(1.0)
+            && get(&s, r#"redjob_queue_jobs{queue="held",state="ready"}"#) == Some(2.0)
+            && get(&s, r#"redjob_queue_jobs{queue="held",state="blocked"}"#) == Some(1.0)
             && get(&s, r#"redjob_queue_paused{queue="held"}"#) == Some(1.0)
             && ["lag", "pending", "dead"]
                 .iter()

@@ -148,6 +148,9 @@ pub fn job_json(j: &JobInfo) -> Value {
     if let Some(old) = j.retry_of() {
         v["retry_of"] = old.to_string().into();
     }
+    if let Some(k) = &j.key {
+        v["concurrency_key"] = json!({"key": k.key, "per_key": k.per_key});
+    }
     match j.args() {
         Ok(args) => v["args"] = args,
         Err(_) => v["body"] = String::from_utf8_lossy(&j.body).into(),
@@ -231,6 +234,9 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo, unserved: Option<Unserved>) -> O
     }
     if let Some(u) = unserved {
         println!("{:<11}{}", "waiting", unserved_text(&name, &u));
+    }
+    if let Some(k) = &j.key {
+        println!("{:<11}{:?} ({} at a time)", "key", k.key, k.per_key);
     }
     if let Some(f) = &j.finished {
         let by =

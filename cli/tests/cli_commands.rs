@@ -1438,7 +1438,22 @@ async fn queue_keys_shows_each_keys_running_holding_and_blocked_jobs() {
     let msgs: Vec<SendMessage> = (0..3)
         .map(|i| SendMessage::new(envelope("A", 30 + i)).keyed(Keyed::new("acct:7")))
         .collect();
-    Backend::send(&q, "mail", &msgs, &opts).await.unwrap();
+    let sent = Backend::send(&q, "mail", &msgs, &opts).await.unwrap();
+    // a job shows its key
+    let id = sent[2].id.to_string();
+    let v = cli(&url, &["jobs", "show", "mail", &id, "--json"])
+        .await
+        .json();
+    assert_eq!(v["state"], "blocked");
+    assert_eq!(v["concurrency_key"], json!({"key": "acct:7", "per_key": 1}));
+    let text = cli(&url, &["jobs", "show", "mail", &id])
+        .await
+        .ok()
+        .to_string();
+    assert!(
+        text.contains(r#"key        "acct:7" (1 at a time)"#),
+        "{text}"
+    );
     let v = cli(&url, &["queue", "keys", "mail", "--json"]).await.json();
     assert_eq!(
         v["keys"],

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use crate::contract::attempts::{self, Attempt};
+use crate::contract::keyed::Keyed;
 
 /// How long a queue keeps its finished jobs: a queue setting
 /// ([`QueueSettings::history`](crate::ops::QueueSettings::history)).
@@ -202,32 +203,39 @@ pub(crate) fn body_type(body: &[u8]) -> Option<String> {
 }
 
 /// An entry as stored: its header line `h1 <how> <ms> <deliveries> <body
-/// bytes>`, the job type (empty when the body is not an envelope), the actor
-/// (empty for a worker's settle), its attempt records (one per line), then a
-/// newline and the body (none once its arguments are no longer kept).
+/// bytes>[ <key bytes>]`, the job type (empty when the body is not an
+/// envelope), the actor (empty for a worker's settle), a keyed job's
+/// concurrency key as `<per key> <key>` (that many bytes, then a newline:
+/// a key may hold one), its attempt records (one per line), then a newline
+/// and the body (none once its arguments are no longer kept).
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub finished: Finished,
     pub deliveries: u32,
     pub runs: Vec<Attempt>,
+    pub key: Option<Keyed>,
 }
 
 impl Entry {
     /// The stored text with `body`, as the scripts write it.
     pub(crate) fn encode(&self, body: &[u8]) -> Vec<u8> {
         let lines: Vec<String> = self.runs.iter().map(Attempt::line).collect();
+        let key = self.key.as_ref().map(|k| k.encode());
         let mut s = format!(
-            "h1 {} {} {} {}\n{}\n{}\n{}\n",
+            "h1 {} {} {} {}{}\n{}\n{}\n{}{}\n",
             self.finished.how.as_str(),
             self.finished.at_ms,
             self.deliveries,
             body.len(),
+            key.as_ref()
+                .map_or(String::new(), |k| format!(" {}", k.len())),
             self.finished
                 .job_type
                 .as_deref()
                 .unwrap_or("")
                 .replace('\n', " "),
             self.finished.by.as_deref().unwrap_or("").replace('\n', " "),
+            key.map_or(String::new(), |k| k + "\n"),
             lines.join("\n"),
         )
         .into_bytes();
@@ -251,6 +259,15 @@ impl Entry {
         let at_ms = h.next()?.parse().ok()?;
         let deliveries = h.next()?.parse().ok()?;
         let bytes: usize = h.next()?.parse().ok()?;
+        // a keyed job's key, its length in the header
+        let (key, rest) = match h.next() {
+            Some(n) => {
+                let n: usize = n.parse().ok()?;
+                let (key, after) = (rest.get(..n)?, rest.get(n..)?);
+                (Keyed::decode(key), after.strip_prefix(b"\n")?)
+            }
+            None => (None, rest),
+        };
         // the records, a newline, then the body's bytes
         let split = rest.len().checked_sub(bytes)?.checked_sub(1)?;
         let body = (bytes > 0).then(|| rest[split + 1..].to_vec());
@@ -268,6 +285,7 @@ impl Entry {
             },
             deliveries,
             runs: attempts::parse(&rest[..split]),
+            key,
         };
         Some((entry, body))
     }
@@ -394,4 +412,36 @@ pub(crate) fn push_event(log: Option<&str>, line: &str) -> String {
     lines.push(line);
     let skip = lines.len().saturating_sub(MAX_EVENTS);
     lines[skip..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_keeps_a_keyed_jobs_key_with_or_without_its_body() {
+        let entry = Entry {
+            finished: Finished {
+                how: Finish::Dead,
+                at_ms: 1_790_000_000_000,
+                by: None,
+                job_type: Some("Charge".into()),
+            },
+            deliveries: 3,
+            runs: Vec::new(),
+            // a key may hold spaces and newlines
+            key: Some(Keyed::new("acct 7\nb").per_key(4)),
+        };
+        let body = br#"{"type":"Charge","args":{}}"#;
+        let (back, kept) = Entry::decode(&entry.encode(body)).expect("an entry");
+        assert_eq!(back.key, entry.key);
+        assert_eq!((back.deliveries, kept.as_deref()), (3, Some(&body[..])));
+        let (back, kept) = Entry::decode(&entry.encode(b"")).expect("an entry");
+        assert_eq!((back.key, kept), (entry.key.clone(), None));
+        assert_eq!(back.finished.job_type.as_deref(), Some("Charge"));
+        // an entry without a key reads as before
+        let plain = Entry { key: None, ..entry };
+        let (back, kept) = Entry::decode(&plain.encode(body)).expect("an entry");
+        assert_eq!((back.key, kept.as_deref()), (None, Some(&body[..])));
+    }
 }

@@ -106,6 +106,7 @@ impl StateCounts {
 ///     last_error: Some("smtp timed out".into()),
 ///     runs: Vec::new(),
 ///     finished: None,
+///     key: None,
 /// };
 /// assert_eq!(job.job_name().as_deref(), Some("Email"));
 /// assert_eq!(job.args().unwrap()["to"], "a@b");
@@ -136,6 +137,12 @@ pub struct JobInfo {
     /// finished. `due_ms` is then its finish time, and `body` empty once its
     /// arguments are no longer kept.
     pub finished: Option<crate::contract::history::Finished>,
+    /// Its concurrency key ([`Keyed`](crate::queue::Keyed)), with the key's
+    /// `per_key` in force (a dead letter's and a finished job's: the one it
+    /// had), which a dead letter's requeue and
+    /// [`retry_finished`](crate::ops::Admin::retry_finished) keep: read when
+    /// one job is looked up; `None` in lists.
+    pub key: Option<crate::contract::keyed::Keyed>,
 }
 
 impl JobInfo {
@@ -593,6 +600,7 @@ pub(crate) fn queued(
         last_error,
         runs: Vec::new(),
         finished: None,
+        key: None,
     }
 }
 
@@ -614,6 +622,7 @@ pub(crate) fn finished_info(
         last_error,
         runs: entry.runs,
         finished: Some(entry.finished),
+        key: entry.key,
     }
 }
 

@@ -32,6 +32,7 @@ pub(crate) mod envelope;
 pub(crate) mod forward;
 pub(crate) mod history;
 pub(crate) mod inspect;
+pub(crate) mod keyed;
 pub(crate) mod leases;
 pub(crate) mod queues;
 pub(crate) mod runtimes;

@@ -368,7 +368,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// | `redjob_jobs_finished_total` | counter | `queue`, `job`, `outcome` (`succeeded`, `retried`, `dead`, `cancelled`) |
     /// | `redjob_job_run_seconds` | histogram | `queue`, `job` |
     /// | `redjob_job_wait_seconds` (from due to start) | histogram | `queue`, `job` |
-    /// | `redjob_queue_jobs` (sampled when [`metrics_interval`](Self::metrics_interval) is set) | gauge | `queue`, `state` (`ready`, `scheduled`, `in_flight`, `dead`) |
+    /// | `redjob_queue_jobs` (sampled when [`metrics_interval`](Self::metrics_interval) is set) | gauge | `queue`, `state` (`ready`, `scheduled`, `in_flight`, `dead`, `blocked`: held back by concurrency keys) |
     /// | `redjob_queue_paused` (1 while paused) | gauge | `queue` |
     /// | `redjob_events_started_total` | counter | `topic`, `subscriber`, `event` |
     /// | `redjob_events_finished_total` | counter | `topic`, `subscriber`, `event`, `outcome` (as jobs') |

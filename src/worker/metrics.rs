@@ -55,7 +55,8 @@ pub(crate) const FINISHED: &str = "redjob_jobs_finished_total";
 pub(crate) const RUN: &str = "redjob_job_run_seconds";
 /// Queue wait before a run, seconds, by `queue` and `job`.
 pub(crate) const WAIT: &str = "redjob_job_wait_seconds";
-/// Jobs of a queue by `state` (`ready`, `scheduled`, `in_flight`, `dead`).
+/// Jobs of a queue by `state` (`ready`, `scheduled`, `in_flight`, `dead`,
+/// `blocked`: held back by their concurrency keys).
 pub(crate) const QUEUE_JOBS: &str = "redjob_queue_jobs";
 /// 1 while a queue is paused.
 pub(crate) const QUEUE_PAUSED: &str = "redjob_queue_paused";
@@ -91,7 +92,7 @@ pub(crate) fn describe() {
     metrics::describe_gauge!(
         QUEUE_JOBS,
         Unit::Count,
-        "Jobs of a queue by state, sampled by each worker"
+        "Jobs of a queue by state (ready, scheduled, in_flight, dead, blocked: held back by their concurrency keys), sampled by each worker"
     );
     metrics::describe_gauge!(QUEUE_PAUSED, "1 while the queue is paused");
     metrics::describe_counter!(
@@ -314,11 +315,11 @@ pub(crate) async fn sample<B: Backend>(
     every: Duration,
     stop: CancellationToken,
 ) {
-    let gauges: Vec<[Gauge; 4]> = sink.with(|| {
+    let gauges: Vec<[Gauge; 5]> = sink.with(|| {
         queues
             .iter()
             .map(|q| {
-                ["ready", "scheduled", "in_flight", "dead"]
+                ["ready", "scheduled", "in_flight", "dead", "blocked"]
                     .map(|s| metrics::gauge!(QUEUE_JOBS, "queue" => q.clone(), "state" => s))
             })
             .collect()
@@ -327,7 +328,10 @@ pub(crate) async fn sample<B: Backend>(
         for (q, g) in queues.iter().zip(&gauges) {
             match backend.sizes(q).await {
                 Ok(c) => {
-                    for (g, n) in g.iter().zip([c.ready, c.scheduled, c.in_flight, c.dead]) {
+                    for (g, n) in
+                        g.iter()
+                            .zip([c.ready, c.scheduled, c.in_flight, c.dead, c.blocked])
+                    {
                         g.set(n as f64);
                     }
                 }

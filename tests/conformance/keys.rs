@@ -603,3 +603,104 @@ pub async fn a_waiting_worker_wakes_when_a_deleted_running_jobs_place_frees(env:
     assert!(took < Duration::from_secs(5), "{took:?}");
     assert_eq!(seen.order(), vec![("w".to_string(), 2)]);
 }
+
+/// Fetches job `id` (the only due one) and settles it: dead when `dead`,
+/// else acked.
+async fn run_out(env: &Env, id: JobId, dead: bool) {
+    let b = env.client.backend();
+    let fetched = b.fetch(QUEUE, 10, Duration::from_secs(5)).await.unwrap();
+    let job = fetched.jobs.iter().find(|j| j.id == id).expect("leased");
+    let settle = if dead {
+        Settle {
+            dead: vec![DeadLetterEntry {
+                id,
+                token: job.token,
+                error: "gave up".into(),
+            }],
+            ..Settle::default()
+        }
+    } else {
+        Settle {
+            acks: vec![(id, job.token)],
+            ..Settle::default()
+        }
+    };
+    b.settle(QUEUE, &settle).await.unwrap();
+}
+
+pub async fn a_requeued_dead_letter_and_a_rerun_wait_for_their_keys_again(env: &Env) {
+    use redjob::ops::Spread;
+    use redjob::queue::Keyed;
+    create(env).await;
+    let b = env.client.backend();
+    let two = EnqueueOptions::new().per_key(2);
+    // a job of a key of two places dies: its letter keeps its key
+    let d = env
+        .client
+        .enqueue_with(&charge("dk", 0, 10), two.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        b.job(QUEUE, &d).await.unwrap().unwrap().key,
+        Some(Keyed::new("dk").per_key(2)),
+        "a queued job shows its key"
+    );
+    run_out(env, d, true).await;
+    let dead = b.job(QUEUE, &d).await.unwrap().unwrap();
+    assert_eq!(dead.state, JobState::Dead);
+    assert_eq!(dead.key, Some(Keyed::new("dk").per_key(2)));
+    // two more take the key's places: the letter requeued waits for one
+    let mut h: Vec<JobId> = Vec::new();
+    for seq in 1..3 {
+        let job = charge("dk", seq, 10);
+        h.push(env.client.enqueue_with(&job, two.clone()).await.unwrap());
+    }
+    assert_eq!(visible(env).await, 2);
+    assert_eq!(b.requeue_dead(QUEUE, &[d], Spread::NOW).await.unwrap(), 1);
+    let again = b.job(QUEUE, &d).await.unwrap().unwrap();
+    assert_eq!(
+        again.state,
+        JobState::Blocked,
+        "the requeued letter waits for its key"
+    );
+    assert_eq!(again.key, Some(Keyed::new("dk").per_key(2)));
+    assert_eq!(visible(env).await, 2);
+    // a place frees: the letter takes it
+    assert_eq!(b.delete_batch(QUEUE, &[h[0]]).await.unwrap(), 1);
+    assert_eq!(
+        b.job(QUEUE, &d).await.unwrap().unwrap().state,
+        JobState::Ready
+    );
+    b.purge_queue(QUEUE).await.unwrap();
+
+    // a finished job keeps its key in the history; a rerun waits for it
+    let f = env.client.enqueue(&charge("fk", 0, 10)).await.unwrap();
+    run_out(env, f, false).await;
+    let done = b.job(QUEUE, &f).await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Finished);
+    assert_eq!(done.key, Some(Keyed::new("fk")));
+    let g = env.client.enqueue(&charge("fk", 1, 10)).await.unwrap();
+    let copy = b.retry_finished(QUEUE, &f).await.unwrap();
+    let copy = b.job(QUEUE, &copy).await.unwrap().unwrap();
+    assert_eq!(copy.state, JobState::Blocked, "the rerun waits for its key");
+    assert_eq!(copy.key, Some(Keyed::new("fk")));
+    assert_eq!(
+        b.job(QUEUE, &g).await.unwrap().unwrap().state,
+        JobState::Ready
+    );
+    // a cancelled one, waiting or holding, and a deleted one keep theirs too
+    let c = env.client.enqueue(&charge("ck", 0, 10)).await.unwrap();
+    let w = env.client.enqueue(&charge("ck", 1, 10)).await.unwrap();
+    assert_eq!(b.cancel(QUEUE, &w).await.unwrap(), Cancelled::Removed);
+    assert_eq!(b.cancel(QUEUE, &c).await.unwrap(), Cancelled::Removed);
+    let x = env.client.enqueue(&charge("xk", 0, 10)).await.unwrap();
+    assert!(b.delete(QUEUE, &x).await.unwrap());
+    for (id, key) in [(c, "ck"), (w, "ck"), (x, "xk")] {
+        let j = b.job(QUEUE, &id).await.unwrap().unwrap();
+        assert_eq!(
+            (j.state, j.key),
+            (JobState::Finished, Some(Keyed::new(key))),
+            "{key}"
+        );
+    }
+}

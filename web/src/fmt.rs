@@ -142,6 +142,7 @@ mod tests {
             last_error: None,
             runs: Vec::new(),
             finished: None,
+            key: None,
         }
     }
 

@@ -773,10 +773,17 @@ async fn the_queue_page_shows_its_concurrency_keys_and_blocked_jobs_escaped() {
     let msgs: Vec<SendMessage> = (0..3)
         .map(|i| SendMessage::new(envelope("A", 20 + i)).keyed(Keyed::new(XSS)))
         .collect();
-    q.send("mail", &msgs, &QueueOptions::default())
+    let sent = q
+        .send("mail", &msgs, &QueueOptions::default())
         .await
         .unwrap();
     let app = redjob_web::router(client.clone());
+    // a job's page shows its key, escaped
+    let job = get(&app, &format!("/queues/mail/jobs/{}", sent[1].id)).await;
+    assert_eq!(job.status, StatusCode::OK, "{}", job.body);
+    assert!(job.body.contains("Concurrency key"), "{}", job.body);
+    assert!(job.body.contains("(1 at a time)"), "{}", job.body);
+    assert!(!job.body.contains(XSS), "the key is escaped");
     let page = get(&app, "/queues/mail").await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("Concurrency keys"), "{}", page.body);

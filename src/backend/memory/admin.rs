@@ -129,7 +129,7 @@ impl Admin for MemoryBackend {
 
     async fn key_usage(&self, queue: &str, key: &str) -> Result<crate::contract::admin::KeyUsage> {
         validate::queue_name(queue)?;
-        crate::contract::queues::Keyed::new(key).check()?;
+        crate::contract::keyed::Keyed::new(key).check()?;
         let now = self.clock.now_ms();
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
@@ -382,11 +382,14 @@ impl Admin for MemoryBackend {
 fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
     let mut seen = HashSet::new();
     let mut n = 0u64;
+    // the places of keys freed by time, before a keyed letter takes one (as
+    // a send)
+    q.expire_ghosts(now);
     for id in ids {
         if !seen.insert(*id) || q.msgs.contains_key(id) {
             continue;
         }
-        let Some((letter, priority, _)) = q.dead_msgs.get(id).cloned() else {
+        let Some((letter, priority, _, keyed)) = q.dead_msgs.get(id).cloned() else {
             continue;
         };
         q.drop_dead(id);
@@ -394,7 +397,14 @@ fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
         let due = now
             .saturating_add(s.first.as_millis() as u64)
             .min(LEGACY_LEASED_MS - 1);
-        q.insert(*id, letter.body, ms_score(due), priority);
+        match keyed {
+            // its key again, with the key's places when it has other jobs
+            Some(k) => {
+                let per = q.keys.get(&k.key).map_or(k.per_key, |e| e.per);
+                q.send_keyed(*id, letter.body, ms_score(due), &k.key, per);
+            }
+            None => q.insert(*id, letter.body, ms_score(due), priority),
+        }
         n += 1;
     }
     q.totalsent += n;

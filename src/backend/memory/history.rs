@@ -153,7 +153,8 @@ impl super::state::MemQueue {
     }
 
     /// Enters job `id`, just taken out of the queue as `m`, as finished `how`
-    /// (cancelled, deleted) by `by` at `now` (as `enter_history` in lib.lua).
+    /// (cancelled, deleted) by `by` at `now`, with its concurrency key `key`
+    /// (as `enter_history` in lib.lua).
     pub fn enter_removed(
         &mut self,
         id: JobId,
@@ -161,6 +162,7 @@ impl super::state::MemQueue {
         how: Finish,
         by: &str,
         now: u64,
+        key: Option<crate::contract::keyed::Keyed>,
     ) {
         let h = self.history_setting();
         if !h.enabled {
@@ -175,6 +177,7 @@ impl super::state::MemQueue {
             },
             deliveries: score_count(m.score),
             runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
+            key,
         };
         self.history
             .record(id, now, &entry, Some(m.body.clone()), h);

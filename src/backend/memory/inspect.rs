@@ -64,7 +64,7 @@ impl MemQueue {
     }
 
     pub(super) fn dead_info(&self, id: &JobId) -> Option<JobInfo> {
-        let (d, priority, _) = self.dead_msgs.get(id)?;
+        let (d, priority, _, keyed) = self.dead_msgs.get(id)?;
         Some(JobInfo {
             id: *id,
             state: JobState::Dead,
@@ -75,6 +75,7 @@ impl MemQueue {
             last_error: Some(d.error.clone()),
             runs: Vec::new(),
             finished: None,
+            key: keyed.clone(),
         })
     }
 }
@@ -138,6 +139,7 @@ impl Inspect for MemoryBackend {
                 let info = q.info(m.priority, m.score, *id, now);
                 Some(JobInfo {
                     runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
+                    key: q.keyed_of(id),
                     state: if m.waiting {
                         JobState::Blocked
                     } else {
@@ -233,11 +235,12 @@ impl Inspect for MemoryBackend {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
+        let keyed = q.keyed_of(id);
         let Some(m) = q.remove_at(id, now) else {
             return Ok(Cancelled::NotFound);
         };
         // entered in the history, as cancel.lua does
-        q.enter_removed(*id, &m, Finish::Cancelled, by, now);
+        q.enter_removed(*id, &m, Finish::Cancelled, by, now, keyed);
         drop(st);
         self.wake_held(queue);
         Ok(if inspect::state_of(m.score, now) == JobState::InFlight {

@@ -5,6 +5,7 @@
 use super::state::{MemQueue, Msg};
 use crate::JobId;
 use crate::contract::admin::{KeyPage, KeyUsage};
+use crate::contract::keyed::Keyed;
 use crate::contract::leases::is_lease;
 
 /// A concurrency key's places and its holders.
@@ -29,6 +30,15 @@ impl KeyEntry {
 }
 
 impl MemQueue {
+    /// Job `id`'s concurrency key with the key's places, if it has one.
+    pub fn keyed_of(&self, id: &JobId) -> Option<Keyed> {
+        let key = self.msgs.get(id)?.key.as_ref()?;
+        Some(Keyed {
+            key: key.clone(),
+            per_key: self.keys.get(key).map_or(1, |e| e.per),
+        })
+    }
+
     /// Sends a keyed message (priority 0): it takes a free place of `key`,
     /// or the place of a holder that does not run and is due after it (which
     /// waits again), or waits. `per` becomes the key's places.

@@ -5,6 +5,7 @@ use super::MemoryBackend;
 use crate::contract::attempts::{self, Attempt, AttemptOutcome, bound_error};
 use crate::contract::backend::Backend;
 use crate::contract::history::{Entry, Finish, Finished, body_type};
+use crate::contract::keyed::Keyed;
 use crate::contract::leases::{
     Delivery, Fetched, MAX_COUNT, Settle, Settled, Token, is_lease, score_count,
 };
@@ -14,6 +15,10 @@ use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
 use crate::{JobId, Result};
 use std::time::Duration;
 use tokio::sync::broadcast;
+
+/// A job entered in the history: id, how, deliveries, body, attempt records,
+/// concurrency key.
+type Finishing = (JobId, Finish, u32, Vec<u8>, String, Option<Keyed>);
 
 impl Backend for MemoryBackend {
     async fn send(
@@ -294,14 +299,16 @@ impl Backend for MemoryBackend {
         };
         let stored = QueueSettings::decode(&q.settings, &[]);
         let history = stored.history.unwrap_or(batch.history);
-        // entered in the history: id, how, deliveries, body, attempt records
-        let mut finished: Vec<(JobId, Finish, u32, Vec<u8>, String)> = Vec::new();
+        // entered in the history: id, how, deliveries, body, attempt
+        // records, concurrency key
+        let mut finished: Vec<Finishing> = Vec::new();
         for (id, token) in &acks {
+            let keyed = q.keyed_of(id);
             if let Some(m) = q.remove(id)
                 && history.enabled
             {
                 let log = attempts::append(m.log.as_deref(), &record(id, *token, None));
-                finished.push((*id, Finish::Succeeded, token.attempt(), m.body, log));
+                finished.push((*id, Finish::Succeeded, token.attempt(), m.body, log, keyed));
             }
         }
         let mut retried = 0;
@@ -396,11 +403,12 @@ impl Backend for MemoryBackend {
             {
                 let log = attempts::append(m.log.as_deref(), &rec);
                 let n = d.token.attempt();
-                finished.push((d.id, Finish::Dead, n, m.body.clone(), log));
+                let keyed = q.keyed_of(&d.id);
+                finished.push((d.id, Finish::Dead, n, m.body.clone(), log, keyed));
             }
             q.kill(&d.id, error, d.token.attempt(), now, &rec);
         }
-        for (id, how, deliveries, body, log) in &finished {
+        for (id, how, deliveries, body, log, keyed) in &finished {
             let entry = Entry {
                 finished: Finished {
                     how: *how,
@@ -410,6 +418,7 @@ impl Backend for MemoryBackend {
                 },
                 deliveries: *deliveries,
                 runs: attempts::parse(log.as_bytes()),
+                key: keyed.clone(),
             };
             q.history
                 .record(*id, now, &entry, Some(body.clone()), history);

@@ -256,10 +256,11 @@ impl Queues for MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(false);
         };
+        let keyed = q.keyed_of(id);
         let Some(m) = q.remove_at(id, now) else {
             return Ok(false);
         };
-        q.enter_removed(*id, &m, Finish::Deleted, &self.actor, now);
+        q.enter_removed(*id, &m, Finish::Deleted, &self.actor, now, keyed);
         drop(st);
         self.wake_held(queue);
         Ok(true)

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::contract::attempts;
+use crate::contract::keyed::Keyed;
 use crate::contract::leases::Retention;
 use crate::contract::leases::is_lease;
 use crate::contract::settings;
@@ -53,7 +54,8 @@ pub(super) struct MemQueue {
     /// Dead letters as (time of death ms, id), and each one's letter, the
     /// priority it had and its attempt records.
     pub dead: BTreeSet<(u64, JobId)>,
-    pub dead_msgs: HashMap<JobId, (DeadLetter, i8, Option<String>)>,
+    /// And its concurrency key.
+    pub dead_msgs: HashMap<JobId, (DeadLetter, i8, Option<String>, Option<Keyed>)>,
     /// Workers lease nothing (see `pause.lua`).
     pub paused: bool,
     /// The settings stored for the queue (settings.lua's hash fields).
@@ -332,6 +334,7 @@ impl MemQueue {
     /// Moves a message to the dead letters at `now` (ms), with the record of
     /// its last attempt.
     pub fn kill(&mut self, id: &JobId, error: String, attempts: u32, now: u64, record: &str) {
+        let keyed = self.keyed_of(id);
         let Some(m) = self.remove(id) else { return };
         let log = attempts::append(m.log.as_deref(), record);
         let letter = DeadLetter {
@@ -342,7 +345,8 @@ impl MemQueue {
             died_at_ms: now,
         };
         self.dead.insert((now, *id));
-        self.dead_msgs.insert(*id, (letter, m.priority, Some(log)));
+        self.dead_msgs
+            .insert(*id, (letter, m.priority, Some(log), keyed));
     }
 
     /// Drops the oldest dead letters beyond `retention` at `now` (ms), at most
@@ -365,7 +369,7 @@ impl MemQueue {
     /// Deletes a dead letter; whether it was there.
     pub fn drop_dead(&mut self, id: &JobId) -> bool {
         match self.dead_msgs.remove(id) {
-            Some((d, _, _)) => self.dead.remove(&(d.died_at_ms, *id)),
+            Some((d, ..)) => self.dead.remove(&(d.died_at_ms, *id)),
             None => false,
         }
     }

@@ -124,6 +124,7 @@ fn rows(r: &mut Reply<'_>) -> Result<Vec<JobInfo>> {
             last_error: error,
             runs: Vec::new(),
             finished: None,
+            key: None,
         });
     }
     Ok(jobs)
@@ -401,7 +402,9 @@ async fn requeue(
     let mut done = 0;
     for chunk in chunks(ids) {
         let s = spread.skip(done);
-        let mut cmd = scripts::eval(&scripts::DEAD_REQUEUE, &k.all_levels_dead());
+        let mut keys = k.all_levels_dead();
+        keys.extend(k.keyed_wake_keys());
+        let mut cmd = scripts::eval(&scripts::DEAD_REQUEUE, &keys);
         cmd.arg(s.first.as_millis() as u64)
             .arg(s.every.as_micros() as u64)
             .arg(&k.realtime)

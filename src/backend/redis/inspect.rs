@@ -10,7 +10,7 @@ use crate::contract::inspect::{
     Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts, page, page_size, queued,
 };
 use crate::contract::leases::Token;
-use crate::contract::queues::validate;
+use crate::contract::queues::{Keyed, validate};
 use crate::{Error, JobId, Result};
 
 /// Runs an inspection script with the queue's keys (every level and the dead
@@ -79,6 +79,7 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
                 last_error: error,
                 runs: Vec::new(),
                 finished: None,
+                key: None,
             }
         } else {
             queued(id, p, score, count, now, body, error)
@@ -124,7 +125,13 @@ impl Inspect for Rsmq {
 
     async fn job(&self, queue: &str, id: &JobId) -> Result<Option<JobInfo>> {
         let default = History::default().encode();
-        let v = call(self, &scripts::JOB, queue, &[id.as_ref(), &default]).await?;
+        validate::queue_name(queue)?;
+        let (mut con, k) = self.parts(queue);
+        let mut keys = k.inspection();
+        keys.push(k.keys.clone());
+        let mut cmd = scripts::eval(&scripts::JOB, &keys);
+        cmd.arg(id.as_ref()).arg(&default);
+        let v = scripts::run(&mut con, &scripts::JOB, &cmd).await?;
         let (now, mut r) = start(queue, &v)?;
         if r.is_empty() {
             return Ok(None);
@@ -139,9 +146,11 @@ impl Inspect for Rsmq {
         }
         let dead = place == b"d";
         let log = r.opt_bytes()?.map(crate::contract::attempts::parse);
+        let key = r.opt_bytes()?.and_then(Keyed::decode);
         let mut job = rows(&mut r, now, dead)?.0.pop();
         if let Some(job) = &mut job {
             job.runs = log.unwrap_or_default();
+            job.key = key;
             if place == b"k" {
                 job.state = JobState::Blocked;
             }

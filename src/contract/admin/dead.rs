@@ -83,6 +83,7 @@ impl DeadQuery {
     ///     last_error: Some("smtp timed out".into()),
     ///     runs: Vec::new(),
     ///     finished: None,
+    ///     key: None,
     /// };
     /// assert!(DeadQuery::default().job_type("SendEmail").error_contains("timed").matches(&job));
     /// assert!(!DeadQuery::default().job_type("Resize").matches(&job));

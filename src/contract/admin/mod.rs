@@ -203,7 +203,8 @@ pub trait Admin: Inspect {
     /// Runs a finished job again: a copy of it is sent to `queue` under a new
     /// id, which this returns; an envelope's copy names the job it copies in
     /// a `"retry_of"` member ([`JobInfo::retry_of`](crate::inspect::JobInfo::retry_of)),
-    /// which RSMQ clients and handlers ignore. The job must be in the queue's
+    /// which RSMQ clients and handlers ignore; a keyed job's copy waits for
+    /// its concurrency key as the job did. The job must be in the queue's
     /// history with its arguments still kept ([`InvalidValue`](crate::Error::InvalidValue)
     /// says which is not so).
     ///
@@ -243,7 +244,11 @@ pub trait Admin: Inspect {
                 )));
             }
             let body = crate::contract::envelope::with_retry_of(&job.body, id);
-            let msg = crate::contract::queues::SendMessage::new(body);
+            let mut msg = crate::contract::queues::SendMessage::new(body);
+            // its concurrency key, as it had
+            if let Some(k) = job.key {
+                msg = msg.keyed(k);
+            }
             let copy = crate::contract::queues::Queues::send(self, queue, msg).await?;
             noted(self.add_event(queue, "retried", 1).await, queue);
             Ok(copy)

@@ -9,8 +9,8 @@ mod types;
 mod unique;
 pub(crate) mod validate;
 
+pub use crate::contract::keyed::{Keyed, MAX_CONCURRENCY_KEY, MAX_PER_KEY};
 pub(crate) use keyed::check_message as check_keyed;
-pub use keyed::{Keyed, MAX_CONCURRENCY_KEY, MAX_PER_KEY};
 pub use types::{
     Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, SendMessage, When,
 };

@@ -84,6 +84,9 @@ pub(crate) async fn page(
                 dt { "Queue" } dd { (name(&queue)) }
                 dt { "Priority" } dd { (job.priority) }
                 dt { "Attempts" } dd { (job.attempts) }
+                @if let Some(k) = &job.key {
+                    dt { "Concurrency key" } dd { code { (k.key) } " (" (k.per_key) " at a time)" }
+                }
                 @if let Some(old) = job.retry_of() {
                     dt { "A copy of" } dd { a href=(ctx.link(&format!("/queues/{}/jobs/{old}", seg(&queue)))) { code { (old) } } }
                 }

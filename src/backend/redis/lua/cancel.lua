@@ -30,12 +30,17 @@ local id = ARGV[1]
 local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
 local K = attrs[5] and concurrency_keys(27, 28, 1, now, 29)
 local kept = redis.call("HMGET", KEYS[2], id, id .. ":a")
+-- its concurrency key, "<per key> <key>": the history keeps it
+local keyed
 if not level then
   -- a keyed job waiting for its key (its count: its member's)
   if not K or not kept[1] then return 0 end
   local v = redis.call("HGET", KEYS[2], id .. ":k")
-  if not v or K.gone({id}) == 0 then return 0 end
+  if not v then return 0 end
+  local waited, _, of = K.gone({id})
+  if waited == 0 then return 0 end
   K.save()
+  keyed = K.get(of[id]).per .. " " .. of[id]
   s = string.format("%.0f.%s", tonumber(string.sub(v, 1, 16)), string.sub(v, 17, 19))
 else
   redis.call("ZREM", level[2], id)
@@ -47,13 +52,14 @@ if K and level then
   local sc = tonumber(s)
   local running = {}
   if select(2, score_count(sc)) and math.floor(sc) >= now then running[id] = math.floor(sc) end
-  local _, promoted = K.gone({id}, running)
+  local _, promoted, of = K.gone({id}, running)
+  if of[id] then keyed = K.get(of[id]).per .. " " .. of[id] end
   K.save()
   if promoted > 0 then redis.call("PUBLISH", ARGV[4], redis.call("ZCARD", KEYS[1])) end
 end
 local on, keep, age, args = history_setting(attrs[4], ARGV[3])
 if on then
-  enter_history(25, 26, id, "cancelled", score_count(tonumber(s)), kept, ARGV[2], now, keep, age, args)
+  enter_history(25, 26, id, "cancelled", score_count(tonumber(s)), kept, ARGV[2], now, keep, age, args, keyed)
 end
 forget_released({id})
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end

@@ -287,6 +287,23 @@ if #need > 0 and not pre then
   local got = many("HMGET", KEYS[2], bid)
   for j, k in ipairs(need) do bodies[k] = got[j] end
 end
+-- concurrency keys (keyed jobs run at priority 0); the keys of the jobs
+-- that leave, "<per key> <key>": the dead letters and the history keep them
+-- (a requeue, a rerun waits for its key again)
+local K = attrs[13] and prio == "0" and (#gone > 0 or #z > 0) and concurrency_keys(10, 11, 1, now, 12)
+local keyof, kat = {}, nil
+if K and #gone > 0 and (#dead > 0 or #finished > 0) then
+  local kf = {}
+  for j, id in ipairs(gone) do kf[j] = id .. ":k" end
+  kat = many("HMGET", KEYS[2], kf)
+  for j, id in ipairs(gone) do
+    local v = kat[j]
+    if v then
+      local key = string.sub(v, 20)
+      keyof[id] = K.get(key).per .. " " .. key
+    end
+  end
+end
 local dz, dh = {}, {}
 if #dead > 0 then
   for _, k in ipairs(dead) do
@@ -306,6 +323,10 @@ if #dead > 0 then
     if prio ~= "0" then
       dh[#dh + 1] = id .. ":p"
       dh[#dh + 1] = prio
+    end
+    if keyof[id] then
+      dh[#dh + 1] = id .. ":k"
+      dh[#dh + 1] = keyof[id]
     end
   end
 end
@@ -338,7 +359,7 @@ if #dead > 0 then
     local f = {}
     for _, id in ipairs(old) do
       f[#f + 1] = id; f[#f + 1] = id .. ":err"; f[#f + 1] = id .. ":n"; f[#f + 1] = id .. ":p"
-      f[#f + 1] = id .. ":a"
+      f[#f + 1] = id .. ":a"; f[#f + 1] = id .. ":k"
     end
     many("ZREM", KEYS[3], old)
     many("HDEL", KEYS[4], f)
@@ -367,20 +388,23 @@ if #finished > 0 then
       body = ""
     end
     local n = digits(score_count(tks[k]))
-    -- "<how> <ms> <deliveries> <body bytes>\n<type>\n<by>\n", then the records
+    -- "<how> <ms> <deliveries> <body bytes>[ <key bytes>]\n<type>\n<by>\n[<key>\n]",
+    -- then the records
     local head = kind[k] == "a" and ok_head or dead_head
+    local kv, kh, kl = keyof[id], "", ""
+    if kv then kh, kl = " " .. #kv, kv .. "\n" end
     local s = spans[k]
     zh[#zh + 1] = at
     zh[#zh + 1] = id
     hh[#hh + 1] = id
     if logs[k] then
-      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. "\n" .. typ .. "\n\n" .. logs[k] .. "\n" .. body
+      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
     elseif s then
-      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. "\n" .. typ .. '\n\n{"n":' .. n .. ',"start":' .. ARGV[s]
-        .. ',"end":' .. ARGV[s + 1] .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
+      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
+        .. ',"start":' .. ARGV[s] .. ',"end":' .. ARGV[s + 1] .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     else
-      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. "\n" .. typ .. '\n\n{"n":' .. n .. ',"outcome":"ok"'
-        .. ARGV[8] .. "}\n" .. body
+      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
+        .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     end
   end
   many("ZADD", KEYS[8], zh)
@@ -392,11 +416,9 @@ if #finished > 0 then
   if timed then redis.call("HSET", KEYS[2], "redjob:htrim", string.format("%.0f", now + 1000)) end
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
--- concurrency keys (keyed jobs run at priority 0)
 local promoted = 0
-if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
-  local K = concurrency_keys(10, 11, 1, now, 12)
-  if #gone > 0 then promoted = select(2, K.gone(gone)) end
+if K then
+  if #gone > 0 then promoted = select(2, K.gone(gone, nil, kat)) end
   if #z > 0 then
     local kf = {}
     for j = 2, #z, 2 do kf[#kf + 1] = z[j] .. ":k" end

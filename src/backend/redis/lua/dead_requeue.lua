@@ -6,12 +6,17 @@
 -- With a cutoff (a bulk requeue's start, see ops/redis.rs), so is a letter that
 -- died after it, and nothing is done until Redis's clock has passed it: a letter
 -- requeued here that dies again then dies after the cutoff, and the bulk
--- requeue leaves it.
+-- requeue leaves it. A letter that had a concurrency key ("<id>:k" in the
+-- dead letters' hash, "<per key> <key>") enters its key again, as a send does
+-- (see concurrency_keys in lib.lua), with its per key when the key has no
+-- other jobs (else the key's own).
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the dead letters' sorted set (ns:q:dead)
 -- KEYS[4]  the dead letters' hash (ns:q:dead:Q)
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
+-- KEYS[25], KEYS[26], KEYS[27]  the queue's keyed set, concurrency keys and
+--          wake set (ns:q:keyed, ns:q:keys, ns:q:kwake)
 -- ARGV[1]  the first one's delay, ms
 -- ARGV[2]  the time between two, µs
 -- ARGV[3]  the queue's realtime channel (ns:rt:q)
@@ -19,7 +24,7 @@
 -- ARGV[5..]  the ids
 -- Returns -1 when the queue does not exist, -2 when Redis's clock has not
 --         passed the cutoff yet (nothing done), else how many were requeued
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio", "redjob:keyed")
 if not attrs[1] then return -1 end
 local now = clock()
 local cutoff = tonumber(ARGV[4])
@@ -36,6 +41,7 @@ local fields = {}
 for _, id in ipairs(ids) do
   fields[#fields + 1] = id
   fields[#fields + 1] = id .. ":p"
+  fields[#fields + 1] = id .. ":k"
 end
 local dead = many("HMGET", KEYS[4], fields)
 local queued = many("HMGET", KEYS[2], ids)
@@ -50,22 +56,34 @@ local first, step = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mask = tonumber(attrs[3]) or 0
 local z, h, gone, drop = {}, {}, {}, {}
 local n = 0
+local K
 for i, id in ipairs(ids) do
-  local body = dead[2 * i - 1]
+  local body = dead[3 * i - 2]
   if body and not queued[i] then
-    local p = tonumber(dead[2 * i]) or 0
+    local p = tonumber(dead[3 * i - 1]) or 0
     if p < -10 or p > 10 then p = 0 end
     local due = math.min(now + first + math.floor(n * step / 1000), LAST_DUE)
+    local per, ck = string.match(dead[3 * i] or "", "^(%d+) (.+)$")
+    if ck then p = 0 end
     local key = level_key(p, 5)
-    local zl = z[key]
-    if not zl then zl = {}; z[key] = zl end
-    zl[#zl + 1] = string.format("%.0f", rescore(id, due))
-    zl[#zl + 1] = id
+    if ck then
+      if not K then
+        K = concurrency_keys(25, 26, 1, now, 27)
+        K.batch = true
+      end
+      if K.get(ck).fresh then K.per(ck, math.max(1, math.min(tonumber(per), 1000))) end
+      K.place(ck, string.format("%.0f", rescore(id, due)), id)
+    else
+      local zl = z[key]
+      if not zl then zl = {}; z[key] = zl end
+      zl[#zl + 1] = string.format("%.0f", rescore(id, due))
+      zl[#zl + 1] = id
+    end
     h[#h + 1] = id
     h[#h + 1] = body
     if p ~= 0 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
     gone[#gone + 1] = id
-    for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a"}) do drop[#drop + 1] = f end
+    for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a", id .. ":k"}) do drop[#drop + 1] = f end
     n = n + 1
   end
 end
@@ -73,6 +91,14 @@ if n == 0 then return 0 end
 many("ZREM", KEYS[3], gone)
 many("HDEL", KEYS[4], drop)
 for key, zl in pairs(z) do many("ZADD", key, zl) end
+if K then
+  -- the bodies follow: a key filled here promotes none of this call's jobs
+  K.save()
+  if not attrs[4] then
+    h[#h + 1] = "redjob:keyed"
+    h[#h + 1] = "1"
+  end
+end
 h[#h + 1] = "totalsent"
 h[#h + 1] = string.format("%.0f", (tonumber(attrs[2]) or 0) + n)
 if mask ~= (tonumber(attrs[3]) or 0) then

@@ -75,11 +75,14 @@ if freed and attrs[4] == "1" then
 end
 forget_released(ids)
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
+-- a single job's concurrency key, "<per key> <key>": the history keeps it
+local keyed
 if attrs[5] then
   local K = concurrency_keys(27, 28, 1, now, 29)
   -- a single job that waited for its key: its member's due and count
   local kv = single and not found and redis.call("HGET", KEYS[2], ids[1] .. ":k")
-  local waited, promoted = K.gone(ids, running)
+  local waited, promoted, of = K.gone(ids, running)
+  if single and of[ids[1]] then keyed = K.get(of[ids[1]]).per .. " " .. of[ids[1]] end
   K.save()
   n = n + waited
   if waited > 0 and kv then found = tonumber(string.sub(kv, 1, 16)) + tonumber(string.sub(kv, 17, 19)) / 1000 end
@@ -89,7 +92,7 @@ if attrs[5] then
   end
 end
 if on and single and found and kept[1] then
-  enter_history(25, 26, ids[1], "deleted", score_count(found), kept, ARGV[3], now, keep, age, args)
+  enter_history(25, 26, ids[1], "deleted", score_count(found), kept, ARGV[3], now, keep, age, args, keyed)
 elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV[2]) or 0) + n > 0 then
   add_history_event(26, now, "deleted", (tonumber(ARGV[2]) or 0) + n, ARGV[3])
 end

@@ -10,11 +10,13 @@
 -- KEYS[26], KEYS[27]  the history's sorted set and hash (ns:q:history, ns:q:history:Q)
 -- KEYS[28]  the queue's keyed set (ns:q:keyed): a keyed job waiting for its
 --          key's place is found there ("k", as "q" otherwise)
+-- KEYS[29]  the queue's concurrency keys (ns:q:keys): a keyed job's per key
 -- ARGV[1]  the id
 -- ARGV[2]  the history setting when the queue stores none
 -- Returns {-1} when the queue does not exist; {now ms} when the job is in
---         neither; else {now ms, where, attempt records, priority, id, score,
---         body, count, error} (see with_fields): where is "q" in the queue
+--         neither; else {now ms, where, attempt records, concurrency key,
+--         priority, id, score, body, count, error} (see with_fields): the
+--         key is "<per key> <key>" or false; where is "q" in the queue
 --         (count: its rc field) or "d" dead (score: when it died; count: its
 --         deliveries; priority: the one it had); the attempt records are the
 --         "<id>:a" field (see append_attempt in lib.lua) or false; or {now ms,
@@ -26,17 +28,26 @@ local now = clock()
 local id = ARGV[1]
 local out = {now}
 local level, s = find_level(tonumber(attrs[2]) or 0, 5, id)
+local kv = #KEYS >= 28 and redis.call("HGET", KEYS[2], id .. ":k")
+-- its key with the key's per key
+local function keyed()
+  if not kv then return false end
+  local key = string.sub(kv, 20)
+  local e = #KEYS >= 29 and redis.call("HGET", KEYS[29], key)
+  return (e and string.match(e, "^%d+") or "1") .. " " .. key
+end
 if level then
   out[2] = "q"
   out[3] = redis.call("HGET", KEYS[2], id .. ":a")
+  out[4] = keyed()
   for _, v in ipairs(with_fields(KEYS[2], {{level[1], id, s}}, ":rc")) do out[#out + 1] = v end
   return out
 end
 -- a keyed job waiting for its key: its member's due and count as its score
-local kv = #KEYS >= 28 and redis.call("HGET", KEYS[2], id .. ":k")
 if kv and redis.call("ZSCORE", KEYS[28], string.sub(kv, 20) .. "\0" .. string.sub(kv, 1, 19) .. id) then
   out[2] = "k"
   out[3] = redis.call("HGET", KEYS[2], id .. ":a")
+  out[4] = keyed()
   local s = string.format("%.0f.%s", tonumber(string.sub(kv, 1, 16)), string.sub(kv, 17, 19))
   for _, v in ipairs(with_fields(KEYS[2], {{0, id, s}}, ":rc")) do out[#out + 1] = v end
   return out
@@ -45,6 +56,7 @@ local d = redis.call("ZSCORE", KEYS[3], id)
 if d then
   out[2] = "d"
   out[3] = redis.call("HGET", KEYS[4], id .. ":a")
+  out[4] = redis.call("HGET", KEYS[4], id .. ":k")
   local p = tonumber(redis.call("HGET", KEYS[4], id .. ":p")) or 0
   for _, v in ipairs(with_fields(KEYS[4], {{p, id, d}}, ":n")) do out[#out + 1] = v end
   return out

@@ -521,7 +521,8 @@ end
 -- (0: no limit), at most `budget`, and the bodies of entries past `args` ms,
 -- at `now` (ms). `hz`, `hh` are the indexes in KEYS of the history's sorted
 -- set and hash. An entry is "<header>\n<type>\n<actor>\n<records>\n<body>",
--- its header "h1 <how> <ms> <deliveries> <body bytes>" (see history.rs). The
+-- its header "h1 <how> <ms> <deliveries> <body bytes>[ <key bytes>]" (see
+-- history.rs: a keyed job's "<per key> <key>" line follows the actor). The
 -- hash field "~args" says up to when (ms) bodies are dropped already: an entry
 -- is read again only when its body goes. Unless `timed`, only the count is
 -- kept, and only once it is over by more than a twentieth (one settle in many
@@ -564,13 +565,15 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
       local vals = #ids > 0 and many("HMGET", KEYS[hh], ids) or {}
       local set = {}
       for j, v in ipairs(vals) do
-        local head, bytes, rest = string.match(v or "", "^(h1 %S+ %S+ %S+ )(%d+)(\n.*)$")
+        -- (a keyed job's header ends with its key's length: in `rest`)
+        local head, bytes, rest = string.match(v or "", "^(h1 %S+ %S+ %S+ )(%d+)(.*)$")
         bytes = tonumber(bytes)
         if bytes and bytes > 0 then
           local keep = string.sub(rest, 1, #rest - bytes)
           -- the type line, empty while the body was kept, now from the body
-          if string.sub(keep, 1, 2) == "\n\n" then
-            keep = "\n" .. body_type(string.sub(rest, #rest - bytes + 1)) .. string.sub(keep, 2)
+          local tail, lines = string.match(keep, "^([^\n]*\n)(.*)$")
+          if tail and string.sub(lines, 1, 1) == "\n" then
+            keep = tail .. body_type(string.sub(rest, #rest - bytes + 1)) .. lines
           end
           set[#set + 1] = ids[j]
           set[#set + 1] = head .. "0" .. keep
@@ -587,15 +590,18 @@ end
 -- Enters job `id`, just taken out of its queue with its body and records
 -- (`kept`: HMGET of <id> and <id>:a), in the history (KEYS[hz], KEYS[hh]) as
 -- finished `how` (cancelled, deleted) by `by` at `now` with `count`
--- deliveries, as complete.lua writes entries; then trims it by count.
-local function enter_history(hz, hh, id, how, count, kept, by, now, keep, age, args)
+-- deliveries, and its concurrency key `keyed` ("<per key> <key>" or nil), as
+-- complete.lua writes entries; then trims it by count.
+local function enter_history(hz, hh, id, how, count, kept, by, now, keep, age, args, keyed)
   local body = kept[1] or ""
   local typ = body_type(body)
   if args == 0 then body = "" end
   local at = string.format("%.0f", now)
+  local kh, kl = "", ""
+  if keyed then kh, kl = " " .. #keyed, keyed .. "\n" end
   redis.call("ZADD", KEYS[hz], at, id)
-  redis.call("HSET", KEYS[hh], id, "h1 " .. how .. " " .. at .. " " .. count .. " " .. #body .. "\n"
-    .. typ .. "\n" .. by .. "\n" .. (kept[2] or "") .. "\n" .. body)
+  redis.call("HSET", KEYS[hh], id, "h1 " .. how .. " " .. at .. " " .. count .. " " .. #body .. kh .. "\n"
+    .. typ .. "\n" .. by .. "\n" .. kl .. (kept[2] or "") .. "\n" .. body)
   trim_history(hz, hh, now, 1001, keep, age, args, false)
 end
 
@@ -638,14 +644,17 @@ end
 --   K.left(id, key): a holder left its place (or held none);
 --   K.hold(key, score, id): a job takes a place (enters the sorted set);
 --   K.demote(key, score, id): a holder goes back to wait;
+--   K.place(key, score, id): a job enters its key (a send, a requeue): a free
+--     place, else the place of a later holder that does not run, else waits;
 --   K.batch: when set (a send), K.hold and K.wait write at K.save, in a few
 --     commands for the whole call;
 --   K.per(key, n): sets the key's places;
---   K.gone(ids, running): jobs that leave the queue (their holders' places are
+--   K.gone(ids, running, at): jobs that leave the queue (their holders' places are
 --     filled, their waiting members removed, their "<id>:k" fields deleted);
 --     `running` (optional) maps the ids of leased jobs deleted while their
---     lease runs to its end (ms): they keep their places until then; returns
---     how many waited, and how many were promoted;
+--     lease runs to its end (ms): they keep their places until then; `at`
+--     (optional) their "<id>:k" fields, read already; returns
+--     how many waited, how many were promoted, and the ids' keys (id -> key);
 --   K.yield(key, score, id): a holder that goes back to wait for a retry (or
 --     a release) at `score` gives its place to the key's first waiting job
 --     when that one is due before it; returns how many were promoted;
@@ -670,7 +679,8 @@ local function concurrency_keys(kz, kh, zset, now, kw)
     local e = entries[key]
     if e then return e end
     local v = redis.call("HGET", KEYS[kh], key)
-    e = {per = 1, holders = {}, scores = {}}
+    -- fresh: the key has no entry (no jobs)
+    e = {per = 1, holders = {}, scores = {}, fresh = not v}
     if v then
       local ids = {}
       for w in string.gmatch(v, "%S+") do ids[#ids + 1] = w end
@@ -802,6 +812,41 @@ local function concurrency_keys(kz, kh, zset, now, kw)
     e.scores[id] = tonumber(score)
     changed[key] = true
   end
+  -- a job due at `score` (text) enters its key: a free place if there is
+  -- one, else the place of a holder due after it that does not run (not
+  -- leased, nor received by an RSMQ client: no "<id>:rc"), which waits again:
+  -- within a key, jobs start in order of due time; else it waits
+  function K.place(key, score, id)
+    local e = K.get(key)
+    -- places freed by holders an RSMQ client deleted, or added: the key's
+    -- waiting jobs, due before this one, take them first
+    if e.freed then
+      e.freed = false
+      K.fill(key)
+    end
+    if (e.until_ms or 0) > now then
+      -- a handler throttled the key: the job waits
+      K.wait(key, score, id)
+    elseif #e.holders < e.per then
+      K.hold(key, score, id)
+    else
+      local late, late_s
+      local s = tonumber(score)
+      for _, h in ipairs(e.holders) do
+        local hs = e.scores[h]
+        if hs and hs > s and not select(2, score_count(hs)) and (not late or hs > late_s or (hs == late_s and h > late))
+          and redis.call("HEXISTS", KEYS[2], h .. ":rc") == 0 then
+          late, late_s = h, hs
+        end
+      end
+      if late then
+        K.demote(key, late_s, late)
+        K.hold(key, score, id)
+      else
+        K.wait(key, score, id)
+      end
+    end
+  end
   function K.per(key, n)
     local e = K.get(key)
     if e.per ~= n then
@@ -849,17 +894,18 @@ local function concurrency_keys(kz, kh, zset, now, kw)
     K.wait(key, score, id)
     return K.fill(key)
   end
-  function K.gone(ids, running)
+  function K.gone(ids, running, at)
     running = running or {}
     pending = running
     local fields = {}
     for j, id in ipairs(ids) do fields[j] = id .. ":k" end
-    local at = many("HMGET", KEYS[2], fields)
-    local waited, keys, drop = 0, {}, {}
+    at = at or many("HMGET", KEYS[2], fields)
+    local waited, keys, drop, of = 0, {}, {}, {}
     for j, id in ipairs(ids) do
       local v = at[j]
       if v then
         local key = string.sub(v, 20)
+        of[id] = key
         drop[#drop + 1] = fields[j]
         if redis.call("ZREM", KEYS[kz], key .. "\0" .. string.sub(v, 1, 19) .. id) == 1 then
           waited = waited + 1
@@ -882,7 +928,7 @@ local function concurrency_keys(kz, kh, zset, now, kw)
       promoted = promoted + K.fill(key)
     end
     if #drop > 0 then many("HDEL", KEYS[2], drop) end
-    return waited, promoted
+    return waited, promoted, of
   end
   function K.save()
     if kw then

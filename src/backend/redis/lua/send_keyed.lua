@@ -45,37 +45,7 @@ for i = 1, n do
     scores[when] = score
   end
   K.per(key, tonumber(ARGV[b + 4]))
-  local e = K.get(key)
-  -- places freed by holders an RSMQ client deleted, or added: the key's
-  -- waiting jobs, due before this one, take them first
-  if e.freed then
-    e.freed = false
-    K.fill(key)
-  end
-  if (e.until_ms or 0) > now then
-    -- a handler throttled the key: the job waits
-    K.wait(key, score, id)
-  elseif #e.holders < e.per then
-    K.hold(key, score, id)
-  else
-    -- the latest due of the holders that do not run (not leased, nor received
-    -- by an RSMQ client: no "<id>:rc"), when due after this one
-    local late, late_s
-    local s = tonumber(score)
-    for _, h in ipairs(e.holders) do
-      local hs = e.scores[h]
-      if hs and hs > s and not select(2, score_count(hs)) and (not late or hs > late_s or (hs == late_s and h > late))
-        and redis.call("HEXISTS", KEYS[2], h .. ":rc") == 0 then
-        late, late_s = h, hs
-      end
-    end
-    if late then
-      K.demote(key, late_s, late)
-      K.hold(key, score, id)
-    else
-      K.wait(key, score, id)
-    end
-  end
+  K.place(key, score, id)
   hargs[#hargs + 1] = id
   hargs[#hargs + 1] = ARGV[b + 2]
 end
