@@ -59,7 +59,8 @@ impl Client {
 
     /// Enqueues a run of the periodic schedule `name` of `queue` now, as its
     /// ticks do (the job its live workers say it enqueues, at its priority),
-    /// beside its ticks: the next tick runs as planned. Returns the job's id.
+    /// with its concurrency key, beside its ticks: the next tick runs as
+    /// planned. Returns the job's id.
     /// Fails with [`InvalidValue`](crate::Error::InvalidValue) when no live
     /// worker ticks it (or none says what it enqueues).
     pub async fn run_schedule_now(&self, queue: &str, name: &str) -> Result<JobId> {
@@ -77,7 +78,11 @@ impl Client {
             what: "schedule",
             reason: format!("the live workers do not say what {name:?} enqueues"),
         })?;
-        let msg = SendMessage::new(body).priority(s.priority);
+        let mut msg = SendMessage::new(body).priority(s.priority);
+        // its concurrency key, as a tick's
+        if let Some(k) = s.key {
+            msg = msg.keyed(k);
+        }
         // created if no tick made it yet, as a tick would
         let sent = crate::contract::backend::Backend::send(
             &self.backend,

@@ -30,7 +30,7 @@ pub const MAX_PER_KEY: u32 = 1000;
 /// let keyed = msg.keyed.unwrap();
 /// assert_eq!((&keyed.key[..], keyed.per_key), ("account:42", 1));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Keyed {
     /// The key: 1 to [`MAX_CONCURRENCY_KEY`] bytes, no NUL byte.
     pub key: String,

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::contract::admin::{BeatSchedule, Missed, Schedule, Tick, Ticked};
 use crate::contract::backend::Backend;
+use crate::contract::keyed::Keyed;
 use crate::contract::queues::{QueueOptions, SendMessage};
 use crate::job::Job;
 use crate::{Error, Result};
@@ -62,8 +63,9 @@ pub struct Periodic {
     pub(crate) priority: i8,
     /// The job's envelope, or why it could not be encoded.
     pub(crate) body: std::result::Result<Vec<u8>, String>,
-    /// The job type has a concurrency key, which ticks do not keep (yet).
-    pub(crate) keyed: bool,
+    /// The job's concurrency key (its type's, from its arguments), or why it
+    /// could not be read.
+    pub(crate) keyed: std::result::Result<Option<Keyed>, String>,
 }
 
 impl Periodic {
@@ -78,7 +80,15 @@ impl Periodic {
             priority: J::OPTIONS.priority,
             // stored once, sent at every tick: no one span's trace
             body: crate::job::encode_untraced(&job).map_err(|e| e.to_string()),
-            keyed: J::OPTIONS.concurrency_key.is_some(),
+            keyed: job
+                .concurrency_key()
+                .map(|k| {
+                    k.map(|key| Keyed {
+                        key,
+                        per_key: J::OPTIONS.per_key,
+                    })
+                })
+                .map_err(|e| e.to_string()),
         }
     }
 
@@ -116,14 +126,15 @@ impl Periodic {
                 ),
             });
         }
-        if self.keyed {
-            return Err(Error::InvalidValue {
-                what: "periodic job",
-                reason: format!(
-                    "{}: its type has a concurrency key, which periodic ticks do not keep yet",
-                    self.name
-                ),
-            });
+        match &self.keyed {
+            Err(e) => {
+                return Err(Error::InvalidValue {
+                    what: "periodic job",
+                    reason: format!("{}: cannot read its concurrency key: {e}", self.name),
+                });
+            }
+            Ok(Some(k)) => k.check()?,
+            Ok(None) => {}
         }
         if let Err(e) = &self.body {
             return Err(Error::InvalidValue {
@@ -146,7 +157,10 @@ pub(crate) struct Ticker {
 impl Ticker {
     pub fn new(p: Periodic) -> Ticker {
         let body = p.body.clone().unwrap_or_default();
-        let msg = SendMessage::new(body).priority(p.priority);
+        let mut msg = SendMessage::new(body).priority(p.priority);
+        if let Ok(Some(k)) = &p.keyed {
+            msg = msg.keyed(k.clone());
+        }
         Ticker {
             p,
             msg,
@@ -170,6 +184,7 @@ impl Ticker {
                 .ok()
                 .and_then(|b| String::from_utf8(b.clone()).ok()),
             priority: self.p.priority,
+            key: self.msg.keyed.clone(),
         }
     }
 }

@@ -363,18 +363,46 @@ pub async fn deletes_cancels_dead_letters_and_purges_free_a_keys_place(env: &Env
     assert_eq!(visible(env).await, 1, "p's place is free again");
 }
 
-pub async fn a_periodic_job_with_a_key_is_refused_at_build(env: &Env) {
+pub async fn a_periodic_jobs_ticks_and_a_run_now_wait_for_its_key(env: &Env) {
     use redjob::ops::Schedule;
-    let e = Worker::builder(env.client.backend())
-        .register::<Charge>()
+    use redjob::queue::Keyed;
+    create(env).await;
+    let b = env.client.backend();
+    // the key's place is taken: a tick's job waits for it
+    let holder = env.client.enqueue(&charge("pk", 0, 10)).await.unwrap();
+    let w = Worker::builder(env.client.backend())
+        .queue("keys_other")
         .periodic(
-            Schedule::every(Duration::from_secs(60)).unwrap(),
-            charge("a", 0, 0),
+            Schedule::every(Duration::from_secs(1)).unwrap(),
+            charge("pk", 1, 10),
         )
         .handle_signals(false)
         .build()
-        .unwrap_err();
-    assert!(e.to_string().contains("concurrency key"), "{e}");
+        .unwrap();
+    let running = start_serving(w).await;
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            b.counts(QUEUE).await.unwrap().blocked >= 1
+        })
+        .await,
+        "a tick's job waits for its key"
+    );
+    let counts = b.counts(QUEUE).await.unwrap();
+    assert_eq!(counts.ready, 1, "the holder alone is ready");
+    let listed = env.client.schedules().await.unwrap();
+    let s = listed.iter().find(|s| s.queue == QUEUE).expect("listed");
+    assert_eq!(s.key, Some(Keyed::new("pk")));
+    let now = env.client.run_schedule_now(QUEUE, &s.name).await.unwrap();
+    let job = b.job(QUEUE, &now).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.key),
+        (JobState::Blocked, Some(Keyed::new("pk")))
+    );
+    running.stop().await;
+    assert_eq!(
+        b.job(QUEUE, &holder).await.unwrap().unwrap().state,
+        JobState::Ready
+    );
 }
 
 pub async fn a_running_job_deleted_or_cancelled_keeps_its_place_until_its_lease_ends(env: &Env) {

@@ -22,6 +22,7 @@ impl MemoryBackend {
     ) -> Result<Ticked> {
         validate::queue_name(queue)?;
         validate::priority(msg.priority)?;
+        crate::contract::queues::check_keyed(msg)?;
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
@@ -42,12 +43,24 @@ impl MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Err(not_found(queue));
         };
-        q.insert(
-            tick.id(queue),
-            msg.body.clone(),
-            ms_score(now),
-            msg.priority,
-        );
+        match &msg.keyed {
+            Some(k) => {
+                q.expire_ghosts(now);
+                q.send_keyed(
+                    tick.id(queue),
+                    msg.body.clone(),
+                    ms_score(now),
+                    &k.key,
+                    k.per_key,
+                );
+            }
+            None => q.insert(
+                tick.id(queue),
+                msg.body.clone(),
+                ms_score(now),
+                msg.priority,
+            ),
+        }
         q.totalsent += 1;
         drop(st);
         self.notify(queue);

@@ -30,12 +30,14 @@ impl Rsmq {
     ) -> Result<Ticked> {
         validate::queue_name(queue)?;
         validate::priority(msg.priority)?;
+        crate::contract::queues::check_keyed(msg)?;
         let (mut con, ns, realtime) = self.ns_parts();
         let k = ns.queue(queue);
-        let mut cmd = scripts::eval(
-            &scripts::PERIODIC,
-            &[&k.level(msg.priority), &k.hash, &k.periodic],
-        );
+        let mut keys = vec![k.level(msg.priority), k.hash.clone(), k.periodic.clone()];
+        if msg.keyed.is_some() {
+            keys.extend(k.keyed_keys());
+        }
+        let mut cmd = scripts::eval(&scripts::PERIODIC, &keys);
         cmd.arg(&k.realtime)
             .arg(if realtime { "1" } else { "0" })
             .arg(msg.body.len())
@@ -46,6 +48,9 @@ impl Rsmq {
             .arg(tick.id(queue).as_str())
             .arg(&msg.body[..])
             .arg(tick.next_ms.map_or(String::new(), |n| n.to_string()));
+        if let Some(keyed) = &msg.keyed {
+            cmd.arg(&keyed.key).arg(keyed.per_key);
+        }
         let v = scripts::run(&mut con, &scripts::PERIODIC, &cmd).await?;
         let (code, mut r) = Reply::status(&v)?;
         match code {

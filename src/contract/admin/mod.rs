@@ -335,6 +335,7 @@ pub trait Admin: Inspect {
                             workers: 0,
                             body: s.body,
                             priority: s.priority,
+                            key: s.key,
                             paused: None,
                         });
                     e.workers += 1;

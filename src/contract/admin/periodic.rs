@@ -204,6 +204,8 @@ pub struct ScheduleInfo {
     pub body: Option<String>,
     /// The priority its jobs are sent at.
     pub priority: i8,
+    /// The concurrency key its jobs are sent with (send one now with it).
+    pub key: Option<crate::contract::keyed::Keyed>,
     /// Paused for every worker ([`Admin::pause_schedule`](super::Admin::pause_schedule)):
     /// when (Unix ms) and by whom; `None` when it runs.
     pub paused: Option<Paused>,

@@ -214,6 +214,10 @@ pub struct BeatSchedule {
     /// The priority its jobs are sent at.
     #[serde(default)]
     pub priority: i8,
+    /// The concurrency key its jobs are sent with; `None` from a worker
+    /// before this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<crate::contract::keyed::Keyed>,
 }
 
 /// The JSON a heartbeat stores. Durations are relative to the beat, which the

@@ -12,13 +12,18 @@
 --          tick of the schedule was recorded; "0": any tick
 -- ARGV[8]  the job's id (its time prefix is the tick); ARGV[9] the body
 -- ARGV[10] the schedule's next tick after this one ("" for none)
+-- ARGV[11], ARGV[12]  a keyed job's concurrency key and per key, or none: it
+--          enters its key as a send's (see send_keyed.lua)
+-- KEYS[4], KEYS[5]  with a key: the queue's keyed set and concurrency keys
+--          (ns:q:keyed, ns:q:keys)
 -- A schedule paused ("<name>:paused" in KEYS[3], "<ms> <who>", see
 -- schedule.lua) has its ticks recorded as done, and nothing enqueued.
 -- Returns {1, now ms} enqueued; {0, now ms} already enqueued (or nothing to
 --         catch up); {2, now ms} skipped, the schedule paused; {-1} no such
 --         queue; {-2, len, maxsize} body too large; {-4, ms} the tick is that
 --         far ahead of Redis's clock
-local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio")
+local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
+  "redjob:keyed")
 local refused, _, now = send_start(attrs)
 if refused then return refused end
 local tick = tonumber(ARGV[6])
@@ -32,5 +37,15 @@ else
   redis.call("HSET", KEYS[3], ARGV[5] .. ":next", ARGV[10])
 end
 if redis.call("HEXISTS", KEYS[3], ARGV[5] .. ":paused") == 1 then return {2, now} end
-send_write(attrs, {string.format("%.0f", now), ARGV[8]}, {ARGV[8], ARGV[9]}, 1)
+if ARGV[11] then
+  if not attrs[6] then redis.call("HSET", KEYS[2], "redjob:keyed", "1") end
+  local K = concurrency_keys(4, 5, 1, now)
+  K.batch = true
+  K.per(ARGV[11], tonumber(ARGV[12]))
+  K.place(ARGV[11], string.format("%.0f", now), ARGV[8])
+  K.save()
+  send_write(attrs, {}, {ARGV[8], ARGV[9]}, 1)
+else
+  send_write(attrs, {string.format("%.0f", now), ARGV[8]}, {ARGV[8], ARGV[9]}, 1)
+end
 return {1, now}
