@@ -156,7 +156,7 @@ async fn a_page_after_a_cursor_among_100k_ties_reads_only_its_rows() {
         let c = cursor(from);
         let b = backend.clone();
         let (page, inner, usec) = page_cost(&mut con, || {
-            let b = b.clone();
+            let (b, c) = (b.clone(), c.clone());
             async move {
                 b.list("ties", JobState::Scheduled, Some(&c), 5)
                     .await
@@ -173,7 +173,7 @@ async fn a_page_after_a_cursor_among_100k_ties_reads_only_its_rows() {
         ] {
             let b = backend.clone();
             let (page, inner, usec) = page_cost(&mut con, || {
-                let b = b.clone();
+                let (b, c) = (b.clone(), c.clone());
                 async move { b.dead_page("ties", order, Some(&c), 5).await.unwrap() }
             })
             .await;
@@ -310,9 +310,9 @@ async fn leases_behind_5000_scheduled_jobs_are_counted_and_listed_in_bounded_pag
     let mut after: Option<Cursor> = None;
     let mut calls = 0;
     loop {
-        let c = after;
+        let c = after.clone();
         let (page, inner, _) = page_cost(&mut con, || {
-            let b = backend.clone();
+            let (b, c) = (backend.clone(), c.clone());
             async move {
                 b.list("mix", JobState::InFlight, c.as_ref(), 10)
                     .await
@@ -336,4 +336,56 @@ async fn leases_behind_5000_scheduled_jobs_are_counted_and_listed_in_bounded_pag
     found.sort();
     assert_eq!(found, want);
     assert!(calls >= 5, "5,000 rows passed over in {calls} pages");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_blocked_jobs_deep_in_a_hot_key_reads_only_its_rows() {
+    use redjob::backend::Backend;
+    use redjob::queue::{Keyed, SendMessage};
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let backend = client.backend();
+    backend
+        .create_queue("hot", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    // 20,000 jobs of one key: one holds its place, the rest wait
+    for _ in 0..4 {
+        let msgs: Vec<SendMessage> = (0..5_000)
+            .map(|_| SendMessage::new("{}").keyed(Keyed::new("hot")))
+            .collect();
+        Backend::send(&backend, "hot", &msgs, &QueueOptions::default())
+            .await
+            .unwrap();
+    }
+    assert_eq!(backend.counts("hot").await.unwrap().blocked, 19_999);
+    // the cursor after the 15,000th waiting job, from a page ending there
+    let mut deep: Option<Cursor> = None;
+    let mut read = 0;
+    while read < 15_000 {
+        let page = backend
+            .list("hot", JobState::Blocked, deep.as_ref(), 1000)
+            .await
+            .unwrap();
+        read += page.jobs.len();
+        deep = page.next;
+    }
+    let mut report = Vec::new();
+    for (what, after) in [("first", None), ("deep", deep.clone())] {
+        let (page, inner, usec) = page_cost(&mut con, || {
+            let (b, c) = (backend.clone(), after.clone());
+            async move {
+                b.list("hot", JobState::Blocked, c.as_ref(), 10)
+                    .await
+                    .unwrap()
+            }
+        })
+        .await;
+        assert_eq!(page.jobs.len(), 10);
+        // HMGET, TIME, ZRANGE BYLEX, HMGET (the keys), HMGET (the jobs)
+        assert!(inner <= 5, "a {what} page ran {inner} commands");
+        report.push((what, inner, usec));
+    }
+    println!("blocked pages (commands, µs): {report:?}");
 }

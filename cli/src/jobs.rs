@@ -124,6 +124,8 @@ pub enum State {
     Dead,
     /// In the queue's history, newest first.
     Finished,
+    /// Waiting for a place of their concurrency keys, by key then due time.
+    Blocked,
 }
 
 impl From<State> for JobState {
@@ -134,6 +136,7 @@ impl From<State> for JobState {
             State::InFlight => JobState::InFlight,
             State::Dead => JobState::Dead,
             State::Finished => JobState::Finished,
+            State::Blocked => JobState::Blocked,
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redjob::inspect::{Attempt, JobInfo, Page};
+use redjob::inspect::{Attempt, JobInfo, JobState, Page};
 use redjob::ops::Unserved;
 use serde_json::{Value, json};
 
@@ -167,11 +167,12 @@ pub fn job_row(j: &JobInfo) -> Vec<String> {
     }
     vec![
         j.id.to_string(),
-        // a finished job: how it finished
-        j.finished
-            .as_ref()
-            .map_or(j.state.as_str(), |f| f.how.as_str())
-            .into(),
+        // a finished job: how it finished; a blocked one: its key
+        match (&j.finished, &j.key) {
+            (Some(f), _) => f.how.as_str().into(),
+            (None, Some(k)) if j.state == JobState::Blocked => format!("blocked by {:?}", k.key),
+            _ => j.state.as_str().into(),
+        },
         j.priority.to_string(),
         j.attempts.to_string(),
         when(j.due_ms),
@@ -194,12 +195,12 @@ pub const JOB_HEAD: [&str; 7] = [
 pub fn page(ctx: &Ctx, page: &Page, more: &str) -> Outcome {
     if ctx.json {
         let jobs: Vec<Value> = page.jobs.iter().map(job_json).collect();
-        let next = page.next.map(|c| c.to_string());
+        let next = page.next.as_ref().map(|c| c.to_string());
         return json(&json!({ "jobs": jobs, "next": next }));
     }
     let rows: Vec<Vec<String>> = page.jobs.iter().map(job_row).collect();
     table(&JOB_HEAD, &rows);
-    if let Some(c) = page.next {
+    if let Some(c) = &page.next {
         println!("\nmore: {more} --after {c}");
     }
     Ok(())

@@ -1454,6 +1454,25 @@ async fn queue_keys_shows_each_keys_running_holding_and_blocked_jobs() {
         text.contains(r#"key        "acct:7" (1 at a time)"#),
         "{text}"
     );
+    // the blocked ones are listed, by key then due time
+    let v = cli(
+        &url,
+        &["jobs", "list", "mail", "--state", "blocked", "--json"],
+    )
+    .await
+    .json();
+    let listed: Vec<&str> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [sent[1].id.to_string(), sent[2].id.to_string()]);
+    let text = cli(&url, &["jobs", "list", "mail", "--state", "blocked"])
+        .await
+        .ok()
+        .to_string();
+    assert!(text.contains(r#"blocked by "acct:7""#), "{text}");
     let v = cli(&url, &["queue", "keys", "mail", "--json"]).await.json();
     assert_eq!(
         v["keys"],

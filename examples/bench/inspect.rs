@@ -128,7 +128,7 @@ async fn measure(n: usize, f: &mut Figures) {
         put(
             &deep,
             median_ms(|_| {
-                let after = after;
+                let after = after.clone();
                 let q = &q;
                 async move {
                     q.list("bench", state, after.as_ref(), PAGE)

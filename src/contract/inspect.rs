@@ -55,15 +55,6 @@ impl JobState {
     }
 }
 
-/// The error of a [`list`](Inspect::list) of [`JobState::Blocked`]: a
-/// key's waiting jobs are counted and found by id, not listed yet.
-pub(crate) fn blocked_not_listed() -> Error {
-    Error::InvalidValue {
-        what: "state",
-        reason: "blocked jobs (waiting for their concurrency keys) are counted and found by id, not listed yet".into(),
-    }
-}
-
 /// How many jobs of a queue are in each state.
 ///
 /// ```
@@ -170,21 +161,26 @@ impl JobInfo {
 }
 
 /// Where the next page of a [`list`](Inspect::list) starts: after the last job of
-/// the previous page. Its text form (`priority:score:id`) can travel in a URL.
+/// the previous page. Its text form (`priority:score:id`, or `b<key in
+/// hex>:score:id` in a list of blocked jobs) can travel in a URL.
 ///
 /// ```
 /// use redjob::inspect::Cursor;
 ///
 /// let c: Cursor = "3:1790000000123.004:0000000000abcdefghijklmnopqrstuv".parse().unwrap();
 /// assert_eq!(c.to_string().parse::<Cursor>().unwrap(), c);
+/// let b: Cursor = "b6163:1790000000123.000:0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+/// assert_eq!(b.to_string().parse::<Cursor>().unwrap(), b);
 /// assert!("3:x:y".parse::<Cursor>().is_err());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Cursor {
     pub(crate) priority: i8,
     /// The row's score in thousandths of a ms.
     pub(crate) score: u64,
     pub(crate) id: JobId,
+    /// A blocked job's concurrency key (blocked jobs are listed by key).
+    pub(crate) key: Option<String>,
 }
 
 impl Cursor {
@@ -195,14 +191,53 @@ impl Cursor {
             priority: job.priority,
             score: job.due_ms.saturating_mul(1000),
             id: job.id,
+            key: None,
         }
+    }
+
+    /// The cursor after a blocked job of `key` at `score` (thousandths).
+    pub(crate) fn blocked(key: &str, score: u64, id: JobId) -> Cursor {
+        Cursor {
+            priority: 0,
+            score,
+            id,
+            key: Some(key.to_string()),
+        }
+    }
+
+    /// A blocked job's member in the keyed set (see `concurrency_keys` in
+    /// lib.lua): `<key>\0<due ms, 16 digits><count, 3 digits><id>`; `None`
+    /// for another cursor.
+    pub(crate) fn keyed_member(&self) -> Option<Vec<u8>> {
+        let key = self.key.as_ref()?;
+        let mut m = key.as_bytes().to_vec();
+        m.push(0);
+        m.extend_from_slice(
+            format!(
+                "{:016}{:03}{}",
+                self.score / 1000,
+                self.score % 1000,
+                self.id
+            )
+            .as_bytes(),
+        );
+        Some(m)
     }
 }
 
 impl std::fmt::Display for Cursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (p, s, id) = (self.priority, self.score, self.id);
-        write!(f, "{p}:{}.{:03}:{id}", s / 1000, s % 1000)
+        let (s, id) = (self.score, self.id);
+        match &self.key {
+            Some(key) => {
+                f.write_str("b")?;
+                for b in key.as_bytes() {
+                    write!(f, "{b:02x}")?;
+                }
+            }
+            None => write!(f, "{}", self.priority)?,
+        }
+        write!(f, ":{}.{:03}:{id}", s / 1000, s % 1000)
     }
 }
 
@@ -225,10 +260,27 @@ impl std::str::FromStr for Cursor {
                 .ok_or_else(bad)?,
             _ => return Err(bad()),
         };
+        let id = id.parse().map_err(|_| bad())?;
+        if let Some(hex) = p.strip_prefix('b') {
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                })
+                .collect::<Option<Vec<u8>>>()
+                .ok_or_else(bad)?;
+            let key = String::from_utf8(bytes).map_err(|_| bad())?;
+            if key.is_empty() || key.contains('\0') {
+                return Err(bad());
+            }
+            return Ok(Cursor::blocked(&key, score, id));
+        }
         Ok(Cursor {
             priority: p.parse().map_err(|_| bad())?,
             score,
-            id: id.parse().map_err(|_| bad())?,
+            id,
+            key: None,
         })
     }
 }
@@ -305,7 +357,8 @@ pub trait Inspect: Sync {
     /// gives an empty page without a cursor. Ordered by
     /// priority, highest first, then by score: ready jobs oldest first (a lease
     /// that ran out from its end), scheduled by due time, in flight by lease end,
-    /// dead by time of death. Scheduled and in-flight jobs share the scores after
+    /// dead by time of death; blocked ones by concurrency key (its bytes), then
+    /// due time, each with its [`key`](JobInfo::key). Scheduled and in-flight jobs share the scores after
     /// now: on Redis a page of either reads at most `n` + 1,000 of them, so a page
     /// may hold fewer than `n` jobs and still have a [`next`](Page::next) (follow
     /// it; only a page without one is the last). A job that changes state between
@@ -397,7 +450,7 @@ pub trait Inspect: Sync {
             if n == 0 {
                 return Ok(Page { jobs, next: None });
             }
-            let mut cursor = after.copied();
+            let mut cursor = after.cloned();
             let mut scanned = 0;
             loop {
                 let page = self
@@ -640,6 +693,7 @@ pub(crate) fn page(jobs: Vec<JobInfo>, scores: &[u64], full: bool) -> Page {
                 priority: j.priority,
                 score: *s,
                 id: j.id,
+                key: None,
             })
         })
         .flatten();

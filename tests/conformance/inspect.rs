@@ -516,7 +516,7 @@ pub async fn finished_and_unknown_jobs_and_bad_input_are_clear(env: &Env) {
     };
     q.settle("fin", &dead).await.unwrap();
     let first = q.list("fin", JobState::Dead, None, 1).await.unwrap();
-    let c = first.next.unwrap().to_string();
+    let c = first.next.clone().unwrap().to_string();
     let moved: Cursor = format!("-3{}", &c[c.find(':').unwrap()..]).parse().unwrap();
     let a = q
         .list("fin", JobState::Dead, first.next.as_ref(), 5)

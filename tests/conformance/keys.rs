@@ -305,11 +305,6 @@ pub async fn deletes_cancels_dead_letters_and_purges_free_a_keys_place(env: &Env
         b.job(QUEUE, &ids[0]).await.unwrap().unwrap().state,
         JobState::Ready
     );
-    let e = b
-        .list(QUEUE, JobState::Blocked, None, 10)
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("not listed yet"), "{e}");
     // a delete of the holder promotes the next
     assert_eq!(b.delete_batch(QUEUE, &[ids[0]]).await.unwrap(), 1);
     assert_eq!(held_ids(env).await, vec![ids[1]]);
@@ -731,4 +726,72 @@ pub async fn a_requeued_dead_letter_and_a_rerun_wait_for_their_keys_again(env: &
             "{key}"
         );
     }
+}
+
+pub async fn blocked_jobs_are_listed_by_key_then_due_a_page_at_a_time(env: &Env) {
+    use redjob::queue::Keyed;
+    create(env).await;
+    let b = env.client.backend();
+    // keys sent interleaved; "b" (two places) and "a" (one): their first
+    // places hold, the rest wait
+    let mut sent: Vec<(&str, JobId)> = Vec::new();
+    for seq in 0..4 {
+        for (key, opts) in [
+            ("b", EnqueueOptions::new().per_key(2)),
+            ("a", EnqueueOptions::new()),
+        ] {
+            let id = env
+                .client
+                .enqueue_with(&charge(key, seq, 10), opts)
+                .await
+                .unwrap();
+            sent.push((key, id));
+        }
+    }
+    let of = |key: &str, skip: usize| -> Vec<JobId> {
+        sent.iter()
+            .filter(|(k, _)| *k == key)
+            .skip(skip)
+            .map(|(_, id)| *id)
+            .collect()
+    };
+    let want: Vec<JobId> = of("a", 1).into_iter().chain(of("b", 2)).collect();
+    assert_eq!(b.counts(QUEUE).await.unwrap().blocked, 5);
+    // pages of two, each resuming after the last
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = b
+            .list(QUEUE, JobState::Blocked, after.as_ref(), 2)
+            .await
+            .unwrap();
+        for j in &page.jobs {
+            assert_eq!(j.state, JobState::Blocked);
+            let key = j.key.clone().expect("a blocked job's key");
+            let per = if key.key == "b" { 2 } else { 1 };
+            assert_eq!(key, Keyed::new(key.key.clone()).per_key(per));
+        }
+        seen.extend(page.jobs.iter().map(|j| j.id));
+        // the cursor's text form goes and comes back
+        after = page.next.map(|c| c.to_string().parse().unwrap());
+        if after.is_none() {
+            break;
+        }
+        assert!(seen.len() <= 6, "pages end");
+    }
+    assert_eq!(seen, want);
+    // a page resumes after its cursor's job even when that job was promoted
+    let first = b.list(QUEUE, JobState::Blocked, None, 1).await.unwrap();
+    assert_eq!(first.jobs[0].id, want[0]);
+    assert_eq!(b.delete_batch(QUEUE, &of("a", 0)[..1]).await.unwrap(), 1);
+    let next = b
+        .list(QUEUE, JobState::Blocked, first.next.as_ref(), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        next.jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+        want[1..]
+    );
+    assert!(next.next.is_none());
+    assert!(b.list("no-such", JobState::Blocked, None, 5).await.is_err());
 }

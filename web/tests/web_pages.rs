@@ -784,6 +784,13 @@ async fn the_queue_page_shows_its_concurrency_keys_and_blocked_jobs_escaped() {
     assert!(job.body.contains("Concurrency key"), "{}", job.body);
     assert!(job.body.contains("(1 at a time)"), "{}", job.body);
     assert!(!job.body.contains(XSS), "the key is escaped");
+    // the blocked tab lists them, with their key
+    let tab = get(&app, "/queues/mail?state=blocked").await;
+    assert_eq!(tab.status, StatusCode::OK, "{}", tab.body);
+    assert!(tab.body.contains(&sent[2].id.to_string()), "{}", tab.body);
+    assert!(tab.body.contains("waits for key"), "{}", tab.body);
+    assert!(tab.body.contains("Blocked (2)"), "{}", tab.body);
+    assert!(!tab.body.contains(XSS), "the key is escaped");
     let page = get(&app, "/queues/mail").await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("Concurrency keys"), "{}", page.body);

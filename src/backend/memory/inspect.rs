@@ -176,11 +176,13 @@ impl Inspect for MemoryBackend {
             return crate::contract::admin::Admin::dead_page(self, queue, order, after, n).await;
         }
         validate::queue_name(queue)?;
-        if state == JobState::Blocked {
-            return Err(inspect::blocked_not_listed());
-        }
         let n = inspect::page_size(n);
         let now = self.clock.now_ms();
+        if state == JobState::Blocked {
+            let st = self.lock();
+            let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
+            return Ok(q.blocked_page(after, n, now));
+        }
         if state == JobState::Finished {
             let mut st = self.lock_mut();
             let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;

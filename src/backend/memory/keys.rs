@@ -5,6 +5,7 @@
 use super::state::{MemQueue, Msg};
 use crate::JobId;
 use crate::contract::admin::{KeyPage, KeyUsage};
+use crate::contract::inspect::{self, Cursor, JobState, Page};
 use crate::contract::keyed::Keyed;
 use crate::contract::leases::is_lease;
 
@@ -30,6 +31,42 @@ impl KeyEntry {
 }
 
 impl MemQueue {
+    /// A page of the blocked jobs after `after`, by key (its bytes), then
+    /// score and id, as blocked.lua reads the keyed set.
+    pub fn blocked_page(&self, after: Option<&Cursor>, n: usize, now: u64) -> Page {
+        let from = after.and_then(|c| Some((c.key.clone()?, c.score, c.id)));
+        let mut keys: Vec<&String> = self
+            .keyed
+            .keys()
+            .filter(|k| from.as_ref().is_none_or(|(key, ..)| *k >= key))
+            .collect();
+        keys.sort_unstable();
+        let mut jobs = Vec::new();
+        let mut last = None;
+        'keys: for key in keys {
+            for &(score, id) in &self.keyed[key] {
+                if from
+                    .as_ref()
+                    .is_some_and(|(k, s, i)| k == key && (score, id) <= (*s, *i))
+                {
+                    continue;
+                }
+                if jobs.len() == n {
+                    break 'keys;
+                }
+                let m = &self.msgs[&id];
+                let mut job =
+                    inspect::queued(id, 0, score, m.rc, now, m.body.clone(), m.error.clone());
+                job.state = JobState::Blocked;
+                job.key = self.keyed_of(&id);
+                last = Some(Cursor::blocked(key, score, id));
+                jobs.push(job);
+            }
+        }
+        let next = last.filter(|_| n > 0 && jobs.len() == n);
+        Page { jobs, next }
+    }
+
     /// Job `id`'s concurrency key with the key's places, if it has one.
     pub fn keyed_of(&self, id: &JobId) -> Option<Keyed> {
         let key = self.msgs.get(id)?.key.as_ref()?;

@@ -89,6 +89,51 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
     Ok((jobs, scores))
 }
 
+/// A page of blocked jobs (blocked.lua), by key, then due time.
+async fn blocked_page(rsmq: &Rsmq, queue: &str, after: Option<&Cursor>, n: usize) -> Result<Page> {
+    validate::queue_name(queue)?;
+    let n = page_size(n);
+    let (mut con, k) = rsmq.parts(queue);
+    let mut cmd = scripts::eval(&scripts::BLOCKED, &[&k.hash, &k.keyed, &k.keys]);
+    cmd.arg(n)
+        .arg(after.and_then(Cursor::keyed_member).unwrap_or_default());
+    let v = scripts::run(&mut con, &scripts::BLOCKED, &cmd).await?;
+    let (now, mut r) = start(queue, &v)?;
+    let (mut jobs, mut read, mut last) = (Vec::new(), 0, None);
+    while !r.is_empty() {
+        let key = String::from_utf8_lossy(r.bytes()?).into_owned();
+        let per_key = std::str::from_utf8(r.bytes()?)
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(1);
+        let score = thousandths(r.bytes()?);
+        let raw = r.bytes()?;
+        let body = r.opt_bytes()?.map(<[u8]>::to_vec);
+        let rc = r
+            .opt_bytes()?
+            .and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        let error = r
+            .opt_bytes()?
+            .map(|b| String::from_utf8_lossy(b).into_owned());
+        read += 1;
+        let Ok(id) = JobId::from_bytes(raw) else {
+            continue;
+        };
+        last = Some(Cursor::blocked(&key, score, id));
+        // a member whose job is gone (no body) is dropped at its key's next fill
+        let Some(body) = body else { continue };
+        let mut job = queued(id, 0, score, rc, now, body, error);
+        job.state = JobState::Blocked;
+        job.key = Some(Keyed { key, per_key });
+        jobs.push(job);
+    }
+    Ok(Page {
+        jobs,
+        next: last.filter(|_| n > 0 && read >= n),
+    })
+}
+
 impl Inspect for Rsmq {
     fn actor(&self) -> &str {
         &self.actor
@@ -173,7 +218,7 @@ impl Inspect for Rsmq {
             return history_page(self, queue, after, n).await;
         }
         if state == JobState::Blocked {
-            return Err(crate::contract::inspect::blocked_not_listed());
+            return blocked_page(self, queue, after, n).await;
         }
         let n = page_size(n);
         let (p, s, id) = match after {
@@ -200,6 +245,7 @@ impl Inspect for Rsmq {
                 priority,
                 score: thousandths(rs),
                 id,
+                key: None,
             })
         };
         // rows read, counting those skipped as unreadable

@@ -523,7 +523,7 @@ pub trait Admin: Inspect {
         async move {
             let n = crate::contract::inspect::page_size(n);
             let mut out = Page::default();
-            let mut cursor = after.copied();
+            let mut cursor = after.cloned();
             while out.jobs.len() < n {
                 let page = self
                     .dead_page(queue, query.order, cursor.as_ref(), MAX_PAGE)

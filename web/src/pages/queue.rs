@@ -25,11 +25,13 @@ pub(crate) struct QueueQuery {
 }
 
 /// The states listed on the queue page (dead letters have their own); the
-/// finished jobs are the queue's history, newest first.
-const TABS: [(JobState, &str, &str); 4] = [
+/// finished jobs are the queue's history, newest first; the blocked ones wait
+/// for their concurrency keys, listed by key.
+const TABS: [(JobState, &str, &str); 5] = [
     (JobState::Ready, "ready", "Ready"),
     (JobState::Scheduled, "scheduled", "Scheduled"),
     (JobState::InFlight, "in_flight", "In flight"),
+    (JobState::Blocked, "blocked", "Blocked"),
     (JobState::Finished, "finished", "Finished"),
 ];
 
@@ -92,6 +94,7 @@ pub(crate) async fn page(
         JobState::Ready => l.counts.ready,
         JobState::Scheduled => l.counts.scheduled,
         JobState::InFlight => l.counts.in_flight,
+        JobState::Blocked => l.counts.blocked,
         _ => l.counts.dead,
     };
     let body = html! {
@@ -393,6 +396,10 @@ pub(crate) fn time_of(j: &JobInfo, now: u64) -> String {
         JobState::Ready => format!("due {at}"),
         JobState::Scheduled => format!("due {at}"),
         JobState::InFlight => format!("lease ends {at}"),
+        JobState::Blocked => match &j.key {
+            Some(k) => format!("due {at}, waits for key {:?}", k.key),
+            None => format!("due {at}, waits for its key"),
+        },
         JobState::Finished => match &j.finished {
             Some(f) => format!("{} {at}", f.how.as_str()),
             None => format!("finished {at}"),
