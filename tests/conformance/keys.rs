@@ -795,3 +795,64 @@ pub async fn blocked_jobs_are_listed_by_key_then_due_a_page_at_a_time(env: &Env)
     assert!(next.next.is_none());
     assert!(b.list("no-such", JobState::Blocked, None, 5).await.is_err());
 }
+
+pub async fn a_running_job_whose_lease_ends_during_its_keys_throttle_waits_it_out(env: &Env) {
+    use redjob::backend::Throttle;
+    create(env).await;
+    let b = env.client.backend();
+    let two = EnqueueOptions::new().per_key(2);
+    for seq in 0..2 {
+        let job = charge("lt", seq, 10);
+        env.client.enqueue_with(&job, two.clone()).await.unwrap();
+    }
+    let leased = b
+        .fetch(QUEUE, 10, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(leased.len(), 2);
+    // one throttles the key for 4 s; the other runs on, and its worker dies
+    let settle = Settle {
+        throttles: vec![Throttle {
+            id: leased[0].id,
+            token: leased[0].token,
+            delay: Duration::from_secs(4),
+            error: "429".into(),
+            key: true,
+        }],
+        ..Settle::default()
+    };
+    b.settle(QUEUE, &settle).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // its lease ran out, but the key is throttled: it waits
+    let fetched = b
+        .fetch(QUEUE, 10, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .jobs;
+    assert!(
+        fetched.is_empty(),
+        "leased during the key's throttle: {fetched:?}"
+    );
+    let dead_worker = b.job(QUEUE, &leased[1].id).await.unwrap().unwrap();
+    assert_eq!(dead_worker.state, JobState::Blocked);
+    assert_eq!(dead_worker.attempts, 1, "the lost delivery counts");
+    // after the throttle both run again
+    let mut got = Vec::new();
+    for _ in 0..100 {
+        let jobs = b
+            .fetch(QUEUE, 10, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .jobs;
+        got.extend(jobs.into_iter().map(|j| j.id));
+        if got.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    got.sort();
+    let mut want = vec![leased[0].id, leased[1].id];
+    want.sort();
+    assert_eq!(got, want, "both run after the throttle");
+}

@@ -140,6 +140,27 @@ impl MemQueue {
         self.keyed.entry(key).or_default().insert((score, id));
     }
 
+    /// A keyed job whose lease ran out (at `score`) while a handler throttles
+    /// its key waits for the throttle's end, due at its lease end with its
+    /// deliveries and the lost one's record `lost`, rather than run again (as
+    /// fetch.lua); whether it did.
+    pub fn hold_back_lost(&mut self, id: JobId, score: u64, lost: &str) -> bool {
+        let Some(key) = self.msgs.get(&id).and_then(|m| m.key.clone()) else {
+            return false;
+        };
+        if self.keys.get(&key).is_none_or(|e| e.until_ms <= self.now) {
+            return false;
+        }
+        let due = score / 1000 * 1000 + u64::from(crate::contract::leases::score_count(score));
+        self.rescore(id, due);
+        if let Some(m) = self.msgs.get_mut(&id) {
+            m.lease = false;
+            m.log = Some(crate::contract::attempts::append(m.log.as_deref(), lost));
+        }
+        self.demote(id);
+        true
+    }
+
     /// A holder goes back to wait in its key's queue.
     fn demote(&mut self, id: JobId) {
         let Some(m) = self.msgs.get_mut(&id) else {

@@ -143,6 +143,14 @@ impl Backend for MemoryBackend {
         let lease_ms = now.saturating_add(crate::contract::backend::clamped_ms(lease));
         let mut jobs = Vec::with_capacity(due.len());
         for (score, id, priority) in &due {
+            // a lease that ran out: that attempt was lost (see fetch.lua)
+            let lost = is_lease(*score)
+                .then(|| Attempt::lease_lost(score_count(*score), Some(score / 1000)).line());
+            if let Some(rec) = &lost
+                && q.hold_back_lost(*id, *score, rec)
+            {
+                continue;
+            }
             let m = &q.msgs[id];
             let count = u64::from(score_count(*score))
                 .max(m.rc)
@@ -153,9 +161,6 @@ impl Backend for MemoryBackend {
                 .released_lease
                 .map_or(lease_ms, |l| lease_ms.max(l.saturating_add(1)));
             let token = Token::new(until, count).at_priority(*priority);
-            // a lease that ran out: that attempt was lost (see fetch.lua)
-            let lost = is_lease(*score)
-                .then(|| Attempt::lease_lost(score_count(*score), Some(score / 1000)).line());
             jobs.push(Delivery {
                 id: *id,
                 body: m.body.clone(),

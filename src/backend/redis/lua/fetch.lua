@@ -228,6 +228,28 @@ if n > 0 then
       many("HDEL", KEYS[2], drop)
     end
   end
+  -- keyed jobs whose lease ran out while a handler throttled their key wait
+  -- for the throttle's end rather than run again (see K.throttle in lib.lua)
+  local KT, held_back = nil, {}
+  if attrs[18] then
+    local exp, kf = {}, {}
+    for k = 1, n do
+      if levels[lv[k]][1] == 0 and select(2, score_count(tonumber(scores[k]))) then
+        exp[#exp + 1] = k
+        kf[#kf + 1] = ids[k] .. ":k"
+      end
+    end
+    if #exp > 0 then
+      local kv = many("HMGET", KEYS[2], kf)
+      for j, k in ipairs(exp) do
+        if kv[j] then
+          KT = KT or concurrency_keys(6, 7, 1, now, 8)
+          local key = string.sub(kv[j], 20)
+          if (KT.get(key).until_ms or 0) > now then held_back[k] = key end
+        end
+      end
+    end
+  end
   local tokens = {}
   -- how many leases end when (ms), for the lease counts: `fresh` of them at
   -- the call's lease end
@@ -253,46 +275,51 @@ if n > 0 then
         lost[#lost + 1] = id
         lost_recs[#lost_recs + 1] = string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, due)
       end
-      local waited = now - due
-      if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
-      if foreign then
-        local rc = tonumber(vals[2 * k]) or 0
-        if rc > count then count = rc end
-      end
-      count = math.min(count + 1, MAX_COUNT)
-      local token = tokens[count]
-      if not token then
-        token = lease_score(lease, count)
-        tokens[count] = token
-      end
-      -- a released job's new lease ends after its last one, so that this
-      -- delivery's token (lease end and count) is none of an earlier one's
-      local floor = floors[k]
-      local own = floor and floor >= lease
-      if own then
-        token = lease_score(floor + 1, count)
-        ends[floor + 1] = (ends[floor + 1] or 0) + 1
+      if held_back[k] then
+        -- due at its lease end with its deliveries, waiting for its key
+        KT.demote(held_back[k], due + count / 1000, id)
       else
-        fresh = fresh + 1
-      end
-      local zl = z[li]
-      if not zl then zl = {}; z[li] = zl end
-      zl[#zl + 1] = token
-      zl[#zl + 1] = id
-      if rate_n > 0 then
-        starts[#starts + 1] = now
-        starts[#starts + 1] = id .. " " .. token
-      end
-      leased = leased + 1
-      out[no + 1] = id
-      out[no + 2] = body
-      out[no + 3] = count + 1000 * (levels[li][1] + 10) + 21000 * waited
-      no = no + 3
-      if own then
-        -- negative: its own lease end (ms) follows
-        out[no] = -out[no]
-        out[no + 1] = floor + 1
-        no = no + 1
+        local waited = now - due
+        if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
+        if foreign then
+          local rc = tonumber(vals[2 * k]) or 0
+          if rc > count then count = rc end
+        end
+        count = math.min(count + 1, MAX_COUNT)
+        local token = tokens[count]
+        if not token then
+          token = lease_score(lease, count)
+          tokens[count] = token
+        end
+        -- a released job's new lease ends after its last one, so that this
+        -- delivery's token (lease end and count) is none of an earlier one's
+        local floor = floors[k]
+        local own = floor and floor >= lease
+        if own then
+          token = lease_score(floor + 1, count)
+          ends[floor + 1] = (ends[floor + 1] or 0) + 1
+        else
+          fresh = fresh + 1
+        end
+        local zl = z[li]
+        if not zl then zl = {}; z[li] = zl end
+        zl[#zl + 1] = token
+        zl[#zl + 1] = id
+        if rate_n > 0 then
+          starts[#starts + 1] = now
+          starts[#starts + 1] = id .. " " .. token
+        end
+        leased = leased + 1
+        out[no + 1] = id
+        out[no + 2] = body
+        out[no + 3] = count + 1000 * (levels[li][1] + 10) + 21000 * waited
+        no = no + 3
+        if own then
+          -- negative: its own lease end (ms) follows
+          out[no] = -out[no]
+          out[no + 1] = floor + 1
+          no = no + 1
+        end
       end
     else
       local ol = orphans[li]
@@ -301,6 +328,7 @@ if n > 0 then
       norphans = norphans + 1
     end
   end
+  if KT then KT.save() end
   for li, ol in pairs(orphans) do drop_orphans(levels[li][2], ol) end
   out[5] = norphans
   if #lost > 0 then
