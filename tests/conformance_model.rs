@@ -7,7 +7,10 @@
 //! policy) must meet, keep, move or replace the same jobs on both. Inspection
 //! (counts, peek, one job, every page of a state) and cancel must see and do the
 //! same on both, and so must a dead-letter retention stored with the queue,
-//! which the next settles' trims follow over their own.
+//! which the next settles' trims follow over their own. Keyed sends (three
+//! keys of one or two places), throttles of a queue or a key, and a stored
+//! global concurrency and rate limit are in the mix: what is blocked, what a
+//! fetch leases and what a list of blocked jobs shows must match.
 //!
 //! Redis takes its time from `TIME`, which cannot be faked, so both backends run on
 //! real time cut into slots of `U`: all operations of a slot run within its first
@@ -46,13 +49,13 @@ use redis::aio::MultiplexedConnection;
 use redjob::Client;
 use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
-use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Token};
+use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Throttle, Token};
 use redjob::inspect::{Cancelled, Inspect, JobInfo, JobState, StateCounts};
 use redjob::ops::{
-    Admin, Concurrency, DeadOrder, DeadQuery, OverviewQuery, QueueSettings, Retention, Spread,
-    Tick, Ticked,
+    Admin, Concurrency, DeadOrder, DeadQuery, OverviewQuery, QueueSettings, RateLimit, Retention,
+    Spread, Tick, Ticked,
 };
-use redjob::queue::{OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
+use redjob::queue::{Keyed, OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
 use tokio::time::Instant;
 
@@ -192,14 +195,35 @@ enum Op {
     DeadNewest {
         page: u8,
     },
+    /// One message of concurrency key `c<key>` with `per` places, after its
+    /// delay as in `Send`.
+    SendKeyed {
+        key: u8,
+        per: u8,
+        delay: Option<u8>,
+    },
+    /// A delivery throttled for `delay` slots and a half: its key alone
+    /// (a job without one: its queue) or its queue.
+    Throttle {
+        d: Index,
+        delay: u8,
+        key: bool,
+    },
+    /// Store the queue's global concurrency and rate limit (`rate` starts in
+    /// any 2.5 slots), each none with `None`.
+    Limits {
+        global: Option<u8>,
+        rate: Option<u8>,
+    },
 }
 
-const STATES: [JobState; 5] = [
+const STATES: [JobState; 6] = [
     JobState::Ready,
     JobState::Scheduled,
     JobState::InFlight,
     JobState::Dead,
     JobState::Finished,
+    JobState::Blocked,
 ];
 
 /// A message's delay in slots, or none.
@@ -249,7 +273,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Counts),
         1 => prop_oneof![Just(Op::Latency), Just(Op::Minutes)],
         1 => prop_oneof![Just(Op::Overview), Just(Op::Events)],
-        1 => (0..5u8, 1..=3u8).prop_map(|(state, page)| Op::List { state, page }),
+        1 => (0..6u8, 1..=3u8).prop_map(|(state, page)| Op::List { state, page }),
         1 => Just(Op::Peek),
         1 => any::<Index>().prop_map(|msg| Op::Job { msg }),
         1 => any::<Index>().prop_map(|msg| Op::Cancel { msg }),
@@ -263,6 +287,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..=3u8).prop_map(|page| Op::DeadNewest { page }),
         3 => (0..2u8, 0..=2u8, any::<bool>(), priority())
             .prop_map(|(name, k, catch_up, priority)| Op::Tick { name, k, catch_up, priority }),
+        4 => (0..=2u8, 1..=2u8, delay()).prop_map(|(key, per, delay)| Op::SendKeyed { key, per, delay }),
+        1 => (any::<Index>(), 0..=1u8, any::<bool>()).prop_map(|(d, delay, key)| Op::Throttle { d, delay, key }),
+        1 => (prop::option::of(1..=3u8), prop::option::of(1..=3u8))
+            .prop_map(|(global, rate)| Op::Limits { global, rate }),
     ]
 }
 
@@ -287,6 +315,8 @@ enum Seen {
     Stored(u64, u32, String),
     /// acked, rescheduled, dead, and how many were gone
     Settled(u64, u64, u64, usize),
+    /// The global concurrency and rate in force (0: none).
+    Limits(u32, u32),
     /// dead-lettered, then how many dead letters the queue kept
     Killed(u64, u64),
     Attributes {
@@ -326,6 +356,7 @@ type JobSeen = (
     Option<String>,
     Option<&'static str>,
     Vec<(u32, &'static str)>,
+    Option<(String, u32)>,
 );
 
 /// One backend under test and the ids and deliveries it handed out, in order.
@@ -364,6 +395,7 @@ impl Side {
                 .iter()
                 .map(|r| (r.number, r.outcome.as_str()))
                 .collect(),
+            j.key.as_ref().map(|k| (k.key.clone(), k.per_key)),
         )
     }
 
@@ -556,6 +588,59 @@ impl Side {
                         Err(e) => err(e),
                     },
                     Ok(s) => Seen::Settled(s.acked, s.rescheduled, s.dead, s.gone.len()),
+                    Err(e) => err(e),
+                }
+            }
+            Op::SendKeyed { key, per, delay } => {
+                let keyed = Keyed::new(format!("c{key}")).per_key(u32::from(*per));
+                let mut m = SendMessage::new(format!("m{}", self.ids.len())).keyed(keyed);
+                if let Some(k) = delay {
+                    m = m.delay(slots(*k));
+                }
+                match Queues::send_batch(&b, &q, &[m]).await {
+                    Ok(ids) => {
+                        self.ids.extend(ids);
+                        let mut sorted = self.ids.clone();
+                        sorted.sort_unstable();
+                        let last = self.ids[self.ids.len() - 1];
+                        Seen::Sent(vec![sorted.partition_point(|s| *s < last)])
+                    }
+                    Err(e) => err(e),
+                }
+            }
+            Op::Throttle { d, delay, key } => {
+                let Some(k) = pick_index(self.deliveries.len(), d) else {
+                    return Seen::None;
+                };
+                let (id, token) = self.deliveries[k];
+                let batch = Settle {
+                    throttles: vec![Throttle {
+                        id,
+                        token,
+                        delay: slots(*delay),
+                        error: format!("throttled delivery {k}"),
+                        key: *key,
+                    }],
+                    ..Settle::default()
+                };
+                match b.settle(&q, &batch).await {
+                    Ok(s) => Seen::Settled(s.acked, s.rescheduled, s.dead, s.gone.len()),
+                    Err(e) => err(e),
+                }
+            }
+            Op::Limits { global, rate } => {
+                let c = global.map_or(Concurrency::UNLIMITED, |n| {
+                    Concurrency::global(u32::from(n))
+                });
+                let r = rate.map_or(RateLimit::NONE, |n| RateLimit::new(u32::from(n), slots(2)));
+                if let Err(e) = b.set_settings(&q, &QueueSettings::concurrency(c)).await {
+                    return err(e);
+                }
+                match b.set_settings(&q, &QueueSettings::rate_limit(r)).await {
+                    Ok(s) => {
+                        let f = s.in_force();
+                        Seen::Limits(f.concurrency.global.unwrap_or_default(), f.rate_limit.max)
+                    }
                     Err(e) => err(e),
                 }
             }

@@ -132,7 +132,8 @@ pub struct JobInfo {
     /// `per_key` in force (a dead letter's and a finished job's: the one it
     /// had), which a dead letter's requeue and
     /// [`retry_finished`](crate::ops::Admin::retry_finished) keep: read when
-    /// one job is looked up; `None` in lists.
+    /// one job is looked up, and in lists of blocked and finished jobs;
+    /// `None` in the other lists.
     pub key: Option<crate::contract::keyed::Keyed>,
 }
 

@@ -856,3 +856,38 @@ pub async fn a_running_job_whose_lease_ends_during_its_keys_throttle_waits_it_ou
     want.sort();
     assert_eq!(got, want, "both run after the throttle");
 }
+
+pub async fn a_send_that_lowers_a_keys_places_takes_none_beyond_them(env: &Env) {
+    use redjob::queue::{Keyed, SendMessage};
+    create(env).await;
+    let b = env.client.backend();
+    let send = |per: u32, delay: Option<Duration>| {
+        let b = b.clone();
+        async move {
+            let mut m = SendMessage::new("{}").keyed(Keyed::new("pl").per_key(per));
+            if let Some(d) = delay {
+                m = m.delay(d);
+            }
+            Queues::send(&b, QUEUE, m).await.unwrap()
+        }
+    };
+    send(1, None).await;
+    // two places: a later job holds the second
+    send(2, Some(Duration::from_secs(60))).await;
+    assert_eq!(visible(env).await, 2);
+    // one place again: a job due now takes the later one's place only if
+    // that leaves no more holders than places (here none is left)
+    send(1, None).await;
+    let counts = b.counts(QUEUE).await.unwrap();
+    assert_eq!(
+        (counts.ready + counts.scheduled, counts.blocked),
+        (1, 2),
+        "{counts:?}"
+    );
+    let fetched = b
+        .fetch(QUEUE, 10, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(fetched.len(), 1, "one place, one running");
+}

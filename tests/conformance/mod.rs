@@ -396,7 +396,8 @@ macro_rules! conformance_suite {
             a_waiting_worker_wakes_when_a_deleted_running_jobs_place_frees,
             a_requeued_dead_letter_and_a_rerun_wait_for_their_keys_again,
             blocked_jobs_are_listed_by_key_then_due_a_page_at_a_time,
-            a_running_job_whose_lease_ends_during_its_keys_throttle_waits_it_out);
+            a_running_job_whose_lease_ends_during_its_keys_throttle_waits_it_out,
+            a_send_that_lowers_a_keys_places_takes_none_beyond_them);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

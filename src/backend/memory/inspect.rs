@@ -64,7 +64,7 @@ impl MemQueue {
     }
 
     pub(super) fn dead_info(&self, id: &JobId) -> Option<JobInfo> {
-        let (d, priority, _, keyed) = self.dead_msgs.get(id)?;
+        let (d, priority, ..) = self.dead_msgs.get(id)?;
         Some(JobInfo {
             id: *id,
             state: JobState::Dead,
@@ -75,7 +75,7 @@ impl MemQueue {
             last_error: Some(d.error.clone()),
             runs: Vec::new(),
             finished: None,
-            key: keyed.clone(),
+            key: None,
         })
     }
 }
@@ -154,7 +154,9 @@ impl Inspect for MemoryBackend {
                     .unwrap_or_default();
                 q.history.get(id, now, h)
             }
+            // read when one job is looked up, as on Redis
             None => q.dead_info(id).map(|j| JobInfo {
+                key: q.dead_msgs[id].3.clone(),
                 runs: q.dead_msgs[id]
                     .2
                     .as_deref()

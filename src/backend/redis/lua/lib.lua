@@ -839,8 +839,10 @@ local function concurrency_keys(kz, kh, zset, now, kw)
           late, late_s = h, hs
         end
       end
-      if late then
-        K.demote(key, late_s, late)
+      if late then K.demote(key, late_s, late) end
+      -- a send that lowered the key's places may leave more holders than
+      -- places: the job then waits all the same
+      if late and #e.holders < e.per then
         K.hold(key, score, id)
       else
         K.wait(key, score, id)
