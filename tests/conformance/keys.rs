@@ -711,6 +711,18 @@ pub async fn a_requeued_dead_letter_and_a_rerun_wait_for_their_keys_again(env: &
         b.job(QUEUE, &g).await.unwrap().unwrap().state,
         JobState::Ready
     );
+    // a rerun keeps the places in force of a key that has jobs
+    let h = env.client.enqueue(&charge("hk", 0, 10)).await.unwrap();
+    run_out(env, h, false).await;
+    let three = EnqueueOptions::new().per_key(3);
+    env.client
+        .enqueue_with(&charge("hk", 1, 10), three)
+        .await
+        .unwrap();
+    let copy = b.retry_finished(QUEUE, &h).await.unwrap();
+    let copy = b.job(QUEUE, &copy).await.unwrap().unwrap();
+    assert_eq!(copy.state, JobState::Ready, "a second of three places");
+    assert_eq!(b.key_usage(QUEUE, "hk").await.unwrap().per_key, 3);
     // a cancelled one, waiting or holding, and a deleted one keep theirs too
     let c = env.client.enqueue(&charge("ck", 0, 10)).await.unwrap();
     let w = env.client.enqueue(&charge("ck", 1, 10)).await.unwrap();
@@ -834,6 +846,8 @@ pub async fn a_running_job_whose_lease_ends_during_its_keys_throttle_waits_it_ou
         fetched.is_empty(),
         "leased during the key's throttle: {fetched:?}"
     );
+    // its lease left the lease counts
+    assert_eq!(b.limit_usage(QUEUE).await.unwrap().in_flight, 0);
     let dead_worker = b.job(QUEUE, &leased[1].id).await.unwrap().unwrap();
     assert_eq!(dead_worker.state, JobState::Blocked);
     assert_eq!(dead_worker.attempts, 1, "the lost delivery counts");
@@ -890,4 +904,142 @@ pub async fn a_send_that_lowers_a_keys_places_takes_none_beyond_them(env: &Env) 
         .unwrap()
         .jobs;
     assert_eq!(fetched.len(), 1, "one place, one running");
+}
+
+/// Fetches what is due and returns the ids leased.
+async fn fetch_ids(env: &Env, lease: Duration) -> Vec<JobId> {
+    let b = env.client.backend();
+    let mut ids: Vec<JobId> = b
+        .fetch(QUEUE, 10, lease)
+        .await
+        .unwrap()
+        .jobs
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+pub async fn a_key_throttle_settled_beside_a_dead_letter_sends_the_keys_retry_back_to_wait(
+    env: &Env,
+) {
+    use redjob::backend::{Reschedule, Throttle};
+    create(env).await;
+    let b = env.client.backend();
+    let three = EnqueueOptions::new().per_key(3);
+    for seq in 0..3 {
+        let job = charge("st", seq, 10);
+        env.client.enqueue_with(&job, three.clone()).await.unwrap();
+    }
+    let leased = b
+        .fetch(QUEUE, 10, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(leased.len(), 3);
+    let (a, r, t) = (&leased[0], &leased[1], &leased[2]);
+    // one call: a dead letter, a retry, and a throttle of the key
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: a.id,
+            token: a.token,
+            error: "gave up".into(),
+        }],
+        reschedules: vec![Reschedule {
+            id: r.id,
+            token: r.token,
+            delay: Duration::from_millis(100),
+            deliveries: r.token.attempt(),
+            release: false,
+            error: Some("not yet".into()),
+        }],
+        throttles: vec![Throttle {
+            id: t.id,
+            token: t.token,
+            delay: Duration::from_secs(60),
+            error: "429".into(),
+            key: true,
+        }],
+        ..Settle::default()
+    };
+    b.settle(QUEUE, &settle).await.unwrap();
+    // the retry does not run while its key is throttled: it waits
+    let retried = b.job(QUEUE, &r.id).await.unwrap().unwrap();
+    assert_eq!(retried.state, JobState::Blocked);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(fetch_ids(env, Duration::from_secs(5)).await.is_empty());
+}
+
+pub async fn dead_letters_of_one_key_requeued_together_take_the_first_ones_places(env: &Env) {
+    use redjob::ops::Spread;
+    create(env).await;
+    let b = env.client.backend();
+    // two jobs of a key, of one and three places, die
+    let mut letters = Vec::new();
+    for (seq, per) in [(0, 1), (1, 3)] {
+        let job = charge("rq", seq, 10);
+        let opts = EnqueueOptions::new().per_key(per);
+        let id = env.client.enqueue_with(&job, opts).await.unwrap();
+        run_out(env, id, true).await;
+        letters.push(id);
+    }
+    // requeued in one call, the key has no jobs: the first letter's places
+    assert_eq!(
+        b.requeue_dead(QUEUE, &letters, Spread::NOW).await.unwrap(),
+        2
+    );
+    let counts = b.counts(QUEUE).await.unwrap();
+    assert_eq!((counts.ready, counts.blocked), (1, 1), "{counts:?}");
+    assert_eq!(b.key_usage(QUEUE, "rq").await.unwrap().per_key, 1);
+}
+
+pub async fn a_keys_throttle_end_wakes_it_though_a_ghosts_lease_ended_first(env: &Env) {
+    create(env).await;
+    let b = env.client.backend();
+    let two = EnqueueOptions::new().per_key(2);
+    for seq in 0..2 {
+        let job = charge("gw", seq, 10);
+        env.client.enqueue_with(&job, two.clone()).await.unwrap();
+    }
+    let leased = b
+        .fetch(QUEUE, 10, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(leased.len(), 2);
+    // one throttles the key for 3 s, the other is cancelled while it runs
+    // (its place is kept until its lease ends, in 1 s)
+    let settle = Settle {
+        throttles: vec![redjob::backend::Throttle {
+            id: leased[0].id,
+            token: leased[0].token,
+            delay: Duration::from_secs(3),
+            error: "429".into(),
+            key: true,
+        }],
+        ..Settle::default()
+    };
+    b.settle(QUEUE, &settle).await.unwrap();
+    assert_eq!(
+        b.cancel(QUEUE, &leased[1].id).await.unwrap(),
+        Cancelled::Cancelling
+    );
+    let next = env
+        .client
+        .enqueue_with(&charge("gw", 2, 10), two.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        b.job(QUEUE, &next).await.unwrap().unwrap().state,
+        JobState::Blocked
+    );
+    // the cancelled job's lease ends, the key still throttled: nothing
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(fetch_ids(env, Duration::from_secs(5)).await.is_empty());
+    // the throttle ends: the throttled job and the waiting one both run
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let mut want = vec![leased[0].id, next];
+    want.sort();
+    assert_eq!(fetch_ids(env, Duration::from_secs(5)).await, want);
 }

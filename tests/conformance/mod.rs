@@ -397,7 +397,10 @@ macro_rules! conformance_suite {
             a_requeued_dead_letter_and_a_rerun_wait_for_their_keys_again,
             blocked_jobs_are_listed_by_key_then_due_a_page_at_a_time,
             a_running_job_whose_lease_ends_during_its_keys_throttle_waits_it_out,
-            a_send_that_lowers_a_keys_places_takes_none_beyond_them);
+            a_send_that_lowers_a_keys_places_takes_none_beyond_them,
+            a_key_throttle_settled_beside_a_dead_letter_sends_the_keys_retry_back_to_wait,
+            dead_letters_of_one_key_requeued_together_take_the_first_ones_places,
+            a_keys_throttle_end_wakes_it_though_a_ghosts_lease_ended_first);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

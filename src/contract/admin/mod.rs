@@ -204,7 +204,8 @@ pub trait Admin: Inspect {
     /// id, which this returns; an envelope's copy names the job it copies in
     /// a `"retry_of"` member ([`JobInfo::retry_of`](crate::inspect::JobInfo::retry_of)),
     /// which RSMQ clients and handlers ignore; a keyed job's copy waits for
-    /// its concurrency key as the job did. The job must be in the queue's
+    /// its concurrency key as the job did (with the key's `per_key` in force
+    /// when the key has jobs). The job must be in the queue's
     /// history with its arguments still kept ([`InvalidValue`](crate::Error::InvalidValue)
     /// says which is not so).
     ///
@@ -245,8 +246,13 @@ pub trait Admin: Inspect {
             }
             let body = crate::contract::envelope::with_retry_of(&job.body, id);
             let mut msg = crate::contract::queues::SendMessage::new(body);
-            // its concurrency key, as it had
-            if let Some(k) = job.key {
+            // its concurrency key, as it had, with the key's places in force
+            // when it has jobs (a send sets them: as a dead letter's requeue)
+            if let Some(mut k) = job.key {
+                let now = self.key_usage(queue, &k.key).await?;
+                if now.per_key > 0 {
+                    k.per_key = now.per_key;
+                }
                 msg = msg.keyed(k);
             }
             let copy = crate::contract::queues::Queues::send(self, queue, msg).await?;

@@ -287,21 +287,30 @@ if #need > 0 and not pre then
   local got = many("HMGET", KEYS[2], bid)
   for j, k in ipairs(need) do bodies[k] = got[j] end
 end
--- concurrency keys (keyed jobs run at priority 0); the keys of the jobs
--- that leave, "<per key> <key>": the dead letters and the history keep them
--- (a requeue, a rerun waits for its key again)
-local K = attrs[13] and prio == "0" and (#gone > 0 or #z > 0) and concurrency_keys(10, 11, 1, now, 12)
+-- the keys of the jobs that leave (keyed jobs run at priority 0), "<per
+-- key> <key>": the dead letters and the history keep them (a requeue, a
+-- rerun waits for its key again); read apart from the keys' entries K reads
+-- below, after the call's retries are rescored
 local keyof, kat = {}, nil
-if K and #gone > 0 and (#dead > 0 or #finished > 0) then
+if attrs[13] and prio == "0" and #gone > 0 and (#dead > 0 or #finished > 0) then
   local kf = {}
   for j, id in ipairs(gone) do kf[j] = id .. ":k" end
   kat = many("HMGET", KEYS[2], kf)
+  local names, per = {}, {}
+  for j = 1, #gone do
+    local v = kat[j]
+    if v and not per[string.sub(v, 20)] then
+      per[string.sub(v, 20)] = "1"
+      names[#names + 1] = string.sub(v, 20)
+    end
+  end
+  if #names > 0 then
+    local e = many("HMGET", KEYS[11], names)
+    for j, key in ipairs(names) do per[key] = e[j] and string.match(e[j], "^%d+") or "1" end
+  end
   for j, id in ipairs(gone) do
     local v = kat[j]
-    if v then
-      local key = string.sub(v, 20)
-      keyof[id] = K.get(key).per .. " " .. key
-    end
+    if v then keyof[id] = per[string.sub(v, 20)] .. " " .. string.sub(v, 20) end
   end
 end
 local dz, dh = {}, {}
@@ -416,8 +425,10 @@ if #finished > 0 then
   if timed then redis.call("HSET", KEYS[2], "redjob:htrim", string.format("%.0f", now + 1000)) end
 end
 if #z > 0 then many("ZADD", KEYS[1], z) end
+-- concurrency keys (keyed jobs run at priority 0)
 local promoted = 0
-if K then
+if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
+  local K = concurrency_keys(10, 11, 1, now, 12)
   if #gone > 0 then promoted = select(2, K.gone(gone, nil, kat)) end
   if #z > 0 then
     local kf = {}

@@ -71,7 +71,12 @@ for i, id in ipairs(ids) do
         K = concurrency_keys(25, 26, 1, now, 27)
         K.batch = true
       end
-      if K.get(ck).fresh then K.per(ck, math.max(1, math.min(tonumber(per), 1000))) end
+      local e = K.get(ck)
+      if e.fresh then
+        -- the first letter of a key without jobs sets its places
+        e.fresh = false
+        K.per(ck, math.max(1, math.min(tonumber(per), 1000)))
+      end
       K.place(ck, string.format("%.0f", rescore(id, due)), id)
     else
       local zl = z[key]

@@ -93,9 +93,13 @@ if attrs[18] then
   local due = redis.call("ZRANGEBYSCORE", KEYS[8], "-inf", string.format("%.0f", now), "LIMIT", 0, 10)
   if #due > 0 then
     local K = concurrency_keys(6, 7, 1, now, 8)
-    for _, key in ipairs(due) do K.fill(key) end
-    K.save()
     many("ZREM", KEYS[8], due)
+    -- a key with a later event (another ghost, a throttle) is entered again
+    for _, key in ipairs(due) do
+      K.fill(key)
+      K.rewake(key)
+    end
+    K.save()
   end
 end
 local asked = tonumber(ARGV[1])
@@ -361,6 +365,9 @@ if n > 0 then
       if stale > 0 then many("ZREM", KEYS[5], redis.call("ZRANGE", KEYS[5], 0, stale - 1)) end
       redis.call("PEXPIRE", KEYS[5], rate_ms)
     end
+  elseif next(ends) then
+    -- leases that ran out, held back for their keys' throttles
+    lease_counts().changes(3, ends, now)
   end
   if nfloors > 0 then
     set[#set + 1] = "redjob:released"

@@ -661,6 +661,8 @@ end
 --   K.throttle(key, until_ms, spare): a handler throttled the key: none of
 --     its jobs takes a place until then, and its holders that do not run
 --     (but those in the set `spare`, the call's throttled ones) wait again;
+--   K.rewake(key): enters the key's next timed event (a ghost's lease end, a
+--     throttle's end) in the wake set;
 --   K.save(): writes the entries changed.
 local function concurrency_keys(kz, kh, zset, now, kw)
   local K, entries, changed = {}, {}, {}
@@ -932,14 +934,24 @@ local function concurrency_keys(kz, kh, zset, now, kw)
     if #drop > 0 then many("HDEL", KEYS[2], drop) end
     return waited, promoted, of
   end
+  -- enters the key's next event in the wake set, if it has one: a ghost's
+  -- lease end, its throttle's end
+  function K.rewake(key)
+    local e = K.get(key)
+    local at = (e.until_ms or 0) > now and e.until_ms or math.huge
+    for _, h in ipairs(e.holders) do
+      local ends = tonumber(string.match(h, "~(%d+)$"))
+      if ends then at = math.min(at, ends + 1) end
+    end
+    if at < math.huge then wakes[key] = math.min(wakes[key] or math.huge, at) end
+  end
   function K.save()
     if kw then
-      local z = {}
+      -- the earliest event of a key is kept (LT): the fetch that handles it
+      -- enters the key's next (K.rewake)
       for key, at in pairs(wakes) do
-        z[#z + 1] = string.format("%.0f", at)
-        z[#z + 1] = key
+        redis.call("ZADD", KEYS[kw], "LT", string.format("%.0f", at), key)
       end
-      many("ZADD", KEYS[kw], z)
       wakes = {}
     end
     if K.batch then
