@@ -203,17 +203,21 @@ pub(crate) fn body_type(body: &[u8]) -> Option<String> {
 }
 
 /// An entry as stored: its header line `h1 <how> <ms> <deliveries> <body
-/// bytes>[ <key bytes>]`, the job type (empty when the body is not an
-/// envelope), the actor (empty for a worker's settle), a keyed job's
-/// concurrency key as `<per key> <key>` (that many bytes, then a newline:
-/// a key may hold one), its attempt records (one per line), then a newline
-/// and the body (none once its arguments are no longer kept).
+/// bytes>[ k<key bytes>][ r<result bytes>]`, the job type (empty when the
+/// body is not an envelope), the actor (empty for a worker's settle), a keyed
+/// job's concurrency key as `<per key> <key>` and the job's result (JSON),
+/// each that many bytes then a newline (a key may hold one), its attempt
+/// records (one per line), then a newline and the body (none once its
+/// arguments are no longer kept). A reader skips header words it does not
+/// know.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub finished: Finished,
     pub deliveries: u32,
     pub runs: Vec<Attempt>,
     pub key: Option<Keyed>,
+    /// What the job returned (JSON), when it succeeded with a result.
+    pub result: Option<Vec<u8>>,
 }
 
 impl Entry {
@@ -222,23 +226,34 @@ impl Entry {
         let lines: Vec<String> = self.runs.iter().map(Attempt::line).collect();
         let key = self.key.as_ref().map(|k| k.encode());
         let mut s = format!(
-            "h1 {} {} {} {}{}\n{}\n{}\n{}{}\n",
+            "h1 {} {} {} {}{}{}\n{}\n{}\n",
             self.finished.how.as_str(),
             self.finished.at_ms,
             self.deliveries,
             body.len(),
             key.as_ref()
-                .map_or(String::new(), |k| format!(" {}", k.len())),
+                .map_or(String::new(), |k| format!(" k{}", k.len())),
+            self.result
+                .as_ref()
+                .map_or(String::new(), |r| format!(" r{}", r.len())),
             self.finished
                 .job_type
                 .as_deref()
                 .unwrap_or("")
                 .replace('\n', " "),
             self.finished.by.as_deref().unwrap_or("").replace('\n', " "),
-            key.map_or(String::new(), |k| k + "\n"),
-            lines.join("\n"),
         )
         .into_bytes();
+        if let Some(k) = key {
+            s.extend_from_slice(k.as_bytes());
+            s.push(b'\n');
+        }
+        if let Some(r) = &self.result {
+            s.extend_from_slice(r);
+            s.push(b'\n');
+        }
+        s.extend_from_slice(lines.join("\n").as_bytes());
+        s.push(b'\n');
         s.extend_from_slice(body);
         s
     }
@@ -259,15 +274,24 @@ impl Entry {
         let at_ms = h.next()?.parse().ok()?;
         let deliveries = h.next()?.parse().ok()?;
         let bytes: usize = h.next()?.parse().ok()?;
-        // a keyed job's key, its length in the header
-        let (key, rest) = match h.next() {
-            Some(n) => {
-                let n: usize = n.parse().ok()?;
-                let (key, after) = (rest.get(..n)?, rest.get(n..)?);
-                (Keyed::decode(key), after.strip_prefix(b"\n")?)
+        // a keyed job's key and a result, their lengths in the header
+        let (mut klen, mut rlen) = (None, None);
+        for word in h {
+            if let Some(n) = word.strip_prefix('k') {
+                klen = Some(n.parse::<usize>().ok()?);
+            } else if let Some(n) = word.strip_prefix('r') {
+                rlen = Some(n.parse::<usize>().ok()?);
             }
-            None => (None, rest),
+        }
+        let mut rest = rest;
+        let mut take = |n: Option<usize>| -> Option<Option<Vec<u8>>> {
+            let Some(n) = n else { return Some(None) };
+            let (part, after) = (rest.get(..n)?, rest.get(n..)?);
+            rest = after.strip_prefix(b"\n")?;
+            Some(Some(part.to_vec()))
         };
+        let key = take(klen)?.and_then(|k| Keyed::decode(&k));
+        let result = take(rlen)?;
         // the records, a newline, then the body's bytes
         let split = rest.len().checked_sub(bytes)?.checked_sub(1)?;
         let body = (bytes > 0).then(|| rest[split + 1..].to_vec());
@@ -286,6 +310,7 @@ impl Entry {
             deliveries,
             runs: attempts::parse(&rest[..split]),
             key,
+            result,
         };
         Some((entry, body))
     }
@@ -431,16 +456,21 @@ mod tests {
             runs: Vec::new(),
             // a key may hold spaces and newlines
             key: Some(Keyed::new("acct 7\nb").per_key(4)),
+            result: Some(br#"{"n":1}"#.to_vec()),
         };
         let body = br#"{"type":"Charge","args":{}}"#;
         let (back, kept) = Entry::decode(&entry.encode(body)).expect("an entry");
-        assert_eq!(back.key, entry.key);
+        assert_eq!((&back.key, &back.result), (&entry.key, &entry.result));
         assert_eq!((back.deliveries, kept.as_deref()), (3, Some(&body[..])));
         let (back, kept) = Entry::decode(&entry.encode(b"")).expect("an entry");
         assert_eq!((back.key, kept), (entry.key.clone(), None));
         assert_eq!(back.finished.job_type.as_deref(), Some("Charge"));
         // an entry without a key reads as before
-        let plain = Entry { key: None, ..entry };
+        let plain = Entry {
+            key: None,
+            result: None,
+            ..entry
+        };
         let (back, kept) = Entry::decode(&plain.encode(body)).expect("an entry");
         assert_eq!((back.key, kept.as_deref()), (None, Some(&body[..])));
     }

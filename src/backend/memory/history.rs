@@ -178,6 +178,7 @@ impl super::state::MemQueue {
             deliveries: score_count(m.score),
             runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
             key,
+            result: None,
         };
         self.history
             .record(id, now, &entry, Some(m.body.clone()), h);

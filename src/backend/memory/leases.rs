@@ -424,6 +424,7 @@ impl Backend for MemoryBackend {
                 deliveries: *deliveries,
                 runs: attempts::parse(log.as_bytes()),
                 key: keyed.clone(),
+                result: None,
             };
             q.history
                 .record(*id, now, &entry, Some(body.clone()), history);

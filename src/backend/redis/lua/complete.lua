@@ -291,7 +291,7 @@ end
 -- key> <key>": the dead letters and the history keep them (a requeue, a
 -- rerun waits for its key again); read apart from the keys' entries K reads
 -- below, after the call's retries are rescored
-local keyof, kat = {}, nil
+local keyof, kat, known = {}, nil, {}
 if attrs[13] and prio == "0" and #gone > 0 and (#dead > 0 or #finished > 0) then
   local kf = {}
   for j, id in ipairs(gone) do kf[j] = id .. ":k" end
@@ -306,7 +306,10 @@ if attrs[13] and prio == "0" and #gone > 0 and (#dead > 0 or #finished > 0) then
   end
   if #names > 0 then
     local e = many("HMGET", KEYS[11], names)
-    for j, key in ipairs(names) do per[key] = e[j] and string.match(e[j], "^%d+") or "1" end
+    for j, key in ipairs(names) do
+      per[key] = e[j] and string.match(e[j], "^%d+") or "1"
+      known[key] = e[j]
+    end
   end
   for j, id in ipairs(gone) do
     local v = kat[j]
@@ -401,7 +404,7 @@ if #finished > 0 then
     -- then the records
     local head = kind[k] == "a" and ok_head or dead_head
     local kv, kh, kl = keyof[id], "", ""
-    if kv then kh, kl = " " .. #kv, kv .. "\n" end
+    if kv then kh, kl = " k" .. #kv, kv .. "\n" end
     local s = spans[k]
     zh[#zh + 1] = at
     zh[#zh + 1] = id
@@ -429,6 +432,8 @@ if #z > 0 then many("ZADD", KEYS[1], z) end
 local promoted = 0
 if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
   local K = concurrency_keys(10, 11, 1, now, 12)
+  -- the keys' entries as read above (K reads their holders' scores itself)
+  K.known = known
   if #gone > 0 then promoted = select(2, K.gone(gone, nil, kat)) end
   if #z > 0 then
     local kf = {}

@@ -521,8 +521,9 @@ end
 -- (0: no limit), at most `budget`, and the bodies of entries past `args` ms,
 -- at `now` (ms). `hz`, `hh` are the indexes in KEYS of the history's sorted
 -- set and hash. An entry is "<header>\n<type>\n<actor>\n<records>\n<body>",
--- its header "h1 <how> <ms> <deliveries> <body bytes>[ <key bytes>]" (see
--- history.rs: a keyed job's "<per key> <key>" line follows the actor). The
+-- its header "h1 <how> <ms> <deliveries> <body bytes>[ k<key bytes>][
+-- r<result bytes>]" (see history.rs: a keyed job's "<per key> <key>" line,
+-- then a job's result line, follow the actor). The
 -- hash field "~args" says up to when (ms) bodies are dropped already: an entry
 -- is read again only when its body goes. Unless `timed`, only the count is
 -- kept, and only once it is over by more than a twentieth (one settle in many
@@ -598,7 +599,7 @@ local function enter_history(hz, hh, id, how, count, kept, by, now, keep, age, a
   if args == 0 then body = "" end
   local at = string.format("%.0f", now)
   local kh, kl = "", ""
-  if keyed then kh, kl = " " .. #keyed, keyed .. "\n" end
+  if keyed then kh, kl = " k" .. #keyed, keyed .. "\n" end
   redis.call("ZADD", KEYS[hz], at, id)
   redis.call("HSET", KEYS[hh], id, "h1 " .. how .. " " .. at .. " " .. count .. " " .. #body .. kh .. "\n"
     .. typ .. "\n" .. by .. "\n" .. kl .. (kept[2] or "") .. "\n" .. body)
@@ -677,10 +678,13 @@ local function concurrency_keys(kz, kh, zset, now, kw)
     local ms = math.floor(n)
     return string.format("%016.0f%03d", ms, math.floor((n - ms) * 1000 + 0.5))
   end
+  -- keys' entries read already (key -> the hash's value, or false)
+  K.known = {}
   function K.get(key)
     local e = entries[key]
     if e then return e end
-    local v = redis.call("HGET", KEYS[kh], key)
+    local v = K.known[key]
+    if v == nil then v = redis.call("HGET", KEYS[kh], key) end
     -- fresh: the key has no entry (no jobs)
     e = {per = 1, holders = {}, scores = {}, fresh = not v}
     if v then
