@@ -170,6 +170,7 @@ pub use worker::{RetryPolicy, Worker};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::job::DynJob;
+    pub use crate::job::encode_output;
     pub use futures::future::BoxFuture;
     pub use inventory;
     pub use typetag;

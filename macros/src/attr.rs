@@ -18,6 +18,8 @@ pub struct JobAttrs {
     /// The field whose value is the job's concurrency key.
     pub concurrency_key: Option<LitStr>,
     pub per_key: Option<u32>,
+    /// The handler's result type (`output = "T"`).
+    pub output: Option<syn::Type>,
 }
 
 /// Collects errors so that a user sees all of them at once.
@@ -68,10 +70,11 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
                 "unique_for" => set(&mut out.unique_for_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
                 "concurrency_key" => set(&mut out.concurrency_key, string(&value), &value, errors),
                 "per_key" => set(&mut out.per_key, per_key(&value), &value, errors),
+                "output" => set(&mut out.output, string(&value).and_then(|s| s.parse::<syn::Type>()), &value, errors),
                 _ => errors.push(syn::Error::new(
                     meta.path.span(),
                     format!(
-                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`, `unique`, `unique_for`, `concurrency_key`, `per_key`"
+                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`, `unique`, `unique_for`, `concurrency_key`, `per_key`, `output`"
                     ),
                 )),
             }

@@ -31,8 +31,13 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
         if shape_ok {
             let ident = &input.ident;
             let name = ident.to_string();
+            let output = attrs
+                .output
+                .as_ref()
+                .map_or_else(|| quote!(()), |t| quote!(#t));
             out.extend(quote! {
                 impl ::redjob::job::JobSpec for #ident {
+                    type Output = #output;
                     const NAME: &'static str = #name;
                     const OPTIONS: ::redjob::job::JobOptions = ::redjob::job::JobOptions::DEFAULT;
                 }
@@ -85,11 +90,33 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     if let Some(n) = attrs.per_key {
         sets.push(quote!(o.per_key = #n;));
     }
+    // the handler's result: encoded when declared, none for `()`
+    let (output, perform) = match &attrs.output {
+        Some(t) => (
+            quote!(#t),
+            quote! {
+                ::std::boxed::Box::pin(async move {
+                    let out = <Self as ::redjob::Job>::perform(self, ctx).await?;
+                    ::redjob::__private::encode_output(&out).map(::core::option::Option::Some)
+                })
+            },
+        ),
+        None => (
+            quote!(()),
+            quote! {
+                ::std::boxed::Box::pin(async move {
+                    <Self as ::redjob::Job>::perform(self, ctx).await?;
+                    ::core::result::Result::Ok(::core::option::Option::None)
+                })
+            },
+        ),
+    };
     Ok(quote! {
         const _: () = {
             use ::redjob::__private::typetag;
 
             impl ::redjob::job::JobSpec for #ident {
+                type Output = #output;
                 const NAME: &'static str = #name;
                 const OPTIONS: ::redjob::job::JobOptions = {
                     #[allow(unused_mut)]
@@ -133,8 +160,8 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
                 fn perform_dyn<'a>(
                     &'a self,
                     ctx: &'a ::redjob::JobContext,
-                ) -> ::redjob::__private::BoxFuture<'a, ::core::result::Result<(), ::redjob::JobError>> {
-                    ::std::boxed::Box::pin(<Self as ::redjob::Job>::perform(self, ctx))
+                ) -> ::redjob::__private::BoxFuture<'a, ::core::result::Result<::core::option::Option<::std::vec::Vec<u8>>, ::redjob::JobError>> {
+                    #perform
                 }
             }
         };

@@ -96,3 +96,74 @@ impl Client {
             .ok_or_else(|| crate::Error::Protocol("the send returned no id".into()))
     }
 }
+
+impl Client {
+    /// What job `id` of type `J` (in `J`'s queue) returned: `None` while it
+    /// has not finished (queued, running, waiting for a retry), the result
+    /// (`()` for a job without `#[job(output = "T")]`) once it succeeded.
+    /// Fails with [`JobFailed`](crate::Error::JobFailed) when it finished
+    /// otherwise (dead-lettered, cancelled, deleted), saying how and why, and
+    /// with [`InvalidValue`](crate::Error::InvalidValue) when the queue
+    /// knows no such job (never sent there, or past its history's
+    /// retention). A result lives in the job's history entry: none is kept
+    /// while the queue's history is off.
+    ///
+    /// ```
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "sum", output = "u64")]
+    /// struct Sum { of: Vec<u64> }
+    ///
+    /// impl Job for Sum {
+    ///     async fn perform(&self, _: &JobContext) -> Result<u64, JobError> {
+    ///         Ok(self.of.iter().sum())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// let client = kit.client();
+    /// let id = client.enqueue(&Sum { of: vec![1, 2, 3] }).await?;
+    /// assert_eq!(client.result::<Sum>(&id).await?, None, "not run yet");
+    /// kit.run_until_idle().await?;
+    /// assert_eq!(client.result::<Sum>(&id).await?, Some(6));
+    /// # Ok(()) }
+    /// ```
+    pub async fn result<J: crate::job::Job>(
+        &self,
+        id: &JobId,
+    ) -> Result<Option<<J as crate::job::JobSpec>::Output>> {
+        use crate::contract::history::Finish;
+        use crate::contract::inspect::JobState;
+        let queue = J::OPTIONS.queue;
+        let job = self
+            .backend
+            .job(queue, id)
+            .await?
+            .ok_or_else(|| crate::Error::InvalidValue {
+                what: "job",
+                reason: format!(
+                    "{id} is not in {queue:?} nor in its history (past its retention?)"
+                ),
+            })?;
+        let failed = |how: &str| crate::Error::JobFailed {
+            name: J::NAME.into(),
+            error: match &job.last_error {
+                Some(e) => format!("{id} was {how}: {e}"),
+                None => format!("{id} was {how}"),
+            },
+        };
+        match (&job.finished, job.state) {
+            (Some(f), _) if f.how == Finish::Succeeded => {
+                let json = job.result.as_deref().unwrap_or(b"null");
+                Ok(Some(serde_json::from_slice(json)?))
+            }
+            (Some(f), _) => Err(failed(f.how.as_str())),
+            (None, JobState::Dead) => Err(failed("dead-lettered")),
+            _ => Ok(None),
+        }
+    }
+}

@@ -98,6 +98,7 @@ impl StateCounts {
 ///     runs: Vec::new(),
 ///     finished: None,
 ///     key: None,
+///     result: None,
 /// };
 /// assert_eq!(job.job_name().as_deref(), Some("Email"));
 /// assert_eq!(job.args().unwrap()["to"], "a@b");
@@ -135,6 +136,10 @@ pub struct JobInfo {
     /// one job is looked up, and in lists of blocked and finished jobs;
     /// `None` in the other lists.
     pub key: Option<crate::contract::keyed::Keyed>,
+    /// A finished job's result (JSON), when it succeeded with one (see
+    /// [`JobSpec::Output`](crate::job::JobSpec::Output)); read from its
+    /// history entry.
+    pub result: Option<Vec<u8>>,
 }
 
 impl JobInfo {
@@ -655,6 +660,7 @@ pub(crate) fn queued(
         runs: Vec::new(),
         finished: None,
         key: None,
+        result: None,
     }
 }
 
@@ -677,6 +683,7 @@ pub(crate) fn finished_info(
         runs: entry.runs,
         finished: Some(entry.finished),
         key: entry.key,
+        result: entry.result,
     }
 }
 

@@ -291,6 +291,9 @@ pub struct DeadLetterEntry {
 pub struct Settle {
     /// Succeeded: delete.
     pub acks: Vec<(JobId, Token)>,
+    /// The results of acks that returned one (JSON): kept with their
+    /// history entries (none while the history is off).
+    pub results: Vec<(JobId, Vec<u8>)>,
     /// Retry or release.
     pub reschedules: Vec<Reschedule>,
     /// Dead-letter.
@@ -397,13 +400,20 @@ impl Settle {
         }
         if parts.len() == 1 {
             parts[0].1.ran = self.ran.clone();
-        } else if !self.ran.is_empty() {
+            parts[0].1.results = self.results.clone();
+        } else if !self.ran.is_empty() || !self.results.is_empty() {
             for (_, part) in &mut parts {
                 let ids: std::collections::HashSet<JobId> = part.ids().collect();
                 part.ran = self
                     .ran
                     .iter()
                     .filter(|r| ids.contains(&r.id))
+                    .cloned()
+                    .collect();
+                part.results = self
+                    .results
+                    .iter()
+                    .filter(|r| ids.contains(&r.0))
                     .cloned()
                     .collect();
             }

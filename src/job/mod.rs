@@ -29,6 +29,7 @@ mod context;
 pub(crate) mod data;
 mod envelope;
 mod error;
+mod output;
 pub(crate) mod trace;
 mod unique;
 
@@ -42,6 +43,7 @@ pub use context::JobContext;
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, encode_untraced};
 pub use error::{JobError, Outcome};
+pub use output::{MAX_RESULT, encode_output};
 #[doc(hidden)]
 pub use unique::key_of_value;
 pub use unique::{unique_key, unique_key_of};
@@ -57,8 +59,14 @@ use crate::contract::queues::OnDuplicate;
 )]
 pub trait Job: JobSpec + Serialize + DeserializeOwned + Send + Sync + 'static {
     /// Runs the job. `Err` retries it with backoff or, for [`JobError::fatal`] and
-    /// after the last attempt, moves it to the dead-letter queue.
-    fn perform(&self, ctx: &JobContext) -> impl Future<Output = Result<(), JobError>> + Send;
+    /// after the last attempt, moves it to the dead-letter queue. `Ok` holds
+    /// the job's result, of the type `#[job(output = "T")]` declares (`()`
+    /// without one): the history keeps it with the job's entry, where
+    /// [`Client::result`](crate::Client::result) reads it.
+    fn perform(
+        &self,
+        ctx: &JobContext,
+    ) -> impl Future<Output = Result<Self::Output, JobError>> + Send;
 }
 
 /// A job type's name and options, implemented by `#[derive(Job)]`.
@@ -67,6 +75,25 @@ pub trait Job: JobSpec + Serialize + DeserializeOwned + Send + Sync + 'static {
     label = "add `#[derive(Job)]` to `{Self}`"
 )]
 pub trait JobSpec {
+    /// What the handler returns on success (`#[job(output = "T")]`; `()`
+    /// without one), kept as JSON with the job's history entry (at most
+    /// [`MAX_RESULT`] bytes).
+    ///
+    /// ```
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(output = "Vec<u64>")]
+    /// struct Primes { below: u64 }
+    ///
+    /// impl Job for Primes {
+    ///     async fn perform(&self, _: &JobContext) -> Result<Vec<u64>, JobError> {
+    ///         Ok((2..self.below).filter(|n| (2..*n).all(|d| n % d != 0)).collect())
+    ///     }
+    /// }
+    /// ```
+    type Output: Serialize + DeserializeOwned + Send + 'static;
     /// The stable name stored in the envelope's `type` field.
     ///
     /// Defaults to the bare type name, without its module path: `struct Cleanup`
@@ -262,9 +289,9 @@ pub trait DynJob: Send + Sync {
     fn job_name(&self) -> &'static str;
     /// The job type's options.
     fn job_options(&self) -> JobOptions;
-    /// Runs the handler.
+    /// Runs the handler; its result encoded (`None` for `()`).
     fn perform_dyn<'a>(
         &'a self,
         ctx: &'a JobContext,
-    ) -> futures::future::BoxFuture<'a, Result<(), JobError>>;
+    ) -> futures::future::BoxFuture<'a, Result<Option<Vec<u8>>, JobError>>;
 }

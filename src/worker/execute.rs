@@ -149,7 +149,7 @@ pub(crate) async fn execute(
     };
     let kind = match &outcome {
         _ if panicked => AttemptOutcome::Panic,
-        Outcome::Ack => AttemptOutcome::Ok,
+        Outcome::Ack { .. } => AttemptOutcome::Ok,
         _ => report.failed.unwrap_or(AttemptOutcome::Error),
     };
     let started = report.started.map_or(ended, |(at, _)| at);
@@ -175,7 +175,7 @@ pub(crate) async fn execute(
             End::Cancelled(CancelReason::Shutdown)
         }
         (Ok(()), Outcome::Release { .. }) => End::Cancelled(CancelReason::LeaseLost),
-        (Ok(()), Outcome::Ack) => End::Succeeded,
+        (Ok(()), Outcome::Ack { .. }) => End::Succeeded,
         (Ok(()), Outcome::Retry { delay, error }) => End::Retried {
             error,
             retry_in: *delay,
@@ -260,9 +260,9 @@ async fn run(
     // period, a lost lease) failed no attempt: released, as if dropped
     let stopped = cancel.is_cancelled();
     let (error, wants) = match result {
-        Ok(Ok(Ok(()))) => {
+        Ok(Ok(Ok(result))) => {
             tracing::debug!("done");
-            return Outcome::Ack;
+            return Outcome::Ack { result };
         }
         Ok(_) if stopped => {
             tracing::info!(

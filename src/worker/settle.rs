@@ -34,7 +34,10 @@ pub(crate) enum Event {
 /// How a run ended.
 #[derive(Debug, Clone)]
 pub(crate) enum Outcome {
-    Ack,
+    /// Succeeded, with its result (JSON) when it returns one.
+    Ack {
+        result: Option<Vec<u8>>,
+    },
     Retry {
         delay: Duration,
         error: String,
@@ -395,7 +398,12 @@ impl<B: Backend> Settler<B> {
                 });
             }
             match outcome {
-                Outcome::Ack => s.acks.push((id, token)),
+                Outcome::Ack { result } => {
+                    s.acks.push((id, token));
+                    if let Some(r) = result {
+                        s.results.push((id, r.clone()));
+                    }
+                }
                 Outcome::Retry { delay, error } => s.reschedules.push(Reschedule {
                     id,
                     token,

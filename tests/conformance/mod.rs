@@ -18,6 +18,7 @@ pub mod ops;
 pub mod overview;
 pub mod priorities;
 pub mod queues;
+pub mod results;
 pub mod settings;
 pub mod throttles;
 pub mod topics;
@@ -401,6 +402,10 @@ macro_rules! conformance_suite {
             a_key_throttle_settled_beside_a_dead_letter_sends_the_keys_retry_back_to_wait,
             dead_letters_of_one_key_requeued_together_take_the_first_ones_places,
             a_keys_throttle_end_wakes_it_though_a_ghosts_lease_ended_first);
+        $crate::conformance_suite!(@results $setup, #[$attr],
+            a_jobs_result_is_read_typed_once_it_succeeded,
+            a_job_that_did_not_succeed_says_how_it_ended,
+            without_a_history_no_result_is_kept);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

@@ -143,6 +143,7 @@ mod tests {
             runs: Vec::new(),
             finished: None,
             key: None,
+            result: None,
         }
     }
 

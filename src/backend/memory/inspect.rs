@@ -76,6 +76,7 @@ impl MemQueue {
             runs: Vec::new(),
             finished: None,
             key: None,
+            result: None,
         })
     }
 }

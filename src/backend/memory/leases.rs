@@ -17,8 +17,16 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 /// A job entered in the history: id, how, deliveries, body, attempt records,
-/// concurrency key.
-type Finishing = (JobId, Finish, u32, Vec<u8>, String, Option<Keyed>);
+/// concurrency key, result.
+type Finishing = (
+    JobId,
+    Finish,
+    u32,
+    Vec<u8>,
+    String,
+    Option<Keyed>,
+    Option<Vec<u8>>,
+);
 
 impl Backend for MemoryBackend {
     async fn send(
@@ -305,15 +313,26 @@ impl Backend for MemoryBackend {
         let stored = QueueSettings::decode(&q.settings, &[]);
         let history = stored.history.unwrap_or(batch.history);
         // entered in the history: id, how, deliveries, body, attempt
-        // records, concurrency key
+        // records, concurrency key, result
         let mut finished: Vec<Finishing> = Vec::new();
+        let results: std::collections::HashMap<&JobId, &[u8]> =
+            batch.results.iter().map(|(id, r)| (id, &r[..])).collect();
         for (id, token) in &acks {
             let keyed = q.keyed_of(id);
             if let Some(m) = q.remove(id)
                 && history.enabled
             {
                 let log = attempts::append(m.log.as_deref(), &record(id, *token, None));
-                finished.push((*id, Finish::Succeeded, token.attempt(), m.body, log, keyed));
+                let result = results.get(id).map(|r| r.to_vec());
+                finished.push((
+                    *id,
+                    Finish::Succeeded,
+                    token.attempt(),
+                    m.body,
+                    log,
+                    keyed,
+                    result,
+                ));
             }
         }
         let mut retried = 0;
@@ -409,11 +428,11 @@ impl Backend for MemoryBackend {
                 let log = attempts::append(m.log.as_deref(), &rec);
                 let n = d.token.attempt();
                 let keyed = q.keyed_of(&d.id);
-                finished.push((d.id, Finish::Dead, n, m.body.clone(), log, keyed));
+                finished.push((d.id, Finish::Dead, n, m.body.clone(), log, keyed, None));
             }
             q.kill(&d.id, error, d.token.attempt(), now, &rec);
         }
-        for (id, how, deliveries, body, log, keyed) in &finished {
+        for (id, how, deliveries, body, log, keyed, result) in &finished {
             let entry = Entry {
                 finished: Finished {
                     how: *how,
@@ -424,7 +443,7 @@ impl Backend for MemoryBackend {
                 deliveries: *deliveries,
                 runs: attempts::parse(log.as_bytes()),
                 key: keyed.clone(),
-                result: None,
+                result: result.clone(),
             };
             q.history
                 .record(*id, now, &entry, Some(body.clone()), history);

@@ -125,6 +125,7 @@ fn rows(r: &mut Reply<'_>) -> Result<Vec<JobInfo>> {
             runs: Vec::new(),
             finished: None,
             key: None,
+            result: None,
         });
     }
     Ok(jobs)

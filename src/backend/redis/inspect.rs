@@ -80,6 +80,7 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
                 runs: Vec::new(),
                 finished: None,
                 key: None,
+                result: None,
             }
         } else {
             queued(id, p, score, count, now, body, error)

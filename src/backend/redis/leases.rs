@@ -451,6 +451,13 @@ impl Backend for RedisBackend {
                         .arg(record(&d.id, d.token, Some(&error)));
                 }
                 cmd.arg(codes.codes);
+                // the acks' results, when some returned one
+                if !part.results.is_empty() {
+                    cmd.arg(part.results.len());
+                    for (id, r) in &part.results {
+                        cmd.arg(id).arg(&r[..]);
+                    }
+                }
                 cmd
             })
             .collect();

@@ -84,6 +84,7 @@ impl DeadQuery {
     ///     runs: Vec::new(),
     ///     finished: None,
     ///     key: None,
+    ///     result: None,
     /// };
     /// assert!(DeadQuery::default().job_type("SendEmail").error_contains("timed").matches(&job));
     /// assert!(!DeadQuery::default().job_type("Resize").matches(&job));

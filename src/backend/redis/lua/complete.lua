@@ -53,7 +53,9 @@
 --      the bucket of its run time (see RUN_TIME_BUCKETS_MS in stats.rs), or
 --      "" when unknown or a release. Each entry that passes the fence adds 1
 --      to "rt:<bucket>:<type>" of the counters hash (KEYS[5]): per job type,
---      a fixed-size histogram of run times
+--      a fixed-size histogram of run times; then, optionally, the number
+--      of results N and N x (id, result): the JSON an ack's handler returned,
+--      kept with its history entry (header word "r<bytes>", see history.rs)
 -- An attempt record (one line of JSON, see attempts.rs) is added to the job's
 -- records in "<id>:a" (keeping the last MAX_RECORDS): a retry's in the queue's
 -- hash, a dead letter's moved to the dead letters' hash with them. An ack
@@ -114,8 +116,13 @@ for _ = 1, nd do
   i = i + 4
 end
 if #ids == 0 then return {0, 0, 0} end
--- the entries' run-time codes follow them
+-- the entries' run-time codes follow them, then the acks' results
 local codes = i
+local results = {}
+for j = 1, tonumber(ARGV[codes + #ids]) or 0 do
+  local at = codes + #ids + 2 * j - 1
+  results[ARGV[at]] = ARGV[at + 1]
+end
 local passed = {}
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
@@ -405,6 +412,9 @@ if #finished > 0 then
     local head = kind[k] == "a" and ok_head or dead_head
     local kv, kh, kl = keyof[id], "", ""
     if kv then kh, kl = " k" .. #kv, kv .. "\n" end
+    -- an ack's result follows its key
+    local rv = kind[k] == "a" and results[id]
+    if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
     local s = spans[k]
     zh[#zh + 1] = at
     zh[#zh + 1] = id

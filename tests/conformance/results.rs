@@ -1,0 +1,162 @@
+//! Results: what a job's handler returns is kept with its history entry and
+//! read by id, typed; a job that did not succeed says how it ended.
+
+use std::time::Duration;
+
+use redjob::inspect::Inspect;
+use redjob::ops::{Admin, History, QueueSettings};
+use redjob::{Error, Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use crate::common::{start_serving, wait_for};
+
+const QUEUE: &str = "results";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub total: u64,
+    pub names: Vec<String>,
+}
+
+/// Returns a report of its items; fails fatally for "bad", returns a result
+/// too large with "huge".
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "results_tally",
+    queue = "results",
+    output = "Report",
+    max_attempts = 1
+)]
+struct Tally {
+    items: Vec<String>,
+}
+
+impl Job for Tally {
+    async fn perform(&self, _: &JobContext) -> Result<Report, JobError> {
+        if self.items.iter().any(|i| i == "bad") {
+            return Err(JobError::fatal("a bad item"));
+        }
+        let mut names = self.items.clone();
+        if self.items.iter().any(|i| i == "huge") {
+            names.push("x".repeat(redjob::job::MAX_RESULT));
+        }
+        Ok(Report {
+            total: self.items.len() as u64,
+            names,
+        })
+    }
+}
+
+/// A job without a declared result.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "results_plain", queue = "results")]
+struct Plain;
+
+impl Job for Plain {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+fn tally(items: &[&str]) -> Tally {
+    Tally {
+        items: items.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// Runs a worker until `ids` have all finished (succeeded or dead).
+async fn run(env: &Env, ids: &[JobId]) {
+    let w = Worker::builder(env.client.backend())
+        .register::<Tally>()
+        .register::<Plain>()
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let running = start_serving(w).await;
+    let done = wait_for(Duration::from_secs(20), || async {
+        let c = env.client.counts(QUEUE).await.unwrap();
+        // finished: out of the queue (a job without a history leaves no trace)
+        let mut left = 0;
+        for id in ids {
+            if let Some(j) = env.client.job(QUEUE, id).await.unwrap()
+                && j.finished.is_none()
+                && j.state != redjob::inspect::JobState::Dead
+            {
+                left += 1;
+            }
+        }
+        left == 0 && c.in_flight == 0
+    })
+    .await;
+    running.stop().await;
+    assert!(done, "the jobs finished");
+}
+
+pub async fn a_jobs_result_is_read_typed_once_it_succeeded(env: &Env) {
+    let c = &env.client;
+    let ok = c.enqueue(&tally(&["a", "b"])).await.unwrap();
+    let plain = c.enqueue(&Plain).await.unwrap();
+    assert_eq!(
+        c.result::<Tally>(&ok).await.unwrap(),
+        None,
+        "queued: none yet"
+    );
+    run(env, &[ok, plain]).await;
+    let want = Report {
+        total: 2,
+        names: vec!["a".into(), "b".into()],
+    };
+    assert_eq!(c.result::<Tally>(&ok).await.unwrap(), Some(want));
+    assert_eq!(c.result::<Plain>(&plain).await.unwrap(), Some(()));
+    // the history entry keeps it as JSON
+    let job = c.job(QUEUE, &ok).await.unwrap().unwrap();
+    assert_eq!(
+        job.result.as_deref(),
+        Some(&br#"{"total":2,"names":["a","b"]}"#[..])
+    );
+    assert_eq!(c.job(QUEUE, &plain).await.unwrap().unwrap().result, None);
+    // no such job: a clear error
+    let none: JobId = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+    let e = c.result::<Tally>(&none).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidValue { .. }), "{e}");
+}
+
+pub async fn a_job_that_did_not_succeed_says_how_it_ended(env: &Env) {
+    let c = &env.client;
+    let bad = c.enqueue(&tally(&["bad"])).await.unwrap();
+    let huge = c.enqueue(&tally(&["huge"])).await.unwrap();
+    run(env, &[bad, huge]).await;
+    let e = c.result::<Tally>(&bad).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("dead") && error.contains("a bad item")),
+        "{e}"
+    );
+    // a result over the limit dead-letters the job with the reason
+    let e = c.result::<Tally>(&huge).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("result of")),
+        "{e}"
+    );
+    let cancelled = c.enqueue(&tally(&["c"])).await.unwrap();
+    c.cancel(QUEUE, &cancelled).await.unwrap();
+    let e = c.result::<Tally>(&cancelled).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("cancelled")),
+        "{e}"
+    );
+}
+
+pub async fn without_a_history_no_result_is_kept(env: &Env) {
+    let c = &env.client;
+    redjob::queue::Queues::create_queue(&c.backend(), QUEUE, Default::default())
+        .await
+        .unwrap();
+    c.set_settings(QUEUE, &QueueSettings::history(History::OFF))
+        .await
+        .unwrap();
+    let id = c.enqueue(&tally(&["a"])).await.unwrap();
+    run(env, &[id]).await;
+    let e = c.result::<Tally>(&id).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidValue { .. }), "{e}");
+}
