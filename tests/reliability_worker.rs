@@ -347,6 +347,14 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn now_ms(&self) -> redjob::Result<u64> {
         self.inner.now_ms().await
     }
+    async fn watch_finish(
+        &self,
+        queue: &str,
+        id: &JobId,
+        within: Duration,
+    ) -> redjob::Result<redjob::backend::FinishWatch> {
+        self.inner.watch_finish(queue, id, within).await
+    }
     async fn tick(
         &self,
         q: &str,

@@ -166,4 +166,81 @@ impl Client {
             _ => Ok(None),
         }
     }
+
+    /// Waits up to `timeout` for job `id` of type `J` to finish, then as
+    /// [`result`](Self::result): the result once it succeeded, `None` when it
+    /// had not finished within `timeout`, [`JobFailed`](crate::Error::JobFailed)
+    /// when it finished otherwise. Woken when the job finishes (on Redis a
+    /// subscriber of the queue's done channel, which the script that
+    /// finishes an awaited job publishes to), never by polling; the job is
+    /// read again after every (re)subscription, so a notice lost with a
+    /// connection cannot strand the wait. A queue purge does not wake it
+    /// (the wait then lasts its `timeout`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "double", output = "u64")]
+    /// struct Double { n: u64 }
+    ///
+    /// impl Job for Double {
+    ///     async fn perform(&self, _: &JobContext) -> Result<u64, JobError> {
+    ///         Ok(self.n * 2)
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// let client = kit.client();
+    /// let id = client.enqueue(&Double { n: 21 }).await?;
+    /// let (got, _) = tokio::join!(
+    ///     client.wait_result::<Double>(&id, Duration::from_secs(10)),
+    ///     kit.run_until_idle(),
+    /// );
+    /// assert_eq!(got?, Some(42));
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_result<J: crate::job::Job>(
+        &self,
+        id: &JobId,
+        timeout: std::time::Duration,
+    ) -> Result<Option<<J as crate::job::JobSpec>::Output>> {
+        use crate::contract::backend::Backend;
+        use futures::StreamExt;
+        use tokio::time::Instant;
+        let deadline = Instant::now() + timeout;
+        let queue = J::OPTIONS.queue;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // watched first, then read: a finish between the two is not missed
+            let watched = tokio::time::timeout(left, self.backend.watch_finish(queue, id, left));
+            let Ok(watch) = watched.await else {
+                return self.result::<J>(id).await;
+            };
+            let mut watch = watch?;
+            if let Some(r) = self.result::<J>(id).await? {
+                return Ok(Some(r));
+            }
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, watch.next()).await {
+                    // the time is up: what the job is now
+                    Err(_) => return self.result::<J>(id).await,
+                    Ok(Some(())) => {
+                        if let Some(r) = self.result::<J>(id).await? {
+                            return Ok(Some(r));
+                        }
+                    }
+                    // the connection was lost: watch again, then read again
+                    Ok(None) => break,
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(std::time::Duration::from_millis(100).min(left)).await;
+        }
+    }
 }

@@ -197,6 +197,19 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// The backend's clock, Unix ms: the clock periodic schedules tick by.
     fn now_ms(&self) -> impl Future<Output = Result<u64>> + Send;
 
+    /// Watches for job `id` of `queue` to finish, for at most `within`:
+    /// subscribed (and registered, on Redis) before it returns, the stream
+    /// yields when the job may have finished (acked, dead-lettered,
+    /// cancelled, deleted; a yield can be spurious: read the job again) and
+    /// ends when its connection is lost (watch again, then read again).
+    /// Fails with [`QueueNotFound`](crate::Error::QueueNotFound) for no queue.
+    fn watch_finish(
+        &self,
+        queue: &str,
+        id: &JobId,
+        within: std::time::Duration,
+    ) -> impl Future<Output = Result<FinishWatch>> + Send;
+
     /// Enqueues `msg` (its body and priority; due at once) as the job of
     /// `tick`, unless this tick (or a later one) of the schedule was enqueued
     /// already: however many workers call it, a tick is enqueued once. The
@@ -362,6 +375,7 @@ macro_rules! backend_methods {
             async fn due_soon(queues: &[String], within: std::time::Duration) -> $crate::Result<Vec<bool>>;
             async fn listen_handoff(queues: &[String], worker: &str, wake: &(dyn Fn(&str) + Send + Sync), handed: &(dyn Fn($crate::contract::leases::Handed) + Send + Sync), subscribed: &(dyn Fn() + Send + Sync), stop: &tokio_util::sync::CancellationToken) -> $crate::Result<()>;
             async fn now_ms() -> $crate::Result<u64>;
+            async fn watch_finish(queue: &str, id: &$crate::JobId, within: std::time::Duration) -> $crate::Result<$crate::contract::backend::FinishWatch>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;
@@ -374,3 +388,7 @@ macro_rules! backend_methods {
     };
 }
 pub(crate) use backend_methods;
+
+/// What [`Backend::watch_finish`] returns: a yield for each notice that the
+/// job may have finished; its end, a lost connection.
+pub type FinishWatch = futures::stream::BoxStream<'static, ()>;

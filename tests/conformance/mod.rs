@@ -405,7 +405,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,
-            without_a_history_no_result_is_kept);
+            without_a_history_no_result_is_kept,
+            a_waiter_is_woken_when_its_job_finishes_however_it_ends);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

@@ -116,6 +116,11 @@ pub async fn a_jobs_result_is_read_typed_once_it_succeeded(env: &Env) {
         Some(&br#"{"total":2,"names":["a","b"]}"#[..])
     );
     assert_eq!(c.job(QUEUE, &plain).await.unwrap().unwrap().result, None);
+    // with its arguments
+    assert!(
+        String::from_utf8_lossy(&job.body).contains(r#"["a","b"]"#),
+        "{job:?}"
+    );
     // no such job: a clear error
     let none: JobId = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
     let e = c.result::<Tally>(&none).await.unwrap_err();
@@ -131,6 +136,12 @@ pub async fn a_job_that_did_not_succeed_says_how_it_ended(env: &Env) {
     assert!(
         matches!(&e, Error::JobFailed { error, .. } if error.contains("dead") && error.contains("a bad item")),
         "{e}"
+    );
+    // the dead letter keeps its body
+    let letter = c.job(QUEUE, &bad).await.unwrap().unwrap();
+    assert!(
+        String::from_utf8_lossy(&letter.body).contains(r#"["bad"]"#),
+        "{letter:?}"
     );
     // a result over the limit dead-letters the job with the reason
     let e = c.result::<Tally>(&huge).await.unwrap_err();
@@ -159,4 +170,69 @@ pub async fn without_a_history_no_result_is_kept(env: &Env) {
     run(env, &[id]).await;
     let e = c.result::<Tally>(&id).await.unwrap_err();
     assert!(matches!(e, Error::InvalidValue { .. }), "{e}");
+}
+
+pub async fn a_waiter_is_woken_when_its_job_finishes_however_it_ends(env: &Env) {
+    use tokio::time::Instant;
+    let c = &env.client;
+    // succeeds: the waiter, there before the worker, is woken with its result
+    let ok = c.enqueue(&tally(&["a"])).await.unwrap();
+    let waiter = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            let got = c.wait_result::<Tally>(&ok, Duration::from_secs(60)).await;
+            (got, t.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    run(env, &[ok]).await;
+    let (got, took) = waiter.await.unwrap();
+    assert_eq!(got.unwrap().map(|r| r.total), Some(1));
+    assert!(
+        took < Duration::from_secs(30),
+        "woken, not timed out: {took:?}"
+    );
+    // finished already: at once
+    let t = Instant::now();
+    let again = c.wait_result::<Tally>(&ok, Duration::from_secs(60)).await;
+    assert!(again.unwrap().is_some() && t.elapsed() < Duration::from_secs(30));
+    // cancelled and deleted while awaited: woken with how it ended
+    for delete in [false, true] {
+        let id = c.enqueue(&tally(&["b"])).await.unwrap();
+        let waiter = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let t = Instant::now();
+                let got = c.wait_result::<Tally>(&id, Duration::from_secs(60)).await;
+                (got, t.elapsed())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if delete {
+            assert!(
+                redjob::queue::Queues::delete(&c.backend(), QUEUE, &id)
+                    .await
+                    .unwrap()
+            );
+        } else {
+            c.cancel(QUEUE, &id).await.unwrap();
+        }
+        let (got, took) = waiter.await.unwrap();
+        let e = got.unwrap_err();
+        let how = if delete { "deleted" } else { "cancelled" };
+        assert!(
+            matches!(&e, Error::JobFailed { error, .. } if error.contains(how)),
+            "{e}"
+        );
+        assert!(took < Duration::from_secs(30), "woken: {took:?}");
+    }
+    // never run: none after the timeout
+    let idle = c.enqueue(&tally(&["c"])).await.unwrap();
+    let t = Instant::now();
+    let none = c
+        .wait_result::<Tally>(&idle, Duration::from_millis(500))
+        .await;
+    assert_eq!(none.unwrap(), None);
+    assert!(t.elapsed() >= Duration::from_millis(500));
 }

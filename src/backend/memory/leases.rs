@@ -42,6 +42,26 @@ impl Backend for MemoryBackend {
         Ok(self.clock.now_ms())
     }
 
+    async fn watch_finish(
+        &self,
+        queue: &str,
+        _id: &JobId,
+        _within: Duration,
+    ) -> Result<crate::contract::backend::FinishWatch> {
+        use futures::StreamExt;
+        crate::contract::queues::validate::queue_name(queue)?;
+        if !self.lock().queues.contains_key(queue) {
+            return Err(crate::Error::QueueNotFound { name: queue.into() });
+        }
+        // every change of the state may be the job's finish: the caller
+        // reads it again (in memory, a lookup)
+        let rx = self.changes();
+        Ok(futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok().map(|()| ((), rx))
+        })
+        .boxed())
+    }
+
     async fn tick(
         &self,
         queue: &str,

@@ -286,6 +286,7 @@ impl Inspect for Rsmq {
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.extend(k.history_keys());
         keys.extend(k.keyed_wake_keys());
+        keys.push(k.awaited.clone());
         let mut cmd = scripts::eval(&scripts::CANCEL, &keys);
         cmd.arg(id)
             .arg(crate::contract::history::actor_line(by))

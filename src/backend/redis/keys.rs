@@ -50,6 +50,13 @@ pub(crate) struct QueueKeys {
     /// time (a deleted running job's lease end, a throttle's end), scored by
     /// it (ms).
     pub kwake: String,
+    /// `ns:q:awaited`: sorted set of the jobs a caller awaits, scored by
+    /// when the wait ends (ms): their settle, cancel or delete publishes
+    /// their id on [`done`](Self::done).
+    pub awaited: String,
+    /// `ns:rt:q:done`: the channel a finished awaited job's id is
+    /// published on (a channel, not a key).
+    pub done: String,
     /// `ns:q:history`: sorted set of finished jobs' ids by finish time (ms)
     /// (see history.rs).
     pub history: String,
@@ -105,6 +112,8 @@ impl Namespace {
             keyed: format!("{base}:keyed"),
             keys: format!("{base}:keys"),
             kwake: format!("{base}:kwake"),
+            awaited: format!("{base}:awaited"),
+            done: format!("{}rt:{name}:done", self.prefix),
             history: format!("{base}:history"),
             history_hash: format!("{base}:history:Q"),
             zset: base,

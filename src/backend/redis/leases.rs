@@ -107,6 +107,15 @@ impl Backend for RedisBackend {
         self.rsmq.now_ms().await
     }
 
+    async fn watch_finish(
+        &self,
+        queue: &str,
+        id: &JobId,
+        within: Duration,
+    ) -> Result<crate::contract::backend::FinishWatch> {
+        self.watch_finish_on(queue, id, within).await
+    }
+
     async fn tick(
         &self,
         queue: &str,
@@ -372,6 +381,7 @@ impl Backend for RedisBackend {
                         &k.keyed,
                         &k.keys,
                         &k.kwake,
+                        &k.awaited,
                     ],
                 );
                 let (keep, max_age) = part.retention.limits();

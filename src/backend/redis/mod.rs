@@ -12,6 +12,7 @@ mod overview;
 mod poll;
 pub(crate) mod queues;
 mod replies;
+mod results;
 mod scripts;
 mod settings;
 mod topics;

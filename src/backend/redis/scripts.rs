@@ -43,6 +43,7 @@ scripts! {
     LATENCY => "latency.lua",
     JOB => "job.lua",
     LIST => "list.lua",
+    AWAIT => "await.lua",
     BLOCKED => "blocked.lua",
     PEEK => "peek.lua",
     CANCEL => "cancel.lua",

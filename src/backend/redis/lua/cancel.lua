@@ -15,6 +15,8 @@
 --          it for the key's next job
 -- KEYS[29]  the queue's wake set (ns:q:kwake, see fetch.lua): a running
 --          keyed job cancelled keeps its place until its lease ends
+-- KEYS[30]  the queue's awaited jobs (ns:q:awaited, see await.lua): a caller
+--          awaiting the job learns it on "<ARGV[4]>:done"
 -- ARGV[1]  the id
 -- ARGV[2]  who cancels it ("api", "cli alice", "dashboard", ...)
 -- ARGV[3]  the history setting when the queue stores none
@@ -23,7 +25,7 @@
 -- Returns -1 when the queue does not exist, 0 when the job is not in it, 1 when
 --         it was waiting (removed), 2 when it was leased (cancelling)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique", "redjob:history",
-  "redjob:keyed")
+  "redjob:keyed", "redjob:awaited")
 if not attrs[1] then return -1 end
 local now = clock()
 local id = ARGV[1]
@@ -62,6 +64,7 @@ if on then
   enter_history(25, 26, id, "cancelled", score_count(tonumber(s)), kept, ARGV[2], now, keep, age, args, keyed)
 end
 forget_released({id})
+notify_awaited(30, {id}, ARGV[4] .. ":done", attrs[6])
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
 lease_counts().left(24, {tonumber(s)}, now)
 local score = tonumber(s)

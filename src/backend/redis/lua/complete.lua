@@ -25,6 +25,8 @@
 --          key's first waiting job when that one is due before it
 -- KEYS[12]  the queue's wake set (ns:q:kwake, see fetch.lua): a key's
 --          throttle enters the key there, due when it ends
+-- KEYS[13]  the queue's awaited jobs (ns:q:awaited, see await.lua): an acked
+--          or dead-lettered one's id is published on "<ARGV[7]>:done"
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -130,8 +132,10 @@ local passed = {}
 -- and dead letters (read in the same command: the history keeps them)
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
   "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held",
-  "redjob:throttles", "redjob:throttled", "redjob:keyed"}
+  "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited"}
 local pre = string.sub(ARGV[9], 1, 1) == "1"
+-- the bodies, when read, follow the fields
+local nfields = #read
 if pre then
   for k = 1, #ids do
     if kind[k] == "a" or kind[k] == "d" then read[#read + 1] = ids[k] end
@@ -140,7 +144,7 @@ end
 local attrs = many("HMGET", KEYS[2], read)
 local bodies = {}
 if pre then
-  local j = 13
+  local j = nfields
   for k = 1, #ids do
     if kind[k] == "a" or kind[k] == "d" then
       j = j + 1
@@ -465,6 +469,8 @@ if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
   end
   K.save()
 end
+-- callers awaiting the jobs that finished learn it
+notify_awaited(13, gone, ARGV[7] .. ":done", attrs[14])
 -- a key's throttle of a job without a key holds its queue
 for _, t in pairs(key_throttles) do throttle_until = math.max(throttle_until, t) end
 lease_counts().changes(7, ends, now)

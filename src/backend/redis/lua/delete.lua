@@ -22,6 +22,8 @@
 --          call that ends a batch, the batch's earlier calls' count ("0"
 --          and up); "-" for a call that is not the last
 -- ARGV[3]  who deletes ("api", "cli alice", "dashboard")
+-- KEYS[30]  the queue's awaited jobs (ns:q:awaited, see await.lua): a caller
+--          awaiting a deleted job learns it on "<ARGV[4]>:done"
 -- ARGV[4]  the queue's realtime channel (ns:rt:q): deleting a leased job frees
 --          its place under a global concurrency, which wakes the workers a
 --          fetch held back (hash field "redjob:held", see fetch.lua)
@@ -38,7 +40,7 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":a"
 end
 local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique", "redjob:history", "redjob:held",
-  "redjob:keyed", "redjob:waiting")
+  "redjob:keyed", "redjob:waiting", "redjob:awaited")
 local on, keep, age, args = history_setting(attrs[3], ARGV[1])
 local single = ARGV[2] == "one" and #ids == 1
 -- a single job's body and records, for its history entry
@@ -74,6 +76,7 @@ if freed and attrs[4] == "1" then
   redis.call("PUBLISH", ARGV[4], redis.call("ZCARD", KEYS[1]))
 end
 forget_released(ids)
+notify_awaited(30, ids, ARGV[4] .. ":done", attrs[7])
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
 -- a single job's concurrency key, "<per key> <key>": the history keeps it
 local keyed

@@ -382,6 +382,21 @@ end
 -- Forgets the last lease ends that released jobs among `ids` kept ("<id>:l", see
 -- complete.lua) when they leave the queue, keeping their count in the hash field
 -- "redjob:released" (fetches read those fields while it is not 0).
+-- Publishes on `channel` the ids among `ids` a caller awaits (KEYS[ka],
+-- ns:q:awaited, see await.lua) and forgets them; `flag` is the queue hash's
+-- "redjob:awaited" field as read (without it, nothing is awaited).
+local function notify_awaited(ka, ids, channel, flag)
+  if not flag or #ids == 0 or #KEYS < ka then return end
+  local at = many("ZMSCORE", KEYS[ka], ids)
+  local done = {}
+  for j, id in ipairs(ids) do
+    if at[j] then done[#done + 1] = id end
+  end
+  if #done == 0 then return end
+  many("ZREM", KEYS[ka], done)
+  for _, id in ipairs(done) do redis.call("PUBLISH", channel, id) end
+end
+
 local function forget_released(ids)
   local n = tonumber(redis.call("HGET", KEYS[2], "redjob:released")) or 0
   if n <= 0 then return end

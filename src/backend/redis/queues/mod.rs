@@ -247,6 +247,7 @@ impl Rsmq {
                 &k.keyed,
                 &k.keys,
                 &k.kwake,
+                &k.awaited,
             ]
             .into_iter()
             .cloned()
@@ -428,6 +429,7 @@ impl Rsmq {
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.extend(k.history_keys());
         keys.extend(k.keyed_wake_keys());
+        keys.push(k.awaited.clone());
         let mut cmd = scripts::eval(&scripts::DELETE, &keys);
         cmd.arg(crate::contract::history::History::default().encode())
             .arg(mark)

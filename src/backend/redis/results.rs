@@ -1,0 +1,52 @@
+//! Waiting for a job to finish on Redis (`await.lua`): a subscriber of the
+//! queue's done channel, registered in `ns:q:awaited`, so that the script
+//! that finishes the job publishes its id.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use super::{LISTEN_TIMEOUT, RedisBackend};
+use crate::backend::redis::scripts;
+use crate::contract::backend::FinishWatch;
+use crate::contract::queues::validate;
+use crate::{Error, JobId, Result};
+
+impl RedisBackend {
+    /// See [`Backend::watch_finish`](crate::backend::Backend::watch_finish).
+    pub(super) async fn watch_finish_on(
+        &self,
+        queue: &str,
+        id: &JobId,
+        within: Duration,
+    ) -> Result<FinishWatch> {
+        validate::queue_name(queue)?;
+        let (mut con, k) = self.rsmq.parts(queue);
+        let timed_out = || Error::Protocol("notification connection timed out".into());
+        let mut pubsub = tokio::time::timeout(LISTEN_TIMEOUT, async {
+            let mut p = self.target.pubsub().await?.get_async_pubsub().await?;
+            p.subscribe(&k.done).await?;
+            Ok::<_, Error>(p)
+        })
+        .await
+        .map_err(|_| timed_out())??;
+        // registered once subscribed: a finish from now on is published to us
+        let ms = u64::try_from(within.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, crate::contract::queues::LAST_DUE_MS);
+        let mut cmd = scripts::eval(&scripts::AWAIT, &[&k.hash, &k.awaited]);
+        cmd.arg(id.as_ref()).arg(ms);
+        if scripts::int(&scripts::run(&mut con, &scripts::AWAIT, &cmd).await?)? < 0 {
+            let _ = pubsub.unsubscribe(&k.done).await;
+            return Err(Error::QueueNotFound { name: queue.into() });
+        }
+        let want = id.to_string();
+        Ok(pubsub
+            .into_on_message()
+            .filter_map(move |m| {
+                let ours = m.get_payload_bytes() == want.as_bytes();
+                std::future::ready(ours.then_some(()))
+            })
+            .boxed())
+    }
+}
