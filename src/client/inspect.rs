@@ -136,9 +136,47 @@ impl Client {
         &self,
         id: &JobId,
     ) -> Result<Option<<J as crate::job::JobSpec>::Output>> {
+        self.result_in::<J>(J::OPTIONS.queue, id).await
+    }
+
+    /// As [`result`](Self::result), for a job sent to `queue` (not its
+    /// type's, as [`EnqueueOptions::queue`](crate::client::EnqueueOptions::queue)
+    /// does). A job of another type than `J` is an
+    /// [`InvalidValue`](crate::Error::InvalidValue).
+    ///
+    /// ```
+    /// use redjob::client::EnqueueOptions;
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "len_of", output = "usize")]
+    /// struct LenOf { text: String }
+    ///
+    /// impl Job for LenOf {
+    ///     async fn perform(&self, _: &JobContext) -> Result<usize, JobError> {
+    ///         Ok(self.text.len())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// let client = kit.client();
+    /// let opts = EnqueueOptions::new().queue("fast");
+    /// let id = client.enqueue_with(&LenOf { text: "four".into() }, opts).await?;
+    /// # let kit = kit; // the kit's worker serves every queue it sees
+    /// kit.run_until_idle().await?;
+    /// assert_eq!(client.result_in::<LenOf>("fast", &id).await?, Some(4));
+    /// # Ok(()) }
+    /// ```
+    pub async fn result_in<J: crate::job::Job>(
+        &self,
+        queue: &str,
+        id: &JobId,
+    ) -> Result<Option<<J as crate::job::JobSpec>::Output>> {
         use crate::contract::history::Finish;
         use crate::contract::inspect::JobState;
-        let queue = J::OPTIONS.queue;
         let job = self
             .backend
             .job(queue, id)
@@ -149,6 +187,12 @@ impl Client {
                     "{id} is not in {queue:?} nor in its history (past its retention?)"
                 ),
             })?;
+        if let Some(name) = job.job_name().filter(|n| n != J::NAME) {
+            return Err(crate::Error::InvalidValue {
+                what: "job",
+                reason: format!("{id} is a {name:?} job, not a {:?}", J::NAME),
+            });
+        }
         let failed = |how: &str| crate::Error::JobFailed {
             name: J::NAME.into(),
             error: match &job.last_error {
@@ -173,9 +217,14 @@ impl Client {
     /// when it finished otherwise. Woken when the job finishes (on Redis a
     /// subscriber of the queue's done channel, which the script that
     /// finishes an awaited job publishes to), never by polling; the job is
-    /// read again after every (re)subscription, so a notice lost with a
-    /// connection cannot strand the wait. A queue purge does not wake it
-    /// (the wait then lasts its `timeout`).
+    /// read again after every (re)subscription, and a quiet subscription is
+    /// renewed every 15 s, so a notice lost with a connection (even one that
+    /// died silently) cannot strand the wait; Redis out of reach is tried
+    /// again until the time is up. A queue purge, a bulk delete or an RSMQ
+    /// client's pop does not wake it (the wait then lasts its `timeout`).
+    /// Each waiting call holds a subscriber connection of its own. An inline
+    /// client ([`TestKit::inline_client`](crate::testing::TestKit::inline_client))
+    /// keeps no results.
     ///
     /// ```
     /// use std::time::Duration;
@@ -209,38 +258,90 @@ impl Client {
         id: &JobId,
         timeout: std::time::Duration,
     ) -> Result<Option<<J as crate::job::JobSpec>::Output>> {
+        Box::pin(self.wait_result_in::<J>(J::OPTIONS.queue, id, timeout)).await
+    }
+
+    /// As [`wait_result`](Self::wait_result), for a job sent to `queue` (see
+    /// [`result_in`](Self::result_in)).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redjob::testing::TestKit;
+    /// # use redjob::{Job, JobContext, JobError};
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "triple", output = "u64")]
+    /// struct Triple { n: u64 }
+    /// # impl Job for Triple {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<u64, JobError> { Ok(self.n * 3) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// let client = kit.client();
+    /// let id = client.enqueue(&Triple { n: 5 }).await?;
+    /// // not run: none after the timeout
+    /// let none = client.wait_result_in::<Triple>("default", &id, Duration::from_millis(50));
+    /// assert_eq!(none.await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_result_in<J: crate::job::Job>(
+        &self,
+        queue: &str,
+        id: &JobId,
+        timeout: std::time::Duration,
+    ) -> Result<Option<<J as crate::job::JobSpec>::Output>> {
         use crate::contract::backend::Backend;
         use futures::StreamExt;
+        use std::time::Duration;
         use tokio::time::Instant;
-        let deadline = Instant::now() + timeout;
-        let queue = J::OPTIONS.queue;
+        // a subscription is checked this often: a connection that died
+        // silently is replaced (and the job read again)
+        const RECHECK: Duration = Duration::from_secs(15);
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             // watched first, then read: a finish between the two is not missed
-            let watched = tokio::time::timeout(left, self.backend.watch_finish(queue, id, left));
-            let Ok(watch) = watched.await else {
-                return self.result::<J>(id).await;
+            let watched = Box::pin(self.backend.watch_finish(queue, id, left.min(RECHECK * 2)));
+            let mut watch = match tokio::time::timeout(left, watched).await {
+                Err(_) => return self.result_in::<J>(queue, id).await,
+                Ok(Ok(w)) => w,
+                Ok(Err(e @ crate::Error::QueueNotFound { .. })) => return Err(e),
+                // Redis out of reach: tried again until the time is up
+                Ok(Err(e)) => {
+                    if Instant::now() + Duration::from_millis(500) >= deadline {
+                        return Err(e);
+                    }
+                    tracing::debug!(error = %e, "waiting for a result: could not subscribe; trying again");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
             };
-            let mut watch = watch?;
-            if let Some(r) = self.result::<J>(id).await? {
+            if let Some(r) = self.result_in::<J>(queue, id).await? {
                 return Ok(Some(r));
             }
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
-                match tokio::time::timeout(left, watch.next()).await {
+                match tokio::time::timeout(left.min(RECHECK), watch.next()).await {
                     // the time is up: what the job is now
-                    Err(_) => return self.result::<J>(id).await,
+                    Err(_) if left <= RECHECK => return self.result_in::<J>(queue, id).await,
+                    // a quiet subscription is renewed (it may have died)
+                    Err(_) => break,
                     Ok(Some(())) => {
-                        if let Some(r) = self.result::<J>(id).await? {
+                        if let Some(r) = self.result_in::<J>(queue, id).await? {
                             return Ok(Some(r));
                         }
                     }
                     // the connection was lost: watch again, then read again
-                    Ok(None) => break,
+                    Ok(None) => {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        tokio::time::sleep(Duration::from_millis(100).min(left)).await;
+                        break;
+                    }
                 }
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            tokio::time::sleep(std::time::Duration::from_millis(100).min(left)).await;
         }
     }
 }

@@ -277,10 +277,11 @@ impl Entry {
         // a keyed job's key and a result, their lengths in the header
         let (mut klen, mut rlen) = (None, None);
         for word in h {
-            if let Some(n) = word.strip_prefix('k') {
-                klen = Some(n.parse::<usize>().ok()?);
-            } else if let Some(n) = word.strip_prefix('r') {
-                rlen = Some(n.parse::<usize>().ok()?);
+            let len = |tag: char| word.strip_prefix(tag)?.parse::<usize>().ok();
+            if let Some(n) = len('k') {
+                klen = Some(n);
+            } else if let Some(n) = len('r') {
+                rlen = Some(n);
             }
         }
         let mut rest = rest;
@@ -465,6 +466,12 @@ mod tests {
         let (back, kept) = Entry::decode(&entry.encode(b"")).expect("an entry");
         assert_eq!((back.key, kept), (entry.key.clone(), None));
         assert_eq!(back.finished.job_type.as_deref(), Some("Charge"));
+        // header words it does not know are skipped
+        let text = String::from_utf8(entry.encode(body)).unwrap();
+        let (head, rest) = text.split_once('\n').unwrap();
+        let odd = format!("{head} kind rx z9\n{rest}");
+        let (back, _) = Entry::decode(odd.as_bytes()).expect("an entry");
+        assert_eq!(back.result, entry.result);
         // an entry without a key reads as before
         let plain = Entry {
             key: None,

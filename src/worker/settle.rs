@@ -63,6 +63,8 @@ pub(crate) enum Outcome {
 
 /// Most entries per settle call.
 const MAX_BATCH: usize = 4096;
+/// Most bytes of results per settle call (beyond its first entry's).
+const MAX_BYTES: usize = 8 << 20;
 /// A failed settle is retried after this, doubling up to `RETRY_MAX`.
 const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
@@ -367,10 +369,21 @@ impl<B: Backend> Settler<B> {
     fn batch(&self) -> (Settle, Vec<(JobId, Token, u64)>, bool) {
         let mut t = self.leases.lock();
         let Table { held, done } = &mut *t;
+        // the results a call carries are bounded too (a result may be
+        // MAX_RESULT bytes): at least one entry, then no more than MAX_BYTES
+        let mut bytes = 0usize;
         let take: Vec<JobId> = done
             .iter()
             .filter(|id| held.get(id).is_none_or(|h| h.renewable()))
             .take(MAX_BATCH)
+            .take_while(|id| {
+                let first = bytes == 0;
+                bytes += held.get(id).map_or(0, |h| match &h.outcome {
+                    Some(Outcome::Ack { result: Some(r) }) => r.len().max(1),
+                    _ => 1,
+                });
+                first || bytes <= MAX_BYTES
+            })
             .copied()
             .collect();
         let deferred = take.len() < MAX_BATCH && take.len() < done.len();

@@ -809,32 +809,9 @@ pub async fn blocked_jobs_are_listed_by_key_then_due_a_page_at_a_time(env: &Env)
 }
 
 pub async fn a_running_job_whose_lease_ends_during_its_keys_throttle_waits_it_out(env: &Env) {
-    use redjob::backend::Throttle;
-    create(env).await;
     let b = env.client.backend();
-    let two = EnqueueOptions::new().per_key(2);
-    for seq in 0..2 {
-        let job = charge("lt", seq, 10);
-        env.client.enqueue_with(&job, two.clone()).await.unwrap();
-    }
-    let leased = b
-        .fetch(QUEUE, 10, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .jobs;
-    assert_eq!(leased.len(), 2);
     // one throttles the key for 4 s; the other runs on, and its worker dies
-    let settle = Settle {
-        throttles: vec![Throttle {
-            id: leased[0].id,
-            token: leased[0].token,
-            delay: Duration::from_secs(4),
-            error: "429".into(),
-            key: true,
-        }],
-        ..Settle::default()
-    };
-    b.settle(QUEUE, &settle).await.unwrap();
+    let leased = two_leased_one_throttling(env, "lt", Duration::from_secs(4)).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // its lease ran out, but the key is throttled: it waits
     let fetched = b
@@ -995,32 +972,11 @@ pub async fn dead_letters_of_one_key_requeued_together_take_the_first_ones_place
 }
 
 pub async fn a_keys_throttle_end_wakes_it_though_a_ghosts_lease_ended_first(env: &Env) {
-    create(env).await;
     let b = env.client.backend();
     let two = EnqueueOptions::new().per_key(2);
-    for seq in 0..2 {
-        let job = charge("gw", seq, 10);
-        env.client.enqueue_with(&job, two.clone()).await.unwrap();
-    }
-    let leased = b
-        .fetch(QUEUE, 10, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .jobs;
-    assert_eq!(leased.len(), 2);
     // one throttles the key for 3 s, the other is cancelled while it runs
     // (its place is kept until its lease ends, in 1 s)
-    let settle = Settle {
-        throttles: vec![redjob::backend::Throttle {
-            id: leased[0].id,
-            token: leased[0].token,
-            delay: Duration::from_secs(3),
-            error: "429".into(),
-            key: true,
-        }],
-        ..Settle::default()
-    };
-    b.settle(QUEUE, &settle).await.unwrap();
+    let leased = two_leased_one_throttling(env, "gw", Duration::from_secs(3)).await;
     assert_eq!(
         b.cancel(QUEUE, &leased[1].id).await.unwrap(),
         Cancelled::Cancelling
@@ -1042,4 +998,38 @@ pub async fn a_keys_throttle_end_wakes_it_though_a_ghosts_lease_ended_first(env:
     let mut want = vec![leased[0].id, next];
     want.sort();
     assert_eq!(fetch_ids(env, Duration::from_secs(5)).await, want);
+}
+
+/// Two jobs of `key` (two places) leased for 1 s, the first settled as a
+/// throttle of the key for `throttle`: both deliveries.
+async fn two_leased_one_throttling(
+    env: &Env,
+    key: &str,
+    throttle: Duration,
+) -> Vec<redjob::backend::Delivery> {
+    create(env).await;
+    let b = env.client.backend();
+    let two = EnqueueOptions::new().per_key(2);
+    for seq in 0..2 {
+        let job = charge(key, seq, 10);
+        env.client.enqueue_with(&job, two.clone()).await.unwrap();
+    }
+    let leased = b
+        .fetch(QUEUE, 10, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(leased.len(), 2);
+    let settle = Settle {
+        throttles: vec![redjob::backend::Throttle {
+            id: leased[0].id,
+            token: leased[0].token,
+            delay: throttle,
+            error: "429".into(),
+            key: true,
+        }],
+        ..Settle::default()
+    };
+    b.settle(QUEUE, &settle).await.unwrap();
+    leased
 }

@@ -47,6 +47,19 @@ fn thousandths(score: &[u8]) -> u64 {
     }
 }
 
+/// A row's count (a number, or 0) and error fields (see `with_fields` in
+/// lib.lua).
+fn count_and_error(r: &mut Reply<'_>) -> Result<(u64, Option<String>)> {
+    let count = r
+        .opt_bytes()?
+        .and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    let error = r
+        .opt_bytes()?
+        .map(|b| String::from_utf8_lossy(b).into_owned());
+    Ok((count, error))
+}
+
 /// Rows `priority, id, score, body, count, error` (see `with_fields` in lib.lua)
 /// with their scores in thousandths; dead rows when `dead`. A member whose id
 /// no RSMQ client writes (a raw ZADD) is skipped, as a fetch skips it.
@@ -57,13 +70,7 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
         let raw = r.bytes()?;
         let score = thousandths(r.bytes()?);
         let body = r.opt_bytes()?.unwrap_or_default().to_vec();
-        let count = r
-            .opt_bytes()?
-            .and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok())
-            .unwrap_or(0);
-        let error = r
-            .opt_bytes()?
-            .map(|b| String::from_utf8_lossy(b).into_owned());
+        let (count, error) = count_and_error(r)?;
         let Ok(id) = JobId::from_bytes(raw) else {
             tracing::error!(id = %String::from_utf8_lossy(raw), "skipped a message whose id is not an RSMQ id; delete it");
             continue;
@@ -110,13 +117,7 @@ async fn blocked_page(rsmq: &Rsmq, queue: &str, after: Option<&Cursor>, n: usize
         let score = thousandths(r.bytes()?);
         let raw = r.bytes()?;
         let body = r.opt_bytes()?.map(<[u8]>::to_vec);
-        let rc = r
-            .opt_bytes()?
-            .and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok())
-            .unwrap_or(0);
-        let error = r
-            .opt_bytes()?
-            .map(|b| String::from_utf8_lossy(b).into_owned());
+        let (rc, error) = count_and_error(&mut r)?;
         read += 1;
         let Ok(id) = JobId::from_bytes(raw) else {
             continue;

@@ -54,8 +54,9 @@ pub(crate) struct QueueKeys {
     /// when the wait ends (ms): their settle, cancel or delete publishes
     /// their id on [`done`](Self::done).
     pub awaited: String,
-    /// `ns:rt:q:done`: the channel a finished awaited job's id is
-    /// published on (a channel, not a key).
+    /// `ns:@done:q`: the channel a finished awaited job's id is published
+    /// on (a channel, not a key; not under `ns:rt:`, where RSMQ clients may
+    /// listen by pattern).
     pub done: String,
     /// `ns:q:history`: sorted set of finished jobs' ids by finish time (ms)
     /// (see history.rs).
@@ -113,7 +114,7 @@ impl Namespace {
             keys: format!("{base}:keys"),
             kwake: format!("{base}:kwake"),
             awaited: format!("{base}:awaited"),
-            done: format!("{}rt:{name}:done", self.prefix),
+            done: format!("{}@done:{name}", self.prefix),
             history: format!("{base}:history"),
             history_hash: format!("{base}:history:Q"),
             zset: base,
@@ -318,6 +319,8 @@ mod tests {
         assert_eq!(k.zset, "rsmq:jobs");
         assert_eq!(k.hash, "rsmq:jobs:Q");
         assert_eq!(k.realtime, "rsmq:rt:jobs");
+        // not under rt:, where RSMQ clients listen by pattern
+        assert_eq!(k.done, "rsmq:@done:jobs");
         assert_eq!(ns.queues(), "rsmq:QUEUES");
         assert_eq!(k.periodic, "rsmq:jobs:periodic");
         assert_eq!(k.leases, "rsmq:jobs:leases");

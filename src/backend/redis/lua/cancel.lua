@@ -16,7 +16,7 @@
 -- KEYS[29]  the queue's wake set (ns:q:kwake, see fetch.lua): a running
 --          keyed job cancelled keeps its place until its lease ends
 -- KEYS[30]  the queue's awaited jobs (ns:q:awaited, see await.lua): a caller
---          awaiting the job learns it on "<ARGV[4]>:done"
+--          awaiting the job learns it on the done channel (ns:@done:q)
 -- ARGV[1]  the id
 -- ARGV[2]  who cancels it ("api", "cli alice", "dashboard", ...)
 -- ARGV[3]  the history setting when the queue stores none
@@ -64,7 +64,7 @@ if on then
   enter_history(25, 26, id, "cancelled", score_count(tonumber(s)), kept, ARGV[2], now, keep, age, args, keyed)
 end
 forget_released({id})
-notify_awaited(30, {id}, ARGV[4] .. ":done", attrs[6])
+notify_awaited(30, {id}, ARGV[4], attrs[6])
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
 lease_counts().left(24, {tonumber(s)}, now)
 local score = tonumber(s)

@@ -26,7 +26,7 @@
 -- KEYS[12]  the queue's wake set (ns:q:kwake, see fetch.lua): a key's
 --          throttle enters the key there, due when it ends
 -- KEYS[13]  the queue's awaited jobs (ns:q:awaited, see await.lua): an acked
---          or dead-lettered one's id is published on "<ARGV[7]>:done"
+--          or dead-lettered one's id is published on the done channel (ns:@done:q)
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -470,7 +470,7 @@ if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
   K.save()
 end
 -- callers awaiting the jobs that finished learn it
-notify_awaited(13, gone, ARGV[7] .. ":done", attrs[14])
+notify_awaited(13, gone, ARGV[7], attrs[14])
 -- a key's throttle of a job without a key holds its queue
 for _, t in pairs(key_throttles) do throttle_until = math.max(throttle_until, t) end
 lease_counts().changes(7, ends, now)

@@ -23,7 +23,7 @@
 --          and up); "-" for a call that is not the last
 -- ARGV[3]  who deletes ("api", "cli alice", "dashboard")
 -- KEYS[30]  the queue's awaited jobs (ns:q:awaited, see await.lua): a caller
---          awaiting a deleted job learns it on "<ARGV[4]>:done"
+--          awaiting a deleted job learns it on the done channel (ns:@done:q)
 -- ARGV[4]  the queue's realtime channel (ns:rt:q): deleting a leased job frees
 --          its place under a global concurrency, which wakes the workers a
 --          fetch held back (hash field "redjob:held", see fetch.lua)
@@ -76,7 +76,7 @@ if freed and attrs[4] == "1" then
   redis.call("PUBLISH", ARGV[4], redis.call("ZCARD", KEYS[1]))
 end
 forget_released(ids)
-notify_awaited(30, ids, ARGV[4] .. ":done", attrs[7])
+notify_awaited(30, ids, ARGV[4], attrs[7])
 if attrs[2] == "1" then release_unique(KEYS[3], ids) end
 -- a single job's concurrency key, "<per key> <key>": the history keeps it
 local keyed

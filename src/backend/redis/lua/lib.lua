@@ -382,11 +382,13 @@ end
 -- Forgets the last lease ends that released jobs among `ids` kept ("<id>:l", see
 -- complete.lua) when they leave the queue, keeping their count in the hash field
 -- "redjob:released" (fetches read those fields while it is not 0).
--- Publishes on `channel` the ids among `ids` a caller awaits (KEYS[ka],
--- ns:q:awaited, see await.lua) and forgets them; `flag` is the queue hash's
--- "redjob:awaited" field as read (without it, nothing is awaited).
-local function notify_awaited(ka, ids, channel, flag)
+-- Publishes the ids among `ids` a caller awaits (KEYS[ka], ns:q:awaited, see
+-- await.lua) on the queue's done channel, "ns:@done:q", from its realtime
+-- channel "ns:rt:q" (`realtime`), and forgets them; `flag` is the queue
+-- hash's "redjob:awaited" field as read (without it, nothing is awaited).
+local function notify_awaited(ka, ids, realtime, flag)
   if not flag or #ids == 0 or #KEYS < ka then return end
+  local channel = string.gsub(realtime, "rt:([%w_%-]+)$", "@done:%1")
   local at = many("ZMSCORE", KEYS[ka], ids)
   local done = {}
   for j, id in ipairs(ids) do
