@@ -411,8 +411,8 @@ if #finished > 0 then
       body = ""
     end
     local n = digits(score_count(tks[k]))
-    -- "<how> <ms> <deliveries> <body bytes>[ <key bytes>]\n<type>\n<by>\n[<key>\n]",
-    -- then the records
+    -- "<how> <ms> <deliveries> <body bytes>[ k<key bytes>][ r<result bytes>]\n
+    -- <type>\n<by>\n[<key>\n][<result>\n]", then the records
     local head = kind[k] == "a" and ok_head or dead_head
     local kv, kh, kl = keyof[id], "", ""
     if kv then kh, kl = " k" .. #kv, kv .. "\n" end
