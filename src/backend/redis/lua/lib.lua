@@ -379,9 +379,6 @@ local function due_score(when, now, us, qdelay)
   return string.format("%.0f", math.min(s, LAST_DUE))
 end
 
--- Forgets the last lease ends that released jobs among `ids` kept ("<id>:l", see
--- complete.lua) when they leave the queue, keeping their count in the hash field
--- "redjob:released" (fetches read those fields while it is not 0).
 -- Publishes the ids among `ids` a caller awaits (KEYS[ka], ns:q:awaited, see
 -- await.lua) on the queue's done channel, "ns:@done:q", from its realtime
 -- channel "ns:rt:q" (`realtime`), and forgets them; `flag` is the queue
@@ -399,6 +396,9 @@ local function notify_awaited(ka, ids, realtime, flag)
   for _, id in ipairs(done) do redis.call("PUBLISH", channel, id) end
 end
 
+-- Forgets the last lease ends that released jobs among `ids` kept ("<id>:l", see
+-- complete.lua) when they leave the queue, keeping their count in the hash field
+-- "redjob:released" (fetches read those fields while it is not 0).
 local function forget_released(ids)
   local n = tonumber(redis.call("HGET", KEYS[2], "redjob:released")) or 0
   if n <= 0 then return end
@@ -583,7 +583,7 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
       local vals = #ids > 0 and many("HMGET", KEYS[hh], ids) or {}
       local set = {}
       for j, v in ipairs(vals) do
-        -- (a keyed job's header ends with its key's length: in `rest`)
+        -- (the header's optional words, k<bytes> and r<bytes>, are in `rest`)
         local head, bytes, rest = string.match(v or "", "^(h1 %S+ %S+ %S+ )(%d+)(.*)$")
         bytes = tonumber(bytes)
         if bytes and bytes > 0 then
