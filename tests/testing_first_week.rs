@@ -1,269 +1,279 @@
-//! A newcomer's tests for the first-week features, written from docs/testing.md
-//! (and the other chapters where testing.md says nothing).
+//! The first week (`examples/first_week.rs`), tested with the test kit: retries,
+//! unique jobs, priorities, a cron schedule and a topic with two subscribers,
+//! all on the kit's in-memory backend under tokio's paused clock.
 
+use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use redjob::backend::Backend;
-use redjob::backend::memory::MemoryBackend;
 use redjob::client::EnqueueOptions;
 use redjob::inspect::Inspect;
 use redjob::ops::Schedule;
 use redjob::queue::SendOutcome;
 use redjob::testing::TestKit;
-use redjob::topic::{Event, Start};
-use redjob::{Client, Job, JobContext, JobError, Worker};
+use redjob::topic::{Event, EventContext};
+use redjob::worker::Periodic;
+use redjob::{Job, JobContext, JobError};
 use serde::{Deserialize, Serialize};
 
-// ---------- retries ----------
+/// How many times each test's handlers ran (given to the kit with `.data`).
+#[derive(Default)]
+struct Runs(AtomicU32);
 
-static FLAKY_ATTEMPTS: AtomicU32 = AtomicU32::new(0);
-static FLAKY_SUCCEEDED: AtomicU32 = AtomicU32::new(0);
+impl Runs {
+    fn bump(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+    fn get(&self) -> u32 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 
-#[derive(Serialize, Deserialize, Job)]
+// ---- Monday: retries ----------------------------------------------------------
+
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
 #[job(
-    name = "fwt_flaky",
-    queue = "fwt_flaky",
+    name = "tfw_charge",
+    queue = "tfw_billing",
     max_attempts = 3,
-    backoff = "1s"
+    backoff = "100ms"
 )]
-struct Flaky;
+struct Charge {
+    cents: u64,
+}
 
-impl Job for Flaky {
+impl Job for Charge {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        FLAKY_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
+        ctx.data::<Runs>()?.bump();
         if ctx.attempt() == 1 {
-            return Err(JobError::retry("first attempt fails"));
+            return Err(JobError::retry("the bank is down"));
         }
-        FLAKY_SUCCEEDED.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }
 
 #[tokio::test(start_paused = true)]
-async fn retried_job_succeeds_on_second_attempt() -> redjob::Result<()> {
-    let kit = TestKit::new();
-    kit.client().enqueue(&Flaky).await?;
-    kit.run_until_idle().await?; // attempt 1 fails; the retry waits its backoff
-    assert_eq!(FLAKY_ATTEMPTS.load(Ordering::SeqCst), 1);
-    assert_eq!(FLAKY_SUCCEEDED.load(Ordering::SeqCst), 0);
-    // backoff "1s" doubled per attempt, full jitter: due within 2 s at most
-    kit.advance(Duration::from_secs(2)).await?;
-    assert_eq!(FLAKY_ATTEMPTS.load(Ordering::SeqCst), 2);
-    assert_eq!(FLAKY_SUCCEEDED.load(Ordering::SeqCst), 1);
-    assert!(kit.dead_letters("fwt_flaky").await?.is_empty());
-    let stats = kit.client().stats("fwt_flaky").await?;
-    assert_eq!((stats.processed, stats.retried, stats.dead), (1, 1, 0));
+async fn monday_a_failed_first_attempt_succeeds_on_its_retry() -> redjob::Result<()> {
+    let runs = Arc::new(Runs::default());
+    let kit = TestKit::new().data(runs.clone());
+    kit.client().enqueue(&Charge { cents: 500 }).await?;
+    kit.assert_enqueued(&Charge { cents: 500 });
+
+    let first = kit.run_until_idle().await?;
+    assert_eq!((first.processed, first.retried, first.dead), (0, 1, 0));
+    assert_eq!(runs.get(), 1);
+    // the retry waits its backoff (below 100 ms, full jitter): still there, not due yet
+    assert_eq!(kit.enqueued::<Charge>(), [Charge { cents: 500 }]);
+    let again = kit.run_until_idle().await?;
+    assert_eq!((again.processed, again.retried), (0, 0));
+    assert_eq!(runs.get(), 1);
+
+    let retry = kit.advance(Duration::from_millis(100)).await?;
+    assert_eq!((retry.processed, retry.retried, retry.dead), (1, 0, 0));
+    assert_eq!(runs.get(), 2);
+    assert!(kit.dead_letters("tfw_billing").await?.is_empty());
+    assert!(kit.scheduled::<Charge>().is_empty());
     Ok(())
 }
 
-// ---------- unique ----------
-
-static SYNC_RUNS: AtomicU32 = AtomicU32::new(0);
+// ---- Tuesday: unique jobs -------------------------------------------------------
 
 #[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
-#[job(name = "fwt_sync_account", queue = "fwt_sync", unique)]
+#[job(name = "tfw_sync", queue = "tfw_sync", unique)]
 struct SyncAccount {
     account: u64,
 }
 
 impl Job for SyncAccount {
-    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
-        SYNC_RUNS.fetch_add(1, Ordering::SeqCst);
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Runs>()?.bump();
         Ok(())
     }
 }
 
 #[tokio::test(start_paused = true)]
-async fn unique_job_is_enqueued_once() -> redjob::Result<()> {
-    let kit = TestKit::new();
+async fn tuesday_a_unique_job_enqueued_twice_runs_once() -> redjob::Result<()> {
+    let runs = Arc::new(Runs::default());
+    let kit = TestKit::new().data(runs.clone());
     let client = kit.client();
-    let later = EnqueueOptions::new().delay(Duration::from_secs(60));
     let first = client
-        .enqueue_outcome(&SyncAccount { account: 7 }, later.clone())
+        .enqueue_outcome(&SyncAccount { account: 7 }, EnqueueOptions::new())
         .await?;
-    let again = client
-        .enqueue_outcome(&SyncAccount { account: 7 }, later.clone())
-        .await?;
-    let other = client
-        .enqueue_outcome(&SyncAccount { account: 8 }, later.clone())
+    let second = client
+        .enqueue_outcome(&SyncAccount { account: 7 }, EnqueueOptions::new())
         .await?;
     assert_eq!(first.outcome, SendOutcome::Added);
     assert_eq!(
-        (again.id, again.outcome),
+        (second.id, second.outcome),
         (first.id, SendOutcome::Duplicate)
     );
-    assert_eq!(other.outcome, SendOutcome::Added);
-    assert_ne!(other.id, first.id);
-
-    let queued = kit.enqueued::<SyncAccount>();
-    assert_eq!(queued.len(), 2);
-    kit.assert_enqueued(&SyncAccount { account: 7 });
-
-    assert_eq!(kit.advance(Duration::from_secs(60)).await?.processed, 2);
-    assert_eq!(SYNC_RUNS.load(Ordering::SeqCst), 2);
-
-    // the key is freed when the job succeeds: the next enqueue adds a new job
-    let after = client
-        .enqueue_outcome(&SyncAccount { account: 7 }, later)
+    // another account is another key
+    let other = client
+        .enqueue_outcome(&SyncAccount { account: 8 }, EnqueueOptions::new())
         .await?;
-    assert_eq!(after.outcome, SendOutcome::Added);
-    assert_ne!(after.id, first.id);
+    assert_eq!(other.outcome, SendOutcome::Added);
+    assert_eq!(
+        kit.enqueued::<SyncAccount>(),
+        [SyncAccount { account: 7 }, SyncAccount { account: 8 }]
+    );
+
+    let run = kit.run_until_idle().await?;
+    assert_eq!(run.processed, 2);
+    assert_eq!(runs.get(), 2);
+
+    // once the job has run, its key is free again
+    let again = client
+        .enqueue_outcome(&SyncAccount { account: 7 }, EnqueueOptions::new())
+        .await?;
+    assert_eq!(again.outcome, SendOutcome::Added);
     Ok(())
 }
 
-// ---------- priority ----------
+// ---- Wednesday: priorities ------------------------------------------------------
 
-static REPORT_ORDER: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-#[derive(Serialize, Deserialize, Job)]
-#[job(name = "fwt_report", queue = "fwt_reports", priority = -5)]
-struct Report {
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+#[job(name = "tfw_report", queue = "tfw_reports", priority = -5)]
+struct MonthlyReport {
     month: u32,
 }
 
-impl Job for Report {
-    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
-        REPORT_ORDER.lock().unwrap().push(self.month);
+impl Job for MonthlyReport {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Runs>()?.bump();
         Ok(())
     }
 }
 
 #[tokio::test(start_paused = true)]
-async fn higher_priority_is_taken_first() -> redjob::Result<()> {
-    // as the jobs chapter shows: what a worker would take first
-    let kit = TestKit::new();
+async fn wednesday_a_priority_given_per_enqueue_runs_first() -> redjob::Result<()> {
+    let runs = Arc::new(Runs::default());
+    let kit = TestKit::new().data(runs.clone());
     let client = kit.client();
-    client.enqueue(&Report { month: 10 }).await?; // at -5, the type's priority
-    let plain = client
-        .enqueue_with(&Report { month: 11 }, EnqueueOptions::new().priority(0))
-        .await?;
+    for month in 1..=3 {
+        client.enqueue(&MonthlyReport { month }).await?;
+    }
     let urgent = client
-        .enqueue_with(&Report { month: 12 }, EnqueueOptions::new().priority(8))
+        .enqueue_with(
+            &MonthlyReport { month: 12 },
+            EnqueueOptions::new().priority(8),
+        )
         .await?;
-    let peeked = client.peek("fwt_reports", 3).await?;
-    let order: Vec<u32> = peeked
-        .iter()
-        .map(|j| j.decode::<Report>().map(|r| r.month))
-        .collect::<Result<_, _>>()?;
-    assert_eq!(order, [12, 11, 10]);
-    assert_eq!(peeked[0].id, urgent);
-    assert_eq!(peeked[1].id, plain);
+    let low = client
+        .enqueue_with(
+            &MonthlyReport { month: 0 },
+            EnqueueOptions::new().priority(-10),
+        )
+        .await?;
 
-    let next = client
-        .backend()
-        .fetch("fwt_reports", 1, Duration::from_secs(30))
-        .await?;
-    assert_eq!(next.jobs[0].id, urgent);
+    // the order a fetch takes them: 8 first, then the type's -5 oldest first, then -10
+    let next = client.peek("tfw_reports", 10).await?;
+    let months = next
+        .iter()
+        .map(|j| j.decode::<MonthlyReport>().map(|r| r.month))
+        .collect::<Result<Vec<_>, _>>()?;
+    assert_eq!(months, [12, 1, 2, 3, 0]);
+    assert_eq!(next[0].id, urgent);
+    assert_eq!(next[4].id, low);
+
+    let run = kit.run_until_idle().await?;
+    assert_eq!(run.processed, 5);
+    assert_eq!(runs.get(), 5);
     Ok(())
 }
 
-// ---------- periodic (cron) ----------
-// testing.md says nothing about schedules under the test kit; this runs a real
-// worker on the memory backend under tokio's paused clock, which the memory
-// backend's clock follows.
-
-static TICKS: AtomicU32 = AtomicU32::new(0);
+// ---- Thursday: a cron schedule -------------------------------------------------
 
 #[derive(Serialize, Deserialize, Job)]
-#[job(name = "fwt_heartbeat", queue = "fwt_maintenance")]
-struct Heartbeat;
+#[job(name = "tfw_tick", queue = "tfw_ticks")]
+struct Tick;
 
-impl Job for Heartbeat {
-    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
-        TICKS.fetch_add(1, Ordering::SeqCst);
+impl Job for Tick {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Runs>()?.bump();
         Ok(())
     }
 }
 
 #[tokio::test(start_paused = true)]
-async fn cron_schedule_ticks() -> redjob::Result<()> {
-    let backend = MemoryBackend::new();
-    let worker = Worker::builder(backend.clone())
-        .register::<Heartbeat>()
-        .periodic(Schedule::cron("*/10 * * * * *")?, Heartbeat) // every 10 s
-        .handle_signals(false)
-        .build()?;
-    let stop = worker.shutdown_token();
-    let ready = worker.ready();
-    let run = tokio::spawn(worker.run());
-    ready.wait().await?;
-    // paused clock: these 35 simulated seconds take no real time
-    tokio::time::sleep(Duration::from_secs(35)).await;
-    stop.cancel();
-    run.await.expect("worker task")?;
-    let ticks = TICKS.load(Ordering::SeqCst);
-    assert!((3..=4).contains(&ticks), "ticks: {ticks}");
+async fn thursday_a_cron_schedule_ticks_under_the_kits_clock() -> redjob::Result<()> {
+    let runs = Arc::new(Runs::default());
+    // 2023-11-14 22:15:30 UTC: between two ticks of an every-5-minutes schedule
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_130);
+    let kit = TestKit::starting_at(start)
+        .data(runs.clone())
+        .periodic_job(Periodic::new(Schedule::cron("*/5 * * * *")?, Tick).name("tfw_every_5_min"));
+
+    // nothing is due yet
+    let idle = kit.run_until_idle().await?;
+    assert_eq!((idle.ticks, idle.processed), (0, 0));
+
+    // 22:20 is the first tick; an hour holds twelve (22:20 ... 23:15)
+    let hour = kit.advance(Duration::from_secs(3600)).await?;
+    assert_eq!((hour.ticks, hour.processed), (12, 12));
+    assert_eq!(runs.get(), 12);
+    assert!(kit.dead_letters("tfw_ticks").await?.is_empty());
     Ok(())
 }
 
-// ---------- topic with two subscribers ----------
-// testing.md says nothing about topics under the test kit; this follows the
-// topics chapter: a worker on the memory backend, polled until both
-// subscribers have no lag and nothing pending.
+// ---- Friday: a topic with two subscribers ----------------------------------------
 
-#[derive(Serialize, Deserialize, Event, Debug, Clone, PartialEq)]
-#[event(name = "fwt_signed_up", topic = "fwt_signups")]
-struct SignedUp {
-    user: u64,
+#[derive(Serialize, Deserialize, Event, Debug, PartialEq)]
+#[event(name = "tfw_order_placed", topic = "tfw_orders")]
+struct OrderPlaced {
+    order: u64,
+}
+
+/// Who handled which order.
+#[derive(Default)]
+struct Handled(Mutex<Vec<(&'static str, u64)>>);
+
+async fn billing(e: OrderPlaced, ctx: EventContext) -> Result<(), JobError> {
+    ctx.data::<Handled>()?
+        .0
+        .lock()
+        .unwrap()
+        .push(("billing", e.order));
+    Ok(())
+}
+
+async fn audit(e: OrderPlaced, ctx: EventContext) -> Result<(), JobError> {
+    ctx.data::<Handled>()?
+        .0
+        .lock()
+        .unwrap()
+        .push(("audit", e.order));
+    Ok(())
 }
 
 #[tokio::test(start_paused = true)]
-async fn every_subscriber_gets_every_event() -> redjob::Result<()> {
-    let backend = MemoryBackend::new();
-    let client = Client::memory(backend.clone());
-    client
-        .subscribe("fwt_signups", "mail", Start::Beginning)
-        .await?;
-    client
-        .subscribe("fwt_signups", "analytics", Start::Beginning)
-        .await?;
-    client
-        .publish_all(&[
-            SignedUp { user: 1 },
-            SignedUp { user: 2 },
-            SignedUp { user: 3 },
-        ])
-        .await?;
+async fn friday_every_subscriber_handles_every_event() -> redjob::Result<()> {
+    let handled = Arc::new(Handled::default());
+    let kit = TestKit::new()
+        .data(handled.clone())
+        .subscribe("billing", billing)
+        .subscribe("audit", audit);
+    kit.publish(&OrderPlaced { order: 1 }).await?;
+    kit.publish(&OrderPlaced { order: 2 }).await?;
+    assert_eq!(
+        kit.published::<OrderPlaced>(),
+        [OrderPlaced { order: 1 }, OrderPlaced { order: 2 }]
+    );
+    assert_eq!(kit.subscriber("tfw_orders", "billing").unwrap().lag, 2);
+    assert_eq!(kit.subscriber("tfw_orders", "audit").unwrap().lag, 2);
 
-    let mail = Arc::new(Mutex::new(Vec::new()));
-    let analytics = Arc::new(Mutex::new(Vec::new()));
-    let (m, a) = (mail.clone(), analytics.clone());
-    let worker = Worker::builder(backend)
-        .subscribe("mail", move |e: SignedUp, _ctx| {
-            let m = m.clone();
-            async move {
-                m.lock().unwrap().push(e.user);
-                Ok::<(), JobError>(())
-            }
-        })
-        .subscribe("analytics", move |e: SignedUp, _ctx| {
-            let a = a.clone();
-            async move {
-                a.lock().unwrap().push(e.user);
-                Ok::<(), JobError>(())
-            }
-        })
-        .handle_signals(false)
-        .build()?;
-    let stop = worker.shutdown_token();
-    let run = tokio::spawn(worker.run());
-    loop {
-        let t = client.topic("fwt_signups").await?.unwrap();
-        if t.subscribers.len() == 2 && t.subscribers.iter().all(|s| s.lag == 0 && s.pending == 0) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    let run = kit.run_until_idle().await?;
+    assert_eq!((run.events, run.events_retried, run.events_dead), (4, 0, 0));
+
+    let mut seen = handled.0.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [("audit", 1), ("audit", 2), ("billing", 1), ("billing", 2)]
+    );
+    for name in ["billing", "audit"] {
+        let s = kit.subscriber("tfw_orders", name).unwrap();
+        assert_eq!((s.lag, s.pending, s.dead), (0, 0, 0));
     }
-    stop.cancel();
-    run.await.expect("worker task")?;
-
-    let mut mail = mail.lock().unwrap().clone();
-    let mut analytics = analytics.lock().unwrap().clone();
-    mail.sort();
-    analytics.sort();
-    assert_eq!(mail, [1, 2, 3]);
-    assert_eq!(analytics, [1, 2, 3]);
     Ok(())
 }
