@@ -29,6 +29,7 @@ pub use crate::contract::admin::{
     Schedule, ScheduleInfo, ServedSubscriber, Spread, Tick, Ticked, Ticks, Totals, Unserved,
     WorkerControl, WorkerInfo,
 };
+pub use crate::contract::batches::{BatchId, BatchStatus, CallbackKind};
 pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;
 pub use crate::contract::settings::{

@@ -156,10 +156,18 @@ async fn the_readme_worker_user_runs_every_feature() {
         .enqueue_batch_with(&[Task { fail: false }, Task { fail: false }], keyed)
         .await
         .unwrap();
-    // 9 jobs that succeed, the failing one twice
+    // a batch: its job and its callback run, counted by the worker's rule
+    let batch = client
+        .batch()
+        .job(&Task { fail: false })
+        .on_complete(&Task { fail: false })
+        .enqueue()
+        .await
+        .unwrap();
+    // 11 jobs that succeed, the failing one twice
     assert!(
         wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst)
-            == 11)
+            == 13)
         .await,
         "runs: {}",
         runs.load(Ordering::SeqCst)
@@ -176,6 +184,8 @@ async fn the_readme_worker_user_runs_every_feature() {
         })
         .await
     );
+    let done = client.batch_status(&batch).await.unwrap().unwrap();
+    assert!(done.is_complete() && done.succeeded == 1, "{done:?}");
     let ops = client.backend();
     assert_eq!(ops.workers().await.unwrap().len(), 1);
     assert_eq!(ops.schedules().await.unwrap().len(), 1);
@@ -213,7 +223,7 @@ async fn the_readme_worker_user_runs_every_feature() {
 
     // operating: inspection, dead letters, pause, topics
     let stats = client.stats("acl").await.unwrap();
-    assert_eq!((stats.processed, stats.retried, stats.dead), (6, 1, 1));
+    assert_eq!((stats.processed, stats.retried, stats.dead), (8, 1, 1));
     assert_eq!(ops.counts("acl").await.unwrap().dead, 1);
     let dead = ops
         .dead_page("acl", DeadOrder::OldestFirst, None, 10)
@@ -354,11 +364,30 @@ async fn the_readme_producer_user_enqueues_and_publishes_and_may_not_fetch() {
         .enqueue_with(&Task { fail: false }, keyed)
         .await
         .unwrap();
+    // a batch, opened, sent and sealed, and its status read
+    let batch = producer
+        .batch()
+        .job(&Task { fail: false })
+        .on_complete(&Task { fail: false })
+        .enqueue()
+        .await
+        .unwrap();
+    assert_eq!(
+        producer.batch_status(&batch).await.unwrap().unwrap().total,
+        1
+    );
+    // an empty batch completes as it is sealed: its callback is sent then
+    producer
+        .batch()
+        .on_complete(&Task { fail: false })
+        .enqueue()
+        .await
+        .unwrap();
     producer.publish(&Happened { n: 1 }).await.unwrap();
     add_user(&server, &readme_rule("redjob-worker")).await;
     let worker = client(&server, "redjob-worker", "worker-secret").await;
     let counts = worker.backend().counts("acl").await.unwrap();
-    assert_eq!((counts.ready, counts.scheduled), (5, 3));
+    assert_eq!((counts.ready, counts.scheduled), (7, 3));
     assert_eq!(
         worker.topic("acl_events").await.unwrap().unwrap().published,
         1

@@ -355,6 +355,24 @@ impl<B: Backend> Backend for Faulty<B> {
     ) -> redjob::Result<redjob::backend::FinishWatch> {
         self.inner.watch_finish(queue, id, within).await
     }
+    async fn batch_open(&self, spec: &redjob::backend::BatchSpec) -> redjob::Result<()> {
+        self.inner.batch_open(spec).await
+    }
+    async fn batch_seal(&self, id: &redjob::ops::BatchId, total: u64) -> redjob::Result<()> {
+        self.inner.batch_seal(id, total).await
+    }
+    async fn batch_status(
+        &self,
+        id: &redjob::ops::BatchId,
+    ) -> redjob::Result<Option<redjob::ops::BatchStatus>> {
+        self.inner.batch_status(id).await
+    }
+    async fn batch_settled(&self, queue: &str, members: &[String]) -> redjob::Result<()> {
+        self.inner.batch_settled(queue, members).await
+    }
+    async fn batch_recover(&self, queue: &str) -> redjob::Result<()> {
+        self.inner.batch_recover(queue).await
+    }
     async fn tick(
         &self,
         q: &str,

@@ -32,6 +32,11 @@ pub struct KeyedNoop {
     pub k: u32,
 }
 
+/// A batch's callback: tells the tally it ran.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_batch_done", queue = "bench")]
+pub struct BatchDone;
+
 /// A job that carries a time (Unix µs): its enqueue time or its due time. The
 /// handler records its start minus that.
 #[derive(Serialize, Deserialize, Job)]
@@ -47,6 +52,8 @@ pub struct Tally {
     done: AtomicUsize,
     target: usize,
     pub all_done: Notify,
+    /// A batch's callback ran.
+    pub callback: Notify,
     lags_us: Mutex<Vec<i64>>,
 }
 
@@ -57,6 +64,7 @@ impl Tally {
             done: AtomicUsize::new(0),
             target: n,
             all_done: Notify::new(),
+            callback: Notify::new(),
             lags_us: Mutex::new(Vec::with_capacity(n)),
         }
     }
@@ -112,6 +120,13 @@ impl Job for UniqueNoop {
 impl Job for Noop {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
         ctx.data::<std::sync::Arc<Tally>>()?.ran(self.i);
+        Ok(())
+    }
+}
+
+impl Job for BatchDone {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<std::sync::Arc<Tally>>()?.callback.notify_one();
         Ok(())
     }
 }

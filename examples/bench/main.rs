@@ -18,8 +18,10 @@
 //! 14 the dashboard's overview at 10 and 1,000 queues, per queue and in one
 //! overview call; 16 plain and keyed (1,000 keys) bulk enqueue and processing
 //! side by side; 15 a backlog under a rate limit of 1,000/s drained by three
-//! workers; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
+//! workers; 17 plain and batched bulk enqueue and processing side by side,
+//! the batch timed to its callback; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
+mod batches;
 mod features;
 mod flood;
 mod history;
@@ -41,7 +43,7 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
     };
     let mut runs = 3usize;
     let mut json = false;
@@ -118,6 +120,9 @@ fn main() {
             }
             if s.phases.contains(&15) {
                 limits::limits(&s, &mut f).await;
+            }
+            if s.phases.contains(&17) {
+                batches::batches(&s, &mut f).await;
             }
             if s.phases.contains(&16) {
                 keyed::keyed(&s, &mut f).await;

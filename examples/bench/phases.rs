@@ -105,6 +105,13 @@ pub struct Figures {
     pub plain_process: Option<f64>,
     pub keyed_bulk: Option<f64>,
     pub keyed_process: Option<f64>,
+    /// Phase 17: bulk enqueue and processing (jobs/s), plain and as one batch
+    /// (enqueued by one call; processed until its callback ran), in one
+    /// sitting.
+    pub batch_plain_bulk: Option<f64>,
+    pub batch_plain_process: Option<f64>,
+    pub batch_bulk: Option<f64>,
+    pub batch_process: Option<f64>,
 }
 
 impl Figures {

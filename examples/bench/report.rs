@@ -421,6 +421,30 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             "-",
         ),
         (
+            "batch_plain_bulk_jobs_per_s",
+            "bulk enqueue, plain, phase 17 (jobs/s)",
+            |f| f.batch_plain_bulk,
+            "-",
+        ),
+        (
+            "batch_bulk_jobs_per_s",
+            "  the same as one batch with a callback (jobs/s)",
+            |f| f.batch_bulk,
+            "-",
+        ),
+        (
+            "batch_plain_process_jobs_per_s",
+            "processing, plain, phase 17 (jobs/s)",
+            |f| f.batch_plain_process,
+            "-",
+        ),
+        (
+            "batch_process_jobs_per_s",
+            "  the same batch, from the worker's start to its callback (jobs/s)",
+            |f| f.batch_process,
+            "-",
+        ),
+        (
             "enqueue_replicated_plain_jobs_per_s",
             "enqueue one by one, master with a replica (jobs/s)",
             |f| f.enqueue_replicated_plain,

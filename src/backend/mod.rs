@@ -15,6 +15,7 @@ pub mod redis;
 
 pub use crate::contract::attempts::{Ran, RunBy};
 pub use crate::contract::backend::{Backend, FinishWatch, LAYOUT_VERSION};
+pub use crate::contract::batches::{BatchRef, BatchSpec, Callback};
 pub use crate::contract::leases::{
     DEFAULT_THROTTLES, DeadLetterEntry, Delivery, Fetched, Handed, Held, Reschedule, Settle,
     Settled, Throttle, Token,

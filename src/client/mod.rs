@@ -13,10 +13,12 @@ use crate::job::data::Data;
 use crate::job::{self, Job, JobContext};
 use crate::{Error, JobId, Result};
 
+mod batch;
 mod inspect;
 mod options;
 mod topics;
 
+pub use batch::BatchBuilder;
 pub use options::{ClientConfig, EnqueueOptions};
 
 /// Enqueues typed jobs, on Redis or in memory. Cheap to clone; clones share one

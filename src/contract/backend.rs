@@ -210,6 +210,46 @@ pub trait Backend: Clone + Send + Sync + 'static {
         within: std::time::Duration,
     ) -> impl Future<Output = Result<FinishWatch>> + Send;
 
+    /// Opens batch `spec.id` with its callbacks; its jobs follow, each naming
+    /// the batch in its envelope. Fails with
+    /// [`InvalidValue`](crate::Error::InvalidValue) when the id is taken.
+    fn batch_open(
+        &self,
+        spec: &crate::contract::batches::BatchSpec,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Seals batch `id` at `total` jobs, its enqueue done: it completes once
+    /// they have all finished (at once when they have), and its callbacks are
+    /// enqueued then. Fails with [`InvalidValue`](crate::Error::InvalidValue)
+    /// for an unknown batch.
+    fn batch_seal(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        total: u64,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// How batch `id` stands; `None` when unknown (or past its retention).
+    fn batch_status(
+        &self,
+        id: &crate::contract::batches::BatchId,
+    ) -> impl Future<Output = Result<Option<crate::contract::batches::BatchStatus>>> + Send;
+
+    /// Counts, in their batches, the finishes a settle of `queue` recorded
+    /// ([`Settled::batched`](crate::contract::leases::Settled::batched)),
+    /// enqueues the callbacks that became due (each once, however often this
+    /// runs for the same finish), then forgets them in the queue.
+    fn batch_settled(
+        &self,
+        queue: &str,
+        members: &[String],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Does what [`batch_settled`](Self::batch_settled) would have done for
+    /// finishes of `queue` recorded long ago and not counted yet (their
+    /// settle's worker died between its two steps): at most a few hundred a
+    /// call.
+    fn batch_recover(&self, queue: &str) -> impl Future<Output = Result<()>> + Send;
+
     /// Enqueues `msg` (its body and priority; due at once) as the job of
     /// `tick`, unless this tick (or a later one) of the schedule was enqueued
     /// already: however many workers call it, a tick is enqueued once. The
@@ -376,6 +416,11 @@ macro_rules! backend_methods {
             async fn listen_handoff(queues: &[String], worker: &str, wake: &(dyn Fn(&str) + Send + Sync), handed: &(dyn Fn($crate::contract::leases::Handed) + Send + Sync), subscribed: &(dyn Fn() + Send + Sync), stop: &tokio_util::sync::CancellationToken) -> $crate::Result<()>;
             async fn now_ms() -> $crate::Result<u64>;
             async fn watch_finish(queue: &str, id: &$crate::JobId, within: std::time::Duration) -> $crate::Result<$crate::contract::backend::FinishWatch>;
+            async fn batch_open(spec: &$crate::contract::batches::BatchSpec) -> $crate::Result<()>;
+            async fn batch_seal(id: &$crate::contract::batches::BatchId, total: u64) -> $crate::Result<()>;
+            async fn batch_status(id: &$crate::contract::batches::BatchId) -> $crate::Result<Option<$crate::contract::batches::BatchStatus>>;
+            async fn batch_settled(queue: &str, members: &[String]) -> $crate::Result<()>;
+            async fn batch_recover(queue: &str) -> $crate::Result<()>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;

@@ -225,6 +225,10 @@ pub struct Fetched {
     /// no place for more: `next_due_us` says when it lets a job start; the
     /// fetch did not register for a hand-off.
     pub held: Held,
+    /// Batch counts of the queue's finished jobs have waited too long to be
+    /// applied (their settle's worker died between its two steps): call
+    /// [`Backend::batch_recover`](crate::backend::Backend::batch_recover).
+    pub stale_batches: bool,
 }
 
 /// Which of a queue's limits across the fleet held a fetch back (none: the
@@ -317,6 +321,9 @@ pub struct Settle {
     /// counts as an attempt (0: [`DEFAULT_THROTTLES`]; at most 24, as a job
     /// keeps its last 25 attempt records).
     pub throttle_limit: u32,
+    /// The batch of each ack or dead letter that belongs to one (any order):
+    /// its finish is counted there (see [`Settled::batched`]).
+    pub batched: Vec<(JobId, crate::contract::batches::BatchRef)>,
 }
 
 /// The throttles in a row a job may have before the next counts as an
@@ -401,7 +408,8 @@ impl Settle {
         if parts.len() == 1 {
             parts[0].1.ran = self.ran.clone();
             parts[0].1.results = self.results.clone();
-        } else if !self.ran.is_empty() || !self.results.is_empty() {
+            parts[0].1.batched = self.batched.clone();
+        } else if !self.ran.is_empty() || !self.results.is_empty() || !self.batched.is_empty() {
             for (_, part) in &mut parts {
                 let ids: std::collections::HashSet<JobId> = part.ids().collect();
                 part.ran = self
@@ -412,6 +420,12 @@ impl Settle {
                     .collect();
                 part.results = self
                     .results
+                    .iter()
+                    .filter(|r| ids.contains(&r.0))
+                    .cloned()
+                    .collect();
+                part.batched = self
+                    .batched
                     .iter()
                     .filter(|r| ids.contains(&r.0))
                     .cloned()
@@ -450,6 +464,11 @@ pub struct Settled {
     /// while it ran, or settled already (by a call whose reply was lost). The
     /// other failures were delivered again after their lease ran out.
     pub gone: Vec<JobId>,
+    /// The batch finishes the settle recorded with the queue, still to be
+    /// counted by their batches: pass them to
+    /// [`Backend::batch_settled`](crate::backend::Backend::batch_settled)
+    /// (empty where the settle counted them itself, as in memory).
+    pub batched: Vec<String>,
 }
 
 /// How many dead letters a queue keeps: when a job is dead-lettered, the

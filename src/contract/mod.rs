@@ -28,6 +28,7 @@
 pub(crate) mod admin;
 pub(crate) mod attempts;
 pub(crate) mod backend;
+pub(crate) mod batches;
 pub(crate) mod envelope;
 pub(crate) mod forward;
 pub(crate) mod history;

@@ -30,6 +30,8 @@ pub struct JobContext {
     enqueued_at: SystemTime,
     cancel: CancellationToken,
     data: Data,
+    batch: Option<crate::contract::batches::BatchId>,
+    batch_done: Option<Arc<crate::contract::batches::BatchStatus>>,
 }
 
 impl JobContext {
@@ -47,7 +49,50 @@ impl JobContext {
             enqueued_at,
             cancel: CancellationToken::new(),
             data: Data::default(),
+            batch: None,
+            batch_done: None,
         }
+    }
+
+    /// Reads what the job's stored body says beyond its arguments: the
+    /// batch it belongs to, or the batch status a callback carries.
+    pub(crate) fn with_body(mut self, body: &[u8]) -> Self {
+        use crate::contract::batches::{BatchRef, done_of};
+        self.batch = BatchRef::of_body(body).map(|r| r.batch);
+        self.batch_done = done_of(body).map(Arc::new);
+        self
+    }
+
+    /// The batch this job belongs to (see
+    /// [`Client::batch`](crate::Client::batch)); `None` for a job enqueued
+    /// alone.
+    ///
+    /// ```
+    /// use redjob::JobContext;
+    /// use std::time::SystemTime;
+    ///
+    /// let id: redjob::JobId = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+    /// let ctx = JobContext::new(id, 1, "mail", SystemTime::now());
+    /// assert!(ctx.batch().is_none());
+    /// ```
+    pub fn batch(&self) -> Option<crate::contract::batches::BatchId> {
+        self.batch
+    }
+
+    /// In a batch's callback: the batch's status when the callback was
+    /// enqueued (its id, total, succeeded, dead, cancelled); `None` in any
+    /// other job.
+    ///
+    /// ```
+    /// use redjob::JobContext;
+    /// use std::time::SystemTime;
+    ///
+    /// let id: redjob::JobId = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+    /// let ctx = JobContext::new(id, 1, "mail", SystemTime::now());
+    /// assert!(ctx.batch_status().is_none());
+    /// ```
+    pub fn batch_status(&self) -> Option<&crate::contract::batches::BatchStatus> {
+        self.batch_done.as_deref()
     }
 
     /// Adds a shared value for [`JobContext::data`] (workers do this from

@@ -298,6 +298,12 @@ impl<B: Backend> Dispatcher<B> {
             };
             let got = (fetched.jobs.len() as u32).min(n);
             self.give_back(n - got);
+            // batch finishes a dead worker left uncounted (rare): counted now
+            if fetched.stale_batches
+                && let Err(e) = self.backend.batch_recover(&self.queue).await
+            {
+                tracing::warn!(queue = %self.queue, error = %e, "recovering batch counts failed");
+            }
             // fetch.lua registers a waiting fetch that leased fewer than asked
             // (unless a limit held it back), and clears the registration on a
             // fetch that leased all it asked or was held back
@@ -485,6 +491,7 @@ impl<B: Backend> Dispatcher<B> {
                 d.token,
                 deadline,
                 &self.per_queue.abort,
+                crate::contract::batches::BatchRef::of_body(&d.body),
             ) {
                 Admit::Start { run, cancel } => (run, cancel),
                 Admit::Merged { finished } => {
@@ -563,7 +570,7 @@ impl<B: Backend> Dispatcher<B> {
         let deadline = sent_at + self.shared.lease;
         if let Admit::Start { run, .. } =
             self.leases
-                .admit(d.id, d.token, deadline, &self.per_queue.abort)
+                .admit(d.id, d.token, deadline, &self.per_queue.abort, None)
         {
             let _ = self.leases.finish(
                 d.id,

@@ -236,7 +236,8 @@ async fn run(
         d.id.sent_at().unwrap_or(SystemTime::UNIX_EPOCH),
     )
     .with_cancellation(cancel.clone())
-    .with_data_map(shared.data.clone());
+    .with_data_map(shared.data.clone())
+    .with_body(&d.body);
     let now = Instant::now();
     let waited = Duration::from_millis(d.waited_ms) + now.saturating_duration_since(r.fetched);
     report.started = Some((now, waited));

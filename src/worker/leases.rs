@@ -49,6 +49,8 @@ pub(crate) struct Held {
     pub lost: bool,
     /// Why it was lost (set with `lost`), told to the hooks when the run ends.
     pub reason: Option<CancelReason>,
+    /// The batch its envelope names: its finish is counted there.
+    pub batch: Option<crate::contract::batches::BatchRef>,
 }
 
 impl Held {
@@ -114,6 +116,7 @@ impl Leases {
         token: Token,
         deadline: Instant,
         parent: &CancellationToken,
+        batch: Option<crate::contract::batches::BatchRef>,
     ) -> Admit {
         let mut t = self.lock();
         let Table { held, done } = &mut *t;
@@ -153,6 +156,7 @@ impl Leases {
                 reason: None,
                 since: Instant::now(),
                 job: None,
+                batch,
             },
         );
         drop(t);

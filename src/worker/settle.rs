@@ -277,24 +277,33 @@ impl<B: Backend> Settler<B> {
                     // release landed, and the job came back to this worker) is
                     // not this settle's to drop, whatever its token
                     let mut again = deferred || sent.len() == MAX_BATCH;
-                    let mut t = self.leases.lock();
-                    for (id, token, run) in &sent {
-                        match t.held.get(id) {
-                            Some(h) if h.run != *run => {}
-                            Some(h) if h.token == *token => {
-                                t.held.remove(id);
+                    {
+                        let mut t = self.leases.lock();
+                        for (id, token, run) in &sent {
+                            match t.held.get(id) {
+                                Some(h) if h.run != *run => {}
+                                Some(h) if h.token == *token => {
+                                    t.held.remove(id);
+                                }
+                                Some(_) => {
+                                    t.done.insert(*id);
+                                    again = true;
+                                }
+                                None => {}
                             }
-                            Some(_) => {
-                                t.done.insert(*id);
-                                again = true;
-                            }
-                            None => {}
                         }
                     }
-                    drop(t);
                     if !batch.throttles.is_empty() {
                         // the backend holds the queue now
                         self.keeping.hold.landed();
+                    }
+                    // the batches count their jobs' finishes (a failure
+                    // leaves them with the queue, for a later fetch to
+                    // report and a worker to count)
+                    if !done.batched.is_empty()
+                        && let Err(e) = self.backend.batch_settled(&self.queue, &done.batched).await
+                    {
+                        tracing::warn!(queue = %self.queue, error = %e, "batch counts failed; a later fetch recovers them");
                     }
                     if rescheduled {
                         self.wake.notify_one();
@@ -409,6 +418,11 @@ impl<B: Backend> Settler<B> {
                     outcome,
                     job_type: h.job.map(std::borrow::Cow::Borrowed),
                 });
+            }
+            if let Some(r) = h.batch
+                && matches!(outcome, Outcome::Ack { .. } | Outcome::Dead { .. })
+            {
+                s.batched.push((id, r));
             }
             match outcome {
                 Outcome::Ack { result } => {

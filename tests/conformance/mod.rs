@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod attempts;
+pub mod batches;
 pub mod bulk;
 pub mod control;
 pub mod history;
@@ -149,6 +150,17 @@ impl Env {
         match self.client.queues() {
             AnyBackend::Memory(m) => m.clock().now(),
             _ => unreachable!("a Redis client always has its URL"),
+        }
+    }
+
+    /// The Redis key of batch `id`'s hash: `ns:@batch:<id>`, or on a
+    /// Cluster `ns:{@batch:<id>}`.
+    pub fn batch_key(&self, id: &str) -> String {
+        let (url, ns) = self.redis.as_ref().expect("a Redis env");
+        if url.starts_with("redis+cluster://") {
+            format!("{ns}:{{@batch:{id}}}")
+        } else {
+            format!("{ns}:@batch:{id}")
         }
     }
 
@@ -402,6 +414,11 @@ macro_rules! conformance_suite {
             a_key_throttle_settled_beside_a_dead_letter_sends_the_keys_retry_back_to_wait,
             dead_letters_of_one_key_requeued_together_take_the_first_ones_places,
             a_keys_throttle_end_wakes_it_though_a_ghosts_lease_ended_first);
+        $crate::conformance_suite!(@batches $setup, #[$attr],
+            a_batch_counts_its_jobs_and_enqueues_each_callback_once_with_its_status,
+            three_workers_finishing_a_batch_together_enqueue_each_callback_once,
+            an_empty_batch_completes_at_once_and_an_unknown_one_has_no_status,
+            a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,

@@ -42,6 +42,30 @@ impl Backend for MemoryBackend {
         Ok(self.clock.now_ms())
     }
 
+    async fn batch_open(&self, spec: &crate::contract::batches::BatchSpec) -> Result<()> {
+        self.open_batch(spec)
+    }
+
+    async fn batch_seal(&self, id: &crate::contract::batches::BatchId, total: u64) -> Result<()> {
+        self.seal_batch(id, total)
+    }
+
+    async fn batch_status(
+        &self,
+        id: &crate::contract::batches::BatchId,
+    ) -> Result<Option<crate::contract::batches::BatchStatus>> {
+        Ok(self.status_of_batch(id))
+    }
+
+    /// Memory counts a settle's batches in the settle itself.
+    async fn batch_settled(&self, _queue: &str, _members: &[String]) -> Result<()> {
+        Ok(())
+    }
+
+    async fn batch_recover(&self, _queue: &str) -> Result<()> {
+        Ok(())
+    }
+
     async fn watch_finish(
         &self,
         queue: &str,
@@ -251,6 +275,7 @@ impl Backend for MemoryBackend {
             missing: false,
             paused: false,
             held,
+            stale_batches: false,
         })
     }
 
@@ -502,15 +527,39 @@ impl Backend for MemoryBackend {
         s.dead += dead.len() as u64;
         s.failed += retried + dead.len() as u64;
         q.count_minute(now, acks.len() as u64, retried + dead.len() as u64);
+        // the batches of the jobs that finished count them, and enqueue the
+        // callbacks that fall due, in this same step
+        let finishes: Vec<_> = if batch.batched.is_empty() {
+            Vec::new()
+        } else {
+            let refs: std::collections::HashMap<_, _> = batch.batched.iter().copied().collect();
+            let of = |id: &JobId, how| refs.get(id).map(|r| (*r, how, *id));
+            acks.iter()
+                .filter_map(|(id, _)| of(id, crate::contract::batches::Finish::Succeeded))
+                .chain(
+                    dead.iter()
+                        .filter_map(|d| of(&d.id, crate::contract::batches::Finish::Dead)),
+                )
+                .collect()
+        };
+        let called = if finishes.is_empty() {
+            Vec::new()
+        } else {
+            st.count_batches(queue, &finishes, self.clock.now_us())
+        };
         drop(st);
         if wake {
             self.notify(queue);
+        }
+        for q in called {
+            self.notify(&q);
         }
         Ok(Settled {
             acked: acks.len() as u64,
             rescheduled: (res.len() + throttles.len()) as u64,
             dead: dead.len() as u64,
             gone,
+            batched: Vec::new(),
         })
     }
 

@@ -15,6 +15,7 @@
 //! ```
 
 mod admin;
+mod batches;
 mod clock;
 mod history;
 mod inspect;

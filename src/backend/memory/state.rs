@@ -465,6 +465,8 @@ pub(super) struct State {
     pub settings_version: u64,
     /// What the workers of one build serve, by digest (see `Backend::serve`).
     pub serves: HashMap<String, Vec<u8>>,
+    /// Every batch (see batches.rs).
+    pub batches: super::batches::Batches,
 }
 
 /// Hands out message ids; remembers the largest, by any queue's send.

@@ -64,6 +64,25 @@ pub(crate) struct QueueKeys {
     /// `ns:q:history:Q`: hash of history entries, `<id>` → entry (its body
     /// at its end while kept), and `~args`: up to when bodies are dropped.
     pub history_hash: String,
+    /// `ns:q:bout`: sorted set of batch finishes a settle recorded and their
+    /// batches have not counted yet, `<batch id>:<index> <a|d|c> <id>`,
+    /// scored by when (ms; see batches.rs).
+    pub bout: String,
+    /// `ns:q:once`: sorted set of once marks, scored by when made (ms): a
+    /// send with a mark that is there sends nothing (see send.lua).
+    pub once: String,
+}
+
+/// The keys of one batch: `ns:@batch:<id>`, or `ns:{@batch:<id>}` on a
+/// Cluster (one slot per batch). `@` cannot be in a queue name.
+#[derive(Debug, Clone)]
+pub(crate) struct BatchKeys {
+    /// The hash of its counts, callbacks and state (see batch.lua).
+    pub hash: String,
+    /// `<hash>:done`: a bitmap of its jobs counted, by index.
+    pub done: String,
+    /// `<hash>:dead`: a list of its first 1,000 dead jobs, `<queue> <id>`.
+    pub dead: String,
 }
 
 /// `ns:` as RSMQ writes its `redisns`, and whether queue keys carry hash tags.
@@ -117,6 +136,8 @@ impl Namespace {
             done: format!("{}@done:{name}", self.prefix),
             history: format!("{base}:history"),
             history_hash: format!("{base}:history:Q"),
+            bout: format!("{base}:bout"),
+            once: format!("{base}:once"),
             zset: base,
         }
     }
@@ -147,6 +168,30 @@ impl Namespace {
     /// may listen by pattern.
     pub fn handoff(&self, worker: &str) -> String {
         format!("{}@handoff:{worker}", self.prefix)
+    }
+
+    /// A batch's keys.
+    pub fn batch(&self, id: &str) -> BatchKeys {
+        let hash = if self.cluster {
+            format!("{}{{@batch:{id}}}", self.prefix)
+        } else {
+            format!("{}@batch:{id}", self.prefix)
+        };
+        BatchKeys {
+            done: format!("{hash}:done"),
+            dead: format!("{hash}:dead"),
+            hash,
+        }
+    }
+
+    /// `ns:@batches` (`ns:{@batches}` on a Cluster): a sorted set of every
+    /// batch's id, scored by when it was opened (ms).
+    pub fn batches(&self) -> String {
+        if self.cluster {
+            format!("{}{{@batches}}", self.prefix)
+        } else {
+            format!("{}@batches", self.prefix)
+        }
     }
 
     /// `ns:@meta`: a hash of what holds for the whole namespace (`layout`:

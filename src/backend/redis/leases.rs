@@ -116,6 +116,29 @@ impl Backend for RedisBackend {
         self.watch_finish_on(queue, id, within).await
     }
 
+    async fn batch_open(&self, spec: &crate::contract::batches::BatchSpec) -> Result<()> {
+        self.open_batch(spec).await
+    }
+
+    async fn batch_seal(&self, id: &crate::contract::batches::BatchId, total: u64) -> Result<()> {
+        self.seal_batch(id, total).await
+    }
+
+    async fn batch_status(
+        &self,
+        id: &crate::contract::batches::BatchId,
+    ) -> Result<Option<crate::contract::batches::BatchStatus>> {
+        self.status_of_batch(id).await
+    }
+
+    async fn batch_settled(&self, queue: &str, members: &[String]) -> Result<()> {
+        self.settled_batches(queue, members).await
+    }
+
+    async fn batch_recover(&self, queue: &str) -> Result<()> {
+        self.recover_batches(queue).await
+    }
+
     async fn tick(
         &self,
         queue: &str,
@@ -382,6 +405,7 @@ impl Backend for RedisBackend {
                         &k.keys,
                         &k.kwake,
                         &k.awaited,
+                        &k.bout,
                     ],
                 );
                 let (keep, max_age) = part.retention.limits();
@@ -461,11 +485,18 @@ impl Backend for RedisBackend {
                         .arg(record(&d.id, d.token, Some(&error)));
                 }
                 cmd.arg(codes.codes);
-                // the acks' results, when some returned one
-                if !part.results.is_empty() {
+                // the acks' results, when some returned one; then the
+                // entries' batches, when some belong to one
+                if !part.results.is_empty() || !part.batched.is_empty() {
                     cmd.arg(part.results.len());
                     for (id, r) in &part.results {
                         cmd.arg(id).arg(&r[..]);
+                    }
+                }
+                if !part.batched.is_empty() {
+                    cmd.arg(part.batched.len());
+                    for (id, r) in &part.batched {
+                        cmd.arg(id).arg(r.encode());
                     }
                 }
                 cmd
@@ -481,6 +512,7 @@ impl Backend for RedisBackend {
             total.rescheduled += s.rescheduled;
             total.dead += s.dead;
             total.gone.extend(s.gone);
+            total.batched.extend(s.batched);
         }
         Ok(total)
     }

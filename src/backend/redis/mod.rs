@@ -1,6 +1,7 @@
 //! The Redis backend: RSMQ's layout, one script call per batch.
 
 mod admin;
+mod batches;
 pub(crate) mod connection;
 mod convert;
 mod inspect;

@@ -28,7 +28,8 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     if orphans == -2 {
         return Ok(None);
     }
-    let held = crate::contract::leases::Held::from_bits(r.int()?);
+    let bits = r.int()?;
+    let held = crate::contract::leases::Held::from_bits(bits);
     let mut jobs = Vec::with_capacity(max.min(1024));
     while !r.is_empty() {
         let raw = r.bytes()?;
@@ -65,6 +66,7 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
         missing: orphans == -1,
         paused: orphans == -3,
         held,
+        stale_batches: bits & 8 != 0,
     }))
 }
 
@@ -82,7 +84,8 @@ pub(crate) fn tokens(v: &Value) -> Result<Vec<Option<Token>>> {
         .collect())
 }
 
-/// complete.lua's reply: `{acked, rescheduled, dead, gone ids...}`.
+/// complete.lua's reply: `{acked, rescheduled, dead, gone ids..., batch
+/// finishes...}` (a finish has spaces, an id none).
 pub(crate) fn settled(v: &Value) -> Result<Settled> {
     let Value::Array(items) = v else {
         return Err(Error::Protocol(format!("settle reply {v:?}")));
@@ -102,11 +105,20 @@ pub(crate) fn settled(v: &Value) -> Result<Settled> {
             _ => None,
         })
         .collect();
+    let batched = items
+        .iter()
+        .skip(3)
+        .filter_map(|v| match v {
+            Value::BulkString(b) if b.contains(&b' ') => String::from_utf8(b.clone()).ok(),
+            _ => None,
+        })
+        .collect();
     Ok(Settled {
         acked: n(0)?,
         rescheduled: n(1)?,
         dead: n(2)?,
         gone,
+        batched,
     })
 }
 

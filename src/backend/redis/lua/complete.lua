@@ -27,6 +27,11 @@
 --          throttle enters the key there, due when it ends
 -- KEYS[13]  the queue's awaited jobs (ns:q:awaited, see await.lua): an acked
 --          or dead-lettered one's id is published on the done channel (ns:@done:q)
+-- KEYS[14]  the queue's batch finishes (ns:q:bout, see batches.rs): an acked
+--          or dead-lettered job of a batch enters "<batch ref> <a|d> <id>"
+--          there, scored now, for its batch to count (batch.lua, another
+--          slot on a Cluster); the hash field "redjob:bout" says since when
+--          some may wait (fetch.lua reports it once they wait too long)
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -57,7 +62,9 @@
 --      to "rt:<bucket>:<type>" of the counters hash (KEYS[5]): per job type,
 --      a fixed-size histogram of run times; then, optionally, the number
 --      of results N and N x (id, result): the JSON an ack's handler returned,
---      kept with its history entry (header word "r<bytes>", see history.rs)
+--      kept with its history entry (header word "r<bytes>", see history.rs);
+--      then, optionally, the number of batch refs B and B x (id, "<batch
+--      id>:<index>"): the batch of each entry that belongs to one
 -- An attempt record (one line of JSON, see attempts.rs) is added to the job's
 -- records in "<id>:a" (keeping the last MAX_RECORDS): a retry's in the queue's
 -- hash, a dead letter's moved to the dead letters' hash with them. An ack
@@ -77,7 +84,8 @@
 -- exist: acks and dead letters then delete theirs.
 -- Returns {acked, rescheduled, dead, gone...}: how many passed the fence, then the
 -- ids that failed it because the message no longer exists (deleted while it ran,
--- or settled already); the other failures were delivered again
+-- or settled already); the other failures were delivered again; then the
+-- batch finishes entered in KEYS[14] (each has spaces, an id has none)
 local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock()
 local ids, tokens, kind, arg = {}, {}, {}, {}
@@ -121,9 +129,16 @@ if #ids == 0 then return {0, 0, 0} end
 -- the entries' run-time codes follow them, then the acks' results
 local codes = i
 local results = {}
-for j = 1, tonumber(ARGV[codes + #ids]) or 0 do
+local nres = tonumber(ARGV[codes + #ids]) or 0
+for j = 1, nres do
   local at = codes + #ids + 2 * j - 1
   results[ARGV[at]] = ARGV[at + 1]
+end
+local brefs, any_bref = {}, false
+local bat = codes + #ids + 2 * nres + 1
+for j = 1, tonumber(ARGV[bat]) or 0 do
+  brefs[ARGV[bat + 2 * j - 1]] = ARGV[bat + 2 * j]
+  any_bref = true
 end
 local passed = {}
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
@@ -132,7 +147,7 @@ local passed = {}
 -- and dead letters (read in the same command: the history keeps them)
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
   "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held",
-  "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited"}
+  "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited", "redjob:bout"}
 local pre = string.sub(ARGV[9], 1, 1) == "1"
 -- the bodies, when read, follow the fields
 local nfields = #read
@@ -544,4 +559,21 @@ if acked + failed > 0 then
 end
 local reply = {acked, retried + released, #dead}
 for _, id in ipairs(missing) do reply[#reply + 1] = id end
+-- the finished jobs of batches wait in KEYS[14] for their batches to count them
+if any_bref then
+  local zb = {}
+  for k, id in ipairs(ids) do
+    local r = brefs[id]
+    if r and passed[k] and (kind[k] == "a" or kind[k] == "d") then
+      local m = r .. " " .. kind[k] .. " " .. id
+      zb[#zb + 1] = string.format("%.0f", now)
+      zb[#zb + 1] = m
+      reply[#reply + 1] = m
+    end
+  end
+  if #zb > 0 then
+    many("ZADD", KEYS[14], zb)
+    if not attrs[15] then redis.call("HSET", KEYS[2], "redjob:bout", string.format("%.0f", now)) end
+  end
+end
 return reply

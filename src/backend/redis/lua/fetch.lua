@@ -69,7 +69,8 @@
 --          (only when fewer than asked were leased), lease end ms, the queue's
 --          maxsize (-1: none), due ids without a body that were removed, the
 --          limits that held the fetch back (1: the concurrency, + 2: the rate,
---          + 4: a throttle; 0: none), id, body, meta, id, body, meta, ...}
+--          + 4: a throttle; 0: none; + 8: batch finishes wait too long, see
+--          complete.lua), id, body, meta, id, body, meta, ...}
 --          where meta packs three integers in one: the delivery count (1..499)
 --          + 1000 x (priority + 10) + 21000 x how long the job had been due (ms,
 --          at most 10^11), negated when the job's lease end differs from the
@@ -81,7 +82,7 @@
 -- a missing queue costs one command (workers check it every few seconds)
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
   "redjob:released", "redjob:exact", "redjob:current", "redjob:errors", "redjob:sweep", "redjob:concurrency",
-  "redjob:rate", "redjob:held", "redjob:throttled", "redjob:keyed", "redjob:ksweep")
+  "redjob:rate", "redjob:held", "redjob:throttled", "redjob:keyed", "redjob:ksweep", "redjob:bout")
 if not attrs[1] then return {0, "", 0, -1, -1, 0} end
 if attrs[7] then return {0, "", 0, -1, -3, 0} end
 local mask = tonumber(attrs[6]) or 0
@@ -184,6 +185,9 @@ for li, level in ipairs(levels) do
   end
 end
 local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0, 0}
+-- batch finishes a settle entered (ns:q:bout, see complete.lua) that wait
+-- for over 30 s: their worker died before its batches counted them (+ 8)
+if attrs[20] and now - tonumber(attrs[20]) > 30000 then out[6] = 8 end
 local set = {}
 if legacy and not legacy_left then
   set[#set + 1] = "redjob:current"
@@ -397,7 +401,7 @@ if leased < asked and (global_full or rate_full or throttled > 0) then
   end
   at = math.max(at, throttled)
   out[2] = string.format("%.0f", at * 1000)
-  out[6] = (global_full and 1 or 0) + (rate_full and 2 or 0) + (throttled > 0 and 4 or 0)
+  out[6] = out[6] + (global_full and 1 or 0) + (rate_full and 2 or 0) + (throttled > 0 and 4 or 0)
   -- seconds past in the lease counts, as below: a queue always at its limit
   -- is held at most fetches
   if math.floor(now / 1000) % 10 == 0 then lease_counts().prune(3, now) end

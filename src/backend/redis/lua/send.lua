@@ -16,6 +16,12 @@
 -- ARGV[5..] three values per message: id suffix (22 chars, ascending within the
 --           call so the batch's ids sort in send order), when ("" = the queue's
 --           delay, "d<ms>" = visible after ms, "a<ms>" = visible at Unix ms), body
+-- KEYS[5]  optional: the queue's once marks (ns:q:once, a sorted set of marks
+--          scored by when they were made): the last ARGV is then a mark, and the
+--          call sends nothing when the mark is there already (a batch's
+--          callback sent again after a crash, see batches.rs); otherwise it
+--          enters the mark with the messages, and drops up to 10 marks older
+--          than 7 days
 -- The hash field "redjob:handoff" names a worker waiting for the queue (its
 -- fetch set it): the first message, when due at once, is handed to it (see
 -- hand_off in lib.lua, three commands more: HMGET, PUBSUB NUMSUB, PUBLISH) rather
@@ -27,7 +33,12 @@ local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "red
   "redjob:handoff")
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
-local n = (#ARGV - 4) / 3
+local nargs = #ARGV
+if KEYS[5] then
+  if redis.call("ZSCORE", KEYS[5], ARGV[nargs]) then return {0} end
+  nargs = nargs - 1
+end
+local n = (nargs - 4) / 3
 local scores = {}
 local zargs, hargs = {}, {}
 -- some message has a delay ("d<ms>"): its id may mark it (see index_exact)
@@ -59,5 +70,10 @@ if delayed then
   -- served: a redjob worker fetched from the queue (it set one of these)
   local ex = redis.call("HMGET", KEYS[2], "redjob:leased", "redjob:exact")
   index_exact(4, zargs, attrs[4] or ex[1], ex[2])
+end
+if KEYS[5] then
+  local old = redis.call("ZRANGEBYSCORE", KEYS[5], "-inf", string.format("%.0f", now - 7 * 86400000), "LIMIT", 0, 10)
+  if #old > 0 then many("ZREM", KEYS[5], old) end
+  redis.call("ZADD", KEYS[5], string.format("%.0f", now), ARGV[#ARGV])
 end
 return {1, prefix}

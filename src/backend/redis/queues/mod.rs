@@ -248,6 +248,8 @@ impl Rsmq {
                 &k.keys,
                 &k.kwake,
                 &k.awaited,
+                &k.bout,
+                &k.once,
             ]
             .into_iter()
             .cloned()

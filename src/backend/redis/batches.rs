@@ -1,0 +1,238 @@
+//! Batches on Redis (`batch_open.lua`, `batch.lua`, `bout.lua`).
+//!
+//! A batch's keys are one slot of their own (`ns:{@batch:<id>}` on a
+//! Cluster), and its jobs settle in their queues' slots, so a job's finish is
+//! counted in two steps. The settle (`complete.lua`) enters it in its queue's
+//! `ns:q:bout`, atomically with the ack or dead letter; then the settling
+//! worker applies it to its batch (`batch.lua`, which counts each job once by
+//! its index, so applying twice is harmless), sends the callbacks that fell
+//! due (each with a once mark in its queue's `ns:q:once`, so sending twice
+//! sends once), and forgets the finishes (`bout.lua`). A worker that dies
+//! between the steps leaves them in `ns:q:bout`: the queue's next fetch
+//! reports them once they are 30 s old and the fetching worker applies them
+//! ([`Backend::batch_recover`](crate::backend::Backend::batch_recover)).
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+
+use super::RedisBackend;
+use crate::backend::redis::scripts;
+use crate::contract::batches::{BatchId, BatchSpec, BatchStatus, CallbackKind, callback_body};
+use crate::contract::queues::{QueueOptions, validate};
+use crate::{Error, Result};
+
+/// How long a completed batch is kept (7 days).
+pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
+/// How old a finish waits in `ns:q:bout` before a fetch reports it.
+const STALE_MS: u64 = 30_000;
+
+/// batch.lua's reply: the status, and the callbacks due.
+struct Reply {
+    status: BatchStatus,
+    due: Vec<(CallbackKind, String, Vec<u8>)>,
+}
+
+fn text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        Some(Value::Int(i)) => i.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
+    let Value::Array(items) = v else {
+        return Err(Error::Protocol(format!("batch reply {v:?}")));
+    };
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let num = |i: usize| text(items.get(i)).parse::<u64>().unwrap_or(0);
+    let desc = text(items.get(7));
+    let status = BatchStatus {
+        id: id.to_string(),
+        total: num(0),
+        succeeded: num(1),
+        dead: num(2),
+        cancelled: num(3),
+        sealed: text(items.get(4)) == "1",
+        created_ms: num(5),
+        completed_ms: text(items.get(6)).parse().ok(),
+        description: (!desc.is_empty()).then_some(desc),
+    };
+    let mut due = Vec::new();
+    let mut i = 8;
+    while i + 1 < items.len() {
+        let kind = CallbackKind::from_code(&text(items.get(i)));
+        let stored = match items.get(i + 1) {
+            Some(Value::BulkString(b)) => b.clone(),
+            _ => Vec::new(),
+        };
+        if let (Some(kind), Some(nl)) = (kind, stored.iter().position(|&c| c == b'\n')) {
+            let queue = String::from_utf8_lossy(&stored[..nl]).into_owned();
+            due.push((kind, queue, stored[nl + 1..].to_vec()));
+        }
+        i += 2;
+    }
+    Ok(Some(Reply { status, due }))
+}
+
+impl RedisBackend {
+    async fn batch_call(&self, id: &BatchId, what: &str, args: &[String]) -> Result<Option<Reply>> {
+        let k = self.ns.batch(id.as_str());
+        let mut cmd = scripts::eval(&scripts::BATCH, &[&k.hash, &k.done, &k.dead]);
+        cmd.arg(what).arg(KEEP_MS).arg(args);
+        let v = scripts::run(&mut self.con.clone(), &scripts::BATCH, &cmd).await?;
+        reply(id, &v)
+    }
+
+    /// Sends the callbacks `r` says are due, each once, then tells the batch.
+    async fn fire(&self, id: &BatchId, r: Reply) -> Result<()> {
+        if r.due.is_empty() {
+            return Ok(());
+        }
+        let mut sent = Vec::new();
+        for (kind, queue, body) in &r.due {
+            let body = callback_body(body, &r.status);
+            let mark = format!("{id}:{}", kind.code());
+            crate::contract::backend::creating(&self.rsmq, queue, &QueueOptions::default(), || {
+                self.send_once(queue, &body, &mark)
+            })
+            .await?;
+            sent.push(kind.code().to_string());
+        }
+        self.batch_call(id, "f", &sent).await?;
+        Ok(())
+    }
+
+    /// Sends `body` to `queue` unless `mark` was sent there (send.lua's once
+    /// marks).
+    async fn send_once(&self, queue: &str, body: &[u8], mark: &str) -> Result<()> {
+        let (mut con, ns, realtime) = self.rsmq.ns_parts();
+        let k = ns.queue(queue);
+        let suffix = crate::id::send_suffixes(&[None]);
+        let mut cmd = scripts::eval(
+            &scripts::SEND,
+            &[&k.zset, &k.hash, &k.leases, &k.exact, &k.once],
+        );
+        cmd.arg(&k.realtime)
+            .arg(if realtime { "1" } else { "0" })
+            .arg(body.len())
+            .arg(0)
+            .arg(&suffix[0][..])
+            .arg("")
+            .arg(body)
+            .arg(mark);
+        let v = scripts::run(&mut con, &scripts::SEND, &cmd).await?;
+        match &v {
+            Value::Array(items) => match items.first().map(scripts::int).transpose()? {
+                Some(-1) => Err(Error::QueueNotFound { name: queue.into() }),
+                Some(-2) => Err(Error::InvalidValue {
+                    what: "batch callback",
+                    reason: format!("its body exceeds queue {queue:?}'s maxsize"),
+                }),
+                _ => Ok(()),
+            },
+            v => Err(Error::Protocol(format!("send reply {v:?}"))),
+        }
+    }
+
+    /// Applies finishes (`<batch id>:<index> <a|d|c> <id>`) of `queue` to
+    /// their batches and fires what fell due.
+    async fn apply(&self, queue: &str, members: &[String]) -> Result<()> {
+        let mut by_batch: BTreeMap<BatchId, Vec<String>> = BTreeMap::new();
+        for m in members {
+            let mut parts = m.split(' ');
+            let (Some(r), Some(o), Some(job)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            let Some(r) = crate::contract::batches::BatchRef::decode(r) else {
+                continue;
+            };
+            let args = by_batch.entry(r.batch).or_default();
+            args.push(r.index.to_string());
+            args.push(o.to_string());
+            args.push(format!("{queue} {job}"));
+        }
+        for (id, args) in by_batch {
+            if let Some(r) = self.batch_call(&id, "a", &args).await? {
+                self.fire(&id, r).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn bout(&self, queue: &str, what: &str, args: &[String]) -> Result<Vec<String>> {
+        let (mut con, k) = self.rsmq.parts(queue);
+        let mut cmd = scripts::eval(&scripts::BOUT, &[&k.hash, &k.bout]);
+        cmd.arg(what).arg(args);
+        match scripts::run(&mut con, &scripts::BOUT, &cmd).await? {
+            Value::Array(items) => Ok(items.iter().map(|v| text(Some(v))).collect()),
+            v => Err(Error::Protocol(format!("bout reply {v:?}"))),
+        }
+    }
+
+    pub(super) async fn open_batch(&self, spec: &BatchSpec) -> Result<()> {
+        let k = self.ns.batch(spec.id.as_str());
+        let mut cmd = scripts::eval(&scripts::BATCH_OPEN, &[&k.hash]);
+        cmd.arg(spec.description.as_deref().unwrap_or(""));
+        for cb in &spec.callbacks {
+            validate::queue_name(&cb.queue)?;
+            let mut stored = cb.queue.as_bytes().to_vec();
+            stored.push(b'\n');
+            stored.extend_from_slice(&cb.body);
+            cmd.arg(cb.kind.code()).arg(stored);
+        }
+        let mut con = self.con.clone();
+        if scripts::int(&scripts::run(&mut con, &scripts::BATCH_OPEN, &cmd).await?)? == 0 {
+            return Err(Error::InvalidValue {
+                what: "batch id",
+                reason: format!("batch {} exists already", spec.id),
+            });
+        }
+        let _: i64 = redis::cmd("ZADD")
+            .arg(self.ns.batches())
+            .arg(spec.id.0.sent_ms())
+            .arg(spec.id.as_str())
+            .query_async(&mut con)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn seal_batch(&self, id: &BatchId, total: u64) -> Result<()> {
+        match self.batch_call(id, "s", &[total.to_string()]).await? {
+            Some(r) => self.fire(id, r).await,
+            None => Err(Error::InvalidValue {
+                what: "batch id",
+                reason: format!("no batch {id}"),
+            }),
+        }
+    }
+
+    pub(super) async fn status_of_batch(&self, id: &BatchId) -> Result<Option<BatchStatus>> {
+        Ok(self.batch_call(id, "r", &[]).await?.map(|r| r.status))
+    }
+
+    pub(super) async fn settled_batches(&self, queue: &str, members: &[String]) -> Result<()> {
+        if members.is_empty() {
+            return Ok(());
+        }
+        self.apply(queue, members).await?;
+        self.bout(queue, "d", members).await?;
+        Ok(())
+    }
+
+    pub(super) async fn recover_batches(&self, queue: &str) -> Result<()> {
+        let old = self.bout(queue, "r", &[STALE_MS.to_string()]).await?;
+        if !old.is_empty() {
+            tracing::warn!(
+                queue,
+                finishes = old.len(),
+                "counting batch finishes a worker left uncounted"
+            );
+            self.settled_batches(queue, &old).await?;
+        }
+        Ok(())
+    }
+}

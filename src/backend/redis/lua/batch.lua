@@ -1,0 +1,68 @@
+-- A batch's counts (see batches.rs). Its hash (KEYS[1]) holds "total",
+-- "succeeded", "dead", "cancelled", "sealed" ("1" once its enqueue finished),
+-- "created" and "completed" (ms), "desc", its callbacks "cb:<kind>"
+-- ("<queue>\n<body>", kinds "c" on complete, "s" on success, "d" on the first
+-- death), and "due:<kind>" while a callback is due and not known to be sent.
+-- A job is counted once, however often its finish is applied: bit <index> of
+-- KEYS[2] says it was. The batch completes when it is sealed and its finished
+-- jobs reach its total: its complete callback falls due, and its success
+-- callback too when none died or was cancelled; its first dead job makes
+-- its death callback due. A completed batch's keys expire after ARGV[2] ms.
+-- KEYS[1]  the batch's hash (ns:@batch:<id>)
+-- KEYS[2]  the bitmap of its jobs counted (ns:@batch:<id>:done)
+-- KEYS[3]  its first 1,000 dead jobs, "<queue> <id>" (ns:@batch:<id>:dead)
+-- ARGV[1]  what: "a" apply finishes: ARGV[3..] triples (index, "a" succeeded,
+--          "d" dead or "c" cancelled, "<queue> <id>"); "s" seal at ARGV[3]
+--          jobs; "f" callbacks sent: ARGV[3..] their kinds; "r" read only
+-- ARGV[2]  how long a completed batch is kept (ms)
+-- Returns {} when the batch does not exist; else {total, succeeded, dead,
+--         cancelled, sealed, created, completed or "", description or "", then
+--         kind, "<queue>\n<body>" of each callback due}
+local h = KEYS[1]
+if redis.call("EXISTS", h) == 0 then return {} end
+local what = ARGV[1]
+if what == "a" then
+  local add = {a = 0, d = 0, c = 0}
+  for i = 3, #ARGV, 3 do
+    if redis.call("SETBIT", KEYS[2], tonumber(ARGV[i]), 1) == 0 then
+      local o = ARGV[i + 1]
+      add[o] = (add[o] or 0) + 1
+      if o == "d" and redis.call("LLEN", KEYS[3]) < 1000 then redis.call("RPUSH", KEYS[3], ARGV[i + 2]) end
+    end
+  end
+  if add.a > 0 then redis.call("HINCRBY", h, "succeeded", add.a) end
+  if add.c > 0 then redis.call("HINCRBY", h, "cancelled", add.c) end
+  if add.d > 0 and redis.call("HINCRBY", h, "dead", add.d) == add.d
+    and redis.call("HEXISTS", h, "cb:d") == 1 then
+    redis.call("HSET", h, "due:d", "1")
+  end
+elseif what == "s" then
+  redis.call("HSET", h, "total", ARGV[3], "sealed", "1")
+elseif what == "f" then
+  for i = 3, #ARGV do redis.call("HDEL", h, "due:" .. ARGV[i]) end
+end
+local v = redis.call("HMGET", h, "total", "succeeded", "dead", "cancelled", "sealed", "created", "completed",
+  "desc", "cb:c", "cb:s", "due:c", "due:s", "due:d")
+local finished = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
+if what ~= "r" and not v[7] and v[5] == "1" and finished >= (tonumber(v[1]) or 0) then
+  v[7] = string.format("%.0f", clock())
+  local set = {"completed", v[7]}
+  if v[9] then
+    set[#set + 1] = "due:c"; set[#set + 1] = "1"; v[11] = "1"
+  end
+  if v[10] and tonumber(v[3]) == 0 and tonumber(v[4]) == 0 then
+    set[#set + 1] = "due:s"; set[#set + 1] = "1"; v[12] = "1"
+  end
+  many("HSET", h, set)
+  for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
+end
+local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or ""}
+if what ~= "r" then
+  for i, kind in ipairs({"c", "s", "d"}) do
+    if v[10 + i] then
+      out[#out + 1] = kind
+      out[#out + 1] = redis.call("HGET", h, "cb:" .. kind)
+    end
+  end
+end
+return out

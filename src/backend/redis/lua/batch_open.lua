@@ -1,0 +1,20 @@
+-- Opens a batch (see batches.rs): its hash, with its counts at 0, its
+-- callbacks and its description. Its id enters the index of batches apart
+-- (ns:@batches, another slot on a Cluster).
+-- KEYS[1]  the batch's hash (ns:@batch:<id>)
+-- ARGV[1]  its description, or ""
+-- ARGV[2..]  pairs (callback kind "c", "s" or "d", "<queue>\n<body>")
+-- Returns 0 when the batch exists already, else 1
+if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
+local f = {"created", string.format("%.0f", clock()), "total", "0", "succeeded", "0", "dead", "0",
+  "cancelled", "0", "sealed", "0"}
+if ARGV[1] ~= "" then
+  f[#f + 1] = "desc"
+  f[#f + 1] = ARGV[1]
+end
+for i = 2, #ARGV, 2 do
+  f[#f + 1] = "cb:" .. ARGV[i]
+  f[#f + 1] = ARGV[i + 1]
+end
+many("HSET", KEYS[1], f)
+return 1

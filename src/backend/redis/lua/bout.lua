@@ -1,0 +1,24 @@
+-- The batch finishes a queue's settles entered (KEYS[2], see complete.lua).
+-- ARGV[1] "d": forgets the finishes ARGV[2..] (their batches counted them);
+-- "r": reads up to 200 entered over ARGV[2] ms ago (for batch_recover).
+-- Either way the hash field "redjob:bout" then says when the oldest left was
+-- entered (none left: deleted), which fetch.lua reports once it is old.
+-- KEYS[1]  the queue's hash (ns:q:Q)
+-- KEYS[2]  the queue's batch finishes (ns:q:bout)
+-- Returns the finishes read ("r"), else {}
+local out = {}
+if ARGV[1] == "d" then
+  local m = {}
+  for i = 2, #ARGV do m[#m + 1] = ARGV[i] end
+  many("ZREM", KEYS[2], m)
+else
+  out = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", string.format("%.0f", clock() - tonumber(ARGV[2])),
+    "LIMIT", 0, 200)
+end
+local first = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
+if first[2] then
+  if redis.call("EXISTS", KEYS[1]) == 1 then redis.call("HSET", KEYS[1], "redjob:bout", first[2]) end
+else
+  redis.call("HDEL", KEYS[1], "redjob:bout")
+end
+return out

@@ -1,0 +1,236 @@
+//! Enqueueing a batch: jobs counted as they finish, with callbacks enqueued
+//! once when the batch is done.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{Client, EnqueueOptions};
+use crate::contract::backend::Backend;
+use crate::contract::batches::{
+    BatchId, BatchRef, BatchSpec, BatchStatus, Callback, CallbackKind, with_batch,
+};
+use crate::contract::queues::{SendMessage, When, validate};
+use crate::id::random_suffix;
+use crate::job::{self, Job};
+use crate::{Error, JobId, Result};
+
+/// The most bytes a batch's description holds.
+const MAX_DESCRIPTION: usize = 1024;
+
+/// A batch being put together: its jobs and its callbacks, enqueued by
+/// [`enqueue`](Self::enqueue). Take one with [`Client::batch`].
+///
+/// Each job goes to its type's queue at its type's priority (after the queue's delay),
+/// and is counted once it succeeds or dies (a retried job is not finished
+/// until then). The callbacks are jobs too, enqueued once each however many
+/// workers finish the batch's last jobs together: `on_complete` when every
+/// job has finished, `on_success` when every job succeeded, `on_death` when
+/// the first job dies. A callback reads the batch's status with
+/// [`JobContext::batch_status`](crate::JobContext::batch_status).
+///
+/// ```
+/// # use redjob::{Client, Job, JobContext, JobError};
+/// # use serde::{Deserialize, Serialize};
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(name = "batch_doc_resize", queue = "images")]
+/// struct Resize { image: u32 }
+/// # impl Job for Resize {
+/// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+/// # }
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(name = "batch_doc_album", queue = "albums")]
+/// struct BuildAlbum { album: u32 }
+/// impl Job for BuildAlbum {
+///     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+///         let done = ctx.batch_status().expect("a batch callback");
+///         println!("{} of {} resized", done.succeeded, done.total);
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let client = Client::memory(redjob::backend::memory::MemoryBackend::new());
+/// let id = client
+///     .batch()
+///     .description("album 7")
+///     .on_complete(&BuildAlbum { album: 7 })
+///     .jobs(&(0..100).map(|image| Resize { image }).collect::<Vec<_>>())
+///     .enqueue()
+///     .await?;
+/// let status = client.batch_status(&id).await?.expect("just enqueued");
+/// assert_eq!((status.total, status.pending()), (100, 100));
+/// # Ok(()) }
+/// ```
+#[must_use = "a batch is enqueued by .enqueue().await"]
+pub struct BatchBuilder<'c> {
+    client: &'c Client,
+    description: Option<String>,
+    callbacks: Vec<Result<Callback>>,
+    /// Each job's queue and message.
+    jobs: Vec<Result<(String, SendMessage)>>,
+}
+
+impl Client {
+    /// Starts a batch: add its jobs and callbacks, then
+    /// [`enqueue`](BatchBuilder::enqueue) it.
+    pub fn batch(&self) -> BatchBuilder<'_> {
+        BatchBuilder {
+            client: self,
+            description: None,
+            callbacks: Vec::new(),
+            jobs: Vec::new(),
+        }
+    }
+
+    /// How batch `id` stands: its counts, whether it completed and when;
+    /// `None` for an unknown batch or one past its retention (7 days after
+    /// it completed).
+    pub async fn batch_status(&self, id: &BatchId) -> Result<Option<BatchStatus>> {
+        self.backend.batch_status(id).await
+    }
+}
+
+impl<'c> BatchBuilder<'c> {
+    /// What the batch is, for operators (at most 1,024 bytes). Defaults to
+    /// none.
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = Some(text.into());
+        self
+    }
+
+    fn callback<J: Job>(mut self, kind: CallbackKind, job: &J) -> Self {
+        self.callbacks.push(job::encode(job).map(|body| Callback {
+            kind,
+            queue: J::OPTIONS.queue.to_string(),
+            body,
+        }));
+        self
+    }
+
+    /// Enqueues `job` once every job of the batch has finished (succeeded,
+    /// died or was cancelled). Defaults to none.
+    pub fn on_complete<J: Job>(self, job: &J) -> Self {
+        self.callback(CallbackKind::Complete, job)
+    }
+
+    /// Enqueues `job` once every job of the batch has succeeded. Defaults to
+    /// none.
+    pub fn on_success<J: Job>(self, job: &J) -> Self {
+        self.callback(CallbackKind::Success, job)
+    }
+
+    /// Enqueues `job` when the batch's first job dies. Defaults to none.
+    pub fn on_death<J: Job>(self, job: &J) -> Self {
+        self.callback(CallbackKind::Death, job)
+    }
+
+    /// Adds `job` to the batch. A job whose type is unique or has a
+    /// concurrency key is refused at [`enqueue`](Self::enqueue).
+    pub fn job<J: Job>(mut self, job: &J) -> Self {
+        self.jobs.push(message(job));
+        self
+    }
+
+    /// Adds every job of `jobs`, in order.
+    pub fn jobs<J: Job>(mut self, jobs: &[J]) -> Self {
+        self.jobs.extend(jobs.iter().map(message));
+        self
+    }
+
+    /// Opens the batch, sends its jobs (one round trip per queue, as
+    /// [`Client::enqueue_batch`]) and seals it; returns its id. A batch whose
+    /// enqueue failed part way stays open (it never completes): its jobs
+    /// sent so far run, its callbacks never fire.
+    pub async fn enqueue(self) -> Result<BatchId> {
+        if self.client.inline.is_some() {
+            return Err(Error::InvalidValue {
+                what: "batch",
+                reason: "an inline client runs jobs at once and keeps no batch".into(),
+            });
+        }
+        if self
+            .description
+            .as_ref()
+            .is_some_and(|d| d.len() > MAX_DESCRIPTION)
+        {
+            return Err(Error::InvalidValue {
+                what: "batch description",
+                reason: format!("over {MAX_DESCRIPTION} bytes"),
+            });
+        }
+        let callbacks = self.callbacks.into_iter().collect::<Result<Vec<_>>>()?;
+        for (i, c) in callbacks.iter().enumerate() {
+            if callbacks[..i].iter().any(|o| o.kind == c.kind) {
+                return Err(Error::InvalidValue {
+                    what: "batch callback",
+                    reason: format!("two {:?} callbacks", c.kind),
+                });
+            }
+        }
+        let jobs = self.jobs.into_iter().collect::<Result<Vec<_>>>()?;
+        let us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as u64;
+        let id = BatchId(JobId::make(us, &random_suffix()));
+        let backend = &self.client.backend;
+        backend
+            .batch_open(&BatchSpec {
+                id,
+                callbacks,
+                description: self.description,
+            })
+            .await?;
+        // by queue, each job's body naming its place in the batch
+        let mut queues: Vec<(String, Vec<SendMessage>)> = Vec::new();
+        for (index, (queue, mut msg)) in jobs.into_iter().enumerate() {
+            let r = BatchRef {
+                batch: id,
+                index: index as u64,
+            };
+            msg.body = with_batch(&msg.body, &r);
+            match queues.iter_mut().find(|(q, _)| *q == queue) {
+                Some((_, msgs)) => msgs.push(msg),
+                None => queues.push((queue, vec![msg])),
+            }
+        }
+        let mut total = 0u64;
+        for (queue, mut msgs) in queues {
+            // a send call is one priority: sorted by it, highest first
+            msgs.sort_by_key(|m| std::cmp::Reverse(m.priority));
+            total += msgs.len() as u64;
+            backend
+                .send(&queue, &msgs, &self.client.queue_defaults)
+                .await?;
+        }
+        backend.batch_seal(&id, total).await?;
+        Ok(id)
+    }
+}
+
+/// A batch job's queue and message: its type's queue and priority, due at
+/// once; a unique or keyed type is refused.
+fn message<J: Job>(job: &J) -> Result<(String, SendMessage)> {
+    let opts = EnqueueOptions::default();
+    if opts.unique_of(job)?.is_some() || opts.keyed_of(job)?.is_some() {
+        return Err(Error::InvalidValue {
+            what: "batch job",
+            reason: format!(
+                "{:?} is unique or has a concurrency key: batches do not take such jobs yet",
+                J::NAME
+            ),
+        });
+    }
+    let queue = J::OPTIONS.queue;
+    validate::queue_name(queue)?;
+    Ok((
+        queue.to_string(),
+        SendMessage {
+            body: job::encode(job)?,
+            when: When::QueueDelay,
+            priority: J::OPTIONS.priority,
+            unique: None,
+            keyed: None,
+        },
+    ))
+}

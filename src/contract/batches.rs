@@ -1,0 +1,296 @@
+//! Batches: jobs enqueued together, counted as they finish, with callbacks
+//! enqueued once when the batch is done (see the jobs chapter, "Batches").
+//!
+//! A batch's job carries `"batch":"<batch id>:<index>"` in its envelope (a
+//! member older workers and RSMQ clients ignore); a callback carries
+//! `"batch_done":{...}`, the batch's [`BatchStatus`] when it was enqueued.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, JobId, Result};
+
+/// A batch's id: 32 characters, as a [`JobId`] (its first ten give when it
+/// was created).
+///
+/// ```
+/// use redjob::ops::BatchId;
+///
+/// let id: BatchId = "0000000000abcdefghijklmnopqrstuv".parse()?;
+/// assert_eq!(id.to_string(), "0000000000abcdefghijklmnopqrstuv");
+/// # Ok::<(), redjob::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BatchId(pub(crate) JobId);
+
+impl BatchId {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl fmt::Display for BatchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for BatchId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        s.parse::<JobId>()
+            .map(BatchId)
+            .map_err(|_| Error::InvalidValue {
+                what: "batch id",
+                reason: format!("{s:?} is not a batch id (32 characters)"),
+            })
+    }
+}
+
+/// A job's place in its batch, as its envelope says it: `<batch id>:<index>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchRef {
+    /// The batch.
+    pub batch: BatchId,
+    /// The job's index in it, from 0 in the order it was added.
+    pub index: u64,
+}
+
+impl BatchRef {
+    /// `<batch id>:<index>`.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.batch, self.index)
+    }
+
+    /// Reads [`encode`](Self::encode)'s form.
+    pub fn decode(s: &str) -> Option<BatchRef> {
+        let (b, i) = s.split_once(':')?;
+        Some(BatchRef {
+            batch: b.parse().ok()?,
+            index: i.parse().ok()?,
+        })
+    }
+
+    /// The batch a job's stored body names, if any (a quick byte search
+    /// first: most bodies name none).
+    pub fn of_body(body: &[u8]) -> Option<BatchRef> {
+        #[derive(Deserialize)]
+        struct Member<'a> {
+            #[serde(borrow)]
+            batch: Option<std::borrow::Cow<'a, str>>,
+        }
+        if !contains(body, br#""batch":""#) {
+            return None;
+        }
+        let m: Member<'_> = serde_json::from_slice(body).ok()?;
+        BatchRef::decode(m.batch.as_deref()?)
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// When a batch's callback is enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum CallbackKind {
+    /// Every job of the batch has finished: succeeded, dead or cancelled.
+    Complete,
+    /// Every job of the batch has succeeded (enqueued as the batch completes).
+    Success,
+    /// A job of the batch died (its first dead letter).
+    Death,
+}
+
+impl CallbackKind {
+    /// The letter the stores use: `c`, `s` or `d`.
+    pub fn code(self) -> &'static str {
+        match self {
+            CallbackKind::Complete => "c",
+            CallbackKind::Success => "s",
+            CallbackKind::Death => "d",
+        }
+    }
+
+    /// Reads [`code`](Self::code).
+    pub fn from_code(s: &str) -> Option<CallbackKind> {
+        match s {
+            "c" => Some(CallbackKind::Complete),
+            "s" => Some(CallbackKind::Success),
+            "d" => Some(CallbackKind::Death),
+            _ => None,
+        }
+    }
+}
+
+/// A callback: a job enqueued into `queue` when its [`CallbackKind`] comes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Callback {
+    /// When.
+    pub kind: CallbackKind,
+    /// Its queue.
+    pub queue: String,
+    /// Its envelope; `"batch_done"` is added when it is enqueued.
+    pub body: Vec<u8>,
+}
+
+/// A batch as its enqueuer opens it.
+#[derive(Debug, Clone)]
+pub struct BatchSpec {
+    /// Its id.
+    pub id: BatchId,
+    /// Its callbacks (at most one of each kind).
+    pub callbacks: Vec<Callback>,
+    /// What it is, for operators (at most 1,024 bytes).
+    pub description: Option<String>,
+}
+
+/// How a batch stands.
+///
+/// ```
+/// use redjob::ops::BatchStatus;
+///
+/// let mut s = BatchStatus::default();
+/// (s.total, s.succeeded, s.dead) = (3, 2, 1);
+/// assert_eq!((s.finished(), s.pending()), (3, 0));
+/// assert!(!s.is_complete()); // not sealed: its enqueue has not finished
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct BatchStatus {
+    /// Its id (empty in a default value).
+    #[serde(default)]
+    pub id: String,
+    /// Its jobs: every job enqueued into it so far.
+    pub total: u64,
+    /// Jobs that succeeded.
+    pub succeeded: u64,
+    /// Jobs dead-lettered.
+    pub dead: u64,
+    /// Jobs cancelled (or deleted) before they finished.
+    #[serde(default)]
+    pub cancelled: u64,
+    /// Whether its enqueue finished: a batch completes only once sealed.
+    #[serde(default)]
+    pub sealed: bool,
+    /// When it was opened (Unix ms).
+    #[serde(default)]
+    pub created_ms: u64,
+    /// When it completed (Unix ms).
+    #[serde(default)]
+    pub completed_ms: Option<u64>,
+    /// What it is, as its enqueuer said.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl BatchStatus {
+    /// Jobs finished: succeeded, dead or cancelled.
+    pub fn finished(&self) -> u64 {
+        self.succeeded + self.dead + self.cancelled
+    }
+
+    /// Jobs not finished yet.
+    pub fn pending(&self) -> u64 {
+        self.total.saturating_sub(self.finished())
+    }
+
+    /// Sealed and every job finished.
+    pub fn is_complete(&self) -> bool {
+        self.sealed && self.finished() >= self.total
+    }
+}
+
+/// How a batch's job finished, as the stores count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Succeeded.
+    Succeeded,
+    /// Dead-lettered.
+    Dead,
+}
+
+/// A callback's body: its stored envelope with `"batch_done"`, the batch's
+/// status, added as its last member.
+pub fn callback_body(body: &[u8], status: &BatchStatus) -> Vec<u8> {
+    let member = serde_json::to_string(status).unwrap_or_else(|_| "{}".into());
+    let trimmed = body.trim_ascii_end();
+    match trimmed.strip_suffix(b"}") {
+        Some(open) => {
+            let mut out = open.to_vec();
+            if !open.trim_ascii_end().ends_with(b"{") {
+                out.push(b',');
+            }
+            out.extend_from_slice(br#""batch_done":"#);
+            out.extend_from_slice(member.as_bytes());
+            out.push(b'}');
+            out
+        }
+        None => body.to_vec(),
+    }
+}
+
+/// The status a callback's body carries (see [`callback_body`]).
+pub fn done_of(body: &[u8]) -> Option<BatchStatus> {
+    #[derive(Deserialize)]
+    struct Member {
+        batch_done: Option<BatchStatus>,
+    }
+    if !contains(body, br#""batch_done":"#) {
+        return None;
+    }
+    serde_json::from_slice::<Member>(body).ok()?.batch_done
+}
+
+/// A body with `"batch":"<ref>"` added as its last member.
+pub fn with_batch(body: &[u8], r: &BatchRef) -> Vec<u8> {
+    let trimmed = body.trim_ascii_end();
+    match trimmed.strip_suffix(b"}") {
+        Some(open) => {
+            let mut out = open.to_vec();
+            if !open.trim_ascii_end().ends_with(b"{") {
+                out.push(b',');
+            }
+            out.extend_from_slice(format!(r#""batch":"{}"}}"#, r.encode()).as_bytes());
+            out
+        }
+        None => body.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_names_its_batch_and_a_callback_its_status() {
+        let id: BatchId = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+        let r = BatchRef {
+            batch: id,
+            index: 7,
+        };
+        let body = with_batch(br#"{"type":"Mail","args":{"to":1}}"#, &r);
+        assert!(body.starts_with(br#"{"type":"Mail""#));
+        assert_eq!(BatchRef::of_body(&body), Some(r));
+        assert_eq!(BatchRef::of_body(br#"{"type":"Mail","args":{}}"#), None);
+        assert_eq!(BatchRef::of_body(br#"{"batch":"nonsense"}"#), None);
+        let s = BatchStatus {
+            id: id.to_string(),
+            total: 3,
+            succeeded: 3,
+            sealed: true,
+            ..BatchStatus::default()
+        };
+        let cb = callback_body(br#"{"type":"Album","args":{}}"#, &s);
+        assert_eq!(done_of(&cb), Some(s));
+        assert_eq!(done_of(&body), None);
+        assert_eq!(
+            crate::contract::envelope::job_name(&cb).as_deref(),
+            Some("Album")
+        );
+    }
+}

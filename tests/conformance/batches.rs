@@ -1,0 +1,381 @@
+//! Batches: jobs counted as they finish, each callback enqueued once with the
+//! batch's status, however many workers finish the last jobs together; a
+//! finish a dead worker left uncounted is counted by a later fetch.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redjob::inspect::Inspect;
+use redjob::ops::{BatchId, BatchStatus};
+use redjob::{Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use crate::common::{start_serving, wait_for};
+
+/// What the jobs and callbacks saw: the batch each member job named, and
+/// each callback's runs with the status it carried.
+#[derive(Default)]
+struct Seen {
+    members: Mutex<Vec<Option<BatchId>>>,
+    callbacks: Mutex<Vec<(String, BatchStatus)>>,
+}
+
+/// Fails fatally (dies) when `die`; fails once then succeeds when `flaky`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "batches_work",
+    queue = "batches_a",
+    max_attempts = 3,
+    backoff = "10ms"
+)]
+struct Work {
+    n: u32,
+    die: bool,
+    flaky: bool,
+}
+
+impl Job for Work {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Seen>()?
+            .members
+            .lock()
+            .unwrap()
+            .push(ctx.batch());
+        if self.die {
+            return Err(JobError::fatal("this one dies"));
+        }
+        if self.flaky && ctx.attempt() == 1 {
+            return Err(JobError::retry(std::io::Error::other(
+                "first attempt fails",
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The same on another queue (another master on the Cluster).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "batches_other", queue = "batches_b")]
+struct Other {
+    n: u32,
+}
+
+impl Job for Other {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Seen>()?
+            .members
+            .lock()
+            .unwrap()
+            .push(ctx.batch());
+        Ok(())
+    }
+}
+
+/// A callback: records its kind and the status it carries.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "batches_done", queue = "batches_cb")]
+struct Done {
+    kind: String,
+}
+
+impl Job for Done {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let status = ctx
+            .batch_status()
+            .cloned()
+            .expect("a callback carries its batch's status");
+        ctx.data::<Seen>()?
+            .callbacks
+            .lock()
+            .unwrap()
+            .push((self.kind.clone(), status));
+        Ok(())
+    }
+}
+
+fn cb(kind: &str) -> Done {
+    Done { kind: kind.into() }
+}
+
+fn worker(env: &Env, seen: &Arc<Seen>) -> Worker {
+    Worker::builder(env.client.backend())
+        .register::<Work>()
+        .register::<Other>()
+        .register::<Done>()
+        .data(seen.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap()
+}
+
+/// Callback runs by kind, for one batch.
+fn runs(seen: &Seen, id: &BatchId) -> HashMap<String, usize> {
+    let mut by = HashMap::new();
+    for (kind, s) in seen.callbacks.lock().unwrap().iter() {
+        if s.id == id.as_str() {
+            *by.entry(kind.clone()).or_default() += 1;
+        }
+    }
+    by
+}
+
+async fn completed(env: &Env, id: &BatchId) -> bool {
+    wait_for(Duration::from_secs(30), || async {
+        env.client
+            .batch_status(id)
+            .await
+            .unwrap()
+            .is_some_and(|s| s.completed_ms.is_some())
+    })
+    .await
+}
+
+pub async fn a_batch_counts_its_jobs_and_enqueues_each_callback_once_with_its_status(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let work: Vec<Work> = (0..30)
+        .map(|n| Work {
+            n,
+            die: n % 10 == 3,
+            flaky: n % 10 == 5,
+        })
+        .collect();
+    let failing = env
+        .client
+        .batch()
+        .description("thirty, three die")
+        .on_complete(&cb("complete"))
+        .on_success(&cb("success"))
+        .on_death(&cb("death"))
+        .jobs(&work)
+        .jobs(&(0..10).map(|n| Other { n }).collect::<Vec<_>>())
+        .enqueue()
+        .await
+        .unwrap();
+    let fine = env
+        .client
+        .batch()
+        .on_complete(&cb("complete"))
+        .on_success(&cb("success"))
+        .on_death(&cb("death"))
+        .jobs(&(0..5).map(|n| Other { n }).collect::<Vec<_>>())
+        .enqueue()
+        .await
+        .unwrap();
+    let before = env.client.batch_status(&failing).await.unwrap().unwrap();
+    assert_eq!(
+        (before.total, before.pending(), before.sealed),
+        (40, 40, true)
+    );
+    assert_eq!(before.description.as_deref(), Some("thirty, three die"));
+    assert!(before.completed_ms.is_none());
+
+    let running = start_serving(worker(env, &seen)).await;
+    assert!(completed(env, &failing).await, "the batch completes");
+    assert!(completed(env, &fine).await, "the other batch completes");
+    // every callback is enqueued by now; they run, then nothing more comes
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            seen.callbacks.lock().unwrap().len() >= 4
+        })
+        .await,
+        "four callbacks ran"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+
+    let s = env.client.batch_status(&failing).await.unwrap().unwrap();
+    // a job retried once then succeeded counts once, as succeeded
+    assert_eq!((s.total, s.succeeded, s.dead, s.pending()), (40, 37, 3, 0));
+    assert!(s.is_complete());
+    let by = runs(&seen, &failing);
+    assert_eq!(by.get("complete"), Some(&1), "{by:?}");
+    assert_eq!(by.get("death"), Some(&1), "{by:?}");
+    assert_eq!(
+        by.get("success"),
+        None,
+        "a batch with dead jobs did not succeed"
+    );
+    let by = runs(&seen, &fine);
+    assert_eq!(
+        (by.get("complete"), by.get("success")),
+        (Some(&1), Some(&1))
+    );
+    assert_eq!(by.get("death"), None);
+    // each callback carries the batch's status: complete the final counts,
+    // death the first dead job
+    for (kind, status) in seen.callbacks.lock().unwrap().iter() {
+        if status.id == failing.as_str() && kind == "complete" {
+            assert_eq!((status.succeeded, status.dead, status.total), (37, 3, 40));
+        }
+        if kind == "death" {
+            assert!(status.dead >= 1);
+        }
+    }
+    // every member job knew its batch
+    let members = seen.members.lock().unwrap();
+    assert!(
+        members
+            .iter()
+            .all(|b| *b == Some(failing) || *b == Some(fine))
+    );
+    assert_eq!(members.iter().filter(|b| **b == Some(fine)).count(), 5);
+}
+
+pub async fn three_workers_finishing_a_batch_together_enqueue_each_callback_once(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let id = env
+        .client
+        .batch()
+        .on_complete(&cb("complete"))
+        .on_success(&cb("success"))
+        .jobs(&(0..300).map(|n| Other { n }).collect::<Vec<_>>())
+        .enqueue()
+        .await
+        .unwrap();
+    let mut running = Vec::new();
+    for _ in 0..3 {
+        running.push(start_serving(worker(env, &seen)).await);
+    }
+    assert!(completed(env, &id).await);
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            seen.callbacks.lock().unwrap().len() >= 2
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for r in running {
+        r.stop().await;
+    }
+    let by = runs(&seen, &id);
+    assert_eq!(
+        (by.get("complete"), by.get("success")),
+        (Some(&1), Some(&1)),
+        "{by:?}"
+    );
+    let s = env.client.batch_status(&id).await.unwrap().unwrap();
+    assert_eq!((s.total, s.succeeded), (300, 300));
+}
+
+pub async fn an_empty_batch_completes_at_once_and_an_unknown_one_has_no_status(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let id = env
+        .client
+        .batch()
+        .on_complete(&cb("complete"))
+        .enqueue()
+        .await
+        .unwrap();
+    let s = env.client.batch_status(&id).await.unwrap().unwrap();
+    assert!(s.is_complete() && s.completed_ms.is_some(), "{s:?}");
+    let running = start_serving(worker(env, &seen)).await;
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            !seen.callbacks.lock().unwrap().is_empty()
+        })
+        .await
+    );
+    running.stop().await;
+    let unknown: BatchId = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+    assert!(env.client.batch_status(&unknown).await.unwrap().is_none());
+}
+
+/// A worker that dies after its settle landed but before its batch counted
+/// the finish: the finish waits with the queue, and a fetch 30 s later has
+/// it counted (Redis; memory counts in the settle itself).
+pub async fn a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch(env: &Env) {
+    use redjob::backend::Backend as _;
+    use redjob::ops::Retention;
+    let id = env
+        .client
+        .batch()
+        .on_complete(&cb("complete"))
+        .job(&Other { n: 1 })
+        .enqueue()
+        .await
+        .unwrap();
+    let backend = env.client.backend();
+    let f = backend
+        .fetch("batches_b", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(f.jobs.len(), 1);
+    let d = &f.jobs[0];
+    let r = redjob::backend::BatchRef::of_body(&d.body).expect("the body names its batch");
+    let settle = redjob::backend::Settle {
+        acks: vec![(d.id, d.token)],
+        batched: vec![(d.id, r)],
+        retention: Retention::default(),
+        ..Default::default()
+    };
+    // the worker "dies" here: batch_settled is never called
+    let done = backend.settle("batches_b", &settle).await.unwrap();
+    assert_eq!(done.acked, 1);
+    let s = env.client.batch_status(&id).await.unwrap().unwrap();
+    if !env.is_redis() {
+        assert!(done.batched.is_empty());
+        assert!(s.is_complete(), "memory counts in the settle: {s:?}");
+        return;
+    }
+    assert_eq!(done.batched.len(), 1);
+    assert_eq!(s.succeeded, 0, "not counted yet");
+    // a fetch now does not report it; one 30 s later does (the wait moved
+    // back in time: the finish's score and the queue's field)
+    let f = backend
+        .fetch("batches_b", 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(!f.stale_batches);
+    let mut raw = env.raw().await;
+    let old = env.clock_ms().await - 31_000;
+    let _: () = redis::cmd("ZADD")
+        .arg(env.key("batches_b", ":bout"))
+        .arg(old)
+        .arg(&done.batched[0])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(env.key("batches_b", ":Q"))
+        .arg("redjob:bout")
+        .arg(old)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let f = backend
+        .fetch("batches_b", 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(f.stale_batches, "the fetch reports the old finish");
+    backend.batch_recover("batches_b").await.unwrap();
+    let s = env.client.batch_status(&id).await.unwrap().unwrap();
+    assert!(s.is_complete() && s.succeeded == 1, "{s:?}");
+    // counted once, however often it is applied again
+    backend
+        .batch_settled("batches_b", &done.batched)
+        .await
+        .unwrap();
+    let again = env.client.batch_status(&id).await.unwrap().unwrap();
+    assert_eq!(again.succeeded, 1);
+    let f = backend
+        .fetch("batches_b", 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(!f.stale_batches, "nothing left to recover");
+    // a callback sent by a worker that died before it told the batch is due
+    // again for the next one: its queue's once mark sends it once
+    let _: () = redis::cmd("HSET")
+        .arg(env.batch_key(id.as_str()))
+        .arg("due:c")
+        .arg("1")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    backend
+        .batch_settled("batches_b", &done.batched)
+        .await
+        .unwrap();
+    assert_eq!(env.client.counts("batches_cb").await.unwrap().total(), 1);
+}
