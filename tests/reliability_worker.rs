@@ -373,6 +373,12 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn batch_recover(&self, queue: &str) -> redjob::Result<()> {
         self.inner.batch_recover(queue).await
     }
+    async fn batch_mark(&self, queue: &str) -> redjob::Result<()> {
+        self.inner.batch_mark(queue).await
+    }
+    async fn batch_sweep(&self, older_than: Duration) -> redjob::Result<()> {
+        self.inner.batch_sweep(older_than).await
+    }
     async fn tick(
         &self,
         q: &str,

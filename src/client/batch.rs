@@ -98,42 +98,70 @@ impl<'c> BatchBuilder<'c> {
         self
     }
 
-    fn callback<J: Job>(mut self, kind: CallbackKind, job: &J) -> Self {
-        self.callbacks.push(job::encode(job).map(|body| Callback {
-            kind,
-            queue: J::OPTIONS.queue.to_string(),
-            body,
-        }));
+    fn callback<J: Job>(mut self, kind: CallbackKind, queue: &str, job: &J) -> Self {
+        self.callbacks.push(
+            validate::queue_name(queue)
+                .and_then(|()| job::encode(job))
+                .map(|body| Callback {
+                    kind,
+                    queue: queue.to_string(),
+                    body,
+                }),
+        );
         self
     }
 
     /// Enqueues `job` once every job of the batch has finished (succeeded,
     /// died or was cancelled). Defaults to none.
     pub fn on_complete<J: Job>(self, job: &J) -> Self {
-        self.callback(CallbackKind::Complete, job)
+        self.callback(CallbackKind::Complete, J::OPTIONS.queue, job)
+    }
+
+    /// [`on_complete`](Self::on_complete) into `queue` instead of the job
+    /// type's.
+    pub fn on_complete_in<J: Job>(self, queue: &str, job: &J) -> Self {
+        self.callback(CallbackKind::Complete, queue, job)
     }
 
     /// Enqueues `job` once every job of the batch has succeeded. Defaults to
     /// none.
     pub fn on_success<J: Job>(self, job: &J) -> Self {
-        self.callback(CallbackKind::Success, job)
+        self.callback(CallbackKind::Success, J::OPTIONS.queue, job)
+    }
+
+    /// [`on_success`](Self::on_success) into `queue` instead of the job
+    /// type's.
+    pub fn on_success_in<J: Job>(self, queue: &str, job: &J) -> Self {
+        self.callback(CallbackKind::Success, queue, job)
     }
 
     /// Enqueues `job` when the batch's first job dies. Defaults to none.
     pub fn on_death<J: Job>(self, job: &J) -> Self {
-        self.callback(CallbackKind::Death, job)
+        self.callback(CallbackKind::Death, J::OPTIONS.queue, job)
+    }
+
+    /// [`on_death`](Self::on_death) into `queue` instead of the job type's.
+    pub fn on_death_in<J: Job>(self, queue: &str, job: &J) -> Self {
+        self.callback(CallbackKind::Death, queue, job)
     }
 
     /// Adds `job` to the batch. A job whose type is unique or has a
     /// concurrency key is refused at [`enqueue`](Self::enqueue).
     pub fn job<J: Job>(mut self, job: &J) -> Self {
-        self.jobs.push(message(job));
+        self.jobs.push(message(J::OPTIONS.queue, job));
         self
     }
 
     /// Adds every job of `jobs`, in order.
     pub fn jobs<J: Job>(mut self, jobs: &[J]) -> Self {
-        self.jobs.extend(jobs.iter().map(message));
+        self.jobs
+            .extend(jobs.iter().map(|j| message(J::OPTIONS.queue, j)));
+        self
+    }
+
+    /// [`job`](Self::job) into `queue` instead of the job type's.
+    pub fn job_in<J: Job>(mut self, queue: &str, job: &J) -> Self {
+        self.jobs.push(message(queue, job));
         self
     }
 
@@ -208,9 +236,9 @@ impl<'c> BatchBuilder<'c> {
     }
 }
 
-/// A batch job's queue and message: its type's queue and priority, due at
-/// once; a unique or keyed type is refused.
-fn message<J: Job>(job: &J) -> Result<(String, SendMessage)> {
+/// A batch job's queue and message: at its type's priority, after the
+/// queue's delay; a unique or keyed type is refused.
+fn message<J: Job>(queue: &str, job: &J) -> Result<(String, SendMessage)> {
     let opts = EnqueueOptions::default();
     if opts.unique_of(job)?.is_some() || opts.keyed_of(job)?.is_some() {
         return Err(Error::InvalidValue {
@@ -221,7 +249,6 @@ fn message<J: Job>(job: &J) -> Result<(String, SendMessage)> {
             ),
         });
     }
-    let queue = J::OPTIONS.queue;
     validate::queue_name(queue)?;
     Ok((
         queue.to_string(),

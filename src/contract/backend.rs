@@ -250,6 +250,21 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// call.
     fn batch_recover(&self, queue: &str) -> impl Future<Output = Result<()>> + Send;
 
+    /// Marks `queue` as holding batch finishes that may not be counted yet:
+    /// a worker calls it before it settles jobs of batches there (again a
+    /// third of its lease later), so that a sweep finds them should it die
+    /// between its settle and its count.
+    fn batch_mark(&self, queue: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Counts the finishes of every queue marked over `older_than` ago
+    /// ([`batch_mark`](Self::batch_mark)) that are not counted yet, and
+    /// drops the marks of queues with none left. Workers sweep every third
+    /// of their lease.
+    fn batch_sweep(
+        &self,
+        older_than: std::time::Duration,
+    ) -> impl Future<Output = Result<()>> + Send;
+
     /// Enqueues `msg` (its body and priority; due at once) as the job of
     /// `tick`, unless this tick (or a later one) of the schedule was enqueued
     /// already: however many workers call it, a tick is enqueued once. The
@@ -421,6 +436,8 @@ macro_rules! backend_methods {
             async fn batch_status(id: &$crate::contract::batches::BatchId) -> $crate::Result<Option<$crate::contract::batches::BatchStatus>>;
             async fn batch_settled(queue: &str, members: &[String]) -> $crate::Result<()>;
             async fn batch_recover(queue: &str) -> $crate::Result<()>;
+            async fn batch_mark(queue: &str) -> $crate::Result<()>;
+            async fn batch_sweep(older_than: std::time::Duration) -> $crate::Result<()>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;

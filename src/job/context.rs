@@ -54,12 +54,15 @@ impl JobContext {
         }
     }
 
-    /// Reads what the job's stored body says beyond its arguments: the
-    /// batch it belongs to, or the batch status a callback carries.
-    pub(crate) fn with_body(mut self, body: &[u8]) -> Self {
-        use crate::contract::batches::{BatchRef, done_of};
-        self.batch = BatchRef::of_body(body).map(|r| r.batch);
-        self.batch_done = done_of(body).map(Arc::new);
+    /// What the job's stored body says beyond its arguments: the batch it
+    /// belongs to (read already), and the batch status a callback carries.
+    pub(crate) fn with_body(
+        mut self,
+        batch: Option<crate::contract::batches::BatchId>,
+        body: &[u8],
+    ) -> Self {
+        self.batch = batch;
+        self.batch_done = crate::contract::batches::done_of(body).map(Arc::new);
         self
     }
 

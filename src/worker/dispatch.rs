@@ -486,12 +486,13 @@ impl<B: Backend> Dispatcher<B> {
         let deadline = sent_at + self.shared.lease;
         let replied = Instant::now();
         for d in std::mem::take(&mut fetched.jobs) {
+            let batch = crate::contract::batches::BatchRef::of_body(&d.body);
             let (run, cancel) = match self.leases.admit(
                 d.id,
                 d.token,
                 deadline,
                 &self.per_queue.abort,
-                crate::contract::batches::BatchRef::of_body(&d.body),
+                batch,
             ) {
                 Admit::Start { run, cancel } => (run, cancel),
                 Admit::Merged { finished } => {
@@ -545,6 +546,7 @@ impl<B: Backend> Dispatcher<B> {
                     cancel,
                     fetched_at_us: fetched.now_us,
                     fetched: replied,
+                    batch,
                 },
                 self.queue.clone(),
                 self.shared.clone(),

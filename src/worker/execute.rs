@@ -47,6 +47,8 @@ pub(crate) struct Run {
     pub fetched_at_us: u64,
     /// When the fetch's reply came, on the worker's clock.
     pub fetched: Instant,
+    /// The batch its envelope names.
+    pub batch: Option<crate::contract::batches::BatchRef>,
 }
 
 /// What hooks and metrics need to know of a run, filled in as it goes.
@@ -237,7 +239,7 @@ async fn run(
     )
     .with_cancellation(cancel.clone())
     .with_data_map(shared.data.clone())
-    .with_body(&d.body);
+    .with_body(r.batch.map(|b| b.batch), &d.body);
     let now = Instant::now();
     let waited = Duration::from_millis(d.waited_ms) + now.saturating_duration_since(r.fetched);
     report.started = Some((now, waited));

@@ -437,6 +437,11 @@ impl<B: Backend> Worker<B> {
         }
         readers.close();
         infra.spawn(warn_about_backend(self.backend.clone()));
+        infra.spawn(sweep_batches(
+            self.backend.clone(),
+            self.shared.lease,
+            stop.clone(),
+        ));
         if self.shared.metrics {
             self.shared.sink.with(metrics::describe);
         }
@@ -575,6 +580,21 @@ const LISTENER_STOP_WAIT: Duration = Duration::from_millis(1500);
 
 /// How long runs cancelled after the grace period get to stop.
 const ABORT_WAIT: Duration = Duration::from_secs(5);
+
+/// Every third of the lease, has the batch finishes counted that a dead
+/// worker left with their queues (see `Backend::batch_sweep`).
+async fn sweep_batches<B: Backend>(backend: B, lease: Duration, stop: CancellationToken) {
+    let every = lease / 3;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = backend.batch_sweep(lease.max(Duration::from_secs(5))).await {
+            tracing::warn!(error = %e, "sweeping batch finishes failed");
+        }
+    }
+}
 
 /// Waits for every task of `set`; a task that panicked is reported as an error.
 async fn joined(what: &'static str, mut set: JoinSet<()>) -> Option<crate::Error> {

@@ -103,6 +103,40 @@ pub(crate) struct Settler<B> {
     /// When the last settle failed: retry at this time.
     retry_at: Option<Instant>,
     retry_wait: Duration,
+    /// The batch finishes the settles recorded, counted by a task of their
+    /// own beside the settles (started at the first).
+    counting: Option<(
+        mpsc::UnboundedSender<Vec<String>>,
+        tokio::task::JoinHandle<()>,
+    )>,
+    /// When this settler last marked its queue as holding batch finishes.
+    marked: Option<Instant>,
+}
+
+/// Most batch finishes one count carries.
+const MAX_COUNT: usize = 8192;
+
+/// Counts batch finishes in their batches as they come, those that came
+/// during a count together in the next (see `Backend::batch_settled`).
+async fn count_batches<B: Backend>(
+    backend: B,
+    queue: Arc<str>,
+    mut rx: mpsc::UnboundedReceiver<Vec<String>>,
+) {
+    while let Some(mut members) = rx.recv().await {
+        while members.len() < MAX_COUNT
+            && let Ok(more) = rx.try_recv()
+        {
+            members.extend(more);
+        }
+        for chunk in members.chunks(MAX_COUNT) {
+            // a failure leaves them with the queue, for a later fetch to
+            // report and a worker to count
+            if let Err(e) = backend.batch_settled(&queue, chunk).await {
+                tracing::warn!(queue = %queue, error = %e, "batch counts failed; a later fetch recovers them");
+            }
+        }
+    }
 }
 
 impl<B: Backend> Settler<B> {
@@ -123,6 +157,8 @@ impl<B: Backend> Settler<B> {
             leases,
             retry_at: None,
             retry_wait: RETRY_MIN,
+            counting: None,
+            marked: None,
         }
     }
 
@@ -135,6 +171,12 @@ impl<B: Backend> Settler<B> {
             _ = watchdog => {}
         }
         self.drain().await;
+        // the finishes the last settles recorded are counted before the
+        // worker stops
+        if let Some((tx, task)) = self.counting.take() {
+            drop(tx);
+            let _ = task.await;
+        }
     }
 
     /// Renews, settles and retries until `Drain` (or every sender is gone).
@@ -267,6 +309,19 @@ impl<B: Backend> Settler<B> {
             // dispatcher, asleep until the next due time it knew, looks again
             let rescheduled = !batch.reschedules.is_empty() || !batch.throttles.is_empty();
             let after_failure = self.retry_wait > RETRY_MIN;
+            // the queue is marked before jobs of batches settle there, so
+            // that a sweep finds their finishes should this worker die
+            // before its count (again a third of a lease later)
+            if !batch.batched.is_empty()
+                && self.marked.is_none_or(|t| t.elapsed() >= self.lease / 3)
+            {
+                match self.backend.batch_mark(&self.queue).await {
+                    Ok(()) => self.marked = Some(Instant::now()),
+                    Err(e) => {
+                        tracing::warn!(queue = %self.queue, error = %e, "marking the queue's batch finishes failed")
+                    }
+                }
+            }
             match self.backend.settle(&self.queue, &batch).await {
                 Ok(done) => {
                     self.retry_at = None;
@@ -297,13 +352,19 @@ impl<B: Backend> Settler<B> {
                         // the backend holds the queue now
                         self.keeping.hold.landed();
                     }
-                    // the batches count their jobs' finishes (a failure
-                    // leaves them with the queue, for a later fetch to
-                    // report and a worker to count)
-                    if !done.batched.is_empty()
-                        && let Err(e) = self.backend.batch_settled(&self.queue, &done.batched).await
-                    {
-                        tracing::warn!(queue = %self.queue, error = %e, "batch counts failed; a later fetch recovers them");
+                    // the batches count their jobs' finishes, beside the
+                    // next settles
+                    if !done.batched.is_empty() {
+                        let (tx, _) = self.counting.get_or_insert_with(|| {
+                            let (tx, rx) = mpsc::unbounded_channel();
+                            let task = tokio::spawn(count_batches(
+                                self.backend.clone(),
+                                self.queue.clone(),
+                                rx,
+                            ));
+                            (tx, task)
+                        });
+                        let _ = tx.send(done.batched);
                     }
                     if rescheduled {
                         self.wake.notify_one();

@@ -283,7 +283,7 @@ pub async fn an_empty_batch_completes_at_once_and_an_unknown_one_has_no_status(e
 }
 
 /// A worker that dies after its settle landed but before its batch counted
-/// the finish: the finish waits with the queue, and a fetch 30 s later has
+/// the finish: the finish waits with the queue, and a fetch a lease later has
 /// it counted (Redis; memory counts in the settle itself).
 pub async fn a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch(env: &Env) {
     use redjob::backend::Backend as _;
@@ -321,7 +321,7 @@ pub async fn a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch(e
     }
     assert_eq!(done.batched.len(), 1);
     assert_eq!(s.succeeded, 0, "not counted yet");
-    // a fetch now does not report it; one 30 s later does (the wait moved
+    // a fetch now does not report it; one a lease (30 s) later does (the wait moved
     // back in time: the finish's score and the queue's field)
     let f = backend
         .fetch("batches_b", 1, Duration::from_secs(30))
@@ -378,4 +378,152 @@ pub async fn a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch(e
         .await
         .unwrap();
     assert_eq!(env.client.counts("batches_cb").await.unwrap().total(), 1);
+}
+
+/// A settle whose entries fail the fence in part enters only the finishes
+/// that passed: the batch counts those, and the job settled again later
+/// once.
+pub async fn a_settle_enters_only_the_batch_finishes_that_passed_the_fence(env: &Env) {
+    use redjob::backend::{Backend as _, Token};
+    use redjob::ops::Retention;
+    let id = env
+        .client
+        .batch()
+        .jobs(&[Other { n: 1 }, Other { n: 2 }, Other { n: 3 }])
+        .enqueue()
+        .await
+        .unwrap();
+    let backend = env.client.backend();
+    let f = backend
+        .fetch("batches_b", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(f.jobs.len(), 3);
+    let refs: Vec<_> = f
+        .jobs
+        .iter()
+        .map(|d| (d.id, redjob::backend::BatchRef::of_body(&d.body).unwrap()))
+        .collect();
+    let stale = Token::new(1, 1);
+    let settle = redjob::backend::Settle {
+        // the second's token is stale: it fails the fence
+        acks: vec![(f.jobs[0].id, f.jobs[0].token), (f.jobs[1].id, stale)],
+        dead: vec![redjob::backend::DeadLetterEntry {
+            id: f.jobs[2].id,
+            token: f.jobs[2].token,
+            error: "dies".into(),
+        }],
+        batched: refs.clone(),
+        retention: Retention::default(),
+        ..Default::default()
+    };
+    let done = backend.settle("batches_b", &settle).await.unwrap();
+    assert_eq!((done.acked, done.dead), (1, 1));
+    backend
+        .batch_settled("batches_b", &done.batched)
+        .await
+        .unwrap();
+    let s = env.client.batch_status(&id).await.unwrap().unwrap();
+    assert_eq!((s.succeeded, s.dead, s.pending()), (1, 1, 1), "{s:?}");
+    // the second settled with its own token now
+    let settle = redjob::backend::Settle {
+        acks: vec![(f.jobs[1].id, f.jobs[1].token)],
+        batched: refs,
+        retention: Retention::default(),
+        ..Default::default()
+    };
+    let done = backend.settle("batches_b", &settle).await.unwrap();
+    backend
+        .batch_settled("batches_b", &done.batched)
+        .await
+        .unwrap();
+    let s = env.client.batch_status(&id).await.unwrap().unwrap();
+    assert_eq!((s.succeeded, s.dead), (2, 1), "{s:?}");
+    assert!(s.is_complete());
+}
+
+/// A worker marks the queue before it settles jobs of batches; one that
+/// dies before its count leaves the mark, and any worker's sweep counts the
+/// finish and drops the mark once none is left (Redis; memory counts in the
+/// settle itself).
+pub async fn a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark(env: &Env) {
+    use redjob::backend::Backend as _;
+    use redjob::ops::Retention;
+    let id = env
+        .client
+        .batch()
+        .job(&Other { n: 1 })
+        .enqueue()
+        .await
+        .unwrap();
+    let backend = env.client.backend();
+    backend.batch_mark("batches_b").await.unwrap();
+    let f = backend
+        .fetch("batches_b", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let d = &f.jobs[0];
+    let r = redjob::backend::BatchRef::of_body(&d.body).unwrap();
+    let settle = redjob::backend::Settle {
+        acks: vec![(d.id, d.token)],
+        batched: vec![(d.id, r)],
+        retention: Retention::default(),
+        ..Default::default()
+    };
+    // the worker "dies" here: batch_settled is never called
+    let done = backend.settle("batches_b", &settle).await.unwrap();
+    if !env.is_redis() {
+        backend.batch_sweep(Duration::ZERO).await.unwrap();
+        assert!(
+            env.client
+                .batch_status(&id)
+                .await
+                .unwrap()
+                .unwrap()
+                .is_complete()
+        );
+        return;
+    }
+    let mut raw = env.raw().await;
+    let marks = format!("{}:{{@workers}}:bout", env.namespace());
+    let marked = |raw: &mut redjob::connection::Connection| {
+        let mut raw = raw.clone();
+        let marks = marks.clone();
+        async move {
+            redis::cmd("HEXISTS")
+                .arg(&marks)
+                .arg("batches_b")
+                .query_async::<bool>(&mut raw)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(marked(&mut raw).await);
+    // a sweep of marks over a lease old leaves a fresh one alone
+    backend.batch_sweep(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        env.client
+            .batch_status(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .succeeded,
+        0
+    );
+    // the finish entered long ago: a sweep counts it, then drops the mark
+    let old = env.clock_ms().await - 31_000;
+    let _: () = redis::cmd("ZADD")
+        .arg(env.key("batches_b", ":bout"))
+        .arg(old)
+        .arg(&done.batched[0])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    backend.batch_sweep(Duration::ZERO).await.unwrap();
+    let s = env.client.batch_status(&id).await.unwrap().unwrap();
+    assert!(s.is_complete() && s.succeeded == 1, "{s:?}");
+    assert!(
+        !marked(&mut raw).await,
+        "the mark is dropped once none is left"
+    );
 }

@@ -153,6 +153,11 @@ impl Env {
         }
     }
 
+    /// The Redis namespace (`ns` of `ns:q`).
+    pub fn namespace(&self) -> &str {
+        &self.redis.as_ref().expect("a Redis env").1
+    }
+
     /// The Redis key of batch `id`'s hash: `ns:@batch:<id>`, or on a
     /// Cluster `ns:{@batch:<id>}`.
     pub fn batch_key(&self, id: &str) -> String {
@@ -418,7 +423,9 @@ macro_rules! conformance_suite {
             a_batch_counts_its_jobs_and_enqueues_each_callback_once_with_its_status,
             three_workers_finishing_a_batch_together_enqueue_each_callback_once,
             an_empty_batch_completes_at_once_and_an_unknown_one_has_no_status,
-            a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch);
+            a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch,
+            a_settle_enters_only_the_batch_finishes_that_passed_the_fence,
+            a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,

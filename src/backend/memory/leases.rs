@@ -66,6 +66,14 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    async fn batch_mark(&self, _queue: &str) -> Result<()> {
+        Ok(())
+    }
+
+    async fn batch_sweep(&self, _older_than: Duration) -> Result<()> {
+        Ok(())
+    }
+
     async fn watch_finish(
         &self,
         queue: &str,

@@ -9,8 +9,13 @@
 //! due (each with a once mark in its queue's `ns:q:once`, so sending twice
 //! sends once), and forgets the finishes (`bout.lua`). A worker that dies
 //! between the steps leaves them in `ns:q:bout`: the queue's next fetch
-//! reports them once they are 30 s old and the fetching worker applies them
+//! reports them once they are older than its lease (at least 5 s) and the
+//! fetching worker applies them
 //! ([`Backend::batch_recover`](crate::backend::Backend::batch_recover)).
+//! An idle queue is fetched from rarely: a worker marks a queue
+//! (`ns:{@workers}:bout`) before it settles batch jobs there, and every
+//! worker's sweep counts the finishes of queues marked over a lease ago
+//! ([`Backend::batch_sweep`](crate::backend::Backend::batch_sweep)).
 
 use std::collections::BTreeMap;
 
@@ -24,8 +29,9 @@ use crate::{Error, Result};
 
 /// How long a completed batch is kept (7 days).
 pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
-/// How old a finish waits in `ns:q:bout` before a fetch reports it.
-const STALE_MS: u64 = 30_000;
+/// How old a finish in `ns:q:bout` must be for a recovery to count it (a
+/// fetch reports them once older than its lease, at least this).
+const STALE_MS: u64 = 5_000;
 
 /// batch.lua's reply: the status, and the callbacks due.
 struct Reply {
@@ -138,39 +144,75 @@ impl RedisBackend {
         }
     }
 
-    /// Applies finishes (`<batch id>:<index> <a|d|c> <id>`) of `queue` to
-    /// their batches and fires what fell due.
+    /// Applies finishes of `queue` (`<batch id> <index><how>,...`, as
+    /// complete.lua enters them) to their batches and fires what fell due.
     async fn apply(&self, queue: &str, members: &[String]) -> Result<()> {
-        let mut by_batch: BTreeMap<BatchId, Vec<String>> = BTreeMap::new();
+        let mut by_batch: BTreeMap<BatchId, String> = BTreeMap::new();
         for m in members {
-            let mut parts = m.split(' ');
-            let (Some(r), Some(o), Some(job)) = (parts.next(), parts.next(), parts.next()) else {
+            let Some((b, parts)) = m.split_once(' ') else {
                 continue;
             };
-            let Some(r) = crate::contract::batches::BatchRef::decode(r) else {
+            let Ok(b) = b.parse::<BatchId>() else {
                 continue;
             };
-            let args = by_batch.entry(r.batch).or_default();
-            args.push(r.index.to_string());
-            args.push(o.to_string());
-            args.push(format!("{queue} {job}"));
+            let all = by_batch.entry(b).or_default();
+            if !all.is_empty() {
+                all.push(',');
+            }
+            all.push_str(parts);
         }
-        for (id, args) in by_batch {
-            if let Some(r) = self.batch_call(&id, "a", &args).await? {
+        for (id, parts) in by_batch {
+            if let Some(r) = self
+                .batch_call(&id, "a", &[parts, queue.to_string()])
+                .await?
+            {
                 self.fire(&id, r).await?;
             }
         }
         Ok(())
     }
 
-    async fn bout(&self, queue: &str, what: &str, args: &[String]) -> Result<Vec<String>> {
+    /// bout.lua: whether finishes are left after the call, and those read.
+    async fn bout(&self, queue: &str, what: &str, args: &[String]) -> Result<(bool, Vec<String>)> {
         let (mut con, k) = self.rsmq.parts(queue);
         let mut cmd = scripts::eval(&scripts::BOUT, &[&k.hash, &k.bout]);
         cmd.arg(what).arg(args);
         match scripts::run(&mut con, &scripts::BOUT, &cmd).await? {
-            Value::Array(items) => Ok(items.iter().map(|v| text(Some(v))).collect()),
+            Value::Array(items) => {
+                let left = text(items.first()) == "1";
+                Ok((left, items.iter().skip(1).map(|v| text(Some(v))).collect()))
+            }
             v => Err(Error::Protocol(format!("bout reply {v:?}"))),
         }
+    }
+
+    async fn marks(&self, args: &[String]) -> Result<Value> {
+        let mut cmd = scripts::eval(&scripts::MARKS, &[self.ns.batch_marks()]);
+        cmd.arg(args);
+        scripts::run(&mut self.con.clone(), &scripts::MARKS, &cmd).await
+    }
+
+    pub(super) async fn mark_batches(&self, queue: &str) -> Result<()> {
+        validate::queue_name(queue)?;
+        self.marks(&["m".into(), queue.into()]).await?;
+        Ok(())
+    }
+
+    pub(super) async fn sweep_batches(&self, older_than: std::time::Duration) -> Result<()> {
+        let ms = crate::contract::backend::clamped_ms(older_than);
+        let Value::Array(items) = self.marks(&["s".into(), ms.to_string()]).await? else {
+            return Ok(());
+        };
+        for pair in items.chunks(2) {
+            let (queue, mark) = (text(pair.first()), text(pair.get(1)));
+            if validate::queue_name(&queue).is_err() {
+                continue;
+            }
+            if !self.recover_batches(&queue).await? {
+                self.marks(&["x".into(), queue, mark]).await?;
+            }
+        }
+        Ok(())
     }
 
     pub(super) async fn open_batch(&self, spec: &BatchSpec) -> Result<()> {
@@ -223,16 +265,19 @@ impl RedisBackend {
         Ok(())
     }
 
-    pub(super) async fn recover_batches(&self, queue: &str) -> Result<()> {
-        let old = self.bout(queue, "r", &[STALE_MS.to_string()]).await?;
-        if !old.is_empty() {
-            tracing::warn!(
-                queue,
-                finishes = old.len(),
-                "counting batch finishes a worker left uncounted"
-            );
-            self.settled_batches(queue, &old).await?;
+    /// Counts `queue`'s finishes entered over `STALE_MS` ago; returns
+    /// whether any finish is left.
+    pub(super) async fn recover_batches(&self, queue: &str) -> Result<bool> {
+        let (left, old) = self.bout(queue, "r", &[STALE_MS.to_string()]).await?;
+        if old.is_empty() {
+            return Ok(left);
         }
-        Ok(())
+        tracing::warn!(
+            queue,
+            finishes = old.len(),
+            "counting batch finishes a worker left uncounted"
+        );
+        self.apply(queue, &old).await?;
+        Ok(self.bout(queue, "d", &old).await?.0)
     }
 }

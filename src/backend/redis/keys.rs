@@ -65,8 +65,9 @@ pub(crate) struct QueueKeys {
     /// at its end while kept), and `~args`: up to when bodies are dropped.
     pub history_hash: String,
     /// `ns:q:bout`: sorted set of batch finishes a settle recorded and their
-    /// batches have not counted yet, `<batch id>:<index> <a|d|c> <id>`,
-    /// scored by when (ms; see batches.rs).
+    /// batches have not counted yet, one member per batch and settle call,
+    /// `<batch id> <index>a,<index>d<id>,...`, scored by when (ms; see
+    /// batches.rs).
     pub bout: String,
     /// `ns:q:once`: sorted set of once marks, scored by when made (ms): a
     /// send with a mark that is there sends nothing (see send.lua).
@@ -182,6 +183,12 @@ impl Namespace {
             dead: format!("{hash}:dead"),
             hash,
         }
+    }
+
+    /// `ns:{@workers}:bout`: a hash of queue -> when a worker last marked it
+    /// as holding batch finishes not counted yet (see marks.lua).
+    pub fn batch_marks(&self) -> String {
+        format!("{}{{@workers}}:bout", self.prefix)
     }
 
     /// `ns:@batches` (`ns:{@batches}` on a Cluster): a sorted set of every

@@ -136,7 +136,15 @@ impl Backend for RedisBackend {
     }
 
     async fn batch_recover(&self, queue: &str) -> Result<()> {
-        self.recover_batches(queue).await
+        self.recover_batches(queue).await.map(|_| ())
+    }
+
+    async fn batch_mark(&self, queue: &str) -> Result<()> {
+        self.mark_batches(queue).await
+    }
+
+    async fn batch_sweep(&self, older_than: Duration) -> Result<()> {
+        self.sweep_batches(older_than).await
     }
 
     async fn tick(
@@ -494,9 +502,10 @@ impl Backend for RedisBackend {
                     }
                 }
                 if !part.batched.is_empty() {
-                    cmd.arg(part.batched.len());
-                    for (id, r) in &part.batched {
-                        cmd.arg(id).arg(r.encode());
+                    let groups = batch_groups(part);
+                    cmd.arg(groups.len());
+                    for (b, finishes, places) in &groups {
+                        cmd.arg(b.as_str()).arg(finishes).arg(places);
                     }
                 }
                 cmd
@@ -610,6 +619,49 @@ impl Backend for RedisBackend {
         let on = Some(on);
         self.listen_on(queues, on, wake, subscribed, stop).await
     }
+}
+
+/// A settle's batch finishes for complete.lua, by batch in order of first
+/// finish: (batch, `<index>a,<index>d<id>,...`, the entries' places among
+/// all the call's entries, from 1, `<k>,<k>,...`).
+fn batch_groups(part: &Settle) -> Vec<(crate::contract::batches::BatchId, String, String)> {
+    use std::fmt::Write as _;
+    let refs: std::collections::HashMap<JobId, crate::contract::batches::BatchRef> =
+        part.batched.iter().copied().collect();
+    let mut groups: Vec<(crate::contract::batches::BatchId, String, String)> = Vec::new();
+    let dead_from = part.acks.len() + part.reschedules.len() + part.throttles.len();
+    let entries = part
+        .acks
+        .iter()
+        .enumerate()
+        .map(|(k, (id, _))| (k + 1, *id, None))
+        .chain(
+            part.dead
+                .iter()
+                .enumerate()
+                .map(|(k, d)| (dead_from + k + 1, d.id, Some(d.id))),
+        );
+    for (place, id, dead) in entries {
+        let Some(r) = refs.get(&id) else { continue };
+        let i = match groups.iter().position(|g| g.0 == r.batch) {
+            Some(i) => i,
+            None => {
+                groups.push((r.batch, String::new(), String::new()));
+                groups.len() - 1
+            }
+        };
+        let (_, finishes, places) = &mut groups[i];
+        if !finishes.is_empty() {
+            finishes.push(',');
+            places.push(',');
+        }
+        let _ = match dead {
+            None => write!(finishes, "{}a", r.index),
+            Some(id) => write!(finishes, "{}d{id}", r.index),
+        };
+        let _ = write!(places, "{place}");
+    }
+    groups
 }
 
 /// A settle's run-time codes for complete.lua: the job types it names, and

@@ -47,6 +47,7 @@ scripts! {
     BATCH_OPEN => "batch_open.lua",
     BATCH => "batch.lua",
     BOUT => "bout.lua",
+    MARKS => "marks.lua",
     BLOCKED => "blocked.lua",
     PEEK => "peek.lua",
     CANCEL => "cancel.lua",

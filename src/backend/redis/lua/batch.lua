@@ -11,9 +11,10 @@
 -- KEYS[1]  the batch's hash (ns:@batch:<id>)
 -- KEYS[2]  the bitmap of its jobs counted (ns:@batch:<id>:done)
 -- KEYS[3]  its first 1,000 dead jobs, "<queue> <id>" (ns:@batch:<id>:dead)
--- ARGV[1]  what: "a" apply finishes: ARGV[3..] triples (index, "a" succeeded,
---          "d" dead or "c" cancelled, "<queue> <id>"); "s" seal at ARGV[3]
---          jobs; "f" callbacks sent: ARGV[3..] their kinds; "r" read only
+-- ARGV[1]  what: "a" apply finishes: ARGV[3] "<index><how>,...", how "a"
+--          succeeded, "c" cancelled or "d<id>" dead, of jobs of queue ARGV[4]
+--          (as complete.lua enters them); "s" seal at ARGV[3] jobs; "f"
+--          callbacks sent: ARGV[3..] their kinds; "r" read only
 -- ARGV[2]  how long a completed batch is kept (ms)
 -- Returns {} when the batch does not exist; else {total, succeeded, dead,
 --         cancelled, sealed, created, completed or "", description or "", then
@@ -23,11 +24,27 @@ if redis.call("EXISTS", h) == 0 then return {} end
 local what = ARGV[1]
 if what == "a" then
   local add = {a = 0, d = 0, c = 0}
-  for i = 3, #ARGV, 3 do
-    if redis.call("SETBIT", KEYS[2], tonumber(ARGV[i]), 1) == 0 then
-      local o = ARGV[i + 1]
-      add[o] = (add[o] or 0) + 1
-      if o == "d" and redis.call("LLEN", KEYS[3]) < 1000 then redis.call("RPUSH", KEYS[3], ARGV[i + 2]) end
+  -- one BITFIELD per 1,000 jobs sets their bits and tells which were unset
+  local how, dead_ids, ops, n = {}, {}, {}, 0
+  for idx, o, id in string.gmatch(ARGV[3], "(%d+)(%a)([^,]*)") do
+    n = n + 1
+    how[n] = o
+    if o == "d" then dead_ids[n] = id end
+    ops[4 * n - 3] = "SET"
+    ops[4 * n - 2] = "u1"
+    ops[4 * n - 1] = idx
+    ops[4 * n] = "1"
+  end
+  for i = 1, #ops, 4000 do
+    local old = redis.call("BITFIELD", KEYS[2], unpack(ops, i, math.min(i + 3999, #ops)))
+    for j, was in ipairs(old) do
+      if was == 0 then
+        local k = (i - 1) / 4 + j
+        add[how[k]] = (add[how[k]] or 0) + 1
+        if dead_ids[k] and redis.call("LLEN", KEYS[3]) < 1000 then
+          redis.call("RPUSH", KEYS[3], ARGV[4] .. " " .. dead_ids[k])
+        end
+      end
     end
   end
   if add.a > 0 then redis.call("HINCRBY", h, "succeeded", add.a) end

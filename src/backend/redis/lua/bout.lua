@@ -5,18 +5,20 @@
 -- entered (none left: deleted), which fetch.lua reports once it is old.
 -- KEYS[1]  the queue's hash (ns:q:Q)
 -- KEYS[2]  the queue's batch finishes (ns:q:bout)
--- Returns the finishes read ("r"), else {}
-local out = {}
+-- Returns {"1" when finishes are left, else "0", then the finishes read ("r")}
+local out = {"0"}
 if ARGV[1] == "d" then
   local m = {}
   for i = 2, #ARGV do m[#m + 1] = ARGV[i] end
   many("ZREM", KEYS[2], m)
 else
-  out = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", string.format("%.0f", clock() - tonumber(ARGV[2])),
+  local old = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", string.format("%.0f", clock() - tonumber(ARGV[2])),
     "LIMIT", 0, 200)
+  for _, m in ipairs(old) do out[#out + 1] = m end
 end
 local first = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
 if first[2] then
+  out[1] = "1"
   if redis.call("EXISTS", KEYS[1]) == 1 then redis.call("HSET", KEYS[1], "redjob:bout", first[2]) end
 else
   redis.call("HDEL", KEYS[1], "redjob:bout")

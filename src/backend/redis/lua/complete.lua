@@ -27,11 +27,13 @@
 --          throttle enters the key there, due when it ends
 -- KEYS[13]  the queue's awaited jobs (ns:q:awaited, see await.lua): an acked
 --          or dead-lettered one's id is published on the done channel (ns:@done:q)
--- KEYS[14]  the queue's batch finishes (ns:q:bout, see batches.rs): an acked
---          or dead-lettered job of a batch enters "<batch ref> <a|d> <id>"
---          there, scored now, for its batch to count (batch.lua, another
---          slot on a Cluster); the hash field "redjob:bout" says since when
---          some may wait (fetch.lua reports it once they wait too long)
+-- KEYS[14]  the queue's batch finishes (ns:q:bout, see batches.rs): the acked
+--          and dead-lettered jobs of a batch enter it, one member per batch
+--          and call, "<batch id> <index>a,<index>d<id>,..." ("a" succeeded,
+--          "d" dead, with its id), scored now, for their batch to count
+--          (batch.lua, another slot on a Cluster); the hash field
+--          "redjob:bout" says since when some may wait (fetch.lua reports it
+--          once they wait too long)
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -63,8 +65,9 @@
 --      a fixed-size histogram of run times; then, optionally, the number
 --      of results N and N x (id, result): the JSON an ack's handler returned,
 --      kept with its history entry (header word "r<bytes>", see history.rs);
---      then, optionally, the number of batch refs B and B x (id, "<batch
---      id>:<index>"): the batch of each entry that belongs to one
+--      then, optionally, the number of batches B and B x (batch id, its
+--      acks' and dead letters' finishes "<index>a,<index>d<id>,...", their
+--      entries' places among all entries "<k>,<k>,..." in the same order)
 -- An attempt record (one line of JSON, see attempts.rs) is added to the job's
 -- records in "<id>:a" (keeping the last MAX_RECORDS): a retry's in the queue's
 -- hash, a dead letter's moved to the dead letters' hash with them. An ack
@@ -85,7 +88,7 @@
 -- Returns {acked, rescheduled, dead, gone...}: how many passed the fence, then the
 -- ids that failed it because the message no longer exists (deleted while it ran,
 -- or settled already); the other failures were delivered again; then the
--- batch finishes entered in KEYS[14] (each has spaces, an id has none)
+-- batch finishes entered in KEYS[14] (each has a space, an id has none)
 local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock()
 local ids, tokens, kind, arg = {}, {}, {}, {}
@@ -134,11 +137,12 @@ for j = 1, nres do
   local at = codes + #ids + 2 * j - 1
   results[ARGV[at]] = ARGV[at + 1]
 end
-local brefs, any_bref = {}, false
+-- the batches' groups: (batch id, its finishes as entered, their entries)
+local bgroups = {}
 local bat = codes + #ids + 2 * nres + 1
 for j = 1, tonumber(ARGV[bat]) or 0 do
-  brefs[ARGV[bat + 2 * j - 1]] = ARGV[bat + 2 * j]
-  any_bref = true
+  local at = bat + 3 * j - 2
+  bgroups[j] = {ARGV[at], ARGV[at + 1], ARGV[at + 2]}
 end
 local passed = {}
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
@@ -559,21 +563,33 @@ if acked + failed > 0 then
 end
 local reply = {acked, retried + released, #dead}
 for _, id in ipairs(missing) do reply[#reply + 1] = id end
--- the finished jobs of batches wait in KEYS[14] for their batches to count them
-if any_bref then
-  local zb = {}
-  for k, id in ipairs(ids) do
-    local r = brefs[id]
-    if r and passed[k] and (kind[k] == "a" or kind[k] == "d") then
-      local m = r .. " " .. kind[k] .. " " .. id
-      zb[#zb + 1] = string.format("%.0f", now)
+-- the finished jobs of batches wait in KEYS[14] for their batches to count
+-- them: one member per batch, "<batch id> <index>a,<index>d<id>,..." as the
+-- caller built it when every ack and dead letter passed the fence, else
+-- only those that passed
+if #bgroups > 0 then
+  local zb, ts = {}, string.format("%.0f", now)
+  local all = acked + #dead == na + nd
+  for _, g in ipairs(bgroups) do
+    local parts = g[2]
+    if not all then
+      local kept = {}
+      local pos = string.gmatch(g[3], "%d+")
+      for part in string.gmatch(g[2], "[^,]+") do
+        if passed[tonumber(pos())] then kept[#kept + 1] = part end
+      end
+      parts = table.concat(kept, ",")
+    end
+    if parts ~= "" then
+      local m = g[1] .. " " .. parts
+      zb[#zb + 1] = ts
       zb[#zb + 1] = m
       reply[#reply + 1] = m
     end
   end
   if #zb > 0 then
     many("ZADD", KEYS[14], zb)
-    if not attrs[15] then redis.call("HSET", KEYS[2], "redjob:bout", string.format("%.0f", now)) end
+    if not attrs[15] then redis.call("HSET", KEYS[2], "redjob:bout", ts) end
   end
 end
 return reply

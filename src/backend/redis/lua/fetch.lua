@@ -186,8 +186,9 @@ for li, level in ipairs(levels) do
 end
 local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0, 0}
 -- batch finishes a settle entered (ns:q:bout, see complete.lua) that wait
--- for over 30 s: their worker died before its batches counted them (+ 8)
-if attrs[20] and now - tonumber(attrs[20]) > 30000 then out[6] = 8 end
+-- longer than a lease (at least 5 s): their worker died before its batches
+-- counted them (+ 8)
+if attrs[20] and now - tonumber(attrs[20]) > math.max(5000, tonumber(ARGV[2])) then out[6] = 8 end
 local set = {}
 if legacy and not legacy_left then
   set[#set + 1] = "redjob:current"
