@@ -40,6 +40,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proptest::prelude::*;
@@ -49,11 +50,13 @@ use redis::aio::MultiplexedConnection;
 use redjob::Client;
 use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::{Clock, MemoryBackend};
-use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle, Throttle, Token};
+use redjob::backend::{
+    Backend, BatchRef, BatchSpec, Callback, DeadLetterEntry, Reschedule, Settle, Throttle, Token,
+};
 use redjob::inspect::{Cancelled, Inspect, JobInfo, JobState, StateCounts};
 use redjob::ops::{
-    Admin, Concurrency, DeadOrder, DeadQuery, OverviewQuery, QueueSettings, RateLimit, Retention,
-    Spread, Tick, Ticked,
+    Admin, BatchId, CallbackKind, Concurrency, DeadOrder, DeadQuery, OverviewQuery, QueueSettings,
+    RateLimit, Retention, Spread, Tick, Ticked,
 };
 use redjob::queue::{Keyed, OnDuplicate, QueueOptions, Queues, SendMessage, Unique};
 use redjob::{Error, JobId};
@@ -215,6 +218,17 @@ enum Op {
         global: Option<u8>,
         rate: Option<u8>,
     },
+    /// A batch of `n` messages (0: an empty one), with an on-complete and an
+    /// on-death callback into the queue's callback queue; sealed unless
+    /// `open`.
+    SendBatched {
+        n: u8,
+        open: bool,
+    },
+    /// A batch's status, and the callbacks sent so far.
+    BatchStatus {
+        b: Index,
+    },
 }
 
 const STATES: [JobState; 6] = [
@@ -291,6 +305,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<Index>(), 0..=1u8, any::<bool>()).prop_map(|(d, delay, key)| Op::Throttle { d, delay, key }),
         1 => (prop::option::of(1..=3u8), prop::option::of(1..=3u8))
             .prop_map(|(global, rate)| Op::Limits { global, rate }),
+        3 => (0..=3u8, prop::bool::weighted(0.2)).prop_map(|(n, open)| Op::SendBatched { n, open }),
+        2 => any::<Index>().prop_map(|b| Op::BatchStatus { b }),
     ]
 }
 
@@ -341,6 +357,9 @@ enum Seen {
     RanNow(Option<JobState>),
     /// A tick's outcome; the send order of the job it enqueued.
     Ticked(&'static str, Option<usize>),
+    /// A batch's total, succeeded, dead, sealed, completed, then the
+    /// callbacks sent so far.
+    Batch(u64, u64, u64, bool, bool, u64),
     None,
 }
 
@@ -369,6 +388,9 @@ struct Side {
     start_ms: u64,
     /// The current slot.
     slot: u32,
+    /// The batches sent, and the batch of each job sent in one.
+    batches: Vec<BatchId>,
+    refs: HashMap<JobId, BatchRef>,
 }
 
 fn err(e: Error) -> Seen {
@@ -581,13 +603,108 @@ impl Side {
                         error: format!("failed delivery {k}"),
                     }),
                 }
-                match b.settle(&q, &batch).await {
+                if let Some(r) = self.refs.get(&id) {
+                    batch.batched.push((id, *r));
+                }
+                let settled = b.settle(&q, &batch).await;
+                if let Ok(s) = &settled
+                    && let Err(e) = b.batch_settled(&q, &s.batched).await
+                {
+                    return err(e);
+                }
+                match settled {
                     // a dead letter also shows how many the retention left
                     Ok(s) if s.dead > 0 => match b.counts(&q).await {
                         Ok(c) => Seen::Killed(s.dead, c.dead),
                         Err(e) => err(e),
                     },
                     Ok(s) => Seen::Settled(s.acked, s.rescheduled, s.dead, s.gone.len()),
+                    Err(e) => err(e),
+                }
+            }
+            Op::SendBatched { n, open } => {
+                let case = self.queue.trim_start_matches("model");
+                let id: BatchId = format!("{case:0>10}{:0>22}", self.batches.len())
+                    .parse()
+                    .expect("a batch id");
+                let cb = format!("{q}cb");
+                let spec = BatchSpec {
+                    id,
+                    callbacks: vec![
+                        Callback {
+                            kind: CallbackKind::Complete,
+                            queue: cb.clone(),
+                            body: br#"{"type":"done"}"#.to_vec(),
+                        },
+                        Callback {
+                            kind: CallbackKind::Death,
+                            queue: cb,
+                            body: br#"{"type":"died"}"#.to_vec(),
+                        },
+                    ],
+                    description: None,
+                };
+                if let Err(e) = b.batch_open(&spec).await {
+                    return err(e);
+                }
+                self.batches.push(id);
+                let first = self.ids.len();
+                let msgs: Vec<_> = (0..u64::from(*n))
+                    .map(|index| {
+                        let r = BatchRef { batch: id, index };
+                        SendMessage::new(format!(
+                            r#"{{"m":"m{}","batch":"{}"}}"#,
+                            first + index as usize,
+                            r.encode()
+                        ))
+                    })
+                    .collect();
+                if !msgs.is_empty() {
+                    match Queues::send_batch(&b, &q, &msgs).await {
+                        Ok(ids) => {
+                            for (index, sent) in ids.iter().enumerate() {
+                                let r = BatchRef {
+                                    batch: id,
+                                    index: index as u64,
+                                };
+                                self.refs.insert(*sent, r);
+                            }
+                            self.ids.extend(ids);
+                        }
+                        Err(e) => return err(e),
+                    }
+                }
+                if !*open && let Err(e) = b.batch_seal(&id, u64::from(*n)).await {
+                    return err(e);
+                }
+                let mut sorted = self.ids.clone();
+                sorted.sort_unstable();
+                Seen::Sent(
+                    self.ids[first..]
+                        .iter()
+                        .map(|id| sorted.partition_point(|s| s < id))
+                        .collect(),
+                )
+            }
+            Op::BatchStatus { b: i } => {
+                let Some(k) = pick_index(self.batches.len(), i) else {
+                    return Seen::None;
+                };
+                match b.batch_status(&self.batches[k]).await {
+                    Ok(Some(s)) => {
+                        let called = Queues::attributes(&b, &format!("{q}cb"))
+                            .await
+                            .map_or(0, |a| a.msgs);
+                        Seen::Batch(
+                            s.total,
+                            s.succeeded,
+                            s.dead,
+                            s.sealed,
+                            s.completed_ms.is_some(),
+                            called,
+                        )
+                    }
+                    Ok(None) => Seen::None,
                     Err(e) => err(e),
                 }
             }
@@ -859,7 +976,7 @@ impl Side {
     }
 
     /// What is left at the end: counters and dead letters.
-    async fn summary(&self) -> (String, Vec<(usize, u32, String)>) {
+    async fn summary(&self) -> (String, Vec<(usize, u32, String)>, Vec<Seen>) {
         let stats = self.backend.stats(&self.queue).await.unwrap();
         let dead = self.backend.dead_letters(&self.queue, 1000).await.unwrap();
         let mut dead: Vec<_> = dead
@@ -867,7 +984,26 @@ impl Side {
             .map(|d| (self.index(&d.id), d.attempts, d.error.clone()))
             .collect();
         dead.sort();
-        (format!("{stats:?}"), dead)
+        // every batch's counts, and the callbacks sent
+        let mut batches = Vec::new();
+        for id in &self.batches {
+            let s = self.backend.batch_status(id).await.unwrap();
+            batches.push(s.map_or(Seen::None, |s| {
+                Seen::Batch(
+                    s.total,
+                    s.succeeded,
+                    s.dead,
+                    s.sealed,
+                    s.completed_ms.is_some(),
+                    0,
+                )
+            }));
+        }
+        let called = Queues::attributes(&self.backend, &format!("{}cb", self.queue))
+            .await
+            .map_or(0, |a| a.msgs);
+        batches.push(Seen::Count(called));
+        (format!("{stats:?}"), dead, batches)
     }
 }
 
@@ -953,6 +1089,8 @@ async fn check(
             deliveries: Vec::new(),
             start_ms: 0,
             slot: 0,
+            batches: Vec::new(),
+            refs: HashMap::new(),
         },
         Side {
             backend: memory.into(),
@@ -961,6 +1099,8 @@ async fn check(
             deliveries: Vec::new(),
             start_ms: 0,
             slot: 0,
+            batches: Vec::new(),
+            refs: HashMap::new(),
         },
     ];
     for side in &sides {
