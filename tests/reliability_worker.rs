@@ -376,6 +376,20 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn batch_mark(&self, queue: &str) -> redjob::Result<()> {
         self.inner.batch_mark(queue).await
     }
+    async fn batches(
+        &self,
+        before_ms: Option<u64>,
+        limit: usize,
+    ) -> redjob::Result<Vec<redjob::ops::BatchStatus>> {
+        self.inner.batches(before_ms, limit).await
+    }
+    async fn batch_dead(
+        &self,
+        id: &redjob::ops::BatchId,
+        limit: usize,
+    ) -> redjob::Result<Vec<(String, JobId)>> {
+        self.inner.batch_dead(id, limit).await
+    }
     async fn batch_sweep(&self, older_than: Duration) -> redjob::Result<()> {
         self.inner.batch_sweep(older_than).await
     }

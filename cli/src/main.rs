@@ -19,6 +19,7 @@
 //! --help` and `redjob <command> --help`; every listing takes `--json` for
 //! scripts, and actions record who acted as `cli <user>`.
 
+mod batches;
 mod dead;
 mod enqueue;
 mod jobs;
@@ -117,6 +118,10 @@ enum Command {
     /// tick and whether they are paused; run one now, pause or resume one for
     /// every worker.
     Periodic(live::PeriodicArgs),
+    /// Batches, newest first, with their progress.
+    Batches(batches::BatchesArgs),
+    /// One batch: its counts, state and dead jobs.
+    Batch(batches::BatchArgs),
     /// Serves the web dashboard: queues, jobs, dead letters, periodic jobs and
     /// workers, with the actions on them.
     Web(web::WebArgs),
@@ -222,6 +227,8 @@ async fn run(cli: Cli) -> Outcome {
         Command::Drain(a) => queues::drain(&ctx, a).await,
         Command::Workers(a) => workers::workers(&ctx, a).await,
         Command::Periodic(a) => live::periodic(&ctx, a).await,
+        Command::Batches(a) => batches::list(&ctx, &a).await,
+        Command::Batch(a) => batches::show(&ctx, &a).await,
         Command::Web(a) => web::serve(&ctx, a).await,
     }
 }

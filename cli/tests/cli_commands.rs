@@ -1496,3 +1496,97 @@ async fn queue_keys_shows_each_keys_running_holding_and_blocked_jobs() {
         .await
         .failed("not found");
 }
+
+/// A batch member job for the batch commands.
+#[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
+#[job(name = "cli_batch_member", queue = "cli_batch")]
+struct Member {
+    n: u32,
+}
+
+impl redjob::Job for Member {
+    async fn perform(&self, _: &redjob::JobContext) -> Result<(), redjob::JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn batches_list_newest_first_with_progress_and_a_batch_shows_its_dead_jobs() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let url = server.url();
+    let running = client
+        .batch()
+        .description("three members")
+        .jobs(&[Member { n: 1 }, Member { n: 2 }, Member { n: 3 }])
+        .enqueue()
+        .await
+        .unwrap();
+    // one member dies, as a worker would settle it
+    let b = client.backend();
+    let f = b
+        .fetch("cli_batch", 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let d = &f.jobs[0];
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: d.id,
+            token: d.token,
+            error: "boom".into(),
+        }],
+        batched: vec![(d.id, redjob::backend::BatchRef::of_body(&d.body).unwrap())],
+        ..Settle::default()
+    };
+    let done = b.settle("cli_batch", &settle).await.unwrap();
+    b.batch_settled("cli_batch", &done.batched).await.unwrap();
+    // opened a ms later at least: listed first
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let empty = client.batch().enqueue().await.unwrap();
+
+    let v = cli(&url, &["batches", "--json"]).await.json();
+    let rows = v["batches"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    assert_eq!(rows[0]["id"], empty.to_string());
+    assert_eq!(rows[0]["state"], "complete");
+    assert_eq!(rows[1]["id"], running.to_string());
+    assert_eq!(
+        (
+            &rows[1]["state"],
+            &rows[1]["total"],
+            &rows[1]["dead"],
+            &rows[1]["pending"]
+        ),
+        (&json!("running"), &json!(3), &json!(1), &json!(2))
+    );
+    assert_eq!(rows[1]["description"], "three members");
+    let table = cli(&url, &["batches"]).await;
+    let text = table.ok();
+    assert!(
+        text.starts_with("ID") && text.contains("running 33%"),
+        "{text}"
+    );
+    // paging on from the newest
+    let v = cli(&url, &["batches", "--json", "--before", &empty.to_string()])
+        .await
+        .json();
+    let rows = v["batches"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["id"], running.to_string());
+
+    let v = cli(&url, &["batch", &running.to_string(), "--json"])
+        .await
+        .json();
+    assert_eq!(
+        v["dead_jobs"],
+        json!([{ "queue": "cli_batch", "id": d.id.to_string() }])
+    );
+    let text = cli(&url, &["batch", &running.to_string()]).await;
+    assert!(text.ok().contains(&d.id.to_string()), "{}", text.out);
+    cli(&url, &["batch", "nonsense"])
+        .await
+        .failed("not a batch id");
+    cli(&url, &["batch", "0000000000abcdefghijklmnopqrstuv"])
+        .await
+        .failed("no batch");
+}

@@ -88,6 +88,20 @@ impl Client {
     pub async fn batch_status(&self, id: &BatchId) -> Result<Option<BatchStatus>> {
         self.backend.batch_status(id).await
     }
+
+    /// Batches, newest first: at most `limit` (1 to 1,000) opened before
+    /// `before_ms` (Unix ms; the newest with `None`). Page on with the last
+    /// one's `created_ms`.
+    pub async fn batches(&self, before_ms: Option<u64>, limit: usize) -> Result<Vec<BatchStatus>> {
+        self.backend.batches(before_ms, limit).await
+    }
+
+    /// Batch `id`'s dead jobs in order of death, (queue, job id): at most
+    /// `limit` (1 to 1,000; a batch keeps its first 1,000). Each is a dead
+    /// letter of its queue while the queue keeps it.
+    pub async fn batch_dead(&self, id: &BatchId, limit: usize) -> Result<Vec<(String, JobId)>> {
+        self.backend.batch_dead(id, limit).await
+    }
 }
 
 impl<'c> BatchBuilder<'c> {

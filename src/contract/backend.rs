@@ -250,6 +250,23 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// call.
     fn batch_recover(&self, queue: &str) -> impl Future<Output = Result<()>> + Send;
 
+    /// Batches, newest first: those opened before `before_ms` (Unix ms; all
+    /// with `None`), at most `limit` (1 to 1,000). A batch past its
+    /// retention is left out (and forgotten).
+    fn batches(
+        &self,
+        before_ms: Option<u64>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<crate::contract::batches::BatchStatus>>> + Send;
+
+    /// Batch `id`'s first dead jobs, in order of death: (queue, job id), at
+    /// most `limit` (the batch keeps its first 1,000).
+    fn batch_dead(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(String, JobId)>>> + Send;
+
     /// Marks `queue` as holding batch finishes that may not be counted yet:
     /// a worker calls it before it settles jobs of batches there (again a
     /// third of its lease later), so that a sweep finds them should it die
@@ -437,6 +454,8 @@ macro_rules! backend_methods {
             async fn batch_settled(queue: &str, members: &[String]) -> $crate::Result<()>;
             async fn batch_recover(queue: &str) -> $crate::Result<()>;
             async fn batch_mark(queue: &str) -> $crate::Result<()>;
+            async fn batches(before_ms: Option<u64>, limit: usize) -> $crate::Result<Vec<$crate::contract::batches::BatchStatus>>;
+            async fn batch_dead(id: &$crate::contract::batches::BatchId, limit: usize) -> $crate::Result<Vec<(String, $crate::JobId)>>;
             async fn batch_sweep(older_than: std::time::Duration) -> $crate::Result<()>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;

@@ -214,6 +214,18 @@ pub enum Finish {
     Dead,
 }
 
+/// A page's size: 1 to 1,000.
+pub fn check_limit(limit: usize) -> Result<usize> {
+    if (1..=1000).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(Error::InvalidValue {
+            what: "limit",
+            reason: format!("{limit} is not 1 to 1000"),
+        })
+    }
+}
+
 /// A callback's body: its stored envelope with `"batch_done"`, the batch's
 /// status, added as its last member.
 pub fn callback_body(body: &[u8], status: &BatchStatus) -> Vec<u8> {

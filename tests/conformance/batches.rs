@@ -527,3 +527,64 @@ pub async fn a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark(en
         "the mark is dropped once none is left"
     );
 }
+
+/// Batches are listed newest first, a page before a given time, and a
+/// batch's dead jobs are read in order of death.
+pub async fn batches_are_listed_newest_first_and_their_dead_jobs_read(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let first = env
+        .client
+        .batch()
+        .description("first")
+        .jobs(&[
+            Work {
+                n: 1,
+                die: true,
+                flaky: false,
+            },
+            Work {
+                n: 2,
+                die: false,
+                flaky: false,
+            },
+        ])
+        .enqueue()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let second = env
+        .client
+        .batch()
+        .description("second")
+        .enqueue()
+        .await
+        .unwrap();
+    let all = env.client.batches(None, 10).await.unwrap();
+    let ids: Vec<&str> = all.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, [second.as_str(), first.as_str()]);
+    assert_eq!(all[1].description.as_deref(), Some("first"));
+    let older = env
+        .client
+        .batches(Some(all[0].created_ms), 10)
+        .await
+        .unwrap();
+    assert_eq!(older.len(), 1);
+    assert_eq!(older[0].id, first.as_str());
+    assert!(
+        env.client.batches(None, 0).await.is_err(),
+        "a limit of 0 is refused"
+    );
+
+    let running = start_serving(worker(env, &seen)).await;
+    assert!(completed(env, &first).await);
+    running.stop().await;
+    let dead = env.client.batch_dead(&first, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].0, "batches_a");
+    let letters = env.client.dead_letters("batches_a", 10).await.unwrap();
+    assert!(
+        letters.iter().any(|l| l.id == dead[0].1),
+        "the dead job is a dead letter"
+    );
+    assert!(env.client.batch_dead(&second, 10).await.unwrap().is_empty());
+}

@@ -184,4 +184,51 @@ impl MemoryBackend {
         let mut st = self.lock();
         st.live_batch(id, now).map(|b| b.status.clone())
     }
+
+    pub(super) fn list_batches(
+        &self,
+        before_ms: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<BatchStatus>> {
+        let limit = crate::contract::batches::check_limit(limit)?;
+        let now = self.clock.now_ms();
+        let mut st = self.lock();
+        let expired: Vec<BatchId> = st
+            .batches
+            .iter()
+            .filter(|(_, b)| {
+                b.status
+                    .completed_ms
+                    .is_some_and(|at| now >= at.saturating_add(KEEP_MS))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            st.batches.remove(&id);
+        }
+        let mut all: Vec<&MemBatch> = st
+            .batches
+            .values()
+            .filter(|b| before_ms.is_none_or(|ms| b.status.created_ms < ms))
+            .collect();
+        all.sort_by(|a, b| {
+            b.status
+                .created_ms
+                .cmp(&a.status.created_ms)
+                .then(b.status.id.cmp(&a.status.id))
+        });
+        Ok(all
+            .into_iter()
+            .take(limit)
+            .map(|b| b.status.clone())
+            .collect())
+    }
+
+    pub(super) fn dead_of_batch(&self, id: &BatchId, limit: usize) -> Vec<(String, JobId)> {
+        let st = self.lock();
+        st.batches
+            .get(id)
+            .map(|b| b.dead.iter().take(limit).cloned().collect())
+            .unwrap_or_default()
+    }
 }

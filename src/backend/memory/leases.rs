@@ -70,6 +70,22 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    async fn batches(
+        &self,
+        before_ms: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<crate::contract::batches::BatchStatus>> {
+        self.list_batches(before_ms, limit)
+    }
+
+    async fn batch_dead(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        limit: usize,
+    ) -> Result<Vec<(String, JobId)>> {
+        Ok(self.dead_of_batch(id, limit))
+    }
+
     async fn batch_sweep(&self, _older_than: Duration) -> Result<()> {
         Ok(())
     }

@@ -227,7 +227,8 @@ impl RedisBackend {
             cmd.arg(cb.kind.code()).arg(stored);
         }
         let mut con = self.con.clone();
-        if scripts::int(&scripts::run(&mut con, &scripts::BATCH_OPEN, &cmd).await?)? == 0 {
+        let created = scripts::int(&scripts::run(&mut con, &scripts::BATCH_OPEN, &cmd).await?)?;
+        if created == 0 {
             return Err(Error::InvalidValue {
                 what: "batch id",
                 reason: format!("batch {} exists already", spec.id),
@@ -235,7 +236,7 @@ impl RedisBackend {
         }
         let _: i64 = redis::cmd("ZADD")
             .arg(self.ns.batches())
-            .arg(spec.id.0.sent_ms())
+            .arg(created)
             .arg(spec.id.as_str())
             .query_async(&mut con)
             .await?;
@@ -279,5 +280,65 @@ impl RedisBackend {
         );
         self.apply(queue, &old).await?;
         Ok(self.bout(queue, "d", &old).await?.0)
+    }
+
+    pub(super) async fn list_batches(
+        &self,
+        before_ms: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<BatchStatus>> {
+        let limit = crate::contract::batches::check_limit(limit)?;
+        let max = before_ms.map_or("+inf".to_string(), |ms| format!("({ms}"));
+        let ids: Vec<String> = redis::cmd("ZREVRANGEBYSCORE")
+            .arg(self.ns.batches())
+            .arg(max)
+            .arg("-inf")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut self.con.clone())
+            .await?;
+        let mut out = Vec::with_capacity(ids.len());
+        let mut gone = Vec::new();
+        for raw in ids {
+            let Ok(id) = raw.parse::<BatchId>() else {
+                gone.push(raw);
+                continue;
+            };
+            match self.status_of_batch(&id).await? {
+                Some(s) => out.push(s),
+                None => gone.push(raw),
+            }
+        }
+        if !gone.is_empty() {
+            let _: i64 = redis::cmd("ZREM")
+                .arg(self.ns.batches())
+                .arg(&gone)
+                .query_async(&mut self.con.clone())
+                .await?;
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn dead_of_batch(
+        &self,
+        id: &BatchId,
+        limit: usize,
+    ) -> Result<Vec<(String, crate::JobId)>> {
+        let limit = crate::contract::batches::check_limit(limit)?;
+        let k = self.ns.batch(id.as_str());
+        let rows: Vec<String> = redis::cmd("LRANGE")
+            .arg(&k.dead)
+            .arg(0)
+            .arg(limit - 1)
+            .query_async(&mut self.con.clone())
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let (q, j) = r.split_once(' ')?;
+                Some((q.to_string(), j.parse().ok()?))
+            })
+            .collect())
     }
 }

@@ -143,6 +143,22 @@ impl Backend for RedisBackend {
         self.mark_batches(queue).await
     }
 
+    async fn batches(
+        &self,
+        before_ms: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<crate::contract::batches::BatchStatus>> {
+        self.list_batches(before_ms, limit).await
+    }
+
+    async fn batch_dead(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        limit: usize,
+    ) -> Result<Vec<(String, JobId)>> {
+        self.dead_of_batch(id, limit).await
+    }
+
     async fn batch_sweep(&self, older_than: Duration) -> Result<()> {
         self.sweep_batches(older_than).await
     }

@@ -4,9 +4,11 @@
 -- KEYS[1]  the batch's hash (ns:@batch:<id>)
 -- ARGV[1]  its description, or ""
 -- ARGV[2..]  pairs (callback kind "c", "s" or "d", "<queue>\n<body>")
--- Returns 0 when the batch exists already, else 1
+-- Returns 0 when the batch exists already, else when it was created (ms),
+-- which scores it in the index
 if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
-local f = {"created", string.format("%.0f", clock()), "total", "0", "succeeded", "0", "dead", "0",
+local created = string.format("%.0f", clock())
+local f = {"created", created, "total", "0", "succeeded", "0", "dead", "0",
   "cancelled", "0", "sealed", "0"}
 if ARGV[1] ~= "" then
   f[#f + 1] = "desc"
@@ -17,4 +19,4 @@ for i = 2, #ARGV, 2 do
   f[#f + 1] = ARGV[i + 1]
 end
 many("HSET", KEYS[1], f)
-return 1
+return tonumber(created)
