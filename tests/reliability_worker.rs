@@ -373,8 +373,8 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn batch_recover(&self, queue: &str) -> redjob::Result<()> {
         self.inner.batch_recover(queue).await
     }
-    async fn batch_mark(&self, queue: &str) -> redjob::Result<()> {
-        self.inner.batch_mark(queue).await
+    async fn batch_mark(&self, queue: &str, until: Duration) -> redjob::Result<()> {
+        self.inner.batch_mark(queue, until).await
     }
     async fn batches(
         &self,

@@ -125,8 +125,8 @@ impl<'c> BatchBuilder<'c> {
         self
     }
 
-    /// Enqueues `job` once every job of the batch has finished (succeeded,
-    /// died or was cancelled). Defaults to none.
+    /// Enqueues `job` once every job of the batch has finished (succeeded or
+    /// died). Defaults to none.
     pub fn on_complete<J: Job>(self, job: &J) -> Self {
         self.callback(CallbackKind::Complete, J::OPTIONS.queue, job)
     }
@@ -182,7 +182,9 @@ impl<'c> BatchBuilder<'c> {
     /// Opens the batch, sends its jobs (one round trip per queue, as
     /// [`Client::enqueue_batch`]) and seals it; returns its id. A batch whose
     /// enqueue failed part way stays open (it never completes): its jobs
-    /// sent so far run, its callbacks never fire.
+    /// sent so far run, its callbacks never fire. Once the seal landed it
+    /// succeeds: a callback the seal made due and could not send here is
+    /// sent by a worker's sweep.
     pub async fn enqueue(self) -> Result<BatchId> {
         if self.client.inline.is_some() {
             return Err(Error::InvalidValue {

@@ -267,16 +267,22 @@ pub trait Backend: Clone + Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, JobId)>>> + Send;
 
-    /// Marks `queue` as holding batch finishes that may not be counted yet:
-    /// a worker calls it before it settles jobs of batches there (again a
-    /// third of its lease later), so that a sweep finds them should it die
-    /// between its settle and its count.
-    fn batch_mark(&self, queue: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Marks `queue` as holding batch finishes that may not be counted yet,
+    /// for `until` from now (at least 1 s; a later mark stands): a worker
+    /// calls it with its lease before it settles jobs of batches there
+    /// (again a third of its lease later), so that a sweep finds them should
+    /// it die between its settle and its count.
+    fn batch_mark(
+        &self,
+        queue: &str,
+        until: std::time::Duration,
+    ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Counts the finishes of every queue marked over `older_than` ago
-    /// ([`batch_mark`](Self::batch_mark)) that are not counted yet, and
-    /// drops the marks of queues with none left. Workers sweep every third
-    /// of their lease.
+    /// Counts the finishes of every queue whose mark ran out
+    /// ([`batch_mark`](Self::batch_mark)) that are not counted yet, dropping
+    /// the marks of queues with none left, and sends the callbacks a sealer
+    /// left due over `older_than` ago. Workers sweep every third of their
+    /// lease.
     fn batch_sweep(
         &self,
         older_than: std::time::Duration,
@@ -453,7 +459,7 @@ macro_rules! backend_methods {
             async fn batch_status(id: &$crate::contract::batches::BatchId) -> $crate::Result<Option<$crate::contract::batches::BatchStatus>>;
             async fn batch_settled(queue: &str, members: &[String]) -> $crate::Result<()>;
             async fn batch_recover(queue: &str) -> $crate::Result<()>;
-            async fn batch_mark(queue: &str) -> $crate::Result<()>;
+            async fn batch_mark(queue: &str, until: std::time::Duration) -> $crate::Result<()>;
             async fn batches(before_ms: Option<u64>, limit: usize) -> $crate::Result<Vec<$crate::contract::batches::BatchStatus>>;
             async fn batch_dead(id: &$crate::contract::batches::BatchId, limit: usize) -> $crate::Result<Vec<(String, $crate::JobId)>>;
             async fn batch_sweep(older_than: std::time::Duration) -> $crate::Result<()>;

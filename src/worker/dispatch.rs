@@ -44,6 +44,8 @@ pub(crate) struct Dispatcher<B> {
     /// The last fetch may have left a hand-off registration in place (withdrawn
     /// when the worker's running slots fill, see `withdraw_when_full`).
     pub registered: std::sync::atomic::AtomicBool,
+    /// A recovery of batch finishes is going on (beside the fetches).
+    pub recovering: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -298,11 +300,21 @@ impl<B: Backend> Dispatcher<B> {
             };
             let got = (fetched.jobs.len() as u32).min(n);
             self.give_back(n - got);
-            // batch finishes a dead worker left uncounted (rare): counted now
+            // batch finishes a dead worker left uncounted (rare): counted
+            // beside the fetches, one recovery at a time
             if fetched.stale_batches
-                && let Err(e) = self.backend.batch_recover(&self.queue).await
+                && !self
+                    .recovering
+                    .swap(true, std::sync::atomic::Ordering::AcqRel)
             {
-                tracing::warn!(queue = %self.queue, error = %e, "recovering batch counts failed");
+                let (backend, queue) = (self.backend.clone(), self.queue.clone());
+                let recovering = self.recovering.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = backend.batch_recover(&queue).await {
+                        tracing::warn!(queue = %queue, error = %e, "recovering batch counts failed");
+                    }
+                    recovering.store(false, std::sync::atomic::Ordering::Release);
+                });
             }
             // fetch.lua registers a waiting fetch that leased fewer than asked
             // (unless a limit held it back), and clears the registration on a

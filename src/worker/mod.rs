@@ -376,6 +376,7 @@ impl<B: Backend> Worker<B> {
                 leases,
                 clock: std::sync::Mutex::new(None),
                 registered: std::sync::atomic::AtomicBool::new(false),
+                recovering: Arc::default(),
             };
             let d = Arc::new(d);
             registering.push(d.clone());

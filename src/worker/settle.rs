@@ -113,6 +113,9 @@ pub(crate) struct Settler<B> {
     marked: Option<Instant>,
 }
 
+/// The longest shutdown waits for the last batch counts.
+const COUNT_WAIT: Duration = Duration::from_secs(10);
+
 /// Most batch finishes one count carries.
 const MAX_COUNT: usize = 8192;
 
@@ -175,7 +178,10 @@ impl<B: Backend> Settler<B> {
         // worker stops
         if let Some((tx, task)) = self.counting.take() {
             drop(tx);
-            let _ = task.await;
+            // a Redis that stopped answering leaves them for a sweep
+            if tokio::time::timeout(COUNT_WAIT, task).await.is_err() {
+                tracing::warn!(queue = %self.queue, "batch counts still going at shutdown; a worker's sweep finishes them");
+            }
         }
     }
 
@@ -315,10 +321,19 @@ impl<B: Backend> Settler<B> {
             if !batch.batched.is_empty()
                 && self.marked.is_none_or(|t| t.elapsed() >= self.lease / 3)
             {
-                match self.backend.batch_mark(&self.queue).await {
+                match self.backend.batch_mark(&self.queue, self.lease).await {
                     Ok(()) => self.marked = Some(Instant::now()),
                     Err(e) => {
-                        tracing::warn!(queue = %self.queue, error = %e, "marking the queue's batch finishes failed")
+                        // unmarked, a crash after the settle could leave
+                        // its finishes uncounted: settled later instead
+                        self.leases
+                            .lock()
+                            .done
+                            .extend(sent.iter().map(|(id, _, _)| *id));
+                        tracing::warn!(queue = %self.queue, error = %e, retry_in = ?self.retry_wait, "marking the queue's batch finishes failed; the settle will retry");
+                        self.retry_at = Some(Instant::now() + self.retry_wait);
+                        self.retry_wait = (self.retry_wait * 2).min(RETRY_MAX);
+                        return;
                     }
                 }
             }

@@ -457,7 +457,10 @@ pub async fn a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark(en
         .await
         .unwrap();
     let backend = env.client.backend();
-    backend.batch_mark("batches_b").await.unwrap();
+    backend
+        .batch_mark("batches_b", Duration::from_secs(30))
+        .await
+        .unwrap();
     let f = backend
         .fetch("batches_b", 10, Duration::from_secs(30))
         .await
@@ -490,32 +493,35 @@ pub async fn a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark(en
         let mut raw = raw.clone();
         let marks = marks.clone();
         async move {
-            redis::cmd("HEXISTS")
+            redis::cmd("ZSCORE")
                 .arg(&marks)
                 .arg("batches_b")
-                .query_async::<bool>(&mut raw)
+                .query_async::<Option<f64>>(&mut raw)
                 .await
                 .unwrap()
+                .is_some()
         }
     };
     assert!(marked(&mut raw).await);
-    // a sweep of marks over a lease old leaves a fresh one alone
-    backend.batch_sweep(Duration::from_secs(30)).await.unwrap();
-    assert_eq!(
-        env.client
-            .batch_status(&id)
-            .await
-            .unwrap()
-            .unwrap()
-            .succeeded,
-        0
-    );
-    // the finish entered long ago: a sweep counts it, then drops the mark
+    // a mark that stands (its worker counts its finishes) is left alone,
+    // though its finish is old and another worker sweeps with a shorter lease
     let old = env.clock_ms().await - 31_000;
     let _: () = redis::cmd("ZADD")
         .arg(env.key("batches_b", ":bout"))
         .arg(old)
         .arg(&done.batched[0])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    backend.batch_sweep(Duration::ZERO).await.unwrap();
+    let s = env.client.batch_status(&id).await.unwrap().unwrap();
+    assert_eq!(s.succeeded, 0, "a standing mark is not swept");
+    // the mark runs out (its worker died): a sweep counts the finish, then
+    // drops the mark
+    let _: () = redis::cmd("ZADD")
+        .arg(&marks)
+        .arg(old)
+        .arg("batches_b")
         .query_async(&mut raw)
         .await
         .unwrap();
@@ -587,4 +593,105 @@ pub async fn batches_are_listed_newest_first_and_their_dead_jobs_read(env: &Env)
         "the dead job is a dead letter"
     );
     assert!(env.client.batch_dead(&second, 10).await.unwrap().is_empty());
+}
+
+/// A sealer that died after its seal landed but before it sent the
+/// callbacks the seal made due leaves them to a worker's sweep (Redis: the
+/// batch's state as such a seal leaves it, written by hand); a callback that
+/// can never be sent (over its queue's maxsize) is dropped, and the batch's
+/// other callbacks and counts go on.
+pub async fn callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_one_dropped(
+    env: &Env,
+) {
+    use redjob::backend::Backend as _;
+    use redjob::queue::{QueueOptions, Queues};
+    let seen = Arc::new(Seen::default());
+    env.queues()
+        .create_queue(
+            "batches_small",
+            QueueOptions {
+                maxsize: 1024,
+                ..QueueOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let big = Done {
+        kind: "x".repeat(2000),
+    };
+    let id = env
+        .client
+        .batch()
+        .on_complete(&cb("complete"))
+        .on_success_in("batches_small", &big)
+        .job(&Other { n: 1 })
+        .enqueue()
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    assert!(completed(env, &id).await);
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            !seen.callbacks.lock().unwrap().is_empty()
+        })
+        .await
+    );
+    running.stop().await;
+    // the oversized success callback was dropped; complete ran once
+    assert_eq!(runs(&seen, &id).get("complete"), Some(&1));
+    let small = env.queues().attributes("batches_small").await.unwrap();
+    assert_eq!(small.msgs, 0, "nothing sent over the maxsize");
+    if !env.is_redis() {
+        return;
+    }
+    // its finish was counted and forgotten: nothing left to recover
+    let mut raw = env.raw().await;
+    let left: u64 = redis::cmd("ZCARD")
+        .arg(env.key("batches_b", ":bout"))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "an unsendable callback holds no finish back");
+    // a batch sealed by a sealer that died before it sent the callback
+    let lost = env
+        .client
+        .batch()
+        .on_complete(&cb("complete"))
+        .job(&Other { n: 2 })
+        .enqueue()
+        .await
+        .unwrap();
+    let old = env.clock_ms().await - 31_000;
+    let _: () = redis::cmd("HSET")
+        .arg(env.batch_key(lost.as_str()))
+        .arg("due:c")
+        .arg("1")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{}:{{@workers}}:bdue", env.namespace()))
+        .arg(old)
+        .arg(lost.as_str())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let before = env.queues().attributes("batches_cb").await.unwrap().msgs;
+    env.client
+        .backend()
+        .batch_sweep(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let after = env.queues().attributes("batches_cb").await.unwrap().msgs;
+    assert_eq!(after, before + 1, "the sweep sent the callback");
+    // and once: a second sweep finds nothing recorded
+    env.client
+        .backend()
+        .batch_sweep(Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        env.queues().attributes("batches_cb").await.unwrap().msgs,
+        after
+    );
 }

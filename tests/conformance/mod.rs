@@ -426,7 +426,8 @@ macro_rules! conformance_suite {
             a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch,
             a_settle_enters_only_the_batch_finishes_that_passed_the_fence,
             a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark,
-            batches_are_listed_newest_first_and_their_dead_jobs_read);
+            batches_are_listed_newest_first_and_their_dead_jobs_read,
+            callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_one_dropped);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,

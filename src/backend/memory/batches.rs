@@ -111,8 +111,13 @@ impl State {
                 let o = QueueOptions::default();
                 MemQueue::new(o.vt, o.delay, o.maxsize, now / 1000)
             });
+            let body = callback_body(&cb.body, &status);
+            if q.check_size(body.len()).is_err() {
+                tracing::error!(batch = %id, queue = %cb.queue, "a batch callback that cannot be sent is dropped: its body exceeds the queue's maxsize");
+                continue;
+            }
             let ids = self.ids.next(now_us, 1);
-            q.insert(ids[0], callback_body(&cb.body, &status), ms_score(now), 0);
+            q.insert(ids[0], body, ms_score(now + q.delay * 1000), 0);
             q.totalsent += 1;
             sent.push(cb.queue);
         }

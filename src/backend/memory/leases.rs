@@ -66,7 +66,7 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    async fn batch_mark(&self, _queue: &str) -> Result<()> {
+    async fn batch_mark(&self, _queue: &str, _until: Duration) -> Result<()> {
         Ok(())
     }
 

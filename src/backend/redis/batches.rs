@@ -94,6 +94,8 @@ impl RedisBackend {
     }
 
     /// Sends the callbacks `r` says are due, each once, then tells the batch.
+    /// A callback that can never be sent (its body over its queue's
+    /// maxsize) is dropped with an error logged, rather than retried forever.
     async fn fire(&self, id: &BatchId, r: Reply) -> Result<()> {
         if r.due.is_empty() {
             return Ok(());
@@ -102,10 +104,20 @@ impl RedisBackend {
         for (kind, queue, body) in &r.due {
             let body = callback_body(body, &r.status);
             let mark = format!("{id}:{}", kind.code());
-            crate::contract::backend::creating(&self.rsmq, queue, &QueueOptions::default(), || {
-                self.send_once(queue, &body, &mark)
-            })
-            .await?;
+            let send = crate::contract::backend::creating(
+                &self.rsmq,
+                queue,
+                &QueueOptions::default(),
+                || self.send_once(queue, &body, &mark),
+            )
+            .await;
+            match send {
+                Ok(()) => {}
+                Err(e @ Error::InvalidValue { .. }) => {
+                    tracing::error!(batch = %id, queue, kind = ?kind, error = %e, "a batch callback that cannot be sent is dropped");
+                }
+                Err(e) => return Err(e),
+            }
             sent.push(kind.code().to_string());
         }
         self.batch_call(id, "f", &sent).await?;
@@ -145,9 +157,11 @@ impl RedisBackend {
     }
 
     /// Applies finishes of `queue` (`<batch id> <index><how>,...`, as
-    /// complete.lua enters them) to their batches and fires what fell due.
-    async fn apply(&self, queue: &str, members: &[String]) -> Result<()> {
-        let mut by_batch: BTreeMap<BatchId, String> = BTreeMap::new();
+    /// complete.lua enters them) to their batches and fires what fell due,
+    /// each batch apart: returns the finishes of the batches that failed
+    /// (to be kept for a later try).
+    async fn apply<'m>(&self, queue: &str, members: &'m [String]) -> Vec<&'m String> {
+        let mut by_batch: BTreeMap<BatchId, (String, Vec<&'m String>)> = BTreeMap::new();
         for m in members {
             let Some((b, parts)) = m.split_once(' ') else {
                 continue;
@@ -155,21 +169,26 @@ impl RedisBackend {
             let Ok(b) = b.parse::<BatchId>() else {
                 continue;
             };
-            let all = by_batch.entry(b).or_default();
+            let (all, of) = by_batch.entry(b).or_default();
             if !all.is_empty() {
                 all.push(',');
             }
             all.push_str(parts);
+            of.push(m);
         }
-        for (id, parts) in by_batch {
-            if let Some(r) = self
-                .batch_call(&id, "a", &[parts, queue.to_string()])
-                .await?
-            {
-                self.fire(&id, r).await?;
+        let mut failed = Vec::new();
+        for (id, (parts, of)) in by_batch {
+            let done = match self.batch_call(&id, "a", &[parts, queue.to_string()]).await {
+                Ok(Some(r)) => self.fire(&id, r).await,
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = done {
+                tracing::warn!(batch = %id, queue, error = %e, "counting a batch's finishes failed; kept for a later try");
+                failed.extend(of);
             }
         }
-        Ok(())
+        failed
     }
 
     /// bout.lua: whether finishes are left after the call, and those read.
@@ -187,14 +206,16 @@ impl RedisBackend {
     }
 
     async fn marks(&self, args: &[String]) -> Result<Value> {
-        let mut cmd = scripts::eval(&scripts::MARKS, &[self.ns.batch_marks()]);
+        let mut cmd = scripts::eval(&scripts::MARKS, &self.ns.batch_marks());
         cmd.arg(args);
         scripts::run(&mut self.con.clone(), &scripts::MARKS, &cmd).await
     }
 
-    pub(super) async fn mark_batches(&self, queue: &str) -> Result<()> {
+    pub(super) async fn mark_batches(&self, queue: &str, until: std::time::Duration) -> Result<()> {
         validate::queue_name(queue)?;
-        self.marks(&["m".into(), queue.into()]).await?;
+        let ms = crate::contract::backend::clamped_ms(until).max(1000);
+        self.marks(&["m".into(), queue.into(), ms.to_string()])
+            .await?;
         Ok(())
     }
 
@@ -203,7 +224,8 @@ impl RedisBackend {
         let Value::Array(items) = self.marks(&["s".into(), ms.to_string()]).await? else {
             return Ok(());
         };
-        for pair in items.chunks(2) {
+        let n = text(items.first()).parse::<usize>().unwrap_or(0);
+        for pair in items.get(1..1 + 2 * n).unwrap_or_default().chunks(2) {
             let (queue, mark) = (text(pair.first()), text(pair.get(1)));
             if validate::queue_name(&queue).is_err() {
                 continue;
@@ -211,6 +233,15 @@ impl RedisBackend {
             if !self.recover_batches(&queue).await? {
                 self.marks(&["x".into(), queue, mark]).await?;
             }
+        }
+        for b in items.iter().skip(1 + 2 * n) {
+            let raw = text(Some(b));
+            if let Ok(id) = raw.parse::<BatchId>()
+                && let Some(r) = self.batch_call(&id, "q", &[]).await?
+            {
+                self.fire(&id, r).await?;
+            }
+            self.marks(&["y".into(), raw]).await?;
         }
         Ok(())
     }
@@ -244,13 +275,25 @@ impl RedisBackend {
     }
 
     pub(super) async fn seal_batch(&self, id: &BatchId, total: u64) -> Result<()> {
-        match self.batch_call(id, "s", &[total.to_string()]).await? {
-            Some(r) => self.fire(id, r).await,
-            None => Err(Error::InvalidValue {
+        // recorded first: should the callbacks the seal makes due not be
+        // sent here (a failure, a lost reply, a crash), a sweep sends them
+        self.marks(&["d".into(), id.to_string()]).await?;
+        let Some(r) = self.batch_call(id, "s", &[total.to_string()]).await? else {
+            self.marks(&["y".into(), id.to_string()]).await?;
+            return Err(Error::InvalidValue {
                 what: "batch id",
                 reason: format!("no batch {id}"),
-            }),
+            });
+        };
+        match self.fire(id, r).await {
+            Ok(()) => {
+                self.marks(&["y".into(), id.to_string()]).await?;
+            }
+            Err(e) => {
+                tracing::warn!(batch = %id, error = %e, "sending a sealed batch's callbacks failed; a worker's sweep sends them");
+            }
         }
+        Ok(())
     }
 
     pub(super) async fn status_of_batch(&self, id: &BatchId) -> Result<Option<BatchStatus>> {
@@ -261,9 +304,23 @@ impl RedisBackend {
         if members.is_empty() {
             return Ok(());
         }
-        self.apply(queue, members).await?;
-        self.bout(queue, "d", members).await?;
-        Ok(())
+        let failed = self.apply(queue, members).await;
+        let done: Vec<String> = members
+            .iter()
+            .filter(|m| !failed.contains(m))
+            .cloned()
+            .collect();
+        if !done.is_empty() {
+            self.bout(queue, "d", &done).await?;
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Protocol(format!(
+                "{} batch finishes of queue {queue:?} not counted yet; kept for a later try",
+                failed.len()
+            )))
+        }
     }
 
     /// Counts `queue`'s finishes entered over `STALE_MS` ago; returns
@@ -278,8 +335,16 @@ impl RedisBackend {
             finishes = old.len(),
             "counting batch finishes a worker left uncounted"
         );
-        self.apply(queue, &old).await?;
-        Ok(self.bout(queue, "d", &old).await?.0)
+        let failed = self.apply(queue, &old).await;
+        let done: Vec<String> = old
+            .iter()
+            .filter(|m| !failed.contains(m))
+            .cloned()
+            .collect();
+        if done.is_empty() {
+            return Ok(true);
+        }
+        Ok(self.bout(queue, "d", &done).await?.0)
     }
 
     pub(super) async fn list_batches(

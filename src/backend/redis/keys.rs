@@ -185,10 +185,15 @@ impl Namespace {
         }
     }
 
-    /// `ns:{@workers}:bout`: a hash of queue -> when a worker last marked it
-    /// as holding batch finishes not counted yet (see marks.lua).
-    pub fn batch_marks(&self) -> String {
-        format!("{}{{@workers}}:bout", self.prefix)
+    /// `ns:{@workers}:bout`, a sorted set of queues a worker marked as
+    /// holding batch finishes it has not counted yet, by when the mark runs
+    /// out, and `ns:{@workers}:bdue`, of batches whose sealer may not have
+    /// sent their due callbacks (see marks.lua).
+    pub fn batch_marks(&self) -> [String; 2] {
+        [
+            format!("{}{{@workers}}:bout", self.prefix),
+            format!("{}{{@workers}}:bdue", self.prefix),
+        ]
     }
 
     /// `ns:@batches` (`ns:{@batches}` on a Cluster): a sorted set of every

@@ -139,8 +139,8 @@ impl Backend for RedisBackend {
         self.recover_batches(queue).await.map(|_| ())
     }
 
-    async fn batch_mark(&self, queue: &str) -> Result<()> {
-        self.mark_batches(queue).await
+    async fn batch_mark(&self, queue: &str, until: Duration) -> Result<()> {
+        self.mark_batches(queue, until).await
     }
 
     async fn batches(

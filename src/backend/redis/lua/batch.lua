@@ -14,7 +14,8 @@
 -- ARGV[1]  what: "a" apply finishes: ARGV[3] "<index><how>,...", how "a"
 --          succeeded, "c" cancelled or "d<id>" dead, of jobs of queue ARGV[4]
 --          (as complete.lua enters them); "s" seal at ARGV[3] jobs; "f"
---          callbacks sent: ARGV[3..] their kinds; "r" read only
+--          callbacks sent: ARGV[3..] their kinds; "r" read only; "q" read,
+--          with the callbacks due
 -- ARGV[2]  how long a completed batch is kept (ms)
 -- Returns {} when the batch does not exist; else {total, succeeded, dead,
 --         cancelled, sealed, created, completed or "", description or "", then

@@ -1,34 +1,39 @@
 -- Queues that may hold batch finishes not counted yet (ns:q:bout, see
--- batches.rs): a worker marks a queue before it settles jobs of batches
--- there (again a third of its lease later), and any worker's sweep counts
--- the finishes of queues whose mark is older than a lease (their worker may
--- have died between its settle and its count), dropping the mark once the
--- queue has none left.
--- KEYS[1]  ns:{@workers}:bout: hash of queue -> when it was last marked (ms)
--- ARGV[1]  "m": mark queue ARGV[2] now; "s": list the marks older than
---          ARGV[2] ms (at most 100, from up to 10 HSCAN steps); "x": drop queue ARGV[2]'s mark if it is
---          still ARGV[3]
--- Returns  m, x: 1; s: {queue, mark, queue, mark, ...}
+-- batches.rs), and batches whose callbacks fell due when they were sealed.
+-- A worker marks a queue before it settles jobs of batches there, until its
+-- own lease ends from now (again a third of its lease later): while the mark
+-- stands its worker counts those finishes itself. Any worker's sweep counts
+-- the finishes of queues whose marks ran out (their worker may have died
+-- between its settle and its count), dropping a mark once its queue has
+-- none left; and sends the callbacks of batches a sealer left due.
+-- KEYS[1]  ns:{@workers}:bout: sorted set of queues by when their mark runs
+--          out (ms)
+-- KEYS[2]  ns:{@workers}:bdue: sorted set of batch ids whose sealer may not
+--          have sent their due callbacks, by when it recorded them (ms)
+-- ARGV[1]  "m": mark queue ARGV[2] until ARGV[3] ms from now (a later mark
+--          stands); "s": list up to 100 marks that ran out, then up to 100
+--          batches recorded over ARGV[2] ms ago; "x": drop queue ARGV[2]'s
+--          mark if it is still ARGV[3]; "d": record batch ARGV[2]; "y": drop
+--          batch ARGV[2]
+-- Returns  s: {n, n x (queue, mark), batch ids...}; otherwise 1
 local now = clock()
-if ARGV[1] == "m" then
-  redis.call("HSET", KEYS[1], ARGV[2], string.format("%.0f", now))
+local what = ARGV[1]
+if what == "m" then
+  redis.call("ZADD", KEYS[1], "GT", string.format("%.0f", now + tonumber(ARGV[3])), ARGV[2])
   return 1
-elseif ARGV[1] == "x" then
-  if redis.call("HGET", KEYS[1], ARGV[2]) == ARGV[3] then redis.call("HDEL", KEYS[1], ARGV[2]) end
+elseif what == "x" then
+  if redis.call("ZSCORE", KEYS[1], ARGV[2]) == ARGV[3] then redis.call("ZREM", KEYS[1], ARGV[2]) end
+  return 1
+elseif what == "d" then
+  redis.call("ZADD", KEYS[2], string.format("%.0f", now), ARGV[2])
+  return 1
+elseif what == "y" then
+  redis.call("ZREM", KEYS[2], ARGV[2])
   return 1
 end
-local out = {}
-local cursor, n, rounds = "0", 0, 0
-repeat
-  rounds = rounds + 1
-  local r = redis.call("HSCAN", KEYS[1], cursor, "COUNT", 100)
-  cursor = r[1]
-  for i = 1, #r[2], 2 do
-    if n < 100 and now - tonumber(r[2][i + 1]) > tonumber(ARGV[2]) then
-      out[#out + 1] = r[2][i]
-      out[#out + 1] = r[2][i + 1]
-      n = n + 1
-    end
-  end
-until cursor == "0" or n >= 100 or rounds >= 10
+local marks = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", string.format("(%.0f", now), "WITHSCORES", "LIMIT", 0, 100)
+local out = {#marks / 2}
+for _, v in ipairs(marks) do out[#out + 1] = v end
+local due = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", string.format("%.0f", now - tonumber(ARGV[2])), "LIMIT", 0, 100)
+for _, v in ipairs(due) do out[#out + 1] = v end
 return out
