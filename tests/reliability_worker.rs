@@ -390,8 +390,8 @@ impl<B: Backend> Backend for Faulty<B> {
     ) -> redjob::Result<Vec<(String, JobId)>> {
         self.inner.batch_dead(id, limit).await
     }
-    async fn batch_sweep(&self, older_than: Duration) -> redjob::Result<()> {
-        self.inner.batch_sweep(older_than).await
+    async fn batch_sweep(&self) -> redjob::Result<()> {
+        self.inner.batch_sweep().await
     }
     async fn tick(
         &self,

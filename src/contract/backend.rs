@@ -281,12 +281,9 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// Counts the finishes of every queue whose mark ran out
     /// ([`batch_mark`](Self::batch_mark)) that are not counted yet, dropping
     /// the marks of queues with none left, and sends the callbacks a sealer
-    /// left due over `older_than` ago. Workers sweep every third of their
-    /// lease.
-    fn batch_sweep(
-        &self,
-        older_than: std::time::Duration,
-    ) -> impl Future<Output = Result<()>> + Send;
+    /// left due (10 s after the seal was recorded). Workers sweep every
+    /// third of their lease; an idle sweep is one command.
+    fn batch_sweep(&self) -> impl Future<Output = Result<()>> + Send;
 
     /// Enqueues `msg` (its body and priority; due at once) as the job of
     /// `tick`, unless this tick (or a later one) of the schedule was enqueued
@@ -462,7 +459,7 @@ macro_rules! backend_methods {
             async fn batch_mark(queue: &str, until: std::time::Duration) -> $crate::Result<()>;
             async fn batches(before_ms: Option<u64>, limit: usize) -> $crate::Result<Vec<$crate::contract::batches::BatchStatus>>;
             async fn batch_dead(id: &$crate::contract::batches::BatchId, limit: usize) -> $crate::Result<Vec<(String, $crate::JobId)>>;
-            async fn batch_sweep(older_than: std::time::Duration) -> $crate::Result<()>;
+            async fn batch_sweep() -> $crate::Result<()>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;

@@ -591,7 +591,7 @@ async fn sweep_batches<B: Backend>(backend: B, lease: Duration, stop: Cancellati
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        if let Err(e) = backend.batch_sweep(lease.max(Duration::from_secs(5))).await {
+        if let Err(e) = backend.batch_sweep().await {
             tracing::warn!(error = %e, "sweeping batch finishes failed");
         }
     }

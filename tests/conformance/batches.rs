@@ -476,7 +476,7 @@ pub async fn a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark(en
     // the worker "dies" here: batch_settled is never called
     let done = backend.settle("batches_b", &settle).await.unwrap();
     if !env.is_redis() {
-        backend.batch_sweep(Duration::ZERO).await.unwrap();
+        backend.batch_sweep().await.unwrap();
         assert!(
             env.client
                 .batch_status(&id)
@@ -488,14 +488,14 @@ pub async fn a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark(en
         return;
     }
     let mut raw = env.raw().await;
-    let marks = format!("{}:{{@workers}}:bout", env.namespace());
+    let marks = format!("{}:{{@workers}}:bmarks", env.namespace());
     let marked = |raw: &mut redjob::connection::Connection| {
         let mut raw = raw.clone();
         let marks = marks.clone();
         async move {
             redis::cmd("ZSCORE")
                 .arg(&marks)
-                .arg("batches_b")
+                .arg("qbatches_b")
                 .query_async::<Option<f64>>(&mut raw)
                 .await
                 .unwrap()
@@ -513,7 +513,7 @@ pub async fn a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark(en
         .query_async(&mut raw)
         .await
         .unwrap();
-    backend.batch_sweep(Duration::ZERO).await.unwrap();
+    backend.batch_sweep().await.unwrap();
     let s = env.client.batch_status(&id).await.unwrap().unwrap();
     assert_eq!(s.succeeded, 0, "a standing mark is not swept");
     // the mark runs out (its worker died): a sweep counts the finish, then
@@ -521,11 +521,11 @@ pub async fn a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark(en
     let _: () = redis::cmd("ZADD")
         .arg(&marks)
         .arg(old)
-        .arg("batches_b")
+        .arg("qbatches_b")
         .query_async(&mut raw)
         .await
         .unwrap();
-    backend.batch_sweep(Duration::ZERO).await.unwrap();
+    backend.batch_sweep().await.unwrap();
     let s = env.client.batch_status(&id).await.unwrap().unwrap();
     assert!(s.is_complete() && s.succeeded == 1, "{s:?}");
     assert!(
@@ -670,26 +670,18 @@ pub async fn callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_on
         .await
         .unwrap();
     let _: () = redis::cmd("ZADD")
-        .arg(format!("{}:{{@workers}}:bdue", env.namespace()))
+        .arg(format!("{}:{{@workers}}:bmarks", env.namespace()))
         .arg(old)
-        .arg(lost.as_str())
+        .arg(format!("b{lost}"))
         .query_async(&mut raw)
         .await
         .unwrap();
     let before = env.queues().attributes("batches_cb").await.unwrap().msgs;
-    env.client
-        .backend()
-        .batch_sweep(Duration::from_secs(5))
-        .await
-        .unwrap();
+    env.client.backend().batch_sweep().await.unwrap();
     let after = env.queues().attributes("batches_cb").await.unwrap().msgs;
     assert_eq!(after, before + 1, "the sweep sent the callback");
     // and once: a second sweep finds nothing recorded
-    env.client
-        .backend()
-        .batch_sweep(Duration::ZERO)
-        .await
-        .unwrap();
+    env.client.backend().batch_sweep().await.unwrap();
     assert_eq!(
         env.queues().attributes("batches_cb").await.unwrap().msgs,
         after

@@ -86,7 +86,7 @@ impl Backend for MemoryBackend {
         Ok(self.dead_of_batch(id, limit))
     }
 
-    async fn batch_sweep(&self, _older_than: Duration) -> Result<()> {
+    async fn batch_sweep(&self) -> Result<()> {
         Ok(())
     }
 

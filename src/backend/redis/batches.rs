@@ -13,7 +13,7 @@
 //! fetching worker applies them
 //! ([`Backend::batch_recover`](crate::backend::Backend::batch_recover)).
 //! An idle queue is fetched from rarely: a worker marks a queue
-//! (`ns:{@workers}:bout`) before it settles batch jobs there, and every
+//! (`ns:{@workers}:bmarks`) before it settles batch jobs there, and every
 //! worker's sweep counts the finishes of queues marked over a lease ago
 //! ([`Backend::batch_sweep`](crate::backend::Backend::batch_sweep)).
 
@@ -206,7 +206,7 @@ impl RedisBackend {
     }
 
     async fn marks(&self, args: &[String]) -> Result<Value> {
-        let mut cmd = scripts::eval(&scripts::MARKS, &self.ns.batch_marks());
+        let mut cmd = scripts::eval(&scripts::MARKS, &[self.ns.batch_marks()]);
         cmd.arg(args);
         scripts::run(&mut self.con.clone(), &scripts::MARKS, &cmd).await
     }
@@ -219,29 +219,42 @@ impl RedisBackend {
         Ok(())
     }
 
-    pub(super) async fn sweep_batches(&self, older_than: std::time::Duration) -> Result<()> {
-        let ms = crate::contract::backend::clamped_ms(older_than);
-        let Value::Array(items) = self.marks(&["s".into(), ms.to_string()]).await? else {
+    pub(super) async fn sweep_batches(&self) -> Result<()> {
+        // an idle sweep is one plain command: is anything due (by this
+        // machine's clock; the script then goes by Redis's)
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        let any: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(self.ns.batch_marks())
+            .arg("-inf")
+            .arg(now)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(1)
+            .query_async(&mut self.con.clone())
+            .await?;
+        if any.is_empty() {
+            return Ok(());
+        }
+        let Value::Array(items) = self.marks(&["s".into()]).await? else {
             return Ok(());
         };
-        let n = text(items.first()).parse::<usize>().unwrap_or(0);
-        for pair in items.get(1..1 + 2 * n).unwrap_or_default().chunks(2) {
-            let (queue, mark) = (text(pair.first()), text(pair.get(1)));
-            if validate::queue_name(&queue).is_err() {
-                continue;
+        for pair in items.chunks(2) {
+            let (member, score) = (text(pair.first()), text(pair.get(1)));
+            if let Some(queue) = member.strip_prefix('q') {
+                if validate::queue_name(queue).is_ok() && !self.recover_batches(queue).await? {
+                    self.marks(&["x".into(), queue.to_string(), score]).await?;
+                }
+            } else if let Some(raw) = member.strip_prefix('b') {
+                if let Ok(id) = raw.parse::<BatchId>()
+                    && let Some(r) = self.batch_call(&id, "q", &[]).await?
+                {
+                    self.fire(&id, r).await?;
+                }
+                self.marks(&["y".into(), raw.to_string()]).await?;
             }
-            if !self.recover_batches(&queue).await? {
-                self.marks(&["x".into(), queue, mark]).await?;
-            }
-        }
-        for b in items.iter().skip(1 + 2 * n) {
-            let raw = text(Some(b));
-            if let Ok(id) = raw.parse::<BatchId>()
-                && let Some(r) = self.batch_call(&id, "q", &[]).await?
-            {
-                self.fire(&id, r).await?;
-            }
-            self.marks(&["y".into(), raw]).await?;
         }
         Ok(())
     }

@@ -185,15 +185,13 @@ impl Namespace {
         }
     }
 
-    /// `ns:{@workers}:bout`, a sorted set of queues a worker marked as
-    /// holding batch finishes it has not counted yet, by when the mark runs
-    /// out, and `ns:{@workers}:bdue`, of batches whose sealer may not have
-    /// sent their due callbacks (see marks.lua).
-    pub fn batch_marks(&self) -> [String; 2] {
-        [
-            format!("{}{{@workers}}:bout", self.prefix),
-            format!("{}{{@workers}}:bdue", self.prefix),
-        ]
+    /// `ns:{@workers}:bmarks`: a sorted set of what a worker's sweep looks
+    /// after, by when it is the sweep's to handle: queues that may hold
+    /// batch finishes not counted yet (`q<queue>`, by when their mark runs
+    /// out) and batches whose sealer may not have sent their due callbacks
+    /// (`b<id>`; see marks.lua).
+    pub fn batch_marks(&self) -> String {
+        format!("{}{{@workers}}:bmarks", self.prefix)
     }
 
     /// `ns:@batches` (`ns:{@batches}` on a Cluster): a sorted set of every

@@ -159,8 +159,8 @@ impl Backend for RedisBackend {
         self.dead_of_batch(id, limit).await
     }
 
-    async fn batch_sweep(&self, older_than: Duration) -> Result<()> {
-        self.sweep_batches(older_than).await
+    async fn batch_sweep(&self) -> Result<()> {
+        self.sweep_batches().await
     }
 
     async fn tick(
