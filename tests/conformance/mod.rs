@@ -330,6 +330,7 @@ macro_rules! conformance_suite {
             invalid_settings_are_rejected_at_build);
         $crate::conformance_suite!(@priorities $setup, #[$attr],
             fetch_takes_higher_priorities_first_and_fifo_within_one,
+            a_delivery_whose_job_moved_to_another_priority_is_not_gone,
             one_fetch_takes_the_highest_up_to_its_limit, a_delayed_high_priority_job_never_starts_early,
             leases_retries_and_dead_letters_keep_a_job_at_its_priority, rsmq_receive_sees_priority_zero_only_delete_sees_all,
             a_priority_out_of_range_is_refused_and_sends_nothing,

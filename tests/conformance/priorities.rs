@@ -457,3 +457,46 @@ pub async fn typed_pop_due_decodes_and_keeps_what_is_not_its_type(env: &Env) {
     assert_eq!(popped[2].body, b"not json");
     assert!(client.pop_due::<Reminder>(100).await.unwrap().is_empty());
 }
+
+/// A delivery whose job a unique send moved to another priority (a replace,
+/// once the job was back in its queue after a throttle) fails the fence as
+/// a later delivery does: the job still exists, so it is not reported gone.
+/// (The model test found Redis calling it gone.)
+pub async fn a_delivery_whose_job_moved_to_another_priority_is_not_gone(env: &Env) {
+    use redjob::backend::Throttle;
+    use redjob::queue::{OnDuplicate, Unique};
+    let b = env.client.backend();
+    let opts = QueueOptions::default();
+    let first = SendMessage::new("m0")
+        .priority(3)
+        .unique(Unique::new("k").on_duplicate(OnDuplicate::Keep));
+    let id = Backend::send(&b, "moved", &[first], &opts).await.unwrap()[0].id;
+    let f = b.fetch("moved", 10, Duration::from_secs(30)).await.unwrap();
+    let token = f.jobs[0].token;
+    let throttle = Settle {
+        throttles: vec![Throttle {
+            id,
+            token,
+            delay: Duration::ZERO,
+            error: "throttled".into(),
+            key: false,
+        }],
+        ..Settle::default()
+    };
+    b.settle("moved", &throttle).await.unwrap();
+    let replace = SendMessage::new("m1")
+        .priority(0)
+        .unique(Unique::new("k").on_duplicate(OnDuplicate::Replace));
+    let sent = b.send_outcomes("moved", &[replace]).await.unwrap();
+    assert_eq!(sent[0].id, id, "the queued job was met");
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id,
+            token,
+            error: "late".into(),
+        }],
+        ..Settle::default()
+    };
+    let done = b.settle("moved", &dead).await.unwrap();
+    assert_eq!((done.dead, done.gone.len()), (0, 0), "{done:?}");
+}

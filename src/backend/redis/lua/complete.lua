@@ -562,7 +562,11 @@ if acked + failed > 0 then
     "dead", add(3, #dead), "failed", add(4, failed), slot, entry(c[5], m), hslot, entry(c[6], h))
 end
 local reply = {acked, retried + released, #dead}
-for _, id in ipairs(missing) do reply[#reply + 1] = id end
+-- gone: no longer in the queue at all; one that moved to another priority
+-- (a unique send's replace) failed the fence as a later delivery does
+for _, id in ipairs(missing) do
+  if redis.call("HEXISTS", KEYS[2], id) == 0 then reply[#reply + 1] = id end
+end
 -- the finished jobs of batches wait in KEYS[14] for their batches to count
 -- them: one member per batch, "<batch id> <index>a,<index>d<id>,..." as the
 -- caller built it when every ack and dead letter passed the fence, else
