@@ -219,11 +219,13 @@ enum Op {
         rate: Option<u8>,
     },
     /// A batch of `n` messages (0: an empty one), with an on-complete and an
-    /// on-death callback into the queue's callback queue; sealed unless
-    /// `open`.
+    /// on-death callback into the queue's callback queue, or when `flow` a
+    /// flow's parent (waiting there meanwhile, dead-lettered or cancelled
+    /// when a message dies); sealed unless `open`.
     SendBatched {
         n: u8,
         open: bool,
+        flow: bool,
     },
     /// A batch's status, and the callbacks sent so far.
     BatchStatus {
@@ -305,7 +307,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<Index>(), 0..=1u8, any::<bool>()).prop_map(|(d, delay, key)| Op::Throttle { d, delay, key }),
         1 => (prop::option::of(1..=3u8), prop::option::of(1..=3u8))
             .prop_map(|(global, rate)| Op::Limits { global, rate }),
-        3 => (0..=3u8, prop::bool::weighted(0.2)).prop_map(|(n, open)| Op::SendBatched { n, open }),
+        3 => (0..=3u8, prop::bool::weighted(0.2), any::<bool>())
+            .prop_map(|(n, open, flow)| Op::SendBatched { n, open, flow }),
         2 => any::<Index>().prop_map(|b| Op::BatchStatus { b }),
     ]
 }
@@ -360,6 +363,8 @@ enum Seen {
     /// A batch's total, succeeded, dead, sealed, completed, then the
     /// callbacks sent so far.
     Batch(u64, u64, u64, bool, bool, u64),
+    /// What a flow's batch and parent show.
+    Flow(String),
     None,
 }
 
@@ -391,6 +396,8 @@ struct Side {
     /// The batches sent, and the batch of each job sent in one.
     batches: Vec<BatchId>,
     refs: HashMap<JobId, BatchRef>,
+    /// The flows' parents sent.
+    parents: Vec<JobId>,
 }
 
 fn err(e: Error) -> Seen {
@@ -605,6 +612,10 @@ impl Side {
                 }
                 if let Some(r) = self.refs.get(&id) {
                     batch.batched.push((id, *r));
+                    // a batch's job returns a result, which its batch keeps
+                    if matches!(op, Op::Ack { .. }) {
+                        batch.results.push((id, format!("{k}").into_bytes()));
+                    }
                 }
                 let settled = b.settle(&q, &batch).await;
                 if let Ok(s) = &settled
@@ -622,32 +633,59 @@ impl Side {
                     Err(e) => err(e),
                 }
             }
-            Op::SendBatched { n, open } => {
+            Op::SendBatched { n, open, flow } => {
                 let case = self.queue.trim_start_matches("model");
                 let id: BatchId = format!("{case:0>10}{:0>22}", self.batches.len())
                     .parse()
                     .expect("a batch id");
                 let cb = format!("{q}cb");
+                let parent: JobId = format!("{case:0>10}p{:0>21}", self.batches.len())
+                    .parse()
+                    .expect("a job id");
+                let callback = |kind, body: &[u8], id, cancel| {
+                    let mut c = Callback::new(kind, &cb, body.to_vec());
+                    c.id = id;
+                    c.cancel = cancel;
+                    c
+                };
+                let callbacks = if *flow {
+                    let cancel = self.batches.len() % 2 == 1;
+                    vec![
+                        callback(
+                            CallbackKind::Parent,
+                            br#"{"type":"parent"}"#,
+                            Some(parent),
+                            false,
+                        ),
+                        callback(
+                            CallbackKind::Failed,
+                            br#"{"type":"parent"}"#,
+                            Some(parent),
+                            cancel,
+                        ),
+                    ]
+                } else {
+                    vec![
+                        callback(CallbackKind::Complete, br#"{"type":"done"}"#, None, false),
+                        callback(CallbackKind::Death, br#"{"type":"died"}"#, None, false),
+                    ]
+                };
                 let spec = BatchSpec {
                     id,
-                    callbacks: vec![
-                        Callback {
-                            kind: CallbackKind::Complete,
-                            queue: cb.clone(),
-                            body: br#"{"type":"done"}"#.to_vec(),
-                        },
-                        Callback {
-                            kind: CallbackKind::Death,
-                            queue: cb,
-                            body: br#"{"type":"died"}"#.to_vec(),
-                        },
-                    ],
+                    callbacks,
                     description: None,
                 };
                 if let Err(e) = b.batch_open(&spec).await {
                     return err(e);
                 }
                 self.batches.push(id);
+                if *flow {
+                    self.parents.push(parent);
+                    let waited = wait_for_parent(&b, &cb, &parent, &id).await;
+                    if let Err(e) = waited {
+                        return err(e);
+                    }
+                }
                 let first = self.ids.len();
                 let msgs: Vec<_> = (0..u64::from(*n))
                     .map(|index| {
@@ -1003,8 +1041,53 @@ impl Side {
             .await
             .map_or(0, |a| a.msgs);
         batches.push(Seen::Count(called));
+        // the results each batch keeps, and each flow's parent
+        for id in &self.batches {
+            let results = self.backend.batch_results(id, 0, 10).await;
+            let first = self.backend.batch_status(id).await.unwrap();
+            batches.push(Seen::Flow(format!(
+                "{:?} {:?}",
+                results.map(|r| r
+                    .into_iter()
+                    .map(|(i, v)| (i, String::from_utf8_lossy(&v).into_owned()))
+                    .collect::<Vec<_>>()),
+                first.map(|s| s.first_failure.is_some())
+            )));
+        }
+        let cb = format!("{}cb", self.queue);
+        for p in &self.parents {
+            let job = self.backend.job(&cb, p).await;
+            batches.push(Seen::Flow(format!(
+                "{:?}",
+                job.map(|j| j.map(|j| {
+                    // ids differ between the sides: the words of 32
+                    let why = j.last_error.map(|e| {
+                        e.split(' ')
+                            .map(|w| if w.len() == 32 { "<id>" } else { w })
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    });
+                    (j.state, j.finished.map(|f| f.how), why)
+                }))
+            )));
+        }
         (format!("{stats:?}"), dead, batches)
     }
+}
+
+/// Records `parent` as waiting in queue `cb` for batch `id`, the queue
+/// created first when missing.
+async fn wait_for_parent(
+    b: &AnyBackend,
+    cb: &str,
+    parent: &JobId,
+    id: &BatchId,
+) -> Result<(), Error> {
+    match Queues::create_queue(b, cb, QueueOptions::default()).await {
+        Ok(()) | Err(Error::QueueExists { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    b.flow_wait(cb, parent, id, br#"{"type":"parent"}"#).await
 }
 
 fn pick_index(len: usize, i: &Index) -> Option<usize> {
@@ -1090,6 +1173,7 @@ async fn check(
             start_ms: 0,
             slot: 0,
             batches: Vec::new(),
+            parents: Vec::new(),
             refs: HashMap::new(),
         },
         Side {
@@ -1100,6 +1184,7 @@ async fn check(
             start_ms: 0,
             slot: 0,
             batches: Vec::new(),
+            parents: Vec::new(),
             refs: HashMap::new(),
         },
     ];

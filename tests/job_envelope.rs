@@ -173,6 +173,7 @@ fn an_envelope_with_a_trace_field_decodes_as_without_it() {
         finished: None,
         key: None,
         result: None,
+        waits_for: None,
     };
     assert_eq!(info.decode::<Thumbnail>().unwrap().width, 4);
     assert_eq!(info.job_name().as_deref(), Some("thumbnail"));

@@ -390,6 +390,23 @@ impl<B: Backend> Backend for Faulty<B> {
     ) -> redjob::Result<Vec<(String, JobId)>> {
         self.inner.batch_dead(id, limit).await
     }
+    async fn flow_wait(
+        &self,
+        queue: &str,
+        id: &JobId,
+        batch: &redjob::ops::BatchId,
+        body: &[u8],
+    ) -> redjob::Result<()> {
+        self.inner.flow_wait(queue, id, batch, body).await
+    }
+    async fn batch_results(
+        &self,
+        id: &redjob::ops::BatchId,
+        from: u64,
+        limit: usize,
+    ) -> redjob::Result<Vec<(u64, Vec<u8>)>> {
+        self.inner.batch_results(id, from, limit).await
+    }
     async fn batch_sweep(&self) -> redjob::Result<()> {
         self.inner.batch_sweep().await
     }

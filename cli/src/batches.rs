@@ -51,6 +51,8 @@ fn status_json(s: &BatchStatus) -> serde_json::Value {
         "sealed": s.sealed,
         "created_ms": s.created_ms,
         "completed_ms": s.completed_ms,
+        "first_failure": s.first_failure,
+        "parent": s.parent,
     })
 }
 
@@ -139,6 +141,12 @@ pub async fn show(ctx: &Ctx, args: &BatchArgs) -> Outcome {
     println!("created: {}", when(s.created_ms));
     if let Some(at) = s.completed_ms {
         println!("completed: {}", when(at));
+    }
+    if let Some(p) = &s.parent {
+        println!("parent (runs when all succeeded): {p}");
+    }
+    if let Some(f) = &s.first_failure {
+        println!("first failure: {f}");
     }
     if !dead.is_empty() {
         println!();

@@ -214,6 +214,12 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo, unserved: Option<Unserved>) -> O
         let mut v = job_json(j);
         v["queue"] = queue.into();
         v["runs"] = j.runs.iter().map(attempt_json).collect();
+        if let Some(b) = &j.waits_for {
+            v["waits_for"] = b.to_string().into();
+        }
+        if let Some(r) = j.batch() {
+            v["batch"] = json!({"id": r.batch.to_string(), "index": r.index});
+        }
         if let Some(u) = unserved {
             v["waiting_for_worker"] =
                 json!({"type": name, "since_ms": u.since_ms, "dead_at_ms": u.dead_at_ms});
@@ -238,6 +244,12 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo, unserved: Option<Unserved>) -> O
     }
     if let Some(k) = &j.key {
         println!("{:<11}{:?} ({} at a time)", "key", k.key, k.per_key);
+    }
+    if let Some(b) = &j.waits_for {
+        println!("{:<11}the jobs of batch {b} (its children)", "waits for");
+    }
+    if let Some(r) = j.batch() {
+        println!("{:<11}{} (job {})", "batch", r.batch, r.index);
     }
     if let Some(f) = &j.finished {
         let by =

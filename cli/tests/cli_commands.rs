@@ -1583,6 +1583,36 @@ async fn batches_list_newest_first_with_progress_and_a_batch_shows_its_dead_jobs
     );
     let text = cli(&url, &["batch", &running.to_string()]).await;
     assert!(text.ok().contains(&d.id.to_string()), "{}", text.out);
+    // a flow: its parent waits, found by id with what it waits for; its
+    // child's batch names the parent
+    let parent = client
+        .enqueue_flow(
+            redjob::client::Flow::new_in("cli_parent", &Member { n: 9 }).child(&Member { n: 4 }),
+        )
+        .await
+        .unwrap();
+    let v = cli(
+        &url,
+        &["jobs", "show", "cli_parent", parent.as_ref(), "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(v["state"], "waiting", "{v}");
+    let group = v["waits_for"]
+        .as_str()
+        .expect("what it waits for")
+        .to_string();
+    let v = cli(&url, &["batch", &group, "--json"]).await.json();
+    assert_eq!(v["parent"], format!("cli_parent {parent}"), "{v}");
+    assert_eq!((&v["total"], &v["pending"]), (&json!(1), &json!(1)));
+    let text = cli(&url, &["batch", &group]).await;
+    assert!(
+        text.ok().contains(&format!(
+            "parent (runs when all succeeded): cli_parent {parent}"
+        )),
+        "{}",
+        text.out
+    );
     cli(&url, &["batch", "nonsense"])
         .await
         .failed("not a batch id");

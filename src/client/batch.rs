@@ -116,11 +116,7 @@ impl<'c> BatchBuilder<'c> {
         self.callbacks.push(
             validate::queue_name(queue)
                 .and_then(|()| job::encode(job))
-                .map(|body| Callback {
-                    kind,
-                    queue: queue.to_string(),
-                    body,
-                }),
+                .map(|body| Callback::new(kind, queue, body)),
         );
         self
     }
@@ -212,11 +208,7 @@ impl<'c> BatchBuilder<'c> {
             }
         }
         let jobs = self.jobs.into_iter().collect::<Result<Vec<_>>>()?;
-        let us = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_micros() as u64;
-        let id = BatchId(JobId::make(us, &random_suffix()));
+        let id = BatchId(fresh_id());
         let backend = &self.client.backend;
         backend
             .batch_open(&BatchSpec {
@@ -225,36 +217,61 @@ impl<'c> BatchBuilder<'c> {
                 description: self.description,
             })
             .await?;
-        // by queue, each job's body naming its place in the batch
-        let mut queues: Vec<(String, Vec<SendMessage>)> = Vec::new();
-        for (index, (queue, mut msg)) in jobs.into_iter().enumerate() {
-            let r = BatchRef {
-                batch: id,
-                index: index as u64,
-            };
-            msg.body = with_batch(&msg.body, &r);
-            match queues.iter_mut().find(|(q, _)| *q == queue) {
-                Some((_, msgs)) => msgs.push(msg),
-                None => queues.push((queue, vec![msg])),
-            }
-        }
-        let mut total = 0u64;
-        for (queue, mut msgs) in queues {
-            // a send call is one priority: sorted by it, highest first
-            msgs.sort_by_key(|m| std::cmp::Reverse(m.priority));
-            total += msgs.len() as u64;
-            backend
-                .send(&queue, &msgs, &self.client.queue_defaults)
-                .await?;
-        }
+        let total = send_members(
+            self.client,
+            id,
+            jobs.into_iter()
+                .enumerate()
+                .map(|(i, (q, m))| (i as u64, q, m))
+                .collect(),
+        )
+        .await?;
         backend.batch_seal(&id, total).await?;
         Ok(id)
     }
 }
 
+/// Sends batch `id`'s jobs (index, queue, message), each body naming its
+/// place in the batch: one call per queue and priority, as
+/// [`Client::enqueue_batch`]. Returns how many.
+pub(super) async fn send_members(
+    client: &Client,
+    id: BatchId,
+    jobs: Vec<(u64, String, SendMessage)>,
+) -> Result<u64> {
+    let mut queues: Vec<(String, Vec<SendMessage>)> = Vec::new();
+    for (index, queue, mut msg) in jobs {
+        msg.body = with_batch(&msg.body, &BatchRef { batch: id, index });
+        match queues.iter_mut().find(|(q, _)| *q == queue) {
+            Some((_, msgs)) => msgs.push(msg),
+            None => queues.push((queue, vec![msg])),
+        }
+    }
+    let mut total = 0u64;
+    for (queue, mut msgs) in queues {
+        // a send call is one priority: sorted by it, highest first
+        msgs.sort_by_key(|m| std::cmp::Reverse(m.priority));
+        total += msgs.len() as u64;
+        client
+            .backend
+            .send(&queue, &msgs, &client.queue_defaults)
+            .await?;
+    }
+    Ok(total)
+}
+
+/// A fresh id for a batch or a flow's parent: now, and random.
+pub(super) fn fresh_id() -> JobId {
+    let us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros() as u64;
+    JobId::make(us, &random_suffix())
+}
+
 /// A batch job's queue and message: at its type's priority, after the
 /// queue's delay; a unique or keyed type is refused.
-fn message<J: Job>(queue: &str, job: &J) -> Result<(String, SendMessage)> {
+pub(super) fn message<J: Job>(queue: &str, job: &J) -> Result<(String, SendMessage)> {
     let opts = EnqueueOptions::default();
     if opts.unique_of(job)?.is_some() || opts.keyed_of(job)?.is_some() {
         return Err(Error::InvalidValue {

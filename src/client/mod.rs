@@ -14,11 +14,13 @@ use crate::job::{self, Job, JobContext};
 use crate::{Error, JobId, Result};
 
 mod batch;
+mod flow;
 mod inspect;
 mod options;
 mod topics;
 
 pub use batch::BatchBuilder;
+pub use flow::Flow;
 pub use options::{ClientConfig, EnqueueOptions};
 
 /// Enqueues typed jobs, on Redis or in memory. Cheap to clone; clones share one

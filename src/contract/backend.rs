@@ -267,6 +267,28 @@ pub trait Backend: Clone + Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, JobId)>>> + Send;
 
+    /// Records job `id` of `queue`, a flow's parent, as waiting for the jobs
+    /// of `batch` (found by id as [`Waiting`](crate::inspect::JobState::Waiting)
+    /// with its `body`) until it is sent or failed. Fails with
+    /// [`QueueNotFound`](crate::Error::QueueNotFound) for no queue.
+    fn flow_wait(
+        &self,
+        queue: &str,
+        id: &JobId,
+        batch: &crate::contract::batches::BatchId,
+        body: &[u8],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The results batch `id`'s jobs returned (a flow's children), by index:
+    /// those of indexes `from` to `from + limit - 1` (`limit` 1 to 1,000)
+    /// that returned one. A batch keeps them as long as itself.
+    fn batch_results(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        from: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(u64, Vec<u8>)>>> + Send;
+
     /// Marks `queue` as holding batch finishes that may not be counted yet,
     /// for `until` from now (at least 1 s; a later mark stands): a worker
     /// calls it with its lease before it settles jobs of batches there
@@ -459,6 +481,8 @@ macro_rules! backend_methods {
             async fn batch_mark(queue: &str, until: std::time::Duration) -> $crate::Result<()>;
             async fn batches(before_ms: Option<u64>, limit: usize) -> $crate::Result<Vec<$crate::contract::batches::BatchStatus>>;
             async fn batch_dead(id: &$crate::contract::batches::BatchId, limit: usize) -> $crate::Result<Vec<(String, $crate::JobId)>>;
+            async fn flow_wait(queue: &str, id: &$crate::JobId, batch: &$crate::contract::batches::BatchId, body: &[u8]) -> $crate::Result<()>;
+            async fn batch_results(id: &$crate::contract::batches::BatchId, from: u64, limit: usize) -> $crate::Result<Vec<(u64, Vec<u8>)>>;
             async fn batch_sweep() -> $crate::Result<()>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;

@@ -104,15 +104,23 @@ pub enum CallbackKind {
     Success,
     /// A job of the batch died (its first dead letter).
     Death,
+    /// A flow's parent (see [`Flow`](crate::client::Flow)): enqueued, with the id
+    /// chosen when the flow was, once every child succeeded.
+    Parent,
+    /// A flow's parent failed: dead-lettered or cancelled (as
+    /// [`Callback::cancel`] says) when its first child dies or is cancelled.
+    Failed,
 }
 
 impl CallbackKind {
-    /// The letter the stores use: `c`, `s` or `d`.
+    /// The letter the stores use: `c`, `s`, `d`, `p` or `x`.
     pub fn code(self) -> &'static str {
         match self {
             CallbackKind::Complete => "c",
             CallbackKind::Success => "s",
             CallbackKind::Death => "d",
+            CallbackKind::Parent => "p",
+            CallbackKind::Failed => "x",
         }
     }
 
@@ -122,6 +130,8 @@ impl CallbackKind {
             "c" => Some(CallbackKind::Complete),
             "s" => Some(CallbackKind::Success),
             "d" => Some(CallbackKind::Death),
+            "p" => Some(CallbackKind::Parent),
+            "x" => Some(CallbackKind::Failed),
             _ => None,
         }
     }
@@ -136,6 +146,56 @@ pub struct Callback {
     pub queue: String,
     /// Its envelope; `"batch_done"` is added when it is enqueued.
     pub body: Vec<u8>,
+    /// Its id, chosen beforehand (a flow's parent); `None`: given at send.
+    pub id: Option<JobId>,
+    /// A [`Failed`](CallbackKind::Failed) parent is cancelled rather than
+    /// dead-lettered.
+    pub cancel: bool,
+}
+
+impl Callback {
+    /// A callback with its id given at send.
+    pub fn new(kind: CallbackKind, queue: &str, body: Vec<u8>) -> Callback {
+        Callback {
+            kind,
+            queue: queue.to_string(),
+            body,
+            id: None,
+            cancel: false,
+        }
+    }
+
+    /// The stored form: `<queue>[ <id>[ c]]\n<body>`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = self.queue.as_bytes().to_vec();
+        if let Some(id) = &self.id {
+            out.push(b' ');
+            out.extend_from_slice(id.as_str().as_bytes());
+            if self.cancel {
+                out.extend_from_slice(b" c");
+            }
+        }
+        out.push(b'\n');
+        out.extend_from_slice(&self.body);
+        out
+    }
+
+    /// Reads [`encode`](Self::encode)'s form.
+    pub fn decode(kind: CallbackKind, stored: &[u8]) -> Option<Callback> {
+        let nl = stored.iter().position(|&c| c == b'\n')?;
+        let head = std::str::from_utf8(&stored[..nl]).ok()?;
+        let mut words = head.split(' ');
+        let queue = words.next()?.to_string();
+        let id = words.next().map(|w| w.parse::<JobId>()).transpose().ok()?;
+        let cancel = words.next() == Some("c");
+        Some(Callback {
+            kind,
+            queue,
+            body: stored[nl + 1..].to_vec(),
+            id,
+            cancel,
+        })
+    }
 }
 
 /// A batch as its enqueuer opens it.
@@ -186,6 +246,14 @@ pub struct BatchStatus {
     /// What it is, as its enqueuer said.
     #[serde(default)]
     pub description: Option<String>,
+    /// Its first job that died or was cancelled: `<queue> <id> dead` or
+    /// `<queue> <id> cancelled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<String>,
+    /// A flow's batch: its parent, `<queue> <id>` (see
+    /// [`parent_job`](Self::parent_job)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl BatchStatus {
@@ -203,6 +271,13 @@ impl BatchStatus {
     pub fn is_complete(&self) -> bool {
         self.sealed && self.finished() >= self.total
     }
+
+    /// A flow's batch: its parent's queue and id, the job that waits for
+    /// this batch's jobs.
+    pub fn parent_job(&self) -> Option<(&str, JobId)> {
+        let (q, id) = self.parent.as_deref()?.split_once(' ')?;
+        Some((q, id.parse().ok()?))
+    }
 }
 
 /// How a batch's job finished, as the stores count it.
@@ -212,6 +287,18 @@ pub enum Finish {
     Succeeded,
     /// Dead-lettered.
     Dead,
+    /// Cancelled before it finished (a flow's parent whose child failed).
+    Cancelled,
+}
+
+/// The error for a batch that is not there.
+pub fn no_batch(id: &BatchId) -> Error {
+    Error::InvalidValue {
+        what: "batch id",
+        reason: format!(
+            "no batch {id}: unknown, or past its retention (7 days after it completed)"
+        ),
+    }
 }
 
 /// A page's size: 1 to 1,000.

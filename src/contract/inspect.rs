@@ -34,11 +34,16 @@ pub enum JobState {
     /// [`Keyed`](crate::queue::Keyed)): it takes one when one of the key's
     /// running jobs leaves, in order of its due time within the key.
     Blocked,
+    /// A flow's parent waiting for its children (see
+    /// [`Flow`](crate::client::Flow)): not in its queue until they have all
+    /// succeeded; [`JobInfo::waits_for`] names their batch. Found by id
+    /// only: no list holds such jobs.
+    Waiting,
 }
 
 impl JobState {
     /// The name used by scripts, the CLI and URLs: `ready`, `scheduled`,
-    /// `in_flight`, `dead`, `finished`, `blocked`.
+    /// `in_flight`, `dead`, `finished`, `blocked`, `waiting`.
     ///
     /// ```
     /// assert_eq!(redjob::inspect::JobState::InFlight.as_str(), "in_flight");
@@ -51,6 +56,7 @@ impl JobState {
             JobState::Dead => "dead",
             JobState::Finished => "finished",
             JobState::Blocked => "blocked",
+            JobState::Waiting => "waiting",
         }
     }
 }
@@ -99,6 +105,7 @@ impl StateCounts {
 ///     finished: None,
 ///     key: None,
 ///     result: None,
+///     waits_for: None,
 /// };
 /// assert_eq!(job.job_name().as_deref(), Some("Email"));
 /// assert_eq!(job.args().unwrap()["to"], "a@b");
@@ -140,9 +147,39 @@ pub struct JobInfo {
     /// [`JobSpec::Output`](crate::job::JobSpec::Output)); read from its
     /// history entry.
     pub result: Option<Vec<u8>>,
+    /// A flow's parent waiting for its children ([`JobState::Waiting`]):
+    /// their batch, whose status says how far they are (see
+    /// [`Flow`](crate::client::Flow)).
+    pub waits_for: Option<crate::contract::batches::BatchId>,
 }
 
 impl JobInfo {
+    /// The batch (or flow) this job belongs to, as its envelope says: its
+    /// status's [`parent_job`](crate::ops::BatchStatus::parent_job) is the
+    /// job that waits for it, in a flow.
+    ///
+    /// ```
+    /// # use redjob::inspect::{JobInfo, JobState};
+    /// let job = JobInfo {
+    ///     id: "0000000000abcdefghijklmnopqrstuv".parse().unwrap(),
+    ///     state: JobState::Ready,
+    ///     priority: 0,
+    ///     attempts: 0,
+    ///     due_ms: 0,
+    ///     body: br#"{"type":"Resize","args":{},"batch":"0000000000aaaaaaaaaaaaaaaaaaaaaa:3"}"#.to_vec(),
+    ///     last_error: None,
+    ///     runs: Vec::new(),
+    ///     finished: None,
+    ///     key: None,
+    ///     result: None,
+    ///     waits_for: None,
+    /// };
+    /// assert_eq!(job.batch().map(|r| r.index), Some(3));
+    /// ```
+    pub fn batch(&self) -> Option<crate::contract::batches::BatchRef> {
+        crate::contract::batches::BatchRef::of_body(&self.body)
+    }
+
     /// The job type named in the envelope, if the body is one.
     pub fn job_name(&self) -> Option<String> {
         crate::contract::envelope::job_name(&self.body)
@@ -661,6 +698,7 @@ pub(crate) fn queued(
         finished: None,
         key: None,
         result: None,
+        waits_for: None,
     }
 }
 
@@ -684,6 +722,7 @@ pub(crate) fn finished_info(
         finished: Some(entry.finished),
         key: entry.key,
         result: entry.result,
+        waits_for: None,
     }
 }
 
@@ -712,6 +751,24 @@ pub(crate) fn page(jobs: Vec<JobInfo>, scores: &[u64], full: bool) -> Page {
 pub(crate) fn dead_page(jobs: Vec<JobInfo>, full: bool) -> Page {
     let next = full.then(|| jobs.last().map(Cursor::dead)).flatten();
     Page { jobs, next }
+}
+
+/// A flow's parent waiting for its children of `batch`, with its `body`.
+pub(crate) fn waiting(id: JobId, batch: crate::contract::batches::BatchId, body: &[u8]) -> JobInfo {
+    JobInfo {
+        id,
+        state: JobState::Waiting,
+        priority: 0,
+        attempts: 0,
+        due_ms: id.sent_ms(),
+        body: body.to_vec(),
+        last_error: None,
+        runs: Vec::new(),
+        finished: None,
+        key: None,
+        result: None,
+        waits_for: Some(batch),
+    }
 }
 
 #[cfg(test)]

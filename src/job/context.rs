@@ -32,6 +32,26 @@ pub struct JobContext {
     data: Data,
     batch: Option<crate::contract::batches::BatchId>,
     batch_done: Option<Arc<crate::contract::batches::BatchStatus>>,
+    results: Option<ResultsReader>,
+}
+
+/// Reads a batch's results (the worker's backend): (batch, from, limit).
+type ReadResults = dyn Fn(
+        crate::contract::batches::BatchId,
+        u64,
+        usize,
+    ) -> futures::future::BoxFuture<'static, Result<Vec<(u64, Vec<u8>)>>>
+    + Send
+    + Sync;
+
+/// A worker's way to read a batch's results, for [`JobContext::child_results`].
+#[derive(Clone)]
+pub(crate) struct ResultsReader(pub(crate) Arc<ReadResults>);
+
+impl std::fmt::Debug for ResultsReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResultsReader")
+    }
 }
 
 impl JobContext {
@@ -51,7 +71,14 @@ impl JobContext {
             data: Data::default(),
             batch: None,
             batch_done: None,
+            results: None,
         }
+    }
+
+    /// How the job reads its batch's results (the worker's backend).
+    pub(crate) fn with_results(mut self, reader: Option<ResultsReader>) -> Self {
+        self.results = reader;
+        self
     }
 
     /// What the job's stored body says beyond its arguments: the batch it
@@ -96,6 +123,47 @@ impl JobContext {
     /// ```
     pub fn batch_status(&self) -> Option<&crate::contract::batches::BatchStatus> {
         self.batch_done.as_deref()
+    }
+
+    /// In a flow's parent (see [`Flow`](crate::client::Flow)) or a batch's callback:
+    /// the results its children (the batch's jobs) returned, by index in the
+    /// order they were added, `None` for one that returned none (a job
+    /// without `#[job(output)]`, or one that did not succeed). Each is read
+    /// as `T`: use [`serde_json::Value`] for children of several types.
+    /// Fails outside such a job, and once the batch is past its retention
+    /// (7 days after it completed).
+    ///
+    /// ```
+    /// use redjob::JobContext;
+    /// use std::time::SystemTime;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let id: redjob::JobId = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+    /// let ctx = JobContext::new(id, 1, "albums", SystemTime::now());
+    /// assert!(ctx.child_results::<u32>().await.is_err()); // not a parent
+    /// # }
+    /// ```
+    pub async fn child_results<T: serde::de::DeserializeOwned>(&self) -> Result<Vec<Option<T>>> {
+        let (Some(done), Some(read)) = (self.batch_done.as_deref(), &self.results) else {
+            return Err(crate::Error::InvalidValue {
+                what: "child results",
+                reason: "only a flow's parent or a batch's callback, run by a worker, has them"
+                    .into(),
+            });
+        };
+        let id: crate::contract::batches::BatchId = done.id.parse()?;
+        let mut out: Vec<Option<T>> = (0..done.total).map(|_| None).collect();
+        let mut from = 0u64;
+        while from < done.total {
+            let n = (done.total - from).min(1000) as usize;
+            for (i, r) in (read.0)(id, from, n).await? {
+                if let Some(slot) = usize::try_from(i).ok().and_then(|i| out.get_mut(i)) {
+                    *slot = Some(serde_json::from_slice(&r)?);
+                }
+            }
+            from += n as u64;
+        }
+        Ok(out)
     }
 
     /// Adds a shared value for [`JobContext::data`] (workers do this from

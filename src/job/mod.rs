@@ -40,6 +40,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use context::JobContext;
+pub(crate) use context::ResultsReader;
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, encode_untraced};
 pub use error::{JobError, Outcome};

@@ -670,6 +670,7 @@ impl<B: Backend> WorkerBuilder<B> {
             retention: self.retention.unwrap_or_default(),
             history: self.history.unwrap_or_default(),
             observer: super::observe::Observer::new(self.hooks),
+            results: Some(results_reader(&self.backend)),
             metrics: self.metrics,
             sample_every: self.metrics_interval.filter(|_| self.metrics),
             controls: Arc::new(super::control::Controls::new()),
@@ -699,4 +700,13 @@ impl<B: Backend> WorkerBuilder<B> {
 
 pub(super) fn invalid(what: &'static str, reason: String) -> Error {
     Error::InvalidValue { what, reason }
+}
+
+/// A job's way to read its batch's results, from `backend`.
+fn results_reader<B: Backend>(backend: &B) -> crate::job::ResultsReader {
+    let b = backend.clone();
+    crate::job::ResultsReader(Arc::new(move |id, from, limit| {
+        let b = b.clone();
+        Box::pin(async move { b.batch_results(&id, from, limit).await })
+    }))
 }

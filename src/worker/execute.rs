@@ -239,7 +239,8 @@ async fn run(
     )
     .with_cancellation(cancel.clone())
     .with_data_map(shared.data.clone())
-    .with_body(r.batch.map(|b| b.batch), &d.body);
+    .with_body(r.batch.map(|b| b.batch), &d.body)
+    .with_results(shared.results.clone());
     let now = Instant::now();
     let waited = Duration::from_millis(d.waited_ms) + now.saturating_duration_since(r.fetched);
     report.started = Some((now, waited));

@@ -111,6 +111,8 @@ pub(crate) struct Shared {
     pub history: crate::contract::history::History,
     /// The hooks.
     pub observer: observe::Observer,
+    /// How a job reads its batch's results.
+    pub results: Option<crate::job::ResultsReader>,
     /// Metrics through the `metrics` facade.
     pub metrics: bool,
     /// How often queue sizes and subscriber lags are sampled into gauges (with

@@ -7,6 +7,7 @@ pub mod attempts;
 pub mod batches;
 pub mod bulk;
 pub mod control;
+pub mod flows;
 pub mod history;
 pub mod inspect;
 pub mod keys;
@@ -429,6 +430,10 @@ macro_rules! conformance_suite {
             a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark,
             batches_are_listed_newest_first_and_their_dead_jobs_read,
             callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_one_dropped);
+        $crate::conformance_suite!(@flows $setup, #[$attr],
+            a_parent_runs_once_after_its_children_and_reads_their_results,
+            a_chain_runs_in_order_each_step_reading_the_one_before,
+            a_dead_child_fails_its_parent_and_the_chain_above_it_with_the_reason);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,

@@ -144,6 +144,7 @@ mod tests {
             finished: None,
             key: None,
             result: None,
+            waits_for: None,
         }
     }
 

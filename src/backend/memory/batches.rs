@@ -22,50 +22,66 @@ pub(super) struct MemBatch {
     callbacks: Vec<Callback>,
     /// Its first 1,000 dead jobs: queue, id.
     dead: Vec<(String, JobId)>,
+    /// The results its jobs returned, by index.
+    results: BTreeMap<u64, Vec<u8>>,
 }
 
 /// Every batch, by id.
 pub(super) type Batches = BTreeMap<BatchId, MemBatch>;
 
+/// A job's finish to count in its batch: its queue, its place, how, its id
+/// and its result.
+pub(super) type Counted = (String, BatchRef, Finish, JobId, Option<Vec<u8>>);
+
 impl State {
-    /// Counts finishes of `queue`'s jobs in their batches and enqueues the
-    /// callbacks that fall due; returns the queues sent to.
-    pub(super) fn count_batches(
-        &mut self,
-        queue: &str,
-        finishes: &[(BatchRef, Finish, JobId)],
-        now_us: u64,
-    ) -> Vec<String> {
+    /// Counts finishes of jobs in their batches and enqueues the callbacks
+    /// that fall due (a flow's failed parent counted in its own flow in
+    /// turn); returns the queues sent to.
+    pub(super) fn count_batches(&mut self, finishes: Vec<Counted>, now_us: u64) -> Vec<String> {
         let mut sent = Vec::new();
         let now = now_us / 1000;
-        let mut touched = Vec::new();
-        let mut deaths = Vec::new();
-        for (r, how, id) in finishes {
+        let mut work: std::collections::VecDeque<Counted> = finishes.into();
+        while let Some((queue, r, how, id, result)) = work.pop_front() {
             let Some(b) = self.live_batch(&r.batch, now) else {
                 continue;
             };
             if !b.counted.insert(r.index) {
                 continue;
             }
+            let mut due = Vec::new();
             match how {
-                Finish::Succeeded => b.status.succeeded += 1,
+                Finish::Succeeded => {
+                    b.status.succeeded += 1;
+                    if let Some(v) = result {
+                        b.results.insert(r.index, v);
+                    }
+                }
                 Finish::Dead => {
                     b.status.dead += 1;
                     if b.dead.len() < 1000 {
-                        b.dead.push((queue.to_string(), *id));
+                        b.dead.push((queue.clone(), id));
                     }
                     if b.status.dead == 1 {
-                        deaths.push((r.batch, b.callback(CallbackKind::Death)));
+                        due.extend(b.callback(CallbackKind::Death));
                     }
                 }
+                Finish::Cancelled => b.status.cancelled += 1,
             }
-            touched.push(r.batch);
-        }
-        for (id, cb) in deaths {
-            sent.extend(self.enqueue_callbacks(&id, cb, now_us));
-        }
-        for id in touched {
-            sent.extend(self.complete_batch(&id, now_us));
+            if how != Finish::Succeeded && b.status.first_failure.is_none() {
+                let word = if how == Finish::Dead {
+                    "dead"
+                } else {
+                    "cancelled"
+                };
+                b.status.first_failure = Some(format!("{queue} {id} {word}"));
+                due.extend(b.callback(CallbackKind::Failed));
+            }
+            let (s, more) = self.enqueue_callbacks(&r.batch, due, now_us);
+            sent.extend(s);
+            work.extend(more);
+            let (s, more) = self.complete_batch(&r.batch, now_us);
+            sent.extend(s);
+            work.extend(more);
         }
         sent
     }
@@ -84,44 +100,96 @@ impl State {
     }
 
     /// Completes batch `id` when it is sealed and every job finished.
-    fn complete_batch(&mut self, id: &BatchId, now_us: u64) -> Vec<String> {
+    fn complete_batch(&mut self, id: &BatchId, now_us: u64) -> (Vec<String>, Vec<Counted>) {
         let Some(b) = self.batches.get_mut(id) else {
-            return Vec::new();
+            return Default::default();
         };
         let s = &b.status;
         if s.completed_ms.is_some() || !s.sealed || s.finished() < s.total {
-            return Vec::new();
+            return Default::default();
         }
         b.status.completed_ms = Some(now_us / 1000);
         let mut due = b.callback(CallbackKind::Complete);
         if b.status.dead == 0 && b.status.cancelled == 0 {
             due.extend(b.callback(CallbackKind::Success));
+            due.extend(b.callback(CallbackKind::Parent));
         }
         self.enqueue_callbacks(id, due, now_us)
     }
 
-    fn enqueue_callbacks(&mut self, id: &BatchId, due: Vec<Callback>, now_us: u64) -> Vec<String> {
+    /// Sends the callbacks `due` of batch `id`, or fails a flow's parent;
+    /// returns the queues sent to and the finishes a failed parent makes.
+    fn enqueue_callbacks(
+        &mut self,
+        id: &BatchId,
+        due: Vec<Callback>,
+        now_us: u64,
+    ) -> (Vec<String>, Vec<Counted>) {
         let Some(status) = self.batches.get(id).map(|b| b.status.clone()) else {
-            return Vec::new();
+            return Default::default();
         };
         let mut sent = Vec::new();
+        let mut more = Vec::new();
         for cb in due {
             let now = now_us / 1000;
             let q = self.queues.entry(cb.queue.clone()).or_insert_with(|| {
                 let o = QueueOptions::default();
                 MemQueue::new(o.vt, o.delay, o.maxsize, now / 1000)
             });
+            if cb.kind == CallbackKind::Failed {
+                let Some(parent) = cb.id else { continue };
+                let why = format!(
+                    "a job it waits for failed: {}",
+                    status.first_failure.as_deref().unwrap_or("unknown")
+                );
+                q.fail_parent(parent, &cb.body, cb.cancel, &why, now);
+                if let Some(r) = BatchRef::of_body(&cb.body) {
+                    let how = if cb.cancel {
+                        Finish::Cancelled
+                    } else {
+                        Finish::Dead
+                    };
+                    more.push((cb.queue.clone(), r, how, parent, None));
+                }
+                sent.push(cb.queue);
+                continue;
+            }
             let body = callback_body(&cb.body, &status);
             if q.check_size(body.len()).is_err() {
                 tracing::error!(batch = %id, queue = %cb.queue, "a batch callback that cannot be sent is dropped: its body exceeds the queue's maxsize");
                 continue;
             }
-            let ids = self.ids.next(now_us, 1);
-            q.insert(ids[0], body, ms_score(now + q.delay * 1000), 0);
+            let job = match cb.id {
+                Some(j) => {
+                    q.parents.remove(&j);
+                    j
+                }
+                None => self.ids.next(now_us, 1)[0],
+            };
+            q.insert(job, body, ms_score(now + q.delay * 1000), 0);
             q.totalsent += 1;
             sent.push(cb.queue);
         }
-        sent
+        (sent, more)
+    }
+
+    /// The results batch `id`'s jobs returned, by index: at most `limit`
+    /// from index `from`.
+    pub(super) fn results_of_batch(
+        &mut self,
+        id: &BatchId,
+        from: u64,
+        limit: usize,
+        now: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        self.live_batch(id, now)
+            .map(|b| {
+                b.results
+                    .range(from..from.saturating_add(limit as u64))
+                    .map(|(i, r)| (*i, r.clone()))
+                    .collect()
+            })
+            .ok_or_else(|| crate::contract::batches::no_batch(id))
     }
 }
 
@@ -155,6 +223,11 @@ impl MemoryBackend {
                     id: spec.id.to_string(),
                     created_ms: now,
                     description: spec.description.clone(),
+                    parent: spec
+                        .callbacks
+                        .iter()
+                        .find(|c| c.kind == CallbackKind::Parent)
+                        .and_then(|c| Some(format!("{} {}", c.queue, c.id?))),
                     ..BatchStatus::default()
                 },
                 callbacks: spec.callbacks.clone(),
@@ -176,11 +249,29 @@ impl MemoryBackend {
             };
             b.status.total = total;
             b.status.sealed = true;
-            st.complete_batch(id, now_us)
+            let (mut sent, more) = st.complete_batch(id, now_us);
+            sent.extend(st.count_batches(more, now_us));
+            sent
         };
         for q in sent {
             self.notify(&q);
         }
+        Ok(())
+    }
+
+    pub(super) fn flow_wait(
+        &self,
+        queue: &str,
+        id: JobId,
+        batch: BatchId,
+        body: &[u8],
+    ) -> Result<()> {
+        let mut st = self.lock_mut();
+        let q = st
+            .queues
+            .get_mut(queue)
+            .ok_or_else(|| Error::QueueNotFound { name: queue.into() })?;
+        q.parents.insert(id, (batch, body.to_vec()));
         Ok(())
     }
 

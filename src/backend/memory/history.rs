@@ -185,6 +185,28 @@ impl super::state::MemQueue {
         self.history.trim(now, 1001, h);
     }
 
+    /// Enters job `id`, never sent, as finished `how` by `by` at `now`.
+    pub fn enter_failed(&mut self, id: JobId, body: &[u8], how: Finish, by: &str, now: u64) {
+        let h = self.history_setting();
+        if !h.enabled {
+            return;
+        }
+        let entry = Entry {
+            finished: Finished {
+                how,
+                at_ms: now,
+                by: Some(actor_line(by)).filter(|b| !b.is_empty()),
+                job_type: body_type(body),
+            },
+            deliveries: 0,
+            runs: Vec::new(),
+            key: None,
+            result: None,
+        };
+        self.history.record(id, now, &entry, Some(body.to_vec()), h);
+        self.history.trim(now, 1001, h);
+    }
+
     /// Adds an event to the history (as `add_history_event` in lib.lua).
     pub fn add_event(&mut self, what: &str, count: u64, by: &str, now: u64) {
         if !self.history_setting().enabled {

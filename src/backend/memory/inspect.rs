@@ -30,7 +30,7 @@ fn range(state: JobState, now: u64) -> ((u64, u64), fn(u64) -> bool) {
         JobState::InFlight => (later, is_lease),
         // the dead letters and the history are listed apart; blocked jobs
         // are not listed
-        JobState::Dead | JobState::Finished | JobState::Blocked => ((0, u64::MAX), |_| true),
+        _ => ((0, u64::MAX), |_| true),
     }
 }
 
@@ -77,6 +77,7 @@ impl MemQueue {
             finished: None,
             key: None,
             result: None,
+            waits_for: None,
         })
     }
 }
@@ -153,7 +154,11 @@ impl Inspect for MemoryBackend {
                 let h = QueueSettings::decode(&q.settings, &[])
                     .history
                     .unwrap_or_default();
-                q.history.get(id, now, h)
+                q.history.get(id, now, h).or_else(|| {
+                    q.parents
+                        .get(id)
+                        .map(|(b, body)| inspect::waiting(*id, *b, body))
+                })
             }
             // read when one job is looked up, as on Redis
             None => q.dead_info(id).map(|j| JobInfo {
@@ -181,6 +186,9 @@ impl Inspect for MemoryBackend {
         validate::queue_name(queue)?;
         let n = inspect::page_size(n);
         let now = self.clock.now_ms();
+        if state == JobState::Waiting {
+            return Ok(Page::default());
+        }
         if state == JobState::Blocked {
             let st = self.lock();
             let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;

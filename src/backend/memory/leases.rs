@@ -86,6 +86,27 @@ impl Backend for MemoryBackend {
         Ok(self.dead_of_batch(id, limit))
     }
 
+    async fn flow_wait(
+        &self,
+        queue: &str,
+        id: &JobId,
+        batch: &crate::contract::batches::BatchId,
+        body: &[u8],
+    ) -> Result<()> {
+        MemoryBackend::flow_wait(self, queue, *id, *batch, body)
+    }
+
+    async fn batch_results(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        let limit = crate::contract::batches::check_limit(limit)?;
+        let now = self.clock.now_ms();
+        self.lock_mut().results_of_batch(id, from, limit, now)
+    }
+
     async fn batch_sweep(&self) -> Result<()> {
         Ok(())
     }
@@ -556,20 +577,26 @@ impl Backend for MemoryBackend {
         let finishes: Vec<_> = if batch.batched.is_empty() {
             Vec::new()
         } else {
+            use crate::contract::batches::Finish as F;
             let refs: std::collections::HashMap<_, _> = batch.batched.iter().copied().collect();
-            let of = |id: &JobId, how| refs.get(id).map(|r| (*r, how, *id));
+            let results: std::collections::HashMap<_, _> =
+                batch.results.iter().map(|(id, r)| (id, r)).collect();
+            let of = |id: &JobId, how| {
+                let result = (how == F::Succeeded)
+                    .then(|| results.get(id).map(|r| r.to_vec()))
+                    .flatten();
+                refs.get(id)
+                    .map(|r| (queue.to_string(), *r, how, *id, result))
+            };
             acks.iter()
-                .filter_map(|(id, _)| of(id, crate::contract::batches::Finish::Succeeded))
-                .chain(
-                    dead.iter()
-                        .filter_map(|d| of(&d.id, crate::contract::batches::Finish::Dead)),
-                )
+                .filter_map(|(id, _)| of(id, F::Succeeded))
+                .chain(dead.iter().filter_map(|d| of(&d.id, F::Dead)))
                 .collect()
         };
         let called = if finishes.is_empty() {
             Vec::new()
         } else {
-            st.count_batches(queue, &finishes, self.clock.now_us())
+            st.count_batches(finishes, self.clock.now_us())
         };
         drop(st);
         if wake {

@@ -56,6 +56,9 @@ pub(super) struct MemQueue {
     pub dead: BTreeSet<(u64, JobId)>,
     /// And its concurrency key.
     pub dead_msgs: HashMap<JobId, (DeadLetter, i8, Option<String>, Option<Keyed>)>,
+    /// Flows' parents waiting for their children: their batch and body (as
+    /// the hash fields `<id>:w`, see flow_wait.lua).
+    pub parents: HashMap<JobId, (crate::contract::batches::BatchId, Vec<u8>)>,
     /// Workers lease nothing (see `pause.lua`).
     pub paused: bool,
     /// The settings stored for the queue (settings.lua's hash fields).
@@ -126,6 +129,7 @@ impl MemQueue {
             history: Default::default(),
             run_times: Default::default(),
             dead_msgs: HashMap::new(),
+            parents: HashMap::new(),
             paused: false,
             stats: QueueStats::default(),
             minutes: [(0, 0, 0); MINUTES],
@@ -347,6 +351,31 @@ impl MemQueue {
         self.dead.insert((now, *id));
         self.dead_msgs
             .insert(*id, (letter, m.priority, Some(log), keyed));
+    }
+
+    /// A flow's parent whose child failed, never sent: dead-lettered with
+    /// `why` as its error (`cancel`: entered in the history as cancelled
+    /// instead) at `now` (ms), as flow_fail.lua does.
+    pub fn fail_parent(&mut self, id: JobId, body: &[u8], cancel: bool, why: &str, now: u64) {
+        use crate::contract::history::Finish;
+        self.parents.remove(&id);
+        if !cancel && !self.dead_msgs.contains_key(&id) {
+            let letter = DeadLetter {
+                id,
+                body: body.to_vec(),
+                error: why.to_string(),
+                attempts: 0,
+                died_at_ms: now,
+            };
+            self.dead.insert((now, id));
+            self.dead_msgs.insert(id, (letter, 0, None, None));
+        }
+        let how = if cancel {
+            Finish::Cancelled
+        } else {
+            Finish::Dead
+        };
+        self.enter_failed(id, body, how, &format!("flow: {why}"), now);
     }
 
     /// Drops the oldest dead letters beyond `retention` at `now` (ms), at most

@@ -126,6 +126,7 @@ fn rows(r: &mut Reply<'_>) -> Result<Vec<JobInfo>> {
             finished: None,
             key: None,
             result: None,
+            waits_for: None,
         });
     }
     Ok(jobs)

@@ -23,7 +23,9 @@ use redis::Value;
 
 use super::RedisBackend;
 use crate::backend::redis::scripts;
-use crate::contract::batches::{BatchId, BatchSpec, BatchStatus, CallbackKind, callback_body};
+use crate::contract::batches::{
+    BatchId, BatchRef, BatchSpec, BatchStatus, Callback, CallbackKind, callback_body,
+};
 use crate::contract::queues::{QueueOptions, validate};
 use crate::{Error, Result};
 
@@ -36,7 +38,7 @@ const STALE_MS: u64 = 5_000;
 /// batch.lua's reply: the status, and the callbacks due.
 struct Reply {
     status: BatchStatus,
-    due: Vec<(CallbackKind, String, Vec<u8>)>,
+    due: Vec<Callback>,
 }
 
 fn text(v: Option<&Value>) -> String {
@@ -56,6 +58,8 @@ fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
     }
     let num = |i: usize| text(items.get(i)).parse::<u64>().unwrap_or(0);
     let desc = text(items.get(7));
+    let why = text(items.get(8));
+    let parent = text(items.get(9));
     let status = BatchStatus {
         id: id.to_string(),
         total: num(0),
@@ -66,18 +70,17 @@ fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
         created_ms: num(5),
         completed_ms: text(items.get(6)).parse().ok(),
         description: (!desc.is_empty()).then_some(desc),
+        first_failure: (!why.is_empty()).then_some(why),
+        parent: (!parent.is_empty()).then_some(parent),
     };
     let mut due = Vec::new();
-    let mut i = 8;
+    let mut i = 10;
     while i + 1 < items.len() {
         let kind = CallbackKind::from_code(&text(items.get(i)));
-        let stored = match items.get(i + 1) {
-            Some(Value::BulkString(b)) => b.clone(),
-            _ => Vec::new(),
-        };
-        if let (Some(kind), Some(nl)) = (kind, stored.iter().position(|&c| c == b'\n')) {
-            let queue = String::from_utf8_lossy(&stored[..nl]).into_owned();
-            due.push((kind, queue, stored[nl + 1..].to_vec()));
+        if let (Some(kind), Some(Value::BulkString(stored))) = (kind, items.get(i + 1))
+            && let Some(cb) = Callback::decode(kind, stored)
+        {
+            due.push(cb);
         }
         i += 2;
     }
@@ -85,7 +88,12 @@ fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
 }
 
 impl RedisBackend {
-    async fn batch_call(&self, id: &BatchId, what: &str, args: &[String]) -> Result<Option<Reply>> {
+    async fn batch_call<A: redis::ToRedisArgs + Sync>(
+        &self,
+        id: &BatchId,
+        what: &str,
+        args: &[A],
+    ) -> Result<Option<Reply>> {
         let k = self.ns.batch(id.as_str());
         let mut cmd = scripts::eval(&scripts::BATCH, &[&k.hash, &k.done, &k.dead]);
         cmd.arg(what).arg(KEEP_MS).arg(args);
@@ -96,37 +104,128 @@ impl RedisBackend {
     /// Sends the callbacks `r` says are due, each once, then tells the batch.
     /// A callback that can never be sent (its body over its queue's
     /// maxsize) is dropped with an error logged, rather than retried forever.
-    async fn fire(&self, id: &BatchId, r: Reply) -> Result<()> {
-        if r.due.is_empty() {
-            return Ok(());
-        }
-        let mut sent = Vec::new();
-        for (kind, queue, body) in &r.due {
-            let body = callback_body(body, &r.status);
-            let mark = format!("{id}:{}", kind.code());
-            let send = crate::contract::backend::creating(
-                &self.rsmq,
-                queue,
-                &QueueOptions::default(),
-                || self.send_once(queue, &body, &mark),
-            )
-            .await;
-            match send {
-                Ok(()) => {}
-                Err(e @ Error::InvalidValue { .. }) => {
-                    tracing::error!(batch = %id, queue, kind = ?kind, error = %e, "a batch callback that cannot be sent is dropped");
-                }
-                Err(e) => return Err(e),
+    /// A flow's failed parent is dead-lettered or cancelled instead, and
+    /// counted in its own flow when it is a child of one.
+    fn fire<'a>(&'a self, id: &'a BatchId, r: Reply) -> futures::future::BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            if r.due.is_empty() {
+                return Ok(());
             }
-            sent.push(kind.code().to_string());
+            let mut sent = Vec::new();
+            for cb in &r.due {
+                let mark = format!("{id}:{}", cb.kind.code());
+                let queue = &cb.queue;
+                let send = if cb.kind == CallbackKind::Failed {
+                    self.fail_parent(cb, &r.status, &mark).await
+                } else {
+                    let body = callback_body(&cb.body, &r.status);
+                    crate::contract::backend::creating(
+                        &self.rsmq,
+                        queue,
+                        &QueueOptions::default(),
+                        || self.send_once(queue, &body, &mark, cb.id.as_ref()),
+                    )
+                    .await
+                };
+                match send {
+                    Ok(()) => {}
+                    Err(e @ Error::InvalidValue { .. }) => {
+                        tracing::error!(batch = %id, queue, kind = ?cb.kind, error = %e, "a batch callback that cannot be sent is dropped");
+                    }
+                    Err(e) => return Err(e),
+                }
+                sent.push(cb.kind.code().to_string());
+            }
+            self.batch_call(id, "f", &sent).await?;
+            Ok(())
+        })
+    }
+
+    /// Dead-letters or cancels a flow's parent (`flow_fail.lua`), then counts
+    /// its finish in its own flow when it is a child of one.
+    async fn fail_parent(&self, cb: &Callback, status: &BatchStatus, mark: &str) -> Result<()> {
+        let Some(id) = cb.id else {
+            return Err(Error::InvalidValue {
+                what: "flow parent",
+                reason: "stored without its id".into(),
+            });
+        };
+        let queue = &cb.queue;
+        let why = format!(
+            "a job it waits for failed: {}",
+            status.first_failure.as_deref().unwrap_or("unknown")
+        );
+        let own = BatchRef::of_body(&cb.body).map(|r| {
+            let how = if cb.cancel { 'c' } else { 'd' };
+            format!("{} {}{how}{id}", r.batch, r.index)
+        });
+        if own.is_some() {
+            // a sweep counts the finish should this worker stop before it does
+            self.mark_batches(queue, std::time::Duration::from_secs(10))
+                .await?;
         }
-        self.batch_call(id, "f", &sent).await?;
+        let entered =
+            crate::contract::backend::creating(&self.rsmq, queue, &QueueOptions::default(), || {
+                self.flow_fail(queue, &id, cb, &why, mark, own.as_deref())
+            })
+            .await?;
+        if let Some(member) = entered {
+            self.settled_batches(queue, &[member]).await?;
+        }
         Ok(())
     }
 
+    /// flow_fail.lua: the finish it entered, if any.
+    async fn flow_fail(
+        &self,
+        queue: &str,
+        id: &crate::JobId,
+        cb: &Callback,
+        why: &str,
+        mark: &str,
+        own: Option<&str>,
+    ) -> Result<Option<String>> {
+        let (mut con, ns, _) = self.rsmq.ns_parts();
+        let k = ns.queue(queue);
+        let mut cmd = scripts::eval(
+            &scripts::FLOW_FAIL,
+            &[
+                &k.hash,
+                &k.dead,
+                &k.dead_hash,
+                &k.history,
+                &k.history_hash,
+                &k.once,
+                &k.awaited,
+                &k.bout,
+            ],
+        );
+        cmd.arg(id.as_str())
+            .arg(&cb.body[..])
+            .arg(if cb.cancel { "c" } else { "d" })
+            .arg(why)
+            .arg(mark)
+            .arg(crate::contract::history::History::default().encode())
+            .arg(&k.realtime)
+            .arg(own.unwrap_or(""));
+        match scripts::run(&mut con, &scripts::FLOW_FAIL, &cmd).await? {
+            Value::Array(items) => match items.first().map(scripts::int).transpose()? {
+                Some(-1) => Err(Error::QueueNotFound { name: queue.into() }),
+                _ => Ok(items.get(1).map(|v| text(Some(v)))),
+            },
+            v => Err(Error::Protocol(format!("flow_fail reply {v:?}"))),
+        }
+    }
+
     /// Sends `body` to `queue` unless `mark` was sent there (send.lua's once
-    /// marks).
-    async fn send_once(&self, queue: &str, body: &[u8], mark: &str) -> Result<()> {
+    /// marks), with `id` when given.
+    async fn send_once(
+        &self,
+        queue: &str,
+        body: &[u8],
+        mark: &str,
+        id: Option<&crate::JobId>,
+    ) -> Result<()> {
         let (mut con, ns, realtime) = self.rsmq.ns_parts();
         let k = ns.queue(queue);
         let suffix = crate::id::send_suffixes(&[None]);
@@ -138,7 +237,7 @@ impl RedisBackend {
             .arg(if realtime { "1" } else { "0" })
             .arg(body.len())
             .arg(0)
-            .arg(&suffix[0][..])
+            .arg(id.map_or(&suffix[0][..], |id| id.as_str().as_bytes()))
             .arg("")
             .arg(body)
             .arg(mark);
@@ -161,24 +260,78 @@ impl RedisBackend {
     /// each batch apart: returns the finishes of the batches that failed
     /// (to be kept for a later try).
     async fn apply<'m>(&self, queue: &str, members: &'m [String]) -> Vec<&'m String> {
-        let mut by_batch: BTreeMap<BatchId, (String, Vec<&'m String>)> = BTreeMap::new();
+        // the results some finishes keep apart ("<index>r", in ns:q:bres)
+        let fields: Vec<String> = members
+            .iter()
+            .filter_map(|m| m.split_once(' '))
+            .flat_map(|(b, parts)| {
+                parts
+                    .split(',')
+                    .filter_map(|p| p.strip_suffix('r'))
+                    .filter(|i| !i.is_empty() && i.bytes().all(|c| c.is_ascii_digit()))
+                    .map(move |i| format!("{b} {i}"))
+            })
+            .collect();
+        let mut results: std::collections::HashMap<String, Vec<u8>> = Default::default();
+        if !fields.is_empty() {
+            let (mut con, k) = self.rsmq.parts(queue);
+            let got: redis::RedisResult<Vec<Option<Vec<u8>>>> = redis::cmd("HMGET")
+                .arg(&k.bres)
+                .arg(&fields)
+                .query_async(&mut con)
+                .await;
+            match got {
+                Ok(vals) => results.extend(
+                    fields
+                        .into_iter()
+                        .zip(vals)
+                        .filter_map(|(f, v)| Some((f, v?))),
+                ),
+                Err(e) => {
+                    tracing::warn!(queue, error = %e, "reading batch results failed; kept for a later try");
+                    return members.iter().collect();
+                }
+            }
+        }
+        // by batch: its finishes, the results its "r" finishes carry (in
+        // order), and the members they came from
+        type Group<'m> = (String, Vec<Vec<u8>>, Vec<&'m String>);
+        let mut by_batch: BTreeMap<BatchId, Group<'m>> = BTreeMap::new();
         for m in members {
             let Some((b, parts)) = m.split_once(' ') else {
                 continue;
             };
-            let Ok(b) = b.parse::<BatchId>() else {
+            let Ok(id) = b.parse::<BatchId>() else {
                 continue;
             };
-            let (all, of) = by_batch.entry(b).or_default();
-            if !all.is_empty() {
-                all.push(',');
+            let (all, res, of) = by_batch.entry(id).or_default();
+            for part in parts.split(',') {
+                if !all.is_empty() {
+                    all.push(',');
+                }
+                match part.strip_suffix('r') {
+                    Some(i) if !i.is_empty() && i.bytes().all(|c| c.is_ascii_digit()) => {
+                        match results.remove(&format!("{b} {i}")) {
+                            Some(r) => {
+                                all.push_str(part);
+                                res.push(r);
+                            }
+                            None => {
+                                all.push_str(i);
+                                all.push('a');
+                            }
+                        }
+                    }
+                    _ => all.push_str(part),
+                }
             }
-            all.push_str(parts);
             of.push(m);
         }
         let mut failed = Vec::new();
-        for (id, (parts, of)) in by_batch {
-            let done = match self.batch_call(&id, "a", &[parts, queue.to_string()]).await {
+        for (id, (parts, res, of)) in by_batch {
+            let mut args = vec![parts.into_bytes(), queue.as_bytes().to_vec()];
+            args.extend(res);
+            let done = match self.batch_call(&id, "a", &args).await {
                 Ok(Some(r)) => self.fire(&id, r).await,
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
@@ -194,7 +347,7 @@ impl RedisBackend {
     /// bout.lua: whether finishes are left after the call, and those read.
     async fn bout(&self, queue: &str, what: &str, args: &[String]) -> Result<(bool, Vec<String>)> {
         let (mut con, k) = self.rsmq.parts(queue);
-        let mut cmd = scripts::eval(&scripts::BOUT, &[&k.hash, &k.bout]);
+        let mut cmd = scripts::eval(&scripts::BOUT, &[&k.hash, &k.bout, &k.bres]);
         cmd.arg(what).arg(args);
         match scripts::run(&mut con, &scripts::BOUT, &cmd).await? {
             Value::Array(items) => {
@@ -249,7 +402,7 @@ impl RedisBackend {
                 }
             } else if let Some(raw) = member.strip_prefix('b') {
                 if let Ok(id) = raw.parse::<BatchId>()
-                    && let Some(r) = self.batch_call(&id, "q", &[]).await?
+                    && let Some(r) = self.batch_call::<String>(&id, "q", &[]).await?
                 {
                     self.fire(&id, r).await?;
                 }
@@ -265,10 +418,7 @@ impl RedisBackend {
         cmd.arg(spec.description.as_deref().unwrap_or(""));
         for cb in &spec.callbacks {
             validate::queue_name(&cb.queue)?;
-            let mut stored = cb.queue.as_bytes().to_vec();
-            stored.push(b'\n');
-            stored.extend_from_slice(&cb.body);
-            cmd.arg(cb.kind.code()).arg(stored);
+            cmd.arg(cb.kind.code()).arg(cb.encode());
         }
         let mut con = self.con.clone();
         let created = scripts::int(&scripts::run(&mut con, &scripts::BATCH_OPEN, &cmd).await?)?;
@@ -310,7 +460,10 @@ impl RedisBackend {
     }
 
     pub(super) async fn status_of_batch(&self, id: &BatchId) -> Result<Option<BatchStatus>> {
-        Ok(self.batch_call(id, "r", &[]).await?.map(|r| r.status))
+        Ok(self
+            .batch_call::<String>(id, "r", &[])
+            .await?
+            .map(|r| r.status))
     }
 
     pub(super) async fn settled_batches(&self, queue: &str, members: &[String]) -> Result<()> {
@@ -396,6 +549,52 @@ impl RedisBackend {
                 .await?;
         }
         Ok(out)
+    }
+
+    pub(super) async fn wait_flow(
+        &self,
+        queue: &str,
+        id: &crate::JobId,
+        batch: &BatchId,
+        body: &[u8],
+    ) -> Result<()> {
+        validate::queue_name(queue)?;
+        let (mut con, k) = self.rsmq.parts(queue);
+        let mut v = batch.as_str().as_bytes().to_vec();
+        v.push(b'\n');
+        v.extend_from_slice(body);
+        let mut cmd = scripts::eval(&scripts::FLOW_WAIT, &[&k.hash]);
+        cmd.arg(id.as_str()).arg(v);
+        if scripts::int(&scripts::run(&mut con, &scripts::FLOW_WAIT, &cmd).await?)? < 0 {
+            return Err(Error::QueueNotFound { name: queue.into() });
+        }
+        Ok(())
+    }
+
+    pub(super) async fn results_of_batch(
+        &self,
+        id: &BatchId,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        let limit = crate::contract::batches::check_limit(limit)?;
+        let k = self.ns.batch(id.as_str());
+        let idx: Vec<u64> = (from..from.saturating_add(limit as u64)).collect();
+        let mut fields: Vec<String> = idx.iter().map(|i| format!("r{i}")).collect();
+        fields.push("created".into());
+        let mut got: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+            .arg(&k.hash)
+            .arg(&fields)
+            .query_async(&mut self.con.clone())
+            .await?;
+        if got.pop().flatten().is_none() {
+            return Err(crate::contract::batches::no_batch(id));
+        }
+        Ok(idx
+            .into_iter()
+            .zip(got)
+            .filter_map(|(i, v)| Some((i, v?)))
+            .collect())
     }
 
     pub(super) async fn dead_of_batch(

@@ -88,6 +88,7 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
                 finished: None,
                 key: None,
                 result: None,
+                waits_for: None,
             }
         } else {
             queued(id, p, score, count, now, body, error)
@@ -184,6 +185,16 @@ impl Inspect for Rsmq {
             return Ok(None);
         }
         let place = r.bytes()?;
+        if place == b"w" {
+            let v = r.bytes()?;
+            let nl = v.iter().position(|&c| c == b'\n').unwrap_or(v.len());
+            let batch = std::str::from_utf8(&v[..nl])
+                .ok()
+                .and_then(|b| b.parse().ok());
+            return Ok(batch.map(|b| {
+                crate::contract::inspect::waiting(*id, b, v.get(nl + 1..).unwrap_or_default())
+            }));
+        }
         if place == b"h" {
             let entry = r.bytes()?;
             let shown = r.int()? == 1;
@@ -221,6 +232,10 @@ impl Inspect for Rsmq {
         }
         if state == JobState::Blocked {
             return blocked_page(self, queue, after, n).await;
+        }
+        if state == JobState::Waiting {
+            validate::queue_name(queue)?;
+            return Ok(Page::default());
         }
         let n = page_size(n);
         let (p, s, id) = match after {

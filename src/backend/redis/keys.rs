@@ -69,6 +69,9 @@ pub(crate) struct QueueKeys {
     /// `<batch id> <index>a,<index>d<id>,...`, scored by when (ms; see
     /// batches.rs).
     pub bout: String,
+    /// `ns:q:bres`: hash of results of batch jobs whose batches have not
+    /// taken them yet, `<batch id> <index>` → the result (see batches.rs).
+    pub bres: String,
     /// `ns:q:once`: sorted set of once marks, scored by when made (ms): a
     /// send with a mark that is there sends nothing (see send.lua).
     pub once: String,
@@ -138,6 +141,7 @@ impl Namespace {
             history: format!("{base}:history"),
             history_hash: format!("{base}:history:Q"),
             bout: format!("{base}:bout"),
+            bres: format!("{base}:bres"),
             once: format!("{base}:once"),
             zset: base,
         }

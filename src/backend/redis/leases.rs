@@ -159,6 +159,25 @@ impl Backend for RedisBackend {
         self.dead_of_batch(id, limit).await
     }
 
+    async fn flow_wait(
+        &self,
+        queue: &str,
+        id: &JobId,
+        batch: &crate::contract::batches::BatchId,
+        body: &[u8],
+    ) -> Result<()> {
+        self.wait_flow(queue, id, batch, body).await
+    }
+
+    async fn batch_results(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        self.results_of_batch(id, from, limit).await
+    }
+
     async fn batch_sweep(&self) -> Result<()> {
         self.sweep_batches().await
     }
@@ -430,6 +449,7 @@ impl Backend for RedisBackend {
                         &k.kwake,
                         &k.awaited,
                         &k.bout,
+                        &k.bres,
                     ],
                 );
                 let (keep, max_age) = part.retention.limits();
@@ -638,13 +658,16 @@ impl Backend for RedisBackend {
 }
 
 /// A settle's batch finishes for complete.lua, by batch in order of first
-/// finish: (batch, `<index>a,<index>d<id>,...`, the entries' places among
+/// finish: (batch, `<index>a,<index>r,<index>d<id>,...` ("r": an ack with a
+/// result), the entries' places among
 /// all the call's entries, from 1, `<k>,<k>,...`).
 fn batch_groups(part: &Settle) -> Vec<(crate::contract::batches::BatchId, String, String)> {
     use std::fmt::Write as _;
     let refs: std::collections::HashMap<JobId, crate::contract::batches::BatchRef> =
         part.batched.iter().copied().collect();
     let mut groups: Vec<(crate::contract::batches::BatchId, String, String)> = Vec::new();
+    let with_result: std::collections::HashSet<JobId> =
+        part.results.iter().map(|(id, _)| *id).collect();
     let dead_from = part.acks.len() + part.reschedules.len() + part.throttles.len();
     let entries = part
         .acks
@@ -672,6 +695,7 @@ fn batch_groups(part: &Settle) -> Vec<(crate::contract::batches::BatchId, String
             places.push(',');
         }
         let _ = match dead {
+            None if with_result.contains(&id) => write!(finishes, "{}r", r.index),
             None => write!(finishes, "{}a", r.index),
             Some(id) => write!(finishes, "{}d{id}", r.index),
         };

@@ -47,6 +47,8 @@ scripts! {
     BATCH_OPEN => "batch_open.lua",
     BATCH => "batch.lua",
     BOUT => "bout.lua",
+    FLOW_FAIL => "flow_fail.lua",
+    FLOW_WAIT => "flow_wait.lua",
     MARKS => "marks.lua",
     BLOCKED => "blocked.lua",
     PEEK => "peek.lua",

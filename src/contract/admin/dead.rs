@@ -85,6 +85,7 @@ impl DeadQuery {
     ///     finished: None,
     ///     key: None,
     ///     result: None,
+    ///     waits_for: None,
     /// };
     /// assert!(DeadQuery::default().job_type("SendEmail").error_contains("timed").matches(&job));
     /// assert!(!DeadQuery::default().job_type("Resize").matches(&job));

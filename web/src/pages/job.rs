@@ -46,11 +46,22 @@ pub(crate) async fn page(
         }
         _ => None,
     };
+    // a flow's parent: the batch of children it waits for; a batch's job:
+    // its batch, and in a flow the parent that waits for it
+    let waits_for = match job.waits_for {
+        Some(b) => client.batch_status(&b).await?,
+        None => None,
+    };
+    let part_of = match job.batch() {
+        Some(r) => client.batch_status(&r.batch).await?.map(|s| (r, s)),
+        None => None,
+    };
     let jpath = format!("/queues/{}/jobs/{id}", seg(&queue));
     let (state_label, time_label) = match job.state {
         JobState::Ready => ("ready", "Due"),
         JobState::Scheduled => ("scheduled", "Due"),
         JobState::InFlight => ("in flight", "Lease ends"),
+        JobState::Waiting => ("waiting for its children", "Enqueued"),
         JobState::Finished => (
             job.finished.as_ref().map_or("finished", |f| f.how.as_str()),
             "Finished",
@@ -86,6 +97,22 @@ pub(crate) async fn page(
                 dt { "Attempts" } dd { (job.attempts) }
                 @if let Some(k) = &job.key {
                     dt { "Concurrency key" } dd { code { (k.key) } " (" (k.per_key) " at a time)" }
+                }
+                @if let Some(s) = &waits_for {
+                    dt { "Waits for" }
+                    dd { (s.finished()) " of " (s.total) " children finished (" (s.succeeded) " succeeded), batch " code { (s.id) } }
+                }
+                @if let Some((r, s)) = &part_of {
+                    @match s.parent_job() {
+                        Some((pq, pid)) => {
+                            dt { "Waited for by" }
+                            dd { a href=(ctx.link(&format!("/queues/{}/jobs/{pid}", seg(pq)))) { code { (pid) } } " (child " (r.index) " of " (s.total) ")" }
+                        }
+                        None => {
+                            dt { "Batch" }
+                            dd { code { (r.batch) } " (job " (r.index) " of " (s.total) ", " (s.finished()) " finished)" }
+                        }
+                    }
                 }
                 @if let Some(old) = job.retry_of() {
                     dt { "A copy of" } dd { a href=(ctx.link(&format!("/queues/{}/jobs/{old}", seg(&queue)))) { code { (old) } } }

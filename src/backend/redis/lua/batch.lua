@@ -1,49 +1,66 @@
 -- A batch's counts (see batches.rs). Its hash (KEYS[1]) holds "total",
 -- "succeeded", "dead", "cancelled", "sealed" ("1" once its enqueue finished),
 -- "created" and "completed" (ms), "desc", its callbacks "cb:<kind>"
--- ("<queue>\n<body>", kinds "c" on complete, "s" on success, "d" on the first
--- death), and "due:<kind>" while a callback is due and not known to be sent.
+-- ("<queue>[ <id>[ c]]\n<body>", kinds "c" on complete, "s" on success, "d"
+-- on the first death, and for a flow's group "p", its parent, sent when every
+-- child succeeded, and "x", the parent failed when a child dies or is
+-- cancelled), "due:<kind>" while a callback is due and not known to be sent,
+-- "why" ("<queue> <id> dead|cancelled": its first job that failed so), and
+-- "r<index>", the result of each job that returned one.
 -- A job is counted once, however often its finish is applied: bit <index> of
 -- KEYS[2] says it was. The batch completes when it is sealed and its finished
--- jobs reach its total: its complete callback falls due, and its success
--- callback too when none died or was cancelled; its first dead job makes
--- its death callback due. A completed batch's keys expire after ARGV[2] ms.
+-- jobs reach its total: its complete callback falls due, and its success and
+-- parent callbacks too when none died or was cancelled; its first dead job
+-- makes its death callback due, and its first dead or cancelled job its
+-- failed parent's. A completed batch's keys expire after ARGV[2] ms.
 -- KEYS[1]  the batch's hash (ns:@batch:<id>)
 -- KEYS[2]  the bitmap of its jobs counted (ns:@batch:<id>:done)
 -- KEYS[3]  its first 1,000 dead jobs, "<queue> <id>" (ns:@batch:<id>:dead)
 -- ARGV[1]  what: "a" apply finishes: ARGV[3] "<index><how>,...", how "a"
---          succeeded, "c" cancelled or "d<id>" dead, of jobs of queue ARGV[4]
---          (as complete.lua enters them); "s" seal at ARGV[3] jobs; "f"
+--          succeeded, "r" succeeded with a result (ARGV[5..], in order),
+--          "c<id>" cancelled or "d<id>" dead, of jobs of queue ARGV[4] (as
+--          complete.lua enters them); "s" seal at ARGV[3] jobs; "f"
 --          callbacks sent: ARGV[3..] their kinds; "r" read only; "q" read,
 --          with the callbacks due
 -- ARGV[2]  how long a completed batch is kept (ms)
 -- Returns {} when the batch does not exist; else {total, succeeded, dead,
---         cancelled, sealed, created, completed or "", description or "", then
---         kind, "<queue>\n<body>" of each callback due}
+--         cancelled, sealed, created, completed or "", description or "", why
+--         or "", a flow's parent "<queue> <id>" or "", then kind, "<queue>...\n<body>" of each callback due}
 local h = KEYS[1]
 if redis.call("EXISTS", h) == 0 then return {} end
 local what = ARGV[1]
 if what == "a" then
   local add = {a = 0, d = 0, c = 0}
   -- one BITFIELD per 1,000 jobs sets their bits and tells which were unset
-  local how, dead_ids, ops, n = {}, {}, {}, 0
+  local how, ids, idxs, res, ops, n, nr = {}, {}, {}, {}, {}, 0, 0
   for idx, o, id in string.gmatch(ARGV[3], "(%d+)(%a)([^,]*)") do
     n = n + 1
+    if o == "r" then
+      nr = nr + 1
+      res[n] = ARGV[4 + nr]
+      o = "a"
+    end
     how[n] = o
-    if o == "d" then dead_ids[n] = id end
+    ids[n] = id
+    idxs[n] = idx
     ops[4 * n - 3] = "SET"
     ops[4 * n - 2] = "u1"
     ops[4 * n - 1] = idx
     ops[4 * n] = "1"
   end
+  local why
   for i = 1, #ops, 4000 do
     local old = redis.call("BITFIELD", KEYS[2], unpack(ops, i, math.min(i + 3999, #ops)))
     for j, was in ipairs(old) do
       if was == 0 then
         local k = (i - 1) / 4 + j
         add[how[k]] = (add[how[k]] or 0) + 1
-        if dead_ids[k] and redis.call("LLEN", KEYS[3]) < 1000 then
-          redis.call("RPUSH", KEYS[3], ARGV[4] .. " " .. dead_ids[k])
+        if res[k] then redis.call("HSET", h, "r" .. idxs[k], res[k]) end
+        if how[k] == "d" and redis.call("LLEN", KEYS[3]) < 1000 then
+          redis.call("RPUSH", KEYS[3], ARGV[4] .. " " .. ids[k])
+        end
+        if not why and (how[k] == "d" or how[k] == "c") then
+          why = ARGV[4] .. " " .. ids[k] .. (how[k] == "d" and " dead" or " cancelled")
         end
       end
     end
@@ -54,30 +71,36 @@ if what == "a" then
     and redis.call("HEXISTS", h, "cb:d") == 1 then
     redis.call("HSET", h, "due:d", "1")
   end
+  if why and redis.call("HSETNX", h, "why", why) == 1 and redis.call("HEXISTS", h, "cb:x") == 1 then
+    redis.call("HSET", h, "due:x", "1")
+  end
 elseif what == "s" then
   redis.call("HSET", h, "total", ARGV[3], "sealed", "1")
 elseif what == "f" then
   for i = 3, #ARGV do redis.call("HDEL", h, "due:" .. ARGV[i]) end
 end
 local v = redis.call("HMGET", h, "total", "succeeded", "dead", "cancelled", "sealed", "created", "completed",
-  "desc", "cb:c", "cb:s", "due:c", "due:s", "due:d")
+  "desc", "why", "cb:c", "cb:s", "cb:p", "due:c", "due:s", "due:d", "due:p", "due:x")
 local finished = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
 if what ~= "r" and not v[7] and v[5] == "1" and finished >= (tonumber(v[1]) or 0) then
   v[7] = string.format("%.0f", clock())
   local set = {"completed", v[7]}
-  if v[9] then
-    set[#set + 1] = "due:c"; set[#set + 1] = "1"; v[11] = "1"
-  end
-  if v[10] and tonumber(v[3]) == 0 and tonumber(v[4]) == 0 then
-    set[#set + 1] = "due:s"; set[#set + 1] = "1"; v[12] = "1"
+  local clean = tonumber(v[3]) == 0 and tonumber(v[4]) == 0
+  for j, due in ipairs({v[10] and "c", clean and v[11] and "s", clean and v[12] and "p"}) do
+    if due then
+      set[#set + 1] = "due:" .. due; set[#set + 1] = "1"
+      v[({13, 14, 16})[j]] = "1"
+    end
   end
   many("HSET", h, set)
   for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
 end
-local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or ""}
+-- a flow's parent: "<queue> <id>", the first line of its callback
+local parent = v[12] and string.match(v[12], "^[^\n]*") or ""
+local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or "", v[9] or "", parent}
 if what ~= "r" then
-  for i, kind in ipairs({"c", "s", "d"}) do
-    if v[10 + i] then
+  for i, kind in ipairs({"c", "s", "d", "p", "x"}) do
+    if v[12 + i] then
       out[#out + 1] = kind
       out[#out + 1] = redis.call("HGET", h, "cb:" .. kind)
     end

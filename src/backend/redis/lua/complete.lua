@@ -33,7 +33,10 @@
 --          "d" dead, with its id), scored now, for their batch to count
 --          (batch.lua, another slot on a Cluster); the hash field
 --          "redjob:bout" says since when some may wait (fetch.lua reports it
---          once they wait too long)
+--          once they wait too long); "<index>r" is an ack whose result waits
+--          in KEYS[15] for its batch to hold it
+-- KEYS[15]  the queue's batch results (ns:q:bres): "<batch id> <index>" -> the
+--          result, until its batch holds it (bout.lua forgets it then)
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -66,8 +69,8 @@
 --      of results N and N x (id, result): the JSON an ack's handler returned,
 --      kept with its history entry (header word "r<bytes>", see history.rs);
 --      then, optionally, the number of batches B and B x (batch id, its
---      acks' and dead letters' finishes "<index>a,<index>d<id>,...", their
---      entries' places among all entries "<k>,<k>,..." in the same order)
+--      acks' and dead letters' finishes "<index>a,<index>r,<index>d<id>,..."
+--      ("r": an ack with a result), their entries' places among all entries "<k>,<k>,..." in the same order)
 -- An attempt record (one line of JSON, see attempts.rs) is added to the job's
 -- records in "<id>:a" (keeping the last MAX_RECORDS): a retry's in the queue's
 -- hash, a dead letter's moved to the dead letters' hash with them. An ack
@@ -572,15 +575,25 @@ end
 -- caller built it when every ack and dead letter passed the fence, else
 -- only those that passed
 if #bgroups > 0 then
-  local zb, ts = {}, string.format("%.0f", now)
+  local zb, ts, kept_results = {}, string.format("%.0f", now), {}
   local all = acked + #dead == na + nd
   for _, g in ipairs(bgroups) do
     local parts = g[2]
-    if not all then
+    local with_results = string.find(parts, "r", 1, true)
+    if not all or with_results then
       local kept = {}
       local pos = string.gmatch(g[3], "%d+")
       for part in string.gmatch(g[2], "[^,]+") do
-        if passed[tonumber(pos())] then kept[#kept + 1] = part end
+        local k = tonumber(pos())
+        if passed[k] then
+          kept[#kept + 1] = part
+          -- a result waits in KEYS[15] until its batch holds it
+          local idx = string.match(part, "^(%d+)r$")
+          if idx and results[ids[k]] then
+            kept_results[#kept_results + 1] = g[1] .. " " .. idx
+            kept_results[#kept_results + 1] = results[ids[k]]
+          end
+        end
       end
       parts = table.concat(kept, ",")
     end
@@ -593,6 +606,7 @@ if #bgroups > 0 then
   end
   if #zb > 0 then
     many("ZADD", KEYS[14], zb)
+    if #kept_results > 0 then many("HSET", KEYS[15], kept_results, 3000) end
     if not attrs[15] then redis.call("HSET", KEYS[2], "redjob:bout", ts) end
   end
 end

@@ -21,7 +21,8 @@
 --         deliveries; priority: the one it had); the attempt records are the
 --         "<id>:a" field (see append_attempt in lib.lua) or false; or {now ms,
 --         "h", entry, 1 when its body may be shown (0: past the arguments'
---         age)} from the history
+--         age)} from the history; or {now ms, "w", "<batch id>\n<body>"}, a
+--         flow's parent waiting for its children (the hash field "<id>:w")
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:history")
 if not attrs[1] then return {-1} end
 local now = clock()
@@ -71,7 +72,14 @@ if h then
       out[2] = "h"
       out[3] = e
       out[4] = (args < 0 or at >= now - args) and 1 or 0
+      return out
     end
   end
+end
+-- a flow's parent waiting for its children (see flow_wait.lua)
+local w = redis.call("HGET", KEYS[2], id .. ":w")
+if w then
+  out[2] = "w"
+  out[3] = w
 end
 return out

@@ -249,6 +249,7 @@ impl Rsmq {
                 &k.kwake,
                 &k.awaited,
                 &k.bout,
+                &k.bres,
                 &k.once,
             ]
             .into_iter()

@@ -1,0 +1,45 @@
+-- Fails a flow's parent whose child died or was cancelled (see batches.rs):
+-- the parent, never sent, is dead-lettered with the reason as its error, or
+-- entered in the history as cancelled, once however often this runs (its
+-- once mark), and no longer waits (its hash field "<id>:w", see
+-- flow_wait.lua). A caller awaiting it learns it; when the parent is itself a
+-- child of a flow, its finish is entered in KEYS[8] for that flow to count.
+-- KEYS[1]  the parent's queue's hash (ns:q:Q)
+-- KEYS[2], KEYS[3]  its dead letters (ns:q:dead, ns:q:dead:Q)
+-- KEYS[4], KEYS[5]  its history (ns:q:history, ns:q:history:Q)
+-- KEYS[6]  its once marks (ns:q:once, see send.lua)
+-- KEYS[7]  its awaited jobs (ns:q:awaited, see await.lua)
+-- KEYS[8]  its batch finishes (ns:q:bout, see complete.lua)
+-- ARGV[1]  the parent's id
+-- ARGV[2]  its body
+-- ARGV[3]  "d" dead-letter it, "c" cancel it
+-- ARGV[4]  why (its dead letter's error; its history entry's actor)
+-- ARGV[5]  the once mark
+-- ARGV[6]  the history setting when the queue stores none
+-- ARGV[7]  the queue's realtime channel (ns:rt:q)
+-- ARGV[8]  its own flow's finish, "<batch id> <index>d<id>" or "... <index>c<id>",
+--          or ""
+-- Returns {-1} when the queue does not exist, {0} when the mark was there
+--         (failed already), else {1[, the finish entered in KEYS[8]]}
+local attrs = redis.call("HMGET", KEYS[1], "vt", "redjob:history", "redjob:awaited", "redjob:bout")
+if not attrs[1] then return {-1} end
+if redis.call("ZSCORE", KEYS[6], ARGV[5]) then return {0} end
+local now = clock()
+local at = string.format("%.0f", now)
+local id = ARGV[1]
+redis.call("ZADD", KEYS[6], at, ARGV[5])
+redis.call("HDEL", KEYS[1], id .. ":w")
+if ARGV[3] == "d" then
+  redis.call("ZADD", KEYS[2], at, id)
+  redis.call("HSET", KEYS[3], id, ARGV[2], id .. ":err", ARGV[4], id .. ":n", "0")
+end
+local on, keep, age, args = history_setting(attrs[2], ARGV[6])
+if on then
+  enter_history(4, 5, id, ARGV[3] == "d" and "dead" or "cancelled", 0, {ARGV[2]}, "flow: " .. ARGV[4], now,
+    keep, age, args, nil)
+end
+notify_awaited(7, {id}, ARGV[7], attrs[3])
+if ARGV[8] == "" then return {1} end
+redis.call("ZADD", KEYS[8], at, ARGV[8])
+if not attrs[4] then redis.call("HSET", KEYS[1], "redjob:bout", at) end
+return {1, ARGV[8]}

@@ -1,0 +1,229 @@
+//! Flows: a parent job that runs once its children have succeeded, enqueued
+//! together in one call; a child may be a flow itself, so a chain a → b → c
+//! is a flow too.
+
+use super::Client;
+use super::batch::{fresh_id, message, send_members};
+use crate::contract::backend::Backend;
+use crate::contract::batches::{BatchId, BatchRef, BatchSpec, Callback, CallbackKind, with_batch};
+use crate::contract::queues::{SendMessage, validate};
+
+use crate::job::Job;
+use crate::{Error, JobId, Result};
+
+/// A parent job and the jobs it waits for, enqueued by
+/// [`Client::enqueue_flow`]: the parent runs once every child has succeeded,
+/// and reads their results with
+/// [`JobContext::child_results`](crate::JobContext::child_results).
+///
+/// A child that dies (or a child flow whose parent failed) fails the parent
+/// at once, with the reason: it is dead-lettered (its error names the child),
+/// or, with [`cancel_on_failure`](Self::cancel_on_failure), entered in the
+/// history as cancelled. A retried child is not finished until it succeeds or
+/// dies. Cycles cannot be built: a flow's children are new jobs.
+///
+/// A flow is a batch underneath (see [`Client::batch`]): each parent with
+/// children has one, listed by `redjob batches` as `flow <type> <parent id>`,
+/// and its children's results are kept there until 7 days after its parent
+/// was enqueued. The parent's id is chosen at enqueue (it names when the flow
+/// was enqueued); it is enqueued at priority 0, after its queue's delay.
+///
+/// ```
+/// # use redjob::{Client, Job, JobContext, JobError};
+/// # use redjob::client::Flow;
+/// # use serde::{Deserialize, Serialize};
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(name = "flow_doc_resize", queue = "images", output = "u64")]
+/// struct Resize { image: u32 }
+/// impl Job for Resize {
+///     async fn perform(&self, _: &JobContext) -> Result<u64, JobError> {
+///         Ok(1024) // bytes written
+///     }
+/// }
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(name = "flow_doc_album", queue = "albums")]
+/// struct BuildAlbum { album: u32 }
+/// impl Job for BuildAlbum {
+///     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+///         let sizes = ctx.child_results::<u64>().await?;
+///         println!("{} images, {} bytes", sizes.len(), sizes.iter().flatten().sum::<u64>());
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+/// let client = Client::memory(redjob::backend::memory::MemoryBackend::new());
+/// let flow = (0..3).fold(Flow::new(&BuildAlbum { album: 7 }), |f, image| {
+///     f.child(&Resize { image })
+/// });
+/// let album = client.enqueue_flow(flow).await?;
+/// # let _ = album;
+/// # Ok(()) }
+/// ```
+#[must_use = "a flow is enqueued by Client::enqueue_flow"]
+pub struct Flow {
+    parent: Result<(String, Vec<u8>, &'static str)>,
+    children: Vec<Child>,
+    cancel: bool,
+}
+
+enum Child {
+    Job(Result<(String, SendMessage)>),
+    Flow(Flow),
+}
+
+impl Flow {
+    /// A flow whose parent is `job`, in its type's queue.
+    pub fn new<J: Job>(job: &J) -> Flow {
+        Flow::new_in(J::OPTIONS.queue, job)
+    }
+
+    /// [`new`](Self::new) into `queue` instead of the job type's.
+    pub fn new_in<J: Job>(queue: &str, job: &J) -> Flow {
+        let parent = message(queue, job).map(|(q, m)| (q, m.body, J::NAME));
+        Flow {
+            parent,
+            children: Vec::new(),
+            cancel: false,
+        }
+    }
+
+    /// Adds `job` as a child: the parent waits for it. A job whose type is
+    /// unique or has a concurrency key is refused at enqueue.
+    pub fn child<J: Job>(mut self, job: &J) -> Flow {
+        self.children
+            .push(Child::Job(message(J::OPTIONS.queue, job)));
+        self
+    }
+
+    /// [`child`](Self::child) into `queue` instead of the job type's.
+    pub fn child_in<J: Job>(mut self, queue: &str, job: &J) -> Flow {
+        self.children.push(Child::Job(message(queue, job)));
+        self
+    }
+
+    /// Adds a flow as a child: the parent waits for that flow's parent.
+    pub fn subflow(mut self, flow: Flow) -> Flow {
+        self.children.push(Child::Flow(flow));
+        self
+    }
+
+    /// A flow whose parent is `job` and whose one child is this flow: a
+    /// chain, `Flow::new(&a).then(&b).then(&c)` runs a, then b, then c.
+    pub fn then<J: Job>(self, job: &J) -> Flow {
+        Flow::new(job).subflow(self)
+    }
+
+    /// When a child fails, the parent is entered in the history as
+    /// cancelled rather than dead-lettered. Defaults to dead-lettered.
+    pub fn cancel_on_failure(mut self) -> Flow {
+        self.cancel = true;
+        self
+    }
+}
+
+impl Client {
+    /// Enqueues `flow`: its children now, its parent once they have all
+    /// succeeded (see [`Flow`]); returns the parent's id, which
+    /// [`wait_result`](Client::wait_result) and the inspection calls take.
+    /// A flow whose enqueue failed part way never runs its parent.
+    pub async fn enqueue_flow(&self, flow: Flow) -> Result<JobId> {
+        if self.inline.is_some() {
+            return Err(Error::InvalidValue {
+                what: "flow",
+                reason: "an inline client runs jobs at once and keeps no flow".into(),
+            });
+        }
+        check(&flow)?;
+        self.enqueue_node(flow, None).await
+    }
+
+    /// Opens the group of `node`'s parent (its callbacks), sends its
+    /// children (opening their own groups first), then seals it.
+    fn enqueue_node(
+        &self,
+        node: Flow,
+        member_of: Option<BatchRef>,
+    ) -> futures::future::BoxFuture<'_, Result<JobId>> {
+        Box::pin(async move {
+            let (queue, body, name) = node.parent?;
+            let body = match &member_of {
+                Some(r) => with_batch(&body, r),
+                None => body,
+            };
+            let parent = fresh_id();
+            let group = BatchId(fresh_id());
+            let callback = |kind| Callback {
+                kind,
+                queue: queue.clone(),
+                body: body.clone(),
+                id: Some(parent),
+                cancel: node.cancel,
+            };
+            self.backend
+                .batch_open(&BatchSpec {
+                    id: group,
+                    callbacks: vec![
+                        callback(CallbackKind::Parent),
+                        callback(CallbackKind::Failed),
+                    ],
+                    description: Some(format!("flow {name} {parent}")),
+                })
+                .await?;
+            // found by id, and awaited, while its children run
+            crate::contract::backend::creating(&self.backend, &queue, &self.queue_defaults, || {
+                self.backend.flow_wait(&queue, &parent, &group, &body)
+            })
+            .await?;
+            let total = node.children.len() as u64;
+            let mut leaves = Vec::new();
+            for (index, child) in node.children.into_iter().enumerate() {
+                let index = index as u64;
+                match child {
+                    Child::Job(m) => {
+                        let (q, msg) = m?;
+                        leaves.push((index, q, msg));
+                    }
+                    Child::Flow(f) => {
+                        self.enqueue_node(
+                            f,
+                            Some(BatchRef {
+                                batch: group,
+                                index,
+                            }),
+                        )
+                        .await?;
+                    }
+                }
+            }
+            send_members(self, group, leaves).await?;
+            self.backend.batch_seal(&group, total).await?;
+            Ok(parent)
+        })
+    }
+}
+
+/// Every job of `flow` encodes and every queue name is valid, before
+/// anything is sent.
+fn check(flow: &Flow) -> Result<()> {
+    match &flow.parent {
+        Ok((q, _, _)) => validate::queue_name(q)?,
+        Err(e) => return Err(clone_err(e)),
+    }
+    for c in &flow.children {
+        match c {
+            Child::Job(Err(e)) => return Err(clone_err(e)),
+            Child::Job(Ok(_)) => {}
+            Child::Flow(f) => check(f)?,
+        }
+    }
+    Ok(())
+}
+
+fn clone_err(e: &Error) -> Error {
+    Error::InvalidValue {
+        what: "flow job",
+        reason: e.to_string(),
+    }
+}

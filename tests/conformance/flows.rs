@@ -1,0 +1,261 @@
+//! Flows: a parent runs once after its children succeeded and reads their
+//! results; a chain runs in order; a child that dies fails its parent (and a
+//! chain above it) with the reason, dead-lettered or cancelled as chosen.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redjob::client::Flow;
+use redjob::inspect::Inspect;
+use redjob::{Error, Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use crate::common::start_serving;
+
+/// What ran, in order: `c<n>` a child, `p<n>` a parent (with the results
+/// it read).
+#[derive(Default)]
+struct Seen {
+    ran: Mutex<Vec<String>>,
+    read: Mutex<Vec<(u32, Vec<Option<u64>>)>>,
+}
+
+/// A child: returns `n * 10`, or dies when `die`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "flows_child",
+    queue = "flows_a",
+    output = "u64",
+    max_attempts = 1
+)]
+struct Child {
+    n: u32,
+    die: bool,
+}
+
+impl Job for Child {
+    async fn perform(&self, ctx: &JobContext) -> Result<u64, JobError> {
+        ctx.data::<Seen>()?
+            .ran
+            .lock()
+            .unwrap()
+            .push(format!("c{}", self.n));
+        if self.die {
+            return Err(JobError::fatal("this child dies"));
+        }
+        Ok(u64::from(self.n) * 10)
+    }
+}
+
+/// A child on another queue (another master on the Cluster), retried once.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "flows_other",
+    queue = "flows_b",
+    output = "u64",
+    max_attempts = 3,
+    backoff = "10ms"
+)]
+struct Other {
+    n: u32,
+}
+
+impl Job for Other {
+    async fn perform(&self, ctx: &JobContext) -> Result<u64, JobError> {
+        ctx.data::<Seen>()?
+            .ran
+            .lock()
+            .unwrap()
+            .push(format!("c{}", self.n));
+        if ctx.attempt() == 1 {
+            return Err(JobError::retry(std::io::Error::other("first try fails")));
+        }
+        Ok(u64::from(self.n) * 10)
+    }
+}
+
+/// A parent: reads its children's results, returns their sum plus `n`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "flows_parent", queue = "flows_p", output = "u64")]
+struct Parent {
+    n: u32,
+}
+
+impl Job for Parent {
+    async fn perform(&self, ctx: &JobContext) -> Result<u64, JobError> {
+        let seen = ctx.data::<Seen>()?;
+        seen.ran.lock().unwrap().push(format!("p{}", self.n));
+        let results = ctx.child_results::<u64>().await?;
+        let sum: u64 = results.iter().flatten().sum();
+        seen.read.lock().unwrap().push((self.n, results));
+        Ok(sum + u64::from(self.n))
+    }
+}
+
+fn worker(env: &Env, seen: &Arc<Seen>) -> Worker {
+    Worker::builder(env.client.backend())
+        .register::<Child>()
+        .register::<Other>()
+        .register::<Parent>()
+        .data(seen.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap()
+}
+
+fn child(n: u32) -> Child {
+    Child { n, die: false }
+}
+
+pub async fn a_parent_runs_once_after_its_children_and_reads_their_results(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let flow = Flow::new(&Parent { n: 1 })
+        .child(&child(1))
+        .child(&Other { n: 2 })
+        .child(&child(3))
+        .child(&Other { n: 4 });
+    let id = env.client.enqueue_flow(flow).await.unwrap();
+    // the parent is not in its queue while its children wait: it is found
+    // waiting for them
+    let waiting = env.client.job("flows_p", &id).await.unwrap().unwrap();
+    assert_eq!(waiting.state, redjob::inspect::JobState::Waiting);
+    assert!(waiting.waits_for.is_some());
+    assert_eq!(waiting.job_name().as_deref(), Some("flows_parent"));
+    assert_eq!(
+        env.client.result::<Parent>(&id).await.unwrap(),
+        None,
+        "not finished"
+    );
+    let running = start_serving(worker(env, &seen)).await;
+    let sum = env
+        .client
+        .wait_result::<Parent>(&id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running.stop().await;
+    assert_eq!(sum, Some(10 + 20 + 30 + 40 + 1));
+    let ran = seen.ran.lock().unwrap().clone();
+    // the parent ran once, last: every child (retries too) ran before it
+    assert_eq!(ran.iter().filter(|r| *r == "p1").count(), 1, "{ran:?}");
+    assert_eq!(ran.last().map(String::as_str), Some("p1"), "{ran:?}");
+    assert_eq!(
+        seen.read.lock().unwrap().clone(),
+        vec![(1, vec![Some(10), Some(20), Some(30), Some(40)])]
+    );
+    // the flow is a batch, listed for operators
+    let listed = env.client.batches(None, 10).await.unwrap();
+    let flow = listed
+        .iter()
+        .find(|b| b.description.as_deref() == Some(&format!("flow flows_parent {id}")))
+        .expect("the flow's batch is listed");
+    assert_eq!((flow.total, flow.succeeded), (4, 4));
+}
+
+pub async fn a_chain_runs_in_order_each_step_reading_the_one_before(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let chain = Flow::new(&Parent { n: 1 })
+        .then(&Parent { n: 2 })
+        .then(&Parent { n: 3 });
+    let last = env.client.enqueue_flow(chain).await.unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    let got = env
+        .client
+        .wait_result::<Parent>(&last, Duration::from_secs(30))
+        .await
+        .unwrap();
+    running.stop().await;
+    // 1 returns 1, 2 returns 1 + 2, 3 returns 3 + 3
+    assert_eq!(got, Some(6));
+    assert_eq!(*seen.ran.lock().unwrap(), ["p1", "p2", "p3"]);
+    assert_eq!(
+        seen.read.lock().unwrap().clone(),
+        vec![(1, vec![]), (2, vec![Some(1)]), (3, vec![Some(3)])]
+    );
+    // a flow without children: its parent is enqueued at once
+    let alone = env
+        .client
+        .enqueue_flow(Flow::new(&Parent { n: 9 }))
+        .await
+        .unwrap();
+    assert!(env.client.job("flows_p", &alone).await.unwrap().is_some());
+}
+
+/// Waits until job `id` of `queue` is known to have failed.
+async fn failed(env: &Env, id: &JobId) -> Error {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match env.client.result::<Parent>(id).await {
+            Err(e @ Error::JobFailed { .. }) => return e,
+            _ if tokio::time::Instant::now() >= deadline => panic!("job {id} did not fail"),
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+pub async fn a_dead_child_fails_its_parent_and_the_chain_above_it_with_the_reason(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    // top waits for mid, which waits for a child that succeeds and one that dies
+    let mid = Flow::new(&Parent { n: 2 })
+        .child(&child(1))
+        .child(&Child { n: 5, die: true });
+    let top = env
+        .client
+        .enqueue_flow(Flow::new(&Parent { n: 3 }).child(&child(7)).subflow(mid))
+        .await
+        .unwrap();
+    // the same, cancelled instead of dead-lettered
+    let quiet = env
+        .client
+        .enqueue_flow(
+            Flow::new(&Parent { n: 4 })
+                .child(&Child { n: 6, die: true })
+                .cancel_on_failure(),
+        )
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    let e = failed(env, &top).await;
+    let q = failed(env, &quiet).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running.stop().await;
+    let ran = seen.ran.lock().unwrap().clone();
+    assert!(
+        !ran.iter().any(|r| r.starts_with('p')),
+        "no parent ran: {ran:?}"
+    );
+    // top is dead-lettered, its error naming why (mid failed)
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("dead")),
+        "{e}"
+    );
+    let letter = env.client.job("flows_p", &top).await.unwrap().unwrap();
+    let why = letter.last_error.clone().unwrap_or_default();
+    assert!(
+        why.contains("a job it waits for failed: flows_p") && why.contains("dead"),
+        "{letter:?}"
+    );
+    assert!(String::from_utf8_lossy(&letter.body).contains("flows_parent"));
+    // mid's error names the child that died
+    let listed = env.client.batches(None, 10).await.unwrap();
+    let mid_batch = listed
+        .iter()
+        .find(|b| {
+            b.description
+                .as_deref()
+                .is_some_and(|d| d.starts_with("flow flows_parent") && b.total == 2)
+        })
+        .expect("mid's flow is listed");
+    assert_eq!((mid_batch.succeeded, mid_batch.dead), (1, 1));
+    let first = mid_batch.first_failure.clone().unwrap_or_default();
+    assert!(
+        first.starts_with("flows_a ") && first.ends_with(" dead"),
+        "{first}"
+    );
+    // cancel_on_failure: entered as cancelled, no dead letter
+    assert!(
+        matches!(&q, Error::JobFailed { error, .. } if error.contains("cancelled")),
+        "{q}"
+    );
+}
