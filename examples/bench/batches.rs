@@ -2,15 +2,18 @@
 //! enqueue of `n` jobs and their processing by one worker, plain (`bench`),
 //! then the same `n` as one batch with an `on_complete` callback, enqueued
 //! by one `enqueue()` and timed from the worker's start to the callback's
-//! run (its jobs pre-enqueued, as the plain figure's).
+//! run (its jobs pre-enqueued, as the plain figure's); then the latency from
+//! a flow's child's finish to its parent's start, beside a chain built by
+//! hand.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use redjob::Client;
+use redjob::client::Flow;
 use redjob::queue::Queues;
+use redjob::{Client, Worker};
 
-use crate::jobs::{BatchDone, Noop, Tally};
+use crate::jobs::{BatchDone, FlowChild, FlowParent, HandChild, Noop, Tally, quantile};
 use crate::phases::{Figures, Settings, drain, worker};
 use crate::redis::Server;
 
@@ -61,4 +64,48 @@ pub async fn batches(s: &Settings, f: &mut Figures) {
         .unwrap()
         .expect("batch status");
     assert_eq!((status.succeeded, status.total), (n as u64, n as u64));
+    flow_latency(&client, s, f).await;
+}
+
+/// A child's finish to its parent's start, p50 and p99 (ms): 300 flows of
+/// one child, one at a time, beside the same chain built by hand (the child
+/// enqueues its parent as its last step).
+async fn flow_latency(client: &Client, s: &Settings, f: &mut Figures) {
+    const M: usize = 300;
+    for hand in [false, true] {
+        let tally = Arc::new(Tally::new(M));
+        let w = Worker::builder(client.backend())
+            .queue("bench")
+            .concurrency(s.concurrency)
+            .handle_signals(false)
+            .data(tally.clone())
+            .data(client.clone())
+            .build()
+            .expect("worker settings");
+        let stop = w.shutdown_token();
+        let running = tokio::spawn(w.run());
+        for i in 0..M as u64 {
+            if hand {
+                client.enqueue(&HandChild { i }).await.expect("enqueue");
+            } else {
+                let flow = Flow::new(&FlowParent { i }).child(&FlowChild);
+                client.enqueue_flow(flow).await.expect("flow enqueue");
+            }
+            let t = Instant::now();
+            while tally.lags_ms().len() <= i as usize {
+                assert!(t.elapsed().as_secs() < 30, "a parent never ran");
+                tokio::time::sleep(std::time::Duration::from_micros(500)).await;
+            }
+        }
+        stop.cancel();
+        running.await.expect("worker task").expect("worker");
+        f.check(&tally);
+        let lags = tally.lags_ms();
+        let (p50, p99) = (quantile(&lags, 0.5), quantile(&lags, 0.99));
+        if hand {
+            (f.hand_p50, f.hand_p99) = (Some(p50), Some(p99));
+        } else {
+            (f.flow_p50, f.flow_p99) = (Some(p50), Some(p99));
+        }
+    }
 }

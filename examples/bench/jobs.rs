@@ -171,3 +171,57 @@ impl Job for Kilobyte {
         Ok(())
     }
 }
+
+/// When the last child (of a flow, or of a chain built by hand) finished,
+/// Unix µs: the next parent's start is timed from it.
+pub static CHILD_END_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A flow's child: records its end.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_flow_child", queue = "bench")]
+pub struct FlowChild;
+
+impl Job for FlowChild {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        CHILD_END_US.store(now_us(), Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A parent: records its start minus its child's end, and that it ran.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_flow_parent", queue = "bench")]
+pub struct FlowParent {
+    pub i: u64,
+}
+
+impl Job for FlowParent {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let lag = now_us() as i64 - CHILD_END_US.load(Ordering::SeqCst) as i64;
+        let tally = ctx.data::<std::sync::Arc<Tally>>()?;
+        tally.lags_us.lock().unwrap().push(lag);
+        tally.ran(self.i);
+        Ok(())
+    }
+}
+
+/// A chain built by hand: a job that records its end, then enqueues its
+/// parent as its last step (what a flow spares).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_hand_child", queue = "bench")]
+pub struct HandChild {
+    pub i: u64,
+}
+
+impl Job for HandChild {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let client = ctx.data::<redjob::Client>()?;
+        // its work is done: the parent's wait starts
+        CHILD_END_US.store(now_us(), Ordering::SeqCst);
+        client
+            .enqueue(&FlowParent { i: self.i })
+            .await
+            .map_err(JobError::retry)?;
+        Ok(())
+    }
+}

@@ -112,6 +112,12 @@ pub struct Figures {
     pub batch_plain_process: Option<f64>,
     pub batch_bulk: Option<f64>,
     pub batch_process: Option<f64>,
+    /// Phase 17: a flow's child's finish to its parent's start (ms), p50
+    /// and p99; the same for a chain built by hand.
+    pub flow_p50: Option<f64>,
+    pub flow_p99: Option<f64>,
+    pub hand_p50: Option<f64>,
+    pub hand_p99: Option<f64>,
 }
 
 impl Figures {

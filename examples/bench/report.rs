@@ -445,6 +445,30 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             "-",
         ),
         (
+            "flow_child_to_parent_p50_ms",
+            "a flow's child finished -> its parent started, p50 (ms)",
+            |f| f.flow_p50,
+            "-",
+        ),
+        (
+            "flow_child_to_parent_p99_ms",
+            "  the same, p99 (ms)",
+            |f| f.flow_p99,
+            "-",
+        ),
+        (
+            "hand_child_to_parent_p50_ms",
+            "  a chain by hand (the child enqueues its parent), p50 (ms)",
+            |f| f.hand_p50,
+            "-",
+        ),
+        (
+            "hand_child_to_parent_p99_ms",
+            "  the same, p99 (ms)",
+            |f| f.hand_p99,
+            "-",
+        ),
+        (
             "enqueue_replicated_plain_jobs_per_s",
             "enqueue one by one, master with a replica (jobs/s)",
             |f| f.enqueue_replicated_plain,
