@@ -1051,7 +1051,10 @@ impl Side {
                     .into_iter()
                     .map(|(i, v)| (i, String::from_utf8_lossy(&v).into_owned()))
                     .collect::<Vec<_>>()),
-                first.map(|s| s.first_failure.is_some())
+                first.map(|s| (
+                    s.first_failure.is_some(),
+                    s.parent_job().map(|(q, _)| q.to_string())
+                ))
             )));
         }
         let cb = format!("{}cb", self.queue);

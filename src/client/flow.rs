@@ -159,7 +159,7 @@ impl Client {
                 queue: queue.clone(),
                 body: body.clone(),
                 id: Some(parent),
-                cancel: node.cancel,
+                cancel: kind == CallbackKind::Failed && node.cancel,
             };
             self.backend
                 .batch_open(&BatchSpec {

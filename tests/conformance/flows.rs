@@ -215,6 +215,15 @@ pub async fn a_dead_child_fails_its_parent_and_the_chain_above_it_with_the_reaso
         )
         .await
         .unwrap();
+    // its batch names its parent (cancel_on_failure changes nothing there)
+    let w = env.client.job("flows_p", &quiet).await.unwrap().unwrap();
+    let group = env
+        .client
+        .batch_status(&w.waits_for.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(group.parent_job(), Some(("flows_p", quiet)));
     let running = start_serving(worker(env, &seen)).await;
     let e = failed(env, &top).await;
     let q = failed(env, &quiet).await;
@@ -257,5 +266,107 @@ pub async fn a_dead_child_fails_its_parent_and_the_chain_above_it_with_the_reaso
     assert!(
         matches!(&q, Error::JobFailed { error, .. } if error.contains("cancelled")),
         "{q}"
+    );
+}
+
+pub async fn a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs(env: &Env) {
+    let c = &env.client;
+    // no worker: the children wait in their queue
+    let parent = c
+        .enqueue_flow(
+            Flow::new(&Parent { n: 5 })
+                .child(&child(1))
+                .child(&child(2)),
+        )
+        .await
+        .unwrap();
+    let waiting = c.peek("flows_a", 10).await.unwrap();
+    assert_eq!(waiting.len(), 2);
+    c.cancel("flows_a", &waiting[0].id).await.unwrap();
+    // the parent failed at once, naming the cancelled child
+    let e = c.result::<Parent>(&parent).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("dead")),
+        "{e}"
+    );
+    let letter = c.job("flows_p", &parent).await.unwrap().unwrap();
+    let why = letter.last_error.clone().unwrap_or_default();
+    assert!(
+        why.contains(&format!("flows_a {} cancelled", waiting[0].id)),
+        "{why}"
+    );
+    // a batch whose jobs are all cancelled completes, counting them
+    let batch = c
+        .batch()
+        .on_complete_in("flows_cb", &Parent { n: 0 })
+        .on_success_in("flows_cb", &Parent { n: 1 })
+        .job_in("flows_c", &child(3))
+        .job_in("flows_c", &child(4))
+        .enqueue()
+        .await
+        .unwrap();
+    for j in c.peek("flows_c", 10).await.unwrap() {
+        c.cancel("flows_c", &j.id).await.unwrap();
+    }
+    let s = c.batch_status(&batch).await.unwrap().unwrap();
+    assert_eq!((s.total, s.cancelled, s.succeeded), (2, 2, 0));
+    assert!(s.is_complete() && s.completed_ms.is_some());
+    // its complete callback only: the batch did not succeed
+    let sent = c.peek("flows_cb", 10).await.unwrap();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(String::from_utf8_lossy(&sent[0].body).contains(r#""n":0"#));
+}
+
+/// A parent too big for its queue once its flow's status is added.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "flows_big", queue = "flows_small")]
+struct Big {
+    pad: String,
+}
+
+impl Job for Big {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+pub async fn a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain(env: &Env) {
+    let c = &env.client;
+    redjob::queue::Queues::create_queue(
+        &c.backend(),
+        "flows_small",
+        redjob::queue::QueueOptions {
+            maxsize: 1024,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let seen = Arc::new(Seen::default());
+    let big = Flow::new(&Big {
+        pad: "x".repeat(900),
+    })
+    .child(&child(1));
+    let top = c
+        .enqueue_flow(Flow::new(&Parent { n: 2 }).subflow(big))
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    let e = failed(env, &top).await;
+    running.stop().await;
+    assert!(matches!(&e, Error::JobFailed { .. }), "{e}");
+    let letters = c.dead_letters("flows_small", 10).await.unwrap();
+    assert_eq!(letters.len(), 1, "the big parent is dead-lettered");
+    assert!(
+        letters[0].error.contains("cannot be enqueued") && letters[0].error.contains("maxsize"),
+        "{:?}",
+        letters[0].error
+    );
+    let top = c.job("flows_p", &top).await.unwrap().unwrap();
+    assert!(
+        top.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains(&format!("flows_small {} dead", letters[0].id))),
+        "{top:?}"
     );
 }

@@ -136,15 +136,27 @@ impl State {
                 let o = QueueOptions::default();
                 MemQueue::new(o.vt, o.delay, o.maxsize, now / 1000)
             });
-            if cb.kind == CallbackKind::Failed {
-                let Some(parent) = cb.id else { continue };
-                let why = format!(
+            let body = callback_body(&cb.body, &status);
+            let oversized = q.check_size(body.len()).err();
+            // a flow's parent that can never be sent is failed instead (as
+            // on Redis)
+            let why = match (&oversized, cb.kind) {
+                (_, CallbackKind::Failed) => Some(format!(
                     "a job it waits for failed: {}",
                     status.first_failure.as_deref().unwrap_or("unknown")
-                );
-                q.fail_parent(parent, &cb.body, cb.cancel, &why, now);
+                )),
+                (Some(_), CallbackKind::Parent) => Some(format!(
+                    "it cannot be enqueued: its body exceeds queue {:?}'s maxsize",
+                    cb.queue
+                )),
+                _ => None,
+            };
+            if let Some(why) = why {
+                let Some(parent) = cb.id else { continue };
+                let cancel = cb.cancel && cb.kind == CallbackKind::Failed;
+                q.fail_parent(parent, &cb.body, cancel, &why, now);
                 if let Some(r) = BatchRef::of_body(&cb.body) {
-                    let how = if cb.cancel {
+                    let how = if cancel {
                         Finish::Cancelled
                     } else {
                         Finish::Dead
@@ -154,8 +166,7 @@ impl State {
                 sent.push(cb.queue);
                 continue;
             }
-            let body = callback_body(&cb.body, &status);
-            if q.check_size(body.len()).is_err() {
+            if oversized.is_some() {
                 tracing::error!(batch = %id, queue = %cb.queue, "a batch callback that cannot be sent is dropped: its body exceeds the queue's maxsize");
                 continue;
             }

@@ -254,8 +254,25 @@ impl Inspect for MemoryBackend {
         };
         // entered in the history, as cancel.lua does
         q.enter_removed(*id, &m, Finish::Cancelled, by, now, keyed);
+        // a batch's job: counted cancelled in its batch
+        let called = match crate::contract::batches::BatchRef::of_body(&m.body) {
+            Some(r) => st.count_batches(
+                vec![(
+                    queue.to_string(),
+                    r,
+                    crate::contract::batches::Finish::Cancelled,
+                    *id,
+                    None,
+                )],
+                self.clock.now_us(),
+            ),
+            None => Vec::new(),
+        };
         drop(st);
         self.wake_held(queue);
+        for q in called {
+            self.notify(&q);
+        }
         Ok(if inspect::state_of(m.score, now) == JobState::InFlight {
             Cancelled::Cancelling
         } else {

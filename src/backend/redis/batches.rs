@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use redis::Value;
 
-use super::RedisBackend;
+use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts;
 use crate::contract::batches::{
     BatchId, BatchRef, BatchSpec, BatchStatus, Callback, CallbackKind, callback_body,
@@ -87,17 +87,17 @@ fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
     Ok(Some(Reply { status, due }))
 }
 
-impl RedisBackend {
+impl Rsmq {
     async fn batch_call<A: redis::ToRedisArgs + Sync>(
         &self,
         id: &BatchId,
         what: &str,
         args: &[A],
     ) -> Result<Option<Reply>> {
-        let k = self.ns.batch(id.as_str());
+        let k = self.namespace().batch(id.as_str());
         let mut cmd = scripts::eval(&scripts::BATCH, &[&k.hash, &k.done, &k.dead]);
         cmd.arg(what).arg(KEEP_MS).arg(args);
-        let v = scripts::run(&mut self.con.clone(), &scripts::BATCH, &cmd).await?;
+        let v = scripts::run(&mut self.connection(), &scripts::BATCH, &cmd).await?;
         reply(id, &v)
     }
 
@@ -116,11 +116,15 @@ impl RedisBackend {
                 let mark = format!("{id}:{}", cb.kind.code());
                 let queue = &cb.queue;
                 let send = if cb.kind == CallbackKind::Failed {
-                    self.fail_parent(cb, &r.status, &mark).await
+                    let why = format!(
+                        "a job it waits for failed: {}",
+                        r.status.first_failure.as_deref().unwrap_or("unknown")
+                    );
+                    self.fail_parent(cb, &why, &mark).await
                 } else {
                     let body = callback_body(&cb.body, &r.status);
                     crate::contract::backend::creating(
-                        &self.rsmq,
+                        self,
                         queue,
                         &QueueOptions::default(),
                         || self.send_once(queue, &body, &mark, cb.id.as_ref()),
@@ -129,6 +133,15 @@ impl RedisBackend {
                 };
                 match send {
                     Ok(()) => {}
+                    // a flow's parent that can never be sent is failed instead
+                    // (its flow above, if any, learns it)
+                    Err(e @ Error::InvalidValue { .. }) if cb.kind == CallbackKind::Parent => {
+                        tracing::error!(batch = %id, queue, error = %e, "a flow's parent that cannot be enqueued is dead-lettered");
+                        let why = format!(
+                            "it cannot be enqueued: its body exceeds queue {queue:?}'s maxsize"
+                        );
+                        self.fail_parent(cb, &why, &format!("{id}:x")).await?;
+                    }
                     Err(e @ Error::InvalidValue { .. }) => {
                         tracing::error!(batch = %id, queue, kind = ?cb.kind, error = %e, "a batch callback that cannot be sent is dropped");
                     }
@@ -143,7 +156,7 @@ impl RedisBackend {
 
     /// Dead-letters or cancels a flow's parent (`flow_fail.lua`), then counts
     /// its finish in its own flow when it is a child of one.
-    async fn fail_parent(&self, cb: &Callback, status: &BatchStatus, mark: &str) -> Result<()> {
+    async fn fail_parent(&self, cb: &Callback, why: &str, mark: &str) -> Result<()> {
         let Some(id) = cb.id else {
             return Err(Error::InvalidValue {
                 what: "flow parent",
@@ -151,10 +164,6 @@ impl RedisBackend {
             });
         };
         let queue = &cb.queue;
-        let why = format!(
-            "a job it waits for failed: {}",
-            status.first_failure.as_deref().unwrap_or("unknown")
-        );
         let own = BatchRef::of_body(&cb.body).map(|r| {
             let how = if cb.cancel { 'c' } else { 'd' };
             format!("{} {}{how}{id}", r.batch, r.index)
@@ -165,8 +174,8 @@ impl RedisBackend {
                 .await?;
         }
         let entered =
-            crate::contract::backend::creating(&self.rsmq, queue, &QueueOptions::default(), || {
-                self.flow_fail(queue, &id, cb, &why, mark, own.as_deref())
+            crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
+                self.flow_fail(queue, &id, cb, why, mark, own.as_deref())
             })
             .await?;
         if let Some(member) = entered {
@@ -185,7 +194,7 @@ impl RedisBackend {
         mark: &str,
         own: Option<&str>,
     ) -> Result<Option<String>> {
-        let (mut con, ns, _) = self.rsmq.ns_parts();
+        let (mut con, ns, _) = self.ns_parts();
         let k = ns.queue(queue);
         let mut cmd = scripts::eval(
             &scripts::FLOW_FAIL,
@@ -226,7 +235,7 @@ impl RedisBackend {
         mark: &str,
         id: Option<&crate::JobId>,
     ) -> Result<()> {
-        let (mut con, ns, realtime) = self.rsmq.ns_parts();
+        let (mut con, ns, realtime) = self.ns_parts();
         let k = ns.queue(queue);
         let suffix = crate::id::send_suffixes(&[None]);
         let mut cmd = scripts::eval(
@@ -274,7 +283,7 @@ impl RedisBackend {
             .collect();
         let mut results: std::collections::HashMap<String, Vec<u8>> = Default::default();
         if !fields.is_empty() {
-            let (mut con, k) = self.rsmq.parts(queue);
+            let (mut con, k) = self.parts(queue);
             let got: redis::RedisResult<Vec<Option<Vec<u8>>>> = redis::cmd("HMGET")
                 .arg(&k.bres)
                 .arg(&fields)
@@ -346,7 +355,7 @@ impl RedisBackend {
 
     /// bout.lua: whether finishes are left after the call, and those read.
     async fn bout(&self, queue: &str, what: &str, args: &[String]) -> Result<(bool, Vec<String>)> {
-        let (mut con, k) = self.rsmq.parts(queue);
+        let (mut con, k) = self.parts(queue);
         let mut cmd = scripts::eval(&scripts::BOUT, &[&k.hash, &k.bout, &k.bres]);
         cmd.arg(what).arg(args);
         match scripts::run(&mut con, &scripts::BOUT, &cmd).await? {
@@ -359,9 +368,9 @@ impl RedisBackend {
     }
 
     async fn marks(&self, args: &[String]) -> Result<Value> {
-        let mut cmd = scripts::eval(&scripts::MARKS, &[self.ns.batch_marks()]);
+        let mut cmd = scripts::eval(&scripts::MARKS, &[self.namespace().batch_marks()]);
         cmd.arg(args);
-        scripts::run(&mut self.con.clone(), &scripts::MARKS, &cmd).await
+        scripts::run(&mut self.connection(), &scripts::MARKS, &cmd).await
     }
 
     pub(super) async fn mark_batches(&self, queue: &str, until: std::time::Duration) -> Result<()> {
@@ -380,13 +389,13 @@ impl RedisBackend {
             .unwrap_or_default()
             .as_millis() as u64;
         let any: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(self.ns.batch_marks())
+            .arg(self.namespace().batch_marks())
             .arg("-inf")
             .arg(now)
             .arg("LIMIT")
             .arg(0)
             .arg(1)
-            .query_async(&mut self.con.clone())
+            .query_async(&mut self.connection())
             .await?;
         if any.is_empty() {
             return Ok(());
@@ -413,14 +422,14 @@ impl RedisBackend {
     }
 
     pub(super) async fn open_batch(&self, spec: &BatchSpec) -> Result<()> {
-        let k = self.ns.batch(spec.id.as_str());
+        let k = self.namespace().batch(spec.id.as_str());
         let mut cmd = scripts::eval(&scripts::BATCH_OPEN, &[&k.hash]);
         cmd.arg(spec.description.as_deref().unwrap_or(""));
         for cb in &spec.callbacks {
             validate::queue_name(&cb.queue)?;
             cmd.arg(cb.kind.code()).arg(cb.encode());
         }
-        let mut con = self.con.clone();
+        let mut con = self.connection();
         let created = scripts::int(&scripts::run(&mut con, &scripts::BATCH_OPEN, &cmd).await?)?;
         if created == 0 {
             return Err(Error::InvalidValue {
@@ -429,7 +438,7 @@ impl RedisBackend {
             });
         }
         let _: i64 = redis::cmd("ZADD")
-            .arg(self.ns.batches())
+            .arg(self.namespace().batches())
             .arg(created)
             .arg(spec.id.as_str())
             .query_async(&mut con)
@@ -521,13 +530,13 @@ impl RedisBackend {
         let limit = crate::contract::batches::check_limit(limit)?;
         let max = before_ms.map_or("+inf".to_string(), |ms| format!("({ms}"));
         let ids: Vec<String> = redis::cmd("ZREVRANGEBYSCORE")
-            .arg(self.ns.batches())
+            .arg(self.namespace().batches())
             .arg(max)
             .arg("-inf")
             .arg("LIMIT")
             .arg(0)
             .arg(limit)
-            .query_async(&mut self.con.clone())
+            .query_async(&mut self.connection())
             .await?;
         let mut out = Vec::with_capacity(ids.len());
         let mut gone = Vec::new();
@@ -543,9 +552,9 @@ impl RedisBackend {
         }
         if !gone.is_empty() {
             let _: i64 = redis::cmd("ZREM")
-                .arg(self.ns.batches())
+                .arg(self.namespace().batches())
                 .arg(&gone)
-                .query_async(&mut self.con.clone())
+                .query_async(&mut self.connection())
                 .await?;
         }
         Ok(out)
@@ -559,7 +568,7 @@ impl RedisBackend {
         body: &[u8],
     ) -> Result<()> {
         validate::queue_name(queue)?;
-        let (mut con, k) = self.rsmq.parts(queue);
+        let (mut con, k) = self.parts(queue);
         let mut v = batch.as_str().as_bytes().to_vec();
         v.push(b'\n');
         v.extend_from_slice(body);
@@ -578,14 +587,14 @@ impl RedisBackend {
         limit: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>> {
         let limit = crate::contract::batches::check_limit(limit)?;
-        let k = self.ns.batch(id.as_str());
+        let k = self.namespace().batch(id.as_str());
         let idx: Vec<u64> = (from..from.saturating_add(limit as u64)).collect();
         let mut fields: Vec<String> = idx.iter().map(|i| format!("r{i}")).collect();
         fields.push("created".into());
         let mut got: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
             .arg(&k.hash)
             .arg(&fields)
-            .query_async(&mut self.con.clone())
+            .query_async(&mut self.connection())
             .await?;
         if got.pop().flatten().is_none() {
             return Err(crate::contract::batches::no_batch(id));
@@ -603,12 +612,12 @@ impl RedisBackend {
         limit: usize,
     ) -> Result<Vec<(String, crate::JobId)>> {
         let limit = crate::contract::batches::check_limit(limit)?;
-        let k = self.ns.batch(id.as_str());
+        let k = self.namespace().batch(id.as_str());
         let rows: Vec<String> = redis::cmd("LRANGE")
             .arg(&k.dead)
             .arg(0)
             .arg(limit - 1)
-            .query_async(&mut self.con.clone())
+            .query_async(&mut self.connection())
             .await?;
         Ok(rows
             .iter()

@@ -303,20 +303,31 @@ impl Inspect for Rsmq {
         keys.extend(k.history_keys());
         keys.extend(k.keyed_wake_keys());
         keys.push(k.awaited.clone());
+        keys.push(k.bout.clone());
         let mut cmd = scripts::eval(&scripts::CANCEL, &keys);
         cmd.arg(id)
             .arg(crate::contract::history::actor_line(by))
             .arg(History::default().encode())
             .arg(&k.realtime);
-        let cancelled = match scripts::int(&scripts::run(&mut con, &scripts::CANCEL, &cmd).await?)?
-        {
-            -1 => return Err(Error::QueueNotFound { name: queue.into() }),
-            0 => return Ok(Cancelled::NotFound),
-            1 => Cancelled::Removed,
+        let Value::Array(items) = scripts::run(&mut con, &scripts::CANCEL, &cmd).await? else {
+            return Err(Error::Protocol("cancel reply".into()));
+        };
+        let cancelled = match items.first().map(scripts::int).transpose()? {
+            Some(-1) => return Err(Error::QueueNotFound { name: queue.into() }),
+            Some(0) | None => return Ok(Cancelled::NotFound),
+            Some(1) => Cancelled::Removed,
             _ => Cancelled::Cancelling,
         };
         // a running job's place under a global concurrency is free
         super::settings::wake_held(self, queue).await;
+        // a batch's job: counted cancelled in its batch now (a failure here
+        // leaves it to the queue's next fetch, which reports it once old)
+        if let Some(Value::BulkString(m)) = items.get(1) {
+            let member = String::from_utf8_lossy(m).into_owned();
+            if let Err(e) = self.settled_batches(queue, &[member]).await {
+                tracing::warn!(queue, error = %e, "counting a cancelled job in its batch failed; a later fetch counts it");
+            }
+        }
         Ok(cancelled)
     }
 }

@@ -117,30 +117,30 @@ impl Backend for RedisBackend {
     }
 
     async fn batch_open(&self, spec: &crate::contract::batches::BatchSpec) -> Result<()> {
-        self.open_batch(spec).await
+        self.rsmq.open_batch(spec).await
     }
 
     async fn batch_seal(&self, id: &crate::contract::batches::BatchId, total: u64) -> Result<()> {
-        self.seal_batch(id, total).await
+        self.rsmq.seal_batch(id, total).await
     }
 
     async fn batch_status(
         &self,
         id: &crate::contract::batches::BatchId,
     ) -> Result<Option<crate::contract::batches::BatchStatus>> {
-        self.status_of_batch(id).await
+        self.rsmq.status_of_batch(id).await
     }
 
     async fn batch_settled(&self, queue: &str, members: &[String]) -> Result<()> {
-        self.settled_batches(queue, members).await
+        self.rsmq.settled_batches(queue, members).await
     }
 
     async fn batch_recover(&self, queue: &str) -> Result<()> {
-        self.recover_batches(queue).await.map(|_| ())
+        self.rsmq.recover_batches(queue).await.map(|_| ())
     }
 
     async fn batch_mark(&self, queue: &str, until: Duration) -> Result<()> {
-        self.mark_batches(queue, until).await
+        self.rsmq.mark_batches(queue, until).await
     }
 
     async fn batches(
@@ -148,7 +148,7 @@ impl Backend for RedisBackend {
         before_ms: Option<u64>,
         limit: usize,
     ) -> Result<Vec<crate::contract::batches::BatchStatus>> {
-        self.list_batches(before_ms, limit).await
+        self.rsmq.list_batches(before_ms, limit).await
     }
 
     async fn batch_dead(
@@ -156,7 +156,7 @@ impl Backend for RedisBackend {
         id: &crate::contract::batches::BatchId,
         limit: usize,
     ) -> Result<Vec<(String, JobId)>> {
-        self.dead_of_batch(id, limit).await
+        self.rsmq.dead_of_batch(id, limit).await
     }
 
     async fn flow_wait(
@@ -166,7 +166,7 @@ impl Backend for RedisBackend {
         batch: &crate::contract::batches::BatchId,
         body: &[u8],
     ) -> Result<()> {
-        self.wait_flow(queue, id, batch, body).await
+        self.rsmq.wait_flow(queue, id, batch, body).await
     }
 
     async fn batch_results(
@@ -175,11 +175,11 @@ impl Backend for RedisBackend {
         from: u64,
         limit: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>> {
-        self.results_of_batch(id, from, limit).await
+        self.rsmq.results_of_batch(id, from, limit).await
     }
 
     async fn batch_sweep(&self) -> Result<()> {
-        self.sweep_batches().await
+        self.rsmq.sweep_batches().await
     }
 
     async fn tick(

@@ -4,7 +4,8 @@
 -- ("<queue>[ <id>[ c]]\n<body>", kinds "c" on complete, "s" on success, "d"
 -- on the first death, and for a flow's group "p", its parent, sent when every
 -- child succeeded, and "x", the parent failed when a child dies or is
--- cancelled), "due:<kind>" while a callback is due and not known to be sent,
+-- cancelled), "parent" (a flow's, "<queue> <id>", see batch_open.lua),
+-- "due:<kind>" while a callback is due and not known to be sent,
 -- "why" ("<queue> <id> dead|cancelled": its first job that failed so), and
 -- "r<index>", the result of each job that returned one.
 -- A job is counted once, however often its finish is applied: bit <index> of
@@ -80,7 +81,7 @@ elseif what == "f" then
   for i = 3, #ARGV do redis.call("HDEL", h, "due:" .. ARGV[i]) end
 end
 local v = redis.call("HMGET", h, "total", "succeeded", "dead", "cancelled", "sealed", "created", "completed",
-  "desc", "why", "cb:c", "cb:s", "cb:p", "due:c", "due:s", "due:d", "due:p", "due:x")
+  "desc", "why", "cb:c", "cb:s", "parent", "due:c", "due:s", "due:d", "due:p", "due:x")
 local finished = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
 if what ~= "r" and not v[7] and v[5] == "1" and finished >= (tonumber(v[1]) or 0) then
   v[7] = string.format("%.0f", clock())
@@ -95,9 +96,7 @@ if what ~= "r" and not v[7] and v[5] == "1" and finished >= (tonumber(v[1]) or 0
   many("HSET", h, set)
   for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
 end
--- a flow's parent: "<queue> <id>", the first line of its callback
-local parent = v[12] and string.match(v[12], "^[^\n]*") or ""
-local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or "", v[9] or "", parent}
+local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or "", v[9] or "", v[12] or ""}
 if what ~= "r" then
   for i, kind in ipairs({"c", "s", "d", "p", "x"}) do
     if v[12 + i] then

@@ -1,5 +1,5 @@
 -- Opens a batch (see batches.rs): its hash, with its counts at 0, its
--- callbacks and its description. Its id enters the index of batches apart
+-- callbacks and its description (and a flow's "parent", "<queue> <id>"). Its id enters the index of batches apart
 -- (ns:@batches, another slot on a Cluster).
 -- KEYS[1]  the batch's hash (ns:@batch:<id>)
 -- ARGV[1]  its description, or ""
@@ -17,6 +17,11 @@ end
 for i = 2, #ARGV, 2 do
   f[#f + 1] = "cb:" .. ARGV[i]
   f[#f + 1] = ARGV[i + 1]
+  if ARGV[i] == "p" then
+    -- a flow's parent, "<queue> <id>", read apart from its body
+    f[#f + 1] = "parent"
+    f[#f + 1] = string.match(ARGV[i + 1], "^(%S+ %S+)")
+  end
 end
 many("HSET", KEYS[1], f)
 return tonumber(created)

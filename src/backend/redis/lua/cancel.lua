@@ -17,16 +17,20 @@
 --          keyed job cancelled keeps its place until its lease ends
 -- KEYS[30]  the queue's awaited jobs (ns:q:awaited, see await.lua): a caller
 --          awaiting the job learns it on the done channel (ns:@done:q)
+-- KEYS[31]  the queue's batch finishes (ns:q:bout, see complete.lua): a job of
+--          a batch (its body's last member "batch":"<batch id>:<index>") is
+--          entered there as cancelled, for its batch to count
 -- ARGV[1]  the id
 -- ARGV[2]  who cancels it ("api", "cli alice", "dashboard", ...)
 -- ARGV[3]  the history setting when the queue stores none
 -- ARGV[4]  the queue's realtime channel (ns:rt:q): a job promoted in its key's
 --          place wakes the queue's workers
--- Returns -1 when the queue does not exist, 0 when the job is not in it, 1 when
---         it was waiting (removed), 2 when it was leased (cancelling)
+-- Returns {-1} when the queue does not exist, {0} when the job is not in it,
+--         {1} when it was waiting (removed), {2} when it was leased
+--         (cancelling); then the batch finish entered, if any
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique", "redjob:history",
   "redjob:keyed", "redjob:awaited")
-if not attrs[1] then return -1 end
+if not attrs[1] then return {-1} end
 local now = clock()
 local id = ARGV[1]
 local level, s = find_level(tonumber(attrs[2]) or 0, 4, id)
@@ -36,11 +40,11 @@ local kept = redis.call("HMGET", KEYS[2], id, id .. ":a")
 local keyed
 if not level then
   -- a keyed job waiting for its key (its count: its member's)
-  if not K or not kept[1] then return 0 end
+  if not K or not kept[1] then return {0} end
   local v = redis.call("HGET", KEYS[2], id .. ":k")
-  if not v then return 0 end
+  if not v then return {0} end
   local waited, _, of = K.gone({id})
-  if waited == 0 then return 0 end
+  if waited == 0 then return {0} end
   K.save()
   keyed = K.get(of[id]).per .. " " .. of[id]
   s = string.format("%.0f.%s", tonumber(string.sub(v, 1, 16)), string.sub(v, 17, 19))
@@ -67,8 +71,21 @@ forget_released({id})
 notify_awaited(30, {id}, ARGV[4], attrs[6])
 if attrs[3] == "1" then release_unique(KEYS[3], {id}) end
 lease_counts().left(24, {tonumber(s)}, now)
+-- a batch's job: its batch counts it cancelled (the member with_batch adds
+-- last, before a callback's "batch_done")
+local out = {1}
+local body = kept[1] or ""
+local b, idx = string.match(body, '"batch":"(%w+):(%d+)"}%s*$')
+if not b then b, idx = string.match(body, '"batch":"(%w+):(%d+)","batch_done":') end
+if b and KEYS[31] then
+  local member = b .. " " .. idx .. "c" .. id
+  local at = string.format("%.0f", now)
+  redis.call("ZADD", KEYS[31], at, member)
+  if not redis.call("HGET", KEYS[2], "redjob:bout") then redis.call("HSET", KEYS[2], "redjob:bout", at) end
+  out[2] = member
+end
 local score = tonumber(s)
-if select(2, score_count(score)) and score >= now + 1 then return 2 end
+if select(2, score_count(score)) and score >= now + 1 then out[1] = 2 end
 -- a lease an earlier redjob wrote (see LEGACY in lib.lua) that still runs
-if now < LEGACY and score >= LEGACY and score - LEGACY >= now + 1 then return 2 end
-return 1
+if now < LEGACY and score >= LEGACY and score - LEGACY >= now + 1 then out[1] = 2 end
+return out

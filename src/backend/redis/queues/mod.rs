@@ -162,6 +162,16 @@ impl Rsmq {
     }
 
     /// The connection and the namespace's key names.
+    /// The connection, for a script of keys of several queues or none.
+    pub(crate) fn connection(&self) -> Connection {
+        self.con.clone()
+    }
+
+    /// The key names.
+    pub(crate) fn namespace(&self) -> &crate::backend::redis::keys::Namespace {
+        &self.ns
+    }
+
     pub(crate) fn ns_parts(&self) -> (Connection, &crate::backend::redis::keys::Namespace, bool) {
         (self.con.clone(), &self.ns, self.realtime)
     }
