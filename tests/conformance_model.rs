@@ -231,6 +231,11 @@ enum Op {
     BatchStatus {
         b: Index,
     },
+    /// A flow whose parent waits for a message sent earlier (whatever
+    /// became of it).
+    WaitFor {
+        msg: Index,
+    },
 }
 
 const STATES: [JobState; 6] = [
@@ -310,6 +315,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..=3u8, prop::bool::weighted(0.2), any::<bool>())
             .prop_map(|(n, open, flow)| Op::SendBatched { n, open, flow }),
         2 => any::<Index>().prop_map(|b| Op::BatchStatus { b }),
+        2 => any::<Index>().prop_map(|msg| Op::WaitFor { msg }),
     ]
 }
 
@@ -723,6 +729,51 @@ impl Side {
                         .map(|id| sorted.partition_point(|s| s < id))
                         .collect(),
                 )
+            }
+            Op::WaitFor { msg } => {
+                let Some(k) = pick_index(self.ids.len(), msg) else {
+                    return Seen::None;
+                };
+                let case = self.queue.trim_start_matches("model");
+                let id: BatchId = format!("{case:0>10}{:0>22}", self.batches.len())
+                    .parse()
+                    .expect("a batch id");
+                let parent: JobId = format!("{case:0>10}p{:0>21}", self.batches.len())
+                    .parse()
+                    .expect("a job id");
+                let cb = format!("{q}cb");
+                let body = br#"{"type":"parent"}"#.to_vec();
+                let mut spec = BatchSpec {
+                    id,
+                    callbacks: vec![
+                        Callback::new(CallbackKind::Parent, &cb, body.clone()),
+                        Callback::new(CallbackKind::Failed, &cb, body),
+                    ],
+                    description: None,
+                };
+                for c in &mut spec.callbacks {
+                    c.id = Some(parent);
+                }
+                if let Err(e) = b.batch_open(&spec).await {
+                    return err(e);
+                }
+                self.batches.push(id);
+                self.parents.push(parent);
+                if let Err(e) = wait_for_parent(&b, &cb, &parent, &id).await {
+                    return err(e);
+                }
+                let r = BatchRef {
+                    batch: id,
+                    index: 0,
+                };
+                let after = b.flow_after(&q, &self.ids[k], &r).await;
+                if let Err(e) = b.batch_seal(&id, 1).await {
+                    return err(e);
+                }
+                match after {
+                    Ok(()) => Seen::Count(1),
+                    Err(e) => err(e),
+                }
             }
             Op::BatchStatus { b: i } => {
                 let Some(k) = pick_index(self.batches.len(), i) else {

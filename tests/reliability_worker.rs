@@ -399,6 +399,14 @@ impl<B: Backend> Backend for Faulty<B> {
     ) -> redjob::Result<()> {
         self.inner.flow_wait(queue, id, batch, body).await
     }
+    async fn flow_after(
+        &self,
+        queue: &str,
+        id: &JobId,
+        r: &redjob::backend::BatchRef,
+    ) -> redjob::Result<()> {
+        self.inner.flow_after(queue, id, r).await
+    }
     async fn batch_results(
         &self,
         id: &redjob::ops::BatchId,

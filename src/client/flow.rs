@@ -20,7 +20,9 @@ use crate::{Error, JobId, Result};
 /// at once, with the reason: it is dead-lettered (its error names the child),
 /// or, with [`cancel_on_failure`](Self::cancel_on_failure), entered in the
 /// history as cancelled. A retried child is not finished until it succeeds or
-/// dies. Cycles cannot be built: a flow's children are new jobs.
+/// dies. A child may also be a job enqueued earlier
+/// ([`after`](Self::after)). Cycles cannot be built: a flow's children are
+/// new jobs or jobs that exist already.
 ///
 /// A flow is a batch underneath (see [`Client::batch`]): each parent with
 /// children has one, listed by `redjob batches` as `flow <type> <parent id>`,
@@ -71,6 +73,8 @@ pub struct Flow {
 enum Child {
     Job(Result<(String, SendMessage)>),
     Flow(Flow),
+    /// A job enqueued earlier: its queue and id.
+    After(String, JobId),
 }
 
 impl Flow {
@@ -106,6 +110,18 @@ impl Flow {
     /// Adds a flow as a child: the parent waits for that flow's parent.
     pub fn subflow(mut self, flow: Flow) -> Flow {
         self.children.push(Child::Flow(flow));
+        self
+    }
+
+    /// Adds job `id` of `queue`, enqueued earlier, as a child: the parent
+    /// waits for it too. It may have finished already (in its dead letters
+    /// or its history: its finish counts at once, its result is read); a job
+    /// not known there (never was, or past its history's retention) fails
+    /// the enqueue with [`InvalidValue`](crate::Error::InvalidValue). The
+    /// check and the registration are one step on its queue: a finish
+    /// between them is not missed.
+    pub fn after(mut self, queue: &str, id: &JobId) -> Flow {
+        self.children.push(Child::After(queue.to_string(), *id));
         self
     }
 
@@ -178,6 +194,7 @@ impl Client {
             .await?;
             let total = node.children.len() as u64;
             let mut leaves = Vec::new();
+            let mut earlier: Vec<(String, JobId, u64)> = Vec::new();
             for (index, child) in node.children.into_iter().enumerate() {
                 let index = index as u64;
                 match child {
@@ -195,9 +212,17 @@ impl Client {
                         )
                         .await?;
                     }
+                    Child::After(q, id) => earlier.push((q, id, index)),
                 }
             }
             send_members(self, group, leaves).await?;
+            for (q, id, index) in earlier {
+                let r = BatchRef {
+                    batch: group,
+                    index,
+                };
+                self.backend.flow_after(&q, &id, &r).await?;
+            }
             self.backend.batch_seal(&group, total).await?;
             Ok(parent)
         })
@@ -216,6 +241,7 @@ fn check(flow: &Flow) -> Result<()> {
             Child::Job(Err(e)) => return Err(clone_err(e)),
             Child::Job(Ok(_)) => {}
             Child::Flow(f) => check(f)?,
+            Child::After(q, _) => validate::queue_name(q)?,
         }
     }
     Ok(())

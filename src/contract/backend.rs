@@ -279,6 +279,18 @@ pub trait Backend: Clone + Send + Sync + 'static {
         body: &[u8],
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Makes job `id` of `queue`, which exists already, job `r.index` of
+    /// batch `r.batch`: its finish is counted there when it comes, or at
+    /// once when it came already (checked and registered in one step).
+    /// Fails with [`InvalidValue`](crate::Error::InvalidValue) for a job not
+    /// known there (never was, or past its history's retention).
+    fn flow_after(
+        &self,
+        queue: &str,
+        id: &JobId,
+        r: &crate::contract::batches::BatchRef,
+    ) -> impl Future<Output = Result<()>> + Send;
+
     /// The results batch `id`'s jobs returned (a flow's children), by index:
     /// those of indexes `from` to `from + limit - 1` (`limit` 1 to 1,000)
     /// that returned one. A batch keeps them as long as itself.
@@ -482,6 +494,7 @@ macro_rules! backend_methods {
             async fn batches(before_ms: Option<u64>, limit: usize) -> $crate::Result<Vec<$crate::contract::batches::BatchStatus>>;
             async fn batch_dead(id: &$crate::contract::batches::BatchId, limit: usize) -> $crate::Result<Vec<(String, $crate::JobId)>>;
             async fn flow_wait(queue: &str, id: &$crate::JobId, batch: &$crate::contract::batches::BatchId, body: &[u8]) -> $crate::Result<()>;
+            async fn flow_after(queue: &str, id: &$crate::JobId, r: &$crate::contract::batches::BatchRef) -> $crate::Result<()>;
             async fn batch_results(id: &$crate::contract::batches::BatchId, from: u64, limit: usize) -> $crate::Result<Vec<(u64, Vec<u8>)>>;
             async fn batch_sweep() -> $crate::Result<()>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;

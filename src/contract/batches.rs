@@ -301,6 +301,16 @@ pub fn no_batch(id: &BatchId) -> Error {
     }
 }
 
+/// The error for a job a flow cannot wait for: not known in `queue`.
+pub fn no_job(queue: &str, id: &JobId) -> Error {
+    Error::InvalidValue {
+        what: "job to wait for",
+        reason: format!(
+            "{id} is not in {queue:?} nor in its dead letters or history: unknown, or past its history's retention"
+        ),
+    }
+}
+
 /// A page's size: 1 to 1,000.
 pub fn check_limit(limit: usize) -> Result<usize> {
     if (1..=1000).contains(&limit) {

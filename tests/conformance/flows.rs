@@ -370,3 +370,109 @@ pub async fn a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain
         "{top:?}"
     );
 }
+
+pub async fn a_flow_waits_for_jobs_enqueued_earlier_finished_or_not(env: &Env) {
+    let c = &env.client;
+    let seen = Arc::new(Seen::default());
+    // one earlier job finishes (with its result), another dies, before any
+    // flow waits for them
+    let done = c.enqueue(&child(2)).await.unwrap();
+    let died = c.enqueue(&Child { n: 3, die: true }).await.unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    assert_eq!(
+        c.wait_result::<Child>(&done, Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Some(20)
+    );
+    assert!(
+        c.wait_result::<Child>(&died, Duration::from_secs(30))
+            .await
+            .is_err()
+    );
+    running.stop().await;
+    // one still waits in its queue
+    let pending = c.enqueue(&child(1)).await.unwrap();
+    let flow = Flow::new(&Parent { n: 1 })
+        .after("flows_a", &pending)
+        .after("flows_a", &done)
+        .child(&child(4));
+    let parent = c.enqueue_flow(flow).await.unwrap();
+    // a flow after a dead job fails at once, naming it
+    let failed_at_once = c
+        .enqueue_flow(Flow::new(&Parent { n: 9 }).after("flows_a", &died))
+        .await
+        .unwrap();
+    let letter = c.job("flows_p", &failed_at_once).await.unwrap().unwrap();
+    assert!(
+        letter
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains(&format!("flows_a {died} dead"))),
+        "{letter:?}"
+    );
+    // a job never enqueued, or in a queue that does not hold it: refused
+    let unknown: JobId = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+    let e = c
+        .enqueue_flow(Flow::new(&Parent { n: 8 }).after("flows_a", &unknown))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidValue { reason, .. } if reason.contains("past its history's retention")),
+        "{e}"
+    );
+    let running = start_serving(worker(env, &seen)).await;
+    let sum = c
+        .wait_result::<Parent>(&parent, Duration::from_secs(30))
+        .await
+        .unwrap();
+    running.stop().await;
+    assert_eq!(sum, Some(10 + 20 + 40 + 1));
+    let read = seen.read.lock().unwrap().clone();
+    assert!(
+        read.contains(&(1, vec![Some(10), Some(20), Some(40)])),
+        "{read:?}"
+    );
+}
+
+pub async fn a_flow_after_a_waiting_parent_runs_after_it_and_one_after_a_cancelled_job_fails(
+    env: &Env,
+) {
+    let c = &env.client;
+    let seen = Arc::new(Seen::default());
+    let first = c
+        .enqueue_flow(Flow::new(&Parent { n: 1 }).child(&child(1)))
+        .await
+        .unwrap();
+    // waits for a parent that itself waits
+    let second = c
+        .enqueue_flow(Flow::new(&Parent { n: 2 }).after("flows_p", &first))
+        .await
+        .unwrap();
+    // waits for a job that is then cancelled
+    let doomed = c.enqueue(&child(5)).await.unwrap();
+    let third = c
+        .enqueue_flow(
+            Flow::new(&Parent { n: 3 })
+                .after("flows_a", &doomed)
+                .cancel_on_failure(),
+        )
+        .await
+        .unwrap();
+    c.cancel("flows_a", &doomed).await.unwrap();
+    let e = c.result::<Parent>(&third).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("cancelled")),
+        "{e}"
+    );
+    let running = start_serving(worker(env, &seen)).await;
+    let got = c
+        .wait_result::<Parent>(&second, Duration::from_secs(30))
+        .await
+        .unwrap();
+    running.stop().await;
+    // first returns 10 + 1; second reads it and adds 2
+    assert_eq!(got, Some(13));
+    let ran = seen.ran.lock().unwrap().clone();
+    assert!(!ran.contains(&"p3".to_string()), "{ran:?}");
+}

@@ -435,7 +435,9 @@ macro_rules! conformance_suite {
             a_chain_runs_in_order_each_step_reading_the_one_before,
             a_dead_child_fails_its_parent_and_the_chain_above_it_with_the_reason,
             a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs,
-            a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain);
+            a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain,
+            a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,
+            a_flow_after_a_waiting_parent_runs_after_it_and_one_after_a_cancelled_job_fails);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,

@@ -155,12 +155,14 @@ impl State {
                 let Some(parent) = cb.id else { continue };
                 let cancel = cb.cancel && cb.kind == CallbackKind::Failed;
                 q.fail_parent(parent, &cb.body, cancel, &why, now);
-                if let Some(r) = BatchRef::of_body(&cb.body) {
-                    let how = if cancel {
-                        Finish::Cancelled
-                    } else {
-                        Finish::Dead
-                    };
+                let how = if cancel {
+                    Finish::Cancelled
+                } else {
+                    Finish::Dead
+                };
+                // its own flow, and the flows that wait for it, learn it
+                let waiting = q.deps.remove(&parent).unwrap_or_default();
+                for r in BatchRef::of_body(&cb.body).into_iter().chain(waiting) {
                     more.push((cb.queue.clone(), r, how, parent, None));
                 }
                 sent.push(cb.queue);
@@ -283,6 +285,46 @@ impl MemoryBackend {
             .get_mut(queue)
             .ok_or_else(|| Error::QueueNotFound { name: queue.into() })?;
         q.parents.insert(id, (batch, body.to_vec()));
+        Ok(())
+    }
+
+    pub(super) fn flow_after(&self, queue: &str, id: JobId, r: BatchRef) -> Result<()> {
+        crate::contract::queues::validate::queue_name(queue)?;
+        let now_us = self.clock.now_us();
+        let now = now_us / 1000;
+        let sent = {
+            let mut st = self.lock_mut();
+            let q = st
+                .queues
+                .get_mut(queue)
+                .ok_or_else(|| Error::QueueNotFound { name: queue.into() })?;
+            if q.msgs.contains_key(&id) || q.parents.contains_key(&id) {
+                q.deps.entry(id).or_default().push(r);
+                return Ok(());
+            }
+            // finished already: counted at once, as a settle would
+            let (how, result) = if q.dead_msgs.contains_key(&id) {
+                (Finish::Dead, None)
+            } else {
+                let h = crate::contract::settings::QueueSettings::decode(&q.settings, &[])
+                    .history
+                    .unwrap_or_default();
+                let done = q
+                    .history
+                    .get(&id, now, h)
+                    .and_then(|j| Some((j.finished?.how, j.result)))
+                    .ok_or_else(|| crate::contract::batches::no_job(queue, &id))?;
+                match done.0 {
+                    crate::contract::history::Finish::Succeeded => (Finish::Succeeded, done.1),
+                    crate::contract::history::Finish::Dead => (Finish::Dead, None),
+                    _ => (Finish::Cancelled, None),
+                }
+            };
+            st.count_batches(vec![(queue.to_string(), r, how, id, result)], now_us)
+        };
+        for q in sent {
+            self.notify(&q);
+        }
         Ok(())
     }
 

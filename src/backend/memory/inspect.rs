@@ -255,18 +255,20 @@ impl Inspect for MemoryBackend {
         // entered in the history, as cancel.lua does
         q.enter_removed(*id, &m, Finish::Cancelled, by, now, keyed);
         // a batch's job: counted cancelled in its batch
-        let called = match crate::contract::batches::BatchRef::of_body(&m.body) {
-            Some(r) => st.count_batches(
-                vec![(
-                    queue.to_string(),
-                    r,
-                    crate::contract::batches::Finish::Cancelled,
-                    *id,
-                    None,
-                )],
-                self.clock.now_us(),
-            ),
-            None => Vec::new(),
+        // and the flows that wait for it
+        let waiting = q.deps.remove(id).unwrap_or_default();
+        let finishes: Vec<_> = crate::contract::batches::BatchRef::of_body(&m.body)
+            .into_iter()
+            .chain(waiting)
+            .map(|r| {
+                let how = crate::contract::batches::Finish::Cancelled;
+                (queue.to_string(), r, how, *id, None)
+            })
+            .collect();
+        let called = if finishes.is_empty() {
+            Vec::new()
+        } else {
+            st.count_batches(finishes, self.clock.now_us())
         };
         drop(st);
         self.wake_held(queue);

@@ -96,6 +96,15 @@ impl Backend for MemoryBackend {
         MemoryBackend::flow_wait(self, queue, *id, *batch, body)
     }
 
+    async fn flow_after(
+        &self,
+        queue: &str,
+        id: &JobId,
+        r: &crate::contract::batches::BatchRef,
+    ) -> Result<()> {
+        MemoryBackend::flow_after(self, queue, *id, *r)
+    }
+
     async fn batch_results(
         &self,
         id: &crate::contract::batches::BatchId,
@@ -574,7 +583,26 @@ impl Backend for MemoryBackend {
         q.count_minute(now, acks.len() as u64, retried + dead.len() as u64);
         // the batches of the jobs that finished count them, and enqueue the
         // callbacks that fall due, in this same step
-        let finishes: Vec<_> = if batch.batched.is_empty() {
+        // the jobs flows wait for (registered by flow_after): their finishes
+        let mut waited = Vec::new();
+        if !q.deps.is_empty() {
+            use crate::contract::batches::Finish as F;
+            let results: std::collections::HashMap<_, _> =
+                batch.results.iter().map(|(id, r)| (id, r)).collect();
+            let finished = acks
+                .iter()
+                .map(|(id, _)| (*id, F::Succeeded))
+                .chain(dead.iter().map(|d| (d.id, F::Dead)));
+            for (id, how) in finished {
+                for r in q.deps.remove(&id).unwrap_or_default() {
+                    let result = (how == F::Succeeded)
+                        .then(|| results.get(&id).map(|r| r.to_vec()))
+                        .flatten();
+                    waited.push((queue.to_string(), r, how, id, result));
+                }
+            }
+        }
+        let mut finishes: Vec<_> = if batch.batched.is_empty() {
             Vec::new()
         } else {
             use crate::contract::batches::Finish as F;
@@ -593,6 +621,7 @@ impl Backend for MemoryBackend {
                 .chain(dead.iter().filter_map(|d| of(&d.id, F::Dead)))
                 .collect()
         };
+        finishes.extend(waited);
         let called = if finishes.is_empty() {
             Vec::new()
         } else {

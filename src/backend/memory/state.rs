@@ -59,6 +59,9 @@ pub(super) struct MemQueue {
     /// Flows' parents waiting for their children: their batch and body (as
     /// the hash fields `<id>:w`, see flow_wait.lua).
     pub parents: HashMap<JobId, (crate::contract::batches::BatchId, Vec<u8>)>,
+    /// The jobs flows wait for, and their places in those flows (as
+    /// `ns:q:deps`, see dep.lua).
+    pub deps: HashMap<JobId, Vec<crate::contract::batches::BatchRef>>,
     /// Workers lease nothing (see `pause.lua`).
     pub paused: bool,
     /// The settings stored for the queue (settings.lua's hash fields).
@@ -130,6 +133,7 @@ impl MemQueue {
             run_times: Default::default(),
             dead_msgs: HashMap::new(),
             parents: HashMap::new(),
+            deps: HashMap::new(),
             paused: false,
             stats: QueueStats::default(),
             minutes: [(0, 0, 0); MINUTES],

@@ -168,23 +168,22 @@ impl Rsmq {
             let how = if cb.cancel { 'c' } else { 'd' };
             format!("{} {}{how}{id}", r.batch, r.index)
         });
-        if own.is_some() {
-            // a sweep counts the finish should this worker stop before it does
-            self.mark_batches(queue, std::time::Duration::from_secs(10))
-                .await?;
-        }
+        // a sweep counts the finishes it enters (its own flow's, those of
+        // flows that wait for it) should this worker stop before it does
+        self.mark_batches(queue, std::time::Duration::from_secs(10))
+            .await?;
         let entered =
             crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
                 self.flow_fail(queue, &id, cb, why, mark, own.as_deref())
             })
             .await?;
-        if let Some(member) = entered {
-            self.settled_batches(queue, &[member]).await?;
+        if !entered.is_empty() {
+            self.settled_batches(queue, &entered).await?;
         }
         Ok(())
     }
 
-    /// flow_fail.lua: the finish it entered, if any.
+    /// flow_fail.lua: the finishes it entered.
     async fn flow_fail(
         &self,
         queue: &str,
@@ -193,7 +192,7 @@ impl Rsmq {
         why: &str,
         mark: &str,
         own: Option<&str>,
-    ) -> Result<Option<String>> {
+    ) -> Result<Vec<String>> {
         let (mut con, ns, _) = self.ns_parts();
         let k = ns.queue(queue);
         let mut cmd = scripts::eval(
@@ -207,6 +206,7 @@ impl Rsmq {
                 &k.once,
                 &k.awaited,
                 &k.bout,
+                &k.deps,
             ],
         );
         cmd.arg(id.as_str())
@@ -220,7 +220,7 @@ impl Rsmq {
         match scripts::run(&mut con, &scripts::FLOW_FAIL, &cmd).await? {
             Value::Array(items) => match items.first().map(scripts::int).transpose()? {
                 Some(-1) => Err(Error::QueueNotFound { name: queue.into() }),
-                _ => Ok(items.get(1).map(|v| text(Some(v)))),
+                _ => Ok(items.iter().skip(1).map(|v| text(Some(v))).collect()),
             },
             v => Err(Error::Protocol(format!("flow_fail reply {v:?}"))),
         }
@@ -558,6 +558,50 @@ impl Rsmq {
                 .await?;
         }
         Ok(out)
+    }
+
+    pub(super) async fn flow_after(
+        &self,
+        queue: &str,
+        id: &crate::JobId,
+        r: &BatchRef,
+    ) -> Result<()> {
+        validate::queue_name(queue)?;
+        // a sweep counts a finish entered here should this caller stop first
+        self.mark_batches(queue, std::time::Duration::from_secs(10))
+            .await?;
+        let (mut con, k) = self.parts(queue);
+        let mut cmd = scripts::eval(
+            &scripts::DEP,
+            &[
+                &k.hash,
+                &k.dead,
+                &k.history,
+                &k.history_hash,
+                &k.deps,
+                &k.bout,
+                &k.bres,
+            ],
+        );
+        cmd.arg(id.as_str())
+            .arg(r.batch.as_str())
+            .arg(r.index)
+            .arg(crate::contract::history::History::default().encode());
+        let Value::Array(items) = scripts::run(&mut con, &scripts::DEP, &cmd).await? else {
+            return Err(Error::Protocol("dep reply".into()));
+        };
+        match items.first().map(scripts::int).transpose()? {
+            Some(-1) => Err(Error::QueueNotFound { name: queue.into() }),
+            Some(0) | None => Err(crate::contract::batches::no_job(queue, id)),
+            Some(1) => Ok(()),
+            Some(_) => {
+                let member = text(items.get(1));
+                if let Err(e) = self.settled_batches(queue, &[member]).await {
+                    tracing::warn!(queue, error = %e, "counting a finished job a flow waits for failed; a later fetch counts it");
+                }
+                Ok(())
+            }
+        }
     }
 
     pub(super) async fn wait_flow(

@@ -304,6 +304,7 @@ impl Inspect for Rsmq {
         keys.extend(k.keyed_wake_keys());
         keys.push(k.awaited.clone());
         keys.push(k.bout.clone());
+        keys.push(k.deps.clone());
         let mut cmd = scripts::eval(&scripts::CANCEL, &keys);
         cmd.arg(id)
             .arg(crate::contract::history::actor_line(by))
@@ -320,13 +321,21 @@ impl Inspect for Rsmq {
         };
         // a running job's place under a global concurrency is free
         super::settings::wake_held(self, queue).await;
-        // a batch's job: counted cancelled in its batch now (a failure here
-        // leaves it to the queue's next fetch, which reports it once old)
-        if let Some(Value::BulkString(m)) = items.get(1) {
-            let member = String::from_utf8_lossy(m).into_owned();
-            if let Err(e) = self.settled_batches(queue, &[member]).await {
-                tracing::warn!(queue, error = %e, "counting a cancelled job in its batch failed; a later fetch counts it");
-            }
+        // a batch's job, or one flows wait for: counted cancelled now (a
+        // failure here leaves it to the queue's next fetch, which reports it
+        // once old)
+        let members: Vec<String> = items
+            .iter()
+            .skip(1)
+            .filter_map(|v| match v {
+                Value::BulkString(m) => Some(String::from_utf8_lossy(m).into_owned()),
+                _ => None,
+            })
+            .collect();
+        if !members.is_empty()
+            && let Err(e) = self.settled_batches(queue, &members).await
+        {
+            tracing::warn!(queue, error = %e, "counting a cancelled job in its batches failed; a later fetch counts it");
         }
         Ok(cancelled)
     }

@@ -72,6 +72,9 @@ pub(crate) struct QueueKeys {
     /// `ns:q:bres`: hash of results of batch jobs whose batches have not
     /// taken them yet, `<batch id> <index>` → the result (see batches.rs).
     pub bres: String,
+    /// `ns:q:deps`: hash of jobs that flows wait for, `<id>` → `<batch id>
+    /// <index>,...` (see dep.lua).
+    pub deps: String,
     /// `ns:q:once`: sorted set of once marks, scored by when made (ms): a
     /// send with a mark that is there sends nothing (see send.lua).
     pub once: String,
@@ -142,6 +145,7 @@ impl Namespace {
             history_hash: format!("{base}:history:Q"),
             bout: format!("{base}:bout"),
             bres: format!("{base}:bres"),
+            deps: format!("{base}:deps"),
             once: format!("{base}:once"),
             zset: base,
         }

@@ -169,6 +169,15 @@ impl Backend for RedisBackend {
         self.rsmq.wait_flow(queue, id, batch, body).await
     }
 
+    async fn flow_after(
+        &self,
+        queue: &str,
+        id: &JobId,
+        r: &crate::contract::batches::BatchRef,
+    ) -> Result<()> {
+        self.rsmq.flow_after(queue, id, r).await
+    }
+
     async fn batch_results(
         &self,
         id: &crate::contract::batches::BatchId,
@@ -450,6 +459,7 @@ impl Backend for RedisBackend {
                         &k.awaited,
                         &k.bout,
                         &k.bres,
+                        &k.deps,
                     ],
                 );
                 let (keep, max_age) = part.retention.limits();

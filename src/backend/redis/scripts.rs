@@ -49,6 +49,7 @@ scripts! {
     BOUT => "bout.lua",
     FLOW_FAIL => "flow_fail.lua",
     FLOW_WAIT => "flow_wait.lua",
+    DEP => "dep.lua",
     MARKS => "marks.lua",
     BLOCKED => "blocked.lua",
     PEEK => "peek.lua",

@@ -20,6 +20,8 @@
 -- KEYS[31]  the queue's batch finishes (ns:q:bout, see complete.lua): a job of
 --          a batch (its body's last member "batch":"<batch id>:<index>") is
 --          entered there as cancelled, for its batch to count
+-- KEYS[32]  the queue's waited-for jobs (ns:q:deps, see dep.lua): the flows
+--          that wait for the job learn it cancelled, as its batch does
 -- ARGV[1]  the id
 -- ARGV[2]  who cancels it ("api", "cli alice", "dashboard", ...)
 -- ARGV[3]  the history setting when the queue stores none
@@ -27,7 +29,7 @@
 --          place wakes the queue's workers
 -- Returns {-1} when the queue does not exist, {0} when the job is not in it,
 --         {1} when it was waiting (removed), {2} when it was leased
---         (cancelling); then the batch finish entered, if any
+--         (cancelling); then the batch finishes entered, if any
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:unique", "redjob:history",
   "redjob:keyed", "redjob:awaited")
 if not attrs[1] then return {-1} end
@@ -77,12 +79,20 @@ local out = {1}
 local body = kept[1] or ""
 local b, idx = string.match(body, '"batch":"(%w+):(%d+)"}%s*$')
 if not b then b, idx = string.match(body, '"batch":"(%w+):(%d+)","batch_done":') end
-if b and KEYS[31] then
-  local member = b .. " " .. idx .. "c" .. id
+local members = {}
+if b then members[1] = b .. " " .. idx .. "c" .. id end
+local regs = KEYS[32] and redis.call("HGET", KEYS[32], id)
+if regs then
+  for wb, widx in string.gmatch(regs, "(%w+) (%d+)") do members[#members + 1] = wb .. " " .. widx .. "c" .. id end
+  redis.call("HDEL", KEYS[32], id)
+end
+if #members > 0 and KEYS[31] then
   local at = string.format("%.0f", now)
-  redis.call("ZADD", KEYS[31], at, member)
+  for _, m in ipairs(members) do
+    redis.call("ZADD", KEYS[31], at, m)
+    out[#out + 1] = m
+  end
   if not redis.call("HGET", KEYS[2], "redjob:bout") then redis.call("HSET", KEYS[2], "redjob:bout", at) end
-  out[2] = member
 end
 local score = tonumber(s)
 if select(2, score_count(score)) and score >= now + 1 then out[1] = 2 end

@@ -37,6 +37,11 @@
 --          in KEYS[15] for its batch to hold it
 -- KEYS[15]  the queue's batch results (ns:q:bres): "<batch id> <index>" -> the
 --          result, until its batch holds it (bout.lua forgets it then)
+-- KEYS[16]  the queue's waited-for jobs (ns:q:deps, see dep.lua): an acked or
+--          dead-lettered job registered there is a job of each batch it names
+--          ("<batch id> <index>,..."), its finish entered in KEYS[14] as a
+--          batch job's, and its registration dropped (the hash field
+--          "redjob:deps" says some may be registered)
 -- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
@@ -154,7 +159,7 @@ local passed = {}
 -- and dead letters (read in the same command: the history keeps them)
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
   "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held",
-  "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited", "redjob:bout"}
+  "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited", "redjob:bout", "redjob:deps"}
 local pre = string.sub(ARGV[9], 1, 1) == "1"
 -- the bodies, when read, follow the fields
 local nfields = #read
@@ -574,8 +579,8 @@ end
 -- them: one member per batch, "<batch id> <index>a,<index>d<id>,..." as the
 -- caller built it when every ack and dead letter passed the fence, else
 -- only those that passed
+local zb, ts, kept_results = {}, string.format("%.0f", now), {}
 if #bgroups > 0 then
-  local zb, ts, kept_results = {}, string.format("%.0f", now), {}
   local all = acked + #dead == na + nd
   for _, g in ipairs(bgroups) do
     local parts = g[2]
@@ -604,10 +609,42 @@ if #bgroups > 0 then
       reply[#reply + 1] = m
     end
   end
-  if #zb > 0 then
-    many("ZADD", KEYS[14], zb)
-    if #kept_results > 0 then many("HSET", KEYS[15], kept_results, 3000) end
-    if not attrs[15] then redis.call("HSET", KEYS[2], "redjob:bout", ts) end
+end
+-- the jobs some flows wait for (registered by dep.lua): their finishes too
+if attrs[16] and KEYS[16] and #gone > 0 then
+  local fin, at = {}, {}
+  for k in ipairs(ids) do
+    if passed[k] and (kind[k] == "a" or kind[k] == "d") then
+      fin[#fin + 1] = ids[k]
+      at[#fin] = k
+    end
   end
+  local regs = #fin > 0 and many("HMGET", KEYS[16], fin) or {}
+  local drop = {}
+  for j, v in ipairs(regs) do
+    if v then
+      local k, id = at[j], fin[j]
+      drop[#drop + 1] = id
+      for b, idx in string.gmatch(v, "(%w+) (%d+)") do
+        local part = idx .. "d" .. id
+        if kind[k] == "a" and results[id] then
+          part = idx .. "r"
+          kept_results[#kept_results + 1] = b .. " " .. idx
+          kept_results[#kept_results + 1] = results[id]
+        elseif kind[k] == "a" then
+          part = idx .. "a"
+        end
+        zb[#zb + 1] = ts
+        zb[#zb + 1] = b .. " " .. part
+        reply[#reply + 1] = b .. " " .. part
+      end
+    end
+  end
+  if #drop > 0 then many("HDEL", KEYS[16], drop) end
+end
+if #zb > 0 then
+  many("ZADD", KEYS[14], zb)
+  if #kept_results > 0 then many("HSET", KEYS[15], kept_results, 3000) end
+  if not attrs[15] then redis.call("HSET", KEYS[2], "redjob:bout", ts) end
 end
 return reply

@@ -10,6 +10,8 @@
 -- KEYS[6]  its once marks (ns:q:once, see send.lua)
 -- KEYS[7]  its awaited jobs (ns:q:awaited, see await.lua)
 -- KEYS[8]  its batch finishes (ns:q:bout, see complete.lua)
+-- KEYS[9]  its waited-for jobs (ns:q:deps, see dep.lua): the flows that wait
+--          for the parent learn it failed, as its own flow does
 -- ARGV[1]  the parent's id
 -- ARGV[2]  its body
 -- ARGV[3]  "d" dead-letter it, "c" cancel it
@@ -20,7 +22,7 @@
 -- ARGV[8]  its own flow's finish, "<batch id> <index>d<id>" or "... <index>c<id>",
 --          or ""
 -- Returns {-1} when the queue does not exist, {0} when the mark was there
---         (failed already), else {1[, the finish entered in KEYS[8]]}
+--         (failed already), else {1, the finishes entered in KEYS[8]...}
 local attrs = redis.call("HMGET", KEYS[1], "vt", "redjob:history", "redjob:awaited", "redjob:bout")
 if not attrs[1] then return {-1} end
 if redis.call("ZSCORE", KEYS[6], ARGV[5]) then return {0} end
@@ -39,7 +41,15 @@ if on then
     keep, age, args, nil)
 end
 notify_awaited(7, {id}, ARGV[7], attrs[3])
-if ARGV[8] == "" then return {1} end
-redis.call("ZADD", KEYS[8], at, ARGV[8])
+local out = {1}
+if ARGV[8] ~= "" then out[2] = ARGV[8] end
+local regs = KEYS[9] and redis.call("HGET", KEYS[9], id)
+if regs then
+  local how = ARGV[3] == "d" and "d" or "c"
+  for wb, widx in string.gmatch(regs, "(%w+) (%d+)") do out[#out + 1] = wb .. " " .. widx .. how .. id end
+  redis.call("HDEL", KEYS[9], id)
+end
+if #out == 1 then return out end
+for i = 2, #out do redis.call("ZADD", KEYS[8], at, out[i]) end
 if not attrs[4] then redis.call("HSET", KEYS[1], "redjob:bout", at) end
-return {1, ARGV[8]}
+return out

@@ -260,6 +260,7 @@ impl Rsmq {
                 &k.awaited,
                 &k.bout,
                 &k.bres,
+                &k.deps,
                 &k.once,
             ]
             .into_iter()
