@@ -115,11 +115,38 @@ impl Flow {
 
     /// Adds job `id` of `queue`, enqueued earlier, as a child: the parent
     /// waits for it too. It may have finished already (in its dead letters
-    /// or its history: its finish counts at once, its result is read); a job
-    /// not known there (never was, or past its history's retention) fails
-    /// the enqueue with [`InvalidValue`](crate::Error::InvalidValue). The
-    /// check and the registration are one step on its queue: a finish
-    /// between them is not missed.
+    /// or its history: its finish counts at once, its result is read; one
+    /// cancelled or deleted counts as cancelled); a job not known there
+    /// (never was, or past its history's retention) fails the enqueue with
+    /// [`InvalidValue`](crate::Error::InvalidValue), a queue that does not
+    /// exist with [`QueueNotFound`](crate::Error::QueueNotFound), before
+    /// any child is sent. The check and the registration are one step on
+    /// its queue: a finish between them is not missed.
+    ///
+    /// ```
+    /// # use redjob::client::Flow;
+    /// # use redjob::{Client, Job, JobContext, JobError};
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "flow_after_doc_import", queue = "imports")]
+    /// struct Import { file: u32 }
+    /// # impl Job for Import {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "flow_after_doc_report", queue = "reports")]
+    /// struct Report;
+    /// # impl Job for Report {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let client = Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// let import = client.enqueue(&Import { file: 1 }).await?;
+    /// // later, elsewhere: the report waits for that import
+    /// let report = client.enqueue_flow(Flow::new(&Report).after("imports", &import)).await?;
+    /// # let _ = report;
+    /// # Ok(()) }
+    /// ```
     pub fn after(mut self, queue: &str, id: &JobId) -> Flow {
         self.children.push(Child::After(queue.to_string(), *id));
         self
@@ -193,10 +220,21 @@ impl Client {
             })
             .await?;
             let total = node.children.len() as u64;
-            let mut leaves = Vec::new();
-            let mut earlier: Vec<(String, JobId, u64)> = Vec::new();
+            // jobs enqueued earlier first: one that cannot be waited for
+            // fails the enqueue before any child is sent
+            let mut rest = Vec::new();
             for (index, child) in node.children.into_iter().enumerate() {
-                let index = index as u64;
+                let r = BatchRef {
+                    batch: group,
+                    index: index as u64,
+                };
+                match child {
+                    Child::After(q, id) => self.backend.flow_after(&q, &id, &r).await?,
+                    other => rest.push((r.index, other)),
+                }
+            }
+            let mut leaves = Vec::new();
+            for (index, child) in rest {
                 match child {
                     Child::Job(m) => {
                         let (q, msg) = m?;
@@ -212,17 +250,10 @@ impl Client {
                         )
                         .await?;
                     }
-                    Child::After(q, id) => earlier.push((q, id, index)),
+                    Child::After(..) => {}
                 }
             }
             send_members(self, group, leaves).await?;
-            for (q, id, index) in earlier {
-                let r = BatchRef {
-                    batch: group,
-                    index,
-                };
-                self.backend.flow_after(&q, &id, &r).await?;
-            }
             self.backend.batch_seal(&group, total).await?;
             Ok(parent)
         })

@@ -367,6 +367,20 @@ impl<B: Backend> Settler<B> {
                         // the backend holds the queue now
                         self.keeping.hold.landed();
                     }
+                    // finishes of jobs flows waited for (the worker could
+                    // not know it before): the queue is marked now, so that
+                    // a sweep finds them should the count not come
+                    if !done.batched.is_empty()
+                        && batch.batched.is_empty()
+                        && self.marked.is_none_or(|t| t.elapsed() >= self.lease / 3)
+                    {
+                        match self.backend.batch_mark(&self.queue, self.lease).await {
+                            Ok(()) => self.marked = Some(Instant::now()),
+                            Err(e) => {
+                                tracing::warn!(queue = %self.queue, error = %e, "marking the queue's batch finishes failed; a later fetch counts them should this count fail");
+                            }
+                        }
+                    }
                     // the batches count their jobs' finishes, beside the
                     // next settles
                     if !done.batched.is_empty() {

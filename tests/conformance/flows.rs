@@ -414,9 +414,21 @@ pub async fn a_flow_waits_for_jobs_enqueued_earlier_finished_or_not(env: &Env) {
     // a job never enqueued, or in a queue that does not hold it: refused
     let unknown: JobId = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
     let e = c
-        .enqueue_flow(Flow::new(&Parent { n: 8 }).after("flows_a", &unknown))
+        .enqueue_flow(
+            Flow::new(&Parent { n: 8 })
+                .child(&child(77))
+                .after("flows_a", &unknown),
+        )
         .await
         .unwrap_err();
+    // refused before any child was sent
+    let queued = c.peek("flows_a", 100).await.unwrap();
+    assert!(
+        !queued
+            .iter()
+            .any(|j| String::from_utf8_lossy(&j.body).contains(r#""n":77"#)),
+        "{queued:?}"
+    );
     assert!(
         matches!(&e, Error::InvalidValue { reason, .. } if reason.contains("past its history's retention")),
         "{e}"

@@ -15,6 +15,7 @@ pub(crate) enum Nav {
     Topics,
     Periodic,
     Workers,
+    Batches,
 }
 
 impl Nav {
@@ -25,6 +26,7 @@ impl Nav {
             "topics" => Nav::Topics,
             "periodic" => Nav::Periodic,
             "workers" => Nav::Workers,
+            "batches" => Nav::Batches,
             _ => Nav::Queues,
         }
     }
@@ -66,6 +68,7 @@ pub(crate) fn render_every(
                     nav {
                         (item("/", "Queues", Nav::Queues))
                         (item("/topics", "Topics", Nav::Topics))
+                        (item("/batches", "Batches", Nav::Batches))
                         (item("/periodic", "Periodic", Nav::Periodic))
                         (item("/workers", "Workers", Nav::Workers))
                     }

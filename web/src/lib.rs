@@ -261,6 +261,8 @@ impl Dashboard {
                 "/topics/{topic}/{sub}/dead/{action}",
                 post(actions::topic_dead),
             )
+            .route("/batches", get(pages::batches::list))
+            .route("/batches/{id}", get(pages::batches::page))
             .route("/periodic", get(pages::live::periodic))
             .route("/workers", get(pages::live::workers))
             .route("/queues/{queue}/{action}", post(actions::queue))

@@ -259,6 +259,21 @@ async fn every_page_is_valid_html5() {
         .await
         .unwrap();
 
+    // a flow: its parent waits for its child
+    let parent = client
+        .enqueue_flow(
+            redjob::client::Flow::new_in("albums", &Slow { n: 3 })
+                .child_in("images", &Slow { n: 4 }),
+        )
+        .await
+        .unwrap();
+    let group = client
+        .job("albums", &parent)
+        .await
+        .unwrap()
+        .and_then(|j| j.waits_for)
+        .expect("the parent waits");
+
     let p = "/jobs";
     let app = Router::new()
         .nest(p, redjob_web::router(client.clone()))
@@ -302,6 +317,9 @@ async fn every_page_is_valid_html5() {
         ok(&mut pages, format!("{base}/workers"));
         ok(&mut pages, format!("{base}/periodic"));
         ok(&mut pages, format!("{base}/queues/slow"));
+        ok(&mut pages, format!("{base}/batches"));
+        ok(&mut pages, format!("{base}/batches/{group}"));
+        ok(&mut pages, format!("{base}/queues/albums/jobs/{parent}"));
     }
     for confirm in [
         "queues/mail/purge",

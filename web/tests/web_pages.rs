@@ -798,3 +798,92 @@ async fn the_queue_page_shows_its_concurrency_keys_and_blocked_jobs_escaped() {
     assert!(!page.body.contains(XSS), "the key is escaped");
     assert!(page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
 }
+
+#[tokio::test]
+async fn batches_show_their_progress_dead_jobs_and_a_flows_parent_and_children() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let flow = redjob::client::Flow::new_in("albums", &Slow { n: 1 })
+        .child_in("images", &Slow { n: 2 })
+        .child_in("images", &Slow { n: 3 });
+    let parent = client.enqueue_flow(flow).await.unwrap();
+    // one child dies, as a worker would settle it
+    let b = client.backend();
+    let f = b.fetch("images", 1, Duration::from_secs(60)).await.unwrap();
+    let d = &f.jobs[0];
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: d.id,
+            token: d.token,
+            error: "boom".into(),
+        }],
+        batched: vec![(d.id, redjob::backend::BatchRef::of_body(&d.body).unwrap())],
+        ..Settle::default()
+    };
+    let done = b.settle("images", &settle).await.unwrap();
+    b.batch_settled("images", &done.batched).await.unwrap();
+    let group = redjob::backend::BatchRef::of_body(&d.body).unwrap().batch;
+    let app = redjob_web::router(client.clone());
+
+    let list = get(&app, "/batches").await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert!(
+        list.body.contains(&format!("flow web_slow {parent}")),
+        "{}",
+        list.body
+    );
+    assert!(
+        list.body.contains(r#"<progress value="1" max="2""#),
+        "{}",
+        list.body
+    );
+    assert!(list.body.contains("50%"), "{}", list.body);
+    let page = get(&app, &format!("/batches/{group}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    // its parent (failed with the child), its first failure, its dead job
+    assert!(
+        page.body.contains(&format!("/queues/albums/jobs/{parent}")),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(&format!("images {} dead", d.id)),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(&format!("/queues/images/jobs/{}", d.id)),
+        "{}",
+        page.body
+    );
+    // the other child's page names the parent that waits for it
+    let other = client.peek("images", 10).await.unwrap();
+    let child = get(&app, &format!("/queues/images/jobs/{}", other[0].id)).await;
+    assert!(child.body.contains("Waited for by"), "{}", child.body);
+    assert!(
+        child
+            .body
+            .contains(&format!("/queues/albums/jobs/{parent}"))
+    );
+    // a waiting parent's page says what it waits for
+    let waiting = client
+        .enqueue_flow(
+            redjob::client::Flow::new_in("albums", &Slow { n: 4 })
+                .child_in("images", &Slow { n: 5 }),
+        )
+        .await
+        .unwrap();
+    let p = get(&app, &format!("/queues/albums/jobs/{waiting}")).await;
+    assert!(p.body.contains("waiting for its children"), "{}", p.body);
+    assert!(p.body.contains("0 of 1 children finished"), "{}", p.body);
+    assert_eq!(
+        get(&app, "/batches/nonsense").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        get(&app, "/batches/0000000000abcdefghijklmnopqrstuv")
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+}

@@ -332,10 +332,14 @@ impl Inspect for Rsmq {
                 _ => None,
             })
             .collect();
-        if !members.is_empty()
-            && let Err(e) = self.settled_batches(queue, &members).await
-        {
-            tracing::warn!(queue, error = %e, "counting a cancelled job in its batches failed; a later fetch counts it");
+        if !members.is_empty() {
+            // marked first: should the count not come, a sweep makes it
+            let marked = self
+                .mark_batches(queue, std::time::Duration::from_secs(10))
+                .await;
+            if let Err(e) = marked.and(self.settled_batches(queue, &members).await) {
+                tracing::warn!(queue, error = %e, "counting a cancelled job in its batches failed; a sweep or a later fetch counts it");
+            }
         }
         Ok(cancelled)
     }

@@ -1,6 +1,7 @@
 //! The dashboard's pages: each reads through redjob's inspection and
 //! operations APIs (never Redis directly) and renders with maud.
 
+pub(crate) mod batches;
 pub(crate) mod dead;
 pub(crate) mod job;
 pub(crate) mod live;

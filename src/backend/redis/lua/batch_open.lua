@@ -17,10 +17,11 @@ end
 for i = 2, #ARGV, 2 do
   f[#f + 1] = "cb:" .. ARGV[i]
   f[#f + 1] = ARGV[i + 1]
-  if ARGV[i] == "p" then
+  local parent = ARGV[i] == "p" and string.match(ARGV[i + 1], "^(%S+ %S+)")
+  if parent then
     -- a flow's parent, "<queue> <id>", read apart from its body
     f[#f + 1] = "parent"
-    f[#f + 1] = string.match(ARGV[i + 1], "^(%S+ %S+)")
+    f[#f + 1] = parent
   end
 end
 many("HSET", KEYS[1], f)

@@ -1,12 +1,13 @@
 -- Makes a flow wait for a job that exists already (see batches.rs): job
 -- ARGV[1] of this queue becomes job ARGV[3] of batch ARGV[2]. A job still to
 -- finish (in the queue at any priority or state, or a flow's parent waiting
--- for its own children, "<id>:w") is registered in KEYS[4]: the settle that
+-- for its own children, "<id>:w") is registered in KEYS[5]: the settle that
 -- finishes it (complete.lua), a cancel (cancel.lua) or its failure as a
 -- parent (flow_fail.lua) enters its finish for the batch to count. A job that
 -- finished already, in the dead letters or the history (not past its age), has
 -- its finish entered at once, as a settle would: the check and the
--- registration are one step, so a finish between them cannot be missed.
+-- registration are one step, so a finish between them cannot be missed. A
+-- job cancelled or deleted counts as cancelled.
 -- KEYS[1]  the queue's hash (ns:q:Q)
 -- KEYS[2]  its dead letters' sorted set (ns:q:dead)
 -- KEYS[3], KEYS[4]  its history (ns:q:history, ns:q:history:Q)
