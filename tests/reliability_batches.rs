@@ -4,6 +4,9 @@
 //! masters. The batch completes with exactly one `on_complete`, none more
 //! within two lease lengths after it, and its counts exact: every job
 //! counted once as succeeded, however often a killed worker's jobs ran.
+//! Beside it, 30 flows (chains of three steps over the three queues, the
+//! first waiting for a job enqueued earlier) each enqueue every step once:
+//! one id per step, whatever the kills.
 //!
 //! The worker processes are this test binary again, running the ignored test
 //! `batch_worker_process` with the Redis URL, the queues and a log file in
@@ -56,6 +59,26 @@ impl Job for Done {
         Ok(())
     }
 }
+
+/// A step of a chain of flows: logs its chain, step and id.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "chaos_flow_step", queue = "unused")]
+struct Step {
+    chain: u32,
+    step: u32,
+}
+
+impl Job for Step {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        ctx.data::<Log>()?
+            .line(&format!("F {} {} {}", self.chain, self.step, ctx.id()));
+        Ok(())
+    }
+}
+
+/// Chains of flows started beside the batch.
+const CHAINS: u32 = 30;
 
 /// A process's log: one short line per write (O_APPEND: whole or not at all).
 struct Log(std::fs::File);
@@ -147,6 +170,32 @@ fn chaos(url: &str, queues: [&str; 3], name: &str) {
         );
     }
     let id = rt.block_on(batch.enqueue()).unwrap();
+    // chains: step 0 waits for a job enqueued earlier, each next step for
+    // the one before, over the three queues
+    for chain in 0..CHAINS {
+        let step = |s: u32| Step { chain, step: s };
+        let earlier = rt
+            .block_on(client.enqueue_with(
+                &step(100),
+                redjob::client::EnqueueOptions::new().queue(queues[2]),
+            ))
+            .unwrap();
+        let first = redjob::client::Flow::new_in(queues[0], &step(0)).after(queues[2], &earlier);
+        let second = redjob::client::Flow::new_in(queues[1], &step(1)).subflow(first);
+        let third = redjob::client::Flow::new_in(queues[2], &step(2)).subflow(second);
+        rt.block_on(client.enqueue_flow(third)).unwrap();
+    }
+    let chains_done = |logs: &[std::path::PathBuf]| -> usize {
+        lines(logs)
+            .iter()
+            .filter_map(|l| {
+                let mut w = l.strip_prefix("F ")?.split(' ');
+                let chain = w.next()?;
+                (w.next()? == "2").then(|| chain.to_string())
+            })
+            .collect::<HashSet<_>>()
+            .len()
+    };
 
     let joined = queues.join(",");
     let started = Instant::now();
@@ -176,7 +225,7 @@ fn chaos(url: &str, queues: [&str; 3], name: &str) {
             rt.block_on(client.batch_status(&id))
         );
         std::thread::sleep(Duration::from_millis(50));
-        if !called(&logs).is_empty() {
+        if !called(&logs).is_empty() && chains_done(&logs) == CHAINS as usize {
             done_at = Some(Instant::now());
             break;
         }
@@ -220,8 +269,25 @@ fn chaos(url: &str, queues: [&str; 3], name: &str) {
         .collect();
     assert_eq!(ran.len() as u32, JOBS, "every job ran");
     assert!(kills >= 3, "kills happened: {kills}");
+    // each step of each chain was enqueued once: one id, however often it ran
+    let mut ids: std::collections::HashMap<(String, String), HashSet<String>> = Default::default();
+    for l in lines(&logs) {
+        let Some(rest) = l.strip_prefix("F ") else {
+            continue;
+        };
+        let w: Vec<&str> = rest.split(' ').collect();
+        ids.entry((w[0].to_string(), w[1].to_string()))
+            .or_default()
+            .insert(w[2].to_string());
+    }
+    assert_eq!(ids.len() as u32, CHAINS * 4, "every step ran");
+    let twice: Vec<_> = ids.iter().filter(|(_, v)| v.len() != 1).collect();
+    assert!(
+        twice.is_empty(),
+        "a step enqueued more than once: {twice:?}"
+    );
     println!(
-        "batch chaos ({name}): {JOBS} jobs over 3 queues in {:?} with {kills} SIGKILLs; one callback",
+        "batch chaos ({name}): {JOBS} jobs over 3 queues and {CHAINS} chains of flows in {:?} with {kills} SIGKILLs; one callback, each step enqueued once",
         done_at.unwrap() - started
     );
     let _ = std::fs::remove_dir_all(&dir);

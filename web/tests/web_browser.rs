@@ -604,7 +604,7 @@ async fn the_dashboard_works_in_a_real_browser() {
         shot(&b, "overview-week").await;
         open(&b, &format!("{base}/queues/no_such_queue")).await;
         let nav = b.find_all(Locator::Css("header nav a")).await.unwrap();
-        assert_eq!(nav.len(), 4, "the error page has the navigation");
+        assert_eq!(nav.len(), 5, "the error page has the navigation");
         shot(&b, "error").await;
 
         // a phone's width: nothing wider than the screen but the tables, which scroll
