@@ -488,3 +488,61 @@ pub async fn a_flow_after_a_waiting_parent_runs_after_it_and_one_after_a_cancell
     let ran = seen.ran.lock().unwrap().clone();
     assert!(!ran.contains(&"p3".to_string()), "{ran:?}");
 }
+
+pub async fn deleted_jobs_count_as_cancelled_in_their_batches_and_flows(env: &Env) {
+    use redjob::queue::Queues;
+    let c = &env.client;
+    let b = c.backend();
+    // a flow's child deleted (as an RSMQ client's deleteMessage would)
+    let parent = c
+        .enqueue_flow(Flow::new(&Parent { n: 1 }).child_in("flows_d", &child(1)))
+        .await
+        .unwrap();
+    let queued = c.peek("flows_d", 10).await.unwrap();
+    assert!(Queues::delete(&b, "flows_d", &queued[0].id).await.unwrap());
+    let e = c.result::<Parent>(&parent).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("dead")),
+        "{e}"
+    );
+    // a job a flow waits for, deleted in a bulk delete with a batch's jobs
+    let earlier = c
+        .enqueue_with(
+            &child(2),
+            redjob::client::EnqueueOptions::new().queue("flows_e"),
+        )
+        .await
+        .unwrap();
+    let waiting = c
+        .enqueue_flow(
+            Flow::new(&Parent { n: 2 })
+                .after("flows_e", &earlier)
+                .cancel_on_failure(),
+        )
+        .await
+        .unwrap();
+    let batch = c
+        .batch()
+        .job_in("flows_e", &child(3))
+        .job_in("flows_e", &child(4))
+        .enqueue()
+        .await
+        .unwrap();
+    let all: Vec<JobId> = c
+        .peek("flows_e", 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(all.len(), 3);
+    assert_eq!(Queues::delete_batch(&b, "flows_e", &all).await.unwrap(), 3);
+    let e = c.result::<Parent>(&waiting).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("cancelled")),
+        "{e}"
+    );
+    let s = c.batch_status(&batch).await.unwrap().unwrap();
+    assert_eq!((s.total, s.cancelled), (2, 2));
+    assert!(s.is_complete());
+}

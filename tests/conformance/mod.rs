@@ -437,7 +437,8 @@ macro_rules! conformance_suite {
             a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs,
             a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain,
             a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,
-            a_flow_after_a_waiting_parent_runs_after_it_and_one_after_a_cancelled_job_fails);
+            a_flow_after_a_waiting_parent_runs_after_it_and_one_after_a_cancelled_job_fails,
+            deleted_jobs_count_as_cancelled_in_their_batches_and_flows);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,

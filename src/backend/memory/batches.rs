@@ -206,6 +206,18 @@ impl State {
     }
 }
 
+/// The finishes of job `id` of `queue` (its body `body`), just cancelled or
+/// deleted: in its batch, and in the flows that wait for it (whose
+/// registrations go).
+pub(super) fn cancelled(q: &mut MemQueue, queue: &str, id: JobId, body: &[u8]) -> Vec<Counted> {
+    let waiting = q.deps.remove(&id).unwrap_or_default();
+    BatchRef::of_body(body)
+        .into_iter()
+        .chain(waiting)
+        .map(|r| (queue.to_string(), r, Finish::Cancelled, id, None))
+        .collect()
+}
+
 impl MemBatch {
     fn callback(&self, kind: CallbackKind) -> Vec<Callback> {
         self.callbacks

@@ -256,15 +256,7 @@ impl Inspect for MemoryBackend {
         q.enter_removed(*id, &m, Finish::Cancelled, by, now, keyed);
         // a batch's job: counted cancelled in its batch
         // and the flows that wait for it
-        let waiting = q.deps.remove(id).unwrap_or_default();
-        let finishes: Vec<_> = crate::contract::batches::BatchRef::of_body(&m.body)
-            .into_iter()
-            .chain(waiting)
-            .map(|r| {
-                let how = crate::contract::batches::Finish::Cancelled;
-                (queue.to_string(), r, how, *id, None)
-            })
-            .collect();
+        let finishes = super::batches::cancelled(q, queue, *id, &m.body);
         let called = if finishes.is_empty() {
             Vec::new()
         } else {

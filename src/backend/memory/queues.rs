@@ -261,8 +261,14 @@ impl Queues for MemoryBackend {
             return Ok(false);
         };
         q.enter_removed(*id, &m, Finish::Deleted, &self.actor, now, keyed);
+        // its batch, and the flows that wait for it, count it cancelled
+        let finishes = super::batches::cancelled(q, queue, *id, &m.body);
+        let called = st.count_batches(finishes, self.clock.now_us());
         drop(st);
         self.wake_held(queue);
+        for q in called {
+            self.notify(&q);
+        }
         Ok(true)
     }
 
@@ -276,15 +282,30 @@ impl Queues for MemoryBackend {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(0);
         };
-        let n = ids
-            .iter()
-            .filter(|id| q.remove_at(id, now).is_some())
-            .count() as u64;
+        let mut n = 0u64;
+        let mut finishes = Vec::new();
+        for id in ids {
+            if let Some(m) = q.remove_at(id, now) {
+                n += 1;
+                finishes.extend(super::batches::cancelled(q, queue, *id, &m.body));
+            }
+        }
         // one event in the history, as delete.lua adds
         if n > 0 {
             q.add_event("deleted", n, &self.actor, now);
-            drop(st);
+        }
+        // their batches, and the flows that wait for them, count them
+        let called = if finishes.is_empty() {
+            Vec::new()
+        } else {
+            st.count_batches(finishes, self.clock.now_us())
+        };
+        drop(st);
+        if n > 0 {
             self.wake_held(queue);
+        }
+        for q in called {
+            self.notify(&q);
         }
         Ok(n)
     }

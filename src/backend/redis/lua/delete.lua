@@ -27,8 +27,14 @@
 -- ARGV[4]  the queue's realtime channel (ns:rt:q): deleting a leased job frees
 --          its place under a global concurrency, which wakes the workers a
 --          fetch held back (hash field "redjob:held", see fetch.lua)
+-- KEYS[31]  optional: the queue's batch finishes (ns:q:bout, see complete.lua):
+--          a deleted job of a batch (its body's last member "batch":"<batch
+--          id>:<index>") is entered there as cancelled, for its batch to count
+-- KEYS[32]  the queue's waited-for jobs (ns:q:deps, see dep.lua): the flows
+--          that wait for a deleted job learn it cancelled
 -- ARGV[5..]  message ids
--- Returns {members removed from the sorted sets, fields removed from the hash}
+-- Returns {members removed from the sorted sets, fields removed from the hash,
+--         then the batch finishes entered}
 local ids = {}
 for j = 5, #ARGV do ids[#ids + 1] = ARGV[j] end
 local fields = {}
@@ -40,7 +46,10 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":a"
 end
 local attrs = redis.call("HMGET", KEYS[2], "redjob:prio", "redjob:unique", "redjob:history", "redjob:held",
-  "redjob:keyed", "redjob:waiting", "redjob:awaited")
+  "redjob:keyed", "redjob:waiting", "redjob:awaited", "redjob:deps", "redjob:bout")
+-- the jobs there (their bodies): a batch's or one flows wait for is counted
+-- cancelled once it is gone
+local bodies = KEYS[31] and many("HMGET", KEYS[2], ids) or {}
 local on, keep, age, args = history_setting(attrs[3], ARGV[1])
 local single = ARGV[2] == "one" and #ids == 1
 -- a single job's body and records, for its history entry
@@ -99,4 +108,32 @@ if on and single and found and kept[1] then
 elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV[2]) or 0) + n > 0 then
   add_history_event(26, now, "deleted", (tonumber(ARGV[2]) or 0) + n, ARGV[3])
 end
-return {n, h}
+local out = {n, h}
+if KEYS[31] then
+  local regs = (attrs[8] and KEYS[32]) and many("HMGET", KEYS[32], ids) or {}
+  local drop = {}
+  for j, id in ipairs(ids) do
+    local body = bodies[j]
+    if body then
+      local b, idx = string.match(body, '"batch":"(%w+):(%d+)"}%s*$')
+      if not b then b, idx = string.match(body, '"batch":"(%w+):(%d+)","batch_done":') end
+      if b then out[#out + 1] = b .. " " .. idx .. "c" .. id end
+      if regs[j] then
+        drop[#drop + 1] = id
+        for wb, widx in string.gmatch(regs[j], "(%w+) (%d+)") do out[#out + 1] = wb .. " " .. widx .. "c" .. id end
+      end
+    end
+  end
+  if #drop > 0 then many("HDEL", KEYS[32], drop) end
+  if #out > 2 then
+    local at = string.format("%.0f", now)
+    local z = {}
+    for i = 3, #out do
+      z[#z + 1] = at
+      z[#z + 1] = out[i]
+    end
+    many("ZADD", KEYS[31], z)
+    if not attrs[9] then redis.call("HSET", KEYS[2], "redjob:bout", at) end
+  end
+end
+return out

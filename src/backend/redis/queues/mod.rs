@@ -444,6 +444,8 @@ impl Rsmq {
         keys.extend(k.history_keys());
         keys.extend(k.keyed_wake_keys());
         keys.push(k.awaited.clone());
+        keys.push(k.bout.clone());
+        keys.push(k.deps.clone());
         let mut cmd = scripts::eval(&scripts::DELETE, &keys);
         cmd.arg(crate::contract::history::History::default().encode())
             .arg(mark)
@@ -455,12 +457,30 @@ impl Rsmq {
             return Err(Error::Protocol(format!("delete reply {v:?}")));
         };
         let (deleted, other) = match items.as_slice() {
-            [a, b] => (
+            [a, b, ..] => (
                 scripts::int(a)?.max(0) as u64,
                 scripts::int(b)?.max(0) as u64,
             ),
             _ => return Err(Error::Protocol(format!("delete reply {v:?}"))),
         };
+        // jobs of batches, or jobs flows wait for: counted cancelled now (the
+        // queue marked first, so that a sweep counts them should this fail)
+        let members: Vec<String> = items
+            .iter()
+            .skip(2)
+            .filter_map(|v| match v {
+                Value::BulkString(m) => Some(String::from_utf8_lossy(m).into_owned()),
+                _ => None,
+            })
+            .collect();
+        if !members.is_empty() {
+            let marked = self
+                .mark_batches(queue, std::time::Duration::from_secs(10))
+                .await;
+            if let Err(e) = marked.and(self.settled_batches(queue, &members).await) {
+                tracing::warn!(queue, error = %e, "counting deleted jobs in their batches failed; a sweep or a later fetch counts them");
+            }
+        }
         Ok((deleted, other))
     }
 }
