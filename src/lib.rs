@@ -46,7 +46,8 @@
 //! - [Getting started](guide::getting_started): set-up, a first job, a worker
 //!   in your app, a first test.
 //! - [Jobs and queues](guide::jobs): `#[job(...)]` options, results,
-//!   enqueueing and delays, priorities, unique jobs, inspecting and cancelling, limits,
+//!   batches and flows (jobs that wait for other jobs), enqueueing and
+//!   delays, priorities, unique jobs, inspecting and cancelling, limits,
 //!   renaming a job type.
 //! - [Handlers and the worker](guide::handlers): leases, errors, retries and
 //!   backoff, timeouts, cancellation, blocking work, shared data.

@@ -164,29 +164,27 @@ impl super::state::MemQueue {
         now: u64,
         key: Option<crate::contract::keyed::Keyed>,
     ) {
-        let h = self.history_setting();
-        if !h.enabled {
-            return;
-        }
-        let entry = Entry {
-            finished: Finished {
-                how,
-                at_ms: now,
-                by: Some(actor_line(by)).filter(|b| !b.is_empty()),
-                job_type: body_type(&m.body),
-            },
-            deliveries: score_count(m.score),
-            runs: attempts::parse(m.log.as_deref().unwrap_or("").as_bytes()),
-            key,
-            result: None,
-        };
-        self.history
-            .record(id, now, &entry, Some(m.body.clone()), h);
-        self.history.trim(now, 1001, h);
+        let runs = attempts::parse(m.log.as_deref().unwrap_or("").as_bytes());
+        let done = (how, by, now);
+        self.enter(id, &m.body, done, score_count(m.score), runs, key);
     }
 
     /// Enters job `id`, never sent, as finished `how` by `by` at `now`.
     pub fn enter_failed(&mut self, id: JobId, body: &[u8], how: Finish, by: &str, now: u64) {
+        self.enter(id, body, (how, by, now), 0, Vec::new(), None);
+    }
+
+    /// Enters job `id` with `body`, finished (how, by whom, when), after
+    /// `deliveries` with `runs`, then trims the history by count.
+    fn enter(
+        &mut self,
+        id: JobId,
+        body: &[u8],
+        (how, by, now): (Finish, &str, u64),
+        deliveries: u32,
+        runs: Vec<attempts::Attempt>,
+        key: Option<crate::contract::keyed::Keyed>,
+    ) {
         let h = self.history_setting();
         if !h.enabled {
             return;
@@ -198,9 +196,9 @@ impl super::state::MemQueue {
                 by: Some(actor_line(by)).filter(|b| !b.is_empty()),
                 job_type: body_type(body),
             },
-            deliveries: 0,
-            runs: Vec::new(),
-            key: None,
+            deliveries,
+            runs,
+            key,
             result: None,
         };
         self.history.record(id, now, &entry, Some(body.to_vec()), h);

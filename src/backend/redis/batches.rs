@@ -498,6 +498,28 @@ impl Rsmq {
         }
     }
 
+    /// Counts the finishes a cancel or a delete entered (its reply's
+    /// `members`), the queue marked first: should the count not come, a
+    /// sweep (or a later fetch) makes it.
+    pub(super) async fn count_removed(&self, queue: &str, members: &[Value]) {
+        let members: Vec<String> = members
+            .iter()
+            .filter_map(|v| match v {
+                Value::BulkString(m) => Some(String::from_utf8_lossy(m).into_owned()),
+                _ => None,
+            })
+            .collect();
+        if members.is_empty() {
+            return;
+        }
+        let marked = self
+            .mark_batches(queue, std::time::Duration::from_secs(10))
+            .await;
+        if let Err(e) = marked.and(self.settled_batches(queue, &members).await) {
+            tracing::warn!(queue, error = %e, "counting removed jobs in their batches failed; a sweep or a later fetch counts them");
+        }
+    }
+
     /// Counts `queue`'s finishes entered over `STALE_MS` ago; returns
     /// whether any finish is left.
     pub(super) async fn recover_batches(&self, queue: &str) -> Result<bool> {

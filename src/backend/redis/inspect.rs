@@ -321,26 +321,9 @@ impl Inspect for Rsmq {
         };
         // a running job's place under a global concurrency is free
         super::settings::wake_held(self, queue).await;
-        // a batch's job, or one flows wait for: counted cancelled now (a
-        // failure here leaves it to the queue's next fetch, which reports it
-        // once old)
-        let members: Vec<String> = items
-            .iter()
-            .skip(1)
-            .filter_map(|v| match v {
-                Value::BulkString(m) => Some(String::from_utf8_lossy(m).into_owned()),
-                _ => None,
-            })
-            .collect();
-        if !members.is_empty() {
-            // marked first: should the count not come, a sweep makes it
-            let marked = self
-                .mark_batches(queue, std::time::Duration::from_secs(10))
-                .await;
-            if let Err(e) = marked.and(self.settled_batches(queue, &members).await) {
-                tracing::warn!(queue, error = %e, "counting a cancelled job in its batches failed; a sweep or a later fetch counts it");
-            }
-        }
+        // a batch's job, or one flows wait for: counted cancelled now
+        self.count_removed(queue, items.get(1..).unwrap_or_default())
+            .await;
         Ok(cancelled)
     }
 }

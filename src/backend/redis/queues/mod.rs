@@ -463,24 +463,9 @@ impl Rsmq {
             ),
             _ => return Err(Error::Protocol(format!("delete reply {v:?}"))),
         };
-        // jobs of batches, or jobs flows wait for: counted cancelled now (the
-        // queue marked first, so that a sweep counts them should this fail)
-        let members: Vec<String> = items
-            .iter()
-            .skip(2)
-            .filter_map(|v| match v {
-                Value::BulkString(m) => Some(String::from_utf8_lossy(m).into_owned()),
-                _ => None,
-            })
-            .collect();
-        if !members.is_empty() {
-            let marked = self
-                .mark_batches(queue, std::time::Duration::from_secs(10))
-                .await;
-            if let Err(e) = marked.and(self.settled_batches(queue, &members).await) {
-                tracing::warn!(queue, error = %e, "counting deleted jobs in their batches failed; a sweep or a later fetch counts them");
-            }
-        }
+        // jobs of batches, or jobs flows wait for: counted cancelled now
+        self.count_removed(queue, items.get(2..).unwrap_or_default())
+            .await;
         Ok((deleted, other))
     }
 }
