@@ -14,8 +14,8 @@
 -- ARGV[4]  the messages' priority, -10..10; any but 0 sets its bit (priority + 10)
 --          in the hash field "redjob:prio", which tells fetches which levels to read
 -- ARGV[5..] three values per message: id suffix (22 chars, ascending within the
---           call so the batch's ids sort in send order, or a whole id of 32
---           chosen beforehand), when ("" = the queue's
+--           call so the batch's ids sort in send order, or, with KEYS[5], a
+--           whole id of 32 chosen beforehand), when ("" = the queue's
 --           delay, "d<ms>" = visible after ms, "a<ms>" = visible at Unix ms), body
 -- KEYS[5]  optional: the queue's once marks (ns:q:once, a sorted set of marks
 --          scored by when they were made): the last ARGV is then a mark, and the
@@ -47,9 +47,10 @@ local delayed = false
 for i = 1, n do
   local b = (i - 1) * 3 + 5
   -- a 32-character suffix is a whole id, chosen beforehand (a flow's
-  -- parent, which no longer waits: see flow_wait.lua)
+  -- parent, which no longer waits: see flow_wait.lua); only a call with
+  -- once marks sends one, so plain sends skip the check
   local id = prefix .. ARGV[b]
-  if #ARGV[b] == 32 then
+  if KEYS[5] and #ARGV[b] == 32 then
     id = ARGV[b]
     redis.call("HDEL", KEYS[2], id .. ":w")
   end
