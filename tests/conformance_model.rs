@@ -236,6 +236,10 @@ enum Op {
     WaitFor {
         msg: Index,
     },
+    /// Cancel a batch: whether this cancelled it.
+    CancelBatch {
+        b: Index,
+    },
 }
 
 const STATES: [JobState; 6] = [
@@ -316,6 +320,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(n, open, flow)| Op::SendBatched { n, open, flow }),
         2 => any::<Index>().prop_map(|b| Op::BatchStatus { b }),
         2 => any::<Index>().prop_map(|msg| Op::WaitFor { msg }),
+        1 => any::<Index>().prop_map(|b| Op::CancelBatch { b }),
     ]
 }
 
@@ -366,9 +371,9 @@ enum Seen {
     RanNow(Option<JobState>),
     /// A tick's outcome; the send order of the job it enqueued.
     Ticked(&'static str, Option<usize>),
-    /// A batch's total, succeeded, dead, sealed, completed, then the
-    /// callbacks sent so far.
-    Batch(u64, u64, u64, bool, bool, u64),
+    /// A batch's total, succeeded, dead, sealed, completed, cancelled, then
+    /// the callbacks sent so far.
+    Batch(u64, u64, u64, bool, bool, bool, u64),
     /// What a flow's batch and parent show.
     Flow(String),
     None,
@@ -680,6 +685,7 @@ impl Side {
                     id,
                     callbacks,
                     description: None,
+                    members: u64::from(*n),
                 };
                 if let Err(e) = b.batch_open(&spec).await {
                     return err(e);
@@ -750,6 +756,7 @@ impl Side {
                         Callback::new(CallbackKind::Failed, &cb, body),
                     ],
                     description: None,
+                    members: 1,
                 };
                 for c in &mut spec.callbacks {
                     c.id = Some(parent);
@@ -775,6 +782,15 @@ impl Side {
                     Err(e) => err(e),
                 }
             }
+            Op::CancelBatch { b: i } => {
+                let Some(k) = pick_index(self.batches.len(), i) else {
+                    return Seen::None;
+                };
+                match b.batch_cancel(&self.batches[k]).await {
+                    Ok(now) => Seen::Flag(now),
+                    Err(e) => err(e),
+                }
+            }
             Op::BatchStatus { b: i } => {
                 let Some(k) = pick_index(self.batches.len(), i) else {
                     return Seen::None;
@@ -790,6 +806,7 @@ impl Side {
                             s.dead,
                             s.sealed,
                             s.completed_ms.is_some(),
+                            s.cancelled_at_ms.is_some(),
                             called,
                         )
                     }
@@ -1084,6 +1101,7 @@ impl Side {
                     s.dead,
                     s.sealed,
                     s.completed_ms.is_some(),
+                    s.cancelled_at_ms.is_some(),
                     0,
                 )
             }));

@@ -418,6 +418,19 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn batch_sweep(&self) -> redjob::Result<()> {
         self.inner.batch_sweep().await
     }
+    async fn batch_add(
+        &self,
+        id: &redjob::ops::BatchId,
+        jobs: &[(String, SendMessage)],
+    ) -> redjob::Result<()> {
+        self.inner.batch_add(id, jobs).await
+    }
+    async fn batch_cancel(&self, id: &redjob::ops::BatchId) -> redjob::Result<bool> {
+        self.inner.batch_cancel(id).await
+    }
+    async fn cancel_job(&self, q: &str, id: &JobId, by: &str) -> redjob::Result<bool> {
+        self.inner.cancel_job(q, id, by).await
+    }
     async fn tick(
         &self,
         q: &str,

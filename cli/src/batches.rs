@@ -1,5 +1,6 @@
 //! `redjob batches` and `redjob batch <id>`: batches with their progress,
-//! and one batch with its dead jobs.
+//! and one batch with its dead jobs; `redjob batch <id> --cancel` cancels
+//! it.
 
 use redjob::ops::{BatchId, BatchStatus};
 use serde_json::json;
@@ -24,16 +25,23 @@ pub struct BatchArgs {
     /// How many of its dead jobs to list (1 to 1000).
     #[arg(long, default_value_t = 20)]
     dead: usize,
+    /// Cancel the batch: it takes no more jobs, and workers cancel its jobs
+    /// as they fetch them rather than start them (running ones go on).
+    #[arg(long)]
+    cancel: bool,
 }
 
-/// `open` (its enqueue did not finish), `running NN%`, or `complete`.
+/// `open` (its enqueue did not finish), `running NN%`, `cancelling NN%`
+/// (cancelled, its jobs not all finished), or `complete`.
 fn state(s: &BatchStatus) -> String {
+    let pct = (s.finished() * 100).checked_div(s.total).unwrap_or(100);
     if s.completed_ms.is_some() {
         "complete".into()
+    } else if s.cancelled_at_ms.is_some() {
+        format!("cancelling {pct}%")
     } else if !s.sealed {
         "open".into()
     } else {
-        let pct = (s.finished() * 100).checked_div(s.total).unwrap_or(100);
         format!("running {pct}%")
     }
 }
@@ -53,6 +61,7 @@ fn status_json(s: &BatchStatus) -> serde_json::Value {
         "completed_ms": s.completed_ms,
         "first_failure": s.first_failure,
         "parent": s.parent,
+        "cancelled_at_ms": s.cancelled_at_ms,
     })
 }
 
@@ -111,6 +120,17 @@ pub async fn list(ctx: &Ctx, args: &BatchesArgs) -> Outcome {
 /// One batch: its counts, then its dead jobs.
 pub async fn show(ctx: &Ctx, args: &BatchArgs) -> Outcome {
     let id = parse(&args.id)?;
+    if args.cancel {
+        if !ctx.client.cancel_batch(&id).await? {
+            return Err(Failure(format!(
+                "batch {id} was not cancelled: unknown, completed, or cancelled already"
+            )));
+        }
+        if !ctx.json {
+            println!("cancelled batch {id}: workers cancel its jobs as they fetch them");
+            println!();
+        }
+    }
     let Some(s) = ctx.client.batch_status(&id).await? else {
         return Err(Failure(format!(
             "no batch {id} (unknown, or past its retention)"
@@ -139,6 +159,9 @@ pub async fn show(ctx: &Ctx, args: &BatchArgs) -> Outcome {
         s.pending()
     );
     println!("created: {}", when(s.created_ms));
+    if let Some(at) = s.cancelled_at_ms {
+        println!("cancelled: {}", when(at));
+    }
     if let Some(at) = s.completed_ms {
         println!("completed: {}", when(at));
     }

@@ -120,7 +120,7 @@ enum Command {
     Periodic(live::PeriodicArgs),
     /// Batches, newest first, with their progress.
     Batches(batches::BatchesArgs),
-    /// One batch: its counts, state and dead jobs.
+    /// One batch: its counts, state and dead jobs; --cancel cancels it.
     Batch(batches::BatchArgs),
     /// Serves the web dashboard: queues, jobs, dead letters, periodic jobs and
     /// workers, with the actions on them.

@@ -1613,6 +1613,19 @@ async fn batches_list_newest_first_with_progress_and_a_batch_shows_its_dead_jobs
         "{}",
         text.out
     );
+    // cancelled: it says so, and a second cancel is refused
+    let text = cli(&url, &["batch", &group, "--cancel"]).await;
+    let out = text.ok();
+    assert!(
+        out.contains(&format!("cancelled batch {group}")) && out.contains("state: cancelling 0%"),
+        "{out}"
+    );
+    let v = cli(&url, &["batch", &group, "--json"]).await.json();
+    assert_eq!(v["state"], "cancelling", "{v}");
+    assert!(v["cancelled_at_ms"].as_u64().is_some(), "{v}");
+    cli(&url, &["batch", &group, "--cancel"])
+        .await
+        .failed("was not cancelled");
     cli(&url, &["batch", "nonsense"])
         .await
         .failed("not a batch id");

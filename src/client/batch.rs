@@ -3,12 +3,12 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{Client, EnqueueOptions};
+use super::Client;
 use crate::contract::backend::Backend;
 use crate::contract::batches::{
     BatchId, BatchRef, BatchSpec, BatchStatus, Callback, CallbackKind, with_batch,
 };
-use crate::contract::queues::{SendMessage, When, validate};
+use crate::contract::queues::{SendMessage, validate};
 use crate::id::random_suffix;
 use crate::job::{self, Job};
 use crate::{Error, JobId, Result};
@@ -94,6 +94,35 @@ impl Client {
     /// one's `created_ms`.
     pub async fn batches(&self, before_ms: Option<u64>, limit: usize) -> Result<Vec<BatchStatus>> {
         self.backend.batches(before_ms, limit).await
+    }
+
+    /// Cancels batch `id`: it takes no more jobs, and workers cancel its
+    /// jobs as they fetch them rather than start them (each counted as
+    /// cancelled, as [`cancel`](crate::inspect::Inspect::cancel) would), so
+    /// the batch completes once its running jobs finish and its waiting
+    /// ones come due. Jobs already running go on. A flow's batch cancelled
+    /// cancels its parent. Returns whether it was cancelled now (`false`:
+    /// unknown, completed or cancelled already).
+    ///
+    /// ```
+    /// # use redjob::{Client, Job, JobContext, JobError};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize, Job)]
+    /// # #[job(name = "cancel_batch_doc")]
+    /// # struct Resize { image: u32 }
+    /// # impl Job for Resize {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let client = Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// let id = client.batch().job(&Resize { image: 1 }).enqueue().await?;
+    /// assert!(client.cancel_batch(&id).await?);
+    /// let status = client.batch_status(&id).await?.expect("just enqueued");
+    /// assert!(status.cancelled_at_ms.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn cancel_batch(&self, id: &BatchId) -> Result<bool> {
+        self.backend.batch_cancel(id).await
     }
 
     /// Batch `id`'s dead jobs in order of death, (queue, job id): at most
@@ -215,6 +244,7 @@ impl<'c> BatchBuilder<'c> {
                 id,
                 callbacks,
                 description: self.description,
+                members: jobs.len() as u64,
             })
             .await?;
         let total = send_members(
@@ -272,25 +302,5 @@ pub(super) fn fresh_id() -> JobId {
 /// A batch job's queue and message: at its type's priority, after the
 /// queue's delay; a unique or keyed type is refused.
 pub(super) fn message<J: Job>(queue: &str, job: &J) -> Result<(String, SendMessage)> {
-    let opts = EnqueueOptions::default();
-    if opts.unique_of(job)?.is_some() || opts.keyed_of(job)?.is_some() {
-        return Err(Error::InvalidValue {
-            what: "batch job",
-            reason: format!(
-                "{:?} is unique or has a concurrency key: batches do not take such jobs yet",
-                J::NAME
-            ),
-        });
-    }
-    validate::queue_name(queue)?;
-    Ok((
-        queue.to_string(),
-        SendMessage {
-            body: job::encode(job)?,
-            when: When::QueueDelay,
-            priority: J::OPTIONS.priority,
-            unique: None,
-            keyed: None,
-        },
-    ))
+    job::batch_member(queue, job)
 }

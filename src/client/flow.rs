@@ -212,6 +212,7 @@ impl Client {
                         callback(CallbackKind::Failed),
                     ],
                     description: Some(format!("flow {name} {parent}")),
+                    members: node.children.len() as u64,
                 })
                 .await?;
             // found by id, and awaited, while its children run

@@ -301,6 +301,40 @@ pub trait Backend: Clone + Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(u64, Vec<u8>)>>> + Send;
 
+    /// Adds `jobs` (at most 1,000, each its queue and message) to batch `id` while it runs: its total
+    /// grows first, so it completes only once they finish too, and they are
+    /// sent each once (Redis keeps them in the batch until sent, for a
+    /// sweep to send should the caller stop first). Queues are created with
+    /// defaults when missing. Fails with
+    /// [`InvalidValue`](crate::Error::InvalidValue) for a batch unknown,
+    /// completed or cancelled (nothing added), or a job over its queue's
+    /// maxsize: the call's jobs of that queue and priority are not added,
+    /// the others are.
+    fn batch_add(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        jobs: &[(String, crate::contract::queues::SendMessage)],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Cancels batch `id`: it takes no more jobs, and workers cancel its
+    /// jobs rather than start them. Returns whether it was cancelled now
+    /// (`false`: unknown, completed, or cancelled already).
+    fn batch_cancel(
+        &self,
+        id: &crate::contract::batches::BatchId,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Cancels job `id` of `queue` as [`Inspect::cancel_by`] does (a worker
+    /// cancels a cancelled batch's jobs so); returns whether it was there.
+    ///
+    /// [`Inspect::cancel_by`]: crate::inspect::Inspect::cancel_by
+    fn cancel_job(
+        &self,
+        queue: &str,
+        id: &JobId,
+        by: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
     /// Marks `queue` as holding batch finishes that may not be counted yet,
     /// for `until` from now (at least 1 s; a later mark stands): a worker
     /// calls it with its lease before it settles jobs of batches there
@@ -497,6 +531,9 @@ macro_rules! backend_methods {
             async fn flow_after(queue: &str, id: &$crate::JobId, r: &$crate::contract::batches::BatchRef) -> $crate::Result<()>;
             async fn batch_results(id: &$crate::contract::batches::BatchId, from: u64, limit: usize) -> $crate::Result<Vec<(u64, Vec<u8>)>>;
             async fn batch_sweep() -> $crate::Result<()>;
+            async fn batch_add(id: &$crate::contract::batches::BatchId, jobs: &[(String, $crate::contract::queues::SendMessage)]) -> $crate::Result<()>;
+            async fn batch_cancel(id: &$crate::contract::batches::BatchId) -> $crate::Result<bool>;
+            async fn cancel_job(queue: &str, id: &$crate::JobId, by: &str) -> $crate::Result<bool>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;

@@ -207,6 +207,9 @@ pub struct BatchSpec {
     pub callbacks: Vec<Callback>,
     /// What it is, for operators (at most 1,024 bytes).
     pub description: Option<String>,
+    /// How many jobs its enqueuer sends (indexes `0..members`); jobs added
+    /// while it runs take the indexes after them.
+    pub members: u64,
 }
 
 /// How a batch stands.
@@ -254,6 +257,10 @@ pub struct BatchStatus {
     /// [`parent_job`](Self::parent_job)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// When it was cancelled (Unix ms; see
+    /// [`Client::cancel_batch`](crate::Client::cancel_batch)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_at_ms: Option<u64>,
 }
 
 impl BatchStatus {
@@ -310,6 +317,17 @@ pub fn no_job(queue: &str, id: &JobId) -> Error {
         ),
     }
 }
+
+/// The error for jobs added to a batch that takes none any more.
+pub fn closed(id: &BatchId, why: &str) -> Error {
+    Error::InvalidValue {
+        what: "batch",
+        reason: format!("batch {id} takes no more jobs: {why}"),
+    }
+}
+
+/// The most jobs one addition to a running batch holds.
+pub const MAX_ADD: usize = 1000;
 
 /// A page's size: 1 to 1,000.
 pub fn check_limit(limit: usize) -> Result<usize> {

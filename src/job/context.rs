@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::job::batch::BatchAccess;
 use crate::job::data::Data;
 use crate::{JobId, Result};
 
@@ -32,26 +33,7 @@ pub struct JobContext {
     data: Data,
     batch: Option<crate::contract::batches::BatchId>,
     batch_done: Option<Arc<crate::contract::batches::BatchStatus>>,
-    results: Option<ResultsReader>,
-}
-
-/// Reads a batch's results (the worker's backend): (batch, from, limit).
-type ReadResults = dyn Fn(
-        crate::contract::batches::BatchId,
-        u64,
-        usize,
-    ) -> futures::future::BoxFuture<'static, Result<Vec<(u64, Vec<u8>)>>>
-    + Send
-    + Sync;
-
-/// A worker's way to read a batch's results, for [`JobContext::child_results`].
-#[derive(Clone)]
-pub(crate) struct ResultsReader(pub(crate) Arc<ReadResults>);
-
-impl std::fmt::Debug for ResultsReader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ResultsReader")
-    }
+    access: Option<BatchAccess>,
 }
 
 impl JobContext {
@@ -71,14 +53,19 @@ impl JobContext {
             data: Data::default(),
             batch: None,
             batch_done: None,
-            results: None,
+            access: None,
         }
     }
 
-    /// How the job reads its batch's results (the worker's backend).
-    pub(crate) fn with_results(mut self, reader: Option<ResultsReader>) -> Self {
-        self.results = reader;
+    /// How the job reaches its batch (the worker's backend).
+    pub(crate) fn with_batch_access(mut self, access: Option<BatchAccess>) -> Self {
+        self.access = access;
         self
+    }
+
+    /// The job's way to its batch, when a worker runs it.
+    pub(crate) fn batch_access(&self) -> Option<&BatchAccess> {
+        self.access.as_ref()
     }
 
     /// What the job's stored body says beyond its arguments: the batch it
@@ -144,7 +131,7 @@ impl JobContext {
     /// # }
     /// ```
     pub async fn child_results<T: serde::de::DeserializeOwned>(&self) -> Result<Vec<Option<T>>> {
-        let (Some(done), Some(read)) = (self.batch_done.as_deref(), &self.results) else {
+        let (Some(done), Some(read)) = (self.batch_done.as_deref(), &self.access) else {
             return Err(crate::Error::InvalidValue {
                 what: "child results",
                 reason: "only a flow's parent or a batch's callback, run by a worker, has them"
@@ -156,7 +143,7 @@ impl JobContext {
         let mut from = 0u64;
         while from < done.total {
             let n = (done.total - from).min(1000) as usize;
-            for (i, r) in (read.0)(id, from, n).await? {
+            for (i, r) in read.0.results(id, from, n).await? {
                 if let Some(slot) = usize::try_from(i).ok().and_then(|i| out.get_mut(i)) {
                     *slot = Some(serde_json::from_slice(&r)?);
                 }

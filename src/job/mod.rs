@@ -25,6 +25,7 @@
 //! assert_eq!(SendEmail::OPTIONS.queue, "emails");
 //! ```
 
+mod batch;
 mod context;
 pub(crate) mod data;
 mod envelope;
@@ -39,8 +40,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub(crate) use batch::{BatchAccess, BatchOps, Results, batch_member};
 pub use context::JobContext;
-pub(crate) use context::ResultsReader;
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, encode_untraced};
 pub use error::{JobError, Outcome};

@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::subscriber::Starter;
 use super::{RetryPolicy, Shared, Worker};
 use crate::contract::backend::Backend;
+use crate::contract::batches::{BatchId, BatchStatus};
 use crate::contract::leases::Retention;
+use crate::contract::queues::SendMessage;
 use crate::contract::queues::validate;
 use crate::contract::settings::{Concurrency, QueueSettings};
 use crate::contract::topics::Topics;
@@ -20,7 +22,8 @@ use crate::job::JobError;
 use crate::job::data::Data;
 use crate::topic::subscription::{Handler, Spec, Subscription, Typed};
 use crate::topic::{Event, EventContext};
-use crate::{Error, Result};
+use crate::{Error, JobId, Result};
+use futures::future::BoxFuture;
 
 mod limits;
 
@@ -670,7 +673,8 @@ impl<B: Backend> WorkerBuilder<B> {
             retention: self.retention.unwrap_or_default(),
             history: self.history.unwrap_or_default(),
             observer: super::observe::Observer::new(self.hooks),
-            results: Some(results_reader(&self.backend)),
+            batches: Some(batch_access(&self.backend)),
+            cancelled_batches: Default::default(),
             metrics: self.metrics,
             sample_every: self.metrics_interval.filter(|_| self.metrics),
             controls: Arc::new(super::control::Controls::new()),
@@ -702,11 +706,32 @@ pub(super) fn invalid(what: &'static str, reason: String) -> Error {
     Error::InvalidValue { what, reason }
 }
 
-/// A job's way to read its batch's results, from `backend`.
-fn results_reader<B: Backend>(backend: &B) -> crate::job::ResultsReader {
-    let b = backend.clone();
-    crate::job::ResultsReader(Arc::new(move |id, from, limit| {
-        let b = b.clone();
+/// A job's way to its batch, through `backend`.
+fn batch_access<B: Backend>(backend: &B) -> crate::job::BatchAccess {
+    crate::job::BatchAccess(Arc::new(Through(backend.clone())))
+}
+
+/// [`BatchOps`](crate::job::BatchOps) through a backend.
+struct Through<B>(B);
+
+impl<B: Backend> crate::job::BatchOps for Through<B> {
+    fn results(&self, id: BatchId, from: u64, limit: usize) -> crate::job::Results {
+        let b = self.0.clone();
         Box::pin(async move { b.batch_results(&id, from, limit).await })
-    }))
+    }
+
+    fn add(&self, id: BatchId, jobs: Vec<(String, SendMessage)>) -> BoxFuture<'static, Result<()>> {
+        let b = self.0.clone();
+        Box::pin(async move { b.batch_add(&id, &jobs).await })
+    }
+
+    fn status(&self, id: BatchId) -> BoxFuture<'static, Result<Option<BatchStatus>>> {
+        let b = self.0.clone();
+        Box::pin(async move { b.batch_status(&id).await })
+    }
+
+    fn cancel_job(&self, queue: String, id: JobId, by: String) -> BoxFuture<'static, Result<bool>> {
+        let b = self.0.clone();
+        Box::pin(async move { b.cancel_job(&queue, &id, &by).await })
+    }
 }

@@ -204,6 +204,11 @@ async fn run(
     let d = &r.delivery;
     let cancel = &r.cancel;
     let attempt = d.token.attempt();
+    if let (Some(b), Some(access)) = (r.batch, &shared.batches)
+        && shared.cancelled_batches.is_cancelled(b.batch, access).await
+    {
+        return super::cancelled::cancel(d, queue, b.batch, access).await;
+    }
     let job = match job::decode(&d.body) {
         Ok(job) => job,
         Err(crate::Error::UnknownJob { name }) => {
@@ -240,7 +245,7 @@ async fn run(
     .with_cancellation(cancel.clone())
     .with_data_map(shared.data.clone())
     .with_body(r.batch.map(|b| b.batch), &d.body)
-    .with_results(shared.results.clone());
+    .with_batch_access(shared.batches.clone());
     let now = Instant::now();
     let waited = Duration::from_millis(d.waited_ms) + now.saturating_duration_since(r.fetched);
     report.started = Some((now, waited));

@@ -32,6 +32,7 @@
 //! ```
 
 mod builder;
+mod cancelled;
 mod control;
 mod dispatch;
 mod execute;
@@ -111,8 +112,10 @@ pub(crate) struct Shared {
     pub history: crate::contract::history::History,
     /// The hooks.
     pub observer: observe::Observer,
-    /// How a job reads its batch's results.
-    pub results: Option<crate::job::ResultsReader>,
+    /// How a job reaches its batch (its results, its additions).
+    pub batches: Option<crate::job::BatchAccess>,
+    /// Which batches were cancelled, as last read.
+    pub cancelled_batches: cancelled::CancelledBatches,
     /// Metrics through the `metrics` facade.
     pub metrics: bool,
     /// How often queue sizes and subscriber lags are sampled into gauges (with

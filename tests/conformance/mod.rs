@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod attempts;
+pub mod batch_adds;
 pub mod batches;
 pub mod bulk;
 pub mod control;
@@ -439,6 +440,10 @@ macro_rules! conformance_suite {
             a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,
             a_flow_after_a_waiting_parent_runs_after_it_and_one_after_a_cancelled_job_fails,
             deleted_jobs_count_as_cancelled_in_their_batches_and_flows);
+        $crate::conformance_suite!(@batch_adds $setup, #[$attr],
+            jobs_added_while_a_batch_runs_are_waited_for_counted_and_read,
+            a_cancelled_batch_cancels_its_jobs_rather_than_start_them_and_takes_no_more,
+            jobs_an_adder_left_unsent_are_sent_by_a_sweep);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,

@@ -263,6 +263,7 @@ impl Dashboard {
             )
             .route("/batches", get(pages::batches::list))
             .route("/batches/{id}", get(pages::batches::page))
+            .route("/batches/{id}/cancel", post(actions::batch_cancel))
             .route("/periodic", get(pages::live::periodic))
             .route("/workers", get(pages::live::workers))
             .route("/queues/{queue}/{action}", post(actions::queue))

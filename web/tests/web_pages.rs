@@ -876,6 +876,40 @@ async fn batches_show_their_progress_dead_jobs_and_a_flows_parent_and_children()
     let p = get(&app, &format!("/queues/albums/jobs/{waiting}")).await;
     assert!(p.body.contains("waiting for its children"), "{}", p.body);
     assert!(p.body.contains("0 of 1 children finished"), "{}", p.body);
+    // its batch is cancelled from its page, once
+    let info = client.job("albums", &waiting).await.unwrap().unwrap();
+    let its = info.waits_for.unwrap();
+    let (cookie, token) = session(&app, &format!("/batches/{its}"), true).await;
+    let before = get(&app, &format!("/batches/{its}")).await;
+    assert!(before.body.contains("Cancel batch"), "{}", before.body);
+    let r = post(
+        &app,
+        &format!("/batches/{its}/cancel"),
+        &cookie,
+        &[("csrf", &token)],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert!(
+        note(&r).starts_with(&format!("Batch {its} cancelled")),
+        "{}",
+        note(&r)
+    );
+    let after = get(&app, &format!("/batches/{its}")).await;
+    assert!(
+        after.body.contains("cancelling (workers cancel"),
+        "{}",
+        after.body
+    );
+    assert!(!after.body.contains("Cancel batch"), "{}", after.body);
+    let again = post(
+        &app,
+        &format!("/batches/{its}/cancel"),
+        &cookie,
+        &[("csrf", &token)],
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::NOT_FOUND);
     assert_eq!(
         get(&app, "/batches/nonsense").await.status,
         StatusCode::NOT_FOUND

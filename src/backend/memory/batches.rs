@@ -17,13 +17,15 @@ const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
 /// One batch.
 #[derive(Debug, Default)]
 pub(super) struct MemBatch {
-    status: BatchStatus,
+    pub(super) status: BatchStatus,
     counted: HashSet<u64>,
     callbacks: Vec<Callback>,
     /// Its first 1,000 dead jobs: queue, id.
     dead: Vec<(String, JobId)>,
     /// The results its jobs returned, by index.
     results: BTreeMap<u64, Vec<u8>>,
+    /// The index the next job added while it runs takes.
+    pub(super) next: u64,
 }
 
 /// Every batch, by id.
@@ -87,7 +89,7 @@ impl State {
     }
 
     /// A batch not past its retention.
-    fn live_batch(&mut self, id: &BatchId, now: u64) -> Option<&mut MemBatch> {
+    pub(super) fn live_batch(&mut self, id: &BatchId, now: u64) -> Option<&mut MemBatch> {
         let expired = self
             .batches
             .get(id)
@@ -100,7 +102,11 @@ impl State {
     }
 
     /// Completes batch `id` when it is sealed and every job finished.
-    fn complete_batch(&mut self, id: &BatchId, now_us: u64) -> (Vec<String>, Vec<Counted>) {
+    pub(super) fn complete_batch(
+        &mut self,
+        id: &BatchId,
+        now_us: u64,
+    ) -> (Vec<String>, Vec<Counted>) {
         let Some(b) = self.batches.get_mut(id) else {
             return Default::default();
         };
@@ -153,7 +159,9 @@ impl State {
             };
             if let Some(why) = why {
                 let Some(parent) = cb.id else { continue };
-                let cancel = cb.cancel && cb.kind == CallbackKind::Failed;
+                // a cancelled flow's parent is cancelled
+                let cancel = cb.kind == CallbackKind::Failed
+                    && (cb.cancel || status.cancelled_at_ms.is_some());
                 q.fail_parent(parent, &cb.body, cancel, &why, now);
                 let how = if cancel {
                     Finish::Cancelled
@@ -256,6 +264,7 @@ impl MemoryBackend {
                     ..BatchStatus::default()
                 },
                 callbacks: spec.callbacks.clone(),
+                next: spec.members,
                 ..MemBatch::default()
             },
         );
@@ -272,8 +281,10 @@ impl MemoryBackend {
                     reason: format!("no batch {id}"),
                 });
             };
-            b.status.total = total;
-            b.status.sealed = true;
+            if !b.status.sealed {
+                b.status.total += total;
+                b.status.sealed = true;
+            }
             let (mut sent, more) = st.complete_batch(id, now_us);
             sent.extend(st.count_batches(more, now_us));
             sent

@@ -120,6 +120,23 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    async fn batch_add(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        jobs: &[(String, crate::contract::queues::SendMessage)],
+    ) -> Result<()> {
+        self.add_to_batch(id, jobs)
+    }
+
+    async fn batch_cancel(&self, id: &crate::contract::batches::BatchId) -> Result<bool> {
+        Ok(self.cancel_batch(id))
+    }
+
+    async fn cancel_job(&self, queue: &str, id: &JobId, by: &str) -> Result<bool> {
+        let c = crate::contract::inspect::Inspect::cancel_by(self, queue, id, by).await?;
+        Ok(c != crate::contract::inspect::Cancelled::NotFound)
+    }
+
     async fn watch_finish(
         &self,
         queue: &str,

@@ -15,6 +15,7 @@
 //! ```
 
 mod admin;
+mod batch_adds;
 mod batches;
 mod clock;
 mod history;

@@ -35,10 +35,12 @@ pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
 /// fetch reports them once older than its lease, at least this).
 const STALE_MS: u64 = 5_000;
 
-/// batch.lua's reply: the status, and the callbacks due.
-struct Reply {
+/// batch.lua's reply: the status, the callbacks due, and whether this call
+/// cancelled the batch.
+pub(super) struct Reply {
     status: BatchStatus,
     due: Vec<Callback>,
+    pub(super) cancelled_now: bool,
 }
 
 fn text(v: Option<&Value>) -> String {
@@ -72,9 +74,11 @@ fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
         description: (!desc.is_empty()).then_some(desc),
         first_failure: (!why.is_empty()).then_some(why),
         parent: (!parent.is_empty()).then_some(parent),
+        cancelled_at_ms: text(items.get(10)).parse().ok(),
     };
+    let cancelled_now = text(items.get(11)) == "1";
     let mut due = Vec::new();
-    let mut i = 10;
+    let mut i = 12;
     while i + 1 < items.len() {
         let kind = CallbackKind::from_code(&text(items.get(i)));
         if let (Some(kind), Some(Value::BulkString(stored))) = (kind, items.get(i + 1))
@@ -84,18 +88,22 @@ fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
         }
         i += 2;
     }
-    Ok(Some(Reply { status, due }))
+    Ok(Some(Reply {
+        status,
+        due,
+        cancelled_now,
+    }))
 }
 
 impl Rsmq {
-    async fn batch_call<A: redis::ToRedisArgs + Sync>(
+    pub(super) async fn batch_call<A: redis::ToRedisArgs + Sync>(
         &self,
         id: &BatchId,
         what: &str,
         args: &[A],
     ) -> Result<Option<Reply>> {
         let k = self.namespace().batch(id.as_str());
-        let mut cmd = scripts::eval(&scripts::BATCH, &[&k.hash, &k.done, &k.dead]);
+        let mut cmd = scripts::eval(&scripts::BATCH, &[&k.hash, &k.done, &k.dead, &k.adds]);
         cmd.arg(what).arg(KEEP_MS).arg(args);
         let v = scripts::run(&mut self.connection(), &scripts::BATCH, &cmd).await?;
         reply(id, &v)
@@ -106,7 +114,11 @@ impl Rsmq {
     /// maxsize) is dropped with an error logged, rather than retried forever.
     /// A flow's failed parent is dead-lettered or cancelled instead, and
     /// counted in its own flow when it is a child of one.
-    fn fire<'a>(&'a self, id: &'a BatchId, r: Reply) -> futures::future::BoxFuture<'a, Result<()>> {
+    pub(super) fn fire<'a>(
+        &'a self,
+        id: &'a BatchId,
+        r: Reply,
+    ) -> futures::future::BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             if r.due.is_empty() {
                 return Ok(());
@@ -120,7 +132,10 @@ impl Rsmq {
                         "a job it waits for failed: {}",
                         r.status.first_failure.as_deref().unwrap_or("unknown")
                     );
-                    self.fail_parent(cb, &why, &mark).await
+                    // a cancelled flow's parent is cancelled
+                    let mut cb = cb.clone();
+                    cb.cancel |= r.status.cancelled_at_ms.is_some();
+                    self.fail_parent(&cb, &why, &mark).await
                 } else {
                     let body = callback_body(&cb.body, &r.status);
                     crate::contract::backend::creating(
@@ -235,21 +250,37 @@ impl Rsmq {
         mark: &str,
         id: Option<&crate::JobId>,
     ) -> Result<()> {
+        self.send_marked(queue, &[body], 0, mark, id).await
+    }
+
+    /// Sends `bodies` to `queue` at `priority` (after its delay) unless
+    /// `mark` was sent there, the one with `id` when given.
+    pub(super) async fn send_marked(
+        &self,
+        queue: &str,
+        bodies: &[&[u8]],
+        priority: i8,
+        mark: &str,
+        id: Option<&crate::JobId>,
+    ) -> Result<()> {
         let (mut con, ns, realtime) = self.ns_parts();
         let k = ns.queue(queue);
-        let suffix = crate::id::send_suffixes(&[None]);
+        let suffixes = crate::id::send_suffixes(&vec![None; bodies.len()]);
+        let level = k.level(priority);
         let mut cmd = scripts::eval(
             &scripts::SEND,
-            &[&k.zset, &k.hash, &k.leases, &k.exact, &k.once],
+            &[&level, &k.hash, &k.leases, &k.exact, &k.once],
         );
         cmd.arg(&k.realtime)
             .arg(if realtime { "1" } else { "0" })
-            .arg(body.len())
-            .arg(0)
-            .arg(id.map_or(&suffix[0][..], |id| id.as_str().as_bytes()))
-            .arg("")
-            .arg(body)
-            .arg(mark);
+            .arg(bodies.iter().map(|b| b.len()).max().unwrap_or(0))
+            .arg(priority);
+        for (body, suffix) in bodies.iter().zip(&suffixes) {
+            cmd.arg(id.map_or(&suffix[..], |id| id.as_str().as_bytes()))
+                .arg("")
+                .arg(*body);
+        }
+        cmd.arg(mark);
         let v = scripts::run(&mut con, &scripts::SEND, &cmd).await?;
         match &v {
             Value::Array(items) => match items.first().map(scripts::int).transpose()? {
@@ -367,7 +398,7 @@ impl Rsmq {
         }
     }
 
-    async fn marks(&self, args: &[String]) -> Result<Value> {
+    pub(super) async fn marks(&self, args: &[String]) -> Result<Value> {
         let mut cmd = scripts::eval(&scripts::MARKS, &[self.namespace().batch_marks()]);
         cmd.arg(args);
         scripts::run(&mut self.connection(), &scripts::MARKS, &cmd).await
@@ -416,6 +447,11 @@ impl Rsmq {
                     self.fire(&id, r).await?;
                 }
                 self.marks(&["y".into(), raw.to_string()]).await?;
+            } else if let Some(raw) = member.strip_prefix('a') {
+                if let Some(id) = raw.split(' ').next().and_then(|b| b.parse().ok()) {
+                    self.resend_added(&id).await?;
+                }
+                self.marks(&["z".into(), raw.to_string()]).await?;
             }
         }
         Ok(())
@@ -424,7 +460,8 @@ impl Rsmq {
     pub(super) async fn open_batch(&self, spec: &BatchSpec) -> Result<()> {
         let k = self.namespace().batch(spec.id.as_str());
         let mut cmd = scripts::eval(&scripts::BATCH_OPEN, &[&k.hash]);
-        cmd.arg(spec.description.as_deref().unwrap_or(""));
+        cmd.arg(spec.description.as_deref().unwrap_or(""))
+            .arg(spec.members);
         for cb in &spec.callbacks {
             validate::queue_name(&cb.queue)?;
             cmd.arg(cb.kind.code()).arg(cb.encode());

@@ -90,6 +90,9 @@ pub(crate) struct BatchKeys {
     pub done: String,
     /// `<hash>:dead`: a list of its first 1,000 dead jobs, `<queue> <id>`.
     pub dead: String,
+    /// `<hash>:adds`: its jobs added while it runs and not known to be sent
+    /// (see batch_add.lua).
+    pub adds: String,
 }
 
 /// `ns:` as RSMQ writes its `redisns`, and whether queue keys carry hash tags.
@@ -189,6 +192,7 @@ impl Namespace {
         BatchKeys {
             done: format!("{hash}:done"),
             dead: format!("{hash}:dead"),
+            adds: format!("{hash}:adds"),
             hash,
         }
     }

@@ -191,6 +191,23 @@ impl Backend for RedisBackend {
         self.rsmq.sweep_batches().await
     }
 
+    async fn batch_add(
+        &self,
+        id: &crate::contract::batches::BatchId,
+        jobs: &[(String, SendMessage)],
+    ) -> Result<()> {
+        self.rsmq.add_to_batch(id, jobs).await
+    }
+
+    async fn batch_cancel(&self, id: &crate::contract::batches::BatchId) -> Result<bool> {
+        self.rsmq.cancel_batch(id).await
+    }
+
+    async fn cancel_job(&self, queue: &str, id: &JobId, by: &str) -> Result<bool> {
+        let c = crate::contract::inspect::Inspect::cancel_by(self, queue, id, by).await?;
+        Ok(c != crate::contract::inspect::Cancelled::NotFound)
+    }
+
     async fn tick(
         &self,
         queue: &str,

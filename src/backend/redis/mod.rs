@@ -1,6 +1,7 @@
 //! The Redis backend: RSMQ's layout, one script call per batch.
 
 mod admin;
+mod batch_adds;
 mod batches;
 pub(crate) mod connection;
 mod convert;

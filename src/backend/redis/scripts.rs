@@ -46,6 +46,7 @@ scripts! {
     AWAIT => "await.lua",
     BATCH_OPEN => "batch_open.lua",
     BATCH => "batch.lua",
+    BATCH_ADD => "batch_add.lua",
     BOUT => "bout.lua",
     FLOW_FAIL => "flow_fail.lua",
     FLOW_WAIT => "flow_wait.lua",

@@ -10,7 +10,7 @@ use redjob::ops::{BatchId, BatchStatus};
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::{relative, when};
-use crate::layout::{Nav, name, render, seg};
+use crate::layout::{Nav, button, name, render, seg};
 
 /// Batches listed on one page.
 const PAGE: usize = 50;
@@ -29,6 +29,8 @@ fn state(s: &BatchStatus) -> String {
         } else {
             "complete".into()
         }
+    } else if s.cancelled_at_ms.is_some() {
+        "cancelling (workers cancel its jobs as they fetch them)".into()
     } else if !s.sealed {
         "open (its enqueue has not finished)".into()
     } else {
@@ -106,6 +108,9 @@ pub(crate) async fn page(ctx: Ctx, Path(id): Path<String>) -> WebResult<Response
     let body = html! {
         p.muted { a href=(ctx.link("/batches")) { "← Batches" } }
         h1 { "Batch " code { (s.id) } }
+        @if s.completed_ms.is_none() && s.cancelled_at_ms.is_none() {
+            div.bar { (button(&ctx, &format!("/batches/{id}/cancel"), "Cancel batch", "danger")) }
+        }
         div #batch data-live {
             dl.facts {
                 @if let Some(d) = &s.description { dt { "Description" } dd { (d) } }
@@ -120,6 +125,9 @@ pub(crate) async fn page(ctx: Ctx, Path(id): Path<String>) -> WebResult<Response
                     dt { "First failure" } dd.warning { (f) }
                 }
                 dt { "Opened" } dd { (when(s.created_ms)) " (" (relative(now, s.created_ms)) ")" }
+                @if let Some(at) = s.cancelled_at_ms {
+                    dt { "Cancelled" } dd { (when(at)) " (" (relative(now, at)) ")" }
+                }
                 @if let Some(at) = s.completed_ms {
                     dt { "Completed" } dd { (when(at)) " (" (relative(now, at)) ")" }
                 }

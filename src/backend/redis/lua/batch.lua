@@ -7,7 +7,9 @@
 -- cancelled), "parent" (a flow's, "<queue> <id>", see batch_open.lua),
 -- "due:<kind>" while a callback is due and not known to be sent,
 -- "why" ("<queue> <id> dead|cancelled": its first job that failed so), and
--- "r<index>", the result of each job that returned one.
+-- "r<index>", the result of each job that returned one, "next" (the index
+-- the next job added while it runs takes, see batch_add.lua) and
+-- "cancelled_at" (ms, once cancelled).
 -- A job is counted once, however often its finish is applied: bit <index> of
 -- KEYS[2] says it was. The batch completes when it is sealed and its finished
 -- jobs reach its total: its complete callback falls due, and its success and
@@ -17,19 +19,26 @@
 -- KEYS[1]  the batch's hash (ns:@batch:<id>)
 -- KEYS[2]  the bitmap of its jobs counted (ns:@batch:<id>:done)
 -- KEYS[3]  its first 1,000 dead jobs, "<queue> <id>" (ns:@batch:<id>:dead)
+-- KEYS[4]  its jobs added and not known to be sent (ns:@batch:<id>:adds,
+--          see batch_add.lua)
 -- ARGV[1]  what: "a" apply finishes: ARGV[3] "<index><how>,...", how "a"
 --          succeeded, "r" succeeded with a result (ARGV[5..], in order),
 --          "c<id>" cancelled or "d<id>" dead, of jobs of queue ARGV[4] (as
---          complete.lua enters them); "s" seal at ARGV[3] jobs; "f"
---          callbacks sent: ARGV[3..] their kinds; "r" read only; "q" read,
---          with the callbacks due
+--          complete.lua enters them); "s" seal, ARGV[3] jobs sent by its
+--          enqueuer (added to those added while it ran); "f" callbacks
+--          sent: ARGV[3..] their kinds; "u" ARGV[3] jobs added that could
+--          not be sent (the group from index ARGV[4], once) leave its total;
+--          "k" cancel; "r" read only; "q" read, with the callbacks due
 -- ARGV[2]  how long a completed batch is kept (ms)
 -- Returns {} when the batch does not exist; else {total, succeeded, dead,
 --         cancelled, sealed, created, completed or "", description or "", why
---         or "", a flow's parent "<queue> <id>" or "", then kind, "<queue>...\n<body>" of each callback due}
+--         or "", a flow's parent "<queue> <id>" or "", when it was
+--         cancelled or "", "1" when this call cancelled it or "", then kind,
+--         "<queue>...\n<body>" of each callback due}
 local h = KEYS[1]
 if redis.call("EXISTS", h) == 0 then return {} end
 local what = ARGV[1]
+local changed = ""
 if what == "a" then
   local add = {a = 0, d = 0, c = 0}
   -- one BITFIELD per 1,000 jobs sets their bits and tells which were unset
@@ -76,12 +85,25 @@ if what == "a" then
     redis.call("HSET", h, "due:x", "1")
   end
 elseif what == "s" then
-  redis.call("HSET", h, "total", ARGV[3], "sealed", "1")
+  if redis.call("HGET", h, "sealed") ~= "1" then
+    redis.call("HINCRBY", h, "total", ARGV[3])
+    redis.call("HSET", h, "sealed", "1")
+  end
+elseif what == "u" then
+  if redis.call("HSETNX", h, "u" .. ARGV[4], "1") == 1 then
+    redis.call("HINCRBY", h, "total", -tonumber(ARGV[3]))
+  end
+elseif what == "k" then
+  local v = redis.call("HMGET", h, "completed", "cancelled_at")
+  if not v[1] and not v[2] then
+    redis.call("HSET", h, "cancelled_at", string.format("%.0f", clock()))
+    changed = "1"
+  end
 elseif what == "f" then
   for i = 3, #ARGV do redis.call("HDEL", h, "due:" .. ARGV[i]) end
 end
 local v = redis.call("HMGET", h, "total", "succeeded", "dead", "cancelled", "sealed", "created", "completed",
-  "desc", "why", "cb:c", "cb:s", "parent", "due:c", "due:s", "due:d", "due:p", "due:x")
+  "desc", "why", "cb:c", "cb:s", "parent", "due:c", "due:s", "due:d", "due:p", "due:x", "cancelled_at")
 local finished = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
 if what ~= "r" and not v[7] and v[5] == "1" and finished >= (tonumber(v[1]) or 0) then
   v[7] = string.format("%.0f", clock())
@@ -94,9 +116,10 @@ if what ~= "r" and not v[7] and v[5] == "1" and finished >= (tonumber(v[1]) or 0
     end
   end
   many("HSET", h, set)
-  for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
+  for i = 1, 4 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
 end
-local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or "", v[9] or "", v[12] or ""}
+local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or "", v[9] or "", v[12] or "",
+  v[18] or "", changed}
 if what ~= "r" then
   for i, kind in ipairs({"c", "s", "d", "p", "x"}) do
     if v[12 + i] then

@@ -3,18 +3,20 @@
 -- (ns:@batches, another slot on a Cluster).
 -- KEYS[1]  the batch's hash (ns:@batch:<id>)
 -- ARGV[1]  its description, or ""
--- ARGV[2..]  pairs (callback kind "c", "s" or "d", "<queue>\n<body>")
+-- ARGV[2]  how many jobs its enqueuer sends: jobs added while it runs take
+--          the indexes from there ("next", see batch_add.lua)
+-- ARGV[3..]  pairs (callback kind "c", "s" or "d", "<queue>\n<body>")
 -- Returns 0 when the batch exists already, else when it was created (ms),
 -- which scores it in the index
 if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
 local created = string.format("%.0f", clock())
 local f = {"created", created, "total", "0", "succeeded", "0", "dead", "0",
-  "cancelled", "0", "sealed", "0"}
+  "cancelled", "0", "sealed", "0", "next", ARGV[2]}
 if ARGV[1] ~= "" then
   f[#f + 1] = "desc"
   f[#f + 1] = ARGV[1]
 end
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   f[#f + 1] = "cb:" .. ARGV[i]
   f[#f + 1] = ARGV[i + 1]
   local parent = ARGV[i] == "p" and string.match(ARGV[i + 1], "^(%S+ %S+)")

@@ -9,11 +9,15 @@
 -- - "b<batch id>": a batch whose sealer may not have sent the callbacks its
 --   seal made due, the sweep's 10 s after it was recorded; its sealer drops
 --   it once they are sent.
+-- - "a<batch id> <token>": jobs added to a batch that their adder may not
+--   have sent, the sweep's 10 s after it was recorded (before they were
+--   kept); their adder drops it once they are sent.
 -- KEYS[1]  ns:{@workers}:bmarks
 -- ARGV[1]  "m": mark queue ARGV[2] until ARGV[3] ms from now (a later mark
 --          stands); "s": list up to 100 members due; "x": drop queue
 --          ARGV[2]'s mark if it is still ARGV[3]; "d": record batch ARGV[2];
---          "y": drop batch ARGV[2]
+--          "y": drop batch ARGV[2]; "a": record additions ARGV[2]
+--          ("<batch id> <token>"); "z": drop them
 -- Returns  s: {member, score, member, score, ...}; otherwise 1
 local now = clock()
 local what = ARGV[1]
@@ -28,6 +32,12 @@ elseif what == "d" then
   return 1
 elseif what == "y" then
   redis.call("ZREM", KEYS[1], "b" .. ARGV[2])
+  return 1
+elseif what == "a" then
+  redis.call("ZADD", KEYS[1], string.format("%.0f", now + 10000), "a" .. ARGV[2])
+  return 1
+elseif what == "z" then
+  redis.call("ZREM", KEYS[1], "a" .. ARGV[2])
   return 1
 end
 return redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", string.format("(%.0f", now), "WITHSCORES", "LIMIT", 0, 100)

@@ -1,0 +1,96 @@
+//! Jobs added to a batch while it runs, and cancelling a batch, in memory:
+//! one step under the lock.
+
+use super::MemoryBackend;
+use super::state::{MemQueue, ms_score};
+use crate::contract::batches::{BatchId, BatchRef, MAX_ADD, closed, no_batch, with_batch};
+use crate::contract::queues::{QueueOptions, SendMessage, validate};
+use crate::{Error, Result};
+
+impl MemoryBackend {
+    pub(super) fn add_to_batch(&self, id: &BatchId, jobs: &[(String, SendMessage)]) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        if jobs.len() > MAX_ADD {
+            return Err(Error::InvalidValue {
+                what: "jobs added to a batch",
+                reason: format!("{} in one call; at most {MAX_ADD}", jobs.len()),
+            });
+        }
+        for (q, m) in jobs {
+            validate::queue_name(q)?;
+            validate::priority(m.priority)?;
+        }
+        let now_us = self.clock.now_us();
+        let now = now_us / 1000;
+        let (refused, sent) = {
+            let mut guard = self.lock_mut();
+            let st = &mut *guard;
+            let b = st.live_batch(id, now).ok_or_else(|| no_batch(id))?;
+            if b.status.completed_ms.is_some() {
+                return Err(closed(id, "it completed"));
+            }
+            if b.status.cancelled_at_ms.is_some() {
+                return Err(closed(id, "it was cancelled"));
+            }
+            let start = b.next;
+            b.next += jobs.len() as u64;
+            b.status.total += jobs.len() as u64;
+            // grouped as on Redis: a queue and priority whose largest job
+            // is over the queue's maxsize are refused together
+            let mut refused = None;
+            let mut sent = Vec::new();
+            let mut left = 0u64;
+            for (i, (queue, msg)) in jobs.iter().enumerate() {
+                let q = st.queues.entry(queue.clone()).or_insert_with(|| {
+                    let o = QueueOptions::default();
+                    MemQueue::new(o.vt, o.delay, o.maxsize, now / 1000)
+                });
+                let largest = jobs
+                    .iter()
+                    .filter(|(oq, om)| oq == queue && om.priority == msg.priority)
+                    .map(|(_, om)| om.body.len())
+                    .max()
+                    .unwrap_or(0);
+                if let Err(e) = q.check_size(largest) {
+                    left += 1;
+                    refused.get_or_insert(e);
+                    continue;
+                }
+                let index = start + i as u64;
+                let body = with_batch(&msg.body, &BatchRef { batch: *id, index });
+                let job = st.ids.next(now_us, 1)[0];
+                let q = st.queues.get_mut(queue).expect("made above");
+                q.insert(job, body, ms_score(now + q.delay * 1000), msg.priority);
+                q.totalsent += 1;
+                sent.push(queue.clone());
+            }
+            if left > 0 {
+                if let Some(b) = st.batches.get_mut(id) {
+                    b.status.total -= left;
+                }
+                let (s, more) = st.complete_batch(id, now_us);
+                sent.extend(s);
+                sent.extend(st.count_batches(more, now_us));
+            }
+            (refused, sent)
+        };
+        for q in sent {
+            self.notify(&q);
+        }
+        refused.map_or(Ok(()), Err)
+    }
+
+    pub(super) fn cancel_batch(&self, id: &BatchId) -> bool {
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        match st.live_batch(id, now) {
+            Some(b) if b.status.completed_ms.is_none() && b.status.cancelled_at_ms.is_none() => {
+                b.status.cancelled_at_ms = Some(now);
+                true
+            }
+            _ => false,
+        }
+    }
+}
