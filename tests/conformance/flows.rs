@@ -546,3 +546,50 @@ pub async fn deleted_jobs_count_as_cancelled_in_their_batches_and_flows(env: &En
     assert_eq!((s.total, s.cancelled), (2, 2));
     assert!(s.is_complete());
 }
+
+pub async fn purged_jobs_count_as_cancelled_in_their_batches_and_flows(env: &Env) {
+    use redjob::ops::Admin;
+    let c = &env.client;
+    // a flow's child, a job another flow waits for, and a batch's jobs, all
+    // in one queue that is purged
+    let parent = c
+        .enqueue_flow(Flow::new(&Parent { n: 1 }).child_in("flows_g", &child(1)))
+        .await
+        .unwrap();
+    let earlier = c
+        .enqueue_with(
+            &child(2),
+            redjob::client::EnqueueOptions::new().queue("flows_g"),
+        )
+        .await
+        .unwrap();
+    let waiting = c
+        .enqueue_flow(
+            Flow::new(&Parent { n: 2 })
+                .after("flows_g", &earlier)
+                .cancel_on_failure(),
+        )
+        .await
+        .unwrap();
+    let batch = c
+        .batch()
+        .job_in("flows_g", &child(3))
+        .job_in("flows_g", &child(4))
+        .enqueue()
+        .await
+        .unwrap();
+    assert_eq!(c.purge_queue("flows_g").await.unwrap(), 4);
+    let e = c.result::<Parent>(&parent).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("dead") && error.contains("cancelled")),
+        "{e}"
+    );
+    let e = c.result::<Parent>(&waiting).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("was cancelled")),
+        "{e}"
+    );
+    let s = c.batch_status(&batch).await.unwrap().unwrap();
+    assert_eq!((s.total, s.cancelled), (2, 2), "{s:?}");
+    assert!(s.is_complete());
+}

@@ -439,7 +439,8 @@ macro_rules! conformance_suite {
             a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain,
             a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,
             a_flow_after_a_waiting_parent_runs_after_it_and_one_after_a_cancelled_job_fails,
-            deleted_jobs_count_as_cancelled_in_their_batches_and_flows);
+            deleted_jobs_count_as_cancelled_in_their_batches_and_flows,
+            purged_jobs_count_as_cancelled_in_their_batches_and_flows);
         $crate::conformance_suite!(@batch_adds $setup, #[$attr],
             jobs_added_while_a_batch_runs_are_waited_for_counted_and_read,
             a_cancelled_batch_cancels_its_jobs_rather_than_start_them_and_takes_no_more,

@@ -218,28 +218,39 @@ impl Admin for MemoryBackend {
     }
 
     async fn purge_queue_by(&self, queue: &str, by: &str, upto_ms: Option<u64>) -> Result<u64> {
+        validate::queue_name(queue)?;
         let now = self.clock.now_ms();
         // a job counts as sent when its id says, as purge.lua reads it
         let upto_us = upto_ms.map_or(u64::MAX, |ms| ms.saturating_mul(1000).saturating_add(999));
-        self.change(queue, |q| {
+        let (n, called) = {
+            let mut st = self.lock_mut();
+            let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
             let ids: Vec<JobId> = q
                 .msgs
                 .keys()
                 .filter(|id| id.prefix_us().is_none_or(|us| us <= upto_us))
                 .copied()
                 .collect();
+            // their batches, and the flows that wait for them, count them
+            // cancelled (as purge.lua enters them)
+            let mut finishes = Vec::new();
             for id in &ids {
-                q.remove_at(id, now);
+                if let Some(m) = q.remove_at(id, now) {
+                    finishes.extend(super::batches::cancelled(q, queue, *id, &m.body));
+                }
             }
             // one event in the history, as purge.lua adds
             q.add_event("purged", ids.len() as u64, by, now);
-            ids.len() as u64
-        })
-        .inspect(|n| {
-            if *n > 0 {
-                self.wake_held(queue);
-            }
-        })
+            let called = st.count_batches(finishes, self.clock.now_us());
+            (ids.len() as u64, called)
+        };
+        if n > 0 {
+            self.wake_held(queue);
+        }
+        for q in called {
+            self.notify(&q);
+        }
+        Ok(n)
     }
 
     async fn run_now(&self, queue: &str, id: &JobId) -> Result<Option<JobState>> {

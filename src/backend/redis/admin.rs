@@ -241,6 +241,12 @@ impl Admin for Rsmq {
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.push(k.history_hash.clone());
         keys.extend(k.keyed_wake_keys());
+        keys.push(k.bout.clone());
+        keys.push(k.deps.clone());
+        // a sweep counts the purged jobs' finishes should this caller stop
+        // before it does
+        self.mark_batches(queue, std::time::Duration::from_secs(10))
+            .await?;
         let by = crate::contract::history::actor_line(by);
         let default = crate::contract::history::History::default().encode();
         loop {
@@ -261,6 +267,10 @@ impl Admin for Rsmq {
             cutoff = r.bytes()?.to_vec();
             at = r.int()?;
             cursor = r.bytes()?.to_vec();
+            let finishes = r.rest();
+            if !finishes.is_empty() {
+                self.count_removed(queue, finishes).await;
+            }
             if at == 0 {
                 if done > 0 {
                     // running jobs' places under a global concurrency are free

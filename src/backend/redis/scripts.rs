@@ -215,6 +215,11 @@ impl<'a> Reply<'a> {
         self.items.len() == 0
     }
 
+    /// The items not read yet.
+    pub fn rest(self) -> &'a [Value] {
+        self.items.as_slice()
+    }
+
     fn next(&mut self) -> Result<&'a Value> {
         self.items
             .next()

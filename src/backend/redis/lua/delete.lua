@@ -109,31 +109,5 @@ elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV
   add_history_event(26, now, "deleted", (tonumber(ARGV[2]) or 0) + n, ARGV[3])
 end
 local out = {n, h}
-if KEYS[31] then
-  local regs = (attrs[8] and KEYS[32]) and many("HMGET", KEYS[32], ids) or {}
-  local drop = {}
-  for j, id in ipairs(ids) do
-    local body = bodies[j]
-    if body then
-      local b, idx = string.match(body, '"batch":"(%w+):(%d+)"}%s*$')
-      if not b then b, idx = string.match(body, '"batch":"(%w+):(%d+)","batch_done":') end
-      if b then out[#out + 1] = b .. " " .. idx .. "c" .. id end
-      if regs[j] then
-        drop[#drop + 1] = id
-        for wb, widx in string.gmatch(regs[j], "(%w+) (%d+)") do out[#out + 1] = wb .. " " .. widx .. "c" .. id end
-      end
-    end
-  end
-  if #drop > 0 then many("HDEL", KEYS[32], drop) end
-  if #out > 2 then
-    local at = string.format("%.0f", now)
-    local z = {}
-    for i = 3, #out do
-      z[#z + 1] = at
-      z[#z + 1] = out[i]
-    end
-    many("ZADD", KEYS[31], z)
-    if not attrs[9] then redis.call("HSET", KEYS[2], "redjob:bout", at) end
-  end
-end
+if KEYS[31] then enter_removed(31, 32, ids, bodies, attrs[8], attrs[9], now, out) end
 return out

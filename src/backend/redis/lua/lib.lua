@@ -632,6 +632,44 @@ local function add_history_event(hh, now, what, count, by)
   redis.call("HSET", KEYS[hh], "~events", table.concat(lines, "\n", math.max(1, #lines - 99)))
 end
 
+-- Enters, in the queue's batch finishes (KEYS[kb], ns:q:bout, see complete.lua),
+-- jobs `ids` (their bodies `bodies`, nil when gone already) removed from the
+-- queue as cancelled: those of a batch (their body's last member
+-- "batch":"<batch id>:<index>"), and, when `deps` (the hash field
+-- "redjob:deps" was set), for each flow registered in KEYS[kd] (ns:q:deps)
+-- as waiting for one, whose registration goes. Flags the queue's hash
+-- (KEYS[2]) "redjob:bout" unless `flagged`. Appends the finishes entered to
+-- `out` and returns it.
+local function enter_removed(kb, kd, ids, bodies, deps, flagged, now, out)
+  local regs = (deps and KEYS[kd]) and many("HMGET", KEYS[kd], ids) or {}
+  local drop, z = {}, {}
+  local at = string.format("%.0f", now)
+  for j, id in ipairs(ids) do
+    local body = bodies[j]
+    if body then
+      local b, idx = string.match(body, '"batch":"(%w+):(%d+)"}%s*$')
+      if not b then b, idx = string.match(body, '"batch":"(%w+):(%d+)","batch_done":') end
+      if b then
+        out[#out + 1] = b .. " " .. idx .. "c" .. id
+        z[#z + 1] = at; z[#z + 1] = out[#out]
+      end
+      if regs[j] then
+        drop[#drop + 1] = id
+        for wb, widx in string.gmatch(regs[j], "(%w+) (%d+)") do
+          out[#out + 1] = wb .. " " .. widx .. "c" .. id
+          z[#z + 1] = at; z[#z + 1] = out[#out]
+        end
+      end
+    end
+  end
+  if #drop > 0 then many("HDEL", KEYS[kd], drop) end
+  if #z > 0 then
+    many("ZADD", KEYS[kb], z)
+    if not flagged then redis.call("HSET", KEYS[2], "redjob:bout", at) end
+  end
+  return out
+end
+
 
 -- Concurrency keys (see send_keyed.lua and keyed.rs), built by a script that
 -- uses them: K = concurrency_keys(kz, kh, zset, now, kw) with the KEYS indexes of the

@@ -21,6 +21,9 @@
 --          that a keyed job promoted into a place the purge freed (sent
 --          after the cutoff, or it was deleted there already) is not missed
 -- KEYS[28]  the queue's wake set (ns:q:kwake, see fetch.lua)
+-- KEYS[29], KEYS[30]  the queue's batch finishes and waited-for jobs
+--          (ns:q:bout, ns:q:deps, see enter_removed in lib.lua): a purged job
+--          of a batch, or one flows wait for, is entered there as cancelled
 -- ARGV[1]  about how many members to scan
 -- ARGV[2]  the cutoff: the id prefix of the latest send to delete; "" for the
 --          first call, which takes Redis's clock now (a later one given is
@@ -32,8 +35,11 @@
 -- ARGV[6]  who purges ("api", "cli alice", "dashboard")
 -- ARGV[7]  the history setting when the queue stores none
 -- Returns {-1} when the queue does not exist, else {how many were deleted, the
---         cutoff, the set and cursor to go on from}, the set 0 when done
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique", "redjob:history", "redjob:keyed")
+--         cutoff, the set and cursor to go on from, then the batch finishes
+--         entered}, the set 0 when done
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique", "redjob:history", "redjob:keyed",
+  "redjob:deps", "redjob:bout")
+local finishes = {}
 if not attrs[1] then return {-1} end
 local now = clock()
 local cut = ARGV[2]
@@ -66,6 +72,8 @@ while at <= #sets and left > 0 do
     end
   end
   left = left - math.max(#rows / 2, 1)
+  -- their bodies: a batch's job, or one flows wait for, counts as cancelled
+  local bodies = #ids > 0 and many("HMGET", KEYS[2], ids) or {}
   if keyed and #ids > 0 then
     many("ZREM", KEYS[26], members)
     local f = {}
@@ -96,6 +104,11 @@ while at <= #sets and left > 0 do
       K.save()
     end
   end
+  if #ids > 0 then
+    local had = #finishes
+    enter_removed(29, 30, ids, bodies, attrs[5], attrs[6], now, finishes)
+    if #finishes > had then attrs[6] = "1" end
+  end
   if cursor == "0" then at = at + 1 end
 end
 if at > #sets then
@@ -104,4 +117,6 @@ if at > #sets then
     add_history_event(25, now, "purged", (tonumber(ARGV[5]) or 0) + n, ARGV[6])
   end
 end
-return {n, cut, at, cursor}
+local out = {n, cut, at, cursor}
+for _, f in ipairs(finishes) do out[#out + 1] = f end
+return out
