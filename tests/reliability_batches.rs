@@ -6,7 +6,9 @@
 //! counted once as succeeded, however often a killed worker's jobs ran.
 //! Beside it, 30 flows (chains of three steps over the three queues, the
 //! first waiting for a job enqueued earlier) each enqueue every step once:
-//! one id per step, whatever the kills.
+//! one id per step, whatever the kills; and a batch of 200 jobs that each
+//! add five jobs to it (one call each) completes once, every job it counted
+//! succeeded, every added job ran (a killed adder adds again when retried).
 //!
 //! The worker processes are this test binary again, running the ignored test
 //! `batch_worker_process` with the Redis URL, the queues and a log file in
@@ -76,6 +78,60 @@ impl Job for Step {
         Ok(())
     }
 }
+
+/// A job that adds five leaves to its batch, in its own queue, one call each.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "chaos_batch_splitter", queue = "unused")]
+struct Splitter {
+    key: u32,
+}
+
+impl Job for Splitter {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        for i in 0..ADDED {
+            ctx.add_to_batch_in(ctx.queue(), &Leaf { key: self.key, i })
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A job added by a splitter: logs its place.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "chaos_batch_leaf", queue = "unused")]
+struct Leaf {
+    key: u32,
+    i: u32,
+}
+
+impl Job for Leaf {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        ctx.data::<Log>()?
+            .line(&format!("L {} {}", self.key, self.i));
+        Ok(())
+    }
+}
+
+/// The splitters' batch's callback: logs the status it carries.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "chaos_batch_added", queue = "unused")]
+struct Added;
+
+impl Job for Added {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let s = ctx.batch_status().expect("a callback");
+        ctx.data::<Log>()?.line(&format!(
+            "D {} {} {} {}",
+            s.total, s.succeeded, s.dead, s.cancelled
+        ));
+        Ok(())
+    }
+}
+
+/// Splitters, and the jobs each adds.
+const SPLITTERS: u32 = 200;
+const ADDED: u32 = 5;
 
 /// Chains of flows started beside the batch.
 const CHAINS: u32 = 30;
@@ -170,6 +226,12 @@ fn chaos(url: &str, queues: [&str; 3], name: &str) {
         );
     }
     let id = rt.block_on(batch.enqueue()).unwrap();
+    // splitters, whose jobs add jobs to their batch
+    let mut split = client.batch().on_complete_in(queues[1], &Added);
+    for key in 0..SPLITTERS {
+        split = split.job_in(queues[(key % 3) as usize], &Splitter { key });
+    }
+    let split = rt.block_on(split.enqueue()).unwrap();
     // chains: step 0 waits for a job enqueued earlier, each next step for
     // the one before, over the three queues
     for chain in 0..CHAINS {
@@ -225,7 +287,8 @@ fn chaos(url: &str, queues: [&str; 3], name: &str) {
             rt.block_on(client.batch_status(&id))
         );
         std::thread::sleep(Duration::from_millis(50));
-        if !called(&logs).is_empty() && chains_done(&logs) == CHAINS as usize {
+        let added = lines(&logs).iter().any(|l| l.starts_with("D "));
+        if !called(&logs).is_empty() && chains_done(&logs) == CHAINS as usize && added {
             done_at = Some(Instant::now());
             break;
         }
@@ -269,6 +332,26 @@ fn chaos(url: &str, queues: [&str; 3], name: &str) {
         .collect();
     assert_eq!(ran.len() as u32, JOBS, "every job ran");
     assert!(kills >= 3, "kills happened: {kills}");
+    // the splitters' batch: one callback, every job it counted succeeded,
+    // at least every splitter and the jobs each added once
+    let all = lines(&logs);
+    let added: Vec<&String> = all.iter().filter(|l| l.starts_with("D ")).collect();
+    assert_eq!(added.len(), 1, "one on_complete: {added:?}");
+    let s = rt.block_on(client.batch_status(&split)).unwrap().unwrap();
+    assert!(s.is_complete(), "{s:?}");
+    assert_eq!((s.succeeded, s.dead, s.cancelled), (s.total, 0, 0), "{s:?}");
+    assert!(s.total >= u64::from(SPLITTERS * (1 + ADDED)), "{s:?}");
+    assert_eq!(
+        *added[0],
+        format!("D {} {} 0 0", s.total, s.total),
+        "the callback's status"
+    );
+    let leaves: HashSet<&str> = all.iter().filter_map(|l| l.strip_prefix("L ")).collect();
+    assert_eq!(
+        leaves.len() as u32,
+        SPLITTERS * ADDED,
+        "every added job ran"
+    );
     // each step of each chain was enqueued once: one id, however often it ran
     let mut ids: std::collections::HashMap<(String, String), HashSet<String>> = Default::default();
     for l in lines(&logs) {
@@ -287,7 +370,8 @@ fn chaos(url: &str, queues: [&str; 3], name: &str) {
         "a step enqueued more than once: {twice:?}"
     );
     println!(
-        "batch chaos ({name}): {JOBS} jobs over 3 queues and {CHAINS} chains of flows in {:?} with {kills} SIGKILLs; one callback, each step enqueued once",
+        "batch chaos ({name}): {JOBS} jobs over 3 queues, {CHAINS} chains of flows and {SPLITTERS} jobs adding {ADDED} each ({} counted) in {:?} with {kills} SIGKILLs; one callback each, each step enqueued once",
+        s.total,
         done_at.unwrap() - started
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -428,6 +428,12 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn batch_cancel(&self, id: &redjob::ops::BatchId) -> redjob::Result<bool> {
         self.inner.batch_cancel(id).await
     }
+    async fn cancelled_batches(
+        &self,
+        since_ms: u64,
+    ) -> redjob::Result<Vec<(redjob::ops::BatchId, u64)>> {
+        self.inner.cancelled_batches(since_ms).await
+    }
     async fn cancel_job(&self, q: &str, id: &JobId, by: &str) -> redjob::Result<bool> {
         self.inner.cancel_job(q, id, by).await
     }

@@ -206,10 +206,12 @@ impl<'c> BatchBuilder<'c> {
 
     /// Opens the batch, sends its jobs (one round trip per queue, as
     /// [`Client::enqueue_batch`]) and seals it; returns its id. A batch whose
-    /// enqueue failed part way stays open (it never completes): its jobs
-    /// sent so far run, its callbacks never fire. Once the seal landed it
-    /// succeeds: a callback the seal made due and could not send here is
-    /// sent by a worker's sweep.
+    /// enqueue failed part way is cancelled, as well as the failure allows
+    /// ([`Client::cancel_batch`]): its jobs sent so far are cancelled when
+    /// fetched, and it never completes (it was not sealed), so its
+    /// callbacks never fire. Once the seal landed it succeeds: a callback
+    /// the seal made due and could not send here is sent by a worker's
+    /// sweep.
     pub async fn enqueue(self) -> Result<BatchId> {
         if self.client.inline.is_some() {
             return Err(Error::InvalidValue {
@@ -247,7 +249,7 @@ impl<'c> BatchBuilder<'c> {
                 members: jobs.len() as u64,
             })
             .await?;
-        let total = send_members(
+        let sent = send_members(
             self.client,
             id,
             jobs.into_iter()
@@ -255,8 +257,17 @@ impl<'c> BatchBuilder<'c> {
                 .map(|(i, (q, m))| (i as u64, q, m))
                 .collect(),
         )
-        .await?;
-        backend.batch_seal(&id, total).await?;
+        .await;
+        let sealed = match sent {
+            Ok(total) => backend.batch_seal(&id, total).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sealed {
+            // enqueued part way: cancelled, its jobs sent so far cancelled
+            // when fetched
+            super::flow::cancel_partial(self.client, &id).await;
+            return Err(e);
+        }
         Ok(id)
     }
 }

@@ -170,7 +170,10 @@ impl Client {
     /// Enqueues `flow`: its children now, its parent once they have all
     /// succeeded (see [`Flow`]); returns the parent's id, which
     /// [`wait_result`](Client::wait_result) and the inspection calls take.
-    /// A flow whose enqueue failed part way never runs its parent.
+    /// A flow whose enqueue failed part way never runs its parent: its
+    /// groups are cancelled, as well as the failure allows, so its parents
+    /// are recorded as cancelled and its jobs sent so far are cancelled
+    /// when fetched.
     pub async fn enqueue_flow(&self, flow: Flow) -> Result<JobId> {
         if self.inline.is_some() {
             return Err(Error::InvalidValue {
@@ -179,16 +182,26 @@ impl Client {
             });
         }
         check(&flow)?;
-        self.enqueue_node(flow, None).await
+        let mut opened = Vec::new();
+        let enqueued = self.enqueue_node(flow, None, &mut opened).await;
+        if enqueued.is_err() {
+            // a flow enqueued part way is cancelled, top group first: its
+            // parents are cancelled, the jobs sent so far when fetched
+            for group in &opened {
+                cancel_partial(self, group).await;
+            }
+        }
+        enqueued
     }
 
     /// Opens the group of `node`'s parent (its callbacks), sends its
     /// children (opening their own groups first), then seals it.
-    fn enqueue_node(
-        &self,
+    fn enqueue_node<'a>(
+        &'a self,
         node: Flow,
         member_of: Option<BatchRef>,
-    ) -> futures::future::BoxFuture<'_, Result<JobId>> {
+        opened: &'a mut Vec<BatchId>,
+    ) -> futures::future::BoxFuture<'a, Result<JobId>> {
         Box::pin(async move {
             let (queue, body, name) = node.parent?;
             let body = match &member_of {
@@ -215,6 +228,7 @@ impl Client {
                     members: node.children.len() as u64,
                 })
                 .await?;
+            opened.push(group);
             // found by id, and awaited, while its children run
             crate::contract::backend::creating(&self.backend, &queue, &self.queue_defaults, || {
                 self.backend.flow_wait(&queue, &parent, &group, &body)
@@ -248,6 +262,7 @@ impl Client {
                                 batch: group,
                                 index,
                             }),
+                            opened,
                         )
                         .await?;
                     }
@@ -283,5 +298,13 @@ fn clone_err(e: &Error) -> Error {
     Error::InvalidValue {
         what: "flow job",
         reason: e.to_string(),
+    }
+}
+
+/// Cancels group `id` of a flow or batch whose enqueue failed part way, as
+/// well as it can (the enqueue's own error is the one returned).
+pub(super) async fn cancel_partial(client: &Client, id: &BatchId) {
+    if let Err(e) = client.backend.batch_cancel(id).await {
+        tracing::warn!(batch = %id, error = %e, "cancelling a batch enqueued part way failed; its jobs sent so far run");
     }
 }

@@ -218,9 +218,11 @@ pub trait Backend: Clone + Send + Sync + 'static {
         spec: &crate::contract::batches::BatchSpec,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Seals batch `id` at `total` jobs, its enqueue done: it completes once
-    /// they have all finished (at once when they have), and its callbacks are
-    /// enqueued then. Fails with [`InvalidValue`](crate::Error::InvalidValue)
+    /// Seals batch `id`, its enqueue done: its total grows by the `total`
+    /// jobs its enqueuer sent (jobs its jobs added are counted already; a
+    /// second seal changes nothing). It completes once they have all
+    /// finished (at once when they have), and its callbacks are enqueued
+    /// then. Fails with [`InvalidValue`](crate::Error::InvalidValue)
     /// for an unknown batch.
     fn batch_seal(
         &self,
@@ -309,7 +311,10 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// [`InvalidValue`](crate::Error::InvalidValue) for a batch unknown,
     /// completed or cancelled (nothing added), or a job over its queue's
     /// maxsize: the call's jobs of that queue and priority are not added,
-    /// the others are.
+    /// the others are. Another error (a connection lost) may come after
+    /// the jobs were kept: they are sent all the same. Each message's body
+    /// and priority are taken; it is due after its queue's delay, and its
+    /// `when`, `unique` and `keyed` are ignored.
     fn batch_add(
         &self,
         id: &crate::contract::batches::BatchId,
@@ -323,6 +328,15 @@ pub trait Backend: Clone + Send + Sync + 'static {
         &self,
         id: &crate::contract::batches::BatchId,
     ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Batches cancelled at or after `since_ms` (Unix ms), with when, oldest
+    /// first: at most 1,000 (page on from the last one's time). A batch
+    /// stays listed a week after it was cancelled. Workers read it once a
+    /// second while they run batch jobs, to cancel a cancelled batch's jobs.
+    fn cancelled_batches(
+        &self,
+        since_ms: u64,
+    ) -> impl Future<Output = Result<Vec<(crate::contract::batches::BatchId, u64)>>> + Send;
 
     /// Cancels job `id` of `queue` as [`Inspect::cancel_by`] does (a worker
     /// cancels a cancelled batch's jobs so); returns whether it was there.
@@ -534,6 +548,7 @@ macro_rules! backend_methods {
             async fn batch_add(id: &$crate::contract::batches::BatchId, jobs: &[(String, $crate::contract::queues::SendMessage)]) -> $crate::Result<()>;
             async fn batch_cancel(id: &$crate::contract::batches::BatchId) -> $crate::Result<bool>;
             async fn cancel_job(queue: &str, id: &$crate::JobId, by: &str) -> $crate::Result<bool>;
+            async fn cancelled_batches(since_ms: u64) -> $crate::Result<Vec<($crate::contract::batches::BatchId, u64)>>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;

@@ -318,6 +318,17 @@ pub fn no_job(queue: &str, id: &JobId) -> Error {
     }
 }
 
+/// The first failure of a batch cancelled before any of its jobs failed.
+pub const CANCELLED: &str = "batch cancelled";
+
+/// Why a flow's parent failed, from its batch's status.
+pub fn failed_parent_why(s: &BatchStatus) -> String {
+    match s.first_failure.as_deref() {
+        Some(CANCELLED) => "its flow was cancelled".into(),
+        f => format!("a job it waits for failed: {}", f.unwrap_or("unknown")),
+    }
+}
+
 /// The error for jobs added to a batch that takes none any more.
 pub fn closed(id: &BatchId, why: &str) -> Error {
     Error::InvalidValue {

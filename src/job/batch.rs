@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::contract::batches::{BatchId, BatchStatus, MAX_ADD};
+use crate::contract::batches::{BatchId, MAX_ADD};
 use crate::contract::queues::{SendMessage, When, validate};
 use crate::job::{self, Job, JobContext};
 use crate::{Error, JobId, Result};
@@ -18,8 +18,8 @@ pub(crate) trait BatchOps: Send + Sync {
     fn results(&self, id: BatchId, from: u64, limit: usize) -> Results;
     /// Adds jobs to batch `id` while it runs.
     fn add(&self, id: BatchId, jobs: Vec<(String, SendMessage)>) -> BoxFuture<'static, Result<()>>;
-    /// How batch `id` stands.
-    fn status(&self, id: BatchId) -> BoxFuture<'static, Result<Option<BatchStatus>>>;
+    /// Batches cancelled since `since_ms`, with when.
+    fn cancelled(&self, since_ms: u64) -> BoxFuture<'static, Result<Vec<(BatchId, u64)>>>;
     /// Cancels job `id` of `queue` (its batch was cancelled).
     fn cancel_job(&self, queue: String, id: JobId, by: String) -> BoxFuture<'static, Result<bool>>;
 }

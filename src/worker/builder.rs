@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::subscriber::Starter;
 use super::{RetryPolicy, Shared, Worker};
 use crate::contract::backend::Backend;
-use crate::contract::batches::{BatchId, BatchStatus};
+use crate::contract::batches::BatchId;
 use crate::contract::leases::Retention;
 use crate::contract::queues::SendMessage;
 use crate::contract::queues::validate;
@@ -725,9 +725,9 @@ impl<B: Backend> crate::job::BatchOps for Through<B> {
         Box::pin(async move { b.batch_add(&id, &jobs).await })
     }
 
-    fn status(&self, id: BatchId) -> BoxFuture<'static, Result<Option<BatchStatus>>> {
+    fn cancelled(&self, since_ms: u64) -> BoxFuture<'static, Result<Vec<(BatchId, u64)>>> {
         let b = self.0.clone();
-        Box::pin(async move { b.batch_status(&id).await })
+        Box::pin(async move { b.cancelled_batches(since_ms).await })
     }
 
     fn cancel_job(&self, queue: String, id: JobId, by: String) -> BoxFuture<'static, Result<bool>> {

@@ -1,7 +1,6 @@
 //! Jobs of a cancelled batch: cancelled as they are fetched, not started.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -11,48 +10,59 @@ use crate::contract::batches::BatchId;
 use crate::contract::leases::Delivery;
 use crate::job::BatchAccess;
 
-/// How long a batch's state read here stands before it is read again.
+/// How long the list of cancelled batches read here stands.
 const FRESH: Duration = Duration::from_secs(1);
-/// Most batches remembered before the stale ones are forgotten.
-const REMEMBERED: usize = 1000;
+/// How far back of the latest cancel read each read goes (ms).
+const OVERLAP_MS: u64 = 60_000;
+/// Most pages of it read at once.
+const PAGES: usize = 10;
 
-/// One batch's state as last read: when, and whether it was cancelled.
-type Known = Arc<tokio::sync::Mutex<Option<(Instant, bool)>>>;
-
-/// Which batches were cancelled, as this worker last read them: each read
-/// at most once a second, however many of its jobs start (those starting
-/// while it is read wait for the read).
+/// The batches cancelled, as this worker last read them: read at most once
+/// a second (one command, however many batches its jobs belong to), and
+/// only while it starts batch jobs.
 #[derive(Default)]
-pub(crate) struct CancelledBatches(Mutex<HashMap<BatchId, Known>>);
+pub(crate) struct CancelledBatches(tokio::sync::Mutex<Known>);
+
+#[derive(Default)]
+struct Known {
+    read_at: Option<Instant>,
+    /// The latest cancel read (Unix ms): the next read goes on from it.
+    since: u64,
+    ids: HashSet<BatchId>,
+}
 
 impl CancelledBatches {
-    /// Whether batch `id` was cancelled: as last read when that was under a
-    /// second ago (or it said cancelled), else read now.
+    /// Whether batch `id` was cancelled, as last read (read again when that
+    /// was a second ago or more; jobs starting meanwhile wait for it).
     pub(crate) async fn is_cancelled(&self, id: BatchId, access: &BatchAccess) -> bool {
-        let now = Instant::now();
-        let known = {
-            let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            if all.len() >= REMEMBERED && !all.contains_key(&id) {
-                // forgotten: those no job holds (read again when needed)
-                all.retain(|_, k| Arc::strong_count(k) > 1);
+        let mut known = self.0.lock().await;
+        if known.read_at.is_none_or(|at| at.elapsed() >= FRESH) {
+            // a minute back: a cancel listed late (or by a machine whose
+            // clock is behind) is read all the same; later pages go on from
+            // the last one's latest
+            let mut from = known.since.saturating_sub(OVERLAP_MS);
+            for _ in 0..PAGES {
+                match access.0.cancelled(from).await {
+                    Ok(page) => {
+                        let full = page.len() >= 1000;
+                        for (b, at) in page {
+                            known.ids.insert(b);
+                            known.since = known.since.max(at);
+                            from = from.max(at);
+                        }
+                        if !full {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the cancelled batches failed; their jobs run until it works");
+                        break;
+                    }
+                }
             }
-            all.entry(id).or_default().clone()
-        };
-        let mut state = known.lock().await;
-        if let Some((at, said)) = *state
-            && (said || now.duration_since(at) < FRESH)
-        {
-            return said;
+            known.read_at = Some(Instant::now());
         }
-        let said = match access.0.status(id).await {
-            Ok(s) => s.is_some_and(|s| s.cancelled_at_ms.is_some()),
-            Err(e) => {
-                tracing::warn!(batch = %id, error = %e, "reading whether a batch was cancelled failed; its jobs run");
-                false
-            }
-        };
-        *state = Some((Instant::now(), said));
-        said
+        known.ids.contains(&id)
     }
 }
 

@@ -444,7 +444,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@batch_adds $setup, #[$attr],
             jobs_added_while_a_batch_runs_are_waited_for_counted_and_read,
             a_cancelled_batch_cancels_its_jobs_rather_than_start_them_and_takes_no_more,
-            jobs_an_adder_left_unsent_are_sent_by_a_sweep);
+            jobs_an_adder_left_unsent_are_sent_by_a_sweep,
+            an_enqueue_that_fails_part_way_cancels_its_batch_or_flow);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,

@@ -3,7 +3,9 @@
 
 use super::MemoryBackend;
 use super::state::{MemQueue, ms_score};
-use crate::contract::batches::{BatchId, BatchRef, MAX_ADD, closed, no_batch, with_batch};
+use crate::contract::batches::{
+    BatchId, BatchRef, CANCELLED, CallbackKind, MAX_ADD, closed, no_batch, with_batch,
+};
 use crate::contract::queues::{QueueOptions, SendMessage, validate};
 use crate::{Error, Result};
 
@@ -37,6 +39,15 @@ impl MemoryBackend {
             let start = b.next;
             b.next += jobs.len() as u64;
             b.status.total += jobs.len() as u64;
+            // each body naming its place, as sent
+            let bodies: Vec<Vec<u8>> = jobs
+                .iter()
+                .enumerate()
+                .map(|(i, (_, m))| {
+                    let index = start + i as u64;
+                    with_batch(&m.body, &BatchRef { batch: *id, index })
+                })
+                .collect();
             // grouped as on Redis: a queue and priority whose largest job
             // is over the queue's maxsize are refused together
             let mut refused = None;
@@ -49,20 +60,27 @@ impl MemoryBackend {
                 });
                 let largest = jobs
                     .iter()
-                    .filter(|(oq, om)| oq == queue && om.priority == msg.priority)
-                    .map(|(_, om)| om.body.len())
+                    .zip(&bodies)
+                    .filter(|((oq, om), _)| oq == queue && om.priority == msg.priority)
+                    .map(|(_, b)| b.len())
                     .max()
                     .unwrap_or(0);
-                if let Err(e) = q.check_size(largest) {
+                if q.check_size(largest).is_err() {
                     left += 1;
-                    refused.get_or_insert(e);
+                    refused.get_or_insert(Error::InvalidValue {
+                        what: "job added to a batch",
+                        reason: format!("its body exceeds queue {queue:?}'s maxsize"),
+                    });
                     continue;
                 }
-                let index = start + i as u64;
-                let body = with_batch(&msg.body, &BatchRef { batch: *id, index });
                 let job = st.ids.next(now_us, 1)[0];
                 let q = st.queues.get_mut(queue).expect("made above");
-                q.insert(job, body, ms_score(now + q.delay * 1000), msg.priority);
+                q.insert(
+                    job,
+                    bodies[i].clone(),
+                    ms_score(now + q.delay * 1000),
+                    msg.priority,
+                );
                 q.totalsent += 1;
                 sent.push(queue.clone());
             }
@@ -83,14 +101,46 @@ impl MemoryBackend {
     }
 
     pub(super) fn cancel_batch(&self, id: &BatchId) -> bool {
-        let now = self.clock.now_ms();
-        let mut st = self.lock_mut();
-        match st.live_batch(id, now) {
-            Some(b) if b.status.completed_ms.is_none() && b.status.cancelled_at_ms.is_none() => {
-                b.status.cancelled_at_ms = Some(now);
-                true
+        let now_us = self.clock.now_us();
+        let now = now_us / 1000;
+        let sent = {
+            let mut st = self.lock_mut();
+            let Some(b) = st.live_batch(id, now) else {
+                return false;
+            };
+            if b.status.completed_ms.is_some() || b.status.cancelled_at_ms.is_some() {
+                return false;
             }
-            _ => false,
+            b.status.cancelled_at_ms = Some(now);
+            // its first failure unless a job failed first: a flow's parent
+            // is failed (cancelled) at once
+            let due = if b.status.first_failure.is_none() {
+                b.status.first_failure = Some(CANCELLED.into());
+                b.callback(CallbackKind::Failed)
+            } else {
+                Vec::new()
+            };
+            let (mut sent, more) = st.enqueue_callbacks(id, due, now_us);
+            sent.extend(st.count_batches(more, now_us));
+            sent
+        };
+        for q in sent {
+            self.notify(&q);
         }
+        true
+    }
+
+    pub(super) fn cancelled_batches(&self, since_ms: u64) -> Vec<(BatchId, u64)> {
+        let now = self.clock.now_ms();
+        let st = self.lock();
+        let mut out: Vec<(BatchId, u64)> = st
+            .batches
+            .iter()
+            .filter_map(|(id, b)| Some((*id, b.status.cancelled_at_ms?)))
+            .filter(|(_, at)| *at >= since_ms && now.saturating_sub(*at) <= 7 * 24 * 3600 * 1000)
+            .collect();
+        out.sort_by_key(|(id, at)| (*at, *id));
+        out.truncate(1000);
+        out
     }
 }

@@ -116,7 +116,8 @@ impl State {
         }
         b.status.completed_ms = Some(now_us / 1000);
         let mut due = b.callback(CallbackKind::Complete);
-        if b.status.dead == 0 && b.status.cancelled == 0 {
+        // a cancelled batch never succeeds, though every job it ran did
+        if b.status.dead == 0 && b.status.cancelled == 0 && b.status.cancelled_at_ms.is_none() {
             due.extend(b.callback(CallbackKind::Success));
             due.extend(b.callback(CallbackKind::Parent));
         }
@@ -125,7 +126,7 @@ impl State {
 
     /// Sends the callbacks `due` of batch `id`, or fails a flow's parent;
     /// returns the queues sent to and the finishes a failed parent makes.
-    fn enqueue_callbacks(
+    pub(super) fn enqueue_callbacks(
         &mut self,
         id: &BatchId,
         due: Vec<Callback>,
@@ -147,10 +148,9 @@ impl State {
             // a flow's parent that can never be sent is failed instead (as
             // on Redis)
             let why = match (&oversized, cb.kind) {
-                (_, CallbackKind::Failed) => Some(format!(
-                    "a job it waits for failed: {}",
-                    status.first_failure.as_deref().unwrap_or("unknown")
-                )),
+                (_, CallbackKind::Failed) => {
+                    Some(crate::contract::batches::failed_parent_why(&status))
+                }
                 (Some(_), CallbackKind::Parent) => Some(format!(
                     "it cannot be enqueued: its body exceeds queue {:?}'s maxsize",
                     cb.queue
@@ -227,7 +227,7 @@ pub(super) fn cancelled(q: &mut MemQueue, queue: &str, id: JobId, body: &[u8]) -
 }
 
 impl MemBatch {
-    fn callback(&self, kind: CallbackKind) -> Vec<Callback> {
+    pub(super) fn callback(&self, kind: CallbackKind) -> Vec<Callback> {
         self.callbacks
             .iter()
             .filter(|c| c.kind == kind)

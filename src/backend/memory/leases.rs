@@ -132,6 +132,13 @@ impl Backend for MemoryBackend {
         Ok(self.cancel_batch(id))
     }
 
+    async fn cancelled_batches(
+        &self,
+        since_ms: u64,
+    ) -> Result<Vec<(crate::contract::batches::BatchId, u64)>> {
+        Ok(self.cancelled_batches(since_ms))
+    }
+
     async fn cancel_job(&self, queue: &str, id: &JobId, by: &str) -> Result<bool> {
         let c = crate::contract::inspect::Inspect::cancel_by(self, queue, id, by).await?;
         Ok(c != crate::contract::inspect::Cancelled::NotFound)

@@ -4,11 +4,14 @@
 //! batch's total (so it cannot complete before the added jobs finish), takes
 //! their indexes from its `next` and keeps the jobs in its `:adds` hash;
 //! then the adder sends them, one call per queue and priority, each with a
-//! once mark (`<batch>:a<first index>`) in its queue, and forgets them. A
-//! sweep mark recorded before the first step (`a<batch> <token>`) lets a
-//! worker's sweep send whatever an adder that stopped left kept: sending
-//! twice sends once. Jobs over their queue's maxsize can never be sent: they
-//! leave the batch's total, once per group however often that is tried.
+//! once mark (`<batch>:a<first index>`) in its queue, and forgets them (the
+//! marks aged to go an hour later). A sweep mark recorded before the first
+//! step (`a<batch> <token>`, the jobs kept under that token) lets a worker's
+//! sweep send whatever an adder that stopped left kept: sending twice sends
+//! once. The sweep drops the mark once it found the token's jobs (or an hour
+//! after the token's time), so an adder slow to keep them is not missed.
+//! Jobs over their queue's maxsize can never be sent: they leave the
+//! batch's total, once per group however often that is tried.
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts;
@@ -35,17 +38,22 @@ impl Rsmq {
                 reason: format!("{} in one call; at most {MAX_ADD}", jobs.len()),
             });
         }
-        for (q, _) in jobs {
+        for (q, m) in jobs {
             validate::queue_name(q)?;
+            validate::priority(m.priority)?;
         }
         // recorded first: should this caller stop before the jobs are sent,
         // a sweep sends them
-        let suffix = crate::id::random_suffix();
-        let mark = format!("{id} {}", String::from_utf8_lossy(&suffix));
+        let token = format!(
+            "{}.{}",
+            now_ms(),
+            String::from_utf8_lossy(&crate::id::random_suffix())
+        );
+        let mark = format!("{id} {token}");
         self.marks(&["a".into(), mark.clone()]).await?;
         let k = self.namespace().batch(id.as_str());
         let mut cmd = scripts::eval(&scripts::BATCH_ADD, &[&k.hash, &k.adds]);
-        cmd.arg(jobs.len()).arg(encode_added(jobs));
+        cmd.arg(jobs.len()).arg(encode_added(jobs)).arg(&token);
         let start =
             scripts::int(&scripts::run(&mut self.connection(), &scripts::BATCH_ADD, &cmd).await?)?;
         let sent = match start {
@@ -56,25 +64,32 @@ impl Rsmq {
                 id,
                 "it was opened by an older redjob and its enqueue has not finished",
             )),
-            s => self.send_added(id, s as u64, jobs).await,
+            s => {
+                self.send_added(id, &format!("{s} {token}"), s as u64, jobs)
+                    .await
+            }
         };
         match &sent {
             // a failed send leaves the jobs kept, and the mark for a sweep
             Err(e) if !matches!(e, Error::InvalidValue { .. }) => {}
+            // the jobs are sent (or refused): a mark left is a sweep's to drop
             _ => {
-                self.marks(&["z".into(), mark]).await?;
+                if let Err(e) = self.marks(&["z".into(), mark]).await {
+                    tracing::debug!(batch = %id, error = %e, "dropping an addition's sweep mark failed; a sweep drops it");
+                }
             }
         }
         sent
     }
 
-    /// Sends the jobs added to batch `id` from index `start` on, each group
-    /// once, then forgets them: a group over its queue's maxsize leaves the
-    /// batch's total instead (the first such error is returned once the
-    /// others are sent).
+    /// Sends the jobs added to batch `id` from index `start` on (kept as
+    /// `field`), each group once, then forgets them: a group over its
+    /// queue's maxsize leaves the batch's total instead (the first such
+    /// error is returned once the others are sent).
     async fn send_added(
         &self,
         id: &BatchId,
+        field: &str,
         start: u64,
         jobs: &[(String, SendMessage)],
     ) -> Result<()> {
@@ -91,76 +106,206 @@ impl Rsmq {
             }
         }
         let mut refused = None;
-        for (queue, priority, first, bodies) in groups {
+        for (queue, priority, first, bodies) in &groups {
             let mark = format!("{id}:a{first}");
             let refs: Vec<&[u8]> = bodies.iter().map(|b| &b[..]).collect();
             let sent =
-                crate::contract::backend::creating(self, &queue, &QueueOptions::default(), || {
-                    self.send_marked(&queue, &refs, priority, &mark, None)
+                crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
+                    self.send_marked(queue, &refs, *priority, &mark, None)
                 })
                 .await;
             match sent {
                 Ok(()) => {}
-                Err(e @ Error::InvalidValue { .. }) => {
-                    tracing::error!(batch = %id, queue, error = %e, "jobs added to a batch that cannot be sent leave it");
+                Err(Error::InvalidValue { reason, .. }) => {
+                    tracing::error!(batch = %id, queue, %reason, "jobs added to a batch that cannot be sent leave it");
                     let n = bodies.len().to_string();
                     if let Some(r) = self.batch_call(id, "u", &[n, first.to_string()]).await? {
                         self.fire(id, r).await?;
                     }
-                    refused.get_or_insert(e);
+                    refused.get_or_insert(Error::InvalidValue {
+                        what: "job added to a batch",
+                        reason,
+                    });
                 }
                 Err(e) => return Err(e),
             }
         }
+        // sent: what is left is tidying, which a failure does not undo
         let k = self.namespace().batch(id.as_str());
-        let _: i64 = redis::cmd("HDEL")
+        let forgot: redis::RedisResult<i64> = redis::cmd("HDEL")
             .arg(&k.adds)
-            .arg(start)
+            .arg(field)
             .query_async(&mut self.connection())
-            .await?;
+            .await;
+        if let Err(e) = forgot {
+            tracing::debug!(batch = %id, error = %e, "forgetting jobs added and sent failed; a sweep finds them sent");
+        }
+        // their once marks are needed only while they may be sent again:
+        // aged to go an hour from now (send.lua drops those over 7 days)
+        let aged = now_ms().saturating_sub(7 * 24 * 3600 * 1000 - 3600 * 1000);
+        for (queue, _, first, _) in &groups {
+            let (mut con, q) = self.parts(queue);
+            let r: redis::RedisResult<i64> = redis::cmd("ZADD")
+                .arg(&q.once)
+                .arg("XX")
+                .arg(aged)
+                .arg(format!("{id}:a{first}"))
+                .query_async(&mut con)
+                .await;
+            if let Err(e) = r {
+                tracing::debug!(batch = %id, queue, error = %e, "ageing an addition's once mark failed; it goes in 7 days");
+            }
+        }
         refused.map_or(Ok(()), Err)
     }
 
     /// Sends every addition to batch `id` still kept (its adder stopped
-    /// before it was sent, or is slow: sending twice sends once).
-    pub(super) async fn resend_added(&self, id: &BatchId) -> Result<()> {
+    /// before it was sent, or is slow: sending twice sends once); returns
+    /// whether the jobs kept under `token` were among them.
+    pub(super) async fn resend_added(&self, id: &BatchId, token: &str) -> Result<bool> {
         let k = self.namespace().batch(id.as_str());
         let mut cursor = 0u64;
+        let mut seen = false;
         loop {
-            let (next, pairs): (u64, Vec<(u64, Vec<u8>)>) = redis::cmd("HSCAN")
+            let (next, pairs): (u64, Vec<(String, Vec<u8>)>) = redis::cmd("HSCAN")
                 .arg(&k.adds)
                 .arg(cursor)
                 .arg("COUNT")
                 .arg(100)
                 .query_async(&mut self.connection())
                 .await?;
-            for (start, raw) in pairs {
-                match decode_added(&raw) {
-                    Some(jobs) => {
+            for (field, raw) in pairs {
+                let (start, of) = field.split_once(' ').unwrap_or((&field, ""));
+                seen |= of == token;
+                match (start.parse::<u64>(), decode_added(&raw)) {
+                    (Ok(start), Some(jobs)) => {
                         tracing::warn!(batch = %id, jobs = jobs.len(), "sending jobs added to a batch that their adder left unsent");
-                        match self.send_added(id, start, &jobs).await {
+                        match self.send_added(id, &field, start, &jobs).await {
                             Ok(()) | Err(Error::InvalidValue { .. }) => {}
                             Err(e) => return Err(e),
                         }
                     }
-                    None => {
-                        tracing::error!(batch = %id, start, "unreadable jobs added to a batch are dropped");
+                    _ => {
+                        // never written so: nothing can send it
+                        tracing::error!(batch = %id, field, "unreadable jobs added to a batch are dropped; the batch cannot complete");
+                        let _: i64 = redis::cmd("HDEL")
+                            .arg(&k.adds)
+                            .arg(&field)
+                            .query_async(&mut self.connection())
+                            .await?;
                     }
                 }
             }
             if next == 0 {
-                return Ok(());
+                return Ok(seen);
             }
             cursor = next;
         }
     }
 
-    pub(super) async fn cancel_batch(&self, id: &BatchId) -> Result<bool> {
-        Ok(self
-            .batch_call::<String>(id, "k", &[])
-            .await?
-            .is_some_and(|r| r.cancelled_now))
+    /// A sweep's turn at additions mark `raw` (`<batch id> <token>`): sends
+    /// what is kept, then drops the mark once its token's jobs were found
+    /// (or it is an hour old), else looks again 10 s later.
+    pub(super) async fn sweep_added(&self, raw: &str) {
+        let (id, token) = raw.split_once(' ').unwrap_or((raw, ""));
+        let Ok(id) = id.parse::<BatchId>() else {
+            let _ = self.marks(&["z".into(), raw.to_string()]).await;
+            return;
+        };
+        let made = token
+            .split('.')
+            .next()
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(0);
+        let done = match self.resend_added(&id, token).await {
+            Ok(seen) => seen || now_ms().saturating_sub(made) > 3600 * 1000,
+            Err(e) => {
+                tracing::warn!(batch = %id, error = %e, "sending jobs added to a batch failed; a sweep tries again");
+                false
+            }
+        };
+        let what = if done { "z" } else { "a" };
+        if let Err(e) = self.marks(&[what.into(), raw.to_string()]).await {
+            tracing::warn!(batch = %id, error = %e, "updating an addition's sweep mark failed");
+        }
     }
+
+    pub(super) async fn cancel_batch(&self, id: &BatchId) -> Result<bool> {
+        // recorded first: should the flow's parent the cancel makes due not
+        // be failed here, a sweep fails it
+        self.marks(&["d".into(), id.to_string()]).await?;
+        let Some(r) = self.batch_call::<String>(id, "k", &[]).await? else {
+            self.marks(&["y".into(), id.to_string()]).await?;
+            return Ok(false);
+        };
+        let now = r.cancelled_now;
+        let at = r
+            .status
+            .cancelled_at_ms
+            .filter(|_| r.status.completed_ms.is_none());
+        self.fire(id, r).await?;
+        self.marks(&["y".into(), id.to_string()]).await?;
+        // workers learn it here (again when a cancel is retried), scored by
+        // when it is listed: they read on from the last they saw
+        if at.is_some() {
+            let at = now_ms();
+            let key = self.namespace().cancelled_batches();
+            let mut con = self.connection();
+            let _: i64 = redis::cmd("ZADD")
+                .arg(&key)
+                .arg(at)
+                .arg(id.as_str())
+                .query_async(&mut con)
+                .await?;
+            // those over a week old go, a few at a time (commands a
+            // producer's ACL allows)
+            let old: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                .arg(&key)
+                .arg("-inf")
+                .arg(format!("({}", at.saturating_sub(WEEK_MS)))
+                .arg("LIMIT")
+                .arg(0)
+                .arg(100)
+                .query_async(&mut con)
+                .await?;
+            if !old.is_empty() {
+                let _: i64 = redis::cmd("ZREM")
+                    .arg(&key)
+                    .arg(&old)
+                    .query_async(&mut con)
+                    .await?;
+            }
+        }
+        Ok(now)
+    }
+
+    pub(super) async fn cancelled_batches(&self, since_ms: u64) -> Result<Vec<(BatchId, u64)>> {
+        let rows: Vec<(String, u64)> = redis::cmd("ZRANGEBYSCORE")
+            .arg(self.namespace().cancelled_batches())
+            .arg(since_ms)
+            .arg("+inf")
+            .arg("WITHSCORES")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(1000)
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(id, at)| Some((id.parse().ok()?, at)))
+            .collect())
+    }
+}
+
+/// How long a cancelled batch stays listed for workers.
+const WEEK_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// This machine's clock, Unix ms (for marks whose times need no more).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
 }
 
 /// Jobs added to a running batch, stored until they are sent (Redis keeps

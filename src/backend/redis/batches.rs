@@ -38,7 +38,7 @@ const STALE_MS: u64 = 5_000;
 /// batch.lua's reply: the status, the callbacks due, and whether this call
 /// cancelled the batch.
 pub(super) struct Reply {
-    status: BatchStatus,
+    pub(super) status: BatchStatus,
     due: Vec<Callback>,
     pub(super) cancelled_now: bool,
 }
@@ -128,10 +128,7 @@ impl Rsmq {
                 let mark = format!("{id}:{}", cb.kind.code());
                 let queue = &cb.queue;
                 let send = if cb.kind == CallbackKind::Failed {
-                    let why = format!(
-                        "a job it waits for failed: {}",
-                        r.status.first_failure.as_deref().unwrap_or("unknown")
-                    );
+                    let why = crate::contract::batches::failed_parent_why(&r.status);
                     // a cancelled flow's parent is cancelled
                     let mut cb = cb.clone();
                     cb.cancel |= r.status.cancelled_at_ms.is_some();
@@ -448,10 +445,7 @@ impl Rsmq {
                 }
                 self.marks(&["y".into(), raw.to_string()]).await?;
             } else if let Some(raw) = member.strip_prefix('a') {
-                if let Some(id) = raw.split(' ').next().and_then(|b| b.parse().ok()) {
-                    self.resend_added(&id).await?;
-                }
-                self.marks(&["z".into(), raw.to_string()]).await?;
+                self.sweep_added(raw).await;
             }
         }
         Ok(())

@@ -208,6 +208,15 @@ impl Namespace {
 
     /// `ns:@batches` (`ns:{@batches}` on a Cluster): a sorted set of every
     /// batch's id, scored by when it was opened (ms).
+    /// `ns:@cancelled`: batches cancelled in the last week, by when.
+    pub fn cancelled_batches(&self) -> String {
+        if self.cluster {
+            format!("{}{{@cancelled}}", self.prefix)
+        } else {
+            format!("{}@cancelled", self.prefix)
+        }
+    }
+
     pub fn batches(&self) -> String {
         if self.cluster {
             format!("{}{{@batches}}", self.prefix)

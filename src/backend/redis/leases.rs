@@ -203,6 +203,13 @@ impl Backend for RedisBackend {
         self.rsmq.cancel_batch(id).await
     }
 
+    async fn cancelled_batches(
+        &self,
+        since_ms: u64,
+    ) -> Result<Vec<(crate::contract::batches::BatchId, u64)>> {
+        self.rsmq.cancelled_batches(since_ms).await
+    }
+
     async fn cancel_job(&self, queue: &str, id: &JobId, by: &str) -> Result<bool> {
         let c = crate::contract::inspect::Inspect::cancel_by(self, queue, id, by).await?;
         Ok(c != crate::contract::inspect::Cancelled::NotFound)

@@ -28,7 +28,9 @@
 --          enqueuer (added to those added while it ran); "f" callbacks
 --          sent: ARGV[3..] their kinds; "u" ARGV[3] jobs added that could
 --          not be sent (the group from index ARGV[4], once) leave its total;
---          "k" cancel; "r" read only; "q" read, with the callbacks due
+--          "k" cancel (its "why" "batch cancelled" unless a job failed
+--          first, a flow's failed parent due); "r" read only; "q" read, with
+--          the callbacks due
 -- ARGV[2]  how long a completed batch is kept (ms)
 -- Returns {} when the batch does not exist; else {total, succeeded, dead,
 --         cancelled, sealed, created, completed or "", description or "", why
@@ -85,9 +87,10 @@ if what == "a" then
     redis.call("HSET", h, "due:x", "1")
   end
 elseif what == "s" then
-  if redis.call("HGET", h, "sealed") ~= "1" then
-    redis.call("HINCRBY", h, "total", ARGV[3])
-    redis.call("HSET", h, "sealed", "1")
+  -- no HINCRBY: a producer's ACL need not allow it
+  local v = redis.call("HMGET", h, "sealed", "total")
+  if v[1] ~= "1" then
+    redis.call("HSET", h, "total", (tonumber(v[2]) or 0) + tonumber(ARGV[3]), "sealed", "1")
   end
 elseif what == "u" then
   if redis.call("HSETNX", h, "u" .. ARGV[4], "1") == 1 then
@@ -98,6 +101,11 @@ elseif what == "k" then
   if not v[1] and not v[2] then
     redis.call("HSET", h, "cancelled_at", string.format("%.0f", clock()))
     changed = "1"
+    -- its first failure, unless a job failed first: a flow's parent is
+    -- failed (cancelled) at once
+    if redis.call("HSETNX", h, "why", "batch cancelled") == 1 and redis.call("HEXISTS", h, "cb:x") == 1 then
+      redis.call("HSET", h, "due:x", "1")
+    end
   end
 elseif what == "f" then
   for i = 3, #ARGV do redis.call("HDEL", h, "due:" .. ARGV[i]) end
@@ -108,7 +116,8 @@ local finished = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4])
 if what ~= "r" and not v[7] and v[5] == "1" and finished >= (tonumber(v[1]) or 0) then
   v[7] = string.format("%.0f", clock())
   local set = {"completed", v[7]}
-  local clean = tonumber(v[3]) == 0 and tonumber(v[4]) == 0
+  -- a cancelled batch never succeeds, though every job it ran did
+  local clean = tonumber(v[3]) == 0 and tonumber(v[4]) == 0 and not v[18]
   for j, due in ipairs({v[10] and "c", clean and v[11] and "s", clean and v[12] and "p"}) do
     if due then
       set[#set + 1] = "due:" .. due; set[#set + 1] = "1"

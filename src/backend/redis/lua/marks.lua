@@ -11,13 +11,16 @@
 --   it once they are sent.
 -- - "a<batch id> <token>": jobs added to a batch that their adder may not
 --   have sent, the sweep's 10 s after it was recorded (before they were
---   kept); their adder drops it once they are sent.
+--   kept under the token, see batch_add.lua); their adder drops it once
+--   they are sent, a sweep once it sent them (or an hour after the token's
+--   time, when they were never kept), else it looks again 10 s later.
 -- KEYS[1]  ns:{@workers}:bmarks
 -- ARGV[1]  "m": mark queue ARGV[2] until ARGV[3] ms from now (a later mark
 --          stands); "s": list up to 100 members due; "x": drop queue
 --          ARGV[2]'s mark if it is still ARGV[3]; "d": record batch ARGV[2];
 --          "y": drop batch ARGV[2]; "a": record additions ARGV[2]
---          ("<batch id> <token>"); "z": drop them
+--          ("<batch id> <token>", the token "<ms>.<random>"), due in 10 s;
+--          "z": drop them
 -- Returns  s: {member, score, member, score, ...}; otherwise 1
 local now = clock()
 local what = ARGV[1]

@@ -32,13 +32,14 @@
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
   "redjob:handoff")
-local refused, qdelay, now, us, prefix = send_start(attrs)
-if refused then return refused end
 local nargs = #ARGV
 if KEYS[5] then
+  -- sent already: nothing to check (the queue's maxsize may have changed)
   if redis.call("ZSCORE", KEYS[5], ARGV[nargs]) then return {0} end
   nargs = nargs - 1
 end
+local refused, qdelay, now, us, prefix = send_start(attrs)
+if refused then return refused end
 local n = (nargs - 4) / 3
 local scores = {}
 local zargs, hargs = {}, {}
