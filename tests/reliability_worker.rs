@@ -430,9 +430,9 @@ impl<B: Backend> Backend for Faulty<B> {
     }
     async fn cancelled_batches(
         &self,
-        since_ms: u64,
+        after: u64,
     ) -> redjob::Result<Vec<(redjob::ops::BatchId, u64)>> {
-        self.inner.cancelled_batches(since_ms).await
+        self.inner.cancelled_batches(after).await
     }
     async fn cancel_job(&self, q: &str, id: &JobId, by: &str) -> redjob::Result<bool> {
         self.inner.cancel_job(q, id, by).await

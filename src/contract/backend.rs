@@ -329,13 +329,16 @@ pub trait Backend: Clone + Send + Sync + 'static {
         id: &crate::contract::batches::BatchId,
     ) -> impl Future<Output = Result<bool>> + Send;
 
-    /// Batches cancelled at or after `since_ms` (Unix ms), with when, oldest
-    /// first: at most 1,000 (page on from the last one's time). A batch
-    /// stays listed a week after it was cancelled. Workers read it once a
-    /// second while they run batch jobs, to cancel a cancelled batch's jobs.
+    /// Batches cancelled, listed after `after` (a score this returned, 0
+    /// for all), each with its score, in the order they were listed: at
+    /// most 1,000 (page on from the last one's score). Scores grow with
+    /// each batch listed (about its time, Unix ms), so reading on from the
+    /// last one seen misses none. A batch stays listed a week. Workers read
+    /// it once a second while they run batch jobs, to cancel a cancelled
+    /// batch's jobs.
     fn cancelled_batches(
         &self,
-        since_ms: u64,
+        after: u64,
     ) -> impl Future<Output = Result<Vec<(crate::contract::batches::BatchId, u64)>>> + Send;
 
     /// Cancels job `id` of `queue` as [`Inspect::cancel_by`] does (a worker
@@ -548,7 +551,7 @@ macro_rules! backend_methods {
             async fn batch_add(id: &$crate::contract::batches::BatchId, jobs: &[(String, $crate::contract::queues::SendMessage)]) -> $crate::Result<()>;
             async fn batch_cancel(id: &$crate::contract::batches::BatchId) -> $crate::Result<bool>;
             async fn cancel_job(queue: &str, id: &$crate::JobId, by: &str) -> $crate::Result<bool>;
-            async fn cancelled_batches(since_ms: u64) -> $crate::Result<Vec<($crate::contract::batches::BatchId, u64)>>;
+            async fn cancelled_batches(after: u64) -> $crate::Result<Vec<($crate::contract::batches::BatchId, u64)>>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;

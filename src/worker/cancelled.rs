@@ -1,6 +1,6 @@
 //! Jobs of a cancelled batch: cancelled as they are fetched, not started.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -12,23 +12,25 @@ use crate::job::BatchAccess;
 
 /// How long the list of cancelled batches read here stands.
 const FRESH: Duration = Duration::from_secs(1);
-/// How far back of the latest cancel read each read goes (ms).
-const OVERLAP_MS: u64 = 60_000;
-/// Most pages of it read at once.
+/// Most pages of it read at once (the rest a second later).
 const PAGES: usize = 10;
+/// How long a cancelled batch is remembered here (the list keeps a week).
+const WEEK_MS: u64 = 7 * 24 * 3600 * 1000;
 
 /// The batches cancelled, as this worker last read them: read at most once
 /// a second (one command, however many batches its jobs belong to), and
-/// only while it starts batch jobs.
+/// only while it starts batch jobs. Each read goes on from the last score
+/// seen: the list's scores grow with each batch listed, so none is missed.
 #[derive(Default)]
 pub(crate) struct CancelledBatches(tokio::sync::Mutex<Known>);
 
 #[derive(Default)]
 struct Known {
     read_at: Option<Instant>,
-    /// The latest cancel read (Unix ms): the next read goes on from it.
-    since: u64,
-    ids: HashSet<BatchId>,
+    /// The last score read.
+    after: u64,
+    /// Each batch read, with its score.
+    ids: HashMap<BatchId, u64>,
 }
 
 impl CancelledBatches {
@@ -37,18 +39,13 @@ impl CancelledBatches {
     pub(crate) async fn is_cancelled(&self, id: BatchId, access: &BatchAccess) -> bool {
         let mut known = self.0.lock().await;
         if known.read_at.is_none_or(|at| at.elapsed() >= FRESH) {
-            // a minute back: a cancel listed late (or by a machine whose
-            // clock is behind) is read all the same; later pages go on from
-            // the last one's latest
-            let mut from = known.since.saturating_sub(OVERLAP_MS);
             for _ in 0..PAGES {
-                match access.0.cancelled(from).await {
+                match access.0.cancelled(known.after).await {
                     Ok(page) => {
                         let full = page.len() >= 1000;
-                        for (b, at) in page {
-                            known.ids.insert(b);
-                            known.since = known.since.max(at);
-                            from = from.max(at);
+                        for (b, score) in page {
+                            known.ids.insert(b, score);
+                            known.after = known.after.max(score);
                         }
                         if !full {
                             break;
@@ -60,9 +57,11 @@ impl CancelledBatches {
                     }
                 }
             }
+            let oldest = known.after.saturating_sub(WEEK_MS);
+            known.ids.retain(|_, score| *score >= oldest);
             known.read_at = Some(Instant::now());
         }
-        known.ids.contains(&id)
+        known.ids.contains_key(&id)
     }
 }
 

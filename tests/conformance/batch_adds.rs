@@ -323,7 +323,9 @@ pub async fn a_cancelled_batch_cancels_its_jobs_rather_than_start_them_and_takes
         "{status:?}"
     );
     // the complete callback ran, the cancelled batch's success one did not
+    // (nor waits to)
     tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(env.client.peek("adds_cb", 10).await.unwrap().is_empty());
     let callbacks = seen.callbacks.lock().unwrap().clone();
     assert_eq!(callbacks.len(), 1, "{callbacks:?}");
     assert_eq!(
@@ -353,6 +355,19 @@ pub async fn a_cancelled_batch_cancels_its_jobs_rather_than_start_them_and_takes
         errors.len() == 1 && errors[0].contains("cancelled"),
         "{errors:?}"
     );
+    // workers read the cancelled batches in the order they were listed,
+    // each read going on from the last score seen
+    let listed = env.client.backend().cancelled_batches(0).await.unwrap();
+    let ids: Vec<BatchId> = listed.iter().map(|(b, _)| *b).collect();
+    assert_eq!(ids, [id, group, gated], "{listed:?}");
+    assert!(listed.windows(2).all(|w| w[0].1 < w[1].1), "{listed:?}");
+    let after = env
+        .client
+        .backend()
+        .cancelled_batches(listed[1].1)
+        .await
+        .unwrap();
+    assert_eq!(after, listed[2..]);
 }
 
 /// On Redis, jobs added by an adder that stopped before it sent them are
@@ -372,6 +387,29 @@ pub async fn jobs_an_adder_left_unsent_are_sent_by_a_sweep(env: &Env) {
         return;
     }
     let mut raw = env.raw().await;
+    // a mark whose adder has not kept its jobs yet (a minute ago): a sweep
+    // leaves it for a later one
+    let marks = format!("{}:{{@workers}}:bmarks", env.namespace());
+    let slow = format!("a{gated} {}.x", env.clock_ms().await - 60_000);
+    let _: () = redis::cmd("ZADD")
+        .arg(&marks)
+        .arg(env.clock_ms().await - 31_000)
+        .arg(&slow)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    env.client.backend().batch_sweep().await.unwrap();
+    let left: Option<u64> = redis::cmd("ZSCORE")
+        .arg(&marks)
+        .arg(&slow)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let now = env.clock_ms().await;
+    assert!(
+        left.is_some_and(|s| s > now),
+        "looked at again later: {left:?}"
+    );
     let body = redjob::job::encode(&page("left", 0, 0)).unwrap();
     let mut kept = format!("adds_a 0 {}\n", body.len()).into_bytes();
     kept.extend_from_slice(&body);
@@ -387,41 +425,16 @@ pub async fn jobs_an_adder_left_unsent_are_sent_by_a_sweep(env: &Env) {
         .arg("total")
         .arg(1)
         .ignore()
-        .cmd("HSET")
-        .arg(format!("{hash}:adds"))
-        .arg("1 lost")
-        .arg(&kept)
-        .ignore()
         .query_async(&mut raw)
         .await
         .unwrap();
-    // the sweep's mark, in a slot of its own on a Cluster
-    let _: () = redis::cmd("ZADD")
-        .arg(format!("{}:{{@workers}}:bmarks", env.namespace()))
-        .arg(env.clock_ms().await - 31_000)
-        .arg(format!("a{gated} lost"))
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    keep_lost(env, &mut raw, &gated, &kept).await;
     env.client.backend().batch_sweep().await.unwrap();
     let queued = env.client.peek("adds_a", 10).await.unwrap();
     assert_eq!(queued.len(), 2, "the Try and the page left: {queued:?}");
     // kept again, as a slow adder's would be after the sweep sent them:
     // sent once all the same
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{hash}:adds"))
-        .arg("1 lost")
-        .arg(&kept)
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("ZADD")
-        .arg(format!("{}:{{@workers}}:bmarks", env.namespace()))
-        .arg(env.clock_ms().await - 31_000)
-        .arg(format!("a{gated} lost"))
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    keep_lost(env, &mut raw, &gated, &kept).await;
     env.client.backend().batch_sweep().await.unwrap();
     let queued = env.client.peek("adds_a", 10).await.unwrap();
     assert_eq!(queued.len(), 2, "sent once: {queued:?}");
@@ -491,6 +504,7 @@ pub async fn an_enqueue_that_fails_part_way_cancels_its_batch_or_flow(env: &Env)
         Some(redjob::inspect::Finish::Cancelled)
     );
     // the job the batch sent is cancelled when fetched, not run
+    assert_eq!(env.client.peek("adds_a", 10).await.unwrap().len(), 1);
     let running = start_serving(worker(env, &seen)).await;
     assert!(
         wait_for(Duration::from_secs(20), || async {
@@ -500,4 +514,24 @@ pub async fn an_enqueue_that_fails_part_way_cancels_its_batch_or_flow(env: &Env)
     );
     running.stop().await;
     assert!(seen.ran.lock().unwrap().is_empty(), "nothing ran");
+}
+
+/// Keeps `kept` as jobs added to batch `id` at index 1 by an adder that
+/// stopped ("lost"), with its sweep mark due.
+async fn keep_lost(env: &Env, raw: &mut redjob::connection::Connection, id: &BatchId, kept: &[u8]) {
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:adds", env.batch_key(id.as_str())))
+        .arg("1 lost")
+        .arg(kept)
+        .query_async(raw)
+        .await
+        .unwrap();
+    // the sweep's mark, in a slot of its own on a Cluster
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{}:{{@workers}}:bmarks", env.namespace()))
+        .arg(env.clock_ms().await - 31_000)
+        .arg(format!("a{id} lost"))
+        .query_async(raw)
+        .await
+        .unwrap();
 }

@@ -4,7 +4,7 @@
 use super::MemoryBackend;
 use super::state::{MemQueue, ms_score};
 use crate::contract::batches::{
-    BatchId, BatchRef, CANCELLED, CallbackKind, MAX_ADD, closed, no_batch, with_batch,
+    BatchId, BatchRef, CANCELLED, CallbackKind, closed, no_batch, with_batch,
 };
 use crate::contract::queues::{QueueOptions, SendMessage, validate};
 use crate::{Error, Result};
@@ -14,16 +14,7 @@ impl MemoryBackend {
         if jobs.is_empty() {
             return Ok(());
         }
-        if jobs.len() > MAX_ADD {
-            return Err(Error::InvalidValue {
-                what: "jobs added to a batch",
-                reason: format!("{} in one call; at most {MAX_ADD}", jobs.len()),
-            });
-        }
-        for (q, m) in jobs {
-            validate::queue_name(q)?;
-            validate::priority(m.priority)?;
-        }
+        validate::added_jobs(jobs)?;
         let now_us = self.clock.now_us();
         let now = now_us / 1000;
         let (refused, sent) = {
@@ -112,6 +103,14 @@ impl MemoryBackend {
                 return false;
             }
             b.status.cancelled_at_ms = Some(now);
+            // listed for workers, as cancel_list.lua does
+            let score = st.cancel_list.last().map_or(now, |(s, _)| now.max(s + 1));
+            st.cancel_list
+                .retain(|(s, _)| now.saturating_sub(*s) <= WEEK_MS);
+            st.cancel_list.push((score, *id));
+            let Some(b) = st.batches.get_mut(id) else {
+                return false;
+            };
             // its first failure unless a job failed first: a flow's parent
             // is failed (cancelled) at once
             let due = if b.status.first_failure.is_none() {
@@ -130,17 +129,16 @@ impl MemoryBackend {
         true
     }
 
-    pub(super) fn cancelled_batches(&self, since_ms: u64) -> Vec<(BatchId, u64)> {
-        let now = self.clock.now_ms();
+    pub(super) fn cancelled_batches(&self, after: u64) -> Vec<(BatchId, u64)> {
         let st = self.lock();
-        let mut out: Vec<(BatchId, u64)> = st
-            .batches
+        st.cancel_list
             .iter()
-            .filter_map(|(id, b)| Some((*id, b.status.cancelled_at_ms?)))
-            .filter(|(_, at)| *at >= since_ms && now.saturating_sub(*at) <= 7 * 24 * 3600 * 1000)
-            .collect();
-        out.sort_by_key(|(id, at)| (*at, *id));
-        out.truncate(1000);
-        out
+            .filter(|(s, _)| *s > after)
+            .take(1000)
+            .map(|(s, id)| (*id, *s))
+            .collect()
     }
 }
+
+/// How long a cancelled batch stays listed for workers.
+const WEEK_MS: u64 = 7 * 24 * 3600 * 1000;

@@ -93,7 +93,7 @@ impl State {
         let expired = self
             .batches
             .get(id)
-            .and_then(|b| b.status.completed_ms)
+            .and_then(|b| b.ends_at())
             .is_some_and(|at| now >= at.saturating_add(KEEP_MS));
         if expired {
             self.batches.remove(id);
@@ -227,6 +227,13 @@ pub(super) fn cancelled(q: &mut MemQueue, queue: &str, id: JobId, body: &[u8]) -
 }
 
 impl MemBatch {
+    /// When its retention starts: it completed, or it was cancelled before
+    /// it was sealed (it never completes).
+    fn ends_at(&self) -> Option<u64> {
+        let s = &self.status;
+        s.completed_ms.or(s.cancelled_at_ms.filter(|_| !s.sealed))
+    }
+
     pub(super) fn callback(&self, kind: CallbackKind) -> Vec<Callback> {
         self.callbacks
             .iter()
@@ -369,8 +376,7 @@ impl MemoryBackend {
             .batches
             .iter()
             .filter(|(_, b)| {
-                b.status
-                    .completed_ms
+                b.ends_at()
                     .is_some_and(|at| now >= at.saturating_add(KEEP_MS))
             })
             .map(|(id, _)| *id)

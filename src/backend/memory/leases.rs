@@ -134,9 +134,9 @@ impl Backend for MemoryBackend {
 
     async fn cancelled_batches(
         &self,
-        since_ms: u64,
+        after: u64,
     ) -> Result<Vec<(crate::contract::batches::BatchId, u64)>> {
-        Ok(self.cancelled_batches(since_ms))
+        Ok(self.cancelled_batches(after))
     }
 
     async fn cancel_job(&self, queue: &str, id: &JobId, by: &str) -> Result<bool> {

@@ -500,6 +500,9 @@ pub(super) struct State {
     pub serves: HashMap<String, Vec<u8>>,
     /// Every batch (see batches.rs).
     pub batches: super::batches::Batches,
+    /// The batches cancelled, by the score they were listed with (strictly
+    /// increasing), as `ns:@cancelled` on Redis.
+    pub cancel_list: Vec<(u64, crate::contract::batches::BatchId)>,
 }
 
 /// Hands out message ids; remembers the largest, by any queue's send.

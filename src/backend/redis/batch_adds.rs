@@ -15,7 +15,7 @@
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts;
-use crate::contract::batches::{BatchId, BatchRef, MAX_ADD, closed, no_batch, with_batch};
+use crate::contract::batches::{BatchId, BatchRef, closed, no_batch, with_batch};
 use crate::contract::queues::{QueueOptions, SendMessage, validate};
 use crate::{Error, Result};
 
@@ -32,16 +32,7 @@ impl Rsmq {
         if jobs.is_empty() {
             return Ok(());
         }
-        if jobs.len() > MAX_ADD {
-            return Err(Error::InvalidValue {
-                what: "jobs added to a batch",
-                reason: format!("{} in one call; at most {MAX_ADD}", jobs.len()),
-            });
-        }
-        for (q, m) in jobs {
-            validate::queue_name(q)?;
-            validate::priority(m.priority)?;
-        }
+        validate::added_jobs(jobs)?;
         // recorded first: should this caller stop before the jobs are sent,
         // a sweep sends them
         let token = format!(
@@ -139,6 +130,7 @@ impl Rsmq {
             .await;
         if let Err(e) = forgot {
             tracing::debug!(batch = %id, error = %e, "forgetting jobs added and sent failed; a sweep finds them sent");
+            return refused.map_or(Ok(()), Err);
         }
         // their once marks are needed only while they may be sent again:
         // aged to go an hour from now (send.lua drops those over 7 days)
@@ -232,57 +224,41 @@ impl Rsmq {
 
     pub(super) async fn cancel_batch(&self, id: &BatchId) -> Result<bool> {
         // recorded first: should the flow's parent the cancel makes due not
-        // be failed here, a sweep fails it
+        // be failed here, a sweep fails it (and lists the batch)
         self.marks(&["d".into(), id.to_string()]).await?;
         let Some(r) = self.batch_call::<String>(id, "k", &[]).await? else {
             self.marks(&["y".into(), id.to_string()]).await?;
             return Ok(false);
         };
         let now = r.cancelled_now;
-        let at = r
-            .status
-            .cancelled_at_ms
-            .filter(|_| r.status.completed_ms.is_none());
-        self.fire(id, r).await?;
-        self.marks(&["y".into(), id.to_string()]).await?;
-        // workers learn it here (again when a cancel is retried), scored by
-        // when it is listed: they read on from the last they saw
-        if at.is_some() {
-            let at = now_ms();
-            let key = self.namespace().cancelled_batches();
-            let mut con = self.connection();
-            let _: i64 = redis::cmd("ZADD")
-                .arg(&key)
-                .arg(at)
-                .arg(id.as_str())
-                .query_async(&mut con)
-                .await?;
-            // those over a week old go, a few at a time (commands a
-            // producer's ACL allows)
-            let old: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-                .arg(&key)
-                .arg("-inf")
-                .arg(format!("({}", at.saturating_sub(WEEK_MS)))
-                .arg("LIMIT")
-                .arg(0)
-                .arg(100)
-                .query_async(&mut con)
-                .await?;
-            if !old.is_empty() {
-                let _: i64 = redis::cmd("ZREM")
-                    .arg(&key)
-                    .arg(&old)
-                    .query_async(&mut con)
-                    .await?;
+        // workers learn it first (again when a cancel is retried)
+        if r.status.cancelled_at_ms.is_some() && r.status.completed_ms.is_none() {
+            self.list_cancelled(id).await?;
+        }
+        match self.fire(id, r).await {
+            Ok(()) => {
+                self.marks(&["y".into(), id.to_string()]).await?;
+            }
+            Err(e) => {
+                tracing::warn!(batch = %id, error = %e, "failing a cancelled flow's parent failed; a worker's sweep does it");
             }
         }
         Ok(now)
     }
 
-    pub(super) async fn cancelled_batches(&self, since_ms: u64) -> Result<Vec<(BatchId, u64)>> {
+    /// Lists batch `id` as cancelled for workers (`cancel_list.lua`).
+    pub(super) async fn list_cancelled(&self, id: &BatchId) -> Result<()> {
+        let key = self.namespace().cancelled_batches();
+        let mut cmd = scripts::eval(&scripts::CANCEL_LIST, &[&key]);
+        cmd.arg(id.as_str());
+        scripts::run(&mut self.connection(), &scripts::CANCEL_LIST, &cmd).await?;
+        Ok(())
+    }
+
+    pub(super) async fn cancelled_batches(&self, after: u64) -> Result<Vec<(BatchId, u64)>> {
         let rows: Vec<(String, u64)> = redis::cmd("ZRANGEBYSCORE")
             .arg(self.namespace().cancelled_batches())
-            .arg(since_ms)
+            .arg(format!("({after}"))
             .arg("+inf")
             .arg("WITHSCORES")
             .arg("LIMIT")
@@ -296,9 +272,6 @@ impl Rsmq {
             .collect())
     }
 }
-
-/// How long a cancelled batch stays listed for workers.
-const WEEK_MS: u64 = 7 * 24 * 3600 * 1000;
 
 /// This machine's clock, Unix ms (for marks whose times need no more).
 fn now_ms() -> u64 {

@@ -441,6 +441,10 @@ impl Rsmq {
                 if let Ok(id) = raw.parse::<BatchId>()
                     && let Some(r) = self.batch_call::<String>(&id, "q", &[]).await?
                 {
+                    // a cancel whose canceller stopped before it listed it
+                    if r.status.cancelled_at_ms.is_some() && r.status.completed_ms.is_none() {
+                        self.list_cancelled(&id).await?;
+                    }
                     self.fire(&id, r).await?;
                 }
                 self.marks(&["y".into(), raw.to_string()]).await?;

@@ -205,9 +205,9 @@ impl Backend for RedisBackend {
 
     async fn cancelled_batches(
         &self,
-        since_ms: u64,
+        after: u64,
     ) -> Result<Vec<(crate::contract::batches::BatchId, u64)>> {
-        self.rsmq.cancelled_batches(since_ms).await
+        self.rsmq.cancelled_batches(after).await
     }
 
     async fn cancel_job(&self, queue: &str, id: &JobId, by: &str) -> Result<bool> {

@@ -47,6 +47,7 @@ scripts! {
     BATCH_OPEN => "batch_open.lua",
     BATCH => "batch.lua",
     BATCH_ADD => "batch_add.lua",
+    CANCEL_LIST => "cancel_list.lua",
     BOUT => "bout.lua",
     FLOW_FAIL => "flow_fail.lua",
     FLOW_WAIT => "flow_wait.lua",

@@ -170,6 +170,24 @@ pub(crate) fn maxsize(v: i64) -> Result<()> {
     }
 }
 
+/// Jobs to add to a running batch, each its queue and message: at most
+/// `MAX_ADD` in one call, each queue
+/// name and priority valid.
+pub(crate) fn added_jobs(jobs: &[(String, crate::contract::queues::SendMessage)]) -> Result<()> {
+    let most = crate::contract::batches::MAX_ADD;
+    if jobs.len() > most {
+        return Err(Error::InvalidValue {
+            what: "jobs added to a batch",
+            reason: format!("{} in one call; at most {most}", jobs.len()),
+        });
+    }
+    for (q, m) in jobs {
+        queue_name(q)?;
+        priority(m.priority)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
