@@ -593,3 +593,65 @@ pub async fn purged_jobs_count_as_cancelled_in_their_batches_and_flows(env: &Env
     assert_eq!((s.total, s.cancelled), (2, 2), "{s:?}");
     assert!(s.is_complete());
 }
+
+pub async fn many_flows_wait_for_one_job_and_all_run_once_it_succeeds(env: &Env) {
+    let c = &env.client;
+    let seen = Arc::new(Seen::default());
+    let pending = c.enqueue(&child(5)).await.unwrap();
+    let mut parents = Vec::new();
+    for n in 0..40 {
+        let flow = Flow::new(&Parent { n: 100 + n }).after("flows_a", &pending);
+        parents.push(c.enqueue_flow(flow).await.unwrap());
+        if n == 19 && env.is_redis() {
+            // the first twenty as a release before this one kept them: the
+            // job's list itself (read, and appended to, as it is)
+            let mut raw = env.raw().await;
+            let key = env.key("flows_a", ":deps");
+            let fields: Vec<(String, String)> = redis::cmd("HGETALL")
+                .arg(&key)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            let mut list: Vec<(u32, String)> = fields
+                .iter()
+                .filter_map(|(f, v)| Some((f.split_once(':')?.1.parse().ok()?, v.clone())))
+                .collect();
+            assert_eq!(list.len(), 20, "one field each: {fields:?}");
+            list.sort();
+            let old: Vec<String> = list.into_iter().map(|(_, v)| v).collect();
+            let _: () = redis::cmd("DEL")
+                .arg(&key)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            let _: () = redis::cmd("HSET")
+                .arg(&key)
+                .arg(pending.as_str())
+                .arg(old.join(","))
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+        }
+    }
+    let running = start_serving(worker(env, &seen)).await;
+    for p in &parents {
+        let got = c
+            .wait_result::<Parent>(p, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert!(got.is_some(), "parent {p} ran");
+    }
+    running.stop().await;
+    let read = seen.read.lock().unwrap().clone();
+    assert_eq!(read.len(), 40, "each parent once");
+    assert!(read.iter().all(|(_, r)| *r == [Some(50)]), "{read:?}");
+    if env.is_redis() {
+        let mut raw = env.raw().await;
+        let left: u64 = redis::cmd("HLEN")
+            .arg(env.key("flows_a", ":deps"))
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "the registrations went");
+    }
+}

@@ -81,10 +81,9 @@ local b, idx = string.match(body, '"batch":"(%w+):(%d+)"}%s*$')
 if not b then b, idx = string.match(body, '"batch":"(%w+):(%d+)","batch_done":') end
 local members = {}
 if b then members[1] = b .. " " .. idx .. "c" .. id end
-local regs = KEYS[32] and redis.call("HGET", KEYS[32], id)
+local regs = KEYS[32] and take_waiting(32, {id})[1]
 if regs then
   for wb, widx in string.gmatch(regs, "(%w+) (%d+)") do members[#members + 1] = wb .. " " .. widx .. "c" .. id end
-  redis.call("HDEL", KEYS[32], id)
 end
 if #members > 0 and KEYS[31] then
   local at = string.format("%.0f", now)

@@ -619,12 +619,10 @@ if attrs[16] and KEYS[16] and #gone > 0 then
       at[#fin] = k
     end
   end
-  local regs = #fin > 0 and many("HMGET", KEYS[16], fin) or {}
-  local drop = {}
+  local regs = #fin > 0 and take_waiting(16, fin) or {}
   for j, v in ipairs(regs) do
     if v then
       local k, id = at[j], fin[j]
-      drop[#drop + 1] = id
       for b, idx in string.gmatch(v, "(%w+) (%d+)") do
         local part = idx .. "d" .. id
         if kind[k] == "a" and results[id] then
@@ -640,7 +638,6 @@ if attrs[16] and KEYS[16] and #gone > 0 then
       end
     end
   end
-  if #drop > 0 then many("HDEL", KEYS[16], drop) end
 end
 if #zb > 0 then
   many("ZADD", KEYS[14], zb)

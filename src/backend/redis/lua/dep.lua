@@ -11,7 +11,10 @@
 -- KEYS[1]  the queue's hash (ns:q:Q)
 -- KEYS[2]  its dead letters' sorted set (ns:q:dead)
 -- KEYS[3], KEYS[4]  its history (ns:q:history, ns:q:history:Q)
--- KEYS[5]  its waited-for jobs (ns:q:deps): "<id>" -> "<batch id> <index>,..."
+-- KEYS[5]  its waited-for jobs (ns:q:deps): "<id>" -> how many flows wait,
+--          "<id>:<n>" -> "<batch id> <index>" each (see take_waiting in
+--          lib.lua; an "<id>" that holds "<batch id> <index>,..." itself was
+--          kept so before)
 -- KEYS[6]  its batch finishes (ns:q:bout, see complete.lua)
 -- KEYS[7]  its batch results (ns:q:bres, see complete.lua)
 -- ARGV[1]  the job's id
@@ -25,8 +28,15 @@ if not attrs[1] then return {-1} end
 local id, b, idx = ARGV[1], ARGV[2], ARGV[3]
 local here = redis.call("HMGET", KEYS[1], id, id .. ":w")
 if here[1] or here[2] then
-  local old = redis.call("HGET", KEYS[5], id)
-  redis.call("HSET", KEYS[5], id, (old and (old .. ",") or "") .. b .. " " .. idx)
+  -- one write however many wait: "<id>" counts them, "<id>:<n>" is each
+  local v = redis.call("HGET", KEYS[5], id)
+  if v and string.find(v, " ", 1, true) then
+    -- registered when "<id>" held the list itself: appended to it as then
+    redis.call("HSET", KEYS[5], id, v .. "," .. b .. " " .. idx)
+  else
+    local n = (tonumber(v) or 0) + 1
+    redis.call("HSET", KEYS[5], id, n, id .. ":" .. n, b .. " " .. idx)
+  end
   redis.call("HSET", KEYS[1], "redjob:deps", "1")
   return {1}
 end

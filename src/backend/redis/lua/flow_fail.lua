@@ -43,11 +43,10 @@ end
 notify_awaited(7, {id}, ARGV[7], attrs[3])
 local out = {1}
 if ARGV[8] ~= "" then out[2] = ARGV[8] end
-local regs = KEYS[9] and redis.call("HGET", KEYS[9], id)
+local regs = KEYS[9] and take_waiting(9, {id})[1]
 if regs then
   local how = ARGV[3] == "d" and "d" or "c"
   for wb, widx in string.gmatch(regs, "(%w+) (%d+)") do out[#out + 1] = wb .. " " .. widx .. how .. id end
-  redis.call("HDEL", KEYS[9], id)
 end
 if #out == 1 then return out end
 for i = 2, #out do redis.call("ZADD", KEYS[8], at, out[i]) end

@@ -632,6 +632,39 @@ local function add_history_event(hh, now, what, count, by)
   redis.call("HSET", KEYS[hh], "~events", table.concat(lines, "\n", math.max(1, #lines - 99)))
 end
 
+-- The flows registered in KEYS[kd] (ns:q:deps, see dep.lua) as waiting for
+-- jobs `ids`, taken: for each, "<batch id> <index>,..." or false (as an
+-- HMGET of their fields would read them), every registration of theirs
+-- dropped. A job's registrations are kept as "<id>" = how many and
+-- "<id>:<n>" = "<batch id> <index>" each, so that one more is one write; an
+-- "<id>" that holds the list itself (kept so before) is read as it is.
+local function take_waiting(kd, ids)
+  local heads = many("HMGET", KEYS[kd], ids)
+  local out, drop = {}, {}
+  for j = 1, #ids do
+    local v = heads[j]
+    out[j] = v or false
+    if v then
+      drop[#drop + 1] = ids[j]
+      local n = not string.find(v, " ", 1, true) and tonumber(v)
+      if n then
+        local f = {}
+        for k = 1, n do
+          f[k] = ids[j] .. ":" .. k
+          drop[#drop + 1] = f[k]
+        end
+        local list = {}
+        for _, r in ipairs(many("HMGET", KEYS[kd], f)) do
+          if r then list[#list + 1] = r end
+        end
+        out[j] = #list > 0 and table.concat(list, ",") or false
+      end
+    end
+  end
+  if #drop > 0 then many("HDEL", KEYS[kd], drop) end
+  return out
+end
+
 -- Enters, in the queue's batch finishes (KEYS[kb], ns:q:bout, see complete.lua),
 -- jobs `ids` (their bodies `bodies`, nil when gone already) removed from the
 -- queue as cancelled: those of a batch (their body's last member
@@ -641,8 +674,8 @@ end
 -- (KEYS[2]) "redjob:bout" unless `flagged`. Appends the finishes entered to
 -- `out` and returns it.
 local function enter_removed(kb, kd, ids, bodies, deps, flagged, now, out)
-  local regs = (deps and KEYS[kd]) and many("HMGET", KEYS[kd], ids) or {}
-  local drop, z = {}, {}
+  local regs = (deps and KEYS[kd]) and take_waiting(kd, ids) or {}
+  local z = {}
   local at = string.format("%.0f", now)
   for j, id in ipairs(ids) do
     local body = bodies[j]
@@ -654,7 +687,6 @@ local function enter_removed(kb, kd, ids, bodies, deps, flagged, now, out)
         z[#z + 1] = at; z[#z + 1] = out[#out]
       end
       if regs[j] then
-        drop[#drop + 1] = id
         for wb, widx in string.gmatch(regs[j], "(%w+) (%d+)") do
           out[#out + 1] = wb .. " " .. widx .. "c" .. id
           z[#z + 1] = at; z[#z + 1] = out[#out]
@@ -662,7 +694,6 @@ local function enter_removed(kb, kd, ids, bodies, deps, flagged, now, out)
       end
     end
   end
-  if #drop > 0 then many("HDEL", KEYS[kd], drop) end
   if #z > 0 then
     many("ZADD", KEYS[kb], z)
     if not flagged then redis.call("HSET", KEYS[2], "redjob:bout", at) end
