@@ -14,6 +14,7 @@ use redjob::inspect::{Inspect, JobState};
 use redjob::ops::{
     Admin, Concurrency, DeadOrder, History, QueueSettings, RateLimit, Schedule, Spread,
 };
+use redjob::queue::Queues;
 use redjob::topic::{Event, Start};
 use redjob::{Client, Error, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,19 @@ use serde::{Deserialize, Serialize};
 #[job(name = "acl_task", queue = "acl", max_attempts = 2, backoff = "10ms")]
 struct Task {
     fail: bool,
+}
+
+/// A job as big as its data.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "acl_blob", queue = "acl")]
+struct Blob {
+    data: String,
+}
+
+impl Job for Blob {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
 }
 
 impl Job for Task {
@@ -391,6 +405,43 @@ async fn the_readme_producer_user_enqueues_and_publishes_and_may_not_fetch() {
     assert_eq!(
         worker.topic("acl_events").await.unwrap().unwrap().published,
         1
+    );
+
+    // a flow enqueued part way (its leaf over its queue's maxsize) is
+    // cancelled, every group of it, by the producer
+    worker
+        .backend()
+        .create_queue(
+            "acl_small",
+            redjob::queue::QueueOptions {
+                maxsize: 1024,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let inner = redjob::client::Flow::new(&Task { fail: false }).child_in(
+        "acl_small",
+        &Blob {
+            data: "x".repeat(2000),
+        },
+    );
+    let e = producer
+        .enqueue_flow(redjob::client::Flow::new(&Task { fail: false }).subflow(inner))
+        .await
+        .unwrap_err();
+    assert!(!matches!(e, Error::NoPermission { .. }), "{e:?}");
+    let flows: Vec<_> = worker
+        .batches(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|b| b.parent.is_some())
+        .collect();
+    assert_eq!(flows.len(), 2, "{flows:?}");
+    assert!(
+        flows.iter().all(|b| b.cancelled_at_ms.is_some()),
+        "{flows:?}"
     );
 
     // inspecting is a worker's (or an operator's): refused, naming what

@@ -189,8 +189,12 @@ impl Rsmq {
                 self.flow_fail(queue, &id, cb, why, mark, own.as_deref())
             })
             .await?;
-        if !entered.is_empty() {
-            self.settled_batches(queue, &entered).await?;
+        // counted here when this caller may (a producer's ACL may not let
+        // it): else a sweep counts them, the queue marked above
+        if !entered.is_empty()
+            && let Err(e) = self.settled_batches(queue, &entered).await
+        {
+            tracing::warn!(queue, error = %e, "counting a failed parent's finish failed; a worker's sweep counts it");
         }
         Ok(())
     }
@@ -586,10 +590,13 @@ impl Rsmq {
     ) -> Result<Vec<BatchStatus>> {
         let limit = crate::contract::batches::check_limit(limit)?;
         let max = before_ms.map_or("+inf".to_string(), |ms| format!("({ms}"));
-        let ids: Vec<String> = redis::cmd("ZREVRANGEBYSCORE")
+        // ZRANGE BYSCORE REV (6.2): a worker's ACL allows ZRANGE
+        let ids: Vec<String> = redis::cmd("ZRANGE")
             .arg(self.namespace().batches())
             .arg(max)
             .arg("-inf")
+            .arg("BYSCORE")
+            .arg("REV")
             .arg("LIMIT")
             .arg(0)
             .arg(limit)
