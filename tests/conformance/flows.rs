@@ -655,3 +655,31 @@ pub async fn many_flows_wait_for_one_job_and_all_run_once_it_succeeds(env: &Env)
         assert_eq!(left, 0, "the registrations went");
     }
 }
+
+pub async fn a_popped_job_counts_as_succeeded_in_its_batch_and_flow(env: &Env) {
+    use redjob::queue::Queues;
+    let c = &env.client;
+    let b = c.backend();
+    // a flow's child and a batch's two jobs, all popped by a consumer that
+    // runs them itself
+    let parent = c
+        .enqueue_flow(Flow::new(&Parent { n: 1 }).child_in("flows_h", &child(1)))
+        .await
+        .unwrap();
+    let batch = c
+        .batch()
+        .job_in("flows_h", &child(2))
+        .job_in("flows_h", &child(3))
+        .enqueue()
+        .await
+        .unwrap();
+    let first = Queues::pop(&b, "flows_h").await.unwrap();
+    assert!(first.is_some());
+    assert_eq!(Queues::pop_due(&b, "flows_h", 10).await.unwrap().len(), 2);
+    let s = c.batch_status(&batch).await.unwrap().unwrap();
+    assert_eq!((s.total, s.succeeded), (2, 2), "{s:?}");
+    assert!(s.is_complete());
+    // the flow's parent no longer waits: it was enqueued
+    let p = c.job("flows_p", &parent).await.unwrap().unwrap();
+    assert_eq!(p.state, redjob::inspect::JobState::Ready, "{p:?}");
+}

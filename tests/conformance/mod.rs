@@ -441,7 +441,8 @@ macro_rules! conformance_suite {
             a_flow_after_a_waiting_parent_runs_after_it_and_one_after_a_cancelled_job_fails,
             deleted_jobs_count_as_cancelled_in_their_batches_and_flows,
             purged_jobs_count_as_cancelled_in_their_batches_and_flows,
-            many_flows_wait_for_one_job_and_all_run_once_it_succeeds);
+            many_flows_wait_for_one_job_and_all_run_once_it_succeeds,
+            a_popped_job_counts_as_succeeded_in_its_batch_and_flow);
         $crate::conformance_suite!(@batch_adds $setup, #[$attr],
             jobs_added_while_a_batch_runs_are_waited_for_counted_and_read,
             a_cancelled_batch_cancels_its_jobs_rather_than_start_them_and_takes_no_more,

@@ -218,11 +218,24 @@ impl State {
 /// deleted: in its batch, and in the flows that wait for it (whose
 /// registrations go).
 pub(super) fn cancelled(q: &mut MemQueue, queue: &str, id: JobId, body: &[u8]) -> Vec<Counted> {
+    removed(q, queue, id, body, Finish::Cancelled)
+}
+
+/// The finishes of job `id` of `queue`, just removed, counted `how`: in its
+/// batch, and in the flows that wait for it (whose registrations go). A
+/// popped job counts as succeeded, as pop.lua enters it.
+pub(super) fn removed(
+    q: &mut MemQueue,
+    queue: &str,
+    id: JobId,
+    body: &[u8],
+    how: Finish,
+) -> Vec<Counted> {
     let waiting = q.deps.remove(&id).unwrap_or_default();
     BatchRef::of_body(body)
         .into_iter()
         .chain(waiting)
-        .map(|r| (queue.to_string(), r, Finish::Cancelled, id, None))
+        .map(|r| (queue.to_string(), r, how, id, None))
         .collect()
 }
 

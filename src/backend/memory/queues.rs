@@ -212,7 +212,21 @@ impl Queues for MemoryBackend {
             .remove(&id)
             .ok_or_else(|| Error::Protocol("indexed message without body".into()))?;
         q.totalrecv += 1;
-        Ok(Some(message(id, &m.body, m.rc + 1, m.fr.unwrap_or(now))))
+        let popped = message(id, &m.body, m.rc + 1, m.fr.unwrap_or(now));
+        // its batch, and the flows that wait for it, count it succeeded
+        let finishes = super::batches::removed(
+            q,
+            queue,
+            id,
+            &m.body,
+            crate::contract::batches::Finish::Succeeded,
+        );
+        let called = st.count_batches(finishes, self.clock.now_us());
+        drop(st);
+        for q in called {
+            self.notify(&q);
+        }
+        Ok(Some(popped))
     }
 
     async fn pop_due(&self, queue: &str, limit: usize) -> Result<Vec<Message>> {
@@ -224,12 +238,26 @@ impl Queues for MemoryBackend {
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
         let mut out = Vec::new();
+        let mut finishes = Vec::new();
         for (_, id, _) in q.due_all(now, limit) {
             if let Some(m) = q.remove(&id) {
                 out.push(message(id, &m.body, m.rc + 1, m.fr.unwrap_or(now)));
+                // its batch, and the flows that wait for it, count it succeeded
+                finishes.extend(super::batches::removed(
+                    q,
+                    queue,
+                    id,
+                    &m.body,
+                    crate::contract::batches::Finish::Succeeded,
+                ));
             }
         }
         q.totalrecv += out.len() as u64;
+        let called = st.count_batches(finishes, self.clock.now_us());
+        drop(st);
+        for q in called {
+            self.notify(&q);
+        }
         Ok(out)
     }
 

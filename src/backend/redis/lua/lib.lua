@@ -667,13 +667,13 @@ end
 
 -- Enters, in the queue's batch finishes (KEYS[kb], ns:q:bout, see complete.lua),
 -- jobs `ids` (their bodies `bodies`, nil when gone already) removed from the
--- queue as cancelled: those of a batch (their body's last member
--- "batch":"<batch id>:<index>"), and, when `deps` (the hash field
--- "redjob:deps" was set), for each flow registered in KEYS[kd] (ns:q:deps)
--- as waiting for one, whose registration goes. Flags the queue's hash
--- (KEYS[2]) "redjob:bout" unless `flagged`. Appends the finishes entered to
--- `out` and returns it.
-local function enter_removed(kb, kd, ids, bodies, deps, flagged, now, out)
+-- queue as cancelled (or, `how` "a", as succeeded: popped): those of a
+-- batch (their body's last member "batch":"<batch id>:<index>"), and, when
+-- `deps` (the hash field "redjob:deps" was set), for each flow registered
+-- in KEYS[kd] (ns:q:deps) as waiting for one, whose registration goes.
+-- Flags the queue's hash (KEYS[2]) "redjob:bout" unless `flagged`. Appends
+-- the finishes entered to `out` and returns it.
+local function enter_removed(kb, kd, ids, bodies, deps, flagged, now, out, how)
   local regs = (deps and KEYS[kd]) and take_waiting(kd, ids) or {}
   local z = {}
   local at = string.format("%.0f", now)
@@ -682,13 +682,14 @@ local function enter_removed(kb, kd, ids, bodies, deps, flagged, now, out)
     if body then
       local b, idx = string.match(body, '"batch":"(%w+):(%d+)"}%s*$')
       if not b then b, idx = string.match(body, '"batch":"(%w+):(%d+)","batch_done":') end
+      local tail = how == "a" and "a" or ("c" .. id)
       if b then
-        out[#out + 1] = b .. " " .. idx .. "c" .. id
+        out[#out + 1] = b .. " " .. idx .. tail
         z[#z + 1] = at; z[#z + 1] = out[#out]
       end
       if regs[j] then
         for wb, widx in string.gmatch(regs[j], "(%w+) (%d+)") do
-          out[#out + 1] = wb .. " " .. widx .. "c" .. id
+          out[#out + 1] = wb .. " " .. widx .. tail
           z[#z + 1] = at; z[#z + 1] = out[#out]
         end
       end

@@ -12,10 +12,18 @@
 --          release, the next send of the key or a fetch's sweep finds the
 --          place free)
 -- ARGV[1]  the most messages to pop
--- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...}
+-- ARGV[2]  optional: the index in KEYS of the queue's batch finishes
+--          (ns:q:bout), its waited-for jobs (ns:q:deps) next: a popped job
+--          of a batch, or one flows wait for, is entered there as succeeded
+--          (taken to be run by its popper; see enter_removed in lib.lua)
+-- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...},
+--         or {2, n, then n batch finishes entered, id, body, rc, fr, ...}
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "totalrecv", "redjob:leased", "redjob:unique",
-  "redjob:keyed")
+  "redjob:keyed", "redjob:deps", "redjob:bout")
 if not attrs[1] then return {-1} end
+-- the keys before the batch finishes'
+local kb = tonumber(ARGV[2])
+local nk = kb and kb - 1 or #KEYS
 local levels = level_sets(tonumber(attrs[2]) or 0, 4)
 local now = clock()
 local ids = {}
@@ -45,9 +53,12 @@ end
 many("HDEL", KEYS[2], fields)
 forget_released(ids)
 local n = 0
+local popped, bodies = {}, {}
 for i, id in ipairs(ids) do
   local body = vals[i * 3 - 2]
   if body then
+    popped[#popped + 1] = id
+    bodies[#bodies + 1] = body
     n = n + 1
     out[#out + 1] = id
     out[#out + 1] = body
@@ -64,10 +75,19 @@ if n > 0 then
   end
 end
 if attrs[5] == "1" then release_unique(KEYS[3], ids) end
-if attrs[6] and (#KEYS == 5 or #KEYS >= 25) then
-  local kz = #KEYS == 5 and 4 or 24
+if attrs[6] and (nk == 5 or nk >= 25) then
+  local kz = nk == 5 and 4 or 24
   local K = concurrency_keys(kz, kz + 1, 1, now)
   K.gone(ids)
   K.save()
+end
+if kb and #popped > 0 then
+  local fin = enter_removed(kb, kb + 1, popped, bodies, attrs[7], attrs[8], now, {}, "a")
+  if #fin > 0 then
+    local with = {2, #fin}
+    for _, f in ipairs(fin) do with[#with + 1] = f end
+    for i = 2, #out do with[#with + 1] = out[i] end
+    return with
+  end
 end
 return out

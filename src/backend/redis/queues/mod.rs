@@ -364,11 +364,37 @@ impl Rsmq {
         let k = self.ns.queue(queue);
         let mut cmd = scripts::eval(
             &scripts::POP,
-            &[&k.zset, &k.hash, &k.unique, &k.keyed, &k.keys],
+            &[
+                &k.zset, &k.hash, &k.unique, &k.keyed, &k.keys, &k.bout, &k.deps,
+            ],
         );
-        cmd.arg(1);
+        cmd.arg(1).arg(6);
         let v = scripts::run(&mut self.con.clone(), &scripts::POP, &cmd).await?;
-        Ok(parse_messages(queue, &v)?.pop())
+        Ok(self.popped(queue, &v).await?.pop())
+    }
+
+    /// pop.lua's reply: the messages, the batch finishes it entered counted
+    /// (a popped job counts as succeeded in its batch and in the flows that
+    /// wait for it).
+    async fn popped(&self, queue: &str, v: &Value) -> Result<Vec<Message>> {
+        let Value::Array(items) = v else {
+            return parse_messages(queue, v);
+        };
+        if items.first().map(scripts::int).transpose()? != Some(2) {
+            return parse_messages(queue, v);
+        }
+        let n = items
+            .get(1)
+            .map(scripts::int)
+            .transpose()?
+            .unwrap_or(0)
+            .max(0) as usize;
+        let fin = items.get(2..2 + n).unwrap_or_default();
+        let mut rest = vec![Value::Int(1)];
+        rest.extend(items.get(2 + n..).unwrap_or_default().iter().cloned());
+        let msgs = parse_messages(queue, &Value::Array(rest))?;
+        self.count_removed(queue, fin).await;
+        Ok(msgs)
     }
 
     /// Receives and deletes every due message, up to `limit`, in one atomic call:
@@ -383,10 +409,12 @@ impl Rsmq {
         let k = self.ns.queue(queue);
         let mut keys = k.all_levels_unique();
         keys.extend(k.keyed_keys());
+        keys.push(k.bout.clone());
+        keys.push(k.deps.clone());
         let mut cmd = scripts::eval(&scripts::POP, &keys);
-        cmd.arg(limit.min(RECEIVE_MAX));
+        cmd.arg(limit.min(RECEIVE_MAX)).arg(keys.len() - 1);
         let v = scripts::run(&mut self.con.clone(), &scripts::POP, &cmd).await?;
-        parse_messages(queue, &v)
+        self.popped(queue, &v).await
     }
 
     /// Hides a message until now + `vt`, at whatever priority it has. Returns
