@@ -10,7 +10,7 @@ use crate::contract::batches::{
 };
 use crate::contract::queues::{SendMessage, validate};
 use crate::id::random_suffix;
-use crate::job::{self, Job};
+use crate::job::{self, Job, batch_member};
 use crate::{Error, JobId, Result};
 
 /// The most bytes a batch's description holds.
@@ -187,20 +187,20 @@ impl<'c> BatchBuilder<'c> {
     /// Adds `job` to the batch. A job whose type is unique or has a
     /// concurrency key is refused at [`enqueue`](Self::enqueue).
     pub fn job<J: Job>(mut self, job: &J) -> Self {
-        self.jobs.push(message(J::OPTIONS.queue, job));
+        self.jobs.push(batch_member(J::OPTIONS.queue, job));
         self
     }
 
     /// Adds every job of `jobs`, in order.
     pub fn jobs<J: Job>(mut self, jobs: &[J]) -> Self {
         self.jobs
-            .extend(jobs.iter().map(|j| message(J::OPTIONS.queue, j)));
+            .extend(jobs.iter().map(|j| batch_member(J::OPTIONS.queue, j)));
         self
     }
 
     /// [`job`](Self::job) into `queue` instead of the job type's.
     pub fn job_in<J: Job>(mut self, queue: &str, job: &J) -> Self {
-        self.jobs.push(message(queue, job));
+        self.jobs.push(batch_member(queue, job));
         self
     }
 
@@ -308,10 +308,4 @@ pub(super) fn fresh_id() -> JobId {
         .unwrap_or_default()
         .as_micros() as u64;
     JobId::make(us, &random_suffix())
-}
-
-/// A batch job's queue and message: at its type's priority, after the
-/// queue's delay; a unique or keyed type is refused.
-pub(super) fn message<J: Job>(queue: &str, job: &J) -> Result<(String, SendMessage)> {
-    job::batch_member(queue, job)
 }

@@ -3,12 +3,12 @@
 //! is a flow too.
 
 use super::Client;
-use super::batch::{fresh_id, message, send_members};
+use super::batch::{fresh_id, send_members};
 use crate::contract::backend::Backend;
 use crate::contract::batches::{BatchId, BatchRef, BatchSpec, Callback, CallbackKind, with_batch};
 use crate::contract::queues::{SendMessage, validate};
 
-use crate::job::Job;
+use crate::job::{Job, batch_member};
 use crate::{Error, JobId, Result};
 
 /// A parent job and the jobs it waits for, enqueued by
@@ -85,7 +85,7 @@ impl Flow {
 
     /// [`new`](Self::new) into `queue` instead of the job type's.
     pub fn new_in<J: Job>(queue: &str, job: &J) -> Flow {
-        let parent = message(queue, job).map(|(q, m)| (q, m.body, J::NAME));
+        let parent = batch_member(queue, job).map(|(q, m)| (q, m.body, J::NAME));
         Flow {
             parent,
             children: Vec::new(),
@@ -97,13 +97,13 @@ impl Flow {
     /// unique or has a concurrency key is refused at enqueue.
     pub fn child<J: Job>(mut self, job: &J) -> Flow {
         self.children
-            .push(Child::Job(message(J::OPTIONS.queue, job)));
+            .push(Child::Job(batch_member(J::OPTIONS.queue, job)));
         self
     }
 
     /// [`child`](Self::child) into `queue` instead of the job type's.
     pub fn child_in<J: Job>(mut self, queue: &str, job: &J) -> Flow {
-        self.children.push(Child::Job(message(queue, job)));
+        self.children.push(Child::Job(batch_member(queue, job)));
         self
     }
 

@@ -18,8 +18,8 @@ pub(crate) trait BatchOps: Send + Sync {
     fn results(&self, id: BatchId, from: u64, limit: usize) -> Results;
     /// Adds jobs to batch `id` while it runs.
     fn add(&self, id: BatchId, jobs: Vec<(String, SendMessage)>) -> BoxFuture<'static, Result<()>>;
-    /// Batches cancelled since `since_ms`, with when.
-    fn cancelled(&self, since_ms: u64) -> BoxFuture<'static, Result<Vec<(BatchId, u64)>>>;
+    /// Batches cancelled, listed after score `after`, with their scores.
+    fn cancelled(&self, after: u64) -> BoxFuture<'static, Result<Vec<(BatchId, u64)>>>;
     /// Cancels job `id` of `queue` (its batch was cancelled).
     fn cancel_job(&self, queue: String, id: JobId, by: String) -> BoxFuture<'static, Result<bool>>;
 }

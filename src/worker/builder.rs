@@ -725,9 +725,9 @@ impl<B: Backend> crate::job::BatchOps for Through<B> {
         Box::pin(async move { b.batch_add(&id, &jobs).await })
     }
 
-    fn cancelled(&self, since_ms: u64) -> BoxFuture<'static, Result<Vec<(BatchId, u64)>>> {
+    fn cancelled(&self, after: u64) -> BoxFuture<'static, Result<Vec<(BatchId, u64)>>> {
         let b = self.0.clone();
-        Box::pin(async move { b.cancelled_batches(since_ms).await })
+        Box::pin(async move { b.cancelled_batches(after).await })
     }
 
     fn cancel_job(&self, queue: String, id: JobId, by: String) -> BoxFuture<'static, Result<bool>> {
