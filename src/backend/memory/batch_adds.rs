@@ -1,6 +1,8 @@
 //! Jobs added to a batch while it runs, and cancelling a batch, in memory:
 //! one step under the lock.
 
+use std::collections::HashMap;
+
 use super::MemoryBackend;
 use super::state::{MemQueue, ms_score};
 use crate::contract::batches::{
@@ -41,6 +43,11 @@ impl MemoryBackend {
                 .collect();
             // grouped as on Redis: a queue and priority whose largest job
             // is over the queue's maxsize are refused together
+            let mut largest: HashMap<(&str, i8), usize> = HashMap::new();
+            for ((queue, msg), body) in jobs.iter().zip(&bodies) {
+                let l = largest.entry((queue, msg.priority)).or_default();
+                *l = (*l).max(body.len());
+            }
             let mut refused = None;
             let mut sent = Vec::new();
             let mut left = 0u64;
@@ -49,14 +56,9 @@ impl MemoryBackend {
                     let o = QueueOptions::default();
                     MemQueue::new(o.vt, o.delay, o.maxsize, now / 1000)
                 });
-                let largest = jobs
-                    .iter()
-                    .zip(&bodies)
-                    .filter(|((oq, om), _)| oq == queue && om.priority == msg.priority)
-                    .map(|(_, b)| b.len())
-                    .max()
-                    .unwrap_or(0);
-                if q.check_size(largest).is_err() {
+                if q.check_size(largest[&(queue.as_str(), msg.priority)])
+                    .is_err()
+                {
                     left += 1;
                     refused.get_or_insert(Error::InvalidValue {
                         what: "job added to a batch",
@@ -65,7 +67,9 @@ impl MemoryBackend {
                     continue;
                 }
                 let job = st.ids.next(now_us, 1)[0];
-                let q = st.queues.get_mut(queue).expect("made above");
+                let Some(q) = st.queues.get_mut(queue) else {
+                    continue;
+                };
                 q.insert(
                     job,
                     bodies[i].clone(),
