@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redjob::backend::any::AnyBackend;
+use redjob::client::EnqueueOptions;
+use redjob::ops::{Admin, QueueSettings};
 use redjob::queue::{Queues, SendMessage};
 use redjob::{Client, Worker};
 use tokio::time::{MissedTickBehavior, interval};
@@ -26,6 +28,8 @@ pub struct Figures {
     pub cmds_per_job: Option<f64>,
     pub calls_per_job: Option<f64>,
     pub bytes_per_job: Option<f64>,
+    /// The same for RSMQ's layout alone: a raw send of the bare payload.
+    pub bytes_per_job_rsmq: Option<f64>,
     pub worker_cpu_us_per_job: Option<f64>,
     pub redis_cpu_us_per_job: Option<f64>,
     pub latency_p50: Option<f64>,
@@ -40,6 +44,8 @@ pub struct Figures {
     pub backlog: Vec<(usize, f64)>,
     pub idle_1: Option<f64>,
     pub idle_100: Option<f64>,
+    /// Phase 6: 100 idle queues with limits, an open batch and result waiters.
+    pub idle_100_features: Option<f64>,
     /// Phase 7: the same 20k backlog processed plain and at mixed priorities.
     pub backlog_plain: Vec<f64>,
     pub backlog_priorities: Vec<f64>,
@@ -251,6 +257,25 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
 
     enqueue_parts(&server, &client, f).await;
 
+    // RSMQ's layout alone: the bare payload sent raw, on a queue of its own
+    client
+        .queues()
+        .create_queue("raw", Default::default())
+        .await
+        .expect("create");
+    let mem0 = used_memory(&mut con).await;
+    let bodies: Vec<SendMessage> = (0..n)
+        .map(|i| SendMessage::new(format!(r#"{{"i":{i}}}"#).into_bytes()))
+        .collect();
+    for chunk in bodies.chunks(1000) {
+        client
+            .queues()
+            .send_batch("raw", chunk)
+            .await
+            .expect("send");
+    }
+    f.bytes_per_job_rsmq = Some((used_memory(&mut con).await - mem0) as f64 / n as f64);
+
     let t = Instant::now();
     bulk(&client, 0, n).await;
     f.enqueue_bulk = Some(n as f64 / t.elapsed().as_secs_f64());
@@ -354,7 +379,11 @@ pub async fn scale(s: &Settings, f: &mut Figures, backlogs: &[usize]) {
         f.backlog.push((b, b as f64 / secs));
         f.check(&tally);
     }
-    for (queues, slot) in [(1usize, &mut f.idle_1), (100, &mut f.idle_100)] {
+    for (queues, features, slot) in [
+        (1usize, false, &mut f.idle_1),
+        (100, false, &mut f.idle_100),
+        (100, true, &mut f.idle_100_features),
+    ] {
         let server = Server::start();
         let mut con = server.con().await;
         let client = Client::connect(&server.url).await.expect("connect");
@@ -365,6 +394,12 @@ pub async fn scale(s: &Settings, f: &mut Figures, backlogs: &[usize]) {
                 .create_queue(q, Default::default())
                 .await
                 .unwrap();
+        }
+        // limits on two thirds of the queues, an open batch, and callers
+        // waiting for results (their jobs in a queue no worker serves)
+        let mut waiters = Vec::new();
+        if features {
+            idle_features(&client, &names, &mut waiters).await;
         }
         let tally = Arc::new(Tally::new(1));
         let w = Worker::builder(client.backend())
@@ -383,5 +418,47 @@ pub async fn scale(s: &Settings, f: &mut Figures, backlogs: &[usize]) {
         *slot = Some(cost(&mut con).await.commands as f64 / window.as_secs_f64());
         stop.cancel();
         run.await.unwrap().unwrap();
+        for w in waiters {
+            w.abort();
+        }
+    }
+}
+
+/// Phase 6's idle queues with what else a fleet keeps: a global concurrency
+/// on a third of `names`, a rate limit on another third, an open batch, and
+/// ten callers waiting for results (`Client::wait_result_in`), the batch's
+/// and the awaited jobs in a queue no worker serves.
+async fn idle_features(
+    client: &Client,
+    names: &[String],
+    waiters: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
+    use redjob::ops::{Concurrency, RateLimit};
+    for (i, q) in names.iter().enumerate() {
+        let settings = match i % 3 {
+            0 => QueueSettings::concurrency(Concurrency::global(5)),
+            1 => QueueSettings::rate_limit(RateLimit::per_second(100)),
+            _ => continue,
+        };
+        client.set_settings(q, &settings).await.expect("settings");
+    }
+    client
+        .batch()
+        .job_in("elsewhere", &Noop { i: 0 })
+        .jobs(&[Noop { i: 1 }])
+        .enqueue()
+        .await
+        .expect("batch");
+    for i in 0..10 {
+        let id = client
+            .enqueue_with(&Noop { i }, EnqueueOptions::new().queue("elsewhere"))
+            .await
+            .expect("enqueue");
+        let client = client.clone();
+        waiters.push(tokio::spawn(async move {
+            let _ = client
+                .wait_result_in::<Noop>("elsewhere", &id, Duration::from_secs(3600))
+                .await;
+        }));
     }
 }

@@ -90,6 +90,12 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         "<= 0.7x e6ae42f",
     );
     add(
+        "bytes_per_job_rsmq",
+        "  the same, an RSMQ send of the bare payload (bytes)",
+        &|f| f.bytes_per_job_rsmq,
+        "-",
+    );
+    add(
         "worker_cpu_us_per_job",
         "worker CPU per job, whole process (us)",
         &|f| f.worker_cpu_us_per_job,
@@ -619,6 +625,12 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         key: "idle_cmds_per_s_100_queues".into(),
         label: "idle worker, 100 queues (Redis cmds/s)".into(),
         values: all.iter().filter_map(|f| f.idle_100).collect(),
+        target: "<= 2",
+    });
+    rows.push(Row {
+        key: "idle_cmds_per_s_100_queues_features".into(),
+        label: "  the same, with limits, a batch, 10 result waiters".into(),
+        values: all.iter().filter_map(|f| f.idle_100_features).collect(),
         target: "<= 2",
     });
     rows

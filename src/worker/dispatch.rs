@@ -131,6 +131,11 @@ impl Hold {
 /// job would wait that long in this worker while another might be idle.
 const PREFETCH_BELOW: Duration = Duration::from_millis(50);
 
+/// How long a prefetched job may expect to wait for a slot, at the queue's
+/// average run time: the prefetch is cut to that (to no less than the
+/// concurrency, and no more than the builder's prefetch).
+const PREFETCH_WAIT: Duration = Duration::from_millis(10);
+
 impl PerQueue {
     pub fn new(
         stop: CancellationToken,
@@ -164,6 +169,17 @@ impl PerQueue {
     /// Whether the queue's jobs are short enough to prefetch (unknown: no).
     fn short_jobs(&self) -> bool {
         self.run_us.load(Ordering::Relaxed) < PREFETCH_BELOW.as_micros() as u64
+    }
+
+    /// How many jobs to prefetch for this queue's jobs (when they are short):
+    /// as many as the worker's handlers run in [`PREFETCH_WAIT`] at their
+    /// average run time, at least the concurrency, at most the prefetch.
+    fn prefetch(&self, shared: &Shared) -> u32 {
+        let avg = self.run_us.load(Ordering::Relaxed).max(1);
+        let fit =
+            u64::from(shared.concurrency).saturating_mul(PREFETCH_WAIT.as_micros() as u64) / avg;
+        let floor = shared.concurrency.min(shared.prefetch);
+        fit.clamp(u64::from(floor), u64::from(shared.prefetch)) as u32
     }
 }
 
@@ -223,13 +239,34 @@ impl<B: Backend> Dispatcher<B> {
                 n = self.slots() => n,
                 _ = self.per_queue.stop.cancelled() => return,
             };
-            if !self.per_queue.short_jobs() || self.queue_slots.fleet_limited() {
+            // a prefetch that would keep jobs waiting here longer than
+            // PREFETCH_WAIT is cut down (to the concurrency at the least)
+            let mut capped = false;
+            let reserve = self.shared.prefetch - self.per_queue.prefetch(&self.shared);
+            if reserve > 0 {
+                let free = n + self.shared.slots.available_permits() as u32;
+                let allowed = free.saturating_sub(reserve);
+                if allowed == 0 {
+                    capped = true;
+                } else if allowed < n {
+                    self.give_back(n - allowed);
+                    n = allowed;
+                }
+            }
+            if capped || !self.per_queue.short_jobs() || self.queue_slots.fleet_limited() {
                 // long (or not yet timed) jobs, or a queue limited across the
                 // fleet (where a lease counts as a start and holds a place):
-                // lease only what can start now
-                let free = self.shared.running.available_permits() as u32;
+                // lease only what can start now: the running slots free, less
+                // the jobs leased before that have yet to take theirs
+                let free = self.shared.running_free(n);
                 if free == 0 && !slot_freed {
                     self.give_back(n);
+                    if self.shared.running.available_permits() > 0 {
+                        // jobs just leased (their tasks not yet polled) take
+                        // the free slots first
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
                     tokio::select! {
                         p = self.shared.running.acquire() => drop(p),
                         _ = self.per_queue.stop.cancelled() => return,

@@ -95,6 +95,12 @@ pub(crate) struct Shared {
     /// withdrawn (see [`withdraw_when_full`]).
     pub filled: Notify,
     pub fetch_max: u32,
+    /// Jobs running at once, and the most leased beyond them (capped at
+    /// 1000 in all).
+    pub concurrency: u32,
+    pub prefetch: u32,
+    /// The permits `slots` was made with.
+    pub slots_total: usize,
     pub lease: Duration,
     pub poll_interval: Duration,
     pub job_timeout: Option<Duration>,
@@ -125,6 +131,21 @@ pub(crate) struct Shared {
     pub controls: Arc<control::Controls>,
     /// Where its metrics go: the global recorder, or the test kit's own.
     pub sink: metrics::Sink,
+}
+
+impl Shared {
+    /// Running slots free for jobs leased now, `taken` slots already taken
+    /// for them: the free running permits less the leased jobs still to take
+    /// one (prefetched, or spawned and not yet polled).
+    pub fn running_free(&self, taken: u32) -> u32 {
+        let leased = self
+            .slots_total
+            .saturating_sub(self.slots.available_permits())
+            .saturating_sub(taken as usize);
+        let running = (self.concurrency as usize).saturating_sub(self.running.available_permits());
+        let waiting = leased.saturating_sub(running);
+        self.running.available_permits().saturating_sub(waiting) as u32
+    }
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].

@@ -66,6 +66,11 @@ const MAX_BATCH: usize = 4096;
 /// Most bytes of results per settle call (beyond its first entry's).
 const MAX_BYTES: usize = 8 << 20;
 /// A failed settle is retried after this, doubling up to `RETRY_MAX`.
+/// How long a settle waits for more of the held deliveries to finish (see
+/// [`Settler::gather`]); tokio's timer may add up to a millisecond.
+const SETTLE_LINGER: Duration = Duration::from_millis(1);
+/// Finished deliveries enough for a settle call without waiting.
+const SETTLE_GATHER: usize = 256;
 const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 /// A failed renewal is tried again after this (or a third of the lease if shorter).
@@ -204,6 +209,9 @@ impl<B: Backend> Settler<B> {
                             tokio::task::yield_now().await;
                         }
                     }
+                    if !draining && self.retry_at.is_none() {
+                        draining = self.gather(rx).await;
+                    }
                     if draining {
                         return;
                     }
@@ -221,6 +229,32 @@ impl<B: Backend> Settler<B> {
                         self.flush().await;
                     }
                 }
+            }
+        }
+    }
+
+    /// While jobs still run, waits up to [`SETTLE_LINGER`] for at least half of
+    /// the held deliveries to finish, so that one settle call carries them:
+    /// a call's fixed cost (its round trip, the script's reads of the queue's
+    /// fields, its counters) is then paid once for many jobs. A queue with
+    /// nothing else running settles at once. `true` when told to drain.
+    async fn gather(&mut self, rx: &mut mpsc::UnboundedReceiver<Event>) -> bool {
+        let until = Instant::now() + SETTLE_LINGER;
+        loop {
+            let (done, held) = {
+                let t = self.leases.lock();
+                (t.done.len(), t.held.len())
+            };
+            if done >= SETTLE_GATHER || done * 2 >= held {
+                return false;
+            }
+            tokio::select! {
+                ev = rx.recv() => {
+                    if matches!(ev, None | Some(Event::Drain)) {
+                        return true;
+                    }
+                }
+                _ = tokio::time::sleep_until(until) => return false,
             }
         }
     }

@@ -431,6 +431,7 @@ pub async fn long_jobs_are_not_prefetched_away_from_an_idle_worker(env: &Env) {
     }
     // each round's four jobs started together: two per worker, none held back
     let runs = rec.runs();
+
     for round in runs.chunks(4) {
         let first = round.iter().map(|r| r.at).min().unwrap();
         let last = round.iter().map(|r| r.at).max().unwrap();
@@ -440,6 +441,58 @@ pub async fn long_jobs_are_not_prefetched_away_from_an_idle_worker(env: &Env) {
             last - first
         );
     }
+}
+
+/// The default prefetch is 7 × the concurrency for quick jobs (well under
+/// 1 ms; less as their average nears 10 ms / 7): a worker of 2 slots leases
+/// up to 16 at once, so one fetch carries many (4 before, when the prefetch
+/// was the concurrency). Two slow jobs hold both slots while the rest wait
+/// leased; then an RSMQ client pops what is still visible, so the leased
+/// count is what the worker took.
+pub async fn quick_jobs_are_prefetched_seven_per_slot(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).concurrency(2).build().unwrap());
+    let rsmq = client.queues();
+    let sleepy = |key, ms| Sleepy {
+        key,
+        ms,
+        hang_first: false,
+    };
+    // the worker times 24 quick jobs
+    let learn: Vec<Sleepy> = (0..24).map(|i| sleepy(i, 0)).collect();
+    client.enqueue_batch(&learn).await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || rec.len() == 24).await,
+        "the jobs to time ran"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // two that hold both slots, and 40 behind them
+    let mut jobs = vec![sleepy(100, 1500), sleepy(101, 1500)];
+    jobs.extend((0..40).map(|i| sleepy(200 + i, 0)));
+    client.enqueue_batch(&jobs).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut popped = 0;
+    while rsmq.pop("work").await.unwrap().is_some() {
+        popped += 1;
+    }
+    let leased = 42 - popped;
+    assert!(
+        (5..=16).contains(&leased),
+        "2 running and up to 14 prefetched, got {leased} leased"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || rec.len() == 24 + leased).await,
+        "the leased ones ran"
+    );
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            rsmq.attributes("work").await.unwrap().msgs == 0
+        })
+        .await,
+        "all settled"
+    );
+    w.stop().await;
 }
 
 /// A release gives its delivery count back (it was no attempt), yet the next
