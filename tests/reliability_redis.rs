@@ -181,6 +181,53 @@ async fn killed_connections_reconnect_by_themselves() {
     running.stop().await;
 }
 
+/// A caller waiting for a result costs Redis nothing while the job waits
+/// (its subscriber is pinged once a minute, not replaced and re-read every
+/// 15 s as before: this window held one such renewal), and a killed
+/// subscriber is replaced, so the finish still wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_result_waiter_costs_nothing_and_survives_a_killed_connection() {
+    let server = RedisServer::start();
+    let client = client(&server.url()).await;
+    let id = client.enqueue(&mark(7)).await.unwrap();
+    let waiter = {
+        let c = client.clone();
+        tokio::spawn(async move { c.wait_result::<Mark>(&id, Duration::from_secs(120)).await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let calls = common::command_calls(&mut con).await;
+    let spent: u64 = calls
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "info" | "config|resetstat"))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(spent, 0, "a quiet waiter sent {calls:?}");
+    // its subscriber killed: watched again, so the finish still wakes it
+    let _: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rec = Recorder::default();
+    let running = serve(&client, &rec);
+    let got = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("woken by the finish, not its timeout")
+        .unwrap();
+    assert!(got.unwrap().is_some());
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_started_before_redis_waits_and_then_serves() {
     let port = RedisServer::free_port();

@@ -19,11 +19,13 @@
 //! overview call; 16 plain and keyed (1,000 keys) bulk enqueue and processing
 //! side by side; 15 a backlog under a rate limit of 1,000/s drained by three
 //! workers; 17 plain and batched bulk enqueue and processing side by side,
-//! the batch timed to its callback; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
+//! the batch timed to its callback; 18 the floor of fetch + ack (+ the
+//! history) as plain commands, no script; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
 mod batches;
 mod features;
 mod flood;
+mod floor;
 mod history;
 mod inspect;
 mod jobs;
@@ -43,7 +45,9 @@ fn main() {
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
-        phases: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
+        phases: vec![
+            1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+        ],
     };
     let mut runs = 3usize;
     let mut json = false;
@@ -120,6 +124,9 @@ fn main() {
             }
             if s.phases.contains(&15) {
                 limits::limits(&s, &mut f).await;
+            }
+            if s.phases.contains(&18) {
+                floor::floor(&s, &mut f).await;
             }
             if s.phases.contains(&17) {
                 batches::batches(&s, &mut f).await;

@@ -90,6 +90,10 @@ pub struct Figures {
     pub history_on: Vec<f64>,
     pub history_off: Vec<f64>,
     pub history_on_cpu_us: Vec<f64>,
+    /// Phase 18: the floor of fetch + ack (and + the history's writes) as
+    /// plain pipelined commands, Redis CPU µs per job.
+    pub floor_plain_us: Vec<f64>,
+    pub floor_history_us: Vec<f64>,
     pub history_off_cpu_us: Vec<f64>,
     pub history_bytes_per_entry: Option<f64>,
     pub history_full_kb: Option<f64>,

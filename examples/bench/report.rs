@@ -244,6 +244,18 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             |f| f.history_off_cpu_us.clone(),
             "-",
         ),
+        (
+            "floor_redis_cpu_us_per_job",
+            "floor: fetch + ack as plain commands, Redis CPU per job (µs)",
+            |f| f.floor_plain_us.clone(),
+            "-",
+        ),
+        (
+            "floor_redis_cpu_us_per_job_history",
+            "  the same with the history's writes (µs)",
+            |f| f.floor_history_us.clone(),
+            "-",
+        ),
     ] {
         rows.push(Row {
             key: key.into(),

@@ -217,9 +217,10 @@ impl Client {
     /// when it finished otherwise. Woken when the job finishes (on Redis a
     /// subscriber of the queue's done channel, which the script that
     /// finishes an awaited job publishes to), never by polling; the job is
-    /// read again after every (re)subscription, and a quiet subscription is
-    /// renewed every 15 s, so a notice lost with a connection (even one that
-    /// died silently) cannot strand the wait; Redis out of reach is tried
+    /// read again after every (re)subscription, and a quiet subscriber is
+    /// pinged once a minute (one command: no re-read while it answers) and
+    /// replaced when it does not, so a notice lost with a connection (even
+    /// one that died silently) cannot strand the wait; Redis out of reach is tried
     /// again until the time is up. A queue purge, a bulk delete or an RSMQ
     /// client's pop does not wake it (the wait then lasts its `timeout`).
     /// Each waiting call holds a subscriber connection of its own. An inline
@@ -294,9 +295,6 @@ impl Client {
         use futures::StreamExt;
         use std::time::Duration;
         use tokio::time::Instant;
-        // a subscription is checked this often: a connection that died
-        // silently is replaced (and the job read again)
-        const RECHECK: Duration = Duration::from_secs(15);
         let now = Instant::now();
         let deadline = now
             .checked_add(timeout)
@@ -304,7 +302,9 @@ impl Client {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             // watched first, then read: a finish between the two is not missed
-            let watched = Box::pin(self.backend.watch_finish(queue, id, left.min(RECHECK * 2)));
+            // registered for the whole wait: the backend keeps its watch
+            // alive (on Redis, a ping a minute), and ends it when it is lost
+            let watched = Box::pin(self.backend.watch_finish(queue, id, left));
             let mut watch = match tokio::time::timeout(left, watched).await {
                 Err(_) => return self.result_in::<J>(queue, id).await,
                 Ok(Ok(w)) => w,
@@ -324,11 +324,9 @@ impl Client {
             }
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
-                match tokio::time::timeout(left.min(RECHECK), watch.next()).await {
+                match tokio::time::timeout(left, watch.next()).await {
                     // the time is up: what the job is now
-                    Err(_) if left <= RECHECK => return self.result_in::<J>(queue, id).await,
-                    // a quiet subscription is renewed (it may have died)
-                    Err(_) => break,
+                    Err(_) => return self.result_in::<J>(queue, id).await,
                     Ok(Some(())) => {
                         if let Some(r) = self.result_in::<J>(queue, id).await? {
                             return Ok(Some(r));

@@ -12,6 +12,9 @@ use crate::contract::backend::FinishWatch;
 use crate::contract::queues::validate;
 use crate::{Error, JobId, Result};
 
+/// How often a quiet result waiter's connection is pinged.
+const WAIT_PING_EVERY: Duration = Duration::from_secs(60);
+
 impl RedisBackend {
     /// See [`Backend::watch_finish`](crate::backend::Backend::watch_finish).
     pub(super) async fn watch_finish_on(
@@ -41,12 +44,33 @@ impl RedisBackend {
             return Err(Error::QueueNotFound { name: queue.into() });
         }
         let want = id.to_string();
-        Ok(pubsub
-            .into_on_message()
+        let (sink, stream) = pubsub.split();
+        let finishes = stream
             .filter_map(move |m| {
                 let ours = m.get_payload_bytes() == want.as_bytes();
                 std::future::ready(ours.then_some(()))
             })
-            .boxed())
+            .boxed();
+        // a quiet connection is pinged (one command a minute) rather than
+        // replaced: the stream ends when it does not answer, and the
+        // caller watches again
+        let next = tokio::time::Instant::now() + WAIT_PING_EVERY;
+        Ok(
+            futures::stream::unfold((sink, finishes, next), |(mut sink, mut finishes, mut next)| async move {
+                loop {
+                    tokio::select! {
+                        m = finishes.next() => return m.map(|()| ((), (sink, finishes, next))),
+                        _ = tokio::time::sleep_until(next) => {
+                            let pong = tokio::time::timeout(LISTEN_TIMEOUT, sink.ping::<redis::Value>()).await;
+                            if !matches!(pong, Ok(Ok(_))) {
+                                return None;
+                            }
+                            next = tokio::time::Instant::now() + WAIT_PING_EVERY;
+                        }
+                    }
+                }
+            })
+            .boxed(),
+        )
     }
 }

@@ -1,0 +1,153 @@
+//! Phase 18: the floor of processing in RSMQ's layout, in Redis CPU per job.
+//! The commands any fetch and settle must run for a job (and the history's
+//! writes), sent as plain pipelined commands in batches of 256, with no
+//! script and no worker: what is left of Redis's share once nothing else
+//! is paid. A fetch reads the due ids (`ZRANGEBYSCORE … LIMIT`) then their
+//! bodies (`HMGET`) and re-scores them to their lease end (`ZADD`); an ack
+//! checks their tokens (`ZMSCORE`), removes them (`ZREM`, `HDEL`). With the
+//! history, the ack also enters each job (`ZADD` of the history's sorted
+//! set, `HSET` of an entry with the body) and trims as many old entries
+//! (`ZRANGE`, `ZREM`, `HDEL`), the history held at 1,000 entries.
+
+use crate::phases::{Figures, Settings};
+use crate::redis::{Server, cpu_us};
+
+const BATCH: usize = 256;
+
+/// Fills queue `q` with `n` due jobs in RSMQ's layout; returns the bodies' length.
+async fn fill(con: &mut redis::aio::MultiplexedConnection, q: &str, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut z = redis::cmd("ZADD");
+        z.arg(format!("rsmq:{q}"));
+        let mut h = redis::cmd("HSET");
+        h.arg(format!("rsmq:{q}:Q"));
+        for &i in chunk {
+            let id = format!("{:032}", i);
+            z.arg(1000 + i as u64).arg(&id);
+            h.arg(&id)
+                .arg(format!(r#"{{"type":"bench","args":{{"i":{i}}}}}"#));
+        }
+        let _: () = redis::pipe()
+            .add_command(z)
+            .ignore()
+            .add_command(h)
+            .ignore()
+            .query_async(con)
+            .await
+            .expect("fill");
+    }
+}
+
+/// Drains queue `q` by the floor's commands; `history` adds its writes.
+/// Returns Redis CPU µs per job.
+async fn drain(
+    con: &mut redis::aio::MultiplexedConnection,
+    q: &str,
+    n: usize,
+    history: bool,
+) -> f64 {
+    let (zq, hq) = (format!("rsmq:{q}"), format!("rsmq:{q}:Q"));
+    let (zh, hh) = (format!("rsmq:{q}:history"), format!("rsmq:{q}:history:Q"));
+    let lease = 10_000_000_000u64;
+    let cpu0 = cpu_us(con).await;
+    let mut done = 0;
+    let mut at = 0u64;
+    while done < n {
+        // fetch: the due ids, then their bodies and their lease
+        let ids: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(&zq)
+            .arg("-inf")
+            .arg(1_000_000_000u64)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(BATCH)
+            .query_async(con)
+            .await
+            .expect("range");
+        if ids.is_empty() {
+            break;
+        }
+        let mut z = redis::cmd("ZADD");
+        z.arg(&zq);
+        for id in &ids {
+            z.arg(lease + 1).arg(id);
+        }
+        let (bodies,): (Vec<String>,) = redis::pipe()
+            .cmd("HMGET")
+            .arg(&hq)
+            .arg(&ids)
+            .add_command(z)
+            .ignore()
+            .query_async(con)
+            .await
+            .expect("fetch");
+        // ack: the fence, then the removal
+        let mut p = redis::pipe();
+        p.cmd("ZMSCORE").arg(&zq).arg(&ids).ignore();
+        p.cmd("ZREM").arg(&zq).arg(&ids).ignore();
+        p.cmd("HDEL").arg(&hq).arg(&ids).ignore();
+        if history {
+            at += 1;
+            let mut z = redis::cmd("ZADD");
+            z.arg(&zh);
+            let mut h = redis::cmd("HSET");
+            h.arg(&hh);
+            for (id, body) in ids.iter().zip(&bodies) {
+                z.arg(at).arg(id);
+                h.arg(id).arg(format!(
+                    "h1 succeeded {at} 1 {}\n\n\n{{\"n\":1,\"start\":{at},\"end\":{at},\"outcome\":\"ok\",\"worker\":\"w\",\"host\":\"h\"}}\n{body}",
+                    body.len()
+                ));
+            }
+            p.add_command(z).ignore().add_command(h).ignore();
+        }
+        let () = p.query_async(con).await.expect("ack");
+        if history {
+            // trim to 1,000 entries
+            let card: usize = redis::cmd("ZCARD")
+                .arg(&zh)
+                .query_async(con)
+                .await
+                .expect("card");
+            if card > 1000 {
+                let old: Vec<String> = redis::cmd("ZRANGE")
+                    .arg(&zh)
+                    .arg(0)
+                    .arg(card - 1000 - 1)
+                    .query_async(con)
+                    .await
+                    .expect("oldest");
+                let () = redis::pipe()
+                    .cmd("ZREM")
+                    .arg(&zh)
+                    .arg(&old)
+                    .ignore()
+                    .cmd("HDEL")
+                    .arg(&hh)
+                    .arg(&old)
+                    .ignore()
+                    .query_async(con)
+                    .await
+                    .expect("trim");
+            }
+        }
+        done += ids.len();
+    }
+    (cpu_us(con).await - cpu0) / n as f64
+}
+
+pub async fn floor(s: &Settings, f: &mut Figures) {
+    let server = Server::start();
+    let mut con = server.con().await;
+    // warm up, and the history at its count
+    fill(&mut con, "floor_warm", 2000).await;
+    drain(&mut con, "floor_warm", 2000, true).await;
+    for _ in 0..2 {
+        fill(&mut con, "floor_plain", s.n).await;
+        f.floor_plain_us
+            .push(drain(&mut con, "floor_plain", s.n, false).await);
+        fill(&mut con, "floor_warm", s.n).await;
+        f.floor_history_us
+            .push(drain(&mut con, "floor_warm", s.n, true).await);
+    }
+}
