@@ -70,7 +70,7 @@ async fn main() -> redjob::Result<()> {
         .handle_signals(false)
         .build()?;
     let ready = worker.ready();
-    let worker = tokio::spawn(worker.run());
+    let worker = tokio::spawn(worker.run_until_stopped());
     ready.wait().await?; // serving: jobs enqueued from now on start at once
 
     // the application's own long-running task: enqueues a job every second

@@ -196,7 +196,7 @@ async fn main() -> redjob::Result<()> {
         .build()?;
     let shutdown = worker.shutdown_token();
     let ready = worker.ready();
-    let running = tokio::spawn(worker.run());
+    let running = tokio::spawn(worker.run_until_stopped());
     ready.wait().await?;
     let start = Instant::now();
     let mut ok = true;

@@ -31,7 +31,7 @@
 //!     let stopped = Worker::builder(client.backend())
 //!         .register::<SendEmail>()
 //!         .build()?
-//!         .run()
+//!         .run_until_stopped()
 //!         .await?;
 //!     println!("worker {stopped}");
 //!     Ok(())

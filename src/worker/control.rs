@@ -1,7 +1,7 @@
 //! The controls an operator sets on this worker through the backend
 //! ([`Admin::control_worker`](crate::ops::Admin::control_worker)), as the
-//! registry's beats read them, and why [`Worker::run`](super::Worker::run)
-//! returned.
+//! registry's beats read them, and why
+//! [`Worker::run_until_stopped`](super::Worker::run_until_stopped) returned.
 
 use std::sync::Mutex;
 
@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::contract::admin::{Control, WorkerControl};
 
-/// Why [`Worker::run`](super::Worker::run) returned (when it did not fail).
+/// Why [`Worker::run_until_stopped`](super::Worker::run_until_stopped)
+/// returned (when it did not fail).
 ///
 /// ```
 /// use redjob::Worker;
@@ -23,7 +24,7 @@ use crate::contract::admin::{Control, WorkerControl};
 ///     .handle_signals(false)
 ///     .build()?;
 /// worker.shutdown_token().cancel(); // as the app does at its own shutdown
-/// match worker.run().await? {
+/// match worker.run_until_stopped().await? {
 ///     Stopped::Requested { by, .. } => println!("stopped by {by}; the app goes on"),
 ///     Stopped::Signal { name } => println!("{name}: the app exits too"),
 ///     other => assert_eq!(other, Stopped::Shutdown),

@@ -26,7 +26,7 @@
 //!     .data(Mailer)
 //!     .build()?;
 //! // until ctrl-c, SIGTERM or an operator's stop (`redjob workers stop`)
-//! let stopped = worker.run().await?;
+//! let stopped = worker.run_until_stopped().await?;
 //! println!("worker {stopped}");
 //! # Ok(()) }
 //! ```
@@ -265,13 +265,34 @@ impl<B: Backend> Worker<B> {
     /// turned off with [`WorkerBuilder::handle_signals`], or an operator stops it
     /// through the backend, see [`Admin::stop_worker`](crate::ops::Admin::stop_worker)),
     /// then stops fetching, lets running jobs finish within the grace period, cancels
-    /// the rest and makes them visible again at once, settles everything and returns
-    /// why it stopped. It never exits the process: an application that should end
-    /// with it decides so from the [`Stopped`] it returns.
+    /// the rest and makes them visible again at once, and settles everything. It
+    /// never exits the process; [`run_until_stopped`](Self::run_until_stopped)
+    /// also says why it stopped.
     ///
     /// While an operator has it quiet ([`Admin::quiet_worker`](crate::ops::Admin::quiet_worker))
     /// it takes no work and finishes what it runs, until resumed.
-    pub async fn run(mut self) -> Result<Stopped> {
+    ///
+    /// ```
+    /// use redjob::Worker;
+    /// use redjob::backend::memory::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let worker = Worker::builder(MemoryBackend::new())
+    ///     .queue("mail")
+    ///     .handle_signals(false)
+    ///     .build()?;
+    /// worker.shutdown_token().cancel(); // as the app does at its own shutdown
+    /// worker.run().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run(self) -> Result<()> {
+        self.run_until_stopped().await.map(|_| ())
+    }
+
+    /// As [`run`](Self::run), and returns why it stopped: an application that
+    /// should end with the worker decides so from the [`Stopped`] (an operator's
+    /// stop leaves the process running; ctrl-c or SIGTERM ends it too).
+    pub async fn run_until_stopped(mut self) -> Result<Stopped> {
         let names: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
         for q in &names {
             let jobs: Vec<&str> = crate::job::registered()

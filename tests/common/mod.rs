@@ -336,7 +336,7 @@ pub fn start(worker: redjob::Worker) -> Running {
     let shutdown = worker.shutdown_token();
     Running {
         shutdown,
-        handle: tokio::spawn(worker.run()),
+        handle: tokio::spawn(worker.run_until_stopped()),
     }
 }
 

@@ -50,7 +50,7 @@ pub fn serve() {
             .build()
             .unwrap();
         println!("id {}", worker.id());
-        let stopped = worker.run().await.unwrap();
+        let stopped = worker.run_until_stopped().await.unwrap();
         println!("stopped {stopped:?}");
         // the process goes on after its worker stopped
         tokio::time::sleep(Duration::from_millis(200)).await;
