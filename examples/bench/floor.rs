@@ -7,7 +7,9 @@
 //! checks their tokens (`ZMSCORE`), removes them (`ZREM`, `HDEL`). With the
 //! history, the ack also enters each job (`ZADD` of the history's sorted
 //! set, `HSET` of an entry with the body) and trims as many old entries
-//! (`ZRANGE`, `ZREM`, `HDEL`), the history held at 1,000 entries.
+//! (`ZRANGE`, `ZREM`, `HDEL`), the history held at 1,000 entries. Then the
+//! same work by two minimal Lua scripts (one call per fetch and per ack, as
+//! the worker's): what scripting itself adds, before any of redjob's logic.
 
 use crate::phases::{Figures, Settings};
 use crate::redis::{Server, cpu_us};
@@ -136,6 +138,105 @@ async fn drain(
     (cpu_us(con).await - cpu0) / n as f64
 }
 
+/// The least a fetch script does: lease up to ARGV[1] due jobs (re-scored to
+/// ARGV[2]) and return them with their bodies.
+const FETCH: &str = r#"
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[3], "LIMIT", 0, ARGV[1])
+if #ids == 0 then return {} end
+local bodies = redis.call("HMGET", KEYS[2], unpack(ids))
+local z, out = {}, {}
+for i, id in ipairs(ids) do
+  z[2 * i - 1] = ARGV[2]; z[2 * i] = id
+  out[2 * i - 1] = id; out[2 * i] = bodies[i]
+end
+redis.call("ZADD", KEYS[1], unpack(z))
+return out
+"#;
+
+/// The least an ack script does: the fence (each job still at its token),
+/// the removal, and with ARGV[2] = "1" the history's entry (the body read
+/// back, an attempt record around it) and its trim to 1,000.
+const ACK: &str = r#"
+local ids, tokens = {}, {}
+for i = 3, #ARGV, 2 do ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1] end
+local scores = redis.call("ZMSCORE", KEYS[1], unpack(ids))
+local gone = {}
+for i, id in ipairs(ids) do
+  if scores[i] and tonumber(scores[i]) == tonumber(tokens[i]) then gone[#gone + 1] = id end
+end
+if #gone == 0 then return 0 end
+local bodies = ARGV[2] == "1" and redis.call("HMGET", KEYS[2], unpack(gone))
+redis.call("ZREM", KEYS[1], unpack(gone))
+redis.call("HDEL", KEYS[2], unpack(gone))
+if bodies then
+  local at = ARGV[1]
+  local zh, hh = {}, {}
+  for i, id in ipairs(gone) do
+    local body = bodies[i] or ""
+    zh[2 * i - 1] = at; zh[2 * i] = id
+    hh[2 * i - 1] = id
+    hh[2 * i] = "h1 succeeded " .. at .. " 1 " .. #body .. "\n\n\n" .. '{"n":1,"start":' .. at .. ',"end":' .. at
+      .. ',"outcome":"ok","worker":"w","host":"h"}\n' .. body
+  end
+  redis.call("ZADD", KEYS[3], unpack(zh))
+  redis.call("HSET", KEYS[4], unpack(hh))
+  local over = redis.call("ZCARD", KEYS[3]) - 1000
+  if over > 0 then
+    local old = redis.call("ZRANGE", KEYS[3], 0, over - 1)
+    redis.call("ZREM", KEYS[3], unpack(old))
+    redis.call("HDEL", KEYS[4], unpack(old))
+  end
+end
+return #gone
+"#;
+
+/// Drains queue `q` by the two minimal scripts above; Redis CPU µs per job.
+async fn drain_scripted(
+    con: &mut redis::aio::MultiplexedConnection,
+    q: &str,
+    n: usize,
+    history: bool,
+) -> f64 {
+    let keys = [
+        format!("rsmq:{q}"),
+        format!("rsmq:{q}:Q"),
+        format!("rsmq:{q}:history"),
+        format!("rsmq:{q}:history:Q"),
+    ];
+    let (fetch, ack) = (redis::Script::new(FETCH), redis::Script::new(ACK));
+    let token = "10000000000.501";
+    let cpu0 = cpu_us(con).await;
+    let mut done = 0;
+    let mut at = 0u64;
+    while done < n {
+        let got: Vec<String> = fetch
+            .key(&keys[0])
+            .key(&keys[1])
+            .arg(BATCH)
+            .arg(token)
+            .arg(1_000_000_000u64)
+            .invoke_async(con)
+            .await
+            .expect("fetch");
+        if got.is_empty() {
+            break;
+        }
+        at += 1;
+        let mut inv = ack.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        inv.arg(at).arg(if history { "1" } else { "0" });
+        for pair in got.chunks(2) {
+            inv.arg(&pair[0]).arg(token);
+        }
+        let acked: usize = inv.invoke_async(con).await.expect("ack");
+        assert_eq!(acked * 2, got.len(), "every job passed its fence");
+        done += acked;
+    }
+    (cpu_us(con).await - cpu0) / n as f64
+}
+
 pub async fn floor(s: &Settings, f: &mut Figures) {
     let server = Server::start();
     let mut con = server.con().await;
@@ -149,5 +250,11 @@ pub async fn floor(s: &Settings, f: &mut Figures) {
         fill(&mut con, "floor_warm", s.n).await;
         f.floor_history_us
             .push(drain(&mut con, "floor_warm", s.n, true).await);
+        fill(&mut con, "floor_plain", s.n).await;
+        f.floor_scripted_us
+            .push(drain_scripted(&mut con, "floor_plain", s.n, false).await);
+        fill(&mut con, "floor_warm", s.n).await;
+        f.floor_scripted_history_us
+            .push(drain_scripted(&mut con, "floor_warm", s.n, true).await);
     }
 }

@@ -94,6 +94,9 @@ pub struct Figures {
     /// plain pipelined commands, Redis CPU µs per job.
     pub floor_plain_us: Vec<f64>,
     pub floor_history_us: Vec<f64>,
+    /// The same by two minimal scripts.
+    pub floor_scripted_us: Vec<f64>,
+    pub floor_scripted_history_us: Vec<f64>,
     pub history_off_cpu_us: Vec<f64>,
     pub history_bytes_per_entry: Option<f64>,
     pub history_full_kb: Option<f64>,

@@ -256,6 +256,18 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             |f| f.floor_history_us.clone(),
             "-",
         ),
+        (
+            "floor_scripted_redis_cpu_us_per_job",
+            "  the same by two minimal scripts (µs)",
+            |f| f.floor_scripted_us.clone(),
+            "-",
+        ),
+        (
+            "floor_scripted_redis_cpu_us_per_job_history",
+            "  the same by two minimal scripts, with the history (µs)",
+            |f| f.floor_scripted_history_us.clone(),
+            "-",
+        ),
     ] {
         rows.push(Row {
             key: key.into(),
