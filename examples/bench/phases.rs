@@ -28,7 +28,9 @@ pub struct Figures {
     pub cmds_per_job: Option<f64>,
     pub calls_per_job: Option<f64>,
     pub bytes_per_job: Option<f64>,
-    /// The same for RSMQ's layout alone: a raw send of the bare payload.
+    /// The queue's keys per job (`MEMORY USAGE`), and the same for RSMQ's
+    /// layout alone: a raw send of the bare payload.
+    pub bytes_per_job_keys: Option<f64>,
     pub bytes_per_job_rsmq: Option<f64>,
     pub worker_cpu_us_per_job: Option<f64>,
     pub redis_cpu_us_per_job: Option<f64>,
@@ -223,6 +225,24 @@ async fn enqueue_parts(server: &Server, client: &Client, f: &mut Figures) {
     }
 }
 
+/// The bytes queue `q`'s sorted set and hash take (`MEMORY USAGE`, every
+/// element counted).
+async fn key_bytes(con: &mut redis::aio::MultiplexedConnection, q: &str) -> f64 {
+    let mut bytes = 0;
+    for key in [format!("rsmq:{q}"), format!("rsmq:{q}:Q")] {
+        let b: Option<u64> = ::redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query_async(con)
+            .await
+            .expect("MEMORY USAGE");
+        bytes += b.unwrap_or(0);
+    }
+    bytes as f64
+}
+
 /// Phases 1–3: enqueue one by one and in bulk, process the backlog, and what it cost.
 pub async fn throughput(s: &Settings, f: &mut Figures) {
     let server = Server::start();
@@ -246,6 +266,7 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
     let enq = cost(&mut con).await;
     f.send_script_us = Some(enq.script_us);
     f.bytes_per_job = Some((used_memory(&mut con).await - mem0) as f64 / n as f64);
+    f.bytes_per_job_keys = Some(key_bytes(&mut con, "bench").await / n as f64);
 
     // process what phase 1 enqueued
     let tally = Arc::new(Tally::new(n));
@@ -270,7 +291,6 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
         .create_queue("raw", Default::default())
         .await
         .expect("create");
-    let mem0 = used_memory(&mut con).await;
     let bodies: Vec<SendMessage> = (0..n)
         .map(|i| SendMessage::new(format!(r#"{{"i":{i}}}"#).into_bytes()))
         .collect();
@@ -281,7 +301,7 @@ pub async fn throughput(s: &Settings, f: &mut Figures) {
             .await
             .expect("send");
     }
-    f.bytes_per_job_rsmq = Some((used_memory(&mut con).await - mem0) as f64 / n as f64);
+    f.bytes_per_job_rsmq = Some(key_bytes(&mut con, "raw").await / n as f64);
 
     let t = Instant::now();
     bulk(&client, 0, n).await;

@@ -90,6 +90,12 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         "<= 0.7x e6ae42f",
     );
     add(
+        "bytes_per_job_keys",
+        "  the queue's keys per job (MEMORY USAGE, bytes)",
+        &|f| f.bytes_per_job_keys,
+        "-",
+    );
+    add(
         "bytes_per_job_rsmq",
         "  the same, an RSMQ send of the bare payload (bytes)",
         &|f| f.bytes_per_job_rsmq,
