@@ -220,7 +220,9 @@ impl Client {
     /// read again after every (re)subscription, and a quiet subscriber is
     /// pinged once a minute (one command: no re-read while it answers) and
     /// replaced when it does not, so a notice lost with a connection (even
-    /// one that died silently) cannot strand the wait; Redis out of reach is tried
+    /// one that died silently) cannot strand the wait; the registration is
+    /// renewed every 10 minutes (a wait given up leaves none for longer), and
+    /// a job finished already is read without one; Redis out of reach is tried
     /// again until the time is up. A queue purge, a bulk delete or an RSMQ
     /// client's pop does not wake it (the wait then lasts its `timeout`).
     /// Each waiting call holds a subscriber connection of its own. An inline
@@ -296,15 +298,26 @@ impl Client {
         use std::time::Duration;
         use tokio::time::Instant;
         let now = Instant::now();
+        // a watch is registered for at most this long, then renewed: a wait
+        // given up (its future dropped) leaves no registration for longer
+        const WATCH_SPAN: Duration = Duration::from_secs(600);
         let deadline = now
             .checked_add(timeout)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
+        // finished already: read at once, with no registration left behind
+        match self.result_in::<J>(queue, id).await {
+            Ok(Some(r)) => return Ok(Some(r)),
+            Err(e @ crate::Error::JobFailed { .. }) => return Err(e),
+            _ => {}
+        }
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            // watched first, then read: a finish between the two is not missed
-            // registered for the whole wait: the backend keeps its watch
-            // alive (on Redis, a ping a minute), and ends it when it is lost
-            let watched = Box::pin(self.backend.watch_finish(queue, id, left));
+            // watched first, then read: a finish between the two is not missed;
+            // the backend keeps its watch alive (on Redis, a ping a minute)
+            // and ends it when it is lost
+            let span = left.min(WATCH_SPAN);
+            let renew = Instant::now() + span;
+            let watched = Box::pin(self.backend.watch_finish(queue, id, span));
             let mut watch = match tokio::time::timeout(left, watched).await {
                 Err(_) => return self.result_in::<J>(queue, id).await,
                 Ok(Ok(w)) => w,
@@ -324,9 +337,12 @@ impl Client {
             }
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
-                match tokio::time::timeout(left, watch.next()).await {
+                let to_renew = renew.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left.min(to_renew), watch.next()).await {
                     // the time is up: what the job is now
-                    Err(_) => return self.result_in::<J>(queue, id).await,
+                    Err(_) if left <= to_renew => return self.result_in::<J>(queue, id).await,
+                    // the registration's span is over: watch again, read again
+                    Err(_) => break,
                     Ok(Some(())) => {
                         if let Some(r) = self.result_in::<J>(queue, id).await? {
                             return Ok(Some(r));

@@ -174,12 +174,14 @@ impl PerQueue {
     /// How many jobs to prefetch for this queue's jobs (when they are short):
     /// as many as the worker's handlers run in [`PREFETCH_WAIT`] at their
     /// average run time, at least the concurrency, at most the prefetch.
-    fn prefetch(&self, shared: &Shared) -> u32 {
+    fn prefetch(&self, shared: &Shared) -> usize {
         let avg = self.run_us.load(Ordering::Relaxed).max(1);
         let fit =
-            u64::from(shared.concurrency).saturating_mul(PREFETCH_WAIT.as_micros() as u64) / avg;
+            (shared.concurrency as u64).saturating_mul(PREFETCH_WAIT.as_micros() as u64) / avg;
         let floor = shared.concurrency.min(shared.prefetch);
-        fit.clamp(u64::from(floor), u64::from(shared.prefetch)) as u32
+        usize::try_from(fit)
+            .unwrap_or(usize::MAX)
+            .clamp(floor, shared.prefetch)
     }
 }
 
@@ -221,6 +223,7 @@ impl<B: Backend> Dispatcher<B> {
         let mut served = false;
         let mut paused = false;
         let mut slot_freed = false;
+        let mut yielded = false;
         loop {
             if self.shared.controls.is_quiet() {
                 // an operator quieted the worker: no fetch until resumed
@@ -240,33 +243,53 @@ impl<B: Backend> Dispatcher<B> {
                 _ = self.per_queue.stop.cancelled() => return,
             };
             // a prefetch that would keep jobs waiting here longer than
-            // PREFETCH_WAIT is cut down (to the concurrency at the least)
-            let mut capped = false;
-            let reserve = self.shared.prefetch - self.per_queue.prefetch(&self.shared);
-            if reserve > 0 {
-                let free = n + self.shared.slots.available_permits() as u32;
+            // PREFETCH_WAIT is cut down (to the concurrency at the least):
+            // the rest of the worker's slots stay free of this queue's jobs
+            let short = self.per_queue.short_jobs() && !self.queue_slots.fleet_limited();
+            let reserve = self
+                .shared
+                .prefetch
+                .saturating_sub(self.per_queue.prefetch(&self.shared));
+            if short && reserve > 0 {
+                let free = n as usize + self.shared.slots.available_permits();
                 let allowed = free.saturating_sub(reserve);
                 if allowed == 0 {
-                    capped = true;
-                } else if allowed < n {
-                    self.give_back(n - allowed);
-                    n = allowed;
+                    // its share is leased: wait for one of its jobs (or
+                    // another's) to give a slot back, then look again
+                    self.give_back(n);
+                    loop {
+                        let freed = self.shared.slot_freed.notified();
+                        if self.shared.slots.available_permits() > reserve {
+                            break;
+                        }
+                        tokio::select! {
+                            _ = freed => {}
+                            _ = self.per_queue.stop.cancelled() => return,
+                        }
+                    }
+                    continue;
+                }
+                if allowed < n as usize {
+                    self.give_back(n - allowed as u32);
+                    n = allowed as u32;
                 }
             }
-            if capped || !self.per_queue.short_jobs() || self.queue_slots.fleet_limited() {
+            if !short {
                 // long (or not yet timed) jobs, or a queue limited across the
                 // fleet (where a lease counts as a start and holds a place):
                 // lease only what can start now: the running slots free, less
                 // the jobs leased before that have yet to take theirs
-                let free = self.shared.running_free(n);
+                let free = self.shared.running_free() as u32;
                 if free == 0 && !slot_freed {
                     self.give_back(n);
-                    if self.shared.running.available_permits() > 0 {
+                    if self.shared.running.available_permits() > 0 && !yielded {
                         // jobs just leased (their tasks not yet polled) take
-                        // the free slots first
+                        // the free slots first; once, then wait as below
+                        yielded = true;
                         tokio::task::yield_now().await;
                         continue;
                     }
+                    yielded = false;
                     tokio::select! {
                         p = self.shared.running.acquire() => drop(p),
                         _ = self.per_queue.stop.cancelled() => return,
@@ -279,6 +302,7 @@ impl<B: Backend> Dispatcher<B> {
                     continue;
                 }
                 slot_freed = false;
+                yielded = false;
                 let free = free.max(1);
                 if n > free {
                     self.give_back(n - free);
@@ -596,6 +620,7 @@ impl<B: Backend> Dispatcher<B> {
                     fetched_at_us: fetched.now_us,
                     fetched: replied,
                     batch,
+                    unstarted: super::Unstarted::new(&self.shared),
                 },
                 self.queue.clone(),
                 self.shared.clone(),

@@ -33,6 +33,7 @@ impl Drop for SlotGuard {
         if let Some(q) = &self.queue_slots {
             q.release(1);
         }
+        self.shared.slot_freed.notify_waiters();
     }
 }
 
@@ -49,6 +50,8 @@ pub(crate) struct Run {
     pub fetched: Instant,
     /// The batch its envelope names.
     pub batch: Option<crate::contract::batches::BatchRef>,
+    /// Counted as not started until it takes a running slot.
+    pub unstarted: super::Unstarted,
 }
 
 /// What hooks and metrics need to know of a run, filled in as it goes.
@@ -66,7 +69,7 @@ struct Report {
 }
 
 pub(crate) async fn execute(
-    r: Run,
+    mut r: Run,
     queue: Arc<str>,
     shared: Arc<Shared>,
     tx: tokio::sync::mpsc::UnboundedSender<Event>,
@@ -94,6 +97,7 @@ pub(crate) async fn execute(
                 p = shared.running.acquire() => p.ok(),
             }
         };
+    r.unstarted.done();
     if running.is_some() && shared.running.available_permits() == 0 {
         // no slot left to start a handed job at once: withdraw the registrations
         shared.filled.notify_one();

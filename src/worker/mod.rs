@@ -95,12 +95,15 @@ pub(crate) struct Shared {
     /// withdrawn (see [`withdraw_when_full`]).
     pub filled: Notify,
     pub fetch_max: u32,
-    /// Jobs running at once, and the most leased beyond them (capped at
-    /// 1000 in all).
-    pub concurrency: u32,
-    pub prefetch: u32,
-    /// The permits `slots` was made with.
-    pub slots_total: usize,
+    /// Jobs running at once (`running`'s permits), and the most leased
+    /// beyond them (`slots` has both).
+    pub concurrency: usize,
+    pub prefetch: usize,
+    /// Jobs leased and spawned that have not yet taken a running slot (or
+    /// gone back without one): see [`Unstarted`].
+    pub unstarted: std::sync::atomic::AtomicUsize,
+    /// Told when a job gives its slot back.
+    pub slot_freed: Notify,
     pub lease: Duration,
     pub poll_interval: Duration,
     pub job_timeout: Option<Duration>,
@@ -134,17 +137,39 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Running slots free for jobs leased now, `taken` slots already taken
-    /// for them: the free running permits less the leased jobs still to take
-    /// one (prefetched, or spawned and not yet polled).
-    pub fn running_free(&self, taken: u32) -> u32 {
-        let leased = self
-            .slots_total
-            .saturating_sub(self.slots.available_permits())
-            .saturating_sub(taken as usize);
-        let running = (self.concurrency as usize).saturating_sub(self.running.available_permits());
-        let waiting = leased.saturating_sub(running);
-        self.running.available_permits().saturating_sub(waiting) as u32
+    /// Running slots free for jobs leased now: the free running permits less
+    /// the jobs leased before that have yet to take one (prefetched, or
+    /// spawned and not yet polled).
+    pub fn running_free(&self) -> usize {
+        let unstarted = self.unstarted.load(std::sync::atomic::Ordering::Acquire);
+        self.running.available_permits().saturating_sub(unstarted)
+    }
+}
+
+/// A spawned job's place in [`Shared::unstarted`] until it takes a running
+/// slot or goes back without one (or its task is dropped).
+pub(crate) struct Unstarted(Option<Arc<Shared>>);
+
+impl Unstarted {
+    pub fn new(shared: &Arc<Shared>) -> Self {
+        shared
+            .unstarted
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Unstarted(Some(shared.clone()))
+    }
+
+    /// It took its running slot, or will not.
+    pub fn done(&mut self) {
+        if let Some(s) = self.0.take() {
+            s.unstarted
+                .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Unstarted {
+    fn drop(&mut self) {
+        self.done();
     }
 }
 

@@ -237,7 +237,9 @@ impl<B: Backend> Settler<B> {
     /// the held deliveries to finish, so that one settle call carries them:
     /// a call's fixed cost (its round trip, the script's reads of the queue's
     /// fields, its counters) is then paid once for many jobs. A queue with
-    /// nothing else running settles at once. `true` when told to drain.
+    /// nothing else held here (running or prefetched) settles at once; jobs
+    /// prefetched are about to run, so their finishes are waited for too.
+    /// `true` when told to drain.
     async fn gather(&mut self, rx: &mut mpsc::UnboundedReceiver<Event>) -> bool {
         let until = Instant::now() + SETTLE_LINGER;
         loop {

@@ -323,7 +323,9 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         }
         let mut quiet = shared.controls.quiet.subscribe();
         let n = tokio::select! {
-            n = slots(&shared, local.as_deref(), buf.len().min(u32::MAX as usize) as u32) => n,
+            // events started ahead of a free slot: twice the concurrency at
+            // most (a job's prefetch is for quick jobs, not for events)
+            n = slots(&shared, local.as_deref(), buf.len().min(shared.concurrency.saturating_mul(2).max(1)).min(u32::MAX as usize) as u32) => n,
             _ = env.stop.cancelled() => break,
             // what it read goes back at the top of the loop
             _ = quiet.wait_for(|q| *q) => continue,
