@@ -131,6 +131,10 @@ impl Hold {
 /// job would wait that long in this worker while another might be idle.
 const PREFETCH_BELOW: Duration = Duration::from_millis(50);
 
+/// How often a dispatcher waiting for a slot of its queue's share looks
+/// again, should no notice come.
+const SLOT_RECHECK: Duration = Duration::from_millis(50);
+
 /// How long a prefetched job may expect to wait for a slot, at the queue's
 /// average run time: the prefetch is cut to that (to no less than the
 /// concurrency, and no more than the builder's prefetch).
@@ -264,6 +268,8 @@ impl<B: Backend> Dispatcher<B> {
                         }
                         tokio::select! {
                             _ = freed => {}
+                            // slots given back some other way: looked at again
+                            _ = tokio::time::sleep(SLOT_RECHECK) => {}
                             _ = self.per_queue.stop.cancelled() => return,
                         }
                     }
@@ -710,12 +716,12 @@ pub(super) async fn slots(shared: &Shared, local: Option<&Limit>, max: u32) -> u
             }
             if n > 0 {
                 if g > n {
-                    shared.slots.add_permits((g - n) as usize);
+                    shared.give_slots((g - n) as usize);
                 }
                 return n;
             }
             // the limit binds: wait for its places, then the worker's
-            shared.slots.add_permits(g as usize);
+            shared.give_slots(g as usize);
             let n = take(q.sem(), max, false).await;
             let g = take(&shared.slots, n, true).await;
             q.release((n - g) as usize);
@@ -727,7 +733,7 @@ pub(super) async fn slots(shared: &Shared, local: Option<&Limit>, max: u32) -> u
 /// Returns `n` slots to the worker and to `local`.
 pub(super) fn give_back(shared: &Shared, local: Option<&Limit>, n: u32) {
     if n > 0 {
-        shared.slots.add_permits(n as usize);
+        shared.give_slots(n as usize);
         if let Some(q) = local {
             q.release(n as usize);
         }

@@ -29,11 +29,10 @@ pub(crate) struct SlotGuard {
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
-        self.shared.slots.add_permits(1);
+        self.shared.give_slots(1);
         if let Some(q) = &self.queue_slots {
             q.release(1);
         }
-        self.shared.slot_freed.notify_waiters();
     }
 }
 

@@ -137,6 +137,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Gives `n` of the worker's slots back, and tells a dispatcher waiting
+    /// for one ([`Shared::slot_freed`]).
+    pub fn give_slots(&self, n: usize) {
+        if n > 0 {
+            self.slots.add_permits(n);
+            self.slot_freed.notify_waiters();
+        }
+    }
+
     /// Running slots free for jobs leased now: the free running permits less
     /// the jobs leased before that have yet to take one (prefetched, or
     /// spawned and not yet polled).

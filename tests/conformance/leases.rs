@@ -495,6 +495,47 @@ pub async fn quick_jobs_are_prefetched_seven_per_slot(env: &Env) {
     w.stop().await;
 }
 
+/// Jobs of 20 ms are prefetched no deeper than the concurrency, the default
+/// 7 × notwithstanding (a prefetched job would wait longer than 10 ms): a
+/// worker of 2 slots behind two slow jobs holds at most 4.
+pub async fn slower_jobs_are_prefetched_no_deeper_than_the_concurrency(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).concurrency(2).build().unwrap());
+    let rsmq = client.queues();
+    let sleepy = |key, ms| Sleepy {
+        key,
+        ms,
+        hang_first: false,
+    };
+    // the worker times 16 jobs of 20 ms
+    let learn: Vec<Sleepy> = (0..16).map(|i| sleepy(i, 20)).collect();
+    client.enqueue_batch(&learn).await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || rec.len() == 16).await,
+        "the jobs to time ran"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut jobs = vec![sleepy(100, 1500), sleepy(101, 1500)];
+    jobs.extend((0..40).map(|i| sleepy(200 + i, 20)));
+    client.enqueue_batch(&jobs).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut popped = 0;
+    while rsmq.pop("work").await.unwrap().is_some() {
+        popped += 1;
+    }
+    let leased = 42 - popped;
+    assert!(
+        (2..=4).contains(&leased),
+        "2 running and at most 2 prefetched, got {leased} leased"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || rec.len() == 16 + leased).await,
+        "the leased ones ran"
+    );
+    w.stop().await;
+}
+
 /// A release gives its delivery count back (it was no attempt), yet the next
 /// delivery's token is never an earlier one's: a settle of the released delivery
 /// (a retried call whose first reply was lost) must not touch the new one. Each
