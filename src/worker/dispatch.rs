@@ -290,9 +290,16 @@ impl<B: Backend> Dispatcher<B> {
                     self.give_back(n);
                     if self.shared.running.available_permits() > 0 && !yielded {
                         // jobs just leased (their tasks not yet polled) take
-                        // the free slots first; once, then wait as below
+                        // the free slots first; once, then wait as below. A
+                        // sleep, not a yield: a yield parks this task on its
+                        // thread, behind the job just spawned there, and a
+                        // handler that blocks its thread held the dispatcher
+                        // (and so a shutdown's grace period) until it ended
                         yielded = true;
-                        tokio::task::yield_now().await;
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+                            _ = self.per_queue.stop.cancelled() => return,
+                        }
                         continue;
                     }
                     yielded = false;
