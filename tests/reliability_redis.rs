@@ -182,7 +182,7 @@ async fn killed_connections_reconnect_by_themselves() {
 }
 
 /// A caller waiting for a result costs Redis nothing while the job waits
-/// (its subscriber is pinged once a minute, not replaced and re-read every
+/// (its subscriber is pinged every five minutes, not replaced and re-read every
 /// 15 s as before: this window held one such renewal), and a killed
 /// subscriber is replaced, so the finish still wakes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -218,7 +218,7 @@ impl Client {
     /// subscriber of the queue's done channel, which the script that
     /// finishes an awaited job publishes to), never by polling; the job is
     /// read again after every (re)subscription, and a quiet subscriber is
-    /// pinged once a minute (one command: no re-read while it answers) and
+    /// pinged every five minutes (one command: no re-read while it answers) and
     /// replaced when it does not, so a notice lost with a connection (even
     /// one that died silently) cannot strand the wait; the registration is
     /// renewed every 10 minutes (a wait given up leaves none for longer), and
@@ -313,7 +313,7 @@ impl Client {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             // watched first, then read: a finish between the two is not missed;
-            // the backend keeps its watch alive (on Redis, a ping a minute)
+            // the backend keeps its watch alive (on Redis, a ping every five minutes)
             // and ends it when it is lost
             let span = left.min(WATCH_SPAN);
             let renew = Instant::now() + span;
