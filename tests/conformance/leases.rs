@@ -443,13 +443,11 @@ pub async fn long_jobs_are_not_prefetched_away_from_an_idle_worker(env: &Env) {
     }
 }
 
-/// The default prefetch is 7 × the concurrency for quick jobs (well under
-/// 1 ms; less as their average nears 10 ms / 7): a worker of 2 slots leases
-/// up to 16 at once, so one fetch carries many (4 before, when the prefetch
-/// was the concurrency). Two slow jobs hold both slots while the rest wait
-/// leased; then an RSMQ client pops what is still visible, so the leased
-/// count is what the worker took.
-pub async fn quick_jobs_are_prefetched_seven_per_slot(env: &Env) {
+/// A worker of 2 slots first times `learn` jobs of `ms` each; then two slow
+/// jobs hold both slots and 40 more of `ms` wait behind them. After 400 ms an
+/// RSMQ client pops what is still visible, so the leased count is what the
+/// worker took; returns it once the leased ones ran and all settled.
+async fn leased_behind_two_slow_jobs(env: &Env, learn: u64, ms: u64) -> usize {
     let client = env.client.clone();
     let rec = Recorder::default();
     let w = start(worker(&client, &rec).concurrency(2).build().unwrap());
@@ -459,17 +457,16 @@ pub async fn quick_jobs_are_prefetched_seven_per_slot(env: &Env) {
         ms,
         hang_first: false,
     };
-    // the worker times 24 quick jobs
-    let learn: Vec<Sleepy> = (0..24).map(|i| sleepy(i, 0)).collect();
-    client.enqueue_batch(&learn).await.unwrap();
+    let timed: Vec<Sleepy> = (0..learn).map(|i| sleepy(i, ms)).collect();
+    client.enqueue_batch(&timed).await.unwrap();
+    let n = learn as usize;
     assert!(
-        wait_until(Duration::from_secs(10), || rec.len() == 24).await,
+        wait_until(Duration::from_secs(10), || rec.len() == n).await,
         "the jobs to time ran"
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // two that hold both slots, and 40 behind them
-    let mut jobs = vec![sleepy(100, 1500), sleepy(101, 1500)];
-    jobs.extend((0..40).map(|i| sleepy(200 + i, 0)));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut jobs = vec![sleepy(1000, 1500), sleepy(1001, 1500)];
+    jobs.extend((0..40).map(|i| sleepy(2000 + i, ms)));
     client.enqueue_batch(&jobs).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     let mut popped = 0;
@@ -478,11 +475,7 @@ pub async fn quick_jobs_are_prefetched_seven_per_slot(env: &Env) {
     }
     let leased = 42 - popped;
     assert!(
-        (5..=16).contains(&leased),
-        "2 running and up to 14 prefetched, got {leased} leased"
-    );
-    assert!(
-        wait_until(Duration::from_secs(20), || rec.len() == 24 + leased).await,
+        wait_until(Duration::from_secs(20), || rec.len() == n + leased).await,
         "the leased ones ran"
     );
     assert!(
@@ -493,47 +486,30 @@ pub async fn quick_jobs_are_prefetched_seven_per_slot(env: &Env) {
         "all settled"
     );
     w.stop().await;
+    leased
+}
+
+/// The default prefetch is 7 × the concurrency for quick jobs (well under
+/// 1 ms; less as their average nears 10 ms / 7): a worker of 2 slots leases
+/// up to 16 at once, so one fetch carries many (4 before, when the prefetch
+/// was the concurrency).
+pub async fn quick_jobs_are_prefetched_seven_per_slot(env: &Env) {
+    let leased = leased_behind_two_slow_jobs(env, 24, 0).await;
+    assert!(
+        (5..=16).contains(&leased),
+        "2 running and up to 14 prefetched, got {leased} leased"
+    );
 }
 
 /// Jobs of 20 ms are prefetched no deeper than the concurrency, the default
 /// 7 × notwithstanding (a prefetched job would wait longer than 10 ms): a
 /// worker of 2 slots behind two slow jobs holds at most 4.
 pub async fn slower_jobs_are_prefetched_no_deeper_than_the_concurrency(env: &Env) {
-    let client = env.client.clone();
-    let rec = Recorder::default();
-    let w = start(worker(&client, &rec).concurrency(2).build().unwrap());
-    let rsmq = client.queues();
-    let sleepy = |key, ms| Sleepy {
-        key,
-        ms,
-        hang_first: false,
-    };
-    // the worker times 16 jobs of 20 ms
-    let learn: Vec<Sleepy> = (0..16).map(|i| sleepy(i, 20)).collect();
-    client.enqueue_batch(&learn).await.unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || rec.len() == 16).await,
-        "the jobs to time ran"
-    );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut jobs = vec![sleepy(100, 1500), sleepy(101, 1500)];
-    jobs.extend((0..40).map(|i| sleepy(200 + i, 20)));
-    client.enqueue_batch(&jobs).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let mut popped = 0;
-    while rsmq.pop("work").await.unwrap().is_some() {
-        popped += 1;
-    }
-    let leased = 42 - popped;
+    let leased = leased_behind_two_slow_jobs(env, 16, 20).await;
     assert!(
         (2..=4).contains(&leased),
         "2 running and at most 2 prefetched, got {leased} leased"
     );
-    assert!(
-        wait_until(Duration::from_secs(20), || rec.len() == 16 + leased).await,
-        "the leased ones ran"
-    );
-    w.stop().await;
 }
 
 /// A release gives its delivery count back (it was no attempt), yet the next
