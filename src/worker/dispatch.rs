@@ -227,7 +227,7 @@ impl<B: Backend> Dispatcher<B> {
         let mut served = false;
         let mut paused = false;
         let mut slot_freed = false;
-        let mut yielded = false;
+        let mut slept = false;
         loop {
             if self.shared.controls.is_quiet() {
                 // an operator quieted the worker: no fetch until resumed
@@ -288,21 +288,21 @@ impl<B: Backend> Dispatcher<B> {
                 let free = self.shared.running_free() as u32;
                 if free == 0 && !slot_freed {
                     self.give_back(n);
-                    if self.shared.running.available_permits() > 0 && !yielded {
+                    if self.shared.running.available_permits() > 0 && !slept {
                         // jobs just leased (their tasks not yet polled) take
                         // the free slots first; once, then wait as below. A
                         // sleep, not a yield: a yield parks this task on its
                         // thread, behind the job just spawned there, and a
                         // handler that blocks its thread held the dispatcher
                         // (and so a shutdown's grace period) until it ended
-                        yielded = true;
+                        slept = true;
                         tokio::select! {
                             _ = tokio::time::sleep(Duration::from_millis(1)) => {}
                             _ = self.per_queue.stop.cancelled() => return,
                         }
                         continue;
                     }
-                    yielded = false;
+                    slept = false;
                     tokio::select! {
                         p = self.shared.running.acquire() => drop(p),
                         _ = self.per_queue.stop.cancelled() => return,
@@ -315,7 +315,7 @@ impl<B: Backend> Dispatcher<B> {
                     continue;
                 }
                 slot_freed = false;
-                yielded = false;
+                slept = false;
                 let free = free.max(1);
                 if n > free {
                     self.give_back(n - free);
