@@ -264,7 +264,7 @@ fn a_killed_owner_of_an_ordered_subscriber_is_taken_over_in_order() {
     eprintln!(
         "A started {}, B went on from {first_b} ({} ran twice)",
         a_starts.len(),
-        last_a - first_b + 1
+        last_a + 1 - first_b
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
