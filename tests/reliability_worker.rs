@@ -455,12 +455,7 @@ impl<B: Backend> Backend for Faulty<B> {
         self.inner.beat(id, beat, ttl).await
     }
 
-    async fn touch(
-        &self,
-        id: &str,
-        ttl: Duration,
-        since: Duration,
-    ) -> redjob::Result<Option<redjob::ops::BeatReply>> {
+    async fn touch(&self, id: &str, ttl: Duration, since: Duration) -> redjob::Result<bool> {
         self.inner.touch(id, ttl, since).await
     }
 }

@@ -1,4 +1,5 @@
-//! The worker's Redis-only figures: idle cost in commands, and realtime wake-ups.
+//! The worker's Redis-only figures: idle cost in commands, realtime wake-ups,
+//! and notices lost with the listener's connection.
 
 mod common;
 
@@ -62,7 +63,7 @@ async fn an_idle_workers_beats_are_one_command_each() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let calls = command_calls(&mut con).await;
     // the first beat wrote the entry; the next ones only move its end on (a
-    // ZADD of its own: no script ran)
+    // ZADD of its own: no script ran, and nothing is read with it)
     assert!(
         calls.get("zadd").copied().unwrap_or(0) >= 4,
         "beats were touches: {calls:?}"
@@ -71,6 +72,78 @@ async fn an_idle_workers_beats_are_one_command_each() {
         calls.get("evalsha").copied().unwrap_or(0),
         0,
         "no script ran: {calls:?}"
+    );
+    assert_eq!(
+        calls.get("hget").copied().unwrap_or(0),
+        0,
+        "a touch reads neither the control nor the settings' version: {calls:?}"
+    );
+    w.stop().await;
+}
+
+/// A control stored while the worker's listener could not hear its notice
+/// (here: stored with no notice at all) is read as soon as the listener is
+/// connected again, not at the next full beat two minutes on.
+#[tokio::test]
+async fn a_control_whose_notice_was_lost_is_read_when_the_listener_reconnects() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("work", Default::default())
+        .await
+        .unwrap();
+    let w = Worker::builder(client.backend())
+        .queue("work")
+        .handle_signals(false)
+        // a beat every 20 s
+        .lease(Duration::from_secs(60))
+        .data(Recorder::default())
+        .build()
+        .unwrap();
+    let id = w.id().to_string();
+    let w = start_serving(w).await;
+    let admin = client.backend();
+    let listed = |quiet: bool| {
+        let admin = admin.clone();
+        async move {
+            redjob::ops::Admin::workers(&admin)
+                .await
+                .unwrap()
+                .first()
+                .is_some_and(|w| w.quiet == quiet)
+        }
+    };
+    assert!(wait_for(Duration::from_secs(5), || listed(false)).await);
+    // the worker's startup beats are over
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut con = server.raw().await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:{@workers}:control")
+        .arg(&id)
+        .arg(format!("quiet {now_ms} test"))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        listed(false).await,
+        "no notice came, and no beat read it yet"
+    );
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(
+        wait_for(Duration::from_secs(5), || listed(true)).await,
+        "the control was read once the listener was back"
     );
     w.stop().await;
 }

@@ -135,11 +135,14 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Calls `subscribed()` once notifications are in effect, then `wake(queue)`
     /// whenever jobs are sent to one of `queues`, until the notification channel
-    /// fails (the worker then polls and listens again). It may also call
+    /// fails (the worker then polls and listens again). It calls
     /// `wake("@control:<worker id>")` when a control is set on a worker
-    /// ([`Admin::control_worker`](crate::ops::Admin::control_worker)): that
-    /// worker reads it at once (`@` is in no queue name; a worker ignores
-    /// another's).
+    /// ([`Admin::control_worker`](crate::ops::Admin::control_worker)), and
+    /// `wake("@settings")` when a queue's settings change ([`Admin::set_settings`](crate::ops::Admin::set_settings)):
+    /// a worker reads them at once with a full [`beat`](Self::beat) (`@` is in
+    /// no queue name; a worker ignores another's control). It calls
+    /// `subscribed()` again after notifications may have been lost (the
+    /// worker then beats in full too).
     fn listen(
         &self,
         queues: &[String],
@@ -444,16 +447,17 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Moves worker `id`'s registration on, keeping its beat: it then runs out
     /// `ttl` from now, its last beat or touch having been `since` ago (which a
-    /// backend without a clock of its own adds to the entry's end), and
-    /// returns `Some` with the control set on it and the settings' version
-    /// (see [`beat`](Self::beat)). `None` when it has no entry, which it
-    /// leaves so: the worker then beats in full.
+    /// backend without a clock of its own adds to the entry's end). False when
+    /// it has no entry, which it leaves so: the worker then beats in full. It
+    /// reads neither the control nor the settings' version: the backend tells
+    /// of their changes through [`listen`](Self::listen), and the worker reads
+    /// them with its full beats.
     fn touch(
         &self,
         id: &str,
         ttl: Duration,
         since: Duration,
-    ) -> impl Future<Output = Result<Option<BeatReply>>> + Send;
+    ) -> impl Future<Output = Result<bool>> + Send;
 }
 
 /// The version of the layout this release stores in Redis (keys, fields,
@@ -554,7 +558,7 @@ macro_rules! backend_methods {
             async fn cancelled_batches(after: u64) -> $crate::Result<Vec<($crate::contract::batches::BatchId, u64)>>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
-            async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<Option<$crate::contract::admin::BeatReply>>;
+            async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<bool>;
             async fn serve(digest: &str, serves: &[u8]) -> $crate::Result<()>;
             async fn check_layout() -> $crate::Result<u32>;
             async fn init_settings(queue: &str, settings: &$crate::contract::settings::QueueSettings, by: &str) -> $crate::Result<$crate::contract::settings::QueueSettings>;

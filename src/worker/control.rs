@@ -74,10 +74,11 @@ pub(crate) struct Controls {
     /// Cancelled when an operator stops the worker (the application's token
     /// stays as it is).
     pub stop: CancellationToken,
-    /// A control's notice came: the registry beats at once to read it.
+    /// A control's notice came, or the settings' (or notices may have been
+    /// lost): the registry beats in full at once to read them.
     pub poke: Notify,
-    /// The version of the queues' settings its last beat heard: a change
-    /// has the settings task read them again.
+    /// The version of the queues' settings its last full beat heard: a
+    /// change has the settings task read them again.
     pub settings: watch::Sender<u64>,
     /// Why the worker stops, once known.
     reason: Mutex<Option<Stopped>>,

@@ -88,8 +88,9 @@ pub(super) async fn listen<B: Backend>(
     let wake = |q: &str| {
         if let Some(n) = wakes.get(q) {
             n.notify_one();
-        } else if q == control {
-            // a control set on this worker: the registry reads it now
+        } else if q == control || q == crate::contract::admin::SETTINGS_WAKE {
+            // a control set on this worker, or the queues' settings changed:
+            // the registry beats in full now, which reads them
             shared.controls.poke.notify_one();
         }
     };
@@ -102,7 +103,12 @@ pub(super) async fn listen<B: Backend>(
             }
         }
     };
-    let subscribed = || shared.readiness.subscribed();
+    // notices from here on are heard; those before may have been lost: the
+    // registry reads the control and the settings' version now
+    let subscribed = || {
+        shared.readiness.subscribed();
+        shared.controls.poke.notify_one();
+    };
     let mut backoff = Duration::from_millis(100);
     loop {
         let started = tokio::time::Instant::now();

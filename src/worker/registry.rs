@@ -96,34 +96,39 @@ impl Registry {
         // FULL_BEAT_EVERY (the entry outlives the registry's last beat by
         // five minutes, as the beats do)
         let mut served: Option<Instant> = None;
+        // a notice came (a control set on the worker, the queues' settings
+        // changed, notices lost): a touch reads neither, a full beat does
+        let mut read = false;
         loop {
             let beat = self.beat();
             let now = Instant::now();
             tried = now;
             let shape = beat.shape().ok();
-            let touch = match (&last, &shape) {
-                (Some((was, full)), Some(is)) => {
-                    was == is && now.saturating_duration_since(*full) < FULL_BEAT_EVERY
-                }
-                _ => false,
-            };
+            let touch = !std::mem::take(&mut read)
+                && match (&last, &shape) {
+                    (Some((was, full)), Some(is)) => {
+                        was == is && now.saturating_duration_since(*full) < FULL_BEAT_EVERY
+                    }
+                    _ => false,
+                };
             let serve =
                 served.is_none_or(|at| now.saturating_duration_since(at) >= FULL_BEAT_EVERY);
             let (r, full) = if touch {
                 let since = now.saturating_duration_since(beaten);
                 match backend.touch(&self.id, self.ttl(), since).await {
-                    Ok(Some(reply)) => (Ok(reply), false),
+                    Ok(true) => (Ok(None), false),
                     // the entry is gone (a late beat, or a registry that
                     // expired): write it again at once, with what it serves
-                    Ok(None) | Err(_) => (self.full(&backend, &beat, true).await, true),
+                    Ok(false) | Err(_) => (self.full(&backend, &beat, true).await.map(Some), true),
                 }
             } else {
-                (self.full(&backend, &beat, serve).await, true)
+                (self.full(&backend, &beat, serve).await.map(Some), true)
             };
             // the control read with it: a change the worker follows shows in
             // a beat at once
             let followed = match &r {
-                Ok(reply) => {
+                Ok(None) | Err(_) => false,
+                Ok(Some(reply)) => {
                     // the queues' settings changed: the settings task reads
                     // them again
                     self.controls.settings.send_if_modified(|v| {
@@ -133,7 +138,6 @@ impl Registry {
                     });
                     self.controls.follow(&self.id, reply.control.as_ref())
                 }
-                Err(_) => false,
             };
             let r = r.map(drop);
             if full && r.is_ok() && (serve || touch) {
@@ -166,8 +170,9 @@ impl Registry {
             }
             tokio::select! {
                 _ = tokio::time::sleep(self.every) => {}
-                // a control set on this worker: read it now
-                _ = self.controls.poke.notified() => {}
+                // a control set on this worker, or the settings changed:
+                // read them now
+                _ = self.controls.poke.notified() => read = true,
                 _ = self.changed.notified() => {
                     // a run started or ended: beat soon, carrying what else
                     // changes meanwhile, and not too often

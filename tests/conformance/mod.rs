@@ -392,7 +392,8 @@ macro_rules! conformance_suite {
             settings_are_stored_with_the_queue_and_go_with_it,
             the_stored_retention_is_in_force_over_the_workers,
             a_workers_retention_is_stored_only_where_none_is,
-            a_queues_concurrency_is_stored_and_followed_by_running_workers);
+            a_queues_concurrency_is_stored_and_followed_by_running_workers,
+            a_settings_change_reaches_a_worker_between_its_beats);
         $crate::conformance_suite!(@limits $setup, #[$attr],
             a_global_concurrency_holds_across_workers,
             a_rate_limit_holds_in_every_sliding_window,

@@ -275,11 +275,21 @@ async fn run_batch(env: &Env, n: usize) {
 /// A worker of `Counted` with `builder` as its limit for the queue, 10 in
 /// all, beating every second (a change is followed within one).
 fn counted_worker(env: &Env, builder: usize, at: &std::sync::Arc<AtOnce>) -> Worker {
+    leased_counted_worker(env, builder, at, Duration::from_secs(3))
+}
+
+/// [`counted_worker`] with a lease of `lease` (it beats every third of it).
+fn leased_counted_worker(
+    env: &Env,
+    builder: usize,
+    at: &std::sync::Arc<AtOnce>,
+    lease: Duration,
+) -> Worker {
     Worker::builder(env.client.backend())
         .register::<Counted>()
         .queue_concurrency("limited", builder)
         .concurrency(10)
-        .lease(Duration::from_secs(3))
+        .lease(lease)
         .data(at.clone())
         .handle_signals(false)
         .build()
@@ -382,4 +392,44 @@ pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env:
     );
     w.stop().await;
     assert_eq!(at.take_most(), 1, "the stored 1, not the builder's 5");
+}
+
+/// A change is heard at once, not at the worker's next beat: with a one-minute
+/// lease the worker beats every 20 s, yet it follows a lowered concurrency
+/// within a second, from the first job of the next batch.
+pub async fn a_settings_change_reaches_a_worker_between_its_beats(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("limited", QueueOptions::default())
+        .await
+        .unwrap();
+    let at = std::sync::Arc::new(AtOnce::default());
+    let w = leased_counted_worker(env, 4, &at, Duration::from_secs(60));
+    let w = start_serving(w).await;
+    let stored = wait_for(Duration::from_secs(10), || async {
+        q.settings("limited")
+            .await
+            .is_ok_and(|s| s.concurrency == Some(Concurrency::per_worker(4)))
+    })
+    .await;
+    assert!(stored, "the builder's value is stored");
+    run_batch(env, 12).await;
+    assert_eq!(at.take_most(), 4, "the builder's limit was reached");
+    // the batch's last runs brought beats forward: let them pass, so that
+    // the next regular beat is 20 s away
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    env.client
+        .set_settings(
+            "limited",
+            &QueueSettings::concurrency(Concurrency::per_worker(1)),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    run_batch(env, 6).await;
+    assert_eq!(
+        at.take_most(),
+        1,
+        "the change was followed from the first job"
+    );
+    w.stop().await;
 }

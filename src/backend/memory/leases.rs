@@ -195,12 +195,7 @@ impl Backend for MemoryBackend {
         self.store_settings(queue, s, false, by)
     }
 
-    async fn touch(
-        &self,
-        id: &str,
-        ttl: Duration,
-        _since: Duration,
-    ) -> Result<Option<crate::contract::admin::BeatReply>> {
+    async fn touch(&self, id: &str, ttl: Duration, _since: Duration) -> Result<bool> {
         Ok(self.touch_now(id, ttl))
     }
 
@@ -770,7 +765,12 @@ impl Backend for MemoryBackend {
                             wake(&q);
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => queues.iter().for_each(|q| wake(q)),
+                    // news was lost: every queue looks, and the worker reads
+                    // its control and the settings again
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        queues.iter().for_each(|q| wake(q));
+                        subscribed();
+                    }
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
                 r = advanced.changed() => {

@@ -87,17 +87,16 @@ impl MemoryBackend {
     }
 
     /// Rsmq::touch: moves worker `id`'s entry on to run out `ttl` from now;
-    /// `None` when it has none, else its control and the settings' version.
-    pub(super) fn touch_now(&self, id: &str, ttl: Duration) -> Option<BeatReply> {
+    /// false when it has none.
+    pub(super) fn touch_now(&self, id: &str, ttl: Duration) -> bool {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
-        let version = st.settings_version;
         match st.workers.get_mut(id) {
             Some((until, ..)) => {
                 *until = now.saturating_add(crate::contract::backend::clamped_ms(ttl).max(1));
-                Some(BeatReply::new(st.worker_controls.get(id).cloned(), version))
+                true
             }
-            None => None,
+            None => false,
         }
     }
 

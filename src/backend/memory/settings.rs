@@ -27,6 +27,9 @@ impl MemoryBackend {
         let stored = QueueSettings::decode(&q.settings, &q.settings_by);
         if over {
             st.settings_version += 1;
+            drop(st);
+            // every worker reads them again now
+            self.notify(crate::contract::admin::SETTINGS_WAKE);
         }
         Ok(stored)
     }

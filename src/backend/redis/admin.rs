@@ -159,8 +159,8 @@ impl Admin for Rsmq {
 
     async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
         let set = settings::call(self, queue, Mode::Set, s, &self.actor).await?;
-        // every worker reads them again at its next beat (a lost version
-        // waits for the worker's own recheck)
+        // every worker reads them again now (a version not moved on waits
+        // for the workers' full beats and rechecks)
         if let Err(e) = self.settings_changed().await {
             tracing::warn!(queue = %queue, error = %e, "the settings are stored, but the workers could not be told: they follow within two minutes");
         }

@@ -182,6 +182,12 @@ impl Namespace {
         format!("{}@handoff:{worker}", self.prefix)
     }
 
+    /// `ns:@settings`: the channel every worker hears a change of a queue's
+    /// settings on (a channel, not a key).
+    pub fn settings_channel(&self) -> String {
+        format!("{}@settings", self.prefix)
+    }
+
     /// A batch's keys.
     pub fn batch(&self, id: &str) -> BatchKeys {
         let hash = if self.cluster {

@@ -246,12 +246,7 @@ impl Backend for RedisBackend {
         super::settings::call(&self.rsmq, queue, super::settings::Mode::Default, s, by).await
     }
 
-    async fn touch(
-        &self,
-        id: &str,
-        _ttl: Duration,
-        since: Duration,
-    ) -> Result<Option<crate::contract::admin::BeatReply>> {
+    async fn touch(&self, id: &str, _ttl: Duration, since: Duration) -> Result<bool> {
         self.rsmq.touch(id, since).await
     }
 

@@ -1,5 +1,6 @@
 //! The worker's notification connection: wake-ups on the queues' realtime
-//! channels, and jobs handed over on the worker's own channel.
+//! channels, changes of the queues' settings on `ns:@settings`, and jobs
+//! handed over (and controls' notices) on the worker's own channel.
 
 use std::collections::HashMap;
 
@@ -25,8 +26,8 @@ pub(super) struct Own<'a> {
 }
 
 impl RedisBackend {
-    /// Subscribes to the queues' realtime channels (and the worker's own
-    /// channel, `handoffs`),
+    /// Subscribes to the queues' realtime channels, the settings' channel
+    /// (and the worker's own channel, `handoffs`),
     /// then wakes and hands over until the connection fails, or until `stop`:
     /// then it unsubscribes from the hand-off channel first and hands over what
     /// came before (a send checks for the subscriber and publishes in one
@@ -58,7 +59,9 @@ impl RedisBackend {
         let own = handoffs.as_ref().map(|o| o.channel.as_str());
         // the channel takes hand-offs (not only control notices)
         let handing = own.filter(|_| handoffs.as_ref().is_some_and(|o| o.handed.is_some()));
-        for ch in channels.keys().map(String::as_str).chain(own) {
+        let settings = self.ns.settings_channel();
+        let all = channels.keys().map(String::as_str);
+        for ch in all.chain(own).chain([settings.as_str()]) {
             tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
                 .await
                 .map_err(|_| timed_out())??;
@@ -78,6 +81,8 @@ impl RedisBackend {
             let channel = msg.get_channel_name();
             if let Some(q) = channels.get(channel) {
                 wake(q);
+            } else if channel == settings {
+                wake(crate::contract::admin::SETTINGS_WAKE);
             } else if let Some(o) = &handoffs
                 && o.channel == channel
             {

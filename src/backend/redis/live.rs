@@ -146,40 +146,32 @@ impl Rsmq {
         Ok(BeatReply::new(control, settings))
     }
 
-    /// Moves worker `id`'s registration on by `by`, the time since its last beat
-    /// or touch, and reads its control and the settings' version: a `ZADD XX
-    /// INCR` and two `HGET`s in one round trip, no script. `None` when it has
-    /// no entry (`XX`: then nothing is written).
-    pub(crate) async fn touch(&self, id: &str, by: Duration) -> Result<Option<BeatReply>> {
+    /// Moves worker `id`'s registration on by `by`, the time since its last
+    /// beat or touch: one `ZADD XX INCR`, no script. False when it has no
+    /// entry (`XX`: then nothing is written). Its control and the settings'
+    /// version come with notices on the listener's connection, and with the
+    /// full beats.
+    pub(crate) async fn touch(&self, id: &str, by: Duration) -> Result<bool> {
         let (mut con, ns, _) = self.ns_parts();
-        let [set, _, _, control, settings] = ns.workers();
-        let (until, c, v): (Option<f64>, Option<Vec<u8>>, Option<Vec<u8>>) = redis::pipe()
-            .cmd("ZADD")
+        let [set, ..] = ns.workers();
+        let until: Option<f64> = redis::cmd("ZADD")
             .arg(&set)
             .arg("XX")
             .arg("INCR")
             .arg(crate::contract::backend::clamped_ms(by))
             .arg(id)
-            .cmd("HGET")
-            .arg(&control)
-            .arg(id)
-            .cmd("HGET")
-            .arg(&settings)
-            .arg("v")
             .query_async(&mut con)
             .await?;
-        Ok(until.map(|_| {
-            BeatReply::new(
-                c.as_deref().and_then(Control::parse),
-                v.as_deref().map_or(0, version),
-            )
-        }))
+        Ok(until.is_some())
     }
 
-    /// Tells every worker that a queue's settings changed: it reads its
-    /// queues' settings again at its next beat. The version never expires
-    /// (one small hash per namespace), so it never comes back to a value a
-    /// worker saw.
+    /// Tells every worker that a queue's settings changed: the version moves
+    /// on, and a notice on `ns:@settings` has each worker beat in full, which
+    /// reads it, and then its queues' settings. A worker whose listener missed
+    /// the notice reads the version at its next full beat (at a reconnection,
+    /// or within two minutes), as does a worker of a release that reads it
+    /// with every beat. The version never expires (one small hash per
+    /// namespace), so it never comes back to a value a worker saw.
     pub(crate) async fn settings_changed(&self) -> Result<()> {
         let (mut con, ns, _) = self.ns_parts();
         let [_, _, _, _, settings] = ns.workers();
@@ -187,6 +179,12 @@ impl Rsmq {
             .arg(&settings)
             .arg("v")
             .arg(1)
+            .query_async(&mut con)
+            .await?;
+        // a command of its own: no key, so a Cluster takes it on any node
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(ns.settings_channel())
+            .arg("")
             .query_async(&mut con)
             .await?;
         Ok(())

@@ -170,6 +170,10 @@ pub(crate) fn wake_name(worker: &str) -> String {
     format!("@control:{worker}")
 }
 
+/// The wake-up name a backend's listener passes to every worker when a
+/// queue's settings changed.
+pub(crate) const SETTINGS_WAKE: &str = "@settings";
+
 #[cfg(test)]
 mod tests {
     use super::*;

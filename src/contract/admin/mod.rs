@@ -11,7 +11,7 @@ mod workers;
 use std::future::Future;
 
 pub use control::{BeatReply, Control, WorkerControl};
-pub(crate) use control::{check_id as check_worker_id, wake_name as control_wake};
+pub(crate) use control::{SETTINGS_WAKE, check_id as check_worker_id, wake_name as control_wake};
 pub use dead::{BulkCount, DeadOrder, DeadQuery, Spread};
 pub use keys::{KeyPage, KeyUsage};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};

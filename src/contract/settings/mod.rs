@@ -31,7 +31,7 @@ use crate::{Error, Result};
 /// from then on the stored value is in force for every worker, and an operator
 /// changes it with [`Admin::set_settings`](crate::ops::Admin::set_settings), the
 /// CLI (`redjob queue settings`) or the dashboard. Every worker follows a
-/// change at its next heartbeat (a third of its lease: 10 s by default).
+/// change at once (a worker that missed its notice, within two minutes).
 ///
 /// ```
 /// use redjob::ops::{Concurrency, QueueSettings, Retention};
