@@ -1198,3 +1198,66 @@ async fn a_throttle_whose_settle_fails_is_held_by_its_worker_until_it_ends() {
     stop.cancel();
     h.await.unwrap().unwrap();
 }
+
+/// Counts its runs; the one with `block_ms` blocks its thread that long (a
+/// handler that calls blocking code on the runtime).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "mixed", queue = "mixed")]
+struct Mixed {
+    block_ms: u64,
+}
+
+impl Job for Mixed {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        if self.block_ms > 0 {
+            std::thread::sleep(Duration::from_millis(self.block_ms));
+        }
+        ctx.data::<Arc<AtomicU32>>()?.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A handler that blocks its thread holds back only itself: the queue's other
+/// jobs go on on the runtime's other thread (the dispatcher never waits in a
+/// place only that thread would wake it from).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_blocking_its_thread_holds_back_no_other_job() {
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    let done = Arc::new(AtomicU32::new(0));
+    let w = Worker::builder(client.backend())
+        .register::<Mixed>()
+        .concurrency(8)
+        .handle_signals(false)
+        .data(done.clone())
+        .build()
+        .unwrap();
+    let w = start(w);
+    // the queue's jobs are timed short (so they are prefetched)
+    let quick: Vec<Mixed> = (0..400).map(|_| Mixed { block_ms: 0 }).collect();
+    client.enqueue_batch(&quick).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), || done.load(Ordering::SeqCst) >= 400).await);
+    for round in 0..3 {
+        let before = done.load(Ordering::SeqCst);
+        let mut jobs = vec![Mixed { block_ms: 2000 }];
+        jobs.extend((0..400).map(|_| Mixed { block_ms: 0 }));
+        let at = Instant::now();
+        client.enqueue_batch(&jobs).await.unwrap();
+        // all but the blocker, well before it ends
+        let quick_done = wait_until(Duration::from_millis(1500), || {
+            done.load(Ordering::SeqCst) >= before + 400
+        })
+        .await;
+        assert!(
+            quick_done,
+            "round {round}: {} of 400 ran in {:?} beside the blocker",
+            done.load(Ordering::SeqCst) - before,
+            at.elapsed()
+        );
+        assert!(
+            wait_until(Duration::from_secs(5), || done.load(Ordering::SeqCst) >= before + 401)
+                .await
+        );
+    }
+    w.stop().await;
+}
