@@ -1236,7 +1236,11 @@ async fn a_handler_blocking_its_thread_holds_back_no_other_job() {
     // the queue's jobs are timed short (so they are prefetched)
     let quick: Vec<Mixed> = (0..400).map(|_| Mixed { block_ms: 0 }).collect();
     client.enqueue_batch(&quick).await.unwrap();
-    assert!(wait_until(Duration::from_secs(10), || done.load(Ordering::SeqCst) >= 400).await);
+    assert!(
+        wait_until(Duration::from_secs(10), || done.load(Ordering::SeqCst)
+            >= 400)
+        .await
+    );
     for round in 0..3 {
         let before = done.load(Ordering::SeqCst);
         let mut jobs = vec![Mixed { block_ms: 2000 }];
@@ -1255,8 +1259,9 @@ async fn a_handler_blocking_its_thread_holds_back_no_other_job() {
             at.elapsed()
         );
         assert!(
-            wait_until(Duration::from_secs(5), || done.load(Ordering::SeqCst) >= before + 401)
-                .await
+            wait_until(Duration::from_secs(5), || done.load(Ordering::SeqCst)
+                >= before + 401)
+            .await
         );
     }
     w.stop().await;
