@@ -210,13 +210,7 @@ async fn a_quiet_result_waiter_costs_nothing_and_survives_a_killed_connection() 
         .sum();
     assert_eq!(spent, 0, "a quiet waiter sent {calls:?}");
     // its subscriber killed: watched again, so the finish still wakes it
-    let _: u64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    common::kill_subscribers(&mut con).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rec = Recorder::default();
     let running = serve(&client, &rec);

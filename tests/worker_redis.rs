@@ -33,9 +33,9 @@ async fn reset_stats(con: &mut redis::aio::MultiplexedConnection) {
         .unwrap();
 }
 
-#[tokio::test]
-async fn an_idle_workers_beats_are_one_command_each() {
-    let server = RedisServer::start();
+/// A worker of queue "work" with `lease` (it beats every third of it), serving;
+/// its client, and its id.
+async fn idle_worker(server: &RedisServer, lease: Duration) -> (Client, common::Running, String) {
     let client = Client::connect(&server.url()).await.unwrap();
     client
         .queues()
@@ -45,12 +45,19 @@ async fn an_idle_workers_beats_are_one_command_each() {
     let w = Worker::builder(client.backend())
         .queue("work")
         .handle_signals(false)
-        // a beat every 500 ms
-        .lease(Duration::from_millis(1500))
+        .lease(lease)
         .data(Recorder::default())
         .build()
         .unwrap();
-    let w = start_serving(w).await;
+    let id = w.id().to_string();
+    (client, start_serving(w).await, id)
+}
+
+#[tokio::test]
+async fn an_idle_workers_beats_are_one_command_each() {
+    let server = RedisServer::start();
+    // a beat every 500 ms
+    let (client, w, _) = idle_worker(&server, Duration::from_millis(1500)).await;
     let admin = client.backend();
     assert!(
         wait_for(Duration::from_secs(5), || async {
@@ -87,22 +94,8 @@ async fn an_idle_workers_beats_are_one_command_each() {
 #[tokio::test]
 async fn a_control_whose_notice_was_lost_is_read_when_the_listener_reconnects() {
     let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    client
-        .queues()
-        .create_queue("work", Default::default())
-        .await
-        .unwrap();
-    let w = Worker::builder(client.backend())
-        .queue("work")
-        .handle_signals(false)
-        // a beat every 20 s
-        .lease(Duration::from_secs(60))
-        .data(Recorder::default())
-        .build()
-        .unwrap();
-    let id = w.id().to_string();
-    let w = start_serving(w).await;
+    // a beat every 20 s
+    let (client, w, id) = idle_worker(&server, Duration::from_secs(60)).await;
     let admin = client.backend();
     let listed = |quiet: bool| {
         let admin = admin.clone();
@@ -134,13 +127,7 @@ async fn a_control_whose_notice_was_lost_is_read_when_the_listener_reconnects() 
         listed(false).await,
         "no notice came, and no beat read it yet"
     );
-    let _: () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    assert!(common::kill_subscribers(&mut con).await >= 1);
     assert!(
         wait_for(Duration::from_secs(5), || listed(true)).await,
         "the control was read once the listener was back"

@@ -218,6 +218,18 @@ pub async fn command_calls<C: redis::aio::ConnectionLike + Send>(
         .collect()
 }
 
+/// Closes every pub/sub connection of the server (`CLIENT KILL TYPE pubsub`);
+/// how many there were.
+pub async fn kill_subscribers<C: redis::aio::ConnectionLike + Send>(con: &mut C) -> u64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(con)
+        .await
+        .unwrap()
+}
+
 /// Polls `cond` every 10 ms until it holds or `limit` passes; returns whether it held.
 pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
