@@ -589,3 +589,103 @@ async fn a_user_without_scripting_gets_a_clear_error_not_a_hang() {
     assert!(matches!(err, Error::NoPermission { .. }), "{err:?}");
     assert!(err.to_string().contains("may not run the '"), "{err}");
 }
+
+/// The worker's rule with its channels `channels` instead of `&app:*`.
+fn worker_rule_with_channels(channels: &[&str]) -> Vec<String> {
+    readme_rule("redjob-worker")
+        .into_iter()
+        .flat_map(|r| {
+            if r == "&app:*" {
+                channels.iter().map(|c| c.to_string()).collect()
+            } else {
+                vec![r]
+            }
+        })
+        .collect()
+}
+
+/// A worker of queue "acl" beating every 500 ms, started (not waited for: its
+/// listener may never subscribe); its id.
+fn beating_worker(client: &Client) -> (common::Running, String) {
+    let worker = Worker::builder(client.backend())
+        .queue("acl")
+        .lease(Duration::from_millis(1500))
+        .data(Arc::new(AtomicU32::new(0)))
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let id = worker.id().to_string();
+    (common::start(worker), id)
+}
+
+/// A rule written before the settings' channel, naming its channels one by
+/// one: the worker still listens on the others (wake-ups, hand-offs); only
+/// settings' changes wait for its full beats.
+#[tokio::test]
+async fn a_rule_without_the_settings_channel_still_listens_on_the_others() {
+    let rule = worker_rule_with_channels(&["&app:rt:*", "&app:@handoff:*"]);
+    let server = server_with(&rule).await;
+    let client = client(&server, "redjob-worker", "worker-secret").await;
+    let (w, _) = beating_worker(&client);
+    let con = server.raw().await;
+    let listening = || {
+        let mut con = con.clone();
+        async move {
+            let n: (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("app:rt:acl")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            n.1 == 1
+        }
+    };
+    assert!(
+        wait_for(Duration::from_secs(5), listening).await,
+        "subscribed to the queue's channel"
+    );
+    // and stays so (a listener that failed would drop it, and try again)
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(listening().await, "still subscribed");
+    }
+    let log = refused(&server).await;
+    assert!(
+        log.iter().any(|(what, _)| what == "app:@settings"),
+        "the settings' channel was refused: {log:?}"
+    );
+    w.stop().await;
+}
+
+/// While the worker's listener cannot subscribe (no channel at all here), no
+/// notice reaches it: every beat is then a full one, and reads a control.
+#[tokio::test]
+async fn a_worker_whose_listener_is_down_reads_its_control_at_each_beat() {
+    let server = server_with(&worker_rule_with_channels(&[])).await;
+    let client = client(&server, "redjob-worker", "worker-secret").await;
+    let (w, id) = beating_worker(&client);
+    // an operator with every right (the control's notice is refused to the
+    // worker's user, not to the operator's)
+    let mut config = ClientConfig::from_url(server.url());
+    config.namespace = "app".into();
+    let ops = Client::from_config(config).await.unwrap().backend();
+    let quiet = |q: bool| {
+        let ops = ops.clone();
+        async move {
+            ops.workers()
+                .await
+                .unwrap()
+                .first()
+                .is_some_and(|w| w.quiet == q)
+        }
+    };
+    assert!(wait_for(Duration::from_secs(5), || quiet(false)).await);
+    assert!(ops.quiet_worker(&id).await.unwrap());
+    assert!(
+        wait_for(Duration::from_secs(3), || quiet(true)).await,
+        "read at a beat, with no notice heard"
+    );
+    assert!(ops.resume_worker(&id).await.unwrap());
+    assert!(wait_for(Duration::from_secs(3), || quiet(false)).await);
+    w.stop().await;
+}

@@ -37,7 +37,8 @@ pub struct SettingsArgs {
     history_args_max_age: Option<Limit<Duration>>,
     /// The most of the queue's jobs each worker runs at once, or `none` for
     /// no limit of the queue's own (the worker's concurrency applies). Every
-    /// worker follows at its next heartbeat.
+    /// worker follows at once (one that missed the change, within two
+    /// minutes).
     #[arg(long, value_parser = per_worker)]
     concurrency: Option<Limit<u32>>,
     /// The most of the queue's jobs running at once across every worker, or

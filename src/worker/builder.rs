@@ -231,8 +231,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// The limit is a setting of the queue's, stored with it where none is
     /// ([`Concurrency`](crate::ops::Concurrency)): the first value stored is
     /// in force for every worker of the queue, also those that set none, and
-    /// an operator's change goes over it (followed at each worker's next
-    /// heartbeat). A worker whose backend stores no settings keeps its own.
+    /// an operator's change goes over it (followed by every worker at once). A worker whose backend stores no settings keeps its own.
     pub fn queue_concurrency(mut self, queue: impl Into<String>, limit: usize) -> Self {
         let q = queue.into();
         self = self.queue(q.clone());

@@ -4,6 +4,7 @@
 //! [`Worker::run_until_stopped`](super::Worker::run_until_stopped) returned.
 
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -80,6 +81,9 @@ pub(crate) struct Controls {
     /// The version of the queues' settings its last full beat heard: a
     /// change has the settings task read them again.
     pub settings: watch::Sender<u64>,
+    /// Whether the listener is connected (so notices are heard): while not,
+    /// the registry beats in full every time.
+    pub listening: AtomicBool,
     /// Why the worker stops, once known.
     reason: Mutex<Option<Stopped>>,
 }
@@ -91,6 +95,7 @@ impl Controls {
             stop: CancellationToken::new(),
             poke: Notify::new(),
             settings: watch::channel(0).0,
+            listening: AtomicBool::new(false),
             reason: Mutex::new(None),
         }
     }

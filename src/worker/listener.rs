@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -107,6 +108,7 @@ pub(super) async fn listen<B: Backend>(
     // registry reads the control and the settings' version now
     let subscribed = || {
         shared.readiness.subscribed();
+        shared.controls.listening.store(true, Ordering::Relaxed);
         shared.controls.poke.notify_one();
     };
     let mut backoff = Duration::from_millis(100);
@@ -122,6 +124,8 @@ pub(super) async fn listen<B: Backend>(
                 tokio::time::sleep(LISTENER_STOP_WAIT).await;
             } => return,
         };
+        // notices go unheard until it subscribes again
+        shared.controls.listening.store(false, Ordering::Relaxed);
         if stop.is_cancelled() {
             return;
         }

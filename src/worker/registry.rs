@@ -3,7 +3,11 @@
 //! stops. One backend call per beat, whatever the number of jobs: a full beat
 //! when what it says changed (jobs started or ended, a schedule ticked) and at
 //! least every [`FULL_BEAT_EVERY`]; else a touch that only moves its end on
-//! (one command on Redis instead of a script's eight). A run that starts or
+//! (one command on Redis instead of a script's eight). A touch reads nothing:
+//! a notice (a control set on the worker, a change of the queues' settings)
+//! and every (re)connection of the listener bring a full beat, which reads
+//! the control and the settings' version, and while the listener is not
+//! connected every beat is a full one. A run that starts or
 //! ends brings the next beat forward, to [`SOON`] after it and at least
 //! [`MIN_GAP`] after the last beat: the list of running jobs trails by less
 //! than a second, at a cost of at most two beats a second while runs come and
@@ -11,6 +15,7 @@
 //! job; at one job a second, two beats a job).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -104,7 +109,11 @@ impl Registry {
             let now = Instant::now();
             tried = now;
             let shape = beat.shape().ok();
+            // while the listener is not connected, notices go unheard: every
+            // beat is a full one, which reads what they would have said
+            let listening = self.controls.listening.load(Ordering::Relaxed);
             let touch = !std::mem::take(&mut read)
+                && listening
                 && match (&last, &shape) {
                     (Some((was, full)), Some(is)) => {
                         was == is && now.saturating_duration_since(*full) < FULL_BEAT_EVERY
@@ -179,6 +188,8 @@ impl Registry {
                     let at = (Instant::now() + SOON).max(tried + MIN_GAP);
                     tokio::select! {
                         _ = tokio::time::sleep_until(at) => {}
+                        // a notice meanwhile: beat in full now
+                        _ = self.controls.poke.notified() => read = true,
                         _ = stop.cancelled() => return,
                     }
                 }

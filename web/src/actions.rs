@@ -152,7 +152,7 @@ async fn on_queue(
                 .await?;
             let text = |n: Option<u32>| n.map_or("no limit".into(), |n| n.to_string());
             format!(
-                "Saved: at most {} at once in each worker, {} across all workers; every worker follows at its next heartbeat.",
+                "Saved: at most {} at once in each worker, {} across all workers; every worker follows at once.",
                 text(limit.per_worker),
                 text(limit.global)
             )

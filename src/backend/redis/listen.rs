@@ -59,9 +59,22 @@ impl RedisBackend {
         let own = handoffs.as_ref().map(|o| o.channel.as_str());
         // the channel takes hand-offs (not only control notices)
         let handing = own.filter(|_| handoffs.as_ref().is_some_and(|o| o.handed.is_some()));
+        // the settings' channel first, and not required: an ACL rule that
+        // names its channels one by one (written before it existed) may
+        // refuse it, and the worker then follows a change with its full
+        // beats, within two minutes
         let settings = self.ns.settings_channel();
-        let all = channels.keys().map(String::as_str);
-        for ch in all.chain(own).chain([settings.as_str()]) {
+        match tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(&settings))
+            .await
+            .map_err(|_| timed_out())?
+        {
+            Ok(()) => {}
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) => {
+                tracing::warn!(channel = %settings, error = %e, "cannot hear changes of the queues' settings on this channel (the ACL rule needs it: &ns:*); the worker follows them within two minutes")
+            }
+            Err(e) => return Err(e.into()),
+        }
+        for ch in channels.keys().map(String::as_str).chain(own) {
             tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
                 .await
                 .map_err(|_| timed_out())??;

@@ -2,10 +2,11 @@
 //! connection to the worker itself): quiet it, resume it, stop it.
 //!
 //! A control is stored beside the live-worker registry, keyed by the worker's
-//! id, with when and by whom it was set; the worker reads it with every
-//! heartbeat, and the backend wakes it to read it at once when it changes
-//! (on Redis a message on the worker's own hand-off channel, on a Cluster
-//! too). A control lives as long as the worker's entry: a stopped or dead
+//! id, with when and by whom it was set; the backend wakes the worker to read
+//! it at once when it changes (on Redis a message on the worker's own
+//! hand-off channel, on a Cluster too), and the worker reads it with every
+//! full beat (at least every two minutes, at each reconnection of its
+//! listener, and at every beat while its listener is not connected). A control lives as long as the worker's entry: a stopped or dead
 //! worker's is gone with it, and a worker whose entry was lost (it could not
 //! beat for a whole lease, or the registry was flushed) registers again with
 //! none.

@@ -410,8 +410,8 @@ pub trait Admin: Inspect {
     /// Sets `control` on the live worker `id` (`None` clears it: a quiet
     /// worker takes work again), recording when and who
     /// ([`actor`](Inspect::actor)). Stored in the backend beside the
-    /// registry; the worker is woken to read it at once, and reads it at each
-    /// heartbeat too. Returns false when no live worker has that id (the
+    /// registry; the worker is woken to read it at once, and reads it with
+    /// its full beats too (see [`BeatReply`]). Returns false when no live worker has that id (the
     /// control is not stored). [`WorkerInfo::control`] shows it, and
     /// [`WorkerInfo::quiet`] whether the worker follows it.
     ///
@@ -454,8 +454,9 @@ pub trait Admin: Inspect {
     }
 
     /// Stores the settings `settings` gives (`Some`) for `queue`, in force for
-    /// every worker from its next settle on (a retention) or its next
-    /// heartbeat (the concurrency), over whatever was stored, recording this
+    /// every worker from its next settle on (a retention) or at once (the
+    /// concurrency: the workers are told, and one that missed it follows
+    /// within two minutes), over whatever was stored, recording this
     /// caller's [actor](crate::inspect::Inspect::actor) as who set them; the
     /// others stay. Returns the settings stored after the change.
     ///

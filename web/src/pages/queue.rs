@@ -280,7 +280,7 @@ fn settings_form(
     html! {
         section #settings {
             h2 { "Settings" }
-            p.muted { "In force for every worker of this queue, which follows a change at its next heartbeat; a worker's own value is stored only where none is." }
+            p.muted { "In force for every worker of this queue, which follows a change at once; a worker's own value is stored only where none is." }
             @if let Some(g) = usage.concurrency.global {
                 p #usage-global { "In use across all workers: " (usage.in_flight) " of " (g) " running." }
             }
