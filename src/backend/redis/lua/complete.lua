@@ -105,9 +105,12 @@ local ntypes = tonumber(ARGV[10])
 local i = 11 + ntypes
 -- the ARGV index of each ack's start ms, when given
 local spans = {}
+-- the entries so far (a count: `#t` searches the table on every append)
+local nids = 0
 for _ = 1, na do
-  ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "a"
-  if ARGV[i + 2] ~= "" then spans[#ids] = i + 2 end
+  nids = nids + 1
+  ids[nids] = ARGV[i]; tokens[nids] = ARGV[i + 1]; kind[nids] = "a"
+  if ARGV[i + 2] ~= "" then spans[nids] = i + 2 end
   i = i + 4
 end
 local errs, recs = {}, {}
@@ -118,36 +121,38 @@ local throttled, delays = {}, {}
 -- its queue (a job without a key: its queue)
 local keyscope = {}
 for _ = 1, nr do
-  ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = ARGV[i + 4]
-  arg[#ids] = string.format("%d.%03d", now + tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
-  if ARGV[i + 5] ~= "" then errs[#ids] = ARGV[i + 5] end
-  if ARGV[i + 6] ~= "" then recs[#ids] = ARGV[i + 6] end
+  nids = nids + 1
+  ids[nids] = ARGV[i]; tokens[nids] = ARGV[i + 1]; kind[nids] = ARGV[i + 4]
+  arg[nids] = string.format("%d.%03d", now + tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
+  if ARGV[i + 5] ~= "" then errs[nids] = ARGV[i + 5] end
+  if ARGV[i + 6] ~= "" then recs[nids] = ARGV[i + 6] end
   local c1 = string.sub(ARGV[i + 4], 1, 1)
   if c1 == "t" or c1 == "k" then
-    throttled[#ids] = tonumber(string.sub(ARGV[i + 4], 2)) or 20
-    delays[#ids] = tonumber(ARGV[i + 2])
-    if c1 == "k" then keyscope[#ids] = true end
+    throttled[nids] = tonumber(string.sub(ARGV[i + 4], 2)) or 20
+    delays[nids] = tonumber(ARGV[i + 2])
+    if c1 == "k" then keyscope[nids] = true end
   end
   i = i + 7
 end
 for _ = 1, nd do
-  ids[#ids + 1] = ARGV[i]; tokens[#tokens + 1] = ARGV[i + 1]; kind[#kind + 1] = "d"
-  arg[#ids] = ARGV[i + 2]
-  if ARGV[i + 3] ~= "" then recs[#ids] = ARGV[i + 3] end
+  nids = nids + 1
+  ids[nids] = ARGV[i]; tokens[nids] = ARGV[i + 1]; kind[nids] = "d"
+  arg[nids] = ARGV[i + 2]
+  if ARGV[i + 3] ~= "" then recs[nids] = ARGV[i + 3] end
   i = i + 4
 end
-if #ids == 0 then return {0, 0, 0} end
+if nids == 0 then return {0, 0, 0} end
 -- the entries' run-time codes follow them, then the acks' results
 local codes = i
 local results = {}
-local nres = tonumber(ARGV[codes + #ids]) or 0
+local nres = tonumber(ARGV[codes + nids]) or 0
 for j = 1, nres do
-  local at = codes + #ids + 2 * j - 1
+  local at = codes + nids + 2 * j - 1
   results[ARGV[at]] = ARGV[at + 1]
 end
 -- the batches' groups: (batch id, its finishes as entered, their entries)
 local bgroups = {}
-local bat = codes + #ids + 2 * nres + 1
+local bat = codes + nids + 2 * nres + 1
 for j = 1, tonumber(ARGV[bat]) or 0 do
   local at = bat + 3 * j - 2
   bgroups[j] = {ARGV[at], ARGV[at + 1], ARGV[at + 2]}
@@ -164,7 +169,7 @@ local pre = string.sub(ARGV[9], 1, 1) == "1"
 -- the bodies, when read, follow the fields
 local nfields = #read
 if pre then
-  for k = 1, #ids do
+  for k = 1, nids do
     if kind[k] == "a" or kind[k] == "d" then read[#read + 1] = ids[k] end
   end
 end
@@ -172,7 +177,7 @@ local attrs = many("HMGET", KEYS[2], read)
 local bodies = {}
 if pre then
   local j = nfields
-  for k = 1, #ids do
+  for k = 1, nids do
     if kind[k] == "a" or kind[k] == "d" then
       j = j + 1
       bodies[k] = attrs[j]
@@ -239,6 +244,8 @@ local ends = {}
 -- throttles that passed, id -> until when
 local throttle_until = 0
 local key_throttles, any_key_throttle = {}, false
+-- the lengths of gone, fields and finished (appended to once or more a job)
+local ng, nf, nfin = 0, 0, 0
 for k, id in ipairs(ids) do
   local tk = tonumber(tokens[k])
   if scores[k] and tonumber(scores[k]) == tk then
@@ -247,19 +254,24 @@ for k, id in ipairs(ids) do
     local e = math.floor(tk)
     ends[e] = (ends[e] or 0) - 1
     if kd == "a" or kd == "d" then
-      gone[#gone + 1] = id
-      fields[#fields + 1] = id
+      ng = ng + 1
+      gone[ng] = id
+      nf = nf + 1
+      fields[nf] = id
       if foreign then
-        fields[#fields + 1] = id .. ":rc"
-        fields[#fields + 1] = id .. ":fr"
+        fields[nf + 1] = id .. ":rc"
+        fields[nf + 2] = id .. ":fr"
+        nf = nf + 2
       end
       if attrs[4] then
-        fields[#fields + 1] = id .. ":err"
-        fields[#fields + 1] = id .. ":a"
+        fields[nf + 1] = id .. ":err"
+        fields[nf + 2] = id .. ":a"
+        nf = nf + 2
       end
       if kd == "d" and recs[k] then logged[#logged + 1] = k end
       if h_on then
-        finished[#finished + 1] = k
+        nfin = nfin + 1
+        finished[nfin] = k
         tks[k] = tk
         if kd == "a" and earlier(k) then
           -- earlier records may exist: the ack's own is added to them (else
@@ -428,6 +440,8 @@ if #finished > 0 then
     return t
   end
   local ok_head, dead_head = "h1 succeeded " .. at .. " ", "h1 dead " .. at .. " "
+  -- the length of zh and of hh
+  local nh = 0
   for _, k in ipairs(finished) do
     local id, body = ids[k], bodies[k] or ""
     -- the type line stays empty while the body is kept (a reader takes the
@@ -447,16 +461,17 @@ if #finished > 0 then
     local rv = kind[k] == "a" and results[id]
     if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
     local s = spans[k]
-    zh[#zh + 1] = at
-    zh[#zh + 1] = id
-    hh[#hh + 1] = id
+    nh = nh + 2
+    zh[nh - 1] = at
+    zh[nh] = id
+    hh[nh - 1] = id
     if logs[k] then
-      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
+      hh[nh] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
     elseif s then
-      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
+      hh[nh] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
         .. ',"start":' .. ARGV[s] .. ',"end":' .. ARGV[s + 1] .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     else
-      hh[#hh + 1] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
+      hh[nh] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
         .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     end
   end
@@ -540,7 +555,7 @@ end
 -- the run times of the entries that passed the fence, by type and bucket
 if ntypes > 0 then
   local runs = {}
-  for k = 1, #ids do
+  for k = 1, nids do
     local code = passed[k] and tonumber(ARGV[codes + k - 1])
     if code then runs[code] = (runs[code] or 0) + 1 end
   end

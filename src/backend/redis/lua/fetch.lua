@@ -134,8 +134,10 @@ if attrs[10] and now + 1 <= LAST_DUE then
     many("ZREM", KEYS[4], old)
   end
 end
--- due ids of every level, in the order they run
+-- due ids of every level, in the order they run (n of them: a count, as `#t`
+-- searches the table on every append)
 local ids, scores, lv = {}, {}, {}
+local n = 0
 local left = max
 -- leases an earlier redjob wrote (see LEGACY in lib.lua) are looked for until a
 -- fetch finds none left at any level: then the hash field "redjob:current" says
@@ -162,9 +164,10 @@ for li, level in ipairs(levels) do
   if left > 0 then
     local due = redis.call("ZRANGEBYSCORE", level[2], "-inf", due_max(now), "WITHSCORES", "LIMIT", 0, left)
     for j = 1, #due, 2 do
-      ids[#ids + 1] = due[j]
-      scores[#scores + 1] = due[j + 1]
-      lv[#lv + 1] = li
+      n = n + 1
+      ids[n] = due[j]
+      scores[n] = due[j + 1]
+      lv[n] = li
     end
     left = left - #due / 2
   end
@@ -176,9 +179,10 @@ for li, level in ipairs(levels) do
       if left <= 0 then break end
       if at[j] and tonumber(at[j]) == now + 1 and not taken[exact[j]] then
         taken[exact[j]] = true
-        ids[#ids + 1] = exact[j]
-        scores[#scores + 1] = at[j]
-        lv[#lv + 1] = li
+        n = n + 1
+        ids[n] = exact[j]
+        scores[n] = at[j]
+        lv[n] = li
         left = left - 1
       end
     end
@@ -195,7 +199,6 @@ if legacy and not legacy_left then
   set[#set + 1] = "1"
 end
 local no = 6
-local n = #ids
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
 local leased = 0
@@ -263,8 +266,8 @@ if n > 0 then
   -- how many leases end when (ms), for the lease counts: `fresh` of them at
   -- the call's lease end
   local ends, fresh = {}, 0
-  -- per level: the new scores (ZADD pairs) and the orphans
-  local z, orphans = {}, {}
+  -- per level: the new scores (ZADD pairs, zn[level] of them) and the orphans
+  local z, zn, orphans = {}, {}, {}
   -- jobs whose lease ran out, and their lost attempt's record
   local lost, lost_recs = {}, {}
   local norphans = 0
@@ -311,9 +314,11 @@ if n > 0 then
           fresh = fresh + 1
         end
         local zl = z[li]
-        if not zl then zl = {}; z[li] = zl end
-        zl[#zl + 1] = token
-        zl[#zl + 1] = id
+        if not zl then zl = {}; z[li] = zl; zn[li] = 0 end
+        local zc = zn[li] + 2
+        zn[li] = zc
+        zl[zc - 1] = token
+        zl[zc] = id
         if rate_n > 0 then
           starts[#starts + 1] = now
           starts[#starts + 1] = id .. " " .. token

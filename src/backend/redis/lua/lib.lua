@@ -557,7 +557,9 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
       -- ZRANGE and ZREM rather than ZPOPMIN: the worker's ACL grants them already
       local oldest = redis.call("ZRANGE", KEYS[hz], 0, math.min(over, budget - #old) - 1)
       many("ZREM", KEYS[hz], oldest)
-      for _, id in ipairs(oldest) do old[#old + 1] = id end
+      -- (appended at a count: `#t` searches the table on every append)
+      local m = #old
+      for j, id in ipairs(oldest) do old[m + j] = id end
     end
   end
   if #old > 0 then many("HDEL", KEYS[hh], old) end
@@ -578,10 +580,10 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
         end
         upto = tonumber(due[#due])
       end
-      local ids = {}
-      for j = 1, #due, 2 do ids[#ids + 1] = due[j] end
-      local vals = #ids > 0 and many("HMGET", KEYS[hh], ids) or {}
-      local set = {}
+      local ids, m = {}, 0
+      for j = 1, #due, 2 do m = m + 1; ids[m] = due[j] end
+      local vals = m > 0 and many("HMGET", KEYS[hh], ids) or {}
+      local set, ns = {}, 0
       for j, v in ipairs(vals) do
         -- (the header's optional words, k<bytes> and r<bytes>, are in `rest`)
         local head, bytes, rest = string.match(v or "", "^(h1 %S+ %S+ %S+ )(%d+)(.*)$")
@@ -593,12 +595,13 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
           if tail and string.sub(lines, 1, 1) == "\n" then
             keep = tail .. body_type(string.sub(rest, #rest - bytes + 1)) .. lines
           end
-          set[#set + 1] = ids[j]
-          set[#set + 1] = head .. "0" .. keep
+          set[ns + 1] = ids[j]
+          set[ns + 2] = head .. "0" .. keep
+          ns = ns + 2
         end
       end
-      set[#set + 1] = "~args"
-      set[#set + 1] = string.format("%.0f", upto)
+      set[ns + 1] = "~args"
+      set[ns + 2] = string.format("%.0f", upto)
       many("HSET", KEYS[hh], set, 3000)
     end
   end
