@@ -200,7 +200,7 @@ async fn take(sem: &Semaphore, max: u32, settle: bool) -> u32 {
     first.forget();
     if settle && sem.available_permits() < (max as usize) / 2 {
         // jobs just started may finish at once: let them, and fetch a fuller batch
-        tokio::task::yield_now().await;
+        Requeue(false).await;
     }
     let mut n = 1;
     while n < max {
@@ -213,6 +213,29 @@ async fn take(sem: &Semaphore, max: u32, settle: bool) -> u32 {
         }
     }
     n
+}
+
+/// Yields once by waking itself: the task goes to the back of its thread's run
+/// queue, behind the jobs just spawned there, where another thread may take
+/// it. Not `tokio::task::yield_now`, which holds the wake until its thread has
+/// nothing else to run: a handler that blocks that thread held the dispatcher
+/// (and so every other job of its queue) until it ended.
+struct Requeue(bool);
+
+impl std::future::Future for Requeue {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
 }
 
 /// The most a hand-off's lease is taken to have begun before the job arrived
