@@ -138,8 +138,9 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// fails (the worker then polls and listens again). It calls
     /// `wake("@control:<worker id>")` when a control is set on a worker
     /// ([`Admin::control_worker`](crate::ops::Admin::control_worker)), and
-    /// `wake("@settings")` when a queue's settings change ([`Admin::set_settings`](crate::ops::Admin::set_settings)):
-    /// a worker reads them at once with a full [`beat`](Self::beat) (`@` is in
+    /// `wake("@settings")` when a queue's settings change
+    /// ([`Admin::set_settings`](crate::ops::Admin::set_settings)): a worker
+    /// reads them at once with a full [`beat`](Self::beat) (`@` is in
     /// no queue name; a worker ignores another's control). It calls
     /// `subscribed()` again after notifications may have been lost (the
     /// worker then beats in full too).

@@ -296,6 +296,17 @@ fn leased_counted_worker(
         .unwrap()
 }
 
+/// Whether queue "limited" has `n` per worker stored within 10 s.
+async fn stored_per_worker(env: &Env, n: u32) -> bool {
+    let q = env.client.backend();
+    wait_for(Duration::from_secs(10), || async {
+        q.settings("limited")
+            .await
+            .is_ok_and(|s| s.concurrency == Some(Concurrency::per_worker(n)))
+    })
+    .await
+}
+
 /// Stores the concurrency `c` as `ops`, waits past the workers' next beat,
 /// runs `n` jobs and returns the most seen at once.
 async fn set_then_run(
@@ -323,13 +334,10 @@ pub async fn a_queues_concurrency_is_stored_and_followed_by_running_workers(env:
     let w = counted_worker(env, 3, &at);
     let id = w.id().to_string();
     let w = start_serving(w).await;
-    let stored = wait_for(Duration::from_secs(10), || async {
-        q.settings("limited")
-            .await
-            .is_ok_and(|s| s.concurrency == Some(Concurrency::per_worker(3)))
-    })
-    .await;
-    assert!(stored, "the builder's value is stored");
+    assert!(
+        stored_per_worker(env, 3).await,
+        "the builder's value is stored"
+    );
     let s = q.settings("limited").await.unwrap();
     assert_eq!(s.set_by.concurrency.unwrap().by, format!("worker {id}"));
     run_batch(env, 12).await;
@@ -405,13 +413,10 @@ pub async fn a_settings_change_reaches_a_worker_between_its_beats(env: &Env) {
     let at = std::sync::Arc::new(AtOnce::default());
     let w = leased_counted_worker(env, 4, &at, Duration::from_secs(60));
     let w = start_serving(w).await;
-    let stored = wait_for(Duration::from_secs(10), || async {
-        q.settings("limited")
-            .await
-            .is_ok_and(|s| s.concurrency == Some(Concurrency::per_worker(4)))
-    })
-    .await;
-    assert!(stored, "the builder's value is stored");
+    assert!(
+        stored_per_worker(env, 4).await,
+        "the builder's value is stored"
+    );
     run_batch(env, 12).await;
     assert_eq!(at.take_most(), 4, "the builder's limit was reached");
     // the batch's last runs brought beats forward: let them pass, so that

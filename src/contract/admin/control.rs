@@ -6,8 +6,9 @@
 //! it at once when it changes (on Redis a message on the worker's own
 //! hand-off channel, on a Cluster too), and the worker reads it with every
 //! full beat (at least every two minutes, at each reconnection of its
-//! listener, and at every beat while its listener is not connected). A control lives as long as the worker's entry: a stopped or dead
-//! worker's is gone with it, and a worker whose entry was lost (it could not
+//! listener, and at every beat while its listener is not connected). A
+//! control lives as long as the worker's entry: a stopped or dead worker's is
+//! gone with it, and a worker whose entry was lost (it could not
 //! beat for a whole lease, or the registry was flushed) registers again with
 //! none.
 

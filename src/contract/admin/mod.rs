@@ -411,8 +411,8 @@ pub trait Admin: Inspect {
     /// worker takes work again), recording when and who
     /// ([`actor`](Inspect::actor)). Stored in the backend beside the
     /// registry; the worker is woken to read it at once, and reads it with
-    /// its full beats too (see [`BeatReply`]). Returns false when no live worker has that id (the
-    /// control is not stored). [`WorkerInfo::control`] shows it, and
+    /// its full beats too (see [`BeatReply`]). Returns false when no live
+    /// worker has that id (the control is not stored). [`WorkerInfo::control`] shows it, and
     /// [`WorkerInfo::quiet`] whether the worker follows it.
     ///
     /// ```
