@@ -11,11 +11,16 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use super::lane::Lane;
 use super::sentinel::Link;
 use crate::Result;
 
 /// A connection to Redis: a managed connection to one server (which reconnects
-/// by itself), a Redis Cluster connection (which follows `MOVED`/`ASK`
+/// by itself; a call alone on it takes a second socket, its lane, which the
+/// calling task reads and writes itself, so calls under way at once are not
+/// ordered with each other; `WATCH`, `SELECT` and other commands that leave
+/// state on their socket, and transactions, all go to the first), a Redis
+/// Cluster connection (which follows `MOVED`/`ASK`
 /// redirections and failovers), or a connection to the master Redis Sentinel
 /// names (which asks the Sentinels again when the master fails). Cheap to
 /// clone; clones share the connection.
@@ -39,7 +44,8 @@ pub struct Connection(Inner);
 
 #[derive(Clone)]
 enum Inner {
-    Managed(ConnectionManager),
+    /// With the lane its calls take when it is free (see [`super::lane`]).
+    Managed(ConnectionManager, Option<Arc<Lane>>),
     Cluster(ClusterConnection),
     /// A plain connection of its own (blocking reads on one server).
     Plain(MultiplexedConnection),
@@ -48,6 +54,10 @@ enum Inner {
 }
 
 impl Connection {
+    pub(super) fn managed(con: ConnectionManager, lane: Option<Arc<Lane>>) -> Self {
+        Connection(Inner::Managed(con, lane))
+    }
+
     pub(super) fn sentinel(link: Arc<Link>) -> Self {
         Connection(Inner::Sentinel(link))
     }
@@ -132,7 +142,7 @@ fn masters(nodes: &str) -> Vec<u16> {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.0 {
-            Inner::Managed(_) => "Connection(server)",
+            Inner::Managed(..) => "Connection(server)",
             Inner::Cluster(_) => "Connection(cluster)",
             Inner::Plain(_) => "Connection(plain)",
             Inner::Sentinel(_) => "Connection(sentinel)",
@@ -142,7 +152,7 @@ impl std::fmt::Debug for Connection {
 
 impl From<ConnectionManager> for Connection {
     fn from(con: ConnectionManager) -> Self {
-        Connection(Inner::Managed(con))
+        Connection(Inner::Managed(con, None))
     }
 }
 
@@ -161,7 +171,15 @@ impl From<MultiplexedConnection> for Connection {
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.0 {
-            Inner::Managed(c) => c.req_packed_command(cmd),
+            Inner::Managed(c, lane) => {
+                let Some(lane) = lane else {
+                    return c.req_packed_command(cmd);
+                };
+                match lane.take().and_then(|t| t.command(cmd)) {
+                    Some(call) => Box::pin(call),
+                    None => lane.track(c.req_packed_command(cmd)),
+                }
+            }
             Inner::Cluster(c) => c.req_packed_command(cmd),
             Inner::Plain(c) => c.req_packed_command(cmd),
             Inner::Sentinel(link) => Box::pin(async move {
@@ -179,7 +197,18 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.0 {
-            Inner::Managed(c) => c.req_packed_commands(pipeline, offset, count),
+            Inner::Managed(c, lane) => {
+                let Some(lane) = lane else {
+                    return c.req_packed_commands(pipeline, offset, count);
+                };
+                match lane
+                    .take()
+                    .and_then(|t| t.pipeline(pipeline, offset, count))
+                {
+                    Some(call) => Box::pin(call),
+                    None => lane.track(c.req_packed_commands(pipeline, offset, count)),
+                }
+            }
             Inner::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Plain(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Sentinel(link) => Box::pin(async move {
@@ -195,7 +224,7 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match &self.0 {
-            Inner::Managed(c) => c.get_db(),
+            Inner::Managed(c, _) => c.get_db(),
             Inner::Cluster(c) => c.get_db(),
             Inner::Plain(c) => c.get_db(),
             Inner::Sentinel(link) => link.db(),

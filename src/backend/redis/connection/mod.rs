@@ -3,6 +3,7 @@
 
 mod cluster;
 mod conn;
+mod lane;
 mod sentinel;
 
 use std::time::Duration;
@@ -119,12 +120,12 @@ impl RedisConfig {
         };
         let target = self.target()?;
         let con = match &target {
-            Target::Server(client) => {
+            Target::Server(client) => Connection::managed(
                 ConnectionManager::new_with_config(client.clone(), self.manager_config())
                     .await
-                    .map_err(failed)?
-                    .into()
-            }
+                    .map_err(failed)?,
+                self.lane(client),
+            ),
             Target::Cluster { client, .. } => client
                 .get_async_connection_with_config(self.cluster_config())
                 .await
@@ -143,10 +144,10 @@ impl RedisConfig {
     pub(crate) fn open_lazy(&self) -> Result<(Target, Connection)> {
         let target = self.target()?;
         let con = match &target {
-            Target::Server(client) => {
-                ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config())?
-                    .into()
-            }
+            Target::Server(client) => Connection::managed(
+                ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config())?,
+                self.lane(client),
+            ),
             Target::Cluster { client, .. } => client
                 .get_pending_async_connection_with_config(self.cluster_config())
                 .into(),
@@ -251,6 +252,10 @@ impl RedisConfig {
                 });
             }
         })
+    }
+
+    fn lane(&self, client: &redis::Client) -> Option<std::sync::Arc<lane::Lane>> {
+        lane::Lane::new(client, self.connection_timeout, self.response_timeout)
     }
 
     fn manager_config(&self) -> ConnectionManagerConfig {

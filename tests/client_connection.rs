@@ -1,0 +1,359 @@
+//! A managed connection's lane: the second socket a call takes when it is the
+//! only one under way, read and written by the calling task itself.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{RedisServer, wait_for};
+use redis::Value;
+use redis::aio::ConnectionLike;
+use redjob::connection::{Connection, RedisConfig};
+
+async fn client_id(con: &mut Connection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(con)
+        .await
+        .unwrap()
+}
+
+/// A connection with a short response timeout, and the ids of its two sockets:
+/// the multiplexer's (which the first call takes, the lane being opened in the
+/// background then) and the lane's (which an idle call takes once it is open).
+async fn connected(url: &str) -> (Connection, i64, i64) {
+    let mut con = RedisConfig {
+        response_timeout: Duration::from_secs(2),
+        ..RedisConfig::from_url(url)
+    }
+    .connect()
+    .await
+    .unwrap();
+    let multiplexer = client_id(&mut con).await;
+    let mut lane = multiplexer;
+    for _ in 0..200 {
+        lane = client_id(&mut con).await;
+        if lane != multiplexer {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_ne!(lane, multiplexer, "an idle call never took the lane");
+    (con, multiplexer, lane)
+}
+
+#[tokio::test]
+async fn an_idle_call_takes_the_lane_and_concurrent_ones_the_multiplexer() {
+    let server = RedisServer::start();
+    let (con, multiplexer, lane) = connected(&server.url()).await;
+    // one at a time: the lane, every time
+    let mut c = con.clone();
+    for _ in 0..20 {
+        assert_eq!(client_id(&mut c).await, lane);
+    }
+    // many at once: one may have the lane, the others pipeline on the multiplexer
+    let calls = (0..50).map(|_| {
+        let mut c = con.clone();
+        async move { client_id(&mut c).await }
+    });
+    let ids = futures::future::join_all(calls).await;
+    let on_multiplexer = ids.iter().filter(|&&id| id == multiplexer).count();
+    let on_lane = ids.iter().filter(|&&id| id == lane).count();
+    assert_eq!(on_multiplexer + on_lane, 50, "{ids:?}");
+    assert!(on_multiplexer >= 49, "{ids:?}");
+    // a transaction always goes through the multiplexer
+    let (id,): (i64,) = redis::pipe()
+        .atomic()
+        .cmd("CLIENT")
+        .arg("ID")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(id, multiplexer);
+    // a plain pipeline takes the lane, with its replies in order
+    let (a, id, b): (String, i64, String) = redis::pipe()
+        .cmd("ECHO")
+        .arg("a")
+        .cmd("CLIENT")
+        .arg("ID")
+        .cmd("ECHO")
+        .arg("b")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!((a.as_str(), id, b.as_str()), ("a", lane, "b"));
+}
+
+#[tokio::test]
+async fn replies_and_errors_through_the_lane_are_the_multiplexers() {
+    let server = RedisServer::start();
+    let (mut con, _, lane) = connected(&server.url()).await;
+    let mut plain = server.raw().await;
+    let () = redis::cmd("SET")
+        .arg("s")
+        .arg("text")
+        .query_async(&mut plain)
+        .await
+        .unwrap();
+    let mut pipe = redis::pipe();
+    pipe.cmd("INCR")
+        .arg("n")
+        .cmd("INCR")
+        .arg("s")
+        .cmd("GET")
+        .arg("s")
+        .cmd("HGETALL")
+        .arg("none");
+    let mut reset = redis::pipe();
+    reset.cmd("DEL").arg("n");
+    let ((),) = reset.query_async(&mut plain).await.unwrap();
+    let through_lane = con.req_packed_commands(&pipe, 0, 4).await.unwrap();
+    let ((),) = reset.query_async(&mut plain).await.unwrap();
+    let through_multiplexer = plain.req_packed_commands(&pipe, 0, 4).await.unwrap();
+    assert_eq!(through_lane, through_multiplexer);
+    assert!(
+        matches!(through_lane[1], Value::ServerError(_)),
+        "{through_lane:?}"
+    );
+    // the same pipeline with the socket's id at its end: it ran on the lane
+    pipe.cmd("CLIENT").arg("ID");
+    let ((),) = reset.query_async(&mut plain).await.unwrap();
+    let mut replies = con.req_packed_commands(&pipe, 0, 5).await.unwrap();
+    assert_eq!(replies.pop(), Some(Value::Int(lane)));
+    assert_eq!(replies, through_multiplexer);
+    // a single command's server error is the same error
+    let lane_err = redis::cmd("INCR")
+        .arg("s")
+        .query_async::<i64>(&mut con)
+        .await
+        .unwrap_err();
+    let plain_err = redis::cmd("INCR")
+        .arg("s")
+        .query_async::<i64>(&mut plain)
+        .await
+        .unwrap_err();
+    assert_eq!(lane_err.to_string(), plain_err.to_string());
+    // and the lane, which answered it, is still the one an idle call takes
+    assert_eq!(client_id(&mut con).await, lane);
+}
+
+#[tokio::test]
+async fn a_call_given_up_half_way_leaves_no_reply_for_the_next() {
+    let server = RedisServer::start();
+    let (mut con, multiplexer, lane) = connected(&server.url()).await;
+    // the reply to this comes after 300 ms, when its caller is gone
+    let blpop = redis::cmd("BLPOP").arg("nothing").arg(0.3).to_owned();
+    let given_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        blpop.query_async::<Value>(&mut con),
+    )
+    .await;
+    assert!(given_up.is_err());
+    // a lane put back with the BLPOP's reply owed would answer this with it
+    // (Redis runs the ECHO once the BLPOP has answered)
+    for i in 0..20 {
+        let echo: String = redis::cmd("ECHO")
+            .arg(i)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(echo, i.to_string());
+    }
+    // and a new lane took the old one's place
+    let mut now = lane;
+    for _ in 0..200 {
+        now = client_id(&mut con).await;
+        if now != lane && now != multiplexer {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(now != lane && now != multiplexer, "no new lane: {now}");
+}
+
+#[tokio::test]
+async fn a_lane_the_server_closed_while_idle_costs_no_call() {
+    let server = RedisServer::start();
+    let (mut con, multiplexer, lane) = connected(&server.url()).await;
+    let mut admin = server.raw().await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(lane)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    // wait until the server has closed the socket
+    let gone = wait_for(Duration::from_secs(2), || {
+        let mut admin = admin.clone();
+        async move {
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            !list.contains(&format!("id={lane} "))
+        }
+    })
+    .await;
+    assert!(gone);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // the call finds the lane closed and goes through the multiplexer
+    assert_eq!(client_id(&mut con).await, multiplexer);
+    // and the lane is opened again
+    let mut now = multiplexer;
+    for _ in 0..200 {
+        now = client_id(&mut con).await;
+        if now != multiplexer {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(now != multiplexer && now != lane, "{now}");
+}
+
+#[tokio::test]
+async fn the_lane_authenticates_and_selects_the_urls_database() {
+    let server = RedisServer::start();
+    let mut admin = server.raw().await;
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "app", "on", ">secret", "~*", "+@all"][..])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "off"][..])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let url = format!("redis://app:secret@127.0.0.1:{}/3", server.port);
+    let (mut con, _, lane) = connected(&url).await;
+    let () = redis::cmd("SET")
+        .arg("where")
+        .arg("db3")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(client_id(&mut con).await, lane);
+    let mut check = redis::Client::open(format!("redis://app:secret@127.0.0.1:{}/3", server.port))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let got: Option<String> = redis::cmd("GET")
+        .arg("where")
+        .query_async(&mut check)
+        .await
+        .unwrap();
+    assert_eq!(got.as_deref(), Some("db3"));
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut check)
+        .await
+        .unwrap();
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&format!("id={lane} ")))
+        .unwrap();
+    assert!(
+        line.contains(" db=3 ") && line.contains(" user=app "),
+        "{line}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_and_the_transaction_after_it_share_their_socket() {
+    let server = RedisServer::start();
+    let (mut con, multiplexer, lane) = connected(&server.url()).await;
+    let mut other = server.raw().await;
+    // WATCH leaves state on its socket: it goes where the transaction will
+    let () = redis::cmd("WATCH")
+        .arg("k")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("theirs")
+        .query_async(&mut other)
+        .await
+        .unwrap();
+    // a call in between takes the lane
+    assert_eq!(client_id(&mut con).await, lane);
+    let done: Option<((),)> = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("k")
+        .arg("ours")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(
+        done, None,
+        "the transaction ran though its WATCH saw a change"
+    );
+    let got: String = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(got, "theirs");
+    // a client setting goes to the multiplexer's socket too
+    let () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("named")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut other)
+        .await
+        .unwrap();
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&format!("id={multiplexer} ")))
+        .unwrap();
+    assert!(line.contains(" name=named "), "{line}");
+}
+
+#[tokio::test]
+async fn a_server_at_its_client_limit_is_not_asked_for_a_lane_at_each_call() {
+    let server = RedisServer::start();
+    let mut admin = server.raw().await;
+    let mut con = RedisConfig::from_url(server.url()).connect().await.unwrap();
+    // the admin's and the multiplexer's sockets: a lane would be the third
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(2)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let rejected = |info: String| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix("rejected_connections:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    let info = || redis::cmd("INFO").arg("stats").to_owned();
+    let before = rejected(info().query_async(&mut admin).await.unwrap());
+    // 100 calls over about a second: every one answered by the multiplexer
+    for i in 0..100 {
+        let echo: String = redis::cmd("ECHO")
+            .arg(i)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(echo, i.to_string());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let after = rejected(info().query_async(&mut admin).await.unwrap());
+    // attempts 100 ms apart, doubling: a handful, not one a call
+    assert!(
+        (1..=6).contains(&(after - before)),
+        "{} lanes refused",
+        after - before
+    );
+}
