@@ -18,6 +18,33 @@ async fn client_id(con: &mut Connection) -> i64 {
         .unwrap()
 }
 
+async fn set<C: ConnectionLike + Send>(con: &mut C, key: &str, value: &str) {
+    let () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
+/// Asserts that `con` answers an `ECHO` of `i` with `i`.
+async fn echoes(con: &mut Connection, i: u32) {
+    let echo: String = redis::cmd("ECHO").arg(i).query_async(con).await.unwrap();
+    assert_eq!(echo, i.to_string());
+}
+
+/// The `CLIENT LIST` line of the socket `id`, as `con` sees the server.
+async fn client_line(con: &mut redis::aio::MultiplexedConnection, id: i64) -> String {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(con)
+        .await
+        .unwrap();
+    let line = list.lines().find(|l| l.starts_with(&format!("id={id} ")));
+    line.unwrap_or_else(|| panic!("no socket {id}: {list}"))
+        .to_string()
+}
+
 /// A connection with a short response timeout, and the ids of its two sockets:
 /// the multiplexer's (which the first call takes, the lane being opened in the
 /// background then) and the lane's (which an idle call takes once it is open).
@@ -30,16 +57,21 @@ async fn connected(url: &str) -> (Connection, i64, i64) {
     .await
     .unwrap();
     let multiplexer = client_id(&mut con).await;
-    let mut lane = multiplexer;
+    let lane = new_lane(&mut con, &[multiplexer]).await;
+    (con, multiplexer, lane)
+}
+
+/// The id of the socket an idle call takes once it is none of `old`: the
+/// lane, opened in the background (within 2 s).
+async fn new_lane(con: &mut Connection, old: &[i64]) -> i64 {
     for _ in 0..200 {
-        lane = client_id(&mut con).await;
-        if lane != multiplexer {
-            break;
+        let id = client_id(con).await;
+        if !old.contains(&id) {
+            return id;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_ne!(lane, multiplexer, "an idle call never took the lane");
-    (con, multiplexer, lane)
+    panic!("no call took a new lane (old sockets {old:?})");
 }
 
 #[tokio::test]
@@ -89,12 +121,7 @@ async fn replies_and_errors_through_the_lane_are_the_multiplexers() {
     let server = RedisServer::start();
     let (mut con, _, lane) = connected(&server.url()).await;
     let mut plain = server.raw().await;
-    let () = redis::cmd("SET")
-        .arg("s")
-        .arg("text")
-        .query_async(&mut plain)
-        .await
-        .unwrap();
+    set(&mut plain, "s", "text").await;
     let mut pipe = redis::pipe();
     pipe.cmd("INCR")
         .arg("n")
@@ -152,23 +179,10 @@ async fn a_call_given_up_half_way_leaves_no_reply_for_the_next() {
     // a lane put back with the BLPOP's reply owed would answer this with it
     // (Redis runs the ECHO once the BLPOP has answered)
     for i in 0..20 {
-        let echo: String = redis::cmd("ECHO")
-            .arg(i)
-            .query_async(&mut con)
-            .await
-            .unwrap();
-        assert_eq!(echo, i.to_string());
+        echoes(&mut con, i).await;
     }
     // and a new lane took the old one's place
-    let mut now = lane;
-    for _ in 0..200 {
-        now = client_id(&mut con).await;
-        if now != lane && now != multiplexer {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(now != lane && now != multiplexer, "no new lane: {now}");
+    new_lane(&mut con, &[lane, multiplexer]).await;
 }
 
 #[tokio::test]
@@ -202,15 +216,7 @@ async fn a_lane_the_server_closed_while_idle_costs_no_call() {
     // the call finds the lane closed and goes through the multiplexer
     assert_eq!(client_id(&mut con).await, multiplexer);
     // and the lane is opened again
-    let mut now = multiplexer;
-    for _ in 0..200 {
-        now = client_id(&mut con).await;
-        if now != multiplexer {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(now != multiplexer && now != lane, "{now}");
+    new_lane(&mut con, &[lane, multiplexer]).await;
 }
 
 #[tokio::test]
@@ -229,12 +235,7 @@ async fn the_lane_authenticates_and_selects_the_urls_database() {
         .unwrap();
     let url = format!("redis://app:secret@127.0.0.1:{}/3", server.port);
     let (mut con, _, lane) = connected(&url).await;
-    let () = redis::cmd("SET")
-        .arg("where")
-        .arg("db3")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    set(&mut con, "where", "db3").await;
     assert_eq!(client_id(&mut con).await, lane);
     let mut check = redis::Client::open(format!("redis://app:secret@127.0.0.1:{}/3", server.port))
         .unwrap()
@@ -247,15 +248,7 @@ async fn the_lane_authenticates_and_selects_the_urls_database() {
         .await
         .unwrap();
     assert_eq!(got.as_deref(), Some("db3"));
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query_async(&mut check)
-        .await
-        .unwrap();
-    let line = list
-        .lines()
-        .find(|l| l.starts_with(&format!("id={lane} ")))
-        .unwrap();
+    let line = client_line(&mut check, lane).await;
     assert!(
         line.contains(" db=3 ") && line.contains(" user=app "),
         "{line}"
@@ -273,12 +266,7 @@ async fn a_watch_and_the_transaction_after_it_share_their_socket() {
         .query_async(&mut con)
         .await
         .unwrap();
-    let () = redis::cmd("SET")
-        .arg("k")
-        .arg("theirs")
-        .query_async(&mut other)
-        .await
-        .unwrap();
+    set(&mut other, "k", "theirs").await;
     // a call in between takes the lane
     assert_eq!(client_id(&mut con).await, lane);
     let done: Option<((),)> = redis::pipe()
@@ -306,15 +294,7 @@ async fn a_watch_and_the_transaction_after_it_share_their_socket() {
         .query_async(&mut con)
         .await
         .unwrap();
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query_async(&mut other)
-        .await
-        .unwrap();
-    let line = list
-        .lines()
-        .find(|l| l.starts_with(&format!("id={multiplexer} ")))
-        .unwrap();
+    let line = client_line(&mut other, multiplexer).await;
     assert!(line.contains(" name=named "), "{line}");
 }
 
@@ -341,12 +321,7 @@ async fn a_server_at_its_client_limit_is_not_asked_for_a_lane_at_each_call() {
     let before = rejected(info().query_async(&mut admin).await.unwrap());
     // 100 calls over about a second: every one answered by the multiplexer
     for i in 0..100 {
-        let echo: String = redis::cmd("ECHO")
-            .arg(i)
-            .query_async(&mut con)
-            .await
-            .unwrap();
-        assert_eq!(echo, i.to_string());
+        echoes(&mut con, i).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let after = rejected(info().query_async(&mut admin).await.unwrap());
