@@ -239,3 +239,40 @@ async fn a_killed_master_is_replaced_and_producers_and_workers_carry_on() {
     let recovered = plain.recovered.expect("the plain producer never failed");
     assert!(counts.contains_key(&recovered), "job {recovered} never ran");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_call_to_the_master_takes_its_lane() {
+    let set = sentinels().await;
+    let mut con = redjob::connection::RedisConfig::from_url(set.url())
+        .connect()
+        .await
+        .unwrap();
+    let mut id = async || -> i64 {
+        redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut con)
+            .await
+            .unwrap()
+    };
+    // the first call opens the lane in the background; a later idle one takes it
+    let multiplexer = id().await;
+    let mut lane = multiplexer;
+    for _ in 0..200 {
+        lane = id().await;
+        if lane != multiplexer {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_ne!(lane, multiplexer, "no idle call took a lane");
+    assert_eq!(id().await, lane);
+    // both sockets are the master's
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut set.master.raw().await)
+        .await
+        .unwrap();
+    for socket in [multiplexer, lane] {
+        assert!(list.contains(&format!("id={socket} ")), "{socket}: {list}");
+    }
+}

@@ -22,7 +22,8 @@ use crate::Result;
 /// state on their socket, and transactions, all go to the first), a Redis
 /// Cluster connection (which follows `MOVED`/`ASK`
 /// redirections and failovers), or a connection to the master Redis Sentinel
-/// names (which asks the Sentinels again when the master fails). Cheap to
+/// names (which asks the Sentinels again when the master fails; with a lane
+/// to that master as well). Cheap to
 /// clone; clones share the connection.
 ///
 /// [`RedisConfig::connect`](super::RedisConfig::connect) opens the right one for
@@ -184,7 +185,12 @@ impl ConnectionLike for Connection {
             Inner::Plain(c) => c.req_packed_command(cmd),
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;
-                let reply = master.con.req_packed_command(cmd).await;
+                let taken = master.lane.as_ref().and_then(|l| l.take());
+                let reply = match (taken.and_then(|t| t.command(cmd)), &master.lane) {
+                    (Some(call), _) => call.await,
+                    (None, Some(lane)) => lane.track(master.con.req_packed_command(cmd)).await,
+                    (None, None) => master.con.req_packed_command(cmd).await,
+                };
                 link.answered(master.generation, reply)
             }),
         }
@@ -213,10 +219,23 @@ impl ConnectionLike for Connection {
             Inner::Plain(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;
-                let reply = master
-                    .con
-                    .req_packed_commands(pipeline, offset, count)
-                    .await;
+                let taken = master.lane.as_ref().and_then(|l| l.take());
+                let reply = match (
+                    taken.and_then(|t| t.pipeline(pipeline, offset, count)),
+                    &master.lane,
+                ) {
+                    (Some(call), _) => call.await,
+                    (None, Some(lane)) => {
+                        lane.track(master.con.req_packed_commands(pipeline, offset, count))
+                            .await
+                    }
+                    (None, None) => {
+                        master
+                            .con
+                            .req_packed_commands(pipeline, offset, count)
+                            .await
+                    }
+                };
                 link.answered(master.generation, reply)
             }),
         }

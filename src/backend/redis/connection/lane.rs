@@ -20,6 +20,9 @@
 //! always go through the multiplexer. Calls under way at once are therefore
 //! not ordered with each other, as they were on the multiplexer alone; one
 //! call after another is.
+//!
+//! A Sentinel connection keeps a lane with each master it connects to (see
+//! `sentinel::Master`), dropped with it when a failover replaces it.
 
 use std::future::Future;
 use std::pin::Pin;

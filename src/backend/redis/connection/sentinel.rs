@@ -1,13 +1,15 @@
 //! `redis+sentinel://` URLs, and a connection that follows the master Sentinel
 //! names through failovers.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::sentinel::SentinelClient;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 use tokio::time::Instant;
+
+use super::lane::Lane;
 
 /// The parts of a `redis+sentinel://` URL, as URLs the `redis` crate parses
 /// (so it decodes the credentials).
@@ -167,6 +169,7 @@ pub(crate) struct Link {
     current: Mutex<Option<Master>>,
     /// Bounds one lookup: asking the Sentinels, checking the master, connecting.
     connection_timeout: Duration,
+    response_timeout: Duration,
     config: redis::AsyncConnectionConfig,
     db: i64,
 }
@@ -186,6 +189,8 @@ pub(crate) struct Master {
     pub generation: u64,
     pub client: redis::Client,
     pub con: MultiplexedConnection,
+    /// The lane of `con` (see [`super::lane`]), when the master's URL allows one.
+    pub(super) lane: Option<Arc<Lane>>,
 }
 
 const MIN_DELAY: Duration = Duration::from_millis(100);
@@ -206,6 +211,7 @@ impl Link {
             }),
             current: Mutex::new(None),
             connection_timeout,
+            response_timeout,
             config: redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(connection_timeout))
                 .set_response_timeout(Some(response_timeout)),
@@ -260,10 +266,12 @@ impl Link {
                 lookup.failed = None;
                 let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
                 let generation = self.next_generation();
+                let lane = Lane::new(&client, self.connection_timeout, self.response_timeout);
                 let master = Master {
                     generation,
                     client,
                     con,
+                    lane,
                 };
                 *current = Some(master.clone());
                 Ok(master)
