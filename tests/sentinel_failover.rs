@@ -240,39 +240,74 @@ async fn a_killed_master_is_replaced_and_producers_and_workers_carry_on() {
     assert!(counts.contains_key(&recovered), "job {recovered} never ran");
 }
 
+async fn client_id(con: &mut redjob::connection::Connection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(con)
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_call_to_the_master_takes_its_lane() {
+async fn an_idle_call_takes_the_masters_lane_and_a_demoted_master_is_dropped() {
     let set = sentinels().await;
     let mut con = redjob::connection::RedisConfig::from_url(set.url())
         .connect()
         .await
         .unwrap();
-    let mut id = async || -> i64 {
-        redis::cmd("CLIENT")
-            .arg("ID")
-            .query_async(&mut con)
-            .await
-            .unwrap()
-    };
     // the first call opens the lane in the background; a later idle one takes it
-    let multiplexer = id().await;
+    let multiplexer = client_id(&mut con).await;
     let mut lane = multiplexer;
     for _ in 0..200 {
-        lane = id().await;
+        lane = client_id(&mut con).await;
         if lane != multiplexer {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_ne!(lane, multiplexer, "no idle call took a lane");
-    assert_eq!(id().await, lane);
+    assert_eq!(client_id(&mut con).await, lane);
     // both sockets are the master's
+    let mut master = set.master.raw().await;
     let list: String = redis::cmd("CLIENT")
         .arg("LIST")
-        .query_async(&mut set.master.raw().await)
+        .query_async(&mut master)
         .await
         .unwrap();
     for socket in [multiplexer, lane] {
         assert!(list.contains(&format!("id={socket} ")), "{socket}: {list}");
     }
+
+    // the master turns replica with the sockets open (as when a lane connects
+    // again just after Sentinel has demoted it and closed its clients)
+    let free = common::RedisServer::free_port();
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(free)
+        .query_async(&mut master)
+        .await
+        .unwrap();
+    let write = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query_async::<()>(&mut con)
+        .await;
+    let () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut master)
+        .await
+        .unwrap();
+    let refused = write.unwrap_err();
+    assert!(
+        refused.to_string().contains("read only replica"),
+        "{refused}"
+    );
+    // the READONLY reply, which came through the lane, made the connection
+    // ask the Sentinels again: a new connection answers
+    let now = client_id(&mut con).await;
+    assert!(
+        now != lane && now != multiplexer,
+        "still on the demoted master's sockets: {now}"
+    );
 }

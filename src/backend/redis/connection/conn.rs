@@ -313,7 +313,11 @@ impl Target {
                     wait_for_replicas: None,
                     ..(**config).clone()
                 };
-                config.open().await?.1
+                let con = config.open().await?.1;
+                if let Inner::Sentinel(link) = &con.0 {
+                    link.without_lanes();
+                }
+                con
             }
         })
     }

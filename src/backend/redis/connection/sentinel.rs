@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::sentinel::SentinelClient;
-use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
+use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 use tokio::time::Instant;
 
 use super::lane::Lane;
@@ -170,6 +170,8 @@ pub(crate) struct Link {
     /// Bounds one lookup: asking the Sentinels, checking the master, connecting.
     connection_timeout: Duration,
     response_timeout: Duration,
+    /// Whether a master's connection comes with a lane (see `without_lanes`).
+    lanes: std::sync::atomic::AtomicBool,
     config: redis::AsyncConnectionConfig,
     db: i64,
 }
@@ -212,6 +214,7 @@ impl Link {
             current: Mutex::new(None),
             connection_timeout,
             response_timeout,
+            lanes: std::sync::atomic::AtomicBool::new(true),
             config: redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(connection_timeout))
                 .set_response_timeout(Some(response_timeout)),
@@ -266,7 +269,8 @@ impl Link {
                 lookup.failed = None;
                 let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
                 let generation = self.next_generation();
-                let lane = Lane::new(&client, self.connection_timeout, self.response_timeout);
+                let lane = Lane::new(&client, self.connection_timeout, self.response_timeout)
+                    .filter(|_| self.lanes.load(std::sync::atomic::Ordering::Relaxed));
                 let master = Master {
                     generation,
                     client,
@@ -299,14 +303,29 @@ impl Link {
     }
 
     /// `reply` from the connection of `generation`, which is forgotten when the
-    /// reply says the master is gone.
-    pub fn answered<T>(&self, generation: u64, reply: RedisResult<T>) -> RedisResult<T> {
-        if let Err(e) = &reply
-            && lost_master(e)
-        {
+    /// reply says the master is gone: an error, or a server's error among the
+    /// replies (a single command's and a pipeline's come as values), such as
+    /// `READONLY` from a master demoted while a lane reconnected to it.
+    pub fn answered<T: Replies>(&self, generation: u64, reply: RedisResult<T>) -> RedisResult<T> {
+        let lost = match &reply {
+            Err(e) => lost_master(e),
+            Ok(values) => values.says_lost(),
+        };
+        if lost {
             self.lost(generation);
         }
         reply
+    }
+
+    /// Opens no lane to the masters from now on, and drops the current
+    /// master's (a connection for blocking reads, which gain nothing by one).
+    pub fn without_lanes(&self) {
+        self.lanes
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = current.as_mut() {
+            m.lane = None;
+        }
     }
 
     /// The master, checked with a `PING` (for a connection that outlives the
@@ -324,6 +343,25 @@ impl Link {
     }
 }
 
+/// A connection's replies, read for a server error that says the master is
+/// gone.
+pub(crate) trait Replies {
+    fn says_lost(&self) -> bool;
+}
+
+impl Replies for Value {
+    fn says_lost(&self) -> bool {
+        matches!(self, Value::ServerError(_))
+            && self.clone().extract_error().is_err_and(|e| lost_master(&e))
+    }
+}
+
+impl Replies for Vec<Value> {
+    fn says_lost(&self) -> bool {
+        self.iter().any(Replies::says_lost)
+    }
+}
+
 /// Whether `e` says the connection no longer reaches a master.
 fn lost_master(e: &RedisError) -> bool {
     e.is_io_error()
@@ -338,7 +376,26 @@ fn lost_master(e: &RedisError) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{SentinelUrl, parse};
+    use super::{Replies, SentinelUrl, parse};
+
+    #[test]
+    fn a_reply_from_a_demoted_master_says_it_is_lost() {
+        let reply = |raw: &[u8]| redis::parse_redis_value(raw).unwrap();
+        let readonly = reply(b"-READONLY You can't write against a read only replica.\r\n");
+        // a script's write on a replica, as Redis 6.2 reports it
+        let wrapped = reply(
+            b"-ERR Error running script: @user_script:1: READONLY You can't write against a read only replica.\r\n",
+        );
+        let other = reply(b"-ERR wrong number of arguments for 'get' command\r\n");
+        let ok = reply(b"+OK\r\n");
+        assert!(readonly.says_lost());
+        assert!(wrapped.says_lost());
+        assert!(reply(b"-MASTERDOWN Link with MASTER is down\r\n").says_lost());
+        assert!(!other.says_lost());
+        assert!(!ok.says_lost());
+        assert!(vec![ok.clone(), readonly].says_lost());
+        assert!(!vec![ok, other].says_lost());
+    }
 
     #[test]
     fn sentinel_urls_name_the_sentinels_and_the_master() {
