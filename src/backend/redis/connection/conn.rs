@@ -11,7 +11,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::lane::Lane;
+use super::lane::{self, Lane};
 use super::sentinel::Link;
 use crate::Result;
 
@@ -172,25 +172,12 @@ impl From<MultiplexedConnection> for Connection {
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.0 {
-            Inner::Managed(c, lane) => {
-                let Some(lane) = lane else {
-                    return c.req_packed_command(cmd);
-                };
-                match lane.take().and_then(|t| t.command(cmd)) {
-                    Some(call) => Box::pin(call),
-                    None => lane.track(c.req_packed_command(cmd)),
-                }
-            }
+            Inner::Managed(c, lane) => lane::command(lane.as_ref(), c, cmd),
             Inner::Cluster(c) => c.req_packed_command(cmd),
             Inner::Plain(c) => c.req_packed_command(cmd),
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;
-                let taken = master.lane.as_ref().and_then(|l| l.take());
-                let reply = match (taken.and_then(|t| t.command(cmd)), &master.lane) {
-                    (Some(call), _) => call.await,
-                    (None, Some(lane)) => lane.track(master.con.req_packed_command(cmd)).await,
-                    (None, None) => master.con.req_packed_command(cmd).await,
-                };
+                let reply = lane::command(master.lane.as_ref(), &mut master.con, cmd).await;
                 link.answered(master.generation, reply)
             }),
         }
@@ -203,39 +190,13 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.0 {
-            Inner::Managed(c, lane) => {
-                let Some(lane) = lane else {
-                    return c.req_packed_commands(pipeline, offset, count);
-                };
-                match lane
-                    .take()
-                    .and_then(|t| t.pipeline(pipeline, offset, count))
-                {
-                    Some(call) => Box::pin(call),
-                    None => lane.track(c.req_packed_commands(pipeline, offset, count)),
-                }
-            }
+            Inner::Managed(c, lane) => lane::pipeline(lane.as_ref(), c, pipeline, offset, count),
             Inner::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Plain(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;
-                let taken = master.lane.as_ref().and_then(|l| l.take());
-                let reply = match (
-                    taken.and_then(|t| t.pipeline(pipeline, offset, count)),
-                    &master.lane,
-                ) {
-                    (Some(call), _) => call.await,
-                    (None, Some(lane)) => {
-                        lane.track(master.con.req_packed_commands(pipeline, offset, count))
-                            .await
-                    }
-                    (None, None) => {
-                        master
-                            .con
-                            .req_packed_commands(pipeline, offset, count)
-                            .await
-                    }
-                };
+                let lane = master.lane.as_ref();
+                let reply = lane::pipeline(lane, &mut master.con, pipeline, offset, count).await;
                 link.answered(master.generation, reply)
             }),
         }

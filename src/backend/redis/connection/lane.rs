@@ -33,7 +33,10 @@ use std::time::{Duration, Instant};
 
 use combine::parser::combinator::AnySendSyncPartialState;
 use combine::stream::{Decoder, PointerOffset};
-use redis::{Cmd, ConnectionAddr, ConnectionInfo, Pipeline, ProtocolVersion, RedisResult, Value};
+use redis::aio::ConnectionLike;
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, Pipeline, ProtocolVersion, RedisFuture, RedisResult, Value,
+};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 /// The first wait before opening a lane again after a failed attempt; it
@@ -142,10 +145,7 @@ impl Lane {
     }
 
     /// `call` (on the multiplexer), counted as under way until it ends.
-    pub fn track<'a, T: 'a>(
-        self: &Arc<Self>,
-        call: redis::RedisFuture<'a, T>,
-    ) -> redis::RedisFuture<'a, T> {
+    fn track<'a, T: 'a>(self: &Arc<Self>, call: RedisFuture<'a, T>) -> RedisFuture<'a, T> {
         let busy = Busy::new(self.clone());
         Box::pin(async move {
             let _busy = busy;
@@ -253,6 +253,42 @@ impl Socket {
             Some(other) => other.extract_error().map(drop),
             None => Ok(()),
         }
+    }
+}
+
+/// `cmd` through `lane` when it takes it, else on `con`, the multiplexer the
+/// lane stands beside (counted as under way there).
+pub(super) fn command<'a, C: ConnectionLike + Send>(
+    lane: Option<&Arc<Lane>>,
+    con: &'a mut C,
+    cmd: &'a Cmd,
+) -> RedisFuture<'a, Value> {
+    let Some(lane) = lane else {
+        return con.req_packed_command(cmd);
+    };
+    match lane.take().and_then(|t| t.command(cmd)) {
+        Some(call) => Box::pin(call),
+        None => lane.track(con.req_packed_command(cmd)),
+    }
+}
+
+/// [`command`] for a pipeline's replies from `offset` on, at most `count`.
+pub(super) fn pipeline<'a, C: ConnectionLike + Send>(
+    lane: Option<&Arc<Lane>>,
+    con: &'a mut C,
+    pipeline: &'a Pipeline,
+    offset: usize,
+    count: usize,
+) -> RedisFuture<'a, Vec<Value>> {
+    let Some(lane) = lane else {
+        return con.req_packed_commands(pipeline, offset, count);
+    };
+    match lane
+        .take()
+        .and_then(|t| t.pipeline(pipeline, offset, count))
+    {
+        Some(call) => Box::pin(call),
+        None => lane.track(con.req_packed_commands(pipeline, offset, count)),
     }
 }
 
