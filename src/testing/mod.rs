@@ -213,6 +213,9 @@ impl TestKit {
 
     /// An empty kit whose clock starts at `t`: for schedules that tick at
     /// times of day, and for tests that must not depend on when they run.
+    /// From `t` the clock runs on with tokio's clock, as [`new`](Self::new)'s
+    /// does: in real time, or not at all under a paused tokio clock
+    /// (`#[tokio::test(start_paused = true)]`) until the test advances it.
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
@@ -220,7 +223,9 @@ impl TestKit {
     ///
     /// let monday_9am = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_579_600);
     /// let kit = TestKit::starting_at(monday_9am);
-    /// assert_eq!(kit.clock().now_ms(), 1_764_579_600_000);
+    /// // the clock has run on for as long as this line took to reach
+    /// let now = kit.clock().now_ms();
+    /// assert!((1_764_579_600_000..1_764_579_660_000).contains(&now), "{now}");
     /// ```
     pub fn starting_at(t: SystemTime) -> Self {
         Self::with_backend(MemoryBackend::with_clock(Clock::starting_at(t)))
