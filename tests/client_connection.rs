@@ -332,3 +332,74 @@ async fn a_server_at_its_client_limit_is_not_asked_for_a_lane_at_each_call() {
         after - before
     );
 }
+
+/// Waits until the server has closed the idle socket `id` (its `timeout`).
+async fn closed_by_server(server: &RedisServer, id: i64) {
+    let raw = server.raw().await;
+    let gone = wait_for(Duration::from_secs(10), || {
+        let mut raw = raw.clone();
+        async move {
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            !list.lines().any(|l| l.starts_with(&format!("id={id} ")))
+        }
+    })
+    .await;
+    assert!(gone, "the server kept the idle socket {id}");
+}
+
+#[tokio::test]
+async fn a_multiplexer_left_idle_by_one_call_at_a_time_survives_the_servers_timeout() {
+    // Redis closes a client idle for more than 1 s; calls one at a time take
+    // the lane, which must not leave the multiplexer idle that long
+    let server = RedisServer::start_with(&["--timeout", "1"]);
+    let (mut con, multiplexer, lane) = connected(&server.url()).await;
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    let (mut i, mut on_lane) = (0, 0);
+    while std::time::Instant::now() < until {
+        if client_id(&mut con).await == lane {
+            on_lane += 1;
+        }
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        on_lane * 10 >= i * 8,
+        "{on_lane} of {i} calls took the lane"
+    );
+    // the multiplexer's first socket is still open (client_line finds it)
+    let mut raw = server.raw().await;
+    let line = client_line(&mut raw, multiplexer).await;
+    let age: u64 = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("age="))
+        .and_then(|a| a.parse().ok())
+        .unwrap();
+    assert!(age >= 3, "{line}");
+    // two calls at once: one of them goes to the multiplexer
+    for round in 0..3 {
+        let (mut a, mut b) = (con.clone(), con.clone());
+        let (mut one, mut two) = (redis::cmd("ECHO"), redis::cmd("ECHO"));
+        one.arg(round);
+        two.arg(round + 100);
+        let (x, y) = tokio::join!(
+            one.query_async::<String>(&mut a),
+            two.query_async::<String>(&mut b),
+        );
+        assert_eq!(x.unwrap(), round.to_string(), "round {round}");
+        assert_eq!(y.unwrap(), (round + 100).to_string(), "round {round}");
+    }
+}
+
+#[tokio::test]
+async fn the_first_call_after_the_server_closed_an_idle_client_goes_through() {
+    let server = RedisServer::start_with(&["--timeout", "1"]);
+    let (mut con, multiplexer, lane) = connected(&server.url()).await;
+    closed_by_server(&server, multiplexer).await;
+    closed_by_server(&server, lane).await;
+    echoes(&mut con, 7).await;
+    set(&mut con, "after-idle", "1").await;
+}

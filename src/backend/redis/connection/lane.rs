@@ -21,12 +21,20 @@
 //! not ordered with each other, as they were on the multiplexer alone; one
 //! call after another is.
 //!
+//! A server closes a connection left idle longer than its `timeout` (none by
+//! default), and the multiplexer learns it only when a call fails there. So
+//! calls one at a time do not leave it idle: one that finds it unused for
+//! [`STALE`] goes to it rather than the lane. And a lane found closed by the
+//! server when taken says the multiplexer, idle as long, may be closed too:
+//! that call sends the multiplexer a `PING` first, which a closed socket
+//! fails, and goes out on the new socket the managed connection opens.
+//!
 //! A Sentinel connection keeps a lane with each master it connects to (see
 //! `sentinel::Master`), dropped with it when a failover replaces it.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
@@ -44,6 +52,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
+/// How long the multiplexer may go unused while calls take the lane: half the
+/// shortest server `timeout` (one second), so calls one at a time keep it open.
+const STALE: Duration = Duration::from_millis(500);
+
 /// The lane of one managed connection (shared by its clones).
 pub(super) struct Lane {
     info: ConnectionInfo,
@@ -52,6 +64,10 @@ pub(super) struct Lane {
     slot: Mutex<Slot>,
     /// Calls under way on the connection, through the lane or the multiplexer.
     in_flight: AtomicUsize,
+    /// When the lane was made, the zero of `multiplexer_used`.
+    born: Instant,
+    /// When a call last went to the multiplexer, in milliseconds from `born`.
+    multiplexer_used: AtomicU64,
 }
 
 enum Slot {
@@ -99,17 +115,21 @@ impl Lane {
                     backoff: MIN_BACKOFF,
                 }),
                 in_flight: AtomicUsize::new(0),
+                born: Instant::now(),
+                multiplexer_used: AtomicU64::new(0),
             })
         })
     }
 
-    /// The lane for one call, or `None` when another call is under way on the
-    /// connection (this one then pipelines with it on the multiplexer), or the
-    /// lane is connecting or down (a down lane due for another attempt starts
-    /// one in the background).
-    pub fn take(self: &Arc<Self>) -> Option<Taken> {
+    /// Where one call goes: the lane when no other call is under way on the
+    /// connection and the multiplexer was used within [`STALE`]; else the
+    /// multiplexer (this call then pipelines with the others there), with a
+    /// `PING` first when the lane was found closed by the server. A down lane
+    /// due for another attempt starts one in the background.
+    fn route(self: &Arc<Self>) -> Route {
+        let stale = self.multiplexer_stale();
         if self.in_flight.load(Ordering::Relaxed) != 0 {
-            return None;
+            return Route::Multiplexer;
         }
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         match std::mem::replace(&mut *slot, Slot::Busy) {
@@ -118,10 +138,14 @@ impl Lane {
                     *slot = Slot::Connecting;
                     drop(slot);
                     self.reopen(MIN_BACKOFF);
-                    return None;
+                    return Route::Checked;
+                }
+                if stale {
+                    *slot = Slot::Idle(socket);
+                    return Route::Multiplexer;
                 }
                 self.in_flight.fetch_add(1, Ordering::Relaxed);
-                Some(Taken {
+                Route::Lane(Taken {
                     lane: self.clone(),
                     socket: Some(socket),
                     clean: true,
@@ -130,22 +154,41 @@ impl Lane {
             Slot::Down { retry_at, backoff } => {
                 if Instant::now() < retry_at {
                     *slot = Slot::Down { retry_at, backoff };
-                    return None;
+                    return Route::Multiplexer;
                 }
                 *slot = Slot::Connecting;
                 drop(slot);
                 self.reopen(backoff);
-                None
+                Route::Multiplexer
             }
             other => {
                 *slot = other;
-                None
+                Route::Multiplexer
             }
         }
     }
 
+    /// Whether the multiplexer has gone unused for [`STALE`]; marks it used
+    /// (the call it is asked for goes there).
+    fn multiplexer_stale(&self) -> bool {
+        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let last = self.multiplexer_used.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < STALE.as_millis() as u64 {
+            return false;
+        }
+        self.multiplexer_used.store(now, Ordering::Relaxed);
+        true
+    }
+
+    /// Marks the multiplexer used now.
+    fn multiplexer_in_use(&self) {
+        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.multiplexer_used.store(now, Ordering::Relaxed);
+    }
+
     /// `call` (on the multiplexer), counted as under way until it ends.
     fn track<'a, T: 'a>(self: &Arc<Self>, call: RedisFuture<'a, T>) -> RedisFuture<'a, T> {
+        self.multiplexer_in_use();
         let busy = Busy::new(self.clone());
         Box::pin(async move {
             let _busy = busy;
@@ -266,9 +309,16 @@ pub(super) fn command<'a, C: ConnectionLike + Send>(
     let Some(lane) = lane else {
         return con.req_packed_command(cmd);
     };
-    match lane.take().and_then(|t| t.command(cmd)) {
-        Some(call) => Box::pin(call),
-        None => lane.track(con.req_packed_command(cmd)),
+    match lane.route() {
+        Route::Lane(taken) => match taken.command(cmd) {
+            Some(call) => Box::pin(call),
+            None => lane.track(con.req_packed_command(cmd)),
+        },
+        Route::Multiplexer => lane.track(con.req_packed_command(cmd)),
+        Route::Checked => lane.track(Box::pin(async move {
+            checked(con).await?;
+            con.req_packed_command(cmd).await
+        })),
     }
 }
 
@@ -283,12 +333,36 @@ pub(super) fn pipeline<'a, C: ConnectionLike + Send>(
     let Some(lane) = lane else {
         return con.req_packed_commands(pipeline, offset, count);
     };
-    match lane
-        .take()
-        .and_then(|t| t.pipeline(pipeline, offset, count))
-    {
-        Some(call) => Box::pin(call),
-        None => lane.track(con.req_packed_commands(pipeline, offset, count)),
+    match lane.route() {
+        Route::Lane(taken) => match taken.pipeline(pipeline, offset, count) {
+            Some(call) => Box::pin(call),
+            None => lane.track(con.req_packed_commands(pipeline, offset, count)),
+        },
+        Route::Multiplexer => lane.track(con.req_packed_commands(pipeline, offset, count)),
+        Route::Checked => lane.track(Box::pin(async move {
+            checked(con).await?;
+            con.req_packed_commands(pipeline, offset, count).await
+        })),
+    }
+}
+
+/// Where a call goes (see [`Lane::route`]).
+enum Route {
+    Lane(Taken),
+    Multiplexer,
+    /// The multiplexer, after a `PING` ([`checked`]).
+    Checked,
+}
+
+/// Sends the multiplexer `con` a `PING` after the server closed an idle lane. A socket the
+/// server closed meanwhile fails it, and the managed connection opens another
+/// for the call that follows. A server that does not answer in time fails the
+/// call without sending it; any other reply (`NOPERM`, `LOADING`) is the
+/// call's to meet.
+async fn checked<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<()> {
+    match con.req_packed_command(&redis::cmd("PING")).await {
+        Err(e) if e.is_timeout() => Err(e),
+        _ => Ok(()),
     }
 }
 
