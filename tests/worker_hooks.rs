@@ -425,3 +425,47 @@ async fn on_redis_a_job_cancelled_while_it_runs_is_reported_deleted() {
         "{ev:?}"
     );
 }
+
+static TOLD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_told", queue = "told")]
+struct Told;
+
+impl Job for Told {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.cancellation().cancelled().await;
+        TOLD.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A worker whose `run` future is dropped (its task aborted, its program
+/// tearing it down) cancels the tokens of the runs it started, as the grace
+/// period's end does: their tasks outlive the worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_running_worker_cancels_its_runs() {
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    for _ in 0..5 {
+        client.enqueue(&Told).await.unwrap();
+    }
+    let heard = Heard::default();
+    let worker = Worker::builder(client.backend())
+        .queue("told")
+        .concurrency(5)
+        .handle_signals(false)
+        .hooks(heard.clone())
+        .build()
+        .unwrap();
+    let task = tokio::spawn(worker.run());
+    assert!(wait_until(Duration::from_secs(10), || heard.events().len() >= 5).await);
+    assert_eq!(TOLD.load(std::sync::atomic::Ordering::SeqCst), 0);
+    task.abort();
+    let told = || TOLD.load(std::sync::atomic::Ordering::SeqCst) == 5;
+    assert!(
+        wait_until(Duration::from_secs(10), told).await,
+        "{} of 5 runs told",
+        TOLD.load(std::sync::atomic::Ordering::SeqCst)
+    );
+}

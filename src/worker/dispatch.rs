@@ -596,13 +596,7 @@ impl<B: Backend> Dispatcher<B> {
         let replied = Instant::now();
         for d in std::mem::take(&mut fetched.jobs) {
             let batch = crate::contract::batches::BatchRef::of_body(&d.body);
-            let (run, cancel) = match self.leases.admit(
-                d.id,
-                d.token,
-                deadline,
-                &self.per_queue.abort,
-                batch,
-            ) {
+            let (run, cancel) = match self.leases.admit(d.id, d.token, deadline, replied, batch) {
                 Admit::Start { run, cancel } => (run, cancel),
                 Admit::Merged { finished } => {
                     tracing::info!(queue = %self.queue, job.id = %d.id,
@@ -682,7 +676,7 @@ impl<B: Backend> Dispatcher<B> {
         let deadline = sent_at + self.shared.lease;
         if let Admit::Start { run, .. } =
             self.leases
-                .admit(d.id, d.token, deadline, &self.per_queue.abort, None)
+                .admit(d.id, d.token, deadline, Instant::now(), None)
         {
             let _ = self.leases.finish(
                 d.id,

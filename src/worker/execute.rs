@@ -103,51 +103,68 @@ pub(crate) async fn execute(
     }
     let mut report = Report::default();
     let mut panicked = false;
+    // the outcome, and when the run began (once it took a running slot)
     let outcome = match running {
-        None => Outcome::Release {
-            delay: Duration::ZERO,
-        },
+        None => (
+            Outcome::Release {
+                delay: Duration::ZERO,
+            },
+            None,
+        ),
         // a handler's throttle held here (until its settle lands): a job
         // prefetched, handed or fetched before it goes back unstarted, due
         // when the throttle ends
-        Some(_) if let Some(until) = per_queue.hold.until() => Outcome::Release {
-            delay: until.saturating_duration_since(tokio::time::Instant::now()),
-        },
+        Some(_) if let Some(until) = per_queue.hold.until() => (
+            Outcome::Release {
+                delay: until.saturating_duration_since(tokio::time::Instant::now()),
+            },
+            None,
+        ),
         Some(_permit) => {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
             crate::job::trace::continue_in(&span, &d.body);
             let started = Instant::now();
             // a panic anywhere on the job's path (not only in the handler) still
             // settles the job
-            let outcome =
-                AssertUnwindSafe(run(&r, &queue, &shared, &leases, &per_queue, &mut report))
-                    .catch_unwind()
-                    .instrument(span)
-                    .await
-                    .unwrap_or_else(|panic| {
-                        panicked = true;
-                        let error = format!(
-                            "worker panicked running the job: {}",
-                            panic_message(&*panic)
-                        );
-                        // a panic every time must not loop forever
-                        if attempt >= crate::job::MAX_ATTEMPTS {
-                            tracing::error!(job.id = %d.id, %error, "dead-lettered");
-                            return Outcome::Dead { error };
-                        }
-                        tracing::error!(job.id = %d.id, %error, "will retry");
-                        Outcome::Retry {
-                            delay: Duration::from_secs(1),
-                            error,
-                        }
-                    });
-            per_queue.ran(started.elapsed());
-            outcome
+            let outcome = AssertUnwindSafe(run(
+                &r,
+                &queue,
+                &shared,
+                &leases,
+                &per_queue,
+                &mut report,
+                started,
+            ))
+            .catch_unwind()
+            .instrument(span)
+            .await
+            .unwrap_or_else(|panic| {
+                panicked = true;
+                let error = format!(
+                    "worker panicked running the job: {}",
+                    panic_message(&*panic)
+                );
+                // a panic every time must not loop forever
+                if attempt >= crate::job::MAX_ATTEMPTS {
+                    tracing::error!(job.id = %d.id, %error, "dead-lettered");
+                    return Outcome::Dead { error };
+                }
+                tracing::error!(job.id = %d.id, %error, "will retry");
+                Outcome::Retry {
+                    delay: Duration::from_secs(1),
+                    error,
+                }
+            });
+            (outcome, Some(started))
         }
     };
     // the attempt's record: its times on the backend's clock, reckoned from
     // the fetch's
     let ended = Instant::now();
+    let (outcome, began) = outcome;
+    if let Some(began) = began {
+        per_queue.ran(ended.saturating_duration_since(began));
+    }
     let backend_ms = |at: Instant| {
         let since = at.saturating_duration_since(r.fetched).as_millis();
         (r.fetched_at_us / 1000).saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
@@ -169,7 +186,9 @@ pub(crate) async fn execute(
         tracing::debug!(job.id = %d.id, "finished after its lease was lost or ran out; not settled");
     }
     let Some(heard) = heard else { return };
-    let took = report.started.map(|(at, _)| at.elapsed());
+    let took = report
+        .started
+        .map(|(at, _)| ended.saturating_duration_since(at));
     let end = match (&finished, &heard) {
         // stopped before its handler started, or put back for another worker
         (_, Outcome::Release { .. }) | (Err(_), _) if took.is_none() => return,
@@ -203,6 +222,7 @@ async fn run(
     leases: &Leases,
     per_queue: &PerQueue,
     report: &mut Report,
+    began: Instant,
 ) -> Outcome {
     let d = &r.delivery;
     let cancel = &r.cancel;
@@ -249,7 +269,8 @@ async fn run(
     .with_data_map(shared.data.clone())
     .with_body(r.batch.map(|b| b.batch), &d.body)
     .with_batch_access(shared.batches.clone());
-    let now = Instant::now();
+    // when the run began (its decoding takes a microsecond or so)
+    let now = began;
     let waited = Duration::from_millis(d.waited_ms) + now.saturating_duration_since(r.fetched);
     report.started = Some((now, waited));
     if shared.observer.active(&per_queue.metrics) {
@@ -257,11 +278,16 @@ async fn run(
         report.metrics = shared.observer.started(&per_queue.metrics, &run);
     }
     let handler = AssertUnwindSafe(job.perform_dyn(&ctx)).catch_unwind();
+    // timed from `began`, the run's one clock read before it
+    let limited = match began.checked_add(timeout) {
+        Some(at) => tokio::time::timeout_at(at, handler),
+        None => tokio::time::timeout(timeout, handler),
+    };
     let result = tokio::select! {
         // a handler that finished as it was cancelled did its work: its outcome
         // stands (not a release that would run it again)
         biased;
-        r = tokio::time::timeout(timeout, handler) => r,
+        r = limited => r,
         _ = cancel.cancelled() => {
             tracing::info!("cancelled (lost lease, or shutdown past the grace period); released");
             return Outcome::Release { delay: Duration::ZERO };

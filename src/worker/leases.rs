@@ -69,6 +69,12 @@ pub(crate) struct Leases {
     /// Told when a run starts or ends: the worker registry beats soon after
     /// (see registry.rs), so that its list of running jobs is fresh.
     changed: Option<Arc<Notify>>,
+    /// The worker's signal to cancel its runs (grace period over, or the worker
+    /// dropped): a run admitted after it is cancelled from the start, and
+    /// [`cancel_runs`](Self::cancel_runs) cancels those held when it comes.
+    /// Each run's token stands alone rather than as this one's child: a child
+    /// token locks its parent when made and dropped, once a job.
+    abort: CancellationToken,
 }
 
 #[derive(Default)]
@@ -76,6 +82,45 @@ pub(crate) struct Table {
     pub held: HashMap<JobId, Held, IdHash>,
     /// Held deliveries with an outcome to settle (so a flush need not scan all).
     pub done: HashSet<JobId, IdHash>,
+}
+
+/// Cancels a worker's runs: its `abort` token, then the run of every delivery
+/// each queue's [`Leases`] holds. Dropped (however the worker's `run` ends,
+/// or when its future is dropped), it does the same: the runs' tasks outlive
+/// the worker's future.
+pub(crate) struct AbortRuns {
+    abort: CancellationToken,
+    leases: Mutex<Vec<Arc<Leases>>>,
+}
+
+impl AbortRuns {
+    pub fn new(abort: CancellationToken) -> Self {
+        AbortRuns {
+            abort,
+            leases: Mutex::default(),
+        }
+    }
+
+    /// Adds a queue's leases, made with this `abort`.
+    pub fn watch(&self, leases: Arc<Leases>) {
+        self.leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(leases);
+    }
+
+    pub fn cancel(&self) {
+        self.abort.cancel();
+        for leases in self.leases.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            leases.cancel_runs();
+        }
+    }
+}
+
+impl Drop for AbortRuns {
+    fn drop(&mut self) {
+        self.cancel();
+    }
 }
 
 /// What the dispatcher should do with a fresh delivery.
@@ -89,11 +134,21 @@ pub(crate) enum Admit {
 }
 
 impl Leases {
-    /// Leases that tell `changed` when a run starts or ends.
-    pub fn watched(changed: Arc<Notify>) -> Self {
+    /// Leases that tell `changed` when a run starts or ends, whose runs
+    /// `abort` cancels (with [`cancel_runs`](Self::cancel_runs)).
+    pub fn watched(changed: Arc<Notify>, abort: CancellationToken) -> Self {
         Leases {
             changed: Some(changed),
+            abort,
             ..Leases::default()
+        }
+    }
+
+    /// Cancels every run held here; called once the worker's `abort` is
+    /// cancelled (runs admitted later see it cancelled).
+    pub fn cancel_runs(&self) {
+        for h in self.lock().held.values() {
+            h.cancel.cancel();
         }
     }
 
@@ -109,13 +164,13 @@ impl Leases {
     }
 
     /// Records a delivery leased by a fetch; `deadline` is when the fetch was sent
-    /// plus the lease.
+    /// plus the lease, `now` when its reply came.
     pub fn admit(
         &self,
         id: JobId,
         token: Token,
         deadline: Instant,
-        parent: &CancellationToken,
+        now: Instant,
         batch: Option<crate::contract::batches::BatchRef>,
     ) -> Admit {
         let mut t = self.lock();
@@ -140,7 +195,12 @@ impl Leases {
             done.remove(&id);
         }
         let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let cancel = parent.child_token();
+        // checked under the table's lock, which cancel_runs takes after abort
+        // is cancelled: no run misses both
+        let cancel = CancellationToken::new();
+        if self.abort.is_cancelled() {
+            cancel.cancel();
+        }
         held.insert(
             id,
             Held {
@@ -154,7 +214,7 @@ impl Leases {
                 ran: None,
                 lost: false,
                 reason: None,
-                since: Instant::now(),
+                since: now,
                 job: None,
                 batch,
             },

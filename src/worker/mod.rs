@@ -350,7 +350,7 @@ impl<B: Backend> Worker<B> {
         // Dropping this future (a crashed or aborted worker) aborts the tasks below
         // first, then cancels running jobs: nothing is settled and the leases expire,
         // as after a process kill. Locals drop in reverse order.
-        let _cancel_jobs_on_drop = abort.clone().drop_guard();
+        let abort_runs = leases::AbortRuns::new(abort.clone());
         let tracker = TaskTracker::new();
         let mut wakes = HashMap::new();
         let mut handoffs = HashMap::new();
@@ -410,7 +410,8 @@ impl<B: Backend> Worker<B> {
             let wake = follow.wakes[name].clone();
             wakes.insert(name.clone(), wake.clone());
             let (tx, rx) = mpsc::unbounded_channel();
-            let leases = Arc::new(Leases::watched(changed.clone()));
+            let leases = Arc::new(Leases::watched(changed.clone(), abort.clone()));
+            abort_runs.watch(leases.clone());
             let by = crate::contract::attempts::RunBy {
                 worker: self.id.clone(),
                 host: crate::contract::admin::host_name(),
@@ -593,7 +594,7 @@ impl<B: Backend> Worker<B> {
                 running = tracker.len(),
                 "grace period over: cancelling running jobs and releasing them"
             );
-            abort.cancel();
+            abort_runs.cancel();
             // a run that ignores its token (a handler blocking its thread) is not
             // released: its settler leaves it leased until its lease ends
             let _ = tokio::time::timeout(ABORT_WAIT, tracker.wait()).await;
