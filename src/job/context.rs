@@ -57,6 +57,29 @@ impl JobContext {
         }
     }
 
+    /// The context of a worker's run: its token and the worker's data, given
+    /// (not made and then replaced: two allocations a job).
+    pub(crate) fn for_run(
+        id: JobId,
+        attempt: u32,
+        queue: Arc<str>,
+        enqueued_at: SystemTime,
+        cancel: CancellationToken,
+        data: Data,
+    ) -> Self {
+        JobContext {
+            id,
+            attempt,
+            queue,
+            enqueued_at,
+            cancel,
+            data,
+            batch: None,
+            batch_done: None,
+            access: None,
+        }
+    }
+
     /// How the job reaches its batch (the worker's backend).
     pub(crate) fn with_batch_access(mut self, access: Option<BatchAccess>) -> Self {
         self.access = access;

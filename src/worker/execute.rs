@@ -259,14 +259,14 @@ async fn run(
         return Outcome::Dead { error };
     }
     let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
-    let ctx = JobContext::new(
+    let ctx = JobContext::for_run(
         d.id,
         attempt,
         queue.clone(),
         d.id.sent_at().unwrap_or(SystemTime::UNIX_EPOCH),
+        cancel.clone(),
+        shared.data.clone(),
     )
-    .with_cancellation(cancel.clone())
-    .with_data_map(shared.data.clone())
     .with_body(r.batch.map(|b| b.batch), &d.body)
     .with_batch_access(shared.batches.clone());
     // when the run began (its decoding takes a microsecond or so)

@@ -1,8 +1,9 @@
 //! Between Redis's types and redjob's: Redis's errors as ours (a refused write
 //! for lack of memory, what an ACL refused named in the user's words), and a
-//! [`JobId`] as a command argument.
+//! [`JobId`] and a lease's [`Token`] as command arguments.
 
 use crate::JobId;
+use crate::contract::leases::Token;
 use crate::error::Error;
 
 /// What the user's ACL refused, when `e` says so: a command, key or channel
@@ -66,9 +67,46 @@ impl redis::ToRedisArgs for JobId {
     }
 }
 
+/// The score "<ms>.<thousandths>", as `Token`'s `Display` writes it, without a
+/// `String` per token (a settle passes one per job).
+impl redis::ToRedisArgs for Token {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        // the score's digits, last first, then the point after three
+        let mut buf = [0u8; 24];
+        let mut at = buf.len();
+        let mut v = self.score();
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if buf.len() - at == 3 {
+                at -= 1;
+                buf[at] = b'.';
+            }
+            if v == 0 && buf.len() - at > 4 {
+                break;
+            }
+        }
+        out.write_arg(&buf[at..])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::refused_text;
+
+    #[test]
+    fn a_token_argument_is_its_display() {
+        use crate::contract::leases::Token;
+        use redis::ToRedisArgs;
+        for t in [
+            Token::new(0, 1),
+            Token::new(1_764_579_600_123, 7),
+            Token::new(u64::MAX / 1000 - 1, 499),
+        ] {
+            assert_eq!(t.to_redis_args(), vec![t.to_string().into_bytes()], "{t}");
+        }
+    }
     use crate::backend::redis::scripts::{CREATE, UNIQUE};
 
     #[test]

@@ -62,7 +62,7 @@ impl RedisBackend {
                 cmd.arg(reg);
             }
             let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
-            match replies::fetched(&v, max)? {
+            match replies::fetched(v, max)? {
                 Some(f) => return Ok(f),
                 None if !levels => {
                     levels = true;
@@ -432,7 +432,7 @@ impl Backend for RedisBackend {
                 cmd.arg(crate::contract::backend::clamped_ms(lease));
                 for &i in idx {
                     let (id, token) = &leases[i];
-                    cmd.arg(id).arg(token.to_string());
+                    cmd.arg(id).arg(token);
                 }
                 cmd
             })
@@ -497,7 +497,7 @@ impl Backend for RedisBackend {
                 let codes = RunTimeCodes::of(part, &runs);
                 cmd.arg(codes.types.len()).arg(&codes.types);
                 for (id, token) in &part.acks {
-                    cmd.arg(id).arg(token.to_string());
+                    cmd.arg(id).arg(token);
                     match runs.get(id) {
                         Some(r) => cmd.arg(r.started_ms).arg(r.ended_ms),
                         None => cmd.arg("").arg(""),
@@ -515,7 +515,7 @@ impl Backend for RedisBackend {
                         record(&r.id, r.token, Some(error.as_deref().unwrap_or("")))
                     };
                     cmd.arg(r.id)
-                        .arg(r.token.to_string())
+                        .arg(r.token)
                         .arg(crate::contract::backend::clamped_ms(r.delay))
                         .arg(r.deliveries.min(crate::contract::leases::MAX_COUNT))
                         .arg(if r.release { "l" } else { "r" })
@@ -530,7 +530,7 @@ impl Backend for RedisBackend {
                 for t in &part.throttles {
                     let error = bound_error(&t.error);
                     cmd.arg(t.id)
-                        .arg(t.token.to_string())
+                        .arg(t.token)
                         .arg(crate::contract::backend::clamped_ms(t.delay))
                         .arg(
                             t.token
@@ -552,12 +552,18 @@ impl Backend for RedisBackend {
                 }
                 for d in &part.dead {
                     let error = bound_error(&d.error);
-                    cmd.arg(d.id)
-                        .arg(d.token.to_string())
-                        .arg(&error)
-                        .arg(record(&d.id, d.token, Some(&error)));
+                    cmd.arg(d.id).arg(d.token).arg(&error).arg(record(
+                        &d.id,
+                        d.token,
+                        Some(&error),
+                    ));
                 }
-                cmd.arg(codes.codes);
+                for code in codes.codes {
+                    match code {
+                        Some(code) => cmd.arg(code),
+                        None => cmd.arg(""),
+                    };
+                }
                 // the acks' results, when some returned one; then the
                 // entries' batches, when some belong to one
                 if !part.results.is_empty() || !part.batched.is_empty() {
@@ -739,7 +745,8 @@ fn batch_groups(part: &Settle) -> Vec<(crate::contract::batches::BatchId, String
 /// times are not known.
 struct RunTimeCodes<'a> {
     types: Vec<&'a str>,
-    codes: Vec<String>,
+    /// Each entry's code, `None` (sent as "") when unknown or a release.
+    codes: Vec<Option<usize>>,
 }
 
 impl<'a> RunTimeCodes<'a> {
@@ -752,13 +759,9 @@ impl<'a> RunTimeCodes<'a> {
         >,
     ) -> Self {
         let mut types: Vec<&'a str> = Vec::new();
-        let mut code = |id: &JobId, counted: bool| -> String {
-            let Some(r) = runs.get(id).filter(|_| counted) else {
-                return String::new();
-            };
-            let Some(t) = r.job_type.as_deref() else {
-                return String::new();
-            };
+        let mut code = |id: &JobId, counted: bool| -> Option<usize> {
+            let r = runs.get(id).filter(|_| counted)?;
+            let t = r.job_type.as_deref()?;
             let at = match types.iter().position(|x| *x == t) {
                 Some(i) => i,
                 None => {
@@ -768,7 +771,7 @@ impl<'a> RunTimeCodes<'a> {
             };
             let bucket =
                 crate::contract::runtimes::bucket_of(r.ended_ms.saturating_sub(r.started_ms));
-            ((at + 1) * 32 + bucket).to_string()
+            Some((at + 1) * 32 + bucket)
         };
         let mut codes = Vec::with_capacity(
             part.acks.len() + part.reschedules.len() + part.throttles.len() + part.dead.len(),

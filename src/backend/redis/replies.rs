@@ -14,8 +14,12 @@ use crate::{Error, JobId, Result};
 /// 10) + 21000 × the ms the job had been due, negated when the job's own lease
 /// end (ms) follows it (a released job's, later than the call's); `None` when
 /// the script asks to be called again with the queue's priority level keys.
-pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
-    let (now, mut r) = Reply::status(v)?;
+/// Taken by value: each job's body moves out of the reply, not copied.
+pub(crate) fn fetched(v: Value, max: usize) -> Result<Option<Fetched>> {
+    let Value::Array(mut items) = v else {
+        return Err(Error::Protocol(format!("expected an array, got {v:?}")));
+    };
+    let (now, mut r) = Reply::status_of(&items)?;
     let next = r.bytes()?;
     let next_due_us = std::str::from_utf8(next)
         .ok()
@@ -31,24 +35,38 @@ pub(crate) fn fetched(v: &Value, max: usize) -> Result<Option<Fetched>> {
     let bits = r.int()?;
     let held = crate::contract::leases::Held::from_bits(bits);
     let mut jobs = Vec::with_capacity(max.min(1024));
-    while !r.is_empty() {
+    let mut at = items.len() - r.left();
+    while at < items.len() {
+        let mut r = Reply::of(&items[at..]);
         let raw = r.bytes()?;
-        let body = r.bytes()?.to_vec();
+        let id = JobId::from_bytes(raw).map_err(|_| String::from_utf8_lossy(raw).into_owned());
+        r.bytes()?;
         let meta = r.int()?;
         let lease_ms = if meta < 0 {
             r.int()?.max(0) as u64
         } else {
             lease_ms
         };
+        let after = items.len() - r.left();
+        // the body, read above as a string, moves out of the reply
+        let body = match std::mem::replace(&mut items[at + 1], Value::Nil) {
+            Value::BulkString(b) => b,
+            Value::SimpleString(s) => s.into_bytes(),
+            _ => Vec::new(),
+        };
+        at = after;
         let meta = meta.saturating_abs();
         let count = (meta % 1000).max(1) as u32;
         let priority = ((meta / 1000) % 21 - 10) as i8;
         let waited_ms = (meta / 21000) as u64;
         // an id no RSMQ client writes (a raw ZADD): skipped, so the jobs fetched
         // with it still run; it stays leased and comes back after the lease
-        let Ok(id) = JobId::from_bytes(raw) else {
-            tracing::error!(id = %String::from_utf8_lossy(raw), "skipped a message whose id is not an RSMQ id; delete it");
-            continue;
+        let id = match id {
+            Ok(id) => id,
+            Err(raw) => {
+                tracing::error!(id = %raw, "skipped a message whose id is not an RSMQ id; delete it");
+                continue;
+            }
         };
         jobs.push(Delivery {
             id,
@@ -169,7 +187,7 @@ mod tests {
             bulk("{}"),
             meta(7, 0, 1234),
         ]);
-        let f = super::fetched(&reply, 10).unwrap().unwrap();
+        let f = super::fetched(reply.clone(), 10).unwrap().unwrap();
         let got: Vec<_> = f
             .jobs
             .iter()
@@ -263,7 +281,7 @@ mod fuzz {
 
         #[test]
         fn worker_replies_never_panic(v in any_reply(), max in 0usize..5000) {
-            let _ = super::fetched(&v, max);
+            let _ = super::fetched(v.clone(), max);
             let _ = super::tokens(&v);
             let _ = super::settled(&v);
         }

@@ -271,15 +271,30 @@ impl<'a> Reply<'a> {
         let Value::Array(items) = v else {
             return Err(Error::Protocol(format!("expected an array, got {v:?}")));
         };
-        let mut r = Reply {
-            items: items.iter(),
-        };
+        Self::status_of(items)
+    }
+
+    /// [`status`](Self::status) of an array reply's items.
+    pub fn status_of(items: &'a [Value]) -> Result<(i64, Reply<'a>)> {
+        let mut r = Reply::of(items);
         let code = r.int()?;
         Ok((code, r))
     }
 
+    /// The items of `items`, read in order.
+    pub fn of(items: &'a [Value]) -> Reply<'a> {
+        Reply {
+            items: items.iter(),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.len() == 0
+    }
+
+    /// How many items are left to read.
+    pub fn left(&self) -> usize {
+        self.items.len()
     }
 
     /// The items not read yet.
