@@ -33,19 +33,16 @@
 //! `sentinel::Master`), dropped with it when a failover replaces it.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use combine::parser::combinator::AnySendSyncPartialState;
-use combine::stream::{Decoder, PointerOffset};
 use redis::aio::ConnectionLike;
 use redis::{
     Cmd, ConnectionAddr, ConnectionInfo, Pipeline, ProtocolVersion, RedisFuture, RedisResult, Value,
 };
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use super::socket::Socket;
 
 /// The first wait before opening a lane again after a failed attempt; it
 /// doubles up to [`MAX_BACKOFF`].
@@ -80,14 +77,6 @@ enum Slot {
         retry_at: Instant,
         backoff: Duration,
     },
-}
-
-trait Io: AsyncRead + AsyncWrite + Send + Sync + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Sync + Unpin> Io for T {}
-
-struct Socket {
-    io: Box<dyn Io>,
-    decoder: Decoder<AnySendSyncPartialState, PointerOffset<[u8]>>,
 }
 
 impl Lane {
@@ -213,89 +202,12 @@ impl Lane {
         };
         runtime.spawn(async move {
             let lane = opening.lane.clone();
-            match tokio::time::timeout(lane.connection_timeout, lane.open()).await {
+            match tokio::time::timeout(lane.connection_timeout, Socket::open(&lane.info)).await {
                 Ok(Ok(socket)) => opening.opened(socket),
                 Ok(Err(e)) => tracing::debug!(error = %e, "could not open the connection's lane"),
                 Err(_) => tracing::debug!("the connection's lane timed out opening"),
             }
         });
-    }
-
-    /// Connects and authenticates as the managed connection does (`AUTH`, then
-    /// `SELECT` for a database other than 0), then checks with a `PING` that
-    /// the server serves it (one at its client limit accepts, answers with an
-    /// error and closes).
-    async fn open(&self) -> RedisResult<Socket> {
-        let io: Box<dyn Io> = match self.info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let tcp = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
-                tcp.set_nodelay(true)?;
-                Box::new(tcp)
-            }
-            #[cfg(unix)]
-            ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-            _ => return Err(std::io::Error::other("no lane for this address").into()),
-        };
-        let mut socket = Socket {
-            io,
-            decoder: Decoder::new(),
-        };
-        let settings = self.info.redis_settings();
-        if let Some(password) = settings.password() {
-            let mut auth = redis::cmd("AUTH");
-            if let Some(user) = settings.username() {
-                auth.arg(user);
-            }
-            auth.arg(password);
-            if let Err(e) = socket.expect_ok(&auth).await {
-                // Redis before 6 knows no users: the password alone, as the
-                // redis crate does then
-                let old_server = e.to_string().contains("wrong number of arguments");
-                if !(old_server && settings.username().is_some()) {
-                    return Err(e);
-                }
-                socket.expect_ok(redis::cmd("AUTH").arg(password)).await?;
-            }
-        }
-        if settings.db() != 0 {
-            socket
-                .expect_ok(redis::cmd("SELECT").arg(settings.db()))
-                .await?;
-        }
-        socket.expect_ok(&redis::cmd("PING")).await?;
-        Ok(socket)
-    }
-}
-
-impl Socket {
-    /// Whether the server closed the socket (or sent what nobody asked for)
-    /// while it sat idle: one non-blocking read.
-    fn closed(&mut self) -> bool {
-        let mut byte = [0u8; 1];
-        let mut buf = ReadBuf::new(&mut byte);
-        let mut cx = Context::from_waker(Waker::noop());
-        Pin::new(&mut self.io)
-            .poll_read(&mut cx, &mut buf)
-            .is_ready()
-    }
-
-    /// Writes `packed` and reads `replies` replies.
-    async fn exchange(&mut self, packed: &[u8], replies: usize) -> RedisResult<Vec<Value>> {
-        self.io.write_all(packed).await?;
-        let mut out = Vec::with_capacity(replies);
-        for _ in 0..replies {
-            out.push(redis::parse_redis_value_async(&mut self.decoder, &mut self.io).await?);
-        }
-        Ok(out)
-    }
-
-    async fn expect_ok(&mut self, cmd: &Cmd) -> RedisResult<()> {
-        let reply = self.exchange(&cmd.get_packed_command(), 1).await?;
-        match reply.into_iter().next() {
-            Some(Value::Okay) => Ok(()),
-            Some(other) => other.extract_error().map(drop),
-            None => Ok(()),
-        }
     }
 }
 
@@ -428,7 +340,7 @@ impl Taken {
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
         // more than the replies counted (a command answering twice) leaves the
         // socket out of step: closed
-        self.clean = socket.decoder.buffer().is_empty();
+        self.clean = !socket.leftover();
         Ok(out)
     }
 }

@@ -4,7 +4,9 @@
 mod cluster;
 mod conn;
 mod lane;
+mod resp;
 mod sentinel;
+mod socket;
 
 use std::time::Duration;
 

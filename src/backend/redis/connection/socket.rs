@@ -1,0 +1,127 @@
+//! A lane's socket: opened and authenticated as the managed connection's,
+//! written and read by the calling task, its replies read by [`resp`].
+
+use std::pin::Pin;
+use std::task::{Context, Waker};
+
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, RedisResult, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use super::resp;
+
+pub(super) trait Io: AsyncRead + AsyncWrite + Send + Sync + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Sync + Unpin> Io for T {}
+
+pub(super) struct Socket {
+    io: Box<dyn Io>,
+    /// Bytes read and not yet taken by a reply (from `start` on).
+    buf: Vec<u8>,
+    start: usize,
+    scan: resp::Scan,
+}
+
+impl Socket {
+    /// Connects and authenticates as the managed connection does (`AUTH`, then
+    /// `SELECT` for a database other than 0), then checks with a `PING` that
+    /// the server serves it (one at its client limit accepts, answers with an
+    /// error and closes).
+    pub async fn open(info: &ConnectionInfo) -> RedisResult<Socket> {
+        let io: Box<dyn Io> = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let tcp = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+                tcp.set_nodelay(true)?;
+                Box::new(tcp)
+            }
+            #[cfg(unix)]
+            ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+            _ => return Err(std::io::Error::other("no lane for this address").into()),
+        };
+        let mut socket = Socket {
+            io,
+            buf: Vec::new(),
+            start: 0,
+            scan: resp::Scan::default(),
+        };
+        let settings = info.redis_settings();
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(user) = settings.username() {
+                auth.arg(user);
+            }
+            auth.arg(password);
+            if let Err(e) = socket.expect_ok(&auth).await {
+                // Redis before 6 knows no users: the password alone, as the
+                // redis crate does then
+                let old_server = e.to_string().contains("wrong number of arguments");
+                if !(old_server && settings.username().is_some()) {
+                    return Err(e);
+                }
+                socket.expect_ok(redis::cmd("AUTH").arg(password)).await?;
+            }
+        }
+        if settings.db() != 0 {
+            socket
+                .expect_ok(redis::cmd("SELECT").arg(settings.db()))
+                .await?;
+        }
+        socket.expect_ok(&redis::cmd("PING")).await?;
+        Ok(socket)
+    }
+
+    /// Whether the server closed the socket (or sent what nobody asked for)
+    /// while it sat idle: one non-blocking read.
+    pub fn closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        let mut buf = ReadBuf::new(&mut byte);
+        let mut cx = Context::from_waker(Waker::noop());
+        Pin::new(&mut self.io)
+            .poll_read(&mut cx, &mut buf)
+            .is_ready()
+    }
+
+    /// Writes `packed` and reads `replies` replies.
+    pub async fn exchange(&mut self, packed: &[u8], replies: usize) -> RedisResult<Vec<Value>> {
+        self.io.write_all(packed).await?;
+        let mut out = Vec::with_capacity(replies);
+        for _ in 0..replies {
+            let end = loop {
+                if let Some(end) = self.scan.end(&self.buf, self.start)? {
+                    break end;
+                }
+                if self.buf.capacity() - self.buf.len() < 4096 {
+                    self.buf.reserve(16 * 1024);
+                }
+                if self.io.read_buf(&mut self.buf).await? == 0 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+                }
+            };
+            let mut pos = self.start;
+            out.push(resp::value(&self.buf[..end], &mut pos)?);
+            self.start = end;
+        }
+        // what the replies took goes; a byte more would be an unasked reply
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+            // a large reply's room is not kept for the lane's life
+            if self.buf.capacity() > 1 << 20 {
+                self.buf = Vec::new();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether bytes are left that no call asked for.
+    pub fn leftover(&self) -> bool {
+        self.start < self.buf.len()
+    }
+
+    pub async fn expect_ok(&mut self, cmd: &Cmd) -> RedisResult<()> {
+        let reply = self.exchange(&cmd.get_packed_command(), 1).await?;
+        match reply.into_iter().next() {
+            Some(Value::Okay) => Ok(()),
+            Some(other) => other.extract_error().map(drop),
+            None => Ok(()),
+        }
+    }
+}
