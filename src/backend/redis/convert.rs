@@ -67,7 +67,7 @@ impl redis::ToRedisArgs for JobId {
     }
 }
 
-/// The score "<ms>.<thousandths>", as `Token`'s `Display` writes it, without a
+/// The score `"<ms>.<thousandths>"`, as `Token`'s `Display` writes it, without a
 /// `String` per token (a settle passes one per job).
 impl redis::ToRedisArgs for Token {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
