@@ -403,3 +403,26 @@ async fn the_first_call_after_the_server_closed_an_idle_client_goes_through() {
     echoes(&mut con, 7).await;
     set(&mut con, "after-idle", "1").await;
 }
+
+#[tokio::test]
+async fn a_call_after_a_pause_checks_the_multiplexer_the_lane_outlived() {
+    // the server closed only the multiplexer's socket (idle a little longer
+    // than the lane's when the client paused): after a pause of 15 s, a call
+    // checks it before it could fail there
+    let server = RedisServer::start();
+    let (mut con, multiplexer, lane) = connected(&server.url()).await;
+    let mut raw = server.raw().await;
+    let () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(multiplexer)
+        .query_async(&mut raw)
+        .await
+        .map(|_: i64| ())
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(15_500)).await;
+    // the lane's socket is still open (client_line finds it)
+    client_line(&mut raw, lane).await;
+    echoes(&mut con, 1).await;
+    echoes(&mut con, 2).await;
+}

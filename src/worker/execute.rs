@@ -227,10 +227,13 @@ async fn run(
     let d = &r.delivery;
     let cancel = &r.cancel;
     let attempt = d.token.attempt();
-    if let (Some(b), Some(access)) = (r.batch, &shared.batches)
-        && shared.cancelled_batches.is_cancelled(b.batch, access).await
-    {
-        return super::cancelled::cancel(d, queue, b.batch, access).await;
+    let mut began = began;
+    if let (Some(b), Some(access)) = (r.batch, &shared.batches) {
+        if shared.cancelled_batches.is_cancelled(b.batch, access).await {
+            return super::cancelled::cancel(d, queue, b.batch, access).await;
+        }
+        // the check may have asked Redis: the run begins after it
+        began = Instant::now();
     }
     let job = match job::decode(&d.body) {
         Ok(job) => job,
@@ -269,7 +272,7 @@ async fn run(
     )
     .with_body(r.batch.map(|b| b.batch), &d.body)
     .with_batch_access(shared.batches.clone());
-    // when the run began (its decoding takes a microsecond or so)
+    // when the run began (decoding the job takes a microsecond or so)
     let now = began;
     let waited = Duration::from_millis(d.waited_ms) + now.saturating_duration_since(r.fetched);
     report.started = Some((now, waited));

@@ -199,6 +199,58 @@ mod tests {
             "held back by the concurrency"
         );
     }
+
+    #[test]
+    fn each_fetched_job_keeps_its_own_body_and_lease() {
+        let ids = [
+            "mabcdef1234567890abcdef123456780",
+            "mabcdef1234567890abcdef123456781",
+            "mabcdef1234567890abcdef123456782",
+        ];
+        // the second is a released job's: its own lease end follows its meta
+        let reply = Value::Array(vec![
+            Value::Int(1_700_000_000_000_000),
+            bulk(""),
+            Value::Int(1_700_000_030_000),
+            Value::Int(-1),
+            Value::Int(0),
+            Value::Int(0),
+            bulk(ids[0]),
+            bulk(r#"{"a":1}"#),
+            Value::Int(10_001),
+            bulk(ids[1]),
+            bulk(r#"{"b":22}"#),
+            Value::Int(-10_002),
+            Value::Int(1_700_000_045_000),
+            bulk(ids[2]),
+            bulk(r#"{"c":333}"#),
+            Value::Int(10_003),
+        ]);
+        let f = super::fetched(reply, 10).unwrap().unwrap();
+        let got: Vec<_> = f
+            .jobs
+            .iter()
+            .map(|d| {
+                let body = String::from_utf8(d.body.clone()).unwrap();
+                (
+                    d.id.to_string(),
+                    body,
+                    d.token.attempt(),
+                    d.token.to_string(),
+                )
+            })
+            .collect();
+        let want = [
+            (ids[0], r#"{"a":1}"#, 1, "1700000030000.501"),
+            (ids[1], r#"{"b":22}"#, 2, "1700000045000.502"),
+            (ids[2], r#"{"c":333}"#, 3, "1700000030000.503"),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(i, b, n, t)| (i.to_string(), b.to_string(), *n, t.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
 }
 
 #[cfg(test)]

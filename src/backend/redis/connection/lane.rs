@@ -24,10 +24,11 @@
 //! A server closes a connection left idle longer than its `timeout` (none by
 //! default), and the multiplexer learns it only when a call fails there. So
 //! calls one at a time do not leave it idle: one that finds it unused for
-//! [`STALE`] goes to it rather than the lane. And a lane found closed by the
-//! server when taken says the multiplexer, idle as long, may be closed too:
-//! that call sends the multiplexer a `PING` first, which a closed socket
-//! fails, and goes out on the new socket the managed connection opens.
+//! [`STALE`] goes to it rather than the lane. A call that finds it unused for
+//! [`CHECK`] or longer (the client paused), or finds the lane closed by the
+//! server (which says the multiplexer, idle as long, may be too), sends the
+//! multiplexer a `PING` first, which a closed socket fails, and goes out on
+//! the new socket the managed connection opens.
 //!
 //! A Sentinel connection keeps a lane with each master it connects to (see
 //! `sentinel::Master`), dropped with it when a failover replaces it.
@@ -52,6 +53,13 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How long the multiplexer may go unused while calls take the lane: half the
 /// shortest server `timeout` (one second), so calls one at a time keep it open.
 const STALE: Duration = Duration::from_millis(500);
+
+/// How long the multiplexer may go unused before a call checks it with a
+/// `PING` first: longer than an idle worker's calls are apart (a beat every
+/// third of a 30 s lease), so an idle worker sends no extra command, while a
+/// client that paused longer than a server `timeout` of this or more finds
+/// out before its call fails.
+const CHECK: Duration = Duration::from_secs(15);
 
 /// The lane of one managed connection (shared by its clones).
 pub(super) struct Lane {
@@ -116,7 +124,11 @@ impl Lane {
     /// `PING` first when the lane was found closed by the server. A down lane
     /// due for another attempt starts one in the background.
     fn route(self: &Arc<Self>) -> Route {
-        let stale = self.multiplexer_stale();
+        let unused = self.multiplexer_unused();
+        if unused >= CHECK {
+            return Route::Checked;
+        }
+        let stale = unused >= STALE;
         if self.in_flight.load(Ordering::Relaxed) != 0 {
             return Route::Multiplexer;
         }
@@ -157,16 +169,16 @@ impl Lane {
         }
     }
 
-    /// Whether the multiplexer has gone unused for [`STALE`]; marks it used
-    /// (the call it is asked for goes there).
-    fn multiplexer_stale(&self) -> bool {
+    /// How long the multiplexer has gone unused; from [`STALE`] on, marked
+    /// used (the call it is asked for goes there).
+    fn multiplexer_unused(&self) -> Duration {
         let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
         let last = self.multiplexer_used.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < STALE.as_millis() as u64 {
-            return false;
+        let unused = Duration::from_millis(now.saturating_sub(last));
+        if unused >= STALE {
+            self.multiplexer_used.store(now, Ordering::Relaxed);
         }
-        self.multiplexer_used.store(now, Ordering::Relaxed);
-        true
+        unused
     }
 
     /// Marks the multiplexer used now.

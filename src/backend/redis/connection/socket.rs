@@ -125,3 +125,60 @@ impl Socket {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use redis::Value;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::{Socket, resp};
+
+    fn socket(io: tokio::io::DuplexStream) -> Socket {
+        Socket {
+            io: Box::new(io),
+            buf: Vec::new(),
+            start: 0,
+            scan: resp::Scan::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn replies_that_arrive_together_or_in_pieces_are_each_read_once() {
+        let (ours, mut server) = tokio::io::duplex(64);
+        let mut s = socket(ours);
+        // two replies in one write, for a pipeline of two
+        let call = tokio::spawn(async move {
+            let got = s.exchange(b"*1\r\n$4\r\nPING\r\n", 2).await.unwrap();
+            (s, got)
+        });
+        let mut asked = [0u8; 14];
+        server.read_exact(&mut asked).await.unwrap();
+        server.write_all(b"+PONG\r\n:7\r\n").await.unwrap();
+        let (mut s, got) = call.await.unwrap();
+        assert_eq!(got, [Value::SimpleString("PONG".into()), Value::Int(7)]);
+        assert!(!s.leftover());
+        // a reply in pieces, then one more byte than asked for
+        let call = tokio::spawn(async move {
+            let got = s.exchange(b"x", 1).await.unwrap();
+            (s, got)
+        });
+        server.read_exact(&mut [0u8; 1]).await.unwrap();
+        server.write_all(b"$5\r\nhel").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        server.write_all(b"lo\r\n+").await.unwrap();
+        let (s, got) = call.await.unwrap();
+        assert_eq!(got, [Value::BulkString(b"hello".to_vec())]);
+        assert!(s.leftover(), "the unasked byte is noticed");
+    }
+
+    #[tokio::test]
+    async fn a_socket_the_server_closed_mid_reply_is_an_error() {
+        let (ours, mut server) = tokio::io::duplex(64);
+        let mut s = socket(ours);
+        let call = tokio::spawn(async move { s.exchange(b"x", 1).await });
+        server.read_exact(&mut [0u8; 1]).await.unwrap();
+        server.write_all(b"$5\r\nhe").await.unwrap();
+        drop(server);
+        assert!(call.await.unwrap().is_err());
+    }
+}
