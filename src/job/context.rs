@@ -44,17 +44,14 @@ impl JobContext {
         queue: impl Into<Arc<str>>,
         enqueued_at: SystemTime,
     ) -> Self {
-        JobContext {
+        Self::for_run(
             id,
             attempt,
-            queue: queue.into(),
+            queue.into(),
             enqueued_at,
-            cancel: CancellationToken::new(),
-            data: Data::default(),
-            batch: None,
-            batch_done: None,
-            access: None,
-        }
+            CancellationToken::new(),
+            Data::default(),
+        )
     }
 
     /// The context of a worker's run: its token and the worker's data, given
