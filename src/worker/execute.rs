@@ -272,10 +272,9 @@ async fn run(
     )
     .with_body(r.batch.map(|b| b.batch), &d.body)
     .with_batch_access(shared.batches.clone());
-    // when the run began (decoding the job takes a microsecond or so)
-    let now = began;
-    let waited = Duration::from_millis(d.waited_ms) + now.saturating_duration_since(r.fetched);
-    report.started = Some((now, waited));
+    // the run began before the job was decoded (a microsecond or so)
+    let waited = Duration::from_millis(d.waited_ms) + began.saturating_duration_since(r.fetched);
+    report.started = Some((began, waited));
     if shared.observer.active(&per_queue.metrics) {
         let run = JobRun::new(d.id, queue, job.job_name(), attempt, waited);
         report.metrics = shared.observer.started(&per_queue.metrics, &run);

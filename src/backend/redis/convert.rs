@@ -71,23 +71,13 @@ impl redis::ToRedisArgs for JobId {
 /// `String` per token (a settle passes one per job).
 impl redis::ToRedisArgs for Token {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        // the score's digits, last first, then the point after three
+        use std::io::Write;
+        // 20 digits and the point at most
         let mut buf = [0u8; 24];
-        let mut at = buf.len();
-        let mut v = self.score();
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if buf.len() - at == 3 {
-                at -= 1;
-                buf[at] = b'.';
-            }
-            if v == 0 && buf.len() - at > 4 {
-                break;
-            }
-        }
-        out.write_arg(&buf[at..])
+        let mut rest = &mut buf[..];
+        let _ = write!(rest, "{self}");
+        let len = 24 - rest.len();
+        out.write_arg(&buf[..len])
     }
 }
 

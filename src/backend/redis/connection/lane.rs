@@ -121,8 +121,9 @@ impl Lane {
     /// Where one call goes: the lane when no other call is under way on the
     /// connection and the multiplexer was used within [`STALE`]; else the
     /// multiplexer (this call then pipelines with the others there), with a
-    /// `PING` first when the lane was found closed by the server. A down lane
-    /// due for another attempt starts one in the background.
+    /// `PING` first when it went unused for [`CHECK`] or the lane was found
+    /// closed by the server. A down lane due for another attempt starts one
+    /// in the background.
     fn route(self: &Arc<Self>) -> Route {
         let unused = self.multiplexer_unused();
         if unused >= CHECK {
@@ -172,7 +173,7 @@ impl Lane {
     /// How long the multiplexer has gone unused; from [`STALE`] on, marked
     /// used (the call it is asked for goes there).
     fn multiplexer_unused(&self) -> Duration {
-        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let now = self.age_ms();
         let last = self.multiplexer_used.load(Ordering::Relaxed);
         let unused = Duration::from_millis(now.saturating_sub(last));
         if unused >= STALE {
@@ -183,8 +184,13 @@ impl Lane {
 
     /// Marks the multiplexer used now.
     fn multiplexer_in_use(&self) {
-        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.multiplexer_used.store(now, Ordering::Relaxed);
+        self.multiplexer_used
+            .store(self.age_ms(), Ordering::Relaxed);
+    }
+
+    /// Milliseconds since the lane was made.
+    fn age_ms(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// `call` (on the multiplexer), counted as under way until it ends.
@@ -278,9 +284,9 @@ enum Route {
     Checked,
 }
 
-/// Sends the multiplexer `con` a `PING` after the server closed an idle lane. A socket the
-/// server closed meanwhile fails it, and the managed connection opens another
-/// for the call that follows. A server that does not answer in time fails the
+/// Sends the multiplexer `con` a `PING` when it may have been closed while
+/// idle (see [`Lane::route`]). A socket the server closed meanwhile fails it,
+/// and the managed connection opens another for the call that follows. A server that does not answer in time fails the
 /// call without sending it; any other reply (`NOPERM`, `LOADING`) is the
 /// call's to meet.
 async fn checked<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<()> {
