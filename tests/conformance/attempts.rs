@@ -381,10 +381,21 @@ pub async fn run_times_are_counted_per_type_once_per_settled_run(env: &Env) {
     assert_eq!((done.acked, done.rescheduled), (4, 2));
     // replayed after it landed: fenced off, counted once
     q.settle("rt", &settle).await.unwrap();
+    // a fresh ack beside a stale one of the same type and run time: only
+    // the fresh one counts
+    let f = Queues::send(&q, "rt", SendMessage::new("f")).await.unwrap();
+    let df = fetch_one(env, "rt", LONG).await;
+    let mixed = Settle {
+        acks: vec![(f, df.token), settle.acks[0]],
+        ran: vec![ran(f, 3, "Mail"), ran(settle.acks[0].0, 3, "Mail")],
+        ..Settle::default()
+    };
+    let done = q.settle("rt", &mixed).await.unwrap();
+    assert_eq!(done.acked, 1);
     let times = q.run_times("rt").await.unwrap();
     let get = |t: &str| times.iter().find(|x| x.job_type == t).unwrap().clone();
     let mail = get("Mail");
-    assert_eq!(mail.count(), 4);
+    assert_eq!(mail.count(), 5, "four, then the fresh ack alone");
     assert_eq!(mail.quantile(0.5), Some(Duration::from_millis(5)));
     assert_eq!(mail.quantile(0.99), Some(Duration::from_secs(1)));
     let sms = get("Sms");

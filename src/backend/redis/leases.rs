@@ -12,6 +12,7 @@ use crate::contract::queues::{QueueOptions, SendMessage, Sent};
 use crate::contract::settings::QueueSettings;
 use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
 use crate::{Error, JobId, Result};
+use std::fmt::Write as _;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -492,16 +493,19 @@ impl Backend for RedisBackend {
                     .arg(part.by.as_ref().map_or(String::new(), RunBy::members))
                     .arg(part.history.encode());
                 let runs = part.runs();
-                // the run-time codes: the types named once, each entry's
-                // code after every entry (see complete.lua)
+                // the run-time codes: the types named once, the codes
+                // counted after every entry (see complete.lua)
                 let codes = RunTimeCodes::of(part, &runs);
                 cmd.arg(codes.types.len()).arg(&codes.types);
+                // an ack's span: its run's times as its attempt record's
+                // members, written into one buffer
+                let mut span = String::new();
                 for (id, token) in &part.acks {
-                    cmd.arg(id).arg(token);
-                    match runs.get(id) {
-                        Some(r) => cmd.arg(r.started_ms).arg(r.ended_ms),
-                        None => cmd.arg("").arg(""),
-                    };
+                    span.clear();
+                    if let Some(r) = runs.get(id) {
+                        let _ = write!(span, r#","start":{},"end":{}"#, r.started_ms, r.ended_ms);
+                    }
+                    cmd.arg(id).arg(token).arg(span.as_str());
                 }
                 let by = part.by.as_ref();
                 let record = |id: &JobId, token: Token, error: Option<&str>| {
@@ -558,12 +562,12 @@ impl Backend for RedisBackend {
                         Some(&error),
                     ));
                 }
-                for code in codes.codes {
-                    match code {
-                        Some(code) => cmd.arg(code),
-                        None => cmd.arg(""),
-                    };
+                let counted = codes.counted();
+                cmd.arg(counted.len());
+                for (code, n) in counted {
+                    cmd.arg(code).arg(n);
                 }
+                cmd.arg(codes.each());
                 // the acks' results, when some returned one; then the
                 // entries' batches, when some belong to one
                 if !part.results.is_empty() || !part.batched.is_empty() {
@@ -697,7 +701,6 @@ impl Backend for RedisBackend {
 /// result), the entries' places among
 /// all the call's entries, from 1, `<k>,<k>,...`).
 fn batch_groups(part: &Settle) -> Vec<(crate::contract::batches::BatchId, String, String)> {
-    use std::fmt::Write as _;
     let refs: std::collections::HashMap<JobId, crate::contract::batches::BatchRef> =
         part.batched.iter().copied().collect();
     let mut groups: Vec<(crate::contract::batches::BatchId, String, String)> = Vec::new();
@@ -790,6 +793,35 @@ impl<'a> RunTimeCodes<'a> {
             codes.push(code(&d.id, true));
         }
         RunTimeCodes { types, codes }
+    }
+
+    /// The distinct codes and how many entries have each, in first-seen order.
+    fn counted(&self) -> Vec<(usize, usize)> {
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        for code in self.codes.iter().flatten() {
+            match out.iter_mut().find(|(c, _)| c == code) {
+                Some((_, n)) => *n += 1,
+                None => out.push((*code, 1)),
+            }
+        }
+        out
+    }
+
+    /// Every entry's code in order, separated by spaces, "-" for none.
+    fn each(&self) -> String {
+        let mut out = String::with_capacity(self.codes.len() * 4);
+        for (k, code) in self.codes.iter().enumerate() {
+            if k > 0 {
+                out.push(' ');
+            }
+            match code {
+                Some(c) => {
+                    let _ = write!(out, "{c}");
+                }
+                None => out.push('-'),
+            }
+        }
+        out
     }
 }
 

@@ -62,15 +62,20 @@
 --          "redjob:history", see history_setting in lib.lua)
 -- ARGV[10]  the number of job types K the run times below name, then the K
 --          type names (ARGV[11 .. 10 + K])
--- then A x (id, token, start ms or "", end ms or ""), R x (id, token, delay ms, delivery count to keep,
+-- then A x (id, token, span): span is the run's times as members of its
+--      attempt record, ',"start":<ms>,"end":<ms>', or "" when unknown; R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry, "l" for a release, "t<limit>" for a throttle or "k<limit>" for a throttle of
 --      the job's concurrency key alone, error or "", attempt record or
---      ""), D x (id, token, error, attempt record), then one run-time code
---      per entry in that order: 32 x (type's index among the K, from 1) +
---      the bucket of its run time (see RUN_TIME_BUCKETS_MS in stats.rs), or
---      "" when unknown or a release. Each entry that passes the fence adds 1
---      to "rt:<bucket>:<type>" of the counters hash (KEYS[5]): per job type,
---      a fixed-size histogram of run times; then, optionally, the number
+--      ""), D x (id, token, error, attempt record), then the entries'
+--      run-time codes: a code is 32 x (type's index among the K, from 1) +
+--      the bucket of its run time (see RUN_TIME_BUCKETS_MS in stats.rs); an
+--      entry has none when its run is unknown or a release. They come as the
+--      number of distinct codes C, C x (code, how many entries have it), then
+--      every entry's code in the entries' order, separated by spaces, "-" for
+--      none (read only when an entry fails the fence: it is not counted).
+--      Each entry that passes the fence adds 1 to "rt:<bucket>:<type>" of
+--      the counters hash (KEYS[5]): per job type, a fixed-size histogram of
+--      run times; then, optionally, the number
 --      of results N and N x (id, result): the JSON an ack's handler returned,
 --      kept with its history entry (header word "r<bytes>", see history.rs);
 --      then, optionally, the number of batches B and B x (batch id, its
@@ -97,21 +102,23 @@
 -- ids that failed it because the message no longer exists (deleted while it ran,
 -- or settled already); the other failures were delivered again; then the
 -- batch finishes entered in KEYS[14] (each has a space, an id has none)
+-- (globals read in the per-job loops, as locals)
+local ARGV, floor, format = ARGV, math.floor, string.format
 local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock()
 local ids, tokens, kind, arg = {}, {}, {}, {}
 local prio, keep, max_age = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local ntypes = tonumber(ARGV[10])
 local i = 11 + ntypes
--- the ARGV index of each ack's start ms, when given
+-- each ack's span (see above)
 local spans = {}
 -- the entries so far (a count: `#t` searches the table on every append)
 local nids = 0
 for _ = 1, na do
   nids = nids + 1
   ids[nids] = ARGV[i]; tokens[nids] = ARGV[i + 1]; kind[nids] = "a"
-  if ARGV[i + 2] ~= "" then spans[nids] = i + 2 end
-  i = i + 4
+  spans[nids] = ARGV[i + 2]
+  i = i + 3
 end
 local errs, recs = {}, {}
 -- throttles ("t<limit>"): the limit of uncounted throttles in a row, and
@@ -142,17 +149,19 @@ for _ = 1, nd do
   i = i + 4
 end
 if nids == 0 then return {0, 0, 0} end
--- the entries' run-time codes follow them, then the acks' results
+-- the entries' run-time codes follow them (C, C pairs, each entry's), then
+-- the acks' results
 local codes = i
+local after = codes + 2 * (tonumber(ARGV[codes]) or 0) + 2
 local results = {}
-local nres = tonumber(ARGV[codes + nids]) or 0
+local nres = tonumber(ARGV[after]) or 0
 for j = 1, nres do
-  local at = codes + nids + 2 * j - 1
+  local at = after + 2 * j - 1
   results[ARGV[at]] = ARGV[at + 1]
 end
 -- the batches' groups: (batch id, its finishes as entered, their entries)
 local bgroups = {}
-local bat = codes + nids + 2 * nres + 1
+local bat = after + 2 * nres + 1
 for j = 1, tonumber(ARGV[bat]) or 0 do
   local at = bat + 3 * j - 2
   bgroups[j] = {ARGV[at], ARGV[at + 1], ARGV[at + 2]}
@@ -223,12 +232,7 @@ end
 local h_on, h_keep, h_age, h_args = history_setting(attrs[8], ARGV[9])
 -- the record of ack k's attempt (ARGV[8]: who ran it)
 local function ok_record(k)
-  local s = spans[k]
-  if s then
-    return '{"n":' .. score_count(tonumber(tokens[k])) .. ',"start":' .. ARGV[s] .. ',"end":' .. ARGV[s + 1]
-      .. ',"outcome":"ok"' .. ARGV[8] .. "}"
-  end
-  return '{"n":' .. score_count(tonumber(tokens[k])) .. ',"outcome":"ok"' .. ARGV[8] .. "}"
+  return '{"n":' .. score_count(tonumber(tokens[k])) .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}"
 end
 -- the acked and dead-lettered entries (indexes), entered in the history
 local finished, tks = {}, {}
@@ -246,12 +250,24 @@ local throttle_until = 0
 local key_throttles, any_key_throttle = {}, false
 -- the lengths of gone, fields and finished (appended to once or more a job)
 local ng, nf, nfin = 0, 0, 0
+-- each token as a number, parsed once a call (a fetch's jobs share theirs);
+-- a score that reads as its token passes without parsing it
+local numbers = {}
+-- the entries that passed the fence
+local npassed = 0
 for k, id in ipairs(ids) do
-  local tk = tonumber(tokens[k])
-  if scores[k] and tonumber(scores[k]) == tk then
+  local tok = tokens[k]
+  local tk = numbers[tok]
+  if not tk then
+    tk = tonumber(tok)
+    numbers[tok] = tk
+  end
+  local sc = scores[k]
+  if sc and (sc == tok or tonumber(sc) == tk) then
     local kd = kind[k]
     passed[k] = true
-    local e = math.floor(tk)
+    npassed = npassed + 1
+    local e = floor(tk)
     ends[e] = (ends[e] or 0) - 1
     if kd == "a" or kd == "d" then
       ng = ng + 1
@@ -436,9 +452,11 @@ if #finished > 0 then
   local text = {}
   local function digits(v)
     local t = text[v]
-    if not t then t = string.format("%d", v); text[v] = t end
+    if not t then t = format("%d", v); text[v] = t end
     return t
   end
+  -- each token's delivery count as text (a fetch's jobs share their token)
+  local counts = {}
   local ok_head, dead_head = "h1 succeeded " .. at .. " ", "h1 dead " .. at .. " "
   -- the length of zh and of hh
   local nh = 0
@@ -451,7 +469,11 @@ if #finished > 0 then
       typ = body_type(body)
       body = ""
     end
-    local n = digits(score_count(tks[k]))
+    local n = counts[tokens[k]]
+    if not n then
+      n = digits(score_count(tks[k]))
+      counts[tokens[k]] = n
+    end
     -- "<how> <ms> <deliveries> <body bytes>[ k<key bytes>][ r<result bytes>]\n
     -- <type>\n<by>\n[<key>\n][<result>\n]", then the records
     local head = kind[k] == "a" and ok_head or dead_head
@@ -460,19 +482,15 @@ if #finished > 0 then
     -- an ack's result follows its key
     local rv = kind[k] == "a" and results[id]
     if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
-    local s = spans[k]
     nh = nh + 2
     zh[nh - 1] = at
     zh[nh] = id
     hh[nh - 1] = id
     if logs[k] then
       hh[nh] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
-    elseif s then
-      hh[nh] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
-        .. ',"start":' .. ARGV[s] .. ',"end":' .. ARGV[s + 1] .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     else
       hh[nh] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
-        .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
+        .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     end
   end
   many("ZADD", KEYS[8], zh)
@@ -553,15 +571,25 @@ if #errfields > 0 then
   many("HSET", KEYS[2], errfields, 3000)
 end
 -- the run times of the entries that passed the fence, by type and bucket
-if ntypes > 0 then
+-- (counted by the caller; an entry that failed the fence is taken off)
+local ncodes = tonumber(ARGV[codes]) or 0
+if ntypes > 0 and ncodes > 0 then
   local runs = {}
-  for k = 1, nids do
-    local code = passed[k] and tonumber(ARGV[codes + k - 1])
-    if code then runs[code] = (runs[code] or 0) + 1 end
+  for j = 1, ncodes do
+    local code = tonumber(ARGV[codes + 2 * j - 1])
+    if code then runs[code] = (runs[code] or 0) + (tonumber(ARGV[codes + 2 * j]) or 0) end
+  end
+  if npassed < nids then
+    local k = 0
+    for c in string.gmatch(ARGV[codes + 2 * ncodes + 1] or "", "%S+") do
+      k = k + 1
+      local code = not passed[k] and tonumber(c)
+      if code and runs[code] then runs[code] = runs[code] - 1 end
+    end
   end
   for code, n in pairs(runs) do
-    local t = ARGV[10 + math.floor(code / 32)]
-    if t then redis.call("HINCRBY", KEYS[5], "rt:" .. (code % 32) .. ":" .. t, n) end
+    local t = ARGV[10 + floor(code / 32)]
+    if t and n > 0 then redis.call("HINCRBY", KEYS[5], "rt:" .. (code % 32) .. ":" .. t, n) end
   end
 end
 -- the counters and this minute's entry in the ring: one read, one write

@@ -80,6 +80,8 @@
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3, 0}
 --          when the queue is paused
 -- a missing queue costs one command (workers check it every few seconds)
+-- (globals read in the per-job loop, as locals)
+local tonumber, floor = tonumber, math.floor
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
   "redjob:released", "redjob:exact", "redjob:current", "redjob:errors", "redjob:sweep", "redjob:concurrency",
   "redjob:rate", "redjob:held", "redjob:throttled", "redjob:keyed", "redjob:ksweep", "redjob:bout")
@@ -271,15 +273,22 @@ if n > 0 then
   -- jobs whose lease ran out, and their lost attempt's record
   local lost, lost_recs = {}, {}
   local norphans = 0
+  -- each score as a number, parsed once a call (jobs due in one ms share it)
+  local numbers = {}
   for k = 1, n do
     local id = ids[k]
     local li = lv[k]
     local body = vals[per * (k - 1) + 1]
     if body then
-      local score = tonumber(scores[k])
+      local sc = scores[k]
+      local score = numbers[sc]
+      if not score then
+        score = tonumber(sc)
+        numbers[sc] = score
+      end
       -- when it became due: its score's whole ms (a lease that ran out: its end)
-      local due = math.floor(score)
-      local count = math.floor((score - due) * 1000 + 0.5)
+      local due = floor(score)
+      local count = floor((score - due) * 1000 + 0.5)
       -- a lease that ran out leaves the lease counts (see score_count)
       if count >= LEASE_MARK then
         count = count - LEASE_MARK
@@ -297,7 +306,8 @@ if n > 0 then
           local rc = tonumber(vals[2 * k]) or 0
           if rc > count then count = rc end
         end
-        count = math.min(count + 1, MAX_COUNT)
+        count = count + 1
+        if count > MAX_COUNT then count = MAX_COUNT end
         local token = tokens[count]
         if not token then
           token = lease_score(lease, count)
@@ -305,11 +315,11 @@ if n > 0 then
         end
         -- a released job's new lease ends after its last one, so that this
         -- delivery's token (lease end and count) is none of an earlier one's
-        local floor = floors[k]
-        local own = floor and floor >= lease
+        local last = floors[k]
+        local own = last and last >= lease
         if own then
-          token = lease_score(floor + 1, count)
-          ends[floor + 1] = (ends[floor + 1] or 0) + 1
+          token = lease_score(last + 1, count)
+          ends[last + 1] = (ends[last + 1] or 0) + 1
         else
           fresh = fresh + 1
         end
@@ -331,7 +341,7 @@ if n > 0 then
         if own then
           -- negative: its own lease end (ms) follows
           out[no] = -out[no]
-          out[no + 1] = floor + 1
+          out[no + 1] = last + 1
           no = no + 1
         end
       end
