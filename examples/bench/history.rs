@@ -1,7 +1,8 @@
 //! Phase 13: the queue's history of finished jobs on the hot path. The same
 //! 20k backlog processed with the history at its defaults (already at its
 //! count limit, so every settle also trims) and with it off, alternating on
-//! one server; Redis CPU per job for each; bytes per history entry for the
+//! one server, then with it on in a queue that has seen a failure; Redis CPU
+//! per job for each; bytes per history entry for the
 //! bench payload and a 1 KB one, and what a full history takes at the defaults.
 
 use std::sync::Arc;
@@ -81,6 +82,21 @@ pub async fn history(s: &Settings, f: &mut Figures) {
         let (off, off_cpu) = process(&client, &mut con, s, f, History::OFF).await;
         f.history_off.push(off);
         f.history_off_cpu_us.push(off_cpu);
+    }
+    // a queue that has seen a failure: the flag a retry or a lost lease sets
+    // (complete.lua, fetch.lua) stays, and every settle after looks for
+    // last errors and attempt records
+    let () = redis::cmd("HSET")
+        .arg("rsmq:bench:Q")
+        .arg("redjob:errors")
+        .arg("1")
+        .query_async(&mut con)
+        .await
+        .expect("HSET");
+    for _ in 0..2 {
+        let (on, on_cpu) = process(&client, &mut con, s, f, History::default()).await;
+        f.history_errors.push(on);
+        f.history_errors_cpu_us.push(on_cpu);
     }
     client
         .set_settings("bench", &QueueSettings::history(History::default()))

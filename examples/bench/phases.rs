@@ -92,6 +92,10 @@ pub struct Figures {
     pub history_on: Vec<f64>,
     pub history_off: Vec<f64>,
     pub history_on_cpu_us: Vec<f64>,
+    /// The same with the history on in a queue that has seen a failure (its
+    /// last errors and attempt records may exist): jobs/s, Redis CPU µs a job.
+    pub history_errors: Vec<f64>,
+    pub history_errors_cpu_us: Vec<f64>,
     /// Phase 18: the floor of fetch + ack (and + the history's writes) as
     /// plain pipelined commands, Redis CPU µs per job.
     pub floor_plain_us: Vec<f64>,

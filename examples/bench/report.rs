@@ -251,6 +251,18 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             "-",
         ),
         (
+            "process_jobs_per_s_history_errors",
+            "  history on, in a queue that has seen a failure (jobs/s)",
+            |f| f.history_errors.clone(),
+            "-",
+        ),
+        (
+            "redis_cpu_us_per_job_history_errors",
+            "  Redis CPU per job, the same (µs)",
+            |f| f.history_errors_cpu_us.clone(),
+            "-",
+        ),
+        (
             "floor_redis_cpu_us_per_job",
             "floor: fetch + ack as plain commands, Redis CPU per job (µs)",
             |f| f.floor_plain_us.clone(),

@@ -224,15 +224,26 @@ if #throttle_ks > 0 then
     end
   end
 end
+-- each token as a number, parsed once a call (a fetch's jobs share theirs:
+-- parsing a score costs more than the rest of a job's fence)
+local numbers = {}
+local function token_number(tok)
+  local t = numbers[tok]
+  if not t then
+    t = tonumber(tok)
+    numbers[tok] = t
+  end
+  return t
+end
 -- records may exist at delivery 1 once a throttle gave a count back
 local throttles_seen = attrs[11] == "1"
 local function earlier(k)
-  return attrs[4] and (throttles_seen or score_count(tonumber(tokens[k])) > 1)
+  return attrs[4] and (throttles_seen or score_count(token_number(tokens[k])) > 1)
 end
 local h_on, h_keep, h_age, h_args = history_setting(attrs[8], ARGV[9])
 -- the record of ack k's attempt (ARGV[8]: who ran it)
 local function ok_record(k)
-  return '{"n":' .. score_count(tonumber(tokens[k])) .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}"
+  return '{"n":' .. score_count(token_number(tokens[k])) .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}"
 end
 -- the acked and dead-lettered entries (indexes), entered in the history
 local finished, tks = {}, {}
@@ -250,18 +261,14 @@ local throttle_until = 0
 local key_throttles, any_key_throttle = {}, false
 -- the lengths of gone, fields and finished (appended to once or more a job)
 local ng, nf, nfin = 0, 0, 0
--- each token as a number, parsed once a call (a fetch's jobs share theirs);
--- a score that reads as its token passes without parsing it
-local numbers = {}
+-- (a score that reads as its token passes without parsing it)
 -- the entries that passed the fence
 local npassed = 0
-for k, id in ipairs(ids) do
+-- (numeric loops over the entries: ipairs calls a function per step)
+for k = 1, nids do
+  local id = ids[k]
   local tok = tokens[k]
-  local tk = numbers[tok]
-  if not tk then
-    tk = tonumber(tok)
-    numbers[tok] = tk
-  end
+  local tk = numbers[tok] or token_number(tok)
   local sc = scores[k]
   if sc and (sc == tok or tonumber(sc) == tk) then
     local kd = kind[k]
@@ -279,7 +286,9 @@ for k, id in ipairs(ids) do
         fields[nf + 2] = id .. ":fr"
         nf = nf + 2
       end
-      if attrs[4] then
+      -- a last error and records: only a job delivered before has them (see
+      -- earlier), once some job of the queue had them
+      if attrs[4] and earlier(k) then
         fields[nf + 1] = id .. ":err"
         fields[nf + 2] = id .. ":a"
         nf = nf + 2
@@ -393,7 +402,7 @@ if #dead > 0 then
     dh[#dh + 1] = id .. ":err"
     dh[#dh + 1] = arg[k]
     dh[#dh + 1] = id .. ":n"
-    dh[#dh + 1] = string.format("%d", score_count(tonumber(tokens[k])))
+    dh[#dh + 1] = string.format("%d", score_count(token_number(tokens[k])))
     if logs[k] then
       dh[#dh + 1] = id .. ":a"
       dh[#dh + 1] = logs[k]
@@ -457,10 +466,13 @@ if #finished > 0 then
   end
   -- each token's delivery count as text (a fetch's jobs share their token)
   local counts = {}
+  -- whether some have a concurrency key (read above)
+  local keyed = next(keyof) ~= nil
   local ok_head, dead_head = "h1 succeeded " .. at .. " ", "h1 dead " .. at .. " "
   -- the length of zh and of hh
   local nh = 0
-  for _, k in ipairs(finished) do
+  for j = 1, nfin do
+    local k = finished[j]
     local id, body = ids[k], bodies[k] or ""
     -- the type line stays empty while the body is kept (a reader takes the
     -- type from it; trim_history fills the line when the body goes)
@@ -477,19 +489,24 @@ if #finished > 0 then
     -- "<how> <ms> <deliveries> <body bytes>[ k<key bytes>][ r<result bytes>]\n
     -- <type>\n<by>\n[<key>\n][<result>\n]", then the records
     local head = kind[k] == "a" and ok_head or dead_head
-    local kv, kh, kl = keyof[id], "", ""
-    if kv then kh, kl = " k" .. #kv, kv .. "\n" end
+    local kh, kl = "", ""
+    if keyed then
+      local kv = keyof[id]
+      if kv then kh, kl = " k" .. #kv, kv .. "\n" end
+    end
     -- an ack's result follows its key
-    local rv = kind[k] == "a" and results[id]
+    local rv = nres > 0 and kind[k] == "a" and results[id]
     if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
+    local bytes = text[#body]
+    if not bytes then bytes = digits(#body) end
     nh = nh + 2
     zh[nh - 1] = at
     zh[nh] = id
     hh[nh - 1] = id
     if logs[k] then
-      hh[nh] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
+      hh[nh] = head .. n .. " " .. bytes .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
     else
-      hh[nh] = head .. n .. " " .. digits(#body) .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
+      hh[nh] = head .. n .. " " .. bytes .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
         .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     end
   end

@@ -559,7 +559,11 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
       many("ZREM", KEYS[hz], oldest)
       -- (appended at a count: `#t` searches the table on every append)
       local m = #old
-      for j, id in ipairs(oldest) do old[m + j] = id end
+      if m == 0 then
+        old = oldest
+      else
+        for j = 1, #oldest do old[m + j] = oldest[j] end
+      end
     end
   end
   if #old > 0 then many("HDEL", KEYS[hh], old) end
