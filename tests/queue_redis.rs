@@ -352,6 +352,82 @@ async fn last_errors_leave_with_their_jobs() {
     );
 }
 
+/// A retried job that an RSMQ client made visible again (a whole-ms score:
+/// its count starts over) and that dies at that delivery 1 takes its last
+/// error and records out of the queue's hash: a requeue under its id would
+/// show them otherwise.
+#[tokio::test]
+async fn a_dead_letter_at_delivery_one_takes_its_last_error_along() {
+    use redjob::backend::redis::RedisBackend;
+    use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+    use redjob::connection::RedisConfig;
+    let server = RedisServer::start();
+    let b = RedisBackend::connect(&RedisConfig::from_url(server.url()), "rsmq", false)
+        .await
+        .unwrap();
+    let q = b.rsmq();
+    q.create_queue("e1", QueueOptions::default()).await.unwrap();
+    let id = q.send("e1", SendMessage::new("m")).await.unwrap();
+    let got = b
+        .fetch("e1", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs;
+    let retry = Settle {
+        reschedules: vec![Reschedule {
+            id: got[0].id,
+            token: got[0].token,
+            delay: Duration::from_secs(60),
+            deliveries: 1,
+            release: false,
+            error: Some("first".into()),
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(b.settle("e1", &retry).await.unwrap().rescheduled, 1);
+    let mut con = server.raw().await;
+    let fields = |keys: Vec<String>| -> Vec<String> {
+        keys.into_iter()
+            .filter(|k| k.starts_with(id.as_str()) && k.len() > id.as_str().len())
+            .collect()
+    };
+    let keys: Vec<String> = redis::cmd("HKEYS")
+        .arg("rsmq:e1:Q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(fields(keys).len(), 2, "its last error and its record");
+    // as an RSMQ client's changeMessageVisibility(0) writes it: a whole ms
+    let () = redis::cmd("ZADD")
+        .arg("rsmq:e1")
+        .arg(1_000_000_000_000u64)
+        .arg(id.as_str())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let got = b
+        .fetch("e1", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(got[0].token.attempt(), 1);
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id: got[0].id,
+            token: got[0].token,
+            error: "gave up".into(),
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(b.settle("e1", &dead).await.unwrap().dead, 1);
+    let keys: Vec<String> = redis::cmd("HKEYS")
+        .arg("rsmq:e1:Q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(fields(keys.clone()).is_empty(), "{keys:?}");
+}
+
 /// A member no client should write (a raw ZADD: a bad id, an absurd score)
 /// neither fails nor hides the rest of an inspection.
 #[tokio::test]

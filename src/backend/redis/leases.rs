@@ -744,11 +744,11 @@ fn batch_groups(part: &Settle) -> Vec<(crate::contract::batches::BatchId, String
 
 /// A settle's run-time codes for complete.lua: the job types it names, and
 /// per entry (acks, reschedules, throttles, dead letters, in order) `32 x
-/// (type index from 1) + bucket`, or "" for a release or a run whose type or
+/// (type index from 1) + bucket`, or none for a release or a run whose type or
 /// times are not known.
 struct RunTimeCodes<'a> {
     types: Vec<&'a str>,
-    /// Each entry's code, `None` (sent as "") when unknown or a release.
+    /// Each entry's code, `None` (sent as "-") when unknown or a release.
     codes: Vec<Option<usize>>,
 }
 

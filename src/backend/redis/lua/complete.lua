@@ -84,8 +84,13 @@
 -- An attempt record (one line of JSON, see attempts.rs) is added to the job's
 -- records in "<id>:a" (keeping the last MAX_RECORDS): a retry's in the queue's
 -- hash, a dead letter's moved to the dead letters' hash with them. An ack
--- deletes them. The hash field "redjob:errors" says that "<id>:err" or "<id>:a"
--- fields may exist.
+-- deletes them when its job was delivered before (its count over 1, or the
+-- queue has seen a throttle, which gives a count back with its record kept):
+-- only then may it have some. A last error or records left at delivery 1
+-- otherwise (an RSMQ client's changeMessageVisibility after a retry, or a
+-- caller of `Backend::settle` that keeps an error on a release) stay until
+-- fetch.lua's sweep finds their job gone. The hash field "redjob:errors"
+-- says that "<id>:err" or "<id>:a" fields may exist.
 -- A throttle (kind "t<limit>", a handler's JobError::rate_limited) goes back as
 -- a release does, with its attempt record (outcome throttled) and its error
 -- kept, unless its job's last `limit` records are throttles: then it counts,
@@ -286,9 +291,10 @@ for k = 1, nids do
         fields[nf + 2] = id .. ":fr"
         nf = nf + 2
       end
-      -- a last error and records: only a job delivered before has them (see
-      -- earlier), once some job of the queue had them
-      if attrs[4] and earlier(k) then
+      -- a last error and records: an acked job has them only when it was
+      -- delivered before (see earlier and the header); a dead letter's are
+      -- always deleted (it may be requeued under its id)
+      if attrs[4] and (kd == "d" or earlier(k)) then
         fields[nf + 1] = id .. ":err"
         fields[nf + 2] = id .. ":a"
         nf = nf + 2
@@ -600,6 +606,7 @@ if ntypes > 0 and ncodes > 0 then
     local k = 0
     for c in string.gmatch(ARGV[codes + 2 * ncodes + 1] or "", "%S+") do
       k = k + 1
+      if k > nids then break end
       local code = not passed[k] and tonumber(c)
       if code and runs[code] then runs[code] = runs[code] - 1 end
     end
