@@ -266,14 +266,13 @@ local throttle_until = 0
 local key_throttles, any_key_throttle = {}, false
 -- the lengths of gone, fields and finished (appended to once or more a job)
 local ng, nf, nfin = 0, 0, 0
--- (a score that reads as its token passes without parsing it)
 -- the entries that passed the fence
 local npassed = 0
--- (numeric loops over the entries: ipairs calls a function per step)
 for k = 1, nids do
   local id = ids[k]
   local tok = tokens[k]
-  local tk = numbers[tok] or token_number(tok)
+  local tk = token_number(tok)
+  -- a score that reads as its token passes without being parsed
   local sc = scores[k]
   if sc and (sc == tok or tonumber(sc) == tk) then
     local kd = kind[k]
@@ -470,10 +469,6 @@ if #finished > 0 then
     if not t then t = format("%d", v); text[v] = t end
     return t
   end
-  -- each token's delivery count as text (a fetch's jobs share their token)
-  local counts = {}
-  -- whether some have a concurrency key (read above)
-  local keyed = next(keyof) ~= nil
   local ok_head, dead_head = "h1 succeeded " .. at .. " ", "h1 dead " .. at .. " "
   -- the length of zh and of hh
   local nh = 0
@@ -487,24 +482,16 @@ if #finished > 0 then
       typ = body_type(body)
       body = ""
     end
-    local n = counts[tokens[k]]
-    if not n then
-      n = digits(score_count(tks[k]))
-      counts[tokens[k]] = n
-    end
+    local n = digits(score_count(tks[k]))
     -- "<how> <ms> <deliveries> <body bytes>[ k<key bytes>][ r<result bytes>]\n
     -- <type>\n<by>\n[<key>\n][<result>\n]", then the records
     local head = kind[k] == "a" and ok_head or dead_head
-    local kh, kl = "", ""
-    if keyed then
-      local kv = keyof[id]
-      if kv then kh, kl = " k" .. #kv, kv .. "\n" end
-    end
+    local kv, kh, kl = keyof[id], "", ""
+    if kv then kh, kl = " k" .. #kv, kv .. "\n" end
     -- an ack's result follows its key
-    local rv = nres > 0 and kind[k] == "a" and results[id]
+    local rv = kind[k] == "a" and results[id]
     if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
-    local bytes = text[#body]
-    if not bytes then bytes = digits(#body) end
+    local bytes = digits(#body)
     nh = nh + 2
     zh[nh - 1] = at
     zh[nh] = id

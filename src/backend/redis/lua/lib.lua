@@ -560,11 +560,7 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
       many("ZREM", KEYS[hz], oldest)
       -- (appended at a count: `#t` searches the table on every append)
       local m = #old
-      if m == 0 then
-        old = oldest
-      else
-        for j = 1, #oldest do old[m + j] = oldest[j] end
-      end
+      for j = 1, #oldest do old[m + j] = oldest[j] end
     end
   end
   if #old > 0 then many("HDEL", KEYS[hh], old) end
