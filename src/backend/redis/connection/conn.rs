@@ -11,20 +11,19 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::lane::{self, Lane};
+use super::lane::{self, Lanes};
 use super::sentinel::Link;
 use crate::Result;
 
 /// A connection to Redis: a managed connection to one server (which reconnects
-/// by itself; a call alone on it takes a second socket, its lane, which the
-/// calling task reads and writes itself, so calls under way at once are not
-/// ordered with each other; `WATCH`, `SELECT` and other commands that leave
-/// state on their socket, and transactions, all go to the first), a Redis
-/// Cluster connection (which follows `MOVED`/`ASK`
+/// by itself; a call that finds one of its up to two other sockets, its
+/// lanes, free takes it, and the calling task reads and writes it itself, so
+/// calls under way at once are not ordered with each other; `WATCH`, `SELECT`
+/// and other commands that leave state on their socket, and transactions, all
+/// go to the first), a Redis Cluster connection (which follows `MOVED`/`ASK`
 /// redirections and failovers), or a connection to the master Redis Sentinel
-/// names (which asks the Sentinels again when the master fails; with a lane
-/// to that master as well). Cheap to
-/// clone; clones share the connection.
+/// names (which asks the Sentinels again when the master fails; with lanes to
+/// that master as well). Cheap to clone; clones share the connection.
 ///
 /// [`RedisConfig::connect`](super::RedisConfig::connect) opens the right one for
 /// its URL; [`Rsmq::from_connection`](crate::queue::Rsmq::from_connection) takes
@@ -45,8 +44,8 @@ pub struct Connection(Inner);
 
 #[derive(Clone)]
 enum Inner {
-    /// With the lane its calls take when it is free (see [`super::lane`]).
-    Managed(ConnectionManager, Option<Arc<Lane>>),
+    /// With the lanes its calls take when one is free (see [`super::lane`]).
+    Managed(ConnectionManager, Option<Arc<Lanes>>),
     Cluster(ClusterConnection),
     /// A plain connection of its own (blocking reads on one server).
     Plain(MultiplexedConnection),
@@ -55,7 +54,7 @@ enum Inner {
 }
 
 impl Connection {
-    pub(super) fn managed(con: ConnectionManager, lane: Option<Arc<Lane>>) -> Self {
+    pub(super) fn managed(con: ConnectionManager, lane: Option<Arc<Lanes>>) -> Self {
         Connection(Inner::Managed(con, lane))
     }
 

@@ -256,8 +256,8 @@ impl RedisConfig {
         })
     }
 
-    fn lane(&self, client: &redis::Client) -> Option<std::sync::Arc<lane::Lane>> {
-        lane::Lane::new(client, self.connection_timeout, self.response_timeout)
+    fn lane(&self, client: &redis::Client) -> Option<std::sync::Arc<lane::Lanes>> {
+        lane::Lanes::new(client, self.connection_timeout, self.response_timeout)
     }
 
     fn manager_config(&self) -> ConnectionManagerConfig {

@@ -9,7 +9,7 @@ use redis::sentinel::SentinelClient;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 use tokio::time::Instant;
 
-use super::lane::Lane;
+use super::lane::Lanes;
 
 /// The parts of a `redis+sentinel://` URL, as URLs the `redis` crate parses
 /// (so it decodes the credentials).
@@ -170,7 +170,7 @@ pub(crate) struct Link {
     /// Bounds one lookup: asking the Sentinels, checking the master, connecting.
     connection_timeout: Duration,
     response_timeout: Duration,
-    /// Whether a master's connection comes with a lane (see `without_lanes`).
+    /// Whether a master's connection comes with lanes (see `without_lanes`).
     lanes: std::sync::atomic::AtomicBool,
     config: redis::AsyncConnectionConfig,
     db: i64,
@@ -191,8 +191,8 @@ pub(crate) struct Master {
     pub generation: u64,
     pub client: redis::Client,
     pub con: MultiplexedConnection,
-    /// The lane of `con` (see [`super::lane`]), when the master's URL allows one.
-    pub(super) lane: Option<Arc<Lane>>,
+    /// The lanes of `con` (see [`super::lane`]), when the master's URL allows them.
+    pub(super) lane: Option<Arc<Lanes>>,
 }
 
 const MIN_DELAY: Duration = Duration::from_millis(100);
@@ -269,7 +269,7 @@ impl Link {
                 lookup.failed = None;
                 let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
                 let generation = self.next_generation();
-                let lane = Lane::new(&client, self.connection_timeout, self.response_timeout)
+                let lane = Lanes::new(&client, self.connection_timeout, self.response_timeout)
                     .filter(|_| self.lanes.load(std::sync::atomic::Ordering::Relaxed));
                 let master = Master {
                     generation,
@@ -317,7 +317,7 @@ impl Link {
         reply
     }
 
-    /// Opens no lane to the masters from now on, and drops the current
+    /// Opens no lanes to the masters from now on, and drops the current
     /// master's (a connection for blocking reads, which gain nothing by one).
     pub fn without_lanes(&self) {
         self.lanes
