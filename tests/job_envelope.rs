@@ -138,6 +138,49 @@ fn job_error_from_any_error_retries() {
     assert!(e.error().to_string().contains("invalid digit"));
 }
 
+/// `decode` through typetag alone: the reference the direct decoders follow.
+fn through_typetag(body: &[u8]) -> Result<String, String> {
+    serde_json::from_slice::<Box<dyn redjob::__private::DynJob>>(body)
+        .map(|job| serde_json::to_string(&job).unwrap())
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_direct_decoders_agree_with_typetag() {
+    let bodies: [&[u8]; 16] = [
+        br#"{"type":"thumbnail","args":{"path":"a.png","width":4}}"#,
+        br#"{"type":"thumbnail","args":{"path":"a.png","width":4},"trace":{"traceparent":"x"}}"#,
+        br#"{"type":"thumbnail","trace":{},"args":{"path":"a.png","width":4}}"#,
+        br#"{"args":{"path":"a.png","width":4},"type":"thumbnail"}"#,
+        br#"{ "type":"thumbnail","args":{"path":"a.png","width":4}}"#,
+        br#"{"type":"thumbn\u0061il","args":{"path":"a.png","width":4}}"#,
+        br#"{"type":"thumbnail","type":"thumbnail","args":{"path":"a.png","width":4}}"#,
+        br#"{"type":"thumbnail","args":{"path":"a.png","width":4},"args":{"path":"b","width":1}}"#,
+        br#"{"type":"thumbnail","args":{"path":"a.png","width":4},"type":"Plain"}"#,
+        br#"{"type":"thumbnail","args":{"path":"a.png"}}"#,
+        br#"{"type":"thumbnail","args":{"path":"a.png","width":4}} x"#,
+        br#"{"type":"Plain"}"#,
+        br#"{"type":"Plain","args":null}"#,
+        br#"{"type":"Shape","args":{"Circle":{"r":1.5}}}"#,
+        br#"{"type":"Shape","args":{"Square":2.0}}"#,
+        br#"{"type":"Shape","args":"Triangle"}"#,
+    ];
+    for body in bodies {
+        let direct = decode(body)
+            .map(|job| serde_json::to_string(&job).unwrap())
+            .map_err(|e| e.to_string());
+        let expected = through_typetag(body).map_err(|e| format!("cannot decode the job: {e}"));
+        match (&direct, &expected) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{}", String::from_utf8_lossy(body)),
+            (Err(_), Err(_)) => {}
+            _ => panic!(
+                "{}: {direct:?} against typetag's {expected:?}",
+                String::from_utf8_lossy(body)
+            ),
+        }
+    }
+}
+
 #[test]
 fn extra_envelope_fields_are_accepted() {
     // room for per-job options next to type and args

@@ -149,6 +149,15 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
                 }
             }
 
+            // decoded without typetag's dynamic dispatch where the envelope
+            // allows (redjob::job::decode)
+            ::redjob::__private::inventory::submit! {
+                ::redjob::__private::Decoder {
+                    name: #name,
+                    decode: ::redjob::__private::decode_dyn::<#ident>,
+                }
+            }
+
             #[typetag::serde(name = #name)]
             impl ::redjob::__private::DynJob for #ident {
                 fn job_name(&self) -> &'static str {

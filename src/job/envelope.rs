@@ -91,6 +91,14 @@ pub(crate) fn decode_as<J: Job>(body: &[u8]) -> Result<J> {
 /// assert!(matches!(redjob::job::decode(b"not json"), Err(Error::Decode(_))));
 /// ```
 pub fn decode(body: &[u8]) -> Result<Box<dyn DynJob>> {
+    // the envelope as `encode` writes it, of a type linked here: decoded
+    // straight into that type; anything else (or a body that type refuses)
+    // through typetag, whose verdict stands
+    if let Some(decode) = leading_name(body).and_then(|name| decoders().get(name))
+        && let Ok(job) = decode(body)
+    {
+        return Ok(job);
+    }
     match serde_json::from_slice::<Box<dyn DynJob>>(body) {
         Ok(job) => Ok(job),
         Err(e) => {
@@ -109,9 +117,132 @@ pub fn decode(body: &[u8]) -> Result<Box<dyn DynJob>> {
     }
 }
 
+/// How `#[derive(Job)]` decodes its type's envelopes without typetag's
+/// dynamic dispatch: one per job type, beside its typetag registration.
+#[doc(hidden)]
+pub struct Decoder {
+    /// The job's stable name.
+    pub name: &'static str,
+    /// Decodes an envelope whose `type` is `name`.
+    pub decode: fn(&[u8]) -> serde_json::Result<Box<dyn DynJob>>,
+}
+
+inventory::collect!(Decoder);
+
+/// An envelope of job type `J`, boxed as a [`DynJob`]: a [`Decoder`]'s
+/// `decode`. Duplicate `type` or `args` fields are refused (as typetag
+/// refuses them); other fields, as `"trace"`, are skipped.
+#[doc(hidden)]
+pub fn decode_dyn<J>(body: &[u8]) -> serde_json::Result<Box<dyn DynJob>>
+where
+    J: DynJob + serde::de::DeserializeOwned + 'static,
+{
+    #[derive(Deserialize)]
+    struct Envelope<T> {
+        #[serde(rename = "type")]
+        _name: serde::de::IgnoredAny,
+        args: T,
+    }
+    Ok(Box::new(serde_json::from_slice::<Envelope<J>>(body)?.args))
+}
+
+/// The decoders of the job types linked here, by name; a name two types
+/// share has none (typetag refuses it).
+fn decoders() -> &'static std::collections::HashMap<&'static [u8], DecodeFn> {
+    static DECODERS: std::sync::OnceLock<std::collections::HashMap<&'static [u8], DecodeFn>> =
+        std::sync::OnceLock::new();
+    DECODERS.get_or_init(|| {
+        let mut all = std::collections::HashMap::new();
+        let mut shared = std::collections::HashSet::new();
+        for d in inventory::iter::<Decoder> {
+            if all.insert(d.name.as_bytes(), d.decode).is_some() {
+                shared.insert(d.name.as_bytes());
+            }
+        }
+        all.retain(|name, _| !shared.contains(name));
+        all
+    })
+}
+
+type DecodeFn = fn(&[u8]) -> serde_json::Result<Box<dyn DynJob>>;
+
+/// The `type` of an envelope that starts as `encode` writes it
+/// (`{"type":"<name>"`, the name without escapes); `None` otherwise.
+fn leading_name(body: &[u8]) -> Option<&[u8]> {
+    let rest = body.strip_prefix(br#"{"type":""#)?;
+    let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+    (rest[end] == b'"').then(|| &rest[..end])
+}
+
 impl JobInfo {
     /// The job decoded as `J` (an error when it is another type).
     pub fn decode<J: Job>(&self) -> Result<J> {
         decode_as(&self.body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decoders, leading_name};
+
+    #[derive(serde::Serialize, serde::Deserialize, redjob_macros::Job)]
+    #[job(name = "envelope_direct")]
+    struct Direct {
+        n: u32,
+    }
+
+    impl crate::job::Job for Direct {
+        async fn perform(&self, _: &crate::job::JobContext) -> Result<(), crate::job::JobError> {
+            Ok(())
+        }
+    }
+
+    /// Two types of one name: typetag refuses the name, and so do the
+    /// direct decoders.
+    #[derive(serde::Serialize, serde::Deserialize, redjob_macros::Job)]
+    #[job(name = "envelope_twice")]
+    struct Once;
+
+    impl crate::job::Job for Once {
+        async fn perform(&self, _: &crate::job::JobContext) -> Result<(), crate::job::JobError> {
+            Ok(())
+        }
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, redjob_macros::Job)]
+    #[job(name = "envelope_twice")]
+    struct Twice;
+
+    impl crate::job::Job for Twice {
+        async fn perform(&self, _: &crate::job::JobContext) -> Result<(), crate::job::JobError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn each_derived_type_has_a_direct_decoder_but_a_shared_name() {
+        let direct = decoders().get(&b"envelope_direct"[..]).expect("registered");
+        let job = direct(br#"{"type":"envelope_direct","args":{"n":7}}"#).unwrap();
+        assert_eq!(job.job_name(), "envelope_direct");
+        assert!(direct(br#"{"type":"envelope_direct","args":{"n":"seven"}}"#).is_err());
+        assert!(!decoders().contains_key(&b"envelope_twice"[..]));
+        assert!(super::decode(br#"{"type":"envelope_twice","args":null}"#).is_err());
+    }
+
+    #[test]
+    fn the_leading_name_is_read_only_as_encode_writes_it() {
+        let name = |b: &[u8]| leading_name(b).map(|n| String::from_utf8_lossy(n).into_owned());
+        assert_eq!(
+            name(br#"{"type":"resize","args":{}}"#).as_deref(),
+            Some("resize")
+        );
+        assert_eq!(name(br#"{"type":"","args":{}}"#).as_deref(), Some(""));
+        // another order, spacing or an escape: left to typetag
+        assert_eq!(name(br#"{"args":{},"type":"resize"}"#), None);
+        assert_eq!(name(br#"{ "type":"resize"}"#), None);
+        assert_eq!(name(br#"{"type":"res\u0069ze"}"#), None);
+        assert_eq!(name(br#"{"type":"resize"#), None);
+        assert_eq!(name(br#"{"type":7}"#), None);
+        assert_eq!(name(b""), None);
     }
 }

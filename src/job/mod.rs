@@ -42,6 +42,8 @@ use serde::de::DeserializeOwned;
 
 pub(crate) use batch::{BatchAccess, BatchOps, Results, batch_member};
 pub use context::JobContext;
+#[doc(hidden)]
+pub use envelope::{Decoder, decode_dyn};
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, encode_untraced};
 pub use error::{JobError, Outcome};

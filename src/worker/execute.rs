@@ -296,15 +296,15 @@ async fn run(
         }
 
     };
-    // a handler that gave up because it was cancelled (shutdown past the grace
-    // period, a lost lease) failed no attempt: released, as if dropped
-    let stopped = cancel.is_cancelled();
     let (error, wants) = match result {
         Ok(Ok(Ok(result))) => {
             tracing::debug!("done");
             return Outcome::Ack { result };
         }
-        Ok(_) if stopped => {
+        // a handler that gave up because it was cancelled (shutdown past the
+        // grace period, a lost lease) failed no attempt: released, as if
+        // dropped (the timeout below cancels the token itself, after)
+        Ok(_) if cancel.is_cancelled() => {
             tracing::info!(
                 "stopped by its cancellation (lost lease, or shutdown past the grace period); released"
             );
