@@ -94,9 +94,20 @@ impl JobId {
     }
 
     pub(crate) fn from_bytes(b: &[u8]) -> Result<Self> {
-        if b.len() == 32 && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b':') {
-            let mut a = [0u8; 32];
-            a.copy_from_slice(b);
+        /// The bytes an id may hold: ASCII letters and digits, and `:`.
+        const ALLOWED: [bool; 256] = {
+            let mut t = [false; 256];
+            let mut c = 0;
+            while c < 256 {
+                let b = c as u8;
+                t[c] = b.is_ascii_alphanumeric() || b == b':';
+                c += 1;
+            }
+            t
+        };
+        if let Ok(a) = <[u8; 32]>::try_from(b)
+            && a.iter().all(|c| ALLOWED[usize::from(*c)])
+        {
             Ok(JobId(a))
         } else {
             Err(Error::InvalidMessageId {

@@ -122,6 +122,34 @@ impl Token {
     }
 }
 
+impl Token {
+    /// The token as its `Display` writes it (`"<ms>.<thousandths>"`), into
+    /// `buf` without the formatting machinery: a settle writes one a job.
+    pub(crate) fn write_digits<'b>(&self, buf: &'b mut [u8; 24]) -> &'b [u8] {
+        let mut at = buf.len();
+        let mut put = |d: u64| {
+            at -= 1;
+            buf[at] = b'0' + (d % 10) as u8;
+        };
+        let thousandths = self.score % 1000;
+        put(thousandths);
+        put(thousandths / 10);
+        put(thousandths / 100);
+        let mut ms = self.score / 1000;
+        at -= 1;
+        buf[at] = b'.';
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (ms % 10) as u8;
+            ms /= 10;
+            if ms == 0 {
+                break;
+            }
+        }
+        &buf[at..]
+    }
+}
+
 impl std::fmt::Display for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{:03}", self.score / 1000, self.score % 1000)
@@ -370,8 +398,21 @@ impl Settle {
     }
 
     /// The batch split by the priority of its jobs (their tokens'), in order of
-    /// first appearance.
-    pub(crate) fn by_priority(&self) -> Vec<(i8, Settle)> {
+    /// first appearance; a batch of one level borrowed whole.
+    pub(crate) fn by_priority(&self) -> Vec<(i8, std::borrow::Cow<'_, Settle>)> {
+        // the usual case, one level: the batch as it is, not copied
+        let mut levels = self
+            .acks
+            .iter()
+            .map(|a| a.1.priority())
+            .chain(self.reschedules.iter().map(|r| r.token.priority()))
+            .chain(self.dead.iter().map(|d| d.token.priority()))
+            .chain(self.throttles.iter().map(|t| t.token.priority()));
+        if let Some(first) = levels.next()
+            && levels.all(|p| p == first)
+        {
+            return vec![(first, std::borrow::Cow::Borrowed(self))];
+        }
         let shared = Settle {
             retention: self.retention,
             history: self.history,
@@ -433,6 +474,9 @@ impl Settle {
             }
         }
         parts
+            .into_iter()
+            .map(|(p, part)| (p, std::borrow::Cow::Owned(part)))
+            .collect()
     }
 
     /// The ids of every entry.

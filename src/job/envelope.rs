@@ -94,8 +94,8 @@ pub fn decode(body: &[u8]) -> Result<Box<dyn DynJob>> {
     // the envelope as `encode` writes it, of a type linked here: decoded
     // straight into that type; anything else (or a body that type refuses)
     // through typetag, whose verdict stands
-    if let Some(decode) = leading_name(body).and_then(|name| decoders().get(name))
-        && let Ok(job) = decode(body)
+    if let Some(decoder) = leading_name(body).and_then(|name| decoders().get(name))
+        && let Ok(job) = (decoder.decode)(body)
     {
         return Ok(job);
     }
@@ -148,14 +148,15 @@ where
 
 /// The decoders of the job types linked here, by name; a name two types
 /// share has none (typetag refuses it).
-fn decoders() -> &'static std::collections::HashMap<&'static [u8], DecodeFn> {
-    static DECODERS: std::sync::OnceLock<std::collections::HashMap<&'static [u8], DecodeFn>> =
-        std::sync::OnceLock::new();
+fn decoders() -> &'static std::collections::HashMap<&'static [u8], &'static Decoder> {
+    static DECODERS: std::sync::OnceLock<
+        std::collections::HashMap<&'static [u8], &'static Decoder>,
+    > = std::sync::OnceLock::new();
     DECODERS.get_or_init(|| {
         let mut all = std::collections::HashMap::new();
         let mut shared = std::collections::HashSet::new();
         for d in inventory::iter::<Decoder> {
-            if all.insert(d.name.as_bytes(), d.decode).is_some() {
+            if all.insert(d.name.as_bytes(), d).is_some() {
                 shared.insert(d.name.as_bytes());
             }
         }
@@ -164,7 +165,13 @@ fn decoders() -> &'static std::collections::HashMap<&'static [u8], DecodeFn> {
     })
 }
 
-type DecodeFn = fn(&[u8]) -> serde_json::Result<Box<dyn DynJob>>;
+/// The job type an envelope names, when it starts as `encode` writes it and
+/// a job type linked here has that name: read without decoding the body.
+pub(crate) fn linked_name(body: &[u8]) -> Option<&'static str> {
+    leading_name(body)
+        .and_then(|name| decoders().get(name))
+        .map(|d| d.name)
+}
 
 /// The `type` of an envelope that starts as `encode` writes it
 /// (`{"type":"<name>"`, the name without escapes); `None` otherwise.
@@ -221,10 +228,23 @@ mod tests {
 
     #[test]
     fn each_derived_type_has_a_direct_decoder_but_a_shared_name() {
-        let direct = decoders().get(&b"envelope_direct"[..]).expect("registered");
+        let direct = decoders()
+            .get(&b"envelope_direct"[..])
+            .expect("registered")
+            .decode;
         let job = direct(br#"{"type":"envelope_direct","args":{"n":7}}"#).unwrap();
         assert_eq!(job.job_name(), "envelope_direct");
         assert!(direct(br#"{"type":"envelope_direct","args":{"n":"seven"}}"#).is_err());
+        let body = br#"{"type":"envelope_direct","args":{"n":"seven"}}"#;
+        assert_eq!(super::linked_name(body), Some("envelope_direct"));
+        assert_eq!(
+            super::linked_name(br#"{"type":"envelope_twice","args":null}"#),
+            None
+        );
+        assert_eq!(
+            super::linked_name(br#"{"type":"nobody_has_it","args":null}"#),
+            None
+        );
         assert!(!decoders().contains_key(&b"envelope_twice"[..]));
         assert!(super::decode(br#"{"type":"envelope_twice","args":null}"#).is_err());
     }

@@ -45,7 +45,7 @@ pub use context::JobContext;
 #[doc(hidden)]
 pub use envelope::{Decoder, decode_dyn};
 pub use envelope::{decode, encode};
-pub(crate) use envelope::{decode_as, encode_untraced};
+pub(crate) use envelope::{decode_as, encode_untraced, linked_name};
 pub use error::{JobError, Outcome};
 pub use output::{MAX_RESULT, encode_output};
 #[doc(hidden)]

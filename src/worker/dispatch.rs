@@ -596,7 +596,13 @@ impl<B: Backend> Dispatcher<B> {
         let replied = Instant::now();
         for d in std::mem::take(&mut fetched.jobs) {
             let batch = crate::contract::batches::BatchRef::of_body(&d.body);
-            let (run, cancel) = match self.leases.admit(d.id, d.token, deadline, replied, batch) {
+            // the job type, read from the envelope's head when it can be (the
+            // run records it otherwise, once decoded)
+            let job = crate::job::linked_name(&d.body);
+            let admitted = self
+                .leases
+                .admit(d.id, d.token, deadline, replied, batch, job);
+            let (run, cancel) = match admitted {
                 Admit::Start { run, cancel } => (run, cancel),
                 Admit::Merged { finished } => {
                     tracing::info!(queue = %self.queue, job.id = %d.id,
@@ -650,6 +656,7 @@ impl<B: Backend> Dispatcher<B> {
                     fetched_at_us: fetched.now_us,
                     fetched: replied,
                     batch,
+                    named: job.is_some(),
                     unstarted: super::Unstarted::new(&self.shared),
                 },
                 self.queue.clone(),
@@ -676,7 +683,7 @@ impl<B: Backend> Dispatcher<B> {
         let deadline = sent_at + self.shared.lease;
         if let Admit::Start { run, .. } =
             self.leases
-                .admit(d.id, d.token, deadline, Instant::now(), None)
+                .admit(d.id, d.token, deadline, Instant::now(), None, None)
         {
             let _ = self.leases.finish(
                 d.id,

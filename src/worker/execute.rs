@@ -49,6 +49,9 @@ pub(crate) struct Run {
     pub fetched: Instant,
     /// The batch its envelope names.
     pub batch: Option<crate::contract::batches::BatchRef>,
+    /// Its job type is in the lease table already (read from the envelope's
+    /// head when it was admitted).
+    pub named: bool,
     /// Counted as not started until it takes a running slot.
     pub unstarted: super::Unstarted,
 }
@@ -251,7 +254,9 @@ async fn run(
     };
     tracing::Span::current().record("job.name", job.job_name());
     report.job = Some(Cow::Borrowed(job.job_name()));
-    leases.named(d.id, r.run, job.job_name());
+    if !r.named {
+        leases.named(d.id, r.run, job.job_name());
+    }
     let opts = job.job_options();
     let max_attempts = opts.max_attempts.min(crate::job::MAX_ATTEMPTS);
     if attempt > max_attempts {

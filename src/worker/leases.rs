@@ -41,7 +41,8 @@ pub(crate) struct Held {
     pub ran: Option<(u64, u64, AttemptOutcome)>,
     /// When this worker leased it (listed in the worker registry).
     pub since: Instant,
-    /// The job type, once the run decoded its envelope.
+    /// The job type: read from the envelope's head when admitted, else once
+    /// the run decoded the envelope.
     pub job: Option<&'static str>,
     /// The lease was lost or ran out while the run still goes: its token is
     /// cancelled, it is neither renewed nor settled, and it is forgotten when the
@@ -164,7 +165,8 @@ impl Leases {
     }
 
     /// Records a delivery leased by a fetch; `deadline` is when the fetch was sent
-    /// plus the lease, `now` when its reply came.
+    /// plus the lease, `now` when its reply came; `job` its job type when
+    /// known before its run decodes it.
     pub fn admit(
         &self,
         id: JobId,
@@ -172,6 +174,7 @@ impl Leases {
         deadline: Instant,
         now: Instant,
         batch: Option<crate::contract::batches::BatchRef>,
+        job: Option<&'static str>,
     ) -> Admit {
         let mut t = self.lock();
         let Table { held, done } = &mut *t;
@@ -215,7 +218,7 @@ impl Leases {
                 lost: false,
                 reason: None,
                 since: now,
-                job: None,
+                job,
                 batch,
             },
         );

@@ -529,6 +529,9 @@ impl<B: Backend> Settler<B> {
             throttle_limit: self.keeping.throttle_limit,
             ..Settle::default()
         };
+        // most batches are acks, each with its run: room made once
+        s.acks.reserve(take.len());
+        s.ran.reserve(take.len());
         let mut sent = Vec::with_capacity(take.len());
         for id in take {
             done.remove(&id);

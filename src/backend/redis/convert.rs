@@ -71,14 +71,25 @@ impl redis::ToRedisArgs for JobId {
 /// `String` per token (a settle passes one per job).
 impl redis::ToRedisArgs for Token {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        use std::io::Write;
-        // 20 digits and the point at most
-        let mut buf = [0u8; 24];
-        let mut rest = &mut buf[..];
-        let _ = write!(rest, "{self}");
-        let len = 24 - rest.len();
-        out.write_arg(&buf[..len])
+        out.write_arg(self.write_digits(&mut [0; 24]))
     }
+}
+
+/// Appends `n` in decimal to `out`, without the formatting machinery.
+pub(super) fn push_decimal(out: &mut String, n: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits
+    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -93,8 +104,19 @@ mod tests {
             Token::new(0, 1),
             Token::new(1_764_579_600_123, 7),
             Token::new(u64::MAX / 1000 - 1, 499),
+            Token::new(999, 1),
+            Token::new(1000, 0),
         ] {
             assert_eq!(t.to_redis_args(), vec![t.to_string().into_bytes()], "{t}");
+        }
+    }
+
+    #[test]
+    fn a_decimal_is_its_display() {
+        for n in [0, 7, 10, 999, 1000, 1_764_579_600_123, u64::MAX] {
+            let mut s = String::from("x");
+            super::push_decimal(&mut s, n);
+            assert_eq!(s, format!("x{n}"));
         }
     }
     use crate::backend::redis::scripts::{CREATE, UNIQUE};

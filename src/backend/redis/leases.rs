@@ -503,7 +503,10 @@ impl Backend for RedisBackend {
                 for (id, token) in &part.acks {
                     span.clear();
                     if let Some(r) = runs.get(id) {
-                        let _ = write!(span, r#","start":{},"end":{}"#, r.started_ms, r.ended_ms);
+                        span.push_str(r#","start":"#);
+                        super::convert::push_decimal(&mut span, r.started_ms);
+                        span.push_str(r#","end":"#);
+                        super::convert::push_decimal(&mut span, r.ended_ms);
                     }
                     cmd.arg(id).arg(token).arg(span.as_str());
                 }
