@@ -130,6 +130,16 @@ async fn garbage_among_good_jobs_is_dead_lettered_with_reasons() {
     }
     let stats = client.stats("mixed").await.unwrap();
     assert_eq!((stats.processed, stats.dead), (10_000, 1_000));
+    // the run-time histogram counts the good jobs' runs alone: a body naming
+    // "good" that does not decode into it was no run of it
+    let times = redjob::backend::Backend::run_times(&client.backend(), "mixed")
+        .await
+        .unwrap();
+    let counted: Vec<(&str, u64)> = times
+        .iter()
+        .map(|t| (t.job_type.as_str(), t.count()))
+        .collect();
+    assert_eq!(counted, [("good", 10_000)]);
     assert_eq!(client.queues().attributes("mixed").await.unwrap().msgs, 0);
     let grew = rss_after.saturating_sub(rss_before);
     println!("bad input: 10000 good ran, 1000 bad dead-lettered; worker RSS grew {grew} KiB");

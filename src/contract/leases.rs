@@ -126,27 +126,25 @@ impl Token {
     /// The token as its `Display` writes it (`"<ms>.<thousandths>"`), into
     /// `buf` without the formatting machinery: a settle writes one a job.
     pub(crate) fn write_digits<'b>(&self, buf: &'b mut [u8; 24]) -> &'b [u8] {
-        let mut at = buf.len();
-        let mut put = |d: u64| {
-            at -= 1;
-            buf[at] = b'0' + (d % 10) as u8;
-        };
-        let thousandths = self.score % 1000;
-        put(thousandths);
-        put(thousandths / 10);
-        put(thousandths / 100);
-        let mut ms = self.score / 1000;
-        at -= 1;
-        buf[at] = b'.';
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (ms % 10) as u8;
-            ms /= 10;
-            if ms == 0 {
-                break;
-            }
-        }
+        // "1ttt", its leading 1 then made the point
+        let point = digits_before(buf, 24, 1000 + self.score % 1000);
+        buf[point] = b'.';
+        let at = digits_before(buf, point, self.score / 1000);
         &buf[at..]
+    }
+}
+
+/// Writes `n` in decimal into `buf`, ending just before `end`; returns where
+/// it starts (`buf` must have room).
+pub(crate) fn digits_before(buf: &mut [u8], end: usize, n: u64) -> usize {
+    let (mut at, mut n) = (end, n);
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return at;
+        }
     }
 }
 

@@ -597,8 +597,14 @@ impl<B: Backend> Dispatcher<B> {
         for d in std::mem::take(&mut fetched.jobs) {
             let batch = crate::contract::batches::BatchRef::of_body(&d.body);
             // the job type, read from the envelope's head when it can be (the
-            // run records it otherwise, once decoded)
-            let job = crate::job::linked_name(&d.body);
+            // run records it otherwise, once decoded); none for a body over
+            // the queue's maxsize, dead-lettered below unrun
+            let oversized = fetched.max_body.is_some_and(|m| d.body.len() > m);
+            let job = if oversized {
+                None
+            } else {
+                crate::job::linked_name(&d.body)
+            };
             let admitted = self
                 .leases
                 .admit(d.id, d.token, deadline, replied, batch, job);

@@ -68,6 +68,8 @@ struct Report {
     /// How the attempt failed, when not by the handler's error: a panic or a
     /// timeout.
     failed: Option<AttemptOutcome>,
+    /// The envelope decoded into its job.
+    decoded: bool,
 }
 
 pub(crate) async fn execute(
@@ -179,6 +181,12 @@ pub(crate) async fn execute(
     };
     let started = report.started.map_or(ended, |(at, _)| at);
     let ran = (backend_ms(started), backend_ms(ended), kind);
+    // a type read from the envelope's head at admission, of a job that never
+    // decoded (its body refused, a panic first, or not started): no run of
+    // that type to count
+    if r.named && !report.decoded {
+        leases.named(d.id, r.run, None);
+    }
     let observing = shared.observer.active(&per_queue.metrics);
     // what the hooks hear, taken before the outcome moves into the lease table
     let heard = observing.then(|| outcome.clone());
@@ -254,8 +262,9 @@ async fn run(
     };
     tracing::Span::current().record("job.name", job.job_name());
     report.job = Some(Cow::Borrowed(job.job_name()));
+    report.decoded = true;
     if !r.named {
-        leases.named(d.id, r.run, job.job_name());
+        leases.named(d.id, r.run, Some(job.job_name()));
     }
     let opts = job.job_options();
     let max_attempts = opts.max_attempts.min(crate::job::MAX_ATTEMPTS);

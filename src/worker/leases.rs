@@ -41,8 +41,8 @@ pub(crate) struct Held {
     pub ran: Option<(u64, u64, AttemptOutcome)>,
     /// When this worker leased it (listed in the worker registry).
     pub since: Instant,
-    /// The job type: read from the envelope's head when admitted, else once
-    /// the run decoded the envelope.
+    /// The job type: read from the envelope's head when admitted (and taken
+    /// back should the envelope not decode), else once the run decoded it.
     pub job: Option<&'static str>,
     /// The lease was lost or ran out while the run still goes: its token is
     /// cancelled, it is neither renewed nor settled, and it is forgotten when the
@@ -227,10 +227,11 @@ impl Leases {
         Admit::Start { run, cancel }
     }
 
-    /// Records the job type of run `run` of `id`, for the worker registry.
-    pub fn named(&self, id: JobId, run: u64, job: &'static str) {
+    /// Records the job type of run `run` of `id`, for the worker registry and
+    /// its run-time histogram (`None`: its envelope did not decode after all).
+    pub fn named(&self, id: JobId, run: u64, job: Option<&'static str>) {
         if let Some(h) = self.lock().held.get_mut(&id).filter(|h| h.run == run) {
-            h.job = Some(job);
+            h.job = job;
         }
     }
 

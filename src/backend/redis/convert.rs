@@ -78,16 +78,7 @@ impl redis::ToRedisArgs for Token {
 /// Appends `n` in decimal to `out`, without the formatting machinery.
 pub(super) fn push_decimal(out: &mut String, n: u64) {
     let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
+    let at = crate::contract::leases::digits_before(&mut buf, 20, n);
     // ASCII digits
     out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
 }

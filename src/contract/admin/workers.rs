@@ -187,7 +187,8 @@ pub struct RunningJob {
     pub queue: String,
     /// Its id.
     pub id: String,
-    /// Its job type, once known (its envelope decoded).
+    /// Its job type, once known (read from its envelope's head, or its
+    /// envelope decoded).
     pub job: Option<String>,
     /// When this worker leased it.
     pub started_at_ms: u64,

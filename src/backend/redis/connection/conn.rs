@@ -15,15 +15,17 @@ use super::lane::{self, Lanes};
 use super::sentinel::Link;
 use crate::Result;
 
-/// A connection to Redis: a managed connection to one server (which reconnects
-/// by itself; a call that finds one of its up to two other sockets, its
-/// lanes, free takes it, and the calling task reads and writes it itself, so
-/// calls under way at once are not ordered with each other; `WATCH`, `SELECT`
-/// and other commands that leave state on their socket, and transactions, all
-/// go to the first), a Redis Cluster connection (which follows `MOVED`/`ASK`
-/// redirections and failovers), or a connection to the master Redis Sentinel
-/// names (which asks the Sentinels again when the master fails; with lanes to
-/// that master as well). Cheap to clone; clones share the connection.
+/// A connection to Redis: a managed connection to one server, a Redis
+/// Cluster connection (which follows `MOVED`/`ASK` redirections and
+/// failovers), or a connection to the master Redis Sentinel names (which asks
+/// the Sentinels again when the master fails). A managed connection
+/// reconnects by itself, and beside its multiplexed socket keeps up to two
+/// lanes: a call alone takes the first, one made while the first is taken the
+/// second, and the calling task reads and writes that socket itself. So calls
+/// under way at once are not ordered with each other; `WATCH`, `SELECT` and
+/// other commands that leave state on their socket, and transactions, all go
+/// to the multiplexed socket. A Sentinel connection keeps such lanes to its
+/// master as well. Cheap to clone; clones share the connection.
 ///
 /// [`RedisConfig::connect`](super::RedisConfig::connect) opens the right one for
 /// its URL; [`Rsmq::from_connection`](crate::queue::Rsmq::from_connection) takes

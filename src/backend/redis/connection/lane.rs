@@ -13,7 +13,7 @@
 //! second opens once a call finds the first taken, so that a worker's fetch
 //! and its settle, under way at once, each skip the task hops (and the `redis`
 //! crate's slower reply parser): on the 2-core bench a worker's CPU per job
-//! fell by about a sixth with it.
+//! fell by about a fifth with it.
 //!
 //! A lane whose call failed, timed out or was dropped half-way is closed (its
 //! socket may hold a reply nobody reads) and opened again in the background;
