@@ -172,7 +172,7 @@ pub use worker::{RetryPolicy, Worker};
 pub mod __private {
     pub use crate::job::DynJob;
     pub use crate::job::encode_output;
-    pub use crate::job::{Decoder, decode_dyn};
+    pub use crate::job::envelope::{Decoder, decode_dyn};
     pub use futures::future::BoxFuture;
     pub use inventory;
     pub use typetag;

@@ -120,9 +120,7 @@ impl Token {
             priority,
         })
     }
-}
 
-impl Token {
     /// The token as its `Display` writes it (`"<ms>.<thousandths>"`), into
     /// `buf` without the formatting machinery: a settle writes one a job.
     pub(crate) fn write_digits<'b>(&self, buf: &'b mut [u8; 24]) -> &'b [u8] {
@@ -444,11 +442,9 @@ impl Settle {
             let i = part(&mut parts, t.token.priority());
             parts[i].1.throttles.push(t.clone());
         }
-        if parts.len() == 1 {
-            parts[0].1.ran = self.ran.clone();
-            parts[0].1.results = self.results.clone();
-            parts[0].1.batched = self.batched.clone();
-        } else if !self.ran.is_empty() || !self.results.is_empty() || !self.batched.is_empty() {
+        // several levels (one was returned whole above): each part takes
+        // its own entries' runs, results and batches
+        if !self.ran.is_empty() || !self.results.is_empty() || !self.batched.is_empty() {
             for (_, part) in &mut parts {
                 let ids: std::collections::HashSet<JobId> = part.ids().collect();
                 part.ran = self

@@ -94,7 +94,7 @@ pub fn decode(body: &[u8]) -> Result<Box<dyn DynJob>> {
     // the envelope as `encode` writes it, of a type linked here: decoded
     // straight into that type; anything else (or a body that type refuses)
     // through typetag, whose verdict stands
-    if let Some(decoder) = leading_name(body).and_then(|name| decoders().get(name))
+    if let Some(decoder) = decoder_of(body)
         && let Ok(job) = (decoder.decode)(body)
     {
         return Ok(job);
@@ -168,9 +168,12 @@ fn decoders() -> &'static std::collections::HashMap<&'static [u8], &'static Deco
 /// The job type an envelope names, when it starts as `encode` writes it and
 /// a job type linked here has that name: read without decoding the body.
 pub(crate) fn linked_name(body: &[u8]) -> Option<&'static str> {
-    leading_name(body)
-        .and_then(|name| decoders().get(name))
-        .map(|d| d.name)
+    decoder_of(body).map(|d| d.name)
+}
+
+/// The direct decoder of the type an envelope names at its head, if any.
+fn decoder_of(body: &[u8]) -> Option<&'static Decoder> {
+    leading_name(body).and_then(|name| decoders().get(name).copied())
 }
 
 /// The `type` of an envelope that starts as `encode` writes it

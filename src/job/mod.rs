@@ -28,7 +28,7 @@
 mod batch;
 mod context;
 pub(crate) mod data;
-mod envelope;
+pub(crate) mod envelope;
 mod error;
 mod output;
 pub(crate) mod trace;
@@ -42,8 +42,6 @@ use serde::de::DeserializeOwned;
 
 pub(crate) use batch::{BatchAccess, BatchOps, Results, batch_member};
 pub use context::JobContext;
-#[doc(hidden)]
-pub use envelope::{Decoder, decode_dyn};
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, encode_untraced, linked_name};
 pub use error::{JobError, Outcome};
