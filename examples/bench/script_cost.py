@@ -1,0 +1,339 @@
+"""What the fetch and settle scripts cost Redis a job, without a worker's noise
+(issue 43, targets 1 and 3).
+
+Usage, from the project root:
+
+    python3 examples/bench/script_cost.py [--callgrind] [--n 3000] [--rounds 3]
+        [--bench target/release/examples/bench] [--baseline <older bench>]
+
+It takes the scripts a bench binary loads (it runs `--phase 1 --n 2000`
+against its own redis-server and reads them off `MONITOR`), then drains a
+queue of `--n` jobs with them from one client, in lockstep: a fetch of up to
+256 (`fetch.lua`), then the settle of what it leased as acks (`complete.lua`),
+until the queue is empty. It does the same with two minimal scripts that do
+only what any fenced fetch + ack with this history must (the bench's phase 18
+floor, in the same calling convention), and, with `--baseline`, with the
+scripts of an older bench binary (bd4be8e's calling convention, which has no
+history, at its own fetch size of 32). Each runs with the history at its
+defaults (full: every settle trims) and off.
+
+It prints Redis's work per job: by default its CPU (`INFO cpu`, user + sys,
+medians of `--rounds` alternating runs: this machine's noise applies), or
+with `--callgrind` the instructions it ran, counted by valgrind's callgrind
+between two dumps (deterministic to about 1 %, kernel time not included;
+valgrind must be installed, and one run is enough).
+
+The redis-server is the first on PATH (`../shared/peers/vs-chasquimq.sh`
+builds 8.6.3 under target/peers-bench). Stdlib only (the RESP client is
+../shared/peers/common/resp.py).
+"""
+
+import argparse
+import glob
+import hashlib
+import os
+import random
+import shutil
+import socket
+import statistics
+import string
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "peers", "common"))
+from resp import Resp  # noqa: E402
+
+ALPHABET = string.digits + string.ascii_lowercase
+Q = "rsmq:bench"
+FETCH_KEYS = [Q, Q + ":Q", Q + ":leases", Q + ":exact", Q + ":starts", Q + ":keyed", Q + ":keys", Q + ":kwake"]
+COMPLETE_KEYS = [Q, Q + ":Q", Q + ":dead", Q + ":dead:Q", Q + ":stats", Q + ":unique", Q + ":leases",
+                 Q + ":history", Q + ":history:Q", Q + ":keyed", Q + ":keys", Q + ":kwake", Q + ":awaited",
+                 Q + ":bout", Q + ":bres", Q + ":deps"]
+WORKER = ',"worker":"51ee46b0-7611-46f1-9992-671d55c41472","host":"vm"'
+HISTORY = {"on": "1 1000 86400000 3600000", "off": "0 1000 86400000 3600000"}
+# bd4be8e's leases were scored from this offset on (LEGACY in lib.lua)
+LEGACY = 4_000_000_000_000
+
+# The least a fetch does: lease up to ARGV[1] due jobs for ARGV[2] ms and return
+# them with their bodies, in fetch.lua's reply form (a first delivery each).
+MIN_FETCH = """
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = now + tonumber(ARGV[2])
+local out = {0, "", lease, -1, 0, 0}
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, ARGV[1])
+if #ids == 0 then return out end
+local bodies = redis.call("HMGET", KEYS[2], unpack(ids))
+local z = {}
+local tok = lease .. ".501"
+for i, id in ipairs(ids) do
+  z[2 * i - 1] = tok; z[2 * i] = id
+  out[3 * i + 4] = id; out[3 * i + 5] = bodies[i]; out[3 * i + 6] = 10001
+end
+redis.call("ZADD", KEYS[1], unpack(z))
+return out
+"""
+
+# The least an ack does, in complete.lua's calling convention: the fence, the
+# removal, and with the history on (ARGV[9]) its entry (the body read back, an
+# attempt record around it) and the trim to 1,000.
+MIN_COMPLETE = """
+local t = redis.call("TIME")
+local at = string.format("%d", tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local ids, tokens = {}, {}
+for k = 1, tonumber(ARGV[1]) do ids[k] = ARGV[9 + 3 * k]; tokens[k] = ARGV[10 + 3 * k] end
+local scores = redis.call("ZMSCORE", KEYS[1], unpack(ids))
+local gone = {}
+for i, id in ipairs(ids) do
+  if scores[i] and tonumber(scores[i]) == tonumber(tokens[i]) then gone[#gone + 1] = id end
+end
+if #gone == 0 then return {0, 0, 0} end
+local bodies = string.sub(ARGV[9], 1, 1) == "1" and redis.call("HMGET", KEYS[2], unpack(gone))
+redis.call("ZREM", KEYS[1], unpack(gone))
+redis.call("HDEL", KEYS[2], unpack(gone))
+if bodies then
+  local zh, hh = {}, {}
+  for i, id in ipairs(gone) do
+    local body = bodies[i] or ""
+    zh[2 * i - 1] = at; zh[2 * i] = id
+    hh[2 * i - 1] = id
+    hh[2 * i] = "h1 succeeded " .. at .. " 1 " .. #body .. "\\n\\n\\n" .. '{"n":1,"start":' .. at .. ',"end":' .. at
+      .. ',"outcome":"ok","worker":"w","host":"h"}\\n' .. body
+  end
+  redis.call("ZADD", KEYS[8], unpack(zh))
+  redis.call("HSET", KEYS[9], unpack(hh))
+  local over = redis.call("ZCARD", KEYS[8]) - 1000
+  if over > 0 then
+    local old = redis.call("ZRANGE", KEYS[8], 0, over - 1)
+    redis.call("ZREM", KEYS[8], unpack(old))
+    redis.call("HDEL", KEYS[9], unpack(old))
+  end
+end
+return {#gone, 0, 0}
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unescape(s):
+    """A MONITOR argument (sdscatrepr's quoting) back to its bytes."""
+    out, i = bytearray(), 0
+    simple = {"n": 10, "r": 13, "t": 9, "a": 7, "b": 8, '"': 34, "\\": 92}
+    while i < len(s):
+        if s[i] == "\\":
+            if s[i + 1] == "x":
+                out.append(int(s[i + 2:i + 4], 16))
+                i += 4
+            else:
+                out.append(simple[s[i + 1]])
+                i += 2
+        else:
+            out.extend(s[i].encode())
+            i += 1
+    return bytes(out)
+
+
+def monitor_args(line):
+    """The arguments of one MONITOR line, or []."""
+    if "] " not in line:
+        return []
+    rest, args, i = line.split("] ", 1)[1], [], 0
+    while True:
+        start = rest.find('"', i)
+        if start < 0:
+            return args
+        j = start + 1
+        while rest[j] != '"':
+            j += 2 if rest[j] == "\\" else 1
+        args.append(unescape(rest[start + 1:j]))
+        i = j + 1
+
+
+def capture(bench, redis_server):
+    """The fetch and settle scripts `bench` loads: (fetch.lua, complete.lua) texts."""
+    cli = os.path.join(os.path.dirname(redis_server), "redis-cli")
+    if not os.path.exists(cli):
+        cli = shutil.which("redis-cli")
+    port = free_port()
+    srv = subprocess.Popen([redis_server, "--port", str(port), "--save", "", "--appendonly", "no"],
+                           stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    with tempfile.TemporaryFile("w+") as log:
+        mon = subprocess.Popen([cli, "-p", str(port), "monitor"], stdout=log)
+        time.sleep(0.3)
+        env = dict(os.environ, REDIS_URL="redis://127.0.0.1:%d" % port)
+        subprocess.run([bench, "--phase", "1", "--n", "2000", "--runs", "1"], env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        mon.terminate()
+        srv.terminate()
+        srv.wait()
+        log.seek(0)
+        found = {}
+        for line in log:
+            args = monitor_args(line)
+            if len(args) > 2 and args[0].upper() == b"SCRIPT" and args[1].upper() == b"LOAD":
+                text = args[2].decode()
+                if "-- Leases up to n due jobs" in text:
+                    found["fetch"] = text
+                elif "-- Settles finished deliveries" in text:
+                    found["complete"] = text
+    if len(found) != 2:
+        sys.exit("no fetch and settle scripts seen from %s" % bench)
+    return found["fetch"], found["complete"]
+
+
+class Server:
+    """A redis-server on a free port, under callgrind when asked."""
+
+    def __init__(self, redis_server, callgrind):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="script-cost-")
+        cmd = [redis_server, "--port", str(self.port), "--save", "", "--appendonly", "no"]
+        if callgrind:
+            cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=%s/out.%%p" % self.dir] + cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.callgrind = callgrind
+        for _ in range(300):
+            try:
+                self.r = Resp(port=self.port, timeout=120)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            sys.exit("redis-server did not start")
+
+    def mark(self):
+        """Redis's work since the last mark: µs of CPU, or instructions."""
+        if self.callgrind:
+            subprocess.run(["callgrind_control", "-d", str(self.proc.pid)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=True)
+            newest = max(glob.glob(self.dir + "/out.*"), key=os.path.getmtime)
+            with open(newest) as f:
+                for line in f:
+                    if line.startswith(("summary:", "totals:")):
+                        return int(line.split()[1])
+            sys.exit("no totals in " + newest)
+        cpu = self.r.info("cpu")
+        now = (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])) * 1e6
+        was, self.cpu = getattr(self, "cpu", now), now
+        return now - was
+
+    def pipeline(self, cmds):
+        self.r.sock.sendall(b"".join(Resp._encode(c) for c in cmds))
+        return [self.r._read() for _ in cmds]
+
+    def close(self):
+        try:
+            self.r.cmd("SHUTDOWN", "NOSAVE")
+        except (ConnectionError, OSError):
+            pass
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def fill(s, n, history):
+    s.r.cmd("DEL", Q, Q + ":Q")
+    for k, v in [("vt", "30"), ("delay", "0"), ("maxsize", "65536"), ("created", "1"), ("modified", "1")]:
+        s.r.cmd("HSETNX", Q + ":Q", k, v)
+    s.r.cmd("HSET", Q + ":Q", "redjob:history", HISTORY[history], "totalsent", n)
+    now = int(time.time() * 1000) - 1000
+    for start in range(0, n, 1000):
+        cmds = []
+        for i in range(start, min(n, start + 1000)):
+            jid = "hoozkv" + "".join(random.choices(ALPHABET, k=26))
+            cmds.append(["ZADD", Q, now, jid])
+            cmds.append(["HSET", Q + ":Q", jid, '{"type":"bench","args":{"i":%d}}' % i])
+        s.pipeline(cmds)
+
+
+def drain(s, fetch, complete, batch, history, old):
+    """Drains the queue by fetch + ack; Redis's work per job."""
+    s.mark()
+    done = 0
+    while True:
+        if old:
+            out = s.r.cmd("EVALSHA", fetch, 2, Q, Q + ":Q", batch, 30000, "")
+            lease, rest = int(out[2]) + LEGACY, out[5:]
+        else:
+            out = s.r.cmd("EVALSHA", fetch, len(FETCH_KEYS), *FETCH_KEYS, batch, 30000, "")
+            lease, rest = int(out[2]), out[6:]
+        jobs, j = [], 0
+        while j < len(rest):
+            meta = int(rest[j + 2])
+            jobs.append((rest[j], abs(meta) % 1000))
+            j += 4 if meta < 0 else 3
+        if not jobs:
+            break
+        if old:
+            argv = [len(jobs), 0, 0, 0, 10000, 2592000000, "rsmq:rt:bench"]
+            for jid, count in jobs:
+                argv += [jid, "%d.%03d" % (lease, count)]
+            reply = s.r.cmd("EVALSHA", complete, 6, *COMPLETE_KEYS[:6], *argv)
+        else:
+            now = int(time.time() * 1000)
+            span = ',"start":%d,"end":%d' % (now, now)
+            argv = [len(jobs), 0, 0, 0, 10000, 2592000000, "rsmq:rt:bench", WORKER, HISTORY[history], 1, "bench"]
+            for jid, count in jobs:
+                argv += [jid, "%d.%03d" % (lease, 500 + count), span]
+            argv += [1, 32, len(jobs), " ".join(["32"] * len(jobs))]
+            reply = s.r.cmd("EVALSHA", complete, len(COMPLETE_KEYS), *COMPLETE_KEYS, *argv)
+        if int(reply[0]) != len(jobs):
+            sys.exit("an ack failed its fence: %r" % reply[:4])
+        done += len(jobs)
+    return s.mark() / done, done
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", default="target/release/examples/bench")
+    ap.add_argument("--baseline", help="an older bench binary (bd4be8e's calling convention)")
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--callgrind", action="store_true")
+    a = ap.parse_args()
+    n = a.n or (3000 if a.callgrind else 50000)
+    rounds = a.rounds or (1 if a.callgrind else 5)
+    redis_server = shutil.which("redis-server") or sys.exit("redis-server on PATH")
+    variants = []
+    fetch, complete = capture(a.bench, redis_server)
+    variants.append(("this code", fetch, complete, 256, False))
+    variants.append(("minimal scripts", MIN_FETCH, MIN_COMPLETE, 256, False))
+    if a.baseline:
+        fetch, complete = capture(a.baseline, redis_server)
+        variants.append(("baseline, fetch of 32", fetch, complete, 32, True))
+    s = Server(redis_server, a.callgrind)
+    try:
+        shas = [(name, s.r.cmd("SCRIPT", "LOAD", f), s.r.cmd("SCRIPT", "LOAD", c), b, old)
+                for name, f, c, b, old in variants]
+        for text in (f for _, f, _, _, _ in variants):
+            assert hashlib.sha1(text.encode()).hexdigest() in [x[1] for x in shas]
+        # warm up: the history at its count limit
+        fill(s, max(n, 2000), "on")
+        drain(s, *shas[0][1:4], "on", False)
+        results = {}
+        for _ in range(rounds):
+            for name, f, c, b, old in shas:
+                for history in (["on"] if old else ["on", "off"]):
+                    fill(s, n, history)
+                    per_job, done = drain(s, f, c, b, history, old)
+                    if done != n:
+                        sys.exit("%s drained %d of %d" % (name, done, n))
+                    results.setdefault((name, history), []).append(per_job)
+    finally:
+        s.close()
+    unit = "instructions" if a.callgrind else "CPU µs"
+    print("Redis's %s per job, n = %d, %d round(s): median (min-max)" % (unit, n, rounds))
+    for (name, history), v in results.items():
+        label = name if name.startswith("baseline") else "%s, history %s" % (name, history)
+        fmt = "%.0f" if a.callgrind else "%.3f"
+        print(("  %-36s " + fmt + " (" + fmt + "-" + fmt + ")") % (label, statistics.median(v), min(v), max(v)))
+
+
+if __name__ == "__main__":
+    main()
