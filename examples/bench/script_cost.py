@@ -3,16 +3,16 @@
 
 Usage, from the project root:
 
-    python3 examples/bench/script_cost.py [--callgrind] [--n 3000] [--rounds 3]
+    python3 examples/bench/script_cost.py [--callgrind] [--n 3000] [--rounds 5]
         [--bench target/release/examples/bench] [--baseline <older bench>]
 
 It takes the scripts a bench binary loads (it runs `--phase 1 --n 2000`
 against its own redis-server and reads them off `MONITOR`), then drains a
 queue of `--n` jobs with them from one client, in lockstep: a fetch of up to
 256 (`fetch.lua`), then the settle of what it leased as acks (`complete.lua`),
-until the queue is empty. It does the same with two minimal scripts that do
-only what any fenced fetch + ack with this history must (the bench's phase 18
-floor, in the same calling convention), and, with `--baseline`, with the
+until the queue is empty. It does the same with the two minimal scripts of
+the bench's phase 18 floor (FETCH and ACK in floor.rs: only what any fenced
+fetch + ack with this history must do), and, with `--baseline`, with the
 scripts of an older bench binary (bd4be8e's calling convention, which has no
 history, at its own fetch size of 32). Each runs with the history at its
 defaults (full: every settle trims) and off.
@@ -33,6 +33,7 @@ import glob
 import hashlib
 import os
 import random
+import re
 import shutil
 import socket
 import statistics
@@ -56,63 +57,19 @@ HISTORY = {"on": "1 1000 86400000 3600000", "off": "0 1000 86400000 3600000"}
 # bd4be8e's leases were scored from this offset on (LEGACY in lib.lua)
 LEGACY = 4_000_000_000_000
 
-# The least a fetch does: lease up to ARGV[1] due jobs for ARGV[2] ms and return
-# them with their bodies, in fetch.lua's reply form (a first delivery each).
-MIN_FETCH = """
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease = now + tonumber(ARGV[2])
-local out = {0, "", lease, -1, 0, 0}
-local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, ARGV[1])
-if #ids == 0 then return out end
-local bodies = redis.call("HMGET", KEYS[2], unpack(ids))
-local z = {}
-local tok = lease .. ".501"
-for i, id in ipairs(ids) do
-  z[2 * i - 1] = tok; z[2 * i] = id
-  out[3 * i + 4] = id; out[3 * i + 5] = bodies[i]; out[3 * i + 6] = 10001
-end
-redis.call("ZADD", KEYS[1], unpack(z))
-return out
-"""
+# the minimal scripts are the bench's phase 18 floor (FETCH and ACK in floor.rs)
+FLOOR_RS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor.rs")
+# their fixed lease (a score above every due job's)
+MIN_TOKEN = "9000000000000.501"
 
-# The least an ack does, in complete.lua's calling convention: the fence, the
-# removal, and with the history on (ARGV[9]) its entry (the body read back, an
-# attempt record around it) and the trim to 1,000.
-MIN_COMPLETE = """
-local t = redis.call("TIME")
-local at = string.format("%d", tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-local ids, tokens = {}, {}
-for k = 1, tonumber(ARGV[1]) do ids[k] = ARGV[9 + 3 * k]; tokens[k] = ARGV[10 + 3 * k] end
-local scores = redis.call("ZMSCORE", KEYS[1], unpack(ids))
-local gone = {}
-for i, id in ipairs(ids) do
-  if scores[i] and tonumber(scores[i]) == tonumber(tokens[i]) then gone[#gone + 1] = id end
-end
-if #gone == 0 then return {0, 0, 0} end
-local bodies = string.sub(ARGV[9], 1, 1) == "1" and redis.call("HMGET", KEYS[2], unpack(gone))
-redis.call("ZREM", KEYS[1], unpack(gone))
-redis.call("HDEL", KEYS[2], unpack(gone))
-if bodies then
-  local zh, hh = {}, {}
-  for i, id in ipairs(gone) do
-    local body = bodies[i] or ""
-    zh[2 * i - 1] = at; zh[2 * i] = id
-    hh[2 * i - 1] = id
-    hh[2 * i] = "h1 succeeded " .. at .. " 1 " .. #body .. "\\n\\n\\n" .. '{"n":1,"start":' .. at .. ',"end":' .. at
-      .. ',"outcome":"ok","worker":"w","host":"h"}\\n' .. body
-  end
-  redis.call("ZADD", KEYS[8], unpack(zh))
-  redis.call("HSET", KEYS[9], unpack(hh))
-  local over = redis.call("ZCARD", KEYS[8]) - 1000
-  if over > 0 then
-    local old = redis.call("ZRANGE", KEYS[8], 0, over - 1)
-    redis.call("ZREM", KEYS[8], unpack(old))
-    redis.call("HDEL", KEYS[9], unpack(old))
-  end
-end
-return {#gone, 0, 0}
-"""
+
+def floor_script(name):
+    """The Lua text of `const <name>: &str = r#"..."#;` in floor.rs."""
+    with open(FLOOR_RS) as f:
+        m = re.search(r'const %s: &str = r#"(.*?)"#;' % name, f.read(), re.S)
+    if not m:
+        sys.exit("no %s script in %s" % (name, FLOOR_RS))
+    return m.group(1)
 
 
 def free_port():
@@ -253,10 +210,24 @@ def fill(s, n, history):
 
 
 def drain(s, fetch, complete, batch, history, old):
-    """Drains the queue by fetch + ack; Redis's work per job."""
+    """Drains the queue by fetch + ack; Redis's work per job. `old`: the
+    calling convention, "bd4be8e", "floor" or None (this code's)."""
     s.mark()
     done = 0
+    keys = [Q, Q + ":Q", Q + ":history", Q + ":history:Q"]
     while True:
+        if old == "floor":
+            got = s.r.cmd("EVALSHA", fetch, 2, Q, Q + ":Q", batch, MIN_TOKEN, int(time.time() * 1000))
+            if not got:
+                break
+            argv = [int(time.time() * 1000), "1" if history == "on" else "0"]
+            for jid in got[0::2]:
+                argv += [jid, MIN_TOKEN]
+            acked = s.r.cmd("EVALSHA", complete, 4, *keys, *argv)
+            if acked * 2 != len(got):
+                sys.exit("an ack failed its fence")
+            done += acked
+            continue
         if old:
             out = s.r.cmd("EVALSHA", fetch, 2, Q, Q + ":Q", batch, 30000, "")
             lease, rest = int(out[2]) + LEGACY, out[5:]
@@ -302,11 +273,11 @@ def main():
     redis_server = shutil.which("redis-server") or sys.exit("redis-server on PATH")
     variants = []
     fetch, complete = capture(a.bench, redis_server)
-    variants.append(("this code", fetch, complete, 256, False))
-    variants.append(("minimal scripts", MIN_FETCH, MIN_COMPLETE, 256, False))
+    variants.append(("this code", fetch, complete, 256, None))
+    variants.append(("minimal scripts", floor_script("FETCH"), floor_script("ACK"), 256, "floor"))
     if a.baseline:
         fetch, complete = capture(a.baseline, redis_server)
-        variants.append(("baseline, fetch of 32", fetch, complete, 32, True))
+        variants.append(("baseline, fetch of 32", fetch, complete, 32, "bd4be8e"))
     s = Server(redis_server, a.callgrind)
     try:
         shas = [(name, s.r.cmd("SCRIPT", "LOAD", f), s.r.cmd("SCRIPT", "LOAD", c), b, old)
@@ -315,11 +286,11 @@ def main():
             assert hashlib.sha1(text.encode()).hexdigest() in [x[1] for x in shas]
         # warm up: the history at its count limit
         fill(s, max(n, 2000), "on")
-        drain(s, *shas[0][1:4], "on", False)
+        drain(s, *shas[0][1:4], "on", None)
         results = {}
         for _ in range(rounds):
             for name, f, c, b, old in shas:
-                for history in (["on"] if old else ["on", "off"]):
+                for history in (["on"] if old == "bd4be8e" else ["on", "off"]):
                     fill(s, n, history)
                     per_job, done = drain(s, f, c, b, history, old)
                     if done != n:
