@@ -665,3 +665,70 @@ async fn locate_finds_a_job_past_queues_that_fail_and_reports_them_when_none_has
     let err = client.locate(&nobody).await.unwrap_err();
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");
 }
+
+/// A settle that sends an ack's body as delivered has the history keep that
+/// body without reading the stored one; an ack whose body is not sent, or
+/// sent out of the acks' order, has its stored body read as before.
+#[tokio::test]
+async fn an_ack_body_sent_with_its_settle_is_kept_and_one_not_sent_is_read() {
+    use redjob::backend::redis::RedisBackend;
+    use redjob::backend::{Backend, Settle};
+    use redjob::inspect::Inspect;
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(
+        &redjob::connection::RedisConfig::from_url(server.url()),
+        "rsmq",
+        false,
+    )
+    .await
+    .unwrap();
+    let rsmq = backend.rsmq().clone();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let bodies = ["sent", "not sent", "out of order", "also sent"];
+    let ids = rsmq
+        .send_batch("q", &bodies.map(SendMessage::new))
+        .await
+        .unwrap();
+    let leased = backend
+        .fetch("q", 4, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(leased.len(), 4);
+    // the stored bodies change while the jobs run: what the history keeps
+    // tells which copy the settle used
+    let mut con = server.raw().await;
+    for id in &ids {
+        let () = redis::cmd("HSET")
+            .arg("rsmq:q:Q")
+            .arg(id.to_string())
+            .arg(format!("stored {id}"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let delivered = |i: usize| (ids[i], leased[i].body.clone());
+    let settle = Settle {
+        acks: leased.iter().map(|d| (d.id, d.token)).collect(),
+        // ids[2]'s comes after ids[3]'s: out of the acks' order, not used
+        ack_bodies: vec![delivered(0), delivered(3), delivered(2)],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("q", &settle).await.unwrap().acked, 4);
+    let mut kept = Vec::new();
+    for id in &ids {
+        let job = backend.job("q", id).await.unwrap().expect("in the history");
+        kept.push(String::from_utf8(job.body).unwrap());
+    }
+    assert_eq!(
+        kept,
+        [
+            "sent".to_string(),
+            format!("stored {}", ids[1]),
+            format!("stored {}", ids[2]),
+            "also sent".to_string(),
+        ]
+    );
+}

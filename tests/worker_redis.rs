@@ -411,3 +411,189 @@ async fn the_poll_of_all_queues_finds_jobs_no_send_announced() {
     }
     w.stop().await;
 }
+
+/// The server's URL, for a handler that writes to Redis itself.
+struct RawUrl(String);
+
+/// Overwrites its own stored body while it runs: what its history entry
+/// keeps then tells whether the settle sent the delivered body back or read
+/// the stored one.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "rewritten", queue = "bodies")]
+struct Rewritten {
+    pad: String,
+}
+
+impl Job for Rewritten {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let url = &ctx.data::<RawUrl>()?.0;
+        let client = redis::Client::open(url.as_str()).map_err(JobError::fatal)?;
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(JobError::retry)?;
+        let () = redis::cmd("HSET")
+            .arg("rsmq:bodies:Q")
+            .arg(ctx.id().to_string())
+            .arg("changed")
+            .query_async(&mut con)
+            .await
+            .map_err(JobError::retry)?;
+        Ok(())
+    }
+}
+
+/// Its body padded as asked.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "padded", queue = "padded")]
+struct Padded {
+    pad: String,
+}
+
+impl Job for Padded {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// The same, on a queue whose history keeps no bodies.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bare", queue = "bare")]
+struct Bare {
+    pad: String,
+}
+
+impl Job for Bare {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Waits until job `id` of `queue` is in the history; its kept body.
+async fn finished_body(client: &Client, queue: &str, id: &redjob::JobId) -> Vec<u8> {
+    use redjob::inspect::{Inspect, JobState};
+    let backend = client.backend();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        let job = backend.job(queue, id).await.unwrap();
+        if let Some(job) = job.filter(|j| j.state == JobState::Finished) {
+            return job.body;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{id} not finished within 10 s");
+}
+
+#[tokio::test]
+async fn an_acks_body_goes_back_with_its_settle_unless_it_is_large() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("bodies", Default::default())
+        .await
+        .unwrap();
+    let small = Rewritten { pad: String::new() };
+    let large = Rewritten {
+        pad: "x".repeat(2000),
+    };
+    let small_id = client.enqueue(&small).await.unwrap();
+    let large_id = client.enqueue(&large).await.unwrap();
+    let sent = redjob::inspect::Inspect::job(&client.backend(), "bodies", &small_id).await;
+    let sent = sent.unwrap().unwrap().body;
+    let w = Worker::builder(client.backend())
+        .queue("bodies")
+        .handle_signals(false)
+        .data(RawUrl(server.url()))
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    // the small body went back as delivered; the large one (over 1 KiB) was
+    // read where it is stored, as the handler left it
+    assert_eq!(finished_body(&client, "bodies", &small_id).await, sent);
+    assert_eq!(
+        finished_body(&client, "bodies", &large_id).await,
+        b"changed"
+    );
+    w.stop().await;
+}
+
+/// Redis's count of bytes it has read from clients.
+async fn input_bytes(con: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(con)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_net_input_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("total_net_input_bytes")
+}
+
+#[tokio::test]
+async fn no_bodies_go_back_to_a_history_that_keeps_none() {
+    use redjob::ops::{Admin, History, QueueSettings};
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    for q in ["padded", "bare"] {
+        client
+            .queues()
+            .create_queue(q, Default::default())
+            .await
+            .unwrap();
+    }
+    // the stored setting (not the worker's) says "bare" keeps no bodies
+    let none = History {
+        args_max_age: Some(Duration::ZERO),
+        ..History::default()
+    };
+    Admin::set_settings(&client.backend(), "bare", &QueueSettings::history(none))
+        .await
+        .unwrap();
+    let w = Worker::builder(client.backend())
+        .queue("padded")
+        .queue("bare")
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    let mut con = server.raw().await;
+    // a job each first: the scripts are loaded
+    let id = client
+        .enqueue(&Padded { pad: String::new() })
+        .await
+        .unwrap();
+    finished_body(&client, "padded", &id).await;
+    let id = client.enqueue(&Bare { pad: String::new() }).await.unwrap();
+    finished_body(&client, "bare", &id).await;
+    // 40 jobs of 900 bytes on each queue: what their enqueue and processing
+    // read from the clients
+    let bodies = 40 * 900;
+    let before = input_bytes(&mut con).await;
+    let jobs: Vec<Padded> = (0..40)
+        .map(|_| Padded {
+            pad: "y".repeat(900),
+        })
+        .collect();
+    for id in client.enqueue_batch(&jobs).await.unwrap() {
+        finished_body(&client, "padded", &id).await;
+    }
+    let kept = input_bytes(&mut con).await - before;
+    let before = input_bytes(&mut con).await;
+    let jobs: Vec<Bare> = (0..40)
+        .map(|_| Bare {
+            pad: "y".repeat(900),
+        })
+        .collect();
+    for id in client.enqueue_batch(&jobs).await.unwrap() {
+        finished_body(&client, "bare", &id).await;
+    }
+    let dropped = input_bytes(&mut con).await - before;
+    // the same jobs, but for the bodies going back
+    assert!(
+        kept > dropped + bodies,
+        "bodies sent back for one queue only: {kept} and {dropped} bytes read"
+    );
+    w.stop().await;
+}

@@ -236,21 +236,24 @@ def drain(s, fetch, complete, batch, history, convention):
         jobs, j = [], 0
         while j < len(rest):
             meta = int(rest[j + 2])
-            jobs.append((rest[j], abs(meta) % 1000))
+            jobs.append((rest[j], abs(meta) % 1000, rest[j + 1]))
             j += 4 if meta < 0 else 3
         if not jobs:
             break
         if convention == "bd4be8e":
             argv = [len(jobs), 0, 0, 0, 10000, 2592000000, "rsmq:rt:bench"]
-            for jid, count in jobs:
+            for jid, count, _ in jobs:
                 argv += [jid, "%d.%03d" % (lease, count)]
             reply = s.r.cmd("EVALSHA", complete, 6, *COMPLETE_KEYS[:6], *argv)
         else:
             now = int(time.time() * 1000)
             span = ',"start":%d,"end":%d' % (now, now)
-            argv = [len(jobs), 0, 0, 0, 10000, 2592000000, "rsmq:rt:bench", WORKER, HISTORY[history], 1, "bench"]
-            for jid, count in jobs:
-                argv += [jid, "%d.%03d" % (lease, 500 + count), span]
+            argv = ["%d%s" % (len(jobs), "b" if history == "on" else ""), 0, 0, 0, 10000, 2592000000, "rsmq:rt:bench",
+                    WORKER, HISTORY[history], 1, "bench"]
+            # each ack's body as delivered goes back with it while the
+            # history keeps bodies, as a worker's settle sends it
+            for jid, count, body in jobs:
+                argv += [jid, "%d.%03d" % (lease, 500 + count), span] + ([body] if history == "on" else [])
             argv += [1, 32, len(jobs), " ".join(["32"] * len(jobs))]
             reply = s.r.cmd("EVALSHA", complete, len(COMPLETE_KEYS), *COMPLETE_KEYS, *argv)
         if int(reply[0]) != len(jobs):

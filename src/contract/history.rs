@@ -61,6 +61,11 @@ impl History {
         args_max_age: Some(Duration::from_secs(3600)),
     };
 
+    /// Whether entries keep the job's arguments (its body) at all.
+    pub(crate) fn keeps_bodies(&self) -> bool {
+        self.enabled && self.args_max_age != Some(Duration::ZERO)
+    }
+
     /// The stored form: `"<on 1|0> <max count, 0: none> <max age ms, 0:
     /// none> <args ms, -1: as long as the entry>"` (complete.lua reads it).
     pub(crate) fn encode(&self) -> String {

@@ -322,6 +322,12 @@ pub struct Settle {
     /// The results of acks that returned one (JSON): kept with their
     /// history entries (none while the history is off).
     pub results: Vec<(JobId, Vec<u8>)>,
+    /// The bodies of some acks as they were delivered, in the order of
+    /// `acks`: the history keeps these rather than reading its stored copy
+    /// again. Optional, and only ever a saving: an ack without one here (or
+    /// one out of order) has its body read as before; a backend that holds
+    /// its bodies itself ignores them.
+    pub ack_bodies: Vec<(JobId, Vec<u8>)>,
     /// Retry or release.
     pub reschedules: Vec<Reschedule>,
     /// Dead-letter.

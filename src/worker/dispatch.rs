@@ -634,7 +634,7 @@ impl<B: Backend> Dispatcher<B> {
                 let ran = (now, now, AttemptOutcome::Error);
                 if self
                     .leases
-                    .finish(d.id, run, Outcome::Dead { error }, ran)
+                    .finish(d.id, run, Outcome::Dead { error }, ran, None)
                     .is_ok()
                 {
                     let _ = self.tx.send(Event::Finished);
@@ -698,6 +698,7 @@ impl<B: Backend> Dispatcher<B> {
                     delay: Duration::ZERO,
                 },
                 (0, 0, AttemptOutcome::Cancelled),
+                None,
             );
         }
     }

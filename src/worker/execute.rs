@@ -190,11 +190,14 @@ pub(crate) async fn execute(
     let observing = shared.observer.active(&per_queue.metrics);
     // what the hooks hear, taken before the outcome moves into the lease table
     let heard = observing.then(|| outcome.clone());
-    let finished = leases.finish(d.id, r.run, outcome, ran);
+    let id = d.id;
+    // a succeeded run's body goes with its settle, for its history entry
+    let body = matches!(outcome, Outcome::Ack { .. }).then(|| std::mem::take(&mut r.delivery.body));
+    let finished = leases.finish(id, r.run, outcome, ran, body);
     if finished.is_ok() {
         let _ = tx.send(Event::Finished);
     } else {
-        tracing::debug!(job.id = %d.id, "finished after its lease was lost or ran out; not settled");
+        tracing::debug!(job.id = %id, "finished after its lease was lost or ran out; not settled");
     }
     let Some(heard) = heard else { return };
     let took = report
@@ -220,7 +223,7 @@ pub(crate) async fn execute(
     };
     let job = report.job.as_deref().unwrap_or(UNDECODABLE);
     let waited = report.started.map_or(Duration::ZERO, |(_, w)| w);
-    let run = JobRun::new(d.id, &queue, job, attempt, waited);
+    let run = JobRun::new(id, &queue, job, attempt, waited);
     shared
         .observer
         .ended(&per_queue.metrics, report.metrics, &run, took, end);

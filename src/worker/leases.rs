@@ -52,6 +52,10 @@ pub(crate) struct Held {
     pub reason: Option<CancelReason>,
     /// The batch its envelope names: its finish is counted there.
     pub batch: Option<crate::contract::batches::BatchRef>,
+    /// A succeeded run's body as delivered, for its history entry (see
+    /// [`Settle::ack_bodies`](crate::contract::leases::Settle::ack_bodies)):
+    /// taken by the first settle call that carries the ack.
+    pub body: Option<Vec<u8>>,
 }
 
 impl Held {
@@ -220,6 +224,7 @@ impl Leases {
                 since: now,
                 job,
                 batch,
+                body: None,
             },
         );
         drop(t);
@@ -250,8 +255,9 @@ impl Leases {
             .collect()
     }
 
-    /// Records how run `run` of `id` ended, to be settled; or, when there is
-    /// nothing to settle (its lease was lost or ran out, or it was given up at
+    /// Records how run `run` of `id` ended, to be settled (with a succeeded
+    /// run's `body`, for its history entry); or, when there is nothing to
+    /// settle (its lease was lost or ran out, or it was given up at
     /// shutdown), why.
     pub fn finish(
         &self,
@@ -259,6 +265,7 @@ impl Leases {
         run: u64,
         outcome: Outcome,
         ran: (u64, u64, AttemptOutcome),
+        body: Option<Vec<u8>>,
     ) -> Result<(), CancelReason> {
         let mut t = self.lock();
         match t.held.get_mut(&id) {
@@ -271,6 +278,7 @@ impl Leases {
                 h.running = false;
                 h.outcome = Some(outcome);
                 h.ran = Some(ran);
+                h.body = body;
                 t.done.insert(id);
                 drop(t);
                 self.changed();

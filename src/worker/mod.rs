@@ -403,6 +403,17 @@ impl<B: Backend> Worker<B> {
                 .map(|q| (q.clone(), Arc::new(Notify::new())))
                 .collect(),
             seen: Default::default(),
+            bodies: limits
+                .keys()
+                .map(|q| {
+                    (
+                        q.clone(),
+                        Arc::new(std::sync::atomic::AtomicBool::new(
+                            self.shared.history.keeps_bodies(),
+                        )),
+                    )
+                })
+                .collect(),
         });
         follow.first_pass(&self.backend).await;
         for (name, _) in &self.queues {
@@ -430,6 +441,7 @@ impl<B: Backend> Worker<B> {
                     by: by.clone(),
                     throttle_limit: self.throttle_limit,
                     hold: hold.clone(),
+                    bodies: follow.bodies[name].clone(),
                 },
             );
             settlers.spawn(settler.run(rx));

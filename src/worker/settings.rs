@@ -57,6 +57,9 @@ pub(crate) struct Follow {
     pub wakes: HashMap<String, Arc<tokio::sync::Notify>>,
     /// The limits across the fleet last read for each queue.
     pub seen: Mutex<HashMap<String, (Option<u32>, RateLimit)>>,
+    /// Per queue, whether the history setting in force keeps bodies: its
+    /// settler then sends acks' bodies back (see `Settle::ack_bodies`).
+    pub bodies: HashMap<String, Arc<AtomicBool>>,
 }
 
 impl Follow {
@@ -124,6 +127,11 @@ impl Follow {
                     &stored
                 };
                 limit.set_fleet_limited(fleet_limited(in_force));
+                if let (Some(h), Some(flag)) =
+                    (stored.history.or(settings.history), self.bodies.get(queue))
+                {
+                    flag.store(h.keeps_bodies(), Ordering::Relaxed);
+                }
                 let now = in_force.in_force();
                 let fleet = (now.concurrency.global, now.rate_limit);
                 let before = self
@@ -253,6 +261,7 @@ mod tests {
             told: Mutex::default(),
             wakes: HashMap::new(),
             seen: Mutex::default(),
+            bodies: HashMap::new(),
         }
     }
 

@@ -63,6 +63,10 @@ pub(crate) enum Outcome {
 
 /// Most entries per settle call.
 const MAX_BATCH: usize = 4096;
+/// The largest ack body a settle call carries back for its history entry
+/// (a larger one is read by the backend, rather than sent twice).
+const MAX_SENT_BODY: usize = 1024;
+
 /// Most bytes of results per settle call (beyond its first entry's).
 const MAX_BYTES: usize = 8 << 20;
 /// A failed settle is retried after this, doubling up to `RETRY_MAX`.
@@ -94,6 +98,9 @@ pub(crate) struct Keeping {
     /// The worker's own hold of the queue after a throttle, which a landed
     /// settle ends (the backend holds the queue from then on).
     pub hold: Arc<super::dispatch::Hold>,
+    /// The queue's history keeps bodies (as its settings in force say):
+    /// acks' bodies go back with their settle.
+    pub bodies: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub(crate) struct Settler<B> {
@@ -533,9 +540,15 @@ impl<B: Backend> Settler<B> {
         s.acks.reserve(take.len());
         s.ran.reserve(take.len());
         let mut sent = Vec::with_capacity(take.len());
+        // acks' bodies go with them while the history keeps bodies (the
+        // backend reads them again otherwise), up to MAX_SENT_BODY bytes each
+        let bodies = self
+            .keeping
+            .bodies
+            .load(std::sync::atomic::Ordering::Relaxed);
         for id in take {
             done.remove(&id);
-            let Some(h) = held.get(&id) else { continue };
+            let Some(h) = held.get_mut(&id) else { continue };
             let Some(outcome) = &h.outcome else { continue };
             let token = h.token;
             sent.push((id, token, h.run));
@@ -556,6 +569,10 @@ impl<B: Backend> Settler<B> {
             match outcome {
                 Outcome::Ack { result } => {
                     s.acks.push((id, token));
+                    // taken: a call that fails is sent again without it
+                    if let Some(b) = h.body.take().filter(|b| bodies && b.len() <= MAX_SENT_BODY) {
+                        s.ack_bodies.push((id, b));
+                    }
                     if let Some(r) = result {
                         s.results.push((id, r.clone()));
                     }

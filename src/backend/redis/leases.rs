@@ -483,7 +483,10 @@ impl Backend for RedisBackend {
                     ],
                 );
                 let (keep, max_age) = part.retention.limits();
-                cmd.arg(part.acks.len())
+                // "<acks>b": each ack carries its body (complete.lua)
+                let bodies = !part.ack_bodies.is_empty();
+                let acks = part.acks.len().to_string();
+                cmd.arg(if bodies { acks + "b" } else { acks })
                     .arg(part.reschedules.len() + part.throttles.len())
                     .arg(part.dead.len())
                     .arg(*p)
@@ -498,8 +501,11 @@ impl Backend for RedisBackend {
                 let codes = RunTimeCodes::of(part, &runs);
                 cmd.arg(codes.types.len()).arg(&codes.types);
                 // an ack's span: its run's times as its attempt record's
-                // members, written into one buffer
+                // members, written into one buffer; then, when the caller
+                // passed bodies, its body as delivered (in the acks' order),
+                // else "" (complete.lua reads it)
                 let mut span = String::new();
+                let mut sent = part.ack_bodies.iter().peekable();
                 for (id, token) in &part.acks {
                     span.clear();
                     if let Some(r) = runs.get(id) {
@@ -509,6 +515,10 @@ impl Backend for RedisBackend {
                         super::convert::push_decimal(&mut span, r.ended_ms);
                     }
                     cmd.arg(id).arg(token).arg(span.as_str());
+                    if bodies {
+                        let body = sent.next_if(|(b, _)| b == id).map_or(&[][..], |b| &b.1[..]);
+                        cmd.arg(body);
+                    }
                 }
                 let by = part.by.as_ref();
                 let record = |id: &JobId, token: Token, error: Option<&str>| {

@@ -42,7 +42,8 @@
 --          ("<batch id> <index>,..."), its finish entered in KEYS[14] as a
 --          batch job's, and its registration dropped (the hash field
 --          "redjob:deps" says some may be registered)
--- ARGV[1], ARGV[2], ARGV[3]  number of acks A, reschedules R, dead letters D
+-- ARGV[1], ARGV[2], ARGV[3]  number of acks A (followed by "b" when each ack
+--          carries its body, see below), reschedules R, dead letters D
 -- ARGV[4]  the jobs' priority (KEYS[1] is that level's sorted set): dead letters
 --          keep it in <id>:p of their hash, for a requeue
 -- ARGV[5], ARGV[6]  dead-letter retention: the most letters the queue keeps, and
@@ -62,8 +63,10 @@
 --          "redjob:history", see history_setting in lib.lua)
 -- ARGV[10]  the number of job types K the run times below name, then the K
 --          type names (ARGV[11 .. 10 + K])
--- then A x (id, token, span): span is the run's times as members of its
---      attempt record, ',"start":<ms>,"end":<ms>', or "" when unknown; R x (id, token, delay ms, delivery count to keep,
+-- then A x (id, token, span[, body]): span is the run's times as members of its
+--      attempt record, ',"start":<ms>,"end":<ms>', or "" when unknown; body
+--      (only when ARGV[1] is "<A>b") the job's body as delivered, which the
+--      history keeps instead of reading it here, or "" (read here); R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry, "l" for a release, "t<limit>" for a throttle or "k<limit>" for a throttle of
 --      the job's concurrency key alone, error or "", attempt record or
 --      ""), D x (id, token, error, attempt record), then the entries'
@@ -109,20 +112,28 @@
 -- batch finishes entered in KEYS[14] (each has a space, an id has none)
 -- (globals read in the per-job loops, as locals)
 local ARGV, floor, format = ARGV, math.floor, string.format
-local na, nr, nd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+-- (a "b" after the count of acks: each ack carries its body)
+local na, with_bodies = string.match(ARGV[1], "^(%d+)(b?)$")
+na, with_bodies = tonumber(na), with_bodies == "b"
+local nr, nd = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = clock()
 local ids, tokens, kind, arg = {}, {}, {}, {}
 local prio, keep, max_age = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local ntypes = tonumber(ARGV[10])
 local i = 11 + ntypes
--- each ack's span (see above)
-local spans = {}
+-- each ack's span and, when the caller sent it, its body (see above)
+local spans, sent = {}, {}
 -- the entries so far (a count: `#t` searches the table on every append)
 local nids = 0
 for _ = 1, na do
   nids = nids + 1
   ids[nids] = ARGV[i]; tokens[nids] = ARGV[i + 1]; kind[nids] = "a"
   spans[nids] = ARGV[i + 2]
+  if with_bodies then
+    local b = ARGV[i + 3]
+    if b ~= "" then sent[nids] = b end
+    i = i + 1
+  end
   i = i + 3
 end
 local errs, recs = {}, {}
@@ -175,7 +186,8 @@ local passed = {}
 -- RSMQ-style receives write "<id>:rc" and "<id>:fr"; delete those only when such
 -- receives ever happened on the queue (see fetch.lua)
 -- with them, when the worker's history setting is on, the bodies of the acks
--- and dead letters (read in the same command: the history keeps them)
+-- and dead letters the caller did not send (read in the same command: the
+-- history keeps them)
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
   "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held",
   "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited", "redjob:bout", "redjob:deps"}
@@ -184,15 +196,15 @@ local pre = string.sub(ARGV[9], 1, 1) == "1"
 local nfields = #read
 if pre then
   for k = 1, nids do
-    if kind[k] == "a" or kind[k] == "d" then read[#read + 1] = ids[k] end
+    if not sent[k] and (kind[k] == "a" or kind[k] == "d") then read[#read + 1] = ids[k] end
   end
 end
 local attrs = many("HMGET", KEYS[2], read)
-local bodies = {}
+local bodies = sent
 if pre then
   local j = nfields
   for k = 1, nids do
-    if kind[k] == "a" or kind[k] == "d" then
+    if not sent[k] and (kind[k] == "a" or kind[k] == "d") then
       j = j + 1
       bodies[k] = attrs[j]
     end
@@ -359,13 +371,19 @@ if #logged > 0 then
     end
   end
 end
--- the bodies the dead letters and the history keep, unless read already
+-- the bodies the dead letters and the history keep, unless read or sent
+-- already
 local need = h_on and finished or dead
 if #need > 0 and not pre then
-  local bid = {}
-  for j, k in ipairs(need) do bid[j] = ids[k] end
+  local bid, at = {}, {}
+  for _, k in ipairs(need) do
+    if not sent[k] then
+      bid[#bid + 1] = ids[k]
+      at[#bid] = k
+    end
+  end
   local got = many("HMGET", KEYS[2], bid)
-  for j, k in ipairs(need) do bodies[k] = got[j] end
+  for j, k in ipairs(at) do bodies[k] = got[j] end
 end
 -- the keys of the jobs that leave (keyed jobs run at priority 0), "<per
 -- key> <key>": the dead letters and the history keep them (a requeue, a
