@@ -155,15 +155,10 @@ async fn pop_due_keeps_the_fast_path_counters_agreeing() {
     assert_eq!(counters().await, (Some(6), Some(3)));
 }
 
-/// Every way a job leaves its queue removes both of its entries from
-/// `ns:q:unique`; a key taken over after its ttl stays with the new holder.
-#[tokio::test]
-async fn unique_entries_leave_with_their_jobs() {
-    use redjob::backend::redis::RedisBackend;
-    use redjob::backend::{Backend, DeadLetterEntry, Settle};
-    use redjob::queue::{SendOutcome, Unique};
-    let server = RedisServer::start();
-    let backend = RedisBackend::connect(
+/// A Redis backend on `server` (namespace "rsmq") with a queue "q", and its
+/// queue layer.
+async fn backend_with_queue(server: &RedisServer) -> (redjob::backend::redis::RedisBackend, Rsmq) {
+    let backend = redjob::backend::redis::RedisBackend::connect(
         &redjob::connection::RedisConfig::from_url(server.url()),
         "rsmq",
         false,
@@ -174,6 +169,17 @@ async fn unique_entries_leave_with_their_jobs() {
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();
+    (backend, rsmq)
+}
+
+/// Every way a job leaves its queue removes both of its entries from
+/// `ns:q:unique`; a key taken over after its ttl stays with the new holder.
+#[tokio::test]
+async fn unique_entries_leave_with_their_jobs() {
+    use redjob::backend::{Backend, DeadLetterEntry, Settle};
+    use redjob::queue::{SendOutcome, Unique};
+    let server = RedisServer::start();
+    let (backend, rsmq) = backend_with_queue(&server).await;
     let mut con = server.raw().await;
     let mut entries = async || -> usize {
         redis::cmd("HLEN")
@@ -671,21 +677,10 @@ async fn locate_finds_a_job_past_queues_that_fail_and_reports_them_when_none_has
 /// sent out of the acks' order, has its stored body read as before.
 #[tokio::test]
 async fn an_ack_body_sent_with_its_settle_is_kept_and_one_not_sent_is_read() {
-    use redjob::backend::redis::RedisBackend;
     use redjob::backend::{Backend, Settle};
     use redjob::inspect::Inspect;
     let server = RedisServer::start();
-    let backend = RedisBackend::connect(
-        &redjob::connection::RedisConfig::from_url(server.url()),
-        "rsmq",
-        false,
-    )
-    .await
-    .unwrap();
-    let rsmq = backend.rsmq().clone();
-    rsmq.create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
+    let (backend, rsmq) = backend_with_queue(&server).await;
     let bodies = ["sent", "not sent", "out of order", "also sent"];
     let ids = rsmq
         .send_batch("q", &bodies.map(SendMessage::new))

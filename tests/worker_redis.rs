@@ -531,6 +531,22 @@ async fn input_bytes(con: &mut redis::aio::MultiplexedConnection) -> u64 {
         .expect("total_net_input_bytes")
 }
 
+/// What Redis read from its clients while 40 jobs made by `job` were
+/// enqueued to `queue` and processed.
+async fn processed_input<J: Job>(
+    client: &Client,
+    con: &mut redis::aio::MultiplexedConnection,
+    queue: &str,
+    job: impl Fn(usize) -> J,
+) -> u64 {
+    let before = input_bytes(con).await;
+    let jobs: Vec<J> = (0..40).map(job).collect();
+    for id in client.enqueue_batch(&jobs).await.unwrap() {
+        finished_body(client, queue, &id).await;
+    }
+    input_bytes(con).await - before
+}
+
 #[tokio::test]
 async fn no_bodies_go_back_to_a_history_that_keeps_none() {
     use redjob::ops::{Admin, History, QueueSettings};
@@ -570,26 +586,9 @@ async fn no_bodies_go_back_to_a_history_that_keeps_none() {
     // 40 jobs of 900 bytes on each queue: what their enqueue and processing
     // read from the clients
     let bodies = 40 * 900;
-    let before = input_bytes(&mut con).await;
-    let jobs: Vec<Padded> = (0..40)
-        .map(|_| Padded {
-            pad: "y".repeat(900),
-        })
-        .collect();
-    for id in client.enqueue_batch(&jobs).await.unwrap() {
-        finished_body(&client, "padded", &id).await;
-    }
-    let kept = input_bytes(&mut con).await - before;
-    let before = input_bytes(&mut con).await;
-    let jobs: Vec<Bare> = (0..40)
-        .map(|_| Bare {
-            pad: "y".repeat(900),
-        })
-        .collect();
-    for id in client.enqueue_batch(&jobs).await.unwrap() {
-        finished_body(&client, "bare", &id).await;
-    }
-    let dropped = input_bytes(&mut con).await - before;
+    let pad = || "y".repeat(900);
+    let kept = processed_input(&client, &mut con, "padded", |_| Padded { pad: pad() }).await;
+    let dropped = processed_input(&client, &mut con, "bare", |_| Bare { pad: pad() }).await;
     // the same jobs, but for the bodies going back
     assert!(
         kept > dropped + bodies,
