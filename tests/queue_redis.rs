@@ -727,3 +727,86 @@ async fn an_ack_body_sent_with_its_settle_is_kept_and_one_not_sent_is_read() {
         ]
     );
 }
+
+/// Acks' bodies sent beside a retry and a dead letter, across two priorities
+/// (two calls), by a caller whose own history setting is off while the
+/// queue's stored one keeps bodies: each body the caller sent is kept, the
+/// others are read, and the retry and the dead letter land as ever.
+#[tokio::test]
+async fn ack_bodies_hold_beside_other_entries_and_across_priorities() {
+    use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+    use redjob::inspect::{Inspect, JobState};
+    use redjob::ops::{Admin, History, QueueSettings};
+    let server = RedisServer::start();
+    let (backend, rsmq) = backend_with_queue(&server).await;
+    Admin::set_settings(&backend, "q", &QueueSettings::history(History::default()))
+        .await
+        .unwrap();
+    let msgs = [
+        SendMessage::new("urgent").priority(3),
+        SendMessage::new("sent"),
+        SendMessage::new("not sent"),
+        SendMessage::new("retried"),
+        SendMessage::new("dead"),
+    ];
+    let ids = rsmq.send_batch("q", &msgs).await.unwrap();
+    let leased = backend
+        .fetch("q", 5, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .jobs;
+    let got: Vec<_> = leased.iter().map(|d| d.id).collect();
+    assert_eq!(got, ids, "highest priority first");
+    let mut con = server.raw().await;
+    for id in &ids {
+        let () = redis::cmd("HSET")
+            .arg("rsmq:q:Q")
+            .arg(id.to_string())
+            .arg(format!("stored {id}"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let settle = Settle {
+        acks: leased[..3].iter().map(|d| (d.id, d.token)).collect(),
+        ack_bodies: vec![
+            (ids[0], leased[0].body.clone()),
+            (ids[1], leased[1].body.clone()),
+        ],
+        reschedules: vec![Reschedule {
+            id: ids[3],
+            token: leased[3].token,
+            delay: Duration::from_secs(60),
+            deliveries: 1,
+            release: false,
+            error: Some("later".into()),
+        }],
+        dead: vec![DeadLetterEntry {
+            id: ids[4],
+            token: leased[4].token,
+            error: "gave up".into(),
+        }],
+        history: History::OFF,
+        ..Settle::default()
+    };
+    let done = backend.settle("q", &settle).await.unwrap();
+    assert_eq!((done.acked, done.rescheduled, done.dead), (3, 1, 1));
+    let mut seen = Vec::new();
+    for id in &ids {
+        let job = backend.job("q", id).await.unwrap().expect("found");
+        seen.push((job.state, String::from_utf8(job.body).unwrap()));
+    }
+    let stored = |i: usize| format!("stored {}", ids[i]);
+    assert_eq!(
+        seen,
+        [
+            (JobState::Finished, "urgent".to_string()),
+            (JobState::Finished, "sent".to_string()),
+            (JobState::Finished, stored(2)),
+            (JobState::Scheduled, stored(3)),
+            (JobState::Dead, stored(4)),
+        ]
+    );
+    let dead = backend.job("q", &ids[4]).await.unwrap().unwrap();
+    assert_eq!(dead.last_error.as_deref(), Some("gave up"));
+}

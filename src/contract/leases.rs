@@ -323,10 +323,11 @@ pub struct Settle {
     /// history entries (none while the history is off).
     pub results: Vec<(JobId, Vec<u8>)>,
     /// The bodies of some acks as they were delivered, in the order of
-    /// `acks`: the history keeps these rather than reading its stored copy
-    /// again. Optional, and only ever a saving: an ack without one here (or
-    /// one out of order) has its body read as before; a backend that holds
-    /// its bodies itself ignores them.
+    /// `acks`: the history keeps these bytes as the jobs' arguments rather
+    /// than reading its stored copy again (so they must be what was
+    /// delivered). Optional, and only ever a saving: an ack without one here
+    /// has its body read as before, and so does every ack after an entry out
+    /// of that order; a backend that holds its bodies itself ignores them.
     pub ack_bodies: Vec<(JobId, Vec<u8>)>,
     /// Retry or release.
     pub reschedules: Vec<Reschedule>,
@@ -450,7 +451,11 @@ impl Settle {
         }
         // several levels (one was returned whole above): each part takes
         // its own entries' runs, results and batches
-        if !self.ran.is_empty() || !self.results.is_empty() || !self.batched.is_empty() {
+        if !self.ran.is_empty()
+            || !self.results.is_empty()
+            || !self.batched.is_empty()
+            || !self.ack_bodies.is_empty()
+        {
             for (_, part) in &mut parts {
                 let ids: std::collections::HashSet<JobId> = part.ids().collect();
                 part.ran = self
@@ -469,6 +474,13 @@ impl Settle {
                     .batched
                     .iter()
                     .filter(|r| ids.contains(&r.0))
+                    .cloned()
+                    .collect();
+                // (in the acks' order still: each part keeps their order)
+                part.ack_bodies = self
+                    .ack_bodies
+                    .iter()
+                    .filter(|b| ids.contains(&b.0))
                     .cloned()
                     .collect();
             }

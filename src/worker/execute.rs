@@ -191,8 +191,11 @@ pub(crate) async fn execute(
     // what the hooks hear, taken before the outcome moves into the lease table
     let heard = observing.then(|| outcome.clone());
     let id = d.id;
-    // a succeeded run's body goes with its settle, for its history entry
-    let body = matches!(outcome, Outcome::Ack { .. }).then(|| std::mem::take(&mut r.delivery.body));
+    // a succeeded run's body goes with its settle, for its history entry,
+    // when small enough to be sent back (a larger one is read again)
+    let body = (matches!(outcome, Outcome::Ack { .. })
+        && r.delivery.body.len() <= super::settle::MAX_SENT_BODY)
+        .then(|| std::mem::take(&mut r.delivery.body));
     let finished = leases.finish(id, r.run, outcome, ran, body);
     if finished.is_ok() {
         let _ = tx.send(Event::Finished);

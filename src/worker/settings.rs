@@ -127,9 +127,10 @@ impl Follow {
                     &stored
                 };
                 limit.set_fleet_limited(fleet_limited(in_force));
-                if let (Some(h), Some(flag)) =
-                    (stored.history.or(settings.history), self.bodies.get(queue))
-                {
+                // the history in force: the stored one, else the worker's
+                // (as complete.lua reads them)
+                if let Some(flag) = self.bodies.get(queue) {
+                    let h = stored.history.or(settings.history).unwrap_or_default();
                     flag.store(h.keeps_bodies(), Ordering::Relaxed);
                 }
                 let now = in_force.in_force();

@@ -65,7 +65,7 @@ pub(crate) enum Outcome {
 const MAX_BATCH: usize = 4096;
 /// The largest ack body a settle call carries back for its history entry
 /// (a larger one is read by the backend, rather than sent twice).
-const MAX_SENT_BODY: usize = 1024;
+pub(crate) const MAX_SENT_BODY: usize = 1024;
 
 /// Most bytes of results per settle call (beyond its first entry's).
 const MAX_BYTES: usize = 8 << 20;
