@@ -672,6 +672,21 @@ async fn locate_finds_a_job_past_queues_that_fail_and_reports_them_when_none_has
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");
 }
 
+/// Overwrites the stored body of each of `ids` (queue "q") with "stored
+/// <id>": what a history entry keeps then tells which copy a settle used.
+async fn rewrite_stored_bodies(server: &RedisServer, ids: &[redjob::JobId]) {
+    let mut con = server.raw().await;
+    for id in ids {
+        let () = redis::cmd("HSET")
+            .arg("rsmq:q:Q")
+            .arg(id.to_string())
+            .arg(format!("stored {id}"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+}
+
 /// A settle that sends an ack's body as delivered has the history keep that
 /// body without reading the stored one; an ack whose body is not sent, or
 /// sent out of the acks' order, has its stored body read as before.
@@ -694,16 +709,7 @@ async fn an_ack_body_sent_with_its_settle_is_kept_and_one_not_sent_is_read() {
     assert_eq!(leased.len(), 4);
     // the stored bodies change while the jobs run: what the history keeps
     // tells which copy the settle used
-    let mut con = server.raw().await;
-    for id in &ids {
-        let () = redis::cmd("HSET")
-            .arg("rsmq:q:Q")
-            .arg(id.to_string())
-            .arg(format!("stored {id}"))
-            .query_async(&mut con)
-            .await
-            .unwrap();
-    }
+    rewrite_stored_bodies(&server, &ids).await;
     let delivered = |i: usize| (ids[i], leased[i].body.clone());
     let settle = Settle {
         acks: leased.iter().map(|d| (d.id, d.token)).collect(),
@@ -757,16 +763,7 @@ async fn ack_bodies_hold_beside_other_entries_and_across_priorities() {
         .jobs;
     let got: Vec<_> = leased.iter().map(|d| d.id).collect();
     assert_eq!(got, ids, "highest priority first");
-    let mut con = server.raw().await;
-    for id in &ids {
-        let () = redis::cmd("HSET")
-            .arg("rsmq:q:Q")
-            .arg(id.to_string())
-            .arg(format!("stored {id}"))
-            .query_async(&mut con)
-            .await
-            .unwrap();
-    }
+    rewrite_stored_bodies(&server, &ids).await;
     let settle = Settle {
         acks: leased[..3].iter().map(|d| (d.id, d.token)).collect(),
         ack_bodies: vec![
