@@ -10,7 +10,8 @@
 -- job cancelled or deleted counts as cancelled.
 -- KEYS[1]  the queue's hash (ns:q:Q)
 -- KEYS[2]  its dead letters' sorted set (ns:q:dead)
--- KEYS[3], KEYS[4]  its history (ns:q:history, ns:q:history:Q)
+-- KEYS[3], KEYS[4]  its history (ns:q:history, not read: an entry says when
+--          it finished; ns:q:history:Q)
 -- KEYS[5]  its waited-for jobs (ns:q:deps): "<id>" -> how many flows wait,
 --          "<id>:<n>" -> "<batch id> <index>" each (see take_waiting in
 --          lib.lua; an "<id>" that holds "<batch id> <index>,..." itself was
@@ -45,10 +46,10 @@ local part
 if redis.call("ZSCORE", KEYS[2], id) then
   part = idx .. "d" .. id
 else
-  local at = redis.call("ZSCORE", KEYS[3], id)
+  local e = redis.call("HGET", KEYS[4], id)
+  local at = entry_ms(e)
   local _, _, age = history_setting(attrs[2], ARGV[4])
-  local e = at and (age == 0 or tonumber(at) >= now - age) and redis.call("HGET", KEYS[4], id)
-  if not e then return {0} end
+  if not (at and (age == 0 or at >= now - age)) then return {0} end
   -- "h1 <how> <ms> <deliveries> <body bytes>[ k<key bytes>][ r<result bytes>]\n
   -- <type>\n<by>\n[<key>\n][<result>\n]..." (see history.rs)
   local head = string.match(e, "^[^\n]*")

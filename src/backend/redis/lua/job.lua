@@ -7,7 +7,8 @@
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q)
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[25]  the queue's lease counts (unused here)
--- KEYS[26], KEYS[27]  the history's sorted set and hash (ns:q:history, ns:q:history:Q)
+-- KEYS[26], KEYS[27]  the history's sorted set (not read: an entry says when it
+--          finished) and hash (ns:q:history, ns:q:history:Q)
 -- KEYS[28]  the queue's keyed set (ns:q:keyed): a keyed job waiting for its
 --          key's place is found there ("k", as "q" otherwise)
 -- KEYS[29]  the queue's concurrency keys (ns:q:keys): a keyed job's per key
@@ -62,18 +63,15 @@ if d then
   for _, v in ipairs(with_fields(KEYS[4], {{p, id, d}}, ":n")) do out[#out + 1] = v end
   return out
 end
-local h = redis.call("ZSCORE", KEYS[26], id)
-if h then
+local e = redis.call("HGET", KEYS[27], id)
+local at = entry_ms(e)
+if at then
   local _, _, age, args = history_setting(attrs[3], ARGV[2])
-  local at = tonumber(h)
   if age == 0 or at >= now - age then
-    local e = redis.call("HGET", KEYS[27], id)
-    if e then
-      out[2] = "h"
-      out[3] = e
-      out[4] = (args < 0 or at >= now - args) and 1 or 0
-      return out
-    end
+    out[2] = "h"
+    out[3] = e
+    out[4] = (args < 0 or at >= now - args) and 1 or 0
+    return out
   end
 end
 -- a flow's parent waiting for its children (see flow_wait.lua)

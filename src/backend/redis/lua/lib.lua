@@ -529,6 +529,13 @@ local function history_setting(stored, default)
   return on == "1", tonumber(keep), tonumber(age), tonumber(args)
 end
 
+-- When (Unix ms) a history entry says its job finished: its header's third
+-- word ("h1 <how> <ms> ...", see history.rs), or nil for no entry. Readers
+-- take the time from the entry, not from the history's index.
+local function entry_ms(e)
+  return tonumber(string.match(e or "", "^h1 %S+ (%d+)"))
+end
+
 -- The job type an envelope body names ("" for another body): its leading
 -- "type" field, as redjob writes it.
 local function body_type(body)
