@@ -540,8 +540,9 @@ impl<B: Backend> Settler<B> {
         s.acks.reserve(take.len());
         s.ran.reserve(take.len());
         let mut sent = Vec::with_capacity(take.len());
-        // acks' bodies go with them while the history keeps bodies (the
-        // backend reads them again otherwise), up to MAX_SENT_BODY bytes each
+        // acks' bodies (the runs kept those of up to MAX_SENT_BODY bytes) go
+        // with them while the history keeps bodies; the backend reads them
+        // again otherwise
         let bodies = self
             .keeping
             .bodies
@@ -570,7 +571,7 @@ impl<B: Backend> Settler<B> {
                 Outcome::Ack { result } => {
                     s.acks.push((id, token));
                     // taken: a call that fails is sent again without it
-                    if let Some(b) = h.body.take().filter(|b| bodies && b.len() <= MAX_SENT_BODY) {
+                    if let Some(b) = h.body.take().filter(|_| bodies) {
                         s.ack_bodies.push((id, b));
                     }
                     if let Some(r) = result {

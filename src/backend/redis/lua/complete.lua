@@ -121,8 +121,9 @@ local ids, tokens, kind, arg = {}, {}, {}, {}
 local prio, keep, max_age = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local ntypes = tonumber(ARGV[10])
 local i = 11 + ntypes
--- each ack's span and, when the caller sent it, its body (see above)
-local spans, sent = {}, {}
+-- each ack's span; the entries' bodies, first those the caller sent (see
+-- above), the rest read below
+local spans, bodies = {}, {}
 -- the entries so far (a count: `#t` searches the table on every append)
 local nids = 0
 for _ = 1, na do
@@ -131,7 +132,7 @@ for _ = 1, na do
   spans[nids] = ARGV[i + 2]
   if with_bodies then
     local b = ARGV[i + 3]
-    if b ~= "" then sent[nids] = b end
+    if b ~= "" then bodies[nids] = b end
     i = i + 1
   end
   i = i + 3
@@ -196,15 +197,14 @@ local pre = string.sub(ARGV[9], 1, 1) == "1"
 local nfields = #read
 if pre then
   for k = 1, nids do
-    if not sent[k] and (kind[k] == "a" or kind[k] == "d") then read[#read + 1] = ids[k] end
+    if not bodies[k] and (kind[k] == "a" or kind[k] == "d") then read[#read + 1] = ids[k] end
   end
 end
 local attrs = many("HMGET", KEYS[2], read)
-local bodies = sent
 if pre then
   local j = nfields
   for k = 1, nids do
-    if not sent[k] and (kind[k] == "a" or kind[k] == "d") then
+    if not bodies[k] and (kind[k] == "a" or kind[k] == "d") then
       j = j + 1
       bodies[k] = attrs[j]
     end
@@ -377,7 +377,7 @@ local need = h_on and finished or dead
 if #need > 0 and not pre then
   local bid, at = {}, {}
   for _, k in ipairs(need) do
-    if not sent[k] then
+    if not bodies[k] then
       bid[#bid + 1] = ids[k]
       at[#bid] = k
     end
