@@ -161,7 +161,11 @@ impl RedisServer {
                 if s.write_all(b"PING\r\n").is_ok()
                     && matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
                 {
-                    return true;
+                    // another test's server may hold the port (two tests drew
+                    // the same free one): ours still runs a moment later only
+                    // if it bound the port itself
+                    std::thread::sleep(Duration::from_millis(100));
+                    return matches!(self.child.try_wait(), Ok(None));
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
