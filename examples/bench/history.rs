@@ -45,7 +45,7 @@ async fn process(
 /// The bytes the history's keys of `queue` take, and its entries.
 async fn history_bytes(con: &mut redis::aio::MultiplexedConnection, queue: &str) -> (f64, f64) {
     let mut bytes = 0.0;
-    for suffix in [":history", ":history:Q", ":history:args"] {
+    for suffix in [":history:ids", ":history:Q"] {
         let b: Option<i64> = redis::cmd("MEMORY")
             .arg("USAGE")
             .arg(format!("rsmq:{queue}{suffix}"))
@@ -56,11 +56,11 @@ async fn history_bytes(con: &mut redis::aio::MultiplexedConnection, queue: &str)
             .expect("MEMORY USAGE");
         bytes += b.unwrap_or(0) as f64;
     }
-    let n: i64 = redis::cmd("ZCARD")
-        .arg(format!("rsmq:{queue}:history"))
+    let n: i64 = redis::cmd("LLEN")
+        .arg(format!("rsmq:{queue}:history:ids"))
         .query_async(con)
         .await
-        .expect("ZCARD");
+        .expect("LLEN");
     (bytes, n as f64)
 }
 

@@ -49,7 +49,7 @@ ALPHABET = string.digits + string.ascii_lowercase
 Q = "rsmq:bench"
 FETCH_KEYS = [Q, Q + ":Q", Q + ":leases", Q + ":exact", Q + ":starts", Q + ":keyed", Q + ":keys", Q + ":kwake"]
 COMPLETE_KEYS = [Q, Q + ":Q", Q + ":dead", Q + ":dead:Q", Q + ":stats", Q + ":unique", Q + ":leases",
-                 Q + ":history", Q + ":history:Q", Q + ":keyed", Q + ":keys", Q + ":kwake", Q + ":awaited",
+                 Q + ":history:ids", Q + ":history:Q", Q + ":keyed", Q + ":keys", Q + ":kwake", Q + ":awaited",
                  Q + ":bout", Q + ":bres", Q + ":deps"]
 WORKER = ',"worker":"51ee46b0-7611-46f1-9992-671d55c41472","host":"vm"'
 HISTORY = {"on": "1 1000 86400000 3600000", "off": "0 1000 86400000 3600000"}

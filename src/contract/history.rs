@@ -3,7 +3,8 @@
 //! type, arguments (for a shorter while) and when and how it finished.
 //!
 //! Stored beside the queue, in its slot (keys RSMQ ignores, deleted with the
-//! queue): `ns:q:history`, a sorted set of ids by finish time (ms);
+//! queue): `ns:q:history:ids`, a list of ids in the order they finished,
+//! oldest first (an id `~<ms> <id>` is a requeued job's entry of that time);
 //! `ns:q:history:Q`, a hash with each entry (`<id>`, see [`Entry`]: one field
 //! with the job's body at its end while its arguments are kept). How many
 //! entries and for how long is the queue setting [`History`], in force for

@@ -238,6 +238,16 @@ impl Cursor {
         }
     }
 
+    /// The cursor after a finished job `id` that finished at `ms`.
+    pub(crate) fn dead_at(ms: u64, id: JobId) -> Cursor {
+        Cursor {
+            priority: 0,
+            score: ms.saturating_mul(1000),
+            id,
+            key: None,
+        }
+    }
+
     /// The cursor after a blocked job of `key` at `score` (thousandths).
     pub(crate) fn blocked(key: &str, score: u64, id: JobId) -> Cursor {
         Cursor {
@@ -515,9 +525,11 @@ pub trait Inspect: Sync {
                         }
                     }
                 }
-                if page.next.is_none() {
+                // (a backend's page may end with rows it did not show)
+                let Some(next) = page.next else {
                     return Ok(Page { jobs, next: None });
-                }
+                };
+                cursor = Some(next);
                 if scanned >= HISTORY_SCAN {
                     return Ok(Page { jobs, next: cursor });
                 }

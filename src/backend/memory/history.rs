@@ -16,7 +16,8 @@ use crate::contract::leases::score_count;
 
 #[derive(Default)]
 pub(super) struct MemHistory {
-    /// (finish ms, id), as `ns:q:history`.
+    /// (finish ms, id), as `ns:q:history:ids` (which lists the jobs of one ms
+    /// in the order they finished).
     order: BTreeSet<(u64, JobId)>,
     /// Each entry's finish ms and stored text (its body at its end while
     /// kept), as `ns:q:history:Q`.

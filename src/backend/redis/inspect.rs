@@ -342,32 +342,40 @@ async fn history_page(rsmq: &Rsmq, queue: &str, after: Option<&Cursor>, n: usize
         None => (String::new(), String::new()),
     };
     let (mut con, k) = rsmq.parts(queue);
-    let [hz, hh] = k.history_keys();
-    let mut cmd = scripts::eval(&scripts::HISTORY, &[&k.hash, &hz, &hh]);
+    let [hl, hh] = k.history_keys();
+    let mut cmd = scripts::eval(&scripts::HISTORY, &[&k.hash, &hl, &hh, &k.history_legacy]);
     cmd.arg(n).arg(s).arg(id).arg(History::default().encode());
     let v = scripts::run(&mut con, &scripts::HISTORY, &cmd).await?;
     let (_, mut r) = start(queue, &v)?;
     let mut jobs = Vec::new();
     let mut rows = 0;
+    // the cursor after the last row, shown or not
+    let mut last = None;
     while !r.is_empty() {
         rows += 1;
         let raw = r.bytes()?;
-        let _at = r.bytes()?;
+        let at = r.int()?;
         let entry = r.opt_bytes()?;
-        let shown = r.int()? == 1;
-        let (Ok(id), Some((entry, body))) = (JobId::from_bytes(raw), entry.and_then(Entry::decode))
-        else {
+        let shown = r.int()?;
+        let Ok(id) = JobId::from_bytes(raw) else {
             tracing::warn!(id = %String::from_utf8_lossy(raw), "skipped a history entry that cannot be read");
+            continue;
+        };
+        last = Some(Cursor::dead_at(at.max(0) as u64, id));
+        // an entry of a job requeued and entered again since: no row
+        if shown < 0 {
+            continue;
+        }
+        let Some((entry, body)) = entry.and_then(Entry::decode) else {
+            tracing::warn!(%id, "skipped a history entry that cannot be read");
             continue;
         };
         jobs.push(crate::contract::inspect::finished_info(
             entry,
             id,
-            body.filter(|_| shown),
+            body.filter(|_| shown == 1),
         ));
     }
-    Ok(crate::contract::inspect::dead_page(
-        jobs,
-        n > 0 && rows >= n,
-    ))
+    let next = (n > 0 && rows >= n).then_some(last).flatten();
+    Ok(Page { jobs, next })
 }

@@ -58,9 +58,13 @@ pub(crate) struct QueueKeys {
     /// on (a channel, not a key; not under `ns:rt:`, where RSMQ clients may
     /// listen by pattern).
     pub done: String,
-    /// `ns:q:history`: sorted set of finished jobs' ids by finish time (ms)
-    /// (see history.rs).
+    /// `ns:q:history:ids`: list of finished jobs' ids, oldest first (see
+    /// history.rs and `trim_history` in lib.lua).
     pub history: String,
+    /// `ns:q:history`: sorted set of finished jobs' ids by finish time (ms),
+    /// the history's index before the list; history.lua moves what is left
+    /// of it into the list.
+    pub history_legacy: String,
     /// `ns:q:history:Q`: hash of history entries, `<id>` → entry (its body
     /// at its end while kept), and `~args`: up to when bodies are dropped.
     pub history_hash: String,
@@ -144,7 +148,8 @@ impl Namespace {
             kwake: format!("{base}:kwake"),
             awaited: format!("{base}:awaited"),
             done: format!("{}@done:{name}", self.prefix),
-            history: format!("{base}:history"),
+            history: format!("{base}:history:ids"),
+            history_legacy: format!("{base}:history"),
             history_hash: format!("{base}:history:Q"),
             bout: format!("{base}:bout"),
             bres: format!("{base}:bres"),
@@ -351,7 +356,7 @@ impl QueueKeys {
         [self.keyed.clone(), self.keys.clone(), self.kwake.clone()]
     }
 
-    /// `ns:q:history`, `ns:q:history:Q`.
+    /// `ns:q:history:ids`, `ns:q:history:Q`.
     pub fn history_keys(&self) -> [String; 2] {
         [self.history.clone(), self.history_hash.clone()]
     }
@@ -414,8 +419,9 @@ mod tests {
         );
         assert_eq!(
             k.history_keys(),
-            ["rsmq:jobs:history", "rsmq:jobs:history:Q"]
+            ["rsmq:jobs:history:ids", "rsmq:jobs:history:Q"]
         );
+        assert_eq!(k.history_legacy, "rsmq:jobs:history");
         let t = ns.topic("orders");
         assert_eq!(t.stream, "rsmq:t:{orders}");
         assert_eq!(t.dead("billing"), "rsmq:t:{orders}:dead:billing");

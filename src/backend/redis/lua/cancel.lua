@@ -6,7 +6,7 @@
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[24]  the queue's lease counts (ns:q:leases): a lease leaves them
--- KEYS[25], KEYS[26]  the queue's history (ns:q:history, ns:q:history:Q): the
+-- KEYS[25], KEYS[26]  the queue's history (ns:q:history:ids, ns:q:history:Q): the
 --          job is entered there as cancelled, with who cancelled it, its
 --          attempt records, type and body (see complete.lua)
 -- KEYS[27], KEYS[28]  the queue's keyed set and concurrency keys (ns:q:keyed,

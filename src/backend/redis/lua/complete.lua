@@ -14,7 +14,7 @@
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- KEYS[7]  the queue's lease counts (ns:q:leases): a settled lease leaves them
 --          (see lease_counts in lib.lua)
--- KEYS[8], KEYS[9]  the queue's history (ns:q:history and its hash
+-- KEYS[8], KEYS[9]  the queue's history (its list ns:q:history:ids and its hash
 --          ns:q:history:Q, see history.rs and trim_history in lib.lua): acked
 --          and dead-lettered jobs are entered there with their attempt
 --          records, type and body, and the history trimmed
@@ -477,7 +477,7 @@ if #dead > 0 then
 end
 if #finished > 0 then
   -- each entry built in one concatenation (see Entry in history.rs)
-  local zh, hh = {}, {}
+  local lh, hh = {}, {}
   local at = string.format("%.0f", now)
   -- numbers as text, each converted once: concatenating a number formats it
   -- as a double, which costs more than the rest of the entry
@@ -488,7 +488,7 @@ if #finished > 0 then
     return t
   end
   local ok_head, dead_head = "h1 succeeded " .. at .. " ", "h1 dead " .. at .. " "
-  -- the length of zh and of hh
+  -- the length of hh (lh has half as many)
   local nh = 0
   for j = 1, nfin do
     local k = finished[j]
@@ -511,8 +511,7 @@ if #finished > 0 then
     if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
     local bytes = digits(#body)
     nh = nh + 2
-    zh[nh - 1] = at
-    zh[nh] = id
+    lh[j] = id
     hh[nh - 1] = id
     if logs[k] then
       hh[nh] = head .. n .. " " .. bytes .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
@@ -521,7 +520,7 @@ if #finished > 0 then
         .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
     end
   end
-  many("ZADD", KEYS[8], zh)
+  many("RPUSH", KEYS[8], lh)
   many("HSET", KEYS[9], hh, 3000)
   -- by age at most once a second (the queue's hash field "redjob:htrim" says
   -- when next): reads never show what is past its age meanwhile

@@ -9,7 +9,7 @@
 -- KEYS[3]  the queue's unique keys (ns:q:unique)
 -- KEYS[4..23]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[24]  the queue's lease counts (ns:q:leases): leases leave them
--- KEYS[25], KEYS[26]  the queue's history (ns:q:history, ns:q:history:Q)
+-- KEYS[25], KEYS[26]  the queue's history (ns:q:history:ids, ns:q:history:Q)
 -- KEYS[27], KEYS[28]  the queue's keyed set and concurrency keys (ns:q:keyed,
 --          ns:q:keys, see concurrency_keys in lib.lua): a deleted keyed job
 --          that waited for its key leaves the keyed set; one that held a

@@ -10,7 +10,7 @@
 -- job cancelled or deleted counts as cancelled.
 -- KEYS[1]  the queue's hash (ns:q:Q)
 -- KEYS[2]  its dead letters' sorted set (ns:q:dead)
--- KEYS[3], KEYS[4]  its history (ns:q:history, not read: an entry says when
+-- KEYS[3], KEYS[4]  its history (ns:q:history:ids, not read: an entry says when
 --          it finished; ns:q:history:Q)
 -- KEYS[5]  its waited-for jobs (ns:q:deps): "<id>" -> how many flows wait,
 --          "<id>:<n>" -> "<batch id> <index>" each (see take_waiting in

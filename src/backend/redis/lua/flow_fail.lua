@@ -6,7 +6,7 @@
 -- child of a flow, its finish is entered in KEYS[8] for that flow to count.
 -- KEYS[1]  the parent's queue's hash (ns:q:Q)
 -- KEYS[2], KEYS[3]  its dead letters (ns:q:dead, ns:q:dead:Q)
--- KEYS[4], KEYS[5]  its history (ns:q:history, ns:q:history:Q)
+-- KEYS[4], KEYS[5]  its history (ns:q:history:ids, ns:q:history:Q)
 -- KEYS[6]  its once marks (ns:q:once, see send.lua)
 -- KEYS[7]  its awaited jobs (ns:q:awaited, see await.lua)
 -- KEYS[8]  its batch finishes (ns:q:bout, see complete.lua)

@@ -7,8 +7,8 @@
 -- KEYS[4]  dead letters' hash (ns:q:dead:Q)
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[25]  the queue's lease counts (unused here)
--- KEYS[26], KEYS[27]  the history's sorted set (not read: an entry says when it
---          finished) and hash (ns:q:history, ns:q:history:Q)
+-- KEYS[26], KEYS[27]  the history's list (not read: an entry says when it
+--          finished) and hash (ns:q:history:ids, ns:q:history:Q)
 -- KEYS[28]  the queue's keyed set (ns:q:keyed): a keyed job waiting for its
 --          key's place is found there ("k", as "q" otherwise)
 -- KEYS[29]  the queue's concurrency keys (ns:q:keys): a keyed job's per key

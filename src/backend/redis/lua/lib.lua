@@ -542,10 +542,77 @@ local function body_type(body)
   return string.match(body, '^{"type":"([^"\\]*)"') or ""
 end
 
+-- The finish time (ms) of `v`, an element of a queue's history list
+-- (KEYS[hh] its hash): a job's id, whose entry says it, or "~<ms> <id>", an
+-- entry of its job from before it was requeued; nil without an entry.
+local function history_ms(hh, v)
+  if not v then return nil end
+  if string.byte(v, 1) == 126 then return tonumber(string.match(v, "^~(%d+)")) end
+  return entry_ms(redis.call("HGET", KEYS[hh], v))
+end
+
+-- The first index in [lo, hi) of the history's list (KEYS[hl], its hash
+-- KEYS[hh]) whose element finished at `ms` or later (after `ms` when
+-- `after`), hi when none: a binary search, the list being in finish order
+-- (an element without an entry counts as older). Each step is one LINDEX
+-- (O(its distance from the nearer end / 128)) and one HGET.
+local function history_seek(hl, hh, lo, hi, ms, after)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local t = history_ms(hh, redis.call("LINDEX", KEYS[hl], mid))
+    if not t or t < ms or (after and t == ms) then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+-- The index in the history's list of job `id`'s element, finished at `ms`
+-- (its own id, or `alt` for its form from before a requeue), looked for among
+-- the elements of that ms (the first 1000); nil when not there.
+local function history_find(hl, hh, id, ms, alt)
+  local n = redis.call("LLEN", KEYS[hl])
+  local lo = history_seek(hl, hh, 0, n, ms, false)
+  local hi = history_seek(hl, hh, lo, n, ms, true)
+  local w = hi > lo and redis.call("LRANGE", KEYS[hl], lo, math.min(hi, lo + 1000) - 1) or {}
+  for j = 1, #w do
+    if w[j] == id or w[j] == alt then return lo + j - 1 end
+  end
+  return nil
+end
+
+-- Job `id` goes back to its queue (a requeued dead letter) or is entered
+-- again: its element in the history's list, if any, becomes "~<ms> <id>",
+-- which stands for its entry only while that entry is still the one of `ms`
+-- (a reader skips it once the job is entered again, and a trim then leaves
+-- the newer entry).
+local function history_supersede(hl, hh, id)
+  local at = entry_ms(redis.call("HGET", KEYS[hh], id))
+  if not at then return end
+  local i = history_find(hl, hh, id, at)
+  if i then redis.call("LSET", KEYS[hl], i, string.format("~%.0f ", at) .. id) end
+end
+
+-- Takes the `n` oldest elements off the history's list and drops their
+-- entries (an element "~<ms> <id>" drops its job's entry only while it is
+-- still the one of `ms`). Returns how many went.
+local function history_pop(hl, hh, n)
+  if n <= 0 then return 0 end
+  local gone = redis.call("LPOP", KEYS[hl], n)
+  if not gone then return 0 end
+  -- (a "~..." element names no field: its HDEL does nothing)
+  many("HDEL", KEYS[hh], gone)
+  for j = 1, #gone do
+    if string.byte(gone[j], 1) == 126 then
+      local at, id = string.match(gone[j], "^~(%d+) (.+)$")
+      if id and entry_ms(redis.call("HGET", KEYS[hh], id)) == tonumber(at) then redis.call("HDEL", KEYS[hh], id) end
+    end
+  end
+  return #gone
+end
+
 -- Drops a queue's history entries past `age` ms and the oldest beyond `keep`
 -- (0: no limit), at most `budget`, and the bodies of entries past `args` ms,
--- at `now` (ms). `hz`, `hh` are the indexes in KEYS of the history's sorted
--- set and hash. An entry is "<header>\n<type>\n<actor>\n<records>\n<body>",
+-- at `now` (ms). `hl`, `hh` are the indexes in KEYS of the history's list (its
+-- ids, oldest first) and hash. An entry is "<header>\n<type>\n<actor>\n<records>\n<body>",
 -- its header "h1 <how> <ms> <deliveries> <body bytes>[ k<key bytes>][
 -- r<result bytes>]" (see history.rs: a keyed job's "<per key> <key>" line,
 -- then a job's result line, follow the actor). The
@@ -553,47 +620,43 @@ end
 -- is read again only when its body goes. Unless `timed`, only the count is
 -- kept, and only once it is over by more than a twentieth (one settle in many
 -- trims, in one step; a list trims first, so it shows at most `keep`). Returns how many entries went.
-local function trim_history(hz, hh, now, budget, keep, age, args, timed)
-  local old = {}
+local function trim_history(hl, hh, now, budget, keep, age, args, timed)
+  local went = 0
   if timed and age > 0 then
-    old = redis.call("ZRANGEBYSCORE", KEYS[hz], "-inf", string.format("(%.0f", now - age), "LIMIT", 0, budget)
-    if #old > 0 then many("ZREM", KEYS[hz], old) end
-  end
-  if keep > 0 and budget > #old then
-    local over = redis.call("ZCARD", KEYS[hz]) - keep
-    if over > (timed and 0 or math.floor(keep / 20)) then
-      -- ZRANGE and ZREM rather than ZPOPMIN: the worker's ACL grants them already
-      local oldest = redis.call("ZRANGE", KEYS[hz], 0, math.min(over, budget - #old) - 1)
-      many("ZREM", KEYS[hz], oldest)
-      -- (appended at a count: `#t` searches the table on every append)
-      local m = #old
-      for j = 1, #oldest do old[m + j] = oldest[j] end
+    local cut = now - age
+    local head = redis.call("LINDEX", KEYS[hl], 0)
+    local t = head and history_ms(hh, head)
+    if head and (not t or t < cut) then
+      local n = math.min(budget, redis.call("LLEN", KEYS[hl]))
+      went = history_pop(hl, hh, history_seek(hl, hh, 0, n, cut, false))
     end
   end
-  if #old > 0 then many("HDEL", KEYS[hh], old) end
+  if keep > 0 and budget > went then
+    local over = redis.call("LLEN", KEYS[hl]) - keep
+    if over > (timed and 0 or math.floor(keep / 20)) then
+      went = went + history_pop(hl, hh, math.min(over, budget - went))
+    end
+  end
   if timed and args > 0 and (age == 0 or args < age) then
     local upto = now - args - 1
     local w = tonumber(redis.call("HGET", KEYS[hh], "~args")) or 0
     if upto > w then
-      local due = redis.call("ZRANGEBYSCORE", KEYS[hz], string.format("(%.0f", w), string.format("%.0f", upto),
-        "WITHSCORES", "LIMIT", 0, budget)
-      if #due == 2 * budget then
-        -- stop before the last ms read (its ties may go on); all of one ms
-        -- when that is the only one
-        local last = due[#due]
-        if tonumber(last) == tonumber(due[2]) then
-          due = redis.call("ZRANGEBYSCORE", KEYS[hz], last, last, "WITHSCORES")
-        else
-          while due[#due] == last do due[#due] = nil; due[#due] = nil end
-        end
-        upto = tonumber(due[#due])
+      -- the elements after the mark up to `upto`, at most `budget`
+      local n = redis.call("LLEN", KEYS[hl])
+      local from = history_seek(hl, hh, 0, n, w, true)
+      local to = history_seek(hl, hh, from, math.min(n, from + budget), upto, true)
+      local due = to > from and redis.call("LRANGE", KEYS[hl], from, to - 1) or {}
+      if #due == budget then
+        -- a full read may stop inside its last ms: the mark stays before it
+        -- (unless the read was that ms alone), so that it is read again
+        local first, last = history_ms(hh, due[1]), history_ms(hh, due[#due])
+        if first and last then upto = first < last and last - 1 or last end
       end
-      local ids, m = {}, 0
-      for j = 1, #due, 2 do m = m + 1; ids[m] = due[j] end
-      local vals = m > 0 and many("HMGET", KEYS[hh], ids) or {}
+      local vals = #due > 0 and many("HMGET", KEYS[hh], due) or {}
       local set, ns = {}, 0
       for j, v in ipairs(vals) do
-        -- (the header's optional words, k<bytes> and r<bytes>, are in `rest`)
+        -- (the header's optional words, k<bytes> and r<bytes>, are in `rest`;
+        -- a "~..." element names no field, so it has no value here)
         local head, bytes, rest = string.match(v or "", "^(h1 %S+ %S+ %S+ )(%d+)(.*)$")
         bytes = tonumber(bytes)
         if bytes and bytes > 0 then
@@ -603,7 +666,7 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
           if tail and string.sub(lines, 1, 1) == "\n" then
             keep = tail .. body_type(string.sub(rest, #rest - bytes + 1)) .. lines
           end
-          set[ns + 1] = ids[j]
+          set[ns + 1] = due[j]
           set[ns + 2] = head .. "0" .. keep
           ns = ns + 2
         end
@@ -613,25 +676,27 @@ local function trim_history(hz, hh, now, budget, keep, age, args, timed)
       many("HSET", KEYS[hh], set, 3000)
     end
   end
-  return #old
+  return went
 end
 
 -- Enters job `id`, just taken out of its queue with its body and records
--- (`kept`: HMGET of <id> and <id>:a), in the history (KEYS[hz], KEYS[hh]) as
+-- (`kept`: HMGET of <id> and <id>:a), in the history (KEYS[hl], KEYS[hh]) as
 -- finished `how` (cancelled, deleted) by `by` at `now` with `count`
 -- deliveries, and its concurrency key `keyed` ("<per key> <key>" or nil), as
--- complete.lua writes entries; then trims it by count.
-local function enter_history(hz, hh, id, how, count, kept, by, now, keep, age, args, keyed)
+-- complete.lua writes entries (an entry of it from before is superseded);
+-- then trims it by count.
+local function enter_history(hl, hh, id, how, count, kept, by, now, keep, age, args, keyed)
   local body = kept[1] or ""
   local typ = body_type(body)
   if args == 0 then body = "" end
   local at = string.format("%.0f", now)
   local kh, kl = "", ""
   if keyed then kh, kl = " k" .. #keyed, keyed .. "\n" end
-  redis.call("ZADD", KEYS[hz], at, id)
+  history_supersede(hl, hh, id)
+  redis.call("RPUSH", KEYS[hl], id)
   redis.call("HSET", KEYS[hh], id, "h1 " .. how .. " " .. at .. " " .. count .. " " .. #body .. kh .. "\n"
     .. typ .. "\n" .. by .. "\n" .. kl .. (kept[2] or "") .. "\n" .. body)
-  trim_history(hz, hh, now, 1001, keep, age, args, false)
+  trim_history(hl, hh, now, 1001, keep, age, args, false)
 end
 
 -- Adds the event "<ms> <what> <count> <by>" to the history's field "~events"

@@ -262,6 +262,7 @@ impl Rsmq {
                 &k.bres,
                 &k.deps,
                 &k.once,
+                &k.history_legacy,
             ]
             .into_iter()
             .cloned()

@@ -1,0 +1,254 @@
+//! The history's index in Redis (`ns:q:history:ids`, a list of ids oldest
+//! first): a history indexed by the sorted set of before is moved into it and
+//! trimmed, a requeued dead letter's entry stays right until its job finishes
+//! again, and pages of jobs finished in one ms have no gaps or repeats.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::JobId;
+use redjob::backend::redis::RedisBackend;
+use redjob::backend::{Backend, DeadLetterEntry, Settle};
+use redjob::inspect::{Finish, Inspect, JobInfo, JobState};
+use redjob::ops::{Admin, History, QueueSettings, Spread};
+use redjob::queue::{QueueOptions, Rsmq, SendMessage};
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn backend_with_queue(server: &RedisServer, keep: u64) -> (RedisBackend, Rsmq) {
+    let backend = RedisBackend::connect(
+        &redjob::connection::RedisConfig::from_url(server.url()),
+        "rsmq",
+        false,
+    )
+    .await
+    .unwrap();
+    let rsmq = backend.rsmq().clone();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    set_keep(&backend, keep).await;
+    (backend, rsmq)
+}
+
+async fn set_keep(backend: &RedisBackend, keep: u64) {
+    let h = History {
+        max_count: Some(keep),
+        ..History::default()
+    };
+    Admin::set_settings(backend, "q", &QueueSettings::history(h))
+        .await
+        .unwrap();
+}
+
+/// Sends `n` jobs and acks them, up to 256 a settle; their ids.
+async fn run_ok(backend: &RedisBackend, rsmq: &Rsmq, n: usize) -> Vec<JobId> {
+    let msgs: Vec<SendMessage> = (0..n)
+        .map(|i| SendMessage::new(format!(r#"{{"type":"Mail","args":{{"i":{i}}}}}"#)))
+        .collect();
+    let mut ids = Vec::new();
+    for chunk in msgs.chunks(1000) {
+        ids.extend(rsmq.send_batch("q", chunk).await.unwrap());
+    }
+    let mut done = 0;
+    while done < n {
+        let jobs = backend.fetch("q", 256, LONG).await.unwrap().jobs;
+        assert!(!jobs.is_empty(), "the jobs sent are due");
+        let settle = Settle {
+            acks: jobs.iter().map(|d| (d.id, d.token)).collect(),
+            ..Settle::default()
+        };
+        done += backend.settle("q", &settle).await.unwrap().acked as usize;
+    }
+    ids
+}
+
+/// The whole history, newest first, by pages of `per`.
+async fn listed(backend: &RedisBackend, per: usize) -> Vec<JobInfo> {
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = backend
+            .list("q", JobState::Finished, cursor.as_ref(), per)
+            .await
+            .unwrap();
+        all.extend(page.jobs);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return all,
+        }
+    }
+}
+
+fn ids_of(jobs: &[JobInfo]) -> Vec<JobId> {
+    jobs.iter().map(|j| j.id).collect()
+}
+
+fn at_ms(job: &JobInfo) -> u64 {
+    job.finished.as_ref().expect("finished").at_ms
+}
+
+async fn llen(con: &mut redis::aio::MultiplexedConnection, key: &str) -> usize {
+    redis::cmd("LLEN").arg(key).query_async(con).await.unwrap()
+}
+
+/// A history written before the list (ids in the sorted set `ns:q:history`)
+/// is listed in full, newest first, while history.lua moves it into the list
+/// at most 1000 a call, behind the jobs finished since; then trimmed to the
+/// count from its oldest, their entries with them.
+#[tokio::test]
+async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() {
+    let server = RedisServer::start();
+    let (backend, rsmq) = backend_with_queue(&server, 5000).await;
+    let mut con = server.raw().await;
+    run_ok(&backend, &rsmq, 1500).await;
+    let before = listed(&backend, 1000).await;
+    assert_eq!(before.len(), 1500);
+    // as the release before wrote it: the ids by finish ms, no list
+    let mut zadd = redis::cmd("ZADD");
+    zadd.arg("rsmq:q:history");
+    for job in &before {
+        zadd.arg(at_ms(job)).arg(job.id.to_string());
+    }
+    let () = zadd.query_async(&mut con).await.unwrap();
+    let () = redis::cmd("DEL")
+        .arg("rsmq:q:history:ids")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let legacy = before[700].id;
+    let found = backend.job("q", &legacy).await.unwrap().expect("by id");
+    assert_eq!(found.state, JobState::Finished);
+
+    // jobs finished since are in the list; the sorted set's go behind them
+    let since = run_ok(&backend, &rsmq, 3).await;
+    let all = listed(&backend, 100).await;
+    assert_eq!(all.len(), 1503);
+    let mut newest: Vec<JobId> = ids_of(&all[..3]);
+    newest.sort();
+    let mut want_new = since.clone();
+    want_new.sort();
+    assert_eq!(newest, want_new);
+    // the sorted set's order: by finish ms, then id, newest first
+    let mut old = before.clone();
+    old.sort_by_key(|j| std::cmp::Reverse((at_ms(j), j.id.to_string())));
+    assert_eq!(ids_of(&all[3..]), ids_of(&old));
+    let zcard: usize = redis::cmd("ZCARD")
+        .arg("rsmq:q:history")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(zcard, 0, "moved in two calls of 1000 at most");
+    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 1503);
+
+    // a count of 1000: the oldest 503 go, with their entries
+    set_keep(&backend, 1000).await;
+    let kept = listed(&backend, 1000).await;
+    assert_eq!(ids_of(&kept), ids_of(&all[..1000]));
+    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 1000);
+    let oldest = all[1502].id;
+    let gone: bool = redis::cmd("HEXISTS")
+        .arg("rsmq:q:history:Q")
+        .arg(oldest.to_string())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(!gone, "a trimmed entry leaves the hash");
+    assert!(backend.job("q", &oldest).await.unwrap().is_none());
+}
+
+/// Runs `id` (sent already) until it is dead-lettered.
+async fn kill(backend: &RedisBackend, id: JobId) {
+    let d = backend.fetch("q", 1, LONG).await.unwrap().jobs.remove(0);
+    assert_eq!(d.id, id);
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id,
+            token: d.token,
+            error: "fatal".into(),
+        }],
+        ..Settle::default()
+    };
+    backend.settle("q", &dead).await.unwrap();
+}
+
+fn how(job: &JobInfo) -> Finish {
+    job.finished.as_ref().expect("finished").how
+}
+
+/// A dead letter requeued keeps its entry (listed, found by id) until its job
+/// finishes again; then only the new entry is listed, and trimming the old
+/// one's place in the list leaves the new entry. A dead letter deleted is
+/// listed once, as deleted.
+#[tokio::test]
+async fn a_requeued_dead_letter_is_listed_once_and_its_new_entry_outlives_the_old() {
+    let server = RedisServer::start();
+    let (backend, rsmq) = backend_with_queue(&server, 3).await;
+    let x = rsmq
+        .send("q", SendMessage::new(r#"{"type":"Mail","args":{}}"#))
+        .await
+        .unwrap();
+    kill(&backend, x).await;
+    // (the next ms: the new entry is told apart by its time)
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        backend.requeue_dead("q", &[x], Spread::NOW).await.unwrap(),
+        1
+    );
+    let page = listed(&backend, 10).await;
+    assert_eq!(ids_of(&page), [x]);
+    assert_eq!(how(&page[0]), Finish::Dead);
+    // it runs again and succeeds
+    let d = backend.fetch("q", 1, LONG).await.unwrap().jobs.remove(0);
+    assert_eq!(d.id, x);
+    let ack = Settle {
+        acks: vec![(x, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("q", &ack).await.unwrap().acked, 1);
+    let page = listed(&backend, 10).await;
+    assert_eq!(ids_of(&page), [x]);
+    assert_eq!(how(&page[0]), Finish::Succeeded);
+    // two more: the list holds 4 places for a count of 3, the oldest (x's
+    // dead entry) goes; x's new entry stays
+    let more = run_ok(&backend, &rsmq, 2).await;
+    let page = listed(&backend, 10).await;
+    assert_eq!(page.len(), 3);
+    assert!(ids_of(&page).contains(&x));
+    let job = backend.job("q", &x).await.unwrap().expect("x's new entry");
+    assert_eq!(job.state, JobState::Finished);
+    assert_eq!(how(&job), Finish::Succeeded);
+    let mut con = server.raw().await;
+    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 3);
+
+    // a dead letter deleted: one entry, deleted
+    let y = rsmq
+        .send("q", SendMessage::new(r#"{"type":"Mail","args":{}}"#))
+        .await
+        .unwrap();
+    kill(&backend, y).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(backend.delete_dead("q", &[y]).await.unwrap(), 1);
+    let page = listed(&backend, 10).await;
+    let ys: Vec<&JobInfo> = page.iter().filter(|j| j.id == y).collect();
+    assert_eq!(ys.len(), 1, "listed once: {page:?}");
+    assert!(ids_of(&page).contains(&more[1]));
+}
+
+/// A settle's jobs share their finish ms: pages of 7 through 600 of them
+/// list each once.
+#[tokio::test]
+async fn pages_through_jobs_finished_in_one_ms_list_each_once() {
+    let server = RedisServer::start();
+    let (backend, rsmq) = backend_with_queue(&server, 5000).await;
+    let ids = run_ok(&backend, &rsmq, 600).await;
+    let all = listed(&backend, 7).await;
+    assert_eq!(all.len(), 600);
+    let seen: HashSet<JobId> = ids_of(&all).into_iter().collect();
+    assert_eq!(seen, ids.into_iter().collect::<HashSet<_>>());
+    // newest first
+    assert!(all.windows(2).all(|w| at_ms(&w[0]) >= at_ms(&w[1])));
+}
