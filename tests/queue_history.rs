@@ -1,7 +1,7 @@
 //! The history's index in Redis (`ns:q:history:ids`, a list of ids oldest
 //! first): a history indexed by the sorted set of before is moved into it and
-//! trimmed, a requeued dead letter's entry stays right until its job finishes
-//! again, and pages of jobs finished in one ms have no gaps or repeats.
+//! trimmed, a requeued dead letter is listed once and its entry kept right
+//! when its job finishes again, and pages of jobs finished in one ms have no gaps or repeats.
 
 mod common;
 
@@ -98,16 +98,22 @@ async fn llen(con: &mut redis::aio::MultiplexedConnection, key: &str) -> usize {
 /// A history written before the list (ids in the sorted set `ns:q:history`)
 /// is listed in full, newest first, while history.lua moves it into the list
 /// at most 1000 a call, behind the jobs finished since; then trimmed to the
-/// count from its oldest, their entries with them.
+/// count from its oldest, their entries with them. A dead letter of then,
+/// requeued before the move and run after it, is listed once.
 #[tokio::test]
 async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() {
     let server = RedisServer::start();
     let (backend, rsmq) = backend_with_queue(&server, 5000).await;
     let mut con = server.raw().await;
     run_ok(&backend, &rsmq, 1500).await;
+    let y = rsmq
+        .send("q", SendMessage::new(r#"{"type":"Mail","args":{}}"#))
+        .await
+        .unwrap();
+    kill(&backend, y).await;
     let before = listed(&backend, 1000).await;
-    assert_eq!(before.len(), 1500);
-    // as the release before wrote it: the ids by finish ms, no list
+    assert_eq!(before.len(), 1501);
+    // as the code before wrote it: the ids by finish ms, no list
     let mut zadd = redis::cmd("ZADD");
     zadd.arg("rsmq:q:history");
     for job in &before {
@@ -125,8 +131,12 @@ async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() 
 
     // jobs finished since are in the list; the sorted set's go behind them
     let since = run_ok(&backend, &rsmq, 3).await;
+    assert_eq!(
+        backend.requeue_dead("q", &[y], Spread::NOW).await.unwrap(),
+        1
+    );
     let all = listed(&backend, 100).await;
-    assert_eq!(all.len(), 1503);
+    assert_eq!(all.len(), 1504);
     let mut newest: Vec<JobId> = ids_of(&all[..3]);
     newest.sort();
     let mut want_new = since.clone();
@@ -142,14 +152,31 @@ async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() 
         .await
         .unwrap();
     assert_eq!(zcard, 0, "moved in two calls of 1000 at most");
-    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 1503);
+    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 1504);
 
-    // a count of 1000: the oldest 503 go, with their entries
+    // the requeued letter runs again: listed once, as succeeded
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let d = backend.fetch("q", 1, LONG).await.unwrap().jobs.remove(0);
+    assert_eq!(d.id, y);
+    let ack = Settle {
+        acks: vec![(y, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("q", &ack).await.unwrap().acked, 1);
+    let all = listed(&backend, 100).await;
+    assert_eq!(all.len(), 1504);
+    assert_eq!(all[0].id, y);
+    assert_eq!(how(&all[0]), Finish::Succeeded);
+    assert_eq!(all.iter().filter(|j| j.id == y).count(), 1);
+
+    // a count of 1000: the oldest go, with their entries; y's old place,
+    // among the newest, counts until it goes too
     set_keep(&backend, 1000).await;
     let kept = listed(&backend, 1000).await;
-    assert_eq!(ids_of(&kept), ids_of(&all[..1000]));
+    let first_diff = kept.iter().zip(&all).position(|(a, b)| a.id != b.id);
+    assert_eq!((kept.len(), first_diff), (999, None));
     assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 1000);
-    let oldest = all[1502].id;
+    let oldest = all[1503].id;
     let gone: bool = redis::cmd("HEXISTS")
         .arg("rsmq:q:history:Q")
         .arg(oldest.to_string())
@@ -158,6 +185,8 @@ async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() 
         .unwrap();
     assert!(!gone, "a trimmed entry leaves the hash");
     assert!(backend.job("q", &oldest).await.unwrap().is_none());
+    let job = backend.job("q", &y).await.unwrap().expect("y's new entry");
+    assert_eq!(how(&job), Finish::Succeeded);
 }
 
 /// Runs `id` (sent already) until it is dead-lettered.
@@ -251,4 +280,61 @@ async fn pages_through_jobs_finished_in_one_ms_list_each_once() {
     assert_eq!(seen, ids.into_iter().collect::<HashSet<_>>());
     // newest first
     assert!(all.windows(2).all(|w| at_ms(&w[0]) >= at_ms(&w[1])));
+}
+
+/// Bodies go at their age for dead jobs too (listed as `~<ms> <id>`); a
+/// requeued dead letter's old place, due first, leaves the body of its new
+/// entry.
+#[tokio::test]
+async fn a_dead_jobs_body_goes_at_its_age_and_a_requeued_ones_new_body_stays() {
+    let server = RedisServer::start();
+    let (backend, rsmq) = backend_with_queue(&server, 100).await;
+    let h = History {
+        max_count: Some(100),
+        args_max_age: Some(Duration::from_millis(300)),
+        ..History::default()
+    };
+    Admin::set_settings(&backend, "q", &QueueSettings::history(h))
+        .await
+        .unwrap();
+    let body = r#"{"type":"Mail","args":{"to":"a"}}"#;
+    let dead = rsmq.send("q", SendMessage::new(body)).await.unwrap();
+    kill(&backend, dead).await;
+    let y = rsmq.send("q", SendMessage::new(body)).await.unwrap();
+    kill(&backend, y).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        backend.requeue_dead("q", &[y], Spread::NOW).await.unwrap(),
+        1
+    );
+    let d = backend.fetch("q", 1, LONG).await.unwrap().jobs.remove(0);
+    let ack = Settle {
+        acks: vec![(y, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("q", &ack).await.unwrap().acked, 1);
+    // a read trims: `dead`'s body and y's old place are past 300 ms
+    let page = listed(&backend, 10).await;
+    assert_eq!(ids_of(&page), [y, dead]);
+    let mut con = server.raw().await;
+    let entry = |id: JobId| {
+        let mut con = con.clone();
+        async move {
+            let e: String = redis::cmd("HGET")
+                .arg("rsmq:q:history:Q")
+                .arg(id.to_string())
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            e
+        }
+    };
+    let head = entry(dead).await;
+    let words: Vec<&str> = head.lines().next().unwrap().split(' ').collect();
+    assert_eq!((words[1], words[4]), ("dead", "0"), "{head:?}");
+    assert!(!head.ends_with(body), "the body went");
+    let new = entry(y).await;
+    assert!(new.starts_with("h1 succeeded "), "{new:?}");
+    assert!(new.ends_with(body), "y's new entry keeps its body: {new:?}");
+    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 3);
 }

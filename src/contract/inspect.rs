@@ -463,7 +463,9 @@ pub trait Inspect: Sync {
     ) -> impl Future<Output = Result<Cancelled>> + Send;
 
     /// The finished jobs of `queue`'s history that `query` selects, newest
-    /// first, up to `n` (at most [`MAX_PAGE`]), after `after` (the previous
+    /// first (those of one ms in an order of the backend's: Redis's as they
+    /// finished, the memory backend's by id), up to `n` (at most
+    /// [`MAX_PAGE`]), after `after` (the previous
     /// page's [`next`](Page::next)). Reads the history a page at a time
     /// ([`list`](Inspect::list) of [`JobState::Finished`]) and stops at
     /// `since` (entries are by finish time); after [`HISTORY_SCAN`] entries

@@ -16,8 +16,9 @@ use crate::contract::leases::score_count;
 
 #[derive(Default)]
 pub(super) struct MemHistory {
-    /// (finish ms, id), as `ns:q:history:ids` (which lists the jobs of one ms
-    /// in the order they finished).
+    /// (finish ms, id), as `ns:q:history:ids` (which orders the jobs of one
+    /// ms as they finished, where this orders them by id: the contract leaves
+    /// that order to the backend).
     order: BTreeSet<(u64, JobId)>,
     /// Each entry's finish ms and stored text (its body at its end while
     /// kept), as `ns:q:history:Q`.

@@ -416,7 +416,6 @@ async fn requeue(
         let s = spread.skip(done);
         let mut keys = k.all_levels_dead();
         keys.extend(k.keyed_wake_keys());
-        keys.extend(k.history_keys());
         let mut cmd = scripts::eval(&scripts::DEAD_REQUEUE, &keys);
         cmd.arg(s.first.as_millis() as u64)
             .arg(s.every.as_micros() as u64)

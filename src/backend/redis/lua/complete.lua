@@ -488,6 +488,7 @@ if #finished > 0 then
     return t
   end
   local ok_head, dead_head = "h1 succeeded " .. at .. " ", "h1 dead " .. at .. " "
+  local dead_at = "~" .. at .. " "
   -- the length of hh (lh has half as many)
   local nh = 0
   for j = 1, nfin do
@@ -511,7 +512,9 @@ if #finished > 0 then
     if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
     local bytes = digits(#body)
     nh = nh + 2
-    lh[j] = id
+    -- a dead job may be requeued under its id and entered again: it is
+    -- listed as "~<ms> <id>" (see history_ms in lib.lua)
+    lh[j] = kind[k] == "a" and id or dead_at .. id
     hh[nh - 1] = id
     if logs[k] then
       hh[nh] = head .. n .. " " .. bytes .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body

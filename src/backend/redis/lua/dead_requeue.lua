@@ -17,9 +17,6 @@
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[25], KEYS[26], KEYS[27]  the queue's keyed set, concurrency keys and
 --          wake set (ns:q:keyed, ns:q:keys, ns:q:kwake)
--- KEYS[28], KEYS[29]  the queue's history (ns:q:history:ids, ns:q:history:Q):
---          a letter's entry there (it died) stays, as the entry of that time
---          (see history_supersede in lib.lua), until the job is entered again
 -- ARGV[1]  the first one's delay, ms
 -- ARGV[2]  the time between two, µs
 -- ARGV[3]  the queue's realtime channel (ns:rt:q)
@@ -96,7 +93,6 @@ for i, id in ipairs(ids) do
   end
 end
 if n == 0 then return 0 end
-for i = 1, n do history_supersede(28, 29, gone[i]) end
 many("ZREM", KEYS[3], gone)
 many("HDEL", KEYS[4], drop)
 for key, zl in pairs(z) do many("ZADD", key, zl) end

@@ -22,8 +22,10 @@ local setting = redis.call("HMGET", KEYS[1], "vt", "redjob:history")
 if not setting[1] then return {-1} end
 local now = clock()
 local on, keep, age, args = history_setting(setting[2], ARGV[4])
--- the sorted set's newest go before the list's oldest; an id whose entry
--- says another time was entered again since, and is in the list already
+-- the sorted set's newest go before the list's oldest, each as "~<ms>
+-- <id>" (see history_ms in lib.lua: its job may be a dead letter requeued,
+-- to be entered again); an id whose entry says another time was entered
+-- again since, and is in the list already
 local old = redis.call("ZREVRANGE", KEYS[4], 0, 999, "WITHSCORES")
 if #old > 0 then
   local ids = {}
@@ -31,7 +33,8 @@ if #old > 0 then
   local vals = many("HMGET", KEYS[3], ids)
   local push = {}
   for j = 1, #ids do
-    if entry_ms(vals[j]) == tonumber(old[2 * j]) then push[#push + 1] = ids[j] end
+    local at = entry_ms(vals[j])
+    if at == tonumber(old[2 * j]) then push[#push + 1] = string.format("~%.0f ", at) .. ids[j] end
   end
   if #push > 0 then many("LPUSH", KEYS[2], push) end
   many("ZREM", KEYS[4], ids)

@@ -543,8 +543,10 @@ local function body_type(body)
 end
 
 -- The finish time (ms) of `v`, an element of a queue's history list
--- (KEYS[hh] its hash): a job's id, whose entry says it, or "~<ms> <id>", an
--- entry of its job from before it was requeued; nil without an entry.
+-- (KEYS[hh] its hash): a job's id, whose entry says it, or "~<ms> <id>", which
+-- stands for its job's entry only while that entry is the one of `ms` (how a
+-- dead job is listed: a dead letter may run again, under its id, and be
+-- entered again); nil without an entry.
 local function history_ms(hh, v)
   if not v then return nil end
   if string.byte(v, 1) == 126 then return tonumber(string.match(v, "^~(%d+)")) end
@@ -566,29 +568,20 @@ local function history_seek(hl, hh, lo, hi, ms, after)
 end
 
 -- The index in the history's list of job `id`'s element, finished at `ms`
--- (its own id, or `alt` for its form from before a requeue), looked for among
--- the elements of that ms (the first 1000); nil when not there.
+-- (its own id, or `alt`: its "~<ms> <id>"), looked for among the elements of
+-- that ms; nil when not there.
 local function history_find(hl, hh, id, ms, alt)
   local n = redis.call("LLEN", KEYS[hl])
   local lo = history_seek(hl, hh, 0, n, ms, false)
   local hi = history_seek(hl, hh, lo, n, ms, true)
-  local w = hi > lo and redis.call("LRANGE", KEYS[hl], lo, math.min(hi, lo + 1000) - 1) or {}
-  for j = 1, #w do
-    if w[j] == id or w[j] == alt then return lo + j - 1 end
+  -- (as many as finished in that ms: read 1000 at a time)
+  for from = lo, hi - 1, 1000 do
+    local w = redis.call("LRANGE", KEYS[hl], from, math.min(hi, from + 1000) - 1)
+    for j = 1, #w do
+      if w[j] == id or w[j] == alt then return from + j - 1 end
+    end
   end
   return nil
-end
-
--- Job `id` goes back to its queue (a requeued dead letter) or is entered
--- again: its element in the history's list, if any, becomes "~<ms> <id>",
--- which stands for its entry only while that entry is still the one of `ms`
--- (a reader skips it once the job is entered again, and a trim then leaves
--- the newer entry).
-local function history_supersede(hl, hh, id)
-  local at = entry_ms(redis.call("HGET", KEYS[hh], id))
-  if not at then return end
-  local i = history_find(hl, hh, id, at)
-  if i then redis.call("LSET", KEYS[hl], i, string.format("~%.0f ", at) .. id) end
 end
 
 -- Takes the `n` oldest elements off the history's list and drops their
@@ -645,28 +638,44 @@ local function trim_history(hl, hh, now, budget, keep, age, args, timed)
       local n = redis.call("LLEN", KEYS[hl])
       local from = history_seek(hl, hh, 0, n, w, true)
       local to = history_seek(hl, hh, from, math.min(n, from + budget), upto, true)
-      local due = to > from and redis.call("LRANGE", KEYS[hl], from, to - 1) or {}
-      if #due == budget then
-        -- a full read may stop inside its last ms: the mark stays before it
-        -- (unless the read was that ms alone), so that it is read again
-        local first, last = history_ms(hh, due[1]), history_ms(hh, due[#due])
-        if first and last then upto = first < last and last - 1 or last end
+      if to - from == budget then
+        -- a full read may stop inside its last ms: the mark stays before it,
+        -- so that it is read again; a read of one ms alone reads all of it
+        local first = history_ms(hh, redis.call("LINDEX", KEYS[hl], from))
+        local last = history_ms(hh, redis.call("LINDEX", KEYS[hl], to - 1))
+        if first and last and first < last then
+          upto = last - 1
+        elseif last then
+          upto = last
+          to = history_seek(hl, hh, to, n, last, true)
+        end
       end
-      local vals = #due > 0 and many("HMGET", KEYS[hh], due) or {}
+      local due = to > from and redis.call("LRANGE", KEYS[hl], from, to - 1) or {}
+      -- a "~<ms> <id>" element's entry only while it is the one of <ms>
+      local ids, want = {}, {}
+      for j = 1, #due do
+        local v = due[j]
+        if string.byte(v, 1) == 126 then
+          local at, id = string.match(v, "^~(%d+) (.+)$")
+          ids[j], want[j] = id or v, at
+        else
+          ids[j] = v
+        end
+      end
+      local vals = #ids > 0 and many("HMGET", KEYS[hh], ids) or {}
       local set, ns = {}, 0
       for j, v in ipairs(vals) do
-        -- (the header's optional words, k<bytes> and r<bytes>, are in `rest`;
-        -- a "~..." element names no field, so it has no value here)
-        local head, bytes, rest = string.match(v or "", "^(h1 %S+ %S+ %S+ )(%d+)(.*)$")
+        -- (the header's optional words, k<bytes> and r<bytes>, are in `rest`)
+        local head, at, bytes, rest = string.match(v or "", "^(h1 %S+ (%d+) %S+ )(%d+)(.*)$")
         bytes = tonumber(bytes)
-        if bytes and bytes > 0 then
+        if bytes and bytes > 0 and (not want[j] or want[j] == at) then
           local keep = string.sub(rest, 1, #rest - bytes)
           -- the type line, empty while the body was kept, now from the body
           local tail, lines = string.match(keep, "^([^\n]*\n)(.*)$")
           if tail and string.sub(lines, 1, 1) == "\n" then
             keep = tail .. body_type(string.sub(rest, #rest - bytes + 1)) .. lines
           end
-          set[ns + 1] = due[j]
+          set[ns + 1] = ids[j]
           set[ns + 2] = head .. "0" .. keep
           ns = ns + 2
         end
@@ -683,8 +692,8 @@ end
 -- (`kept`: HMGET of <id> and <id>:a), in the history (KEYS[hl], KEYS[hh]) as
 -- finished `how` (cancelled, deleted) by `by` at `now` with `count`
 -- deliveries, and its concurrency key `keyed` ("<per key> <key>" or nil), as
--- complete.lua writes entries (an entry of it from before is superseded);
--- then trims it by count.
+-- complete.lua writes entries (a dead one listed as "~<ms> <id>", see
+-- history_ms); then trims it by count.
 local function enter_history(hl, hh, id, how, count, kept, by, now, keep, age, args, keyed)
   local body = kept[1] or ""
   local typ = body_type(body)
@@ -692,8 +701,7 @@ local function enter_history(hl, hh, id, how, count, kept, by, now, keep, age, a
   local at = string.format("%.0f", now)
   local kh, kl = "", ""
   if keyed then kh, kl = " k" .. #keyed, keyed .. "\n" end
-  history_supersede(hl, hh, id)
-  redis.call("RPUSH", KEYS[hl], id)
+  redis.call("RPUSH", KEYS[hl], how == "dead" and "~" .. at .. " " .. id or id)
   redis.call("HSET", KEYS[hh], id, "h1 " .. how .. " " .. at .. " " .. count .. " " .. #body .. kh .. "\n"
     .. typ .. "\n" .. by .. "\n" .. kl .. (kept[2] or "") .. "\n" .. body)
   trim_history(hl, hh, now, 1001, keep, age, args, false)
