@@ -14,22 +14,12 @@ use redjob::backend::redis::RedisBackend;
 use redjob::backend::{Backend, DeadLetterEntry, Settle};
 use redjob::inspect::{Finish, Inspect, JobInfo, JobState};
 use redjob::ops::{Admin, History, QueueSettings, Spread};
-use redjob::queue::{QueueOptions, Rsmq, SendMessage};
+use redjob::queue::{Rsmq, SendMessage};
 
 const LONG: Duration = Duration::from_secs(60);
 
-async fn backend_with_queue(server: &RedisServer, keep: u64) -> (RedisBackend, Rsmq) {
-    let backend = RedisBackend::connect(
-        &redjob::connection::RedisConfig::from_url(server.url()),
-        "rsmq",
-        false,
-    )
-    .await
-    .unwrap();
-    let rsmq = backend.rsmq().clone();
-    rsmq.create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
+async fn with_queue(server: &RedisServer, keep: u64) -> (RedisBackend, Rsmq) {
+    let (backend, rsmq) = common::backend_with_queue(server).await;
     set_keep(&backend, keep).await;
     (backend, rsmq)
 }
@@ -103,7 +93,7 @@ async fn llen(con: &mut redis::aio::MultiplexedConnection, key: &str) -> usize {
 #[tokio::test]
 async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() {
     let server = RedisServer::start();
-    let (backend, rsmq) = backend_with_queue(&server, 5000).await;
+    let (backend, rsmq) = with_queue(&server, 5000).await;
     let mut con = server.raw().await;
     run_ok(&backend, &rsmq, 1500).await;
     let y = rsmq
@@ -156,13 +146,7 @@ async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() 
 
     // the requeued letter runs again: listed once, as succeeded
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let d = backend.fetch("q", 1, LONG).await.unwrap().jobs.remove(0);
-    assert_eq!(d.id, y);
-    let ack = Settle {
-        acks: vec![(y, d.token)],
-        ..Settle::default()
-    };
-    assert_eq!(backend.settle("q", &ack).await.unwrap().acked, 1);
+    run_again(&backend, y).await;
     let all = listed(&backend, 100).await;
     assert_eq!(all.len(), 1504);
     assert_eq!(all[0].id, y);
@@ -187,6 +171,17 @@ async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() 
     assert!(backend.job("q", &oldest).await.unwrap().is_none());
     let job = backend.job("q", &y).await.unwrap().expect("y's new entry");
     assert_eq!(how(&job), Finish::Succeeded);
+}
+
+/// Fetches `id` (due, alone) and acks it.
+async fn run_again(backend: &RedisBackend, id: JobId) {
+    let d = backend.fetch("q", 1, LONG).await.unwrap().jobs.remove(0);
+    assert_eq!(d.id, id);
+    let ack = Settle {
+        acks: vec![(id, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("q", &ack).await.unwrap().acked, 1);
 }
 
 /// Runs `id` (sent already) until it is dead-lettered.
@@ -215,7 +210,7 @@ fn how(job: &JobInfo) -> Finish {
 #[tokio::test]
 async fn a_requeued_dead_letter_is_listed_once_and_its_new_entry_outlives_the_old() {
     let server = RedisServer::start();
-    let (backend, rsmq) = backend_with_queue(&server, 3).await;
+    let (backend, rsmq) = with_queue(&server, 3).await;
     let x = rsmq
         .send("q", SendMessage::new(r#"{"type":"Mail","args":{}}"#))
         .await
@@ -231,13 +226,7 @@ async fn a_requeued_dead_letter_is_listed_once_and_its_new_entry_outlives_the_ol
     assert_eq!(ids_of(&page), [x]);
     assert_eq!(how(&page[0]), Finish::Dead);
     // it runs again and succeeds
-    let d = backend.fetch("q", 1, LONG).await.unwrap().jobs.remove(0);
-    assert_eq!(d.id, x);
-    let ack = Settle {
-        acks: vec![(x, d.token)],
-        ..Settle::default()
-    };
-    assert_eq!(backend.settle("q", &ack).await.unwrap().acked, 1);
+    run_again(&backend, x).await;
     let page = listed(&backend, 10).await;
     assert_eq!(ids_of(&page), [x]);
     assert_eq!(how(&page[0]), Finish::Succeeded);
@@ -272,7 +261,7 @@ async fn a_requeued_dead_letter_is_listed_once_and_its_new_entry_outlives_the_ol
 #[tokio::test]
 async fn pages_through_jobs_finished_in_one_ms_list_each_once() {
     let server = RedisServer::start();
-    let (backend, rsmq) = backend_with_queue(&server, 5000).await;
+    let (backend, rsmq) = with_queue(&server, 5000).await;
     let ids = run_ok(&backend, &rsmq, 600).await;
     let all = listed(&backend, 7).await;
     assert_eq!(all.len(), 600);
@@ -288,7 +277,7 @@ async fn pages_through_jobs_finished_in_one_ms_list_each_once() {
 #[tokio::test]
 async fn a_dead_jobs_body_goes_at_its_age_and_a_requeued_ones_new_body_stays() {
     let server = RedisServer::start();
-    let (backend, rsmq) = backend_with_queue(&server, 100).await;
+    let (backend, rsmq) = with_queue(&server, 100).await;
     let h = History {
         max_count: Some(100),
         args_max_age: Some(Duration::from_millis(300)),
@@ -307,12 +296,7 @@ async fn a_dead_jobs_body_goes_at_its_age_and_a_requeued_ones_new_body_stays() {
         backend.requeue_dead("q", &[y], Spread::NOW).await.unwrap(),
         1
     );
-    let d = backend.fetch("q", 1, LONG).await.unwrap().jobs.remove(0);
-    let ack = Settle {
-        acks: vec![(y, d.token)],
-        ..Settle::default()
-    };
-    assert_eq!(backend.settle("q", &ack).await.unwrap().acked, 1);
+    run_again(&backend, y).await;
     // a read trims: `dead`'s body and y's old place are past 300 ms
     let page = listed(&backend, 10).await;
     assert_eq!(ids_of(&page), [y, dead]);

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::RedisServer;
+use common::{RedisServer, backend_with_queue};
 use redjob::Error;
 use redjob::queue::{QueueOptions, Rsmq, SendMessage};
 
@@ -153,23 +153,6 @@ async fn pop_due_keeps_the_fast_path_counters_agreeing() {
     rsmq.receive("pd", None).await.unwrap().unwrap();
     assert_eq!(rsmq.pop_due("pd", 10).await.unwrap().len(), 2);
     assert_eq!(counters().await, (Some(6), Some(3)));
-}
-
-/// A Redis backend on `server` (namespace "rsmq") with a queue "q", and its
-/// queue layer.
-async fn backend_with_queue(server: &RedisServer) -> (redjob::backend::redis::RedisBackend, Rsmq) {
-    let backend = redjob::backend::redis::RedisBackend::connect(
-        &redjob::connection::RedisConfig::from_url(server.url()),
-        "rsmq",
-        false,
-    )
-    .await
-    .unwrap();
-    let rsmq = backend.rsmq().clone();
-    rsmq.create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
-    (backend, rsmq)
 }
 
 /// Every way a job leaves its queue removes both of its entries from

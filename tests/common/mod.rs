@@ -385,3 +385,22 @@ pub async fn dead_events<T: redjob::topic::Topics>(b: &T, topic: &str, subscribe
         .await
         .unwrap();
 }
+
+/// A Redis backend on `server` (namespace "rsmq") with a queue "q", and its
+/// queue layer.
+pub async fn backend_with_queue(
+    server: &RedisServer,
+) -> (redjob::backend::redis::RedisBackend, redjob::queue::Rsmq) {
+    let backend = redjob::backend::redis::RedisBackend::connect(
+        &redjob::connection::RedisConfig::from_url(server.url()),
+        "rsmq",
+        false,
+    )
+    .await
+    .unwrap();
+    let rsmq = backend.rsmq().clone();
+    rsmq.create_queue("q", redjob::queue::QueueOptions::default())
+        .await
+        .unwrap();
+    (backend, rsmq)
+}
