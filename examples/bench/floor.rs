@@ -5,9 +5,9 @@
 //! is paid. A fetch reads the due ids (`ZRANGEBYSCORE … LIMIT`) then their
 //! bodies (`HMGET`) and re-scores them to their lease end (`ZADD`); an ack
 //! checks their tokens (`ZMSCORE`), removes them (`ZREM`, `HDEL`). With the
-//! history, the ack also enters each job (`ZADD` of the history's sorted
-//! set, `HSET` of an entry with the body) and trims as many old entries
-//! (`ZRANGE`, `ZREM`, `HDEL`), the history held at 1,000 entries. Then the
+//! history, the ack also enters each job (`RPUSH` to the history's list of
+//! ids, `HSET` of an entry with the body) and trims as many old entries
+//! (`LPOP`, `HDEL`), the history held at 1,000 entries. Then the
 //! same work by two minimal Lua scripts (one call per fetch and per ack, as
 //! the worker's): what scripting itself adds, before any of redjob's logic.
 
@@ -49,7 +49,10 @@ async fn drain(
     history: bool,
 ) -> f64 {
     let (zq, hq) = (format!("rsmq:{q}"), format!("rsmq:{q}:Q"));
-    let (zh, hh) = (format!("rsmq:{q}:history"), format!("rsmq:{q}:history:Q"));
+    let (zh, hh) = (
+        format!("rsmq:{q}:history:ids"),
+        format!("rsmq:{q}:history:Q"),
+    );
     let lease = 10_000_000_000u64;
     let cpu0 = cpu_us(con).await;
     let mut done = 0;
@@ -90,12 +93,12 @@ async fn drain(
         p.cmd("HDEL").arg(&hq).arg(&ids).ignore();
         if history {
             at += 1;
-            let mut z = redis::cmd("ZADD");
+            let mut z = redis::cmd("RPUSH");
             z.arg(&zh);
             let mut h = redis::cmd("HSET");
             h.arg(&hh);
             for (id, body) in ids.iter().zip(&bodies) {
-                z.arg(at).arg(id);
+                z.arg(id);
                 h.arg(id).arg(format!(
                     "h1 succeeded {at} 1 {}\n\n\n{{\"n\":1,\"start\":{at},\"end\":{at},\"outcome\":\"ok\",\"worker\":\"w\",\"host\":\"h\"}}\n{body}",
                     body.len()
@@ -106,24 +109,19 @@ async fn drain(
         let () = p.query_async(con).await.expect("ack");
         if history {
             // trim to 1,000 entries
-            let card: usize = redis::cmd("ZCARD")
+            let len: usize = redis::cmd("LLEN")
                 .arg(&zh)
                 .query_async(con)
                 .await
-                .expect("card");
-            if card > 1000 {
-                let old: Vec<String> = redis::cmd("ZRANGE")
+                .expect("len");
+            if len > 1000 {
+                let old: Vec<String> = redis::cmd("LPOP")
                     .arg(&zh)
-                    .arg(0)
-                    .arg(card - 1000 - 1)
+                    .arg(len - 1000)
                     .query_async(con)
                     .await
                     .expect("oldest");
                 let () = redis::pipe()
-                    .cmd("ZREM")
-                    .arg(&zh)
-                    .arg(&old)
-                    .ignore()
                     .cmd("HDEL")
                     .arg(&hh)
                     .arg(&old)
@@ -170,21 +168,18 @@ redis.call("ZREM", KEYS[1], unpack(gone))
 redis.call("HDEL", KEYS[2], unpack(gone))
 if bodies then
   local at = ARGV[1]
-  local zh, hh = {}, {}
+  local hh = {}
   for i, id in ipairs(gone) do
     local body = bodies[i] or ""
-    zh[2 * i - 1] = at; zh[2 * i] = id
     hh[2 * i - 1] = id
     hh[2 * i] = "h1 succeeded " .. at .. " 1 " .. #body .. "\n\n\n" .. '{"n":1,"start":' .. at .. ',"end":' .. at
       .. ',"outcome":"ok","worker":"w","host":"h"}\n' .. body
   end
-  redis.call("ZADD", KEYS[3], unpack(zh))
+  redis.call("RPUSH", KEYS[3], unpack(gone))
   redis.call("HSET", KEYS[4], unpack(hh))
-  local over = redis.call("ZCARD", KEYS[3]) - 1000
+  local over = redis.call("LLEN", KEYS[3]) - 1000
   if over > 0 then
-    local old = redis.call("ZRANGE", KEYS[3], 0, over - 1)
-    redis.call("ZREM", KEYS[3], unpack(old))
-    redis.call("HDEL", KEYS[4], unpack(old))
+    redis.call("HDEL", KEYS[4], unpack(redis.call("LPOP", KEYS[3], over)))
   end
 end
 return #gone
@@ -200,7 +195,7 @@ async fn drain_scripted(
     let keys = [
         format!("rsmq:{q}"),
         format!("rsmq:{q}:Q"),
-        format!("rsmq:{q}:history"),
+        format!("rsmq:{q}:history:ids"),
         format!("rsmq:{q}:history:Q"),
     ];
     let (fetch, ack) = (redis::Script::new(FETCH), redis::Script::new(ACK));

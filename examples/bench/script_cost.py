@@ -213,7 +213,7 @@ def drain(s, fetch, complete, batch, history, convention):
     the scripts' calling convention, "bd4be8e", "floor" or None (this code's)."""
     s.mark()
     done = 0
-    keys = [Q, Q + ":Q", Q + ":history", Q + ":history:Q"]
+    keys = [Q, Q + ":Q", Q + ":history:ids", Q + ":history:Q"]
     while True:
         if convention == "floor":
             got = s.r.cmd("EVALSHA", fetch, 2, Q, Q + ":Q", batch, MIN_TOKEN, int(time.time() * 1000))
