@@ -322,3 +322,83 @@ async fn a_dead_jobs_body_goes_at_its_age_and_a_requeued_ones_new_body_stays() {
     assert!(new.ends_with(body), "y's new entry keeps its body: {new:?}");
     assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 3);
 }
+
+/// A dead letter requeued in the ms it died waits for the next: its new
+/// entry is then of a later ms than its dead one, which its `~<ms> <id>`
+/// place stands for only while it is the entry.
+#[tokio::test]
+async fn a_dead_letter_is_requeued_after_the_ms_it_died() {
+    let server = RedisServer::start();
+    let (backend, rsmq) = with_queue(&server, 100).await;
+    for _ in 0..20 {
+        let x = rsmq
+            .send("q", SendMessage::new(r#"{"type":"Mail","args":{}}"#))
+            .await
+            .unwrap();
+        kill(&backend, x).await;
+        let died = backend.job("q", &x).await.unwrap().expect("dead").due_ms;
+        assert_eq!(
+            backend.requeue_dead("q", &[x], Spread::NOW).await.unwrap(),
+            1
+        );
+        let due = backend.job("q", &x).await.unwrap().expect("queued").due_ms;
+        assert!(due > died, "requeued at {due}, died at {died}");
+        run_again(&backend, x).await;
+    }
+}
+
+/// A page that ends on a requeued letter's old place (not shown) goes on from
+/// it: the jobs that died in the same settle before it are listed next.
+#[tokio::test]
+async fn a_page_ending_on_an_old_place_goes_on_from_it() {
+    let server = RedisServer::start();
+    let (backend, rsmq) = with_queue(&server, 100).await;
+    let ids = rsmq
+        .send_batch(
+            "q",
+            &[
+                SendMessage::new(r#"{"type":"Mail","args":{"i":1}}"#),
+                SendMessage::new(r#"{"type":"Mail","args":{"i":2}}"#),
+            ],
+        )
+        .await
+        .unwrap();
+    // both die in one settle: one ms, a's place before x's
+    let leased = backend.fetch("q", 2, LONG).await.unwrap().jobs;
+    let dead = Settle {
+        dead: leased
+            .iter()
+            .map(|d| DeadLetterEntry {
+                id: d.id,
+                token: d.token,
+                error: "fatal".into(),
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    backend.settle("q", &dead).await.unwrap();
+    let mut con = server.raw().await;
+    let places: Vec<String> = redis::cmd("LRANGE")
+        .arg("rsmq:q:history:ids")
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let a = ids
+        .iter()
+        .copied()
+        .find(|id| places[0].ends_with(&id.to_string()))
+        .unwrap();
+    let x = ids.iter().copied().find(|id| *id != a).unwrap();
+    assert_eq!(
+        backend.requeue_dead("q", &[x], Spread::NOW).await.unwrap(),
+        1
+    );
+    run_again(&backend, x).await;
+    // pages of one: x (its new entry), then x's old place (no row), then a
+    let all = listed(&backend, 1).await;
+    assert_eq!(ids_of(&all), [x, a]);
+    assert_eq!(how(&all[0]), Finish::Succeeded);
+    assert_eq!(how(&all[1]), Finish::Dead);
+}

@@ -314,7 +314,9 @@ pub struct DeadLetterEntry {
     pub error: String,
 }
 
-/// Finished deliveries of one queue, settled in one call.
+/// Finished deliveries of one queue, settled in one call. Each job appears
+/// at most once in a call, as a worker settles it: one given twice may be
+/// counted twice, and listed twice in the Redis backend's history.
 #[derive(Debug, Default, Clone)]
 pub struct Settle {
     /// Succeeded: delete.

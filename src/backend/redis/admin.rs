@@ -79,7 +79,7 @@ async fn after_cutoff(con: &mut Connection, script: &redis::Script, cmd: &Cmd) -
             }
             -2 => {
                 return Err(Error::Protocol(
-                    "Redis's clock did not pass the bulk action's start".into(),
+                    "Redis's clock did not pass the bulk action's start or a letter's death".into(),
                 ));
             }
             n => return Ok(n),

@@ -23,7 +23,8 @@
 -- ARGV[4]  the cutoff: the latest time of death (Unix ms) to requeue, or ""
 -- ARGV[5..]  the ids
 -- Returns -1 when the queue does not exist, -2 when Redis's clock has not
---         passed the cutoff yet (nothing done), else how many were requeued
+--         passed the cutoff yet, or a letter's death (nothing done: call
+--         again), else how many were requeued
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio", "redjob:keyed")
 if not attrs[1] then return -1 end
 local now = clock()
@@ -43,11 +44,18 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":p"
   fields[#fields + 1] = id .. ":k"
 end
+-- a letter that died in this very ms waits for the next (nothing done): its
+-- job's next history entry must be of a later ms than its dead one, which its
+-- "~<ms> <id>" in the history's list stands for only while it is the entry
+-- (see history_ms in lib.lua)
+local died = many("ZMSCORE", KEYS[3], ids)
+for i = 1, #ids do
+  if died[i] and tonumber(died[i]) >= now then return -2 end
+end
 local dead = many("HMGET", KEYS[4], fields)
 local queued = many("HMGET", KEYS[2], ids)
 if cutoff then
   -- a letter that died after the cutoff counts as queued: left as it is
-  local died = many("ZMSCORE", KEYS[3], ids)
   for i = 1, #ids do
     if not died[i] or tonumber(died[i]) > cutoff then queued[i] = true end
   end
