@@ -48,9 +48,12 @@ end
 -- job's next history entry must be of a later ms than its dead one, which its
 -- "~<ms> <id>" in the history's list stands for only while it is the entry
 -- (see history_ms in lib.lua)
+-- (with a cutoff, the letters requeued died before it, so before now)
 local died = many("ZMSCORE", KEYS[3], ids)
-for i = 1, #ids do
-  if died[i] and tonumber(died[i]) >= now then return -2 end
+if not cutoff then
+  for i = 1, #ids do
+    if died[i] and tonumber(died[i]) >= now then return -2 end
+  end
 end
 local dead = many("HMGET", KEYS[4], fields)
 local queued = many("HMGET", KEYS[2], ids)
