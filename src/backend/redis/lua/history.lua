@@ -56,13 +56,10 @@ local vals = #t > 0 and many("HMGET", KEYS[3], t) or {}
 -- the time of the row after (newer), for an element without an entry
 local later = now
 for j = #t, 1, -1 do
-  local v, id, skip = t[j], t[j], false
-  local e = vals[j]
+  local id, ms = history_element(t[j])
+  local e, skip = vals[j], false
   local at = entry_ms(e)
-  if string.byte(v, 1) == 126 then
-    local ms
-    ms, id = string.match(v, "^~(%d+) (.+)$")
-    ms = tonumber(ms)
+  if ms then
     e = redis.call("HGET", KEYS[3], id)
     -- shown while its job's entry is still the one of that ms
     skip = entry_ms(e) ~= ms

@@ -542,6 +542,14 @@ local function body_type(body)
   return string.match(body, '^{"type":"([^"\\]*)"') or ""
 end
 
+-- An element of a queue's history list as its job's id and, for the form
+-- "~<ms> <id>" (see history_ms), that ms (nil for a plain id).
+local function history_element(v)
+  if string.byte(v, 1) ~= 126 then return v, nil end
+  local ms, id = string.match(v, "^~(%d+) (.+)$")
+  return id or v, tonumber(ms)
+end
+
 -- The finish time (ms) of `v`, an element of a queue's history list
 -- (KEYS[hh] its hash): a job's id, whose entry says it, or "~<ms> <id>", which
 -- stands for its job's entry only while that entry is the one of `ms` (how a
@@ -549,8 +557,9 @@ end
 -- entered again); nil without an entry.
 local function history_ms(hh, v)
   if not v then return nil end
-  if string.byte(v, 1) == 126 then return tonumber(string.match(v, "^~(%d+)")) end
-  return entry_ms(redis.call("HGET", KEYS[hh], v))
+  local id, ms = history_element(v)
+  if ms then return ms end
+  return entry_ms(redis.call("HGET", KEYS[hh], id))
 end
 
 -- The first index in [lo, hi) of the history's list (KEYS[hl], its hash
@@ -595,8 +604,8 @@ local function history_pop(hl, hh, n)
   many("HDEL", KEYS[hh], gone)
   for j = 1, #gone do
     if string.byte(gone[j], 1) == 126 then
-      local at, id = string.match(gone[j], "^~(%d+) (.+)$")
-      if id and entry_ms(redis.call("HGET", KEYS[hh], id)) == tonumber(at) then redis.call("HDEL", KEYS[hh], id) end
+      local id, at = history_element(gone[j])
+      if at and entry_ms(redis.call("HGET", KEYS[hh], id)) == at then redis.call("HDEL", KEYS[hh], id) end
     end
   end
   return #gone
@@ -653,22 +662,14 @@ local function trim_history(hl, hh, now, budget, keep, age, args, timed)
       local due = to > from and redis.call("LRANGE", KEYS[hl], from, to - 1) or {}
       -- a "~<ms> <id>" element's entry only while it is the one of <ms>
       local ids, want = {}, {}
-      for j = 1, #due do
-        local v = due[j]
-        if string.byte(v, 1) == 126 then
-          local at, id = string.match(v, "^~(%d+) (.+)$")
-          ids[j], want[j] = id or v, at
-        else
-          ids[j] = v
-        end
-      end
+      for j = 1, #due do ids[j], want[j] = history_element(due[j]) end
       local vals = #ids > 0 and many("HMGET", KEYS[hh], ids) or {}
       local set, ns = {}, 0
       for j, v in ipairs(vals) do
         -- (the header's optional words, k<bytes> and r<bytes>, are in `rest`)
         local head, at, bytes, rest = string.match(v or "", "^(h1 %S+ (%d+) %S+ )(%d+)(.*)$")
         bytes = tonumber(bytes)
-        if bytes and bytes > 0 and (not want[j] or want[j] == at) then
+        if bytes and bytes > 0 and (not want[j] or want[j] == tonumber(at)) then
           local keep = string.sub(rest, 1, #rest - bytes)
           -- the type line, empty while the body was kept, now from the body
           local tail, lines = string.match(keep, "^([^\n]*\n)(.*)$")
