@@ -263,15 +263,22 @@ local function ok_record(k)
   return '{"n":' .. score_count(token_number(tokens[k])) .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}"
 end
 -- the acked and dead-lettered entries (indexes), entered in the history
-local finished, tks = {}, {}
+local finished = {}
 local scores = many("ZMSCORE", KEYS[1], ids)
-local gone, fields, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}, {}
+local gone, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}
+-- the fields the jobs that leave take from the queue's hash: their bodies
+-- alone (`gone` itself) unless RSMQ-style receives or kept errors may have
+-- left others
+local errors = attrs[4]
+local plain = not foreign and not errors
+local fields = plain and gone or {}
 local acked, retried, released = 0, 0, 0
 -- the entries whose attempt record is added (retries and dead letters that
 -- passed the fence), and their records so far ("<id>:a")
 local logged, logs = {}, {}
--- leases settled, by lease end (ms): most of a call's share one
-local ends = {}
+-- leases settled, by lease end (ms): most of a call's share one; counted by
+-- token in the loop (a fetch's jobs share theirs), then by lease end
+local ends, settled = {}, {}
 -- until when a throttle that passed holds the queue (ms; 0: none); the key
 -- throttles that passed, id -> until when
 local throttle_until = 0
@@ -283,39 +290,38 @@ local npassed = 0
 for k = 1, nids do
   local id = ids[k]
   local tok = tokens[k]
-  local tk = token_number(tok)
   -- a score that reads as its token passes without being parsed
   local sc = scores[k]
-  if sc and (sc == tok or tonumber(sc) == tk) then
+  if sc and (sc == tok or tonumber(sc) == token_number(tok)) then
     local kd = kind[k]
     passed[k] = true
     npassed = npassed + 1
-    local e = floor(tk)
-    ends[e] = (ends[e] or 0) - 1
+    settled[tok] = (settled[tok] or 0) + 1
     if kd == "a" or kd == "d" then
       ng = ng + 1
       gone[ng] = id
-      nf = nf + 1
-      fields[nf] = id
-      if foreign then
-        fields[nf + 1] = id .. ":rc"
-        fields[nf + 2] = id .. ":fr"
-        nf = nf + 2
-      end
-      -- a last error and records: an acked job has them only when it was
-      -- delivered before (see earlier and the header); a dead letter's are
-      -- always deleted (it may be requeued under its id)
-      if attrs[4] and (kd == "d" or earlier(k)) then
-        fields[nf + 1] = id .. ":err"
-        fields[nf + 2] = id .. ":a"
-        nf = nf + 2
+      if not plain then
+        nf = nf + 1
+        fields[nf] = id
+        if foreign then
+          fields[nf + 1] = id .. ":rc"
+          fields[nf + 2] = id .. ":fr"
+          nf = nf + 2
+        end
+        -- a last error and records: an acked job has them only when it was
+        -- delivered before (see earlier and the header); a dead letter's are
+        -- always deleted (it may be requeued under its id)
+        if errors and (kd == "d" or earlier(k)) then
+          fields[nf + 1] = id .. ":err"
+          fields[nf + 2] = id .. ":a"
+          nf = nf + 2
+        end
       end
       if kd == "d" and recs[k] then logged[#logged + 1] = k end
       if h_on then
         nfin = nfin + 1
         finished[nfin] = k
-        tks[k] = tk
-        if kd == "a" and earlier(k) then
+        if errors and kd == "a" and earlier(k) then
           -- earlier records may exist: the ack's own is added to them (else
           -- it is written straight into the history entry, below)
           recs[k] = ok_record(k)
@@ -348,6 +354,10 @@ for k = 1, nids do
   elseif not scores[k] then
     missing[#missing + 1] = id
   end
+end
+for tok, n in pairs(settled) do
+  local e = floor(token_number(tok))
+  ends[e] = (ends[e] or 0) - n
 end
 if #logged > 0 then
   -- earlier records exist only for a job delivered before, and only once the
@@ -491,36 +501,60 @@ if #finished > 0 then
   local dead_at = "~" .. at .. " "
   -- the length of hh (lh has half as many)
   local nh = 0
-  for j = 1, nfin do
-    local k = finished[j]
-    local id, body = ids[k], bodies[k] or ""
-    -- the type line stays empty while the body is kept (a reader takes the
-    -- type from it; trim_history fills the line when the body goes)
-    local typ = ""
-    if h_args == 0 then
-      typ = body_type(body)
-      body = ""
+  if #dead == 0 and #logged == 0 and nres == 0 and h_args ~= 0 and next(keyof) == nil then
+    -- acks alone, each entry its header, its record and its body: built
+    -- from pieces shared by the acks of one token (a fetch's share theirs)
+    -- "<how> <ms> <deliveries> <body bytes>\n\n\n<record>\n<body>"
+    local heads, opens = {}, {}
+    local tail = ',"outcome":"ok"' .. ARGV[8] .. "}\n"
+    for j = 1, nfin do
+      local k = finished[j]
+      local id, tok, body = ids[k], tokens[k], bodies[k] or ""
+      local head = heads[tok]
+      if not head then
+        local n = digits(score_count(token_number(tok)))
+        head = ok_head .. n .. " "
+        heads[tok] = head
+        opens[tok] = '\n\n\n{"n":' .. n
+      end
+      local len = #body
+      nh = nh + 2
+      lh[j] = id
+      hh[nh - 1] = id
+      hh[nh] = head .. (text[len] or digits(len)) .. opens[tok] .. (spans[k] or "") .. tail .. body
     end
-    local n = digits(score_count(tks[k]))
-    -- "<how> <ms> <deliveries> <body bytes>[ k<key bytes>][ r<result bytes>]\n
-    -- <type>\n<by>\n[<key>\n][<result>\n]", then the records
-    local head = kind[k] == "a" and ok_head or dead_head
-    local kv, kh, kl = keyof[id], "", ""
-    if kv then kh, kl = " k" .. #kv, kv .. "\n" end
-    -- an ack's result follows its key
-    local rv = kind[k] == "a" and results[id]
-    if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
-    local bytes = digits(#body)
-    nh = nh + 2
-    -- a dead job may be requeued under its id and entered again: it is
-    -- listed as "~<ms> <id>" (see history_ms in lib.lua)
-    lh[j] = kind[k] == "a" and id or dead_at .. id
-    hh[nh - 1] = id
-    if logs[k] then
-      hh[nh] = head .. n .. " " .. bytes .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
-    else
-      hh[nh] = head .. n .. " " .. bytes .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
-        .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
+  else
+    for j = 1, nfin do
+      local k = finished[j]
+      local id, body = ids[k], bodies[k] or ""
+      -- the type line stays empty while the body is kept (a reader takes the
+      -- type from it; trim_history fills the line when the body goes)
+      local typ = ""
+      if h_args == 0 then
+        typ = body_type(body)
+        body = ""
+      end
+      local n = digits(score_count(token_number(tokens[k])))
+      -- "<how> <ms> <deliveries> <body bytes>[ k<key bytes>][ r<result bytes>]\n
+      -- <type>\n<by>\n[<key>\n][<result>\n]", then the records
+      local head = kind[k] == "a" and ok_head or dead_head
+      local kv, kh, kl = keyof[id], "", ""
+      if kv then kh, kl = " k" .. #kv, kv .. "\n" end
+      -- an ack's result follows its key
+      local rv = kind[k] == "a" and results[id]
+      if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
+      local bytes = digits(#body)
+      nh = nh + 2
+      -- a dead job may be requeued under its id and entered again: it is
+      -- listed as "~<ms> <id>" (see history_ms in lib.lua)
+      lh[j] = kind[k] == "a" and id or dead_at .. id
+      hh[nh - 1] = id
+      if logs[k] then
+        hh[nh] = head .. n .. " " .. bytes .. kh .. "\n" .. typ .. "\n\n" .. kl .. logs[k] .. "\n" .. body
+      else
+        hh[nh] = head .. n .. " " .. bytes .. kh .. "\n" .. typ .. "\n\n" .. kl .. '{"n":' .. n
+          .. (spans[k] or "") .. ',"outcome":"ok"' .. ARGV[8] .. "}\n" .. body
+      end
     end
   end
   many("RPUSH", KEYS[8], lh)

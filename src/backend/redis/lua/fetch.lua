@@ -137,8 +137,9 @@ if attrs[10] and now + 1 <= LAST_DUE then
   end
 end
 -- due ids of every level, in the order they run (n of them: a count, as `#t`
--- searches the table on every append)
-local ids, scores, lv = {}, {}, {}
+-- searches the table on every append); level li's are ids[upto[li - 1] + 1 ..
+-- upto[li]]
+local ids, scores, upto = {}, {}, {}
 local n = 0
 local left = max
 -- leases an earlier redjob wrote (see LEGACY in lib.lua) are looked for until a
@@ -169,7 +170,6 @@ for li, level in ipairs(levels) do
       n = n + 1
       ids[n] = due[j]
       scores[n] = due[j + 1]
-      lv[n] = li
     end
     left = left - #due / 2
   end
@@ -184,11 +184,11 @@ for li, level in ipairs(levels) do
         n = n + 1
         ids[n] = exact[j]
         scores[n] = at[j]
-        lv[n] = li
         left = left - 1
       end
     end
   end
+  upto[li] = n
 end
 local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0, 0}
 -- batch finishes a settle entered (ns:q:bout, see complete.lua) that wait
@@ -209,13 +209,13 @@ local starts = {}
 if n > 0 then
   local foreign = totalrecv ~= ours
   local per = foreign and 2 or 1
-  local fields = {}
-  for k = 1, n do
-    if foreign then
+  -- the bodies (with each "<id>:rc" after its body when foreign)
+  local fields = ids
+  if foreign then
+    fields = {}
+    for k = 1, n do
       fields[2 * k - 1] = ids[k]
       fields[2 * k] = ids[k] .. ":rc"
-    else
-      fields[k] = ids[k]
     end
   end
   local vals = many("HMGET", KEYS[2], fields)
@@ -247,11 +247,18 @@ if n > 0 then
   local KT, held_back = nil, {}
   if attrs[18] then
     local exp, kf = {}, {}
-    for k = 1, n do
-      if levels[lv[k]][1] == 0 and select(2, score_count(tonumber(scores[k]))) then
-        exp[#exp + 1] = k
-        kf[#kf + 1] = ids[k] .. ":k"
+    -- (priority 0's entries)
+    local from = 1
+    for li, level in ipairs(levels) do
+      if level[1] == 0 then
+        for k = from, upto[li] do
+          if select(2, score_count(tonumber(scores[k]))) then
+            exp[#exp + 1] = k
+            kf[#kf + 1] = ids[k] .. ":k"
+          end
+        end
       end
+      from = upto[li] + 1
     end
     if #exp > 0 then
       local kv = many("HMGET", KEYS[2], kf)
@@ -268,89 +275,97 @@ if n > 0 then
   -- how many leases end when (ms), for the lease counts: `fresh` of them at
   -- the call's lease end
   local ends, fresh = {}, 0
-  -- per level: the new scores (ZADD pairs, zn[level] of them) and the orphans
-  local z, zn, orphans = {}, {}, {}
+  -- per level: the new scores (ZADD pairs) and the orphans
+  local z, orphans = {}, {}
   -- jobs whose lease ran out, and their lost attempt's record
   local lost, lost_recs = {}, {}
   local norphans = 0
-  -- each score as a number, parsed once a call (jobs due in one ms share it)
-  local numbers = {}
-  for k = 1, n do
-    local id = ids[k]
-    local li = lv[k]
-    local body = vals[per * (k - 1) + 1]
-    if body then
-      local sc = scores[k]
-      local score = numbers[sc]
-      if not score then
-        score = tonumber(sc)
-        numbers[sc] = score
-      end
-      -- when it became due: its score's whole ms (a lease that ran out: its end)
-      local due = floor(score)
-      local count = floor((score - due) * 1000 + 0.5)
-      -- a lease that ran out leaves the lease counts (see score_count)
-      if count >= LEASE_MARK then
-        count = count - LEASE_MARK
-        ends[due] = (ends[due] or 0) - 1
-        lost[#lost + 1] = id
-        lost_recs[#lost_recs + 1] = string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, due)
-      end
-      if held_back[k] then
-        -- due at its lease end with its deliveries, waiting for its key
-        KT.demote(held_back[k], due + count / 1000, id)
-      else
-        local waited = now - due
-        if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
-        if foreign then
-          local rc = tonumber(vals[2 * k]) or 0
-          if rc > count then count = rc end
-        end
-        count = count + 1
-        if count > MAX_COUNT then count = MAX_COUNT end
-        local token = tokens[count]
-        if not token then
-          token = lease_score(lease, count)
-          tokens[count] = token
-        end
-        -- a released job's new lease ends after its last one, so that this
-        -- delivery's token (lease end and count) is none of an earlier one's
-        local last = floors[k]
-        local own = last and last >= lease
-        if own then
-          token = lease_score(last + 1, count)
-          ends[last + 1] = (ends[last + 1] or 0) + 1
+  -- each score's due ms and deliveries, parsed once a call (jobs due in one
+  -- ms share a score)
+  local dues, counts = {}, {}
+  local any_floors, any_held = nfloors > 0, next(held_back) ~= nil
+  local from = 1
+  for li, level in ipairs(levels) do
+    local lbase = 1000 * (level[1] + 10)
+    local zl, zc = {}, 0
+    for k = from, upto[li] do
+      local id = ids[k]
+      local body = vals[per * (k - 1) + 1]
+      if body then
+        local sc = scores[k]
+        -- when it became due: its score's whole ms (a lease that ran out: its
+        -- end), and its deliveries: its thousandths
+        local due, count = dues[sc], nil
+        if due then
+          count = counts[sc]
         else
-          fresh = fresh + 1
+          local score = tonumber(sc)
+          due = floor(score)
+          count = floor((score - due) * 1000 + 0.5)
+          dues[sc], counts[sc] = due, count
         end
-        local zl = z[li]
-        if not zl then zl = {}; z[li] = zl; zn[li] = 0 end
-        local zc = zn[li] + 2
-        zn[li] = zc
-        zl[zc - 1] = token
-        zl[zc] = id
-        if rate_n > 0 then
-          starts[#starts + 1] = now
-          starts[#starts + 1] = id .. " " .. token
+        -- a lease that ran out leaves the lease counts (see score_count)
+        if count >= LEASE_MARK then
+          count = count - LEASE_MARK
+          ends[due] = (ends[due] or 0) - 1
+          lost[#lost + 1] = id
+          lost_recs[#lost_recs + 1] = string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, due)
         end
-        leased = leased + 1
-        out[no + 1] = id
-        out[no + 2] = body
-        out[no + 3] = count + 1000 * (levels[li][1] + 10) + 21000 * waited
-        no = no + 3
-        if own then
-          -- negative: its own lease end (ms) follows
-          out[no] = -out[no]
-          out[no + 1] = last + 1
-          no = no + 1
+        if any_held and held_back[k] then
+          -- due at its lease end with its deliveries, waiting for its key
+          KT.demote(held_back[k], due + count / 1000, id)
+        else
+          local waited = now - due
+          if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
+          if foreign then
+            local rc = tonumber(vals[2 * k]) or 0
+            if rc > count then count = rc end
+          end
+          count = count + 1
+          if count > MAX_COUNT then count = MAX_COUNT end
+          local token = tokens[count]
+          if not token then
+            token = lease_score(lease, count)
+            tokens[count] = token
+          end
+          -- a released job's new lease ends after its last one, so that this
+          -- delivery's token (lease end and count) is none of an earlier one's
+          local last = any_floors and floors[k]
+          local own = last and last >= lease
+          if own then
+            token = lease_score(last + 1, count)
+            ends[last + 1] = (ends[last + 1] or 0) + 1
+          else
+            fresh = fresh + 1
+          end
+          zc = zc + 2
+          zl[zc - 1] = token
+          zl[zc] = id
+          if rate_n > 0 then
+            starts[#starts + 1] = now
+            starts[#starts + 1] = id .. " " .. token
+          end
+          leased = leased + 1
+          out[no + 1] = id
+          out[no + 2] = body
+          out[no + 3] = count + lbase + 21000 * waited
+          no = no + 3
+          if own then
+            -- negative: its own lease end (ms) follows
+            out[no] = -out[no]
+            out[no + 1] = last + 1
+            no = no + 1
+          end
         end
+      else
+        local ol = orphans[li]
+        if not ol then ol = {}; orphans[li] = ol end
+        ol[#ol + 1] = id
+        norphans = norphans + 1
       end
-    else
-      local ol = orphans[li]
-      if not ol then ol = {}; orphans[li] = ol end
-      ol[#ol + 1] = id
-      norphans = norphans + 1
     end
+    if zc > 0 then z[li] = zl end
+    from = upto[li] + 1
   end
   if KT then KT.save() end
   for li, ol in pairs(orphans) do drop_orphans(levels[li][2], ol) end

@@ -600,9 +600,10 @@ local function history_pop(hl, hh, n)
   if n <= 0 then return 0 end
   local gone = redis.call("LPOP", KEYS[hl], n)
   if not gone then return 0 end
-  -- (a "~..." element names no field: its HDEL does nothing)
-  many("HDEL", KEYS[hh], gone)
-  for j = 1, #gone do
+  -- (a "~..." element names no field: its HDEL does nothing, so the
+  -- elements are looked at only when fewer fields went than elements)
+  local _, went = many("HDEL", KEYS[hh], gone)
+  for j = 1, went < #gone and #gone or 0 do
     if string.byte(gone[j], 1) == 126 then
       local id, at = history_element(gone[j])
       if at and entry_ms(redis.call("HGET", KEYS[hh], id)) == at then redis.call("HDEL", KEYS[hh], id) end
