@@ -612,6 +612,63 @@ async fn a_hand_off_lost_with_the_connection_runs_at_once_as_attempt_one() {
     println!("a lost hand-off ran {took:?} after its send");
 }
 
+/// A send while the worker's listener is away (here: its connection closed,
+/// and it waits out its backoff before it subscribes again) reaches no one:
+/// no hand-off (nobody listens on the worker's channel) and no wake-up heard.
+/// Once subscribed again the worker fetches at once rather than at its next
+/// poll (60 s); before, only a failure woke the dispatchers, so a send after
+/// that wake-up and before the new subscription waited for the poll.
+#[tokio::test]
+async fn a_send_while_the_listener_reconnects_runs_once_it_is_back() {
+    let server = RedisServer::start();
+    let client = client_with(&server, &["hq"]).await;
+    let mut con = server.raw().await;
+    let rec = Recorder::default();
+    let w = Worker::builder(client.backend())
+        .queue("hq")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let worker = w.id().to_string();
+    let w = start_serving(w).await;
+    subscribed(&server, &worker).await;
+    assert!(
+        common::wait_for(Duration::from_secs(5), || {
+            let mut con = con.clone();
+            let worker = worker.clone();
+            async move {
+                hget(&mut con, "rsmq:hq:Q", "redjob:handoff")
+                    .await
+                    .is_some_and(|r| r.contains(&worker))
+            }
+        })
+        .await,
+        "the idle worker registered"
+    );
+    // the listener's connection closes: it wakes the dispatcher (which fetches
+    // nothing) and tries again after its backoff of 100 ms
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1, "the worker's listener");
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    let sent = std::time::Instant::now();
+    client.enqueue(&HandedJob { key: 1 }).await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || rec.len() == 1).await,
+        "the job sent while the listener was away did not run within 5 s"
+    );
+    let took = sent.elapsed();
+    w.stop().await;
+    assert_eq!(rec.runs()[0].attempt, 1);
+    println!("a job sent while the listener reconnected ran {took:?} after its send");
+}
+
 #[tokio::test]
 async fn a_worker_whose_running_slots_fill_withdraws_its_registrations() {
     let server = RedisServer::start();

@@ -3,7 +3,7 @@
 //! wake-up, or the poll interval, whichever comes first. No busy polling.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore, mpsc};
@@ -250,7 +250,6 @@ impl<B: Backend> Dispatcher<B> {
         let mut served = false;
         let mut paused = false;
         let mut slot_freed = false;
-        let mut slept = false;
         loop {
             if self.shared.controls.is_quiet() {
                 // an operator quieted the worker: no fetch until resumed
@@ -311,34 +310,25 @@ impl<B: Backend> Dispatcher<B> {
                 let free = self.shared.running_free() as u32;
                 if free == 0 && !slot_freed {
                     self.give_back(n);
-                    if self.shared.running.available_permits() > 0 && !slept {
-                        // jobs just leased (their tasks not yet polled) take
-                        // the free slots first; once, then wait as below. A
-                        // sleep, not a yield: a yield parks this task on its
-                        // thread, behind the job just spawned there, and a
-                        // handler that blocks its thread held the dispatcher
-                        // (and so a shutdown's grace period) until it ended
-                        slept = true;
-                        tokio::select! {
-                            _ = tokio::time::sleep(Duration::from_millis(1)) => {}
-                            _ = self.per_queue.stop.cancelled() => return,
-                        }
-                        continue;
+                    match running_slot(
+                        &self.shared.running,
+                        &self.shared.unstarted,
+                        &self.per_queue.stop,
+                    )
+                    .await
+                    {
+                        None => return,
+                        // another queue's dispatcher may take the slot back
+                        // before this one looks again: lease one then (it waits
+                        // for the slot as a prefetched job), never wait for the
+                        // slot again, where two dispatchers could hand it back
+                        // and forth for ever
+                        Some(Freed::Ended) => slot_freed = true,
+                        Some(Freed::Taken) => {}
                     }
-                    slept = false;
-                    tokio::select! {
-                        p = self.shared.running.acquire() => drop(p),
-                        _ = self.per_queue.stop.cancelled() => return,
-                    }
-                    // another queue's dispatcher may take the slot back before
-                    // this one looks again: lease one then (it waits for the
-                    // slot as a prefetched job), never wait for the slot again,
-                    // where two dispatchers could hand it back and forth for ever
-                    slot_freed = true;
                     continue;
                 }
                 slot_freed = false;
-                slept = false;
                 let free = free.max(1);
                 if n > free {
                     self.give_back(n - free);
@@ -713,6 +703,52 @@ impl<B: Backend> Dispatcher<B> {
     }
 }
 
+/// How [`running_slot`] found a running slot that may be free.
+#[derive(Debug, PartialEq, Eq)]
+enum Freed {
+    /// The jobs leased before took their slots, or went back without: look
+    /// again.
+    Taken,
+    /// A running job gave its slot back.
+    Ended,
+}
+
+/// How often a dispatcher looks again while the free running slots are held
+/// for jobs leased before whose tasks have yet to run.
+const START_RECHECK: Duration = Duration::from_millis(1);
+
+/// Waits while no running slot is free for a job leased now (see
+/// [`Shared::running_free`]); `None` at `stop`. When the free running permits
+/// are all held for jobs leased before whose tasks have yet to run, it waits
+/// until they take them or go back ([`Freed::Taken`]), looking every
+/// [`START_RECHECK`]: never for a permit, which it would get at once, and
+/// lease a job beside them that then waits behind them. On a busy machine a
+/// task may wait for its first run longer than any one pause. A sleep, not a
+/// yield or a notice from the job's task: either parks this task on a thread
+/// behind the job, and a handler that blocks its thread held the dispatcher
+/// (and so a shutdown's grace period) until it ended. Else it waits for a
+/// running job to end ([`Freed::Ended`]).
+async fn running_slot(
+    running: &Semaphore,
+    unstarted: &AtomicUsize,
+    stop: &CancellationToken,
+) -> Option<Freed> {
+    if running.available_permits() > 0 {
+        while running.available_permits() > 0 && super::running_free(running, unstarted) == 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(START_RECHECK) => {}
+                _ = stop.cancelled() => return None,
+            }
+        }
+        return Some(Freed::Taken);
+    }
+    tokio::select! {
+        p = running.acquire() => drop(p),
+        _ = stop.cancelled() => return None,
+    }
+    Some(Freed::Ended)
+}
+
 /// How long before a precise deadline tokio's timer hands over to a thread's
 /// sleep: tokio's timer has millisecond ticks and rounds a sleep up to the next.
 const COARSE_TIMER: Duration = Duration::from_micros(1500);
@@ -775,5 +811,53 @@ pub(super) fn give_back(shared: &Shared, local: Option<&Limit>, n: u32) {
         if let Some(q) = local {
             q.release(n as usize);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Freed, running_slot};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tokio::sync::Semaphore;
+    use tokio_util::sync::CancellationToken;
+
+    /// A worker of 2 running slots leased 2 long jobs whose tasks have yet to
+    /// run: their slots are not free, so it must not lease a third (which
+    /// would wait a whole run here while another worker idles) until one
+    /// takes its slot or goes back. The check before this fix slept once for
+    /// them, then waited for a free permit, which it got at once.
+    #[tokio::test]
+    async fn slots_held_for_jobs_yet_to_run_are_waited_for_not_leased() {
+        let running = Semaphore::new(2);
+        let unstarted = AtomicUsize::new(2);
+        let stop = CancellationToken::new();
+        let mut wait = Box::pin(running_slot(&running, &unstarted, &stop));
+        let early = tokio::time::timeout(Duration::from_millis(100), &mut wait).await;
+        assert!(
+            early.is_err(),
+            "returned {early:?} while both slots were held"
+        );
+        // one goes back without its slot: a slot is free, look again
+        unstarted.fetch_sub(1, Ordering::AcqRel);
+        let found = tokio::time::timeout(Duration::from_secs(5), wait).await;
+        assert_eq!(found.unwrap(), Some(Freed::Taken));
+        // the other takes its slot, as does a third job: none free until one ends
+        let a = running.try_acquire().unwrap();
+        unstarted.fetch_sub(1, Ordering::AcqRel);
+        let b = running.try_acquire().unwrap();
+        let mut wait = Box::pin(running_slot(&running, &unstarted, &stop));
+        let early = tokio::time::timeout(Duration::from_millis(100), &mut wait).await;
+        assert!(early.is_err(), "returned {early:?} while both jobs ran");
+        drop(a);
+        let found = tokio::time::timeout(Duration::from_secs(5), wait).await;
+        assert_eq!(found.unwrap(), Some(Freed::Ended));
+        drop(b);
+        // at shutdown it returns none, held or not
+        unstarted.store(3, Ordering::Release);
+        let wait = running_slot(&running, &unstarted, &stop);
+        stop.cancel();
+        let found = tokio::time::timeout(Duration::from_secs(5), wait).await;
+        assert_eq!(found.unwrap(), None);
     }
 }

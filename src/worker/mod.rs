@@ -150,9 +150,17 @@ impl Shared {
     /// the jobs leased before that have yet to take one (prefetched, or
     /// spawned and not yet polled).
     pub fn running_free(&self) -> usize {
-        let unstarted = self.unstarted.load(std::sync::atomic::Ordering::Acquire);
-        self.running.available_permits().saturating_sub(unstarted)
+        running_free(&self.running, &self.unstarted)
     }
+}
+
+/// [`Shared::running_free`] of its `running` and `unstarted`.
+pub(crate) fn running_free(
+    running: &Semaphore,
+    unstarted: &std::sync::atomic::AtomicUsize,
+) -> usize {
+    let unstarted = unstarted.load(std::sync::atomic::Ordering::Acquire);
+    running.available_permits().saturating_sub(unstarted)
 }
 
 /// A spawned job's place in [`Shared::unstarted`] until it takes a running
