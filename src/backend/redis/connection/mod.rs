@@ -235,11 +235,17 @@ impl RedisConfig {
             what: "redis url",
             reason: format!("{}: {e}", redacted(url)),
         };
+        // no CLIENT SETINFO when connecting: the ACL rules docs/scale-out.md
+        // documents grant only what redjob sends, and Redis 7.2 and later (and
+        // Valkey) log each refusal of it in their ACL LOG
+        let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(invalid)?;
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(settings);
         Ok(match &self.tls_root_cert {
-            None => redis::Client::open(url).map_err(invalid)?,
+            None => redis::Client::open(info).map_err(invalid)?,
             #[cfg(feature = "tls")]
             Some(pem) => redis::Client::build_with_tls(
-                url,
+                info,
                 redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(pem.clone()),
