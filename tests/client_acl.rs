@@ -464,7 +464,7 @@ async fn the_readme_producer_user_enqueues_and_publishes_and_may_not_fetch() {
     // inspecting is a worker's (or an operator's): refused, naming what
     let e = producer.backend().counts("acl").await.unwrap_err();
     assert!(matches!(e, Error::NoPermission { .. }), "{e:?}");
-    // named by the script's line (Redis 7.0, Valkey), or by Redis (8)
+    // named by the script's line (Redis 7.0), or by Redis itself (Redis 8)
     let said = e.to_string();
     assert!(
         said.contains("a script may not run Z") || said.contains("a script may not run the 'z"),

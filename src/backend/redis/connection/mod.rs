@@ -237,7 +237,9 @@ impl RedisConfig {
         };
         // no CLIENT SETINFO when connecting: the ACL rules docs/scale-out.md
         // documents grant only what redjob sends, and Redis 7.2 and later (and
-        // Valkey) log each refusal of it in their ACL LOG
+        // Valkey) log each refusal of it in their ACL LOG (a Cluster's command
+        // connections, which the redis crate makes from the seeds' address and
+        // credentials alone, still send it)
         let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(invalid)?;
         let settings = info.redis_settings().clone().set_skip_set_lib_name();
         let info = info.set_redis_settings(settings);
