@@ -543,6 +543,39 @@ impl Job for OnceJob {
     }
 }
 
+/// A worker serving "hq" on `server`, its runs recorded in `rec`, once it
+/// listens and its idle dispatcher has registered for a hand-off.
+async fn registered_worker(
+    server: &RedisServer,
+    client: &Client,
+    con: &redis::aio::MultiplexedConnection,
+    rec: &Recorder,
+) -> common::Running {
+    let w = Worker::builder(client.backend())
+        .queue("hq")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let worker = w.id().to_string();
+    let w = start_serving(w).await;
+    subscribed(server, &worker).await;
+    assert!(
+        common::wait_for(Duration::from_secs(5), || {
+            let mut con = con.clone();
+            let worker = worker.clone();
+            async move {
+                hget(&mut con, "rsmq:hq:Q", "redjob:handoff")
+                    .await
+                    .is_some_and(|r| r.contains(&worker))
+            }
+        })
+        .await,
+        "the idle worker registered"
+    );
+    w
+}
+
 #[tokio::test]
 async fn a_hand_off_lost_with_the_connection_runs_at_once_as_attempt_one() {
     let server = RedisServer::start();
@@ -558,28 +591,7 @@ async fn a_hand_off_lost_with_the_connection_runs_at_once_as_attempt_one() {
         .await
         .unwrap();
     let rec = Recorder::default();
-    let w = Worker::builder(client.backend())
-        .queue("hq")
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
-    let worker = w.id().to_string();
-    let w = start_serving(w).await;
-    subscribed(&server, &worker).await;
-    assert!(
-        common::wait_for(Duration::from_secs(5), || {
-            let mut con = con.clone();
-            let worker = worker.clone();
-            async move {
-                hget(&mut con, "rsmq:hq:Q", "redjob:handoff")
-                    .await
-                    .is_some_and(|r| r.contains(&worker))
-            }
-        })
-        .await,
-        "the idle worker registered"
-    );
+    let w = registered_worker(&server, &client, &con, &rec).await;
     let sent = std::time::Instant::now();
     client
         .enqueue(&OnceJob {
@@ -624,28 +636,7 @@ async fn a_send_while_the_listener_reconnects_runs_once_it_is_back() {
     let client = client_with(&server, &["hq"]).await;
     let mut con = server.raw().await;
     let rec = Recorder::default();
-    let w = Worker::builder(client.backend())
-        .queue("hq")
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
-    let worker = w.id().to_string();
-    let w = start_serving(w).await;
-    subscribed(&server, &worker).await;
-    assert!(
-        common::wait_for(Duration::from_secs(5), || {
-            let mut con = con.clone();
-            let worker = worker.clone();
-            async move {
-                hget(&mut con, "rsmq:hq:Q", "redjob:handoff")
-                    .await
-                    .is_some_and(|r| r.contains(&worker))
-            }
-        })
-        .await,
-        "the idle worker registered"
-    );
+    let w = registered_worker(&server, &client, &con, &rec).await;
     // the listener's connection closes: it wakes the dispatcher (which fetches
     // nothing) and tries again after its backoff of 100 ms
     let killed: u64 = redis::cmd("CLIENT")
