@@ -627,9 +627,8 @@ async fn a_hand_off_lost_with_the_connection_runs_at_once_as_attempt_one() {
 /// A send while the worker's listener is away (here: its connection closed,
 /// and it waits out its backoff before it subscribes again) reaches no one:
 /// no hand-off (nobody listens on the worker's channel) and no wake-up heard.
-/// Once subscribed again the worker fetches at once rather than at its next
-/// poll (60 s); before, only a failure woke the dispatchers, so a send after
-/// that wake-up and before the new subscription waited for the poll.
+/// Once subscribed again the worker fetches at once (the listener wakes every
+/// dispatcher when it subscribes) rather than at its next poll (60 s).
 #[tokio::test]
 async fn a_send_while_the_listener_reconnects_runs_once_it_is_back() {
     let server = RedisServer::start();
