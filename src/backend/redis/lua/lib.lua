@@ -54,39 +54,45 @@ local function score_count(score)
   return t, false
 end
 
--- A lease's score as text: ending at `ends` (ms) on delivery `count`.
+-- A lease's score as text: ending at `ends` (whole ms) on delivery `count`.
 local function lease_score(ends, count)
-  return string.format("%.0f.%03d", ends, LEASE_MARK + math.min(count, MAX_COUNT))
+  return string.format("%d.%03d", ends, LEASE_MARK + math.min(count, MAX_COUNT))
 end
 
--- The lease counts (below), built by a script that uses them: each closure lib.lua
--- defines costs every script call its creation, so these come as one.
+-- The running leases of a queue are counted by the second they end in, in the
+-- hash KEYS[k] (ns:q:leases, field "<Unix s>" = leases ending in it), so that a
+-- count by state stays a few commands: leases in flight are the sum of the
+-- fields from this second on. Adds `n` (negative: removes) at the second of
+-- `ends` (ms); a field that reaches 0 is removed. A lease that leaves (settled,
+-- fetched again after it ran out, deleted) takes itself off its field, passed
+-- or not; a lease is not added at a second that has passed (no count reads it;
+-- prune drops fields left behind). A function of its own, so that a send's
+-- hand-off, which only adds its lease, makes none of lease_counts' closures.
+local function lease_count(k, ends, n, now)
+  local s = math.floor(ends / 1000)
+  if n == 0 or (n > 0 and s < math.floor(now / 1000)) then return end
+  -- "%d" for a whole number: its digits, where "%.0f" goes through the C
+  -- library's float formatting, several times the work
+  local f = string.format("%d", s)
+  -- HGET and HSET, not HINCRBY: a producer's hand-off counts its lease too, and
+  -- the producer ACL rule (docs/scale-out.md) has those
+  local old = redis.call("HGET", KEYS[k], f)
+  if not old and n < 0 then return end
+  local v = (tonumber(old) or 0) + n
+  if v > 0 then
+    redis.call("HSET", KEYS[k], f, string.format("%d", v))
+  else
+    redis.call("HDEL", KEYS[k], f)
+  end
+end
+
+-- The lease counts (see lease_count), built by a script that uses them: each
+-- closure lib.lua defines costs every script call its creation, so these come
+-- as one.
 --   L.count(k, ends, n, now), L.changes(k, by, now), L.left(k, scores, now),
 --   L.prune(k, now), L.after(k, now)
 local function lease_counts()
-  -- The running leases of a queue are counted by the second they end in, in the
-  -- hash KEYS[k] (ns:q:leases, field "<Unix s>" = leases ending in it), so that a
-  -- count by state stays a few commands: leases in flight are the sum of the
-  -- fields from this second on. Adds `n` (negative: removes) at the second of
-  -- `ends` (ms); a field that reaches 0 is removed. A lease that leaves (settled,
-  -- fetched again after it ran out, deleted) takes itself off its field, passed
-  -- or not; a lease is not added at a second that has passed (no count reads it;
-  -- prune drops fields left behind).
-  local function count(k, ends, n, now)
-    local s = math.floor(ends / 1000)
-    if n == 0 or (n > 0 and s < math.floor(now / 1000)) then return end
-    local f = string.format("%.0f", s)
-    -- HGET and HSET, not HINCRBY: a producer's hand-off counts its lease too, and
-    -- the producer ACL rule (docs/scale-out.md) has those
-    local old = redis.call("HGET", KEYS[k], f)
-    if not old and n < 0 then return end
-    local v = (tonumber(old) or 0) + n
-    if v > 0 then
-      redis.call("HSET", KEYS[k], f, string.format("%.0f", v))
-    else
-      redis.call("HDEL", KEYS[k], f)
-    end
-  end
+  local count = lease_count
 
   -- Adds, per second, the lease changes in `by` ({[ends ms] = n}) to KEYS[k].
   local function changes(k, by, now)
@@ -313,7 +319,7 @@ local function hand_off(reg, zargs, hargs, now, us)
   if subs.err or subs[2] == 0 then return false end
   local token = lease_score(now + tonumber(lease), 1)
   redis.call("PUBLISH", channel, queue .. " " .. ARGV[4] .. " " .. zargs[2] .. " " ..
-    token .. " " .. string.format("%.0f", us) .. " " .. hargs[2])
+    token .. " " .. string.format("%d", us) .. " " .. hargs[2])
   zargs[1] = token
   -- what went to the worker, in case its message never reaches it (its
   -- connection closed after the PUBLISH): its listener reads it back when it
@@ -321,9 +327,9 @@ local function hand_off(reg, zargs, hargs, now, us)
   hargs[#hargs + 1] = "redjob:handed " .. channel
   hargs[#hargs + 1] = zargs[2] .. " " .. token .. " " .. ARGV[4]
   hargs[#hargs + 1] = "totalrecv"
-  hargs[#hargs + 1] = string.format("%.0f", (tonumber(counts[2]) or 0) + 1)
+  hargs[#hargs + 1] = string.format("%d", (tonumber(counts[2]) or 0) + 1)
   hargs[#hargs + 1] = "redjob:leased"
-  hargs[#hargs + 1] = string.format("%.0f", (tonumber(counts[3]) or 0) + 1)
+  hargs[#hargs + 1] = string.format("%d", (tonumber(counts[3]) or 0) + 1)
   return true
 end
 
@@ -339,7 +345,7 @@ local function send_write(attrs, zargs, hargs, n, handed)
   -- registers for a hand-off again first
   local waiting = attrs[4] == "1" and not (handed and n == 1)
   hargs[#hargs + 1] = "totalsent"
-  hargs[#hargs + 1] = string.format("%.0f", (tonumber(attrs[3]) or 0) + n)
+  hargs[#hargs + 1] = string.format("%d", (tonumber(attrs[3]) or 0) + n)
   if waiting then
     hargs[#hargs + 1] = "redjob:waiting"
     hargs[#hargs + 1] = "0"

@@ -25,8 +25,8 @@
 --          than 7 days
 -- The hash field "redjob:handoff" names a worker waiting for the queue (its
 -- fetch set it): the first message, when due at once, is handed to it (see
--- hand_off in lib.lua, three commands more: HMGET, PUBSUB NUMSUB, PUBLISH) rather
--- than waking it to fetch.
+-- hand_off in lib.lua, five commands more: HMGET, PUBSUB NUMSUB, PUBLISH, and
+-- the lease count's HGET and HSET) rather than waking it to fetch.
 -- Returns {1, id prefix (10 chars of Redis microseconds)} on success: each id is
 --         the prefix and its suffix; {-1} when the queue does not exist;
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
@@ -72,7 +72,7 @@ end
 local handed = false
 if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
   handed = hand_off(attrs[6], zargs, hargs, now, us)
-  if handed then lease_counts().count(3, math.floor(tonumber(zargs[1])), 1, now) end
+  if handed then lease_count(3, math.floor(tonumber(zargs[1])), 1, now) end
 end
 send_write(attrs, zargs, hargs, n, handed)
 if delayed then
