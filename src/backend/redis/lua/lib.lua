@@ -251,17 +251,23 @@ end
 
 -- The id prefix of a send at `us` (Unix µs): ten base-36 digits (0-9a-z).
 local function id_prefix(us)
-  -- two halves of five digits each, in exact integer arithmetic on doubles
+  -- two halves of five digits each, in exact integer arithmetic on doubles,
+  -- spelled out: a loop over a table of digits cost twice the instructions
   local hi = math.floor(us / 60466176)
   local lo = us - hi * 60466176
-  local d = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
-  for i = 5, 1, -1 do
-    local a, b = hi % 36, lo % 36
-    d[i] = a < 10 and 48 + a or 87 + a
-    d[i + 5] = b < 10 and 48 + b or 87 + b
-    hi, lo = (hi - a) / 36, (lo - b) / 36
-  end
-  return string.char(unpack(d))
+  local a5 = hi % 36; hi = (hi - a5) / 36
+  local a4 = hi % 36; hi = (hi - a4) / 36
+  local a3 = hi % 36; hi = (hi - a3) / 36
+  local a2 = hi % 36; local a1 = (hi - a2) / 36
+  local b5 = lo % 36; lo = (lo - b5) / 36
+  local b4 = lo % 36; lo = (lo - b4) / 36
+  local b3 = lo % 36; lo = (lo - b3) / 36
+  local b2 = lo % 36; local b1 = (lo - b2) / 36
+  -- "0".."9" are 48..57, "a".."z" 97..122
+  return string.char(a1 < 10 and 48 + a1 or 87 + a1, a2 < 10 and 48 + a2 or 87 + a2,
+    a3 < 10 and 48 + a3 or 87 + a3, a4 < 10 and 48 + a4 or 87 + a4, a5 < 10 and 48 + a5 or 87 + a5,
+    b1 < 10 and 48 + b1 or 87 + b1, b2 < 10 and 48 + b2 or 87 + b2, b3 < 10 and 48 + b3 or 87 + b3,
+    b4 < 10 and 48 + b4 or 87 + b4, b5 < 10 and 48 + b5 or 87 + b5)
 end
 
 -- The checks every send (send.lua, unique.lua) starts with: `attrs` is its HMGET
@@ -339,6 +345,7 @@ end
 -- and sets the level's bit in "redjob:prio" (`attrs[5]`, ARGV[4] the priority),
 -- then PUBLISHes the length on ARGV[1] when ARGV[2] is "1" or a worker waits
 -- (`handed`: the first message went to a waiting worker, see hand_off).
+-- send.lua writes a lone message at priority 0 itself, as this would.
 local function send_write(attrs, zargs, hargs, n, handed)
   -- a lone job handed to the waiting worker needs no wake-up; "redjob:waiting"
   -- stays set, so the next send wakes the queue's workers unless that worker
@@ -366,9 +373,10 @@ local function send_write(attrs, zargs, hargs, n, handed)
   end
 end
 
--- The score (whole ms, as text) of a message sent at `now` ms / `us` µs: `when`
--- is "" for the queue's delay `qdelay` (ms), "d<ms>" for a delay, "a<ms>" for a
--- Unix time (a past one means now).
+-- The score (whole ms, as text, and as a number) of a message sent at `now` ms /
+-- `us` µs: `when` is "" for the queue's delay `qdelay` (ms), "d<ms>" for a
+-- delay, "a<ms>" for a Unix time (a past one means now); whole ms, as the
+-- clients send them.
 local function due_score(when, now, us, qdelay)
   local s = now + qdelay
   if when ~= "" then
@@ -383,7 +391,8 @@ local function due_score(when, now, us, qdelay)
     end
   end
   -- cut below the legacy leases' scores (possible for long delays from 2096 on)
-  return string.format("%.0f", math.min(s, LAST_DUE))
+  s = math.min(s, LAST_DUE)
+  return string.format("%d", s), s
 end
 
 -- Publishes the ids among `ids` a caller awaits (KEYS[ka], ns:q:awaited, see

@@ -41,6 +41,28 @@ end
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 local n = (nargs - 4) / 3
+-- the common send: one message at priority 0, without a delay of its own (a
+-- delay's id marks it, see index_exact), that no worker waits to be handed. It
+-- writes what send_write would, without the tables a batch needs (building
+-- them was a sixth of the call's instructions).
+if n == 1 and not KEYS[5] and ARGV[4] == "0" and string.byte(ARGV[6], 1) ~= 100 then
+  local score, due = due_score(ARGV[6], now, us, qdelay)
+  if not (attrs[6] and attrs[6] ~= "" and due <= now) then
+    local id = prefix .. ARGV[5]
+    local total = string.format("%d", (tonumber(attrs[3]) or 0) + 1)
+    redis.call("ZADD", KEYS[1], score, id)
+    local waiting = attrs[4] == "1"
+    if waiting then
+      redis.call("HSET", KEYS[2], id, ARGV[7], "totalsent", total, "redjob:waiting", "0")
+    else
+      redis.call("HSET", KEYS[2], id, ARGV[7], "totalsent", total)
+    end
+    if ARGV[2] == "1" or waiting then
+      redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
+    end
+    return {1, prefix}
+  end
+end
 local scores = {}
 local zargs, hargs = {}, {}
 -- some message has a delay ("d<ms>"): its id may mark it (see index_exact)
