@@ -1,4 +1,5 @@
-//! The queue layer's Redis-only behaviour: realtime notifications and connection errors.
+//! The queue layer's Redis-only behaviour: realtime notifications, connection
+//! errors, and the send script's own arithmetic (ids, dues).
 
 mod common;
 
@@ -789,4 +790,83 @@ async fn ack_bodies_hold_beside_other_entries_and_across_priorities() {
     );
     let dead = backend.job("q", &ids[4]).await.unwrap().unwrap();
     assert_eq!(dead.last_error.as_deref(), Some("gave up"));
+}
+
+/// lib.lua's `id_prefix`, run by Redis's Lua on its own: ten base-36 digits
+/// of a time in µs, as `JobId::sent_at` reads them, up to 2^53 µs (a time
+/// past 2085 has eleven digits: the prefix keeps the last ten, as a plain
+/// base-36 count wrapping at 36^10 would).
+#[tokio::test]
+async fn the_id_prefix_is_the_send_time_in_base_36_up_to_2_pow_53() {
+    let lib = include_str!("../src/backend/redis/lua/lib.lua");
+    let start = lib.find("local function id_prefix(us)").unwrap();
+    let end = start + lib[start..].find("\nend\n").unwrap() + 5;
+    let script = format!(
+        "{}\nlocal out = {{}}\nfor i, v in ipairs(ARGV) do out[i] = id_prefix(tonumber(v)) end\nreturn out",
+        &lib[start..end]
+    );
+    let wrap = 36u64.pow(10);
+    let mut values = vec![
+        0,
+        1,
+        35,
+        36,
+        36u64.pow(5) - 1,
+        36u64.pow(5),
+        1_764_729_600_123_456,
+        wrap - 1,
+        wrap,
+        wrap + 36u64.pow(5) + 7,
+        (1 << 53) - 1,
+    ];
+    let mut v = 1_700_000_000_000_000u64;
+    while v < 1 << 53 {
+        values.push(v);
+        v += 12_345_678_901_234;
+    }
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let got: Vec<Vec<u8>> = redis::cmd("EVAL")
+        .arg(&script)
+        .arg(0)
+        .arg(values.iter().map(|v| v.to_string()).collect::<Vec<_>>())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), values.len());
+    for (v, p) in values.iter().zip(&got) {
+        let p = String::from_utf8_lossy(p);
+        assert_eq!(p.len(), 10, "{v}: {p}");
+        assert!(
+            p.bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()),
+            "{v}: {p}"
+        );
+        assert_eq!(u64::from_str_radix(&p, 36).unwrap(), v % wrap, "{v}: {p}");
+    }
+}
+
+/// A queue whose `delay` field another client wrote as "nan" is no delay: a
+/// send is refused with an error, and nothing is written (not a job scored
+/// -2^63, due at once, which a C cast of NaN would make).
+#[tokio::test]
+async fn a_send_to_a_queue_whose_delay_is_not_a_number_is_refused() {
+    let server = RedisServer::start();
+    let (_, rsmq) = backend_with_queue(&server).await;
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:q:Q")
+        .arg("delay")
+        .arg("nan")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let err = rsmq.send("q", SendMessage::new("a")).await.unwrap_err();
+    assert!(err.to_string().contains("delay"), "{err}");
+    let n: u64 = redis::cmd("ZCARD")
+        .arg("rsmq:q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "nothing queued");
 }

@@ -258,7 +258,9 @@ local function id_prefix(us)
   local a5 = hi % 36; hi = (hi - a5) / 36
   local a4 = hi % 36; hi = (hi - a4) / 36
   local a3 = hi % 36; hi = (hi - a3) / 36
-  local a2 = hi % 36; local a1 = (hi - a2) / 36
+  -- the first digit wraps as the old loop's did: from 2085 on (36^10 µs) a
+  -- time has eleven digits, and the prefix keeps the last ten
+  local a2 = hi % 36; local a1 = ((hi - a2) / 36) % 36
   local b5 = lo % 36; lo = (lo - b5) / 36
   local b4 = lo % 36; lo = (lo - b4) / 36
   local b3 = lo % 36; lo = (lo - b3) / 36
@@ -390,8 +392,11 @@ local function due_score(when, now, us, qdelay)
       s = now
     end
   end
-  -- cut below the legacy leases' scores (possible for long delays from 2096 on)
-  s = math.min(s, LAST_DUE)
+  -- cut below the legacy leases' scores (possible for long delays from 2096 on),
+  -- whole ms (a delay in a queue's hash may have decimals)
+  s = math.floor(math.min(s, LAST_DUE))
+  -- "nan" (a delay another client wrote) is no time; "%d" would make it -2^63
+  if s ~= s then error("ERR the queue's delay is not a number") end
   return string.format("%d", s), s
 end
 
