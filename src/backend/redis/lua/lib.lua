@@ -296,49 +296,52 @@ local function fleet_limits(conc, rate)
   return global > 0 or n > 0, global, n, ms
 end
 
--- Hands the first message of a send (`zargs`/`hargs` as send_write's, its score
--- due by `now`) to the worker waiting on the queue: `reg` is that worker's
--- registration, the hash field "redjob:handoff" its fetch set ("v2 <lease ms>
--- <channel> <queue>": a worker that scores leases at their end; a registration
--- of an earlier redjob's, which would read this lease's token as its 500th
--- delivery, gets no hand-off, only the wake-up). PUBLISHes "<queue> <priority> <id> <token> <now µs>
--- <body>" on the worker's channel when the worker listens there, and leases the
--- message to it (its score becomes the token, delivery 1, as fetch.lua's),
--- counts the receive, and keeps what it handed in the hash field "redjob:handed
--- <channel>" ("<id> <token> <priority>", see reclaim.lua). Clears the registration (it is good for one job) unless
--- the queue is paused, when nothing is handed. KEYS[2] is the queue's hash.
--- Returns true when the worker got the message.
-local function hand_off(reg, zargs, hargs, now, us)
+-- Hands the first message of a send, `id` with `body` (due by `now`), to the
+-- worker waiting on the queue: `reg` is that worker's registration, the hash
+-- field "redjob:handoff" its fetch set ("v2 <lease ms> <channel> <queue>": a
+-- worker that scores leases at their end; a registration of an earlier
+-- redjob's, which would read this lease's token as its 500th delivery, gets no
+-- hand-off, only the wake-up). PUBLISHes "<queue> <priority> <id> <token> <now
+-- µs> <body>" on the worker's channel when the worker listens there, and leases
+-- the message to it (its score becomes the token, delivery 1, as fetch.lua's).
+-- Appends to `hargs` (the send's HSET of the queue's hash KEYS[2]) the receive's
+-- counts and what it handed, the field "redjob:handed <channel>" ("<id> <token>
+-- <priority>", see reclaim.lua), and clears the registration (it is good for
+-- one job) unless the queue is paused, when nothing is handed. Returns the
+-- lease's token (the message's score) and end (ms) when the worker got the
+-- message, else nil.
+local function hand_off(reg, id, body, hargs, now, us)
   -- read here, not by every send: only a send to a waiting worker needs them
   local counts = redis.call("HMGET", KEYS[2], "redjob:paused", "totalrecv", "redjob:leased",
     "redjob:concurrency", "redjob:rate", "redjob:throttled")
-  if counts[1] then return false end
+  if counts[1] then return nil end
   -- a queue limited across the fleet leases only through fetches, which
   -- count what runs (see fetch.lua): its workers are woken instead; a
   -- throttled one leases nothing until the throttle ends
-  if fleet_limits(counts[4], counts[5]) or (tonumber(counts[6]) or 0) > now then return false end
+  if (counts[4] or counts[5]) and fleet_limits(counts[4], counts[5]) then return nil end
+  if counts[6] and (tonumber(counts[6]) or 0) > now then return nil end
   hargs[#hargs + 1] = "redjob:handoff"
   hargs[#hargs + 1] = ""
   local lease, channel, queue = string.match(reg, "^v2 (%d+) (%S+) (%S+)$")
-  if not lease then return false end
+  if not lease then return nil end
   -- its subscriber, not a pattern's (a PUBLISH's reply counts those too); a
   -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up
   local subs = redis.pcall("PUBSUB", "NUMSUB", channel)
-  if subs.err or subs[2] == 0 then return false end
-  local token = lease_score(now + tonumber(lease), 1)
-  redis.call("PUBLISH", channel, queue .. " " .. ARGV[4] .. " " .. zargs[2] .. " " ..
-    token .. " " .. string.format("%d", us) .. " " .. hargs[2])
-  zargs[1] = token
+  if subs.err or subs[2] == 0 then return nil end
+  local ends = now + tonumber(lease)
+  local token = lease_score(ends, 1)
+  redis.call("PUBLISH", channel, queue .. " " .. ARGV[4] .. " " .. id .. " " ..
+    token .. " " .. string.format("%d", us) .. " " .. body)
   -- what went to the worker, in case its message never reaches it (its
   -- connection closed after the PUBLISH): its listener reads it back when it
   -- connects again (reclaim.lua), and has the job released unless it holds it
   hargs[#hargs + 1] = "redjob:handed " .. channel
-  hargs[#hargs + 1] = zargs[2] .. " " .. token .. " " .. ARGV[4]
+  hargs[#hargs + 1] = id .. " " .. token .. " " .. ARGV[4]
   hargs[#hargs + 1] = "totalrecv"
   hargs[#hargs + 1] = string.format("%d", (tonumber(counts[2]) or 0) + 1)
   hargs[#hargs + 1] = "redjob:leased"
   hargs[#hargs + 1] = string.format("%d", (tonumber(counts[3]) or 0) + 1)
-  return true
+  return token, ends
 end
 
 -- Writes `n` messages of one priority level for a send (send.lua, periodic.lua):

@@ -42,26 +42,42 @@ local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 local n = (nargs - 4) / 3
 -- the common send: one message at priority 0, without a delay of its own (a
--- delay's id marks it, see index_exact), that no worker waits to be handed. It
--- writes what send_write would, without the tables a batch needs (building
--- them was a sixth of the call's instructions).
+-- delay's id marks it, see index_exact). It writes what send_write would,
+-- without the tables a batch needs (building them was a sixth of the call's
+-- instructions), and hands the job to a waiting worker with tables of a few
+-- values.
 if n == 1 and not KEYS[5] and ARGV[4] == "0" and string.byte(ARGV[6], 1) ~= 100 then
   local score, due = due_score(ARGV[6], now, us, qdelay)
+  local id = prefix .. ARGV[5]
+  local total = string.format("%d", (tonumber(attrs[3]) or 0) + 1)
+  local waiting = attrs[4] == "1"
   if not (attrs[6] and attrs[6] ~= "" and due <= now) then
-    local id = prefix .. ARGV[5]
-    local total = string.format("%d", (tonumber(attrs[3]) or 0) + 1)
     redis.call("ZADD", KEYS[1], score, id)
-    local waiting = attrs[4] == "1"
     if waiting then
       redis.call("HSET", KEYS[2], id, ARGV[7], "totalsent", total, "redjob:waiting", "0")
     else
       redis.call("HSET", KEYS[2], id, ARGV[7], "totalsent", total)
     end
-    if ARGV[2] == "1" or waiting then
-      redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
+  else
+    -- a worker waits for this queue and takes hand-offs (see hand_off)
+    local hargs = {id, ARGV[7], "totalsent", total}
+    local token, ends = hand_off(attrs[6], id, ARGV[7], hargs, now, us)
+    if token then
+      lease_count(3, ends, 1, now)
+      score = token
+      -- handed: no wake-up (see send_write)
+      waiting = false
+    elseif waiting then
+      hargs[#hargs + 1] = "redjob:waiting"
+      hargs[#hargs + 1] = "0"
     end
-    return {1, prefix}
+    redis.call("ZADD", KEYS[1], score, id)
+    redis.call("HSET", KEYS[2], unpack(hargs))
   end
+  if ARGV[2] == "1" or waiting then
+    redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
+  end
+  return {1, prefix}
 end
 local scores = {}
 local zargs, hargs = {}, {}
@@ -93,8 +109,12 @@ end
 -- due now, goes straight to it (one hop instead of a wake-up and a fetch)
 local handed = false
 if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
-  handed = hand_off(attrs[6], zargs, hargs, now, us)
-  if handed then lease_count(3, math.floor(tonumber(zargs[1])), 1, now) end
+  local token, ends = hand_off(attrs[6], zargs[2], hargs[2], hargs, now, us)
+  if token then
+    zargs[1] = token
+    lease_count(3, ends, 1, now)
+    handed = true
+  end
 end
 send_write(attrs, zargs, hargs, n, handed)
 if delayed then
