@@ -711,3 +711,50 @@ async fn a_worker_whose_running_slots_fill_withdraws_its_registrations() {
     w.stop().await;
     assert!(rec.counts().values().all(|n| *n == 1), "{:?}", rec.counts());
 }
+
+/// A send's pipeline starts with a `TIME` whose reply it drops: the sender's
+/// connection is then listed for a reply before the send's `PUBLISH` lists the
+/// waiting worker's, and Redis writes the connection it listed last first, so
+/// the hand-off goes out before the reply to the send (rather than after a
+/// write that wakes the sender, which put it 0.05 ms later at p50 in the peer
+/// harness: BENCHMARKS.md, Speed II part 14). `MONITOR` shows the order.
+#[tokio::test]
+async fn a_send_is_piped_behind_a_time_so_its_hand_off_is_written_first() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let server = RedisServer::start();
+    let (b, _con) = with_queue(&server).await;
+    let port = server.url().rsplit(':').next().unwrap().to_string();
+    let mut monitor = BufReader::new(
+        tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+            .await
+            .unwrap(),
+    );
+    monitor.get_mut().write_all(b"MONITOR\r\n").await.unwrap();
+    let mut line = String::new();
+    monitor.read_line(&mut line).await.unwrap();
+    assert_eq!(line, "+OK\r\n");
+    Queues::send(&b, "q", SendMessage::new("x")).await.unwrap();
+    // the commands the sender's connection sent (not those of its script,
+    // which MONITOR shows as "[0 lua]"), up to its send
+    let mut sent = Vec::new();
+    let read = async {
+        loop {
+            line.clear();
+            monitor.read_line(&mut line).await.unwrap();
+            if line.contains(" lua]") {
+                continue;
+            }
+            let command = line.split('"').nth(1).unwrap_or_default().to_uppercase();
+            sent.push(command.clone());
+            if command == "EVALSHA" {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .expect("the send seen by MONITOR");
+    let n = sent.len();
+    assert!(n >= 2, "{sent:?}");
+    assert_eq!(sent[n - 2..], ["TIME", "EVALSHA"], "{sent:?}");
+}

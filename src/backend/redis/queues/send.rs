@@ -103,6 +103,17 @@ impl Rsmq {
         // the later ones (the last send of a key must win)
         let all_levels = chunks.len() > 1;
         let mut pipe = redis::pipe();
+        if !self.ns.is_cluster() {
+            // a TIME first, its reply dropped: the sender's connection then
+            // waits in Redis's list of replies to write before the send's
+            // PUBLISH puts the waiting worker's connection there, and Redis
+            // writes the last client it listed first: the hand-off (or the
+            // wake-up) goes out before the reply to the send, rather than after
+            // a write that wakes the sender (BENCHMARKS.md, Speed II part 14).
+            // A Cluster's sends hand off nothing, and would route the TIME to
+            // a node of its own.
+            pipe.cmd("TIME").ignore();
+        }
         for &(start, end) in &chunks {
             pipe.add_command(call.cmd(start, end, all_levels));
         }
