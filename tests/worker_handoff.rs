@@ -712,17 +712,19 @@ async fn a_worker_whose_running_slots_fill_withdraws_its_registrations() {
     assert!(rec.counts().values().all(|n| *n == 1), "{:?}", rec.counts());
 }
 
-/// A send's pipeline starts with a `TIME` whose reply it drops: the sender's
-/// connection is then listed for a reply before the send's `PUBLISH` lists the
-/// waiting worker's, and Redis writes the connection it listed last first, so
-/// the hand-off goes out before the reply to the send (rather than after a
-/// write that wakes the sender, which put it 0.05 ms later at p50 in the peer
-/// harness: BENCHMARKS.md, Speed II part 14). `MONITOR` shows the order.
+/// A send's pipeline starts with a `TIME` whose reply it drops while workers
+/// wait for its queue: the sender's connection is then listed for a reply
+/// before the send's `PUBLISH` lists the waiting worker's, and Redis writes the
+/// connection it listed last first, so the hand-off goes out before the reply
+/// to the send (rather than after a write that wakes the sender, which put it
+/// 0.05 ms later at p50 in the peer harness: BENCHMARKS.md, Speed II part 14).
+/// A send's reply says whether a worker waited; a send after one that found
+/// none has no `TIME`. `MONITOR` shows the commands.
 #[tokio::test]
-async fn a_send_is_piped_behind_a_time_so_its_hand_off_is_written_first() {
+async fn a_send_is_piped_behind_a_time_while_workers_wait() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let server = RedisServer::start();
-    let (b, _con) = with_queue(&server).await;
+    let (b, mut con) = with_queue(&server).await;
     let port = server.url().rsplit(':').next().unwrap().to_string();
     let mut monitor = BufReader::new(
         tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
@@ -733,28 +735,51 @@ async fn a_send_is_piped_behind_a_time_so_its_hand_off_is_written_first() {
     let mut line = String::new();
     monitor.read_line(&mut line).await.unwrap();
     assert_eq!(line, "+OK\r\n");
-    Queues::send(&b, "q", SendMessage::new("x")).await.unwrap();
-    // the commands the sender's connection sent (not those of its script,
-    // which MONITOR shows as "[0 lua]"), up to its send
-    let mut sent = Vec::new();
-    let read = async {
+    // what came before each send on its connection: a TIME, or not
+    let mut next_send = async || {
+        let mut last: std::collections::HashMap<String, String> = Default::default();
         loop {
             line.clear();
             monitor.read_line(&mut line).await.unwrap();
-            if line.contains(" lua]") {
+            // "+<time> [<db> <client>] "<command>" ...": not its script's
+            // commands ("[0 lua]")
+            let Some(client) = line.split(['[', ']']).nth(1) else {
+                continue;
+            };
+            if client.ends_with(" lua") {
                 continue;
             }
             let command = line.split('"').nth(1).unwrap_or_default().to_uppercase();
-            sent.push(command.clone());
             if command == "EVALSHA" {
-                break;
+                return last.get(client).is_some_and(|c| c == "TIME");
             }
+            last.insert(client.to_string(), command);
         }
     };
-    tokio::time::timeout(Duration::from_secs(5), read)
+    let mut send = async |body: &str| {
+        Queues::send(&b, "q", SendMessage::new(body)).await.unwrap();
+    };
+    let within = Duration::from_secs(5);
+    // at first, as if a worker waited
+    send("1").await;
+    let timed = tokio::time::timeout(within, next_send()).await.unwrap();
+    assert!(timed, "the first send starts with a TIME");
+    // that send found no worker waiting
+    send("2").await;
+    let timed = tokio::time::timeout(within, next_send()).await.unwrap();
+    assert!(!timed, "no TIME once no worker waited");
+    // a worker waits to be woken (its fetch found nothing)
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:q:Q")
+        .arg("redjob:waiting")
+        .arg("1")
+        .query_async(&mut con)
         .await
-        .expect("the send seen by MONITOR");
-    let n = sent.len();
-    assert!(n >= 2, "{sent:?}");
-    assert_eq!(sent[n - 2..], ["TIME", "EVALSHA"], "{sent:?}");
+        .unwrap();
+    send("3").await;
+    let timed = tokio::time::timeout(within, next_send()).await.unwrap();
+    assert!(!timed, "the send that finds it waiting was sent without");
+    send("4").await;
+    let timed = tokio::time::timeout(within, next_send()).await.unwrap();
+    assert!(timed, "the send after it starts with a TIME");
 }

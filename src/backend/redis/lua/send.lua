@@ -27,9 +27,12 @@
 -- fetch set it): the first message, when due at once, is handed to it (see
 -- hand_off in lib.lua, five commands more: HMGET, PUBSUB NUMSUB, PUBLISH, and
 -- the lease count's HGET and HSET) rather than waking it to fetch.
--- Returns {1, id prefix (10 chars of Redis microseconds)} on success: each id is
---         the prefix and its suffix; {-1} when the queue does not exist;
---         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize (nothing sent)
+-- Returns {1, id prefix (10 chars of Redis microseconds), waited} on success:
+--         each id is the prefix and its suffix; `waited` is 1 when a redjob
+--         worker waited for the queue (registered for a hand-off, or to be
+--         woken), else 0; {0} when the once mark was there already; {-1} when
+--         the queue does not exist; {-2, maxlen, maxsize} when a body exceeds
+--         the queue's maxsize (nothing sent)
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
   "redjob:handoff")
 local nargs = #ARGV
@@ -40,6 +43,7 @@ if KEYS[5] then
 end
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
+local waited = (attrs[4] == "1" or (attrs[6] and attrs[6] ~= "")) and 1 or 0
 local n = (nargs - 4) / 3
 -- the common send: one message at priority 0, without a delay of its own (a
 -- delay's id marks it, see index_exact). It writes what send_write would,
@@ -77,7 +81,7 @@ if n == 1 and not KEYS[5] and ARGV[4] == "0" and string.byte(ARGV[6], 1) ~= 100 
   if ARGV[2] == "1" or waiting then
     redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
   end
-  return {1, prefix}
+  return {1, prefix, waited}
 end
 local scores = {}
 local zargs, hargs = {}, {}
@@ -127,4 +131,4 @@ if KEYS[5] then
   if #old > 0 then many("ZREM", KEYS[5], old) end
   redis.call("ZADD", KEYS[5], string.format("%.0f", now), ARGV[#ARGV])
 end
-return {1, prefix}
+return {1, prefix, waited}

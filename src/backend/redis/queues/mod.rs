@@ -65,6 +65,9 @@ pub struct Rsmq {
     send_loaded: Arc<AtomicBool>,
     unique_loaded: Arc<AtomicBool>,
     keyed_loaded: Arc<AtomicBool>,
+    /// Whether the last plain send found a worker waiting for its queue: the
+    /// next send's pipeline then starts with a `TIME` (see `send_outcomes`).
+    workers_wait: Arc<AtomicBool>,
     /// Whether Redis has counts.lua, which an overview pipelines.
     pub(crate) counts_loaded: Arc<AtomicBool>,
     ns: Namespace,
@@ -108,6 +111,7 @@ impl Rsmq {
             send_loaded: Arc::default(),
             unique_loaded: Arc::default(),
             keyed_loaded: Arc::default(),
+            workers_wait: Arc::new(AtomicBool::new(true)),
             counts_loaded: Arc::default(),
             realtime,
             wait: None,

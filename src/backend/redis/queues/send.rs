@@ -2,7 +2,7 @@
 //! keyed ones (`send_keyed.lua`),
 //! chunked and pipelined in one round trip.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::Cmd;
 
@@ -103,15 +103,18 @@ impl Rsmq {
         // the later ones (the last send of a key must win)
         let all_levels = chunks.len() > 1;
         let mut pipe = redis::pipe();
-        if !self.ns.is_cluster() {
+        let workers_wait = self.workers_wait.load(Ordering::Relaxed);
+        if workers_wait && !self.ns.is_cluster() {
             // a TIME first, its reply dropped: the sender's connection then
             // waits in Redis's list of replies to write before the send's
             // PUBLISH puts the waiting worker's connection there, and Redis
             // writes the last client it listed first: the hand-off (or the
             // wake-up) goes out before the reply to the send, rather than after
             // a write that wakes the sender (BENCHMARKS.md, Speed II part 14).
-            // A Cluster's sends hand off nothing, and would route the TIME to
-            // a node of its own.
+            // Only while the last plain send found a worker waiting (its
+            // reply says so): a send to a queue no worker waits on gains
+            // nothing by it. A Cluster's sends hand off nothing, and would
+            // route the TIME to a node of its own.
             pipe.cmd("TIME").ignore();
         }
         for &(start, end) in &chunks {
@@ -179,6 +182,13 @@ impl Rsmq {
                                 .parse()?
                         };
                         sent.push(Sent { id, outcome });
+                    }
+                    // a plain send's reply ends with whether a worker waited
+                    if kind(&msgs[start]) == Kind::Plain
+                        && let Ok(waited) = r.int()
+                        && (waited == 1) != workers_wait
+                    {
+                        self.workers_wait.store(waited == 1, Ordering::Relaxed);
                     }
                 }
                 -1 => return Err(Error::QueueNotFound { name: queue.into() }),
