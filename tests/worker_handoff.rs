@@ -756,7 +756,7 @@ async fn a_send_is_piped_behind_a_time_while_workers_wait() {
             last.insert(client.to_string(), command);
         }
     };
-    let mut send = async |body: &str| {
+    let send = async |body: &str| {
         Queues::send(&b, "q", SendMessage::new(body)).await.unwrap();
     };
     let within = Duration::from_secs(5);
