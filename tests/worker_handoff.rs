@@ -724,7 +724,7 @@ async fn a_worker_whose_running_slots_fill_withdraws_its_registrations() {
 async fn a_send_is_piped_behind_a_time_while_workers_wait() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let server = RedisServer::start();
-    let (b, mut con) = with_queue(&server).await;
+    let (b, con) = with_queue(&server).await;
     let port = server.url().rsplit(':').next().unwrap().to_string();
     let mut monitor = BufReader::new(
         tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
@@ -750,7 +750,7 @@ async fn a_send_is_piped_behind_a_time_while_workers_wait() {
                 continue;
             }
             let command = line.split('"').nth(1).unwrap_or_default().to_uppercase();
-            if command == "EVALSHA" {
+            if command == "EVALSHA" && line.contains("\"rsmq:q:Q\"") {
                 return last.get(client).is_some_and(|c| c == "TIME");
             }
             last.insert(client.to_string(), command);
@@ -758,6 +758,16 @@ async fn a_send_is_piped_behind_a_time_while_workers_wait() {
     };
     let send = async |body: &str| {
         Queues::send(&b, "q", SendMessage::new(body)).await.unwrap();
+    };
+    let waiting = async || {
+        let mut con = con.clone();
+        let _: () = redis::cmd("HSET")
+            .arg("rsmq:q:Q")
+            .arg("redjob:waiting")
+            .arg("1")
+            .query_async(&mut con)
+            .await
+            .unwrap();
     };
     let within = Duration::from_secs(5);
     // at first, as if a worker waited
@@ -769,17 +779,24 @@ async fn a_send_is_piped_behind_a_time_while_workers_wait() {
     let timed = tokio::time::timeout(within, next_send()).await.unwrap();
     assert!(!timed, "no TIME once no worker waited");
     // a worker waits to be woken (its fetch found nothing)
-    let _: () = redis::cmd("HSET")
-        .arg("rsmq:q:Q")
-        .arg("redjob:waiting")
-        .arg("1")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    waiting().await;
     send("3").await;
     let timed = tokio::time::timeout(within, next_send()).await.unwrap();
     assert!(!timed, "the send that finds it waiting was sent without");
     send("4").await;
     let timed = tokio::time::timeout(within, next_send()).await.unwrap();
     assert!(timed, "the send after it starts with a TIME");
+    // a unique send, whose reply does not say whether a worker waited, goes
+    // without (a producer of unique jobs alone would otherwise always send one)
+    waiting().await;
+    send("5").await;
+    let timed = tokio::time::timeout(within, next_send()).await.unwrap();
+    assert!(!timed, "sent before the flag is back");
+    let unique = SendMessage::new("6").unique(redjob::queue::Unique::new("k"));
+    Queues::send(&b, "q", unique).await.unwrap();
+    let timed = tokio::time::timeout(within, next_send()).await.unwrap();
+    assert!(!timed, "a unique send without a TIME");
+    send("7").await;
+    let timed = tokio::time::timeout(within, next_send()).await.unwrap();
+    assert!(timed, "the plain send after it with one");
 }

@@ -480,6 +480,19 @@ mod tests {
         assert_eq!(code_of(r#"a = "--" .. b -- c"#), r#"a = "--" .. b "#);
         assert_eq!(code_of(r#"a = '\'--' -- c"#), r#"a = '\'--' "#);
         assert_eq!(code_of(r#"a = "x\"" - 1"#), r#"a = "x\"" - 1"#);
+        // it knows one-line strings only: a long string (`[[…]]`, `[=[…]=]`)
+        // holding "--" would cut the line's code short, and a function it
+        // names would be left out; no script has one
+        let files = super::ALL.iter().map(|(file, body, _)| (*file, *body));
+        for (file, body) in files.chain([("lib.lua", super::LIB)]) {
+            for line in body.lines() {
+                let code = code_of(line);
+                assert!(
+                    !code.contains("[[") && !code.contains("[="),
+                    "{file}: a long string in {line:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -307,9 +307,9 @@ end
 -- Appends to `hargs` (the send's HSET of the queue's hash KEYS[2]) the receive's
 -- counts and what it handed, the field "redjob:handed <channel>" ("<id> <token>
 -- <priority>", see reclaim.lua), and clears the registration (it is good for
--- one job) unless the queue is paused, when nothing is handed. Returns the
--- lease's token (the message's score) and end (ms) when the worker got the
--- message, else nil.
+-- one job) unless the queue is paused, limited across the fleet or throttled,
+-- when nothing is handed. Returns the lease's token (the message's score) and
+-- end (ms) when the worker got the message, else nil.
 local function hand_off(reg, id, body, hargs, now, us)
   -- read here, not by every send: only a send to a waiting worker needs them
   local counts = redis.call("HMGET", KEYS[2], "redjob:paused", "totalrecv", "redjob:leased",

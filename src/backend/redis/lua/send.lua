@@ -1,6 +1,7 @@
 -- Sends messages to one queue in RSMQ's layout, all or nothing. Four commands for
--- any number of messages: HMGET, TIME, ZADD, HSET (totalsent is written by the HSET
--- from the HMGET's value, which the script's atomicity makes safe).
+-- any number of messages when no worker waits: HMGET, TIME, ZADD, HSET (totalsent
+-- is written by the HSET from the HMGET's value, which the script's atomicity
+-- makes safe); a PUBLISH more to wake a waiting worker, or a hand-off's (below).
 -- KEYS[1]  the sorted set of the messages' priority level (ns:q for 0, else ns:q:p<n>)
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's lease counts (ns:q:leases): a hand-off's lease is counted

@@ -65,8 +65,12 @@ pub struct Rsmq {
     send_loaded: Arc<AtomicBool>,
     unique_loaded: Arc<AtomicBool>,
     keyed_loaded: Arc<AtomicBool>,
-    /// Whether the last plain send found a worker waiting for its queue: the
-    /// next send's pipeline then starts with a `TIME` (see `send_outcomes`).
+    /// Whether the last plain send found a worker waiting for its queue (true
+    /// before the first): the next send with plain messages then starts with a
+    /// `TIME` (see `send_outcomes`). One flag for every queue: a producer that
+    /// alternates between a queue with waiting workers and one without sends
+    /// some of its sends to the first without it, which costs only their
+    /// hand-off's head start.
     workers_wait: Arc<AtomicBool>,
     /// Whether Redis has counts.lua, which an overview pipelines.
     pub(crate) counts_loaded: Arc<AtomicBool>,

@@ -104,7 +104,8 @@ impl Rsmq {
         let all_levels = chunks.len() > 1;
         let mut pipe = redis::pipe();
         let workers_wait = self.workers_wait.load(Ordering::Relaxed);
-        if workers_wait && !self.ns.is_cluster() {
+        let plain = msgs.iter().any(|m| kind(m) == Kind::Plain);
+        if workers_wait && plain && !self.ns.is_cluster() {
             // a TIME first, its reply dropped: the sender's connection then
             // waits in Redis's list of replies to write before the send's
             // PUBLISH puts the waiting worker's connection there, and Redis
@@ -113,7 +114,8 @@ impl Rsmq {
             // a write that wakes the sender (BENCHMARKS.md, Speed II part 14).
             // Only while the last plain send found a worker waiting (its
             // reply says so): a send to a queue no worker waits on gains
-            // nothing by it. A Cluster's sends hand off nothing, and would
+            // nothing by it. Unique and keyed sends, whose replies do not
+            // say, go without. A Cluster's sends hand off nothing, and would
             // route the TIME to a node of its own.
             pipe.cmd("TIME").ignore();
         }
@@ -121,7 +123,7 @@ impl Rsmq {
             pipe.add_command(call.cmd(start, end, all_levels));
         }
         let mut used: Vec<(&redis::Script, &AtomicBool)> = Vec::new();
-        if msgs.iter().any(|m| kind(m) == Kind::Plain) {
+        if plain {
             used.push((&scripts::SEND, &self.send_loaded));
         }
         if msgs.iter().any(|m| kind(m) == Kind::Unique) {
