@@ -337,9 +337,27 @@ async fn delayed_paused_and_batched_sends() {
 
 #[tokio::test]
 async fn an_idle_worker_is_handed_each_job_by_its_send() {
+    each_job_handed_to_an_idle_worker("").await;
+}
+
+/// Over RESP3 the worker reads its hand-offs through the `redis` crate's
+/// pub/sub connection rather than its own socket: it gets them all the same.
+#[tokio::test]
+async fn an_idle_worker_on_resp3_is_handed_each_job_by_its_send() {
+    each_job_handed_to_an_idle_worker("?protocol=resp3").await;
+}
+
+async fn each_job_handed_to_an_idle_worker(url_query: &str) {
     let server = RedisServer::start();
     // created first: a queue's creation publishes a wake-up of its own
-    let client = client_with(&server, &["hq"]).await;
+    let client = Client::connect(&format!("{}{url_query}", server.url()))
+        .await
+        .unwrap();
+    client
+        .queues()
+        .create_queue("hq", QueueOptions::default())
+        .await
+        .unwrap();
     let raw = redis::Client::open(server.url()).unwrap();
     let mut observer = raw.get_async_pubsub().await.unwrap();
     observer.psubscribe("rsmq:*").await.unwrap();
@@ -351,6 +369,22 @@ async fn an_idle_worker_is_handed_each_job_by_its_send() {
         .build()
         .unwrap();
     let w = start_serving(w).await;
+    // the listener's connection speaks the protocol the URL asks for
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    let listener = clients
+        .lines()
+        .find(|l| l.split(' ').any(|f| f.starts_with("sub=") && f != "sub=0"))
+        .expect("the worker's listener is subscribed");
+    let resp = if url_query.is_empty() {
+        "resp=2"
+    } else {
+        "resp=3"
+    };
+    assert!(listener.split(' ').any(|f| f == resp), "{listener}");
     const N: u64 = 20;
     for key in 0..N {
         client.enqueue(&HandedJob { key }).await.unwrap();

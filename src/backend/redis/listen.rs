@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use super::connection::Subscription;
 use super::{LISTEN_PING_EVERY, LISTEN_TIMEOUT, RedisBackend};
 use crate::contract::leases::{Delivery, Handed, Token};
 use crate::{Error, JobId, Result};
@@ -45,17 +45,12 @@ impl RedisBackend {
             .map(|q| (self.ns.queue(q).realtime, q.as_str()))
             .collect();
         let timed_out = || Error::Protocol("notification connection timed out".into());
-        let pubsub = tokio::time::timeout(LISTEN_TIMEOUT, async {
-            self.target
-                .pubsub()
-                .await?
-                .get_async_pubsub()
-                .await
-                .map_err(Error::from)
-        })
-        .await
-        .map_err(|_| timed_out())??;
-        let (mut sink, mut stream) = pubsub.split();
+        let client = tokio::time::timeout(LISTEN_TIMEOUT, self.target.pubsub())
+            .await
+            .map_err(|_| timed_out())??;
+        let mut sub = tokio::time::timeout(LISTEN_TIMEOUT, Subscription::open(&client))
+            .await
+            .map_err(|_| timed_out())??;
         let own = handoffs.as_ref().map(|o| o.channel.as_str());
         // the channel takes hand-offs (not only control notices)
         let handing = own.filter(|_| handoffs.as_ref().is_some_and(|o| o.handed.is_some()));
@@ -64,7 +59,7 @@ impl RedisBackend {
         // refuse it, and the worker then follows a change with its full
         // beats, within two minutes
         let settings = self.ns.settings_channel();
-        match tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(&settings))
+        match tokio::time::timeout(LISTEN_TIMEOUT, sub.subscribe(&settings))
             .await
             .map_err(|_| timed_out())?
         {
@@ -75,7 +70,7 @@ impl RedisBackend {
             Err(e) => return Err(e.into()),
         }
         for ch in channels.keys().map(String::as_str).chain(own) {
-            tokio::time::timeout(LISTEN_TIMEOUT, sink.subscribe(ch))
+            tokio::time::timeout(LISTEN_TIMEOUT, sub.subscribe(ch))
                 .await
                 .map_err(|_| timed_out())??;
         }
@@ -121,8 +116,8 @@ impl RedisBackend {
             }
         };
         // what the connection read before it failed or stopped
-        let drain = |stream: &mut redis::aio::PubSubStream| {
-            while let Some(Some(msg)) = stream.next().now_or_never() {
+        let drain = |sub: &mut Subscription| {
+            while let Some(msg) = sub.read_already() {
                 on_message(msg);
             }
         };
@@ -131,27 +126,28 @@ impl RedisBackend {
         ping.tick().await;
         loop {
             tokio::select! {
-                msg = stream.next() => match msg {
-                    Some(msg) => on_message(msg),
-                    None => break,
+                msg = sub.next() => match msg {
+                    Ok(msg) => on_message(msg),
+                    Err(e) => {
+                        drain(&mut sub);
+                        return Err(Error::Protocol(format!("notification connection closed: {e}")));
+                    }
                 },
                 _ = ping.tick() => {
-                    let pong = tokio::time::timeout(LISTEN_TIMEOUT, sink.ping::<redis::Value>()).await;
-                    if !matches!(pong, Ok(Ok(_))) {
-                        drain(&mut stream);
-                        pong.map_err(|_| timed_out())??;
-                    }
+                    let pong = tokio::time::timeout(LISTEN_TIMEOUT, sub.ping()).await;
+                    drain(&mut sub);
+                    pong.map_err(|_| timed_out())??;
                 }
                 _ = stop.cancelled() => {
                     if let Some(ch) = handing {
                         // once Redis confirms, every job handed before is read
-                        match tokio::time::timeout(UNSUBSCRIBE_WAIT, sink.unsubscribe(ch)).await {
+                        match tokio::time::timeout(UNSUBSCRIBE_WAIT, sub.unsubscribe(ch)).await {
                             Ok(Ok(())) => {}
                             Ok(Err(e)) => tracing::warn!(error = %Error::from(e), "could not stop taking hand-offs (the worker's ACL rule needs +unsubscribe): a job handed to this worker as it stops waits out its lease"),
                             Err(_) => tracing::warn!("Redis did not confirm in time that this worker takes no more hand-offs: a job handed to it as it stops may wait out its lease"),
                         }
                     }
-                    drain(&mut stream);
+                    drain(&mut sub);
                     // what was handed to this worker is read (or released): the
                     // notes of it go with the worker
                     if let Some(ch) = handing {
@@ -161,7 +157,6 @@ impl RedisBackend {
                 }
             }
         }
-        Err(Error::Protocol("notification connection closed".into()))
     }
 
     /// reclaim.lua for each queue, in one round trip: the last job handed to

@@ -42,9 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
-use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, Pipeline, ProtocolVersion, RedisFuture, RedisResult, Value,
-};
+use redis::{Cmd, ConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::socket::Socket;
 
@@ -108,12 +106,7 @@ impl Lanes {
         response_timeout: Duration,
     ) -> Option<Arc<Lanes>> {
         let info = client.get_connection_info().clone();
-        let plain = matches!(
-            info.addr(),
-            ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_)
-        );
-        let resp2 = matches!(info.redis_settings().protocol(), ProtocolVersion::RESP2);
-        (plain && resp2).then(|| {
+        super::socket::speaks_for(&info).then(|| {
             Arc::new(Lanes {
                 info,
                 connection_timeout,

@@ -7,6 +7,7 @@ mod lane;
 mod resp;
 mod sentinel;
 mod socket;
+mod subscription;
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub use conn::Connection;
 pub(crate) use conn::Target;
+pub(crate) use subscription::Subscription;
 
 use crate::{Error, Result};
 

@@ -20,6 +20,19 @@ pub(super) struct Socket {
     scan: resp::Scan,
 }
 
+/// Whether a socket of ours can speak for a client of `info`: a plain TCP
+/// or Unix socket speaking RESP2. TLS streams are the `redis` crate's to
+/// open, and RESP3's pushes need its multiplexer.
+pub(super) fn speaks_for(info: &ConnectionInfo) -> bool {
+    matches!(
+        info.addr(),
+        ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_)
+    ) && matches!(
+        info.redis_settings().protocol(),
+        redis::ProtocolVersion::RESP2
+    )
+}
+
 impl Socket {
     /// Connects and authenticates as the managed connection does (`AUTH`, then
     /// `SELECT` for a database other than 0), then checks with a `PING` that
@@ -36,12 +49,7 @@ impl Socket {
             ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
             _ => return Err(std::io::Error::other("no lane for this address").into()),
         };
-        let mut socket = Socket {
-            io,
-            buf: Vec::new(),
-            start: 0,
-            scan: resp::Scan::default(),
-        };
+        let mut socket = Socket::over(io);
         let settings = info.redis_settings();
         if let Some(password) = settings.password() {
             let mut auth = redis::cmd("AUTH");
@@ -68,6 +76,16 @@ impl Socket {
         Ok(socket)
     }
 
+    /// A socket over `io`, nothing read yet.
+    pub fn over(io: Box<dyn Io>) -> Socket {
+        Socket {
+            io,
+            buf: Vec::new(),
+            start: 0,
+            scan: resp::Scan::default(),
+        }
+    }
+
     /// Whether the server closed the socket (or sent what nobody asked for)
     /// while it sat idle: one non-blocking read.
     pub fn closed(&mut self) -> bool {
@@ -84,20 +102,7 @@ impl Socket {
         self.io.write_all(packed).await?;
         let mut out = Vec::with_capacity(replies);
         for _ in 0..replies {
-            let end = loop {
-                if let Some(end) = self.scan.end(&self.buf, self.start)? {
-                    break end;
-                }
-                if self.buf.capacity() - self.buf.len() < 4096 {
-                    self.buf.reserve(16 * 1024);
-                }
-                if self.io.read_buf(&mut self.buf).await? == 0 {
-                    return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
-                }
-            };
-            let mut pos = self.start;
-            out.push(resp::value(&self.buf[..end], &mut pos)?);
-            self.start = end;
+            out.push(self.read().await?);
         }
         // what the replies took goes; a byte more would be an unasked reply
         if self.start == self.buf.len() {
@@ -109,6 +114,48 @@ impl Socket {
             }
         }
         Ok(out)
+    }
+
+    /// Writes `packed` (commands whose replies [`read`](Self::read) takes).
+    pub async fn send(&mut self, packed: &[u8]) -> RedisResult<()> {
+        Ok(self.io.write_all(packed).await?)
+    }
+
+    /// The next reply (or message, on a subscribed socket), read as it
+    /// arrives. Cancel-safe: bytes read before a cancel stay for the next call.
+    pub async fn read(&mut self) -> RedisResult<Value> {
+        loop {
+            if let Some(v) = self.buffered() {
+                return v;
+            }
+            if self.start == self.buf.len() {
+                self.buf.clear();
+                self.start = 0;
+            } else if self.start >= 64 * 1024 {
+                // a long-lived reader keeps only what is not yet taken
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
+            if self.buf.capacity() - self.buf.len() < 4096 {
+                self.buf.reserve(16 * 1024);
+            }
+            if self.io.read_buf(&mut self.buf).await? == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+            }
+        }
+    }
+
+    /// A reply already read whole from the socket, without reading more.
+    pub fn buffered(&mut self) -> Option<RedisResult<Value>> {
+        let end = match self.scan.end(&self.buf, self.start) {
+            Ok(Some(end)) => end,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut pos = self.start;
+        let v = resp::value(&self.buf[..end], &mut pos);
+        self.start = end;
+        Some(v)
     }
 
     /// Whether bytes are left that no call asked for.
@@ -131,15 +178,10 @@ mod tests {
     use redis::Value;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    use super::{Socket, resp};
+    use super::Socket;
 
     fn socket(io: tokio::io::DuplexStream) -> Socket {
-        Socket {
-            io: Box::new(io),
-            buf: Vec::new(),
-            start: 0,
-            scan: resp::Scan::default(),
-        }
+        Socket::over(Box::new(io))
     }
 
     #[tokio::test]
