@@ -432,6 +432,49 @@ impl Job for SlowJob {
     }
 }
 
+/// The dispatcher of a handed job's queue registers again as soon as the job's
+/// run has started (woken by the run, not before it), not once it ends: the
+/// next send is handed to the worker too.
+#[tokio::test]
+async fn a_worker_running_a_handed_job_registers_for_the_next_at_once() {
+    let server = RedisServer::start();
+    let client = client_with(&server, &["busy"]).await;
+    let mut con = server.raw().await;
+    let rec = Recorder::default();
+    let w = Worker::builder(client.backend())
+        .queue("busy")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    let registered = |con: &redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        // a send clears it (to "") as it hands a job over
+        async move {
+            hget(&mut con, "rsmq:busy:Q", "redjob:handoff")
+                .await
+                .is_some_and(|r| !r.is_empty())
+        }
+    };
+    assert!(common::wait_for(Duration::from_secs(5), || async { registered(&con).await }).await);
+    client.enqueue(&SlowJob { key: 1 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    let started = std::time::Instant::now();
+    // handed, so the registration went with the send; it is back while the
+    // job (three seconds) runs
+    assert!(
+        common::wait_for(Duration::from_secs(1), || async { registered(&con).await }).await,
+        "registered again while the handed job runs"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    client.enqueue(&SlowJob { key: 2 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(2), || rec.len() == 2).await);
+    let attempts: Option<String> = hget(&mut con, "rsmq:busy:Q", "totalrecv").await;
+    assert_eq!(attempts.as_deref(), Some("2"), "both delivered once");
+    w.stop().await;
+}
+
 #[tokio::test]
 async fn a_job_handed_to_a_worker_with_no_free_slot_goes_to_another_waiting_worker() {
     let server = RedisServer::start();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -54,6 +55,33 @@ pub(crate) struct Run {
     pub named: bool,
     /// Counted as not started until it takes a running slot.
     pub unstarted: super::Unstarted,
+    /// Notified once the run has been polled once (or will not run): its
+    /// dispatcher, for a job handed to this worker (see `take_handed`).
+    pub then_wake: Option<Arc<Notify>>,
+}
+
+/// `fut`, notifying `then` once it has been polled once. A task woken while
+/// another runs on a thread of tokio's multi-threaded runtime takes the
+/// thread's next turn and wakes no other thread; a second one woken before the
+/// first ran pushes the first to where another thread, woken for it, takes it.
+struct FirstPoll<F> {
+    fut: F,
+    then: Option<Arc<Notify>>,
+}
+
+impl<F: std::future::Future + Unpin> std::future::Future for FirstPoll<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let out = std::pin::Pin::new(&mut self.fut).poll(cx);
+        if let Some(n) = self.then.take() {
+            n.notify_one();
+        }
+        out
+    }
 }
 
 /// What hooks and metrics need to know of a run, filled in as it goes.
@@ -81,6 +109,7 @@ pub(crate) async fn execute(
     leases: Arc<Leases>,
     _slot: SlotGuard,
 ) {
+    let mut then_wake = r.then_wake.take();
     let d = &r.delivery;
     let attempt = d.token.attempt();
     // a prefetched job waits for a running slot; shutdown, or the worker
@@ -92,6 +121,9 @@ pub(crate) async fn execute(
         } else if let Ok(p) = shared.running.try_acquire() {
             Some(p)
         } else {
+            if let Some(n) = then_wake.take() {
+                n.notify_one();
+            }
             let mut quiet = shared.controls.quiet.subscribe();
             tokio::select! {
                 biased;
@@ -131,7 +163,7 @@ pub(crate) async fn execute(
             let started = Instant::now();
             // a panic anywhere on the job's path (not only in the handler) still
             // settles the job
-            let outcome = AssertUnwindSafe(run(
+            let running = AssertUnwindSafe(run(
                 &r,
                 &queue,
                 &shared,
@@ -141,7 +173,11 @@ pub(crate) async fn execute(
                 started,
             ))
             .catch_unwind()
-            .instrument(span)
+            .instrument(span);
+            let outcome = FirstPoll {
+                fut: std::pin::pin!(running),
+                then: then_wake.take(),
+            }
             .await
             .unwrap_or_else(|panic| {
                 panicked = true;
@@ -163,6 +199,10 @@ pub(crate) async fn execute(
             (outcome, Some(started))
         }
     };
+    // not run here
+    if let Some(n) = then_wake.take() {
+        n.notify_one();
+    }
     // the attempt's record: its times on the backend's clock, reckoned from
     // the fetch's
     let ended = Instant::now();
