@@ -6,6 +6,7 @@ use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::job::batch::BatchAccess;
+use crate::job::cancel::RunCancel;
 use crate::job::data::Data;
 use crate::{JobId, Result};
 
@@ -29,7 +30,7 @@ pub struct JobContext {
     attempt: u32,
     queue: Arc<str>,
     enqueued_at: SystemTime,
-    cancel: CancellationToken,
+    cancel: Arc<RunCancel>,
     data: Data,
     batch: Option<crate::contract::batches::BatchId>,
     batch_done: Option<Arc<crate::contract::batches::BatchStatus>>,
@@ -49,7 +50,7 @@ impl JobContext {
             attempt,
             queue.into(),
             enqueued_at,
-            CancellationToken::new(),
+            Arc::default(),
             Data::default(),
         )
     }
@@ -61,7 +62,7 @@ impl JobContext {
         attempt: u32,
         queue: Arc<str>,
         enqueued_at: SystemTime,
-        cancel: CancellationToken,
+        cancel: Arc<RunCancel>,
         data: Data,
     ) -> Self {
         JobContext {
@@ -187,7 +188,7 @@ impl JobContext {
 
     /// Uses this cancellation token (a child of the worker's, say).
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
+        self.cancel = Arc::new(RunCancel::with(token));
         self
     }
 
@@ -312,6 +313,6 @@ impl JobContext {
     /// # }
     /// ```
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancel
+        self.cancel.token()
     }
 }

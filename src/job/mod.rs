@@ -26,6 +26,7 @@
 //! ```
 
 mod batch;
+pub(crate) mod cancel;
 mod context;
 pub(crate) mod data;
 pub(crate) mod envelope;

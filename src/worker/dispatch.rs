@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Shared;
-use super::execute::{Run, SlotGuard, execute};
+use super::execute::{Run, RunSlot, execute};
 use super::hooks::{JobRun, UNDECODABLE};
 use super::leases::{Admit, Leases};
 use super::metrics::QueueMetrics;
@@ -46,6 +46,8 @@ pub(crate) struct Dispatcher<B> {
     pub registered: std::sync::atomic::AtomicBool,
     /// A recovery of batch finishes is going on (beside the fetches).
     pub recovering: Arc<std::sync::atomic::AtomicBool>,
+    /// What its jobs' runs share (the fields above, one `Arc` per run).
+    pub env: Arc<super::execute::RunEnv>,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -653,10 +655,6 @@ impl<B: Backend> Dispatcher<B> {
                 self.give_back(1);
                 continue;
             }
-            let slot = SlotGuard {
-                shared: self.shared.clone(),
-                queue_slots: Some(self.queue_slots.clone()),
-            };
             self.tracker.spawn(execute(
                 Run {
                     delivery: d,
@@ -666,15 +664,9 @@ impl<B: Backend> Dispatcher<B> {
                     fetched: replied,
                     batch,
                     named: job.is_some(),
-                    unstarted: super::Unstarted::new(&self.shared),
                     then_wake: then_wake.take().cloned(),
                 },
-                self.queue.clone(),
-                self.shared.clone(),
-                self.tx.clone(),
-                self.per_queue.clone(),
-                self.leases.clone(),
-                slot,
+                RunSlot::new(self.env.clone()),
             ));
         }
         then_wake.is_none()

@@ -16,6 +16,7 @@ use crate::JobId;
 use crate::contract::attempts::AttemptOutcome;
 use crate::contract::leases::Token;
 use crate::id::IdHash;
+use crate::job::cancel::RunCancel;
 
 /// One held delivery.
 pub(crate) struct Held {
@@ -29,7 +30,7 @@ pub(crate) struct Held {
     /// time). Cleared once the current score is known again.
     pub uncertain_until_ms: Option<u64>,
     /// Cancels the run.
-    pub cancel: CancellationToken,
+    pub cancel: Arc<RunCancel>,
     /// This worker's number for the run, so a finish is matched to its own run.
     pub run: u64,
     /// The handler is still going (or waiting to start).
@@ -131,7 +132,7 @@ impl Drop for AbortRuns {
 /// What the dispatcher should do with a fresh delivery.
 pub(crate) enum Admit {
     /// A new run with this number and token.
-    Start { run: u64, cancel: CancellationToken },
+    Start { run: u64, cancel: Arc<RunCancel> },
     /// This worker already holds the job (its lease expired before a renewal, or
     /// someone made it visible again): the held run goes on under the new lease;
     /// `finished` when it already ended and only its settle is left.
@@ -204,7 +205,7 @@ impl Leases {
         let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // checked under the table's lock, which cancel_runs takes after abort
         // is cancelled: no run misses both
-        let cancel = CancellationToken::new();
+        let cancel = Arc::new(RunCancel::default());
         if self.abort.is_cancelled() {
             cancel.cancel();
         }

@@ -100,7 +100,7 @@ pub(crate) struct Shared {
     pub concurrency: usize,
     pub prefetch: usize,
     /// Jobs leased and spawned that have not yet taken a running slot (or
-    /// gone back without one): see [`Unstarted`].
+    /// gone back without one): see `execute::RunSlot`.
     pub unstarted: std::sync::atomic::AtomicUsize,
     /// Told when a job gives its slot back.
     pub slot_freed: Notify,
@@ -161,33 +161,6 @@ pub(crate) fn running_free(
 ) -> usize {
     let unstarted = unstarted.load(std::sync::atomic::Ordering::Acquire);
     running.available_permits().saturating_sub(unstarted)
-}
-
-/// A spawned job's place in [`Shared::unstarted`] until it takes a running
-/// slot or goes back without one (or its task is dropped).
-pub(crate) struct Unstarted(Option<Arc<Shared>>);
-
-impl Unstarted {
-    pub fn new(shared: &Arc<Shared>) -> Self {
-        shared
-            .unstarted
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Unstarted(Some(shared.clone()))
-    }
-
-    /// It took its running slot, or will not.
-    pub fn done(&mut self) {
-        if let Some(s) = self.0.take() {
-            s.unstarted
-                .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        }
-    }
-}
-
-impl Drop for Unstarted {
-    fn drop(&mut self) {
-        self.done();
-    }
 }
 
 /// Serves queues until shut down. Build one with [`Worker::builder`].
@@ -459,6 +432,20 @@ impl<B: Backend> Worker<B> {
                 self.shared.metrics,
                 self.shared.sink.clone(),
             );
+            let per_queue = Arc::new(dispatch::PerQueue::new(
+                stop.clone(),
+                abort.clone(),
+                qm,
+                hold,
+            ));
+            let env = Arc::new(execute::RunEnv {
+                queue: queue.clone(),
+                shared: self.shared.clone(),
+                tx: tx.clone(),
+                per_queue: per_queue.clone(),
+                leases: leases.clone(),
+                queue_slots: limits[name].0.clone(),
+            });
             let d = Dispatcher {
                 backend: self.backend.clone(),
                 queue,
@@ -469,13 +456,9 @@ impl<B: Backend> Worker<B> {
                 wake,
                 tx,
                 tracker: tracker.clone(),
-                per_queue: Arc::new(dispatch::PerQueue::new(
-                    stop.clone(),
-                    abort.clone(),
-                    qm,
-                    hold,
-                )),
+                per_queue,
                 leases,
+                env,
                 clock: std::sync::Mutex::new(None),
                 registered: std::sync::atomic::AtomicBool::new(false),
                 recovering: Arc::default(),

@@ -21,6 +21,7 @@ use crate::contract::backend::Backend;
 use crate::contract::history::History;
 use crate::contract::leases::Retention;
 use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Settled, Throttle, Token};
+use crate::job::cancel::RunCancel;
 
 /// What the settler is told.
 pub(crate) enum Event {
@@ -463,7 +464,7 @@ impl<B: Backend> Settler<B> {
     /// Says why running jobs lost their lease, then cancels their runs: one read
     /// of their scores (waited for `CLASSIFY_WAIT` at most) tells a deleted job
     /// from one delivered again.
-    async fn report_lost(&self, lost: &[(JobId, Token, tokio_util::sync::CancellationToken)]) {
+    async fn report_lost(&self, lost: &[(JobId, Token, Arc<RunCancel>)]) {
         let pairs: Vec<(JobId, Token)> = lost.iter().map(|(id, t, _)| (*id, *t)).collect();
         let scores = tokio::time::timeout(CLASSIFY_WAIT, self.backend.scores(&self.queue, &pairs))
             .await
