@@ -72,6 +72,8 @@ impl std::fmt::Display for Stopped {
 pub(crate) struct Controls {
     /// Quiet: take no work (dispatchers, hand-offs, subscribers wait).
     pub quiet: watch::Sender<bool>,
+    /// `quiet`'s value, read without its lock (each job start reads it).
+    quiet_now: AtomicBool,
     /// Cancelled when an operator stops the worker (the application's token
     /// stays as it is).
     pub stop: CancellationToken,
@@ -92,6 +94,7 @@ impl Controls {
     pub fn new() -> Self {
         Controls {
             quiet: watch::channel(false).0,
+            quiet_now: AtomicBool::new(false),
             stop: CancellationToken::new(),
             poke: Notify::new(),
             settings: watch::channel(0).0,
@@ -102,7 +105,7 @@ impl Controls {
 
     /// Whether the worker is quiet now.
     pub fn is_quiet(&self) -> bool {
-        *self.quiet.borrow()
+        self.quiet_now.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Records why the worker stops, unless a reason came first.
@@ -139,6 +142,9 @@ impl Controls {
         }
         let quiet = control.is_some();
         let changed = self.quiet.send_if_modified(|q| {
+            // set before the watchers are told
+            self.quiet_now
+                .store(quiet, std::sync::atomic::Ordering::Release);
             let was = std::mem::replace(q, quiet);
             was != quiet
         });

@@ -75,12 +75,6 @@ pub(crate) struct Leases {
     /// Told when a run starts or ends: the worker registry beats soon after
     /// (see registry.rs), so that its list of running jobs is fresh.
     changed: Option<Arc<Notify>>,
-    /// The worker's signal to cancel its runs (grace period over, or the worker
-    /// dropped): a run admitted after it is cancelled from the start, and
-    /// [`cancel_runs`](Self::cancel_runs) cancels those held when it comes.
-    /// Each run's token stands alone rather than as this one's child: a child
-    /// token locks its parent when made and dropped, once a job.
-    abort: CancellationToken,
 }
 
 #[derive(Default)]
@@ -88,6 +82,9 @@ pub(crate) struct Table {
     pub held: HashMap<JobId, Held, IdHash>,
     /// Held deliveries with an outcome to settle (so a flush need not scan all).
     pub done: HashSet<JobId, IdHash>,
+    /// The worker's runs were cancelled ([`Leases::cancel_runs`]): a run
+    /// admitted after is cancelled from the start.
+    pub aborted: bool,
 }
 
 /// Cancels a worker's runs: its `abort` token, then the run of every delivery
@@ -140,12 +137,14 @@ pub(crate) enum Admit {
 }
 
 impl Leases {
-    /// Leases that tell `changed` when a run starts or ends, whose runs
-    /// `abort` cancels (with [`cancel_runs`](Self::cancel_runs)).
-    pub fn watched(changed: Arc<Notify>, abort: CancellationToken) -> Self {
+    /// Leases that tell `changed` when a run starts or ends. Their runs are
+    /// cancelled by [`cancel_runs`](Self::cancel_runs) (from the worker's
+    /// [`AbortRuns`]); each run's token stands alone rather than as a child
+    /// of the worker's abort token, which would lock it when made and dropped,
+    /// once a job.
+    pub fn watched(changed: Arc<Notify>) -> Self {
         Leases {
             changed: Some(changed),
-            abort,
             ..Leases::default()
         }
     }
@@ -153,7 +152,9 @@ impl Leases {
     /// Cancels every run held here; called once the worker's `abort` is
     /// cancelled (runs admitted later see it cancelled).
     pub fn cancel_runs(&self) {
-        for h in self.lock().held.values() {
+        let mut t = self.lock();
+        t.aborted = true;
+        for h in t.held.values() {
             h.cancel.cancel();
         }
     }
@@ -182,7 +183,11 @@ impl Leases {
         job: Option<&'static str>,
     ) -> Admit {
         let mut t = self.lock();
-        let Table { held, done } = &mut *t;
+        let Table {
+            held,
+            done,
+            aborted,
+        } = &mut *t;
         if let Some(h) = held.get_mut(&id) {
             // a retry or release that landed (its reply lost) made the job due
             // again: this is a new delivery, not the held one
@@ -203,10 +208,10 @@ impl Leases {
             done.remove(&id);
         }
         let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // checked under the table's lock, which cancel_runs takes after abort
-        // is cancelled: no run misses both
+        // checked under the table's lock, which cancel_runs takes: no run
+        // misses both
         let cancel = Arc::new(RunCancel::default());
-        if self.abort.is_cancelled() {
+        if *aborted {
             cancel.cancel();
         }
         held.insert(

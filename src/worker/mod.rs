@@ -402,7 +402,7 @@ impl<B: Backend> Worker<B> {
             let wake = follow.wakes[name].clone();
             wakes.insert(name.clone(), wake.clone());
             let (tx, rx) = mpsc::unbounded_channel();
-            let leases = Arc::new(Leases::watched(changed.clone(), abort.clone()));
+            let leases = Arc::new(Leases::watched(changed.clone()));
             abort_runs.watch(leases.clone());
             let by = crate::contract::attempts::RunBy {
                 worker: self.id.clone(),

@@ -511,7 +511,7 @@ impl<B: Backend> Settler<B> {
     /// Deliveries whose token is uncertain stay for later (`true` when any did).
     fn batch(&self) -> (Settle, Vec<(JobId, Token, u64)>, bool) {
         let mut t = self.leases.lock();
-        let Table { held, done } = &mut *t;
+        let Table { held, done, .. } = &mut *t;
         // the results a call carries are bounded too (a result may be
         // MAX_RESULT bytes): at least one entry, then no more than MAX_BYTES
         let mut bytes = 0usize;
@@ -691,7 +691,7 @@ async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Duration) {
         let mut nearest = now + lease / 3;
         {
             let mut t = leases.lock();
-            let Table { held, done } = &mut *t;
+            let Table { held, done, .. } = &mut *t;
             held.retain(|id, h| {
                 if h.lost {
                     return true; // cancelled already; forgotten when the run ends
