@@ -664,7 +664,7 @@ impl<B: Backend> Dispatcher<B> {
                     fetched: replied,
                     batch,
                     named: job.is_some(),
-                    then_wake: then_wake.take().cloned(),
+                    then_wake: super::execute::ThenWake(then_wake.take().cloned()),
                 },
                 RunSlot::new(self.env.clone()),
             ));

@@ -109,7 +109,26 @@ pub(crate) struct Run {
     pub named: bool,
     /// Notified once the run has been polled once (or will not run): its
     /// dispatcher, for a job handed to this worker (see `take_handed`).
-    pub then_wake: Option<Arc<Notify>>,
+    pub then_wake: ThenWake,
+}
+
+/// A notify owed once: fired when told, or when dropped (a run's task dropped
+/// before its first poll still wakes its dispatcher).
+#[derive(Default)]
+pub(crate) struct ThenWake(pub Option<Arc<Notify>>);
+
+impl ThenWake {
+    fn fire(&mut self) {
+        if let Some(n) = self.0.take() {
+            n.notify_one();
+        }
+    }
+}
+
+impl Drop for ThenWake {
+    fn drop(&mut self) {
+        self.fire();
+    }
 }
 
 /// `fut`, notifying `then` once it has been polled once. A task woken while
@@ -118,7 +137,7 @@ pub(crate) struct Run {
 /// first ran pushes the first to where another thread, woken for it, takes it.
 struct FirstPoll<F> {
     fut: F,
-    then: Option<Arc<Notify>>,
+    then: ThenWake,
 }
 
 impl<F: std::future::Future + Unpin> std::future::Future for FirstPoll<F> {
@@ -129,9 +148,7 @@ impl<F: std::future::Future + Unpin> std::future::Future for FirstPoll<F> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
         let out = std::pin::Pin::new(&mut self.fut).poll(cx);
-        if let Some(n) = self.then.take() {
-            n.notify_one();
-        }
+        self.then.fire();
         out
     }
 }
@@ -161,7 +178,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
         leases,
         ..
     } = &*slot.env;
-    let mut then_wake = r.then_wake.take();
+    let mut then_wake = std::mem::take(&mut r.then_wake);
     let d = &r.delivery;
     let attempt = d.token.attempt();
     // a prefetched job waits for a running slot; shutdown, or the worker
@@ -173,9 +190,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
         } else if let Ok(p) = shared.running.try_acquire() {
             Some(p)
         } else {
-            if let Some(n) = then_wake.take() {
-                n.notify_one();
-            }
+            then_wake.fire();
             let mut quiet = shared.controls.quiet.subscribe();
             tokio::select! {
                 biased;
@@ -228,7 +243,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
             .instrument(span);
             let outcome = FirstPoll {
                 fut: std::pin::pin!(running),
-                then: then_wake.take(),
+                then: std::mem::take(&mut then_wake),
             }
             .await
             .unwrap_or_else(|panic| {
@@ -252,9 +267,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
         }
     };
     // not run here
-    if let Some(n) = then_wake.take() {
-        n.notify_one();
-    }
+    then_wake.fire();
     // the attempt's record: its times on the backend's clock, reckoned from
     // the fetch's
     let ended = Instant::now();

@@ -315,3 +315,39 @@ impl Leases {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::{Admit, Leases};
+    use crate::contract::leases::Token;
+
+    fn admit(leases: &Leases, id: &str) -> Admit {
+        let now = Instant::now();
+        let id = id.parse().unwrap();
+        leases.admit(id, Token::new(1, 1), now, now, None, None)
+    }
+
+    #[test]
+    fn runs_held_and_runs_admitted_after_cancel_runs_are_cancelled() {
+        let leases = Leases::default();
+        let Admit::Start { cancel: before, .. } =
+            admit(&leases, "0000000000aaaaaaaaaaaaaaaaaaaaaa")
+        else {
+            panic!("a new run")
+        };
+        assert!(!before.is_cancelled());
+        leases.cancel_runs();
+        assert!(before.is_cancelled(), "a held run is cancelled");
+        let Admit::Start { cancel: after, .. } = admit(&leases, "0000000000bbbbbbbbbbbbbbbbbbbbbb")
+        else {
+            panic!("a new run")
+        };
+        assert!(
+            after.is_cancelled(),
+            "a run admitted after starts cancelled"
+        );
+        assert!(after.token().is_cancelled());
+    }
+}

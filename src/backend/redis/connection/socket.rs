@@ -131,6 +131,10 @@ impl Socket {
             if self.start == self.buf.len() {
                 self.buf.clear();
                 self.start = 0;
+                // a large message's room is not kept for a reader's life
+                if self.buf.capacity() > 1 << 20 {
+                    self.buf = Vec::new();
+                }
             } else if self.start >= 64 * 1024 {
                 // a long-lived reader keeps only what is not yet taken
                 self.buf.drain(..self.start);
@@ -211,6 +215,28 @@ mod tests {
         let (s, got) = call.await.unwrap();
         assert_eq!(got, [Value::BulkString(b"hello".to_vec())]);
         assert!(s.leftover(), "the unasked byte is noticed");
+    }
+
+    #[tokio::test]
+    async fn a_long_lived_reader_does_not_keep_a_large_messages_room() {
+        let (ours, mut server) = tokio::io::duplex(64 * 1024);
+        let mut s = socket(ours);
+        let big = vec![b'x'; 2 << 20];
+        let writer = tokio::spawn(async move {
+            server
+                .write_all(format!("${}\r\n", big.len()).as_bytes())
+                .await
+                .unwrap();
+            server.write_all(&big).await.unwrap();
+            server.write_all(b"\r\n").await.unwrap();
+            server
+        });
+        assert!(matches!(s.read().await.unwrap(), Value::BulkString(b) if b.len() == 2 << 20));
+        assert!(s.buf.capacity() >= 2 << 20);
+        let mut server = writer.await.unwrap();
+        server.write_all(b"+small\r\n").await.unwrap();
+        assert_eq!(s.read().await.unwrap(), Value::SimpleString("small".into()));
+        assert!(s.buf.capacity() < 1 << 20, "{}", s.buf.capacity());
     }
 
     #[tokio::test]
