@@ -66,6 +66,16 @@ async fn with_queue(
     (b, server.raw().await)
 }
 
+/// A worker of `queue` that records its runs in `rec`.
+fn recorded_worker(client: &Client, queue: &str, rec: &Recorder) -> Worker {
+    Worker::builder(client.backend())
+        .queue(queue)
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap()
+}
+
 /// A client on `server` with `queues` created.
 async fn client_with(server: &RedisServer, queues: &[&str]) -> Client {
     let client = Client::connect(&server.url()).await.unwrap();
@@ -362,12 +372,7 @@ async fn each_job_handed_to_an_idle_worker(url_query: &str) {
     let mut observer = raw.get_async_pubsub().await.unwrap();
     observer.psubscribe("rsmq:*").await.unwrap();
     let rec = Recorder::default();
-    let w = Worker::builder(client.backend())
-        .queue("hq")
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
+    let w = recorded_worker(&client, "hq", &rec);
     let w = start_serving(w).await;
     // the listener's connection speaks the protocol the URL asks for
     let clients: String = redis::cmd("CLIENT")
@@ -441,12 +446,7 @@ async fn a_worker_running_a_handed_job_registers_for_the_next_at_once() {
     let client = client_with(&server, &["busy"]).await;
     let mut con = server.raw().await;
     let rec = Recorder::default();
-    let w = Worker::builder(client.backend())
-        .queue("busy")
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
+    let w = recorded_worker(&client, "busy", &rec);
     let w = start_serving(w).await;
     let registered = |con: &redis::aio::MultiplexedConnection| {
         let mut con = con.clone();
@@ -482,12 +482,7 @@ async fn a_job_handed_to_a_worker_with_no_free_slot_goes_to_another_waiting_work
     let mut con = server.raw().await;
     let rec = Recorder::default();
     // b waits on hq; a, one slot, on busy and hq, registered on hq after b
-    let b = Worker::builder(client.backend())
-        .queue("hq")
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
+    let b = recorded_worker(&client, "hq", &rec);
     let b = start_serving(b).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let reg_b = hget(&mut con, "rsmq:hq:Q", "redjob:handoff").await;
@@ -551,12 +546,7 @@ async fn a_job_handed_as_the_worker_stops_is_released_uncounted() {
     const ROUNDS: u64 = 12;
     let mut released = 0;
     for key in 0..ROUNDS {
-        let w = Worker::builder(client.backend())
-            .queue("hq")
-            .handle_signals(false)
-            .data(rec.clone())
-            .build()
-            .unwrap();
+        let w = recorded_worker(&client, "hq", &rec);
         let worker = w.id().to_string();
         let w = start_serving(w).await;
         subscribed(&server, &worker).await;
@@ -588,15 +578,7 @@ async fn a_job_handed_as_the_worker_stops_is_released_uncounted() {
             }
         }
     }
-    let w = start_serving(
-        Worker::builder(client.backend())
-            .queue("hq")
-            .handle_signals(false)
-            .data(rec.clone())
-            .build()
-            .unwrap(),
-    )
-    .await;
+    let w = start_serving(recorded_worker(&client, "hq", &rec)).await;
     assert!(
         wait_until(Duration::from_secs(5), || rec.len() as u64 == ROUNDS).await,
         "every job ran ({released} released at a stop)"
@@ -628,12 +610,7 @@ async fn registered_worker(
     con: &redis::aio::MultiplexedConnection,
     rec: &Recorder,
 ) -> common::Running {
-    let w = Worker::builder(client.backend())
-        .queue("hq")
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
+    let w = recorded_worker(client, "hq", rec);
     let worker = w.id().to_string();
     let w = start_serving(w).await;
     subscribed(server, &worker).await;

@@ -66,10 +66,7 @@ impl Subscription {
     pub async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
         match &mut self.0 {
             Kind::Own { socket, held } => {
-                socket
-                    .send(&redis::cmd("SUBSCRIBE").arg(channel).get_packed_command())
-                    .await?;
-                confirmed(socket, held, |f| is_confirmed(f, "subscribe", channel)).await
+                confirmed_command(socket, held, "subscribe", channel).await
             }
             Kind::Crate { sink, .. } => sink.subscribe(channel).await,
         }
@@ -80,10 +77,7 @@ impl Subscription {
     pub async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
         match &mut self.0 {
             Kind::Own { socket, held } => {
-                socket
-                    .send(&redis::cmd("UNSUBSCRIBE").arg(channel).get_packed_command())
-                    .await?;
-                confirmed(socket, held, |f| is_confirmed(f, "unsubscribe", channel)).await
+                confirmed_command(socket, held, "unsubscribe", channel).await
             }
             Kind::Crate { sink, .. } => sink.unsubscribe(channel).await,
         }
@@ -162,8 +156,24 @@ async fn confirmed(
     }
 }
 
-fn is_confirmed(f: &Frame, kind: &str, channel: &str) -> bool {
-    matches!(f, Frame::Confirmed(k, ch) if *k == kind && ch == channel.as_bytes())
+/// `SUBSCRIBE` or `UNSUBSCRIBE` (`kind` in lower case, as its confirmation
+/// names it) of `channel`, sent and confirmed.
+async fn confirmed_command(
+    socket: &mut Socket,
+    held: &mut VecDeque<Msg>,
+    kind: &'static str,
+    channel: &str,
+) -> RedisResult<()> {
+    let cmd = redis::cmd(&kind.to_ascii_uppercase())
+        .arg(channel)
+        .get_packed_command();
+    socket.send(&cmd).await?;
+    confirmed(
+        socket,
+        held,
+        |f| matches!(f, Frame::Confirmed(k, ch) if *k == kind && ch == channel.as_bytes()),
+    )
+    .await
 }
 
 /// What a value read on a subscribed RESP2 socket is; an error reply as the
