@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore};
 
 use super::limit::Limit;
 use tokio::time::Instant;
@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use super::Shared;
 use super::execute::{Run, RunSlot, execute};
 use super::hooks::{JobRun, UNDECODABLE};
-use super::leases::{Admit, Leases};
+use super::leases::Admit;
 use super::metrics::QueueMetrics;
 use super::observe::End;
 use super::settle::{Event, Outcome};
@@ -26,19 +26,17 @@ use crate::contract::leases::{Fetched, Handed};
 
 pub(crate) struct Dispatcher<B> {
     pub backend: B,
-    pub queue: Arc<str>,
+    /// The queue, the worker's and the queue's shared state, the settle
+    /// channel, the lease table and the queue's slots: shared with its jobs'
+    /// runs, one `Arc` per run.
+    pub env: Arc<super::execute::RunEnv>,
     /// The worker's id: sends hand jobs to it (see [`Backend::fetch_waiting`]).
     pub worker: Arc<str>,
-    pub shared: Arc<Shared>,
-    pub queue_slots: Arc<super::limit::Limit>,
     /// The queues' stored settings, read before the first fetch of a queue
     /// created after the worker started.
     pub follow: Arc<super::settings::Follow>,
     pub wake: Arc<Notify>,
-    pub tx: mpsc::UnboundedSender<Event>,
     pub tracker: TaskTracker,
-    pub per_queue: Arc<PerQueue>,
-    pub leases: Arc<Leases>,
     /// The last fetch's send time here and the backend's clock during it.
     pub clock: std::sync::Mutex<Option<(Instant, u64)>>,
     /// The last fetch may have left a hand-off registration in place (withdrawn
@@ -46,8 +44,6 @@ pub(crate) struct Dispatcher<B> {
     pub registered: std::sync::atomic::AtomicBool,
     /// A recovery of batch finishes is going on (beside the fetches).
     pub recovering: Arc<std::sync::atomic::AtomicBool>,
-    /// What its jobs' runs share (the fields above, one `Arc` per run).
-    pub env: Arc<super::execute::RunEnv>,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -253,48 +249,49 @@ impl<B: Backend> Dispatcher<B> {
         let mut paused = false;
         let mut slot_freed = false;
         loop {
-            if self.shared.controls.is_quiet() {
+            if self.env.shared.controls.is_quiet() {
                 // an operator quieted the worker: no fetch until resumed
-                let mut quiet = self.shared.controls.quiet.subscribe();
+                let mut quiet = self.env.shared.controls.quiet.subscribe();
                 tokio::select! {
                     _ = quiet.wait_for(|q| !*q) => {}
-                    _ = self.per_queue.stop.cancelled() => return,
+                    _ = self.env.per_queue.stop.cancelled() => return,
                 }
             }
             // a queue that did not exist when last looked for: its limits (the
             // builder's stored where none is) are read before any lease, and
             // before the prefetch is decided
-            let unread = !self.follow.is_read(&self.queue)
-                && !self.follow.read(&self.backend, &self.queue).await;
+            let unread = !self.follow.is_read(&self.env.queue)
+                && !self.follow.read(&self.backend, &self.env.queue).await;
             let mut n = tokio::select! {
                 n = self.slots() => n,
-                _ = self.per_queue.stop.cancelled() => return,
+                _ = self.env.per_queue.stop.cancelled() => return,
             };
             // a prefetch that would keep jobs waiting here longer than
             // PREFETCH_WAIT is cut down (to the concurrency at the least):
             // the rest of the worker's slots stay free of this queue's jobs
-            let short = self.per_queue.short_jobs() && !self.queue_slots.fleet_limited();
+            let short = self.env.per_queue.short_jobs() && !self.env.queue_slots.fleet_limited();
             let reserve = self
+                .env
                 .shared
                 .prefetch
-                .saturating_sub(self.per_queue.prefetch(&self.shared));
+                .saturating_sub(self.env.per_queue.prefetch(&self.env.shared));
             if short && reserve > 0 {
-                let free = n as usize + self.shared.slots.available_permits();
+                let free = n as usize + self.env.shared.slots.available_permits();
                 let allowed = free.saturating_sub(reserve);
                 if allowed == 0 {
                     // its share is leased: wait for one of its jobs (or
                     // another's) to give a slot back, then look again
                     self.give_back(n);
                     loop {
-                        let freed = self.shared.slot_freed.notified();
-                        if self.shared.slots.available_permits() > reserve {
+                        let freed = self.env.shared.slot_freed.notified();
+                        if self.env.shared.slots.available_permits() > reserve {
                             break;
                         }
                         tokio::select! {
                             _ = freed => {}
                             // slots given back some other way: looked at again
                             _ = tokio::time::sleep(SLOT_RECHECK) => {}
-                            _ = self.per_queue.stop.cancelled() => return,
+                            _ = self.env.per_queue.stop.cancelled() => return,
                         }
                     }
                     continue;
@@ -309,13 +306,13 @@ impl<B: Backend> Dispatcher<B> {
                 // fleet (where a lease counts as a start and holds a place):
                 // lease only what can start now: the running slots free, less
                 // the jobs leased before that have yet to take theirs
-                let free = self.shared.running_free() as u32;
+                let free = self.env.shared.running_free() as u32;
                 if free == 0 && !slot_freed {
                     self.give_back(n);
                     match running_slot(
-                        &self.shared.running,
-                        &self.shared.unstarted,
-                        &self.per_queue.stop,
+                        &self.env.shared.running,
+                        &self.env.shared.unstarted,
+                        &self.env.per_queue.stop,
                     )
                     .await
                     {
@@ -337,7 +334,7 @@ impl<B: Backend> Dispatcher<B> {
                     n = free;
                 }
             }
-            if let Some(until) = self.per_queue.hold.until() {
+            if let Some(until) = self.env.per_queue.hold.until() {
                 // a handler's throttle (maybe while this waited for a slot):
                 // nothing starts until it ends or its settle lands (which
                 // wakes this)
@@ -345,7 +342,7 @@ impl<B: Backend> Dispatcher<B> {
                 tokio::select! {
                     _ = tokio::time::sleep_until(until) => {}
                     _ = self.wake.notified() => {}
-                    _ = self.per_queue.stop.cancelled() => return,
+                    _ = self.env.per_queue.stop.cancelled() => return,
                 }
                 continue;
             }
@@ -354,14 +351,19 @@ impl<B: Backend> Dispatcher<B> {
             // released instead
             let sent_at = Instant::now();
             // a hand-off goes only to a worker that can start it at once
-            let waiting = self.shared.running.available_permits() > 0;
+            let waiting = self.env.shared.running.available_permits() > 0;
             let fetched = if waiting {
                 self.backend
-                    .fetch_waiting(&self.queue, n as usize, self.shared.lease, &self.worker)
+                    .fetch_waiting(
+                        &self.env.queue,
+                        n as usize,
+                        self.env.shared.lease,
+                        &self.worker,
+                    )
                     .await
             } else {
                 self.backend
-                    .fetch(&self.queue, n as usize, self.shared.lease)
+                    .fetch(&self.env.queue, n as usize, self.env.shared.lease)
                     .await
             };
             let mut fetched = match fetched {
@@ -370,7 +372,7 @@ impl<B: Backend> Dispatcher<B> {
                     *lock(&self.clock) = Some((sent_at, f.now_us));
                     if !served {
                         served = true;
-                        self.shared.readiness.fetched();
+                        self.env.shared.readiness.fetched();
                     }
                     f
                 }
@@ -379,11 +381,11 @@ impl<B: Backend> Dispatcher<B> {
                     failures += 1;
                     let backoff =
                         Duration::from_millis(100u64 << failures.min(8)).min(FETCH_BACKOFF_MAX);
-                    tracing::warn!(queue = %self.queue, error = %e, retry_in = ?backoff, "fetching jobs failed");
+                    tracing::warn!(queue = %self.env.queue, error = %e, retry_in = ?backoff, "fetching jobs failed");
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => continue,
                         _ = self.wake.notified() => continue,
-                        _ = self.per_queue.stop.cancelled() => return,
+                        _ = self.env.per_queue.stop.cancelled() => return,
                     }
                 }
             };
@@ -396,7 +398,7 @@ impl<B: Backend> Dispatcher<B> {
                     .recovering
                     .swap(true, std::sync::atomic::Ordering::AcqRel)
             {
-                let (backend, queue) = (self.backend.clone(), self.queue.clone());
+                let (backend, queue) = (self.backend.clone(), self.env.queue.clone());
                 let recovering = self.recovering.clone();
                 tokio::spawn(async move {
                     if let Err(e) = backend.batch_recover(&queue).await {
@@ -411,7 +413,8 @@ impl<B: Backend> Dispatcher<B> {
             let ordinary = !fetched.missing && !fetched.paused;
             let held = fetched.held.any();
             if held {
-                self.per_queue
+                self.env
+                    .per_queue
                     .metrics
                     .held(fetched.held, u64::from(n - got));
             }
@@ -422,10 +425,10 @@ impl<B: Backend> Dispatcher<B> {
                 );
             }
             if fetched.orphans > 0 {
-                tracing::warn!(queue = %self.queue, orphans = fetched.orphans,
+                tracing::warn!(queue = %self.env.queue, orphans = fetched.orphans,
                     "removed ids without a body from the queue (evicted by Redis's maxmemory-policy, or deleted by another client)");
             }
-            if self.per_queue.stop.is_cancelled() {
+            if self.env.per_queue.stop.is_cancelled() {
                 self.release(fetched, sent_at);
                 return;
             }
@@ -435,25 +438,25 @@ impl<B: Backend> Dispatcher<B> {
                 self.release(fetched, sent_at);
                 continue;
             }
-            if self.shared.controls.is_quiet() {
+            if self.env.shared.controls.is_quiet() {
                 // quieted during the fetch: what it leased goes back, and a
                 // registration it left is withdrawn
                 self.release(fetched, sent_at);
-                self.shared.filled.notify_one();
+                self.env.shared.filled.notify_one();
                 continue;
             }
             self.start(&mut fetched, sent_at, None);
             if fetched.paused != paused {
                 paused = fetched.paused;
-                self.per_queue.metrics.paused(paused);
+                self.env.per_queue.metrics.paused(paused);
                 let state = if paused { "paused" } else { "resumed" };
-                tracing::info!(queue = %self.queue, "queue {state}");
+                tracing::info!(queue = %self.env.queue, "queue {state}");
             }
             if got < n || fetched.missing || fetched.paused {
                 // nothing more is due: sleep until the next due score or a
                 // wake-up (a send, or the worker's poll of all its queues)
                 let mut wait: Option<Duration> = None;
-                let poll = self.shared.poll_interval;
+                let poll = self.env.shared.poll_interval;
                 if fetched.missing {
                     wait = Some(poll.min(MISSING_QUEUE_POLL));
                 }
@@ -484,7 +487,7 @@ impl<B: Backend> Dispatcher<B> {
                 tokio::select! {
                     _ = timer => {}
                     _ = self.wake.notified() => {}
-                    _ = self.per_queue.stop.cancelled() => return,
+                    _ = self.env.per_queue.stop.cancelled() => return,
                 }
             }
         }
@@ -521,10 +524,10 @@ impl<B: Backend> Dispatcher<B> {
     /// runs now rather than after its lease (the release is fenced by the
     /// hand-off's token: a job that ran and was settled is left alone).
     fn reclaim(&self, h: Handed) {
-        if self.leases.lock().held.contains_key(&h.delivery.id) {
+        if self.env.leases.lock().held.contains_key(&h.delivery.id) {
             return;
         }
-        tracing::info!(queue = %self.queue, job.id = %h.delivery.id,
+        tracing::info!(queue = %self.env.queue, job.id = %h.delivery.id,
             "a job handed to this worker never reached it (its notification connection closed): released to run now");
         self.release_handed(h);
     }
@@ -544,9 +547,9 @@ impl<B: Backend> Dispatcher<B> {
         // a handed job that cannot start at once (every running slot taken, as
         // by another queue's hand-off, or the worker quiet) is released, which
         // wakes the queue's other waiting workers for it (complete.lua)
-        if self.per_queue.stop.is_cancelled()
-            || self.shared.controls.is_quiet()
-            || self.shared.running.available_permits() == 0
+        if self.env.per_queue.stop.is_cancelled()
+            || self.env.shared.controls.is_quiet()
+            || self.env.shared.running.available_permits() == 0
             || !self.try_slot()
         {
             self.release_handed(h);
@@ -563,24 +566,24 @@ impl<B: Backend> Dispatcher<B> {
     /// Puts a handed job back, unstarted (it holds no slot).
     fn release_handed(&self, h: Handed) {
         self.release_one(h.delivery, Instant::now());
-        let _ = self.tx.send(Event::Finished);
+        let _ = self.env.tx.send(Event::Finished);
     }
 
     /// One free slot of the worker and of this queue, taken without waiting.
     fn try_slot(&self) -> bool {
-        let local = match self.queue_slots.sem().try_acquire() {
+        let local = match self.env.queue_slots.sem().try_acquire() {
             Ok(p) => p,
             Err(_) => return false,
         };
         // given back through the limit, which may be owed it
         local.forget();
-        match self.shared.slots.try_acquire() {
+        match self.env.shared.slots.try_acquire() {
             Ok(p) => {
                 p.forget();
                 true
             }
             Err(_) => {
-                self.queue_slots.release(1);
+                self.env.queue_slots.release(1);
                 false
             }
         }
@@ -597,7 +600,7 @@ impl<B: Backend> Dispatcher<B> {
         sent_at: Instant,
         mut then_wake: Option<&Arc<Notify>>,
     ) -> bool {
-        let deadline = sent_at + self.shared.lease;
+        let deadline = sent_at + self.env.shared.lease;
         let replied = Instant::now();
         for d in std::mem::take(&mut fetched.jobs) {
             let batch = crate::contract::batches::BatchRef::of_body(&d.body);
@@ -611,15 +614,16 @@ impl<B: Backend> Dispatcher<B> {
                 crate::job::linked_name(&d.body)
             };
             let admitted = self
+                .env
                 .leases
                 .admit(d.id, d.token, deadline, replied, batch, job);
             let (run, cancel) = match admitted {
                 Admit::Start { run, cancel } => (run, cancel),
                 Admit::Merged { finished } => {
-                    tracing::info!(queue = %self.queue, job.id = %d.id,
+                    tracing::info!(queue = %self.env.queue, job.id = %d.id,
                             "delivered again while still held here (its lease ran out before a renewal, or it was made visible); the held run goes on under the new lease");
                     if finished {
-                        let _ = self.tx.send(Event::Finished);
+                        let _ = self.env.tx.send(Event::Finished);
                     }
                     self.give_back(1);
                     continue;
@@ -630,26 +634,27 @@ impl<B: Backend> Dispatcher<B> {
                     "body of {} bytes is over the queue's maxsize of {max}",
                     d.body.len()
                 );
-                tracing::error!(queue = %self.queue, job.id = %d.id, %error, "dead-lettered");
-                let observer = &self.shared.observer;
+                tracing::error!(queue = %self.env.queue, job.id = %d.id, %error, "dead-lettered");
+                let observer = &self.env.shared.observer;
                 let heard = observer
-                    .active(&self.per_queue.metrics)
+                    .active(&self.env.per_queue.metrics)
                     .then(|| error.clone());
                 let now = fetched.now_us / 1000;
                 let ran = (now, now, AttemptOutcome::Error);
                 if self
+                    .env
                     .leases
                     .finish(d.id, run, Outcome::Dead { error }, ran, None)
                     .is_ok()
                 {
-                    let _ = self.tx.send(Event::Finished);
+                    let _ = self.env.tx.send(Event::Finished);
                     if let Some(error) = heard {
                         let name = crate::contract::envelope::job_name(&d.body);
                         let job = name.as_deref().unwrap_or(UNDECODABLE);
                         let waited = Duration::from_millis(d.waited_ms);
-                        let r = JobRun::new(d.id, &self.queue, job, d.token.attempt(), waited);
+                        let r = JobRun::new(d.id, &self.env.queue, job, d.token.attempt(), waited);
                         let end = End::Dead { error: &error };
-                        observer.ended(&self.per_queue.metrics, None, &r, None, end);
+                        observer.ended(&self.env.per_queue.metrics, None, &r, None, end);
                     }
                 }
                 self.give_back(1);
@@ -678,17 +683,18 @@ impl<B: Backend> Dispatcher<B> {
             self.release_one(d, sent_at);
             self.give_back(1);
         }
-        let _ = self.tx.send(Event::Finished);
+        let _ = self.env.tx.send(Event::Finished);
     }
 
     /// Queues the release of a delivery leased at `sent_at` that never started.
     fn release_one(&self, d: crate::contract::leases::Delivery, sent_at: Instant) {
-        let deadline = sent_at + self.shared.lease;
+        let deadline = sent_at + self.env.shared.lease;
         if let Admit::Start { run, .. } =
-            self.leases
+            self.env
+                .leases
                 .admit(d.id, d.token, deadline, Instant::now(), None, None)
         {
-            let _ = self.leases.finish(
+            let _ = self.env.leases.finish(
                 d.id,
                 run,
                 Outcome::Release {
@@ -702,11 +708,16 @@ impl<B: Backend> Dispatcher<B> {
 
     /// Free slots of the worker and of this queue, at least one (waiting for it).
     async fn slots(&self) -> u32 {
-        slots(&self.shared, Some(&self.queue_slots), self.shared.fetch_max).await
+        slots(
+            &self.env.shared,
+            Some(&self.env.queue_slots),
+            self.env.shared.fetch_max,
+        )
+        .await
     }
 
     fn give_back(&self, n: u32) {
-        give_back(&self.shared, Some(&self.queue_slots), n);
+        give_back(&self.env.shared, Some(&self.env.queue_slots), n);
     }
 }
 

@@ -55,6 +55,8 @@ pub(crate) struct RunEnv {
 /// it takes a running slot or goes back without one.
 pub(crate) struct RunSlot {
     pub env: Arc<RunEnv>,
+    /// An atomic so that it is cleared through `&self` while the run borrows
+    /// `env` (the run's own, never contended).
     unstarted: std::sync::atomic::AtomicBool,
 }
 

@@ -173,7 +173,7 @@ pub(super) async fn withdraw_when_full<B: Backend>(
                 d.registered
                     .swap(false, std::sync::atomic::Ordering::Relaxed)
             })
-            .map(|d| d.queue.to_string())
+            .map(|d| d.env.queue.to_string())
             .collect();
         if queues.is_empty() {
             continue;

@@ -2,9 +2,9 @@
 //!
 //! The `redis` crate's pub/sub connection is driven by a task of its own,
 //! which reads each message and passes it on to the listening task through a
-//! channel: one wake-up between tasks per message, often between threads. A
-//! worker's hand-offs come that way, so each waited for it: on the 2-core
-//! bench 45 µs at the median from the message on the wire to the listener.
+//! channel: one wake-up between tasks per message, which a worker's hand-offs
+//! waited for (on the 2-core bench, reading the socket in the listener took
+//! a few µs off a hand-off's start: BENCHMARKS.md, Speed II part 15).
 //! Where a lane could speak for the client (a plain TCP or Unix socket,
 //! RESP2: see [`socket::speaks_for`]) the listener reads the socket itself;
 //! elsewhere (TLS, RESP3) it takes the `redis` crate's connection.
