@@ -3,8 +3,9 @@
 
 Usage, from the project root:
 
-    python3 examples/bench/script_cost.py [--callgrind] [--n 3000] [--rounds 5]
-        [--bench target/release/examples/bench] [--baseline <older bench>]
+    python3 examples/bench/script_cost.py [--callgrind | --split] [--n 3000]
+        [--rounds 5] [--bench target/release/examples/bench]
+        [--baseline <older bench>]
 
 It takes the scripts a bench binary loads (it runs `--phase 1 --n 2000`
 against its own redis-server and reads them off `MONITOR`), then drains a
@@ -21,7 +22,10 @@ It prints Redis's work per job: by default its CPU (`INFO cpu`, user + sys,
 medians of `--rounds` alternating runs: this machine's noise applies), or
 with `--callgrind` the instructions it ran, counted by valgrind's callgrind
 between two dumps (deterministic to about 1 %, kernel time not included;
-valgrind must be installed, and one run is enough).
+valgrind must be installed, and one run is enough). With `--split` it prints
+each script's time inside Redis per job (`INFO commandstats` read around each
+call) at fetches of 32 and of 256, and what the two sizes imply: a call's
+fixed time and its time per job beyond it.
 
 The redis-server is the first on PATH (`../shared/peers/vs-chasquimq.sh`
 builds 8.6.3 under target/peers-bench). Stdlib only (the RESP client is
@@ -180,6 +184,11 @@ class Server:
         was, self.cpu = getattr(self, "cpu", now), now
         return now - was
 
+    def script_usec(self):
+        """Redis's time inside script calls so far (µs, `INFO commandstats`)."""
+        v = self.r.info("commandstats").get("cmdstat_evalsha")
+        return float(v.split("usec=")[1].split(",")[0]) if v else 0.0
+
     def pipeline(self, cmds):
         self.r.sock.sendall(b"".join(Resp._encode(c) for c in cmds))
         return [self.r._read() for _ in cmds]
@@ -208,54 +217,84 @@ def fill(s, n, history):
         s.pipeline(cmds)
 
 
-def drain(s, fetch, complete, batch, history, convention):
+def drain(s, fetch, complete, batch, history, convention, split=None):
     """Drains the queue by fetch + ack; Redis's work per job. `convention`:
-    the scripts' calling convention, "bd4be8e", "floor" or None (this code's)."""
+    the scripts' calling convention, "bd4be8e", "floor" or None (this code's).
+    With `split` (a dict), each call's time inside Redis (`INFO
+    commandstats`) is added to split["fetch"] or split["settle"]."""
+
+    def call(which, *args):
+        if split is None:
+            return s.r.cmd(*args)
+        before = s.script_usec()
+        reply = s.r.cmd(*args)
+        split[which] = split.get(which, 0.0) + s.script_usec() - before
+        return reply
+
     s.mark()
     done = 0
     keys = [Q, Q + ":Q", Q + ":history:ids", Q + ":history:Q"]
     while True:
         if convention == "floor":
-            got = s.r.cmd("EVALSHA", fetch, 2, Q, Q + ":Q", batch, MIN_TOKEN, int(time.time() * 1000))
+            got = call("fetch", "EVALSHA", fetch, 2, Q, Q + ":Q", batch, MIN_TOKEN, int(time.time() * 1000))
             if not got:
                 break
             argv = [int(time.time() * 1000), "1" if history == "on" else "0"]
             for jid in got[0::2]:
                 argv += [jid, MIN_TOKEN]
-            acked = s.r.cmd("EVALSHA", complete, 4, *keys, *argv)
+            acked = call("settle", "EVALSHA", complete, 4, *keys, *argv)
             if acked * 2 != len(got):
                 sys.exit("an ack failed its fence")
             done += acked
             continue
         if convention == "bd4be8e":
-            out = s.r.cmd("EVALSHA", fetch, 2, Q, Q + ":Q", batch, 30000, "")
+            out = call("fetch", "EVALSHA", fetch, 2, Q, Q + ":Q", batch, 30000, "")
             lease, rest = int(out[2]) + LEGACY, out[5:]
         else:
-            out = s.r.cmd("EVALSHA", fetch, len(FETCH_KEYS), *FETCH_KEYS, batch, 30000, "")
+            out = call("fetch", "EVALSHA", fetch, len(FETCH_KEYS), *FETCH_KEYS, batch, 30000, "")
             lease, rest = int(out[2]), out[6:]
         jobs, j = [], 0
-        while j < len(rest):
-            meta = int(rest[j + 2])
-            jobs.append((rest[j], abs(meta) % 1000, rest[j + 1]))
-            j += 4 if meta < 0 else 3
+        if convention == "bd4be8e":
+            while j < len(rest):
+                meta = int(rest[j + 2])
+                jobs.append((rest[j], abs(meta) % 1000, rest[j + 1]))
+                j += 4 if meta < 0 else 3
+        else:
+            # groups: meta (then its lease end when negative), n, n x (id, body)
+            while j < len(rest):
+                meta = int(rest[j])
+                j += 2 if meta < 0 else 1
+                n = int(rest[j])
+                jobs += [(rest[j + 1 + 2 * q], abs(meta) % 1000, rest[j + 2 + 2 * q]) for q in range(n)]
+                j += 1 + 2 * n
         if not jobs:
             break
         if convention == "bd4be8e":
             argv = [len(jobs), 0, 0, 0, 10000, 2592000000, "rsmq:rt:bench"]
             for jid, count, _ in jobs:
                 argv += [jid, "%d.%03d" % (lease, count)]
-            reply = s.r.cmd("EVALSHA", complete, 6, *COMPLETE_KEYS[:6], *argv)
+            reply = call("settle", "EVALSHA", complete, 6, *COMPLETE_KEYS[:6], *argv)
         else:
             now = int(time.time() * 1000)
             span = ',"start":%d,"end":%d' % (now, now)
             argv = ["%d%s" % (len(jobs), "b" if history == "on" else ""), 0, 0, 0, 10000, 2592000000, "rsmq:rt:bench",
                     WORKER, HISTORY[history], 1, "bench"]
-            # each ack's body as delivered goes back with it while the
-            # history keeps bodies, as a worker's settle sends it
+            # the acks in runs of one token, each with its span and, while
+            # the history keeps bodies, its body as delivered, as a worker's
+            # settle sends them
+            runs = []
             for jid, count, body in jobs:
-                argv += [jid, "%d.%03d" % (lease, 500 + count), span] + ([body] if history == "on" else [])
+                token = "%d.%03d" % (lease, 500 + count)
+                if not runs or runs[-1][0] != token:
+                    runs.append((token, []))
+                runs[-1][1].append([jid, span] + ([body] if history == "on" else []))
+            argv.append(len(runs))
+            for token, acks in runs:
+                argv += [token, len(acks)]
+                for a in acks:
+                    argv += a
             argv += [1, 32, len(jobs), " ".join(["32"] * len(jobs))]
-            reply = s.r.cmd("EVALSHA", complete, len(COMPLETE_KEYS), *COMPLETE_KEYS, *argv)
+            reply = call("settle", "EVALSHA", complete, len(COMPLETE_KEYS), *COMPLETE_KEYS, *argv)
         if int(reply[0]) != len(jobs):
             sys.exit("an ack failed its fence: %r" % reply[:4])
         done += len(jobs)
@@ -269,7 +308,12 @@ def main():
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--split", action="store_true",
+                    help="each script's time inside Redis per job, at fetches of 32 and 256, and the fixed "
+                         "part of a call that the two sizes imply (history on)")
     a = ap.parse_args()
+    if a.split and a.callgrind:
+        sys.exit("--split measures time: not with --callgrind")
     n = a.n or (3000 if a.callgrind else 50000)
     rounds = a.rounds or (1 if a.callgrind else 5)
     redis_server = shutil.which("redis-server") or sys.exit("redis-server on PATH")
@@ -287,6 +331,9 @@ def main():
         # warm up: the history at its count limit
         fill(s, max(n, 2000), "on")
         drain(s, *shas[0][1:4], "on", None)
+        if a.split:
+            split_report(s, shas, n, rounds)
+            return
         results = {}
         for _ in range(rounds):
             for name, f, c, b, conv in shas:
@@ -304,6 +351,32 @@ def main():
         label = name if name.startswith("baseline") else "%s, history %s" % (name, history)
         fmt = "%.0f" if a.callgrind else "%.3f"
         print(("  %-36s " + fmt + " (" + fmt + "-" + fmt + ")") % (label, statistics.median(v), min(v), max(v)))
+
+
+def split_report(s, shas, n, rounds):
+    """--split: per script and fetch size, Redis's time per job (medians of
+    `rounds`), then per call = fixed + per job x size, fitted to the two sizes."""
+    sizes = (32, 256)
+    got = {}
+    for _ in range(rounds):
+        for name, f, c, _, conv in shas:
+            if conv == "bd4be8e":
+                continue
+            for size in sizes:
+                fill(s, n, "on")
+                split = {}
+                _, done = drain(s, f, c, size, "on", conv, split)
+                for which, us in split.items():
+                    got.setdefault((name, which, size), []).append(us / done)
+    print("Redis's time inside each script (INFO commandstats), history on, n = %d, %d round(s)" % (n, rounds))
+    print("  %-16s %-7s %14s %14s %16s %14s" % ("scripts", "script", "µs/job at 32", "µs/job at 256",
+                                                 "fixed µs/call", "µs/job beyond"))
+    for name in dict.fromkeys(k[0] for k in got):
+        for which in ("fetch", "settle"):
+            a, b = (statistics.median(got[(name, which, size)]) for size in sizes)
+            # a = v + F/32, b = v + F/256
+            fixed = (a - b) / (1 / sizes[0] - 1 / sizes[1])
+            print("  %-16s %-7s %14.3f %14.3f %16.1f %14.3f" % (name, which, a, b, fixed, b - fixed / sizes[1]))
 
 
 if __name__ == "__main__":

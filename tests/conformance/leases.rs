@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
+use redjob::inspect::{AttemptOutcome, Inspect};
 use redjob::queue::{Queues, SendMessage};
 use redjob::{Client, Job, JobContext, JobError};
 use serde::{Deserialize, Serialize};
@@ -666,4 +667,86 @@ pub async fn a_retry_is_fetchable_at_the_due_time_inspection_reports(env: &Env) 
         };
         assert_eq!(backend.settle("work", &again).await.unwrap().rescheduled, 1);
     }
+}
+
+/// Jobs due at one score are leased together (one group of fetch.lua's
+/// reply, one meta for all), and jobs whose leases ran out at one score
+/// each keep their own count and the record of their lost lease; every
+/// token the fetch hands out passes its fence.
+pub async fn a_fetch_gives_each_job_its_count_among_jobs_that_share_a_score(env: &Env) {
+    let client = env.client.clone();
+    let backend = client.backend();
+    let jobs: Vec<Sleepy> = (0..6)
+        .map(|key| Sleepy {
+            key,
+            ms: 0,
+            hang_first: false,
+        })
+        .collect();
+    client.enqueue_batch(&jobs).await.unwrap();
+    // two leased briefly: their leases run out together
+    let first = backend
+        .fetch("work", 2, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(first.jobs.len(), 2);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let all = backend
+        .fetch("work", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(all.jobs.len(), 6, "every job due again or never leased");
+    let lost: Vec<_> = first.jobs.iter().map(|d| d.id).collect();
+    let mut fresh_waits = Vec::new();
+    for d in &all.jobs {
+        if lost.contains(&d.id) {
+            assert_eq!(d.token.attempt(), 2, "a lost lease counts: {}", d.id);
+        } else {
+            assert_eq!(d.token.attempt(), 1, "{}", d.id);
+            fresh_waits.push(d.waited_ms);
+        }
+    }
+    assert_eq!(fresh_waits.len(), 4);
+    assert!(
+        fresh_waits
+            .iter()
+            .all(|w| *w == fresh_waits[0] && *w >= 400),
+        "sent together, due as long: {fresh_waits:?}"
+    );
+    for d in &first.jobs {
+        let job = backend
+            .job("work", &d.id)
+            .await
+            .unwrap()
+            .expect("in flight");
+        let outcomes: Vec<_> = job.runs.iter().map(|a| (a.number, a.outcome)).collect();
+        assert_eq!(outcomes, [(1, AttemptOutcome::LeaseLost)], "{}", d.id);
+    }
+    // settled together in an order where their tokens alternate (a settle
+    // sends its acks in runs of one token)
+    let (lost_acks, fresh_acks): (Vec<_>, Vec<_>) = all
+        .jobs
+        .iter()
+        .map(|d| (d.id, d.token))
+        .partition(|(id, _)| lost.contains(id));
+    let mut acks = Vec::new();
+    for (i, a) in fresh_acks.into_iter().enumerate() {
+        acks.push(a);
+        if let Some(l) = lost_acks.get(i) {
+            acks.push(*l);
+        }
+    }
+    assert_eq!(acks.len(), 6);
+    let done = backend
+        .settle(
+            "work",
+            &Settle {
+                acks,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.acked, 6, "every token passed its fence");
+    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
 }

@@ -500,24 +500,40 @@ impl Backend for RedisBackend {
                 // counted after every entry (see complete.lua)
                 let codes = RunTimeCodes::of(part, &runs);
                 cmd.arg(codes.types.len()).arg(&codes.types);
-                // an ack's span: its run's times as its attempt record's
-                // members, written into one buffer; then, when the caller
-                // passed bodies, its body as delivered (in the acks' order),
-                // else "" (complete.lua reads it)
+                // the acks in runs of one token (a fetch's jobs share theirs:
+                // each token is sent once for its run), each ack with its
+                // span: its run's times as its attempt record's members,
+                // written into one buffer; then, when the caller passed
+                // bodies, its body as delivered (in the acks' order), else ""
+                // (complete.lua reads it)
+                let mut token_runs: Vec<(Token, usize)> = Vec::new();
+                for (_, t) in &part.acks {
+                    match token_runs.last_mut() {
+                        Some((last, n)) if last == t => *n += 1,
+                        _ => token_runs.push((*t, 1)),
+                    }
+                }
+                if !part.acks.is_empty() {
+                    cmd.arg(token_runs.len());
+                }
                 let mut span = String::new();
                 let mut sent = part.ack_bodies.iter().peekable();
-                for (id, token) in &part.acks {
-                    span.clear();
-                    if let Some(r) = runs.get(id) {
-                        span.push_str(r#","start":"#);
-                        super::convert::push_decimal(&mut span, r.started_ms);
-                        span.push_str(r#","end":"#);
-                        super::convert::push_decimal(&mut span, r.ended_ms);
-                    }
-                    cmd.arg(id).arg(token).arg(span.as_str());
-                    if bodies {
-                        let body = sent.next_if(|(b, _)| b == id).map_or(&[][..], |b| &b.1[..]);
-                        cmd.arg(body);
+                let mut acks = part.acks.iter();
+                for (token, n) in &token_runs {
+                    cmd.arg(token).arg(*n);
+                    for (id, _) in acks.by_ref().take(*n) {
+                        span.clear();
+                        if let Some(r) = runs.get(id) {
+                            span.push_str(r#","start":"#);
+                            super::convert::push_decimal(&mut span, r.started_ms);
+                            span.push_str(r#","end":"#);
+                            super::convert::push_decimal(&mut span, r.ended_ms);
+                        }
+                        cmd.arg(id).arg(span.as_str());
+                        if bodies {
+                            let body = sent.next_if(|(b, _)| b == id).map_or(&[][..], |b| &b.1[..]);
+                            cmd.arg(body);
+                        }
                     }
                 }
                 let by = part.by.as_ref();

@@ -9,12 +9,13 @@ use crate::contract::leases::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next due µs or "", lease ms, maxsize, orphans,
-/// the limits that held it back (bits: 1 concurrency, 2 rate), (id, body,
-/// meta)...}` where meta is the delivery count + 1000 × (priority +
-/// 10) + 21000 × the ms the job had been due, negated when the job's own lease
-/// end (ms) follows it (a released job's, later than the call's); `None` when
-/// the script asks to be called again with the queue's priority level keys.
-/// Taken by value: each job's body moves out of the reply, not copied.
+/// the limits that held it back (bits: 1 concurrency, 2 rate), then groups of
+/// jobs: meta, n, n × (id, body), ...}` where a group's meta, shared by its
+/// jobs, is the delivery count + 1000 × (priority + 10) + 21000 × the ms the
+/// jobs had been due, negated when the group's own lease end (ms) follows it
+/// (a released job's, later than the call's); `None` when the script asks to
+/// be called again with the queue's priority level keys. Taken by value: each
+/// job's body moves out of the reply, not copied.
 pub(crate) fn fetched(v: Value, max: usize) -> Result<Option<Fetched>> {
     let Value::Array(mut items) = v else {
         return Err(Error::Protocol(format!("expected an array, got {v:?}")));
@@ -37,43 +38,57 @@ pub(crate) fn fetched(v: Value, max: usize) -> Result<Option<Fetched>> {
     let mut jobs = Vec::with_capacity(max.min(1024));
     let mut at = items.len() - r.left();
     while at < items.len() {
+        // a group's head: its meta, its own lease end when negated, its size
         let mut r = Reply::of(&items[at..]);
-        let raw = r.bytes()?;
-        let id = JobId::from_bytes(raw).map_err(|_| String::from_utf8_lossy(raw).into_owned());
-        r.bytes()?;
         let meta = r.int()?;
         let lease_ms = if meta < 0 {
             r.int()?.max(0) as u64
         } else {
             lease_ms
         };
-        let after = items.len() - r.left();
-        // the body, read above as a string, moves out of the reply
-        let body = match std::mem::replace(&mut items[at + 1], Value::Nil) {
-            Value::BulkString(b) => b,
-            Value::SimpleString(s) => s.into_bytes(),
-            _ => Vec::new(),
-        };
-        at = after;
+        let n = usize::try_from(r.int()?).unwrap_or(0);
+        at = items.len() - r.left();
+        if n == 0 || n > (items.len() - at) / 2 {
+            return Err(Error::Protocol(format!(
+                "a fetch's group of {n} jobs with {} items left",
+                items.len() - at
+            )));
+        }
         let meta = meta.saturating_abs();
-        let count = (meta % 1000).max(1) as u32;
-        let priority = ((meta / 1000) % 21 - 10) as i8;
+        let token = Token::new(lease_ms, (meta % 1000).max(1) as u32)
+            .at_priority(((meta / 1000) % 21 - 10) as i8);
         let waited_ms = (meta / 21000) as u64;
-        // an id no RSMQ client writes (a raw ZADD): skipped, so the jobs fetched
-        // with it still run; it stays leased and comes back after the lease
-        let id = match id {
-            Ok(id) => id,
-            Err(raw) => {
-                tracing::error!(id = %raw, "skipped a message whose id is not an RSMQ id; delete it");
-                continue;
-            }
-        };
-        jobs.push(Delivery {
-            id,
-            body,
-            token: Token::new(lease_ms, count).at_priority(priority),
-            waited_ms,
-        });
+        for _ in 0..n {
+            let id = match &items[at] {
+                Value::BulkString(b) => {
+                    JobId::from_bytes(b).map_err(|_| String::from_utf8_lossy(b).into_owned())
+                }
+                v => return Err(Error::Protocol(format!("expected an id, got {v:?}"))),
+            };
+            // the body moves out of the reply
+            let body = match std::mem::replace(&mut items[at + 1], Value::Nil) {
+                Value::BulkString(b) => b,
+                Value::SimpleString(s) => s.into_bytes(),
+                v => return Err(Error::Protocol(format!("expected a body, got {v:?}"))),
+            };
+            at += 2;
+            // an id no RSMQ client writes (a raw ZADD): skipped, so the jobs
+            // fetched with it still run; it stays leased and comes back after
+            // the lease
+            let id = match id {
+                Ok(id) => id,
+                Err(raw) => {
+                    tracing::error!(id = %raw, "skipped a message whose id is not an RSMQ id; delete it");
+                    continue;
+                }
+            };
+            jobs.push(Delivery {
+                id,
+                body,
+                token,
+                waited_ms,
+            });
+        }
     }
     Ok(Some(Fetched {
         jobs,
@@ -177,15 +192,18 @@ mod tests {
             Value::Int(-1),
             Value::Int(0),
             Value::Int(1),
-            bulk(id),
-            bulk("{}"),
             meta(499, -10, 100_000_000_000),
+            Value::Int(1),
             bulk(id),
             bulk("{}"),
             meta(1, 10, 0),
+            Value::Int(1),
             bulk(id),
             bulk("{}"),
             meta(7, 0, 1234),
+            Value::Int(1),
+            bulk(id),
+            bulk("{}"),
         ]);
         let f = super::fetched(reply.clone(), 10).unwrap().unwrap();
         let got: Vec<_> = f
@@ -206,8 +224,10 @@ mod tests {
             "mabcdef1234567890abcdef123456780",
             "mabcdef1234567890abcdef123456781",
             "mabcdef1234567890abcdef123456782",
+            "mabcdef1234567890abcdef123456783",
         ];
-        // the second is a released job's: its own lease end follows its meta
+        // the second is a released job's: its own lease end follows its
+        // group's meta; the third and fourth share theirs
         let reply = Value::Array(vec![
             Value::Int(1_700_000_000_000_000),
             bulk(""),
@@ -215,16 +235,21 @@ mod tests {
             Value::Int(-1),
             Value::Int(0),
             Value::Int(0),
+            Value::Int(10_001),
+            Value::Int(1),
             bulk(ids[0]),
             bulk(r#"{"a":1}"#),
-            Value::Int(10_001),
-            bulk(ids[1]),
-            bulk(r#"{"b":22}"#),
             Value::Int(-10_002),
             Value::Int(1_700_000_045_000),
+            Value::Int(1),
+            bulk(ids[1]),
+            bulk(r#"{"b":22}"#),
+            Value::Int(10_003 + 21_000 * 5),
+            Value::Int(2),
             bulk(ids[2]),
             bulk(r#"{"c":333}"#),
-            Value::Int(10_003),
+            bulk(ids[3]),
+            bulk(r#"{"d":4444}"#),
         ]);
         let f = super::fetched(reply, 10).unwrap().unwrap();
         let got: Vec<_> = f
@@ -237,19 +262,62 @@ mod tests {
                     body,
                     d.token.attempt(),
                     d.token.to_string(),
+                    d.waited_ms,
                 )
             })
             .collect();
         let want = [
-            (ids[0], r#"{"a":1}"#, 1, "1700000030000.501"),
-            (ids[1], r#"{"b":22}"#, 2, "1700000045000.502"),
-            (ids[2], r#"{"c":333}"#, 3, "1700000030000.503"),
+            (ids[0], r#"{"a":1}"#, 1, "1700000030000.501", 0),
+            (ids[1], r#"{"b":22}"#, 2, "1700000045000.502", 0),
+            (ids[2], r#"{"c":333}"#, 3, "1700000030000.503", 5),
+            (ids[3], r#"{"d":4444}"#, 3, "1700000030000.503", 5),
         ];
         let want: Vec<_> = want
             .iter()
-            .map(|(i, b, n, t)| (i.to_string(), b.to_string(), *n, t.to_string()))
+            .map(|(i, b, n, t, w)| (i.to_string(), b.to_string(), *n, t.to_string(), *w))
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_fetch_group_that_does_not_fit_its_reply_is_an_error() {
+        let id = "mabcdef1234567890abcdef123456789";
+        let head = || {
+            vec![
+                Value::Int(1_700_000_000_000_000),
+                bulk(""),
+                Value::Int(1_700_000_030_000),
+                Value::Int(-1),
+                Value::Int(0),
+                Value::Int(0),
+            ]
+        };
+        let with = |tail: Vec<Value>| {
+            let mut v = head();
+            v.extend(tail);
+            super::fetched(Value::Array(v), 10)
+        };
+        // a group of none, one of more jobs than follow, a size missing, an
+        // id that is not a string, a lease end missing
+        let bad = [
+            vec![Value::Int(10_001), Value::Int(0)],
+            vec![Value::Int(10_001), Value::Int(2), bulk(id), bulk("{}")],
+            vec![Value::Int(10_001)],
+            vec![Value::Int(10_001), Value::Int(1), Value::Int(7), bulk("{}")],
+            vec![Value::Int(-10_001)],
+            vec![Value::Int(10_001), Value::Int(-1), bulk(id), bulk("{}")],
+        ];
+        for tail in bad {
+            assert!(with(tail.clone()).is_err(), "{tail:?}");
+        }
+        // a well-formed group parses
+        let ok = with(vec![
+            Value::Int(10_001),
+            Value::Int(1),
+            bulk(id),
+            bulk("{}"),
+        ]);
+        assert_eq!(ok.unwrap().unwrap().jobs.len(), 1);
     }
 }
 
@@ -324,8 +392,40 @@ mod fuzz {
             })
     }
 
+    /// Shaped like fetch.lua's reply (six header items, then groups of jobs:
+    /// meta, its lease end when negative, a size, ids and bodies), with wild
+    /// sizes and values.
+    fn group_shaped() -> impl Strategy<Value = Value> {
+        (
+            prop::collection::vec(any::<i64>(), 6),
+            prop::collection::vec(
+                (
+                    any::<i64>(),
+                    any::<i64>(),
+                    prop_oneof![-2i64..6, any::<i64>()],
+                    prop::collection::vec((id(), leaf()), 0..4),
+                ),
+                0..4,
+            ),
+        )
+            .prop_map(|(head, groups)| {
+                let mut v: Vec<Value> = head.into_iter().map(Value::Int).collect();
+                for (meta, lease, n, jobs) in groups {
+                    v.push(Value::Int(meta));
+                    if meta < 0 {
+                        v.push(Value::Int(lease));
+                    }
+                    v.push(Value::Int(n));
+                    for (id, body) in jobs {
+                        v.extend([id, body]);
+                    }
+                }
+                Value::Array(v)
+            })
+    }
+
     fn any_reply() -> impl Strategy<Value = Value> {
-        prop_oneof![value(), shaped(), record_shaped()]
+        prop_oneof![value(), shaped(), record_shaped(), group_shaped()]
     }
 
     proptest! {

@@ -63,7 +63,10 @@
 --          "redjob:history", see history_setting in lib.lua)
 -- ARGV[10]  the number of job types K the run times below name, then the K
 --          type names (ARGV[11 .. 10 + K])
--- then A x (id, token, span[, body]): span is the run's times as members of its
+-- then, when A > 0, the acks in runs of one token (a fetch's jobs share
+--      theirs, so a token comes once for many acks): the number of runs,
+--      then each run's token, its number of acks n and n x (id, span[,
+--      body]): span is the run's times as members of its
 --      attempt record, ',"start":<ms>,"end":<ms>', or "" when unknown; body
 --      (only when ARGV[1] is "<A>b") the job's body as delivered, which the
 --      history keeps instead of reading it here, or "" (read here); R x (id, token, delay ms, delivery count to keep,
@@ -126,16 +129,27 @@ local i = 11 + ntypes
 local spans, bodies = {}, {}
 -- the entries so far (a count: `#t` searches the table on every append)
 local nids = 0
-for _ = 1, na do
-  nids = nids + 1
-  ids[nids] = ARGV[i]; tokens[nids] = ARGV[i + 1]; kind[nids] = "a"
-  spans[nids] = ARGV[i + 2]
-  if with_bodies then
-    local b = ARGV[i + 3]
-    if b ~= "" then bodies[nids] = b end
-    i = i + 1
+if na > 0 then
+  local nruns = tonumber(ARGV[i]) or 0
+  i = i + 1
+  for _ = 1, nruns do
+    local tok, n = ARGV[i], tonumber(ARGV[i + 1]) or 0
+    i = i + 2
+    for _ = 1, n do
+      nids = nids + 1
+      ids[nids] = ARGV[i]; tokens[nids] = tok; kind[nids] = "a"
+      spans[nids] = ARGV[i + 1]
+      if with_bodies then
+        local b = ARGV[i + 2]
+        if b ~= "" then bodies[nids] = b end
+        i = i + 3
+      else
+        i = i + 2
+      end
+    end
   end
-  i = i + 3
+  -- (the acks as they came)
+  na = nids
 end
 local errs, recs = {}, {}
 -- throttles ("t<limit>"): the limit of uncounted throttles in a row, and

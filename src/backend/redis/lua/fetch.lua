@@ -70,12 +70,15 @@
 --          maxsize (-1: none), due ids without a body that were removed, the
 --          limits that held the fetch back (1: the concurrency, + 2: the rate,
 --          + 4: a throttle; 0: none; + 8: batch finishes wait too long, see
---          complete.lua), id, body, meta, id, body, meta, ...}
---          where meta packs three integers in one: the delivery count (1..499)
---          + 1000 x (priority + 10) + 21000 x how long the job had been due (ms,
---          at most 10^11), negated when the job's lease end differs from the
+--          complete.lua), then the leased jobs in groups: meta, n, n x (id,
+--          body), ...}, where meta packs three integers in one, the same for
+--          each job of its group: the delivery count (1..499) + 1000 x
+--          (priority + 10) + 21000 x how long the job had been due (ms, at
+--          most 10^11), negated when the job's lease end differs from the
 --          call's (a released job's, see "<id>:l" below): that lease end (ms)
---          then follows the meta; {0, "", 0, -1, -1, 0} when the queue does
+--          then follows the meta. Jobs due at one score form one group (a
+--          backlog sent in one ms: one meta for all), so a job costs no
+--          arithmetic of its own; {0, "", 0, -1, -1, 0} when the queue does
 --          not exist; {1, "", 0, -1, -2, 0} when the queue has priorities and the
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3, 0}
 --          when the queue is paused
@@ -284,86 +287,113 @@ if n > 0 then
   -- ms share a score)
   local dues, counts = {}, {}
   local any_floors, any_held = nfloors > 0, next(held_back) ~= nil
+  -- a job may join the group of the job before it, unread, when both came
+  -- with the same score and nothing about them differs per job
+  local simple = not foreign and not any_floors and not any_held
   local from = 1
   for li, level in ipairs(levels) do
     local lbase = 1000 * (level[1] + 10)
     local zl, zc = {}, 0
+    -- the open group: the score its jobs share (nil: none that others may
+    -- join), its token, where its count goes in out, and the count
+    local gsc, gtok, gat, gn = nil, nil, 0, 0
     for k = from, upto[li] do
       local id = ids[k]
       local body = vals[per * (k - 1) + 1]
       if body then
         local sc = scores[k]
-        -- when it became due: its score's whole ms (a lease that ran out: its
-        -- end), and its deliveries: its thousandths
-        local due, count = dues[sc], nil
-        if due then
-          count = counts[sc]
-        else
-          local score = tonumber(sc)
-          due = floor(score)
-          count = floor((score - due) * 1000 + 0.5)
-          dues[sc], counts[sc] = due, count
-        end
-        -- a lease that ran out leaves the lease counts (see score_count)
-        if count >= LEASE_MARK then
-          count = count - LEASE_MARK
-          ends[due] = (ends[due] or 0) - 1
-          lost[#lost + 1] = id
-          lost_recs[#lost_recs + 1] = string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, due)
-        end
-        if any_held and held_back[k] then
-          -- due at its lease end with its deliveries, waiting for its key
-          KT.demote(held_back[k], due + count / 1000, id)
-        else
-          local waited = now - due
-          if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
-          if foreign then
-            local rc = tonumber(vals[2 * k]) or 0
-            if rc > count then count = rc end
-          end
-          count = count + 1
-          if count > MAX_COUNT then count = MAX_COUNT end
-          local token = tokens[count]
-          if not token then
-            token = lease_score(lease, count)
-            tokens[count] = token
-          end
-          -- a released job's new lease ends after its last one, so that this
-          -- delivery's token (lease end and count) is none of an earlier one's
-          local last = any_floors and floors[k]
-          local own = last and last >= lease
-          if own then
-            token = lease_score(last + 1, count)
-            ends[last + 1] = (ends[last + 1] or 0) + 1
-          else
-            fresh = fresh + 1
-          end
+        if sc == gsc then
           zc = zc + 2
-          zl[zc - 1] = token
+          zl[zc - 1] = gtok
           zl[zc] = id
-          if rate_n > 0 then
-            starts[#starts + 1] = now
-            starts[#starts + 1] = id .. " " .. token
-          end
-          leased = leased + 1
           out[no + 1] = id
           out[no + 2] = body
-          out[no + 3] = count + lbase + 21000 * waited
-          no = no + 3
-          if own then
-            -- negative: its own lease end (ms) follows
-            out[no] = -out[no]
-            out[no + 1] = last + 1
-            no = no + 1
+          no = no + 2
+          gn = gn + 1
+          fresh = fresh + 1
+          leased = leased + 1
+          if rate_n > 0 then
+            starts[#starts + 1] = now
+            starts[#starts + 1] = id .. " " .. gtok
+          end
+        else
+          local due, count = dues[sc], nil
+          if due then
+            count = counts[sc]
+          else
+            local score = tonumber(sc)
+            due = floor(score)
+            count = floor((score - due) * 1000 + 0.5)
+            dues[sc], counts[sc] = due, count
+          end
+          local was_lease = count >= LEASE_MARK
+          if was_lease then
+            count = count - LEASE_MARK
+            ends[due] = (ends[due] or 0) - 1
+            lost[#lost + 1] = id
+            lost_recs[#lost_recs + 1] = string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, due)
+          end
+          if any_held and held_back[k] then
+            KT.demote(held_back[k], due + count / 1000, id)
+          else
+            local waited = now - due
+            if waited < 0 then waited = 0 elseif waited > 1e11 then waited = 1e11 end
+            if foreign then
+              local rc = tonumber(vals[2 * k]) or 0
+              if rc > count then count = rc end
+            end
+            count = count + 1
+            if count > MAX_COUNT then count = MAX_COUNT end
+            local token = tokens[count]
+            if not token then
+              token = lease_score(lease, count)
+              tokens[count] = token
+            end
+            local last = any_floors and floors[k]
+            local own = last and last >= lease
+            if own then
+              token = lease_score(last + 1, count)
+              ends[last + 1] = (ends[last + 1] or 0) + 1
+            else
+              fresh = fresh + 1
+            end
+            zc = zc + 2
+            zl[zc - 1] = token
+            zl[zc] = id
+            if rate_n > 0 then
+              starts[#starts + 1] = now
+              starts[#starts + 1] = id .. " " .. token
+            end
+            leased = leased + 1
+            -- a group of its own: meta (negated, then the lease end, for its
+            -- own lease), the count, then the jobs
+            if gat > 0 then out[gat] = gn end
+            local meta = count + lbase + 21000 * waited
+            if own then
+              out[no + 1] = -meta
+              out[no + 2] = last + 1
+              no = no + 2
+            else
+              out[no + 1] = meta
+              no = no + 1
+            end
+            gat, gn = no + 1, 1
+            out[no + 2] = id
+            out[no + 3] = body
+            no = no + 3
+            gsc, gtok = nil, token
+            if simple and not was_lease then gsc = sc end
           end
         end
       else
+        if gat > 0 then out[gat] = gn; gat, gsc = 0, nil end
         local ol = orphans[li]
         if not ol then ol = {}; orphans[li] = ol end
         ol[#ol + 1] = id
         norphans = norphans + 1
       end
     end
+    if gat > 0 then out[gat] = gn end
     if zc > 0 then z[li] = zl end
     from = upto[li] + 1
   end
