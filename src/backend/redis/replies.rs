@@ -298,7 +298,7 @@ mod tests {
             super::fetched(Value::Array(v), 10)
         };
         // a group of none, one of more jobs than follow, a size missing, an
-        // id that is not a string, a lease end missing
+        // id that is not a string, a lease end missing, a negative size
         let bad = [
             vec![Value::Int(10_001), Value::Int(0)],
             vec![Value::Int(10_001), Value::Int(2), bulk(id), bulk("{}")],
@@ -374,7 +374,8 @@ mod fuzz {
         ]
     }
 
-    /// Shaped like fetch.lua's and receive.lua's replies, with wild values.
+    /// Shaped like receive.lua's replies (and fetch.lua's before its jobs
+    /// came in groups), with wild values.
     fn record_shaped() -> impl Strategy<Value = Value> {
         (
             any::<i64>(),
@@ -397,7 +398,9 @@ mod fuzz {
     /// sizes and values.
     fn group_shaped() -> impl Strategy<Value = Value> {
         (
-            prop::collection::vec(any::<i64>(), 6),
+            any::<i64>(),
+            prop_oneof![Just(Value::BulkString(Vec::new())), leaf()],
+            prop::collection::vec(any::<i64>(), 4),
             prop::collection::vec(
                 (
                     any::<i64>(),
@@ -408,8 +411,9 @@ mod fuzz {
                 0..4,
             ),
         )
-            .prop_map(|(head, groups)| {
-                let mut v: Vec<Value> = head.into_iter().map(Value::Int).collect();
+            .prop_map(|(now, next, head, groups)| {
+                let mut v = vec![Value::Int(now), next];
+                v.extend(head.into_iter().map(Value::Int));
                 for (meta, lease, n, jobs) in groups {
                     v.push(Value::Int(meta));
                     if meta < 0 {

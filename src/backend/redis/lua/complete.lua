@@ -132,8 +132,11 @@ local nids = 0
 if na > 0 then
   local nruns = tonumber(ARGV[i]) or 0
   i = i + 1
-  for _ = 1, nruns do
+  for _ = 1, math.min(nruns, na) do
     local tok, n = ARGV[i], tonumber(ARGV[i + 1]) or 0
+    -- (runs that do not add up to the acks' count would misread every
+    -- argument after them: refused before any write)
+    if n < 1 or nids + n > na then return redis.error_reply("ERR settle: the acks' runs do not add up to " .. na) end
     i = i + 2
     for _ = 1, n do
       nids = nids + 1
@@ -148,8 +151,7 @@ if na > 0 then
       end
     end
   end
-  -- (the acks as they came)
-  na = nids
+  if nids ~= na then return redis.error_reply("ERR settle: the acks' runs do not add up to " .. na) end
 end
 local errs, recs = {}, {}
 -- throttles ("t<limit>"): the limit of uncounted throttles in a row, and

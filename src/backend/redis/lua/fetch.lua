@@ -76,9 +76,11 @@
 --          (priority + 10) + 21000 x how long the job had been due (ms, at
 --          most 10^11), negated when the job's lease end differs from the
 --          call's (a released job's, see "<id>:l" below): that lease end (ms)
---          then follows the meta. Jobs due at one score form one group (a
---          backlog sent in one ms: one meta for all), so a job costs no
---          arithmetic of its own; {0, "", 0, -1, -1, 0} when the queue does
+--          then follows the meta. Consecutive jobs due at one score form one
+--          group (a backlog sent in one ms: one meta for all), so a job costs
+--          no arithmetic of its own, unless something differs per job: a
+--          lost lease, a released job's own lease end, a job held back by its
+--          key, a count from RSMQ-style receives (each is a group of its own); {0, "", 0, -1, -1, 0} when the queue does
 --          not exist; {1, "", 0, -1, -2, 0} when the queue has priorities and the
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3, 0}
 --          when the queue is paused
