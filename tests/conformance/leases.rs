@@ -34,6 +34,17 @@ impl Job for Sleepy {
     }
 }
 
+/// `n` jobs keyed 0..n, each sleeping `ms`.
+fn sleepy_jobs(n: u64, ms: u64) -> Vec<Sleepy> {
+    (0..n)
+        .map(|key| Sleepy {
+            key,
+            ms,
+            hang_first: false,
+        })
+        .collect()
+}
+
 /// When present and true, Sleepy does not sleep.
 struct Fast(bool);
 
@@ -263,14 +274,10 @@ pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
 pub async fn shutdown_with_100_in_flight_loses_none_and_hides_none(env: &Env) {
     let client = env.client.clone();
     let rec = Recorder::default();
-    let jobs: Vec<Sleepy> = (0..100)
-        .map(|key| Sleepy {
-            key,
-            ms: 60_000,
-            hang_first: false,
-        })
-        .collect();
-    client.enqueue_batch(&jobs).await.unwrap();
+    client
+        .enqueue_batch(&sleepy_jobs(100, 60_000))
+        .await
+        .unwrap();
     let w = builder(&client, &rec)
         .lease(Duration::from_secs(30))
         .concurrency(100)
@@ -676,14 +683,7 @@ pub async fn a_retry_is_fetchable_at_the_due_time_inspection_reports(env: &Env) 
 pub async fn a_fetch_gives_each_job_its_count_among_jobs_that_share_a_score(env: &Env) {
     let client = env.client.clone();
     let backend = client.backend();
-    let jobs: Vec<Sleepy> = (0..6)
-        .map(|key| Sleepy {
-            key,
-            ms: 0,
-            hang_first: false,
-        })
-        .collect();
-    client.enqueue_batch(&jobs).await.unwrap();
+    client.enqueue_batch(&sleepy_jobs(6, 0)).await.unwrap();
     // two leased briefly: their leases run out together
     let first = backend
         .fetch("work", 2, Duration::from_millis(200))

@@ -179,32 +179,44 @@ mod tests {
         Value::BulkString(s.as_bytes().to_vec())
     }
 
+    /// A fetch reply of `jobs` (its groups' items), leased until
+    /// 1_700_000_030_000, held back by the limits `bits`.
+    fn fetch_reply(bits: i64, jobs: Vec<Value>) -> Value {
+        let mut v = vec![
+            Value::Int(1_700_000_000_000_000),
+            bulk(""),
+            Value::Int(1_700_000_030_000),
+            Value::Int(-1),
+            Value::Int(0),
+            Value::Int(bits),
+        ];
+        v.extend(jobs);
+        Value::Array(v)
+    }
+
     #[test]
     fn a_fetch_reply_unpacks_count_priority_and_wait_from_one_integer() {
         let id = "mabcdef1234567890abcdef123456789";
         let meta = |count: i64, priority: i64, waited: i64| {
             Value::Int(count + 1000 * (priority + 10) + 21000 * waited)
         };
-        let reply = Value::Array(vec![
-            Value::Int(1_700_000_000_000_000),
-            bulk(""),
-            Value::Int(1_700_000_030_000),
-            Value::Int(-1),
-            Value::Int(0),
-            Value::Int(1),
-            meta(499, -10, 100_000_000_000),
-            Value::Int(1),
-            bulk(id),
-            bulk("{}"),
-            meta(1, 10, 0),
-            Value::Int(1),
-            bulk(id),
-            bulk("{}"),
-            meta(7, 0, 1234),
-            Value::Int(1),
-            bulk(id),
-            bulk("{}"),
-        ]);
+        let reply = fetch_reply(
+            1,
+            vec![
+                meta(499, -10, 100_000_000_000),
+                Value::Int(1),
+                bulk(id),
+                bulk("{}"),
+                meta(1, 10, 0),
+                Value::Int(1),
+                bulk(id),
+                bulk("{}"),
+                meta(7, 0, 1234),
+                Value::Int(1),
+                bulk(id),
+                bulk("{}"),
+            ],
+        );
         let f = super::fetched(reply.clone(), 10).unwrap().unwrap();
         let got: Vec<_> = f
             .jobs
@@ -228,29 +240,26 @@ mod tests {
         ];
         // the second is a released job's: its own lease end follows its
         // group's meta; the third and fourth share theirs
-        let reply = Value::Array(vec![
-            Value::Int(1_700_000_000_000_000),
-            bulk(""),
-            Value::Int(1_700_000_030_000),
-            Value::Int(-1),
-            Value::Int(0),
-            Value::Int(0),
-            Value::Int(10_001),
-            Value::Int(1),
-            bulk(ids[0]),
-            bulk(r#"{"a":1}"#),
-            Value::Int(-10_002),
-            Value::Int(1_700_000_045_000),
-            Value::Int(1),
-            bulk(ids[1]),
-            bulk(r#"{"b":22}"#),
-            Value::Int(10_003 + 21_000 * 5),
-            Value::Int(2),
-            bulk(ids[2]),
-            bulk(r#"{"c":333}"#),
-            bulk(ids[3]),
-            bulk(r#"{"d":4444}"#),
-        ]);
+        let reply = fetch_reply(
+            0,
+            vec![
+                Value::Int(10_001),
+                Value::Int(1),
+                bulk(ids[0]),
+                bulk(r#"{"a":1}"#),
+                Value::Int(-10_002),
+                Value::Int(1_700_000_045_000),
+                Value::Int(1),
+                bulk(ids[1]),
+                bulk(r#"{"b":22}"#),
+                Value::Int(10_003 + 21_000 * 5),
+                Value::Int(2),
+                bulk(ids[2]),
+                bulk(r#"{"c":333}"#),
+                bulk(ids[3]),
+                bulk(r#"{"d":4444}"#),
+            ],
+        );
         let f = super::fetched(reply, 10).unwrap().unwrap();
         let got: Vec<_> = f
             .jobs
@@ -282,21 +291,7 @@ mod tests {
     #[test]
     fn a_fetch_group_that_does_not_fit_its_reply_is_an_error() {
         let id = "mabcdef1234567890abcdef123456789";
-        let head = || {
-            vec![
-                Value::Int(1_700_000_000_000_000),
-                bulk(""),
-                Value::Int(1_700_000_030_000),
-                Value::Int(-1),
-                Value::Int(0),
-                Value::Int(0),
-            ]
-        };
-        let with = |tail: Vec<Value>| {
-            let mut v = head();
-            v.extend(tail);
-            super::fetched(Value::Array(v), 10)
-        };
+        let with = |tail: Vec<Value>| super::fetched(fetch_reply(0, tail), 10);
         // a group of none, one of more jobs than follow, a size missing, an
         // id that is not a string, a lease end missing, a negative size
         let bad = [
