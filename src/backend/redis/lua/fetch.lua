@@ -305,6 +305,7 @@ if n > 0 then
       if body then
         local sc = scores[k]
         if sc == gsc then
+          -- one more job of the open group: its token, count and wait
           zc = zc + 2
           zl[zc - 1] = gtok
           zl[zc] = id
@@ -319,6 +320,8 @@ if n > 0 then
             starts[#starts + 1] = id .. " " .. gtok
           end
         else
+          -- when it became due: its score's whole ms (a lease that ran out:
+          -- its end), and its deliveries: its thousandths
           local due, count = dues[sc], nil
           if due then
             count = counts[sc]
@@ -328,6 +331,7 @@ if n > 0 then
             count = floor((score - due) * 1000 + 0.5)
             dues[sc], counts[sc] = due, count
           end
+          -- a lease that ran out leaves the lease counts (see score_count)
           local was_lease = count >= LEASE_MARK
           if was_lease then
             count = count - LEASE_MARK
@@ -336,6 +340,7 @@ if n > 0 then
             lost_recs[#lost_recs + 1] = string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, due)
           end
           if any_held and held_back[k] then
+            -- due at its lease end with its deliveries, waiting for its key
             KT.demote(held_back[k], due + count / 1000, id)
           else
             local waited = now - due
@@ -351,6 +356,9 @@ if n > 0 then
               token = lease_score(lease, count)
               tokens[count] = token
             end
+            -- a released job's new lease ends after its last one, so that
+            -- this delivery's token (lease end and count) is none of an
+            -- earlier one's
             local last = any_floors and floors[k]
             local own = last and last >= lease
             if own then
