@@ -20,7 +20,9 @@ redis-server (the first on PATH), measures from one client:
    `totalsent`), as a script and as a Redis function (7.0+, `FCALL`); the same
    with a hand-off (`PUBSUB NUMSUB` and `PUBLISH` to a waiting reader); and
    redjob's send script, with no worker waiting and with one (the worker's
-   registration set before each send, as its fetch sets it).
+   registration set before each send, as its fetch sets it), called as a
+   script (`EVALSHA`, as on Redis 6.2) and as the Redis function redjob
+   loads on 7.0+ (`FCALL`).
 2. That each hand-off reached a waiting reader (`SUBSCRIBE`d, as a worker's
    notification connection; `XREAD BLOCK` for `XADD`), run in a process of
    its own. It does not time them: a Python reader's wake-up put a script's
@@ -84,7 +86,34 @@ def capture_send(bench, redis_server):
         args = monitor_args(line)
         if len(args) > 2 and args[0].upper() == b"SCRIPT" and b"Sends messages to one queue" in args[2]:
             return args[2].decode()
+        # a release that sends by a Redis function loads its library instead
+        if len(args) > 3 and args[0].upper() == b"FUNCTION" and b"Sends messages to one queue" in args[3]:
+            return library_script(args[3].decode())
     sys.exit("no send script seen from %s" % bench)
+
+
+def library_script(library):
+    """The send script a send function's library was made of (see
+    src/backend/redis/functions.rs): its lines after the shebang, without the
+    library's additions."""
+    lines = library.split("\n")[1:]
+    lines[0] = lines[0].replace("local KEYS, ARGV ", "", 1)
+    at = [i for i, l in enumerate(lines) if l.startswith("local function run() ")][0]
+    lines[at] = lines[at][len("local function run() "):]
+    end = [i for i, l in enumerate(lines) if l.startswith("redis.register_function(")][0]
+    # (the "end" of run before it)
+    return "\n".join(lines[:end - 1]) + "\n"
+
+
+def as_function(script, name):
+    """`script` as a library of one function, `name`, as functions.rs makes it."""
+    lines = script.split("\n")
+    at = [i for i, l in enumerate(lines) if l.startswith("-- Sends messages to one queue")][0]
+    lines[0] = "local KEYS, ARGV " + lines[0]
+    lines[at] = "local function run() " + lines[at]
+    return ("#!lua name=%s\n" % name + "\n".join(lines) + "\nend\nredis.register_function('%s', "
+            "function(keys, args)\n  KEYS, ARGV = keys, args\n  local reply = run()\n  KEYS, ARGV = nil, nil\n"
+            "  return reply\nend)\n" % name)
 
 
 def pace(i, t0, every):
@@ -223,6 +252,7 @@ def main():
     if functions:
         r.cmd("FUNCTION", "LOAD", "REPLACE", "#!lua name=floor\nredis.register_function('bare_send', function(KEYS, ARGV)"
               + BARE % "" + "end)")
+        r.cmd("FUNCTION", "LOAD", "REPLACE", as_function(send_lua, "send_fn"))
     seq = [0]
 
     def argv():
@@ -260,6 +290,11 @@ def main():
         r.cmd("FCALL", "bare_send", len(KEYS), *KEYS, *args)
         last[0] = args[4]
 
+    def fcall_send(r, i):
+        args = argv()
+        reply = r.cmd("FCALL", "send_fn", len(KEYS), *KEYS, *args)
+        last[0] = reply[1] + args[4]
+
     rows = [
         ("XADD (chasquimq's send)", lambda r, i: r.cmd("XADD", "bench:s", "*", "d", BODY), empty, "bench:s"),
         ("a script's call alone (return)", evalsha("return"), empty, None),
@@ -273,6 +308,11 @@ def main():
         ("send.lua, no worker waiting", evalsha("send"), empty, None),
         ("send.lua, a worker waiting (a hand-off)", evalsha("send"), register, CHANNEL),
     ]
+    if functions:
+        rows += [
+            ("send.lua as a function (FCALL), no worker waiting", fcall_send, empty, None),
+            ("send.lua as a function (FCALL), a hand-off", fcall_send, register, CHANNEL),
+        ]
     res = {}
     for rnd in range(a.rounds):
         for label, call, before, reads in (rows if rnd % 2 == 0 else rows[::-1]):

@@ -31,7 +31,7 @@ fn refused_text(text: &str) -> Option<String> {
     } else {
         format!("can't {}", said(text.find(UNNAMED)? + UNNAMED.len()))
     };
-    if !text.contains("@user_script") {
+    if !text.contains("@user_script") && !text.contains("@user_function") {
         return Some(what);
     }
     // Redis names no command a script was refused: the script's line does
@@ -171,6 +171,17 @@ mod tests {
         assert!(
             named.contains("HDEL") && named.ends_with(&format!("(lib.lua, line {many})")),
             "{named}"
+        );
+        // the send's function (Redis 7.0): a line of its library is the
+        // script's plus one (its shebang comes first)
+        let text = format!(
+            "The user executing the script can't run this command or subcommand script: {}, on @user_function:{}.",
+            crate::backend::redis::functions::SEND.name,
+            lib.lines().count() + 60 + 1
+        );
+        assert_eq!(
+            refused_text(&text).as_deref(),
+            Some("a script may not run ZADD (send.lua, line 60)")
         );
         // no sha known, other errors
         let unknown = "The user executing the script can't run this command or subcommand script: 00, on @user_script:3.";

@@ -5,6 +5,7 @@ mod batch_adds;
 mod batches;
 pub(crate) mod connection;
 mod convert;
+mod functions;
 mod inspect;
 mod keys;
 mod leases;

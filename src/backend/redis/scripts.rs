@@ -30,7 +30,7 @@ const LIB: &str = include_str!("lua/lib.lua");
 /// closure for each of lib.lua's functions (a cost Redis pays on every call,
 /// since it runs the whole chunk: about 1.8 µs on Redis 8.6 when all were
 /// kept). Constants and comments stay.
-fn with_lib(body: &str) -> String {
+pub(crate) fn with_lib(body: &str) -> String {
     let lines: Vec<&str> = LIB.lines().collect();
     // each top-level function: its name and first and last lines
     let mut defs: Vec<(&str, usize, usize)> = Vec::new();
@@ -180,13 +180,22 @@ pub(crate) fn refused_call(text: &str) -> Option<String> {
         None => text.split_once(" script: ")?.1.split(',').next()?,
     };
     let line: usize = text
-        .split_once("@user_script:")?
+        .split_once("@user_script:")
+        .or_else(|| text.split_once("@user_function:"))?
         .1
         .split(|c: char| !c.is_ascii_digit())
         .next()?
         .parse()
         .ok()?;
-    let (file, body, _) = ALL.iter().find(|(_, _, s)| s.get_hash() == sha)?;
+    // a function's line is its script's plus one (see functions.rs)
+    let (file, body, line) = match ALL.iter().find(|(_, _, s)| s.get_hash() == sha) {
+        Some((file, body, _)) => (file, body, line),
+        None => {
+            let f = super::functions::named(sha)?;
+            let (file, body, _) = ALL.iter().find(|(file, _, _)| *file == f.file)?;
+            (file, body, line.checked_sub(1)?)
+        }
+    };
     let source = with_lib(body);
     let code = source.lines().nth(line.checked_sub(1)?)?;
     let mut commands = called(code);

@@ -63,6 +63,8 @@ impl RsmqConfig {
 pub struct Rsmq {
     con: Connection,
     send_loaded: Arc<AtomicBool>,
+    /// Whether Redis has the send's function (see functions.rs).
+    send_fn: Arc<crate::backend::redis::functions::Loaded>,
     unique_loaded: Arc<AtomicBool>,
     keyed_loaded: Arc<AtomicBool>,
     /// Whether the last plain send found a worker waiting for its queue (true
@@ -113,6 +115,7 @@ impl Rsmq {
             ns: Namespace::new(namespace, con.is_cluster()),
             con,
             send_loaded: Arc::default(),
+            send_fn: Arc::default(),
             unique_loaded: Arc::default(),
             keyed_loaded: Arc::default(),
             workers_wait: Arc::new(AtomicBool::new(true)),

@@ -8,6 +8,7 @@ use redis::Cmd;
 
 use super::{BATCH_BYTES, BATCH_MESSAGES, Rsmq};
 use crate::backend::redis::connection::WaitForReplicas;
+use crate::backend::redis::functions;
 use crate::backend::redis::keys::QueueKeys;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::contract::queues::{
@@ -89,54 +90,37 @@ impl Rsmq {
             chunks.push((start, end));
             (start, bytes) = (end, 0);
         }
-        let call = Call {
-            k: &k,
-            msgs,
-            suffixes: &suffixes,
-            ttls: &ttls,
-            maxlen,
-            always: self.realtime,
-        };
-        // a lone unique call passes its own priority's sorted set alone, and is
-        // called again with every level when a key is held at another; calls of
-        // a larger send pass every level at once, so that none is re-run after
-        // the later ones (the last send of a key must win)
-        let all_levels = chunks.len() > 1;
-        let mut pipe = redis::pipe();
         let workers_wait = self.workers_wait.load(Ordering::Relaxed);
-        let plain = msgs.iter().any(|m| kind(m) == Kind::Plain);
-        if workers_wait && plain && !self.ns.is_cluster() {
-            // a TIME first, its reply dropped: the sender's connection then
-            // waits in Redis's list of replies to write before the send's
-            // PUBLISH puts the waiting worker's connection there, and Redis
-            // writes the last client it listed first: the hand-off (or the
-            // wake-up) goes out before the reply to the send, rather than after
-            // a write that wakes the sender (BENCHMARKS.md, Speed II part 14).
-            // Only while the last plain send found a worker waiting (its
-            // reply says so): a send to a queue no worker waits on gains
-            // nothing by it. Unique and keyed sends, whose replies do not
-            // say, go without. A Cluster's sends hand off nothing, and would
-            // route the TIME to a node of its own.
-            pipe.cmd("TIME").ignore();
-        }
-        for &(start, end) in &chunks {
-            pipe.add_command(call.cmd(start, end, all_levels));
-        }
-        let mut used: Vec<(&redis::Script, &AtomicBool)> = Vec::new();
-        if plain {
-            used.push((&scripts::SEND, &self.send_loaded));
-        }
-        if msgs.iter().any(|m| kind(m) == Kind::Unique) {
-            used.push((&scripts::UNIQUE, &self.unique_loaded));
-        }
-        if msgs.iter().any(|m| kind(m) == Kind::Keyed) {
-            used.push((&scripts::SEND_KEYED, &self.keyed_loaded));
-        }
-        if let Some(wait) = self.wait {
-            add_wait(&mut pipe, wait);
-        }
         let mut con = self.con.clone();
-        let mut replies = scripts::run_pipeline(&mut con, &used, &pipe).await?;
+        // a send of plain messages alone calls the send's function where Redis
+        // takes it (see functions.rs); a send that mixes in unique or keyed
+        // messages calls scripts only, so that a lost function, which fails
+        // its calls alone, never has the other calls of the pipeline sent twice
+        let plain_only = msgs.iter().all(|m| kind(m) == Kind::Plain);
+        let mut attempt = 0;
+        let (call, mut replies) = loop {
+            let function = plain_only
+                && !self.ns.is_cluster()
+                && self.send_fn.usable(&mut con, &functions::SEND).await?;
+            let call = Call {
+                k: &k,
+                msgs,
+                suffixes: &suffixes,
+                ttls: &ttls,
+                maxlen,
+                always: self.realtime,
+                function,
+            };
+            match self.run_calls(&mut con, &call, &chunks, msgs).await {
+                Err(e) if function && attempt == 0 && functions::is_not_found(&e) => {
+                    // Redis lost it (a restart, a flush, a failover): load it
+                    // again, once
+                    self.send_fn.forget();
+                    attempt += 1;
+                }
+                r => break (call, r?),
+            }
+        };
         // the WAITs' replies, checked once the sends' own errors were
         let mut waited = Vec::new();
         if self.wait.is_some() {
@@ -216,6 +200,55 @@ impl Rsmq {
         }
         Ok(sent)
     }
+    /// The send's calls (`chunks` of `msgs`) in one pipeline, with a `TIME`
+    /// first and a `WAIT` last as this handle needs them.
+    async fn run_calls(
+        &self,
+        con: &mut crate::backend::redis::connection::Connection,
+        call: &Call<'_>,
+        chunks: &[(usize, usize)],
+        msgs: &[SendMessage],
+    ) -> Result<Vec<redis::Value>> {
+        // a lone unique call passes its own priority's sorted set alone, and is
+        // called again with every level when a key is held at another; calls of
+        // a larger send pass every level at once, so that none is re-run after
+        // the later ones (the last send of a key must win)
+        let all_levels = chunks.len() > 1;
+        let mut pipe = redis::pipe();
+        let workers_wait = self.workers_wait.load(Ordering::Relaxed);
+        let plain = msgs.iter().any(|m| kind(m) == Kind::Plain);
+        if workers_wait && plain && !self.ns.is_cluster() {
+            // a TIME first, its reply dropped: the sender's connection then
+            // waits in Redis's list of replies to write before the send's
+            // PUBLISH puts the waiting worker's connection there, and Redis
+            // writes the last client it listed first: the hand-off (or the
+            // wake-up) goes out before the reply to the send, rather than after
+            // a write that wakes the sender (BENCHMARKS.md, Speed II part 14).
+            // Only while the last plain send found a worker waiting (its
+            // reply says so): a send to a queue no worker waits on gains
+            // nothing by it. Unique and keyed sends, whose replies do not
+            // say, go without. A Cluster's sends hand off nothing, and would
+            // route the TIME to a node of its own.
+            pipe.cmd("TIME").ignore();
+        }
+        for &(start, end) in chunks {
+            pipe.add_command(call.cmd(start, end, all_levels));
+        }
+        let mut used: Vec<(&redis::Script, &AtomicBool)> = Vec::new();
+        if plain && !call.function {
+            used.push((&scripts::SEND, &self.send_loaded));
+        }
+        if msgs.iter().any(|m| kind(m) == Kind::Unique) {
+            used.push((&scripts::UNIQUE, &self.unique_loaded));
+        }
+        if msgs.iter().any(|m| kind(m) == Kind::Keyed) {
+            used.push((&scripts::SEND_KEYED, &self.keyed_loaded));
+        }
+        if let Some(wait) = self.wait {
+            add_wait(&mut pipe, wait);
+        }
+        scripts::run_pipeline(con, &used, &pipe).await
+    }
 }
 
 /// Appends `WAIT` to a pipeline of writes: in the same pipeline, it runs on the
@@ -269,6 +302,9 @@ struct Call<'a> {
     ttls: &'a [u64],
     maxlen: usize,
     always: bool,
+    /// Plain messages go through the send's function (`FCALL`), not its
+    /// script.
+    function: bool,
 }
 
 impl Call<'_> {
@@ -281,10 +317,14 @@ impl Call<'_> {
             (None, _) if first.keyed.is_some() => {
                 scripts::eval(&scripts::SEND_KEYED, &[&k.zset, &k.hash, &k.keyed, &k.keys])
             }
-            (None, _) => scripts::eval(
-                &scripts::SEND,
-                &[&k.level(first.priority), &k.hash, &k.leases, &k.exact],
-            ),
+            (None, _) => {
+                let keys = [&k.level(first.priority), &k.hash, &k.leases, &k.exact];
+                if self.function {
+                    functions::SEND.call(&keys)
+                } else {
+                    scripts::eval(&scripts::SEND, &keys)
+                }
+            }
             (Some(_), true) => {
                 let mut keys = k.all_levels_unique();
                 keys.push(k.exact.clone());

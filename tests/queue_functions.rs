@@ -1,0 +1,123 @@
+//! The plain send as a Redis function (`FCALL`): loaded once, loaded again when
+//! Redis loses it, and replaced by the send's script where the server has no
+//! functions or a send mixes in unique messages.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{RedisServer, command_calls};
+use redjob::queue::{QueueOptions, Rsmq, SendMessage, Unique};
+
+/// The libraries `FUNCTION LIST` names.
+async fn libraries(con: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let list: Vec<HashMap<String, redis::Value>> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(con)
+        .await
+        .unwrap();
+    list.iter()
+        .filter_map(|l| redis::from_redis_value(l.get("library_name")?.clone()).ok())
+        .collect()
+}
+
+/// The bodies of the queue's messages, received in their order.
+async fn bodies(rsmq: &Rsmq, queue: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(m) = rsmq.pop(queue).await.unwrap() {
+        out.push(m.body);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_plain_send_loads_its_function_once_and_again_after_redis_loses_it() {
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    rsmq.send("q", SendMessage::new("a")).await.unwrap();
+    rsmq.send_batch("q", &[SendMessage::new("b"), SendMessage::new("c")])
+        .await
+        .unwrap();
+    let libs = libraries(&mut con).await;
+    assert_eq!(libs.len(), 1, "{libs:?}");
+    assert!(libs[0].starts_with("redjob_send_"), "{libs:?}");
+    let calls = command_calls(&mut con).await;
+    assert_eq!(calls.get("fcall"), Some(&2), "{calls:?}");
+    assert_eq!(
+        calls.get("function|load"),
+        Some(&1),
+        "loaded once: {calls:?}"
+    );
+    // a flush (as a restart without persistence, or a failover to a server
+    // that never had it): the next send loads it again and is sent once
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    rsmq.send("q", SendMessage::new("d")).await.unwrap();
+    assert_eq!(libraries(&mut con).await, libs);
+    let calls = command_calls(&mut con).await;
+    assert_eq!(calls.get("function|load"), Some(&2), "{calls:?}");
+    assert_eq!(
+        calls.get("fcall"),
+        Some(&4),
+        "one refused, one sent: {calls:?}"
+    );
+    assert_eq!(bodies(&rsmq, "q").await, ["a", "b", "c", "d"]);
+}
+
+#[tokio::test]
+async fn a_server_without_functions_gets_the_send_script() {
+    // as Redis 6.2, which has no FUNCTION command
+    let server = RedisServer::start_with(&["--rename-command", "FUNCTION", ""]);
+    let mut con = server.raw().await;
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    for body in ["a", "b", "c"] {
+        rsmq.send("q", SendMessage::new(body)).await.unwrap();
+    }
+    let calls = command_calls(&mut con).await;
+    assert_eq!(calls.get("fcall"), None, "{calls:?}");
+    // the creation's script (twice: its first call met NOSCRIPT), then the
+    // three sends'
+    assert_eq!(calls.get("evalsha"), Some(&5), "{calls:?}");
+    assert_eq!(bodies(&rsmq, "q").await, ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn a_send_that_mixes_in_unique_messages_calls_scripts_alone() {
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let before = command_calls(&mut con).await.get("evalsha").copied();
+    rsmq.send_batch(
+        "q",
+        &[
+            SendMessage::new("a"),
+            SendMessage::new("u").unique(Unique::new("u")),
+        ],
+    )
+    .await
+    .unwrap();
+    let calls = command_calls(&mut con).await;
+    assert_eq!(calls.get("fcall"), None, "{calls:?}");
+    assert_eq!(
+        calls.get("evalsha").copied(),
+        before.map(|n| n + 2),
+        "{calls:?}"
+    );
+    // a plain send alone goes through the function
+    rsmq.send("q", SendMessage::new("b")).await.unwrap();
+    assert_eq!(command_calls(&mut con).await.get("fcall"), Some(&1));
+    assert_eq!(bodies(&rsmq, "q").await, ["a", "u", "b"]);
+}
