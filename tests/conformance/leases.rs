@@ -750,3 +750,70 @@ pub async fn a_fetch_gives_each_job_its_count_among_jobs_that_share_a_score(env:
     assert_eq!(done.acked, 6, "every token passed its fence");
     assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
 }
+
+/// Jobs sent together share a score; a fetch leases such groups, lone jobs
+/// and lost leases among them each once, in the order they are due: by due
+/// time, then by id (a batch's ids sort in send order), a fetch's size cutting
+/// through a group.
+pub async fn a_fetch_leases_large_groups_lone_jobs_and_lost_leases_in_due_order(env: &Env) {
+    let client = env.client.clone();
+    let backend = client.backend();
+    let pause = || tokio::time::sleep(Duration::from_millis(3));
+    let a = client.enqueue_batch(&sleepy_jobs(40, 0)).await.unwrap();
+    pause().await;
+    let b = client.enqueue_batch(&sleepy_jobs(40, 0)).await.unwrap();
+    let mut lone = Vec::new();
+    for job in sleepy_jobs(3, 0) {
+        pause().await;
+        lone.push(client.enqueue(&job).await.unwrap());
+    }
+    pause().await;
+    let c = client.enqueue_batch(&sleepy_jobs(20, 0)).await.unwrap();
+    let ids = |f: &redjob::backend::Fetched| f.jobs.iter().map(|d| d.id).collect::<Vec<_>>();
+    // the first 30 of a group, leased briefly
+    let f1 = backend
+        .fetch("work", 30, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(ids(&f1), a[..30]);
+    // the group's rest, then the next group's first 20
+    let f2 = backend
+        .fetch("work", 30, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(ids(&f2), [&a[30..], &b[..20]].concat());
+    // the first 30's leases run out: due after every job sent
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let f3 = backend
+        .fetch("work", 200, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(ids(&f3), [&b[20..], &lone, &c, &a[..30]].concat());
+    for d in &f3.jobs {
+        let lost = a[..30].contains(&d.id);
+        assert_eq!(d.token.attempt(), if lost { 2 } else { 1 }, "{}", d.id);
+    }
+    let more = backend
+        .fetch("work", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(more.jobs.is_empty(), "each job leased once");
+    let acks = f2
+        .jobs
+        .iter()
+        .chain(&f3.jobs)
+        .map(|d| (d.id, d.token))
+        .collect();
+    let done = backend
+        .settle(
+            "work",
+            &Settle {
+                acks,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.acked, 103, "every token passed its fence");
+    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
+}
