@@ -522,8 +522,9 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
 }
 
 /// A producer on the rule from before sends ran as a function (no `+fcall
-/// +function|load`): its first send is refused the load, once, and it sends
-/// by script from then on; the documented rule sends by the function.
+/// +function|load`): its first send is refused the `FCALL`, once, and it
+/// sends by script from then on; the documented rule sends by the function,
+/// and goes on by script when `+fcall` is taken from it while it runs.
 #[tokio::test]
 async fn a_producer_without_functions_in_its_rule_sends_by_script() {
     let server = server_with(&readme_rule("redjob-worker")).await;
@@ -538,26 +539,50 @@ async fn a_producer_without_functions_in_its_rule_sends_by_script() {
         old.enqueue(&Task { fail: false }).await.unwrap();
     }
     // (a producer's rule has no PING, which a connection's check sends)
-    let load_refused = async || {
+    let fcall_refused = async || {
         let log = refused(&server).await;
         log.into_iter()
             .filter(|(what, _)| what != "ping")
             .collect::<Vec<_>>()
     };
-    assert_eq!(load_refused().await, [("function|load".to_string(), 1)]);
-    let calls = common::command_calls(&mut con).await;
-    assert_eq!(calls.get("fcall"), None, "{calls:?}");
+    assert_eq!(fcall_refused().await, [("fcall".to_string(), 1)]);
+    let fcalls = async |con: &mut redis::aio::MultiplexedConnection| {
+        common::command_calls(con).await.get("fcall").copied()
+    };
+    assert_eq!(
+        fcalls(&mut con).await,
+        Some(0),
+        "refused calls are not counted"
+    );
     let producer = client(&server, "redjob-producer", "producer-secret").await;
     producer.enqueue(&Task { fail: false }).await.unwrap();
-    let calls = common::command_calls(&mut con).await;
-    assert_eq!(calls.get("fcall"), Some(&1), "{calls:?}");
-    assert_eq!(load_refused().await.len(), 1, "nothing more refused");
+    producer.enqueue(&Task { fail: false }).await.unwrap();
+    // the first finds no function and loads it
+    assert_eq!(fcalls(&mut con).await, Some(3));
+    let loads = common::command_calls(&mut con)
+        .await
+        .get("function|load")
+        .copied();
+    assert_eq!(loads, Some(1));
+    assert_eq!(fcall_refused().await.len(), 1, "nothing more refused");
+    // `+fcall` taken away while the producer runs: its next send is refused
+    // the call, and sends by script
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("redjob-producer")
+        .arg("-fcall")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    producer.enqueue(&Task { fail: false }).await.unwrap();
+    producer.enqueue(&Task { fail: false }).await.unwrap();
+    assert_eq!(fcalls(&mut con).await, Some(3));
     let queued: u64 = redis::cmd("ZCARD")
         .arg("app:acl")
         .query_async(&mut con)
         .await
         .unwrap();
-    assert_eq!(queued, 4);
+    assert_eq!(queued, 7);
 }
 
 /// The server's major version.

@@ -1,6 +1,7 @@
-//! The plain send as a Redis function (`FCALL`): loaded once, loaded again when
-//! Redis loses it, and replaced by the send's script where the server has no
-//! functions or a send mixes in unique messages.
+//! The plain send as a Redis function (`FCALL`): loaded when a call finds it
+//! missing, again when Redis loses it, and replaced by the send's script where
+//! the server has no functions, or a send mixes in unique messages or needs
+//! several calls.
 
 mod common;
 
@@ -45,12 +46,18 @@ async fn a_plain_send_loads_its_function_once_and_again_after_redis_loses_it() {
     let libs = libraries(&mut con).await;
     assert_eq!(libs.len(), 1, "{libs:?}");
     assert!(libs[0].starts_with("redjob_send_"), "{libs:?}");
+    // the first call found no function: loaded, then called again
     let calls = command_calls(&mut con).await;
-    assert_eq!(calls.get("fcall"), Some(&2), "{calls:?}");
+    assert_eq!(calls.get("fcall"), Some(&3), "{calls:?}");
     assert_eq!(
         calls.get("function|load"),
         Some(&1),
         "loaded once: {calls:?}"
+    );
+    assert_eq!(
+        calls.get("evalsha"),
+        Some(&2),
+        "the creation alone: {calls:?}"
     );
     // a flush (as a restart without persistence, or a failover to a server
     // that never had it): the next send loads it again and is sent once
@@ -65,15 +72,16 @@ async fn a_plain_send_loads_its_function_once_and_again_after_redis_loses_it() {
     assert_eq!(calls.get("function|load"), Some(&2), "{calls:?}");
     assert_eq!(
         calls.get("fcall"),
-        Some(&4),
-        "one refused, one sent: {calls:?}"
+        Some(&5),
+        "one missing, one sent: {calls:?}"
     );
     assert_eq!(bodies(&rsmq, "q").await, ["a", "b", "c", "d"]);
 }
 
 #[tokio::test]
 async fn a_server_without_functions_gets_the_send_script() {
-    // as Redis 6.2, which has no FUNCTION command
+    // as a server that refuses FUNCTION LOAD (Redis 6.2 has neither command,
+    // which conformance_redis_6_2 covers)
     let server = RedisServer::start_with(&["--rename-command", "FUNCTION", ""]);
     let mut con = server.raw().await;
     let rsmq = Rsmq::connect(&server.url()).await.unwrap();
@@ -83,10 +91,11 @@ async fn a_server_without_functions_gets_the_send_script() {
     for body in ["a", "b", "c"] {
         rsmq.send("q", SendMessage::new(body)).await.unwrap();
     }
+    // the first send's call found no function, whose load the server
+    // refused: the creation's script (twice: its first call met NOSCRIPT),
+    // then the three sends' by script
     let calls = command_calls(&mut con).await;
-    assert_eq!(calls.get("fcall"), None, "{calls:?}");
-    // the creation's script (twice: its first call met NOSCRIPT), then the
-    // three sends'
+    assert_eq!(calls.get("fcall"), Some(&1), "{calls:?}");
     assert_eq!(calls.get("evalsha"), Some(&5), "{calls:?}");
     assert_eq!(bodies(&rsmq, "q").await, ["a", "b", "c"]);
 }
@@ -116,8 +125,35 @@ async fn a_send_that_mixes_in_unique_messages_calls_scripts_alone() {
         before.map(|n| n + 2),
         "{calls:?}"
     );
-    // a plain send alone goes through the function
+    // a plain send alone goes through the function (its first call finds
+    // none and loads it)
     rsmq.send("q", SendMessage::new("b")).await.unwrap();
-    assert_eq!(command_calls(&mut con).await.get("fcall"), Some(&1));
+    assert_eq!(command_calls(&mut con).await.get("fcall"), Some(&2));
     assert_eq!(bodies(&rsmq, "q").await, ["a", "u", "b"]);
+}
+
+#[tokio::test]
+async fn a_send_of_several_calls_calls_scripts_alone() {
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    // 1,000 messages a call
+    let msgs: Vec<SendMessage> = (0..1500)
+        .map(|i| SendMessage::new(format!("{i}")))
+        .collect();
+    let before = command_calls(&mut con).await.get("evalsha").copied();
+    assert_eq!(rsmq.send_batch("q", &msgs).await.unwrap().len(), 1500);
+    let calls = command_calls(&mut con).await;
+    assert_eq!(calls.get("fcall"), None, "{calls:?}");
+    assert_eq!(
+        calls.get("evalsha").copied(),
+        before.map(|n| n + 2),
+        "{calls:?}"
+    );
+    let bodies = bodies(&rsmq, "q").await;
+    assert_eq!(bodies.len(), 1500);
+    assert_eq!(bodies[1499], "1499");
 }

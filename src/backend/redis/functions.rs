@@ -13,7 +13,7 @@
 //! library), the send calls its script as before.
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::{Cmd, ToRedisArgs};
 
@@ -43,10 +43,10 @@ impl Function {
     /// Each line of the script as loaded (`lib.lua`'s kept part, then the
     /// script) keeps its text and comes one line later in the library, after
     /// the shebang, so an error's `@user_function:<line>` is the script's
-    /// line plus one (see `scripts::refused_call`). Their code runs in a
-    /// function defined once, `run`; `KEYS` and `ARGV`, globals in a script,
-    /// are the library's locals, set for each call and dropped after it (a
-    /// batch's arguments are not kept until the next call).
+    /// line plus one (see `scripts::refused_call`); a comment's line is
+    /// empty. Their code runs in a function defined once, `run`; `KEYS` and
+    /// `ARGV`, globals in a script, are the library's locals, set for each
+    /// call and dropped after it returns.
     fn of(file: &'static str, body: &str) -> Function {
         let source = scripts::with_lib(body);
         let lib_lines = source.lines().count() - body.lines().count();
@@ -57,7 +57,11 @@ impl Function {
             } else if i == lib_lines {
                 code.push_str("local function run() ");
             }
-            code.push_str(line);
+            // comments stay out of the library Redis keeps (a line keeps its
+            // place, empty)
+            if !scripts::code_of(line).trim().is_empty() {
+                code.push_str(line);
+            }
             code.push('\n');
         }
         code.push_str("end\n");
@@ -89,26 +93,31 @@ pub(crate) fn named(name: &str) -> Option<&'static Function> {
     (SEND.name == name).then_some(&*SEND)
 }
 
-const UNKNOWN: u8 = 0;
-const LOADED: u8 = 1;
-const UNAVAILABLE: u8 = 2;
-
-/// Whether a handle's Redis has a function: unknown until the handle's first
-/// call loads it; then loaded, or unavailable (the handle calls the script).
+/// Whether a handle calls the function: until a call finds it missing and
+/// the server refuses to load it, or refuses `FCALL` itself; then the script.
+/// The first call of a handle goes out as `FCALL`: a server that has the
+/// library from an earlier process takes it without a load (`FUNCTION LOAD`
+/// is a write: replicated, and appended to the AOF).
 #[derive(Debug, Default)]
-pub(crate) struct Loaded(AtomicU8);
+pub(crate) struct Loaded(AtomicBool);
 
 impl Loaded {
-    /// Whether calls may go through `f`, loading it on the first ask. A server
-    /// that refuses the load (no `FUNCTION` command, an ACL rule without it,
-    /// a library it cannot take) makes this handle use the script from then
-    /// on; a connection that fails is an error.
-    pub async fn usable(&self, con: &mut Connection, f: &Function) -> Result<bool> {
-        match self.0.load(Ordering::Relaxed) {
-            LOADED => return Ok(true),
-            UNAVAILABLE => return Ok(false),
-            _ => {}
-        }
+    /// Whether calls go through the function.
+    pub fn usable(&self) -> bool {
+        !self.0.load(Ordering::Relaxed)
+    }
+
+    /// Calls go through the script from now on.
+    pub fn give_up(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Loads `f` after a call found it missing. A server that refuses the
+    /// load (no `FUNCTION` command, an ACL rule without `+function|load`, a
+    /// library it cannot take) makes this handle use the script from then
+    /// on; a busy, loading or read-only server, one out of memory, or a
+    /// connection that fails is an error.
+    pub async fn load(&self, con: &mut Connection, f: &Function) -> Result<()> {
         let loaded: redis::RedisResult<String> = redis::cmd("FUNCTION")
             .arg("LOAD")
             .arg("REPLACE")
@@ -116,34 +125,54 @@ impl Loaded {
             .query_async(con)
             .await;
         match loaded {
-            Ok(_) => {
-                self.0.store(LOADED, Ordering::Relaxed);
-                Ok(true)
-            }
-            // no such command (6.2), refused by the ACL, or a library this
-            // server cannot take; others (a busy or loading server, a replica,
-            // memory) pass
-            Err(e) if matches!(e.code(), Some("ERR" | "NOPERM")) => {
+            Ok(_) => Ok(()),
+            Err(e) if e.code().is_some_and(|c| !TRANSIENT.contains(&c)) => {
                 tracing::debug!(function = %f.name, error = %e, "Redis refused the function: calling the script");
-                self.0.store(UNAVAILABLE, Ordering::Relaxed);
-                Ok(false)
+                self.give_up();
+                Ok(())
             }
             Err(e) => Err(e.into()),
         }
     }
-
-    /// Redis lost the function (a restart without persistence, `FUNCTION
-    /// FLUSH`, a failover to a server without it): the next ask loads it again.
-    pub fn forget(&self) {
-        let _ = self
-            .0
-            .compare_exchange(LOADED, UNKNOWN, Ordering::Relaxed, Ordering::Relaxed);
-    }
 }
 
-/// Whether `e` says the function called is not loaded.
-pub(crate) fn is_not_found(e: &crate::Error) -> bool {
-    matches!(e, crate::Error::Redis(e) if e.to_string().contains("Function not found"))
+/// Error codes of a server that may take the load later.
+const TRANSIENT: [&str; 10] = [
+    "LOADING",
+    "BUSY",
+    "OOM",
+    "READONLY",
+    "MASTERDOWN",
+    "TRYAGAIN",
+    "NOREPLICAS",
+    "CLUSTERDOWN",
+    "MOVED",
+    "ASK",
+];
+
+/// Why a call of a function failed, when the script would not.
+pub(crate) enum Failure {
+    /// The server has no such function.
+    NotFound,
+    /// The server refused `FCALL` itself: an unknown command (Redis 6.2, a
+    /// renamed command), or an ACL rule without it.
+    Refused,
+}
+
+/// Whether `e`, the error of a pipeline with `FCALL`s, is one the script
+/// would not meet.
+pub(crate) fn failure(e: &crate::Error) -> Option<Failure> {
+    let text = e.to_string();
+    if matches!(e, crate::Error::Redis(_)) && text.contains("Function not found") {
+        return Some(Failure::NotFound);
+    }
+    let lower = text.to_ascii_lowercase();
+    let unknown = lower.contains("unknown command") && lower.contains("fcall");
+    // (a command the function calls is refused inside it: "@user_function")
+    let refused = matches!(e, crate::Error::NoPermission { .. })
+        && lower.contains("'fcall'")
+        && !lower.contains("@user_function");
+    (unknown || refused).then_some(Failure::Refused)
 }
 
 #[cfg(test)]
@@ -156,16 +185,82 @@ mod tests {
         let script = scripts::with_lib(include_str!("lua/send.lua"));
         let lib: Vec<&str> = f.library.lines().collect();
         assert!(lib[0].starts_with("#!lua name=redjob_send_"), "{}", lib[0]);
+        let mut code = 0;
         for (i, line) in script.lines().enumerate() {
-            assert!(
-                lib[i + 1].ends_with(line),
-                "line {}: {:?} against {:?}",
-                i + 1,
-                lib[i + 1],
-                line
-            );
+            let at = lib[i + 1];
+            if scripts::code_of(line).trim().is_empty() {
+                // a comment's line, empty (or only what the library adds)
+                assert!(
+                    ["", "local KEYS, ARGV ", "local function run() "].contains(&at),
+                    "line {}: {at:?}",
+                    i + 1
+                );
+            } else {
+                assert!(
+                    at.ends_with(line),
+                    "line {}: {at:?} against {line:?}",
+                    i + 1
+                );
+                code += 1;
+            }
         }
+        assert!(code > 50, "the send's code is there: {code} lines");
+        // then `run`'s end and the registration
+        assert_eq!(lib[script.lines().count() + 1], "end");
+        assert!(
+            lib[script.lines().count() + 2].starts_with("redis.register_function('redjob_send_")
+        );
         assert_eq!(named(&f.name).map(|f| f.file), Some("send.lua"));
         assert!(named("redjob_send_0000000000000000").is_none());
+    }
+
+    #[test]
+    fn a_call_refused_or_missing_is_told_from_other_errors() {
+        use crate::Error;
+        let redis = |code: &str, text: &str| -> Error {
+            redis::RedisError::from((
+                redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+                "x",
+                format!("{code} {text}"),
+            ))
+            .into()
+        };
+        let not_found = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "An error was signalled by the server",
+            "Function not found".to_string(),
+        ));
+        assert!(matches!(
+            failure(&not_found.into()),
+            Some(Failure::NotFound)
+        ));
+        let unknown = redis("ERR", "unknown command 'FCALL', with args beginning with: ");
+        assert!(
+            matches!(failure(&unknown), Some(Failure::Refused)),
+            "{unknown}"
+        );
+        let nope = Error::NoPermission {
+            refused: "may not run the 'fcall' command".into(),
+            error: redis::RedisError::from((
+                redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+                "x",
+                "NOPERM this user has no permissions to run the 'fcall' command".to_string(),
+            )),
+        };
+        assert!(matches!(failure(&nope), Some(Failure::Refused)), "{nope}");
+        // a command inside the function, or anything else: the send's error
+        let inside = Error::NoPermission {
+            refused: "a script may not run ZADD (send.lua, line 60)".into(),
+            error: redis::RedisError::from((redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError), "x", "The user executing the script can't run this command or subcommand script: redjob_send_0, on @user_function:61. fcall".to_string())),
+        };
+        assert!(failure(&inside).is_none(), "{inside}");
+        assert!(
+            failure(&redis(
+                "ERR",
+                "wrong number of arguments for 'fcall' command"
+            ))
+            .is_none()
+        );
+        assert!(failure(&redis("LOADING", "Redis is loading the dataset in memory")).is_none());
     }
 }

@@ -93,7 +93,7 @@ pub(crate) fn with_lib(body: &str) -> String {
 }
 
 /// A line of Lua without its comment (from a `--` outside a quoted string).
-fn code_of(line: &str) -> &str {
+pub(crate) fn code_of(line: &str) -> &str {
     let bytes = line.as_bytes();
     let mut quote = None;
     let mut i = 0;

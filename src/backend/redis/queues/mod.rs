@@ -63,7 +63,7 @@ impl RsmqConfig {
 pub struct Rsmq {
     con: Connection,
     send_loaded: Arc<AtomicBool>,
-    /// Whether Redis has the send's function (see functions.rs).
+    /// Whether sends call the send's function (see functions.rs).
     send_fn: Arc<crate::backend::redis::functions::Loaded>,
     unique_loaded: Arc<AtomicBool>,
     keyed_loaded: Arc<AtomicBool>,

@@ -92,16 +92,15 @@ impl Rsmq {
         }
         let workers_wait = self.workers_wait.load(Ordering::Relaxed);
         let mut con = self.con.clone();
-        // a send of plain messages alone calls the send's function where Redis
-        // takes it (see functions.rs); a send that mixes in unique or keyed
-        // messages calls scripts only, so that a lost function, which fails
-        // its calls alone, never has the other calls of the pipeline sent twice
-        let plain_only = msgs.iter().all(|m| kind(m) == Kind::Plain);
-        let mut attempt = 0;
+        // a send of plain messages alone, in one call, calls the send's
+        // function where Redis takes it (see functions.rs): a call the
+        // function's absence fails is then the pipeline's only write, so
+        // sending the pipeline again writes nothing twice (a send that mixes
+        // in unique or keyed messages, or needs several calls, calls scripts)
+        let one_plain_call = chunks.len() == 1 && msgs.iter().all(|m| kind(m) == Kind::Plain);
+        let mut attempts = 0;
         let (call, mut replies) = loop {
-            let function = plain_only
-                && !self.ns.is_cluster()
-                && self.send_fn.usable(&mut con, &functions::SEND).await?;
+            let function = one_plain_call && !self.ns.is_cluster() && self.send_fn.usable();
             let call = Call {
                 k: &k,
                 msgs,
@@ -111,15 +110,24 @@ impl Rsmq {
                 always: self.realtime,
                 function,
             };
-            match self.run_calls(&mut con, &call, &chunks, msgs).await {
-                Err(e) if function && attempt == 0 && functions::is_not_found(&e) => {
-                    // Redis lost it (a restart, a flush, a failover): load it
-                    // again, once
-                    self.send_fn.forget();
-                    attempt += 1;
+            let result = self.run_calls(&mut con, &call, &chunks, msgs).await;
+            let failure = match &result {
+                Err(e) if function && attempts < 2 => functions::failure(e),
+                _ => None,
+            };
+            match failure {
+                // not loaded (the handle's first send, or Redis lost it: a
+                // restart, a flush, a failover): loaded, or the script from
+                // now on where the server refuses the load
+                Some(functions::Failure::NotFound) => {
+                    self.send_fn.load(&mut con, &functions::SEND).await?;
                 }
-                r => break (call, r?),
+                // FCALL itself refused (Redis 6.2, an ACL rule without it):
+                // the script from now on
+                Some(functions::Failure::Refused) => self.send_fn.give_up(),
+                None => break (call, result?),
             }
+            attempts += 1;
         };
         // the WAITs' replies, checked once the sends' own errors were
         let mut waited = Vec::new();
