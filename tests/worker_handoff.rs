@@ -779,6 +779,10 @@ async fn a_send_is_piped_behind_a_time_while_workers_wait() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let server = RedisServer::start();
     let (b, con) = with_queue(&server).await;
+    // the send's function loaded by another handle first (a send that finds
+    // it missing loads it and is sent again)
+    let other = redjob::queue::Rsmq::connect(&server.url()).await.unwrap();
+    other.send("q", SendMessage::new("0")).await.unwrap();
     let port = server.url().rsplit(':').next().unwrap().to_string();
     let mut monitor = BufReader::new(
         tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
@@ -804,7 +808,8 @@ async fn a_send_is_piped_behind_a_time_while_workers_wait() {
                 continue;
             }
             let command = line.split('"').nth(1).unwrap_or_default().to_uppercase();
-            if command == "EVALSHA" && line.contains("\"rsmq:q:Q\"") {
+            // a plain send's function or script, a unique send's script
+            if (command == "FCALL" || command == "EVALSHA") && line.contains("\"rsmq:q:Q\"") {
                 return last.get(client).is_some_and(|c| c == "TIME");
             }
             last.insert(client.to_string(), command);
