@@ -8,7 +8,8 @@
 //! the last line is one JSON object of medians over the runs.
 //!
 //! Flags: `--n 20000` jobs per throughput phase, `--runs 3`, `--phase 1,2,...`
-//! (1–3 throughput and cost, 4 latency, 5 delayed, 6 scale, 7 queue features
+//! (1–3 throughput and cost, with one send's round trip on a bare socket beside
+//! the client's (bare.rs), 4 latency, 5 delayed, 6 scale, 7 queue features
 //! and metrics beside the plain figures, 8 inspection at 10k and the largest backlog, 9 a
 //! flood of `--flood 1000000` fatal failures held to the dead-letter retention,
 //! 10 topics: publish one by one and in batches, a subscriber draining `n`;
@@ -22,6 +23,7 @@
 //! the batch timed to its callback; 18 the floor of fetch + ack (+ the
 //! history) as plain commands, no script; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
+mod bare;
 mod batches;
 mod features;
 mod flood;

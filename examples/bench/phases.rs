@@ -24,6 +24,10 @@ pub struct Figures {
     pub ping_us: Option<f64>,
     pub raw_send_us: Option<f64>,
     pub send_script_us: Option<f64>,
+    /// Phase 1's floor rows (bare.rs): µs per awaited call on a bare socket.
+    pub bare_xadd_us: Option<f64>,
+    pub bare_layout_us: Option<f64>,
+    pub bare_send_us: Option<f64>,
     pub process: Option<f64>,
     pub cmds_per_job: Option<f64>,
     pub calls_per_job: Option<f64>,
@@ -227,6 +231,16 @@ async fn enqueue_parts(server: &Server, client: &Client, f: &mut Figures) {
     for _ in 0..CALLS {
         q.pop("bench").await.expect("pop").expect("a sent message");
     }
+    // the same round trip with no client around it (bare.rs), on a queue of
+    // its own
+    q.create_queue("bare", Default::default())
+        .await
+        .expect("create");
+    let floor = crate::bare::floor(&server.url, "bare", CALLS).await;
+    q.delete_queue("bare").await.expect("delete");
+    f.bare_xadd_us = floor.xadd;
+    f.bare_layout_us = floor.layout;
+    f.bare_send_us = floor.send;
 }
 
 /// The bytes queue `q`'s sorted set and hash take (`MEMORY USAGE`, every

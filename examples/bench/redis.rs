@@ -87,8 +87,8 @@ impl Drop for Server {
 pub struct Cost {
     pub commands: u64,
     pub calls: u64,
-    /// `EVALSHA`'s mean time inside Redis per call (µs), scripts' inner
-    /// commands included.
+    /// A script's or function's (`EVALSHA`, `FCALL`) mean time inside Redis
+    /// per call (µs), their inner commands included.
     pub script_us: f64,
 }
 
@@ -99,6 +99,8 @@ const TOP: &[&str] = &[
     "evalsha",
     "eval",
     "script|load",
+    "fcall",
+    "function|load",
     "hello",
     "ping",
     "client|setinfo",
@@ -117,6 +119,7 @@ pub async fn reset(con: &mut redis::aio::MultiplexedConnection) {
 pub async fn cost(con: &mut redis::aio::MultiplexedConnection) -> Cost {
     let info = info(con, "commandstats").await;
     let mut c = Cost::default();
+    let (mut script_calls, mut script_usec) = (0u64, 0.0f64);
     for line in info.lines() {
         let Some(rest) = line.strip_prefix("cmdstat_") else {
             continue;
@@ -132,11 +135,12 @@ pub async fn cost(con: &mut redis::aio::MultiplexedConnection) -> Cost {
         if OWN.contains(&name) {
             continue;
         }
-        if name == "evalsha" {
-            c.script_us = stats
+        if name == "evalsha" || name == "fcall" {
+            script_calls += calls;
+            script_usec += stats
                 .split(',')
-                .find_map(|kv| kv.strip_prefix("usec_per_call="))
-                .and_then(|v| v.parse().ok())
+                .find_map(|kv| kv.strip_prefix("usec="))
+                .and_then(|v| v.parse::<f64>().ok())
                 .unwrap_or(0.0);
         }
         if std::env::var_os("BENCH_VERBOSE").is_some() {
@@ -146,6 +150,9 @@ pub async fn cost(con: &mut redis::aio::MultiplexedConnection) -> Cost {
         if TOP.contains(&name) {
             c.calls += calls;
         }
+    }
+    if script_calls > 0 {
+        c.script_us = script_usec / script_calls as f64;
     }
     c
 }

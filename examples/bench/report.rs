@@ -54,8 +54,26 @@ fn rows(all: &[Figures]) -> Vec<Row> {
         "-",
     );
     add(
+        "enqueue_bare_xadd_us",
+        "  floor: chasquimq's XADD on a bare socket (us per call)",
+        &|f| f.bare_xadd_us,
+        "-",
+    );
+    add(
+        "enqueue_bare_layout_us",
+        "  floor: RSMQ's fewest send commands, one FCALL, bare socket (us per call)",
+        &|f| f.bare_layout_us,
+        "-",
+    );
+    add(
+        "enqueue_bare_send_us",
+        "  floor: redjob's send function on a bare socket (us per call)",
+        &|f| f.bare_send_us,
+        "-",
+    );
+    add(
         "enqueue_script_us",
-        "  of which: the send script inside Redis (us per call)",
+        "  of which: the send (function or script) inside Redis (us per call)",
         &|f| f.send_script_us,
         "-",
     );
