@@ -34,8 +34,18 @@
 --         woken), else 0; {0} when the once mark was there already; {-1} when
 --         the queue does not exist; {-2, maxlen, maxsize} when a body exceeds
 --         the queue's maxsize (nothing sent)
-local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
-  "redjob:handoff")
+-- "redjob:prio" (attrs[5]) only for a send at a priority other than 0, the
+-- one send_write reads it for: a queue without priorities has no such field,
+-- and while its hash is small (a listpack) a field it lacks is looked for
+-- through the whole hash (BENCHMARKS.md, Speed II part 18)
+local attrs
+if ARGV[4] == "0" then
+  attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:handoff")
+  attrs[6], attrs[5] = attrs[5], false
+else
+  attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
+    "redjob:handoff")
+end
 local nargs = #ARGV
 if KEYS[5] then
   -- sent already: nothing to check (the queue's maxsize may have changed)
