@@ -22,6 +22,30 @@ async fn libraries(con: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
         .collect()
 }
 
+/// A server started with `args`, a raw connection to it, and a handle with
+/// queue "q" created.
+async fn with_queue(args: &[&str]) -> (RedisServer, redis::aio::MultiplexedConnection, Rsmq) {
+    let server = RedisServer::start_with(args);
+    let con = server.raw().await;
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    (server, con, rsmq)
+}
+
+/// That the calls since `before` (`EVALSHA`s counted then) were two scripts'
+/// (a first call that met NOSCRIPT, sent again) and no function's.
+async fn called_scripts_alone(con: &mut redis::aio::MultiplexedConnection, before: Option<u64>) {
+    let calls = command_calls(con).await;
+    assert_eq!(calls.get("fcall"), None, "{calls:?}");
+    assert_eq!(
+        calls.get("evalsha").copied(),
+        before.map(|n| n + 2),
+        "{calls:?}"
+    );
+}
+
 /// The bodies of the queue's messages, received in their order.
 async fn bodies(rsmq: &Rsmq, queue: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -33,12 +57,7 @@ async fn bodies(rsmq: &Rsmq, queue: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_plain_send_loads_its_function_once_and_again_after_redis_loses_it() {
-    let server = RedisServer::start();
-    let mut con = server.raw().await;
-    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
-    rsmq.create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
+    let (_server, mut con, rsmq) = with_queue(&[]).await;
     rsmq.send("q", SendMessage::new("a")).await.unwrap();
     rsmq.send_batch("q", &[SendMessage::new("b"), SendMessage::new("c")])
         .await
@@ -82,12 +101,7 @@ async fn a_plain_send_loads_its_function_once_and_again_after_redis_loses_it() {
 async fn a_server_without_functions_gets_the_send_script() {
     // as a server that refuses FUNCTION LOAD (Redis 6.2 has neither command,
     // which conformance_redis_6_2 covers)
-    let server = RedisServer::start_with(&["--rename-command", "FUNCTION", ""]);
-    let mut con = server.raw().await;
-    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
-    rsmq.create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
+    let (_server, mut con, rsmq) = with_queue(&["--rename-command", "FUNCTION", ""]).await;
     for body in ["a", "b", "c"] {
         rsmq.send("q", SendMessage::new(body)).await.unwrap();
     }
@@ -102,12 +116,7 @@ async fn a_server_without_functions_gets_the_send_script() {
 
 #[tokio::test]
 async fn a_send_that_mixes_in_unique_messages_calls_scripts_alone() {
-    let server = RedisServer::start();
-    let mut con = server.raw().await;
-    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
-    rsmq.create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
+    let (_server, mut con, rsmq) = with_queue(&[]).await;
     let before = command_calls(&mut con).await.get("evalsha").copied();
     rsmq.send_batch(
         "q",
@@ -118,13 +127,7 @@ async fn a_send_that_mixes_in_unique_messages_calls_scripts_alone() {
     )
     .await
     .unwrap();
-    let calls = command_calls(&mut con).await;
-    assert_eq!(calls.get("fcall"), None, "{calls:?}");
-    assert_eq!(
-        calls.get("evalsha").copied(),
-        before.map(|n| n + 2),
-        "{calls:?}"
-    );
+    called_scripts_alone(&mut con, before).await;
     // a plain send alone goes through the function (its first call finds
     // none and loads it)
     rsmq.send("q", SendMessage::new("b")).await.unwrap();
@@ -134,25 +137,14 @@ async fn a_send_that_mixes_in_unique_messages_calls_scripts_alone() {
 
 #[tokio::test]
 async fn a_send_of_several_calls_calls_scripts_alone() {
-    let server = RedisServer::start();
-    let mut con = server.raw().await;
-    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
-    rsmq.create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
+    let (_server, mut con, rsmq) = with_queue(&[]).await;
     // 1,000 messages a call
     let msgs: Vec<SendMessage> = (0..1500)
         .map(|i| SendMessage::new(format!("{i}")))
         .collect();
     let before = command_calls(&mut con).await.get("evalsha").copied();
     assert_eq!(rsmq.send_batch("q", &msgs).await.unwrap().len(), 1500);
-    let calls = command_calls(&mut con).await;
-    assert_eq!(calls.get("fcall"), None, "{calls:?}");
-    assert_eq!(
-        calls.get("evalsha").copied(),
-        before.map(|n| n + 2),
-        "{calls:?}"
-    );
+    called_scripts_alone(&mut con, before).await;
     let bodies = bodies(&rsmq, "q").await;
     assert_eq!(bodies.len(), 1500);
     assert_eq!(bodies[1499], "1499");

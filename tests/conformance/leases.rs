@@ -737,18 +737,7 @@ pub async fn a_fetch_gives_each_job_its_count_among_jobs_that_share_a_score(env:
         }
     }
     assert_eq!(acks.len(), 6);
-    let done = backend
-        .settle(
-            "work",
-            &Settle {
-                acks,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(done.acked, 6, "every token passed its fence");
-    assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
+    settle_all(&client, acks, 6).await;
 }
 
 /// Jobs sent together share a score; a fetch leases such groups, lone jobs
@@ -804,7 +793,14 @@ pub async fn a_fetch_leases_large_groups_lone_jobs_and_lost_leases_in_due_order(
         .chain(&f3.jobs)
         .map(|d| (d.id, d.token))
         .collect();
-    let done = backend
+    settle_all(&client, acks, 103).await;
+}
+
+/// Acks `acks` on "work" in one settle: each passes its fence, and the queue
+/// is left empty.
+async fn settle_all(client: &Client, acks: Vec<(redjob::JobId, redjob::backend::Token)>, n: u64) {
+    let done = client
+        .backend()
         .settle(
             "work",
             &Settle {
@@ -814,6 +810,6 @@ pub async fn a_fetch_leases_large_groups_lone_jobs_and_lost_leases_in_due_order(
         )
         .await
         .unwrap();
-    assert_eq!(done.acked, 103, "every token passed its fence");
+    assert_eq!(done.acked, n, "every token passed its fence");
     assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
 }
