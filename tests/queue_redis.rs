@@ -1,5 +1,6 @@
 //! The queue layer's Redis-only behaviour: realtime notifications, connection
-//! errors, and the send script's own arithmetic (ids, dues).
+//! errors, the send script's own arithmetic (ids, dues), and the counters
+//! hash's encoding.
 
 mod common;
 
@@ -869,4 +870,85 @@ async fn a_send_to_a_queue_whose_delay_is_not_a_number_is_refused() {
         .await
         .unwrap();
     assert_eq!(n, 0, "nothing queued");
+}
+
+/// The counters hash (`ns:q:stats`) is made a hash table once it holds more
+/// than 128 fields, by the first settle of an hour: a listpack of a week's
+/// hours is searched field by field on every settle and overview. A small
+/// one stays a listpack, and the readers of the counters ignore the field
+/// that converts it.
+#[tokio::test]
+async fn a_counters_hash_of_a_few_days_becomes_a_hash_table_and_a_small_one_stays_a_listpack() {
+    use redjob::backend::{Backend, Settle};
+    let server = RedisServer::start();
+    let (backend, rsmq) = backend_with_queue(&server).await;
+    let mut con = server.raw().await;
+    let encoding = |key: &'static str| {
+        let url = server.url();
+        async move {
+            let mut con = redis::Client::open(url)
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            redis::cmd("OBJECT")
+                .arg("ENCODING")
+                .arg(key)
+                .query_async::<String>(&mut con)
+                .await
+                .unwrap()
+        }
+    };
+    let run_one = |queue: &'static str| {
+        let (backend, rsmq) = (backend.clone(), rsmq.clone());
+        async move {
+            rsmq.send(queue, SendMessage::new("{}")).await.unwrap();
+            let leased = backend
+                .fetch(queue, 1, Duration::from_secs(30))
+                .await
+                .unwrap()
+                .jobs;
+            let settle = Settle {
+                acks: leased.iter().map(|d| (d.id, d.token)).collect(),
+                ..Settle::default()
+            };
+            assert_eq!(backend.settle(queue, &settle).await.unwrap().acked, 1);
+        }
+    };
+    // a week of hours long past (hour 1 in every slot: this hour's is new)
+    let mut old: Vec<(String, String)> = (0..169)
+        .map(|i| (format!("h{i}"), "1 7 1".into()))
+        .collect();
+    old.push(("processed".into(), "1183".into()));
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:q:stats")
+        .arg(&old)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(encoding("rsmq:q:stats").await, "listpack");
+    run_one("q").await;
+    assert_eq!(encoding("rsmq:q:stats").await, "hashtable");
+    // the readers see the counters and the ring, not the field
+    assert_eq!(backend.stats("q").await.unwrap().processed, 1184);
+    let hours = backend.hours("q").await.unwrap();
+    assert_eq!(
+        hours.iter().map(|h| h.processed).sum::<u64>(),
+        1,
+        "{hours:?}"
+    );
+    assert!(backend.run_times("q").await.unwrap().is_empty());
+    // a small hash stays a listpack, without the field
+    rsmq.create_queue("small", QueueOptions::default())
+        .await
+        .unwrap();
+    run_one("small").await;
+    assert_eq!(encoding("rsmq:small:stats").await, "listpack");
+    let field: Option<String> = redis::cmd("HGET")
+        .arg("rsmq:small:stats")
+        .arg("redjob:table")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(field, None);
 }

@@ -10,7 +10,13 @@
 --          the last hour's minutes: "m<minute % 61>" = "<minute> <processed>
 --          <failed>" (minute: Unix ms / 60000), and "h0".."h168" one of the last
 --          week's hours, "h<hour % 169>" = "<hour> <processed> <failed>" (hour:
---          Unix ms / 3600000); a call reads and writes the hash once
+--          Unix ms / 3600000); a call reads and writes the hash once. Once
+--          the hash holds more than 128 fields (a few days of hours), the
+--          first settle of each hour also writes its field "redjob:table", a
+--          value longer than Redis keeps in a listpack (64 bytes by
+--          default), so that the hash is a hash table from then on: a
+--          listpack is searched field by field, and the overview reads 173
+--          of its fields a queue (BENCHMARKS.md, Speed II part 19)
 -- KEYS[6]  the queue's unique keys (ns:q:unique): acked and dead jobs free theirs
 -- KEYS[7]  the queue's lease counts (ns:q:leases): a settled lease leaves them
 --          (see lease_counts in lib.lua)
@@ -681,17 +687,27 @@ if acked + failed > 0 then
   local slot, hslot = "m" .. (m % 61), "h" .. (h % 169)
   local c = redis.call("HMGET", KEYS[5], "processed", "retried", "dead", "failed", slot, hslot)
   -- a ring entry with this call's runs added, or a new one for a new period
+  -- (then also false)
   local function entry(v, at)
     local p, f = acked, failed
     if v then
       local wm, wp, wf = string.match(v, "^(%d+) (%d+) (%d+)$")
-      if tonumber(wm) == at then p, f = p + tonumber(wp), f + tonumber(wf) end
+      if tonumber(wm) == at then
+        return string.format("%.0f %.0f %.0f", at, p + tonumber(wp), f + tonumber(wf)), true
+      end
     end
-    return string.format("%.0f %.0f %.0f", at, p, f)
+    return string.format("%.0f %.0f %.0f", at, p, f), false
   end
   local function add(i, n) return string.format("%.0f", (tonumber(c[i]) or 0) + n) end
-  redis.call("HSET", KEYS[5], "processed", add(1, acked), "retried", add(2, retried),
-    "dead", add(3, #dead), "failed", add(4, failed), slot, entry(c[5], m), hslot, entry(c[6], h))
+  local hour, same_hour = entry(c[6], h)
+  local set = {"processed", add(1, acked), "retried", add(2, retried), "dead", add(3, #dead), "failed",
+    add(4, failed), slot, entry(c[5], m), hslot, hour}
+  -- a hash that grew past 128 fields is made a hash table (see KEYS[5])
+  if not same_hour and redis.call("HLEN", KEYS[5]) > 128 then
+    set[13] = "redjob:table"
+    set[14] = "a value longer than hash-max-listpack-value on purpose: Redis keeps this hash as a hash table"
+  end
+  redis.call("HSET", KEYS[5], unpack(set))
 end
 local reply = {acked, retried + released, #dead}
 -- gone: no longer in the queue at all; one that moved to another priority
