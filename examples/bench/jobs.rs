@@ -78,6 +78,11 @@ impl Tally {
         }
     }
 
+    /// How many runs were recorded so far.
+    pub fn done(&self) -> usize {
+        self.done.load(Ordering::Acquire)
+    }
+
     /// (duplicate executions, jobs that never ran).
     pub fn check(&self) -> (u64, u64) {
         let mut dup = 0;

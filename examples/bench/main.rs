@@ -21,7 +21,8 @@
 //! side by side; 15 a backlog under a rate limit of 1,000/s drained by three
 //! workers; 17 plain and batched bulk enqueue and processing side by side,
 //! the batch timed to its callback; 18 the floor of fetch + ack (+ the
-//! history) as plain commands, no script; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
+//! history) as plain commands, no script; 19 backlogs of 300 sent and
+//! processed in rounds (the queue's hash a listpack); default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 
 mod bare;
 mod batches;
@@ -38,6 +39,7 @@ mod overview;
 mod phases;
 mod redis;
 mod report;
+mod small;
 mod spread;
 mod topics;
 
@@ -48,7 +50,7 @@ fn main() {
         n: 20_000,
         concurrency: 32,
         phases: vec![
-            1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+            1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
         ],
     };
     let mut runs = 3usize;
@@ -135,6 +137,9 @@ fn main() {
             }
             if s.phases.contains(&16) {
                 keyed::keyed(&s, &mut f).await;
+            }
+            if s.phases.contains(&19) {
+                small::small(s.concurrency, &mut f).await;
             }
         });
         eprintln!("run {run} of {runs} done");

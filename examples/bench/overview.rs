@@ -5,13 +5,19 @@
 //! one pipeline), and the overview with the last week's hours instead of the
 //! last hour's minutes (the chart's "Last 7 days"). Per render: client round trips (the calls the render
 //! awaits), commands inside Redis (`total_commands_processed`, scripts'
-//! commands included), Redis CPU and wall time.
+//! commands included), Redis CPU and wall time. Then both overviews again
+//! once every queue's counters hold what a week of settles leaves there
+//! (every slot of both rings, 20 run-time buckets), written by the bench,
+//! then one job run through each queue at a new hour as a worker would, and
+//! the bytes of one such counters hash.
 
 use std::time::Instant;
 
 use futures::stream::{self, StreamExt};
+use std::time::Duration;
+
 use redjob::Client;
-use redjob::backend::Backend;
+use redjob::backend::{Backend, Settle};
 use redjob::inspect::Inspect;
 use redjob::ops::{Admin, OverviewQuery};
 use redjob::queue::{QueueOptions, Queues, SendMessage};
@@ -110,5 +116,63 @@ pub async fn overview(f: &mut Figures) {
             let m = measure(&client, &mut con, renders, way).await;
             f.overview.push((queues, way, m));
         }
+        a_week(&client, &mut con, queues).await;
+        if queues == 1000 {
+            let b: Option<u64> = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg("rsmq:q0000:stats")
+                .arg("SAMPLES")
+                .arg(0)
+                .query_async(&mut con)
+                .await
+                .expect("MEMORY USAGE");
+            f.stats_week_bytes = b.map(|b| b as f64);
+        }
+        after(&client, false).await;
+        after(&client, true).await;
+        for way in [1, 2, 1, 2] {
+            let m = measure(&client, &mut con, renders, way).await;
+            f.overview.push((queues, way + 2, m));
+        }
+    }
+}
+
+/// Fills every queue's counters with a week of settles (see complete.lua's
+/// KEYS[5]), this hour's slot holding the hour a week before, then runs one
+/// job through each queue: its settle is the first of a new hour there. Each
+/// queue keeps the ready jobs it had.
+async fn a_week(client: &Client, con: &mut redis::aio::MultiplexedConnection, queues: usize) {
+    let backend = client.backend();
+    let now = backend.now_ms().await.expect("now");
+    let (m, h) = (now / 60_000, now / 3_600_000);
+    for i in 0..queues {
+        let name = format!("q{i:04}");
+        let mut fields: Vec<(String, String)> = ["processed", "retried", "dead", "failed"]
+            .iter()
+            .map(|f| (f.to_string(), "50400".to_string()))
+            .collect();
+        fields.extend((0..61).map(|j| (format!("m{}", (m - j) % 61), format!("{} 5 1", m - j))));
+        fields
+            .extend((1..=169).map(|j| (format!("h{}", (h - j) % 169), format!("{} 300 6", h - j))));
+        fields.extend((0..20).map(|b| (format!("rt:{b}:bench"), "2520".to_string())));
+        let _: () = redis::cmd("HSET")
+            .arg(format!("rsmq:{name}:stats"))
+            .arg(&fields)
+            .query_async(con)
+            .await
+            .expect("counters");
+        Queues::send(client.queues(), &name, SendMessage::new("{}"))
+            .await
+            .expect("send");
+        let leased = backend
+            .fetch(&name, 1, Duration::from_secs(30))
+            .await
+            .expect("fetch")
+            .jobs;
+        let settle = Settle {
+            acks: leased.iter().map(|d| (d.id, d.token)).collect(),
+            ..Settle::default()
+        };
+        backend.settle(&name, &settle).await.expect("settle");
     }
 }

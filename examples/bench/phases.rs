@@ -113,9 +113,16 @@ pub struct Figures {
     pub history_bytes_per_entry_1kb: Option<f64>,
     pub history_full_kb_1kb: Option<f64>,
     /// Phase 14: per render of the overview, at (queues, way: 0 per queue,
-    /// 1 the overview with the last hour, 2 with the last week): round trips,
-    /// commands inside Redis, Redis CPU ms, wall ms.
+    /// 1 the overview with the last hour, 2 with the last week; 3 and 4 as 1
+    /// and 2 once every queue's counters hold a week): round trips, commands
+    /// inside Redis, Redis CPU ms, wall ms.
     pub overview: Vec<(usize, u8, crate::overview::PerRender)>,
+    /// Phase 14: the bytes of one queue's counters hash holding a week.
+    pub stats_week_bytes: Option<f64>,
+    /// Phase 19: backlogs of 300 sent and processed in rounds: jobs/s and
+    /// Redis CPU µs per job (the sends included).
+    pub small_process: Option<f64>,
+    pub small_redis_cpu_us: Option<f64>,
     /// Phase 15: a backlog under a rate limit of 1,000/s drained by three
     /// workers: the rate after the first window (starts/s), and the most
     /// starts in any 1 s window.

@@ -583,6 +583,12 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             (0, "per queue", "per_queue"),
             (1, "overview", "overview"),
             (2, "overview with the last 7 days", "overview_week"),
+            (3, "overview, counters of a week", "overview_full"),
+            (
+                4,
+                "overview with the last 7 days, counters of a week",
+                "overview_week_full",
+            ),
         ] {
             for (i, (what, unit)) in [
                 ("round trips", "trips"),
@@ -618,6 +624,24 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             }
         }
     }
+    rows.push(Row {
+        key: "small_process_per_s".into(),
+        label: "process backlogs of 300 in rounds, bulk sends between (jobs/s)".into(),
+        values: all.iter().filter_map(|f| f.small_process).collect(),
+        target: "-",
+    });
+    rows.push(Row {
+        key: "small_redis_cpu_us_per_job".into(),
+        label: "  Redis CPU per job there, the sends included (us)".into(),
+        values: all.iter().filter_map(|f| f.small_redis_cpu_us).collect(),
+        target: "-",
+    });
+    rows.push(Row {
+        key: "stats_week_bytes".into(),
+        label: "  one queue's counters holding a week (MEMORY USAGE, bytes)".into(),
+        values: all.iter().filter_map(|f| f.stats_week_bytes).collect(),
+        target: "-",
+    });
     for (key, label, get, target) in [
         (
             "topic_publish_single_per_s",
