@@ -23,11 +23,12 @@ use redjob::ops::{Admin, OverviewQuery};
 use redjob::queue::{QueueOptions, Queues, SendMessage};
 
 use crate::phases::Figures;
-use crate::redis::{Server, cpu_us, info_field};
+use crate::redis::{Server, cost, cpu_us, info_field, reset};
 
 /// The figures of one way of rendering: per render, (round trips, commands
-/// inside Redis, Redis CPU ms, wall ms).
-pub type PerRender = (f64, f64, f64, f64);
+/// inside Redis, Redis CPU ms, wall ms), and a script call's mean time
+/// inside Redis (ms: how long a call holds Redis from everything else).
+pub type PerRender = (f64, f64, f64, f64, f64);
 
 /// The dashboard's read before issue 38: one queue's line in five calls.
 async fn line_before(client: &Client, name: String) -> u64 {
@@ -71,6 +72,7 @@ async fn measure(
     renders: usize,
     way: u8,
 ) -> PerRender {
+    reset(con).await;
     let cpu0 = cpu_us(con).await;
     let cmds0 = info_field(con, "stats", "total_commands_processed").await;
     let t = Instant::now();
@@ -85,8 +87,9 @@ async fn measure(
     // the first INFO counts itself once it answered: left out
     let cmds = info_field(con, "stats", "total_commands_processed").await - cmds0 - 1.0;
     let cpu = (cpu_us(con).await - cpu0) / 1000.0;
+    let per_call = cost(con).await.script_us / 1000.0;
     let n = renders as f64;
-    (trips as f64 / n, cmds / n, cpu / n, wall / n)
+    (trips as f64 / n, cmds / n, cpu / n, wall / n, per_call)
 }
 
 pub async fn overview(f: &mut Figures) {

@@ -1,6 +1,7 @@
 //! [`Admin::overview`](crate::ops::Admin::overview) on Redis: the set of
 //! queues (one `SMEMBERS`), then counts.lua in its overview mode over every
-//! matching queue, 100 queues a call, the calls in one pipeline (one round
+//! matching queue, 25 to 100 queues a call (fewer when it reads their rings),
+//! the calls in one pipeline (one round
 //! trip). On a Cluster, where a call's keys and a pipeline hold one slot, a
 //! call reads one queue and the calls go at once (256 in flight), each node's
 //! written back to back on its connection.
@@ -19,8 +20,17 @@ use crate::contract::stats::{HOURS, MINUTES, last_hour, last_week, ring_hour, ri
 
 /// Calls in flight at once on a Cluster.
 const AT_ONCE: usize = 256;
-/// Queues one call reads on a single server (29 keys each).
-const PER_CALL: usize = 100;
+/// Queues one call reads on a single server (29 keys each), by the rings
+/// it reads of each queue's counters (none, the minutes' 61 fields, the
+/// hours' 169): each call then holds Redis for about as long, a few ms at
+/// most once the counters hold a week (BENCHMARKS.md, Speed II part 19).
+fn per_call(rings: &str) -> usize {
+    match rings {
+        "" => 100,
+        "minutes" => 50,
+        _ => 25,
+    }
+}
 
 impl Rsmq {
     pub(crate) async fn read_overview(&self, query: &OverviewQuery) -> Result<Overview> {
@@ -44,7 +54,7 @@ impl Rsmq {
         // on one server, a call reads many queues (its fixed cost, lib.lua's
         // functions, is then paid once per batch); on a Cluster, where a
         // call's keys hold one slot, one queue each
-        let per_call = if con.is_cluster() { 1 } else { PER_CALL };
+        let per_call = if con.is_cluster() { 1 } else { per_call(rings) };
         let mut cmds = Vec::new();
         for batch in names.chunks(per_call) {
             let mut keys = Vec::with_capacity(batch.len() * 29);
