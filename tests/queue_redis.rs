@@ -952,3 +952,37 @@ async fn a_counters_hash_of_a_few_days_becomes_a_hash_table_and_a_small_one_stay
         .unwrap();
     assert_eq!(field, None);
 }
+
+/// Counts look for leases an earlier redjob wrote (two `ZCOUNT`s a level)
+/// only until a fetch found none left ("redjob:current"): a queue workers
+/// fetch from is counted with one `ZCOUNT` for its ready jobs and one for
+/// the rest, a queue no fetch touched yet with all four.
+#[tokio::test]
+async fn counts_look_for_an_earlier_redjobs_leases_only_until_a_fetch_found_none() {
+    use redjob::backend::Backend;
+    use redjob::inspect::Inspect;
+    let server = RedisServer::start();
+    let (backend, rsmq) = backend_with_queue(&server).await;
+    let mut con = server.raw().await;
+    rsmq.send("q", SendMessage::new("{}")).await.unwrap();
+    let zcounts = |con: &mut redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        async move {
+            common::command_calls(&mut con)
+                .await
+                .get("zcount")
+                .copied()
+                .unwrap_or(0)
+        }
+    };
+    let before = zcounts(&mut con).await;
+    assert_eq!(backend.counts("q").await.unwrap().ready, 1);
+    assert_eq!(zcounts(&mut con).await - before, 4, "never fetched");
+    backend
+        .fetch("q", 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let before = zcounts(&mut con).await;
+    assert_eq!(backend.counts("q").await.unwrap().in_flight, 1);
+    assert_eq!(zcounts(&mut con).await - before, 2, "fetched");
+}

@@ -54,8 +54,11 @@ local legacy_in = string.format("%.0f", LEGACY + now + 1)
 
 -- The counts of the queue whose keys start at KEYS[b + 1] (see above).
 local function count(b)
-  local attrs = redis.call("HMGET", KEYS[b + 2], "vt", "redjob:prio", "redjob:paused")
+  local attrs = redis.call("HMGET", KEYS[b + 2], "vt", "redjob:prio", "redjob:paused", "redjob:current")
   if not attrs[1] then return {-1} end
+  -- leases an earlier redjob wrote are looked for until a fetch found none
+  -- left ("redjob:current", see fetch.lua)
+  local legacy = now < LEGACY and not attrs[4]
   local ready, later = 0, 0
   local leased = 0
   local marked, whole = 0, true
@@ -78,7 +81,7 @@ local function count(b)
     end
     -- leases an earlier redjob wrote (see LEGACY in lib.lua): ready once they
     -- ran out
-    if now < LEGACY then
+    if legacy then
       local ran_out = redis.call("ZCOUNT", k, legacy_from, legacy_out)
       ready = ready + ran_out
       later = later - ran_out
