@@ -1,7 +1,7 @@
 //! The overview of every queue: each line as the per-queue calls answer,
 //! filtered by name, sorted, paged, with totals; on one Redis server, read in
-//! one script call per 100 queues (50 with the last hour's ring, 25 with the
-//! last week's), pipelined.
+//! one script call per 100 queues and one `HMGET` a queue for the rings
+//! asked for, pipelined.
 
 use std::time::Duration;
 
@@ -113,43 +113,59 @@ pub async fn the_overview_reads_every_queue_filters_sorts_and_pages(env: &Env) {
         assert_eq!(calls(env, "smembers").await - smembers, 1);
         assert_eq!(calls(env, "evalsha").await - evalsha, 1);
     }
-    // 60 queues with the last week's ring: each line as the per-queue calls
-    // answer across the calls' boundaries (25 queues a call on one server)
-    for i in 0..60 {
-        q.create_queue(&format!("wk-{i:02}"), QueueOptions::default())
+    // 120 queues with both rings: each line as the per-queue calls answer,
+    // across the calls' boundary (100 queues a call on one server, the rings
+    // read beside the calls)
+    for i in 0..120 {
+        q.create_queue(&format!("wk-{i:03}"), QueueOptions::default())
             .await
             .unwrap();
     }
-    Queues::send(&q, "wk-37", SendMessage::new("x"))
-        .await
-        .unwrap();
-    let job = q
-        .fetch("wk-37", 1, Duration::from_secs(30))
-        .await
-        .unwrap()
-        .jobs;
-    let settle = redjob::backend::Settle {
-        acks: job.iter().map(|d| (d.id, d.token)).collect(),
-        ..Default::default()
-    };
-    q.settle("wk-37", &settle).await.unwrap();
+    for name in ["wk-037", "wk-111"] {
+        Queues::send(&q, name, SendMessage::new("x")).await.unwrap();
+        let job = q
+            .fetch(name, 1, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .jobs;
+        let settle = redjob::backend::Settle {
+            acks: job.iter().map(|d| (d.id, d.token)).collect(),
+            ..Default::default()
+        };
+        q.settle(name, &settle).await.unwrap();
+    }
     let evalsha = match env.server {
         Some(_) => calls(env, "evalsha").await,
         None => 0,
     };
     let o = q
-        .overview(&OverviewQuery::default().filter("wk-").with_hours())
+        .overview(
+            &OverviewQuery::default()
+                .filter("wk-")
+                .with_minutes()
+                .with_hours(),
+        )
         .await
         .unwrap();
     if env.server.is_some() {
-        assert_eq!(calls(env, "evalsha").await - evalsha, 3);
+        assert_eq!(calls(env, "evalsha").await - evalsha, 2);
     }
-    assert_eq!(o.lines.len(), 60);
+    assert_eq!(o.lines.len(), 120);
     for (i, line) in o.lines.iter().enumerate() {
-        let name = format!("wk-{i:02}");
+        let name = format!("wk-{i:03}");
         assert_eq!(line.name, name);
+        assert_eq!(line.minutes, q.minutes(&name).await.unwrap(), "{name}");
         assert_eq!(line.hours, q.hours(&name).await.unwrap(), "{name}");
-        let done = line.hours.iter().map(|h| h.processed).sum::<u64>();
-        assert_eq!(done, u64::from(i == 37), "{name}");
+        let ran = u64::from(i == 37 || i == 111);
+        assert_eq!(
+            line.minutes.iter().map(|m| m.processed).sum::<u64>(),
+            ran,
+            "{name}"
+        );
+        assert_eq!(
+            line.hours.iter().map(|h| h.processed).sum::<u64>(),
+            ran,
+            "{name}"
+        );
     }
 }

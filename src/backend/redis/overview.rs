@@ -1,10 +1,10 @@
 //! [`Admin::overview`](crate::ops::Admin::overview) on Redis: the set of
 //! queues (one `SMEMBERS`), then counts.lua in its overview mode over every
-//! matching queue, 25 to 100 queues a call (fewer when it reads their rings),
-//! the calls in one pipeline (one round
-//! trip). On a Cluster, where a call's keys and a pipeline hold one slot, a
-//! call reads one queue and the calls go at once (256 in flight), each node's
-//! written back to back on its connection.
+//! matching queue, 100 queues a call, and the rings of their counters asked
+//! for by one `HMGET` a queue, all in one pipeline (one round trip). On a
+//! Cluster, where a call's keys and a pipeline hold one slot, a call reads
+//! one queue and the calls go at once (256 in flight), each queue's `HMGET`
+//! beside its call, each node's written back to back on its connection.
 
 use std::time::Duration;
 
@@ -20,16 +20,20 @@ use crate::contract::stats::{HOURS, MINUTES, last_hour, last_week, ring_hour, ri
 
 /// Calls in flight at once on a Cluster.
 const AT_ONCE: usize = 256;
-/// Queues one call reads on a single server (29 keys each), by the rings
-/// it reads of each queue's counters (none, the minutes' 61 fields, the
-/// hours' 169): each call then holds Redis for about as long, a few ms at
-/// most once the counters hold a week (BENCHMARKS.md, Speed II part 19).
-fn per_call(rings: &str) -> usize {
-    match rings {
-        "" => 100,
-        "minutes" => 50,
-        _ => 25,
+/// Queues one call reads on a single server (29 keys each).
+const PER_CALL: usize = 100;
+
+/// The fields of a queue's counters that hold the rings asked for: the
+/// minutes' slots, then the hours'.
+fn ring_fields(minutes: bool, hours: bool) -> Vec<String> {
+    let mut f = Vec::new();
+    if minutes {
+        f.extend((0..MINUTES).map(|s| format!("m{s}")));
     }
+    if hours {
+        f.extend((0..HOURS).map(|s| format!("h{s}")));
+    }
+    f
 }
 
 impl Rsmq {
@@ -45,16 +49,10 @@ impl Rsmq {
             let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await?;
             return Ok(query.finish(Vec::new(), listing.skipped, s * 1000 + us / 1000));
         }
-        let rings = match (query.minutes, query.hours) {
-            (true, true) => "both",
-            (true, false) => "minutes",
-            (false, true) => "hours",
-            (false, false) => "",
-        };
         // on one server, a call reads many queues (its fixed cost, lib.lua's
         // functions, is then paid once per batch); on a Cluster, where a
         // call's keys hold one slot, one queue each
-        let per_call = if con.is_cluster() { 1 } else { per_call(rings) };
+        let per_call = if con.is_cluster() { 1 } else { PER_CALL };
         let mut cmds = Vec::new();
         for batch in names.chunks(per_call) {
             let mut keys = Vec::with_capacity(batch.len() * 29);
@@ -64,33 +62,79 @@ impl Rsmq {
                 keys.push(k.stats.clone());
             }
             let mut cmd = scripts::eval(&scripts::COUNTS, &keys);
-            cmd.arg("overview").arg(rings);
+            cmd.arg("overview");
             cmds.push(cmd);
         }
-        let replies = if con.is_cluster() {
+        // the rings, by a plain HMGET a queue beside the calls: read inside a
+        // script, each slot's value would pass through Lua on its way
+        // (BENCHMARKS.md, Speed II part 19)
+        let fields = ring_fields(query.minutes, query.hours);
+        let rings: Vec<redis::Cmd> = if fields.is_empty() {
+            Vec::new()
+        } else {
+            names
+                .iter()
+                .map(|name| {
+                    let mut cmd = redis::cmd("HMGET");
+                    cmd.arg(ns.queue(name).stats).arg(&fields);
+                    cmd
+                })
+                .collect()
+        };
+        let (replies, ring_replies) = if con.is_cluster() {
             // a Cluster pipeline holds one slot: the calls go at once
-            // instead, and the connection writes each node's back to back
+            // instead, each queue's ring read beside its call, and the
+            // connection writes each node's back to back
+            let mut rings = rings.into_iter();
             let calls: Vec<_> = cmds
                 .into_iter()
                 .map(|cmd| {
                     let mut con = con.clone();
-                    async move { scripts::run(&mut con, &scripts::COUNTS, &cmd).await }
+                    let ring = rings.next();
+                    async move {
+                        let mut ring_con = con.clone();
+                        let read_ring = async move {
+                            match ring {
+                                Some(cmd) => {
+                                    Ok(Some(cmd.query_async::<Value>(&mut ring_con).await?))
+                                }
+                                None => Ok::<_, crate::Error>(None),
+                            }
+                        };
+                        futures::try_join!(
+                            scripts::run(&mut con, &scripts::COUNTS, &cmd),
+                            read_ring
+                        )
+                    }
                 })
                 .collect();
-            futures::stream::iter(calls)
+            let done = futures::stream::iter(calls)
                 .buffered(AT_ONCE)
                 .collect::<Vec<_>>()
                 .await
                 .into_iter()
-                .collect::<Result<Vec<Value>>>()?
+                .collect::<Result<Vec<(Value, Option<Value>)>>>()?;
+            let (replies, rings): (Vec<Value>, Vec<Option<Value>>) = done.into_iter().unzip();
+            (replies, rings.into_iter().flatten().collect::<Vec<Value>>())
         } else {
+            let calls = cmds.len();
             let mut pipe = redis::pipe();
-            for cmd in cmds {
+            for cmd in cmds.into_iter().chain(rings) {
                 pipe.add_command(cmd);
             }
-            scripts::run_pipeline(&mut con, &[(&scripts::COUNTS, &self.counts_loaded)], &pipe)
-                .await?
+            let mut all =
+                scripts::run_pipeline(&mut con, &[(&scripts::COUNTS, &self.counts_loaded)], &pipe)
+                    .await?;
+            let rings = all.split_off(calls.min(all.len()));
+            (all, rings)
         };
+        if !fields.is_empty() && ring_replies.len() != names.len() {
+            return Err(crate::Error::Protocol(format!(
+                "the overview read the rings of {} of {} queues",
+                ring_replies.len(),
+                names.len()
+            )));
+        }
         let mut lines = Vec::with_capacity(names.len());
         let mut now_ms = 0;
         let each = replies.iter().flat_map(|v| match v {
@@ -98,9 +142,10 @@ impl Rsmq {
             _ => &[],
         });
         let mut read = 0;
-        for (name, v) in names.iter().zip(each) {
+        for (i, (name, v)) in names.iter().zip(each).enumerate() {
             read += 1;
-            if let Some((line, now)) = line(name, v, query.minutes, query.hours)? {
+            let ring = ring_replies.get(i);
+            if let Some((line, now)) = line(name, v, ring, query.minutes, query.hours)? {
                 lines.push(line);
                 now_ms = now_ms.max(now);
             }
@@ -122,23 +167,30 @@ impl Rsmq {
         let mut keys = k.inspection();
         keys.push(k.stats.clone());
         let mut cmd = scripts::eval(&scripts::COUNTS, &keys);
-        cmd.arg("overview").arg("");
+        cmd.arg("overview");
         let v = scripts::run(&mut con, &scripts::COUNTS, &cmd).await?;
         let first = match &v {
             Value::Array(queues) => queues.first(),
             _ => None,
         };
         first
-            .map(|v| line(queue, v, false, false))
+            .map(|v| line(queue, v, None, false, false))
             .transpose()?
             .flatten()
             .ok_or_else(|| crate::Error::QueueNotFound { name: queue.into() })
     }
 }
 
-/// A queue's line from counts.lua's overview reply, with Redis's clock;
+/// A queue's line from counts.lua's overview reply, with Redis's clock, and
+/// the `HMGET` of its rings' slots (the minutes', then the hours', as asked);
 /// `None` for a queue deleted since the listing.
-fn line(name: &str, v: &Value, minutes: bool, hours: bool) -> Result<Option<(QueueLine, u64)>> {
+fn line(
+    name: &str,
+    v: &Value,
+    ring: Option<&Value>,
+    minutes: bool,
+    hours: bool,
+) -> Result<Option<(QueueLine, u64)>> {
     let (code, mut r) = Reply::status(v)?;
     if code < 0 {
         return Ok(None);
@@ -159,10 +211,20 @@ fn line(name: &str, v: &Value, minutes: bool, hours: bool) -> Result<Option<(Que
     l.stats.retried = n(&mut r)?;
     l.stats.dead = n(&mut r)?;
     // the rings' slots: the minutes', then the hours'
+    let slots: &[Value] = match ring {
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(crate::Error::Protocol(format!(
+                "expected the rings' slots, got {other:?}"
+            )));
+        }
+        None => &[],
+    };
+    let mut s = Reply::of(slots);
     let mut ring = |n: usize| -> Result<Vec<(u64, u64, u64)>> {
         let mut out = Vec::new();
         for _ in 0..n {
-            let slot = r.opt_bytes()?.and_then(|s| std::str::from_utf8(s).ok());
+            let slot = s.opt_bytes()?.and_then(|s| std::str::from_utf8(s).ok());
             out.extend(slot.and_then(replies::minute));
         }
         Ok(out)

@@ -17,30 +17,17 @@
 -- ARGV[1]  "overview" for the overview's lines (see overview.rs) of several
 --          queues at once: their latency, pause and counters too, each
 --          queue's keys 29 in a row (KEYS[1..28] as above, then its counters
---          ns:q:stats), as many queues as KEYS holds; else nothing
--- ARGV[2]  "minutes" for the overview's lines with the last hour's ring
---          ("m0".."m60" of the counters, see complete.lua), "hours" with the
---          last week's ("h0".."h168"), "both" with both
+--          ns:q:stats), as many queues as KEYS holds; else nothing (the
+--          rings of the counters are read apart, see overview.rs)
 -- Returns {-1} when the queue does not exist, else {1, ready (due, or a lease that
 --         ran out), scheduled (delayed, or waiting for a retry), in flight (leased), dead,
 --         blocked (waiting for their concurrency keys; alone, only with KEYS[28])};
 --         for an overview, one such reply per queue, each followed by Redis's
 --         clock (ms), how long the oldest ready job has waited (ms; -1 for
 --         none), 1 when paused (else 0), processed, failed, retried and
---         dead-lettered runs, then the ring's 61 or 169 slots (false where
---         empty) when asked for
+--         dead-lettered runs
 local now = clock()
 local overview = ARGV[1] == "overview"
--- the hours' ring (after the minutes' for "both"), its field names made once
--- a call
-local hour_fields
-if ARGV[2] == "hours" or ARGV[2] == "both" then
-  hour_fields = {"processed", "failed", "retried", "dead"}
-  if ARGV[2] == "both" then
-    for i = 0, 60 do hour_fields[#hour_fields + 1] = "m" .. i end
-  end
-  for i = 0, 168 do hour_fields[#hour_fields + 1] = "h" .. i end
-end
 local leases = lease_counts()
 -- the bounds every queue's counts use, formatted once (formatting a number
 -- costs about as much as a command)
@@ -100,23 +87,8 @@ local function count(b)
   out[7] = now
   out[8] = oldest and math.max(0, now - oldest) or -1
   out[9] = attrs[3] and 1 or 0
-  local c
-  if ARGV[2] == "minutes" then
-    -- the ring's fields spelled out: concatenating a number formats it as a
-    -- double, which would cost more than the rest of the call
-    c = redis.call("HMGET", KEYS[b + 29], "processed", "failed", "retried", "dead",
-      "m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10", "m11", "m12", "m13",
-      "m14", "m15", "m16", "m17", "m18", "m19", "m20", "m21", "m22", "m23", "m24", "m25",
-      "m26", "m27", "m28", "m29", "m30", "m31", "m32", "m33", "m34", "m35", "m36", "m37",
-      "m38", "m39", "m40", "m41", "m42", "m43", "m44", "m45", "m46", "m47", "m48", "m49",
-      "m50", "m51", "m52", "m53", "m54", "m55", "m56", "m57", "m58", "m59", "m60")
-  elseif hour_fields then
-    c = redis.call("HMGET", KEYS[b + 29], unpack(hour_fields))
-  else
-    c = redis.call("HMGET", KEYS[b + 29], "processed", "failed", "retried", "dead")
-  end
+  local c = redis.call("HMGET", KEYS[b + 29], "processed", "failed", "retried", "dead")
   for j = 1, 4 do out[9 + j] = tonumber(c[j]) or 0 end
-  for j = 5, #c do out[9 + j] = c[j] end
   return out
 end
 
