@@ -698,7 +698,7 @@ if acked + failed > 0 then
     end
     return string.format("%.0f %.0f %.0f", at, p, f), false
   end
-  local function add(i, n) return string.format("%.0f", (tonumber(c[i]) or 0) + n) end
+  local function add(i, n) return (tonumber(c[i]) or 0) + n end
   local hour, same_hour = entry(c[6], h)
   local set = {"processed", add(1, acked), "retried", add(2, retried), "dead", add(3, #dead), "failed",
     add(4, failed), slot, entry(c[5], m), hslot, hour}

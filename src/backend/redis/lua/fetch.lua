@@ -427,9 +427,9 @@ if n > 0 then
     ends[lease] = (ends[lease] or 0) + fresh
     lease_counts().changes(3, ends, now)
     set[#set + 1] = "totalrecv"
-    set[#set + 1] = string.format("%.0f", totalrecv + leased)
+    set[#set + 1] = totalrecv + leased
     set[#set + 1] = "redjob:leased"
-    set[#set + 1] = string.format("%.0f", ours + leased)
+    set[#set + 1] = ours + leased
     if #starts > 0 then
       many("ZADD", KEYS[5], starts)
       -- the starts out of the window go, at most this call's and 100 more (the

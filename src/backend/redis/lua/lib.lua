@@ -338,9 +338,9 @@ local function hand_off(reg, id, body, hargs, now, us)
   hargs[#hargs + 1] = "redjob:handed " .. channel
   hargs[#hargs + 1] = id .. " " .. token .. " " .. ARGV[4]
   hargs[#hargs + 1] = "totalrecv"
-  hargs[#hargs + 1] = string.format("%d", (tonumber(counts[2]) or 0) + 1)
+  hargs[#hargs + 1] = (tonumber(counts[2]) or 0) + 1
   hargs[#hargs + 1] = "redjob:leased"
-  hargs[#hargs + 1] = string.format("%d", (tonumber(counts[3]) or 0) + 1)
+  hargs[#hargs + 1] = (tonumber(counts[3]) or 0) + 1
   return token, ends
 end
 
@@ -357,7 +357,7 @@ local function send_write(attrs, zargs, hargs, n, handed)
   -- registers for a hand-off again first
   local waiting = attrs[4] == "1" and not (handed and n == 1)
   hargs[#hargs + 1] = "totalsent"
-  hargs[#hargs + 1] = string.format("%d", (tonumber(attrs[3]) or 0) + n)
+  hargs[#hargs + 1] = (tonumber(attrs[3]) or 0) + n
   if waiting then
     hargs[#hargs + 1] = "redjob:waiting"
     hargs[#hargs + 1] = "0"
