@@ -883,14 +883,10 @@ async fn a_counters_hash_of_a_few_days_becomes_a_hash_table_and_a_small_one_stay
     let server = RedisServer::start();
     let (backend, rsmq) = backend_with_queue(&server).await;
     let mut con = server.raw().await;
+    let probe = con.clone();
     let encoding = |key: &'static str| {
-        let url = server.url();
+        let mut con = probe.clone();
         async move {
-            let mut con = redis::Client::open(url)
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap();
             redis::cmd("OBJECT")
                 .arg("ENCODING")
                 .arg(key)

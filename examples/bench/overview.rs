@@ -11,11 +11,9 @@
 //! then one job run through each queue at a new hour as a worker would, and
 //! the bytes of one such counters hash.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
-use std::time::Duration;
-
 use redjob::Client;
 use redjob::backend::{Backend, Settle};
 use redjob::inspect::Inspect;
