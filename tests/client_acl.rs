@@ -506,8 +506,42 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     };
     assert!(registered().await, "the idle worker registered");
     // the send checks the worker's channel (PUBSUB NUMSUB) and publishes on it
-    producer.enqueue(&Task { fail: false }).await.unwrap();
+    let id = producer.enqueue(&Task { fail: false }).await.unwrap();
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 2).await);
+    assert!(
+        handed(&con, id.as_ref()).await,
+        "the job was handed to the worker"
+    );
+    // its lease was counted (HINCRBY) where its settle takes it off again
+    assert!(
+        leases_settle(&con).await,
+        "the lease counts were left empty"
+    );
+    // (the producer's rule has no +ping, which its connection tries once)
+    let hincrby = |log: Vec<(String, i64)>| log.into_iter().find(|(c, _)| c == "hincrby");
+    assert_eq!(hincrby(refused(&server).await), None);
+    // a producer on the rule from before +hincrby hands off too, counting the
+    // lease by HGET and HSET once its HINCRBY is refused
+    let mut no_hincrby = readme_rule("redjob-producer");
+    no_hincrby.retain(|a| a != "+hincrby");
+    no_hincrby[0] = "hset-producer".into();
+    add_user(&server, &no_hincrby).await;
+    let hset = self::client(&server, "hset-producer", "producer-secret").await;
+    assert!(registered().await, "the idle worker registered again");
+    let id = hset.enqueue(&Task { fail: false }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 3).await);
+    assert!(
+        handed(&con, id.as_ref()).await,
+        "the job was handed to the worker"
+    );
+    assert!(
+        leases_settle(&con).await,
+        "the lease counts were left empty"
+    );
+    assert_eq!(
+        hincrby(refused(&server).await),
+        Some(("hincrby".to_string(), 1))
+    );
     // a producer on the rule from before hand-offs (no PUBSUB NUMSUB) still
     // sends: its job wakes the worker instead of being handed to it
     let mut before = readme_rule("redjob-producer");
@@ -517,8 +551,39 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     let old = self::client(&server, "old-producer", "producer-secret").await;
     assert!(registered().await, "the idle worker registered again");
     old.enqueue(&Task { fail: false }).await.unwrap();
-    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 3).await);
+    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 4).await);
     w.stop().await;
+}
+
+/// Whether the queue's hash says that job `id` was the last handed to a
+/// worker (its field "redjob:handed <channel>").
+async fn handed(con: &redis::aio::MultiplexedConnection, id: &str) -> bool {
+    let fields: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg("app:acl:Q")
+        .query_async(&mut con.clone())
+        .await
+        .unwrap();
+    fields
+        .iter()
+        .any(|(f, v)| f.starts_with("redjob:handed ") && v.starts_with(&format!("{id} ")))
+}
+
+/// Whether the queue's lease counts come to nothing once its jobs settled: a
+/// hand-off's lease counted in a second other than the one its settle takes
+/// it from would stay.
+async fn leases_settle(con: &redis::aio::MultiplexedConnection) -> bool {
+    wait_for(Duration::from_secs(5), || {
+        let mut con = con.clone();
+        async move {
+            let n: u64 = redis::cmd("HLEN")
+                .arg("app:acl:leases")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            n == 0
+        }
+    })
+    .await
 }
 
 /// A producer on the rule from before sends ran as a function (no `+fcall

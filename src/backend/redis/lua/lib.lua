@@ -241,12 +241,13 @@ local function rescore(id, s)
   return s
 end
 
--- Redis's clock: now in Unix ms, and in Unix µs.
+-- Redis's clock: now in Unix ms, and in Unix µs, then TIME's reply itself
+-- (its seconds and microseconds as text).
 local function clock()
   local t = redis.call("TIME")
   -- each part parsed once (a number's parse costs more than the rest)
   local sec, us = tonumber(t[1]), tonumber(t[2])
-  return sec * 1000 + math.floor(us / 1000), sec * 1000000 + us
+  return sec * 1000 + math.floor(us / 1000), sec * 1000000 + us, t
 end
 
 -- The id prefix of a send at `us` (Unix µs): ten base-36 digits (0-9a-z).
@@ -275,13 +276,16 @@ end
 -- The checks every send (send.lua, unique.lua) starts with: `attrs` is its HMGET
 -- of the queue's hash, from "delay", "maxsize"; ARGV[3] the largest body length.
 -- Returns the refusal ({-1}: no such queue; {-2, maxlen, maxsize}: a body too
--- large), or nil and the queue's delay in ms, now in ms and µs, and the id prefix.
+-- large), or nil and the queue's delay in ms, now in ms and µs, the id prefix,
+-- and TIME's reply (see clock).
 local function send_start(attrs)
   if not attrs[1] then return {-1} end
   local maxsize, maxlen = tonumber(attrs[2]), tonumber(ARGV[3])
   if maxsize ~= -1 and maxlen > maxsize then return {-2, maxlen, maxsize} end
-  local now, us = clock()
-  return nil, tonumber(attrs[1]) * 1000, now, us, id_prefix(us)
+  local now, us, time = clock()
+  -- (a queue's delay is mostly "0": no number to parse)
+  local delay = attrs[1] == "0" and 0 or tonumber(attrs[1]) * 1000
+  return nil, delay, now, us, id_prefix(us), time
 end
 
 -- A queue's limits across the fleet from its hash fields "redjob:concurrency"
@@ -304,44 +308,65 @@ end
 -- hand-off, only the wake-up). PUBLISHes "<queue> <priority> <id> <token> <now
 -- µs> <body>" on the worker's channel when the worker listens there, and leases
 -- the message to it (its score becomes the token, delivery 1, as fetch.lua's).
--- Appends to `hargs` (the send's HSET of the queue's hash KEYS[2]) the receive's
--- counts and what it handed, the field "redjob:handed <channel>" ("<id> <token>
--- <priority>", see reclaim.lua), and clears the registration (it is good for
--- one job) unless the queue is paused, limited across the fleet or throttled,
--- when nothing is handed. Returns the lease's token (the message's score) and
--- end (ms) when the worker got the message, else nil.
-local function hand_off(reg, id, body, hargs, now, us)
+-- Returns whether the send clears the registration (it is good for one job;
+-- not while the queue is paused, limited across the fleet or throttled, when
+-- nothing is handed), then, when the worker got the message: the lease's
+-- token (the message's score) and end (ms), the worker's channel, what it
+-- handed ("<id> <token> <priority>", for the send's hash field "redjob:handed
+-- <channel>", see reclaim.lua) and the receive's counts, "totalrecv" and
+-- "redjob:leased", for the send to write with the message (values, not a
+-- table: a lone send writes them with one HSET of its own arguments, and
+-- appending them to a table grew it twice; BENCHMARKS.md, Speed II part 20).
+local function hand_off(reg, id, body, now, time)
   -- read here, not by every send: only a send to a waiting worker needs them
   local counts = redis.call("HMGET", KEYS[2], "redjob:paused", "totalrecv", "redjob:leased",
     "redjob:concurrency", "redjob:rate", "redjob:throttled")
-  if counts[1] then return nil end
+  if counts[1] then return false end
   -- a queue limited across the fleet leases only through fetches, which
   -- count what runs (see fetch.lua): its workers are woken instead; a
   -- throttled one leases nothing until the throttle ends
-  if (counts[4] or counts[5]) and fleet_limits(counts[4], counts[5]) then return nil end
-  if counts[6] and (tonumber(counts[6]) or 0) > now then return nil end
-  hargs[#hargs + 1] = "redjob:handoff"
-  hargs[#hargs + 1] = ""
-  local lease, channel, queue = string.match(reg, "^v2 (%d+) (%S+) (%S+)$")
-  if not lease then return nil end
+  if (counts[4] or counts[5]) and fleet_limits(counts[4], counts[5]) then return false end
+  if counts[6] and (tonumber(counts[6]) or 0) > now then return false end
+  -- the registration's three words after "v2 ", found by plain searches (a
+  -- pattern's captures cost several times as much): the lease's digits, then
+  -- the channel and the queue, neither empty nor holding a space
+  local a = string.sub(reg, 1, 3) == "v2 " and string.find(reg, " ", 4, true)
+  local b = a and string.find(reg, " ", a + 1, true)
+  if not b or b == a + 1 or b == #reg or string.find(reg, " ", b + 1, true) then return true end
+  local digits = string.sub(reg, 4, a - 1)
+  if string.find(digits, "%D") then return true end
+  local lease, channel = tonumber(digits), string.sub(reg, a + 1, b - 1)
+  if not lease then return true end
   -- its subscriber, not a pattern's (a PUBLISH's reply counts those too); a
   -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up
   local subs = redis.pcall("PUBSUB", "NUMSUB", channel)
-  if subs.err or subs[2] == 0 then return nil end
-  local ends = now + tonumber(lease)
-  local token = lease_score(ends, 1)
-  redis.call("PUBLISH", channel, queue .. " " .. ARGV[4] .. " " .. id .. " " ..
-    token .. " " .. string.format("%d", us) .. " " .. body)
+  if subs.err or subs[2] == 0 then return true end
+  local ends = now + lease
+  -- delivery 1's token; a whole number of ms below 10^14 (until the year
+  -- 5138) reads as its digits, without string.format's work
+  local token = ends < 1e14 and ends .. ".501" or lease_score(ends, 1)
+  -- now in µs: TIME's seconds, then its microseconds in six digits
+  local micro = time[2]
+  if #micro < 6 then micro = string.sub("00000" .. micro, -6) end
+  redis.call("PUBLISH", channel, string.sub(reg, b + 1) .. " " .. ARGV[4] .. " " .. id .. " " ..
+    token .. " " .. time[1] .. micro .. " " .. body)
   -- what went to the worker, in case its message never reaches it (its
   -- connection closed after the PUBLISH): its listener reads it back when it
   -- connects again (reclaim.lua), and has the job released unless it holds it
-  hargs[#hargs + 1] = "redjob:handed " .. channel
-  hargs[#hargs + 1] = id .. " " .. token .. " " .. ARGV[4]
-  hargs[#hargs + 1] = "totalrecv"
-  hargs[#hargs + 1] = (tonumber(counts[2]) or 0) + 1
-  hargs[#hargs + 1] = "redjob:leased"
-  hargs[#hargs + 1] = (tonumber(counts[3]) or 0) + 1
-  return token, ends
+  return true, token, ends, channel, id .. " " .. token .. " " .. ARGV[4],
+    (tonumber(counts[2]) or 0) + 1, (tonumber(counts[3]) or 0) + 1
+end
+
+-- Counts a hand-off's lease in the lease counts KEYS[k] (see lease_count) by
+-- one HINCRBY, its second given as a number (Redis writes an integral one
+-- as an integer), where lease_count reads and writes; a producer on the ACL
+-- rule from before `+hincrby` (docs/scale-out.md) counts it as lease_count
+-- does.
+local function hand_off_count(k, ends, now)
+  local s = math.floor(ends / 1000)
+  if s < math.floor(now / 1000) then return end
+  local r = redis.pcall("HINCRBY", KEYS[k], s, 1)
+  if type(r) == "table" and r.err then lease_count(k, ends, 1, now) end
 end
 
 -- Writes `n` messages of one priority level for a send (send.lua, periodic.lua):

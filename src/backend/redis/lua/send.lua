@@ -26,8 +26,9 @@
 --          than 7 days
 -- The hash field "redjob:handoff" names a worker waiting for the queue (its
 -- fetch set it): the first message, when due at once, is handed to it (see
--- hand_off in lib.lua, five commands more: HMGET, PUBSUB NUMSUB, PUBLISH, and
--- the lease count's HGET and HSET) rather than waking it to fetch.
+-- hand_off in lib.lua, four commands more: HMGET, PUBSUB NUMSUB, PUBLISH, and
+-- the lease count's HINCRBY, or its HGET and HSET on a producer ACL rule
+-- without +hincrby) rather than waking it to fetch.
 -- Returns {1, id prefix (10 chars of Redis microseconds), waited} on success:
 --         each id is the prefix and its suffix; `waited` is 1 when a redjob
 --         worker waited for the queue (registered for a hand-off, or to be
@@ -52,7 +53,7 @@ if KEYS[5] then
   if redis.call("ZSCORE", KEYS[5], ARGV[nargs]) then return {0} end
   nargs = nargs - 1
 end
-local refused, qdelay, now, us, prefix = send_start(attrs)
+local refused, qdelay, now, us, prefix, time = send_start(attrs)
 if refused then return refused end
 local waited = (attrs[4] == "1" or (attrs[6] and attrs[6] ~= "")) and 1 or 0
 local n = (nargs - 4) / 3
@@ -78,19 +79,27 @@ if n == 1 and not KEYS[5] and ARGV[4] == "0" and string.byte(ARGV[6], 1) ~= 100 
     end
   else
     -- a worker waits for this queue and takes hand-offs (see hand_off)
-    local hargs = {id, ARGV[7], "totalsent", total}
-    local token, ends = hand_off(attrs[6], id, ARGV[7], hargs, now, us)
+    local clear, token, ends, channel, handed, recv, leased = hand_off(attrs[6], id, ARGV[7], now, time)
     if token then
-      lease_count(3, ends, 1, now)
-      score = token
+      hand_off_count(3, ends, now)
+      redis.call("ZADD", KEYS[1], token, id)
+      redis.call("HSET", KEYS[2], id, ARGV[7], "totalsent", total, "redjob:handoff", "",
+        "redjob:handed " .. channel, handed, "totalrecv", recv, "redjob:leased", leased)
       -- handed: no wake-up (see send_write)
       waiting = false
-    elseif waiting then
-      hargs[#hargs + 1] = "redjob:waiting"
-      hargs[#hargs + 1] = "0"
+    else
+      local hargs = {id, ARGV[7], "totalsent", total}
+      if clear then
+        hargs[5] = "redjob:handoff"
+        hargs[6] = ""
+      end
+      if waiting then
+        hargs[#hargs + 1] = "redjob:waiting"
+        hargs[#hargs + 1] = "0"
+      end
+      redis.call("ZADD", KEYS[1], score, id)
+      redis.call("HSET", KEYS[2], unpack(hargs))
     end
-    redis.call("ZADD", KEYS[1], score, id)
-    redis.call("HSET", KEYS[2], unpack(hargs))
   end
   if ARGV[2] == "1" or waiting then
     redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
@@ -127,10 +136,22 @@ end
 -- due now, goes straight to it (one hop instead of a wake-up and a fetch)
 local handed = false
 if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
-  local token, ends = hand_off(attrs[6], zargs[2], hargs[2], hargs, now, us)
+  local clear, token, ends, channel, what, recv, leased = hand_off(attrs[6], zargs[2], hargs[2], now, time)
+  local at = #hargs
+  if clear then
+    hargs[at + 1] = "redjob:handoff"
+    hargs[at + 2] = ""
+    at = at + 2
+  end
   if token then
     zargs[1] = token
-    lease_count(3, ends, 1, now)
+    hand_off_count(3, ends, now)
+    hargs[at + 1] = "redjob:handed " .. channel
+    hargs[at + 2] = what
+    hargs[at + 3] = "totalrecv"
+    hargs[at + 4] = recv
+    hargs[at + 5] = "redjob:leased"
+    hargs[at + 6] = leased
     handed = true
   end
 end
