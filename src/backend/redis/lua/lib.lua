@@ -74,8 +74,9 @@ local function lease_count(k, ends, n, now)
   -- "%d" for a whole number: its digits, where "%.0f" goes through the C
   -- library's float formatting, several times the work
   local f = string.format("%d", s)
-  -- HGET and HSET, not HINCRBY: a producer's hand-off counts its lease too, and
-  -- the producer ACL rule (docs/scale-out.md) has those
+  -- HGET, then HSET or HDEL: a count that reaches 0 goes, which HINCRBY
+  -- alone would leave (a hand-off, which only adds, counts by
+  -- hand_off_count)
   local old = redis.call("HGET", KEYS[k], f)
   if not old and n < 0 then return end
   local v = (tonumber(old) or 0) + n
