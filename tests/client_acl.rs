@@ -48,6 +48,21 @@ impl Job for Task {
     }
 }
 
+/// A job that runs until its test lets it finish (a permit of the worker's
+/// semaphore), so that its lease can be looked at while it runs.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "acl_hold", queue = "acl")]
+struct Hold;
+
+impl Job for Hold {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<AtomicU32>>()?.fetch_add(1, Ordering::SeqCst);
+        let gate = ctx.data::<Arc<tokio::sync::Semaphore>>()?;
+        gate.acquire().await.map_err(|e| e.to_string())?.forget();
+        Ok(())
+    }
+}
+
 #[derive(Serialize, Deserialize, Event)]
 #[event(name = "acl_event", topic = "acl_events")]
 struct Happened {
@@ -481,9 +496,11 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     // the queue first, so the worker's first fetch registers for a hand-off
     producer.enqueue(&Task { fail: false }).await.unwrap();
     let runs = Arc::new(AtomicU32::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let worker = Worker::builder(client.backend())
         .queue("acl")
         .data(runs.clone())
+        .data(gate.clone())
         .handle_signals(false)
         .build()
         .unwrap();
@@ -506,13 +523,16 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     };
     assert!(registered().await, "the idle worker registered");
     // the send checks the worker's channel (PUBSUB NUMSUB) and publishes on it
-    let id = producer.enqueue(&Task { fail: false }).await.unwrap();
+    let id = producer.enqueue(&Hold).await.unwrap();
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 2).await);
     assert!(
         handed(&con, id.as_ref()).await,
         "the job was handed to the worker"
     );
-    // its lease was counted (HINCRBY) where its settle takes it off again
+    // its lease is counted (HINCRBY) while it runs, and where its settle
+    // takes it off again
+    assert_eq!(leases_counted(&con).await, 1);
+    gate.add_permits(1);
     assert!(
         leases_settle(&con).await,
         "the lease counts were left empty"
@@ -528,12 +548,14 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     add_user(&server, &no_hincrby).await;
     let hset = self::client(&server, "hset-producer", "producer-secret").await;
     assert!(registered().await, "the idle worker registered again");
-    let id = hset.enqueue(&Task { fail: false }).await.unwrap();
+    let id = hset.enqueue(&Hold).await.unwrap();
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 3).await);
     assert!(
         handed(&con, id.as_ref()).await,
         "the job was handed to the worker"
     );
+    assert_eq!(leases_counted(&con).await, 1);
+    gate.add_permits(1);
     assert!(
         leases_settle(&con).await,
         "the lease counts were left empty"
@@ -566,6 +588,16 @@ async fn handed(con: &redis::aio::MultiplexedConnection, id: &str) -> bool {
     fields
         .iter()
         .any(|(f, v)| f.starts_with("redjob:handed ") && v.starts_with(&format!("{id} ")))
+}
+
+/// The leases the queue's lease counts hold (the sum of their seconds).
+async fn leases_counted(con: &redis::aio::MultiplexedConnection) -> u64 {
+    let counts: Vec<(String, u64)> = redis::cmd("HGETALL")
+        .arg("app:acl:leases")
+        .query_async(&mut con.clone())
+        .await
+        .unwrap();
+    counts.iter().map(|(_, n)| n).sum()
 }
 
 /// Whether the queue's lease counts come to nothing once its jobs settled: a

@@ -27,8 +27,8 @@
 -- The hash field "redjob:handoff" names a worker waiting for the queue (its
 -- fetch set it): the first message, when due at once, is handed to it (see
 -- hand_off in lib.lua, four commands more: HMGET, PUBSUB NUMSUB, PUBLISH, and
--- the lease count's HINCRBY, or its HGET and HSET on a producer ACL rule
--- without +hincrby) rather than waking it to fetch.
+-- the lease count's HINCRBY; on a producer ACL rule without +hincrby, the
+-- refused HINCRBY, then HGET and HSET) rather than waking it to fetch.
 -- Returns {1, id prefix (10 chars of Redis microseconds), waited} on success:
 --         each id is the prefix and its suffix; `waited` is 1 when a redjob
 --         worker waited for the queue (registered for a hand-off, or to be
