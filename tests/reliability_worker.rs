@@ -16,6 +16,7 @@ use redjob::backend::{
     Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token,
 };
 use redjob::client::ClientConfig;
+use redjob::ops::Admin;
 use redjob::queue::{QueueOptions, Queues, SendMessage};
 use redjob::{Client, Job, JobContext, JobError, JobId, RetryPolicy, Worker};
 use serde::{Deserialize, Serialize};
@@ -238,6 +239,9 @@ struct Faulty<B> {
     settle_reply_lost: Option<Arc<AtomicBool>>,
     /// While set, every settle fails without running.
     settle_fails: Option<Arc<AtomicBool>>,
+    /// While set, every beat (not a leave) runs 300 ms late, in a task of its
+    /// own: as a command already written runs though its caller gave up.
+    beats_late: Option<Arc<AtomicBool>>,
 }
 
 impl<B: Backend> Faulty<B> {
@@ -249,6 +253,7 @@ impl<B: Backend> Faulty<B> {
             fetch_fails: None,
             settle_reply_lost: None,
             settle_fails: None,
+            beats_late: None,
         }
     }
 }
@@ -452,12 +457,90 @@ impl<B: Backend> Backend for Faulty<B> {
         beat: &[u8],
         ttl: Duration,
     ) -> redjob::Result<redjob::ops::BeatReply> {
+        if !beat.is_empty()
+            && self
+                .beats_late
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::SeqCst))
+        {
+            let (inner, id, beat) = (self.inner.clone(), id.to_string(), beat.to_vec());
+            return tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                inner.beat(&id, &beat, ttl).await
+            })
+            .await
+            .expect("the late beat");
+        }
         self.inner.beat(id, beat, ttl).await
     }
 
     async fn touch(&self, id: &str, ttl: Duration, since: Duration) -> redjob::Result<bool> {
         self.inner.touch(id, ttl, since).await
     }
+    // (the worker's channel brings operators' controls at once)
+    async fn listen_handoff(
+        &self,
+        qs: &[String],
+        worker: &str,
+        wake: &(dyn Fn(&str) + Send + Sync),
+        handed: &(dyn Fn(redjob::backend::Handed) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> redjob::Result<()> {
+        self.inner
+            .listen_handoff(qs, worker, wake, handed, subscribed, stop)
+            .await
+    }
+}
+
+/// A worker an operator stops stays gone from the live-worker registry: the
+/// full beat it starts once it follows the stop (its state changed) is under
+/// way while it shuts down, and must end before the worker leaves. Aborted
+/// instead, its command may run after the leave (on a connection's lanes,
+/// calls under way at once are not ordered) and put the stopped worker back
+/// until its entry runs out: here every beat runs 300 ms late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_stopped_by_an_operator_stays_gone_from_the_registry() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let late = Arc::new(AtomicBool::new(false));
+    let backend = Faulty {
+        beats_late: Some(late.clone()),
+        ..Faulty::new(client.backend())
+    };
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let h = tokio::spawn(w.run());
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            client.workers().await.unwrap().len() == 1
+        })
+        .await,
+        "the worker registered"
+    );
+    let id = client.workers().await.unwrap()[0].id.clone();
+    late.store(true, Ordering::SeqCst);
+    assert!(client.stop_worker(&id).await.unwrap());
+    tokio::time::timeout(Duration::from_secs(10), h)
+        .await
+        .expect("the worker stopped")
+        .unwrap()
+        .unwrap();
+    // a beat under way at the leave has landed by now
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        client
+            .workers()
+            .await
+            .unwrap()
+            .iter()
+            .map(|w| w.id.clone())
+            .collect::<Vec<_>>(),
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -484,7 +484,11 @@ impl<B: Backend> Worker<B> {
             serves: self.serves(),
             controls: self.shared.controls.clone(),
         });
-        infra.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
+        // apart from the other tasks: its last beat must end before the
+        // worker leaves the registry (below)
+        // (a set, so that dropping the worker's future aborts it)
+        let mut beats = JoinSet::new();
+        beats.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
         infra.spawn(settings::init(
             self.backend.clone(),
             follow,
@@ -603,6 +607,12 @@ impl<B: Backend> Worker<B> {
         crashed = crashed.or(joined("settler", settlers).await);
         crashed = crashed.or(joined("subscriber", subscribers).await);
         infra.abort_all();
+        // a beat under way (one right after a stop control was read, say)
+        // ends first: aborted, its command may already be written and run
+        // after the leave on another of the connection's lanes, which puts
+        // the stopped worker back in the registry until its entry runs out
+        let _ = tokio::time::timeout(LEAVE_WAIT, beats.join_next()).await;
+        beats.abort_all();
         registry.leave(&self.backend).await;
         match crashed {
             None => {
@@ -660,6 +670,10 @@ const LISTENER_STOP_WAIT: Duration = Duration::from_millis(1500);
 
 /// How long runs cancelled after the grace period get to stop.
 const ABORT_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a stopping worker waits for its registry's beat under way before
+/// it leaves the registry.
+const LEAVE_WAIT: Duration = Duration::from_secs(2);
 
 /// Every third of the lease, has the batch finishes counted that a dead
 /// worker left with their queues (see `Backend::batch_sweep`).
