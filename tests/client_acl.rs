@@ -523,20 +523,9 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     };
     assert!(registered().await, "the idle worker registered");
     // the send checks the worker's channel (PUBSUB NUMSUB) and publishes on it
-    let id = producer.enqueue(&Hold).await.unwrap();
-    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 2).await);
-    assert!(
-        handed(&con, id.as_ref()).await,
-        "the job was handed to the worker"
-    );
     // its lease is counted (HINCRBY) while it runs, and where its settle
     // takes it off again
-    assert_eq!(leases_counted(&con).await, 1);
-    gate.add_permits(1);
-    assert!(
-        leases_settle(&con).await,
-        "the lease counts were left empty"
-    );
+    hand_one(&producer, &con, &runs, &gate, 2).await;
     // (the producer's rule has no +ping, which its connection tries once)
     let hincrby = |log: Vec<(String, i64)>| log.into_iter().find(|(c, _)| c == "hincrby");
     assert_eq!(hincrby(refused(&server).await), None);
@@ -548,18 +537,7 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     add_user(&server, &no_hincrby).await;
     let hset = self::client(&server, "hset-producer", "producer-secret").await;
     assert!(registered().await, "the idle worker registered again");
-    let id = hset.enqueue(&Hold).await.unwrap();
-    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 3).await);
-    assert!(
-        handed(&con, id.as_ref()).await,
-        "the job was handed to the worker"
-    );
-    assert_eq!(leases_counted(&con).await, 1);
-    gate.add_permits(1);
-    assert!(
-        leases_settle(&con).await,
-        "the lease counts were left empty"
-    );
+    hand_one(&hset, &con, &runs, &gate, 3).await;
     assert_eq!(
         hincrby(refused(&server).await),
         Some(("hincrby".to_string(), 1))
@@ -575,6 +553,28 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     old.enqueue(&Task { fail: false }).await.unwrap();
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 4).await);
     w.stop().await;
+}
+
+/// Sends a held job as `producer` to the idle worker registered for a
+/// hand-off, and checks that it was handed, that its lease is counted once
+/// while it runs, and that the counts are empty once it settled; `n`: the
+/// worker's runs once it started.
+async fn hand_one(
+    producer: &Client,
+    con: &redis::aio::MultiplexedConnection,
+    runs: &AtomicU32,
+    gate: &tokio::sync::Semaphore,
+    n: u32,
+) {
+    let id = producer.enqueue(&Hold).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == n).await);
+    assert!(
+        handed(con, id.as_ref()).await,
+        "the job was handed to the worker"
+    );
+    assert_eq!(leases_counted(con).await, 1);
+    gate.add_permits(1);
+    assert!(leases_settle(con).await, "the lease counts were left empty");
 }
 
 /// Whether the queue's hash says that job `id` was the last handed to a
