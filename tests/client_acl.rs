@@ -531,11 +531,7 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     assert_eq!(hincrby(refused(&server).await), None);
     // a producer on the rule from before +hincrby hands off too, counting the
     // lease by HGET and HSET once its HINCRBY is refused
-    let mut no_hincrby = readme_rule("redjob-producer");
-    no_hincrby.retain(|a| a != "+hincrby");
-    no_hincrby[0] = "hset-producer".into();
-    add_user(&server, &no_hincrby).await;
-    let hset = self::client(&server, "hset-producer", "producer-secret").await;
+    let hset = producer_without(&server, "hset-producer", &["+hincrby"]).await;
     assert!(registered().await, "the idle worker registered again");
     hand_one(&hset, &con, &runs, &gate, 3).await;
     assert_eq!(
@@ -544,11 +540,7 @@ async fn a_producer_hands_a_job_to_an_idle_worker_under_the_readme_rules() {
     );
     // a producer on the rule from before hand-offs (no PUBSUB NUMSUB) still
     // sends: its job wakes the worker instead of being handed to it
-    let mut before = readme_rule("redjob-producer");
-    before.retain(|a| a != "+pubsub|numsub");
-    before[0] = "old-producer".into();
-    add_user(&server, &before).await;
-    let old = self::client(&server, "old-producer", "producer-secret").await;
+    let old = producer_without(&server, "old-producer", &["+pubsub|numsub"]).await;
     assert!(registered().await, "the idle worker registered again");
     old.enqueue(&Task { fail: false }).await.unwrap();
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 4).await);
@@ -575,6 +567,16 @@ async fn hand_one(
     assert_eq!(leases_counted(con).await, 1);
     gate.add_permits(1);
     assert!(leases_settle(con).await, "the lease counts were left empty");
+}
+
+/// A client of a new user `user` on `server`, whose rule is the documented
+/// producer rule without `dropped` (a rule from an earlier release).
+async fn producer_without(server: &RedisServer, user: &str, dropped: &[&str]) -> Client {
+    let mut rule = readme_rule("redjob-producer");
+    rule.retain(|a| !dropped.contains(&a.as_str()));
+    rule[0] = user.into();
+    add_user(server, &rule).await;
+    client(server, user, "producer-secret").await
 }
 
 /// Whether the queue's hash says that job `id` was the last handed to a
@@ -625,13 +627,9 @@ async fn leases_settle(con: &redis::aio::MultiplexedConnection) -> bool {
 #[tokio::test]
 async fn a_producer_without_functions_in_its_rule_sends_by_script() {
     let server = server_with(&readme_rule("redjob-worker")).await;
-    let mut before = readme_rule("redjob-producer");
-    before.retain(|a| a != "+fcall" && a != "+function|load");
-    before[0] = "old-producer".into();
-    add_user(&server, &before).await;
+    let old = producer_without(&server, "old-producer", &["+fcall", "+function|load"]).await;
     add_user(&server, &readme_rule("redjob-producer")).await;
     let mut con = server.raw().await;
-    let old = client(&server, "old-producer", "producer-secret").await;
     for _ in 0..3 {
         old.enqueue(&Task { fail: false }).await.unwrap();
     }
