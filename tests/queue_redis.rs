@@ -847,6 +847,112 @@ async fn the_id_prefix_is_the_send_time_in_base_36_up_to_2_pow_53() {
     }
 }
 
+/// The send's maxsize check at its edges, as the send function keeps the last
+/// maxsize it parsed between calls and skips parsing a body length of fewer
+/// digits than maxsize: sends alternate between queues of other maxsizes, one
+/// queue's maxsize changes between sends, and another client's fractional
+/// maxsize ("1500.5", its whole part of four digits) still refuses 1,501
+/// bytes. The sends go through the function (`FCALL` counted), which also
+/// keeps TIME's seconds as last parsed: a send a second later is stamped so.
+#[tokio::test]
+async fn the_maxsize_check_holds_at_its_edges_across_queues_and_changes() {
+    use redjob::queue::QueueUpdate;
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    for (name, maxsize) in [("a", 1024), ("b", 65536), ("c", -1), ("d", 1024)] {
+        rsmq.create_queue(
+            name,
+            QueueOptions {
+                maxsize,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let send = |q: &'static str, len: usize| {
+        let rsmq = &rsmq;
+        async move { rsmq.send(q, SendMessage::new("x".repeat(len))).await }
+    };
+    let refused = |r: redjob::Result<_>, size: usize, max: usize| match r {
+        Err(Error::MessageTooLarge { size: s, max: m }) => s == size && m == max,
+        _ => false,
+    };
+    // each round switches the queue (and so the maxsize) between sends
+    for _ in 0..2 {
+        send("a", 1024).await.unwrap();
+        send("b", 1025).await.unwrap();
+        assert!(refused(send("a", 1025).await, 1025, 1024));
+        send("a", 999).await.unwrap();
+        send("c", 70_000).await.unwrap();
+        assert!(refused(send("b", 65537).await, 65537, 65536));
+        assert!(refused(send("d", 10_000).await, 10_000, 1024));
+        send("b", 65536).await.unwrap();
+        assert!(refused(send("a", 1025).await, 1025, 1024));
+    }
+    // a's maxsize raised, then lowered
+    rsmq.set_attributes(
+        "a",
+        QueueUpdate {
+            maxsize: Some(2048),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    send("a", 1025).await.unwrap();
+    assert!(refused(send("a", 2049).await, 2049, 2048));
+    rsmq.set_attributes(
+        "a",
+        QueueUpdate {
+            maxsize: Some(1024),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(refused(send("a", 1025).await, 1025, 1024));
+    // another client's fractional maxsize
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:d:Q")
+        .arg("maxsize")
+        .arg("1500.5")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    send("d", 1500).await.unwrap();
+    assert!(refused(send("d", 1501).await, 1501, 1500));
+    send("d", 999).await.unwrap();
+    let queued = |q: &'static str| {
+        let rsmq = &rsmq;
+        async move { rsmq.attributes(q).await.unwrap().msgs }
+    };
+    assert_eq!(
+        (
+            queued("a").await,
+            queued("b").await,
+            queued("c").await,
+            queued("d").await
+        ),
+        (5, 4, 2, 2)
+    );
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(stats.contains("cmdstat_fcall:calls="), "{stats}");
+    // the function keeps TIME's seconds as last parsed: a send a second
+    // later is stamped a second later (its id prefix: base-36 µs)
+    let us = |id: &str| u64::from_str_radix(&id[..10], 36).unwrap();
+    let first = send("b", 10).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = send("b", 10).await.unwrap();
+    let gap = us(second.as_ref()) - us(first.as_ref());
+    assert!((1_100_000..2_000_000).contains(&gap), "{gap} µs");
+}
+
 /// A queue whose `delay` field another client wrote as "nan" is no delay: a
 /// send is refused with an error, and nothing is written (not a job scored
 /// -2^63, due at once, which a C cast of NaN would make).

@@ -242,12 +242,20 @@ local function rescore(id, s)
   return s
 end
 
+-- TIME's seconds as last parsed, text and number. A function library (the
+-- plain send, see functions.rs) runs this chunk once and keeps them between
+-- calls, so its sends parse the seconds once a second (a number's parse is
+-- ~1.4k instructions, BENCHMARKS.md, Speed II part 21); a script runs its
+-- chunk on every call and parses them each time. Only a memo: a call's
+-- result is the same either way.
+local clock_text, clock_sec
 -- Redis's clock: now in Unix ms, and in Unix µs, then TIME's reply itself
 -- (its seconds and microseconds as text).
 local function clock()
   local t = redis.call("TIME")
   -- each part parsed once (a number's parse costs more than the rest)
-  local sec, us = tonumber(t[1]), tonumber(t[2])
+  if t[1] ~= clock_text then clock_text, clock_sec = t[1], tonumber(t[1]) end
+  local sec, us = clock_sec, tonumber(t[2])
   return sec * 1000 + math.floor(us / 1000), sec * 1000000 + us, t
 end
 
@@ -279,10 +287,22 @@ end
 -- Returns the refusal ({-1}: no such queue; {-2, maxlen, maxsize}: a body too
 -- large), or nil and the queue's delay in ms, now in ms and µs, the id prefix,
 -- and TIME's reply (see clock).
+-- A queue's maxsize as last parsed (a memo, as clock's): its text, its
+-- number, and the digits of its whole part (0: always compare).
+local maxsize_text, maxsize_num, maxsize_digits
 local function send_start(attrs)
   if not attrs[1] then return {-1} end
-  local maxsize, maxlen = tonumber(attrs[2]), tonumber(ARGV[3])
-  if maxsize ~= -1 and maxlen > maxsize then return {-2, maxlen, maxsize} end
+  if attrs[2] ~= maxsize_text then
+    local m = tonumber(attrs[2])
+    maxsize_text, maxsize_num = attrs[2], m
+    maxsize_digits = (m and m >= 1 and m < 1e15) and #string.format("%d", m) or 0
+  end
+  -- ARGV[3] is a plain decimal integer (a length): one of fewer digits than
+  -- maxsize's whole part is below it, without parsing it
+  if maxsize_num ~= -1 and #ARGV[3] >= maxsize_digits then
+    local maxsize, maxlen = maxsize_num, tonumber(ARGV[3])
+    if maxlen > maxsize then return {-2, maxlen, maxsize} end
+  end
   local now, us, time = clock()
   -- (a queue's delay is mostly "0": no number to parse)
   local delay = attrs[1] == "0" and 0 or tonumber(attrs[1]) * 1000

@@ -63,7 +63,10 @@ local n = (nargs - 4) / 3
 -- instructions), and hands the job to a waiting worker with tables of a few
 -- values.
 if n == 1 and not KEYS[5] and ARGV[4] == "0" and string.byte(ARGV[6], 1) ~= 100 then
-  local score, due = due_score(ARGV[6], now, us, qdelay)
+  -- due at once: its score is `now`, passed as a number (an integral one is
+  -- written as an integer, as the count below), without due_score's string.format
+  local score, due = now, now
+  if ARGV[6] ~= "" or qdelay ~= 0 then score, due = due_score(ARGV[6], now, us, qdelay) end
   local id = prefix .. ARGV[5]
   -- a count goes to redis.call as a number: Redis writes an integral one
   -- as an integer (before 7.2 by "%.17g", exact below 10^17), for fewer
