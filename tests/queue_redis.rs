@@ -878,6 +878,10 @@ async fn the_maxsize_check_holds_at_its_edges_across_queues_and_changes() {
         Err(Error::MessageTooLarge { size: s, max: m }) => s == size && m == max,
         _ => false,
     };
+    // the first maxsize parsed has five digits: a digit count kept from it
+    // would let four-digit bodies past a maxsize of four
+    send("b", 10).await.unwrap();
+    assert!(refused(send("a", 1025).await, 1025, 1024));
     // each round switches the queue (and so the maxsize) between sends
     for _ in 0..2 {
         send("a", 1024).await.unwrap();
@@ -935,22 +939,43 @@ async fn the_maxsize_check_holds_at_its_edges_across_queues_and_changes() {
             queued("c").await,
             queued("d").await
         ),
-        (5, 4, 2, 2)
+        (5, 5, 2, 2)
     );
+    // the function keeps TIME's seconds as last parsed: a send a second
+    // later is stamped a second later (its id prefix: base-36 µs), and a
+    // send due at once is scored by the whole ms of its id, written as an
+    // integer
+    let us = |id: &str| i64::from_str_radix(&id[..10], 36).unwrap();
+    let first = send("b", 10).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = send("b", 10).await.unwrap();
+    let gap = us(second.as_ref()) - us(first.as_ref());
+    assert!((1_100_000..5_000_000).contains(&gap), "{gap} µs");
+    for id in [&first, &second] {
+        let score: String = redis::cmd("ZSCORE")
+            .arg("rsmq:b")
+            .arg(id.as_ref())
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(score, (us(id.as_ref()) / 1000).to_string(), "{id}");
+    }
+    // every send above went through the function: 28 of them (a failed
+    // FCALL counts as a call too)
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(&mut con)
         .await
         .unwrap();
-    assert!(stats.contains("cmdstat_fcall:calls="), "{stats}");
-    // the function keeps TIME's seconds as last parsed: a send a second
-    // later is stamped a second later (its id prefix: base-36 µs)
-    let us = |id: &str| u64::from_str_radix(&id[..10], 36).unwrap();
-    let first = send("b", 10).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let second = send("b", 10).await.unwrap();
-    let gap = us(second.as_ref()) - us(first.as_ref());
-    assert!((1_100_000..2_000_000).contains(&gap), "{gap} µs");
+    let field = |name: &str| -> i64 {
+        let line = stats
+            .lines()
+            .find(|l| l.starts_with("cmdstat_fcall:"))
+            .unwrap_or_else(|| panic!("no FCALL in {stats}"));
+        let at = line.find(&format!("{name}=")).unwrap() + name.len() + 1;
+        line[at..].split(',').next().unwrap().parse().unwrap()
+    };
+    assert!(field("calls") - field("failed_calls") >= 28, "{stats}");
 }
 
 /// A queue whose `delay` field another client wrote as "nan" is no delay: a

@@ -295,10 +295,11 @@ local function send_start(attrs)
   if attrs[2] ~= maxsize_text then
     local m = tonumber(attrs[2])
     maxsize_text, maxsize_num = attrs[2], m
-    maxsize_digits = (m and m >= 1 and m < 1e15) and #string.format("%d", m) or 0
+    maxsize_digits = (m and m >= 1 and m < 2147483648) and #string.format("%d", m) or 0
   end
-  -- ARGV[3] is a plain decimal integer (a length): one of fewer digits than
-  -- maxsize's whole part is below it, without parsing it
+  -- ARGV[3] must be a plain decimal integer (a length, as every caller
+  -- formats a usize): one of fewer digits than maxsize's whole part is below
+  -- it, without parsing it ("1e9" would pass unchecked)
   if maxsize_num ~= -1 and #ARGV[3] >= maxsize_digits then
     local maxsize, maxlen = maxsize_num, tonumber(ARGV[3])
     if maxlen > maxsize then return {-2, maxlen, maxsize} end

@@ -66,7 +66,8 @@ if n == 1 and not KEYS[5] and ARGV[4] == "0" and string.byte(ARGV[6], 1) ~= 100 
   -- due at once: its score is `now`, passed as a number (an integral one is
   -- written as an integer, as the count below), without due_score's string.format
   local score, due = now, now
-  if ARGV[6] ~= "" or qdelay ~= 0 then score, due = due_score(ARGV[6], now, us, qdelay) end
+  -- (due_score also cuts a score below the legacy leases', from 2096 on)
+  if ARGV[6] ~= "" or qdelay ~= 0 or now > LAST_DUE then score, due = due_score(ARGV[6], now, us, qdelay) end
   local id = prefix .. ARGV[5]
   -- a count goes to redis.call as a number: Redis writes an integral one
   -- as an integer (before 7.2 by "%.17g", exact below 10^17), for fewer
