@@ -234,6 +234,147 @@ async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
     task.abort();
 }
 
+/// The `numkeys` of the send function's calls so far, oldest first (the slow
+/// log logs every command once `with_slowlog` set its threshold to 0).
+async fn send_calls(con: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1000)
+        .query_async(con)
+        .await
+        .unwrap();
+    let mut calls = Vec::new();
+    for entry in log.iter().rev() {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        let Some(redis::Value::Array(args)) = fields.get(3) else {
+            continue;
+        };
+        let text: Vec<String> = args
+            .iter()
+            .map(|a| match a {
+                redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => String::new(),
+            })
+            .collect();
+        if text.len() > 2 && text[0] == "FCALL" && text[1].starts_with("redjob_send_") {
+            calls.push(text[2].clone());
+        }
+    }
+    calls
+}
+
+/// A producer whose last send to a queue found no worker waiting sends the
+/// next lone job by the lean call (two keys, BENCHMARKS.md Speed II part 21).
+/// A worker that began to wait since is woken by it (on the queue's realtime
+/// channel), not handed the job, which stays due for its fetch; the reply
+/// says a worker waited, so the producer's next send is the full call again,
+/// and hands off.
+#[tokio::test]
+async fn a_lean_send_wakes_a_worker_that_began_to_wait_and_the_next_hands_off() {
+    let server = RedisServer::start();
+    let (b, mut con) = with_queue(&server).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .arg("slowlog-max-len")
+        .arg(1000)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    // no worker yet: the first send (full, loading the function) finds none
+    // waiting, the second is lean
+    let one = Queues::send(&b, "q", SendMessage::new("one"))
+        .await
+        .unwrap();
+    assert_eq!(
+        send_calls(&mut con).await.last().map(String::as_str),
+        Some("4")
+    );
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let two = Queues::send(&b, "q", SendMessage::new("two"))
+        .await
+        .unwrap();
+    assert_eq!(send_calls(&mut con).await, ["2"]);
+    // a worker takes both and waits, registered for a hand-off
+    let (got, task) = listen_as(b.clone(), &["q"], "w1");
+    subscribed(&server, "w1").await;
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut realtime = raw.get_async_pubsub().await.unwrap();
+    realtime.subscribe("rsmq:rt:q").await.unwrap();
+    let f = b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [one, two]);
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", "redjob:waiting")
+            .await
+            .as_deref(),
+        Some("1")
+    );
+    // the lean send wakes it
+    let three = Queues::send(&b, "q", SendMessage::new("three"))
+        .await
+        .unwrap();
+    let mut woken = realtime.on_message();
+    let m = tokio::time::timeout(Duration::from_secs(5), woken.next())
+        .await
+        .expect("woken on the realtime channel")
+        .unwrap();
+    assert_eq!(m.get_payload::<u64>().unwrap(), 3, "the queue's length");
+    drop(woken);
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", "redjob:waiting")
+            .await
+            .as_deref(),
+        Some("0"),
+        "the wake-up is taken"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(got.lock().unwrap().is_empty(), "nothing handed");
+    let f = b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [three]);
+    // the worker waits again: the full call hands the next job to it
+    let four = Queues::send(&b, "q", SendMessage::new("four"))
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || got.lock().unwrap().len() == 1).await);
+    assert_eq!(got.lock().unwrap()[0].delivery.id, four);
+    assert_eq!(send_calls(&mut con).await, ["2", "2", "4"]);
+    task.abort();
+}
+
+/// The lean call is made per queue: a producer whose last send went to a
+/// queue without a waiting worker still hands its next job to the worker
+/// waiting on another queue.
+#[tokio::test]
+async fn a_send_to_another_queue_does_not_make_the_next_lean() {
+    let server = RedisServer::start();
+    let (b, _con) = with_queue(&server).await;
+    b.create_queue("r", QueueOptions::default()).await.unwrap();
+    let (got, task) = listen_as(b.clone(), &["q"], "w1");
+    subscribed(&server, "w1").await;
+    for round in 0..2 {
+        b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+        // twice to "r", whose second send is lean, then one to "q"
+        Queues::send(&b, "r", SendMessage::new("r")).await.unwrap();
+        Queues::send(&b, "r", SendMessage::new("r")).await.unwrap();
+        let id = Queues::send(&b, "q", SendMessage::new("q")).await.unwrap();
+        assert!(
+            wait_until(Duration::from_secs(5), || got.lock().unwrap().len()
+                == round + 1)
+            .await,
+            "handed in round {round}"
+        );
+        assert_eq!(got.lock().unwrap()[round].delivery.id, id);
+    }
+    task.abort();
+}
+
 #[tokio::test]
 async fn no_job_is_handed_to_a_worker_that_does_not_listen() {
     let server = RedisServer::start();

@@ -193,9 +193,9 @@ pub async fn floor(url: &str, q: &str, calls: usize) -> Floor {
             .call(&[b"FUNCTION", b"DELETE", b"redjob_bench_floor"])
             .await;
     }
-    // redjob's send function as its client calls it (send.lua's header: the
-    // four keys, then channel, realtime, largest body, priority, and per
-    // message its id suffix, when and body), once a send loaded it
+    // redjob's send function as its client calls it for a queue no worker
+    // waits on (send.lua's lean call: two keys, then the channel and the
+    // message's id suffix, when and body), once a send loaded it
     if let Ok(list) = bare
         .call(&[b"FUNCTION", b"LIST", b"LIBRARYNAME", b"redjob_send_*"])
         .await
@@ -206,13 +206,13 @@ pub async fn floor(url: &str, q: &str, calls: usize) -> Floor {
             .find(|l| l.starts_with("redjob_send_"))
             .map(str::to_owned)
         {
-            let keys = ["", ":Q", ":leases", ":exact"].map(|s| format!("rsmq:{q}{s}"));
-            let (channel, len) = (format!("rsmq:rt:{q}"), body.len().to_string());
+            let keys = ["", ":Q"].map(|s| format!("rsmq:{q}{s}"));
+            let channel = format!("rsmq:rt:{q}");
             f.send = bare
                 .time(calls, |i| {
-                    let mut a = vec![b"FCALL".to_vec(), name.clone().into_bytes(), b"4".to_vec()];
+                    let mut a = vec![b"FCALL".to_vec(), name.clone().into_bytes(), b"2".to_vec()];
                     a.extend(keys.iter().map(|k| k.clone().into_bytes()));
-                    a.extend([channel.as_bytes(), b"0", len.as_bytes(), b"0"].map(<[u8]>::to_vec));
+                    a.push(channel.clone().into_bytes());
                     // 22 characters, as the client's suffixes
                     a.extend([
                         format!("bare{i:018}").into_bytes(),

@@ -290,18 +290,25 @@ end
 -- A queue's maxsize as last parsed (a memo, as clock's): its text, its
 -- number, and the digits of its whole part (0: always compare).
 local maxsize_text, maxsize_num, maxsize_digits
-local function send_start(attrs)
-  if not attrs[1] then return {-1} end
-  if attrs[2] ~= maxsize_text then
-    local m = tonumber(attrs[2])
-    maxsize_text, maxsize_num = attrs[2], m
+-- A queue's maxsize from its hash field's text: its number (-1: none; nil
+-- for a text that is no number) and the digits of its whole part.
+local function queue_maxsize(text)
+  if text ~= maxsize_text then
+    local m = tonumber(text)
+    maxsize_text, maxsize_num = text, m
     maxsize_digits = (m and m >= 1 and m < 2147483648) and #string.format("%d", m) or 0
   end
+  return maxsize_num, maxsize_digits
+end
+
+local function send_start(attrs)
+  if not attrs[1] then return {-1} end
+  local maxsize, digits = queue_maxsize(attrs[2])
   -- ARGV[3] must be a plain decimal integer (a length, as every caller
   -- formats a usize): one of fewer digits than maxsize's whole part is below
   -- it, without parsing it ("1e9" would pass unchecked)
-  if maxsize_num ~= -1 and #ARGV[3] >= maxsize_digits then
-    local maxsize, maxlen = maxsize_num, tonumber(ARGV[3])
+  if maxsize ~= -1 and #ARGV[3] >= digits then
+    local maxlen = tonumber(ARGV[3])
     if maxlen > maxsize then return {-2, maxlen, maxsize} end
   end
   local now, us, time = clock()

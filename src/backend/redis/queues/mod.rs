@@ -3,7 +3,7 @@
 mod send;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use redis::{AsyncCommands, Value};
@@ -74,6 +74,9 @@ pub struct Rsmq {
     /// some of its sends to the first without it, which costs only their
     /// hand-off's head start.
     workers_wait: Arc<AtomicBool>,
+    /// The queue (a hash of its name; 0: none) whose last plain send found no
+    /// worker waiting: a lone send to it makes send.lua's lean call.
+    lean_queue: Arc<AtomicU64>,
     /// Whether Redis has counts.lua, which an overview pipelines.
     pub(crate) counts_loaded: Arc<AtomicBool>,
     ns: Namespace,
@@ -119,6 +122,7 @@ impl Rsmq {
             unique_loaded: Arc::default(),
             keyed_loaded: Arc::default(),
             workers_wait: Arc::new(AtomicBool::new(true)),
+            lean_queue: Arc::default(),
             counts_loaded: Arc::default(),
             realtime,
             wait: None,

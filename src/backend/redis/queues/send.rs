@@ -91,6 +91,16 @@ impl Rsmq {
             (start, bytes) = (end, 0);
         }
         let workers_wait = self.workers_wait.load(Ordering::Relaxed);
+        // a lone message at priority 0, not delayed, to a queue whose last
+        // send found no worker waiting: send.lua's lean call (a worker that
+        // began to wait since is woken, and the reply says so)
+        let queue_id = queue_id(queue);
+        let lean = msgs.len() == 1
+            && kind(&msgs[0]) == Kind::Plain
+            && msgs[0].priority == 0
+            && !matches!(msgs[0].when, When::After(_))
+            && !self.realtime
+            && self.lean_queue.load(Ordering::Relaxed) == queue_id;
         let mut con = self.con.clone();
         // a send of plain messages alone, in one call, calls the send's
         // function where Redis takes it (see functions.rs): a call the
@@ -109,6 +119,7 @@ impl Rsmq {
                 maxlen,
                 always: self.realtime,
                 function,
+                lean,
             };
             let result = self.run_calls(&mut con, &call, &chunks, msgs).await;
             let failure = match &result {
@@ -180,9 +191,14 @@ impl Rsmq {
                     // a plain send's reply ends with whether a worker waited
                     if kind(&msgs[start]) == Kind::Plain
                         && let Ok(waited) = r.int()
-                        && (waited == 1) != workers_wait
                     {
-                        self.workers_wait.store(waited == 1, Ordering::Relaxed);
+                        if (waited == 1) != workers_wait {
+                            self.workers_wait.store(waited == 1, Ordering::Relaxed);
+                        }
+                        let next = if waited == 1 { 0 } else { queue_id };
+                        if next != self.lean_queue.load(Ordering::Relaxed) {
+                            self.lean_queue.store(next, Ordering::Relaxed);
+                        }
                     }
                 }
                 -1 => return Err(Error::QueueNotFound { name: queue.into() }),
@@ -300,6 +316,16 @@ fn kind(m: &SendMessage) -> Kind {
     }
 }
 
+/// A queue's name as `Rsmq::lean_queue` keeps it: a hash, never 0. Two names
+/// of one hash would only make a send to the second lean while a worker
+/// waits on it, which the lean call wakes.
+fn queue_id(queue: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    queue.hash(&mut h);
+    h.finish() | 1
+}
+
 /// The script calls of one send.
 struct Call<'a> {
     k: &'a QueueKeys,
@@ -313,6 +339,8 @@ struct Call<'a> {
     /// Plain messages go through the send's function (`FCALL`), not its
     /// script.
     function: bool,
+    /// The lone plain message goes by send.lua's lean call.
+    lean: bool,
 }
 
 impl Call<'_> {
@@ -324,6 +352,18 @@ impl Call<'_> {
         let mut cmd = match (&first.unique, all_levels) {
             (None, _) if first.keyed.is_some() => {
                 scripts::eval(&scripts::SEND_KEYED, &[&k.zset, &k.hash, &k.keyed, &k.keys])
+            }
+            (None, _) if self.lean => {
+                let keys = [&k.zset, &k.hash];
+                let mut cmd = if self.function {
+                    functions::SEND.call(&keys)
+                } else {
+                    scripts::eval(&scripts::SEND, &keys)
+                };
+                cmd.arg(&k.realtime).arg(&self.suffixes[start][..]);
+                add_when(&mut cmd, first.when);
+                cmd.arg(&first.body[..]);
+                return cmd;
             }
             (None, _) => {
                 let keys = [&k.level(first.priority), &k.hash, &k.leases, &k.exact];
@@ -356,11 +396,7 @@ impl Call<'_> {
         for i in start..end {
             let m = &self.msgs[i];
             cmd.arg(&self.suffixes[i][..]);
-            match m.when {
-                When::QueueDelay => cmd.arg(""),
-                When::After(d) => cmd.arg(format!("d{}", validate::whole_ms(d))),
-                When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
-            };
+            add_when(&mut cmd, m.when);
             cmd.arg(&m.body[..]);
             if let Some(u) = &m.unique {
                 cmd.arg(&u.key).arg(u.on_duplicate.code()).arg(self.ttls[i]);
@@ -370,4 +406,14 @@ impl Call<'_> {
         }
         cmd
     }
+}
+
+/// A message's due as the send scripts take it: "" for the queue's delay,
+/// "d<ms>" for a delay, "a<ms>" for a Unix time.
+fn add_when(cmd: &mut Cmd, when: When) {
+    match when {
+        When::QueueDelay => cmd.arg(""),
+        When::After(d) => cmd.arg(format!("d{}", validate::whole_ms(d))),
+        When::AtUnixMs(ms) => cmd.arg(format!("a{ms}")),
+    };
 }
