@@ -1127,3 +1127,259 @@ async fn counts_look_for_an_earlier_redjobs_leases_only_until_a_fetch_found_none
     assert_eq!(backend.counts("q").await.unwrap().in_flight, 1);
     assert_eq!(zcounts(&mut con).await - before, 2, "fetched");
 }
+
+/// What a send leaves in a queue: its reply (the id's ms, or the error's
+/// text), its score less the id's ms, and the hash's `totalsent`,
+/// `redjob:waiting` and `redjob:paused`.
+type Sent = (Result<(), String>, Option<i64>, Vec<Option<String>>);
+
+/// The lean call writes what the full call writes, whatever the queue's hash
+/// holds: each state is set on two queues, one sent to by a fresh handle
+/// (its first send is the full call) and one by a handle whose last send to
+/// it found no worker waiting (the lean call; the slow log shows which).
+#[tokio::test]
+async fn the_lean_call_writes_what_the_full_call_writes() {
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let lean = Rsmq::connect(&server.url()).await.unwrap();
+    let ms_of = |id: &str| i64::from_str_radix(&id[..10], 36).unwrap() / 1000;
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    let states: Vec<(&str, Vec<(&str, &str)>, SendMessage)> = vec![
+        ("plain", vec![], SendMessage::new("x")),
+        ("delay", vec![("delay", "2")], SendMessage::new("x")),
+        ("nan", vec![("delay", "nan")], SendMessage::new("x")),
+        (
+            "garbage delay",
+            vec![("delay", "abc")],
+            SendMessage::new("x"),
+        ),
+        (
+            "past",
+            vec![],
+            SendMessage::new("x").at_unix_ms(now_ms() - 60_000),
+        ),
+        (
+            "future",
+            vec![],
+            SendMessage::new("x").at_unix_ms(now_ms() + 60_000),
+        ),
+        (
+            "fraction fits",
+            vec![("maxsize", "1500.5")],
+            SendMessage::new("x".repeat(1500)),
+        ),
+        (
+            "fraction over",
+            vec![("maxsize", "1500.5")],
+            SendMessage::new("x".repeat(1501)),
+        ),
+        (
+            "garbage maxsize",
+            vec![("maxsize", "abc")],
+            SendMessage::new("x"),
+        ),
+        (
+            "unlimited",
+            vec![("maxsize", "-1")],
+            SendMessage::new("x".repeat(70_000)),
+        ),
+        (
+            "waiting",
+            vec![("redjob:waiting", "1")],
+            SendMessage::new("x"),
+        ),
+        (
+            "paused",
+            vec![("redjob:paused", "1 me")],
+            SendMessage::new("x"),
+        ),
+    ];
+    let mut calls = Vec::new();
+    for (i, (what, fields, msg)) in states.into_iter().enumerate() {
+        let mut got: Vec<Sent> = Vec::new();
+        for (side, q) in [("full", format!("f{i}")), ("lean", format!("l{i}"))] {
+            lean.create_queue(&q, QueueOptions::default())
+                .await
+                .unwrap();
+            let handle = if side == "full" {
+                Rsmq::connect(&server.url()).await.unwrap()
+            } else {
+                // a send that finds no worker waiting, then the queue emptied
+                lean.send(&q, SendMessage::new("first")).await.unwrap();
+                let _: () = redis::pipe()
+                    .cmd("DEL")
+                    .arg(format!("rsmq:{q}"))
+                    .cmd("HDEL")
+                    .arg(format!("rsmq:{q}:Q"))
+                    .arg("totalsent")
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+                lean.clone()
+            };
+            for (f, v) in &fields {
+                let _: () = redis::cmd("HSET")
+                    .arg(format!("rsmq:{q}:Q"))
+                    .arg(f)
+                    .arg(v)
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+            }
+            let _: () = redis::cmd("SLOWLOG")
+                .arg("RESET")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("slowlog-log-slower-than")
+                .arg(0)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            let reply = handle.send(&q, msg.clone()).await;
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("slowlog-log-slower-than")
+                .arg(10_000)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+                .arg("GET")
+                .arg(100)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            let keys = log.iter().find_map(|e| {
+                let redis::Value::Array(f) = e else {
+                    return None;
+                };
+                let Some(redis::Value::Array(a)) = f.get(3) else {
+                    return None;
+                };
+                match (a.first(), a.get(2)) {
+                    (Some(redis::Value::BulkString(c)), Some(redis::Value::BulkString(n)))
+                        if c.as_slice() == b"FCALL" =>
+                    {
+                        Some(String::from_utf8_lossy(n).into_owned())
+                    }
+                    _ => None,
+                }
+            });
+            calls.push((what, side, keys));
+            let (result, offset) = match &reply {
+                Ok(id) => {
+                    let score: Option<i64> = redis::cmd("ZSCORE")
+                        .arg(format!("rsmq:{q}"))
+                        .arg(id.as_ref())
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    (Ok(()), score.map(|s| s - ms_of(id.as_ref())))
+                }
+                // the error's message, less where in the script and the
+                // pipeline it was
+                Err(e) => {
+                    let text = e.to_string();
+                    let from = text
+                        .find("user_function:")
+                        .and_then(|at| text[at..].find(": ").map(|n| at + n + 2))
+                        .unwrap_or(0);
+                    let to = text[from..]
+                        .find(" script:")
+                        .map_or(text.len(), |n| from + n);
+                    (Err(text[from..to].to_owned()), None)
+                }
+            };
+            let hash: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(format!("rsmq:{q}:Q"))
+                .arg(&["totalsent", "redjob:waiting", "redjob:paused"])
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            got.push((result, offset, hash));
+        }
+        // a time ahead or behind is as far from the send's ms on both sides
+        // (within a ms or two of their two sends)
+        let (full, lean_got) = (&got[0], &got[1]);
+        assert_eq!(full.0, lean_got.0, "{what}: {got:?}");
+        assert_eq!(full.2, lean_got.2, "{what}: {got:?}");
+        match (full.1, lean_got.1) {
+            (Some(a), Some(b)) if what == "future" || what == "past" => {
+                assert!((a - b).abs() < 1_000, "{what}: {got:?}")
+            }
+            (a, b) => assert_eq!(a, b, "{what}: {got:?}"),
+        }
+    }
+    for (what, side, keys) in &calls {
+        let want = if *side == "full" { "4" } else { "2" };
+        assert_eq!(keys.as_deref(), Some(want), "{what} {side}: {calls:?}");
+    }
+}
+
+/// A lean call that finds the send's function gone (a restart, a flush)
+/// loads it and is sent again, as the full call is.
+#[tokio::test]
+async fn a_lean_call_loads_the_function_again_after_a_flush() {
+    let server = RedisServer::start();
+    let (_, rsmq) = backend_with_queue(&server).await;
+    let mut con = server.raw().await;
+    rsmq.send("q", SendMessage::new("a")).await.unwrap();
+    rsmq.send("q", SendMessage::new("b")).await.unwrap();
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let id = rsmq.send("q", SendMessage::new("c")).await.unwrap();
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(100)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    // each FCALL's key count, oldest first: the one the flush failed, then
+    // the one sent again once loaded, both lean
+    let keys: Vec<String> = log
+        .iter()
+        .rev()
+        .filter_map(|e| {
+            let redis::Value::Array(f) = e else {
+                return None;
+            };
+            let Some(redis::Value::Array(a)) = f.get(3) else {
+                return None;
+            };
+            match (a.first(), a.get(2)) {
+                (Some(redis::Value::BulkString(c)), Some(redis::Value::BulkString(n)))
+                    if c.as_slice() == b"FCALL" =>
+                {
+                    Some(String::from_utf8_lossy(n).into_owned())
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    assert_eq!(keys, ["2", "2"]);
+    let body: Option<String> = redis::cmd("HGET")
+        .arg("rsmq:q:Q")
+        .arg(id.as_ref())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(body.as_deref(), Some("c"));
+}

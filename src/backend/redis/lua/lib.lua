@@ -282,11 +282,6 @@ local function id_prefix(us)
     b4 < 10 and 48 + b4 or 87 + b4, b5 < 10 and 48 + b5 or 87 + b5)
 end
 
--- The checks every send (send.lua, unique.lua) starts with: `attrs` is its HMGET
--- of the queue's hash, from "delay", "maxsize"; ARGV[3] the largest body length.
--- Returns the refusal ({-1}: no such queue; {-2, maxlen, maxsize}: a body too
--- large), or nil and the queue's delay in ms, now in ms and µs, the id prefix,
--- and TIME's reply (see clock).
 -- A queue's maxsize as last parsed (a memo, as clock's): its text, its
 -- number, and the digits of its whole part (0: always compare).
 local maxsize_text, maxsize_num, maxsize_digits
@@ -301,6 +296,11 @@ local function queue_maxsize(text)
   return maxsize_num, maxsize_digits
 end
 
+-- The checks every send (send.lua, unique.lua) starts with: `attrs` is its HMGET
+-- of the queue's hash, from "delay", "maxsize"; ARGV[3] the largest body length.
+-- Returns the refusal ({-1}: no such queue; {-2, maxlen, maxsize}: a body too
+-- large), or nil and the queue's delay in ms, now in ms and µs, the id prefix,
+-- and TIME's reply (see clock).
 local function send_start(attrs)
   if not attrs[1] then return {-1} end
   local maxsize, digits = queue_maxsize(attrs[2])

@@ -40,7 +40,9 @@
 -- ("" or "a<ms>", not a delay), ARGV[4] the body: one message at priority 0
 -- from a client whose last send to the queue found no worker waiting and
 -- which does not publish every send. It writes what the full call writes
--- where no worker takes a hand-off, in a fifth fewer instructions (each key
+-- where no worker takes a hand-off (but for a stale hand-off registration,
+-- which the full call drops and this one leaves to the next full call), in
+-- a fifth fewer instructions (each key
 -- or argument a call passes costs Redis about 1.4k, and the lean call reads
 -- the body's length rather than parsing one; BENCHMARKS.md, Speed II part
 -- 21). A worker that began to wait since is woken rather than handed the

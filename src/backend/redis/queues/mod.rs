@@ -74,8 +74,10 @@ pub struct Rsmq {
     /// some of its sends to the first without it, which costs only their
     /// hand-off's head start.
     workers_wait: Arc<AtomicBool>,
-    /// The queue (a hash of its name; 0: none) whose last plain send found no
-    /// worker waiting: a lone send to it makes send.lua's lean call.
+    /// The queue (a hash of its name; 0: none) of this handle's last plain
+    /// send, when that send found no worker waiting: a lone send to it makes
+    /// send.lua's lean call. One queue: a handle that alternates between
+    /// queues makes full calls.
     lean_queue: Arc<AtomicU64>,
     /// Whether Redis has counts.lua, which an overview pipelines.
     pub(crate) counts_loaded: Arc<AtomicBool>,
