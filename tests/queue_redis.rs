@@ -1133,6 +1133,9 @@ async fn counts_look_for_an_earlier_redjobs_leases_only_until_a_fetch_found_none
 /// `redjob:waiting` and `redjob:paused`.
 type Sent = (Result<(), String>, Option<i64>, Vec<Option<String>>);
 
+/// A state of a queue's hash (its fields set) and the message sent to it.
+type State = (&'static str, Vec<(&'static str, &'static str)>, SendMessage);
+
 /// The lean call writes what the full call writes, whatever the queue's hash
 /// holds: each state is set on two queues, one sent to by a fresh handle
 /// (its first send is the full call) and one by a handle whose last send to
@@ -1149,7 +1152,7 @@ async fn the_lean_call_writes_what_the_full_call_writes() {
             .unwrap()
             .as_millis() as u64
     };
-    let states: Vec<(&str, Vec<(&str, &str)>, SendMessage)> = vec![
+    let states: Vec<State> = vec![
         ("plain", vec![], SendMessage::new("x")),
         ("delay", vec![("delay", "2")], SendMessage::new("x")),
         ("nan", vec![("delay", "nan")], SendMessage::new("x")),
