@@ -770,13 +770,12 @@ async fn missing_permissions_are_named(server: RedisServer) {
     // a command the send calls (last: its user creates the queue first): in its function where the server has them,
     // whose lines are the script's (or in its script, on 6.2)
     let text = refused("no-zadd").await;
-    // the lone send's ZADD: the full call's (a handle's first send), the
-    // second such line (the lean call's comes first)
+    // the lone call's ZADD of a message no worker is handed (a handle's
+    // first send passes the lease counts, and no worker waits)
     let zadd = include_str!("../src/backend/redis/lua/send.lua")
         .lines()
         .enumerate()
-        .filter(|(_, l)| l.trim() == r#"redis.call("ZADD", KEYS[1], score, id)"#)
-        .nth(1)
+        .find(|(_, l)| l.trim() == r#"redis.call("ZADD", KEYS[1], score, id)"#)
         .unwrap()
         .0
         + 1;

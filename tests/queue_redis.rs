@@ -1128,23 +1128,37 @@ async fn counts_look_for_an_earlier_redjobs_leases_only_until_a_fetch_found_none
     assert_eq!(zcounts(&mut con).await - before, 2, "fetched");
 }
 
-/// What a send leaves in a queue: its reply (the id's ms, or the error's
-/// text), its score less the id's ms, and the hash's `totalsent`,
-/// `redjob:waiting` and `redjob:paused`.
-type Sent = (Result<(), String>, Option<i64>, Vec<Option<String>>);
+/// What a send leaves in a queue: its outcome ("ok", "too large", or the
+/// error's text), its score less the id's ms, and the hash's `totalsent`,
+/// `redjob:waiting`, `redjob:paused`, `redjob:handoff`, `totalrecv`,
+/// `redjob:leased` and what it handed the worker of `LIVE`.
+type Sent = (String, Option<f64>, Vec<Option<String>>);
 
 /// A state of a queue's hash (its fields set) and the message sent to it.
-type State = (&'static str, Vec<(&'static str, &'static str)>, SendMessage);
+type State = (&'static str, Vec<(&'static str, String)>, SendMessage);
 
-/// The lean call writes what the full call writes, whatever the queue's hash
-/// holds: each state is set on two queues, one sent to by a fresh handle
-/// (its first send is the full call) and one by a handle whose last send to
-/// it found no worker waiting (the lean call; the slow log shows which).
+/// The channel of a worker that listens, in `the_lone_calls_write_what_the_general_call_writes`.
+const LIVE: &str = "rsmq:w:live";
+
+/// The lone call (a lone message at priority 0, not delayed) writes what
+/// the general call writes for one message, whatever the queue's hash holds.
+/// Each state is set on three queues: one sent to by a fresh handle (its
+/// first send is the lone call with the lease counts, which hands off), one
+/// by a handle whose last send to it found no worker waiting (the lean call,
+/// without them), and one by the general call (four keys and seven
+/// arguments, as a batch or a delayed message is sent) made by hand; the
+/// slow log shows which call each side made. The lean call hands nothing
+/// off and leaves a registration as it found it; in all else the three
+/// agree.
 #[tokio::test]
-async fn the_lean_call_writes_what_the_full_call_writes() {
+async fn the_lone_calls_write_what_the_general_call_writes() {
     let server = RedisServer::start();
     let mut con = server.raw().await;
     let lean = Rsmq::connect(&server.url()).await.unwrap();
+    // a worker that listens for its hand-offs
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut listener = raw.get_async_pubsub().await.unwrap();
+    listener.subscribe(LIVE).await.unwrap();
     let ms_of = |id: &str| i64::from_str_radix(&id[..10], 36).unwrap() / 1000;
     let now_ms = || {
         std::time::SystemTime::now()
@@ -1152,13 +1166,14 @@ async fn the_lean_call_writes_what_the_full_call_writes() {
             .unwrap()
             .as_millis() as u64
     };
+    let reg = |lease: &str, channel: &str| ("redjob:handoff", format!("v2 {lease} {channel} q"));
     let states: Vec<State> = vec![
         ("plain", vec![], SendMessage::new("x")),
-        ("delay", vec![("delay", "2")], SendMessage::new("x")),
-        ("nan", vec![("delay", "nan")], SendMessage::new("x")),
+        ("delay", vec![("delay", "2".into())], SendMessage::new("x")),
+        ("nan", vec![("delay", "nan".into())], SendMessage::new("x")),
         (
             "garbage delay",
-            vec![("delay", "abc")],
+            vec![("delay", "abc".into())],
             SendMessage::new("x"),
         ),
         (
@@ -1173,45 +1188,101 @@ async fn the_lean_call_writes_what_the_full_call_writes() {
         ),
         (
             "fraction fits",
-            vec![("maxsize", "1500.5")],
+            vec![("maxsize", "1500.5".into())],
             SendMessage::new("x".repeat(1500)),
         ),
         (
             "fraction over",
-            vec![("maxsize", "1500.5")],
+            vec![("maxsize", "1500.5".into())],
             SendMessage::new("x".repeat(1501)),
         ),
         (
             "garbage maxsize",
-            vec![("maxsize", "abc")],
+            vec![("maxsize", "abc".into())],
             SendMessage::new("x"),
         ),
         (
             "unlimited",
-            vec![("maxsize", "-1")],
+            vec![("maxsize", "-1".into())],
             SendMessage::new("x".repeat(70_000)),
         ),
         (
             "waiting",
-            vec![("redjob:waiting", "1")],
+            vec![("redjob:waiting", "1".into())],
             SendMessage::new("x"),
         ),
         (
             "paused",
-            vec![("redjob:paused", "1 me")],
+            vec![("redjob:paused", "1 me".into())],
+            SendMessage::new("x"),
+        ),
+        // a registered worker that listens is handed the message, one of a
+        // lease of whole seconds and one of another length (the token's two
+        // ways to its digits), with the counts it adds to
+        (
+            "handed",
+            vec![
+                reg("30000", LIVE),
+                ("redjob:waiting", "1".into()),
+                ("totalrecv", "7".into()),
+            ],
+            SendMessage::new("x"),
+        ),
+        (
+            "handed, a lease of 1.5 s",
+            vec![reg("1500", LIVE), ("redjob:leased", "3".into())],
+            SendMessage::new("x"),
+        ),
+        (
+            "handed, due in the past",
+            vec![reg("30000", LIVE)],
+            SendMessage::new("x").at_unix_ms(now_ms() - 60_000),
+        ),
+        (
+            "registered, due later",
+            vec![reg("30000", LIVE)],
+            SendMessage::new("x").at_unix_ms(now_ms() + 60_000),
+        ),
+        (
+            "registered, nobody listens",
+            vec![reg("30000", "rsmq:w:gone"), ("redjob:waiting", "1".into())],
+            SendMessage::new("x"),
+        ),
+        (
+            "registered, an earlier redjob's",
+            vec![("redjob:handoff", format!("{LIVE} q"))],
+            SendMessage::new("x"),
+        ),
+        (
+            "registered, paused",
+            vec![reg("30000", LIVE), ("redjob:paused", "1 me".into())],
+            SendMessage::new("x"),
+        ),
+        (
+            "registered, throttled",
+            vec![
+                reg("30000", LIVE),
+                ("redjob:throttled", (now_ms() + 60_000).to_string()),
+            ],
+            SendMessage::new("x"),
+        ),
+        (
+            "registered, limited across the fleet",
+            vec![reg("30000", LIVE), ("redjob:concurrency", "0 4".into())],
             SendMessage::new("x"),
         ),
     ];
     let mut calls = Vec::new();
+    let mut function = String::new();
     for (i, (what, fields, msg)) in states.into_iter().enumerate() {
+        let registered = fields.iter().any(|(f, _)| *f == "redjob:handoff");
         let mut got: Vec<Sent> = Vec::new();
-        for (side, q) in [("full", format!("f{i}")), ("lean", format!("l{i}"))] {
+        for side in ["hand", "lean", "general"] {
+            let q = format!("{}{i}", &side[..1]);
             lean.create_queue(&q, QueueOptions::default())
                 .await
                 .unwrap();
-            let handle = if side == "full" {
-                Rsmq::connect(&server.url()).await.unwrap()
-            } else {
+            if side == "lean" {
                 // a send that finds no worker waiting, then the queue emptied
                 lean.send(&q, SendMessage::new("first")).await.unwrap();
                 let _: () = redis::pipe()
@@ -1223,30 +1294,74 @@ async fn the_lean_call_writes_what_the_full_call_writes() {
                     .query_async(&mut con)
                     .await
                     .unwrap();
-                lean.clone()
-            };
+            }
             for (f, v) in &fields {
                 let _: () = redis::cmd("HSET")
                     .arg(format!("rsmq:{q}:Q"))
                     .arg(f)
-                    .arg(v)
+                    .arg(v.replace(" q", &format!(" {q}")))
                     .query_async(&mut con)
                     .await
                     .unwrap();
             }
-            let _: () = redis::cmd("SLOWLOG")
+            let _: () = redis::pipe()
+                .cmd("SLOWLOG")
                 .arg("RESET")
-                .query_async(&mut con)
-                .await
-                .unwrap();
-            let _: () = redis::cmd("CONFIG")
+                .cmd("CONFIG")
                 .arg("SET")
                 .arg("slowlog-log-slower-than")
                 .arg(0)
                 .query_async(&mut con)
                 .await
                 .unwrap();
-            let reply = handle.send(&q, msg.clone()).await;
+            let reply: Result<String, String> = match side {
+                "general" => {
+                    let suffix = "a".repeat(22);
+                    let when = match msg.when {
+                        redjob::queue::When::AtUnixMs(ms) => format!("a{ms}"),
+                        _ => String::new(),
+                    };
+                    let r: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
+                        .arg(&function)
+                        .arg(4)
+                        .arg(format!("rsmq:{q}"))
+                        .arg(format!("rsmq:{q}:Q"))
+                        .arg(format!("rsmq:{q}:leases"))
+                        .arg(format!("rsmq:{q}:exact"))
+                        .arg(format!("rsmq:rt:{q}"))
+                        .arg("0")
+                        .arg(msg.body.len())
+                        .arg("0")
+                        .arg(&suffix)
+                        .arg(when)
+                        .arg(&msg.body[..])
+                        .query_async(&mut con)
+                        .await;
+                    match r {
+                        Ok(redis::Value::Array(v)) => match v.as_slice() {
+                            [redis::Value::Int(1), redis::Value::BulkString(p), ..] => {
+                                Ok(format!("{}{suffix}", String::from_utf8_lossy(p)))
+                            }
+                            [redis::Value::Int(-2), ..] => Err("too large".into()),
+                            other => Err(format!("{other:?}")),
+                        },
+                        Ok(other) => Err(format!("{other:?}")),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+                _ => {
+                    let handle = if side == "hand" {
+                        Rsmq::connect(&server.url()).await.unwrap()
+                    } else {
+                        lean.clone()
+                    };
+                    match handle.send(&q, msg.clone()).await {
+                        Ok(id) => Ok(id.to_string()),
+                        Err(Error::MessageTooLarge { .. }) => Err("too large".into()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+            };
             let _: () = redis::cmd("CONFIG")
                 .arg("SET")
                 .arg("slowlog-log-slower-than")
@@ -1254,43 +1369,28 @@ async fn the_lean_call_writes_what_the_full_call_writes() {
                 .query_async(&mut con)
                 .await
                 .unwrap();
-            let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-                .arg("GET")
-                .arg(100)
-                .query_async(&mut con)
+            let sends: Vec<Vec<String>> = common::slow_fcalls(&mut con)
                 .await
-                .unwrap();
-            let keys = log.iter().find_map(|e| {
-                let redis::Value::Array(f) = e else {
-                    return None;
-                };
-                let Some(redis::Value::Array(a)) = f.get(3) else {
-                    return None;
-                };
-                match (a.first(), a.get(2)) {
-                    (Some(redis::Value::BulkString(c)), Some(redis::Value::BulkString(n)))
-                        if c.as_slice() == b"FCALL" =>
-                    {
-                        Some(String::from_utf8_lossy(n).into_owned())
-                    }
-                    _ => None,
-                }
-            });
-            calls.push((what, side, keys));
-            let (result, offset) = match &reply {
+                .into_iter()
+                .filter(|c| c[1].starts_with("redjob_send_"))
+                .collect();
+            if let Some(c) = sends.first() {
+                function.clone_from(&c[1]);
+            }
+            calls.push((what, side, sends.first().map(|c| c[2].clone())));
+            let (outcome, offset) = match &reply {
                 Ok(id) => {
-                    let score: Option<i64> = redis::cmd("ZSCORE")
+                    let score: Option<f64> = redis::cmd("ZSCORE")
                         .arg(format!("rsmq:{q}"))
-                        .arg(id.as_ref())
+                        .arg(id)
                         .query_async(&mut con)
                         .await
                         .unwrap();
-                    (Ok(()), score.map(|s| s - ms_of(id.as_ref())))
+                    ("ok".to_owned(), score.map(|s| s - ms_of(id) as f64))
                 }
                 // the error's message, less where in the script and the
                 // pipeline it was
-                Err(e) => {
-                    let text = e.to_string();
+                Err(text) => {
                     let from = text
                         .find("user_function:")
                         .and_then(|at| text[at..].find(": ").map(|n| at + n + 2))
@@ -1298,37 +1398,94 @@ async fn the_lean_call_writes_what_the_full_call_writes() {
                     let to = text[from..]
                         .find(" script:")
                         .map_or(text.len(), |n| from + n);
-                    (Err(text[from..to].to_owned()), None)
+                    (text[from..to].to_owned(), None)
                 }
             };
             let hash: Vec<Option<String>> = redis::cmd("HMGET")
                 .arg(format!("rsmq:{q}:Q"))
-                .arg(&["totalsent", "redjob:waiting", "redjob:paused"])
+                .arg(&[
+                    "totalsent",
+                    "redjob:waiting",
+                    "redjob:paused",
+                    "redjob:handoff",
+                    "totalrecv",
+                    "redjob:leased",
+                ])
+                .arg(format!("redjob:handed {LIVE}"))
                 .query_async(&mut con)
                 .await
                 .unwrap();
-            got.push((result, offset, hash));
-        }
-        // a time ahead or behind is as far from the send's ms on both sides
-        // (within a ms or two of their two sends)
-        let (full, lean_got) = (&got[0], &got[1]);
-        assert_eq!(full.0, lean_got.0, "{what}: {got:?}");
-        assert_eq!(full.2, lean_got.2, "{what}: {got:?}");
-        match (full.1, lean_got.1) {
-            (Some(a), Some(b)) if what == "future" || what == "past" => {
-                assert!((a - b).abs() < 1_000, "{what}: {got:?}")
+            // what was handed, "<id> <token> <priority>": the priority alone
+            // compared (the id and the token differ between the sides)
+            let mut hash = hash;
+            // a registration names its queue, which differs between the sides
+            if let Some(h) = hash[3].as_mut() {
+                *h = h.replace(&format!(" {q}"), " q");
             }
-            (a, b) => assert_eq!(a, b, "{what}: {got:?}"),
+            if let Some(h) = hash[6].as_mut() {
+                *h = h
+                    .split_once(' ')
+                    .map_or(h.clone(), |(_, rest)| rest.to_owned());
+                *h = h.split_once(' ').map_or(h.clone(), |(_, p)| p.to_owned());
+            }
+            got.push((outcome, offset, hash));
+        }
+        // a time ahead or behind is as far from the send's ms on each side
+        // (within a ms or two of their sends)
+        let near = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b))
+                if what.contains("past") || what.contains("later") || what == "future" =>
+            {
+                (a - b).abs() < 1_000.0
+            }
+            (a, b) => a == b,
+        };
+        let (hand, lean_got, general) = (&got[0], &got[1], &got[2]);
+        // a handed message is scored by its lease's token, its end's ms and
+        // delivery 1 (.501), recorded as handed, and counted as received
+        if what.starts_with("handed") {
+            let lease = if what.contains("1.5 s") {
+                1500.501
+            } else {
+                30000.501
+            };
+            let off = hand.1.expect("scored");
+            assert!((off - lease).abs() < 0.001, "{what}: {got:?}");
+            // (the id and the token differ between the sides; the priority)
+            assert_eq!(hand.2[6].as_deref(), Some("0"), "{what}: {got:?}");
+        } else {
+            assert_eq!(hand.2[6], None, "{what}: {got:?}");
+        }
+        assert_eq!(hand.0, general.0, "{what}: {got:?}");
+        assert_eq!(hand.2, general.2, "{what}: {got:?}");
+        assert!(near(hand.1, general.1), "{what}: {got:?}");
+        assert_eq!(lean_got.0, general.0, "{what}: {got:?}");
+        if !registered {
+            assert_eq!(lean_got.2, general.2, "{what}: {got:?}");
+            assert!(near(lean_got.1, general.1), "{what}: {got:?}");
+        } else if lean_got.0 == "ok" {
+            // the lean call hands nothing off and keeps the registration
+            let kept = fields.iter().find(|(f, _)| *f == "redjob:handoff").unwrap();
+            assert_eq!(
+                lean_got.2[3].as_deref(),
+                Some(kept.1.as_str()),
+                "{what}: {got:?}"
+            );
+            assert_eq!(lean_got.2[6], None, "{what}: {got:?}");
         }
     }
     for (what, side, keys) in &calls {
-        let want = if *side == "full" { "4" } else { "2" };
+        let want = match *side {
+            "hand" => "3",
+            "lean" => "2",
+            _ => "4",
+        };
         assert_eq!(keys.as_deref(), Some(want), "{what} {side}: {calls:?}");
     }
 }
 
 /// A lean call that finds the send's function gone (a restart, a flush)
-/// loads it and is sent again, as the full call is.
+/// loads it and is sent again, as any call of the function is.
 #[tokio::test]
 async fn a_lean_call_loads_the_function_again_after_a_flush() {
     let server = RedisServer::start();
@@ -1349,34 +1506,9 @@ async fn a_lean_call_loads_the_function_again_after_a_flush() {
         .await
         .unwrap();
     let id = rsmq.send("q", SendMessage::new("c")).await.unwrap();
-    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(100)
-        .query_async(&mut con)
-        .await
-        .unwrap();
     // each FCALL's key count, oldest first: the one the flush failed, then
     // the one sent again once loaded, both lean
-    let keys: Vec<String> = log
-        .iter()
-        .rev()
-        .filter_map(|e| {
-            let redis::Value::Array(f) = e else {
-                return None;
-            };
-            let Some(redis::Value::Array(a)) = f.get(3) else {
-                return None;
-            };
-            match (a.first(), a.get(2)) {
-                (Some(redis::Value::BulkString(c)), Some(redis::Value::BulkString(n)))
-                    if c.as_slice() == b"FCALL" =>
-                {
-                    Some(String::from_utf8_lossy(n).into_owned())
-                }
-                _ => None,
-            }
-        })
-        .collect();
+    let keys = common::send_calls(&mut con).await;
     assert_eq!(keys, ["2", "2"]);
     let body: Option<String> = redis::cmd("HGET")
         .arg("rsmq:q:Q")

@@ -109,8 +109,11 @@ def monitor_args(line):
         if start < 0:
             return args
         j = start + 1
-        while rest[j] != '"':
+        while j < len(rest) and rest[j] != '"':
             j += 2 if rest[j] == "\\" else 1
+        # a line cut short (the monitor stopped while writing it)
+        if j >= len(rest):
+            return args
         args.append(unescape(rest[start + 1:j]))
         i = j + 1
 

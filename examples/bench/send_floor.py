@@ -19,7 +19,9 @@ redis-server (the first on PATH), measures from one client:
    can make (`HMGET` of the queue, `TIME`, `ZADD`, `HSET` of the body and
    `totalsent`), as a script and as a Redis function (7.0+, `FCALL`); the same
    with a hand-off (`PUBSUB NUMSUB` and `PUBLISH` to a waiting reader); and
-   redjob's send script, with no worker waiting and with one (the worker's
+   redjob's send script as its client calls it for one message (send.lua's
+   lone call: without the lease counts when no worker waits, with them for
+   a hand-off), with no worker waiting and with one (the worker's
    registration set before each send, as its fetch sets it), called as a
    script (`EVALSHA`, as on Redis 6.2) and as the Redis function redjob
    loads on 7.0+ (`FCALL`).
@@ -36,6 +38,7 @@ Medians of `--rounds` alternating rounds. Stdlib only (the RESP client is
 import argparse
 import multiprocessing
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -67,7 +70,8 @@ if subs[2] > 0 then redis.call("PUBLISH", "%s", ARGV[5] .. " " .. ARGV[7]) end
 
 
 def capture_send(bench, redis_server):
-    """The send script (send.lua as loaded) that `bench` loads."""
+    """The send script (send.lua as loaded) that `bench` loads, and its
+    library where it loads one (Redis 7.0+), else None."""
     cli = os.path.join(os.path.dirname(redis_server), "redis-cli")
     port = free_port()
     srv = subprocess.Popen([redis_server, "--port", str(port), "--save", "", "--appendonly", "no"],
@@ -85,10 +89,12 @@ def capture_send(bench, redis_server):
     for line in out.splitlines():
         args = monitor_args(line)
         if len(args) > 2 and args[0].upper() == b"SCRIPT" and b"Sends messages to one queue" in args[2]:
-            return args[2].decode()
+            return args[2].decode(), None
         # a release that sends by a Redis function loads its library instead
-        if len(args) > 3 and args[0].upper() == b"FUNCTION" and b"Sends messages to one queue" in args[3]:
-            return library_script(args[3].decode())
+        # (without comments: known by its name)
+        if len(args) > 3 and args[0].upper() == b"FUNCTION" and b"#!lua name=redjob_send_" in args[-1]:
+            library = args[-1].decode()
+            return library_script(library), library
     sys.exit("no send script seen from %s" % bench)
 
 
@@ -105,15 +111,10 @@ def library_script(library):
     return "\n".join(lines[:end - 1]) + "\n"
 
 
-def as_function(script, name):
-    """`script` as a library of one function, `name`, as functions.rs makes it."""
-    lines = script.split("\n")
-    at = [i for i, l in enumerate(lines) if l.startswith("-- Sends messages to one queue")][0]
-    lines[0] = "local KEYS, ARGV " + lines[0]
-    lines[at] = "local function run() " + lines[at]
-    return ("#!lua name=%s\n" % name + "\n".join(lines) + "\nend\nredis.register_function('%s', "
-            "function(keys, args)\n  KEYS, ARGV = keys, args\n  local reply = run()\n  KEYS, ARGV = nil, nil\n"
-            "  return reply\nend)\n" % name)
+def as_function(library, name):
+    """The send's library under another name, `name`, for its one function."""
+    old = re.search(r"name=(\S+)", library).group(1)
+    return library.replace(old, name)
 
 
 def pace(i, t0, every):
@@ -235,11 +236,11 @@ def main():
     a = ap.parse_args()
     import shutil
     redis_server = shutil.which("redis-server")
-    send_lua = capture_send(a.bench, redis_server)
+    send_lua, library = capture_send(a.bench, redis_server)
     s = Server(redis_server, False)
     r = s.r
     version = r.info("server")["redis_version"]
-    functions = int(version.split(".")[0]) >= 7
+    functions = int(version.split(".")[0]) >= 7 and library is not None
     r.cmd("SADD", "rsmq:QUEUES", "bench")
     r.cmd("HSET", Q + ":Q", "vt", "30", "delay", "0", "maxsize", "65536", "created", "1", "modified", "1",
           "totalrecv", "0", "totalsent", "0")
@@ -252,7 +253,7 @@ def main():
     if functions:
         r.cmd("FUNCTION", "LOAD", "REPLACE", "#!lua name=floor\nredis.register_function('bare_send', function(KEYS, ARGV)"
               + BARE % "" + "end)")
-        r.cmd("FUNCTION", "LOAD", "REPLACE", as_function(send_lua, "send_fn"))
+        r.cmd("FUNCTION", "LOAD", "REPLACE", as_function(library, "send_fn"))
     seq = [0]
 
     def argv():
@@ -261,10 +262,19 @@ def main():
 
     last = [None]
 
-    def evalsha(name):
+    def lone(nkeys, args):
+        """send.lua's lone call as the client makes it for one message: the
+        sorted set and the hash, with the lease counts (nkeys 3) when a
+        worker may be handed it; the channel, the id suffix, when, the body."""
+        return KEYS[:nkeys] + [args[0], args[4], args[5], args[6]]
+
+    def evalsha(name, nkeys=len(KEYS)):
         def call(r, i):
             args = argv()
-            reply = r.cmd("EVALSHA", shas[name], len(KEYS), *KEYS, *args)
+            if name == "send":
+                reply = r.cmd("EVALSHA", shas[name], nkeys, *lone(nkeys, args))
+            else:
+                reply = r.cmd("EVALSHA", shas[name], len(KEYS), *KEYS, *args)
             # send.lua's ids are its reply's prefix and the suffix sent
             last[0] = (reply[1] if name == "send" else "") + args[4]
         return call
@@ -290,10 +300,12 @@ def main():
         r.cmd("FCALL", "bare_send", len(KEYS), *KEYS, *args)
         last[0] = args[4]
 
-    def fcall_send(r, i):
-        args = argv()
-        reply = r.cmd("FCALL", "send_fn", len(KEYS), *KEYS, *args)
-        last[0] = reply[1] + args[4]
+    def fcall_send(nkeys):
+        def call(r, i):
+            args = argv()
+            reply = r.cmd("FCALL", "send_fn", nkeys, *lone(nkeys, args))
+            last[0] = reply[1] + args[4]
+        return call
 
     rows = [
         ("XADD (chasquimq's send)", lambda r, i: r.cmd("XADD", "bench:s", "*", "d", BODY), empty, "bench:s"),
@@ -305,13 +317,13 @@ def main():
                      fcall, empty, None))
     rows += [
         ("the fewest + PUBSUB NUMSUB, PUBLISH (a hand-off)", evalsha("bare_hand"), empty, CHANNEL),
-        ("send.lua, no worker waiting", evalsha("send"), empty, None),
-        ("send.lua, a worker waiting (a hand-off)", evalsha("send"), register, CHANNEL),
+        ("send.lua, no worker waiting", evalsha("send", 2), empty, None),
+        ("send.lua, a worker waiting (a hand-off)", evalsha("send", 3), register, CHANNEL),
     ]
     if functions:
         rows += [
-            ("send.lua as a function (FCALL), no worker waiting", fcall_send, empty, None),
-            ("send.lua as a function (FCALL), a hand-off", fcall_send, register, CHANNEL),
+            ("send.lua as a function (FCALL), no worker waiting", fcall_send(2), empty, None),
+            ("send.lua as a function (FCALL), a hand-off", fcall_send(3), register, CHANNEL),
         ]
     res = {}
     for rnd in range(a.rounds):

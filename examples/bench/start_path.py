@@ -13,7 +13,7 @@ a process of its own, on a fresh Redis 8.6.3; chasquimq with its event stream
 off) while `tcpdump` captures the server's port, and splits each job's lag:
 
 1. producer: the payload's stamp (taken before the call) to the send reaching
-   the wire (redjob's `EVALSHA`, chasquimq's `XADD`);
+   the wire (redjob's `FCALL`, or `EVALSHA` on 6.2; chasquimq's `XADD`);
 2. Redis: the send on the wire to the job on the worker's wire (redjob's
    hand-off message, chasquimq's `XREADGROUP` reply);
 3. worker: the rest of the handler's lag (the total less the two before).
@@ -65,7 +65,7 @@ def redjob_segments(path):
         if not m:
             continue
         i, t = int(m.group(1)), float(m.group(2)) / 1e3
-        if b"EVALSHA" in b:
+        if b"EVALSHA" in b or b"FCALL" in b:
             sent[i] = (ts, t)
         elif b"message" in b:
             out.setdefault(i, ts)

@@ -404,3 +404,49 @@ pub async fn backend_with_queue(
         .unwrap();
     (backend, rsmq)
 }
+
+/// The `FCALL`s the slow log holds, oldest first, each as its arguments'
+/// text (`FCALL`, the function, the key count, the keys, the arguments).
+/// The log keeps every command once `slowlog-log-slower-than` is 0.
+pub async fn slow_fcalls(con: &mut redis::aio::MultiplexedConnection) -> Vec<Vec<String>> {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1000)
+        .query_async(con)
+        .await
+        .expect("SLOWLOG GET");
+    let mut calls = Vec::new();
+    for entry in log.iter().rev() {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        let Some(redis::Value::Array(args)) = fields.get(3) else {
+            continue;
+        };
+        let text: Vec<String> = args
+            .iter()
+            .map(|a| match a {
+                redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => String::new(),
+            })
+            .collect();
+        if text
+            .first()
+            .is_some_and(|c| c.eq_ignore_ascii_case("FCALL"))
+        {
+            calls.push(text);
+        }
+    }
+    calls
+}
+
+/// The key counts of the send function's calls in the slow log, oldest
+/// first (see `slow_fcalls`).
+pub async fn send_calls(con: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    slow_fcalls(con)
+        .await
+        .into_iter()
+        .filter(|c| c.len() > 2 && c[1].starts_with("redjob_send_"))
+        .map(|c| c[2].clone())
+        .collect()
+}

@@ -329,6 +329,29 @@ local function fleet_limits(conc, rate)
   return global > 0 or n > 0, global, n, ms
 end
 
+-- A worker's hand-off registration ("v2 <lease ms> <channel> <queue>", see
+-- hand_off) read: {lease, channel, queue, "redjob:handed <channel>"}, or false
+-- for one that is none. Its three words after "v2 " are found by plain
+-- searches (a pattern's captures cost several times as much): the lease's
+-- digits, then the channel and the queue, neither empty nor holding a space.
+local function registration(reg)
+  local a = string.sub(reg, 1, 3) == "v2 " and string.find(reg, " ", 4, true)
+  local b = a and string.find(reg, " ", a + 1, true)
+  if not b or b == a + 1 or b == #reg or string.find(reg, " ", b + 1, true) then return false end
+  local digits = string.sub(reg, 4, a - 1)
+  if string.find(digits, "%D") then return false end
+  local lease = tonumber(digits)
+  if not lease then return false end
+  local channel = string.sub(reg, a + 1, b - 1)
+  return {lease, channel, string.sub(reg, b + 1), "redjob:handed " .. channel}
+end
+
+-- Memos of hand_off's, as clock's: the registrations read (text -> what
+-- registration returned, at most 64, then anew), and the seconds a lease's
+-- token last ended in, as a number and as its digits. Nil until a hand-off:
+-- a script's chunk, which runs on every call, makes no table for them.
+local registrations, registered, token_sec, token_text
+
 -- Hands the first message of a send, `id` with `body` (due by `now`), to the
 -- worker waiting on the queue: `reg` is that worker's registration, the hash
 -- field "redjob:handoff" its fetch set ("v2 <lease ms> <channel> <queue>": a
@@ -340,50 +363,67 @@ end
 -- Returns whether the send clears the registration (it is good for one job;
 -- not while the queue is paused, limited across the fleet or throttled, when
 -- nothing is handed), then, when the worker got the message: the lease's
--- token (the message's score) and end (ms), the worker's channel, what it
--- handed ("<id> <token> <priority>", for the send's hash field "redjob:handed
--- <channel>", see reclaim.lua) and the receive's counts, "totalrecv" and
--- "redjob:leased", for the send to write with the message (values, not a
--- table: a lone send writes them with one HSET of its own arguments, and
--- appending them to a table grew it twice; BENCHMARKS.md, Speed II part 20).
-local function hand_off(reg, id, body, now, time)
-  -- read here, not by every send: only a send to a waiting worker needs them
-  local counts = redis.call("HMGET", KEYS[2], "redjob:paused", "totalrecv", "redjob:leased",
-    "redjob:concurrency", "redjob:rate", "redjob:throttled")
-  if counts[1] then return false end
+-- token (the message's score) and end (ms), the hash field of what it handed
+-- ("redjob:handed <channel>", see reclaim.lua), what it handed ("<id> <token>
+-- <priority>") and the receive's counts, "totalrecv" and "redjob:leased", for
+-- the send to write with the message (values, not a table: a lone send writes
+-- them with one HSET of its own arguments, and appending them to a table grew
+-- it twice; BENCHMARKS.md, Speed II part 20).
+-- `prio` is the message's priority (text). `f` holds the queue's hash fields
+-- "redjob:paused", "redjob:handoff", "totalrecv", "redjob:leased",
+-- "redjob:concurrency", "redjob:rate" and "redjob:throttled" from `f[at]` on,
+-- as a lone send reads them with its first HMGET; nil: hand_off reads them.
+local function hand_off(reg, id, body, now, time, prio, f, at)
+  if not f then
+    -- only a send to a waiting worker needs them
+    f, at = redis.call("HMGET", KEYS[2], "redjob:paused", "redjob:handoff", "totalrecv", "redjob:leased",
+      "redjob:concurrency", "redjob:rate", "redjob:throttled"), 1
+  end
+  if f[at] then return false end
   -- a queue limited across the fleet leases only through fetches, which
   -- count what runs (see fetch.lua): its workers are woken instead; a
   -- throttled one leases nothing until the throttle ends
-  if (counts[4] or counts[5]) and fleet_limits(counts[4], counts[5]) then return false end
-  if counts[6] and (tonumber(counts[6]) or 0) > now then return false end
-  -- the registration's three words after "v2 ", found by plain searches (a
-  -- pattern's captures cost several times as much): the lease's digits, then
-  -- the channel and the queue, neither empty nor holding a space
-  local a = string.sub(reg, 1, 3) == "v2 " and string.find(reg, " ", 4, true)
-  local b = a and string.find(reg, " ", a + 1, true)
-  if not b or b == a + 1 or b == #reg or string.find(reg, " ", b + 1, true) then return true end
-  local digits = string.sub(reg, 4, a - 1)
-  if string.find(digits, "%D") then return true end
-  local lease, channel = tonumber(digits), string.sub(reg, a + 1, b - 1)
-  if not lease then return true end
+  local conc, rate, throttled = f[at + 4], f[at + 5], f[at + 6]
+  if (conc or rate) and fleet_limits(conc, rate) then return false end
+  if throttled and (tonumber(throttled) or 0) > now then return false end
+  local r = registrations and registrations[reg]
+  if r == nil then
+    r = registration(reg)
+    -- a memo of the last 64 registrations seen (a worker registers the same
+    -- text each time; a library's chunk keeps it between calls)
+    if not registrations or registered >= 64 then registrations, registered = {}, 0 end
+    registrations[reg], registered = r, registered + 1
+  end
+  if not r then return true end
+  local lease, channel = r[1], r[2]
   -- its subscriber, not a pattern's (a PUBLISH's reply counts those too); a
   -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up
   local subs = redis.pcall("PUBSUB", "NUMSUB", channel)
   if subs.err or subs[2] == 0 then return true end
   local ends = now + lease
-  -- delivery 1's token; a whole number of ms below 10^14 (until the year
-  -- 5138) reads as its digits, without string.format's work
-  local token = ends < 1e14 and ends .. ".501" or lease_score(ends, 1)
   -- now in µs: TIME's seconds, then its microseconds in six digits
   local micro = time[2]
   if #micro < 6 then micro = string.sub("00000" .. micro, -6) end
-  redis.call("PUBLISH", channel, string.sub(reg, b + 1) .. " " .. ARGV[4] .. " " .. id .. " " ..
+  -- delivery 1's token, "<ends>.501": a lease of whole seconds ends at
+  -- TIME's seconds plus the lease's (their digits kept for the second), then
+  -- now's ms (the first three of the µs' six digits), without turning a
+  -- number into text (BENCHMARKS.md, Speed II part 22); other leases take
+  -- their digits from the number, below 10^14 ms (until the year 5138)
+  local token
+  if lease % 1000 == 0 and time[1] == clock_text and ends < 1e14 then
+    local s = clock_sec + lease / 1000
+    if s ~= token_sec then token_sec, token_text = s, string.format("%d", s) end
+    token = token_text .. string.sub(micro, 1, 3) .. ".501"
+  else
+    token = ends < 1e14 and ends .. ".501" or lease_score(ends, 1)
+  end
+  redis.call("PUBLISH", channel, r[3] .. " " .. prio .. " " .. id .. " " ..
     token .. " " .. time[1] .. micro .. " " .. body)
   -- what went to the worker, in case its message never reaches it (its
   -- connection closed after the PUBLISH): its listener reads it back when it
   -- connects again (reclaim.lua), and has the job released unless it holds it
-  return true, token, ends, channel, id .. " " .. token .. " " .. ARGV[4],
-    (tonumber(counts[2]) or 0) + 1, (tonumber(counts[3]) or 0) + 1
+  return true, token, ends, r[4], id .. " " .. token .. " " .. prio,
+    (tonumber(f[at + 2]) or 0) + 1, (tonumber(f[at + 3]) or 0) + 1
 end
 
 -- Counts a hand-off's lease in the lease counts KEYS[k] (see lease_count) by

@@ -26,8 +26,9 @@
 --          than 7 days
 -- The hash field "redjob:handoff" names a worker waiting for the queue (its
 -- fetch set it): the first message, when due at once, is handed to it (see
--- hand_off in lib.lua, four commands more: HMGET, PUBSUB NUMSUB, PUBLISH, and
--- the lease count's HINCRBY; on a producer ACL rule without +hincrby, the
+-- hand_off in lib.lua, four commands more: HMGET of the queue's flags, which
+-- the lone call below reads with its first, PUBSUB NUMSUB, PUBLISH, and the
+-- lease count's HINCRBY; on a producer ACL rule without +hincrby, the
 -- refused HINCRBY, then HGET and HSET) rather than waking it to fetch.
 -- Returns {1, id prefix (10 chars of Redis microseconds), waited} on success:
 --         each id is the prefix and its suffix; `waited` is 1 when a redjob
@@ -35,43 +36,88 @@
 --         woken), else 0; {0} when the once mark was there already; {-1} when
 --         the queue does not exist; {-2, maxlen, maxsize} when a body exceeds
 --         the queue's maxsize (nothing sent)
--- The lean call: KEYS[1] and KEYS[2] alone (the queue's sorted set ns:q and
--- its hash), ARGV[1] the realtime channel, ARGV[2] an id suffix, ARGV[3] when
--- ("" or "a<ms>", not a delay), ARGV[4] the body: one message at priority 0
--- from a client whose last send to the queue found no worker waiting and
--- which does not publish every send. It writes what the full call writes
--- where no worker takes a hand-off (but for a stale hand-off registration,
--- which the full call drops and this one leaves to the next full call), in
--- a fifth fewer instructions (each key
--- or argument a call passes costs Redis about 1.4k, and the lean call reads
--- the body's length rather than parsing one; BENCHMARKS.md, Speed II part
--- 21). A worker that began to wait since is woken rather than handed the
--- job (the hand-off's lease count needs the full call's keys), and the
--- reply's `waited` makes the client send full calls to the queue again.
-if #KEYS == 2 then
-  local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:handoff")
+-- The lone call: one message at priority 0, not delayed (no "d<ms>": a
+-- delay's id marks it for the exact dues), the client's common send.
+-- KEYS[1]  the queue's sorted set (ns:q), KEYS[2] its hash (ns:q:Q)
+-- KEYS[3]  optional: the queue's lease counts (ns:q:leases), passed unless
+--          the client's last send to the queue found no worker waiting: the
+--          message is then handed to a waiting worker (see hand_off in
+--          lib.lua), whose flags the first HMGET reads with the queue's
+--          attributes; without it, a worker that waits is woken instead (the
+--          hand-off's lease count needs the key), a stale registration is
+--          left to the next call with KEYS[3], and the first HMGET reads only
+--          what a send needs
+-- ARGV[1]  the realtime channel, ARGV[2] the id suffix, ARGV[3] when ("" or
+--          "a<ms>"), ARGV[4] the body; ARGV[5] optional: "1" PUBLISHes the
+--          queue's length on every send (RSMQ's `realtime`)
+-- It writes what the general call below writes for one such message (the
+-- body's length read rather than passed), with fewer keys and arguments
+-- (each costs Redis about 1.4k instructions) and without the tables a batch
+-- builds (BENCHMARKS.md, Speed II parts 13, 21 and 22). Returns as the
+-- general call does.
+if not KEYS[4] then
+  local hand = KEYS[3]
+  local attrs
+  if hand then
+    -- "redjob:paused" in the 5th place, which the general call gives the
+    -- priority mask; hand_off reads the flags from it on
+    attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:paused",
+      "redjob:handoff", "totalrecv", "redjob:leased", "redjob:concurrency", "redjob:rate", "redjob:throttled")
+  else
+    attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:handoff")
+  end
   if not attrs[1] then return {-1} end
   local body = ARGV[4]
   local maxsize = queue_maxsize(attrs[2])
   if maxsize ~= -1 and #body > maxsize then return {-2, #body, maxsize} end
-  -- a delay's id marks it for the exact dues (KEYS[4] of the full call)
-  if string.byte(ARGV[3], 1) == 100 then error("ERR a delayed message needs the full send") end
-  local now, us = clock()
+  if string.byte(ARGV[3], 1) == 100 then error("ERR a delayed message needs the general send") end
+  local now, us, time = clock()
   -- (a queue's delay is mostly "0": no number to parse)
   local qdelay = attrs[1] == "0" and 0 or tonumber(attrs[1]) * 1000
-  local score = now
-  if ARGV[3] ~= "" or qdelay ~= 0 or now > LAST_DUE then score = due_score(ARGV[3], now, us, qdelay) end
+  -- due at once: its score is `now`, passed as a number (an integral one is
+  -- written as an integer, as the count below), without due_score's
+  -- string.format (which also cuts a score below the legacy leases', from
+  -- 2096 on)
+  local score, due = now, now
+  if ARGV[3] ~= "" or qdelay ~= 0 or now > LAST_DUE then score, due = due_score(ARGV[3], now, us, qdelay) end
   local prefix = id_prefix(us)
   local id = prefix .. ARGV[2]
+  -- a count goes to redis.call as a number: Redis writes an integral one
+  -- as an integer (before 7.2 by "%.17g", exact below 10^17), for fewer
+  -- instructions than string.format here (BENCHMARKS.md, Speed II part 19)
   local total = (tonumber(attrs[3]) or 0) + 1
-  redis.call("ZADD", KEYS[1], score, id)
-  if attrs[4] == "1" then
-    redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:waiting", "0")
-    redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
-  else
-    redis.call("HSET", KEYS[2], id, body, "totalsent", total)
+  local reg = attrs[hand and 6 or 5]
+  local registered = reg and reg ~= ""
+  local waiting = attrs[4] == "1"
+  local clear, token, ends, field, handed, recv, leased
+  if hand and registered and due <= now then
+    clear, token, ends, field, handed, recv, leased = hand_off(reg, id, body, now, time, "0", attrs, 5)
   end
-  return {1, prefix, (attrs[4] == "1" or (attrs[5] and attrs[5] ~= "")) and 1 or 0}
+  if token then
+    hand_off_count(3, ends, now)
+    redis.call("ZADD", KEYS[1], token, id)
+    redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:handoff", "", field, handed,
+      "totalrecv", recv, "redjob:leased", leased)
+    -- handed: no wake-up; "redjob:waiting" stays set, so the next send wakes
+    -- the queue's workers unless that worker registers again first (see
+    -- send_write)
+    waiting = false
+  else
+    redis.call("ZADD", KEYS[1], score, id)
+    if clear and waiting then
+      redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:handoff", "", "redjob:waiting", "0")
+    elseif clear then
+      redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:handoff", "")
+    elseif waiting then
+      redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:waiting", "0")
+    else
+      redis.call("HSET", KEYS[2], id, body, "totalsent", total)
+    end
+  end
+  if ARGV[5] == "1" or waiting then
+    redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
+  end
+  return {1, prefix, (attrs[4] == "1" or registered) and 1 or 0}
 end
 -- "redjob:prio" (attrs[5]) only for a send at a priority other than 0, the
 -- one send_write reads it for: a queue without priorities has no such field,
@@ -95,59 +141,6 @@ local refused, qdelay, now, us, prefix, time = send_start(attrs)
 if refused then return refused end
 local waited = (attrs[4] == "1" or (attrs[6] and attrs[6] ~= "")) and 1 or 0
 local n = (nargs - 4) / 3
--- the common send: one message at priority 0, without a delay of its own (a
--- delay's id marks it, see index_exact). It writes what send_write would,
--- without the tables a batch needs (building them was a sixth of the call's
--- instructions), and hands the job to a waiting worker with tables of a few
--- values.
-if n == 1 and not KEYS[5] and ARGV[4] == "0" and string.byte(ARGV[6], 1) ~= 100 then
-  -- due at once: its score is `now`, passed as a number (an integral one is
-  -- written as an integer, as the count below), without due_score's string.format
-  local score, due = now, now
-  -- (due_score also cuts a score below the legacy leases', from 2096 on)
-  if ARGV[6] ~= "" or qdelay ~= 0 or now > LAST_DUE then score, due = due_score(ARGV[6], now, us, qdelay) end
-  local id = prefix .. ARGV[5]
-  -- a count goes to redis.call as a number: Redis writes an integral one
-  -- as an integer (before 7.2 by "%.17g", exact below 10^17), for fewer
-  -- instructions than string.format here (BENCHMARKS.md, Speed II part 19)
-  local total = (tonumber(attrs[3]) or 0) + 1
-  local waiting = attrs[4] == "1"
-  if not (attrs[6] and attrs[6] ~= "" and due <= now) then
-    redis.call("ZADD", KEYS[1], score, id)
-    if waiting then
-      redis.call("HSET", KEYS[2], id, ARGV[7], "totalsent", total, "redjob:waiting", "0")
-    else
-      redis.call("HSET", KEYS[2], id, ARGV[7], "totalsent", total)
-    end
-  else
-    -- a worker waits for this queue and takes hand-offs (see hand_off)
-    local clear, token, ends, channel, handed, recv, leased = hand_off(attrs[6], id, ARGV[7], now, time)
-    if token then
-      hand_off_count(3, ends, now)
-      redis.call("ZADD", KEYS[1], token, id)
-      redis.call("HSET", KEYS[2], id, ARGV[7], "totalsent", total, "redjob:handoff", "",
-        "redjob:handed " .. channel, handed, "totalrecv", recv, "redjob:leased", leased)
-      -- handed: no wake-up (see send_write)
-      waiting = false
-    else
-      local hargs = {id, ARGV[7], "totalsent", total}
-      if clear then
-        hargs[5] = "redjob:handoff"
-        hargs[6] = ""
-      end
-      if waiting then
-        hargs[#hargs + 1] = "redjob:waiting"
-        hargs[#hargs + 1] = "0"
-      end
-      redis.call("ZADD", KEYS[1], score, id)
-      redis.call("HSET", KEYS[2], unpack(hargs))
-    end
-  end
-  if ARGV[2] == "1" or waiting then
-    redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
-  end
-  return {1, prefix, waited}
-end
 local scores = {}
 local zargs, hargs = {}, {}
 -- some message has a delay ("d<ms>"): its id may mark it (see index_exact)
@@ -178,7 +171,7 @@ end
 -- due now, goes straight to it (one hop instead of a wake-up and a fetch)
 local handed = false
 if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
-  local clear, token, ends, channel, what, recv, leased = hand_off(attrs[6], zargs[2], hargs[2], now, time)
+  local clear, token, ends, field, what, recv, leased = hand_off(attrs[6], zargs[2], hargs[2], now, time, ARGV[4])
   local at = #hargs
   if clear then
     hargs[at + 1] = "redjob:handoff"
@@ -188,7 +181,7 @@ if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
   if token then
     zargs[1] = token
     hand_off_count(3, ends, now)
-    hargs[at + 1] = "redjob:handed " .. channel
+    hargs[at + 1] = field
     hargs[at + 2] = what
     hargs[at + 3] = "totalrecv"
     hargs[at + 4] = recv

@@ -76,8 +76,8 @@ pub struct Rsmq {
     workers_wait: Arc<AtomicBool>,
     /// The queue (a hash of its name; 0: none) of this handle's last plain
     /// send, when that send found no worker waiting: a lone send to it makes
-    /// send.lua's lean call. One queue: a handle that alternates between
-    /// queues makes full calls.
+    /// send.lua's lean call, without the lease counts. One queue: a handle
+    /// that alternates between queues passes them, and hands off.
     lean_queue: Arc<AtomicU64>,
     /// Whether Redis has counts.lua, which an overview pipelines.
     pub(crate) counts_loaded: Arc<AtomicBool>,

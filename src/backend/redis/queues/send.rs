@@ -91,16 +91,23 @@ impl Rsmq {
             (start, bytes) = (end, 0);
         }
         let workers_wait = self.workers_wait.load(Ordering::Relaxed);
-        // a lone message at priority 0, not delayed, to a queue whose last
-        // send found no worker waiting: send.lua's lean call (a worker that
-        // began to wait since is woken, and the reply says so)
+        // a lone message at priority 0, not delayed: send.lua's lone call,
+        // which hands the message to a waiting worker when it passes the
+        // queue's lease counts; it does not while the handle's last send to
+        // the queue found no worker waiting (a worker that began to wait
+        // since is woken, and the reply says so)
         let queue_id = queue_id(queue);
-        let lean = msgs.len() == 1
+        let lone = (msgs.len() == 1
             && kind(&msgs[0]) == Kind::Plain
             && msgs[0].priority == 0
-            && !matches!(msgs[0].when, When::After(_))
-            && !self.realtime
-            && self.lean_queue.load(Ordering::Relaxed) == queue_id;
+            && !matches!(msgs[0].when, When::After(_)))
+        .then(|| {
+            if self.lean_queue.load(Ordering::Relaxed) == queue_id {
+                Lone::Lean
+            } else {
+                Lone::HandOff
+            }
+        });
         let mut con = self.con.clone();
         // a send of plain messages alone, in one call, calls the send's
         // function where Redis takes it (see functions.rs): a call the
@@ -119,7 +126,7 @@ impl Rsmq {
                 maxlen,
                 always: self.realtime,
                 function,
-                lean,
+                lone,
             };
             let result = self.run_calls(&mut con, &call, &chunks, msgs).await;
             let failure = match &result {
@@ -339,8 +346,18 @@ struct Call<'a> {
     /// Plain messages go through the send's function (`FCALL`), not its
     /// script.
     function: bool,
-    /// The lone plain message goes by send.lua's lean call.
-    lean: bool,
+    /// The lone plain message goes by send.lua's lone call, in this form.
+    lone: Option<Lone>,
+}
+
+/// The form of send.lua's lone call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lone {
+    /// Without the lease counts: no hand-off (the handle's last send to the
+    /// queue found no worker waiting), a fifth fewer instructions.
+    Lean,
+    /// With the lease counts: a waiting worker is handed the message.
+    HandOff,
 }
 
 impl Call<'_> {
@@ -353,16 +370,22 @@ impl Call<'_> {
             (None, _) if first.keyed.is_some() => {
                 scripts::eval(&scripts::SEND_KEYED, &[&k.zset, &k.hash, &k.keyed, &k.keys])
             }
-            (None, _) if self.lean => {
-                let keys = [&k.zset, &k.hash];
+            (None, _) if let Some(lone) = self.lone => {
+                let keys: &[&String] = match lone {
+                    Lone::Lean => &[&k.zset, &k.hash],
+                    Lone::HandOff => &[&k.zset, &k.hash, &k.leases],
+                };
                 let mut cmd = if self.function {
-                    functions::SEND.call(&keys)
+                    functions::SEND.call(keys)
                 } else {
-                    scripts::eval(&scripts::SEND, &keys)
+                    scripts::eval(&scripts::SEND, keys)
                 };
                 cmd.arg(&k.realtime).arg(&self.suffixes[start][..]);
                 add_when(&mut cmd, first.when);
                 cmd.arg(&first.body[..]);
+                if self.always {
+                    cmd.arg("1");
+                }
                 return cmd;
             }
             (None, _) => {
