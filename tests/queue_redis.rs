@@ -1131,7 +1131,8 @@ async fn counts_look_for_an_earlier_redjobs_leases_only_until_a_fetch_found_none
 /// What a send leaves in a queue: its outcome ("ok", "too large", or the
 /// error's text), its score less the id's ms, and the hash's `totalsent`,
 /// `redjob:waiting`, `redjob:paused`, `redjob:handoff`, `totalrecv`,
-/// `redjob:leased` and what it handed the worker of `LIVE`.
+/// `redjob:leased`, what it handed the worker of `LIVE` (recorded in the
+/// hash, then as its message), and its lease counts' sum.
 type Sent = (String, Option<f64>, Vec<Option<String>>);
 
 /// A state of a queue's hash (its fields set) and the message sent to it.
@@ -1152,6 +1153,7 @@ const LIVE: &str = "rsmq:w:live";
 /// agree.
 #[tokio::test]
 async fn the_lone_calls_write_what_the_general_call_writes() {
+    use futures::StreamExt;
     let server = RedisServer::start();
     let mut con = server.raw().await;
     let lean = Rsmq::connect(&server.url()).await.unwrap();
@@ -1274,6 +1276,8 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
     ];
     let mut calls = Vec::new();
     let mut function = String::new();
+    // the hand-offs' messages, as the worker of LIVE reads them
+    let mut messages = listener.on_message();
     for (i, (what, fields, msg)) in states.into_iter().enumerate() {
         let registered = fields.iter().any(|(f, _)| *f == "redjob:handoff");
         let mut got: Vec<Sent> = Vec::new();
@@ -1428,6 +1432,44 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
                     .map_or(h.clone(), |(_, rest)| rest.to_owned());
                 *h = h.split_once(' ').map_or(h.clone(), |(_, p)| p.to_owned());
             }
+            // the message handed on LIVE, "<queue> <priority> <id> <token>
+            // <now µs> <body>": the id the send's, the token its lease's end,
+            // the µs the id's; compared without them
+            let lease = if what.contains("1.5 s") { 1500 } else { 30_000 };
+            hash.push(
+                match (&reply, what.starts_with("handed") && side != "lean") {
+                    (Ok(id), true) => {
+                        let m = tokio::time::timeout(Duration::from_secs(5), messages.next())
+                            .await
+                            .expect("handed on LIVE")
+                            .unwrap();
+                        let text: String = m.get_payload().unwrap();
+                        let parts: Vec<&str> = text.splitn(6, ' ').collect();
+                        let us = u64::from_str_radix(&id[..10], 36).unwrap();
+                        assert_eq!(parts[2], id, "{what} {side}: {text}");
+                        assert_eq!(
+                            parts[3],
+                            format!("{}.501", us / 1000 + lease),
+                            "{what} {side}: {text}"
+                        );
+                        assert_eq!(parts[4], us.to_string(), "{what} {side}: {text}");
+                        Some(format!(
+                            "{} {} {}",
+                            parts[0].replace(&q, "q"),
+                            parts[1],
+                            parts[5]
+                        ))
+                    }
+                    _ => None,
+                },
+            );
+            // the lease counts, summed over their seconds
+            let counts: Vec<u64> = redis::cmd("HVALS")
+                .arg(format!("rsmq:{q}:leases"))
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            hash.push((!counts.is_empty()).then(|| counts.iter().sum::<u64>().to_string()));
             got.push((outcome, offset, hash));
         }
         // a time ahead or behind is as far from the send's ms on each side
@@ -1472,8 +1514,17 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
                 "{what}: {got:?}"
             );
             assert_eq!(lean_got.2[6], None, "{what}: {got:?}");
+            assert_eq!(lean_got.2[7..], [None, None], "{what}: {got:?}");
         }
     }
+    // no other message went to LIVE
+    let more = tokio::time::timeout(Duration::from_millis(200), messages.next()).await;
+    assert!(
+        more.is_err(),
+        "{:?}",
+        more.map(|m| m.map(|m| m.get_payload::<String>()))
+    );
+    drop(messages);
     for (what, side, keys) in &calls {
         let want = match *side {
             "hand" => "3",
@@ -1482,6 +1533,59 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
         };
         assert_eq!(keys.as_deref(), Some(want), "{what} {side}: {calls:?}");
     }
+}
+
+/// A handed job's token is its lease's end, "<ms>.501", whatever the
+/// microseconds of Redis's clock (the send takes a lease of whole seconds'
+/// digits from TIME's, the first three of its microseconds padded to six).
+/// Sends with a lease of 30 s, and every tenth of 1.5 s, until the clock's
+/// microseconds were below 100,000 (a millisecond of one or two digits)
+/// several times, within 4 s.
+#[tokio::test]
+async fn a_handed_jobs_token_is_its_lease_end_at_every_microsecond() {
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut listener = raw.get_async_pubsub().await.unwrap();
+    listener.subscribe("rsmq:w:live").await.unwrap();
+    let started = std::time::Instant::now();
+    let (mut low, mut sends) = (0, 0);
+    while low < 5 && started.elapsed() < Duration::from_secs(4) {
+        let lease = if sends % 10 == 9 { 1500 } else { 30_000 };
+        let _: () = redis::cmd("HSET")
+            .arg("rsmq:q:Q")
+            .arg("redjob:handoff")
+            .arg(format!("v2 {lease} rsmq:w:live q"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let id = rsmq.send("q", SendMessage::new("x")).await.unwrap();
+        let handed: Option<String> = redis::cmd("HGET")
+            .arg("rsmq:q:Q")
+            .arg("redjob:handed rsmq:w:live")
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let us = u64::from_str_radix(&id.as_ref()[..10], 36).unwrap();
+        let ms = us / 1000;
+        assert_eq!(
+            handed.as_deref(),
+            Some(format!("{id} {}.501 0", ms + lease).as_str()),
+            "sent at {us} µs with a lease of {lease} ms"
+        );
+        if us % 1_000_000 < 100_000 {
+            low += 1;
+        }
+        sends += 1;
+    }
+    assert!(
+        low >= 5,
+        "{sends} sends in 4 s, {low} of them below 100,000 µs"
+    );
 }
 
 /// A lean call that finds the send's function gone (a restart, a flush)

@@ -348,6 +348,58 @@ async fn a_send_to_another_queue_does_not_make_the_next_lean() {
     task.abort();
 }
 
+/// A handle keeps several queues as sent to with no worker waiting (a slot
+/// each, by their names' hashes): a producer that sends to two queues in
+/// turn, no worker waiting on either, makes the lean call to both after its
+/// first send to each.
+#[tokio::test]
+async fn a_producer_sending_to_two_queues_in_turn_keeps_both_lean() {
+    use std::hash::{Hash, Hasher};
+    let server = RedisServer::start();
+    let (b, mut con) = with_queue(&server).await;
+    // two names in different slots, as send.rs's `lean_slot` of `queue_id`
+    // takes them (if that changes, this finds a pair that may share one, and
+    // fails)
+    let slot = |q: &str| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        q.hash(&mut h);
+        ((h.finish() | 1) >> 1) % 8
+    };
+    let first = "r0".to_owned();
+    let second = (1..50)
+        .map(|i| format!("r{i}"))
+        .find(|n| slot(n) != slot(&first))
+        .unwrap();
+    for q in [&first, &second] {
+        b.create_queue(q, QueueOptions::default()).await.unwrap();
+    }
+    // the send's function loaded before the calls are counted
+    Queues::send(&b, "q", SendMessage::new("load"))
+        .await
+        .unwrap();
+    let _: () = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .arg("slowlog-max-len")
+        .arg(1000)
+        .cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        for q in [&first, &second] {
+            Queues::send(&b, q, SendMessage::new("x")).await.unwrap();
+        }
+    }
+    assert_eq!(
+        common::send_calls(&mut con).await,
+        ["3", "3", "2", "2", "2", "2"]
+    );
+}
+
 #[tokio::test]
 async fn no_job_is_handed_to_a_worker_that_does_not_listen() {
     let server = RedisServer::start();

@@ -87,10 +87,10 @@ if not KEYS[4] then
   -- instructions than string.format here (BENCHMARKS.md, Speed II part 19)
   local total = (tonumber(attrs[3]) or 0) + 1
   local reg = attrs[hand and 6 or 5]
-  local registered = reg and reg ~= ""
+  local has_reg = reg and reg ~= ""
   local waiting = attrs[4] == "1"
   local clear, token, ends, field, handed, recv, leased
-  if hand and registered and due <= now then
+  if hand and has_reg and due <= now then
     clear, token, ends, field, handed, recv, leased = hand_off(reg, id, body, now, time, "0", attrs, 5)
   end
   if token then
@@ -117,7 +117,7 @@ if not KEYS[4] then
   if ARGV[5] == "1" or waiting then
     redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
   end
-  return {1, prefix, (attrs[4] == "1" or registered) and 1 or 0}
+  return {1, prefix, (attrs[4] == "1" or has_reg) and 1 or 0}
 end
 -- "redjob:prio" (attrs[5]) only for a send at a priority other than 0, the
 -- one send_write reads it for: a queue without priorities has no such field,

@@ -22,6 +22,9 @@ use crate::{Error, JobId, Result};
 const BATCH_MESSAGES: usize = 1000;
 /// Most body bytes per script call of a batch send.
 const BATCH_BYTES: usize = 4 << 20;
+/// Queues a handle keeps as sent to with no worker waiting (see
+/// `Rsmq::lean_queues`), a slot each by their names' hashes.
+const LEAN_SLOTS: usize = 8;
 /// Most messages one receive asks the script for: Lua prints integers of 15 digits
 /// or more in exponent form, which ZRANGEBYSCORE's LIMIT refuses. No queue holds
 /// more, so a larger `n` (even `usize::MAX`) means the same.
@@ -74,11 +77,13 @@ pub struct Rsmq {
     /// some of its sends to the first without it, which costs only their
     /// hand-off's head start.
     workers_wait: Arc<AtomicBool>,
-    /// The queue (a hash of its name; 0: none) of this handle's last plain
-    /// send, when that send found no worker waiting: a lone send to it makes
-    /// send.lua's lean call, without the lease counts. One queue: a handle
-    /// that alternates between queues passes them, and hands off.
-    lean_queue: Arc<AtomicU64>,
+    /// Queues (hashes of their names; 0: none) whose last plain send from
+    /// this handle found no worker waiting: a lone send to one makes
+    /// send.lua's lean call, without the lease counts (and without reading
+    /// the hand-off's flags). A slot per queue by its hash, so a handle that
+    /// sends to a few queues in turn keeps each (two queues of one slot
+    /// take turns in it, and their sends pass the lease counts).
+    lean_queues: Arc<[AtomicU64; LEAN_SLOTS]>,
     /// Whether Redis has counts.lua, which an overview pipelines.
     pub(crate) counts_loaded: Arc<AtomicBool>,
     ns: Namespace,
@@ -124,7 +129,7 @@ impl Rsmq {
             unique_loaded: Arc::default(),
             keyed_loaded: Arc::default(),
             workers_wait: Arc::new(AtomicBool::new(true)),
-            lean_queue: Arc::default(),
+            lean_queues: Arc::default(),
             counts_loaded: Arc::default(),
             realtime,
             wait: None,

@@ -102,7 +102,7 @@ impl Rsmq {
             && msgs[0].priority == 0
             && !matches!(msgs[0].when, When::After(_)))
         .then(|| {
-            if self.lean_queue.load(Ordering::Relaxed) == queue_id {
+            if self.lean_queues[lean_slot(queue_id)].load(Ordering::Relaxed) == queue_id {
                 Lone::Lean
             } else {
                 Lone::HandOff
@@ -202,9 +202,14 @@ impl Rsmq {
                         if (waited == 1) != workers_wait {
                             self.workers_wait.store(waited == 1, Ordering::Relaxed);
                         }
-                        let next = if waited == 1 { 0 } else { queue_id };
-                        if next != self.lean_queue.load(Ordering::Relaxed) {
-                            self.lean_queue.store(next, Ordering::Relaxed);
+                        // the queue's slot: its id when no worker waited, and
+                        // empty when one did (another queue's id stays)
+                        let slot = &self.lean_queues[lean_slot(queue_id)];
+                        let held = slot.load(Ordering::Relaxed);
+                        if waited != 1 && held != queue_id {
+                            slot.store(queue_id, Ordering::Relaxed);
+                        } else if waited == 1 && held == queue_id {
+                            slot.store(0, Ordering::Relaxed);
                         }
                     }
                 }
@@ -323,14 +328,20 @@ fn kind(m: &SendMessage) -> Kind {
     }
 }
 
-/// A queue's name as `Rsmq::lean_queue` keeps it: a hash, never 0. Two names
-/// of one hash would only make a send to the second lean while a worker
-/// waits on it, which the lean call wakes.
+/// A queue's name as `Rsmq::lean_queues` keeps it: a hash, never 0. Two
+/// names of one hash would only make a send to the second lean while a
+/// worker waits on it, which the lean call wakes.
 fn queue_id(queue: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     queue.hash(&mut h);
     h.finish() | 1
+}
+
+/// The slot of `Rsmq::lean_queues` a queue's id takes.
+fn lean_slot(queue_id: u64) -> usize {
+    // (the id's lowest bit is always set)
+    ((queue_id >> 1) % super::LEAN_SLOTS as u64) as usize
 }
 
 /// The script calls of one send.
