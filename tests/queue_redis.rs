@@ -1132,7 +1132,8 @@ async fn counts_look_for_an_earlier_redjobs_leases_only_until_a_fetch_found_none
 /// error's text), its score less the id's ms, and the hash's `totalsent`,
 /// `redjob:waiting`, `redjob:paused`, `redjob:handoff`, `totalrecv`,
 /// `redjob:leased`, what it handed the worker of `LIVE` (recorded in the
-/// hash, then as its message), and its lease counts' sum.
+/// hash), `redjob:handoffs`, what it handed as its message, and its lease
+/// counts' sum.
 type Sent = (String, Option<f64>, Vec<Option<String>>);
 
 /// A state of a queue's hash (its fields set) and the message sent to it.
@@ -1169,6 +1170,9 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
             .as_millis() as u64
     };
     let reg = |lease: &str, channel: &str| ("redjob:handoff", format!("v2 {lease} {channel} q"));
+    // a registration good for as many jobs as "redjob:handoffs" says
+    let counted = ("redjob:handoff", format!("v3 30000 {LIVE} q"));
+    let count = |n: &str| ("redjob:handoffs", n.to_owned());
     let states: Vec<State> = vec![
         ("plain", vec![], SendMessage::new("x")),
         ("delay", vec![("delay", "2".into())], SendMessage::new("x")),
@@ -1239,6 +1243,43 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
             "handed, due in the past",
             vec![reg("30000", LIVE)],
             SendMessage::new("x").at_unix_ms(now_ms() - 60_000),
+        ),
+        // a counted one: kept and counted down while more than one is left,
+        // cleared by the last (a count that is none is one); a "v2" is good
+        // for one whatever the count says
+        (
+            "handed, counted, three left",
+            vec![counted.clone(), count("3")],
+            SendMessage::new("x"),
+        ),
+        (
+            "handed, counted, the last",
+            vec![counted.clone(), count("1")],
+            SendMessage::new("x"),
+        ),
+        (
+            "handed, counted, no count",
+            vec![counted.clone()],
+            SendMessage::new("x"),
+        ),
+        (
+            "handed, counted, a count that is none",
+            vec![counted.clone(), count("2.5")],
+            SendMessage::new("x"),
+        ),
+        (
+            "handed, a v2 beside a count",
+            vec![reg("30000", LIVE), count("5")],
+            SendMessage::new("x"),
+        ),
+        (
+            "registered, counted, paused",
+            vec![
+                counted.clone(),
+                count("3"),
+                ("redjob:paused", "1 me".into()),
+            ],
+            SendMessage::new("x"),
         ),
         (
             "registered, due later",
@@ -1416,12 +1457,24 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
                     "redjob:leased",
                 ])
                 .arg(format!("redjob:handed {LIVE}"))
+                .arg("redjob:handoffs")
+                .arg(format!("redjob:handed {LIVE} 3"))
                 .query_async(&mut con)
                 .await
                 .unwrap();
+            // a counted registration's hand-off that found 3 is noted in a
+            // field of its own (only where the state had three left)
+            let mut hash = hash;
+            let own = hash.pop().flatten();
+            if what == "handed, counted, three left" && side != "lean" {
+                assert_eq!(hash[6], None, "{what} {side}");
+                assert!(own.is_some(), "{what} {side}");
+                hash[6] = own;
+            } else {
+                assert_eq!(own, None, "{what} {side}");
+            }
             // what was handed, "<id> <token> <priority>": the priority alone
             // compared (the id and the token differ between the sides)
-            let mut hash = hash;
             // a registration names its queue, which differs between the sides
             if let Some(h) = hash[3].as_mut() {
                 *h = h.replace(&format!(" {q}"), " q");
@@ -1514,7 +1567,37 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
                 "{what}: {got:?}"
             );
             assert_eq!(lean_got.2[6], None, "{what}: {got:?}");
-            assert_eq!(lean_got.2[7..], [None, None], "{what}: {got:?}");
+            let kept = fields.iter().find(|(f, _)| *f == "redjob:handoffs");
+            assert_eq!(
+                lean_got.2[7].as_deref(),
+                kept.map(|k| k.1.as_str()),
+                "{what}: {got:?}"
+            );
+            assert_eq!(lean_got.2[8..], [None, None], "{what}: {got:?}");
+        }
+        // a counted registration with more than one left stays, counted
+        // down; any other that handed a job is cleared
+        let (registration, left) = (hand.2[3].as_deref(), hand.2[7].as_deref());
+        match what {
+            "handed, counted, three left" => {
+                assert_eq!(
+                    (registration, left),
+                    (Some(counted.1.as_str()), Some("2")),
+                    "{got:?}"
+                );
+            }
+            "handed, counted, the last" => assert_eq!((registration, left), (Some(""), Some("1"))),
+            "handed, counted, a count that is none" => {
+                assert_eq!((registration, left), (Some(""), Some("2.5")));
+            }
+            "handed, a v2 beside a count" => {
+                assert_eq!((registration, left), (Some(""), Some("5")))
+            }
+            "registered, counted, paused" => {
+                assert_eq!((registration, left), (Some(counted.1.as_str()), Some("3")));
+            }
+            w if w.starts_with("handed") => assert_eq!(registration, Some(""), "{what}"),
+            _ => {}
         }
     }
     // no other message went to LIVE

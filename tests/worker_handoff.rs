@@ -96,24 +96,87 @@ fn listen_as(
     queues: &[&str],
     worker: &str,
 ) -> (Arc<Mutex<Vec<Handed>>>, tokio::task::JoinHandle<()>) {
+    listening(backend, queues, worker, false)
+}
+
+/// `listen_as`, connecting again (after 50 ms) whenever the connection ends
+/// when `again`, as a worker's listener does.
+fn listening(
+    backend: redjob::backend::any::AnyBackend,
+    queues: &[&str],
+    worker: &str,
+    again: bool,
+) -> (Arc<Mutex<Vec<Handed>>>, tokio::task::JoinHandle<()>) {
     let got: Arc<Mutex<Vec<Handed>>> = Arc::default();
     let queues: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
     let worker = worker.to_string();
     let sink = got.clone();
     let task = tokio::spawn(async move {
         let handed = move |h: Handed| sink.lock().unwrap().push(h);
-        let _ = backend
-            .listen_handoff(
-                &queues,
-                &worker,
-                &|_| {},
-                &handed,
-                &|| {},
-                &tokio_util::sync::CancellationToken::new(),
-            )
-            .await;
+        loop {
+            let _ = backend
+                .listen_handoff(
+                    &queues,
+                    &worker,
+                    &|_| {},
+                    &handed,
+                    &|| {},
+                    &tokio_util::sync::CancellationToken::new(),
+                )
+                .await;
+            if !again {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     });
     (got, task)
+}
+
+/// Has the slow log keep every command (up to 10,000), from now on.
+async fn log_every_command(con: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(10_000)
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
+/// How many fetches that register for a hand-off (a script call passing a
+/// registration, "v3 ...") the slow log holds.
+async fn registering_fetches(con: &mut redis::aio::MultiplexedConnection) -> usize {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(10_000)
+        .query_async(con)
+        .await
+        .unwrap();
+    log.iter()
+        .filter(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return false;
+            };
+            let Some(redis::Value::Array(args)) = fields.get(3) else {
+                return false;
+            };
+            // (a script's own commands are logged too, by a client of its own)
+            let called = matches!(args.first(), Some(redis::Value::BulkString(c))
+                if c.eq_ignore_ascii_case(b"EVALSHA") || c.eq_ignore_ascii_case(b"EVAL"));
+            called
+                && args
+                    .iter()
+                    .any(|a| matches!(a, redis::Value::BulkString(b) if b.starts_with(b"v3 ")))
+        })
+        .count()
 }
 
 /// Waits until the channel of `worker` has a subscriber.
@@ -172,13 +235,13 @@ async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
     let (b, mut con) = with_queue(&server).await;
     let (got, task) = listen_as(b.clone(), &["q"], "w1");
     subscribed(&server, "w1").await;
-    let f = b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    let f = b.fetch_waiting("q", 4, LEASE, "w1", 1).await.unwrap();
     assert!(f.jobs.is_empty());
     assert_eq!(
         hget(&mut con, "rsmq:q:Q", "redjob:handoff")
             .await
             .as_deref(),
-        Some("v2 30000 rsmq:@handoff:w1 q"),
+        Some("v3 30000 rsmq:@handoff:w1 q"),
         "the idle fetch registered the worker"
     );
     let id = Queues::send(&b, "q", SendMessage::new("body with spaces").priority(0))
@@ -234,6 +297,208 @@ async fn a_send_leases_its_job_to_the_waiting_worker_under_a_fence() {
     task.abort();
 }
 
+/// A registration is good for as many jobs as the worker said it can start
+/// at once, less what its fetch leased: each send hands one over and counts
+/// it down, the last clears it, and the send after that is due for a fetch.
+/// A worker handed a job need not fetch again to take the next.
+#[tokio::test]
+async fn a_registration_is_good_for_as_many_jobs_as_the_worker_can_start() {
+    let server = RedisServer::start();
+    let (b, mut con) = with_queue(&server).await;
+    let (got, task) = listen_as(b.clone(), &["q"], "w1");
+    subscribed(&server, "w1").await;
+    // a job due already: the fetch leases it, and registers for 4 - 1 (sent
+    // by another handle: one whose last send found no worker waiting makes
+    // the lean call, which wakes rather than hands off)
+    let other = Client::connect(&server.url()).await.unwrap().backend();
+    let first = Queues::send(&other, "q", SendMessage::new("due"))
+        .await
+        .unwrap();
+    let f = b.fetch_waiting("q", 8, LEASE, "w1", 4).await.unwrap();
+    assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [first]);
+    let registration = |con: &redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        async move {
+            let r: (Option<String>, Option<String>) = redis::cmd("HMGET")
+                .arg("rsmq:q:Q")
+                .arg("redjob:handoff")
+                .arg("redjob:handoffs")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            r
+        }
+    };
+    let reg = "v3 30000 rsmq:@handoff:w1 q".to_owned();
+    assert_eq!(
+        registration(&con).await,
+        (Some(reg.clone()), Some("3".into()))
+    );
+    let mut sent = Vec::new();
+    for (i, left) in [(1, "2"), (2, "1")] {
+        sent.push(
+            Queues::send(&b, "q", SendMessage::new(format!("j{i}")))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            registration(&con).await,
+            (Some(reg.clone()), Some(left.into())),
+            "kept, counted down, after hand-off {i}"
+        );
+    }
+    sent.push(Queues::send(&b, "q", SendMessage::new("j3")).await.unwrap());
+    assert_eq!(
+        registration(&con).await.0.as_deref(),
+        Some(""),
+        "the last job it was good for clears it"
+    );
+    assert!(wait_until(Duration::from_secs(5), || got.lock().unwrap().len() == 3).await);
+    let handed: Vec<_> = got.lock().unwrap().iter().map(|h| h.delivery.id).collect();
+    assert_eq!(handed, sent);
+    // each leased under its own token, delivery 1
+    let handed: Vec<Handed> = got.lock().unwrap().clone();
+    for h in &handed {
+        let score = zscore(&mut con, "rsmq:q", h.delivery.id.as_str())
+            .await
+            .unwrap();
+        assert_eq!(format!("{score:.3}"), h.delivery.token.to_string());
+        assert_eq!(h.delivery.token.attempt(), 1);
+    }
+    // the fourth is not handed: it waits for a fetch
+    let fourth = Queues::send(&b, "q", SendMessage::new("j4")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(got.lock().unwrap().len(), 3);
+    let fetched = b.fetch("q", 8, LEASE).await.unwrap();
+    assert_eq!(
+        fetched.jobs.iter().map(|d| d.id).collect::<Vec<_>>(),
+        [fourth]
+    );
+    // a fetch that leases at least what the worker can start registers for one
+    let _ = Queues::send(&b, "q", SendMessage::new("j5")).await.unwrap();
+    let _ = Queues::send(&b, "q", SendMessage::new("j6")).await.unwrap();
+    let f = b.fetch_waiting("q", 8, LEASE, "w1", 2).await.unwrap();
+    assert_eq!(f.jobs.len(), 2);
+    assert_eq!(
+        registration(&con).await,
+        (Some(reg.clone()), Some("1".into()))
+    );
+    // and one for more than 8 registers for 8 (each hand-off's note is a
+    // field of the queue's hash: a few)
+    let f = b.fetch_waiting("q", 50, LEASE, "w1", 20).await.unwrap();
+    assert!(f.jobs.is_empty());
+    assert_eq!(registration(&con).await, (Some(reg), Some("8".into())));
+    task.abort();
+}
+
+/// Jobs handed under one registration, on their way to the worker at once,
+/// and lost together with its connection (Redis closes a subscriber whose
+/// output passes 1 KB: the first 40 KB message closes it, the second is
+/// dropped): each hand-off is noted in a field of its own, and the listener,
+/// connected again, is told of both (to release them unless it holds them),
+/// not only of the last.
+#[tokio::test]
+async fn hand_offs_lost_together_are_each_told_to_the_worker() {
+    let server = RedisServer::start();
+    let (b, mut con) = with_queue(&server).await;
+    b.create_queue("other", QueueOptions::default())
+        .await
+        .unwrap();
+    // the send function's name, from a send's call in the slow log
+    let _: () = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    Queues::send(&b, "other", SendMessage::new("x"))
+        .await
+        .unwrap();
+    let function = common::slow_fcalls(&mut con)
+        .await
+        .into_iter()
+        .find(|c| c[1].starts_with("redjob_send_"))
+        .expect("a send's FCALL")[1]
+        .clone();
+    let (got, task) = listening(b.clone(), &["q"], "w1", true);
+    subscribed(&server, "w1").await;
+    b.fetch_waiting("q", 4, LEASE, "w1", 3).await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("pubsub 1024 0 0")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    // two lone sends in one transaction: both handed before Redis frees the
+    // subscriber it closes
+    let body = "x".repeat(40 * 1024);
+    let suffixes = ["a".repeat(22), "b".repeat(22)];
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for suffix in &suffixes {
+        pipe.cmd("FCALL")
+            .arg(&function)
+            .arg(3)
+            .arg("rsmq:q")
+            .arg("rsmq:q:Q")
+            .arg("rsmq:q:leases")
+            .arg("rsmq:rt:q")
+            .arg(suffix)
+            .arg("")
+            .arg(&body);
+    }
+    let replies: Vec<(i64, String, i64)> = pipe.query_async(&mut con).await.unwrap();
+    let ids: Vec<String> = replies
+        .iter()
+        .zip(&suffixes)
+        .map(|((ok, prefix, _), suffix)| {
+            assert_eq!(*ok, 1);
+            format!("{prefix}{suffix}")
+        })
+        .collect();
+    for id in &ids {
+        let score = zscore(&mut con, "rsmq:q", id).await.unwrap();
+        assert_eq!((score.fract() * 1000.0).round(), 501.0, "handed: {score}");
+    }
+    // each noted, in a field of its own
+    for n in ["3", "2"] {
+        let note = hget(
+            &mut con,
+            "rsmq:q:Q",
+            &format!("redjob:handed rsmq:@handoff:w1 {n}"),
+        )
+        .await;
+        assert!(note.is_some(), "the hand-off that found {n} is noted");
+    }
+    assert!(
+        wait_until(Duration::from_secs(5), || got.lock().unwrap().len() >= 2).await,
+        "told of both: {:?}",
+        got.lock().unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let told: Vec<Handed> = got.lock().unwrap().clone();
+    assert!(told.iter().all(|h| h.lost), "{told:?}");
+    let mut lost: Vec<String> = told.iter().map(|h| h.delivery.id.to_string()).collect();
+    lost.sort();
+    assert_eq!(lost, ids, "each lost hand-off told once");
+    // the notes went with the answers
+    for n in [" 3", " 2", ""] {
+        let note = hget(
+            &mut con,
+            "rsmq:q:Q",
+            &format!("redjob:handed rsmq:@handoff:w1{n}"),
+        )
+        .await;
+        assert_eq!(note, None);
+    }
+    task.abort();
+}
+
 /// A producer whose last send to a queue found no worker waiting sends the
 /// next lone job by the lean call (two keys, without the lease counts,
 /// BENCHMARKS.md Speed II part 21). A worker that began to wait since is
@@ -281,7 +546,7 @@ async fn a_lean_send_wakes_a_worker_that_began_to_wait_and_the_next_hands_off() 
     let raw = redis::Client::open(server.url()).unwrap();
     let mut realtime = raw.get_async_pubsub().await.unwrap();
     realtime.subscribe("rsmq:rt:q").await.unwrap();
-    let f = b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    let f = b.fetch_waiting("q", 4, LEASE, "w1", 1).await.unwrap();
     assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [one, two]);
     assert_eq!(
         hget(&mut con, "rsmq:q:Q", "redjob:waiting")
@@ -309,7 +574,7 @@ async fn a_lean_send_wakes_a_worker_that_began_to_wait_and_the_next_hands_off() 
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(got.lock().unwrap().is_empty(), "nothing handed");
-    let f = b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    let f = b.fetch_waiting("q", 4, LEASE, "w1", 1).await.unwrap();
     assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [three]);
     // the worker waits again: the call with the lease counts hands it the next
     let four = Queues::send(&b, "q", SendMessage::new("four"))
@@ -332,7 +597,7 @@ async fn a_send_to_another_queue_does_not_make_the_next_lean() {
     let (got, task) = listen_as(b.clone(), &["q"], "w1");
     subscribed(&server, "w1").await;
     for round in 0..2 {
-        b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+        b.fetch_waiting("q", 4, LEASE, "w1", 1).await.unwrap();
         // twice to "r", whose second send is lean, then one to "q"
         Queues::send(&b, "r", SendMessage::new("r")).await.unwrap();
         Queues::send(&b, "r", SendMessage::new("r")).await.unwrap();
@@ -408,7 +673,7 @@ async fn no_job_is_handed_to_a_worker_that_does_not_listen() {
     let raw = redis::Client::open(server.url()).unwrap();
     let mut pattern = raw.get_async_pubsub().await.unwrap();
     pattern.psubscribe("rsmq:*").await.unwrap();
-    b.fetch_waiting("q", 4, LEASE, "gone").await.unwrap();
+    b.fetch_waiting("q", 4, LEASE, "gone", 1).await.unwrap();
     let id = Queues::send(&b, "q", SendMessage::new("x")).await.unwrap();
     let f = b.fetch("q", 4, LEASE).await.unwrap();
     assert_eq!(
@@ -442,7 +707,7 @@ async fn delayed_paused_and_batched_sends() {
     subscribed(&server, "w1").await;
 
     // a delayed job is not handed over; the registration stays for the next
-    b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    b.fetch_waiting("q", 4, LEASE, "w1", 1).await.unwrap();
     let later = Queues::send(
         &b,
         "q",
@@ -470,7 +735,7 @@ async fn delayed_paused_and_batched_sends() {
     assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [held]);
 
     // a batch: its first job is handed over, the rest wait for a fetch
-    b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    b.fetch_waiting("q", 4, LEASE, "w1", 1).await.unwrap();
     let ids = b
         .send_batch(
             "q",
@@ -488,12 +753,12 @@ async fn delayed_paused_and_batched_sends() {
     assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), ids[1..]);
 
     // a fetch that leases all it asks for withdraws the registration
-    b.fetch_waiting("q", 4, LEASE, "w1").await.unwrap();
+    b.fetch_waiting("q", 4, LEASE, "w1", 1).await.unwrap();
     b.send_batch("q", &[SendMessage::new("d"), SendMessage::new("e")])
         .await
         .unwrap();
     assert!(wait_until(Duration::from_secs(5), || got.lock().unwrap().len() == 2).await);
-    let full = b.fetch_waiting("q", 1, LEASE, "w1").await.unwrap();
+    let full = b.fetch_waiting("q", 1, LEASE, "w1", 1).await.unwrap();
     assert_eq!(full.jobs.len(), 1);
     assert_eq!(
         hget(&mut con, "rsmq:q:Q", "redjob:handoff")
@@ -538,7 +803,13 @@ async fn each_job_handed_to_an_idle_worker(url_query: &str) {
     let mut observer = raw.get_async_pubsub().await.unwrap();
     observer.psubscribe("rsmq:*").await.unwrap();
     let rec = Recorder::default();
-    let w = recorded_worker(&client, "hq", &rec);
+    let w = Worker::builder(client.backend())
+        .queue("hq")
+        .concurrency(4)
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
     let w = start_serving(w).await;
     // the listener's connection speaks the protocol the URL asks for
     let clients: String = redis::cmd("CLIENT")
@@ -557,12 +828,21 @@ async fn each_job_handed_to_an_idle_worker(url_query: &str) {
     };
     assert!(listener.split(' ').any(|f| f == resp), "{listener}");
     const N: u64 = 20;
+    let mut con = server.raw().await;
+    log_every_command(&mut con).await;
     for key in 0..N {
         client.enqueue(&HandedJob { key }).await.unwrap();
         assert!(wait_until(Duration::from_secs(5), || rec.len() as u64 == key + 1).await);
-        // the worker registers again with a fetch after each job
+        // (time for the job to end, as for a worker that idles between jobs)
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
+    // its registration is good for as many jobs as it has running slots (4):
+    // it registers again once every 4 jobs, not after each
+    let fetches = registering_fetches(&mut con).await;
+    assert!(
+        fetches <= N as usize / 4 + 1,
+        "{fetches} registering fetches for {N} jobs"
+    );
     w.stop().await;
     let counts = rec.counts();
     assert_eq!(counts.len() as u64, N);
@@ -603,41 +883,71 @@ impl Job for SlowJob {
     }
 }
 
-/// The dispatcher of a handed job's queue registers again as soon as the job's
-/// run has started (woken by the run, not before it), not once it ends: the
-/// next send is handed to the worker too.
+/// A worker running handed jobs stays registered while it has running slots
+/// free: its registration is good for as many jobs as it has slots, and each
+/// send counts it down, so every job is handed to it without a fetch between
+/// (before, a registration was good for one job, and the worker fetched to
+/// register again after each). The last slot's job clears it.
 #[tokio::test]
-async fn a_worker_running_a_handed_job_registers_for_the_next_at_once() {
+async fn a_worker_running_a_handed_job_stays_registered_for_the_next() {
     let server = RedisServer::start();
     let client = client_with(&server, &["busy"]).await;
     let mut con = server.raw().await;
     let rec = Recorder::default();
-    let w = recorded_worker(&client, "busy", &rec);
+    let w = Worker::builder(client.backend())
+        .queue("busy")
+        .concurrency(3)
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
     let w = start_serving(w).await;
-    let registered = |con: &redis::aio::MultiplexedConnection| {
+    let registration = |con: &redis::aio::MultiplexedConnection| {
         let mut con = con.clone();
-        // a send clears it (to "") as it hands a job over
         async move {
-            hget(&mut con, "rsmq:busy:Q", "redjob:handoff")
+            let r: (Option<String>, Option<String>) = redis::cmd("HMGET")
+                .arg("rsmq:busy:Q")
+                .arg("redjob:handoff")
+                .arg("redjob:handoffs")
+                .query_async(&mut con)
                 .await
-                .is_some_and(|r| !r.is_empty())
+                .unwrap();
+            r
         }
     };
-    assert!(common::wait_for(Duration::from_secs(5), || async { registered(&con).await }).await);
-    client.enqueue(&SlowJob { key: 1 }).await.unwrap();
-    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
-    let started = std::time::Instant::now();
-    // handed, so the registration went with the send; it is back while the
-    // job (three seconds) runs
     assert!(
-        common::wait_for(Duration::from_secs(1), || async { registered(&con).await }).await,
-        "registered again while the handed job runs"
+        common::wait_for(Duration::from_secs(5), || async {
+            registration(&con).await.1.as_deref() == Some("3")
+        })
+        .await,
+        "registered for its three slots: {:?}",
+        registration(&con).await
     );
-    assert!(started.elapsed() < Duration::from_secs(2));
-    client.enqueue(&SlowJob { key: 2 }).await.unwrap();
-    assert!(wait_until(Duration::from_secs(2), || rec.len() == 2).await);
+    let reg = registration(&con).await.0.unwrap();
+    assert!(reg.starts_with("v3 "), "{reg}");
+    log_every_command(&mut con).await;
+    let started = std::time::Instant::now();
+    for (key, left) in [(1, "2"), (2, "1")] {
+        client.enqueue(&SlowJob { key }).await.unwrap();
+        assert!(wait_until(Duration::from_secs(2), || rec.len() == key as usize).await);
+        assert_eq!(
+            registration(&con).await,
+            (Some(reg.clone()), Some(left.to_owned())),
+            "still registered while job {key} runs"
+        );
+    }
+    client.enqueue(&SlowJob { key: 3 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(2), || rec.len() == 3).await);
+    // all three handed while the first (three seconds) still ran
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(registration(&con).await.0.as_deref(), Some(""));
+    assert_eq!(
+        registering_fetches(&mut con).await,
+        0,
+        "no fetch registered it again"
+    );
     let attempts: Option<String> = hget(&mut con, "rsmq:busy:Q", "totalrecv").await;
-    assert_eq!(attempts.as_deref(), Some("2"), "both delivered once");
+    assert_eq!(attempts.as_deref(), Some("3"), "each delivered once");
     w.stop().await;
 }
 

@@ -35,19 +35,23 @@ pub trait Backend: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Fetched>> + Send;
 
     /// [`fetch`](Backend::fetch), and when fewer than `max` jobs were due, asks the
-    /// queue's next send of a job due at once to lease it to worker `worker` and
-    /// hand it over through [`listen_handoff`](Backend::listen_handoff) (one hop
-    /// from the send to the worker instead of a wake-up and a fetch). Good for one
-    /// job; a fetch that leases all it asked for withdraws it. A backend without
-    /// hand-offs fetches (the default); implement both methods or neither.
+    /// queue's next sends of jobs due at once to lease them to worker `worker` and
+    /// hand them over through [`listen_handoff`](Backend::listen_handoff) (one hop
+    /// from the send to the worker instead of a wake-up and a fetch). Good for
+    /// `hands` jobs (the most the worker can start at once) less those this fetch
+    /// leased, at least one, so a worker handed a job need not fetch again to
+    /// take the next; a fetch that leases all it asked for withdraws it, and the
+    /// next registering fetch replaces it. A backend without hand-offs fetches
+    /// (the default); implement both methods or neither.
     fn fetch_waiting(
         &self,
         queue: &str,
         max: usize,
         lease: Duration,
         worker: &str,
+        hands: usize,
     ) -> impl Future<Output = Result<Fetched>> + Send {
-        let _ = worker;
+        let _ = (worker, hands);
         self.fetch(queue, max, lease)
     }
 
@@ -524,7 +528,7 @@ macro_rules! backend_methods {
             $($head)*
             async fn send(queue: &str, msgs: &[$crate::contract::queues::SendMessage], create: &$crate::contract::queues::QueueOptions) -> $crate::Result<Vec<$crate::contract::queues::Sent>>;
             async fn fetch(queue: &str, max: usize, lease: std::time::Duration) -> $crate::Result<$crate::contract::leases::Fetched>;
-            async fn fetch_waiting(queue: &str, max: usize, lease: std::time::Duration, worker: &str) -> $crate::Result<$crate::contract::leases::Fetched>;
+            async fn fetch_waiting(queue: &str, max: usize, lease: std::time::Duration, worker: &str, hands: usize) -> $crate::Result<$crate::contract::leases::Fetched>;
             async fn withdraw_handoffs(queues: &[String], worker: &str, lease: std::time::Duration) -> $crate::Result<()>;
             async fn extend(queue: &str, leases: &[($crate::JobId, $crate::contract::leases::Token)], lease: std::time::Duration) -> $crate::Result<Vec<Option<$crate::contract::leases::Token>>>;
             async fn settle(queue: &str, batch: &$crate::contract::leases::Settle) -> $crate::Result<$crate::contract::leases::Settled>;

@@ -39,9 +39,12 @@ pub(crate) struct Dispatcher<B> {
     pub tracker: TaskTracker,
     /// The last fetch's send time here and the backend's clock during it.
     pub clock: std::sync::Mutex<Option<(Instant, u64)>>,
-    /// The last fetch may have left a hand-off registration in place (withdrawn
-    /// when the worker's running slots fill, see `withdraw_when_full`).
-    pub registered: std::sync::atomic::AtomicBool,
+    /// How many jobs the hand-off registration the last fetch may have left in
+    /// place is still good for, as this worker counts them (0: none; withdrawn
+    /// when the worker's running slots fill, see `withdraw_when_full`). While
+    /// some are left, a handed job's run does not wake the dispatcher to fetch
+    /// and register again.
+    pub registered: std::sync::atomic::AtomicU32,
     /// A recovery of batch finishes is going on (beside the fetches).
     pub recovering: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -236,6 +239,11 @@ impl std::future::Future for Requeue {
     }
 }
 
+/// The most jobs a hand-off registration is good for (the Redis backend's
+/// sends count no further, see HANDS_MAX in lib.lua): a worker with more
+/// running slots free registers again after that many hand-offs.
+const HANDS_MAX: usize = 8;
+
 /// The most a hand-off's lease is taken to have begun before the job arrived
 /// (when the clocks disagree, see [`Dispatcher::take_handed`]).
 const HANDOFF_SLACK: Duration = Duration::from_secs(1);
@@ -350,8 +358,19 @@ impl<B: Backend> Dispatcher<B> {
             // jobs it leased would stay leased to nobody; at shutdown they are
             // released instead
             let sent_at = Instant::now();
-            // a hand-off goes only to a worker that can start it at once
-            let waiting = self.env.shared.running.available_permits() > 0;
+            // a hand-off goes only to a worker that can start it at once: as
+            // many as it has running slots free, and slots of its own and of
+            // this queue's (those this dispatcher took, and the rest), so that
+            // each handed job takes them without waiting (see try_slot)
+            let hands = self
+                .env
+                .shared
+                .running
+                .available_permits()
+                .min(n as usize + self.env.shared.slots.available_permits())
+                .min(n as usize + self.env.queue_slots.sem().available_permits())
+                .min(HANDS_MAX);
+            let waiting = hands > 0;
             let fetched = if waiting {
                 self.backend
                     .fetch_waiting(
@@ -359,6 +378,7 @@ impl<B: Backend> Dispatcher<B> {
                         n as usize,
                         self.env.shared.lease,
                         &self.worker,
+                        hands,
                     )
                     .await
             } else {
@@ -419,10 +439,15 @@ impl<B: Backend> Dispatcher<B> {
                     .held(fetched.held, u64::from(n - got));
             }
             if ordinary && (waiting || held || fetched.jobs.len() >= n as usize) {
-                self.registered.store(
-                    waiting && !held && fetched.jobs.len() < n as usize,
-                    std::sync::atomic::Ordering::Relaxed,
-                );
+                // good for the running slots free less what the fetch leased,
+                // at least one (see Backend::fetch_waiting)
+                let left = if waiting && !held && fetched.jobs.len() < n as usize {
+                    hands.saturating_sub(fetched.jobs.len()).max(1) as u32
+                } else {
+                    0
+                };
+                self.registered
+                    .store(left, std::sync::atomic::Ordering::Relaxed);
             }
             if fetched.orphans > 0 {
                 tracing::warn!(queue = %self.env.queue, orphans = fetched.orphans,
@@ -506,13 +531,26 @@ impl<B: Backend> Dispatcher<B> {
             self.reclaim(h);
             return;
         }
-        self.registered
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        // the registration's count, as the send counts it down: while some
+        // are left it stays in place, and the dispatcher need not fetch to
+        // register again (one call a job less for an idle worker); a count
+        // here that differs from the send's (a hand-off of an earlier
+        // registration arriving after a fetch made a new one) costs a fetch
+        // too many, or a wake-up instead of a hand-off
+        let left = self
+            .registered
+            .fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| Some(n.saturating_sub(1)),
+            )
+            .unwrap_or(0)
+            .saturating_sub(1);
         // the dispatcher is woken by the job's run once that has been polled
         // once: woken here, it would take this thread's next turn and push the
         // job to where another thread, woken for it, takes it (on the 2-core
         // bench 20-40 µs of a hand-off's start went to that)
-        if !self.start_handed(h) {
+        if !self.start_handed(h, left == 0) {
             self.wake.notify_one();
         }
     }
@@ -532,8 +570,9 @@ impl<B: Backend> Dispatcher<B> {
         self.release_handed(h);
     }
 
-    /// Whether a run was spawned for it, which wakes the dispatcher.
-    fn start_handed(&self, h: Handed) -> bool {
+    /// Whether a run was spawned for it, which wakes the dispatcher when
+    /// `wake` (the registration is used up).
+    fn start_handed(&self, h: Handed, wake: bool) -> bool {
         let clock = *lock(&self.clock);
         let arrived = Instant::now();
         let earliest = arrived.checked_sub(HANDOFF_SLACK).unwrap_or(arrived);
@@ -560,7 +599,7 @@ impl<B: Backend> Dispatcher<B> {
             now_us: h.now_us,
             ..Fetched::default()
         };
-        self.start(&mut fetched, began, Some(&self.wake))
+        self.start(&mut fetched, began, wake.then_some(&self.wake))
     }
 
     /// Puts a handed job back, unstarted (it holds no slot).

@@ -169,10 +169,7 @@ pub(super) async fn withdraw_when_full<B: Backend>(
         }
         let queues: Vec<String> = dispatchers
             .iter()
-            .filter(|d| {
-                d.registered
-                    .swap(false, std::sync::atomic::Ordering::Relaxed)
-            })
+            .filter(|d| d.registered.swap(0, std::sync::atomic::Ordering::Relaxed) > 0)
             .map(|d| d.env.queue.to_string())
             .collect();
         if queues.is_empty() {

@@ -454,7 +454,7 @@ impl<B: Backend> Worker<B> {
                 wake,
                 tracker: tracker.clone(),
                 clock: std::sync::Mutex::new(None),
-                registered: std::sync::atomic::AtomicBool::new(false),
+                registered: std::sync::atomic::AtomicU32::new(0),
                 recovering: Arc::default(),
             };
             let d = Arc::new(d);

@@ -30,24 +30,28 @@ fn by_priority<T>(items: &[T], priority: impl Fn(&T) -> i8) -> Vec<(i8, Vec<usiz
 }
 
 impl RedisBackend {
-    /// Worker `worker`'s hand-off registration on `queue` (see fetch.lua): "v2"
-    /// first, so that an earlier redjob's send, whose token this worker would
-    /// not read, hands it nothing (see hand_off in lib.lua).
+    /// Worker `worker`'s hand-off registration on `queue` (see fetch.lua): "v3"
+    /// first, so that an earlier redjob's send hands it nothing and wakes it
+    /// to fetch instead (a send before "v2" would read the lease's token as the
+    /// 500th delivery; one before "v3" would hand it one job and clear a
+    /// registration this worker takes as good for more; see hand_off in
+    /// lib.lua).
     fn registration(&self, queue: &str, worker: &str, lease: Duration) -> String {
         format!(
-            "v2 {} {} {queue}",
+            "v3 {} {} {queue}",
             crate::contract::backend::clamped_ms(lease),
             self.ns.handoff(worker)
         )
     }
 
-    /// fetch.lua, with the worker's hand-off registration `reg` if any.
+    /// fetch.lua, with the worker's hand-off registration `reg` if any: good
+    /// for up to its `usize` jobs, less those the fetch leases.
     async fn fetch_registering(
         &self,
         queue: &str,
         max: usize,
         lease: Duration,
-        reg: Option<&str>,
+        reg: Option<(&str, usize)>,
     ) -> Result<Fetched> {
         let k = self.ns.queue(queue);
         let mut levels = self.prioritized(queue);
@@ -59,8 +63,8 @@ impl RedisBackend {
             };
             cmd.arg(max.max(1))
                 .arg(crate::contract::backend::clamped_ms(lease));
-            if let Some(reg) = reg {
-                cmd.arg(reg);
+            if let Some((reg, hands)) = reg {
+                cmd.arg(reg).arg(hands.max(1));
             }
             let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
             match replies::fetched(v, max)? {
@@ -377,6 +381,7 @@ impl Backend for RedisBackend {
         max: usize,
         lease: Duration,
         worker: &str,
+        hands: usize,
     ) -> Result<Fetched> {
         // a Cluster's PUBLISH cannot tell whether the worker listens (it counts
         // the node's own subscribers only), so no hand-offs there
@@ -384,7 +389,8 @@ impl Backend for RedisBackend {
             return self.fetch(queue, max, lease).await;
         }
         let reg = self.registration(queue, worker, lease);
-        self.fetch_registering(queue, max, lease, Some(&reg)).await
+        self.fetch_registering(queue, max, lease, Some((&reg, hands)))
+            .await
     }
 
     async fn withdraw_handoffs(

@@ -35,9 +35,12 @@
 -- field "redjob:throttled", until when in ms, see complete.lua) holds the
 -- queue the same way until it ends; it is apart from a pause.
 -- With ARGV[3], a worker that will wait also registers for a hand-off: the next
--- send of a job due at once leases it to the worker and publishes it on the
--- worker's channel (hash field "redjob:handoff", see hand_off in lib.lua); a
--- fetch that leased all it asked for clears the registration.
+-- sends of jobs due at once lease them to the worker and publish them on the
+-- worker's channel (hash field "redjob:handoff", see hand_off in lib.lua), as
+-- many as the hash field "redjob:handoffs" says for a "v3" registration
+-- (ARGV[4], at most HANDS_MAX, less what this fetch leased, at least one;
+-- each hand-off counts it down, the last clears the registration); a fetch
+-- that leased all it asked for clears the registration.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's lease counts (ns:q:leases)
@@ -52,8 +55,10 @@
 -- KEYS[9..28]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
--- ARGV[3]  optional: the worker's hand-off registration, "v2 <lease ms> <channel>
+-- ARGV[3]  optional: the worker's hand-off registration, "v3 <lease ms> <channel>
 --          <queue>" ("" or absent: none)
+-- ARGV[4]  optional: how many jobs the worker can start at once, of which the
+--          registration takes what this fetch did not lease (absent: one)
 -- A released job (complete.lua) keeps its last lease end in "<id>:l" until it is
 -- leased again: its new lease ends after that one, so no two deliveries of a job
 -- share a token, though a release gives its delivery count back. The hash
@@ -584,6 +589,11 @@ elseif leased < asked then
   if reg ~= "" and attrs[8] ~= reg then
     set[#set + 1] = "redjob:handoff"
     set[#set + 1] = reg
+  end
+  if reg ~= "" then
+    -- (a "v2" registration, of an earlier redjob's worker, ignores it)
+    set[#set + 1] = "redjob:handoffs"
+    set[#set + 1] = math.max(1, math.min(HANDS_MAX, math.floor(tonumber(ARGV[4]) or 1)) - leased)
   end
 elseif attrs[8] and attrs[8] ~= "" then
   -- a full fetch: a hand-off registration (this worker's or another's) would

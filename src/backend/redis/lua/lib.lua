@@ -329,13 +329,24 @@ local function fleet_limits(conc, rate)
   return global > 0 or n > 0, global, n, ms
 end
 
--- A worker's hand-off registration ("v2 <lease ms> <channel> <queue>", see
--- hand_off) read: {lease, channel, queue, "redjob:handed <channel>"}, or false
--- for one that is none. Its three words after "v2 " are found by plain
--- searches (a pattern's captures cost several times as much): the lease's
--- digits, then the channel and the queue, neither empty nor holding a space.
+-- The most jobs a worker's hand-off registration is good for (see
+-- registration): a worker registers for its free running slots up to this,
+-- and reclaim.lua reads the notes of as many hand-offs (each a hash field of
+-- the queue's while the worker lives: a few, so that the queue's hash stays
+-- small; an idle worker fetches once every 8 jobs rather than after each).
+local HANDS_MAX = 8
+
+-- A worker's hand-off registration ("v3 <lease ms> <channel> <queue>", or an
+-- earlier redjob's "v2 ...", see hand_off) read: {lease, channel, queue,
+-- "redjob:handed <channel>", counted}, or false for one that is none;
+-- `counted`: a "v3", good for as many jobs as the hash field
+-- "redjob:handoffs" says (a "v2" is good for one). Its three words after the
+-- version are found by plain searches (a pattern's captures cost several
+-- times as much): the lease's digits, then the channel and the queue,
+-- neither empty nor holding a space.
 local function registration(reg)
-  local a = string.sub(reg, 1, 3) == "v2 " and string.find(reg, " ", 4, true)
+  local v = string.sub(reg, 1, 3)
+  local a = (v == "v3 " or v == "v2 ") and string.find(reg, " ", 4, true)
   local b = a and string.find(reg, " ", a + 1, true)
   if not b or b == a + 1 or b == #reg or string.find(reg, " ", b + 1, true) then return false end
   local digits = string.sub(reg, 4, a - 1)
@@ -343,7 +354,7 @@ local function registration(reg)
   local lease = tonumber(digits)
   if not lease then return false end
   local channel = string.sub(reg, a + 1, b - 1)
-  return {lease, channel, string.sub(reg, b + 1), "redjob:handed " .. channel}
+  return {lease, channel, string.sub(reg, b + 1), "redjob:handed " .. channel, v == "v3 "}
 end
 
 -- Memos of hand_off's, as clock's: the registrations read (text -> what
@@ -360,32 +371,38 @@ local registrations, registered, token_sec, token_text
 -- hand-off, only the wake-up). PUBLISHes "<queue> <priority> <id> <token> <now
 -- µs> <body>" on the worker's channel when the worker listens there, and leases
 -- the message to it (its score becomes the token, delivery 1, as fetch.lua's).
--- Returns whether the send clears the registration (it is good for one job;
--- not while the queue is paused, limited across the fleet or throttled, when
--- nothing is handed), then, when the worker got the message: the lease's
+-- Returns the hash field and value the send writes for the registration:
+-- "redjob:handoff", "" clears it (a "v2" is good for one job, a "v3" for the
+-- count in "redjob:handoffs": the last one it was good for, or one it cannot
+-- take); "redjob:handoffs", n - 1 counts a "v3" good for n > 1 down (the
+-- worker keeps it, so it need not fetch again to register); nil: it stays (the
+-- queue is paused, limited across the fleet or throttled: nothing is handed).
+-- Then, when the worker got the message: the lease's
 -- token (the message's score) and end (ms), the hash field of what it handed
--- ("redjob:handed <channel>", see reclaim.lua), what it handed ("<id> <token>
--- <priority>") and the receive's counts, "totalrecv" and "redjob:leased", for
+-- ("redjob:handed <channel>", or "redjob:handed <channel> <n>" for a
+-- counted registration's hand-off that found n > 1, see reclaim.lua), what it
+-- handed ("<id> <token> <priority>") and the receive's counts, "totalrecv" and "redjob:leased", for
 -- the send to write with the message (values, not a table: a lone send writes
 -- them with one HSET of its own arguments, and appending them to a table grew
 -- it twice; BENCHMARKS.md, Speed II part 20).
 -- `prio` is the message's priority (text). `f` holds the queue's hash fields
 -- "redjob:paused", "redjob:handoff", "totalrecv", "redjob:leased",
--- "redjob:concurrency", "redjob:rate" and "redjob:throttled" from `f[at]` on,
--- as a lone send reads them with its first HMGET; nil: hand_off reads them.
+-- "redjob:concurrency", "redjob:rate", "redjob:throttled" and
+-- "redjob:handoffs" from `f[at]` on, as a lone send reads them with its first
+-- HMGET; nil: hand_off reads them.
 local function hand_off(reg, id, body, now, time, prio, f, at)
   if not f then
     -- only a send to a waiting worker needs them
     f, at = redis.call("HMGET", KEYS[2], "redjob:paused", "redjob:handoff", "totalrecv", "redjob:leased",
-      "redjob:concurrency", "redjob:rate", "redjob:throttled"), 1
+      "redjob:concurrency", "redjob:rate", "redjob:throttled", "redjob:handoffs"), 1
   end
-  if f[at] then return false end
+  if f[at] then return end
   -- a queue limited across the fleet leases only through fetches, which
   -- count what runs (see fetch.lua): its workers are woken instead; a
   -- throttled one leases nothing until the throttle ends
   local conc, rate, throttled = f[at + 4], f[at + 5], f[at + 6]
-  if (conc or rate) and fleet_limits(conc, rate) then return false end
-  if throttled and (tonumber(throttled) or 0) > now then return false end
+  if (conc or rate) and fleet_limits(conc, rate) then return end
+  if throttled and (tonumber(throttled) or 0) > now then return end
   local r = registrations and registrations[reg]
   if r == nil then
     r = registration(reg)
@@ -394,12 +411,12 @@ local function hand_off(reg, id, body, now, time, prio, f, at)
     if not registrations or registered >= 64 then registrations, registered = {}, 0 end
     registrations[reg], registered = r, registered + 1
   end
-  if not r then return true end
+  if not r then return "redjob:handoff", "" end
   local lease, channel = r[1], r[2]
   -- its subscriber, not a pattern's (a PUBLISH's reply counts those too); a
   -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up
   local subs = redis.pcall("PUBSUB", "NUMSUB", channel)
-  if subs.err or subs[2] == 0 then return true end
+  if subs.err or subs[2] == 0 then return "redjob:handoff", "" end
   local ends = now + lease
   -- now in µs: TIME's seconds, then its microseconds in six digits
   local micro = time[2]
@@ -422,7 +439,19 @@ local function hand_off(reg, id, body, now, time, prio, f, at)
   -- what went to the worker, in case its message never reaches it (its
   -- connection closed after the PUBLISH): its listener reads it back when it
   -- connects again (reclaim.lua), and has the job released unless it holds it
-  return true, token, ends, r[4], id .. " " .. token .. " " .. prio,
+  -- (each hand-off of a counted registration in a field of its own, as
+  -- several may be on their way at once: "redjob:handed <channel> <n>", n
+  -- the count it found, the last one's without)
+  local kf, kv, noted = "redjob:handoff", "", r[4]
+  if r[5] then
+    -- (a count another client wrote that is no whole number up to
+    -- HANDS_MAX is taken as one)
+    local left = tonumber(f[at + 7])
+    if left and left > 1 and left <= HANDS_MAX and left % 1 == 0 then
+      kf, kv, noted = "redjob:handoffs", left - 1, r[4] .. " " .. left
+    end
+  end
+  return kf, kv, token, ends, noted, id .. " " .. token .. " " .. prio,
     (tonumber(f[at + 2]) or 0) + 1, (tonumber(f[at + 3]) or 0) + 1
 end
 

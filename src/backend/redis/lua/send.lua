@@ -62,7 +62,8 @@ if not KEYS[4] then
     -- "redjob:paused" in the 5th place, which the general call gives the
     -- priority mask; hand_off reads the flags from it on
     attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:paused",
-      "redjob:handoff", "totalrecv", "redjob:leased", "redjob:concurrency", "redjob:rate", "redjob:throttled")
+      "redjob:handoff", "totalrecv", "redjob:leased", "redjob:concurrency", "redjob:rate", "redjob:throttled",
+      "redjob:handoffs")
   else
     attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:handoff")
   end
@@ -89,14 +90,15 @@ if not KEYS[4] then
   local reg = attrs[hand and 6 or 5]
   local has_reg = reg and reg ~= ""
   local waiting = attrs[4] == "1"
-  local clear, token, ends, field, handed, recv, leased
+  local kf, kv, token, ends, field, handed, recv, leased
   if hand and has_reg and due <= now then
-    clear, token, ends, field, handed, recv, leased = hand_off(reg, id, body, now, time, "0", attrs, 5)
+    kf, kv, token, ends, field, handed, recv, leased = hand_off(reg, id, body, now, time, "0", attrs, 5)
   end
   if token then
     hand_off_count(3, ends, now)
     redis.call("ZADD", KEYS[1], token, id)
-    redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:handoff", "", field, handed,
+    -- the registration cleared, or counted down (kf, kv)
+    redis.call("HSET", KEYS[2], id, body, "totalsent", total, kf, kv, field, handed,
       "totalrecv", recv, "redjob:leased", leased)
     -- handed: no wake-up; "redjob:waiting" stays set, so the next send wakes
     -- the queue's workers unless that worker registers again first (see
@@ -104,10 +106,10 @@ if not KEYS[4] then
     waiting = false
   else
     redis.call("ZADD", KEYS[1], score, id)
-    if clear and waiting then
-      redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:handoff", "", "redjob:waiting", "0")
-    elseif clear then
-      redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:handoff", "")
+    if kf and waiting then
+      redis.call("HSET", KEYS[2], id, body, "totalsent", total, kf, kv, "redjob:waiting", "0")
+    elseif kf then
+      redis.call("HSET", KEYS[2], id, body, "totalsent", total, kf, kv)
     elseif waiting then
       redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:waiting", "0")
     else
@@ -171,11 +173,11 @@ end
 -- due now, goes straight to it (one hop instead of a wake-up and a fetch)
 local handed = false
 if attrs[6] and attrs[6] ~= "" and tonumber(zargs[1]) <= now then
-  local clear, token, ends, field, what, recv, leased = hand_off(attrs[6], zargs[2], hargs[2], now, time, ARGV[4])
+  local kf, kv, token, ends, field, what, recv, leased = hand_off(attrs[6], zargs[2], hargs[2], now, time, ARGV[4])
   local at = #hargs
-  if clear then
-    hargs[at + 1] = "redjob:handoff"
-    hargs[at + 2] = ""
+  if kf then
+    hargs[at + 1] = kf
+    hargs[at + 2] = kv
     at = at + 2
   end
   if token then
