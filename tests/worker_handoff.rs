@@ -151,8 +151,8 @@ async fn log_every_command(con: &mut redis::aio::MultiplexedConnection) {
         .unwrap();
 }
 
-/// How many fetches that register for a hand-off (a script call passing a
-/// registration, "v3 ...") the slow log holds.
+/// How many fetches that register for a hand-off (a fetch's script call
+/// passing a registration, "v3 ...") the slow log holds.
 async fn registering_fetches(con: &mut redis::aio::MultiplexedConnection) -> usize {
     let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")
@@ -168,9 +168,12 @@ async fn registering_fetches(con: &mut redis::aio::MultiplexedConnection) -> usi
             let Some(redis::Value::Array(args)) = fields.get(3) else {
                 return false;
             };
-            // (a script's own commands are logged too, by a client of its own)
+            // (a script's own commands are logged too, by a client of its own;
+            // a fetch passes 8 keys, or 28 with the priorities', where a
+            // withdrawal of the registration passes 1)
             let called = matches!(args.first(), Some(redis::Value::BulkString(c))
-                if c.eq_ignore_ascii_case(b"EVALSHA") || c.eq_ignore_ascii_case(b"EVAL"));
+                if c.eq_ignore_ascii_case(b"EVALSHA") || c.eq_ignore_ascii_case(b"EVAL"))
+                && matches!(args.get(2), Some(redis::Value::BulkString(k)) if k == b"8" || k == b"28");
             called
                 && args
                     .iter()
@@ -948,6 +951,74 @@ async fn a_worker_running_a_handed_job_stays_registered_for_the_next() {
     );
     let attempts: Option<String> = hget(&mut con, "rsmq:busy:Q", "totalrecv").await;
     assert_eq!(attempts.as_deref(), Some("3"), "each delivered once");
+    w.stop().await;
+}
+
+/// A registration the sends count higher than the worker does (a hand-off
+/// of an earlier registration read after the fetch that made this one) is
+/// withdrawn all the same when the worker's running slots fill: the next
+/// send is not handed to a worker that must release it.
+#[tokio::test]
+async fn a_full_worker_withdraws_a_registration_the_sends_count_higher() {
+    let server = RedisServer::start();
+    let client = client_with(&server, &["busy"]).await;
+    let mut con = server.raw().await;
+    let rec = Recorder::default();
+    let w = Worker::builder(client.backend())
+        .queue("busy")
+        .concurrency(2)
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    assert!(
+        common::wait_for(Duration::from_secs(5), || {
+            let mut con = con.clone();
+            async move {
+                hget(&mut con, "rsmq:busy:Q", "redjob:handoffs")
+                    .await
+                    .as_deref()
+                    == Some("2")
+            }
+        })
+        .await,
+        "registered for its two slots"
+    );
+    // the sends count one more than the worker
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:busy:Q")
+        .arg("redjob:handoffs")
+        .arg("3")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    client.enqueue(&SlowJob { key: 1 }).await.unwrap();
+    client.enqueue(&SlowJob { key: 2 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(2), || rec.len() == 2).await);
+    // both slots run a job of three seconds: the registration goes
+    assert!(
+        common::wait_for(Duration::from_secs(1), || {
+            let mut con = con.clone();
+            async move {
+                hget(&mut con, "rsmq:busy:Q", "redjob:handoff")
+                    .await
+                    .as_deref()
+                    == Some("")
+            }
+        })
+        .await,
+        "withdrawn once the slots filled: {:?}",
+        hget(&mut con, "rsmq:busy:Q", "redjob:handoff").await
+    );
+    client.enqueue(&SlowJob { key: 3 }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        hget(&mut con, "rsmq:busy:Q", "totalrecv").await.as_deref(),
+        Some("2"),
+        "the third job was not handed to the full worker"
+    );
+    assert!(wait_until(Duration::from_secs(8), || rec.len() == 3).await);
     w.stop().await;
 }
 

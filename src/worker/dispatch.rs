@@ -45,6 +45,11 @@ pub(crate) struct Dispatcher<B> {
     /// some are left, a handed job's run does not wake the dispatcher to fetch
     /// and register again.
     pub registered: std::sync::atomic::AtomicU32,
+    /// The last fetch may have left a registration in place: set by a fetch
+    /// that registered, cleared by the next fetch or a withdrawal, and not by
+    /// the hand-offs (a registration the sends count higher than this worker
+    /// does is withdrawn too when the worker's running slots fill).
+    pub in_place: std::sync::atomic::AtomicBool,
     /// A recovery of batch finishes is going on (beside the fetches).
     pub recovering: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -359,18 +364,19 @@ impl<B: Backend> Dispatcher<B> {
             // released instead
             let sent_at = Instant::now();
             // a hand-off goes only to a worker that can start it at once: as
-            // many as it has running slots free, and slots of its own and of
-            // this queue's (those this dispatcher took, and the rest), so that
-            // each handed job takes them without waiting (see try_slot)
+            // many as it has running slots free (less those jobs leased
+            // before have yet to take), and slots of its own and of this
+            // queue's (those this dispatcher took, and the rest), so that each
+            // handed job takes them without waiting (see try_slot); at least
+            // one while a running slot is free
+            let waiting = self.env.shared.running.available_permits() > 0;
             let hands = self
                 .env
                 .shared
-                .running
-                .available_permits()
+                .running_free()
                 .min(n as usize + self.env.shared.slots.available_permits())
                 .min(n as usize + self.env.queue_slots.sem().available_permits())
-                .min(HANDS_MAX);
-            let waiting = hands > 0;
+                .clamp(1, HANDS_MAX);
             let fetched = if waiting {
                 self.backend
                     .fetch_waiting(
@@ -448,6 +454,18 @@ impl<B: Backend> Dispatcher<B> {
                 };
                 self.registered
                     .store(left, std::sync::atomic::Ordering::Relaxed);
+                self.in_place
+                    .store(left > 0, std::sync::atomic::Ordering::Relaxed);
+                if left > 0
+                    && (self.env.shared.running.available_permits() == 0
+                        || self.env.shared.controls.is_quiet())
+                {
+                    // the last running slot was taken (or the worker turned
+                    // quiet) while the fetch was on its way: withdrawn now,
+                    // which the slot's taker could not do (nothing was in
+                    // place yet)
+                    self.env.shared.filled.notify_one();
+                }
             }
             if fetched.orphans > 0 {
                 tracing::warn!(queue = %self.env.queue, orphans = fetched.orphans,
@@ -519,7 +537,8 @@ impl<B: Backend> Dispatcher<B> {
     }
 
     /// Starts a job a send handed to this worker when a slot is free; else (or
-    /// at shutdown) releases it for any worker; then wakes the dispatcher to
+    /// at shutdown) releases it for any worker; then, when it was the last job
+    /// the registration was good for (or released), wakes the dispatcher to
     /// fetch (and register) again. Called by the listener, so the job starts
     /// without a hop through the dispatcher's task. The lease began by the
     /// backend's clock `h.now_us`, which the last fetch's send time here and the

@@ -169,7 +169,10 @@ pub(super) async fn withdraw_when_full<B: Backend>(
         }
         let queues: Vec<String> = dispatchers
             .iter()
-            .filter(|d| d.registered.swap(0, std::sync::atomic::Ordering::Relaxed) > 0)
+            .filter(|d| {
+                d.registered.store(0, std::sync::atomic::Ordering::Relaxed);
+                d.in_place.swap(false, std::sync::atomic::Ordering::Relaxed)
+            })
             .map(|d| d.env.queue.to_string())
             .collect();
         if queues.is_empty() {

@@ -455,6 +455,7 @@ impl<B: Backend> Worker<B> {
                 tracker: tracker.clone(),
                 clock: std::sync::Mutex::new(None),
                 registered: std::sync::atomic::AtomicU32::new(0),
+                in_place: std::sync::atomic::AtomicBool::new(false),
                 recovering: Arc::default(),
             };
             let d = Arc::new(d);

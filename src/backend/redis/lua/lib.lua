@@ -365,10 +365,11 @@ local registrations, registered, token_sec, token_text
 
 -- Hands the first message of a send, `id` with `body` (due by `now`), to the
 -- worker waiting on the queue: `reg` is that worker's registration, the hash
--- field "redjob:handoff" its fetch set ("v2 <lease ms> <channel> <queue>": a
--- worker that scores leases at their end; a registration of an earlier
--- redjob's, which would read this lease's token as its 500th delivery, gets no
--- hand-off, only the wake-up). PUBLISHes "<queue> <priority> <id> <token> <now
+-- field "redjob:handoff" its fetch set ("v3 <lease ms> <channel> <queue>", or
+-- "v2 ..." of the release before, good for one job: a worker that scores
+-- leases at their end; a registration of an earlier redjob's, which would
+-- read this lease's token as its 500th delivery, gets no hand-off, only the
+-- wake-up). PUBLISHes "<queue> <priority> <id> <token> <now
 -- µs> <body>" on the worker's channel when the worker listens there, and leases
 -- the message to it (its score becomes the token, delivery 1, as fetch.lua's).
 -- Returns the hash field and value the send writes for the registration:
