@@ -76,6 +76,33 @@ fn recorded_worker(client: &Client, queue: &str, rec: &Recorder) -> Worker {
         .unwrap()
 }
 
+/// A worker of `queue` with `concurrency` running slots that records its
+/// runs in `rec`.
+fn worker_with_slots(client: &Client, queue: &str, concurrency: usize, rec: &Recorder) -> Worker {
+    Worker::builder(client.backend())
+        .queue(queue)
+        .concurrency(concurrency)
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap()
+}
+
+/// The hand-off registration on `queue` and the count of jobs it is good
+/// for (`redjob:handoff`, `redjob:handoffs`).
+async fn registration(
+    con: &redis::aio::MultiplexedConnection,
+    queue: &str,
+) -> (Option<String>, Option<String>) {
+    redis::cmd("HMGET")
+        .arg(format!("rsmq:{queue}:Q"))
+        .arg("redjob:handoff")
+        .arg("redjob:handoffs")
+        .query_async(&mut con.clone())
+        .await
+        .unwrap()
+}
+
 /// A client on `server` with `queues` created.
 async fn client_with(server: &RedisServer, queues: &[&str]) -> Client {
     let client = Client::connect(&server.url()).await.unwrap();
@@ -131,6 +158,18 @@ fn listening(
         }
     });
     (got, task)
+}
+
+/// Has Redis close a subscriber whose output passes 1 KB: a hand-off of more
+/// is published, then the worker's connection is closed with it unread.
+async fn close_subscribers_past_1kb(con: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("pubsub 1024 0 0")
+        .query_async(con)
+        .await
+        .unwrap();
 }
 
 /// Has the slow log keep every command (up to 10,000), from now on.
@@ -319,22 +358,9 @@ async fn a_registration_is_good_for_as_many_jobs_as_the_worker_can_start() {
         .unwrap();
     let f = b.fetch_waiting("q", 8, LEASE, "w1", 4).await.unwrap();
     assert_eq!(f.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [first]);
-    let registration = |con: &redis::aio::MultiplexedConnection| {
-        let mut con = con.clone();
-        async move {
-            let r: (Option<String>, Option<String>) = redis::cmd("HMGET")
-                .arg("rsmq:q:Q")
-                .arg("redjob:handoff")
-                .arg("redjob:handoffs")
-                .query_async(&mut con)
-                .await
-                .unwrap();
-            r
-        }
-    };
     let reg = "v3 30000 rsmq:@handoff:w1 q".to_owned();
     assert_eq!(
-        registration(&con).await,
+        registration(&con, "q").await,
         (Some(reg.clone()), Some("3".into()))
     );
     let mut sent = Vec::new();
@@ -345,14 +371,14 @@ async fn a_registration_is_good_for_as_many_jobs_as_the_worker_can_start() {
                 .unwrap(),
         );
         assert_eq!(
-            registration(&con).await,
+            registration(&con, "q").await,
             (Some(reg.clone()), Some(left.into())),
             "kept, counted down, after hand-off {i}"
         );
     }
     sent.push(Queues::send(&b, "q", SendMessage::new("j3")).await.unwrap());
     assert_eq!(
-        registration(&con).await.0.as_deref(),
+        registration(&con, "q").await.0.as_deref(),
         Some(""),
         "the last job it was good for clears it"
     );
@@ -383,14 +409,14 @@ async fn a_registration_is_good_for_as_many_jobs_as_the_worker_can_start() {
     let f = b.fetch_waiting("q", 8, LEASE, "w1", 2).await.unwrap();
     assert_eq!(f.jobs.len(), 2);
     assert_eq!(
-        registration(&con).await,
+        registration(&con, "q").await,
         (Some(reg.clone()), Some("1".into()))
     );
     // and one for more than 8 registers for 8 (each hand-off's note is a
     // field of the queue's hash: a few)
     let f = b.fetch_waiting("q", 50, LEASE, "w1", 20).await.unwrap();
     assert!(f.jobs.is_empty());
-    assert_eq!(registration(&con).await, (Some(reg), Some("8".into())));
+    assert_eq!(registration(&con, "q").await, (Some(reg), Some("8".into())));
     task.abort();
 }
 
@@ -408,16 +434,7 @@ async fn hand_offs_lost_together_are_each_told_to_the_worker() {
         .await
         .unwrap();
     // the send function's name, from a send's call in the slow log
-    let _: () = redis::pipe()
-        .cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(0)
-        .cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    log_every_command(&mut con).await;
     Queues::send(&b, "other", SendMessage::new("x"))
         .await
         .unwrap();
@@ -430,13 +447,7 @@ async fn hand_offs_lost_together_are_each_told_to_the_worker() {
     let (got, task) = listening(b.clone(), &["q"], "w1", true);
     subscribed(&server, "w1").await;
     b.fetch_waiting("q", 4, LEASE, "w1", 3).await.unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("client-output-buffer-limit")
-        .arg("pubsub 1024 0 0")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    close_subscribers_past_1kb(&mut con).await;
     // two lone sends in one transaction: both handed before Redis frees the
     // subscriber it closes
     let body = "x".repeat(40 * 1024);
@@ -806,13 +817,7 @@ async fn each_job_handed_to_an_idle_worker(url_query: &str) {
     let mut observer = raw.get_async_pubsub().await.unwrap();
     observer.psubscribe("rsmq:*").await.unwrap();
     let rec = Recorder::default();
-    let w = Worker::builder(client.backend())
-        .queue("hq")
-        .concurrency(4)
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
+    let w = worker_with_slots(&client, "hq", 4, &rec);
     let w = start_serving(w).await;
     // the listener's connection speaks the protocol the URL asks for
     let clients: String = redis::cmd("CLIENT")
@@ -886,6 +891,35 @@ impl Job for SlowJob {
     }
 }
 
+/// A worker of queue "busy" with `slots` running slots, idle and registered
+/// for as many hand-offs; with its server, a client, a connection and its
+/// record.
+async fn idle_busy_worker(
+    slots: usize,
+) -> (
+    RedisServer,
+    Client,
+    redis::aio::MultiplexedConnection,
+    Recorder,
+    common::Running,
+) {
+    let server = RedisServer::start();
+    let client = client_with(&server, &["busy"]).await;
+    let con = server.raw().await;
+    let rec = Recorder::default();
+    let w = start_serving(worker_with_slots(&client, "busy", slots, &rec)).await;
+    let want = slots.to_string();
+    assert!(
+        common::wait_for(Duration::from_secs(5), || async {
+            registration(&con, "busy").await.1.as_deref() == Some(want.as_str())
+        })
+        .await,
+        "registered for its {slots} slots: {:?}",
+        registration(&con, "busy").await
+    );
+    (server, client, con, rec, w)
+}
+
 /// A worker running handed jobs stays registered while it has running slots
 /// free: its registration is good for as many jobs as it has slots, and each
 /// send counts it down, so every job is handed to it without a fetch between
@@ -893,40 +927,8 @@ impl Job for SlowJob {
 /// register again after each). The last slot's job clears it.
 #[tokio::test]
 async fn a_worker_running_a_handed_job_stays_registered_for_the_next() {
-    let server = RedisServer::start();
-    let client = client_with(&server, &["busy"]).await;
-    let mut con = server.raw().await;
-    let rec = Recorder::default();
-    let w = Worker::builder(client.backend())
-        .queue("busy")
-        .concurrency(3)
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
-    let w = start_serving(w).await;
-    let registration = |con: &redis::aio::MultiplexedConnection| {
-        let mut con = con.clone();
-        async move {
-            let r: (Option<String>, Option<String>) = redis::cmd("HMGET")
-                .arg("rsmq:busy:Q")
-                .arg("redjob:handoff")
-                .arg("redjob:handoffs")
-                .query_async(&mut con)
-                .await
-                .unwrap();
-            r
-        }
-    };
-    assert!(
-        common::wait_for(Duration::from_secs(5), || async {
-            registration(&con).await.1.as_deref() == Some("3")
-        })
-        .await,
-        "registered for its three slots: {:?}",
-        registration(&con).await
-    );
-    let reg = registration(&con).await.0.unwrap();
+    let (_server, client, mut con, rec, w) = idle_busy_worker(3).await;
+    let reg = registration(&con, "busy").await.0.unwrap();
     assert!(reg.starts_with("v3 "), "{reg}");
     log_every_command(&mut con).await;
     let started = std::time::Instant::now();
@@ -934,7 +936,7 @@ async fn a_worker_running_a_handed_job_stays_registered_for_the_next() {
         client.enqueue(&SlowJob { key }).await.unwrap();
         assert!(wait_until(Duration::from_secs(2), || rec.len() == key as usize).await);
         assert_eq!(
-            registration(&con).await,
+            registration(&con, "busy").await,
             (Some(reg.clone()), Some(left.to_owned())),
             "still registered while job {key} runs"
         );
@@ -943,7 +945,7 @@ async fn a_worker_running_a_handed_job_stays_registered_for_the_next() {
     assert!(wait_until(Duration::from_secs(2), || rec.len() == 3).await);
     // all three handed while the first (three seconds) still ran
     assert!(started.elapsed() < Duration::from_secs(3));
-    assert_eq!(registration(&con).await.0.as_deref(), Some(""));
+    assert_eq!(registration(&con, "busy").await.0.as_deref(), Some(""));
     assert_eq!(
         registering_fetches(&mut con).await,
         0,
@@ -960,31 +962,7 @@ async fn a_worker_running_a_handed_job_stays_registered_for_the_next() {
 /// send is not handed to a worker that must release it.
 #[tokio::test]
 async fn a_full_worker_withdraws_a_registration_the_sends_count_higher() {
-    let server = RedisServer::start();
-    let client = client_with(&server, &["busy"]).await;
-    let mut con = server.raw().await;
-    let rec = Recorder::default();
-    let w = Worker::builder(client.backend())
-        .queue("busy")
-        .concurrency(2)
-        .handle_signals(false)
-        .data(rec.clone())
-        .build()
-        .unwrap();
-    let w = start_serving(w).await;
-    assert!(
-        common::wait_for(Duration::from_secs(5), || {
-            let mut con = con.clone();
-            async move {
-                hget(&mut con, "rsmq:busy:Q", "redjob:handoffs")
-                    .await
-                    .as_deref()
-                    == Some("2")
-            }
-        })
-        .await,
-        "registered for its two slots"
-    );
+    let (_server, client, mut con, rec, w) = idle_busy_worker(2).await;
     // the sends count one more than the worker
     let _: () = redis::cmd("HSET")
         .arg("rsmq:busy:Q")
@@ -998,18 +976,12 @@ async fn a_full_worker_withdraws_a_registration_the_sends_count_higher() {
     assert!(wait_until(Duration::from_secs(2), || rec.len() == 2).await);
     // both slots run a job of three seconds: the registration goes
     assert!(
-        common::wait_for(Duration::from_secs(1), || {
-            let mut con = con.clone();
-            async move {
-                hget(&mut con, "rsmq:busy:Q", "redjob:handoff")
-                    .await
-                    .as_deref()
-                    == Some("")
-            }
+        common::wait_for(Duration::from_secs(1), || async {
+            registration(&con, "busy").await.0.as_deref() == Some("")
         })
         .await,
         "withdrawn once the slots filled: {:?}",
-        hget(&mut con, "rsmq:busy:Q", "redjob:handoff").await
+        registration(&con, "busy").await
     );
     client.enqueue(&SlowJob { key: 3 }).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -1184,13 +1156,7 @@ async fn a_hand_off_lost_with_the_connection_runs_at_once_as_attempt_one() {
     let mut con = server.raw().await;
     // Redis closes a subscriber whose output passes 1 KB: the 40 KB hand-off is
     // published, then the worker's connection is closed with it unread
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("client-output-buffer-limit")
-        .arg("pubsub 1024 0 0")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    close_subscribers_past_1kb(&mut con).await;
     let rec = Recorder::default();
     let w = registered_worker(&server, &client, &con, &rec).await;
     let sent = std::time::Instant::now();
