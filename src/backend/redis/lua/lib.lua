@@ -338,7 +338,8 @@ local HANDS_MAX = 8
 
 -- A worker's hand-off registration ("v3 <lease ms> <channel> <queue>", or an
 -- earlier redjob's "v2 ...", see hand_off) read: {lease, channel, queue,
--- "redjob:handed <channel>", counted}, or false for one that is none;
+-- "redjob:handed <channel>", counted} (hand_off adds the names of its notes
+-- by count, [6]), or false for one that is none;
 -- `counted`: a "v3", good for as many jobs as the hash field
 -- "redjob:handoffs" says (a "v2" is good for one). Its three words after the
 -- version are found by plain searches (a pattern's captures cost several
@@ -362,6 +363,11 @@ end
 -- token last ended in, as a number and as its digits. Nil until a hand-off:
 -- a script's chunk, which runs on every call, makes no table for them.
 local registrations, registered, token_sec, token_text
+-- A counted registration's counts ("2" .. HANDS_MAX, as the hash holds them)
+-- -> the count after a hand-off, as text: made at the first hand-off (a
+-- library's chunk keeps it), so that a hand-off neither parses the count nor
+-- turns a number into text (Lua's "%.14g")
+local next_count
 
 -- Hands the first message of a send, `id` with `body` (due by `now`), to the
 -- worker waiting on the queue: `reg` is that worker's registration, the hash
@@ -445,11 +451,27 @@ local function hand_off(reg, id, body, now, time, prio, f, at)
   -- the count it found, the last one's without)
   local kf, kv, noted = "redjob:handoff", "", r[4]
   if r[5] then
-    -- (a count another client wrote that is no whole number up to
-    -- HANDS_MAX is taken as one)
-    local left = tonumber(f[at + 7])
-    if left and left > 1 and left <= HANDS_MAX and left % 1 == 0 then
-      kf, kv, noted = "redjob:handoffs", left - 1, r[4] .. " " .. left
+    if not next_count then
+      next_count = {}
+      for n = 2, HANDS_MAX do next_count[tostring(n)] = tostring(n - 1) end
+    end
+    -- (a count another client wrote that is not one of those, "1", or none
+    -- is taken as one)
+    local left = f[at + 7]
+    local after = left and next_count[left]
+    if after then
+      -- the field's names kept with the parsed registration (r[6], by count)
+      local names = r[6]
+      if not names then
+        names = {}
+        r[6] = names
+      end
+      noted = names[left]
+      if not noted then
+        noted = r[4] .. " " .. left
+        names[left] = noted
+      end
+      kf, kv = "redjob:handoffs", after
     end
   end
   return kf, kv, token, ends, noted, id .. " " .. token .. " " .. prio,
