@@ -90,6 +90,11 @@ pub(super) struct MemQueue {
     /// The ids fetches leased (some since settled or run out: see
     /// [`in_flight`](Self::in_flight)).
     pub leased: std::collections::HashSet<JobId>,
+    /// The seconds in which the leases end whose jobs a receive or a pop took
+    /// (an RSMQ-style read of a job whose lease ran out): each still holds
+    /// its place until that second has passed, as on Redis, where those
+    /// reads (an RSMQ client's too) leave the lease counts as they are.
+    pub taken_leases: Vec<u64>,
     /// The starts a rate limit counts (Unix ms), oldest first.
     pub starts: std::collections::VecDeque<u64>,
     /// A fetch was held back by the global concurrency: a settle wakes the
@@ -142,6 +147,7 @@ impl MemQueue {
             unique_of: HashMap::new(),
             periodic: HashMap::new(),
             leased: Default::default(),
+            taken_leases: Vec::new(),
             starts: Default::default(),
             held: false,
             throttled_until: 0,
@@ -164,7 +170,22 @@ impl MemQueue {
             msgs.get(id)
                 .is_some_and(|m| m.lease && is_lease(m.score) && m.score / 1_000_000 >= now / 1000)
         });
-        self.leased.len()
+        let second = now / 1000;
+        self.taken_leases.retain(|&s| s >= second);
+        self.leased.len() + self.taken_leases.len()
+    }
+
+    /// A receive or a pop takes job `id`: a lease it still carries (one that
+    /// ran out) keeps its place until the second it ends in has passed (see
+    /// [`taken_leases`](Self::taken_leases)).
+    pub fn lease_taken(&mut self, id: &JobId) {
+        if self.leased.remove(id)
+            && let Some(m) = self.msgs.get(id)
+            && m.lease
+            && is_lease(m.score)
+        {
+            self.taken_leases.push(m.score / 1_000_000);
+        }
     }
 
     /// When the first place held by a lease in flight frees (Unix ms): when
@@ -173,7 +194,9 @@ impl MemQueue {
         self.leased
             .iter()
             .filter_map(|id| self.msgs.get(id))
-            .map(|m| (m.score / 1_000_000 + 1) * 1000)
+            .map(|m| m.score / 1_000_000)
+            .chain(self.taken_leases.iter().copied())
+            .map(|s| (s + 1) * 1000)
             .min()
     }
 
