@@ -513,6 +513,109 @@ async fn hand_offs_lost_together_are_each_told_to_the_worker() {
     task.abort();
 }
 
+/// The notes of what sends handed a worker that died (it never connects
+/// again to read them, nor stops to drop them) go when another worker's beat
+/// drops its registry entry: on each queue its last beat named; a live
+/// worker's notes and the jobs handed to the dead one (leased until their
+/// leases run out) stay. With the old beat the dead worker's fields stayed
+/// in the queue's hash for good, up to nine a worker.
+#[tokio::test]
+async fn a_dead_workers_hand_off_notes_go_when_its_registry_entry_does() {
+    let server = RedisServer::start();
+    let (b, mut con) = with_queue(&server).await;
+    let (_, task) = listen_as(b.clone(), &["q"], "w1");
+    subscribed(&server, "w1").await;
+    b.fetch_waiting("q", 4, LEASE, "w1", 3).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let id = Queues::send(&b, "q", SendMessage::new(format!("j{i}")))
+            .await
+            .unwrap();
+        ids.push(id.to_string());
+    }
+    let notes = [
+        "redjob:handed rsmq:@handoff:w1 3",
+        "redjob:handed rsmq:@handoff:w1 2",
+        "redjob:handed rsmq:@handoff:w1",
+    ];
+    for note in notes {
+        assert!(hget(&mut con, "rsmq:q:Q", note).await.is_some(), "{note}");
+    }
+    let mut scores = Vec::new();
+    for id in &ids {
+        scores.push(zscore(&mut con, "rsmq:q", id).await.expect("leased"));
+    }
+    // w1 dies: its listener goes without a word, and its registry entry ran
+    // out long ago; w2's entry runs for ten more minutes
+    task.abort();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let live = "redjob:handed rsmq:@handoff:w2";
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg("rsmq:{@workers}")
+        .arg(1)
+        .arg("w1")
+        .arg(now_ms + 600_000)
+        .arg("w2")
+        .ignore()
+        .cmd("HSET")
+        .arg("rsmq:{@workers}:info")
+        .arg("w1")
+        .arg(r#"{"id":"w1","queues":["q","../bad name"]}"#)
+        .arg("w2")
+        .arg(r#"{"id":"w2","queues":["q"]}"#)
+        .ignore()
+        .cmd("HSET")
+        .arg("rsmq:q:Q")
+        .arg(live)
+        .arg("x 1 0")
+        .ignore()
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    // a worker of "q" beats (its first beat is a full one)
+    let w = start_serving(
+        Worker::builder(b.clone())
+            .queue("q")
+            .handle_signals(false)
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let swept = common::wait_for(Duration::from_secs(10), || {
+        let mut con = con.clone();
+        async move {
+            let left: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg("rsmq:q:Q")
+                .arg(&notes[..])
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            left.iter().all(Option::is_none)
+        }
+    })
+    .await;
+    assert!(swept, "the dead worker's notes are dropped");
+    let gone: Option<f64> = zscore(&mut con, "rsmq:{@workers}", "w1").await;
+    assert_eq!(gone, None, "its entry went with them");
+    assert!(zscore(&mut con, "rsmq:{@workers}", "w2").await.is_some());
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", live).await.as_deref(),
+        Some("x 1 0")
+    );
+    for (id, score) in ids.iter().zip(&scores) {
+        assert_eq!(
+            zscore(&mut con, "rsmq:q", id).await,
+            Some(*score),
+            "{id} stays leased"
+        );
+    }
+    w.stop().await;
+}
+
 /// A producer whose last send to a queue found no worker waiting sends the
 /// next lone job by the lean call (two keys, without the lease counts,
 /// BENCHMARKS.md Speed II part 21). A worker that began to wait since is

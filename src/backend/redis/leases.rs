@@ -239,7 +239,9 @@ impl Backend for RedisBackend {
         beat: &[u8],
         ttl: Duration,
     ) -> Result<crate::contract::admin::BeatReply> {
-        self.rsmq.beat(id, beat, ttl).await
+        let (reply, gone) = self.rsmq.beat(id, beat, ttl).await?;
+        self.forget_handed(&gone).await;
+        Ok(reply)
     }
 
     async fn init_settings(

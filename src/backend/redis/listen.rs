@@ -159,6 +159,25 @@ impl RedisBackend {
         }
     }
 
+    /// Drops the notes of what sends handed to workers whose registry entries
+    /// ran out (see [`Gone`](super::live::Gone)): reclaim.lua without
+    /// publishing, for each queue each one's last beat named, one round trip
+    /// a worker. Its jobs still leased are not touched: their leases run out
+    /// and they are delivered again. A failure leaves the notes (fields of
+    /// the queue's hash, up to eight a worker), and is logged.
+    pub(super) async fn forget_handed(&self, gone: &[super::live::Gone]) {
+        // a Cluster's sends hand nothing off, so nothing is noted
+        if self.ns.is_cluster() {
+            return;
+        }
+        for g in gone {
+            let channel = self.ns.handoff(&g.id);
+            if let Err(e) = self.reclaim(&g.queues, &channel, false).await {
+                tracing::debug!(worker = %g.id, error = %e, "dropping a gone worker's hand-off notes failed");
+            }
+        }
+    }
+
     /// reclaim.lua for each queue, in one round trip: the last job handed to
     /// the worker on `channel`, published there when `publish` (to be released
     /// unless the worker holds it), and forgotten.

@@ -128,13 +128,25 @@ impl Rsmq {
     }
 
     /// Registers or refreshes worker `id` (an empty `beat` removes it); the
-    /// control set on it and the settings' version.
-    pub(crate) async fn beat(&self, id: &str, beat: &[u8], ttl: Duration) -> Result<BeatReply> {
+    /// control set on it and the settings' version, and the workers whose
+    /// entries ran out, which this call dropped (see [`Gone`]).
+    pub(crate) async fn beat(
+        &self,
+        id: &str,
+        beat: &[u8],
+        ttl: Duration,
+    ) -> Result<(BeatReply, Vec<Gone>)> {
         let ttl = crate::contract::backend::clamped_ms(ttl).max(1).to_string();
         if beat.is_empty() {
-            self.registry(&[b"leave", id.as_bytes(), ttl.as_bytes(), beat])
+            let v = self
+                .registry(&[b"leave", id.as_bytes(), ttl.as_bytes(), beat])
                 .await?;
-            return Ok(BeatReply::default());
+            let gone = match Reply::status(&v) {
+                Ok((_now, r)) => Gone::read(r.rest()),
+                // a script from before it said what it dropped
+                Err(_) => Vec::new(),
+            };
+            return Ok((BeatReply::default(), gone));
         }
         let v = self
             .registry(&[b"beat", id.as_bytes(), ttl.as_bytes(), beat])
@@ -143,7 +155,7 @@ impl Rsmq {
         let control = Control::parse(r.bytes()?);
         // a reply of a script from before the version: none
         let settings = r.opt_bytes().ok().flatten().map_or(0, version);
-        Ok(BeatReply::new(control, settings))
+        Ok((BeatReply::new(control, settings), Gone::read(r.rest())))
     }
 
     /// Moves worker `id`'s registration on by `by`, the time since its last
@@ -288,4 +300,89 @@ fn version(v: &[u8]) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// A worker whose registry entry ran out (it died, or lost Redis for longer
+/// than its lease), dropped by another worker's beat or leave: its id and
+/// the queues its last beat named. The queues' hashes may still hold the
+/// notes of what sends handed it (see reclaim.lua), which only it dropped
+/// before: the worker that dropped its entry drops them now.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Gone {
+    pub id: String,
+    pub queues: Vec<String>,
+}
+
+impl Gone {
+    /// The (id, last beat) pairs after a beat's or a leave's reply; a beat that
+    /// does not parse names no queues, and a queue name that is not valid is
+    /// left out (its keys are not built).
+    fn read(rest: &[Value]) -> Vec<Gone> {
+        #[derive(serde::Deserialize)]
+        struct Served {
+            #[serde(default)]
+            queues: Vec<String>,
+        }
+        rest.chunks_exact(2)
+            .filter_map(|pair| {
+                let text = |v: &Value| match v {
+                    Value::BulkString(b) => Some(b.clone()),
+                    _ => None,
+                };
+                let id = String::from_utf8(text(&pair[0])?).ok()?;
+                let queues = text(&pair[1])
+                    .and_then(|b| serde_json::from_slice::<Served>(&b).ok())
+                    .map(|s| s.queues)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|q| validate::queue_name(q).is_ok())
+                    .collect();
+                Some(Gone { id, queues })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_gone_workers_queues_come_from_its_last_beat_and_garbage_names_none() {
+        let rest = [
+            text("w1"),
+            text(r#"{"id":"w1","queues":["a","b c","d"]}"#),
+            text("w2"),
+            text("not json"),
+            text("w3"),
+            text(""),
+            Value::Nil,
+            text(r#"{"queues":["e"]}"#),
+            // an odd one out: no beat
+            text("w4"),
+        ];
+        let gone = Gone::read(&rest);
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            gone,
+            vec![
+                Gone {
+                    id: "w1".into(),
+                    queues: names(&["a", "d"]),
+                },
+                Gone {
+                    id: "w2".into(),
+                    queues: vec![],
+                },
+                Gone {
+                    id: "w3".into(),
+                    queues: vec![],
+                },
+            ]
+        );
+    }
 }

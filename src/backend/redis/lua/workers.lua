@@ -1,5 +1,5 @@
 -- The live-worker registry: a worker's beat, its leave, or a listing. Entries
--- that ran out are dropped (up to 100 per call), and both keys expire five
+-- that ran out are dropped by beats and leaves (up to 100 per call), and the keys expire five
 -- minutes after the last entry, so a registry nobody beats any more leaves
 -- nothing behind. Between beats a worker whose beat did not change only moves
 -- its entry's end on (ZADD XX INCR by the time since, see Rsmq::touch), beating
@@ -21,7 +21,8 @@
 --          or "" to clear it), who sets it in ARGV[4], and the worker's
 --          hand-off channel in ARGV[5], on which it is woken to read it
 -- Returns  beat: {now, the worker's control or "", the settings' version or
---          ""}; leave, serve: now
+--          "", then (id, last beat or "") x each entry dropped}; leave: {now,
+--          then the same}; serve: now
 --          (Unix ms); control: 1, 0 when no live worker has that id (nothing
 --          stored), 2 when it is stopping (a stop is final: kept); list: {now, n, then n x (id, runs out at, beat,
 --          control or ""), then (digest, JSON) x each entry of KEYS[3] a listed
@@ -63,11 +64,22 @@ elseif ARGV[1] == "leave" then
   redis.call("HDEL", KEYS[2], ARGV[2])
   redis.call("HDEL", KEYS[4], ARGV[2])
 end
-local gone = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, 100)
-if #gone > 0 then
-  redis.call("ZREM", KEYS[1], unpack(gone))
-  redis.call("HDEL", KEYS[2], unpack(gone))
-  redis.call("HDEL", KEYS[4], unpack(gone))
+-- a worker's beat or leave drops the entries that ran out (a listing skips
+-- them) and returns each with its last beat, whose queues hold the notes of
+-- what sends handed it (see reclaim.lua): the caller drops those, which only
+-- the worker itself did before, and a worker that died never does
+local swept = {}
+if ARGV[1] == "beat" or ARGV[1] == "leave" then
+  local gone = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, 100)
+  if #gone > 0 then
+    local beats = redis.call("HMGET", KEYS[2], unpack(gone))
+    for i = 1, #gone do
+      swept[2 * i - 1], swept[2 * i] = gone[i], beats[i] or ""
+    end
+    redis.call("ZREM", KEYS[1], unpack(gone))
+    redis.call("HDEL", KEYS[2], unpack(gone))
+    redis.call("HDEL", KEYS[4], unpack(gone))
+  end
 end
 local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
 if #last == 0 then
@@ -83,8 +95,10 @@ else
   redis.call("PEXPIRE", KEYS[4], ttl)
 end
 if ARGV[1] == "beat" then
-  return {now, redis.call("HGET", KEYS[4], ARGV[2]) or "", redis.call("HGET", KEYS[5], "v") or ""}
+  return {now, redis.call("HGET", KEYS[4], ARGV[2]) or "", redis.call("HGET", KEYS[5], "v") or "",
+    unpack(swept)}
 end
+if ARGV[1] == "leave" then return {now, unpack(swept)} end
 if ARGV[1] == "control" then return controlled end
 if ARGV[1] ~= "list" then return now end
 local out = {now, 0}
