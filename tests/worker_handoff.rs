@@ -576,6 +576,17 @@ async fn a_dead_workers_hand_off_notes_go_when_its_registry_entry_does() {
         .query_async(&mut con)
         .await
         .unwrap();
+    // a listing skips w1 and leaves its entry and notes to a worker's beat
+    let listed: Vec<String> = b
+        .workers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    assert!(!listed.contains(&"w1".to_string()), "{listed:?}");
+    assert!(zscore(&mut con, "rsmq:{@workers}", "w1").await.is_some());
+    assert!(hget(&mut con, "rsmq:q:Q", notes[0]).await.is_some());
     // a worker of "q" beats (its first beat is a full one)
     let w = start_serving(
         Worker::builder(b.clone())
@@ -613,7 +624,34 @@ async fn a_dead_workers_hand_off_notes_go_when_its_registry_entry_does() {
             "{id} stays leased"
         );
     }
+    // the worker's leave drops a worker gone since its beat, and its notes
+    let w3 = "redjob:handed rsmq:@handoff:w3";
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg("rsmq:{@workers}")
+        .arg(1)
+        .arg("w3")
+        .ignore()
+        .cmd("HSET")
+        .arg("rsmq:{@workers}:info")
+        .arg("w3")
+        .arg(r#"{"id":"w3","queues":["q"],"running":[{"queue":"x","id":"y"}]}"#)
+        .ignore()
+        .cmd("HSET")
+        .arg("rsmq:q:Q")
+        .arg(w3)
+        .arg("x 1 0")
+        .ignore()
+        .query_async(&mut con)
+        .await
+        .unwrap();
     w.stop().await;
+    assert_eq!(
+        hget(&mut con, "rsmq:q:Q", w3).await,
+        None,
+        "dropped by the leave"
+    );
+    assert_eq!(zscore(&mut con, "rsmq:{@workers}", "w3").await, None);
 }
 
 /// A producer whose last send to a queue found no worker waiting sends the

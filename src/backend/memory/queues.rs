@@ -187,7 +187,7 @@ impl Queues for MemoryBackend {
         let hidden = (now + vt.unwrap_or(q.vt * 1000)) * 1000;
         let mut out = Vec::new();
         for (_, id) in q.due(now, n.max(1)) {
-            q.lease_taken(&id);
+            q.lease_taken(&id, now);
             q.rescore(id, hidden);
             let Some(m) = q.msgs.get_mut(&id) else {
                 continue;
@@ -209,7 +209,7 @@ impl Queues for MemoryBackend {
         let Some((_, id)) = q.due(now, 1).pop() else {
             return Ok(None);
         };
-        q.lease_taken(&id);
+        q.lease_taken(&id, now);
         let m = q
             .remove(&id)
             .ok_or_else(|| Error::Protocol("indexed message without body".into()))?;
@@ -242,7 +242,7 @@ impl Queues for MemoryBackend {
         let mut out = Vec::new();
         let mut finishes = Vec::new();
         for (_, id, _) in q.due_all(now, limit) {
-            q.lease_taken(&id);
+            q.lease_taken(&id, now);
             if let Some(m) = q.remove(&id) {
                 out.push(message(id, &m.body, m.rc + 1, m.fr.unwrap_or(now)));
                 // its batch, and the flows that wait for it, count it succeeded

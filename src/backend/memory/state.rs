@@ -90,11 +90,13 @@ pub(super) struct MemQueue {
     /// The ids fetches leased (some since settled or run out: see
     /// [`in_flight`](Self::in_flight)).
     pub leased: std::collections::HashSet<JobId>,
-    /// The seconds in which the leases end whose jobs a receive or a pop took
-    /// (an RSMQ-style read of a job whose lease ran out): each still holds
-    /// its place until that second has passed, as on Redis, where those
-    /// reads (an RSMQ client's too) leave the lease counts as they are.
-    pub taken_leases: Vec<u64>,
+    /// How many leases end in the second here (Unix s) whose jobs a receive
+    /// or a pop took (an RSMQ-style read of a job whose lease ran out in
+    /// that second): each still holds its place until the second has passed,
+    /// as on Redis, where those reads (an RSMQ client's too) leave the lease
+    /// counts as they are. A read takes only due jobs, so only the current
+    /// second's count matters.
+    pub taken_leases: (u64, usize),
     /// The starts a rate limit counts (Unix ms), oldest first.
     pub starts: std::collections::VecDeque<u64>,
     /// A fetch was held back by the global concurrency: a settle wakes the
@@ -147,7 +149,7 @@ impl MemQueue {
             unique_of: HashMap::new(),
             periodic: HashMap::new(),
             leased: Default::default(),
-            taken_leases: Vec::new(),
+            taken_leases: (0, 0),
             starts: Default::default(),
             held: false,
             throttled_until: 0,
@@ -161,7 +163,9 @@ impl MemQueue {
     }
 
     /// The leases in flight at `now` (Unix ms): leased by a fetch and not
-    /// settled, moved or run out (the ids that are not are forgotten).
+    /// settled, moved or run out (the ids that are not are forgotten), and
+    /// those whose jobs a receive or a pop took in this second (see
+    /// [`taken_leases`](Self::taken_leases)).
     pub fn in_flight(&mut self, now: u64) -> usize {
         let msgs = &self.msgs;
         self.leased.retain(|id| {
@@ -170,21 +174,30 @@ impl MemQueue {
             msgs.get(id)
                 .is_some_and(|m| m.lease && is_lease(m.score) && m.score / 1_000_000 >= now / 1000)
         });
-        let second = now / 1000;
-        self.taken_leases.retain(|&s| s >= second);
-        self.leased.len() + self.taken_leases.len()
+        if self.taken_leases.0 < now / 1000 {
+            self.taken_leases = (0, 0);
+        }
+        self.leased.len() + self.taken_leases.1
     }
 
-    /// A receive or a pop takes job `id`: a lease it still carries (one that
-    /// ran out) keeps its place until the second it ends in has passed (see
-    /// [`taken_leases`](Self::taken_leases)).
-    pub fn lease_taken(&mut self, id: &JobId) {
+    /// A receive or a pop at `now` (Unix ms) takes job `id`: a lease it still
+    /// carries (one that ran out in this second) keeps its place until the
+    /// second has passed (see [`taken_leases`](Self::taken_leases)).
+    pub fn lease_taken(&mut self, id: &JobId, now: u64) {
         if self.leased.remove(id)
             && let Some(m) = self.msgs.get(id)
             && m.lease
             && is_lease(m.score)
         {
-            self.taken_leases.push(m.score / 1_000_000);
+            let second = m.score / 1_000_000;
+            if second < now / 1000 {
+                return;
+            }
+            if self.taken_leases.0 == second {
+                self.taken_leases.1 += 1;
+            } else {
+                self.taken_leases = (second, 1);
+            }
         }
     }
 
@@ -195,7 +208,7 @@ impl MemQueue {
             .iter()
             .filter_map(|id| self.msgs.get(id))
             .map(|m| m.score / 1_000_000)
-            .chain(self.taken_leases.iter().copied())
+            .chain((self.taken_leases.1 > 0).then_some(self.taken_leases.0))
             .map(|s| (s + 1) * 1000)
             .min()
     }

@@ -160,21 +160,48 @@ impl RedisBackend {
     }
 
     /// Drops the notes of what sends handed to workers whose registry entries
-    /// ran out (see [`Gone`](super::live::Gone)): reclaim.lua without
-    /// publishing, for each queue each one's last beat named, one round trip
-    /// a worker. Its jobs still leased are not touched: their leases run out
-    /// and they are delivered again. A failure leaves the notes (fields of
-    /// the queue's hash, up to eight a worker), and is logged.
+    /// ran out (see [`Gone`](super::live::Gone)), then their entries:
+    /// reclaim.lua without publishing for each queue each one's last beat
+    /// named, in one round trip. Their jobs still leased are not touched:
+    /// their leases run out and they are delivered again. A failure (a queue
+    /// this client's ACL user may not touch) leaves those notes, and is
+    /// logged; a call cut off before the entries are dropped leaves them to
+    /// the next beat.
     pub(super) async fn forget_handed(&self, gone: &[super::live::Gone]) {
-        // a Cluster's sends hand nothing off, so nothing is noted
-        if self.ns.is_cluster() {
+        use super::scripts::{RECLAIM, eval, run_pipeline};
+        if gone.is_empty() {
             return;
         }
-        for g in gone {
-            let channel = self.ns.handoff(&g.id);
-            if let Err(e) = self.reclaim(&g.queues, &channel, false).await {
-                tracing::debug!(worker = %g.id, error = %e, "dropping a gone worker's hand-off notes failed");
+        // a Cluster's sends hand nothing off, so nothing is noted
+        let mut pipe = redis::pipe();
+        let mut calls = 0;
+        if !self.ns.is_cluster() {
+            for g in gone {
+                let channel = self.ns.handoff(&g.id);
+                for q in &g.queues {
+                    let mut cmd = eval(&RECLAIM, &self.ns.queue(q).all_levels());
+                    cmd.arg(&channel).arg(q).arg("0");
+                    pipe.add_command(cmd);
+                    calls += 1;
+                }
             }
+        }
+        if calls > 0 {
+            let loaded = [(&*RECLAIM, &self.shared.reclaim_loaded)];
+            let done = tokio::time::timeout(
+                LISTEN_TIMEOUT,
+                run_pipeline(&mut self.con.clone(), &loaded, &pipe),
+            )
+            .await;
+            if !matches!(done, Ok(Ok(_))) {
+                tracing::warn!(
+                    workers = gone.len(),
+                    "dropping the hand-off notes of workers gone failed or timed out"
+                );
+            }
+        }
+        if let Err(e) = self.rsmq.drop_gone(gone).await {
+            tracing::warn!(error = %e, "dropping the registry entries of workers gone failed");
         }
     }
 

@@ -158,6 +158,17 @@ impl Rsmq {
         Ok((BeatReply::new(control, settings), Gone::read(r.rest())))
     }
 
+    /// Drops the registry entries of `gone` that are still run out (their
+    /// notes dropped, see [`Gone`]).
+    pub(crate) async fn drop_gone(&self, gone: &[Gone]) -> Result<()> {
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let mut args: Vec<&[u8]> = vec![b"drop"];
+        args.extend(gone.iter().map(|g| g.id.as_bytes()));
+        self.registry(&args).await.map(drop)
+    }
+
     /// Moves worker `id`'s registration on by `by`, the time since its last
     /// beat or touch: one `ZADD XX INCR`, no script. False when it has no
     /// entry (`XX`: then nothing is written). Its control and the settings'
@@ -303,10 +314,10 @@ fn version(v: &[u8]) -> u64 {
 }
 
 /// A worker whose registry entry ran out (it died, or lost Redis for longer
-/// than its lease), dropped by another worker's beat or leave: its id and
+/// than its lease), returned by another worker's beat or leave: its id and
 /// the queues its last beat named. The queues' hashes may still hold the
 /// notes of what sends handed it (see reclaim.lua), which only it dropped
-/// before: the worker that dropped its entry drops them now.
+/// before: that worker drops them, then the entry ([`Rsmq::drop_gone`]).
 #[derive(Debug, PartialEq)]
 pub(crate) struct Gone {
     pub id: String,
@@ -314,27 +325,21 @@ pub(crate) struct Gone {
 }
 
 impl Gone {
-    /// The (id, last beat) pairs after a beat's or a leave's reply; a beat that
-    /// does not parse names no queues, and a queue name that is not valid is
+    /// The (id, queues) pairs after a beat's or a leave's reply, the queues as
+    /// the beat's JSON wrote them (`"a","b"`); a name that is not valid is
     /// left out (its keys are not built).
     fn read(rest: &[Value]) -> Vec<Gone> {
-        #[derive(serde::Deserialize)]
-        struct Served {
-            #[serde(default)]
-            queues: Vec<String>,
-        }
         rest.chunks_exact(2)
             .filter_map(|pair| {
                 let text = |v: &Value| match v {
-                    Value::BulkString(b) => Some(b.clone()),
+                    Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
                     _ => None,
                 };
-                let id = String::from_utf8(text(&pair[0])?).ok()?;
+                let id = text(&pair[0])?;
                 let queues = text(&pair[1])
-                    .and_then(|b| serde_json::from_slice::<Served>(&b).ok())
-                    .map(|s| s.queues)
                     .unwrap_or_default()
-                    .into_iter()
+                    .split(',')
+                    .map(|q| q.trim().trim_matches('"').to_owned())
                     .filter(|q| validate::queue_name(q).is_ok())
                     .collect();
                 Some(Gone { id, queues })
@@ -355,14 +360,14 @@ mod tests {
     fn a_gone_workers_queues_come_from_its_last_beat_and_garbage_names_none() {
         let rest = [
             text("w1"),
-            text(r#"{"id":"w1","queues":["a","b c","d"]}"#),
+            text(r#""a","b c","d""#),
             text("w2"),
-            text("not json"),
+            text("not a list"),
             text("w3"),
             text(""),
             Value::Nil,
-            text(r#"{"queues":["e"]}"#),
-            // an odd one out: no beat
+            text(r#""e""#),
+            // an odd one out: no queues
             text("w4"),
         ];
         let gone = Gone::read(&rest);

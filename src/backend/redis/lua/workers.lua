@@ -1,9 +1,13 @@
 -- The live-worker registry: a worker's beat, its leave, or a listing. Entries
--- that ran out are dropped by beats and leaves (up to 100 per call), and the keys expire five
--- minutes after the last entry, so a registry nobody beats any more leaves
--- nothing behind. Between beats a worker whose beat did not change only moves
--- its entry's end on (ZADD XX INCR by the time since, see Rsmq::touch), beating
--- in full at least every two minutes, which the five minutes cover.
+-- that ran out are returned by beats and leaves (up to 100 per call) with
+-- the queues their last beats named, whose hashes may hold the notes of what
+-- sends handed those workers (see reclaim.lua): the caller drops the notes,
+-- then the entries ("drop"), so that a caller cut off in between leaves them
+-- for the next. The keys expire five minutes after the last live entry, so a
+-- registry nobody beats any more leaves nothing behind. Between beats a worker
+-- whose beat did not change only moves its entry's end on (ZADD XX INCR by the
+-- time since, see Rsmq::touch), beating in full at least every two minutes,
+-- which the five minutes cover.
 -- KEYS[1]  ns:{@workers}: sorted set of worker ids by when they run out (Unix ms)
 -- KEYS[2]  ns:{@workers}:info: hash of worker id -> its last beat (JSON, with
 --          "at_ms", when it was written, put first here)
@@ -14,15 +18,18 @@
 -- KEYS[5]  ns:{@workers}:settings: hash whose field "v" is the version of the
 --          queues' settings, which every change of them increments (see
 --          Rsmq::set_settings); a beat returns it
--- ARGV[1]  "beat", "leave", "serve", "control" or "list"
+-- ARGV[1]  "beat", "leave", "serve", "control", "drop" or "list"
 -- ARGV[2]  the worker's id (beat, leave, control); ARGV[3] its ttl in ms; ARGV[4]
 --          its beat. For "serve", the digest in ARGV[2] and its JSON in
 --          ARGV[3]. For "control", the control in ARGV[3] ("quiet", "stop",
 --          or "" to clear it), who sets it in ARGV[4], and the worker's
---          hand-off channel in ARGV[5], on which it is woken to read it
+--          hand-off channel in ARGV[5], on which it is woken to read it. For
+--          "drop", the ids of entries that ran out from ARGV[2] on (those
+--          still run out are dropped)
 -- Returns  beat: {now, the worker's control or "", the settings' version or
---          "", then (id, last beat or "") x each entry dropped}; leave: {now,
---          then the same}; serve: now
+--          "", then (id, queues) x each entry that ran out, queues as its last
+--          beat's JSON writes them, '"a","b"' (or "")}; leave: {now, then the
+--          same}; serve, drop: now
 --          (Unix ms); control: 1, 0 when no live worker has that id (nothing
 --          stored), 2 when it is stopping (a stop is final: kept); list: {now, n, then n x (id, runs out at, beat,
 --          control or ""), then (digest, JSON) x each entry of KEYS[3] a listed
@@ -64,21 +71,29 @@ elseif ARGV[1] == "leave" then
   redis.call("HDEL", KEYS[2], ARGV[2])
   redis.call("HDEL", KEYS[4], ARGV[2])
 end
--- a worker's beat or leave drops the entries that ran out (a listing skips
--- them) and returns each with its last beat, whose queues hold the notes of
--- what sends handed it (see reclaim.lua): the caller drops those, which only
--- the worker itself did before, and a worker that died never does
-local swept = {}
+-- the entries that ran out, for a worker's beat or leave to drop (a listing
+-- skips them): each with the queues its last beat named (names of letters,
+-- digits, "_" and "-", so the array's text ends at the first "]")
+local gone = {}
 if ARGV[1] == "beat" or ARGV[1] == "leave" then
-  local gone = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, 100)
-  if #gone > 0 then
-    local beats = redis.call("HMGET", KEYS[2], unpack(gone))
-    for i = 1, #gone do
-      swept[2 * i - 1], swept[2 * i] = gone[i], beats[i] or ""
+  local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, 100)
+  if #ids > 0 then
+    local beats = redis.call("HMGET", KEYS[2], unpack(ids))
+    for i = 1, #ids do
+      local queues = beats[i] and string.match(beats[i], '"queues":%[([^%]]*)%]')
+      gone[2 * i - 1], gone[2 * i] = ids[i], queues or ""
     end
-    redis.call("ZREM", KEYS[1], unpack(gone))
-    redis.call("HDEL", KEYS[2], unpack(gone))
-    redis.call("HDEL", KEYS[4], unpack(gone))
+  end
+elseif ARGV[1] == "drop" then
+  local ids = {}
+  for i = 2, #ARGV do
+    local ends = redis.call("ZSCORE", KEYS[1], ARGV[i])
+    if ends and tonumber(ends) <= now then ids[#ids + 1] = ARGV[i] end
+  end
+  if #ids > 0 then
+    redis.call("ZREM", KEYS[1], unpack(ids))
+    redis.call("HDEL", KEYS[2], unpack(ids))
+    redis.call("HDEL", KEYS[4], unpack(ids))
   end
 end
 local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
@@ -87,8 +102,10 @@ if #last == 0 then
   -- what workers serve outlives them by five minutes too: a worker serves
   -- before its first beat, and a listing or a leave meanwhile keeps it
   redis.call("PEXPIRE", KEYS[3], 300000)
-else
-  local ttl = math.max(1, tonumber(last[2]) - now) + 300000
+elseif tonumber(last[2]) > now then
+  -- from the last live entry only: entries that ran out, which nobody drops
+  -- once no worker beats, go with the keys five minutes after it
+  local ttl = tonumber(last[2]) - now + 300000
   redis.call("PEXPIRE", KEYS[1], ttl)
   redis.call("PEXPIRE", KEYS[2], ttl)
   redis.call("PEXPIRE", KEYS[3], ttl)
@@ -96,9 +113,9 @@ else
 end
 if ARGV[1] == "beat" then
   return {now, redis.call("HGET", KEYS[4], ARGV[2]) or "", redis.call("HGET", KEYS[5], "v") or "",
-    unpack(swept)}
+    unpack(gone)}
 end
-if ARGV[1] == "leave" then return {now, unpack(swept)} end
+if ARGV[1] == "leave" then return {now, unpack(gone)} end
 if ARGV[1] == "control" then return controlled end
 if ARGV[1] ~= "list" then return now end
 local out = {now, 0}
