@@ -513,12 +513,44 @@ async fn hand_offs_lost_together_are_each_told_to_the_worker() {
     task.abort();
 }
 
+/// Enters worker `id` in the registry, running out at `ends` (Unix ms), with
+/// `beat` as its last beat, and notes a hand-off to it in "q"'s hash unless
+/// one is there; the note's field.
+async fn in_registry(
+    con: &mut redis::aio::MultiplexedConnection,
+    id: &str,
+    ends: u64,
+    beat: &str,
+) -> String {
+    let note = format!("redjob:handed rsmq:@handoff:{id}");
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg("rsmq:{@workers}")
+        .arg(ends)
+        .arg(id)
+        .ignore()
+        .cmd("HSET")
+        .arg("rsmq:{@workers}:info")
+        .arg(id)
+        .arg(beat)
+        .ignore()
+        .cmd("HSETNX")
+        .arg("rsmq:q:Q")
+        .arg(&note)
+        .arg("x 1 0")
+        .ignore()
+        .query_async(con)
+        .await
+        .unwrap();
+    note
+}
+
 /// The notes of what sends handed a worker that died (it never connects
 /// again to read them, nor stops to drop them) go when another worker's beat
 /// drops its registry entry: on each queue its last beat named; a live
 /// worker's notes and the jobs handed to the dead one (leased until their
 /// leases run out) stay. With the old beat the dead worker's fields stayed
-/// in the queue's hash for good, up to nine a worker.
+/// in the queue's hash for good, up to eight a worker.
 #[tokio::test]
 async fn a_dead_workers_hand_off_notes_go_when_its_registry_entry_does() {
     let server = RedisServer::start();
@@ -552,30 +584,20 @@ async fn a_dead_workers_hand_off_notes_go_when_its_registry_entry_does() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let live = "redjob:handed rsmq:@handoff:w2";
-    let _: () = redis::pipe()
-        .cmd("ZADD")
-        .arg("rsmq:{@workers}")
-        .arg(1)
-        .arg("w1")
-        .arg(now_ms + 600_000)
-        .arg("w2")
-        .ignore()
-        .cmd("HSET")
-        .arg("rsmq:{@workers}:info")
-        .arg("w1")
-        .arg(r#"{"id":"w1","queues":["q","../bad name"]}"#)
-        .arg("w2")
-        .arg(r#"{"id":"w2","queues":["q"]}"#)
-        .ignore()
-        .cmd("HSET")
-        .arg("rsmq:q:Q")
-        .arg(live)
-        .arg("x 1 0")
-        .ignore()
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    in_registry(
+        &mut con,
+        "w1",
+        1,
+        r#"{"id":"w1","queues":["q","../bad name"]}"#,
+    )
+    .await;
+    let live = in_registry(
+        &mut con,
+        "w2",
+        now_ms + 600_000,
+        r#"{"id":"w2","queues":["q"]}"#,
+    )
+    .await;
     // a listing skips w1 and leaves its entry and notes to a worker's beat
     let listed: Vec<String> = b
         .workers()
@@ -614,7 +636,7 @@ async fn a_dead_workers_hand_off_notes_go_when_its_registry_entry_does() {
     assert_eq!(gone, None, "its entry went with them");
     assert!(zscore(&mut con, "rsmq:{@workers}", "w2").await.is_some());
     assert_eq!(
-        hget(&mut con, "rsmq:q:Q", live).await.as_deref(),
+        hget(&mut con, "rsmq:q:Q", &live).await.as_deref(),
         Some("x 1 0")
     );
     for (id, score) in ids.iter().zip(&scores) {
@@ -625,29 +647,16 @@ async fn a_dead_workers_hand_off_notes_go_when_its_registry_entry_does() {
         );
     }
     // the worker's leave drops a worker gone since its beat, and its notes
-    let w3 = "redjob:handed rsmq:@handoff:w3";
-    let _: () = redis::pipe()
-        .cmd("ZADD")
-        .arg("rsmq:{@workers}")
-        .arg(1)
-        .arg("w3")
-        .ignore()
-        .cmd("HSET")
-        .arg("rsmq:{@workers}:info")
-        .arg("w3")
-        .arg(r#"{"id":"w3","queues":["q"],"running":[{"queue":"x","id":"y"}]}"#)
-        .ignore()
-        .cmd("HSET")
-        .arg("rsmq:q:Q")
-        .arg(w3)
-        .arg("x 1 0")
-        .ignore()
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    let w3 = in_registry(
+        &mut con,
+        "w3",
+        1,
+        r#"{"id":"w3","queues":["q"],"running":[{"queue":"x","id":"y"}]}"#,
+    )
+    .await;
     w.stop().await;
     assert_eq!(
-        hget(&mut con, "rsmq:q:Q", w3).await,
+        hget(&mut con, "rsmq:q:Q", &w3).await,
         None,
         "dropped by the leave"
     );

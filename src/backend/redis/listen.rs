@@ -78,7 +78,7 @@ impl RedisBackend {
         // with the one before: the answers come on this connection, after every
         // hand-off that came on it (see reclaim.lua)
         if let Some(ch) = handing {
-            self.reclaim(queues, ch, true).await?;
+            self.reclaim(&on(queues, ch), true).await?;
         }
         subscribed();
         // anything sent before the subscription took effect
@@ -151,7 +151,7 @@ impl RedisBackend {
                     // what was handed to this worker is read (or released): the
                     // notes of it go with the worker
                     if let Some(ch) = handing {
-                        let _ = tokio::time::timeout(UNSUBSCRIBE_WAIT, self.reclaim(queues, ch, false)).await;
+                        let _ = tokio::time::timeout(UNSUBSCRIBE_WAIT, self.reclaim(&on(queues, ch), false)).await;
                     }
                     return Ok(());
                 }
@@ -168,36 +168,19 @@ impl RedisBackend {
     /// logged; a call cut off before the entries are dropped leaves them to
     /// the next beat.
     pub(super) async fn forget_handed(&self, gone: &[super::live::Gone]) {
-        use super::scripts::{RECLAIM, eval, run_pipeline};
         if gone.is_empty() {
             return;
         }
         // a Cluster's sends hand nothing off, so nothing is noted
-        let mut pipe = redis::pipe();
-        let mut calls = 0;
         if !self.ns.is_cluster() {
-            for g in gone {
-                let channel = self.ns.handoff(&g.id);
-                for q in &g.queues {
-                    let mut cmd = eval(&RECLAIM, &self.ns.queue(q).all_levels());
-                    cmd.arg(&channel).arg(q).arg("0");
-                    pipe.add_command(cmd);
-                    calls += 1;
-                }
-            }
-        }
-        if calls > 0 {
-            let loaded = [(&*RECLAIM, &self.shared.reclaim_loaded)];
-            let done = tokio::time::timeout(
-                LISTEN_TIMEOUT,
-                run_pipeline(&mut self.con.clone(), &loaded, &pipe),
-            )
-            .await;
-            if !matches!(done, Ok(Ok(_))) {
-                tracing::warn!(
-                    workers = gone.len(),
-                    "dropping the hand-off notes of workers gone failed or timed out"
-                );
+            let channels: Vec<String> = gone.iter().map(|g| self.ns.handoff(&g.id)).collect();
+            let at: Vec<(&str, &str)> = gone
+                .iter()
+                .zip(&channels)
+                .flat_map(|(g, ch)| g.queues.iter().map(move |q| (q.as_str(), ch.as_str())))
+                .collect();
+            if let Err(e) = self.reclaim(&at, false).await {
+                tracing::warn!(workers = gone.len(), error = %e, "dropping the hand-off notes of workers gone failed");
             }
         }
         if let Err(e) = self.rsmq.drop_gone(gone).await {
@@ -205,18 +188,20 @@ impl RedisBackend {
         }
     }
 
-    /// reclaim.lua for each queue, in one round trip: the last job handed to
-    /// the worker on `channel`, published there when `publish` (to be released
-    /// unless the worker holds it), and forgotten.
-    async fn reclaim(&self, queues: &[String], channel: &str, publish: bool) -> Result<()> {
+    /// reclaim.lua for each (queue, channel) of `at`, in one round trip: the
+    /// jobs handed to the worker on the channel, published there when
+    /// `publish` (to be released unless the worker holds them), and forgotten.
+    async fn reclaim(&self, at: &[(&str, &str)], publish: bool) -> Result<()> {
         use super::scripts::{RECLAIM, eval, run_pipeline};
-        if queues.is_empty() {
+        if at.is_empty() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
-        for q in queues {
+        for (q, channel) in at {
             let mut cmd = eval(&RECLAIM, &self.ns.queue(q).all_levels());
-            cmd.arg(channel).arg(q).arg(if publish { "1" } else { "0" });
+            cmd.arg(*channel)
+                .arg(*q)
+                .arg(if publish { "1" } else { "0" });
             pipe.add_command(cmd);
         }
         let loaded = [(&*RECLAIM, &self.shared.reclaim_loaded)];
@@ -228,6 +213,11 @@ impl RedisBackend {
         .map_err(|_| Error::Protocol("asking for jobs handed before timed out".into()))??;
         Ok(())
     }
+}
+
+/// Each of `queues` with the worker's hand-off `channel`, for [`reclaim`](RedisBackend::reclaim).
+fn on<'a>(queues: &'a [String], channel: &'a str) -> Vec<(&'a str, &'a str)> {
+    queues.iter().map(|q| (q.as_str(), channel)).collect()
 }
 
 /// The answer of reclaim.lua, `<queue> <id> <token> <priority>`: a job handed to

@@ -129,7 +129,7 @@ impl Rsmq {
 
     /// Registers or refreshes worker `id` (an empty `beat` removes it); the
     /// control set on it and the settings' version, and the workers whose
-    /// entries ran out, which this call dropped (see [`Gone`]).
+    /// entries ran out, for the caller to drop (see [`Gone`]).
     pub(crate) async fn beat(
         &self,
         id: &str,
