@@ -193,14 +193,20 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
             Some(p)
         } else {
             then_wake.fire();
-            let mut quiet = shared.controls.quiet.subscribe();
-            tokio::select! {
-                biased;
-                _ = per_queue.stop.cancelled() => None,
-                _ = r.cancel.cancelled() => None,
-                _ = quiet.wait_for(|q| *q) => None,
-                p = shared.running.acquire() => p.ok(),
-            }
+            // boxed, as the run below: what a run's task holds across all
+            // its states is moved whole several times as it is spawned and
+            // ends (1,400 bytes with both inline, 648 with both boxed)
+            Box::pin(async {
+                let mut quiet = shared.controls.quiet.subscribe();
+                tokio::select! {
+                    biased;
+                    _ = per_queue.stop.cancelled() => None,
+                    _ = r.cancel.cancelled() => None,
+                    _ = quiet.wait_for(|q| *q) => None,
+                    p = shared.running.acquire() => p.ok(),
+                }
+            })
+            .await
         };
     slot.started();
     if running.is_some() && shared.running.available_permits() == 0 {
@@ -244,7 +250,8 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
             .catch_unwind()
             .instrument(span);
             let outcome = FirstPoll {
-                fut: std::pin::pin!(running),
+                // boxed: see the wait for a slot above
+                fut: Box::pin(running),
                 then: std::mem::take(&mut then_wake),
             }
             .await

@@ -74,7 +74,41 @@ pub(crate) struct Leases {
     runs: std::sync::atomic::AtomicU64,
     /// Told when a run starts or ends: the worker registry beats soon after
     /// (see registry.rs), so that its list of running jobs is fresh.
-    changed: Option<Arc<Notify>>,
+    changed: Option<Arc<Changes>>,
+}
+
+/// Runs starting or ending, told to the worker registry. Only the first change
+/// since the registry last looked notifies it: a busy worker's runs then write
+/// nothing here between two beats, where a notify at each start and end wrote
+/// to a line both of its threads touch, twice a job.
+#[derive(Default)]
+pub(crate) struct Changes {
+    notify: Notify,
+    /// A change came since [`Changes::look`].
+    pending: std::sync::atomic::AtomicBool,
+}
+
+impl Changes {
+    /// A run started or ended (after the lease table says so).
+    pub fn tell(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.pending.load(Ordering::Relaxed) && !self.pending.swap(true, Ordering::AcqRel) {
+            self.notify.notify_one();
+        }
+    }
+
+    /// The registry is about to read the runs: a change after this notifies
+    /// again (the table's lock orders the read and the change).
+    pub fn look(&self) {
+        self.pending
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Ready once a change came since the last [`Changes::look`] (or the one
+    /// before, when the registry was busy as it came).
+    pub async fn notified(&self) {
+        self.notify.notified().await;
+    }
 }
 
 #[derive(Default)]
@@ -142,7 +176,7 @@ impl Leases {
     /// [`AbortRuns`]); each run's token stands alone rather than as a child
     /// of the worker's abort token, which would lock it when made and dropped,
     /// once a job.
-    pub fn watched(changed: Arc<Notify>) -> Self {
+    pub fn watched(changed: Arc<Changes>) -> Self {
         Leases {
             changed: Some(changed),
             ..Leases::default()
@@ -160,8 +194,8 @@ impl Leases {
     }
 
     fn changed(&self) {
-        if let Some(n) = &self.changed {
-            n.notify_one();
+        if let Some(c) = &self.changed {
+            c.tell();
         }
     }
 
@@ -322,6 +356,34 @@ mod tests {
 
     use super::{Admit, Leases};
     use crate::contract::leases::Token;
+
+    /// Whether `changes` has a notice ready (without waiting for one).
+    async fn ready(changes: &super::Changes) -> bool {
+        let notified = changes.notified();
+        tokio::pin!(notified);
+        futures::poll!(notified).is_ready()
+    }
+
+    #[tokio::test]
+    async fn changes_notify_once_until_looked_at_and_again_after() {
+        let changes = std::sync::Arc::new(super::Changes::default());
+        let leases = Leases::watched(changes.clone());
+        assert!(!ready(&changes).await, "nothing changed yet");
+        let Admit::Start { run, .. } = admit(&leases, "0000000000aaaaaaaaaaaaaaaaaaaaaa") else {
+            panic!("a new run")
+        };
+        admit(&leases, "0000000000bbbbbbbbbbbbbbbbbbbbbb");
+        assert!(ready(&changes).await, "a run started");
+        assert!(!ready(&changes).await, "two starts, one notice");
+        let ran = (0, 0, crate::contract::attempts::AttemptOutcome::Ok);
+        let id = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+        let ack = super::Outcome::Ack { result: None };
+        assert!(leases.finish(id, run, ack, ran, None).is_ok());
+        assert!(!ready(&changes).await, "not looked at since: no notice");
+        changes.look();
+        admit(&leases, "0000000000cccccccccccccccccccccc");
+        assert!(ready(&changes).await, "a start after the look is told");
+    }
 
     fn admit(leases: &Leases, id: &str) -> Admit {
         let now = Instant::now();

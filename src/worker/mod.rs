@@ -353,7 +353,7 @@ impl<B: Backend> Worker<B> {
         let mut held = Vec::new();
         let mut registering = Vec::new();
         // runs starting and ending: the registry beats soon after
-        let changed = Arc::new(Notify::new());
+        let changed = Arc::new(leases::Changes::default());
         // each queue's limit per worker (no more than the worker holds),
         // which the settings stored with the queue set: read (and the
         // builder's stored where none is) before any job is taken

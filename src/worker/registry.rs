@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +52,7 @@ pub(crate) struct Registry {
     pub every: Duration,
     pub started: Instant,
     /// Told when a run starts or ends (see [`Leases::watched`]).
-    pub changed: Arc<Notify>,
+    pub changed: Arc<super::leases::Changes>,
     /// What it serves, by digest (see `Backend::serve`).
     pub serves: Option<(String, Vec<u8>)>,
     /// The controls its beats read, and follow.
@@ -105,6 +104,8 @@ impl Registry {
         // changed, notices lost): a touch reads neither, a full beat does
         let mut read = false;
         loop {
+            // a run that starts or ends from here on brings the next beat
+            self.changed.look();
             let beat = self.beat();
             let now = Instant::now();
             tried = now;

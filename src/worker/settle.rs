@@ -514,22 +514,35 @@ impl<B: Backend> Settler<B> {
         let Table { held, done, .. } = &mut *t;
         // the results a call carries are bounded too (a result may be
         // MAX_RESULT bytes): at least one entry, then no more than MAX_BYTES
+        // (one look-up of each in `held` here; a busy worker settles dozens
+        // of jobs a call)
         let mut bytes = 0usize;
-        let take: Vec<JobId> = done
-            .iter()
-            .filter(|id| held.get(id).is_none_or(|h| h.renewable()))
-            .take(MAX_BATCH)
-            .take_while(|id| {
-                let first = bytes == 0;
-                bytes += held.get(id).map_or(0, |h| match &h.outcome {
-                    Some(Outcome::Ack { result: Some(r) }) => r.len().max(1),
-                    _ => 1,
-                });
-                first || bytes <= MAX_BYTES
-            })
-            .copied()
-            .collect();
+        let mut take: Vec<JobId> = Vec::with_capacity(done.len().min(MAX_BATCH));
+        for id in done.iter() {
+            let h = held.get(id);
+            if h.is_some_and(|h| !h.renewable()) {
+                continue;
+            }
+            if take.len() == MAX_BATCH {
+                break;
+            }
+            let first = bytes == 0;
+            bytes += h.map_or(0, |h| match &h.outcome {
+                Some(Outcome::Ack { result: Some(r) }) => r.len().max(1),
+                _ => 1,
+            });
+            if !first && bytes > MAX_BYTES {
+                break;
+            }
+            take.push(*id);
+        }
         let deferred = take.len() < MAX_BATCH && take.len() < done.len();
+        // all of them taken (as most of the time): cleared at once, not one
+        // by one below
+        let all = take.len() == done.len();
+        if all {
+            done.clear();
+        }
         let mut s = Settle {
             retention: self.keeping.retention,
             history: self.keeping.history,
@@ -549,7 +562,9 @@ impl<B: Backend> Settler<B> {
             .bodies
             .load(std::sync::atomic::Ordering::Relaxed);
         for id in take {
-            done.remove(&id);
+            if !all {
+                done.remove(&id);
+            }
             let Some(h) = held.get_mut(&id) else { continue };
             let Some(outcome) = &h.outcome else { continue };
             let token = h.token;

@@ -349,6 +349,54 @@ pub async fn periodic_settings_are_checked_at_build(env: &Env) {
     }
 }
 
+/// A run that starts or ends brings the worker's next beat forward: with a
+/// lease of a minute (a heartbeat every 20 s), each of three jobs started one
+/// after another, and then one's end, shows in the registry within seconds.
+pub async fn each_run_starting_or_ending_shows_before_the_next_heartbeat(env: &Env) {
+    let q = env.queues();
+    let release = Arc::new(Notify::new());
+    let worker = Worker::builder(env.client.backend())
+        .register::<LiveBlock>()
+        .concurrency(3)
+        .lease(Duration::from_secs(60))
+        .data(release.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    let listed = || async {
+        let ws = q.workers().await.unwrap();
+        ws.iter()
+            .flat_map(|w| w.running.iter().map(|r| r.id.clone()))
+            .collect::<Vec<_>>()
+    };
+    let mut jobs = Vec::new();
+    for n in 1..=3 {
+        let job = env.client.enqueue(&LiveBlock).await.unwrap().to_string();
+        jobs.push(job.clone());
+        assert!(
+            wait_for(Duration::from_secs(5), || async {
+                listed().await.contains(&job)
+            })
+            .await,
+            "job {n} listed within 5 s: {:?}",
+            listed().await
+        );
+    }
+    release.notify_one();
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            listed().await.len() == 2
+        })
+        .await,
+        "an ended run gone from the list within 5 s: {:?}",
+        listed().await
+    );
+    release.notify_one();
+    release.notify_one();
+    running.stop().await;
+}
+
 pub async fn workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead(env: &Env) {
     let q = env.queues();
     assert!(q.workers().await.unwrap().is_empty());

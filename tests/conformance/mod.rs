@@ -476,6 +476,7 @@ macro_rules! conformance_suite {
             a_restarted_schedule_skips_missed_ticks_or_runs_the_last,
             periodic_settings_are_checked_at_build,
             workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead,
+            each_run_starting_or_ending_shows_before_the_next_heartbeat,
             an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_worker_is_quieted_resumed_and_stopped_through_the_backend,
