@@ -15,7 +15,7 @@
 //! 10 topics: publish one by one and in batches, a subscriber draining `n`;
 //! 11 a backlog over 12 queues on one Redis and on a 3-master Cluster, 12
 //! enqueue one by one to a master with a replica, plain and waiting for it;
-//! 13 the history of finished jobs at its defaults beside off, and its bytes;
+//! 13 the history of finished jobs at its defaults beside off (Redis and worker CPU a job), and its bytes;
 //! 14 the dashboard's overview at 10 and 1,000 queues, per queue and in one
 //! overview call; 16 plain and keyed (1,000 keys) bulk enqueue and processing
 //! side by side; 15 a backlog under a rate limit of 1,000/s drained by three

@@ -108,6 +108,9 @@ pub struct Figures {
     pub floor_scripted_us: Vec<f64>,
     pub floor_scripted_history_us: Vec<f64>,
     pub history_off_cpu_us: Vec<f64>,
+    /// The worker's CPU µs a job, history on (full) and off.
+    pub history_on_worker_cpu_us: Vec<f64>,
+    pub history_off_worker_cpu_us: Vec<f64>,
     pub history_bytes_per_entry: Option<f64>,
     pub history_full_kb: Option<f64>,
     pub history_bytes_per_entry_1kb: Option<f64>,

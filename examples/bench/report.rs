@@ -269,6 +269,18 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             "-",
         ),
         (
+            "worker_cpu_us_per_job_history_on",
+            "  worker CPU per job, history on (µs)",
+            |f| f.history_on_worker_cpu_us.clone(),
+            "-",
+        ),
+        (
+            "worker_cpu_us_per_job_history_off",
+            "  worker CPU per job, history off (µs)",
+            |f| f.history_off_worker_cpu_us.clone(),
+            "-",
+        ),
+        (
             "process_jobs_per_s_history_errors",
             "  history on, in a queue that has seen a failure (jobs/s)",
             |f| f.history_errors.clone(),
