@@ -17,14 +17,14 @@ use crate::phases::{Figures, Settings, drain, worker};
 use crate::redis::{Server, cpu_us};
 
 /// Processes a backlog of `n` on `queue` with `history` stored; (jobs/s,
-/// Redis CPU µs per job, the worker's CPU µs per job).
+/// Redis CPU µs per job, the worker's CPU µs per job where /proc tells it).
 async fn process(
     client: &Client,
     con: &mut redis::aio::MultiplexedConnection,
     s: &Settings,
     f: &mut Figures,
     history: History,
-) -> (f64, f64, f64) {
+) -> (f64, f64, Option<f64>) {
     client
         .set_settings("bench", &QueueSettings::history(history))
         .await
@@ -39,7 +39,7 @@ async fn process(
     let (secs, worker_ns) = drain(worker(client, "bench", &tally, s.concurrency), &tally, t).await;
     let cpu = cpu_us(con).await - cpu0;
     f.check(&tally);
-    let worker_us = worker_ns.map_or(f64::NAN, |ns| ns as f64 / 1000.0 / s.n as f64);
+    let worker_us = worker_ns.map(|ns| ns as f64 / 1000.0 / s.n as f64);
     (s.n as f64 / secs, cpu / s.n as f64, worker_us)
 }
 
@@ -80,11 +80,11 @@ pub async fn history(s: &Settings, f: &mut Figures) {
         let (on, on_cpu, on_worker) = process(&client, &mut con, s, f, History::default()).await;
         f.history_on.push(on);
         f.history_on_cpu_us.push(on_cpu);
-        f.history_on_worker_cpu_us.push(on_worker);
+        f.history_on_worker_cpu_us.extend(on_worker);
         let (off, off_cpu, off_worker) = process(&client, &mut con, s, f, History::OFF).await;
         f.history_off.push(off);
         f.history_off_cpu_us.push(off_cpu);
-        f.history_off_worker_cpu_us.push(off_worker);
+        f.history_off_worker_cpu_us.extend(off_worker);
     }
     // a queue that has seen a failure: the flag a retry or a lost lease sets
     // (complete.lua, fetch.lua) stays, and every settle after looks for

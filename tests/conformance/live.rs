@@ -370,10 +370,8 @@ pub async fn each_run_starting_or_ending_shows_before_the_next_heartbeat(env: &E
             .flat_map(|w| w.running.iter().map(|r| r.id.clone()))
             .collect::<Vec<_>>()
     };
-    let mut jobs = Vec::new();
     for n in 1..=3 {
         let job = env.client.enqueue(&LiveBlock).await.unwrap().to_string();
-        jobs.push(job.clone());
         assert!(
             wait_for(Duration::from_secs(5), || async {
                 listed().await.contains(&job)
