@@ -5,7 +5,7 @@ Usage, from the project root:
 
     python3 examples/bench/script_cost.py [--callgrind | --split] [--n 3000]
         [--rounds 5] [--bench target/release/examples/bench]
-        [--baseline <older bench>]
+        [--baseline <older bench>] [--functions]
 
 It takes the scripts a bench binary loads (it runs `--phase 1 --n 2000`
 against its own redis-server and reads them off `MONITOR`), then drains a
@@ -15,7 +15,10 @@ until the queue is empty. It does the same with the two minimal scripts of
 the bench's phase 18 floor (FETCH and ACK in floor.rs: only what any fenced
 fetch + ack with this history must do), and, with `--baseline`, with the
 scripts of an older bench binary (bd4be8e's calling convention, which has no
-history, at its own fetch size of 32). Each runs with the history at its
+history, at its own fetch size of 32), and, with `--functions`, with this
+code's two scripts loaded as Redis functions (7.0+), called by `FCALL`: each
+a library whose `lib.lua` part runs once, at `FUNCTION LOAD`, and whose Lua
+state holds only that library. Each runs with the history at its
 defaults (full: every settle trims) and off.
 
 It prints Redis's work per job: by default its CPU (`INFO cpu`, user + sys,
@@ -73,6 +76,18 @@ def floor_script(name):
     if not m:
         sys.exit("no %s script in %s" % (name, FLOOR_RS))
     return m.group(1)
+
+
+def as_library(name, text, header):
+    """A captured script (lib.lua's part, then the script from its `header`
+    line on) as a function library `name` whose function runs it, as
+    functions.rs builds one: the library's part defined once, the script's
+    run per call."""
+    at = text.index(header)
+    return ("#!lua name=%s\nlocal KEYS, ARGV\n%s\nlocal function run()\n%s\nend\n"
+            "redis.register_function('%s', function(keys, args)\n  KEYS, ARGV = keys, args\n"
+            "  local reply = run()\n  KEYS, ARGV = nil, nil\n  return reply\nend)\n") % (
+        name, text[:at], text[at:], name)
 
 
 def free_port():
@@ -189,8 +204,12 @@ class Server:
 
     def script_usec(self):
         """Redis's time inside script calls so far (µs, `INFO commandstats`)."""
-        v = self.r.info("commandstats").get("cmdstat_evalsha")
-        return float(v.split("usec=")[1].split(",")[0]) if v else 0.0
+        stats = self.r.info("commandstats")
+        total = 0.0
+        for cmd in ("cmdstat_evalsha", "cmdstat_fcall"):
+            v = stats.get(cmd)
+            total += float(v.split("usec=")[1].split(",")[0]) if v else 0.0
+        return total
 
     def pipeline(self, cmds):
         self.r.sock.sendall(b"".join(Resp._encode(c) for c in cmds))
@@ -237,6 +256,10 @@ def drain(s, fetch, complete, batch, history, convention, split=None):
     s.mark()
     done = 0
     keys = [Q, Q + ":Q", Q + ":history:ids", Q + ":history:Q"]
+    # this code's scripts as functions: called by FCALL, otherwise the same
+    ev = "FCALL" if convention == "function" else "EVALSHA"
+    if convention == "function":
+        convention = None
     while True:
         if convention == "floor":
             got = call("fetch", "EVALSHA", fetch, 2, Q, Q + ":Q", batch, MIN_TOKEN, int(time.time() * 1000))
@@ -254,7 +277,7 @@ def drain(s, fetch, complete, batch, history, convention, split=None):
             out = call("fetch", "EVALSHA", fetch, 2, Q, Q + ":Q", batch, 30000, "")
             lease, rest = int(out[2]) + LEGACY, out[5:]
         else:
-            out = call("fetch", "EVALSHA", fetch, len(FETCH_KEYS), *FETCH_KEYS, batch, 30000, "")
+            out = call("fetch", ev, fetch, len(FETCH_KEYS), *FETCH_KEYS, batch, 30000, "")
             lease, rest = int(out[2]), out[6:]
         jobs, j = [], 0
         if convention == "bd4be8e":
@@ -297,7 +320,7 @@ def drain(s, fetch, complete, batch, history, convention, split=None):
                 for a in acks:
                     argv += a
             argv += [1, 32, len(jobs), " ".join(["32"] * len(jobs))]
-            reply = call("settle", "EVALSHA", complete, len(COMPLETE_KEYS), *COMPLETE_KEYS, *argv)
+            reply = call("settle", ev, complete, len(COMPLETE_KEYS), *COMPLETE_KEYS, *argv)
         if int(reply[0]) != len(jobs):
             sys.exit("an ack failed its fence: %r" % reply[:4])
         done += len(jobs)
@@ -311,6 +334,8 @@ def main():
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--functions", action="store_true",
+                    help="also this code's scripts loaded as Redis functions (FCALL), beside the scripts")
     ap.add_argument("--split", action="store_true",
                     help="each script's time inside Redis per job, at fetches of 32 and 256, and the fixed "
                          "part of a call that the two sizes imply (history on)")
@@ -323,13 +348,17 @@ def main():
     variants = []
     fetch, complete = capture(a.bench, redis_server)
     variants.append(("this code", fetch, complete, 256, None))
+    if a.functions:
+        variants.append(("this code as functions", as_library("sc_fetch", fetch, "-- Leases up to n due jobs"),
+                         as_library("sc_complete", complete, "-- Settles finished deliveries"), 256, "function"))
     variants.append(("minimal scripts", floor_script("FETCH"), floor_script("ACK"), 256, "floor"))
     if a.baseline:
         fetch, complete = capture(a.baseline, redis_server)
         variants.append(("baseline, fetch of 32", fetch, complete, 32, "bd4be8e"))
     s = Server(redis_server, a.callgrind)
     try:
-        shas = [(name, s.r.cmd("SCRIPT", "LOAD", f), s.r.cmd("SCRIPT", "LOAD", c), b, conv)
+        shas = [(name, *([s.r.cmd("FUNCTION", "LOAD", "REPLACE", t) for t in (f, c)]
+                         if conv == "function" else [s.r.cmd("SCRIPT", "LOAD", t) for t in (f, c)]), b, conv)
                 for name, f, c, b, conv in variants]
         # warm up: the history at its count limit
         fill(s, max(n, 2000), "on")

@@ -91,10 +91,19 @@ pub(crate) fn decode_as<J: Job>(body: &[u8]) -> Result<J> {
 /// assert!(matches!(redjob::job::decode(b"not json"), Err(Error::Decode(_))));
 /// ```
 pub fn decode(body: &[u8]) -> Result<Box<dyn DynJob>> {
+    decode_linked(decoder_of(body), body)
+}
+
+/// [`decode`] with the direct decoder [`linked`] found for `body` (or none):
+/// a worker looks it up once, when it admits the delivery.
+pub(crate) fn decode_linked(
+    linked: Option<&'static Decoder>,
+    body: &[u8],
+) -> Result<Box<dyn DynJob>> {
     // the envelope as `encode` writes it, of a type linked here: decoded
     // straight into that type; anything else (or a body that type refuses)
     // through typetag, whose verdict stands
-    if let Some(decoder) = decoder_of(body)
+    if let Some(decoder) = linked
         && let Ok(job) = (decoder.decode)(body)
     {
         return Ok(job);
@@ -143,7 +152,23 @@ where
         _name: serde::de::IgnoredAny,
         args: T,
     }
+    // as `encode` writes it, `{"type":"<name>","args":<args>}`: the args
+    // alone, parsed whole (a body they do not make up exactly, as one with
+    // another field or a second "args", is parsed as a whole envelope)
+    if let Some(args) = args_of(body)
+        && let Ok(job) = serde_json::from_slice::<J>(args)
+    {
+        return Ok(Box::new(job));
+    }
     Ok(Box::new(serde_json::from_slice::<Envelope<J>>(body)?.args))
+}
+
+/// The args of an envelope that reads `{"type":"<name>","args":<args>}` (the
+/// name without escapes), as `encode` writes it; `None` otherwise.
+fn args_of(body: &[u8]) -> Option<&[u8]> {
+    let name = leading_name(body)?;
+    let rest = body[br#"{"type":""#.len() + name.len()..].strip_prefix(br#"","args":"#)?;
+    rest.strip_suffix(b"}")
 }
 
 /// The decoders of the job types linked here, by name; a name two types
@@ -165,10 +190,10 @@ fn decoders() -> &'static std::collections::HashMap<&'static [u8], &'static Deco
     })
 }
 
-/// The job type an envelope names, when it starts as `encode` writes it and
-/// a job type linked here has that name: read without decoding the body.
-pub(crate) fn linked_name(body: &[u8]) -> Option<&'static str> {
-    decoder_of(body).map(|d| d.name)
+/// The direct decoder of the job type an envelope names at its head, when it
+/// starts as `encode` writes it and a job type linked here has that name.
+pub(crate) fn linked(body: &[u8]) -> Option<&'static Decoder> {
+    decoder_of(body)
 }
 
 /// The direct decoder of the type an envelope names at its head, if any.
@@ -239,17 +264,69 @@ mod tests {
         assert_eq!(job.job_name(), "envelope_direct");
         assert!(direct(br#"{"type":"envelope_direct","args":{"n":"seven"}}"#).is_err());
         let body = br#"{"type":"envelope_direct","args":{"n":"seven"}}"#;
-        assert_eq!(super::linked_name(body), Some("envelope_direct"));
+        assert_eq!(super::linked(body).map(|d| d.name), Some("envelope_direct"));
         assert_eq!(
-            super::linked_name(br#"{"type":"envelope_twice","args":null}"#),
+            super::linked(br#"{"type":"envelope_twice","args":null}"#).map(|d| d.name),
             None
         );
         assert_eq!(
-            super::linked_name(br#"{"type":"nobody_has_it","args":null}"#),
+            super::linked(br#"{"type":"nobody_has_it","args":null}"#).map(|d| d.name),
             None
         );
         assert!(!decoders().contains_key(&b"envelope_twice"[..]));
         assert!(super::decode(br#"{"type":"envelope_twice","args":null}"#).is_err());
+    }
+
+    /// The direct decoder reads the args alone only where they make up the
+    /// rest of the envelope exactly; its verdict is the whole envelope's.
+    #[test]
+    fn the_direct_decoder_reads_the_args_alone_only_as_encode_writes_them() {
+        let args = |b: &[u8]| super::args_of(b).map(|a| String::from_utf8_lossy(a).into_owned());
+        assert_eq!(
+            args(br#"{"type":"envelope_direct","args":{"n":7}}"#).as_deref(),
+            Some(r#"{"n":7}"#)
+        );
+        assert_eq!(
+            args(br#"{"type":"x","args":null}"#).as_deref(),
+            Some("null")
+        );
+        assert_eq!(args(br#"{"type":"x", "args":{}}"#), None);
+        assert_eq!(args(br#"{"type":"x","args":{}} "#), None);
+        assert_eq!(args(br#"{"args":{},"type":"x"}"#), None);
+        let direct = decoders()
+            .get(&b"envelope_direct"[..])
+            .expect("registered")
+            .decode;
+        let n = |b: &[u8]| {
+            direct(b).map(|job| {
+                let back = serde_json::to_value(&job).expect("encodes");
+                back["args"]["n"].as_u64().expect("an n")
+            })
+        };
+        // as encode writes it, with nested values, spacing inside the args
+        assert_eq!(
+            n(br#"{"type":"envelope_direct","args":{"n":7}}"#).ok(),
+            Some(7)
+        );
+        assert_eq!(
+            n(br#"{"type":"envelope_direct","args":{ "n" : 8 } }"#).ok(),
+            Some(8)
+        );
+        // another field after the args: the envelope ignores it, as before
+        assert_eq!(
+            n(br#"{"type":"envelope_direct","args":{"n":9},"at":{"n":1}}"#).ok(),
+            Some(9)
+        );
+        // a second "args" or "type", args of another shape, a cut body: refused
+        for bad in [
+            &br#"{"type":"envelope_direct","args":{"n":1},"args":{"n":2}}"#[..],
+            br#"{"type":"envelope_direct","args":{"n":1},"type":"envelope_direct"}"#,
+            br#"{"type":"envelope_direct","args":{"n":-1}}"#,
+            br#"{"type":"envelope_direct","args":{"n":1}"#,
+            br#"{"type":"envelope_direct","args":{"n":1}}}"#,
+        ] {
+            assert!(n(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

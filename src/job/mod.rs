@@ -44,7 +44,7 @@ use serde::de::DeserializeOwned;
 pub(crate) use batch::{BatchAccess, BatchOps, Results, batch_member};
 pub use context::JobContext;
 pub use envelope::{decode, encode};
-pub(crate) use envelope::{decode_as, encode_untraced, linked_name};
+pub(crate) use envelope::{decode_as, decode_linked, encode_untraced, linked};
 pub use error::{JobError, Outcome};
 pub use output::{MAX_RESULT, encode_output};
 #[doc(hidden)]

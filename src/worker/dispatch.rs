@@ -666,11 +666,12 @@ impl<B: Backend> Dispatcher<B> {
             // run records it otherwise, once decoded); none for a body over
             // the queue's maxsize, dead-lettered below unrun
             let oversized = fetched.max_body.is_some_and(|m| d.body.len() > m);
-            let job = if oversized {
+            let linked = if oversized {
                 None
             } else {
-                crate::job::linked_name(&d.body)
+                crate::job::linked(&d.body)
             };
+            let job = linked.map(|l| l.name);
             let admitted = self
                 .env
                 .leases
@@ -726,7 +727,7 @@ impl<B: Backend> Dispatcher<B> {
                     fetched_at_us: fetched.now_us,
                     fetched: replied,
                     batch,
-                    named: job.is_some(),
+                    linked,
                     then_wake: super::execute::ThenWake(then_wake.take().cloned()),
                 },
                 RunSlot::new(self.env.clone()),

@@ -106,9 +106,9 @@ pub(crate) struct Run {
     pub fetched: Instant,
     /// The batch its envelope names.
     pub batch: Option<crate::contract::batches::BatchRef>,
-    /// Its job type is in the lease table already (read from the envelope's
-    /// head when it was admitted).
-    pub named: bool,
+    /// The direct decoder of its job type, found from the envelope's head
+    /// when it was admitted: its job type is in the lease table already.
+    pub linked: Option<&'static crate::job::envelope::Decoder>,
     /// Notified once the run has been polled once (or will not run): its
     /// dispatcher, for a job handed to this worker (see `take_handed`).
     pub then_wake: ThenWake,
@@ -298,7 +298,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     // a type read from the envelope's head at admission, of a job that never
     // decoded (its body refused, a panic first, or not started): no run of
     // that type to count
-    if r.named && !report.decoded {
+    if r.linked.is_some() && !report.decoded {
         leases.named(d.id, r.run, None);
     }
     let observing = shared.observer.active(&per_queue.metrics);
@@ -366,7 +366,7 @@ async fn run(
         // the check may have asked Redis: the run begins after it
         began = Instant::now();
     }
-    let job = match job::decode(&d.body) {
+    let job = match job::decode_linked(r.linked, &d.body) {
         Ok(job) => job,
         Err(crate::Error::UnknownJob { name }) => {
             let outcome = unknown(&name, r, shared);
@@ -383,7 +383,7 @@ async fn run(
     tracing::Span::current().record("job.name", job.job_name());
     report.job = Some(Cow::Borrowed(job.job_name()));
     report.decoded = true;
-    if !r.named {
+    if r.linked.is_none() {
         leases.named(d.id, r.run, Some(job.job_name()));
     }
     let opts = job.job_options();
