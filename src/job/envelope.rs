@@ -91,7 +91,7 @@ pub(crate) fn decode_as<J: Job>(body: &[u8]) -> Result<J> {
 /// assert!(matches!(redjob::job::decode(b"not json"), Err(Error::Decode(_))));
 /// ```
 pub fn decode(body: &[u8]) -> Result<Box<dyn DynJob>> {
-    decode_linked(decoder_of(body), body)
+    decode_linked(linked(body), body)
 }
 
 /// [`decode`] with the direct decoder [`linked`] found for `body` (or none):
@@ -193,11 +193,6 @@ fn decoders() -> &'static std::collections::HashMap<&'static [u8], &'static Deco
 /// The direct decoder of the job type an envelope names at its head, when it
 /// starts as `encode` writes it and a job type linked here has that name.
 pub(crate) fn linked(body: &[u8]) -> Option<&'static Decoder> {
-    decoder_of(body)
-}
-
-/// The direct decoder of the type an envelope names at its head, if any.
-fn decoder_of(body: &[u8]) -> Option<&'static Decoder> {
     leading_name(body).and_then(|name| decoders().get(name).copied())
 }
 
