@@ -23,6 +23,10 @@
 //! the batch timed to its callback; 18 the floor of fetch + ack (+ the
 //! history) as plain commands, no script; 19 backlogs of 300 sent and
 //! processed in rounds (the queue's hash a listpack); default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
+//!
+//! `bench start-floor worker|produce --kind stream|layout|plain …`: target 5's
+//! floor, enqueue → start on bare sockets (start_floor.rs; `start_floor.py`
+//! runs it beside the peer harness's latency phase).
 
 mod bare;
 mod batches;
@@ -41,11 +45,16 @@ mod redis;
 mod report;
 mod small;
 mod spread;
+mod start_floor;
 mod topics;
 
 use phases::{Figures, Settings};
 
 fn main() {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(String::as_str) == Some("start-floor") {
+        return start_floor::main(&all[1..]);
+    }
     let mut s = Settings {
         n: 20_000,
         concurrency: 32,
