@@ -8,7 +8,14 @@ Run from the project root, after `../shared/peers/vs-chasquimq.sh` built the
 harness and Redis 8.6.3 and `cargo build --release --example bench`:
 
     python3 examples/bench/start_floor.py [--rounds 8] [--n 2000] [--rate 400]
-        [--only chasquimq,redjob,stream,layout,plain]
+        [--only chasquimq,redjob,stream,layout,plain] [--redjob-bench PATH]
+
+A contestant `redjob=PATH` is the redjob harness's binary at PATH (another
+build beside this one). `--redjob-bench` runs another build of the redjob harness's binary; one
+whose worker writes `<out>.split` (a list of [stamp -> Redis's clock at the
+send, that -> the handler] in ms, from the job id's microseconds) gets its
+lag split as the floor's `layout` and `plain` runs are (BENCHMARKS.md,
+Speed II part 27, shows the two lines that make such a build).
 
 Prints each run's p50 and p99 (ms), then each contestant's medians (min-max)
 and the median of its per-round ratio to chasquimq's.
@@ -45,10 +52,14 @@ def pct(xs, p):
     return xs[f] + (xs[c] - xs[f]) * (k - f)
 
 
-def commands(name, n, rate, out, ready):
+def commands(name, n, rate, out, ready, redjob_bench):
     """The worker's and the producer's command lines for a contestant."""
-    if name in ("chasquimq", "redjob"):
+    if name in ("chasquimq", "redjob") or name.startswith("redjob="):
         b = os.path.join(W, name, "bench")
+        if name == "redjob" and redjob_bench:
+            b = redjob_bench
+        elif name.startswith("redjob="):
+            b = name.split("=", 1)[1]
         return ([b, "worker", "--phase", "latency", "--n", str(n), "--concurrency", "32",
                  "--out", out, "--ready-file", ready, "--deadline-s", "30", "--linger-ms", "500"],
                 [b, "produce-latency", "--n", str(n), "--rate", str(rate)])
@@ -57,7 +68,7 @@ def commands(name, n, rate, out, ready):
             [BENCH, "start-floor", "produce", "--kind", name, "--n", str(n), "--rate", str(rate)])
 
 
-def run(name, n, rate):
+def run(name, n, rate, redjob_bench=None):
     port = free_port()
     d = tempfile.mkdtemp(prefix="start-floor-")
     srv = subprocess.Popen([RS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -67,7 +78,7 @@ def run(name, n, rate):
         env = dict(os.environ, REDIS_HOST="127.0.0.1", REDIS_PORT=str(port),
                    BENCH_QUEUE="bench", CHASQUI_EVENTS="0")
         out, ready = os.path.join(d, "out.json"), os.path.join(d, "ready")
-        wcmd, pcmd = commands(name, n, rate, out, ready)
+        wcmd, pcmd = commands(name, n, rate, out, ready, redjob_bench)
         w = subprocess.Popen(wcmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t = time.time()
         while not os.path.exists(ready) and time.time() - t < 20:
@@ -76,10 +87,17 @@ def run(name, n, rate):
         subprocess.run(pcmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        check=True, timeout=120)
         w.wait(timeout=60)
-        s = json.load(open(out)).get("samples_ms") or []
+        got = json.load(open(out))
+        s = got.get("samples_ms") or []
         if len(s) < n:
             raise SystemExit(f"{name}: {len(s)} of {n} jobs started")
-        return pct(s, 50), pct(s, 99)
+        split = got.get("split_ms")
+        if split is None and os.path.exists(out + ".split"):
+            split = json.load(open(out + ".split"))
+        halves = None
+        if split:
+            halves = tuple(pct([x[k] for x in split], q) for k in (0, 1) for q in (50, 99))
+        return pct(s, 50), pct(s, 99), halves
     finally:
         srv.terminate()
         srv.wait()
@@ -92,13 +110,18 @@ def main():
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--rate", type=float, default=400)
     ap.add_argument("--only", default="chasquimq,redjob,stream,layout,plain")
+    ap.add_argument("--redjob-bench", default=None)
     a = ap.parse_args()
     names = a.only.split(",")
     res = {k: [] for k in names}
     for r in range(a.rounds):
         for name in names:
-            res[name].append(run(name, a.n, a.rate))
-            print(r + 1, name, "p50 %.3f p99 %.3f" % res[name][-1], flush=True)
+            res[name].append(run(name, a.n, a.rate, a.redjob_bench))
+            p50, p99, halves = res[name][-1]
+            line = "%d %s p50 %.3f p99 %.3f" % (r + 1, name, p50, p99)
+            if halves:
+                line += "; stamp -> Redis's clock p50 %.3f p99 %.3f, -> start p50 %.3f p99 %.3f" % halves
+            print(line, flush=True)
     for name, v in res.items():
         p50, p99 = [x[0] for x in v], [x[1] for x in v]
         line = "%-10s p50 %.3f (%.3f-%.3f) p99 %.3f (%.3f-%.3f)" % (
@@ -110,6 +133,10 @@ def main():
             line += "; per round to chasquimq p50 %.3f (%d of %d at or below), p99 %.3f (%d of %d)" % (
                 statistics.median(r50), sum(x <= 1 for x in r50), len(r50),
                 statistics.median(r99), sum(x <= 1 for x in r99), len(r99))
+        halves = [x[2] for x in v if x[2]]
+        if halves:
+            line += "\n%-10s stamp -> Redis's clock p50 %.3f p99 %.3f, -> start p50 %.3f p99 %.3f (medians)" % (
+                "", *(statistics.median(h[k] for h in halves) for k in range(4)))
         print(line, flush=True)
 
 

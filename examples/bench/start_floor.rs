@@ -13,7 +13,10 @@
 //!   worker's subscriber counted, `PUBLISH`, the lease count, the leased
 //!   member, the body and the counts), the worker subscribed;
 //! - `plain`: RSMQ's layout with nothing of redjob's (no subscriber counted,
-//!   no lease count).
+//!   no lease count);
+//! - `settled`: `layout`, and the worker settles each job once it has
+//!   stamped it (the fewest commands: the member, the body's fields, the
+//!   lease count, the history's index and entry), as a worker must.
 //!
 //! The producer pipelines a `TIME` before each `FCALL`, as redjob's client
 //! does while a worker waits, so that Redis writes the worker's message
@@ -33,7 +36,9 @@ local function send(keys, args, guarded)
   local ch = a[4]
   if ch and not a[5] and (not guarded or redis.call("PUBSUB", "NUMSUB", ch)[2] > 0) then
     local ends = ms + tonumber(a[1]) * 1000
-    redis.call("PUBLISH", ch, args[1] .. " " .. args[2])
+    -- Redis's clock at the send, in µs, for the worker to split its lag at
+    redis.call("PUBLISH", ch, "T" .. t[1] .. string.sub("00000" .. t[2], -6) .. " " ..
+      args[1] .. " " .. args[2])
     if guarded then redis.call("HINCRBY", keys[3], math.floor(ends / 1000), 1) end
     redis.call("ZADD", keys[1], ends, args[1])
     redis.call("HSET", keys[2], args[1], args[2], "totalsent", (tonumber(a[3]) or 0) + 1,
@@ -44,6 +49,16 @@ local function send(keys, args, guarded)
   end
   return {1, t[2]}
 end
+-- a handed job's settle, with the history: the fewest commands
+redis.register_function('redjob_start_floor_ack', function(keys, args)
+  local id = args[1]
+  redis.call("ZREM", keys[1], id)
+  redis.call("HDEL", keys[2], id, id .. ":rc", "floor:handed")
+  redis.call("HINCRBY", keys[3], args[2], -1)
+  redis.call("LPUSH", keys[4], id)
+  redis.call("HSET", keys[5], id, '{"at":' .. args[3] .. ',"state":"done"}')
+  return 1
+end)
 redis.register_function('redjob_start_floor_layout', function(k, a) return send(k, a, true) end)
 redis.register_function('redjob_start_floor_plain', function(k, a) return send(k, a, false) end)
 "#;
@@ -53,6 +68,8 @@ const HASH: &str = "rsmq:floor:Q";
 const COUNTS: &str = "rsmq:floor:leases";
 const CHANNEL: &str = "rsmq:floor:worker";
 const STREAM: &str = "floor:stream";
+const HISTORY: &str = "rsmq:floor:history:ids";
+const HISTORY_HASH: &str = "rsmq:floor:history:Q";
 
 /// `bench start-floor worker|produce --kind stream|layout|plain …`: see the
 /// module's header; the flags are the peer harness's (`--n`, `--rate`,
@@ -67,8 +84,8 @@ pub fn main(args: &[String]) {
     };
     let num = |name: &str, or: f64| flag(name).and_then(|v| v.parse().ok()).unwrap_or(or);
     let kind = flag("--kind").unwrap_or_else(|| "layout".into());
-    if !["stream", "layout", "plain"].contains(&kind.as_str()) {
-        eprintln!("--kind is stream, layout or plain");
+    if !["stream", "layout", "plain", "settled"].contains(&kind.as_str()) {
+        eprintln!("--kind is stream, layout, plain or settled");
         std::process::exit(2);
     }
     let addr = format!(
@@ -210,6 +227,50 @@ fn stamps(reply: &[u8]) -> Vec<f64> {
     out
 }
 
+/// Settles the job of a handed message (`T<µs> <id> <body>`) as a worker
+/// would once it ran: `redjob_start_floor_ack`.
+async fn settle(c: &mut Conn, reply: &[u8]) -> Result<(), String> {
+    let Some(us) = sent_us(reply) else {
+        return Err("a message without its send's time".into());
+    };
+    let at = reply.iter().position(|c| *c == b'T').unwrap_or(0);
+    let id: Vec<u8> = reply[at..]
+        .split(|c| *c == b' ')
+        .nth(1)
+        .unwrap_or_default()
+        .to_vec();
+    // the lease's second, as the send counted it (a lease of 30 s)
+    let second = (us / 1000 + 30_000) / 1000;
+    c.call(&[
+        b"FCALL",
+        b"redjob_start_floor_ack",
+        b"5",
+        ZSET.as_bytes(),
+        HASH.as_bytes(),
+        COUNTS.as_bytes(),
+        HISTORY.as_bytes(),
+        HISTORY_HASH.as_bytes(),
+        &id,
+        second.to_string().as_bytes(),
+        (us / 1000).to_string().as_bytes(),
+    ])
+    .await
+    .map(drop)
+}
+
+/// Redis's clock at the send (µs) a layout's message carries (`T<µs> `).
+fn sent_us(reply: &[u8]) -> Option<u64> {
+    let at = reply.iter().position(|c| *c == b'T')? + 1;
+    let digits = reply[at..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    std::str::from_utf8(&reply[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
+}
+
 async fn worker(
     addr: &str,
     kind: &str,
@@ -252,6 +313,9 @@ async fn worker(
         std::fs::write(f, "ready").map_err(|e| e.to_string())?;
     }
     let mut samples = Vec::with_capacity(n);
+    // (the producer's stamp → Redis's clock at the send, that → the worker's
+    // read), for the layout's messages
+    let mut split = Vec::new();
     let end = Instant::now() + deadline;
     while samples.len() < n {
         let left = end.saturating_duration_since(Instant::now());
@@ -280,17 +344,29 @@ async fn worker(
             Err(_) => break,
         };
         let at = now_ms();
-        samples.extend(stamps(&reply).into_iter().map(|t| at - t));
+        if kind == "settled" {
+            settle(&mut c, &reply).await?;
+        }
+        let stamped = stamps(&reply);
+        if let (Some(&t), Some(us)) = (stamped.first(), sent_us(&reply)) {
+            let redis = us as f64 / 1000.0;
+            split.push((redis - t, at - redis));
+        }
+        samples.extend(stamped.into_iter().map(|t| at - t));
     }
     Ok(
-        serde_json::json!({"kind": kind, "n": n, "received": samples.len(), "samples_ms": samples})
-            .to_string(),
+        serde_json::json!({"kind": kind, "n": n, "received": samples.len(),
+        "samples_ms": samples, "split_ms": split})
+        .to_string(),
     )
 }
 
 async fn produce(addr: &str, kind: &str, n: usize, rate: f64) -> Result<String, String> {
     let mut c = Conn::open(addr).await?;
-    let name = format!("redjob_start_floor_{kind}");
+    let name = format!(
+        "redjob_start_floor_{}",
+        if kind == "settled" { "layout" } else { kind }
+    );
     let t0 = Instant::now();
     for i in 0..n {
         let target = t0 + Duration::from_secs_f64(i as f64 / rate);

@@ -53,7 +53,7 @@ impl RedisBackend {
         lease: Duration,
         reg: Option<(&str, usize)>,
     ) -> Result<Fetched> {
-        let k = self.ns.queue(queue);
+        let k = self.ns.queue_shared(queue);
         let mut levels = self.prioritized(queue);
         loop {
             let mut cmd = if levels {
@@ -432,7 +432,7 @@ impl Backend for RedisBackend {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        let k = self.ns.queue(queue);
+        let k = self.ns.queue_shared(queue);
         let groups = by_priority(leases, |(_, t)| t.priority());
         let cmds: Vec<_> = groups
             .iter()
@@ -463,7 +463,7 @@ impl Backend for RedisBackend {
         if batch.is_empty() {
             return Ok(Settled::default());
         }
-        let k = self.ns.queue(queue);
+        let k = self.ns.queue_shared(queue);
         let parts = batch.by_priority();
         let cmds: Vec<_> = parts
             .iter()

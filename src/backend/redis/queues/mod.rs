@@ -179,8 +179,11 @@ impl Rsmq {
     pub(crate) fn parts(
         &self,
         queue: &str,
-    ) -> (Connection, crate::backend::redis::keys::QueueKeys) {
-        (self.con.clone(), self.ns.queue(queue))
+    ) -> (
+        Connection,
+        std::sync::Arc<crate::backend::redis::keys::QueueKeys>,
+    ) {
+        (self.con.clone(), self.ns.queue_shared(queue))
     }
 
     /// The connection and the namespace's key names.

@@ -61,7 +61,7 @@ impl Rsmq {
                     .unwrap_or(0),
             );
         }
-        let k = self.ns.queue(queue);
+        let k = self.ns.queue_shared(queue);
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
         // ascending suffixes within each call, so that a batch's ids (one prefix of
         // Redis microseconds per call) sort in send order
