@@ -153,8 +153,10 @@ impl Namespace {
     }
 
     /// [`queue`](Self::queue), kept made for the next call on the same
-    /// queue (the first 64 queues a process asks this for: the sends, fetches
-    /// and settles, not a listing of every queue).
+    /// queue: for the calls made per job (a send, a fetch, a renewal, a
+    /// settle), of the first 64 queues a process makes them on; listings,
+    /// inspections and admin calls build the names each time, so that they
+    /// do not fill the 64 places.
     pub fn queue_shared(&self, name: &str) -> Arc<QueueKeys> {
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = made.get(name) {

@@ -179,11 +179,8 @@ impl Rsmq {
     pub(crate) fn parts(
         &self,
         queue: &str,
-    ) -> (
-        Connection,
-        std::sync::Arc<crate::backend::redis::keys::QueueKeys>,
-    ) {
-        (self.con.clone(), self.ns.queue_shared(queue))
+    ) -> (Connection, crate::backend::redis::keys::QueueKeys) {
+        (self.con.clone(), self.ns.queue(queue))
     }
 
     /// The connection and the namespace's key names.
