@@ -66,17 +66,8 @@ impl Bare {
             .await
             .map_err(|e| e.to_string())?;
         self.reply.clear();
-        let mut chunk = [0u8; 4096];
         while reply_end(&self.reply, 0) != Some(self.reply.len()) {
-            let n = self
-                .socket
-                .read(&mut chunk)
-                .await
-                .map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("the server closed the connection".into());
-            }
-            self.reply.extend_from_slice(&chunk[..n]);
+            read_more(&mut self.socket, &mut self.reply).await?;
         }
         if self.reply.first() == Some(&b'-') {
             return Err(String::from_utf8_lossy(&self.reply).trim_end().to_owned());
@@ -103,8 +94,20 @@ impl Bare {
     }
 }
 
+/// What one read of `socket` gets, appended to `buf`; an error once the
+/// server closed the connection.
+pub async fn read_more(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
+    let mut chunk = [0u8; 16384];
+    let n = socket.read(&mut chunk).await.map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Err("the server closed the connection".into());
+    }
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(())
+}
+
 /// Where the RESP2 reply starting at `at` ends in `b`, once it is whole.
-fn reply_end(b: &[u8], at: usize) -> Option<usize> {
+pub fn reply_end(b: &[u8], at: usize) -> Option<usize> {
     let line = at + b.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
     let n = || -> Option<i64> { std::str::from_utf8(&b[at + 1..line]).ok()?.parse().ok() };
     match *b.get(at)? {

@@ -25,8 +25,10 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+
+use crate::bare::{read_more, reply_end};
 
 const LIBRARY: &str = r#"#!lua name=redjob_start_floor
 local function send(keys, args, guarded)
@@ -166,44 +168,13 @@ impl Conn {
                 }
                 return Ok(r);
             }
-            let mut chunk = [0u8; 16384];
-            let n = self
-                .socket
-                .read(&mut chunk)
-                .await
-                .map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("the server closed the connection".into());
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
+            read_more(&mut self.socket, &mut self.buf).await?;
         }
     }
 
     async fn call(&mut self, args: &[&[u8]]) -> Result<Vec<u8>, String> {
         self.send(&[args]).await?;
         self.reply().await
-    }
-}
-
-/// Where the RESP2 reply starting at `at` ends in `b`, once it is whole.
-fn reply_end(b: &[u8], at: usize) -> Option<usize> {
-    let line = at + b.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
-    let n = || -> Option<i64> { std::str::from_utf8(&b[at + 1..line]).ok()?.parse().ok() };
-    match *b.get(at)? {
-        b'+' | b'-' | b':' => Some(line + 2),
-        b'$' => {
-            let len = n()?;
-            let end = line + 2 + if len < 0 { 0 } else { len as usize + 2 };
-            (b.len() >= end).then_some(end)
-        }
-        b'*' => {
-            let mut p = line + 2;
-            for _ in 0..n()?.max(0) {
-                p = reply_end(b, p)?;
-            }
-            Some(p)
-        }
-        _ => None,
     }
 }
 
