@@ -8,7 +8,7 @@ Run from the project root, after `../shared/peers/vs-chasquimq.sh` built the
 harness and Redis 8.6.3 and `cargo build --release --example bench`:
 
     python3 examples/bench/start_floor.py [--rounds 8] [--n 2000] [--rate 400]
-        [--only chasquimq,redjob,stream,layout,plain] [--redjob-bench PATH]
+        [--only chasquimq,redjob,stream,layout,plain,settled] [--redjob-bench PATH]
 
 A contestant `redjob=PATH` is the redjob harness's binary at PATH (another
 build beside this one). `--redjob-bench` runs another build of the redjob harness's binary; one
@@ -84,9 +84,14 @@ def run(name, n, rate, redjob_bench=None):
         while not os.path.exists(ready) and time.time() - t < 20:
             time.sleep(0.01)
         time.sleep(1.0)
-        subprocess.run(pcmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=True, timeout=120)
-        w.wait(timeout=60)
+        try:
+            subprocess.run(pcmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           check=True, timeout=120)
+            w.wait(timeout=60)
+        finally:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
         got = json.load(open(out))
         s = got.get("samples_ms") or []
         if len(s) < n:

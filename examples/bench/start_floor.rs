@@ -204,7 +204,10 @@ async fn settle(c: &mut Conn, reply: &[u8]) -> Result<(), String> {
     let Some(us) = sent_us(reply) else {
         return Err("a message without its send's time".into());
     };
-    let at = reply.iter().position(|c| *c == b'T').unwrap_or(0);
+    let at = reply
+        .windows(3)
+        .position(|w| w == b"\r\nT")
+        .map_or(0, |p| p + 2);
     let id: Vec<u8> = reply[at..]
         .split(|c| *c == b' ')
         .nth(1)
@@ -231,7 +234,8 @@ async fn settle(c: &mut Conn, reply: &[u8]) -> Result<(), String> {
 
 /// Redis's clock at the send (µs) a layout's message carries (`T<µs> `).
 fn sent_us(reply: &[u8]) -> Option<u64> {
-    let at = reply.iter().position(|c| *c == b'T')? + 1;
+    // the payload's first byte: the only one at the start of a RESP line
+    let at = reply.windows(3).position(|w| w == b"\r\nT")? + 3;
     let digits = reply[at..]
         .iter()
         .take_while(|c| c.is_ascii_digit())
