@@ -53,14 +53,7 @@ impl Bare {
     /// it returns as it came; a reply that is an error is `Err` with its text.
     pub async fn call(&mut self, args: &[&[u8]]) -> Result<&[u8], String> {
         self.out.clear();
-        self.out
-            .extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for a in args {
-            self.out
-                .extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            self.out.extend_from_slice(a);
-            self.out.extend_from_slice(b"\r\n");
-        }
+        pack(&mut self.out, args);
         self.socket
             .write_all(&self.out)
             .await
@@ -91,6 +84,16 @@ impl Bare {
             }
         }
         Some(t.elapsed().as_secs_f64() * 1e6 / calls as f64)
+    }
+}
+
+/// Appends `args` to `out` as one command (RESP2).
+pub fn pack(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
     }
 }
 

@@ -24,7 +24,7 @@
 //! history) as plain commands, no script; 19 backlogs of 300 sent and
 //! processed in rounds (the queue's hash a listpack); default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 //!
-//! `bench start-floor worker|produce --kind stream|layout|plain …`: target 5's
+//! `bench start-floor worker|produce --kind stream|layout|plain|settled …`: target 5's
 //! floor, enqueue → start on bare sockets (start_floor.rs; `start_floor.py`
 //! runs it beside the peer harness's latency phase).
 

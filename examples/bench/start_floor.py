@@ -8,14 +8,13 @@ Run from the project root, after `../shared/peers/vs-chasquimq.sh` built the
 harness and Redis 8.6.3 and `cargo build --release --example bench`:
 
     python3 examples/bench/start_floor.py [--rounds 8] [--n 2000] [--rate 400]
-        [--only chasquimq,redjob,stream,layout,plain,settled] [--redjob-bench PATH]
+        [--only chasquimq,redjob,stream,layout,plain,settled]
 
 A contestant `redjob=PATH` is the redjob harness's binary at PATH (another
-build beside this one). `--redjob-bench` runs another build of the redjob harness's binary; one
-whose worker writes `<out>.split` (a list of [stamp -> Redis's clock at the
-send, that -> the handler] in ms, from the job id's microseconds) gets its
-lag split as the floor's `layout` and `plain` runs are (BENCHMARKS.md,
-Speed II part 27, shows the two lines that make such a build).
+build beside this one). A redjob worker that writes `<out>.split` (a list
+of [stamp -> Redis's clock at the send, that -> the handler] in ms, from the
+job id's microseconds) gets its lag split as the floor's runs in RSMQ's
+layout are (BENCHMARKS.md, Speed II part 27, says what makes such a build).
 
 Prints each run's p50 and p99 (ms), then each contestant's medians (min-max)
 and the median of its per-round ratio to chasquimq's.
@@ -52,13 +51,11 @@ def pct(xs, p):
     return xs[f] + (xs[c] - xs[f]) * (k - f)
 
 
-def commands(name, n, rate, out, ready, redjob_bench):
+def commands(name, n, rate, out, ready):
     """The worker's and the producer's command lines for a contestant."""
     if name in ("chasquimq", "redjob") or name.startswith("redjob="):
         b = os.path.join(W, name, "bench")
-        if name == "redjob" and redjob_bench:
-            b = redjob_bench
-        elif name.startswith("redjob="):
+        if name.startswith("redjob="):
             b = name.split("=", 1)[1]
         return ([b, "worker", "--phase", "latency", "--n", str(n), "--concurrency", "32",
                  "--out", out, "--ready-file", ready, "--deadline-s", "30", "--linger-ms", "500"],
@@ -68,7 +65,7 @@ def commands(name, n, rate, out, ready, redjob_bench):
             [BENCH, "start-floor", "produce", "--kind", name, "--n", str(n), "--rate", str(rate)])
 
 
-def run(name, n, rate, redjob_bench=None):
+def run(name, n, rate):
     port = free_port()
     d = tempfile.mkdtemp(prefix="start-floor-")
     srv = subprocess.Popen([RS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -78,7 +75,7 @@ def run(name, n, rate, redjob_bench=None):
         env = dict(os.environ, REDIS_HOST="127.0.0.1", REDIS_PORT=str(port),
                    BENCH_QUEUE="bench", CHASQUI_EVENTS="0")
         out, ready = os.path.join(d, "out.json"), os.path.join(d, "ready")
-        wcmd, pcmd = commands(name, n, rate, out, ready, redjob_bench)
+        wcmd, pcmd = commands(name, n, rate, out, ready)
         w = subprocess.Popen(wcmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t = time.time()
         while not os.path.exists(ready) and time.time() - t < 20:
@@ -114,14 +111,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--rate", type=float, default=400)
-    ap.add_argument("--only", default="chasquimq,redjob,stream,layout,plain")
-    ap.add_argument("--redjob-bench", default=None)
+    ap.add_argument("--only", default="chasquimq,redjob,stream,layout,plain,settled")
     a = ap.parse_args()
     names = a.only.split(",")
     res = {k: [] for k in names}
     for r in range(a.rounds):
         for name in names:
-            res[name].append(run(name, a.n, a.rate, a.redjob_bench))
+            res[name].append(run(name, a.n, a.rate))
             p50, p99, halves = res[name][-1]
             line = "%d %s p50 %.3f p99 %.3f" % (r + 1, name, p50, p99)
             if halves:

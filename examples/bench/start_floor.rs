@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::bare::{read_more, reply_end};
+use crate::bare::{pack, read_more, reply_end};
 
 const LIBRARY: &str = r#"#!lua name=redjob_start_floor
 local function send(keys, args, guarded)
@@ -73,7 +73,7 @@ const STREAM: &str = "floor:stream";
 const HISTORY: &str = "rsmq:floor:history:ids";
 const HISTORY_HASH: &str = "rsmq:floor:history:Q";
 
-/// `bench start-floor worker|produce --kind stream|layout|plain …`: see the
+/// `bench start-floor worker|produce --kind stream|layout|plain|settled …`: see the
 /// module's header; the flags are the peer harness's (`--n`, `--rate`,
 /// `--out`, `--ready-file`, `--deadline-s`), the server is `REDIS_HOST` and
 /// `REDIS_PORT`.
@@ -148,12 +148,7 @@ impl Conn {
     async fn send(&mut self, commands: &[&[&[u8]]]) -> Result<(), String> {
         let mut out = Vec::new();
         for args in commands {
-            out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-            for a in *args {
-                out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-                out.extend_from_slice(a);
-                out.extend_from_slice(b"\r\n");
-            }
+            pack(&mut out, args);
         }
         self.socket.write_all(&out).await.map_err(|e| e.to_string())
     }
@@ -201,18 +196,9 @@ fn stamps(reply: &[u8]) -> Vec<f64> {
 /// Settles the job of a handed message (`T<µs> <id> <body>`) as a worker
 /// would once it ran: `redjob_start_floor_ack`.
 async fn settle(c: &mut Conn, reply: &[u8]) -> Result<(), String> {
-    let Some(us) = sent_us(reply) else {
+    let Some((us, id)) = handed(reply) else {
         return Err("a message without its send's time".into());
     };
-    let at = reply
-        .windows(3)
-        .position(|w| w == b"\r\nT")
-        .map_or(0, |p| p + 2);
-    let id: Vec<u8> = reply[at..]
-        .split(|c| *c == b' ')
-        .nth(1)
-        .unwrap_or_default()
-        .to_vec();
     // the lease's second, as the send counted it (a lease of 30 s)
     let second = (us / 1000 + 30_000) / 1000;
     c.call(&[
@@ -224,7 +210,7 @@ async fn settle(c: &mut Conn, reply: &[u8]) -> Result<(), String> {
         COUNTS.as_bytes(),
         HISTORY.as_bytes(),
         HISTORY_HASH.as_bytes(),
-        &id,
+        id,
         second.to_string().as_bytes(),
         (us / 1000).to_string().as_bytes(),
     ])
@@ -232,18 +218,14 @@ async fn settle(c: &mut Conn, reply: &[u8]) -> Result<(), String> {
     .map(drop)
 }
 
-/// Redis's clock at the send (µs) a layout's message carries (`T<µs> `).
-fn sent_us(reply: &[u8]) -> Option<u64> {
+/// Redis's clock at the send (µs) and the job's id, which a message in
+/// the layout carries (`T<µs> <id> <body>`).
+fn handed(reply: &[u8]) -> Option<(u64, &[u8])> {
     // the payload's first byte: the only one at the start of a RESP line
     let at = reply.windows(3).position(|w| w == b"\r\nT")? + 3;
-    let digits = reply[at..]
-        .iter()
-        .take_while(|c| c.is_ascii_digit())
-        .count();
-    std::str::from_utf8(&reply[at..at + digits])
-        .ok()?
-        .parse()
-        .ok()
+    let mut words = reply[at..].splitn(3, |c| *c == b' ');
+    let us = std::str::from_utf8(words.next()?).ok()?.parse().ok()?;
+    Some((us, words.next()?))
 }
 
 async fn worker(
@@ -323,7 +305,7 @@ async fn worker(
             settle(&mut c, &reply).await?;
         }
         let stamped = stamps(&reply);
-        if let (Some(&t), Some(us)) = (stamped.first(), sent_us(&reply)) {
+        if let (Some(&t), Some((us, _))) = (stamped.first(), handed(&reply)) {
             let redis = us as f64 / 1000.0;
             split.push((redis - t, at - redis));
         }

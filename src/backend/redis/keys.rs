@@ -107,7 +107,8 @@ pub(crate) struct BatchKeys {
 pub(crate) struct Namespace {
     prefix: String,
     cluster: bool,
-    /// The keys of the queues named last, shared by the namespace's clones:
+    /// The keys of the first [`MADE`] queues the per-job calls named
+    /// ([`queue_shared`](Self::queue_shared)), shared by the namespace's clones:
     /// a queue has two dozen key names, and building them took about 2 µs of
     /// a producer's 46 µs of CPU a one-by-one send (BENCHMARKS.md, Speed II
     /// part 27).
