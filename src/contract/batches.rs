@@ -435,7 +435,12 @@ mod tests {
             ..BatchStatus::default()
         };
         let cb = callback_body(br#"{"type":"Album","args":{}}"#, &s);
-        assert_eq!(done_of(&cb), Some(s));
+        assert_eq!(done_of(&cb), Some(s.clone()));
+        let mut large = br#"{"type":"Album","args":{"text":""#.to_vec();
+        large.resize(70_000, b'a');
+        large.extend_from_slice(br#""}}"#);
+        assert_eq!(done_of(&large), None);
+        assert_eq!(done_of(&callback_body(&large, &s)), Some(s.clone()));
         assert_eq!(done_of(&body), None);
         assert_eq!(
             crate::contract::envelope::job_name(&cb).as_deref(),

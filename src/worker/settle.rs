@@ -242,15 +242,15 @@ impl<B: Backend> Settler<B> {
         }
     }
 
-    /// Whether the queue holds one delivery here, finished: a job that ran
-    /// alone, as on a quiet queue. Its settle goes at once. A yield would
+    /// Whether the queue holds at most one delivery here, with its outcome: a
+    /// job that ran alone, as on a quiet queue. Its settle goes at once. A yield would
     /// rarely gather more for it, and it costs a wake-up: tokio's `yield_now`
     /// parks the thread briefly and, leaving that park, wakes another runtime
     /// thread to look for work (about 1.5 context switches a job). With more
     /// held, the yield stays: jobs just fetched run and finish in it.
     fn alone(&self) -> bool {
         let t = self.leases.lock();
-        t.held.len() <= 1 && t.done.len() == t.held.len()
+        t.held.len() <= 1 && t.held.values().all(|h| h.outcome.is_some())
     }
 
     /// While jobs still run, waits up to [`SETTLE_LINGER`] for at least half of
