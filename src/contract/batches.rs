@@ -405,6 +405,14 @@ pub fn with_batch(body: &[u8], r: &BatchRef) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// A job's body of 70,000 bytes, naming no batch.
+    fn padded(job: &str) -> Vec<u8> {
+        let mut body = format!(r#"{{"type":"{job}","args":{{"text":""#).into_bytes();
+        body.resize(70_000, b'a');
+        body.extend_from_slice(br#""}}"#);
+        body
+    }
+
     #[test]
     fn a_body_names_its_batch_and_a_callback_its_status() {
         let id: BatchId = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
@@ -418,9 +426,7 @@ mod tests {
         assert_eq!(BatchRef::of_body(br#"{"type":"Mail","args":{}}"#), None);
         assert_eq!(BatchRef::of_body(br#"{"batch":"nonsense"}"#), None);
         // the field found wherever it is, in a body of any size
-        let mut large = br#"{"type":"Mail","args":{"text":""#.to_vec();
-        large.resize(70_000, b'a');
-        large.extend_from_slice(br#""}}"#);
+        let large = padded("Mail");
         assert_eq!(BatchRef::of_body(&large), None);
         let large = with_batch(&large, &r);
         assert_eq!(BatchRef::of_body(&large), Some(r));
@@ -436,11 +442,9 @@ mod tests {
         };
         let cb = callback_body(br#"{"type":"Album","args":{}}"#, &s);
         assert_eq!(done_of(&cb), Some(s.clone()));
-        let mut large = br#"{"type":"Album","args":{"text":""#.to_vec();
-        large.resize(70_000, b'a');
-        large.extend_from_slice(br#""}}"#);
+        let large = padded("Album");
         assert_eq!(done_of(&large), None);
-        assert_eq!(done_of(&callback_body(&large, &s)), Some(s.clone()));
+        assert_eq!(done_of(&callback_body(&large, &s)), Some(s));
         assert_eq!(done_of(&body), None);
         assert_eq!(
             crate::contract::envelope::job_name(&cb).as_deref(),
