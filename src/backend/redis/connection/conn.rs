@@ -70,6 +70,25 @@ impl Connection {
         matches!(self.0, Inner::Cluster(_))
     }
 
+    /// Commands packed as RESP (`count` of them in `packed`): written as they
+    /// are when a lane of a managed connection takes them, else `pipeline()`,
+    /// the same commands, goes the usual way. Every reply, a server's error
+    /// as a [`Value::ServerError`]. For commands that leave no state on their
+    /// connection, each with a reply, on one server (not a Cluster's).
+    pub(crate) async fn packed(
+        &mut self,
+        packed: &[u8],
+        count: usize,
+        pipeline: impl FnOnce() -> Pipeline + Send,
+    ) -> redis::RedisResult<Vec<Value>> {
+        match &mut self.0 {
+            Inner::Managed(c, lane) => {
+                lane::packed(lane.as_ref(), c, packed, count, pipeline).await
+            }
+            _ => self.req_packed_commands(&pipeline(), 0, count).await,
+        }
+    }
+
     /// Every key matching `pattern` whose type is `kind`: a `SCAN` of the
     /// server, or of each master of a Cluster. A key may come twice.
     pub(crate) async fn scan(&mut self, pattern: &str, kind: &str) -> Result<Vec<String>> {

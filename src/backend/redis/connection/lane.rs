@@ -284,6 +284,35 @@ pub(super) fn pipeline<'a, C: ConnectionLike + Send>(
     }
 }
 
+/// Commands already packed as RESP (`count` of them in `packed`), written
+/// as they are when a lane takes them; the multiplexer is given
+/// `pipeline()`, the same commands, instead. Every reply, a server's error
+/// as a [`Value::ServerError`]. The caller's commands leave no state on
+/// their connection (see [`keeps_state`]) and each has a reply.
+pub(super) async fn packed<C: ConnectionLike + Send>(
+    lanes: Option<&Arc<Lanes>>,
+    con: &mut C,
+    packed: &[u8],
+    count: usize,
+    pipeline: impl FnOnce() -> Pipeline,
+) -> RedisResult<Vec<Value>> {
+    let Some(lanes) = lanes else {
+        return con.req_packed_commands(&pipeline(), 0, count).await;
+    };
+    match lanes.route() {
+        Route::Lane(taken) => taken.call(packed, count).await,
+        Route::Multiplexer => {
+            lanes.multiplexer_in_use();
+            con.req_packed_commands(&pipeline(), 0, count).await
+        }
+        Route::Checked => {
+            lanes.multiplexer_in_use();
+            checked(con).await?;
+            con.req_packed_commands(&pipeline(), 0, count).await
+        }
+    }
+}
+
 /// Where a call goes (see [`Lanes::route`]).
 enum Route {
     Lane(Taken),
@@ -328,7 +357,7 @@ impl Taken {
         }
         Some(async move {
             let packed = cmd.get_packed_command();
-            let mut replies = self.call(packed, 1).await?;
+            let mut replies = self.call(&packed, 1).await?;
             Ok(replies.pop().unwrap_or(Value::Nil))
         })
     }
@@ -350,20 +379,20 @@ impl Taken {
         }
         Some(async move {
             let packed = pipeline.get_packed_pipeline();
-            let mut replies = self.call(packed, pipeline.len()).await?;
+            let mut replies = self.call(&packed, pipeline.len()).await?;
             replies.drain(..offset);
             replies.truncate(count);
             Ok(replies)
         })
     }
 
-    async fn call(mut self, packed: Vec<u8>, replies: usize) -> RedisResult<Vec<Value>> {
+    async fn call(mut self, packed: &[u8], replies: usize) -> RedisResult<Vec<Value>> {
         let timeout = self.lanes.response_timeout;
         let Some(socket) = self.socket.as_mut() else {
             return Err(std::io::Error::other("the lane has no socket").into());
         };
         self.clean = false;
-        let out = tokio::time::timeout(timeout, socket.exchange(&packed, replies))
+        let out = tokio::time::timeout(timeout, socket.exchange(packed, replies))
             .await
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
         // more than the replies counted (a command answering twice) leaves the

@@ -1,5 +1,6 @@
 //! The RSMQ handle: queues in RSMQ's Redis layout, and [`Queues`] on it.
 
+mod lone;
 mod send;
 
 use std::sync::Arc;

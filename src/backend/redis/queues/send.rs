@@ -44,6 +44,11 @@ impl Rsmq {
         if msgs.is_empty() {
             return Ok(Vec::new());
         }
+        if let [m] = msgs
+            && let Some(sent) = self.send_lone(queue, m).await?
+        {
+            return Ok(vec![sent]);
+        }
         let mut ttls = Vec::with_capacity(msgs.len());
         for m in msgs {
             validate::priority(m.priority)?;
@@ -90,7 +95,6 @@ impl Rsmq {
             chunks.push((start, end));
             (start, bytes) = (end, 0);
         }
-        let workers_wait = self.workers_wait.load(Ordering::Relaxed);
         // a lone message at priority 0, not delayed: send.lua's lone call,
         // which hands the message to a waiting worker when it passes the
         // queue's lease counts; it does not while the handle's last send to
@@ -199,18 +203,7 @@ impl Rsmq {
                     if kind(&msgs[start]) == Kind::Plain
                         && let Ok(waited) = r.int()
                     {
-                        if (waited == 1) != workers_wait {
-                            self.workers_wait.store(waited == 1, Ordering::Relaxed);
-                        }
-                        // the queue's slot: its id when no worker waited, and
-                        // empty when one did (another queue's id stays)
-                        let slot = &self.lean_queues[lean_slot(queue_id)];
-                        let held = slot.load(Ordering::Relaxed);
-                        if waited != 1 && held != queue_id {
-                            slot.store(queue_id, Ordering::Relaxed);
-                        } else if waited == 1 && held == queue_id {
-                            slot.store(0, Ordering::Relaxed);
-                        }
+                        self.note_waited(queue_id, waited == 1);
                     }
                 }
                 -1 => return Err(Error::QueueNotFound { name: queue.into() }),
@@ -236,6 +229,23 @@ impl Rsmq {
         }
         Ok(sent)
     }
+    /// Notes what a plain send's reply said of its queue (`queue_id`):
+    /// whether a worker waited for it.
+    pub(super) fn note_waited(&self, queue_id: u64, waited: bool) {
+        if waited != self.workers_wait.load(Ordering::Relaxed) {
+            self.workers_wait.store(waited, Ordering::Relaxed);
+        }
+        // the queue's slot: its id when no worker waited, and empty when one
+        // did (another queue's id stays)
+        let slot = &self.lean_queues[lean_slot(queue_id)];
+        let held = slot.load(Ordering::Relaxed);
+        if !waited && held != queue_id {
+            slot.store(queue_id, Ordering::Relaxed);
+        } else if waited && held == queue_id {
+            slot.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// The send's calls (`chunks` of `msgs`) in one pipeline, with a `TIME`
     /// first and a `WAIT` last as this handle needs them.
     async fn run_calls(
@@ -331,7 +341,7 @@ fn kind(m: &SendMessage) -> Kind {
 /// A queue's name as `Rsmq::lean_queues` keeps it: a hash, never 0. Two
 /// names of one hash would only make a send to the second lean while a
 /// worker waits on it, which the lean call wakes.
-fn queue_id(queue: &str) -> u64 {
+pub(super) fn queue_id(queue: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     queue.hash(&mut h);
@@ -339,31 +349,31 @@ fn queue_id(queue: &str) -> u64 {
 }
 
 /// The slot of `Rsmq::lean_queues` a queue's id takes.
-fn lean_slot(queue_id: u64) -> usize {
+pub(super) fn lean_slot(queue_id: u64) -> usize {
     // (the id's lowest bit is always set)
     ((queue_id >> 1) % super::LEAN_SLOTS as u64) as usize
 }
 
 /// The script calls of one send.
-struct Call<'a> {
-    k: &'a QueueKeys,
-    msgs: &'a [SendMessage],
+pub(super) struct Call<'a> {
+    pub k: &'a QueueKeys,
+    pub msgs: &'a [SendMessage],
     /// Per message, as `msgs`.
-    suffixes: &'a [[u8; 22]],
+    pub suffixes: &'a [[u8; 22]],
     /// Per message: a unique key's ttl in ms (0: none, or not unique).
-    ttls: &'a [u64],
-    maxlen: usize,
-    always: bool,
+    pub ttls: &'a [u64],
+    pub maxlen: usize,
+    pub always: bool,
     /// Plain messages go through the send's function (`FCALL`), not its
     /// script.
-    function: bool,
+    pub function: bool,
     /// The lone plain message goes by send.lua's lone call, in this form.
-    lone: Option<Lone>,
+    pub lone: Option<Lone>,
 }
 
 /// The form of send.lua's lone call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lone {
+pub(super) enum Lone {
     /// Without the lease counts: no hand-off (the handle's last send to the
     /// queue found no worker waiting), a fifth fewer instructions.
     Lean,
@@ -375,7 +385,7 @@ impl Call<'_> {
     /// The call sending `msgs[start..end]`, all of one priority, plain or
     /// unique; a unique call takes every level's key with `all_levels`, else its
     /// priority's alone.
-    fn cmd(&self, start: usize, end: usize, all_levels: bool) -> Cmd {
+    pub fn cmd(&self, start: usize, end: usize, all_levels: bool) -> Cmd {
         let (k, first) = (self.k, &self.msgs[start]);
         let mut cmd = match (&first.unique, all_levels) {
             (None, _) if first.keyed.is_some() => {
