@@ -82,8 +82,12 @@ impl Function {
 
     /// `FCALL` of this function with `keys`; the caller appends the ARGV.
     pub fn call<K: ToRedisArgs>(&self, keys: &[K]) -> Cmd {
-        let mut cmd = redis::cmd("FCALL");
-        cmd.arg(&self.name).arg(keys.len()).arg(keys);
+        use crate::backend::redis::scripts::{ROOM_ARGS, ROOM_KEY};
+        let mut cmd = Cmd::with_capacity(
+            3 + keys.len() + ROOM_ARGS,
+            64 + keys.len() * ROOM_KEY + ROOM_ARGS * 16,
+        );
+        cmd.arg("FCALL").arg(&self.name).arg(keys.len()).arg(keys);
         cmd
     }
 }

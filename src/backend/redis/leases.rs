@@ -469,7 +469,16 @@ impl Backend for RedisBackend {
             .iter()
             .map(|(p, part)| {
                 let level = k.level(*p);
-                let mut cmd = eval(
+                // room for each entry's arguments (an ack's id, span and
+                // body; a retry's seven, with its record), so that the
+                // command is not grown an argument at a time
+                let others = part.reschedules.len() + part.throttles.len() + part.dead.len();
+                let more_args = 3 * part.acks.len() + 7 * others + 2 * part.results.len();
+                let more_bytes = 80 * part.acks.len()
+                    + part.ack_bodies.iter().map(|b| b.1.len()).sum::<usize>()
+                    + 384 * others
+                    + part.results.iter().map(|r| 40 + r.1.len()).sum::<usize>();
+                let mut cmd = scripts::eval_sized(
                     &scripts::COMPLETE,
                     &[
                         &level,
@@ -489,6 +498,8 @@ impl Backend for RedisBackend {
                         &k.bres,
                         &k.deps,
                     ],
+                    more_args,
+                    more_bytes,
                 );
                 let (keep, max_age) = part.retention.limits();
                 // "<acks>b": each ack carries its body (complete.lua)
@@ -566,8 +577,12 @@ impl Backend for RedisBackend {
                 // a throttle: "t<limit>", the delivery given back unless the
                 // job was throttled that many times in a row (complete.lua)
                 // ("k<limit>" for a key's throttle)
-                let throttle = format!("t{}", part.throttles_allowed());
-                let key_throttle = format!("k{}", part.throttles_allowed());
+                let (throttle, key_throttle) = if part.throttles.is_empty() {
+                    Default::default()
+                } else {
+                    let allowed = part.throttles_allowed();
+                    (format!("t{allowed}"), format!("k{allowed}"))
+                };
                 for t in &part.throttles {
                     let error = bound_error(&t.error);
                     cmd.arg(t.id)

@@ -251,12 +251,9 @@ pub(super) fn handed_job(msg: &[u8]) -> Result<Handed> {
     let bad = |what: &str| Error::Protocol(format!("hand-off message: bad {what}"));
     let mut parts = msg.splitn(6, |b| *b == b' ');
     let mut next = |what: &str| parts.next().ok_or_else(|| bad(what));
-    let text = |b: &[u8], what: &str| {
-        std::str::from_utf8(b)
-            .map_err(|_| bad(what))
-            .map(str::to_owned)
-    };
-    let queue = text(next("queue")?, "queue")?;
+    // (each read in place: only the queue's name and the body are kept)
+    let text = |b, what: &str| std::str::from_utf8(b).map_err(|_| bad(what));
+    let queue = text(next("queue")?, "queue")?.to_owned();
     let priority: i8 = text(next("priority")?, "priority")?
         .parse()
         .map_err(|_| bad("priority"))?;

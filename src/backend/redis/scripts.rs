@@ -244,10 +244,35 @@ pub(crate) fn called(code: &str) -> Vec<String> {
 
 /// `EVALSHA` of `script` with `keys`; the caller appends the ARGV.
 pub(crate) fn eval<K: redis::ToRedisArgs>(script: &Script, keys: &[K]) -> Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+    eval_sized(script, keys, 0, 0)
+}
+
+/// [`eval`], with room for `args` more arguments of `bytes` bytes in all
+/// beside a few short ones: a command's buffers grown an argument at a
+/// time were moved a dozen times for a one-job settle (about a fifth of
+/// the instructions of building and packing it, BENCHMARKS.md, Speed II
+/// part 29).
+pub(crate) fn eval_sized<K: redis::ToRedisArgs>(
+    script: &Script,
+    keys: &[K],
+    args: usize,
+    bytes: usize,
+) -> Cmd {
+    let mut cmd = Cmd::with_capacity(
+        3 + keys.len() + ROOM_ARGS + args,
+        64 + keys.len() * ROOM_KEY + ROOM_ARGS * 16 + bytes,
+    );
+    cmd.arg("EVALSHA")
+        .arg(script.get_hash())
+        .arg(keys.len())
+        .arg(keys);
     cmd
 }
+
+/// The short arguments a script call has room for beside its keys.
+pub(crate) const ROOM_ARGS: usize = 16;
+/// The bytes a script call has room for by key.
+pub(crate) const ROOM_KEY: usize = 48;
 
 fn is_noscript(e: &redis::RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
