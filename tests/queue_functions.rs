@@ -149,3 +149,82 @@ async fn a_send_of_several_calls_calls_scripts_alone() {
     assert_eq!(bodies.len(), 1500);
     assert_eq!(bodies[1499], "1499");
 }
+
+/// The last command the server's client `id` ran (`CLIENT LIST`'s `cmd=`).
+async fn last_command(con: &mut redis::aio::MultiplexedConnection, id: i64) -> String {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(con)
+        .await
+        .unwrap();
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&format!("id={id} ")))
+        .unwrap_or_else(|| panic!("no client {id}: {list}"));
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("cmd="))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_lone_send_is_the_same_on_the_lane_and_on_the_multiplexer() {
+    // a lone send is packed by hand when a lane takes it and goes to the
+    // multiplexer as a pipeline otherwise: both store the same message
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let mut con = redjob::connection::RedisConfig::from_url(server.url())
+        .connect()
+        .await
+        .unwrap();
+    let id = async |con: &mut redjob::connection::Connection| -> i64 {
+        redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(con)
+            .await
+            .unwrap()
+    };
+    // the first call takes the multiplexer's socket while the lane opens
+    let multiplexer = id(&mut con).await;
+    let mut lane = multiplexer;
+    for _ in 0..200 {
+        lane = id(&mut con).await;
+        if lane != multiplexer {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_ne!(lane, multiplexer, "no lane opened");
+    let rsmq = Rsmq::from_connection(con, "rsmq", false);
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    // the handle's first send loads the function
+    rsmq.send("q", SendMessage::new("first")).await.unwrap();
+    let before = command_calls(&mut raw).await.get("fcall").copied();
+    // one call right after another: the lane
+    rsmq.send("q", SendMessage::new("on the lane"))
+        .await
+        .unwrap();
+    assert_eq!(last_command(&mut raw, lane).await, "fcall");
+    // the multiplexer unused for more than 500 ms: the next call goes there
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let at = SendMessage::new("on the multiplexer").at_unix_ms(now_ms - 1);
+    rsmq.send("q", at).await.unwrap();
+    assert_eq!(last_command(&mut raw, multiplexer).await, "fcall");
+    // each a single FCALL (no reload, no second attempt)
+    let calls = command_calls(&mut raw).await;
+    assert_eq!(
+        calls.get("fcall").copied(),
+        before.map(|n| n + 2),
+        "{calls:?}"
+    );
+    assert_eq!(
+        bodies(&rsmq, "q").await,
+        ["first", "on the lane", "on the multiplexer"]
+    );
+}
