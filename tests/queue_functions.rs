@@ -228,3 +228,33 @@ async fn a_lone_send_is_the_same_on_the_lane_and_on_the_multiplexer() {
         ["first", "on the lane", "on the multiplexer"]
     );
 }
+
+#[tokio::test]
+async fn a_send_of_two_scripts_after_redis_lost_one_stores_each_message_once() {
+    // Redis lost its scripts (a restart, a failover, SCRIPT FLUSH), and a
+    // send of several calls since loaded the plain send's script again but
+    // not the unique send's: a send mixing plain and unique messages finds
+    // the first call's script and not the second's. It must not store the
+    // plain messages twice when it loads the other and tries again.
+    let (_server, mut con, rsmq) = with_queue(&[]).await;
+    let mixed = [
+        SendMessage::new("plain"),
+        SendMessage::new("unique").unique(Unique::new("k")),
+    ];
+    rsmq.send_batch("q", &mixed).await.unwrap();
+    assert_eq!(bodies(&rsmq, "q").await, ["plain", "unique"]);
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    // 1,001 plain messages: two calls of the plain send's script, which
+    // both meet NOSCRIPT, and are sent again once it is loaded
+    let many: Vec<_> = (0..1001)
+        .map(|i| SendMessage::new(format!("m{i}")))
+        .collect();
+    rsmq.send_batch("q", &many).await.unwrap();
+    assert_eq!(bodies(&rsmq, "q").await.len(), 1001);
+    rsmq.send_batch("q", &mixed).await.unwrap();
+    assert_eq!(bodies(&rsmq, "q").await, ["plain", "unique"]);
+}

@@ -295,11 +295,30 @@ pub(crate) async fn run(con: &mut Connection, script: &Script, cmd: &Cmd) -> Res
 ///
 /// Each script's flag remembers that this connection's Redis has it: a large
 /// pipeline is not sent twice when the first attempt would meet `NOSCRIPT`.
+/// Calls of one script are sent again after `NOSCRIPT`: that script was
+/// missing for each of them, so none ran. Calls of two scripts or more
+/// could find one script and not the other (Redis lost its scripts, and a
+/// call since loaded one again), and sending them again would run the
+/// calls that found theirs twice: so each script is loaded first (one
+/// round trip, all at once), and a `NOSCRIPT` after that (the scripts
+/// flushed in between) is the pipeline's error.
 pub(crate) async fn run_pipeline(
     con: &mut Connection,
     scripts: &[(&Script, &AtomicBool)],
     pipe: &Pipeline,
 ) -> Result<Vec<Value>> {
+    if scripts.len() > 1 {
+        let loads = scripts.iter().map(|(script, loaded)| {
+            let mut con = con.clone();
+            async move {
+                script.load_async(&mut con).await?;
+                loaded.store(true, Ordering::Relaxed);
+                Ok::<_, Error>(())
+            }
+        });
+        futures::future::try_join_all(loads).await?;
+        return Ok(pipe.query_async(con).await?);
+    }
     for (script, loaded) in scripts {
         if !loaded.load(Ordering::Relaxed) {
             script.load_async(con).await?;
