@@ -296,6 +296,12 @@ pub(super) async fn packed<C: ConnectionLike + Send>(
     count: usize,
     pipeline: impl FnOnce() -> Pipeline,
 ) -> RedisResult<Vec<Value>> {
+    let pipeline = || {
+        let p = pipeline();
+        debug_assert_eq!(p.len(), count, "a packed call's commands");
+        debug_assert!(!p.is_transaction() && !p.cmd_iter().any(keeps_state));
+        p
+    };
     let Some(lanes) = lanes else {
         return con.req_packed_commands(&pipeline(), 0, count).await;
     };

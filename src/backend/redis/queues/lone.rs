@@ -9,10 +9,8 @@
 //! same commands go to the multiplexer as a pipeline. Its replies are read as
 //! the general send reads them.
 
-use std::sync::atomic::Ordering;
-
 use super::Rsmq;
-use super::send::{Call, Lone, lean_slot, queue_id};
+use super::send::{Call, Lone, queue_id};
 use crate::backend::redis::functions;
 use crate::backend::redis::keys::QueueKeys;
 use crate::backend::redis::scripts::Reply;
@@ -46,17 +44,12 @@ impl Rsmq {
         let queue_id = queue_id(queue);
         // as the general send: lean while the handle's last send to the queue
         // found no worker waiting, a TIME first while the last found one
-        let lone = if self.lean_queues[lean_slot(queue_id)].load(Ordering::Relaxed) == queue_id {
-            Lone::Lean
-        } else {
-            Lone::HandOff
-        };
         let call = LoneCall {
             k: &k,
             m,
             suffix: &suffix,
-            lone,
-            time: self.workers_wait.load(Ordering::Relaxed),
+            lone: self.lone_form(queue_id),
+            time: self.time_first(true),
             always: self.realtime,
         };
         let (packed, count) = (call.packed(), call.count());
@@ -84,10 +77,13 @@ impl Rsmq {
                 None => return Err(error),
             }
         }
-        let reply = replies
-            .pop()
-            .filter(|_| replies.len() + 1 == count)
-            .ok_or_else(|| Error::Protocol(format!("send: {} replies", replies.len())))?;
+        if replies.len() != count {
+            let n = replies.len();
+            return Err(Error::Protocol(format!(
+                "send: {n} replies to {count} commands"
+            )));
+        }
+        let reply = replies.pop().unwrap_or(redis::Value::Nil);
         let (code, mut r) = Reply::status(&reply)?;
         match code {
             1 => {
@@ -144,7 +140,8 @@ impl LoneCall<'_> {
         };
         let name = functions::SEND.name.as_bytes();
         let mut out = Resp(Vec::with_capacity(
-            128 + name.len()
+            // the commands' other arguments and each argument's framing
+            256 + name.len()
                 + m.body.len()
                 + keys.iter().map(|k| k.len()).sum::<usize>()
                 + k.realtime.len(),

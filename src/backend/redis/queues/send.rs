@@ -105,13 +105,7 @@ impl Rsmq {
             && kind(&msgs[0]) == Kind::Plain
             && msgs[0].priority == 0
             && !matches!(msgs[0].when, When::After(_)))
-        .then(|| {
-            if self.lean_queues[lean_slot(queue_id)].load(Ordering::Relaxed) == queue_id {
-                Lone::Lean
-            } else {
-                Lone::HandOff
-            }
-        });
+        .then(|| self.lone_form(queue_id));
         let mut con = self.con.clone();
         // a send of plain messages alone, in one call, calls the send's
         // function where Redis takes it (see functions.rs): a call the
@@ -229,6 +223,23 @@ impl Rsmq {
         }
         Ok(sent)
     }
+    /// The lone call's form for a queue (`queue_id`): lean while the
+    /// handle's last send to it found no worker waiting.
+    pub(super) fn lone_form(&self, queue_id: u64) -> Lone {
+        if self.lean_queues[lean_slot(queue_id)].load(Ordering::Relaxed) == queue_id {
+            Lone::Lean
+        } else {
+            Lone::HandOff
+        }
+    }
+
+    /// Whether a send's pipeline starts with a `TIME` (see `run_calls`): a
+    /// send with plain messages while the last plain send found a worker
+    /// waiting, on one server.
+    pub(super) fn time_first(&self, plain: bool) -> bool {
+        plain && self.workers_wait.load(Ordering::Relaxed) && !self.ns.is_cluster()
+    }
+
     /// Notes what a plain send's reply said of its queue (`queue_id`):
     /// whether a worker waited for it.
     pub(super) fn note_waited(&self, queue_id: u64, waited: bool) {
@@ -261,9 +272,8 @@ impl Rsmq {
         // the later ones (the last send of a key must win)
         let all_levels = chunks.len() > 1;
         let mut pipe = redis::pipe();
-        let workers_wait = self.workers_wait.load(Ordering::Relaxed);
         let plain = msgs.iter().any(|m| kind(m) == Kind::Plain);
-        if workers_wait && plain && !self.ns.is_cluster() {
+        if self.time_first(plain) {
             // a TIME first, its reply dropped: the sender's connection then
             // waits in Redis's list of replies to write before the send's
             // PUBLISH puts the waiting worker's connection there, and Redis
@@ -349,7 +359,7 @@ pub(super) fn queue_id(queue: &str) -> u64 {
 }
 
 /// The slot of `Rsmq::lean_queues` a queue's id takes.
-pub(super) fn lean_slot(queue_id: u64) -> usize {
+fn lean_slot(queue_id: u64) -> usize {
     // (the id's lowest bit is always set)
     ((queue_id >> 1) % super::LEAN_SLOTS as u64) as usize
 }
