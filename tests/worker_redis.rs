@@ -596,3 +596,54 @@ async fn no_bodies_go_back_to_a_history_that_keeps_none() {
     );
     w.stop().await;
 }
+
+#[tokio::test]
+async fn a_settle_after_redis_lost_its_scripts_loads_its_script_again() {
+    // a settle is packed by hand for the connection's lane: when Redis lost
+    // its script (a restart, a failover, SCRIPT FLUSH), it loads it and goes
+    // through, as any script call does
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("work", Default::default())
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    let w = Worker::builder(client.backend())
+        .queue("work")
+        .handle_signals(false)
+        .data(recorder.clone())
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    let queued = async |raw: &mut redis::aio::MultiplexedConnection| -> u64 {
+        redis::cmd("ZCARD")
+            .arg("rsmq:work")
+            .query_async(raw)
+            .await
+            .unwrap()
+    };
+    for key in [1, 2] {
+        if key == 2 {
+            let () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+        }
+        client.enqueue(&Ping { key }).await.unwrap();
+        assert!(wait_until(Duration::from_secs(10), || recorder.len() == key as usize).await);
+        // settled: gone from the queue
+        assert!(
+            wait_for(Duration::from_secs(10), || {
+                let mut raw = raw.clone();
+                async move { queued(&mut raw).await == 0 }
+            })
+            .await,
+            "job {key} not settled"
+        );
+    }
+    w.stop().await;
+}

@@ -1,6 +1,8 @@
 //! [`Backend`] on Redis: sends, fetches and hand-offs, lease renewals, settles,
 //! counters, wake-ups and heartbeats, each one script call per batch.
 
+use super::keys::QueueKeys;
+use super::packed::{Args, Packed};
 use super::replies;
 use super::scripts::{self, eval, run};
 use super::{RedisBackend, info_replies, version_key};
@@ -95,6 +97,175 @@ impl RedisBackend {
             pipe.add_command(cmd);
         }
         scripts::run_pipeline(&mut con, &[(script, loaded)], &pipe).await
+    }
+}
+
+/// complete.lua's keys for a part whose sorted set is `level`.
+fn complete_keys<'a>(k: &'a QueueKeys, level: &'a String) -> [&'a String; 16] {
+    [
+        level,
+        &k.hash,
+        &k.dead,
+        &k.dead_hash,
+        &k.stats,
+        &k.unique,
+        &k.leases,
+        &k.history,
+        &k.history_hash,
+        &k.keyed,
+        &k.keys,
+        &k.kwake,
+        &k.awaited,
+        &k.bout,
+        &k.bres,
+        &k.deps,
+    ]
+}
+
+/// Room for a settle part's arguments beside its keys and a few short ones:
+/// how many more, and their bytes (an ack's id, span and body; a retry's
+/// seven, with its record), so that its command is not grown an argument at
+/// a time.
+fn complete_room(part: &Settle) -> (usize, usize) {
+    let others = part.reschedules.len() + part.throttles.len() + part.dead.len();
+    let args = 3 * part.acks.len() + 7 * others + 2 * part.results.len();
+    let bytes = 80 * part.acks.len()
+        + part.ack_bodies.iter().map(|b| b.1.len()).sum::<usize>()
+        + 384 * others
+        + part.results.iter().map(|r| 40 + r.1.len()).sum::<usize>();
+    (args, bytes)
+}
+
+/// complete.lua's arguments for `part` (at priority `p`), after its keys,
+/// written into `a`: a command for the multiplexer or one packed by hand,
+/// the same arguments either way.
+fn complete_args<A: Args>(a: &mut A, k: &QueueKeys, p: i8, part: &Settle) {
+    let (keep, max_age) = part.retention.limits();
+    // "<acks>b": each ack carries its body (complete.lua)
+    let bodies = !part.ack_bodies.is_empty();
+    let acks = part.acks.len().to_string();
+    a.arg(if bodies { acks + "b" } else { acks })
+        .arg(part.reschedules.len() + part.throttles.len())
+        .arg(part.dead.len())
+        .arg(p)
+        .arg(keep)
+        .arg(max_age)
+        .arg(&k.realtime)
+        .arg(part.by.as_ref().map_or(String::new(), RunBy::members))
+        .arg(part.history.encode());
+    let runs = part.runs();
+    // the run-time codes: the types named once, the codes
+    // counted after every entry (see complete.lua)
+    let codes = RunTimeCodes::of(part, &runs);
+    a.arg(codes.types.len()).arg(&codes.types);
+    // the acks in runs of one token (a fetch's jobs share theirs:
+    // each token is sent once for its run), each ack with its
+    // span: its run's times as its attempt record's members,
+    // written into one buffer; then, when the caller passed
+    // bodies, its body as delivered (in the acks' order), else ""
+    // (complete.lua reads it)
+    let mut token_runs: Vec<(Token, usize)> = Vec::new();
+    for (_, t) in &part.acks {
+        match token_runs.last_mut() {
+            Some((last, n)) if last == t => *n += 1,
+            _ => token_runs.push((*t, 1)),
+        }
+    }
+    if !part.acks.is_empty() {
+        a.arg(token_runs.len());
+    }
+    let mut span = String::new();
+    let mut sent = part.ack_bodies.iter().peekable();
+    let mut acks = part.acks.iter();
+    for (token, n) in &token_runs {
+        a.arg(token).arg(*n);
+        for (id, _) in acks.by_ref().take(*n) {
+            span.clear();
+            if let Some(r) = runs.get(id) {
+                span.push_str(r#","start":"#);
+                super::convert::push_decimal(&mut span, r.started_ms);
+                span.push_str(r#","end":"#);
+                super::convert::push_decimal(&mut span, r.ended_ms);
+            }
+            a.arg(id).arg(span.as_str());
+            if bodies {
+                let body = sent.next_if(|(b, _)| b == id).map_or(&[][..], |b| &b.1[..]);
+                a.arg(body);
+            }
+        }
+    }
+    let by = part.by.as_ref();
+    let record = |id: &JobId, token: Token, error: Option<&str>| {
+        Attempt::settled(token.attempt(), runs.get(id).copied(), error, by).line()
+    };
+    for r in &part.reschedules {
+        let error = r.error.as_deref().map(bound_error);
+        let rec = if r.release {
+            String::new()
+        } else {
+            record(&r.id, r.token, Some(error.as_deref().unwrap_or("")))
+        };
+        a.arg(r.id)
+            .arg(r.token)
+            .arg(crate::contract::backend::clamped_ms(r.delay))
+            .arg(r.deliveries.min(crate::contract::leases::MAX_COUNT))
+            .arg(if r.release { "l" } else { "r" })
+            .arg(error.as_deref().unwrap_or(""))
+            .arg(rec);
+    }
+    // a throttle: "t<limit>", the delivery given back unless the
+    // job was throttled that many times in a row (complete.lua)
+    // ("k<limit>" for a key's throttle)
+    let (throttle, key_throttle) = if part.throttles.is_empty() {
+        Default::default()
+    } else {
+        let allowed = part.throttles_allowed();
+        (format!("t{allowed}"), format!("k{allowed}"))
+    };
+    for t in &part.throttles {
+        let error = bound_error(&t.error);
+        a.arg(t.id)
+            .arg(t.token)
+            .arg(crate::contract::backend::clamped_ms(t.delay))
+            .arg(
+                t.token
+                    .attempt()
+                    .saturating_sub(1)
+                    .min(crate::contract::leases::MAX_COUNT),
+            )
+            .arg(if t.key { &key_throttle } else { &throttle })
+            .arg(&error)
+            .arg(
+                Attempt::throttled(t.token.attempt(), runs.get(&t.id).copied(), &error, by).line(),
+            );
+    }
+    for d in &part.dead {
+        let error = bound_error(&d.error);
+        a.arg(d.id)
+            .arg(d.token)
+            .arg(&error)
+            .arg(record(&d.id, d.token, Some(&error)));
+    }
+    let counted = codes.counted();
+    a.arg(counted.len());
+    for (code, n) in counted {
+        a.arg(code).arg(n);
+    }
+    a.arg(codes.each());
+    // the acks' results, when some returned one; then the
+    // entries' batches, when some belong to one
+    if !part.results.is_empty() || !part.batched.is_empty() {
+        a.arg(part.results.len());
+        for (id, r) in &part.results {
+            a.arg(id).arg(&r[..]);
+        }
+    }
+    if !part.batched.is_empty() {
+        let groups = batch_groups(part);
+        a.arg(groups.len());
+        for (b, finishes, places) in &groups {
+            a.arg(b.as_str()).arg(finishes).arg(places);
+        }
     }
 }
 
@@ -465,182 +636,41 @@ impl Backend for RedisBackend {
         }
         let k = self.ns.queue_shared(queue);
         let parts = batch.by_priority();
-        let cmds: Vec<_> = parts
-            .iter()
-            .map(|(p, part)| {
-                let level = k.level(*p);
-                // room for each entry's arguments (an ack's id, span and
-                // body; a retry's seven, with its record), so that the
-                // command is not grown an argument at a time
-                let others = part.reschedules.len() + part.throttles.len() + part.dead.len();
-                let more_args = 3 * part.acks.len() + 7 * others + 2 * part.results.len();
-                let more_bytes = 80 * part.acks.len()
-                    + part.ack_bodies.iter().map(|b| b.1.len()).sum::<usize>()
-                    + 384 * others
-                    + part.results.iter().map(|r| 40 + r.1.len()).sum::<usize>();
-                let mut cmd = scripts::eval_sized(
-                    &scripts::COMPLETE,
-                    &[
-                        &level,
-                        &k.hash,
-                        &k.dead,
-                        &k.dead_hash,
-                        &k.stats,
-                        &k.unique,
-                        &k.leases,
-                        &k.history,
-                        &k.history_hash,
-                        &k.keyed,
-                        &k.keys,
-                        &k.kwake,
-                        &k.awaited,
-                        &k.bout,
-                        &k.bres,
-                        &k.deps,
-                    ],
-                    more_args,
-                    more_bytes,
-                );
-                let (keep, max_age) = part.retention.limits();
-                // "<acks>b": each ack carries its body (complete.lua)
-                let bodies = !part.ack_bodies.is_empty();
-                let acks = part.acks.len().to_string();
-                cmd.arg(if bodies { acks + "b" } else { acks })
-                    .arg(part.reschedules.len() + part.throttles.len())
-                    .arg(part.dead.len())
-                    .arg(*p)
-                    .arg(keep)
-                    .arg(max_age)
-                    .arg(&k.realtime)
-                    .arg(part.by.as_ref().map_or(String::new(), RunBy::members))
-                    .arg(part.history.encode());
-                let runs = part.runs();
-                // the run-time codes: the types named once, the codes
-                // counted after every entry (see complete.lua)
-                let codes = RunTimeCodes::of(part, &runs);
-                cmd.arg(codes.types.len()).arg(&codes.types);
-                // the acks in runs of one token (a fetch's jobs share theirs:
-                // each token is sent once for its run), each ack with its
-                // span: its run's times as its attempt record's members,
-                // written into one buffer; then, when the caller passed
-                // bodies, its body as delivered (in the acks' order), else ""
-                // (complete.lua reads it)
-                let mut token_runs: Vec<(Token, usize)> = Vec::new();
-                for (_, t) in &part.acks {
-                    match token_runs.last_mut() {
-                        Some((last, n)) if last == t => *n += 1,
-                        _ => token_runs.push((*t, 1)),
-                    }
-                }
-                if !part.acks.is_empty() {
-                    cmd.arg(token_runs.len());
-                }
-                let mut span = String::new();
-                let mut sent = part.ack_bodies.iter().peekable();
-                let mut acks = part.acks.iter();
-                for (token, n) in &token_runs {
-                    cmd.arg(token).arg(*n);
-                    for (id, _) in acks.by_ref().take(*n) {
-                        span.clear();
-                        if let Some(r) = runs.get(id) {
-                            span.push_str(r#","start":"#);
-                            super::convert::push_decimal(&mut span, r.started_ms);
-                            span.push_str(r#","end":"#);
-                            super::convert::push_decimal(&mut span, r.ended_ms);
-                        }
-                        cmd.arg(id).arg(span.as_str());
-                        if bodies {
-                            let body = sent.next_if(|(b, _)| b == id).map_or(&[][..], |b| &b.1[..]);
-                            cmd.arg(body);
-                        }
-                    }
-                }
-                let by = part.by.as_ref();
-                let record = |id: &JobId, token: Token, error: Option<&str>| {
-                    Attempt::settled(token.attempt(), runs.get(id).copied(), error, by).line()
-                };
-                for r in &part.reschedules {
-                    let error = r.error.as_deref().map(bound_error);
-                    let rec = if r.release {
-                        String::new()
-                    } else {
-                        record(&r.id, r.token, Some(error.as_deref().unwrap_or("")))
-                    };
-                    cmd.arg(r.id)
-                        .arg(r.token)
-                        .arg(crate::contract::backend::clamped_ms(r.delay))
-                        .arg(r.deliveries.min(crate::contract::leases::MAX_COUNT))
-                        .arg(if r.release { "l" } else { "r" })
-                        .arg(error.as_deref().unwrap_or(""))
-                        .arg(rec);
-                }
-                // a throttle: "t<limit>", the delivery given back unless the
-                // job was throttled that many times in a row (complete.lua)
-                // ("k<limit>" for a key's throttle)
-                let (throttle, key_throttle) = if part.throttles.is_empty() {
-                    Default::default()
-                } else {
-                    let allowed = part.throttles_allowed();
-                    (format!("t{allowed}"), format!("k{allowed}"))
-                };
-                for t in &part.throttles {
-                    let error = bound_error(&t.error);
-                    cmd.arg(t.id)
-                        .arg(t.token)
-                        .arg(crate::contract::backend::clamped_ms(t.delay))
-                        .arg(
-                            t.token
-                                .attempt()
-                                .saturating_sub(1)
-                                .min(crate::contract::leases::MAX_COUNT),
-                        )
-                        .arg(if t.key { &key_throttle } else { &throttle })
-                        .arg(&error)
-                        .arg(
-                            Attempt::throttled(
-                                t.token.attempt(),
-                                runs.get(&t.id).copied(),
-                                &error,
-                                by,
-                            )
-                            .line(),
-                        );
-                }
-                for d in &part.dead {
-                    let error = bound_error(&d.error);
-                    cmd.arg(d.id).arg(d.token).arg(&error).arg(record(
-                        &d.id,
-                        d.token,
-                        Some(&error),
-                    ));
-                }
-                let counted = codes.counted();
-                cmd.arg(counted.len());
-                for (code, n) in counted {
-                    cmd.arg(code).arg(n);
-                }
-                cmd.arg(codes.each());
-                // the acks' results, when some returned one; then the
-                // entries' batches, when some belong to one
-                if !part.results.is_empty() || !part.batched.is_empty() {
-                    cmd.arg(part.results.len());
-                    for (id, r) in &part.results {
-                        cmd.arg(id).arg(&r[..]);
-                    }
-                }
-                if !part.batched.is_empty() {
-                    let groups = batch_groups(part);
-                    cmd.arg(groups.len());
-                    for (b, finishes, places) in &groups {
-                        cmd.arg(b.as_str()).arg(finishes).arg(places);
-                    }
-                }
-                cmd
-            })
-            .collect();
-        let replies = self
-            .run_all(&scripts::COMPLETE, &self.shared.complete_loaded, cmds)
-            .await?;
+        // the command of one part, for the multiplexer or a pipeline
+        let cmd = |p: i8, part: &Settle| {
+            let level = k.level(p);
+            let (args, bytes) = complete_room(part);
+            let mut cmd =
+                scripts::eval_sized(&scripts::COMPLETE, &complete_keys(&k, &level), args, bytes);
+            complete_args(&mut cmd, &k, p, part);
+            cmd
+        };
+        let replies = if let [(p, part)] = &parts[..] {
+            // one part (one priority, as mostly): packed by hand for a lane
+            let level = k.level(*p);
+            let keys = complete_keys(&k, &level);
+            let mut packed = Packed::with_capacity(64 + 48 * keys.len() + complete_room(part).1);
+            packed
+                .arg("EVALSHA")
+                .arg(scripts::COMPLETE.get_hash())
+                .arg(keys.len())
+                .arg(&keys[..]);
+            complete_args(&mut packed, &k, *p, part);
+            let bytes = packed.finish(b"");
+            let pipeline = || {
+                let mut pipe = redis::pipe();
+                pipe.add_command(cmd(*p, part));
+                pipe
+            };
+            vec![
+                scripts::run_packed(&mut self.con.clone(), &scripts::COMPLETE, bytes, pipeline)
+                    .await?,
+            ]
+        } else {
+            let cmds = parts.iter().map(|(p, part)| cmd(*p, part)).collect();
+            self.run_all(&scripts::COMPLETE, &self.shared.complete_loaded, cmds)
+                .await?
+        };
         let mut total = Settled::default();
         for v in &replies {
             let s = replies::settled(v)?;
@@ -900,5 +930,118 @@ impl RedisBackend {
         let now = time.0 * 1000 + time.1 / 1000;
         let ring = ring.iter().flatten().filter_map(|v| replies::minute(v));
         Ok((now, ring.collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Args, Packed, complete_args, complete_keys, complete_room};
+    use crate::backend::redis::keys::Namespace;
+    use crate::backend::redis::scripts;
+    use crate::contract::attempts::{Ran, RunBy};
+    use crate::contract::batches::BatchRef;
+    use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Throttle, Token};
+    use crate::inspect::AttemptOutcome;
+
+    /// A settle's call packed by hand and built as a `redis` command.
+    fn both(p: i8, part: &Settle) -> (Vec<u8>, Vec<u8>) {
+        let k = Namespace::new("rsmq", false).queue("mails");
+        let level = k.level(p);
+        let keys = complete_keys(&k, &level);
+        let (args, bytes) = complete_room(part);
+        let mut cmd = scripts::eval_sized(&scripts::COMPLETE, &keys, args, bytes);
+        complete_args(&mut cmd, &k, p, part);
+        let mut packed = Packed::with_capacity(0);
+        packed
+            .arg("EVALSHA")
+            .arg(scripts::COMPLETE.get_hash())
+            .arg(keys.len())
+            .arg(&keys[..]);
+        complete_args(&mut packed, &k, p, part);
+        (packed.finish(b"").to_vec(), cmd.get_packed_command())
+    }
+
+    #[test]
+    fn a_settle_packed_by_hand_is_the_command_redis_packs() {
+        let id = |i: u32| {
+            format!("mhx3k0vz1qabcdefghijklmnopqr{i:04}")
+                .parse()
+                .unwrap()
+        };
+        let token = Token::new(1_790_000_000_123, 2);
+        let one = Settle {
+            acks: vec![(id(1), token)],
+            ..Settle::default()
+        };
+        let (packed, cmd) = both(0, &one);
+        assert_eq!(packed, cmd);
+        let many = Settle {
+            acks: (0..40).map(|i| (id(i), token)).collect(),
+            ack_bodies: (0..20).map(|i| (id(i), b"{\"i\":1}".to_vec())).collect(),
+            results: vec![(id(3), b"{\"ok\":true}".to_vec())],
+            reschedules: vec![
+                Reschedule {
+                    id: id(100),
+                    token,
+                    delay: Duration::from_millis(1500),
+                    deliveries: 3,
+                    release: false,
+                    error: Some("boom".into()),
+                },
+                Reschedule {
+                    id: id(101),
+                    token,
+                    delay: Duration::ZERO,
+                    deliveries: 1,
+                    release: true,
+                    error: None,
+                },
+            ],
+            dead: vec![DeadLetterEntry {
+                id: id(102),
+                token,
+                error: "é".repeat(5000),
+            }],
+            throttles: vec![Throttle {
+                id: id(103),
+                token,
+                delay: Duration::from_secs(2),
+                error: "slow down".into(),
+                key: true,
+            }],
+            ran: (0..5)
+                .map(|i| Ran {
+                    id: id(i),
+                    started_ms: 1_790_000_000_000,
+                    ended_ms: 1_790_000_000_250,
+                    outcome: AttemptOutcome::Ok,
+                    job_type: Some("mail".into()),
+                })
+                .collect(),
+            by: Some(RunBy {
+                worker: "w-1".into(),
+                host: "web \"3\"".into(),
+            }),
+            batched: [1, 2, 102]
+                .iter()
+                .map(|i| {
+                    let batch = "0000000000abcdefghijklmnopqrstuv".parse().unwrap();
+                    (
+                        id(*i),
+                        BatchRef {
+                            batch,
+                            index: u64::from(*i),
+                        },
+                    )
+                })
+                .collect(),
+            ..Settle::default()
+        };
+        for p in [0, -3, 10] {
+            let (packed, cmd) = both(p, &many);
+            assert!(packed == cmd, "priority {p}");
+        }
     }
 }

@@ -12,6 +12,7 @@ mod leases;
 mod listen;
 mod live;
 mod overview;
+mod packed;
 mod poll;
 pub(crate) mod queues;
 mod replies;

@@ -291,6 +291,33 @@ pub(crate) async fn run(con: &mut Connection, script: &Script, cmd: &Cmd) -> Res
     }
 }
 
+/// Runs one call of `script` packed by hand (`packed`, see
+/// [`Connection::packed`]; `pipeline()` is the same call for the
+/// multiplexer), loading the script once if Redis does not know it, as
+/// [`run`] does.
+pub(crate) async fn run_packed(
+    con: &mut Connection,
+    script: &Script,
+    packed: &[u8],
+    pipeline: impl Fn() -> Pipeline + Send + Sync,
+) -> Result<Value> {
+    let mut loaded = false;
+    loop {
+        let reply = con
+            .packed(packed, 1, &pipeline)
+            .await?
+            .pop()
+            .ok_or_else(|| Error::Protocol("a script call without its reply".into()))?;
+        match reply.extract_error() {
+            Err(e) if is_noscript(&e) && !loaded => {
+                script.load_async(con).await?;
+                loaded = true;
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
 /// Runs a pipeline of calls to `scripts` in one round trip.
 ///
 /// Each script's flag remembers that this connection's Redis has it: a large

@@ -13,6 +13,7 @@ use super::Rsmq;
 use super::send::{Call, Lone, queue_id};
 use crate::backend::redis::functions;
 use crate::backend::redis::keys::QueueKeys;
+use crate::backend::redis::packed::{Args, Packed};
 use crate::backend::redis::scripts::Reply;
 use crate::contract::queues::{SendMessage, Sent, When, validate};
 use crate::id::random_suffix;
@@ -52,9 +53,10 @@ impl Rsmq {
             time: self.time_first(true),
             always: self.realtime,
         };
-        let (packed, count) = (call.packed(), call.count());
+        let (mut packed, count) = (call.packed(), call.count());
+        let bytes = packed.finish(call.before());
         let mut con = self.con.clone();
-        let mut replies = con.packed(&packed, count, || call.pipeline()).await?;
+        let mut replies = con.packed(bytes, count, || call.pipeline()).await?;
         if let Some(i) = replies
             .iter()
             .position(|v| matches!(v, redis::Value::ServerError(_)))
@@ -123,49 +125,34 @@ impl LoneCall<'_> {
         1 + usize::from(self.time)
     }
 
-    /// Its commands as RESP, as [`pipeline`](Self::pipeline) packs them.
-    fn packed(&self) -> Vec<u8> {
+    /// Its commands packed by hand, as [`pipeline`](Self::pipeline) packs
+    /// them: the bytes are [`Packed::finish`]'s.
+    fn packed(&self) -> Packed {
         let (k, m) = (self.k, self.m);
         let keys: &[&String] = match self.lone {
             Lone::Lean => &[&k.zset, &k.hash],
             Lone::HandOff => &[&k.zset, &k.hash, &k.leases],
         };
-        let at;
-        let when: &[u8] = match m.when {
-            When::AtUnixMs(ms) => {
-                at = format!("a{ms}");
-                at.as_bytes()
-            }
-            _ => b"",
-        };
-        let name = functions::SEND.name.as_bytes();
-        let mut out = Resp(Vec::with_capacity(
-            // the commands' other arguments and each argument's framing
-            256 + name.len()
+        let name = &functions::SEND.name;
+        let mut out = Packed::with_capacity(
+            // the arguments' framing and short ones
+            192 + name.len()
                 + m.body.len()
                 + keys.iter().map(|k| k.len()).sum::<usize>()
                 + k.realtime.len(),
-        ));
-        if self.time {
-            out.array(1);
-            out.bulk(b"TIME");
-        }
+        );
         // FCALL, its name, the key count, the keys, then the ARGV
-        out.array(3 + keys.len() + 4 + usize::from(self.always));
-        out.bulk(b"FCALL");
-        out.bulk(name);
-        out.bulk(Decimal::of(keys.len() as u64).bytes());
-        for key in keys {
-            out.bulk(key.as_bytes());
-        }
-        out.bulk(k.realtime.as_bytes());
-        out.bulk(self.suffix);
-        out.bulk(when);
-        out.bulk(&m.body);
+        out.arg("FCALL").arg(name).arg(keys.len()).arg(keys);
+        out.arg(&k.realtime).arg(&self.suffix[..]);
+        match m.when {
+            When::AtUnixMs(ms) => out.arg(format!("a{ms}")),
+            _ => out.arg(""),
+        };
+        out.arg(&m.body[..]);
         if self.always {
-            out.bulk(b"1");
+            out.arg("1");
         }
-        out.0
+        out
     }
 
     /// Its commands as the general send builds them, for the multiplexer.
@@ -187,58 +174,20 @@ impl LoneCall<'_> {
         pipe.add_command(call.cmd(0, 1, false));
         pipe
     }
-}
 
-/// Commands packed as RESP2 arrays of bulk strings, as `redis` packs them.
-struct Resp(Vec<u8>);
-
-impl Resp {
-    /// An array of `n` items: the next `n` bulk strings.
-    fn array(&mut self, n: usize) {
-        self.0.push(b'*');
-        self.0.extend_from_slice(Decimal::of(n as u64).bytes());
-        self.0.extend_from_slice(b"\r\n");
-    }
-
-    fn bulk(&mut self, b: &[u8]) {
-        self.0.push(b'$');
-        self.0
-            .extend_from_slice(Decimal::of(b.len() as u64).bytes());
-        self.0.extend_from_slice(b"\r\n");
-        self.0.extend_from_slice(b);
-        self.0.extend_from_slice(b"\r\n");
-    }
-}
-
-/// A number's decimal digits, without the formatter.
-struct Decimal {
-    digits: [u8; 20],
-    start: usize,
-}
-
-impl Decimal {
-    fn of(mut n: u64) -> Decimal {
-        let mut digits = [0u8; 20];
-        let mut start = digits.len();
-        loop {
-            start -= 1;
-            digits[start] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
+    /// What goes before the call: the `TIME` when it has one.
+    fn before(&self) -> &'static [u8] {
+        if self.time {
+            b"*1\r\n$4\r\nTIME\r\n"
+        } else {
+            b""
         }
-        Decimal { digits, start }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.digits[self.start..]
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Decimal, LoneCall, Resp};
+    use super::LoneCall;
     use crate::backend::redis::keys::Namespace;
     use crate::backend::redis::queues::send::Lone;
     use crate::contract::queues::SendMessage;
@@ -263,32 +212,12 @@ mod tests {
                     let pipe = call.pipeline();
                     assert_eq!(pipe.len(), call.count());
                     assert!(
-                        call.packed() == pipe.get_packed_pipeline(),
+                        call.packed().finish(call.before()) == pipe.get_packed_pipeline(),
                         "{lone:?}, time {time}, realtime {always}, body of {}",
                         m.body.len()
                     );
                 }
             }
         }
-    }
-
-    #[test]
-    fn commands_are_packed_as_redis_packs_them() {
-        for n in [0, 7, 10, 99, 12_345, u64::MAX] {
-            assert_eq!(Decimal::of(n).bytes(), n.to_string().as_bytes());
-        }
-        let body = vec![b'x'; 1234];
-        let mut out = Resp(Vec::new());
-        out.array(5);
-        for arg in [&b"FCALL"[..], b"f", b"1", b"", &body] {
-            out.bulk(arg);
-        }
-        let cmd = redis::cmd("FCALL")
-            .arg("f")
-            .arg(1)
-            .arg("")
-            .arg(&body)
-            .clone();
-        assert_eq!(out.0, cmd.get_packed_command());
     }
 }
