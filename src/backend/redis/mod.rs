@@ -3,6 +3,7 @@
 mod admin;
 mod batch_adds;
 mod batches;
+mod complete;
 pub(crate) mod connection;
 mod convert;
 mod functions;
