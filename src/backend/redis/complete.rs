@@ -40,7 +40,8 @@ pub(super) fn complete_keys<'a>(k: &'a QueueKeys, level: &'a String) -> [&'a Str
 pub(super) fn complete_room(part: &Settle) -> (usize, usize) {
     let others = part.reschedules.len() + part.throttles.len() + part.dead.len();
     let args = 3 * part.acks.len() + 7 * others + 2 * part.results.len();
-    let bytes = 80 * part.acks.len()
+    // (an ack's id and span take 88 bytes packed, its run-time code a few)
+    let bytes = 96 * part.acks.len()
         + part.ack_bodies.iter().map(|b| b.1.len()).sum::<usize>()
         + 384 * others
         + part.results.iter().map(|r| 40 + r.1.len()).sum::<usize>();
@@ -319,7 +320,10 @@ mod tests {
     use crate::backend::redis::scripts;
     use crate::contract::attempts::{Ran, RunBy};
     use crate::contract::batches::BatchRef;
-    use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Throttle, Token};
+    use crate::contract::history::History;
+    use crate::contract::leases::{
+        DeadLetterEntry, Reschedule, Retention, Settle, Throttle, Token,
+    };
     use crate::inspect::AttemptOutcome;
 
     /// A settle's call packed by hand and built as a `redis` command.
@@ -348,6 +352,7 @@ mod tests {
                 .unwrap()
         };
         let token = Token::new(1_790_000_000_123, 2);
+        let other = Token::new(1_790_000_000_456, 1);
         let one = Settle {
             acks: vec![(id(1), token)],
             ..Settle::default()
@@ -355,9 +360,13 @@ mod tests {
         let (packed, cmd) = both(0, &one);
         assert_eq!(packed, cmd);
         let many = Settle {
-            acks: (0..40).map(|i| (id(i), token)).collect(),
+            // two fetches' tokens, in runs
+            acks: (0..40)
+                .map(|i| (id(i), if i % 7 < 3 { token } else { other }))
+                .collect(),
             ack_bodies: (0..20).map(|i| (id(i), b"{\"i\":1}".to_vec())).collect(),
-            results: vec![(id(3), b"{\"ok\":true}".to_vec())],
+            // (1 and 2 are batched too)
+            results: vec![(id(1), b"{\"ok\":true}".to_vec()), (id(3), b"7".to_vec())],
             reschedules: vec![
                 Reschedule {
                     id: id(100),
@@ -381,13 +390,33 @@ mod tests {
                 token,
                 error: "é".repeat(5000),
             }],
-            throttles: vec![Throttle {
-                id: id(103),
-                token,
-                delay: Duration::from_secs(2),
-                error: "slow down".into(),
-                key: true,
-            }],
+            throttles: vec![
+                Throttle {
+                    id: id(103),
+                    token,
+                    delay: Duration::from_secs(2),
+                    error: "slow down".into(),
+                    key: true,
+                },
+                Throttle {
+                    id: id(104),
+                    token: other,
+                    delay: Duration::from_millis(10),
+                    error: String::new(),
+                    key: false,
+                },
+            ],
+            throttle_limit: 3,
+            retention: Retention {
+                max_count: Some(5),
+                max_age: None,
+            },
+            history: History {
+                enabled: true,
+                max_count: None,
+                max_age: Some(Duration::from_secs(60)),
+                args_max_age: None,
+            },
             ran: (0..5)
                 .map(|i| Ran {
                     id: id(i),
@@ -414,7 +443,6 @@ mod tests {
                     )
                 })
                 .collect(),
-            ..Settle::default()
         };
         for p in [0, -3, 10] {
             let (packed, cmd) = both(p, &many);

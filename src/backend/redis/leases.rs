@@ -474,7 +474,10 @@ impl Backend for RedisBackend {
             complete_args(&mut cmd, &k, p, part);
             cmd
         };
-        let replies = if let [(p, part)] = &parts[..] {
+        let mut con = self.con.clone();
+        let replies = if let [(p, part)] = &parts[..]
+            && con.has_lanes()
+        {
             // one part (one priority, as mostly): packed by hand for a lane
             let level = k.level(*p);
             let keys = complete_keys(&k, &level);
@@ -491,10 +494,7 @@ impl Backend for RedisBackend {
                 pipe.add_command(cmd(*p, part));
                 pipe
             };
-            vec![
-                scripts::run_packed(&mut self.con.clone(), &scripts::COMPLETE, bytes, pipeline)
-                    .await?,
-            ]
+            vec![scripts::run_packed(&mut con, &scripts::COMPLETE, bytes, pipeline).await?]
         } else {
             let cmds = parts.iter().map(|(p, part)| cmd(*p, part)).collect();
             self.run_all(&scripts::COMPLETE, &self.shared.complete_loaded, cmds)

@@ -70,11 +70,20 @@ impl Connection {
         matches!(self.0, Inner::Cluster(_))
     }
 
+    /// Whether calls may take a lane, which writes a command packed by hand
+    /// as it is (see [`packed`](Self::packed)): a managed connection's to one
+    /// server, over TCP or a Unix socket, speaking RESP2.
+    pub(crate) fn has_lanes(&self) -> bool {
+        matches!(self.0, Inner::Managed(_, Some(_)))
+    }
+
     /// Commands packed as RESP (`count` of them in `packed`): written as they
     /// are when a lane of a managed connection takes them, else `pipeline()`,
-    /// the same commands, goes the usual way. Every reply, a server's error
-    /// as a [`Value::ServerError`]. For commands that leave no state on their
-    /// connection, each with a reply, on one server (not a Cluster's).
+    /// the same commands, goes the usual way (`packed` is then not read: a
+    /// caller on a connection without [lanes](Self::has_lanes) may pass it
+    /// empty). Every reply, a server's error as a [`Value::ServerError`].
+    /// For commands that leave no state on their connection, each with a
+    /// reply; on a Cluster, commands of one slot.
     pub(crate) async fn packed(
         &mut self,
         packed: &[u8],

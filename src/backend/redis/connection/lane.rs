@@ -306,7 +306,14 @@ pub(super) async fn packed<C: ConnectionLike + Send>(
         return con.req_packed_commands(&pipeline(), 0, count).await;
     };
     match lanes.route() {
-        Route::Lane(taken) => taken.call(packed, count).await,
+        Route::Lane(taken) => {
+            // (the tests' builds check each call's two forms against each other)
+            debug_assert!(
+                pipeline().get_packed_pipeline() == packed,
+                "a call packed by hand and its pipeline differ"
+            );
+            taken.call(packed, count).await
+        }
         Route::Multiplexer => {
             lanes.multiplexer_in_use();
             con.req_packed_commands(&pipeline(), 0, count).await

@@ -53,9 +53,12 @@ impl Rsmq {
             time: self.time_first(true),
             always: self.realtime,
         };
-        let (mut packed, count) = (call.packed(), call.count());
-        let bytes = packed.finish(call.before());
+        let count = call.count();
         let mut con = self.con.clone();
+        // packed by hand for a lane to write; without lanes, the pipeline
+        // alone
+        let mut packed = con.has_lanes().then(|| call.packed());
+        let bytes = packed.as_mut().map_or(&[][..], |p| p.finish(call.before()));
         let mut replies = con.packed(bytes, count, || call.pipeline()).await?;
         if let Some(i) = replies
             .iter()
