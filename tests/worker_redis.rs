@@ -36,6 +36,15 @@ async fn reset_stats(con: &mut redis::aio::MultiplexedConnection) {
 /// A worker of queue "work" with `lease` (it beats every third of it), serving;
 /// its client, and its id.
 async fn idle_worker(server: &RedisServer, lease: Duration) -> (Client, common::Running, String) {
+    serving(server, lease, Recorder::default()).await
+}
+
+/// [`idle_worker`], its runs recorded by `recorder`.
+async fn serving(
+    server: &RedisServer,
+    lease: Duration,
+    recorder: Recorder,
+) -> (Client, common::Running, String) {
     let client = Client::connect(&server.url()).await.unwrap();
     client
         .queues()
@@ -46,7 +55,7 @@ async fn idle_worker(server: &RedisServer, lease: Duration) -> (Client, common::
         .queue("work")
         .handle_signals(false)
         .lease(lease)
-        .data(Recorder::default())
+        .data(recorder)
         .build()
         .unwrap();
     let id = w.id().to_string();
@@ -604,20 +613,8 @@ async fn a_settle_after_redis_lost_its_scripts_loads_its_script_again() {
     // through, as any script call does
     let server = RedisServer::start();
     let mut raw = server.raw().await;
-    let client = Client::connect(&server.url()).await.unwrap();
-    client
-        .queues()
-        .create_queue("work", Default::default())
-        .await
-        .unwrap();
     let recorder = Recorder::default();
-    let w = Worker::builder(client.backend())
-        .queue("work")
-        .handle_signals(false)
-        .data(recorder.clone())
-        .build()
-        .unwrap();
-    let w = start_serving(w).await;
+    let (client, w, _) = serving(&server, Duration::from_secs(30), recorder.clone()).await;
     let queued = async |raw: &mut redis::aio::MultiplexedConnection| -> u64 {
         redis::cmd("ZCARD")
             .arg("rsmq:work")
