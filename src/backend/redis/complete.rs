@@ -6,13 +6,35 @@ use std::fmt::Write as _;
 
 use super::convert::push_decimal;
 use super::keys::QueueKeys;
-use super::packed::Args;
+use super::packed::{Args, Packed};
+use super::scripts;
 use crate::JobId;
 use crate::contract::attempts::{Attempt, RunBy, bound_error};
 use crate::contract::leases::{Settle, Token};
+use redis::Cmd;
+
+/// complete.lua's call for `part` (at priority `p`) as a `redis` command,
+/// for the multiplexer or a pipeline.
+pub(super) fn complete_cmd(k: &QueueKeys, p: i8, part: &Settle) -> Cmd {
+    let level = k.level(p);
+    let (args, bytes) = complete_room(part);
+    let mut cmd = scripts::eval_sized(&scripts::COMPLETE, &complete_keys(k, &level), args, bytes);
+    complete_args(&mut cmd, k, p, part);
+    cmd
+}
+
+/// The same call packed by hand, for a lane to write as it is.
+pub(super) fn complete_packed(k: &QueueKeys, p: i8, part: &Settle) -> Packed {
+    let level = k.level(p);
+    let keys = complete_keys(k, &level);
+    let mut packed = Packed::with_capacity(64 + 48 * keys.len() + complete_room(part).1);
+    scripts::eval_head(&mut packed, &scripts::COMPLETE, &keys);
+    complete_args(&mut packed, k, p, part);
+    packed
+}
 
 /// complete.lua's keys for a part whose sorted set is `level`.
-pub(super) fn complete_keys<'a>(k: &'a QueueKeys, level: &'a String) -> [&'a String; 16] {
+fn complete_keys<'a>(k: &'a QueueKeys, level: &'a String) -> [&'a String; 16] {
     [
         level,
         &k.hash,
@@ -37,7 +59,7 @@ pub(super) fn complete_keys<'a>(k: &'a QueueKeys, level: &'a String) -> [&'a Str
 /// how many more, and their bytes (an ack's id, span and body; a retry's
 /// seven, with its record), so that its command is not grown an argument at
 /// a time.
-pub(super) fn complete_room(part: &Settle) -> (usize, usize) {
+fn complete_room(part: &Settle) -> (usize, usize) {
     let others = part.reschedules.len() + part.throttles.len() + part.dead.len();
     let args = 3 * part.acks.len() + 7 * others + 2 * part.results.len();
     // (an ack's id and span take 88 bytes packed, its run-time code a few)
@@ -51,7 +73,7 @@ pub(super) fn complete_room(part: &Settle) -> (usize, usize) {
 /// complete.lua's arguments for `part` (at priority `p`), after its keys,
 /// written into `a`: a command for the multiplexer or one packed by hand,
 /// the same arguments either way.
-pub(super) fn complete_args<A: Args>(a: &mut A, k: &QueueKeys, p: i8, part: &Settle) {
+fn complete_args<A: Args>(a: &mut A, k: &QueueKeys, p: i8, part: &Settle) {
     let (keep, max_age) = part.retention.limits();
     // "<acks>b": each ack carries its body (complete.lua)
     let bodies = !part.ack_bodies.is_empty();
@@ -314,10 +336,8 @@ impl<'a> RunTimeCodes<'a> {
 mod tests {
     use std::time::Duration;
 
-    use super::{complete_args, complete_keys, complete_room};
+    use super::{complete_cmd, complete_packed};
     use crate::backend::redis::keys::Namespace;
-    use crate::backend::redis::packed::{Args, Packed};
-    use crate::backend::redis::scripts;
     use crate::contract::attempts::{Ran, RunBy};
     use crate::contract::batches::BatchRef;
     use crate::contract::history::History;
@@ -329,18 +349,8 @@ mod tests {
     /// A settle's call packed by hand and built as a `redis` command.
     fn both(p: i8, part: &Settle) -> (Vec<u8>, Vec<u8>) {
         let k = Namespace::new("rsmq", false).queue("mails");
-        let level = k.level(p);
-        let keys = complete_keys(&k, &level);
-        let (args, bytes) = complete_room(part);
-        let mut cmd = scripts::eval_sized(&scripts::COMPLETE, &keys, args, bytes);
-        complete_args(&mut cmd, &k, p, part);
-        let mut packed = Packed::with_capacity(0);
-        packed
-            .arg("EVALSHA")
-            .arg(scripts::COMPLETE.get_hash())
-            .arg(keys.len())
-            .arg(&keys[..]);
-        complete_args(&mut packed, &k, p, part);
+        let mut packed = complete_packed(&k, p, part);
+        let cmd = complete_cmd(&k, p, part);
         (packed.finish(b"").to_vec(), cmd.get_packed_command())
     }
 

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use redis::{Cmd, ToRedisArgs};
 
 use super::connection::Connection;
+use super::packed::Args;
 use super::scripts;
 use crate::Result;
 
@@ -87,8 +88,15 @@ impl Function {
             3 + keys.len() + ROOM_ARGS,
             64 + keys.len() * ROOM_KEY + ROOM_ARGS * 16,
         );
-        cmd.arg("FCALL").arg(&self.name).arg(keys.len()).arg(keys);
+        self.head(&mut cmd, keys);
         cmd
+    }
+
+    /// A call's head, `FCALL` of this function with `keys`, written into `a`
+    /// (a `redis::Cmd` or a command packed by hand); the caller appends the
+    /// ARGV.
+    pub fn head<A: Args, K: ToRedisArgs>(&self, a: &mut A, keys: &[K]) {
+        a.arg("FCALL").arg(&self.name).arg(keys.len()).arg(keys);
     }
 }
 

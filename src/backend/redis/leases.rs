@@ -1,8 +1,7 @@
 //! [`Backend`] on Redis: sends, fetches and hand-offs, lease renewals, settles,
 //! counters, wake-ups and heartbeats, each one script call per batch.
 
-use super::complete::{complete_args, complete_keys, complete_room};
-use super::packed::{Args, Packed};
+use super::complete::{complete_cmd, complete_packed};
 use super::replies;
 use super::scripts::{self, eval, run};
 use super::{RedisBackend, info_replies, version_key};
@@ -465,38 +464,24 @@ impl Backend for RedisBackend {
         }
         let k = self.ns.queue_shared(queue);
         let parts = batch.by_priority();
-        // the command of one part, for the multiplexer or a pipeline
-        let cmd = |p: i8, part: &Settle| {
-            let level = k.level(p);
-            let (args, bytes) = complete_room(part);
-            let mut cmd =
-                scripts::eval_sized(&scripts::COMPLETE, &complete_keys(&k, &level), args, bytes);
-            complete_args(&mut cmd, &k, p, part);
-            cmd
-        };
         let mut con = self.con.clone();
         let replies = if let [(p, part)] = &parts[..]
             && con.has_lanes()
         {
             // one part (one priority, as mostly): packed by hand for a lane
-            let level = k.level(*p);
-            let keys = complete_keys(&k, &level);
-            let mut packed = Packed::with_capacity(64 + 48 * keys.len() + complete_room(part).1);
-            packed
-                .arg("EVALSHA")
-                .arg(scripts::COMPLETE.get_hash())
-                .arg(keys.len())
-                .arg(&keys[..]);
-            complete_args(&mut packed, &k, *p, part);
-            let bytes = packed.finish(b"");
+            let mut packed = complete_packed(&k, *p, part);
             let pipeline = || {
                 let mut pipe = redis::pipe();
-                pipe.add_command(cmd(*p, part));
+                pipe.add_command(complete_cmd(&k, *p, part));
                 pipe
             };
+            let bytes = packed.finish(b"");
             vec![scripts::run_packed(&mut con, &scripts::COMPLETE, bytes, pipeline).await?]
         } else {
-            let cmds = parts.iter().map(|(p, part)| cmd(*p, part)).collect();
+            let cmds = parts
+                .iter()
+                .map(|(p, part)| complete_cmd(&k, *p, part))
+                .collect();
             self.run_all(&scripts::COMPLETE, &self.shared.complete_loaded, cmds)
                 .await?
         };

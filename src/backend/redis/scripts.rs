@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::backend::redis::connection::Connection;
+use crate::backend::redis::packed::Args;
 use redis::{Cmd, ErrorKind, Pipeline, Script, ServerErrorKind, Value};
 
 use crate::{Error, Result};
@@ -262,11 +263,17 @@ pub(crate) fn eval_sized<K: redis::ToRedisArgs>(
         3 + keys.len() + ROOM_ARGS + args,
         64 + keys.len() * ROOM_KEY + ROOM_ARGS * 16 + bytes,
     );
-    cmd.arg("EVALSHA")
+    eval_head(&mut cmd, script, keys);
+    cmd
+}
+
+/// A call's head, `EVALSHA` of `script` with `keys`, written into `a` (a
+/// `redis::Cmd` or a command packed by hand); the caller appends the ARGV.
+pub(crate) fn eval_head<A: Args, K: redis::ToRedisArgs>(a: &mut A, script: &Script, keys: &[K]) {
+    a.arg("EVALSHA")
         .arg(script.get_hash())
         .arg(keys.len())
         .arg(keys);
-    cmd
 }
 
 /// The short arguments a script call has room for beside its keys.

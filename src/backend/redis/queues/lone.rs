@@ -10,7 +10,7 @@
 //! the general send reads them.
 
 use super::Rsmq;
-use super::send::{Call, Lone, queue_id};
+use super::send::{Call, Lone, queue_id, refused};
 use crate::backend::redis::functions;
 use crate::backend::redis::keys::QueueKeys;
 use crate::backend::redis::packed::{Args, Packed};
@@ -99,13 +99,7 @@ impl Rsmq {
                 }
                 Ok(Some(Sent::added(id)))
             }
-            -1 => Err(Error::QueueNotFound { name: queue.into() }),
-            -2 => {
-                let size = r.int()? as usize;
-                let max = r.int()? as usize;
-                Err(Error::MessageTooLarge { size, max })
-            }
-            c => Err(Error::Protocol(format!("send status {c}"))),
+            c => Err(refused(c, &mut r, queue)),
         }
     }
 }
@@ -145,7 +139,7 @@ impl LoneCall<'_> {
                 + k.realtime.len(),
         );
         // FCALL, its name, the key count, the keys, then the ARGV
-        out.arg("FCALL").arg(name).arg(keys.len()).arg(keys);
+        functions::SEND.head(&mut out, keys);
         out.arg(&k.realtime).arg(&self.suffix[..]);
         match m.when {
             When::AtUnixMs(ms) => out.arg(format!("a{ms}")),

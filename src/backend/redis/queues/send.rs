@@ -200,13 +200,7 @@ impl Rsmq {
                         self.note_waited(queue_id, waited == 1);
                     }
                 }
-                -1 => return Err(Error::QueueNotFound { name: queue.into() }),
-                -2 => {
-                    let size = r.int()? as usize;
-                    let max = r.int()? as usize;
-                    return Err(Error::MessageTooLarge { size, max });
-                }
-                c => return Err(Error::Protocol(format!("send status {c}"))),
+                c => return Err(refused(c, &mut r, queue)),
             }
         }
         if sent.len() != msgs.len() {
@@ -330,6 +324,22 @@ fn check_wait(reply: Option<redis::Value>, wait: WaitForReplicas) -> Result<()> 
         });
     }
     Ok(())
+}
+
+/// What a send's reply with status `code` other than 1 (`r`, the rest of
+/// the reply) says went wrong with `queue`.
+pub(super) fn refused(code: i64, r: &mut Reply<'_>, queue: &str) -> Error {
+    match code {
+        -1 => Error::QueueNotFound { name: queue.into() },
+        -2 => match (r.int(), r.int()) {
+            (Ok(size), Ok(max)) => Error::MessageTooLarge {
+                size: size as usize,
+                max: max as usize,
+            },
+            (Err(e), _) | (_, Err(e)) => e,
+        },
+        c => Error::Protocol(format!("send status {c}")),
+    }
 }
 
 /// Which script sends a message.
