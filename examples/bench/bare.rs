@@ -201,17 +201,29 @@ pub async fn floor(url: &str, q: &str, calls: usize) -> Floor {
     }
     // redjob's send function as its client calls it for a queue no worker
     // waits on (send.lua's lean call: two keys, then the channel and the
-    // message's id suffix, when and body), once a send loaded it
+    // message's id suffix, when and body), once a send loaded it; a server
+    // that holds an earlier release's library too (`REDIS_URL`) does not say
+    // which one this client calls, and the row is left out
     if let Ok(list) = bare
         .call(&[b"FUNCTION", b"LIST", b"LIBRARYNAME", b"redjob_send_*"])
         .await
     {
         let text = String::from_utf8_lossy(list);
-        if let Some(name) = text
+        // (each library's name, and its one function's, which is the same)
+        let mut names: Vec<&str> = text
             .split("\r\n")
-            .find(|l| l.starts_with("redjob_send_"))
-            .map(str::to_owned)
-        {
+            .filter(|l| l.starts_with("redjob_send_"))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.len() > 1 {
+            eprintln!(
+                "bare send function: {} redjob_send_* libraries on this server, not timed",
+                names.len()
+            );
+        }
+        if let [name] = names[..] {
+            let name = name.to_owned();
             let keys = ["", ":Q"].map(|s| format!("rsmq:{q}{s}"));
             let channel = format!("rsmq:rt:{q}");
             f.send = bare
