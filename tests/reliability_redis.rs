@@ -1,5 +1,6 @@
 //! Redis faults: killed and restarted (append-only, fsync always), connections
-//! killed, unreachable at worker start, down during an enqueue, out of memory.
+//! killed, unreachable at worker start, down or stalled during an enqueue, out
+//! of memory.
 
 mod common;
 
@@ -260,6 +261,60 @@ async fn enqueue_while_redis_is_down_fails_promptly() {
             other => panic!("expected a Redis error, got {other:?}"),
         }
         assert!(took < Duration::from_millis(2500), "{took:?}");
+    }
+}
+
+/// A lone enqueue to a Redis that stalls gives up at the response timeout
+/// with a clear error, and the client's next enqueue reads its own reply,
+/// not the stalled call's: on the connection's lane (packed by hand, right
+/// after another call) and on the multiplexer (which takes the first call
+/// after 500 ms without one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_enqueue_to_a_stalled_redis_fails_at_the_response_timeout() {
+    let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let mut cfg = ClientConfig::from_url(server.url());
+    cfg.redis.response_timeout = Duration::from_millis(300);
+    let client = Client::from_config(cfg).await.unwrap();
+    let mut raw = server.raw().await;
+    for (round, idle) in [(0, 0), (1, 600)] {
+        // the queue made, the send's function loaded, the lane open
+        client.enqueue(&mark(10 * round + 1)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(idle)).await;
+        // (the raw connection gives up on its reply before the server wakes:
+        // the stall is over by the clock, below)
+        let stalled = Instant::now();
+        let mut con = server.raw().await;
+        tokio::spawn(async move {
+            let _ = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg("1")
+                .query_async::<()>(&mut con)
+                .await;
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = Instant::now();
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.enqueue(&mark(10 * round + 2)),
+        )
+        .await
+        .expect("no hang past the response timeout");
+        let took = started.elapsed();
+        assert!(matches!(r, Err(Error::Redis(_))), "round {round}: {r:?}");
+        assert!(took < Duration::from_millis(800), "round {round}: {took:?}");
+        tokio::time::sleep_until(stalled + Duration::from_millis(1300)).await;
+        // two calls back to back: the first through the multiplexer (idle
+        // for a second), the second through the lane
+        for key in [10 * round + 3, 10 * round + 4] {
+            let id = client.enqueue(&mark(key)).await.unwrap();
+            let body: String = redis::cmd("HGET")
+                .arg("rsmq:rel:Q")
+                .arg(id.to_string())
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            assert!(body.contains(&format!(r#""key":{key},"#)), "{id}: {body}");
+        }
     }
 }
 
