@@ -694,6 +694,70 @@ async fn run_past_its_lease_without_renewal_is_cancelled() {
     w.stop().await;
 }
 
+/// Stalls the Redis at `url` for a second (`DEBUG SLEEP`), then ends: its
+/// settle goes to a Redis that does not answer.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "stall_on_end", queue = "hw")]
+struct StallOnEnd {
+    url: String,
+}
+
+impl Job for StallOnEnd {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, 1);
+        let mut con = redis::Client::open(self.url.as_str())
+            .map_err(JobError::retry)?
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(JobError::retry)?;
+        tokio::spawn(async move {
+            let _ = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg("1")
+                .query_async::<()>(&mut con)
+                .await;
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(())
+    }
+}
+
+/// A settle sent while Redis stalls gives up at the response timeout (the
+/// worker sends it again later): the job is settled, never runs again after
+/// its lease, and is not dead-lettered (the first settle lands when Redis
+/// wakes; a second, fenced by the delivery's token, changes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_that_times_out_while_redis_stalls_leaves_the_job_run_once() {
+    let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let client = client_with(&server.url(), Duration::from_millis(300)).await;
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = start(
+        builder(&client, &rec, &probe)
+            .lease(Duration::from_secs(2))
+            .build()
+            .unwrap(),
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client
+        .enqueue(&StallOnEnd { url: server.url() })
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    // settled, and not delivered again after its lease (2 s)
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            msgs(&client).await == 0
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(rec.len(), 1, "ran again: {:?}", rec.runs());
+    assert_eq!(msgs(&client).await, 0);
+    let dead = client.dead_letters("hw", 10).await.unwrap();
+    assert!(dead.is_empty(), "{dead:?}");
+    w.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_during_a_fetch_leaves_no_job_leased() {
     let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
