@@ -280,17 +280,9 @@ async fn a_lone_enqueue_to_a_stalled_redis_fails_at_the_response_timeout() {
         // the queue made, the send's function loaded, the lane open
         client.enqueue(&mark(10 * round + 1)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(idle)).await;
-        // (the raw connection gives up on its reply before the server wakes:
-        // the stall is over by the clock, below)
+        // (over by the clock, below)
         let stalled = Instant::now();
-        let mut con = server.raw().await;
-        tokio::spawn(async move {
-            let _ = redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg("1")
-                .query_async::<()>(&mut con)
-                .await;
-        });
+        common::stall(&server.url(), 1).await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         let started = Instant::now();
         let r = tokio::time::timeout(

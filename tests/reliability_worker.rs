@@ -705,18 +705,7 @@ struct StallOnEnd {
 impl Job for StallOnEnd {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
         ctx.data::<Recorder>()?.record(ctx, 1);
-        let mut con = redis::Client::open(self.url.as_str())
-            .map_err(JobError::retry)?
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(JobError::retry)?;
-        tokio::spawn(async move {
-            let _ = redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg("1")
-                .query_async::<()>(&mut con)
-                .await;
-        });
+        common::stall(&self.url, 1).await.map_err(JobError::retry)?;
         tokio::time::sleep(Duration::from_millis(100)).await;
         Ok(())
     }
@@ -775,14 +764,7 @@ async fn shutdown_during_a_fetch_leaves_no_job_leased() {
         .enqueue_in(&Hold { key: 1, ms: 10 }, Duration::from_millis(150))
         .await
         .unwrap();
-    let mut con = server.raw().await;
-    let stall = tokio::spawn(async move {
-        let _ = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("1")
-            .query_async::<()>(&mut con)
-            .await;
-    });
+    common::stall(&server.url(), 1).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.cancel(); // while the fetch is in flight
     tokio::time::timeout(Duration::from_secs(10), h)
@@ -790,7 +772,6 @@ async fn shutdown_during_a_fetch_leaves_no_job_leased() {
         .unwrap()
         .unwrap()
         .unwrap();
-    let _ = stall.await;
     let (score, now) = score_and_now(&server, &id).await;
     let score = score.expect("the job is still in the queue");
     assert!(

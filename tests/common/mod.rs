@@ -187,6 +187,24 @@ impl RedisServer {
     }
 }
 
+/// Makes the Redis at `url` stall for `secs` seconds (`DEBUG SLEEP`: start it
+/// with `--enable-debug-command yes`) from a task of its own, and returns once
+/// the command is sent. The task's connection gives up on the reply before
+/// the server wakes: a test reads the stall's end off the clock.
+pub async fn stall(url: &str, secs: u32) -> redis::RedisResult<()> {
+    let mut con = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    tokio::spawn(async move {
+        let _ = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(secs)
+            .query_async::<()>(&mut con)
+            .await;
+    });
+    Ok(())
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
