@@ -217,6 +217,7 @@ impl Rsmq {
         }
         Ok(sent)
     }
+
     /// The lone call's form for a queue (`queue_id`): lean while the
     /// handle's last send to it found no worker waiting.
     pub(super) fn lone_form(&self, queue_id: u64) -> Lone {
