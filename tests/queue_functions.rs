@@ -1,14 +1,18 @@
 //! The plain send as a Redis function (`FCALL`): loaded when a call finds it
 //! missing, again when Redis loses it, and replaced by the send's script where
 //! the server has no functions, or a send mixes in unique messages or needs
-//! several calls.
+//! several calls. A send of several script calls loads only the scripts the
+//! handle has not loaded, and sends again only the calls that met NOSCRIPT.
 
 mod common;
 
 use std::collections::HashMap;
 
 use common::{RedisServer, command_calls};
-use redjob::queue::{QueueOptions, Rsmq, SendMessage, Unique};
+use std::time::Duration;
+
+use redjob::connection::WaitForReplicas;
+use redjob::queue::{Keyed, QueueOptions, Rsmq, RsmqConfig, SendMessage, Unique};
 
 /// The libraries `FUNCTION LIST` names.
 async fn libraries(con: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
@@ -257,4 +261,148 @@ async fn a_send_of_two_scripts_after_redis_lost_one_stores_each_message_once() {
     assert_eq!(bodies(&rsmq, "q").await.len(), 1001);
     rsmq.send_batch("q", &mixed).await.unwrap();
     assert_eq!(bodies(&rsmq, "q").await, ["plain", "unique"]);
+}
+
+/// How many `SCRIPT LOAD`s the server has run.
+async fn script_loads(con: &mut redis::aio::MultiplexedConnection) -> u64 {
+    command_calls(con)
+        .await
+        .get("script|load")
+        .copied()
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_send_of_several_scripts_loads_none_that_redis_has() {
+    // a send mixing plain, unique and keyed messages calls three scripts in
+    // one pipeline: once Redis has them, it sends the pipeline alone, with
+    // no SCRIPT LOAD before it
+    let (_server, mut con, rsmq) = with_queue(&[]).await;
+    let mixed = [
+        SendMessage::new("plain"),
+        SendMessage::new("unique").unique(Unique::new("k")),
+        SendMessage::new("keyed").keyed(Keyed::new("acct")),
+    ];
+    let before = script_loads(&mut con).await;
+    rsmq.send_batch("q", &mixed).await.unwrap();
+    let loads = script_loads(&mut con).await;
+    assert!(
+        loads - before <= 3,
+        "the first send loads each script once: {before} → {loads}"
+    );
+    assert_eq!(bodies(&rsmq, "q").await, ["plain", "unique", "keyed"]);
+    let loads = script_loads(&mut con).await;
+    for _ in 0..3 {
+        rsmq.send_batch("q", &mixed).await.unwrap();
+        assert_eq!(bodies(&rsmq, "q").await, ["plain", "unique", "keyed"]);
+    }
+    assert_eq!(script_loads(&mut con).await, loads);
+}
+
+#[tokio::test]
+async fn a_send_of_three_scripts_that_waits_for_replicas_after_redis_lost_them_stores_each_message_once()
+ {
+    // the calls that met NOSCRIPT are sent again with a WAIT of their own,
+    // and the replies are read in the order the messages were given
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let mut cfg = RsmqConfig::from_url(server.url());
+    cfg.redis.wait_for_replicas = Some(WaitForReplicas {
+        replicas: 0,
+        timeout: Duration::from_millis(100),
+    });
+    let rsmq = Rsmq::with_config(cfg).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let mixed = [
+        SendMessage::new("plain"),
+        SendMessage::new("unique").unique(Unique::new("k")),
+        SendMessage::new("keyed").keyed(Keyed::new("acct")),
+        SendMessage::new("plain 2"),
+    ];
+    let first = rsmq.send_batch("q", &mixed).await.unwrap();
+    assert_eq!(first.len(), 4);
+    assert_eq!(
+        bodies(&rsmq, "q").await,
+        ["plain", "unique", "keyed", "plain 2"]
+    );
+    let waits = command_calls(&mut con).await.get("wait").copied();
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let ids = rsmq.send_batch("q", &mixed).await.unwrap();
+    let mut got = Vec::new();
+    while let Some(m) = rsmq.pop("q").await.unwrap() {
+        got.push((m.id, m.body));
+    }
+    let bodies: Vec<&str> = got.iter().map(|(_, b)| b.as_str()).collect();
+    assert_eq!(bodies, ["plain", "unique", "keyed", "plain 2"]);
+    // each id the send returned is its own message's
+    let popped: Vec<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+    let returned: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    assert_eq!(popped, returned);
+    let after = command_calls(&mut con).await.get("wait").copied();
+    assert!(after > waits, "the send waited: {waits:?} → {after:?}");
+}
+
+#[tokio::test]
+async fn a_large_send_while_redis_flushes_its_scripts_stores_each_message_once() {
+    // SCRIPT FLUSH from another client can land between two calls of one
+    // pipeline: the first stored its messages, the second met NOSCRIPT, and
+    // only the second may be sent again. A send may still fail (the flushes
+    // go on), but no message may be stored twice.
+    let (_server, mut con, rsmq) = with_queue(&[]).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flusher = {
+        let stop = stop.clone();
+        let mut con = con.clone();
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 1_000_000 {
+                let () = redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(7)).await;
+            }
+            n
+        })
+    };
+    let mut ok = 0;
+    for round in 0..60 {
+        let many: Vec<_> = (0..2500)
+            .map(|i| SendMessage::new(format!("{round}:{i}:{:>100}", "")))
+            .collect();
+        ok += usize::from(rsmq.send_batch("q", &many).await.is_ok());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flushes = flusher.await.unwrap();
+    assert!(flushes > 20, "the flushes ran alongside: {flushes}");
+    let stored: Vec<String> = redis::cmd("HVALS")
+        .arg("rsmq:q:Q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let twice: Vec<&String> = stored
+        .iter()
+        .filter(|b| b.contains(':') && !seen.insert(b.as_str()))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "stored twice: {} ({ok} sends went through)",
+        twice.len()
+    );
+    let len: u64 = redis::cmd("ZCARD")
+        .arg("rsmq:q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(len as usize, seen.len());
+    assert!(ok > 0, "no send went through");
 }

@@ -2,9 +2,9 @@
 //! counters, wake-ups and heartbeats, each one script call per batch.
 
 use super::complete::{complete_cmd, complete_packed};
-use super::replies;
 use super::scripts::{self, eval, run};
 use super::{RedisBackend, info_replies, version_key};
+use super::{pipelines, replies};
 use crate::contract::admin::{Tick, Ticked};
 use crate::contract::backend::Backend;
 use crate::contract::leases::{Fetched, Handed, Settle, Settled, Token};
@@ -93,7 +93,7 @@ impl RedisBackend {
         for cmd in cmds {
             pipe.add_command(cmd);
         }
-        scripts::run_pipeline(&mut con, &[(script, loaded)], &pipe).await
+        pipelines::run_pipeline(&mut con, &[(script, loaded)], pipe).await
     }
 }
 
@@ -413,12 +413,8 @@ impl Backend for RedisBackend {
             );
         }
         let loaded = &self.shared.withdraw_loaded;
-        scripts::run_pipeline(
-            &mut self.con.clone(),
-            &[(&scripts::WITHDRAW, loaded)],
-            &pipe,
-        )
-        .await?;
+        pipelines::run_pipeline(&mut self.con.clone(), &[(&scripts::WITHDRAW, loaded)], pipe)
+            .await?;
         Ok(())
     }
 

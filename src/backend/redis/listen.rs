@@ -192,7 +192,8 @@ impl RedisBackend {
     /// jobs handed to the worker on the channel, published there when
     /// `publish` (to be released unless the worker holds them), and forgotten.
     async fn reclaim(&self, at: &[(&str, &str)], publish: bool) -> Result<()> {
-        use super::scripts::{RECLAIM, eval, run_pipeline};
+        use super::pipelines::run_pipeline;
+        use super::scripts::{RECLAIM, eval};
         if at.is_empty() {
             return Ok(());
         }
@@ -207,7 +208,7 @@ impl RedisBackend {
         let loaded = [(&*RECLAIM, &self.shared.reclaim_loaded)];
         tokio::time::timeout(
             LISTEN_TIMEOUT,
-            run_pipeline(&mut self.con.clone(), &loaded, &pipe),
+            run_pipeline(&mut self.con.clone(), &loaded, pipe),
         )
         .await
         .map_err(|_| Error::Protocol("asking for jobs handed before timed out".into()))??;

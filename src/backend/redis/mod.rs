@@ -14,6 +14,7 @@ mod listen;
 mod live;
 mod overview;
 mod packed;
+mod pipelines;
 mod poll;
 pub(crate) mod queues;
 mod replies;
@@ -66,7 +67,7 @@ struct Shared {
     /// Queues seen with jobs at a priority other than 0: their fetches pass every
     /// priority level's key.
     prioritized: Mutex<HashSet<String>>,
-    /// Whether Redis has the scripts that run in pipelines (see [`scripts::run_pipeline`]).
+    /// Whether Redis has the scripts that run in pipelines (see [`pipelines::run_pipeline`]).
     extend_loaded: AtomicBool,
     complete_loaded: AtomicBool,
     poll_loaded: AtomicBool,

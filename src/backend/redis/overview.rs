@@ -13,8 +13,8 @@ use redis::Value;
 
 use crate::Result;
 use crate::backend::redis::queues::Rsmq;
-use crate::backend::redis::replies;
 use crate::backend::redis::scripts::{self, Reply};
+use crate::backend::redis::{pipelines, replies};
 use crate::contract::admin::{Overview, OverviewQuery, QueueLine};
 use crate::contract::stats::{HOURS, MINUTES, last_hour, last_week, ring_hour, ring_minute};
 
@@ -123,7 +123,7 @@ impl Rsmq {
                 pipe.add_command(cmd);
             }
             let mut all =
-                scripts::run_pipeline(&mut con, &[(&scripts::COUNTS, &self.counts_loaded)], &pipe)
+                pipelines::run_pipeline(&mut con, &[(&scripts::COUNTS, &self.counts_loaded)], pipe)
                     .await?;
             let rings = all.split_off(calls.min(all.len()));
             (all, rings)

@@ -49,7 +49,7 @@ impl RedisBackend {
         } else {
             &[]
         };
-        let mut replies = scripts::run_pipeline(&mut con, uses, &pipe)
+        let mut replies = crate::backend::redis::pipelines::run_pipeline(&mut con, uses, pipe)
             .await?
             .into_iter();
         let bad = |e: redis::ParsingError| Error::Protocol(format!("poll reply: {e}"));

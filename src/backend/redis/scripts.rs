@@ -2,7 +2,6 @@
 //! prepended) and the one path that calls them.
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::backend::redis::connection::Connection;
 use crate::backend::redis::packed::Args;
@@ -322,52 +321,6 @@ pub(crate) async fn run_packed(
             }
             r => return Ok(r?),
         }
-    }
-}
-
-/// Runs a pipeline of calls to `scripts` in one round trip.
-///
-/// Each script's flag remembers that this connection's Redis has it: a large
-/// pipeline is not sent twice when the first attempt would meet `NOSCRIPT`.
-/// Calls of one script are sent again after `NOSCRIPT`: that script was
-/// missing for each of them, so none ran. Calls of two scripts or more
-/// could find one script and not the other (Redis lost its scripts, and a
-/// call since loaded one again), and sending them again would run the
-/// calls that found theirs twice: so each script is loaded first (one
-/// round trip, all at once), and a `NOSCRIPT` after that (the scripts
-/// flushed in between) is the pipeline's error.
-pub(crate) async fn run_pipeline(
-    con: &mut Connection,
-    scripts: &[(&Script, &AtomicBool)],
-    pipe: &Pipeline,
-) -> Result<Vec<Value>> {
-    if scripts.len() > 1 {
-        let loads = scripts.iter().map(|(script, loaded)| {
-            let mut con = con.clone();
-            async move {
-                script.load_async(&mut con).await?;
-                loaded.store(true, Ordering::Relaxed);
-                Ok::<_, Error>(())
-            }
-        });
-        futures::future::try_join_all(loads).await?;
-        return Ok(pipe.query_async(con).await?);
-    }
-    for (script, loaded) in scripts {
-        if !loaded.load(Ordering::Relaxed) {
-            script.load_async(con).await?;
-            loaded.store(true, Ordering::Relaxed);
-        }
-    }
-    match pipe.query_async(con).await {
-        Err(e) if is_noscript(&e) => {
-            // Redis restarted or flushed its scripts
-            for (script, _) in scripts {
-                script.load_async(con).await?;
-            }
-            Ok(pipe.query_async(con).await?)
-        }
-        r => Ok(r?),
     }
 }
 

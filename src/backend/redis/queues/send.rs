@@ -8,9 +8,9 @@ use redis::Cmd;
 
 use super::{BATCH_BYTES, BATCH_MESSAGES, Rsmq};
 use crate::backend::redis::connection::WaitForReplicas;
-use crate::backend::redis::functions;
 use crate::backend::redis::keys::QueueKeys;
 use crate::backend::redis::scripts::{self, Reply};
+use crate::backend::redis::{functions, pipelines};
 use crate::contract::queues::{
     MessageId, Queues, SendMessage, SendOutcome, Sent, When, check_keyed, validate,
 };
@@ -164,7 +164,7 @@ impl Rsmq {
                         pipe.add_command(cmd);
                         add_wait(&mut pipe, wait);
                         let used = [(&*scripts::UNIQUE, &*self.unique_loaded)];
-                        let mut r = scripts::run_pipeline(&mut con, &used, &pipe).await?;
+                        let mut r = pipelines::run_pipeline(&mut con, &used, pipe).await?;
                         waited.push(r.pop());
                         r.pop()
                             .ok_or_else(|| Error::Protocol("unique send: no reply".into()))?
@@ -268,7 +268,8 @@ impl Rsmq {
         let all_levels = chunks.len() > 1;
         let mut pipe = redis::pipe();
         let plain = msgs.iter().any(|m| kind(m) == Kind::Plain);
-        if self.time_first(plain) {
+        let time = self.time_first(plain);
+        if time {
             // a TIME first, its reply dropped: the sender's connection then
             // waits in Redis's list of replies to write before the send's
             // PUBLISH puts the waiting worker's connection there, and Redis
@@ -280,7 +281,7 @@ impl Rsmq {
             // nothing by it. Unique and keyed sends, whose replies do not
             // say, go without. A Cluster's sends hand off nothing, and would
             // route the TIME to a node of its own.
-            pipe.cmd("TIME").ignore();
+            pipe.cmd("TIME");
         }
         for &(start, end) in chunks {
             pipe.add_command(call.cmd(start, end, all_levels));
@@ -298,7 +299,12 @@ impl Rsmq {
         if let Some(wait) = self.wait {
             add_wait(&mut pipe, wait);
         }
-        scripts::run_pipeline(con, &used, &pipe).await
+        let mut replies = pipelines::run_pipeline(con, &used, pipe).await?;
+        if time {
+            // the TIME's reply
+            replies.remove(0);
+        }
+        Ok(replies)
     }
 }
 
