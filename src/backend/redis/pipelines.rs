@@ -27,7 +27,16 @@ const ROUNDS: usize = 3;
 /// again once their scripts are loaded, never one that ran, with the
 /// commands after the first of them that call nothing (the reads and the
 /// `WAIT` callers put around their calls: a `WAIT` must come after the
-/// writes it waits for). Their replies take their commands' places.
+/// writes it waits for). Their replies take their commands' places (of
+/// two `WAIT`s, the lower count: see [`merged`]).
+///
+/// A call sent again runs after the pipeline's later calls when those
+/// found their script (another client loaded it in between): each call
+/// still runs once, but its writes come after theirs. For a send, its
+/// messages' ids then sort after the later calls' messages, and of two
+/// unique messages of one key in different calls the earlier one may
+/// win (RELIABILITY.md, known limits). Failing the send instead would
+/// leave the later calls' messages stored and tell the caller none was.
 ///
 /// The pipeline ignores no reply ([`Pipeline::ignore`]): each reply's place
 /// is its command's.
@@ -84,12 +93,26 @@ pub(crate) async fn run_pipeline(
             )));
         }
         for (i, v) in again.into_iter().zip(new) {
-            replies[i] = v;
+            let old = std::mem::replace(&mut replies[i], Value::Nil);
+            replies[i] = merged(cmds[i], old, v);
         }
     }
     match Value::Array(replies).extract_error()? {
         Value::Array(replies) => Ok(replies),
         v => Err(Error::Protocol(format!("a pipeline's replies: {v:?}"))),
+    }
+}
+
+/// A command's reply once it was sent again (`new`; `old` the first's): the
+/// new one, but of two `WAIT`s the lower count. The first counted the
+/// replicas that have the writes that ran, the second those that have the
+/// calls sent again, perhaps on another connection (a lane) whose last write
+/// is older; the writes are on as many replicas as the lower says.
+fn merged(cmd: &Cmd, old: Value, new: Value) -> Value {
+    match (&old, &new) {
+        (Value::Int(a), Value::Int(b)) if name(cmd).as_deref() == Some(b"WAIT") && a < b => old,
+        (Value::ServerError(_), _) if name(cmd).as_deref() == Some(b"WAIT") => old,
+        _ => new,
     }
 }
 
@@ -151,6 +174,29 @@ fn script_of(cmd: &Cmd) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn of_two_waits_the_lower_count_stands() {
+        let wait = redis::cmd("WAIT");
+        assert_eq!(merged(&wait, Value::Int(0), Value::Int(2)), Value::Int(0));
+        assert_eq!(merged(&wait, Value::Int(2), Value::Int(1)), Value::Int(1));
+        assert_eq!(
+            merged(&redis::cmd("wait"), Value::Int(1), Value::Int(3)),
+            Value::Int(1)
+        );
+        // a first WAIT refused stays refused
+        let refused =
+            redis::parse_redis_value(b"-ERR WAIT cannot be used with replica instances\r\n")
+                .unwrap();
+        assert!(matches!(refused, Value::ServerError(_)), "{refused:?}");
+        assert_eq!(merged(&wait, refused.clone(), Value::Int(1)), refused);
+        // any other command's reply is the new one
+        let read = redis::cmd("ZRANGE");
+        assert_eq!(merged(&read, Value::Int(0), Value::Int(2)), Value::Int(2));
+        let mut call = redis::cmd("EVALSHA");
+        call.arg("0123").arg(0);
+        assert_eq!(merged(&call, Value::Int(1), Value::Int(5)), Value::Int(5));
+    }
 
     #[test]
     fn calls_are_told_from_other_commands_and_name_their_script() {
