@@ -532,3 +532,55 @@ async fn an_enqueue_waiting_for_replicas_returns_once_they_have_it_or_says_they_
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_enqueue_while_another_producer_creates_its_queue_stores_each_job_once() {
+    // the batch's first call finds the queue missing, another producer's first
+    // use creates it, and the batch's later calls store their jobs: only the
+    // calls refused may be sent again, not the whole batch
+    let server = RedisServer::start();
+    let mut con = server.raw().await;
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let jobs: Vec<N> = (0..2500).map(|i| N { i }).collect();
+    let opts = EnqueueOptions::new().queue("race");
+    for round in 0..80u64 {
+        let _ = client.queues().delete_queue("race").await;
+        let creator = {
+            let other = other.clone();
+            tokio::spawn(async move {
+                // somewhere within the batch's few tens of ms
+                tokio::time::sleep(Duration::from_micros(round % 40 * 500)).await;
+                match other
+                    .queues()
+                    .create_queue("race", QueueOptions::default())
+                    .await
+                {
+                    Ok(()) | Err(Error::QueueExists { .. }) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            })
+        };
+        let ids = client
+            .enqueue_batch_with(&jobs, opts.clone())
+            .await
+            .unwrap();
+        creator.await.unwrap();
+        assert_eq!(ids.len(), 2500);
+        let stored: u64 = con.zcard("rsmq:race").await.unwrap();
+        assert_eq!(
+            stored, 2500,
+            "round {round}: the batch stored {stored} jobs"
+        );
+        let distinct: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(distinct.len(), 2500);
+        // every id returned is a stored job's
+        let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE")
+            .arg("rsmq:race")
+            .arg(ids.iter().map(|id| id.as_str()).collect::<Vec<_>>())
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert!(scores.iter().all(Option::is_some), "round {round}");
+    }
+}

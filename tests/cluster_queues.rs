@@ -121,3 +121,47 @@ async fn twelve_queues_spread_over_three_masters_and_one_worker_serves_them_all(
     assert!(topic_masters.len() >= 2, "{topic_masters:?}");
     drop(cluster);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_that_times_out_while_the_master_stalls_is_not_sent_again() {
+    // the queue's master stops answering (CLIENT PAUSE, as a fork or a slow
+    // script would) past the response timeout: the send fails or succeeds,
+    // but runs once, however long the stall
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let mut cfg = redjob::queue::RsmqConfig::from_url(cluster.url());
+    cfg.redis.response_timeout = Duration::from_millis(200);
+    let rsmq = redjob::queue::Rsmq::with_config(cfg).await.unwrap();
+    rsmq.create_queue("q0", redjob::queue::QueueOptions::default())
+        .await
+        .unwrap();
+    let master = cluster.master_of("{q0}");
+    let paused = common::cluster::cli(master, &["client", "pause", "1500", "all"]);
+    assert_eq!(paused.as_deref().map(str::trim), Some("OK"));
+    let started = std::time::Instant::now();
+    let sent = rsmq
+        .send("q0", redjob::queue::SendMessage::new("once"))
+        .await;
+    let waited = started.elapsed();
+    // the pause over, and whatever the client queued run
+    tokio::time::sleep(
+        Duration::from_millis(1500).saturating_sub(waited) + Duration::from_millis(500),
+    )
+    .await;
+    let mut bodies = Vec::new();
+    while let Some(m) = rsmq.pop("q0").await.unwrap() {
+        bodies.push(m.body);
+    }
+    // it did not wait out the stall: the response timeout bounds the call
+    assert!(waited < Duration::from_millis(1400), "{waited:?}");
+    assert!(
+        bodies.len() <= 1,
+        "stored {} times (the send returned {:?} after {waited:?})",
+        bodies.len(),
+        sent.map(|_| ())
+    );
+    if sent.is_ok() {
+        assert_eq!(bodies, ["once"]);
+    }
+}

@@ -150,6 +150,31 @@ impl Rsmq {
         if self.wait.is_some() {
             waited.push(replies.pop());
         }
+        // the queue created while the send's calls went (another producer's
+        // first use): the calls before found it missing, and those after
+        // stored their messages. The first are sent again, now that it is
+        // there: failing the send would have the caller create the queue and
+        // send the whole again, storing the others' messages twice.
+        let missing: Vec<usize> = (0..replies.len())
+            .filter(|&i| matches!(Reply::status(&replies[i]), Ok((-1, _))))
+            .collect();
+        if !missing.is_empty() && missing.len() < replies.len() {
+            let again: Vec<(usize, usize)> = missing.iter().map(|&i| chunks[i]).collect();
+            let mut more = self.run_calls(&mut con, &call, &again, msgs).await?;
+            if self.wait.is_some() {
+                waited.push(more.pop());
+            }
+            if more.len() != missing.len() {
+                return Err(Error::Protocol(format!(
+                    "{} replies to {} calls sent again",
+                    more.len(),
+                    missing.len()
+                )));
+            }
+            for (i, v) in missing.into_iter().zip(more) {
+                replies[i] = v;
+            }
+        }
         let mut sent = Vec::with_capacity(msgs.len());
         for (v, &(start, end)) in replies.iter().zip(&chunks) {
             let again;
