@@ -117,8 +117,8 @@ async fn a_busy_queue_migrates_to_another_master_without_losing_a_job() {
         ok(p, &["cluster", "setslot", &slot, "node", &target_id]);
     }
     assert_eq!(cluster.master_of(key), target);
-    // calls that met the queue's keys split over both masters (retried by the
-    // Cluster client)
+    // calls that met the queue's keys split over both masters (sent again:
+    // such a refusal says the call ran nothing)
     let tryagain: String = cli(source, &["info", "errorstats"])
         .unwrap_or_default()
         .lines()
@@ -151,4 +151,99 @@ async fn a_busy_queue_migrates_to_another_master_without_losing_a_job() {
     assert!(moved >= 2, "the queue's keys moved: {moved}");
     let stats = client.stats("busy").await.unwrap();
     assert_eq!(stats.processed as usize, counts.values().sum::<usize>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_second_call_meets_tryagain_runs_its_first_call_once() {
+    // a send of two calls (two priorities) while the queue's slot migrates:
+    // the first call finds all its keys on the source and runs; the second
+    // finds its level's key moved and meets TRYAGAIN. The first must not
+    // run again with the second.
+    use redjob::queue::{QueueOptions, Rsmq, SendMessage};
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let rsmq = Rsmq::connect(&cluster.url()).await.unwrap();
+    rsmq.create_queue("mq", QueueOptions::default())
+        .await
+        .unwrap();
+    // every key the calls name, made: the levels, the exact dues (a delayed
+    // message), the lease counts (a message received)
+    rsmq.send("mq", SendMessage::new("held")).await.unwrap();
+    rsmq.send(
+        "mq",
+        SendMessage::new("later").delay(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    rsmq.send("mq", SendMessage::new("high").priority(1))
+        .await
+        .unwrap();
+    let client = Client::connect(&cluster.url()).await.unwrap();
+    {
+        use redjob::backend::Backend;
+        let fetched = client
+            .backend()
+            .fetch("mq", 1, Duration::from_secs(3600))
+            .await
+            .unwrap();
+        assert_eq!(fetched.jobs.len(), 1);
+    }
+    let key = "rsmq:{mq}";
+    let slot = cli(cluster.ports()[0], &["cluster", "keyslot", key])
+        .unwrap()
+        .trim()
+        .to_string();
+    let source = cluster.master_of(key);
+    let keys = cli(source, &["cluster", "getkeysinslot", &slot, "100"]).unwrap();
+    assert_eq!(keys.lines().count(), 5, "{keys}");
+    let target = cluster
+        .masters()
+        .into_iter()
+        .map(|(p, _)| p)
+        .find(|p| *p != source)
+        .unwrap();
+    let (source_id, target_id) = (node_id(source), node_id(target));
+    ok(
+        target,
+        &["cluster", "setslot", &slot, "importing", &source_id],
+    );
+    ok(
+        source,
+        &["cluster", "setslot", &slot, "migrating", &target_id],
+    );
+    let port = target.to_string();
+    ok(
+        source,
+        &[
+            "migrate",
+            "127.0.0.1",
+            &port,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            "rsmq:{mq}:p1",
+        ],
+    );
+    let level0 = || {
+        cli(source, &["zcard", key])
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert_eq!(level0(), 2);
+    let sent = rsmq
+        .send_batch(
+            "mq",
+            &[
+                SendMessage::new("low"),
+                SendMessage::new("high 2").priority(1),
+            ],
+        )
+        .await;
+    // the first call ran once; the send says it did not go through whole
+    assert_eq!(level0(), 3, "the send returned {sent:?}");
+    assert!(sent.is_err(), "{sent:?}");
 }

@@ -202,7 +202,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.0 {
             Inner::Managed(c, lane) => lane::command(lane.as_ref(), c, cmd),
-            Inner::Cluster(c) => c.req_packed_command(cmd),
+            Inner::Cluster(c) => Box::pin(super::cluster::command(c, cmd)),
             Inner::Plain(c) => c.req_packed_command(cmd),
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;
@@ -220,7 +220,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.0 {
             Inner::Managed(c, lane) => lane::pipeline(lane.as_ref(), c, pipeline, offset, count),
-            Inner::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Inner::Cluster(c) => Box::pin(super::cluster::pipeline(c, pipeline, offset, count)),
             Inner::Plain(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;

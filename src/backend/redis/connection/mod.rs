@@ -198,7 +198,9 @@ impl RedisConfig {
             clients.iter().map(|c| c.get_connection_info().clone()),
         )
         .connection_timeout(self.connection_timeout)
-        .response_timeout(self.response_timeout);
+        .response_timeout(self.response_timeout)
+        // calls go again only when they ran nothing (see cluster::command)
+        .retries(0);
         #[cfg(feature = "tls")]
         if let Some(pem) = &self.tls_root_cert {
             builder = builder.certs(redis::TlsCertificates {

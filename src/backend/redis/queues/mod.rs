@@ -119,7 +119,10 @@ impl Rsmq {
 
     /// Uses an open connection: a [`Connection`] from
     /// [`RedisConfig::connect`], or a redis-rs `ConnectionManager` or Cluster
-    /// connection. On a Cluster the queues' keys carry hash tags.
+    /// connection. On a Cluster the queues' keys carry hash tags; build a
+    /// Cluster client of your own with `.retries(0)`, so that its calls go
+    /// again only when the Cluster refused them before they ran (redjob does
+    /// that itself, see "Redis Cluster" in the scale-out chapter).
     pub fn from_connection(con: impl Into<Connection>, namespace: &str, realtime: bool) -> Self {
         let con = con.into();
         Rsmq {
