@@ -12,6 +12,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::lane::{self, Lanes};
+use super::refusals::{self, AskVia};
 use super::sentinel::Link;
 use crate::Result;
 
@@ -48,7 +49,9 @@ pub struct Connection(Inner);
 enum Inner {
     /// With the lanes its calls take when one is free (see [`super::lane`]).
     Managed(ConnectionManager, Option<Arc<Lanes>>),
-    Cluster(ClusterConnection),
+    /// With how it reaches the node of an `ASK` redirection (none for a
+    /// connection of the caller's).
+    Cluster(ClusterConnection, Option<Arc<AskVia>>),
     /// A plain connection of its own (blocking reads on one server).
     Plain(MultiplexedConnection),
     /// The master Redis Sentinel names, looked up again when it fails.
@@ -56,6 +59,10 @@ enum Inner {
 }
 
 impl Connection {
+    pub(super) fn cluster(con: ClusterConnection, via: Option<Arc<AskVia>>) -> Self {
+        Connection(Inner::Cluster(con, via))
+    }
+
     pub(super) fn managed(con: ConnectionManager, lane: Option<Arc<Lanes>>) -> Self {
         Connection(Inner::Managed(con, lane))
     }
@@ -67,7 +74,7 @@ impl Connection {
     /// Whether this is a Redis Cluster connection: its keys then carry the
     /// queue's hash tag (see "Redis Cluster" in [the scale-out chapter](crate::guide::scale_out)).
     pub fn is_cluster(&self) -> bool {
-        matches!(self.0, Inner::Cluster(_))
+        matches!(self.0, Inner::Cluster(..))
     }
 
     /// Whether calls may take a lane, which writes a command packed by hand
@@ -113,7 +120,7 @@ impl Connection {
             cmd
         };
         let mut out = Vec::new();
-        let Inner::Cluster(cluster) = &mut self.0 else {
+        let Inner::Cluster(cluster, _) = &mut self.0 else {
             let mut cursor = 0;
             loop {
                 let (next, keys): (u64, Vec<String>) = scan(cursor).query_async(self).await?;
@@ -173,7 +180,7 @@ impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.0 {
             Inner::Managed(..) => "Connection(server)",
-            Inner::Cluster(_) => "Connection(cluster)",
+            Inner::Cluster(..) => "Connection(cluster)",
             Inner::Plain(_) => "Connection(plain)",
             Inner::Sentinel(_) => "Connection(sentinel)",
         })
@@ -188,7 +195,7 @@ impl From<ConnectionManager> for Connection {
 
 impl From<ClusterConnection> for Connection {
     fn from(con: ClusterConnection) -> Self {
-        Connection(Inner::Cluster(con))
+        Connection(Inner::Cluster(con, None))
     }
 }
 
@@ -202,7 +209,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.0 {
             Inner::Managed(c, lane) => lane::command(lane.as_ref(), c, cmd),
-            Inner::Cluster(c) => Box::pin(super::cluster::command(c, cmd)),
+            Inner::Cluster(c, via) => Box::pin(refusals::command(c, via.as_ref(), cmd)),
             Inner::Plain(c) => c.req_packed_command(cmd),
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;
@@ -220,7 +227,9 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.0 {
             Inner::Managed(c, lane) => lane::pipeline(lane.as_ref(), c, pipeline, offset, count),
-            Inner::Cluster(c) => Box::pin(super::cluster::pipeline(c, pipeline, offset, count)),
+            Inner::Cluster(c, via) => {
+                Box::pin(refusals::pipeline(c, via.as_ref(), pipeline, offset, count))
+            }
             Inner::Plain(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Sentinel(link) => Box::pin(async move {
                 let mut master = link.master().await?;
@@ -234,7 +243,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match &self.0 {
             Inner::Managed(c, _) => c.get_db(),
-            Inner::Cluster(c) => c.get_db(),
+            Inner::Cluster(c, _) => c.get_db(),
             Inner::Plain(c) => c.get_db(),
             Inner::Sentinel(link) => link.db(),
         }

@@ -4,6 +4,7 @@
 mod cluster;
 mod conn;
 mod lane;
+mod refusals;
 mod resp;
 mod sentinel;
 mod socket;
@@ -130,11 +131,13 @@ impl RedisConfig {
                     .map_err(failed)?,
                 self.lane(client),
             ),
-            Target::Cluster { client, .. } => client
-                .get_async_connection_with_config(self.cluster_config())
-                .await
-                .map_err(failed)?
-                .into(),
+            Target::Cluster { client, seeds, .. } => Connection::cluster(
+                client
+                    .get_async_connection_with_config(self.cluster_config())
+                    .await
+                    .map_err(failed)?,
+                Some(self.ask_via(seeds)),
+            ),
             Target::Sentinel { link, .. } => {
                 link.master().await.map_err(failed)?;
                 Connection::sentinel(link.clone())
@@ -152,9 +155,10 @@ impl RedisConfig {
                 ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config())?,
                 self.lane(client),
             ),
-            Target::Cluster { client, .. } => client
-                .get_pending_async_connection_with_config(self.cluster_config())
-                .into(),
+            Target::Cluster { client, seeds, .. } => Connection::cluster(
+                client.get_pending_async_connection_with_config(self.cluster_config()),
+                Some(self.ask_via(seeds)),
+            ),
             Target::Sentinel { link, .. } => Connection::sentinel(link.clone()),
         };
         Ok((target, con))
@@ -199,7 +203,7 @@ impl RedisConfig {
         )
         .connection_timeout(self.connection_timeout)
         .response_timeout(self.response_timeout)
-        // calls go again only when they ran nothing (see cluster::command)
+        // calls go again only when they ran nothing (see refusals.rs)
         .retries(0);
         #[cfg(feature = "tls")]
         if let Some(pem) = &self.tls_root_cert {
@@ -217,6 +221,16 @@ impl RedisConfig {
             config: Box::new(self.clone()),
             seeds: clients.into(),
             turn: Default::default(),
+        })
+    }
+
+    /// How a Cluster connection reaches the node of an `ASK` redirection:
+    /// as the first seed, at the node's address.
+    fn ask_via(&self, seeds: &[redis::Client]) -> std::sync::Arc<refusals::AskVia> {
+        std::sync::Arc::new(refusals::AskVia {
+            info: seeds[0].get_connection_info().clone(),
+            connection_timeout: self.connection_timeout,
+            response_timeout: self.response_timeout,
         })
     }
 

@@ -1,0 +1,335 @@
+//! Calls to a Redis Cluster, sent again only when the Cluster refused them
+//! before they ran.
+//!
+//! The `redis` crate's Cluster client sends a call again after any error (a
+//! connection that broke after the call ran included) and a pipeline whole
+//! when one of its calls is refused, so a call could run twice. redjob
+//! builds that client with `retries(0)` (see `RedisConfig::connect`) and
+//! sends a call again here only after a refusal that says it ran nothing,
+//! up to [`TRIES`] times.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisResult, Value,
+};
+
+/// How many times a call a Cluster refused before it ran is sent again.
+const TRIES: u32 = 12;
+
+/// What an `ASK` redirection's node is reached with: the seed's settings
+/// (credentials, TLS) with the node's address, and the client's timeouts.
+/// The crate's client reaches only the nodes its slot map names, which a
+/// master a slot is migrating to before it serves any is not.
+#[derive(Debug)]
+pub(crate) struct AskVia {
+    pub info: ConnectionInfo,
+    pub connection_timeout: Duration,
+    pub response_timeout: Duration,
+}
+
+/// What a call the Cluster refused before it ran needs before it goes again.
+#[derive(Debug, PartialEq)]
+enum Again {
+    /// To the node named (`ASK`: its slot migrates there), after `ASKING`.
+    Ask { host: String, port: u16 },
+    /// A while (`MOVED`: the client rebuilds its slot map; `TRYAGAIN`,
+    /// `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY`; no connection
+    /// to the node), then to the slot's master.
+    Later,
+}
+
+/// Whether `e` says the call ran nothing, and what it needs to go again: a
+/// redirection or a refusal from the node, or a call that found no node to
+/// go to (a refused connection). Any other error (a connection that broke
+/// or timed out with the call on its way) may follow a call that ran: the
+/// caller gets it.
+fn again(e: &RedisError) -> Option<Again> {
+    use redis::ServerErrorKind as K;
+    match e.kind() {
+        ErrorKind::Server(K::Ask) => Some(
+            e.redirect_node()
+                .and_then(|(addr, _)| addr.rsplit_once(':'))
+                .and_then(|(host, port)| {
+                    Some(Again::Ask {
+                        host: host.to_string(),
+                        port: port.parse().ok()?,
+                    })
+                })
+                .unwrap_or(Again::Later),
+        ),
+        ErrorKind::Server(
+            K::Moved | K::TryAgain | K::ClusterDown | K::MasterDown | K::BusyLoading | K::ReadOnly,
+        )
+        | ErrorKind::ClusterConnectionNotFound => Some(Again::Later),
+        _ if e.is_connection_refusal() => Some(Again::Later),
+        _ => None,
+    }
+}
+
+/// Commands without keys, which a node runs whatever its slots' state
+/// (never refused with a redirection or `TRYAGAIN`).
+const KEYLESS: &[&[u8]] = &[b"TIME", b"WAIT", b"PING", b"ASKING"];
+/// Commands that only read.
+const READS: &[&[u8]] = &[
+    b"EXISTS",
+    b"GET",
+    b"HGET",
+    b"HGETALL",
+    b"HLEN",
+    b"HMGET",
+    b"LLEN",
+    b"LRANGE",
+    b"XLEN",
+    b"XRANGE",
+    b"XREVRANGE",
+    b"ZCARD",
+    b"ZRANGE",
+    b"ZRANGEBYSCORE",
+    b"ZSCORE",
+    b"ZMSCORE",
+];
+
+/// A command's name, upper case.
+fn name(cmd: &Cmd) -> Vec<u8> {
+    match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(n)) => n.to_ascii_uppercase(),
+        _ => Vec::new(),
+    }
+}
+
+fn keyless(cmd: &Cmd) -> bool {
+    KEYLESS.contains(&name(cmd).as_slice())
+}
+
+/// Whether a pipeline the Cluster refused may go again whole: it has one
+/// keyed command at most, the one refused (a send with the `TIME` before
+/// it and the `WAIT` after it), or its commands only read. Of several
+/// keyed writes, those before the one refused may have run (its slot moved
+/// in between), and the error does not say which was refused. Never a
+/// transaction.
+fn goes_whole(pipeline: &Pipeline) -> bool {
+    !pipeline.is_transaction()
+        && (pipeline.cmd_iter().filter(|c| !keyless(c)).count() <= 1
+            || pipeline
+                .cmd_iter()
+                .all(|c| keyless(c) || READS.contains(&name(c).as_slice())))
+}
+
+/// The wait before the `tries`th try again: 10 ms, doubled each time, at
+/// most 500 ms (about 3.6 s over [`TRIES`]).
+fn backoff(tries: u32) -> Duration {
+    Duration::from_millis((10u64 << tries.saturating_sub(1).min(6)).min(500))
+}
+
+/// Sends `cmds` (their replies from `offset`, `count` of them) again as
+/// `again` says; an `ASK` to its node by `via` (without it, as `Later`).
+async fn resend(
+    c: &mut ClusterConnection,
+    via: Option<&AskVia>,
+    cmds: &Pipeline,
+    (offset, count): (usize, usize),
+    again: Again,
+    tries: u32,
+) -> RedisResult<Vec<Value>> {
+    match (again, via) {
+        (Again::Ask { host, port }, Some(via)) => ask(via, host, port, cmds, offset, count).await,
+        _ => {
+            tokio::time::sleep(backoff(tries)).await;
+            c.req_packed_commands(cmds, offset, count).await
+        }
+    }
+}
+
+/// Sends `cmds` to the node at `host:port`, on a connection of its own,
+/// each keyed command after an `ASKING` (which lasts one command).
+async fn ask(
+    via: &AskVia,
+    host: String,
+    port: u16,
+    cmds: &Pipeline,
+    offset: usize,
+    count: usize,
+) -> RedisResult<Vec<Value>> {
+    let addr = match via.info.addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    let client = redis::Client::open(via.info.clone().set_addr(addr))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(via.connection_timeout))
+        .set_response_timeout(Some(via.response_timeout));
+    let mut con = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    let mut p = redis::pipe();
+    let mut at = Vec::with_capacity(cmds.len());
+    for cmd in cmds.cmd_iter() {
+        if !keyless(cmd) {
+            p.cmd("ASKING");
+        }
+        at.push(p.len());
+        p.add_command(cmd.clone());
+    }
+    let replies = con.req_packed_commands(&p, 0, p.len()).await?;
+    let mut mine = Vec::with_capacity(count);
+    for &i in at.iter().skip(offset).take(count) {
+        let v = replies
+            .get(i)
+            .cloned()
+            .ok_or_else(|| RedisError::from(std::io::Error::other("a reply missing")))?;
+        // refused again (the migration ended meanwhile): tried again as
+        // the first try was
+        if let Value::ServerError(e) = &v {
+            let e = RedisError::from(e.clone());
+            if again(&e).is_some() {
+                return Err(e);
+            }
+        }
+        mine.push(v);
+    }
+    Ok(mine)
+}
+
+/// Sends one command to a Cluster, again while the Cluster refuses it
+/// before it runs (see the module's documentation).
+pub(super) async fn command(
+    c: &mut ClusterConnection,
+    via: Option<&Arc<AskVia>>,
+    cmd: &Cmd,
+) -> RedisResult<Value> {
+    let mut reply = c.req_packed_command(cmd).await;
+    let mut tries = 0;
+    while let Err(e) = &reply {
+        let Some(again) = again(e).filter(|_| tries < TRIES) else {
+            break;
+        };
+        tries += 1;
+        let mut one = redis::pipe();
+        one.add_command(cmd.clone());
+        reply = resend(c, via.map(|v| &**v), &one, (0, 1), again, tries)
+            .await
+            .and_then(|mut v| {
+                v.pop()
+                    .ok_or_else(|| std::io::Error::other("a command without its reply").into())
+            });
+    }
+    reply
+}
+
+/// Sends a pipeline to a Cluster, again while the Cluster refuses it before
+/// it runs when it may go again whole (see [`goes_whole`]).
+pub(super) async fn pipeline(
+    c: &mut ClusterConnection,
+    via: Option<&Arc<AskVia>>,
+    pipeline: &Pipeline,
+    offset: usize,
+    count: usize,
+) -> RedisResult<Vec<Value>> {
+    let mut reply = c.req_packed_commands(pipeline, offset, count).await;
+    if !goes_whole(pipeline) {
+        return reply;
+    }
+    let mut tries = 0;
+    while let Err(e) = &reply {
+        let Some(again) = again(e).filter(|_| tries < TRIES) else {
+            break;
+        };
+        tries += 1;
+        reply = resend(
+            c,
+            via.map(|v| &**v),
+            pipeline,
+            (offset, count),
+            again,
+            tries,
+        )
+        .await;
+    }
+    reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pipe(cmds: &[&str]) -> Pipeline {
+        let mut p = redis::pipe();
+        for c in cmds {
+            p.cmd(c).arg("k");
+        }
+        p
+    }
+
+    #[test]
+    fn a_pipeline_of_one_keyed_command_or_of_reads_goes_again_whole() {
+        assert!(goes_whole(&pipe(&["EVALSHA"])));
+        assert!(goes_whole(&pipe(&["time", "EVALSHA", "WAIT"])));
+        assert!(goes_whole(&pipe(&["TIME", "ZRANGE", "zrange", "HMGET"])));
+        assert!(!goes_whole(&pipe(&["EVALSHA", "EVALSHA"])));
+        assert!(!goes_whole(&pipe(&["TIME", "EVALSHA", "ZRANGE"])));
+        assert!(!goes_whole(&pipe(&["FCALL", "WAIT", "HSET"])));
+        let mut atomic = pipe(&["ZRANGE", "HMGET"]);
+        atomic.atomic();
+        assert!(!goes_whole(&atomic));
+    }
+
+    #[test]
+    fn only_refusals_before_a_call_ran_send_it_again() {
+        let err = |resp: &[u8]| match redis::parse_redis_value(resp).unwrap() {
+            Value::ServerError(e) => RedisError::from(e),
+            v => panic!("{v:?}"),
+        };
+        assert_eq!(
+            again(&err(b"-ASK 3999 10.0.0.2:7000\r\n")),
+            Some(Again::Ask {
+                host: "10.0.0.2".into(),
+                port: 7000,
+            })
+        );
+        for later in [
+            &b"-MOVED 3999 127.0.0.1:6381\r\n"[..],
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            b"-CLUSTERDOWN The cluster is down\r\n",
+            b"-MASTERDOWN Link with MASTER is down\r\n",
+            b"-LOADING Redis is loading the dataset in memory\r\n",
+            b"-READONLY You can't write against a read only replica.\r\n",
+        ] {
+            assert_eq!(again(&err(later)), Some(Again::Later), "{later:?}");
+        }
+        assert_eq!(again(&err(b"-ERR something else\r\n")), None);
+        assert_eq!(again(&err(b"-NOSCRIPT No matching script\r\n")), None);
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(again(&refused), Some(Again::Later));
+        // a connection that broke or timed out with the call on its way
+        for kind in [
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::BrokenPipe,
+            std::io::ErrorKind::TimedOut,
+            std::io::ErrorKind::UnexpectedEof,
+        ] {
+            let e = RedisError::from(std::io::Error::from(kind));
+            assert_eq!(again(&e), None, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn the_waits_double_from_10_ms_to_half_a_second() {
+        let waits: Vec<u64> = (1..=TRIES).map(|t| backoff(t).as_millis() as u64).collect();
+        assert_eq!(waits[..7], [10, 20, 40, 80, 160, 320, 500]);
+        assert!(waits[7..].iter().all(|&w| w == 500));
+        assert_eq!(waits.iter().sum::<u64>(), 3630);
+    }
+}
