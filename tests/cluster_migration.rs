@@ -37,6 +37,45 @@ fn ok(port: u16, args: &[&str]) {
     assert!(out.trim() == "OK", "{args:?} on {port}: {out}");
 }
 
+/// A slot's migration under way: `SETSLOT … IMPORTING` on the target (a
+/// master other than the key's), `SETSLOT … MIGRATING` on the source.
+struct Migration {
+    slot: String,
+    source: u16,
+    target: u16,
+    target_id: String,
+}
+
+/// Starts migrating the slot of `key` to another master.
+fn start_migration(cluster: &RedisCluster, key: &str) -> Migration {
+    let slot = cli(cluster.ports()[0], &["cluster", "keyslot", key])
+        .unwrap()
+        .trim()
+        .to_string();
+    let source = cluster.master_of(key);
+    let target = cluster
+        .masters()
+        .into_iter()
+        .map(|(p, _)| p)
+        .find(|p| *p != source)
+        .unwrap();
+    let (source_id, target_id) = (node_id(source), node_id(target));
+    ok(
+        target,
+        &["cluster", "setslot", &slot, "importing", &source_id],
+    );
+    ok(
+        source,
+        &["cluster", "setslot", &slot, "migrating", &target_id],
+    );
+    Migration {
+        slot,
+        source,
+        target,
+        target_id,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_queue_migrates_to_another_master_without_losing_a_job() {
     let cluster = tokio::task::spawn_blocking(RedisCluster::start)
@@ -76,26 +115,12 @@ async fn a_busy_queue_migrates_to_another_master_without_losing_a_job() {
     assert!(wait_until(Duration::from_secs(10), || recorder.len() > 200).await);
 
     let key = "rsmq:{busy}";
-    let slot = cli(cluster.ports()[0], &["cluster", "keyslot", key])
-        .unwrap()
-        .trim()
-        .to_string();
-    let source = cluster.master_of(key);
-    let target = cluster
-        .masters()
-        .into_iter()
-        .map(|(p, _)| p)
-        .find(|p| *p != source)
-        .unwrap();
-    let (source_id, target_id) = (node_id(source), node_id(target));
-    ok(
-        target,
-        &["cluster", "setslot", &slot, "importing", &source_id],
-    );
-    ok(
+    let Migration {
+        slot,
         source,
-        &["cluster", "setslot", &slot, "migrating", &target_id],
-    );
+        target,
+        target_id,
+    } = start_migration(&cluster, key);
     // one key at a time, so that the queue's keys are split over both masters
     // for a while (its scripts meet TRYAGAIN and ASK meanwhile)
     let port = target.to_string();
@@ -190,28 +215,11 @@ async fn a_send_whose_second_call_meets_tryagain_runs_its_first_call_once() {
         assert_eq!(fetched.jobs.len(), 1);
     }
     let key = "rsmq:{mq}";
-    let slot = cli(cluster.ports()[0], &["cluster", "keyslot", key])
-        .unwrap()
-        .trim()
-        .to_string();
     let source = cluster.master_of(key);
-    let keys = cli(source, &["cluster", "getkeysinslot", &slot, "100"]).unwrap();
+    let slot = cli(source, &["cluster", "keyslot", key]).unwrap();
+    let keys = cli(source, &["cluster", "getkeysinslot", slot.trim(), "100"]).unwrap();
     assert_eq!(keys.lines().count(), 5, "{keys}");
-    let target = cluster
-        .masters()
-        .into_iter()
-        .map(|(p, _)| p)
-        .find(|p| *p != source)
-        .unwrap();
-    let (source_id, target_id) = (node_id(source), node_id(target));
-    ok(
-        target,
-        &["cluster", "setslot", &slot, "importing", &source_id],
-    );
-    ok(
-        source,
-        &["cluster", "setslot", &slot, "migrating", &target_id],
-    );
+    let Migration { target, .. } = start_migration(&cluster, key);
     let port = target.to_string();
     ok(
         source,
