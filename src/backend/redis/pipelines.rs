@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::{Cmd, Pipeline, Script, Value};
 
-use crate::backend::redis::connection::Connection;
+use crate::backend::redis::connection::{Connection, command_name as name};
 use crate::{Error, Result};
 
 /// How many times the calls that met `NOSCRIPT` are sent again before its
@@ -54,6 +54,9 @@ pub(crate) async fn run_pipeline(
     pipe.ignore_errors();
     let mut replies: Vec<Value> = pipe.query_async(con).await?;
     for _ in 0..ROUNDS {
+        if !replies.iter().any(is_noscript) {
+            break;
+        }
         let missed: Vec<bool> = replies.iter().map(is_noscript).collect();
         let Some(first) = missed.iter().position(|&m| m) else {
             break;
@@ -110,8 +113,8 @@ pub(crate) async fn run_pipeline(
 /// is older; the writes are on as many replicas as the lower says.
 fn merged(cmd: &Cmd, old: Value, new: Value) -> Value {
     match (&old, &new) {
-        (Value::Int(a), Value::Int(b)) if name(cmd).as_deref() == Some(b"WAIT") && a < b => old,
-        (Value::ServerError(_), _) if name(cmd).as_deref() == Some(b"WAIT") => old,
+        (Value::Int(a), Value::Int(b)) if name(cmd) == b"WAIT" && a < b => old,
+        (Value::ServerError(_), _) if name(cmd) == b"WAIT" => old,
         _ => new,
     }
 }
@@ -135,33 +138,23 @@ fn is_noscript(v: &Value) -> bool {
     matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT")
 }
 
-/// The command's name, upper case.
-fn name(cmd: &Cmd) -> Option<Vec<u8>> {
-    match cmd.args_iter().next()? {
-        redis::Arg::Simple(n) => Some(n.to_ascii_uppercase()),
-        _ => None,
-    }
-}
-
 /// Whether the command calls a script or a function (a write, perhaps: it
 /// is sent again only when it ran nothing).
 fn is_call(cmd: &Cmd) -> bool {
-    name(cmd).is_some_and(|n| {
-        [
-            &b"EVALSHA"[..],
-            b"EVALSHA_RO",
-            b"EVAL",
-            b"EVAL_RO",
-            b"FCALL",
-            b"FCALL_RO",
-        ]
-        .contains(&n.as_slice())
-    })
+    [
+        &b"EVALSHA"[..],
+        b"EVALSHA_RO",
+        b"EVAL",
+        b"EVAL_RO",
+        b"FCALL",
+        b"FCALL_RO",
+    ]
+    .contains(&name(cmd).as_slice())
 }
 
 /// The SHA1 an `EVALSHA` calls.
 fn script_of(cmd: &Cmd) -> Option<&[u8]> {
-    let n = name(cmd)?;
+    let n = name(cmd);
     if n != b"EVALSHA" && n != b"EVALSHA_RO" {
         return None;
     }

@@ -16,6 +16,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub use conn::Connection;
 pub(crate) use conn::Target;
+pub(crate) use refusals::name as command_name;
 pub(crate) use subscription::Subscription;
 
 use crate::{Error, Result};

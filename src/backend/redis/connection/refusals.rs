@@ -37,16 +37,15 @@ enum Again {
     /// To the node named (`ASK`: its slot migrates there), after `ASKING`.
     Ask { host: String, port: u16 },
     /// A while (`MOVED`: the client rebuilds its slot map; `TRYAGAIN`,
-    /// `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY`; no connection
-    /// to the node), then to the slot's master.
+    /// `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY`; for a call that
+    /// only reads, no connection to the node), then to the slot's master.
     Later,
 }
 
 /// Whether `e` says the call ran nothing, and what it needs to go again: a
-/// redirection or a refusal from the node, or a call that found no node to
-/// go to (a refused connection). Any other error (a connection that broke
-/// or timed out with the call on its way) may follow a call that ran: the
-/// caller gets it.
+/// redirection or a refusal from the node. Any other error (a connection
+/// that broke or timed out with the call on its way) may follow a call
+/// that ran: the caller gets it (but see [`no_node`]).
 fn again(e: &RedisError) -> Option<Again> {
     use redis::ServerErrorKind as K;
     match e.kind() {
@@ -55,7 +54,11 @@ fn again(e: &RedisError) -> Option<Again> {
                 .and_then(|(addr, _)| addr.rsplit_once(':'))
                 .and_then(|(host, port)| {
                     Some(Again::Ask {
-                        host: host.to_string(),
+                        // an IPv6 address in brackets
+                        host: host
+                            .trim_start_matches('[')
+                            .trim_end_matches(']')
+                            .to_string(),
                         port: port.parse().ok()?,
                     })
                 })
@@ -63,11 +66,17 @@ fn again(e: &RedisError) -> Option<Again> {
         ),
         ErrorKind::Server(
             K::Moved | K::TryAgain | K::ClusterDown | K::MasterDown | K::BusyLoading | K::ReadOnly,
-        )
-        | ErrorKind::ClusterConnectionNotFound => Some(Again::Later),
-        _ if e.is_connection_refusal() => Some(Again::Later),
+        ) => Some(Again::Later),
         _ => None,
     }
+}
+
+/// Whether `e` says the call found no node to go to (no connection to it,
+/// or the node refused one). The client also fails calls it had written
+/// with such an error when it cannot rebuild its slot map (no node
+/// answers), so only a call that writes nothing goes again after it.
+fn no_node(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::ClusterConnectionNotFound || e.is_connection_refusal()
 }
 
 /// Commands without keys, which a node runs whatever its slots' state
@@ -93,8 +102,8 @@ const READS: &[&[u8]] = &[
     b"ZMSCORE",
 ];
 
-/// A command's name, upper case.
-fn name(cmd: &Cmd) -> Vec<u8> {
+/// A command's name, upper case (empty for a command without one).
+pub(crate) fn name(cmd: &Cmd) -> Vec<u8> {
     match cmd.args_iter().next() {
         Some(redis::Arg::Simple(n)) => n.to_ascii_uppercase(),
         _ => Vec::new(),
@@ -112,11 +121,34 @@ fn keyless(cmd: &Cmd) -> bool {
 /// in between), and the error does not say which was refused. Never a
 /// transaction.
 fn goes_whole(pipeline: &Pipeline) -> bool {
-    !pipeline.is_transaction()
-        && (pipeline.cmd_iter().filter(|c| !keyless(c)).count() <= 1
-            || pipeline
-                .cmd_iter()
-                .all(|c| keyless(c) || READS.contains(&name(c).as_slice())))
+    !pipeline.is_transaction() && (keyed(pipeline) <= 1 || reads(pipeline))
+}
+
+/// How many of a pipeline's commands have keys.
+fn keyed(pipeline: &Pipeline) -> usize {
+    pipeline.cmd_iter().filter(|c| !keyless(c)).count()
+}
+
+/// Whether a pipeline's commands only read (or have no keys).
+fn reads(pipeline: &Pipeline) -> bool {
+    pipeline
+        .cmd_iter()
+        .all(|c| keyless(c) || READS.contains(&name(c).as_slice()))
+}
+
+/// What a refused call (`cmds`) does: goes again as [`again`] says, or not
+/// at all. An `ASK` is followed for one keyed command only: the source
+/// answers it for keys it no longer has, and on the target a command after
+/// `ASKING` runs on keys not moved yet as if they were missing (of several
+/// reads, those would read nothing); others wait for the migration's end.
+/// After [`no_node`], only a call that writes nothing goes again.
+fn next(e: &RedisError, cmds: &Pipeline) -> Option<Again> {
+    match again(e) {
+        Some(Again::Ask { .. }) if keyed(cmds) > 1 => Some(Again::Later),
+        Some(a) => Some(a),
+        None if no_node(e) && reads(cmds) => Some(Again::Later),
+        None => None,
+    }
 }
 
 /// The wait before the `tries`th try again: 10 ms, doubled each time, at
@@ -184,6 +216,14 @@ async fn ask(
         p.add_command(cmd.clone());
     }
     let replies = con.req_packed_commands(&p, 0, p.len()).await?;
+    // an ASKING refused (an ACL rule without it) is the call's error
+    for (i, v) in replies.iter().enumerate() {
+        if let Value::ServerError(e) = v
+            && !at.contains(&i)
+        {
+            return Err(e.clone().into());
+        }
+    }
     let mut mine = Vec::with_capacity(count);
     for &i in at.iter().skip(offset).take(count) {
         let v = replies
@@ -212,13 +252,15 @@ pub(super) async fn command(
 ) -> RedisResult<Value> {
     let mut reply = c.req_packed_command(cmd).await;
     let mut tries = 0;
+    let mut one = redis::pipe();
     while let Err(e) = &reply {
-        let Some(again) = again(e).filter(|_| tries < TRIES) else {
+        if one.is_empty() {
+            one.add_command(cmd.clone());
+        }
+        let Some(again) = next(e, &one).filter(|_| tries < TRIES) else {
             break;
         };
         tries += 1;
-        let mut one = redis::pipe();
-        one.add_command(cmd.clone());
         reply = resend(c, via.map(|v| &**v), &one, (0, 1), again, tries)
             .await
             .and_then(|mut v| {
@@ -239,12 +281,12 @@ pub(super) async fn pipeline(
     count: usize,
 ) -> RedisResult<Vec<Value>> {
     let mut reply = c.req_packed_commands(pipeline, offset, count).await;
-    if !goes_whole(pipeline) {
+    if reply.is_ok() || !goes_whole(pipeline) {
         return reply;
     }
     let mut tries = 0;
     while let Err(e) = &reply {
-        let Some(again) = again(e).filter(|_| tries < TRIES) else {
+        let Some(again) = next(e, pipeline).filter(|_| tries < TRIES) else {
             break;
         };
         tries += 1;
@@ -311,8 +353,32 @@ mod tests {
         }
         assert_eq!(again(&err(b"-ERR something else\r\n")), None);
         assert_eq!(again(&err(b"-NOSCRIPT No matching script\r\n")), None);
+        assert_eq!(
+            again(&err(b"-ASK 3999 [::1]:7000\r\n")),
+            Some(Again::Ask {
+                host: "::1".into(),
+                port: 7000,
+            })
+        );
+        // no node: a read goes again, a write not (the client fails calls
+        // it had written so when it cannot rebuild its slot map)
         let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-        assert_eq!(again(&refused), Some(Again::Later));
+        assert_eq!(again(&refused), None);
+        assert_eq!(
+            next(&refused, &pipe(&["TIME", "ZRANGE", "HMGET"])),
+            Some(Again::Later)
+        );
+        assert_eq!(next(&refused, &pipe(&["EVALSHA"])), None);
+        // an ASK is followed for one keyed command; several wait
+        let ask = err(b"-ASK 3999 10.0.0.2:7000\r\n");
+        assert!(matches!(
+            next(&ask, &pipe(&["TIME", "EVALSHA", "WAIT"])),
+            Some(Again::Ask { .. })
+        ));
+        assert_eq!(
+            next(&ask, &pipe(&["ZMSCORE", "ZMSCORE"])),
+            Some(Again::Later)
+        );
         // a connection that broke or timed out with the call on its way
         for kind in [
             std::io::ErrorKind::ConnectionReset,
