@@ -165,3 +165,47 @@ async fn a_send_that_times_out_while_the_master_stalls_is_not_sent_again() {
         assert_eq!(bodies, ["once"]);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_are_listed_while_a_master_restarts() {
+    // a master is down for a moment (a restart; too short for a failover):
+    // listing the topics waits for it rather than failing at the first
+    // refused connection
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let client = Client::connect(&cluster.url()).await.unwrap();
+    let topics = ["cl", "orders", "audit", "mail", "billing", "x1"];
+    for t in topics {
+        client.subscribe(t, "s", Start::Beginning).await.unwrap();
+    }
+    let master_of = |t: &str| cluster.master_of(&format!("rsmq:t:{{{t}}}"));
+    let down = master_of("cl");
+    // the restarted master comes back empty (no persistence): the topics of
+    // the other masters are the ones listed
+    let mut want: Vec<String> = topics
+        .iter()
+        .filter(|t| master_of(t) != down)
+        .map(|t| t.to_string())
+        .collect();
+    want.sort();
+    assert!(!want.is_empty());
+    let mut cluster = cluster;
+    let node = cluster.nodes.iter().position(|n| n.port == down).unwrap();
+    cluster.nodes[node].kill();
+    let restart = tokio::task::spawn_blocking(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        cluster.nodes[node].restart();
+        cluster
+    });
+    let started = std::time::Instant::now();
+    let mut found = client.topics().await.unwrap_or_else(|e| {
+        panic!(
+            "listing failed after {:?} with the master down: {e}",
+            started.elapsed()
+        )
+    });
+    found.sort();
+    assert_eq!(found, want);
+    drop(restart.await.unwrap());
+}

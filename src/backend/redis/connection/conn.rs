@@ -131,28 +131,51 @@ impl Connection {
                 }
             }
         };
-        let nodes: String = redis::cmd("CLUSTER")
-            .arg("NODES")
-            .query_async(cluster)
-            .await?;
+        let nodes = refusals::read(cluster, redis::cmd("CLUSTER").arg("NODES")).await?;
+        let nodes: String = redis::from_redis_value(nodes)
+            .map_err(|e| crate::Error::Protocol(format!("CLUSTER NODES: {e}")))?;
         for slot in masters(&nodes) {
             let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
                 slot,
                 SlotAddr::Master,
             )));
-            let mut cursor = 0;
-            loop {
-                let reply = cluster.route_command(scan(cursor), route.clone()).await?;
-                let (next, keys): (u64, Vec<String>) = redis::from_redis_value(reply)
-                    .map_err(|e| crate::Error::Protocol(format!("SCAN: {e}")))?;
-                out.extend(keys);
-                match next {
-                    0 => break,
-                    n => cursor = n,
+            // a node that went away for a moment is scanned again whole (a
+            // cursor is its process's own)
+            let mut tries = 0;
+            let keys = loop {
+                match scan_node(cluster, &route, &scan).await {
+                    Err(crate::Error::Redis(e))
+                        if refusals::reads_again(&e) && tries < refusals::TRIES =>
+                    {
+                        tries += 1;
+                        tokio::time::sleep(refusals::backoff(tries)).await;
+                    }
+                    keys => break keys?,
                 }
-            }
+            };
+            out.extend(keys);
         }
         Ok(out)
+    }
+}
+
+/// Every key a `SCAN` of the node at `route` returns.
+async fn scan_node(
+    cluster: &mut ClusterConnection,
+    route: &RoutingInfo,
+    scan: &impl Fn(u64) -> Cmd,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let reply = cluster.route_command(scan(cursor), route.clone()).await?;
+        let (next, keys): (u64, Vec<String>) = redis::from_redis_value(reply)
+            .map_err(|e| crate::Error::Protocol(format!("SCAN: {e}")))?;
+        out.extend(keys);
+        match next {
+            0 => return Ok(out),
+            n => cursor = n,
+        }
     }
 }
 

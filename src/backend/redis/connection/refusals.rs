@@ -18,7 +18,7 @@ use redis::{
 };
 
 /// How many times a call a Cluster refused before it ran is sent again.
-const TRIES: u32 = 12;
+pub(super) const TRIES: u32 = 12;
 
 /// What an `ASK` redirection's node is reached with: the seed's settings
 /// (credentials, TLS) with the node's address, and the client's timeouts.
@@ -38,7 +38,8 @@ enum Again {
     Ask { host: String, port: u16 },
     /// A while (`MOVED`: the client rebuilds its slot map; `TRYAGAIN`,
     /// `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY`; for a call that
-    /// only reads, no connection to the node), then to the slot's master.
+    /// only reads, no connection to the node or one that dropped), then to
+    /// the slot's master.
     Later,
 }
 
@@ -77,6 +78,28 @@ fn again(e: &RedisError) -> Option<Again> {
 /// answers), so only a call that writes nothing goes again after it.
 fn no_node(e: &RedisError) -> bool {
     e.kind() == ErrorKind::ClusterConnectionNotFound || e.is_connection_refusal()
+}
+
+/// Whether a call that only reads goes again after `e`: a refusal, no
+/// node to go to, or a connection that dropped (a read run twice does no
+/// harm); not after a timeout (the node is slow: a call again would add to
+/// its load).
+pub(super) fn reads_again(e: &RedisError) -> bool {
+    again(e).is_some() || no_node(e) || e.is_connection_dropped()
+}
+
+/// Sends `cmd`, which only reads, again while [`reads_again`] says so.
+pub(super) async fn read(c: &mut ClusterConnection, cmd: &Cmd) -> RedisResult<Value> {
+    let mut tries = 0;
+    loop {
+        match c.req_packed_command(cmd).await {
+            Err(e) if reads_again(&e) && tries < TRIES => {
+                tries += 1;
+                tokio::time::sleep(backoff(tries)).await;
+            }
+            reply => return reply,
+        }
+    }
 }
 
 /// Commands without keys, which a node runs whatever its slots' state
@@ -141,19 +164,20 @@ fn reads(pipeline: &Pipeline) -> bool {
 /// answers it for keys it no longer has, and on the target a command after
 /// `ASKING` runs on keys not moved yet as if they were missing (of several
 /// reads, those would read nothing); others wait for the migration's end.
-/// After [`no_node`], only a call that writes nothing goes again.
+/// After [`no_node`] or a dropped connection, only a call that writes
+/// nothing goes again (see [`reads_again`]).
 fn next(e: &RedisError, cmds: &Pipeline) -> Option<Again> {
     match again(e) {
         Some(Again::Ask { .. }) if keyed(cmds) > 1 => Some(Again::Later),
         Some(a) => Some(a),
-        None if no_node(e) && reads(cmds) => Some(Again::Later),
+        None if reads(cmds) && reads_again(e) => Some(Again::Later),
         None => None,
     }
 }
 
 /// The wait before the `tries`th try again: 10 ms, doubled each time, at
 /// most 500 ms (about 3.6 s over [`TRIES`]).
-fn backoff(tries: u32) -> Duration {
+pub(super) fn backoff(tries: u32) -> Duration {
     Duration::from_millis((10u64 << tries.saturating_sub(1).min(6)).min(500))
 }
 
@@ -388,6 +412,12 @@ mod tests {
         ] {
             let e = RedisError::from(std::io::Error::from(kind));
             assert_eq!(again(&e), None, "{kind:?}");
+            // a write does not go again; a read goes again unless the node
+            // was only slow
+            assert_eq!(next(&e, &pipe(&["TIME", "EVALSHA"])), None, "{kind:?}");
+            let read = next(&e, &pipe(&["TIME", "ZRANGE", "HMGET"]));
+            let slow = kind == std::io::ErrorKind::TimedOut;
+            assert_eq!(read.is_some(), !slow, "{kind:?}");
         }
     }
 
