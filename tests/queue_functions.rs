@@ -423,3 +423,54 @@ async fn a_large_send_while_redis_flushes_its_scripts_stores_each_message_once()
         seen.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_send_while_another_client_lowers_the_maxsize_is_sent_whole_or_not_at_all() {
+    // the send's first calls pass the queue's maxsize, another client lowers
+    // it below the bodies, and the later calls meet it: the send must not
+    // fail after storing part of its messages (the caller would send them
+    // all again)
+    let (server, mut con, rsmq) = with_queue(&[]).await;
+    let other = Rsmq::connect(&server.url()).await.unwrap();
+    let body = "x".repeat(2000);
+    let msgs: Vec<SendMessage> = (0..2500).map(|_| SendMessage::new(body.clone())).collect();
+    let (mut whole, mut refused) = (0, 0);
+    for round in 0..80u64 {
+        let _ = rsmq.delete_queue("q").await;
+        rsmq.create_queue("q", QueueOptions::default())
+            .await
+            .unwrap();
+        let lower = {
+            let other = other.clone();
+            tokio::spawn(async move {
+                // somewhere within the send's few tens of ms
+                tokio::time::sleep(Duration::from_micros(round % 40 * 500)).await;
+                let update = redjob::queue::QueueUpdate {
+                    maxsize: Some(1024),
+                    ..Default::default()
+                };
+                other.set_attributes("q", update).await.unwrap();
+            })
+        };
+        let sent = rsmq.send_batch("q", &msgs).await;
+        lower.await.unwrap();
+        let stored: u64 = redis::cmd("ZCARD")
+            .arg("rsmq:q")
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        match sent {
+            Ok(ids) => {
+                assert_eq!(ids.len(), 2500);
+                assert_eq!(stored, 2500, "round {round}: sent, and {stored} stored");
+                whole += 1;
+            }
+            Err(redjob::Error::MessageTooLarge { .. }) => {
+                assert_eq!(stored, 0, "round {round}: refused, and {stored} stored");
+                refused += 1;
+            }
+            Err(e) => panic!("round {round}: {e}"),
+        }
+    }
+    println!("{whole} sends whole, {refused} refused");
+}

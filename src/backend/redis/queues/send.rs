@@ -26,7 +26,9 @@ impl Rsmq {
     /// Sends messages in one round trip: one script call per chunk of up to 1000
     /// messages (4 MiB) of one priority (a change of priority starts a chunk: send
     /// a batch sorted by priority), all chunks pipelined. Either every message is
-    /// sent or, when the queue is missing or a body exceeds its maxsize, none is.
+    /// sent or, when the queue is missing or a body exceeds its maxsize, none is
+    /// (the maxsize as the send's first call to run found it: a send whose queue
+    /// another client changes meanwhile is still sent whole).
     /// Returns the ids in the order of `msgs`; ids sort in that order too. A
     /// [unique](crate::queue::Unique) message whose key is held returns the queued
     /// message's id (see [`send_outcomes`](Self::send_outcomes) to tell).
@@ -150,17 +152,22 @@ impl Rsmq {
         if self.wait.is_some() {
             waited.push(replies.pop());
         }
-        // the queue created while the send's calls went (another producer's
-        // first use): the calls before found it missing, and those after
-        // stored their messages. The first are sent again, now that it is
-        // there: failing the send would have the caller create the queue and
-        // send the whole again, storing the others' messages twice.
+        // the queue created (another producer's first use), or its maxsize
+        // lowered, while the send's calls went: some calls were refused (the
+        // queue missing, a body over its maxsize), and others passed and
+        // stored their messages. The refused are sent again, without the
+        // maxsize check the others passed: failing the send would have the
+        // caller send the whole again, storing the others' messages twice.
+        let status = |v: &redis::Value| Reply::status(v).map(|(code, _)| code).ok();
         let missing: Vec<usize> = (0..replies.len())
-            .filter(|&i| matches!(Reply::status(&replies[i]), Ok((-1, _))))
+            .filter(|&i| matches!(status(&replies[i]), Some(-1 | -2)))
             .collect();
-        if !missing.is_empty() && missing.len() < replies.len() {
+        // (-3: a unique key held at another priority, the check passed)
+        let passed = replies.iter().any(|v| matches!(status(v), Some(1 | -3)));
+        if !missing.is_empty() && passed {
             let again: Vec<(usize, usize)> = missing.iter().map(|&i| chunks[i]).collect();
-            let mut more = self.run_calls(&mut con, &call, &again, msgs).await?;
+            let unchecked = Call { maxlen: 0, ..call };
+            let mut more = self.run_calls(&mut con, &unchecked, &again, msgs).await?;
             if self.wait.is_some() {
                 waited.push(more.pop());
             }
@@ -180,8 +187,9 @@ impl Rsmq {
             let again;
             let mut v = v;
             if matches!(Reply::status(v)?, (-3, _)) {
-                // a key held at another priority: the call again with every level
-                let cmd = call.cmd(start, end, true);
+                // a key held at another priority: the call again with every
+                // level, without the maxsize check it passed
+                let cmd = Call { maxlen: 0, ..call }.cmd(start, end, true);
                 again = match self.wait {
                     None => scripts::run(&mut con, &scripts::UNIQUE, &cmd).await?,
                     Some(wait) => {
