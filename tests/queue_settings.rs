@@ -93,3 +93,133 @@ async fn odd_stored_settings_are_ignored_alike_by_scripts_and_rust_and_can_be_re
     let a = client.queues().attributes("q").await.unwrap();
     assert_eq!((a.vt, a.delay, a.maxsize), (30, 0, 65536));
 }
+
+#[tokio::test]
+async fn odd_fleet_limits_are_ignored_alike_by_scripts_and_rust() {
+    // a rate or a concurrency across the fleet out of the bounds Rust reads
+    // (a period over 24 h, or one Lua would write as "1e+20"; more than
+    // 1,000,000; a number with more after it) limits nothing in the fetch
+    // either: both jobs are leased, and the queue is not left stuck
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut con = raw.get_multiplexed_async_connection().await.unwrap();
+    let q = client.backend();
+    let odd = [
+        ("redjob:rate", "1 100000000000000000000"),
+        ("redjob:rate", "1 90000000"),
+        ("redjob:rate", "1 0x"),
+        ("redjob:rate", "2000000 1000"),
+        ("redjob:concurrency", "0 1x"),
+        ("redjob:concurrency", "0 2000000"),
+        ("redjob:concurrency", "2000000 1"),
+    ];
+    let mut wrong = Vec::new();
+    for (i, (field, value)) in odd.into_iter().enumerate() {
+        let name = format!("q{i}");
+        client
+            .queues()
+            .create_queue(&name, QueueOptions::default())
+            .await
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(format!("rsmq:{name}:Q"))
+            .arg(field)
+            .arg(value)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let s = client.settings(&name).await.unwrap();
+        assert!(
+            s.rate_limit.is_none() && s.concurrency.is_none(),
+            "{field} {value:?}: {s:?}"
+        );
+        let msgs = [SendMessage::new("a"), SendMessage::new("b")];
+        Backend::send(&q, &name, &msgs, &QueueOptions::default())
+            .await
+            .unwrap();
+        match q.fetch(&name, 2, Duration::from_secs(60)).await {
+            Ok(got) if got.jobs.len() == 2 => {}
+            Ok(got) => wrong.push(format!("{field} {value:?}: {} leased", got.jobs.len())),
+            Err(e) => wrong.push(format!("{field} {value:?}: {e}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[tokio::test]
+async fn a_queue_whose_delay_or_maxsize_is_no_number_refuses_sends_naming_it() {
+    // RSMQ's own attributes, written as no number by another client: every
+    // kind of send is refused with an error that says which, and stores
+    // nothing
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut con = raw.get_multiplexed_async_connection().await.unwrap();
+    let rsmq = client.queues();
+    let mut wrong = Vec::new();
+    let cases = [
+        ("delay", "abc"),
+        ("delay", ""),
+        ("maxsize", "abc"),
+        ("maxsize", ""),
+    ];
+    for (i, (field, value)) in cases.into_iter().enumerate() {
+        let name = format!("q{i}");
+        rsmq.create_queue(&name, QueueOptions::default())
+            .await
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(format!("rsmq:{name}:Q"))
+            .arg(field)
+            .arg(value)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let lone = Queues::send(rsmq, &name, SendMessage::new("a"))
+            .await
+            .map(|_| ());
+        let delayed = Queues::send(
+            rsmq,
+            &name,
+            SendMessage::new("a").delay(Duration::from_secs(5)),
+        )
+        .await
+        .map(|_| ());
+        let batch = Queues::send_batch(
+            rsmq,
+            &name,
+            &[SendMessage::new("a"), SendMessage::new("b")],
+        )
+        .await
+        .map(|_| ());
+        let unique = Queues::send(
+            rsmq,
+            &name,
+            SendMessage::new("a").unique(redjob::queue::Unique::new("k")),
+        )
+        .await
+        .map(|_| ());
+        let want = format!("the queue's {field} is not a number");
+        for (kind, sent) in [
+            ("lone", lone),
+            ("delayed", delayed),
+            ("batch", batch),
+            ("unique", unique),
+        ] {
+            match sent {
+                Err(e) if e.to_string().contains(&want) => {}
+                other => wrong.push(format!("{field} {value:?}, {kind}: {other:?}")),
+            }
+        }
+        let stored: u64 = redis::cmd("ZCARD")
+            .arg(format!("rsmq:{name}"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if stored != 0 {
+            wrong.push(format!("{field} {value:?}: {stored} stored"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

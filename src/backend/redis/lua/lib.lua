@@ -290,10 +290,17 @@ local maxsize_text, maxsize_num, maxsize_digits
 local function queue_maxsize(text)
   if text ~= maxsize_text then
     local m = tonumber(text)
+    -- (another client's garbage: the error names it)
+    if not m then error("ERR the queue's maxsize is not a number") end
     maxsize_text, maxsize_num = text, m
     maxsize_digits = (m and m >= 1 and m < 2147483648) and #string.format("%d", m) or 0
   end
   return maxsize_num, maxsize_digits
+end
+
+-- Fails a send whose queue's delay another client wrote as no number.
+local function not_a_delay()
+  error("ERR the queue's delay is not a number")
 end
 
 -- The checks every send (send.lua, unique.lua) starts with: `attrs` is its HMGET
@@ -313,19 +320,25 @@ local function send_start(attrs)
   end
   local now, us, time = clock()
   -- (a queue's delay is mostly "0": no number to parse)
-  local delay = attrs[1] == "0" and 0 or tonumber(attrs[1]) * 1000
+  local delay = attrs[1] == "0" and 0 or (tonumber(attrs[1]) or not_a_delay()) * 1000
   return nil, delay, now, us, id_prefix(us), time
 end
 
 -- A queue's limits across the fleet from its hash fields "redjob:concurrency"
 -- ("<per worker> <global>") and "redjob:rate" ("<max> <period ms>"), see
 -- QueueSettings::FIELDS: the global concurrency (0: none), the rate's max and
--- period (0, 0: none), and whether any limit is set.
+-- period (0, 0: none), and whether any limit is set. A value Rust would not
+-- read (Concurrency::decode, RateLimit::decode: numbers up to 1,000,000, a
+-- period up to 24 h) limits nothing here either.
 local function fleet_limits(conc, rate)
-  local global = tonumber(string.match(conc or "", "^%d+ (%d+)")) or 0
+  local pw, global, rest = string.match(conc or "", "^(%d+) (%d+)(.*)$")
+  global = tonumber(global) or 0
+  if pw and (global > 1000000 or tonumber(pw) > 1000000 or (rest ~= "" and string.sub(rest, 1, 1) ~= " ")) then
+    global = 0
+  end
   local n, ms = string.match(rate or "", "^(%d+) (%d+)$")
   n, ms = tonumber(n) or 0, tonumber(ms) or 0
-  if n == 0 or ms == 0 then n, ms = 0, 0 end
+  if n == 0 or ms == 0 or n > 1000000 or ms > 86400000 then n, ms = 0, 0 end
   return global > 0 or n > 0, global, n, ms
 end
 

@@ -74,7 +74,7 @@ if not KEYS[4] then
   if string.byte(ARGV[3], 1) == 100 then error("ERR a delayed message needs the general send") end
   local now, us, time = clock()
   -- (a queue's delay is mostly "0": no number to parse)
-  local qdelay = attrs[1] == "0" and 0 or tonumber(attrs[1]) * 1000
+  local qdelay = attrs[1] == "0" and 0 or (tonumber(attrs[1]) or not_a_delay()) * 1000
   -- due at once: its score is `now`, passed as a number (an integral one is
   -- written as an integer, as the count below), without due_score's
   -- string.format (which also cuts a score below the legacy leases', from
