@@ -434,6 +434,19 @@ async fn an_enqueue_waiting_for_replicas_returns_once_they_have_it_or_says_they_
         "{e}"
     );
 
+    // so is one over MAX_DELAY, whatever the response timeout
+    let mut absurd = ClientConfig::from_url(master.url());
+    absurd.redis.response_timeout = Duration::MAX;
+    absurd.redis.wait_for_replicas = Some(WaitForReplicas {
+        replicas: 1,
+        timeout: Duration::from_secs(u64::MAX / 2),
+    });
+    let e = Client::from_config(absurd).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidValue { what, .. } if *what == "wait_for_replicas"),
+        "{e}"
+    );
+
     // no replica: the job is stored, and the caller is told it is on the master only
     let lonely = Client::from_config(wait(1, master.url())).await.unwrap();
     let e = lonely.enqueue(&N { i: 1 }).await.unwrap_err();

@@ -474,3 +474,25 @@ async fn a_large_send_while_another_client_lowers_the_maxsize_is_sent_whole_or_n
     }
     println!("{whole} sends whole, {refused} refused");
 }
+
+#[tokio::test]
+async fn a_send_that_waits_for_replicas_as_long_as_a_duration_holds_goes_through() {
+    // a wait's timeout past what Redis's WAIT takes (set on the handle, where
+    // no config checks it): waited up to MAX_DELAY, not refused after the
+    // send's writes (which the caller would send again)
+    let (_server, mut con, rsmq) = with_queue(&[]).await;
+    let rsmq = rsmq.wait_for_replicas(Some(WaitForReplicas {
+        replicas: 0,
+        timeout: Duration::MAX,
+    }));
+    rsmq.send("q", SendMessage::new("lone")).await.unwrap();
+    rsmq.send_batch("q", &[SendMessage::new("a"), SendMessage::new("b")])
+        .await
+        .unwrap();
+    let stored: u64 = redis::cmd("ZCARD")
+        .arg("rsmq:q")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(stored, 3);
+}

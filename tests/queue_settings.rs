@@ -186,13 +186,10 @@ async fn a_queue_whose_delay_or_maxsize_is_no_number_refuses_sends_naming_it() {
         )
         .await
         .map(|_| ());
-        let batch = Queues::send_batch(
-            rsmq,
-            &name,
-            &[SendMessage::new("a"), SendMessage::new("b")],
-        )
-        .await
-        .map(|_| ());
+        let batch =
+            Queues::send_batch(rsmq, &name, &[SendMessage::new("a"), SendMessage::new("b")])
+                .await
+                .map(|_| ());
         let unique = Queues::send(
             rsmq,
             &name,

@@ -288,6 +288,37 @@ pub async fn a_requeue_at_a_rate_spreads_the_jobs_due_times(env: &Env) {
     assert!(due.windows(2).all(|w| w[1] - w[0] == 1000), "{due:?}");
 }
 
+pub async fn a_requeue_spread_past_the_longest_delay_is_due_at_most_that_far(env: &Env) {
+    // a step between two past what a u64 of µs holds (it wrapped to 448 ms
+    // on Redis), and Duration::MAX: the letters after the first are due
+    // MAX_DELAY from now, as a delay that long would be
+    let q = env.client.backend();
+    for (i, every) in [Duration::from_secs(18_446_744_073_710), Duration::MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let queue = format!("far{i}");
+        let ids = kill(env, &queue, &[("A", "e"); 3], 0, Retention::default()).await;
+        let spread = Spread {
+            first: Duration::ZERO,
+            every,
+        };
+        assert_eq!(q.requeue_dead(&queue, &ids, spread).await.unwrap(), 3);
+        let first = q.job(&queue, &ids[0]).await.unwrap().unwrap();
+        assert_eq!(first.state, JobState::Ready, "{every:?}");
+        let most = redjob::worker::MAX_DELAY.as_millis() as u64;
+        for id in &ids[1..] {
+            let j = q.job(&queue, id).await.unwrap().unwrap();
+            assert_eq!(j.state, JobState::Scheduled, "{every:?}");
+            let ahead = j.due_ms - first.due_ms;
+            assert!(
+                ahead.abs_diff(most) < 5_000,
+                "{every:?}: due {ahead} ms after the first, not {most}"
+            );
+        }
+    }
+}
+
 pub async fn requeue_and_delete_by_filter_page_past_their_own_changes(env: &Env) {
     let q = env.client.backend();
     // more than a page (1000) of each

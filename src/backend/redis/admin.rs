@@ -417,8 +417,11 @@ async fn requeue(
         let mut keys = k.all_levels_dead();
         keys.extend(k.keyed_wake_keys());
         let mut cmd = scripts::eval(&scripts::DEAD_REQUEUE, &keys);
+        // (skip keeps the first within MAX_DELAY; a step over it puts every
+        // letter after the first at MAX_DELAY, which dead_requeue.lua caps)
+        let every = s.every.min(crate::contract::queues::MAX_DELAY);
         cmd.arg(s.first.as_millis() as u64)
-            .arg(s.every.as_micros() as u64)
+            .arg(every.as_micros() as u64)
             .arg(&k.realtime)
             .arg(&cutoff)
             .arg(chunk);

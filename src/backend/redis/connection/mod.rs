@@ -166,6 +166,15 @@ impl RedisConfig {
     }
 
     fn target(&self) -> Result<Target> {
+        use crate::contract::queues::validate::MAX_DELAY;
+        if let Some(w) = self.wait_for_replicas
+            && w.timeout > MAX_DELAY
+        {
+            return Err(Error::InvalidValue {
+                what: "wait_for_replicas",
+                reason: format!("its timeout ({:?}) is over {MAX_DELAY:?}", w.timeout),
+            });
+        }
         if let Some(w) = self.wait_for_replicas
             && w.timeout >= self.response_timeout
         {

@@ -64,6 +64,9 @@ if cutoff then
   end
 end
 local first, step = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- the longest delay (MAX_DELAY, ms): a letter's due is at most that ahead,
+-- as the memory backend's
+local MOST = 9999999000
 local mask = tonumber(attrs[3]) or 0
 local z, h, gone, drop = {}, {}, {}, {}
 local n = 0
@@ -73,7 +76,7 @@ for i, id in ipairs(ids) do
   if body and not queued[i] then
     local p = tonumber(dead[3 * i - 1]) or 0
     if p < -10 or p > 10 then p = 0 end
-    local due = math.min(now + first + math.floor(n * step / 1000), LAST_DUE)
+    local due = math.min(now + math.min(first + math.floor(n * step / 1000), MOST), LAST_DUE)
     local per, ck = string.match(dead[3 * i] or "", "^(%d+) (.+)$")
     if ck then p = 0 end
     local key = level_key(p, 5)

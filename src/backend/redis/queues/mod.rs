@@ -160,7 +160,8 @@ impl Rsmq {
     }
 
     /// Makes each send wait for replicas (see [`WaitForReplicas`]); `None` (the
-    /// default) does not wait.
+    /// default) does not wait. A timeout over
+    /// [`MAX_DELAY`](crate::worker::MAX_DELAY) waits that long.
     ///
     /// ```no_run
     /// # async fn _demo(con: redjob::connection::Connection) {

@@ -345,9 +345,9 @@ impl Rsmq {
 /// connection (and the master) that took them, even when a broken connection
 /// makes the client send the pipeline again.
 fn add_wait(pipe: &mut redis::Pipeline, wait: WaitForReplicas) {
-    let ms = u64::try_from(wait.timeout.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1);
+    // at least 1 ms (0 would wait for ever), at most MAX_DELAY (Redis
+    // refuses a timeout past its clock's range: after the send's writes)
+    let ms = validate::whole_ms(wait.timeout.min(validate::MAX_DELAY)).max(1);
     pipe.cmd("WAIT").arg(wait.replicas).arg(ms);
 }
 
