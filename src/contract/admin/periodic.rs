@@ -32,6 +32,9 @@ use crate::{Error, Result};
 /// assert_eq!(every_5_min.next_after(t), Some(t + 300_000));
 /// assert_eq!(each_second.next_after(t + 1), Some(t + 1000));
 /// assert!(Schedule::cron("61 * * * *").is_err());
+/// // a day no month has: never a tick
+/// assert!(Schedule::cron("0 0 30 2 *").is_err());
+/// assert!(Schedule::cron("0 0 29 2 *").is_ok());
 /// # Ok::<(), redjob::Error>(())
 /// ```
 #[derive(Clone)]
@@ -52,22 +55,27 @@ enum Kind {
 
 impl Schedule {
     /// A cron expression in UTC (seconds field optional). An expression
-    /// [`croner`] cannot parse gives [`Error::InvalidValue`].
+    /// [`croner`] cannot parse, or one that never ticks from now on (the
+    /// 30th of February), gives [`Error::InvalidValue`].
     pub fn cron(expr: &str) -> Result<Schedule> {
+        let invalid = |reason: String| Error::InvalidValue {
+            what: "cron expression",
+            reason: format!("{expr:?}: {reason}"),
+        };
         let cron = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .build()
             .parse(expr)
-            .map_err(|e| Error::InvalidValue {
-                what: "cron expression",
-                reason: format!("{expr:?}: {e}"),
-            })?;
-        Ok(Schedule::zoned(
-            cron,
-            expr.trim().to_string(),
-            chrono::Utc,
-            None,
-        ))
+            .map_err(|e| invalid(e.to_string()))?;
+        let schedule = Schedule::zoned(cron, expr.trim().to_string(), chrono::Utc, None);
+        // (a worker would find no tick to wait for, and stop ticking it)
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        if schedule.next_after(now).is_none() {
+            return Err(invalid("it never ticks".into()));
+        }
+        Ok(schedule)
     }
 
     /// The cron expression in `zone` instead of UTC: `0 9 * * *` in
