@@ -220,3 +220,47 @@ async fn a_queue_whose_delay_or_maxsize_is_no_number_refuses_sends_naming_it() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+#[tokio::test]
+async fn an_odd_history_setting_is_ignored_alike_by_scripts_and_rust() {
+    // "off" with a body age below -1, which Rust does not read: the settle's
+    // own history setting applies (on), as Rust reports no setting
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let raw = redis::Client::open(server.url()).unwrap();
+    let mut con = raw.get_multiplexed_async_connection().await.unwrap();
+    let q = client.backend();
+    client
+        .queues()
+        .create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:q:Q")
+        .arg("redjob:history")
+        .arg("0 0 0 -5")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(client.settings("q").await.unwrap().history.is_none());
+    let msgs = [SendMessage::new(r#"{"type":"A","args":{}}"#)];
+    let id = Backend::send(&q, "q", &msgs, &QueueOptions::default())
+        .await
+        .unwrap()[0];
+    let d = q
+        .fetch("q", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    let ack = Settle {
+        acks: vec![(d.id, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("q", &ack).await.unwrap().acked, 1);
+    let job = client.job("q", &id.id).await.unwrap();
+    assert!(
+        job.is_some_and(|j| j.finished.is_some()),
+        "no history entry: the odd setting turned history off"
+    );
+}

@@ -706,7 +706,10 @@ end
 -- is the field's value (false when none), `default` the caller's.
 local function history_setting(stored, default)
   local on, keep, age, args = string.match(stored or "", "^([01]) (%d+) (%d+) (%-?%d+)$")
-  if not on then on, keep, age, args = string.match(default or "", "^([01]) (%d+) (%d+) (%-?%d+)$") end
+  -- (args below -1: not a value Rust reads, History::decode)
+  if not on or tonumber(args) < -1 then
+    on, keep, age, args = string.match(default or "", "^([01]) (%d+) (%d+) (%-?%d+)$")
+  end
   if not on then return false, 0, 0, -1 end
   return on == "1", tonumber(keep), tonumber(age), tonumber(args)
 end
