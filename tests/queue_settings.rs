@@ -94,16 +94,45 @@ async fn odd_stored_settings_are_ignored_alike_by_scripts_and_rust_and_can_be_re
     assert_eq!((a.vt, a.delay, a.maxsize), (30, 0, 65536));
 }
 
+/// A server, a client of it and a raw connection.
+async fn start() -> (RedisServer, Client, redis::aio::MultiplexedConnection) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let raw = redis::Client::open(server.url()).unwrap();
+    let con = raw.get_multiplexed_async_connection().await.unwrap();
+    (server, client, con)
+}
+
+/// Creates queue `name` and writes its hash field `field` as `value`, as
+/// another client would.
+async fn queue_with(
+    client: &Client,
+    con: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    field: &str,
+    value: &str,
+) {
+    client
+        .queues()
+        .create_queue(name, QueueOptions::default())
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("rsmq:{name}:Q"))
+        .arg(field)
+        .arg(value)
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn odd_fleet_limits_are_ignored_alike_by_scripts_and_rust() {
     // a rate or a concurrency across the fleet out of the bounds Rust reads
     // (a period over 24 h, or one Lua would write as "1e+20"; more than
     // 1,000,000; a number with more after it) limits nothing in the fetch
     // either: both jobs are leased, and the queue is not left stuck
-    let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    let raw = redis::Client::open(server.url()).unwrap();
-    let mut con = raw.get_multiplexed_async_connection().await.unwrap();
+    let (_server, client, mut con) = start().await;
     let q = client.backend();
     let odd = [
         ("redjob:rate", "1 100000000000000000000"),
@@ -117,18 +146,7 @@ async fn odd_fleet_limits_are_ignored_alike_by_scripts_and_rust() {
     let mut wrong = Vec::new();
     for (i, (field, value)) in odd.into_iter().enumerate() {
         let name = format!("q{i}");
-        client
-            .queues()
-            .create_queue(&name, QueueOptions::default())
-            .await
-            .unwrap();
-        let _: () = redis::cmd("HSET")
-            .arg(format!("rsmq:{name}:Q"))
-            .arg(field)
-            .arg(value)
-            .query_async(&mut con)
-            .await
-            .unwrap();
+        queue_with(&client, &mut con, &name, field, value).await;
         let s = client.settings(&name).await.unwrap();
         assert!(
             s.rate_limit.is_none() && s.concurrency.is_none(),
@@ -152,10 +170,7 @@ async fn a_queue_whose_delay_or_maxsize_is_no_number_refuses_sends_naming_it() {
     // RSMQ's own attributes, written as no number by another client: every
     // kind of send is refused with an error that says which, and stores
     // nothing
-    let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    let raw = redis::Client::open(server.url()).unwrap();
-    let mut con = raw.get_multiplexed_async_connection().await.unwrap();
+    let (_server, client, mut con) = start().await;
     let rsmq = client.queues();
     let mut wrong = Vec::new();
     let cases = [
@@ -166,16 +181,7 @@ async fn a_queue_whose_delay_or_maxsize_is_no_number_refuses_sends_naming_it() {
     ];
     for (i, (field, value)) in cases.into_iter().enumerate() {
         let name = format!("q{i}");
-        rsmq.create_queue(&name, QueueOptions::default())
-            .await
-            .unwrap();
-        let _: () = redis::cmd("HSET")
-            .arg(format!("rsmq:{name}:Q"))
-            .arg(field)
-            .arg(value)
-            .query_async(&mut con)
-            .await
-            .unwrap();
+        queue_with(&client, &mut con, &name, field, value).await;
         let lone = Queues::send(rsmq, &name, SendMessage::new("a"))
             .await
             .map(|_| ());
@@ -225,23 +231,9 @@ async fn a_queue_whose_delay_or_maxsize_is_no_number_refuses_sends_naming_it() {
 async fn an_odd_history_setting_is_ignored_alike_by_scripts_and_rust() {
     // "off" with a body age below -1, which Rust does not read: the settle's
     // own history setting applies (on), as Rust reports no setting
-    let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    let raw = redis::Client::open(server.url()).unwrap();
-    let mut con = raw.get_multiplexed_async_connection().await.unwrap();
+    let (_server, client, mut con) = start().await;
     let q = client.backend();
-    client
-        .queues()
-        .create_queue("q", QueueOptions::default())
-        .await
-        .unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg("rsmq:q:Q")
-        .arg("redjob:history")
-        .arg("0 0 0 -5")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    queue_with(&client, &mut con, "q", "redjob:history", "0 0 0 -5").await;
     assert!(client.settings("q").await.unwrap().history.is_none());
     let msgs = [SendMessage::new(r#"{"type":"A","args":{}}"#)];
     let id = Backend::send(&q, "q", &msgs, &QueueOptions::default())
