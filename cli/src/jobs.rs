@@ -286,13 +286,15 @@ async fn find(
         None => match first.parse::<JobId>() {
             Ok(id) => (None, id),
             // a usage error, as a bad id after a queue is (exit code 2)
-            Err(e) => clap::Error::raw(
-                clap::error::ErrorKind::InvalidValue,
-                format!(
-                    "{first:?} is not a job id ({e}): give `jobs {what} <id>` or `jobs {what} <queue> <id>`\n"
+            Err(e) => crate::usage_error(
+                clap::Error::raw(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!(
+                        "{first:?} is not a job id ({e}): give `jobs {what} <id>` or `jobs {what} <queue> <id>`\n"
+                    ),
                 ),
-            )
-            .exit(),
+                ctx.json,
+            ),
         },
     };
     match queue {

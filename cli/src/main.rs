@@ -160,25 +160,32 @@ pub struct Ctx {
     pub json: bool,
 }
 
+/// Exits with a usage error (code 2): clap's text, or under `--json` its
+/// first line as `{"error": …, "exit_code": 2}`.
+pub fn usage_error(e: clap::Error, json: bool) -> ! {
+    // --help and --version print and exit 0
+    if !json || !e.use_stderr() {
+        e.exit()
+    }
+    let text = e.kind().to_string();
+    let detail = e.to_string();
+    let message = detail
+        .lines()
+        .next()
+        .map_or(text, |l| l.trim_start_matches("error: ").to_string());
+    eprintln!(
+        "{}",
+        serde_json::json!({ "error": message, "exit_code": 2 })
+    );
+    std::process::exit(2)
+}
+
 fn main() -> ExitCode {
-    let json = std::env::args().any(|a| a == "--json");
+    // (an argument that is not UTF-8 is clap's usage error, not a panic)
+    let json = std::env::args_os().any(|a| a == "--json");
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        // --help and --version print and exit 0; usage errors exit 2
-        Err(e) if !json || !e.use_stderr() => e.exit(),
-        Err(e) => {
-            let text = e.kind().to_string();
-            let detail = e.to_string();
-            let message = detail
-                .lines()
-                .next()
-                .map_or(text, |l| l.trim_start_matches("error: ").to_string());
-            eprintln!(
-                "{}",
-                serde_json::json!({ "error": message, "exit_code": 2 })
-            );
-            return ExitCode::from(2);
-        }
+        Err(e) => usage_error(e, json),
     };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

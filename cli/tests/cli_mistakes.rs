@@ -200,3 +200,47 @@ async fn a_long_name_is_cut_short_in_tables_and_whole_with_wide_or_json() {
         .collect();
     assert!(names.contains(&long.as_str()), "{names:?}");
 }
+
+#[tokio::test]
+async fn an_argument_that_is_not_utf8_or_no_job_id_is_a_usage_error_in_json_too() {
+    use std::os::unix::ffi::OsStrExt;
+    let (server, _client, _) = setup().await;
+    let url = server.url();
+    // a queue name of bytes that are not UTF-8: clap's error, not a panic
+    for json in [false, true] {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"));
+        cmd.arg("--url")
+            .arg(&url)
+            .args(["queue", "show"])
+            .arg(std::ffi::OsStr::from_bytes(b"\xff"));
+        if json {
+            cmd.arg("--json");
+        }
+        let out = tokio::time::timeout(Duration::from_secs(30), cmd.output())
+            .await
+            .unwrap()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "json {json}: {err}");
+        assert!(err.contains("UTF-8"), "{err}");
+        if json {
+            let v: Value =
+                serde_json::from_str(err.trim()).unwrap_or_else(|e| panic!("{e}: {err}"));
+            assert_eq!(v["exit_code"], 2);
+        }
+    }
+    // an id that is none, under --json: the error as JSON
+    let r = cli(&url, &["jobs", "show", "notanid", "--json"]).await;
+    assert_eq!(r.code, 2, "{}", r.err);
+    let v: Value = serde_json::from_str(r.err.trim()).unwrap_or_else(|e| panic!("{e}: {}", r.err));
+    assert_eq!(v["exit_code"], 2);
+    assert!(v["error"].as_str().unwrap().contains("notanid"), "{v}");
+    // and as text without it
+    let r = cli(&url, &["jobs", "show", "notanid"]).await;
+    assert_eq!(r.code, 2);
+    assert!(
+        r.err.starts_with("error:") && r.err.contains("notanid"),
+        "{}",
+        r.err
+    );
+}
