@@ -34,7 +34,7 @@ pub struct BatchArgs {
 /// `open` (its enqueue did not finish), `running NN%`, `cancelling NN%`
 /// (cancelled, its jobs not all finished), or `complete`.
 fn state(s: &BatchStatus) -> String {
-    let pct = (s.finished() * 100).checked_div(s.total).unwrap_or(100);
+    let pct = s.percent();
     if s.completed_ms.is_some() {
         "complete".into()
     } else if s.cancelled_at_ms.is_some() {

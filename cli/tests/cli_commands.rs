@@ -1633,3 +1633,36 @@ async fn batches_list_newest_first_with_progress_and_a_batch_shows_its_dead_jobs
         .await
         .failed("no batch");
 }
+
+#[tokio::test]
+async fn a_batch_whose_counts_another_client_wrote_out_of_range_is_shown_at_100_percent() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let url = server.url();
+    let id = client
+        .batch()
+        .jobs(&[Member { n: 1 }])
+        .enqueue()
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    for succeeded in [u64::MAX, 922_337_203_685_477_580] {
+        let _: () = redis::cmd("HSET")
+            .arg(format!("rsmq:@batch:{id}"))
+            .arg("succeeded")
+            .arg(succeeded)
+            .arg("dead")
+            .arg(5)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let v = cli(&url, &["batches", "--json"]).await.json();
+        assert_eq!(v["batches"][0]["id"], id.to_string(), "{v}");
+        let text = cli(&url, &["batches"]).await;
+        assert!(text.ok().contains("100%"), "{}", text.out);
+        cli(&url, &["batch", &id.to_string()]).await.ok();
+        cli(&url, &["batch", &id.to_string(), "--json"])
+            .await
+            .json();
+    }
+}

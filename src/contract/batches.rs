@@ -266,9 +266,32 @@ pub struct BatchStatus {
 }
 
 impl BatchStatus {
-    /// Jobs finished: succeeded, dead or cancelled.
+    /// Jobs finished: succeeded, dead or cancelled (counts another client
+    /// wrote out of range add up to `u64::MAX`).
     pub fn finished(&self) -> u64 {
-        self.succeeded + self.dead + self.cancelled
+        self.succeeded
+            .saturating_add(self.dead)
+            .saturating_add(self.cancelled)
+    }
+
+    /// How much of it finished, 0 to 100 % (100 for a batch of no jobs).
+    ///
+    /// ```
+    /// use redjob::ops::BatchStatus;
+    ///
+    /// let mut s = BatchStatus::default();
+    /// assert_eq!(s.percent(), 100);
+    /// (s.total, s.succeeded, s.dead) = (3, 1, 1);
+    /// assert_eq!(s.percent(), 66);
+    /// // counts another client wrote out of range
+    /// (s.total, s.succeeded, s.dead) = (10, u64::MAX, 5);
+    /// assert_eq!((s.finished(), s.percent()), (u64::MAX, 100));
+    /// ```
+    pub fn percent(&self) -> u64 {
+        let pct = (u128::from(self.finished()) * 100)
+            .checked_div(u128::from(self.total))
+            .unwrap_or(100);
+        pct.min(100) as u64
     }
 
     /// Jobs not finished yet.

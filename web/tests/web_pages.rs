@@ -922,3 +922,33 @@ async fn batches_show_their_progress_dead_jobs_and_a_flows_parent_and_children()
         StatusCode::NOT_FOUND
     );
 }
+
+#[tokio::test]
+async fn a_batch_whose_counts_another_client_wrote_out_of_range_is_shown_at_100_percent() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let flow =
+        redjob::client::Flow::new_in("albums", &Slow { n: 1 }).child_in("images", &Slow { n: 2 });
+    client.enqueue_flow(flow).await.unwrap();
+    let b = client.backend();
+    let f = b.fetch("images", 1, Duration::from_secs(60)).await.unwrap();
+    let group = redjob::backend::BatchRef::of_body(&f.jobs[0].body)
+        .unwrap()
+        .batch;
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("HSET")
+        .arg(format!("rsmq:@batch:{group}"))
+        .arg("succeeded")
+        .arg(u64::MAX)
+        .arg("dead")
+        .arg(5)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let app = redjob_web::router(client.clone());
+    for path in ["/batches".to_string(), format!("/batches/{group}")] {
+        let page = get(&app, &path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        assert!(page.body.contains("100%"), "{path}: {}", page.body);
+    }
+}

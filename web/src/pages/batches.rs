@@ -40,7 +40,7 @@ fn state(s: &BatchStatus) -> String {
 
 /// Its progress: a bar of the jobs finished, and the percentage.
 fn progress(s: &BatchStatus) -> Markup {
-    let pct = (s.finished() * 100).checked_div(s.total).unwrap_or(100);
+    let pct = s.percent();
     html! {
         progress value=(s.finished()) max=(s.total.max(1)) title=(format!("{} of {} finished", s.finished(), s.total)) {}
         " " (pct) "%"
