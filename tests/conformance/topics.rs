@@ -206,6 +206,22 @@ pub async fn a_rewind_replays_from_the_beginning_an_id_or_skips_to_the_end(env: 
     c.rewind("orders", "audit", Start::End).await.unwrap();
     assert_eq!(sub(c.topic("orders").await.unwrap().unwrap()).lag, 0);
     assert_eq!(ids_read(env, "audit").await, []);
+    // a point later than the newest event and than now would skip every
+    // event published until then: refused, the subscriber left where it was
+    let century = Duration::from_secs(100 * 365 * 86_400);
+    let later = std::time::SystemTime::now() + century;
+    let later_ms = later
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for to in [Start::Time(later), Start::At(EventId::new(later_ms, 0))] {
+        match c.rewind("orders", "audit", to).await {
+            Err(Error::InvalidValue { what, .. }) => assert_eq!(what, "rewind"),
+            other => panic!("{to:?}: {other:?}"),
+        }
+    }
+    let next = c.publish(&OrderPlaced { n: 4 }).await.unwrap();
+    assert_eq!(ids_read(env, "audit").await, [next]);
 
     match c.rewind("orders", "nobody", Start::Beginning).await {
         Err(Error::SubscriberNotFound { topic, subscriber }) => {

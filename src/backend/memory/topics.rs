@@ -273,11 +273,17 @@ impl Topics for MemoryBackend {
     }
 
     async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
-        self.with_group(topic, subscriber, |t, _| {
+        self.with_group(topic, subscriber, |t, now| {
             let offset = t.offset(to);
+            // past the last event and past now: it would skip every event
+            // published until then
+            if offset > t.last && offset.ms() > now {
+                return Err(crate::contract::topics::rewind_too_late(to));
+            }
             group(t, subscriber).offset = offset;
+            Ok(())
         })
-        .ok_or_else(|| not_found(topic, subscriber))
+        .ok_or_else(|| not_found(topic, subscriber))?
     }
 
     async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {

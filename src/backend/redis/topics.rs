@@ -213,6 +213,7 @@ impl Topics for RedisBackend {
     async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
         match self.group(topic, subscriber, "move", to).await? {
             -1 => Err(not_found(topic, subscriber)),
+            -2 => Err(crate::contract::topics::rewind_too_late(to)),
             _ => Ok(()),
         }
     }

@@ -184,7 +184,10 @@ pub trait Topics: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<bool>> + Send;
 
     /// Moves an existing subscriber's offset to `to` (a replay, or a skip
-    /// ahead). Events it holds stay pending.
+    /// ahead). Events it holds stay pending. A point later than the topic's
+    /// newest event and than the backend's clock is
+    /// [`Error::InvalidValue`](crate::Error::InvalidValue): it would skip
+    /// every event published until then.
     fn rewind(
         &self,
         topic: &str,
@@ -314,6 +317,17 @@ pub trait Topics: Clone + Send + Sync + 'static {
         subscriber: &str,
         which: DeadEvents<'_>,
     ) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// The error of a rewind to a point past the topic's newest event and past
+/// now.
+pub(crate) fn rewind_too_late(to: Start) -> crate::Error {
+    crate::Error::InvalidValue {
+        what: "rewind",
+        reason: format!(
+            "{to:?} is later than the topic's newest event and than now: it would skip every event published until then (use Start::End to skip to the end)"
+        ),
+    }
 }
 
 /// [`Topics`]'s methods, for [`forward!`](crate::contract::forward::forward):
