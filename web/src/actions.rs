@@ -22,6 +22,11 @@ use crate::params::{DeadFilter, parse_id};
 struct Fields(Vec<(String, String)>);
 
 impl Fields {
+    /// Whether a field whose name starts with `prefix` was sent.
+    fn any(&self, prefix: &str) -> bool {
+        self.0.iter().any(|(k, _)| k.starts_with(prefix))
+    }
+
     fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
@@ -173,7 +178,7 @@ async fn on_queue(
                 .await?;
             format!("Saved: rate limit {rate} across all workers.")
         }
-        "settings" if fields.get("history").is_some() => {
+        "settings" if fields.any("history") => {
             // the history's form: a field left out or empty keeps the value
             // in force; `none` is no limit, an arguments' age of 0s keeps none
             let now = c.settings(&queue).await?.in_force().history;
@@ -220,7 +225,7 @@ async fn on_queue(
                 text(args_max_age)
             )
         }
-        "settings" => {
+        "settings" if fields.any("dead_") => {
             // a field left out or empty keeps the value in force; `none` is no limit
             let now = c.settings(&queue).await?.in_force().dead_letters;
             let bad = |e: String| WebError::BadRequest(e);
@@ -248,6 +253,12 @@ async fn on_queue(
                 count.map_or("none".into(), num),
                 age.map_or("none".into(), redjob::ops::duration_text)
             )
+        }
+        "settings" => {
+            return Err(WebError::BadRequest(
+                "no setting given: send concurrency, global, rate_limit, history… or dead_… fields"
+                    .into(),
+            ));
         }
         other => return Err(WebError::NotFound(format!("no queue action {other:?}"))),
     };

@@ -402,6 +402,23 @@ async fn the_history_settings_show_and_change_from_the_queue_page() {
             .unwrap()
             .enabled
     );
+    // a history field without `history` (a form of a script's): the
+    // history's setting, not the dead letters'
+    let r = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("history_max_count", "5")],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let s = client.settings("mail").await.unwrap();
+    assert_eq!(s.history.unwrap().max_count, Some(5));
+    assert_eq!(s.dead_letters, None);
+    // no setting at all: refused, nothing stored
+    let r = post(&app, "/queues/mail/settings", &cookie, &[("csrf", &token)]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(client.settings("mail").await.unwrap().dead_letters, None);
 }
 
 #[tokio::test]
