@@ -58,10 +58,10 @@ pub enum QueueCommand {
         queue: String,
         /// How long a message received by an RSMQ client stays hidden (its
         /// visibility timeout), 0s to 9999999s.
-        #[arg(long, default_value = "30s", value_parser = show::duration)]
+        #[arg(long, default_value = "30s", value_parser = show::whole_seconds)]
         vt: Duration,
         /// How long a new message waits before it is due, 0s to 9999999s.
-        #[arg(long, default_value = "0s", value_parser = show::duration)]
+        #[arg(long, default_value = "0s", value_parser = show::whole_seconds)]
         delay: Duration,
         /// The largest body in bytes, 1024 to 65536, or -1 for no limit.
         #[arg(long, default_value_t = 65536, allow_negative_numbers = true)]
@@ -95,8 +95,8 @@ pub struct StatsArgs {
     /// Refresh until interrupted, with rates per second.
     #[arg(long)]
     watch: bool,
-    /// Time between two refreshes.
-    #[arg(long, default_value = "2s", value_parser = show::duration)]
+    /// Time between two refreshes (at least 100ms).
+    #[arg(long, default_value = "2s", value_parser = show::refresh)]
     interval: Duration,
     /// Processed and failed runs hour by hour over the matching queues: the
     /// last N hours (default 24; kept for 7 days, so at most 169).

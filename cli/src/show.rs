@@ -400,6 +400,27 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     redjob::ops::parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// A duration in whole seconds (a queue's visibility timeout and delay, which
+/// RSMQ keeps in seconds): `1500ms` is refused rather than cut to 1 s.
+pub fn whole_seconds(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!(
+            "{s:?}: a queue keeps whole seconds (give 1s, 2s, 1m…)"
+        ));
+    }
+    Ok(d)
+}
+
+/// The time between two refreshes: at least 100 ms.
+pub fn refresh(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d < Duration::from_millis(100) {
+        return Err(format!("{s:?}: refresh at most every 100ms"));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -244,3 +244,31 @@ async fn an_argument_that_is_not_utf8_or_no_job_id_is_a_usage_error_in_json_too(
         r.err
     );
 }
+
+#[tokio::test]
+async fn a_queue_of_part_seconds_or_a_refresh_of_no_time_is_a_usage_error() {
+    let (server, client, _) = setup().await;
+    let url = server.url();
+    // RSMQ keeps whole seconds: refused rather than cut
+    for (flag, value) in [("--vt", "500ms"), ("--delay", "1500ms")] {
+        let r = cli(&url, &["queue", "create", "qq", flag, value]).await;
+        assert_eq!(r.code, 2, "{flag} {value}: {}", r.err);
+        assert!(r.err.contains("whole seconds"), "{}", r.err);
+    }
+    let queues = redjob::queue::Queues::list_queues(client.queues()).await;
+    assert!(!queues.unwrap().contains(&"qq".to_string()));
+    let r = cli(
+        &url,
+        &["queue", "create", "qq", "--vt", "2s", "--delay", "1m"],
+    )
+    .await;
+    r.ok();
+    let a = redjob::queue::Queues::attributes(client.queues(), "qq")
+        .await
+        .unwrap();
+    assert_eq!((a.vt, a.delay), (2, 60));
+    // a watch refreshing without pause would read Redis in a busy loop
+    let r = cli(&url, &["stats", "--watch", "--interval", "0s", "--json"]).await;
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("100ms"), "{}", r.err);
+}

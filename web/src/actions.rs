@@ -347,9 +347,14 @@ pub(crate) async fn create_queue(ctx: Ctx, headers: HeaderMap, body: Bytes) -> W
     let secs = |field: &str, default: u64| -> WebResult<u64> {
         match f.get(field).map(str::trim).filter(|v| !v.is_empty()) {
             None => Ok(default),
-            Some(v) => redjob::ops::parse_duration(v)
-                .map(|d| d.as_secs())
-                .map_err(|e| bad(format!("{field}: {e}"))),
+            Some(v) => match redjob::ops::parse_duration(v) {
+                // RSMQ keeps whole seconds: 1500ms is refused, not cut to 1s
+                Ok(d) if d.subsec_nanos() == 0 => Ok(d.as_secs()),
+                Ok(_) => Err(bad(format!(
+                    "{field}: {v:?}: a queue keeps whole seconds (give 1s, 2s, 1m…)"
+                ))),
+                Err(e) => Err(bad(format!("{field}: {e}"))),
+            },
         }
     };
     let maxsize = match f.get("maxsize").map(str::trim).filter(|v| !v.is_empty()) {

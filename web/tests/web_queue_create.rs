@@ -19,16 +19,17 @@ async fn a_queue_is_created_from_the_overview_by_a_user_who_may_act() {
     let (cookie, token) = http::session_as(&app, "alice").await;
     let page = http::get_as(&app, "/jobs", "alice", &cookie).await;
     assert!(page.body.contains("Create a queue"), "{}", page.body);
-    let create = |name: &str, maxsize: &str| {
+    let create_with = |name: &str, vt: &str, maxsize: &str| {
         axum::http::Request::post("/jobs/queues")
             .header("x-user", "alice")
             .header("cookie", cookie.clone())
             .header("content-type", "application/x-www-form-urlencoded")
             .body(axum::body::Body::from(format!(
-                "csrf={token}&name={name}&vt=1m&delay=0s&maxsize={maxsize}"
+                "csrf={token}&name={name}&vt={vt}&delay=0s&maxsize={maxsize}"
             )))
             .unwrap()
     };
+    let create = |name: &str, maxsize: &str| create_with(name, "1m", maxsize);
     let made = http::send(&app, create("reports", "-1")).await;
     assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
     assert_eq!(made.location, "/jobs/queues/reports");
@@ -44,6 +45,10 @@ async fn a_queue_is_created_from_the_overview_by_a_user_who_may_act() {
             r.body
         );
     }
+    // part of a second, which RSMQ's seconds cannot keep: a 400, not cut
+    let r = http::send(&app, create_with("parts", "1500ms", "65536")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.body.contains("whole seconds"), "{}", r.body);
     // a read-only user has no form and may not post it
     let (bob_cookie, bob_token) = http::session_as(&app, "bob").await;
     let page = http::get_as(&app, "/jobs", "bob", &bob_cookie).await;
