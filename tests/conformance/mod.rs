@@ -364,6 +364,7 @@ macro_rules! conformance_suite {
             requeue_puts_a_dead_letter_back_fresh_at_its_priority,
             a_requeue_at_a_rate_spreads_the_jobs_due_times,
             a_requeue_spread_past_the_longest_delay_is_due_at_most_that_far,
+            a_filter_reads_a_bounded_run_of_dead_letters_a_call,
             requeue_and_delete_by_filter_page_past_their_own_changes,
             retention_caps_dead_letters_by_count_and_age,
             a_worker_keeps_its_dead_letters_within_its_retention,

@@ -319,6 +319,27 @@ pub async fn a_requeue_spread_past_the_longest_delay_is_due_at_most_that_far(env
     }
 }
 
+pub async fn a_filter_reads_a_bounded_run_of_dead_letters_a_call(env: &Env) {
+    // more letters than one call reads, the only match behind them: the
+    // first pages are empty with a `next`, and paging on finds it
+    let q = env.client.backend();
+    let n = redjob::ops::MAX_SCAN + 500;
+    let rows = vec![("A", "e"); n];
+    kill(env, "scan", &rows, 0, Retention::UNBOUNDED).await;
+    let z = kill(env, "scan", &[("Z", "e")], 0, Retention::UNBOUNDED).await[0];
+    let only_z = DeadQuery::default().job_type("Z");
+    let first = q.dead_matching("scan", &only_z, None, 10).await.unwrap();
+    assert!(first.jobs.is_empty(), "{:?}", ids(&first.jobs));
+    assert!(first.next.is_some(), "a page of none, with more to read");
+    assert_eq!(ids(&all_pages(env, "scan", &only_z, 10).await), [z]);
+    // newest first, it is the first letter read
+    let newest = q
+        .dead_matching("scan", &only_z.newest_first(), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&newest.jobs), [z]);
+}
+
 pub async fn requeue_and_delete_by_filter_page_past_their_own_changes(env: &Env) {
     let q = env.client.backend();
     // more than a page (1000) of each

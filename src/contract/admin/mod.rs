@@ -23,6 +23,15 @@ use crate::contract::inspect::{Cursor, Inspect, JobState, MAX_PAGE, Page};
 use crate::contract::settings::QueueSettings;
 use crate::{JobId, Result};
 
+/// The most dead letters one [`Admin::dead_matching`] call reads to find its
+/// matches (ten pages of [`MAX_PAGE`](crate::inspect::MAX_PAGE)), however
+/// many a queue keeps.
+///
+/// ```
+/// assert_eq!(redjob::ops::MAX_SCAN, 10_000);
+/// ```
+pub const MAX_SCAN: usize = 10 * MAX_PAGE;
+
 /// Operations on queues and their dead letters, on Redis and in memory alike.
 ///
 /// Dead letters keep the job's body, its last error, its deliveries and its
@@ -518,8 +527,10 @@ pub trait Admin: Inspect {
     ) -> impl Future<Output = Result<KeyPage>> + Send;
 
     /// Up to `n` dead letters that match `query`, in its order, after `after`.
-    /// Filters are applied as pages are read, so a page may read many letters
-    /// to find `n` matches (a queue keeps 10,000 by default, see [`Retention`](crate::ops::Retention)).
+    /// Filters are applied as pages are read, [`MAX_SCAN`] letters at most a
+    /// call: a filter that matches few letters of a long list gives pages of
+    /// fewer than `n` (none, even) that still have a `next`; only a page
+    /// without `next` is the last.
     fn dead_matching(
         &self,
         queue: &str,
@@ -531,11 +542,18 @@ pub trait Admin: Inspect {
             let n = crate::contract::inspect::page_size(n);
             let mut out = Page::default();
             let mut cursor = after.cloned();
+            let mut read = 0;
             while out.jobs.len() < n {
+                if read >= MAX_SCAN {
+                    // the letters read so far: the next call reads on
+                    out.next = cursor;
+                    return Ok(out);
+                }
                 let page = self
                     .dead_page(queue, query.order, cursor.as_ref(), MAX_PAGE)
                     .await?;
                 let read_all = page.next.is_none();
+                read += page.jobs.len().max(1);
                 for job in page.jobs {
                     if out.jobs.len() == n {
                         break;

@@ -83,7 +83,9 @@ pub(crate) async fn page(
                                 }
                             }
                         }
-                        @if found.jobs.is_empty() {
+                        @if found.jobs.is_empty() && found.next.is_some() {
+                            tr { td colspan="7" .muted { "No match among the next " (num(redjob::ops::MAX_SCAN as u64)) " dead letters: the next page reads on." } }
+                        } @else if found.jobs.is_empty() {
                             tr { td colspan="7" .muted { @if f.filtered() { "No dead letter matches." } @else { "No dead letters." } } }
                         }
                     }
