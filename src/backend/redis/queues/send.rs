@@ -27,8 +27,9 @@ impl Rsmq {
     /// messages (4 MiB) of one priority (a change of priority starts a chunk: send
     /// a batch sorted by priority), all chunks pipelined. Either every message is
     /// sent or, when the queue is missing or a body exceeds its maxsize, none is
-    /// (the maxsize as the send's first call to run found it: a send whose queue
-    /// another client changes meanwhile is still sent whole).
+    /// (the maxsize as a call of the send that stored its messages found it: a
+    /// send whose queue's maxsize another client changes meanwhile is still
+    /// sent whole).
     /// Returns the ids in the order of `msgs`; ids sort in that order too. A
     /// [unique](crate::queue::Unique) message whose key is held returns the queued
     /// message's id (see [`send_outcomes`](Self::send_outcomes) to tell).
@@ -154,32 +155,39 @@ impl Rsmq {
         }
         // the queue created (another producer's first use), or its maxsize
         // lowered, while the send's calls went: some calls were refused (the
-        // queue missing, a body over its maxsize), and others passed and
-        // stored their messages. The refused are sent again, without the
-        // maxsize check the others passed: failing the send would have the
-        // caller send the whole again, storing the others' messages twice.
+        // queue missing, a body over its maxsize), and others stored their
+        // messages. The refused are sent again: failing the send would have
+        // the caller send the whole again, storing the others' messages twice.
+        // Those that found the queue missing go with the check (the queue may
+        // be another by now); those over the maxsize without it, which the
+        // calls that stored passed (each checks the whole send's largest body).
         let status = |v: &redis::Value| Reply::status(v).map(|(code, _)| code).ok();
-        let missing: Vec<usize> = (0..replies.len())
-            .filter(|&i| matches!(status(&replies[i]), Some(-1 | -2)))
-            .collect();
-        // (-3: a unique key held at another priority, the check passed)
-        let passed = replies.iter().any(|v| matches!(status(v), Some(1 | -3)));
-        if !missing.is_empty() && passed {
-            let again: Vec<(usize, usize)> = missing.iter().map(|&i| chunks[i]).collect();
-            let unchecked = Call { maxlen: 0, ..call };
-            let mut more = self.run_calls(&mut con, &unchecked, &again, msgs).await?;
-            if self.wait.is_some() {
-                waited.push(more.pop());
-            }
-            if more.len() != missing.len() {
-                return Err(Error::Protocol(format!(
-                    "{} replies to {} calls sent again",
-                    more.len(),
-                    missing.len()
-                )));
-            }
-            for (i, v) in missing.into_iter().zip(more) {
-                replies[i] = v;
+        if replies.iter().any(|v| status(v) == Some(1)) {
+            let refused = |code| -> Vec<usize> {
+                (0..replies.len())
+                    .filter(|&i| status(&replies[i]) == Some(code))
+                    .collect()
+            };
+            for (calls, maxlen) in [(refused(-1), call.maxlen), (refused(-2), 0)] {
+                if calls.is_empty() {
+                    continue;
+                }
+                let again: Vec<(usize, usize)> = calls.iter().map(|&i| chunks[i]).collect();
+                let these = Call { maxlen, ..call };
+                let mut more = self.run_calls(&mut con, &these, &again, msgs).await?;
+                if self.wait.is_some() {
+                    waited.push(more.pop());
+                }
+                if more.len() != calls.len() {
+                    return Err(Error::Protocol(format!(
+                        "{} replies to {} calls sent again",
+                        more.len(),
+                        calls.len()
+                    )));
+                }
+                for (i, v) in calls.into_iter().zip(more) {
+                    replies[i] = v;
+                }
             }
         }
         let mut sent = Vec::with_capacity(msgs.len());
@@ -188,8 +196,8 @@ impl Rsmq {
             let mut v = v;
             if matches!(Reply::status(v)?, (-3, _)) {
                 // a key held at another priority: the call again with every
-                // level, without the maxsize check it passed
-                let cmd = Call { maxlen: 0, ..call }.cmd(start, end, true);
+                // level (a send of one call: several pass every level at once)
+                let cmd = call.cmd(start, end, true);
                 again = match self.wait {
                     None => scripts::run(&mut con, &scripts::UNIQUE, &cmd).await?,
                     Some(wait) => {
