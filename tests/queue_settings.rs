@@ -139,9 +139,11 @@ async fn odd_fleet_limits_are_ignored_alike_by_scripts_and_rust() {
         ("redjob:rate", "1 90000000"),
         ("redjob:rate", "1 0x"),
         ("redjob:rate", "2000000 1000"),
+        ("redjob:rate", "+1 90000"),
         ("redjob:concurrency", "0 1x"),
         ("redjob:concurrency", "0 2000000"),
         ("redjob:concurrency", "2000000 1"),
+        ("redjob:concurrency", "0 +1"),
     ];
     let mut wrong = Vec::new();
     for (i, (field, value)) in odd.into_iter().enumerate() {

@@ -88,9 +88,15 @@ impl History {
             "0" => false,
             _ => return None,
         };
-        let count: u64 = p.next()?.parse().ok()?;
-        let age: u64 = p.next()?.parse().ok()?;
-        let args: i64 = p.next()?.parse().ok()?;
+        use crate::contract::settings::digits;
+        let count: u64 = digits(p.next()?)?;
+        let age: u64 = digits(p.next()?)?;
+        // (the scripts read `-?%d+`: "-0" and "-01" too)
+        let a = p.next()?;
+        let args: i64 = match a.strip_prefix('-') {
+            Some(d) => -digits::<i64>(d)?,
+            None => digits(a)?,
+        };
         if p.next().is_some() || args < -1 {
             return None;
         }

@@ -251,7 +251,7 @@ impl QueueSettings {
         let dead_letters = field(0).and_then(|v| {
             let read = v
                 .split_once(' ')
-                .and_then(|(k, a)| Some((k.parse::<u64>().ok()?, a.parse::<u64>().ok()?)));
+                .and_then(|(k, a)| Some((digits::<u64>(k)?, digits::<u64>(a)?)));
             if read.is_none() {
                 ignored(0, v);
             }
@@ -346,6 +346,16 @@ impl QueueSettings {
         }
         Ok(())
     }
+}
+
+/// A stored setting's number as the scripts read it (Lua's `%d+`): ASCII
+/// digits only, so that `+5`, which Rust's `parse` takes, is no number to
+/// either.
+pub(crate) fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 #[cfg(test)]

@@ -185,7 +185,7 @@ pub trait Topics: Clone + Send + Sync + 'static {
 
     /// Moves an existing subscriber's offset to `to` (a replay, or a skip
     /// ahead). Events it holds stay pending. A point later than the topic's
-    /// newest event and than the backend's clock is
+    /// newest event and over a minute past the backend's clock is
     /// [`Error::InvalidValue`](crate::Error::InvalidValue): it would skip
     /// every event published until then.
     fn rewind(
@@ -325,7 +325,7 @@ pub(crate) fn rewind_too_late(to: Start) -> crate::Error {
     crate::Error::InvalidValue {
         what: "rewind",
         reason: format!(
-            "{to:?} is later than the topic's newest event and than now: it would skip every event published until then (use Start::End to skip to the end)"
+            "{to:?} is later than the topic's newest event and over a minute past now: it would skip every event published until then (use Start::End to skip to the end)"
         ),
     }
 }

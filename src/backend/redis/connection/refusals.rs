@@ -1,12 +1,14 @@
 //! Calls to a Redis Cluster, sent again only when the Cluster refused them
-//! before they ran.
+//! before they ran, or when they only read.
 //!
 //! The `redis` crate's Cluster client sends a call again after any error (a
 //! connection that broke after the call ran included) and a pipeline whole
 //! when one of its calls is refused, so a call could run twice. redjob
 //! builds that client with `retries(0)` (see `RedisConfig::connect`) and
-//! sends a call again here only after a refusal that says it ran nothing,
-//! up to [`TRIES`] times.
+//! sends a call again here, up to [`TRIES`] times, only after a refusal that
+//! says it ran nothing, or, for a call that only reads (which may run twice
+//! without harm), after its node could not be reached or its connection
+//! dropped (see [`reads_again`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +19,8 @@ use redis::{
     Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisResult, Value,
 };
 
-/// How many times a call a Cluster refused before it ran is sent again.
+/// How many times a call a Cluster refused before it ran (or a read) is sent
+/// again.
 pub(super) const TRIES: u32 = 12;
 
 /// What an `ASK` redirection's node is reached with: the seed's settings
@@ -46,7 +49,8 @@ enum Again {
 /// Whether `e` says the call ran nothing, and what it needs to go again: a
 /// redirection or a refusal from the node. Any other error (a connection
 /// that broke or timed out with the call on its way) may follow a call
-/// that ran: the caller gets it (but see [`no_node`]).
+/// that ran: the caller gets it, unless the call only reads (see
+/// [`reads_again`]).
 fn again(e: &RedisError) -> Option<Again> {
     use redis::ServerErrorKind as K;
     match e.kind() {

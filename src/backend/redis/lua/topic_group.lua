@@ -12,7 +12,8 @@
 -- ARGV[3]  the offset, the last id taken: "0-0" for the beginning, "$" for the end
 -- Returns 1 when created or moved, 0 when it existed (create), -1 when there is
 --         no such subscriber (move), -2 when a move's offset is past the last id
---         and past now (it would skip every event published until then)
+--         and over a minute past now (it would skip every event published
+--         until then)
 local CAP = 100
 local key, group, mode, offset = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local exists = false
@@ -56,10 +57,11 @@ if offset == "$" then
 elseif later(offset, last) then
   -- past the end: the events published until the offset will never be read,
   -- so "all of them read" would overstate what it took; a replay to a
-  -- point past now too is refused
+  -- point over a minute past now too is refused (the minute: a client's
+  -- clock a little ahead of Redis's asking for "now")
   local ms = tonumber(string.match(offset, "^(%d+)-"))
   local t = redis.call("TIME")
-  if mode == "move" and ms and ms > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+  if mode == "move" and ms and ms > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 60000 then
     return -2
   end
   after = nil
