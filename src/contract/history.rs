@@ -88,7 +88,7 @@ impl History {
             "0" => false,
             _ => return None,
         };
-        use crate::contract::settings::digits;
+        use crate::contract::stored::digits;
         let count: u64 = digits(p.next()?)?;
         let age: u64 = digits(p.next()?)?;
         // (the scripts read `-?%d+`: "-0" and "-01" too)

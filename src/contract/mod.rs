@@ -14,6 +14,8 @@
 //!   messages, options and validation rules.
 //! - [`runtimes`]: per job type, a histogram of run times.
 //! - [`stats`]: counters, the last hour by minute, dead letters.
+//! - [`stored`]: the numbers of settings stored in Redis, read as the
+//!   scripts read them.
 //! - [`settings`]: [`QueueSettings`](settings::QueueSettings), stored with a
 //!   queue, in force for every worker.
 //! - [`inspect`]: [`Inspect`](inspect::Inspect), what is in a queue.
@@ -39,5 +41,6 @@ pub(crate) mod queues;
 pub(crate) mod runtimes;
 pub(crate) mod settings;
 pub(crate) mod stats;
+pub(crate) mod stored;
 pub(crate) mod time;
 pub(crate) mod topics;

@@ -88,7 +88,7 @@ impl Concurrency {
     pub(crate) fn decode(v: &str) -> Option<Concurrency> {
         let mut parts = v.split(' ');
         let number = |p: Option<&str>| {
-            p.and_then(super::digits::<u32>)
+            p.and_then(crate::contract::stored::digits::<u32>)
                 .filter(|n| *n <= MAX_CONCURRENCY)
         };
         let pw = number(parts.next())?;
@@ -184,7 +184,10 @@ impl RateLimit {
     /// From the stored form; `None` for a value the scripts would not read.
     pub(crate) fn decode(v: &str) -> Option<RateLimit> {
         let (max, ms) = v.split_once(' ')?;
-        let (max, ms) = (super::digits::<u32>(max)?, super::digits::<u64>(ms)?);
+        let (max, ms) = (
+            crate::contract::stored::digits::<u32>(max)?,
+            crate::contract::stored::digits::<u64>(ms)?,
+        );
         if max == 0 {
             return Some(RateLimit::NONE);
         }

@@ -19,6 +19,7 @@ pub use text::{duration_text, parse_duration};
 
 use crate::contract::history::History;
 use crate::contract::leases::Retention;
+use crate::contract::stored::digits;
 use crate::{Error, Result};
 
 /// The settings stored for a queue; `None` where none is stored, so the
@@ -346,16 +347,6 @@ impl QueueSettings {
         }
         Ok(())
     }
-}
-
-/// A stored setting's number as the scripts read it (Lua's `%d+`): ASCII
-/// digits only, so that `+5`, which Rust's `parse` takes, is no number to
-/// either.
-pub(crate) fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
 }
 
 #[cfg(test)]
