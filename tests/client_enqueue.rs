@@ -200,6 +200,31 @@ async fn namespace_and_queue_defaults_come_from_config() {
     assert_eq!(vt, 90);
     let exists: bool = con.exists("rsmq:default").await.unwrap();
     assert!(!exists);
+    // a namespace no key prefix should have: refused at connect, by name
+    for odd in ["", "my app", "a\nb", "{tag}", &"x".repeat(201)] {
+        let cfg = ClientConfig {
+            namespace: odd.to_string(),
+            ..ClientConfig::from_url(server.url())
+        };
+        match Client::from_config(cfg).await {
+            Err(Error::InvalidValue { what, .. }) => assert_eq!(what, "namespace"),
+            other => panic!("{odd:?}: {:?}", other.map(|_| ())),
+        }
+        let cfg = redjob::queue::RsmqConfig {
+            namespace: odd.to_string(),
+            ..redjob::queue::RsmqConfig::from_url(server.url())
+        };
+        assert!(
+            matches!(
+                redjob::queue::Rsmq::with_config(cfg).await,
+                Err(Error::InvalidValue {
+                    what: "namespace",
+                    ..
+                })
+            ),
+            "{odd:?}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -20,7 +20,8 @@ pub struct ClientConfig {
     /// Where Redis is.
     pub redis: RedisConfig,
     /// Key prefix, RSMQ's `ns`. Defaults to `rsmq`, RSMQ's own default, so RSMQ
-    /// clients see the queues without configuration.
+    /// clients see the queues without configuration. 1 to 200 bytes, without
+    /// whitespace, control characters or braces (connecting refuses others).
     pub namespace: String,
     /// PUBLISH the queue's length on RSMQ's realtime channel after every enqueue,
     /// as RSMQ's `realtime` option, for RSMQ realtime subscribers. Defaults to

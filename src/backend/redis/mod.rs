@@ -119,6 +119,7 @@ impl RedisBackend {
 
     /// Connects with these settings.
     pub async fn connect(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
+        crate::contract::queues::validate::namespace(namespace)?;
         let (target, con) = redis.open().await?;
         let mut backend = Self::new(con, target, namespace, realtime);
         if redis.wait_for_replicas.is_some() {
@@ -131,6 +132,7 @@ impl RedisBackend {
     /// an unreachable Redis (only for a bad URL), so a worker can start first and
     /// wait for Redis, retrying with backoff.
     pub fn connect_lazy(redis: &RedisConfig, namespace: &str, realtime: bool) -> Result<Self> {
+        crate::contract::queues::validate::namespace(namespace)?;
         let (target, con) = redis.open_lazy()?;
         let mut backend = Self::new(con, target, namespace, realtime);
         if redis.wait_for_replicas.is_some() {

@@ -75,6 +75,26 @@ pub(crate) fn priority(p: i8) -> Result<()> {
     }
 }
 
+/// A namespace, the prefix of every key: 1 to 200 bytes, no whitespace or
+/// control character (a worker's hand-off registration is words apart) and
+/// no brace (on a Cluster a brace would make it every key's hash tag).
+pub(crate) fn namespace(ns: &str) -> Result<()> {
+    let ok = (1..=200).contains(&ns.len())
+        && !ns
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '{' || c == '}');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what: "namespace",
+            reason: format!(
+                "{ns:?}: 1 to 200 bytes, without whitespace, control characters or braces"
+            ),
+        })
+    }
+}
+
 pub(crate) fn queue_name(name: &str) -> Result<()> {
     let ok = (1..=160).contains(&name.len())
         && name

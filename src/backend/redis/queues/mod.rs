@@ -43,7 +43,9 @@ const RECEIVE_MAX: usize = 1_000_000_000;
 pub struct RsmqConfig {
     /// Where Redis is.
     pub redis: RedisConfig,
-    /// Key prefix, as RSMQ's `ns` option. Defaults to `rsmq`.
+    /// Key prefix, as RSMQ's `ns` option. Defaults to `rsmq`. 1 to 200 bytes,
+    /// without whitespace, control characters or braces (connecting refuses
+    /// others).
     pub namespace: String,
     /// PUBLISH the queue length on `ns:rt:q` after each send, as RSMQ's `realtime`
     /// option. Defaults to `false`; a send then publishes only when a redjob worker
@@ -112,6 +114,7 @@ impl Rsmq {
 
     /// Connects with these settings.
     pub async fn with_config(cfg: RsmqConfig) -> Result<Self> {
+        crate::contract::queues::validate::namespace(&cfg.namespace)?;
         let con = cfg.redis.connect().await?;
         Ok(Self::from_connection(con, &cfg.namespace, cfg.realtime)
             .wait_for_replicas(cfg.redis.wait_for_replicas))
