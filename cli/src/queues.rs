@@ -249,7 +249,7 @@ const HEAD: [&str; 9] = [
 async fn line(ctx: &Ctx, name: &str) -> Result<QueueLine, Failure> {
     let o = ctx
         .client
-        .overview(&OverviewQuery::default().filter(name))
+        .overview(&OverviewQuery::default().named(name))
         .await?;
     match o.lines.into_iter().find(|l| l.name == name) {
         Some(l) => Ok(l),

@@ -1666,3 +1666,33 @@ async fn a_batch_whose_counts_another_client_wrote_out_of_range_is_shown_at_100_
             .json();
     }
 }
+
+#[tokio::test]
+async fn queue_show_reads_its_own_queue_not_every_queue_whose_name_holds_it() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let url = server.url();
+    let q = client.queues();
+    for name in std::iter::once("mail".to_string()).chain((0..200).map(|i| format!("mail{i}"))) {
+        redjob::queue::Queues::create_queue(q, &name, redjob::queue::QueueOptions::default())
+            .await
+            .unwrap();
+    }
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let v = cli(&url, &["queue", "show", "mail", "--json"]).await.json();
+    assert_eq!(v["queue"], "mail", "{v}");
+    let calls: u64 = common::command_calls(&mut con)
+        .await
+        .iter()
+        .filter(|(name, _)| name.as_str() != "info")
+        .map(|(_, n)| n)
+        .sum();
+    // a few dozen for its own line, settings and run times; not a line for
+    // each of the 200 others
+    assert!(calls < 150, "{calls} commands");
+}

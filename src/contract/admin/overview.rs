@@ -165,12 +165,30 @@ pub struct OverviewQuery {
     /// Each line's last week, hour by hour ([`QueueLine::hours`]). Defaults
     /// to `false` (169 entries a queue: about three times the minutes' read).
     pub hours: bool,
+    /// [`filter`](Self::filter) is the whole name, not a part of it (see
+    /// [`named`](Self::named)). Defaults to `false`.
+    pub exact: bool,
 }
 
 impl OverviewQuery {
     /// Only queues whose name contains `text` (default: all).
     pub fn filter(mut self, text: impl Into<String>) -> Self {
         self.filter = Some(text.into()).filter(|t: &String| !t.is_empty());
+        self
+    }
+
+    /// Only the queue named `name`: one line read, however many queues'
+    /// names hold it.
+    ///
+    /// ```
+    /// use redjob::ops::OverviewQuery;
+    ///
+    /// let q = OverviewQuery::default().named("mail");
+    /// assert_eq!((q.filter.as_deref(), q.exact), (Some("mail"), true));
+    /// ```
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.filter = Some(name.into());
+        self.exact = true;
         self
     }
 
@@ -207,7 +225,9 @@ impl OverviewQuery {
 
     /// Whether queue `name` is shown.
     pub(crate) fn wants(&self, name: &str) -> bool {
-        self.filter.as_deref().is_none_or(|f| name.contains(f))
+        self.filter
+            .as_deref()
+            .is_none_or(|f| if self.exact { name == f } else { name.contains(f) })
     }
 
     /// The read lines filtered, sorted and paged, as the overview.
