@@ -116,16 +116,7 @@ impl Periodic {
     /// Checks it before a worker starts.
     pub(crate) fn check(&self) -> Result<()> {
         crate::contract::queues::validate::queue_name(&self.queue)?;
-        if self.name.is_empty() || self.name.len() > 200 || self.name.chars().any(char::is_control)
-        {
-            return Err(Error::InvalidValue {
-                what: "periodic job name",
-                reason: format!(
-                    "{:?} must be 1 to 200 characters, none a control",
-                    self.name
-                ),
-            });
-        }
+        crate::contract::admin::schedule_name(&self.name)?;
         match &self.keyed {
             Err(e) => {
                 return Err(Error::InvalidValue {

@@ -312,6 +312,27 @@ pub async fn a_restarted_schedule_skips_missed_ticks_or_runs_the_last(env: &Env)
     assert_eq!(at(r#""n":9"#), [old, old], "{listed:?}");
 }
 
+pub async fn a_schedule_name_none_could_have_is_refused_by_pause_and_resume(env: &Env) {
+    let q = env.client.backend();
+    let long = "x".repeat(201);
+    for name in ["", "\0", "a\nb", long.as_str()] {
+        for pause in [true, false] {
+            let r = if pause {
+                q.pause_schedule("ticks", name).await
+            } else {
+                q.resume_schedule("ticks", name).await
+            };
+            match r {
+                Err(Error::InvalidValue { what, .. }) => assert_eq!(what, "periodic job name"),
+                other => panic!("{name:?} (pause {pause}): {other:?}"),
+            }
+        }
+    }
+    // a name one could have, ticked by no worker yet: paused for workers to come
+    assert!(q.pause_schedule("ticks", "nightly").await.unwrap());
+    assert!(q.resume_schedule("ticks", "nightly").await.unwrap());
+}
+
 pub async fn periodic_settings_are_checked_at_build(env: &Env) {
     assert!(Schedule::every(Duration::from_millis(999)).is_err());
     assert!(Schedule::every(Duration::from_secs(10_000_000)).is_err());

@@ -477,6 +477,7 @@ macro_rules! conformance_suite {
             periodic_workers_enqueue_each_tick_once_and_list_the_schedule,
             a_restarted_schedule_skips_missed_ticks_or_runs_the_last,
             periodic_settings_are_checked_at_build,
+            a_schedule_name_none_could_have_is_refused_by_pause_and_resume,
             workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead,
             each_run_starting_or_ending_shows_before_the_next_heartbeat,
             an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost);

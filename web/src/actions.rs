@@ -561,8 +561,18 @@ pub(crate) async fn periodic(
             format!("Enqueued a run of {name:?} now (job {id}).")
         }
         "pause" => {
+            // a name no live worker ticks (a crafted form, a schedule since
+            // removed) pauses nothing that runs: say so, as the CLI does
+            let live = c.schedules().await?;
+            let ticked = live.iter().any(|s| s.queue == queue && s.name == name);
             c.pause_schedule(queue, name).await?;
-            format!("Paused {name:?}: every worker skips its ticks until it is resumed.")
+            if ticked {
+                format!("Paused {name:?}: every worker skips its ticks until it is resumed.")
+            } else {
+                format!(
+                    "Paused {name:?}, which no live worker ticks: paused all the same, for workers to come."
+                )
+            }
         }
         "resume" => {
             c.resume_schedule(queue, name).await?;

@@ -616,6 +616,17 @@ async fn workers_and_periodic_pages_show_live_workers_and_run_a_schedule_now() {
     let r = post(&app, "/periodic/resume", &cookie, &form).await;
     assert!(note(&r).starts_with("Resumed"), "{}", note(&r));
     assert!(client.schedules().await.unwrap()[0].paused.is_none());
+    // a name no worker ticks: paused, and the note says nothing runs it; a
+    // name none could have: a 400
+    let r = post(&app, "/periodic/pause", &cookie, &gone).await;
+    assert!(
+        note(&r).contains("which no live worker ticks"),
+        "{}",
+        note(&r)
+    );
+    let nul = [("csrf", token.as_str()), ("queue", "slow"), ("name", "\0")];
+    let r = post(&app, "/periodic/pause", &cookie, &nul).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
     running.stop().await;
 }
 

@@ -151,6 +151,7 @@ impl MemoryBackend {
     /// schedule.lua: pauses (or resumes) schedule `name` of `queue`.
     pub(super) fn pause_schedule_now(&self, queue: &str, name: &str, pause: bool) -> Result<bool> {
         validate::queue_name(queue)?;
+        crate::contract::admin::schedule_name(name)?;
         let now = self.clock.now_ms();
         let by = self.actor().to_string();
         let mut st = self.lock_mut();

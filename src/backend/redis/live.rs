@@ -295,6 +295,7 @@ impl Rsmq {
     /// whether that changed anything.
     pub(crate) async fn schedule(&self, queue: &str, name: &str, pause: bool) -> Result<bool> {
         validate::queue_name(queue)?;
+        crate::contract::admin::schedule_name(name)?;
         let (mut con, ns, _) = self.ns_parts();
         let k = ns.queue(queue);
         let mut cmd = scripts::eval(&scripts::SCHEDULE, &[&k.periodic]);

@@ -15,6 +15,7 @@ pub(crate) use control::{SETTINGS_WAKE, check_id as check_worker_id, wake_name a
 pub use dead::{BulkCount, DeadOrder, DeadQuery, Spread};
 pub use keys::{KeyPage, KeyUsage};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
+pub(crate) use periodic::schedule_name;
 pub use periodic::{Missed, Paused, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
 pub(crate) use workers::{Beat, BeatJob, Serves, host_name};
 pub use workers::{BeatSchedule, JobTypeInfo, RunningJob, ServedSubscriber, Unserved, WorkerInfo};

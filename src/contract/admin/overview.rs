@@ -225,9 +225,13 @@ impl OverviewQuery {
 
     /// Whether queue `name` is shown.
     pub(crate) fn wants(&self, name: &str) -> bool {
-        self.filter
-            .as_deref()
-            .is_none_or(|f| if self.exact { name == f } else { name.contains(f) })
+        self.filter.as_deref().is_none_or(|f| {
+            if self.exact {
+                name == f
+            } else {
+                name.contains(f)
+            }
+        })
     }
 
     /// The read lines filtered, sorted and paged, as the overview.

@@ -188,6 +188,18 @@ pub enum Missed {
     RunLast,
 }
 
+/// Checks a periodic schedule's name: 1 to 200 bytes, none a control
+/// character.
+pub(crate) fn schedule_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
+        return Err(Error::InvalidValue {
+            what: "periodic job name",
+            reason: format!("{name:?} must be 1 to 200 characters, none a control"),
+        });
+    }
+    Ok(())
+}
+
 /// A periodic schedule as listed by [`Admin::schedules`](super::Admin::schedules):
 /// what live workers tick, with its last tick and the next.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
