@@ -213,16 +213,21 @@ async fn on_queue(
                 max_age,
                 args_max_age,
             };
-            c.set_settings(&queue, &QueueSettings::history(h)).await?;
+            // the note says what was stored (an age past 2^52 ms is kept at that)
+            let h = c
+                .set_settings(&queue, &QueueSettings::history(h))
+                .await?
+                .history
+                .unwrap_or(h);
             let text = |d: Option<std::time::Duration>| {
                 d.map_or("none".into(), redjob::ops::duration_text)
             };
             format!(
                 "Saved: history {}, at most {}, for {}, arguments for {}, for every worker.",
-                if enabled { "on" } else { "off" },
-                max_count.map_or("none".into(), num),
-                text(max_age),
-                text(args_max_age)
+                if h.enabled { "on" } else { "off" },
+                h.max_count.map_or("none".into(), num),
+                text(h.max_age),
+                text(h.args_max_age)
             )
         }
         "settings" if fields.any("dead_") => {
@@ -246,12 +251,17 @@ async fn on_queue(
                 max_count: count,
                 max_age: age,
             };
-            c.set_settings(&queue, &QueueSettings::dead_letters(dead))
-                .await?;
+            // the note says what was stored (an age past 2^52 ms is kept at that)
+            let dead = c
+                .set_settings(&queue, &QueueSettings::dead_letters(dead))
+                .await?
+                .dead_letters
+                .unwrap_or(dead);
             format!(
                 "Saved: dead letters at most {}, for {}, for every worker.",
-                count.map_or("none".into(), num),
-                age.map_or("none".into(), redjob::ops::duration_text)
+                dead.max_count.map_or("none".into(), num),
+                dead.max_age
+                    .map_or("none".into(), redjob::ops::duration_text)
             )
         }
         "settings" => {

@@ -415,6 +415,21 @@ async fn the_history_settings_show_and_change_from_the_queue_page() {
     let s = client.settings("mail").await.unwrap();
     assert_eq!(s.history.unwrap().max_count, Some(5));
     assert_eq!(s.dead_letters, None);
+    // an age past what is stored (2^52 ms): the note says what was stored
+    let r = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("history_max_age", "9999999999d")],
+    )
+    .await;
+    let stored = client.settings("mail").await.unwrap().history.unwrap();
+    let age = redjob::ops::duration_text(stored.max_age.unwrap());
+    assert!(
+        note(&r).contains(&format!("for {age},")) && !note(&r).contains("9999999999d"),
+        "{} (stored {age})",
+        note(&r)
+    );
     // no setting at all: refused, nothing stored
     let r = post(&app, "/queues/mail/settings", &cookie, &[("csrf", &token)]).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
