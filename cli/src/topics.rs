@@ -298,6 +298,18 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
         .ok_or_else(|| Failure(format!("no topic {:?}", a.topic)))?;
     let plan = RewindPlan::new(&info, &a.subscriber, to)
         .ok_or_else(|| Failure(format!("no subscriber {:?} of {:?}", a.subscriber, a.topic)))?;
+    // a point in the future would skip every event until then: the rewind
+    // refuses it, and so does its dry run
+    let now = redjob::backend::Backend::now_ms(&ctx.client.backend()).await?;
+    if plan.too_late(now) {
+        return Err(redjob::Error::InvalidValue {
+            what: "rewind",
+            reason: format!(
+                "{to:?} is later than the topic's newest event and over a minute past now: it would skip every event published until then (--end skips to the end)"
+            ),
+        }
+        .into());
+    }
     let what = plan.describe(&a.subscriber);
     if a.dry_run {
         let v = json!({"dry_run": true, "events": plan.events, "exact": plan.exact,

@@ -1189,6 +1189,24 @@ async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
     );
     let s = &client.topic("orders").await.unwrap().unwrap().subscribers[0];
     assert_eq!(s.lag, 3, "nothing done");
+    // a point in the future: refused, by the dry run as by the rewind
+    for dry in [true, false] {
+        let mut args = vec![
+            "topic",
+            "rewind",
+            "orders",
+            "billing",
+            "--at-ms",
+            "99999999999999",
+            "--yes",
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        cli(&url, &args).await.failed("over a minute past now");
+    }
+    let s = &client.topic("orders").await.unwrap().unwrap().subscribers[0];
+    assert_eq!(s.lag, 3, "nothing done");
     let v = topic_json(
         &url,
         &[

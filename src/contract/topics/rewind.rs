@@ -79,6 +79,33 @@ impl RewindPlan {
         }
     }
 
+    /// Whether a backend refuses it when its clock reads `now_ms`: its start
+    /// is past the topic's newest event (as counted) and over a minute past
+    /// `now_ms`, so it would skip every event published until then (see
+    /// [`Topics::rewind`](super::Topics::rewind)).
+    ///
+    /// ```
+    /// use redjob::topic::{EventId, RewindPlan, Start, SubscriberInfo, TopicInfo};
+    ///
+    /// let mut info = TopicInfo::default();
+    /// info.last = Some(EventId::new(10, 0));
+    /// let mut s = SubscriberInfo::default();
+    /// s.name = "billing".into();
+    /// info.subscribers.push(s);
+    /// let now = 1_000_000;
+    /// let at = |ms| RewindPlan::new(&info, "billing", Start::At(EventId::new(ms, 0))).unwrap();
+    /// assert!(!at(5).too_late(now));
+    /// assert!(!at(now + 1_000).too_late(now));
+    /// assert!(at(now + 3_600_000).too_late(now));
+    /// assert!(!RewindPlan::new(&info, "billing", Start::End).unwrap().too_late(now));
+    /// ```
+    pub fn too_late(&self, now_ms: u64) -> bool {
+        let Some(offset) = self.start().offset() else {
+            return false;
+        };
+        self.upto.is_none_or(|last| offset > last) && offset.ms() > now_ms.saturating_add(60_000)
+    }
+
     /// The plan as a sentence: "skip the 4 events billing has not taken (up
     /// to 10-0)", "replay the topic's 10 events".
     pub fn describe(&self, subscriber: &str) -> String {
