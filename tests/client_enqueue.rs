@@ -241,11 +241,7 @@ async fn batch_of_10000_costs_10_script_calls_in_one_pipeline() {
     let mut ids;
     // the first batch of a handle loads the script once; the second shows the steady cost
     for round in 0..2 {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut con)
-            .await
-            .unwrap();
+        common::reset_stats(&mut con).await;
         ids = client.enqueue_batch(&jobs).await.unwrap();
         let calls = command_calls(&mut con).await;
         let evalsha = calls.get("evalsha").copied().unwrap_or(0);

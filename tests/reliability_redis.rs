@@ -197,11 +197,7 @@ async fn a_quiet_result_waiter_costs_nothing_and_survives_a_killed_connection() 
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut con = server.raw().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    common::reset_stats(&mut con).await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     let calls = common::command_calls(&mut con).await;
     let spent: u64 = calls

@@ -5,7 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Recorder, RedisServer, command_calls, start, start_serving, wait_for, wait_until};
+use common::{
+    Recorder, RedisServer, command_calls, reset_stats, start, start_serving, wait_for, wait_until,
+};
 use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
@@ -22,15 +24,6 @@ impl Job for Ping {
         ctx.data::<Recorder>()?.record(ctx, self.key);
         Ok(())
     }
-}
-
-/// Zeroes Redis's command counts.
-async fn reset_stats(con: &mut redis::aio::MultiplexedConnection) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(con)
-        .await
-        .unwrap();
 }
 
 /// A worker of queue "work" with `lease` (it beats every third of it), serving;

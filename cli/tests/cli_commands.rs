@@ -1697,11 +1697,7 @@ async fn queue_show_reads_its_own_queue_not_every_queue_whose_name_holds_it() {
             .unwrap();
     }
     let mut con = server.raw().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    common::reset_stats(&mut con).await;
     let v = cli(&url, &["queue", "show", "mail", "--json"]).await.json();
     assert_eq!(v["queue"], "mail", "{v}");
     let calls: u64 = common::command_calls(&mut con)

@@ -222,6 +222,16 @@ fn free_port() -> u16 {
 }
 
 /// Calls counted by `INFO commandstats`, by command name (lower case).
+/// `CONFIG RESETSTAT`: the command counts [`command_calls`] reads start
+/// from 0.
+pub async fn reset_stats<C: redis::aio::ConnectionLike + Send>(con: &mut C) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
 pub async fn command_calls<C: redis::aio::ConnectionLike + Send>(
     con: &mut C,
 ) -> std::collections::HashMap<String, u64> {
