@@ -54,13 +54,11 @@ pub(crate) async fn run_pipeline(
     pipe.ignore_errors();
     let mut replies: Vec<Value> = pipe.query_async(con).await?;
     for _ in 0..ROUNDS {
-        if !replies.iter().any(is_noscript) {
-            break;
-        }
-        let missed: Vec<bool> = replies.iter().map(is_noscript).collect();
-        let Some(first) = missed.iter().position(|&m| m) else {
+        // (no vector made while no call met NOSCRIPT, the common case)
+        let Some(first) = replies.iter().position(is_noscript) else {
             break;
         };
+        let missed: Vec<bool> = replies.iter().map(is_noscript).collect();
         if replies.len() != pipe.len() {
             return Err(Error::Protocol(format!(
                 "{} replies to a pipeline of {} commands",
