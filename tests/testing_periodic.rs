@@ -335,3 +335,26 @@ async fn downtime_refuses_what_a_worker_would_refuse() {
         Err(Error::InvalidValue { .. })
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cron_tick_missed_is_run_last_when_the_downtime_ends_within_its_second() {
+    // day 1, 05:59:59.500 UTC: a daily 06:00 schedule ticks once in a second
+    let start = std::time::SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_655_199_500);
+    let log = Arc::new(Log::default());
+    let kit = TestKit::starting_at(start);
+    let clock = kit.clock().clone();
+    let kit = kit.data(log.clone()).data(clock).periodic_job(
+        Periodic::new(Schedule::cron("0 6 * * *").unwrap(), Minutely)
+            .name("daily")
+            .missed(Missed::RunLast),
+    );
+    let run = kit.advance(Duration::from_secs(1)).await.unwrap();
+    assert_eq!((run.ticks, run.processed), (1, 1));
+    log.take();
+    // down until day 2, 06:00:00.300: that day's tick was missed
+    let down = Duration::from_secs(86_400) - Duration::from_millis(200);
+    assert_eq!(kit.downtime(down).await.unwrap(), 1);
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!(run.processed, 1);
+    assert_eq!(log.take().len(), 1);
+}

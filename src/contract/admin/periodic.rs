@@ -103,6 +103,15 @@ impl Schedule {
         let c = cron.clone();
         let find = move |ms: u64, forward: bool| {
             let cron = &c;
+            // croner searches in whole seconds, leaving out the second it
+            // starts in: backwards from a later part of a tick's second it
+            // would skip that tick, so it starts at the next whole second
+            // (ticks fall on whole seconds)
+            let ms = if forward {
+                ms
+            } else {
+                ms.checked_next_multiple_of(1000)?
+            };
             let at = zone
                 .timestamp_millis_opt(i64::try_from(ms).ok()?)
                 .single()?;
@@ -320,5 +329,35 @@ impl Tick<'_> {
     pub fn id(&self, queue: &str) -> crate::JobId {
         let suffix = crate::id::hashed_suffix(&format!("{queue}/{}", self.name));
         crate::JobId::make(self.at_ms.saturating_mul(1000), &suffix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2026-01-01T00:00:00Z.
+    const T: u64 = 1_767_225_600_000;
+
+    #[test]
+    fn a_cron_tick_is_before_any_instant_within_its_second() {
+        let every5 = Schedule::cron("*/5 * * * * *").unwrap();
+        let daily = Schedule::cron("0 0 * * *").unwrap();
+        let paris = Schedule::cron("0 1 * * *")
+            .unwrap()
+            .in_zone(chrono::FixedOffset::east_opt(3600).unwrap());
+        for s in [&every5, &daily, &paris] {
+            // (T is a tick of all three: midnight UTC, 1:00 at UTC+1)
+            for at in [T + 1, T + 300, T + 999, T + 1000] {
+                assert_eq!(s.last_before(at), Some(T), "{s} before {at}");
+            }
+            assert!(s.last_before(T).unwrap() < T, "{s}");
+            assert!(s.next_after(T + 1).unwrap() > T + 1, "{s}");
+            assert_eq!(s.next_after(T - 1), Some(T), "{s}");
+            assert_eq!(s.next_after(T - 300), Some(T), "{s}");
+        }
+        assert_eq!(every5.last_before(T), Some(T - 5000));
+        assert_eq!(every5.next_after(T), Some(T + 5000));
+        assert_eq!(every5.next_after(T + 300), Some(T + 5000));
     }
 }
