@@ -94,7 +94,9 @@ impl Periodic {
 
     /// The schedule's name, unique within its queue: the ticks already
     /// enqueued are recorded under it, so a renamed schedule starts afresh.
-    /// Defaults to the job type's name.
+    /// Defaults to the job type's name. 1 to 200 bytes, no control
+    /// character, not ending in `:paused` or `:next` (the worker's build
+    /// refuses it).
     pub fn name(mut self, name: impl Into<String>) -> Periodic {
         self.name = name.into();
         self

@@ -315,7 +315,9 @@ pub async fn a_restarted_schedule_skips_missed_ticks_or_runs_the_last(env: &Env)
 pub async fn a_schedule_name_none_could_have_is_refused_by_pause_and_resume(env: &Env) {
     let q = env.client.backend();
     let long = "x".repeat(201);
-    for name in ["", "\0", "a\nb", long.as_str()] {
+    // (a schedule's pause and next tick are stored beside its last tick, under
+    // its name with these endings: a schedule so named would pause another)
+    for name in ["", "\0", "a\nb", long.as_str(), "rep:paused", "rep:next"] {
         for pause in [true, false] {
             let r = if pause {
                 q.pause_schedule("ticks", name).await
@@ -364,6 +366,8 @@ pub async fn periodic_settings_are_checked_at_build(env: &Env) {
     for p in [
         Periodic::new(s(), LiveTick { n: 1 }).name(""),
         Periodic::new(s(), LiveTick { n: 1 }).name("a\nb"),
+        Periodic::new(s(), LiveTick { n: 1 }).name("rep:paused"),
+        Periodic::new(s(), LiveTick { n: 1 }).name("rep:next"),
         Periodic::new(s(), LiveTick { n: 1 }).queue("bad:queue"),
     ] {
         assert!(build(vec![p]).is_err());

@@ -198,12 +198,20 @@ pub enum Missed {
 }
 
 /// Checks a periodic schedule's name: 1 to 200 bytes, none a control
-/// character.
+/// character, not ending in `:paused` or `:next` (on Redis a schedule's
+/// pause and next tick are kept beside its last tick, under its name with
+/// those endings: a schedule so named would pause, or move, another).
 pub(crate) fn schedule_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
         return Err(Error::InvalidValue {
             what: "periodic job name",
             reason: format!("{name:?} must be 1 to 200 characters, none a control"),
+        });
+    }
+    if name.ends_with(":paused") || name.ends_with(":next") {
+        return Err(Error::InvalidValue {
+            what: "periodic job name",
+            reason: format!("{name:?} must not end in \":paused\" or \":next\""),
         });
     }
     Ok(())
