@@ -314,9 +314,10 @@ pub struct DeadLetterEntry {
     pub error: String,
 }
 
-/// Finished deliveries of one queue, settled in one call. Each job appears
-/// at most once in a call, as a worker settles it: one given twice may be
-/// counted twice, and listed twice in the Redis backend's history.
+/// Finished deliveries of one queue, settled in one call. A job given twice
+/// is settled once, by its first entry in the order acks, reschedules,
+/// throttles, dead letters: the job's token no longer matches after it, so
+/// the others fail the fence and are not counted.
 #[derive(Debug, Default, Clone)]
 pub struct Settle {
     /// Succeeded: delete.

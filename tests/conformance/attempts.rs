@@ -403,3 +403,64 @@ pub async fn run_times_are_counted_per_type_once_per_settled_run(env: &Env) {
     assert_eq!(sms.quantile(0.5), Some(Duration::from_secs(10)));
     assert!(q.run_times("nope").await.unwrap().is_empty());
 }
+
+/// A settle that names one delivery twice (`Backend::settle` is public: a
+/// caller's own loop can) settles it once, by its first entry in the
+/// script's order (acks, reschedules, dead letters): once settled, the
+/// job's token no longer matches, so the other entries fail the fence and
+/// are not counted. Redis checked every fence before any write and applied
+/// each: an ack and a retry left a job without a body behind.
+pub async fn a_settle_naming_one_delivery_twice_settles_it_once(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("twice", QueueOptions::default())
+        .await
+        .unwrap();
+    let dead = |id, token| DeadLetterEntry {
+        id,
+        token,
+        error: "fatal".into(),
+    };
+    // an ack, again, and a retry: acked once, finished
+    let id = Queues::send(&q, "twice", SendMessage::new("a"))
+        .await
+        .unwrap();
+    let d = fetch_one(env, "twice", LONG).await;
+    let mut s = retry(id, d.token, "boom");
+    s.acks = vec![(id, d.token), (id, d.token)];
+    let r = q.settle("twice", &s).await.unwrap();
+    assert_eq!((r.acked, r.rescheduled, r.dead), (1, 0, 0));
+    let stats = env.client.stats("twice").await.unwrap();
+    assert_eq!((stats.processed, stats.retried), (1, 0));
+    assert_eq!(
+        q.job("twice", &id).await.unwrap().map(|j| j.state),
+        Some(JobState::Finished)
+    );
+    // an ack and a dead letter: acked, no letter
+    let id = Queues::send(&q, "twice", SendMessage::new("b"))
+        .await
+        .unwrap();
+    let d = fetch_one(env, "twice", LONG).await;
+    let s = Settle {
+        acks: vec![(id, d.token)],
+        dead: vec![dead(id, d.token)],
+        ..Settle::default()
+    };
+    let r = q.settle("twice", &s).await.unwrap();
+    assert_eq!((r.acked, r.dead), (1, 0));
+    assert_eq!(env.client.stats("twice").await.unwrap().dead, 0);
+    assert_eq!(q.counts("twice").await.unwrap().dead, 0);
+    // a retry, then a dead letter of it: back in the queue, body and all
+    let id = Queues::send(&q, "twice", SendMessage::new("c"))
+        .await
+        .unwrap();
+    let d = fetch_one(env, "twice", LONG).await;
+    let mut s = retry(id, d.token, "boom");
+    s.dead = vec![dead(id, d.token), dead(id, d.token)];
+    let r = q.settle("twice", &s).await.unwrap();
+    assert_eq!((r.acked, r.rescheduled, r.dead), (0, 1, 0));
+    let counts = q.counts("twice").await.unwrap();
+    assert_eq!((counts.ready, counts.dead), (1, 0));
+    let again = fetch_one(env, "twice", LONG).await;
+    assert_eq!((again.id, &again.body[..]), (id, &b"c"[..]));
+    assert_eq!(again.token.attempt(), 2);
+}

@@ -375,7 +375,8 @@ macro_rules! conformance_suite {
             attempts_are_recorded_with_their_settle_and_a_dead_letter_keeps_them,
             a_job_keeps_its_last_attempts_and_an_ack_or_delete_leaves_none,
             a_worker_records_each_attempt_with_its_error_chain_and_itself,
-            run_times_are_counted_per_type_once_per_settled_run);
+            run_times_are_counted_per_type_once_per_settled_run,
+            a_settle_naming_one_delivery_twice_settles_it_once);
         $crate::conformance_suite!(@history $setup, #[$attr],
             finished_jobs_are_kept_with_their_attempts_and_found_by_id,
             history_is_trimmed_by_count_and_age_and_arguments_sooner,

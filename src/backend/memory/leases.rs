@@ -398,25 +398,26 @@ impl Backend for MemoryBackend {
             .filter(|id| !q.msgs.contains_key(id))
             .copied()
             .collect();
-        let acks: Vec<_> = batch
-            .acks
-            .iter()
-            .filter(|(id, t)| q.holds(id, *t))
-            .collect();
+        // an id named twice passes once, its first entry (acks, reschedules,
+        // throttles, dead letters, in that order, as the script reads them):
+        // once settled, a job's token no longer matches
+        let mut seen = std::collections::HashSet::new();
+        let mut holds = |id: &JobId, t: Token| q.holds(id, t) && seen.insert(*id);
+        let acks: Vec<_> = batch.acks.iter().filter(|(id, t)| holds(id, *t)).collect();
         let res: Vec<_> = batch
             .reschedules
             .iter()
-            .filter(|r| q.holds(&r.id, r.token))
-            .collect();
-        let dead: Vec<_> = batch
-            .dead
-            .iter()
-            .filter(|d| q.holds(&d.id, d.token))
+            .filter(|r| holds(&r.id, r.token))
             .collect();
         let throttles: Vec<_> = batch
             .throttles
             .iter()
-            .filter(|t| q.holds(&t.id, t.token))
+            .filter(|t| holds(&t.id, t.token))
+            .collect();
+        let dead: Vec<_> = batch
+            .dead
+            .iter()
+            .filter(|d| holds(&d.id, d.token))
             .collect();
         let runs = batch.runs();
         let record = |id: &JobId, token: Token, error: Option<&str>| {

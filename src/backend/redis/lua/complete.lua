@@ -307,16 +307,18 @@ local throttle_until = 0
 local key_throttles, any_key_throttle = {}, false
 -- the lengths of gone, fields and finished (appended to once or more a job)
 local ng, nf, nfin = 0, 0, 0
--- the entries that passed the fence
-local npassed = 0
+-- the entries that passed the fence; their ids (an id named twice passes
+-- once, its first entry: once settled, its job's token no longer matches)
+local npassed, passed_ids = 0, {}
 for k = 1, nids do
   local id = ids[k]
   local tok = tokens[k]
   -- a score that reads as its token passes without being parsed
   local sc = scores[k]
-  if sc and (sc == tok or tonumber(sc) == token_number(tok)) then
+  if sc and not passed_ids[id] and (sc == tok or tonumber(sc) == token_number(tok)) then
     local kd = kind[k]
     passed[k] = true
+    passed_ids[id] = true
     npassed = npassed + 1
     settled[tok] = (settled[tok] or 0) + 1
     if kd == "a" or kd == "d" then
