@@ -232,6 +232,11 @@ struct Faulty<B> {
     inner: B,
     /// Set once the first renewal's reply was lost; `None`: no renewal is lost.
     renewal_lost: Option<Arc<AtomicBool>>,
+    /// Set once the first renewal was held in a stall of this long: its call
+    /// fails at once, the renewal runs when the stall ends, and every renewal
+    /// and score read fails until then (a Redis stopped past the response
+    /// timeout, which runs the renewal written to it when it resumes).
+    renewal_stalled: Option<(Arc<std::sync::Mutex<Option<Instant>>>, Duration)>,
     settle_panics: bool,
     /// While set, every fetch fails.
     fetch_fails: Option<Arc<AtomicBool>>,
@@ -249,6 +254,7 @@ impl<B: Backend> Faulty<B> {
         Faulty {
             inner,
             renewal_lost: None,
+            renewal_stalled: None,
             settle_panics: false,
             fetch_fails: None,
             settle_reply_lost: None,
@@ -285,6 +291,29 @@ impl<B: Backend> Backend for Faulty<B> {
         l: &[(JobId, Token)],
         lease: Duration,
     ) -> redjob::Result<Vec<Option<Token>>> {
+        if let Some((until, stall)) = &self.renewal_stalled {
+            let mut u = until.lock().unwrap();
+            match *u {
+                None => {
+                    *u = Some(Instant::now() + *stall);
+                    let (inner, q, l, stall) =
+                        (self.inner.clone(), q.to_string(), l.to_vec(), *stall);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(stall).await;
+                        inner.extend(&q, &l, lease).await.unwrap();
+                    });
+                    return Err(redjob::Error::Protocol(
+                        "timed out (simulated stall)".into(),
+                    ));
+                }
+                Some(end) if Instant::now() < end => {
+                    return Err(redjob::Error::Protocol(
+                        "timed out (simulated stall)".into(),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
         let r = self.inner.extend(q, l, lease).await;
         if self
             .renewal_lost
@@ -336,6 +365,16 @@ impl<B: Backend> Backend for Faulty<B> {
         self.inner.dead_letters(q, limit).await
     }
     async fn scores(&self, q: &str, held: &[(JobId, Token)]) -> redjob::Result<Vec<Option<Token>>> {
+        if let Some((until, _)) = &self.renewal_stalled
+            && until
+                .lock()
+                .unwrap()
+                .is_some_and(|end| Instant::now() < end)
+        {
+            return Err(redjob::Error::Protocol(
+                "timed out (simulated stall)".into(),
+            ));
+        }
         self.inner.scores(q, held).await
     }
     async fn warnings(&self) -> redjob::Result<Vec<String>> {
@@ -577,6 +616,49 @@ async fn renewal_whose_reply_was_lost_does_not_cost_the_delivery() {
         !probe.cancelled.load(Ordering::SeqCst),
         "the valid run was cancelled"
     );
+    assert_eq!(rec.len(), 1, "the job ran again: {:?}", rec.runs());
+    assert_eq!(client.stats("hw").await.unwrap().processed, 1);
+    stop.cancel();
+    h.await.unwrap().unwrap();
+}
+
+/// A renewal written to a Redis that then stalls past the response timeout
+/// runs when Redis resumes, well within the lease: the worker adopts the
+/// lease it set once it reads the job's score, rather than keep the old
+/// token, whose next renewal the fence refuses (which cancelled the run, and
+/// the job ran again once that lease ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_ran_late_in_a_stall_within_the_lease_is_adopted() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    client.enqueue(&Hold { key: 1, ms: 7000 }).await.unwrap();
+    let backend = Faulty {
+        renewal_stalled: Some((Arc::default(), Duration::from_millis(1500))),
+        ..Faulty::new(client.backend())
+    };
+    // renewals every 2 s: the first (at 2 s) runs at 3.5 s, its lease then
+    // ending at 9.5 s; the score is read again at 4.5 s
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe.clone())
+        .lease(Duration::from_secs(6))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() >= 1).await);
+    let finished = wait_for(Duration::from_secs(12), || async {
+        msgs(&client).await == 0
+    })
+    .await;
+    assert!(
+        !probe.cancelled.load(Ordering::SeqCst),
+        "the valid run was cancelled"
+    );
+    assert!(finished, "the job never finished");
     assert_eq!(rec.len(), 1, "the job ran again: {:?}", rec.runs());
     assert_eq!(client.stats("hw").await.unwrap().processed, 1);
     stop.cancel();

@@ -25,10 +25,12 @@ pub(crate) struct Held {
     /// The lease ends no later than this on the worker's clock (measured from when
     /// the call that set it was sent, so never later than the backend's).
     pub deadline: Instant,
-    /// A renewal whose reply was lost may have replaced `token` in the backend: it
-    /// wrote the same delivery count with a lease ending by this (Unix ms, backend
-    /// time). Cleared once the current score is known again.
-    pub uncertain_until_ms: Option<u64>,
+    /// A renewal whose reply was lost may have replaced `token` in the backend
+    /// (it may run much later, as a stalled Redis does once it resumes): when
+    /// `token`'s lease was measured from (the send of the call that set it, as
+    /// `deadline`) and when that renewal was sent. Cleared once the current
+    /// score is known again.
+    pub uncertain: Option<Uncertain>,
     /// Cancels the run.
     pub cancel: Arc<RunCancel>,
     /// This worker's number for the run, so a finish is matched to its own run.
@@ -59,10 +61,19 @@ pub(crate) struct Held {
     pub body: Option<Vec<u8>>,
 }
 
+/// A renewal whose reply was lost (see [`Held::uncertain`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Uncertain {
+    /// When the held token's lease was measured from.
+    pub origin: Instant,
+    /// When the renewal was sent.
+    pub sent: Instant,
+}
+
 impl Held {
     /// Renewed by the heartbeat: held, and its token known.
     pub fn renewable(&self) -> bool {
-        !self.lost && self.uncertain_until_ms.is_none()
+        !self.lost && self.uncertain.is_none()
     }
 }
 
@@ -232,7 +243,7 @@ impl Leases {
             if !rescheduled {
                 h.token = token;
                 h.deadline = deadline;
-                h.uncertain_until_ms = None;
+                h.uncertain = None;
                 h.lost = false;
                 h.reason = None;
                 return Admit::Merged {
@@ -253,7 +264,7 @@ impl Leases {
             Held {
                 token,
                 deadline,
-                uncertain_until_ms: None,
+                uncertain: None,
                 cancel: cancel.clone(),
                 run,
                 running: true,

@@ -14,7 +14,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use super::hooks::CancelReason;
-use super::leases::{Leases, Table};
+use super::leases::{Leases, Table, Uncertain};
 use crate::JobId;
 use crate::contract::attempts::{Ran, RunBy};
 use crate::contract::backend::Backend;
@@ -323,13 +323,20 @@ impl<B: Backend> Settler<B> {
 
     /// Reads the current score of jobs whose renewal reply was lost and adopts
     /// the token that renewal wrote.
+    ///
+    /// The renewal may have run any time before the read: a Redis that stalled
+    /// past the response timeout runs it when it resumes. It set a lease
+    /// ending a lease after it ran, so by the read's reply: the held token's
+    /// end plus the time since that token's lease was measured from (the
+    /// backend's clock runs as the worker's; a second of slack). A later
+    /// score of the same delivery is adopted up to that bound.
     async fn resolve_uncertain(&mut self) {
-        let asked: Vec<(JobId, Token, u64)> = self
+        let asked: Vec<(JobId, Token, Uncertain)> = self
             .leases
             .lock()
             .held
             .iter()
-            .filter_map(|(id, h)| h.uncertain_until_ms.map(|u| (*id, h.token, u)))
+            .filter_map(|(id, h)| h.uncertain.map(|u| (*id, h.token, u)))
             .collect();
         if asked.is_empty() {
             return;
@@ -338,19 +345,26 @@ impl<B: Backend> Settler<B> {
         let Ok(scores) = self.backend.scores(&self.queue, &held).await else {
             return; // still unreachable: try again before the next call
         };
+        let read = Instant::now();
         let mut t = self.leases.lock();
-        for ((id, old, until), now) in asked.iter().zip(scores) {
+        for ((id, old, u), now) in asked.iter().zip(scores) {
             let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
                 continue;
             };
-            h.uncertain_until_ms = None;
+            h.uncertain = None;
+            let since = read.saturating_duration_since(u.origin) + Duration::from_secs(1);
+            let until = old
+                .lease_until_ms()
+                .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
             if let Some(now) = now.filter(|t| {
                 t.attempt() == old.attempt()
                     && t.lease_until_ms() > old.lease_until_ms()
-                    && t.lease_until_ms() <= *until
+                    && t.lease_until_ms() <= until
             }) {
                 tracing::debug!(queue = %self.queue, job.id = %id, "a renewal whose reply was lost had landed; adopted its lease");
                 h.token = now;
+                // it ran after it was sent
+                h.deadline = h.deadline.max(u.sent + self.lease);
             }
         }
     }
@@ -482,7 +496,7 @@ impl<B: Backend> Settler<B> {
         let scores = tokio::time::timeout(CLASSIFY_WAIT, self.backend.scores(&self.queue, &pairs))
             .await
             .unwrap_or_else(|_| Err(crate::Error::Protocol("no reply in time".into())));
-        for (k, (id, _, cancel)) in lost.iter().enumerate() {
+        for (k, (id, held, cancel)) in lost.iter().enumerate() {
             match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
                 Ok(None) => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "job cancelled or deleted while it ran: cancelling the run; it will not run again");
@@ -491,8 +505,11 @@ impl<B: Backend> Settler<B> {
                         h.reason = Some(CancelReason::Deleted);
                     }
                 }
-                Ok(Some(_)) => {
+                Ok(Some(now)) if now.attempt() != held.attempt() => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out; cancelling this run")
+                }
+                Ok(Some(_)) => {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: another call changed this delivery's lease (its visibility changed, or a renewal ran later than this worker allows for); cancelling this run")
                 }
                 Err(_) => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run")
@@ -687,17 +704,15 @@ impl<B: Backend> Settler<B> {
                 Err(e) => {
                     // the renewal may still have run: remember the lease it could have set
                     tracing::warn!(queue = %self.queue, error = %e, "renewing leases failed");
-                    let now = Instant::now();
                     for (id, old, deadline) in &leases {
                         let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
                             continue;
                         };
                         let origin = deadline.checked_sub(self.lease).unwrap_or(*deadline);
-                        let since = now.saturating_duration_since(origin) + Duration::from_secs(1);
-                        let until = old
-                            .lease_until_ms()
-                            .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
-                        h.uncertain_until_ms = Some(until);
+                        h.uncertain = Some(Uncertain {
+                            origin,
+                            sent: sent_at,
+                        });
                     }
                     false
                 }
