@@ -1,6 +1,6 @@
 //! Redis faults: killed and restarted (append-only, fsync always), connections
-//! killed, unreachable at worker start, down or stalled during an enqueue, out
-//! of memory.
+//! killed, unreachable at worker start, down or stalled during an enqueue or a
+//! worker's stop, out of memory.
 
 mod common;
 
@@ -373,4 +373,69 @@ async fn out_of_memory_refuses_enqueues_whole_and_workers_drain() {
     running.stop().await;
     let keys: HashSet<u64> = rec.runs().iter().map(|r| r.key).collect();
     assert_eq!(keys.len() as u64, accepted);
+}
+
+/// Sleeps `ms`, recording its start.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "nap", queue = "rel")]
+struct Nap {
+    ms: u64,
+}
+
+impl Job for Nap {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, 1);
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// A stop while Redis is stopped (SIGSTOP: its connections open, no reply)
+/// and a finished job waits to be settled: the worker tries to settle it for
+/// a bounded time, not a number of tries that each wait out the response
+/// timeout (20 of them took 28 s at a 1 s timeout, 112 s at the default 5 s),
+/// and leaves it leased, still in the queue, for its lease to run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_redis_stalls_ends_within_a_bound_and_keeps_the_job() {
+    let server = RedisServer::start();
+    let client = client(&server.url()).await;
+    let rec = Recorder::default();
+    client.enqueue(&Nap { ms: 500 }).await.unwrap();
+    let w = Worker::builder(client.backend())
+        .queue("rel")
+        .handle_signals(false)
+        .grace_period(Duration::from_secs(1))
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    signal(server.pid(), "STOP");
+    // the job ends while Redis does not answer
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let t = Instant::now();
+    stop.cancel();
+    let r = tokio::time::timeout(Duration::from_secs(60), h).await;
+    let took = t.elapsed();
+    signal(server.pid(), "CONT");
+    assert!(r.expect("the worker stopped").unwrap().is_ok());
+    // the drain's 10 s, the registry's leave (2 s) and a fetch under way
+    assert!(took < Duration::from_secs(18), "the stop took {took:?}");
+    let left: u64 = redis::cmd("ZCARD")
+        .arg("rsmq:rel")
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    assert_eq!(left, 1, "the unsettled job is kept");
 }

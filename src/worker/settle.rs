@@ -126,8 +126,12 @@ pub(crate) struct Settler<B> {
     marked: Option<Instant>,
 }
 
-/// The longest shutdown waits for the last batch counts.
-const COUNT_WAIT: Duration = Duration::from_secs(10);
+/// The longest a shutdown spends settling what finished, and counting the
+/// last batch finishes, once the runs are over: a backend that stays away
+/// (down, or stalled past the response timeout on every call) leaves the
+/// leases to run out instead, so that a stop stays within an orchestrator's
+/// kill window.
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
 
 /// Most batch finishes one count carries.
 const MAX_COUNT: usize = 8192;
@@ -186,13 +190,14 @@ impl<B: Backend> Settler<B> {
             _ = self.serve(&mut rx) => {}
             _ = watchdog => {}
         }
-        self.drain().await;
+        let until = Instant::now() + DRAIN_WAIT;
+        self.drain(until).await;
         // the finishes the last settles recorded are counted before the
         // worker stops
         if let Some((tx, task)) = self.counting.take() {
             drop(tx);
             // a Redis that stopped answering leaves them for a sweep
-            if tokio::time::timeout(COUNT_WAIT, task).await.is_err() {
+            if tokio::time::timeout_at(until, task).await.is_err() {
                 tracing::warn!(queue = %self.queue, "batch counts still going at shutdown; a worker's sweep finishes them");
             }
         }
@@ -284,9 +289,9 @@ impl<B: Backend> Settler<B> {
 
     /// At shutdown: runs still going past the grace period are given up, not
     /// released (another worker could run them while they still run here); they
-    /// stay leased until their lease ends. Finished ones are settled, retrying a
-    /// few times.
-    async fn drain(&mut self) {
+    /// stay leased until their lease ends. Finished ones are settled, trying
+    /// again every 250 ms until `until`.
+    async fn drain(&mut self, until: Instant) {
         let still = {
             let mut t = self.leases.lock();
             let ids: Vec<JobId> = t
@@ -305,14 +310,15 @@ impl<B: Backend> Settler<B> {
             tracing::error!(queue = %self.queue, jobs = ?still, lease = ?self.lease,
                 "jobs still running after the grace period are left leased; they run again once their lease ends");
         }
-        // bounded: a backend that stays away leaves the leases to expire instead
-        for _ in 0..20 {
-            if self.leases.lock().done.is_empty() {
+        // bounded in time: a backend that stays away leaves the leases to run
+        // out instead (a call cut short may have landed: the fence decides)
+        while !self.leases.lock().done.is_empty() && Instant::now() < until {
+            if tokio::time::timeout_at(until, self.flush()).await.is_err() {
                 break;
             }
-            self.flush().await;
             if !self.leases.lock().done.is_empty() {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                let next = Instant::now() + Duration::from_millis(250);
+                tokio::time::sleep_until(next.min(until)).await;
             }
         }
         let left = self.leases.lock().done.len();
