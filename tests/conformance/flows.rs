@@ -269,6 +269,44 @@ pub async fn a_dead_child_fails_its_parent_and_the_chain_above_it_with_the_reaso
     );
 }
 
+/// A parent dead-lettered because a child died, requeued from the dead
+/// letters: it runs and reads what its children returned (none for the one
+/// that died). Its letter lacked its flow's status before, so every attempt
+/// of the requeued parent failed reading them.
+pub async fn a_dead_parent_requeued_runs_and_reads_its_childrens_results(env: &Env) {
+    use redjob::ops::Admin;
+    let seen = Arc::new(Seen::default());
+    let p = env
+        .client
+        .enqueue_flow(
+            Flow::new(&Parent { n: 1 })
+                .child(&Child { n: 5, die: true })
+                .child(&child(2)),
+        )
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    failed(env, &p).await;
+    let n = env
+        .client
+        .requeue_dead("flows_p", &[p], redjob::ops::Spread::NOW)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let got = env
+        .client
+        .wait_result::<Parent>(&p, Duration::from_secs(10))
+        .await;
+    running.stop().await;
+    assert_eq!(
+        got.unwrap(),
+        Some(21),
+        "ran: {:?}",
+        seen.ran.lock().unwrap()
+    );
+    assert_eq!(*seen.read.lock().unwrap(), [(1, vec![None, Some(20)])]);
+}
+
 pub async fn a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs(env: &Env) {
     let c = &env.client;
     // no worker: the children wait in their queue

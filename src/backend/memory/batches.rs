@@ -162,7 +162,9 @@ impl State {
                 // a cancelled flow's parent is cancelled
                 let cancel = cb.kind == CallbackKind::Failed
                     && (cb.cancel || status.cancelled_at_ms.is_some());
-                q.fail_parent(parent, &cb.body, cancel, &why, now);
+                // its body carries the status, as a sent parent's does, so
+                // that a dead letter requeued reads its children's results
+                q.fail_parent(parent, &body, cancel, &why, now);
                 let how = if cancel {
                     Finish::Cancelled
                 } else {

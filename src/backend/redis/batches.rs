@@ -132,7 +132,7 @@ impl Rsmq {
                     // a cancelled flow's parent is cancelled
                     let mut cb = cb.clone();
                     cb.cancel |= r.status.cancelled_at_ms.is_some();
-                    self.fail_parent(&cb, &why, &mark).await
+                    self.fail_parent(&cb, &r.status, &why, &mark).await
                 } else {
                     let body = callback_body(&cb.body, &r.status);
                     crate::contract::backend::creating(
@@ -152,7 +152,8 @@ impl Rsmq {
                         let why = format!(
                             "it cannot be enqueued: its body exceeds queue {queue:?}'s maxsize"
                         );
-                        self.fail_parent(cb, &why, &format!("{id}:x")).await?;
+                        self.fail_parent(cb, &r.status, &why, &format!("{id}:x"))
+                            .await?;
                     }
                     Err(e @ Error::InvalidValue { .. }) => {
                         tracing::error!(batch = %id, queue, kind = ?cb.kind, error = %e, "a batch callback that cannot be sent is dropped");
@@ -167,8 +168,16 @@ impl Rsmq {
     }
 
     /// Dead-letters or cancels a flow's parent (`flow_fail.lua`), then counts
-    /// its finish in its own flow when it is a child of one.
-    async fn fail_parent(&self, cb: &Callback, why: &str, mark: &str) -> Result<()> {
+    /// its finish in its own flow when it is a child of one. Its body carries
+    /// its flow's `status` as a sent parent's does, so that a dead letter
+    /// requeued still reads its children's results.
+    async fn fail_parent(
+        &self,
+        cb: &Callback,
+        status: &BatchStatus,
+        why: &str,
+        mark: &str,
+    ) -> Result<()> {
         let Some(id) = cb.id else {
             return Err(Error::InvalidValue {
                 what: "flow parent",
@@ -184,9 +193,10 @@ impl Rsmq {
         // flows that wait for it) should this worker stop before it does
         self.mark_batches(queue, std::time::Duration::from_secs(10))
             .await?;
+        let body = callback_body(&cb.body, status);
         let entered =
             crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
-                self.flow_fail(queue, &id, cb, why, mark, own.as_deref())
+                self.flow_fail(queue, &id, (&body, cb.cancel), why, mark, own.as_deref())
             })
             .await?;
         // counted here when this caller may (a producer's ACL may not let
@@ -199,12 +209,13 @@ impl Rsmq {
         Ok(())
     }
 
-    /// flow_fail.lua: the finishes it entered.
+    /// flow_fail.lua (the parent's body as stored, and whether it is
+    /// cancelled rather than dead-lettered): the finishes it entered.
     async fn flow_fail(
         &self,
         queue: &str,
         id: &crate::JobId,
-        cb: &Callback,
+        (body, cancel): (&[u8], bool),
         why: &str,
         mark: &str,
         own: Option<&str>,
@@ -226,8 +237,8 @@ impl Rsmq {
             ],
         );
         cmd.arg(id.as_str())
-            .arg(&cb.body[..])
-            .arg(if cb.cancel { "c" } else { "d" })
+            .arg(body)
+            .arg(if cancel { "c" } else { "d" })
             .arg(why)
             .arg(mark)
             .arg(crate::contract::history::History::default().encode())
