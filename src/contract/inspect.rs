@@ -352,7 +352,9 @@ pub struct Page {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Cancelled {
-    /// The job was waiting (ready or scheduled) and is gone.
+    /// The job was waiting (ready or scheduled, or a flow's parent waiting
+    /// for its children: it never runs, and its children run on) and is
+    /// gone.
     Removed,
     /// The job was running: it is gone from the queue, its worker cancels the run
     /// at its next lease renewal, and the run's outcome is dropped (never retried).
@@ -426,6 +428,10 @@ pub trait Inspect: Sync {
 
     /// Cancels a job: removes it whether it waits or runs, frees its unique key,
     /// and says which it was (see [`Cancelled`]). Dead letters are not touched.
+    /// A flow's parent waiting for its children is cancelled as a failed
+    /// child with `cancel_on_failure` would: it never runs, whoever awaits
+    /// it learns so, and so do the flows above it; its children run on
+    /// (`cancel_batch` of its flow cancels them).
     /// The queue's history keeps it as cancelled, by this handle's
     /// [`actor`](Inspect::actor) ([`cancel_by`](Inspect::cancel_by) names who).
     fn cancel(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Cancelled>> + Send {

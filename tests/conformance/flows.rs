@@ -307,6 +307,60 @@ pub async fn a_dead_parent_requeued_runs_and_reads_its_childrens_results(env: &E
     assert_eq!(*seen.read.lock().unwrap(), [(1, vec![None, Some(20)])]);
 }
 
+/// A parent cancelled while it waits for its children: listed as waiting,
+/// cancelled (not "not found"), never run though its children succeed,
+/// its awaiter and a flow after it told; cancelling it again finds nothing.
+pub async fn a_parent_cancelled_while_it_waits_never_runs_and_its_waiters_learn_it(env: &Env) {
+    use redjob::inspect::{Cancelled, JobState};
+    let c = &env.client;
+    let seen = Arc::new(Seen::default());
+    let p = c
+        .enqueue_flow(
+            Flow::new(&Parent { n: 1 })
+                .child(&child(1))
+                .child(&child(2)),
+        )
+        .await
+        .unwrap();
+    let after = c
+        .enqueue_flow(
+            Flow::new(&Parent { n: 2 })
+                .after("flows_p", &p)
+                .cancel_on_failure(),
+        )
+        .await
+        .unwrap();
+    let state = c.job("flows_p", &p).await.unwrap().map(|j| j.state);
+    assert_eq!(state, Some(JobState::Waiting));
+    assert_eq!(c.cancel("flows_p", &p).await.unwrap(), Cancelled::Removed);
+    assert_eq!(c.cancel("flows_p", &p).await.unwrap(), Cancelled::NotFound);
+    let e = c.result::<Parent>(&p).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("cancelled")),
+        "{e}"
+    );
+    let e = failed(env, &after).await;
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("cancelled")),
+        "{e}"
+    );
+    // its children run on; it never does
+    let running = start_serving(worker(env, &seen)).await;
+    for _ in 0..200 {
+        if seen.ran.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    let mut ran = seen.ran.lock().unwrap().clone();
+    ran.sort();
+    assert_eq!(ran, ["c1", "c2"]);
+    let e = c.result::<Parent>(&p).await.unwrap_err();
+    assert!(matches!(&e, Error::JobFailed { .. }), "{e}");
+}
+
 pub async fn a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs(env: &Env) {
     let c = &env.client;
     // no worker: the children wait in their queue

@@ -440,6 +440,7 @@ macro_rules! conformance_suite {
             a_chain_runs_in_order_each_step_reading_the_one_before,
             a_dead_child_fails_its_parent_and_the_chain_above_it_with_the_reason,
             a_dead_parent_requeued_runs_and_reads_its_childrens_results,
+            a_parent_cancelled_while_it_waits_never_runs_and_its_waiters_learn_it,
             a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs,
             a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain,
             a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,

@@ -143,6 +143,13 @@ impl State {
                 let o = QueueOptions::default();
                 MemQueue::new(o.vt, o.delay, o.maxsize, now / 1000)
             });
+            // a parent a caller cancelled while it waited: neither sent nor
+            // failed (its flow learnt it then)
+            if cb.id.is_some_and(|j| q.cancelled_parents.contains(&j))
+                && matches!(cb.kind, CallbackKind::Parent | CallbackKind::Failed)
+            {
+                continue;
+            }
             let body = callback_body(&cb.body, &status);
             let oversized = q.check_size(body.len()).err();
             // a flow's parent that can never be sent is failed instead (as

@@ -250,7 +250,20 @@ impl Inspect for MemoryBackend {
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
         let keyed = q.keyed_of(id);
         let Some(m) = q.remove_at(id, now) else {
-            return Ok(Cancelled::NotFound);
+            // a flow's parent waiting for its children (as on Redis)
+            let Some((_, body)) = q.parents.remove(id) else {
+                return Ok(Cancelled::NotFound);
+            };
+            q.cancelled_parents.insert(*id);
+            q.enter_failed(*id, &body, Finish::Cancelled, by, now);
+            let finishes = super::batches::cancelled(q, queue, *id, &body);
+            let called = st.count_batches(finishes, self.clock.now_us());
+            drop(st);
+            self.notify(queue);
+            for q in called {
+                self.notify(&q);
+            }
+            return Ok(Cancelled::Removed);
         };
         // entered in the history, as cancel.lua does
         q.enter_removed(*id, &m, Finish::Cancelled, by, now, keyed);

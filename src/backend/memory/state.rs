@@ -59,6 +59,9 @@ pub(super) struct MemQueue {
     /// Flows' parents waiting for their children: their batch and body (as
     /// the hash fields `<id>:w`, see flow_wait.lua).
     pub parents: HashMap<JobId, (crate::contract::batches::BatchId, Vec<u8>)>,
+    /// Parents a caller cancelled while they waited: never sent nor failed
+    /// by their flow (as the once marks flow_fail.lua enters on Redis).
+    pub cancelled_parents: std::collections::HashSet<JobId>,
     /// The jobs flows wait for, and their places in those flows (as
     /// `ns:q:deps`, see dep.lua).
     pub deps: HashMap<JobId, Vec<crate::contract::batches::BatchRef>>,
@@ -140,6 +143,7 @@ impl MemQueue {
             run_times: Default::default(),
             dead_msgs: HashMap::new(),
             parents: HashMap::new(),
+            cancelled_parents: Default::default(),
             deps: HashMap::new(),
             paused: false,
             stats: QueueStats::default(),

@@ -43,7 +43,7 @@ pub(super) struct Reply {
     pub(super) cancelled_now: bool,
 }
 
-fn text(v: Option<&Value>) -> String {
+pub(super) fn text(v: Option<&Value>) -> String {
     match v {
         Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
         Some(Value::Int(i)) => i.to_string(),
@@ -165,92 +165,6 @@ impl Rsmq {
             self.batch_call(id, "f", &sent).await?;
             Ok(())
         })
-    }
-
-    /// Dead-letters or cancels a flow's parent (`flow_fail.lua`), then counts
-    /// its finish in its own flow when it is a child of one. Its body carries
-    /// its flow's `status` as a sent parent's does, so that a dead letter
-    /// requeued still reads its children's results.
-    async fn fail_parent(
-        &self,
-        cb: &Callback,
-        status: &BatchStatus,
-        why: &str,
-        mark: &str,
-    ) -> Result<()> {
-        let Some(id) = cb.id else {
-            return Err(Error::InvalidValue {
-                what: "flow parent",
-                reason: "stored without its id".into(),
-            });
-        };
-        let queue = &cb.queue;
-        let own = BatchRef::of_body(&cb.body).map(|r| {
-            let how = if cb.cancel { 'c' } else { 'd' };
-            format!("{} {}{how}{id}", r.batch, r.index)
-        });
-        // a sweep counts the finishes it enters (its own flow's, those of
-        // flows that wait for it) should this worker stop before it does
-        self.mark_batches(queue, std::time::Duration::from_secs(10))
-            .await?;
-        let body = callback_body(&cb.body, status);
-        let entered =
-            crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
-                self.flow_fail(queue, &id, (&body, cb.cancel), why, mark, own.as_deref())
-            })
-            .await?;
-        // counted here when this caller may (a producer's ACL may not let
-        // it): else a sweep counts them, the queue marked above
-        if !entered.is_empty()
-            && let Err(e) = self.settled_batches(queue, &entered).await
-        {
-            tracing::warn!(queue, error = %e, "counting a failed parent's finish failed; a worker's sweep counts it");
-        }
-        Ok(())
-    }
-
-    /// flow_fail.lua (the parent's body as stored, and whether it is
-    /// cancelled rather than dead-lettered): the finishes it entered.
-    async fn flow_fail(
-        &self,
-        queue: &str,
-        id: &crate::JobId,
-        (body, cancel): (&[u8], bool),
-        why: &str,
-        mark: &str,
-        own: Option<&str>,
-    ) -> Result<Vec<String>> {
-        let (mut con, ns, _) = self.ns_parts();
-        let k = ns.queue(queue);
-        let mut cmd = scripts::eval(
-            &scripts::FLOW_FAIL,
-            &[
-                &k.hash,
-                &k.dead,
-                &k.dead_hash,
-                &k.history,
-                &k.history_hash,
-                &k.once,
-                &k.awaited,
-                &k.bout,
-                &k.deps,
-            ],
-        );
-        cmd.arg(id.as_str())
-            .arg(body)
-            .arg(if cancel { "c" } else { "d" })
-            .arg(why)
-            .arg(mark)
-            .arg(crate::contract::history::History::default().encode())
-            .arg(&k.realtime)
-            .arg(own.unwrap_or(""));
-        match scripts::run(&mut con, &scripts::FLOW_FAIL, &cmd).await? {
-            Value::Array(items) => match items.first().map(scripts::int).transpose()? {
-                Some(-1) => Err(Error::QueueNotFound { name: queue.into() }),
-                _ => Ok(items.iter().skip(1).map(|v| text(Some(v))).collect()),
-            },
-            v => Err(Error::Protocol(format!("flow_fail reply {v:?}"))),
-        }
     }
 
     /// Sends `body` to `queue` unless `mark` was sent there (send.lua's once
@@ -677,26 +591,6 @@ impl Rsmq {
                 Ok(())
             }
         }
-    }
-
-    pub(super) async fn wait_flow(
-        &self,
-        queue: &str,
-        id: &crate::JobId,
-        batch: &BatchId,
-        body: &[u8],
-    ) -> Result<()> {
-        validate::queue_name(queue)?;
-        let (mut con, k) = self.parts(queue);
-        let mut v = batch.as_str().as_bytes().to_vec();
-        v.push(b'\n');
-        v.extend_from_slice(body);
-        let mut cmd = scripts::eval(&scripts::FLOW_WAIT, &[&k.hash]);
-        cmd.arg(id.as_str()).arg(v);
-        if scripts::int(&scripts::run(&mut con, &scripts::FLOW_WAIT, &cmd).await?)? < 0 {
-            return Err(Error::QueueNotFound { name: queue.into() });
-        }
-        Ok(())
     }
 
     pub(super) async fn results_of_batch(

@@ -315,7 +315,15 @@ impl Inspect for Rsmq {
         };
         let cancelled = match items.first().map(scripts::int).transpose()? {
             Some(-1) => return Err(Error::QueueNotFound { name: queue.into() }),
-            Some(0) | None => return Ok(Cancelled::NotFound),
+            // a flow's parent waiting for its children is no message yet
+            Some(0) | None => {
+                let by = crate::contract::history::actor_line(by);
+                return Ok(if self.cancel_waiting_parent(queue, id, &by).await? {
+                    Cancelled::Removed
+                } else {
+                    Cancelled::NotFound
+                });
+            }
             Some(1) => Cancelled::Removed,
             _ => Cancelled::Cancelling,
         };

@@ -14,6 +14,7 @@ mod listen;
 mod live;
 mod overview;
 mod packed;
+mod parents;
 mod pipelines;
 mod poll;
 pub(crate) mod queues;

@@ -102,7 +102,9 @@ pub trait Queues: Sync {
         id: &MessageId,
         vt: Duration,
     ) -> impl Future<Output = Result<bool>> + Send;
-    /// Deletes a message (at any priority); `true` when it existed.
+    /// Deletes a message (at any priority); `true` when it existed. A flow's
+    /// parent waiting for its children is no message yet: `false` (cancel
+    /// it with [`Inspect::cancel`](crate::inspect::Inspect::cancel)).
     fn delete(&self, queue: &str, id: &MessageId) -> impl Future<Output = Result<bool>> + Send;
     /// Deletes messages; returns how many existed.
     fn delete_batch(

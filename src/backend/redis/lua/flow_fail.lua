@@ -21,15 +21,23 @@
 -- ARGV[7]  the queue's realtime channel (ns:rt:q)
 -- ARGV[8]  its own flow's finish, "<batch id> <index>d<id>" or "... <index>c<id>",
 --          or ""
+-- ARGV[9]  optional: a caller's cancel of the parent while it waits (see
+--          inspect.rs): the once mark of the parent's send, entered too so
+--          that it is never sent; nothing happens unless the parent waits
+--          (its "<id>:w"); ARGV[4] is then the history entry's actor line
 -- Returns {-1} when the queue does not exist, {0} when the mark was there
---         (failed already), else {1, the finishes entered in KEYS[8]...}
+--         (failed already) or a cancel found the parent not waiting, else
+--         {1, the finishes entered in KEYS[8]...}
 local attrs = redis.call("HMGET", KEYS[1], "vt", "redjob:history", "redjob:awaited", "redjob:bout")
 if not attrs[1] then return {-1} end
+local id = ARGV[1]
+local by_caller = ARGV[9] and ARGV[9] ~= ""
+if by_caller and redis.call("HEXISTS", KEYS[1], id .. ":w") == 0 then return {0} end
 if redis.call("ZSCORE", KEYS[6], ARGV[5]) then return {0} end
 local now = clock()
 local at = string.format("%.0f", now)
-local id = ARGV[1]
 redis.call("ZADD", KEYS[6], at, ARGV[5])
+if by_caller then redis.call("ZADD", KEYS[6], at, ARGV[9]) end
 redis.call("HDEL", KEYS[1], id .. ":w")
 if ARGV[3] == "d" then
   redis.call("ZADD", KEYS[2], at, id)
@@ -37,8 +45,8 @@ if ARGV[3] == "d" then
 end
 local on, keep, age, args = history_setting(attrs[2], ARGV[6])
 if on then
-  enter_history(4, 5, id, ARGV[3] == "d" and "dead" or "cancelled", 0, {ARGV[2]}, "flow: " .. ARGV[4], now,
-    keep, age, args, nil)
+  local by = by_caller and ARGV[4] or "flow: " .. ARGV[4]
+  enter_history(4, 5, id, ARGV[3] == "d" and "dead" or "cancelled", 0, {ARGV[2]}, by, now, keep, age, args, nil)
 end
 notify_awaited(7, {id}, ARGV[7], attrs[3])
 local out = {1}
