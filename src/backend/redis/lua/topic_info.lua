@@ -1,10 +1,15 @@
 -- A topic's length, ids and memory, and per subscriber its offset, pending count,
--- lag, consumers and dead letters. A lag Redis does not know (after another
--- client deleted events ahead of the subscriber, or moved it into the middle of
--- the topic, see topic_group.lua) is counted up to CAP events: a subscriber
--- further behind is reported as more than CAP. The memory is Redis's estimate
--- from a sample of the stream's nodes (MEMORY USAGE's default). Reads at most
--- CAP + 1 events per subscriber, however long the topic.
+-- lag, consumers and dead letters. A subscriber whose offset is the newest
+-- event has no lag. Any other's is counted up to CAP events, and a subscriber
+-- further behind takes Redis's lag when Redis knows it, else is reported as
+-- more than CAP: Redis does not know it after another client deleted events
+-- ahead of the subscriber, or moved it into the middle of the topic (see
+-- topic_group.lua), and Redis 7.0 (and other releases before the fix of
+-- redis#13958) counts events trimmed ahead of a subscriber that had read
+-- before as lag still. The
+-- memory is Redis's estimate from a sample of the stream's nodes (MEMORY
+-- USAGE's default). Reads at most CAP + 1 events per subscriber, however long
+-- the topic.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- KEYS[2..] the dead letters of each subscriber named in ARGV, in that order
 -- ARGV[1..] the subscribers whose dead letters are counted (from a first call)
@@ -31,9 +36,15 @@ for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
   local row = {}
   for i = 1, #g, 2 do row[g[i]] = g[i + 1] end
   local lag, exact = row["lag"], 1
-  if type(lag) ~= "number" then
-    lag = #redis.call("XRANGE", key, "(" .. row["last-delivered-id"], "+", "COUNT", CAP + 1)
-    if lag > CAP then lag, exact = CAP, 0 end
+  if row["last-delivered-id"] == last or not last then
+    lag = 0
+  else
+    local n = #redis.call("XRANGE", key, "(" .. row["last-delivered-id"], "+", "COUNT", CAP + 1)
+    if n <= CAP then
+      lag = n
+    elseif type(lag) ~= "number" or lag <= CAP then
+      lag, exact = CAP, 0
+    end
   end
   local d = -1
   if dead[row["name"]] then d = redis.call("XLEN", dead[row["name"]]) end
