@@ -214,6 +214,63 @@ pub async fn history_is_trimmed_by_count_and_age_and_arguments_sooner(env: &Env)
     ));
 }
 
+/// Jobs settled in one call finish in one ms: they are listed, and kept by
+/// the count, in the order they were entered (its acks as given, then its
+/// dead letters), not by id, on both backends.
+pub async fn jobs_finished_in_one_ms_keep_the_order_they_were_entered(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("ms", QueueOptions::default()).await.unwrap();
+    let h = History {
+        max_count: Some(3),
+        ..History::default()
+    };
+    q.set_settings("ms", &QueueSettings::history(h))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        ids.push(
+            Queues::send(&q, "ms", SendMessage::new(mail(i)))
+                .await
+                .unwrap(),
+        );
+    }
+    let f = q.fetch("ms", 10, LONG).await.unwrap();
+    let token = |id: &JobId| f.jobs.iter().find(|d| d.id == *id).unwrap().token;
+    // acks in reverse order, then two dead letters, in one call
+    let s = Settle {
+        acks: ids[..4].iter().rev().map(|id| (*id, token(id))).collect(),
+        dead: ids[4..]
+            .iter()
+            .map(|id| DeadLetterEntry {
+                id: *id,
+                token: token(id),
+                error: "gone".into(),
+            })
+            .collect(),
+        history: h,
+        ..Settle::default()
+    };
+    let r = q.settle("ms", &s).await.unwrap();
+    assert_eq!((r.acked, r.dead), (4, 2));
+    // entered 3, 2, 1, 0, 4, 5: the newest 3 kept, newest first
+    let kept: Vec<JobId> = finished(env, "ms").await.iter().map(|j| j.id).collect();
+    assert_eq!(kept, [ids[5], ids[4], ids[0]]);
+    // a page at a time
+    let first = q
+        .history("ms", &HistoryQuery::default(), None, 2)
+        .await
+        .unwrap();
+    let ids_of = |p: &redjob::inspect::Page| p.jobs.iter().map(|j| j.id).collect::<Vec<_>>();
+    assert_eq!(ids_of(&first), [ids[5], ids[4]]);
+    let next = q
+        .history("ms", &HistoryQuery::default(), first.next.as_ref(), 2)
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&next), [ids[0]]);
+    assert!(q.job("ms", &ids[1]).await.unwrap().is_none());
+}
+
 pub async fn history_off_keeps_nothing_and_arguments_can_be_left_out(env: &Env) {
     let q = env.client.backend();
     q.create_queue("o", QueueOptions::default()).await.unwrap();

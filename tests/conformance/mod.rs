@@ -380,6 +380,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@history $setup, #[$attr],
             finished_jobs_are_kept_with_their_attempts_and_found_by_id,
             history_is_trimmed_by_count_and_age_and_arguments_sooner,
+            jobs_finished_in_one_ms_keep_the_order_they_were_entered,
             history_off_keeps_nothing_and_arguments_can_be_left_out,
             a_cancelled_job_is_kept_with_who_cancelled_it,
             the_history_is_filtered_by_outcome_type_and_time_and_paged,

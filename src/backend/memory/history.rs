@@ -16,19 +16,23 @@ use crate::contract::leases::score_count;
 
 #[derive(Default)]
 pub(super) struct MemHistory {
-    /// (finish ms, id), as `ns:q:history:ids` (which orders the jobs of one
-    /// ms as they finished, where this orders them by id: the contract leaves
-    /// that order to the backend).
-    order: BTreeSet<(u64, JobId)>,
-    /// Each entry's finish ms and stored text (its body at its end while
-    /// kept), as `ns:q:history:Q`.
-    entries: HashMap<JobId, (u64, Vec<u8>)>,
+    /// (finish ms, entered, id), as `ns:q:history:ids`, which orders the jobs
+    /// of one ms as they were entered (so the count keeps the same ones).
+    order: BTreeSet<Key>,
+    /// Each entry's place in `order` and stored text (its body at its end
+    /// while kept), as `ns:q:history:Q`.
+    entries: HashMap<JobId, (Key, Vec<u8>)>,
     /// The entries whose body is kept (Redis reads them by finish time past a
     /// mark instead).
-    args: BTreeSet<(u64, JobId)>,
+    args: BTreeSet<Key>,
+    /// How many entries were entered: the next one's place among its ms's.
+    entered: u64,
     /// The events, as the field `~events` holds them.
     events: String,
 }
+
+/// An entry's place: its finish ms, when it was entered, its id.
+type Key = (u64, u64, JobId);
 
 fn ms(d: Duration) -> u64 {
     d.as_millis().min(1 << 52) as u64
@@ -38,16 +42,18 @@ impl MemHistory {
     /// Enters job `id`, finished at `at` ms, with `body` unless `h` keeps none.
     pub fn record(&mut self, id: JobId, at: u64, entry: &Entry, body: Option<Vec<u8>>, h: History) {
         if let Some((old, _)) = self.entries.remove(&id) {
-            self.order.remove(&(old, id));
-            self.args.remove(&(old, id));
+            self.order.remove(&old);
+            self.args.remove(&old);
         }
+        self.entered += 1;
+        let key = (at, self.entered, id);
         let body = body.filter(|_| h.args_max_age != Some(Duration::ZERO));
         if body.is_some() && h.args_max_age.is_some() {
-            self.args.insert((at, id));
+            self.args.insert(key);
         }
-        self.order.insert((at, id));
+        self.order.insert(key);
         let text = entry.encode(body.as_deref().unwrap_or_default());
-        self.entries.insert(id, (at, text));
+        self.entries.insert(id, (key, text));
     }
 
     /// Adds an event's stored line, keeping the last ones.
@@ -64,13 +70,13 @@ impl MemHistory {
     /// the bodies past theirs, at most `budget` of each (trim_history in
     /// lib.lua).
     pub fn trim(&mut self, now: u64, budget: usize, h: History) {
-        let mut old: Vec<(u64, JobId)> = Vec::new();
+        let mut old: Vec<Key> = Vec::new();
         if let Some(age) = h.max_age {
             let before = now.saturating_sub(ms(age));
             old.extend(
                 self.order
                     .iter()
-                    .take_while(|(at, _)| *at < before)
+                    .take_while(|(at, ..)| *at < before)
                     .take(budget),
             );
         }
@@ -82,20 +88,20 @@ impl MemHistory {
         for key in old {
             self.order.remove(&key);
             self.args.remove(&key);
-            self.entries.remove(&key.1);
+            self.entries.remove(&key.2);
         }
         if let Some(args) = h.args_max_age {
             let before = now.saturating_sub(ms(args));
-            let expired: Vec<(u64, JobId)> = self
+            let expired: Vec<Key> = self
                 .args
                 .iter()
-                .take_while(|(at, _)| *at < before)
+                .take_while(|(at, ..)| *at < before)
                 .take(budget)
                 .copied()
                 .collect();
             for key in expired {
                 self.args.remove(&key);
-                if let Some(e) = self.entries.get_mut(&key.1)
+                if let Some(e) = self.entries.get_mut(&key.2)
                     && let Some((entry, _)) = Entry::decode(&e.1)
                 {
                     e.1 = entry.encode(&[]);
@@ -112,7 +118,7 @@ impl MemHistory {
 
     /// Job `id` as its entry says, unless past its age.
     pub fn get(&self, id: &JobId, now: u64, h: History) -> Option<JobInfo> {
-        let (at, text) = self.entries.get(id)?;
+        let ((at, ..), text) = self.entries.get(id)?;
         let (entry, body_shown) = Self::shown(*at, now, h);
         if !entry {
             return None;
@@ -127,13 +133,18 @@ impl MemHistory {
 
     /// A page of the entries, newest first, after `after`.
     pub fn page(&self, now: u64, h: History, after: Option<&Cursor>, n: usize) -> Page {
+        // after an entry still kept: the entries before it; after one
+        // trimmed since, those of earlier ms
         let upper = match after {
-            Some(c) => Excluded((c.score / 1000, c.id)),
+            Some(c) => match self.entries.get(&c.id) {
+                Some((key, _)) if key.0 == c.score / 1000 => Excluded(*key),
+                _ => Excluded((c.score / 1000, 0, JobId::MIN)),
+            },
             None => Unbounded,
         };
         let mut jobs = Vec::new();
         let mut rows = 0;
-        for (at, id) in self.order.range((Unbounded, upper)).rev().take(n) {
+        for (at, _, id) in self.order.range((Unbounded, upper)).rev().take(n) {
             if !Self::shown(*at, now, h).0 {
                 break;
             }
