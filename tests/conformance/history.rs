@@ -603,6 +603,17 @@ pub async fn every_action_names_who_took_it_in_the_history(env: &Env) {
         q.add_event("w", "two words", 1).await,
         Err(redjob::Error::InvalidValue { .. })
     ));
+    // a count the scripts' doubles cannot hold exactly (Redis dropped the
+    // event it could not read back, memory listed it)
+    assert!(matches!(
+        q.add_event("w", "huge", u64::MAX).await,
+        Err(redjob::Error::InvalidValue { .. })
+    ));
+    // the queue's name is checked first, on both backends
+    assert!(matches!(
+        q.add_event("bad name", "two words", 1).await,
+        Err(redjob::Error::InvalidQueueName { .. })
+    ));
     let events = q.history_events("w").await.unwrap();
     let seen: Vec<(&str, u64, Option<&str>)> = events
         .iter()

@@ -110,7 +110,9 @@ impl Admin for MemoryBackend {
     }
 
     async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {
-        event_word(what)?;
+        // the name first, as on Redis
+        validate::queue_name(queue)?;
+        event_word(what, count)?;
         self.acted(queue, what, true, |_| count).map(drop)
     }
 

@@ -189,7 +189,7 @@ impl Admin for Rsmq {
 
     async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {
         validate::queue_name(queue)?;
-        event_word(what)?;
+        event_word(what, count)?;
         let (mut con, k) = self.parts(queue);
         let mut cmd = scripts::eval(&scripts::HISTORY_EVENT, &[&k.hash, &k.history_hash]);
         cmd.arg(what)

@@ -276,7 +276,9 @@ pub trait Admin: Inspect {
     /// jobs, by this handle's [`actor`](Inspect::actor), now. The operations
     /// that change jobs in bulk or the queue add theirs themselves: `purged`,
     /// `deleted` (a bulk delete), `dead_requeued`, `dead_deleted`, `run_now`,
-    /// `retried`, `paused`, `resumed`, `settings`.
+    /// `retried`, `paused`, `resumed`, `settings`. A `what` that is not one
+    /// word of 1 to 40 characters, or a `count` over 2^53, is
+    /// [`Error::InvalidValue`](crate::Error::InvalidValue).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
@@ -661,13 +663,20 @@ pub(crate) fn noted(r: Result<()>, queue: &str) {
     }
 }
 
-/// Checks an event's `what`: 1 to 40 characters, no whitespace.
-pub(crate) fn event_word(what: &str) -> Result<()> {
-    if (1..=40).contains(&what.chars().count()) && !what.chars().any(char::is_whitespace) {
-        return Ok(());
+/// Checks an event: `what` 1 to 40 characters, no whitespace; `count` at
+/// most 2^53 (Redis's scripts count in doubles, exact up to it).
+pub(crate) fn event_word(what: &str, count: u64) -> Result<()> {
+    if !(1..=40).contains(&what.chars().count()) || what.chars().any(char::is_whitespace) {
+        return Err(crate::Error::InvalidValue {
+            what: "history event",
+            reason: format!("{what:?}: use one word of 1 to 40 characters"),
+        });
     }
-    Err(crate::Error::InvalidValue {
-        what: "history event",
-        reason: format!("{what:?}: use one word of 1 to 40 characters"),
-    })
+    if count > 1 << 53 {
+        return Err(crate::Error::InvalidValue {
+            what: "history event count",
+            reason: format!("{count} is over 2^53"),
+        });
+    }
+    Ok(())
 }
