@@ -404,7 +404,8 @@ fn signal(pid: u32, sig: &str) {
 /// and a finished job waits to be settled: the worker tries to settle it for
 /// a bounded time, not a number of tries that each wait out the response
 /// timeout (20 of them took 28 s at a 1 s timeout, 112 s at the default 5 s),
-/// and leaves it leased, still in the queue, for its lease to run out.
+/// and leaves it leased for its lease to run out (unless a settle written to
+/// the stalled Redis runs once it resumes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_while_redis_stalls_ends_within_a_bound_and_keeps_the_job() {
     let server = RedisServer::start();
@@ -432,10 +433,15 @@ async fn a_stop_while_redis_stalls_ends_within_a_bound_and_keeps_the_job() {
     assert!(r.expect("the worker stopped").unwrap().is_ok());
     // the drain's 10 s, the registry's leave (2 s) and a fetch under way
     assert!(took < Duration::from_secs(18), "the stop took {took:?}");
+    // not lost: still queued for its lease to run out, or acked by a settle
+    // the stalled Redis ran once it resumed (a script it had, or a
+    // `NOSCRIPT`: this server never ran the settle's)
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let left: u64 = redis::cmd("ZCARD")
         .arg("rsmq:rel")
         .query_async(&mut server.raw().await)
         .await
         .unwrap();
-    assert_eq!(left, 1, "the unsettled job is kept");
+    let processed = client.stats("rel").await.unwrap().processed;
+    assert_eq!((left + processed, rec.len()), (1, 1), "{left} {processed}");
 }

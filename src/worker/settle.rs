@@ -194,10 +194,11 @@ impl<B: Backend> Settler<B> {
         self.drain(until).await;
         // the finishes the last settles recorded are counted before the
         // worker stops
-        if let Some((tx, task)) = self.counting.take() {
+        if let Some((tx, mut task)) = self.counting.take() {
             drop(tx);
             // a Redis that stopped answering leaves them for a sweep
-            if tokio::time::timeout_at(until, task).await.is_err() {
+            if tokio::time::timeout_at(until, &mut task).await.is_err() {
+                task.abort();
                 tracing::warn!(queue = %self.queue, "batch counts still going at shutdown; a worker's sweep finishes them");
             }
         }
@@ -321,7 +322,12 @@ impl<B: Backend> Settler<B> {
                 tokio::time::sleep_until(next.min(until)).await;
             }
         }
-        let left = self.leases.lock().done.len();
+        // finished and not settled: a flush cut short took some out of
+        // `done` while its call went
+        let left = {
+            let t = self.leases.lock();
+            t.held.values().filter(|h| h.outcome.is_some()).count()
+        };
         if left > 0 {
             tracing::error!(queue = %self.queue, unsettled = left, "could not settle jobs at shutdown; they run again after their lease");
         }
@@ -362,8 +368,11 @@ impl<B: Backend> Settler<B> {
             let until = old
                 .lease_until_ms()
                 .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+            // a lease (not a due time: a visibility change, or a later
+            // delivery given back, keeps the count) of the same delivery
             if let Some(now) = now.filter(|t| {
-                t.attempt() == old.attempt()
+                crate::contract::leases::is_lease(t.score())
+                    && t.attempt() == old.attempt()
                     && t.lease_until_ms() > old.lease_until_ms()
                     && t.lease_until_ms() <= until
             }) {
@@ -511,8 +520,11 @@ impl<B: Backend> Settler<B> {
                         h.reason = Some(CancelReason::Deleted);
                     }
                 }
-                Ok(Some(now)) if now.attempt() != held.attempt() => {
-                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out; cancelling this run")
+                Ok(Some(now))
+                    if now.attempt() != held.attempt()
+                        || !crate::contract::leases::is_lease(now.score()) =>
+                {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out, or made visible again; cancelling this run")
                 }
                 Ok(Some(_)) => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: another call changed this delivery's lease (its visibility changed, or a renewal ran later than this worker allows for); cancelling this run")

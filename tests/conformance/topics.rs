@@ -668,8 +668,9 @@ pub async fn retention_trims_by_length_and_age_or_refuses_when_full(env: &Env) {
     // trimming is by whole nodes, as Redis's MAXLEN ~: at least 100, not much more
     assert!((100..=200).contains(&t.length), "{t:?}");
     assert_eq!(t.published, 1000);
-    // it reads what is left and has no lag (Redis before 8.0 counted the
-    // events trimmed ahead of it as lag still, and said so exactly)
+    // it reads what is left and has no lag (Redis before the fix of
+    // redis#13958, 7.0 here, counted the events trimmed ahead of it as lag
+    // still, and said so exactly)
     let left = read(1000).await.unwrap().unwrap();
     assert_eq!(left.len() as u64, t.length);
     let s = c.topic("ticks").await.unwrap().unwrap().subscribers[0].clone();

@@ -306,24 +306,23 @@ impl Inspect for Rsmq {
         keys.push(k.bout.clone());
         keys.push(k.deps.clone());
         let mut cmd = scripts::eval(&scripts::CANCEL, &keys);
+        let by = crate::contract::history::actor_line(by);
         cmd.arg(id)
-            .arg(crate::contract::history::actor_line(by))
+            .arg(&by)
             .arg(History::default().encode())
             .arg(&k.realtime);
-        let Value::Array(items) = scripts::run(&mut con, &scripts::CANCEL, &cmd).await? else {
-            return Err(Error::Protocol("cancel reply".into()));
-        };
+        let mut items = cancel_call(&mut con, &cmd).await?;
+        if matches!(items.first().map(scripts::int).transpose()?, Some(0) | None) {
+            // a flow's parent waiting for its children is no message yet;
+            // one that no longer waits may have been sent meanwhile
+            if self.cancel_waiting_parent(queue, id, &by).await? {
+                return Ok(Cancelled::Removed);
+            }
+            items = cancel_call(&mut con, &cmd).await?;
+        }
         let cancelled = match items.first().map(scripts::int).transpose()? {
             Some(-1) => return Err(Error::QueueNotFound { name: queue.into() }),
-            // a flow's parent waiting for its children is no message yet
-            Some(0) | None => {
-                let by = crate::contract::history::actor_line(by);
-                return Ok(if self.cancel_waiting_parent(queue, id, &by).await? {
-                    Cancelled::Removed
-                } else {
-                    Cancelled::NotFound
-                });
-            }
+            Some(0) | None => return Ok(Cancelled::NotFound),
             Some(1) => Cancelled::Removed,
             _ => Cancelled::Cancelling,
         };
@@ -333,6 +332,17 @@ impl Inspect for Rsmq {
         self.count_removed(queue, items.get(1..).unwrap_or_default())
             .await;
         Ok(cancelled)
+    }
+}
+
+/// cancel.lua's reply.
+async fn cancel_call(
+    con: &mut crate::backend::redis::connection::Connection,
+    cmd: &redis::Cmd,
+) -> Result<Vec<Value>> {
+    match scripts::run(con, &scripts::CANCEL, cmd).await? {
+        Value::Array(items) => Ok(items),
+        _ => Err(Error::Protocol("cancel reply".into())),
     }
 }
 

@@ -1,4 +1,5 @@
--- Fails a flow's parent whose child died or was cancelled (see batches.rs):
+-- Fails a flow's parent whose child died or was cancelled (see batches.rs),
+-- or that a caller cancelled while it waited (see parents.rs):
 -- the parent, never sent, is dead-lettered with the reason as its error, or
 -- entered in the history as cancelled, once however often this runs (its
 -- once mark), and no longer waits (its hash field "<id>:w", see
@@ -22,9 +23,12 @@
 -- ARGV[8]  its own flow's finish, "<batch id> <index>d<id>" or "... <index>c<id>",
 --          or ""
 -- ARGV[9]  optional: a caller's cancel of the parent while it waits (see
---          inspect.rs): the once mark of the parent's send, entered too so
+--          parents.rs): the once mark of the parent's send, entered too so
 --          that it is never sent; nothing happens unless the parent waits
---          (its "<id>:w"); ARGV[4] is then the history entry's actor line
+--          (its "<id>:w"); ARGV[4] is then the history entry's actor line.
+--          Both marks are scored a century ahead, so that the sends' trim
+--          of marks older than 7 days never drops them: the flow may run on
+--          for longer (two marks kept per parent so cancelled)
 -- Returns {-1} when the queue does not exist, {0} when the mark was there
 --         (failed already) or a cancel found the parent not waiting, else
 --         {1, the finishes entered in KEYS[8]...}
@@ -36,8 +40,12 @@ if by_caller and redis.call("HEXISTS", KEYS[1], id .. ":w") == 0 then return {0}
 if redis.call("ZSCORE", KEYS[6], ARGV[5]) then return {0} end
 local now = clock()
 local at = string.format("%.0f", now)
-redis.call("ZADD", KEYS[6], at, ARGV[5])
-if by_caller then redis.call("ZADD", KEYS[6], at, ARGV[9]) end
+if by_caller then
+  local kept = string.format("%.0f", now + 100 * 365 * 86400000)
+  redis.call("ZADD", KEYS[6], kept, ARGV[5], kept, ARGV[9])
+else
+  redis.call("ZADD", KEYS[6], at, ARGV[5])
+end
 redis.call("HDEL", KEYS[1], id .. ":w")
 if ARGV[3] == "d" then
   redis.call("ZADD", KEYS[2], at, id)
