@@ -404,12 +404,21 @@ fn signal(pid: u32, sig: &str) {
 /// and a finished job waits to be settled: the worker tries to settle it for
 /// a bounded time, not a number of tries that each wait out the response
 /// timeout (20 of them took 28 s at a 1 s timeout, 112 s at the default 5 s),
+/// and says it could not,
 /// and leaves it leased for its lease to run out (unless a settle written to
 /// the stalled Redis runs once it resumes).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_stop_while_redis_stalls_ends_within_a_bound_and_keeps_the_job() {
+    let lines = common::Lines::default();
+    // this test's runtime has one thread: the worker's tasks log through it too
+    let _log = tracing::subscriber::set_default(lines.subscriber());
     let server = RedisServer::start();
-    let client = client(&server.url()).await;
+    // a 3 s response timeout: the drain's fourth settle is under way at its
+    // 10 s end
+    let mut cfg = ClientConfig::from_url(server.url());
+    cfg.redis.connection_timeout = Duration::from_secs(1);
+    cfg.redis.response_timeout = Duration::from_secs(3);
+    let client = Client::from_config(cfg).await.unwrap();
     let rec = Recorder::default();
     client.enqueue(&Nap { ms: 500 }).await.unwrap();
     let w = Worker::builder(client.backend())
@@ -433,6 +442,9 @@ async fn a_stop_while_redis_stalls_ends_within_a_bound_and_keeps_the_job() {
     assert!(r.expect("the worker stopped").unwrap().is_ok());
     // the drain's 10 s, the registry's leave (2 s) and a fetch under way
     assert!(took < Duration::from_secs(18), "the stop took {took:?}");
+    // and it says so (a settle cut at the drain's end had hidden it)
+    let said = lines.text();
+    assert!(said.contains("could not settle jobs at shutdown"), "{said}");
     // not lost: still queued for its lease to run out, or acked by a settle
     // the stalled Redis ran once it resumed (a script it had, or a
     // `NOSCRIPT`: this server never ran the settle's)

@@ -2,8 +2,8 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use common::Lines;
+
 use std::time::Duration;
 
 use redjob::backend::memory::MemoryBackend;
@@ -22,36 +22,11 @@ impl Job for Hold {
     }
 }
 
-/// Log lines, as a `tracing_subscriber::fmt` writer.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Lines {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_job_deleted_while_it_runs_is_logged_as_deleted() {
     let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
     // this test's runtime has one thread: the worker's tasks log through it too
-    let _log = tracing::subscriber::set_default(subscriber);
+    let _log = tracing::subscriber::set_default(lines.subscriber());
 
     let backend = MemoryBackend::new();
     let client = Client::memory(backend.clone());
