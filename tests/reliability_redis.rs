@@ -3,6 +3,8 @@
 //! worker's stop, out of memory.
 
 mod common;
+#[path = "common/logs.rs"]
+mod logs;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -409,7 +411,7 @@ fn signal(pid: u32, sig: &str) {
 /// the stalled Redis runs once it resumes).
 #[tokio::test]
 async fn a_stop_while_redis_stalls_ends_within_a_bound_and_keeps_the_job() {
-    let lines = common::Lines::default();
+    let lines = logs::Lines::default();
     // this test's runtime has one thread: the worker's tasks log through it too
     let _log = tracing::subscriber::set_default(lines.subscriber());
     let server = RedisServer::start();

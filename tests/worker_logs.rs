@@ -1,8 +1,10 @@
 //! What the worker logs when a job's lease is lost: it says what happened.
 
 mod common;
+#[path = "common/logs.rs"]
+mod logs;
 
-use common::Lines;
+use logs::Lines;
 
 use std::time::Duration;
 
