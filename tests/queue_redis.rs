@@ -3,6 +3,8 @@
 //! hash's encoding.
 
 mod common;
+#[path = "common/logs.rs"]
+mod logs;
 
 use std::time::Duration;
 
@@ -471,32 +473,13 @@ async fn inspection_skips_members_no_client_writes() {
     );
 }
 
-/// Log lines, as a `tracing_subscriber::fmt` writer.
-#[derive(Clone, Default)]
-struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// An entry of `ns:QUEUES` that is no valid queue name (another RSMQ port's
 /// looser names, a stray SADD) is left out of the listing with a warning that
 /// names it, and reported apart; the valid queues list and read as before.
 #[tokio::test]
 async fn an_invalid_name_in_the_set_of_queues_is_skipped_with_a_warning() {
-    let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _log = tracing::subscriber::set_default(subscriber);
+    let lines = logs::Lines::default();
+    let _log = tracing::subscriber::set_default(lines.subscriber());
 
     let server = RedisServer::start();
     let rsmq = Rsmq::connect(&server.url()).await.unwrap();
@@ -511,7 +494,7 @@ async fn an_invalid_name_in_the_set_of_queues_is_skipped_with_a_warning() {
         .await
         .unwrap();
     assert_eq!(rsmq.list_queues().await.unwrap(), ["mail"]);
-    let logged = String::from_utf8_lossy(&lines.0.lock().unwrap()).into_owned();
+    let logged = lines.text();
     assert!(
         logged.contains("WARN") && logged.contains("bad name") && logged.contains("a:b"),
         "{logged}"
