@@ -527,7 +527,7 @@ impl<B: Backend> Settler<B> {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out, or made visible again; cancelling this run")
                 }
                 Ok(Some(_)) => {
-                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: another call changed this delivery's lease (its visibility changed, or a renewal ran later than this worker allows for); cancelling this run")
+                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: this delivery's lease was renewed later than this worker allows for (a renewal whose reply was lost, run late); cancelling this run")
                 }
                 Err(_) => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run")
