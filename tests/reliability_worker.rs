@@ -37,6 +37,8 @@ struct Probe {
     max: Arc<AtomicU32>,
     cancelled: Arc<AtomicBool>,
     spawned_saw_cancel: Arc<AtomicBool>,
+    /// When each run ended (finished or dropped), in order.
+    ends: Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>,
 }
 
 /// Counts a run as going while alive; a run dropped before it finished (its
@@ -49,6 +51,11 @@ struct Going {
 impl Drop for Going {
     fn drop(&mut self) {
         self.probe.now.fetch_sub(1, Ordering::SeqCst);
+        self.probe
+            .ends
+            .lock()
+            .unwrap()
+            .push(tokio::time::Instant::now());
         if !self.finished {
             self.probe.cancelled.store(true, Ordering::SeqCst);
         }
@@ -247,6 +254,11 @@ struct Faulty<B> {
     /// While set, every beat (not a leave) runs 300 ms late, in a task of its
     /// own: as a command already written runs though its caller gave up.
     beats_late: Option<Arc<AtomicBool>>,
+    /// While set, every renewal fails without running.
+    renewals_fail: Option<Arc<AtomicBool>>,
+    /// Each job handed to the worker reaches it this much later (a slow
+    /// notification connection).
+    handoffs_late: Option<Duration>,
 }
 
 impl<B: Backend> Faulty<B> {
@@ -260,6 +272,8 @@ impl<B: Backend> Faulty<B> {
             settle_reply_lost: None,
             settle_fails: None,
             beats_late: None,
+            renewals_fail: None,
+            handoffs_late: None,
         }
     }
 }
@@ -285,12 +299,46 @@ impl<B: Backend> Backend for Faulty<B> {
         }
         self.inner.fetch(q, max, lease).await
     }
+    async fn fetch_waiting(
+        &self,
+        q: &str,
+        max: usize,
+        lease: Duration,
+        worker: &str,
+        hands: usize,
+    ) -> redjob::Result<Fetched> {
+        if self
+            .fetch_fails
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst))
+        {
+            return Err(redjob::Error::Protocol(
+                "backend unreachable (simulated)".into(),
+            ));
+        }
+        self.inner.fetch_waiting(q, max, lease, worker, hands).await
+    }
+    async fn withdraw_handoffs(
+        &self,
+        qs: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> redjob::Result<()> {
+        self.inner.withdraw_handoffs(qs, worker, lease).await
+    }
     async fn extend(
         &self,
         q: &str,
         l: &[(JobId, Token)],
         lease: Duration,
     ) -> redjob::Result<Vec<Option<Token>>> {
+        if self
+            .renewals_fail
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst))
+        {
+            return Err(redjob::Error::Protocol("renewal failed (simulated)".into()));
+        }
         if let Some((until, stall)) = &self.renewal_stalled {
             let mut u = until.lock().unwrap();
             match *u {
@@ -526,9 +574,26 @@ impl<B: Backend> Backend for Faulty<B> {
         subscribed: &(dyn Fn() + Send + Sync),
         stop: &tokio_util::sync::CancellationToken,
     ) -> redjob::Result<()> {
-        self.inner
-            .listen_handoff(qs, worker, wake, handed, subscribed, stop)
-            .await
+        let Some(late) = self.handoffs_late else {
+            return self
+                .inner
+                .listen_handoff(qs, worker, wake, handed, subscribed, stop)
+                .await;
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let hold = move |h: redjob::backend::Handed| {
+            let _ = tx.send((tokio::time::Instant::now() + late, h));
+        };
+        let pass = async {
+            while let Some((at, h)) = rx.recv().await {
+                tokio::time::sleep_until(at).await;
+                handed(h);
+            }
+        };
+        tokio::select! {
+            r = self.inner.listen_handoff(qs, worker, wake, &hold, subscribed, stop) => r,
+            _ = pass => Ok(()),
+        }
     }
 }
 
@@ -619,6 +684,94 @@ async fn a_renewal_fault_costs_nothing(
     assert_eq!(client.stats("hw").await.unwrap().processed, 1);
     stop.cancel();
     h.await.unwrap().unwrap();
+}
+
+/// A job handed to a worker whose message reaches it 2.5 s after the send
+/// (its lease, 3 s, began at the send) must not run past that lease there
+/// while its renewals fail: the worker took its lease to have begun at most a
+/// second before the message came, so its run went on 1.5 s after Redis
+/// delivered the job again, to a second worker, which ran it beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_that_arrives_late_never_runs_past_its_lease() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("hw", redjob::queue::QueueOptions::default())
+        .await
+        .unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let late = Faulty {
+        renewals_fail: Some(Arc::new(AtomicBool::new(true))),
+        handoffs_late: Some(Duration::from_millis(2500)),
+        ..Faulty::new(client.backend())
+    };
+    macro_rules! worker {
+        ($backend:expr) => {
+            Worker::builder($backend)
+                .queue("hw")
+                .handle_signals(false)
+                .data(rec.clone())
+                .data(probe.clone())
+                .lease(Duration::from_secs(3))
+                .build()
+                .unwrap()
+        };
+    }
+    let a = worker!(late);
+    let stop_a = a.shutdown_token();
+    let ha = tokio::spawn(a.run());
+    // the send hands the job to the first worker once it waits for one
+    let mut con = server.raw().await;
+    assert!(
+        wait_for(Duration::from_secs(5), || {
+            let mut con = con.clone();
+            async move {
+                let reg: Option<String> = redis::cmd("HGET")
+                    .arg("rsmq:hw:Q")
+                    .arg("redjob:handoff")
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+                reg.is_some()
+            }
+        })
+        .await,
+        "the first worker registered for hand-offs"
+    );
+    let _ = &mut con;
+    client.enqueue(&Hold { key: 1, ms: 5000 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || rec.len() >= 1).await);
+    // a second worker, whose renewals work, takes the job once Redis lets it
+    let b = worker!(client.backend());
+    let stop_b = b.shutdown_token();
+    let hb = tokio::spawn(b.run());
+    assert!(
+        wait_until(Duration::from_secs(15), || rec.len() >= 2).await,
+        "the job ran again once the first worker's lease ended"
+    );
+    let runs = rec.runs();
+    assert!(
+        wait_until(Duration::from_secs(5), || !probe
+            .ends
+            .lock()
+            .unwrap()
+            .is_empty())
+        .await,
+        "the first run ended"
+    );
+    let ends = probe.ends.lock().unwrap().clone();
+    // (a run cancelled at its lease's end may end a few ms after another
+    // worker took the job: the two clocks are read a round trip apart)
+    assert!(
+        runs[1].at + Duration::from_millis(100) >= ends[0],
+        "the first run went on {:?} after the job ran again",
+        ends[0].saturating_duration_since(runs[1].at)
+    );
+    stop_a.cancel();
+    stop_b.cancel();
+    ha.await.unwrap().unwrap();
+    hb.await.unwrap().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -249,8 +249,9 @@ impl std::future::Future for Requeue {
 /// running slots free registers again after that many hand-offs.
 const HANDS_MAX: usize = 8;
 
-/// The most a hand-off's lease is taken to have begun before the job arrived
-/// (when the clocks disagree, see [`Dispatcher::take_handed`]).
+/// The most a hand-off's lease may have begun before the job arrived (by the
+/// last fetch's clocks) for the job to start here; one that came later is put
+/// back to be fetched (see [`Dispatcher::take_handed`]).
 const HANDOFF_SLACK: Duration = Duration::from_secs(1);
 
 impl<B: Backend> Dispatcher<B> {
@@ -542,9 +543,10 @@ impl<B: Backend> Dispatcher<B> {
     /// fetch (and register) again. Called by the listener, so the job starts
     /// without a hop through the dispatcher's task. The lease began by the
     /// backend's clock `h.now_us`, which the last fetch's send time here and the
-    /// backend's clock during it map to this worker's clock as no later than the
-    /// job's arrival and, when the two clocks disagree, no earlier than
-    /// [`HANDOFF_SLACK`] before it.
+    /// backend's clock during it map to this worker's clock no later than it
+    /// truly began (the fetch was sent before Redis read its clock), and no
+    /// later than the job's arrival; a job whose lease began more than
+    /// [`HANDOFF_SLACK`] before it arrived is released.
     pub fn take_handed(&self, h: Handed) {
         if h.lost {
             self.reclaim(h);
@@ -592,16 +594,29 @@ impl<B: Backend> Dispatcher<B> {
     /// Whether a run was spawned for it, which wakes the dispatcher when
     /// `wake` (the registration is used up).
     fn start_handed(&self, h: Handed, wake: bool) -> bool {
-        let clock = *lock(&self.clock);
         let arrived = Instant::now();
-        let earliest = arrived.checked_sub(HANDOFF_SLACK).unwrap_or(arrived);
-        let began = clock.map_or(earliest, |(sent_at, now_us)| {
-            let since = Duration::from_micros(h.now_us.saturating_sub(now_us));
-            sent_at
-                .checked_add(since)
-                .unwrap_or(arrived)
-                .clamp(earliest, arrived)
+        let began = (*lock(&self.clock)).and_then(|(sent_at, now_us)| {
+            if h.now_us >= now_us {
+                sent_at.checked_add(Duration::from_micros(h.now_us - now_us))
+            } else {
+                sent_at.checked_sub(Duration::from_micros(now_us - h.now_us))
+            }
         });
+        // a lease that began well before the job came (a slow notification
+        // connection, a stalled worker, or clocks that disagree since the last
+        // fetch): the time left of it here is uncertain, and taken as a second
+        // before the job came it could outlast the lease in Redis, where the job
+        // is then delivered again; put back, it is fetched with a lease of its own
+        let slack = HANDOFF_SLACK.min(self.env.shared.lease / 4);
+        let began = match began {
+            Some(began) if began + slack >= arrived => began.min(arrived),
+            _ => {
+                tracing::debug!(queue = %self.env.queue, job.id = %h.delivery.id,
+                    "a job handed to this worker came late: released to be fetched");
+                self.release_handed(h);
+                return false;
+            }
+        };
         // a handed job that cannot start at once (every running slot taken, as
         // by another queue's hand-off, or the worker quiet) is released, which
         // wakes the queue's other waiting workers for it (complete.lua)
