@@ -376,13 +376,14 @@ impl<B: Backend> WorkerBuilder<B> {
     /// | Metric | Kind | Labels |
     /// |---|---|---|
     /// | `redjob_jobs_started_total` | counter | `queue`, `job` |
-    /// | `redjob_jobs_finished_total` | counter | `queue`, `job`, `outcome` (`succeeded`, `retried`, `dead`, `cancelled`) |
+    /// | `redjob_jobs_finished_total` | counter | `queue`, `job`, `outcome` (`succeeded`, `retried`, `dead`, `cancelled`, `throttled`) |
     /// | `redjob_job_run_seconds` | histogram | `queue`, `job` |
     /// | `redjob_job_wait_seconds` (from due to start) | histogram | `queue`, `job` |
     /// | `redjob_queue_jobs` (sampled when [`metrics_interval`](Self::metrics_interval) is set) | gauge | `queue`, `state` (`ready`, `scheduled`, `in_flight`, `dead`, `blocked`: held back by concurrency keys) |
     /// | `redjob_queue_paused` (1 while paused) | gauge | `queue` |
+    /// | `redjob_jobs_held_total` (jobs a fetch asked for that a limit across the fleet held back) | counter | `queue`, `limit` (`concurrency`, `rate`, `throttle`) |
     /// | `redjob_events_started_total` | counter | `topic`, `subscriber`, `event` |
-    /// | `redjob_events_finished_total` | counter | `topic`, `subscriber`, `event`, `outcome` (as jobs') |
+    /// | `redjob_events_finished_total` | counter | `topic`, `subscriber`, `event`, `outcome` (`succeeded`, `retried`, `dead`, `cancelled`) |
     /// | `redjob_event_run_seconds` | histogram | `topic`, `subscriber`, `event` |
     /// | `redjob_subscriber_events` (sampled, as `redjob_queue_jobs`) | gauge | `topic`, `subscriber`, `state` (`lag`, `pending`, `dead`) |
     ///
