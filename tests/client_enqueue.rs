@@ -224,6 +224,21 @@ async fn namespace_and_queue_defaults_come_from_config() {
             ),
             "{odd:?}"
         );
+        // an open connection's handle too
+        let con = redjob::connection::RedisConfig::from_url(server.url())
+            .connect()
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                redjob::queue::Rsmq::from_connection(con, odd, false),
+                Err(Error::InvalidValue {
+                    what: "namespace",
+                    ..
+                })
+            ),
+            "{odd:?}"
+        );
     }
 }
 

@@ -199,7 +199,7 @@ async fn a_lone_send_is_the_same_on_the_lane_and_on_the_multiplexer() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert_ne!(lane, multiplexer, "no lane opened");
-    let rsmq = Rsmq::from_connection(con, "rsmq", false);
+    let rsmq = Rsmq::from_connection(con, "rsmq", false).unwrap();
     rsmq.create_queue("q", QueueOptions::default())
         .await
         .unwrap();

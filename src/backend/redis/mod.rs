@@ -110,7 +110,7 @@ impl std::fmt::Debug for RedisBackend {
 impl RedisBackend {
     pub(crate) fn new(con: Connection, target: Target, namespace: &str, realtime: bool) -> Self {
         RedisBackend {
-            rsmq: Rsmq::from_connection(con.clone(), namespace, realtime),
+            rsmq: Rsmq::on_connection(con.clone(), namespace, realtime),
             ns: Namespace::new(namespace, con.is_cluster()),
             con,
             target,
@@ -147,7 +147,7 @@ impl RedisBackend {
     /// settles must not wait behind it.
     fn waiting(mut self, sends: Connection, redis: &RedisConfig, ns: &str, realtime: bool) -> Self {
         self.rsmq =
-            Rsmq::from_connection(sends, ns, realtime).wait_for_replicas(redis.wait_for_replicas);
+            Rsmq::on_connection(sends, ns, realtime).wait_for_replicas(redis.wait_for_replicas);
         self
     }
 

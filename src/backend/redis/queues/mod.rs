@@ -116,7 +116,7 @@ impl Rsmq {
     pub async fn with_config(cfg: RsmqConfig) -> Result<Self> {
         crate::contract::queues::validate::namespace(&cfg.namespace)?;
         let con = cfg.redis.connect().await?;
-        Ok(Self::from_connection(con, &cfg.namespace, cfg.realtime)
+        Ok(Self::on_connection(con, &cfg.namespace, cfg.realtime)
             .wait_for_replicas(cfg.redis.wait_for_replicas))
     }
 
@@ -125,8 +125,33 @@ impl Rsmq {
     /// connection. On a Cluster the queues' keys carry hash tags; build a
     /// Cluster client of your own with `.retries(0)`, so that its calls go
     /// again only when the Cluster refused them before they ran (redjob does
-    /// that itself, see "Redis Cluster" in the scale-out chapter).
-    pub fn from_connection(con: impl Into<Connection>, namespace: &str, realtime: bool) -> Self {
+    /// that itself, see "Redis Cluster" in the scale-out chapter). Fails with
+    /// [`Error::InvalidValue`] for a namespace of no bytes or over 200, or
+    /// with whitespace, a control character or a brace.
+    ///
+    /// ```no_run
+    /// # async fn _demo(con: redjob::connection::Connection) -> redjob::Result<()> {
+    /// use redjob::queue::Rsmq;
+    ///
+    /// let rsmq = Rsmq::from_connection(con, "rsmq", false)?;
+    /// # let _ = rsmq; Ok(()) }
+    /// ```
+    pub fn from_connection(
+        con: impl Into<Connection>,
+        namespace: &str,
+        realtime: bool,
+    ) -> Result<Self> {
+        crate::contract::queues::validate::namespace(namespace)?;
+        Ok(Self::on_connection(con, namespace, realtime))
+    }
+
+    /// [`from_connection`](Self::from_connection) with a namespace already
+    /// checked.
+    pub(crate) fn on_connection(
+        con: impl Into<Connection>,
+        namespace: &str,
+        realtime: bool,
+    ) -> Self {
         let con = con.into();
         Rsmq {
             ns: Namespace::new(namespace, con.is_cluster()),
@@ -167,16 +192,16 @@ impl Rsmq {
     /// [`MAX_DELAY`](crate::worker::MAX_DELAY) waits that long.
     ///
     /// ```no_run
-    /// # async fn _demo(con: redjob::connection::Connection) {
+    /// # async fn _demo(con: redjob::connection::Connection) -> redjob::Result<()> {
     /// use std::time::Duration;
     /// use redjob::connection::WaitForReplicas;
     /// use redjob::queue::Rsmq;
     ///
-    /// let rsmq = Rsmq::from_connection(con, "rsmq", false).wait_for_replicas(Some(WaitForReplicas {
+    /// let rsmq = Rsmq::from_connection(con, "rsmq", false)?.wait_for_replicas(Some(WaitForReplicas {
     ///     replicas: 1,
     ///     timeout: Duration::from_millis(500),
     /// }));
-    /// # let _ = rsmq; }
+    /// # let _ = rsmq; Ok(()) }
     /// ```
     pub fn wait_for_replicas(mut self, wait: Option<WaitForReplicas>) -> Self {
         self.wait = wait;
