@@ -503,6 +503,8 @@ impl<B: Backend> Dispatcher<B> {
                 let poll = self.env.shared.poll_interval;
                 if fetched.missing {
                     wait = Some(poll.min(MISSING_QUEUE_POLL));
+                    // created again, it has none of the settings stored
+                    self.follow.forget(&self.env.queue);
                 }
                 if fetched.paused {
                     wait = Some(poll.min(PAUSED_QUEUE_POLL));

@@ -9,7 +9,11 @@
 //! [`Admin::set_settings`](crate::ops::Admin::set_settings)), or every
 //! [`RECHECK`] in case that word was lost. A queue that does not exist yet
 //! is tried again at the heartbeat's pace; one deleted and created again
-//! gets the builder's values back. At the recheck's pace it also trims each
+//! gets the builder's values back before its first job is leased: a delete
+//! through redjob tells every worker, and a fetch that finds the queue
+//! missing has its dispatcher read them again first (a queue an RSMQ client
+//! deleted and created again between two fetches gets them at the recheck).
+//! At the recheck's pace it also trims each
 //! queue's history ([`Backend::trim_history`]), so a queue that settles
 //! nothing more is trimmed too.
 
@@ -157,6 +161,14 @@ impl Follow {
                 tracing::warn!(queue = %queue, error = %e, "could not read the queue's settings; will retry");
                 false
             }
+        }
+    }
+
+    /// Forgets that `queue`'s settings were read (a fetch found it missing):
+    /// its dispatcher reads them before it leases from it again.
+    pub fn forget(&self, queue: &str) {
+        if let Some(read) = self.read.get(queue) {
+            read.store(false, Ordering::SeqCst);
         }
     }
 

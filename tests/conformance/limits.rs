@@ -231,6 +231,46 @@ pub async fn a_workers_limits_hold_from_the_first_job_of_a_queue_created_later(e
     assert_eq!(stored.concurrency, Some(Concurrency::global(2)));
 }
 
+/// A queue deleted while workers serve it loses its stored settings; sent to
+/// again, it is created again, and the workers' builder limits are stored
+/// with it before they lease its first job (they went two minutes without,
+/// till their recheck).
+pub async fn a_workers_limits_hold_for_a_queue_deleted_and_created_again(env: &Env) {
+    let samples = Arc::new(Samples::default());
+    let limited = || {
+        Worker::builder(env.client.backend())
+            .register::<Sampled>()
+            .queue_global_concurrency(QUEUE, 2)
+            .concurrency(10)
+            .lease(Duration::from_secs(3))
+            .data(samples.clone())
+            .handle_signals(false)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (
+        start_serving(limited()).await,
+        start_serving(limited()).await,
+    );
+    enqueue(env, 10, 100).await;
+    assert!(processed(env, 10, Duration::from_secs(30)).await, "all ran");
+    assert_eq!(samples.most(), 2, "the limit held before the delete");
+    env.client.backend().delete_queue(QUEUE).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    samples.most.store(0, std::sync::atomic::Ordering::SeqCst);
+    enqueue(env, 20, 100).await;
+    assert!(processed(env, 20, Duration::from_secs(30)).await, "all ran");
+    a.stop().await;
+    b.stop().await;
+    assert_eq!(
+        samples.most(),
+        2,
+        "the limit held after the queue came back"
+    );
+    let stored = env.client.settings(QUEUE).await.unwrap();
+    assert_eq!(stored.concurrency, Some(Concurrency::global(2)));
+}
+
 pub async fn lifting_a_limit_wakes_the_workers_it_held(env: &Env) {
     create_with(env, QueueSettings::rate_limit(RateLimit::per_hour(2))).await;
     enqueue(env, 4, 10).await;

@@ -404,6 +404,7 @@ macro_rules! conformance_suite {
             a_hand_off_never_bypasses_a_global_concurrency,
             a_place_held_by_a_dead_worker_frees_when_its_lease_ends,
             a_workers_limits_hold_from_the_first_job_of_a_queue_created_later,
+            a_workers_limits_hold_for_a_queue_deleted_and_created_again,
             lifting_a_limit_wakes_the_workers_it_held,
             the_usage_of_limits_is_read_as_a_fetch_counts_it,
             cancelling_a_running_job_wakes_a_worker_its_place_held,

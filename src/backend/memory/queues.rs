@@ -39,6 +39,10 @@ impl Queues for MemoryBackend {
         st.queues.remove(name).ok_or_else(|| not_found(name))?;
         // its schedules' pauses go with it, as its periodic hash on Redis
         st.paused_schedules.retain(|(q, _), _| q != name);
+        // and its settings: every worker reads them again now
+        st.settings_version += 1;
+        drop(st);
+        self.notify(crate::contract::admin::SETTINGS_WAKE);
         Ok(())
     }
 

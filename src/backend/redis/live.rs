@@ -197,20 +197,7 @@ impl Rsmq {
     /// namespace), so it never comes back to a value a worker saw.
     pub(crate) async fn settings_changed(&self) -> Result<()> {
         let (mut con, ns, _) = self.ns_parts();
-        let [_, _, _, _, settings] = ns.workers();
-        let _: i64 = redis::cmd("HINCRBY")
-            .arg(&settings)
-            .arg("v")
-            .arg(1)
-            .query_async(&mut con)
-            .await?;
-        // a command of its own: no key, so a Cluster takes it on any node
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg(ns.settings_channel())
-            .arg("")
-            .query_async(&mut con)
-            .await?;
-        Ok(())
+        crate::backend::redis::queues::settings_changed(&mut con, ns).await
     }
 
     /// Sets (or clears) the control on live worker `id`, as this client's

@@ -340,7 +340,11 @@ impl Rsmq {
         if removed == 0 {
             return Err(Error::QueueNotFound { name: name.into() });
         }
-        Ok(())
+        // the queue's settings went with it: every worker reads them again
+        // now, so that one serving it stores its builder's limits before it
+        // leases a job of the queue created again (without the notice it did
+        // at its next recheck, two minutes on)
+        settings_changed(&mut con, &self.ns).await
     }
 
     /// A queue's attributes and message counts.
@@ -552,6 +556,26 @@ impl Rsmq {
             .await;
         Ok((deleted, other))
     }
+}
+
+/// Tells every worker that queues' settings changed (see
+/// `RedisBackend::settings_changed`): the version moves on and a notice goes
+/// out on `ns:@settings`.
+pub(crate) async fn settings_changed(con: &mut Connection, ns: &Namespace) -> Result<()> {
+    let [_, _, _, _, settings] = ns.workers();
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(&settings)
+        .arg("v")
+        .arg(1)
+        .query_async(con)
+        .await?;
+    // a command of its own: no key, so a Cluster takes it on any node
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(ns.settings_channel())
+        .arg("")
+        .query_async(con)
+        .await?;
+    Ok(())
 }
 
 pub(crate) fn parse_messages(queue: &str, v: &Value) -> Result<Vec<Message>> {
