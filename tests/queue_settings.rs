@@ -168,6 +168,44 @@ async fn odd_fleet_limits_are_ignored_alike_by_scripts_and_rust() {
 }
 
 #[tokio::test]
+async fn an_odd_throttle_holds_nothing() {
+    // a handler's throttle is a whole number of ms; any other value (a NaN
+    // compared false both ways, so the queue leased nothing, with no end a
+    // reader could show, and a worker fetched again at once) holds nothing
+    let (_server, client, mut con) = start().await;
+    let q = client.backend();
+    let odd = [
+        "nan",
+        "-nan",
+        "inf",
+        "1e400",
+        "99999999999999999999",
+        "12x",
+        " 1",
+        "",
+    ];
+    let mut wrong = Vec::new();
+    for (i, value) in odd.into_iter().enumerate() {
+        let name = format!("t{i}");
+        queue_with(&client, &mut con, &name, "redjob:throttled", value).await;
+        let usage = client.limit_usage(&name).await.unwrap();
+        if usage.throttled_until_ms.is_some() {
+            wrong.push(format!("{value:?}: read as a throttle, {usage:?}"));
+        }
+        let msgs = [SendMessage::new("a"), SendMessage::new("b")];
+        Backend::send(&q, &name, &msgs, &QueueOptions::default())
+            .await
+            .unwrap();
+        match q.fetch(&name, 2, Duration::from_secs(60)).await {
+            Ok(got) if got.jobs.len() == 2 => {}
+            Ok(got) => wrong.push(format!("{value:?}: {} leased", got.jobs.len())),
+            Err(e) => wrong.push(format!("{value:?}: {e}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[tokio::test]
 async fn a_queue_whose_delay_or_maxsize_is_no_number_refuses_sends_naming_it() {
     // RSMQ's own attributes, written as no number by another client: every
     // kind of send is refused with an error that says which, and stores

@@ -627,7 +627,7 @@ lease_counts().changes(7, ends, now)
 -- says that a job may have records at delivery 1 (see earlier above)
 if throttle_until > 0 or any_key_throttle then
   local t = {}
-  if throttle_until > 0 and throttle_until > (tonumber(attrs[12]) or 0) then
+  if throttle_until > 0 and throttle_until > throttle_end(attrs[12], 0) then
     t[#t + 1] = "redjob:throttled"
     t[#t + 1] = string.format("%.0f", throttle_until)
   end

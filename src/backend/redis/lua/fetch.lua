@@ -131,8 +131,8 @@ if rate_n > 0 then
   max = math.min(max, math.max(rate_n - rate_used, 0))
 end
 -- a handler's throttle (see complete.lua) holds the queue until it ends
-local throttled = tonumber(attrs[17]) or 0
-if throttled <= now then throttled = 0 else max = 0 end
+local throttled = throttle_end(attrs[17], now)
+if throttled > 0 then max = 0 end
 -- the exact dues (KEYS[4], see index_exact in lib.lua) that passed in this ms
 -- by now_us: their jobs may be scored at the next ms; dues of an earlier ms are
 -- due by their scores, and up to 100 of them are dropped per call

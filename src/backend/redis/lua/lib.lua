@@ -342,6 +342,18 @@ local function fleet_limits(conc, rate)
   return global > 0 or n > 0, global, n, ms
 end
 
+-- The end of a handler's throttle (hash field "redjob:throttled", Unix ms, see
+-- complete.lua) while it lasts at `now`, else 0. A value that is no whole
+-- number of 1 to 15 digits (written by hand: "nan", "1e400", 20 digits)
+-- holds nothing: a NaN compared false both ways and held the queue with no
+-- end, its fetches called again at once.
+local function throttle_end(v, now)
+  if not v or #v == 0 or #v > 15 or string.find(v, "%D") then return 0 end
+  local t = tonumber(v)
+  if t <= now then return 0 end
+  return t
+end
+
 -- The most jobs a worker's hand-off registration is good for (see
 -- registration): a worker registers for its free running slots up to this,
 -- and reclaim.lua reads the notes of as many hand-offs (each a hash field of
@@ -422,7 +434,7 @@ local function hand_off(reg, id, body, now, time, prio, f, at)
   -- throttled one leases nothing until the throttle ends
   local conc, rate, throttled = f[at + 4], f[at + 5], f[at + 6]
   if (conc or rate) and fleet_limits(conc, rate) then return end
-  if throttled and (tonumber(throttled) or 0) > now then return end
+  if throttle_end(throttled, now) > 0 then return end
   local r = registrations and registrations[reg]
   if r == nil then
     r = registration(reg)

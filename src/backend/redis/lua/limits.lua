@@ -26,6 +26,5 @@ if rate_n > 0 and used >= rate_n then
   local o = redis.call("ZRANGEBYSCORE", KEYS[3], string.format("(%.0f", now - rate_ms), "+inf", "WITHSCORES", "LIMIT", 0, 1)
   at = math.max(at, (tonumber(o[2]) or now) + rate_ms)
 end
-local throttled = tonumber(attrs[4]) or 0
-if throttled <= now then throttled = 0 end
+local throttled = throttle_end(attrs[4], now)
 return {now, inflight, used, at, throttled}

@@ -15,7 +15,7 @@ if not attrs[1] then return -1 end
 if ARGV[1] == "t" then
   if not attrs[3] then return 0 end
   redis.call("HDEL", KEYS[2], "redjob:throttled")
-  if (tonumber(attrs[3]) or 0) <= clock() then return 0 end
+  if throttle_end(attrs[3], clock()) == 0 then return 0 end
   redis.call("PUBLISH", ARGV[2], redis.call("ZCARD", KEYS[1]))
   return 1
 end
