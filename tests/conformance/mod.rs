@@ -347,7 +347,8 @@ macro_rules! conformance_suite {
             a_delivered_job_blocks_duplicates_until_it_succeeds,
             dead_letters_deletes_pops_and_queue_deletes_free_keys, a_key_with_a_ttl_is_free_after_it,
             bad_unique_input_is_refused_and_sends_nothing, eight_producers_racing_on_one_key_make_one_job,
-            typed_unique_jobs_hold_their_key_through_a_retry_until_success);
+            typed_unique_jobs_hold_their_key_through_a_retry_until_success,
+            a_dead_letter_requeued_takes_its_key_again_unless_another_job_holds_it);
         $crate::conformance_suite!(@inspect $setup, #[$attr],
             counts_and_job_follow_a_job_through_every_state,
             a_running_job_cancelled_deleted_or_made_visible_leaves_the_in_flight_count,

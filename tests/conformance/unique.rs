@@ -317,6 +317,79 @@ pub async fn dead_letters_deletes_pops_and_queue_deletes_free_keys(env: &Env) {
     assert_eq!(outcomes(&after), [SendOutcome::Added]);
 }
 
+/// Fetches every due job of the queue and dead-letters them.
+async fn kill_all(env: &Env) -> Vec<redjob::JobId> {
+    let backend = env.client.backend();
+    let leased = backend.fetch(Q, 10, LONG).await.unwrap().jobs;
+    let dead = Settle {
+        dead: leased
+            .iter()
+            .map(|d| DeadLetterEntry {
+                id: d.id,
+                token: d.token,
+                error: "gave up".into(),
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    assert_eq!(
+        backend.settle(Q, &dead).await.unwrap().dead as usize,
+        leased.len()
+    );
+    leased.iter().map(|d| d.id).collect()
+}
+
+/// A dead letter's job gave its unique key up; requeued, it waits in the
+/// queue again and holds the key again (a duplicate meets it), unless
+/// another job holds the key by then: such a letter stays dead, as does the
+/// second of two letters of one key requeued together.
+pub async fn a_dead_letter_requeued_takes_its_key_again_unless_another_job_holds_it(env: &Env) {
+    use redjob::ops::{Admin, Spread};
+    let keep = OnDuplicate::Keep;
+    let a = send(env, &[keyed("a", "ka", keep)]).await[0].id;
+    let b = send(env, &[keyed("b", "kb", keep)]).await[0].id;
+    let c1 = send(env, &[keyed("c1", "kc", keep)]).await[0].id;
+    assert_eq!(kill_all(env).await.len(), 3);
+    // kc is free once c1 died: c2 takes it, and dies too
+    let c2 = send(env, &[keyed("c2", "kc", keep)]).await[0];
+    assert_eq!(c2.outcome, SendOutcome::Added);
+    assert_eq!(kill_all(env).await, [c2.id]);
+    // kb is held by a new job when b is requeued
+    let b2 = send(env, &[keyed("b2", "kb", keep)]).await[0];
+    assert_eq!(b2.outcome, SendOutcome::Added);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let n = env
+        .client
+        .requeue_dead(Q, &[a, b, c1, c2.id], Spread::NOW)
+        .await
+        .unwrap();
+    assert_eq!(n, 2, "a and c1 requeued; b and c2 left dead");
+    let dead: Vec<_> = env
+        .client
+        .dead_letters(Q, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    assert_eq!(dead.len(), 2);
+    assert!(dead.contains(&b) && dead.contains(&c2.id), "{dead:?}");
+    // the requeued letters hold their keys: a duplicate meets them
+    let again = send(env, &[keyed("a'", "ka", keep), keyed("c'", "kc", keep)]).await;
+    assert_eq!(
+        again.iter().map(|s| (s.id, s.outcome)).collect::<Vec<_>>(),
+        [(a, SendOutcome::Duplicate), (c1, SendOutcome::Duplicate)]
+    );
+    // once kb is free, b is requeued with it
+    assert!(env.queues().delete(Q, &b2.id).await.unwrap());
+    let n = env.client.requeue_dead(Q, &[b], Spread::NOW).await.unwrap();
+    assert_eq!(n, 1);
+    let dup = send(env, &[keyed("b'", "kb", keep)]).await[0];
+    assert_eq!((dup.id, dup.outcome), (b, SendOutcome::Duplicate));
+    // three keys, each with its holder's back link
+    assert_eq!(env.unique_entries(Q).await, 6);
+}
+
 pub async fn a_key_with_a_ttl_is_free_after_it(env: &Env) {
     let backend = env.client.backend();
     let msg = || {

@@ -402,9 +402,18 @@ fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
         if !seen.insert(*id) || q.msgs.contains_key(id) {
             continue;
         }
-        let Some((letter, priority, _, keyed)) = q.dead_msgs.get(id).cloned() else {
+        let Some((letter, priority, _, keyed, unique)) = q.dead_msgs.get(id).cloned() else {
             continue;
         };
+        // its unique key again while its lifetime lasts; a letter whose key
+        // another queued job holds stays dead (as dead_requeue.lua)
+        let unique = unique.filter(|(_, expires)| *expires == 0 || now < *expires);
+        if let Some((key, _)) = &unique
+            && q.unique_holder(key, now)
+                .is_some_and(|holder| holder != *id)
+        {
+            continue;
+        }
         q.drop_dead(id);
         let s = spread.skip(n);
         let due = now
@@ -417,6 +426,9 @@ fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
                 q.send_keyed(*id, letter.body, ms_score(due), &k.key, per);
             }
             None => q.insert(*id, letter.body, ms_score(due), priority),
+        }
+        if let Some((key, expires)) = unique {
+            q.hold_unique(&key, *id, expires);
         }
         n += 1;
     }

@@ -36,6 +36,16 @@ pub(super) struct Msg {
     pub waiting: bool,
 }
 
+/// A dead letter with the priority its job had, its attempt records, its
+/// concurrency key and its unique key with when that expires (ms, 0: never).
+pub type DeadEntry = (
+    DeadLetter,
+    i8,
+    Option<String>,
+    Option<Keyed>,
+    Option<(String, u64)>,
+);
+
 /// One queue.
 pub(super) struct MemQueue {
     pub vt: u64,
@@ -54,8 +64,9 @@ pub(super) struct MemQueue {
     /// Dead letters as (time of death ms, id), and each one's letter, the
     /// priority it had and its attempt records.
     pub dead: BTreeSet<(u64, JobId)>,
-    /// And its concurrency key.
-    pub dead_msgs: HashMap<JobId, (DeadLetter, i8, Option<String>, Option<Keyed>)>,
+    /// And its concurrency key, and the unique key its job held with when
+    /// that expires (ms, 0: never), which a requeue takes again.
+    pub dead_msgs: HashMap<JobId, DeadEntry>,
     /// Flows' parents waiting for their children: their batch and body (as
     /// the hash fields `<id>:w`, see flow_wait.lua).
     pub parents: HashMap<JobId, (crate::contract::batches::BatchId, Vec<u8>)>,
@@ -383,6 +394,10 @@ impl MemQueue {
     /// its last attempt.
     pub fn kill(&mut self, id: &JobId, error: String, attempts: u32, now: u64, record: &str) {
         let keyed = self.keyed_of(id);
+        let unique = self.unique_of.get(id).and_then(|key| {
+            let (holder, expires) = self.unique.get(key)?;
+            (holder == id).then(|| (key.clone(), *expires))
+        });
         let Some(m) = self.remove(id) else { return };
         let log = attempts::append(m.log.as_deref(), record);
         let letter = DeadLetter {
@@ -394,7 +409,7 @@ impl MemQueue {
         };
         self.dead.insert((now, *id));
         self.dead_msgs
-            .insert(*id, (letter, m.priority, Some(log), keyed));
+            .insert(*id, (letter, m.priority, Some(log), keyed, unique));
     }
 
     /// A flow's parent whose child failed, never sent: dead-lettered with
@@ -412,7 +427,7 @@ impl MemQueue {
                 died_at_ms: now,
             };
             self.dead.insert((now, id));
-            self.dead_msgs.insert(id, (letter, 0, None, None));
+            self.dead_msgs.insert(id, (letter, 0, None, None, None));
         }
         let how = if cancel {
             Finish::Cancelled

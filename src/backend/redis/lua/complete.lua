@@ -481,8 +481,19 @@ if #gone > 0 then
 elseif #z > 0 then
   allow_writes(KEYS[1])
 end
-if #gone > 0 and attrs[3] == "1" then release_unique(KEYS[6], gone) end
+local freed = #gone > 0 and attrs[3] == "1" and release_unique(KEYS[6], gone)
 if #dead > 0 then
+  -- a dead letter keeps the unique key its job held: requeued, it takes the
+  -- key again when no other job holds it (dead_requeue.lua)
+  if freed then
+    for _, k in ipairs(dead) do
+      local u = freed[ids[k]]
+      if u then
+        dh[#dh + 1] = ids[k] .. ":u"
+        dh[#dh + 1] = u
+      end
+    end
+  end
   many("ZADD", KEYS[3], dz)
   many("HSET", KEYS[4], dh, 3000)
   -- retention: the letters past their age, then the oldest beyond the count
@@ -503,7 +514,7 @@ if #dead > 0 then
     local f = {}
     for _, id in ipairs(old) do
       f[#f + 1] = id; f[#f + 1] = id .. ":err"; f[#f + 1] = id .. ":n"; f[#f + 1] = id .. ":p"
-      f[#f + 1] = id .. ":a"; f[#f + 1] = id .. ":k"
+      f[#f + 1] = id .. ":a"; f[#f + 1] = id .. ":k"; f[#f + 1] = id .. ":u"
     end
     many("ZREM", KEYS[3], old)
     many("HDEL", KEYS[4], f)

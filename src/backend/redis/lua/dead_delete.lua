@@ -40,7 +40,7 @@ end
 local ids, fields = {}, {}
 for _, id in ipairs(given) do
   ids[#ids + 1] = id
-  for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a", id .. ":k"}) do fields[#fields + 1] = f end
+  for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a", id .. ":k", id .. ":u"}) do fields[#fields + 1] = f end
 end
 if #ids == 0 then return 0 end
 local _, n = many("ZREM", KEYS[2], ids)

@@ -1,8 +1,12 @@
 -- Requeues dead letters: each goes back to its queue as a fresh job (no
 -- deliveries counted, no last error, no attempt records) at the priority it had, under its id. The
 -- k-th one requeued (from 0) is due at now + ARGV[1] ms + k * ARGV[2] µs, so a
--- rate spreads a large requeue over time. Unique keys are not taken again. An
--- id that is not a dead letter, or whose id is in the queue already, is skipped.
+-- rate spreads a large requeue over time. A letter whose job held a unique key
+-- ("<id>:u" in the dead letters' hash, "<expires ms, 0: never> <key>", see
+-- complete.lua) takes it again while its lifetime lasts, as a send would; one
+-- whose key another queued job holds now (or an earlier letter of this call
+-- took) is skipped and stays dead. An id that is not a dead letter, or whose
+-- id is in the queue already, is skipped.
 -- With a cutoff (a bulk requeue's start, see ops/redis.rs), so is a letter that
 -- died after it, and nothing is done until Redis's clock has passed it: a letter
 -- requeued here that dies again then dies after the cutoff, and the bulk
@@ -17,6 +21,7 @@
 -- KEYS[5..24]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- KEYS[25], KEYS[26], KEYS[27]  the queue's keyed set, concurrency keys and
 --          wake set (ns:q:keyed, ns:q:keys, ns:q:kwake)
+-- KEYS[28]  the queue's unique keys (ns:q:unique, see unique.lua)
 -- ARGV[1]  the first one's delay, ms
 -- ARGV[2]  the time between two, µs
 -- ARGV[3]  the queue's realtime channel (ns:rt:q)
@@ -25,7 +30,7 @@
 -- Returns -1 when the queue does not exist, -2 when Redis's clock has not
 --         passed the cutoff yet, or a letter's death (nothing done: call
 --         again), else how many were requeued
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio", "redjob:keyed")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio", "redjob:keyed", "redjob:unique")
 if not attrs[1] then return -1 end
 local now = clock()
 local cutoff = tonumber(ARGV[4])
@@ -43,6 +48,7 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id
   fields[#fields + 1] = id .. ":p"
   fields[#fields + 1] = id .. ":k"
+  fields[#fields + 1] = id .. ":u"
 end
 -- a letter that died in this very ms waits for the next (nothing done): its
 -- job's next history entry must be of a later ms than its dead one, which its
@@ -71,14 +77,38 @@ local mask = tonumber(attrs[3]) or 0
 local z, h, gone, drop = {}, {}, {}, {}
 local n = 0
 local K
+-- the unique keys this call took ("k:<key>" -> true), and its entries
+local taken, u = {}, {}
+-- whether unique key `key` is held by a queued job other than `id` (its entry
+-- names a job in its level's set, within its lifetime), as unique.lua reads it
+local function held(key, id)
+  if taken[key] then return true end
+  local e = redis.call("HGET", KEYS[28], "k:" .. key)
+  local hid, lv, ex = string.match(e or "", "^(%S+) (%S+) (%S+)$")
+  lv, ex = tonumber(lv), tonumber(ex)
+  if not (hid and hid ~= id and lv and lv >= -10 and lv <= 10 and ex and (ex == 0 or now < ex)) then
+    return false
+  end
+  return redis.call("ZSCORE", level_key(lv, 5), hid) ~= false
+end
 for i, id in ipairs(ids) do
-  local body = dead[3 * i - 2]
-  if body and not queued[i] then
-    local p = tonumber(dead[3 * i - 1]) or 0
+  local body = dead[4 * i - 3]
+  local uex, ukey = string.match(dead[4 * i] or "", "^(%d+) (.+)$")
+  -- a key whose lifetime ended while the job was dead is not taken again
+  if ukey and tonumber(uex) ~= 0 and tonumber(uex) <= now then ukey = nil end
+  if body and not queued[i] and not (ukey and held(ukey, id)) then
+    local p = tonumber(dead[4 * i - 2]) or 0
     if p < -10 or p > 10 then p = 0 end
     local due = math.min(now + math.min(first + math.floor(n * step / 1000), MOST), LAST_DUE)
-    local per, ck = string.match(dead[3 * i] or "", "^(%d+) (.+)$")
+    local per, ck = string.match(dead[4 * i - 1] or "", "^(%d+) (.+)$")
     if ck then p = 0 end
+    if ukey then
+      taken[ukey] = true
+      u[#u + 1] = "k:" .. ukey
+      u[#u + 1] = id .. " " .. p .. " " .. uex
+      u[#u + 1] = "i:" .. id
+      u[#u + 1] = ukey
+    end
     local key = level_key(p, 5)
     if ck then
       if not K then
@@ -102,7 +132,7 @@ for i, id in ipairs(ids) do
     h[#h + 1] = body
     if p ~= 0 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
     gone[#gone + 1] = id
-    for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a", id .. ":k"}) do drop[#drop + 1] = f end
+    for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a", id .. ":k", id .. ":u"}) do drop[#drop + 1] = f end
     n = n + 1
   end
 end
@@ -115,6 +145,13 @@ if K then
   K.save()
   if not attrs[4] then
     h[#h + 1] = "redjob:keyed"
+    h[#h + 1] = "1"
+  end
+end
+if #u > 0 then
+  many("HSET", KEYS[28], u)
+  if not attrs[5] then
+    h[#h + 1] = "redjob:unique"
     h[#h + 1] = "1"
   end
 end

@@ -642,6 +642,8 @@ end
 -- Frees the unique keys (see unique.lua) of jobs that left their queue (acked,
 -- dead-lettered, deleted, popped). `ukey` is the queue's ns:q:unique. A key that a
 -- newer job took over (after its lifetime ran out) stays with that job.
+-- Returns, by id, "<expires ms, 0: never> <key>" of each key it freed (a dead
+-- letter keeps it, to take the key again when it is requeued).
 local function release_unique(ukey, ids)
   local ifields = {}
   for i, id in ipairs(ids) do ifields[i] = "i:" .. id end
@@ -654,14 +656,18 @@ local function release_unique(ukey, ids)
       owners[#owners + 1] = ids[i]
     end
   end
-  if #kfields == 0 then return end
+  local freed = {}
+  if #kfields == 0 then return freed end
   local entries = many("HMGET", ukey, kfields)
   for j, e in ipairs(entries) do
     if e and string.sub(e, 1, #owners[j] + 1) == owners[j] .. " " then
       drop[#drop + 1] = kfields[j]
+      local ex = string.match(e, " (%d+)$")
+      if ex then freed[owners[j]] = ex .. " " .. string.sub(kfields[j], 3) end
     end
   end
   many("HDEL", ukey, drop)
+  return freed
 end
 
 -- The rows of an inspection (job.lua, list.lua, peek.lua): `rows` are {priority,
