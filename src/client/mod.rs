@@ -195,7 +195,10 @@ impl Client {
         self.backend.hours(queue).await
     }
 
-    /// The oldest `limit` dead letters of a queue.
+    /// The oldest `limit` dead letters of a queue, at most
+    /// [`MAX_PAGE`](crate::inspect::MAX_PAGE) (one call reads no more; page
+    /// through [`Admin::dead_page`](crate::ops::Admin::dead_page) for
+    /// the rest).
     pub async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>> {
         self.backend.dead_letters(queue, limit).await
     }

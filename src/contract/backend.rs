@@ -117,7 +117,10 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// it into its queue-size gauges).
     fn sizes(&self, queue: &str) -> impl Future<Output = Result<StateCounts>> + Send;
 
-    /// The oldest `limit` dead letters of a queue.
+    /// The oldest `limit` dead letters of a queue, at most
+    /// [`MAX_PAGE`](crate::inspect::MAX_PAGE) (one call reads no more; page
+    /// through [`Admin::dead_page`](crate::ops::Admin::dead_page) for
+    /// the rest).
     fn dead_letters(
         &self,
         queue: &str,

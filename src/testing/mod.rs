@@ -385,7 +385,8 @@ impl TestKit {
         }
     }
 
-    /// Dead letters of `queue`.
+    /// Dead letters of `queue`, the oldest first, at most
+    /// [`MAX_PAGE`](crate::inspect::MAX_PAGE).
     pub async fn dead_letters(&self, queue: &str) -> Result<Vec<DeadLetter>> {
         self.backend.dead_letters(queue, usize::MAX).await
     }

@@ -53,6 +53,44 @@ fn builder(client: &Client, rec: &Recorder) -> redjob::worker::WorkerBuilder {
     worker(client, rec).lease(Duration::from_secs(1))
 }
 
+/// `dead_letters` reads at most a page, whatever limit it is given (the test
+/// kit passes `usize::MAX`): one call over a large dead-letter queue held
+/// Redis for all of it.
+pub async fn dead_letters_reads_a_page_at_most(env: &Env) {
+    let backend = env.client.backend();
+    let msgs: Vec<SendMessage> = (0..1001).map(|i| SendMessage::new(i.to_string())).collect();
+    Backend::send(&backend, "pages", &msgs, &Default::default())
+        .await
+        .unwrap();
+    let mut dead = Vec::new();
+    while dead.len() < 1001 {
+        let got = backend
+            .fetch("pages", 500, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(!got.jobs.is_empty(), "every job leased");
+        let settle = Settle {
+            dead: got
+                .jobs
+                .iter()
+                .map(|d| DeadLetterEntry {
+                    id: d.id,
+                    token: d.token,
+                    error: "gave up".into(),
+                })
+                .collect(),
+            ..Settle::default()
+        };
+        backend.settle("pages", &settle).await.unwrap();
+        dead.extend(got.jobs.iter().map(|d| d.id));
+    }
+    assert_eq!(env.client.counts("pages").await.unwrap().dead, 1001);
+    let letters = env.client.dead_letters("pages", usize::MAX).await.unwrap();
+    assert_eq!(letters.len(), redjob::inspect::MAX_PAGE);
+    assert_eq!(letters[0].id, dead[0], "the oldest first");
+    assert_eq!(env.client.dead_letters("pages", 3).await.unwrap().len(), 3);
+}
+
 pub async fn crashed_worker_job_runs_again_exactly_once_more(env: &Env) {
     let client = env.client.clone();
     let rec = Recorder::default();

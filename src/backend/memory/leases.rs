@@ -724,7 +724,7 @@ impl Backend for MemoryBackend {
         Ok(st.queues.get(queue).map_or_else(Vec::new, |q| {
             q.dead
                 .iter()
-                .take(limit)
+                .take(limit.min(crate::contract::inspect::MAX_PAGE))
                 .map(|(_, id)| q.dead_msgs[id].0.clone())
                 .collect()
         }))

@@ -338,7 +338,7 @@ impl Backend for RedisBackend {
         let ids: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
             .arg(&k.dead)
             .arg(0)
-            .arg(limit.min(i64::MAX as usize) - 1)
+            .arg(limit.min(crate::contract::inspect::MAX_PAGE) - 1)
             .arg("WITHSCORES")
             .query_async(&mut con)
             .await?;
