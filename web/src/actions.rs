@@ -34,6 +34,25 @@ impl Fields {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The queue settings' forms whose fields were sent (each form saves
+    /// its own; one post saves one).
+    fn forms(&self) -> Vec<&'static str> {
+        let mut forms = Vec::new();
+        if self.get("concurrency").is_some() || self.get("global").is_some() {
+            forms.push("concurrency");
+        }
+        if self.get("rate_limit").is_some() {
+            forms.push("rate limit");
+        }
+        if self.any("history") {
+            forms.push("history");
+        }
+        if self.any("dead_") {
+            forms.push("dead-letter");
+        }
+        forms
+    }
+
     fn all(&self, name: &str) -> impl Iterator<Item = &str> {
         self.0
             .iter()
@@ -122,6 +141,12 @@ async fn on_queue(
                 None => c.purge_queue(&queue).await?,
             };
             format!("Deleted {} jobs.", num(n))
+        }
+        "settings" if fields.forms().len() > 1 => {
+            return Err(WebError::BadRequest(format!(
+                "send one form at a time: this has {} fields",
+                fields.forms().join(" and ")
+            )));
         }
         "settings" if fields.get("concurrency").is_some() || fields.get("global").is_some() => {
             // a field left empty keeps the value in force (the form leaves a

@@ -430,6 +430,24 @@ async fn the_history_settings_show_and_change_from_the_queue_page() {
         "{} (stored {age})",
         note(&r)
     );
+    // two forms' fields in one post: refused, nothing stored (the first
+    // form's fields were saved and the rest dropped unsaid)
+    let r = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[
+            ("csrf", &token),
+            ("history_max_count", "7"),
+            ("dead_max_count", "9"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.body.contains("one form"), "{}", r.body);
+    let s = client.settings("mail").await.unwrap();
+    assert_eq!(s.history.unwrap().max_count, Some(5));
+    assert_eq!(s.dead_letters, None);
     // no setting at all: refused, nothing stored
     let r = post(&app, "/queues/mail/settings", &cookie, &[("csrf", &token)]).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
