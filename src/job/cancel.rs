@@ -7,8 +7,10 @@
 //! locks of its mutex a job (7 % of the worker's CPU on the 2-core bench),
 //! though most handlers never look at it. So a run carries this instead: a
 //! flag the worker fires and checks without a lock, and the token, made the
-//! first time the handler (or the worker, to wait for it) asks, already
-//! cancelled when the flag was fired before.
+//! first time the handler asks, already cancelled when the flag was fired
+//! before. The worker waits on a token of its own (made when it first
+//! waits): a handler may cancel its token itself, to stop tasks it shares it
+//! with, and that is no cancellation of the run.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering, fence};
@@ -20,7 +22,10 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Default)]
 pub(crate) struct RunCancel {
     fired: AtomicBool,
+    /// The handler's.
     token: OnceLock<CancellationToken>,
+    /// The worker's, to wait for the flag.
+    worker: OnceLock<CancellationToken>,
 }
 
 impl RunCancel {
@@ -29,28 +34,35 @@ impl RunCancel {
         RunCancel {
             fired: AtomicBool::new(false),
             token: OnceLock::from(token),
+            worker: OnceLock::new(),
         }
     }
 
-    /// Fires it: the token, if made, is cancelled; one made later is made
+    /// Fires it: the tokens made are cancelled; one made later is made
     /// cancelled.
     pub fn cancel(&self) {
         self.fired.store(true, Ordering::SeqCst);
-        // either this sees the token, or `token` sees the flag (or both)
+        // either this sees a token, or its making sees the flag (or both)
         fence(Ordering::SeqCst);
-        if let Some(t) = self.token.get() {
+        for t in [self.token.get(), self.worker.get()].into_iter().flatten() {
             t.cancel();
         }
     }
 
-    /// Whether it was fired, or its token cancelled (by the handler itself, say).
+    /// Whether it was fired (by the worker: a handler cancelling its own
+    /// token does not fire it).
     pub fn is_cancelled(&self) -> bool {
-        self.fired.load(Ordering::SeqCst) || self.token.get().is_some_and(|t| t.is_cancelled())
+        self.fired.load(Ordering::SeqCst)
     }
 
-    /// The token, made now if it was not yet.
+    /// The handler's token, made now if it was not yet.
     pub fn token(&self) -> &CancellationToken {
-        let t = self.token.get_or_init(CancellationToken::new);
+        self.made(&self.token)
+    }
+
+    /// `slot`'s token, made now (cancelled when the flag was fired).
+    fn made<'a>(&self, slot: &'a OnceLock<CancellationToken>) -> &'a CancellationToken {
+        let t = slot.get_or_init(CancellationToken::new);
         fence(Ordering::SeqCst);
         if self.fired.load(Ordering::SeqCst) {
             t.cancel();
@@ -58,9 +70,9 @@ impl RunCancel {
         t
     }
 
-    /// Waits until it is cancelled.
+    /// Waits until it is fired.
     pub async fn cancelled(&self) {
-        self.token().cancelled().await
+        self.made(&self.worker).cancelled().await
     }
 }
 
@@ -84,9 +96,11 @@ mod tests {
         early.cancel();
         assert!(token.is_cancelled());
 
-        // the handler cancelling its own token counts too
+        // the handler cancelling its own token is no cancellation of the run
         let own = RunCancel::default();
         own.token().cancel();
+        assert!(!own.is_cancelled());
+        own.cancel();
         assert!(own.is_cancelled());
     }
 
@@ -102,6 +116,18 @@ mod tests {
             firing.join().unwrap();
             assert!(token.is_cancelled(), "the cancel reached the token");
         }
+    }
+
+    #[tokio::test]
+    async fn the_worker_waits_for_its_fire_not_for_the_handlers_own_cancel() {
+        let c = Arc::new(RunCancel::default());
+        c.token().cancel();
+        let quick = tokio::time::timeout(std::time::Duration::from_millis(50), c.cancelled());
+        assert!(quick.await.is_err(), "the handler's cancel woke the worker");
+        c.cancel();
+        tokio::time::timeout(std::time::Duration::from_secs(5), c.cancelled())
+            .await
+            .expect("fired");
     }
 
     #[tokio::test]

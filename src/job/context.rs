@@ -270,7 +270,9 @@ impl JobContext {
     /// stop with that future is work it handed elsewhere: a `spawn_blocking`
     /// closure, a spawned task, a loop that does not await. Such work watches
     /// the token, with `is_cancelled()` between steps or `cancelled().await`
-    /// in a `tokio::select!`; clone it to move it into a task.
+    /// in a `tokio::select!`; clone it to move it into a task. The handler may
+    /// cancel the token itself, to stop such tasks: that cancels nothing of
+    /// the run, whose outcome is what the handler returns.
     ///
     /// ```
     /// # use std::time::SystemTime;

@@ -295,6 +295,7 @@ macro_rules! conformance_suite {
             consumers_of_one_subscriber_share_its_events_and_each_subscriber_gets_all,
             events_of_a_dead_consumer_are_claimed_after_the_lease,
             a_failing_event_is_retried_with_backoff_then_dead_lettered_with_its_error,
+            an_event_handler_that_cancels_its_own_token_keeps_its_outcome,
             a_dead_event_keeps_its_attempts_with_a_dead_consumers_as_lease_lost,
             dead_letters_are_requeued_for_their_subscriber_alone_or_deleted,
             retention_trims_by_length_and_age_or_refuses_when_full,
@@ -328,6 +329,7 @@ macro_rules! conformance_suite {
             processes_every_job_once_and_counts, delayed_jobs_start_on_time_never_early,
             retry_after_then_success_counts_attempts, backoff_schedule_then_dead_letter_with_error,
             fatal_goes_straight_to_dead_letter, panics_and_timeouts_are_retried_and_the_worker_keeps_serving,
+            a_handler_that_cancels_its_own_token_keeps_its_outcome,
             per_queue_concurrency_is_respected, missing_data_is_dead_lettered_at_once_naming_the_type,
             invalid_settings_are_rejected_at_build);
         $crate::conformance_suite!(@priorities $setup, #[$attr],

@@ -362,6 +362,55 @@ pub async fn events_of_a_dead_consumer_are_claimed_after_the_lease(env: &Env) {
     assert_eq!((s.pending, s.lag), (0, 0));
 }
 
+/// An event handler that cancels its own token (to stop tasks it shares it
+/// with) is not cancelled by that: it runs on and its outcome stands (the
+/// worker took it for a shutdown, dropped the run and retried the event at
+/// once, a fatal error lost).
+pub async fn an_event_handler_that_cancels_its_own_token_keeps_its_outcome(env: &Env) {
+    let c = &env.client;
+    c.subscribe("flaky", "s", Start::Beginning).await.unwrap();
+    let seen = Seen::default();
+    let s2 = seen.clone();
+    let w = worker(c.backend())
+        .subscribe("s", move |e: Flaky, ctx| {
+            let seen = s2.clone();
+            async move {
+                seen.add("s", e.n, ctx.attempt());
+                ctx.cancellation().cancel();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if e.n == 2 {
+                    return Err(JobError::fatal("no such account"));
+                }
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = start(w);
+    let id2 = c.publish(&Flaky { n: 2 }).await.unwrap();
+    c.publish(&Flaky { n: 3 }).await.unwrap();
+    let done = wait_for(Duration::from_secs(15), || async {
+        let s = &c.topic("flaky").await.unwrap().unwrap().subscribers[0];
+        s.dead == 1 && s.pending == 0 && s.lag == 0
+    })
+    .await;
+    running.stop().await;
+    assert!(
+        done,
+        "{:?} {:?}",
+        seen.of("s"),
+        c.topic("flaky").await.unwrap()
+    );
+    let mut runs = seen.of("s");
+    runs.sort_unstable();
+    assert_eq!(runs, [(2, 1), (3, 1)], "each ran once");
+    let dead = c.dead_events("flaky", "s", 10).await.unwrap();
+    assert_eq!(
+        (dead[0].id, dead[0].error.as_str()),
+        (id2, "no such account")
+    );
+}
+
 pub async fn a_failing_event_is_retried_with_backoff_then_dead_lettered_with_its_error(env: &Env) {
     let c = &env.client;
     c.subscribe("flaky", "s", Start::Beginning).await.unwrap();

@@ -291,6 +291,77 @@ pub async fn fatal_goes_straight_to_dead_letter(env: &Env) {
     );
 }
 
+/// Stops a helper task it spawned by cancelling its run's token (tokio-util's
+/// way for tasks that share one), waits for it a little, then returns what
+/// `outcome` says: 0 succeeds, 1 fails for a retry, 2 fails for good.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "self_cancel",
+    queue = "work",
+    max_attempts = 2,
+    backoff = "100ms"
+)]
+struct SelfCancel {
+    key: u64,
+    outcome: u8,
+}
+
+impl Job for SelfCancel {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        let token = ctx.cancellation().clone();
+        let helper = tokio::spawn(async move { token.cancelled().await });
+        ctx.cancellation().cancel();
+        let _ = helper.await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        match self.outcome {
+            0 => Ok(()),
+            1 => Err(JobError::retry("upstream said no")),
+            _ => Err(JobError::fatal("no such account")),
+        }
+    }
+}
+
+/// A handler's own cancel of its token is no cancellation by the worker:
+/// the run goes on and its outcome stands (the worker dropped the run and
+/// released the job, which ran again at once as the same attempt, forever).
+pub async fn a_handler_that_cancels_its_own_token_keeps_its_outcome(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).build().unwrap());
+    for outcome in 0..3 {
+        client
+            .enqueue(&SelfCancel {
+                key: u64::from(outcome),
+                outcome,
+            })
+            .await
+            .unwrap();
+    }
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            client.dead_letters("work", 10).await.unwrap().len() == 2
+        })
+        .await,
+        "the failing two dead-lettered"
+    );
+    // (time for a run too many to show)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.stop().await;
+    let attempts = |key| {
+        rec.runs()
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.attempt)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(attempts(0), [1], "succeeded once");
+    assert_eq!(attempts(1), [1, 2], "retried, then dead");
+    assert_eq!(attempts(2), [1], "dead at once");
+    let stats = client.stats("work").await.unwrap();
+    assert_eq!((stats.processed, stats.retried, stats.dead), (1, 1, 2));
+}
+
 pub async fn panics_and_timeouts_are_retried_and_the_worker_keeps_serving(env: &Env) {
     let client = env.client.clone();
     let rec = Recorder::default();

@@ -105,7 +105,9 @@ async fn handle(
             let guarded = AssertUnwindSafe(fut).catch_unwind();
             let r = tokio::select! {
                 r = tokio::time::timeout(timeout, guarded) => r,
-                _ = cancel.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO), AttemptOutcome::Cancelled)),
+                // the worker's abort: the handler may cancel its own token
+                // (a child of it) to stop tasks it shares it with
+                _ = abort.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO), AttemptOutcome::Cancelled)),
             };
             let r = match r {
                 Err(_) => {
