@@ -169,6 +169,9 @@ struct Report {
     failed: Option<AttemptOutcome>,
     /// The envelope decoded into its job.
     decoded: bool,
+    /// The job type's most attempts and backoff, once known: a panic on the
+    /// worker's path (not the handler's) is retried under them.
+    limits: Option<(u32, Duration)>,
 }
 
 pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
@@ -261,16 +264,18 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                     "worker panicked running the job: {}",
                     panic_message(&*panic)
                 );
-                // a panic every time must not loop forever
-                if attempt >= crate::job::MAX_ATTEMPTS {
+                // a panic every time must not loop forever: under the job
+                // type's attempts and backoff when it is known
+                let (max_attempts, delay) = match report.limits {
+                    Some((max, backoff)) => (max, shared.retry.delay(backoff, attempt)),
+                    None => (crate::job::MAX_ATTEMPTS, Duration::from_secs(1)),
+                };
+                if attempt >= max_attempts {
                     tracing::error!(job.id = %d.id, %error, "dead-lettered");
                     return Outcome::Dead { error };
                 }
                 tracing::error!(job.id = %d.id, %error, "will retry");
-                Outcome::Retry {
-                    delay: Duration::from_secs(1),
-                    error,
-                }
+                Outcome::Retry { delay, error }
             });
             (outcome, Some(started))
         }
@@ -356,8 +361,6 @@ async fn run(
     began: Instant,
 ) -> Outcome {
     let d = &r.delivery;
-    let cancel = &r.cancel;
-    let attempt = d.token.attempt();
     let mut began = began;
     if let (Some(b), Some(access)) = (r.batch, &shared.batches) {
         if shared.cancelled_batches.is_cancelled(b.batch, access).await {
@@ -366,7 +369,15 @@ async fn run(
         // the check may have asked Redis: the run begins after it
         began = Instant::now();
     }
-    let job = match job::decode_linked(r.linked, &d.body) {
+    // a type's Deserialize may panic (a helper that unwraps, meeting a
+    // changed schema): a body that cannot be decoded, every time
+    let decoded =
+        std::panic::catch_unwind(AssertUnwindSafe(|| job::decode_linked(r.linked, &d.body)))
+            .unwrap_or_else(|panic| {
+                let why = format!("decoding panicked: {}", panic_message(&*panic));
+                Err(crate::Error::Decode(serde::de::Error::custom(why)))
+            });
+    let job = match decoded {
         Ok(job) => job,
         Err(crate::Error::UnknownJob { name }) => {
             let outcome = unknown(&name, r, shared);
@@ -386,8 +397,34 @@ async fn run(
     if r.linked.is_none() {
         leases.named(d.id, r.run, Some(job.job_name()));
     }
+    let outcome = run_decoded(&*job, r, queue, shared, per_queue, report, began).await;
+    // the job's value is dropped apart: a Drop that panics changes no outcome
+    if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(job))) {
+        tracing::error!(
+            error = panic_message(&*panic),
+            "dropping the job's value panicked; its outcome stands"
+        );
+    }
+    outcome
+}
+
+/// The run of a decoded job: its checks, its handler, and what its result
+/// makes of the job.
+async fn run_decoded(
+    job: &dyn job::DynJob,
+    r: &Run,
+    queue: &Arc<str>,
+    shared: &Shared,
+    per_queue: &PerQueue,
+    report: &mut Report,
+    began: Instant,
+) -> Outcome {
+    let d = &r.delivery;
+    let cancel = &r.cancel;
+    let attempt = d.token.attempt();
     let opts = job.job_options();
     let max_attempts = opts.max_attempts.min(crate::job::MAX_ATTEMPTS);
+    report.limits = Some((max_attempts, opts.backoff));
     if attempt > max_attempts {
         let error = format!(
             "delivered {attempt} times, over max_attempts {max_attempts}: earlier runs never finished (worker killed or lease lost), or were throttled too often in a row"

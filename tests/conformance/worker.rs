@@ -362,6 +362,94 @@ pub async fn a_handler_that_cancels_its_own_token_keeps_its_outcome(env: &Env) {
     assert_eq!((stats.processed, stats.retried, stats.dead), (1, 1, 2));
 }
 
+/// Panics while it is decoded when `v` is 13 (a `deserialize_with` that
+/// unwraps meeting a changed schema).
+fn panicky<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = u32::deserialize(d)?;
+    if v == 13 {
+        panic!("unlucky field value");
+    }
+    Ok(v)
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "decode_panics",
+    queue = "work",
+    max_attempts = 2,
+    backoff = "100ms"
+)]
+struct DecodePanics {
+    #[serde(deserialize_with = "panicky")]
+    v: u32,
+}
+
+impl Job for DecodePanics {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Succeeds, then panics as its value is dropped.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "drop_panics", queue = "work", max_attempts = 3)]
+struct DropPanics {
+    key: u64,
+}
+
+impl Job for DropPanics {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        Ok(())
+    }
+}
+
+impl Drop for DropPanics {
+    fn drop(&mut self) {
+        // (the worker's decoded value only: the enqueue's own drops quietly)
+        if self.key == 77 && !std::thread::panicking() {
+            panic!("drop panics");
+        }
+    }
+}
+
+/// A panic on the worker's path, not the handler's: decoding the job (a
+/// body that cannot be decoded: dead-lettered with the reason, at once), or
+/// dropping its value once the handler returned (its outcome stands). Both
+/// were retried every second, up to 498 deliveries; the second ran a
+/// succeeded job again.
+pub async fn a_panic_decoding_or_dropping_a_job_is_no_loop(env: &Env) {
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let w = start(worker(&client, &rec).build().unwrap());
+    client.enqueue(&DecodePanics { v: 13 }).await.unwrap();
+    // sent as a body, so that only the worker's decoded value is 77
+    let body = r#"{"type":"drop_panics","args":{"key":77}}"#;
+    env.queues()
+        .send("work", redjob::queue::SendMessage::new(body))
+        .await
+        .unwrap();
+    let dead = wait_dead(&client).await;
+    assert!(
+        wait_until(Duration::from_secs(5), || rec.len() >= 1).await,
+        "the dropped job ran"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    w.stop().await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(
+        dead[0]
+            .error
+            .contains("decoding panicked: unlucky field value"),
+        "{}",
+        dead[0].error
+    );
+    assert_eq!(dead[0].attempts, 1);
+    assert_eq!(rec.len(), 1, "the succeeded job ran once: {:?}", rec.runs());
+    let s = client.stats("work").await.unwrap();
+    assert_eq!((s.processed, s.retried, s.dead), (1, 0, 1));
+}
+
 pub async fn panics_and_timeouts_are_retried_and_the_worker_keeps_serving(env: &Env) {
     let client = env.client.clone();
     let rec = Recorder::default();
