@@ -195,6 +195,9 @@ pub async fn throttles_in_a_row_past_the_limit_count_an_attempt(env: &Env) {
         "{:?}",
         info.runs
     );
+    // throttles, every one (as the hooks and metrics say): no failure counted
+    let stats = env.client.stats(QUEUE).await.unwrap();
+    assert_eq!((stats.retried, stats.failed), (0, 0));
 }
 
 /// A worker of [`ApiCall`] with `concurrency` slots and `prefetch` leased

@@ -527,7 +527,7 @@ impl Backend for MemoryBackend {
             if !(t.key && q.key_throttle(t.id, due, &spare)) {
                 q.throttled_until = q.throttled_until.max(due);
             }
-            retried += u64::from(counted);
+            // (a throttle counted as an attempt failed nothing: not retried)
         }
         // a keyed job back for a retry gives its place to its key's first
         // waiting job when that one is due before it (see complete.lua)

@@ -294,7 +294,7 @@ local gone, z, dead, missing, errfields, lfields = {}, {}, {}, {}, {}, {}
 local errors = attrs[4]
 local plain = not foreign and not errors
 local fields = plain and gone or {}
-local acked, retried, released = 0, 0, 0
+local acked, retried, released, counted = 0, 0, 0, 0
 -- the entries whose attempt record is added (retries and dead letters that
 -- passed the fence), and their records so far ("<id>:a")
 local logged, logs = {}, {}
@@ -367,7 +367,11 @@ for k = 1, nids do
       elseif throttled[k] then
         throttle_until = math.max(throttle_until, now + delays[k])
       end
-      if kd == "r" then
+      if kd == "r" and throttled[k] then
+        -- a throttle past its limit in a row: its delivery counts, but it
+        -- failed nothing (its record, hooks and metrics say throttled)
+        counted = counted + 1
+      elseif kd == "r" then
         retried = retried + 1
       else
         released = released + 1
@@ -722,7 +726,7 @@ if acked + failed > 0 then
   end
   redis.call("HSET", KEYS[5], unpack(set))
 end
-local reply = {acked, retried + released, #dead}
+local reply = {acked, retried + released + counted, #dead}
 -- gone: no longer in the queue at all; one that moved to another priority
 -- (a unique send's replace) failed the fence as a later delivery does
 for _, id in ipairs(missing) do
