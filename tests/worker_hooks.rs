@@ -257,6 +257,69 @@ async fn every_outcome_reaches_the_hooks_once_with_run_time_and_wait() {
     assert_eq!((stats.processed, stats.retried, stats.dead), (2, 1, 3));
 }
 
+/// Runs 150 ms of its 400 ms timeout.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "hk_timed",
+    queue = "hooks",
+    timeout = "400ms",
+    max_attempts = 1
+)]
+struct Timed;
+
+impl Job for Timed {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        Ok(())
+    }
+}
+
+/// Takes 350 ms of the app's time before each run.
+struct SlowStart(Heard);
+
+impl Hooks for SlowStart {
+    fn started(&self, run: &JobRun<'_>) {
+        std::thread::sleep(Duration::from_millis(350));
+        self.0.started(run);
+    }
+    fn succeeded(&self, run: &JobRun<'_>, took: Duration) {
+        self.0.succeeded(run, took);
+    }
+    fn dead_lettered(&self, run: &JobRun<'_>, took: Duration, error: &str) {
+        self.0.dead_lettered(run, took, error);
+    }
+}
+
+/// A `started` hook's time is the app's, not the handler's: the handler's
+/// timeout and run time count from when it starts (a slow hook ate the
+/// timeout, and the job died "timed out after 400ms" having run 50 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_started_hook_takes_nothing_of_the_handlers_timeout() {
+    let client = Client::memory(MemoryBackend::new());
+    client.enqueue(&Timed).await.unwrap();
+    let heard = Heard::default();
+    let worker = Worker::builder(client.backend())
+        .queue("hooks")
+        .handle_signals(false)
+        .hooks(SlowStart(heard.clone()))
+        .build()
+        .unwrap();
+    let w = start(worker);
+    assert!(wait_until(Duration::from_secs(10), || heard.ended() >= 1).await);
+    w.stop().await;
+    let events = heard.events();
+    assert_eq!(
+        heard.of("hk_timed"),
+        [s("started", 1), s("succeeded", 1)],
+        "{events:?}"
+    );
+    let took = events[1].took;
+    assert!(
+        took >= Duration::from_millis(150) && took < Duration::from_millis(350),
+        "the run took {took:?}"
+    );
+}
+
 #[tokio::test]
 async fn cancelled_runs_say_why_deleted_lease_lost_or_shutdown() {
     let backend = MemoryBackend::new();

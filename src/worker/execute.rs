@@ -417,7 +417,7 @@ async fn run_decoded(
     shared: &Shared,
     per_queue: &PerQueue,
     report: &mut Report,
-    began: Instant,
+    mut began: Instant,
 ) -> Outcome {
     let d = &r.delivery;
     let cancel = &r.cancel;
@@ -445,11 +445,16 @@ async fn run_decoded(
     .with_batch_access(shared.batches.clone());
     // the run began before the job was decoded (a microsecond or so)
     let waited = Duration::from_millis(d.waited_ms) + began.saturating_duration_since(r.fetched);
-    report.started = Some((began, waited));
     if shared.observer.active(&per_queue.metrics) {
         let run = JobRun::new(d.id, queue, job.job_name(), attempt, waited);
         report.metrics = shared.observer.started(&per_queue.metrics, &run);
+        // the handler starts after the app's `started` hook: its timeout and
+        // run time count from then
+        if shared.observer.hooked() {
+            began = Instant::now();
+        }
     }
+    report.started = Some((began, waited));
     let handler = AssertUnwindSafe(job.perform_dyn(&ctx)).catch_unwind();
     // timed from `began`, the run's one clock read before it
     let limited = match began.checked_add(timeout) {

@@ -38,6 +38,11 @@ impl Observer {
         m
     }
 
+    /// Whether hooks are set (code of the app's, which takes its time).
+    pub fn hooked(&self) -> bool {
+        !self.hooks.is_empty()
+    }
+
     /// Whether anyone listens: hooks, or metrics.
     pub fn active(&self, qm: &QueueMetrics) -> bool {
         !self.hooks.is_empty() || qm.on()
