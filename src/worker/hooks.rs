@@ -97,7 +97,13 @@ impl CancelReason {
 /// The end hooks are called when the run ends, just before its outcome is
 /// written to the queue (in a batch). If that write cannot land before the
 /// lease runs out (Redis away for longer than the lease), the outcome is lost
-/// and the job runs again: the hooks then hear of that run too. Hooks run on
+/// and the job runs again: the hooks then hear of that run too. A job
+/// cancelled or deleted while it runs is reported
+/// [`cancelled`](Self::cancelled) when the worker learns of it before the
+/// handler returns: at the lease's next renewal (every third of the lease),
+/// when the run is stopped. A handler that returns before that is reported
+/// with its own outcome (`succeeded`, say), though its settle then finds the
+/// job gone and the queue's history says cancelled. Hooks run on
 /// the job's task: keep them quick and hand slow work to a channel or a spawned
 /// task. A hook that panics is logged and ignored.
 ///
