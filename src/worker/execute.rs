@@ -427,7 +427,7 @@ async fn run_decoded(
     report.limits = Some((max_attempts, opts.backoff));
     if attempt > max_attempts {
         let error = format!(
-            "delivered {attempt} times, over max_attempts {max_attempts}: earlier runs never finished (worker killed or lease lost), or were throttled too often in a row"
+            "delivered {attempt} times, over max_attempts {max_attempts}: earlier deliveries never finished (the worker was killed or lost its lease, maybe before they started), or were throttled too often in a row"
         );
         tracing::error!(%error, "dead-lettered");
         return Outcome::Dead { error };
