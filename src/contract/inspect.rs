@@ -357,7 +357,8 @@ pub enum Cancelled {
     /// gone.
     Removed,
     /// The job was running: it is gone from the queue, its worker cancels the run
-    /// at its next lease renewal, and the run's outcome is dropped (never retried).
+    /// at once (told by a notice; one that misses it at its next lease
+    /// renewal), and the run's outcome is dropped (never retried).
     Cancelling,
     /// No such job in the queue: never sent, finished (succeeded or dead), or
     /// cancelled already. Cancelling it changes nothing.

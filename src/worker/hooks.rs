@@ -100,8 +100,9 @@ impl CancelReason {
 /// and the job runs again: the hooks then hear of that run too. A job
 /// cancelled or deleted while it runs is reported
 /// [`cancelled`](Self::cancelled) when the worker learns of it before the
-/// handler returns: at the lease's next renewal (every third of the lease),
-/// when the run is stopped. A handler that returns before that is reported
+/// handler returns: at once, from the notice the cancel sends (a worker that
+/// missed it learns at the lease's next renewal, every third of the lease),
+/// and the run is stopped. A handler that returns before that is reported
 /// with its own outcome (`succeeded`, say), though its settle then finds the
 /// job gone and the queue's history says cancelled. Hooks run on
 /// the job's task: keep them quick and hand slow work to a channel or a spawned

@@ -66,6 +66,9 @@ pub(super) struct Wakes {
     pub wakes: HashMap<String, Arc<Notify>>,
     /// Each queue's dispatcher takes the jobs handed to this worker.
     pub handoffs: HashMap<String, Handoff>,
+    /// Each queue's settler, told to renew its leases now when running jobs
+    /// of the queue may have been cancelled.
+    pub renews: HashMap<String, tokio::sync::mpsc::UnboundedSender<super::settle::Event>>,
 }
 
 /// Takes a job handed to this worker (see [`Dispatcher::take_handed`]).
@@ -84,11 +87,19 @@ pub(super) async fn listen<B: Backend>(
         worker,
         wakes,
         handoffs,
+        renews,
     } = to;
     let control = crate::contract::admin::control_wake(&worker);
     let wake = |q: &str| {
         if let Some(n) = wakes.get(q) {
             n.notify_one();
+        } else if let Some(tx) = q
+            .strip_prefix(crate::contract::admin::GONE_WAKE)
+            .and_then(|q| renews.get(q))
+        {
+            // an operator cancelled or deleted running jobs of the queue:
+            // the runs of those held here stop now, not at the next renewal
+            let _ = tx.send(super::settle::Event::Renew);
         } else if q == control || q == crate::contract::admin::SETTINGS_WAKE {
             // a control set on this worker, or the queues' settings changed:
             // the registry beats in full now, which reads them

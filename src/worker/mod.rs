@@ -335,6 +335,7 @@ impl<B: Backend> Worker<B> {
         let tracker = TaskTracker::new();
         let mut wakes = HashMap::new();
         let mut handoffs = HashMap::new();
+        let mut renews = HashMap::new();
         let worker: Arc<str> = self.id.as_str().into();
         let mut dispatchers = JoinSet::new();
         let mut settlers = JoinSet::new();
@@ -427,6 +428,7 @@ impl<B: Backend> Worker<B> {
             );
             settlers.spawn(settler.run(rx));
             settler_txs.push(tx.clone());
+            renews.insert(name.clone(), tx.clone());
             let qm = metrics::QueueMetrics::new(
                 queue.clone(),
                 self.shared.metrics,
@@ -557,6 +559,7 @@ impl<B: Backend> Worker<B> {
                 worker,
                 wakes,
                 handoffs,
+                renews,
             },
             self.shared.clone(),
             stop.clone(),

@@ -30,6 +30,9 @@ pub(crate) enum Event {
     Finished,
     /// Shutdown: settle what is finished, give up what still runs, exit.
     Drain,
+    /// Running jobs of the queue may have been cancelled or deleted: renew
+    /// the leases now (a renewal finds those gone and stops their runs).
+    Renew,
 }
 
 /// How a run ended.
@@ -213,12 +216,14 @@ impl<B: Backend> Settler<B> {
             tokio::select! {
                 ev = rx.recv() => {
                     let mut draining = matches!(ev, None | Some(Event::Drain));
+                    let mut renew = matches!(ev, Some(Event::Renew));
                     // take what else is ready; yield once so that jobs finishing
                     // right now join this batch rather than the next call (not
                     // for a job that ran alone, see `alone`)
                     for round in 0..2 {
                         while let Ok(ev) = rx.try_recv() {
                             draining |= matches!(ev, Event::Drain);
+                            renew |= matches!(ev, Event::Renew);
                         }
                         if round == 0 && !draining && !self.alone() {
                             tokio::task::yield_now().await;
@@ -232,6 +237,10 @@ impl<B: Backend> Settler<B> {
                     }
                     if self.retry_at.is_none() {
                         self.flush().await;
+                    }
+                    if renew && self.leases.lock().held.values().any(|h| h.renewable()) {
+                        let wait = if self.heartbeat().await { every } else { every.min(RETRY_BEAT) };
+                        next_beat = Instant::now() + wait;
                     }
                 }
                 _ = tokio::time::sleep_until(wake_at) => {

@@ -331,6 +331,7 @@ macro_rules! conformance_suite {
             fatal_goes_straight_to_dead_letter, panics_and_timeouts_are_retried_and_the_worker_keeps_serving,
             a_handler_that_cancels_its_own_token_keeps_its_outcome,
             a_panic_decoding_or_dropping_a_job_is_no_loop,
+            a_running_job_cancelled_stops_at_once_not_at_the_next_renewal,
             per_queue_concurrency_is_respected, missing_data_is_dead_lettered_at_once_naming_the_type,
             invalid_settings_are_rejected_at_build);
         $crate::conformance_suite!(@priorities $setup, #[$attr],

@@ -450,6 +450,72 @@ pub async fn a_panic_decoding_or_dropping_a_job_is_no_loop(env: &Env) {
     assert_eq!((s.processed, s.retried, s.dead), (1, 0, 1));
 }
 
+/// Runs until its run is cancelled (or 60 s), noting when that came.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "until_cancelled", queue = "work")]
+struct UntilCancelled;
+
+/// When the run of [`UntilCancelled`] saw its cancellation.
+#[derive(Clone, Default)]
+struct SawCancel(Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>);
+
+impl Job for UntilCancelled {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, 0);
+        let saw = ctx.data::<SawCancel>()?.clone();
+        let token = ctx.cancellation().clone();
+        // a task of its own: the worker drops the handler's future
+        tokio::spawn(async move {
+            token.cancelled().await;
+            saw.0.lock().unwrap().push(tokio::time::Instant::now());
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(())
+    }
+}
+
+/// An operator's cancel or delete of a running job reaches its worker at
+/// once (it renews the queue's leases when told, finds the job gone and
+/// stops the run), not at the lease's next renewal, a third of the lease
+/// (30 s) later.
+pub async fn a_running_job_cancelled_stops_at_once_not_at_the_next_renewal(env: &Env) {
+    use redjob::inspect::Inspect;
+    let client = env.client.clone();
+    let rec = Recorder::default();
+    let saw = SawCancel::default();
+    let w = start(
+        worker(&client, &rec)
+            .data(saw.clone())
+            .lease(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+    );
+    for (n, delete) in [(1, false), (2, true)] {
+        let id = client.enqueue(&UntilCancelled).await.unwrap();
+        assert!(wait_until(Duration::from_secs(5), || rec.len() == n).await);
+        // past the first renewals' phase: the next one is 10 s on
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let at = tokio::time::Instant::now();
+        if delete {
+            assert!(env.queues().delete("work", &id).await.unwrap());
+        } else {
+            client.cancel("work", &id).await.unwrap();
+        }
+        assert!(
+            wait_until(Duration::from_secs(15), || saw.0.lock().unwrap().len() == n).await,
+            "the run was stopped"
+        );
+        let took = saw.0.lock().unwrap()[n - 1] - at;
+        assert!(
+            took < Duration::from_secs(2),
+            "the run stopped {took:?} after the {}",
+            if delete { "delete" } else { "cancel" }
+        );
+    }
+    w.stop().await;
+    assert_eq!(rec.len(), 2, "neither ran again");
+}
+
 pub async fn panics_and_timeouts_are_retried_and_the_worker_keeps_serving(env: &Env) {
     let client = env.client.clone();
     let rec = Recorder::default();

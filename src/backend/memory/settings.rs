@@ -49,5 +49,8 @@ impl MemoryBackend {
         if held {
             self.notify(queue);
         }
+        // a running job among them stops now (the Redis backend tells the
+        // workers when it removed one that ran)
+        self.notify(&crate::contract::admin::gone_wake(queue));
     }
 }

@@ -273,8 +273,11 @@ impl Admin for Rsmq {
             }
             if at == 0 {
                 if done > 0 {
-                    // running jobs' places under a global concurrency are free
+                    // running jobs' places under a global concurrency are
+                    // free, and their workers stop them now
                     settings::wake_held(self, queue).await;
+                    let (mut con, ns, _) = self.ns_parts();
+                    crate::backend::redis::queues::tell_gone(&mut con, ns, queue).await;
                 }
                 return Ok(done);
             }

@@ -326,8 +326,13 @@ impl Inspect for Rsmq {
             Some(1) => Cancelled::Removed,
             _ => Cancelled::Cancelling,
         };
-        // a running job's place under a global concurrency is free
+        // a running job's place under a global concurrency is free, and its
+        // worker stops it now
         super::settings::wake_held(self, queue).await;
+        if cancelled == Cancelled::Cancelling {
+            let (mut con, ns, _) = self.ns_parts();
+            super::queues::tell_gone(&mut con, ns, queue).await;
+        }
         // a batch's job, or one flows wait for: counted cancelled now
         self.count_removed(queue, items.get(1..).unwrap_or_default())
             .await;

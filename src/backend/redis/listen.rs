@@ -90,7 +90,16 @@ impl RedisBackend {
             if let Some(q) = channels.get(channel) {
                 wake(q);
             } else if channel == settings {
-                wake(crate::contract::admin::SETTINGS_WAKE);
+                // "gone <queue>": running jobs of it were removed (see
+                // tell_gone); else the queues' settings changed
+                match msg.get_payload_bytes().strip_prefix(b"gone ") {
+                    Some(q) => {
+                        if let Ok(q) = std::str::from_utf8(q) {
+                            wake(&crate::contract::admin::gone_wake(q));
+                        }
+                    }
+                    None => wake(crate::contract::admin::SETTINGS_WAKE),
+                }
             } else if let Some(o) = &handoffs
                 && o.channel == channel
             {

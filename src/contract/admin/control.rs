@@ -176,6 +176,16 @@ pub(crate) fn wake_name(worker: &str) -> String {
 /// queue's settings changed.
 pub(crate) const SETTINGS_WAKE: &str = "@settings";
 
+/// The wake-up name a backend's listener passes to every worker when running
+/// jobs of `queue` may have been cancelled or deleted: a worker holding jobs
+/// of it renews their leases now, which finds those gone and stops their runs.
+pub(crate) fn gone_wake(queue: &str) -> String {
+    format!("{GONE_WAKE}{queue}")
+}
+
+/// The prefix of [`gone_wake`]'s names.
+pub(crate) const GONE_WAKE: &str = "@gone:";
+
 #[cfg(test)]
 mod tests {
     use super::*;

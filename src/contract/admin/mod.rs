@@ -11,7 +11,9 @@ mod workers;
 use std::future::Future;
 
 pub use control::{BeatReply, Control, WorkerControl};
-pub(crate) use control::{SETTINGS_WAKE, check_id as check_worker_id, wake_name as control_wake};
+pub(crate) use control::{
+    GONE_WAKE, SETTINGS_WAKE, check_id as check_worker_id, gone_wake, wake_name as control_wake,
+};
 pub use dead::{BulkCount, DeadOrder, DeadQuery, Spread};
 pub use keys::{KeyPage, KeyUsage};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
@@ -86,8 +88,8 @@ pub trait Admin: Inspect {
     fn end_throttle(&self, queue: &str) -> impl Future<Output = Result<bool>> + Send;
 
     /// Deletes every job of `queue` (not its dead letters), waiting or
-    /// running: a running job's worker finds it gone at its next lease renewal
-    /// and drops its outcome, as after a [`cancel`](Inspect::cancel). The
+    /// running: a running job's worker is told and finds it gone at once (at
+    /// its next lease renewal if it missed the notice) and drops its outcome, as after a [`cancel`](Inspect::cancel). The
     /// queue, its settings and counters stay. Returns how many were deleted.
     ///
     /// It deletes the jobs sent before it started, by the time their id

@@ -34,7 +34,8 @@
 --          that wait for a deleted job learn it cancelled
 -- ARGV[5..]  message ids
 -- Returns {members removed from the sorted sets, fields removed from the hash,
---         then the batch finishes entered}
+--         how many of them ran (leased, their lease not over: the caller
+--         tells their workers), then the batch finishes entered}
 local ids = {}
 for j = 5, #ARGV do ids[#ids + 1] = ARGV[j] end
 local fields = {}
@@ -108,6 +109,8 @@ if on and single and found and kept[1] then
 elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV[2]) or 0) + n > 0 then
   add_history_event(26, now, "deleted", (tonumber(ARGV[2]) or 0) + n, ARGV[3])
 end
-local out = {n, h}
+local nrunning = 0
+for _ in pairs(running) do nrunning = nrunning + 1 end
+local out = {n, h, nrunning}
 if KEYS[31] then enter_removed(31, 32, ids, bodies, attrs[8], attrs[9], now, out) end
 return out

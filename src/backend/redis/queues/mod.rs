@@ -544,16 +544,22 @@ impl Rsmq {
         let Value::Array(items) = &v else {
             return Err(Error::Protocol(format!("delete reply {v:?}")));
         };
-        let (deleted, other) = match items.as_slice() {
-            [a, b, ..] => (
+        let (deleted, other, ran) = match items.as_slice() {
+            [a, b, c, ..] => (
                 scripts::int(a)?.max(0) as u64,
                 scripts::int(b)?.max(0) as u64,
+                scripts::int(c)?,
             ),
             _ => return Err(Error::Protocol(format!("delete reply {v:?}"))),
         };
         // jobs of batches, or jobs flows wait for: counted cancelled now
-        self.count_removed(queue, items.get(2..).unwrap_or_default())
+        self.count_removed(queue, items.get(3..).unwrap_or_default())
             .await;
+        // running jobs' workers stop them now (an RSMQ-style delete of a
+        // message it received costs nothing more)
+        if ran > 0 {
+            tell_gone(&mut self.con.clone(), &self.ns, queue).await;
+        }
         Ok((deleted, other))
     }
 }
@@ -576,6 +582,22 @@ pub(crate) async fn settings_changed(con: &mut Connection, ns: &Namespace) -> Re
         .query_async(con)
         .await?;
     Ok(())
+}
+
+/// Tells every worker that running jobs of `queue` may have been cancelled
+/// or deleted (`gone <queue>` on `ns:@settings`): one holding jobs of the
+/// queue renews their leases now, which finds those gone and stops their
+/// runs, rather than at its next renewal. The action stands whatever this
+/// does: a worker that misses it learns at that renewal.
+pub(crate) async fn tell_gone(con: &mut Connection, ns: &Namespace, queue: &str) {
+    let told: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+        .arg(ns.settings_channel())
+        .arg(format!("gone {queue}"))
+        .query_async(con)
+        .await;
+    if let Err(e) = told {
+        tracing::debug!(queue = %queue, error = %e, "could not tell the workers of jobs removed while they ran");
+    }
 }
 
 pub(crate) fn parse_messages(queue: &str, v: &Value) -> Result<Vec<Message>> {
