@@ -271,10 +271,10 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                     None => (crate::job::MAX_ATTEMPTS, Duration::from_secs(1)),
                 };
                 if attempt >= max_attempts {
-                    tracing::error!(job.id = %d.id, %error, "dead-lettered");
+                    tracing::error!(queue = %queue, job.id = %d.id, attempt, %error, "dead-lettered");
                     return Outcome::Dead { error };
                 }
-                tracing::error!(job.id = %d.id, %error, "will retry");
+                tracing::error!(queue = %queue, job.id = %d.id, attempt, %error, "will retry");
                 Outcome::Retry { delay, error }
             });
             (outcome, Some(started))
