@@ -254,6 +254,59 @@ async fn sends_wake_a_waiting_worker_and_publish_only_then() {
     w.stop().await;
 }
 
+/// A queue an RSMQ client deletes and creates again takes the waiting
+/// worker's flag with its old hash, and RSMQ's createQueue publishes
+/// nothing: the next send still wakes the idle worker (it slept until its
+/// poll, a minute on).
+#[tokio::test]
+async fn a_send_wakes_a_worker_after_an_rsmq_client_made_its_queue_again() {
+    let server = RedisServer::start();
+    let rec = Recorder::default();
+    let (client, w, _) = serving(&server, Duration::from_secs(30), rec.clone()).await;
+    client.enqueue(&Ping { key: 0 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // RSMQ's deleteQueue, then its createQueue, as the npm client runs them
+    let mut con = server.raw().await;
+    let _: () = redis::pipe()
+        .atomic()
+        .del(&["rsmq:work:Q", "rsmq:work"])
+        .srem("rsmq:QUEUES", "work")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("HSETNX")
+        .arg("rsmq:work:Q")
+        .arg("vt")
+        .arg(30)
+        .cmd("HSETNX")
+        .arg("rsmq:work:Q")
+        .arg("delay")
+        .arg(0)
+        .cmd("HSETNX")
+        .arg("rsmq:work:Q")
+        .arg("maxsize")
+        .arg(65536)
+        .cmd("HSETNX")
+        .arg("rsmq:work:Q")
+        .arg("created")
+        .arg(1_700_000_000)
+        .cmd("HSETNX")
+        .arg("rsmq:work:Q")
+        .arg("modified")
+        .arg(1_700_000_000)
+        .sadd("rsmq:QUEUES", "work")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    client.enqueue(&Ping { key: 1 }).await.unwrap();
+    let woke = wait_until(Duration::from_secs(5), || rec.len() == 2).await;
+    w.stop().await;
+    assert!(woke, "the send woke the idle worker");
+}
+
 /// Fields of the queue's hash other than its attributes and redjob's counters.
 async fn message_fields(server: &RedisServer) -> Vec<String> {
     let mut con = server.raw().await;

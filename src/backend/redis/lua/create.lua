@@ -10,5 +10,7 @@ redis.call("HSETNX", KEYS[1], "delay", ARGV[2])
 redis.call("HSETNX", KEYS[1], "maxsize", ARGV[3])
 redis.call("HSETNX", KEYS[1], "created", t[1])
 redis.call("HSETNX", KEYS[1], "modified", t[1])
+-- the workers waiting are told here: a send need not (see may_wait in lib.lua)
+redis.call("HSET", KEYS[1], "redjob:waiting", "-")
 redis.call("PUBLISH", ARGV[4], 0)
 return 1

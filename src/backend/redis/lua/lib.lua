@@ -515,6 +515,26 @@ local function hand_off_count(k, ends, now)
   if type(r) == "table" and r.err then lease_count(k, ends, 1, now) end
 end
 
+-- Whether a redjob worker may wait for a wake-up, by the queue's hash field
+-- "redjob:waiting" (`v`): "1", as a waiting worker's fetch set it, or no field
+-- at all, as in a queue an RSMQ client created again (its deleteQueue took the
+-- flag with the old hash, and its createQueue publishes nothing): the first
+-- send then wakes the queue's workers once. A send that woke them writes
+-- `woken(v)`: "0" (a worker has fetched from the queue), or "-" for a queue
+-- no worker has fetched from since it was made (create.lua writes it too).
+local function may_wait(v)
+  return not v or v == "1"
+end
+
+local function woken(v)
+  return v and "0" or "-"
+end
+
+-- Whether a redjob worker has fetched from the queue (see may_wait).
+local function worker_fetched(v)
+  return v == "0" or v == "1"
+end
+
 -- Writes `n` messages of one priority level for a send (send.lua, periodic.lua):
 -- `zargs` are score/id pairs for KEYS[1], `hargs` id/body pairs for KEYS[2]; adds
 -- the sends to "totalsent" (from `attrs[3]`), clears "redjob:waiting" (`attrs[4]`)
@@ -526,12 +546,12 @@ local function send_write(attrs, zargs, hargs, n, handed)
   -- a lone job handed to the waiting worker needs no wake-up; "redjob:waiting"
   -- stays set, so the next send wakes the queue's workers unless that worker
   -- registers for a hand-off again first
-  local waiting = attrs[4] == "1" and not (handed and n == 1)
+  local waiting = may_wait(attrs[4]) and not (handed and n == 1)
   hargs[#hargs + 1] = "totalsent"
   hargs[#hargs + 1] = (tonumber(attrs[3]) or 0) + n
   if waiting then
     hargs[#hargs + 1] = "redjob:waiting"
-    hargs[#hargs + 1] = "0"
+    hargs[#hargs + 1] = woken(attrs[4])
   end
   local level = tonumber(ARGV[4])
   if level ~= 0 then

@@ -89,7 +89,7 @@ if not KEYS[4] then
   local total = (tonumber(attrs[3]) or 0) + 1
   local reg = attrs[hand and 6 or 5]
   local has_reg = reg and reg ~= ""
-  local waiting = attrs[4] == "1"
+  local waiting = may_wait(attrs[4])
   local kf, kv, token, ends, field, handed, recv, leased
   if hand and has_reg and due <= now then
     kf, kv, token, ends, field, handed, recv, leased = hand_off(reg, id, body, now, time, "0", attrs, 5)
@@ -107,11 +107,11 @@ if not KEYS[4] then
   else
     redis.call("ZADD", KEYS[1], score, id)
     if kf and waiting then
-      redis.call("HSET", KEYS[2], id, body, "totalsent", total, kf, kv, "redjob:waiting", "0")
+      redis.call("HSET", KEYS[2], id, body, "totalsent", total, kf, kv, "redjob:waiting", woken(attrs[4]))
     elseif kf then
       redis.call("HSET", KEYS[2], id, body, "totalsent", total, kf, kv)
     elseif waiting then
-      redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:waiting", "0")
+      redis.call("HSET", KEYS[2], id, body, "totalsent", total, "redjob:waiting", woken(attrs[4]))
     else
       redis.call("HSET", KEYS[2], id, body, "totalsent", total)
     end
@@ -119,7 +119,7 @@ if not KEYS[4] then
   if ARGV[5] == "1" or waiting then
     redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
   end
-  return {1, prefix, (attrs[4] == "1" or has_reg) and 1 or 0}
+  return {1, prefix, (may_wait(attrs[4]) or has_reg) and 1 or 0}
 end
 -- "redjob:prio" (attrs[5]) only for a send at a priority other than 0, the
 -- one send_write reads it for: a queue without priorities has no such field,
@@ -141,7 +141,7 @@ if KEYS[5] then
 end
 local refused, qdelay, now, us, prefix, time = send_start(attrs)
 if refused then return refused end
-local waited = (attrs[4] == "1" or (attrs[6] and attrs[6] ~= "")) and 1 or 0
+local waited = (may_wait(attrs[4]) or (attrs[6] and attrs[6] ~= "")) and 1 or 0
 local n = (nargs - 4) / 3
 local scores = {}
 local zargs, hargs = {}, {}
@@ -196,7 +196,7 @@ send_write(attrs, zargs, hargs, n, handed)
 if delayed then
   -- served: a redjob worker fetched from the queue (it set one of these)
   local ex = redis.call("HMGET", KEYS[2], "redjob:leased", "redjob:exact")
-  index_exact(4, zargs, attrs[4] or ex[1], ex[2])
+  index_exact(4, zargs, worker_fetched(attrs[4]) or ex[1], ex[2])
 end
 if KEYS[5] then
   local old = redis.call("ZRANGEBYSCORE", KEYS[5], "-inf", string.format("%.0f", now - 7 * 86400000), "LIMIT", 0, 10)

@@ -125,7 +125,7 @@ for b = 5, #ARGV, 6 do
     local id = prefix .. ARGV[b]
     redis.call("ZADD", lkey(p), score, id)
     -- served: a redjob worker fetched from the queue (see send.lua)
-    index_exact(exact, {score, id}, attrs[4] or attrs[7], attrs[8])
+    index_exact(exact, {score, id}, worker_fetched(attrs[4]) or attrs[7], attrs[8])
     attrs[8] = attrs[8] or "1"
     hargs[#hargs + 1] = id
     hargs[#hargs + 1] = ARGV[b + 2]
@@ -149,11 +149,11 @@ if attrs[6] ~= "1" then
   hargs[#hargs + 1] = "redjob:unique"
   hargs[#hargs + 1] = "1"
 end
-local waiting = attrs[4] == "1"
+local waiting = may_wait(attrs[4])
 local wake = added + changed > 0 and (ARGV[2] == "1" or waiting)
 if wake and waiting then
   hargs[#hargs + 1] = "redjob:waiting"
-  hargs[#hargs + 1] = "0"
+  hargs[#hargs + 1] = woken(attrs[4])
 end
 if #hargs > 0 then many("HSET", KEYS[2], hargs) end
 if #stale > 0 then many("HDEL", KEYS[3], stale) end
