@@ -912,3 +912,37 @@ async fn a_worker_whose_listener_is_down_reads_its_control_at_each_beat() {
     assert!(wait_for(Duration::from_secs(3), || quiet(false)).await);
     w.stop().await;
 }
+
+/// A delete stands when its notice to the workers is refused (a user whose
+/// channels are named one by one, before the settings' channel was): it
+/// returned that error, though the queue was gone, and a retry then said
+/// the queue did not exist.
+#[tokio::test]
+async fn a_queue_delete_stands_when_its_notice_is_refused() {
+    let rule: Vec<String> = [
+        "app",
+        "on",
+        ">pw",
+        "~*",
+        "resetchannels",
+        "&app:rt:*",
+        "+@all",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let server = server_with(&rule).await;
+    let client = client(&server, "app", "pw").await;
+    client
+        .queues()
+        .create_queue("q", redjob::queue::QueueOptions::default())
+        .await
+        .unwrap();
+    client.queues().delete_queue("q").await.unwrap();
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("app:q:Q")
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    assert!(!exists, "the queue is gone");
+}

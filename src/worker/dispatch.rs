@@ -396,7 +396,10 @@ impl<B: Backend> Dispatcher<B> {
             let mut fetched = match fetched {
                 Ok(f) => {
                     failures = 0;
-                    *lock(&self.clock) = Some((sent_at, f.now_us));
+                    // (a missing or paused queue's reply reads no clock)
+                    if f.now_us > 0 {
+                        *lock(&self.clock) = Some((sent_at, f.now_us));
+                    }
                     if !served {
                         served = true;
                         self.env.shared.readiness.fetched();

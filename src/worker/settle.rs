@@ -230,7 +230,10 @@ impl<B: Backend> Settler<B> {
                         }
                     }
                     if !draining && self.retry_at.is_none() {
-                        draining = self.gather(rx).await;
+                        (draining, renew) = {
+                            let (d, r) = self.gather(rx).await;
+                            (d, renew || r)
+                        };
                     }
                     if draining {
                         return;
@@ -275,24 +278,25 @@ impl<B: Backend> Settler<B> {
     /// fields, its counters) is then paid once for many jobs. A queue with
     /// nothing else held here (running or prefetched) settles at once; jobs
     /// prefetched are about to run, so their finishes are waited for too.
-    /// `true` when told to drain.
-    async fn gather(&mut self, rx: &mut mpsc::UnboundedReceiver<Event>) -> bool {
+    /// Whether it was told to drain, and to renew (see [`Event::Renew`]).
+    async fn gather(&mut self, rx: &mut mpsc::UnboundedReceiver<Event>) -> (bool, bool) {
         let until = Instant::now() + SETTLE_LINGER;
+        let mut renew = false;
         loop {
             let (done, held) = {
                 let t = self.leases.lock();
                 (t.done.len(), t.held.len())
             };
             if done >= SETTLE_GATHER || done * 2 >= held {
-                return false;
+                return (false, renew);
             }
             tokio::select! {
-                ev = rx.recv() => {
-                    if matches!(ev, None | Some(Event::Drain)) {
-                        return true;
-                    }
-                }
-                _ = tokio::time::sleep_until(until) => return false,
+                ev = rx.recv() => match ev {
+                    None | Some(Event::Drain) => return (true, renew),
+                    Some(Event::Renew) => renew = true,
+                    Some(Event::Finished) => {}
+                },
+                _ = tokio::time::sleep_until(until) => return (false, renew),
             }
         }
     }

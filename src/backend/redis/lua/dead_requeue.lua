@@ -77,19 +77,23 @@ local mask = tonumber(attrs[3]) or 0
 local z, h, gone, drop = {}, {}, {}, {}
 local n = 0
 local K
--- the unique keys this call took ("k:<key>" -> true), and its entries
-local taken, u = {}, {}
+-- the unique keys this call took ("k:<key>" -> true), its entries, and the
+-- back links of the stale entries they replace
+local taken, u, stale = {}, {}, {}
 -- whether unique key `key` is held by a queued job other than `id` (its entry
--- names a job in its level's set, within its lifetime), as unique.lua reads it
+-- names a job in its level's set, within its lifetime), as unique.lua reads
+-- it; a stale entry's holder's back link is dropped once the key is taken
 local function held(key, id)
   if taken[key] then return true end
   local e = redis.call("HGET", KEYS[28], "k:" .. key)
   local hid, lv, ex = string.match(e or "", "^(%S+) (%S+) (%S+)$")
   lv, ex = tonumber(lv), tonumber(ex)
-  if not (hid and hid ~= id and lv and lv >= -10 and lv <= 10 and ex and (ex == 0 or now < ex)) then
-    return false
+  if hid and hid ~= id and lv and lv >= -10 and lv <= 10 and ex and (ex == 0 or now < ex)
+    and redis.call("ZSCORE", level_key(lv, 5), hid) then
+    return true
   end
-  return redis.call("ZSCORE", level_key(lv, 5), hid) ~= false
+  if hid and hid ~= id then stale[#stale + 1] = "i:" .. hid end
+  return false
 end
 for i, id in ipairs(ids) do
   local body = dead[4 * i - 3]
@@ -150,6 +154,7 @@ if K then
 end
 if #u > 0 then
   many("HSET", KEYS[28], u)
+  if #stale > 0 then many("HDEL", KEYS[28], stale) end
   if not attrs[5] then
     h[#h + 1] = "redjob:unique"
     h[#h + 1] = "1"

@@ -342,9 +342,13 @@ impl Rsmq {
         }
         // the queue's settings went with it: every worker reads them again
         // now, so that one serving it stores its builder's limits before it
-        // leases a job of the queue created again (without the notice it did
-        // at its next recheck, two minutes on)
-        settings_changed(&mut con, &self.ns).await
+        // leases a job of the queue created again (without the notice it does
+        // once a fetch finds the queue missing, or at its next recheck). The
+        // delete stands whatever this does.
+        if let Err(e) = settings_changed(&mut con, &self.ns).await {
+            tracing::warn!(queue = %name, error = %e, "could not tell the workers the queue's settings went with it; they read them again when they find it missing");
+        }
+        Ok(())
     }
 
     /// A queue's attributes and message counts.
