@@ -91,6 +91,51 @@ pub async fn dead_letters_reads_a_page_at_most(env: &Env) {
     assert_eq!(env.client.dead_letters("pages", 3).await.unwrap().len(), 3);
 }
 
+/// An RSMQ-style receive of a job redjob delivered and retried keeps its
+/// delivery count (in the score's thousandths on Redis), as a change of
+/// visibility does: the next fetch counts on (it was the receive count plus
+/// one, the retries forgotten, so `max_attempts` could be slipped).
+pub async fn an_rsmq_style_receive_keeps_the_delivery_count(env: &Env) {
+    let backend = env.client.backend();
+    let q = env.queues();
+    q.create_queue("rcv", Default::default()).await.unwrap();
+    let id = Queues::send(q, "rcv", SendMessage::new("x")).await.unwrap();
+    for _ in 0..3 {
+        let d = backend
+            .fetch("rcv", 1, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .jobs
+            .remove(0);
+        let retry = Settle {
+            reschedules: vec![Reschedule {
+                id,
+                token: d.token,
+                delay: Duration::ZERO,
+                deliveries: d.token.attempt(),
+                release: false,
+                error: Some("boom".into()),
+            }],
+            ..Settle::default()
+        };
+        backend.settle("rcv", &retry).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let m = Queues::receive(q, "rcv", Some(Duration::ZERO))
+        .await
+        .unwrap()
+        .expect("received");
+    assert_eq!(m.rc, 1);
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let d = backend
+        .fetch("rcv", 1, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    assert!(d.token.attempt() >= 4, "attempt {}", d.token.attempt());
+}
+
 pub async fn crashed_worker_job_runs_again_exactly_once_more(env: &Env) {
     let client = env.client.clone();
     let rec = Recorder::default();

@@ -497,6 +497,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@leases $setup, #[$attr],
             crashed_worker_job_runs_again_exactly_once_more,
             dead_letters_reads_a_page_at_most,
+            an_rsmq_style_receive_keeps_the_delivery_count,
             job_running_three_leases_is_never_delivered_twice, stale_delivery_cannot_touch_the_newer_one,
             a_release_never_lets_the_next_delivery_reuse_a_token,
             a_retry_is_fetchable_at_the_due_time_inspection_reports,

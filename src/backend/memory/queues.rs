@@ -192,7 +192,12 @@ impl Queues for MemoryBackend {
         let mut out = Vec::new();
         for (_, id) in q.due(now, n.max(1)) {
             q.lease_taken(&id, now);
-            q.rescore(id, hidden);
+            // the delivery count in the score's thousandths is kept, as
+            // receive.lua keeps it
+            let count = q.msgs.get(&id).map_or(0, |m| {
+                u64::from(crate::contract::leases::score_count(m.score))
+            });
+            q.rescore(id, hidden + count);
             let Some(m) = q.msgs.get_mut(&id) else {
                 continue;
             };

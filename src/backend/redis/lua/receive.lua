@@ -1,5 +1,8 @@
 -- Receives up to n due messages exactly as RSMQ's receiveMessage does: each is
 -- hidden until now + vt, its receive count bumped and its first receive time set.
+-- The score's thousandths (a redjob delivery count, as of a retry) are kept, as
+-- visibility.lua keeps them: a receive never resets the count that guards
+-- against crash loops (RSMQ clients read whole ms).
 -- KEYS[1]  the queue's sorted set (ns:q)
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- ARGV[1]  the most messages to receive
@@ -10,15 +13,20 @@ if not qvt then return {-1} end
 local vt = tonumber(qvt) * 1000
 if ARGV[2] ~= "" then vt = tonumber(ARGV[2]) end
 local now = clock()
-local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", due_max(now), "LIMIT", 0, tonumber(ARGV[1]))
+local found = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", due_max(now), "WITHSCORES", "LIMIT", 0, tonumber(ARGV[1]))
 local out = {1}
-if #ids == 0 then return out end
+if #found == 0 then return out end
+local ids, counts = {}, {}
+for i = 1, #found, 2 do
+  ids[#ids + 1] = found[i]
+  counts[#ids] = score_count(tonumber(found[i + 1]))
+end
 local bodies = many("HMGET", KEYS[2], ids)
 local z, orphans = {}, {}
-local hidden = string.format("%.0f", now + vt)
+local hidden = now + vt
 for i, id in ipairs(ids) do
   if bodies[i] then
-    z[#z + 1] = hidden
+    z[#z + 1] = counts[i] > 0 and string.format("%d.%03d", hidden, counts[i]) or string.format("%.0f", hidden)
     z[#z + 1] = id
   else
     orphans[#orphans + 1] = id
