@@ -118,7 +118,7 @@ mod tests {
         let lib = include_str!("lua/lib.lua");
         // a line of create.lua as Redis numbers it (lib.lua comes first)
         let line = |n: usize| lib.lines().count() + n;
-        let (l7, l13) = (line(7), line(13));
+        let (l7, l15) = (line(7), line(15));
         // the client's own command, and the keys (Redis 6.2 to 7.0; Valkey)
         assert_eq!(
             refused_text("NoPerm: this user has no permissions to run the 'evalsha' command")
@@ -149,12 +149,12 @@ mod tests {
         );
         // a channel, on a line with two commands
         let channel = format!(
-            "The user executing the script can't publish to the channel mentioned in the command script: {create}, on @user_script:{l13}."
+            "The user executing the script can't publish to the channel mentioned in the command script: {create}, on @user_script:{l15}."
         );
         assert_eq!(
             refused_text(&channel).as_deref(),
             Some(
-                "a script can't publish to the channel mentioned in the command: PUBLISH (create.lua, line 13)"
+                "a script can't publish to the channel mentioned in the command: PUBLISH (create.lua, line 15)"
             )
         );
         // lib.lua's many(): the commands the script passes it
