@@ -225,6 +225,12 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
                 }
                 let n = c.requeue_dead(&queue, &found, spread).await?;
                 matched(&queue, "requeued", n, &missing)?;
+                let left = found.len() as u64 - n.min(found.len() as u64);
+                if left > 0 {
+                    return Err(Failure(format!(
+                        "requeued {n}; {left} stayed dead letters: a queued job holds their unique key (or their id is queued already)"
+                    )));
+                }
                 n
             };
             done(

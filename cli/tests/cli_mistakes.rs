@@ -72,6 +72,45 @@ async fn an_id_that_is_no_dead_letter_is_an_error_naming_it() {
     assert!(r.err.contains("not found"), "{}", r.err);
 }
 
+/// A dead letter whose unique key a queued job holds stays dead: the
+/// requeue says so, and fails (it printed "requeued 0" and exited 0).
+#[tokio::test]
+async fn a_dead_letter_whose_unique_key_is_held_stays_dead_and_says_why() {
+    use redjob::queue::Unique;
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = client.backend();
+    let opts = QueueOptions::default();
+    let body = r#"{"type":"A","args":{}}"#;
+    let msg = || SendMessage::new(body).unique(Unique::new("k"));
+    q.send("mail", &[msg()], &opts).await.unwrap();
+    let d = q.fetch("mail", 1, Duration::from_secs(60)).await.unwrap();
+    let dead = d.jobs[0].id;
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: dead,
+            token: d.jobs[0].token,
+            error: "down".into(),
+        }],
+        ..Settle::default()
+    };
+    q.settle("mail", &settle).await.unwrap();
+    // a new job of the key
+    q.send("mail", &[msg()], &opts).await.unwrap();
+    let r = cli(
+        &server.url(),
+        &["dead", "requeue", "mail", &dead.to_string()],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{} {}", r.out, r.err);
+    assert!(
+        r.err.contains("requeued 0; 1 stayed dead") && r.err.contains("unique key"),
+        "{}",
+        r.err
+    );
+    assert_eq!(client.counts("mail").await.unwrap().dead, 1);
+}
+
 #[tokio::test]
 async fn errors_are_json_under_json_and_usage_errors_exit_2() {
     let (server, _client, _) = setup().await;

@@ -339,6 +339,15 @@ pub(crate) async fn job(
             }
         },
         "requeue" => match c.requeue_dead(&queue, &[id], Spread::NOW).await? {
+            0 if c
+                .job(&queue, &id)
+                .await?
+                .is_some_and(|j| j.state == JobState::Dead) =>
+            {
+                return Err(WebError::BadRequest(format!(
+                    "{id} stays a dead letter: a queued job holds its unique key (or its id is queued already)"
+                )));
+            }
             0 => {
                 return Err(WebError::NotFound(format!(
                     "no dead letter {id} in {queue:?}"

@@ -168,3 +168,39 @@ async fn a_subscribers_letters_confirmed_leave_those_that_died_after_its_page() 
     let left = client.dead_events("orders", "billing", 10).await.unwrap();
     assert_eq!(left.len(), 1, "the letter that died after the page stays");
 }
+
+/// A dead letter whose unique key a queued job holds stays dead: its page's
+/// requeue says why (it said there was no such dead letter).
+#[tokio::test]
+async fn a_letter_whose_unique_key_is_held_stays_dead_and_the_page_says_why() {
+    use redjob::queue::Unique;
+    let (_server, client, app) = app().await;
+    let q = client.backend();
+    let opts = QueueOptions::default();
+    let msg = || SendMessage::new(BODY).unique(Unique::new("k"));
+    q.send("mail", &[msg()], &opts).await.unwrap();
+    let d = q.fetch("mail", 1, Duration::from_secs(60)).await.unwrap();
+    let id = d.jobs[0].id;
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id,
+            token: d.jobs[0].token,
+            error: "down".into(),
+        }],
+        ..Settle::default()
+    };
+    q.settle("mail", &settle).await.unwrap();
+    q.send("mail", &[msg()], &opts).await.unwrap();
+    let path = format!("/queues/mail/jobs/{id}");
+    let (cookie, token) = session(&app, &path, true).await;
+    let r = post(
+        &app,
+        &format!("{path}/requeue"),
+        &cookie,
+        &[("csrf", token.as_str())],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.body.contains("unique key"), "{}", r.body);
+    assert_eq!(client.counts("mail").await.unwrap().dead, 1);
+}
