@@ -97,11 +97,7 @@ async fn a_dead_letter_whose_unique_key_is_held_stays_dead_and_says_why() {
     q.settle("mail", &settle).await.unwrap();
     // a new job of the key
     q.send("mail", &[msg()], &opts).await.unwrap();
-    let r = cli(
-        &server.url(),
-        &["dead", "requeue", "mail", &dead.to_string()],
-    )
-    .await;
+    let r = cli(&server.url(), &["dead", "requeue", "mail", dead.as_ref()]).await;
     assert_eq!(r.code, 1, "{} {}", r.out, r.err);
     assert!(
         r.err.contains("requeued 0; 1 stayed dead") && r.err.contains("unique key"),
