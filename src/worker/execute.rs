@@ -397,29 +397,8 @@ async fn run(
     if r.linked.is_none() {
         leases.named(d.id, r.run, Some(job.job_name()));
     }
-    let outcome = run_decoded(&*job, r, queue, shared, per_queue, report, began).await;
-    // the job's value is dropped apart: a Drop that panics changes no outcome
-    if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(job))) {
-        tracing::error!(
-            error = panic_message(&*panic),
-            "dropping the job's value panicked; its outcome stands"
-        );
-    }
-    outcome
-}
-
-/// The run of a decoded job: its checks, its handler, and what its result
-/// makes of the job.
-async fn run_decoded(
-    job: &dyn job::DynJob,
-    r: &Run,
-    queue: &Arc<str>,
-    shared: &Shared,
-    per_queue: &PerQueue,
-    report: &mut Report,
-    mut began: Instant,
-) -> Outcome {
-    let d = &r.delivery;
+    // dropped apart: a Drop that panics changes no outcome
+    let job = Decoded(Some(job));
     let cancel = &r.cancel;
     let attempt = d.token.attempt();
     let opts = job.job_options();
@@ -540,6 +519,30 @@ async fn run_decoded(
             };
             tracing::error!(%error, "dead-lettered");
             Outcome::Dead { error }
+        }
+    }
+}
+
+/// A decoded job, whose value is dropped apart from the run's outcome: a
+/// `Drop` that panics is logged, and changes nothing.
+struct Decoded(Option<Box<dyn job::DynJob>>);
+
+impl std::ops::Deref for Decoded {
+    type Target = dyn job::DynJob;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.as_deref().expect("taken only when dropped")
+    }
+}
+
+impl Drop for Decoded {
+    fn drop(&mut self) {
+        let job = self.0.take();
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(job))) {
+            tracing::error!(
+                error = panic_message(&*panic),
+                "dropping the job's value panicked; its outcome stands"
+            );
         }
     }
 }
