@@ -64,25 +64,9 @@ pub async fn dead_letters_reads_a_page_at_most(env: &Env) {
         .unwrap();
     let mut dead = Vec::new();
     while dead.len() < 1001 {
-        let got = backend
-            .fetch("pages", 500, Duration::from_secs(60))
-            .await
-            .unwrap();
-        assert!(!got.jobs.is_empty(), "every job leased");
-        let settle = Settle {
-            dead: got
-                .jobs
-                .iter()
-                .map(|d| DeadLetterEntry {
-                    id: d.id,
-                    token: d.token,
-                    error: "gave up".into(),
-                })
-                .collect(),
-            ..Settle::default()
-        };
-        backend.settle("pages", &settle).await.unwrap();
-        dead.extend(got.jobs.iter().map(|d| d.id));
+        let killed = env.kill_due("pages", 500).await;
+        assert!(!killed.is_empty(), "every job leased");
+        dead.extend(killed);
     }
     assert_eq!(env.client.counts("pages").await.unwrap().dead, 1001);
     let letters = env.client.dead_letters("pages", usize::MAX).await.unwrap();

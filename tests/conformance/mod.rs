@@ -268,6 +268,32 @@ impl Env {
 }
 
 impl Env {
+    /// Fetches up to `max` due jobs of `queue` and dead-letters them all;
+    /// their ids, in the fetch's order.
+    pub async fn kill_due(&self, queue: &str, max: usize) -> Vec<redjob::JobId> {
+        use redjob::backend::{Backend, DeadLetterEntry, Settle};
+        let backend = self.client.backend();
+        let leased = backend
+            .fetch(queue, max, std::time::Duration::from_secs(60))
+            .await
+            .unwrap()
+            .jobs;
+        let dead = Settle {
+            dead: leased
+                .iter()
+                .map(|d| DeadLetterEntry {
+                    id: d.id,
+                    token: d.token,
+                    error: "gave up".into(),
+                })
+                .collect(),
+            ..Settle::default()
+        };
+        let settled = backend.settle(queue, &dead).await.unwrap().dead;
+        assert_eq!(settled as usize, leased.len(), "every leased job died");
+        leased.iter().map(|d| d.id).collect()
+    }
+
     /// Fields of the queue's unique-key hash (`ns:q:unique` on Redis).
     pub async fn unique_entries(&self, queue: &str) -> usize {
         match self.client.queues() {

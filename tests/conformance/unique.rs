@@ -317,28 +317,6 @@ pub async fn dead_letters_deletes_pops_and_queue_deletes_free_keys(env: &Env) {
     assert_eq!(outcomes(&after), [SendOutcome::Added]);
 }
 
-/// Fetches every due job of the queue and dead-letters them.
-async fn kill_all(env: &Env) -> Vec<redjob::JobId> {
-    let backend = env.client.backend();
-    let leased = backend.fetch(Q, 10, LONG).await.unwrap().jobs;
-    let dead = Settle {
-        dead: leased
-            .iter()
-            .map(|d| DeadLetterEntry {
-                id: d.id,
-                token: d.token,
-                error: "gave up".into(),
-            })
-            .collect(),
-        ..Settle::default()
-    };
-    assert_eq!(
-        backend.settle(Q, &dead).await.unwrap().dead as usize,
-        leased.len()
-    );
-    leased.iter().map(|d| d.id).collect()
-}
-
 /// A dead letter's job gave its unique key up; requeued, it waits in the
 /// queue again and holds the key again (a duplicate meets it), unless
 /// another job holds the key by then: such a letter stays dead, as does the
@@ -349,11 +327,11 @@ pub async fn a_dead_letter_requeued_takes_its_key_again_unless_another_job_holds
     let a = send(env, &[keyed("a", "ka", keep)]).await[0].id;
     let b = send(env, &[keyed("b", "kb", keep)]).await[0].id;
     let c1 = send(env, &[keyed("c1", "kc", keep)]).await[0].id;
-    assert_eq!(kill_all(env).await.len(), 3);
+    assert_eq!(env.kill_due(Q, 10).await.len(), 3);
     // kc is free once c1 died: c2 takes it, and dies too
     let c2 = send(env, &[keyed("c2", "kc", keep)]).await[0];
     assert_eq!(c2.outcome, SendOutcome::Added);
-    assert_eq!(kill_all(env).await, [c2.id]);
+    assert_eq!(env.kill_due(Q, 10).await, [c2.id]);
     // kb is held by a new job when b is requeued
     let b2 = send(env, &[keyed("b2", "kb", keep)]).await[0];
     assert_eq!(b2.outcome, SendOutcome::Added);
