@@ -746,7 +746,7 @@ impl<B: Backend> Dispatcher<B> {
                     cancel,
                     fetched_at_us: fetched.now_us,
                     fetched: replied,
-                    batch,
+                    batch: batch.map(|b| Box::new(b.batch)),
                     linked,
                     then_wake: super::execute::ThenWake(then_wake.take().cloned()),
                 },

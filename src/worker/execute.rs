@@ -104,8 +104,10 @@ pub(crate) struct Run {
     pub fetched_at_us: u64,
     /// When the fetch's reply came, on the worker's clock.
     pub fetched: Instant,
-    /// The batch its envelope names.
-    pub batch: Option<crate::contract::batches::BatchRef>,
+    /// The batch its envelope names: boxed, as most jobs have none and an id
+    /// is 32 bytes (a run's task over 648 bytes takes a slower path through
+    /// the allocator: BENCHMARKS.md part 33).
+    pub batch: Option<Box<crate::contract::batches::BatchId>>,
     /// The direct decoder of its job type, found from the envelope's head
     /// when it was admitted: its job type is in the lease table already.
     pub linked: Option<&'static crate::job::envelope::Decoder>,
@@ -362,9 +364,9 @@ async fn run(
 ) -> Outcome {
     let d = &r.delivery;
     let mut began = began;
-    if let (Some(b), Some(access)) = (r.batch, &shared.batches) {
-        if shared.cancelled_batches.is_cancelled(b.batch, access).await {
-            return super::cancelled::cancel(d, queue, b.batch, access).await;
+    if let (Some(b), Some(access)) = (r.batch.as_deref(), &shared.batches) {
+        if shared.cancelled_batches.is_cancelled(*b, access).await {
+            return super::cancelled::cancel(d, queue, *b, access).await;
         }
         // the check may have asked Redis: the run begins after it
         began = Instant::now();
@@ -420,7 +422,7 @@ async fn run(
         cancel.clone(),
         shared.data.clone(),
     )
-    .with_body(r.batch.map(|b| b.batch), &d.body)
+    .with_body(r.batch.as_deref().copied(), &d.body)
     .with_batch_access(shared.batches.clone());
     // the run began before the job was decoded (a microsecond or so)
     let waited = Duration::from_millis(d.waited_ms) + began.saturating_duration_since(r.fetched);
