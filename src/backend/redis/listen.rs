@@ -45,6 +45,8 @@ impl RedisBackend {
             .map(|q| (self.ns.queue(q).realtime, q.as_str()))
             .collect();
         let timed_out = || Error::Protocol("notification connection timed out".into());
+        // taken before the master is: a replacement meanwhile moves it at once
+        let mut replaced = self.target.replaced();
         let client = tokio::time::timeout(LISTEN_TIMEOUT, self.target.pubsub())
             .await
             .map_err(|_| timed_out())??;
@@ -142,6 +144,12 @@ impl RedisBackend {
                         return Err(Error::Protocol(format!("notification connection closed: {e}")));
                     }
                 },
+                // on the master Sentinel replaced: sends on the new one publish
+                // where this connection does not hear
+                _ = master_replaced(replaced.as_mut()) => {
+                    drain(&mut sub);
+                    return Err(Error::Protocol("the Sentinels replaced the master: the notification connection moves to the new one".into()));
+                }
                 _ = ping.tick() => {
                     let pong = tokio::time::timeout(LISTEN_TIMEOUT, sub.ping()).await;
                     drain(&mut sub);
@@ -284,6 +292,17 @@ pub(super) fn handed_job(msg: &[u8]) -> Result<Handed> {
         now_us,
         lost: false,
     })
+}
+
+/// Completes when the Sentinels replace the master (never without Sentinel, or
+/// once the link is gone).
+async fn master_replaced(replaced: Option<&mut tokio::sync::watch::Receiver<u64>>) {
+    if let Some(r) = replaced
+        && r.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 #[cfg(test)]

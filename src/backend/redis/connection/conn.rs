@@ -310,6 +310,16 @@ impl Target {
         })
     }
 
+    /// Told when the Sentinels replace the master (`None` without Sentinel):
+    /// a connection that outlives the calls, such as a subscription, moves to
+    /// the new one.
+    pub fn replaced(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match self {
+            Target::Sentinel { link, .. } => Some(link.replaced()),
+            _ => None,
+        }
+    }
+
     /// A connection of its own (for blocking reads, which hold up every later
     /// command on their connection) whose replies may take `response_timeout`.
     pub async fn dedicated(

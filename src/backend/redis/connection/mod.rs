@@ -9,6 +9,7 @@ mod resp;
 mod sentinel;
 mod socket;
 mod subscription;
+mod switch;
 
 use std::time::Duration;
 

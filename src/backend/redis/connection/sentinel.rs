@@ -1,7 +1,7 @@
 //! `redis+sentinel://` URLs, and a connection that follows the master Sentinel
 //! names through failovers.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -10,6 +10,7 @@ use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 use tokio::time::Instant;
 
 use super::lane::Lanes;
+use super::switch::Switch;
 
 /// The parts of a `redis+sentinel://` URL, as URLs the `redis` crate parses
 /// (so it decodes the credentials).
@@ -155,7 +156,8 @@ impl SentinelUrl {
             master.db(),
             cfg.connection_timeout,
             cfg.response_timeout,
-        ))
+        )
+        .announced_by(sentinels, &self.service))
     }
 }
 
@@ -163,10 +165,16 @@ impl SentinelUrl {
 /// way that says the master is gone (the connection broke or timed out, or the
 /// server has become a read-only replica), the connection is dropped and the
 /// next command asks the Sentinels again. The failed command itself is not
-/// repeated: it may have run.
+/// repeated: it may have run. When the Sentinels announce a new master, the
+/// connection to the old one is dropped at once and replies still to come on
+/// it are refused (see [`super::switch`]).
 pub(crate) struct Link {
     sentinel: tokio::sync::Mutex<Lookup>,
-    current: Mutex<Option<Master>>,
+    switch: Arc<Switch>,
+    /// The Sentinels and the master's name, followed for announcements once
+    /// the link is first used (in a runtime), until it is dropped.
+    announcers: Option<(Vec<redis::ConnectionInfo>, String)>,
+    watcher: std::sync::OnceLock<tokio_util::sync::DropGuard>,
     /// Bounds one lookup: asking the Sentinels, checking the master, connecting.
     connection_timeout: Duration,
     response_timeout: Duration,
@@ -211,7 +219,9 @@ impl Link {
                 delay: MIN_DELAY,
                 failed: None,
             }),
-            current: Mutex::new(None),
+            switch: Arc::new(Switch::new()),
+            announcers: None,
+            watcher: std::sync::OnceLock::new(),
             connection_timeout,
             response_timeout,
             lanes: std::sync::atomic::AtomicBool::new(true),
@@ -222,16 +232,42 @@ impl Link {
         }
     }
 
+    /// Follows `sentinels`' announcements of a new master for `service`.
+    fn announced_by(mut self, sentinels: Vec<redis::ConnectionInfo>, service: &str) -> Self {
+        self.announcers = Some((sentinels, service.to_string()));
+        self
+    }
+
     pub fn db(&self) -> i64 {
         self.db
     }
 
     fn cached(&self) -> Option<Master> {
-        // an Option cannot be left half-changed
-        self.current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.switch.current().clone()
+    }
+
+    /// Told when the Sentinels replace the master.
+    pub fn replaced(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.switch.replaced()
+    }
+
+    /// Starts following the Sentinels' announcements, once.
+    fn watch(&self) {
+        let Some((sentinels, service)) = &self.announcers else {
+            return;
+        };
+        self.watcher.get_or_init(|| {
+            let stop = tokio_util::sync::CancellationToken::new();
+            tokio::spawn(super::switch::watch(
+                Arc::downgrade(&self.switch),
+                sentinels.clone(),
+                service.clone(),
+                self.connection_timeout,
+                next_generation,
+                stop.clone(),
+            ));
+            stop.drop_guard()
+        });
     }
 
     /// The current master, asking the Sentinels when there is none.
@@ -239,6 +275,7 @@ impl Link {
         if let Some(m) = self.cached() {
             return Ok(m);
         }
+        self.watch();
         let mut lookup = self.sentinel.lock().await;
         // another caller may have found it while this one waited
         if let Some(m) = self.cached() {
@@ -249,6 +286,9 @@ impl Link {
         {
             return Err(e.clone());
         }
+        // numbered before the Sentinels are asked: a master they replace
+        // meanwhile deposes this one too
+        let generation = next_generation();
         let found = tokio::time::timeout(self.connection_timeout, async {
             let client = lookup.client.async_get_client().await?;
             let con = client
@@ -263,12 +303,17 @@ impl Link {
                 "no master from Redis Sentinel within the connection timeout",
             )))
         });
+        let found = found.and_then(|found| {
+            if self.switch.deposed(generation) {
+                return Err(replaced());
+            }
+            Ok(found)
+        });
         match found {
             Ok((client, con)) => {
                 lookup.delay = MIN_DELAY;
                 lookup.failed = None;
-                let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-                let generation = self.next_generation();
+                let mut current = self.switch.current();
                 let lane = Lanes::new(&client, self.connection_timeout, self.response_timeout)
                     .filter(|_| self.lanes.load(std::sync::atomic::Ordering::Relaxed));
                 let master = Master {
@@ -288,15 +333,9 @@ impl Link {
         }
     }
 
-    fn next_generation(&self) -> u64 {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static GENERATION: AtomicU64 = AtomicU64::new(1);
-        GENERATION.fetch_add(1, Ordering::Relaxed)
-    }
-
     /// Forgets the connection of `generation` (not a newer one).
     fn lost(&self, generation: u64) {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.switch.current();
         if current.as_ref().is_some_and(|m| m.generation == generation) {
             *current = None;
         }
@@ -306,7 +345,13 @@ impl Link {
     /// reply says the master is gone: an error, or a server's error among the
     /// replies (a single command's and a pipeline's come as values), such as
     /// `READONLY` from a master demoted while a lane reconnected to it.
+    /// A reply on a connection to a master the Sentinels have replaced is
+    /// refused: that master throws away what it took once they demote it.
     pub fn answered<T: Replies>(&self, generation: u64, reply: RedisResult<T>) -> RedisResult<T> {
+        if self.switch.deposed(generation) {
+            self.lost(generation);
+            return Err(replaced());
+        }
         let lost = match &reply {
             Err(e) => lost_master(e),
             Ok(values) => values.says_lost(),
@@ -322,7 +367,7 @@ impl Link {
     pub fn without_lanes(&self) {
         self.lanes
             .store(false, std::sync::atomic::Ordering::Relaxed);
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.switch.current();
         if let Some(m) = current.as_mut() {
             m.lane = None;
         }
@@ -341,6 +386,22 @@ impl Link {
         }
         Ok(master)
     }
+}
+
+/// A generation number above every connection's so far.
+fn next_generation() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static GENERATION: AtomicU64 = AtomicU64::new(1);
+    GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The error of a call whose master the Sentinels replaced while it was made:
+/// it may have run there, and is lost with that master's writes.
+fn replaced() -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "the Sentinels replaced the master during this call: it may have run there, and that master's writes are thrown away",
+    ))
 }
 
 /// A connection's replies, read for a server error that says the master is
