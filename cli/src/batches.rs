@@ -147,7 +147,7 @@ pub async fn show(ctx: &Ctx, args: &BatchArgs) -> Outcome {
     }
     println!("batch {}", s.id);
     if let Some(d) = &s.description {
-        println!("description: {d}");
+        println!("description: {}", show::escaped(d));
     }
     println!("state: {}", state(&s));
     println!(
@@ -169,7 +169,7 @@ pub async fn show(ctx: &Ctx, args: &BatchArgs) -> Outcome {
         println!("parent (runs when all succeeded): {p}");
     }
     if let Some(f) = &s.first_failure {
-        println!("first failure: {f}");
+        println!("first failure: {}", show::escaped(f));
     }
     if !dead.is_empty() {
         println!();

@@ -247,13 +247,14 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
                 for e in &events {
                     let by =
                         e.by.as_deref()
-                            .map_or(String::new(), |b| format!(" by {b}"));
+                            .map_or(String::new(), |b| format!(" by {}", show::escaped(b)));
                     // a queue's own operations (paused, settings) take no jobs
                     let jobs = match e.count {
                         0 => String::new(),
                         n => format!(" {n} jobs"),
                     };
-                    println!("  {} {}{jobs}{by}", show::when(e.at_ms), e.what);
+                    let what = show::escaped(&e.what);
+                    println!("  {} {what}{jobs}{by}", show::when(e.at_ms));
                 }
             }
             Ok(())

@@ -206,7 +206,7 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
         Err(Failure(msg)) => {
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", show::escaped_lines(&msg));
             ExitCode::FAILURE
         }
     }

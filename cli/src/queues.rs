@@ -360,7 +360,7 @@ pub async fn queue(ctx: &Ctx, cmd: QueueCommand) -> Outcome {
                 .into_iter()
                 .chain(settings::usage_lines(&usage))
             {
-                println!("{line}");
+                println!("{}", show::escaped(&line));
             }
             if !times.is_empty() {
                 // each figure is its bucket's upper bound

@@ -253,7 +253,7 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
         return show::json(&v);
     }
     for line in lines(&s).into_iter().chain(usage_lines(&usage)) {
-        println!("{line}");
+        println!("{}", show::escaped(&line));
     }
     Ok(())
 }

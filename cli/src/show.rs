@@ -1,6 +1,7 @@
 //! Output: aligned tables, jobs as rows or JSON, times relative to now, and
 //! the confirmation of destructive commands.
 
+use std::borrow::Cow;
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,7 +24,7 @@ pub fn set_wide(wide: bool) {
 /// `cell` cut to [`CELL`] characters, its last one `…`, unless --wide (a
 /// legal queue name has up to 160 characters: whole, it pushes every other
 /// column off the screen).
-pub fn cut(cell: &str) -> std::borrow::Cow<'_, str> {
+pub fn cut(cell: &str) -> Cow<'_, str> {
     if WIDE.load(std::sync::atomic::Ordering::Relaxed) || cell.chars().count() <= CELL {
         return cell.into();
     }
@@ -31,12 +32,48 @@ pub fn cut(cell: &str) -> std::borrow::Cow<'_, str> {
     format!("{kept}…").into()
 }
 
+/// `text` (from Redis: a job's type, an error, a body) as a terminal may show
+/// it: each control character escaped as Rust's `escape_debug` would (`\n`,
+/// `\r`, `\t`, `\0`; `\x1b` for the other ASCII ones, `\u{9b}` beyond), as
+/// are the marks that reorder bidirectional text (U+202E...), so an escape
+/// sequence in it neither retitles the window nor clears the screen, and a
+/// newline does not break a table's row. Everything else, quotes, backslashes
+/// and letters of any script, is kept as it is.
+pub fn escaped(text: &str) -> Cow<'_, str> {
+    fn escape(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(escape) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\0' => out.push_str("\\0"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c if escape(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+/// [`escaped`] line by line: `text`'s line breaks kept (a pretty-printed
+/// body, an error of several lines), every other control character escaped.
+pub fn escaped_lines(text: &str) -> String {
+    text.split('\n').map(escaped).collect::<Vec<_>>().join("\n")
+}
+
 /// Prints `rows` under `head` with columns padded to their widest cell, each
-/// cell [`cut`] short.
+/// cell [`escaped`] and [`cut`] short.
 pub fn table(head: &[&str], rows: &[Vec<String>]) {
     let rows: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| r.iter().map(|c| cut(c).into_owned()).collect())
+        .map(|r| r.iter().map(|c| cut(&escaped(c)).into_owned()).collect())
         .collect();
     let rows = rows.as_slice();
     let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
@@ -161,7 +198,7 @@ pub fn job_json(j: &JobInfo) -> Value {
 /// A job as a table row: id, state, priority, attempts, when (due, or died),
 /// type, last error (cut to one short line).
 pub fn job_row(j: &JobInfo) -> Vec<String> {
-    let mut err = j.last_error.as_deref().unwrap_or("").replace('\n', " ");
+    let mut err = escaped(j.last_error.as_deref().unwrap_or("")).into_owned();
     if err.chars().count() > 60 {
         err = format!("{}…", err.chars().take(59).collect::<String>());
     }
@@ -237,7 +274,7 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo, unserved: Option<Unserved>) -> O
         ("last error", j.last_error.clone().unwrap_or_default()),
     ];
     for (k, v) in rows {
-        println!("{k:<11}{v}");
+        println!("{k:<11}{}", escaped(&v));
     }
     if let Some(u) = unserved {
         println!("{:<11}{}", "waiting", unserved_text(&name, &u));
@@ -254,7 +291,7 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo, unserved: Option<Unserved>) -> O
     if let Some(f) = &j.finished {
         let by =
             f.by.as_deref()
-                .map_or(String::new(), |b| format!(" by {b}"));
+                .map_or(String::new(), |b| format!(" by {}", escaped(b)));
         println!(
             "{:<11}{} {} ({} ms){by}",
             "finished",
@@ -267,9 +304,11 @@ pub fn job(ctx: &Ctx, queue: &str, j: &JobInfo, unserved: Option<Unserved>) -> O
         println!("runs:");
         runs(&j.runs);
     }
+    // JSON: its lines kept (its strings escape C0 controls, not DEL or C1);
+    // any other body on one line
     let body = match serde_json::from_slice::<Value>(&j.body) {
-        Ok(v) => serde_json::to_string_pretty(&v)?,
-        Err(_) => String::from_utf8_lossy(&j.body).into_owned(),
+        Ok(v) => escaped_lines(&serde_json::to_string_pretty(&v)?),
+        Err(_) => escaped(&String::from_utf8_lossy(&j.body)).into_owned(),
     };
     println!("body:\n{body}");
     Ok(())
@@ -280,7 +319,7 @@ pub fn runs(runs: &[Attempt]) {
     for a in runs {
         println!("{}", attempt_line(a));
         if let Some(e) = &a.error {
-            println!("      {}", e.replace('\n', "\n      "));
+            println!("      {}", escaped_lines(e).replace('\n', "\n      "));
         }
     }
 }
@@ -312,8 +351,8 @@ pub fn attempt_line(a: &Attempt) -> String {
         .duration()
         .map_or_else(|| "took ?".into(), |d| format!("took {d:.1?}"));
     let place = match (&a.worker, &a.host) {
-        (Some(w), Some(h)) => format!("worker {w} on {h}"),
-        (Some(w), None) => format!("worker {w}"),
+        (Some(w), Some(h)) => format!("worker {} on {}", escaped(w), escaped(h)),
+        (Some(w), None) => format!("worker {}", escaped(w)),
         _ => "worker unknown".into(),
     };
     format!(
@@ -361,7 +400,8 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
 /// "waiting for a worker that knows `t` since …, dead-lettered at …".
 pub fn unserved_text(name: &str, u: &Unserved) -> String {
     let mut s = format!(
-        "for a worker that knows `{name}` since {}",
+        "for a worker that knows `{}` since {}",
+        escaped(name),
         when(u.since_ms)
     );
     match u.dead_at_ms {
@@ -423,6 +463,19 @@ pub fn refresh(s: &str) -> Result<Duration, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn control_characters_are_escaped_and_nothing_else() {
+        use super::escaped;
+        for plain in ["Été 日本 naïve", r#"C:\dir "quoted" 'it'"#, ""] {
+            assert_eq!(escaped(plain), plain);
+        }
+        assert_eq!(
+            escaped("a\u{1b}[2J\u{7}\n\r\t\0\u{7f}\u{9b}\u{202e}z"),
+            r"a\x1b[2J\x07\n\r\t\0\x7f\u{9b}\u{202e}z"
+        );
+        assert_eq!(super::escaped_lines("a\u{1b}\nb\r"), "a\\x1b\nb\\r");
+    }
+
     #[test]
     fn hours_print_as_utc_dates() {
         assert_eq!(super::hour_utc(0), "1970-01-01 00:00");

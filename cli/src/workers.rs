@@ -97,7 +97,7 @@ fn report(ctx: &Ctx, what: &str, done: &[(String, &str)]) {
         return;
     }
     for (id, outcome) in done {
-        println!("{id}: {outcome}");
+        println!("{}: {outcome}", show::escaped(id));
     }
 }
 

@@ -1710,3 +1710,84 @@ async fn queue_show_reads_its_own_queue_not_every_queue_whose_name_holds_it() {
     // each of the 200 others
     assert!(calls < 150, "{calls} commands");
 }
+
+/// Text from Redis (a job's type, a dead letter's reason, a raw body) is
+/// printed with its control characters escaped: a terminal escape in it does
+/// not retitle the window or clear the screen, a newline in a type does not
+/// break its table row. Ordinary non-ASCII text prints as is; `--json` is
+/// JSON-escaped already.
+#[tokio::test]
+async fn text_from_redis_is_printed_with_its_control_characters_escaped() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    let q = client.backend();
+    let esc = "\u{1b}]0;PWNED\u{7}\u{1b}[2J\nrow\r\u{9b}";
+    let env = json!({"type": format!("Été{esc}"), "args": {"x": esc}}).to_string();
+    let msgs: Vec<SendMessage> = (0..3).map(|_| SendMessage::new(env.clone())).collect();
+    Backend::send(&q, "mail", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    dead_letter_due(&client, &[format!("err{esc}"), "plain".into()]).await;
+    // the dead letter with the hostile reason
+    let dead: Vec<String> = cli(&url, &["dead", "list", "mail", "--json"]).await.json()["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["last_error"].as_str().unwrap().starts_with("err"))
+        .map(|j| j["id"].as_str().unwrap().to_string())
+        .collect();
+    let ready = client.peek("mail", 1).await.unwrap()[0].id.to_string();
+    // a raw body, no JSON, with invalid UTF-8 and escapes
+    let mut con = server.raw().await;
+    let _: i64 = redis::cmd("HSET")
+        .arg("rsmq:mail:Q")
+        .arg(&ready)
+        .arg(b"\xff\x1b]0;RAW\x07raw\nbody".as_slice())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+
+    let raw = |s: &str| s.contains(['\u{1b}', '\u{7}', '\r', '\u{9b}']);
+    for args in [
+        vec!["dead", "list", "mail"],
+        vec!["dead", "show", "mail", &dead[0]],
+        vec!["jobs", "list", "mail", "--state", "dead"],
+        vec!["jobs", "show", "mail", &dead[0]],
+        vec!["jobs", "show", &dead[0]],
+        vec!["jobs", "show", "mail", &ready],
+        vec!["jobs", "show", &ready],
+        vec!["jobs", "peek", "mail"],
+    ] {
+        let r = cli(&url, &args).await;
+        let out = r.ok();
+        assert!(!raw(out), "{args:?}: {out:?}");
+        assert!(!raw(&r.err), "{args:?}: {:?}", r.err);
+    }
+    // a row a job, the type escaped whole in it, its letters kept
+    let list = cli(&url, &["dead", "list", "mail", "--wide"]).await;
+    let lines: Vec<&str> = list.ok().lines().collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[1].contains(r"Été\x1b]0;PWNED\x07\x1b[2J\nrow\r\u{9b}"),
+        "{lines:?}"
+    );
+    let show = cli(&url, &["dead", "show", "mail", &dead[0]]).await;
+    assert!(
+        show.ok()
+            .contains(r"err\x1b]0;PWNED\x07\x1b[2J\nrow\r\u{9b}"),
+        "{}",
+        show.out
+    );
+    let body = cli(&url, &["jobs", "show", "mail", &ready]).await;
+    assert!(
+        body.ok().contains(r"\x1b]0;RAW\x07raw\nbody"),
+        "{}",
+        body.out
+    );
+    // --json: the text as it is, JSON-escaped
+    let v = cli(&url, &["jobs", "show", "mail", &dead[0], "--json"])
+        .await
+        .json();
+    assert_eq!(v["type"], format!("Été{esc}"));
+}
