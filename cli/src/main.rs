@@ -19,11 +19,49 @@
 //! --help` and `redjob <command> --help`; every listing takes `--json` for
 //! scripts, and actions record who acted as `cli <user>`.
 
+// This binary's own printing macros, in scope in every module below: as std's,
+// but a closed pipe ends the program quietly where std's panic (`out`).
+
+/// As std's `println!`, through [`out::stdout`].
+macro_rules! println {
+    () => {
+        $crate::out::stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// As std's `print!`, through [`out::stdout`].
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::out::stdout(format_args!($($arg)*))
+    };
+}
+
+/// As std's `eprintln!`, through [`out::stderr`].
+macro_rules! eprintln {
+    () => {
+        $crate::out::stderr(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// As std's `eprint!`, through [`out::stderr`].
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::out::stderr(format_args!($($arg)*))
+    };
+}
+
 mod batches;
 mod dead;
 mod enqueue;
 mod jobs;
 mod live;
+mod out;
 mod queues;
 mod settings;
 mod show;

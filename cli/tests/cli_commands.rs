@@ -1791,3 +1791,63 @@ async fn text_from_redis_is_printed_with_its_control_characters_escaped() {
         .json();
     assert_eq!(v["type"], format!("Été{esc}"));
 }
+
+/// A reader that went away (`redjob queues | head -1`) ends the CLI quietly,
+/// with 0 (it panicked with "failed printing to stdout: Broken pipe", 101):
+/// every command here runs with its stdout a pipe whose reading end is
+/// closed before it starts, so its first line meets the closed pipe.
+#[tokio::test]
+async fn a_closed_pipe_ends_every_command_quietly() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    let msgs: Vec<SendMessage> = (0..300)
+        .map(|i| SendMessage::new(envelope("A", i)))
+        .collect();
+    Backend::send(&client.backend(), "mail", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    let id = client.peek("mail", 1).await.unwrap()[0].id.to_string();
+    let cases: [&[&str]; 16] = [
+        &["queues"],
+        &["queues", "--json"],
+        &["stats"],
+        &["stats", "--json"],
+        &["stats", "--watch", "--interval", "100ms"],
+        &["stats", "--watch", "--interval", "100ms", "--json"],
+        &["stats", "--hours", "2"],
+        &["queue", "show", "mail"],
+        &["queue", "settings", "mail"],
+        &["jobs", "list", "mail", "--state", "ready", "-n", "1000"],
+        &[
+            "jobs", "list", "mail", "--state", "ready", "-n", "1000", "--json",
+        ],
+        &["jobs", "show", &id],
+        &["dead", "list", "mail"],
+        &["workers"],
+        &["batches"],
+        &["--help"],
+    ];
+    for args in cases {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
+            .arg("--url")
+            .arg(&url)
+            .args(args)
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+            .await
+            .expect("the CLI exits within 30 s")
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}");
+    }
+}
