@@ -515,6 +515,44 @@ async fn an_invalid_name_in_the_set_of_queues_is_skipped_with_a_warning() {
     assert_eq!(client.queues().attributes("mail").await.unwrap().msgs, 0);
 }
 
+/// An entry of `ns:QUEUES` that is not even UTF-8 (a stray `SADD` of bytes)
+/// is skipped as an invalid name is, shown lossily (U+FFFD) among the
+/// skipped: the listing and the overview read the other queues (they failed
+/// whole with "Cannot convert from UTF-8").
+#[tokio::test]
+async fn a_name_in_the_set_of_queues_that_is_not_utf8_is_skipped_too() {
+    use redjob::ops::{Admin, OverviewQuery};
+    use redjob::queue::Queues;
+    let server = RedisServer::start();
+    let client = redjob::Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("mail", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let _: i64 = redis::cmd("SADD")
+        .arg("rsmq:QUEUES")
+        .arg(b"\xff\xfebad".as_slice())
+        .arg("bad name")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(client.queues().list_queues().await.unwrap(), ["mail"]);
+    let mut listing = client.queues().queue_listing().await.unwrap();
+    listing.skipped.sort();
+    assert_eq!(
+        (listing.names, listing.skipped),
+        (
+            vec!["mail".to_string()],
+            vec!["bad name".to_string(), "\u{fffd}\u{fffd}bad".to_string()]
+        )
+    );
+    let o = client.overview(&OverviewQuery::default()).await.unwrap();
+    let names: Vec<&str> = o.lines.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!((names, o.skipped.len()), (vec!["mail"], 2));
+}
+
 /// Leases written by an earlier redjob (scored 4e12 ms above their end), and a
 /// release's kept lease end in that form, after an upgrade: a lease that ran
 /// out is taken back by the next fetch, first in line, even behind a backlog

@@ -335,7 +335,8 @@ pub struct Overview {
     /// The matching queues added up (all pages).
     pub total: Totals,
     /// Entries of the namespace's set of queues that are no valid queue name
-    /// (another RSMQ port's looser names, a stray `SADD`): skipped.
+    /// (another RSMQ port's looser names, a stray `SADD`): skipped, one that
+    /// is not UTF-8 named lossily (U+FFFD).
     pub skipped: Vec<String>,
     /// The backend's clock when it was read (Unix ms).
     pub now_ms: u64,

@@ -43,7 +43,8 @@ pub struct QueueListing {
     pub names: Vec<String>,
     /// Entries that are not valid queue names (put there by an RSMQ port with
     /// looser name rules, or by hand), left out of `names`: no queue operation
-    /// takes them. Empty on the memory backend.
+    /// takes them. One that is not UTF-8 is here lossily, its bad bytes as
+    /// U+FFFD. Empty on the memory backend.
     pub skipped: Vec<String>,
 }
 

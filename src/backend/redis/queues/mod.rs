@@ -266,13 +266,21 @@ impl Rsmq {
     /// `ns:QUEUES` that are no valid queue names: another RSMQ port with
     /// looser rules, or a stray `SADD`, can put them there, and every queue
     /// operation refuses them, so a listing that read each queue would fail.
-    /// Each call that finds such entries logs a warning naming them.
+    /// An entry that is not even UTF-8 is one of them, named lossily (its
+    /// bad bytes as U+FFFD). Each call that finds such entries logs a warning
+    /// naming them.
     pub async fn queue_listing(&self) -> Result<QueueListing> {
         let mut con = self.con.clone();
-        let all: Vec<String> = con.smembers(self.ns.queues()).await?;
-        let (names, skipped): (Vec<String>, Vec<String>) = all
-            .into_iter()
-            .partition(|name| validate::queue_name(name).is_ok());
+        // bytes: one member that is no UTF-8 must not fail the whole read
+        let all: Vec<Vec<u8>> = con.smembers(self.ns.queues()).await?;
+        let (mut names, mut skipped) = (Vec::new(), Vec::new());
+        for raw in all {
+            match String::from_utf8(raw) {
+                Ok(name) if validate::queue_name(&name).is_ok() => names.push(name),
+                Ok(name) => skipped.push(name),
+                Err(e) => skipped.push(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            }
+        }
         if !skipped.is_empty() {
             tracing::warn!(
                 key = %self.ns.queues(),
