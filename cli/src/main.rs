@@ -198,19 +198,17 @@ pub struct Ctx {
     pub json: bool,
 }
 
-/// Exits with a usage error (code 2): clap's text, or under `--json` its
-/// first line as `{"error": …, "exit_code": 2}`.
+/// Exits with a usage error (code 2): clap's text, or under `--json` the
+/// whole of it (what is missing, the usage line) as `{"error": …,
+/// "exit_code": 2}`, without its `error: ` and its terminal styling.
 pub fn usage_error(e: clap::Error, json: bool) -> ! {
     // --help and --version print and exit 0
     if !json || !e.use_stderr() {
         e.exit()
     }
-    let text = e.kind().to_string();
-    let detail = e.to_string();
-    let message = detail
-        .lines()
-        .next()
-        .map_or(text, |l| l.trim_start_matches("error: ").to_string());
+    // a StyledStr prints as plain text: its styles are dropped
+    let detail = e.render().to_string();
+    let message = detail.trim().trim_start_matches("error: ").to_string();
     eprintln!(
         "{}",
         serde_json::json!({ "error": message, "exit_code": 2 })

@@ -307,3 +307,35 @@ async fn a_queue_of_part_seconds_or_a_refresh_of_no_time_is_a_usage_error() {
     assert_eq!(r.code, 2, "{}", r.err);
     assert!(r.err.contains("100ms"), "{}", r.err);
 }
+
+/// A usage error under `--json` carries clap's whole message, what is missing
+/// included (it kept only its first line, "the following required arguments
+/// were not provided:"), without its terminal styling even when colours are
+/// forced.
+#[tokio::test]
+async fn a_usage_error_in_json_carries_the_whole_message_without_styling() {
+    let (server, _client, _) = setup().await;
+    for force in ["0", "1"] {
+        let out = tokio::time::timeout(
+            Duration::from_secs(30),
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_redjob"))
+                .args(["--url", &server.url(), "jobs", "list", "mail", "--json"])
+                .env("CLICOLOR_FORCE", force)
+                .output(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        let v: Value = serde_json::from_str(err.trim()).unwrap_or_else(|e| panic!("{e}: {err}"));
+        let message = v["error"].as_str().unwrap();
+        assert!(
+            message.starts_with("the following required arguments were not provided:")
+                && message.contains("--state <STATE>"),
+            "{v}"
+        );
+        assert!(!message.contains('\u{1b}'), "{v}");
+        assert_eq!(v["exit_code"], 2);
+    }
+}
