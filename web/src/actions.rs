@@ -454,6 +454,10 @@ pub(crate) async fn dead(
             WebError::BadRequest(format!("rate {r:?}: a number of jobs a second, at least 1"))
         })?),
     };
+    // ids selected that are no dead letters of this queue, said in the note
+    let mut not_dead = Vec::new();
+    // letters requeue_dead left dead (a queued job holds their unique key)
+    let mut stayed = 0;
     let n = if f.get("all") == Some("1") {
         let filter = DeadFilter {
             job_type: f.get("type").unwrap_or("").into(),
@@ -478,16 +482,45 @@ pub(crate) async fn dead(
         if ids.is_empty() {
             return Err(WebError::BadRequest("no dead letter selected".into()));
         }
-        match requeue {
-            true => {
-                let spread = rate.map_or(Spread::NOW, Spread::per_second);
-                c.requeue_dead(&queue, &ids, spread).await?
+        // which are dead letters of this queue (as `redjob dead requeue`
+        // tells them apart): the others, of another queue or not dead, are
+        // left alone and named
+        let jobs = futures::future::try_join_all(ids.iter().map(|id| c.job(&queue, id))).await?;
+        let mut found = Vec::with_capacity(ids.len());
+        for (id, job) in ids.iter().zip(jobs) {
+            match job {
+                Some(j) if j.state == JobState::Dead => found.push(*id),
+                _ => not_dead.push(*id),
             }
-            false => c.delete_dead(&queue, &ids).await?,
+        }
+        match (requeue, found.is_empty()) {
+            (_, true) => 0,
+            (true, false) => {
+                let spread = rate.map_or(Spread::NOW, Spread::per_second);
+                let n = c.requeue_dead(&queue, &found, spread).await?;
+                stayed = found.len() as u64 - n.min(found.len() as u64);
+                n
+            }
+            (false, false) => c.delete_dead(&queue, &found).await?,
         }
     };
     let verb = if requeue { "Requeued" } else { "Deleted" };
-    let note = format!("{verb} {} dead letters.", num(n));
+    let mut note = format!("{verb} {} dead letters", num(n));
+    if stayed > 0 {
+        note += &format!(
+            "; {} stayed dead: a queued job holds their unique key (or their id is queued already)",
+            num(stayed)
+        );
+    }
+    if !not_dead.is_empty() {
+        let ids: Vec<String> = not_dead.iter().map(ToString::to_string).collect();
+        let what = match ids.len() {
+            1 => "1 id selected is not a dead letter".to_string(),
+            n => format!("{} ids selected are not dead letters", num(n as u64)),
+        };
+        note += &format!("; {what} of {queue:?} (not found): {}", ids.join(", "));
+    }
+    note.push('.');
     Ok(back(&ctx, &format!("/queues/{}/dead", seg(&queue)), &note))
 }
 

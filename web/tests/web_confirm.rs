@@ -204,3 +204,77 @@ async fn a_letter_whose_unique_key_is_held_stays_dead_and_the_page_says_why() {
     assert!(r.body.contains("unique key"), "{}", r.body);
     assert_eq!(client.counts("mail").await.unwrap().dead, 1);
 }
+
+/// Dead letters selected by id that are not dead letters of the queue (of
+/// another queue, a job still queued) are named in the note, with how many,
+/// as the CLI does: the form said "Requeued 0 dead letters." and nothing else
+/// while the job's own route answered 404.
+#[tokio::test]
+async fn selected_ids_that_are_no_dead_letters_of_the_queue_are_counted_in_the_note() {
+    let (_server, client, app) = app().await;
+    kill(&client, 2).await;
+    let mine: Vec<String> = client
+        .dead_letters("mail", 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id.to_string())
+        .collect();
+    // a dead letter of another queue, and a job of this one still queued
+    let q = client.backend();
+    q.send("other", &[SendMessage::new(BODY)], &QueueOptions::default())
+        .await
+        .unwrap();
+    let d = q.fetch("other", 1, Duration::from_secs(60)).await.unwrap();
+    let settle = Settle {
+        dead: vec![DeadLetterEntry {
+            id: d.jobs[0].id,
+            token: d.jobs[0].token,
+            error: "down".into(),
+        }],
+        ..Settle::default()
+    };
+    q.settle("other", &settle).await.unwrap();
+    let other = d.jobs[0].id.to_string();
+    q.send("mail", &[SendMessage::new(BODY)], &QueueOptions::default())
+        .await
+        .unwrap();
+    let queued = client.peek("mail", 1).await.unwrap()[0].id.to_string();
+
+    let (cookie, token) = session(&app, "/queues/mail/dead", true).await;
+    let form = [
+        ("csrf", token.as_str()),
+        ("id", mine[0].as_str()),
+        ("id", other.as_str()),
+    ];
+    let r = post(&app, "/queues/mail/dead/requeue", &cookie, &form).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(
+        note(&r),
+        format!(
+            "Requeued 1 dead letters; 1 id selected is not a dead letter of \"mail\" (not found): {other}."
+        )
+    );
+    let form = [
+        ("csrf", token.as_str()),
+        ("id", other.as_str()),
+        ("id", queued.as_str()),
+    ];
+    let r = post(&app, "/queues/mail/dead/delete", &cookie, &form).await;
+    assert_eq!(
+        note(&r),
+        format!(
+            "Deleted 0 dead letters; 2 ids selected are not dead letters of \"mail\" (not found): {other}, {queued}."
+        )
+    );
+    // the other queue's letter and the queued job are untouched
+    assert_eq!(client.counts("other").await.unwrap().dead, 1);
+    assert_eq!(client.counts("mail").await.unwrap().dead, 1);
+    assert!(
+        client
+            .job("mail", &queued.parse().unwrap())
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
