@@ -186,18 +186,27 @@ pub fn lines(s: &QueueSettings) -> Vec<String> {
     let args = h
         .args_max_age
         .map_or("as long as the entry".into(), duration_text);
-    vec![
-        format!("{:<24}{count:<10}{from}", "dead letters: at most"),
-        format!("{:<24}{age:<10}{from}", "dead letters: for"),
-        format!("{:<24}{on:<10}{hfrom}", "history"),
-        format!("{:<24}{hcount:<10}{hfrom}", "history: at most"),
-        format!("{:<24}{hage:<10}{hfrom}", "history: for"),
-        format!("{:<24}{args:<10}{hfrom}", "history: arguments for"),
-        format!("{:<24}{per_worker:<10}{cfrom}", "concurrency per worker"),
-        format!("{:<24}{global:<10}{cfrom}", "concurrency, all workers"),
-        format!("{:<24}{rate:<10}{rfrom}", "rate limit"),
-    ]
+    let rows = [
+        ("dead letters: at most", count, &from),
+        ("dead letters: for", age, &from),
+        ("history", on.to_string(), &hfrom),
+        ("history: at most", hcount, &hfrom),
+        ("history: for", hage, &hfrom),
+        ("history: arguments for", args, &hfrom),
+        ("concurrency per worker", per_worker, &cfrom),
+        ("concurrency, all workers", global, &cfrom),
+        ("rate limit", rate, &rfrom),
+    ];
+    // the values in one column, as wide as the widest and two spaces
+    let width = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0) + 2;
+    rows.iter()
+        .map(|(label, value, from)| format!("{label:<LABEL$}{value:<width$}{from}"))
+        .collect()
 }
+
+/// The width of the labels' column of [`lines`] and [`usage_lines`]: the
+/// longest, "concurrency, all workers", and two spaces.
+const LABEL: usize = 26;
 
 pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
     let c = &ctx.client;
@@ -274,13 +283,13 @@ pub fn usage_lines(u: &LimitUsage) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(g) = u.concurrency.global {
         out.push(format!(
-            "{:<24}{} of {g} running",
+            "{:<LABEL$}{} of {g} running",
             "in use, all workers", u.in_flight
         ));
     }
     if u.rate_limit.is_limited() {
         out.push(format!(
-            "{:<24}{} of {} started in the last {}",
+            "{:<LABEL$}{} of {} started in the last {}",
             "in use, rate",
             u.started_in_window,
             u.rate_limit.max,
@@ -288,10 +297,14 @@ pub fn usage_lines(u: &LimitUsage) -> Vec<String> {
         ));
     }
     if let Some(at) = u.held_until_ms {
-        out.push(format!("{:<24}{}", "next start held until", show::when(at)));
+        out.push(format!(
+            "{:<LABEL$}{}",
+            "next start held until",
+            show::when(at)
+        ));
     }
     if let Some(at) = u.throttled_until_ms {
-        out.push(format!("{:<24}{}", "throttled until", show::when(at)));
+        out.push(format!("{:<LABEL$}{}", "throttled until", show::when(at)));
     }
     out
 }

@@ -1851,3 +1851,46 @@ async fn a_closed_pipe_ends_every_command_quietly() {
         assert_eq!(err, "", "{args:?}");
     }
 }
+
+/// `queue show` and `queue settings` print their settings in aligned
+/// columns, each label apart from its value by two spaces at least (the
+/// longest, "concurrency, all workers", ran into its value:
+/// `concurrency, all workersnone`), each value apart from where it comes from.
+#[tokio::test]
+async fn queue_settings_print_in_aligned_columns() {
+    let (server, _client) = setup().await;
+    let url = server.url();
+    cli(
+        &url,
+        &["queue", "settings", "mail", "--global-concurrency", "3"],
+    )
+    .await
+    .ok();
+    let labels = [
+        "dead letters: at most",
+        "history: arguments for",
+        "concurrency per worker",
+        "concurrency, all workers",
+        "in use, all workers",
+        "rate limit",
+    ];
+    for args in [["queue", "show", "mail"], ["queue", "settings", "mail"]] {
+        let r = cli(&url, &args).await;
+        let out = r.ok();
+        let mut column = None;
+        for label in labels {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(label))
+                .unwrap_or_else(|| panic!("{args:?}: no {label:?} in {out}"));
+            let rest = &line[label.len()..];
+            assert!(rest.starts_with("  "), "{args:?}: {line:?}");
+            // every value starts in one column
+            let at = line.len() - rest.trim_start().len();
+            assert_eq!(*column.get_or_insert(at), at, "{args:?}: {line:?}\n{out}");
+            // a value, then where it comes from, apart
+            let words: Vec<&str> = rest.trim_start().split("  ").collect();
+            assert!(!words[0].ends_with(' '), "{args:?}: {line:?}");
+        }
+    }
+}
