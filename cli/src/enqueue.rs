@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 use redjob::ops::{Admin, JobTypeInfo, WorkerInfo};
-use redjob::queue::{OnDuplicate, Queues, SendMessage, SendOutcome, Unique};
+use redjob::queue::{
+    MAX_PRIORITY, MIN_PRIORITY, OnDuplicate, Queues, SendMessage, SendOutcome, Unique,
+};
 use serde_json::{Value, json};
 
 use crate::queues::done;
@@ -24,12 +26,18 @@ pub struct EnqueueArgs {
     delay: Option<Duration>,
     /// Priority, -10 to 10 (higher runs first). Defaults to the type's, as
     /// the live workers that know it declare it, else 0.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = priority())]
     priority: Option<i8>,
     /// Refuse (exit 1) when no live worker knows the job type, rather than
     /// warn and enqueue.
     #[arg(long)]
     strict: bool,
+}
+
+/// A priority, [`MIN_PRIORITY`]..=[`MAX_PRIORITY`], as clap parses it: out of
+/// range is a usage error before anything is read.
+fn priority() -> clap::builder::RangedI64ValueParser<i8> {
+    clap::value_parser!(i8).range(i64::from(MIN_PRIORITY)..=i64::from(MAX_PRIORITY))
 }
 
 /// The envelope's type and arguments.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use redjob::inspect::{Inspect, StateCounts};
+use redjob::inspect::{Inspect, MAX_PAGE, StateCounts};
 use redjob::ops::{Admin, Overview, OverviewQuery, OverviewSort, QueueLine};
 use redjob::queue::Queues;
 use serde_json::{Value, json};
@@ -49,7 +49,8 @@ pub enum QueueCommand {
         #[arg(long)]
         after: Option<String>,
         /// About how many keys, 1 to 1000.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_PAGE as u64))]
         limit: usize,
     },
     /// Creates a queue (RSMQ's createQueue): jobs can be enqueued to it.

@@ -781,9 +781,10 @@ async fn enqueue_takes_a_valid_envelope_into_an_existing_queue_only() {
     cli(&url, &["enqueue", "nope", body])
         .await
         .failed("not found");
-    cli(&url, &["enqueue", "mail", body, "--priority", "11"])
-        .await
-        .failed("priority");
+    // out of range: a usage error (cli_mistakes has the details)
+    let r = cli(&url, &["enqueue", "mail", body, "--priority", "11"]).await;
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("priority"), "{}", r.err);
     let bad = cli(&url, &["enqueue", "mail", body, "--delay", "5 parsecs"]).await;
     assert_eq!(bad.code, 2, "{}", bad.err);
 }

@@ -339,3 +339,35 @@ async fn a_usage_error_in_json_carries_the_whole_message_without_styling() {
         assert_eq!(v["exit_code"], 2);
     }
 }
+
+/// Values out of their documented range are usage errors, refused before
+/// anything is read: a priority outside -10..=10 (300 said "-128..=127",
+/// -11 failed only after a warning about the worker registry), a page of
+/// keys outside 1 to 1000 (0 and 100000000 were taken silently).
+#[tokio::test]
+async fn a_priority_or_a_page_of_keys_out_of_range_is_a_usage_error() {
+    let (server, client, _) = setup().await;
+    let url = server.url();
+    let env = r#"{"type":"A","args":{}}"#;
+    for p in ["300", "-11", "11"] {
+        let r = cli(&url, &["enqueue", "mail", env, "--priority", p]).await;
+        assert_eq!(r.code, 2, "{p}: {} {}", r.out, r.err);
+        assert!(r.err.contains("-10..=10"), "{p}: {}", r.err);
+        assert!(!r.err.contains("warning"), "{p}: {}", r.err);
+    }
+    assert_eq!(client.counts("mail").await.unwrap().ready, 1);
+    for p in ["-10", "10"] {
+        let r = cli(&url, &["enqueue", "mail", env, "--priority", p]).await;
+        assert_eq!(r.code, 0, "{p}: {}", r.err);
+    }
+    for n in ["0", "1001", "100000000"] {
+        let r = cli(&url, &["queue", "keys", "mail", "--limit", n]).await;
+        assert_eq!(r.code, 2, "{n}: {} {}", r.out, r.err);
+        assert!(r.err.contains("1..=1000"), "{n}: {}", r.err);
+    }
+    for n in ["1", "1000"] {
+        cli(&url, &["queue", "keys", "mail", "--limit", n])
+            .await
+            .ok();
+    }
+}
