@@ -85,13 +85,45 @@ pub(crate) fn job_type(job: &JobInfo) -> String {
         .unwrap_or_else(|| "(not a job envelope)".into())
 }
 
-/// The first `max` characters of a job's arguments (or of its raw body).
+/// The most of a job's body its page shows, in bytes.
+pub(crate) const SHOWN: usize = 64 * 1024;
+
+/// Bodies up to this many bytes are previewed from their arguments parsed;
+/// longer ones from their first bytes, so a preview never costs more.
+const PARSED: usize = 4096;
+
+/// The first `max` characters of a job's arguments (or of its raw body). A
+/// body over [`PARSED`] bytes is not parsed: the preview is cut from its
+/// bytes after `"args":` (when the envelope names it within its first
+/// [`PARSED`] bytes, as redjob writes it), else from its first bytes.
 pub(crate) fn preview(job: &JobInfo, max: usize) -> String {
-    let text = job
-        .args()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| String::from_utf8_lossy(&job.body).into_owned());
-    shorten(&text, max)
+    let body = &job.body[..];
+    if body.len() <= PARSED {
+        let text = job
+            .args()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned());
+        return shorten(&text, max);
+    }
+    const ARGS: &[u8] = br#""args":"#;
+    let start = body[..PARSED]
+        .windows(ARGS.len())
+        .position(|w| w == ARGS)
+        .map_or(0, |at| at + ARGS.len());
+    // a character is 4 bytes at most: one more than `max` to know it was cut
+    let text = prefix(&body[start..], (max + 1) * 4);
+    shorten(text.trim_start(), max)
+}
+
+/// The first `max` bytes of `bytes` as text, a character cut in two at the
+/// end left out.
+fn prefix(bytes: &[u8], max: usize) -> String {
+    let cut = &bytes[..bytes.len().min(max)];
+    let end = match std::str::from_utf8(cut) {
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        _ => cut.len(),
+    };
+    String::from_utf8_lossy(&cut[..end]).into_owned()
 }
 
 /// `text` cut to `max` characters, with an ellipsis when cut.
@@ -102,12 +134,19 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
     }
 }
 
-/// A job's arguments pretty-printed, or its raw body when it is no envelope.
-pub(crate) fn pretty(job: &JobInfo) -> String {
-    job.args()
+/// A job's arguments pretty-printed, or its raw body when it is no envelope;
+/// a body over [`SHOWN`] bytes is not parsed, its first [`SHOWN`] bytes are
+/// shown as they are (and `true` says it was cut).
+pub(crate) fn pretty(job: &JobInfo) -> (String, bool) {
+    if job.body.len() > SHOWN {
+        return (prefix(&job.body, SHOWN), true);
+    }
+    let text = job
+        .args()
         .ok()
         .and_then(|a| serde_json::to_string_pretty(&a).ok())
-        .unwrap_or_else(|| String::from_utf8_lossy(&job.body).into_owned())
+        .unwrap_or_else(|| String::from_utf8_lossy(&job.body).into_owned());
+    (text, false)
 }
 
 #[cfg(test)]
@@ -157,7 +196,32 @@ mod tests {
         assert_eq!(preview(&email, 5), r#"{"n":…"#);
         let raw = job(b"plain \xff text");
         assert_eq!(preview(&raw, 100), "plain \u{fffd} text");
-        assert!(pretty(&email).contains("\n"));
-        assert_eq!(pretty(&raw), "plain \u{fffd} text");
+        assert!(!pretty(&email).1);
+        assert!(pretty(&email).0.contains("\n"));
+        assert_eq!(pretty(&raw).0, "plain \u{fffd} text");
+    }
+
+    /// A large body is cut from its bytes, never parsed: one whose end is
+    /// no JSON at all still previews its arguments (parsed, it would fall
+    /// back to the raw body from its first byte), and its page shows its
+    /// first 64 KiB, a character cut in two left out.
+    #[test]
+    fn large_bodies_are_cut_from_their_first_bytes() {
+        let mut body = r#"{"type":"A","args":{"x":"é"#.as_bytes().to_vec();
+        body.extend(std::iter::repeat_n(b'a', 100_000));
+        body.extend(b"\xff not json");
+        let big = job(&body);
+        assert_eq!(preview(&big, 8), r#"{"x":"éa…"#);
+        let (text, cut) = pretty(&big);
+        assert!(cut);
+        assert_eq!(text.len(), SHOWN);
+        // cut in the middle of a two-byte character: left out
+        let mut odd = vec![b'a'; SHOWN - 1];
+        odd.extend("é".repeat(10).as_bytes());
+        let (text, _) = pretty(&job(&odd));
+        assert_eq!(text.len(), SHOWN - 1);
+        // no "args" near the start: the first bytes
+        let raw = job(&vec![b'z'; 10_000]);
+        assert_eq!(preview(&raw, 3), "zzz…");
     }
 }

@@ -963,3 +963,61 @@ async fn a_batch_whose_counts_another_client_wrote_out_of_range_is_shown_at_100_
         assert!(page.body.contains("100%"), "{path}: {}", page.body);
     }
 }
+
+/// A job of a large body: the job's page shows at most the first 64 KiB of
+/// it, and says so with its whole size (it rendered all of a 50 MB body:
+/// 131 MB of HTML); the queue page previews it in a line; an ordinary body
+/// shows whole as before.
+#[tokio::test]
+async fn a_large_body_is_shown_cut_to_64_kib_with_its_size() {
+    let (_server, client) = setup().await;
+    let opts = QueueOptions {
+        maxsize: -1,
+        ..QueueOptions::default()
+    };
+    redjob::queue::Queues::create_queue(client.queues(), "big", opts)
+        .await
+        .unwrap();
+    let body = serde_json::json!({"type": "A", "args": {"x": "<a>".repeat(400_000)}}).to_string();
+    let size = body.len();
+    Backend::send(&client.backend(), "big", &[SendMessage::new(body)], &opts)
+        .await
+        .unwrap();
+    let id = client.peek("big", 1).await.unwrap()[0].id.to_string();
+    let app = redjob_web::router(client.clone());
+    let page = get(&app, &format!("/queues/big/jobs/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.len() < 400_000,
+        "{} bytes of HTML",
+        page.body.len()
+    );
+    // 1,200,028
+    let size = format!(
+        "{},{:03},{:03}",
+        size / 1_000_000,
+        size / 1000 % 1000,
+        size % 1000
+    );
+    assert!(
+        page.body
+            .contains(&format!("first 64 KiB of its {size} bytes")),
+        "{}",
+        &page.body[..2000.min(page.body.len())]
+    );
+    // the queue page: a line of it
+    let queue = get(&app, "/queues/big").await;
+    assert_eq!(queue.status, StatusCode::OK);
+    assert!(queue.body.len() < 100_000, "{} bytes", queue.body.len());
+    assert!(
+        queue
+            .body
+            .contains("{&quot;x&quot;:&quot;&lt;a&gt;&lt;a&gt;"),
+        "{}",
+        queue.body
+    );
+    // an ordinary one, whole
+    let small = client.peek("mail", 1).await.unwrap()[0].id.to_string();
+    let page = get(&app, &format!("/queues/mail/jobs/{small}")).await;
+    assert!(!page.body.contains("first 64 KiB"), "{}", page.body);
+}

@@ -10,7 +10,7 @@ use redjob::ops::{Admin, Unserved};
 
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
-use crate::fmt::{job_type, pretty, relative, span, when};
+use crate::fmt::{SHOWN, job_type, num, pretty, relative, span, when};
 use crate::layout::{Nav, button, name, render, seg};
 use crate::params::parse_id;
 
@@ -145,8 +145,14 @@ pub(crate) async fn page(
                 (attempts(&job.runs))
             }
         }
-        h2 { "Arguments" }
-        pre { (pretty(&job)) }
+        @let (text, cut) = pretty(&job);
+        @if cut {
+            h2 { "Body" }
+            p.muted { "The first " (SHOWN / 1024) " KiB of its " (num(job.body.len() as u64)) " bytes, as stored." }
+        } @else {
+            h2 { "Arguments" }
+        }
+        pre { (text) }
     };
     Ok(render(&ctx, &format!("Job {id}"), Nav::Queues, body))
 }
