@@ -50,6 +50,11 @@ struct MtEvent {
     n: u64,
 }
 
+/// An event of the topic that `mt_sub` has no handler for.
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "mt_other", topic = "mt_topic")]
+struct MtOther;
+
 /// The rendered samples: `name{labels}` (labels sorted) → value.
 fn samples(handle: &PrometheusHandle) -> BTreeMap<String, f64> {
     handle
@@ -119,6 +124,7 @@ async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
         .unwrap();
     let events: Vec<MtEvent> = (1..=3).map(|n| MtEvent { n }).collect();
     client.publish_all(&events).await.unwrap();
+    client.publish_all(&[MtOther, MtOther]).await.unwrap();
 
     let worker = Worker::builder(client.backend())
         .queues(["metered", "held"])
@@ -232,6 +238,17 @@ async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
         Some(0.0)
     );
     assert_eq!(ev("redjob_event_run_seconds_count", &[]), Some(3.0));
+    // the two events it has no handler for, skipped
+    assert_eq!(
+        get(
+            &s,
+            &key(
+                "redjob_events_skipped_total",
+                &[r#"subscriber="mt_sub""#, r#"topic="mt_topic""#]
+            )
+        ),
+        Some(2.0)
+    );
     // the worker with metrics off recorded nothing
     assert!(!s.keys().any(|k| k.contains("quiet")), "{s:#?}");
 }

@@ -384,6 +384,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// | `redjob_jobs_held_total` (jobs a fetch asked for that a limit across the fleet held back) | counter | `queue`, `limit` (`concurrency`, `rate`, `throttle`) |
     /// | `redjob_events_started_total` | counter | `topic`, `subscriber`, `event` |
     /// | `redjob_events_finished_total` | counter | `topic`, `subscriber`, `event`, `outcome` (`succeeded`, `retried`, `dead`, `cancelled`) |
+    /// | `redjob_events_skipped_total` | counter | `topic`, `subscriber`: events of a type it has no handler for |
     /// | `redjob_event_run_seconds` | histogram | `topic`, `subscriber`, `event` |
     /// | `redjob_subscriber_events` (sampled, as `redjob_queue_jobs`) | gauge | `topic`, `subscriber`, `state` (`lag`, `pending`, `dead`) |
     ///

@@ -69,6 +69,9 @@ pub(crate) const EVENTS_STARTED: &str = "redjob_events_started_total";
 /// Event runs ended, by `topic`, `subscriber`, `event` and `outcome`
 /// (`succeeded`, `retried`, `dead`, `cancelled`).
 pub(crate) const EVENTS_FINISHED: &str = "redjob_events_finished_total";
+/// Events a subscriber had no handler for, skipped, by `topic` and
+/// `subscriber` (not by type: any publisher names the types).
+pub(crate) const EVENTS_SKIPPED: &str = "redjob_events_skipped_total";
 /// Event handler run time, seconds, by `topic`, `subscriber` and `event`.
 pub(crate) const EVENT_RUN: &str = "redjob_event_run_seconds";
 /// A subscriber's events by `state`: `lag` (not taken yet), `pending` (taken,
@@ -105,6 +108,11 @@ pub(crate) fn describe() {
         EVENTS_FINISHED,
         Unit::Count,
         "Event runs ended, by outcome: succeeded, retried, dead, cancelled"
+    );
+    metrics::describe_counter!(
+        EVENTS_SKIPPED,
+        Unit::Count,
+        "Events of a type the subscriber has no handler for, skipped"
     );
     metrics::describe_histogram!(EVENT_RUN, Unit::Seconds, "Event handler run time");
     metrics::describe_gauge!(

@@ -48,6 +48,9 @@ async fn handle(
     };
     let Some(handler) = spec.handlers.get(ty) else {
         tracing::debug!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, event.type = %ty, "no handler for this event type in this subscriber: skipped");
+        if let Some(c) = &names.skipped {
+            c.increment(1);
+        }
         return Done::Ack(ev.id, ev.deliveries > 1);
     };
     let opts = handler.options();

@@ -92,6 +92,8 @@ struct Names {
     consumer: Arc<str>,
     /// By event type; empty when metrics are off.
     metrics: HashMap<String, EventMetrics>,
+    /// Events of types without a handler here; `None` when metrics are off.
+    skipped: Option<metrics::Counter>,
 }
 
 async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
@@ -106,11 +108,21 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     } else {
         HashMap::new()
     };
+    let skipped = shared.metrics.then(|| {
+        let labels = [
+            ("topic", spec.topic.clone()),
+            ("subscriber", spec.sub.name.clone()),
+        ];
+        shared
+            .sink
+            .with(|| metrics::counter!(crate::worker::metrics::EVENTS_SKIPPED, &labels))
+    });
     let names = Arc::new(Names {
         topic: spec.topic.as_str().into(),
         sub: spec.sub.name.as_str().into(),
         consumer: env.consumer.clone(),
         metrics,
+        skipped,
     });
     let lease = shared.lease;
     tracing::info!(topic = %names.topic, subscriber = %names.sub, events = ?spec.handlers.keys().collect::<Vec<_>>(), "serving subscriber");
