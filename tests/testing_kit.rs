@@ -268,3 +268,72 @@ async fn a_retry_runs_at_the_due_time_the_kit_reports_after_advancing_its_backof
     );
     assert_eq!(runs.0.load(Ordering::SeqCst), 2);
 }
+
+/// A job whose arguments nest arrays or objects deeply.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "deep", queue = "deep", max_attempts = 1)]
+struct Deep {
+    v: serde_json::Value,
+}
+
+impl Job for Deep {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// `levels` arrays, one in another.
+fn nested(levels: usize) -> serde_json::Value {
+    (1..levels).fold(serde_json::json!([]), |v, _| serde_json::json!([v]))
+}
+
+/// A worker reads a body at most 127 levels deep (serde_json's recursion
+/// limit): every job the client takes runs, and the first one deeper is
+/// refused at the enqueue, where it was stored and then dead-lettered by every
+/// worker as undecodable. Events alike.
+#[tokio::test]
+async fn a_job_or_event_nested_deeper_than_a_worker_reads_is_refused_when_sent() {
+    let kit = TestKit::new().subscribe("deep_sub", |_: DeepEvent, _| async { Ok(()) });
+    let client = kit.client();
+    let (mut taken, mut refused) = (Vec::new(), Vec::new());
+    for levels in 120..135 {
+        match client.enqueue(&Deep { v: nested(levels) }).await {
+            Ok(_) => taken.push(levels),
+            Err(Error::Decode(e)) => {
+                assert!(e.to_string().contains("levels deep"), "{e}");
+                refused.push(levels);
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!(
+        report.dead,
+        0,
+        "{:?}",
+        kit.dead_letters("deep").await.unwrap()
+    );
+    assert_eq!(report.processed, taken.len() as u64);
+    // the envelope and the args' object take two levels
+    assert_eq!(taken.last(), Some(&125));
+    assert_eq!(refused.first(), Some(&126));
+
+    let (mut published, mut deeper) = (0, 0);
+    for levels in 120..135 {
+        match client.publish(&DeepEvent { v: nested(levels) }).await {
+            Ok(_) => published += 1,
+            Err(Error::Decode(_)) => deeper += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!((report.events, report.events_dead), (published, 0));
+    assert!(published > 0 && deeper > 0, "{published} {deeper}");
+}
+
+/// An event whose data nests deeply.
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "deep_event", topic = "deep_topic")]
+struct DeepEvent {
+    v: serde_json::Value,
+}

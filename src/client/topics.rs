@@ -45,8 +45,12 @@ impl Client {
         check_name("topic name", E::OPTIONS.topic)?;
         let data = events
             .iter()
-            .map(serde_json::to_string)
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|e| {
+                let data = crate::job::depth::to_vec(e)?;
+                // serde_json writes UTF-8
+                String::from_utf8(data).map_err(|e| crate::Error::Protocol(e.to_string()))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let pairs: Vec<(&str, &str)> = data.iter().map(|d| (E::NAME, d.as_str())).collect();
         self.queues()
             .publish(E::OPTIONS.topic, &pairs, &E::OPTIONS)

@@ -43,7 +43,7 @@ struct EnvelopeRef<'a, T> {
 /// assert_eq!(job.job_name(), "resize");
 /// ```
 pub fn encode<J: Job>(job: &J) -> Result<Vec<u8>> {
-    Ok(serde_json::to_vec(&EnvelopeRef {
+    Ok(super::depth::to_vec(&EnvelopeRef {
         name: J::NAME,
         args: job,
         trace: super::trace::current(),
@@ -53,7 +53,7 @@ pub fn encode<J: Job>(job: &J) -> Result<Vec<u8>> {
 /// [`encode`] without a trace context: for bodies stored once and sent many
 /// times (a periodic job's), which no one span enqueues.
 pub(crate) fn encode_untraced<J: Job>(job: &J) -> Result<Vec<u8>> {
-    Ok(serde_json::to_vec(&EnvelopeRef {
+    Ok(super::depth::to_vec(&EnvelopeRef {
         name: J::NAME,
         args: job,
         trace: None,

@@ -29,6 +29,7 @@ mod batch;
 pub(crate) mod cancel;
 mod context;
 pub(crate) mod data;
+pub(crate) mod depth;
 pub(crate) mod envelope;
 mod error;
 mod output;
