@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use redjob::queue::Queues;
 use redjob::testing::TestKit;
 use redjob::{Client, Error, Job, JobContext, JobError, RetryPolicy};
 use serde::{Deserialize, Serialize};
@@ -336,4 +337,39 @@ async fn a_job_or_event_nested_deeper_than_a_worker_reads_is_refused_when_sent()
 #[event(name = "deep_event", topic = "deep_topic")]
 struct DeepEvent {
     v: serde_json::Value,
+}
+
+/// A job of a type no worker knows, sent with a delay past
+/// `unknown_jobs_retry_for`, meets its first worker after the window, which
+/// counts from the send: its dead letter says so, where it said it had waited
+/// the window for a worker.
+#[tokio::test]
+async fn a_delayed_job_of_an_unknown_type_says_when_it_was_sent() {
+    let kit = TestKit::new();
+    let client = kit.client();
+    client
+        .queues()
+        .create_queue("later", Default::default())
+        .await
+        .unwrap();
+    let body = r#"{"type":"not_deployed_yet","args":{}}"#;
+    let two_hours = Duration::from_secs(2 * 3600);
+    client
+        .queues()
+        .send(
+            "later",
+            redjob::queue::SendMessage::new(body).delay(two_hours),
+        )
+        .await
+        .unwrap();
+    let report = kit.advance(two_hours).await.unwrap();
+    assert_eq!(report.dead, 1);
+    let dead = kit.dead_letters("later").await.unwrap();
+    assert!(
+        dead[0]
+            .error
+            .contains("it was sent 7200s ago, over unknown_jobs_retry_for (3600s"),
+        "{}",
+        dead[0].error
+    );
 }

@@ -408,7 +408,7 @@ async fn run(
     report.limits = Some((max_attempts, opts.backoff));
     if attempt > max_attempts {
         let error = format!(
-            "delivered {attempt} times, over max_attempts {max_attempts}: earlier deliveries never finished (the worker was killed or lost its lease, maybe before they started), or were throttled too often in a row"
+            "delivered {attempt} times, over max_attempts {max_attempts}: earlier deliveries never finished (the worker was killed or lost its lease, maybe before they started), were throttled too often in a row, or ran under a higher max_attempts than this release's"
         );
         tracing::error!(%error, "dead-lettered");
         return Outcome::Dead { error };
@@ -562,7 +562,8 @@ fn unknown(name: &str, r: &Run, shared: &Shared) -> Outcome {
         return Outcome::Release { delay };
     }
     let error = format!(
-        "unknown job type \"{name}\": no worker knows it (waited {:?} for one; deploy the workers that define it, then move the dead letter back)",
+        "unknown job type \"{name}\": no worker knows it, and it was sent {:?} ago, over unknown_jobs_retry_for ({:?}; a delayed job counts from its send too): deploy the workers that define it, then move the dead letter back",
+        Duration::from_secs(age.as_secs()),
         shared.unknown_jobs_retry_for
     );
     tracing::error!(%error, "dead-lettered");
