@@ -532,3 +532,69 @@ async fn dropping_a_running_worker_cancels_its_runs() {
         TOLD.load(std::sync::atomic::Ordering::SeqCst)
     );
 }
+
+/// A hook's name and the name of the span it was called in.
+type Noted = (&'static str, Option<&'static str>);
+
+/// Hooks that note the span they are called in.
+#[derive(Clone, Default)]
+struct InSpan(Arc<Mutex<Vec<Noted>>>);
+
+impl InSpan {
+    fn note(&self, hook: &'static str) {
+        let span = tracing::Span::current().metadata().map(|m| m.name());
+        self.0.lock().unwrap().push((hook, span));
+    }
+}
+
+impl Hooks for InSpan {
+    fn started(&self, _: &JobRun<'_>) {
+        self.note("started");
+    }
+    fn succeeded(&self, _: &JobRun<'_>, _: Duration) {
+        self.note("succeeded");
+    }
+    fn retried(&self, _: &JobRun<'_>, _: Duration, _: &str, _: Duration) {
+        self.note("retried");
+    }
+    fn dead_lettered(&self, _: &JobRun<'_>, _: Duration, _: &str) {
+        self.note("dead_lettered");
+    }
+}
+
+/// Every hook of a run is called inside the run's `job` span (one span per
+/// job execution), so what a hook logs carries the job's id, queue and
+/// attempt; the end hooks were called after the span had closed.
+#[tokio::test]
+async fn every_hook_runs_inside_the_jobs_span() {
+    // this thread's default: the test's runtime runs every task on it
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(std::io::sink)
+            .finish(),
+    );
+    let client = Client::memory(MemoryBackend::new());
+    client.enqueue(&Ok20).await.unwrap();
+    client.enqueue(&Flaky).await.unwrap();
+    client.enqueue(&Fatal).await.unwrap();
+    let heard = InSpan::default();
+    let worker = Worker::builder(client.backend())
+        .queue("hooks")
+        .handle_signals(false)
+        .hooks(heard.clone())
+        .build()
+        .unwrap();
+    let w = start(worker);
+    let ended = || {
+        let noted = heard.0.lock().unwrap();
+        noted.iter().filter(|(h, _)| *h != "started").count()
+    };
+    assert!(wait_until(Duration::from_secs(10), || ended() >= 4).await);
+    w.stop().await;
+    let noted = heard.0.lock().unwrap().clone();
+    assert_eq!(noted.len(), 8, "{noted:?}");
+    assert!(
+        noted.iter().all(|(_, span)| *span == Some("job")),
+        "{noted:?}"
+    );
+}

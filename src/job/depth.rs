@@ -15,7 +15,7 @@ pub(crate) const MAX_DEPTH: usize = 127;
 /// `value` as compact JSON, as `serde_json::to_vec` writes it, or an error
 /// when it nests deeper than [`MAX_DEPTH`].
 pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(64);
+    let mut out = Vec::with_capacity(128);
     let mut deepest = 0;
     let mut ser = serde_json::Serializer::with_formatter(
         &mut out,

@@ -227,6 +227,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                 delay: Duration::ZERO,
             },
             None,
+            None,
         ),
         // a handler's throttle held here (until its settle lands): a job
         // prefetched, handed or fetched before it goes back unstarted, due
@@ -235,6 +236,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
             Outcome::Release {
                 delay: until.saturating_duration_since(tokio::time::Instant::now()),
             },
+            None,
             None,
         ),
         Some(_permit) => {
@@ -252,15 +254,18 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                 &mut report,
                 started,
             ))
-            .catch_unwind()
-            .instrument(span);
-            let outcome = FirstPoll {
-                // boxed: see the wait for a slot above
-                fut: Box::pin(running),
+            .catch_unwind();
+            let (caught, span) = FirstPoll {
+                // boxed: see the wait for a slot above; the span comes back
+                // for the end hooks, and is held in the box meanwhile
+                fut: Box::pin(async move {
+                    let caught = running.instrument(span.clone()).await;
+                    (caught, span)
+                }),
                 then: std::mem::take(&mut then_wake),
             }
-            .await
-            .unwrap_or_else(|panic| {
+            .await;
+            let outcome = caught.unwrap_or_else(|panic| {
                 panicked = true;
                 let error = format!(
                     "worker panicked running the job: {}",
@@ -279,7 +284,8 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                 tracing::error!(queue = %queue, job.id = %d.id, attempt, %error, "will retry");
                 Outcome::Retry { delay, error }
             });
-            (outcome, Some(started))
+            // the run's span, for the end hooks too (one span per job execution)
+            (outcome, Some(started), Some(span))
         }
     };
     // not run here
@@ -287,7 +293,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     // the attempt's record: its times on the backend's clock, reckoned from
     // the fetch's
     let ended = Instant::now();
-    let (outcome, began) = outcome;
+    let (outcome, began, job_span) = outcome;
     if let Some(began) = began {
         per_queue.ran(ended.saturating_duration_since(began));
     }
@@ -348,9 +354,15 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     let job = report.job.as_deref().unwrap_or(UNDECODABLE);
     let waited = report.started.map_or(Duration::ZERO, |(_, w)| w);
     let run = JobRun::new(id, queue, job, attempt, waited);
-    shared
-        .observer
-        .ended(&per_queue.metrics, report.metrics, &run, took, end);
+    let ended = || {
+        shared
+            .observer
+            .ended(&per_queue.metrics, report.metrics, &run, took, end)
+    };
+    match job_span {
+        Some(span) => span.in_scope(ended),
+        None => ended(),
+    }
 }
 
 async fn run(
