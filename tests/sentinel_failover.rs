@@ -425,3 +425,95 @@ async fn a_master_replaced_while_it_stalled_acknowledges_nothing_when_it_wakes()
         acked.len()
     );
 }
+
+/// Connections on all the Sentinels whose `CLIENT LIST` line has `what`.
+fn on_sentinels(set: &SentinelSet, what: &str) -> usize {
+    set.sentinels
+        .iter()
+        .map(|s| {
+            common::cluster::cli(s.port, &["client", "list"])
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains(what))
+                .count()
+        })
+        .sum()
+}
+
+/// A client follows each Sentinel's announcements with one subscription; a
+/// worker's topic readers (a connection of their own each) follow none, and a
+/// client kept past the runtime that started its watcher gets one again in the
+/// next runtime it is used in (the watcher ended with its runtime).
+#[test]
+fn one_watcher_per_client_and_one_again_in_a_later_runtime() {
+    let set = SentinelSet::start();
+    let subscribed = || on_sentinels(&set, " sub=1 ");
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let first = runtime();
+    let client = first.block_on(async {
+        let client = Client::connect(&set.url()).await.unwrap();
+        client
+            .subscribe("feed", "reader", redjob::topic::Start::Beginning)
+            .await
+            .unwrap();
+        let worker = Worker::builder(client.backend())
+            .handle_signals(false)
+            .subscribe("reader", |_: FeedEvent, _| async { Ok(()) })
+            .build()
+            .unwrap();
+        let running = start_serving(worker).await;
+        client.publish(&FeedEvent { n: 1 }).await.unwrap();
+        assert!(
+            common::wait_for(Duration::from_secs(10), || async {
+                client
+                    .topic("feed")
+                    .await
+                    .is_ok_and(|t| t.is_some_and(|t| t.subscribers[0].lag == 0))
+            })
+            .await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(subscribed(), 3, "one subscription to each Sentinel");
+        running.stop().await;
+        client
+    });
+    drop(first);
+    // the watcher went with its runtime
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        subscribed() == 0
+    });
+    assert!(
+        gone,
+        "{} subscriptions after the runtime ended",
+        subscribed()
+    );
+    let second = runtime();
+    second.block_on(async {
+        // the first call meets the connection the first runtime drove: it
+        // may fail, and the next one looks the master up again
+        for n in 0..20 {
+            if client.enqueue(&Recorded { n }).await.is_ok() && subscribed() == 3 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "no watcher in the second runtime: {} subscriptions",
+            subscribed()
+        );
+    });
+}
+
+/// An event of the topic `feed`.
+#[derive(serde::Serialize, serde::Deserialize, redjob::topic::Event)]
+#[event(name = "feed_event", topic = "feed")]
+struct FeedEvent {
+    n: u64,
+}

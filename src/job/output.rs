@@ -17,9 +17,13 @@ pub const MAX_RESULT: usize = 512 * 1024;
 ///
 /// assert_eq!(encode_output(&vec![1, 2]).unwrap(), b"[1,2]");
 /// assert!(encode_output(&"x".repeat(MAX_RESULT)).is_err());
+/// // nested deeper than a reader reads back
+/// let deep = (1..200).fold(serde_json::json!([]), |v, _| serde_json::json!([v]));
+/// assert!(encode_output(&deep).is_err());
 /// ```
 pub fn encode_output<T: Serialize>(out: &T) -> Result<Vec<u8>, JobError> {
-    let bytes = serde_json::to_vec(out)
+    // no deeper than a reader reads back (see depth.rs)
+    let bytes = super::depth::to_vec(out)
         .map_err(|e| JobError::fatal(format!("its result could not be encoded: {e}")))?;
     if bytes.len() > MAX_RESULT {
         return Err(JobError::fatal(format!(

@@ -345,11 +345,19 @@ impl Target {
                     wait_for_replicas: None,
                     ..(**config).clone()
                 };
-                let con = config.open().await?.1;
-                if let Inner::Sentinel(link) = &con.0 {
-                    link.without_lanes();
+                match config.target()? {
+                    // no lanes (a blocking reader gains nothing by one), and no
+                    // watcher of the Sentinels' announcements: the client's
+                    // own link follows them, and a read from a master they
+                    // replaced is taken again after its lease
+                    Target::Sentinel { link, .. } => {
+                        link.without_lanes();
+                        link.without_watch();
+                        link.master().await?;
+                        Connection::sentinel(link)
+                    }
+                    _ => config.open().await?.1,
                 }
-                con
             }
         })
     }

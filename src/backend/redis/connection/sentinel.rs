@@ -1,7 +1,7 @@
 //! `redis+sentinel://` URLs, and a connection that follows the master Sentinel
 //! names through failovers.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -166,15 +166,19 @@ impl SentinelUrl {
 /// server has become a read-only replica), the connection is dropped and the
 /// next command asks the Sentinels again. The failed command itself is not
 /// repeated: it may have run. When the Sentinels announce a new master, the
-/// connection to the old one is dropped at once and replies still to come on
-/// it are refused (see [`super::switch`]).
+/// connection to the old one is forgotten at once and replies still to come
+/// on it are refused (see [`super::switch`]).
 pub(crate) struct Link {
     sentinel: tokio::sync::Mutex<Lookup>,
     switch: Arc<Switch>,
     /// The Sentinels and the master's name, followed for announcements once
     /// the link is first used (in a runtime), until it is dropped.
     announcers: Option<(Vec<redis::ConnectionInfo>, String)>,
-    watcher: std::sync::OnceLock<tokio_util::sync::DropGuard>,
+    /// Set for a link that follows no announcements (see `without_watch`).
+    unwatched: std::sync::atomic::AtomicBool,
+    /// The task following them (started again when the runtime that ran it
+    /// ended), and its stop, given when the link is dropped.
+    watcher: Mutex<Option<(tokio::task::JoinHandle<()>, tokio_util::sync::DropGuard)>>,
     /// Bounds one lookup: asking the Sentinels, checking the master, connecting.
     connection_timeout: Duration,
     response_timeout: Duration,
@@ -221,7 +225,8 @@ impl Link {
             }),
             switch: Arc::new(Switch::new()),
             announcers: None,
-            watcher: std::sync::OnceLock::new(),
+            unwatched: std::sync::atomic::AtomicBool::new(false),
+            watcher: Mutex::new(None),
             connection_timeout,
             response_timeout,
             lanes: std::sync::atomic::AtomicBool::new(true),
@@ -251,23 +256,43 @@ impl Link {
         self.switch.replaced()
     }
 
-    /// Starts following the Sentinels' announcements, once.
+    /// Follows the Sentinels' announcements no more: a link of its own for
+    /// one blocking reader, whose client's main link follows them (a read from
+    /// a replaced master is taken again after its lease).
+    pub fn without_watch(&self) {
+        let mut watcher = self.watcher.lock().unwrap_or_else(|e| e.into_inner());
+        *watcher = None;
+        drop(watcher);
+        self.unwatched
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Starts following the Sentinels' announcements, unless a task does
+    /// (the one a runtime that has ended ran is gone with it).
     fn watch(&self) {
         let Some((sentinels, service)) = &self.announcers else {
             return;
         };
-        self.watcher.get_or_init(|| {
-            let stop = tokio_util::sync::CancellationToken::new();
-            tokio::spawn(super::switch::watch(
-                Arc::downgrade(&self.switch),
-                sentinels.clone(),
-                service.clone(),
-                self.connection_timeout,
-                next_generation,
-                stop.clone(),
-            ));
-            stop.drop_guard()
-        });
+        if self.unwatched.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let mut watcher = self.watcher.lock().unwrap_or_else(|e| e.into_inner());
+        if watcher
+            .as_ref()
+            .is_some_and(|(task, _)| !task.is_finished())
+        {
+            return;
+        }
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(super::switch::watch(
+            Arc::downgrade(&self.switch),
+            sentinels.clone(),
+            service.clone(),
+            self.connection_timeout,
+            next_generation,
+            stop.clone(),
+        ));
+        *watcher = Some((task, stop.drop_guard()));
     }
 
     /// The current master, asking the Sentinels when there is none.
@@ -286,6 +311,19 @@ impl Link {
         {
             return Err(e.clone());
         }
+        // a master the Sentinels replaced while they were asked: ask again
+        // (an announcement comes from each Sentinel, seconds apart)
+        for _ in 0..3 {
+            match self.look_up(&mut lookup).await {
+                Err(e) if e.to_string().contains(REPLACED) => continue,
+                found => return found,
+            }
+        }
+        Err(replaced())
+    }
+
+    /// Asks the Sentinels for the master and connects to it.
+    async fn look_up(&self, lookup: &mut Lookup) -> RedisResult<Master> {
         // numbered before the Sentinels are asked: a master they replace
         // meanwhile deposes this one too
         let generation = next_generation();
@@ -303,17 +341,15 @@ impl Link {
                 "no master from Redis Sentinel within the connection timeout",
             )))
         });
-        let found = found.and_then(|found| {
-            if self.switch.deposed(generation) {
-                return Err(replaced());
-            }
-            Ok(found)
-        });
         match found {
             Ok((client, con)) => {
+                let mut current = self.switch.current();
+                // checked under the lock an announcement takes
+                if self.switch.deposed(generation) {
+                    return Err(replaced());
+                }
                 lookup.delay = MIN_DELAY;
                 lookup.failed = None;
-                let mut current = self.switch.current();
                 let lane = Lanes::new(&client, self.connection_timeout, self.response_timeout)
                     .filter(|_| self.lanes.load(std::sync::atomic::Ordering::Relaxed));
                 let master = Master {
@@ -395,12 +431,15 @@ fn next_generation() -> u64 {
     GENERATION.fetch_add(1, Ordering::Relaxed)
 }
 
+/// What [`replaced`]'s error says.
+const REPLACED: &str = "the Sentinels replaced the master during this call: it may have run there, and that master's writes are thrown away";
+
 /// The error of a call whose master the Sentinels replaced while it was made:
 /// it may have run there, and is lost with that master's writes.
 fn replaced() -> RedisError {
     RedisError::from(std::io::Error::new(
         std::io::ErrorKind::ConnectionAborted,
-        "the Sentinels replaced the master during this call: it may have run there, and that master's writes are thrown away",
+        REPLACED,
     ))
 }
 

@@ -18,8 +18,11 @@ use super::sentinel::Master;
 /// The channel on which Sentinels announce a new master:
 /// `<name> <old ip> <old port> <new ip> <new port>`.
 const CHANNEL: &str = "+switch-master";
-/// How often the watcher asks a Sentinel which master it names, and pings its
-/// subscription (a half-open connection reports nothing).
+/// How often the watcher asks a Sentinel which master it names (an
+/// announcement missed while it was not subscribed), and pings its
+/// subscription (a half-open connection reports nothing). A master it names
+/// that is not the link's current one deposes that one only when it does not
+/// answer `ROLE` as a master.
 const CHECK_EVERY: Duration = Duration::from_secs(15);
 const MIN_RETRY: Duration = Duration::from_millis(100);
 const MAX_RETRY: Duration = Duration::from_secs(5);
@@ -56,6 +59,14 @@ impl Switch {
         self.floor.subscribe()
     }
 
+    /// The client of the current master when it is not `host:port`.
+    fn elsewhere(&self, host: &str, port: u16) -> Option<redis::Client> {
+        self.current()
+            .as_ref()
+            .filter(|m| !reaches(m.client.get_connection_info(), host, port))
+            .map(|m| m.client.clone())
+    }
+
     /// The Sentinels name `host:port` as the master. `announced`: they said so
     /// on their channel just now, so a lookup under way may have found the old
     /// one; else (their answer to a question) only a connection to another
@@ -74,6 +85,22 @@ impl Switch {
             self.floor.send_replace(next);
         }
     }
+}
+
+/// Whether the master `client` reaches says it is one (a Sentinel that names
+/// another may lag behind a failover; one that stalled or was demoted does
+/// not answer so).
+async fn still_master(client: &redis::Client, timeout: Duration) -> bool {
+    let asked = async {
+        let mut con = client.get_multiplexed_async_connection().await?;
+        redis::cmd("ROLE")
+            .query_async::<Vec<redis::Value>>(&mut con)
+            .await
+    };
+    matches!(
+        tokio::time::timeout(timeout, asked).await,
+        Ok(Ok(role)) if role.first() == Some(&redis::Value::BulkString(b"master".to_vec()))
+    )
 }
 
 /// Whether `info` connects to `host:port`.
@@ -119,9 +146,11 @@ pub(super) async fn watch(
             match followed {
                 // an ACL user without these commands: failovers are found
                 // through failed calls only
+                // (no retry: the same refusal every time; the task stays, so
+                // that it is not started again)
                 Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) => {
-                    tracing::warn!(error = %e, "cannot follow this Sentinel's announcements of a new master (its user needs +subscribe, +ping and +sentinel|get-master-addr-by-name)");
-                    return;
+                    tracing::warn!(error = %e, "cannot follow this Sentinel's announcements of a new master (its user needs +subscribe, +ping, +sentinel|get-master-addr-by-name and the channel &+switch-master)");
+                    return std::future::pending().await;
                 }
                 Err(e) => tracing::debug!(error = %e, "following a Sentinel's announcements failed; trying again"),
                 Ok(()) => {}
@@ -178,7 +207,10 @@ async fn follow(
                 let addr = tokio::time::timeout(timeout, asked).await.map_err(timed)??;
                 tokio::time::timeout(timeout, sub.ping()).await.map_err(timed)??;
                 let Some(switch) = switch.upgrade() else { return Ok(()) };
-                if let Some((host, port)) = addr {
+                if let Some((host, port)) = addr
+                    && let Some(client) = switch.elsewhere(&host, port)
+                    && !still_master(&client, timeout).await
+                {
                     switch.named(&host, port, false, next());
                 }
                 *retry = MIN_RETRY;
