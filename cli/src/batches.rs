@@ -11,7 +11,7 @@ use crate::{Ctx, Failure, Outcome};
 #[derive(clap::Args)]
 pub struct BatchesArgs {
     /// How many, newest first (1 to 1000).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = show::page_size())]
     limit: usize,
     /// Only batches opened before this one (its id), to page on.
     #[arg(long)]
@@ -23,7 +23,7 @@ pub struct BatchArgs {
     /// The batch's id.
     id: String,
     /// How many of its dead jobs to list (1 to 1000).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = show::page_size())]
     dead: usize,
     /// Cancel the batch: it takes no more jobs, and workers cancel its jobs
     /// as they fetch them rather than start them (running ones go on).

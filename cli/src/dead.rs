@@ -21,8 +21,8 @@ pub enum DeadCommand {
         /// Newest first.
         #[arg(long)]
         newest: bool,
-        /// Page size (at most 1000).
-        #[arg(short, default_value_t = 50)]
+        /// Page size, 1 to 1000.
+        #[arg(short, default_value_t = 50, value_parser = show::page_size())]
         n: usize,
         /// Start after this cursor (printed under the previous page).
         #[arg(long)]

@@ -18,8 +18,8 @@ pub enum JobsCommand {
     Peek {
         /// The queue.
         queue: String,
-        /// How many (at most 1000).
-        #[arg(short, default_value_t = 10)]
+        /// How many, 1 to 1000.
+        #[arg(short, default_value_t = 10, value_parser = show::page_size())]
         n: usize,
     },
     /// One job by id: in the queue or its dead letters. Without the queue,
@@ -70,8 +70,8 @@ pub enum JobsCommand {
         /// Only jobs that finished within this long (e.g. 30m, 2h).
         #[arg(long, value_parser = show::duration)]
         since: Option<Duration>,
-        /// Page size (at most 1000).
-        #[arg(short, default_value_t = 50)]
+        /// Page size, 1 to 1000.
+        #[arg(short, default_value_t = 50, value_parser = show::page_size())]
         n: usize,
         /// Start after this cursor (printed under the previous page).
         #[arg(long)]
@@ -84,8 +84,8 @@ pub enum JobsCommand {
         /// Which jobs.
         #[arg(long, value_enum)]
         state: State,
-        /// Page size (at most 1000).
-        #[arg(short, default_value_t = 50)]
+        /// Page size, 1 to 1000.
+        #[arg(short, default_value_t = 50, value_parser = show::page_size())]
         n: usize,
         /// Start after this cursor (printed under the previous page).
         #[arg(long)]

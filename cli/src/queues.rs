@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use redjob::inspect::{Inspect, MAX_PAGE, StateCounts};
+use redjob::inspect::{Inspect, StateCounts};
 use redjob::ops::{Admin, Overview, OverviewQuery, OverviewSort, QueueLine};
 use redjob::queue::Queues;
 use serde_json::{Value, json};
@@ -49,8 +49,7 @@ pub enum QueueCommand {
         #[arg(long)]
         after: Option<String>,
         /// About how many keys, 1 to 1000.
-        #[arg(long, default_value_t = 100,
-              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_PAGE as u64))]
+        #[arg(long, default_value_t = 100, value_parser = show::page_size())]
         limit: usize,
     },
     /// Creates a queue (RSMQ's createQueue): jobs can be enqueued to it.
@@ -135,8 +134,8 @@ pub struct ListArgs {
     /// Largest first.
     #[arg(long)]
     desc: bool,
-    /// At most this many queues (after the sort).
-    #[arg(long)]
+    /// At most this many queues (after the sort), 1 to 1000; all without it.
+    #[arg(long, value_parser = show::page_size())]
     limit: Option<usize>,
 }
 

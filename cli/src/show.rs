@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redjob::inspect::{Attempt, JobInfo, JobState, Page};
+use redjob::inspect::{Attempt, JobInfo, JobState, MAX_PAGE, Page};
 use redjob::ops::Unserved;
 use serde_json::{Value, json};
 
@@ -450,6 +450,12 @@ pub fn whole_seconds(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
+}
+
+/// A page size, 1 to [`MAX_PAGE`] (1000), as clap parses it: out of range is
+/// a usage error naming the range, before anything is read.
+pub fn page_size() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_PAGE as u64)
 }
 
 /// The time between two refreshes: at least 100 ms.

@@ -32,8 +32,8 @@ pub enum TopicCommand {
         topic: String,
         /// The subscriber.
         subscriber: String,
-        /// How many, newest first.
-        #[arg(short, default_value_t = 50)]
+        /// How many, newest first, 1 to 1000.
+        #[arg(short, default_value_t = 50, value_parser = show::page_size())]
         n: usize,
     },
     /// Requeues a subscriber's dead letters (by dead id, or --all): each goes

@@ -371,3 +371,42 @@ async fn a_priority_or_a_page_of_keys_out_of_range_is_a_usage_error() {
             .ok();
     }
 }
+
+/// Every page size is a usage error outside 1 to 1000, refused before
+/// anything is read: `jobs peek|list|history -n`, `dead list -n`,
+/// `topic dead -n`, `batches --limit`, `batch --dead`, `queues|stats --limit`
+/// (0 and 100000000 were taken silently).
+#[tokio::test]
+async fn a_page_size_out_of_range_is_a_usage_error() {
+    let (server, _client, _) = setup().await;
+    let url = server.url();
+    let id = "00000000000000000000000000";
+    let commands: [&[&str]; 9] = [
+        &["jobs", "peek", "mail", "-n"],
+        &["jobs", "list", "mail", "--state", "ready", "-n"],
+        &["jobs", "history", "mail", "-n"],
+        &["dead", "list", "mail", "-n"],
+        &["topic", "dead", "clicks", "stats", "-n"],
+        &["batches", "--limit"],
+        &["batch", id, "--dead"],
+        &["queues", "--limit"],
+        &["stats", "--limit"],
+    ];
+    for args in commands {
+        for n in ["0", "1001", "100000000"] {
+            let r = cli(&url, &[args, &[n]].concat()).await;
+            assert_eq!(r.code, 2, "{args:?} {n}: {} {}", r.out, r.err);
+            assert!(r.err.contains("1..=1000"), "{args:?} {n}: {}", r.err);
+        }
+    }
+    // the bounds themselves are taken (the commands that need nothing more)
+    for args in commands
+        .iter()
+        .filter(|a| !matches!(a[0], "topic" | "batch"))
+    {
+        for n in ["1", "1000"] {
+            let r = cli(&url, &[*args, &[n]].concat()).await;
+            assert_eq!(r.code, 0, "{args:?} {n}: {}", r.err);
+        }
+    }
+}
