@@ -137,11 +137,16 @@ async fn dead_action(ctx: &Ctx, a: DeadArgs, requeue: bool) -> Outcome {
         if a.ids.is_empty() {
             return Err(Failure(format!("{verb} what? give dead ids, or --all")));
         }
-        let ids = a
+        let mut ids = a
             .ids
             .iter()
             .map(|i| i.parse())
             .collect::<redjob::Result<Vec<EventId>>>()?;
+        // oldest first, each once, as the library takes a list
+        ids.sort_unstable();
+        ids.dedup();
+        // an error when the subscriber does not exist (a delete would count 0)
+        c.count_dead_events(&a.topic, &a.subscriber).await?;
         let what = format!(
             "{verb} the dead letters of subscriber {:?} of {:?} among {}",
             a.subscriber,
@@ -153,11 +158,31 @@ async fn dead_action(ctx: &Ctx, a: DeadArgs, requeue: bool) -> Outcome {
             a.confirm.ask(ctx, &what, v)?;
             return Ok(());
         }
-        if requeue {
-            c.requeue_dead_events(&a.topic, &a.subscriber, &ids).await?
-        } else {
-            c.delete_dead_events(&a.topic, &a.subscriber, &ids).await?
+        // one id at a time: one the action did not take is no dead letter of
+        // the subscriber, named after the others are done (as `dead requeue`)
+        let (mut n, mut missing) = (0, Vec::new());
+        for id in &ids {
+            let one = std::slice::from_ref(id);
+            let took = if requeue {
+                c.requeue_dead_events(&a.topic, &a.subscriber, one).await?
+            } else {
+                c.delete_dead_events(&a.topic, &a.subscriber, one).await?
+            };
+            if took == 0 {
+                missing.push(id.to_string());
+            }
+            n += took;
         }
+        if !missing.is_empty() {
+            let done = if requeue { "requeued" } else { "deleted" };
+            return Err(Failure(format!(
+                "{done} {n}; not dead letters of subscriber {:?} of {:?}: {}",
+                a.subscriber,
+                a.topic,
+                missing.join(", ")
+            )));
+        }
+        n
     };
     let key = if requeue { "requeued" } else { "deleted" };
     crate::queues::done(

@@ -410,3 +410,124 @@ async fn a_page_size_out_of_range_is_a_usage_error() {
         }
     }
 }
+
+/// "orders": "billing" and "audit" each took its 2 events and dead-lettered
+/// them, "audit" a few ms later (a dead id is its stream's own: the two
+/// would share ids within a millisecond); the dead ids of each, oldest first.
+async fn topic_with_dead_letters(client: &Client) -> (Vec<String>, Vec<String>) {
+    use redjob::topic::{EventOptions, EventSettle, Start, Topics};
+    let b = client.backend();
+    for sub in ["billing", "audit"] {
+        client.subscribe("orders", sub, Start::End).await.unwrap();
+    }
+    let events = [("placed", "{}"), ("paid", "{}")];
+    b.publish("orders", &events, &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    let mut dead = Vec::new();
+    for sub in ["billing", "audit"] {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let got = b
+            .read("orders", sub, "c", 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        let batch = EventSettle {
+            dead: got.into_iter().map(|e| (e, "down".into())).collect(),
+            ..Default::default()
+        };
+        b.settle_events("orders", sub, "c", &batch, None)
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = client
+            .dead_events("orders", sub, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.dead_id.to_string())
+            .collect();
+        ids.reverse();
+        dead.push(ids);
+    }
+    let audit = dead.pop().unwrap();
+    let billing = dead.pop().unwrap();
+    assert!(
+        audit.iter().all(|a| !billing.contains(a)),
+        "{billing:?} {audit:?}"
+    );
+    (billing, audit)
+}
+
+/// Dead ids given to `topic requeue|delete-dead` that are no dead letters of
+/// the subscriber (another subscriber's, none at all) are an error naming
+/// them, after the others are done, as `dead requeue|delete` does: they were
+/// skipped silently ("requeued 1", exit 0). A subscriber that does not exist
+/// is an error.
+#[tokio::test]
+async fn a_dead_id_that_is_no_dead_letter_of_the_subscriber_is_an_error_naming_it() {
+    let (server, client, _) = setup().await;
+    let url = server.url();
+    let (billing, audit) = topic_with_dead_letters(&client).await;
+    let never = "1-0";
+    let r = cli(
+        &url,
+        &[
+            "topic",
+            "requeue",
+            "orders",
+            "billing",
+            &billing[0],
+            &audit[0],
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{} {}", r.out, r.err);
+    assert!(
+        r.err.contains("requeued 1;")
+            && r.err
+                .contains("not dead letters of subscriber \"billing\" of \"orders\"")
+            && r.err.contains(&audit[0]),
+        "{}",
+        r.err
+    );
+    let left = |sub: &'static str| {
+        let client = client.clone();
+        async move { client.dead_events("orders", sub, 10).await.unwrap().len() }
+    };
+    assert_eq!((left("billing").await, left("audit").await), (1, 2));
+    let r = cli(
+        &url,
+        &[
+            "topic",
+            "delete-dead",
+            "orders",
+            "billing",
+            &audit[1],
+            never,
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{} {}", r.out, r.err);
+    let v: Value = serde_json::from_str(r.err.trim()).unwrap_or_else(|e| panic!("{e}: {}", r.err));
+    let message = v["error"].as_str().unwrap();
+    assert!(
+        message.starts_with("deleted 0;") && message.contains(&audit[1]) && message.contains(never),
+        "{message}"
+    );
+    assert_eq!((left("billing").await, left("audit").await), (1, 2));
+    // all found: done, exit 0
+    let r = cli(
+        &url,
+        &["topic", "delete-dead", "orders", "billing", &billing[1]],
+    )
+    .await;
+    assert_eq!(r.ok().trim(), "deleted 1");
+    // a subscriber that does not exist
+    for verb in ["requeue", "delete-dead"] {
+        cli(&url, &["topic", verb, "orders", "nobody", &audit[0]])
+            .await
+            .failed("no subscriber \"nobody\"");
+    }
+    assert_eq!(left("audit").await, 2);
+}
