@@ -581,6 +581,8 @@ pub(crate) async fn topic_dead(
         }
     };
     let c = &ctx.client;
+    // ids selected that are no dead letters of the subscriber, said in the note
+    let mut not_dead = Vec::new();
     let n = if f.get("all") == Some("1") {
         // the confirmation's count: up to the newest letter it counted
         // (empty when it counted none: none is taken)
@@ -599,7 +601,7 @@ pub(crate) async fn topic_dead(
             (Some(Some(u)), false) => c.delete_dead_events_upto(&topic, &sub, u).await?,
         }
     } else {
-        let ids = f
+        let mut ids = f
             .all("id")
             .map(|i| {
                 i.parse::<EventId>()
@@ -609,13 +611,41 @@ pub(crate) async fn topic_dead(
         if ids.is_empty() {
             return Err(WebError::BadRequest("no dead letter selected".into()));
         }
-        match requeue {
-            true => c.requeue_dead_events(&topic, &sub, &ids).await?,
-            false => c.delete_dead_events(&topic, &sub, &ids).await?,
+        // oldest first, each once, as the library takes a list
+        ids.sort_unstable();
+        ids.dedup();
+        // 404 when the subscriber does not exist (a delete would count 0)
+        c.count_dead_events(&topic, &sub).await?;
+        // one id at a time (as `redjob topic requeue` does): one the action
+        // did not take is no dead letter of the subscriber, and is named
+        let mut n = 0;
+        for id in &ids {
+            let one = std::slice::from_ref(id);
+            let took = match requeue {
+                true => c.requeue_dead_events(&topic, &sub, one).await?,
+                false => c.delete_dead_events(&topic, &sub, one).await?,
+            };
+            if took == 0 {
+                not_dead.push(*id);
+            }
+            n += took;
         }
+        n
     };
     let verb = if requeue { "Requeued" } else { "Deleted" };
-    let note = format!("{verb} {} dead letters.", num(n));
+    let mut note = format!("{verb} {} dead letters", num(n));
+    if !not_dead.is_empty() {
+        let ids: Vec<String> = not_dead.iter().map(ToString::to_string).collect();
+        let what = match ids.len() {
+            1 => "1 id selected is not a dead letter".to_string(),
+            n => format!("{} ids selected are not dead letters", num(n as u64)),
+        };
+        note += &format!(
+            "; {what} of subscriber {sub:?} of {topic:?} (not found): {}",
+            ids.join(", ")
+        );
+    }
+    note.push('.');
     let path = format!("/topics/{}/{}/dead", seg(&topic), seg(&sub));
     Ok(back(&ctx, &path, &note))
 }

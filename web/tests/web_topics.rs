@@ -313,3 +313,88 @@ async fn read_only_topic_pages_offer_no_action_and_refuse_posts() {
         2
     );
 }
+
+/// Dead ids selected that are no dead letters of the subscriber (another
+/// subscriber's, none at all) are named in the note, with how many, as the
+/// queue's dead-letter form does: the form said "Requeued 1 dead letters."
+/// and nothing of them. A subscriber that does not exist is 404.
+#[tokio::test]
+async fn selected_ids_that_are_no_dead_letters_of_the_subscriber_are_named_in_the_note() {
+    let (_server, client) = setup().await;
+    let b = client.backend();
+    // "audit" dead-letters an event a few ms later (a dead id is its stream's
+    // own: two subscribers' would be alike within a millisecond)
+    b.publish("orders", &[("placed", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let got = b
+        .read("orders", "audit", "c", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let batch = EventSettle {
+        dead: got.into_iter().map(|e| (e, "down".into())).collect(),
+        ..Default::default()
+    };
+    b.settle_events("orders", "audit", "c", &batch, None)
+        .await
+        .unwrap();
+    let ids = |sub: &'static str| {
+        let client = client.clone();
+        async move {
+            let dead = client.dead_events("orders", sub, 10).await.unwrap();
+            dead.iter()
+                .map(|d| d.dead_id.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    let (billing, audit) = (ids("billing").await, ids("audit").await);
+    assert!(!billing.contains(&audit[0]), "{billing:?} {audit:?}");
+
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/topics/orders/billing/dead", true).await;
+    let csrf = ("csrf", token.as_str());
+    let r = post(
+        &app,
+        "/topics/orders/billing/dead/requeue",
+        &cookie,
+        &[csrf, ("id", &billing[0]), ("id", &audit[0])],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(
+        note(&r),
+        format!(
+            "Requeued 1 dead letters; 1 id selected is not a dead letter of subscriber \"billing\" of \"orders\" (not found): {}.",
+            audit[0]
+        )
+    );
+    let r = post(
+        &app,
+        "/topics/orders/billing/dead/delete",
+        &cookie,
+        &[csrf, ("id", &audit[0]), ("id", "1-0")],
+    )
+    .await;
+    assert_eq!(
+        note(&r),
+        format!(
+            "Deleted 0 dead letters; 2 ids selected are not dead letters of subscriber \"billing\" of \"orders\" (not found): 1-0, {}.",
+            audit[0]
+        )
+    );
+    assert_eq!(
+        (ids("billing").await.len(), ids("audit").await.len()),
+        (1, 1)
+    );
+    let r = post(
+        &app,
+        "/topics/orders/nobody/dead/delete",
+        &cookie,
+        &[csrf, ("id", &audit[0])],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    assert_eq!(ids("audit").await.len(), 1);
+}
