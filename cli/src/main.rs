@@ -63,6 +63,7 @@ mod jobs;
 mod live;
 mod out;
 mod queues;
+mod reach;
 mod settings;
 mod show;
 mod topics;
@@ -171,7 +172,8 @@ pub struct Failure(String);
 
 impl From<redjob::Error> for Failure {
     fn from(e: redjob::Error) -> Self {
-        Failure(e.to_string())
+        // a server that did not answer, or is not Redis, is named
+        Failure(reach::explained(&e).unwrap_or_else(|| e.to_string()))
     }
 }
 
@@ -253,6 +255,7 @@ async fn run(cli: Cli) -> Outcome {
         namespace: cli.namespace.clone(),
         ..ClientConfig::from_url(cli.url.clone())
     };
+    reach::set(&cfg.redis);
     // every action names who took it in the queues' history
     let client = Client::from_config(cfg).await?.acting_as(&actor());
     let ctx = Ctx {
