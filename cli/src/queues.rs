@@ -134,8 +134,8 @@ pub struct ListArgs {
     /// Largest first.
     #[arg(long)]
     desc: bool,
-    /// At most this many queues (after the sort), 1 to 1000; all without it.
-    #[arg(long, value_parser = show::page_size())]
+    /// At most this many queues (after the sort), 1 or more; all without it.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     limit: Option<usize>,
 }
 
