@@ -220,13 +220,14 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     }
     let mut report = Report::default();
     let mut panicked = false;
+    // the run's span, for the end hooks too (one span per job execution)
+    let mut job_span: Option<tracing::Span> = None;
     // the outcome, and when the run began (once it took a running slot)
     let outcome = match running {
         None => (
             Outcome::Release {
                 delay: Duration::ZERO,
             },
-            None,
             None,
         ),
         // a handler's throttle held here (until its settle lands): a job
@@ -236,7 +237,6 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
             Outcome::Release {
                 delay: until.saturating_duration_since(tokio::time::Instant::now()),
             },
-            None,
             None,
         ),
         Some(_permit) => {
@@ -254,18 +254,18 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                 &mut report,
                 started,
             ))
-            .catch_unwind();
-            let (caught, span) = FirstPoll {
-                // boxed: see the wait for a slot above; the span comes back
-                // for the end hooks, and is held in the box meanwhile
-                fut: Box::pin(async move {
-                    let caught = running.instrument(span.clone()).await;
-                    (caught, span)
-                }),
+            .catch_unwind()
+            .instrument(span.clone());
+            // kept for the end hooks: here, not in the box, whose size is a
+            // step of the allocator's (BENCHMARKS.md part 33)
+            job_span = Some(span);
+            let outcome = FirstPoll {
+                // boxed: see the wait for a slot above
+                fut: Box::pin(running),
                 then: std::mem::take(&mut then_wake),
             }
-            .await;
-            let outcome = caught.unwrap_or_else(|panic| {
+            .await
+            .unwrap_or_else(|panic| {
                 panicked = true;
                 let error = format!(
                     "worker panicked running the job: {}",
@@ -284,8 +284,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                 tracing::error!(queue = %queue, job.id = %d.id, attempt, %error, "will retry");
                 Outcome::Retry { delay, error }
             });
-            // the run's span, for the end hooks too (one span per job execution)
-            (outcome, Some(started), Some(span))
+            (outcome, Some(started))
         }
     };
     // not run here
@@ -293,7 +292,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     // the attempt's record: its times on the backend's clock, reckoned from
     // the fetch's
     let ended = Instant::now();
-    let (outcome, began, job_span) = outcome;
+    let (outcome, began) = outcome;
     if let Some(began) = began {
         per_queue.ran(ended.saturating_duration_since(began));
     }
