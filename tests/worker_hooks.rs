@@ -567,12 +567,18 @@ impl Hooks for InSpan {
 /// attempt; the end hooks were called after the span had closed.
 #[tokio::test]
 async fn every_hook_runs_inside_the_jobs_span() {
-    // this thread's default: the test's runtime runs every task on it
-    let _guard = tracing::subscriber::set_default(
-        tracing_subscriber::fmt()
-            .with_writer(std::io::sink)
-            .finish(),
-    );
+    // the process's default (a thread's own default meets callsites whose
+    // interest other tests' threads cached without it): spans on, output
+    // dropped; the other tests of this file run with it too
+    static GLOBAL: std::sync::Once = std::sync::Once::new();
+    GLOBAL.call_once(|| {
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::fmt()
+                .with_writer(std::io::sink)
+                .finish(),
+        )
+        .expect("no other global subscriber in this test binary");
+    });
     let client = Client::memory(MemoryBackend::new());
     client.enqueue(&Ok20).await.unwrap();
     client.enqueue(&Flaky).await.unwrap();
