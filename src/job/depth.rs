@@ -74,6 +74,8 @@ impl serde_json::ser::Formatter for Levels<'_> {
 mod tests {
     use serde_json::Value;
 
+    use super::MAX_DEPTH;
+
     fn nested(levels: usize) -> Value {
         (1..levels).fold(Value::Array(vec![]), |v, _| Value::Array(vec![v]))
     }
@@ -113,6 +115,4 @@ mod tests {
         assert_eq!(deepest, 4);
         assert_eq!(out, serde_json::to_vec(&v).unwrap());
     }
-
-    use super::MAX_DEPTH;
 }

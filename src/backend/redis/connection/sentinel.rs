@@ -314,16 +314,20 @@ impl Link {
         // a master the Sentinels replaced while they were asked: ask again
         // (an announcement comes from each Sentinel, seconds apart)
         for _ in 0..3 {
-            match self.look_up(&mut lookup).await {
-                Err(e) if e.to_string().contains(REPLACED) => continue,
-                found => return found,
+            if let Some(found) = self.look_up(&mut lookup).await.transpose() {
+                return found;
             }
         }
-        Err(replaced())
+        Err(RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the Sentinels announced a new master during each of three lookups: nothing was sent",
+        )))
     }
 
-    /// Asks the Sentinels for the master and connects to it.
-    async fn look_up(&self, lookup: &mut Lookup) -> RedisResult<Master> {
+    /// Asks the Sentinels for the master and connects to it; `None` when the
+    /// Sentinels announced a new master meanwhile (the one found may be the
+    /// old one).
+    async fn look_up(&self, lookup: &mut Lookup) -> RedisResult<Option<Master>> {
         // numbered before the Sentinels are asked: a master they replace
         // meanwhile deposes this one too
         let generation = next_generation();
@@ -346,7 +350,7 @@ impl Link {
                 let mut current = self.switch.current();
                 // checked under the lock an announcement takes
                 if self.switch.deposed(generation) {
-                    return Err(replaced());
+                    return Ok(None);
                 }
                 lookup.delay = MIN_DELAY;
                 lookup.failed = None;
@@ -359,7 +363,7 @@ impl Link {
                     lane,
                 };
                 *current = Some(master.clone());
-                Ok(master)
+                Ok(Some(master))
             }
             Err(e) => {
                 lookup.failed = Some((Instant::now() + lookup.delay, e.clone()));
@@ -431,15 +435,12 @@ fn next_generation() -> u64 {
     GENERATION.fetch_add(1, Ordering::Relaxed)
 }
 
-/// What [`replaced`]'s error says.
-const REPLACED: &str = "the Sentinels replaced the master during this call: it may have run there, and that master's writes are thrown away";
-
 /// The error of a call whose master the Sentinels replaced while it was made:
 /// it may have run there, and is lost with that master's writes.
 fn replaced() -> RedisError {
     RedisError::from(std::io::Error::new(
         std::io::ErrorKind::ConnectionAborted,
-        REPLACED,
+        "the Sentinels replaced the master during this call: it may have run there, and that master's writes are thrown away",
     ))
 }
 
