@@ -36,7 +36,11 @@ if #old > 0 then
     local at = entry_ms(vals[j])
     if at == tonumber(old[2 * j]) then push[#push + 1] = string.format("~%.0f ", at) .. ids[j] end
   end
-  if #push > 0 then many("LPUSH", KEYS[2], push) end
+  if #push > 0 then
+    many("LPUSH", KEYS[2], push)
+    -- (the places in the list count from its head: see trim_history)
+    redis.call("HINCRBY", KEYS[3], "~base", -#push)
+  end
   many("ZREM", KEYS[4], ids)
 end
 trim_history(2, 3, now, 1000, keep, age, args, true)

@@ -799,6 +799,18 @@ local function history_seek(hl, hh, lo, hi, ms, after)
   return lo
 end
 
+-- The first j in [lo, hi) of `win`, elements of the history's list in their
+-- order (KEYS[hh] its hash), finished after `ms`, hi when none: a binary
+-- search as history_seek's, one HGET a step.
+local function window_seek(hh, win, lo, hi, ms)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local t = history_ms(hh, win[mid])
+    if not t or t <= ms then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
 -- The index in the history's list of job `id`'s element, finished at `ms`
 -- (its own id, or `alt`: its "~<ms> <id>"), looked for among the elements of
 -- that ms; nil when not there.
@@ -823,6 +835,8 @@ local function history_pop(hl, hh, n)
   if n <= 0 then return 0 end
   local gone = redis.call("LPOP", KEYS[hl], n)
   if not gone then return 0 end
+  -- (how many ever went from the list's head: the args mark's place counts from it)
+  redis.call("HINCRBY", KEYS[hh], "~base", #gone)
   -- (a "~..." element names no field: its HDEL does nothing, so the
   -- elements are looked at only when fewer fields went than elements)
   local _, went = many("HDEL", KEYS[hh], gone)
@@ -842,8 +856,12 @@ end
 -- its header "h1 <how> <ms> <deliveries> <body bytes>[ k<key bytes>][
 -- r<result bytes>]" (see history.rs: a keyed job's "<per key> <key>" line,
 -- then a job's result line, follow the actor). The
--- hash field "~args" says up to when (ms) bodies are dropped already: an entry
--- is read again only when its body goes. Unless `timed`, only the count is
+-- hash field "~args" says up to when (ms) bodies are dropped already, and
+-- "~argsat" where the first element after that is in the list (its index
+-- plus "~base", how many elements ever went from the list's head): an entry
+-- is read again only when its body goes, and a trim reads the list from
+-- there, never searching the whole of it (unless the place is wrong: a
+-- history from before it was kept). Unless `timed`, only the count is
 -- kept, and only once it is over by more than a twentieth (one settle in many
 -- trims, in one step; a list trims first, so it shows at most `keep`). Returns how many entries went.
 local function trim_history(hl, hh, now, budget, keep, age, args, timed)
@@ -865,25 +883,65 @@ local function trim_history(hl, hh, now, budget, keep, age, args, timed)
   end
   if timed and args > 0 and (age == 0 or args < age) then
     local upto = now - args - 1
-    local w = tonumber(redis.call("HGET", KEYS[hh], "~args")) or 0
+    local f = redis.call("HMGET", KEYS[hh], "~args", "~argsat", "~base")
+    local w = tonumber(f[1]) or 0
     if upto > w then
-      -- the elements after the mark up to `upto`, at most `budget`
       local n = redis.call("LLEN", KEYS[hl])
-      local from = history_seek(hl, hh, 0, n, w, true)
-      local to = history_seek(hl, hh, from, math.min(n, from + budget), upto, true)
-      if to - from == budget then
-        -- a full read may stop inside its last ms: the mark stays before it,
-        -- so that it is read again; a read of one ms alone reads all of it
-        local first = history_ms(hh, redis.call("LINDEX", KEYS[hl], from))
-        local last = history_ms(hh, redis.call("LINDEX", KEYS[hl], to - 1))
-        if first and last and first < last then
-          upto = last - 1
+      local base = tonumber(f[3]) or 0
+      -- the first element after the mark, at the place kept for it (counted
+      -- from the list's first element ever: "~base" went from its head), read
+      -- with the element before it and the `budget` after: kept right when
+      -- the one before finished by `w` and it after (or the list ends there)
+      local from = tonumber(f[2])
+      from = from and math.max(0, from - base)
+      local off, win = 0, nil
+      if from and from <= n then
+        off = math.max(0, from - 1)
+        win = redis.call("LRANGE", KEYS[hl], off, from + budget)
+        local before = from > off and history_ms(hh, win[1])
+        local at = win[from - off + 1]
+        local t = at and history_ms(hh, at)
+        if (before and before > w) or (at and not (t and t > w)) then from = nil end
+      else
+        from = nil
+      end
+      if not from then
+        -- none kept (a history from before), or not right: looked for
+        from = history_seek(hl, hh, 0, n, w, true)
+        off = from
+        win = redis.call("LRANGE", KEYS[hl], from, from + budget)
+      end
+      -- win[s] is the element at `from`; at most `budget` are read, up to
+      -- the first after `upto`
+      local s = from - off + 1
+      local e = math.min(#win + 1, s + budget)
+      local j = window_seek(hh, win, s, e, upto)
+      local more = nil
+      if j == e and win[e] then
+        -- a full read, more after it: it must end with a ms
+        local last = history_ms(hh, win[e - 1])
+        if last and history_ms(hh, win[e]) == last then
+          -- the next is of the read's last ms: the mark stays before that
+          -- ms, read again next time; a read of that ms alone reads all of it
+          j = window_seek(hh, win, s, e, last - 1)
+          if j > s then
+            upto = last - 1
+          else
+            upto = last
+            j = e
+            more = history_seek(hl, hh, from + budget, n, last, true)
+          end
         elseif last then
           upto = last
-          to = history_seek(hl, hh, to, n, last, true)
         end
       end
-      local due = to > from and redis.call("LRANGE", KEYS[hl], from, to - 1) or {}
+      local due = {}
+      for k = s, j - 1 do due[#due + 1] = win[k] end
+      local to = from + (j - s)
+      if more and more > to then
+        for _, v in ipairs(redis.call("LRANGE", KEYS[hl], to, more - 1)) do due[#due + 1] = v end
+        to = more
+      end
       -- a "~<ms> <id>" element's entry only while it is the one of <ms>
       local ids, want = {}, {}
       for j = 1, #due do ids[j], want[j] = history_element(due[j]) end
@@ -907,6 +965,8 @@ local function trim_history(hl, hh, now, budget, keep, age, args, timed)
       end
       set[ns + 1] = "~args"
       set[ns + 2] = string.format("%.0f", upto)
+      set[ns + 3] = "~argsat"
+      set[ns + 4] = string.format("%.0f", base + to)
       many("HSET", KEYS[hh], set, 3000)
     end
   end
