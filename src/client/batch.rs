@@ -241,6 +241,9 @@ impl<'c> BatchBuilder<'c> {
         let jobs = self.jobs.into_iter().collect::<Result<Vec<_>>>()?;
         let id = BatchId(fresh_id());
         let backend = &self.client.backend;
+        // cancelled should this enqueue be dropped part way (see Opened)
+        let mut opened = super::flow::Opened::new(self.client);
+        opened.groups.push(id);
         backend
             .batch_open(&BatchSpec {
                 id,
@@ -266,8 +269,10 @@ impl<'c> BatchBuilder<'c> {
             // enqueued part way: cancelled, its jobs sent so far cancelled
             // when fetched
             super::flow::cancel_partial(self.client, &id).await;
+            opened.groups.clear();
             return Err(e);
         }
+        opened.groups.clear();
         Ok(id)
     }
 }

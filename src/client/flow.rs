@@ -173,7 +173,12 @@ impl Client {
     /// A flow whose enqueue failed part way never runs its parent: its
     /// groups are cancelled, as well as the failure allows, so its parents
     /// are recorded as cancelled and its jobs sent so far are cancelled
-    /// when fetched.
+    /// when fetched. So are those of an enqueue dropped part way (by a
+    /// timeout, say), from a task of their own, and on Redis those of an
+    /// enqueuer that died part way, by a worker's sweep an hour after they
+    /// were opened. A job 100 flows wait for already
+    /// ([`after`](Flow::after)) fails the enqueue with
+    /// [`InvalidValue`](crate::Error::InvalidValue).
     pub async fn enqueue_flow(&self, flow: Flow) -> Result<JobId> {
         if self.inline.is_some() {
             return Err(Error::InvalidValue {
@@ -182,15 +187,16 @@ impl Client {
             });
         }
         check(&flow)?;
-        let mut opened = Vec::new();
-        let enqueued = self.enqueue_node(flow, None, &mut opened).await;
+        let mut opened = Opened::new(self);
+        let enqueued = self.enqueue_node(flow, None, &mut opened.groups).await;
         if enqueued.is_err() {
             // a flow enqueued part way is cancelled, top group first: its
             // parents are cancelled, the jobs sent so far when fetched
-            for group in &opened {
+            for group in &opened.groups {
                 cancel_partial(self, group).await;
             }
         }
+        opened.groups.clear();
         enqueued
     }
 
@@ -210,6 +216,10 @@ impl Client {
             };
             let parent = fresh_id();
             let group = BatchId(fresh_id());
+            // listed before it is opened: an enqueue dropped while the open
+            // is under way cancels it too (cancels go after it, on the same
+            // connection; one not opened is no batch)
+            opened.push(group);
             let callback = |kind| Callback {
                 kind,
                 queue: queue.clone(),
@@ -228,7 +238,6 @@ impl Client {
                     members: node.children.len() as u64,
                 })
                 .await?;
-            opened.push(group);
             // found by id, and awaited, while its children run
             crate::contract::backend::creating(&self.backend, &queue, &self.queue_defaults, || {
                 self.backend.flow_wait(&queue, &parent, &group, &body)
@@ -298,6 +307,49 @@ fn clone_err(e: &Error) -> Error {
     Error::InvalidValue {
         what: "flow job",
         reason: e.to_string(),
+    }
+}
+
+/// The groups a flow's (or batch's) enqueue opened: cancelled from a task of
+/// their own should the enqueue be dropped before it finished (a timeout, an
+/// aborted task), as a drop cannot wait. An enqueue that returns clears
+/// them, having cancelled them itself on an error. A process that dies
+/// leaves them to a worker's sweep, an hour after they were opened.
+pub(super) struct Opened {
+    client: Client,
+    pub(super) groups: Vec<BatchId>,
+}
+
+impl Opened {
+    pub(super) fn new(client: &Client) -> Opened {
+        Opened {
+            client: client.clone(),
+            groups: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let groups = std::mem::take(&mut self.groups);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let client = self.client.clone();
+                rt.spawn(async move {
+                    for group in &groups {
+                        cancel_partial(&client, group).await;
+                    }
+                });
+            }
+            Err(_) => {
+                for group in &groups {
+                    tracing::warn!(batch = %group, "an enqueue dropped part way outside a runtime cannot cancel its batch; a worker's sweep cancels it an hour after it was opened");
+                }
+            }
+        }
     }
 }
 

@@ -343,6 +343,21 @@ pub fn no_job(queue: &str, id: &JobId) -> Error {
     }
 }
 
+/// The most flows that wait for one job enqueued earlier
+/// (`Flow::after`): the settle that finishes
+/// it enters a finish for each, so its work is bounded by this.
+pub const MAX_WAITERS: u64 = 100;
+
+/// The error of a job waited for by [`MAX_WAITERS`] flows already.
+pub fn too_many_waiters(queue: &str, id: &JobId) -> Error {
+    Error::InvalidValue {
+        what: "job to wait for",
+        reason: format!(
+            "{id} of {queue:?} has {MAX_WAITERS} flows waiting for it already, the most"
+        ),
+    }
+}
+
 /// The first failure of a batch cancelled before any of its jobs failed.
 pub const CANCELLED: &str = "batch cancelled";
 

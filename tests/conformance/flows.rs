@@ -712,7 +712,7 @@ pub async fn many_flows_wait_for_one_job_and_all_run_once_it_succeeds(env: &Env)
     let seen = Arc::new(Seen::default());
     let pending = c.enqueue(&child(5)).await.unwrap();
     let mut parents = Vec::new();
-    for n in 0..40 {
+    for n in 0..100 {
         let flow = Flow::new(&Parent { n: 100 + n }).after("flows_a", &pending);
         parents.push(c.enqueue_flow(flow).await.unwrap());
         if n == 19 && env.is_redis() {
@@ -746,6 +746,19 @@ pub async fn many_flows_wait_for_one_job_and_all_run_once_it_succeeds(env: &Env)
                 .unwrap();
         }
     }
+    // a hundred wait, the most: one more is refused, before it sends a job
+    let e = c
+        .enqueue_flow(
+            Flow::new(&Parent { n: 999 })
+                .child(&child(9))
+                .after("flows_a", &pending),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidValue { reason, .. } if reason.contains("100 flows waiting")),
+        "{e}"
+    );
     let running = start_serving(worker(env, &seen)).await;
     for p in &parents {
         let got = c
@@ -756,7 +769,12 @@ pub async fn many_flows_wait_for_one_job_and_all_run_once_it_succeeds(env: &Env)
     }
     running.stop().await;
     let read = seen.read.lock().unwrap().clone();
-    assert_eq!(read.len(), 40, "each parent once");
+    assert_eq!(read.len(), 100, "each parent once, the one refused never");
+    let ran = seen.ran.lock().unwrap().clone();
+    assert!(
+        !ran.contains(&"c9".to_string()),
+        "the refused flow sent no job: {ran:?}"
+    );
     assert!(read.iter().all(|(_, r)| *r == [Some(50)]), "{read:?}");
     if env.is_redis() {
         let mut raw = env.raw().await;

@@ -249,11 +249,11 @@ pub(super) fn removed(
 }
 
 impl MemBatch {
-    /// When its retention starts: it completed, or it was cancelled before
-    /// it was sealed (it never completes).
+    /// When its retention starts: it completed, or it was cancelled (one
+    /// never sealed never completes, nor may one whose jobs cannot finish).
     fn ends_at(&self) -> Option<u64> {
         let s = &self.status;
-        s.completed_ms.or(s.cancelled_at_ms.filter(|_| !s.sealed))
+        s.completed_ms.or(s.cancelled_at_ms)
     }
 
     pub(super) fn callback(&self, kind: CallbackKind) -> Vec<Callback> {
@@ -351,7 +351,11 @@ impl MemoryBackend {
                 .get_mut(queue)
                 .ok_or_else(|| Error::QueueNotFound { name: queue.into() })?;
             if q.msgs.contains_key(&id) || q.parents.contains_key(&id) {
-                q.deps.entry(id).or_default().push(r);
+                let waiting = q.deps.entry(id).or_default();
+                if waiting.len() as u64 >= crate::contract::batches::MAX_WAITERS {
+                    return Err(crate::contract::batches::too_many_waiters(queue, &id));
+                }
+                waiting.push(r);
                 return Ok(());
             }
             // finished already: counted at once, as a settle would

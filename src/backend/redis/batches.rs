@@ -31,6 +31,10 @@ use crate::{Error, Result};
 
 /// How long a completed batch is kept (7 days).
 pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// How long after it was opened a batch its enqueuer never sealed is
+/// cancelled by a worker's sweep (ms).
+pub(crate) const OPEN_MS: u64 = 3600 * 1000;
 /// How old a finish in `ns:q:bout` must be for a recovery to count it (a
 /// fetch reports them once older than its lease, at least this).
 const STALE_MS: u64 = 5_000;
@@ -370,11 +374,18 @@ impl Rsmq {
                 if let Ok(id) = raw.parse::<BatchId>()
                     && let Some(r) = self.batch_call::<String>(&id, "q", &[]).await?
                 {
-                    // a cancel whose canceller stopped before it listed it
-                    if r.status.cancelled_at_ms.is_some() && r.status.completed_ms.is_none() {
-                        self.list_cancelled(&id).await?;
+                    if !r.status.sealed && r.status.cancelled_at_ms.is_none() {
+                        // its enqueuer stopped before it sealed it: cancelled,
+                        // as an enqueue that fails part way cancels its own
+                        tracing::warn!(batch = %id, "a batch its enqueuer never sealed is cancelled");
+                        self.cancel_batch(&id).await?;
+                    } else {
+                        // a cancel whose canceller stopped before it listed it
+                        if r.status.cancelled_at_ms.is_some() && r.status.completed_ms.is_none() {
+                            self.list_cancelled(&id).await?;
+                        }
+                        self.fire(&id, r).await?;
                     }
-                    self.fire(&id, r).await?;
                 }
                 self.marks(&["y".into(), raw.to_string()]).await?;
             } else if let Some(raw) = member.strip_prefix('a') {
@@ -385,6 +396,10 @@ impl Rsmq {
     }
 
     pub(super) async fn open_batch(&self, spec: &BatchSpec) -> Result<()> {
+        // recorded first: should its enqueuer never seal it (it died, or its
+        // enqueue was dropped part way), a sweep cancels it an hour on
+        self.marks(&["d".into(), spec.id.to_string(), OPEN_MS.to_string()])
+            .await?;
         let k = self.namespace().batch(spec.id.as_str());
         let mut cmd = scripts::eval(&scripts::BATCH_OPEN, &[&k.hash]);
         cmd.arg(spec.description.as_deref().unwrap_or(""))
@@ -575,12 +590,14 @@ impl Rsmq {
         cmd.arg(id.as_str())
             .arg(r.batch.as_str())
             .arg(r.index)
-            .arg(crate::contract::history::History::default().encode());
+            .arg(crate::contract::history::History::default().encode())
+            .arg(crate::contract::batches::MAX_WAITERS);
         let Value::Array(items) = scripts::run(&mut con, &scripts::DEP, &cmd).await? else {
             return Err(Error::Protocol("dep reply".into()));
         };
         match items.first().map(scripts::int).transpose()? {
             Some(-1) => Err(Error::QueueNotFound { name: queue.into() }),
+            Some(-2) => Err(crate::contract::batches::too_many_waiters(queue, id)),
             Some(0) | None => Err(crate::contract::batches::no_job(queue, id)),
             Some(1) => Ok(()),
             Some(_) => {

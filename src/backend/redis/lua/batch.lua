@@ -106,11 +106,11 @@ elseif what == "k" then
     if redis.call("HSETNX", h, "why", "batch cancelled") == 1 and redis.call("HEXISTS", h, "cb:x") == 1 then
       redis.call("HSET", h, "due:x", "1")
     end
-    -- one never sealed (its enqueue failed part way) never completes: it
-    -- goes as a completed one would
-    if redis.call("HGET", h, "sealed") ~= "1" then
-      for i = 1, 4 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
-    end
+    -- one never sealed (its enqueue failed part way) never completes, nor
+    -- may one whose jobs cannot finish (their queue deleted): it goes as a
+    -- completed one would, from now (its completion, if it comes, sets
+    -- that time again)
+    for i = 1, 4 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
   end
 elseif what == "f" then
   for i = 3, #ARGV do redis.call("HDEL", h, "due:" .. ARGV[i]) end
@@ -132,8 +132,8 @@ if what ~= "r" and not v[7] and v[5] == "1" and finished >= (tonumber(v[1]) or 0
   many("HSET", h, set)
   for i = 1, 4 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
 end
--- a cancelled batch never sealed goes in its time (see "k"), its counts too
-if what == "a" and v[18] and v[5] ~= "1" then
+-- a cancelled batch goes in its time (see "k"), its counts too
+if what == "a" and v[18] and not v[7] then
   for i = 2, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
 end
 local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or "", v[9] or "", v[12] or "",

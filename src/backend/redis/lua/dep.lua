@@ -21,7 +21,9 @@
 -- ARGV[1]  the job's id
 -- ARGV[2], ARGV[3]  the batch's id, the job's index in it
 -- ARGV[4]  the history setting when the queue stores none
--- Returns {-1} when the queue does not exist; {0} when no such job is known
+-- ARGV[5]  the most flows that may wait for one job (MAX_WAITERS)
+-- Returns {-1} when the queue does not exist; {-2} when as many flows wait
+--         for the job already; {0} when no such job is known
 --         (never was, or past its history's retention); {1} registered; {2,
 --         the finish entered} when it finished already
 local attrs = redis.call("HMGET", KEYS[1], "vt", "redjob:history", "redjob:bout")
@@ -31,10 +33,14 @@ local here = redis.call("HMGET", KEYS[1], id, id .. ":w")
 if here[1] or here[2] then
   -- one write however many wait: "<id>" counts them, "<id>:<n>" is each
   local v = redis.call("HGET", KEYS[5], id)
+  local most = tonumber(ARGV[5]) or 100
   if v and string.find(v, " ", 1, true) then
     -- registered when "<id>" held the list itself: appended to it as then
+    local _, commas = string.gsub(v, ",", "")
+    if commas + 1 >= most then return {-2} end
     redis.call("HSET", KEYS[5], id, v .. "," .. b .. " " .. idx)
   else
+    if (tonumber(v) or 0) >= most then return {-2} end
     local n = (tonumber(v) or 0) + 1
     redis.call("HSET", KEYS[5], id, n, id .. ":" .. n, b .. " " .. idx)
   end

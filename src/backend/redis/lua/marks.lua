@@ -8,7 +8,9 @@
 --   its settle and its count) and drops the mark once none is left.
 -- - "b<batch id>": a batch whose sealer may not have sent the callbacks its
 --   seal made due, the sweep's 10 s after it was recorded; its sealer drops
---   it once they are sent.
+--   it once they are sent. Recorded first when the batch is opened, the
+--   sweep's an hour on: a batch its enqueuer never sealed (the process died,
+--   or its enqueue was dropped part way) is cancelled by the sweep then.
 -- - "a<batch id> <token>": jobs added to a batch that their adder may not
 --   have sent, the sweep's 10 s after it was recorded (before they were
 --   kept under the token, see batch_add.lua); their adder drops it once
@@ -17,7 +19,8 @@
 -- KEYS[1]  ns:{@workers}:bmarks
 -- ARGV[1]  "m": mark queue ARGV[2] until ARGV[3] ms from now (a later mark
 --          stands); "s": list up to 100 members due; "x": drop queue
---          ARGV[2]'s mark if it is still ARGV[3]; "d": record batch ARGV[2];
+--          ARGV[2]'s mark if it is still ARGV[3]; "d": record batch ARGV[2] (due in
+--          ARGV[3] ms, 10 s without);
 --          "y": drop batch ARGV[2]; "a": record additions ARGV[2]
 --          ("<batch id> <token>", the token "<ms>.<random>"), due in 10 s;
 --          "z": drop them
@@ -31,7 +34,7 @@ elseif what == "x" then
   if redis.call("ZSCORE", KEYS[1], "q" .. ARGV[2]) == ARGV[3] then redis.call("ZREM", KEYS[1], "q" .. ARGV[2]) end
   return 1
 elseif what == "d" then
-  redis.call("ZADD", KEYS[1], string.format("%.0f", now + 10000), "b" .. ARGV[2])
+  redis.call("ZADD", KEYS[1], string.format("%.0f", now + (tonumber(ARGV[3]) or 10000)), "b" .. ARGV[2])
   return 1
 elseif what == "y" then
   redis.call("ZREM", KEYS[1], "b" .. ARGV[2])

@@ -1,0 +1,346 @@
+//! Flows and batches whose enqueue stops part way, on Redis: an enqueue
+//! dropped (a timeout, a cancelled task) cancels its groups at once, one whose
+//! enqueuer died (left unsealed, nobody to cancel it) is cancelled by a
+//! worker's sweep an hour after it was opened, and a cancelled batch that
+//! can never complete still expires (on the memory backend too).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{RedisServer, start_serving};
+use redjob::client::Flow;
+use redjob::ops::BatchStatus;
+use redjob::{Client, Error, Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+
+#[derive(Default)]
+struct Seen {
+    ran: Mutex<Vec<String>>,
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "rf_child", queue = "rf_c", max_attempts = 1)]
+struct Child {
+    n: u32,
+}
+
+impl Job for Child {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Seen>()?
+            .ran
+            .lock()
+            .unwrap()
+            .push(format!("c{}", self.n));
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "rf_parent", queue = "rf_p")]
+struct Parent {
+    n: u32,
+}
+
+impl Job for Parent {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Seen>()?
+            .ran
+            .lock()
+            .unwrap()
+            .push(format!("p{}", self.n));
+        Ok(())
+    }
+}
+
+fn worker(c: &Client, seen: &Arc<Seen>) -> Worker {
+    Worker::builder(c.backend())
+        .register::<Child>()
+        .register::<Parent>()
+        .data(seen.clone())
+        .lease(Duration::from_secs(3))
+        .handle_signals(false)
+        .build()
+        .unwrap()
+}
+
+/// A chain parent (p1) above a parent (p2) of `n` children.
+fn big_flow(n: u32) -> Flow {
+    let inner = (0..n).fold(Flow::new(&Parent { n: 2 }), |f, i| f.child(&Child { n: i }));
+    Flow::new(&Parent { n: 1 }).subflow(inner)
+}
+
+/// Every batch listed, once each has its parent named (open ones too).
+async fn batches(c: &Client) -> Vec<BatchStatus> {
+    c.batches(None, 100).await.unwrap()
+}
+
+/// Polls `fut`, an enqueue, until it opened its first batch, then pauses
+/// Redis's writes and polls it 200 ms more: it waits on a call Redis holds,
+/// part way. Writes resume with `CLIENT UNPAUSE`.
+async fn hold_part_way<F>(fut: &mut F, con: &mut redis::aio::MultiplexedConnection)
+where
+    F: std::future::Future + Unpin,
+    F::Output: std::fmt::Debug,
+{
+    loop {
+        tokio::select! {
+            r = &mut *fut => panic!("the enqueue finished first: {r:?}"),
+            _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+        }
+        let n: u64 = redis::cmd("ZCARD")
+            .arg("rsmq:@batches")
+            .query_async(con)
+            .await
+            .unwrap();
+        if n > 0 {
+            break;
+        }
+    }
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(10_000)
+        .arg("WRITE")
+        .query_async(con)
+        .await
+        .unwrap();
+    tokio::select! {
+        r = &mut *fut => panic!("the enqueue finished while Redis held its writes: {r:?}"),
+        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+    }
+}
+
+async fn unpause(con: &mut redis::aio::MultiplexedConnection) {
+    let () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
+fn parent_of(s: &BatchStatus) -> JobId {
+    let p = s
+        .parent
+        .as_deref()
+        .expect("a flow's batch names its parent");
+    p.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// Waits until every flow parent of the batches listed has failed as
+/// cancelled, up to `limit`; the parents' results then.
+async fn parents_fail(c: &Client, limit: Duration) -> Vec<Result<Option<()>, Error>> {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        let mut out = Vec::new();
+        for s in batches(c).await {
+            out.push(c.result::<Parent>(&parent_of(&s)).await);
+        }
+        let failed = |r: &Result<Option<()>, Error>| matches!(r, Err(Error::JobFailed { error, .. }) if error.contains("cancelled"));
+        if (!out.is_empty() && out.iter().all(failed)) || std::time::Instant::now() > until {
+            return out;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_flow_whose_enqueue_is_dropped_part_way_fails_its_parents_at_once() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let c = Client::connect(&s.url()).await.unwrap();
+        let seen = Arc::new(Seen::default());
+        let mut con = s.raw().await;
+        let mut fut = Box::pin(c.enqueue_flow(big_flow(300)));
+        hold_part_way(&mut fut, &mut con).await;
+        drop(fut);
+        unpause(&mut con).await;
+        let listed = batches(&c).await;
+        assert!(
+            !listed.is_empty() && listed.iter().all(|b| !b.sealed),
+            "{listed:?}"
+        );
+        let running = start_serving(worker(&c, &seen)).await;
+        let results = parents_fail(&c, Duration::from_secs(20)).await;
+        running.stop().await;
+        assert_eq!(results.len(), listed.len());
+        for r in &results {
+            assert!(
+                matches!(r, Err(Error::JobFailed { error, .. }) if error.contains("cancelled")),
+                "a parent of a flow enqueued part way fails as cancelled: {results:?}"
+            );
+        }
+        let ran = seen.ran.lock().unwrap().clone();
+        assert!(
+            !ran.iter().any(|r| r.starts_with('p')),
+            "no parent ran: {ran:?}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_flow_whose_enqueuer_died_before_its_seal_is_cancelled_by_a_sweep_an_hour_on() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let c = Client::connect(&s.url()).await.unwrap();
+        let seen = Arc::new(Seen::default());
+        // the enqueuer stops where it is, as a process killed would: its
+        // future is never polled again, nor dropped
+        let mut con = s.raw().await;
+        let mut fut = Box::pin(c.enqueue_flow(big_flow(300)));
+        hold_part_way(&mut fut, &mut con).await;
+        std::mem::forget(fut);
+        unpause(&mut con).await;
+        let listed = batches(&c).await;
+        assert!(
+            !listed.is_empty() && listed.iter().all(|b| !b.sealed),
+            "{listed:?}"
+        );
+        let (secs, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+        let now = secs * 1000 + us / 1000;
+        for b in &listed {
+            let due: Option<f64> = redis::cmd("ZSCORE")
+                .arg("rsmq:{@workers}:bmarks")
+                .arg(format!("b{}", b.id))
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            let due = due.expect("an open batch is marked for the sweep") as u64;
+            let left = due.saturating_sub(now);
+            assert!(
+                (3_590_000..=3_600_000).contains(&left),
+                "the sweep's in an hour: {left} ms"
+            );
+        }
+        // a worker's sweep before the hour leaves them open
+        let running = start_serving(worker(&c, &seen)).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            batches(&c)
+                .await
+                .iter()
+                .all(|b| b.cancelled_at_ms.is_none())
+        );
+        // the hour is over
+        for b in &listed {
+            let () = redis::cmd("ZADD")
+                .arg("rsmq:{@workers}:bmarks")
+                .arg(1)
+                .arg(format!("b{}", b.id))
+                .query_async(&mut con)
+                .await
+                .unwrap();
+        }
+        let results = parents_fail(&c, Duration::from_secs(20)).await;
+        running.stop().await;
+        assert_eq!(results.len(), listed.len());
+        for r in &results {
+            assert!(
+                matches!(r, Err(Error::JobFailed { error, .. }) if error.contains("cancelled")),
+                "{results:?}"
+            );
+        }
+        let ran = seen.ran.lock().unwrap().clone();
+        assert!(
+            !ran.iter().any(|r| r.starts_with('p')),
+            "no parent ran: {ran:?}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_batch_whose_jobs_cannot_finish_expires() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let c = Client::connect(&s.url()).await.unwrap();
+        let parent = c
+            .enqueue_flow(Flow::new(&Parent { n: 1 }).child(&Child { n: 1 }))
+            .await
+            .unwrap();
+        let b = batches(&c).await.remove(0);
+        assert!(b.sealed);
+        // the child's queue goes: its job never finishes
+        redjob::queue::Queues::delete_queue(&c.backend(), "rf_c")
+            .await
+            .unwrap();
+        assert!(c.cancel_batch(&b.id.parse().unwrap()).await.unwrap());
+        let r = c.result::<Parent>(&parent).await;
+        assert!(
+            matches!(&r, Err(Error::JobFailed { error, .. }) if error.contains("cancelled")),
+            "{r:?}"
+        );
+        let mut con = s.raw().await;
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(format!("rsmq:@batch:{}", b.id))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let week = 7 * 24 * 3600 * 1000;
+        assert!(
+            ttl > week - 60_000 && ttl <= week,
+            "kept 7 days from its cancel: {ttl} ms"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_batch_whose_enqueue_is_dropped_part_way_is_cancelled_at_once() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let c = Client::connect(&s.url()).await.unwrap();
+        let mut con = s.raw().await;
+        let builder = (0..300).fold(c.batch(), |b, n| b.job(&Child { n }));
+        let mut fut = Box::pin(builder.enqueue());
+        hold_part_way(&mut fut, &mut con).await;
+        drop(fut);
+        unpause(&mut con).await;
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        let listed = loop {
+            let listed = batches(&c).await;
+            if listed.iter().all(|b| b.cancelled_at_ms.is_some())
+                || std::time::Instant::now() > until
+            {
+                break listed;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(listed.len(), 1);
+        assert!(!listed[0].sealed, "{listed:?}");
+        assert!(
+            listed[0].cancelled_at_ms.is_some(),
+            "the batch is cancelled: {listed:?}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_batch_whose_jobs_cannot_finish_expires_in_memory() {
+    let backend = redjob::backend::memory::MemoryBackend::new();
+    let c = Client::memory(backend.clone());
+    c.enqueue_flow(Flow::new(&Parent { n: 1 }).child(&Child { n: 1 }))
+        .await
+        .unwrap();
+    let b = batches(&c).await.remove(0);
+    let id = b.id.parse().unwrap();
+    redjob::queue::Queues::delete_queue(&c.backend(), "rf_c")
+        .await
+        .unwrap();
+    assert!(c.cancel_batch(&id).await.unwrap());
+    backend
+        .clock()
+        .advance(Duration::from_secs(7 * 24 * 3600 - 60));
+    assert!(c.batch_status(&id).await.unwrap().is_some(), "kept 7 days");
+    backend.clock().advance(Duration::from_secs(61));
+    assert!(
+        c.batch_status(&id).await.unwrap().is_none(),
+        "gone 7 days after its cancel"
+    );
+}
