@@ -582,3 +582,25 @@ impl Default for Retention {
         }
     }
 }
+
+/// `leases` once each, should one be given more than once: the leases once
+/// and, for each place given, its place among them (`None` when each was
+/// given once). Extending a lease twice in one call would move its count in
+/// the lease counts twice.
+pub(crate) fn once(leases: &[(JobId, Token)]) -> Option<(Vec<(JobId, Token)>, Vec<usize>)> {
+    if leases.len() < 2 {
+        return None;
+    }
+    let mut first = std::collections::HashMap::with_capacity(leases.len());
+    let mut once = Vec::new();
+    let place: Vec<usize> = leases
+        .iter()
+        .map(|l| {
+            *first.entry(l).or_insert_with(|| {
+                once.push(*l);
+                once.len() - 1
+            })
+        })
+        .collect();
+    (once.len() < leases.len()).then_some((once, place))
+}

@@ -880,3 +880,70 @@ async fn settle_all(client: &Client, acks: Vec<(redjob::JobId, redjob::backend::
     assert_eq!(done.acked, n, "every token passed its fence");
     assert_eq!(client.queues().attributes("work").await.unwrap().msgs, 0);
 }
+
+/// An id given twice to `delete_batch` or `extend` is one job: a running
+/// job's lease is counted off once (a queue's global limit still holds) and
+/// extended once, both answers alike.
+pub async fn an_id_given_twice_is_one_job_to_delete_and_to_extend(env: &Env) {
+    use redjob::ops::{Admin, Concurrency, QueueSettings};
+    const HOUR: Duration = Duration::from_secs(3600);
+    let b = env.client.backend();
+    b.create_queue("twice", redjob::queue::QueueOptions::default())
+        .await
+        .unwrap();
+    Admin::set_settings(
+        &b,
+        "twice",
+        &QueueSettings::concurrency(Concurrency::global(2)),
+    )
+    .await
+    .unwrap();
+    for i in 0..6 {
+        Queues::send(&b, "twice", SendMessage::new(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    let first = b.fetch("twice", 10, HOUR).await.unwrap().jobs;
+    assert_eq!(first.len(), 2, "the limit of 2");
+    let a = first[0].id;
+    assert_eq!(b.delete_batch("twice", &[a, a]).await.unwrap(), 1);
+    assert_eq!(b.counts("twice").await.unwrap().in_flight, 1);
+    assert_eq!(b.limit_usage("twice").await.unwrap().in_flight, 1);
+    let second = b.fetch("twice", 10, HOUR).await.unwrap().jobs;
+    assert_eq!(second.len(), 1, "one place was free, not two");
+    let (c, t) = (second[0].id, second[0].token);
+    let got = b.extend("twice", &[(c, t), (c, t)], HOUR).await.unwrap();
+    assert!(got[0].is_some() && got[0] == got[1], "{got:?}");
+    assert_eq!(b.counts("twice").await.unwrap().in_flight, 2);
+    assert_eq!(b.limit_usage("twice").await.unwrap().in_flight, 2);
+    assert!(b.fetch("twice", 10, HOUR).await.unwrap().jobs.is_empty());
+    // a lease of 2 s extended twice at once: once its first second is past,
+    // the limit still counts it once, not twice
+    b.create_queue("twice2", redjob::queue::QueueOptions::default())
+        .await
+        .unwrap();
+    Admin::set_settings(
+        &b,
+        "twice2",
+        &QueueSettings::concurrency(Concurrency::global(2)),
+    )
+    .await
+    .unwrap();
+    for i in 0..3 {
+        Queues::send(&b, "twice2", SendMessage::new(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    let d = b
+        .fetch("twice2", 1, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .jobs;
+    let (d, t) = (d[0].id, d[0].token);
+    let got = b.extend("twice2", &[(d, t), (d, t)], HOUR).await.unwrap();
+    assert!(got[0].is_some() && got[0] == got[1], "{got:?}");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(b.limit_usage("twice2").await.unwrap().in_flight, 1);
+    let more = b.fetch("twice2", 10, HOUR).await.unwrap().jobs;
+    assert_eq!(more.len(), 1, "one place of two is held");
+}

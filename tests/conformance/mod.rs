@@ -531,7 +531,8 @@ macro_rules! conformance_suite {
             a_fetch_gives_each_job_its_count_among_jobs_that_share_a_score,
             a_fetch_leases_large_groups_lone_jobs_and_lost_leases_in_due_order,
             shutdown_with_100_in_flight_loses_none_and_hides_none, long_jobs_are_not_prefetched_away_from_an_idle_worker, quick_jobs_are_prefetched_seven_per_slot, slower_jobs_are_prefetched_no_deeper_than_the_concurrency, shutdown_lets_running_jobs_finish_within_grace,
-            garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run);
+            garbage_bodies_are_dead_lettered_with_reasons_and_good_jobs_run,
+            an_id_given_twice_is_one_job_to_delete_and_to_extend);
     };
     (@$module:ident $setup:path, #[$attr:meta], $($name:ident),* $(,)?) => {
         $(

@@ -358,26 +358,12 @@ impl Backend for MemoryBackend {
         leases: &[(JobId, Token)],
         lease: Duration,
     ) -> Result<Vec<Option<Token>>> {
-        let until = self
-            .clock
-            .now_ms()
-            .saturating_add(crate::contract::backend::clamped_ms(lease));
-        let mut st = self.lock_mut();
-        let Some(q) = st.queues.get_mut(queue) else {
-            return Ok(vec![None; leases.len()]);
-        };
-        Ok(leases
-            .iter()
-            .map(|(id, token)| {
-                q.holds(id, *token).then(|| {
-                    // never earlier than it was, as extend.lua
-                    let until = until.max(token.lease_until_ms());
-                    let new = Token::new(until, token.attempt()).at_priority(token.priority());
-                    q.rescore(*id, new.score());
-                    new
-                })
-            })
-            .collect())
+        // a lease given twice is extended once, both answered alike
+        if let Some((once, place)) = crate::contract::leases::once(leases) {
+            let got = self.extend_each(queue, &once, lease);
+            return Ok(place.iter().map(|&p| got[p]).collect());
+        }
+        Ok(self.extend_each(queue, leases, lease))
     }
 
     async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
@@ -782,5 +768,36 @@ impl Backend for MemoryBackend {
                 }
             }
         }
+    }
+}
+
+impl MemoryBackend {
+    /// [`Backend::extend`] of leases given once each.
+    fn extend_each(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> Vec<Option<Token>> {
+        let until = self
+            .clock
+            .now_ms()
+            .saturating_add(crate::contract::backend::clamped_ms(lease));
+        let mut st = self.lock_mut();
+        let Some(q) = st.queues.get_mut(queue) else {
+            return vec![None; leases.len()];
+        };
+        leases
+            .iter()
+            .map(|(id, token)| {
+                q.holds(id, *token).then(|| {
+                    // never earlier than it was, as extend.lua
+                    let until = until.max(token.lease_until_ms());
+                    let new = Token::new(until, token.attempt()).at_priority(token.priority());
+                    q.rescore(*id, new.score());
+                    new
+                })
+            })
+            .collect()
     }
 }

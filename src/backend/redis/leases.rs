@@ -424,34 +424,12 @@ impl Backend for RedisBackend {
         leases: &[(JobId, Token)],
         lease: Duration,
     ) -> Result<Vec<Option<Token>>> {
-        if leases.is_empty() {
-            return Ok(Vec::new());
+        // a lease given twice is extended once, both answered alike
+        if let Some((once, place)) = crate::contract::leases::once(leases) {
+            let got = self.extend_each(queue, &once, lease).await?;
+            return Ok(place.iter().map(|&p| got[p]).collect());
         }
-        let k = self.ns.queue_shared(queue);
-        let groups = by_priority(leases, |(_, t)| t.priority());
-        let cmds: Vec<_> = groups
-            .iter()
-            .map(|(p, idx)| {
-                let mut cmd = eval(&scripts::EXTEND, &[&k.level(*p), &k.leases]);
-                cmd.arg(crate::contract::backend::clamped_ms(lease));
-                for &i in idx {
-                    let (id, token) = &leases[i];
-                    cmd.arg(id).arg(token);
-                }
-                cmd
-            })
-            .collect();
-        let replies = self
-            .run_all(&scripts::EXTEND, &self.shared.extend_loaded, cmds)
-            .await?;
-        let mut out = vec![None; leases.len()];
-        for ((p, idx), v) in groups.iter().zip(&replies) {
-            let tokens = replies::tokens(v)?;
-            for (&i, t) in idx.iter().zip(tokens) {
-                out[i] = t.map(|t| t.at_priority(*p));
-            }
-        }
-        Ok(out)
+        self.extend_each(queue, leases, lease).await
     }
 
     async fn settle(&self, queue: &str, batch: &Settle) -> Result<Settled> {
@@ -611,5 +589,44 @@ impl RedisBackend {
         let now = time.0 * 1000 + time.1 / 1000;
         let ring = ring.iter().flatten().filter_map(|v| replies::minute(v));
         Ok((now, ring.collect()))
+    }
+}
+
+impl RedisBackend {
+    /// [`Backend::extend`] of leases given once each (extend.lua).
+    async fn extend_each(
+        &self,
+        queue: &str,
+        leases: &[(JobId, Token)],
+        lease: Duration,
+    ) -> Result<Vec<Option<Token>>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = self.ns.queue_shared(queue);
+        let groups = by_priority(leases, |(_, t)| t.priority());
+        let cmds: Vec<_> = groups
+            .iter()
+            .map(|(p, idx)| {
+                let mut cmd = eval(&scripts::EXTEND, &[&k.level(*p), &k.leases]);
+                cmd.arg(crate::contract::backend::clamped_ms(lease));
+                for &i in idx {
+                    let (id, token) = &leases[i];
+                    cmd.arg(id).arg(token);
+                }
+                cmd
+            })
+            .collect();
+        let replies = self
+            .run_all(&scripts::EXTEND, &self.shared.extend_loaded, cmds)
+            .await?;
+        let mut out = vec![None; leases.len()];
+        for ((p, idx), v) in groups.iter().zip(&replies) {
+            let tokens = replies::tokens(v)?;
+            for (&i, t) in idx.iter().zip(tokens) {
+                out[i] = t.map(|t| t.at_priority(*p));
+            }
+        }
+        Ok(out)
     }
 }

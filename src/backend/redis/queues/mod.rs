@@ -520,6 +520,10 @@ impl Rsmq {
 
     /// Deletes messages in one call. Returns how many were in the queue.
     pub async fn delete_batch(&self, queue: &str, ids: &[MessageId]) -> Result<u64> {
+        // an id given twice is one job (delete.lua would count its lease off
+        // twice)
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let ids: Vec<MessageId> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
         let mut n = 0;
         let chunks: Vec<&[MessageId]> = ids.chunks(BATCH_MESSAGES).collect();
         for (i, chunk) in chunks.iter().enumerate() {
