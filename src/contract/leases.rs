@@ -583,11 +583,14 @@ impl Default for Retention {
     }
 }
 
+/// A job's lease: its id and token.
+pub(crate) type Lease = (JobId, Token);
+
 /// `leases` once each, should one be given more than once: the leases once
 /// and, for each place given, its place among them (`None` when each was
 /// given once). Extending a lease twice in one call would move its count in
 /// the lease counts twice.
-pub(crate) fn once(leases: &[(JobId, Token)]) -> Option<(Vec<(JobId, Token)>, Vec<usize>)> {
+pub(crate) fn once(leases: &[Lease]) -> Option<(Vec<Lease>, Vec<usize>)> {
     if leases.len() < 2 {
         return None;
     }
