@@ -30,6 +30,16 @@ use crate::{Error, JobId, Result};
 /// was enqueued. The parent's id is chosen at enqueue (it names when the flow
 /// was enqueued); it is enqueued at priority 0, after its queue's delay.
 ///
+/// A flow nests at most [`MAX_DEPTH`](Self::MAX_DEPTH) (32) levels: a flow
+/// of jobs is 1 level, one with a [`subflow`](Self::subflow) 2, and a chain
+/// of [`then`](Self::then) one level a step, so at most 32 steps. A deeper
+/// flow fails [`Client::enqueue_flow`] with
+/// [`InvalidValue`](crate::Error::InvalidValue) before anything is sent
+/// (the enqueue goes down a level at a time, and in a debug build a chain
+/// of about 90 steps overflowed a thread's 2 MiB stack). A flow's width is
+/// not bounded: a parent may wait for as many children as a batch holds
+/// jobs.
+///
 /// ```
 /// # use redjob::{Client, Job, JobContext, JobError};
 /// # use redjob::client::Flow;
@@ -78,6 +88,30 @@ enum Child {
 }
 
 impl Flow {
+    /// The most levels a flow nests, counting itself as 1: a chain of
+    /// [`then`](Self::then) of at most 32 steps. [`Client::enqueue_flow`]
+    /// refuses a deeper flow, before anything is sent.
+    ///
+    /// ```
+    /// # use redjob::{Client, Job, JobContext, JobError};
+    /// # use redjob::client::Flow;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "flow_depth_doc_step")]
+    /// struct Step { n: usize }
+    /// # impl Job for Step {
+    /// #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let client = Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// let chain = |steps| (1..steps).fold(Flow::new(&Step { n: 0 }), |f, n| f.then(&Step { n }));
+    /// client.enqueue_flow(chain(Flow::MAX_DEPTH)).await?;
+    /// let err = client.enqueue_flow(chain(Flow::MAX_DEPTH + 1)).await.unwrap_err();
+    /// assert!(matches!(err, redjob::Error::InvalidValue { .. }));
+    /// # Ok(()) }
+    /// ```
+    pub const MAX_DEPTH: usize = 32;
+
     /// A flow whose parent is `job`, in its type's queue.
     pub fn new<J: Job>(job: &J) -> Flow {
         Flow::new_in(J::OPTIONS.queue, job)
@@ -108,6 +142,7 @@ impl Flow {
     }
 
     /// Adds a flow as a child: the parent waits for that flow's parent.
+    /// The flow is then one level deeper (see [`MAX_DEPTH`](Self::MAX_DEPTH)).
     pub fn subflow(mut self, flow: Flow) -> Flow {
         self.children.push(Child::Flow(flow));
         self
@@ -153,7 +188,9 @@ impl Flow {
     }
 
     /// A flow whose parent is `job` and whose one child is this flow: a
-    /// chain, `Flow::new(&a).then(&b).then(&c)` runs a, then b, then c.
+    /// chain, `Flow::new(&a).then(&b).then(&c)` runs a, then b, then c. A
+    /// chain is one level a step: at most [`MAX_DEPTH`](Self::MAX_DEPTH)
+    /// steps are enqueued.
     pub fn then<J: Job>(self, job: &J) -> Flow {
         Flow::new(job).subflow(self)
     }
@@ -166,10 +203,36 @@ impl Flow {
     }
 }
 
+impl Drop for Flow {
+    /// Drops the flows nested in this one from a list of its own, not by
+    /// recursion: a chain of any length is dropped without overflowing the
+    /// stack.
+    fn drop(&mut self) {
+        let mut nested = Vec::new();
+        take_subflows(&mut self.children, &mut nested);
+        while let Some(mut flow) = nested.pop() {
+            take_subflows(&mut flow.children, &mut nested);
+            // `flow` is dropped here, holding no flow any more
+        }
+    }
+}
+
+/// Moves the flows among `children` into `into`, dropping the rest.
+fn take_subflows(children: &mut Vec<Child>, into: &mut Vec<Flow>) {
+    for child in children.drain(..) {
+        if let Child::Flow(f) = child {
+            into.push(f);
+        }
+    }
+}
+
 impl Client {
     /// Enqueues `flow`: its children now, its parent once they have all
     /// succeeded (see [`Flow`]); returns the parent's id, which
     /// [`wait_result`](Client::wait_result) and the inspection calls take.
+    /// A flow with a job that does not encode, a queue name that is not
+    /// valid, or nesting deeper than [`Flow::MAX_DEPTH`] fails with
+    /// [`InvalidValue`](crate::Error::InvalidValue) before anything is sent.
     /// A flow whose enqueue failed part way never runs its parent: its
     /// groups are cancelled, as well as the failure allows, so its parents
     /// are recorded as cancelled and its jobs sent so far are cancelled
@@ -204,12 +267,14 @@ impl Client {
     /// children (opening their own groups first), then seals it.
     fn enqueue_node<'a>(
         &'a self,
-        node: Flow,
+        mut node: Flow,
         member_of: Option<BatchRef>,
         opened: &'a mut Vec<BatchId>,
     ) -> futures::future::BoxFuture<'a, Result<JobId>> {
         Box::pin(async move {
-            let (queue, body, name) = node.parent?;
+            // taken out: a flow is dropped by its own Drop
+            let children = std::mem::take(&mut node.children);
+            let (queue, body, name) = std::mem::replace(&mut node.parent, Ok(Default::default()))?;
             let body = match &member_of {
                 Some(r) => with_batch(&body, r),
                 None => body,
@@ -235,7 +300,7 @@ impl Client {
                         callback(CallbackKind::Failed),
                     ],
                     description: Some(format!("flow {name} {parent}")),
-                    members: node.children.len() as u64,
+                    members: children.len() as u64,
                 })
                 .await?;
             // found by id, and awaited, while its children run
@@ -243,11 +308,11 @@ impl Client {
                 self.backend.flow_wait(&queue, &parent, &group, &body)
             })
             .await?;
-            let total = node.children.len() as u64;
+            let total = children.len() as u64;
             // jobs enqueued earlier first: one that cannot be waited for
             // fails the enqueue before any child is sent
             let mut rest = Vec::new();
-            for (index, child) in node.children.into_iter().enumerate() {
+            for (index, child) in children.into_iter().enumerate() {
                 let r = BatchRef {
                     batch: group,
                     index: index as u64,
@@ -285,19 +350,32 @@ impl Client {
     }
 }
 
-/// Every job of `flow` encodes and every queue name is valid, before
-/// anything is sent.
+/// Every job of `flow` encodes, every queue name is valid and it nests no
+/// deeper than [`Flow::MAX_DEPTH`], before anything is sent: a walk with a
+/// stack of its own, so a flow of any depth is refused without recursion.
 fn check(flow: &Flow) -> Result<()> {
-    match &flow.parent {
-        Ok((q, _, _)) => validate::queue_name(q)?,
-        Err(e) => return Err(clone_err(e)),
-    }
-    for c in &flow.children {
-        match c {
-            Child::Job(Err(e)) => return Err(clone_err(e)),
-            Child::Job(Ok(_)) => {}
-            Child::Flow(f) => check(f)?,
-            Child::After(q, _) => validate::queue_name(q)?,
+    let mut todo = vec![(flow, 1)];
+    while let Some((flow, depth)) = todo.pop() {
+        let max = Flow::MAX_DEPTH;
+        if depth > max {
+            return Err(Error::InvalidValue {
+                what: "flow",
+                reason: format!(
+                    "it nests deeper than {max} levels: a flow nests at most {max} (a chain of then(), at most {max} steps)"
+                ),
+            });
+        }
+        match &flow.parent {
+            Ok((q, _, _)) => validate::queue_name(q)?,
+            Err(e) => return Err(clone_err(e)),
+        }
+        for c in &flow.children {
+            match c {
+                Child::Job(Err(e)) => return Err(clone_err(e)),
+                Child::Job(Ok(_)) => {}
+                Child::Flow(f) => todo.push((f, depth + 1)),
+                Child::After(q, _) => validate::queue_name(q)?,
+            }
         }
     }
     Ok(())

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::contract::batches::{BatchId, MAX_ADD};
+use crate::contract::batches::{BatchId, BatchStatus, MAX_ADD};
 use crate::contract::queues::{SendMessage, When, validate};
 use crate::job::{self, Job, JobContext};
 use crate::{Error, JobId, Result};
@@ -14,6 +14,9 @@ pub(crate) type Results = BoxFuture<'static, Result<Vec<(u64, Vec<u8>)>>>;
 
 /// What a job reaches of its batch, through the worker's backend.
 pub(crate) trait BatchOps: Send + Sync {
+    /// How batch `id` stands, as stored; `None` when unknown (or past its
+    /// retention).
+    fn status(&self, id: BatchId) -> BoxFuture<'static, Result<Option<BatchStatus>>>;
     /// The results batch `id`'s jobs returned: (from, limit).
     fn results(&self, id: BatchId, from: u64, limit: usize) -> Results;
     /// Adds jobs to batch `id` while it runs.

@@ -138,8 +138,11 @@ impl JobContext {
     /// order they were added, `None` for one that returned none (a job
     /// without `#[job(output)]`, or one that did not succeed). Each is read
     /// as `T`: use [`serde_json::Value`] for children of several types.
-    /// Fails outside such a job, and once the batch is past its retention
-    /// (7 days after it completed).
+    /// They are as many as the batch's jobs as stored (those added while it
+    /// ran too), whatever total the job's body says. Fails outside such a
+    /// job, and with [`InvalidValue`](crate::Error::InvalidValue) when the
+    /// batch is not there: past its retention (7 days after it completed),
+    /// or never was (a body another client wrote, naming no batch).
     ///
     /// ```
     /// use redjob::JobContext;
@@ -160,10 +163,19 @@ impl JobContext {
             });
         };
         let id: crate::contract::batches::BatchId = done.id.parse()?;
-        let mut out: Vec<Option<T>> = (0..done.total).map(|_| None).collect();
+        // the batch's total as stored, not the one the body carries: any
+        // client can send a body claiming any total (and the stored one
+        // counts the jobs added since the callback was enqueued)
+        let total = read
+            .0
+            .status(id)
+            .await?
+            .ok_or_else(|| crate::contract::batches::no_batch(&id))?
+            .total;
+        let mut out: Vec<Option<T>> = (0..total).map(|_| None).collect();
         let mut from = 0u64;
-        while from < done.total {
-            let n = (done.total - from).min(1000) as usize;
+        while from < total {
+            let n = (total - from).min(1000) as usize;
             for (i, r) in read.0.results(id, from, n).await? {
                 if let Some(slot) = usize::try_from(i).ok().and_then(|i| out.get_mut(i)) {
                     *slot = Some(serde_json::from_slice(&r)?);

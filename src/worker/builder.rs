@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::subscriber::Starter;
 use super::{RetryPolicy, Shared, Worker};
 use crate::contract::backend::Backend;
-use crate::contract::batches::BatchId;
+use crate::contract::batches::{BatchId, BatchStatus};
 use crate::contract::leases::Retention;
 use crate::contract::queues::SendMessage;
 use crate::contract::queues::validate;
@@ -731,6 +731,11 @@ fn batch_access<B: Backend>(backend: &B) -> crate::job::BatchAccess {
 struct Through<B>(B);
 
 impl<B: Backend> crate::job::BatchOps for Through<B> {
+    fn status(&self, id: BatchId) -> BoxFuture<'static, Result<Option<BatchStatus>>> {
+        let b = self.0.clone();
+        Box::pin(async move { b.batch_status(&id).await })
+    }
+
     fn results(&self, id: BatchId, from: u64, limit: usize) -> crate::job::Results {
         let b = self.0.clone();
         Box::pin(async move { b.batch_results(&id, from, limit).await })
