@@ -346,6 +346,7 @@ macro_rules! conformance_suite {
             settled_runs_are_counted_per_hour_over_the_last_week);
         $crate::conformance_suite!(@queues $setup, #[$attr],
             create_queue_rejects_bad_input, attributes_track_counts_and_updates,
+            a_missing_queue_settles_every_job_gone_and_fetches_none,
             send_receive_delete_roundtrip, receive_again_after_vt_counts_receives,
             send_rejects_missing_queue_bad_name_and_large_body, unlimited_maxsize_takes_large_bodies,
             delayed_messages_wait, receive_batch_is_fifo_and_bounded, pop_removes_message,

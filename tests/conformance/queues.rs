@@ -527,3 +527,35 @@ pub async fn later_sends_sort_after_an_earlier_batch(env: &Env) {
         "sent is the send time: {got:?}"
     );
 }
+
+/// A queue that does not exist answers alike on every backend: a settle
+/// finds each of its jobs gone, a fetch of any size finds none.
+pub async fn a_missing_queue_settles_every_job_gone_and_fetches_none(env: &Env) {
+    use redjob::backend::{Backend, Settle};
+    let b = env.client.backend();
+    let q = env.queues();
+    q.create_queue("brief", QueueOptions::default())
+        .await
+        .unwrap();
+    Queues::send(q, "brief", SendMessage::new("x"))
+        .await
+        .unwrap();
+    let f = b
+        .fetch("brief", usize::MAX, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(f.jobs.len(), 1, "a fetch of any size");
+    let (id, token) = (f.jobs[0].id, f.jobs[0].token);
+    q.delete_queue("brief").await.unwrap();
+    let settle = Settle {
+        acks: vec![(id, token)],
+        ..Settle::default()
+    };
+    let s = b.settle("brief", &settle).await.unwrap();
+    assert_eq!((s.acked, s.gone.as_slice()), (0, &[id][..]), "{s:?}");
+    let f = b
+        .fetch("brief", usize::MAX, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(f.jobs.is_empty());
+}

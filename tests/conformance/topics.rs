@@ -725,6 +725,13 @@ pub async fn retention_trims_by_length_and_age_or_refuses_when_full(env: &Env) {
     let s = c.topic("ticks").await.unwrap().unwrap().subscribers[0].clone();
     assert_eq!((s.name.as_str(), s.lag, s.lag_exact), ("lagging", 0, true));
 
+    // refused whole, a first publish leaves no topic behind
+    assert!(matches!(
+        c.publish_all(&(0..6).map(|n| Slot { n }).collect::<Vec<_>>())
+            .await,
+        Err(Error::TopicFull { .. })
+    ));
+    assert!(c.topic("slots").await.unwrap().is_none());
     c.publish_all(&(0..5).map(|n| Slot { n }).collect::<Vec<_>>())
         .await
         .unwrap();
@@ -781,6 +788,13 @@ pub async fn entries_that_are_not_events_are_dead_lettered_and_other_types_skipp
         "{dead:?}"
     );
     assert_eq!(dead[1].data, "{not json");
+    // a page of none is none
+    assert!(
+        q.dead_events("orders", "billing", 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     running.stop().await;
 
     for bad in ["", "a b", "a:b", "{x}"] {

@@ -370,7 +370,19 @@ impl Backend for MemoryBackend {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let Some(q) = st.queues.get_mut(queue) else {
-            return Ok(Settled::default());
+            // its queue deleted: every job gone, as settle.lua says
+            let gone = batch
+                .acks
+                .iter()
+                .map(|(id, _)| *id)
+                .chain(batch.reschedules.iter().map(|r| r.id))
+                .chain(batch.dead.iter().map(|d| d.id))
+                .chain(batch.throttles.iter().map(|t| t.id))
+                .collect();
+            return Ok(Settled {
+                gone,
+                ..Settled::default()
+            });
         };
         q.now = q.now.max(now);
         // every fence is checked before anything changes, as the script does

@@ -233,16 +233,19 @@ impl Topics for MemoryBackend {
         let now = self.clock().now_ms();
         let ids = {
             let mut all = self.topics();
-            let t = all.entry(topic.to_string()).or_default();
             let refuse = options.when_full == WhenFull::Refuse;
+            // refused before the topic is made: a first publish refused
+            // leaves none, as on Redis
+            let held = all.get(topic).map_or(0, |t| t.entries.len() as u64);
             if let Some(max) = options.max_len.filter(|_| refuse)
-                && t.entries.len() as u64 + events.len() as u64 > max
+                && held + events.len() as u64 > max
             {
                 return Err(Error::TopicFull {
                     topic: topic.into(),
                     max_len: max,
                 });
             }
+            let t = all.entry(topic.to_string()).or_default();
             let mut ids = Vec::with_capacity(events.len());
             for (ty, data) in events {
                 let entry = Entry {

@@ -60,7 +60,8 @@ impl RedisBackend {
             } else {
                 eval(&scripts::FETCH, &k.fetch())
             };
-            cmd.arg(max.max(1))
+            // (a count Redis takes: more than any queue holds)
+            cmd.arg(max.clamp(1, i32::MAX as usize))
                 .arg(crate::contract::backend::clamped_ms(lease));
             if let Some((reg, hands)) = reg {
                 cmd.arg(reg).arg(hands.max(1));

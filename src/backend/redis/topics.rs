@@ -539,6 +539,9 @@ impl Topics for RedisBackend {
         subscriber: &str,
         limit: usize,
     ) -> Result<Vec<DeadEvent>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         let (mut con, ns) = self.parts();
         let dead = ns.topic(topic).dead(subscriber);
         let v: Value = redis::cmd("XREVRANGE")
@@ -546,7 +549,7 @@ impl Topics for RedisBackend {
             .arg("+")
             .arg("-")
             .arg("COUNT")
-            .arg(limit.max(1))
+            .arg(limit)
             .query_async(&mut con)
             .await?;
         let mut out = Vec::new();
