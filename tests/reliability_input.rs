@@ -145,3 +145,85 @@ async fn garbage_among_good_jobs_is_dead_lettered_with_reasons() {
     println!("bad input: 10000 good ran, 1000 bad dead-lettered; worker RSS grew {grew} KiB");
     assert!(grew < 64 * 1024, "worker memory grew {grew} KiB");
 }
+
+/// `v` in base 36, `width` digits.
+fn b36(mut v: u64, width: usize) -> String {
+    const D: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut s = vec![b'0'; width];
+    for c in s.iter_mut().rev() {
+        *c = D[(v % 36) as usize];
+        v /= 36;
+    }
+    String::from_utf8(s).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_job_whose_id_says_it_was_sent_beyond_the_window_ahead_is_dead_lettered() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client.enqueue(&Good { key: 1 }).await.unwrap();
+    let mut con = server.raw().await;
+    let (secs, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+    let now_us = secs * 1_000_000 + us;
+    // sent "3 hours from now" (a clock stepped back, or another client's id),
+    // and an hour ago
+    let ahead = format!(
+        "{}{}",
+        b36(now_us + 3 * 3600 * 1_000_000, 10),
+        "a".repeat(22)
+    );
+    let before = format!(
+        "{}{}",
+        b36(now_us - 3600 * 1_000_000 + 60_000_000, 10),
+        "b".repeat(22)
+    );
+    for id in [&ahead, &before] {
+        let _: () = redis::pipe()
+            .cmd("ZADD")
+            .arg("rsmq:mixed")
+            .arg(0)
+            .arg(id)
+            .cmd("HSET")
+            .arg("rsmq:mixed:Q")
+            .arg(id)
+            .arg(r#"{"type":"nobody_knows","args":{}}"#)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let rec = Recorder::default();
+    let w = Worker::builder(client.backend())
+        .queue("mixed")
+        .handle_signals(false)
+        .data(rec.clone())
+        .unknown_jobs_retry_for(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let running = start(w);
+    let backend = client.clone();
+    let dead = wait_for(Duration::from_secs(10), || async {
+        !backend.dead_letters("mixed", 10).await.unwrap().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    assert!(
+        dead,
+        "the job sent \"ahead\" is dead-lettered, not put back for hours"
+    );
+    let letters = client.dead_letters("mixed", 10).await.unwrap();
+    assert_eq!(
+        letters.len(),
+        1,
+        "the one sent an hour ago is put back: {letters:?}"
+    );
+    assert_eq!(letters[0].id.as_str(), ahead);
+    assert!(
+        letters[0]
+            .error
+            .contains("further ahead than unknown_jobs_retry_for"),
+        "{}",
+        letters[0].error
+    );
+    assert_eq!(rec.len(), 1, "the good job ran");
+}

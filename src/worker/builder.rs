@@ -321,7 +321,9 @@ impl<B: Backend> WorkerBuilder<B> {
     /// between tries, its delivery not counted) before it is dead-lettered with
     /// the reason. In a rolling deploy an old worker fetches the new types' jobs;
     /// a worker of the new version runs them meanwhile. `Duration::ZERO`
-    /// dead-letters them at once. Defaults to 1 hour.
+    /// dead-letters them at once; so is a job whose id says it was sent
+    /// further ahead than the window (a clock that stepped back). Defaults
+    /// to 1 hour.
     ///
     /// ```
     /// use std::time::Duration;

@@ -563,11 +563,25 @@ impl Drop for Decoded {
 /// A job type this worker does not know: in a rolling deploy, a newer worker
 /// does. Put back without counting the delivery, for `unknown_jobs_retry_for`
 /// after it was sent, waiting a tenth of its age (1 s to 5 min) each time; then
-/// dead-lettered with the reason.
+/// dead-lettered with the reason (at once when its id says it was sent
+/// further ahead than that window, so it is never put back for longer).
 fn unknown(name: &str, r: &Run, shared: &Shared) -> Outcome {
     let sent_ms = r.delivery.id.sent_ms();
-    let age = Duration::from_millis((r.fetched_at_us / 1000).saturating_sub(sent_ms));
-    if age < shared.unknown_jobs_retry_for {
+    let now_ms = r.fetched_at_us / 1000;
+    let window = shared.unknown_jobs_retry_for;
+    // an id that says it was sent further ahead than the window would be put
+    // back until then: a clock that stepped back, or an id another client made
+    let ahead = Duration::from_millis(sent_ms.saturating_sub(now_ms));
+    if ahead > window {
+        let error = format!(
+            "unknown job type \"{name}\": no worker knows it, and its id says it was sent {:?} from now, further ahead than unknown_jobs_retry_for ({window:?}): a clock that stepped back, or an id not made by redjob or RSMQ; deploy the workers that define it, then move the dead letter back",
+            Duration::from_secs(ahead.as_secs()),
+        );
+        tracing::error!(%error, "dead-lettered");
+        return Outcome::Dead { error };
+    }
+    let age = Duration::from_millis(now_ms.saturating_sub(sent_ms));
+    if age < window {
         let delay = (age / 10).clamp(Duration::from_secs(1), Duration::from_secs(300));
         tracing::warn!(job.name = name, ?age, retry_in = ?delay, "unknown job type: put back for a worker that knows it");
         return Outcome::Release { delay };
