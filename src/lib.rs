@@ -176,4 +176,11 @@ pub mod __private {
     pub use futures::future::BoxFuture;
     pub use inventory;
     pub use typetag;
+
+    /// What `#[derive(Job)]` alone sets in `JobSpec` (a hand-written impl
+    /// would never be registered for the workers).
+    pub struct Derived(());
+
+    /// The one value of [`Derived`].
+    pub const DERIVED: Derived = Derived(());
 }

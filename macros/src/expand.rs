@@ -40,6 +40,7 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
                     type Output = #output;
                     const NAME: &'static str = #name;
                     const OPTIONS: ::redjob::job::JobOptions = ::redjob::job::JobOptions::DEFAULT;
+                    const __DERIVE_JOB: ::redjob::__private::Derived = ::redjob::__private::DERIVED;
                 }
             });
         }
@@ -124,6 +125,7 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #(#sets)*
                     o
                 };
+                const __DERIVE_JOB: ::redjob::__private::Derived = ::redjob::__private::DERIVED;
                 #key_fn
             }
 

@@ -73,7 +73,9 @@ pub trait Job: JobSpec + Serialize + DeserializeOwned + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Self::Output, JobError>> + Send;
 }
 
-/// A job type's name and options, implemented by `#[derive(Job)]`.
+/// A job type's name and options, implemented by `#[derive(Job)]` alone:
+/// the derive also registers the type for the workers, so an impl written by
+/// hand (which could never run) does not compile.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no job definition",
     label = "add `#[derive(Job)]` to `{Self}`"
@@ -136,6 +138,10 @@ pub trait JobSpec {
     fn concurrency_key(&self) -> crate::Result<Option<String>> {
         Ok(None)
     }
+
+    /// Set by `#[derive(Job)]` alone (see the trait's docs).
+    #[doc(hidden)]
+    const __DERIVE_JOB: crate::__private::Derived;
 }
 
 /// The largest `max_attempts` a job type may have.
