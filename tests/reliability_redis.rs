@@ -459,3 +459,38 @@ async fn a_stop_while_redis_stalls_ends_within_a_bound_and_keeps_the_job() {
     let processed = client.stats("rel").await.unwrap().processed;
     assert_eq!((left + processed, rec.len()), (1, 1), "{left} {processed}");
 }
+
+/// Connecting to a Redis that stalls (SIGSTOP: it accepts the connection and
+/// never answers) fails within the connection timeout, with a password in the
+/// URL too (its AUTH, unanswered, was tried four times: 21 s at the default
+/// 5 s), as a timeout naming the server.
+#[tokio::test]
+async fn connecting_to_a_stalled_redis_fails_within_the_connection_timeout() {
+    let server = RedisServer::start_with(&["--requirepass", "pw"]);
+    signal(server.pid(), "STOP");
+    for url in [
+        server.url().replace("redis://", "redis://:pw@"),
+        server.url(),
+    ] {
+        let mut cfg = ClientConfig::from_url(&url);
+        cfg.redis.connection_timeout = Duration::from_secs(1);
+        cfg.redis.response_timeout = Duration::from_secs(1);
+        let t = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(30), Client::from_config(cfg))
+            .await
+            .expect("an answer");
+        let took = t.elapsed();
+        signal(server.pid(), "CONT");
+        signal(server.pid(), "STOP");
+        match r {
+            Err(e) => assert!(e.to_string().contains("127.0.0.1"), "{e}"),
+            Ok(c) => {
+                // (no AUTH to answer: the first call meets the stall)
+                let e = Queues::list_queues(c.queues()).await.unwrap_err();
+                assert!(matches!(&e, Error::Redis(r) if r.is_timeout()), "{e}");
+            }
+        }
+        assert!(took < Duration::from_millis(2500), "{url}: {took:?}");
+    }
+    signal(server.pid(), "CONT");
+}

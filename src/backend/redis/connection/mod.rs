@@ -128,9 +128,15 @@ impl RedisConfig {
         let target = self.target()?;
         let con = match &target {
             Target::Server(client) => Connection::managed(
-                ConnectionManager::new_with_config(client.clone(), self.manager_config())
-                    .await
-                    .map_err(failed)?,
+                // the manager tries again after a failure (a refused
+                // connection while Redis starts), within the connection's
+                // time: a stalled server's unanswered AUTH was tried 4 times
+                within(
+                    self.connection_timeout,
+                    ConnectionManager::new_with_config(client.clone(), self.manager_config()),
+                )
+                .await
+                .map_err(failed)?,
                 self.lane(client),
             ),
             Target::Cluster { client, seeds, .. } => Connection::cluster(
@@ -306,6 +312,21 @@ impl RedisConfig {
             .set_min_delay(std::time::Duration::from_millis(100))
             .set_max_delay(std::time::Duration::from_secs(5))
             .set_number_of_retries(3)
+    }
+}
+
+/// `connecting`, failing as a timeout after `limit`.
+async fn within<T>(
+    limit: Duration,
+    connecting: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    match tokio::time::timeout(limit, connecting).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no connection within {limit:?}"),
+        )
+        .into()),
     }
 }
 
