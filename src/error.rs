@@ -119,10 +119,36 @@ pub enum Error {
         /// Per queue, the jobs still running and due, counted by job name.
         pending: Vec<String>,
     },
-    /// Redis is at its `maxmemory` and refuses writes that would grow it (policy
-    /// `noeviction`): nothing of the refused call was written. Workers keep
-    /// draining the queues meanwhile.
+    /// Redis is at its `maxmemory` and refuses writes that would grow it
+    /// (with nothing it may evict, as under the policy `noeviction`): nothing
+    /// of the refused call was written. Workers keep draining the queues
+    /// meanwhile. A send of several calls refused part way is
+    /// [`PartlySent`](Self::PartlySent).
     OutOfMemory(redis::RedisError),
+    /// A send of several calls (over 1,000 jobs or 4 MiB, or jobs of several
+    /// kinds or priorities) was refused part way by `error` (Redis out of
+    /// memory, say): the jobs of the calls that went through are stored and
+    /// run; send the others again, not these.
+    ///
+    /// ```
+    /// use redjob::{Error, JobId};
+    ///
+    /// let id: JobId = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+    /// let e = Error::PartlySent {
+    ///     stored: vec![id],
+    ///     of: 3,
+    ///     error: Box::new(Error::ShuttingDown),
+    /// };
+    /// assert!(e.to_string().starts_with("1 of 3 jobs were stored"));
+    /// ```
+    PartlySent {
+        /// The ids of the jobs stored, in the order they were given.
+        stored: Vec<crate::JobId>,
+        /// How many jobs the send had.
+        of: usize,
+        /// What refused the others.
+        error: Box<Error>,
+    },
     /// A publish was refused: the topic holds its event type's `max_len` events
     /// and its policy is [`WhenFull::Refuse`](crate::topic::WhenFull::Refuse).
     /// Nothing of the refused call was written.
@@ -246,7 +272,12 @@ impl fmt::Display for Error {
             ),
             Error::OutOfMemory(e) => write!(
                 f,
-                "redis is out of memory (maxmemory reached, noeviction): nothing written: {e}"
+                "redis is out of memory (maxmemory reached): the call was refused, nothing of it written: {e}"
+            ),
+            Error::PartlySent { stored, of, error } => write!(
+                f,
+                "{} of {of} jobs were stored (their calls went through) and the others refused: {error}",
+                stored.len()
             ),
             Error::TopicFull { topic, max_len } => write!(
                 f,

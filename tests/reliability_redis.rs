@@ -494,3 +494,78 @@ async fn connecting_to_a_stalled_redis_fails_within_the_connection_timeout() {
     }
     signal(server.pid(), "CONT");
 }
+
+/// `INFO memory`'s `used_memory`.
+async fn used_memory(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let s: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(raw)
+        .await
+        .unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A batch of several calls (3,000 jobs: three) that Redis refuses part way
+/// for memory says which jobs it stored, so that the caller sends only the
+/// rest again (it said "nothing written" of a send that stored 1,000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_refused_part_way_for_memory_says_which_jobs_it_stored() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let client = client(&server.url()).await;
+    client
+        .queues()
+        .create_queue("rel", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut raw = server.raw().await;
+    let pad = "x".repeat(1500);
+    let batch: Vec<Mark> = (0..3000)
+        .map(|key| Mark {
+            key,
+            pad: pad.clone(),
+        })
+        .collect();
+    // room for about one call's 1,000 jobs of 1.5 KB
+    let room = used_memory(&mut raw).await + 2_200_000;
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(room)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let e = client.enqueue_batch(&batch).await.unwrap_err();
+    let Error::PartlySent { stored, of, error } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(*of, 3000);
+    assert!(matches!(**error, Error::OutOfMemory(_)), "{error:?}");
+    assert!(
+        !stored.is_empty() && stored.len() < 3000,
+        "{}",
+        stored.len()
+    );
+    assert!(
+        e.to_string()
+            .contains(&format!("{} of 3000 jobs were stored", stored.len())),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("noeviction"), "{e}");
+    // exactly those are in the queue
+    let held = client.queues().attributes("rel").await.unwrap().msgs;
+    assert_eq!(held, stored.len() as u64);
+    for id in stored {
+        assert!(
+            redjob::inspect::Inspect::job(client.queues(), "rel", id)
+                .await
+                .unwrap()
+                .is_some(),
+            "{id}"
+        );
+    }
+}

@@ -305,8 +305,9 @@ impl Client {
     /// Enqueues jobs in one round trip (one script call per 1000 jobs or 4 MiB,
     /// pipelined). Each such chunk is all or nothing (a missing queue, an oversized
     /// body or Redis out of memory writes none of it), so a batch of up to 1000
-    /// jobs and 4 MiB is; in a larger batch refused by an out-of-memory Redis, chunks before
-    /// the refused one may have been stored. Returns their ids in order.
+    /// jobs and 4 MiB is; a larger batch refused part way by an out-of-memory
+    /// Redis fails with [`Error::PartlySent`], which holds the ids of the jobs
+    /// stored (they run: send only the others again). Returns their ids in order.
     pub async fn enqueue_batch<J: Job>(&self, jobs: &[J]) -> Result<Vec<JobId>> {
         self.enqueue_batch_with(jobs, EnqueueOptions::new()).await
     }

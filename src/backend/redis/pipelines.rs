@@ -43,6 +43,19 @@ const ROUNDS: usize = 3;
 pub(crate) async fn run_pipeline(
     con: &mut Connection,
     scripts: &[(&Script, &AtomicBool)],
+    pipe: Pipeline,
+) -> Result<Vec<Value>> {
+    match Value::Array(run_pipeline_replies(con, scripts, pipe).await?).extract_error()? {
+        Value::Array(replies) => Ok(replies),
+        v => Err(Error::Protocol(format!("a pipeline's replies: {v:?}"))),
+    }
+}
+
+/// [`run_pipeline`], each command's error kept as its reply (a
+/// [`Value::ServerError`]) rather than failing the whole.
+pub(crate) async fn run_pipeline_replies(
+    con: &mut Connection,
+    scripts: &[(&Script, &AtomicBool)],
     mut pipe: Pipeline,
 ) -> Result<Vec<Value>> {
     let unknown: Vec<_> = scripts
@@ -98,10 +111,7 @@ pub(crate) async fn run_pipeline(
             replies[i] = merged(cmds[i], old, v);
         }
     }
-    match Value::Array(replies).extract_error()? {
-        Value::Array(replies) => Ok(replies),
-        v => Err(Error::Protocol(format!("a pipeline's replies: {v:?}"))),
-    }
+    Ok(replies)
 }
 
 /// A command's reply once it was sent again (`new`; `old` the first's): the

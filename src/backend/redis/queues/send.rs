@@ -191,7 +191,16 @@ impl Rsmq {
             }
         }
         let mut sent = Vec::with_capacity(msgs.len());
+        // a call refused by Redis itself (out of memory, say) while others
+        // stored their messages: the send says which
+        let mut refused_by: Option<Error> = None;
         for (v, &(start, end)) in replies.iter().zip(&chunks) {
+            if let redis::Value::ServerError(e) = v {
+                if refused_by.is_none() {
+                    refused_by = Some(redis::RedisError::from(e.clone()).into());
+                }
+                continue;
+            }
             let again;
             let mut v = v;
             if matches!(Reply::status(v)?, (-3, _)) {
@@ -243,6 +252,16 @@ impl Rsmq {
                 }
                 c => return Err(refused(c, &mut r, queue)),
             }
+        }
+        if let Some(error) = refused_by {
+            if sent.is_empty() {
+                return Err(error);
+            }
+            return Err(Error::PartlySent {
+                stored: sent.into_iter().map(|s| s.id).collect(),
+                of: msgs.len(),
+                error: Box::new(error),
+            });
         }
         if sent.len() != msgs.len() {
             return Err(Error::Protocol(format!(
@@ -340,7 +359,27 @@ impl Rsmq {
         if let Some(wait) = self.wait {
             add_wait(&mut pipe, wait);
         }
-        let mut replies = pipelines::run_pipeline(con, &used, pipe).await?;
+        let mut replies = pipelines::run_pipeline_replies(con, &used, pipe).await?;
+        let failed = |v: &redis::Value| matches!(v, redis::Value::ServerError(_));
+        if replies.iter().any(failed) {
+            // a call refused while others went through (Redis out of memory,
+            // say) is the send's to report (PartlySent); any other error
+            // fails the whole, as before
+            let first = usize::from(time);
+            let last = first + chunks.len();
+            let calls = replies.get(first..last).unwrap_or_default();
+            let some_went = calls.len() > 1 && calls.iter().any(|v| !failed(v));
+            let others_failed = replies
+                .iter()
+                .enumerate()
+                .any(|(i, v)| (i < first || i >= last) && failed(v));
+            if !some_went || others_failed {
+                return match redis::Value::Array(replies).extract_error() {
+                    Err(e) => Err(e.into()),
+                    Ok(v) => Err(Error::Protocol(format!("a send's replies: {v:?}"))),
+                };
+            }
+        }
         if time {
             // the TIME's reply
             replies.remove(0);
