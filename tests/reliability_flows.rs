@@ -344,3 +344,49 @@ async fn a_cancelled_batch_whose_jobs_cannot_finish_expires_in_memory() {
         "gone 7 days after its cancel"
     );
 }
+
+/// A cancel whose listing for the workers is refused (here by an ACL rule;
+/// by an out-of-memory Redis in production) leaves the batch as it was: it
+/// said it was cancelled while its jobs, which no worker learned of it, ran.
+#[tokio::test]
+async fn a_cancel_the_workers_cannot_learn_of_leaves_the_batch_as_it_was() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let mut admin = s.raw().await;
+        let () = redis::cmd("ACL")
+            .arg(
+                &[
+                    "SETUSER",
+                    "app",
+                    "on",
+                    ">pw",
+                    "+@all",
+                    "&*",
+                    "%R~*",
+                    "~rsmq:[^@]*",
+                    "~rsmq:@b*",
+                    "~rsmq:@m*",
+                    "~rsmq:?@workers*",
+                ][..],
+            )
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let url = s.url().replace("redis://", "redis://app:pw@");
+        let c = Client::connect(&url).await.unwrap();
+        let id = (0..3)
+            .fold(c.batch(), |b, n| b.job(&Child { n }))
+            .enqueue()
+            .await
+            .unwrap();
+        let e = c.cancel_batch(&id).await.unwrap_err();
+        assert!(
+            e.to_string().contains("NOPERM") || e.to_string().contains("permission"),
+            "{e}"
+        );
+        let status = c.batch_status(&id).await.unwrap().unwrap();
+        assert_eq!(status.cancelled_at_ms, None, "{status:?}");
+    })
+    .await
+    .unwrap();
+}

@@ -226,15 +226,21 @@ impl Rsmq {
         // recorded first: should the flow's parent the cancel makes due not
         // be failed here, a sweep fails it (and lists the batch)
         self.marks(&["d".into(), id.to_string()]).await?;
+        // workers learn it first (again when a cancel is retried), before the
+        // batch says it: a list refused (Redis out of memory) leaves the batch
+        // as it was, rather than saying it cancelled while its jobs run
+        let Some(before) = self.batch_call::<String>(id, "r", &[]).await? else {
+            self.marks(&["y".into(), id.to_string()]).await?;
+            return Ok(false);
+        };
+        if before.status.completed_ms.is_none() {
+            self.list_cancelled(id).await?;
+        }
         let Some(r) = self.batch_call::<String>(id, "k", &[]).await? else {
             self.marks(&["y".into(), id.to_string()]).await?;
             return Ok(false);
         };
         let now = r.cancelled_now;
-        // workers learn it first (again when a cancel is retried)
-        if r.status.cancelled_at_ms.is_some() && r.status.completed_ms.is_none() {
-            self.list_cancelled(id).await?;
-        }
         match self.fire(id, r).await {
             Ok(()) => {
                 self.marks(&["y".into(), id.to_string()]).await?;
