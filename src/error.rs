@@ -83,7 +83,11 @@ pub enum Error {
         /// The types of the values the worker does hold, in no particular order.
         held: Vec<&'static str>,
     },
-    /// In inline mode (tests), the job run at enqueue failed.
+    /// A job failed: in inline mode (tests), the job run at enqueue; from
+    /// [`Client::result`](crate::Client::result) or
+    /// [`wait_result`](crate::Client::wait_result), the awaited job finished
+    /// without success (dead-lettered, cancelled or deleted), `error` saying
+    /// how and why.
     JobFailed {
         /// The job's name.
         name: String,

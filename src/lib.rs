@@ -151,8 +151,9 @@ pub use id::JobId;
 pub use job::{Job, JobContext, JobError};
 /// Derives [`JobSpec`](job::JobSpec) and registers the type so stored jobs decode
 /// back into it. Attributes, all optional: `#[job(name = "...", queue = "...",
-/// max_attempts = N, timeout = "30s", backoff = "1s", priority = 0, unique, unique_for = "1h")]`;
-/// durations take `ms`, `s`, `m`, `h` or `d`.
+/// max_attempts = N, timeout = "30s", backoff = "1s", priority = 0, unique, unique_for = "1h",
+/// concurrency_key = "field", per_key = N, output = "T")]`; durations take `ms`,
+/// `s`, `m`, `h` or `d`.
 ///
 /// - `name` defaults to the bare type name, without its module path, so two
 ///   `struct Cleanup` in different modules would both be `"Cleanup"`: a worker
@@ -164,6 +165,10 @@ pub use job::{Job, JobContext, JobError};
 ///   per key derived from the arguments ([`job::unique_key`]) in the queue; see
 ///   [`queue::OnDuplicate`]. `unique_for` bounds how long the key is held, and
 ///   alone implies `unique`.
+/// - `concurrency_key` names the field whose value keys the job's places
+///   (`per_key`, 1 without it, run at once per key); a keyed job cannot be
+///   unique nor have a priority other than 0. `output` is the type the
+///   handler returns (see [`job::JobSpec::Output`]).
 pub use redjob_macros::Job;
 pub use worker::{RetryPolicy, Worker};
 

@@ -41,8 +41,9 @@ pub enum JobsCommand {
         /// The job's id, after its queue.
         id: Option<JobId>,
     },
-    /// Removes a job, waiting or running (its worker stops it at its next lease
-    /// renewal and does not retry it).
+    /// Removes a job, waiting or running (its worker is told at once and stops
+    /// the run, or at its next lease renewal if it missed the notice; it is not
+    /// retried).
     Cancel {
         /// The queue.
         queue: String,
@@ -174,7 +175,7 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
         JobsCommand::Cancel { queue, id } => {
             let text = match c.cancel(&queue, &id).await? {
                 Cancelled::Removed => "removed",
-                Cancelled::Cancelling => "cancelling: its worker stops it at its next renewal",
+                Cancelled::Cancelling => "cancelling: its worker stops it now",
                 _ => {
                     return Err(Failure(format!(
                         "no job {id} waiting or running in {queue:?}"

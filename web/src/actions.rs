@@ -330,7 +330,7 @@ pub(crate) async fn job(
             Cancelled::Cancelling => back(
                 &ctx,
                 &qpath,
-                &format!("Job {id} deleted: its worker stops it at its next lease renewal."),
+                &format!("Job {id} deleted: its worker stops it now."),
             ),
             _ => {
                 return Err(WebError::NotFound(format!(

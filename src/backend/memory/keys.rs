@@ -15,7 +15,7 @@ pub(super) struct KeyEntry {
     pub per: u32,
     pub holders: Vec<JobId>,
     /// Running jobs deleted or cancelled, and when their leases end (ms):
-    /// their handlers stop at their next lease renewal, so they keep their
+    /// their handlers are told at once and stop, so they keep their
     /// places until then.
     pub ghosts: Vec<(JobId, u64)>,
     /// A handler throttled the key until then (Unix ms; 0: never): none of
