@@ -241,8 +241,8 @@ async fn jobs_held_back_by_a_limit_are_counted_by_limit() {
             &[("queue", "observed"), ("limit", limit)],
         )
     };
-    // a fetch asks for as many as the worker could start: one place was free
-    assert!(held("concurrency") > 0, "{}", held("concurrency"));
+    // the first fetch leased one and held back the two others due
+    assert!(held("concurrency") >= 2, "{}", held("concurrency"));
     assert_eq!(held("rate"), 0);
 }
 

@@ -4,14 +4,19 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use common::{RedisServer, start, wait_for, wait_until};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use redjob::ops::Admin;
+use redjob::backend::memory::MemoryBackend;
+use redjob::client::EnqueueOptions;
+use redjob::inspect::Inspect;
+use redjob::ops::{Admin, Concurrency, QueueSettings};
 use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError, Worker};
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "mt_ok", queue = "metered")]
@@ -55,6 +60,56 @@ struct MtEvent {
 #[event(name = "mt_other", topic = "mt_topic")]
 struct MtOther;
 
+/// Runs until its worker stops it.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "mt_long")]
+struct Long;
+
+impl Job for Long {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.cancellation().cancelled().await;
+        Err(JobError::retry("stopped"))
+    }
+}
+
+/// Waits for a permit of the worker's semaphore.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "mt_gated")]
+struct Gated;
+
+impl Job for Gated {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let gate = ctx.data::<Arc<Semaphore>>()?;
+        gate.acquire().await.map_err(JobError::fatal)?.forget();
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "mt_gated_event", topic = "mt_gates")]
+struct GatedEvent;
+
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "mt_bad_event", topic = "mt_bad")]
+struct BadEvent {
+    n: u64,
+}
+
+/// The process's Prometheus recorder, shared by the tests of this file (each
+/// with queues and topics of its own).
+fn handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            PrometheusBuilder::new()
+                .set_buckets(&[0.001, 0.01, 0.1, 1.0, 10.0])
+                .unwrap()
+                .install_recorder()
+                .unwrap()
+        })
+        .clone()
+}
+
 /// The rendered samples: `name{labels}` (labels sorted) → value.
 fn samples(handle: &PrometheusHandle) -> BTreeMap<String, f64> {
     handle
@@ -89,11 +144,7 @@ fn get(s: &BTreeMap<String, f64>, key: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn counters_histograms_and_gauges_reach_the_prometheus_exporter() {
-    let handle = PrometheusBuilder::new()
-        .set_buckets(&[0.001, 0.01, 0.1, 1.0, 10.0])
-        .unwrap()
-        .install_recorder()
-        .unwrap();
+    let handle = handle();
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
     for _ in 0..3 {
@@ -260,4 +311,252 @@ fn client_done(handle: &PrometheusHandle) -> bool {
         &s,
         r#"redjob_jobs_finished_total{job="mt_ok",outcome="succeeded",queue="metered"}"#,
     ) == Some(3.0)
+}
+
+/// `redjob_jobs_held_total` counts the due jobs a limit kept a fetch from
+/// leasing, not the slots the fetch had free: under a global concurrency of 1
+/// with its place taken, a queue with nothing else due counts none, and a
+/// queue with three jobs due counts three at each fetch (on the old code,
+/// each fetch counted the worker's seven free slots).
+async fn held_counts_jobs(client: Client, ns: &str) {
+    let handle = handle();
+    let (idle, busy) = (format!("mt_held_idle_{ns}"), format!("mt_held_busy_{ns}"));
+    for q in [&idle, &busy] {
+        client
+            .queues()
+            .create_queue(q, Default::default())
+            .await
+            .unwrap();
+        client
+            .set_settings(q, &QueueSettings::concurrency(Concurrency::global(1)))
+            .await
+            .unwrap();
+        // first, as it has the higher priority: it holds the one place
+        client
+            .enqueue_with(&Long, EnqueueOptions::new().queue(q.as_str()).priority(1))
+            .await
+            .unwrap();
+    }
+    for _ in 0..3 {
+        client
+            .enqueue_with(&Gated, EnqueueOptions::new().queue(busy.as_str()))
+            .await
+            .unwrap();
+    }
+    // a worker each, so that each fetch asks for more than three
+    let workers = [&idle, &busy].map(|q| {
+        let worker = Worker::builder(client.backend())
+            .queue(q.as_str())
+            .concurrency(8)
+            .grace_period(Duration::from_millis(100))
+            .data(Arc::new(Semaphore::new(0)))
+            .handle_signals(false)
+            .build()
+            .unwrap();
+        start(worker)
+    });
+    let held = |q: &str| {
+        let labels = [&format!(r#"queue="{q}""#), r#"limit="concurrency""#];
+        get(&samples(&handle), &key("redjob_jobs_held_total", &labels)).unwrap_or(0.0)
+    };
+    let both_running = || async {
+        let (a, b) = (
+            Inspect::counts(&client, &idle).await.unwrap(),
+            Inspect::counts(&client, &busy).await.unwrap(),
+        );
+        a.in_flight == 1 && b.in_flight == 1
+    };
+    assert!(wait_for(Duration::from_secs(10), both_running).await);
+    // the fetch that leased the long job was held: counted before it started
+    assert!(
+        wait_until(Duration::from_secs(10), || held(&busy) > 0.0).await,
+        "{:#?}",
+        samples(&handle)
+    );
+    let (idle_held, busy_held) = (held(&idle), held(&busy));
+    for w in workers {
+        w.stop().await;
+    }
+    assert_eq!(idle_held, 0.0, "nothing else was due in {idle}");
+    assert_eq!(
+        busy_held % 3.0,
+        0.0,
+        "three jobs held at each fetch: {busy_held}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_counts_the_due_jobs_a_limit_holds_back_memory() {
+    held_counts_jobs(Client::memory(MemoryBackend::new()), "mem").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_counts_the_due_jobs_a_limit_holds_back_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    held_counts_jobs(client, "redis").await;
+}
+
+/// A stopped worker's gauges say what it left behind: it samples once more
+/// after its drain. With a sample an hour, the only ones are the first (a job
+/// and an event waiting or running) and the last (all done); the old code
+/// left the first in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gauges_are_sampled_once_more_when_the_worker_stops() {
+    let handle = handle();
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let queue = "mt_gauges";
+    client
+        .enqueue_with(&Gated, EnqueueOptions::new().queue(queue))
+        .await
+        .unwrap();
+    client
+        .subscribe("mt_gates", "mt_gate_sub", redjob::topic::Start::Beginning)
+        .await
+        .unwrap();
+    client.publish(&GatedEvent).await.unwrap();
+    let gate = Arc::new(Semaphore::new(0));
+    let event_gate = gate.clone();
+    let worker = Worker::builder(client.backend())
+        .queue(queue)
+        .subscribe("mt_gate_sub", move |_: GatedEvent, _| {
+            let gate = event_gate.clone();
+            async move {
+                gate.acquire().await.map_err(JobError::fatal)?.forget();
+                Ok(())
+            }
+        })
+        .data(gate.clone())
+        .metrics_interval(Duration::from_secs(3600))
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start(worker);
+    let job = |state: &str| {
+        let labels = [r#"queue="mt_gauges""#, &format!(r#"state="{state}""#)];
+        get(&samples(&handle), &key("redjob_queue_jobs", &labels))
+    };
+    let event = |state: &str| {
+        let labels = [
+            r#"topic="mt_gates""#,
+            r#"subscriber="mt_gate_sub""#,
+            &format!(r#"state="{state}""#),
+        ];
+        get(&samples(&handle), &key("redjob_subscriber_events", &labels))
+    };
+    // the first sample: the job and the event not done
+    let first = || {
+        job("ready").unwrap_or(0.0) + job("in_flight").unwrap_or(0.0) == 1.0
+            && event("lag").unwrap_or(0.0) + event("pending").unwrap_or(0.0) == 1.0
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), first).await,
+        "{:#?}",
+        samples(&handle)
+    );
+    gate.add_permits(2);
+    let done = || async {
+        let stats = client.stats(queue).await.unwrap();
+        let topic = redjob::topic::Topics::topic_info(&client.backend(), "mt_gates")
+            .await
+            .unwrap()
+            .unwrap();
+        stats.processed == 1
+            && topic
+                .subscribers
+                .iter()
+                .all(|s| s.pending == 0 && s.lag == 0)
+    };
+    assert!(wait_for(Duration::from_secs(10), done).await);
+    w.stop().await;
+    for state in ["ready", "scheduled", "in_flight", "dead", "blocked"] {
+        assert_eq!(job(state), Some(0.0), "{state}: {:#?}", samples(&handle));
+    }
+    for state in ["lag", "pending", "dead"] {
+        assert_eq!(event(state), Some(0.0), "{state}: {:#?}", samples(&handle));
+    }
+}
+
+/// Events dead-lettered without running are counted among the dead: an entry
+/// with no type under `event="(undecodable)"` (a bounded label, as jobs have),
+/// one whose data does not decode under its type, as a job whose arguments do
+/// not decode: dead, neither started nor timed. The old code counted neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_dead_lettered_unrun_are_counted() {
+    let handle = handle();
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .subscribe("mt_bad", "mt_bad_sub", redjob::topic::Start::Beginning)
+        .await
+        .unwrap();
+    client.publish(&BadEvent { n: 1 }).await.unwrap();
+    let mut con = server.raw().await;
+    let stream = "rsmq:t:{mt_bad}";
+    let entries: [&[&str]; 2] = [
+        &["nofield", "x"],
+        &["type", "mt_bad_event", "data", r#"{"n":"nope"}"#],
+    ];
+    for fields in entries {
+        let _: String = redis::cmd("XADD")
+            .arg(stream)
+            .arg("*")
+            .arg(fields)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let worker = Worker::builder(client.backend())
+        .subscribe("mt_bad_sub", |_: BadEvent, _| async move { Ok(()) })
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start(worker);
+    let dead = || async {
+        let info = redjob::topic::Topics::topic_info(&client.backend(), "mt_bad")
+            .await
+            .unwrap()
+            .unwrap();
+        info.subscribers
+            .iter()
+            .any(|s| s.dead == 2 && s.pending == 0)
+    };
+    assert!(wait_for(Duration::from_secs(10), dead).await);
+    w.stop().await;
+    let s = samples(&handle);
+    let ev = |name: &str, event: &str, more: &[&str]| {
+        let event = format!(r#"event="{event}""#);
+        let mut labels = vec![r#"subscriber="mt_bad_sub""#, r#"topic="mt_bad""#, &event];
+        labels.extend(more);
+        get(&s, &key(name, &labels))
+    };
+    let dead = [r#"outcome="dead""#];
+    assert_eq!(
+        ev("redjob_events_finished_total", "(undecodable)", &dead),
+        Some(1.0),
+        "{s:#?}"
+    );
+    assert_eq!(
+        ev("redjob_events_finished_total", "mt_bad_event", &dead),
+        Some(1.0),
+        "{s:#?}"
+    );
+    let ok = [r#"outcome="succeeded""#];
+    assert_eq!(
+        ev("redjob_events_finished_total", "mt_bad_event", &ok),
+        Some(1.0),
+        "{s:#?}"
+    );
+    // only the event that decoded started, and was timed
+    assert_eq!(
+        ev("redjob_events_started_total", "mt_bad_event", &[]),
+        Some(1.0),
+        "{s:#?}"
+    );
+    assert_eq!(
+        ev("redjob_event_run_seconds_count", "mt_bad_event", &[]),
+        Some(1.0),
+        "{s:#?}"
+    );
 }

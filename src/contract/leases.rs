@@ -267,15 +267,20 @@ pub struct Held {
     /// A handler's throttle ([`JobError::rate_limited`](crate::JobError::rate_limited))
     /// holds the queue.
     pub throttle: bool,
+    /// How many due jobs the limits kept the fetch from leasing, at most what
+    /// it asked for less what it leased (0 when nothing else was due).
+    pub jobs: u32,
 }
 
 impl Held {
-    /// From fetch.lua's bits: 1 the concurrency, 2 the rate, 4 a throttle.
+    /// From fetch.lua's bits: 1 the concurrency, 2 the rate, 4 a throttle;
+    /// the jobs held back, 16 each.
     pub(crate) fn from_bits(b: i64) -> Self {
         Held {
             concurrency: b & 1 != 0,
             rate: b & 2 != 0,
             throttle: b & 4 != 0,
+            jobs: u32::try_from(b.max(0) >> 4).unwrap_or(u32::MAX),
         }
     }
 

@@ -443,10 +443,7 @@ impl<B: Backend> Dispatcher<B> {
             let ordinary = !fetched.missing && !fetched.paused;
             let held = fetched.held.any();
             if held {
-                self.env
-                    .per_queue
-                    .metrics
-                    .held(fetched.held, u64::from(n - got));
+                self.env.per_queue.metrics.held(fetched.held);
             }
             if ordinary && (waiting || held || fetched.jobs.len() >= n as usize) {
                 // good for the running slots free less what the fetch leased,

@@ -60,8 +60,8 @@ pub(crate) const WAIT: &str = "redjob_job_wait_seconds";
 pub(crate) const QUEUE_JOBS: &str = "redjob_queue_jobs";
 /// 1 while a queue is paused.
 pub(crate) const QUEUE_PAUSED: &str = "redjob_queue_paused";
-/// Jobs a fetch asked for and a limit across the fleet held back, by `queue`
-/// and `limit` (`concurrency`, `rate`, `throttle`).
+/// Due jobs a limit across the fleet kept a fetch from leasing (up to what it
+/// asked for), by `queue` and `limit` (`concurrency`, `rate`, `throttle`).
 pub(crate) const HELD: &str = "redjob_jobs_held_total";
 
 /// Event runs started, by `topic`, `subscriber` and `event`.
@@ -101,7 +101,7 @@ pub(crate) fn describe() {
     metrics::describe_counter!(
         HELD,
         Unit::Count,
-        "Jobs a fetch asked for that a queue's limit across the fleet held back, by limit: concurrency, rate, throttle"
+        "Due jobs a queue's limit across the fleet kept a fetch from leasing (up to what it asked for), by limit: concurrency, rate, throttle"
     );
     metrics::describe_counter!(EVENTS_STARTED, Unit::Count, "Event runs started");
     metrics::describe_counter!(
@@ -166,10 +166,24 @@ impl EventMetrics {
             })
             .collect()
     }
+
+    /// The dead count of a subscriber's entries that are not events (no
+    /// type or no data), labelled `event="(undecodable)"`
+    /// ([`UNDECODABLE`], as jobs are): a bounded label, whatever the entries.
+    pub fn undecodable(sink: &Sink, topic: &str, sub: &str) -> Counter {
+        let labels = [
+            ("topic", topic.to_string()),
+            ("subscriber", sub.to_string()),
+            ("event", UNDECODABLE.to_string()),
+            ("outcome", "dead".to_string()),
+        ];
+        sink.with(|| metrics::counter!(EVENTS_FINISHED, &labels))
+    }
 }
 
 /// Samples a subscriber's lag, pending and dead events into gauges every
-/// `every` until `stop`.
+/// `every` until `stop`, then once more: the worker stops it after its last
+/// acknowledgements, so that the gauges keep what it left behind.
 pub(crate) async fn sample_subscriber<B: crate::contract::topics::Topics>(
     backend: B,
     sink: Sink,
@@ -183,6 +197,7 @@ pub(crate) async fn sample_subscriber<B: crate::contract::topics::Topics>(
             metrics::gauge!(SUBSCRIBER_EVENTS, "topic" => topic.to_string(), "subscriber" => sub.to_string(), "state" => s)
         })
     });
+    let mut last = false;
     loop {
         match backend.topic_info(&topic).await {
             Ok(info) => {
@@ -196,9 +211,12 @@ pub(crate) async fn sample_subscriber<B: crate::contract::topics::Topics>(
                 tracing::debug!(topic = %topic, subscriber = %sub, error = %e, "could not sample the subscriber")
             }
         }
+        if last {
+            return;
+        }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => last = true,
         }
     }
 }
@@ -267,9 +285,10 @@ impl QueueMetrics {
         }
     }
 
-    /// A fetch's `n` jobs not leased because of the limits in `held`.
-    pub fn held(&self, held: crate::contract::leases::Held, n: u64) {
-        if let Some([c, r, t]) = &self.held {
+    /// A fetch's due jobs not leased because of the limits in `held`.
+    pub fn held(&self, held: crate::contract::leases::Held) {
+        let n = u64::from(held.jobs);
+        if let (Some([c, r, t]), true) = (&self.held, n > 0) {
             if held.concurrency {
                 c.increment(n);
             }
@@ -314,8 +333,11 @@ impl QueueMetrics {
     }
 }
 
-/// Samples the sizes of `queues` into gauges every `every` until `stop`. A
-/// failed read is logged at debug and skipped: the gauges keep their last value.
+/// Samples the sizes of `queues` into gauges every `every` until `stop`, then
+/// once more: the worker stops it after its drain (its last settles), so that
+/// the gauges keep what it left behind rather than a sample from while it
+/// ran. A failed read is logged at debug and skipped: the gauges keep their
+/// last value.
 pub(crate) async fn sample<B: Backend>(
     backend: B,
     sink: Sink,
@@ -332,6 +354,7 @@ pub(crate) async fn sample<B: Backend>(
             })
             .collect()
     });
+    let mut last = false;
     loop {
         for (q, g) in queues.iter().zip(&gauges) {
             match backend.sizes(q).await {
@@ -353,9 +376,12 @@ pub(crate) async fn sample<B: Backend>(
                 }
             }
         }
+        if last {
+            return;
+        }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => last = true,
         }
     }
 }

@@ -532,14 +532,18 @@ impl<B: Backend> Worker<B> {
         if self.shared.metrics {
             self.shared.sink.with(metrics::describe);
         }
+        // its own set and token: it samples once more after the drain
+        // (a set, so that dropping the worker's future aborts it)
+        let mut sampler = JoinSet::new();
+        let sampled = CancellationToken::new();
         if let Some(every) = self.shared.sample_every {
             let queues = self.queues.iter().map(|(q, _)| q.clone()).collect();
-            infra.spawn(metrics::sample(
+            sampler.spawn(metrics::sample(
                 self.backend.clone(),
                 self.shared.sink.clone(),
                 queues,
                 every,
-                stop.clone(),
+                sampled.clone(),
             ));
         }
         infra.spawn(poll(
@@ -610,6 +614,10 @@ impl<B: Backend> Worker<B> {
         }
         crashed = crashed.or(joined("settler", settlers).await);
         crashed = crashed.or(joined("subscriber", subscribers).await);
+        // the gauges' last sample, of what the worker left behind
+        sampled.cancel();
+        let _ = tokio::time::timeout(LEAVE_WAIT, sampler.join_next()).await;
+        sampler.abort_all();
         infra.abort_all();
         // a beat under way (one right after a stop control was read, say)
         // ends first: aborted, its command may already be written and run

@@ -315,6 +315,7 @@ pub async fn the_usage_of_limits_is_read_as_a_fetch_counts_it(env: &Env) {
     let first = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
     assert_eq!(first.jobs.len(), 2, "the global concurrency's 2");
     assert!(first.held.concurrency && !first.held.rate);
+    assert_eq!(first.held.jobs, 3, "the due jobs it held back");
     let usage = env.client.limit_usage(QUEUE).await.unwrap();
     assert_eq!((usage.in_flight, usage.started_in_window), (2, 2));
     let held = usage.held_until_ms.expect("held back");
@@ -331,6 +332,7 @@ pub async fn the_usage_of_limits_is_read_as_a_fetch_counts_it(env: &Env) {
     );
     let none = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
     assert!(none.jobs.is_empty() && none.held.concurrency);
+    assert_eq!(none.held.jobs, 3);
     // settled: the rate is then the full one (3 an hour, 2 started)
     let settle = Settle {
         acks: first.jobs.iter().map(|d| (d.id, d.token)).collect(),
@@ -340,6 +342,7 @@ pub async fn the_usage_of_limits_is_read_as_a_fetch_counts_it(env: &Env) {
     let next = q.fetch(QUEUE, 5, Duration::from_secs(30)).await.unwrap();
     assert_eq!(next.jobs.len(), 1, "the rate's third");
     assert!(next.held.rate && !next.held.concurrency);
+    assert_eq!(next.held.jobs, 2);
     let usage = env.client.limit_usage(QUEUE).await.unwrap();
     assert_eq!((usage.in_flight, usage.started_in_window), (1, 3));
     let until = usage.held_until_ms.expect("held back by the rate");

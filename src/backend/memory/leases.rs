@@ -309,11 +309,17 @@ impl Backend for MemoryBackend {
         let leased = jobs.len();
         let global_full = global.is_some_and(|g| inflight + leased >= g);
         let rate_full = rate.is_limited() && used + leased >= rate.max as usize;
-        let held = crate::contract::leases::Held {
+        let mut held = crate::contract::leases::Held {
             concurrency: leased < asked && global_full,
             rate: leased < asked && rate_full,
             throttle: leased < asked && throttled,
+            jobs: 0,
         };
+        if held.any() {
+            // the due jobs the limits kept from the fetch, up to what it
+            // asked for less what it leased (see fetch.lua)
+            held.jobs = q.fetchable(now, asked - leased).len() as u32;
+        }
         let next_due_ms = if held.any() {
             // when the limit lets the next job start (see fetch.lua)
             let mut at = 0;

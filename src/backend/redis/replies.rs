@@ -9,7 +9,8 @@ use crate::contract::leases::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
 /// fetch.lua's reply: `{now µs, next due µs or "", lease ms, maxsize, orphans,
-/// the limits that held it back (bits: 1 concurrency, 2 rate), then groups of
+/// the limits that held it back (bits: 1 concurrency, 2 rate, 4 throttle, 8
+/// stale batches; 16 × the due jobs they held back), then groups of
 /// jobs: meta, n, n × (id, body), ...}` where a group's meta, shared by its
 /// jobs, is the delivery count + 1000 × (priority + 10) + 21000 × the ms the
 /// jobs had been due, negated when the group's own lease end (ms) follows it

@@ -44,6 +44,9 @@ async fn handle(
     let (Some(ty), Some(data)) = (ev.event_type.as_deref(), ev.data.as_deref()) else {
         let error = "not an event: the entry has no `type` or no `data` field (UTF-8)".to_string();
         tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
+        if let Some(c) = &names.undecodable {
+            c.increment(1);
+        }
         return Done::Dead(ev, error, Vec::new());
     };
     let Some(handler) = spec.handlers.get(ty) else {
@@ -61,6 +64,9 @@ async fn handle(
             ev.deliveries
         );
         tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
+        if let Some(m) = names.metrics.get(ty) {
+            m.dead.increment(1);
+        }
         return Done::Dead(ev, error, Vec::new());
     }
     let mut attempt = ev.deliveries;
@@ -96,15 +102,37 @@ async fn handle(
             .with_parts(shared.data.clone(), cancel.clone());
         let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
         let m = names.metrics.get(ty);
+        // data that does not decode never runs: dead, neither started nor
+        // timed (as a job whose arguments do not decode)
+        let fut = match span.in_scope(|| handler.start(data, ctx)) {
+            Ok(f) => f,
+            Err(error) => {
+                let now = std::time::Instant::now();
+                let run = EventRun::new(
+                    ev.id,
+                    attempt,
+                    now,
+                    now,
+                    AttemptOutcome::Error,
+                    Some(error.clone()),
+                );
+                runs.push(run);
+                if runs.len() > MAX_RECORDS {
+                    runs.remove(0);
+                }
+                ev.deliveries = ev.deliveries.max(attempt);
+                if let Some(m) = m {
+                    m.dead.increment(1);
+                }
+                span.in_scope(|| tracing::error!(%error, "event failed for good: dead-lettered"));
+                return Done::Dead(ev, error, runs);
+            }
+        };
         if let Some(m) = m {
             m.started.increment(1);
         }
         let began = std::time::Instant::now();
         let result = async {
-            let fut = match handler.start(data, ctx) {
-                Ok(f) => f,
-                Err(error) => return Err((error, Wants::Fatal, AttemptOutcome::Error)),
-            };
             let guarded = AssertUnwindSafe(fut).catch_unwind();
             let r = tokio::select! {
                 r = tokio::time::timeout(timeout, guarded) => r,

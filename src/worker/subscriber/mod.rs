@@ -94,6 +94,9 @@ struct Names {
     metrics: HashMap<String, EventMetrics>,
     /// Events of types without a handler here; `None` when metrics are off.
     skipped: Option<metrics::Counter>,
+    /// Dead-lettered entries that are not events (no type or no data), as
+    /// `event="(undecodable)"`; `None` when metrics are off.
+    undecodable: Option<metrics::Counter>,
 }
 
 async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
@@ -117,12 +120,16 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             .sink
             .with(|| metrics::counter!(crate::worker::metrics::EVENTS_SKIPPED, &labels))
     });
+    let undecodable = shared
+        .metrics
+        .then(|| EventMetrics::undecodable(&shared.sink, &spec.topic, &spec.sub.name));
     let names = Arc::new(Names {
         topic: spec.topic.as_str().into(),
         sub: spec.sub.name.as_str().into(),
         consumer: env.consumer.clone(),
         metrics,
         skipped,
+        undecodable,
     });
     let lease = shared.lease;
     tracing::info!(topic = %names.topic, subscriber = %names.sub, events = ?spec.handlers.keys().collect::<Vec<_>>(), "serving subscriber");
@@ -145,6 +152,9 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let renew_stop = CancellationToken::new();
     // a dropped worker future (as a killed process) stops renewing and sampling
     let _stop_on_drop = renew_stop.clone().drop_guard();
+    // stopped after the last acknowledgements, it samples once more
+    let sampled = CancellationToken::new();
+    let _sampled_on_drop = sampled.clone().drop_guard();
     let sampler = shared.sample_every.map(|every| {
         tokio::spawn(sample_subscriber(
             backend.clone(),
@@ -152,7 +162,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             names.topic.clone(),
             names.sub.clone(),
             every,
-            renew_stop.clone(),
+            sampled.clone(),
         ))
     });
     // an ordered subscriber is read by the consumer that owns it alone
@@ -375,6 +385,8 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     drop(tx);
     let _ = acker.await;
     let _ = renewer.await;
+    // the gauges' last sample, after the last acknowledgements
+    sampled.cancel();
     if let Some(sampler) = sampler {
         let _ = sampler.await;
     }

@@ -75,7 +75,9 @@
 --          maxsize (-1: none), due ids without a body that were removed, the
 --          limits that held the fetch back (1: the concurrency, + 2: the rate,
 --          + 4: a throttle; 0: none; + 8: batch finishes wait too long, see
---          complete.lua), then the leased jobs in groups: meta, n, n x (id,
+--          complete.lua; + 16 x the due jobs they kept from the fetch, at
+--          most what it asked for less what it leased), then the leased jobs
+--          in groups: meta, n, n x (id,
 --          body), ...}, where meta packs three integers in one, the same for
 --          each job of its group: the delivery count (1..499) + 1000 x
 --          (priority + 10) + 21000 x how long the job had been due (ms, at
@@ -477,7 +479,15 @@ if leased < asked and (global_full or rate_full or throttled > 0) then
   end
   at = math.max(at, throttled)
   out[2] = string.format("%.0f", at * 1000)
-  out[6] = out[6] + (global_full and 1 or 0) + (rate_full and 2 or 0) + (throttled > 0 and 4 or 0)
+  -- the due jobs the limit kept from this fetch, up to what it asked for
+  -- less what it leased (+ 16 each): one ZCOUNT a level, on held fetches only
+  local kept, want = 0, asked - leased
+  for _, level in ipairs(levels) do
+    if kept >= want then break end
+    kept = kept + redis.call("ZCOUNT", level[2], "-inf", due_max(now))
+  end
+  kept = math.min(kept, want)
+  out[6] = out[6] + (global_full and 1 or 0) + (rate_full and 2 or 0) + (throttled > 0 and 4 or 0) + 16 * kept
   -- seconds past in the lease counts, as below: a queue always at its limit
   -- is held at most fetches
   if math.floor(now / 1000) % 10 == 0 then lease_counts().prune(3, now) end
