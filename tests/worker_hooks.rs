@@ -567,18 +567,7 @@ impl Hooks for InSpan {
 /// attempt; the end hooks were called after the span had closed.
 #[tokio::test]
 async fn every_hook_runs_inside_the_jobs_span() {
-    // the process's default (a thread's own default meets callsites whose
-    // interest other tests' threads cached without it): spans on, output
-    // dropped; the other tests of this file run with it too
-    static GLOBAL: std::sync::Once = std::sync::Once::new();
-    GLOBAL.call_once(|| {
-        tracing::subscriber::set_global_default(
-            tracing_subscriber::fmt()
-                .with_writer(std::io::sink)
-                .finish(),
-        )
-        .expect("no other global subscriber in this test binary");
-    });
+    traced();
     let client = Client::memory(MemoryBackend::new());
     client.enqueue(&Ok20).await.unwrap();
     client.enqueue(&Flaky).await.unwrap();
@@ -603,4 +592,228 @@ async fn every_hook_runs_inside_the_jobs_span() {
         noted.iter().all(|(_, span)| *span == Some("job")),
         "{noted:?}"
     );
+}
+
+/// A field's name and value, as logged.
+type Field = (String, String);
+
+/// An event logged during the tests: its fields, and the name and fields of
+/// the span it was logged in.
+type Logged = (Vec<Field>, Option<(String, Vec<Field>)>);
+
+/// A span's or an event's fields, kept in the span's extensions.
+#[derive(Default, Clone)]
+struct Fields(Vec<Field>);
+
+impl tracing::field::Visit for Fields {
+    fn record_str(&mut self, f: &tracing::field::Field, v: &str) {
+        self.0.push((f.name().to_string(), v.to_string()));
+    }
+    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        self.0.push((f.name().to_string(), format!("{v:?}")));
+    }
+}
+
+/// Keeps every event with the span it was logged in.
+struct Capture(Arc<Mutex<Vec<Logged>>>);
+
+impl<S> tracing_subscriber::Layer<S> for Capture
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut f = Fields::default();
+        attrs.record(&mut f);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(f);
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id)
+            && let Some(f) = span.extensions_mut().get_mut::<Fields>()
+        {
+            values.record(f);
+        }
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        let mut f = Fields::default();
+        event.record(&mut f);
+        let span = ctx.event_span(event).map(|s| {
+            let fields = s.extensions().get::<Fields>().cloned().unwrap_or_default();
+            (s.name().to_string(), fields.0)
+        });
+        self.0.lock().unwrap().push((f.0, span));
+    }
+}
+
+/// The process's default subscriber, set once for every test of this file
+/// (a thread's own default meets callsites whose interest other tests'
+/// threads cached without it): spans on, output dropped, events kept.
+fn traced() -> Arc<Mutex<Vec<Logged>>> {
+    use tracing_subscriber::prelude::*;
+    static LOGGED: std::sync::OnceLock<Arc<Mutex<Vec<Logged>>>> = std::sync::OnceLock::new();
+    LOGGED
+        .get_or_init(|| {
+            let logged = Arc::default();
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry()
+                    .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink))
+                    .with(Capture(Arc::clone(&logged))),
+            )
+            .expect("no other global subscriber in this test binary");
+            logged
+        })
+        .clone()
+}
+
+/// A field of `fields`.
+fn field<'f>(fields: &'f [Field], name: &str) -> Option<&'f str> {
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Logs each end hook, so that the span it runs in is kept with it.
+struct LogsHooks;
+
+impl Hooks for LogsHooks {
+    fn dead_lettered(&self, run: &JobRun<'_>, _: Duration, _: &str) {
+        tracing::info!(hook = "dead_lettered", queue = run.queue, "hook");
+    }
+}
+
+/// The `job` span around the events logged with `queue`, for the event that
+/// `pick` chooses: its fields (failing when it was logged in another span).
+fn job_span_of(queue: &str, pick: impl Fn(&[Field]) -> bool) -> Vec<Vec<Field>> {
+    let logged = traced().lock().unwrap().clone();
+    logged
+        .into_iter()
+        .filter(|(fields, span)| {
+            let in_queue = span
+                .as_ref()
+                .and_then(|(_, f)| field(f, "queue"))
+                .or(field(fields, "queue"))
+                == Some(queue);
+            in_queue && pick(fields)
+        })
+        .map(|(fields, span)| match span {
+            Some((name, f)) if name == "job" => f,
+            other => panic!("logged outside the job's span ({other:?}): {fields:?}"),
+        })
+        .collect()
+}
+
+/// A job dead-lettered because its body is over the queue's maxsize gets its
+/// `job` span as any run does, with the same fields: its end hook and the
+/// "dead-lettered" line are inside it. On the old code both were logged
+/// outside any span.
+#[tokio::test]
+async fn an_oversized_job_ends_inside_its_span() {
+    traced();
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    let queue = "hk_oversized";
+    Queues::create_queue(&backend, queue, Default::default())
+        .await
+        .unwrap();
+    let body = format!(
+        r#"{{"type":"hk_ok","args":null,"pad":"{}"}}"#,
+        "x".repeat(3000)
+    );
+    Queues::send(&backend, queue, SendMessage::new(body))
+        .await
+        .unwrap();
+    let smaller = redjob::queue::QueueUpdate {
+        maxsize: Some(1024),
+        ..Default::default()
+    };
+    Queues::set_attributes(&backend, queue, smaller)
+        .await
+        .unwrap();
+    let worker = Worker::builder(client.backend())
+        .queue(queue)
+        .handle_signals(false)
+        .hooks(LogsHooks)
+        .build()
+        .unwrap();
+    let w = start(worker);
+    let dead = || async { client.stats(queue).await.unwrap().dead == 1 };
+    assert!(common::wait_for(Duration::from_secs(10), dead).await);
+    w.stop().await;
+    let hook = job_span_of(queue, |f| field(f, "hook") == Some("dead_lettered"));
+    let line = job_span_of(queue, |f| field(f, "message") == Some("dead-lettered"));
+    assert_eq!((hook.len(), line.len()), (1, 1), "{hook:?} {line:?}");
+    for span in [&hook[0], &line[0]] {
+        let id = field(span, "job.id").expect("job.id");
+        assert_eq!(id.len(), 32, "{span:?}");
+        assert_eq!(field(span, "queue"), Some(queue), "{span:?}");
+        assert_eq!(field(span, "attempt"), Some("1"), "{span:?}");
+        assert_eq!(field(span, "job.name"), Some("hk_ok"), "{span:?}");
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_typed")]
+struct Typed {
+    n: u64,
+}
+
+impl Job for Typed {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// The span field `job.name` names the envelope's type when the run never
+/// decodes it: an unknown type, arguments that do not decode; a garbage
+/// name is cut to 200 bytes. On the old code it was never set on these paths.
+#[tokio::test]
+async fn job_name_is_set_on_runs_that_never_decode() {
+    traced();
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    let queue = "hk_undecoded";
+    Queues::create_queue(&backend, queue, Default::default())
+        .await
+        .unwrap();
+    let huge = "h".repeat(1000);
+    for body in [
+        r#"{"type":"hk_nobody_knows","args":null}"#.to_string(),
+        r#"{"type":"hk_typed","args":{"n":"nope"}}"#.to_string(),
+        format!(r#"{{"type":"{huge}","args":null}}"#),
+    ] {
+        Queues::send(&backend, queue, SendMessage::new(body))
+            .await
+            .unwrap();
+    }
+    let worker = Worker::builder(client.backend())
+        .queue(queue)
+        .handle_signals(false)
+        .unknown_jobs_retry_for(Duration::ZERO)
+        .build()
+        .unwrap();
+    let w = start(worker);
+    let dead = || async { client.stats(queue).await.unwrap().dead == 3 };
+    assert!(common::wait_for(Duration::from_secs(10), dead).await);
+    w.stop().await;
+    let lines = job_span_of(queue, |f| field(f, "message") == Some("dead-lettered"));
+    let mut names: Vec<&str> = lines
+        .iter()
+        .map(|span| field(span, "job.name").unwrap_or("(not set)"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, [&huge[..200], "hk_nobody_knows", "hk_typed"]);
 }

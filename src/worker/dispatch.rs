@@ -706,11 +706,21 @@ impl<B: Backend> Dispatcher<B> {
                 }
             };
             if let Some(max) = fetched.max_body.filter(|m| d.body.len() > *m) {
+                // the run's span, as a run that starts has (rare: its cost
+                // stays on this path)
+                let attempt = d.token.attempt();
+                let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %self.env.queue, attempt);
+                crate::job::trace::continue_in(&span, &d.body);
+                let name = crate::contract::envelope::job_name(&d.body);
+                if let Some(name) = &name {
+                    super::execute::record_name(&span, name);
+                }
+                let _in = span.enter();
                 let error = format!(
                     "body of {} bytes is over the queue's maxsize of {max}",
                     d.body.len()
                 );
-                tracing::error!(queue = %self.env.queue, job.id = %d.id, %error, "dead-lettered");
+                tracing::error!(%error, "dead-lettered");
                 let observer = &self.env.shared.observer;
                 let heard = observer
                     .active(&self.env.per_queue.metrics)
@@ -725,10 +735,9 @@ impl<B: Backend> Dispatcher<B> {
                 {
                     let _ = self.env.tx.send(Event::Finished);
                     if let Some(error) = heard {
-                        let name = crate::contract::envelope::job_name(&d.body);
                         let job = name.as_deref().unwrap_or(UNDECODABLE);
                         let waited = Duration::from_millis(d.waited_ms);
-                        let r = JobRun::new(d.id, &self.env.queue, job, d.token.attempt(), waited);
+                        let r = JobRun::new(d.id, &self.env.queue, job, attempt, waited);
                         let end = End::Dead { error: &error };
                         observer.ended(&self.env.per_queue.metrics, None, &r, None, end);
                     }

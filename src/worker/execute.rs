@@ -393,12 +393,16 @@ async fn run(
     let job = match decoded {
         Ok(job) => job,
         Err(crate::Error::UnknownJob { name }) => {
+            record_name(&tracing::Span::current(), &name);
             let outcome = unknown(&name, r, shared);
             report.job = Some(Cow::Owned(name));
             return outcome;
         }
         Err(e) => {
             report.job = crate::contract::envelope::job_name(&d.body).map(Cow::Owned);
+            if let Some(name) = &report.job {
+                record_name(&tracing::Span::current(), name);
+            }
             let error = format!("cannot run this body: {e}");
             tracing::error!(%error, "dead-lettered");
             return Outcome::Dead { error };
@@ -593,6 +597,20 @@ fn unknown(name: &str, r: &Run, shared: &Shared) -> Outcome {
     );
     tracing::error!(%error, "dead-lettered");
     Outcome::Dead { error }
+}
+
+/// The most bytes of a job type's name a span records: a name read from a
+/// body that never decoded may be anything.
+const MAX_SPAN_NAME: usize = 200;
+
+/// Records `name`, the job type an envelope names, as the span's `job.name`,
+/// cut to [`MAX_SPAN_NAME`] bytes at a character boundary.
+pub(crate) fn record_name(span: &tracing::Span, name: &str) {
+    let mut end = name.len().min(MAX_SPAN_NAME);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    span.record("job.name", &name[..end]);
 }
 
 pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
