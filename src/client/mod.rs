@@ -23,8 +23,8 @@ pub use batch::BatchBuilder;
 pub use flow::Flow;
 pub use options::{ClientConfig, EnqueueOptions};
 
-/// Enqueues typed jobs, on Redis or in memory. Cheap to clone; clones share one
-/// connection.
+/// Enqueues typed jobs, on Redis or in memory. Cheap to clone; clones share its
+/// connections.
 ///
 /// ```no_run
 /// use std::time::Duration;
