@@ -402,7 +402,7 @@ fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
         if !seen.insert(*id) || q.msgs.contains_key(id) {
             continue;
         }
-        let Some((letter, priority, log, keyed, unique)) = q.dead_msgs.get(id).cloned() else {
+        let Some((letter, priority, _, keyed, unique)) = q.dead_msgs.get(id).cloned() else {
             continue;
         };
         // its unique key again while its lifetime lasts; a letter whose key
@@ -426,10 +426,6 @@ fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
                 q.send_keyed(*id, letter.body, ms_score(due), &k.key, per);
             }
             None => q.insert(*id, letter.body, ms_score(due), priority),
-        }
-        // its attempt records go with it (dead_requeue.lua)
-        if let Some(m) = q.msgs.get_mut(id) {
-            m.log = log;
         }
         if let Some((key, expires)) = unique {
             q.hold_unique(&key, *id, expires);

@@ -274,8 +274,7 @@ local function token_number(tok)
   end
   return t
 end
--- records may exist at delivery 1 once a throttle gave a count back, or a
--- dead letter was requeued with its records
+-- records may exist at delivery 1 once a throttle gave a count back
 local throttles_seen = attrs[11] == "1"
 local function earlier(k)
   return attrs[4] and (throttles_seen or score_count(token_number(tokens[k])) > 1)
@@ -640,9 +639,7 @@ for _, t in pairs(key_throttles) do throttle_until = math.max(throttle_until, t)
 lease_counts().changes(7, ends, now)
 -- a throttle holds the queue (hash field "redjob:throttled", until when, ms:
 -- fetch.lua leases nothing before), apart from a pause; "redjob:throttles"
--- says that a job may have records at delivery 1 (see earlier above: a
--- throttle gave a count back, or dead_requeue.lua requeued a dead letter
--- with its records)
+-- says that a job may have records at delivery 1 (see earlier above)
 if throttle_until > 0 or any_key_throttle then
   local t = {}
   if throttle_until > 0 and throttle_until > throttle_end(attrs[12], 0) then

@@ -1,7 +1,5 @@
 -- Requeues dead letters: each goes back to its queue as a fresh job (no
--- deliveries counted, no last error) at the priority it had, under its id,
--- with its attempt records ("<id>:a": the job's story so far, its next
--- attempt numbered 1 again). The
+-- deliveries counted, no last error, no attempt records) at the priority it had, under its id. The
 -- k-th one requeued (from 0) is due at now + ARGV[1] ms + k * ARGV[2] µs, so a
 -- rate spreads a large requeue over time. A letter whose job held a unique key
 -- ("<id>:u" in the dead letters' hash, "<expires ms, 0: never> <key>", see
@@ -32,8 +30,7 @@
 -- Returns -1 when the queue does not exist, -2 when Redis's clock has not
 --         passed the cutoff yet, or a letter's death (nothing done: call
 --         again), else how many were requeued
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio", "redjob:keyed", "redjob:unique",
-  "redjob:errors", "redjob:throttles")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio", "redjob:keyed", "redjob:unique")
 if not attrs[1] then return -1 end
 local now = clock()
 local cutoff = tonumber(ARGV[4])
@@ -52,7 +49,6 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = id .. ":p"
   fields[#fields + 1] = id .. ":k"
   fields[#fields + 1] = id .. ":u"
-  fields[#fields + 1] = id .. ":a"
 end
 -- a letter that died in this very ms waits for the next (nothing done): its
 -- job's next history entry must be of a later ms than its dead one, which its
@@ -79,7 +75,6 @@ local first, step = tonumber(ARGV[1]), tonumber(ARGV[2])
 local MOST = 9999999000
 local mask = tonumber(attrs[3]) or 0
 local z, h, gone, drop = {}, {}, {}, {}
-local records = false
 local n = 0
 local K
 -- the unique keys this call took ("k:<key>" -> true), its entries, and the
@@ -101,15 +96,15 @@ local function held(key, id)
   return false
 end
 for i, id in ipairs(ids) do
-  local body = dead[5 * i - 4]
-  local uex, ukey = string.match(dead[5 * i - 1] or "", "^(%d+) (.+)$")
+  local body = dead[4 * i - 3]
+  local uex, ukey = string.match(dead[4 * i] or "", "^(%d+) (.+)$")
   -- a key whose lifetime ended while the job was dead is not taken again
   if ukey and tonumber(uex) ~= 0 and tonumber(uex) <= now then ukey = nil end
   if body and not queued[i] and not (ukey and held(ukey, id)) then
-    local p = tonumber(dead[5 * i - 3]) or 0
+    local p = tonumber(dead[4 * i - 2]) or 0
     if p < -10 or p > 10 then p = 0 end
     local due = math.min(now + math.min(first + math.floor(n * step / 1000), MOST), LAST_DUE)
-    local per, ck = string.match(dead[5 * i - 2] or "", "^(%d+) (.+)$")
+    local per, ck = string.match(dead[4 * i - 1] or "", "^(%d+) (.+)$")
     if ck then p = 0 end
     if ukey then
       taken[ukey] = true
@@ -139,11 +134,6 @@ for i, id in ipairs(ids) do
     end
     h[#h + 1] = id
     h[#h + 1] = body
-    if dead[5 * i] then
-      h[#h + 1] = id .. ":a"
-      h[#h + 1] = dead[5 * i]
-      records = true
-    end
     if p ~= 0 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
     gone[#gone + 1] = id
     for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a", id .. ":k", id .. ":u"}) do drop[#drop + 1] = f end
@@ -167,19 +157,6 @@ if #u > 0 then
   if #stale > 0 then many("HDEL", KEYS[28], stale) end
   if not attrs[5] then
     h[#h + 1] = "redjob:unique"
-    h[#h + 1] = "1"
-  end
-end
-if records then
-  -- (fetch.lua's sweep looks for records of jobs gone while this is set)
-  if not attrs[6] then
-    h[#h + 1] = "redjob:errors"
-    h[#h + 1] = "1"
-  end
-  -- a job may have records at its first delivery (complete.lua reads them
-  -- then too)
-  if not attrs[7] then
-    h[#h + 1] = "redjob:throttles"
     h[#h + 1] = "1"
   end
 end
