@@ -132,22 +132,28 @@ pub enum Error {
     /// A send of several calls (over 1,000 jobs or 4 MiB, or jobs of several
     /// kinds or priorities) was refused part way by `error` (Redis out of
     /// memory, say): the jobs of the calls that went through are stored and
-    /// run; send the others again, not these.
+    /// run; send the others again, not these. (A batch or a flow enqueued part
+    /// way is cancelled whole instead, and fails with the refusal itself.)
     ///
     /// ```
     /// use redjob::{Error, JobId};
     ///
     /// let id: JobId = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
     /// let e = Error::PartlySent {
-    ///     stored: vec![id],
+    ///     stored: vec![(0, id)],
     ///     of: 3,
     ///     error: Box::new(Error::ShuttingDown),
     /// };
     /// assert!(e.to_string().starts_with("1 of 3 jobs were stored"));
+    /// // the jobs to send again: those not stored
+    /// let again: Vec<usize> = (0..3).filter(|i| !matches!(&e,
+    ///     Error::PartlySent { stored, .. } if stored.iter().any(|(at, _)| at == i))).collect();
+    /// assert_eq!(again, [1, 2]);
     /// ```
     PartlySent {
-        /// The ids of the jobs stored, in the order they were given.
-        stored: Vec<crate::JobId>,
+        /// Each job stored: its place among the jobs given, and its id (a
+        /// unique job whose key another job held: that job's id).
+        stored: Vec<(usize, crate::JobId)>,
         /// How many jobs the send had.
         of: usize,
         /// What refused the others.

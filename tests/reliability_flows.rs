@@ -390,3 +390,47 @@ async fn a_cancel_the_workers_cannot_learn_of_leaves_the_batch_as_it_was() {
     .await
     .unwrap();
 }
+
+/// A batch cancelled while its enqueue still runs (by an operator, or by a
+/// worker's sweep an hour after it was opened) fails that enqueue: it
+/// returned the batch's id as if it were enqueued.
+#[tokio::test]
+async fn a_batch_cancelled_while_its_enqueue_runs_fails_the_enqueue() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let c = Client::connect(&s.url()).await.unwrap();
+        let mut con = s.raw().await;
+        let builder = (0..300).fold(c.batch(), |b, n| b.job(&Child { n }));
+        let mut fut = Box::pin(builder.enqueue());
+        // polled until its batch is opened, then left where it is
+        loop {
+            tokio::select! {
+                r = &mut fut => panic!("the enqueue finished first: {r:?}"),
+                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+            }
+            let n: u64 = redis::cmd("ZCARD")
+                .arg("rsmq:@batches")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            if n > 0 {
+                break;
+            }
+        }
+        let listed = batches(&c).await;
+        assert!(!listed[0].sealed, "{listed:?}");
+        assert!(
+            c.cancel_batch(&listed[0].id.parse().unwrap())
+                .await
+                .unwrap()
+        );
+        let e = fut.await.unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("was cancelled before its enqueue finished"),
+            "{e}"
+        );
+    })
+    .await
+    .unwrap();
+}

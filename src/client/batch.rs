@@ -270,7 +270,7 @@ impl<'c> BatchBuilder<'c> {
             // when fetched
             super::flow::cancel_partial(self.client, &id).await;
             opened.groups.clear();
-            return Err(e);
+            return Err(super::flow::whole(e));
         }
         opened.groups.clear();
         Ok(id)

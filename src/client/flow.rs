@@ -260,7 +260,7 @@ impl Client {
             }
         }
         opened.groups.clear();
-        enqueued
+        enqueued.map_err(whole)
     }
 
     /// Opens the group of `node`'s parent (its callbacks), sends its
@@ -391,7 +391,8 @@ fn clone_err(e: &Error) -> Error {
 /// The groups a flow's (or batch's) enqueue opened: cancelled from a task of
 /// their own should the enqueue be dropped before it finished (a timeout, an
 /// aborted task), as a drop cannot wait. An enqueue that returns clears
-/// them, having cancelled them itself on an error. A process that dies
+/// them, having cancelled them itself on an error (one whose open failed
+/// is cancelled from the task too: the open may have run, its reply lost). A process that dies
 /// leaves them to a worker's sweep, an hour after they were opened.
 pub(super) struct Opened {
     client: Client,
@@ -428,6 +429,16 @@ impl Drop for Opened {
                 }
             }
         }
+    }
+}
+
+/// The error of a flow's or batch's enqueue that failed part way: a send
+/// refused part way is the refusal itself, since the group was cancelled
+/// whole (its jobs stored are cancelled when fetched: none is to be kept).
+pub(super) fn whole(e: Error) -> Error {
+    match e {
+        Error::PartlySent { error, .. } => *error,
+        e => e,
     }
 }
 

@@ -358,6 +358,17 @@ pub fn too_many_waiters(queue: &str, id: &JobId) -> Error {
     }
 }
 
+/// The error of a seal that found its batch cancelled before its enqueue
+/// finished.
+pub fn cancelled_open(id: &BatchId) -> Error {
+    Error::InvalidValue {
+        what: "batch",
+        reason: format!(
+            "batch {id} was cancelled before its enqueue finished (by a cancel, or by a worker's sweep an hour after it was opened): its jobs are cancelled when fetched"
+        ),
+    }
+}
+
 /// The first failure of a batch cancelled before any of its jobs failed.
 pub const CANCELLED: &str = "batch cancelled";
 

@@ -599,6 +599,16 @@ pub(crate) fn once(leases: &[Lease]) -> Option<(Vec<Lease>, Vec<usize>)> {
     if leases.len() < 2 {
         return None;
     }
+    // a worker's renewals never repeat one: told without a map, for the
+    // leases a job runs with at once
+    if leases.len() <= 64
+        && !leases
+            .iter()
+            .enumerate()
+            .any(|(i, l)| leases[..i].contains(l))
+    {
+        return None;
+    }
     let mut first = std::collections::HashMap::with_capacity(leases.len());
     let mut once = Vec::new();
     let place: Vec<usize> = leases

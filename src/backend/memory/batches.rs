@@ -314,12 +314,17 @@ impl MemoryBackend {
                 b.status.total += total;
                 b.status.sealed = true;
             }
+            let cancelled = b.status.cancelled_at_ms.is_some();
             let (mut sent, more) = st.complete_batch(id, now_us);
             sent.extend(st.count_batches(more, now_us));
-            sent
+            (sent, cancelled)
         };
+        let (sent, cancelled) = sent;
         for q in sent {
             self.notify(&q);
+        }
+        if cancelled {
+            return Err(crate::contract::batches::cancelled_open(id));
         }
         Ok(())
     }

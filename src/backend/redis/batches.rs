@@ -436,6 +436,7 @@ impl Rsmq {
                 reason: format!("no batch {id}"),
             });
         };
+        let cancelled = r.status.cancelled_at_ms.is_some();
         match self.fire(id, r).await {
             Ok(()) => {
                 self.marks(&["y".into(), id.to_string()]).await?;
@@ -443,6 +444,9 @@ impl Rsmq {
             Err(e) => {
                 tracing::warn!(batch = %id, error = %e, "sending a sealed batch's callbacks failed; a worker's sweep sends them");
             }
+        }
+        if cancelled {
+            return Err(crate::contract::batches::cancelled_open(id));
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -34,6 +35,9 @@ use crate::contract::topics::{EventId, EventRun, EventSettle, Received, Topics};
 use crate::job::Outcome as Wants;
 use crate::topic::EventContext;
 use crate::topic::subscription::Spec;
+
+/// How long a stopping subscriber waits for its gauges' last sample.
+const SAMPLE_WAIT: Duration = Duration::from_secs(2);
 
 /// What a subscriber task needs from its worker.
 pub(crate) struct Env {
@@ -387,8 +391,14 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let _ = renewer.await;
     // the gauges' last sample, after the last acknowledgements
     sampled.cancel();
-    if let Some(sampler) = sampler {
-        let _ = sampler.await;
+    if let Some(mut sampler) = sampler {
+        // a stalled Redis does not hold the stop up (as the queues' sampler)
+        if tokio::time::timeout(SAMPLE_WAIT, &mut sampler)
+            .await
+            .is_err()
+        {
+            sampler.abort();
+        }
     }
     // after the last acknowledgements, so the next owner starts after them; not
     // while a run that ignored its cancellation may still go on (its lease ends it)

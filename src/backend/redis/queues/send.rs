@@ -162,6 +162,11 @@ impl Rsmq {
         // be another by now); those over the maxsize without it, which the
         // calls that stored passed (each checks the whole send's largest body).
         let status = |v: &redis::Value| Reply::status(v).map(|(code, _)| code).ok();
+        // a call refused by Redis itself (out of memory, say), or sent again
+        // and refused then, while others stored their messages: the send says
+        // which were stored (PartlySent)
+        let mut refused_by: Option<Error> = None;
+        let mut skip = vec![false; chunks.len()];
         if replies.iter().any(|v| status(v) == Some(1)) {
             let refused = |code| -> Vec<usize> {
                 (0..replies.len())
@@ -174,7 +179,14 @@ impl Rsmq {
                 }
                 let again: Vec<(usize, usize)> = calls.iter().map(|&i| chunks[i]).collect();
                 let these = Call { maxlen, ..call };
-                let mut more = self.run_calls(&mut con, &these, &again, msgs).await?;
+                let mut more = match self.run_calls(&mut con, &these, &again, msgs).await {
+                    Ok(more) => more,
+                    Err(e) => {
+                        refused_by.get_or_insert(e);
+                        calls.into_iter().for_each(|i| skip[i] = true);
+                        continue;
+                    }
+                };
                 if self.wait.is_some() {
                     waited.push(more.pop());
                 }
@@ -191,10 +203,12 @@ impl Rsmq {
             }
         }
         let mut sent = Vec::with_capacity(msgs.len());
-        // a call refused by Redis itself (out of memory, say) while others
-        // stored their messages: the send says which
-        let mut refused_by: Option<Error> = None;
-        for (v, &(start, end)) in replies.iter().zip(&chunks) {
+        // each sent message's place in `msgs` (calls may fail in between)
+        let mut placed = Vec::with_capacity(msgs.len());
+        for (ci, (v, &(start, end))) in replies.iter().zip(&chunks).enumerate() {
+            if skip[ci] {
+                continue;
+            }
             if let redis::Value::ServerError(e) = v {
                 if refused_by.is_none() {
                     refused_by = Some(redis::RedisError::from(e.clone()).into());
@@ -207,27 +221,40 @@ impl Rsmq {
                 // a key held at another priority: the call again with every
                 // level (a send of one call: several pass every level at once)
                 let cmd = call.cmd(start, end, true);
-                again = match self.wait {
-                    None => scripts::run(&mut con, &scripts::UNIQUE, &cmd).await?,
+                let sent_again = match self.wait {
+                    None => scripts::run(&mut con, &scripts::UNIQUE, &cmd).await,
                     Some(wait) => {
                         let mut pipe = redis::pipe();
                         pipe.add_command(cmd);
                         add_wait(&mut pipe, wait);
                         let used = [(&*scripts::UNIQUE, &*self.unique_loaded)];
-                        let mut r = pipelines::run_pipeline(&mut con, &used, pipe).await?;
-                        waited.push(r.pop());
-                        r.pop()
-                            .ok_or_else(|| Error::Protocol("unique send: no reply".into()))?
+                        match pipelines::run_pipeline(&mut con, &used, pipe).await {
+                            Ok(mut r) => {
+                                waited.push(r.pop());
+                                r.pop()
+                                    .ok_or_else(|| Error::Protocol("unique send: no reply".into()))
+                            }
+                            Err(e) => Err(e),
+                        }
                     }
                 };
+                match sent_again {
+                    Ok(a) => again = a,
+                    Err(e) => {
+                        refused_by.get_or_insert(e);
+                        continue;
+                    }
+                }
                 v = &again;
             }
             let (code, mut r) = Reply::status(v)?;
             match code {
                 1 => {
                     let prefix = r.bytes()?;
-                    for (m, suffix) in msgs[start..end].iter().zip(&suffixes[start..end]) {
+                    let these = msgs[start..end].iter().zip(&suffixes[start..end]);
+                    for (j, (m, suffix)) in these.enumerate() {
                         let new = JobId::from_parts(prefix, suffix)?;
+                        placed.push(start + j);
                         if m.unique.is_none() {
                             sent.push(Sent::added(new));
                             continue;
@@ -250,7 +277,9 @@ impl Rsmq {
                         self.note_waited(queue_id, waited == 1);
                     }
                 }
-                c => return Err(refused(c, &mut r, queue)),
+                c => {
+                    refused_by.get_or_insert(refused(c, &mut r, queue));
+                }
             }
         }
         if let Some(error) = refused_by {
@@ -258,7 +287,10 @@ impl Rsmq {
                 return Err(error);
             }
             return Err(Error::PartlySent {
-                stored: sent.into_iter().map(|s| s.id).collect(),
+                stored: placed
+                    .into_iter()
+                    .zip(sent.into_iter().map(|s| s.id))
+                    .collect(),
                 of: msgs.len(),
                 error: Box::new(error),
             });
