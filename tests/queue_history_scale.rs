@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use common::RedisServer;
 use redjob::backend::Backend;
+use redjob::backend::redis::RedisBackend;
 use redjob::ops::{Admin, History, QueueSettings};
 
 const LIST: &str = "rsmq:q:history:ids";
@@ -30,31 +31,29 @@ fn id_of(ms: u64, j: u64) -> String {
 /// Appends `n` succeeded entries with their bodies, one a ms ending at
 /// `end_ms`, oldest first (as complete.lua writes them); their ids.
 async fn build(con: &mut redis::aio::MultiplexedConnection, n: u64, end_ms: u64) -> Vec<String> {
-    let body = r#"{"type":"Mail","args":{"i":1}}"#;
-    let mut ids = Vec::with_capacity(n as usize);
-    for from in (0..n).step_by(2000) {
-        let mut rpush = redis::cmd("RPUSH");
-        rpush.arg(LIST);
-        let mut hset = redis::cmd("HSET");
-        hset.arg(HASH);
-        for j in from..(from + 2000).min(n) {
-            let ms = end_ms - n + 1 + j;
-            let id = id_of(ms, j);
-            rpush.arg(&id);
-            hset.arg(&id)
-                .arg(format!("h1 succeeded {ms} 1 {}\n\n\n\n{body}", body.len()));
-            ids.push(id);
-        }
-        let () = redis::pipe()
-            .add_command(rpush)
-            .ignore()
-            .add_command(hset)
-            .ignore()
-            .query_async(con)
-            .await
-            .unwrap();
-    }
-    ids
+    build_groups(con, &vec![1; n as usize], end_ms + 1 - n).await
+}
+
+/// A Redis with queue "q" whose history keeps any number of entries, a
+/// connection to it, and Redis's time (ms).
+async fn unlimited() -> (
+    RedisServer,
+    RedisBackend,
+    redis::aio::MultiplexedConnection,
+    u64,
+) {
+    let server = RedisServer::start();
+    let (backend, _rsmq) = common::backend_with_queue(&server).await;
+    let h = History {
+        max_count: None,
+        ..History::default()
+    };
+    Admin::set_settings(&backend, "q", &QueueSettings::history(h))
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+    (server, backend, con, s * 1000 + us / 1000)
 }
 
 /// Whether entry `id` still holds its body (its header's byte count).
@@ -74,18 +73,8 @@ async fn has_body(con: &mut redis::aio::MultiplexedConnection, id: &str) -> bool
 /// (24 h), with no limit on their count; each trim drops
 /// up to 1,000 bodies.
 async fn second_trim(n: u64) -> HashMap<String, u64> {
-    let server = RedisServer::start();
-    let (backend, _rsmq) = common::backend_with_queue(&server).await;
-    let h = History {
-        max_count: None,
-        ..History::default()
-    };
-    Admin::set_settings(&backend, "q", &QueueSettings::history(h))
-        .await
-        .unwrap();
-    let mut con = server.raw().await;
-    let (s, _): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
-    let ids = build(&mut con, n, s * 1000 - 2 * 3600 * 1000).await;
+    let (_server, backend, mut con, now) = unlimited().await;
+    let ids = build(&mut con, n, now - 2 * 3600 * 1000).await;
     backend.trim_history("q").await.unwrap();
     assert!(!has_body(&mut con, &ids[0]).await);
     assert!(!has_body(&mut con, &ids[990]).await);
@@ -129,21 +118,28 @@ async fn dropping_old_bodies_costs_the_same_in_a_history_16_times_longer() {
 }
 
 /// Appends entries in groups finished in one ms each, `sizes[k]` of them at
-/// `first_ms + k`, oldest first.
-async fn build_groups(con: &mut redis::aio::MultiplexedConnection, sizes: &[u64], first_ms: u64) {
+/// `first_ms + k`, oldest first; their ids.
+async fn build_groups(
+    con: &mut redis::aio::MultiplexedConnection,
+    sizes: &[u64],
+    first_ms: u64,
+) -> Vec<String> {
     let body = r#"{"type":"Mail","args":{"i":1}}"#;
-    let mut j = 0;
+    let mut all: Vec<(String, u64)> = Vec::new();
     for (k, size) in sizes.iter().enumerate() {
         let ms = first_ms + k as u64;
+        for _ in 0..*size {
+            all.push((id_of(ms, all.len() as u64), ms));
+        }
+    }
+    for chunk in all.chunks(2000) {
         let mut rpush = redis::cmd("RPUSH");
         rpush.arg(LIST);
         let mut hset = redis::cmd("HSET");
         hset.arg(HASH);
-        for _ in 0..*size {
-            let id = id_of(ms, j);
-            j += 1;
-            rpush.arg(&id);
-            hset.arg(&id)
+        for (id, ms) in chunk {
+            rpush.arg(id);
+            hset.arg(id)
                 .arg(format!("h1 succeeded {ms} 1 {}\n\n\n\n{body}", body.len()));
         }
         let () = redis::pipe()
@@ -155,6 +151,7 @@ async fn build_groups(con: &mut redis::aio::MultiplexedConnection, sizes: &[u64]
             .await
             .unwrap();
     }
+    all.into_iter().map(|(id, _)| id).collect()
 }
 
 /// The list's elements and, for each, whether its entry still holds its body.
@@ -191,19 +188,9 @@ async fn bodies(con: &mut redis::aio::MultiplexedConnection) -> Vec<(String, boo
 
 #[tokio::test]
 async fn old_bodies_go_oldest_first_through_ms_larger_than_a_read_while_the_head_is_trimmed() {
-    let server = RedisServer::start();
-    let (backend, _rsmq) = common::backend_with_queue(&server).await;
-    let unlimited = History {
-        max_count: None,
-        ..History::default()
-    };
-    Admin::set_settings(&backend, "q", &QueueSettings::history(unlimited))
-        .await
-        .unwrap();
-    let mut con = server.raw().await;
-    let (s, _): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+    let (_server, backend, mut con, now) = unlimited().await;
     let sizes = [3, 1500, 1, 999, 1000, 1001, 2, 2500, 5, 1, 1, 700];
-    build_groups(&mut con, &sizes, s * 1000 - 2 * 3600 * 1000).await;
+    build_groups(&mut con, &sizes, now - 2 * 3600 * 1000).await;
     let mut total: u64 = sizes.iter().sum();
     let mut last_dropped = 0;
     for round in 0..40 {
@@ -219,7 +206,11 @@ async fn old_bodies_go_oldest_first_through_ms_larger_than_a_read_while_the_head
                     .unwrap();
             }
             6 => {
-                Admin::set_settings(&backend, "q", &QueueSettings::history(unlimited))
+                let h = History {
+                    max_count: None,
+                    ..History::default()
+                };
+                Admin::set_settings(&backend, "q", &QueueSettings::history(h))
                     .await
                     .unwrap();
             }

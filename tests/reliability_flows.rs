@@ -144,6 +144,25 @@ async fn parents_fail(c: &Client, limit: Duration) -> Vec<Result<Option<()>, Err
     }
 }
 
+/// Runs `running` until each of the `n` flow parents listed has failed as
+/// cancelled, then stops it; none of them ran.
+async fn all_parents_fail(c: &Client, running: common::Running, n: usize, seen: &Seen) {
+    let results = parents_fail(c, Duration::from_secs(20)).await;
+    running.stop().await;
+    assert_eq!(results.len(), n);
+    for r in &results {
+        assert!(
+            matches!(r, Err(Error::JobFailed { error, .. }) if error.contains("cancelled")),
+            "a parent of a flow enqueued part way fails as cancelled: {results:?}"
+        );
+    }
+    let ran = seen.ran.lock().unwrap().clone();
+    assert!(
+        !ran.iter().any(|r| r.starts_with('p')),
+        "no parent ran: {ran:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_flow_whose_enqueue_is_dropped_part_way_fails_its_parents_at_once() {
     tokio::time::timeout(Duration::from_secs(60), async {
@@ -161,20 +180,7 @@ async fn a_flow_whose_enqueue_is_dropped_part_way_fails_its_parents_at_once() {
             "{listed:?}"
         );
         let running = start_serving(worker(&c, &seen)).await;
-        let results = parents_fail(&c, Duration::from_secs(20)).await;
-        running.stop().await;
-        assert_eq!(results.len(), listed.len());
-        for r in &results {
-            assert!(
-                matches!(r, Err(Error::JobFailed { error, .. }) if error.contains("cancelled")),
-                "a parent of a flow enqueued part way fails as cancelled: {results:?}"
-            );
-        }
-        let ran = seen.ran.lock().unwrap().clone();
-        assert!(
-            !ran.iter().any(|r| r.starts_with('p')),
-            "no parent ran: {ran:?}"
-        );
+        all_parents_fail(&c, running, listed.len(), &seen).await;
     })
     .await
     .unwrap();
@@ -233,20 +239,7 @@ async fn a_flow_whose_enqueuer_died_before_its_seal_is_cancelled_by_a_sweep_an_h
                 .await
                 .unwrap();
         }
-        let results = parents_fail(&c, Duration::from_secs(20)).await;
-        running.stop().await;
-        assert_eq!(results.len(), listed.len());
-        for r in &results {
-            assert!(
-                matches!(r, Err(Error::JobFailed { error, .. }) if error.contains("cancelled")),
-                "{results:?}"
-            );
-        }
-        let ran = seen.ran.lock().unwrap().clone();
-        assert!(
-            !ran.iter().any(|r| r.starts_with('p')),
-            "no parent ran: {ran:?}"
-        );
+        all_parents_fail(&c, running, listed.len(), &seen).await;
     })
     .await
     .unwrap();
