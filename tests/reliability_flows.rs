@@ -20,6 +20,12 @@ struct Seen {
     ran: Mutex<Vec<String>>,
 }
 
+/// Notes that `what` ran.
+fn ran(ctx: &JobContext, what: String) -> Result<(), JobError> {
+    ctx.data::<Seen>()?.ran.lock().unwrap().push(what);
+    Ok(())
+}
+
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "rf_child", queue = "rf_c", max_attempts = 1)]
 struct Child {
@@ -28,12 +34,7 @@ struct Child {
 
 impl Job for Child {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        ctx.data::<Seen>()?
-            .ran
-            .lock()
-            .unwrap()
-            .push(format!("c{}", self.n));
-        Ok(())
+        ran(ctx, format!("c{}", self.n))
     }
 }
 
@@ -45,12 +46,7 @@ struct Parent {
 
 impl Job for Parent {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        ctx.data::<Seen>()?
-            .ran
-            .lock()
-            .unwrap()
-            .push(format!("p{}", self.n));
-        Ok(())
+        ran(ctx, format!("p{}", self.n))
     }
 }
 
