@@ -146,8 +146,8 @@ pub enum Error {
     /// };
     /// assert!(e.to_string().starts_with("1 of 3 jobs were stored"));
     /// // the jobs to send again: those not stored
-    /// let again: Vec<usize> = (0..3).filter(|i| !matches!(&e,
-    ///     Error::PartlySent { stored, .. } if stored.iter().any(|(at, _)| at == i))).collect();
+    /// let Error::PartlySent { stored, of, .. } = &e else { unreachable!() };
+    /// let again: Vec<usize> = (0..*of).filter(|i| !stored.iter().any(|(at, _)| at == i)).collect();
     /// assert_eq!(again, [1, 2]);
     /// ```
     PartlySent {

@@ -391,9 +391,10 @@ fn clone_err(e: &Error) -> Error {
 /// The groups a flow's (or batch's) enqueue opened: cancelled from a task of
 /// their own should the enqueue be dropped before it finished (a timeout, an
 /// aborted task), as a drop cannot wait. An enqueue that returns clears
-/// them, having cancelled them itself on an error (one whose open failed
-/// is cancelled from the task too: the open may have run, its reply lost). A process that dies
-/// leaves them to a worker's sweep, an hour after they were opened.
+/// them, having cancelled them itself on an error (a batch whose open
+/// failed is cancelled from the task too: the open may have run, its reply
+/// lost). A process that dies leaves them to a worker's sweep, an hour
+/// after they were opened.
 pub(super) struct Opened {
     client: Client,
     pub(super) groups: Vec<BatchId>,

@@ -343,9 +343,9 @@ pub fn no_job(queue: &str, id: &JobId) -> Error {
     }
 }
 
-/// The most flows that wait for one job enqueued earlier
-/// (`Flow::after`): the settle that finishes
-/// it enters a finish for each, so its work is bounded by this.
+/// The most flows that wait for one job enqueued earlier (`Flow::after`):
+/// the settle that finishes it enters a finish for each, so its work is
+/// bounded by this.
 pub const MAX_WAITERS: u64 = 100;
 
 /// The error of a job waited for by [`MAX_WAITERS`] flows already.

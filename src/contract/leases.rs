@@ -599,8 +599,8 @@ pub(crate) fn once(leases: &[Lease]) -> Option<(Vec<Lease>, Vec<usize>)> {
     if leases.len() < 2 {
         return None;
     }
-    // a worker's renewals never repeat one: told without a map, for the
-    // leases a job runs with at once
+    // a worker's renewals never repeat a lease: up to 64, told without
+    // allocating
     if leases.len() <= 64
         && !leases
             .iter()

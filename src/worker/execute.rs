@@ -576,7 +576,7 @@ fn unknown(name: &str, r: &Run, shared: &Shared) -> Outcome {
     // an id that says it was sent further ahead than the window would be put
     // back until then: a clock that stepped back, or an id another client made
     let ahead = Duration::from_millis(sent_ms.saturating_sub(now_ms));
-    if ahead > window {
+    if !window.is_zero() && ahead > window {
         let error = format!(
             "unknown job type \"{name}\": no worker knows it, and its id says it was sent {:?} from now, further ahead than unknown_jobs_retry_for ({window:?}): a clock that stepped back, or an id not made by redjob or RSMQ; deploy the workers that define it, then move the dead letter back",
             Duration::from_secs(ahead.as_secs()),

@@ -19,8 +19,8 @@
 -- KEYS[1]  ns:{@workers}:bmarks
 -- ARGV[1]  "m": mark queue ARGV[2] until ARGV[3] ms from now (a later mark
 --          stands); "s": list up to 100 members due; "x": drop queue
---          ARGV[2]'s mark if it is still ARGV[3]; "d": record batch ARGV[2] (due in
---          ARGV[3] ms, 10 s without);
+--          ARGV[2]'s mark if it is still ARGV[3]; "d": record batch
+--          ARGV[2], due in ARGV[3] ms (10 s without);
 --          "y": drop batch ARGV[2]; "a": record additions ARGV[2]
 --          ("<batch id> <token>", the token "<ms>.<random>"), due in 10 s;
 --          "z": drop them

@@ -228,14 +228,13 @@ impl Rsmq {
                         pipe.add_command(cmd);
                         add_wait(&mut pipe, wait);
                         let used = [(&*scripts::UNIQUE, &*self.unique_loaded)];
-                        match pipelines::run_pipeline(&mut con, &used, pipe).await {
-                            Ok(mut r) => {
+                        pipelines::run_pipeline(&mut con, &used, pipe)
+                            .await
+                            .and_then(|mut r| {
                                 waited.push(r.pop());
                                 r.pop()
                                     .ok_or_else(|| Error::Protocol("unique send: no reply".into()))
-                            }
-                            Err(e) => Err(e),
-                        }
+                            })
                     }
                 };
                 match sent_again {
