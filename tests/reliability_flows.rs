@@ -72,10 +72,9 @@ async fn batches(c: &Client) -> Vec<BatchStatus> {
     c.batches(None, 100).await.unwrap()
 }
 
-/// Polls `fut`, an enqueue, until it opened its first batch, then pauses
-/// Redis's writes and polls it 200 ms more: it waits on a call Redis holds,
-/// part way. Writes resume with `CLIENT UNPAUSE`.
-async fn hold_part_way<F>(fut: &mut F, con: &mut redis::aio::MultiplexedConnection)
+/// Polls `fut`, an enqueue, until it opened its first batch, then leaves it
+/// where it is (not polled again here).
+async fn poll_until_opened<F>(fut: &mut F, con: &mut redis::aio::MultiplexedConnection)
 where
     F: std::future::Future + Unpin,
     F::Output: std::fmt::Debug,
@@ -91,9 +90,20 @@ where
             .await
             .unwrap();
         if n > 0 {
-            break;
+            return;
         }
     }
+}
+
+/// [`poll_until_opened`], then pauses Redis's writes and polls `fut` 200 ms
+/// more: it waits on a call Redis holds, part way. Writes resume with
+/// `CLIENT UNPAUSE`.
+async fn hold_part_way<F>(fut: &mut F, con: &mut redis::aio::MultiplexedConnection)
+where
+    F: std::future::Future + Unpin,
+    F::Output: std::fmt::Debug,
+{
+    poll_until_opened(fut, con).await;
     let () = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(10_000)
@@ -391,21 +401,7 @@ async fn a_batch_cancelled_while_its_enqueue_runs_fails_the_enqueue() {
         let mut con = s.raw().await;
         let builder = (0..300).fold(c.batch(), |b, n| b.job(&Child { n }));
         let mut fut = Box::pin(builder.enqueue());
-        // polled until its batch is opened, then left where it is
-        loop {
-            tokio::select! {
-                r = &mut fut => panic!("the enqueue finished first: {r:?}"),
-                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
-            }
-            let n: u64 = redis::cmd("ZCARD")
-                .arg("rsmq:@batches")
-                .query_async(&mut con)
-                .await
-                .unwrap();
-            if n > 0 {
-                break;
-            }
-        }
+        poll_until_opened(&mut fut, &mut con).await;
         let listed = batches(&c).await;
         assert!(!listed[0].sealed, "{listed:?}");
         assert!(
