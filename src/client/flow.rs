@@ -241,7 +241,8 @@ impl Client {
     /// enqueuer that died part way, by a worker's sweep an hour after they
     /// were opened. A job 100 flows wait for already
     /// ([`after`](Flow::after)) fails the enqueue with
-    /// [`InvalidValue`](crate::Error::InvalidValue).
+    /// [`InvalidValue`](crate::Error::InvalidValue); flows cancelled since
+    /// take no place.
     pub async fn enqueue_flow(&self, flow: Flow) -> Result<JobId> {
         if self.inline.is_some() {
             return Err(Error::InvalidValue {

@@ -345,7 +345,8 @@ pub fn no_job(queue: &str, id: &JobId) -> Error {
 
 /// The most flows that wait for one job enqueued earlier (`Flow::after`):
 /// the settle that finishes it enters a finish for each, so its work is
-/// bounded by this.
+/// bounded by this. Flows cancelled (or gone) take no place: a flow that
+/// finds no room drops their registrations and looks again.
 pub const MAX_WAITERS: u64 = 100;
 
 /// The error of a job waited for by [`MAX_WAITERS`] flows already.

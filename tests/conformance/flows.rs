@@ -787,6 +787,51 @@ pub async fn many_flows_wait_for_one_job_and_all_run_once_it_succeeds(env: &Env)
     }
 }
 
+pub async fn flows_cancelled_while_they_wait_for_a_job_make_room_for_more(env: &Env) {
+    let c = &env.client;
+    let seen = Arc::new(Seen::default());
+    let pending = c.enqueue(&child(5)).await.unwrap();
+    for n in 0..100 {
+        let flow = Flow::new(&Parent { n: 100 + n }).after("flows_a", &pending);
+        c.enqueue_flow(flow).await.unwrap();
+    }
+    // every one of them cancelled (as an enqueue that failed part way, or
+    // an operator, cancels its flow): none of them waits any more
+    let flows = c.batches(None, 1000).await.unwrap();
+    assert_eq!(flows.len(), 100, "{flows:?}");
+    for s in &flows {
+        let id: redjob::ops::BatchId = s.id.parse().unwrap();
+        assert!(c.cancel_batch(&id).await.unwrap(), "{id}");
+    }
+    // so one more may wait for the job: the cancelled ones took no place
+    let kept = c
+        .enqueue_flow(Flow::new(&Parent { n: 999 }).after("flows_a", &pending))
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    let got = c
+        .wait_result::<Parent>(&kept, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(got.is_some(), "the flow enqueued last ran");
+    running.stop().await;
+    let read = seen.read.lock().unwrap().clone();
+    assert_eq!(
+        read,
+        [(999, vec![Some(50)])],
+        "the cancelled flows never ran"
+    );
+    if env.is_redis() {
+        let mut raw = env.raw().await;
+        let left: u64 = redis::cmd("HLEN")
+            .arg(env.key("flows_a", ":deps"))
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "the registrations went");
+    }
+}
+
 pub async fn a_popped_job_counts_as_succeeded_in_its_batch_and_flow(env: &Env) {
     use redjob::queue::Queues;
     let c = &env.client;

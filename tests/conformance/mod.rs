@@ -482,6 +482,7 @@ macro_rules! conformance_suite {
             deleted_jobs_count_as_cancelled_in_their_batches_and_flows,
             purged_jobs_count_as_cancelled_in_their_batches_and_flows,
             many_flows_wait_for_one_job_and_all_run_once_it_succeeds,
+            flows_cancelled_while_they_wait_for_a_job_make_room_for_more,
             a_popped_job_counts_as_succeeded_in_its_batch_and_flow);
         $crate::conformance_suite!(@batch_adds $setup, #[$attr],
             jobs_added_while_a_batch_runs_are_waited_for_counted_and_read,

@@ -356,6 +356,25 @@ impl MemoryBackend {
                 .get_mut(queue)
                 .ok_or_else(|| Error::QueueNotFound { name: queue.into() })?;
             if q.msgs.contains_key(&id) || q.parents.contains_key(&id) {
+                let full = q.deps.get(&id).map(|w| w.len() as u64)
+                    >= Some(crate::contract::batches::MAX_WAITERS);
+                if full {
+                    // flows cancelled, or gone, wait no more: their places go
+                    let ids: Vec<BatchId> = q.deps[&id].iter().map(|w| w.batch).collect();
+                    let stale: HashSet<BatchId> = ids
+                        .into_iter()
+                        .filter(|b| {
+                            st.live_batch(b, now)
+                                .is_none_or(|b| b.status.cancelled_at_ms.is_some())
+                        })
+                        .collect();
+                    let q = st.queues.get_mut(queue).expect("held under the lock");
+                    q.deps
+                        .entry(id)
+                        .or_default()
+                        .retain(|w| !stale.contains(&w.batch));
+                }
+                let q = st.queues.get_mut(queue).expect("held under the lock");
                 let waiting = q.deps.entry(id).or_default();
                 if waiting.len() as u64 >= crate::contract::batches::MAX_WAITERS {
                     return Err(crate::contract::batches::too_many_waiters(queue, &id));

@@ -22,6 +22,9 @@
 -- ARGV[2], ARGV[3]  the batch's id, the job's index in it
 -- ARGV[4]  the history setting when the queue stores none
 -- ARGV[5]  the most flows that may wait for one job (MAX_WAITERS)
+-- ARGV[6..]  optional: batches that wait no more (cancelled, or gone): their
+--          registrations for the job are dropped first, so that they take no
+--          place (the caller reads them when {-2} said the job had no room)
 -- Returns {-1} when the queue does not exist; {-2} when as many flows wait
 --         for the job already; {0} when no such job is known
 --         (never was, or past its history's retention); {1} registered; {2,
@@ -34,6 +37,33 @@ if here[1] or here[2] then
   -- one write however many wait: "<id>" counts them, "<id>:<n>" is each
   local v = redis.call("HGET", KEYS[5], id)
   local most = tonumber(ARGV[5]) or 100
+  if v and #ARGV > 5 then
+    -- at most `most` entries: rewritten in the count form without the stale
+    local stale, list = {}, {}
+    for i = 6, #ARGV do stale[ARGV[i]] = true end
+    if string.find(v, " ", 1, true) then
+      for e in string.gmatch(v, "[^,]+") do list[#list + 1] = e end
+    else
+      local f = {}
+      for k = 1, (tonumber(v) or 0) do f[k] = id .. ":" .. k end
+      if #f > 0 then
+        for _, e in ipairs(redis.call("HMGET", KEYS[5], unpack(f))) do
+          if e then list[#list + 1] = e end
+        end
+        redis.call("HDEL", KEYS[5], unpack(f))
+      end
+    end
+    local kept = {id, 0}
+    for _, e in ipairs(list) do
+      if not stale[string.match(e, "^(%S+)")] then
+        kept[2] = kept[2] + 1
+        kept[#kept + 1] = id .. ":" .. kept[2]
+        kept[#kept + 1] = e
+      end
+    end
+    redis.call("HSET", KEYS[5], unpack(kept))
+    v = tostring(kept[2])
+  end
   if v and string.find(v, " ", 1, true) then
     -- registered when "<id>" held the list itself: appended to it as then
     local _, commas = string.gsub(v, ",", "")
