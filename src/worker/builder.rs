@@ -680,6 +680,7 @@ impl<B: Backend> WorkerBuilder<B> {
             prefetch,
             unstarted: std::sync::atomic::AtomicUsize::new(0),
             slot_freed: tokio::sync::Notify::new(),
+            turns: Default::default(),
             lease: self.lease,
             poll_interval: self.poll_interval,
             job_timeout: self.job_timeout,

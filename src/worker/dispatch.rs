@@ -262,6 +262,9 @@ impl<B: Backend> Dispatcher<B> {
         let mut served = false;
         let mut paused = false;
         let mut slot_freed = false;
+        // this dispatcher's number, and its place while it waits for a share
+        let me = self.env.shared.turns.ticket();
+        let mut place = None;
         loop {
             if self.env.shared.controls.is_quiet() {
                 // an operator quieted the worker: no fetch until resumed
@@ -292,13 +295,27 @@ impl<B: Backend> Dispatcher<B> {
             if short && reserve > 0 {
                 let free = n as usize + self.env.shared.slots.available_permits();
                 let allowed = free.saturating_sub(reserve);
-                if allowed == 0 {
-                    // its share is leased: wait for one of its jobs (or
-                    // another's) to give a slot back, then look again
+                let turns = &self.env.shared.turns;
+                if allowed == 0 || !turns.may_go(me) {
+                    // its share is leased, or other queues wait for theirs:
+                    // wait in line for a slot given back, then look again
+                    // (first in line, keeping its place until it leases)
                     self.give_back(n);
+                    let told = &self.env.shared.slot_freed;
                     loop {
                         let freed = self.env.shared.slot_freed.notified();
-                        if self.env.shared.slots.available_permits() > reserve {
+                        // a queue whose own limit binds waits out of line:
+                        // the others go while its jobs run
+                        let own = self.env.queue_slots.sem().available_permits() > 0;
+                        if !own {
+                            place = None;
+                        } else if place.is_none() {
+                            place = Some(turns.join(me, told));
+                        }
+                        if own
+                            && self.env.shared.slots.available_permits() > reserve
+                            && turns.may_go(me)
+                        {
                             break;
                         }
                         tokio::select! {
@@ -315,6 +332,8 @@ impl<B: Backend> Dispatcher<B> {
                     n = allowed as u32;
                 }
             }
+            // its turn taken (or none needed): the next in line goes
+            place = None;
             if !short {
                 // long (or not yet timed) jobs, or a queue limited across the
                 // fleet (where a lease counts as a start and holds a place):

@@ -49,6 +49,7 @@ mod retry;
 mod settings;
 mod settle;
 mod subscriber;
+mod turns;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -104,6 +105,8 @@ pub(crate) struct Shared {
     pub unstarted: std::sync::atomic::AtomicUsize,
     /// Told when a job gives its slot back.
     pub slot_freed: Notify,
+    /// The queues waiting for a share of the slots, in turn.
+    pub turns: turns::Turns,
     pub lease: Duration,
     pub poll_interval: Duration,
     pub job_timeout: Option<Duration>,
