@@ -195,3 +195,71 @@ async fn jobs_that_keep_enqueueing_jobs_fail_the_run_instead_of_spinning() {
     assert!(pending[0].starts_with("queue \"chain\""), "{err}");
     assert!(pending[0].contains("idle_forever"), "{err}");
 }
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "idle_keyed",
+    queue = "keyed",
+    concurrency_key = "account",
+    per_key = 1
+)]
+struct KeyedStep {
+    account: u64,
+    holds: bool,
+}
+
+impl Job for KeyedStep {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        count(ctx)?;
+        if self.holds {
+            ctx.data::<Arc<tokio::sync::Notify>>()?.notify_one();
+            ctx.cancellation().cancelled().await;
+            return Err(JobError::retry("stopped"));
+        }
+        Ok(())
+    }
+}
+
+/// A keyed job waiting behind a running job of its key that is cancelled
+/// takes the place when the cancelled run's lease ends, as a worker running
+/// all along would run it: the kit's idle check and its stops counted only
+/// jobs in the queue's sorted set, not the key's place freed by time.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_job_behind_a_cancelled_running_one_runs_when_its_lease_ends() {
+    use redjob::inspect::Inspect;
+    let started = Arc::new(tokio::sync::Notify::new());
+    let (kit, runs) = kit();
+    let kit = kit.data(started.clone());
+    let client = kit.client();
+    let holder = KeyedStep {
+        account: 1,
+        holds: true,
+    };
+    let a = client.enqueue(&holder).await.unwrap();
+    let next = KeyedStep {
+        account: 1,
+        holds: false,
+    };
+    client.enqueue(&next).await.unwrap();
+    let run = tokio::spawn({
+        let kit = kit.clone();
+        async move { kit.run_until_idle().await }
+    });
+    started.notified().await;
+    kit.backend().cancel("keyed", &a).await.unwrap();
+    let first = within_real(Duration::from_secs(30), run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.processed, 0, "{first:?}");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+    // the cancelled run's lease (the kit's 30 s) holds the key's place
+    let report = within_real(
+        Duration::from_secs(30),
+        kit.advance(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.processed, 1, "{report:?}");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+}

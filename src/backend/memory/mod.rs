@@ -177,14 +177,17 @@ impl MemoryBackend {
 
     /// True when no message of any queue is leased to a worker, and none is due
     /// now in a queue that is not paused or throttled (by a handler's
-    /// [`JobError::rate_limited`](crate::JobError::rate_limited)).
+    /// [`JobError::rate_limited`](crate::JobError::rate_limited)): neither a
+    /// job in the queue nor a keyed job whose key's place freed by time (a
+    /// cancelled running job's lease ended, a throttle of the key ended).
     pub fn is_idle(&self) -> bool {
         let now = self.clock.now_ms();
         let st = self.lock();
         st.queues.values().all(|q| {
             (q.paused
-                || q.throttled_until > now
-                || q.first_score().is_none_or(|score| score / 1000 > now))
+                || ((q.throttled_until > now
+                    || q.first_score().is_none_or(|score| score / 1000 > now))
+                    && q.key_frees_ms().is_none_or(|at| at > now)))
                 && q.msgs.values().all(|m| !m.lease)
         })
     }
@@ -211,6 +214,19 @@ impl MemoryBackend {
                 let name =
                     crate::contract::envelope::job_name(&m.body).unwrap_or_else(|| "?".into());
                 *list.entry(name).or_default() += 1;
+            }
+            // the first job waiting for a key whose place freed by time
+            for (key, waiting) in &q.keyed {
+                let freed = !q.paused && q.key_frees_at(key).is_some_and(|at| at <= now);
+                if let Some(m) = waiting
+                    .first()
+                    .filter(|_| freed)
+                    .and_then(|(_, id)| q.msgs.get(id))
+                {
+                    let name =
+                        crate::contract::envelope::job_name(&m.body).unwrap_or_else(|| "?".into());
+                    *p.due.entry(name).or_default() += 1;
+                }
             }
             if !p.due.is_empty() || !p.running.is_empty() {
                 out.push(p);

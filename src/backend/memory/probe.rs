@@ -2,6 +2,7 @@
 //! or event retry is due, and what a subscriber has left to do.
 
 use crate::backend::memory::MemoryBackend;
+use crate::backend::memory::state::MemQueue;
 use crate::contract::topics::{DeadEvent, EventId};
 
 /// What a subscriber has left to do (see [`MemoryBackend::subscriber_work`]).
@@ -16,13 +17,17 @@ pub(crate) struct Work {
 impl MemoryBackend {
     /// When the next job not due now comes due, Unix ms, over every queue not
     /// paused (a leased job: when its lease ends; a throttled queue's: not
-    /// before the throttle ends).
+    /// before the throttle ends; a keyed job waiting for its key: when a
+    /// place of the key frees by time).
     pub(crate) fn next_due_ms(&self) -> Option<u64> {
         let st = self.lock();
         st.queues
             .values()
             .filter(|q| !q.paused)
-            .filter_map(|q| q.next_due_ms().map(|due| due.max(q.throttled_until)))
+            .filter_map(|q| {
+                let due = q.next_due_ms().map(|due| due.max(q.throttled_until));
+                due.into_iter().chain(q.key_frees_ms()).min()
+            })
             .min()
     }
 
@@ -71,5 +76,30 @@ impl MemoryBackend {
             }
         }
         work
+    }
+}
+
+impl MemQueue {
+    /// When the first place of a key with jobs waiting for it frees by time
+    /// (a cancelled or deleted running job's lease end, the end of a
+    /// handler's throttle of the key), Unix ms: the next fetch then gives the
+    /// place to the key's first waiting job (see
+    /// [`expire_ghosts`](MemQueue::expire_ghosts)).
+    pub(super) fn key_frees_ms(&self) -> Option<u64> {
+        if self.ghosts == 0 && self.held_keys == 0 {
+            return None;
+        }
+        self.keyed.keys().filter_map(|k| self.key_frees_at(k)).min()
+    }
+
+    /// When a place of `key` frees by time, if one will.
+    pub(super) fn key_frees_at(&self, key: &str) -> Option<u64> {
+        let e = self.keys.get(key)?;
+        let until = (e.until_ms != 0).then_some(e.until_ms);
+        e.ghosts
+            .iter()
+            .map(|(_, end)| end.saturating_add(1))
+            .chain(until)
+            .min()
     }
 }
