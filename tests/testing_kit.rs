@@ -378,3 +378,42 @@ async fn a_delayed_job_of_an_unknown_type_says_when_it_was_sent() {
         dead[0].error
     );
 }
+
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+#[job(
+    name = "kit_sync",
+    queue = "sync",
+    concurrency_key = "account",
+    per_key = 1
+)]
+struct Sync {
+    account: u64,
+    n: u64,
+}
+
+impl Job for Sync {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Runs>>()?.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Keyed jobs waiting for their key's place are still in their queue:
+/// `enqueued` and `assert_enqueued` left them out.
+#[tokio::test(start_paused = true)]
+async fn keyed_jobs_waiting_for_their_key_are_enqueued_too() {
+    let (kit, runs) = kit();
+    let client = kit.client();
+    for (account, n) in [(1, 1), (1, 2), (2, 3)] {
+        client.enqueue(&Sync { account, n }).await.unwrap();
+    }
+    let mut seen: Vec<u64> = kit.enqueued::<Sync>().iter().map(|s| s.n).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, [1, 2, 3]);
+    kit.assert_enqueued(&Sync { account: 1, n: 2 });
+    assert_eq!(kit.scheduled::<Sync>().len(), 3);
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!(report.processed, 3, "{report:?}");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 3);
+    assert!(kit.enqueued::<Sync>().is_empty());
+}

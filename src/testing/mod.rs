@@ -177,7 +177,7 @@ impl std::fmt::Debug for TestKit {
             .queue_names()
             .into_iter()
             .map(|q| {
-                let n = self.backend.messages(&q).len();
+                let n = self.backend.jobs_waiting(&q).len();
                 (q, n)
             })
             .collect();
@@ -342,7 +342,8 @@ impl TestKit {
         self.backend.clock()
     }
 
-    /// Every waiting job of type `J`, in any queue, oldest first.
+    /// Every waiting job of type `J`, in any queue, oldest first: due now or
+    /// later, running, or waiting for a place of its concurrency key.
     pub fn enqueued<J: Job>(&self) -> Vec<J> {
         self.scheduled::<J>().into_iter().map(|e| e.job).collect()
     }
@@ -351,7 +352,7 @@ impl TestKit {
     pub fn scheduled<J: Job>(&self) -> Vec<Enqueued<J>> {
         let mut out = Vec::new();
         for queue in self.backend.queue_names() {
-            for (id, body, due_ms) in self.backend.messages(&queue) {
+            for (id, body, due_ms) in self.backend.jobs_waiting(&queue) {
                 if let Ok(job) = crate::job::decode_as::<J>(&body) {
                     out.push(Enqueued {
                         job,

@@ -1,6 +1,7 @@
 //! Looks into the memory backend at once, for the test kit: when the next job
 //! or event retry is due, and what a subscriber has left to do.
 
+use crate::JobId;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::memory::state::MemQueue;
 use crate::contract::topics::{DeadEvent, EventId};
@@ -29,6 +30,22 @@ impl MemoryBackend {
                 due.into_iter().chain(q.key_frees_ms()).min()
             })
             .min()
+    }
+
+    /// Every job waiting in `queue` (due or not, leased or not, or waiting
+    /// for its concurrency key's place) with when it is due (Unix ms; a
+    /// leased one: its lease end), in due order: what
+    /// [`messages`](Self::messages) gives and the keyed jobs blocked apart.
+    pub(crate) fn jobs_waiting(&self, queue: &str) -> Vec<(JobId, Vec<u8>, u64)> {
+        let st = self.lock();
+        let Some(q) = st.queues.get(queue) else {
+            return Vec::new();
+        };
+        let mut all: Vec<_> = q.all().chain(q.keyed.values().flatten()).collect();
+        all.sort_unstable();
+        all.into_iter()
+            .filter_map(|(score, id)| Some((*id, q.msgs.get(id)?.body.clone(), score / 1000)))
+            .collect()
     }
 
     /// The events of `topic` still in it, oldest first: id, type and data.
