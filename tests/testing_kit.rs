@@ -417,3 +417,38 @@ async fn keyed_jobs_waiting_for_their_key_are_enqueued_too() {
     assert_eq!(runs.0.load(Ordering::SeqCst), 3);
     assert!(kit.enqueued::<Sync>().is_empty());
 }
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit_stamp", queue = "stamps")]
+struct Stamp;
+
+/// What runs' contexts said: their ids and enqueue times.
+type Seen = std::sync::Mutex<Vec<(redjob::JobId, std::time::SystemTime)>>;
+
+impl Job for Stamp {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Seen>>()?
+            .lock()
+            .unwrap()
+            .push((ctx.id(), ctx.enqueued_at()));
+        Ok(())
+    }
+}
+
+/// The inline client's context and id take their time from the kit's clock,
+/// as a stored job's do: it used the wall clock.
+#[tokio::test(start_paused = true)]
+async fn the_inline_client_stamps_its_runs_with_the_kits_clock() {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let seen = Arc::new(Seen::default());
+    let kit = TestKit::starting_at(at).data(seen.clone());
+    kit.client().enqueue(&Stamp).await.unwrap();
+    kit.run_until_idle().await.unwrap();
+    let id = kit.inline_client().enqueue(&Stamp).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    // the stored run and the inline one, a paused clock apart: the same time
+    assert_eq!(seen[0].1, at);
+    assert_eq!(seen[1], (id, at), "inline run saw {:?}", seen[1]);
+    assert_eq!(id.sent_at(), Some(at));
+}

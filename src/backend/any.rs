@@ -51,11 +51,16 @@ impl AnyBackend {
     /// memory backend's clock, or this machine's (Redis's `TIME` still decides
     /// when the job runs).
     pub(crate) fn local_now_ms(&self) -> u64 {
+        self.local_now_us() / 1000
+    }
+
+    /// The same time in Unix µs: what an inline run's id is made of.
+    pub(crate) fn local_now_us(&self) -> u64 {
         match self {
-            AnyBackend::Memory(m) => m.clock().now_ms(),
+            AnyBackend::Memory(m) => m.clock().now_us(),
             AnyBackend::Redis(_) => SystemTime::now()
                 .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+                .map_or(0, |d| d.as_micros() as u64),
         }
     }
 

@@ -382,7 +382,7 @@ impl Client {
             When::QueueDelay => {}
         }
         if let Some(data) = &self.inline {
-            let ids = run_inline(jobs, queue, data).await?;
+            let ids = run_inline(jobs, queue, data, &self.backend).await?;
             return Ok(ids.into_iter().map(Sent::added).collect());
         }
         // the send checks the unique keys and ttls
@@ -415,20 +415,21 @@ pub struct Popped<J> {
     pub body: Vec<u8>,
 }
 
-/// This machine's time in Unix ms: bounds a due time 50 years ahead, where a
-/// clock's skew does not matter.
 /// Runs each job once, through its stored form as a worker would (so a job that
 /// does not survive encoding fails here too, and a handler may enqueue its own type).
-async fn run_inline<J: Job>(jobs: &[J], queue: &str, data: &Data) -> Result<Vec<JobId>> {
+/// Its id and enqueue time come from the backend's clock, as a stored job's.
+async fn run_inline<J: Job>(
+    jobs: &[J],
+    queue: &str,
+    data: &Data,
+    backend: &AnyBackend,
+) -> Result<Vec<JobId>> {
     let mut ids = Vec::with_capacity(jobs.len());
     for j in jobs {
-        let now = SystemTime::now();
-        let us = now
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_micros() as u64;
-        let id = JobId::make(us, &random_suffix());
-        let ctx = JobContext::new(id, 1, queue, now).with_data_map(data.clone());
+        let id = JobId::make(backend.local_now_us(), &random_suffix());
+        // what a worker's context says: the id's time, in whole ms
+        let sent = id.sent_at().unwrap_or(UNIX_EPOCH);
+        let ctx = JobContext::new(id, 1, queue, sent).with_data_map(data.clone());
         let stored = job::decode(&job::encode(j)?)?;
         stored
             .perform_dyn(&ctx)
