@@ -452,3 +452,44 @@ async fn the_inline_client_stamps_its_runs_with_the_kits_clock() {
     assert_eq!(seen[1], (id, at), "inline run saw {:?}", seen[1]);
     assert_eq!(id.sent_at(), Some(at));
 }
+/// The last run's cancellation token.
+type Token = std::sync::Mutex<Option<tokio_util::sync::CancellationToken>>;
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit_slow", queue = "slow", timeout = "1s", max_attempts = 1)]
+struct Slow;
+
+impl Job for Slow {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let token = ctx.cancellation().clone();
+        ctx.data::<Arc<Token>>()?.lock().unwrap().replace(token);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok(())
+    }
+}
+
+/// The inline client applies the job's timeout as a worker does: the run
+/// fails with the worker's text and its token is cancelled. It ran on.
+#[tokio::test(start_paused = true)]
+async fn the_inline_client_applies_the_jobs_timeout() {
+    let token = Arc::new(Token::default());
+    let kit = TestKit::new().data(token.clone());
+    kit.client().enqueue(&Slow).await.unwrap();
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!(report.dead, 1, "{report:?}");
+    let worker = kit.dead_letters("slow").await.unwrap()[0].error.clone();
+    let stored = token.lock().unwrap().take().unwrap();
+    assert!(stored.is_cancelled());
+    let started = tokio::time::Instant::now();
+    match kit.inline_client().enqueue(&Slow).await {
+        Err(Error::JobFailed { name, error }) => {
+            assert_eq!(name, "kit_slow");
+            assert_eq!(error, "timed out after 1s");
+            assert!(worker.ends_with(&error), "worker: {worker}");
+        }
+        other => panic!("expected JobFailed, got {other:?}"),
+    }
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    let inline = token.lock().unwrap().take().unwrap();
+    assert!(inline.is_cancelled(), "the inline run's token");
+}

@@ -1,6 +1,6 @@
 //! Enqueueing jobs.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use crate::backend::any::AnyBackend;
 use crate::backend::memory::MemoryBackend;
@@ -8,13 +8,13 @@ use crate::backend::redis::RedisBackend;
 use crate::contract::backend::Backend;
 use crate::contract::queues::{QueueOptions, SendMessage, Sent, When, validate};
 use crate::contract::stats::{DeadLetter, MinuteStats, QueueStats};
-use crate::id::random_suffix;
 use crate::job::data::Data;
-use crate::job::{self, Job, JobContext};
+use crate::job::{self, Job};
 use crate::{Error, JobId, Result};
 
 mod batch;
 mod flow;
+mod inline;
 mod inspect;
 mod options;
 mod topics;
@@ -106,8 +106,10 @@ impl Client {
         }
     }
 
-    /// Inline mode: each enqueue runs its job at once, in the caller, once, and
-    /// returns its failure as [`Error::JobFailed`]; nothing is stored. For tests.
+    /// Inline mode: each enqueue runs its job at once, in the caller, once
+    /// (within its timeout), and returns its failure as [`Error::JobFailed`];
+    /// nothing is stored. For tests (see
+    /// [`TestKit::inline_client`](crate::testing::TestKit::inline_client)).
     pub(crate) fn inline(mut self, data: Data) -> Self {
         self.inline = Some(data);
         self
@@ -382,7 +384,7 @@ impl Client {
             When::QueueDelay => {}
         }
         if let Some(data) = &self.inline {
-            let ids = run_inline(jobs, queue, data, &self.backend).await?;
+            let ids = inline::run(jobs, queue, data, &self.backend).await?;
             return Ok(ids.into_iter().map(Sent::added).collect());
         }
         // the send checks the unique keys and ttls
@@ -413,32 +415,4 @@ pub struct Popped<J> {
     /// The body as it was stored (bytes that are not UTF-8 replaced with U+FFFD:
     /// RSMQ bodies are text).
     pub body: Vec<u8>,
-}
-
-/// Runs each job once, through its stored form as a worker would (so a job that
-/// does not survive encoding fails here too, and a handler may enqueue its own type).
-/// Its id and enqueue time come from the backend's clock, as a stored job's.
-async fn run_inline<J: Job>(
-    jobs: &[J],
-    queue: &str,
-    data: &Data,
-    backend: &AnyBackend,
-) -> Result<Vec<JobId>> {
-    let mut ids = Vec::with_capacity(jobs.len());
-    for j in jobs {
-        let id = JobId::make(backend.local_now_us(), &random_suffix());
-        // what a worker's context says: the id's time, in whole ms
-        let sent = id.sent_at().unwrap_or(UNIX_EPOCH);
-        let ctx = JobContext::new(id, 1, queue, sent).with_data_map(data.clone());
-        let stored = job::decode(&job::encode(j)?)?;
-        stored
-            .perform_dyn(&ctx)
-            .await
-            .map_err(|e| Error::JobFailed {
-                name: J::NAME.into(),
-                error: e.to_string(),
-            })?;
-        ids.push(id);
-    }
-    Ok(ids)
 }

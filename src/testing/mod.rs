@@ -328,6 +328,49 @@ impl TestKit {
 
     /// A client in inline mode: each enqueue runs its job at once (with the kit's
     /// data), once, and returns its failure as an error. Nothing is stored.
+    ///
+    /// What it does as a worker does: the job goes through its stored form
+    /// (a job that does not survive encoding fails), its context has an id
+    /// and enqueue time from the kit's clock, and the job type's `timeout`
+    /// applies: a run past it fails with `timed out after …`, the text a
+    /// worker records, and its [`cancellation`](crate::JobContext::cancellation)
+    /// token is cancelled.
+    ///
+    /// What it does not do, as Sidekiq's inline mode does not: delays
+    /// (`enqueue_in`, `enqueue_at` and a queue's delay run the job at once),
+    /// uniqueness (each enqueue of a unique job runs it), concurrency keys
+    /// and the queues' limits, priorities, retries (a failed run is the
+    /// enqueue's error), hooks and metrics. A handler's panic is the
+    /// caller's. Batches and flows are refused. Use [`client`](Self::client)
+    /// and [`run_until_idle`](Self::run_until_idle) to test those.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Error, Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(name = "kit-inline-slow", timeout = "1s")]
+    /// struct Slow;
+    /// impl Job for Slow {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+    ///         tokio::time::sleep(Duration::from_secs(5)).await;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// let err = kit.inline_client().enqueue(&Slow).await.unwrap_err();
+    /// assert!(matches!(err, Error::JobFailed { error, .. } if error == "timed out after 1s"));
+    /// // a delay does not hold it: it runs (and times out) at once
+    /// let err = kit.inline_client().enqueue_in(&Slow, Duration::from_secs(60)).await;
+    /// assert!(err.is_err());
+    /// assert!(kit.enqueued::<Slow>().is_empty(), "nothing stored");
+    /// # Ok(()) }
+    /// ```
     pub fn inline_client(&self) -> Client {
         self.client().inline(self.data.clone())
     }
