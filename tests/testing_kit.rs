@@ -493,3 +493,45 @@ async fn the_inline_client_applies_the_jobs_timeout() {
     let inline = token.lock().unwrap().take().unwrap();
     assert!(inline.is_cancelled(), "the inline run's token");
 }
+
+/// `enqueued` and `scheduled` list the jobs oldest first, as documented:
+/// in the order they were enqueued, whatever their queue, due time or
+/// priority. They came grouped by queue name, then by due time.
+#[tokio::test(start_paused = true)]
+async fn enqueued_lists_jobs_in_the_order_they_were_enqueued() {
+    use redjob::client::EnqueueOptions;
+    let (kit, _) = kit();
+    let client = kit.client();
+    let step = || tokio::time::advance(Duration::from_millis(5));
+    client
+        .enqueue_in(&Reminder { order: 1 }, Duration::from_secs(60))
+        .await
+        .unwrap();
+    step().await;
+    let to = |q: &str| EnqueueOptions::new().queue(q);
+    client
+        .enqueue_with(&Reminder { order: 2 }, to("zz-last"))
+        .await
+        .unwrap();
+    step().await;
+    client.enqueue(&Reminder { order: 3 }).await.unwrap();
+    step().await;
+    client
+        .enqueue_with(&Reminder { order: 4 }, to("aa-first"))
+        .await
+        .unwrap();
+    // the same microsecond, at a higher priority
+    let urgent = EnqueueOptions::new().priority(5);
+    client
+        .enqueue_with(&Reminder { order: 5 }, urgent)
+        .await
+        .unwrap();
+    let order: Vec<u64> = kit.enqueued::<Reminder>().iter().map(|r| r.order).collect();
+    assert_eq!(order, [1, 2, 3, 4, 5]);
+    let queues: Vec<String> = kit
+        .scheduled::<Reminder>()
+        .into_iter()
+        .map(|e| e.queue)
+        .collect();
+    assert_eq!(queues, ["mail", "zz-last", "mail", "aa-first", "mail"]);
+}

@@ -391,7 +391,32 @@ impl TestKit {
         self.scheduled::<J>().into_iter().map(|e| e.job).collect()
     }
 
-    /// Every waiting job of type `J` with its id, queue and due time.
+    /// Every waiting job of type `J` with its id, queue and due time, oldest
+    /// first: in the order they were enqueued (their ids' order), whatever
+    /// their queue, due time or priority.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redjob::testing::TestKit;
+    /// use redjob::{Job, JobContext, JobError};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+    /// #[job(name = "kit-scheduled-ping")]
+    /// struct Ping(u32);
+    /// impl Job for Ping {
+    ///     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// let kit = TestKit::new();
+    /// kit.client().enqueue_in(&Ping(1), Duration::from_secs(60)).await?;
+    /// kit.client().enqueue(&Ping(2)).await?;
+    /// let waiting = kit.scheduled::<Ping>();
+    /// assert_eq!(waiting[0].job, Ping(1)); // due later, enqueued first
+    /// assert!(waiting[0].due > waiting[1].due);
+    /// # Ok(()) }
+    /// ```
     pub fn scheduled<J: Job>(&self) -> Vec<Enqueued<J>> {
         let mut out = Vec::new();
         for queue in self.backend.queue_names() {
@@ -406,6 +431,8 @@ impl TestKit {
                 }
             }
         }
+        // a memory backend's ids ascend in the order of its sends
+        out.sort_by_key(|e| e.id);
         out
     }
 
