@@ -306,6 +306,43 @@ async fn an_advance_that_never_gets_through_fails_after_the_wait_limit() {
     );
 }
 
+/// An advance that is merely long (a week of an every-minute schedule:
+/// 10,080 ticks) says it ran out of its wait_limit going through the
+/// schedule's ticks and what to do about it; it blamed a handler "that
+/// keeps enqueueing work due soon". One that a handler keeps going still
+/// names the handler.
+#[tokio::test(start_paused = true)]
+async fn a_long_advance_through_ticks_suggests_a_wait_limit_or_downtime() {
+    let (kit, _) = kit();
+    let kit = kit
+        .wait_limit(Duration::from_millis(200))
+        .periodic(Schedule::cron("* * * * *").unwrap(), Minutely);
+    let err = kit
+        .advance(Duration::from_secs(7 * 86_400))
+        .await
+        .unwrap_err();
+    let Error::NotIdle { pending, .. } = &err else {
+        panic!("expected NotIdle, got {err:?}");
+    };
+    let text = &pending[0];
+    assert!(text.starts_with("advance went through "), "{text}");
+    assert!(text.contains("periodic ticks"), "{text}");
+    assert!(text.contains("wait_limit"), "{text}");
+    assert!(text.contains("downtime"), "{text}");
+    assert!(!text.contains("keeps enqueueing"), "{text}");
+
+    let kit = TestKit::new().wait_limit(Duration::from_millis(200));
+    let client = kit.client();
+    let kit = kit.data(client);
+    kit.client().enqueue(&Forever).await.unwrap();
+    let err = kit.advance(Duration::from_secs(3600)).await.unwrap_err();
+    let Error::NotIdle { pending, .. } = &err else {
+        panic!("expected NotIdle, got {err:?}");
+    };
+    assert!(pending[0].contains("keeps enqueueing"), "{}", pending[0]);
+    assert!(pending[0].contains("wait_limit"), "{}", pending[0]);
+}
+
 #[tokio::test]
 async fn a_kit_starting_at_a_time_ticks_where_that_time_says() {
     // half a second before a whole minute: a 61 s advance holds two ticks

@@ -229,7 +229,12 @@ impl super::TestKit {
     /// A handler that keeps enqueueing work due within `d` keeps it going, as
     /// it would keep a worker busy; the whole `advance` may take
     /// [`wait_limit`](Self::wait_limit) of real time, then fails with
-    /// [`Error::NotIdle`](crate::Error::NotIdle) saying how far it got.
+    /// [`Error::NotIdle`](crate::Error::NotIdle) saying how far it got, through
+    /// how many stops, and how many were periodic ticks. Each stop costs real
+    /// time (about a millisecond): a week of an every-minute schedule is
+    /// 10,080 stops, more than the default 10 s allow. Give such a test a
+    /// longer `wait_limit`, or use [`downtime`](Self::downtime) for a span in
+    /// which no tick need run.
     ///
     /// The clock also moves while handlers run: in real time, or, under
     /// tokio's paused clock, by their sleeps and timeouts. What comes due
@@ -254,14 +259,7 @@ impl super::TestKit {
                 break;
             }
             if began.elapsed() >= self.wait_limit {
-                return Err(crate::Error::NotIdle {
-                    waited: self.wait_limit,
-                    pending: vec![format!(
-                        "advance went through {steps} stops, to {} of {} (a handler that keeps enqueueing work due soon keeps it going)",
-                        UnixMs(now_us / 1000),
-                        UnixMs(end_us / 1000)
-                    )],
-                });
+                return Err(self.advance_too_long(steps, &report, now_us, end_us));
             }
             // something already due (the clock moved while handlers ran)
             // runs now; otherwise the clock goes to it
@@ -284,5 +282,38 @@ impl super::TestKit {
         clock.advance_exact(Duration::from_micros(end_us.saturating_sub(now_us)));
         report += self.run_until_idle().await?;
         Ok(report)
+    }
+
+    /// Why an `advance` that went through `steps` stops (doing `done`) to
+    /// `now_us` of `end_us` gave up at its wait limit: a schedule's ticks
+    /// that are merely many, or jobs that kept coming due.
+    fn advance_too_long(
+        &self,
+        steps: u64,
+        done: &RunReport,
+        now_us: u64,
+        end_us: u64,
+    ) -> crate::Error {
+        let how_far = format!(
+            "advance went through {steps} stops in its wait_limit of {:?} of real time, to {} of {}",
+            self.wait_limit,
+            UnixMs(now_us / 1000),
+            UnixMs(end_us / 1000)
+        );
+        let why = if done.ticks.saturating_mul(2) >= steps {
+            format!(
+                "{} of them periodic ticks: for a span with that many, give the kit a longer `wait_limit`, or move the clock with `downtime` (no worker runs, a schedule's `Missed` policy applies)",
+                done.ticks
+            )
+        } else {
+            format!(
+                "{} jobs run, {} retried: a handler that keeps enqueueing work due soon keeps it going; if the work is merely long, give the kit a longer `wait_limit`",
+                done.processed, done.retried
+            )
+        };
+        crate::Error::NotIdle {
+            waited: self.wait_limit,
+            pending: vec![format!("{how_far}; {why}")],
+        }
     }
 }
