@@ -263,3 +263,27 @@ async fn a_keyed_job_behind_a_cancelled_running_one_runs_when_its_lease_ends() {
     assert_eq!(report.processed, 1, "{report:?}");
     assert_eq!(runs.0.load(Ordering::SeqCst), 2);
 }
+
+/// Under tokio's paused clock a handler that never returns is ended by its
+/// own timeout (the paused clock jumps to it), not by the kit's wait_limit:
+/// the run is idle, the job waits for its retry (docs/testing.md said such a
+/// run fails after wait_limit).
+#[tokio::test(start_paused = true)]
+async fn under_the_paused_clock_a_handler_that_never_returns_times_out() {
+    let (kit, _) = kit();
+    let kit = kit.wait_limit(Duration::from_secs(2));
+    kit.client().enqueue(&Stuck).await.unwrap();
+    let before = kit.clock().now_ms();
+    let report = within_real(Duration::from_secs(30), kit.run_until_idle())
+        .await
+        .unwrap();
+    assert_eq!(report.retried, 1, "{report:?}");
+    // the job type's default timeout, 30 minutes
+    assert!(kit.clock().now_ms() - before >= 30 * 60 * 1000);
+    let waiting = kit.scheduled::<Stuck>();
+    assert_eq!(waiting.len(), 1);
+    use redjob::inspect::Inspect;
+    let job = kit.backend().job("stuck", &waiting[0].id).await.unwrap();
+    let error = job.and_then(|j| j.last_error).unwrap_or_default();
+    assert!(error.ends_with("timed out after 1800s"), "{error}");
+}

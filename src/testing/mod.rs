@@ -471,7 +471,10 @@ impl TestKit {
     ///
     /// Waits at most [`wait_limit`](Self::wait_limit) of real time (10 s), then
     /// fails with [`Error::NotIdle`](crate::Error::NotIdle) naming the jobs and
-    /// events still due or running. Fails with
+    /// events still due or running. Under tokio's paused clock a handler that
+    /// never returns is ended before that by its job's `timeout` (the paused
+    /// clock jumps to it), as a worker ends it: that attempt fails and the
+    /// job waits for its retry. Fails with
     /// [`Error::DuplicateJobName`](crate::Error::DuplicateJobName), as the
     /// worker's `build` does, when two job types share a job name, and with
     /// [`Error::InvalidValue`](crate::Error::InvalidValue) for a periodic job
