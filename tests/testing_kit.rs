@@ -535,3 +535,30 @@ async fn enqueued_lists_jobs_in_the_order_they_were_enqueued() {
         .collect();
     assert_eq!(queues, ["mail", "zz-last", "mail", "aa-first", "mail"]);
 }
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit_rate_limited", queue = "limited")]
+struct RateLimited;
+
+impl Job for RateLimited {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        if ctx.data::<Arc<Runs>>()?.0.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(JobError::rate_limited(Duration::from_secs(60)));
+        }
+        Ok(())
+    }
+}
+
+/// A run a handler's rate limit sent back to wait is counted in the run's
+/// report: it was in none of its counts (no job processed, retried or dead).
+#[tokio::test(start_paused = true)]
+async fn a_rate_limited_run_is_counted_in_the_report() {
+    let (kit, runs) = kit();
+    kit.client().enqueue(&RateLimited).await.unwrap();
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+    assert_eq!(report.throttled, 1, "{report:?}");
+    assert_eq!((report.processed, report.retried, report.dead), (0, 0, 0));
+    let report = kit.advance(Duration::from_secs(60)).await.unwrap();
+    assert_eq!((report.processed, report.throttled), (1, 0), "{report:?}");
+}

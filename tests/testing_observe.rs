@@ -338,7 +338,7 @@ async fn every_kit_type_prints_readably() {
     // the tick's job ran; the delayed one failed, was retried and died
     assert_eq!(
         debug,
-        "RunReport { processed: 1, retried: 1, dead: 1, ticks: 1, events: 0, events_retried: 0, events_dead: 0 }"
+        "RunReport { processed: 1, retried: 1, dead: 1, throttled: 0, ticks: 1, events: 0, events_retried: 0, events_dead: 0 }"
     );
 
     // the dead letter's body is text, not a list of bytes

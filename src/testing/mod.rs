@@ -73,7 +73,7 @@ use crate::contract::stats::DeadLetter;
 use crate::contract::time::UnixMs;
 use crate::job::Job;
 use crate::job::data::Data;
-use crate::worker::{EVENTS_FINISHED, Hooks, RetryPolicy, Sink};
+use crate::worker::{EVENTS_FINISHED, Hooks, JOBS_FINISHED, RetryPolicy, Sink};
 use crate::{JobId, Result};
 
 mod drive;
@@ -107,7 +107,7 @@ pub struct TestKit {
 /// let report = RunReport::default();
 /// assert_eq!(
 ///     format!("{report:?}"),
-///     "RunReport { processed: 0, retried: 0, dead: 0, ticks: 0, events: 0, events_retried: 0, events_dead: 0 }"
+///     "RunReport { processed: 0, retried: 0, dead: 0, throttled: 0, ticks: 0, events: 0, events_retried: 0, events_dead: 0 }"
 /// );
 /// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +119,11 @@ pub struct RunReport {
     pub retried: u64,
     /// Jobs moved to the dead-letter queue.
     pub dead: u64,
+    /// Runs a handler's rate limit
+    /// ([`JobError::rate_limited`](crate::JobError::rate_limited), or
+    /// `rate_limited_key`) sent back to wait: no failed attempt, the job
+    /// runs again when the limit lets it.
+    pub throttled: u64,
     /// Periodic jobs enqueued by their schedules' ticks.
     pub ticks: u64,
     /// Events the kit's subscribers handled.
@@ -134,6 +139,7 @@ impl std::ops::AddAssign for RunReport {
         self.processed += o.processed;
         self.retried += o.retried;
         self.dead += o.dead;
+        self.throttled += o.throttled;
         self.ticks += o.ticks;
         self.events += o.events;
         self.events_retried += o.events_retried;
@@ -484,6 +490,7 @@ impl TestKit {
         self.check_periodic()?;
         let before = self.totals().await?;
         let events_before = self.event_outcomes();
+        let throttled_before = self.throttled_runs();
         let ticks = periodic::tick_due(&self.backend, &self.tickers).await?;
         let driven = self.drive().await;
         let after = self.totals().await?;
@@ -499,6 +506,7 @@ impl TestKit {
             r.dead += a.dead.saturating_sub(b.dead);
         }
         let events_after = self.event_outcomes();
+        r.throttled = self.throttled_runs() - throttled_before;
         r.events = events_after[0] - events_before[0];
         r.events_retried = events_after[1] - events_before[1];
         r.events_dead = events_after[2] - events_before[2];
@@ -514,6 +522,12 @@ impl TestKit {
             }),
             None => Ok(()),
         }
+    }
+
+    /// The runs of jobs a handler's rate limit sent back so far.
+    fn throttled_runs(&self) -> u64 {
+        self.recorder
+            .counter(JOBS_FINISHED, &[("outcome", "throttled")])
     }
 
     /// The kit's subscribers' event runs so far: succeeded, retried, dead.

@@ -64,7 +64,7 @@ use listener::{Handoff, Wakes, listen, poll, warn_about_backend, withdraw_when_f
 pub use builder::WorkerBuilder;
 pub use control::Stopped;
 pub use hooks::{CancelReason, Hooks, JobRun, UNDECODABLE};
-pub(crate) use metrics::{EVENTS_FINISHED, Sink};
+pub(crate) use metrics::{EVENTS_FINISHED, FINISHED as JOBS_FINISHED, Sink};
 pub use periodic::Periodic;
 pub(crate) use periodic::Ticker;
 pub use ready::Ready;
