@@ -359,3 +359,43 @@ async fn every_kit_type_prints_readably() {
     );
     assert!(!debug.contains("[123, 34"), "{debug}");
 }
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "obs_charge")]
+struct Charge {
+    plan: String,
+}
+
+impl Job for Charge {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        metrics::histogram!("app_charge_ms").record(12.0);
+        tokio::task::yield_now().await;
+        // after an await too: each poll of the handler records to the kit
+        metrics::counter!("app_charges_total", "plan" => self.plan.clone()).increment(1);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_handlers_own_metrics_are_recorded_by_the_kit() {
+    let kit = kit().subscribe("pong", |_: Pinged, _: EventContext| async {
+        metrics::counter!("app_pings_total").increment(1);
+        Ok(())
+    });
+    kit.publish(&Pinged { ok: true }).await.unwrap();
+    for plan in ["pro", "pro", "free"] {
+        kit.client()
+            .enqueue(&Charge { plan: plan.into() })
+            .await
+            .unwrap();
+    }
+    assert_eq!(kit.run_until_idle().await.unwrap().processed, 3);
+    assert_eq!(kit.counter("app_charges_total", &[("plan", "pro")]), 2);
+    assert_eq!(kit.counter("app_charges_total", &[]), 3);
+    assert_eq!(kit.histogram("app_charge_ms", &[]), [12.0, 12.0, 12.0]);
+    assert_eq!(
+        kit.counter("app_pings_total", &[]),
+        1,
+        "an event handler's too"
+    );
+}

@@ -451,7 +451,7 @@ async fn run(
         }
     }
     report.started = Some((began, waited));
-    let handler = AssertUnwindSafe(job.perform_dyn(&ctx)).catch_unwind();
+    let handler = AssertUnwindSafe(shared.sink.recording(job.perform_dyn(&ctx))).catch_unwind();
     // timed from `began`, the run's one clock read before it
     let limited = match began.checked_add(timeout) {
         Some(at) => tokio::time::timeout_at(at, handler),

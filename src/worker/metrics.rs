@@ -33,6 +33,42 @@ impl Sink {
     }
 }
 
+impl Sink {
+    /// `fut`, whose every poll records to this sink's own recorder when it
+    /// has one (the test kit's: a handler's own metrics reach it too); as it
+    /// is, unboxed again, for the global recorder.
+    pub fn recording<'a, T: 'a>(
+        &self,
+        fut: futures::future::BoxFuture<'a, T>,
+    ) -> futures::future::BoxFuture<'a, T> {
+        match &self.0 {
+            Some(r) => Box::pin(Recorded {
+                recorder: r.clone(),
+                fut,
+            }),
+            None => fut,
+        }
+    }
+}
+
+/// A future polled with a recorder as the thread's local one.
+struct Recorded<'a, T> {
+    recorder: Arc<dyn metrics::Recorder + Send + Sync>,
+    fut: futures::future::BoxFuture<'a, T>,
+}
+
+impl<T> std::future::Future for Recorded<'_, T> {
+    type Output = T;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<T> {
+        let this = &mut *self;
+        metrics::with_local_recorder(this.recorder.as_ref(), || this.fut.as_mut().poll(cx))
+    }
+}
+
 impl std::fmt::Debug for Sink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.is_some() {

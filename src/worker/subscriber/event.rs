@@ -105,7 +105,7 @@ async fn handle(
         // data that does not decode never runs: dead, neither started nor
         // timed (as a job whose arguments do not decode)
         let fut = match span.in_scope(|| handler.start(data, ctx)) {
-            Ok(f) => f,
+            Ok(f) => shared.sink.recording(f),
             Err(error) => {
                 let now = std::time::Instant::now();
                 let run = EventRun::new(
