@@ -163,6 +163,22 @@ async fn assert_enqueued_names_what_it_found_instead() {
 }
 
 #[tokio::test]
+async fn assert_not_enqueued_names_the_job_it_found() {
+    let (kit, _) = kit();
+    let id = kit.client().enqueue(&Reminder { order: 7 }).await.unwrap();
+    kit.assert_not_enqueued(&Reminder { order: 8 });
+    kit.assert_not_enqueued(&Invoice { order: 7 });
+    let kit2 = kit.clone();
+    let panic = tokio::spawn(async move { kit2.assert_not_enqueued(&Reminder { order: 7 }) })
+        .await
+        .unwrap_err()
+        .into_panic();
+    let msg = panic.downcast_ref::<String>().unwrap();
+    assert!(msg.contains(r#"{"order":7}"#), "{msg}");
+    assert!(msg.contains(id.as_str()) && msg.contains("mail"), "{msg}");
+}
+
+#[tokio::test]
 async fn inline_client_runs_the_job_at_once_and_reports_its_failure() {
     let (kit, runs) = kit();
     let inline = kit.inline_client();
