@@ -195,6 +195,8 @@ impl TestKit {
     /// From `t` the clock runs on with tokio's clock, as [`new`](Self::new)'s
     /// does: in real time, or not at all under a paused tokio clock
     /// (`#[tokio::test(start_paused = true)]`) until the test advances it.
+    /// The backend's clock counts from 1970 (Unix time, as Redis's `TIME`):
+    /// a `t` before that starts it at 1970.
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
