@@ -229,6 +229,7 @@ impl MemQueue {
             (!m.waiting && m.lease && is_lease(m.score) && end >= now).then(|| (key.clone(), end))
         });
         if let Some((key, end)) = ghost {
+            self.key_events.insert((end.saturating_add(1), key.clone()));
             self.keys.entry(key).or_default().ghosts.push((*id, end));
             self.ghosts += 1;
         }
@@ -236,14 +237,20 @@ impl MemQueue {
     }
 
     /// Frees the places of deleted running jobs whose leases ended by `now`
-    /// (ms), and of keys whose throttles ended, for their keys' next jobs.
-    pub fn expire_ghosts(&mut self, now: u64) {
+    /// (ms), and of keys whose throttles ended, for their keys' next jobs;
+    /// how many keys it looked at: only those whose places free by then
+    /// (`key_events`), not every key.
+    pub fn expire_ghosts(&mut self, now: u64) -> usize {
         self.now = self.now.max(now);
-        if self.ghosts == 0 && self.held_keys == 0 {
-            return;
-        }
-        let mut freed = Vec::new();
-        for (key, e) in &mut self.keys {
+        let mut looked = 0;
+        while let Some(first) = self.key_events.first()
+            && first.0 <= now
+        {
+            let (_, key) = self.key_events.pop_first().expect("the first");
+            looked += 1;
+            let Some(e) = self.keys.get_mut(&key) else {
+                continue;
+            };
             let before = e.ghosts.len();
             e.ghosts.retain(|(_, end)| *end >= now);
             let mut ended = e.ghosts.len() < before;
@@ -255,12 +262,10 @@ impl MemQueue {
                 ended = true;
             }
             if ended {
-                freed.push(key.clone());
+                self.fill(&key);
             }
         }
-        for key in freed {
-            self.fill(&key);
-        }
+        looked
     }
 
     /// A holder that went back to wait for a retry (or a release) gives its
@@ -310,6 +315,7 @@ impl MemQueue {
             self.held_keys += 1;
         }
         e.until_ms = e.until_ms.max(until);
+        self.key_events.insert((e.until_ms, key.clone()));
         let others: Vec<JobId> = e
             .holders
             .iter()
@@ -364,15 +370,59 @@ impl MemQueue {
     /// When the first of the keys' places frees by time (a deleted running
     /// job's lease end, a throttle's end), if any: a waiting worker wakes then.
     pub fn next_key_event_ms(&self) -> Option<u64> {
-        if self.ghosts == 0 && self.held_keys == 0 {
-            return None;
+        // an entry whose key moved on since (its throttle lengthened, its
+        // entry gone) only wakes a worker early, once
+        self.key_events.first().map(|(at, _)| *at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MemQueue;
+    use crate::JobId;
+    use crate::contract::leases::LEASE_MARK;
+
+    /// A running keyed job removed (its place kept until its lease ends) and
+    /// a key throttled, among `many` keys each with a job waiting to run:
+    /// freeing their places looks at those two keys, not at every key.
+    #[test]
+    fn places_freed_by_time_are_found_without_looking_at_every_key() {
+        let now = 1_000_000;
+        let mut q = MemQueue::new(30_000, 0, -1, now / 1000);
+        let id = |n: u32| JobId::make(u64::from(n), &[b'a' + (n % 26) as u8; 22]);
+        let many = 1000;
+        for n in 0..many {
+            q.send_keyed(
+                id(n),
+                b"{}".to_vec(),
+                (now + 60_000) * 1000,
+                &format!("k{n}"),
+                1,
+            );
         }
-        self.keys
-            .values()
-            .flat_map(|e| {
-                let until = (e.until_ms != 0).then_some(e.until_ms);
-                e.ghosts.iter().map(|(_, end)| end + 1).chain(until)
-            })
-            .min()
+        let (run, next) = (id(many), id(many + 1));
+        q.send_keyed(run, b"{}".to_vec(), now * 1000, "busy", 1);
+        q.send_keyed(next, b"{}".to_vec(), now * 1000, "busy", 1);
+        assert!(q.msgs[&next].waiting, "its key's one place is taken");
+        // `run` leased until `end`, then cancelled: a ghost until then
+        let end = now + 30_000;
+        q.rescore(run, end * 1000 + LEASE_MARK + 1);
+        q.msgs.get_mut(&run).unwrap().lease = true;
+        q.remove_at(&run, now);
+        assert_eq!(q.ghosts, 1);
+        // a handler throttled key k7 for a minute
+        let spare = Default::default();
+        assert!(q.key_throttle(id(7), now + 60_000, &spare));
+        assert_eq!(q.next_key_event_ms(), Some(end + 1));
+        let looked = q.expire_ghosts(now + 1);
+        assert!(looked <= 2, "looked at {looked} keys of {many}");
+        assert!(q.msgs[&next].waiting, "the ghost's lease runs on");
+        let looked = q.expire_ghosts(end + 1);
+        assert!(looked <= 2, "looked at {looked} keys of {many}");
+        assert!(!q.msgs[&next].waiting, "the ghost's place went to the next");
+        assert_eq!((q.ghosts, q.next_key_event_ms()), (0, Some(now + 60_000)));
+        let looked = q.expire_ghosts(now + 60_000);
+        assert!(looked <= 2, "looked at {looked} keys of {many}");
+        assert_eq!((q.held_keys, q.next_key_event_ms()), (0, None));
     }
 }

@@ -103,10 +103,10 @@ impl MemQueue {
     /// place to the key's first waiting job (see
     /// [`expire_ghosts`](MemQueue::expire_ghosts)).
     pub(super) fn key_frees_ms(&self) -> Option<u64> {
-        if self.ghosts == 0 && self.held_keys == 0 {
-            return None;
-        }
-        self.keyed.keys().filter_map(|k| self.key_frees_at(k)).min()
+        self.key_events
+            .iter()
+            .find(|(_, k)| self.keyed.contains_key(k))
+            .map(|(at, _)| *at)
     }
 
     /// When a place of `key` frees by time, if one will.

@@ -129,6 +129,10 @@ pub(super) struct MemQueue {
     pub ghosts: usize,
     /// Keys a handler's throttle holds (see keys.rs).
     pub held_keys: usize,
+    /// When a key's place frees by time (Unix ms: a ghost's lease end + 1, a
+    /// throttle's end) with the key, the earliest first; an entry whose key
+    /// moved on since is passed over (see keys.rs).
+    pub key_events: BTreeSet<(u64, String)>,
     /// The time of the queue's latest send, fetch, settle or removal (Unix
     /// ms): what a key's throttle is compared with.
     pub now: u64,
@@ -173,6 +177,7 @@ impl MemQueue {
             promoted: false,
             ghosts: 0,
             held_keys: 0,
+            key_events: BTreeSet::new(),
             now: 0,
         }
     }
