@@ -107,6 +107,7 @@ impl MemoryBackend {
                 return false;
             }
             b.status.cancelled_at_ms = Some(now);
+            st.batch_ends.insert((now, *id));
             // listed for workers, as cancel_list.lua does
             let score = st.cancel_list.last().map_or(now, |(s, _)| now.max(s + 1));
             st.cancel_list

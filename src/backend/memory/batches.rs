@@ -88,6 +88,21 @@ impl State {
         sent
     }
 
+    /// Drops up to `most` batches past their retention at `now` (ms), the
+    /// earliest first, as Redis expires a batch's keys.
+    pub(super) fn drop_expired_batches(&mut self, now: u64, most: usize) {
+        for _ in 0..most {
+            match self.batch_ends.first() {
+                Some(&(at, id)) if now >= at.saturating_add(KEEP_MS) => {
+                    self.batch_ends.pop_first();
+                    // looked up as any read does: gone only when expired
+                    self.live_batch(&id, now);
+                }
+                _ => break,
+            }
+        }
+    }
+
     /// A batch not past its retention.
     pub(super) fn live_batch(&mut self, id: &BatchId, now: u64) -> Option<&mut MemBatch> {
         let expired = self
@@ -115,6 +130,8 @@ impl State {
             return Default::default();
         }
         b.status.completed_ms = Some(now_us / 1000);
+        let ends = b.ends_at().unwrap_or(now_us / 1000);
+        self.batch_ends.insert((ends, *id));
         let mut due = b.callback(CallbackKind::Complete);
         // a cancelled batch never succeeds, though every job it ran did
         if b.status.dead == 0 && b.status.cancelled == 0 && b.status.cancelled_at_ms.is_none() {
@@ -422,18 +439,7 @@ impl MemoryBackend {
         let limit = crate::contract::batches::check_limit(limit)?;
         let now = self.clock.now_ms();
         let mut st = self.lock();
-        let expired: Vec<BatchId> = st
-            .batches
-            .iter()
-            .filter(|(_, b)| {
-                b.ends_at()
-                    .is_some_and(|at| now >= at.saturating_add(KEEP_MS))
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in expired {
-            st.batches.remove(&id);
-        }
+        st.drop_expired_batches(now, usize::MAX);
         let mut all: Vec<&MemBatch> = st
             .batches
             .values()
@@ -458,5 +464,44 @@ impl MemoryBackend {
             .get(id)
             .map(|b| b.dead.iter().take(limit).cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::backend::memory::MemoryBackend;
+    use crate::contract::backend::Backend;
+    use crate::contract::batches::{BatchId, BatchSpec};
+
+    fn spec(n: u8) -> BatchSpec {
+        BatchSpec {
+            id: format!("{:0>32}", n).parse().unwrap(),
+            callbacks: Vec::new(),
+            description: None,
+            members: 0,
+        }
+    }
+
+    /// Batches past their retention are dropped by the workers' sweep, a
+    /// bounded number a sweep, as Redis expires them, where they stayed
+    /// until someone listed batches or looked one up.
+    #[tokio::test]
+    async fn a_sweep_drops_batches_past_their_retention() {
+        let m = MemoryBackend::new();
+        for n in 0..3 {
+            m.batch_open(&spec(n)).await.unwrap();
+        }
+        // two complete (sealed with no job), the third never sealed
+        m.batch_seal(&spec(0).id, 0).await.unwrap();
+        m.batch_seal(&spec(1).id, 0).await.unwrap();
+        m.clock().advance(Duration::from_secs(6 * 24 * 3600));
+        m.batch_sweep().await.unwrap();
+        assert_eq!(m.lock().batches.len(), 3, "within their retention");
+        m.clock().advance(Duration::from_secs(2 * 24 * 3600));
+        m.batch_sweep().await.unwrap();
+        let left: Vec<BatchId> = m.lock().batches.keys().copied().collect();
+        assert_eq!(left, [spec(2).id], "the unsealed one has no retention yet");
     }
 }

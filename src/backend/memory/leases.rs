@@ -117,6 +117,9 @@ impl Backend for MemoryBackend {
     }
 
     async fn batch_sweep(&self) -> Result<()> {
+        // batches past their retention, a bounded number a sweep
+        let now = self.clock.now_ms();
+        self.lock_mut().drop_expired_batches(now, 1000);
         Ok(())
     }
 

@@ -560,6 +560,9 @@ pub(super) struct State {
     pub serves: HashMap<String, Vec<u8>>,
     /// Every batch (see batches.rs).
     pub batches: super::batches::Batches,
+    /// When each batch's retention began (it completed or was cancelled),
+    /// Unix ms, the earliest first: the workers' sweep drops those past it.
+    pub batch_ends: BTreeSet<(u64, crate::contract::batches::BatchId)>,
     /// The batches cancelled, by the score they were listed with (strictly
     /// increasing), as `ns:@cancelled` on Redis.
     pub cancel_list: Vec<(u64, crate::contract::batches::BatchId)>,
