@@ -283,7 +283,11 @@ impl<B: Backend> WorkerBuilder<B> {
 
     /// How long a fetched job stays invisible to other workers; renewed every third of
     /// it while the job runs, so a job may run longer. A crashed worker's jobs run
-    /// again after it. At least 1 s. Defaults to 30 s.
+    /// again after it. At least 1 s. Defaults to 30 s. A long job needs no
+    /// long lease (it is renewed); a lease of minutes also costs Redis more:
+    /// the queue counts its leases by the second they end, and each renewal,
+    /// and each fetch of a queue with a global concurrency limit, reads one
+    /// field for each such second (about 1 ms at an hour's leases).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self

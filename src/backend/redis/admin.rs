@@ -24,7 +24,7 @@ use crate::{Error, JobId, Result};
 const MAX_ID_US: u64 = 3_656_158_440_062_975;
 
 /// About how many members one purge.lua call scans.
-const PURGE_STEP: i64 = 5000;
+const PURGE_STEP: i64 = 1000;
 
 /// How long a bulk action waits for Redis's clock to pass its cutoff (a
 /// millisecond, unless the clock went back).
