@@ -402,3 +402,79 @@ async fn a_page_ending_on_an_old_place_goes_on_from_it() {
     assert_eq!(how(&all[0]), Finish::Succeeded);
     assert_eq!(how(&all[1]), Finish::Dead);
 }
+
+/// A memory backend that records the page sizes `history` asks `list` for.
+struct Asked {
+    inner: redjob::backend::memory::MemoryBackend,
+    sizes: std::sync::Mutex<Vec<usize>>,
+}
+
+impl Inspect for Asked {
+    async fn counts(&self, queue: &str) -> redjob::Result<redjob::inspect::StateCounts> {
+        self.inner.counts(queue).await
+    }
+    async fn latency(&self, queue: &str) -> redjob::Result<Option<std::time::Duration>> {
+        self.inner.latency(queue).await
+    }
+    async fn peek(&self, queue: &str, n: usize) -> redjob::Result<Vec<JobInfo>> {
+        self.inner.peek(queue, n).await
+    }
+    async fn job(&self, queue: &str, id: &JobId) -> redjob::Result<Option<JobInfo>> {
+        self.inner.job(queue, id).await
+    }
+    async fn list(
+        &self,
+        queue: &str,
+        state: redjob::inspect::JobState,
+        after: Option<&redjob::inspect::Cursor>,
+        n: usize,
+    ) -> redjob::Result<redjob::inspect::Page> {
+        self.sizes.lock().unwrap().push(n);
+        self.inner.list(queue, state, after, n).await
+    }
+    async fn cancel_by(
+        &self,
+        queue: &str,
+        id: &JobId,
+        by: &str,
+    ) -> redjob::Result<redjob::inspect::Cancelled> {
+        self.inner.cancel_by(queue, id, by).await
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
+#[job(name = "qh_tick", queue = "qh_ticks")]
+struct Tick;
+
+impl redjob::Job for Tick {
+    async fn perform(&self, _: &redjob::JobContext) -> Result<(), redjob::JobError> {
+        Ok(())
+    }
+}
+
+/// A history page of 50 read 1,000 entries (a whole `list` page) whatever
+/// it showed; a filtered one reads in pages that grow from its size.
+#[tokio::test]
+async fn a_history_page_reads_as_many_entries_as_it_shows() {
+    let kit = redjob::testing::TestKit::new();
+    for _ in 0..300 {
+        kit.client().enqueue(&Tick).await.unwrap();
+    }
+    assert_eq!(kit.run_until_idle().await.unwrap().processed, 300);
+    let asked = Asked {
+        inner: kit.backend().clone(),
+        sizes: Default::default(),
+    };
+    let all = redjob::inspect::HistoryQuery::default();
+    let page = asked.history("qh_ticks", &all, None, 50).await.unwrap();
+    assert_eq!(page.jobs.len(), 50);
+    assert_eq!(*asked.sizes.lock().unwrap(), [50], "one page of its size");
+    // a filter that matches nothing reads on, in growing pages, to the end
+    asked.sizes.lock().unwrap().clear();
+    let none = redjob::inspect::HistoryQuery::default().job_type("no_such_type");
+    let page = asked.history("qh_ticks", &none, None, 50).await.unwrap();
+    assert!(page.jobs.is_empty() && page.next.is_none());
+    let sizes = asked.sizes.lock().unwrap().clone();
+    assert_eq!(sizes.first(), Some(&50), "{sizes:?}");
+    assert!(sizes.windows(2).all(|w| w[1] >= w[0]), "{sizes:?}");
+}

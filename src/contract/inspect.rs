@@ -514,10 +514,15 @@ pub trait Inspect: Sync {
             }
             let mut cursor = after.cloned();
             let mut scanned = 0;
+            // as many entries as the page shows when each is selected, more
+            // (twice as many each time, up to MAX_PAGE) while a filter passes
+            // them over
+            let mut read = n;
             loop {
                 let page = self
-                    .list(queue, JobState::Finished, cursor.as_ref(), MAX_PAGE)
+                    .list(queue, JobState::Finished, cursor.as_ref(), read)
                     .await?;
+                read = read.saturating_mul(2).min(MAX_PAGE);
                 for job in page.jobs {
                     scanned += 1;
                     let at = Cursor::dead(&job);
