@@ -314,6 +314,40 @@ pub async fn list_pages_through_each_state_in_order_without_gaps_or_repeats(env:
     assert_eq!(q.counts("ls").await.unwrap(), counts(15, 7, 0, 9));
 }
 
+/// A page of scheduled jobs among many leases (or of leases among many
+/// scheduled jobs) reads at most its size + 1,000 rows, as list.lua does,
+/// and ends early with a cursor to go on from.
+pub async fn a_page_of_one_kind_among_many_of_the_other_ends_early_with_a_cursor(env: &Env) {
+    let q = env.client.backend();
+    let opts = QueueOptions::default();
+    let now: Vec<SendMessage> = (0..1500)
+        .map(|i| SendMessage::new(format!("r{i}")))
+        .collect();
+    Backend::send(&q, "lk", &now, &opts).await.unwrap();
+    // all of them leased for a minute, then three jobs due after the leases
+    let mut leased = 0;
+    while leased < 1500 {
+        leased += q.fetch("lk", 1000, LONG).await.unwrap().jobs.len();
+    }
+    let later: Vec<SendMessage> = (0..3)
+        .map(|i| SendMessage::new(format!("later{i}")).delay(LONG * 2 + Duration::from_secs(i)))
+        .collect();
+    Backend::send(&q, "lk", &later, &opts).await.unwrap();
+    let first = q.list("lk", JobState::Scheduled, None, 2).await.unwrap();
+    assert!(
+        first.jobs.is_empty() && first.next.is_some(),
+        "it read 1,002 leases and stopped: {} jobs, next {:?}",
+        first.jobs.len(),
+        first.next
+    );
+    let scheduled = all_pages(&q, "lk", JobState::Scheduled, 2).await;
+    assert_eq!(bodies(&scheduled), ["later0", "later1", "later2"]);
+    assert_eq!(
+        all_pages(&q, "lk", JobState::InFlight, 1000).await.len(),
+        1500
+    );
+}
+
 /// Waits on its cancellation token, then fails (a retry, were its outcome kept).
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "inspect_waits", queue = "work", unique)]

@@ -385,6 +385,7 @@ macro_rules! conformance_suite {
             a_running_job_cancelled_deleted_or_made_visible_leaves_the_in_flight_count,
             peek_shows_the_next_jobs_in_run_order_and_leases_none,
             list_pages_through_each_state_in_order_without_gaps_or_repeats,
+            a_page_of_one_kind_among_many_of_the_other_ends_early_with_a_cursor,
             cancel_removes_waiting_jobs_and_stops_running_ones_for_good,
             finished_and_unknown_jobs_and_bad_input_are_clear,
             a_retry_without_a_message_keeps_the_last_error,

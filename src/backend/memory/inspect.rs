@@ -35,27 +35,47 @@ fn range(state: JobState, now: u64) -> ((u64, u64), fn(u64) -> bool) {
 }
 
 /// Up to `n` (score, id) of `set` within `lo..=hi` that `keep` takes, after
-/// `after` when given. A cursor above the range skips it (the range came before
-/// it); one below starts it from its beginning (ranges only move up as time
-/// passes).
+/// `after` when given, reading at most `budget` rows (taken off it), as
+/// list.lua does; with the last row read, and whether the budget ran out
+/// before the rows did. A cursor above the range skips it (the range came
+/// before it); one below starts it from its beginning (ranges only move up
+/// as time passes).
 fn span(
     set: &Set,
     (lo, hi): (u64, u64),
     keep: fn(u64) -> bool,
     after: Option<(u64, JobId)>,
     n: usize,
-) -> Vec<(u64, JobId)> {
+    budget: &mut usize,
+) -> Spanned {
     let start = match after {
-        Some(c) if c >= (hi, JobId::MAX) => return Vec::new(),
+        Some(c) if c >= (hi, JobId::MAX) => return (Vec::new(), None, false),
         Some(c) if c >= (lo, JobId::MIN) => Excluded(c),
         _ => Included((lo, JobId::MIN)),
     };
-    set.range((start, Included((hi, JobId::MAX))))
-        .filter(|(k, _)| keep(*k))
-        .take(n)
-        .copied()
-        .collect()
+    let (mut out, mut last) = (Vec::new(), None);
+    for &(k, id) in set.range((start, Included((hi, JobId::MAX)))) {
+        if out.len() == n {
+            break;
+        }
+        if *budget == 0 {
+            return (out, last, true);
+        }
+        *budget -= 1;
+        last = Some((k, id));
+        if keep(k) {
+            out.push((k, id));
+        }
+    }
+    (out, last, false)
 }
+
+/// What [`span`] read: the rows taken, the last row read, and whether the
+/// budget ran out before the rows did.
+type Spanned = (Vec<(u64, JobId)>, Option<(u64, JobId)>, bool);
+
+/// The rows a page of one state may read beyond its size (see list.lua).
+const PASS_OVER: usize = 1000;
 
 impl MemQueue {
     fn info(&self, p: i8, score: u64, id: JobId, now: u64) -> JobInfo {
@@ -116,8 +136,10 @@ impl Inspect for MemoryBackend {
             let mut later: Vec<(u64, usize, JobId, i8)> = Vec::new();
             for (li, p) in crate::contract::queues::priorities().enumerate() {
                 let Some(set) = q.set(p) else { continue };
+                let mut budget = left + PASS_OVER;
                 later.extend(
-                    span(set, r, keep, None, left)
+                    span(set, r, keep, None, left, &mut budget)
+                        .0
                         .into_iter()
                         .map(|(s, id)| (s, li, id, p)),
                 );
@@ -207,6 +229,10 @@ impl Inspect for MemoryBackend {
         let st = self.lock();
         let q = st.queues.get(queue).ok_or_else(|| not_found(queue))?;
         let mut rows: Vec<(i8, u64, JobId)> = Vec::new();
+        let mut budget = n.saturating_add(PASS_OVER);
+        // the last row read, shown or not, and where a page whose budget
+        // ran out goes on from
+        let (mut last_read, mut resume) = (None, None);
         for p in crate::contract::queues::priorities() {
             if after.is_some_and(|c| p > c.priority) {
                 continue;
@@ -218,17 +244,29 @@ impl Inspect for MemoryBackend {
             if left == 0 {
                 break;
             }
-            rows.extend(
-                span(set, r, keep, cursor, left)
-                    .into_iter()
-                    .map(|(s, id)| (p, s, id)),
-            );
+            let (got, last, ran_out) = span(set, r, keep, cursor, left, &mut budget);
+            rows.extend(got.into_iter().map(|(s, id)| (p, s, id)));
+            if let Some((score, id)) = last {
+                last_read = Some(Cursor {
+                    priority: p,
+                    score,
+                    id,
+                    key: None,
+                });
+            }
+            if ran_out {
+                resume = last_read.take();
+                break;
+            }
         }
         let scores: Vec<u64> = rows.iter().map(|r| r.1).collect();
         let jobs = rows
             .into_iter()
             .map(|(p, s, id)| q.info(p, s, id, now))
             .collect();
+        if resume.is_some() {
+            return Ok(Page { jobs, next: resume });
+        }
         let full = n > 0 && scores.len() >= n;
         Ok(inspect::page(jobs, &scores, full))
     }
