@@ -27,6 +27,7 @@ mod probe;
 mod queues;
 mod settings;
 mod state;
+mod topic_claim;
 mod topics;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -282,4 +283,30 @@ impl Drop for Changing<'_> {
 
 fn not_found(name: &str) -> Error {
     Error::QueueNotFound { name: name.into() }
+}
+
+/// Counts `n` entries read by a call, for the tests that bound a call's work
+/// by the entries it reads rather than by its time (see
+/// [`tally::take`]); nothing outside the tests.
+#[inline]
+fn read_entries(n: usize) {
+    #[cfg(test)]
+    tally::READ.with(|r| r.set(r.get() + n));
+    #[cfg(not(test))]
+    let _ = n;
+}
+
+/// The entries read on this thread (see [`read_entries`]).
+#[cfg(test)]
+mod tally {
+    use std::cell::Cell;
+
+    thread_local! {
+        pub(super) static READ: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// The entries read on this thread since the last call, and starts again at 0.
+    pub(super) fn take() -> usize {
+        READ.with(|r| r.replace(0))
+    }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::backend::memory::MemoryBackend;
+use crate::backend::memory::topic_claim::Scan;
 use crate::contract::attempts::{Attempt, AttemptOutcome, MAX_RECORDS};
 use crate::contract::topics::{
     Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Start,
@@ -53,13 +54,15 @@ pub(super) struct MemTopic {
 pub(super) struct Group {
     pub offset: EventId,
     pub pending: BTreeMap<EventId, Pending>,
-    consumers: BTreeSet<String>,
+    /// The consumers that have read or claimed for it.
+    pub consumers: BTreeSet<String>,
     pub dead: VecDeque<DeadEvent>,
     last_dead: EventId,
 }
 
 pub(super) struct Pending {
-    consumer: String,
+    /// The consumer that holds it.
+    pub consumer: String,
     pub delivered_ms: u64,
     pub deliveries: u32,
     /// Its attempt records so far (the last MAX_RECORDS).
@@ -67,7 +70,7 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    fn record(&mut self, a: Attempt) {
+    pub(super) fn record(&mut self, a: Attempt) {
         self.runs.push(a);
         let over = self.runs.len().saturating_sub(MAX_RECORDS);
         self.runs.drain(..over);
@@ -200,7 +203,8 @@ fn group<'a>(t: &'a mut MemTopic, name: &str) -> &'a mut Group {
     t.groups.get_mut(name).expect("checked by with_group")
 }
 
-fn received(id: EventId, e: &Entry, deliveries: u32) -> Received {
+/// Event `id` as a delivery, its `deliveries`th.
+pub(super) fn received(id: EventId, e: &Entry, deliveries: u32) -> Received {
     Received {
         id,
         event_type: Some(e.ty.clone()),
@@ -370,37 +374,16 @@ impl Topics for MemoryBackend {
     ) -> Result<Option<Claimed>> {
         let min_idle = crate::contract::backend::clamped_ms(min_idle);
         Ok(self.with_group(topic, subscriber, |t, now| {
-            let entries = &t.entries;
             let g = t.groups.get_mut(subscriber).expect("checked by with_group");
             g.consumers.insert(consumer.to_string());
-            let ids: Vec<EventId> = g.pending.range(from..).map(|(id, _)| *id).collect();
-            let mut events = Vec::new();
-            let mut next = EventId::ZERO;
-            for id in ids {
-                if events.len() >= count.max(1) {
-                    next = id;
-                    break;
-                }
-                let Some(e) = entries.get(&id) else {
-                    // trimmed from the topic: gone from the pending list, as XAUTOCLAIM does
-                    g.pending.remove(&id);
-                    continue;
-                };
-                let p = g.pending.get_mut(&id).expect("listed above");
-                if now.saturating_sub(p.delivered_ms) < min_idle {
-                    continue;
-                }
-                // a delivery that ended with no record: its consumer died
-                // (see topic_claim.lua)
-                if p.deliveries > p.runs.last().map_or(0, |a| a.number) {
-                    p.record(Attempt::lease_lost(p.deliveries, None));
-                }
-                p.consumer = consumer.to_string();
-                p.delivered_ms = now;
-                p.deliveries = p.deliveries.saturating_add(1);
-                events.push(received(id, e, p.deliveries));
-            }
-            Claimed { events, next }
+            let scan = Scan {
+                consumer,
+                min_idle,
+                count,
+                from,
+                now,
+            };
+            scan.claim(g, &t.entries)
         }))
     }
 

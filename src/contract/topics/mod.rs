@@ -220,8 +220,10 @@ pub trait Topics: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Vec<Received>>>> + Send;
 
     /// Takes over up to `count` of the subscriber's events idle for at least
-    /// `min_idle`, scanning its pending list from `from`. `None` when the
-    /// subscriber does not exist.
+    /// `min_idle`, scanning its pending list from `from`: at most `count` × 10
+    /// entries of it (as `XAUTOCLAIM` does), so that a call costs the same
+    /// however many events are pending; [`Claimed::next`] is where the next
+    /// scan goes on. `None` when the subscriber does not exist.
     fn claim(
         &self,
         topic: &str,
