@@ -28,6 +28,7 @@ mod queues;
 mod settings;
 mod state;
 mod topic_claim;
+mod topic_info;
 mod topics;
 
 use std::sync::{Arc, Mutex, MutexGuard};

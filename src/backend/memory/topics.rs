@@ -11,8 +11,8 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::memory::topic_claim::Scan;
 use crate::contract::attempts::{Attempt, AttemptOutcome, MAX_RECORDS};
 use crate::contract::topics::{
-    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Start,
-    SubscriberInfo, TopicInfo, Topics, WhenFull,
+    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Start, TopicInfo,
+    Topics, WhenFull,
 };
 use crate::{Error, Result};
 
@@ -31,6 +31,18 @@ pub(super) struct Entry {
     pub ty: String,
     pub data: String,
     pub to: Option<String>,
+    /// Its place among the events ever appended to its topic (1 for the
+    /// first). Events are appended at the end and trimmed from the start
+    /// only, so the places of those held run without a gap: the events from
+    /// one to the last are counted by a subtraction (see [`MemTopic::lag`]).
+    pub n: u64,
+}
+
+impl Entry {
+    /// Its memory, estimated: the fields' bytes and two integers of id.
+    pub(super) fn size(&self) -> u64 {
+        (self.ty.len() + self.data.len() + self.to.as_ref().map_or(0, String::len) + 16) as u64
+    }
 }
 
 /// The id after `last` at `now` (ms), as Redis makes them.
@@ -46,7 +58,11 @@ fn next_id(last: EventId, now: u64) -> EventId {
 pub(super) struct MemTopic {
     pub entries: BTreeMap<EventId, Entry>,
     last: EventId,
-    added: u64,
+    /// Events ever appended (the last one's [`Entry::n`]).
+    pub added: u64,
+    /// The sum of its events' [`Entry::size`], kept as they are appended
+    /// and trimmed.
+    pub bytes: u64,
     pub groups: BTreeMap<String, Group>,
 }
 
@@ -163,40 +179,6 @@ impl MemoryBackend {
         self.changed();
         true
     }
-
-    /// [`Topics::topic_info`], at once.
-    pub(crate) fn topic_info_now(&self, topic: &str) -> Option<TopicInfo> {
-        let all = self.topics();
-        let t = all.get(topic)?;
-        let subscribers = t
-            .groups
-            .iter()
-            .map(|(name, g)| SubscriberInfo {
-                name: name.clone(),
-                offset: g.offset,
-                pending: g.pending.len() as u64,
-                lag: t.after(g.offset).count() as u64,
-                lag_exact: true,
-                consumers: g.consumers.len() as u64,
-                dead: g.dead.len() as u64,
-            })
-            .collect();
-        Some(TopicInfo {
-            length: t.entries.len() as u64,
-            published: t.added,
-            first: t.entries.keys().next().copied(),
-            last: t.entries.keys().next_back().copied(),
-            // an estimate: the fields' bytes and two integers of id per event
-            memory: t
-                .entries
-                .values()
-                .map(|e| {
-                    (e.ty.len() + e.data.len() + e.to.as_ref().map_or(0, String::len) + 16) as u64
-                })
-                .sum(),
-            subscribers,
-        })
-    }
 }
 
 fn group<'a>(t: &'a mut MemTopic, name: &str) -> &'a mut Group {
@@ -215,12 +197,37 @@ pub(super) fn received(id: EventId, e: &Entry, deliveries: u32) -> Received {
 }
 
 impl MemTopic {
-    fn append(&mut self, now: u64, entry: Entry) -> EventId {
+    /// Appends an event at `now` (ms); its id.
+    fn append(&mut self, now: u64, ty: String, data: String, to: Option<String>) -> EventId {
         let id = next_id(self.last, now);
         self.last = id;
         self.added += 1;
+        let entry = Entry {
+            ty,
+            data,
+            to,
+            n: self.added,
+        };
+        self.bytes += entry.size();
         self.entries.insert(id, entry);
         id
+    }
+
+    /// Trims the events before `min`.
+    fn trim_before(&mut self, min: EventId) {
+        let kept = self.entries.split_off(&min);
+        let gone = std::mem::replace(&mut self.entries, kept);
+        self.bytes -= gone.values().map(Entry::size).sum::<u64>();
+    }
+
+    /// Trims the oldest events beyond `max`.
+    fn trim_to(&mut self, max: u64) {
+        while self.entries.len() as u64 > max {
+            let Some((_, e)) = self.entries.pop_first() else {
+                break;
+            };
+            self.bytes -= e.size();
+        }
     }
 }
 
@@ -252,21 +259,14 @@ impl Topics for MemoryBackend {
             let t = all.entry(topic.to_string()).or_default();
             let mut ids = Vec::with_capacity(events.len());
             for (ty, data) in events {
-                let entry = Entry {
-                    ty: ty.to_string(),
-                    data: data.to_string(),
-                    to: None,
-                };
-                ids.push(t.append(now, entry));
+                ids.push(t.append(now, ty.to_string(), data.to_string(), None));
             }
             if let Some(age) = options.max_age {
                 let min = now.saturating_sub(crate::contract::backend::clamped_ms(age));
-                t.entries = t.entries.split_off(&EventId::new(min, 0));
+                t.trim_before(EventId::new(min, 0));
             }
             if let Some(max) = options.max_len.filter(|_| !refuse) {
-                while t.entries.len() as u64 > max {
-                    t.entries.pop_first();
-                }
+                t.trim_to(max);
             }
             ids
         };
@@ -550,12 +550,8 @@ impl Topics for MemoryBackend {
             .with_group(topic, subscriber, |t, now| {
                 let letters = take_dead(group(t, subscriber), which);
                 for d in &letters {
-                    let entry = Entry {
-                        ty: d.event_type.clone(),
-                        data: d.data.clone(),
-                        to: Some(subscriber.to_string()),
-                    };
-                    t.append(now, entry);
+                    let to = Some(subscriber.to_string());
+                    t.append(now, d.event_type.clone(), d.data.clone(), to);
                 }
                 letters.len() as u64
             })
