@@ -578,3 +578,59 @@ async fn a_rate_limited_run_is_counted_in_the_report() {
     let report = kit.advance(Duration::from_secs(60)).await.unwrap();
     assert_eq!((report.processed, report.throttled), (1, 0), "{report:?}");
 }
+
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+#[job(name = "kit_order_child", queue = "kit_order_c")]
+struct OrderChild;
+
+impl Job for OrderChild {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job, Debug, PartialEq)]
+#[job(name = "kit_order_step", queue = "kit_order_p")]
+struct OrderStep {
+    n: u64,
+}
+
+impl Job for OrderStep {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A flow's parent (and its batch) take their ids from the kit's clock, as
+/// every other job does: listed in the order they were enqueued, sent when
+/// the kit's clock says.
+#[tokio::test]
+async fn a_flows_parent_is_stamped_with_the_kits_clock_and_listed_in_order() {
+    let y2001 = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(978_307_200);
+    let kit = TestKit::starting_at(y2001);
+    kit.backend()
+        .create_queue("kit_order_p", Default::default())
+        .await
+        .unwrap();
+    redjob::ops::Admin::pause(kit.backend(), "kit_order_p")
+        .await
+        .unwrap();
+    kit.client().enqueue(&OrderStep { n: 1 }).await.unwrap();
+    kit.client()
+        .enqueue_flow(redjob::client::Flow::new(&OrderStep { n: 2 }).child(&OrderChild))
+        .await
+        .unwrap();
+    kit.run_until_idle().await.unwrap();
+    kit.client().enqueue(&OrderStep { n: 3 }).await.unwrap();
+    let listed = kit.scheduled::<OrderStep>();
+    let order: Vec<u64> = listed.iter().map(|e| e.job.n).collect();
+    assert_eq!(order, [1, 2, 3], "oldest first");
+    for e in &listed {
+        let sent = e.id.sent_at().unwrap();
+        assert!(
+            sent.duration_since(y2001).unwrap() < Duration::from_secs(3600),
+            "{} sent at {sent:?}",
+            e.job.n
+        );
+    }
+}

@@ -1,8 +1,6 @@
 //! Enqueueing a batch: jobs counted as they finish, with callbacks enqueued
 //! once when the batch is done.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use super::Client;
 use crate::contract::backend::Backend;
 use crate::contract::batches::{
@@ -239,7 +237,7 @@ impl<'c> BatchBuilder<'c> {
             }
         }
         let jobs = self.jobs.into_iter().collect::<Result<Vec<_>>>()?;
-        let id = BatchId(fresh_id());
+        let id = BatchId(fresh_id(&self.client.backend));
         let backend = &self.client.backend;
         // cancelled should this enqueue be dropped part way (see Opened)
         let mut opened = super::flow::Opened::new(self.client);
@@ -306,11 +304,8 @@ pub(super) async fn send_members(
     Ok(total)
 }
 
-/// A fresh id for a batch or a flow's parent: now, and random.
-pub(super) fn fresh_id() -> JobId {
-    let us = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_micros() as u64;
-    JobId::make(us, &random_suffix())
+/// A fresh id for a batch or a flow's parent: now by `backend`'s clock (the
+/// memory backend's own, which the test kit moves), and random.
+pub(super) fn fresh_id(backend: &crate::backend::any::AnyBackend) -> JobId {
+    JobId::make(backend.local_now_us(), &random_suffix())
 }

@@ -280,8 +280,8 @@ impl Client {
                 Some(r) => with_batch(&body, r),
                 None => body,
             };
-            let parent = fresh_id();
-            let group = BatchId(fresh_id());
+            let parent = fresh_id(&self.backend);
+            let group = BatchId(fresh_id(&self.backend));
             // listed before it is opened: an enqueue dropped while the open
             // is under way cancels it too (cancels go after it, on the same
             // connection; one not opened is no batch)

@@ -196,7 +196,9 @@ impl TestKit {
     /// does: in real time, or not at all under a paused tokio clock
     /// (`#[tokio::test(start_paused = true)]`) until the test advances it.
     /// The backend's clock counts from 1970 (Unix time, as Redis's `TIME`):
-    /// a `t` before that starts it at 1970.
+    /// a `t` before that starts it at 1970. A job's id holds its send time in
+    /// ten base-36 digits, as RSMQ's ids do, which end in 2085: a kit started
+    /// after that makes ids whose send time reads wrong.
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
