@@ -316,8 +316,10 @@ impl<B: Backend> Dispatcher<B> {
                             && self.env.shared.slots.available_permits() > reserve
                             && turns.may_go(me)
                         {
+                            turns.going(me, true);
                             break;
                         }
+                        turns.going(me, false);
                         tokio::select! {
                             _ = freed => {}
                             // slots given back some other way: looked at again

@@ -11,15 +11,30 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 /// The dispatchers waiting for a share, in the order they came.
 #[derive(Default)]
 pub(crate) struct Turns {
-    line: Mutex<VecDeque<u64>>,
+    line: Mutex<Line>,
     next: AtomicU64,
 }
+
+/// The line, and since when its first has been away taking its turn.
+#[derive(Default)]
+struct Line {
+    order: VecDeque<u64>,
+    /// The first left its wait to lease (see [`Turns::going`]): should it be
+    /// held elsewhere longer than [`AWAY`] (its queue's own limit, which a
+    /// hand-off took meanwhile), the others go on without it.
+    away_since: Option<Instant>,
+}
+
+/// How long the first in line may be away taking its turn before the next
+/// goes: a few leases' round trips.
+const AWAY: Duration = Duration::from_millis(100);
 
 impl Turns {
     /// A dispatcher's number in the line, one for each.
@@ -27,17 +42,34 @@ impl Turns {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Whether `who` may lease now: no one waits, or it is the first.
+    /// Whether `who` may lease now: no one waits, or it is the first, or
+    /// the first has been away longer than [`AWAY`] (it goes to the end).
     pub fn may_go(&self, who: u64) -> bool {
-        self.lock().front().is_none_or(|&f| f == who)
+        let mut line = self.lock();
+        if line.order.front().is_some_and(|&f| f != who)
+            && line.away_since.is_some_and(|t| t.elapsed() >= AWAY)
+        {
+            line.order.rotate_left(1);
+            line.away_since = None;
+        }
+        line.order.front().is_none_or(|&f| f == who)
+    }
+
+    /// `who`, first in line, leaves its wait to take its turn (or, `false`,
+    /// waits again).
+    pub fn going(&self, who: u64, going: bool) {
+        let mut line = self.lock();
+        if line.order.front() == Some(&who) {
+            line.away_since = going.then(Instant::now);
+        }
     }
 
     /// Puts `who` at the end of the line (where it stays while `Place` lives);
     /// `told` is notified when it leaves, for the next to look.
     pub fn join<'a>(&'a self, who: u64, told: &'a Notify) -> Place<'a> {
         let mut line = self.lock();
-        if !line.contains(&who) {
-            line.push_back(who);
+        if !line.order.contains(&who) {
+            line.order.push_back(who);
         }
         Place {
             turns: self,
@@ -46,7 +78,7 @@ impl Turns {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<u64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Line> {
         // the line holds plain numbers: one a panic left is still whole
         self.line.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -61,7 +93,12 @@ pub(crate) struct Place<'a> {
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        self.turns.lock().retain(|&w| w != self.who);
+        let mut line = self.turns.lock();
+        if line.order.front() == Some(&self.who) {
+            line.away_since = None;
+        }
+        line.order.retain(|&w| w != self.who);
+        drop(line);
         self.told.notify_waiters();
     }
 }
@@ -91,5 +128,26 @@ mod tests {
         assert!(turns.may_go(c));
         drop(pc);
         assert!(turns.may_go(a) && turns.may_go(b));
+    }
+
+    /// The first in line held elsewhere after it left its wait (its queue's
+    /// own limit taken by a hand-off meanwhile) keeps the others waiting for
+    /// at most `AWAY`: then it goes to the end of the line.
+    #[test]
+    fn a_first_away_too_long_goes_to_the_end_of_the_line() {
+        let turns = Turns::default();
+        let told = Notify::new();
+        let (a, b) = (turns.ticket(), turns.ticket());
+        let _pa = turns.join(a, &told);
+        let _pb = turns.join(b, &told);
+        turns.going(a, true);
+        assert!(!turns.may_go(b), "a is taking its turn");
+        // back to wait: not away, however long it waits
+        turns.going(a, false);
+        std::thread::sleep(super::AWAY + std::time::Duration::from_millis(10));
+        assert!(!turns.may_go(b), "a waits, first");
+        turns.going(a, true);
+        std::thread::sleep(super::AWAY + std::time::Duration::from_millis(10));
+        assert!(turns.may_go(b) && !turns.may_go(a), "a went to the end");
     }
 }
