@@ -23,6 +23,7 @@ mod results;
 mod scripts;
 mod settings;
 mod topics;
+mod waiters;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
