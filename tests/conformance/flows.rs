@@ -707,6 +707,19 @@ pub async fn purged_jobs_count_as_cancelled_in_their_batches_and_flows(env: &Env
     assert!(s.is_complete());
 }
 
+/// On Redis: no flow is registered as waiting for a job of `flows_a` any more.
+async fn no_registrations_left(env: &Env) {
+    if env.is_redis() {
+        let mut raw = env.raw().await;
+        let left: u64 = redis::cmd("HLEN")
+            .arg(env.key("flows_a", ":deps"))
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "the registrations went");
+    }
+}
+
 /// Rewrites the registrations of flows waiting for `job` (queue `flows_a`)
 /// as a release before the count form kept them: one field, the job's id,
 /// holding the list. Returns how many there were.
@@ -783,15 +796,7 @@ pub async fn many_flows_wait_for_one_job_and_all_run_once_it_succeeds(env: &Env)
         "the refused flow sent no job: {ran:?}"
     );
     assert!(read.iter().all(|(_, r)| *r == [Some(50)]), "{read:?}");
-    if env.is_redis() {
-        let mut raw = env.raw().await;
-        let left: u64 = redis::cmd("HLEN")
-            .arg(env.key("flows_a", ":deps"))
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        assert_eq!(left, 0, "the registrations went");
-    }
+    no_registrations_left(env).await;
 }
 
 pub async fn flows_cancelled_while_they_wait_for_a_job_make_room_for_more(env: &Env) {
@@ -833,15 +838,7 @@ pub async fn flows_cancelled_while_they_wait_for_a_job_make_room_for_more(env: &
         [(999, vec![Some(50)])],
         "the cancelled flows never ran"
     );
-    if env.is_redis() {
-        let mut raw = env.raw().await;
-        let left: u64 = redis::cmd("HLEN")
-            .arg(env.key("flows_a", ":deps"))
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        assert_eq!(left, 0, "the registrations went");
-    }
+    no_registrations_left(env).await;
 }
 
 pub async fn a_popped_job_counts_as_succeeded_in_its_batch_and_flow(env: &Env) {
