@@ -931,10 +931,12 @@ pub(super) async fn slots(shared: &Shared, local: Option<&Limit>, max: u32) -> u
 /// Returns `n` slots to the worker and to `local`.
 pub(super) fn give_back(shared: &Shared, local: Option<&Limit>, n: u32) {
     if n > 0 {
-        shared.give_slots(n as usize);
+        // the queue's places first: a dispatcher the worker's slots wake
+        // sees both free
         if let Some(q) = local {
             q.release(n as usize);
         }
+        shared.give_slots(n as usize);
     }
 }
 

@@ -30,10 +30,12 @@ pub(crate) struct SlotGuard {
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
-        self.shared.give_slots(1);
+        // the queue's place first: a dispatcher the worker's slot wakes (see
+        // Shared::give_slots) sees both free
         if let Some(q) = &self.queue_slots {
             q.release(1);
         }
+        self.shared.give_slots(1);
     }
 }
 
@@ -88,8 +90,9 @@ impl RunSlot {
 impl Drop for RunSlot {
     fn drop(&mut self) {
         self.started();
-        self.env.shared.give_slots(1);
+        // the queue's place first, as SlotGuard gives them back
         self.env.queue_slots.release(1);
+        self.env.shared.give_slots(1);
     }
 }
 
