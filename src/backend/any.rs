@@ -64,6 +64,19 @@ impl AnyBackend {
         }
     }
 
+    /// A fresh id made on the client (a batch's, a flow parent's, an inline
+    /// run's): now by [`local_now_us`](Self::local_now_us), and random; on
+    /// the memory backend from its own ids, which ascend in the order they
+    /// are made even within one microsecond of its clock (paused, in a test).
+    pub(crate) fn fresh_id(&self) -> crate::JobId {
+        match self {
+            AnyBackend::Memory(m) => m.next_id(),
+            AnyBackend::Redis(_) => {
+                crate::JobId::make(self.local_now_us(), &crate::id::random_suffix())
+            }
+        }
+    }
+
     /// The memory backend, if that is what this is.
     pub fn as_memory(&self) -> Option<&MemoryBackend> {
         match self {

@@ -7,7 +7,6 @@ use crate::contract::batches::{
     BatchId, BatchRef, BatchSpec, BatchStatus, Callback, CallbackKind, with_batch,
 };
 use crate::contract::queues::{SendMessage, validate};
-use crate::id::random_suffix;
 use crate::job::{self, Job, batch_member};
 use crate::{Error, JobId, Result};
 
@@ -305,7 +304,8 @@ pub(super) async fn send_members(
 }
 
 /// A fresh id for a batch or a flow's parent: now by `backend`'s clock (the
-/// memory backend's own, which the test kit moves), and random.
+/// memory backend's own, which the test kit moves; see
+/// [`AnyBackend::fresh_id`](crate::backend::any::AnyBackend::fresh_id)).
 pub(super) fn fresh_id(backend: &crate::backend::any::AnyBackend) -> JobId {
-    JobId::make(backend.local_now_us(), &random_suffix())
+    backend.fresh_id()
 }

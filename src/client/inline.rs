@@ -6,7 +6,6 @@ use std::time::UNIX_EPOCH;
 
 use crate::backend::any::AnyBackend;
 use crate::contract::queues::MAX_DELAY;
-use crate::id::random_suffix;
 use crate::job::data::Data;
 use crate::job::{self, Job, JobContext};
 use crate::{Error, JobId, Result};
@@ -25,7 +24,7 @@ pub(super) async fn run<J: Job>(
 ) -> Result<Vec<JobId>> {
     let mut ids = Vec::with_capacity(jobs.len());
     for j in jobs {
-        let id = JobId::make(backend.local_now_us(), &random_suffix());
+        let id = backend.fresh_id();
         // what a worker's context says: the id's time, in whole ms
         let sent = id.sent_at().unwrap_or(UNIX_EPOCH);
         let ctx = JobContext::new(id, 1, queue, sent).with_data_map(data.clone());

@@ -117,6 +117,13 @@ impl MemoryBackend {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// One id, as a send's: now by its clock, above every id it gave (no
+    /// change to the state a watcher need hear of).
+    pub(crate) fn next_id(&self) -> crate::JobId {
+        let now_us = self.clock.now_us();
+        self.lock().ids.next(now_us, 1)[0]
+    }
+
     /// The lock for a call that changes the state: watchers of
     /// [`changes`](Self::changes) are told when it is released.
     fn lock_mut(&self) -> Changing<'_> {
