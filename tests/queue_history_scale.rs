@@ -36,6 +36,17 @@ async fn build(con: &mut redis::aio::MultiplexedConnection, n: u64, end_ms: u64)
 
 /// A Redis with queue "q" whose history keeps any number of entries, a
 /// connection to it, and Redis's time (ms).
+/// Queue `q`'s history keeps entries by age alone, however many.
+async fn no_count_limit(backend: &RedisBackend) {
+    let h = History {
+        max_count: None,
+        ..History::default()
+    };
+    Admin::set_settings(backend, "q", &QueueSettings::history(h))
+        .await
+        .unwrap();
+}
+
 async fn unlimited() -> (
     RedisServer,
     RedisBackend,
@@ -44,13 +55,7 @@ async fn unlimited() -> (
 ) {
     let server = RedisServer::start();
     let (backend, _rsmq) = common::backend_with_queue(&server).await;
-    let h = History {
-        max_count: None,
-        ..History::default()
-    };
-    Admin::set_settings(&backend, "q", &QueueSettings::history(h))
-        .await
-        .unwrap();
+    no_count_limit(&backend).await;
     let mut con = server.raw().await;
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
     (server, backend, con, s * 1000 + us / 1000)
@@ -205,15 +210,7 @@ async fn old_bodies_go_oldest_first_through_ms_larger_than_a_read_while_the_head
                     .await
                     .unwrap();
             }
-            6 => {
-                let h = History {
-                    max_count: None,
-                    ..History::default()
-                };
-                Admin::set_settings(&backend, "q", &QueueSettings::history(h))
-                    .await
-                    .unwrap();
-            }
+            6 => no_count_limit(&backend).await,
             // a place that is wrong (keys changed by hand) is not trusted
             8 => {
                 let () = redis::cmd("HSET")

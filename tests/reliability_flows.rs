@@ -288,14 +288,23 @@ async fn a_cancelled_batch_whose_jobs_cannot_finish_expires() {
     .unwrap();
 }
 
+/// The enqueue of a batch of 300 jobs: more than one send, so that it can
+/// be held part way.
+fn batch_of_300(
+    c: &Client,
+) -> impl std::future::Future<Output = redjob::Result<redjob::ops::BatchId>> + '_ {
+    (0..300)
+        .fold(c.batch(), |b, n| b.job(&Child { n }))
+        .enqueue()
+}
+
 #[tokio::test]
 async fn a_batch_whose_enqueue_is_dropped_part_way_is_cancelled_at_once() {
     tokio::time::timeout(Duration::from_secs(60), async {
         let s = RedisServer::start();
         let c = Client::connect(&s.url()).await.unwrap();
         let mut con = s.raw().await;
-        let builder = (0..300).fold(c.batch(), |b, n| b.job(&Child { n }));
-        let mut fut = Box::pin(builder.enqueue());
+        let mut fut = Box::pin(batch_of_300(&c));
         hold_part_way(&mut fut, &mut con).await;
         drop(fut);
         unpause(&mut con).await;
@@ -399,8 +408,7 @@ async fn a_batch_cancelled_while_its_enqueue_runs_fails_the_enqueue() {
         let s = RedisServer::start();
         let c = Client::connect(&s.url()).await.unwrap();
         let mut con = s.raw().await;
-        let builder = (0..300).fold(c.batch(), |b, n| b.job(&Child { n }));
-        let mut fut = Box::pin(builder.enqueue());
+        let mut fut = Box::pin(batch_of_300(&c));
         poll_until_opened(&mut fut, &mut con).await;
         let listed = batches(&c).await;
         assert!(!listed[0].sealed, "{listed:?}");
