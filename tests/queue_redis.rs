@@ -1293,6 +1293,52 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
             vec![reg("30000", LIVE), count("5")],
             SendMessage::new("x"),
         ),
+        // a line waits behind the one in place ("+" on its count): the last
+        // job that one is good for passes the place to the next in line;
+        // one whose worker does not listen gives it up to the next, which
+        // is handed the job
+        (
+            "handed, counted, the last, one in line",
+            vec![
+                counted.clone(),
+                count("1+"),
+                ("redjob:line", "2 v3 30000 rsmq:w:next q".into()),
+            ],
+            SendMessage::new("x"),
+        ),
+        (
+            "handed, counted, three left, one in line",
+            vec![
+                counted.clone(),
+                count("3+"),
+                ("redjob:line", "2 v3 30000 rsmq:w:next q".into()),
+            ],
+            SendMessage::new("x"),
+        ),
+        (
+            "handed, from the line, nobody listens in place",
+            vec![
+                ("redjob:handoff", "v3 30000 rsmq:w:gone q".into()),
+                count("4+"),
+                (
+                    "redjob:line",
+                    format!(
+                        "1 v3 30000 rsmq:w:gone2 q\n3 v3 30000 {LIVE} q\n2 v3 30000 rsmq:w:next q"
+                    ),
+                ),
+            ],
+            SendMessage::new("x"),
+        ),
+        (
+            "registered, a stale line",
+            vec![
+                reg("30000", "rsmq:w:gone"),
+                count("2"),
+                ("redjob:line", format!("3 v3 30000 {LIVE} q")),
+                ("redjob:waiting", "1".into()),
+            ],
+            SendMessage::new("x"),
+        ),
         (
             "registered, counted, paused",
             vec![
@@ -1479,6 +1525,7 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
                 ])
                 .arg(format!("redjob:handed {LIVE}"))
                 .arg("redjob:handoffs")
+                .arg("redjob:line")
                 .arg(format!("redjob:handed {LIVE} 3"))
                 .query_async(&mut con)
                 .await
@@ -1487,7 +1534,10 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
             // field of its own (only where the state had three left)
             let mut hash = hash;
             let own = hash.pop().flatten();
-            if what == "handed, counted, three left" && side != "lean" {
+            if (what.starts_with("handed, counted, three left")
+                || what == "handed, from the line, nobody listens in place")
+                && side != "lean"
+            {
                 assert_eq!(hash[6], None, "{what} {side}");
                 assert!(own.is_some(), "{what} {side}");
                 hash[6] = own;
@@ -1497,8 +1547,10 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
             // what was handed, "<id> <token> <priority>": the priority alone
             // compared (the id and the token differ between the sides)
             // a registration names its queue, which differs between the sides
-            if let Some(h) = hash[3].as_mut() {
-                *h = h.replace(&format!(" {q}"), " q");
+            for at in [3, 8] {
+                if let Some(h) = hash[at].as_mut() {
+                    *h = h.replace(&format!(" {q}"), " q");
+                }
             }
             if let Some(h) = hash[6].as_mut() {
                 *h = h
@@ -1594,7 +1646,13 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
                 kept.map(|k| k.1.as_str()),
                 "{what}: {got:?}"
             );
-            assert_eq!(lean_got.2[8..], [None, None], "{what}: {got:?}");
+            let kept = fields.iter().find(|(f, _)| *f == "redjob:line");
+            assert_eq!(
+                lean_got.2[8].as_deref(),
+                kept.map(|k| k.1.as_str()),
+                "{what}: {got:?}"
+            );
+            assert_eq!(lean_got.2[9..], [None, None], "{what}: {got:?}");
         }
         // a counted registration with more than one left stays, counted
         // down; any other that handed a job is cleared
@@ -1614,6 +1672,38 @@ async fn the_lone_calls_write_what_the_general_call_writes() {
             "handed, a v2 beside a count" => {
                 assert_eq!((registration, left), (Some(""), Some("5")))
             }
+            "handed, counted, the last, one in line" => assert_eq!(
+                (registration, left, hand.2[8].as_deref()),
+                (Some("v3 30000 rsmq:w:next q"), Some("2"), Some(""))
+            ),
+            "handed, counted, three left, one in line" => assert_eq!(
+                (registration, left, hand.2[8].as_deref()),
+                (
+                    Some(counted.1.as_str()),
+                    Some("2+"),
+                    Some("2 v3 30000 rsmq:w:next q")
+                )
+            ),
+            // the one in place and the first in line are passed over, the
+            // second in line is handed the job and counted down in place
+            "handed, from the line, nobody listens in place" => assert_eq!(
+                (registration, left, hand.2[8].as_deref()),
+                (
+                    Some(counted.1.as_str()),
+                    Some("2+"),
+                    Some("2 v3 30000 rsmq:w:next q")
+                )
+            ),
+            // a count without "+": the line is stale, and nobody is handed
+            // the job
+            "registered, a stale line" => assert_eq!(
+                (registration, left, hand.2[8].as_deref()),
+                (
+                    Some(""),
+                    Some("2"),
+                    Some(format!("3 v3 30000 {LIVE} q").as_str())
+                )
+            ),
             "registered, counted, paused" => {
                 assert_eq!((registration, left), (Some(counted.1.as_str()), Some("3")));
             }

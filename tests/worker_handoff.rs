@@ -1150,11 +1150,8 @@ async fn a_job_handed_to_a_worker_with_no_free_slot_goes_to_another_waiting_work
     let client = client_with(&server, &["busy", "hq"]).await;
     let mut con = server.raw().await;
     let rec = Recorder::default();
-    // b waits on hq; a, one slot, on busy and hq, registered on hq after b
-    let b = recorded_worker(&client, "hq", &rec);
-    let b = start_serving(b).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let reg_b = hget(&mut con, "rsmq:hq:Q", "redjob:handoff").await;
+    // a, one slot, on busy and hq, registered on hq; b, waiting on hq after
+    // it, in line behind it
     let a = Worker::builder(client.backend())
         .queues(["busy", "hq"])
         .concurrency(1)
@@ -1165,11 +1162,22 @@ async fn a_job_handed_to_a_worker_with_no_free_slot_goes_to_another_waiting_work
     let a = start_serving(a).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let reg_a = hget(&mut con, "rsmq:hq:Q", "redjob:handoff").await;
-    assert!(
-        reg_a.is_some() && reg_b.is_some() && reg_a != reg_b,
-        "a registered on hq last: {reg_b:?} then {reg_a:?}"
+    let b = recorded_worker(&client, "hq", &rec);
+    let b_reg = format!(" v3 30000 rsmq:@handoff:{} hq", b.id());
+    let b = start_serving(b).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let line = hget(&mut con, "rsmq:hq:Q", "redjob:line").await;
+    assert_eq!(
+        hget(&mut con, "rsmq:hq:Q", "redjob:handoff").await,
+        reg_a,
+        "a stays registered"
     );
-    // a's only slot runs a slow job; then a job for hq is handed to a
+    assert!(
+        reg_a.is_some() && line.as_ref().is_some_and(|l| l.ends_with(&b_reg)),
+        "b in line behind a: {reg_a:?}, line {line:?}"
+    );
+    // a's only slot runs a slow job; then a job for hq is sent (handed to a,
+    // or to b once a withdrew)
     client.enqueue(&SlowJob { key: 1 }).await.unwrap();
     assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
     let sent = std::time::Instant::now();
@@ -1521,4 +1529,187 @@ async fn a_send_is_piped_behind_a_time_while_workers_wait() {
     send("7").await;
     let timed = tokio::time::timeout(within, next_send()).await.unwrap();
     assert!(timed, "the plain send after it with one");
+}
+
+/// Sleeps 400 ms on queue "hq", recording its start.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "napping", queue = "hq")]
+struct NapJob {
+    key: u64,
+}
+
+impl Job for NapJob {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        Ok(())
+    }
+}
+
+/// How many fetches (a fetch's script call: 8 keys, or 28 with the
+/// priorities') the slow log holds, registering or not.
+async fn all_fetches(con: &mut redis::aio::MultiplexedConnection) -> usize {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(10_000)
+        .query_async(con)
+        .await
+        .unwrap();
+    log.iter()
+        .filter(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return false;
+            };
+            let Some(redis::Value::Array(args)) = fields.get(3) else {
+                return false;
+            };
+            matches!(args.first(), Some(redis::Value::BulkString(c))
+                if c.eq_ignore_ascii_case(b"EVALSHA") || c.eq_ignore_ascii_case(b"EVAL"))
+                && matches!(args.get(2), Some(redis::Value::BulkString(k)) if k == b"8" || k == b"28")
+        })
+        .count()
+}
+
+/// Idle workers of one queue wait in line for hand-offs, each registered for
+/// its free slots: a burst of sends hands one job to each in turn, and wakes
+/// none of them to fetch (a send that found no registration woke every idle
+/// worker of the queue, each of which fetched for the one job: audit W2
+/// measured 20 fetches a job at 40 idle workers).
+#[tokio::test]
+async fn idle_workers_of_one_queue_are_handed_a_burst_in_turn_without_fetching() {
+    const WORKERS: usize = 12;
+    let server = RedisServer::start();
+    let client = client_with(&server, &["hq"]).await;
+    let mut con = server.raw().await;
+    // a record of each worker's runs
+    let recs: Vec<Recorder> = (0..WORKERS).map(|_| Recorder::default()).collect();
+    let mut running = Vec::new();
+    for rec in &recs {
+        running.push(start_serving(worker_with_slots(&client, "hq", 1, rec)).await);
+    }
+    let started = || recs.iter().map(Recorder::len).sum::<usize>();
+    // each has fetched, found nothing and registered
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    log_every_command(&mut con).await;
+    let sent = std::time::Instant::now();
+    for key in 0..WORKERS as u64 {
+        client.enqueue(&NapJob { key }).await.unwrap();
+    }
+    // every job started before the first ended
+    assert!(
+        wait_until(Duration::from_secs(5), || started() == WORKERS).await,
+        "{} started",
+        started()
+    );
+    let fetches = all_fetches(&mut con).await;
+    assert!(
+        sent.elapsed() < Duration::from_millis(400),
+        "the burst took {:?}: jobs ended before it was counted",
+        sent.elapsed()
+    );
+    assert!(
+        fetches <= 2,
+        "{fetches} fetches for a burst of {WORKERS} jobs to {WORKERS} idle workers"
+    );
+    let each: Vec<usize> = recs.iter().map(Recorder::len).collect();
+    assert!(each.iter().all(|n| *n == 1), "one job a worker: {each:?}");
+    for w in running {
+        w.stop().await;
+    }
+}
+
+/// A one-slot worker of "busy" and "hq" and a worker of "hq", started in
+/// the order `a_first` says, both idle on hq: the first registered in place,
+/// the second in line behind it. Returns them (the one-slot worker first)
+/// with the one-slot worker's registration.
+async fn one_slot_and_idle(
+    client: &Client,
+    rec: &Recorder,
+    a_first: bool,
+) -> (common::Running, common::Running, String) {
+    let a = Worker::builder(client.backend())
+        .queues(["busy", "hq"])
+        .concurrency(1)
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let a_reg = format!("v3 30000 rsmq:@handoff:{} hq", a.id());
+    let b = recorded_worker(client, "hq", rec);
+    let (a, b) = if a_first {
+        let a = start_serving(a).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        (a, start_serving(b).await)
+    } else {
+        let b = start_serving(b).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        (start_serving(a).await, b)
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (a, b, a_reg)
+}
+
+/// A worker whose running slots fill withdraws its registration wherever it
+/// is: in place, where the next in line takes its place, or in line, which
+/// it leaves.
+#[tokio::test]
+async fn a_full_worker_leaves_the_line_or_passes_its_place_on() {
+    for a_first in [true, false] {
+        let server = RedisServer::start();
+        let client = client_with(&server, &["busy", "hq"]).await;
+        let con = server.raw().await;
+        let rec = Recorder::default();
+        let (a, b, a_reg) = one_slot_and_idle(&client, &rec, a_first).await;
+        let fields = || async {
+            let line: Option<String> = hget(&mut con.clone(), "rsmq:hq:Q", "redjob:line").await;
+            let (head, left) = registration(&con, "hq").await;
+            (head, left, line)
+        };
+        let (head, left, line) = fields().await;
+        let (head, line) = (head.unwrap(), line.unwrap());
+        if a_first {
+            assert_eq!(head, a_reg, "a in place");
+            assert_eq!(left.as_deref(), Some("1+"), "a's count, a line behind");
+            assert!(
+                line.starts_with("8 v3 ") && !line.contains('\n'),
+                "b in line: {line}"
+            );
+        } else {
+            assert!(
+                head.starts_with("v3 ") && head != a_reg,
+                "b in place: {head}"
+            );
+            assert_eq!(left.as_deref(), Some("8+"));
+            assert_eq!(line, format!("1 {a_reg}"), "a in line");
+        }
+        // a's only running slot takes a slow job of the other queue
+        client.enqueue(&SlowJob { key: 1 }).await.unwrap();
+        assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+        let withdrawn = common::wait_for(Duration::from_secs(3), || async {
+            let (head, left, line) = fields().await;
+            let head = head.unwrap_or_default();
+            let line = line.unwrap_or_default();
+            head.starts_with("v3 ")
+                && head != a_reg
+                && left.as_deref() == Some("8")
+                && line.is_empty()
+        })
+        .await;
+        assert!(
+            withdrawn,
+            "a withdrawn, b in place alone: {:?}",
+            fields().await
+        );
+        // b is handed the next job of hq
+        let before = hget(&mut con.clone(), "rsmq:hq:Q", "redjob:leased").await;
+        client.enqueue(&HandedJob { key: 2 }).await.unwrap();
+        assert!(wait_until(Duration::from_secs(2), || rec.len() == 2).await);
+        assert_eq!(
+            registration(&con, "hq").await.1.as_deref(),
+            Some("7"),
+            "handed to b, counted down (leased {before:?})"
+        );
+        a.stop().await;
+        b.stop().await;
+    }
 }

@@ -230,3 +230,23 @@ impl Job for HandChild {
         Ok(())
     }
 }
+
+/// A `Timed` job that then runs 20 ms (phase 20's idle fleet: its workers
+/// are busy a while after each start).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "bench_napping", queue = "bench_fleet")]
+pub struct Napping {
+    pub i: u64,
+    pub t: u64,
+}
+
+impl Job for Napping {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let lag = now_us() as i64 - self.t as i64;
+        let tally = ctx.data::<std::sync::Arc<Tally>>()?;
+        tally.lags_us.lock().unwrap().push(lag);
+        tally.ran(self.i);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        Ok(())
+    }
+}

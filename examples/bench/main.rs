@@ -22,7 +22,8 @@
 //! workers; 17 plain and batched bulk enqueue and processing side by side,
 //! the batch timed to its callback; 18 the floor of fetch + ack (+ the
 //! history) as plain commands, no script; 19 backlogs of 300 sent and
-//! processed in rounds (the queue's hash a listpack); default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
+//! processed in rounds (the queue's hash a listpack); 20 an idle fleet of 1
+//! worker of 80 slots and 40 of 2 on one queue, sent one job at a time; default all), `--concurrency 32`, `--backlogs 10000,100000,1000000`, `--json`.
 //!
 //! `bench start-floor worker|produce --kind stream|layout|plain|settled …`: target 5's
 //! floor, enqueue → start on bare sockets (start_floor.rs; `start_floor.py`
@@ -31,6 +32,7 @@
 mod bare;
 mod batches;
 mod features;
+mod fleet;
 mod flood;
 mod floor;
 mod history;
@@ -59,7 +61,7 @@ fn main() {
         n: 20_000,
         concurrency: 32,
         phases: vec![
-            1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+            1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
         ],
     };
     let mut runs = 3usize;
@@ -149,6 +151,9 @@ fn main() {
             }
             if s.phases.contains(&19) {
                 small::small(s.concurrency, &mut f).await;
+            }
+            if s.phases.contains(&20) {
+                fleet::fleet(&s, &mut f).await;
             }
         });
         eprintln!("run {run} of {runs} done");

@@ -86,6 +86,8 @@ pub struct Figures {
     /// and on a 3-master Cluster on this machine (jobs/s).
     pub spread_single: Option<f64>,
     pub spread_cluster: Option<f64>,
+    /// Phase 20: each fleet of `fleet::FLEETS` in turn.
+    pub fleet: Vec<crate::fleet::Fleet>,
     /// Phase 12: enqueue one by one to a master with a replica, plain and
     /// waiting for the replica (jobs/s).
     pub enqueue_replicated_plain: Option<f64>,

@@ -711,6 +711,32 @@ fn rows(all: &[Figures]) -> Vec<Row> {
             target,
         });
     }
+    for (at, (workers, slots)) in crate::fleet::FLEETS.iter().enumerate() {
+        let lead = if at == 0 { "" } else { "  " };
+        let pick = |get: fn(&crate::fleet::Fleet) -> f64| -> Vec<f64> {
+            all.iter()
+                .filter_map(|f| f.fleet.get(at).map(get))
+                .collect()
+        };
+        for (key, label, get) in [
+            (
+                "redis_cpu_us",
+                "Redis CPU a job (us)",
+                (|f: &crate::fleet::Fleet| f.redis_cpu_us) as fn(&crate::fleet::Fleet) -> f64,
+            ),
+            ("commands", "Redis commands a job", |f| f.commands),
+            ("calls", "top-level calls a job", |f| f.calls),
+            ("p50_ms", "enqueue -> start p50 (ms)", |f| f.p50_ms),
+            ("p99_ms", "enqueue -> start p99 (ms)", |f| f.p99_ms),
+        ] {
+            rows.push(Row {
+                key: format!("fleet_{workers}_{key}").into(),
+                label: format!("{lead}{workers} idle worker(s) x {slots} slots, 400/s: {label}"),
+                values: pick(get),
+                target: if at == 0 { "-" } else { "near the first's" },
+            });
+        }
+    }
     rows.push(Row {
         key: "idle_cmds_per_s_1_queue".into(),
         label: "idle worker, 1 queue (Redis cmds/s)".into(),

@@ -40,7 +40,10 @@
 -- many as the hash field "redjob:handoffs" says for a "v3" registration
 -- (ARGV[4], at most HANDS_MAX, less what this fetch leased, at least one;
 -- each hand-off counts it down, the last clears the registration); a fetch
--- that leased all it asked for clears the registration.
+-- that leased all it asked for clears the registration. While another
+-- worker's registration is in place (and its worker listens), the worker
+-- waits in line behind it instead (hash field "redjob:line", see line_read in
+-- lib.lua), where a send finds it when that one is used up.
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the queue's lease counts (ns:q:leases)
@@ -596,14 +599,50 @@ elseif leased < asked then
     set[#set + 1] = "1"
   end
   local reg = ARGV[3] or ""
-  if reg ~= "" and attrs[8] ~= reg then
-    set[#set + 1] = "redjob:handoff"
-    set[#set + 1] = reg
-  end
   if reg ~= "" then
-    -- (a "v2" registration, of an earlier redjob's worker, ignores it)
-    set[#set + 1] = "redjob:handoffs"
-    set[#set + 1] = math.max(1, math.min(HANDS_MAX, math.floor(tonumber(ARGV[4]) or 1)) - leased)
+    -- (a "v2" registration, of an earlier redjob's worker, ignores the count)
+    local n = math.max(1, math.min(HANDS_MAX, math.floor(tonumber(ARGV[4]) or 1)) - leased)
+    local head = attrs[8]
+    local other = head and head ~= "" and head ~= reg and string.sub(head, 1, 3) == "v3 "
+    local left = (other or head == reg) and redis.call("HGET", KEYS[2], "redjob:handoffs")
+    if other then
+      -- a worker that no longer listens (stopped, or gone) gives its place
+      -- up here rather than to the send that would try it
+      local r = registration(head)
+      local subs = r and redis.pcall("PUBSUB", "NUMSUB", r[2])
+      if not r or (type(subs) == "table" and not subs.err and subs[2] == 0) then other = false end
+    end
+    if other then
+      -- another idle worker's registration is in place: this one waits in
+      -- line behind it (or, in line already, is counted anew where it is),
+      -- so that a send finding that one used up hands to this one rather
+      -- than waking every idle worker of the queue
+      left = left or "1"
+      local line = in_line(left) and line_read(2) or {at = 1}
+      local entry, at = n .. " " .. reg, #line + 1
+      for j = 1, #line do
+        if string.sub(line[j], -#reg - 1) == " " .. reg then at = j end
+      end
+      if at <= LINE_MAX then
+        line[at] = entry
+        set[#set + 1] = "redjob:line"
+        set[#set + 1] = table.concat(line, "\n")
+        if not in_line(left) then
+          set[#set + 1] = "redjob:handoffs"
+          set[#set + 1] = left .. "+"
+        end
+      end
+    else
+      -- none in place (a line behind none is stale), an earlier redjob's, one
+      -- whose worker no longer listens, or this worker's own: it takes the
+      -- place, and keeps the line behind it
+      if head ~= reg then
+        set[#set + 1] = "redjob:handoff"
+        set[#set + 1] = reg
+      end
+      set[#set + 1] = "redjob:handoffs"
+      set[#set + 1] = in_line(left) and n .. "+" or n
+    end
   end
 elseif attrs[8] and attrs[8] ~= "" then
   -- a full fetch: a hand-off registration (this worker's or another's) would

@@ -394,6 +394,55 @@ local registrations, registered, token_sec, token_text
 -- turns a number into text (Lua's "%.14g")
 local next_count
 
+-- The most workers that wait in line for hand-offs behind the one registered
+-- (the hash field "redjob:line", see line_read): idle workers of a queue
+-- beyond it are woken to fetch, as all were before the line.
+local LINE_MAX = 64
+
+-- How many registrations a send tries in all, the one in place and those it
+-- takes from the line, before it gives up on a hand-off (each a worker that
+-- no longer listens, a registration that is none).
+local LINE_TRIES = 4
+
+-- Whether a registration's count (the hash field "redjob:handoffs", `left`)
+-- says a line waits behind it: its last character is "+".
+local function in_line(left)
+  return left and string.byte(left, #left) == 43 or false
+end
+
+-- The line of the queue's hash KEYS[k], "redjob:line": registrations of idle
+-- workers waiting behind the one in place ("redjob:handoff"), oldest first,
+-- each "<n> <registration>" (n: the jobs it is good for, as "redjob:handoffs"
+-- counts the one in place), one a line. Read only while the count in place
+-- ends in "+" (see in_line): a line without it, or behind no registration,
+-- is stale. Returns a table of the entries, read from `at`.
+local function line_read(k)
+  local t = {at = 1}
+  local text = redis.call("HGET", KEYS[k], "redjob:line")
+  if text then
+    for e in string.gmatch(text, "[^\n]+") do t[#t + 1] = e end
+  end
+  return t
+end
+
+-- Takes the next entry of `line` (see line_read): its registration and its
+-- count, with "+" when entries are left behind it; nil when none is left.
+local function line_next(line)
+  local e = line[line.at]
+  if not e then return end
+  line.at = line.at + 1
+  local sp = string.find(e, " ", 1, true)
+  if not sp then return line_next(line) end
+  local n = string.sub(e, 1, sp - 1)
+  if line[line.at] then n = n .. "+" end
+  return string.sub(e, sp + 1), n
+end
+
+-- The entries of `line` not yet taken, as the hash field holds them.
+local function line_rest(line)
+  return table.concat(line, "\n", line.at, #line)
+end
+
 -- Hands the first message of a send, `id` with `body` (due by `now`), to the
 -- worker waiting on the queue: `reg` is that worker's registration, the hash
 -- field "redjob:handoff" its fetch set ("v3 <lease ms> <channel> <queue>", or
@@ -409,6 +458,11 @@ local next_count
 -- take); "redjob:handoffs", n - 1 counts a "v3" good for n > 1 down (the
 -- worker keeps it, so it need not fetch again to register); nil: it stays (the
 -- queue is paused, limited across the fleet or throttled: nothing is handed).
+-- While a line waits behind it (see line_read), a registration that is none,
+-- whose worker no longer listens (up to LINE_TRIES are tried), or that was
+-- good for this job only gives its place to the next in line: hand_off then
+-- writes "redjob:handoffs" and "redjob:line" itself, and returns
+-- "redjob:handoff" with the registration now in place.
 -- Then, when the worker got the message: the lease's
 -- token (the message's score) and end (ms), the hash field of what it handed
 -- ("redjob:handed <channel>", or "redjob:handed <channel> <n>" for a
@@ -435,20 +489,44 @@ local function hand_off(reg, id, body, now, time, prio, f, at)
   local conc, rate, throttled = f[at + 4], f[at + 5], f[at + 6]
   if (conc or rate) and fleet_limits(conc, rate) then return end
   if throttle_end(throttled, now) > 0 then return end
-  local r = registrations and registrations[reg]
-  if r == nil then
-    r = registration(reg)
-    -- a memo of the last 64 registrations seen (a worker registers the same
-    -- text each time; a library's chunk keeps it between calls)
-    if not registrations or registered >= 64 then registrations, registered = {}, 0 end
-    registrations[reg], registered = r, registered + 1
+  -- the registration in place, or, when it is none or its worker no
+  -- longer listens, the next in line (up to LINE_TRIES in all)
+  local left, line = f[at + 7], nil
+  local r
+  for try = 1, LINE_TRIES do
+    r = registrations and registrations[reg]
+    if r == nil then
+      r = registration(reg)
+      -- a memo of the last 64 registrations seen (a worker registers the same
+      -- text each time; a library's chunk keeps it between calls)
+      if not registrations or registered >= 64 then registrations, registered = {}, 0 end
+      registrations[reg], registered = r, registered + 1
+    end
+    if r then
+      -- its subscriber, not a pattern's (a PUBLISH's reply counts those too); a
+      -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up
+      local subs = redis.pcall("PUBSUB", "NUMSUB", r[2])
+      if subs.err then return "redjob:handoff", "" end
+      if subs[2] ~= 0 then break end
+      r = false
+    end
+    if not in_line(left) then
+      if line then redis.call("HSET", KEYS[2], "redjob:line", "") end
+      return "redjob:handoff", ""
+    end
+    line = line or line_read(2)
+    reg, left = line_next(line)
+    if not reg then
+      redis.call("HSET", KEYS[2], "redjob:line", "")
+      return "redjob:handoff", ""
+    end
+    if try == LINE_TRIES then
+      -- tried enough for one send: the next in line takes the place untried
+      redis.call("HSET", KEYS[2], "redjob:handoffs", left, "redjob:line", line_rest(line))
+      return "redjob:handoff", reg
+    end
   end
-  if not r then return "redjob:handoff", "" end
   local lease, channel = r[1], r[2]
-  -- its subscriber, not a pattern's (a PUBLISH's reply counts those too); a
-  -- producer whose ACL lacks PUBSUB NUMSUB sends as before, by a wake-up
-  local subs = redis.pcall("PUBSUB", "NUMSUB", channel)
-  if subs.err or subs[2] == 0 then return "redjob:handoff", "" end
   local ends = now + lease
   -- now in µs: TIME's seconds, then its microseconds in six digits
   local micro = time[2]
@@ -475,15 +553,19 @@ local function hand_off(reg, id, body, now, time, prio, f, at)
   -- several may be on their way at once: "redjob:handed <channel> <n>", n
   -- the count it found, the last one's without)
   local kf, kv, noted = "redjob:handoff", "", r[4]
+  local after
   if r[5] then
     if not next_count then
+      -- (with "+": a line waits behind it, and still does after)
       next_count = {}
-      for n = 2, HANDS_MAX do next_count[tostring(n)] = tostring(n - 1) end
+      for n = 2, HANDS_MAX do
+        next_count[tostring(n)] = tostring(n - 1)
+        next_count[n .. "+"] = (n - 1) .. "+"
+      end
     end
     -- (a count another client wrote that is not one of those, "1", or none
     -- is taken as one)
-    local left = f[at + 7]
-    local after = left and next_count[left]
+    after = left and next_count[left]
     if after then
       -- the field's names kept with the parsed registration (r[6], by count)
       local names = r[6]
@@ -493,11 +575,31 @@ local function hand_off(reg, id, body, now, time, prio, f, at)
       end
       noted = names[left]
       if not noted then
-        noted = r[4] .. " " .. left
+        noted = r[4] .. " " .. string.match(left, "^%d+")
         names[left] = noted
       end
       kf, kv = "redjob:handoffs", after
     end
+  end
+  if not after and in_line(left) then
+    -- the last job it was good for: the next in line takes its place (a
+    -- worker that no longer listens is found out by the send that tries it)
+    line = line or line_read(2)
+    local next_reg
+    next_reg, left = line_next(line)
+    if next_reg then
+      redis.call("HSET", KEYS[2], "redjob:handoffs", left, "redjob:line", line_rest(line))
+      kf, kv = "redjob:handoff", next_reg
+    else
+      redis.call("HSET", KEYS[2], "redjob:line", "")
+    end
+  elseif line and after then
+    -- the registration taken from the line, and what is left of the line
+    redis.call("HSET", KEYS[2], "redjob:handoffs", after, "redjob:line", line_rest(line))
+    kf, kv = "redjob:handoff", reg
+  elseif line then
+    -- the one taken from the line, the last in it, was good for this job only
+    redis.call("HSET", KEYS[2], "redjob:line", "")
   end
   return kf, kv, token, ends, noted, id .. " " .. token .. " " .. prio,
     (tonumber(f[at + 2]) or 0) + 1, (tonumber(f[at + 3]) or 0) + 1

@@ -1,9 +1,35 @@
 -- Withdraws a worker's hand-off registration (hash field "redjob:handoff", see
--- fetch.lua) while it is still the one in place: the worker's running slots
--- filled with other jobs, so it could not start a handed job at once.
+-- fetch.lua), in place or waiting in line behind the one in place ("redjob:line",
+-- see line_read in lib.lua): the worker's running slots filled with other jobs,
+-- so it could not start a handed job at once. The next in line takes the place
+-- of one withdrawn from it.
 -- KEYS[1]  the queue's hash (ns:q:Q)
 -- ARGV[1]  the registration, "v3 <lease ms> <channel> <queue>"
 -- Returns 1 when it was withdrawn, else 0
-if redis.call("HGET", KEYS[1], "redjob:handoff") ~= ARGV[1] then return 0 end
-redis.call("HSET", KEYS[1], "redjob:handoff", "")
+local f = redis.call("HMGET", KEYS[1], "redjob:handoff", "redjob:handoffs")
+local queued = f[1] and f[1] ~= "" and in_line(f[2])
+if f[1] == ARGV[1] then
+  local line = queued and line_read(1)
+  local reg, left
+  if line then reg, left = line_next(line) end
+  if reg then
+    redis.call("HSET", KEYS[1], "redjob:handoff", reg, "redjob:handoffs", left, "redjob:line", line_rest(line))
+  else
+    redis.call("HSET", KEYS[1], "redjob:handoff", "")
+  end
+  return 1
+end
+if not queued then return 0 end
+local line = line_read(1)
+local kept = {}
+for j = 1, #line do
+  if string.sub(line[j], -#ARGV[1] - 1) ~= " " .. ARGV[1] then kept[#kept + 1] = line[j] end
+end
+if #kept == #line then return 0 end
+if #kept == 0 then
+  -- the count in place, without its "+"
+  redis.call("HSET", KEYS[1], "redjob:line", "", "redjob:handoffs", string.sub(f[2], 1, -2))
+else
+  redis.call("HSET", KEYS[1], "redjob:line", table.concat(kept, "\n"))
+end
 return 1
