@@ -257,3 +257,96 @@ async fn two_processes_skip_a_paused_schedule_until_it_is_resumed() {
         p.wait().unwrap();
     }
 }
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "many_schedules", queue = "p_many")]
+struct ManySchedules {
+    n: u32,
+}
+
+impl Job for ManySchedules {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A worker's heartbeat does not carry its schedules once each has ticked:
+/// what they are (name, queue, job, schedule, body) is stored once with what
+/// the worker serves, shared by every worker of the build, and their next
+/// ticks are in the queue's periodic hash. Audit W2 measured 83 KB a full
+/// beat at 500 schedules, written again whenever the running jobs changed.
+/// The schedules are listed all the same, with their last and next ticks.
+#[tokio::test]
+async fn a_beat_does_not_carry_schedules_that_have_ticked() {
+    const SCHEDULES: u32 = 200;
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let every = Schedule::every(Duration::from_secs(1)).unwrap();
+    let mut builder = Worker::builder(client.backend())
+        .queue("p_other")
+        .handle_signals(false);
+    for n in 0..SCHEDULES {
+        builder = builder.periodic_job(
+            redjob::worker::Periodic::new(every.clone(), ManySchedules { n }).name(format!("s{n}")),
+        );
+    }
+    let w = common::start_serving(builder.build().unwrap()).await;
+    let mut con = server.raw().await;
+    // every schedule ticked (its tick and the next in the periodic hash),
+    // and a full beat since: the worker's entry is written whole again when
+    // what it lists changes
+    let ticked = common::wait_for(Duration::from_secs(10), || {
+        let mut con = con.clone();
+        async move {
+            let n: usize = redis::cmd("HLEN")
+                .arg("rsmq:p_many:periodic")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            n >= 2 * SCHEDULES as usize
+        }
+    })
+    .await;
+    assert!(ticked, "every schedule ticked within 10 s");
+    let listed = client.schedules().await.unwrap();
+    assert_eq!(listed.len(), SCHEDULES as usize);
+    assert!(
+        listed
+            .iter()
+            .all(|s| s.workers == 1 && s.last_ms.is_some() && s.next_ms > s.last_ms),
+        "{:?}",
+        listed.first()
+    );
+    let beat_size = || {
+        let mut con = con.clone();
+        async move {
+            let beats: Vec<String> = redis::cmd("HVALS")
+                .arg("rsmq:{@workers}:info")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            assert_eq!(beats.len(), 1);
+            beats[0].len()
+        }
+    };
+    let small = common::wait_for(Duration::from_secs(10), || async {
+        beat_size().await < 2_000
+    })
+    .await;
+    assert!(
+        small,
+        "a beat of {} bytes for {SCHEDULES} schedules",
+        beat_size().await
+    );
+    // the same schedules listed for the worker, from what it serves
+    let workers = client.workers().await.unwrap();
+    assert_eq!(workers[0].schedules.len(), SCHEDULES as usize);
+    assert!(
+        workers[0]
+            .schedules
+            .iter()
+            .any(|s| s.name == "s7" && s.queue == "p_many")
+    );
+    let _ = &mut con;
+    w.stop().await;
+}

@@ -196,9 +196,10 @@ impl<B: Backend> std::fmt::Debug for Worker<B> {
 impl<B: Backend> Worker<B> {
     /// What this worker serves beyond its queues, for the registry: every job
     /// type linked into the program with its declared options, its topic
-    /// subscribers, how long it waits for a worker that knows a type; `None`
+    /// subscribers, how long it waits for a worker that knows a type, its
+    /// periodic schedules (without their next ticks); `None`
     /// when it cannot be encoded.
-    fn serves(&self) -> Option<(String, Vec<u8>)> {
+    fn serves(&self, tickers: &[Arc<periodic::Ticker>]) -> Option<(String, Vec<u8>)> {
         let mut job_types: Vec<_> = crate::job::registered()
             .map(|r| registry::job_type(r.name, &r.options))
             .collect();
@@ -218,6 +219,7 @@ impl<B: Backend> Worker<B> {
             unknown_ms: Some(crate::contract::backend::clamped_ms(
                 self.shared.unknown_jobs_retry_for,
             )),
+            schedules: tickers.iter().map(|t| t.served()).collect(),
         };
         serves.encode().ok()
     }
@@ -477,6 +479,7 @@ impl<B: Backend> Worker<B> {
         for t in &tickers {
             infra.spawn(periodic::run(self.backend.clone(), t.clone(), stop.clone()));
         }
+        let serves = self.serves(&tickers);
         let registry = Arc::new(registry::Registry {
             id: self.id.clone(),
             host: crate::contract::admin::host_name(),
@@ -487,7 +490,7 @@ impl<B: Backend> Worker<B> {
             every: self.shared.lease / 3,
             started: tokio::time::Instant::now(),
             changed,
-            serves: self.serves(),
+            serves,
             controls: self.shared.controls.clone(),
         });
         // apart from the other tasks: its last beat must end before the

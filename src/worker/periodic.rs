@@ -145,6 +145,9 @@ pub(crate) struct Ticker {
     pub msg: SendMessage,
     /// The next tick, Unix ms (0: none, or not known yet).
     pub next_ms: AtomicU64,
+    /// A tick of it was recorded in the backend (by this worker or another),
+    /// with the tick after: the heartbeat no longer carries its next tick.
+    pub ticked: std::sync::atomic::AtomicBool,
 }
 
 impl Ticker {
@@ -158,18 +161,49 @@ impl Ticker {
             p,
             msg,
             next_ms: AtomicU64::new(0),
+            ticked: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// What the worker registry lists about it.
+    /// What the worker registry lists about it, with its next tick (see
+    /// [`Ticker::served`] for it without).
     pub fn listed(&self) -> BeatSchedule {
         let next = self.next_ms.load(Ordering::Relaxed);
+        BeatSchedule {
+            next_ms: (next > 0).then_some(next),
+            ..self.served()
+        }
+    }
+
+    /// Its name, queue and next tick, as a beat names it beside what the
+    /// worker serves (see [`Ticker::served`]).
+    pub fn next_only(&self) -> BeatSchedule {
+        let next = self.next_ms.load(Ordering::Relaxed);
+        BeatSchedule {
+            name: self.p.name.clone(),
+            queue: self.p.queue.clone(),
+            job: String::new(),
+            schedule: String::new(),
+            next_ms: (next > 0).then_some(next),
+            body: None,
+            priority: 0,
+            key: None,
+        }
+    }
+
+    /// Whether its beat entry is due: until a tick of it was recorded.
+    pub fn unticked(&self) -> bool {
+        !self.ticked.load(Ordering::Relaxed)
+    }
+
+    /// What the worker serves of it: all the registry lists but the next tick.
+    pub fn served(&self) -> BeatSchedule {
         BeatSchedule {
             name: self.p.name.clone(),
             queue: self.p.queue.clone(),
             job: self.p.job.to_string(),
             schedule: self.p.schedule.to_string(),
-            next_ms: (next > 0).then_some(next),
+            next_ms: None,
             body: self
                 .p
                 .body
@@ -277,6 +311,14 @@ async fn enqueue<B: Backend>(
         let r = backend
             .tick(&t.p.queue, &tick, &t.msg, &QueueOptions::default())
             .await;
+        if matches!(
+            r,
+            Ok(Ticked::Enqueued { .. } | Ticked::Done { .. } | Ticked::Paused { .. })
+        ) && !catch_up
+        {
+            // the tick, and the one after, are recorded
+            t.ticked.store(true, Ordering::Relaxed);
+        }
         match r {
             Ok(Ticked::Enqueued { now_ms }) => {
                 tracing::debug!(periodic = %t.p.name, tick = at, catch_up, "enqueued");

@@ -81,7 +81,18 @@ impl Registry {
                 .iter()
                 .flat_map(|(q, l)| l.running(q, now))
                 .collect(),
-            schedules: self.tickers.iter().map(|t| t.listed()).collect(),
+            // each schedule is in what it serves, its next tick stored once
+            // it ticked: the beat names those that have not, with their next
+            // tick alone
+            schedules: self
+                .tickers
+                .iter()
+                .filter(|t| t.unticked() || self.serves.is_none())
+                .map(|t| match &self.serves {
+                    Some(_) => t.next_only(),
+                    None => t.listed(),
+                })
+                .collect(),
             serves: self.serves.as_ref().map(|(d, _)| d.clone()),
             quiet: self.controls.is_quiet(),
         }

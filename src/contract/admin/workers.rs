@@ -168,6 +168,11 @@ pub(crate) struct Serves {
     pub subscribers: Vec<ServedSubscriber>,
     #[serde(default)]
     pub unknown_ms: Option<u64>,
+    /// The periodic schedules it ticks, without their next ticks (the
+    /// queues' periodic hashes hold those once a schedule ticked; a beat
+    /// carries the next tick of one that has not yet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<BeatSchedule>,
 }
 
 impl Serves {
@@ -177,6 +182,35 @@ impl Serves {
         let digest = sha1_smol::Sha1::from(&json).digest().to_string();
         Ok((digest, json))
     }
+}
+
+fn is_zero(p: &i8) -> bool {
+    *p == 0
+}
+
+/// A worker's schedules: those of what it serves, each with the next tick
+/// its beat carries for it (none once it ticked), and any the beat alone
+/// names (a worker of an earlier release lists them all there).
+fn merged(beat: Vec<BeatSchedule>, served: Vec<BeatSchedule>) -> Vec<BeatSchedule> {
+    if served.is_empty() {
+        return beat;
+    }
+    let mut next: std::collections::BTreeMap<(String, String), BeatSchedule> = beat
+        .into_iter()
+        .map(|s| ((s.queue.clone(), s.name.clone()), s))
+        .collect();
+    let mut all: Vec<BeatSchedule> = served
+        .into_iter()
+        .map(|s| match next.remove(&(s.queue.clone(), s.name.clone())) {
+            Some(b) => BeatSchedule {
+                next_ms: b.next_ms,
+                ..s
+            },
+            None => s,
+        })
+        .collect();
+    all.extend(next.into_values());
+    all
 }
 
 /// A job a worker was running at its last heartbeat.
@@ -203,17 +237,21 @@ pub struct BeatSchedule {
     /// The queue its jobs go to.
     pub queue: String,
     /// The job type.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub job: String,
     /// The schedule as printed (`cron */5 * * * *`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub schedule: String,
-    /// Its next tick, Unix ms; `None` when it never ticks again.
+    /// Its next tick, Unix ms, as the worker knows it before the schedule's
+    /// first tick; `None` when it never ticks again, or once it ticked (the
+    /// tick after is then stored: see [`ScheduleInfo`](super::ScheduleInfo)).
     pub next_ms: Option<u64>,
     /// The job each tick enqueues, as its envelope (to enqueue one now);
     /// `None` from a worker before this field, or for a job that did not encode.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
     /// The priority its jobs are sent at.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i8,
     /// The concurrency key its jobs are sent with; `None` from a worker
     /// before this field.
@@ -242,6 +280,9 @@ pub(crate) struct Beat {
     pub at_ms: Option<u64>,
     #[serde(default)]
     pub running: Vec<BeatJob>,
+    /// Schedules whose next tick the worker knows and the backend does not
+    /// (none has ticked yet); those of what it serves (see [`Serves`]) are
+    /// the rest. A worker of an earlier release lists all its schedules here.
     #[serde(default)]
     pub schedules: Vec<BeatSchedule>,
     /// The digest of what it serves (see [`Serves`]).
@@ -298,7 +339,7 @@ impl Beat {
                     started_at_ms: written.saturating_sub(j.for_ms),
                 })
                 .collect(),
-            schedules: self.schedules,
+            schedules: merged(self.schedules, serves.schedules),
             job_types: serves.job_types,
             subscribers: serves.subscribers,
             unknown_jobs_retry_for_ms: serves.unknown_ms,
@@ -387,8 +428,39 @@ mod tests {
                 .collect(),
             subscribers: Vec::new(),
             unknown_ms,
+            schedules: Vec::new(),
         };
         beat.info(1, Some(0), Some(serves), None)
+    }
+
+    fn schedule(name: &str, job: &str, next_ms: Option<u64>) -> BeatSchedule {
+        BeatSchedule {
+            name: name.into(),
+            queue: "q".into(),
+            job: job.into(),
+            schedule: if job.is_empty() { "" } else { "every 1s" }.into(),
+            next_ms,
+            body: None,
+            priority: 0,
+            key: None,
+        }
+    }
+
+    #[test]
+    fn a_workers_schedules_are_what_it_serves_with_the_next_ticks_its_beat_names() {
+        // an earlier release's beat: every schedule inline, nothing served
+        let inline = vec![schedule("a", "j", Some(5)), schedule("b", "j", Some(6))];
+        assert_eq!(merged(inline.clone(), Vec::new()), inline);
+        // this release's: "b" has not ticked, its next tick alone in the beat
+        let served = vec![schedule("a", "j", None), schedule("b", "j", None)];
+        let beat = vec![schedule("b", "", Some(9))];
+        assert_eq!(
+            merged(beat, served),
+            vec![schedule("a", "j", None), schedule("b", "j", Some(9))]
+        );
+        // a beat's entry names only what it must
+        let text = serde_json::to_string(&schedule("b", "", Some(9))).unwrap();
+        assert_eq!(text, r#"{"name":"b","queue":"q","next_ms":9}"#);
     }
 
     #[test]
