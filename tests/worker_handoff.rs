@@ -1713,3 +1713,46 @@ async fn a_full_worker_leaves_the_line_or_passes_its_place_on() {
         b.stop().await;
     }
 }
+
+/// A worker waiting in line that takes the place of one that no longer
+/// listens leaves the line: withdrawn once full, it is not promoted from its
+/// own stale entry (review: withdrawn, it took the place again, and the next
+/// sends handed it jobs it released at once, each waking every idle worker).
+#[tokio::test]
+async fn a_worker_taking_a_gone_workers_place_leaves_the_line() {
+    let server = RedisServer::start();
+    let client = client_with(&server, &["hq"]).await;
+    let b = client.backend();
+    let mut con = server.raw().await;
+    let reg = |w: &str| format!("v3 30000 rsmq:@handoff:{w} hq");
+    let _: () = redis::cmd("HSET")
+        .arg("rsmq:hq:Q")
+        .arg("redjob:handoff")
+        .arg(reg("gone"))
+        .arg("redjob:handoffs")
+        .arg("2+")
+        .arg("redjob:line")
+        .arg(format!("3 {}", reg("c")))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let (_, task) = listen_as(b.clone(), &["hq"], "c");
+    subscribed(&server, "c").await;
+    let fetched = b.fetch_waiting("hq", 4, LEASE, "c", 4).await.unwrap();
+    assert!(fetched.jobs.is_empty());
+    let line = hget(&mut con, "rsmq:hq:Q", "redjob:line").await;
+    assert_eq!(
+        (registration(&con, "hq").await, line.as_deref()),
+        ((Some(reg("c")), Some("4".into())), Some("")),
+        "c in place, out of the line"
+    );
+    b.withdraw_handoffs(&["hq".into()], "c", LEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        registration(&con, "hq").await.0.as_deref(),
+        Some(""),
+        "withdrawn, not in place again"
+    );
+    task.abort();
+}

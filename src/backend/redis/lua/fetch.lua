@@ -640,8 +640,19 @@ elseif leased < asked then
         set[#set + 1] = "redjob:handoff"
         set[#set + 1] = reg
       end
+      local plus = in_line(left)
+      if plus then
+        -- its own entry, when it waited in line, goes
+        local line = line_read(2)
+        local kept = line_without(line, reg)
+        if #kept < #line then
+          plus = #kept > 0
+          set[#set + 1] = "redjob:line"
+          set[#set + 1] = table.concat(kept, "\n")
+        end
+      end
       set[#set + 1] = "redjob:handoffs"
-      set[#set + 1] = in_line(left) and n .. "+" or n
+      set[#set + 1] = plus and n .. "+" or n
     end
   end
 elseif attrs[8] and attrs[8] ~= "" then

@@ -396,7 +396,9 @@ local next_count
 
 -- The most workers that wait in line for hand-offs behind the one registered
 -- (the hash field "redjob:line", see line_read): idle workers of a queue
--- beyond it are woken to fetch, as all were before the line.
+-- beyond it hear of its jobs when a send finds no one registered (which
+-- wakes them all), from a batch's send, a release or their fallback poll;
+-- meanwhile those in line take the jobs.
 local LINE_MAX = 64
 
 -- How many registrations a send tries in all, the one in place and those it
@@ -425,17 +427,28 @@ local function line_read(k)
   return t
 end
 
--- Takes the next entry of `line` (see line_read): its registration and its
--- count, with "+" when entries are left behind it; nil when none is left.
-local function line_next(line)
+-- Takes the next entry of `line` (see line_read) that is not registration
+-- `skip` (one used up, or withdrawn): its registration and its count, with
+-- "+" when entries are left behind it; nil when none is left.
+local function line_next(line, skip)
   local e = line[line.at]
   if not e then return end
   line.at = line.at + 1
   local sp = string.find(e, " ", 1, true)
-  if not sp then return line_next(line) end
+  if not sp or string.sub(e, sp + 1) == skip then return line_next(line, skip) end
   local n = string.sub(e, 1, sp - 1)
   if line[line.at] then n = n .. "+" end
   return string.sub(e, sp + 1), n
+end
+
+-- The entries of `line` (see line_read) other than registration `reg`'s, in
+-- order (a worker taking the place it waited in line for leaves the line).
+local function line_without(line, reg)
+  local kept = {at = 1}
+  for j = line.at, #line do
+    if string.sub(line[j], -#reg - 1) ~= " " .. reg then kept[#kept + 1] = line[j] end
+  end
+  return kept
 end
 
 -- The entries of `line` not yet taken, as the hash field holds them.
@@ -586,7 +599,7 @@ local function hand_off(reg, id, body, now, time, prio, f, at)
     -- worker that no longer listens is found out by the send that tries it)
     line = line or line_read(2)
     local next_reg
-    next_reg, left = line_next(line)
+    next_reg, left = line_next(line, reg)
     if next_reg then
       redis.call("HSET", KEYS[2], "redjob:handoffs", left, "redjob:line", line_rest(line))
       kf, kv = "redjob:handoff", next_reg

@@ -9,7 +9,8 @@
 local f = redis.call("HMGET", KEYS[1], "redjob:handoff", "redjob:handoffs")
 local queued = f[1] and f[1] ~= "" and in_line(f[2])
 if f[1] == ARGV[1] then
-  local line = queued and line_read(1)
+  -- (its own entry, should it be in the line too, goes with it)
+  local line = queued and line_without(line_read(1), ARGV[1])
   local reg, left
   if line then reg, left = line_next(line) end
   if reg then
@@ -21,10 +22,7 @@ if f[1] == ARGV[1] then
 end
 if not queued then return 0 end
 local line = line_read(1)
-local kept = {}
-for j = 1, #line do
-  if string.sub(line[j], -#ARGV[1] - 1) ~= " " .. ARGV[1] then kept[#kept + 1] = line[j] end
-end
+local kept = line_without(line, ARGV[1])
 if #kept == #line then return 0 end
 if #kept == 0 then
   -- the count in place, without its "+"
