@@ -393,6 +393,27 @@ pub trait Backend: Clone + Send + Sync + 'static {
         create: &QueueOptions,
     ) -> impl Future<Output = Result<Ticked>> + Send;
 
+    /// [`tick`](Self::tick) for ticks of several schedules of `queue` due
+    /// together: each one's outcome, in order (a body too large fails its own
+    /// tick). The Redis backend sends those alike in priority and without a
+    /// concurrency key in one call (up to 100), so that a fleet of workers with
+    /// many schedules makes a call per worker, not per schedule, at each
+    /// instant; the default calls `tick` for each.
+    fn tick_many(
+        &self,
+        queue: &str,
+        ticks: &[(Tick<'_>, &SendMessage)],
+        create: &QueueOptions,
+    ) -> impl Future<Output = Result<Vec<Result<Ticked>>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(ticks.len());
+            for (tick, msg) in ticks {
+                out.push(self.tick(queue, tick, msg, create).await);
+            }
+            Ok(out)
+        }
+    }
+
     /// Registers worker `id` in the live-worker registry (or refreshes it)
     /// with `beat` (JSON) for `ttl`, and returns the control an operator set
     /// on it ([`Admin::control_worker`](crate::ops::Admin::control_worker))
@@ -434,10 +455,11 @@ pub trait Backend: Clone + Send + Sync + 'static {
     }
 
     /// Stores what a worker serves (its job types with their options, its
-    /// subscribers: JSON) under `digest`, which its beats name: one entry for
-    /// all the workers of one build, written at a worker's start and with its
-    /// full beats every two minutes, read with the registry's listing. The
-    /// default stores nothing (the listing then shows no job types).
+    /// subscribers, its periodic schedules: JSON) under `digest`, which its
+    /// beats name: one entry for all the workers of one build, written at a
+    /// worker's start and with its full beats every two minutes, read with the
+    /// registry's listing. The default stores nothing: the listing then shows
+    /// no job types, and only the schedules that have not ticked yet.
     fn serve(&self, digest: &str, serves: &[u8]) -> impl Future<Output = Result<()>> + Send {
         let _ = (digest, serves);
         async { Ok(()) }
@@ -565,6 +587,7 @@ macro_rules! backend_methods {
             async fn cancel_job(queue: &str, id: &$crate::JobId, by: &str) -> $crate::Result<bool>;
             async fn cancelled_batches(after: u64) -> $crate::Result<Vec<($crate::contract::batches::BatchId, u64)>>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
+            async fn tick_many(queue: &str, ticks: &[($crate::contract::admin::Tick<'_>, &$crate::contract::queues::SendMessage)], create: &$crate::contract::queues::QueueOptions) -> $crate::Result<Vec<$crate::Result<$crate::contract::admin::Ticked>>>;
             async fn beat(id: &str, beat: &[u8], ttl: std::time::Duration) -> $crate::Result<$crate::contract::admin::BeatReply>;
             async fn touch(id: &str, ttl: std::time::Duration, since: std::time::Duration) -> $crate::Result<bool>;
             async fn serve(digest: &str, serves: &[u8]) -> $crate::Result<()>;

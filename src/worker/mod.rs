@@ -49,6 +49,7 @@ mod retry;
 mod settings;
 mod settle;
 mod subscriber;
+mod ticks;
 mod turns;
 
 use std::collections::HashMap;
@@ -476,8 +477,17 @@ impl<B: Backend> Worker<B> {
             .into_iter()
             .map(|p| Arc::new(periodic::Ticker::new(p)))
             .collect();
+        // (their ticks due together go in one call a queue)
+        let ticks = (!tickers.is_empty()).then(|| ticks::Ticks::start(self.backend.clone()));
         for t in &tickers {
-            infra.spawn(periodic::run(self.backend.clone(), t.clone(), stop.clone()));
+            if let Some(ticks) = &ticks {
+                infra.spawn(periodic::run(
+                    self.backend.clone(),
+                    ticks.clone(),
+                    t.clone(),
+                    stop.clone(),
+                ));
+            }
         }
         let serves = self.serves(&tickers);
         let registry = Arc::new(registry::Registry {

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::contract::admin::{BeatSchedule, Missed, Schedule, Tick, Ticked};
 use crate::contract::backend::Backend;
 use crate::contract::keyed::Keyed;
-use crate::contract::queues::{QueueOptions, SendMessage};
+use crate::contract::queues::SendMessage;
 use crate::job::Job;
 use crate::{Error, Result};
 
@@ -175,15 +175,16 @@ impl Ticker {
         }
     }
 
-    /// Its name, queue and next tick, as a beat names it beside what the
-    /// worker serves (see [`Ticker::served`]).
+    /// Its name, queue, job, schedule and next tick, as a beat names it
+    /// beside what the worker serves (see [`Ticker::served`]).
     pub fn next_only(&self) -> BeatSchedule {
         let next = self.next_ms.load(Ordering::Relaxed);
         BeatSchedule {
             name: self.p.name.clone(),
             queue: self.p.queue.clone(),
-            job: String::new(),
-            schedule: String::new(),
+            // (a reader of an earlier release needs these two)
+            job: self.p.job.to_string(),
+            schedule: self.p.schedule.to_string(),
             next_ms: (next > 0).then_some(next),
             body: None,
             priority: 0,
@@ -204,15 +205,40 @@ impl Ticker {
             job: self.p.job.to_string(),
             schedule: self.p.schedule.to_string(),
             next_ms: None,
-            body: self
-                .p
-                .body
-                .as_ref()
-                .ok()
-                .and_then(|b| String::from_utf8(b.clone()).ok()),
+            // its keys in order: a map's (a `HashMap` in the job's fields)
+            // come in another order in each process, and what the workers
+            // of one build serve must be one entry
+            body: self.p.body.as_ref().ok().and_then(|b| {
+                serde_json::from_slice::<serde_json::Value>(b)
+                    .ok()
+                    .map(|v| canonical(&v))
+                    .or_else(|| String::from_utf8(b.clone()).ok())
+            }),
             priority: self.p.priority,
             key: self.msg.keyed.clone(),
         }
+    }
+}
+
+/// `v` as JSON with every object's keys in order (whatever order the
+/// `serde_json` build keeps them in).
+fn canonical(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<_> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let inner: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), canonical(v)))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(a) => {
+            let inner: Vec<String> = a.iter().map(canonical).collect();
+            format!("[{}]", inner.join(","))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -230,10 +256,15 @@ async fn sleep(d: Duration, stop: &CancellationToken) -> bool {
 }
 
 /// Ticks `t` until `stop`.
-pub(crate) async fn run<B: Backend>(backend: B, t: Arc<Ticker>, stop: CancellationToken) {
+pub(crate) async fn run<B: Backend>(
+    backend: B,
+    ticks: super::ticks::Ticks,
+    t: Arc<Ticker>,
+    stop: CancellationToken,
+) {
     let name = t.p.name.as_str();
     tracing::info!(periodic = name, queue = %t.p.queue, schedule = %t.p.schedule, "ticking periodic job");
-    let Some(mut now) = resync(&backend, &t, &stop).await else {
+    let Some(mut now) = resync(&backend, &ticks, &t, &stop).await else {
         return;
     };
     loop {
@@ -251,9 +282,9 @@ pub(crate) async fn run<B: Backend>(backend: B, t: Arc<Ticker>, stop: Cancellati
             t.p.schedule
                 .next_after(at)
                 .map_or(Duration::MAX, |n| Duration::from_millis(n - at));
-        match enqueue(&backend, &t, at, false, window, &stop).await {
+        match enqueue(&ticks, &t, at, false, window, &stop).await {
             Some(Some(backend_now)) => now = backend_now.max(at),
-            Some(None) => match resync(&backend, &t, &stop).await {
+            Some(None) => match resync(&backend, &ticks, &t, &stop).await {
                 Some(n) => now = n,
                 None => return,
             },
@@ -264,7 +295,12 @@ pub(crate) async fn run<B: Backend>(backend: B, t: Arc<Ticker>, stop: Cancellati
 
 /// The backend's clock (retrying until it answers); with [`Missed::RunLast`],
 /// enqueues the last tick before it if it was missed. `None` on `stop`.
-async fn resync<B: Backend>(backend: &B, t: &Ticker, stop: &CancellationToken) -> Option<u64> {
+async fn resync<B: Backend>(
+    backend: &B,
+    ticks: &super::ticks::Ticks,
+    t: &Arc<Ticker>,
+    stop: &CancellationToken,
+) -> Option<u64> {
     let mut failures = 0;
     let now = loop {
         match backend.now_ms().await {
@@ -280,7 +316,7 @@ async fn resync<B: Backend>(backend: &B, t: &Ticker, stop: &CancellationToken) -
     };
     let last = t.p.schedule.last_before(now.saturating_add(1));
     if let (Missed::RunLast, Some(last)) = (t.p.missed, last) {
-        return match enqueue(backend, t, last, true, Duration::MAX, stop).await? {
+        return match enqueue(ticks, t, last, true, Duration::MAX, stop).await? {
             Some(n) => Some(n.max(now)),
             None => Some(now),
         };
@@ -291,9 +327,9 @@ async fn resync<B: Backend>(backend: &B, t: &Ticker, stop: &CancellationToken) -
 /// Enqueues tick `at` (retrying failures for up to `window`). Returns the
 /// backend's clock after it, `Some(None)` when the tick was given up, `None`
 /// on `stop`.
-async fn enqueue<B: Backend>(
-    backend: &B,
-    t: &Ticker,
+async fn enqueue(
+    ticks: &super::ticks::Ticks,
+    t: &Arc<Ticker>,
     at: u64,
     catch_up: bool,
     window: Duration,
@@ -308,9 +344,7 @@ async fn enqueue<B: Backend>(
     let started = tokio::time::Instant::now();
     let mut failures = 0;
     loop {
-        let r = backend
-            .tick(&t.p.queue, &tick, &t.msg, &QueueOptions::default())
-            .await;
+        let r = ticks.tick(t, &tick).await;
         if matches!(
             r,
             Ok(Ticked::Enqueued { .. } | Ticked::Done { .. } | Ticked::Paused { .. })
@@ -350,5 +384,19 @@ async fn enqueue<B: Backend>(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_body_is_served_with_its_keys_in_order() {
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"type":"t","args":{"b":[{"z":1,"a":"x\"y"}],"a":null}}"#)
+                .unwrap();
+        assert_eq!(
+            super::canonical(&v),
+            r#"{"args":{"a":null,"b":[{"a":"x\"y","z":1}]},"type":"t"}"#
+        );
     }
 }

@@ -178,6 +178,78 @@ pub async fn a_tick_is_enqueued_once_however_many_try(env: &Env) {
     assert!(matches!(err, Error::InvalidValue { .. }), "{err}");
 }
 
+/// Ticks of several schedules in one call: each gets the outcome it would
+/// alone, a body too large failing only its own tick.
+pub async fn ticks_due_together_each_get_their_own_outcome(env: &Env) {
+    let a = env.client.backend();
+    let b = env.another_client().await.backend();
+    let opts = QueueOptions::default();
+    a.create_queue(
+        "many_ticks",
+        QueueOptions {
+            maxsize: 1024,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let now = now_ms(env).await;
+    let at = now - now % 1000;
+    let msg = SendMessage::new(r#"{"type":"live_tick","args":{"n":1}}"#);
+    let big = SendMessage::new(vec![b'x'; 2000]);
+    let ticks = [
+        (tick("a", at, false), &msg),
+        (tick("big", at, false), &big),
+        (tick("b", at, false), &msg),
+        (tick("later", now + 60_000, false), &msg),
+        (tick("fresh", at, true), &msg),
+    ];
+    let first = a.tick_many("many_ticks", &ticks, &opts).await.unwrap();
+    let again = b.tick_many("many_ticks", &ticks, &opts).await.unwrap();
+    for (outcomes, enqueued) in [(first, true), (again, false)] {
+        assert_eq!(outcomes.len(), 5);
+        let done = |o: &redjob::Result<Ticked>| match o {
+            Ok(Ticked::Enqueued { .. }) => Some(true),
+            Ok(Ticked::Done { .. }) => Some(false),
+            _ => None,
+        };
+        assert_eq!(done(&outcomes[0]), Some(enqueued), "{outcomes:?}");
+        assert!(
+            matches!(
+                outcomes[1],
+                Err(Error::MessageTooLarge {
+                    size: 2000,
+                    max: 1024
+                })
+            ),
+            "{outcomes:?}"
+        );
+        assert_eq!(done(&outcomes[2]), Some(enqueued), "{outcomes:?}");
+        assert!(
+            matches!(outcomes[3], Ok(Ticked::Early(w)) if w > Duration::from_secs(55)),
+            "{outcomes:?}"
+        );
+        // a catch-up with no earlier tick recorded: nothing to catch up
+        assert_eq!(done(&outcomes[4]), Some(false), "{outcomes:?}");
+    }
+    let ids: Vec<redjob::JobId> = env
+        .all_messages("many_ticks")
+        .await
+        .into_iter()
+        .map(|(id, _, _)| id)
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids.contains(&tick("a", at, false).id("many_ticks")));
+    assert!(ids.contains(&tick("b", at, false).id("many_ticks")));
+    assert_eq!(
+        last(env, "many_ticks", &["a", "big", "b", "later", "fresh"]).await,
+        [Some(at), None, Some(at), None, None]
+    );
+    // a queue that does not exist is made, as for one tick
+    let made = a.tick_many("many_made", &ticks[..1], &opts).await.unwrap();
+    assert!(matches!(made[0], Ok(Ticked::Enqueued { .. })), "{made:?}");
+}
+
 pub async fn periodic_workers_enqueue_each_tick_once_and_list_the_schedule(env: &Env) {
     let every = Schedule::every(Duration::from_secs(1)).unwrap();
     let build = |n| {

@@ -513,6 +513,7 @@ macro_rules! conformance_suite {
             a_dead_count_keeps_the_querys_own_cutoff);
         $crate::conformance_suite!(@live $setup, #[$attr],
             a_tick_is_enqueued_once_however_many_try,
+            ticks_due_together_each_get_their_own_outcome,
             periodic_workers_enqueue_each_tick_once_and_list_the_schedule,
             a_restarted_schedule_skips_missed_ticks_or_runs_the_last,
             periodic_settings_are_checked_at_build,

@@ -233,6 +233,18 @@ impl Backend for RedisBackend {
         .await
     }
 
+    async fn tick_many(
+        &self,
+        queue: &str,
+        ticks: &[(Tick<'_>, &SendMessage)],
+        create: &QueueOptions,
+    ) -> Result<Vec<Result<Ticked>>> {
+        crate::contract::backend::creating(&self.rsmq, queue, create, || {
+            self.rsmq.tick_many(queue, ticks)
+        })
+        .await
+    }
+
     async fn beat(
         &self,
         id: &str,

@@ -1,5 +1,5 @@
-//! Periodic ticks and the live-worker registry on Redis (`periodic.lua`,
-//! `workers.lua`).
+//! The live-worker registry on Redis (`workers.lua`), the layout version and
+//! the clock.
 
 use std::time::Duration;
 
@@ -7,10 +7,8 @@ use redis::Value;
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::contract::admin::{
-    Beat, BeatReply, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo,
-};
-use crate::contract::queues::{SendMessage, validate};
+use crate::contract::admin::{Beat, BeatReply, Control, Paused, Ticks, WorkerControl, WorkerInfo};
+use crate::contract::queues::validate;
 use crate::{Error, Result};
 
 impl Rsmq {
@@ -19,59 +17,6 @@ impl Rsmq {
         let (mut con, ..) = self.ns_parts();
         let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await?;
         Ok(s * 1000 + us / 1000)
-    }
-
-    /// periodic.lua: enqueues `msg` as the job of `tick`, once over all callers.
-    pub(crate) async fn tick(
-        &self,
-        queue: &str,
-        tick: &Tick<'_>,
-        msg: &SendMessage,
-    ) -> Result<Ticked> {
-        validate::queue_name(queue)?;
-        validate::priority(msg.priority)?;
-        crate::contract::queues::check_keyed(msg)?;
-        let (mut con, ns, realtime) = self.ns_parts();
-        let k = ns.queue(queue);
-        let mut keys = vec![k.level(msg.priority), k.hash.clone(), k.periodic.clone()];
-        if msg.keyed.is_some() {
-            keys.extend(k.keyed_keys());
-        }
-        let mut cmd = scripts::eval(&scripts::PERIODIC, &keys);
-        cmd.arg(&k.realtime)
-            .arg(if realtime { "1" } else { "0" })
-            .arg(msg.body.len())
-            .arg(msg.priority)
-            .arg(tick.name)
-            .arg(tick.at_ms)
-            .arg(if tick.catch_up { "1" } else { "0" })
-            .arg(tick.id(queue).as_str())
-            .arg(&msg.body[..])
-            .arg(tick.next_ms.map_or(String::new(), |n| n.to_string()));
-        if let Some(keyed) = &msg.keyed {
-            cmd.arg(&keyed.key).arg(keyed.per_key);
-        }
-        let v = scripts::run(&mut con, &scripts::PERIODIC, &cmd).await?;
-        let (code, mut r) = Reply::status(&v)?;
-        match code {
-            1 => Ok(Ticked::Enqueued {
-                now_ms: r.int()? as u64,
-            }),
-            0 => Ok(Ticked::Done {
-                now_ms: r.int()? as u64,
-            }),
-            2 => Ok(Ticked::Paused {
-                now_ms: r.int()? as u64,
-            }),
-            -1 => Err(Error::QueueNotFound { name: queue.into() }),
-            -2 => {
-                let size = r.int()? as usize;
-                let max = r.int()? as usize;
-                Err(Error::MessageTooLarge { size, max })
-            }
-            -4 => Ok(Ticked::Early(Duration::from_millis(r.int()?.max(1) as u64))),
-            c => Err(Error::Protocol(format!("periodic status {c}"))),
-        }
     }
 
     /// The layout version of the namespace's data: stored as this release's

@@ -15,6 +15,7 @@ mod live;
 mod overview;
 mod packed;
 mod parents;
+mod periodic;
 mod pipelines;
 mod poll;
 pub(crate) mod queues;

@@ -237,10 +237,10 @@ pub struct BeatSchedule {
     /// The queue its jobs go to.
     pub queue: String,
     /// The job type.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub job: String,
     /// The schedule as printed (`cron */5 * * * *`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub schedule: String,
     /// Its next tick, Unix ms, as the worker knows it before the schedule's
     /// first tick; `None` when it never ticks again, or once it ticked (the
@@ -458,9 +458,13 @@ mod tests {
             merged(beat, served),
             vec![schedule("a", "j", None), schedule("b", "j", Some(9))]
         );
-        // a beat's entry names only what it must
-        let text = serde_json::to_string(&schedule("b", "", Some(9))).unwrap();
-        assert_eq!(text, r#"{"name":"b","queue":"q","next_ms":9}"#);
+        // a beat's entry leaves out what it need not (a reader of an
+        // earlier release needs the job and the schedule)
+        let text = serde_json::to_string(&schedule("b", "j", Some(9))).unwrap();
+        assert_eq!(
+            text,
+            r#"{"name":"b","queue":"q","job":"j","schedule":"every 1s","next_ms":9}"#
+        );
     }
 
     #[test]
