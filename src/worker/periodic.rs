@@ -205,40 +205,15 @@ impl Ticker {
             job: self.p.job.to_string(),
             schedule: self.p.schedule.to_string(),
             next_ms: None,
-            // its keys in order: a map's (a `HashMap` in the job's fields)
-            // come in another order in each process, and what the workers
-            // of one build serve must be one entry
-            body: self.p.body.as_ref().ok().and_then(|b| {
-                serde_json::from_slice::<serde_json::Value>(b)
-                    .ok()
-                    .map(|v| canonical(&v))
-                    .or_else(|| String::from_utf8(b.clone()).ok())
-            }),
+            body: self
+                .p
+                .body
+                .as_ref()
+                .ok()
+                .and_then(|b| String::from_utf8(b.clone()).ok()),
             priority: self.p.priority,
             key: self.msg.keyed.clone(),
         }
-    }
-}
-
-/// `v` as JSON with every object's keys in order (whatever order the
-/// `serde_json` build keeps them in).
-fn canonical(v: &serde_json::Value) -> String {
-    use serde_json::Value;
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<_> = m.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            let inner: Vec<String> = entries
-                .into_iter()
-                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), canonical(v)))
-                .collect();
-            format!("{{{}}}", inner.join(","))
-        }
-        Value::Array(a) => {
-            let inner: Vec<String> = a.iter().map(canonical).collect();
-            format!("[{}]", inner.join(","))
-        }
-        other => other.to_string(),
     }
 }
 
@@ -384,19 +359,5 @@ async fn enqueue(
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_body_is_served_with_its_keys_in_order() {
-        let v: serde_json::Value =
-            serde_json::from_str(r#"{"type":"t","args":{"b":[{"z":1,"a":"x\"y"}],"a":null}}"#)
-                .unwrap();
-        assert_eq!(
-            super::canonical(&v),
-            r#"{"args":{"a":null,"b":[{"a":"x\"y","z":1}]},"type":"t"}"#
-        );
     }
 }

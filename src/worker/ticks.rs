@@ -69,9 +69,14 @@ impl Ticks {
                 next_ms: tick.next_ms,
                 reply,
             })
-            .map_err(|_| Error::ShuttingDown)?;
-        got.await.map_err(|_| Error::ShuttingDown)?
+            .map_err(|_| gone())?;
+        got.await.map_err(|_| gone())?
     }
+}
+
+/// The sender ended (the worker stops) or its call did not answer.
+fn gone() -> Error {
+    Error::Protocol("the worker's tick sender is gone".into())
 }
 
 /// Takes the asks in rounds: the first, then those that came with it; one
@@ -99,30 +104,55 @@ async fn send<B: Backend>(backend: B, mut rx: mpsc::UnboundedReceiver<Ask>) {
     }
 }
 
-/// One queue's asks of a round: in one call; should it fail as a whole (the
-/// backend, or a tick it refuses before it looks at the others), each is
-/// tried alone, so that each gets its own outcome.
+/// One queue's asks of a round: in one call. Should it fail as a whole on a
+/// tick the backend refuses before it looks at the others, each is tried
+/// alone (at once, side by side), so that each gets its own outcome; on any
+/// other failure (Redis's), each gets the failure, and its task tries again
+/// as it would have alone.
 async fn call<B: Backend>(backend: B, queue: String, asks: Vec<Ask>) {
     let create = QueueOptions::default();
     let outcomes = {
         let ticks: Vec<_> = asks.iter().map(|a| (a.tick(), &a.t.msg)).collect();
         if ticks.len() > 1 {
-            backend.tick_many(&queue, &ticks, &create).await.ok()
+            Some(backend.tick_many(&queue, &ticks, &create).await)
         } else {
             None
         }
     };
     match outcomes {
-        Some(outcomes) if outcomes.len() == asks.len() => {
+        Some(Ok(outcomes)) if outcomes.len() == asks.len() => {
             for (ask, o) in asks.into_iter().zip(outcomes) {
                 let _ = ask.reply.send(o);
             }
         }
-        _ => {
+        Some(Err(e)) if !refused(&e) => {
+            let mut first = Some(e);
             for ask in asks {
-                let o = backend.tick(&queue, &ask.tick(), &ask.t.msg, &create).await;
+                let e = match first.take() {
+                    Some(e) => e,
+                    None => Error::Protocol("ticking the schedules due with it failed".into()),
+                };
+                let _ = ask.reply.send(Err(e));
+            }
+        }
+        _ => {
+            let ticks: Vec<Tick<'_>> = asks.iter().map(Ask::tick).collect();
+            let alone = asks
+                .iter()
+                .zip(&ticks)
+                .map(|(a, t)| backend.tick(&queue, t, &a.t.msg, &create));
+            let outcomes = futures::future::join_all(alone).await;
+            for (ask, o) in asks.into_iter().zip(outcomes) {
                 let _ = ask.reply.send(o);
             }
         }
     }
+}
+
+/// A failure of one tick's input, which the others' need not share.
+fn refused(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::InvalidValue { .. } | Error::MessageTooLarge { .. } | Error::InvalidQueueName { .. }
+    )
 }

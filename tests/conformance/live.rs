@@ -245,6 +245,27 @@ pub async fn ticks_due_together_each_get_their_own_outcome(env: &Env) {
         last(env, "many_ticks", &["a", "big", "b", "later", "fresh"]).await,
         [Some(at), None, Some(at), None, None]
     );
+    // one schedule twice in a call: its later tick, then an earlier one
+    // (done), then the later one again (done)
+    let twice = [
+        (tick("x", at, false), &msg),
+        (tick("x", at - 1000, false), &msg),
+        (tick("x", at, false), &msg),
+    ];
+    let outcomes = a.tick_many("many_ticks", &twice, &opts).await.unwrap();
+    assert!(
+        matches!(
+            outcomes[..],
+            [
+                Ok(Ticked::Enqueued { .. }),
+                Ok(Ticked::Done { .. }),
+                Ok(Ticked::Done { .. })
+            ]
+        ),
+        "{outcomes:?}"
+    );
+    assert_eq!(env.all_messages("many_ticks").await.len(), 3);
+    assert_eq!(last(env, "many_ticks", &["x"]).await, [Some(at)]);
     // a queue that does not exist is made, as for one tick
     let made = a.tick_many("many_made", &ticks[..1], &opts).await.unwrap();
     assert!(matches!(made[0], Ok(Ticked::Enqueued { .. })), "{made:?}");

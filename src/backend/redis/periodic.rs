@@ -56,9 +56,11 @@ impl Rsmq {
                 None => calls.push(vec![i]),
             }
         }
-        for call in calls {
-            let outcomes = self.tick_call(queue, ticks, &call).await?;
-            for (i, o) in call.into_iter().zip(outcomes) {
+        // side by side, as each schedule's own call was
+        let replies =
+            futures::future::join_all(calls.iter().map(|c| self.tick_call(queue, ticks, c))).await;
+        for (call, outcomes) in calls.into_iter().zip(replies) {
+            for (i, o) in call.into_iter().zip(outcomes?) {
                 out[i] = Some(o);
             }
         }

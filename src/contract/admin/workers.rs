@@ -176,11 +176,50 @@ pub(crate) struct Serves {
 }
 
 impl Serves {
-    /// Its JSON and the digest (SHA-1, hex) that names it.
+    /// Its JSON and the digest (SHA-1, hex) that names it: of the JSON with
+    /// the schedules' bodies' keys in order, since a map in a job's fields (a
+    /// `HashMap`) comes in another order in each process, and the workers of
+    /// one build must name one entry (whichever of them writes it last, its
+    /// bodies as they are).
     pub fn encode(&self) -> Result<(String, Vec<u8>)> {
         let json = serde_json::to_vec(self)?;
-        let digest = sha1_smol::Sha1::from(&json).digest().to_string();
+        let named = if self.schedules.iter().any(|s| s.body.is_some()) {
+            let mut c = self.clone();
+            for s in &mut c.schedules {
+                if let Some(body) = &s.body
+                    && let Ok(v) = serde_json::from_str::<serde_json::Value>(body)
+                {
+                    s.body = Some(in_order(&v));
+                }
+            }
+            serde_json::to_vec(&c)?
+        } else {
+            json.clone()
+        };
+        let digest = sha1_smol::Sha1::from(&named).digest().to_string();
         Ok((digest, json))
+    }
+}
+
+/// `v` as JSON with every object's keys in order (whatever order the
+/// `serde_json` build keeps them in).
+fn in_order(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<_> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let inner: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), in_order(v)))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(a) => {
+            let inner: Vec<String> = a.iter().map(in_order).collect();
+            format!("[{}]", inner.join(","))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -444,6 +483,30 @@ mod tests {
             priority: 0,
             key: None,
         }
+    }
+
+    #[test]
+    fn bodies_whose_maps_differ_in_order_name_one_entry_and_are_stored_as_they_are() {
+        let serves = |body: &str| Serves {
+            schedules: vec![BeatSchedule {
+                body: Some(body.into()),
+                ..schedule("a", "j", None)
+            }],
+            ..Serves::default()
+        };
+        let a = serves(r#"{"type":"t","args":{"m":{"b":[{"z":1,"a":"x\"y"}],"a":null}}}"#);
+        let b = serves(r#"{"type":"t","args":{"m":{"a":null,"b":[{"a":"x\"y","z":1}]}}}"#);
+        let (da, ja) = a.encode().unwrap();
+        let (db, jb) = b.encode().unwrap();
+        assert_eq!(da, db);
+        assert_ne!(ja, jb);
+        assert!(
+            String::from_utf8(ja)
+                .unwrap()
+                .contains(r#"\"b\":[{\"z\":1"#)
+        );
+        let c = serves(r#"{"type":"t","args":{"m":{"a":1}}}"#);
+        assert_ne!(c.encode().unwrap().0, da);
     }
 
     #[test]

@@ -34,22 +34,26 @@ local refused, _, now = send_start(attrs)
 if refused then return refused end
 local maxsize = queue_maxsize(attrs[2])
 local n = tonumber(ARGV[5])
+if not n or n < 1 or n ~= math.floor(n) or #ARGV < 5 + 6 * n then error("ERR periodic: expected ticks") end
 local names = {}
 for i = 1, n do names[i] = ARGV[6 * i] end
 local lasts = redis.call("HMGET", KEYS[3], unpack(names))
+-- the ticks recorded by this call, by name (a schedule twice in one call)
+local seen = {}
 local out = {1, now}
 local score = string.format("%.0f", now)
 local zargs, hargs, sent = {}, {}, 0
 for i = 1, n do
   local b = 6 * i
   local name, tick, body = ARGV[b], tonumber(ARGV[b + 1]), ARGV[b + 4]
-  local last = tonumber(lasts[i])
+  local last = seen[name] or tonumber(lasts[i])
   local code, x, y = 0, 0, 0
   if now < tick then
     code, x = -4, tick - now
   elseif maxsize ~= -1 and #body > maxsize then
     code, x, y = -2, #body, maxsize
   elseif not ((last and last >= tick) or (ARGV[b + 2] == "1" and not last)) then
+    seen[name] = tick
     redis.call("HSET", KEYS[3], name, ARGV[b + 1])
     if ARGV[b + 5] == "" then
       redis.call("HDEL", KEYS[3], name .. ":next")
