@@ -172,51 +172,17 @@ async fn close_subscribers_past_1kb(con: &mut redis::aio::MultiplexedConnection)
         .unwrap();
 }
 
-/// Has the slow log keep every command (up to 10,000), from now on.
-async fn log_every_command(con: &mut redis::aio::MultiplexedConnection) {
-    let _: () = redis::pipe()
-        .cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-max-len")
-        .arg(10_000)
-        .cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(0)
-        .cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async(con)
+/// Fetches in the slow log (a fetch's script call passes 8 keys, or 28 with
+/// the priorities', where a withdrawal of the registration passes 1): all
+/// of them, or only those that register for a hand-off (passing a
+/// registration, "v3 ...").
+async fn fetches(con: &mut redis::aio::MultiplexedConnection, registering: bool) -> usize {
+    common::slow_script_calls(con)
         .await
-        .unwrap();
-}
-
-/// How many fetches that register for a hand-off (a fetch's script call
-/// passing a registration, "v3 ...") the slow log holds.
-async fn registering_fetches(con: &mut redis::aio::MultiplexedConnection) -> usize {
-    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(10_000)
-        .query_async(con)
-        .await
-        .unwrap();
-    log.iter()
-        .filter(|entry| {
-            let redis::Value::Array(fields) = entry else {
-                return false;
-            };
-            let Some(redis::Value::Array(args)) = fields.get(3) else {
-                return false;
-            };
-            // (a script's own commands are logged too, by a client of its own;
-            // a fetch passes 8 keys, or 28 with the priorities', where a
-            // withdrawal of the registration passes 1)
-            let called = matches!(args.first(), Some(redis::Value::BulkString(c))
-                if c.eq_ignore_ascii_case(b"EVALSHA") || c.eq_ignore_ascii_case(b"EVAL"))
-                && matches!(args.get(2), Some(redis::Value::BulkString(k)) if k == b"8" || k == b"28");
-            called
-                && args
-                    .iter()
-                    .any(|a| matches!(a, redis::Value::BulkString(b) if b.starts_with(b"v3 ")))
+        .iter()
+        .filter(|args| {
+            matches!(args.get(2).map(Vec::as_slice), Some(b"8" | b"28"))
+                && (!registering || args.iter().any(|a| a.starts_with(b"v3 ")))
         })
         .count()
 }
@@ -434,7 +400,7 @@ async fn hand_offs_lost_together_are_each_told_to_the_worker() {
         .await
         .unwrap();
     // the send function's name, from a send's call in the slow log
-    log_every_command(&mut con).await;
+    common::log_every_command(&mut con).await;
     Queues::send(&b, "other", SendMessage::new("x"))
         .await
         .unwrap();
@@ -987,7 +953,7 @@ async fn each_job_handed_to_an_idle_worker(url_query: &str) {
     assert!(listener.split(' ').any(|f| f == resp), "{listener}");
     const N: u64 = 20;
     let mut con = server.raw().await;
-    log_every_command(&mut con).await;
+    common::log_every_command(&mut con).await;
     for key in 0..N {
         client.enqueue(&HandedJob { key }).await.unwrap();
         assert!(wait_until(Duration::from_secs(5), || rec.len() as u64 == key + 1).await);
@@ -996,7 +962,7 @@ async fn each_job_handed_to_an_idle_worker(url_query: &str) {
     }
     // its registration is good for as many jobs as it has running slots (4):
     // it registers again once every 4 jobs, not after each
-    let fetches = registering_fetches(&mut con).await;
+    let fetches = fetches(&mut con, true).await;
     assert!(
         fetches <= N as usize / 4 + 1,
         "{fetches} registering fetches for {N} jobs"
@@ -1080,7 +1046,7 @@ async fn a_worker_running_a_handed_job_stays_registered_for_the_next() {
     let (_server, client, mut con, rec, w) = idle_busy_worker(3).await;
     let reg = registration(&con, "busy").await.0.unwrap();
     assert!(reg.starts_with("v3 "), "{reg}");
-    log_every_command(&mut con).await;
+    common::log_every_command(&mut con).await;
     let started = std::time::Instant::now();
     for (key, left) in [(1, "2"), (2, "1")] {
         client.enqueue(&SlowJob { key }).await.unwrap();
@@ -1097,7 +1063,7 @@ async fn a_worker_running_a_handed_job_stays_registered_for_the_next() {
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(registration(&con, "busy").await.0.as_deref(), Some(""));
     assert_eq!(
-        registering_fetches(&mut con).await,
+        fetches(&mut con, true).await,
         0,
         "no fetch registered it again"
     );
@@ -1546,30 +1512,6 @@ impl Job for NapJob {
     }
 }
 
-/// How many fetches (a fetch's script call: 8 keys, or 28 with the
-/// priorities') the slow log holds, registering or not.
-async fn all_fetches(con: &mut redis::aio::MultiplexedConnection) -> usize {
-    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(10_000)
-        .query_async(con)
-        .await
-        .unwrap();
-    log.iter()
-        .filter(|entry| {
-            let redis::Value::Array(fields) = entry else {
-                return false;
-            };
-            let Some(redis::Value::Array(args)) = fields.get(3) else {
-                return false;
-            };
-            matches!(args.first(), Some(redis::Value::BulkString(c))
-                if c.eq_ignore_ascii_case(b"EVALSHA") || c.eq_ignore_ascii_case(b"EVAL"))
-                && matches!(args.get(2), Some(redis::Value::BulkString(k)) if k == b"8" || k == b"28")
-        })
-        .count()
-}
-
 /// Idle workers of one queue wait in line for hand-offs, each registered for
 /// its free slots: a burst of sends hands one job to each in turn, and wakes
 /// none of them to fetch (a send that found no registration woke every idle
@@ -1590,7 +1532,7 @@ async fn idle_workers_of_one_queue_are_handed_a_burst_in_turn_without_fetching()
     let started = || recs.iter().map(Recorder::len).sum::<usize>();
     // each has fetched, found nothing and registered
     tokio::time::sleep(Duration::from_millis(500)).await;
-    log_every_command(&mut con).await;
+    common::log_every_command(&mut con).await;
     let sent = std::time::Instant::now();
     for key in 0..WORKERS as u64 {
         client.enqueue(&NapJob { key }).await.unwrap();
@@ -1601,7 +1543,7 @@ async fn idle_workers_of_one_queue_are_handed_a_burst_in_turn_without_fetching()
         "{} started",
         started()
     );
-    let fetches = all_fetches(&mut con).await;
+    let fetches = fetches(&mut con, false).await;
     assert!(
         sent.elapsed() < Duration::from_millis(400),
         "the burst took {:?}: jobs ended before it was counted",

@@ -270,6 +270,20 @@ impl Job for ManySchedules {
     }
 }
 
+/// A worker serving "p_other" with `n` schedules of `ManySchedules` on
+/// `every`, named s0, s1, ...
+async fn with_schedules(client: &Client, every: Schedule, n: u32) -> common::Running {
+    let mut builder = Worker::builder(client.backend())
+        .queue("p_other")
+        .handle_signals(false);
+    for n in 0..n {
+        builder = builder.periodic_job(
+            redjob::worker::Periodic::new(every.clone(), ManySchedules { n }).name(format!("s{n}")),
+        );
+    }
+    common::start_serving(builder.build().unwrap()).await
+}
+
 /// A worker's heartbeat does not carry its schedules once each has ticked:
 /// what they are (name, queue, job, schedule, body) is stored once with what
 /// the worker serves, shared by every worker of the build, and their next
@@ -281,16 +295,12 @@ async fn a_beat_does_not_carry_schedules_that_have_ticked() {
     const SCHEDULES: u32 = 200;
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
-    let every = Schedule::every(Duration::from_secs(1)).unwrap();
-    let mut builder = Worker::builder(client.backend())
-        .queue("p_other")
-        .handle_signals(false);
-    for n in 0..SCHEDULES {
-        builder = builder.periodic_job(
-            redjob::worker::Periodic::new(every.clone(), ManySchedules { n }).name(format!("s{n}")),
-        );
-    }
-    let w = common::start_serving(builder.build().unwrap()).await;
+    let w = with_schedules(
+        &client,
+        Schedule::every(Duration::from_secs(1)).unwrap(),
+        SCHEDULES,
+    )
+    .await;
     let mut con = server.raw().await;
     // every schedule ticked (its tick and the next in the periodic hash),
     // and a full beat since: the worker's entry is written whole again when
@@ -360,45 +370,18 @@ async fn schedules_due_together_are_ticked_in_one_call() {
     const SCHEDULES: u32 = 50;
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
-    let every = Schedule::cron("* * * * * *").unwrap();
-    let mut builder = Worker::builder(client.backend())
-        .queue("p_other")
-        .handle_signals(false);
-    for n in 0..SCHEDULES {
-        builder = builder.periodic_job(
-            redjob::worker::Periodic::new(every.clone(), ManySchedules { n }).name(format!("s{n}")),
-        );
-    }
-    let w = common::start_serving(builder.build().unwrap()).await;
+    let w = with_schedules(&client, Schedule::cron("* * * * * *").unwrap(), SCHEDULES).await;
     // past the first ticks (each schedule's task starts on its own)
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let mut con = server.raw().await;
-    let _: () = redis::pipe()
-        .cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-max-len")
-        .arg(10_000)
-        .cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(0)
-        .cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    common::log_every_command(&mut con).await;
     let before: usize = redis::cmd("ZCARD")
         .arg("rsmq:p_many")
         .query_async(&mut con)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(3_000)).await;
-    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(10_000)
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    let log = common::slow_script_calls(&mut con).await;
     let after: usize = redis::cmd("ZCARD")
         .arg("rsmq:p_many")
         .query_async(&mut con)
@@ -408,20 +391,7 @@ async fn schedules_due_together_are_ticked_in_one_call() {
     // the tick calls: script calls on the periodic hash of p_many
     let calls = log
         .iter()
-        .filter(|entry| {
-            let redis::Value::Array(fields) = entry else {
-                return false;
-            };
-            let Some(redis::Value::Array(args)) = fields.get(3) else {
-                return false;
-            };
-            // (the script's own commands are logged too)
-            matches!(args.first(), Some(redis::Value::BulkString(c))
-                if c.eq_ignore_ascii_case(b"EVALSHA") || c.eq_ignore_ascii_case(b"EVAL"))
-                && args.iter().any(
-                    |a| matches!(a, redis::Value::BulkString(b) if b.as_slice() == b"rsmq:p_many:periodic"),
-                )
-        })
+        .filter(|args| args.iter().any(|a| a.as_slice() == b"rsmq:p_many:periodic"))
         .count();
     // three seconds of ticks, each second's 50 enqueued
     assert!(

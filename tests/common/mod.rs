@@ -468,6 +468,56 @@ pub async fn slow_fcalls(con: &mut redis::aio::MultiplexedConnection) -> Vec<Vec
     calls
 }
 
+/// Has the slow log keep every command (up to 10,000), from now on.
+pub async fn log_every_command(con: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(10_000)
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(con)
+        .await
+        .unwrap();
+}
+
+/// The arguments of the script calls (`EVALSHA`, `EVAL`) the slow log holds,
+/// each from the command's name on (a script's own commands are logged too,
+/// by a client of its own: they are left out).
+pub async fn slow_script_calls(con: &mut redis::aio::MultiplexedConnection) -> Vec<Vec<Vec<u8>>> {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(10_000)
+        .query_async(con)
+        .await
+        .expect("SLOWLOG GET");
+    log.iter()
+        .filter_map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return None;
+            };
+            let Some(redis::Value::Array(args)) = fields.get(3) else {
+                return None;
+            };
+            let args: Vec<Vec<u8>> = args
+                .iter()
+                .map(|a| match a {
+                    redis::Value::BulkString(b) => b.clone(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            let name = args.first()?;
+            (name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL"))
+                .then_some(args)
+        })
+        .collect()
+}
+
 /// The key counts of the send function's calls in the slow log, oldest
 /// first (see `slow_fcalls`).
 pub async fn send_calls(con: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
