@@ -12,7 +12,7 @@
 -- KEYS[2]  ns:{@workers}:info: hash of worker id -> its last beat (JSON, with
 --          "at_ms", when it was written, put first here)
 -- KEYS[3]  ns:{@workers}:serves: hash of digest -> what the workers of one
---          build serve (JSON: job types, subscribers), which beats name
+--          build serve (JSON: job types, subscribers, schedules), which beats name
 -- KEYS[4]  ns:{@workers}:control: hash of worker id -> the control an operator
 --          set on it, "<quiet|stop> <ms> <who>" (dropped with its entry)
 -- KEYS[5]  ns:{@workers}:settings: hash whose field "v" is the version of the
