@@ -34,7 +34,9 @@ local refused, _, now = send_start(attrs)
 if refused then return refused end
 local maxsize = queue_maxsize(attrs[2])
 local n = tonumber(ARGV[5])
-if not n or n < 1 or n ~= math.floor(n) or #ARGV < 5 + 6 * n then error("ERR periodic: expected ticks") end
+if not n or n < 1 or n ~= math.floor(n) or #ARGV < 5 + 6 * n or (#ARGV > 5 + 6 * n and n ~= 1) then
+  error("ERR periodic: expected ticks, and a key with one tick only")
+end
 local names = {}
 for i = 1, n do names[i] = ARGV[6 * i] end
 local lasts = redis.call("HMGET", KEYS[3], unpack(names))
