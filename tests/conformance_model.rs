@@ -194,6 +194,13 @@ enum Op {
         catch_up: bool,
         priority: i8,
     },
+    /// Ticks as [`Op::Tick`]'s, of one priority, due together in one
+    /// `tick_many` call (a schedule may come twice): Redis ticks them in one
+    /// script call, the memory backend one after another.
+    TickMany {
+        ticks: Vec<(u8, u8, bool)>,
+        priority: i8,
+    },
     /// Every dead letter, newest first, `page` rows a page.
     DeadNewest {
         page: u8,
@@ -312,6 +319,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..=3u8).prop_map(|page| Op::DeadNewest { page }),
         3 => (0..2u8, 0..=2u8, any::<bool>(), priority())
             .prop_map(|(name, k, catch_up, priority)| Op::Tick { name, k, catch_up, priority }),
+        2 => (prop::collection::vec((0..3u8, 0..=2u8, any::<bool>()), 1..=4), priority())
+            .prop_map(|(ticks, priority)| Op::TickMany { ticks, priority }),
         4 => (0..=2u8, 1..=2u8, delay()).prop_map(|(key, per, delay)| Op::SendKeyed { key, per, delay }),
         1 => (any::<Index>(), 0..=1u8, any::<bool>()).prop_map(|(d, delay, key)| Op::Throttle { d, delay, key }),
         1 => (prop::option::of(1..=3u8), prop::option::of(1..=3u8))
@@ -371,6 +380,8 @@ enum Seen {
     RanNow(Option<JobState>),
     /// A tick's outcome; the send order of the job it enqueued.
     Ticked(&'static str, Option<usize>),
+    /// Each tick's outcome of a `tick_many` call, in order.
+    TickedMany(Vec<Seen>),
     /// A batch's total, succeeded, dead, sealed, completed, cancelled, then
     /// the callbacks sent so far.
     Batch(u64, u64, u64, bool, bool, bool, u64),
@@ -437,6 +448,20 @@ impl Side {
                 .collect(),
             j.key.as_ref().map(|k| (k.key.clone(), k.per_key)),
         )
+    }
+
+    /// A tick's outcome; an enqueued job takes the next send order.
+    fn ticked(&mut self, q: &str, tick: &Tick<'_>, r: Result<Ticked, Error>) -> Seen {
+        match r {
+            Ok(Ticked::Enqueued { .. }) => {
+                self.ids.push(tick.id(q));
+                Seen::Ticked("enqueued", Some(self.ids.len() - 1))
+            }
+            Ok(Ticked::Done { .. }) => Seen::Ticked("done", None),
+            Ok(Ticked::Early(_)) => Seen::Ticked("early", None),
+            Ok(other) => Seen::Err(format!("{other:?}")),
+            Err(e) => err(e),
+        }
     }
 
     fn jobs(&self, jobs: &[JobInfo]) -> Seen {
@@ -1049,14 +1074,36 @@ impl Side {
                     next_ms: None,
                 };
                 let msg = SendMessage::new(r#"{"type":"tick","args":{}}"#).priority(*priority);
-                match b.tick(&q, &tick, &msg, &QueueOptions::default()).await {
-                    Ok(Ticked::Enqueued { .. }) => {
-                        self.ids.push(tick.id(&q));
-                        Seen::Ticked("enqueued", Some(self.ids.len() - 1))
-                    }
-                    Ok(Ticked::Done { .. }) => Seen::Ticked("done", None),
-                    Ok(Ticked::Early(_)) => Seen::Ticked("early", None),
-                    Ok(other) => Seen::Err(format!("{other:?}")),
+                let r = b.tick(&q, &tick, &msg, &QueueOptions::default()).await;
+                self.ticked(&q, &tick, r)
+            }
+            Op::TickMany { ticks, priority } => {
+                let names: Vec<String> = ticks.iter().map(|(n, ..)| format!("s{n}")).collect();
+                let msg = SendMessage::new(r#"{"type":"tick","args":{}}"#).priority(*priority);
+                let ticks: Vec<(Tick<'_>, &SendMessage)> = ticks
+                    .iter()
+                    .zip(&names)
+                    .map(|((_, k, catch_up), name)| {
+                        let slot = self.slot.saturating_sub(u32::from(*k));
+                        let at = self.start_ms + (U * slot + U / 2).as_millis() as u64;
+                        let tick = Tick {
+                            name,
+                            at_ms: at,
+                            catch_up: *catch_up,
+                            next_ms: None,
+                        };
+                        (tick, &msg)
+                    })
+                    .collect();
+                match b.tick_many(&q, &ticks, &QueueOptions::default()).await {
+                    Ok(all) if all.len() == ticks.len() => Seen::TickedMany(
+                        ticks
+                            .iter()
+                            .zip(all)
+                            .map(|((tick, _), r)| self.ticked(&q, tick, r))
+                            .collect(),
+                    ),
+                    Ok(all) => Seen::Err(format!("{} outcomes of {}", all.len(), ticks.len())),
                     Err(e) => err(e),
                 }
             }

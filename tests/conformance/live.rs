@@ -197,17 +197,24 @@ pub async fn ticks_due_together_each_get_their_own_outcome(env: &Env) {
     let at = now - now % 1000;
     let msg = SendMessage::new(r#"{"type":"live_tick","args":{"n":1}}"#);
     let big = SendMessage::new(vec![b'x'; 2000]);
+    let bad = msg.clone().priority(11);
     let ticks = [
         (tick("a", at, false), &msg),
         (tick("big", at, false), &big),
         (tick("b", at, false), &msg),
         (tick("later", now + 60_000, false), &msg),
         (tick("fresh", at, true), &msg),
+        (tick("bad", at, false), &bad),
     ];
     let first = a.tick_many("many_ticks", &ticks, &opts).await.unwrap();
     let again = b.tick_many("many_ticks", &ticks, &opts).await.unwrap();
     for (outcomes, enqueued) in [(first, true), (again, false)] {
-        assert_eq!(outcomes.len(), 5);
+        assert_eq!(outcomes.len(), 6);
+        // a priority out of range fails its own tick, not the call
+        assert!(
+            matches!(outcomes[5], Err(Error::InvalidValue { .. })),
+            "{outcomes:?}"
+        );
         let done = |o: &redjob::Result<Ticked>| match o {
             Ok(Ticked::Enqueued { .. }) => Some(true),
             Ok(Ticked::Done { .. }) => Some(false),

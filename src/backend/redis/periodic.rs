@@ -28,22 +28,31 @@ impl Rsmq {
     /// periodic.lua for several ticks of `queue`'s schedules: those sent at
     /// one priority and without a concurrency key in calls of up to
     /// [`TICKS_PER_CALL`], the others one a call; each tick's outcome, in
-    /// order (a body too large fails its own tick). Fails as a whole only
-    /// when the queue does not exist, or Redis does.
+    /// order (an invalid name, priority or key, or a body too large, fails
+    /// its own tick, as [`tick`](Self::tick) one after another would). Fails
+    /// as a whole only when the queue does not exist (for the caller to
+    /// create it), or Redis does.
     pub(crate) async fn tick_many(
         &self,
         queue: &str,
         ticks: &[(Tick<'_>, &SendMessage)],
     ) -> Result<Vec<Result<Ticked>>> {
-        validate::queue_name(queue)?;
-        for (_, msg) in ticks {
-            validate::priority(msg.priority)?;
-            crate::contract::queues::check_keyed(msg)?;
-        }
-        let mut out: Vec<Option<Result<Ticked>>> = ticks.iter().map(|_| None).collect();
-        // the calls: the ticks' places, alike in priority and without a key
+        let mut out: Vec<Option<Result<Ticked>>> = ticks
+            .iter()
+            .map(|(_, msg)| {
+                validate::queue_name(queue)
+                    .and_then(|()| validate::priority(msg.priority))
+                    .and_then(|()| crate::contract::queues::check_keyed(msg))
+                    .err()
+                    .map(Err)
+            })
+            .collect();
+        // the calls: the valid ticks' places, alike in priority and without a key
         let mut calls: Vec<Vec<usize>> = Vec::new();
         for (i, (_, msg)) in ticks.iter().enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
             let joins = calls.iter_mut().find(|c| {
                 let (_, first) = &ticks[c[0]];
                 msg.keyed.is_none()
