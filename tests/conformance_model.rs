@@ -450,6 +450,12 @@ impl Side {
         )
     }
 
+    /// When a tick `k` slots back is due: half a slot into its slot.
+    fn tick_at(&self, k: u8) -> u64 {
+        let slot = self.slot.saturating_sub(u32::from(k));
+        self.start_ms + (U * slot + U / 2).as_millis() as u64
+    }
+
     /// A tick's outcome; an enqueued job takes the next send order.
     fn ticked(&mut self, q: &str, tick: &Tick<'_>, r: Result<Ticked, Error>) -> Seen {
         match r {
@@ -1065,11 +1071,9 @@ impl Side {
                 priority,
             } => {
                 let name = format!("s{name}");
-                let slot = self.slot.saturating_sub(u32::from(*k));
-                let at = self.start_ms + (U * slot + U / 2).as_millis() as u64;
                 let tick = Tick {
                     name: &name,
-                    at_ms: at,
+                    at_ms: self.tick_at(*k),
                     catch_up: *catch_up,
                     next_ms: None,
                 };
@@ -1084,11 +1088,9 @@ impl Side {
                     .iter()
                     .zip(&names)
                     .map(|((_, k, catch_up), name)| {
-                        let slot = self.slot.saturating_sub(u32::from(*k));
-                        let at = self.start_ms + (U * slot + U / 2).as_millis() as u64;
                         let tick = Tick {
                             name,
-                            at_ms: at,
+                            at_ms: self.tick_at(*k),
                             catch_up: *catch_up,
                             next_ms: None,
                         };

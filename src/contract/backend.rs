@@ -396,10 +396,11 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// [`tick`](Self::tick) for ticks of several schedules of `queue` due
     /// together: each one's outcome, in order, as `tick` one after another
     /// would give it (an invalid priority or a body too large fails its own
-    /// tick); `Err` only when the call fails as a whole (Redis). The Redis backend sends those alike in priority and without a
-    /// concurrency key in one call (up to 100), so that a fleet of workers with
-    /// many schedules makes a call per worker, not per schedule, at each
-    /// instant; the default calls `tick` for each.
+    /// tick); `Err` only when the call fails as a whole (Redis). The Redis
+    /// backend sends those alike in priority and without a concurrency key in
+    /// one call (up to 100), so that a fleet of workers with many schedules
+    /// makes a call per worker, not per schedule, at each instant; the default
+    /// calls `tick` for each.
     fn tick_many(
         &self,
         queue: &str,
