@@ -104,7 +104,7 @@ async fn a_plain_send_loads_its_function_once_and_again_after_redis_loses_it() {
 #[tokio::test]
 async fn a_server_without_functions_gets_the_send_script() {
     // as a server that refuses FUNCTION LOAD (Redis 6.2 has neither command,
-    // which conformance_redis_6_2 covers)
+    // which the conformance suite's `on_redis_6_2` covers)
     let (_server, mut con, rsmq) = with_queue(&["--rename-command", "FUNCTION", ""]).await;
     for body in ["a", "b", "c"] {
         rsmq.send("q", SendMessage::new(body)).await.unwrap();

@@ -2,15 +2,12 @@
 //! private server per test, as `scripts/servers` installs it). Topics need
 //! Redis 7.0: on 6.2 they are refused with a clear error.
 
-mod common;
-mod conformance;
-
 use redjob::Error;
 use redjob::topic::{Event, Start};
 
 use serde::{Deserialize, Serialize};
 
-conformance_suite!(conformance::Env::redis_6_2, #[tokio::test], without_topics);
+crate::conformance_suite!(crate::Env::redis_6_2, #[tokio::test], without_topics);
 
 #[derive(Serialize, Deserialize, Event)]
 #[event(name = "old_tick", topic = "old_ticks")]
@@ -20,7 +17,7 @@ struct OldTick {
 
 #[tokio::test]
 async fn topics_on_redis_6_2_are_refused_naming_the_version_they_need() {
-    let env = conformance::Env::redis_6_2().await;
+    let env = crate::Env::redis_6_2().await;
     let c = &env.client;
     let too_old = |e: Error| match e {
         Error::ServerTooOld {

@@ -1,32 +1,39 @@
-//! One conformance suite for every backend: the same tests, instantiated by
-//! `tests/conformance_redis.rs` (a private redis-server) and
-//! `tests/conformance_memory.rs` (the memory backend on tokio's paused clock).
+//! One conformance suite for every backend: the same cases run on the memory
+//! backend (tokio's paused clock), Redis, Valkey and Redis 6.2 (a private server
+//! per test) and a Redis Cluster (one per process, a namespace per test), each
+//! backend a module of this one test binary (`on_memory`, `on_redis`,
+//! `on_valkey`, `on_redis_6_2`, `on_cluster`), so that the cases compile once.
+//! `cargo test --test conformance on_memory::` runs one backend's.
 #![allow(dead_code)]
 
-pub mod attempts;
-pub mod batch_adds;
-pub mod batches;
-pub mod bulk;
-pub mod control;
-pub mod flows;
-pub mod history;
-pub mod inspect;
-pub mod keys;
-pub mod leases;
-pub mod lifecycle;
-pub mod limits;
-pub mod live;
-pub mod locate;
-pub mod ops;
-pub mod overview;
-pub mod priorities;
-pub mod queues;
-pub mod results;
-pub mod settings;
-pub mod throttles;
-pub mod topics;
-pub mod unique;
-pub mod worker;
+#[path = "../common/mod.rs"]
+mod common;
+mod on_redis_6_2;
+
+mod attempts;
+mod batch_adds;
+mod batches;
+mod bulk;
+mod control;
+mod flows;
+mod history;
+mod inspect;
+mod keys;
+mod leases;
+mod lifecycle;
+mod limits;
+mod live;
+mod locate;
+mod ops;
+mod overview;
+mod priorities;
+mod queues;
+mod results;
+mod settings;
+mod throttles;
+mod topics;
+mod unique;
+mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -40,6 +47,7 @@ use crate::common::cluster::RedisCluster;
 
 /// What a test runs against.
 pub struct Env {
+    /// The client under test, on this test's backend.
     pub client: Client,
     /// Kept alive for the test; `None` for the memory backend and a Cluster.
     pub server: Option<RedisServer>,
@@ -138,6 +146,7 @@ impl Env {
         }
     }
 
+    /// The backend under the client, for calls the client does not make.
     pub fn queues(&self) -> &AnyBackend {
         self.client.queues()
     }
@@ -543,8 +552,31 @@ macro_rules! conformance_suite {
             #[$attr]
             async fn $name() {
                 let env = $setup().await;
-                conformance::$module::$name(&env).await;
+                $crate::$module::$name(&env).await;
             }
         )*
     };
+}
+
+/// The suite on the memory backend, on tokio's paused clock: delays, leases and
+/// backoff take no real time.
+mod on_memory {
+    crate::conformance_suite!(crate::Env::memory, #[tokio::test(start_paused = true)]);
+}
+
+/// The suite on Redis (a private redis-server per test).
+mod on_redis {
+    crate::conformance_suite!(crate::Env::redis, #[tokio::test]);
+}
+
+/// The suite on Valkey (a private valkey-server per test, as `scripts/servers`
+/// installs it).
+mod on_valkey {
+    crate::conformance_suite!(crate::Env::valkey, #[tokio::test]);
+}
+
+/// The suite on a Redis Cluster: 3 masters and 3 replicas shared by the tests of
+/// this process, a namespace per test.
+mod on_cluster {
+    crate::conformance_suite!(crate::Env::cluster, #[tokio::test]);
 }
