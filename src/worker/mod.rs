@@ -776,3 +776,21 @@ async fn on_signal(shutdown: CancellationToken, controls: Arc<control::Controls>
     controls.stopping(control::Stopped::Signal { name });
     shutdown.cancel();
 }
+
+/// The worker's run, instantiated here for the backends redjob ships, in
+/// debug builds only: there rustc shares the generic code a dependency
+/// instantiated with the crates that depend on it, so a program or test that
+/// runs a worker links these copies instead of compiling its own (most of a
+/// small test binary's build time). Release builds share none, and this is not
+/// compiled into them. Never called.
+#[cfg(debug_assertions)]
+#[doc(hidden)]
+pub fn __instantiated_runs(
+    any: Option<Worker<AnyBackend>>,
+    memory: Option<Worker<crate::backend::memory::MemoryBackend>>,
+) -> Vec<futures::future::BoxFuture<'static, Result<Stopped>>> {
+    let mut runs: Vec<futures::future::BoxFuture<'static, Result<Stopped>>> = Vec::new();
+    runs.extend(any.map(|w| Box::pin(w.run_until_stopped()) as _));
+    runs.extend(memory.map(|w| Box::pin(w.run_until_stopped()) as _));
+    runs
+}
