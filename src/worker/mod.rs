@@ -789,8 +789,7 @@ pub fn __instantiated_runs(
     any: Option<Worker<AnyBackend>>,
     memory: Option<Worker<crate::backend::memory::MemoryBackend>>,
 ) -> Vec<futures::future::BoxFuture<'static, Result<Stopped>>> {
-    let mut runs: Vec<futures::future::BoxFuture<'static, Result<Stopped>>> = Vec::new();
-    runs.extend(any.map(|w| Box::pin(w.run_until_stopped()) as _));
-    runs.extend(memory.map(|w| Box::pin(w.run_until_stopped()) as _));
-    runs
+    let any = any.map(|w| Box::pin(w.run_until_stopped()) as _);
+    let memory = memory.map(|w| Box::pin(w.run_until_stopped()) as _);
+    any.into_iter().chain(memory).collect()
 }
