@@ -140,8 +140,10 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// at worker start (e.g. a Redis `maxmemory-policy` that evicts keys).
     fn warnings(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
 
-    /// Calls `subscribed()` once notifications are in effect, then `wake(queue)`
-    /// whenever jobs are sent to one of `queues`, until the notification channel
+    /// Calls `subscribed()` once notifications are in effect, and `wake(queue)`
+    /// for each of `queues` then (a send before that was heard by no one: a
+    /// worker starting as it came has fetched already) and whenever jobs are
+    /// sent to one of `queues`, until the notification channel
     /// fails (the worker then polls and listens again). It calls
     /// `wake("@control:<worker id>")` when a control is set on a worker
     /// ([`Admin::control_worker`](crate::ops::Admin::control_worker)), and

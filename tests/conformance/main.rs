@@ -369,7 +369,8 @@ macro_rules! conformance_suite {
             a_panic_decoding_or_dropping_a_job_is_no_loop,
             a_running_job_cancelled_stops_at_once_not_at_the_next_renewal,
             per_queue_concurrency_is_respected, missing_data_is_dead_lettered_at_once_naming_the_type,
-            invalid_settings_are_rejected_at_build);
+            invalid_settings_are_rejected_at_build,
+            a_listener_wakes_each_of_its_queues_once_subscribed);
         $crate::conformance_suite!(@priorities $setup, #[$attr],
             fetch_takes_higher_priorities_first_and_fifo_within_one,
             a_delivery_whose_job_moved_to_another_priority_is_not_gone,

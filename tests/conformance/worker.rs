@@ -630,3 +630,40 @@ pub async fn invalid_settings_are_rejected_at_build(env: &Env) {
     let w = b().register::<Rec>().register::<Gauge>().build().unwrap();
     assert_eq!(w.queues().collect::<Vec<_>>(), ["work", "narrow"]);
 }
+
+/// Once a listener's notifications are in effect it wakes each of its queues
+/// (with `listen` and `listen_handoff` alike): a job sent after a starting
+/// worker's first fetch and before its subscription took effect was heard by
+/// no one, and would otherwise wait for the fallback poll (a minute).
+pub async fn a_listener_wakes_each_of_its_queues_once_subscribed(env: &Env) {
+    use redjob::backend::Backend;
+    let b = env.client.backend();
+    let queues = vec!["wake-a".to_string(), "wake-b".to_string()];
+    for handoff in [false, true] {
+        let subscribed = std::sync::atomic::AtomicBool::new(false);
+        let woken = std::sync::Mutex::new(Vec::<String>::new());
+        let wake = |q: &str| {
+            if subscribed.load(Ordering::SeqCst) {
+                woken.lock().unwrap().push(q.to_string());
+            }
+        };
+        let on_subscribed = || subscribed.store(true, Ordering::SeqCst);
+        let stop = tokio_util::sync::CancellationToken::new();
+        let listening = async {
+            if handoff {
+                b.listen_handoff(&queues, "w1", &wake, &|_| {}, &on_subscribed, &stop)
+                    .await
+            } else {
+                b.listen(&queues, &wake, &on_subscribed).await
+            }
+        };
+        let all_woken = wait_until(Duration::from_secs(5), || {
+            let w = woken.lock().unwrap();
+            queues.iter().all(|q| w.contains(q))
+        });
+        tokio::select! {
+            r = listening => panic!("the listener ended: {r:?}"),
+            all = all_woken => assert!(all, "handoff {handoff}: woken {:?}", woken.lock().unwrap()),
+        }
+    }
+}

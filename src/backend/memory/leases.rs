@@ -763,6 +763,9 @@ impl Backend for MemoryBackend {
         let mut sent = self.sent.subscribe();
         let mut advanced = self.clock.subscribe();
         subscribed();
+        // a send before the subscription took effect was heard by no one (a
+        // worker starting as it came, past its first fetch)
+        queues.iter().for_each(|q| wake(q));
         loop {
             tokio::select! {
                 r = sent.recv() => match r {
