@@ -10,11 +10,11 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::dispatch::PerQueue;
 use super::hooks::{CancelReason, JobRun, UNDECODABLE};
 use super::leases::Leases;
 use super::metrics::JobMetrics;
 use super::observe::End;
+use super::per_queue::PerQueue;
 use super::settle::{Event, Outcome};
 use super::{MAX_DELAY, Shared};
 use crate::contract::attempts::AttemptOutcome;

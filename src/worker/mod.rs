@@ -42,12 +42,15 @@ mod limit;
 mod listener;
 mod metrics;
 mod observe;
+mod per_queue;
 mod periodic;
 mod ready;
 mod registry;
 mod retry;
 mod settings;
 mod settle;
+mod slots;
+mod start;
 mod subscriber;
 mod ticks;
 mod turns;
@@ -416,7 +419,7 @@ impl<B: Backend> Worker<B> {
                 host: crate::contract::admin::host_name(),
             };
             held.push((queue.clone(), leases.clone()));
-            let hold = Arc::new(dispatch::Hold::default());
+            let hold = Arc::new(per_queue::Hold::default());
             let settler = Settler::new(
                 self.backend.clone(),
                 queue.clone(),
@@ -440,7 +443,7 @@ impl<B: Backend> Worker<B> {
                 self.shared.metrics,
                 self.shared.sink.clone(),
             );
-            let per_queue = Arc::new(dispatch::PerQueue::new(
+            let per_queue = Arc::new(per_queue::PerQueue::new(
                 stop.clone(),
                 abort.clone(),
                 qm,

@@ -101,7 +101,7 @@ pub(crate) struct Keeping {
     pub throttle_limit: u32,
     /// The worker's own hold of the queue after a throttle, which a landed
     /// settle ends (the backend holds the queue from then on).
-    pub hold: Arc<super::dispatch::Hold>,
+    pub hold: Arc<super::per_queue::Hold>,
     /// The queue's history keeps bodies (as its settings in force say):
     /// acks' bodies go back with their settle.
     pub bodies: Arc<std::sync::atomic::AtomicBool>,

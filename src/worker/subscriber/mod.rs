@@ -26,9 +26,9 @@ mod hold;
 use event::spawn_run;
 use hold::{Ownership, lock, renew_loop, settle_loop};
 
-use super::dispatch::{give_back, slots};
 use super::execute::{SlotGuard, panic_message};
 use super::metrics::{EventMetrics, sample_subscriber};
+use super::slots::{give_back, slots};
 use super::{MAX_DELAY, Shared};
 use crate::contract::attempts::{AttemptOutcome, MAX_RECORDS, RunBy};
 use crate::contract::topics::{EventId, EventRun, EventSettle, Received, Topics};
