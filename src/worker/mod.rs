@@ -592,18 +592,21 @@ impl<B: Backend> Worker<B> {
 
         // a task that ends before shutdown crashed: shut down and report it
         // (tasks end by themselves only once `stop`, a child of `shutdown`, is
-        // cancelled: checking `shutdown` first tells the two apart)
+        // cancelled: checking `shutdown` first tells the two apart, and again
+        // once a task ended, as the shutdown can come on another thread
+        // between the two looks)
+        let shut_down = || {
+            // a stop read meanwhile does not take its place
+            controls.stopping(Stopped::Shutdown);
+            None
+        };
         let mut crashed = tokio::select! {
             biased;
-            _ = self.shutdown.cancelled() => {
-                // a stop read meanwhile does not take its place
-                controls.stopping(Stopped::Shutdown);
-                None
-            }
+            _ = self.shutdown.cancelled() => shut_down(),
             _ = controls.stop.cancelled() => None,
-            Some(r) = dispatchers.join_next() => Some(crash("dispatcher", r)),
-            Some(r) = settlers.join_next() => Some(crash("settler", r)),
-            Some(r) = subscribers.join_next() => Some(crash("subscriber", r)),
+            Some(r) = dispatchers.join_next() => ended("dispatcher", r, &self.shutdown).or_else(shut_down),
+            Some(r) = settlers.join_next() => ended("settler", r, &self.shutdown).or_else(shut_down),
+            Some(r) = subscribers.join_next() => ended("subscriber", r, &self.shutdown).or_else(shut_down),
         };
         stop.cancel();
         tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
@@ -732,6 +735,20 @@ async fn joined(what: &'static str, mut set: JoinSet<()>) -> Option<crate::Error
     first
 }
 
+/// A worker task that ended before the worker's run looked at `shutdown`:
+/// `None` when it ended by itself and `shutdown` is cancelled now (it ended
+/// because of it), else the crash.
+fn ended(
+    what: &'static str,
+    r: Result<(), tokio::task::JoinError>,
+    shutdown: &CancellationToken,
+) -> Option<crate::Error> {
+    if r.is_ok() && shutdown.is_cancelled() {
+        return None;
+    }
+    Some(crash(what, r))
+}
+
 /// The error for a worker task that ended when it should not have.
 fn crash(what: &'static str, r: Result<(), tokio::task::JoinError>) -> crate::Error {
     let reason = match r {
@@ -795,4 +812,35 @@ pub fn __instantiated_runs(
     let any = any.map(|w| Box::pin(w.run_until_stopped()) as _);
     let memory = memory.map(|w| Box::pin(w.run_until_stopped()) as _);
     any.into_iter().chain(memory).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ended;
+    use tokio_util::sync::CancellationToken;
+
+    /// A task that ended by itself is a crash until the shutdown came, and no
+    /// crash once it came (the worker's run may look at the task only after
+    /// looking at the shutdown, which came between on another thread); a task
+    /// that panicked is a crash either way.
+    #[tokio::test]
+    async fn a_task_that_ended_with_the_shutdown_is_no_crash() {
+        let shutdown = CancellationToken::new();
+        let crashed = |e: Option<crate::Error>| match e {
+            Some(crate::Error::Crashed { task, reason }) => Some((task, reason)),
+            other => panic!("{other:?}"),
+        };
+        let r = tokio::spawn(async {}).await;
+        let (task, reason) = crashed(ended("dispatcher", r, &shutdown)).unwrap();
+        assert_eq!(
+            (task, reason.as_str()),
+            ("dispatcher", "ended before shutdown")
+        );
+        shutdown.cancel();
+        let r = tokio::spawn(async {}).await;
+        assert!(ended("dispatcher", r, &shutdown).is_none());
+        let r = tokio::spawn(async { panic!("boom") }).await;
+        let (task, reason) = crashed(ended("settler", r, &shutdown)).unwrap();
+        assert_eq!((task, reason.as_str()), ("settler", "boom"));
+    }
 }
