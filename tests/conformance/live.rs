@@ -205,11 +205,17 @@ pub async fn ticks_due_together_each_get_their_own_outcome(env: &Env) {
         (tick("later", now + 60_000, false), &msg),
         (tick("fresh", at, true), &msg),
         (tick("bad", at, false), &bad),
+        (tick("big_later", now + 60_000, false), &big),
     ];
     let first = a.tick_many("many_ticks", &ticks, &opts).await.unwrap();
     let again = b.tick_many("many_ticks", &ticks, &opts).await.unwrap();
     for (outcomes, enqueued) in [(first, true), (again, false)] {
-        assert_eq!(outcomes.len(), 6);
+        assert_eq!(outcomes.len(), 7);
+        // early and too large: early (nothing is tried before it is due)
+        assert!(
+            matches!(outcomes[6], Ok(Ticked::Early(w)) if w > Duration::from_secs(55)),
+            "{outcomes:?}"
+        );
         // a priority out of range fails its own tick, not the call
         assert!(
             matches!(outcomes[5], Err(Error::InvalidValue { .. })),

@@ -26,10 +26,10 @@ impl MemoryBackend {
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        q.check_size(msg.body.len())?;
         if now < tick.at_ms {
             return Ok(Ticked::Early(Duration::from_millis(tick.at_ms - now)));
         }
+        q.check_size(msg.body.len())?;
         let last = q.periodic.get(tick.name).map(|t| t.0);
         if last.is_some_and(|l| l >= tick.at_ms) || (tick.catch_up && last.is_none()) {
             return Ok(Ticked::Done { now_ms: now });
