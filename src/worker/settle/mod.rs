@@ -14,14 +14,18 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use super::hooks::CancelReason;
-use super::leases::{Leases, Table, Uncertain};
+use super::leases::Leases;
 use crate::JobId;
-use crate::contract::attempts::{Ran, RunBy};
+use crate::contract::attempts::RunBy;
 use crate::contract::backend::Backend;
 use crate::contract::history::History;
 use crate::contract::leases::Retention;
-use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Settled, Throttle, Token};
-use crate::job::cancel::RunCancel;
+use crate::contract::leases::Settled;
+
+mod batch;
+mod renew;
+
+use renew::watchdog;
 
 /// What the settler is told.
 pub(crate) enum Event {
@@ -346,57 +350,6 @@ impl<B: Backend> Settler<B> {
         }
     }
 
-    /// Reads the current score of jobs whose renewal reply was lost and adopts
-    /// the token that renewal wrote.
-    ///
-    /// The renewal may have run any time before the read: a Redis that stalled
-    /// past the response timeout runs it when it resumes. It set a lease
-    /// ending a lease after it ran, so by the read's reply: the held token's
-    /// end plus the time since that token's lease was measured from (the
-    /// backend's clock runs as the worker's; a second of slack). A later
-    /// score of the same delivery is adopted up to that bound.
-    async fn resolve_uncertain(&mut self) {
-        let asked: Vec<(JobId, Token, Uncertain)> = self
-            .leases
-            .lock()
-            .held
-            .iter()
-            .filter_map(|(id, h)| h.uncertain.map(|u| (*id, h.token, u)))
-            .collect();
-        if asked.is_empty() {
-            return;
-        }
-        let held: Vec<(JobId, Token)> = asked.iter().map(|(id, t, _)| (*id, *t)).collect();
-        let Ok(scores) = self.backend.scores(&self.queue, &held).await else {
-            return; // still unreachable: try again before the next call
-        };
-        let read = Instant::now();
-        let mut t = self.leases.lock();
-        for ((id, old, u), now) in asked.iter().zip(scores) {
-            let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
-                continue;
-            };
-            h.uncertain = None;
-            let since = read.saturating_duration_since(u.origin) + Duration::from_secs(1);
-            let until = old
-                .lease_until_ms()
-                .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
-            // a lease (not a due time: a visibility change, or a later
-            // delivery given back, keeps the count) of the same delivery
-            if let Some(now) = now.filter(|t| {
-                crate::contract::leases::is_lease(t.score())
-                    && t.attempt() == old.attempt()
-                    && t.lease_until_ms() > old.lease_until_ms()
-                    && t.lease_until_ms() <= until
-            }) {
-                tracing::debug!(queue = %self.queue, job.id = %id, "a renewal whose reply was lost had landed; adopted its lease");
-                h.token = now;
-                // it ran after it was sent
-                h.deadline = h.deadline.max(u.sent + self.lease);
-            }
-        }
-    }
-
     /// Settles every finished delivery held, in batches.
     async fn flush(&mut self) {
         self.resolve_uncertain().await;
@@ -516,40 +469,6 @@ impl<B: Backend> Settler<B> {
         }
     }
 
-    /// Says why running jobs lost their lease, then cancels their runs: one read
-    /// of their scores (waited for `CLASSIFY_WAIT` at most) tells a deleted job
-    /// from one delivered again.
-    async fn report_lost(&self, lost: &[(JobId, Token, Arc<RunCancel>)]) {
-        let pairs: Vec<(JobId, Token)> = lost.iter().map(|(id, t, _)| (*id, *t)).collect();
-        let scores = tokio::time::timeout(CLASSIFY_WAIT, self.backend.scores(&self.queue, &pairs))
-            .await
-            .unwrap_or_else(|_| Err(crate::Error::Protocol("no reply in time".into())));
-        for (k, (id, held, cancel)) in lost.iter().enumerate() {
-            match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
-                Ok(None) => {
-                    tracing::warn!(queue = %self.queue, job.id = %id, "job cancelled or deleted while it ran: cancelling the run; it will not run again");
-                    let mut t = self.leases.lock();
-                    if let Some(h) = t.held.get_mut(id).filter(|h| h.lost) {
-                        h.reason = Some(CancelReason::Deleted);
-                    }
-                }
-                Ok(Some(now))
-                    if now.attempt() != held.attempt()
-                        || !crate::contract::leases::is_lease(now.score()) =>
-                {
-                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out, or made visible again; cancelling this run")
-                }
-                Ok(Some(_)) => {
-                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: this delivery's lease was renewed later than this worker allows for (a renewal whose reply was lost, run late); cancelling this run")
-                }
-                Err(_) => {
-                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run")
-                }
-            }
-            cancel.cancel();
-        }
-    }
-
     /// Says why settles did not apply, when some did not.
     fn report_unapplied(&self, done: &Settled, sent: u64, after_failure: bool) {
         let applied = done.acked + done.rescheduled + done.dead;
@@ -565,230 +484,5 @@ impl<B: Backend> Settler<B> {
         if moved > 0 {
             tracing::warn!(queue = %self.queue, runs = moved, "finished runs whose lease had run out: their jobs were delivered again, so these runs' outcomes were dropped");
         }
-    }
-
-    /// Up to `MAX_BATCH` finished deliveries as one settle call, and what was
-    /// sent (taken out of the table's `done` set until the call's result is known).
-    /// Deliveries whose token is uncertain stay for later (`true` when any did).
-    fn batch(&self) -> (Settle, Vec<(JobId, Token, u64)>, bool) {
-        let mut t = self.leases.lock();
-        let Table { held, done, .. } = &mut *t;
-        // the results a call carries are bounded too (a result may be
-        // MAX_RESULT bytes): at least one entry, then no more than MAX_BYTES
-        // (one look-up of each in `held` here; a busy worker settles dozens
-        // of jobs a call)
-        let mut bytes = 0usize;
-        let mut take: Vec<JobId> = Vec::with_capacity(done.len().min(MAX_BATCH));
-        for id in done.iter() {
-            let h = held.get(id);
-            if h.is_some_and(|h| !h.renewable()) {
-                continue;
-            }
-            if take.len() == MAX_BATCH {
-                break;
-            }
-            let first = bytes == 0;
-            bytes += h.map_or(0, |h| match &h.outcome {
-                Some(Outcome::Ack { result: Some(r) }) => r.len().max(1),
-                _ => 1,
-            });
-            if !first && bytes > MAX_BYTES {
-                break;
-            }
-            take.push(*id);
-        }
-        let deferred = take.len() < MAX_BATCH && take.len() < done.len();
-        // all of them taken (as most of the time): cleared at once, not one
-        // by one below
-        let all = take.len() == done.len();
-        if all {
-            done.clear();
-        }
-        let mut s = Settle {
-            retention: self.keeping.retention,
-            history: self.keeping.history,
-            by: Some(self.keeping.by.clone()),
-            throttle_limit: self.keeping.throttle_limit,
-            ..Settle::default()
-        };
-        // most batches are acks, each with its run: room made once
-        s.acks.reserve(take.len());
-        s.ran.reserve(take.len());
-        let mut sent = Vec::with_capacity(take.len());
-        // acks' bodies (the runs kept those of up to MAX_SENT_BODY bytes) go
-        // with them while the history keeps bodies; the backend reads them
-        // again otherwise
-        let bodies = self
-            .keeping
-            .bodies
-            .load(std::sync::atomic::Ordering::Relaxed);
-        for id in take {
-            if !all {
-                done.remove(&id);
-            }
-            let Some(h) = held.get_mut(&id) else { continue };
-            let Some(outcome) = &h.outcome else { continue };
-            let token = h.token;
-            sent.push((id, token, h.run));
-            if let Some((started_ms, ended_ms, outcome)) = h.ran {
-                s.ran.push(Ran {
-                    id,
-                    started_ms,
-                    ended_ms,
-                    outcome,
-                    job_type: h.job.map(std::borrow::Cow::Borrowed),
-                });
-            }
-            if let Some(r) = h.batch
-                && matches!(outcome, Outcome::Ack { .. } | Outcome::Dead { .. })
-            {
-                s.batched.push((id, r));
-            }
-            match outcome {
-                Outcome::Ack { result } => {
-                    s.acks.push((id, token));
-                    // taken: a call that fails is sent again without it
-                    if let Some(b) = h.body.take().filter(|_| bodies) {
-                        s.ack_bodies.push((id, b));
-                    }
-                    if let Some(r) = result {
-                        s.results.push((id, r.clone()));
-                    }
-                }
-                Outcome::Retry { delay, error } => s.reschedules.push(Reschedule {
-                    id,
-                    token,
-                    delay: *delay,
-                    deliveries: token.attempt(),
-                    release: false,
-                    error: Some(error.clone()),
-                }),
-                Outcome::Release { delay } => s.reschedules.push(Reschedule {
-                    id,
-                    token,
-                    delay: *delay,
-                    deliveries: token.attempt().saturating_sub(1),
-                    release: true,
-                    error: None,
-                }),
-                Outcome::Throttle { delay, error, key } => s.throttles.push(Throttle {
-                    id,
-                    token,
-                    delay: *delay,
-                    error: error.clone(),
-                    key: *key,
-                }),
-                Outcome::Dead { error } => s.dead.push(DeadLetterEntry {
-                    id,
-                    token,
-                    error: error.clone(),
-                }),
-            }
-        }
-        (s, sent, deferred)
-    }
-
-    /// Renews every held lease whose token is known in one call; false when the
-    /// call failed.
-    async fn heartbeat(&mut self) -> bool {
-        self.resolve_uncertain().await;
-        let leases: Vec<(JobId, Token, Instant)> = self
-            .leases
-            .lock()
-            .held
-            .iter()
-            .filter(|(_, h)| h.renewable())
-            .map(|(id, h)| (*id, h.token, h.deadline))
-            .collect();
-        if leases.is_empty() {
-            return true;
-        }
-        let pairs: Vec<(JobId, Token)> = leases.iter().map(|(id, t, _)| (*id, *t)).collect();
-        let sent_at = Instant::now();
-        let result = self.backend.extend(&self.queue, &pairs, self.lease).await;
-        let mut lost = Vec::new();
-        let renewed = {
-            let mut t = self.leases.lock();
-            match result {
-                Ok(tokens) => {
-                    for ((id, old, _), new) in leases.iter().zip(tokens) {
-                        // changed during the call (a merged re-delivery): not ours to touch
-                        let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
-                            continue;
-                        };
-                        match new {
-                            Some(new) => {
-                                h.token = new;
-                                h.deadline = sent_at + self.lease;
-                            }
-                            None => {
-                                if h.running {
-                                    lost.push((*id, *old, h.cancel.clone()));
-                                }
-                                // cancelled once report_lost knows why
-                                Leases::give_up(&mut t, id, CancelReason::LeaseLost, false);
-                            }
-                        }
-                    }
-                    true
-                }
-                Err(e) => {
-                    // the renewal may still have run: remember the lease it could have set
-                    tracing::warn!(queue = %self.queue, error = %e, "renewing leases failed");
-                    for (id, old, deadline) in &leases {
-                        let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
-                            continue;
-                        };
-                        let origin = deadline.checked_sub(self.lease).unwrap_or(*deadline);
-                        h.uncertain = Some(Uncertain {
-                            origin,
-                            sent: sent_at,
-                        });
-                    }
-                    false
-                }
-            }
-        };
-        if !lost.is_empty() {
-            self.report_lost(&lost).await;
-        }
-        renewed
-    }
-}
-
-/// Gives up runs whose lease ran out without a renewal, forever: another worker
-/// may run them now. Their token is cancelled and nothing is settled for them.
-/// Finished ones keep trying to settle for one more lease (the fence decides).
-async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Duration) {
-    loop {
-        let now = Instant::now();
-        let mut nearest = now + lease / 3;
-        {
-            let mut t = leases.lock();
-            let Table { held, done, .. } = &mut *t;
-            held.retain(|id, h| {
-                if h.lost {
-                    return true; // cancelled already; forgotten when the run ends
-                }
-                if h.running && h.deadline <= now {
-                    tracing::warn!(queue = %queue, job.id = %id, "lease ran out without a renewal (backend unreachable?); cancelling the run");
-                    // kept until the run ends, so a re-delivery here never runs beside it
-                    h.cancel.cancel();
-                    h.lost = true;
-                    h.reason = Some(CancelReason::LeaseLost);
-                    return true;
-                }
-                if h.outcome.is_some() && h.deadline + lease <= now {
-                    tracing::error!(queue = %queue, job.id = %id, "could not settle the job before its lease ran out; it runs again");
-                    done.remove(id);
-                    return false;
-                }
-                if h.running {
-                    nearest = nearest.min(h.deadline);
-                }
-                true
-            });
-        }
-        tokio::time::sleep_until(nearest).await;
     }
 }

@@ -1,0 +1,133 @@
+//! What one settle call carries: the finished deliveries held, up to a count
+//! and a size, with what each sends (an ack, a retry, a dead letter, a
+//! result, a throttle).
+
+use super::{MAX_BATCH, MAX_BYTES, Outcome, Settler};
+use crate::JobId;
+use crate::contract::attempts::Ran;
+use crate::contract::backend::Backend;
+use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Throttle, Token};
+use crate::worker::leases::Table;
+
+impl<B: Backend> Settler<B> {
+    /// Up to `MAX_BATCH` finished deliveries as one settle call, and what was
+    /// sent (taken out of the table's `done` set until the call's result is known).
+    /// Deliveries whose token is uncertain stay for later (`true` when any did).
+    pub(super) fn batch(&self) -> (Settle, Vec<(JobId, Token, u64)>, bool) {
+        let mut t = self.leases.lock();
+        let Table { held, done, .. } = &mut *t;
+        // the results a call carries are bounded too (a result may be
+        // MAX_RESULT bytes): at least one entry, then no more than MAX_BYTES
+        // (one look-up of each in `held` here; a busy worker settles dozens
+        // of jobs a call)
+        let mut bytes = 0usize;
+        let mut take: Vec<JobId> = Vec::with_capacity(done.len().min(MAX_BATCH));
+        for id in done.iter() {
+            let h = held.get(id);
+            if h.is_some_and(|h| !h.renewable()) {
+                continue;
+            }
+            if take.len() == MAX_BATCH {
+                break;
+            }
+            let first = bytes == 0;
+            bytes += h.map_or(0, |h| match &h.outcome {
+                Some(Outcome::Ack { result: Some(r) }) => r.len().max(1),
+                _ => 1,
+            });
+            if !first && bytes > MAX_BYTES {
+                break;
+            }
+            take.push(*id);
+        }
+        let deferred = take.len() < MAX_BATCH && take.len() < done.len();
+        // all of them taken (as most of the time): cleared at once, not one
+        // by one below
+        let all = take.len() == done.len();
+        if all {
+            done.clear();
+        }
+        let mut s = Settle {
+            retention: self.keeping.retention,
+            history: self.keeping.history,
+            by: Some(self.keeping.by.clone()),
+            throttle_limit: self.keeping.throttle_limit,
+            ..Settle::default()
+        };
+        // most batches are acks, each with its run: room made once
+        s.acks.reserve(take.len());
+        s.ran.reserve(take.len());
+        let mut sent = Vec::with_capacity(take.len());
+        // acks' bodies (the runs kept those of up to MAX_SENT_BODY bytes) go
+        // with them while the history keeps bodies; the backend reads them
+        // again otherwise
+        let bodies = self
+            .keeping
+            .bodies
+            .load(std::sync::atomic::Ordering::Relaxed);
+        for id in take {
+            if !all {
+                done.remove(&id);
+            }
+            let Some(h) = held.get_mut(&id) else { continue };
+            let Some(outcome) = &h.outcome else { continue };
+            let token = h.token;
+            sent.push((id, token, h.run));
+            if let Some((started_ms, ended_ms, outcome)) = h.ran {
+                s.ran.push(Ran {
+                    id,
+                    started_ms,
+                    ended_ms,
+                    outcome,
+                    job_type: h.job.map(std::borrow::Cow::Borrowed),
+                });
+            }
+            if let Some(r) = h.batch
+                && matches!(outcome, Outcome::Ack { .. } | Outcome::Dead { .. })
+            {
+                s.batched.push((id, r));
+            }
+            match outcome {
+                Outcome::Ack { result } => {
+                    s.acks.push((id, token));
+                    // taken: a call that fails is sent again without it
+                    if let Some(b) = h.body.take().filter(|_| bodies) {
+                        s.ack_bodies.push((id, b));
+                    }
+                    if let Some(r) = result {
+                        s.results.push((id, r.clone()));
+                    }
+                }
+                Outcome::Retry { delay, error } => s.reschedules.push(Reschedule {
+                    id,
+                    token,
+                    delay: *delay,
+                    deliveries: token.attempt(),
+                    release: false,
+                    error: Some(error.clone()),
+                }),
+                Outcome::Release { delay } => s.reschedules.push(Reschedule {
+                    id,
+                    token,
+                    delay: *delay,
+                    deliveries: token.attempt().saturating_sub(1),
+                    release: true,
+                    error: None,
+                }),
+                Outcome::Throttle { delay, error, key } => s.throttles.push(Throttle {
+                    id,
+                    token,
+                    delay: *delay,
+                    error: error.clone(),
+                    key: *key,
+                }),
+                Outcome::Dead { error } => s.dead.push(DeadLetterEntry {
+                    id,
+                    token,
+                    error: error.clone(),
+                }),
+            }
+        }
+        (s, sent, deferred)
+    }
+}

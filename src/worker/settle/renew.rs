@@ -1,0 +1,207 @@
+//! The settler's renewals: every held lease whose token is known renewed in one
+//! call, a renewal whose reply was lost resolved by reading the scores, and
+//! runs given up once their lease ran out here without a renewal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{CLASSIFY_WAIT, Settler};
+use crate::JobId;
+use crate::contract::backend::Backend;
+use crate::contract::leases::Token;
+use crate::job::cancel::RunCancel;
+use crate::worker::hooks::CancelReason;
+use crate::worker::leases::{Leases, Table, Uncertain};
+
+impl<B: Backend> Settler<B> {
+    /// Reads the current score of jobs whose renewal reply was lost and adopts
+    /// the token that renewal wrote.
+    ///
+    /// The renewal may have run any time before the read: a Redis that stalled
+    /// past the response timeout runs it when it resumes. It set a lease
+    /// ending a lease after it ran, so by the read's reply: the held token's
+    /// end plus the time since that token's lease was measured from (the
+    /// backend's clock runs as the worker's; a second of slack). A later
+    /// score of the same delivery is adopted up to that bound.
+    pub(super) async fn resolve_uncertain(&mut self) {
+        let asked: Vec<(JobId, Token, Uncertain)> = self
+            .leases
+            .lock()
+            .held
+            .iter()
+            .filter_map(|(id, h)| h.uncertain.map(|u| (*id, h.token, u)))
+            .collect();
+        if asked.is_empty() {
+            return;
+        }
+        let held: Vec<(JobId, Token)> = asked.iter().map(|(id, t, _)| (*id, *t)).collect();
+        let Ok(scores) = self.backend.scores(&self.queue, &held).await else {
+            return; // still unreachable: try again before the next call
+        };
+        let read = Instant::now();
+        let mut t = self.leases.lock();
+        for ((id, old, u), now) in asked.iter().zip(scores) {
+            let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
+                continue;
+            };
+            h.uncertain = None;
+            let since = read.saturating_duration_since(u.origin) + Duration::from_secs(1);
+            let until = old
+                .lease_until_ms()
+                .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+            // a lease (not a due time: a visibility change, or a later
+            // delivery given back, keeps the count) of the same delivery
+            if let Some(now) = now.filter(|t| {
+                crate::contract::leases::is_lease(t.score())
+                    && t.attempt() == old.attempt()
+                    && t.lease_until_ms() > old.lease_until_ms()
+                    && t.lease_until_ms() <= until
+            }) {
+                tracing::debug!(queue = %self.queue, job.id = %id, "a renewal whose reply was lost had landed; adopted its lease");
+                h.token = now;
+                // it ran after it was sent
+                h.deadline = h.deadline.max(u.sent + self.lease);
+            }
+        }
+    }
+
+    /// Says why running jobs lost their lease, then cancels their runs: one read
+    /// of their scores (waited for `CLASSIFY_WAIT` at most) tells a deleted job
+    /// from one delivered again.
+    async fn report_lost(&self, lost: &[(JobId, Token, Arc<RunCancel>)]) {
+        let pairs: Vec<(JobId, Token)> = lost.iter().map(|(id, t, _)| (*id, *t)).collect();
+        let scores = tokio::time::timeout(CLASSIFY_WAIT, self.backend.scores(&self.queue, &pairs))
+            .await
+            .unwrap_or_else(|_| Err(crate::Error::Protocol("no reply in time".into())));
+        for (k, (id, held, cancel)) in lost.iter().enumerate() {
+            match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
+                Ok(None) => {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "job cancelled or deleted while it ran: cancelling the run; it will not run again");
+                    let mut t = self.leases.lock();
+                    if let Some(h) = t.held.get_mut(id).filter(|h| h.lost) {
+                        h.reason = Some(CancelReason::Deleted);
+                    }
+                }
+                Ok(Some(now))
+                    if now.attempt() != held.attempt()
+                        || !crate::contract::leases::is_lease(now.score()) =>
+                {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: the job was delivered again after this lease ran out, or made visible again; cancelling this run")
+                }
+                Ok(Some(_)) => {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost: this delivery's lease was renewed later than this worker allows for (a renewal whose reply was lost, run late); cancelling this run")
+                }
+                Err(_) => {
+                    tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run")
+                }
+            }
+            cancel.cancel();
+        }
+    }
+
+    /// Renews every held lease whose token is known in one call; false when the
+    /// call failed.
+    pub(super) async fn heartbeat(&mut self) -> bool {
+        self.resolve_uncertain().await;
+        let leases: Vec<(JobId, Token, Instant)> = self
+            .leases
+            .lock()
+            .held
+            .iter()
+            .filter(|(_, h)| h.renewable())
+            .map(|(id, h)| (*id, h.token, h.deadline))
+            .collect();
+        if leases.is_empty() {
+            return true;
+        }
+        let pairs: Vec<(JobId, Token)> = leases.iter().map(|(id, t, _)| (*id, *t)).collect();
+        let sent_at = Instant::now();
+        let result = self.backend.extend(&self.queue, &pairs, self.lease).await;
+        let mut lost = Vec::new();
+        let renewed = {
+            let mut t = self.leases.lock();
+            match result {
+                Ok(tokens) => {
+                    for ((id, old, _), new) in leases.iter().zip(tokens) {
+                        // changed during the call (a merged re-delivery): not ours to touch
+                        let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
+                            continue;
+                        };
+                        match new {
+                            Some(new) => {
+                                h.token = new;
+                                h.deadline = sent_at + self.lease;
+                            }
+                            None => {
+                                if h.running {
+                                    lost.push((*id, *old, h.cancel.clone()));
+                                }
+                                // cancelled once report_lost knows why
+                                Leases::give_up(&mut t, id, CancelReason::LeaseLost, false);
+                            }
+                        }
+                    }
+                    true
+                }
+                Err(e) => {
+                    // the renewal may still have run: remember the lease it could have set
+                    tracing::warn!(queue = %self.queue, error = %e, "renewing leases failed");
+                    for (id, old, deadline) in &leases {
+                        let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
+                            continue;
+                        };
+                        let origin = deadline.checked_sub(self.lease).unwrap_or(*deadline);
+                        h.uncertain = Some(Uncertain {
+                            origin,
+                            sent: sent_at,
+                        });
+                    }
+                    false
+                }
+            }
+        };
+        if !lost.is_empty() {
+            self.report_lost(&lost).await;
+        }
+        renewed
+    }
+}
+
+/// Gives up runs whose lease ran out without a renewal, forever: another worker
+/// may run them now. Their token is cancelled and nothing is settled for them.
+/// Finished ones keep trying to settle for one more lease (the fence decides).
+pub(super) async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Duration) {
+    loop {
+        let now = Instant::now();
+        let mut nearest = now + lease / 3;
+        {
+            let mut t = leases.lock();
+            let Table { held, done, .. } = &mut *t;
+            held.retain(|id, h| {
+                if h.lost {
+                    return true; // cancelled already; forgotten when the run ends
+                }
+                if h.running && h.deadline <= now {
+                    tracing::warn!(queue = %queue, job.id = %id, "lease ran out without a renewal (backend unreachable?); cancelling the run");
+                    // kept until the run ends, so a re-delivery here never runs beside it
+                    h.cancel.cancel();
+                    h.lost = true;
+                    h.reason = Some(CancelReason::LeaseLost);
+                    return true;
+                }
+                if h.outcome.is_some() && h.deadline + lease <= now {
+                    tracing::error!(queue = %queue, job.id = %id, "could not settle the job before its lease ran out; it runs again");
+                    done.remove(id);
+                    return false;
+                }
+                if h.running {
+                    nearest = nearest.min(h.deadline);
+                }
+                true
+            });
+        }
+        tokio::time::sleep_until(nearest).await;
+    }
+}
