@@ -67,6 +67,11 @@ async fn a_delayed_job_is_leased_at_its_send_plus_its_delay_not_its_rounded_scor
             "RSMQ's layout: the score is the due ms, rounded up"
         );
         let early = backend.fetch(&queue, 10, LEASE).await.unwrap();
+        if early.now_us >= exact {
+            // a machine slow enough that the delay passed before this fetch
+            // (the other fetches check a lease at the due time)
+            continue;
+        }
         assert!(early.jobs.is_empty(), "not due yet");
         assert_eq!(
             early.next_due_us,
