@@ -27,6 +27,7 @@ mod probe;
 mod queues;
 mod settings;
 mod state;
+mod streams;
 mod topic_claim;
 mod topic_info;
 mod topics;
@@ -49,7 +50,7 @@ pub struct MemoryBackend {
     /// Bumped after every call that changed the state (see [`MemoryBackend::changes`]).
     changed: Arc<watch::Sender<u64>>,
     /// Topics (see [`crate::topic`]).
-    streams: Arc<crate::backend::memory::topics::Streams>,
+    streams: Arc<crate::backend::memory::streams::Streams>,
     /// Who its actions are recorded as (see [`Inspect::actor`](crate::inspect::Inspect::actor)).
     actor: Arc<str>,
 }
@@ -107,7 +108,7 @@ impl MemoryBackend {
         &self.clock
     }
 
-    pub(crate) fn streams(&self) -> &crate::backend::memory::topics::Streams {
+    pub(crate) fn streams(&self) -> &crate::backend::memory::streams::Streams {
         &self.streams
     }
 

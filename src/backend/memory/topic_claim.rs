@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use crate::backend::memory::read_entries;
-use crate::backend::memory::topics::{Entry, Group, received};
+use crate::backend::memory::streams::{Entry, Group, received};
 use crate::contract::attempts::Attempt;
 use crate::contract::topics::{Claimed, EventId};
 

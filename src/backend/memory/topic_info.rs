@@ -3,7 +3,7 @@
 //! lag, from a few events read however long the topic is (topic_info.lua
 //! reads at most 101 per subscriber and samples the memory).
 
-use crate::backend::memory::topics::MemTopic;
+use crate::backend::memory::streams::MemTopic;
 use crate::backend::memory::{MemoryBackend, read_entries};
 use crate::contract::topics::{EventId, SubscriberInfo, TopicInfo};
 
@@ -11,7 +11,7 @@ impl MemTopic {
     /// The events after `offset`: the places ([`Entry::n`]) from the first
     /// after it to the last, counted by a subtraction (two events read).
     ///
-    /// [`Entry::n`]: crate::backend::memory::topics::Entry::n
+    /// [`Entry::n`]: crate::backend::memory::streams::Entry::n
     pub(super) fn lag(&self, offset: EventId) -> u64 {
         let Some((_, first)) = self.after(offset).next() else {
             return 0;

@@ -1,0 +1,234 @@
+//! A topic's stream in memory, as Redis Streams keep it: entries with ids from
+//! the backend's clock, trimmed by length, age or size; consumer groups with an
+//! offset and a pending list of deliveries and their runs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::Error;
+use crate::backend::memory::MemoryBackend;
+use crate::contract::attempts::{Attempt, AttemptOutcome, MAX_RECORDS};
+use crate::contract::topics::{DeadEvent, EventId, Received, Start};
+
+/// Every topic of a memory backend.
+#[derive(Default)]
+pub(crate) struct Streams {
+    pub(super) topics: Mutex<HashMap<String, MemTopic>>,
+    /// Woken by every publish (blocked reads wait on it).
+    pub(super) published: Notify,
+    /// Ordered subscribers' owners by (topic, subscriber): consumer, until (ms).
+    pub(super) owners: Mutex<HashMap<(String, String), (String, u64)>>,
+}
+
+/// A stream entry: `type`, `data` and, for a requeued dead letter, `to`.
+pub(super) struct Entry {
+    pub ty: String,
+    pub data: String,
+    pub to: Option<String>,
+    /// Its place among the events ever appended to its topic (1 for the
+    /// first). Events are appended at the end and trimmed from the start
+    /// only, so the places of those held run without a gap: the events from
+    /// one to the last are counted by a subtraction (see [`MemTopic::lag`]).
+    pub n: u64,
+}
+
+impl Entry {
+    /// Its memory, estimated: the fields' bytes and two integers of id.
+    pub(super) fn size(&self) -> u64 {
+        (self.ty.len() + self.data.len() + self.to.as_ref().map_or(0, String::len) + 16) as u64
+    }
+}
+
+/// The id after `last` at `now` (ms), as Redis makes them.
+pub(super) fn next_id(last: EventId, now: u64) -> EventId {
+    if now > last.ms() {
+        EventId::new(now, 0)
+    } else {
+        EventId::new(last.ms(), last.seq() + 1)
+    }
+}
+
+#[derive(Default)]
+pub(super) struct MemTopic {
+    pub entries: BTreeMap<EventId, Entry>,
+    pub(super) last: EventId,
+    /// Events ever appended (the last one's [`Entry::n`]).
+    pub added: u64,
+    /// The sum of its events' [`Entry::size`], kept as they are appended
+    /// and trimmed.
+    pub bytes: u64,
+    pub groups: BTreeMap<String, Group>,
+}
+
+#[derive(Default)]
+pub(super) struct Group {
+    pub offset: EventId,
+    pub pending: BTreeMap<EventId, Pending>,
+    /// The consumers that have read or claimed for it.
+    pub consumers: BTreeSet<String>,
+    pub dead: VecDeque<DeadEvent>,
+    pub(super) last_dead: EventId,
+}
+
+pub(super) struct Pending {
+    /// The consumer that holds it.
+    pub consumer: String,
+    pub delivered_ms: u64,
+    pub deliveries: u32,
+    /// Its attempt records so far (the last MAX_RECORDS).
+    pub runs: Vec<Attempt>,
+}
+
+impl Pending {
+    pub(super) fn record(&mut self, a: Attempt) {
+        self.runs.push(a);
+        let over = self.runs.len().saturating_sub(MAX_RECORDS);
+        self.runs.drain(..over);
+    }
+
+    /// Records a run, as topic_settle.lua's add_run: not twice for one
+    /// number, but in place of a `lease_lost` record of its number.
+    pub(super) fn record_run(&mut self, a: Attempt) {
+        if let Some(last) = self.runs.last() {
+            if last.number > a.number
+                || (last.number == a.number && last.outcome != AttemptOutcome::LeaseLost)
+            {
+                return;
+            }
+            if last.number == a.number {
+                self.runs.pop();
+            }
+        }
+        self.record(a);
+    }
+}
+
+impl MemTopic {
+    pub(super) fn after(&self, offset: EventId) -> impl Iterator<Item = (&EventId, &Entry)> {
+        self.entries.range((
+            std::ops::Bound::Excluded(offset),
+            std::ops::Bound::Unbounded,
+        ))
+    }
+
+    pub(super) fn offset(&self, start: Start) -> EventId {
+        start.offset().unwrap_or(self.last)
+    }
+}
+
+pub(super) fn not_found(topic: &str, subscriber: &str) -> Error {
+    Error::SubscriberNotFound {
+        topic: topic.into(),
+        subscriber: subscriber.into(),
+    }
+}
+
+impl MemoryBackend {
+    pub(super) fn topics(&self) -> MutexGuard<'_, HashMap<String, MemTopic>> {
+        // plain maps: a panic elsewhere cannot leave them inconsistent in a way that matters
+        self.streams()
+            .topics
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn with_group<T>(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        f: impl FnOnce(&mut MemTopic, u64) -> T,
+    ) -> Option<T> {
+        let now = self.clock().now_ms();
+        let out = {
+            let mut all = self.topics();
+            let t = all.get_mut(topic)?;
+            if !t.groups.contains_key(subscriber) {
+                return None;
+            }
+            f(t, now)
+        };
+        self.changed();
+        Some(out)
+    }
+}
+
+impl MemoryBackend {
+    /// [`Topics::subscribe`], at once.
+    pub(crate) fn subscribe_now(&self, topic: &str, subscriber: &str, start: Start) -> bool {
+        {
+            let mut all = self.topics();
+            let t = all.entry(topic.to_string()).or_default();
+            if t.groups.contains_key(subscriber) {
+                return false;
+            }
+            let offset = t.offset(start);
+            t.groups.insert(
+                subscriber.to_string(),
+                Group {
+                    offset,
+                    ..Group::default()
+                },
+            );
+        }
+        self.changed();
+        true
+    }
+}
+
+pub(super) fn group<'a>(t: &'a mut MemTopic, name: &str) -> &'a mut Group {
+    t.groups.get_mut(name).expect("checked by with_group")
+}
+
+/// Event `id` as a delivery, its `deliveries`th.
+pub(super) fn received(id: EventId, e: &Entry, deliveries: u32) -> Received {
+    Received {
+        id,
+        event_type: Some(e.ty.clone()),
+        data: Some(e.data.clone()),
+        to: e.to.clone(),
+        deliveries,
+    }
+}
+
+impl MemTopic {
+    /// Appends an event at `now` (ms); its id.
+    pub(super) fn append(
+        &mut self,
+        now: u64,
+        ty: String,
+        data: String,
+        to: Option<String>,
+    ) -> EventId {
+        let id = next_id(self.last, now);
+        self.last = id;
+        self.added += 1;
+        let entry = Entry {
+            ty,
+            data,
+            to,
+            n: self.added,
+        };
+        self.bytes += entry.size();
+        self.entries.insert(id, entry);
+        id
+    }
+
+    /// Trims the events before `min`.
+    pub(super) fn trim_before(&mut self, min: EventId) {
+        let kept = self.entries.split_off(&min);
+        let gone = std::mem::replace(&mut self.entries, kept);
+        self.bytes -= gone.values().map(Entry::size).sum::<u64>();
+    }
+
+    /// Trims the oldest events beyond `max`.
+    pub(super) fn trim_to(&mut self, max: u64) {
+        while self.entries.len() as u64 > max {
+            let Some((_, e)) = self.entries.pop_first() else {
+                break;
+            };
+            self.bytes -= e.size();
+        }
+    }
+}
