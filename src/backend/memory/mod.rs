@@ -18,6 +18,7 @@ mod admin;
 mod batch_adds;
 mod batches;
 mod clock;
+mod flows;
 mod history;
 mod inspect;
 mod keys;
