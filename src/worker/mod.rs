@@ -592,7 +592,7 @@ impl<B: Backend> Worker<B> {
 
         // a task that ends before shutdown crashed: shut down and report it
         // (tasks end by themselves only once `stop`, a child of `shutdown`, is
-        // cancelled: checking `shutdown` first tells the two apart, and again
+        // cancelled: checking `shutdown` first tells the two apart, and `stop`
         // once a task ended, as the shutdown can come on another thread
         // between the two looks)
         let shut_down = || {
@@ -604,9 +604,9 @@ impl<B: Backend> Worker<B> {
             biased;
             _ = self.shutdown.cancelled() => shut_down(),
             _ = controls.stop.cancelled() => None,
-            Some(r) = dispatchers.join_next() => ended("dispatcher", r, &self.shutdown).or_else(shut_down),
-            Some(r) = settlers.join_next() => ended("settler", r, &self.shutdown).or_else(shut_down),
-            Some(r) = subscribers.join_next() => ended("subscriber", r, &self.shutdown).or_else(shut_down),
+            Some(r) = dispatchers.join_next() => ended("dispatcher", r, &stop).or_else(shut_down),
+            Some(r) = settlers.join_next() => ended("settler", r, &stop).or_else(shut_down),
+            Some(r) = subscribers.join_next() => ended("subscriber", r, &stop).or_else(shut_down),
         };
         stop.cancel();
         tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
@@ -735,15 +735,15 @@ async fn joined(what: &'static str, mut set: JoinSet<()>) -> Option<crate::Error
     first
 }
 
-/// A worker task that ended before the worker's run looked at `shutdown`:
-/// `None` when it ended by itself and `shutdown` is cancelled now (it ended
-/// because of it), else the crash.
+/// A worker task that ended before the worker's run saw the shutdown: `None`
+/// when it ended by itself and the worker's `stop` (a child of the shutdown
+/// token) is cancelled now (it ended because of it), else the crash.
 fn ended(
     what: &'static str,
     r: Result<(), tokio::task::JoinError>,
-    shutdown: &CancellationToken,
+    stop: &CancellationToken,
 ) -> Option<crate::Error> {
-    if r.is_ok() && shutdown.is_cancelled() {
+    if r.is_ok() && stop.is_cancelled() {
         return None;
     }
     Some(crash(what, r))
@@ -819,28 +819,28 @@ mod tests {
     use super::ended;
     use tokio_util::sync::CancellationToken;
 
-    /// A task that ended by itself is a crash until the shutdown came, and no
-    /// crash once it came (the worker's run may look at the task only after
-    /// looking at the shutdown, which came between on another thread); a task
-    /// that panicked is a crash either way.
+    /// A task that ended by itself is a crash until the worker's stop came,
+    /// and no crash once it came (the worker's run may look at the task only
+    /// after looking at the shutdown, which came between on another thread);
+    /// a task that panicked is a crash either way.
     #[tokio::test]
     async fn a_task_that_ended_with_the_shutdown_is_no_crash() {
-        let shutdown = CancellationToken::new();
+        let stop = CancellationToken::new();
         let crashed = |e: Option<crate::Error>| match e {
             Some(crate::Error::Crashed { task, reason }) => Some((task, reason)),
             other => panic!("{other:?}"),
         };
         let r = tokio::spawn(async {}).await;
-        let (task, reason) = crashed(ended("dispatcher", r, &shutdown)).unwrap();
+        let (task, reason) = crashed(ended("dispatcher", r, &stop)).unwrap();
         assert_eq!(
             (task, reason.as_str()),
             ("dispatcher", "ended before shutdown")
         );
-        shutdown.cancel();
+        stop.cancel();
         let r = tokio::spawn(async {}).await;
-        assert!(ended("dispatcher", r, &shutdown).is_none());
+        assert!(ended("dispatcher", r, &stop).is_none());
         let r = tokio::spawn(async { panic!("boom") }).await;
-        let (task, reason) = crashed(ended("settler", r, &shutdown)).unwrap();
+        let (task, reason) = crashed(ended("settler", r, &stop)).unwrap();
         assert_eq!((task, reason.as_str()), ("settler", "boom"));
     }
 }

@@ -10,11 +10,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use super::dispatch::lock;
 use super::metrics::QueueMetrics;
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Shared by a queue's dispatcher and its jobs: the worker's shutdown signals and
 /// how long the queue's jobs run.

@@ -12,7 +12,7 @@ use super::Shared;
 use super::limit::Limit;
 
 /// Takes one permit (waiting), then as many more as are free, up to `max`.
-/// The permits are forgotten; [`SlotGuard`] or the caller adds them back.
+/// The permits are forgotten; [`SlotGuard`](super::execute::SlotGuard) or the caller adds them back.
 /// With `settle` (the worker's slots), when few are free it first lets jobs
 /// just started finish.
 async fn take(sem: &Semaphore, max: u32, settle: bool) -> u32 {

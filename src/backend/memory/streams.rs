@@ -155,7 +155,7 @@ impl MemoryBackend {
 }
 
 impl MemoryBackend {
-    /// [`Topics::subscribe`], at once.
+    /// [`Topics::subscribe`](crate::contract::topics::Topics::subscribe), at once.
     pub(crate) fn subscribe_now(&self, topic: &str, subscriber: &str, start: Start) -> bool {
         {
             let mut all = self.topics();
