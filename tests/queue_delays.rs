@@ -68,8 +68,14 @@ async fn a_delayed_job_is_leased_at_its_send_plus_its_delay_not_its_rounded_scor
         );
         let early = backend.fetch(&queue, 10, LEASE).await.unwrap();
         if early.now_us >= exact {
-            // a machine slow enough that the delay passed before this fetch
-            // (the other fetches check a lease at the due time)
+            // a machine slow enough that the delay passed before this fetch:
+            // it leased the job, and this attempt has no fetch before the due
+            assert_eq!(
+                early.jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+                [id],
+                "a fetch at {} (due {exact})",
+                early.now_us
+            );
             continue;
         }
         assert!(early.jobs.is_empty(), "not due yet");

@@ -258,6 +258,31 @@ pub async fn ticks_due_together_each_get_their_own_outcome(env: &Env) {
         last(env, "many_ticks", &["a", "big", "b", "later", "fresh"]).await,
         [Some(at), None, Some(at), None, None]
     );
+    // a tick done already and too large, or paused and too large: too large
+    // (nothing is recorded either way)
+    assert!(a.pause_schedule("many_ticks", "p").await.unwrap());
+    for name in ["a", "p"] {
+        let outcomes = a
+            .tick_many("many_ticks", &[(tick(name, at, false), &big)], &opts)
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                outcomes[..],
+                [Err(Error::MessageTooLarge { size: 2000, .. })]
+            ),
+            "{name}: {outcomes:?}"
+        );
+    }
+    // (the same tick of a body that fits: paused)
+    let outcomes = a
+        .tick_many("many_ticks", &[(tick("p", at, false), &msg)], &opts)
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcomes[..], [Ok(Ticked::Paused { .. })]),
+        "{outcomes:?}"
+    );
     // one schedule twice in a call: its later tick, then an earlier one
     // (done), then the later one again (done)
     let twice = [
