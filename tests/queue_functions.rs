@@ -434,6 +434,11 @@ async fn a_large_send_while_another_client_lowers_the_maxsize_is_sent_whole_or_n
     let other = Rsmq::connect(&server.url()).await.unwrap();
     let body = "x".repeat(2000);
     let msgs: Vec<SendMessage> = (0..2500).map(|_| SendMessage::new(body.clone())).collect();
+    // the lowering is spread over the time a send takes here (on a loaded
+    // machine a fixed span of 20 ms lowered the maxsize before every send)
+    let started = std::time::Instant::now();
+    rsmq.send_batch("q", &msgs).await.unwrap();
+    let took = started.elapsed();
     let (mut whole, mut refused) = (0, 0);
     for round in 0..80u64 {
         let _ = rsmq.delete_queue("q").await;
@@ -443,8 +448,8 @@ async fn a_large_send_while_another_client_lowers_the_maxsize_is_sent_whole_or_n
         let lower = {
             let other = other.clone();
             tokio::spawn(async move {
-                // somewhere within the send's few tens of ms
-                tokio::time::sleep(Duration::from_micros(round % 40 * 500)).await;
+                // somewhere within the send, or just after it
+                tokio::time::sleep(took * (round % 40) as u32 / 32).await;
                 let update = redjob::queue::QueueUpdate {
                     maxsize: Some(1024),
                     ..Default::default()
