@@ -5,16 +5,12 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::RetryPolicy;
 use super::subscriber::Starter;
-use super::{RetryPolicy, Shared, Worker};
 use crate::contract::backend::Backend;
-use crate::contract::batches::{BatchId, BatchStatus};
 use crate::contract::leases::Retention;
-use crate::contract::queues::SendMessage;
-use crate::contract::queues::validate;
 use crate::contract::settings::{Concurrency, QueueSettings};
 use crate::contract::topics::Topics;
 use crate::job::Job;
@@ -25,12 +21,12 @@ use crate::topic::{Event, EventContext};
 
 /// The default prefetch per running slot (see [`WorkerBuilder::prefetch`]).
 const DEFAULT_PREFETCH_PER_SLOT: usize = 7;
-use crate::{Error, JobId, Result};
-use futures::future::BoxFuture;
 
+mod build;
+mod keeping;
 mod limits;
 
-/// Configures a [`Worker`]; every setter says its default. Invalid values are
+/// Configures a [`Worker`](super::Worker); every setter says its default. Invalid values are
 /// rejected by [`build`](WorkerBuilder::build).
 ///
 /// ```no_run
@@ -346,150 +342,6 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Adds lifecycle hooks: `hooks` hears of every run of a job (see
-    /// [`Hooks`](super::Hooks)). Call again to add more; they are called in
-    /// the order added. Defaults to none.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redjob::Worker;
-    /// use redjob::backend::memory::MemoryBackend;
-    /// use redjob::worker::{Hooks, JobRun};
-    ///
-    /// struct SlowJobs;
-    /// impl Hooks for SlowJobs {
-    ///     fn succeeded(&self, run: &JobRun<'_>, took: Duration) {
-    ///         if took > Duration::from_secs(10) {
-    ///             tracing::warn!(job = run.job, ?took, "slow job");
-    ///         }
-    ///     }
-    /// }
-    ///
-    /// let worker = Worker::builder(MemoryBackend::new()).hooks(SlowJobs).build()?;
-    /// # let _ = worker;
-    /// # Ok::<(), redjob::Error>(())
-    /// ```
-    pub fn hooks(mut self, hooks: impl super::Hooks) -> Self {
-        self.hooks.push(Arc::new(hooks));
-        self
-    }
-
-    /// Whether the worker records metrics through the
-    /// [`metrics`](https://docs.rs/metrics) facade, for whatever recorder the
-    /// app installs (e.g. a Prometheus exporter; install it before the worker
-    /// runs). Defaults to on; without a recorder they cost nothing measurable.
-    ///
-    /// | Metric | Kind | Labels |
-    /// |---|---|---|
-    /// | `redjob_jobs_started_total` | counter | `queue`, `job` |
-    /// | `redjob_jobs_finished_total` | counter | `queue`, `job`, `outcome` (`succeeded`, `retried`, `dead`, `cancelled`, `throttled`) |
-    /// | `redjob_job_run_seconds` | histogram | `queue`, `job` |
-    /// | `redjob_job_wait_seconds` (from due to start) | histogram | `queue`, `job` |
-    /// | `redjob_queue_jobs` (sampled when [`metrics_interval`](Self::metrics_interval) is set) | gauge | `queue`, `state` (`ready`, `scheduled`, `in_flight`, `dead`, `blocked`: held back by concurrency keys) |
-    /// | `redjob_queue_paused` (1 while paused) | gauge | `queue` |
-    /// | `redjob_jobs_held_total` (jobs a fetch asked for that a limit across the fleet held back) | counter | `queue`, `limit` (`concurrency`, `rate`, `throttle`) |
-    /// | `redjob_events_started_total` | counter | `topic`, `subscriber`, `event` |
-    /// | `redjob_events_finished_total` | counter | `topic`, `subscriber`, `event`, `outcome` (`succeeded`, `retried`, `dead`, `cancelled`) |
-    /// | `redjob_events_skipped_total` | counter | `topic`, `subscriber`: events of a type it has no handler for |
-    /// | `redjob_event_run_seconds` | histogram | `topic`, `subscriber`, `event` |
-    /// | `redjob_subscriber_events` (sampled, as `redjob_queue_jobs`) | gauge | `topic`, `subscriber`, `state` (`lag`, `pending`, `dead`) |
-    ///
-    /// `job` is the job type's name: [`UNDECODABLE`](super::UNDECODABLE) for
-    /// a body that is not a job envelope, `(unknown)` for a name no linked job
-    /// type has (so foreign or garbage bodies cannot multiply the series).
-    pub fn metrics(mut self, on: bool) -> Self {
-        self.metrics = on;
-        self
-    }
-
-    /// Samples the sampled gauges every `every`: the size of each queue the
-    /// worker serves (`redjob_queue_jobs`) and each subscriber's lag
-    /// (`redjob_subscriber_events`). Between 1 s and
-    /// [`MAX_DELAY`](crate::contract::queues::MAX_DELAY). Defaults to no sampling: each sample
-    /// costs Redis one script call per queue (about 6 commands), which for a
-    /// worker on 100 idle queues at 15 s would be 40 commands a second, more
-    /// than all else it does while idle. Set it where an exporter reads the
-    /// gauges; 15 s suits a Prometheus scrape.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redjob::backend::memory::MemoryBackend;
-    /// use redjob::Worker;
-    ///
-    /// let worker = Worker::builder(MemoryBackend::new())
-    ///     .queue("emails")
-    ///     .metrics_interval(Duration::from_secs(15))
-    ///     .build()?;
-    /// # drop(worker);
-    /// # Ok::<(), redjob::Error>(())
-    /// ```
-    pub fn metrics_interval(mut self, every: Duration) -> Self {
-        self.metrics_interval = Some(every);
-        self
-    }
-
-    /// How many dead letters each queue keeps: each time a worker
-    /// dead-letters jobs, the oldest beyond `max_count` and those older than
-    /// `max_age` are deleted (at most 1,000 more than it adds per call, so a
-    /// lowered limit is reached over the following dead letters).
-    ///
-    /// The value is a queue's setting, stored with the queue
-    /// ([`QueueSettings`](crate::ops::QueueSettings)): this one is stored for
-    /// each of the worker's queues that has none stored yet, and the stored
-    /// one is in force for every worker, whatever its builder says (an
-    /// operator changes it with `redjob queue settings`, the dashboard or
-    /// [`Admin::set_settings`](crate::ops::Admin::set_settings)). Without a
-    /// stored value or this call, [`Retention::default`]: 10,000 letters and
-    /// 30 days.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redjob::backend::memory::MemoryBackend;
-    /// use redjob::ops::Retention;
-    /// use redjob::Worker;
-    ///
-    /// let worker = Worker::builder(MemoryBackend::new())
-    ///     .queue("emails")
-    ///     .dead_letter_retention(Retention {
-    ///         max_count: Some(100_000),
-    ///         max_age: Some(Duration::from_secs(180 * 24 * 3600)),
-    ///     })
-    ///     .build()?;
-    /// # let _ = worker;
-    /// # Ok::<(), redjob::Error>(())
-    /// ```
-    pub fn dead_letter_retention(mut self, retention: Retention) -> Self {
-        self.retention = Some(retention);
-        self
-    }
-
-    /// How many finished jobs each queue keeps in its history, for how long,
-    /// and their arguments for how long ([`History`](crate::ops::History)):
-    /// stored with each queue that stores none yet, as
-    /// [`dead_letter_retention`](Self::dead_letter_retention) is; an
-    /// operator's change stays in force. Defaults to [`History::default`](crate::ops::History::default):
-    /// the last 1,000 for a day, arguments for an hour.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redjob::backend::memory::MemoryBackend;
-    /// use redjob::ops::History;
-    /// use redjob::Worker;
-    ///
-    /// // payloads with personal data: keep no arguments
-    /// let private = History { args_max_age: Some(Duration::ZERO), ..History::default() };
-    /// let worker = Worker::builder(MemoryBackend::new())
-    ///     .queue("emails")
-    ///     .history(private)
-    ///     .build()?;
-    /// # let _ = worker;
-    /// # Ok::<(), redjob::Error>(())
-    /// ```
-    pub fn history(mut self, history: crate::contract::history::History) -> Self {
-        self.history = Some(history);
-        self
-    }
-
     /// Enqueues `job` at every tick of `schedule`, once per tick however many
     /// worker processes have it (see [`Periodic`](super::Periodic)), named
     /// after its job type: schedule a type twice with
@@ -582,184 +434,5 @@ impl<B: Backend> WorkerBuilder<B> {
     pub fn handle_signals(mut self, on: bool) -> Self {
         self.signals = on;
         self
-    }
-
-    /// Checks the settings and builds the worker.
-    ///
-    /// Fails with [`Error::DuplicateJobName`] when two job types linked into the
-    /// program share a job name (the default name is the bare type name, so two
-    /// `struct Cleanup` in different modules clash): none of their jobs could run.
-    pub fn build(mut self) -> Result<Worker<B>> {
-        crate::job::check_unique_names()?;
-        if let Some(twice) = self.twice.take() {
-            return Err(invalid("subscribe", twice));
-        }
-        for s in &self.subscriptions {
-            crate::contract::topics::check_name("topic name", &s.topic)?;
-            crate::contract::topics::check_name("subscriber name", &s.sub.name)?;
-            if s.sub.concurrency == Some(0) {
-                return Err(invalid(
-                    "subscription concurrency",
-                    "must be at least 1".into(),
-                ));
-            }
-        }
-        if self.queues.is_empty() && self.subscriptions.is_empty() {
-            let mut qs: Vec<&str> = crate::job::registered().map(|r| r.queue).collect();
-            qs.sort_unstable();
-            qs.dedup();
-            if qs.is_empty() {
-                qs.push("default");
-            }
-            self = self.queues(qs);
-        }
-        for (q, values) in &self.queues {
-            validate::queue_name(q)?;
-            limits::check(q, values)?;
-        }
-        if self.concurrency == 0 || self.concurrency > Semaphore::MAX_PERMITS / 2 {
-            return Err(invalid("concurrency", "must be at least 1".into()));
-        }
-        if self.lease < Duration::from_secs(1) || self.lease.as_secs() > validate::MAX_SECONDS {
-            return Err(invalid("lease", "must be between 1 s and 9999999 s".into()));
-        }
-        if self.poll_interval.is_zero() {
-            return Err(invalid("poll_interval", "must be positive".into()));
-        }
-        if self
-            .retention
-            .is_some_and(|r| r.max_count == Some(0) || r.max_age == Some(Duration::ZERO))
-        {
-            return Err(invalid(
-                "dead_letter_retention",
-                "limits must be positive (None for no limit)".into(),
-            ));
-        }
-        if self
-            .history
-            .is_some_and(|h| h.max_count == Some(0) || h.max_age == Some(Duration::ZERO))
-        {
-            return Err(invalid(
-                "history",
-                "limits must be positive (None for no limit, History::OFF to keep none)".into(),
-            ));
-        }
-        if self.metrics_interval.is_some_and(|every| {
-            every < Duration::from_secs(1) || every > crate::contract::queues::MAX_DELAY
-        }) {
-            return Err(invalid(
-                "metrics_interval",
-                "must be between 1 s and 9999999 s".into(),
-            ));
-        }
-        limits::check_throttles(self.max_throttle, self.throttle_limit)?;
-        if self.job_timeout == Some(Duration::ZERO) {
-            return Err(invalid("job_timeout", "must be positive".into()));
-        }
-        let mut names = std::collections::HashSet::new();
-        for p in &self.periodic {
-            p.check()?;
-            if !names.insert((p.queue.as_str(), p.name.as_str())) {
-                return Err(invalid(
-                    "periodic",
-                    format!(
-                        "two periodic jobs of queue {:?} are named {:?}: name each with Periodic::name",
-                        p.queue, p.name
-                    ),
-                ));
-            }
-        }
-        let prefetch = self
-            .prefetch
-            .unwrap_or(self.concurrency.saturating_mul(DEFAULT_PREFETCH_PER_SLOT));
-        if prefetch > Semaphore::MAX_PERMITS / 2 {
-            return Err(invalid("prefetch", "too large".into()));
-        }
-        let shared = Shared {
-            slots: Semaphore::new(self.concurrency + prefetch),
-            running: Semaphore::new(self.concurrency),
-            filled: tokio::sync::Notify::new(),
-            fetch_max: (self.concurrency + prefetch).min(1000) as u32,
-            concurrency: self.concurrency,
-            prefetch,
-            unstarted: std::sync::atomic::AtomicUsize::new(0),
-            slot_freed: tokio::sync::Notify::new(),
-            turns: Default::default(),
-            lease: self.lease,
-            poll_interval: self.poll_interval,
-            job_timeout: self.job_timeout,
-            retry: self.retry,
-            data: self.data,
-            unknown_jobs_retry_for: self.unknown_jobs_retry_for,
-            max_throttle: self.max_throttle,
-            readiness: super::ready::Readiness::new(self.queues.len()),
-            retention: self.retention.unwrap_or_default(),
-            history: self.history.unwrap_or_default(),
-            observer: super::observe::Observer::new(self.hooks),
-            batches: Some(batch_access(&self.backend)),
-            cancelled_batches: Default::default(),
-            metrics: self.metrics,
-            sample_every: self.metrics_interval.filter(|_| self.metrics),
-            controls: Arc::new(super::control::Controls::new()),
-            sink: self.sink,
-        };
-        Ok(Worker {
-            backend: self.backend,
-            id: uuid::Uuid::new_v4().to_string(),
-            queues: self.queues,
-            periodic: self.periodic,
-            subscriptions: self.subscriptions.into_iter().map(Arc::new).collect(),
-            starter: self.starter,
-            concurrency: self.concurrency,
-            shared: Arc::new(shared),
-            grace: self.grace,
-            signals: self.signals,
-            shutdown: self.shutdown.unwrap_or_default(),
-            settings: QueueSettings {
-                dead_letters: self.retention,
-                history: self.history,
-                ..QueueSettings::default()
-            },
-            throttle_limit: self.throttle_limit,
-        })
-    }
-}
-
-pub(super) fn invalid(what: &'static str, reason: String) -> Error {
-    Error::InvalidValue { what, reason }
-}
-
-/// A job's way to its batch, through `backend`.
-fn batch_access<B: Backend>(backend: &B) -> crate::job::BatchAccess {
-    crate::job::BatchAccess(Arc::new(Through(backend.clone())))
-}
-
-/// [`BatchOps`](crate::job::BatchOps) through a backend.
-struct Through<B>(B);
-
-impl<B: Backend> crate::job::BatchOps for Through<B> {
-    fn status(&self, id: BatchId) -> BoxFuture<'static, Result<Option<BatchStatus>>> {
-        let b = self.0.clone();
-        Box::pin(async move { b.batch_status(&id).await })
-    }
-
-    fn results(&self, id: BatchId, from: u64, limit: usize) -> crate::job::Results {
-        let b = self.0.clone();
-        Box::pin(async move { b.batch_results(&id, from, limit).await })
-    }
-
-    fn add(&self, id: BatchId, jobs: Vec<(String, SendMessage)>) -> BoxFuture<'static, Result<()>> {
-        let b = self.0.clone();
-        Box::pin(async move { b.batch_add(&id, &jobs).await })
-    }
-
-    fn cancelled(&self, after: u64) -> BoxFuture<'static, Result<Vec<(BatchId, u64)>>> {
-        let b = self.0.clone();
-        Box::pin(async move { b.cancelled_batches(after).await })
-    }
-
-    fn cancel_job(&self, queue: String, id: JobId, by: String) -> BoxFuture<'static, Result<bool>> {
-        let b = self.0.clone();
-        Box::pin(async move { b.cancel_job(&queue, &id, &by).await })
     }
 }

@@ -10,9 +10,14 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::Shared;
 use super::dispatch::Dispatcher;
-use super::{LISTENER_STOP_WAIT, Shared};
 use crate::contract::backend::Backend;
+
+/// How long the listener gets at shutdown to stop taking hand-offs and hand
+/// over the jobs handed before (a healthy Redis takes well under a
+/// millisecond).
+const LISTENER_STOP_WAIT: Duration = Duration::from_millis(1500);
 
 /// Logs what about the backend can lose or delay jobs (e.g. an eviction policy).
 pub(super) async fn warn_about_backend<B: Backend>(backend: B) {

@@ -37,6 +37,7 @@ mod control;
 mod dispatch;
 mod execute;
 mod hooks;
+mod launch;
 mod leases;
 mod limit;
 mod listener;
@@ -49,21 +50,18 @@ mod registry;
 mod retry;
 mod settings;
 mod settle;
+mod shutdown;
 mod slots;
 mod start;
 mod subscriber;
 mod ticks;
 mod turns;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
-use tokio_util::task::TaskTracker;
-
-use listener::{Handoff, Wakes, listen, poll, warn_about_backend, withdraw_when_full};
 
 pub use builder::WorkerBuilder;
 pub use control::Stopped;
@@ -82,10 +80,7 @@ use crate::backend::any::AnyBackend;
 use crate::contract::backend::Backend;
 use crate::contract::settings::QueueSettings;
 use crate::job::data::Data;
-use dispatch::Dispatcher;
-use leases::Leases;
 use ready::Readiness;
-use settle::{Event, Settler};
 
 pub use crate::contract::queues::MAX_DELAY;
 pub use crate::topic::Subscription;
@@ -198,36 +193,6 @@ impl<B: Backend> std::fmt::Debug for Worker<B> {
 }
 
 impl<B: Backend> Worker<B> {
-    /// What this worker serves beyond its queues, for the registry: every job
-    /// type linked into the program with its declared options, its topic
-    /// subscribers, how long it waits for a worker that knows a type, its
-    /// periodic schedules (without their next ticks); `None`
-    /// when it cannot be encoded.
-    fn serves(&self, tickers: &[Arc<periodic::Ticker>]) -> Option<(String, Vec<u8>)> {
-        let mut job_types: Vec<_> = crate::job::registered()
-            .map(|r| registry::job_type(r.name, &r.options))
-            .collect();
-        job_types.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut subscribers: Vec<_> = self
-            .subscriptions
-            .iter()
-            .map(|s| crate::contract::admin::ServedSubscriber {
-                topic: s.topic.clone(),
-                subscriber: s.sub.name.clone(),
-            })
-            .collect();
-        subscribers.sort_by(|a, b| (&a.topic, &a.subscriber).cmp(&(&b.topic, &b.subscriber)));
-        let serves = crate::contract::admin::Serves {
-            job_types,
-            subscribers,
-            unknown_ms: Some(crate::contract::backend::clamped_ms(
-                self.shared.unknown_jobs_retry_for,
-            )),
-            schedules: tickers.iter().map(|t| t.served()).collect(),
-        };
-        serves.encode().ok()
-    }
-
     /// Starts configuring a worker on `backend` (for Redis, [`Client::backend`](crate::Client::backend)).
     pub fn builder(backend: B) -> WorkerBuilder<B> {
         WorkerBuilder::new(backend)
@@ -317,8 +282,35 @@ impl<B: Backend> Worker<B> {
     /// should end with the worker decides so from the [`Stopped`] (an operator's
     /// stop leaves the process running; ctrl-c or SIGTERM ends it too).
     pub async fn run_until_stopped(mut self) -> Result<Stopped> {
-        let names: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
-        for q in &names {
+        self.log_served();
+        // however run ends (returns, crashes, or is dropped), waiters learn of it
+        let _stopped = StopsReadiness(self.shared.clone());
+        let mut infra = JoinSet::new();
+        if self.signals {
+            infra.spawn(on_signal(
+                self.shutdown.clone(),
+                self.shared.controls.clone(),
+            ));
+        }
+        // the stored data's layout first: a later release's is left alone
+        if !self.layout_checked().await? {
+            return Ok(self.shared.controls.reason());
+        }
+        let running = self.launch(infra).await;
+        running
+            .until_stopped(
+                &self.backend,
+                &self.shutdown,
+                &self.shared.controls,
+                self.grace,
+            )
+            .await
+    }
+
+    /// Logs the job types each queue serves, and those linked in whose queue
+    /// this worker does not serve.
+    fn log_served(&self) {
+        for (q, _) in &self.queues {
             let jobs: Vec<&str> = crate::job::registered()
                 .filter(|r| r.queue == q)
                 .map(|r| r.name)
@@ -332,332 +324,6 @@ impl<B: Backend> Worker<B> {
                 .map(|(n, q)| format!("{n} (queue {q})"))
                 .collect();
             tracing::info!(jobs = ?list, "job types linked into this program whose queue this worker does not serve: their jobs wait for a worker that serves it");
-        }
-        let stop = self.shutdown.child_token();
-        let abort = CancellationToken::new();
-        // however run ends (returns, crashes, or is dropped), waiters learn of it
-        let _stopped = StopsReadiness(self.shared.clone());
-        // Dropping this future (a crashed or aborted worker) aborts the tasks below
-        // first, then cancels running jobs: nothing is settled and the leases expire,
-        // as after a process kill. Locals drop in reverse order.
-        let abort_runs = leases::AbortRuns::new(abort.clone());
-        let tracker = TaskTracker::new();
-        let mut wakes = HashMap::new();
-        let mut handoffs = HashMap::new();
-        let mut renews = HashMap::new();
-        let worker: Arc<str> = self.id.as_str().into();
-        let mut dispatchers = JoinSet::new();
-        let mut settlers = JoinSet::new();
-        let mut settler_txs = Vec::new();
-        let mut infra = JoinSet::new();
-        if self.signals {
-            infra.spawn(on_signal(
-                self.shutdown.clone(),
-                self.shared.controls.clone(),
-            ));
-        }
-        // the stored data's layout first: a later release's is left alone
-        if !self.layout_checked().await? {
-            return Ok(self.shared.controls.reason());
-        }
-        let mut held = Vec::new();
-        let mut registering = Vec::new();
-        // runs starting and ending: the registry beats soon after
-        let changed = Arc::new(leases::Changes::default());
-        // each queue's limit per worker (no more than the worker holds),
-        // which the settings stored with the queue set: read (and the
-        // builder's stored where none is) before any job is taken
-        let unlimited = self.shared.slots.available_permits();
-        let limits: HashMap<String, (Arc<limit::Limit>, QueueSettings)> = self
-            .queues
-            .iter()
-            .map(|(name, values)| {
-                let own = values.concurrency.and_then(|c| c.per_worker);
-                let size = own.map_or(unlimited, |n| (n as usize).min(unlimited));
-                let l = limit::Limit::new(size);
-                l.set_fleet_limited(settings::fleet_limited(values));
-                (name.clone(), (Arc::new(l), values.clone()))
-            })
-            .collect();
-        let follow = Arc::new(settings::Follow {
-            read: limits
-                .keys()
-                .map(|q| (q.clone(), std::sync::atomic::AtomicBool::new(false)))
-                .collect(),
-            limits: limits.clone(),
-            unlimited,
-            base: self.settings.clone(),
-            by: format!("worker {}", self.id),
-            told: Default::default(),
-            wakes: limits
-                .keys()
-                .map(|q| (q.clone(), Arc::new(Notify::new())))
-                .collect(),
-            seen: Default::default(),
-            bodies: limits
-                .keys()
-                .map(|q| {
-                    (
-                        q.clone(),
-                        Arc::new(std::sync::atomic::AtomicBool::new(
-                            self.shared.history.keeps_bodies(),
-                        )),
-                    )
-                })
-                .collect(),
-        });
-        follow.first_pass(&self.backend).await;
-        for (name, _) in &self.queues {
-            let queue: Arc<str> = name.as_str().into();
-            let wake = follow.wakes[name].clone();
-            wakes.insert(name.clone(), wake.clone());
-            let (tx, rx) = mpsc::unbounded_channel();
-            let leases = Arc::new(Leases::watched(changed.clone()));
-            abort_runs.watch(leases.clone());
-            let by = crate::contract::attempts::RunBy {
-                worker: self.id.clone(),
-                host: crate::contract::admin::host_name(),
-            };
-            held.push((queue.clone(), leases.clone()));
-            let hold = Arc::new(per_queue::Hold::default());
-            let settler = Settler::new(
-                self.backend.clone(),
-                queue.clone(),
-                self.shared.lease,
-                wake.clone(),
-                leases.clone(),
-                settle::Keeping {
-                    retention: self.shared.retention,
-                    history: self.shared.history,
-                    by: by.clone(),
-                    throttle_limit: self.throttle_limit,
-                    hold: hold.clone(),
-                    bodies: follow.bodies[name].clone(),
-                },
-            );
-            settlers.spawn(settler.run(rx));
-            settler_txs.push(tx.clone());
-            renews.insert(name.clone(), tx.clone());
-            let qm = metrics::QueueMetrics::new(
-                queue.clone(),
-                self.shared.metrics,
-                self.shared.sink.clone(),
-            );
-            let per_queue = Arc::new(per_queue::PerQueue::new(
-                stop.clone(),
-                abort.clone(),
-                qm,
-                hold,
-            ));
-            let env = Arc::new(execute::RunEnv {
-                queue,
-                shared: self.shared.clone(),
-                tx,
-                per_queue,
-                leases,
-                queue_slots: limits[name].0.clone(),
-            });
-            let d = Dispatcher {
-                backend: self.backend.clone(),
-                env,
-                worker: worker.clone(),
-                follow: follow.clone(),
-                wake,
-                tracker: tracker.clone(),
-                clock: std::sync::Mutex::new(None),
-                registered: std::sync::atomic::AtomicU32::new(0),
-                in_place: std::sync::atomic::AtomicBool::new(false),
-                recovering: Arc::default(),
-            };
-            let d = Arc::new(d);
-            registering.push(d.clone());
-            let to = d.clone();
-            let take: Handoff = Arc::new(move |h| to.take_handed(h));
-            handoffs.insert(name.clone(), take);
-            dispatchers.spawn(d.run());
-        }
-        let tickers: Vec<Arc<periodic::Ticker>> = std::mem::take(&mut self.periodic)
-            .into_iter()
-            .map(|p| Arc::new(periodic::Ticker::new(p)))
-            .collect();
-        // (their ticks due together go in one call a queue)
-        let ticks = (!tickers.is_empty()).then(|| ticks::Ticks::start(self.backend.clone()));
-        for t in &tickers {
-            if let Some(ticks) = &ticks {
-                infra.spawn(periodic::run(
-                    self.backend.clone(),
-                    ticks.clone(),
-                    t.clone(),
-                    stop.clone(),
-                ));
-            }
-        }
-        let serves = self.serves(&tickers);
-        let registry = Arc::new(registry::Registry {
-            id: self.id.clone(),
-            host: crate::contract::admin::host_name(),
-            queues: self.queues.iter().map(|(q, _)| q.clone()).collect(),
-            concurrency: self.concurrency,
-            leases: held,
-            tickers,
-            every: self.shared.lease / 3,
-            started: tokio::time::Instant::now(),
-            changed,
-            serves,
-            controls: self.shared.controls.clone(),
-        });
-        // apart from the other tasks: its last beat must end before the
-        // worker leaves the registry (below)
-        // (a set, so that dropping the worker's future aborts it)
-        let mut beats = JoinSet::new();
-        beats.spawn(registry.clone().run(self.backend.clone(), stop.clone()));
-        infra.spawn(settings::init(
-            self.backend.clone(),
-            follow,
-            self.shared.controls.settings.subscribe(),
-            self.shared.lease / 3,
-            stop.clone(),
-        ));
-        infra.spawn(withdraw_when_full(
-            self.backend.clone(),
-            self.shared.clone(),
-            registering,
-            stop.clone(),
-        ));
-        let readers = TaskTracker::new();
-        let drained = CancellationToken::new();
-        let mut subscribers = JoinSet::new();
-        if let Some(start) = self.starter {
-            for spec in std::mem::take(&mut self.subscriptions) {
-                let env = subscriber::Env {
-                    shared: self.shared.clone(),
-                    consumer: self.id.as_str().into(),
-                    stop: stop.clone(),
-                    abort: abort.clone(),
-                    tracker: tracker.clone(),
-                    reading: readers.token(),
-                    drained: drained.clone(),
-                };
-                subscribers.spawn(start(self.backend.clone(), spec, env));
-            }
-        }
-        readers.close();
-        infra.spawn(warn_about_backend(self.backend.clone()));
-        infra.spawn(sweep_batches(
-            self.backend.clone(),
-            self.shared.lease,
-            stop.clone(),
-        ));
-        if self.shared.metrics {
-            self.shared.sink.with(metrics::describe);
-        }
-        // its own set and token: it samples once more after the drain
-        // (a set, so that dropping the worker's future aborts it)
-        let mut sampler = JoinSet::new();
-        let sampled = CancellationToken::new();
-        if let Some(every) = self.shared.sample_every {
-            let queues = self.queues.iter().map(|(q, _)| q.clone()).collect();
-            sampler.spawn(metrics::sample(
-                self.backend.clone(),
-                self.shared.sink.clone(),
-                queues,
-                every,
-                sampled.clone(),
-            ));
-        }
-        infra.spawn(poll(
-            self.backend.clone(),
-            names.clone(),
-            wakes.clone(),
-            self.shared.poll_interval,
-            stop.clone(),
-        ));
-        // its own set: at shutdown it hands over the jobs handed before, to be
-        // released, and is joined before the runs are counted out
-        let mut listener = JoinSet::new();
-        listener.spawn(listen(
-            self.backend.clone(),
-            names,
-            Wakes {
-                worker,
-                wakes,
-                handoffs,
-                renews,
-            },
-            self.shared.clone(),
-            stop.clone(),
-        ));
-        // an operator's stop ends the run as the token does
-        let controls = self.shared.controls.clone();
-
-        // a task that ends before shutdown crashed: shut down and report it
-        // (tasks end by themselves only once `stop`, a child of `shutdown`, is
-        // cancelled: checking `shutdown` first tells the two apart, and `stop`
-        // once a task ended, as the shutdown can come on another thread
-        // between the two looks)
-        let shut_down = || {
-            // a stop read meanwhile does not take its place
-            controls.stopping(Stopped::Shutdown);
-            None
-        };
-        let mut crashed = tokio::select! {
-            biased;
-            _ = self.shutdown.cancelled() => shut_down(),
-            _ = controls.stop.cancelled() => None,
-            Some(r) = dispatchers.join_next() => ended("dispatcher", r, &stop).or_else(shut_down),
-            Some(r) = settlers.join_next() => ended("settler", r, &stop).or_else(shut_down),
-            Some(r) = subscribers.join_next() => ended("subscriber", r, &stop).or_else(shut_down),
-        };
-        stop.cancel();
-        tracing::info!(running = tracker.len(), grace = ?self.grace, "shutting down: no new jobs");
-        crashed = crashed.or(joined("dispatcher", dispatchers).await);
-        // the jobs handed before the listener stopped start (or are released)
-        // before the runs are counted out
-        let _ = listener.join_next().await;
-        // subscribers' read loops end before the runs are counted out
-        readers.wait().await;
-        tracker.close();
-        if tokio::time::timeout(self.grace, tracker.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                running = tracker.len(),
-                "grace period over: cancelling running jobs and releasing them"
-            );
-            abort_runs.cancel();
-            // a run that ignores its token (a handler blocking its thread) is not
-            // released: its settler leaves it leased until its lease ends
-            let _ = tokio::time::timeout(ABORT_WAIT, tracker.wait()).await;
-        }
-        drained.cancel();
-        for tx in settler_txs {
-            let _ = tx.send(Event::Drain);
-        }
-        crashed = crashed.or(joined("settler", settlers).await);
-        crashed = crashed.or(joined("subscriber", subscribers).await);
-        // the gauges' last sample, of what the worker left behind
-        sampled.cancel();
-        let _ = tokio::time::timeout(LEAVE_WAIT, sampler.join_next()).await;
-        sampler.abort_all();
-        infra.abort_all();
-        // a beat under way (one right after a stop control was read, say)
-        // ends first: aborted, its command may already be written and run
-        // after the leave on another of the connection's lanes, which puts
-        // the stopped worker back in the registry until its entry runs out
-        let _ = tokio::time::timeout(LEAVE_WAIT, beats.join_next()).await;
-        beats.abort_all();
-        registry.leave(&self.backend).await;
-        match crashed {
-            None => {
-                let why = controls.reason();
-                tracing::info!(reason = %why, "worker stopped");
-                Ok(why)
-            }
-            Some(e) => {
-                tracing::error!(error = %e, "worker stopped after a crash");
-                Err(e)
-            }
         }
     }
 }
@@ -695,75 +361,6 @@ impl<B: Backend> Worker<B> {
             }
         }
     }
-}
-
-/// How long the listener gets at shutdown to stop taking hand-offs and hand
-/// over the jobs handed before (a healthy Redis takes well under a
-/// millisecond).
-const LISTENER_STOP_WAIT: Duration = Duration::from_millis(1500);
-
-/// How long runs cancelled after the grace period get to stop.
-const ABORT_WAIT: Duration = Duration::from_secs(5);
-
-/// How long a stopping worker waits for its registry's beat under way before
-/// it leaves the registry.
-const LEAVE_WAIT: Duration = Duration::from_secs(2);
-
-/// Every third of the lease, has the batch finishes counted that a dead
-/// worker left with their queues (see `Backend::batch_sweep`).
-async fn sweep_batches<B: Backend>(backend: B, lease: Duration, stop: CancellationToken) {
-    let every = lease / 3;
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
-        if let Err(e) = backend.batch_sweep().await {
-            tracing::warn!(error = %e, "sweeping batch finishes failed");
-        }
-    }
-}
-
-/// Waits for every task of `set`; a task that panicked is reported as an error.
-async fn joined(what: &'static str, mut set: JoinSet<()>) -> Option<crate::Error> {
-    let mut first = None;
-    while let Some(r) = set.join_next().await {
-        if r.is_err() {
-            first.get_or_insert(crash(what, r));
-        }
-    }
-    first
-}
-
-/// A worker task that ended before the worker's run saw the shutdown: `None`
-/// when it ended by itself and the worker's `stop` (a child of the shutdown
-/// token) is cancelled now (it ended because of it), else the crash.
-fn ended(
-    what: &'static str,
-    r: Result<(), tokio::task::JoinError>,
-    stop: &CancellationToken,
-) -> Option<crate::Error> {
-    if r.is_ok() && stop.is_cancelled() {
-        return None;
-    }
-    Some(crash(what, r))
-}
-
-/// The error for a worker task that ended when it should not have.
-fn crash(what: &'static str, r: Result<(), tokio::task::JoinError>) -> crate::Error {
-    let reason = match r {
-        Ok(()) => "ended before shutdown".to_string(),
-        Err(e) if e.is_panic() => {
-            let p = e.into_panic();
-            p.downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "(no message)".into())
-        }
-        Err(e) => e.to_string(),
-    };
-    tracing::error!(task = what, %reason, "a worker task crashed; shutting down");
-    crate::Error::Crashed { task: what, reason }
 }
 
 /// Marks the worker stopped for [`Ready`] waiters when dropped.
@@ -812,35 +409,4 @@ pub fn __instantiated_runs(
     let any = any.map(|w| Box::pin(w.run_until_stopped()) as _);
     let memory = memory.map(|w| Box::pin(w.run_until_stopped()) as _);
     any.into_iter().chain(memory).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ended;
-    use tokio_util::sync::CancellationToken;
-
-    /// A task that ended by itself is a crash until the worker's stop came,
-    /// and no crash once it came (the worker's run may look at the task only
-    /// after looking at the shutdown, which came between on another thread);
-    /// a task that panicked is a crash either way.
-    #[tokio::test]
-    async fn a_task_that_ended_with_the_shutdown_is_no_crash() {
-        let stop = CancellationToken::new();
-        let crashed = |e: Option<crate::Error>| match e {
-            Some(crate::Error::Crashed { task, reason }) => Some((task, reason)),
-            other => panic!("{other:?}"),
-        };
-        let r = tokio::spawn(async {}).await;
-        let (task, reason) = crashed(ended("dispatcher", r, &stop)).unwrap();
-        assert_eq!(
-            (task, reason.as_str()),
-            ("dispatcher", "ended before shutdown")
-        );
-        stop.cancel();
-        let r = tokio::spawn(async {}).await;
-        assert!(ended("dispatcher", r, &stop).is_none());
-        let r = tokio::spawn(async { panic!("boom") }).await;
-        let (task, reason) = crashed(ended("settler", r, &stop)).unwrap();
-        assert_eq!((task, reason.as_str()), ("settler", "boom"));
-    }
 }

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::{WorkerBuilder, invalid};
+use super::WorkerBuilder;
+use super::build::invalid;
 use crate::Result;
 use crate::contract::backend::Backend;
 use crate::contract::settings::{Concurrency, QueueSettings, RateLimit};
