@@ -275,7 +275,7 @@ pub trait Backend: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<crate::contract::batches::BatchStatus>>> + Send;
 
     /// Batch `id`'s first dead jobs, in order of death: (queue, job id), at
-    /// most `limit` (the batch keeps its first 1,000).
+    /// most `limit` (1 to 1,000; the batch keeps its first 1,000).
     fn batch_dead(
         &self,
         id: &crate::contract::batches::BatchId,

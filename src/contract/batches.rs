@@ -392,6 +392,10 @@ pub fn closed(id: &BatchId, why: &str) -> Error {
 /// The most jobs one addition to a running batch holds.
 pub const MAX_ADD: usize = 1000;
 
+/// How long after it was opened a batch its enqueuer never sealed is
+/// cancelled by a worker's sweep (ms).
+pub(crate) const OPEN_MS: u64 = 3600 * 1000;
+
 /// A page's size: 1 to 1,000.
 pub fn check_limit(limit: usize) -> Result<usize> {
     if (1..=1000).contains(&limit) {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use redjob::backend::Backend;
 use redjob::inspect::Inspect;
 use redjob::ops::{BatchId, BatchStatus};
 use redjob::{Job, JobContext, JobError, Worker};
@@ -686,4 +687,93 @@ pub async fn callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_on
         env.queues().attributes("batches_cb").await.unwrap().msgs,
         after
     );
+}
+
+/// A batch opened by hand (its enqueuer's first step), with no callbacks.
+async fn opened(env: &Env, n: u32) -> BatchId {
+    let id: BatchId = format!("{n:0>32}").parse().unwrap();
+    let spec = redjob::backend::BatchSpec {
+        id,
+        callbacks: Vec::new(),
+        description: None,
+        members: 1,
+    };
+    env.client.backend().batch_open(&spec).await.unwrap();
+    id
+}
+
+/// A batch's dead jobs are read a page of 1 to 1,000, as its results and the
+/// batches' list are: a limit outside is refused on every backend (the memory
+/// backend took any, and read nothing for 0).
+pub async fn a_batchs_dead_jobs_are_read_with_a_limit_of_1_to_1000(env: &Env) {
+    use redjob::Error;
+    let b = env.client.backend();
+    let id = opened(env, 7).await;
+    for limit in [0, 1001, 5000] {
+        let results = b.batch_results(&id, 0, limit).await;
+        assert!(
+            matches!(results, Err(Error::InvalidValue { what: "limit", .. })),
+            "batch_results, limit {limit}: {results:?}"
+        );
+        let dead = b.batch_dead(&id, limit).await;
+        assert!(
+            matches!(dead, Err(Error::InvalidValue { what: "limit", .. })),
+            "batch_dead, limit {limit}: {dead:?}"
+        );
+    }
+    for limit in [1, 1000] {
+        assert_eq!(b.batch_dead(&id, limit).await.unwrap(), Vec::new());
+    }
+}
+
+/// A batch its enqueuer opened and never sealed (the process died between
+/// the two) is cancelled by the workers' sweep an hour after its open, on
+/// every backend (the memory backend left it open for ever); one sealed by
+/// then is left as it is.
+pub async fn a_batch_never_sealed_is_cancelled_by_the_sweep_an_hour_on(env: &Env) {
+    let b = env.client.backend();
+    let unsealed = opened(env, 9).await;
+    let sealed = opened(env, 10).await;
+    b.batch_seal(&sealed, 1).await.unwrap();
+    // before the hour: nothing changes
+    b.batch_sweep().await.unwrap();
+    let s = b.batch_status(&unsealed).await.unwrap().unwrap();
+    assert!(!s.sealed && s.cancelled_at_ms.is_none(), "{s:?}");
+    // an hour and a bit on
+    match env.queues() {
+        _ if env.is_redis() => {
+            // the sweep's marks brought to the past, as the hour passing would
+            // (the sealed batch's too, recorded again: a sweep meets it sealed)
+            let marks = format!("{}:{{@workers}}:bmarks", env.namespace());
+            for id in [unsealed, sealed] {
+                let _: i64 = redis::cmd("ZADD")
+                    .arg(&marks)
+                    .arg(1)
+                    .arg(format!("b{id}"))
+                    .query_async(&mut env.raw().await)
+                    .await
+                    .unwrap();
+            }
+        }
+        redjob::backend::any::AnyBackend::Memory(m) => {
+            m.clock().advance(Duration::from_secs(3_700))
+        }
+        _ => unreachable!("a backend other than Redis or memory"),
+    }
+    b.batch_sweep().await.unwrap();
+    let s = b.batch_status(&unsealed).await.unwrap().unwrap();
+    assert!(
+        s.cancelled_at_ms.is_some(),
+        "a batch never sealed is cancelled by the sweep: {s:?}"
+    );
+    let s = b.batch_status(&sealed).await.unwrap().unwrap();
+    assert!(
+        s.sealed && s.cancelled_at_ms.is_none(),
+        "a sealed batch is left as it is: {s:?}"
+    );
+    // once: a second sweep changes nothing
+    let before = b.batch_status(&unsealed).await.unwrap().unwrap();
+    b.batch_sweep().await.unwrap();
+    let after = b.batch_status(&unsealed).await.unwrap().unwrap();
+    assert_eq!(before.cancelled_at_ms, after.cancelled_at_ms);
 }

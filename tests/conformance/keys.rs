@@ -1033,3 +1033,43 @@ async fn two_leased_one_throttling(
     b.settle(QUEUE, &settle).await.unwrap();
     leased
 }
+
+/// The reads of concurrency keys check the queue's name first, as every
+/// admin call does (Redis's `key_usage` named a bad key first), and a page
+/// asked after what no page gave is refused clearly or read, never a raw
+/// server error (Redis handed it to `HSCAN`, which failed the script).
+pub async fn key_reads_refuse_a_bad_name_first_and_a_cursor_no_page_gave_clearly(env: &Env) {
+    use redjob::Error;
+    use redjob::queue::{Keyed, SendMessage};
+    let q = env.queues();
+    let r = q.key_usage("no such name!", "").await;
+    assert!(
+        matches!(r, Err(Error::InvalidQueueName { .. })),
+        "a bad queue name is named first: {r:?}"
+    );
+    let r = q.keys("no such name!", Some("not a cursor"), 10).await;
+    assert!(
+        matches!(r, Err(Error::InvalidQueueName { .. })),
+        "a bad queue name is named first: {r:?}"
+    );
+    q.create_queue("key_pages", QueueOptions::default())
+        .await
+        .unwrap();
+    q.send_outcomes(
+        "key_pages",
+        &[SendMessage::new("x").keyed(Keyed::new("k1"))],
+    )
+    .await
+    .unwrap();
+    for after in ["not a cursor", "-1", "1.5", ""] {
+        let r = q.keys("key_pages", Some(after), 10).await;
+        assert!(
+            matches!(r, Ok(_) | Err(Error::InvalidValue { .. })),
+            "after {after:?}: a page or a clear refusal: {r:?}"
+        );
+    }
+    // the first page and its `next` still read every key
+    let first = q.keys("key_pages", None, 10).await.unwrap();
+    assert_eq!(first.keys.len(), 1, "{first:?}");
+    assert_eq!(first.next, None);
+}

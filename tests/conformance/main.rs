@@ -358,6 +358,7 @@ macro_rules! conformance_suite {
             a_missing_queue_settles_every_job_gone_and_fetches_none,
             send_receive_delete_roundtrip, receive_again_after_vt_counts_receives,
             send_rejects_missing_queue_bad_name_and_large_body, unlimited_maxsize_takes_large_bodies,
+            a_message_with_two_bad_values_is_refused_for_the_same_one,
             delayed_messages_wait, receive_batch_is_fifo_and_bounded, pop_removes_message,
             change_visibility_rehides_and_reveals, delete_batch_counts_existing, batch_over_maxsize_sends_nothing,
             absurd_times_are_stored_or_refused_never_a_panic, later_sends_sort_after_an_earlier_batch);
@@ -470,7 +471,8 @@ macro_rules! conformance_suite {
             a_send_that_lowers_a_keys_places_takes_none_beyond_them,
             a_key_throttle_settled_beside_a_dead_letter_sends_the_keys_retry_back_to_wait,
             dead_letters_of_one_key_requeued_together_take_the_first_ones_places,
-            a_keys_throttle_end_wakes_it_though_a_ghosts_lease_ended_first);
+            a_keys_throttle_end_wakes_it_though_a_ghosts_lease_ended_first,
+            key_reads_refuse_a_bad_name_first_and_a_cursor_no_page_gave_clearly);
         $crate::conformance_suite!(@batches $setup, #[$attr],
             a_batch_counts_its_jobs_and_enqueues_each_callback_once_with_its_status,
             three_workers_finishing_a_batch_together_enqueue_each_callback_once,
@@ -479,7 +481,9 @@ macro_rules! conformance_suite {
             a_settle_enters_only_the_batch_finishes_that_passed_the_fence,
             a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark,
             batches_are_listed_newest_first_and_their_dead_jobs_read,
-            callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_one_dropped);
+            callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_one_dropped,
+            a_batchs_dead_jobs_are_read_with_a_limit_of_1_to_1000,
+            a_batch_never_sealed_is_cancelled_by_the_sweep_an_hour_on);
         $crate::conformance_suite!(@flows $setup, #[$attr],
             a_parent_runs_once_after_its_children_and_reads_their_results,
             a_chain_runs_in_order_each_step_reading_the_one_before,

@@ -559,3 +559,41 @@ pub async fn a_missing_queue_settles_every_job_gone_and_fetches_none(env: &Env) 
         .unwrap();
     assert!(f.jobs.is_empty());
 }
+
+/// A message with two bad values is refused for the same one on every
+/// backend, checked in one order: its priority, its concurrency key, its
+/// delay, its unique key (the memory backend named the delay first).
+pub async fn a_message_with_two_bad_values_is_refused_for_the_same_one(env: &Env) {
+    use redjob::queue::{Keyed, Unique};
+    let q = env.queues();
+    q.create_queue("two_bad", QueueOptions::default())
+        .await
+        .unwrap();
+    let far = Duration::from_secs(60 * 365 * 86_400);
+    let cases = [
+        (SendMessage::new("x").priority(11).delay(far), "priority"),
+        (
+            SendMessage::new("x")
+                .keyed(Keyed::new(""))
+                .delay(far)
+                .unique(Unique::new("")),
+            "concurrency key",
+        ),
+        (
+            SendMessage::new("x").delay(far).unique(Unique::new("")),
+            "delay",
+        ),
+    ];
+    for (m, what) in cases {
+        for msgs in [vec![m.clone()], vec![SendMessage::new("ok"), m]] {
+            let r = q.send_outcomes("two_bad", &msgs).await;
+            assert!(
+                matches!(&r, Err(Error::InvalidValue { what: w, .. }) if *w == what),
+                "{what} first, with {} messages: {r:?}",
+                msgs.len()
+            );
+        }
+    }
+    // nothing was sent
+    assert_eq!(q.attributes("two_bad").await.unwrap().msgs, 0);
+}

@@ -103,6 +103,27 @@ impl State {
         }
     }
 
+    /// The open batches checked for a seal by now (`most` of them), taken
+    /// out: those neither sealed nor cancelled, for the sweep to cancel.
+    pub(super) fn unsealed_batches(&mut self, now: u64, most: usize) -> Vec<BatchId> {
+        let mut out = Vec::new();
+        for _ in 0..most {
+            match self.batch_opens.first() {
+                Some(&(at, id)) if now >= at => {
+                    self.batch_opens.pop_first();
+                    if let Some(b) = self.live_batch(&id, now)
+                        && !b.status.sealed
+                        && b.status.cancelled_at_ms.is_none()
+                    {
+                        out.push(id);
+                    }
+                }
+                _ => break,
+            }
+        }
+        out
+    }
+
     /// A batch not past its retention.
     pub(super) fn live_batch(&mut self, id: &BatchId, now: u64) -> Option<&mut MemBatch> {
         let expired = self
@@ -295,6 +316,11 @@ impl MemoryBackend {
                 reason: format!("batch {} exists already", spec.id),
             });
         }
+        // should its enqueuer never seal it, the workers' sweep cancels it
+        st.batch_opens.insert((
+            now.saturating_add(crate::contract::batches::OPEN_MS),
+            spec.id,
+        ));
         st.batches.insert(
             spec.id,
             MemBatch {

@@ -83,6 +83,7 @@ impl Backend for MemoryBackend {
         id: &crate::contract::batches::BatchId,
         limit: usize,
     ) -> Result<Vec<(String, JobId)>> {
+        let limit = crate::contract::batches::check_limit(limit)?;
         Ok(self.dead_of_batch(id, limit))
     }
 
@@ -119,7 +120,17 @@ impl Backend for MemoryBackend {
     async fn batch_sweep(&self) -> Result<()> {
         // batches past their retention, a bounded number a sweep
         let now = self.clock.now_ms();
-        self.lock_mut().drop_expired_batches(now, 1000);
+        let unsealed = {
+            let mut st = self.lock_mut();
+            st.drop_expired_batches(now, 1000);
+            st.unsealed_batches(now, 1000)
+        };
+        // its enqueuer stopped before it sealed it: cancelled, as an enqueue
+        // that fails part way cancels its own (as on Redis)
+        for id in unsealed {
+            tracing::warn!(batch = %id, "a batch its enqueuer never sealed is cancelled");
+            self.cancel_batch(&id);
+        }
         Ok(())
     }
 

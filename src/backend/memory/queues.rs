@@ -98,14 +98,7 @@ impl Queues for MemoryBackend {
         }
         let mut ttls = Vec::with_capacity(msgs.len());
         for m in msgs {
-            match m.when {
-                When::After(d) => _ = validate::delay_ms(d)?,
-                When::AtUnixMs(at) => validate::at_ms(at)?,
-                When::QueueDelay => {}
-            }
-            validate::priority(m.priority)?;
-            crate::contract::queues::check_keyed(m)?;
-            ttls.push(m.unique.as_ref().map(|u| u.check()).transpose()?);
+            ttls.push(crate::contract::queues::check_send(m)?);
         }
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
         let now_us = self.clock.now_us();

@@ -563,6 +563,10 @@ pub(super) struct State {
     /// When each batch's retention began (it completed or was cancelled),
     /// Unix ms, the earliest first: the workers' sweep drops those past it.
     pub batch_ends: BTreeSet<(u64, crate::contract::batches::BatchId)>,
+    /// When each open batch is checked for a seal (an hour after it was
+    /// opened, Unix ms), the earliest first: the workers' sweep cancels one
+    /// its enqueuer never sealed, as marks.lua's mark does on Redis.
+    pub batch_opens: BTreeSet<(u64, crate::contract::batches::BatchId)>,
     /// The batches cancelled, by the score they were listed with (strictly
     /// increasing), as `ns:@cancelled` on Redis.
     pub cancel_list: Vec<(u64, crate::contract::batches::BatchId)>,

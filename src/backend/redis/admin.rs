@@ -177,6 +177,8 @@ impl Admin for Rsmq {
     }
 
     async fn key_usage(&self, queue: &str, key: &str) -> Result<KeyUsage> {
+        // the queue's name first, as every admin call checks it
+        validate::queue_name(queue)?;
         crate::contract::queues::Keyed::new(key).check()?;
         let mut page = read_keys(self, queue, &["key", key]).await?;
         Ok(page.keys.pop().unwrap_or_default())
@@ -184,7 +186,17 @@ impl Admin for Rsmq {
 
     async fn keys(&self, queue: &str, after: Option<&str>, n: usize) -> Result<KeyPage> {
         let n = n.clamp(1, crate::contract::inspect::MAX_PAGE).to_string();
-        read_keys(self, queue, &["page", after.unwrap_or("0"), &n]).await
+        // a page's `next` here is an HSCAN cursor, which Redis refuses unless
+        // it is a number: anything else is no page's, and refused as such
+        let after = after.unwrap_or("0");
+        if after.parse::<u64>().is_err() {
+            validate::queue_name(queue)?;
+            return Err(Error::InvalidValue {
+                what: "key page",
+                reason: format!("{after:?} is no page's `next` (a cursor this backend gave)"),
+            });
+        }
+        read_keys(self, queue, &["page", after, &n]).await
     }
 
     async fn add_event(&self, queue: &str, what: &str, count: u64) -> Result<()> {

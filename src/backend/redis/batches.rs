@@ -24,7 +24,7 @@ use redis::Value;
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts;
 use crate::contract::batches::{
-    BatchId, BatchSpec, BatchStatus, Callback, CallbackKind, callback_body,
+    BatchId, BatchSpec, BatchStatus, Callback, CallbackKind, OPEN_MS, callback_body,
 };
 use crate::contract::queues::{QueueOptions, validate};
 use crate::{Error, Result};
@@ -32,9 +32,6 @@ use crate::{Error, Result};
 /// How long a completed batch is kept (7 days).
 pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
 
-/// How long after it was opened a batch its enqueuer never sealed is
-/// cancelled by a worker's sweep (ms).
-pub(crate) const OPEN_MS: u64 = 3600 * 1000;
 /// How old a finish in `ns:q:bout` must be for a recovery to count it (a
 /// fetch reports them once older than its lease, at least this).
 const STALE_MS: u64 = 5_000;

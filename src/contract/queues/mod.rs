@@ -20,6 +20,20 @@ pub use validate::{LAST_DUE_MS, MAX_AHEAD, MAX_DELAY, MAX_PRIORITY, MAX_SECONDS,
 
 use crate::{Error, Result};
 
+/// Checks a message before a send, in one order on every backend: its
+/// priority, its concurrency key, its delay or due time, its unique key.
+/// Returns its unique key's ttl in ms (`None`: not unique).
+pub(crate) fn check_send(m: &SendMessage) -> Result<Option<u64>> {
+    validate::priority(m.priority)?;
+    check_keyed(m)?;
+    match m.when {
+        When::After(d) => _ = validate::delay_ms(d)?,
+        When::AtUnixMs(at) => validate::at_ms(at)?,
+        When::QueueDelay => {}
+    }
+    m.unique.as_ref().map(|u| u.check()).transpose()
+}
+
 /// RSMQ's queue operations. [`Rsmq`](crate::queue::Rsmq) speaks them to Redis;
 /// [`MemoryBackend`](crate::backend::memory::MemoryBackend) keeps them in memory with
 /// the same semantics. See [`Rsmq`](crate::queue::Rsmq)'s methods for what each does.

@@ -12,7 +12,7 @@ use crate::backend::redis::keys::QueueKeys;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::backend::redis::{functions, pipelines};
 use crate::contract::queues::{
-    MessageId, Queues, SendMessage, SendOutcome, Sent, When, check_keyed, validate,
+    MessageId, Queues, SendMessage, SendOutcome, Sent, When, check_send, validate,
 };
 use crate::id::send_suffixes;
 use crate::{Error, JobId, Result};
@@ -54,20 +54,7 @@ impl Rsmq {
         }
         let mut ttls = Vec::with_capacity(msgs.len());
         for m in msgs {
-            validate::priority(m.priority)?;
-            check_keyed(m)?;
-            match m.when {
-                When::After(d) => _ = validate::delay_ms(d)?,
-                When::AtUnixMs(at) => validate::at_ms(at)?,
-                When::QueueDelay => {}
-            }
-            ttls.push(
-                m.unique
-                    .as_ref()
-                    .map(|u| u.check())
-                    .transpose()?
-                    .unwrap_or(0),
-            );
+            ttls.push(check_send(m)?.unwrap_or(0));
         }
         let k = self.ns.queue_shared(queue);
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
