@@ -22,7 +22,8 @@ pub enum JobsCommand {
         #[arg(short, default_value_t = 10, value_parser = show::page_size())]
         n: usize,
     },
-    /// One job by id: in the queue or its dead letters. Without the queue,
+    /// One job by id: in the queue, its dead letters or its history of
+    /// finished jobs. Without the queue,
     /// every queue is asked (an id is unique across queues).
     Show {
         /// The job's id; or the queue, when the id follows (`show <id>` or

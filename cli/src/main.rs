@@ -76,7 +76,8 @@ use clap::{Parser, Subcommand};
 use redjob::Client;
 use redjob::client::ClientConfig;
 
-/// Operate redjob queues: sizes by state, jobs, dead letters, pause, drain.
+/// Operate redjob: queues (sizes by state, pause, drain), jobs, dead letters,
+/// topics, batches, workers and periodic jobs.
 ///
 /// Connects to the Redis at --url (or $REDIS_URL) and works on the queues of
 /// one namespace (RSMQ's `rsmq` unless --namespace says otherwise). Listings
@@ -129,17 +130,19 @@ enum Command {
     /// waited, counters and whether it is paused: read in two round trips
     /// however many queues there are.
     Queues(queues::ListArgs),
-    /// One queue: show, pause, resume, purge its jobs, delete it.
+    /// One queue: show, create, pause, resume, unthrottle, its concurrency
+    /// keys, purge its jobs, its settings, delete it.
     #[command(subcommand)]
     Queue(queues::QueueCommand),
-    /// The jobs of a queue: peek, show, cancel, run now, list by state.
+    /// The jobs of a queue: peek, show, retry, cancel, run now, history, list
+    /// by state.
     #[command(subcommand)]
     Jobs(jobs::JobsCommand),
     /// The dead letters of a queue: list, show, requeue, delete, purge.
     #[command(subcommand)]
     Dead(dead::DeadCommand),
-    /// A topic and its subscribers: show, rewind (replay) a subscriber, its
-    /// dead letters.
+    /// Topics and their subscribers: list, show, rewind (replay) a
+    /// subscriber, its dead letters (list, requeue, delete).
     #[command(subcommand)]
     Topic(topics::TopicCommand),
     /// Sends a raw job envelope, `{"type": "<job name>", "args": {...}}`.
@@ -161,8 +164,8 @@ enum Command {
     Batches(batches::BatchesArgs),
     /// One batch: its counts, state and dead jobs; --cancel cancels it.
     Batch(batches::BatchArgs),
-    /// Serves the web dashboard: queues, jobs, dead letters, periodic jobs and
-    /// workers, with the actions on them.
+    /// Serves the web dashboard: queues, jobs, dead letters, topics, batches,
+    /// periodic jobs and workers, with the actions on them.
     Web(web::WebArgs),
 }
 

@@ -76,8 +76,9 @@ pub enum QueueCommand {
         confirm: show::Confirm,
     },
     /// The queue's settings in force for every worker (stored with the
-    /// queue, else the defaults), and changing them: how many dead letters it
-    /// keeps and for how long.
+    /// queue, else the defaults), and changing them: its limits across the
+    /// fleet (concurrency per worker and in all, rate limit), how many dead
+    /// letters and finished jobs (the history) it keeps and for how long.
     Settings(settings::SettingsArgs),
     /// Deletes the queue with its jobs, dead letters and counters.
     Delete {

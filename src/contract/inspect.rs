@@ -405,7 +405,9 @@ pub trait Inspect: Sync {
     /// 1,000 jobs due later, passing over the leases among them.
     fn peek(&self, queue: &str, n: usize) -> impl Future<Output = Result<Vec<JobInfo>>> + Send;
 
-    /// One job by id, in the queue or its dead letters; `None` when it is in neither.
+    /// One job by id: in the queue (a flow's parent waiting for its children
+    /// too), its dead letters or its history of finished jobs; `None` when it
+    /// is in none of them.
     fn job(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<Option<JobInfo>>> + Send;
 
     /// Up to `n` jobs (at most [`MAX_PAGE`]) of one state, after `after` (the
