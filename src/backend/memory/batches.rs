@@ -310,7 +310,8 @@ impl MemoryBackend {
         }
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();
-        if st.batches.contains_key(&spec.id) {
+        // one past its retention is gone, as its keys are on Redis
+        if st.live_batch(&spec.id, now).is_some() {
             return Err(Error::InvalidValue {
                 what: "batch id",
                 reason: format!("batch {} exists already", spec.id),
@@ -406,9 +407,9 @@ impl MemoryBackend {
     }
 
     pub(super) fn dead_of_batch(&self, id: &BatchId, limit: usize) -> Vec<(String, JobId)> {
-        let st = self.lock();
-        st.batches
-            .get(id)
+        let now = self.clock.now_ms();
+        let mut st = self.lock_mut();
+        st.live_batch(id, now)
             .map(|b| b.dead.iter().take(limit).cloned().collect())
             .unwrap_or_default()
     }
@@ -450,5 +451,30 @@ mod tests {
         m.batch_sweep().await.unwrap();
         let left: Vec<BatchId> = m.lock().batches.keys().copied().collect();
         assert_eq!(left, [spec(2).id], "the unsealed one has no retention yet");
+    }
+
+    /// A batch past its retention and not swept yet is gone for every read,
+    /// as its keys are on Redis: its dead jobs read none, and its id may be
+    /// opened again (its dead jobs were still read, and the open refused).
+    #[tokio::test]
+    async fn a_batch_past_its_retention_is_gone_before_a_sweep_drops_it() {
+        let m = MemoryBackend::new();
+        let id = spec(5).id;
+        m.batch_open(&spec(5)).await.unwrap();
+        let job: crate::JobId = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
+        m.lock_mut()
+            .batches
+            .get_mut(&id)
+            .unwrap()
+            .dead
+            .push(("q".into(), job));
+        m.batch_seal(&id, 0).await.unwrap();
+        assert_eq!(m.batch_dead(&id, 10).await.unwrap(), [("q".into(), job)]);
+        m.clock().advance(Duration::from_secs(7 * 24 * 3600 + 1));
+        assert_eq!(m.batch_dead(&id, 10).await.unwrap(), []);
+        assert_eq!(m.batch_status(&id).await.unwrap(), None);
+        m.batch_open(&spec(5)).await.unwrap();
+        let s = m.batch_status(&id).await.unwrap().unwrap();
+        assert!(!s.sealed && s.completed_ms.is_none(), "{s:?}");
     }
 }
