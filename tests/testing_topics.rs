@@ -221,6 +221,25 @@ async fn a_subscriber_starting_at_the_beginning_reads_what_was_published_before(
     assert_eq!(seen.take(), ["replay 7"]);
 }
 
+/// A subscriber given a start past its topic's events and over a minute on
+/// (it would skip every event until then): the kit's run refuses it, as a
+/// worker's subscribe is refused (the kit made it, and it skipped them).
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_starting_a_year_ahead_is_refused_by_the_run() {
+    let seen = Arc::new(Seen::default());
+    let year = Duration::from_secs(365 * 86_400);
+    let later = kit(&seen).clock().now() + year;
+    let kit = kit(&seen).subscribe(Subscription::new("late").start(Start::Time(later)), flaky);
+    match kit.run_until_idle().await {
+        Err(redjob::Error::InvalidValue { what, reason }) => {
+            assert_eq!(what, "subscribe");
+            assert!(reason.contains("skip every event"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(kit.subscriber("kit-users", "late").is_none());
+}
+
 #[tokio::test]
 async fn a_subscriber_that_never_finishes_is_reported_not_idle() {
     let kit = TestKit::new()

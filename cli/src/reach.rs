@@ -34,10 +34,12 @@ pub fn set(cfg: &RedisConfig) {
 /// `host:port` list, or a Unix socket's path.
 pub fn address(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    // the user and password end at the authority's last `@`
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    // the user and password end at the last `@` before the query (a password
+    // may hold a `/` left unencoded), the host at the first `/` after it
+    let head = &rest[..rest.find('?').unwrap_or(rest.len())];
+    let start = head.rfind('@').map_or(0, |at| at + 1);
+    let end = start + head[start..].find('/').unwrap_or(head.len() - start);
+    let host = &rest[start..end];
     if host.is_empty() {
         // a Unix socket: its path (`redis+unix:///run/redis.sock`)
         let path = &rest[end..];
@@ -92,6 +94,7 @@ mod tests {
         for (url, addr) in [
             ("redis://127.0.0.1:6390", "127.0.0.1:6390"),
             ("redis://:s3cret@10.0.0.1:6390/2", "10.0.0.1:6390"),
+            ("redis://app:s3cr/et-pw@10.0.0.1:6390/2", "10.0.0.1:6390"),
             (
                 "rediss://ops:p@ss@cache.example:6380/0?x=1",
                 "cache.example:6380",

@@ -297,6 +297,8 @@ impl Client {
         use futures::StreamExt;
         use std::time::Duration;
         use tokio::time::Instant;
+        // a name no queue can have fails now, not after the timeout
+        crate::contract::queues::validate::queue_name(queue)?;
         let now = Instant::now();
         // a watch is registered for at most this long, then renewed: a wait
         // given up (its future dropped) leaves no registration for longer
@@ -321,7 +323,11 @@ impl Client {
             let mut watch = match tokio::time::timeout(left, watched).await {
                 Err(_) => return self.result_in::<J>(queue, id).await,
                 Ok(Ok(w)) => w,
-                Ok(Err(e @ crate::Error::QueueNotFound { .. })) => return Err(e),
+                Ok(Err(
+                    e @ (crate::Error::QueueNotFound { .. }
+                    | crate::Error::InvalidQueueName { .. }
+                    | crate::Error::InvalidValue { .. }),
+                )) => return Err(e),
                 // Redis out of reach: tried again until the time is up
                 Ok(Err(e)) => {
                     if Instant::now() + Duration::from_millis(500) >= deadline {

@@ -94,8 +94,9 @@ pub struct TestKit {
     hooks: Vec<Arc<dyn Hooks>>,
     subscribers: Vec<topics::KitSubscriber>,
     tickers: Vec<Arc<periodic::KitTicker>>,
-    /// Why a periodic job given to the kit cannot run.
-    invalid: Option<String>,
+    /// Why a periodic job or a subscriber given to the kit cannot run: what,
+    /// and why.
+    invalid: Option<(&'static str, String)>,
     recorder: Arc<metrics::Recorder>,
     sink: Sink,
 }
@@ -393,7 +394,7 @@ impl TestKit {
     /// the worker would refuse.
     pub async fn run_until_idle(&self) -> Result<RunReport> {
         crate::job::check_unique_names()?;
-        self.check_periodic()?;
+        self.check_setup()?;
         let before = self.totals().await?;
         let events_before = self.event_outcomes();
         let throttled_before = self.throttled_runs();
@@ -420,10 +421,10 @@ impl TestKit {
     }
 
     /// Refuses what a worker's `build` would refuse of the periodic jobs.
-    fn check_periodic(&self) -> Result<()> {
+    fn check_setup(&self) -> Result<()> {
         match &self.invalid {
-            Some(reason) => Err(crate::Error::InvalidValue {
-                what: "periodic",
+            Some((what, reason)) => Err(crate::Error::InvalidValue {
+                what,
                 reason: reason.clone(),
             }),
             None => Ok(()),

@@ -155,11 +155,14 @@ impl super::TestKit {
             .iter()
             .any(|t| t.t.p.queue == periodic.queue && t.t.p.name == periodic.name);
         if let Err(e) = periodic.check() {
-            self.invalid.get_or_insert(e.to_string());
+            self.invalid.get_or_insert(("periodic", e.to_string()));
         } else if twice {
-            self.invalid.get_or_insert(format!(
-                "two periodic jobs of queue {:?} are named {:?}: name each with Periodic::name",
-                periodic.queue, periodic.name
+            self.invalid.get_or_insert((
+                "periodic",
+                format!(
+                    "two periodic jobs of queue {:?} are named {:?}: name each with Periodic::name",
+                    periodic.queue, periodic.name
+                ),
             ));
         }
         let now = self.clock().now_ms();
@@ -200,7 +203,7 @@ impl super::TestKit {
     /// # Ok(()) }
     /// ```
     pub async fn downtime(&self, d: Duration) -> Result<u64> {
-        self.check_periodic()?;
+        self.check_setup()?;
         self.clock().advance(d);
         after_downtime(&self.backend, &self.tickers).await
     }

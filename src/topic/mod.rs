@@ -66,7 +66,8 @@ pub use subscription::Subscription;
 
 pub use crate::contract::topics::{
     Claimed, DeadEvent, DeadEventCount, DeadEvents, EventId, EventOptions, EventRun, EventSettle,
-    LAG_COUNTED, Received, RewindPlan, Start, SubscriberInfo, TopicInfo, Topics, WhenFull,
+    LAG_COUNTED, MAX_TAKE, Received, RewindPlan, Start, SubscriberInfo, TopicInfo, Topics,
+    WhenFull,
 };
 
 use serde::Serialize;

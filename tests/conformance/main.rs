@@ -341,7 +341,9 @@ macro_rules! conformance_suite {
             an_event_trimmed_while_it_waits_for_a_retry_leaves_no_records,
             an_ordered_subscriber_runs_one_event_at_a_time_across_workers,
             a_topic_deleted_under_a_worker_is_recreated_and_served,
-            a_shutdown_releases_events_read_ahead_without_counting_an_attempt);
+            a_shutdown_releases_events_read_ahead_without_counting_an_attempt,
+            a_subscriber_made_past_its_topic_and_over_a_minute_on_is_refused,
+            topic_reads_of_any_size_read_what_there_is);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
@@ -508,7 +510,8 @@ macro_rules! conformance_suite {
             a_jobs_result_is_read_typed_once_it_succeeded,
             a_job_that_did_not_succeed_says_how_it_ended,
             without_a_history_no_result_is_kept,
-            a_waiter_is_woken_when_its_job_finishes_however_it_ends);
+            a_waiter_is_woken_when_its_job_finishes_however_it_ends,
+            a_wait_for_a_result_in_an_invalid_queue_fails_at_once);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

@@ -259,3 +259,22 @@ pub async fn a_waiter_is_woken_when_its_job_finishes_however_it_ends(env: &Env) 
     assert_eq!(none.unwrap(), None);
     assert!(t.elapsed() >= Duration::from_millis(500));
 }
+
+/// A wait for a result in a queue no name can be fails at once with the
+/// name's error (it was taken for Redis out of reach, and tried again every
+/// half second until the wait's time was up: an hour here).
+pub async fn a_wait_for_a_result_in_an_invalid_queue_fails_at_once(env: &Env) {
+    let c = &env.client;
+    let id = c
+        .enqueue(&Tally {
+            items: vec!["a".into()],
+        })
+        .await
+        .unwrap();
+    let wait = c.wait_result_in::<Tally>("no/such queue", &id, Duration::from_secs(3600));
+    match tokio::time::timeout(Duration::from_secs(5), wait).await {
+        Ok(Err(Error::InvalidQueueName { .. })) => {}
+        Ok(other) => panic!("{other:?}"),
+        Err(_) => panic!("still waiting after 5 s"),
+    }
+}

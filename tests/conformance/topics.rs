@@ -1174,3 +1174,91 @@ pub async fn an_ordered_subscriber_runs_one_event_at_a_time_across_workers(env: 
     );
     b.stop().await;
 }
+
+/// A subscriber made at a start past its topic's newest event and over a
+/// minute past now would skip every event published until then: refused, as
+/// a rewind there is, on an empty topic and on one with events (it was made,
+/// and silently skipped a year of events); "now" by a clock a little ahead is
+/// taken, and an existing subscriber stays where it is.
+pub async fn a_subscriber_made_past_its_topic_and_over_a_minute_on_is_refused(env: &Env) {
+    let c = &env.client;
+    let year = Duration::from_secs(365 * 86_400);
+    let later = std::time::SystemTime::now() + year;
+    let later_ms = later
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for to in [Start::Time(later), Start::At(EventId::new(later_ms, 0))] {
+        // an empty topic, then one with an event
+        for topic in ["orders", "ticks"] {
+            match c.subscribe(topic, "late", to).await {
+                Err(Error::InvalidValue { what, .. }) => assert_eq!(what, "subscriber start"),
+                other => panic!("{topic} at {to:?}: {other:?}"),
+            }
+            if topic == "orders" {
+                c.publish(&OrderPlaced { n: 1 }).await.unwrap();
+            }
+        }
+    }
+    let info = c.topic("orders").await.unwrap().unwrap();
+    assert!(info.subscribers.is_empty(), "{info:?}");
+    // "now" by a clock a little ahead: taken (an event published before
+    // that time is not its)
+    let ahead = std::time::SystemTime::now() + Duration::from_secs(5);
+    assert!(
+        c.subscribe("orders", "soon", Start::Time(ahead))
+            .await
+            .unwrap()
+    );
+    c.publish(&OrderPlaced { n: 2 }).await.unwrap();
+    assert_eq!(ids_read(env, "soon").await, []);
+    // an existing subscriber is left where it is, whatever the start asked
+    assert!(
+        !c.subscribe("orders", "soon", Start::Time(later))
+            .await
+            .unwrap()
+    );
+}
+
+/// A read or a claim asked for more events than a call takes, and a page of
+/// dead letters asked for more than a page holds, read what there is on
+/// every backend (Redis was sent `COUNT 18446744073709551615` and failed with
+/// its raw "value is not an integer or out of range"); a read that would
+/// block for ever returns what is there.
+pub async fn topic_reads_of_any_size_read_what_there_is(env: &Env) {
+    let c = &env.client;
+    let q = env.queues();
+    c.subscribe("orders", "big", Start::Beginning)
+        .await
+        .unwrap();
+    let ids = c
+        .publish_all(&[OrderPlaced { n: 1 }, OrderPlaced { n: 2 }])
+        .await
+        .unwrap();
+    let read = q
+        .read("orders", "big", "c1", usize::MAX, Duration::MAX)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
+    let claimed = q
+        .claim(
+            "orders",
+            "big",
+            "c2",
+            Duration::ZERO,
+            usize::MAX,
+            EventId::ZERO,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.events.len(), 2, "{claimed:?}");
+    let dead = c.dead_events("orders", "big", usize::MAX).await.unwrap();
+    assert!(dead.is_empty(), "{dead:?}");
+    assert_eq!(
+        redjob::topic::MAX_TAKE,
+        redjob::inspect::MAX_PAGE,
+        "one bound for both"
+    );
+}

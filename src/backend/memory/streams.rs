@@ -7,10 +7,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use crate::Error;
 use crate::backend::memory::MemoryBackend;
 use crate::contract::attempts::{Attempt, AttemptOutcome, MAX_RECORDS};
 use crate::contract::topics::{DeadEvent, EventId, Received, Start};
+use crate::{Error, Result};
 
 /// Every topic of a memory backend.
 #[derive(Default)]
@@ -156,14 +156,29 @@ impl MemoryBackend {
 
 impl MemoryBackend {
     /// [`Topics::subscribe`](crate::contract::topics::Topics::subscribe), at once.
-    pub(crate) fn subscribe_now(&self, topic: &str, subscriber: &str, start: Start) -> bool {
+    pub(crate) fn subscribe_now(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        start: Start,
+    ) -> Result<bool> {
+        let now = self.clock.now_ms();
         {
             let mut all = self.topics();
-            let t = all.entry(topic.to_string()).or_default();
-            if t.groups.contains_key(subscriber) {
-                return false;
+            if all
+                .get(topic)
+                .is_some_and(|t| t.groups.contains_key(subscriber))
+            {
+                return Ok(false);
             }
-            let offset = t.offset(start);
+            let last = all.get(topic).map_or(EventId::ZERO, |t| t.last);
+            let offset = start.offset().unwrap_or(last);
+            // past the last event and over a minute past now (as on Redis,
+            // and as a rewind): it would skip every event published until then
+            if offset > last && offset.ms() > now.saturating_add(60_000) {
+                return Err(crate::contract::topics::start_too_late(start));
+            }
+            let t = all.entry(topic.to_string()).or_default();
             t.groups.insert(
                 subscriber.to_string(),
                 Group {
@@ -173,7 +188,7 @@ impl MemoryBackend {
             );
         }
         self.changed();
-        true
+        Ok(true)
     }
 }
 

@@ -58,7 +58,7 @@ impl Topics for MemoryBackend {
     }
 
     async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
-        Ok(self.subscribe_now(topic, subscriber, start))
+        self.subscribe_now(topic, subscriber, start)
     }
 
     async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
@@ -100,7 +100,12 @@ impl Topics for MemoryBackend {
         count: usize,
         block: Duration,
     ) -> Result<Option<Vec<Received>>> {
-        let deadline = tokio::time::Instant::now() + block;
+        let count = count.clamp(1, crate::contract::topics::MAX_TAKE);
+        // (a block past what the clock can add waits as long as it can)
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(block)
+            .unwrap_or_else(|| now + crate::contract::queues::MAX_AHEAD);
         let mut jumps = self.clock().subscribe();
         loop {
             let published = self.streams().published.notified();
@@ -110,7 +115,7 @@ impl Topics for MemoryBackend {
                 let offset = group(t, subscriber).offset;
                 let new: Vec<Received> = t
                     .after(offset)
-                    .take(count.max(1))
+                    .take(count)
                     .map(|(id, e)| received(*id, e, 1))
                     .collect();
                 let g = group(t, subscriber);
@@ -161,7 +166,7 @@ impl Topics for MemoryBackend {
             let scan = Scan {
                 consumer,
                 min_idle,
-                count,
+                count: count.clamp(1, crate::contract::topics::MAX_TAKE),
                 from,
                 now,
             };
@@ -315,7 +320,7 @@ impl Topics for MemoryBackend {
                     .dead
                     .iter()
                     .rev()
-                    .take(limit)
+                    .take(limit.min(crate::contract::inspect::MAX_PAGE))
                     .cloned()
                     .collect()
             })

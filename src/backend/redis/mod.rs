@@ -188,7 +188,7 @@ impl RedisBackend {
         }
         let con = self
             .target
-            .dedicated(LISTEN_TIMEOUT, block + LISTEN_TIMEOUT)
+            .dedicated(LISTEN_TIMEOUT, block.saturating_add(LISTEN_TIMEOUT))
             .await?;
         self.lock_readers().insert(name.to_string(), con.clone());
         Ok(con)

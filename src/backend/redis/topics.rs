@@ -207,7 +207,10 @@ impl Topics for RedisBackend {
     }
 
     async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
-        Ok(self.group(topic, subscriber, "create", start).await? == 1)
+        match self.group(topic, subscriber, "create", start).await? {
+            -2 => Err(crate::contract::topics::start_too_late(start)),
+            made => Ok(made == 1),
+        }
     }
 
     async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
@@ -268,7 +271,7 @@ impl Topics for RedisBackend {
             .arg(subscriber)
             .arg(consumer)
             .arg("COUNT")
-            .arg(count.max(1));
+            .arg(count.clamp(1, crate::contract::topics::MAX_TAKE));
         if !block.is_zero() {
             cmd.arg("BLOCK")
                 .arg(crate::contract::backend::clamped_ms(block).max(1));
@@ -306,7 +309,7 @@ impl Topics for RedisBackend {
         cmd.arg(subscriber)
             .arg(consumer)
             .arg(crate::contract::backend::clamped_ms(min_idle))
-            .arg(count.max(1))
+            .arg(count.clamp(1, crate::contract::topics::MAX_TAKE))
             .arg(from.to_string());
         let v = run(&mut con, &scripts::TOPIC_CLAIM, &cmd).await?;
         let (code, mut r) = Reply::status(&v)?;
@@ -549,7 +552,7 @@ impl Topics for RedisBackend {
             .arg("+")
             .arg("-")
             .arg("COUNT")
-            .arg(limit)
+            .arg(limit.min(crate::contract::inspect::MAX_PAGE))
             .query_async(&mut con)
             .await?;
         let mut out = Vec::new();

@@ -142,6 +142,12 @@ impl Schedule {
                 reason: format!("{interval:?} is not between 1 s and 9999999 s"),
             });
         }
+        if !interval.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(Error::InvalidValue {
+                what: "periodic interval",
+                reason: format!("{interval:?} is not whole milliseconds"),
+            });
+        }
         let ms = interval.as_millis() as u64;
         let spec = if ms.is_multiple_of(1000) {
             format!("every {}s", ms / 1000)
@@ -346,6 +352,21 @@ mod tests {
 
     /// 2026-01-01T00:00:00Z.
     const T: u64 = 1_767_225_600_000;
+
+    /// An interval with a part of a millisecond is refused, not cut (1.0005 s
+    /// ticked every second); whole milliseconds are kept as given.
+    #[test]
+    fn an_interval_is_whole_milliseconds() {
+        let odd = Schedule::every(Duration::from_micros(1_000_500));
+        assert!(
+            matches!(odd, Err(Error::InvalidValue { .. })),
+            "{:?}",
+            odd.map(|s| s.to_string())
+        );
+        let s = Schedule::every(Duration::from_millis(1_500)).unwrap();
+        assert_eq!(s.next_after(0), Some(1_500));
+        assert_eq!(s.to_string(), "every 1500ms");
+    }
 
     #[test]
     fn a_cron_tick_is_before_any_instant_within_its_second() {

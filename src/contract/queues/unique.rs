@@ -51,7 +51,8 @@ impl Unique {
         self
     }
 
-    /// Holds the key at most this long. Defaults to until the message leaves the queue.
+    /// Holds the key at most this long (in whole milliseconds: a part of one
+    /// rounds up). Defaults to until the message leaves the queue.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
@@ -78,7 +79,7 @@ impl Unique {
                 what: "unique ttl",
                 reason: format!("{d:?} is more than 50 years (redjob::queue::MAX_AHEAD)"),
             }),
-            Some(d) => Ok(d.as_millis() as u64),
+            Some(d) => Ok(super::validate::whole_ms(d)),
         }
     }
 }
@@ -254,5 +255,8 @@ mod tests {
             );
         }
         assert!(Unique::new("x".repeat(MAX_UNIQUE_KEY)).check().is_ok());
+        // a part of a millisecond rounds up (it was cut: held shorter than asked)
+        let ttl = Unique::new("a").ttl(Duration::from_micros(1500)).check();
+        assert_eq!(ttl.unwrap(), 2);
     }
 }

@@ -137,7 +137,7 @@ impl Concurrency {
 pub struct RateLimit {
     /// The most starts in a window; `0`: no limit.
     pub max: u32,
-    /// The window's length: 1 ms to [`MAX_RATE_PERIOD`].
+    /// The window's length: 1 ms to [`MAX_RATE_PERIOD`], whole milliseconds.
     pub period: Duration,
 }
 
@@ -208,6 +208,12 @@ impl RateLimit {
         }
         if self.period < Duration::from_millis(1) || self.period > MAX_RATE_PERIOD {
             return Some(format!("a period of {:?}: it is 1 ms to 24 h", self.period));
+        }
+        if !self.period.subsec_nanos().is_multiple_of(1_000_000) {
+            return Some(format!(
+                "a period of {:?}: it is whole milliseconds",
+                self.period
+            ));
         }
         None
     }
@@ -363,6 +369,17 @@ mod tests {
             RateLimit::new(5, Duration::from_secs(86_401))
                 .problem()
                 .is_some()
+        );
+        // a part of a millisecond is refused, not cut (1.5 ms was stored as 1)
+        assert!(
+            RateLimit::new(1, Duration::from_micros(1500))
+                .problem()
+                .is_some()
+        );
+        assert!(
+            RateLimit::new(1, Duration::from_millis(2))
+                .problem()
+                .is_none()
         );
         assert_eq!(RateLimit::per_minute(100).to_string(), "100/1m");
         assert_eq!(RateLimit::NONE.to_string(), "none");

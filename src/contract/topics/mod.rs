@@ -176,6 +176,9 @@ pub trait Topics: Clone + Send + Sync + 'static {
 
     /// Creates `subscriber` on `topic` (and the topic, empty, if missing) at
     /// `start`; an existing subscriber keeps its offset. Returns whether it was created.
+    /// A start later than the topic's newest event and over a minute past the
+    /// backend's clock is [`Error::InvalidValue`](crate::Error::InvalidValue),
+    /// as for [`rewind`](Self::rewind).
     fn subscribe(
         &self,
         topic: &str,
@@ -207,9 +210,10 @@ pub trait Topics: Clone + Send + Sync + 'static {
     /// whether it existed.
     fn delete_topic(&self, topic: &str) -> impl Future<Output = Result<bool>> + Send;
 
-    /// Takes up to `count` events after the subscriber's offset for `consumer`,
-    /// waiting up to `block` for one when there are none. `None` when the
-    /// subscriber (or its topic) does not exist.
+    /// Takes up to `count` events (1 to [`MAX_TAKE`]; more is taken as
+    /// `MAX_TAKE`) after the subscriber's offset for `consumer`, waiting up to
+    /// `block` for one when there are none. `None` when the subscriber (or
+    /// its topic) does not exist.
     fn read(
         &self,
         topic: &str,
@@ -219,7 +223,7 @@ pub trait Topics: Clone + Send + Sync + 'static {
         block: Duration,
     ) -> impl Future<Output = Result<Option<Vec<Received>>>> + Send;
 
-    /// Takes over up to `count` of the subscriber's events idle for at least
+    /// Takes over up to `count` (1 to [`MAX_TAKE`]) of the subscriber's events idle for at least
     /// `min_idle`, scanning its pending list from `from`: at most `count` × 10
     /// entries of it (as `XAUTOCLAIM` does), so that a call costs the same
     /// however many events are pending; [`Claimed::next`] is where the next
@@ -283,7 +287,8 @@ pub trait Topics: Clone + Send + Sync + 'static {
     /// The topic's length, ids, memory and subscribers; `None` when it does not exist.
     fn topic_info(&self, topic: &str) -> impl Future<Output = Result<Option<TopicInfo>>> + Send;
 
-    /// The subscriber's newest `limit` dead letters, newest first.
+    /// The subscriber's newest `limit` dead letters (at most
+    /// [`MAX_PAGE`](crate::inspect::MAX_PAGE)), newest first.
     fn dead_events(
         &self,
         topic: &str,
@@ -324,13 +329,33 @@ pub trait Topics: Clone + Send + Sync + 'static {
 /// The error of a rewind to a point past the topic's newest event and past
 /// now.
 pub(crate) fn rewind_too_late(to: Start) -> crate::Error {
+    too_late("rewind", to)
+}
+
+/// The error for a subscriber made at a start past the topic's newest event
+/// and over a minute past now: as a [rewind](rewind_too_late) there, it would
+/// skip every event published until then.
+pub(crate) fn start_too_late(to: Start) -> crate::Error {
+    too_late("subscriber start", to)
+}
+
+fn too_late(what: &'static str, to: Start) -> crate::Error {
     crate::Error::InvalidValue {
-        what: "rewind",
+        what,
         reason: format!(
             "{to:?} is later than the topic's newest event and over a minute past now: it would skip every event published until then (use Start::End to skip to the end)"
         ),
     }
 }
+
+/// The most events one [`read`](Topics::read) or [`claim`](Topics::claim)
+/// takes: a larger `count` takes this many (a subscriber reads again for the
+/// rest).
+///
+/// ```
+/// assert_eq!(redjob::topic::MAX_TAKE, 1000);
+/// ```
+pub const MAX_TAKE: usize = 1000;
 
 /// [`Topics`]'s methods, for [`forward!`](crate::contract::forward::forward):
 /// `topics_methods! { impl Topics for Type, |self| ...; }`.

@@ -347,12 +347,15 @@ fn tls_needed(url: &str, tls_on: bool) -> Option<Error> {
 /// `url` with its password (if any) and a `sentinel_password=` option's value
 /// replaced by `***`.
 pub(crate) fn redacted(url: &str) -> String {
-    let url = &hide_option(url, "sentinel_password=");
+    // (a Unix socket's password is its query's `pass`)
+    let url = &hide_option(&hide_option(url, "sentinel_password="), "pass=");
     let Some(start) = url.find("://").map(|i| i + 3) else {
         return url.into();
     };
     let rest = &url[start..];
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    // up to the query, not the path: a password with a `/` left unencoded
+    // (a URL that does not parse, whose error names it) is hidden whole
+    let authority = &rest[..rest.find('?').unwrap_or(rest.len())];
     let Some(at) = authority.rfind('@') else {
         return url.into();
     };
@@ -400,6 +403,16 @@ mod tests {
         assert_eq!(redacted("redis://user@h"), "redis://user@h");
         assert_eq!(redacted("unix:///tmp/r.sock"), "unix:///tmp/r.sock");
         assert_eq!(redacted("not a url"), "not a url");
+        // a password with a `/` left unencoded: the URL does not parse, and
+        // its error names it
+        assert_eq!(
+            redacted("redis://app:s3cr/et-pw@127.0.0.1:1/0"),
+            "redis://app:***@127.0.0.1:1/0"
+        );
+        assert_eq!(
+            redacted("redis+unix:///run/r.sock?db=1&pass=s3cret&user=u"),
+            "redis+unix:///run/r.sock?db=1&pass=***&user=u"
+        );
         assert_eq!(
             redacted("redis+sentinel://u:pw@h1,h2/m?sentinel_username=s&sentinel_password=spw"),
             "redis+sentinel://u:***@h1,h2/m?sentinel_username=s&sentinel_password=***"

@@ -11,11 +11,19 @@
 -- ARGV[2]  "create" (an existing subscriber stays where it is) or "move" (it must exist)
 -- ARGV[3]  the offset, the last id taken: "0-0" for the beginning, "$" for the end
 -- Returns 1 when created or moved, 0 when it existed (create), -1 when there is
---         no such subscriber (move), -2 when a move's offset is past the last id
---         and over a minute past now (it would skip every event published
---         until then)
+--         no such subscriber (move), -2 when the offset (of a move, or of a
+--         subscriber made) is past the last id and over a minute past now (it
+--         would skip every event published until then)
 local CAP = 100
 local key, group, mode, offset = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+-- whether an offset is over a minute past now (the minute: a client's clock
+-- a little ahead of Redis's asking for "now")
+local function too_late(o)
+  local ms = tonumber(string.match(o, "^(%d+)-"))
+  if not ms then return false end
+  local t = redis.call("TIME")
+  return ms > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 60000
+end
 local exists = false
 if redis.call("EXISTS", key) == 1 then
   for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
@@ -26,6 +34,7 @@ if redis.call("EXISTS", key) == 1 then
 else
   if mode == "move" then return -1 end
   -- an empty topic: the offset is all there is to set
+  if too_late(offset) then return -2 end
   redis.call("XGROUP", "CREATE", key, group, offset, "MKSTREAM")
   return 1
 end
@@ -56,14 +65,9 @@ if offset == "$" then
   offset, after = last, 0
 elseif later(offset, last) then
   -- past the end: the events published until the offset will never be read,
-  -- so "all of them read" would overstate what it took; a replay to a
-  -- point over a minute past now too is refused (the minute: a client's
-  -- clock a little ahead of Redis's asking for "now")
-  local ms = tonumber(string.match(offset, "^(%d+)-"))
-  local t = redis.call("TIME")
-  if mode == "move" and ms and ms > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 60000 then
-    return -2
-  end
+  -- so "all of them read" would overstate what it took; a point over a
+  -- minute past now too is refused
+  if too_late(offset) then return -2 end
   after = nil
 elseif offset == "0-0" or #redis.call("XRANGE", key, "-", offset, "COUNT", 1) == 0 then
   -- nothing at or before the offset: every event is after it
