@@ -650,3 +650,29 @@ pub async fn latency_is_the_wait_of_the_oldest_ready_job_at_any_priority(env: &E
         "{ran_out:?} of {since_low:?}"
     );
 }
+
+/// A page of scheduled jobs that passes over exactly its budget of leased
+/// rows (the page's size plus 1,000) and reaches the end of the queue there
+/// is the last page: no cursor to an empty page after it.
+pub async fn a_scheduled_page_that_reads_its_whole_budget_to_the_end_is_the_last(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("pb", QueueOptions::default()).await.unwrap();
+    let msgs: Vec<SendMessage> = (0..1001)
+        .map(|i| SendMessage::new(format!("m{i}")))
+        .collect();
+    Backend::send(&q, "pb", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    let leased = q.fetch("pb", 1001, LONG).await.unwrap();
+    assert_eq!(leased.jobs.len(), 1001);
+    let page = q.list("pb", JobState::Scheduled, None, 1).await.unwrap();
+    assert!(page.jobs.is_empty());
+    let next = match &page.next {
+        Some(c) => {
+            let after = q.list("pb", JobState::Scheduled, Some(c), 1).await.unwrap();
+            Some((after.jobs.len(), after.next.is_some()))
+        }
+        None => None,
+    };
+    assert_eq!(next, None, "a cursor to a page after the end");
+}

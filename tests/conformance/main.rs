@@ -343,7 +343,11 @@ macro_rules! conformance_suite {
             a_topic_deleted_under_a_worker_is_recreated_and_served,
             a_shutdown_releases_events_read_ahead_without_counting_an_attempt,
             a_subscriber_made_past_its_topic_and_over_a_minute_on_is_refused,
-            topic_reads_of_any_size_read_what_there_is);
+            topic_reads_of_any_size_read_what_there_is,
+            an_event_trimmed_while_it_runs_then_retried_leaves_no_records,
+            an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records,
+            a_settles_keep_dead_bounds_the_subscribers_dead_letters,
+            a_dead_event_requeue_for_a_missing_subscriber_fails_even_with_no_ids);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
@@ -402,7 +406,8 @@ macro_rules! conformance_suite {
             cancel_removes_waiting_jobs_and_stops_running_ones_for_good,
             finished_and_unknown_jobs_and_bad_input_are_clear,
             a_retry_without_a_message_keeps_the_last_error,
-            latency_is_the_wait_of_the_oldest_ready_job_at_any_priority);
+            latency_is_the_wait_of_the_oldest_ready_job_at_any_priority,
+            a_scheduled_page_that_reads_its_whole_budget_to_the_end_is_the_last);
         $crate::conformance_suite!(@ops $setup, #[$attr],
             pause_holds_fetches_until_resume_and_sends_still_go_in,
             a_paused_worker_runs_nothing_and_a_resume_wakes_it_at_once,

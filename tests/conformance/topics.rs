@@ -1262,3 +1262,169 @@ pub async fn topic_reads_of_any_size_read_what_there_is(env: &Env) {
         "one bound for both"
     );
 }
+
+/// An event trimmed from the topic while its handler ran, then settled as a
+/// retry (with its run's record), leaves no attempt records once a claim
+/// has met it: docs/topics.md says one trimmed while it waits for a retry
+/// "is gone from the subscriber's pending events ... (its attempt records
+/// so far are dropped with it)".
+pub async fn an_event_trimmed_while_it_runs_then_retried_leaves_no_records(env: &Env) {
+    let c = &env.client;
+    let b = env.queues();
+    c.subscribe("ticks", "s", Start::Beginning).await.unwrap();
+    c.publish(&Tick { n: 0 }).await.unwrap();
+    let got = b
+        .read("ticks", "s", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    // while it runs, the topic keeps 100: the event is trimmed
+    let more: Vec<Tick> = (1..=1000).map(|n| Tick { n }).collect();
+    c.publish_all(&more).await.unwrap();
+    let now = std::time::Instant::now();
+    let retry = EventSettle {
+        retries: vec![(got[0].id, Duration::from_secs(1), None)],
+        runs: vec![EventRun::new(
+            got[0].id,
+            1,
+            now,
+            now,
+            AttemptOutcome::Error,
+            Some("down".into()),
+        )],
+        ..Default::default()
+    };
+    b.settle_events("ticks", "s", "c1", &retry, None)
+        .await
+        .unwrap();
+    let claimed = b
+        .claim("ticks", "s", "c2", Duration::ZERO, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        claimed.events.iter().all(|e| e.id != got[0].id),
+        "{claimed:?}"
+    );
+    let s = &c.topic("ticks").await.unwrap().unwrap().subscribers[0];
+    assert_eq!(s.pending, 0);
+    if env.is_redis() {
+        let keys: Vec<String> = redis::cmd("HKEYS")
+            .arg(env.topic_key("ticks", ":attempts:s"))
+            .query_async(&mut env.raw().await)
+            .await
+            .unwrap();
+        assert!(keys.is_empty(), "attempt records left behind: {keys:?}");
+    }
+}
+
+/// A settle's `keep_dead` bounds the subscriber's dead letters: with 2 kept,
+/// 5 dead-lettered leave 2.
+pub async fn a_settles_keep_dead_bounds_the_subscribers_dead_letters(env: &Env) {
+    let c = &env.client;
+    let b = env.queues();
+    c.subscribe("orders", "s", Start::Beginning).await.unwrap();
+    for n in 1..=5 {
+        c.publish(&OrderPlaced { n }).await.unwrap();
+    }
+    let got = b
+        .read("orders", "s", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 5);
+    for e in &got {
+        let dead = EventSettle {
+            dead: vec![(e.clone(), "gave up".into())],
+            ..Default::default()
+        };
+        b.settle_events("orders", "s", "c1", &dead, Some(2))
+            .await
+            .unwrap();
+    }
+    let s = &c.topic("orders").await.unwrap().unwrap().subscribers[0];
+    assert_eq!((s.pending, s.dead), (0, 2), "dead letters kept");
+}
+
+/// A requeue of dead letters for a subscriber that does not exist fails
+/// with SubscriberNotFound (the Topics contract), whatever ids it names,
+/// none included.
+pub async fn a_dead_event_requeue_for_a_missing_subscriber_fails_even_with_no_ids(env: &Env) {
+    let c = &env.client;
+    let b = env.queues();
+    c.subscribe("orders", "s", Start::Beginning).await.unwrap();
+    let some = [EventId::new(1, 0)];
+    let r = b
+        .requeue_dead_events("orders", "nobody", redjob::topic::DeadEvents::Ids(&some))
+        .await;
+    assert!(matches!(r, Err(Error::SubscriberNotFound { .. })), "{r:?}");
+    let r = b
+        .requeue_dead_events("orders", "nobody", redjob::topic::DeadEvents::Ids(&[]))
+        .await;
+    assert!(matches!(r, Err(Error::SubscriberNotFound { .. })), "{r:?}");
+}
+
+/// An event retried once (so it has records), delivered again, then trimmed
+/// from the topic while it runs and renewed (a renewal's `XCLAIM` drops a
+/// trimmed event from the pending list on Redis), then settled as a retry
+/// or a dead letter: its records go with it (they stayed on Redis, read by
+/// no delivery again).
+pub async fn an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records(env: &Env) {
+    let c = &env.client;
+    let b = env.queues();
+    c.subscribe("ticks", "s", Start::Beginning).await.unwrap();
+    c.publish_all(&[Tick { n: 0 }, Tick { n: 1 }])
+        .await
+        .unwrap();
+    let got = b
+        .read("ticks", "s", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    let now = std::time::Instant::now();
+    let run = |id, n| EventRun::new(id, n, now, now, AttemptOutcome::Error, Some("down".into()));
+    // both retried once, at once: their records are kept
+    let first = EventSettle {
+        retries: got.iter().map(|e| (e.id, Duration::ZERO, None)).collect(),
+        runs: got.iter().map(|e| run(e.id, 1)).collect(),
+        ..Default::default()
+    };
+    b.settle_events("ticks", "s", "c1", &first, None)
+        .await
+        .unwrap();
+    let again = b
+        .claim("ticks", "s", "c2", Duration::ZERO, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.events.len(), 2, "{again:?}");
+    // while they run again, the topic keeps 100: both are trimmed
+    let more: Vec<Tick> = (2..=1001).map(|n| Tick { n }).collect();
+    c.publish_all(&more).await.unwrap();
+    let ids: Vec<EventId> = got.iter().map(|e| e.id).collect();
+    b.renew("ticks", "s", "c2", &ids).await.unwrap();
+    let second = EventSettle {
+        retries: vec![(ids[0], Duration::ZERO, None)],
+        dead: vec![(again.events[1].clone(), "gave up".into())],
+        runs: ids.iter().map(|id| run(*id, 2)).collect(),
+        ..Default::default()
+    };
+    b.settle_events("ticks", "s", "c2", &second, None)
+        .await
+        .unwrap();
+    b.claim("ticks", "s", "c3", Duration::ZERO, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let s = &c.topic("ticks").await.unwrap().unwrap().subscribers[0];
+    assert_eq!(s.pending, 0, "{s:?}");
+    if env.is_redis() {
+        let keys: Vec<String> = redis::cmd("HKEYS")
+            .arg(env.topic_key("ticks", ":attempts:s"))
+            .query_async(&mut env.raw().await)
+            .await
+            .unwrap();
+        assert!(keys.is_empty(), "attempt records left behind: {keys:?}");
+    }
+}

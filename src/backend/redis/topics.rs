@@ -644,7 +644,11 @@ impl RedisBackend {
             ids.dedup();
             ids
         });
-        let mut chunks = ids.as_deref().map(|ids| ids.chunks(CHUNK));
+        // (no ids: one call that checks the subscriber exists, as below)
+        let mut chunks = ids
+            .as_deref()
+            .filter(|ids| !ids.is_empty())
+            .map(|ids| ids.chunks(CHUNK));
         let cutoff = match which {
             DeadEvents::Ids(_) => None,
             DeadEvents::All => newest_id(&mut con, &dead).await?,
@@ -675,7 +679,7 @@ impl RedisBackend {
             }
             total += n;
             // none left up to the cutoff, or none there at the start
-            if ids.is_none() && (n == 0 || cutoff.is_none()) {
+            if chunks.is_none() && (n == 0 || cutoff.is_none()) {
                 break;
             }
         }

@@ -10,7 +10,8 @@
 -- rows by rank, O(log N) each: never the rows before them. A page of scheduled
 -- or leased jobs passes over the other kind: it reads at most ARGV[2] + 1000
 -- rows, and when those run out first it ends early, its resume row the last one
--- read, so that the next page goes on from there.
+-- read, so that the next page goes on from there (none when no row of the
+-- range is left after it: that page is the last).
 -- KEYS[1..4], KEYS[5..24]  as job.lua
 -- ARGV[1]  the state: "ready", "scheduled" or "in_flight"
 -- ARGV[2]  the most rows
@@ -50,8 +51,9 @@ end
 local cp, cs, cid = tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local csn = cs ~= "" and tonumber(cs) or nil
 local rows = {}
--- rows read, and the last one read when a page passes over rows
-local budget, last = want + 1000, nil
+-- rows read, and the last one read when a page passes over rows; where the
+-- budget ran out: {level's index, key, rank of the next row}
+local budget, last, stop = want + 1000, nil, nil
 -- the rank in `key` of the first row after the cursor (ties sort by id)
 local function after_cursor(key)
   local s = redis.call("ZSCORE", key, cid)
@@ -61,7 +63,7 @@ end
 -- rows of `key` at priority p from rank `from` on, while in range r, until the
 -- page is full or the budget spent (ZRANGEBYSCORE's LIMIT offset would walk the
 -- rows it skips)
-local function take_from(p, key, from)
+local function take_from(li, p, key, from)
   while #rows < want and budget > 0 do
     local n = keep and math.min(budget, 100) or want - #rows
     local t = redis.call("ZRANGE", key, from, from + n - 1, "WITHSCORES")
@@ -75,13 +77,16 @@ local function take_from(p, key, from)
       end
       -- an id no RSMQ client writes cannot be a cursor (the reader skips it)
       if #t[j] == 32 and not string.find(t[j], "[^%w:]") then last = {p, t[j], t[j + 1]} end
-      if budget <= 0 then return end
+      if budget <= 0 then
+        stop = {li, key, from + (j + 1) / 2}
+        return
+      end
     end
     if #t < 2 * n then return end
     from = from + n
   end
 end
-for _, level in ipairs(levels) do
+for li, level in ipairs(levels) do
   local p, key = level[1], level[2]
   -- levels above the cursor's were listed before it; a cursor below the range
   -- starts it from its beginning
@@ -92,13 +97,24 @@ for _, level in ipairs(levels) do
     elseif not (csn and p == cp and csn >= range[3]) then
       from = range[1] == -inf and 0 or redis.call("ZCOUNT", key, "-inf", bound(range[1], not range[2]))
     end
-    if from then take_from(p, key, from) end
+    if from then take_from(li, p, key, from) end
   end
   if #rows >= want or budget <= 0 then break end
 end
+-- whether the range holds a row after where the budget ran out (one read,
+-- and a count per lower level): else the page that ended there is the last
+local function more_after(s)
+  local t = redis.call("ZRANGE", s[2], s[3], s[3], "WITHSCORES")
+  if #t > 0 and within(tonumber(t[2]), range) then return true end
+  local low, high = bound(range[1], range[2]), bound(range[3], range[4])
+  for i = s[1] + 1, #levels do
+    if redis.call("ZCOUNT", levels[i][2], low, high) > 0 then return true end
+  end
+  return false
+end
 local out = {now, "", "", ""}
 -- the page ended early, on rows it passed over: go on after the last read
-if keep and #rows < want and budget <= 0 and last then
+if keep and #rows < want and budget <= 0 and last and stop and more_after(stop) then
   out[2], out[3], out[4] = tostring(last[1]), last[3], last[2]
 end
 for _, v in ipairs(with_fields(KEYS[2], rows, ":rc")) do out[#out + 1] = v end

@@ -22,6 +22,9 @@
 --          with it (its field "attempts")
 -- then     q, then q ids: the acknowledged events delivered before, whose
 --          records (if any) are deleted
+-- An event to retry or bury that the topic no longer holds (trimmed by its
+-- retention while it ran) leaves the pending list as XCLAIM meets it; its
+-- records go with it (a claim does the same for one trimmed later).
 -- Returns {acknowledged, retries set, dead-lettered}
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local keep = tonumber(ARGV[3])
@@ -77,21 +80,32 @@ if #acks > 0 then
     acked = acked + redis.call("XACK", key, group, unpack(acks, c, math.min(c + 3999, #acks)))
   end
 end
+-- whether the topic still holds event `id`
+local function held(id)
+  return #redis.call("XRANGE", key, id, id) > 0
+end
 local m = tonumber(ARGV[i])
 local retried = 0
 for j = i + 1, i + 3 * m, 3 do
   local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
+  local got
   if not p.err and p[1] and p[1][2] == me then
     if ARGV[j + 2] == "" then
-      redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1], "JUSTID")
+      got = redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1], "JUSTID")
     else
-      redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1],
+      got = redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1],
         "RETRYCOUNT", ARGV[j + 2], "JUSTID")
     end
+  end
+  if got and #got > 0 then
     retried = retried + 1
     if runs[ARGV[j]] then
       redis.call("HSET", KEYS[3], ARGV[j], records(ARGV[j]))
     end
+  elseif got or not held(ARGV[j]) then
+    -- trimmed while it ran (XCLAIM dropped it just now, or a renewal's
+    -- did): no delivery comes again to read its records
+    redis.call("HDEL", KEYS[3], ARGV[j])
   end
 end
 i = i + 3 * m + 1
@@ -108,13 +122,17 @@ for j = i + 1, i + 5 * k, 5 do
       fields[#fields + 1] = log
     end
     if keep then
-      redis.call("XADD", dead, "MAXLEN", "~", keep, "*", unpack(fields))
+      -- exact, as a queue's dead letters are kept
+      redis.call("XADD", dead, "MAXLEN", keep, "*", unpack(fields))
     else
       redis.call("XADD", dead, "*", unpack(fields))
     end
     if log then redis.call("HDEL", KEYS[3], ARGV[j]) end
     redis.call("XACK", key, group, ARGV[j])
     buried = buried + 1
+  elseif not p.err and not held(ARGV[j]) then
+    -- trimmed while it ran, and a renewal's XCLAIM dropped it: its records
+    redis.call("HDEL", KEYS[3], ARGV[j])
   end
 end
 if #again > 0 then many("HDEL", KEYS[3], again) end
