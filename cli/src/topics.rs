@@ -342,9 +342,18 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
         return crate::queues::done(ctx, v, &format!("would {what}"));
     }
     show::confirm(a.yes, &what)?;
-    ctx.client
-        .rewind(&a.topic, &a.subscriber, plan.start())
-        .await?;
+    match (plan.to, plan.upto) {
+        // up to what was counted, and never back: a subscriber that read
+        // past it since the count stays where it is
+        (Start::End, Some(upto)) => {
+            ctx.client.skip_to(&a.topic, &a.subscriber, upto).await?;
+        }
+        _ => {
+            ctx.client
+                .rewind(&a.topic, &a.subscriber, plan.start())
+                .await?;
+        }
+    }
     let s = ctx
         .client
         .topic(&a.topic)
@@ -368,6 +377,9 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
 }
 
 async fn dead(ctx: &Ctx, topic: &str, subscriber: &str, n: usize) -> Outcome {
+    // a subscriber (or topic) that does not exist is an error, not an empty
+    // list (as the dashboard's page is a 404)
+    ctx.client.count_dead_events(topic, subscriber).await?;
     let dead = ctx.client.dead_events(topic, subscriber, n).await?;
     if ctx.json {
         let v: Vec<Value> = dead

@@ -538,3 +538,29 @@ async fn a_dead_id_that_is_no_dead_letter_of_the_subscriber_is_an_error_naming_i
     }
     assert_eq!(left("audit").await, 2);
 }
+
+/// `topic dead` of a subscriber (or topic) that does not exist exits 1, as
+/// `dead list` of an unknown queue does, rather than print an empty table
+/// (`[]` under --json), as if it had no dead letters.
+#[tokio::test]
+async fn topic_dead_of_an_unknown_subscriber_exits_1() {
+    use redjob::topic::Start;
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    // the subscriber's name mistyped, then the topic's
+    for args in [
+        &["topic", "dead", "orders", "biling"][..],
+        &["topic", "dead", "ordres", "billing"],
+        &["--json", "topic", "dead", "orders", "biling"],
+    ] {
+        let r = cli(&url, args).await;
+        assert_eq!(r.code, 1, "{args:?}: {:?} {:?}", r.out, r.err);
+    }
+    let r = cli(&url, &["topic", "dead", "orders", "billing"]).await;
+    assert_eq!(r.code, 0, "{:?} {:?}", r.out, r.err);
+}

@@ -93,6 +93,36 @@ impl Client {
         self.queues().rewind(topic, subscriber, to).await
     }
 
+    /// Skips a subscriber forward to just after event `upto` (a skip to the
+    /// end as an operator saw it counted, up to its newest event then), and
+    /// never back: a subscriber that took `upto` already stays where it is.
+    /// Returns whether it moved.
+    ///
+    /// ```
+    /// # use redjob::topic::{Event, Start};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize, Event)]
+    /// # #[event(topic = "clicks")]
+    /// # struct Click { x: u32 }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(Default::default());
+    /// client.subscribe("clicks", "stats", Start::Beginning).await?;
+    /// let first = client.publish(&Click { x: 1 }).await?;
+    /// client.publish(&Click { x: 2 }).await?;
+    /// assert!(client.skip_to("clicks", "stats", first).await?);
+    /// let stats = &client.topic("clicks").await?.unwrap().subscribers[0];
+    /// assert_eq!(stats.lag, 1);
+    /// // back to `first` is no skip: it stays
+    /// client.rewind("clicks", "stats", Start::End).await?;
+    /// assert!(!client.skip_to("clicks", "stats", first).await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn skip_to(&self, topic: &str, subscriber: &str, upto: EventId) -> Result<bool> {
+        check_names(topic, subscriber)?;
+        self.queues().skip_to(topic, subscriber, upto).await
+    }
+
     /// Deletes a subscriber with its pending events and dead letters. Returns
     /// whether it existed.
     pub async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {

@@ -347,7 +347,8 @@ macro_rules! conformance_suite {
             an_event_trimmed_while_it_runs_then_retried_leaves_no_records,
             an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records,
             a_settles_keep_dead_bounds_the_subscribers_dead_letters,
-            a_dead_event_requeue_for_a_missing_subscriber_fails_even_with_no_ids);
+            a_dead_event_requeue_for_a_missing_subscriber_fails_even_with_no_ids,
+            a_skip_moves_a_subscriber_forward_and_never_back);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],

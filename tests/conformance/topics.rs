@@ -1428,3 +1428,36 @@ pub async fn an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records(en
         assert!(keys.is_empty(), "attempt records left behind: {keys:?}");
     }
 }
+
+/// A skip to an event moves a subscriber forward to just after it, and
+/// never back: one that read past it stays where it is.
+pub async fn a_skip_moves_a_subscriber_forward_and_never_back(env: &Env) {
+    let c = &env.client;
+    c.subscribe("orders", "skip", Start::Beginning)
+        .await
+        .unwrap();
+    let ids = c
+        .publish_all(&[
+            OrderPlaced { n: 1 },
+            OrderPlaced { n: 2 },
+            OrderPlaced { n: 3 },
+        ])
+        .await
+        .unwrap();
+    assert!(c.skip_to("orders", "skip", ids[0]).await.unwrap());
+    assert_eq!(ids_read(env, "skip").await, ids[1..]);
+    // it read all three: a skip to the first is no move
+    assert!(!c.skip_to("orders", "skip", ids[0]).await.unwrap());
+    assert!(!c.skip_to("orders", "skip", ids[2]).await.unwrap());
+    let next = c.publish(&OrderPlaced { n: 4 }).await.unwrap();
+    assert_eq!(ids_read(env, "skip").await, [next]);
+    match c.skip_to("orders", "nobody", ids[0]).await {
+        Err(Error::SubscriberNotFound { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    let far = EventId::new(u64::MAX / 2, 0);
+    match c.skip_to("orders", "skip", far).await {
+        Err(Error::InvalidValue { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}

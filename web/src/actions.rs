@@ -540,20 +540,28 @@ pub(crate) async fn rewind(
         ),
         None => None,
     };
-    let (to, what) = match f.get("to") {
-        Some("beginning") => (Start::Beginning, "replays the topic from its oldest event"),
-        Some("end") => (
-            upto.map_or(Start::End, |u| Start::At(u.after())),
-            "skipped to the end",
-        ),
-        other => {
+    let c = &ctx.client;
+    let what = match (f.get("to"), upto) {
+        (Some("beginning"), _) => {
+            c.rewind(&topic, &sub, Start::Beginning).await?;
+            "replays the topic from its oldest event"
+        }
+        // up to what was counted, and never back: a subscriber that read
+        // past it since stays where it is
+        (Some("end"), Some(upto)) => {
+            c.skip_to(&topic, &sub, upto).await?;
+            "skipped to the end"
+        }
+        (Some("end"), None) => {
+            c.rewind(&topic, &sub, Start::End).await?;
+            "skipped to the end"
+        }
+        (other, _) => {
             return Err(WebError::BadRequest(format!(
                 "rewind to {other:?}: beginning or end"
             )));
         }
     };
-    let c = &ctx.client;
-    c.rewind(&topic, &sub, to).await?;
     let lag = c
         .topic(&topic)
         .await?
@@ -581,6 +589,9 @@ pub(crate) async fn topic_dead(
         }
     };
     let c = &ctx.client;
+    // 404 when the subscriber does not exist (a delete would count 0, and
+    // say it did)
+    c.count_dead_events(&topic, &sub).await?;
     // ids selected that are no dead letters of the subscriber, said in the note
     let mut not_dead = Vec::new();
     let n = if f.get("all") == Some("1") {
@@ -614,8 +625,6 @@ pub(crate) async fn topic_dead(
         // oldest first, each once, as the library takes a list
         ids.sort_unstable();
         ids.dedup();
-        // 404 when the subscriber does not exist (a delete would count 0)
-        c.count_dead_events(&topic, &sub).await?;
         // one id at a time (as `redjob topic requeue` does): one the action
         // did not take is no dead letter of the subscriber, and is named
         let mut n = 0;

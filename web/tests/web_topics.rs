@@ -398,3 +398,98 @@ async fn selected_ids_that_are_no_dead_letters_of_the_subscriber_are_named_in_th
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     assert_eq!(ids("audit").await.len(), 1);
 }
+
+/// The hidden `upto` a confirmation page carries.
+fn upto_of(body: &str) -> String {
+    body.split(r#"name="upto" value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string()
+}
+
+/// A "skip to the end" confirmed after the subscriber read on past the event
+/// its confirmation counted up to leaves it where it is: a skip never moves a
+/// subscriber back (it was set to just after the counted event, and the
+/// events handled since ran again).
+#[tokio::test]
+async fn a_confirmed_skip_to_the_end_never_moves_a_subscriber_back() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let app = redjob_web::router(client.clone());
+    let b = client.backend();
+    client
+        .subscribe("orders", "audit", Start::Beginning)
+        .await
+        .unwrap();
+    let three = [("placed", "{}"), ("placed", "{}"), ("placed", "{}")];
+    b.publish("orders", &three, &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    // the operator opens the skip's confirmation: 3 events to skip
+    let confirm = "/topics/orders/audit/rewind?to=end";
+    let (cookie, token) = session(&app, confirm, true).await;
+    let upto = upto_of(&get(&app, confirm).await.body);
+    // meanwhile the subscriber takes them, and two more
+    async fn take_all<B: Topics>(b: &B) {
+        let got = b
+            .read("orders", "audit", "c", 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        let settle = EventSettle {
+            acks: got.iter().map(|e| e.id).collect(),
+            ..Default::default()
+        };
+        b.settle_events("orders", "audit", "c", &settle, None)
+            .await
+            .unwrap();
+    }
+    take_all(&b).await;
+    b.publish("orders", &three[..2], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    take_all(&b).await;
+    assert_eq!(lag(&client, "audit").await, 0);
+    let form = [("csrf", token.as_str()), ("to", "end"), ("upto", &upto)];
+    let skip = post(&app, "/topics/orders/audit/rewind", &cookie, &form).await;
+    assert_eq!(skip.status, StatusCode::SEE_OTHER, "{}", skip.body);
+    assert_eq!(
+        lag(&client, "audit").await,
+        0,
+        "moved back: {}",
+        note(&skip)
+    );
+    // and one behind what was counted is skipped up to it, no further
+    client
+        .rewind("orders", "audit", Start::Beginning)
+        .await
+        .unwrap();
+    let skip = post(&app, "/topics/orders/audit/rewind", &cookie, &form).await;
+    assert_eq!(skip.status, StatusCode::SEE_OTHER, "{}", skip.body);
+    assert_eq!(lag(&client, "audit").await, 2, "{}", note(&skip));
+}
+
+/// A delete of all of a subscriber's dead letters confirmed after the
+/// subscriber was removed is a 404, as the requeue is (it said "Deleted 0
+/// dead letters.").
+#[tokio::test]
+async fn a_confirmed_delete_of_a_removed_subscribers_letters_is_a_404() {
+    let (_server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let confirm = "/topics/orders/billing/dead/confirm?do=delete";
+    let (cookie, token) = session(&app, confirm, true).await;
+    let upto = upto_of(&get(&app, confirm).await.body);
+    assert!(!upto.is_empty());
+    assert!(client.unsubscribe("orders", "billing").await.unwrap());
+    let form = [
+        ("csrf", token.as_str()),
+        ("all", "1"),
+        ("upto", upto.as_str()),
+    ];
+    for action in ["requeue", "delete"] {
+        let path = format!("/topics/orders/billing/dead/{action}");
+        let r = post(&app, &path, &cookie, &form).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{action}: {:?}", note(&r));
+    }
+}

@@ -61,6 +61,24 @@ impl Topics for MemoryBackend {
         self.subscribe_now(topic, subscriber, start)
     }
 
+    async fn skip_to(&self, topic: &str, subscriber: &str, upto: EventId) -> Result<bool> {
+        let to = Start::At(upto.after());
+        self.with_group(topic, subscriber, |t, now| {
+            let offset = t.offset(to);
+            if offset > t.last && offset.ms() > now.saturating_add(60_000) {
+                return Err(crate::contract::topics::rewind_too_late(to));
+            }
+            // never back: a subscriber that read past it stays
+            let g = group(t, subscriber);
+            if g.offset >= offset {
+                return Ok(false);
+            }
+            g.offset = offset;
+            Ok(true)
+        })
+        .ok_or_else(|| not_found(topic, subscriber))?
+    }
+
     async fn rewind(&self, topic: &str, subscriber: &str, to: Start) -> Result<()> {
         self.with_group(topic, subscriber, |t, now| {
             let offset = t.offset(to);

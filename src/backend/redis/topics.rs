@@ -221,6 +221,15 @@ impl Topics for RedisBackend {
         }
     }
 
+    async fn skip_to(&self, topic: &str, subscriber: &str, upto: EventId) -> Result<bool> {
+        let to = Start::At(upto.after());
+        match self.group(topic, subscriber, "forward", to).await? {
+            -1 => Err(not_found(topic, subscriber)),
+            -2 => Err(crate::contract::topics::rewind_too_late(to)),
+            moved => Ok(moved == 1),
+        }
+    }
+
     async fn unsubscribe(&self, topic: &str, subscriber: &str) -> Result<bool> {
         if !self.groups(topic).await?.iter().any(|g| g == subscriber) {
             return Ok(false);

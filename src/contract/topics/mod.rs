@@ -198,6 +198,19 @@ pub trait Topics: Clone + Send + Sync + 'static {
         to: Start,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Moves an existing subscriber's offset forward to `upto`, the last
+    /// event it skips (a skip to the end as it was counted: the events after
+    /// `upto` are its next), and never back: a subscriber that took `upto`
+    /// already (it read on since the count) stays where it is. Returns
+    /// whether it moved; [`Error::SubscriberNotFound`](crate::Error::SubscriberNotFound)
+    /// when it does not exist.
+    fn skip_to(
+        &self,
+        topic: &str,
+        subscriber: &str,
+        upto: EventId,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
     /// Deletes a subscriber, its pending list and its dead letters. Returns
     /// whether it existed.
     fn unsubscribe(
@@ -366,6 +379,7 @@ macro_rules! topics_methods {
             async fn publish(topic: &str, events: &[(&str, &str)], options: &$crate::contract::topics::EventOptions) -> $crate::Result<Vec<$crate::contract::topics::EventId>>;
             async fn subscribe(topic: &str, subscriber: &str, start: $crate::contract::topics::Start) -> $crate::Result<bool>;
             async fn rewind(topic: &str, subscriber: &str, to: $crate::contract::topics::Start) -> $crate::Result<()>;
+            async fn skip_to(topic: &str, subscriber: &str, upto: $crate::contract::topics::EventId) -> $crate::Result<bool>;
             async fn unsubscribe(topic: &str, subscriber: &str) -> $crate::Result<bool>;
             async fn delete_topic(topic: &str) -> $crate::Result<bool>;
             async fn read(topic: &str, subscriber: &str, consumer: &str, count: usize, block: std::time::Duration) -> $crate::Result<Option<Vec<$crate::contract::topics::Received>>>;

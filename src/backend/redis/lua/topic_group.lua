@@ -8,10 +8,13 @@
 -- however long the topic.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- ARGV[1]  the subscriber
--- ARGV[2]  "create" (an existing subscriber stays where it is) or "move" (it must exist)
+-- ARGV[2]  "create" (an existing subscriber stays where it is), "move" (it must
+--          exist) or "forward" (a move that never goes back: a subscriber
+--          whose last id taken is at or after the offset stays)
 -- ARGV[3]  the offset, the last id taken: "0-0" for the beginning, "$" for the end
--- Returns 1 when created or moved, 0 when it existed (create), -1 when there is
---         no such subscriber (move), -2 when the offset (of a move, or of a
+-- Returns 1 when created or moved, 0 when it existed (create) or is at or past
+--         the offset already (forward), -1 when there is no such subscriber
+--         (move, forward), -2 when the offset (of a move, or of a
 --         subscriber made) is past the last id and over a minute past now (it
 --         would skip every event published until then)
 local CAP = 100
@@ -24,22 +27,25 @@ local function too_late(o)
   local t = redis.call("TIME")
   return ms > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 60000
 end
-local exists = false
+local exists, taken = false, nil
 if redis.call("EXISTS", key) == 1 then
   for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
+    local name, last_taken
     for i = 1, #g, 2 do
-      if g[i] == "name" and g[i + 1] == group then exists = true end
+      if g[i] == "name" then name = g[i + 1] end
+      if g[i] == "last-delivered-id" then last_taken = g[i + 1] end
     end
+    if name == group then exists, taken = true, last_taken end
   end
 else
-  if mode == "move" then return -1 end
+  if mode ~= "create" then return -1 end
   -- an empty topic: the offset is all there is to set
   if too_late(offset) then return -2 end
   redis.call("XGROUP", "CREATE", key, group, offset, "MKSTREAM")
   return 1
 end
 if mode == "create" and exists then return 0 end
-if mode == "move" and not exists then return -1 end
+if mode ~= "create" and not exists then return -1 end
 local info = redis.call("XINFO", "STREAM", key)
 local length, added, last = 0, 0, "0-0"
 for i = 1, #info, 2 do
@@ -58,6 +64,10 @@ local function later(a, b)
   end
   if am ~= bm then return above(am, bm) end
   return above(as, bs)
+end
+-- a skip forward never moves a subscriber back ("$" is the end: never back)
+if mode == "forward" and offset ~= "$" and taken and not later(offset, taken) then
+  return 0
 end
 -- the events after the offset, when known (nil: more than CAP)
 local after
