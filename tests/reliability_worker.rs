@@ -256,6 +256,9 @@ struct Faulty<B> {
     beats_late: Option<Arc<AtomicBool>>,
     /// While set, every renewal fails without running.
     renewals_fail: Option<Arc<AtomicBool>>,
+    /// While set, every renewal and every score read fails (the backend out of
+    /// reach for the settler).
+    outage: Option<Arc<AtomicBool>>,
     /// Each job handed to the worker reaches it this much later (a slow
     /// notification connection).
     handoffs_late: Option<Duration>,
@@ -273,6 +276,7 @@ impl<B: Backend> Faulty<B> {
             settle_fails: None,
             beats_late: None,
             renewals_fail: None,
+            outage: None,
             handoffs_late: None,
         }
     }
@@ -332,10 +336,9 @@ impl<B: Backend> Backend for Faulty<B> {
         l: &[(JobId, Token)],
         lease: Duration,
     ) -> redjob::Result<Vec<Option<Token>>> {
-        if self
-            .renewals_fail
-            .as_ref()
-            .is_some_and(|f| f.load(Ordering::SeqCst))
+        if [&self.renewals_fail, &self.outage]
+            .iter()
+            .any(|f| f.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)))
         {
             return Err(redjob::Error::Protocol("renewal failed (simulated)".into()));
         }
@@ -422,6 +425,13 @@ impl<B: Backend> Backend for Faulty<B> {
             return Err(redjob::Error::Protocol(
                 "timed out (simulated stall)".into(),
             ));
+        }
+        if self
+            .outage
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst))
+        {
+            return Err(redjob::Error::Protocol("unreachable (simulated)".into()));
         }
         self.inner.scores(q, held).await
     }
@@ -772,6 +782,56 @@ async fn a_hand_off_that_arrives_late_never_runs_past_its_lease() {
     stop_b.cancel();
     ha.await.unwrap().unwrap();
     hb.await.unwrap().unwrap();
+}
+
+/// An outage that takes a renewal and the read of its scores after it, and
+/// ends before the lease does: the settler keeps trying every half second
+/// while its leases' state is unknown, renews once the backend is back, and
+/// the run goes on. It took the failed read for a renewal done, waited a whole
+/// third of the lease, and the watchdog cancelled the run at the lease's end
+/// (the job then ran again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_over_a_renewal_and_its_read_that_ends_within_the_lease_costs_nothing() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    client.enqueue(&Hold { key: 1, ms: 7500 }).await.unwrap();
+    let down = Arc::new(AtomicBool::new(false));
+    let faulty = Faulty {
+        outage: Some(down.clone()),
+        ..Faulty::new(client.backend())
+    };
+    // renewals every 2 s: the one at 2 s fails, and the read at 2.5 s; the
+    // backend is back at 4.7 s, 1.3 s before the lease (6 s) ends
+    let w = Worker::builder(faulty)
+        .queue("hw")
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe.clone())
+        .concurrency(1)
+        .lease(Duration::from_secs(6))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() >= 1).await);
+    let t0 = tokio::time::Instant::now();
+    tokio::time::sleep_until(t0 + Duration::from_millis(1000)).await;
+    down.store(true, Ordering::SeqCst);
+    tokio::time::sleep_until(t0 + Duration::from_millis(4700)).await;
+    down.store(false, Ordering::SeqCst);
+    let finished = wait_for(Duration::from_secs(8), || async {
+        msgs(&client).await == 0
+    })
+    .await;
+    assert!(
+        !probe.cancelled.load(Ordering::SeqCst),
+        "the valid run was cancelled"
+    );
+    assert!(finished, "the job never finished");
+    assert_eq!(rec.len(), 1, "the job ran again: {:?}", rec.runs());
+    stop.cancel();
+    h.await.unwrap().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

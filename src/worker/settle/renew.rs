@@ -24,8 +24,9 @@ impl<B: Backend> Settler<B> {
     /// ending a lease after it ran, so by the read's reply: the held token's
     /// end plus the time since that token's lease was measured from (the
     /// backend's clock runs as the worker's; a second of slack). A later
-    /// score of the same delivery is adopted up to that bound.
-    pub(super) async fn resolve_uncertain(&mut self) {
+    /// score of the same delivery is adopted up to that bound. False when
+    /// the read failed: those leases stay unknown.
+    pub(super) async fn resolve_uncertain(&mut self) -> bool {
         let asked: Vec<(JobId, Token, Uncertain)> = self
             .leases
             .lock()
@@ -34,11 +35,11 @@ impl<B: Backend> Settler<B> {
             .filter_map(|(id, h)| h.uncertain.map(|u| (*id, h.token, u)))
             .collect();
         if asked.is_empty() {
-            return;
+            return true;
         }
         let held: Vec<(JobId, Token)> = asked.iter().map(|(id, t, _)| (*id, *t)).collect();
         let Ok(scores) = self.backend.scores(&self.queue, &held).await else {
-            return; // still unreachable: try again before the next call
+            return false; // still unreachable: try again before the next call
         };
         let read = Instant::now();
         let mut t = self.leases.lock();
@@ -65,6 +66,7 @@ impl<B: Backend> Settler<B> {
                 h.deadline = h.deadline.max(u.sent + self.lease);
             }
         }
+        true
     }
 
     /// Says why running jobs lost their lease, then cancels their runs: one read
@@ -102,9 +104,11 @@ impl<B: Backend> Settler<B> {
     }
 
     /// Renews every held lease whose token is known in one call; false when the
-    /// call failed.
+    /// call failed, or when leases whose renewal's reply was lost could not
+    /// be read (they are renewed once read: the settler tries again soon, not
+    /// a third of the lease later, which may be after they ran out).
     pub(super) async fn heartbeat(&mut self) -> bool {
-        self.resolve_uncertain().await;
+        let resolved = self.resolve_uncertain().await;
         let leases: Vec<(JobId, Token, Instant)> = self
             .leases
             .lock()
@@ -114,7 +118,7 @@ impl<B: Backend> Settler<B> {
             .map(|(id, h)| (*id, h.token, h.deadline))
             .collect();
         if leases.is_empty() {
-            return true;
+            return resolved;
         }
         let pairs: Vec<(JobId, Token)> = leases.iter().map(|(id, t, _)| (*id, *t)).collect();
         let sent_at = Instant::now();
@@ -165,7 +169,7 @@ impl<B: Backend> Settler<B> {
         if !lost.is_empty() {
             self.report_lost(&lost).await;
         }
-        renewed
+        renewed && resolved
     }
 }
 
