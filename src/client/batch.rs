@@ -86,11 +86,44 @@ impl Client {
         self.backend.batch_status(id).await
     }
 
-    /// Batches, newest first: at most `limit` (1 to 1,000) opened before
-    /// `before_ms` (Unix ms; the newest with `None`). Page on with the last
-    /// one's `created_ms`.
+    /// Batches, newest first: `limit` (1 to 1,000) opened before `before_ms`
+    /// (Unix ms; the newest with `None`), and a full page also the rest of
+    /// those opened in its last one's millisecond (so that it may hold a few
+    /// more). Page on with the last one's `created_ms`: every batch is on one
+    /// page, also when many were opened in one millisecond (those of it
+    /// after a page's end were on none).
     pub async fn batches(&self, before_ms: Option<u64>, limit: usize) -> Result<Vec<BatchStatus>> {
-        self.backend.batches(before_ms, limit).await
+        let mut page = self.backend.batches(before_ms, limit).await?;
+        let Some(last) = page
+            .last()
+            .map(|s| s.created_ms)
+            .filter(|_| page.len() == limit)
+        else {
+            return Ok(page);
+        };
+        // those of its last millisecond come first among the batches opened
+        // up to it, in the order the page had them: read a few past them,
+        // more only when that millisecond holds more
+        let at_last = page
+            .iter()
+            .rev()
+            .take_while(|s| s.created_ms == last)
+            .count();
+        let mut n = (at_last + 8).min(crate::contract::inspect::MAX_PAGE);
+        let rest = loop {
+            let more = self
+                .backend
+                .batches(Some(last.saturating_add(1)), n)
+                .await?;
+            let whole = more.len() < n || more.last().is_some_and(|s| s.created_ms != last);
+            if whole || n == crate::contract::inspect::MAX_PAGE {
+                break more;
+            }
+            n = (n * 4).min(crate::contract::inspect::MAX_PAGE);
+        };
+        page.retain(|s| s.created_ms != last);
+        page.extend(rest.into_iter().take_while(|s| s.created_ms == last));
+        Ok(page)
     }
 
     /// Cancels batch `id`: it takes no more jobs, and workers cancel its

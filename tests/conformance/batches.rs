@@ -777,3 +777,28 @@ pub async fn a_batch_never_sealed_is_cancelled_by_the_sweep_an_hour_on(env: &Env
     let after = b.batch_status(&unsealed).await.unwrap().unwrap();
     assert_eq!(before.cancelled_at_ms, after.cancelled_at_ms);
 }
+
+/// Paging through the batches by the last one's `created_ms` shows every
+/// batch once, also those opened in one millisecond (on memory, all of them,
+/// as its clock stands still here): a full page takes the rest of its last
+/// millisecond, where those after the page's end were on no page.
+pub async fn pages_of_batches_show_each_batch_once_however_many_share_a_millisecond(env: &Env) {
+    let c = &env.client;
+    let mut opened = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        opened.insert(c.batch().enqueue().await.unwrap().to_string());
+    }
+    let mut seen = Vec::new();
+    let mut before = None;
+    for _ in 0..40 {
+        let page = c.batches(before, 7).await.unwrap();
+        seen.extend(page.iter().map(|s| s.id.clone()));
+        if page.len() < 7 {
+            break;
+        }
+        before = page.last().map(|s| s.created_ms);
+    }
+    let shown: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(seen.len(), shown.len(), "a batch on two pages: {seen:?}");
+    assert_eq!(shown, opened, "a batch on no page");
+}

@@ -1021,3 +1021,45 @@ async fn a_large_body_is_shown_cut_to_64_kib_with_its_size() {
     let page = get(&app, &format!("/queues/mail/jobs/{small}")).await;
     assert!(!page.body.contains("first 64 KiB"), "{}", page.body);
 }
+
+/// The batches' pages, "Older →" after "Older →", show every batch once,
+/// also when more than a page's were opened in one millisecond (here a clock
+/// that stands still): the 10 after the first page's 50 were on no page.
+#[tokio::test]
+async fn the_batches_pages_show_every_batch_once() {
+    use redjob::backend::memory::{Clock, MemoryBackend};
+    let clock = Clock::frozen_at(std::time::SystemTime::now());
+    let client = Client::memory(MemoryBackend::with_clock(clock));
+    let mut ids = std::collections::BTreeSet::new();
+    for _ in 0..60 {
+        let id = client.batch().description("b").enqueue().await.unwrap();
+        ids.insert(id.to_string());
+    }
+    let app = redjob_web::router(client.clone());
+    let mut seen = Vec::new();
+    let mut path = "/batches".to_string();
+    for _ in 0..5 {
+        let page = get(&app, &path).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        seen.extend(
+            ids.iter()
+                .filter(|id| page.body.contains(&format!("<code>{id}</code>")))
+                .cloned(),
+        );
+        // the "Older →" link's href
+        let Some(end) = page.body.find(">Older →<") else {
+            break;
+        };
+        let start = page.body[..end].rfind("href=\"").unwrap() + 6;
+        let href = &page.body[start..];
+        path = href[..href.find('"').unwrap()].replace("&amp;", "&");
+    }
+    let distinct: std::collections::BTreeSet<_> = seen.iter().cloned().collect();
+    assert_eq!(
+        (seen.len(), distinct.len()),
+        (60, 60),
+        "of 60 batches, the pages showed {} ({} distinct)",
+        seen.len(),
+        distinct.len()
+    );
+}

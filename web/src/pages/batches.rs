@@ -81,7 +81,7 @@ pub(crate) async fn list(ctx: Ctx, Query(q): Query<ListQuery>) -> WebResult<Resp
                         }
                     }
                 }
-                @if batches.len() == PAGE {
+                @if batches.len() >= PAGE {
                     @if let Some(last) = batches.last() {
                         p { a href=(ctx.link(&format!("/batches?before={}", last.created_ms))) { "Older →" } }
                     }
