@@ -241,8 +241,9 @@ struct Faulty<B> {
     renewal_lost: Option<Arc<AtomicBool>>,
     /// Set once the first renewal was held in a stall of this long: its call
     /// fails at once, the renewal runs when the stall ends, and every renewal
-    /// and score read fails until then (a Redis stopped past the response
-    /// timeout, which runs the renewal written to it when it resumes).
+    /// and score read fails until it ran (a Redis stopped past the response
+    /// timeout, which runs the renewal written to it when it resumes, before
+    /// the calls written after it).
     renewal_stalled: Option<(Arc<std::sync::Mutex<Option<Instant>>>, Duration)>,
     settle_panics: bool,
     /// While set, every fetch fails.
@@ -346,12 +347,15 @@ impl<B: Backend> Backend for Faulty<B> {
             let mut u = until.lock().unwrap();
             match *u {
                 None => {
-                    *u = Some(Instant::now() + *stall);
+                    // until the renewal ran, which then ends the stall
+                    *u = Some(Instant::now() + *stall + Duration::from_secs(3600));
                     let (inner, q, l, stall) =
                         (self.inner.clone(), q.to_string(), l.to_vec(), *stall);
+                    let until = until.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(stall).await;
                         inner.extend(&q, &l, lease).await.unwrap();
+                        *until.lock().unwrap() = Some(Instant::now());
                     });
                     return Err(redjob::Error::Protocol(
                         "timed out (simulated stall)".into(),
