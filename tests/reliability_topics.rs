@@ -308,3 +308,38 @@ async fn a_handler_blocking_its_thread_does_not_hang_shutdown() {
         .unwrap();
     assert!(t.elapsed() < Duration::from_secs(10));
 }
+
+/// A worker on a backend on real time refuses, as it builds, a subscriber
+/// whose start is over a minute ahead (it would skip every event until then,
+/// and the backend refuses to make it: the worker warned every few seconds,
+/// for as long as the start was ahead).
+#[tokio::test]
+async fn a_worker_refuses_a_subscriber_starting_a_year_ahead() {
+    let client = Client::from_config_lazy(redjob::client::ClientConfig::from_url(
+        "redis://127.0.0.1:1",
+    ))
+    .unwrap();
+    let year = Duration::from_secs(365 * 86_400);
+    let later = std::time::SystemTime::now() + year;
+    let built = Worker::builder(client.backend())
+        .subscribe(
+            Subscription::new("late").start(Start::Time(later)),
+            |_: ChaosEvent, _| async { Ok(()) },
+        )
+        .handle_signals(false)
+        .build();
+    match built {
+        Err(redjob::Error::InvalidValue { what, .. }) => assert_eq!(what, "subscriber start"),
+        other => panic!("{:?}", other.map(|_| "built")),
+    }
+    // "now" by a clock a little ahead is taken
+    let soon = std::time::SystemTime::now() + Duration::from_secs(5);
+    Worker::builder(client.backend())
+        .subscribe(
+            Subscription::new("soon").start(Start::Time(soon)),
+            |_: ChaosEvent, _| async { Ok(()) },
+        )
+        .handle_signals(false)
+        .build()
+        .unwrap();
+}

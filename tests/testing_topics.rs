@@ -223,7 +223,8 @@ async fn a_subscriber_starting_at_the_beginning_reads_what_was_published_before(
 
 /// A subscriber given a start past its topic's events and over a minute on
 /// (it would skip every event until then): the kit's run refuses it, as a
-/// worker's subscribe is refused (the kit made it, and it skipped them).
+/// worker's build and the backends refuse it (the kit made it, and it
+/// skipped them).
 #[tokio::test(start_paused = true)]
 async fn a_subscriber_starting_a_year_ahead_is_refused_by_the_run() {
     let seen = Arc::new(Seen::default());
@@ -232,7 +233,7 @@ async fn a_subscriber_starting_a_year_ahead_is_refused_by_the_run() {
     let kit = kit(&seen).subscribe(Subscription::new("late").start(Start::Time(later)), flaky);
     match kit.run_until_idle().await {
         Err(redjob::Error::InvalidValue { what, reason }) => {
-            assert_eq!(what, "subscribe");
+            assert_eq!(what, "subscriber start");
             assert!(reason.contains("skip every event"), "{reason}");
         }
         other => panic!("{other:?}"),

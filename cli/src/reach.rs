@@ -34,11 +34,18 @@ pub fn set(cfg: &RedisConfig) {
 /// `host:port` list, or a Unix socket's path.
 pub fn address(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
-    // the user and password end at the last `@` before the query (a password
-    // may hold a `/` left unencoded), the host at the first `/` after it
-    let head = &rest[..rest.find('?').unwrap_or(rest.len())];
-    let start = head.rfind('@').map_or(0, |at| at + 1);
-    let end = start + head[start..].find('/').unwrap_or(head.len() - start);
+    // the user and password end at the last `@` before the query that
+    // follows the first `@` (a password may hold a `/`, `?` or `@` left
+    // unencoded), the host at the first `/` after it; a Unix socket has no
+    // host, only its path
+    let start = match rest.find('@').filter(|_| !rest.starts_with('/')) {
+        Some(first) => {
+            let end = rest[first..].find('?').map_or(rest.len(), |q| first + q);
+            rest[..end].rfind('@').map_or(0, |at| at + 1)
+        }
+        None => 0,
+    };
+    let end = start + rest[start..].find(['/', '?']).unwrap_or(rest.len() - start);
     let host = &rest[start..end];
     if host.is_empty() {
         // a Unix socket: its path (`redis+unix:///run/redis.sock`)
@@ -95,6 +102,8 @@ mod tests {
             ("redis://127.0.0.1:6390", "127.0.0.1:6390"),
             ("redis://:s3cret@10.0.0.1:6390/2", "10.0.0.1:6390"),
             ("redis://app:s3cr/et-pw@10.0.0.1:6390/2", "10.0.0.1:6390"),
+            ("redis://:pa?ss@10.0.0.1:6390/2", "10.0.0.1:6390"),
+            ("redis+unix:///run/app@1.sock", "/run/app@1.sock"),
             (
                 "rediss://ops:p@ss@cache.example:6380/0?x=1",
                 "cache.example:6380",

@@ -89,9 +89,27 @@ impl Client {
     /// Batches, newest first: `limit` (1 to 1,000) opened before `before_ms`
     /// (Unix ms; the newest with `None`), and a full page also the rest of
     /// those opened in its last one's millisecond (so that it may hold a few
-    /// more). Page on with the last one's `created_ms`: every batch is on one
-    /// page, also when many were opened in one millisecond (those of it
-    /// after a page's end were on none).
+    /// more; up to 1,000 of one millisecond). Page on with the last one's
+    /// `created_ms`: every batch is on one page, also when many were opened
+    /// in one millisecond (those of it after a page's end were on none).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// use redjob::backend::memory::{Clock, MemoryBackend};
+    ///
+    /// // a clock that stands still: all three in one millisecond, one page
+    /// let clock = Clock::frozen_at(std::time::SystemTime::now());
+    /// let client = redjob::Client::memory(MemoryBackend::with_clock(clock));
+    /// for _ in 0..3 {
+    ///     client.batch().enqueue().await?;
+    /// }
+    /// let page = client.batches(None, 2).await?;
+    /// assert_eq!(page.len(), 3);
+    /// let older = client.batches(Some(page[2].created_ms), 2).await?;
+    /// assert!(older.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub async fn batches(&self, before_ms: Option<u64>, limit: usize) -> Result<Vec<BatchStatus>> {
         let mut page = self.backend.batches(before_ms, limit).await?;
         let Some(last) = page

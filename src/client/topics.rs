@@ -196,9 +196,7 @@ impl Client {
         ids: &[EventId],
     ) -> Result<u64> {
         check_names(topic, subscriber)?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
+        // (no ids: the backend still checks the subscriber exists)
         self.queues()
             .requeue_dead_events(topic, subscriber, DeadEvents::Ids(ids))
             .await

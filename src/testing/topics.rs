@@ -73,8 +73,14 @@ impl TestKit {
         let topic = E::OPTIONS.topic;
         // a start refused (past the topic's events and over a minute past
         // now): the kit's next run says so
-        if let Err(e) = self.backend.subscribe_now(topic, &sub.name, sub.start) {
-            self.invalid.get_or_insert(("subscribe", e.to_string()));
+        match self.backend.subscribe_now(topic, &sub.name, sub.start) {
+            Err(crate::Error::InvalidValue { what, reason }) => {
+                self.invalid.get_or_insert((what, reason));
+            }
+            Err(e) => {
+                self.invalid.get_or_insert(("subscribe", e.to_string()));
+            }
+            Ok(_) => {}
         }
         let name = sub.name.clone();
         let handler = Arc::new(handler);

@@ -44,7 +44,9 @@ impl Subscription {
     }
 
     /// Where the subscriber starts when the worker creates it (one that exists
-    /// keeps its offset). Defaults to [`Start::End`].
+    /// keeps its offset). Defaults to [`Start::End`]. A start over a minute
+    /// ahead is refused (the worker's `build` fails): it would skip every
+    /// event until then.
     pub fn start(mut self, start: Start) -> Self {
         self.start = start;
         self

@@ -419,7 +419,7 @@ impl<B: Backend> WorkerBuilder<B> {
     }
 
     /// Shuts down when `token` is cancelled. Defaults to a token of the worker's own
-    /// ([`Worker::shutdown_token`]).
+    /// ([`Worker::shutdown_token`](super::Worker::shutdown_token)).
     pub fn shutdown(mut self, token: CancellationToken) -> Self {
         self.shutdown = Some(token);
         self

@@ -25,7 +25,6 @@ use crate::contract::settings::QueueSettings;
 struct Wiring<B> {
     stop: CancellationToken,
     abort: CancellationToken,
-    abort_runs: leases::AbortRuns,
     tracker: TaskTracker,
     worker: Arc<str>,
     follow: Arc<settings::Follow>,
@@ -40,6 +39,9 @@ struct Wiring<B> {
     dispatchers: JoinSet<()>,
     settlers: JoinSet<()>,
     settler_txs: Vec<mpsc::UnboundedSender<settle::Event>>,
+    /// Last: dropped (a launch cut short) after the tasks above are aborted,
+    /// it cancels the runs, as `Running`'s does.
+    abort_runs: leases::AbortRuns,
 }
 
 impl<B: Backend> Worker<B> {
@@ -56,7 +58,6 @@ impl<B: Backend> Worker<B> {
         let mut w = Wiring {
             stop,
             abort,
-            abort_runs,
             tracker: TaskTracker::new(),
             worker: self.id.as_str().into(),
             follow,
@@ -70,6 +71,7 @@ impl<B: Backend> Worker<B> {
             dispatchers: JoinSet::new(),
             settlers: JoinSet::new(),
             settler_txs: Vec::new(),
+            abort_runs,
         };
         for (name, _) in &self.queues {
             self.start_queue(name, &mut w);

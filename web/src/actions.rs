@@ -549,8 +549,11 @@ pub(crate) async fn rewind(
         // up to what was counted, and never back: a subscriber that read
         // past it since stays where it is
         (Some("end"), Some(upto)) => {
-            c.skip_to(&topic, &sub, upto).await?;
-            "skipped to the end"
+            if c.skip_to(&topic, &sub, upto).await? {
+                "skipped to the end"
+            } else {
+                "had read past the end counted, and stays where it is"
+            }
         }
         (Some("end"), None) => {
             c.rewind(&topic, &sub, Start::End).await?;

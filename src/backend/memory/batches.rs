@@ -111,7 +111,13 @@ impl State {
             match self.batch_opens.first() {
                 Some(&(at, id)) if now >= at => {
                     self.batch_opens.pop_first();
+                    // (an entry of an earlier batch of this id, expired and
+                    // opened again since, is not this one's)
                     if let Some(b) = self.live_batch(&id, now)
+                        && b.status
+                            .created_ms
+                            .saturating_add(crate::contract::batches::OPEN_MS)
+                            == at
                         && !b.status.sealed
                         && b.status.cancelled_at_ms.is_none()
                     {
@@ -476,5 +482,14 @@ mod tests {
         m.batch_open(&spec(5)).await.unwrap();
         let s = m.batch_status(&id).await.unwrap().unwrap();
         assert!(!s.sealed && s.completed_ms.is_none(), "{s:?}");
+        // the first open's sweep entry, due long since, is not the new one's:
+        // the new batch is left open until its own hour is over
+        m.batch_sweep().await.unwrap();
+        let s = m.batch_status(&id).await.unwrap().unwrap();
+        assert!(s.cancelled_at_ms.is_none(), "{s:?}");
+        m.clock().advance(Duration::from_secs(3_601));
+        m.batch_sweep().await.unwrap();
+        let s = m.batch_status(&id).await.unwrap().unwrap();
+        assert!(s.cancelled_at_ms.is_some(), "{s:?}");
     }
 }

@@ -6,7 +6,10 @@ use super::types::{EventId, Start, TopicInfo};
 /// What rewinding a subscriber to a [`Start`] does, as a topic's
 /// [`TopicInfo`] says when it is read: how many events it replays or skips,
 /// and up to which event, so that a confirmation can state it and the action
-/// keep to it ([`start`](Self::start)).
+/// keep to it: a skip to the end with
+/// [`Client::skip_to`](crate::Client::skip_to) up to [`upto`](Self::upto)
+/// (forward only: a subscriber that read on since stays), any other with
+/// `rewind` to [`start`](Self::start).
 ///
 /// ```
 /// use redjob::topic::{EventId, RewindPlan, Start, SubscriberInfo, TopicInfo};
@@ -71,7 +74,9 @@ impl RewindPlan {
 
     /// The start that does what was counted: a skip to the end stops after
     /// [`upto`](Self::upto), so that events published since are taken; the
-    /// others start where asked.
+    /// others start where asked. A skip is better done with
+    /// [`Client::skip_to`](crate::Client::skip_to) up to `upto`: a rewind to
+    /// this start moves a subscriber that read on since the count back.
     pub fn start(&self) -> Start {
         match (self.to, self.upto) {
             (Start::End, Some(last)) => Start::At(last.after()),

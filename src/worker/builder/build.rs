@@ -35,6 +35,20 @@ impl<B: Backend> WorkerBuilder<B> {
                     "must be at least 1".into(),
                 ));
             }
+            // a start over a minute past now would skip every event until
+            // then: the backend refuses it (a test clock's is checked by it)
+            if self.backend.real_time() {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                if s.sub
+                    .start
+                    .offset()
+                    .is_some_and(|o| o.ms() > now.saturating_add(60_000))
+                {
+                    return Err(crate::contract::topics::start_too_late(s.sub.start));
+                }
+            }
         }
         if self.queues.is_empty() && self.subscriptions.is_empty() {
             let mut qs: Vec<&str> = crate::job::registered().map(|r| r.queue).collect();

@@ -353,9 +353,19 @@ pub(crate) fn redacted(url: &str) -> String {
         return url.into();
     };
     let rest = &url[start..];
-    // up to the query, not the path: a password with a `/` left unencoded
-    // (a URL that does not parse, whose error names it) is hidden whole
-    let authority = &rest[..rest.find('?').unwrap_or(rest.len())];
+    // no host: a Unix socket's path, whose password is an option
+    if rest.starts_with('/') {
+        return url.into();
+    }
+    // the user and password end at the last `@` before the query that
+    // follows the first `@`: a password with a `/`, `?`, `#` or `@` left
+    // unencoded (a URL that does not parse, whose error names it) is hidden
+    // whole
+    let Some(first) = rest.find('@') else {
+        return url.into();
+    };
+    let end = rest[first..].find('?').map_or(rest.len(), |q| first + q);
+    let authority = &rest[..end];
     let Some(at) = authority.rfind('@') else {
         return url.into();
     };
@@ -409,9 +419,18 @@ mod tests {
             redacted("redis://app:s3cr/et-pw@127.0.0.1:1/0"),
             "redis://app:***@127.0.0.1:1/0"
         );
+        assert_eq!(redacted("redis://:pa?ss@h:6379/0"), "redis://:***@h:6379/0");
+        assert_eq!(
+            redacted("redis://:pa#s@s@h:6379/0?protocol=resp3"),
+            "redis://:***@h:6379/0?protocol=resp3"
+        );
         assert_eq!(
             redacted("redis+unix:///run/r.sock?db=1&pass=s3cret&user=u"),
             "redis+unix:///run/r.sock?db=1&pass=***&user=u"
+        );
+        assert_eq!(
+            redacted("redis+unix:///run/app:x@1.sock"),
+            "redis+unix:///run/app:x@1.sock"
         );
         assert_eq!(
             redacted("redis+sentinel://u:pw@h1,h2/m?sentinel_username=s&sentinel_password=spw"),
