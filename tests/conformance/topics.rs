@@ -109,6 +109,25 @@ async fn ids_read(env: &Env, sub: &str) -> Vec<EventId> {
     got.iter().map(|e| e.id).collect()
 }
 
+/// The ids whose attempt records subscriber `sub` of `topic` keeps on Redis
+/// (none on another backend, which keeps them with its pending events).
+async fn attempt_records(env: &Env, topic: &str, sub: &str) -> Vec<String> {
+    if !env.is_redis() {
+        return Vec::new();
+    }
+    redis::cmd("HKEYS")
+        .arg(env.topic_key(topic, &format!(":attempts:{sub}")))
+        .query_async(&mut env.raw().await)
+        .await
+        .unwrap()
+}
+
+/// The record of run `n` of event `id`, failed just now.
+fn failed_run(id: EventId, n: u32) -> EventRun {
+    let now = std::time::Instant::now();
+    EventRun::new(id, n, now, now, AttemptOutcome::Error, Some("down".into()))
+}
+
 pub async fn subscribers_start_at_the_beginning_the_end_an_id_or_a_time(env: &Env) {
     let c = &env.client;
     let a = c.publish(&OrderPlaced { n: 1 }).await.unwrap();
@@ -534,15 +553,9 @@ pub async fn a_dead_event_keeps_its_attempts_with_a_dead_consumers_as_lease_lost
             Some(format!("upstream down (attempt {})", a.number).as_str())
         );
     }
-    if env.is_redis() {
-        // an acknowledgement deleted the records of the one that succeeded
-        let records: Vec<String> = redis::cmd("HKEYS")
-            .arg(env.topic_key("flaky", ":attempts:s"))
-            .query_async(&mut env.raw().await)
-            .await
-            .unwrap();
-        assert!(records.is_empty(), "{records:?}");
-    }
+    // an acknowledgement deleted the records of the one that succeeded
+    let records = attempt_records(env, "flaky", "s").await;
+    assert!(records.is_empty(), "{records:?}");
     // a requeued letter starts afresh
     assert_eq!(c.requeue_all_dead_events("flaky", "s").await.unwrap(), 1);
     let w = worker(c.backend())
@@ -977,32 +990,16 @@ pub async fn an_event_trimmed_while_it_waits_for_a_retry_leaves_no_records(env: 
         .await
         .unwrap()
         .unwrap();
-    let now = std::time::Instant::now();
     let retry = EventSettle {
         retries: vec![(got[0].id, Duration::from_secs(1), None)],
-        runs: vec![EventRun::new(
-            got[0].id,
-            1,
-            now,
-            now,
-            AttemptOutcome::Error,
-            Some("down".into()),
-        )],
+        runs: vec![failed_run(got[0].id, 1)],
         ..Default::default()
     };
     b.settle_events("ticks", "s", "c1", &retry, None)
         .await
         .unwrap();
-    let records = || async {
-        let keys: Vec<String> = redis::cmd("HKEYS")
-            .arg(env.topic_key("ticks", ":attempts:s"))
-            .query_async(&mut env.raw().await)
-            .await
-            .unwrap();
-        keys
-    };
     if env.is_redis() {
-        assert_eq!(records().await.len(), 1);
+        assert_eq!(attempt_records(env, "ticks", "s").await.len(), 1);
     }
     // the topic keeps 100: the event is trimmed while it waits
     let more: Vec<Tick> = (1..=1000).map(|n| Tick { n }).collect();
@@ -1016,9 +1013,10 @@ pub async fn an_event_trimmed_while_it_waits_for_a_retry_leaves_no_records(env: 
         claimed.events.iter().all(|e| e.id != got[0].id),
         "{claimed:?}"
     );
-    if env.is_redis() {
-        assert!(records().await.is_empty());
-    }
+    assert_eq!(
+        attempt_records(env, "ticks", "s").await,
+        Vec::<String>::new()
+    );
     let s = &c.topic("ticks").await.unwrap().unwrap().subscribers[0];
     assert_eq!(s.pending, 0);
 }
@@ -1276,17 +1274,9 @@ pub async fn an_event_trimmed_while_it_runs_then_retried_leaves_no_records(env: 
     // while it runs, the topic keeps 100: the event is trimmed
     let more: Vec<Tick> = (1..=1000).map(|n| Tick { n }).collect();
     c.publish_all(&more).await.unwrap();
-    let now = std::time::Instant::now();
     let retry = EventSettle {
         retries: vec![(got[0].id, Duration::from_secs(1), None)],
-        runs: vec![EventRun::new(
-            got[0].id,
-            1,
-            now,
-            now,
-            AttemptOutcome::Error,
-            Some("down".into()),
-        )],
+        runs: vec![failed_run(got[0].id, 1)],
         ..Default::default()
     };
     b.settle_events("ticks", "s", "c1", &retry, None)
@@ -1303,14 +1293,8 @@ pub async fn an_event_trimmed_while_it_runs_then_retried_leaves_no_records(env: 
     );
     let s = &c.topic("ticks").await.unwrap().unwrap().subscribers[0];
     assert_eq!(s.pending, 0);
-    if env.is_redis() {
-        let keys: Vec<String> = redis::cmd("HKEYS")
-            .arg(env.topic_key("ticks", ":attempts:s"))
-            .query_async(&mut env.raw().await)
-            .await
-            .unwrap();
-        assert!(keys.is_empty(), "attempt records left behind: {keys:?}");
-    }
+    let keys = attempt_records(env, "ticks", "s").await;
+    assert!(keys.is_empty(), "attempt records left behind: {keys:?}");
 }
 
 /// A settle's `keep_dead` bounds the subscriber's dead letters: with 2 kept,
@@ -1377,12 +1361,10 @@ pub async fn an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records(en
         .unwrap()
         .unwrap();
     assert_eq!(got.len(), 2);
-    let now = std::time::Instant::now();
-    let run = |id, n| EventRun::new(id, n, now, now, AttemptOutcome::Error, Some("down".into()));
     // both retried once, at once: their records are kept
     let first = EventSettle {
         retries: got.iter().map(|e| (e.id, Duration::ZERO, None)).collect(),
-        runs: got.iter().map(|e| run(e.id, 1)).collect(),
+        runs: got.iter().map(|e| failed_run(e.id, 1)).collect(),
         ..Default::default()
     };
     b.settle_events("ticks", "s", "c1", &first, None)
@@ -1402,7 +1384,7 @@ pub async fn an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records(en
     let second = EventSettle {
         retries: vec![(ids[0], Duration::ZERO, None)],
         dead: vec![(again.events[1].clone(), "gave up".into())],
-        runs: ids.iter().map(|id| run(*id, 2)).collect(),
+        runs: ids.iter().map(|id| failed_run(*id, 2)).collect(),
         ..Default::default()
     };
     b.settle_events("ticks", "s", "c2", &second, None)
@@ -1414,14 +1396,8 @@ pub async fn an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records(en
         .unwrap();
     let s = &c.topic("ticks").await.unwrap().unwrap().subscribers[0];
     assert_eq!(s.pending, 0, "{s:?}");
-    if env.is_redis() {
-        let keys: Vec<String> = redis::cmd("HKEYS")
-            .arg(env.topic_key("ticks", ":attempts:s"))
-            .query_async(&mut env.raw().await)
-            .await
-            .unwrap();
-        assert!(keys.is_empty(), "attempt records left behind: {keys:?}");
-    }
+    let keys = attempt_records(env, "ticks", "s").await;
+    assert!(keys.is_empty(), "attempt records left behind: {keys:?}");
 }
 
 /// A skip to an event moves a subscriber forward to just after it, and

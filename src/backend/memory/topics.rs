@@ -65,7 +65,7 @@ impl Topics for MemoryBackend {
         let to = Start::At(upto.after());
         self.with_group(topic, subscriber, |t, now| {
             let offset = t.offset(to);
-            if offset > t.last && offset.ms() > now.saturating_add(60_000) {
+            if crate::contract::topics::too_far_ahead(offset, Some(t.last), now) {
                 return Err(crate::contract::topics::rewind_too_late(to));
             }
             // never back: a subscriber that read past it stays
@@ -85,7 +85,7 @@ impl Topics for MemoryBackend {
             // past the last event and over a minute past now (as on Redis,
             // where the minute is a client's clock a little ahead): it would
             // skip every event published until then
-            if offset > t.last && offset.ms() > now.saturating_add(60_000) {
+            if crate::contract::topics::too_far_ahead(offset, Some(t.last), now) {
                 return Err(crate::contract::topics::rewind_too_late(to));
             }
             group(t, subscriber).offset = offset;

@@ -341,6 +341,15 @@ pub trait Topics: Clone + Send + Sync + 'static {
 
 /// The error of a rewind to a point past the topic's newest event and past
 /// now.
+/// Whether an offset is too far ahead to move or make a subscriber there:
+/// past the topic's newest event `last` (when known) and over a minute past
+/// `now_ms` (the minute: a client's clock a little ahead asking for "now"),
+/// so that it would skip every event published until then. topic_group.lua
+/// applies the same rule on Redis.
+pub(crate) fn too_far_ahead(offset: EventId, last: Option<EventId>, now_ms: u64) -> bool {
+    last.is_none_or(|last| offset > last) && offset.ms() > now_ms.saturating_add(60_000)
+}
+
 pub(crate) fn rewind_too_late(to: Start) -> crate::Error {
     too_late("rewind", to)
 }

@@ -108,7 +108,7 @@ impl RewindPlan {
         let Some(offset) = self.start().offset() else {
             return false;
         };
-        self.upto.is_none_or(|last| offset > last) && offset.ms() > now_ms.saturating_add(60_000)
+        super::too_far_ahead(offset, self.upto, now_ms)
     }
 
     /// The plan as a sentence: "skip the 4 events billing has not taken (up

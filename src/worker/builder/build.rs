@@ -41,11 +41,8 @@ impl<B: Backend> WorkerBuilder<B> {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-                if s.sub
-                    .start
-                    .offset()
-                    .is_some_and(|o| o.ms() > now.saturating_add(60_000))
-                {
+                let ahead = |o| crate::contract::topics::too_far_ahead(o, None, now);
+                if s.sub.start.offset().is_some_and(ahead) {
                     return Err(crate::contract::topics::start_too_late(s.sub.start));
                 }
             }
