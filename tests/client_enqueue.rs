@@ -633,3 +633,32 @@ async fn a_large_enqueue_while_another_producer_creates_its_queue_stores_each_jo
         assert!(scores.iter().all(Option::is_some), "round {round}");
     }
 }
+
+/// A job with two bad values is refused for the same one through the client
+/// as by a backend's send (`contract::queues::check_send`: priority, then
+/// concurrency key, then delay or due time, then unique key). The client
+/// checked the delay before the concurrency key.
+#[tokio::test]
+async fn a_job_with_two_bad_values_is_refused_for_the_one_a_send_names() {
+    let client = Client::memory(redjob::backend::memory::MemoryBackend::new());
+    let far = Duration::from_secs(60 * 365 * 86_400);
+    let far_at = SystemTime::now() + far;
+    let cases = [
+        (
+            EnqueueOptions::new().concurrency_key("").delay(far),
+            "concurrency key",
+        ),
+        (
+            EnqueueOptions::new().concurrency_key("").at(far_at),
+            "concurrency key",
+        ),
+        (EnqueueOptions::new().delay(far).unique_key(""), "delay"),
+    ];
+    for (opts, what) in cases {
+        let r = client.enqueue_with(&N { i: 1 }, opts).await;
+        assert!(
+            matches!(&r, Err(Error::InvalidValue { what: w, .. }) if *w == what),
+            "{what} first: {r:?}"
+        );
+    }
+}

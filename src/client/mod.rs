@@ -376,18 +376,6 @@ impl Client {
         validate::queue_name(queue)?;
         let priority = opts.priority.unwrap_or(J::OPTIONS.priority);
         validate::priority(priority)?;
-        match opts.when {
-            When::AtUnixMs(at) => {
-                validate::due_at(at, self.backend.local_now_ms())?;
-            }
-            When::After(d) => _ = validate::delay_ms(d)?,
-            When::QueueDelay => {}
-        }
-        if let Some(data) = &self.inline {
-            let ids = inline::run(jobs, queue, data, &self.backend).await?;
-            return Ok(ids.into_iter().map(Sent::added).collect());
-        }
-        // the send checks the unique keys and ttls
         let msgs = jobs
             .iter()
             .map(|j| {
@@ -400,6 +388,18 @@ impl Client {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        // each in the order a send checks it (priority, concurrency key, due
+        // time, unique key), then the due time against this clock
+        for m in &msgs {
+            crate::contract::queues::check_send(m)?;
+        }
+        if let When::AtUnixMs(at) = opts.when {
+            validate::due_at(at, self.backend.local_now_ms())?;
+        }
+        if let Some(data) = &self.inline {
+            let ids = inline::run(jobs, queue, data, &self.backend).await?;
+            return Ok(ids.into_iter().map(Sent::added).collect());
+        }
         self.backend.send(queue, &msgs, &self.queue_defaults).await
     }
 }
