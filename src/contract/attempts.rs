@@ -180,6 +180,17 @@ impl Attempt {
         }
     }
 
+    /// The record of an attempt cancelled or deleted at `now_ms` while it
+    /// ran, as the cancel writes it (its start and worker are the worker's,
+    /// whose settle the cancel fences off).
+    pub(crate) fn cancelled(number: u32, now_ms: u64) -> Self {
+        Attempt {
+            ended_ms: Some(now_ms),
+            outcome: AttemptOutcome::Cancelled,
+            ..Self::lease_lost(number, None)
+        }
+    }
+
     /// The record of an attempt whose lease ran out, as the fetch writes it.
     pub(crate) fn lease_lost(number: u32, lease_end_ms: Option<u64>) -> Self {
         Attempt {

@@ -18,13 +18,15 @@ pub(crate) fn job_name(body: &[u8]) -> Option<String> {
 
 /// A copy of `body` that names `id` as the job it retries: an envelope (a JSON
 /// object) gets a last member `"retry_of": "<id>"` (written at its end, so its
-/// `"type"` stays first); any other body is copied as it is.
+/// `"type"` stays first), in place of the one a copy has already (a copy of a
+/// copy names the copy); any other body is copied as it is.
 pub(crate) fn with_retry_of(body: &[u8], id: &crate::JobId) -> Vec<u8> {
     let is_object =
         serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body).is_ok();
     let trimmed = body.trim_ascii_end();
     match trimmed.strip_suffix(b"}") {
         Some(open) if is_object => {
+            let open = without_retry_of(open);
             let empty = open.trim_ascii_end().ends_with(b"{");
             let mut out = open.to_vec();
             if !empty {
@@ -37,17 +39,51 @@ pub(crate) fn with_retry_of(body: &[u8], id: &crate::JobId) -> Vec<u8> {
     }
 }
 
+/// `open`, an object's text without its closing brace, without the last
+/// member `with_retry_of` wrote (`"retry_of":"<id>"` and the comma before
+/// it), if it ends with one. Quotes inside a JSON string are escaped, so the
+/// member's text found at the end is the object's own last member.
+fn without_retry_of(open: &[u8]) -> &[u8] {
+    const MEMBER: &[u8] = br#""retry_of":""#;
+    let t = open.trim_ascii_end();
+    let Some(value) = t.strip_suffix(b"\"") else {
+        return open;
+    };
+    let Some(at) = value.windows(MEMBER.len()).rposition(|w| w == MEMBER) else {
+        return open;
+    };
+    let named = std::str::from_utf8(&value[at + MEMBER.len()..]).ok();
+    if named.and_then(|n| n.parse::<crate::JobId>().ok()).is_none() {
+        return open;
+    }
+    let before = value[..at].trim_ascii_end();
+    match before.last() {
+        Some(b',') => &before[..before.len() - 1],
+        Some(b'{') => before,
+        _ => open,
+    }
+}
+
 /// The job an envelope says it retries (see [`with_retry_of`]).
+/// A body with the member twice (a copy of a copy before redjob replaced it)
+/// names the last.
 pub(crate) fn retry_of(body: &[u8]) -> Option<crate::JobId> {
     #[derive(serde::Deserialize)]
     struct Link {
         retry_of: Option<String>,
     }
-    serde_json::from_slice::<Link>(body)
-        .ok()?
-        .retry_of?
-        .parse()
-        .ok()
+    let named = match serde_json::from_slice::<Link>(body) {
+        Ok(link) => link.retry_of?,
+        // (a struct refuses a member given twice; a map keeps the last)
+        Err(_) => match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body)
+            .ok()?
+            .remove("retry_of")?
+        {
+            serde_json::Value::String(s) => s,
+            _ => return None,
+        },
+    };
+    named.parse().ok()
 }
 
 #[cfg(test)]
@@ -64,5 +100,34 @@ mod retry_tests {
         assert_eq!(retry_of(&with_retry_of(b"{}", &id)), Some(id));
         assert_eq!(with_retry_of(b"plain text", &id), b"plain text");
         assert_eq!(retry_of(b"[1]"), None);
+        let twice = format!(
+            r#"{{"type":"M","retry_of":"{id}","retry_of":"0000000000zyxwvutsrqponmlkjihgfe"}}"#
+        );
+        assert_eq!(
+            retry_of(twice.as_bytes()).map(|i| i.to_string()).as_deref(),
+            Some("0000000000zyxwvutsrqponmlkjihgfe")
+        );
+        // a copy of a copy names the copy, once
+        let other: crate::JobId = "0000000000zyxwvutsrqponmlkjihgfe".parse().unwrap();
+        let again = with_retry_of(&copy, &other);
+        assert_eq!(retry_of(&again), Some(other));
+        assert_eq!(
+            String::from_utf8_lossy(&again).matches("retry_of").count(),
+            1,
+            "{}",
+            String::from_utf8_lossy(&again)
+        );
+        let want = format!(r#"{{"type":"Mail","args":{{"to":1}},"retry_of":"{other}"}}"#);
+        assert_eq!(String::from_utf8_lossy(&again), want);
+        let bare = with_retry_of(&with_retry_of(b"{ }", &id), &other);
+        assert_eq!(bare, format!(r#"{{"retry_of":"{other}"}}"#).as_bytes());
+        // a member of that name elsewhere, or naming no job, stays
+        let inner = br#"{"type":"M","args":{"retry_of":"0000000000abcdefghijklmnopqrstuv"}}"#;
+        assert_eq!(
+            String::from_utf8_lossy(&with_retry_of(inner, &other))
+                .matches("retry_of")
+                .count(),
+            2
+        );
     }
 }

@@ -215,7 +215,8 @@ pub(crate) fn body_type(body: &[u8]) -> Option<String> {
 }
 
 /// An entry as stored: its header line `h1 <how> <ms> <deliveries> <body
-/// bytes>[ k<key bytes>][ r<result bytes>]`, the job type (empty when the
+/// bytes>[ p<priority>][ k<key bytes>][ r<result bytes>]` (no `p` word at
+/// priority 0), the job type (empty when the
 /// body is not an envelope), the actor (empty for a worker's settle), a keyed
 /// job's concurrency key as `<per key> <key>` and the job's result (JSON),
 /// each that many bytes then a newline (a key may hold one), its attempt
@@ -230,6 +231,8 @@ pub(crate) struct Entry {
     pub key: Option<Keyed>,
     /// What the job returned (JSON), when it succeeded with a result.
     pub result: Option<Vec<u8>>,
+    /// The priority it ran at (a copy run again is sent at it).
+    pub priority: i8,
 }
 
 impl Entry {
@@ -238,11 +241,15 @@ impl Entry {
         let lines: Vec<String> = self.runs.iter().map(Attempt::line).collect();
         let key = self.key.as_ref().map(|k| k.encode());
         let mut s = format!(
-            "h1 {} {} {} {}{}{}\n{}\n{}\n",
+            "h1 {} {} {} {}{}{}{}\n{}\n{}\n",
             self.finished.how.as_str(),
             self.finished.at_ms,
             self.deliveries,
             body.len(),
+            match self.priority {
+                0 => String::new(),
+                p => format!(" p{p}"),
+            },
             key.as_ref()
                 .map_or(String::new(), |k| format!(" k{}", k.len())),
             self.result
@@ -287,13 +294,15 @@ impl Entry {
         let deliveries = h.next()?.parse().ok()?;
         let bytes: usize = h.next()?.parse().ok()?;
         // a keyed job's key and a result, their lengths in the header
-        let (mut klen, mut rlen) = (None, None);
+        let (mut klen, mut rlen, mut priority) = (None, None, 0);
         for word in h {
             let len = |tag: char| word.strip_prefix(tag)?.parse::<usize>().ok();
             if let Some(n) = len('k') {
                 klen = Some(n);
             } else if let Some(n) = len('r') {
                 rlen = Some(n);
+            } else if let Some(p) = word.strip_prefix('p').and_then(|p| p.parse().ok()) {
+                priority = p;
             }
         }
         let mut rest = rest;
@@ -324,6 +333,7 @@ impl Entry {
             runs: attempts::parse(&rest[..split]),
             key,
             result,
+            priority,
         };
         Some((entry, body))
     }
@@ -470,10 +480,12 @@ mod tests {
             // a key may hold spaces and newlines
             key: Some(Keyed::new("acct 7\nb").per_key(4)),
             result: Some(br#"{"n":1}"#.to_vec()),
+            priority: -3,
         };
         let body = br#"{"type":"Charge","args":{}}"#;
         let (back, kept) = Entry::decode(&entry.encode(body)).expect("an entry");
         assert_eq!((&back.key, &back.result), (&entry.key, &entry.result));
+        assert_eq!(back.priority, -3);
         assert_eq!((back.deliveries, kept.as_deref()), (3, Some(&body[..])));
         let (back, kept) = Entry::decode(&entry.encode(b"")).expect("an entry");
         assert_eq!((back.key, kept), (entry.key.clone(), None));
@@ -492,5 +504,13 @@ mod tests {
         };
         let (back, kept) = Entry::decode(&plain.encode(body)).expect("an entry");
         assert_eq!((back.key, kept.as_deref()), (None, Some(&body[..])));
+        // at priority 0 the header has no priority word, as before
+        let zero = Entry {
+            priority: 0,
+            ..plain
+        };
+        let text = String::from_utf8(zero.encode(body)).unwrap();
+        assert!(!text.split('\n').next().unwrap().contains(" p"), "{text}");
+        assert_eq!(Entry::decode(text.as_bytes()).unwrap().0.priority, 0);
     }
 }

@@ -741,7 +741,7 @@ pub(crate) fn finished_info(
     JobInfo {
         id,
         state: JobState::Finished,
-        priority: 0,
+        priority: entry.priority,
         attempts: entry.deliveries,
         due_ms: entry.finished.at_ms,
         body: body.unwrap_or_default(),

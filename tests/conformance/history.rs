@@ -655,3 +655,193 @@ pub async fn every_action_names_who_took_it_in_the_history(env: &Env) {
     q.add_event("w", "migrated", 1).await.unwrap();
     assert_eq!(plain.history_events("w").await.unwrap()[0].what, "paused");
 }
+
+/// Fetches the one due job of `queue` and dead-letters it.
+async fn kill_due(env: &Env, queue: &str) -> JobId {
+    let q = env.client.backend();
+    let d = q.fetch(queue, 1, LONG).await.unwrap().jobs.remove(0);
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id: d.id,
+            token: d.token,
+            error: "gave up".into(),
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle(queue, &dead).await.unwrap().dead, 1);
+    d.id
+}
+
+/// A copy of a copy (the dashboard's "Run again" on a job that was itself
+/// run again) names the copy it was made from, in one `"retry_of"` member: a
+/// second member was appended, which `retry_of()` could not read (it named
+/// none) and RSMQ clients saw as a duplicated key.
+pub async fn a_copy_of_a_copy_names_the_copy_it_was_made_from(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("rr", QueueOptions::default()).await.unwrap();
+    let first = run_ok(env, "rr", &mail(1)).await;
+    let copy = q.retry_finished("rr", &first).await.unwrap();
+    let d = q.fetch("rr", 1, LONG).await.unwrap().jobs.remove(0);
+    assert_eq!(d.id, copy);
+    let ack = Settle {
+        acks: vec![(copy, d.token)],
+        ..Settle::default()
+    };
+    q.settle("rr", &ack).await.unwrap();
+    let again = q.retry_finished("rr", &copy).await.unwrap();
+    let job = q.job("rr", &again).await.unwrap().unwrap();
+    let body = String::from_utf8_lossy(&job.body).into_owned();
+    assert_eq!(job.retry_of(), Some(copy), "{body}");
+    assert_eq!(body.matches("\"retry_of\"").count(), 1, "{body}");
+    assert_eq!(job.args().unwrap()["i"], 1);
+}
+
+/// A finished job run again is sent at the priority it ran at, due now
+/// whatever the queue's delay (as a dead letter's requeue): its copy went
+/// at priority 0 (the history kept no priority), behind the queue's
+/// ordinary work, and waited out the queue's delay.
+pub async fn a_finished_job_run_again_keeps_its_priority_and_is_due_now(env: &Env) {
+    let q = env.client.backend();
+    let delayed = QueueOptions {
+        delay: 3600,
+        ..QueueOptions::default()
+    };
+    q.create_queue("rp", delayed).await.unwrap();
+    for (i, priority) in [(1, 5i8), (2, -3), (3, 0)] {
+        let id = Queues::send(
+            &q,
+            "rp",
+            SendMessage::new(mail(i))
+                .priority(priority)
+                .delay(Duration::ZERO),
+        )
+        .await
+        .unwrap();
+        let d = q.fetch("rp", 1, LONG).await.unwrap().jobs.remove(0);
+        assert_eq!(d.id, id);
+        let settle = Settle {
+            acks: vec![(id, d.token)],
+            ..Settle::default()
+        };
+        q.settle("rp", &settle).await.unwrap();
+        let done = q.job("rp", &id).await.unwrap().unwrap();
+        assert_eq!((done.state, done.priority), (JobState::Finished, priority));
+        let copy = q.retry_finished("rp", &id).await.unwrap();
+        let job = q.job("rp", &copy).await.unwrap().unwrap();
+        assert_eq!(
+            (job.state, job.priority),
+            (JobState::Ready, priority),
+            "the copy of a job of priority {priority}"
+        );
+        Queues::delete(&q, "rp", &copy).await.unwrap();
+    }
+}
+
+/// The history keeps the last `max_count` finished jobs however often one of
+/// them died: a dead letter requeued and dead again is one job. On Redis the
+/// element of its first death stayed in the history's list (its entry then
+/// the second's) and counted against the count: with a count of 3, B, A dead
+/// twice and C kept only C and A.
+pub async fn a_dead_letter_requeued_and_dead_again_counts_once_against_the_count(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("hc", QueueOptions::default()).await.unwrap();
+    let three = History {
+        max_count: Some(3),
+        ..History::default()
+    };
+    q.set_settings("hc", &QueueSettings::history(three))
+        .await
+        .unwrap();
+    let b = run_ok(env, "hc", &mail(1)).await;
+    Queues::send(&q, "hc", SendMessage::new(mail(2)))
+        .await
+        .unwrap();
+    let a = kill_due(env, "hc").await;
+    for _ in 0..2 {
+        // (a letter is requeued once a ms has passed since it died)
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let n = q
+            .requeue_dead("hc", &[a], redjob::ops::Spread::NOW)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(kill_due(env, "hc").await, a);
+    }
+    let c = run_ok(env, "hc", &mail(3)).await;
+    let ids: Vec<JobId> = finished(env, "hc").await.iter().map(|j| j.id).collect();
+    assert_eq!(ids, [c, a, b], "the last 3 finished: c, a, b");
+    // and the count goes on trimming to 3 once the stale elements are gone
+    let d = run_ok(env, "hc", &mail(4)).await;
+    let e = run_ok(env, "hc", &mail(5)).await;
+    let ids: Vec<JobId> = finished(env, "hc").await.iter().map(|j| j.id).collect();
+    assert_eq!(ids, [e, d, c]);
+}
+
+/// A job cancelled or deleted while it runs keeps a record of that run
+/// (outcome `cancelled`, when it ended) beside those before it: its entry
+/// counted the delivery but showed no record of it (the worker's settle of
+/// the run is fenced off), where a worker that dies gets a `lease_lost` one.
+pub async fn a_job_cancelled_or_deleted_while_it_runs_keeps_a_record_of_that_run(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("cr", QueueOptions::default()).await.unwrap();
+    for delete in [false, true] {
+        let id = Queues::send(&q, "cr", SendMessage::new(mail(1)))
+            .await
+            .unwrap();
+        // a first run failed, then the second runs
+        let d = q.fetch("cr", 1, LONG).await.unwrap().jobs.remove(0);
+        let retry = Settle {
+            reschedules: vec![Reschedule {
+                id,
+                token: d.token,
+                delay: Duration::ZERO,
+                deliveries: 1,
+                release: false,
+                error: Some("boom".into()),
+            }],
+            ..Settle::default()
+        };
+        q.settle("cr", &retry).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let d = q.fetch("cr", 1, LONG).await.unwrap().jobs.remove(0);
+        assert_eq!(d.id, id);
+        if delete {
+            assert!(Queues::delete(&q, "cr", &id).await.unwrap());
+        } else {
+            assert_eq!(q.cancel("cr", &id).await.unwrap(), Cancelled::Cancelling);
+        }
+        let job = q.job("cr", &id).await.unwrap().unwrap();
+        let runs: Vec<(u32, AttemptOutcome)> =
+            job.runs.iter().map(|r| (r.number, r.outcome)).collect();
+        assert_eq!(
+            (job.state, job.attempts, runs),
+            (
+                JobState::Finished,
+                2,
+                vec![(1, AttemptOutcome::Error), (2, AttemptOutcome::Cancelled)]
+            ),
+            "deleted: {delete}"
+        );
+        assert!(job.runs[1].ended_ms.is_some());
+        // the worker's settle of the run is turned away and records nothing
+        let ack = Settle {
+            acks: vec![(id, d.token)],
+            ..Settle::default()
+        };
+        assert_eq!(q.settle("cr", &ack).await.unwrap().acked, 0);
+        assert_eq!(q.job("cr", &id).await.unwrap().unwrap().runs.len(), 2);
+    }
+    // a job cancelled while it waits has no run to record
+    let waiting = Queues::send(&q, "cr", SendMessage::new(mail(2)).delay(LONG))
+        .await
+        .unwrap();
+    q.cancel("cr", &waiting).await.unwrap();
+    assert!(
+        q.job("cr", &waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .runs
+            .is_empty()
+    );
+}

@@ -439,7 +439,11 @@ macro_rules! conformance_suite {
             a_finished_job_is_run_again_as_a_copy_that_names_it,
             a_purge_is_one_event_with_its_count_and_who,
             a_deleted_job_is_kept_and_a_bulk_delete_is_one_event,
-            every_action_names_who_took_it_in_the_history);
+            every_action_names_who_took_it_in_the_history,
+            a_copy_of_a_copy_names_the_copy_it_was_made_from,
+            a_finished_job_run_again_keeps_its_priority_and_is_due_now,
+            a_dead_letter_requeued_and_dead_again_counts_once_against_the_count,
+            a_job_cancelled_or_deleted_while_it_runs_keeps_a_record_of_that_run);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@overview $setup, #[$attr],

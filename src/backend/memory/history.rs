@@ -177,24 +177,39 @@ impl super::state::MemQueue {
         now: u64,
         key: Option<crate::contract::keyed::Keyed>,
     ) {
-        let runs = attempts::parse(m.log.as_deref().unwrap_or("").as_bytes());
+        let mut log = m.log.clone();
+        if crate::contract::inspect::state_of(m.score, now) == crate::inspect::JobState::InFlight
+            && crate::contract::leases::is_lease(m.score)
+        {
+            // the run under way, as cancelled_run in lib.lua records it
+            let run = attempts::Attempt::cancelled(score_count(m.score), now);
+            log = Some(attempts::append(log.as_deref(), &run.line()));
+        }
+        let runs = attempts::parse(log.as_deref().unwrap_or("").as_bytes());
         let done = (how, by, now);
-        self.enter(id, &m.body, done, score_count(m.score), runs, key);
+        self.enter(
+            id,
+            &m.body,
+            done,
+            (score_count(m.score), m.priority),
+            runs,
+            key,
+        );
     }
 
     /// Enters job `id`, never sent, as finished `how` by `by` at `now`.
     pub fn enter_failed(&mut self, id: JobId, body: &[u8], how: Finish, by: &str, now: u64) {
-        self.enter(id, body, (how, by, now), 0, Vec::new(), None);
+        self.enter(id, body, (how, by, now), (0, 0), Vec::new(), None);
     }
 
     /// Enters job `id` with `body`, finished (how, by whom, when), after
-    /// `deliveries` with `runs`, then trims the history by count.
+    /// `deliveries` at `priority` with `runs`, then trims the history by count.
     fn enter(
         &mut self,
         id: JobId,
         body: &[u8],
         (how, by, now): (Finish, &str, u64),
-        deliveries: u32,
+        (deliveries, priority): (u32, i8),
         runs: Vec<attempts::Attempt>,
         key: Option<crate::contract::keyed::Keyed>,
     ) {
@@ -213,6 +228,7 @@ impl super::state::MemQueue {
             runs,
             key,
             result: None,
+            priority,
         };
         self.history.record(id, now, &entry, Some(body.to_vec()), h);
         self.history.trim(now, 1001, h);

@@ -21,7 +21,7 @@ use tokio::sync::broadcast;
 type Finishing = (
     JobId,
     Finish,
-    u32,
+    (u32, i8),
     Vec<u8>,
     String,
     Option<Keyed>,
@@ -449,8 +449,8 @@ impl Backend for MemoryBackend {
         };
         let stored = QueueSettings::decode(&q.settings, &[]);
         let history = stored.history.unwrap_or(batch.history);
-        // entered in the history: id, how, deliveries, body, attempt
-        // records, concurrency key, result
+        // entered in the history: id, how, (deliveries, priority), body,
+        // attempt records, concurrency key, result
         let mut finished: Vec<Finishing> = Vec::new();
         let results: std::collections::HashMap<&JobId, &[u8]> =
             batch.results.iter().map(|(id, r)| (id, &r[..])).collect();
@@ -464,7 +464,7 @@ impl Backend for MemoryBackend {
                 finished.push((
                     *id,
                     Finish::Succeeded,
-                    token.attempt(),
+                    (token.attempt(), m.priority),
                     m.body,
                     log,
                     keyed,
@@ -565,11 +565,12 @@ impl Backend for MemoryBackend {
                 let log = attempts::append(m.log.as_deref(), &rec);
                 let n = d.token.attempt();
                 let keyed = q.keyed_of(&d.id);
-                finished.push((d.id, Finish::Dead, n, m.body.clone(), log, keyed, None));
+                let body = m.body.clone();
+                finished.push((d.id, Finish::Dead, (n, m.priority), body, log, keyed, None));
             }
             q.kill(&d.id, error, d.token.attempt(), now, &rec);
         }
-        for (id, how, deliveries, body, log, keyed, result) in &finished {
+        for (id, how, (deliveries, priority), body, log, keyed, result) in &finished {
             let entry = Entry {
                 finished: Finished {
                     how: *how,
@@ -581,6 +582,7 @@ impl Backend for MemoryBackend {
                 runs: attempts::parse(log.as_bytes()),
                 key: keyed.clone(),
                 result: result.clone(),
+                priority: *priority,
             };
             q.history
                 .record(*id, now, &entry, Some(body.clone()), history);

@@ -257,7 +257,10 @@ pub trait Admin: Inspect {
                 )));
             }
             let body = crate::contract::envelope::with_retry_of(&job.body, id);
-            let mut msg = crate::contract::queues::SendMessage::new(body);
+            // due now at the priority it ran at, whatever the queue's delay
+            let mut msg = crate::contract::queues::SendMessage::new(body)
+                .priority(job.priority)
+                .delay(std::time::Duration::ZERO);
             // its concurrency key, as it had, with the key's places in force
             // when it has jobs (a send sets them: as a dead letter's requeue)
             if let Some(mut k) = job.key {

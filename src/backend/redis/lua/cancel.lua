@@ -67,7 +67,10 @@ if K and level then
 end
 local on, keep, age, args = history_setting(attrs[4], ARGV[3])
 if on then
-  enter_history(25, 26, id, "cancelled", score_count(tonumber(s)), kept, ARGV[2], now, keep, age, args, keyed)
+  -- a running job's run is recorded, as its settle would have
+  if level then kept[2] = cancelled_run(kept[2], tonumber(s), now) end
+  enter_history(25, 26, id, "cancelled", score_count(tonumber(s)), kept, ARGV[2], now, keep, age, args, keyed,
+    level and level[1])
 end
 forget_released({id})
 notify_awaited(30, {id}, ARGV[4], attrs[6])

@@ -213,7 +213,8 @@ local passed = {}
 -- history keeps them)
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
   "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held",
-  "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited", "redjob:bout", "redjob:deps"}
+  "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited", "redjob:bout", "redjob:deps",
+  "redjob:requeued"}
 local pre = string.sub(ARGV[9], 1, 1) == "1"
 -- the bodies, when read, follow the fields
 local nfields = #read
@@ -546,6 +547,8 @@ if #finished > 0 then
     -- "<how> <ms> <deliveries> <body bytes>\n\n\n<record>\n<body>"
     local heads, opens = {}, {}
     local tail = ',"outcome":"ok"' .. ARGV[8] .. "}\n"
+    -- (the settle's jobs share their priority: a word in the header past 0)
+    local ph = prio ~= "0" and " p" .. prio or ""
     for j = 1, nfin do
       local k = finished[j]
       local id, tok, body = ids[k], tokens[k], bodies[k] or ""
@@ -554,7 +557,7 @@ if #finished > 0 then
         local n = digits(score_count(token_number(tok)))
         head = ok_head .. n .. " "
         heads[tok] = head
-        opens[tok] = '\n\n\n{"n":' .. n
+        opens[tok] = ph .. '\n\n\n{"n":' .. n
       end
       local len = #body
       nh = nh + 2
@@ -563,6 +566,7 @@ if #finished > 0 then
       hh[nh] = head .. (text[len] or digits(len)) .. opens[tok] .. (spans[k] or "") .. tail .. body
     end
   else
+    local ph = prio ~= "0" and " p" .. prio or ""
     for j = 1, nfin do
       local k = finished[j]
       local id, body = ids[k], bodies[k] or ""
@@ -574,7 +578,7 @@ if #finished > 0 then
         body = ""
       end
       local n = digits(score_count(token_number(tokens[k])))
-      -- "<how> <ms> <deliveries> <body bytes>[ k<key bytes>][ r<result bytes>]\n
+      -- "<how> <ms> <deliveries> <body bytes>[ p<priority>][ k<key bytes>][ r<result bytes>]\n
       -- <type>\n<by>\n[<key>\n][<result>\n]", then the records
       local head = kind[k] == "a" and ok_head or dead_head
       local kv, kh, kl = keyof[id], "", ""
@@ -582,7 +586,7 @@ if #finished > 0 then
       -- an ack's result follows its key
       local rv = kind[k] == "a" and results[id]
       if rv then kh, kl = kh .. " r" .. #rv, kl .. rv .. "\n" end
-      local bytes = digits(#body)
+      local bytes = digits(#body) .. ph
       nh = nh + 2
       -- a dead job may be requeued under its id and entered again: it is
       -- listed as "~<ms> <id>" (see history_ms in lib.lua)
@@ -596,6 +600,9 @@ if #finished > 0 then
       end
     end
   end
+  -- a dead letter requeued and finished again leaves its earlier element
+  -- behind (once the queue has requeued any: see dead_requeue.lua)
+  if attrs[17] then history_overwrites(9, lh) end
   many("RPUSH", KEYS[8], lh)
   many("HSET", KEYS[9], hh, 3000)
   -- by age at most once a second (the queue's hash field "redjob:htrim" says

@@ -13,7 +13,8 @@
 -- requeue leaves it. A letter that had a concurrency key ("<id>:k" in the
 -- dead letters' hash, "<per key> <key>") enters its key again, as a send does
 -- (see concurrency_keys in lib.lua), with its per key when the key has no
--- other jobs (else the key's own).
+-- other jobs (else the key's own). The queue's hash field "redjob:requeued"
+-- says a dead letter was ever requeued (see complete.lua).
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the dead letters' sorted set (ns:q:dead)
@@ -160,6 +161,11 @@ if #u > 0 then
     h[#h + 1] = "1"
   end
 end
+-- its jobs' dead entries stay in the history until they finish again, which
+-- then overwrites them: complete.lua counts the elements so left behind (see
+-- history_stale in lib.lua) once the queue has requeued any
+h[#h + 1] = "redjob:requeued"
+h[#h + 1] = "1"
 h[#h + 1] = "totalsent"
 h[#h + 1] = string.format("%.0f", (tonumber(attrs[2]) or 0) + n)
 if mask ~= (tonumber(attrs[3]) or 0) then

@@ -64,11 +64,14 @@ local freed = false
 -- running jobs (leased, their lease not over) by their lease end: a keyed
 -- one keeps its key's place until then (see concurrency_keys in lib.lua)
 local running = {}
+-- (a single job's priority, for its history entry)
+local prio
 for _, level in ipairs(level_sets(tonumber(attrs[1]) or 0, 4)) do
   local scores = {}
   for j, s in ipairs(many("ZMSCORE", level[2], ids)) do
     if s then
       scores[#scores + 1] = tonumber(s)
+      prio = prio or level[1]
       found = found or tonumber(s)
       if select(2, score_count(tonumber(s))) then
         freed = true
@@ -105,7 +108,8 @@ if attrs[5] then
   end
 end
 if on and single and found and kept[1] then
-  enter_history(25, 26, ids[1], "deleted", score_count(found), kept, ARGV[3], now, keep, age, args, keyed)
+  kept[2] = cancelled_run(kept[2], found, now)
+  enter_history(25, 26, ids[1], "deleted", score_count(found), kept, ARGV[3], now, keep, age, args, keyed, prio)
 elseif on and not single and ARGV[2] ~= "" and ARGV[2] ~= "-" and (tonumber(ARGV[2]) or 0) + n > 0 then
   add_history_event(26, now, "deleted", (tonumber(ARGV[2]) or 0) + n, ARGV[3])
 end

@@ -774,6 +774,16 @@ local function append_attempt(log, rec)
   return log
 end
 
+-- The attempt records `log` of a job cancelled or deleted at `now` (ms) while
+-- its score was `score`: with a record of the run under way (outcome
+-- `cancelled`, when it ended; its start and worker are the worker's, which
+-- its settle, fenced off, never writes) when that was a lease not run out.
+local function cancelled_run(log, score, now)
+  local count, leased = score_count(score)
+  if not leased or math.floor(score) <= now then return log end
+  return append_attempt(log, string.format('{"n":%d,"end":%.0f,"outcome":"cancelled"}', count, now))
+end
+
 -- Frees the unique keys (see unique.lua) of jobs that left their queue (acked,
 -- dead-lettered, deleted, popped). `ukey` is the queue's ns:q:unique. A key that a
 -- newer job took over (after its lifetime ran out) stays with that job.
@@ -943,25 +953,53 @@ local function history_find(hl, hh, id, ms, alt)
   return nil
 end
 
+-- The history's elements that stand for no entry: a dead job's "~<ms> <id>"
+-- once the job, requeued, finished again and its entry was written anew. The
+-- hash field "~stale" (KEYS[hh]) counts them, so that the count trim keeps
+-- `keep` entries, not `keep` elements. `ids` are the jobs about to be entered
+-- (their elements, "~<ms> <id>" or the id): each that has an entry already
+-- leaves one more.
+local function history_overwrites(hh, elements)
+  local ids = {}
+  for j, v in ipairs(elements) do ids[j] = (history_element(v)) end
+  local n = 0
+  for _, v in ipairs(many("HMGET", KEYS[hh], ids)) do
+    if v then n = n + 1 end
+  end
+  if n > 0 then redis.call("HINCRBY", KEYS[hh], "~stale", n) end
+end
+
 -- Takes the `n` oldest elements off the history's list and drops their
 -- entries (an element "~<ms> <id>" drops its job's entry only while it is
--- still the one of `ms`). Returns how many went.
+-- still the one of `ms`; one that is not counts as a stale element no
+-- more, see history_overwrites). Returns how many went, and how many of
+-- them stood for an entry.
 local function history_pop(hl, hh, n)
-  if n <= 0 then return 0 end
+  if n <= 0 then return 0, 0 end
   local gone = redis.call("LPOP", KEYS[hl], n)
-  if not gone then return 0 end
+  if not gone then return 0, 0 end
   -- (how many ever went from the list's head: the args mark's place counts from it)
   redis.call("HINCRBY", KEYS[hh], "~base", #gone)
   -- (a "~..." element names no field: its HDEL does nothing, so the
   -- elements are looked at only when fewer fields went than elements)
   local _, went = many("HDEL", KEYS[hh], gone)
+  local entries, stale = went, 0
   for j = 1, went < #gone and #gone or 0 do
     if string.byte(gone[j], 1) == 126 then
       local id, at = history_element(gone[j])
-      if at and entry_ms(redis.call("HGET", KEYS[hh], id)) == at then redis.call("HDEL", KEYS[hh], id) end
+      if at and entry_ms(redis.call("HGET", KEYS[hh], id)) == at then
+        redis.call("HDEL", KEYS[hh], id)
+        entries = entries + 1
+      else
+        stale = stale + 1
+      end
     end
   end
-  return #gone
+  if stale > 0 then
+    local left = redis.call("HINCRBY", KEYS[hh], "~stale", -stale)
+    if left <= 0 then redis.call("HDEL", KEYS[hh], "~stale") end
+  end
+  return #gone, entries
 end
 
 -- Drops a queue's history entries past `age` ms and the oldest beyond `keep`
@@ -991,9 +1029,20 @@ local function trim_history(hl, hh, now, budget, keep, age, args, timed)
     end
   end
   if keep > 0 and budget > went then
+    -- (the elements that stand for no entry are read only when the list
+    -- is over by its elements: see history_overwrites)
     local over = redis.call("LLEN", KEYS[hl]) - keep
-    if over > (timed and 0 or math.floor(keep / 20)) then
-      went = went + history_pop(hl, hh, math.min(over, budget - went))
+    local slack = timed and 0 or math.floor(keep / 20)
+    if over > slack then
+      over = over - (tonumber(redis.call("HGET", KEYS[hh], "~stale")) or 0)
+    end
+    -- popping a stale element leaves as many entries: pop on, within the budget
+    while over > slack and budget > went do
+      local popped, entries = history_pop(hl, hh, math.min(over, budget - went))
+      if popped == 0 then break end
+      went = went + popped
+      over = over - entries
+      slack = 0
     end
   end
   if timed and args > 0 and (age == 0 or args < age) then
@@ -1091,18 +1140,20 @@ end
 -- Enters job `id`, just taken out of its queue with its body and records
 -- (`kept`: HMGET of <id> and <id>:a), in the history (KEYS[hl], KEYS[hh]) as
 -- finished `how` (cancelled, deleted) by `by` at `now` with `count`
--- deliveries, and its concurrency key `keyed` ("<per key> <key>" or nil), as
--- complete.lua writes entries (a dead one listed as "~<ms> <id>", see
--- history_ms); then trims it by count.
-local function enter_history(hl, hh, id, how, count, kept, by, now, keep, age, args, keyed)
+-- deliveries, its concurrency key `keyed` ("<per key> <key>" or nil) and its
+-- priority `prio` (nil: 0), as complete.lua writes entries (a dead one listed
+-- as "~<ms> <id>", see history_ms); then trims it by count.
+local function enter_history(hl, hh, id, how, count, kept, by, now, keep, age, args, keyed, prio)
   local body = kept[1] or ""
   local typ = body_type(body)
   if args == 0 then body = "" end
   local at = string.format("%.0f", now)
   local kh, kl = "", ""
   if keyed then kh, kl = " k" .. #keyed, keyed .. "\n" end
+  history_overwrites(hh, {id})
   redis.call("RPUSH", KEYS[hl], how == "dead" and "~" .. at .. " " .. id or id)
-  redis.call("HSET", KEYS[hh], id, "h1 " .. how .. " " .. at .. " " .. count .. " " .. #body .. kh .. "\n"
+  local ph = (prio and prio ~= 0) and string.format(" p%d", prio) or ""
+  redis.call("HSET", KEYS[hh], id, "h1 " .. how .. " " .. at .. " " .. count .. " " .. #body .. ph .. kh .. "\n"
     .. typ .. "\n" .. by .. "\n" .. kl .. (kept[2] or "") .. "\n" .. body)
   trim_history(hl, hh, now, 1001, keep, age, args, false)
 end
