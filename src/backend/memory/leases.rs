@@ -832,6 +832,9 @@ impl MemoryBackend {
                     let until = until.max(token.lease_until_ms());
                     let new = Token::new(until, token.attempt()).at_priority(token.priority());
                     q.rescore(*id, new.score());
+                    // in flight again (a count may have dropped it once its
+                    // lease ran out): it holds its place, as in Redis
+                    q.leased.insert(*id);
                     new
                 })
             })

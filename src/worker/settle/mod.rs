@@ -192,7 +192,12 @@ impl<B: Backend> Settler<B> {
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
         // the watchdog runs beside the calls, so a backend call that hangs for
         // seconds does not keep a run going past its lease
-        let watchdog = watchdog(self.leases.clone(), self.queue.clone(), self.lease);
+        let watchdog = watchdog(
+            self.leases.clone(),
+            self.queue.clone(),
+            self.lease,
+            self.wake.clone(),
+        );
         tokio::select! {
             _ = self.serve(&mut rx) => {}
             _ = watchdog => {}

@@ -176,10 +176,19 @@ impl<B: Backend> Settler<B> {
 /// Gives up runs whose lease ran out without a renewal, forever: another worker
 /// may run them now. Their token is cancelled and nothing is settled for them.
 /// Finished ones keep trying to settle for one more lease (the fence decides).
-pub(super) async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Duration) {
+/// Wakes the queue's dispatcher (`wake`) when it gave a run up: the job is
+/// due again there, and a dispatcher that never fetched it (a job handed to
+/// this worker) has no timer for it, so it would wait for the worker's poll.
+pub(super) async fn watchdog(
+    leases: Arc<Leases>,
+    queue: Arc<str>,
+    lease: Duration,
+    wake: Arc<tokio::sync::Notify>,
+) {
     loop {
         let now = Instant::now();
         let mut nearest = now + lease / 3;
+        let mut gave_up = false;
         {
             let mut t = leases.lock();
             let Table { held, done, .. } = &mut *t;
@@ -193,6 +202,7 @@ pub(super) async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Durati
                     h.cancel.cancel();
                     h.lost = true;
                     h.reason = Some(CancelReason::LeaseLost);
+                    gave_up = true;
                     return true;
                 }
                 if h.outcome.is_some() && h.deadline + lease <= now {
@@ -205,6 +215,9 @@ pub(super) async fn watchdog(leases: Arc<Leases>, queue: Arc<str>, lease: Durati
                 }
                 true
             });
+        }
+        if gave_up {
+            wake.notify_one();
         }
         tokio::time::sleep_until(nearest).await;
     }

@@ -1,0 +1,488 @@
+//! Leases a worker holds when the backend is slow or out of reach: a lease
+//! renewed after it ran out holds its place under a global limit on every
+//! backend, and a run given up for a lost lease is fetched again at once,
+//! whether it was fetched or handed to the worker.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::backend::memory::MemoryBackend;
+use redjob::backend::{
+    Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token,
+};
+use redjob::ops::{Admin, Concurrency, QueueSettings};
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+use redjob::{Client, Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+// ---------------------------------------------------------------------------
+// A backend whose settles are slow (each call waits `settle_delay`, then runs).
+// ---------------------------------------------------------------------------
+
+#[derive(Clone)]
+struct Slow<B> {
+    inner: B,
+    settle_delay: Duration,
+    /// While set, every lease renewal fails (the backend out of reach).
+    renewals_fail: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<B: Backend> Backend for Slow<B> {
+    async fn send(
+        &self,
+        q: &str,
+        m: &[SendMessage],
+        c: &QueueOptions,
+    ) -> redjob::Result<Vec<redjob::queue::Sent>> {
+        Backend::send(&self.inner, q, m, c).await
+    }
+    async fn fetch(&self, q: &str, max: usize, lease: Duration) -> redjob::Result<Fetched> {
+        let r = self.inner.fetch(q, max, lease).await;
+        tracing::warn!(
+            max,
+            got = r.as_ref().map(|f| f.jobs.len()).unwrap_or(0),
+            "fetch"
+        );
+        r
+    }
+    async fn fetch_waiting(
+        &self,
+        q: &str,
+        max: usize,
+        lease: Duration,
+        worker: &str,
+        hands: usize,
+    ) -> redjob::Result<Fetched> {
+        let r = self.inner.fetch_waiting(q, max, lease, worker, hands).await;
+        tracing::warn!(
+            max,
+            got = r.as_ref().map(|f| f.jobs.len()).unwrap_or(0),
+            "fetch_waiting"
+        );
+        r
+    }
+    async fn withdraw_handoffs(
+        &self,
+        qs: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> redjob::Result<()> {
+        self.inner.withdraw_handoffs(qs, worker, lease).await
+    }
+    async fn extend(
+        &self,
+        q: &str,
+        l: &[(JobId, Token)],
+        lease: Duration,
+    ) -> redjob::Result<Vec<Option<Token>>> {
+        tracing::warn!(n = l.len(), "renewal");
+        if self.renewals_fail.load(Ordering::SeqCst) {
+            return Err(redjob::Error::Protocol("renewal failed (simulated)".into()));
+        }
+        self.inner.extend(q, l, lease).await
+    }
+    async fn sizes(&self, q: &str) -> redjob::Result<redjob::inspect::StateCounts> {
+        self.inner.sizes(q).await
+    }
+    async fn settle(&self, q: &str, b: &Settle) -> redjob::Result<Settled> {
+        tracing::warn!(
+            acks = b.acks.len(),
+            throttles = b.throttles.len(),
+            "settle sent"
+        );
+        // a slow but successful call (a busy Redis, a large batch)
+        tokio::time::sleep(self.settle_delay).await;
+        let r = self.inner.settle(q, b).await;
+        tracing::warn!("settle landed");
+        r
+    }
+    async fn stats(&self, q: &str) -> redjob::Result<QueueStats> {
+        self.inner.stats(q).await
+    }
+    async fn minutes(&self, q: &str) -> redjob::Result<Vec<MinuteStats>> {
+        self.inner.minutes(q).await
+    }
+    async fn hours(&self, q: &str) -> redjob::Result<Vec<MinuteStats>> {
+        self.inner.hours(q).await
+    }
+    async fn dead_letters(&self, q: &str, limit: usize) -> redjob::Result<Vec<DeadLetter>> {
+        self.inner.dead_letters(q, limit).await
+    }
+    async fn scores(&self, q: &str, held: &[(JobId, Token)]) -> redjob::Result<Vec<Option<Token>>> {
+        self.inner.scores(q, held).await
+    }
+    async fn warnings(&self) -> redjob::Result<Vec<String>> {
+        self.inner.warnings().await
+    }
+    async fn listen(
+        &self,
+        qs: &[String],
+        wake: &(dyn Fn(&str) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+    ) -> redjob::Result<()> {
+        self.inner.listen(qs, wake, subscribed).await
+    }
+    async fn now_ms(&self) -> redjob::Result<u64> {
+        self.inner.now_ms().await
+    }
+    async fn watch_finish(
+        &self,
+        queue: &str,
+        id: &JobId,
+        within: Duration,
+    ) -> redjob::Result<redjob::backend::FinishWatch> {
+        self.inner.watch_finish(queue, id, within).await
+    }
+    async fn batch_open(&self, spec: &redjob::backend::BatchSpec) -> redjob::Result<()> {
+        self.inner.batch_open(spec).await
+    }
+    async fn batch_seal(&self, id: &redjob::ops::BatchId, total: u64) -> redjob::Result<()> {
+        self.inner.batch_seal(id, total).await
+    }
+    async fn batch_status(
+        &self,
+        id: &redjob::ops::BatchId,
+    ) -> redjob::Result<Option<redjob::ops::BatchStatus>> {
+        self.inner.batch_status(id).await
+    }
+    async fn batch_settled(&self, queue: &str, members: &[String]) -> redjob::Result<()> {
+        self.inner.batch_settled(queue, members).await
+    }
+    async fn batch_recover(&self, queue: &str) -> redjob::Result<()> {
+        self.inner.batch_recover(queue).await
+    }
+    async fn batch_mark(&self, queue: &str, until: Duration) -> redjob::Result<()> {
+        self.inner.batch_mark(queue, until).await
+    }
+    async fn batches(
+        &self,
+        before_ms: Option<u64>,
+        limit: usize,
+    ) -> redjob::Result<Vec<redjob::ops::BatchStatus>> {
+        self.inner.batches(before_ms, limit).await
+    }
+    async fn batch_dead(
+        &self,
+        id: &redjob::ops::BatchId,
+        limit: usize,
+    ) -> redjob::Result<Vec<(String, JobId)>> {
+        self.inner.batch_dead(id, limit).await
+    }
+    async fn flow_wait(
+        &self,
+        queue: &str,
+        id: &JobId,
+        batch: &redjob::ops::BatchId,
+        body: &[u8],
+    ) -> redjob::Result<()> {
+        self.inner.flow_wait(queue, id, batch, body).await
+    }
+    async fn flow_after(
+        &self,
+        queue: &str,
+        id: &JobId,
+        r: &redjob::backend::BatchRef,
+    ) -> redjob::Result<()> {
+        self.inner.flow_after(queue, id, r).await
+    }
+    async fn batch_results(
+        &self,
+        id: &redjob::ops::BatchId,
+        from: u64,
+        limit: usize,
+    ) -> redjob::Result<Vec<(u64, Vec<u8>)>> {
+        self.inner.batch_results(id, from, limit).await
+    }
+    async fn batch_sweep(&self) -> redjob::Result<()> {
+        self.inner.batch_sweep().await
+    }
+    async fn batch_add(
+        &self,
+        id: &redjob::ops::BatchId,
+        jobs: &[(String, SendMessage)],
+    ) -> redjob::Result<()> {
+        self.inner.batch_add(id, jobs).await
+    }
+    async fn batch_cancel(&self, id: &redjob::ops::BatchId) -> redjob::Result<bool> {
+        self.inner.batch_cancel(id).await
+    }
+    async fn cancelled_batches(
+        &self,
+        after: u64,
+    ) -> redjob::Result<Vec<(redjob::ops::BatchId, u64)>> {
+        self.inner.cancelled_batches(after).await
+    }
+    async fn cancel_job(&self, q: &str, id: &JobId, by: &str) -> redjob::Result<bool> {
+        self.inner.cancel_job(q, id, by).await
+    }
+    async fn tick(
+        &self,
+        q: &str,
+        t: &redjob::ops::Tick<'_>,
+        m: &SendMessage,
+        c: &QueueOptions,
+    ) -> redjob::Result<redjob::ops::Ticked> {
+        self.inner.tick(q, t, m, c).await
+    }
+    async fn beat(
+        &self,
+        id: &str,
+        beat: &[u8],
+        ttl: Duration,
+    ) -> redjob::Result<redjob::ops::BeatReply> {
+        self.inner.beat(id, beat, ttl).await
+    }
+    async fn touch(&self, id: &str, ttl: Duration, since: Duration) -> redjob::Result<bool> {
+        self.inner.touch(id, ttl, since).await
+    }
+    async fn listen_handoff(
+        &self,
+        qs: &[String],
+        worker: &str,
+        wake: &(dyn Fn(&str) + Send + Sync),
+        handed: &(dyn Fn(redjob::backend::Handed) + Send + Sync),
+        subscribed: &(dyn Fn() + Send + Sync),
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> redjob::Result<()> {
+        self.inner
+            .listen_handoff(qs, worker, wake, handed, subscribed, stop)
+            .await
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Jobs
+// ---------------------------------------------------------------------------
+
+/// What the handlers saw: when each tag started.
+#[derive(Default)]
+struct Seen {
+    starts: Mutex<Vec<(String, Instant)>>,
+}
+
+impl Seen {
+    fn starts_of(&self, tag: &str) -> Vec<Instant> {
+        self.starts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _)| t == tag)
+            .map(|(_, at)| *at)
+            .collect()
+    }
+}
+
+/// Sleeps `ms`, recording its start under `tag`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "audit_nap", queue = "audit_q")]
+struct Nap {
+    tag: String,
+    ms: u64,
+}
+
+impl Job for Nap {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let seen = ctx.data::<Arc<Seen>>()?;
+        seen.starts
+            .lock()
+            .unwrap()
+            .push((self.tag.clone(), Instant::now()));
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+/// Sleeps `pre_ms`, then on its first run says its dependency throttles it
+/// for `ms` (the queue waits); later runs succeed.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "audit_throttler", queue = "audit_q")]
+struct Throttler {
+    tag: String,
+    pre_ms: u64,
+    ms: u64,
+}
+
+impl Job for Throttler {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let seen = ctx.data::<Arc<Seen>>()?;
+        let first = {
+            let mut s = seen.starts.lock().unwrap();
+            let first = !s.iter().any(|(t, _)| *t == self.tag);
+            s.push((self.tag.clone(), Instant::now()));
+            first
+        };
+        tokio::time::sleep(Duration::from_millis(self.pre_ms)).await;
+        if first {
+            return Err(JobError::rate_limited(Duration::from_millis(self.ms)));
+        }
+        Ok(())
+    }
+}
+
+const Q: &str = "audit_q";
+
+/// A worker on any backend, running in a task once it serves.
+struct Serving {
+    stop: tokio_util::sync::CancellationToken,
+    handle: tokio::task::JoinHandle<redjob::Result<redjob::worker::Stopped>>,
+}
+
+impl Serving {
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(60), self.handle)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
+async fn serve<B: Backend>(w: Worker<B>) -> Serving {
+    let ready = w.ready();
+    let stop = w.shutdown_token();
+    let handle = tokio::spawn(w.run_until_stopped());
+    tokio::time::timeout(Duration::from_secs(10), ready.wait())
+        .await
+        .expect("worker serving within 10 s")
+        .expect("worker serving");
+    Serving { stop, handle }
+}
+
+// ---------------------------------------------------------------------------
+// A lease renewed after it ran out holds its place on every backend.
+// ---------------------------------------------------------------------------
+
+/// A lease that ran out (its second passed) and is then renewed by its worker
+/// (no fetch took the job meanwhile) runs again: Redis counts it under the
+/// global concurrency again (extend.lua moves its count to the new second);
+/// the memory backend forgot it when a count found it run out, and its
+/// renewal did not count it again, so a second job started under a global
+/// concurrency of 1 (memory now counts it, as Redis does).
+async fn renewed_after_running_out_is_counted(client: &Client) {
+    client
+        .queues()
+        .create_queue(Q, QueueOptions::default())
+        .await
+        .unwrap();
+    client
+        .set_settings(Q, &QueueSettings::concurrency(Concurrency::global(1)))
+        .await
+        .unwrap();
+    let b = client.backend();
+    Backend::send(
+        &b,
+        Q,
+        &[SendMessage::new("{\"a\":1}")],
+        &QueueOptions::default(),
+    )
+    .await
+    .unwrap();
+    let first = b.fetch(Q, 1, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(first.jobs.len(), 1);
+    let a = &first.jobs[0];
+    // the lease's second passes (the worker's renewal is late)
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let usage = client.limit_usage(Q).await.unwrap();
+    assert_eq!(usage.in_flight, 0, "the lease ran out");
+    let renewed = b
+        .extend(Q, &[(a.id, a.token)], Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(renewed[0].is_some(), "renewed: no fetch took the job");
+    let usage = client.limit_usage(Q).await.unwrap();
+    Backend::send(
+        &b,
+        Q,
+        &[SendMessage::new("{\"b\":2}")],
+        &QueueOptions::default(),
+    )
+    .await
+    .unwrap();
+    let second = b.fetch(Q, 1, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        (usage.in_flight, second.jobs.len()),
+        (1, 0),
+        "the renewed lease runs again and holds the one place: (in flight, leased beside it)"
+    );
+}
+
+#[tokio::test]
+async fn a_lease_renewed_after_it_ran_out_holds_its_place_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    renewed_after_running_out_is_counted(&client).await;
+}
+
+#[tokio::test]
+async fn a_lease_renewed_after_it_ran_out_holds_its_place_on_memory() {
+    let client = Client::memory(MemoryBackend::new());
+    renewed_after_running_out_is_counted(&client).await;
+}
+
+// ---------------------------------------------------------------------------
+// A job whose lease this worker lost, handed to it, runs again at once.
+// ---------------------------------------------------------------------------
+
+/// An idle worker on Redis is handed job "long" (8 s, 3 s lease) by its
+/// send. Its renewals fail for 4 s (Redis out of reach): at 3 s its
+/// watchdog gives the run up, and the job is due again from its lease end.
+/// Redis is back at 4 s, the worker idle with every slot free, but nothing
+/// fetches the job: the dispatcher's last fetch found nothing (the job came
+/// by a hand-off), so it sleeps for a send or the 60 s poll. A job fetched
+/// rather than handed would have been taken again at its lease end. (The
+/// watchdog now wakes the dispatcher when it gives a run up.)
+#[tokio::test]
+async fn a_job_whose_handed_lease_this_worker_lost_runs_again_without_waiting_for_the_poll() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue(Q, QueueOptions::default())
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let backend = Slow {
+        inner: client.backend(),
+        settle_delay: Duration::ZERO,
+        renewals_fail: fail.clone(),
+    };
+    let w = Worker::builder(backend)
+        .register::<Nap>()
+        .concurrency(2)
+        .lease(Duration::from_secs(3))
+        .data(seen.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = serve(w).await;
+    let t0 = Instant::now();
+    client
+        .enqueue(&Nap {
+            tag: "long".into(),
+            ms: 8000,
+        })
+        .await
+        .unwrap();
+    fail.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    fail.store(false, Ordering::SeqCst);
+    // due again since about 3 s; the worker is idle
+    let again = common::wait_until(Duration::from_secs(11), || {
+        seen.starts_of("long").len() >= 2
+    })
+    .await;
+    let starts: Vec<_> = seen.starts_of("long").iter().map(|t| *t - t0).collect();
+    w.stop().await;
+    assert!(
+        again,
+        "the job whose lease ran out at 3 s had not run again 15 s in (starts {starts:?}); it waits for the worker's 60 s poll"
+    );
+}
