@@ -5,11 +5,24 @@ use redjob::ops::Admin;
 use serde_json::{Value, json};
 
 use crate::show::{self, table, when};
-use crate::{Ctx, Outcome};
+use crate::{Ctx, Failure, Outcome};
 
 /// "-" for none, else `when`.
 fn maybe_when(ms: Option<u64>) -> String {
     ms.map_or_else(|| "-".into(), when)
+}
+
+/// Fails when no live worker ticks `name` of `queue`: a resume that found
+/// nothing paused under a name nothing ticks names no schedule (a typo of a
+/// paused one's name, which stays paused).
+async fn unknown(c: &redjob::Client, queue: &str, name: &str) -> Outcome {
+    let live = c.schedules().await?;
+    if live.iter().any(|s| s.queue == queue && s.name == name) {
+        return Ok(());
+    }
+    Err(Failure(format!(
+        "{name:?} of {queue:?} is not paused and no live worker ticks it: nothing to resume"
+    )))
 }
 
 #[derive(clap::Args)]
@@ -35,7 +48,8 @@ pub enum PeriodicCommand {
         /// The schedule's name.
         name: String,
     },
-    /// Resumes a paused schedule: its next tick runs.
+    /// Resumes a paused schedule: its next tick runs. Fails when nothing is
+    /// paused under the name and no live worker ticks it.
     Resume {
         /// The queue its jobs go to.
         queue: String,
@@ -76,6 +90,9 @@ pub async fn periodic(ctx: &Ctx, args: PeriodicArgs) -> Outcome {
         }
         Some(PeriodicCommand::Resume { queue, name }) => {
             let changed = c.resume_schedule(&queue, &name).await?;
+            if !changed {
+                unknown(c, &queue, &name).await?;
+            }
             let text = if changed { "resumed" } else { "not paused" };
             return crate::queues::done(
                 ctx,

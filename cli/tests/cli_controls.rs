@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::RedisServer;
 use redjob::inspect::Inspect;
-use redjob::ops::Schedule;
+use redjob::ops::{Admin, Schedule};
 use redjob::queue::Queues;
 use redjob::{Client, Job, JobContext, JobError};
 use run::cli;
@@ -119,4 +119,26 @@ async fn a_schedule_is_run_now_paused_and_resumed_from_the_cli() {
 
     stop.cancel();
     task.await.unwrap().unwrap();
+}
+
+/// A resume of a name nothing is paused under and no live worker ticks (a
+/// typo of a paused schedule's name) fails, saying so, and the paused
+/// schedule stays paused; a pause of such a name stays allowed, with its
+/// warning, for workers to come. The old code printed "not paused" and
+/// exited 0.
+#[tokio::test]
+async fn a_resume_of_a_schedule_nothing_pauses_or_ticks_fails() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    let r = cli(&url, &["periodic", "pause", "reports", "nightly-report"]).await;
+    assert_eq!(r.ok().trim(), "paused");
+    assert!(r.err.contains("no live worker ticks"), "{}", r.err);
+    cli(&url, &["periodic", "resume", "reports", "nightly_report"])
+        .await
+        .failed("\"nightly_report\" of \"reports\" is not paused and no live worker ticks it");
+    let still = client.ticks("reports", &["nightly-report"]).await.unwrap();
+    assert!(still[0].paused.is_some());
+    let r = cli(&url, &["periodic", "resume", "reports", "nightly-report"]).await;
+    assert_eq!(r.ok().trim(), "resumed");
 }

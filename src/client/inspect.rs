@@ -58,7 +58,8 @@ impl Client {
     }
 
     /// Enqueues a run of the periodic schedule `name` of `queue` now, as its
-    /// ticks do (the job its live workers say it enqueues, at its priority),
+    /// ticks do (the job its live workers say it enqueues, at its priority,
+    /// due at once whatever the queue's delay attribute),
     /// with its concurrency key, beside its ticks: the next tick runs as
     /// planned. Returns the job's id.
     /// Fails with [`InvalidValue`](crate::Error::InvalidValue) when no live
@@ -78,7 +79,10 @@ impl Client {
             what: "schedule",
             reason: format!("the live workers do not say what {name:?} enqueues"),
         })?;
-        let mut msg = SendMessage::new(body).priority(s.priority);
+        // due now, as a tick is, whatever the queue's delay attribute
+        let mut msg = SendMessage::new(body)
+            .delay(std::time::Duration::ZERO)
+            .priority(s.priority);
         // its concurrency key, as a tick's
         if let Some(k) = s.key {
             msg = msg.keyed(k);

@@ -387,6 +387,9 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// `tick`, unless this tick (or a later one) of the schedule was enqueued
     /// already: however many workers call it, a tick is enqueued once. The
     /// job's id is [`Tick::id`]. Creates the queue with `create` when missing.
+    /// A schedule name none may have (empty, over 200 bytes, with a control
+    /// character, ending in `:paused` or `:next`, as a worker's build refuses)
+    /// is [`Error::InvalidValue`](crate::Error::InvalidValue), nothing written.
     fn tick(
         &self,
         queue: &str,
@@ -397,8 +400,8 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// [`tick`](Self::tick) for ticks of several schedules of `queue` due
     /// together: each one's outcome, in order, as `tick` one after another
-    /// would give it (an invalid priority or a body too large fails its own
-    /// tick); `Err` only when the call fails as a whole (Redis). The Redis
+    /// would give it (an invalid name or priority, or a body too large, fails
+    /// its own tick); `Err` only when the call fails as a whole (Redis). The Redis
     /// backend sends those alike in priority and without a concurrency key in
     /// one call (up to 100), so that a fleet of workers with many schedules
     /// makes a call per worker, not per schedule, at each instant; the default

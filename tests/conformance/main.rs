@@ -29,6 +29,7 @@ mod overview;
 mod priorities;
 mod queues;
 mod results;
+mod schedules;
 mod settings;
 mod throttles;
 mod topics;
@@ -549,6 +550,12 @@ macro_rules! conformance_suite {
             workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead,
             each_run_starting_or_ending_shows_before_the_next_heartbeat,
             an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost);
+        $crate::conformance_suite!(@schedules $setup, #[$attr],
+            a_schedule_changed_between_deploys_lists_the_next_tick_of_its_new_schedule,
+            after_a_downtime_the_listing_shows_the_next_tick_to_come,
+            a_run_now_is_due_at_once_on_a_queue_with_a_delay,
+            a_pause_of_a_queue_never_created_goes_with_its_delete,
+            a_tick_under_a_name_no_schedule_may_have_is_refused);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_worker_is_quieted_resumed_and_stopped_through_the_backend,
             a_quiet_worker_puts_back_what_it_prefetched_unstarted);

@@ -694,8 +694,11 @@ pub(crate) async fn periodic(
             }
         }
         "resume" => {
-            c.resume_schedule(queue, name).await?;
-            format!("Resumed {name:?}: its next tick runs.")
+            if c.resume_schedule(queue, name).await? {
+                format!("Resumed {name:?}: its next tick runs.")
+            } else {
+                format!("{name:?} was not paused: nothing changed.")
+            }
         }
         other => return Err(WebError::NotFound(format!("no schedule action {other:?}"))),
     };

@@ -630,6 +630,36 @@ async fn workers_and_periodic_pages_show_live_workers_and_run_a_schedule_now() {
     running.stop().await;
 }
 
+/// A resume of a schedule that is not paused (a crafted form, a stale page
+/// another operator resumed already) says it was not paused, as the CLI
+/// does. The old code said "Resumed ...: its next tick runs." whatever the
+/// resume did.
+#[tokio::test]
+async fn a_resume_of_a_schedule_not_paused_says_so_not_resumed() {
+    let client = Client::memory(Default::default());
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/periodic", false).await;
+    let form = [
+        ("csrf", token.as_str()),
+        ("queue", "reports"),
+        ("name", "nightly_report"),
+    ];
+    let r = post(&app, "/periodic/resume", &cookie, &form).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(
+        note(&r),
+        "\"nightly_report\" was not paused: nothing changed."
+    );
+    // paused, then resumed: said so
+    post(&app, "/periodic/pause", &cookie, &form).await;
+    let r = post(&app, "/periodic/resume", &cookie, &form).await;
+    assert!(
+        note(&r).starts_with("Resumed \"nightly_report\""),
+        "{}",
+        note(&r)
+    );
+}
+
 #[tokio::test]
 async fn allowed_hosts_refuse_every_other_host_name() {
     let client = Client::memory(Default::default());

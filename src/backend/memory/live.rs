@@ -7,7 +7,7 @@ use super::state::ms_score;
 use super::{MemoryBackend, not_found};
 use crate::Result;
 use crate::contract::admin::{
-    Beat, BeatReply, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo,
+    Beat, BeatReply, Control, Paused, Tick, Ticked, Ticks, WorkerControl, WorkerInfo, schedule_name,
 };
 use crate::contract::inspect::Inspect;
 use crate::contract::queues::{SendMessage, validate};
@@ -21,6 +21,7 @@ impl MemoryBackend {
         msg: &SendMessage,
     ) -> Result<Ticked> {
         validate::queue_name(queue)?;
+        schedule_name(tick.name)?;
         validate::priority(msg.priority)?;
         crate::contract::queues::check_keyed(msg)?;
         let now = self.clock.now_ms();

@@ -36,9 +36,11 @@ impl Queues for MemoryBackend {
     async fn delete_queue(&self, name: &str) -> Result<()> {
         validate::queue_name(name)?;
         let mut st = self.lock_mut();
-        st.queues.remove(name).ok_or_else(|| not_found(name))?;
-        // its schedules' pauses go with it, as its periodic hash on Redis
+        let removed = st.queues.remove(name);
+        // its schedules' pauses go with it, as its periodic hash on Redis,
+        // even when the queue is gone already (a pause for workers to come)
         st.paused_schedules.retain(|(q, _), _| q != name);
+        removed.ok_or_else(|| not_found(name))?;
         // and its settings: every worker reads them again now
         st.settings_version += 1;
         drop(st);

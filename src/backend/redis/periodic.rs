@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
-use crate::contract::admin::{Tick, Ticked};
+use crate::contract::admin::{Tick, Ticked, schedule_name};
 use crate::contract::queues::{SendMessage, validate};
 use crate::{Error, Result};
 
@@ -28,10 +28,10 @@ impl Rsmq {
     /// periodic.lua for several ticks of `queue`'s schedules: those sent at
     /// one priority and without a concurrency key in calls of up to
     /// [`TICKS_PER_CALL`], the others one a call; each tick's outcome, in
-    /// order (an invalid name, priority or key, or a body too large, fails
-    /// its own tick, as [`tick`](Self::tick) one after another would). Fails
-    /// as a whole only when the queue does not exist (for the caller to
-    /// create it), or Redis does.
+    /// order (an invalid queue or schedule name, priority or key, or a body
+    /// too large, fails its own tick, as [`tick`](Self::tick) one after
+    /// another would). Fails as a whole only when the queue does not exist
+    /// (for the caller to create it), or Redis does.
     pub(crate) async fn tick_many(
         &self,
         queue: &str,
@@ -39,8 +39,10 @@ impl Rsmq {
     ) -> Result<Vec<Result<Ticked>>> {
         let mut out: Vec<Option<Result<Ticked>>> = ticks
             .iter()
-            .map(|(_, msg)| {
+            .map(|(tick, msg)| {
                 validate::queue_name(queue)
+                    // (a name ending in `:paused` would pause another)
+                    .and_then(|()| schedule_name(tick.name))
                     .and_then(|()| validate::priority(msg.priority))
                     .and_then(|()| crate::contract::queues::check_keyed(msg))
                     .err()

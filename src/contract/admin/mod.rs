@@ -4,6 +4,7 @@
 mod control;
 mod dead;
 mod keys;
+mod listing;
 mod overview;
 mod periodic;
 mod workers;
@@ -339,54 +340,15 @@ pub trait Admin: Inspect {
 
     /// The periodic schedules live workers tick, by queue and name, with
     /// their last tick and the next. A schedule removed from the code (no
-    /// live worker ticks it) is not listed.
+    /// live worker ticks it) is not listed. The next tick is the one of the
+    /// schedule the live workers run: the one a worker's beat carries until
+    /// its first tick (while no tick as late is recorded), else the one
+    /// recorded with the last tick; a recorded
+    /// one that has passed (missed while no worker ran) gives way to the
+    /// schedule's next tick after the latest beat, for an interval or a cron
+    /// expression in UTC or at a fixed offset.
     fn schedules(&self) -> impl Future<Output = Result<Vec<ScheduleInfo>>> + Send {
-        async move {
-            let mut by_key: std::collections::BTreeMap<(String, String), ScheduleInfo> =
-                Default::default();
-            for w in self.workers().await? {
-                for s in w.schedules {
-                    let e = by_key
-                        .entry((s.queue.clone(), s.name.clone()))
-                        .or_insert_with(|| ScheduleInfo {
-                            name: s.name,
-                            queue: s.queue,
-                            job: s.job,
-                            schedule: s.schedule,
-                            last_ms: None,
-                            next_ms: s.next_ms,
-                            workers: 0,
-                            body: s.body,
-                            priority: s.priority,
-                            key: s.key,
-                            paused: None,
-                        });
-                    e.workers += 1;
-                    // the earliest next tick any worker knows of
-                    e.next_ms = match (e.next_ms, s.next_ms) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                }
-            }
-            let mut out: Vec<ScheduleInfo> = by_key.into_values().collect();
-            let mut i = 0;
-            while i < out.len() {
-                let queue = out[i].queue.clone();
-                let end = i + out[i..].iter().take_while(|s| s.queue == queue).count();
-                let names: Vec<&str> = out[i..end].iter().map(|s| s.name.as_str()).collect();
-                let ticks = self.ticks(&queue, &names).await?;
-                for (s, t) in out[i..end].iter_mut().zip(ticks) {
-                    s.paused = t.paused;
-                    s.last_ms = t.last_ms;
-                    if t.last_ms.is_some() {
-                        s.next_ms = t.next_ms;
-                    }
-                }
-                i = end;
-            }
-            Ok(out)
-        }
+        listing::schedules(self)
     }
 
     /// The settings stored for `queue` (see [`QueueSettings`]);

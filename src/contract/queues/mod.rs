@@ -73,7 +73,9 @@ pub trait Queues: Sync {
         }
     }
     /// Deletes a queue, its messages, its dead letters and counters (see
-    /// [`Rsmq::delete_queue`](crate::queue::Rsmq::delete_queue) for keys left by RSMQ clients).
+    /// [`Rsmq::delete_queue`](crate::queue::Rsmq::delete_queue) for keys left by RSMQ clients),
+    /// and its schedules' pauses, these even when the queue does not exist
+    /// (which is [`Error::QueueNotFound`](crate::Error::QueueNotFound)).
     fn delete_queue(&self, name: &str) -> impl Future<Output = Result<()>> + Send;
     /// A queue's attributes and counts.
     fn attributes(&self, name: &str) -> impl Future<Output = Result<QueueAttributes>> + Send;
