@@ -1,7 +1,8 @@
 //! One task per queue keeps the held deliveries' leases and settles finished ones.
 //!
 //! It renews every held lease (running jobs and finished ones whose settle has not
-//! landed) in one call every third of the lease, settles finished ones in one
+//! landed) in one call every third of the lease (a running job's beside a
+//! settle call under way, however long that takes), settles finished ones in one
 //! batched call, retries a failed settle by itself with backoff, and gives a run
 //! up (cancels it, settles nothing) once its lease has run out on the worker's
 //! clock without a renewal. A renewal whose reply was lost is resolved by reading
@@ -220,6 +221,7 @@ impl<B: Backend> Settler<B> {
     async fn serve(&mut self, rx: &mut mpsc::UnboundedReceiver<Event>) {
         let every = self.lease / 3;
         let mut next_beat = Instant::now() + every;
+        let renewer = self.renewer();
         loop {
             let wake_at = self.retry_at.map_or(next_beat, |t| t.min(next_beat));
             tokio::select! {
@@ -248,22 +250,45 @@ impl<B: Backend> Settler<B> {
                         return;
                     }
                     if self.retry_at.is_none() {
-                        self.flush().await;
+                        self.flush_renewing(&renewer, &mut next_beat).await;
                     }
                     if renew && self.leases.lock().held.values().any(|h| h.renewable()) {
-                        let wait = if self.heartbeat().await { every } else { every.min(RETRY_BEAT) };
+                        let wait = if renewer.heartbeat(false).await { every } else { every.min(RETRY_BEAT) };
                         next_beat = Instant::now() + wait;
                     }
                 }
                 _ = tokio::time::sleep_until(wake_at) => {
                     if Instant::now() >= next_beat {
                         // after a failed renewal, try again soon: the leases run on
-                        let wait = if self.heartbeat().await { every } else { every.min(RETRY_BEAT) };
+                        let wait = if renewer.heartbeat(false).await { every } else { every.min(RETRY_BEAT) };
                         next_beat = Instant::now() + wait;
                     }
                     if self.retry_at.is_some_and(|t| Instant::now() >= t) {
-                        self.flush().await;
+                        self.flush_renewing(&renewer, &mut next_beat).await;
                     }
+                }
+            }
+        }
+    }
+
+    /// [`flush`](Self::flush), with the running jobs' leases renewed when
+    /// their beat comes while it is under way: a settle call that takes long
+    /// (a slow Redis, a large batch) would otherwise hold their renewals back,
+    /// past their lease's end, and the watchdog would give their runs up.
+    /// Those being settled (finished ones) are left to the settle: a renewal
+    /// would move their token under it, and a settle that came after it
+    /// would be turned away by its fence, again each beat while calls take
+    /// that long.
+    async fn flush_renewing(&mut self, renewer: &renew::Renewer<B>, next_beat: &mut Instant) {
+        let every = self.lease / 3;
+        let flush = self.flush();
+        tokio::pin!(flush);
+        loop {
+            tokio::select! {
+                _ = &mut flush => return,
+                _ = tokio::time::sleep_until(*next_beat) => {
+                    let wait = if renewer.heartbeat(true).await { every } else { every.min(RETRY_BEAT) };
+                    *next_beat = Instant::now() + wait;
                 }
             }
         }
@@ -357,7 +382,15 @@ impl<B: Backend> Settler<B> {
 
     /// Settles every finished delivery held, in batches.
     async fn flush(&mut self) {
-        self.resolve_uncertain().await;
+        let uncertain = self
+            .leases
+            .lock()
+            .held
+            .values()
+            .any(|h| h.uncertain.is_some());
+        if uncertain {
+            self.renewer().resolve_uncertain().await;
+        }
         loop {
             let (batch, sent, deferred) = self.batch();
             if sent.is_empty() {

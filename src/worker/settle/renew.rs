@@ -15,7 +15,29 @@ use crate::job::cancel::RunCancel;
 use crate::worker::hooks::CancelReason;
 use crate::worker::leases::{Leases, Table, Uncertain};
 
+/// What renewals need of a settler, apart from it, so that they run while
+/// its settle call is under way (see [`Settler::flush_renewing`]).
+#[derive(Clone)]
+pub(super) struct Renewer<B> {
+    pub backend: B,
+    pub queue: Arc<str>,
+    pub lease: Duration,
+    pub leases: Arc<Leases>,
+}
+
 impl<B: Backend> Settler<B> {
+    /// What its renewals need.
+    pub(super) fn renewer(&self) -> Renewer<B> {
+        Renewer {
+            backend: self.backend.clone(),
+            queue: self.queue.clone(),
+            lease: self.lease,
+            leases: self.leases.clone(),
+        }
+    }
+}
+
+impl<B: Backend> Renewer<B> {
     /// Reads the current score of jobs whose renewal reply was lost and adopts
     /// the token that renewal wrote.
     ///
@@ -26,7 +48,7 @@ impl<B: Backend> Settler<B> {
     /// backend's clock runs as the worker's; a second of slack). A later
     /// score of the same delivery is adopted up to that bound. False when
     /// the read failed: those leases stay unknown.
-    pub(super) async fn resolve_uncertain(&mut self) -> bool {
+    pub(super) async fn resolve_uncertain(&self) -> bool {
         let asked: Vec<(JobId, Token, Uncertain)> = self
             .leases
             .lock()
@@ -103,18 +125,20 @@ impl<B: Backend> Settler<B> {
         }
     }
 
-    /// Renews every held lease whose token is known in one call; false when the
-    /// call failed, or when leases whose renewal's reply was lost could not
-    /// be read (they are renewed once read: the settler tries again soon, not
-    /// a third of the lease later, which may be after they ran out).
-    pub(super) async fn heartbeat(&mut self) -> bool {
+    /// Renews every held lease whose token is known in one call (only those of
+    /// running jobs when `running_only`: while a settle of finished ones is
+    /// under way); false when the call failed, or when leases whose renewal's
+    /// reply was lost could not be read (they are renewed once read: the
+    /// settler tries again soon, not a third of the lease later, which may be
+    /// after they ran out).
+    pub(super) async fn heartbeat(&self, running_only: bool) -> bool {
         let resolved = self.resolve_uncertain().await;
         let leases: Vec<(JobId, Token, Instant)> = self
             .leases
             .lock()
             .held
             .iter()
-            .filter(|(_, h)| h.renewable())
+            .filter(|(_, h)| h.renewable() && !(running_only && h.outcome.is_some()))
             .map(|(id, h)| (*id, h.token, h.deadline))
             .collect();
         if leases.is_empty() {
