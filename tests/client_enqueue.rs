@@ -662,3 +662,44 @@ async fn a_job_with_two_bad_values_is_refused_for_the_one_a_send_names() {
         );
     }
 }
+
+/// `EnqueueOptions::per_key` bounds the jobs of the enqueue's concurrency
+/// key; for a job without one (none given, none derived by its type) it is
+/// refused as an invalid `per_key`, whatever its value, and nothing is sent.
+/// The old code dropped it without a word: `per_key(1)` meant as "one at a
+/// time" enqueued a job that ran with no limit, and `per_key(0)`, refused
+/// with a key, was taken.
+#[tokio::test]
+async fn per_key_without_a_concurrency_key_is_refused_not_dropped() {
+    let client = Client::memory(redjob::backend::memory::MemoryBackend::new());
+    let email = Email { to: "a@b.c".into() };
+    let keyed = EnqueueOptions::new().concurrency_key("acct-1");
+    let r = client.enqueue_with(&email, keyed.clone().per_key(0)).await;
+    assert!(
+        matches!(
+            r,
+            Err(Error::InvalidValue {
+                what: "per_key",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    client.enqueue_with(&email, keyed.per_key(1)).await.unwrap();
+    for n in [0, 1] {
+        let r = client
+            .enqueue_with(&email, EnqueueOptions::new().per_key(n))
+            .await;
+        match r {
+            Err(Error::InvalidValue {
+                what: "per_key",
+                reason,
+            }) => {
+                assert!(reason.contains("no concurrency key"), "{reason}")
+            }
+            other => panic!("per_key({n}) without a concurrency key: {other:?}"),
+        }
+    }
+    let sent = client.queues().attributes("mail").await.unwrap().totalsent;
+    assert_eq!(sent, 1, "only the keyed job was sent");
+}

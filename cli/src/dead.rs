@@ -284,7 +284,8 @@ pub async fn dead(ctx: &Ctx, cmd: DeadCommand) -> Outcome {
 }
 
 /// The given ids split into the dead letters of `queue` and the others (an
-/// error when the queue does not exist).
+/// error when the queue does not exist), each id once in the order first
+/// given: an id given twice is one letter, requeued or deleted once.
 async fn dead_ids(
     ctx: &Ctx,
     queue: &str,
@@ -293,7 +294,8 @@ async fn dead_ids(
     let c = &ctx.client;
     c.counts(queue).await?;
     let (mut found, mut missing) = (Vec::new(), Vec::new());
-    for id in ids {
+    let mut seen = std::collections::HashSet::new();
+    for id in ids.iter().filter(|id| seen.insert(**id)) {
         match c.job(queue, id).await? {
             Some(j) if j.state == JobState::Dead => found.push(*id),
             _ => missing.push(*id),

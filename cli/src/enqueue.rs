@@ -1,13 +1,14 @@
 //! `enqueue`: a job from its JSON envelope, with the options its type declares
-//! as the live workers that know it say (the worker registry): its priority
-//! and, for a unique type, the same unique key the app computes.
+//! as the live workers that know it say (the worker registry): its priority,
+//! for a unique type the same unique key the app computes, and for a keyed
+//! type the same concurrency key the app derives from the arguments.
 
 use std::time::Duration;
 
 use clap::Args;
 use redjob::ops::{Admin, JobTypeInfo, WorkerInfo};
 use redjob::queue::{
-    MAX_PRIORITY, MIN_PRIORITY, OnDuplicate, Queues, SendMessage, SendOutcome, Unique,
+    Keyed, MAX_PRIORITY, MIN_PRIORITY, OnDuplicate, Queues, SendMessage, SendOutcome, Unique,
 };
 use serde_json::{Value, json};
 
@@ -28,6 +29,11 @@ pub struct EnqueueArgs {
     /// the live workers that know it declare it, else 0.
     #[arg(long, allow_negative_numbers = true, value_parser = priority())]
     priority: Option<i8>,
+    /// The concurrency key, instead of the one the type derives from the
+    /// arguments (as the live workers that know it declare the type's key
+    /// and its places, else 1 place).
+    #[arg(long, value_name = "KEY")]
+    concurrency_key: Option<String>,
     /// Refuse (exit 1) when no live worker knows the job type, rather than
     /// warn and enqueue.
     #[arg(long)]
@@ -63,16 +69,62 @@ fn who(w: &WorkerInfo) -> String {
 fn options(t: &JobTypeInfo) -> String {
     let ms = |ms: u64| redjob::ops::duration_text(Duration::from_millis(ms));
     format!(
-        "queue {:?}, priority {}, unique {}{}, max attempts {}, timeout {}, backoff {}",
+        "queue {:?}, priority {}, unique {}{}{}, max attempts {}, timeout {}, backoff {}",
         t.queue,
         t.priority,
         t.unique.as_deref().unwrap_or("no"),
         t.unique_for_ms
             .map_or(String::new(), |m| format!(" for {}", ms(m))),
+        t.concurrency_key
+            .as_deref()
+            .map_or(String::new(), |f| format!(
+                ", concurrency key {f:?} ({} per key)",
+                t.per_key
+            )),
         t.max_attempts,
         ms(t.timeout_ms),
         ms(t.backoff_ms)
     )
+}
+
+/// The concurrency key a job of type `t` with arguments `args` is sent with,
+/// as the app derives it ([`JobSpec::concurrency_key`](redjob::job::JobSpec::concurrency_key)):
+/// the argument the type names, a string as it is, a number or a boolean as
+/// its JSON; `given` instead when set. Refused when the app's key cannot be
+/// told from the arguments: the argument missing or null (the app refuses a
+/// null key too), an object or an array (its JSON follows the field order of
+/// the app's types and build).
+fn keyed(
+    given: Option<&str>,
+    t: Option<&JobTypeInfo>,
+    name: &str,
+    args: &Value,
+) -> Result<Option<Keyed>, Failure> {
+    let per = t.map_or(1, |t| t.per_key.max(1));
+    if let Some(key) = given {
+        return Ok(Some(Keyed::new(key).per_key(per)));
+    }
+    let Some(field) = t.and_then(|t| t.concurrency_key.as_deref()) else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| {
+        Failure(format!(
+            "job type {name:?} takes its concurrency key from its argument {field:?}, which {why}: \
+             give the key with --concurrency-key"
+        ))
+    };
+    let key = match args.get(field) {
+        None => return Err(refuse(r#"the envelope's "args" lack"#)),
+        Some(Value::Null) => return Err(refuse("is null (the app refuses a null key too)")),
+        Some(Value::String(s)) => s.clone(),
+        Some(v @ (Value::Number(_) | Value::Bool(_))) => v.to_string(),
+        Some(_) => {
+            return Err(refuse(
+                "is an object or an array (its key's text follows the app's field order)",
+            ));
+        }
+    };
+    Ok(Some(Keyed::new(key).per_key(per)))
 }
 
 /// What the live workers say of job type `name`: the options to apply (the
@@ -159,6 +211,16 @@ pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
         }
         msg = msg.unique(u);
     }
+    // a keyed type: the app's key from the same arguments, waiting for its place
+    let keyed = keyed(
+        a.concurrency_key.as_deref(),
+        declared.as_ref(),
+        &name,
+        &args,
+    )?;
+    if let Some(k) = &keyed {
+        msg = msg.keyed(k.clone());
+    }
     let sent = ctx
         .client
         .queues()
@@ -175,6 +237,9 @@ pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
         id.clone()
     };
     let mut v = json!({ "queue": a.queue, "id": id, "priority": priority, "duplicate": duplicate });
+    if let Some(k) = &keyed {
+        v["concurrency_key"] = json!(k.key);
+    }
     if !warnings.is_empty() {
         v["warnings"] = json!(warnings);
     }

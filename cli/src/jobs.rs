@@ -69,9 +69,15 @@ pub enum JobsCommand {
         /// Only jobs of this type.
         #[arg(long = "type")]
         job_type: Option<String>,
-        /// Only jobs that finished within this long (e.g. 30m, 2h).
-        #[arg(long, value_parser = show::duration)]
+        /// Only jobs that finished within this long (e.g. 30m, 2h), up to
+        /// the backend's clock now.
+        #[arg(long, value_parser = show::duration, conflicts_with = "since_ms")]
         since: Option<Duration>,
+        /// Only jobs that finished at or after this time (Unix ms): the
+        /// hint under a page of `--since` gives the cutoff that page
+        /// measured, so the next pages read the same jobs.
+        #[arg(long, value_name = "UNIX_MS")]
+        since_ms: Option<u64>,
         /// Page size, 1 to 1000.
         #[arg(short, default_value_t = 50, value_parser = show::page_size())]
         n: usize,
@@ -191,6 +197,9 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
                 Some(JobState::Scheduled) => "due now",
                 Some(JobState::Ready) => "due already",
                 Some(JobState::InFlight) => "running: left to its lease",
+                Some(JobState::Blocked) => {
+                    "blocked: due now, runs once its concurrency key has a place"
+                }
                 _ => {
                     return Err(Failure(format!(
                         "no job {id} waiting or running in {queue:?}"
@@ -205,6 +214,7 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
             outcome,
             job_type,
             since,
+            since_ms,
             n,
             after,
         } => {
@@ -218,12 +228,20 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
                 more.push_str(&format!(" --type {t}"));
                 query = query.job_type(t);
             }
-            if let Some(d) = since {
-                // from the backend's clock, as the finish times are
-                let now = redjob::backend::Backend::now_ms(&c.backend()).await?;
-                let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-                query = query.since_ms(now.saturating_sub(ms));
-                more.push_str(&format!(" --since {}", redjob::ops::duration_text(d)));
+            let since_ms = match since {
+                Some(d) => {
+                    // from the backend's clock, as the finish times are
+                    let now = redjob::backend::Backend::now_ms(&c.backend()).await?;
+                    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                    Some(now.saturating_sub(ms))
+                }
+                None => since_ms,
+            };
+            if let Some(ms) = since_ms {
+                query = query.since_ms(ms);
+                // the cutoff itself: a `--since` again would measure from
+                // the next run's clock, and lose the jobs between the two
+                more.push_str(&format!(" --since-ms {ms}"));
             }
             let page = c.history(&queue, &query, after.as_ref(), n).await?;
             // the events (purges) with the first page
@@ -241,7 +259,9 @@ pub async fn jobs(ctx: &Ctx, cmd: JobsCommand) -> Outcome {
                     )
                     .collect();
                 let next = page.next.map(|c| c.to_string());
-                return show::json(&json!({ "jobs": jobs, "next": next, "events": events }));
+                return show::json(
+                    &json!({ "jobs": jobs, "next": next, "since_ms": since_ms, "events": events }),
+                );
             }
             show::page(ctx, &page, &more)?;
             if !events.is_empty() {

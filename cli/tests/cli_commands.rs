@@ -1895,3 +1895,139 @@ async fn queue_settings_print_in_aligned_columns() {
         }
     }
 }
+
+/// Sends one delayed job to "mail" and cancels it: an entry of the history
+/// finished now; its id.
+async fn cancelled_now(client: &Client, i: usize) -> String {
+    let q = client.backend();
+    let msg = SendMessage::new(envelope("A", i)).delay(Duration::from_secs(3600));
+    let id = Queues::send(&q, "mail", msg).await.unwrap();
+    client.cancel("mail", &id).await.unwrap();
+    id.to_string()
+}
+
+/// The arguments of the `more: redjob ...` hint under a page (without the
+/// leading `redjob`).
+fn hint(out: &str) -> Vec<String> {
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("more: redjob "))
+        .unwrap_or_else(|| panic!("no paging hint in:\n{out}"));
+    line.split_whitespace().map(String::from).collect()
+}
+
+/// `jobs history --since D` measures its cutoff once, and the hint under a
+/// full page carries that cutoff (`--since-ms <unix ms>`, and `--json` says
+/// `since_ms`), so the next page, run however much later, shows the entries
+/// the first page selected. The old hint said `--since D` again, which the
+/// next run measured from its own clock: the window had slid on, and the
+/// oldest entries the first page selected were on no page.
+#[tokio::test]
+async fn history_since_paging_hint_shows_every_entry_the_first_page_selected() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("mail", QueueOptions::default())
+        .await
+        .unwrap();
+    let oldest = cancelled_now(&client, 0).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let b = cancelled_now(&client, 1).await;
+    let c = cancelled_now(&client, 2).await;
+    // within 3 s: all three are selected, the newest two on this page
+    let first = cli(
+        &url,
+        &["jobs", "history", "mail", "-n", "2", "--since", "3s"],
+    )
+    .await;
+    let out = first.ok();
+    assert!(out.contains(&b) && out.contains(&c), "{out}");
+    assert!(!out.contains(&oldest), "{out}");
+    let next = hint(out);
+    let at = next
+        .iter()
+        .position(|a| a == "--since-ms")
+        .expect("a cutoff");
+    let cutoff: u64 = next[at + 1].parse().unwrap();
+    // the operator reads the page, then runs the hint
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let args: Vec<&str> = next.iter().map(String::as_str).collect();
+    let second = cli(&url, &args).await;
+    let out2 = second.ok();
+    assert!(
+        out2.contains(&oldest),
+        "the next page (`redjob {}`) lost {oldest}, which the first page selected:\n{out2}",
+        next.join(" ")
+    );
+    // the same cutoff by hand, in JSON: every entry, and the cutoff itself
+    let cut = cutoff.to_string();
+    let v = cli(
+        &url,
+        &["jobs", "history", "mail", "--since-ms", &cut, "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["since_ms"], cutoff);
+    let both = cli(
+        &url,
+        &[
+            "jobs",
+            "history",
+            "mail",
+            "--since",
+            "1h",
+            "--since-ms",
+            &cut,
+        ],
+    )
+    .await;
+    assert_eq!(both.code, 2, "one cutoff or the other: {}", both.err);
+}
+
+/// `dead requeue <queue> <id> <id>` (the same id twice, as a pasted list may
+/// have it) requeues the letter once and succeeds, and so does `dead delete`;
+/// `--dry-run` counts the letter once. The old code kept the duplicate: the
+/// requeue took the letter once, then failed (exit 1) saying that one
+/// letter stayed dead because a queued job held its unique key.
+#[tokio::test]
+async fn dead_requeue_of_an_id_given_twice_succeeds() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    let q = client.backend();
+    let msgs = [
+        SendMessage::new(envelope("A", 0)),
+        SendMessage::new(envelope("A", 1)),
+    ];
+    Backend::send(&q, "mail", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    dead_letter_due(&client, &["gave up".into(), "gave up".into()]).await;
+    let dead = cli(&url, &["dead", "list", "mail", "--json"]).await.json();
+    let ids: Vec<String> = dead["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().into())
+        .collect();
+    let (a, b) = (&ids[0], &ids[1]);
+    let dry = cli(
+        &url,
+        &["dead", "requeue", "mail", a, a, "--dry-run", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(dry["count"], 1, "{dry}");
+    let run = cli(&url, &["dead", "requeue", "mail", a, a]).await;
+    assert_eq!(run.code, 0, "stdout: {}\nstderr: {}", run.out, run.err);
+    assert!(run.out.contains("requeued 1"), "{}", run.out);
+    let c = client.counts("mail").await.unwrap();
+    assert_eq!((c.dead, c.ready), (1, 1));
+    let run = cli(&url, &["dead", "delete", "mail", b, b]).await;
+    assert_eq!(run.code, 0, "stdout: {}\nstderr: {}", run.out, run.err);
+    assert!(run.out.contains("deleted 1"), "{}", run.out);
+    assert_eq!(client.counts("mail").await.unwrap().dead, 0);
+}

@@ -1,6 +1,7 @@
 //! Workers say what they serve: the registry lists each live worker's job
 //! types with their declared options, and `redjob enqueue` applies them (the
-//! type's priority; a unique type's key, the app's for the same arguments);
+//! type's priority; a unique type's key, the app's for the same arguments; a
+//! keyed type's concurrency key, the app's from the same arguments);
 //! it warns when no live worker knows the type (refuses with `--strict`) or
 //! when live workers disagree, and `jobs show` says a job of a type no live
 //! worker knows waits for one, until when.
@@ -39,6 +40,19 @@ impl Job for RegUnique {
 struct RegLow {}
 
 impl Job for RegLow {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A job type whose jobs of one account run one at a time.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "reg_per_account", queue = "acct", concurrency_key = "account")]
+struct RegPerAccount {
+    account: u64,
+}
+
+impl Job for RegPerAccount {
     async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
         Ok(())
     }
@@ -205,6 +219,79 @@ async fn enqueue_applies_the_options_the_live_workers_declare() {
         r.err
     );
 
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// `redjob enqueue` of a keyed type derives the concurrency key the app
+/// derives from the same arguments, with the type's places, as the live
+/// workers publish the type's key: a second job of one account waits for
+/// the first's place, from the CLI as from the app. An argument it cannot
+/// tell the app's key from is refused, and `--concurrency-key` gives one.
+/// The old registry carried no key: a CLI enqueue took no place of its key,
+/// so two jobs of one account sent by an operator ran at once, past
+/// `per_key = 1`, with no warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_enqueue_of_a_keyed_type_waits_for_its_keys_place_as_an_app_enqueue_does() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("acct", QueueOptions::default())
+        .await
+        .unwrap();
+    // paused: nothing runs while the places are counted
+    client.pause("acct").await.unwrap();
+    let worker = redjob::Worker::builder(client.backend())
+        .register::<RegPerAccount>()
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let stop = worker.shutdown_token();
+    let task = tokio::spawn(worker.run());
+    let w = listed(&url, 1).await;
+    let types = w[0]["job_types"].as_array().unwrap();
+    let keyed = types
+        .iter()
+        .find(|t| t["name"] == "reg_per_account")
+        .unwrap();
+    assert_eq!(
+        (&keyed["concurrency_key"], &keyed["per_key"]),
+        (&json!("account"), &json!(1))
+    );
+    // the app: the second job of account 7 waits for the first's place
+    client.enqueue(&RegPerAccount { account: 7 }).await.unwrap();
+    client.enqueue(&RegPerAccount { account: 7 }).await.unwrap();
+    assert_eq!(client.counts("acct").await.unwrap().blocked, 1);
+    // the CLI, two jobs of account 8
+    let body = r#"{"type":"reg_per_account","args":{"account":8}}"#;
+    for _ in 0..2 {
+        let v = cli(&url, &["enqueue", "acct", body, "--json"]).await.json();
+        assert_eq!(v["concurrency_key"], "8");
+    }
+    assert_eq!(
+        client.counts("acct").await.unwrap().blocked,
+        2,
+        "the CLI's second job of account 8 waits for its key's place as the app's does"
+    );
+    // no key the app's would be: refused, sending nothing
+    for args in [r#"{}"#, r#"{"account":null}"#, r#"{"account":[8]}"#] {
+        let body = format!(r#"{{"type":"reg_per_account","args":{args}}}"#);
+        cli(&url, &["enqueue", "acct", &body])
+            .await
+            .failed("give the key with --concurrency-key");
+    }
+    assert_eq!(client.counts("acct").await.unwrap().total(), 4);
+    // a key given: it is the one
+    let v = cli(
+        &url,
+        &["enqueue", "acct", body, "--concurrency-key", "7", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(v["concurrency_key"], "7");
+    assert_eq!(client.counts("acct").await.unwrap().blocked, 3);
     stop.cancel();
     task.await.unwrap().unwrap();
 }

@@ -2,10 +2,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::Result;
 use crate::backend::redis::connection::RedisConfig;
 use crate::contract::queues::{Keyed, OnDuplicate, QueueOptions, Unique, When};
 use crate::job::Job;
+use crate::{Error, Result};
 
 /// Settings of a [`Client`](super::Client).
 ///
@@ -146,12 +146,25 @@ impl EnqueueOptions {
         self
     }
 
-    /// The concurrency key `job` is enqueued with, if any.
+    /// The concurrency key `job` is enqueued with, if any. A
+    /// [`per_key`](Self::per_key) for a job without a key is refused: no
+    /// limit would hold.
     pub(crate) fn keyed_of<J: Job>(&self, job: &J) -> Result<Option<Keyed>> {
         let key = match &self.concurrency_key {
             Some(key) => key.clone(),
             None => match job.concurrency_key()? {
                 Some(key) => key,
+                None if self.per_key.is_some() => {
+                    return Err(Error::InvalidValue {
+                        what: "per_key",
+                        reason: format!(
+                            "job type {:?} has no concurrency key for it to limit: give one \
+                             with `concurrency_key`, or derive it with \
+                             `#[job(concurrency_key = \"...\")]`",
+                            J::NAME
+                        ),
+                    });
+                }
                 None => return Ok(None),
             },
         };

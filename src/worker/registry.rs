@@ -252,5 +252,7 @@ pub(crate) fn job_type(name: &str, o: &crate::job::JobOptions) -> JobTypeInfo {
             .or(o.unique_for.map(|_| crate::queue::OnDuplicate::Keep))
             .map(|p| p.as_str().to_string()),
         unique_for_ms: o.unique_for.map(ms),
+        concurrency_key: o.concurrency_key.map(str::to_string),
+        per_key: o.concurrency_key.map_or(0, |_| o.per_key),
     }
 }

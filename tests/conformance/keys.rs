@@ -1073,3 +1073,72 @@ pub async fn key_reads_refuse_a_bad_name_first_and_a_cursor_no_page_gave_clearly
     assert_eq!(first.keys.len(), 1, "{first:?}");
     assert_eq!(first.next, None);
 }
+
+/// `Admin::run_now` of a delayed job waiting for its key's place
+/// (`Blocked`) makes it due now within the key's wait: it says `Blocked`,
+/// runs as soon as the key's place frees, and takes at once the place of a
+/// job of its key due later that does not run yet (which waits again). The
+/// old code looked only in the queue's sorted sets: it said `None` ("no such
+/// job") and the job kept its delay, however long after its key freed.
+pub async fn a_run_now_makes_a_job_waiting_for_its_key_due_within_the_keys_wait(env: &Env) {
+    create(env).await;
+    let b = env.client.backend();
+    let lease = Duration::from_secs(60);
+    let hour = Duration::from_secs(3600);
+    let holder = env.client.enqueue(&charge("r", 1, 10)).await.unwrap();
+    let later = env
+        .client
+        .enqueue_in(&charge("r", 2, 10), hour)
+        .await
+        .unwrap();
+    let state = |id: JobId| {
+        let b = env.client.backend();
+        async move { b.job(QUEUE, &id).await.unwrap().map(|j| j.state) }
+    };
+    assert_eq!(state(later).await, Some(JobState::Blocked));
+    assert_eq!(
+        b.run_now(QUEUE, &later).await.unwrap(),
+        Some(JobState::Blocked)
+    );
+    // due now, it still waits for the holder's place
+    assert_eq!(state(later).await, Some(JobState::Blocked));
+    assert_eq!(
+        b.run_now(QUEUE, &later).await.unwrap(),
+        Some(JobState::Blocked)
+    );
+    let running = b.fetch(QUEUE, 10, lease).await.unwrap().jobs;
+    assert_eq!(running.iter().map(|d| d.id).collect::<Vec<_>>(), [holder]);
+    let ack = Settle {
+        acks: vec![(holder, running[0].token)],
+        ..Settle::default()
+    };
+    assert_eq!(b.settle(QUEUE, &ack).await.unwrap().acked, 1);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        fetch_ids(env, lease).await,
+        [later],
+        "due once its key freed"
+    );
+    // a holder due in an hour that does not run yet gives its place to a
+    // job of its key made due now
+    let first = env
+        .client
+        .enqueue_in(&charge("s", 1, 10), hour)
+        .await
+        .unwrap();
+    let second = env
+        .client
+        .enqueue_in(&charge("s", 2, 10), 2 * hour)
+        .await
+        .unwrap();
+    assert_eq!(state(first).await, Some(JobState::Scheduled));
+    assert_eq!(state(second).await, Some(JobState::Blocked));
+    assert_eq!(
+        b.run_now(QUEUE, &second).await.unwrap(),
+        Some(JobState::Blocked)
+    );
+    assert_eq!(state(second).await, Some(JobState::Ready));
+    assert_eq!(state(first).await, Some(JobState::Blocked));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(fetch_ids(env, lease).await, [second]);
+}

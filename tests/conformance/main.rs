@@ -473,6 +473,7 @@ macro_rules! conformance_suite {
             within_a_key_an_earlier_due_job_goes_first,
             deletes_cancels_dead_letters_and_purges_free_a_keys_place,
             a_periodic_jobs_ticks_and_a_run_now_wait_for_its_key,
+            a_run_now_makes_a_job_waiting_for_its_key_due_within_the_keys_wait,
             a_running_job_deleted_or_cancelled_keeps_its_place_until_its_lease_ends,
             operators_read_each_keys_places_running_and_blocked_jobs,
             a_keys_throttle_holds_its_key_alone,

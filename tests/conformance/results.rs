@@ -220,8 +220,8 @@ pub async fn a_waiter_is_woken_when_its_job_finishes_however_it_ends(env: &Env) 
     let t = Instant::now();
     let again = c.wait_result::<Tally>(&ok, Duration::MAX).await;
     assert!(again.unwrap().is_some() && t.elapsed() < Duration::from_secs(30));
-    // cancelled and deleted while awaited: woken with how it ended
-    for delete in [false, true] {
+    // cancelled, deleted and dead-lettered while awaited: woken with how it ended
+    for how in ["cancelled", "deleted", "dead"] {
         let id = c.enqueue(&tally(&["b"])).await.unwrap();
         let waiter = {
             let c = c.clone();
@@ -232,18 +232,17 @@ pub async fn a_waiter_is_woken_when_its_job_finishes_however_it_ends(env: &Env) 
             })
         };
         tokio::time::sleep(Duration::from_millis(300)).await;
-        if delete {
-            assert!(
+        match how {
+            "cancelled" => _ = c.cancel(QUEUE, &id).await.unwrap(),
+            "deleted" => assert!(
                 redjob::queue::Queues::delete(&c.backend(), QUEUE, &id)
                     .await
                     .unwrap()
-            );
-        } else {
-            c.cancel(QUEUE, &id).await.unwrap();
+            ),
+            _ => assert_eq!(env.kill_due(QUEUE, 1).await, [id]),
         }
         let (got, took) = waiter.await.unwrap();
         let e = got.unwrap_err();
-        let how = if delete { "deleted" } else { "cancelled" };
         assert!(
             matches!(&e, Error::JobFailed { error, .. } if error.contains(how)),
             "{e}"

@@ -317,6 +317,7 @@ pub(crate) async fn job(
                 Some(JobState::Scheduled) => "Due now: the next free worker runs it.",
                 Some(JobState::Ready) => "It was due already.",
                 Some(JobState::InFlight) => "It is running: left to its lease.",
+                Some(JobState::Blocked) => "Due now: it runs once its concurrency key has a place.",
                 _ => {
                     return Err(WebError::NotFound(format!(
                         "no job {id} waiting in {queue:?}"

@@ -257,8 +257,12 @@ impl Admin for MemoryBackend {
 
     async fn run_now(&self, queue: &str, id: &JobId) -> Result<Option<JobState>> {
         let now = self.clock.now_ms();
-        let state = self.change(queue, |q| {
-            let m = q.msgs.get(id).filter(|m| !m.waiting)?;
+        let changed = self.change(queue, |q| {
+            let m = q.msgs.get(id)?;
+            if m.waiting {
+                // waiting for its key's place: due now within the key's wait
+                return Some((JobState::Blocked, q.run_now_waiting(*id, now)));
+            }
             let mut state = inspect::state_of(m.score, now);
             // hidden by an RSMQ-style receive: its receiver works on it (as in Redis)
             if state == JobState::Scheduled && m.score % 1000 == 0 && m.rc > 0 {
@@ -270,9 +274,10 @@ impl Admin for MemoryBackend {
                 let count = u64::from(score_count(m.score));
                 q.rescore(*id, ms_score(now) + count);
             }
-            Some(state)
+            Some((state, state == JobState::Scheduled))
         })?;
-        if state == Some(JobState::Scheduled) {
+        let (state, moved) = changed.unzip();
+        if moved == Some(true) {
             self.acted(queue, "run_now", true, |_| 1)?;
             self.notify(queue);
         }

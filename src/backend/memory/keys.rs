@@ -7,7 +7,7 @@ use crate::JobId;
 use crate::contract::admin::{KeyPage, KeyUsage};
 use crate::contract::inspect::{self, Cursor, JobState, Page};
 use crate::contract::keyed::Keyed;
-use crate::contract::leases::is_lease;
+use crate::contract::leases::{is_lease, score_count};
 
 /// A concurrency key's places and its holders.
 #[derive(Debug, Default)]
@@ -83,6 +83,53 @@ impl MemQueue {
         let e = self.keys.entry(key.to_string()).or_default();
         let more = per > e.per && e.per > 0;
         e.per = per;
+        self.insert(id, body, score, 0);
+        if let Some(m) = self.msgs.get_mut(&id) {
+            m.key = Some(key.to_string());
+        }
+        self.enter_key(id, score, key, per, more);
+    }
+
+    /// The keyed job `id`, waiting for its key's place, made due at `now`
+    /// (ms) with its deliveries counted as before, as run_now.lua does: it
+    /// enters its key again as a send does, first among the key's waiting
+    /// jobs due later. Whether it was due later (`false`: due already, or
+    /// not waiting, left as it is).
+    pub fn run_now_waiting(&mut self, id: JobId, now: u64) -> bool {
+        self.now = self.now.max(now);
+        let Some(m) = self.msgs.get_mut(&id).filter(|m| m.waiting) else {
+            return false;
+        };
+        let Some(key) = m.key.clone() else {
+            return false;
+        };
+        if inspect::state_of(m.score, now) != JobState::Scheduled {
+            return false;
+        }
+        let old = m.score;
+        // the thousandths carry the delivery count, as in Redis
+        let score = super::state::ms_score(now) + u64::from(score_count(old));
+        m.score = score;
+        m.waiting = false;
+        if let Some(w) = self.keyed.get_mut(&key) {
+            w.remove(&(old, id));
+            if w.is_empty() {
+                self.keyed.remove(&key);
+            }
+        }
+        self.index.insert((score, id));
+        let per = self.keys.get(&key).map_or(1, |e| e.per);
+        self.enter_key(id, score, &key, per, false);
+        true
+    }
+
+    /// Message `id`, in the sorted set at `score`, enters `key` of `per`
+    /// places (`more`: added now, which the key's waiting jobs take first):
+    /// it takes a free place, or the place of a holder that does not run
+    /// and is due after it (which waits again), or waits (as `K.place` in
+    /// lib.lua).
+    fn enter_key(&mut self, id: JobId, score: u64, key: &str, per: u32, more: bool) {
+        let e = self.keys.entry(key.to_string()).or_default();
         let throttled = e.until_ms > self.now;
         // places added, or freed by a throttle's end: the key's waiting
         // jobs, due before this one, take them
@@ -114,10 +161,6 @@ impl MemQueue {
             && let Some((_, late)) = late
         {
             self.demote(late);
-        }
-        self.insert(id, body, score, 0);
-        if let Some(m) = self.msgs.get_mut(&id) {
-            m.key = Some(key.to_string());
         }
         let e = self.keys.get_mut(key).expect("entry");
         if !throttled && e.taken() < per as usize {

@@ -299,16 +299,21 @@ impl Admin for Rsmq {
     async fn run_now(&self, queue: &str, id: &JobId) -> Result<Option<JobState>> {
         validate::queue_name(queue)?;
         let (mut con, k) = self.parts(queue);
-        let mut cmd = scripts::eval(&scripts::RUN_NOW, &k.all_levels());
+        let mut keys = k.all_levels();
+        keys.extend(k.keyed_keys());
+        let mut cmd = scripts::eval(&scripts::RUN_NOW, &keys);
         cmd.arg(id).arg(&k.realtime);
-        let was = match scripts::int(&scripts::run(&mut con, &scripts::RUN_NOW, &cmd).await?)? {
+        let code = scripts::int(&scripts::run(&mut con, &scripts::RUN_NOW, &cmd).await?)?;
+        let was = match code {
             -1 => return Err(not_found(queue)),
             1 => Some(JobState::Scheduled),
             2 => Some(JobState::Ready),
             3 => Some(JobState::InFlight),
+            // waiting for its key's place: made due now (4) or due already
+            4 | 5 => Some(JobState::Blocked),
             _ => None,
         };
-        if was == Some(JobState::Scheduled) {
+        if code == 1 || code == 4 {
             noted(self.add_event(queue, "run_now", 1).await, queue);
         }
         Ok(was)

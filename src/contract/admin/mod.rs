@@ -162,7 +162,11 @@ pub trait Admin: Inspect {
     /// Returns the state it was in: [`Scheduled`](JobState::Scheduled) (now
     /// due), [`Ready`](JobState::Ready) (due already, left as it is),
     /// [`InFlight`](JobState::InFlight) (running, left to its lease; also a
-    /// message an RSMQ-style receive hid, left to its visibility timeout), or `None`
+    /// message an RSMQ-style receive hid, left to its visibility timeout),
+    /// [`Blocked`](JobState::Blocked) (a keyed job waiting for its concurrency
+    /// key's place: due now within the key's wait, where the key's jobs start
+    /// in order of due time, it takes a free place, or the place of a job of
+    /// its key due later that does not run yet, else waits on), or `None`
     /// when the queue holds no such job (a dead letter is requeued with
     /// [`requeue_dead`](Admin::requeue_dead)).
     ///

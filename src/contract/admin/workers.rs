@@ -86,6 +86,17 @@ pub struct JobTypeInfo {
     /// The longest a unique job holds its key, in ms; `None`: until it leaves
     /// its queue.
     pub unique_for_ms: Option<u64>,
+    /// The argument its concurrency key comes from
+    /// (`#[job(concurrency_key = "account")]`, see
+    /// [`JobSpec::concurrency_key`](crate::job::JobSpec::concurrency_key)): a
+    /// string's value as it is, any other's as its JSON. `None` when the type
+    /// has no key, or the worker that wrote the entry is older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
+    /// How many jobs of one concurrency key may run at once, 1 to 1000; 0
+    /// when the type has no key (or the entry says nothing of it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub per_key: u32,
 }
 
 /// A waiting job of a type no live worker knows: since when it waits for one
@@ -223,8 +234,9 @@ fn in_order(v: &serde_json::Value) -> String {
     }
 }
 
-fn is_zero(p: &i8) -> bool {
-    *p == 0
+/// Whether a number is zero (a field left out of the registry's JSON).
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// A worker's schedules: those of what it serves, each with the next tick
@@ -554,5 +566,29 @@ mod tests {
             Unserved::find(&[worker(&["mail"], &[], None)], "push", "x", 5),
             None
         );
+    }
+
+    #[test]
+    fn a_types_concurrency_key_is_published_and_an_older_entry_still_reads() {
+        let keyed = JobTypeInfo {
+            name: "charge".into(),
+            concurrency_key: Some("account".into()),
+            per_key: 2,
+            ..JobTypeInfo::default()
+        };
+        let text = serde_json::to_string(&keyed).unwrap();
+        assert!(
+            text.contains(r#""concurrency_key":"account","per_key":2"#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<JobTypeInfo>(&text).unwrap(), keyed);
+        // a type without a key writes what an older worker wrote, and reads back
+        let plain = JobTypeInfo {
+            name: "send".into(),
+            ..JobTypeInfo::default()
+        };
+        let older = r#"{"name":"send","queue":"","priority":0,"max_attempts":0,"timeout_ms":0,"backoff_ms":0,"unique":null,"unique_for_ms":null}"#;
+        assert_eq!(serde_json::to_string(&plain).unwrap(), older);
+        assert_eq!(serde_json::from_str::<JobTypeInfo>(older).unwrap(), plain);
     }
 }
