@@ -570,3 +570,87 @@ async fn a_batch_refused_part_way_for_memory_says_which_jobs_it_stored() {
         assert!(body.contains(&format!(r#""key":{at},"#)), "{at}: {body}");
     }
 }
+
+/// Counts the runs under way and the most seen at once.
+#[derive(Default, Clone)]
+struct AtOnce {
+    now: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "limited_once", queue = "limited")]
+struct Limited {
+    ms: u64,
+}
+
+impl Job for Limited {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let a = ctx.data::<AtOnce>()?;
+        let n = a.now.fetch_add(1, SeqCst) + 1;
+        a.most.fetch_max(n, SeqCst);
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        a.now.fetch_sub(1, SeqCst);
+        a.done.fetch_add(1, SeqCst);
+        Ok(())
+    }
+}
+
+/// The builder's global concurrency holds across a Redis that restarts
+/// empty (no persistence, or a failover to an empty replica) while
+/// producers send again at once, their sends creating the queue again
+/// without it: a worker whose notification connection broke reads (and
+/// stores) its queues' settings again before it leases. It went on leasing
+/// under no global limit (its 8 slots: 6 runs at once) until its recheck, two
+/// minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_redis_restarts_empty_the_builders_global_concurrency_still_holds() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let a = AtOnce::default();
+    let w = Worker::builder(client.backend())
+        .register::<Limited>()
+        .concurrency(8)
+        .queue_global_concurrency("limited", 1)
+        .handle_signals(false)
+        .data(a.clone())
+        .build()
+        .unwrap();
+    let running = common::start_serving(w).await;
+    for _ in 0..3 {
+        client.enqueue(&Limited { ms: 200 }).await.unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(10), || a.done.load(SeqCst) == 3).await);
+    assert_eq!(a.most.load(SeqCst), 1, "one at a time before the restart");
+    // Redis loses everything; the producer sends again as soon as it can
+    server.restart();
+    let t = Instant::now();
+    let mut sent = 0;
+    while sent < 6 {
+        match client.enqueue(&Limited { ms: 300 }).await {
+            Ok(_) => sent += 1,
+            Err(e) => {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "enqueue after the restart: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), || a.done.load(SeqCst) == 9).await,
+        "ran {} of 9",
+        a.done.load(SeqCst)
+    );
+    let stored = client.settings("limited").await;
+    running.stop().await;
+    assert_eq!(
+        a.most.load(SeqCst),
+        1,
+        "runs at once under a global concurrency of 1; stored settings after the restart: {stored:?}"
+    );
+}

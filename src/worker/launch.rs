@@ -180,6 +180,7 @@ impl<B: Backend> Worker<B> {
                 wakes: w.wakes,
                 handoffs: w.handoffs,
                 renews: w.renews,
+                follow: w.follow.clone(),
             },
             self.shared.clone(),
             stop.clone(),

@@ -74,6 +74,8 @@ pub(super) struct Wakes {
     /// Each queue's settler, told to renew its leases now when running jobs
     /// of the queue may have been cancelled.
     pub renews: HashMap<String, tokio::sync::mpsc::UnboundedSender<super::settle::Event>>,
+    /// The queues' stored settings, read again once the connection breaks.
+    pub follow: Arc<super::settings::Follow>,
 }
 
 /// Takes a job handed to this worker (see [`Dispatcher::take_handed`]).
@@ -93,6 +95,7 @@ pub(super) async fn listen<B: Backend>(
         wakes,
         handoffs,
         renews,
+        follow,
     } = to;
     let control = crate::contract::admin::control_wake(&worker);
     let wake = |q: &str| {
@@ -151,6 +154,13 @@ pub(super) async fn listen<B: Backend>(
         }
         if let Err(e) = r {
             tracing::warn!(error = %e, retry_in = ?backoff, "job notifications lost; polling until they are back");
+        }
+        // Redis may have restarted empty (and a producer's send created a
+        // queue again without the settings stored with it, or any notice of
+        // that been lost): each dispatcher reads (and stores) its queue's
+        // settings again before it leases
+        for q in &queues {
+            follow.forget(q);
         }
         for n in wakes.values() {
             n.notify_one();
