@@ -750,3 +750,58 @@ async fn rsmq_clients_see_a_keys_holder_alone_and_their_delete_frees_its_place()
     };
     assert_eq!(got, ids[2]);
 }
+
+#[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
+#[job(name = "wide_note", queue = "wide")]
+struct Note {
+    text: String,
+}
+
+impl redjob::Job for Note {
+    async fn perform(&self, ctx: &redjob::JobContext) -> Result<(), redjob::JobError> {
+        ctx.data::<common::Recorder>()?
+            .record(ctx, self.text.chars().count() as u64);
+        Ok(())
+    }
+}
+
+/// The npm client checks a message against the queue's maxsize by its length
+/// as a JavaScript string (UTF-16 code units): a job of 30,000 CJK characters
+/// (90 KB of UTF-8) is within the default 65,536, and it stores it. A worker
+/// counts as RSMQ does and runs it; it measured bytes and dead-lettered it
+/// unrun as over the queue's maxsize.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_an_rsmq_client_sent_within_maxsize_by_its_rule_runs() {
+    let (server, _) = setup().await;
+    let client = redjob::Client::connect(&server.url()).await.unwrap();
+    let text = "日".repeat(30_000);
+    let body = json!({"type": "wide_note", "args": {"text": text}}).to_string();
+    assert!(body.len() > 65_536 && body.chars().count() < 65_536);
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "createQueue", "qname": "wide"},
+            {"op": "sendMessage", "qname": "wide", "message": body},
+        ]),
+    );
+    let sent = r[1]
+        .as_str()
+        .unwrap_or_else(|| panic!("rsmq refused it: {}", r[1]));
+    let rec = common::Recorder::default();
+    let w = redjob::Worker::builder(client.backend())
+        .register::<Note>()
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let running = common::start_serving(w).await;
+    let ran = common::wait_until(Duration::from_secs(5), || rec.len() == 1).await;
+    running.stop().await;
+    let dead = client.dead_letters("wide", 10).await.unwrap();
+    assert!(
+        ran && dead.is_empty(),
+        "rsmq stored {sent}; the worker ran it {} times and dead-lettered it: {:?}",
+        rec.len(),
+        dead.iter().map(|d| d.error.clone()).collect::<Vec<_>>()
+    );
+}

@@ -167,7 +167,9 @@ impl<B: Backend> Dispatcher<B> {
             // the job type, read from the envelope's head when it can be (the
             // run records it otherwise, once decoded); none for a body over
             // the queue's maxsize, dead-lettered below unrun
-            let oversized = fetched.max_body.is_some_and(|m| d.body.len() > m);
+            let oversized = fetched
+                .max_body
+                .is_some_and(|m| crate::contract::queues::over_maxsize(&d.body, m));
             let linked = if oversized {
                 None
             } else {
@@ -190,7 +192,7 @@ impl<B: Backend> Dispatcher<B> {
                     continue;
                 }
             };
-            if let Some(max) = fetched.max_body.filter(|m| d.body.len() > *m) {
+            if let Some(max) = fetched.max_body.filter(|_| oversized) {
                 // the run's span, as a run that starts has (rare: its cost
                 // stays on this path)
                 let attempt = d.token.attempt();

@@ -34,6 +34,24 @@ pub(crate) fn check_send(m: &SendMessage) -> Result<Option<u64>> {
     m.unique.as_ref().map(|u| u.check()).transpose()
 }
 
+/// Whether `body` is over a queue's `maxsize` as RSMQ measures a message:
+/// by its length as a JavaScript string (UTF-16 code units), which for UTF-8
+/// text is at most its bytes. So a body within `maxsize` bytes is within it
+/// (the bytes alone are looked at); a longer one is counted: each character
+/// one unit, or two past U+FFFF (an RSMQ client that stored 30,000 CJK
+/// characters, 90 KB, kept within a maxsize of 65,536 by its rule).
+pub(crate) fn over_maxsize(body: &[u8], max: usize) -> bool {
+    if body.len() <= max {
+        return false;
+    }
+    // a character's first byte (not 10xxxxxx), one more for a 4-byte one
+    let units = body
+        .iter()
+        .map(|b| usize::from(b & 0xC0 != 0x80) + usize::from(*b >= 0xF0))
+        .sum::<usize>();
+    units > max
+}
+
 /// RSMQ's queue operations. [`Rsmq`](crate::queue::Rsmq) speaks them to Redis;
 /// [`MemoryBackend`](crate::backend::memory::MemoryBackend) keeps them in memory with
 /// the same semantics. See [`Rsmq`](crate::queue::Rsmq)'s methods for what each does.
@@ -193,3 +211,21 @@ macro_rules! queues_methods {
     };
 }
 pub(crate) use queues_methods;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn maxsize_counts_as_rsmq_does() {
+        use super::over_maxsize;
+        assert!(!over_maxsize(b"abcd", 4));
+        assert!(over_maxsize(b"abcde", 4));
+        // 3 bytes, one unit each
+        let cjk = "日".repeat(4);
+        assert!(!over_maxsize(cjk.as_bytes(), 4));
+        assert!(over_maxsize(cjk.as_bytes(), 3));
+        // 4 bytes, two units (a surrogate pair)
+        let emoji = "😀".repeat(2);
+        assert!(!over_maxsize(emoji.as_bytes(), 4));
+        assert!(over_maxsize(emoji.as_bytes(), 3));
+    }
+}
