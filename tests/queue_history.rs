@@ -154,12 +154,13 @@ async fn a_history_indexed_by_the_sorted_set_of_before_is_moved_into_the_list() 
     assert_eq!(all.iter().filter(|j| j.id == y).count(), 1);
 
     // a count of 1000: the oldest go, with their entries; y's old place,
-    // among the newest, counts until it goes too
+    // among the newest, stands for no entry and is not counted (it was, and
+    // 999 were kept)
     set_keep(&backend, 1000).await;
     let kept = listed(&backend, 1000).await;
     let first_diff = kept.iter().zip(&all).position(|(a, b)| a.id != b.id);
-    assert_eq!((kept.len(), first_diff), (999, None));
-    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 1000);
+    assert_eq!((kept.len(), first_diff), (1000, None));
+    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 1001);
     let oldest = all[1503].id;
     let gone: bool = redis::cmd("HEXISTS")
         .arg("rsmq:q:history:Q")
@@ -230,8 +231,9 @@ async fn a_requeued_dead_letter_is_listed_once_and_its_new_entry_outlives_the_ol
     let page = listed(&backend, 10).await;
     assert_eq!(ids_of(&page), [x]);
     assert_eq!(how(&page[0]), Finish::Succeeded);
-    // two more: the list holds 4 places for a count of 3, the oldest (x's
-    // dead entry) goes; x's new entry stays
+    // two more: the list holds 4 places for a count of 3, one of them (x's
+    // dead entry's) standing for no entry: it is not counted, and all 3
+    // entries stay; x's new entry among them
     let more = run_ok(&backend, &rsmq, 2).await;
     let page = listed(&backend, 10).await;
     assert_eq!(page.len(), 3);
@@ -240,7 +242,7 @@ async fn a_requeued_dead_letter_is_listed_once_and_its_new_entry_outlives_the_ol
     assert_eq!(job.state, JobState::Finished);
     assert_eq!(how(&job), Finish::Succeeded);
     let mut con = server.raw().await;
-    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 3);
+    assert_eq!(llen(&mut con, "rsmq:q:history:ids").await, 4);
 
     // a dead letter deleted: one entry, deleted
     let y = rsmq
