@@ -7,6 +7,8 @@ mod common;
 mod logs;
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use common::{Recorder, RedisServer, Running, start, wait_for, wait_until};
@@ -182,6 +184,87 @@ async fn killed_connections_reconnect_by_themselves() {
     assert!(kills >= 3);
     assert_eq!(missing(&rec, &p.acked).await, Vec::<u64>::new());
     running.stop().await;
+}
+
+/// A TCP proxy on a free loopback port to the port in `to`, read at each new
+/// connection (as a DNS name or a managed Redis's primary endpoint that
+/// follows the master).
+async fn proxy(to: Arc<AtomicU16>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let target = to.load(Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut outbound) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// `REPLICAOF host port` (`Some(port)`) or `REPLICAOF NO ONE` on `server`.
+async fn replicaof(server: &RedisServer, master: Option<u16>) {
+    let mut cmd = redis::cmd("REPLICAOF");
+    match master {
+        Some(p) => cmd.arg("127.0.0.1").arg(p),
+        None => cmd.arg("NO").arg("ONE"),
+    };
+    let _: () = cmd.query_async(&mut server.raw().await).await.unwrap();
+}
+
+/// How many jobs the `rel` queue holds on `server`.
+async fn held(server: &RedisServer) -> u64 {
+    redis::cmd("ZCARD")
+        .arg("rsmq:rel")
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap_or(0)
+}
+
+/// A master and its replica behind one address (a TCP proxy, as a managed
+/// Redis's primary endpoint is); the replica is promoted, the old master
+/// demoted, and the address now leads to the new master. An enqueue that
+/// meets `READONLY` on the open connection to the old master fails, and the
+/// next one goes out on a new connection, to the new master. The old code
+/// opened a new connection only after an I/O error: every enqueue failed
+/// with `READONLY` on the old one, for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueues_reach_the_new_master_after_a_failover_behind_one_address() {
+    let a = RedisServer::start();
+    let b = RedisServer::start_with(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
+    let to = Arc::new(AtomicU16::new(a.port));
+    let port = proxy(to.clone()).await;
+    let client = client(&format!("redis://127.0.0.1:{port}")).await;
+    client.enqueue(&mark(1)).await.unwrap();
+    assert!(wait_for(Duration::from_secs(10), || async { held(&b).await == 1 }).await);
+    // the failover: b promoted, a demoted, the address follows b
+    replicaof(&b, None).await;
+    replicaof(&a, Some(b.port)).await;
+    to.store(b.port, Ordering::SeqCst);
+    let t = Instant::now();
+    let mut errors = Vec::new();
+    let mut stored = false;
+    while t.elapsed() < Duration::from_secs(15) {
+        match client.enqueue(&mark(2)).await {
+            Ok(_) => {
+                stored = true;
+                break;
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    errors.dedup();
+    assert!(
+        stored,
+        "no enqueue reached the new master in 15 s; errors: {errors:?}"
+    );
+    assert_eq!(held(&b).await, 2);
 }
 
 /// A caller waiting for a result costs Redis nothing while the job waits

@@ -12,6 +12,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::lane::{self, Lanes};
+use super::managed::{Managed, Reopen};
 use super::refusals::{self, AskVia};
 use super::sentinel::Link;
 use crate::Result;
@@ -20,7 +21,9 @@ use crate::Result;
 /// Cluster connection (which follows `MOVED`/`ASK` redirections and
 /// failovers), or a connection to the master Redis Sentinel names (which asks
 /// the Sentinels again when the master fails). A managed connection
-/// reconnects by itself, and beside its multiplexed socket keeps up to two
+/// reconnects by itself (after a broken socket, and after a `READONLY`: a
+/// failover behind the server's address left it on a replica), and beside
+/// its multiplexed socket keeps up to two
 /// lanes: a call alone takes the first, one made while the first is taken the
 /// second, and the calling task reads and writes that socket itself. So calls
 /// under way at once are not ordered with each other; `WATCH`, `SELECT` and
@@ -47,8 +50,9 @@ pub struct Connection(Inner);
 
 #[derive(Clone)]
 enum Inner {
-    /// With the lanes its calls take when one is free (see [`super::lane`]).
-    Managed(ConnectionManager, Option<Arc<Lanes>>),
+    /// With the lanes its calls take when one is free (see [`super::lane`]),
+    /// both replaced after a `READONLY` (see [`super::managed`]).
+    Managed(Arc<Managed>),
     /// With how it reaches the node of an `ASK` redirection (none for a
     /// connection of the caller's).
     Cluster(ClusterConnection, Option<Arc<AskVia>>),
@@ -63,8 +67,18 @@ impl Connection {
         Connection(Inner::Cluster(con, via))
     }
 
-    pub(super) fn managed(con: ConnectionManager, lane: Option<Arc<Lanes>>) -> Self {
-        Connection(Inner::Managed(con, lane))
+    /// A managed connection with its lanes, both opened again with `reopen`
+    /// when a reply says the server has become a replica.
+    pub(super) fn managed(
+        con: ConnectionManager,
+        lane: Option<Arc<Lanes>>,
+        reopen: Reopen,
+    ) -> Self {
+        Connection(Inner::Managed(Arc::new(Managed::new(
+            con,
+            lane,
+            Some(reopen),
+        ))))
     }
 
     pub(super) fn sentinel(link: Arc<Link>) -> Self {
@@ -81,7 +95,7 @@ impl Connection {
     /// as it is (see [`packed`](Self::packed)): a managed connection's to one
     /// server, over TCP or a Unix socket, speaking RESP2.
     pub(crate) fn has_lanes(&self) -> bool {
-        matches!(self.0, Inner::Managed(_, Some(_)))
+        matches!(&self.0, Inner::Managed(m) if m.has_lanes())
     }
 
     /// Commands packed as RESP (`count` of them in `packed`): written as they
@@ -98,8 +112,10 @@ impl Connection {
         pipeline: impl FnOnce() -> Pipeline + Send,
     ) -> redis::RedisResult<Vec<Value>> {
         match &mut self.0 {
-            Inner::Managed(c, lane) => {
-                lane::packed(lane.as_ref(), c, packed, count, pipeline).await
+            Inner::Managed(m) => {
+                let mut on = m.current();
+                let reply = lane::packed(on.lane.as_ref(), &mut on.con, packed, count, pipeline);
+                m.answered(on.generation, reply.await)
             }
             _ => self.req_packed_commands(&pipeline(), 0, count).await,
         }
@@ -212,7 +228,7 @@ impl std::fmt::Debug for Connection {
 
 impl From<ConnectionManager> for Connection {
     fn from(con: ConnectionManager) -> Self {
-        Connection(Inner::Managed(con, None))
+        Connection(Inner::Managed(Arc::new(Managed::new(con, None, None))))
     }
 }
 
@@ -231,7 +247,11 @@ impl From<MultiplexedConnection> for Connection {
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.0 {
-            Inner::Managed(c, lane) => lane::command(lane.as_ref(), c, cmd),
+            Inner::Managed(m) => Box::pin(async move {
+                let mut on = m.current();
+                let reply = lane::command(on.lane.as_ref(), &mut on.con, cmd).await;
+                m.answered(on.generation, reply)
+            }),
             Inner::Cluster(c, via) => Box::pin(refusals::command(c, via.as_ref(), cmd)),
             Inner::Plain(c) => c.req_packed_command(cmd),
             Inner::Sentinel(link) => Box::pin(async move {
@@ -249,7 +269,12 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.0 {
-            Inner::Managed(c, lane) => lane::pipeline(lane.as_ref(), c, pipeline, offset, count),
+            Inner::Managed(m) => Box::pin(async move {
+                let mut on = m.current();
+                let lane = on.lane.as_ref();
+                let reply = lane::pipeline(lane, &mut on.con, pipeline, offset, count).await;
+                m.answered(on.generation, reply)
+            }),
             Inner::Cluster(c, via) => {
                 Box::pin(refusals::pipeline(c, via.as_ref(), pipeline, offset, count))
             }
@@ -265,7 +290,7 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match &self.0 {
-            Inner::Managed(c, _) => c.get_db(),
+            Inner::Managed(m) => m.current().con.get_db(),
             Inner::Cluster(c, _) => c.get_db(),
             Inner::Plain(c) => c.get_db(),
             Inner::Sentinel(link) => link.db(),

@@ -4,6 +4,7 @@
 mod cluster;
 mod conn;
 mod lane;
+mod managed;
 mod refusals;
 mod resp;
 mod sentinel;
@@ -138,6 +139,7 @@ impl RedisConfig {
                 .await
                 .map_err(failed)?,
                 self.lane(client),
+                self.reopen(client),
             ),
             Target::Cluster { client, seeds, .. } => Connection::cluster(
                 client
@@ -162,6 +164,7 @@ impl RedisConfig {
             Target::Server(client) => Connection::managed(
                 ConnectionManager::new_lazy_with_config(client.clone(), self.manager_config())?,
                 self.lane(client),
+                self.reopen(client),
             ),
             Target::Cluster { client, seeds, .. } => Connection::cluster(
                 client.get_pending_async_connection_with_config(self.cluster_config()),
@@ -301,6 +304,17 @@ impl RedisConfig {
 
     fn lane(&self, client: &redis::Client) -> Option<std::sync::Arc<lane::Lanes>> {
         lane::Lanes::new(client, self.connection_timeout, self.response_timeout)
+    }
+
+    /// What opens a managed connection to `client`'s server and its lanes
+    /// again, after a `READONLY` (see [`managed`]).
+    fn reopen(&self, client: &redis::Client) -> managed::Reopen {
+        managed::Reopen {
+            client: client.clone(),
+            config: self.manager_config(),
+            connection_timeout: self.connection_timeout,
+            response_timeout: self.response_timeout,
+        }
     }
 
     fn manager_config(&self) -> ConnectionManagerConfig {

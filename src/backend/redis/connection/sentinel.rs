@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::sentinel::SentinelClient;
-use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 use tokio::time::Instant;
 
 use super::lane::Lanes;
+use super::managed::{Replies, readonly};
 use super::switch::Switch;
 
 /// The parts of a `redis+sentinel://` URL, as URLs the `redis` crate parses
@@ -394,7 +395,7 @@ impl Link {
         }
         let lost = match &reply {
             Err(e) => lost_master(e),
-            Ok(values) => values.says_lost(),
+            Ok(values) => values.says(lost_master),
         };
         if lost {
             self.lost(generation);
@@ -444,40 +445,19 @@ fn replaced() -> RedisError {
     ))
 }
 
-/// A connection's replies, read for a server error that says the master is
-/// gone.
-pub(crate) trait Replies {
-    fn says_lost(&self) -> bool;
-}
-
-impl Replies for Value {
-    fn says_lost(&self) -> bool {
-        matches!(self, Value::ServerError(_))
-            && self.clone().extract_error().is_err_and(|e| lost_master(&e))
-    }
-}
-
-impl Replies for Vec<Value> {
-    fn says_lost(&self) -> bool {
-        self.iter().any(Replies::says_lost)
-    }
-}
-
 /// Whether `e` says the connection no longer reaches a master.
 fn lost_master(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_timeout()
         || e.is_unrecoverable_error()
-        || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
         || e.kind() == ErrorKind::Server(ServerErrorKind::MasterDown)
-        // a script's write on a replica: Redis 6.2 wraps READONLY in ERR
-        || e.to_string().contains("READONLY You can't write")
+        || readonly(e)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Replies, SentinelUrl, parse};
+    use super::{Replies, SentinelUrl, lost_master, parse};
 
     #[test]
     fn a_reply_from_a_demoted_master_says_it_is_lost() {
@@ -489,13 +469,13 @@ mod tests {
         );
         let other = reply(b"-ERR wrong number of arguments for 'get' command\r\n");
         let ok = reply(b"+OK\r\n");
-        assert!(readonly.says_lost());
-        assert!(wrapped.says_lost());
-        assert!(reply(b"-MASTERDOWN Link with MASTER is down\r\n").says_lost());
-        assert!(!other.says_lost());
-        assert!(!ok.says_lost());
-        assert!(vec![ok.clone(), readonly].says_lost());
-        assert!(!vec![ok, other].says_lost());
+        assert!(readonly.says(lost_master));
+        assert!(wrapped.says(lost_master));
+        assert!(reply(b"-MASTERDOWN Link with MASTER is down\r\n").says(lost_master));
+        assert!(!other.says(lost_master));
+        assert!(!ok.says(lost_master));
+        assert!(vec![ok.clone(), readonly].says(lost_master));
+        assert!(!vec![ok, other].says(lost_master));
     }
 
     #[test]
