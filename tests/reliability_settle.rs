@@ -23,16 +23,17 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 // ---------------------------------------------------------------------------
-// A backend whose first settle is slow (it waits `settle_delay`, then runs).
+// A backend whose first settles are slow (each waits `settle_delay`, then runs).
 // ---------------------------------------------------------------------------
 
 #[derive(Clone)]
 struct Slow<B> {
     inner: B,
-    /// How long the first settle call waits before it runs.
+    /// How long each of the first `slow_settles` settle calls waits before
+    /// it runs.
     settle_delay: Duration,
-    /// Set once the first settle call came.
-    settled_once: Arc<std::sync::atomic::AtomicBool>,
+    /// How many settle calls are still to wait `settle_delay` (counted down).
+    slow_settles: Arc<std::sync::atomic::AtomicU32>,
     /// While set, every lease renewal fails (the backend out of reach).
     renewals_fail: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -101,7 +102,11 @@ impl<B: Backend> Backend for Slow<B> {
             "settle sent"
         );
         // a slow but successful call (a busy Redis, a large batch)
-        if !self.settled_once.swap(true, Ordering::SeqCst) {
+        if self
+            .slow_settles
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
             tokio::time::sleep(self.settle_delay).await;
         }
         let r = self.inner.settle(q, b).await;
@@ -458,7 +463,7 @@ async fn a_job_whose_handed_lease_this_worker_lost_runs_again_without_waiting_fo
     let backend = Slow {
         inner: client.backend(),
         settle_delay: Duration::ZERO,
-        settled_once: Default::default(),
+        slow_settles: Arc::new(1.into()),
         renewals_fail: fail.clone(),
     };
     let w = Worker::builder(backend)
@@ -532,7 +537,7 @@ async fn slow_settle_holds_up_no_renewal(client: &Client) {
     let slow = Slow {
         inner: client.backend(),
         settle_delay: Duration::from_millis(2500),
-        settled_once: Default::default(),
+        slow_settles: Arc::new(1.into()),
         renewals_fail: Default::default(),
     };
     let a = Worker::builder(slow)
@@ -575,5 +580,95 @@ async fn slow_settle_holds_up_no_renewal(client: &Client) {
     assert_eq!(
         info.attempts, 1,
         "the long job ran once, its lease renewed all along; its deliveries: {outcomes:?} (its lease ran out while its renewal waited behind another job's settle)"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// A worker holds a throttle of its queue until that throttle's settle lands.
+// ---------------------------------------------------------------------------
+
+/// "t1" throttles the queue for 50 ms at once; "t2" throttles it for 60 s
+/// 20 ms later, while t1's settle (300 ms, as is each settle here) is under
+/// way. The worker that heard t2 starts nothing for 60 s (docs/scale-out.md:
+/// "the worker that heard it holds the queue at once, until its settle
+/// lands"): not "late", due 200 ms in. The old code ended the worker's whole
+/// hold when t1's settle landed, t2's with it, though t2's settle had not
+/// been sent: the backend held only t1's 50 ms, over by then, and "late"
+/// started at about 360 ms. The hold now numbers its throttles and ends each
+/// once its own settle landed (past the fence).
+#[tokio::test(start_paused = true)]
+async fn a_throttle_is_held_until_its_own_settle_lands_not_an_earlier_one() {
+    throttle_held_until_its_own_settle_lands(&Client::memory(MemoryBackend::new())).await;
+}
+
+/// The same on Redis (real time: about 6 s).
+#[tokio::test]
+async fn a_throttle_is_held_until_its_own_settle_lands_not_an_earlier_one_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    throttle_held_until_its_own_settle_lands(&client).await;
+}
+
+async fn throttle_held_until_its_own_settle_lands(client: &Client) {
+    client
+        .queues()
+        .create_queue(Q, QueueOptions::default())
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let backend = Slow {
+        inner: client.backend(),
+        settle_delay: Duration::from_millis(300),
+        slow_settles: Arc::new(u32::MAX.into()),
+        renewals_fail: Default::default(),
+    };
+    let w = Worker::builder(backend)
+        .register::<Nap>()
+        .register::<Throttler>()
+        .concurrency(4)
+        .lease(Duration::from_secs(30))
+        .data(seen.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    client
+        .enqueue(&Throttler {
+            tag: "t1".into(),
+            pre_ms: 10,
+            ms: 50,
+        })
+        .await
+        .unwrap();
+    client
+        .enqueue(&Throttler {
+            tag: "t2".into(),
+            pre_ms: 20,
+            ms: 60_000,
+        })
+        .await
+        .unwrap();
+    client
+        .enqueue_in(
+            &Nap {
+                tag: "late".into(),
+                ms: 1,
+            },
+            Duration::from_millis(200),
+        )
+        .await
+        .unwrap();
+    let w = serve(w).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let t2 = seen.starts_of("t2");
+    let late = seen.starts_of("late");
+    w.stop().await;
+    assert_eq!(t2.len(), 1, "t2 ran once");
+    let throttle_end = t2[0] + Duration::from_secs(60);
+    assert!(
+        late.iter().all(|at| *at >= throttle_end),
+        "a job started {:?} after the start, during t2's 60 s throttle (t2 began {:?} in)",
+        late.first().map(|at| *at - t0),
+        t2[0] - t0
     );
 }

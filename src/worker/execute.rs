@@ -515,10 +515,13 @@ async fn run(
         // this worker holds the queue before the slot frees; the backend holds
         // it for every worker once settled (a key's throttle: the backend
         // holds the key's jobs back, which a worker leases none of)
-        if !key {
-            per_queue.hold.throttle(delay);
-        }
-        return Outcome::Throttle { delay, error, key };
+        let hold = (!key).then(|| per_queue.hold.throttle(delay));
+        return Outcome::Throttle {
+            delay,
+            error,
+            key,
+            hold,
+        };
     }
     let delay = match wants {
         Wants::Fatal => None,

@@ -32,31 +32,52 @@ pub(crate) struct PerQueue {
 /// A handler's throttle, held by its worker from before its slot frees until
 /// its settle lands (the settler says so): from then on the backend holds the
 /// queue for every worker, and an operator can end it there. A settle that
-/// fails holds it here until the throttle ends.
+/// fails (or whose throttle failed the fence) holds it here until the
+/// throttle ends. Each throttle is numbered as it comes and held until its
+/// own settle lands: an earlier throttle's landing ends none held after it.
 /// Every job start and fetch asks it: without a throttle that is one atomic
 /// load.
 #[derive(Default)]
 pub(crate) struct Hold {
-    state: std::sync::Mutex<Option<(Instant, bool)>>,
-    /// A throttle may be held (the state is `Some`).
+    state: std::sync::Mutex<Throttles>,
+    /// A throttle may be held (`held` is not empty).
     any: std::sync::atomic::AtomicBool,
+}
+
+/// The throttles a worker holds of its queue.
+#[derive(Default)]
+struct Throttles {
+    /// The number the last throttle was given (the first is 1).
+    last: u64,
+    /// Each throttle held (its settle has not landed), by number: until when.
+    held: Vec<(u64, Instant)>,
 }
 
 impl Hold {
     /// A handler's throttle of `d`: nothing of the queue starts here until it
-    /// ends or its settle lands.
-    pub fn throttle(&self, d: Duration) {
+    /// ends or its settle lands. Returns its number, for the settler to say
+    /// when it landed (see [`landed`](Self::landed)).
+    pub fn throttle(&self, d: Duration) -> u64 {
         let until = Instant::now() + d;
         let mut h = lock(&self.state);
-        let until = h.map_or(until, |(old, _)| old.max(until));
-        *h = Some((until, false));
+        h.last += 1;
+        let number = h.last;
+        h.held.push((number, until));
         self.any.store(true, Ordering::SeqCst);
+        number
     }
 
-    /// The throttles settled so far landed: the backend holds the queue.
-    pub fn landed(&self) {
-        if let Some((_, landed)) = lock(&self.state).as_mut() {
-            *landed = true;
+    /// The settles of the throttles numbered `numbers` landed (past the
+    /// fence): the backend holds the queue for them. Those held after them
+    /// stay held here.
+    pub fn landed(&self, numbers: &[u64]) {
+        if numbers.is_empty() {
+            return;
+        }
+        let mut h = lock(&self.state);
+        h.held.retain(|(n, _)| !numbers.contains(n));
+        if h.held.is_empty() {
+            self.any.store(false, Ordering::SeqCst);
         }
     }
 
@@ -65,15 +86,15 @@ impl Hold {
         if !self.any.load(Ordering::SeqCst) {
             return None;
         }
+        let now = Instant::now();
         let mut h = lock(&self.state);
-        match *h {
-            Some((until, false)) if until > Instant::now() => Some(until),
-            _ => {
-                *h = None;
-                self.any.store(false, Ordering::SeqCst);
-                None
-            }
+        // throttles that ended are held no more, landed or not
+        h.held.retain(|(_, until)| *until > now);
+        let until = h.held.iter().map(|(_, until)| *until).max();
+        if until.is_none() {
+            self.any.store(false, Ordering::SeqCst);
         }
+        until
     }
 }
 

@@ -9,11 +9,25 @@ use crate::contract::backend::Backend;
 use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Throttle, Token};
 use crate::worker::leases::Table;
 
+/// One settle call's worth of finished deliveries (see [`Settler::batch`]).
+pub(super) struct Batch {
+    /// The call.
+    pub settle: Settle,
+    /// What it sends: each delivery's job, token and run.
+    pub sent: Vec<(JobId, Token, u64)>,
+    /// Its queue throttles' numbers in the worker's hold of the queue, with
+    /// their jobs: the hold of each ends once its settle landed (empty, not
+    /// allocated, without throttles).
+    pub holds: Vec<(JobId, u64)>,
+    /// Deliveries whose token is uncertain stayed for later.
+    pub deferred: bool,
+}
+
 impl<B: Backend> Settler<B> {
     /// Up to `MAX_BATCH` finished deliveries as one settle call, and what was
     /// sent (taken out of the table's `done` set until the call's result is known).
-    /// Deliveries whose token is uncertain stay for later (`true` when any did).
-    pub(super) fn batch(&self) -> (Settle, Vec<(JobId, Token, u64)>, bool) {
+    /// Deliveries whose token is uncertain stay for later.
+    pub(super) fn batch(&self) -> Batch {
         let mut t = self.leases.lock();
         let Table { held, done, .. } = &mut *t;
         // the results a call carries are bounded too (a result may be
@@ -58,6 +72,7 @@ impl<B: Backend> Settler<B> {
         s.acks.reserve(take.len());
         s.ran.reserve(take.len());
         let mut sent = Vec::with_capacity(take.len());
+        let mut holds = Vec::new();
         // acks' bodies (the runs kept those of up to MAX_SENT_BODY bytes) go
         // with them while the history keeps bodies; the backend reads them
         // again otherwise
@@ -114,13 +129,21 @@ impl<B: Backend> Settler<B> {
                     release: true,
                     error: None,
                 }),
-                Outcome::Throttle { delay, error, key } => s.throttles.push(Throttle {
-                    id,
-                    token,
-                    delay: *delay,
-                    error: error.clone(),
-                    key: *key,
-                }),
+                Outcome::Throttle {
+                    delay,
+                    error,
+                    key,
+                    hold,
+                } => {
+                    holds.extend(hold.map(|n| (id, n)));
+                    s.throttles.push(Throttle {
+                        id,
+                        token,
+                        delay: *delay,
+                        error: error.clone(),
+                        key: *key,
+                    });
+                }
                 Outcome::Dead { error } => s.dead.push(DeadLetterEntry {
                     id,
                     token,
@@ -128,6 +151,11 @@ impl<B: Backend> Settler<B> {
                 }),
             }
         }
-        (s, sent, deferred)
+        Batch {
+            settle: s,
+            sent,
+            holds,
+            deferred,
+        }
     }
 }

@@ -67,6 +67,10 @@ pub(crate) enum Outcome {
         error: String,
         /// Only the job's concurrency key is held.
         key: bool,
+        /// A queue's throttle: its number in the worker's hold of the queue
+        /// (see [`Hold::throttle`](super::per_queue::Hold::throttle)), which
+        /// its settle's landing ends.
+        hold: Option<u64>,
     },
 }
 
@@ -392,7 +396,12 @@ impl<B: Backend> Settler<B> {
             self.renewer().resolve_uncertain().await;
         }
         loop {
-            let (batch, sent, deferred) = self.batch();
+            let batch::Batch {
+                settle: batch,
+                sent,
+                holds,
+                deferred,
+            } = self.batch();
             if sent.is_empty() {
                 // uncertain tokens wait for their score to be read again
                 self.retry_at = deferred.then(|| Instant::now() + self.retry_wait);
@@ -453,9 +462,8 @@ impl<B: Backend> Settler<B> {
                             }
                         }
                     }
-                    if !batch.throttles.is_empty() {
-                        // the backend holds the queue now
-                        self.keeping.hold.landed();
+                    if !holds.is_empty() {
+                        self.landed(&holds, &done, sent.len() as u64);
                     }
                     // finishes of jobs flows waited for (the worker could
                     // not know it before): the queue is marked now, so that
@@ -505,6 +513,26 @@ impl<B: Backend> Settler<B> {
                 }
             }
         }
+    }
+
+    /// The queue throttles `holds` (their jobs and numbers in the worker's
+    /// hold) were in a settle of `sent` entries that landed with `done`:
+    /// those that passed the fence leave the hold (the backend holds the
+    /// queue for them now); throttles added since, or settled by another
+    /// call, stay held. A throttle that failed the fence stays held until it
+    /// ends, as do all of the call's when some entries failed it for a job
+    /// delivered again (the reply does not say which).
+    fn landed(&self, holds: &[(JobId, u64)], done: &Settled, sent: u64) {
+        let applied = done.acked + done.rescheduled + done.dead;
+        if applied + done.gone.len() as u64 != sent {
+            return;
+        }
+        let numbers: Vec<u64> = holds
+            .iter()
+            .filter(|(id, _)| !done.gone.contains(id))
+            .map(|(_, n)| *n)
+            .collect();
+        self.keeping.hold.landed(&numbers);
     }
 
     /// Says why settles did not apply, when some did not.
