@@ -634,3 +634,94 @@ async fn a_flows_parent_is_stamped_with_the_kits_clock_and_listed_in_order() {
         );
     }
 }
+
+/// A job with a float argument.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "scale", queue = "floats")]
+struct Scale {
+    factor: f64,
+}
+
+impl Job for Scale {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// An event with a float.
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "reading", topic = "readings")]
+struct Reading {
+    celsius: f32,
+}
+
+/// A job, an event or an envelope holding a NaN or infinite float is refused
+/// at the send with the reason, and a finite one goes through. The old code
+/// took it: serde_json writes such a float as `null`, so the enqueue
+/// succeeded and every worker then dead-lettered the job ("invalid type:
+/// null, expected f64"), and `encode` wrote an envelope `decode` refuses.
+#[tokio::test]
+async fn a_job_with_a_nan_float_is_refused_at_enqueue_not_dead_lettered_later() {
+    let kit = TestKit::new().subscribe("readings_sub", |_: Reading, _| async { Ok(()) });
+    let client = kit.client();
+    for factor in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        match client.enqueue(&Scale { factor }).await {
+            Err(Error::Decode(e)) => assert!(e.to_string().contains("JSON has no such number")),
+            other => panic!("enqueue of {factor}: {other:?}"),
+        }
+        assert!(redjob::job::encode(&Scale { factor }).is_err());
+    }
+    assert!(matches!(
+        client.publish(&Reading { celsius: f32::NAN }).await,
+        Err(Error::Decode(_))
+    ));
+    client.enqueue(&Scale { factor: 1.5 }).await.unwrap();
+    client.publish(&Reading { celsius: -4.0 }).await.unwrap();
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!(
+        (report.processed, report.dead, report.events),
+        (1, 0, 1),
+        "{:?}",
+        kit.dead_letters("floats").await.unwrap()
+    );
+}
+
+/// A job returning a float.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "ratio", queue = "floats", output = "f64", max_attempts = 3)]
+struct Ratio {
+    a: f64,
+    b: f64,
+}
+
+impl Job for Ratio {
+    async fn perform(&self, _: &JobContext) -> Result<f64, JobError> {
+        Ok(self.a / self.b)
+    }
+}
+
+/// A handler's NaN result does not encode, so the job is dead-lettered with
+/// the reason at once (as a result too large is; reading its result says it
+/// failed), and a finite one is read back. The old code stored the NaN as `null`: the job counted as succeeded
+/// and reading its result failed with a decode error on every read.
+#[tokio::test]
+async fn a_nan_result_is_refused_when_stored_not_unreadable_later() {
+    let kit = TestKit::new();
+    let client = kit.client();
+    let nan = client.enqueue(&Ratio { a: 0.0, b: 0.0 }).await.unwrap();
+    let half = client.enqueue(&Ratio { a: 1.0, b: 2.0 }).await.unwrap();
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!((report.processed, report.dead), (1, 1), "{report:?}");
+    let dead = kit.dead_letters("floats").await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].error.contains("its result could not be encoded") && dead[0].error.contains("NaN"),
+        "{}",
+        dead[0].error
+    );
+    assert!(matches!(
+        client.result::<Ratio>(&nan).await,
+        Err(Error::JobFailed { .. })
+    ));
+    assert_eq!(client.result::<Ratio>(&half).await.unwrap(), Some(0.5));
+}

@@ -2,6 +2,9 @@
 //! (docs/interop/node/topics.js, the `redis` package from npm) and the entry format in
 //! docs/topics.md publishes events a redjob subscriber handles, and consumes events
 //! redjob published, sharing one subscriber with a redjob worker.
+//!
+//! Topics across protocols: a client on a RESP3 URL (`?protocol=resp3`) reads
+//! the events a RESP2 client does.
 
 mod common;
 
@@ -184,4 +187,53 @@ async fn node_consumes_redjob_events_sharing_a_subscriber_with_a_redjob_worker()
     let distinct: BTreeSet<u64> = all.iter().copied().collect();
     assert_eq!(all.len(), 150, "each event handled once");
     assert_eq!(distinct, (0..150).collect());
+}
+
+/// A subscriber's read, without a wait and with one, on a RESP2 and a RESP3
+/// (`?protocol=resp3`) connection: each returns the events published, with
+/// their type and data, delivered once. On RESP3 `XREADGROUP` replies with a
+/// map (stream -> entries) where RESP2 has an array of pairs; the old code
+/// took anything but an array for "no events", so every read on RESP3
+/// returned none and left the events in the consumer's pending list, to come
+/// back only by a claim after the lease, counted as a second delivery.
+#[tokio::test]
+async fn a_topic_read_on_a_resp3_connection_returns_the_events() {
+    use redjob::topic::Topics;
+    let server = RedisServer::start();
+    for (i, url) in [server.url(), format!("{}/?protocol=resp3", server.url())]
+        .into_iter()
+        .enumerate()
+    {
+        let client = Client::connect(&url).await.unwrap();
+        let sub = format!("sub{i}");
+        client.subscribe("orders", &sub, Start::End).await.unwrap();
+        for n in 1..=2 {
+            let note = format!("{n}");
+            client.publish(&OrderPlaced { n, note }).await.unwrap();
+        }
+        let backend = client.backend();
+        let now = backend.read("orders", &sub, "c1", 10, Duration::ZERO).await;
+        let now = now.unwrap().unwrap_or_default();
+        client
+            .publish(&OrderPlaced {
+                n: 3,
+                note: "3".into(),
+            })
+            .await
+            .unwrap();
+        let waited = backend.read("orders", &sub, "c1", 10, Duration::from_secs(1));
+        let waited = waited.await.unwrap().unwrap_or_default();
+        let got: Vec<(Option<String>, Option<String>, u32)> = now
+            .iter()
+            .chain(&waited)
+            .map(|e| (e.event_type.clone(), e.data.clone(), e.deliveries))
+            .collect();
+        let want: Vec<_> = (1..=3)
+            .map(|n| {
+                let data = format!(r#"{{"n":{n},"note":"{n}"}}"#);
+                (Some("order_placed".to_string()), Some(data), 1)
+            })
+            .collect();
+        assert_eq!(got, want, "on {url}");
+    }
 }

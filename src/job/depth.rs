@@ -2,7 +2,8 @@
 //! a value nested deeper than 127 arrays and objects (its recursion limit),
 //! so a job or event whose body is deeper would be stored, then dead-lettered
 //! by every worker as undecodable. The writer counts the levels as it goes and
-//! refuses such a value at the send instead.
+//! refuses such a value at the send instead, and refuses a float JSON cannot
+//! hold in the same pass (see `finite.rs`).
 
 use std::io;
 
@@ -13,7 +14,8 @@ use serde::Serialize;
 pub(crate) const MAX_DEPTH: usize = 127;
 
 /// `value` as compact JSON, as `serde_json::to_vec` writes it, or an error
-/// when it nests deeper than [`MAX_DEPTH`].
+/// when it nests deeper than [`MAX_DEPTH`] or holds a NaN or infinite float
+/// (which `serde_json` would write as a `null` no reader takes for a float).
 pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(128);
     let mut deepest = 0;
@@ -24,7 +26,7 @@ pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec
             deepest: &mut deepest,
         },
     );
-    value.serialize(&mut ser)?;
+    value.serialize(super::finite::Finite(&mut ser))?;
     if deepest > MAX_DEPTH {
         return Err(serde::ser::Error::custom(format!(
             "nested {deepest} levels deep: a worker reads at most {MAX_DEPTH} (serde_json's recursion limit), so it could never run"

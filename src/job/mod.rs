@@ -32,6 +32,7 @@ pub(crate) mod data;
 pub(crate) mod depth;
 pub(crate) mod envelope;
 mod error;
+mod finite;
 mod output;
 pub(crate) mod trace;
 mod unique;

@@ -52,17 +52,25 @@ fn fields(v: &Value) -> (Option<String>, Option<String>, Option<String>) {
     (t, d, to)
 }
 
-/// `XREADGROUP`'s reply: `[[stream, [[id, [field, value, ...]], ...]]]` or nil.
+/// `XREADGROUP`'s reply: `[[stream, [[id, [field, value, ...]], ...]]]` on
+/// RESP2, `{stream: [[id, [field, value, ...]], ...]}` on RESP3 (a
+/// `?protocol=resp3` URL), or nil.
 fn entries(v: &Value) -> Result<Vec<Received>> {
     let mut out = Vec::new();
-    let Value::Array(streams) = v else {
-        return Ok(out);
+    // each stream's list of entries, from either form
+    let lists: Vec<&Value> = match v {
+        Value::Array(streams) => streams
+            .iter()
+            .filter_map(|s| match s {
+                Value::Array(parts) => parts.get(1),
+                _ => None,
+            })
+            .collect(),
+        Value::Map(streams) => streams.iter().map(|(_, list)| list).collect(),
+        _ => return Ok(out),
     };
-    for s in streams {
-        let Value::Array(parts) = s else { continue };
-        let Some(Value::Array(list)) = parts.get(1) else {
-            continue;
-        };
+    for list in lists {
+        let Value::Array(list) = list else { continue };
         for e in list {
             let Value::Array(e) = e else { continue };
             let Some(Value::BulkString(raw)) = e.first() else {
