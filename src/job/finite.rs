@@ -352,7 +352,7 @@ mod tests {
 
     /// `value` through `Finite`, as `depth::to_vec` writes it.
     fn write<T: Serialize>(value: &T) -> serde_json::Result<Vec<u8>> {
-        super::super::depth::to_vec(value)
+        crate::job::depth::to_vec(value)
     }
 
     #[derive(Serialize)]
