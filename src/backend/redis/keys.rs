@@ -71,7 +71,8 @@ pub(crate) struct QueueKeys {
     /// `ns:q:history:Q`: hash of history entries, `<id>` → entry (its body
     /// at its end while kept), `~args`: up to when bodies are dropped,
     /// `~argsat` and `~base`: where in the list the first entry after that is
-    /// (see `trim_history` in lib.lua).
+    /// (see `trim_history` in lib.lua), `~stale`: how many elements of the
+    /// list stand for no entry (see `history_overwrites` in lib.lua).
     pub history_hash: String,
     /// `ns:q:bout`: sorted set of batch finishes a settle recorded and their
     /// batches have not counted yet, one member per batch and settle call,

@@ -283,16 +283,29 @@ impl<B: Backend> Settler<B> {
     /// would move their token under it, and a settle that came after it
     /// would be turned away by its fence, again each beat while calls take
     /// that long.
+    /// The finished ones a beat passed over here (those of the call, and any
+    /// that finished since or wait for a retry) are renewed at once after
+    /// it: `next_beat` stays where it was for them.
     async fn flush_renewing(&mut self, renewer: &renew::Renewer<B>, next_beat: &mut Instant) {
         let every = self.lease / 3;
+        let leases = self.leases.clone();
         let flush = self.flush();
         tokio::pin!(flush);
+        let mut beat = *next_beat;
         loop {
             tokio::select! {
                 _ = &mut flush => return,
-                _ = tokio::time::sleep_until(*next_beat) => {
+                _ = tokio::time::sleep_until(beat) => {
                     let wait = if renewer.heartbeat(true).await { every } else { every.min(RETRY_BEAT) };
-                    *next_beat = Instant::now() + wait;
+                    beat = Instant::now() + wait;
+                    let passed_over = leases
+                        .lock()
+                        .held
+                        .values()
+                        .any(|h| h.renewable() && h.outcome.is_some());
+                    if !passed_over {
+                        *next_beat = beat;
+                    }
                 }
             }
         }

@@ -163,7 +163,7 @@ if #u > 0 then
 end
 -- its jobs' dead entries stay in the history until they finish again, which
 -- then overwrites them: complete.lua counts the elements so left behind (see
--- history_stale in lib.lua) once the queue has requeued any
+-- history_overwrites in lib.lua) once the queue has requeued any
 h[#h + 1] = "redjob:requeued"
 h[#h + 1] = "1"
 h[#h + 1] = "totalsent"
