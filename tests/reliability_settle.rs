@@ -1,7 +1,9 @@
-//! Leases a worker holds when the backend is slow or out of reach: a lease
-//! renewed after it ran out holds its place under a global limit on every
-//! backend, and a run given up for a lost lease is fetched again at once,
-//! whether it was fetched or handed to the worker.
+//! Leases and holds a worker keeps when the backend is slow or out of reach:
+//! a lease renewed after it ran out holds its place under a global limit on
+//! every backend; a run given up for a lost lease is fetched again at once,
+//! whether it was fetched or handed to the worker; a slow settle call holds
+//! back no renewal of a running job; a throttle is held until its own settle
+//! lands, not an earlier one's.
 
 mod common;
 
