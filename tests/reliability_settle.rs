@@ -3,7 +3,8 @@
 //! every backend; a run given up for a lost lease is fetched again at once,
 //! whether it was fetched or handed to the worker; a slow settle call holds
 //! back no renewal of a running job; a throttle is held until its own settle
-//! lands, not an earlier one's.
+//! lands, not an earlier one's, and a key's throttle asked by a job without
+//! a key holds its queue as one.
 
 mod common;
 
@@ -672,5 +673,110 @@ async fn throttle_held_until_its_own_settle_lands(client: &Client) {
         "a job started {:?} after the start, during t2's 60 s throttle (t2 began {:?} in)",
         late.first().map(|at| *at - t0),
         t2[0] - t0
+    );
+}
+
+// ---------------------------------------------------------------------------
+// A key's throttle asked by a job without a key holds the whole queue here too.
+// ---------------------------------------------------------------------------
+
+/// Throttles its concurrency key (`rate_limited_key`) on its first run, after
+/// `pre_ms`; it has no key, so the throttle is its queue's (the error's docs:
+/// "A job without a key throttles its queue").
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "audit_key_throttler", queue = "audit_q")]
+struct KeylessKeyThrottler {
+    tag: String,
+    pre_ms: u64,
+    ms: u64,
+}
+
+impl Job for KeylessKeyThrottler {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let seen = ctx.data::<Arc<Seen>>()?;
+        let first = {
+            let mut s = seen.starts.lock().unwrap();
+            let first = !s.iter().any(|(t, _)| *t == self.tag);
+            s.push((self.tag.clone(), Instant::now()));
+            first
+        };
+        tokio::time::sleep(Duration::from_millis(self.pre_ms)).await;
+        if first {
+            return Err(JobError::rate_limited_key(Duration::from_millis(self.ms)));
+        }
+        Ok(())
+    }
+}
+
+/// A job without a concurrency key asks its key's throttle for 60 s: the
+/// backend throttles the queue once the settle lands (300 ms here), and the
+/// worker that heard it holds the queue until then, as for a queue's
+/// throttle. The old code held nothing in the worker for a key's throttle
+/// (the backend holds a key's jobs back), so "late", due 200 ms in, started
+/// while the settle was under way.
+#[tokio::test(start_paused = true)]
+async fn a_key_throttle_of_a_job_without_a_key_holds_its_queue_until_the_settle_lands() {
+    keyless_key_throttle_held(&Client::memory(MemoryBackend::new())).await;
+}
+
+/// The same on Redis (real time: about 5 s).
+#[tokio::test]
+async fn a_key_throttle_of_a_job_without_a_key_holds_its_queue_until_the_settle_lands_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    keyless_key_throttle_held(&client).await;
+}
+
+async fn keyless_key_throttle_held(client: &Client) {
+    client
+        .queues()
+        .create_queue(Q, QueueOptions::default())
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let backend = Slow {
+        inner: client.backend(),
+        settle_delay: Duration::from_millis(300),
+        slow_settles: Arc::new(u32::MAX.into()),
+        renewals_fail: Default::default(),
+    };
+    let w = Worker::builder(backend)
+        .register::<Nap>()
+        .register::<KeylessKeyThrottler>()
+        .concurrency(4)
+        .lease(Duration::from_secs(30))
+        .data(seen.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    client
+        .enqueue(&KeylessKeyThrottler {
+            tag: "k".into(),
+            pre_ms: 20,
+            ms: 60_000,
+        })
+        .await
+        .unwrap();
+    client
+        .enqueue_in(
+            &Nap {
+                tag: "late".into(),
+                ms: 1,
+            },
+            Duration::from_millis(200),
+        )
+        .await
+        .unwrap();
+    let w = serve(w).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let k = seen.starts_of("k");
+    let late = seen.starts_of("late");
+    w.stop().await;
+    assert_eq!(k.len(), 1, "the throttler ran once");
+    let throttle_end = k[0] + Duration::from_secs(60);
+    assert!(
+        late.iter().all(|at| *at >= throttle_end),
+        "a job started {:?} after the throttler, during its 60 s throttle of the queue",
+        late.first().map(|at| *at - k[0]),
     );
 }

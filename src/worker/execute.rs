@@ -514,8 +514,10 @@ async fn run(
         }
         // this worker holds the queue before the slot frees; the backend holds
         // it for every worker once settled (a key's throttle: the backend
-        // holds the key's jobs back, which a worker leases none of)
-        let hold = (!key).then(|| per_queue.hold.throttle(delay));
+        // holds the key's jobs back, which a worker leases none of; but a
+        // type without a key throttles its queue, so it is held here too)
+        let queue_wide = !key || opts.concurrency_key.is_none();
+        let hold = queue_wide.then(|| per_queue.hold.throttle(delay));
         return Outcome::Throttle {
             delay,
             error,
