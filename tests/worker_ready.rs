@@ -90,3 +90,39 @@ async fn a_worker_dropped_without_running_is_not_ready() {
     drop(worker);
     assert!(matches!(ready.wait().await, Err(Error::ShuttingDown)));
 }
+
+/// A worker whose shutdown token was cancelled before `run` never serves: it
+/// must not report ready (nor take any work). Its layout check raced the
+/// token in an unbiased `select!`, and once it won, the worker launched
+/// anyway: its first fetches made `Ready::wait` return `Ok` for a worker
+/// that was stopping (one run in ten or so here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_shut_down_before_it_ran_is_never_ready() {
+    let backend = redjob::backend::memory::MemoryBackend::new();
+    let client = Client::memory(backend);
+    let runs = Arc::new(AtomicU32::new(0));
+    client.enqueue(&Ping).await.unwrap();
+    let mut ready_after_shutdown = 0;
+    for _ in 0..200 {
+        let worker = Worker::builder(client.backend())
+            .queue("pings")
+            .data(runs.clone())
+            .handle_signals(false)
+            .build()
+            .unwrap();
+        let ready = worker.ready();
+        worker.shutdown_token().cancel();
+        tokio::time::timeout(Duration::from_secs(20), worker.run())
+            .await
+            .expect("stopped within 20 s")
+            .unwrap();
+        if ready.wait().await.is_ok() {
+            ready_after_shutdown += 1;
+        }
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "a job ran after the shutdown");
+    assert_eq!(
+        ready_after_shutdown, 0,
+        "of 200 workers shut down before they ran, these reported ready"
+    );
+}
