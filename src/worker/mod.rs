@@ -302,6 +302,7 @@ impl<B: Backend> Worker<B> {
                 &self.backend,
                 &self.shutdown,
                 &self.shared.controls,
+                &self.shared.readiness,
                 self.grace,
             )
             .await
@@ -337,12 +338,14 @@ impl<B: Backend> Worker<B> {
         let mut wait = Duration::from_millis(100);
         let mut warned = false;
         loop {
+            // a shutdown before the check ends it, whichever is ready first
             let r = tokio::select! {
-                r = self.backend.check_layout() => r,
+                biased;
                 _ = self.shutdown.cancelled() => return Ok(false),
+                r = self.backend.check_layout() => r,
             };
             match r {
-                Ok(_) => return Ok(true),
+                Ok(_) => return Ok(!self.shutdown.is_cancelled()),
                 Err(e @ crate::Error::LayoutUnsupported { .. }) => {
                     tracing::error!(error = %e, "not starting");
                     return Err(e);

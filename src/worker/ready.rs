@@ -48,7 +48,8 @@ impl Ready {
     }
 
     /// Waits until the worker serves. Fails with [`Error::ShuttingDown`] when the
-    /// worker stopped (or was never run and dropped) before it was ready. While
+    /// worker began to stop (or was never run and dropped) before it was
+    /// ready: a worker shut down before it runs is never ready. While
     /// the backend is unreachable the worker retries, and this waits: bound it
     /// with `tokio::time::timeout` if needed.
     pub async fn wait(&self) -> Result<()> {

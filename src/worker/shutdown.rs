@@ -72,6 +72,7 @@ impl Running {
         backend: &B,
         shutdown: &CancellationToken,
         controls: &Arc<Controls>,
+        readiness: &super::ready::Readiness,
         grace: Duration,
     ) -> Result<Stopped> {
         // a task that ends before shutdown crashed: shut down and report it
@@ -94,6 +95,9 @@ impl Running {
             Some(r) = self.settlers.join_next() => ended("settler", r, stop).or_else(shut_down),
             Some(r) = self.subscribers.join_next() => ended("subscriber", r, stop).or_else(shut_down),
         };
+        // a worker stopping before it was ready never becomes ready (a
+        // dispatcher's first fetch may still land)
+        readiness.stopped();
         self.stop.cancel();
         tracing::info!(running = self.tracker.len(), grace = ?grace, "shutting down: no new jobs");
         crashed = crashed.or(joined("dispatcher", &mut self.dispatchers).await);
