@@ -946,3 +946,26 @@ async fn a_queue_delete_stands_when_its_notice_is_refused() {
         .unwrap();
     assert!(!exists, "the queue is gone");
 }
+
+/// A producer whose rule lacks what a wait for a result needs (`+subscribe`)
+/// learns it at once: the refusal is not an outage to retry. The old code
+/// retried it every 500 ms and returned it only once the wait's 10 s were up.
+#[tokio::test]
+async fn a_wait_for_a_result_the_acl_refuses_fails_at_once() {
+    let server = server_with(&readme_rule("redjob-producer")).await;
+    let producer = client(&server, "redjob-producer", "producer-secret").await;
+    let id = producer.enqueue(&Task { fail: false }).await.unwrap();
+    let t0 = std::time::Instant::now();
+    let r = producer
+        .wait_result::<Task>(&id, Duration::from_secs(10))
+        .await;
+    let took = t0.elapsed();
+    assert!(
+        matches!(r, Err(Error::NoPermission { .. })),
+        "a wait the ACL refuses: {r:?}"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "the refusal came after {took:?}, not at once"
+    );
+}

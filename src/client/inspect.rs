@@ -327,10 +327,12 @@ impl Client {
             let mut watch = match tokio::time::timeout(left, watched).await {
                 Err(_) => return self.result_in::<J>(queue, id).await,
                 Ok(Ok(w)) => w,
+                // what waiting again cannot change (an ACL's refusal among them)
                 Ok(Err(
                     e @ (crate::Error::QueueNotFound { .. }
                     | crate::Error::InvalidQueueName { .. }
-                    | crate::Error::InvalidValue { .. }),
+                    | crate::Error::InvalidValue { .. }
+                    | crate::Error::NoPermission { .. }),
                 )) => return Err(e),
                 // Redis out of reach: tried again until the time is up
                 Ok(Err(e)) => {
