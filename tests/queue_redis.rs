@@ -1827,3 +1827,48 @@ async fn a_lean_call_loads_the_function_again_after_a_flush() {
         .unwrap();
     assert_eq!(body.as_deref(), Some("c"));
 }
+
+/// With `realtime` on, a send at a priority other than 0 publishes the size of
+/// its priority's sorted set (docs/jobs.md, "Priorities"), whatever script
+/// sends it: a unique send at priority 3 counts the jobs at priority 3 as a
+/// plain send at priority 3 does. unique.lua published the length of RSMQ's
+/// sorted set (priority 0) instead, here 0 where three jobs wait at 3.
+#[tokio::test]
+async fn realtime_publishes_a_unique_sends_priority_level_as_a_plain_sends() {
+    use futures::StreamExt;
+    use redjob::queue::Unique;
+    let server = RedisServer::start();
+    let cfg = redjob::queue::RsmqConfig {
+        realtime: true,
+        ..redjob::queue::RsmqConfig::from_url(server.url())
+    };
+    let rsmq = Rsmq::with_config(cfg).await.unwrap();
+    rsmq.create_queue("q", QueueOptions::default())
+        .await
+        .unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub.subscribe("rsmq:rt:q").await.unwrap();
+    rsmq.send("q", SendMessage::new("a").priority(3))
+        .await
+        .unwrap();
+    rsmq.send("q", SendMessage::new("b").priority(3))
+        .await
+        .unwrap();
+    rsmq.send(
+        "q",
+        SendMessage::new("c").priority(3).unique(Unique::new("k")),
+    )
+    .await
+    .unwrap();
+    let mut stream = pubsub.on_message();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let msg = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .unwrap()
+            .unwrap();
+        got.push(msg.get_payload::<i64>().unwrap());
+    }
+    assert_eq!(got, [1, 2, 3], "each send publishes the size of level 3");
+}

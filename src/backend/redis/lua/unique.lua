@@ -158,6 +158,7 @@ end
 if #hargs > 0 then many("HSET", KEYS[2], hargs) end
 if #stale > 0 then many("HDEL", KEYS[3], stale) end
 if wake then
-  redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", KEYS[1]))
+  -- the size of the messages' priority's set, as send.lua publishes
+  redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", lkey(p)))
 end
 return out
