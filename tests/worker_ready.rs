@@ -120,7 +120,11 @@ async fn a_worker_shut_down_before_it_ran_is_never_ready() {
             ready_after_shutdown += 1;
         }
     }
-    assert_eq!(runs.load(Ordering::SeqCst), 0, "a job ran after the shutdown");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "a job ran after the shutdown"
+    );
     assert_eq!(
         ready_after_shutdown, 0,
         "of 200 workers shut down before they ran, these reported ready"
