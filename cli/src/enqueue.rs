@@ -230,13 +230,28 @@ pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
         .first()
         .ok_or_else(|| Failure("the send returned nothing".into()))?;
     let id = s.id.to_string();
-    let duplicate = !matches!(s.outcome, SendOutcome::Added);
-    let text = if duplicate {
-        format!("{id} (a duplicate: the job already queued under the same unique key)")
-    } else {
-        id.clone()
+    // what the send did: a unique key held, the id is the queued job's, left
+    // as it was, its due time moved or the job replaced, as its type's policy
+    // says ("duplicate" in JSON: the key was held, no job was added)
+    let held = "the job already queued under the same unique key";
+    let (outcome, what) = match s.outcome {
+        SendOutcome::Added => ("added", None),
+        SendOutcome::Duplicate => ("duplicate", Some(format!("a duplicate: {held}"))),
+        SendOutcome::Moved => ("moved", Some(format!("{held}, its due time moved"))),
+        SendOutcome::Replaced => (
+            "replaced",
+            Some(format!(
+                "{held}, replaced by this one (body, priority, due time)"
+            )),
+        ),
+        _ => ("other", Some(held.to_string())),
     };
-    let mut v = json!({ "queue": a.queue, "id": id, "priority": priority, "duplicate": duplicate });
+    let text = match &what {
+        Some(what) => format!("{id} ({what})"),
+        None => id.clone(),
+    };
+    let mut v = json!({ "queue": a.queue, "id": id, "priority": priority,
+                        "duplicate": what.is_some(), "outcome": outcome });
     if let Some(k) = &keyed {
         v["concurrency_key"] = json!(k.key);
     }

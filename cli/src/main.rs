@@ -145,7 +145,9 @@ enum Command {
     /// subscriber, its dead letters (list, requeue, delete).
     #[command(subcommand)]
     Topic(topics::TopicCommand),
-    /// Sends a raw job envelope, `{"type": "<job name>", "args": {...}}`.
+    /// Sends a raw job envelope, `{"type": "<job name>", "args": {...}}`, and
+    /// prints the job's id: for a unique job already queued, its id and what
+    /// the send did to it (left as it was, moved or replaced).
     Enqueue(enqueue::EnqueueArgs),
     /// Counters and sizes of every queue; --watch refreshes with rates.
     Stats(queues::StatsArgs),

@@ -51,7 +51,7 @@ pub struct DeadArgs {
     /// The subscriber.
     subscriber: String,
     /// The dead letters' ids (the DEAD ID column of `redjob topic dead`).
-    ids: Vec<String>,
+    ids: Vec<EventId>,
     /// Every dead letter of the subscriber (those counted when it asks).
     #[arg(long, conflicts_with = "ids")]
     all: bool,
@@ -69,15 +69,16 @@ pub struct RewindArgs {
     /// From the oldest event the topic holds.
     #[arg(long, group = "to")]
     beginning: bool,
-    /// To the end: skip every event not taken yet.
+    /// To the end: skip every event not taken yet (those counted when it
+    /// asks; none when the topic holds none).
     #[arg(long, group = "to")]
     end: bool,
     /// From this event id (`<ms>-<seq>`), included.
     #[arg(long, group = "to")]
-    id: Option<String>,
+    id: Option<EventId>,
     /// From the events published this long ago (e.g. `1h`).
-    #[arg(long, group = "to")]
-    ago: Option<String>,
+    #[arg(long, group = "to", value_parser = show::duration)]
+    ago: Option<Duration>,
     /// From the events published at or after this Unix time in ms.
     #[arg(long, group = "to")]
     at_ms: Option<u64>,
@@ -137,11 +138,7 @@ async fn dead_action(ctx: &Ctx, a: DeadArgs, requeue: bool) -> Outcome {
         if a.ids.is_empty() {
             return Err(Failure(format!("{verb} what? give dead ids, or --all")));
         }
-        let mut ids = a
-            .ids
-            .iter()
-            .map(|i| i.parse())
-            .collect::<redjob::Result<Vec<EventId>>>()?;
+        let mut ids = a.ids.clone();
         // oldest first, each once, as the library takes a list
         ids.sort_unstable();
         ids.dedup();
@@ -154,7 +151,8 @@ async fn dead_action(ctx: &Ctx, a: DeadArgs, requeue: bool) -> Outcome {
             show::count(ids.len() as u64, "id", "ids")
         );
         if a.confirm.dry_run {
-            let v = json!({"topic": a.topic, "subscriber": a.subscriber, "ids": a.ids});
+            let given: Vec<String> = a.ids.iter().map(EventId::to_string).collect();
+            let v = json!({"topic": a.topic, "subscriber": a.subscriber, "ids": given});
             a.confirm.ask(ctx, &what, v)?;
             return Ok(());
         }
@@ -302,10 +300,9 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
         Start::Beginning
     } else if a.end {
         Start::End
-    } else if let Some(i) = &a.id {
-        Start::At(i.parse()?)
-    } else if let Some(ago) = &a.ago {
-        let d = show::duration(ago).map_err(Failure)?;
+    } else if let Some(i) = a.id {
+        Start::At(i)
+    } else if let Some(d) = a.ago {
         Start::Time(SystemTime::now().checked_sub(d).unwrap_or(UNIX_EPOCH))
     } else if let Some(ms) = a.at_ms {
         Start::Time(UNIX_EPOCH + Duration::from_millis(ms))
@@ -342,12 +339,16 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
         return crate::queues::done(ctx, v, &format!("would {what}"));
     }
     show::confirm(a.yes, &what)?;
+    let mut rewound = true;
     match (plan.to, plan.upto) {
         // up to what was counted, and never back: a subscriber that read
         // past it since the count stays where it is
         (Start::End, Some(upto)) => {
             ctx.client.skip_to(&a.topic, &a.subscriber, upto).await?;
         }
+        // nothing counted (the topic held no event): nothing skipped, where
+        // a skip to the end as it is now would skip events published since
+        (Start::End, None) => rewound = false,
         _ => {
             ctx.client
                 .rewind(&a.topic, &a.subscriber, plan.start())
@@ -361,14 +362,19 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
         .and_then(|t| t.subscribers.into_iter().find(|s| s.name == a.subscriber))
         .unwrap_or_default();
     if ctx.json {
-        let mut o = json!({"rewound": true, "lag": s.lag});
+        let mut o = json!({"rewound": rewound, "lag": s.lag});
         if !s.lag_exact {
             o["lag_exact"] = json!(false);
         }
         return show::json(&o);
     }
+    let none = if rewound {
+        ""
+    } else {
+        "no events counted, none skipped: "
+    };
     println!(
-        "subscriber {} of {}: {} events to take",
+        "subscriber {} of {}: {none}{} events to take",
         a.subscriber,
         a.topic,
         s.lag_text()

@@ -1254,12 +1254,13 @@ async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
     cli(&url, &["topic", "rewind", "orders", "nobody", "--end"])
         .await
         .failed("no subscriber \"nobody\"");
-    cli(
+    let run = cli(
         &url,
         &["topic", "rewind", "orders", "billing", "--id", "12"],
     )
-    .await
-    .failed("invalid event id");
+    .await;
+    assert_eq!(run.code, 2, "a usage error: {}", run.err);
+    assert!(run.err.contains("invalid event id"), "{}", run.err);
     let run = cli(&url, &["topic", "rewind", "orders", "billing"]).await;
     assert_eq!(
         run.code, 2,
@@ -1269,6 +1270,66 @@ async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
     cli(&url, &["topic", "show", "bad name"])
         .await
         .failed("invalid topic name");
+}
+
+/// A skip to the end of a topic that holds no event (every one trimmed)
+/// counts 0 events and has no cutoff: it skips nothing, says so, and leaves
+/// the subscriber where it is. It did `rewind(Start::End)`: the subscriber
+/// moved to the end as it was then, which skips whatever was published
+/// between the count and the skip, none of it counted (here its offset moved
+/// from 0-0 to the trimmed events' last id).
+#[tokio::test]
+async fn a_skip_to_the_end_of_an_empty_topic_skips_nothing() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .subscribe("orders", "audit", Start::Beginning)
+        .await
+        .unwrap();
+    let two = [("placed", "{}"), ("placed", "{}")];
+    client
+        .backend()
+        .publish("orders", &two, &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    // every event trimmed: the topic holds none
+    let mut con = server.raw().await;
+    let _: i64 = redis::cmd("XTRIM")
+        .arg("rsmq:t:{orders}")
+        .arg("MAXLEN")
+        .arg(0)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let offset = || async {
+        let t = client.topic("orders").await.unwrap().unwrap();
+        assert_eq!(t.last, None, "the topic holds no event");
+        t.subscribers[0].offset.to_string()
+    };
+    assert_eq!(offset().await, "0-0");
+    let run = cli(
+        &url,
+        &["topic", "rewind", "orders", "audit", "--end", "--yes"],
+    )
+    .await;
+    assert!(
+        run.ok().contains("no events counted, none skipped"),
+        "{}",
+        run.out
+    );
+    assert_eq!(offset().await, "0-0", "moved to the end: {}", run.out);
+    let v = topic_json(
+        &url,
+        &["topic", "rewind", "orders", "audit", "--end", "--yes"],
+    )
+    .await;
+    assert_eq!(
+        (&v["rewound"], &v["lag"]),
+        (&json!(false), &json!(0)),
+        "{v}"
+    );
+    assert_eq!(offset().await, "0-0");
 }
 
 #[tokio::test]

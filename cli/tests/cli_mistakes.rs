@@ -564,3 +564,53 @@ async fn topic_dead_of_an_unknown_subscriber_exits_1() {
     let r = cli(&url, &["topic", "dead", "orders", "billing"]).await;
     assert_eq!(r.code, 0, "{:?} {:?}", r.out, r.err);
 }
+
+/// "Exit codes: … 2 a usage error (a bad flag or value)": `dead requeue mail
+/// notanid`, `jobs show notanid` and `--since soon` are usage errors (2). The
+/// topic commands took their event ids and durations as plain strings and
+/// parsed them after connecting: a bad `--id`, `--ago` or dead id was exit 1,
+/// an error like a Redis failure, to a script that tells the two apart. clap
+/// now parses them: a usage error (2), before anything is read.
+#[tokio::test]
+async fn a_bad_event_id_or_duration_to_a_topic_command_is_a_usage_error() {
+    use redjob::topic::Start;
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    let url = server.url();
+    // well-formed, they succeed
+    let good = cli(
+        &url,
+        &[
+            "topic", "rewind", "orders", "billing", "--ago", "1h", "--yes",
+        ],
+    )
+    .await;
+    assert_eq!(good.code, 0, "{}", good.err);
+    // as a job command's bad id is
+    let jobs = cli(&url, &["dead", "requeue", "mail", "notanid"]).await;
+    assert_eq!(jobs.code, 2, "{}", jobs.err);
+    for args in [
+        &[
+            "topic", "rewind", "orders", "billing", "--id", "notanid", "--yes",
+        ][..],
+        &[
+            "topic", "rewind", "orders", "billing", "--ago", "soon", "--yes",
+        ],
+        &["topic", "requeue", "orders", "billing", "notanid", "--yes"],
+        &[
+            "topic",
+            "delete-dead",
+            "orders",
+            "billing",
+            "notanid",
+            "--yes",
+        ],
+    ] {
+        let r = cli(&url, args).await;
+        assert_eq!(r.code, 2, "{args:?}: exit {}: {}", r.code, r.err);
+    }
+}

@@ -139,8 +139,8 @@ async fn enqueue_applies_the_options_the_live_workers_declare() {
     let body = r#"{"type":"reg_unique","args":{"full":true,"user":7}}"#;
     let v = cli(&url, &["enqueue", "regq", body, "--json"]).await.json();
     assert_eq!(
-        (&v["duplicate"], &v["priority"]),
-        (&json!(false), &json!(3))
+        (&v["duplicate"], &v["outcome"], &v["priority"]),
+        (&json!(false), &json!("added"), &json!(3))
     );
     let first = v["id"].as_str().unwrap().to_string();
     let again = client
@@ -157,6 +157,7 @@ async fn enqueue_applies_the_options_the_live_workers_declare() {
     );
     let v = cli(&url, &["enqueue", "regq", body, "--json"]).await.json();
     assert_eq!((&v["duplicate"], &v["id"]), (&json!(true), &json!(first)));
+    assert_eq!(v["outcome"], "duplicate");
     assert_eq!(client.counts("regq").await.unwrap().ready, 3);
 
     // a type no live worker knows: a warning, or a refusal with --strict
@@ -292,6 +293,74 @@ async fn a_cli_enqueue_of_a_keyed_type_waits_for_its_keys_place_as_an_app_enqueu
     .json();
     assert_eq!(v["concurrency_key"], "7");
     assert_eq!(client.counts("acct").await.unwrap().blocked, 3);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// A debounced type: a second enqueue moves the queued job's due time.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "reg_debounce", queue = "deb", unique = "replace_delay")]
+struct RegDebounce {
+    account: u64,
+}
+
+impl Job for RegDebounce {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// `redjob enqueue` of a type whose unique policy replaces says what the
+/// send did to the queued job: here it moved it from an hour ahead to now
+/// (`SendOutcome::Moved`). It said "a duplicate: the job already queued
+/// under the same unique key" (`"duplicate": true`, no outcome), as for a
+/// `keep` type whose job stays as it was, though the job's due time changed.
+/// Now it says so, and `--json` has `"outcome": "moved"` (`"duplicate"`
+/// stays true: the key was held, no job was added).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_enqueue_that_moves_a_unique_job_says_so_not_duplicate() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("deb", QueueOptions::default())
+        .await
+        .unwrap();
+    client.pause("deb").await.unwrap();
+    let worker = redjob::Worker::builder(client.backend())
+        .register::<RegDebounce>()
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let stop = worker.shutdown_token();
+    let task = tokio::spawn(worker.run());
+    listed(&url, 1).await;
+    let body = r#"{"type":"reg_debounce","args":{"account":1}}"#;
+    let first = cli(&url, &["enqueue", "deb", body, "--delay", "1h", "--json"])
+        .await
+        .json();
+    assert_eq!(client.counts("deb").await.unwrap().scheduled, 1);
+    // the same job again, due now: the queued one is moved to now
+    let r = cli(&url, &["enqueue", "deb", body]).await;
+    let text = r.ok().trim().to_string();
+    let counts = client.counts("deb").await.unwrap();
+    assert_eq!(
+        (counts.ready, counts.scheduled),
+        (1, 0),
+        "the job was moved"
+    );
+    assert!(text.starts_with(first["id"].as_str().unwrap()), "{text}");
+    assert!(
+        !text.contains("a duplicate: the job already queued"),
+        "the CLI says nothing changed, though it moved the job: {text:?}"
+    );
+    assert!(text.contains("its due time moved"), "{text:?}");
+    let v = cli(&url, &["enqueue", "deb", body, "--delay", "2h", "--json"])
+        .await
+        .json();
+    assert_eq!(v["outcome"], "moved", "{v}");
+    assert_eq!((&v["duplicate"], &v["id"]), (&json!(true), &first["id"]));
     stop.cancel();
     task.await.unwrap().unwrap();
 }

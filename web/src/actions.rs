@@ -525,7 +525,9 @@ pub(crate) async fn dead(
     Ok(back(&ctx, &format!("/queues/{}/dead", seg(&queue)), &note))
 }
 
-/// A subscriber replays its topic from the beginning, or skips to the end.
+/// A subscriber replays its topic from the beginning, or skips to the end:
+/// up to the event its confirmation counted up to, and nothing when it
+/// counted none.
 pub(crate) async fn rewind(
     ctx: Ctx,
     headers: HeaderMap,
@@ -542,6 +544,8 @@ pub(crate) async fn rewind(
         None => None,
     };
     let c = &ctx.client;
+    // whether the backend was asked, and so refused a subscriber gone
+    let mut asked = true;
     let what = match (f.get("to"), upto) {
         (Some("beginning"), _) => {
             c.rewind(&topic, &sub, Start::Beginning).await?;
@@ -556,9 +560,11 @@ pub(crate) async fn rewind(
                 "had read past the end counted, and stays where it is"
             }
         }
+        // nothing counted (the topic held no event): nothing to skip, and a
+        // skip to the end as it is now would skip events published since
         (Some("end"), None) => {
-            c.rewind(&topic, &sub, Start::End).await?;
-            "skipped to the end"
+            asked = false;
+            "had no events counted to skip, and stays where it is"
         }
         (other, _) => {
             return Err(WebError::BadRequest(format!(
@@ -566,11 +572,18 @@ pub(crate) async fn rewind(
             )));
         }
     };
-    let lag = c
+    let s = c
         .topic(&topic)
         .await?
-        .and_then(|t| t.subscribers.into_iter().find(|s| s.name == sub))
-        .map_or(0, |s| s.lag);
+        .and_then(|t| t.subscribers.into_iter().find(|s| s.name == sub));
+    if s.is_none() && !asked {
+        return Err(redjob::Error::SubscriberNotFound {
+            topic,
+            subscriber: sub,
+        }
+        .into());
+    }
+    let lag = s.map_or(0, |s| s.lag);
     let note = format!("{sub} {what}: {} events to take.", num(lag));
     Ok(back(&ctx, &format!("/topics/{}", seg(&topic)), &note))
 }

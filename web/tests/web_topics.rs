@@ -470,6 +470,72 @@ async fn a_confirmed_skip_to_the_end_never_moves_a_subscriber_back() {
     assert_eq!(lag(&client, "audit").await, 2, "{}", note(&skip));
 }
 
+/// "A skip to the end skips only the events it counted: its cutoff, the
+/// topic's last event then, travels with the confirmation, so events
+/// published meanwhile are still taken." On a topic that holds no event when
+/// the confirmation is shown (new, or every event trimmed by age) the page
+/// counts 0 events and carries no cutoff, and the action then moves the
+/// subscriber to the end as it is when confirmed: the events published
+/// between the confirmation and the click were skipped, unseen and uncounted
+/// (the action did `rewind(Start::End)` when the form carried no cutoff); it
+/// now skips nothing, as nothing was counted.
+#[tokio::test]
+async fn a_confirmed_skip_on_an_empty_topic_skips_no_event_published_since() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let app = redjob_web::router(client.clone());
+    client
+        .subscribe("orders", "audit", Start::Beginning)
+        .await
+        .unwrap();
+    // the operator opens the skip's confirmation: nothing to skip
+    let confirm = "/topics/orders/audit/rewind?to=end";
+    let (cookie, token) = session(&app, confirm, true).await;
+    let page = get(&app, confirm).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("the 0 events"), "{}", page.body);
+    let upto = page
+        .body
+        .split(r#"name="upto" value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .map(str::to_string);
+    // meanwhile two events are published
+    client
+        .backend()
+        .publish(
+            "orders",
+            &[("placed", "{}"), ("placed", "{}")],
+            &EventOptions::DEFAULT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(lag(&client, "audit").await, 2);
+    // the operator confirms the form as the page gave it
+    let mut form = vec![("csrf", token.clone()), ("to", "end".to_string())];
+    if let Some(u) = upto {
+        form.push(("upto", u));
+    }
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let skip = post(&app, "/topics/orders/audit/rewind", &cookie, &form).await;
+    assert_eq!(skip.status, StatusCode::SEE_OTHER, "{}", skip.body);
+    assert_eq!(
+        lag(&client, "audit").await,
+        2,
+        "a skip of the 0 events counted skipped the 2 published since: {}",
+        note(&skip)
+    );
+    assert!(
+        note(&skip).contains("audit had no events counted to skip"),
+        "{}",
+        note(&skip)
+    );
+    // a subscriber removed since: a 404, as for a skip that counted events
+    assert!(client.unsubscribe("orders", "audit").await.unwrap());
+    let r = post(&app, "/topics/orders/audit/rewind", &cookie, &form).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+}
+
 /// A delete of all of a subscriber's dead letters confirmed after the
 /// subscriber was removed is a 404, as the requeue is (it said "Deleted 0
 /// dead letters.").

@@ -8,8 +8,10 @@ use super::types::{EventId, Start, TopicInfo};
 /// and up to which event, so that a confirmation can state it and the action
 /// keep to it: a skip to the end with
 /// [`Client::skip_to`](crate::Client::skip_to) up to [`upto`](Self::upto)
-/// (forward only: a subscriber that read on since stays), any other with
-/// `rewind` to [`start`](Self::start).
+/// (forward only: a subscriber that read on since stays), or not at all when
+/// `upto` is `None` (the topic held no event: nothing was counted, and a
+/// rewind to the end as it is then would skip events published since), any
+/// other with `rewind` to [`start`](Self::start).
 ///
 /// ```
 /// use redjob::topic::{EventId, RewindPlan, Start, SubscriberInfo, TopicInfo};
@@ -44,7 +46,7 @@ pub struct RewindPlan {
     /// Whether [`events`](Self::events) is the exact count.
     pub exact: bool,
     /// The topic's newest event when it was counted: the last one a skip to
-    /// the end skips.
+    /// the end skips; `None` when it held none (a skip then skips nothing).
     pub upto: Option<EventId>,
 }
 
@@ -76,7 +78,10 @@ impl RewindPlan {
     /// [`upto`](Self::upto), so that events published since are taken; the
     /// others start where asked. A skip is better done with
     /// [`Client::skip_to`](crate::Client::skip_to) up to `upto`: a rewind to
-    /// this start moves a subscriber that read on since the count back.
+    /// this start moves a subscriber that read on since the count back. With
+    /// nothing counted (`upto` is `None`) a skip's start is [`Start::End`],
+    /// the end as it is when rewound: a skip that keeps to what was counted
+    /// does nothing instead.
     pub fn start(&self) -> Start {
         match (self.to, self.upto) {
             (Start::End, Some(last)) => Start::At(last.after()),
