@@ -304,6 +304,52 @@ async fn a_quiet_result_waiter_costs_nothing_and_survives_a_killed_connection() 
     running.stop().await;
 }
 
+/// A wait whose read after a finish notice times out (Redis paused a moment)
+/// goes on waiting: "Redis out of reach is tried again until the time is
+/// up" (`Client::wait_result`'s docs). A notice is published by hand (the job
+/// has not run) with `CLIENT PAUSE` right behind it, so the waiter's read of
+/// the job meets the pause and times out (1 s here, the pause 2.5 s). The
+/// old code returned that error at once; the wait now watches again and
+/// returns the result once a worker runs the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_wait_whose_read_times_out_waits_on() {
+    let server = RedisServer::start();
+    let client = client(&server.url()).await;
+    let id = client.enqueue(&mark(8)).await.unwrap();
+    let waiter = {
+        let c = client.clone();
+        tokio::spawn(async move { c.wait_result::<Mark>(&id, Duration::from_secs(30)).await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let con = server.raw().await;
+    // one write: the notice goes out before the pause holds the waiter's read
+    let mut notice = redis::pipe();
+    notice
+        .cmd("PUBLISH")
+        .arg("rsmq:@done:rel")
+        .arg(id.to_string())
+        .cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(2500)
+        .arg("ALL");
+    let _: (i64, ()) = notice.query_async(&mut con.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the wait ended on a read that timed out: {:?}",
+        waiter.await.unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let rec = Recorder::default();
+    let running = serve(&client, &rec);
+    let got = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("woken by the finish, not its timeout")
+        .unwrap();
+    assert!(got.unwrap().is_some(), "the job's result");
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_started_before_redis_waits_and_then_serves() {
     let port = RedisServer::free_port();

@@ -344,8 +344,14 @@ impl Client {
                     continue;
                 }
             };
-            if let Some(r) = self.result_in::<J>(queue, id).await? {
-                return Ok(Some(r));
+            // Redis out of reach for the read: watched again, then read again
+            match self.result_in::<J>(queue, id).await {
+                Ok(Some(r)) => return Ok(Some(r)),
+                Ok(None) => {}
+                Err(e) => {
+                    pause_to_retry(deadline, e).await?;
+                    continue;
+                }
             }
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -355,11 +361,14 @@ impl Client {
                     Err(_) if left <= to_renew => return self.result_in::<J>(queue, id).await,
                     // the registration's span is over: watch again, read again
                     Err(_) => break,
-                    Ok(Some(())) => {
-                        if let Some(r) = self.result_in::<J>(queue, id).await? {
-                            return Ok(Some(r));
+                    Ok(Some(())) => match self.result_in::<J>(queue, id).await {
+                        Ok(Some(r)) => return Ok(Some(r)),
+                        Ok(None) => {}
+                        Err(e) => {
+                            pause_to_retry(deadline, e).await?;
+                            break;
                         }
-                    }
+                    },
                     // the connection was lost: watch again, then read again
                     Ok(None) => {
                         let left = deadline.saturating_duration_since(Instant::now());
@@ -370,4 +379,27 @@ impl Client {
             }
         }
     }
+}
+
+/// Pauses a wait for a result 500 ms before it watches and reads again after
+/// `e`, when `e` says Redis is out of reach for now (a timeout, a connection
+/// dropped or refused) and the wait's `deadline` leaves time for it; else `e`.
+async fn pause_to_retry(deadline: tokio::time::Instant, e: crate::Error) -> crate::Result<()> {
+    let pause = std::time::Duration::from_millis(500);
+    let out_of_reach = match &e {
+        crate::Error::Redis(r) => {
+            r.is_timeout()
+                || r.is_io_error()
+                || r.is_connection_dropped()
+                || r.is_connection_refusal()
+        }
+        crate::Error::Connect { .. } => true,
+        _ => false,
+    };
+    if !out_of_reach || tokio::time::Instant::now() + pause >= deadline {
+        return Err(e);
+    }
+    tracing::debug!(error = %e, "waiting for a result: could not read the job; trying again");
+    tokio::time::sleep(pause).await;
+    Ok(())
 }
