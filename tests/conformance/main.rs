@@ -349,7 +349,8 @@ macro_rules! conformance_suite {
             an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records,
             a_settles_keep_dead_bounds_the_subscribers_dead_letters,
             a_dead_event_requeue_for_a_missing_subscriber_fails_even_with_no_ids,
-            a_skip_moves_a_subscriber_forward_and_never_back);
+            a_skip_moves_a_subscriber_forward_and_never_back,
+            consumers_gone_for_long_are_removed_by_a_claim);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],

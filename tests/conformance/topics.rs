@@ -1432,3 +1432,62 @@ pub async fn a_skip_moves_a_subscriber_forward_and_never_back(env: &Env) {
         other => panic!("{other:?}"),
     }
 }
+
+/// Consumers that left their subscriber without a word (a worker killed, or
+/// one stopped while it held events that others then claimed) are removed
+/// by a claim once they hold nothing and have been idle for 100 times the
+/// claim's idle time, 10 s at least: a subscriber's consumers do not pile up
+/// over crashes and deploys. A consumer that holds an event stays. The old
+/// code kept every consumer for ever.
+pub async fn consumers_gone_for_long_are_removed_by_a_claim(env: &Env) {
+    let c = &env.client;
+    c.subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    c.publish_all(&[OrderPlaced { n: 1 }, OrderPlaced { n: 2 }])
+        .await
+        .unwrap();
+    let q = env.queues();
+    // two consumers take an event each and die with it
+    for dead in ["killed", "stopped"] {
+        let taken = q
+            .read("orders", "billing", dead, 1, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(taken.len(), 1);
+    }
+    let consumers = || async {
+        let info = c.topic("orders").await.unwrap().unwrap();
+        info.subscribers[0].consumers
+    };
+    assert_eq!(consumers().await, 2);
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    // one that has just read an event, and holds it
+    c.publish(&OrderPlaced { n: 3 }).await.unwrap();
+    let recent = q
+        .read("orders", "billing", "recent", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(recent.len(), 1);
+    // a live consumer's claim takes the dead ones' events, then removes them
+    let claimed = q
+        .claim(
+            "orders",
+            "billing",
+            "live",
+            Duration::from_millis(100),
+            10,
+            EventId::ZERO,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.events.len(), 2, "the dead consumers' events");
+    assert_eq!(
+        consumers().await,
+        2,
+        "the live and the recent consumer are left, not the two dead ones"
+    );
+}

@@ -2,7 +2,7 @@
 //! the backend's clock, trimmed by length, age or size; consumer groups with an
 //! offset and a pending list of deliveries and their runs.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -66,8 +66,9 @@ pub(super) struct MemTopic {
 pub(super) struct Group {
     pub offset: EventId,
     pub pending: BTreeMap<EventId, Pending>,
-    /// The consumers that have read or claimed for it.
-    pub consumers: BTreeSet<String>,
+    /// The consumers that have read, claimed or renewed for it, with when
+    /// they last did (ms of the backend's clock).
+    pub consumers: BTreeMap<String, u64>,
     pub dead: VecDeque<DeadEvent>,
     pub(super) last_dead: EventId,
 }

@@ -137,7 +137,7 @@ impl Topics for MemoryBackend {
                     .map(|(id, e)| received(*id, e, 1))
                     .collect();
                 let g = group(t, subscriber);
-                g.consumers.insert(consumer.to_string());
+                g.consumers.insert(consumer.to_string(), now);
                 for e in &new {
                     let id = e.id;
                     g.offset = id;
@@ -177,10 +177,11 @@ impl Topics for MemoryBackend {
         count: usize,
         from: EventId,
     ) -> Result<Option<Claimed>> {
+        let gone = crate::contract::topics::gone_after_ms(min_idle);
         let min_idle = crate::contract::backend::clamped_ms(min_idle);
         Ok(self.with_group(topic, subscriber, |t, now| {
             let g = t.groups.get_mut(subscriber).expect("checked by with_group");
-            g.consumers.insert(consumer.to_string());
+            g.consumers.insert(consumer.to_string(), now);
             let scan = Scan {
                 consumer,
                 min_idle,
@@ -188,7 +189,18 @@ impl Topics for MemoryBackend {
                 from,
                 now,
             };
-            scan.claim(g, &t.entries)
+            let claimed = scan.claim(g, &t.entries);
+            // consumers gone for long that hold nothing leave (see topic_claim.lua)
+            let holding: BTreeSet<&str> = g.pending.values().map(|p| p.consumer.as_str()).collect();
+            let mut left = 100;
+            g.consumers.retain(|name, seen| {
+                let gone = left > 0
+                    && !holding.contains(name.as_str())
+                    && now.saturating_sub(*seen) >= gone;
+                left -= usize::from(gone);
+                !gone
+            });
+            claimed
         }))
     }
 
@@ -202,6 +214,8 @@ impl Topics for MemoryBackend {
         Ok(self
             .with_group(topic, subscriber, |t, now| {
                 let g = group(t, subscriber);
+                // the consumer is seen (as XCLAIM sees it on Redis)
+                g.consumers.insert(consumer.to_string(), now);
                 ids.iter()
                     .map(|id| match g.pending.get_mut(id) {
                         Some(p) if p.consumer == consumer => {

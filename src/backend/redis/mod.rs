@@ -81,6 +81,9 @@ struct Shared {
     readers: Mutex<HashMap<String, Connection>>,
     /// The server's `redis_version` once read: topics check it.
     version: std::sync::OnceLock<String>,
+    /// When a claim last asked to remove a subscriber's gone consumers, by
+    /// stream and subscriber (see `topics::GONE_SWEEP_EVERY`).
+    swept: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// An `INFO` reply as text per server: a Cluster answers with each master's,

@@ -93,7 +93,28 @@ fn is_nogroup(e: &Error) -> bool {
     matches!(e, Error::Redis(r) if r.code() == Some("NOGROUP") || r.to_string().contains("NOGROUP"))
 }
 
+/// How often a backend's claims for one subscriber ask to remove its gone
+/// consumers (one `XINFO CONSUMERS` in the claim's script).
+const GONE_SWEEP_EVERY: Duration = Duration::from_secs(60);
+
 impl RedisBackend {
+    /// The idle time in ms after which a claim for `subscriber` of `stream`
+    /// removes the subscriber's consumers that hold nothing (see
+    /// topic_claim.lua): "0" but once every [`GONE_SWEEP_EVERY`].
+    fn gone_sweep(&self, stream: &str, subscriber: &str, min_idle: Duration) -> String {
+        let now = std::time::Instant::now();
+        let mut swept = self.shared.swept.lock().unwrap_or_else(|e| e.into_inner());
+        let key = format!("{stream} {subscriber}");
+        if swept
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < GONE_SWEEP_EVERY)
+        {
+            return "0".into();
+        }
+        swept.insert(key, now);
+        crate::contract::topics::gone_after_ms(min_idle).to_string()
+    }
+
     /// Refuses topics on a server older than Redis 7.0 with a clear error (they
     /// need its consumer-group lag, `entries-added` and `ENTRIESREAD`). Reads
     /// the server's version once per backend.
@@ -327,7 +348,8 @@ impl Topics for RedisBackend {
             .arg(consumer)
             .arg(crate::contract::backend::clamped_ms(min_idle))
             .arg(count.clamp(1, crate::contract::topics::MAX_TAKE))
-            .arg(from.to_string());
+            .arg(from.to_string())
+            .arg(self.gone_sweep(&k.stream, subscriber, min_idle));
         let v = run(&mut con, &scripts::TOPIC_CLAIM, &cmd).await?;
         let (code, mut r) = Reply::status(&v)?;
         if code == -1 {

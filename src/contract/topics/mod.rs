@@ -241,6 +241,13 @@ pub trait Topics: Clone + Send + Sync + 'static {
     /// entries of it (as `XAUTOCLAIM` does), so that a call costs the same
     /// however many events are pending; [`Claimed::next`] is where the next
     /// scan goes on. `None` when the subscriber does not exist.
+    ///
+    /// A claim also removes the subscriber's consumers that hold nothing and
+    /// have been idle for 100 times `min_idle` (10 s at least): a killed
+    /// worker's, or one that stopped holding events that were claimed since
+    /// (a live consumer reads or claims at least every second). On Redis a
+    /// backend asks for that once a minute per subscriber, as it takes one
+    /// `XINFO CONSUMERS`.
     fn claim(
         &self,
         topic: &str,
@@ -378,6 +385,12 @@ fn too_late(what: &'static str, to: Start) -> crate::Error {
 /// assert_eq!(redjob::topic::MAX_TAKE, 1000);
 /// ```
 pub const MAX_TAKE: usize = 1000;
+
+/// How long a consumer that holds nothing has been idle when a claim with
+/// `min_idle` removes it (see [`Topics::claim`]), in ms.
+pub(crate) fn gone_after_ms(min_idle: Duration) -> u64 {
+    crate::contract::backend::clamped_ms(min_idle.saturating_mul(100).max(Duration::from_secs(10)))
+}
 
 /// [`Topics`]'s methods, for [`forward!`](crate::contract::forward::forward):
 /// `topics_methods! { impl Topics for Type, |self| ...; }`.
