@@ -6,7 +6,9 @@
 //! lag Redis does not know is counted up to a cap and then reported as "more
 //! than" the cap. A publish with an age limit trims a backlog of a million
 //! expired events a bounded part at a time; deleting that topic never holds
-//! Redis for 10 ms.
+//! Redis for 10 ms. A topic that refuses publishes when full counts only the
+//! events its age limit keeps, and every topic listed (even beside a stream
+//! another program named oddly) can be read.
 
 mod common;
 
@@ -18,9 +20,10 @@ use std::time::{Duration, Instant};
 use common::RedisServer;
 use redis::Value;
 use redis::aio::MultiplexedConnection;
-use redjob::Client;
+use redjob::backend::memory::MemoryBackend;
 use redjob::client::ClientConfig;
 use redjob::topic::{Event, EventId, Start};
+use redjob::{Client, Error};
 use serde::{Deserialize, Serialize};
 
 /// Appends `n` events to `topic`'s stream in script calls of `chunk` events
@@ -440,4 +443,102 @@ async fn a_producer_on_the_documented_rule_publishes_with_an_age_limit() {
         .await
         .unwrap();
     assert_eq!(len, 3);
+}
+
+/// A gauge reading kept one second, at most two at a time, refused beyond.
+#[derive(Serialize, Deserialize, Event)]
+#[event(
+    name = "gauge",
+    topic = "gauges",
+    max_len = 2,
+    max_age = "1s",
+    when_full = "refuse"
+)]
+struct Gauge {
+    n: u64,
+}
+
+/// A topic whose type keeps events one second and refuses a publish over two
+/// events: once the two it holds are over a second old they are past their
+/// `max_age`, so the next publish trims them and goes through. The old code
+/// checked the length before it trimmed by age and refused it as full; since
+/// only a publish that goes through trimmed, the topic stayed full of expired
+/// events forever.
+async fn expired_events_do_not_fill_a_refusing_topic(client: &Client, wait: impl AsyncFnOnce()) {
+    client
+        .publish_all(&[Gauge { n: 1 }, Gauge { n: 2 }])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            client.publish(&Gauge { n: 3 }).await,
+            Err(Error::TopicFull { .. })
+        ),
+        "two fresh events fill it"
+    );
+    // both are past max_age now
+    wait().await;
+    let again = client.publish(&Gauge { n: 4 }).await;
+    assert!(
+        again.is_ok(),
+        "a publish to a topic whose every event is past max_age is refused as full: {again:?}"
+    );
+    let t = client.topic("gauges").await.unwrap().unwrap();
+    assert_eq!(t.length, 1, "the expired events are trimmed: {t:?}");
+}
+
+#[tokio::test]
+async fn expired_events_do_not_fill_a_refusing_topic_on_memory() {
+    let m = MemoryBackend::new();
+    let client = Client::memory(m.clone());
+    expired_events_do_not_fill_a_refusing_topic(&client, async || {
+        m.clock().advance(Duration::from_millis(1500))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn expired_events_do_not_fill_a_refusing_topic_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    expired_events_do_not_fill_a_refusing_topic(&client, async || {
+        tokio::time::sleep(Duration::from_millis(1500)).await
+    })
+    .await;
+}
+
+/// A program that publishes to `rsmq:t:{orders.v2}` (the entry format: topic
+/// `T` is the stream `ns:t:{T}`) makes a stream whose name is no topic name:
+/// `client.topics()` leaves it out, and every name it lists can be read. The
+/// old code listed "orders.v2", which `client.topic` then refused
+/// (`InvalidValue`), so `redjob topic list` and the dashboard's topic list,
+/// which read every listed topic, failed whole.
+#[tokio::test]
+async fn every_topic_listed_can_be_read() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let _: String = redis::cmd("XADD")
+        .arg("rsmq:t:{orders.v2}")
+        .arg("*")
+        .arg("type")
+        .arg("order_placed")
+        .arg("data")
+        .arg("{}")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let names = client.topics().await.unwrap();
+    assert!(names.contains(&"orders".to_string()), "{names:?}");
+    for name in &names {
+        let info = client.topic(name).await;
+        assert!(
+            info.is_ok(),
+            "topics() lists {name:?}, which topic() refuses: {info:?}"
+        );
+    }
 }

@@ -139,7 +139,9 @@ impl Client {
     }
 
     /// The names of the topics that exist (published to or subscribed to, and
-    /// not deleted), sorted.
+    /// not deleted), sorted. A stream under the topics' key pattern whose name
+    /// is no valid topic name (made by another program, as `ns:t:{orders.v2}`)
+    /// is left out: every name listed can be passed to the other topic calls.
     ///
     /// ```
     /// # use redjob::topic::Start;
@@ -151,7 +153,9 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn topics(&self) -> Result<Vec<String>> {
-        self.queues().topic_names().await
+        let mut names = self.queues().topic_names().await?;
+        names.retain(|name| check_name("topic name", name).is_ok());
+        Ok(names)
     }
 
     /// The topic's length, first and last ids, memory, and per subscriber its

@@ -53,7 +53,10 @@ impl Subscription {
     }
 
     /// The most of its events running or read ahead at once in this worker,
-    /// within the worker's own limit. Defaults to the worker's limit.
+    /// within the worker's own limit: with `n` running it reads none ahead
+    /// (the others wait in the topic for any worker of the subscriber).
+    /// Defaults to none of its own: up to the worker's limit run, and up to
+    /// 256 more (or the worker's fetch size, if larger) are read ahead.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n);
         self

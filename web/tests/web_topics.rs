@@ -559,3 +559,37 @@ async fn a_confirmed_delete_of_a_removed_subscribers_letters_is_a_404() {
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{action}: {:?}", note(&r));
     }
 }
+
+/// A program in another language that publishes to a stream `rsmq:t:{T}`
+/// whose `T` redjob would not accept as a name (`orders.v2`) leaves the topic
+/// list whole: that stream is not listed, the others are. The old code listed
+/// it, read every topic listed by a name check that refused it, and the page
+/// was an error instead of a list of the others.
+#[tokio::test]
+async fn the_topic_list_shows_though_another_program_named_a_topic_oddly() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let app = redjob_web::router(client.clone());
+    client
+        .subscribe("orders", "billing", Start::Beginning)
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let _: String = redis::cmd("XADD")
+        .arg("rsmq:t:{orders.v2}")
+        .arg("*")
+        .arg("type")
+        .arg("order_placed")
+        .arg("data")
+        .arg("{}")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let list = get(&app, "/topics").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    assert!(
+        list.body.contains(r#"href="/topics/orders""#),
+        "{}",
+        list.body
+    );
+}

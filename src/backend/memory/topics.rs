@@ -27,6 +27,16 @@ impl Topics for MemoryBackend {
         let ids = {
             let mut all = self.topics();
             let refuse = options.when_full == WhenFull::Refuse;
+            // expired events go first, so they never keep a topic full
+            let oldest = options.max_age.map(|age| {
+                EventId::new(
+                    now.saturating_sub(crate::contract::backend::clamped_ms(age)),
+                    0,
+                )
+            });
+            if let (Some(oldest), Some(t)) = (oldest, all.get_mut(topic)) {
+                t.trim_before(oldest);
+            }
             // refused before the topic is made: a first publish refused
             // leaves none, as on Redis
             let held = all.get(topic).map_or(0, |t| t.entries.len() as u64);
@@ -42,10 +52,6 @@ impl Topics for MemoryBackend {
             let mut ids = Vec::with_capacity(events.len());
             for (ty, data) in events {
                 ids.push(t.append(now, ty.to_string(), data.to_string(), None));
-            }
-            if let Some(age) = options.max_age {
-                let min = now.saturating_sub(crate::contract::backend::clamped_ms(age));
-                t.trim_before(EventId::new(min, 0));
             }
             if let Some(max) = options.max_len.filter(|_| !refuse) {
                 t.trim_to(max);
@@ -261,7 +267,10 @@ impl Topics for MemoryBackend {
                 }
             }
             for (e, error) in &batch.dead {
-                if let Some(mut p) = g.pending.remove(&e.id) {
+                // one another consumer claimed meanwhile is left to it
+                if g.pending.get(&e.id).is_some_and(|p| p.consumer == consumer)
+                    && let Some(mut p) = g.pending.remove(&e.id)
+                {
                     for a in runs.remove(&e.id).unwrap_or_default() {
                         p.record_run(a);
                     }

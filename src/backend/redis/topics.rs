@@ -459,10 +459,6 @@ impl Topics for RedisBackend {
                 .arg(ago(r.ended))
                 .arg(tail);
         }
-        cmd.arg(batch.redelivered.len());
-        for i in &batch.redelivered {
-            cmd.arg(i.to_string());
-        }
         run(&mut con, &scripts::TOPIC_SETTLE, &cmd).await?;
         Ok(())
     }

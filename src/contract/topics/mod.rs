@@ -64,12 +64,9 @@ pub struct Claimed {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct EventSettle {
-    /// Handled: acknowledged, gone from the pending list.
+    /// Handled: acknowledged, gone from the pending list with their attempt
+    /// records (if any).
     pub acks: Vec<EventId>,
-    /// Those of the acks delivered before: their attempt records (if any)
-    /// are deleted. (An event delivered once has none: a first delivery
-    /// that failed is delivered again.)
-    pub redelivered: Vec<EventId>,
     /// Failed or released, with the idle time to give each (a claim that takes
     /// events idle for `L` takes it again after `L` minus this; `L`: at once)
     /// and, for a release that did not run it, the delivery count to set back
@@ -269,6 +266,8 @@ pub trait Topics: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<bool>>> + Send;
 
     /// Acknowledges, schedules retries of and dead-letters finished events.
+    /// Only the events `consumer` still holds are retried or dead-lettered:
+    /// one another consumer claimed meanwhile is left to it.
     /// `keep_dead` bounds the subscriber's dead letters (`None`: no bound).
     fn settle_events(
         &self,

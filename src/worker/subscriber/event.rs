@@ -39,10 +39,15 @@ async fn handle(
 ) -> Done {
     if ev.to.as_deref().is_some_and(|to| *to != *names.sub) {
         // a dead letter requeued for another subscriber
-        return Done::Ack(ev.id, ev.deliveries > 1);
+        return Done::Ack(ev.id);
     }
-    let (Some(ty), Some(data)) = (ev.event_type.as_deref(), ev.data.as_deref()) else {
-        let error = "not an event: the entry has no `type` or no `data` field (UTF-8)".to_string();
+    // an empty type names no event type: that of a requeued dead letter that
+    // had none
+    let ty = ev.event_type.as_deref().filter(|t| !t.is_empty());
+    let (Some(ty), Some(data)) = (ty, ev.data.as_deref()) else {
+        let error =
+            "not an event: the entry has no `type` (or an empty one) or no `data` field (UTF-8)"
+                .to_string();
         tracing::error!(topic = %names.topic, subscriber = %names.sub, event.id = %ev.id, %error, "dead-lettered");
         if let Some(c) = &names.undecodable {
             c.increment(1);
@@ -54,7 +59,7 @@ async fn handle(
         if let Some(c) = &names.skipped {
             c.increment(1);
         }
-        return Done::Ack(ev.id, ev.deliveries > 1);
+        return Done::Ack(ev.id);
     };
     let opts = handler.options();
     let max = opts.max_attempts.max(1);
@@ -168,7 +173,7 @@ async fn handle(
         let (error, wants, outcome) = match result {
             Ok(()) => {
                 count(|m| &m.succeeded);
-                return Done::Ack(ev.id, ev.deliveries > 1);
+                return Done::Ack(ev.id);
             }
             Err(e) => e,
         };

@@ -89,12 +89,7 @@ pub(super) async fn settle_loop<B: Topics>(
             ..EventSettle::default()
         };
         let add = |d: Done, batch: &mut EventSettle| match d {
-            Done::Ack(id, again) => {
-                batch.acks.push(id);
-                if again {
-                    batch.redelivered.push(id);
-                }
-            }
+            Done::Ack(id) => batch.acks.push(id),
             Done::Retry(id, delay, runs, count) => {
                 batch.retries.push((id, idle(delay), count));
                 batch.runs.extend(runs);

@@ -77,9 +77,8 @@ enum Read {
 }
 
 enum Done {
-    /// Handled (or skipped), and whether it was delivered before (its attempt
-    /// records, if any, are deleted).
-    Ack(EventId, bool),
+    /// Handled (or skipped).
+    Ack(EventId),
     /// Claimable again after this delay, with the runs of this delivery and,
     /// for an ordered subscriber's retries in place, the delivery count to
     /// set (the attempts made).
@@ -193,6 +192,11 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let read_ahead = limit
         .unwrap_or(usize::MAX)
         .min(READ_AHEAD.max(shared.fetch_max as usize));
+    // a subscription's own concurrency bounds its events running and read
+    // ahead together: it reads only what its running events leave of it (an
+    // ordered subscriber, which no other worker reads meanwhile, reads one
+    // ahead of the one it runs)
+    let bounded = local.clone().filter(|_| !spec.sub.ordered);
     let claim_every = (lease / 4).min(IDLE_BLOCK);
     let mut next_claim = Instant::now();
     let mut cursor = EventId::ZERO;
@@ -269,7 +273,11 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                 continue;
             }
         }
-        if reading.is_none() && buf.len() <= read_ahead / 2 {
+        let room = bounded
+            .as_ref()
+            .map_or(usize::MAX, |l| l.sem().available_permits());
+        let count = (read_ahead - buf.len()).min(room.saturating_sub(buf.len()));
+        if reading.is_none() && buf.len() <= read_ahead / 2 && count > 0 {
             let claiming = Instant::now() >= next_claim;
             // a read that finds nothing new waits for a publish (or the next claim)
             let block = if claiming {
@@ -279,7 +287,6 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                     .saturating_duration_since(Instant::now())
                     .clamp(Duration::from_millis(1), IDLE_BLOCK)
             };
-            let count = read_ahead - buf.len();
             let (b, n, held) = (backend.clone(), names.clone(), held.clone());
             reading = Some(tokio::spawn(async move {
                 // held (so renewed) as soon as they are read: the loop may take
@@ -350,7 +357,8 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         let mut quiet = shared.controls.quiet.subscribe();
         let n = tokio::select! {
             // events started ahead of a free slot: twice the concurrency at
-            // most (a job's prefetch is for quick jobs, not for events)
+            // most (a job's prefetch is for quick jobs, not for events); with
+            // none read (its concurrency all running), it waits for a run to end
             n = slots(&shared, local.as_deref(), buf.len().min(shared.concurrency.saturating_mul(2).max(1)).min(u32::MAX as usize) as u32) => n,
             _ = env.stop.cancelled() => break,
             // what it read goes back at the top of the loop

@@ -1,18 +1,18 @@
 -- Appends events to a topic, trimming it by length and by age, or refusing the
--- whole call when it would go over its length. Trimming is bounded: by length,
--- "~" removes whole nodes, at most 100 nodes' worth of events a call (Redis's
--- default LIMIT); by age, whole nodes of expired events go first, at most
--- 10,000 events, and then, unless that reached its limit (a backlog, which the
--- next publishes go on trimming), the expired rest of the first node, exactly.
+-- whole call when it would go over its length once trimmed by age. Trimming is
+-- bounded: by length, "~" removes whole nodes, at most 100 nodes' worth of
+-- events a call (Redis's default LIMIT); by age, whole nodes of expired events
+-- go first, at most 10,000 events, and then, unless that reached its limit (a
+-- backlog, which the next publishes go on trimming), the expired rest of the
+-- first node, exactly.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- ARGV[1]  the most events to keep, "" for no limit
 -- ARGV[2]  "refuse" to refuse a publish over the limit, else "trim" the oldest
 -- ARGV[3]  the oldest event to keep, in ms before now, "" for no limit
 -- ARGV[4..] per event: its type, its data
--- Returns {-1} when refused (nothing written), else {0, id, id, ...}
+-- Returns {-1} when refused (no event added), else {0, id, id, ...}
 local key, max, refuse, age = KEYS[1], tonumber(ARGV[1]), ARGV[2] == "refuse", tonumber(ARGV[3])
 local n = (#ARGV - 3) / 2
-if max and refuse and redis.call("XLEN", key) + n > max then return {-1} end
 -- the age limit is exact once any backlog is gone (a small topic has one node,
 -- which "~" never trims); the length limit trims whole nodes
 local args = {key}
@@ -28,6 +28,8 @@ if age then
 elseif max and not refuse then
   args = {key, "MAXLEN", "~", ARGV[1]}
 end
+-- checked once the expired events are gone: they never keep a topic full
+if max and refuse and redis.call("XLEN", key) + n > max then return {-1} end
 local n_args = #args
 args[n_args + 1] = "*"
 args[n_args + 2] = "type"

@@ -1,6 +1,9 @@
--- Settles a consumer's finished events: acknowledges the handled ones, sets the
--- failed ones' idle time so that a claim takes them again when their backoff is
--- over, and moves the given-up ones to the subscriber's dead letters.
+-- Settles a consumer's finished events: acknowledges the handled ones (deleting
+-- their attempt records, if the subscriber has any), sets the failed ones' idle
+-- time so that a claim takes them again when their backoff is over, and moves
+-- the given-up ones to the subscriber's dead letters. Only the events this
+-- consumer holds are retried or dead-lettered: one another consumer claimed
+-- meanwhile is left to it.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- KEYS[2]  the subscriber's dead letters (ns:t:{topic}:dead:<subscriber>)
 -- KEYS[3]  the subscriber's attempt records (ns:t:{topic}:attempts:<subscriber>):
@@ -20,17 +23,14 @@
 --          runs that ended in a retry or a dead letter, oldest first. A
 --          retry's are added to its records; a dead letter takes its records
 --          with it (its field "attempts")
--- then     q, then q ids: the acknowledged events delivered before, whose
---          records (if any) are deleted
 -- An event to retry or bury that the topic no longer holds (trimmed by its
 -- retention while it ran) leaves the pending list as XCLAIM meets it; its
 -- records go with it (a claim does the same for one trimmed later).
 -- Returns {acknowledged, retries set, dead-lettered}
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local keep = tonumber(ARGV[3])
--- the runs' records by event id, in order; the acknowledged events
--- delivered before
-local runs, again = {}, {}
+-- the runs' records by event id, in order
+local runs = {}
 do
   local j = 5 + tonumber(ARGV[4])
   j = j + 1 + 3 * tonumber(ARGV[j])
@@ -38,8 +38,6 @@ do
   local by = ARGV[j]
   local r = tonumber(ARGV[j + 1])
   local now = r > 0 and clock() or 0
-  local q = j + 2 + 5 * r
-  for x = q + 1, q + tonumber(ARGV[q]) do again[#again + 1] = ARGV[x] end
   for x = j + 2, j + 1 + 5 * r, 5 do
     local lines = runs[ARGV[x]] or {}
     lines[#lines + 1] = '{"n":' .. ARGV[x + 1] .. ',"start":' .. string.format("%.0f", now - tonumber(ARGV[x + 2]))
@@ -113,7 +111,7 @@ local k = tonumber(ARGV[i])
 local buried = 0
 for j = i + 1, i + 5 * k, 5 do
   local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
-  if not p.err and p[1] then
+  if not p.err and p[1] and p[1][2] == me then
     local fields = {"id", ARGV[j], "type", ARGV[j + 1], "data", ARGV[j + 2], "error", ARGV[j + 3],
       "deliveries", ARGV[j + 4]}
     local log = records(ARGV[j])
@@ -130,10 +128,13 @@ for j = i + 1, i + 5 * k, 5 do
     if log then redis.call("HDEL", KEYS[3], ARGV[j]) end
     redis.call("XACK", key, group, ARGV[j])
     buried = buried + 1
-  elseif not p.err and not held(ARGV[j]) then
+  elseif not p.err and not p[1] and not held(ARGV[j]) then
     -- trimmed while it ran, and a renewal's XCLAIM dropped it: its records
     redis.call("HDEL", KEYS[3], ARGV[j])
   end
 end
-if #again > 0 then many("HDEL", KEYS[3], again) end
+-- an acknowledged event's records, whatever its delivery count (a rewind
+-- delivers an event waiting for its retry again with a count of 1); without
+-- records kept, one EXISTS
+if #acks > 0 and redis.call("EXISTS", KEYS[3]) == 1 then many("HDEL", KEYS[3], acks) end
 return {acked, retried, buried}
