@@ -46,6 +46,15 @@ use redjob::connection::{Connection, RedisConfig};
 use crate::common::RedisServer;
 use crate::common::cluster::RedisCluster;
 
+/// A client's configuration for `url`: a call may take 15 s (5 by default),
+/// as a bulk send of 100,000 jobs to a Cluster took over 5 s with the suite's
+/// other tests running beside it on a 2-core machine.
+fn config(url: &str) -> ClientConfig {
+    let mut cfg = ClientConfig::from_url(url);
+    cfg.redis.response_timeout = std::time::Duration::from_secs(15);
+    cfg
+}
+
 /// What a test runs against.
 pub struct Env {
     /// The client under test, on this test's backend.
@@ -77,7 +86,7 @@ impl Env {
     }
 
     async fn on(server: RedisServer) -> Env {
-        let client = Client::connect(&server.url()).await.unwrap();
+        let client = Client::from_config(config(&server.url())).await.unwrap();
         Env {
             client,
             redis: Some((server.url(), "rsmq".into())),
@@ -122,7 +131,7 @@ impl Env {
         match &self.redis {
             Some((url, ns)) => Client::from_config(ClientConfig {
                 namespace: ns.clone(),
-                ..ClientConfig::from_url(url)
+                ..config(url)
             })
             .await
             .unwrap(),
