@@ -118,21 +118,26 @@ def main():
 
     def run_one(entry):
         _, name, argv, cwd = entry
-        with tempfile.TemporaryFile() as out:
-            t0 = time.monotonic()
-            if argv[0].startswith("/"):
-                argv = [*argv, *extra]
-            code = subprocess.call(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-            took = time.monotonic() - t0
-            out.seek(0)
-            text = out.read().decode("utf-8", "replace")
+        t0 = time.monotonic()
+        try:
+            with tempfile.TemporaryFile() as out:
+                if argv[0].startswith("/"):
+                    argv = [*argv, *extra]
+                code = subprocess.call(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+                out.seek(0)
+                output = out.read()
+        except Exception as e:  # a binary that cannot be started fails
+            code, output = f"not run: {e}", b""
+        took = time.monotonic() - t0
         with lock:
-            print(f"     Running {name} [{took:.1f} s]", flush=True)
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            # counted before anything is printed: a write that fails loses no failure
             results.append((took, name))
             if code != 0:
                 failed.append(f"{name} (exit {code})")
+            sys.stdout.write(f"     Running {name} [{took:.1f} s]\n")
+            sys.stdout.flush()
+            sys.stdout.buffer.write(output)
+            sys.stdout.buffer.flush()
 
     for entry in alone:
         run_one(entry)
@@ -159,6 +164,9 @@ def main():
     )
     for took, name in sorted(results, reverse=True)[:8]:
         print(f"  {took:7.1f} s  {name}")
+    # a lane that died (the runner's own error) leaves binaries unrun
+    if len(results) != len(todo) + len(alone):
+        failed.append(f"{len(todo) + len(alone) - len(results)} test binaries not run")
     if failed:
         print("\nerror: test binaries failed:\n  " + "\n  ".join(failed), file=sys.stderr)
         sys.exit(1)

@@ -198,7 +198,7 @@ impl Topics for MemoryBackend {
             let claimed = scan.claim(g, &t.entries);
             // consumers gone for long that hold nothing leave (see topic_claim.lua)
             let holding: BTreeSet<&str> = g.pending.values().map(|p| p.consumer.as_str()).collect();
-            let mut left = 100;
+            let mut left = 1000;
             g.consumers.retain(|name, seen| {
                 let gone = left > 0
                     && !holding.contains(name.as_str())

@@ -242,7 +242,8 @@ pub trait Topics: Clone + Send + Sync + 'static {
     /// A claim also removes the subscriber's consumers that hold nothing and
     /// have been idle for 100 times `min_idle` (10 s at least): a killed
     /// worker's, or one that stopped holding events that were claimed since
-    /// (a live consumer reads or claims at least every second). On Redis a
+    /// (a serving worker reads or claims at least every second; one removed
+    /// while it was quiet is made again by its next read). On Redis a
     /// backend asks for that once a minute per subscriber, as it takes one
     /// `XINFO CONSUMERS`.
     fn claim(

@@ -276,7 +276,9 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         let room = bounded
             .as_ref()
             .map_or(usize::MAX, |l| l.sem().available_permits());
-        let count = (read_ahead - buf.len()).min(room.saturating_sub(buf.len()));
+        let count = read_ahead
+            .saturating_sub(buf.len())
+            .min(room.saturating_sub(buf.len()));
         if reading.is_none() && buf.len() <= read_ahead / 2 && count > 0 {
             let claiming = Instant::now() >= next_claim;
             // a read that finds nothing new waits for a publish (or the next claim)

@@ -13,7 +13,7 @@
 -- ARGV[5]  where the scan of the pending list starts ("0-0" for the start)
 -- ARGV[6]  ms: the subscriber's consumers idle for this long that hold nothing
 --          (a killed worker's, or one that stopped holding events claimed
---          since) leave it, up to 100 a call; "0" for none (XINFO CONSUMERS
+--          since) leave it, up to 1000 a call; "0" for none (XINFO CONSUMERS
 --          lists them all: the caller asks now and then, not at each claim;
 --          an ACL that refuses it leaves them)
 -- Returns {-1} when the subscriber does not exist, else {0, next start ("0-0"
@@ -69,15 +69,16 @@ local gone = tonumber(ARGV[6]) or 0
 if gone > 0 then
   local cs = redis.pcall("XINFO", "CONSUMERS", key, group)
   if type(cs) == "table" and not cs.err then
-    local left = 100
+    local left = 1000
     for _, c in ipairs(cs) do
+      if left == 0 then break end
       local name, pending, idle
       for i = 1, #c, 2 do
         if c[i] == "name" then name = c[i + 1] end
         if c[i] == "pending" then pending = c[i + 1] end
         if c[i] == "idle" then idle = c[i + 1] end
       end
-      if left > 0 and name and name ~= me and pending == 0 and idle and idle >= gone then
+      if name and name ~= me and pending == 0 and idle and idle >= gone then
         redis.call("XGROUP", "DELCONSUMER", key, group, name)
         left = left - 1
       end

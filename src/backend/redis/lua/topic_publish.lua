@@ -28,7 +28,8 @@ if age then
 elseif max and not refuse then
   args = {key, "MAXLEN", "~", ARGV[1]}
 end
--- checked once the expired events are gone: they never keep a topic full
+-- checked once the expired events are trimmed (up to about 10,000 of them a
+-- call: a larger expired backlog refuses a few publishes as it goes)
 if max and refuse and redis.call("XLEN", key) + n > max then return {-1} end
 local n_args = #args
 args[n_args + 1] = "*"
