@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{RedisServer, wait_for};
+use redjob::backend::any::AnyBackend;
 use redjob::backend::memory::MemoryBackend;
 use redjob::backend::{
     Backend, DeadLetter, Fetched, MinuteStats, QueueStats, Settle, Settled, Token,
@@ -313,13 +314,17 @@ impl Job for Nap {
 }
 
 /// Sleeps `pre_ms`, then on its first run says its dependency throttles it
-/// for `ms` (the queue waits); later runs succeed.
+/// for `ms` (the queue waits; with `key`, its concurrency key's throttle,
+/// `rate_limited_key`, which for this type without a key is its queue's
+/// too); later runs succeed.
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "audit_throttler", queue = "audit_q")]
 struct Throttler {
     tag: String,
     pre_ms: u64,
     ms: u64,
+    #[serde(default)]
+    key: bool,
 }
 
 impl Job for Throttler {
@@ -332,10 +337,12 @@ impl Job for Throttler {
             first
         };
         tokio::time::sleep(Duration::from_millis(self.pre_ms)).await;
-        if first {
-            return Err(JobError::rate_limited(Duration::from_millis(self.ms)));
+        let wait = Duration::from_millis(self.ms);
+        match (first, self.key) {
+            (true, false) => Err(JobError::rate_limited(wait)),
+            (true, true) => Err(JobError::rate_limited_key(wait)),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -612,7 +619,9 @@ async fn a_throttle_is_held_until_its_own_settle_lands_not_an_earlier_one_on_red
     throttle_held_until_its_own_settle_lands(&client).await;
 }
 
-async fn throttle_held_until_its_own_settle_lands(client: &Client) {
+/// The queue `Q`, and a worker of 4 slots for `Nap` and `Throttler` whose
+/// every settle takes 300 ms, recording its starts.
+async fn throttling_worker(client: &Client) -> (Worker<Slow<AnyBackend>>, Arc<Seen>) {
     client
         .queues()
         .create_queue(Q, QueueOptions::default())
@@ -634,12 +643,18 @@ async fn throttle_held_until_its_own_settle_lands(client: &Client) {
         .handle_signals(false)
         .build()
         .unwrap();
+    (w, seen)
+}
+
+async fn throttle_held_until_its_own_settle_lands(client: &Client) {
+    let (w, seen) = throttling_worker(client).await;
     let t0 = Instant::now();
     client
         .enqueue(&Throttler {
             tag: "t1".into(),
             pre_ms: 10,
             ms: 50,
+            key: false,
         })
         .await
         .unwrap();
@@ -648,6 +663,7 @@ async fn throttle_held_until_its_own_settle_lands(client: &Client) {
             tag: "t2".into(),
             pre_ms: 20,
             ms: 60_000,
+            key: false,
         })
         .await
         .unwrap();
@@ -680,34 +696,6 @@ async fn throttle_held_until_its_own_settle_lands(client: &Client) {
 // A key's throttle asked by a job without a key holds the whole queue here too.
 // ---------------------------------------------------------------------------
 
-/// Throttles its concurrency key (`rate_limited_key`) on its first run, after
-/// `pre_ms`; it has no key, so the throttle is its queue's (the error's docs:
-/// "A job without a key throttles its queue").
-#[derive(Serialize, Deserialize, Job)]
-#[job(name = "audit_key_throttler", queue = "audit_q")]
-struct KeylessKeyThrottler {
-    tag: String,
-    pre_ms: u64,
-    ms: u64,
-}
-
-impl Job for KeylessKeyThrottler {
-    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        let seen = ctx.data::<Arc<Seen>>()?;
-        let first = {
-            let mut s = seen.starts.lock().unwrap();
-            let first = !s.iter().any(|(t, _)| *t == self.tag);
-            s.push((self.tag.clone(), Instant::now()));
-            first
-        };
-        tokio::time::sleep(Duration::from_millis(self.pre_ms)).await;
-        if first {
-            return Err(JobError::rate_limited_key(Duration::from_millis(self.ms)));
-        }
-        Ok(())
-    }
-}
-
 /// A job without a concurrency key asks its key's throttle for 60 s: the
 /// backend throttles the queue once the settle lands (300 ms here), and the
 /// worker that heard it holds the queue until then, as for a queue's
@@ -728,32 +716,13 @@ async fn a_key_throttle_of_a_job_without_a_key_holds_its_queue_until_the_settle_
 }
 
 async fn keyless_key_throttle_held(client: &Client) {
+    let (w, seen) = throttling_worker(client).await;
     client
-        .queues()
-        .create_queue(Q, QueueOptions::default())
-        .await
-        .unwrap();
-    let seen = Arc::new(Seen::default());
-    let backend = Slow {
-        inner: client.backend(),
-        settle_delay: Duration::from_millis(300),
-        slow_settles: Arc::new(u32::MAX.into()),
-        renewals_fail: Default::default(),
-    };
-    let w = Worker::builder(backend)
-        .register::<Nap>()
-        .register::<KeylessKeyThrottler>()
-        .concurrency(4)
-        .lease(Duration::from_secs(30))
-        .data(seen.clone())
-        .handle_signals(false)
-        .build()
-        .unwrap();
-    client
-        .enqueue(&KeylessKeyThrottler {
+        .enqueue(&Throttler {
             tag: "k".into(),
             pre_ms: 20,
             ms: 60_000,
+            key: true,
         })
         .await
         .unwrap();
