@@ -85,13 +85,28 @@ async fn enqueue_in_and_at_score_by_redis_time() {
         "due {due} sent {sent}"
     );
 
-    let at = SystemTime::now() + Duration::from_secs(3600);
-    let at_ms = at.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    // a time 400 µs into a ms is due at the ms's end, never before it (the
+    // old code truncated it to the ms's start, 400 µs early)
+    let hour_on = SystemTime::now() + Duration::from_secs(3600);
+    let at_ms = hour_on.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    let at = UNIX_EPOCH + Duration::from_micros(at_ms * 1000 + 400);
     let id = client
         .enqueue_at(&Email { to: "y".into() }, at)
         .await
         .unwrap();
-    assert_eq!(score(&mut con, "rsmq:mail", &id).await, at_ms);
+    assert_eq!(score(&mut con, "rsmq:mail", &id).await, at_ms + 1);
+    let id = client
+        .enqueue_at(
+            &Email { to: "y".into() },
+            UNIX_EPOCH + Duration::from_millis(at_ms),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        score(&mut con, "rsmq:mail", &id).await,
+        at_ms,
+        "a whole ms is kept"
+    );
 
     let past = SystemTime::now() - Duration::from_secs(3600);
     let id = client
@@ -240,6 +255,44 @@ async fn namespace_and_queue_defaults_come_from_config() {
             "{odd:?}"
         );
     }
+}
+
+/// A send far larger than one reply's response timeout allows goes in round
+/// trips of 16,000 jobs, each within it: the whole succeeds. The old code sent
+/// it in one pipeline, whose reply took 16 parts' time and timed out (the
+/// jobs stored, the caller told nothing of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_larger_than_one_reply_may_take_goes_in_parts_within_the_timeout() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let part: Vec<N> = (0..16_000).map(|i| N { i }).collect();
+    // how long one part takes here, at its slowest of three
+    let mut slowest = Duration::ZERO;
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        client.enqueue_batch(&part).await.unwrap();
+        slowest = slowest.max(t.elapsed());
+    }
+    let timeout = (slowest * 5).max(Duration::from_millis(100));
+    let mut cfg = ClientConfig::from_url(server.url());
+    cfg.redis.response_timeout = timeout;
+    let tight = Client::from_config(cfg).await.unwrap();
+    let jobs: Vec<N> = (0..16 * 16_000).map(|i| N { i }).collect();
+    let t = std::time::Instant::now();
+    let ids = tight.enqueue_batch(&jobs).await.unwrap_or_else(|e| {
+        panic!(
+            "a send of 16 parts (one took {slowest:?}) under a {timeout:?} timeout: {e}, after {:?}",
+            t.elapsed()
+        )
+    });
+    println!("16 parts in {:?}, each under {timeout:?}", t.elapsed());
+    assert_eq!(ids.len(), jobs.len());
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, ids, "unique and in send order across the parts");
+    let held = client.queues().attributes("default").await.unwrap().msgs;
+    assert_eq!(held, 3 * 16_000 + 16 * 16_000);
 }
 
 #[tokio::test]

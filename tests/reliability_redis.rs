@@ -700,6 +700,66 @@ async fn a_batch_refused_part_way_for_memory_says_which_jobs_it_stored() {
     }
 }
 
+/// A send of two round trips (20,000 jobs: 16,000, then 4,000) that Redis
+/// refuses for memory in the second says which jobs it stored across both:
+/// the first round trip's all, and the second's that went through, each by its
+/// place among those given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_of_two_round_trips_refused_in_the_second_says_which_jobs_it_stored() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let client = client(&server.url()).await;
+    client
+        .queues()
+        .create_queue("rel", QueueOptions::default())
+        .await
+        .unwrap();
+    let mut raw = server.raw().await;
+    let pad = "x".repeat(1500);
+    let batch: Vec<Mark> = (0..20_000)
+        .map(|key| Mark {
+            key,
+            pad: pad.clone(),
+        })
+        .collect();
+    // room for about 17,500 jobs of 1.5 KB (2.2 MB a thousand)
+    let room = used_memory(&mut raw).await + 17_500 * 2_200;
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(room)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let e = client.enqueue_batch(&batch).await.unwrap_err();
+    let Error::PartlySent { stored, of, error } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(*of, 20_000);
+    assert!(matches!(**error, Error::OutOfMemory(_)), "{error:?}");
+    assert!(
+        stored.len() > 16_000 && stored.len() < 20_000,
+        "the second round trip stored some: {}",
+        stored.len()
+    );
+    let held = client.queues().attributes("rel").await.unwrap().msgs;
+    assert_eq!(held, stored.len() as u64);
+    let places: Vec<usize> = stored.iter().map(|(at, _)| *at).collect();
+    assert_eq!(
+        places,
+        (0..stored.len()).collect::<Vec<_>>(),
+        "in order, from the first"
+    );
+    // each stored id is the job given at its place (a sample of them)
+    for (at, id) in stored.iter().step_by(997).chain(stored.last()) {
+        let job = redjob::inspect::Inspect::job(client.queues(), "rel", id)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{id}"));
+        let body = String::from_utf8_lossy(&job.body).into_owned();
+        assert!(body.contains(&format!(r#""key":{at},"#)), "{at}: {body}");
+    }
+}
+
 /// Counts the runs under way and the most seen at once.
 #[derive(Default, Clone)]
 struct AtOnce {

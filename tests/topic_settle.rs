@@ -281,3 +281,73 @@ async fn a_requeued_letter_that_is_no_event_is_dead_lettered_again_not_skipped()
         "the requeued letter is neither dead again nor handled (skipped as an event type without a handler): {s:?}"
     );
 }
+
+/// Entries another program wrote with a `type` or `data` that is not UTF-8
+/// are dead-lettered as "not an event", and their letters keep those bytes as
+/// the topic held them (a requeue puts them back as they were). The old code
+/// stored the letter's type or data empty: the event's content was lost once
+/// the topic trimmed it.
+#[tokio::test]
+async fn a_dead_letter_keeps_the_bytes_of_an_entry_that_is_not_utf8() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .subscribe("notes", "s", Start::Beginning)
+        .await
+        .unwrap();
+    let mut con = server.raw().await;
+    let bad_data: &[u8] = b"\xff\xfe{\"n\":1}";
+    let bad_type: &[u8] = b"no\xffte";
+    for (ty, data) in [(&b"note"[..], bad_data), (bad_type, &b"{\"n\":2}"[..])] {
+        let _: String = redis::cmd("XADD")
+            .arg("rsmq:t:{notes}")
+            .arg("*")
+            .arg("type")
+            .arg(ty)
+            .arg("data")
+            .arg(data)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let worker = redjob::Worker::builder(client.backend())
+        .handle_signals(false)
+        .lease(Duration::from_secs(5))
+        .subscribe("s", |_: Note, _ctx| async move { Ok(()) })
+        .build()
+        .unwrap();
+    let running = common::start_serving(worker).await;
+    let dead = common::wait_for(Duration::from_secs(5), || async {
+        client.topic("notes").await.unwrap().unwrap().subscribers[0].dead == 2
+    })
+    .await;
+    running.stop().await;
+    assert!(dead, "both dead-lettered");
+    let letters: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
+        .arg("rsmq:t:{notes}:dead:s")
+        .arg("-")
+        .arg("+")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let field = |fields: &[Vec<u8>], name: &[u8]| -> Vec<u8> {
+        fields
+            .chunks(2)
+            .find(|kv| kv[0] == name)
+            .map(|kv| kv[1].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(letters.len(), 2);
+    assert_eq!(
+        field(&letters[0].1, b"data"),
+        bad_data,
+        "the first letter's data"
+    );
+    assert_eq!(field(&letters[0].1, b"type"), b"note");
+    assert_eq!(
+        field(&letters[1].1, b"type"),
+        bad_type,
+        "the second letter's type"
+    );
+    assert_eq!(field(&letters[1].1, b"data"), b"{\"n\":2}");
+}

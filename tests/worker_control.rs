@@ -148,3 +148,63 @@ async fn two_processes_follow_quiet_resume_and_stop() {
     let term = procs[1].line("stopped ").await;
     assert_eq!(term, "Signal { name: \"SIGTERM\" }");
 }
+
+fn kill(p: &worker_proc::Proc, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([signal, &p.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {signal}");
+}
+
+/// A SIGTERM starts the shutdown, which waits for the running job (its grace
+/// period is 25 s); a ctrl-c during it ends the grace period at once: the job
+/// is cancelled and released, ready for another worker, and `run` returns
+/// why it stopped (the first signal). The old code waited the whole grace
+/// period whatever came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_during_the_shutdown_ends_the_grace_period_at_once() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = redjob::Client::connect(&url).await.unwrap();
+    redjob::queue::Queues::create_queue(client.queues(), "c_naps", Default::default())
+        .await
+        .unwrap();
+    let mut p = worker_proc::Proc::spawn(&url);
+    p.line("id ").await;
+    let id = client.enqueue(&Nap { ms: 120_000 }).await.unwrap();
+    let state = async || {
+        redjob::inspect::Inspect::job(client.queues(), "c_naps", &id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+    };
+    until("the long nap runs", async || {
+        state().await == redjob::inspect::JobState::InFlight
+    })
+    .await;
+    kill(&p, "-TERM");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        p.child.try_wait().unwrap().is_none()
+            && state().await == redjob::inspect::JobState::InFlight,
+        "the first signal waits for the running job"
+    );
+    let t = Instant::now();
+    kill(&p, "-INT");
+    let stopped = p.line("stopped ").await;
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the worker stopped {took:?} after the second signal (grace 25 s)"
+    );
+    assert_eq!(stopped, "Signal { name: \"SIGTERM\" }");
+    assert_eq!(
+        state().await,
+        redjob::inspect::JobState::Ready,
+        "the cancelled nap is released, ready to run again"
+    );
+    p.child.wait().unwrap();
+}

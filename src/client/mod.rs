@@ -305,11 +305,14 @@ impl Client {
     }
 
     /// Enqueues jobs in one round trip (one script call per 1000 jobs or 4 MiB,
-    /// pipelined). Each such chunk is all or nothing (a missing queue, an oversized
-    /// body or Redis out of memory writes none of it), so a batch of up to 1000
-    /// jobs and 4 MiB is; a larger batch refused part way by an out-of-memory
-    /// Redis fails with [`Error::PartlySent`], which holds the ids of the jobs
-    /// stored (they run: send only the others again). Returns their ids in order.
+    /// pipelined; over 16,000 jobs or 64 MiB, one round trip per 16,000 jobs or
+    /// 64 MiB, one after another, each within the response timeout). Each such
+    /// chunk is all or nothing (a missing queue, an oversized body or Redis out
+    /// of memory writes none of it), so a batch of up to 1000 jobs and 4 MiB
+    /// is; a larger batch refused part way (by an out-of-memory Redis, or a
+    /// round trip after the first that timed out) fails with
+    /// [`Error::PartlySent`], which holds the ids of the jobs stored (they run:
+    /// send only the others again). Returns their ids in order.
     pub async fn enqueue_batch<J: Job>(&self, jobs: &[J]) -> Result<Vec<JobId>> {
         self.enqueue_batch_with(jobs, EnqueueOptions::new()).await
     }

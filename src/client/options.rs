@@ -22,6 +22,9 @@ pub struct ClientConfig {
     /// Key prefix, RSMQ's `ns`. Defaults to `rsmq`, RSMQ's own default, so RSMQ
     /// clients see the queues without configuration. 1 to 200 bytes, without
     /// whitespace, control characters or braces (connecting refuses others).
+    /// Namespaces on one Redis must not be one another followed by `:`
+    /// (`app` beside `app:eu`): their keys can meet (`app:eu:dead` is both
+    /// `app`'s queue `eu`'s dead letters and `app:eu`'s queue `dead`).
     pub namespace: String,
     /// PUBLISH the queue's length on RSMQ's realtime channel after every enqueue,
     /// as RSMQ's `realtime` option, for RSMQ realtime subscribers. Defaults to
@@ -190,12 +193,12 @@ impl EnqueueOptions {
         }))
     }
 
-    /// Runs at `at` (millisecond precision; a past time means now). Defaults to the queue's delay.
+    /// Runs at `at` (millisecond precision: a time within a millisecond is
+    /// rounded up to its end, so the job never starts before `at`; a past
+    /// time means now). Defaults to the queue's delay.
     pub fn at(mut self, at: SystemTime) -> Self {
-        let ms = at
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis();
+        let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let ms = since.as_millis() + u128::from(!since.subsec_nanos().is_multiple_of(1_000_000));
         let ms = u64::try_from(ms).unwrap_or(u64::MAX);
         self.when = When::AtUnixMs(ms);
         self

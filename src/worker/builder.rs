@@ -427,6 +427,10 @@ impl<B: Backend> WorkerBuilder<B> {
 
     /// Shut down gracefully on ctrl-c and SIGTERM. Defaults to `true`.
     ///
+    /// A second ctrl-c or SIGTERM during the shutdown ends the
+    /// [grace period](Self::grace_period) at once: the running jobs are
+    /// cancelled and released, as when it runs out.
+    ///
     /// The worker then installs tokio's signal handling, which stays for the whole
     /// process: ctrl-c no longer ends the process by itself. An app with its own
     /// shutdown passes `false` and cancels the worker's token

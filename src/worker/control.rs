@@ -88,6 +88,9 @@ pub(crate) struct Controls {
     pub listening: AtomicBool,
     /// Why the worker stops, once known.
     reason: Mutex<Option<Stopped>>,
+    /// Cancelled by a signal during the shutdown (a second ctrl-c): the
+    /// grace period ends at once.
+    pub hurry: CancellationToken,
 }
 
 impl Controls {
@@ -100,6 +103,7 @@ impl Controls {
             settings: watch::channel(0).0,
             listening: AtomicBool::new(false),
             reason: Mutex::new(None),
+            hurry: CancellationToken::new(),
         }
     }
 

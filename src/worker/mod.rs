@@ -375,26 +375,70 @@ impl Drop for StopsReadiness {
     }
 }
 
+/// Shuts the worker down on ctrl-c or SIGTERM; a signal during the shutdown
+/// (a second ctrl-c) ends its grace period at once.
 async fn on_signal(shutdown: CancellationToken, controls: Arc<control::Controls>) {
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
+    let mut signals = Signals::new();
     let name = tokio::select! {
-        _ = tokio::signal::ctrl_c() => "ctrl-c",
-        _ = term => "SIGTERM",
-        _ = shutdown.cancelled() => return,
+        name = signals.next() => name,
+        _ = shutdown.cancelled() => "",
     };
-    tracing::info!("{name} received");
-    controls.stopping(control::Stopped::Signal { name });
-    shutdown.cancel();
+    if !name.is_empty() {
+        tracing::info!("{name} received");
+        controls.stopping(control::Stopped::Signal { name });
+        shutdown.cancel();
+    }
+    let name = signals.next().await;
+    tracing::warn!("{name} received during the shutdown: the grace period ends now");
+    controls.hurry.cancel();
+}
+
+/// The stop signals, listened to from their creation on (none is missed
+/// between two waits).
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    /// The next signal's name.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                _ = recv(&mut self.int) => "ctrl-c",
+                _ = recv(&mut self.term) => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "ctrl-c"
+        }
+    }
 }
 
 /// The worker's run, instantiated here for the backends redjob ships, in

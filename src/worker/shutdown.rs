@@ -108,10 +108,22 @@ impl Running {
         self.readers.wait().await;
         let tracker = &self.tracker;
         tracker.close();
-        if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        // the grace period, which a signal during the shutdown ends at once
+        let over = async {
+            tokio::select! {
+                _ = tokio::time::sleep(grace) => "grace period over",
+                _ = controls.hurry.cancelled() => "grace period ended by a signal",
+            }
+        };
+        let over = tokio::select! {
+            biased;
+            _ = tracker.wait() => None,
+            why = over => Some(why),
+        };
+        if let Some(why) = over {
             tracing::warn!(
                 running = tracker.len(),
-                "grace period over: cancelling running jobs and releasing them"
+                "{why}: cancelling running jobs and releasing them"
             );
             self.abort_runs.cancel();
             // a run that ignores its token (a handler blocking its thread) is not

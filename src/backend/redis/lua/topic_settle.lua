@@ -14,7 +14,9 @@
 -- ARGV[4]  n, then n ids to acknowledge
 -- then     m, then m triples: id, idle time to set (ms), delivery count to
 --          set ("" to keep it: a release of an event that did not run sets it back)
--- then     k, then k 5-tuples: id, type, data, error, deliveries
+-- then     k, then k 5-tuples: id, type, data, error, deliveries (the
+--          letter takes the type and data from the stream's entry, the
+--          tuple's where it is trimmed)
 -- then     who ran them, as JSON members to add to each record
 --          (`,"worker":"…","host":"…"`), or ""
 -- then     r, then r 5-tuples: id, attempt number, how long before now it
@@ -112,7 +114,17 @@ local buried = 0
 for j = i + 1, i + 5 * k, 5 do
   local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
   if not p.err and p[1] and p[1][2] == me then
-    local fields = {"id", ARGV[j], "type", ARGV[j + 1], "data", ARGV[j + 2], "error", ARGV[j + 3],
+    -- the type and data as the topic holds them, byte for byte (the caller's
+    -- are text, empty for bytes another program wrote that are not UTF-8);
+    -- the caller's where the entry is trimmed
+    local ty, data = ARGV[j + 1], ARGV[j + 2]
+    local e = redis.call("XRANGE", key, ARGV[j], ARGV[j])[1]
+    if e then
+      for f = 1, #e[2], 2 do
+        if e[2][f] == "type" then ty = e[2][f + 1] elseif e[2][f] == "data" then data = e[2][f + 1] end
+      end
+    end
+    local fields = {"id", ARGV[j], "type", ty, "data", data, "error", ARGV[j + 3],
       "deliveries", ARGV[j + 4]}
     local log = records(ARGV[j])
     if log then

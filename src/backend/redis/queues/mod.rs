@@ -45,7 +45,8 @@ pub struct RsmqConfig {
     pub redis: RedisConfig,
     /// Key prefix, as RSMQ's `ns` option. Defaults to `rsmq`. 1 to 200 bytes,
     /// without whitespace, control characters or braces (connecting refuses
-    /// others).
+    /// others). Namespaces on one Redis must not be one another followed by
+    /// `:` (`app` beside `app:eu`): their keys can meet.
     pub namespace: String,
     /// PUBLISH the queue length on `ns:rt:q` after each send, as RSMQ's `realtime`
     /// option. Defaults to `false`; a send then publishes only when a redjob worker

@@ -25,7 +25,9 @@ impl Rsmq {
 
     /// Sends messages in one round trip: one script call per chunk of up to 1000
     /// messages (4 MiB) of one priority (a change of priority starts a chunk: send
-    /// a batch sorted by priority), all chunks pipelined. Either every message is
+    /// a batch sorted by priority), all chunks pipelined (a send of over 16,000
+    /// messages or 64 MiB in pipelines of that size, one after another, each
+    /// within the response timeout). Either every message is
     /// sent or, when the queue is missing or a body exceeds its maxsize, none is
     /// (the maxsize as a call of the send that stored its messages found it: a
     /// send whose queue's maxsize another client changes meanwhile is still
@@ -56,8 +58,69 @@ impl Rsmq {
         for m in msgs {
             ttls.push(check_send(m)?.unwrap_or(0));
         }
-        let k = self.ns.queue_shared(queue);
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
+        // a large send goes in parts of at most PIPELINE_CALLS calls, one
+        // pipeline each, one after another: each part's reply comes within the
+        // response timeout however large the whole (one pipeline of 100
+        // calls to a busy Cluster took longer), and a part that fails leaves
+        // those before it known as stored (PartlySent)
+        let mut parts = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for (i, m) in msgs.iter().enumerate() {
+            bytes += m.body.len();
+            if i + 1 - start >= PIPELINE_CALLS * BATCH_MESSAGES
+                || bytes >= PIPELINE_CALLS * BATCH_BYTES
+                || i + 1 == msgs.len()
+            {
+                parts.push((start, i + 1));
+                (start, bytes) = (i + 1, 0);
+            }
+        }
+        if let [_] = parts[..] {
+            let (sent, unconfirmed) = self.send_part(queue, msgs, &ttls, maxlen).await?;
+            return unconfirmed.map_or(Ok(sent), Err);
+        }
+        let mut sent: Vec<Sent> = Vec::with_capacity(msgs.len());
+        // a part stored but not confirmed by enough replicas: the others go
+        // too, and the send says the fewest replicas any part reached
+        let mut unconfirmed: Option<Error> = None;
+        for (start, end) in parts {
+            let part = &msgs[start..end];
+            match self.send_part(queue, part, &ttls[start..end], maxlen).await {
+                Ok((these, not_replicated)) => {
+                    sent.extend(these);
+                    if let Some(Error::NotReplicated { replicas, .. }) = &not_replicated {
+                        let fewer = match &unconfirmed {
+                            Some(Error::NotReplicated { replicas: r, .. }) => replicas < r,
+                            _ => true,
+                        };
+                        if fewer {
+                            unconfirmed = not_replicated;
+                        }
+                    }
+                }
+                Err(e) if sent.is_empty() => return Err(e),
+                Err(Error::PartlySent { stored, error, .. }) => {
+                    return Err(partly(sent, start, stored, msgs.len(), *error));
+                }
+                Err(e) => return Err(partly(sent, start, Vec::new(), msgs.len(), e)),
+            }
+        }
+        unconfirmed.map_or(Ok(sent), Err)
+    }
+
+    /// A part of a send (`send_outcomes`): its calls in one pipeline. `ttls`
+    /// are its messages' unique keys' lifetimes; `maxlen` the whole send's
+    /// largest body. Returns what was sent, and [`Error::NotReplicated`]
+    /// when fewer replicas than the handle waits for confirmed it.
+    async fn send_part(
+        &self,
+        queue: &str,
+        msgs: &[SendMessage],
+        ttls: &[u64],
+        maxlen: usize,
+    ) -> Result<(Vec<Sent>, Option<Error>)> {
+        let k = self.ns.queue_shared(queue);
         // ascending suffixes within each call, so that a batch's ids (one prefix of
         // Redis microseconds per call) sort in send order
         let mut suffixes: Vec<[u8; 22]> = Vec::with_capacity(msgs.len());
@@ -110,7 +173,7 @@ impl Rsmq {
                 k: &k,
                 msgs,
                 suffixes: &suffixes,
-                ttls: &ttls,
+                ttls,
                 maxlen,
                 always: self.realtime,
                 function,
@@ -290,10 +353,15 @@ impl Rsmq {
         }
         if let Some(wait) = self.wait {
             for reply in waited {
-                check_wait(reply, wait)?;
+                if let Err(e) = check_wait(reply, wait) {
+                    if !matches!(e, Error::NotReplicated { .. }) {
+                        return Err(e);
+                    }
+                    return Ok((sent, Some(e)));
+                }
             }
         }
-        Ok(sent)
+        Ok((sent, None))
     }
 
     /// The lone call's form for a queue (`queue_id`): lean while the
@@ -403,6 +471,28 @@ impl Rsmq {
             replies.remove(0);
         }
         Ok(replies)
+    }
+}
+
+/// Most calls of a send in one pipeline (see `send_outcomes`).
+const PIPELINE_CALLS: usize = 16;
+
+/// A send whose part starting at `start` failed with `error`, having stored
+/// `stored` of its own (their places in the part) after the earlier parts'
+/// `sent`: [`Error::PartlySent`].
+fn partly(
+    sent: Vec<Sent>,
+    start: usize,
+    stored: Vec<(usize, JobId)>,
+    of: usize,
+    error: Error,
+) -> Error {
+    let mut all: Vec<(usize, JobId)> = sent.into_iter().map(|s| s.id).enumerate().collect();
+    all.extend(stored.into_iter().map(|(at, id)| (start + at, id)));
+    Error::PartlySent {
+        stored: all,
+        of,
+        error: Box::new(error),
     }
 }
 
