@@ -287,3 +287,55 @@ async fn under_the_paused_clock_a_handler_that_never_returns_times_out() {
     let error = job.and_then(|j| j.last_error).unwrap_or_default();
     assert!(error.ends_with("timed out after 1800s"), "{error}");
 }
+
+/// Puts its own job off for a minute on its first attempt (an RSMQ-style
+/// change of visibility, as a handler that must wait for something does),
+/// then succeeds.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "idle_postponed", queue = "postponed")]
+struct Postponed;
+
+impl Job for Postponed {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        if ctx.attempt() == 1 {
+            let backend = ctx.data::<redjob::backend::memory::MemoryBackend>()?;
+            redjob::queue::Queues::change_visibility(
+                backend,
+                ctx.queue(),
+                &ctx.id(),
+                Duration::from_secs(60),
+            )
+            .await?;
+            return Ok(());
+        }
+        count(ctx)
+    }
+}
+
+/// A running job made invisible for a minute (its lease gone: its ack no
+/// longer matches, as on Redis) is a job due later, not a running one:
+/// `run_until_idle` leaves it for `advance`, which runs it a minute on. The
+/// old code kept the memory backend's "leased" mark on it after the change
+/// of visibility, so the kit took it for a job still running:
+/// `run_until_idle` failed with `NotIdle` ("running: 1 idle_postponed")
+/// after its wait limit.
+#[tokio::test]
+async fn a_job_whose_visibility_changed_while_it_ran_waits_for_advance() {
+    let (kit, runs) = kit();
+    let backend = kit.backend().clone();
+    let kit = kit.data(backend).wait_limit(Duration::from_secs(3));
+    kit.client().enqueue(&Postponed).await.unwrap();
+    let report = within_real(Duration::from_secs(30), kit.run_until_idle())
+        .await
+        .expect("nothing runs: the job is due in a minute");
+    assert_eq!(report.processed, 0, "{report:?}");
+    assert_eq!(kit.scheduled::<Postponed>().len(), 1);
+    let report = within_real(
+        Duration::from_secs(30),
+        kit.advance(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.processed, 1, "{report:?}");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+}

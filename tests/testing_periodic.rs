@@ -395,3 +395,34 @@ async fn a_cron_tick_missed_is_run_last_when_the_downtime_ends_within_its_second
     assert_eq!(run.processed, 1);
     assert_eq!(log.take().len(), 1);
 }
+
+/// `scheduled` lists jobs "oldest first: in the order they were enqueued"
+/// (docs/testing.md). A tick the kit enqueues late (the clock was moved past
+/// it by hand, so the next run enqueues it, as a worker that finds itself
+/// late does) is enqueued after a job sent before that run, and is listed
+/// after it. The old code sorted by id, and a tick's id carries the tick's
+/// time, not its enqueue's: the tick was listed first.
+#[tokio::test(start_paused = true)]
+async fn a_tick_enqueued_late_is_listed_after_a_job_enqueued_before_it() {
+    use redjob::queue::Queues;
+    let (kit, _log) = kit();
+    let kit = kit.periodic(Schedule::every(Duration::from_secs(60)).unwrap(), Minutely);
+    kit.backend()
+        .create_queue("ticks", Default::default())
+        .await
+        .unwrap();
+    // paused: what is enqueued stays to be listed
+    Admin::pause(kit.backend(), "ticks").await.unwrap();
+    kit.clock().advance(Duration::from_secs(90));
+    let first = kit.client().enqueue(&Minutely).await.unwrap();
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!(run.ticks, 1, "{run:?}");
+    let listed = kit.scheduled::<Minutely>();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(
+        listed[0].id,
+        first,
+        "the job enqueued first is listed first: {:?}",
+        listed.iter().map(|e| (e.id, e.due)).collect::<Vec<_>>()
+    );
+}

@@ -44,8 +44,10 @@ impl super::TestKit {
     }
 
     /// Every waiting job of type `J` with its id, queue and due time, oldest
-    /// first: in the order they were enqueued (their ids' order), whatever
-    /// their queue, due time or priority.
+    /// first: in the order they were enqueued, whatever their queue, due
+    /// time, priority or id (a periodic tick's id carries its tick's time,
+    /// which may be before a job enqueued ahead of it; a dead letter
+    /// requeued is enqueued again, after the jobs waiting then).
     ///
     /// ```
     /// use std::time::Duration;
@@ -72,20 +74,24 @@ impl super::TestKit {
     pub fn scheduled<J: Job>(&self) -> Vec<Enqueued<J>> {
         let mut out = Vec::new();
         for queue in self.backend.queue_names() {
-            for (id, body, due_ms) in self.backend.jobs_waiting(&queue) {
+            for (id, body, due_ms, seq) in self.backend.jobs_waiting(&queue) {
                 if let Ok(job) = crate::job::decode_as::<J>(&body) {
-                    out.push(Enqueued {
-                        job,
-                        id,
-                        queue: queue.clone(),
-                        due: SystemTime::UNIX_EPOCH + Duration::from_millis(due_ms),
-                    });
+                    let due = SystemTime::UNIX_EPOCH + Duration::from_millis(due_ms);
+                    out.push((
+                        seq,
+                        Enqueued {
+                            job,
+                            id,
+                            queue: queue.clone(),
+                            due,
+                        },
+                    ));
                 }
             }
         }
-        // a memory backend's ids ascend in the order of its sends
-        out.sort_by_key(|e| e.id);
-        out
+        // in the order the jobs entered their queues
+        out.sort_by_key(|(seq, _)| *seq);
+        out.into_iter().map(|(_, e)| e).collect()
     }
 
     /// Panics unless a job of type `J` with the same arguments is waiting.

@@ -392,3 +392,62 @@ pub async fn a_dead_count_keeps_the_querys_own_cutoff(env: &Env) {
     assert_eq!(q.delete_dead_matching("bk", &q2).await.unwrap(), 2);
     assert_eq!(q.counts("bk").await.unwrap().dead, 1);
 }
+
+pub async fn a_purge_takes_a_keyed_job_that_goes_back_to_wait_while_it_runs(env: &Env) {
+    use redjob::queue::Keyed;
+    let n: u64 = if env.is_redis() { 30_000 } else { 3000 };
+    const KEYS: u64 = 300;
+    let q = env.client.backend();
+    let opts = QueueOptions::default();
+    for from in (0..n).step_by(1000) {
+        let batch: Vec<SendMessage> = (from..(from + 1000).min(n)).map(doomed).collect();
+        q.send("pk", &batch, &opts).await.unwrap();
+    }
+    // each key's one place is held by a job due in an hour
+    let later: Vec<SendMessage> = (0..KEYS)
+        .map(|k| {
+            doomed(n + k)
+                .keyed(Keyed::new(format!("acct{k}")))
+                .delay(Duration::from_secs(3600))
+        })
+        .collect();
+    let holders: Vec<redjob::JobId> = q
+        .send("pk", &later, &opts)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    let size = async || {
+        let c = q.counts("pk").await.unwrap();
+        c.ready + c.scheduled + c.in_flight + c.blocked
+    };
+    assert_eq!(size().await, n + KEYS);
+    let call = {
+        let q = q.clone();
+        tokio::spawn(async move { q.purge_queue("pk").await })
+    };
+    until(async || size().await < n + KEYS, || call.is_finished()).await;
+    // while it runs, a job due now comes for each key: it takes its key's
+    // place, and the holder, due later, goes back to wait for it
+    let now: Vec<SendMessage> = (0..KEYS)
+        .map(|k| doomed(LATE + k).keyed(Keyed::new(format!("acct{k}"))))
+        .collect();
+    q.send("pk", &now, &opts).await.unwrap();
+    let purged = call.await.unwrap().unwrap();
+    let mut left = Vec::new();
+    for h in &holders {
+        if let Some(j) = q.job("pk", h).await.unwrap()
+            && j.finished.is_none()
+        {
+            left.push((*h, j.state));
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "{} of the {KEYS} keyed jobs sent before the purge are left: {:?}",
+        left.len(),
+        &left[..left.len().min(3)]
+    );
+    assert_eq!(purged, n + KEYS, "every job there at the start, no more");
+}

@@ -845,3 +845,38 @@ pub async fn a_job_cancelled_or_deleted_while_it_runs_keeps_a_record_of_that_run
             .is_empty()
     );
 }
+
+pub async fn a_job_cancelled_or_deleted_after_its_lease_ran_out_keeps_a_record_of_that_run(
+    env: &Env,
+) {
+    let q = env.client.backend();
+    q.create_queue("cl", QueueOptions::default()).await.unwrap();
+    for delete in [false, true] {
+        let id = Queues::send(&q, "cl", SendMessage::new(mail(1)))
+            .await
+            .unwrap();
+        let d = q
+            .fetch("cl", 1, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .jobs
+            .remove(0);
+        assert_eq!(d.id, id);
+        // its worker died mid-run: the lease runs out, and no fetch delivers
+        // the job again before an operator removes it
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        if delete {
+            assert!(Queues::delete(&q, "cl", &id).await.unwrap());
+        } else {
+            assert_eq!(q.cancel("cl", &id).await.unwrap(), Cancelled::Removed);
+        }
+        let job = q.job("cl", &id).await.unwrap().unwrap();
+        let runs: Vec<(u32, AttemptOutcome)> =
+            job.runs.iter().map(|r| (r.number, r.outcome)).collect();
+        assert_eq!(
+            (job.state, job.attempts, runs),
+            (JobState::Finished, 1, vec![(1, AttemptOutcome::LeaseLost)]),
+            "deleted: {delete}: the run its dead worker made is in the history"
+        );
+    }
+}

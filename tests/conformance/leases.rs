@@ -218,6 +218,62 @@ pub async fn a_delivery_says_how_long_it_was_due(env: &Env) {
     assert!(fresh.jobs[0].waited_ms < 300, "{:?}", fresh.jobs[0]);
 }
 
+/// A job sent with a delay is due at its send's microsecond plus the delay
+/// (a delayed send marks its id with the delay, see docs/layout.md): a fetch
+/// before then names that microsecond as the next due, and a fetch once the
+/// backend's clock has reached it leases the job, rather than waiting for the
+/// whole ms its score is rounded up to. The memory backend rounded the due
+/// time up (`Clock::advance` says "a delay runs from the next whole
+/// millisecond after the send ... on Redis too"), so a job enqueued in a test
+/// on memory started up to 1 ms later than on Redis, and a test that moves
+/// the clock by exactly the delay found nothing due.
+pub async fn a_delayed_send_is_due_at_its_microsecond_plus_the_delay(env: &Env) {
+    let backend = env.client.backend();
+    let delay = Duration::from_millis(300);
+    if let redjob::backend::any::AnyBackend::Memory(m) = env.client.queues() {
+        // a send a quarter into a ms, as most sends on Redis are
+        let into = m.clock().now_us() % 1000;
+        m.clock()
+            .advance_exact(Duration::from_micros((1250 - into) % 1000));
+    }
+    let msg = SendMessage::new("later").delay(delay);
+    let sent = Backend::send(&backend, "exact", &[msg], &Default::default())
+        .await
+        .unwrap();
+    let id = sent[0].id;
+    let sent_us = u64::from_str_radix(&id.as_str()[..10], 36).unwrap();
+    let due_us = sent_us + delay.as_micros() as u64;
+    let early = backend
+        .fetch("exact", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(early.jobs.is_empty(), "leased before its due");
+    assert!(early.now_us < due_us);
+    // the due time lands inside a ms on this send (else the check says nothing)
+    if !due_us.is_multiple_of(1000) {
+        assert_eq!(
+            early.next_due_us,
+            Some(due_us),
+            "the next due is the send's µs plus the delay ({} µs into its ms)",
+            due_us % 1000
+        );
+    }
+    // the backend's clock reaches the exact due (tokio's paused clock moves
+    // the memory backend's by exactly this much)
+    tokio::time::sleep(Duration::from_micros(due_us - early.now_us)).await;
+    let got = backend
+        .fetch("exact", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(got.now_us >= due_us);
+    assert_eq!(
+        got.jobs.iter().map(|d| d.id).collect::<Vec<_>>(),
+        [id],
+        "due at {due_us} µs, fetched at {} µs",
+        got.now_us
+    );
+}
+
 pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
     let client = env.client.clone();
     let backend = client.backend();

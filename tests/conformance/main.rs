@@ -454,7 +454,8 @@ macro_rules! conformance_suite {
             a_copy_of_a_copy_names_the_copy_it_was_made_from,
             a_finished_job_run_again_keeps_its_priority_and_is_due_now,
             a_dead_letter_requeued_and_dead_again_counts_once_against_the_count,
-            a_job_cancelled_or_deleted_while_it_runs_keeps_a_record_of_that_run);
+            a_job_cancelled_or_deleted_while_it_runs_keeps_a_record_of_that_run,
+            a_job_cancelled_or_deleted_after_its_lease_ran_out_keeps_a_record_of_that_run);
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@overview $setup, #[$attr],
@@ -550,7 +551,8 @@ macro_rules! conformance_suite {
             a_confirmed_dead_letter_action_takes_only_the_letters_counted,
             a_confirmed_purge_takes_only_the_jobs_counted,
             a_purge_cutoff_is_exact_to_the_millisecond_and_never_past_now,
-            a_dead_count_keeps_the_querys_own_cutoff);
+            a_dead_count_keeps_the_querys_own_cutoff,
+            a_purge_takes_a_keyed_job_that_goes_back_to_wait_while_it_runs);
         $crate::conformance_suite!(@live $setup, #[$attr],
             a_tick_is_enqueued_once_however_many_try,
             ticks_due_together_each_get_their_own_outcome,
@@ -578,6 +580,7 @@ macro_rules! conformance_suite {
             a_release_never_lets_the_next_delivery_reuse_a_token,
             a_retry_is_fetchable_at_the_due_time_inspection_reports,
             a_delivery_says_how_long_it_was_due,
+            a_delayed_send_is_due_at_its_microsecond_plus_the_delay,
             a_fetch_gives_each_job_its_count_among_jobs_that_share_a_score,
             a_fetch_leases_large_groups_lone_jobs_and_lost_leases_in_due_order,
             shutdown_with_100_in_flight_loses_none_and_hides_none, long_jobs_are_not_prefetched_away_from_an_idle_worker, quick_jobs_are_prefetched_seven_per_slot, slower_jobs_are_prefetched_no_deeper_than_the_concurrency, shutdown_lets_running_jobs_finish_within_grace,

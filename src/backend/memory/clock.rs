@@ -121,10 +121,11 @@ impl Clock {
     /// Moves the clock forward by `d`, then on to the next whole millisecond if
     /// it stops inside one, and wakes workers waiting on it.
     ///
-    /// Scores are whole milliseconds and a delay runs from the next whole
-    /// millisecond after the send (so a job is never due early, on Redis too), so
-    /// a job enqueued with a delay of `d` is due after `advance(d)`. Use
-    /// [`advance_exact`](Self::advance_exact) to place the clock on a microsecond.
+    /// A job enqueued with a delay of `d` is due at its send's microsecond
+    /// plus `d` (as on Redis; its score is rounded up to the next whole
+    /// millisecond), so it is due after `advance(d)`, which moves the clock by
+    /// at least `d`. Use [`advance_exact`](Self::advance_exact) to place the
+    /// clock on a microsecond.
     ///
     /// ```
     /// use std::time::{Duration, UNIX_EPOCH};

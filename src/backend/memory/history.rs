@@ -178,11 +178,18 @@ impl super::state::MemQueue {
         key: Option<crate::contract::keyed::Keyed>,
     ) {
         let mut log = m.log.clone();
-        if crate::contract::inspect::state_of(m.score, now) == crate::inspect::JobState::InFlight
-            && crate::contract::leases::is_lease(m.score)
-        {
-            // the run under way, as cancelled_run in lib.lua records it
-            let run = attempts::Attempt::cancelled(score_count(m.score), now);
+        if crate::contract::leases::is_lease(m.score) {
+            // the run under way, as cancelled_run in lib.lua records it; or,
+            // its lease ran out (its worker died), the run a fetch would
+            // record as lost had it delivered the job again
+            let count = score_count(m.score);
+            let in_flight = crate::contract::inspect::state_of(m.score, now)
+                == crate::inspect::JobState::InFlight;
+            let run = if in_flight {
+                attempts::Attempt::cancelled(count, now)
+            } else {
+                attempts::Attempt::lease_lost(count, Some(m.score / 1000))
+            };
             log = Some(attempts::append(log.as_deref(), &run.line()));
         }
         let runs = attempts::parse(log.as_deref().unwrap_or("").as_bytes());

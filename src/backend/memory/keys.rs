@@ -110,6 +110,7 @@ impl MemQueue {
         // the thousandths carry the delivery count, as in Redis
         let score = super::state::ms_score(now) + u64::from(score_count(old));
         m.score = score;
+        Self::unmark_exact(&mut self.exact, m, id);
         m.waiting = false;
         if let Some(w) = self.keyed.get_mut(&key) {
             w.remove(&(old, id));

@@ -278,7 +278,8 @@ impl Backend for MemoryBackend {
         if rate.is_limited() {
             max = max.min((rate.max as usize).saturating_sub(used));
         }
-        let due = q.fetchable(now, max);
+        // due by their scores, or exactly by now_us (see exact.rs)
+        let due = q.leasable(now_us, max);
         let lease_ms = now.saturating_add(crate::contract::backend::clamped_ms(lease));
         let mut jobs = Vec::with_capacity(due.len());
         for (score, id, priority) in &due {
@@ -334,7 +335,7 @@ impl Backend for MemoryBackend {
             // asked for less what it leased (see fetch.lua)
             held.jobs = q.fetchable(now, asked - leased).len() as u32;
         }
-        let next_due_ms = if held.any() {
+        let next_due_us = if held.any() {
             // when the limit lets the next job start (see fetch.lua)
             let mut at = 0;
             if held.concurrency {
@@ -348,17 +349,19 @@ impl Backend for MemoryBackend {
             if held.throttle {
                 at = at.max(q.throttled_until);
             }
-            Some(at)
+            Some(at.saturating_mul(1000))
         } else if leased < asked {
-            // or when a key's place frees by time
-            match (q.next_due_ms(), q.next_key_event_ms()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }
+            // the first score's ms or the next exact due (see exact.rs), or
+            // when a key's place frees by time
+            let ms = |at: Option<u64>| at.map(|ms| ms.saturating_mul(1000));
+            ms(q.next_due_ms())
+                .into_iter()
+                .chain(q.next_exact_us(now_us))
+                .chain(ms(q.next_key_event_ms()))
+                .min()
         } else {
             None
         };
-        let next_due_us = next_due_ms.map(|ms| ms.saturating_mul(1000));
         Ok(Fetched {
             jobs,
             now_us,

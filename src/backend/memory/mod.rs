@@ -18,6 +18,7 @@ mod admin;
 mod batch_adds;
 mod batches;
 mod clock;
+mod exact;
 mod flows;
 mod history;
 mod inspect;
@@ -187,17 +188,20 @@ impl MemoryBackend {
     }
 
     /// True when no message of any queue is leased to a worker, and none is due
-    /// now in a queue that is not paused or throttled (by a handler's
-    /// [`JobError::rate_limited`](crate::JobError::rate_limited)): neither a
-    /// job in the queue nor a keyed job whose key's place freed by time (a
-    /// cancelled running job's lease ended, a throttle of the key ended).
+    /// now in a queue that is not paused, throttled (by a handler's
+    /// [`JobError::rate_limited`](crate::JobError::rate_limited)) or held back
+    /// by the rate limit stored with it (its window is full: see
+    /// [`RateLimit`](crate::ops::RateLimit)): neither a job in the queue (due
+    /// by its score, or a delayed job exactly by its send's µs plus the delay)
+    /// nor a keyed job whose key's place freed by time (a cancelled running
+    /// job's lease ended, a throttle of the key ended).
     pub fn is_idle(&self) -> bool {
-        let now = self.clock.now_ms();
+        let now_us = self.clock.now_us();
+        let now = now_us / 1000;
         let st = self.lock();
         st.queues.values().all(|q| {
             (q.paused
-                || ((q.throttled_until > now
-                    || q.first_score().is_none_or(|score| score / 1000 > now))
+                || ((q.held_back(now) || !q.any_due(now_us))
                     && q.key_frees_ms().is_none_or(|at| at > now)))
                 && q.msgs.values().all(|m| !m.lease)
         })
@@ -206,7 +210,8 @@ impl MemoryBackend {
     /// What keeps the backend from being idle, queue by queue: jobs due now and
     /// jobs leased, each counted by job name (`?` for a body that is no job).
     pub(crate) fn pending(&self) -> Vec<Pending> {
-        let now = self.clock.now_ms();
+        let now_us = self.clock.now_us();
+        let now = now_us / 1000;
         let st = self.lock();
         let mut out = Vec::new();
         for (name, q) in &st.queues {
@@ -214,10 +219,12 @@ impl MemoryBackend {
                 queue: name.clone(),
                 ..Pending::default()
             };
+            let held = q.paused || q.held_back(now);
             for m in q.msgs.values() {
+                let due = m.score / 1000 <= now || m.exact_us.is_some_and(|us| us <= now_us);
                 let list = if m.lease {
                     &mut p.running
-                } else if m.score / 1000 <= now && !q.paused && q.throttled_until <= now {
+                } else if due && !held {
                     &mut p.due
                 } else {
                     continue;

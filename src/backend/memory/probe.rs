@@ -17,16 +17,20 @@ pub(crate) struct Work {
 
 impl MemoryBackend {
     /// When the next job not due now comes due, Unix ms, over every queue not
-    /// paused (a leased job: when its lease ends; a throttled queue's: not
-    /// before the throttle ends; a keyed job waiting for its key: when a
-    /// place of the key frees by time).
+    /// paused (a leased job: when its lease ends; a delayed job: the whole ms
+    /// its exact due falls in; a throttled queue's, or one whose stored rate
+    /// limit holds it back: not before the throttle ends or the limit lets a
+    /// job start; a keyed job waiting for its key: when a place of the key
+    /// frees by time).
     pub(crate) fn next_due_ms(&self) -> Option<u64> {
+        let now = self.clock.now_ms();
         let st = self.lock();
         st.queues
             .values()
             .filter(|q| !q.paused)
             .filter_map(|q| {
-                let due = q.next_due_ms().map(|due| due.max(q.throttled_until));
+                let held = q.throttled_until.max(q.rate_held_until(now).unwrap_or(0));
+                let due = q.next_due_ms().map(|due| due.max(held));
                 due.into_iter().chain(q.key_frees_ms()).min()
             })
             .min()
@@ -34,9 +38,11 @@ impl MemoryBackend {
 
     /// Every job waiting in `queue` (due or not, leased or not, or waiting
     /// for its concurrency key's place) with when it is due (Unix ms; a
-    /// leased one: its lease end), in due order: what
-    /// [`messages`](Self::messages) gives and the keyed jobs blocked apart.
-    pub(crate) fn jobs_waiting(&self, queue: &str) -> Vec<(JobId, Vec<u8>, u64)> {
+    /// leased one: its lease end) and its place in the order the backend's
+    /// messages entered their queues (a send's, a tick's, a requeue's: see
+    /// `Msg::seq`), in due order: what [`messages`](Self::messages) gives
+    /// and the keyed jobs blocked apart.
+    pub(crate) fn jobs_waiting(&self, queue: &str) -> Vec<(JobId, Vec<u8>, u64, u64)> {
         let st = self.lock();
         let Some(q) = st.queues.get(queue) else {
             return Vec::new();
@@ -44,7 +50,10 @@ impl MemoryBackend {
         let mut all: Vec<_> = q.all().chain(q.keyed.values().flatten()).collect();
         all.sort_unstable();
         all.into_iter()
-            .filter_map(|(score, id)| Some((*id, q.msgs.get(id)?.body.clone(), score / 1000)))
+            .filter_map(|(score, id)| {
+                let m = q.msgs.get(id)?;
+                Some((*id, m.body.clone(), score / 1000, m.seq))
+            })
             .collect()
     }
 
@@ -97,6 +106,13 @@ impl MemoryBackend {
 }
 
 impl MemQueue {
+    /// Whether the queue's jobs are held back at `now` (Unix ms) though due:
+    /// a handler's throttle, or the rate limit stored with it, whose window
+    /// is full (see [`rate_held_until`](MemQueue::rate_held_until)).
+    pub(super) fn held_back(&self, now: u64) -> bool {
+        self.throttled_until > now || self.rate_held_until(now).is_some()
+    }
+
     /// When the first place of a key with jobs waiting for it frees by time
     /// (a cancelled or deleted running job's lease end, the end of a
     /// handler's throttle of the key), Unix ms: the next fetch then gives the

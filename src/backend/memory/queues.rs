@@ -114,11 +114,17 @@ impl Queues for MemoryBackend {
             let ids = st.ids.next(now_us, msgs.len());
             let mut sent = Vec::with_capacity(msgs.len());
             for ((m, id), ttl) in msgs.iter().zip(&ids).zip(ttls) {
+                // a delay runs from the send's µs: due exactly then, while
+                // its score is rounded up to the next whole ms (see exact.rs)
+                let exact = match m.when {
+                    When::After(d) if validate::whole_ms(d) > 0 => {
+                        Some(now_us.saturating_add(validate::whole_ms(d).saturating_mul(1000)))
+                    }
+                    _ => None,
+                };
                 let due = match m.when {
                     When::QueueDelay => now + q.delay * 1000,
-                    // rounded up: a delayed message is never due before send + delay
-                    When::After(d) if !d.is_zero() => now_us.div_ceil(1000) + validate::whole_ms(d),
-                    When::After(_) => now,
+                    When::After(_) => exact.map_or(now, |us| us.div_ceil(1000)),
                     When::AtUnixMs(at) => at.max(now),
                 };
                 // cut below the leased range, as due_score in lib.lua
@@ -130,6 +136,9 @@ impl Queues for MemoryBackend {
                 }
                 let (Some(u), Some(ttl)) = (&m.unique, ttl) else {
                     q.insert(*id, m.body.clone(), score, m.priority);
+                    if let Some(us) = exact {
+                        q.mark_exact(*id, us);
+                    }
                     sent.push(Sent::added(*id));
                     continue;
                 };
@@ -137,6 +146,9 @@ impl Queues for MemoryBackend {
                 match q.unique_holder(&u.key, now) {
                     None => {
                         q.insert(*id, m.body.clone(), score, m.priority);
+                        if let Some(us) = exact {
+                            q.mark_exact(*id, us);
+                        }
                         q.hold_unique(&u.key, *id, expires);
                         sent.push(Sent::added(*id));
                     }
@@ -281,6 +293,13 @@ impl Queues for MemoryBackend {
         // the delivery count in the score's thousandths is kept, as on Redis
         let count = u64::from(crate::contract::leases::score_count(q.msgs[id].score));
         q.rescore(*id, (now + ms) * 1000 + count);
+        // a leased job made visible (or hidden) again is no longer leased:
+        // its lease leaves the counts, as visibility.lua takes it off them,
+        // and it is a job due then, not a running one
+        q.leased.remove(id);
+        if let Some(m) = q.msgs.get_mut(id) {
+            m.lease = false;
+        }
         Ok(true)
     }
 

@@ -34,6 +34,20 @@ pub(super) struct Msg {
     pub key: Option<String>,
     /// Waiting for a place of its key: in `keyed`, in no sorted set.
     pub waiting: bool,
+    /// Sent with a delay: due exactly then (Unix µs), while its score is its
+    /// send's (see exact.rs).
+    pub exact_us: Option<u64>,
+    /// When it entered the queue, as a sequence of the process's sends (see
+    /// [`next_seq`]): the kit lists jobs in this order.
+    pub seq: u64,
+}
+
+/// The next number of the sequence that orders the messages' entries into
+/// any queue of this process (a send, a tick, a requeued dead letter), from
+/// 1: a message's [`Msg::seq`].
+pub(super) fn next_seq() -> u64 {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }
 
 /// A dead letter with the priority its job had, its attempt records, its
@@ -113,6 +127,10 @@ pub(super) struct MemQueue {
     pub taken_leases: (u64, usize),
     /// The starts a rate limit counts (Unix ms), oldest first.
     pub starts: std::collections::VecDeque<u64>,
+    /// The exact dues of jobs sent with a delay, (Unix µs, id), as
+    /// `ns:q:exact` on Redis: each message whose `exact_us` is set, and no
+    /// other (see exact.rs).
+    pub exact: BTreeSet<(u64, JobId)>,
     /// A fetch was held back by the global concurrency: a settle wakes the
     /// queue's workers (as "redjob:held" in Redis, see fetch.lua).
     pub held: bool,
@@ -170,6 +188,7 @@ impl MemQueue {
             leased: Default::default(),
             taken_leases: (0, 0),
             starts: Default::default(),
+            exact: BTreeSet::new(),
             held: false,
             throttled_until: 0,
             keyed: HashMap::new(),
@@ -244,6 +263,31 @@ impl MemQueue {
             self.starts.pop_front();
         }
         self.starts.len()
+    }
+
+    /// Until when the rate limit stored with the queue holds its jobs back
+    /// at `now` (Unix ms): when its window is full, the oldest start in it
+    /// plus the period (when a fetch may start the next job, as fetch.lua
+    /// says); `None` while a job may start. Read only, unlike
+    /// [`starts_within`](Self::starts_within).
+    pub fn rate_held_until(&self, now: u64) -> Option<u64> {
+        if self.starts.is_empty() {
+            return None;
+        }
+        let rate = settings::QueueSettings::decode(&self.settings, &[])
+            .in_force()
+            .rate_limit;
+        if !rate.is_limited() {
+            return None;
+        }
+        let period = rate.period.as_millis() as u64;
+        let past = self
+            .starts
+            .iter()
+            .take_while(|t| t.saturating_add(period) <= now)
+            .count();
+        (self.starts.len() - past >= rate.max as usize)
+            .then(|| self.starts[past].saturating_add(period))
     }
 
     /// Adds a settle call's runs to the minute of `now` (Unix ms).
@@ -356,6 +400,8 @@ impl MemQueue {
         };
         let (old, p) = (m.score, m.priority);
         m.score = score;
+        // due by its new score alone (see exact.rs)
+        Self::unmark_exact(&mut self.exact, m, id);
         let set = self.set_mut(p);
         set.remove(&(old, id));
         set.insert((score, id));
@@ -382,6 +428,9 @@ impl MemQueue {
     fn detach(&mut self, id: &JobId) -> Option<Msg> {
         self.leased.remove(id);
         let m = self.msgs.remove(id)?;
+        if let Some(e) = m.exact_us {
+            self.exact.remove(&(e, *id));
+        }
         if !m.waiting {
             self.set_mut(m.priority).remove(&(m.score, *id));
         }
@@ -488,6 +537,9 @@ impl MemQueue {
         self.set_mut(priority).insert((score, id));
     }
 
+    /// Enters a message at `score` and `priority`, with the next entry's
+    /// sequence (a dead letter requeued enters again, after every job that
+    /// waits), replacing one with its id.
     pub fn insert(&mut self, id: JobId, body: Vec<u8>, score: u64, priority: i8) {
         self.detach(&id);
         self.msgs.insert(
@@ -504,6 +556,8 @@ impl MemQueue {
                 released_lease: None,
                 key: None,
                 waiting: false,
+                exact_us: None,
+                seq: next_seq(),
             },
         );
         self.set_mut(priority).insert((score, id));
@@ -538,7 +592,7 @@ pub(super) fn ms_score(ms: u64) -> u64 {
 }
 
 /// The largest id, for range bounds.
-const MAX_ID: JobId = JobId::MAX;
+pub(super) const MAX_ID: JobId = JobId::MAX;
 
 /// Everything the backend stores.
 #[derive(Default)]

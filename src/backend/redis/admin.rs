@@ -250,6 +250,9 @@ impl Admin for Rsmq {
             id.as_str().as_bytes()[..10].to_vec()
         });
         let (mut done, mut cutoff, mut at, mut cursor) = (0, cutoff, 1, b"0".to_vec());
+        // the count of keyed jobs gone back to wait when the pass began (see
+        // purge.lua): none before the first call
+        let mut moves = Vec::new();
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.push(k.history_hash.clone());
         keys.extend(k.keyed_wake_keys());
@@ -269,7 +272,8 @@ impl Admin for Rsmq {
                 .arg(&cursor)
                 .arg(done)
                 .arg(&by)
-                .arg(&default);
+                .arg(&default)
+                .arg(&moves);
             let v = scripts::run(&mut con, &scripts::PURGE, &cmd).await?;
             let (n, mut r) = Reply::status(&v)?;
             if n < 0 {
@@ -279,6 +283,7 @@ impl Admin for Rsmq {
             cutoff = r.bytes()?.to_vec();
             at = r.int()?;
             cursor = r.bytes()?.to_vec();
+            moves = r.int()?.to_string().into_bytes();
             let finishes = r.rest();
             if !finishes.is_empty() {
                 self.count_removed(queue, finishes).await;

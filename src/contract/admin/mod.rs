@@ -41,7 +41,11 @@ pub const MAX_SCAN: usize = 10 * MAX_PAGE;
 /// Dead letters keep the job's body, its last error, its deliveries and its
 /// priority. A requeued one goes back to its queue as a fresh job under the same
 /// id: due now (or spread by a [`Spread`]), at its priority, with no deliveries
-/// counted and no last error. It does not take a unique key again.
+/// counted and no last error. A letter whose job held a unique key takes it
+/// again while the key's lifetime lasts, as a send would; one whose key
+/// another queued job holds by then stays dead (and is not counted as
+/// requeued), so that a requeue never makes a second job of one key. A letter
+/// that had a concurrency key enters its key again, as a send does.
 ///
 /// ```
 /// use redjob::ops::{Admin, DeadOrder, Spread};
@@ -99,8 +103,11 @@ pub trait Admin: Inspect {
     /// and a job sent later is left, so it ends while producers send. (A dead
     /// letter requeued meanwhile keeps its id, and its old time.) A job there
     /// all along is deleted wherever it moves meanwhile (retried, leased,
-    /// delayed), unless it changes priority. On Redis it goes a batch at a
-    /// time; in memory it deletes them all at once, under one lock.
+    /// delayed, or a keyed job sent back to wait for its key's place),
+    /// unless it changes priority. On Redis it goes a batch at a time (and
+    /// scans the keyed jobs and priority 0 again while keyed jobs it has to
+    /// take went back to wait during a pass); in memory it deletes them all
+    /// at once, under one lock.
     fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send {
         self.purge_queue_by(queue, self.actor(), None)
     }

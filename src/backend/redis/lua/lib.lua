@@ -777,10 +777,17 @@ end
 -- The attempt records `log` of a job cancelled or deleted at `now` (ms) while
 -- its score was `score`: with a record of the run under way (outcome
 -- `cancelled`, when it ended; its start and worker are the worker's, which
--- its settle, fenced off, never writes) when that was a lease not run out.
+-- its settle, fenced off, never writes) when that was a lease not run out;
+-- with the record a fetch writes (outcome `lease_lost`, when the lease ended,
+-- see fetch.lua) when it ran out: its worker died, and no fetch delivers the
+-- job again to record that run.
 local function cancelled_run(log, score, now)
   local count, leased = score_count(score)
-  if not leased or math.floor(score) <= now then return log end
+  if not leased then return log end
+  local ends = math.floor(score)
+  if ends <= now then
+    return append_attempt(log, string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, ends))
+  end
   return append_attempt(log, string.format('{"n":%d,"end":%.0f,"outcome":"cancelled"}', count, now))
 end
 
@@ -1238,6 +1245,21 @@ local function enter_removed(kb, kd, ids, bodies, deps, flagged, now, out, how)
 end
 
 
+-- A running purge's mark, the queue hash's field "redjob:purging" (`v`, or
+-- nil), "<cutoff> <until ms> <moves>": the latest cutoff of the purges that
+-- run (id prefixes), when the mark lapses (a purge that died leaves it), and
+-- how many keyed jobs sent up to the cutoff went back to wait (K.wait) since
+-- it was set; a purge scans the keyed set and priority 0 again while that
+-- count changes (see purge.lua). Returns nil when there is none or it lapsed
+-- by `now`, else {cut, until, moves, text(moves)}.
+local function purge_mark(v, now)
+  local cut, until_ms, moves = string.match(v or "", "^(%S+) (%d+) (%d+)$")
+  if not cut or tonumber(until_ms) < now then return nil end
+  local m = {cut = cut, until_ms = tonumber(until_ms), moves = tonumber(moves)}
+  function m.text(n) return string.format("%s %.0f %.0f", m.cut, m.until_ms, n) end
+  return m
+end
+
 -- Concurrency keys (see send_keyed.lua and keyed.rs), built by a script that
 -- uses them: K = concurrency_keys(kz, kh, zset, now, kw) with the KEYS indexes of the
 -- queue's keyed set (ns:q:keyed), its keys hash (ns:q:keys) and its sorted set
@@ -1260,7 +1282,10 @@ end
 --     once a call: those no longer in the sorted set, deleted by an RSMQ
 --     client or taken by a pop, are dropped; `freed` says so, or that K.per
 --     raised the places: the key's waiting jobs may take them);
---   K.wait(key, score, id): enters a job in the keyed set;
+--   K.wait(key, score, id): enters a job in the keyed set; while a purge
+--     runs (the hash field "redjob:purging", see purge_mark), one sent up to
+--     its cutoff that goes back to wait is counted in that field, so that the
+--     purge scans again for it;
 --   K.first(key): the key's first waiting member and its 19 digits, or nil;
 --   K.fill(key): promotes the key's first waiting jobs while it has places
 --     (those without a body are dropped), returns how many;
@@ -1363,8 +1388,15 @@ local function concurrency_keys(kz, kh, zset, now, kw)
   -- a send's writes, made at K.save when K.batch is set: holders to add to
   -- the sorted set (id -> score), members to add to the keyed set, fields
   local held, waits, fields = {}, {}, {}
+  -- the running purges' mark, read at the first wait of a call (false: none)
+  local purging
   function K.wait(key, score, id)
     local d = digits(score)
+    if purging == nil then purging = purge_mark(redis.call("HGET", KEYS[2], "redjob:purging"), now) or false end
+    if purging and not purging.moved and string.sub(id, 1, 10) <= purging.cut then
+      purging.moved = true
+      redis.call("HSET", KEYS[2], "redjob:purging", purging.text(purging.moves + 1))
+    end
     if K.batch then
       waits[#waits + 1] = 0
       waits[#waits + 1] = key .. "\0" .. d .. id

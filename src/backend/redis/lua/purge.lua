@@ -4,7 +4,14 @@
 -- The queue, its attributes, counters and dead letters stay. A purge calls it
 -- until it has scanned every sorted set once (ZSCAN: a job there all along is
 -- seen at least once, however the set changes meanwhile), so that no call holds
--- Redis long; the first call sets the cutoff, the later ones are given it. A job
+-- Redis long; the first call sets the cutoff, the later ones are given it. A
+-- keyed job moves between the keyed set and priority 0: one promoted into a
+-- place is found in priority 0, scanned after the keyed set; one that goes
+-- back to wait (a holder demoted by an earlier-due job of its key, a retry, a
+-- throttle) is counted in the queue hash's mark "redjob:purging" (see
+-- purge_mark and K.wait in lib.lua), which each call sets (it lapses a minute
+-- after the last, should the purge die): while that count changed during a
+-- pass, the purge scans the keyed set and priority 0 again. A job
 -- counts as sent when its id says (its first ten characters, the send's µs in
 -- base 36): one sent after the cutoff is left, so the purge ends even while
 -- producers send.
@@ -29,14 +36,17 @@
 --          first call, which takes Redis's clock now (a later one given is
 --          taken as now)
 -- ARGV[3], ARGV[4]  where the scan is: the sorted set (1 for KEYS[26], 2 for
---          KEYS[1], 3..22 for KEYS[4..23]) and its ZSCAN cursor; 1 and "0" for
---          the first call
+--          KEYS[1], 3..22 for KEYS[4..23], then 23 and 24 for KEYS[26] and
+--          KEYS[1] scanned again) and its ZSCAN cursor; 1 and "0" for the
+--          first call
 -- ARGV[5]  how many the earlier calls deleted
 -- ARGV[6]  who purges ("api", "cli alice", "dashboard")
 -- ARGV[7]  the history setting when the queue stores none
+-- ARGV[8]  the mark's count of moves when this pass began (-1: unknown, the
+--          mark lapsed); "" for the first call
 -- Returns {-1} when the queue does not exist, else {how many were deleted, the
---         cutoff, the set and cursor to go on from, then the batch finishes
---         entered}, the set 0 when done
+--         cutoff, the set and cursor to go on from, the pass's count of moves,
+--         then the batch finishes entered}, the set 0 when done
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique", "redjob:history", "redjob:keyed",
   "redjob:deps", "redjob:bout")
 local finishes = {}
@@ -49,6 +59,21 @@ local _, us = clock()
 if cut == "" or cut > id_prefix(us) then cut = id_prefix(us) end
 local sets = {KEYS[26], KEYS[1]}
 for i = 4, 23 do sets[#sets + 1] = KEYS[i] end
+sets[23], sets[24] = KEYS[26], KEYS[1]
+-- the mark: the latest cutoff of the purges that run, a minute more; a pass
+-- during which it lapsed (or another purge ended and took it) scans again
+local mark = purge_mark(redis.call("HGET", KEYS[2], "redjob:purging"), now)
+local start = tonumber(ARGV[8])
+-- a new mark counts from the call's ms: a mark another purge set again
+-- after one ended does not count as this pass's
+local moves = mark and mark.moves or now
+if not start then
+  start = moves
+elseif not mark then
+  start = -1
+end
+local mcut = (mark and mark.cut > cut) and mark.cut or cut
+redis.call("HSET", KEYS[2], "redjob:purging", string.format("%s %.0f %.0f", mcut, now + 60000, moves))
 local K = attrs[4] and concurrency_keys(26, 27, 1, now, 28)
 local at, cursor = tonumber(ARGV[3]), ARGV[4]
 local left, n = tonumber(ARGV[1]), 0
@@ -56,7 +81,7 @@ while at <= #sets and left > 0 do
   local r = redis.call("ZSCAN", sets[at], cursor, "COUNT", math.min(left, 1000))
   cursor = r[1]
   local rows, ids, scores = r[2], {}, {}
-  local keyed = at == 1
+  local keyed = at == 1 or at == 23
   -- the keyed set's members: "<key>\0<19 digits><id>"
   local members = {}
   for j = 1, #rows, 2 do
@@ -92,7 +117,7 @@ while at <= #sets and left > 0 do
     lease_counts().left(24, scores, now)
     n = n + #ids
     -- their keys' places go to the keys' next jobs
-    if K and at == 2 then
+    if K and (at == 2 or at == 24) then
       -- running jobs keep their keys' places until their leases end
       local running = {}
       for j, id in ipairs(ids) do
@@ -110,13 +135,22 @@ while at <= #sets and left > 0 do
     if #finishes > had then attrs[6] = "1" end
   end
   if cursor == "0" then at = at + 1 end
+  if at == 23 or at == 25 then
+    -- a pass ends: keyed jobs that went back to wait meanwhile may have
+    -- slipped past it, the keyed set and priority 0 are scanned again
+    if start == moves then
+      at = 0
+      break
+    end
+    at, start = 23, moves
+  end
 end
-if at > #sets then
-  at = 0
+if at == 0 then
+  if mcut == cut then redis.call("HDEL", KEYS[2], "redjob:purging") end
   if history_setting(attrs[3], ARGV[7]) then
     add_history_event(25, now, "purged", (tonumber(ARGV[5]) or 0) + n, ARGV[6])
   end
 end
-local out = {n, cut, at, cursor}
+local out = {n, cut, at, cursor, start}
 for _, f in ipairs(finishes) do out[#out + 1] = f end
 return out
