@@ -280,3 +280,92 @@ async fn a_forged_callback_total_is_not_trusted_on_redis() {
         .await
         .unwrap();
 }
+
+/// A body claiming to be job `index` of batch `batch` (any RSMQ client can
+/// send one): a chain step, in its queue.
+fn forged_member(batch: &str, index: u64) -> Vec<u8> {
+    format!(r#"{{"type":"deep_step","args":{{"n":0,"die":false}},"batch":"{batch}:{index}"}}"#)
+        .into_bytes()
+}
+
+/// A flow whose one child waits in a queue no worker serves, and a forged
+/// job of its batch at an index the batch never gave out (past its total
+/// and its next index), run by a worker: its finish is not counted, so the
+/// batch does not complete and its parent does not run before its child.
+/// Returns the batch's status after the forged job ran, and its id.
+async fn forged_index(client: &Client) -> (redjob::ops::BatchStatus, String) {
+    let _ = client
+        .backend()
+        .create_queue("deep", QueueOptions::default())
+        .await;
+    let parent = Flow::new(&Reader).child_in("idle", &step(5));
+    let parent = client.enqueue_flow(parent).await.unwrap();
+    let batch = client
+        .batches(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|b| b.parent_job().is_some_and(|(_, id)| id == parent))
+        .expect("the flow's batch")
+        .id;
+    let seen = Arc::new(Seen::default());
+    let running = start_serving(worker(client, &seen)).await;
+    Queues::send(
+        &client.backend(),
+        "deep",
+        SendMessage::new(forged_member(&batch, 1_000_000)),
+    )
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while seen.steps.lock().unwrap().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the forged job ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // its settle, and the count after it
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let status = client
+        .batch_status(&batch.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let read = seen.read.lock().unwrap().len();
+    running.stop().await;
+    assert_eq!(read, 0, "the parent ran before its only child did");
+    (status, batch)
+}
+
+#[tokio::test]
+async fn a_forged_batch_index_is_not_counted_on_memory() {
+    let client = Client::memory(MemoryBackend::new());
+    let (s, _) = tokio::time::timeout(LIMIT, forged_index(&client))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s.total, s.succeeded, s.completed_ms),
+        (1, 0, None),
+        "an index the batch never gave out is not counted: {s:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_forged_batch_index_is_not_counted_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let (s, batch) = tokio::time::timeout(LIMIT, forged_index(&client))
+        .await
+        .unwrap();
+    // the bitmap of jobs counted grows to the index claimed (up to 512 MB
+    // for an index of 2^32 - 1)
+    let bitmap: u64 = redis::cmd("STRLEN")
+        .arg(format!("rsmq:@batch:{batch}:done"))
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    assert_eq!(
+        (s.total, s.succeeded, s.completed_ms),
+        (1, 0, None),
+        "an index the batch never gave out is not counted: {s:?} (its bitmap: {bitmap} bytes)"
+    );
+    assert!(bitmap < 1000, "its bitmap: {bitmap} bytes");
+}

@@ -267,7 +267,11 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Batches, newest first: those opened before `before_ms` (Unix ms; all
     /// with `None`), at most `limit` (1 to 1,000). A batch past its
-    /// retention is left out (and forgotten).
+    /// retention is left out (and forgotten): the page reads on past it, so
+    /// that it is shorter than `limit` only when no older batch is kept (on
+    /// Redis, up to 1,000 index entries of such batches a call beyond the
+    /// page's own; the workers' sweep drops those over a week old, see
+    /// [`batch_sweep`](Self::batch_sweep)).
     fn batches(
         &self,
         before_ms: Option<u64>,
@@ -380,7 +384,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// ([`batch_mark`](Self::batch_mark)) that are not counted yet, dropping
     /// the marks of queues with none left, and sends the callbacks a sealer
     /// left due (10 s after the seal was recorded). Workers sweep every
-    /// third of their lease; an idle sweep is one command.
+    /// third of their lease; an idle sweep is one command. A sweep also
+    /// forgets batches past their retention: in memory up to 1,000 a sweep;
+    /// on Redis, where a batch's keys expire but not its entry in the index
+    /// of batches (`ns:@batches`), a backend's first sweep and then one a
+    /// minute read up to 1,000 entries over a week old (one
+    /// `ZRANGEBYSCORE` per 100, going on where the last stopped), and remove
+    /// those whose batch is gone (an `EXISTS` each).
     fn batch_sweep(&self) -> impl Future<Output = Result<()>> + Send;
 
     /// Enqueues `msg` (its body and priority; due at once) as the job of

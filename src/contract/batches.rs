@@ -66,12 +66,15 @@ impl BatchRef {
         format!("{}:{}", self.batch, self.index)
     }
 
-    /// Reads [`encode`](Self::encode)'s form.
+    /// Reads [`encode`](Self::encode)'s form. An index over `u32::MAX`
+    /// (past the last bit of a Redis string, more jobs than a batch can
+    /// hold) is no batch's: `None`. A batch counts no finish at an index it
+    /// never gave out, whatever the body says.
     pub fn decode(s: &str) -> Option<BatchRef> {
         let (b, i) = s.split_once(':')?;
         Some(BatchRef {
             batch: b.parse().ok()?,
-            index: i.parse().ok()?,
+            index: i.parse::<u32>().ok()?.into(),
         })
     }
 
@@ -479,6 +482,10 @@ mod tests {
         assert_eq!(BatchRef::of_body(&body), Some(r));
         assert_eq!(BatchRef::of_body(br#"{"type":"Mail","args":{}}"#), None);
         assert_eq!(BatchRef::of_body(br#"{"batch":"nonsense"}"#), None);
+        // an index past the last bit a Redis string holds is no batch's
+        let last = format!("{id}:{}", u32::MAX);
+        assert_eq!(BatchRef::decode(&last).map(|r| r.index), Some(4294967295));
+        assert_eq!(BatchRef::decode(&format!("{id}:4294967296")), None);
         // the field found wherever it is, in a body of any size
         let large = padded("Mail");
         assert_eq!(BatchRef::of_body(&large), None);

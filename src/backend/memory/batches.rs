@@ -47,6 +47,12 @@ impl State {
             let Some(b) = self.live_batch(&r.batch, now) else {
                 continue;
             };
+            // a job naming an index the batch never gave out (a forged or
+            // stray body) is none of its jobs: not counted (as on Redis)
+            if r.index >= b.next {
+                tracing::warn!(batch = %r.batch, queue, index = r.index, "a finish of a job naming an index its batch never gave out is not counted");
+                continue;
+            }
             if !b.counted.insert(r.index) {
                 continue;
             }

@@ -36,12 +36,14 @@ pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
 /// fetch reports them once older than its lease, at least this).
 const STALE_MS: u64 = 5_000;
 
-/// batch.lua's reply: the status, the callbacks due, and whether this call
-/// cancelled the batch.
+/// batch.lua's reply: the status, the callbacks due, whether this call
+/// cancelled the batch, and how many finishes it applied were not counted
+/// for their index was never given out.
 pub(super) struct Reply {
     pub(super) status: BatchStatus,
     due: Vec<Callback>,
     pub(super) cancelled_now: bool,
+    foreign: u64,
 }
 
 pub(super) fn text(v: Option<&Value>) -> String {
@@ -78,8 +80,9 @@ fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
         cancelled_at_ms: text(items.get(10)).parse().ok(),
     };
     let cancelled_now = text(items.get(11)) == "1";
+    let foreign = num(12);
     let mut due = Vec::new();
-    let mut i = 12;
+    let mut i = 13;
     while i + 1 < items.len() {
         let kind = CallbackKind::from_code(&text(items.get(i)));
         if let (Some(kind), Some(Value::BulkString(stored))) = (kind, items.get(i + 1))
@@ -93,6 +96,7 @@ fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
         status,
         due,
         cancelled_now,
+        foreign,
     }))
 }
 
@@ -299,7 +303,12 @@ impl Rsmq {
             let mut args = vec![parts.into_bytes(), queue.as_bytes().to_vec()];
             args.extend(res);
             let done = match self.batch_call(&id, "a", &args).await {
-                Ok(Some(r)) => self.fire(&id, r).await,
+                Ok(Some(r)) => {
+                    if r.foreign > 0 {
+                        tracing::warn!(batch = %id, queue, finishes = r.foreign, "finishes of jobs naming an index their batch never gave out are not counted");
+                    }
+                    self.fire(&id, r).await
+                }
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
             };
@@ -522,47 +531,6 @@ impl Rsmq {
             return Ok(true);
         }
         Ok(self.bout(queue, "d", &done).await?.0)
-    }
-
-    pub(super) async fn list_batches(
-        &self,
-        before_ms: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<BatchStatus>> {
-        let limit = crate::contract::batches::check_limit(limit)?;
-        let max = before_ms.map_or("+inf".to_string(), |ms| format!("({ms}"));
-        // ZRANGE BYSCORE REV (6.2): a worker's ACL allows ZRANGE
-        let ids: Vec<String> = redis::cmd("ZRANGE")
-            .arg(self.namespace().batches())
-            .arg(max)
-            .arg("-inf")
-            .arg("BYSCORE")
-            .arg("REV")
-            .arg("LIMIT")
-            .arg(0)
-            .arg(limit)
-            .query_async(&mut self.connection())
-            .await?;
-        let mut out = Vec::with_capacity(ids.len());
-        let mut gone = Vec::new();
-        for raw in ids {
-            let Ok(id) = raw.parse::<BatchId>() else {
-                gone.push(raw);
-                continue;
-            };
-            match self.status_of_batch(&id).await? {
-                Some(s) => out.push(s),
-                None => gone.push(raw),
-            }
-        }
-        if !gone.is_empty() {
-            let _: i64 = redis::cmd("ZREM")
-                .arg(self.namespace().batches())
-                .arg(&gone)
-                .query_async(&mut self.connection())
-                .await?;
-        }
-        Ok(out)
     }
 
     pub(super) async fn results_of_batch(

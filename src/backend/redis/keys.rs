@@ -267,7 +267,9 @@ impl Namespace {
     }
 
     /// `ns:@batches` (`ns:{@batches}` on a Cluster): a sorted set of every
-    /// batch's id, scored by when it was opened (ms).
+    /// batch's id, scored by when it was opened (ms); the entries of
+    /// batches past their retention go in pages and sweeps (see
+    /// batch_index.rs).
     /// `ns:@cancelled`: batches cancelled in the last week, by when.
     pub fn cancelled_batches(&self) -> String {
         if self.cluster {

@@ -193,7 +193,8 @@ impl Backend for RedisBackend {
     }
 
     async fn batch_sweep(&self) -> Result<()> {
-        self.rsmq.sweep_batches().await
+        self.rsmq.sweep_batches().await?;
+        self.trim_batch_index().await
     }
 
     async fn batch_add(

@@ -2,6 +2,7 @@
 
 mod admin;
 mod batch_adds;
+mod batch_index;
 mod batches;
 mod complete;
 pub(crate) mod connection;
@@ -84,6 +85,9 @@ struct Shared {
     /// When a claim last asked to remove a subscriber's gone consumers, by
     /// stream and subscriber (see `topics::GONE_SWEEP_EVERY`).
     swept: Mutex<HashMap<String, std::time::Instant>>,
+    /// When the sweep last trimmed the index of batches, and where the next
+    /// trim goes on from (see batch_index.rs).
+    batch_index: Mutex<(Option<std::time::Instant>, batch_index::TrimCursor)>,
 }
 
 /// An `INFO` reply as text per server: a Cluster answers with each master's,

@@ -11,7 +11,9 @@
 -- the next job added while it runs takes, see batch_add.lua) and
 -- "cancelled_at" (ms, once cancelled).
 -- A job is counted once, however often its finish is applied: bit <index> of
--- KEYS[2] says it was. The batch completes when it is sealed and its finished
+-- KEYS[2] says it was. A finish at an index the batch never gave out (at or
+-- past its "next") is not counted: the bitmap stays within its jobs. The
+-- batch completes when it is sealed and its finished
 -- jobs reach its total: its complete callback falls due, and its success and
 -- parent callbacks too when none died or was cancelled; its first dead job
 -- makes its death callback due, and its first dead or cancelled job its
@@ -35,30 +37,46 @@
 -- Returns {} when the batch does not exist; else {total, succeeded, dead,
 --         cancelled, sealed, created, completed or "", description or "", why
 --         or "", a flow's parent "<queue> <id>" or "", when it was
---         cancelled or "", "1" when this call cancelled it or "", then kind,
---         "<queue>...\n<body>" of each callback due}
+--         cancelled or "", "1" when this call cancelled it or "", how many
+--         finishes "a" did not count for their index was never given out
+--         (at or past its "next", or its total for a sealed batch without
+--         "next"), then kind, "<queue>...\n<body>" of each callback due}
 local h = KEYS[1]
 if redis.call("EXISTS", h) == 0 then return {} end
 local what = ARGV[1]
 local changed = ""
+local foreign = 0
 if what == "a" then
   local add = {a = 0, d = 0, c = 0}
+  -- the indexes it gave out end at its "next"; one opened by an older
+  -- redjob (no "next") gave out none past its total once sealed, and
+  -- before its seal its end is not known: none is refused then
+  local lim = redis.call("HMGET", h, "next", "total", "sealed")
+  local bound = tonumber(lim[1]) or (lim[3] == "1" and tonumber(lim[2]))
   -- one BITFIELD per 1,000 jobs sets their bits and tells which were unset
   local how, ids, idxs, res, ops, n, nr = {}, {}, {}, {}, {}, 0, 0
   for idx, o, id in string.gmatch(ARGV[3], "(%d+)(%a)([^,]*)") do
-    n = n + 1
+    local result
     if o == "r" then
       nr = nr + 1
-      res[n] = ARGV[4 + nr]
+      result = ARGV[4 + nr]
       o = "a"
     end
-    how[n] = o
-    ids[n] = id
-    idxs[n] = idx
-    ops[4 * n - 3] = "SET"
-    ops[4 * n - 2] = "u1"
-    ops[4 * n - 1] = idx
-    ops[4 * n] = "1"
+    if bound and tonumber(idx) >= bound then
+      -- a job naming an index the batch never gave out (a forged or stray
+      -- body) is none of its jobs: not counted, no bit set for it
+      foreign = foreign + 1
+    else
+      n = n + 1
+      res[n] = result
+      how[n] = o
+      ids[n] = id
+      idxs[n] = idx
+      ops[4 * n - 3] = "SET"
+      ops[4 * n - 2] = "u1"
+      ops[4 * n - 1] = idx
+      ops[4 * n] = "1"
+    end
   end
   local why
   for i = 1, #ops, 4000 do
@@ -137,7 +155,7 @@ if what == "a" and v[18] and not v[7] then
   for i = 2, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[2]) end
 end
 local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or "", v[9] or "", v[12] or "",
-  v[18] or "", changed}
+  v[18] or "", changed, foreign}
 if what ~= "r" then
   for i, kind in ipairs({"c", "s", "d", "p", "x"}) do
     if v[12 + i] then
