@@ -227,6 +227,17 @@ async fn a_subscriptions_concurrency_bounds_what_it_runs_and_reads_ahead_on_redi
     a_subscriptions_concurrency_bounds_what_it_runs_and_reads_ahead(&client).await;
 }
 
+/// A worker serving subscriber `s` of `notes` with a handler that succeeds.
+async fn serve_notes(client: &Client) -> common::Running {
+    let worker = redjob::Worker::builder(client.backend())
+        .handle_signals(false)
+        .lease(Duration::from_secs(5))
+        .subscribe("s", |_: Note, _ctx| async move { Ok(()) })
+        .build()
+        .unwrap();
+    common::start_serving(worker).await
+}
+
 /// An entry with no `type` field (written by another program) is
 /// dead-lettered as "not an event" with its type stored empty. Requeued, it
 /// goes back with a `type` field that is empty, and is dead-lettered again as
@@ -251,13 +262,7 @@ async fn a_requeued_letter_that_is_no_event_is_dead_lettered_again_not_skipped()
         .query_async(&mut con)
         .await
         .unwrap();
-    let worker = redjob::Worker::builder(client.backend())
-        .handle_signals(false)
-        .lease(Duration::from_secs(5))
-        .subscribe("s", |_: Note, _ctx| async move { Ok(()) })
-        .build()
-        .unwrap();
-    let running = common::start_serving(worker).await;
+    let running = serve_notes(&client).await;
     let sub = async || client.topic("notes").await.unwrap().unwrap().subscribers[0].clone();
     assert!(
         common::wait_for(Duration::from_secs(5), || async { sub().await.dead == 1 }).await,
@@ -310,13 +315,7 @@ async fn a_dead_letter_keeps_the_bytes_of_an_entry_that_is_not_utf8() {
             .await
             .unwrap();
     }
-    let worker = redjob::Worker::builder(client.backend())
-        .handle_signals(false)
-        .lease(Duration::from_secs(5))
-        .subscribe("s", |_: Note, _ctx| async move { Ok(()) })
-        .build()
-        .unwrap();
-    let running = common::start_serving(worker).await;
+    let running = serve_notes(&client).await;
     let dead = common::wait_for(Duration::from_secs(5), || async {
         client.topic("notes").await.unwrap().unwrap().subscribers[0].dead == 2
     })
