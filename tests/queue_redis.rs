@@ -1872,3 +1872,39 @@ async fn realtime_publishes_a_unique_sends_priority_level_as_a_plain_sends() {
     }
     assert_eq!(got, [1, 2, 3], "each send publishes the size of level 3");
 }
+
+/// A send whose messages alternate between plain and unique (one call each:
+/// 100 calls, seven round trips of up to 16 calls) stores every message once,
+/// and returns each one's id at its place: the id's body is the message
+/// given there, and a unique one's key is held by it.
+#[tokio::test]
+async fn a_send_of_many_calls_goes_in_round_trips_and_returns_each_id_at_its_place() {
+    use redjob::inspect::Inspect;
+    use redjob::queue::Unique;
+    let server = RedisServer::start();
+    let (_backend, rsmq) = backend_with_queue(&server).await;
+    let msgs: Vec<SendMessage> = (0..100)
+        .map(|i| {
+            let m = SendMessage::new(format!("m{i}"));
+            if i % 2 == 0 {
+                m
+            } else {
+                m.unique(Unique::new(format!("k{i}")))
+            }
+        })
+        .collect();
+    let ids = rsmq.send_batch("q", &msgs).await.unwrap();
+    assert_eq!(ids.len(), 100);
+    assert_eq!(rsmq.attributes("q").await.unwrap().msgs, 100);
+    for (i, id) in ids.iter().enumerate() {
+        let job = rsmq
+            .job("q", id)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{i}: {id}"));
+        assert_eq!(job.body, format!("m{i}").into_bytes(), "{i}");
+    }
+    // the unique ones hold their keys: sent again, each is a duplicate
+    let again = rsmq.send_outcomes("q", &msgs[1..2]).await.unwrap();
+    assert_eq!(again[0].id, ids[1]);
+}

@@ -725,6 +725,19 @@ async fn a_send_of_two_round_trips_refused_in_the_second_says_which_jobs_it_stor
     );
 }
 
+/// A send of two round trips (20,000 jobs) that Redis refuses for memory in
+/// the first says which jobs it stored out of the whole send's 20,000 (the
+/// first version said "of 16,000", the first round trip's: a caller sending
+/// again what it did not list would have dropped the last 4,000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_of_two_round_trips_refused_in_the_first_says_which_of_all_it_stored() {
+    let stored = refused_part_way_for_memory(20_000, 8_000, 997).await;
+    assert!(
+        stored > 0 && stored < 16_000,
+        "the first round trip stored some: {stored}"
+    );
+}
+
 /// Counts the runs under way and the most seen at once.
 #[derive(Default, Clone)]
 struct AtOnce {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use common::RedisServer;
 use redjob::JobId;
 use redjob::backend::Backend;
+use redjob::inspect::JobState;
 use redjob::ops::Admin;
 use tokio::time::Instant;
 use worker_proc::{Nap, last_run, ran_by, run_naps, stop_all, two_workers, until};
@@ -158,6 +159,61 @@ fn kill(p: &worker_proc::Proc, signal: &str) {
     assert!(ok, "kill {signal}");
 }
 
+/// A worker process running a 2-minute nap (its grace period is 25 s): the
+/// client, the process, and the nap's id.
+async fn napping(url: &str) -> (redjob::Client, worker_proc::Proc, JobId) {
+    let client = redjob::Client::connect(url).await.unwrap();
+    redjob::queue::Queues::create_queue(client.queues(), "c_naps", Default::default())
+        .await
+        .unwrap();
+    let p = worker_proc::Proc::spawn(url);
+    p.line("id ").await;
+    let id = client.enqueue(&Nap { ms: 120_000 }).await.unwrap();
+    until("the long nap runs", async || {
+        state(&client, id).await == JobState::InFlight
+    })
+    .await;
+    (client, p, id)
+}
+
+async fn state(client: &redjob::Client, id: JobId) -> JobState {
+    redjob::inspect::Inspect::job(client.queues(), "c_naps", &id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+}
+
+/// Signals `p` with ctrl-c while its shutdown waits for its nap: the grace
+/// period ends at once, the nap is released, and `run` returns `stopped`.
+async fn a_signal_ends_the_grace(
+    client: &redjob::Client,
+    mut p: worker_proc::Proc,
+    id: JobId,
+    stopped: &str,
+) {
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        p.child.try_wait().unwrap().is_none() && state(client, id).await == JobState::InFlight,
+        "the shutdown waits for the running job"
+    );
+    let t = Instant::now();
+    kill(&p, "-INT");
+    let said = p.line("stopped ").await;
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the worker stopped {took:?} after the signal (grace 25 s)"
+    );
+    assert!(said.starts_with(stopped), "{said}");
+    assert_eq!(
+        state(client, id).await,
+        JobState::Ready,
+        "the cancelled nap is released, ready to run again"
+    );
+    p.child.wait().unwrap();
+}
+
 /// A SIGTERM starts the shutdown, which waits for the running job (its grace
 /// period is 25 s); a ctrl-c during it ends the grace period at once: the job
 /// is cancelled and released, ready for another worker, and `run` returns
@@ -166,45 +222,19 @@ fn kill(p: &worker_proc::Proc, signal: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_during_the_shutdown_ends_the_grace_period_at_once() {
     let server = RedisServer::start();
-    let url = server.url();
-    let client = redjob::Client::connect(&url).await.unwrap();
-    redjob::queue::Queues::create_queue(client.queues(), "c_naps", Default::default())
-        .await
-        .unwrap();
-    let mut p = worker_proc::Proc::spawn(&url);
-    p.line("id ").await;
-    let id = client.enqueue(&Nap { ms: 120_000 }).await.unwrap();
-    let state = async || {
-        redjob::inspect::Inspect::job(client.queues(), "c_naps", &id)
-            .await
-            .unwrap()
-            .unwrap()
-            .state
-    };
-    until("the long nap runs", async || {
-        state().await == redjob::inspect::JobState::InFlight
-    })
-    .await;
+    let (client, p, id) = napping(&server.url()).await;
     kill(&p, "-TERM");
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(
-        p.child.try_wait().unwrap().is_none()
-            && state().await == redjob::inspect::JobState::InFlight,
-        "the first signal waits for the running job"
-    );
-    let t = Instant::now();
-    kill(&p, "-INT");
-    let stopped = p.line("stopped ").await;
-    let took = t.elapsed();
-    assert!(
-        took < Duration::from_secs(10),
-        "the worker stopped {took:?} after the second signal (grace 25 s)"
-    );
-    assert_eq!(stopped, "Signal { name: \"SIGTERM\" }");
-    assert_eq!(
-        state().await,
-        redjob::inspect::JobState::Ready,
-        "the cancelled nap is released, ready to run again"
-    );
-    p.child.wait().unwrap();
+    a_signal_ends_the_grace(&client, p, id, "Signal { name: \"SIGTERM\" }").await;
+}
+
+/// After an operator's stop, the first ctrl-c ends the grace period (it is
+/// the shutdown's second word); the first version of the fix took it for a
+/// first signal, which only starts a shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_after_an_operators_stop_ends_the_grace_period_at_once() {
+    let server = RedisServer::start();
+    let (client, p, id) = napping(&server.url()).await;
+    let worker = p.line("id ").await;
+    assert!(client.stop_worker(&worker).await.unwrap());
+    a_signal_ends_the_grace(&client, p, id, "Requested").await;
 }

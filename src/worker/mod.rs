@@ -376,12 +376,14 @@ impl Drop for StopsReadiness {
 }
 
 /// Shuts the worker down on ctrl-c or SIGTERM; a signal during the shutdown
-/// (a second ctrl-c) ends its grace period at once.
+/// (a second ctrl-c, or one after the app's token or an operator's stop)
+/// ends its grace period at once.
 async fn on_signal(shutdown: CancellationToken, controls: Arc<control::Controls>) {
     let mut signals = Signals::new();
     let name = tokio::select! {
         name = signals.next() => name,
         _ = shutdown.cancelled() => "",
+        _ = controls.stop.cancelled() => "",
     };
     if !name.is_empty() {
         tracing::info!("{name} received");

@@ -3,11 +3,8 @@
 -- bounded: by length, "~" removes whole nodes, at most 100 nodes' worth of
 -- events a call (Redis's default LIMIT); by age, whole nodes of expired events
 -- go first, at most 10,000 events, and then, unless that reached its limit (a
--- backlog, which the next publishes go on trimming), the expired events left,
--- exactly, up to 100 of them or twice the events published, whichever is more
--- (a server whose nodes hold more than that, `stream-node-max-entries 0` say,
--- trims a huge expired node that part at a time; under an ACL rule without
--- XRANGE, which finds how far that is, the whole expired rest of the node).
+-- backlog, which the next publishes go on trimming), the expired rest of the
+-- first node, exactly.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- ARGV[1]  the most events to keep, "" for no limit
 -- ARGV[2]  "refuse" to refuse a publish over the limit, else "trim" the oldest
@@ -22,25 +19,11 @@ local args = {key}
 if age then
   local t = redis.call("TIME")
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local oldest = math.max(now - age, 0)
-  local minid = string.format("%d", oldest)
+  local minid = string.format("%d", math.max(now - age, 0))
   -- fewer than half the limit: the next whole node was not all expired (nodes
-  -- hold 100 events by default), so what is left expired lies in one node,
-  -- which the exact trim takes up to a bounded count of events: the ids of the
-  -- expired left, as far as that count, say how far to trim
-  if redis.call("XTRIM", key, "MINID", "~", minid, "LIMIT", 10000) < 5000 and oldest > 0 then
-    local count = math.max(100, 2 * n)
-    local expired = redis.pcall("XRANGE", key, "-", string.format("%d", oldest - 1), "COUNT", count)
-    if expired.err then
-      -- an ACL rule without XRANGE (the producer rule before it had it):
-      -- exact as before, bounded by the nodes' size
-      redis.call("XTRIM", key, "MINID", minid)
-    elseif #expired == count then
-      -- more may be left: up to the last listed, which the next call takes
-      redis.call("XTRIM", key, "MINID", expired[count][1])
-    elseif #expired > 0 then
-      redis.call("XTRIM", key, "MINID", minid)
-    end
+  -- hold 100 events by default), so what is left expired lies in one node
+  if redis.call("XTRIM", key, "MINID", "~", minid, "LIMIT", 10000) < 5000 then
+    redis.call("XTRIM", key, "MINID", minid)
   end
 elseif max and not refuse then
   args = {key, "MAXLEN", "~", ARGV[1]}

@@ -59,34 +59,33 @@ impl Rsmq {
             ttls.push(check_send(m)?.unwrap_or(0));
         }
         let maxlen = msgs.iter().map(|m| m.body.len()).max().unwrap_or(0);
+        let chunks = chunks_of(msgs);
         // a large send goes in parts of at most PIPELINE_CALLS calls, one
         // pipeline each, one after another: each part's reply comes within the
         // response timeout however large the whole (one pipeline of 100
         // calls to a busy Cluster took longer), and a part that fails leaves
         // those before it known as stored (PartlySent)
-        let mut parts = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
-        for (i, m) in msgs.iter().enumerate() {
-            bytes += m.body.len();
-            if i + 1 - start >= PIPELINE_CALLS * BATCH_MESSAGES
-                || bytes >= PIPELINE_CALLS * BATCH_BYTES
-                || i + 1 == msgs.len()
-            {
-                parts.push((start, i + 1));
-                (start, bytes) = (i + 1, 0);
-            }
-        }
-        if let [_] = parts[..] {
-            let (sent, unconfirmed) = self.send_part(queue, msgs, &ttls, maxlen).await?;
+        if chunks.len() <= PIPELINE_CALLS {
+            let (sent, unconfirmed) = self.send_part(queue, msgs, &ttls, maxlen, &chunks).await?;
             return unconfirmed.map_or(Ok(sent), Err);
         }
         let mut sent: Vec<Sent> = Vec::with_capacity(msgs.len());
         // a part stored but not confirmed by enough replicas: the others go
         // too, and the send says the fewest replicas any part reached
         let mut unconfirmed: Option<Error> = None;
-        for (start, end) in parts {
+        for calls in chunks.chunks(PIPELINE_CALLS) {
+            let (start, end) = (calls[0].0, calls[calls.len() - 1].1);
+            let calls: Vec<(usize, usize)> =
+                calls.iter().map(|&(a, b)| (a - start, b - start)).collect();
+            // the parts after the first stored messages go without the
+            // maxsize check, which the first part's calls passed for the
+            // whole send's largest body (a send is sent whole, see send_batch)
+            let maxlen = if sent.is_empty() { maxlen } else { 0 };
             let part = &msgs[start..end];
-            match self.send_part(queue, part, &ttls[start..end], maxlen).await {
+            match self
+                .send_part(queue, part, &ttls[start..end], maxlen, &calls)
+                .await
+            {
                 Ok((these, not_replicated)) => {
                     sent.extend(these);
                     if let Some(Error::NotReplicated { replicas, .. }) = &not_replicated {
@@ -99,44 +98,35 @@ impl Rsmq {
                         }
                     }
                 }
-                Err(e) if sent.is_empty() => return Err(e),
+                // whatever came before it: its places are the whole send's
                 Err(Error::PartlySent { stored, error, .. }) => {
                     return Err(partly(sent, start, stored, msgs.len(), *error));
                 }
+                Err(e) if sent.is_empty() => return Err(e),
                 Err(e) => return Err(partly(sent, start, Vec::new(), msgs.len(), e)),
             }
         }
         unconfirmed.map_or(Ok(sent), Err)
     }
 
-    /// A part of a send (`send_outcomes`): its calls in one pipeline. `ttls`
-    /// are its messages' unique keys' lifetimes; `maxlen` the whole send's
-    /// largest body. Returns what was sent, and [`Error::NotReplicated`]
-    /// when fewer replicas than the handle waits for confirmed it.
+    /// A part of a send (`send_outcomes`): its calls (`chunks` of `msgs`) in
+    /// one pipeline. `ttls` are its messages' unique keys' lifetimes;
+    /// `maxlen` the whole send's largest body (0: no maxsize check). Returns
+    /// what was sent, and [`Error::NotReplicated`] when fewer replicas than
+    /// the handle waits for confirmed it.
     async fn send_part(
         &self,
         queue: &str,
         msgs: &[SendMessage],
         ttls: &[u64],
         maxlen: usize,
+        chunks: &[(usize, usize)],
     ) -> Result<(Vec<Sent>, Option<Error>)> {
         let k = self.ns.queue_shared(queue);
         // ascending suffixes within each call, so that a batch's ids (one prefix of
         // Redis microseconds per call) sort in send order
         let mut suffixes: Vec<[u8; 22]> = Vec::with_capacity(msgs.len());
-        // (start, end) of each call's messages
-        let mut chunks = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
-        for (i, m) in msgs.iter().enumerate() {
-            bytes += m.body.len();
-            let end = i + 1;
-            // a call sends at one priority, either plain, unique or keyed messages
-            let switch = msgs
-                .get(end)
-                .is_some_and(|n| n.priority != m.priority || kind(n) != kind(m));
-            if end - start < BATCH_MESSAGES && bytes < BATCH_BYTES && end < msgs.len() && !switch {
-                continue;
-            }
+        for &(start, end) in chunks {
             let delays: Vec<Option<u64>> = msgs[start..end]
                 .iter()
                 .map(|m| match m.when {
@@ -145,8 +135,6 @@ impl Rsmq {
                 })
                 .collect();
             suffixes.extend(send_suffixes(&delays));
-            chunks.push((start, end));
-            (start, bytes) = (end, 0);
         }
         // a lone message at priority 0, not delayed: send.lua's lone call,
         // which hands the message to a waiting worker when it passes the
@@ -179,7 +167,7 @@ impl Rsmq {
                 function,
                 lone,
             };
-            let result = self.run_calls(&mut con, &call, &chunks, msgs).await;
+            let result = self.run_calls(&mut con, &call, chunks, msgs).await;
             let failure = match &result {
                 Err(e) if function && attempts < 2 => functions::failure(e),
                 _ => None,
@@ -255,7 +243,7 @@ impl Rsmq {
         let mut sent = Vec::with_capacity(msgs.len());
         // each sent message's place in `msgs` (calls may fail in between)
         let mut placed = Vec::with_capacity(msgs.len());
-        for (ci, (v, &(start, end))) in replies.iter().zip(&chunks).enumerate() {
+        for (ci, (v, &(start, end))) in replies.iter().zip(chunks).enumerate() {
             if skip[ci] {
                 continue;
             }
@@ -476,6 +464,27 @@ impl Rsmq {
 
 /// Most calls of a send in one pipeline (see `send_outcomes`).
 const PIPELINE_CALLS: usize = 16;
+
+/// The calls of a send: (start, end) of each one's messages in `msgs`, up
+/// to [`BATCH_MESSAGES`] messages and [`BATCH_BYTES`] each, all of one
+/// priority and one kind (plain, unique or keyed).
+fn chunks_of(msgs: &[SendMessage]) -> Vec<(usize, usize)> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, m) in msgs.iter().enumerate() {
+        bytes += m.body.len();
+        let end = i + 1;
+        let switch = msgs
+            .get(end)
+            .is_some_and(|n| n.priority != m.priority || kind(n) != kind(m));
+        if end - start < BATCH_MESSAGES && bytes < BATCH_BYTES && end < msgs.len() && !switch {
+            continue;
+        }
+        chunks.push((start, end));
+        (start, bytes) = (end, 0);
+    }
+    chunks
+}
 
 /// A send whose part starting at `start` failed with `error`, having stored
 /// `stored` of its own (their places in the part) after the earlier parts'
