@@ -132,8 +132,8 @@ pub enum Error {
     /// A send of several calls (over 1,000 jobs or 4 MiB, or jobs of several
     /// kinds or priorities) was refused part way by `error` (Redis out of
     /// memory, say): the jobs of the calls that went through are stored and
-    /// run; send the others again, not these. A send of over 16,000 jobs or
-    /// 64 MiB goes in round trips of that size: when one after the first
+    /// run; send the others again, not these. A send of over 16 calls goes
+    /// in round trips of 16 calls: when one after the first
     /// fails with a timeout or a lost connection, the jobs of those before it
     /// are `stored`, and its own may or may not be (as with any call that
     /// fails so). (A batch or a flow enqueued part

@@ -305,8 +305,8 @@ impl Client {
     }
 
     /// Enqueues jobs in one round trip (one script call per 1000 jobs or 4 MiB,
-    /// pipelined; over 16,000 jobs or 64 MiB, one round trip per 16,000 jobs or
-    /// 64 MiB, one after another, each within the response timeout). Each such
+    /// pipelined; over 16 such calls, one round trip per 16 calls, one after
+    /// another, each within the response timeout). Each such
     /// chunk is all or nothing (a missing queue, an oversized body or Redis out
     /// of memory writes none of it), so a batch of up to 1000 jobs and 4 MiB
     /// is; a larger batch refused part way (by an out-of-memory Redis, or a

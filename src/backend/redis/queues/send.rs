@@ -25,9 +25,9 @@ impl Rsmq {
 
     /// Sends messages in one round trip: one script call per chunk of up to 1000
     /// messages (4 MiB) of one priority (a change of priority starts a chunk: send
-    /// a batch sorted by priority), all chunks pipelined (a send of over 16,000
-    /// messages or 64 MiB in pipelines of that size, one after another, each
-    /// within the response timeout). Either every message is
+    /// a batch sorted by priority), all chunks pipelined (a send of over 16
+    /// chunks in pipelines of 16, one after another, each within the
+    /// response timeout). Either every message is
     /// sent or, when the queue is missing or a body exceeds its maxsize, none is
     /// (the maxsize as a call of the send that stored its messages found it: a
     /// send whose queue's maxsize another client changes meanwhile is still
