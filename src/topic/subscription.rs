@@ -57,6 +57,9 @@ impl Subscription {
     /// (the others wait in the topic for any worker of the subscriber).
     /// Defaults to none of its own: up to the worker's limit run, and up to
     /// 256 more (or the worker's fetch size, if larger) are read ahead.
+    /// 1 to [`MAX_CONCURRENCY`](crate::ops::MAX_CONCURRENCY) (1,000,000),
+    /// else the worker's `build` fails with
+    /// [`Error::InvalidValue`](crate::Error::InvalidValue).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n);
         self

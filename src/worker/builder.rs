@@ -241,7 +241,10 @@ impl<B: Backend> WorkerBuilder<B> {
         })
     }
 
-    /// Jobs running at once, over all queues. Defaults to 32.
+    /// Jobs running at once, over all queues. Defaults to 32; 1 to
+    /// [`MAX_CONCURRENCY`](crate::ops::MAX_CONCURRENCY) (1,000,000), else
+    /// [`build`](Self::build) fails with
+    /// [`Error::InvalidValue`](crate::Error::InvalidValue).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
         self
@@ -258,7 +261,9 @@ impl<B: Backend> WorkerBuilder<B> {
     /// time (but at least the concurrency): jobs of 1 ms or less are prefetched
     /// in full, jobs of 10 ms or more up to the concurrency. Defaults to 7 ×
     /// the concurrency (224 for the default 32: a fetch leases up to 256 quick
-    /// jobs).
+    /// jobs), at most [`MAX_CONCURRENCY`](crate::ops::MAX_CONCURRENCY)
+    /// (1,000,000); a larger value fails [`build`](Self::build) with
+    /// [`Error::InvalidValue`](crate::Error::InvalidValue).
     ///
     /// ```
     /// use redjob::backend::memory::MemoryBackend;

@@ -153,7 +153,7 @@ impl<B: Backend> Dispatcher<B> {
                 // fleet (where a lease counts as a start and holds a place):
                 // lease only what can start now: the running slots free, less
                 // the jobs leased before that have yet to take theirs
-                let free = self.env.shared.running_free() as u32;
+                let free = u32::try_from(self.env.shared.running_free()).unwrap_or(u32::MAX);
                 if free == 0 && !slot_freed {
                     self.give_back(n);
                     match running_slot(

@@ -15,6 +15,7 @@ use super::leases::Leases;
 use super::metrics::JobMetrics;
 use super::observe::End;
 use super::per_queue::PerQueue;
+use super::recount::{Limits, PANIC_DELAY, PANIC_LIMITS, recount};
 use super::settle::{Event, Outcome};
 use super::{MAX_DELAY, Shared};
 use crate::contract::attempts::AttemptOutcome;
@@ -175,8 +176,9 @@ struct Report {
     /// The envelope decoded into its job.
     decoded: bool,
     /// The job type's most attempts and backoff, once known: a panic on the
-    /// worker's path (not the handler's) is retried under them.
-    limits: Option<(u32, Duration)>,
+    /// worker's path (not the handler's) is retried under them, and a retry
+    /// decided again under them (see [`recount`]).
+    limits: Option<Limits>,
 }
 
 pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
@@ -276,10 +278,11 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                 );
                 // a panic every time must not loop forever: under the job
                 // type's attempts and backoff when it is known
-                let (max_attempts, delay) = match report.limits {
-                    Some((max, backoff)) => (max, shared.retry.delay(backoff, attempt)),
-                    None => (crate::job::MAX_ATTEMPTS, Duration::from_secs(1)),
-                };
+                let Limits {
+                    max_attempts,
+                    backoff,
+                } = report.limits.unwrap_or(PANIC_LIMITS);
+                let delay = backoff.map_or(PANIC_DELAY, |b| shared.retry.delay(b, attempt));
                 if attempt >= max_attempts {
                     tracing::error!(queue = %queue, job.id = %d.id, attempt, %error, "dead-lettered");
                     return Outcome::Dead { error };
@@ -318,14 +321,33 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     }
     let observing = shared.observer.active(&per_queue.metrics);
     // what the hooks hear, taken before the outcome moves into the lease table
-    let heard = observing.then(|| outcome.clone());
+    let mut heard = observing.then(|| outcome.clone());
     let id = d.id;
     // a succeeded run's body goes with its settle, for its history entry,
     // when small enough to be sent back (a larger one is read again)
     let body = (matches!(outcome, Outcome::Ack { .. })
         && r.delivery.body.len() <= super::settle::MAX_SENT_BODY)
         .then(|| std::mem::take(&mut r.delivery.body));
-    let finished = leases.finish(id, r.run, outcome, ran, body);
+    // a re-delivery merged into the run counts: a retry is decided again
+    // under the count of the token it is settled with
+    let limits = report.limits.unwrap_or(PANIC_LIMITS);
+    let mut settled_attempt = attempt;
+    let mut recounted = None;
+    let finished = leases.finish_counted(id, r.run, outcome, ran, body, |outcome, now| {
+        settled_attempt = now;
+        if now > attempt {
+            recounted = recount(outcome, now, limits, &shared.retry, heard.as_mut());
+        }
+    });
+    if let (Some(dead), Ok(())) = (recounted, &finished) {
+        let max_attempts = limits.max_attempts;
+        let (queue, attempt) = (&**queue, settled_attempt);
+        if dead {
+            tracing::error!(queue, job.id = %id, attempt, max_attempts, "a re-delivery merged into the run was the job's last: dead-lettered, not retried");
+        } else {
+            tracing::warn!(queue, job.id = %id, attempt, "a re-delivery merged into the run: retried after the backoff of that attempt");
+        }
+    }
     if finished.is_ok() {
         let _ = tx.send(Event::Finished);
     } else {
@@ -355,7 +377,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     };
     let job = report.job.as_deref().unwrap_or(UNDECODABLE);
     let waited = report.started.map_or(Duration::ZERO, |(_, w)| w);
-    let run = JobRun::new(id, queue, job, attempt, waited);
+    let run = JobRun::new(id, queue, job, settled_attempt, waited);
     let ended = || {
         shared
             .observer
@@ -423,7 +445,10 @@ async fn run(
     let attempt = d.token.attempt();
     let opts = job.job_options();
     let max_attempts = opts.max_attempts.min(crate::job::MAX_ATTEMPTS);
-    report.limits = Some((max_attempts, opts.backoff));
+    report.limits = Some(Limits {
+        max_attempts,
+        backoff: Some(opts.backoff),
+    });
     if attempt > max_attempts {
         let error = format!(
             "delivered {attempt} times, over max_attempts {max_attempts}: earlier deliveries never finished (the worker was killed or lost its lease, maybe before they started), were throttled too often in a row, or ran under a higher max_attempts than this release's"
@@ -528,7 +553,13 @@ async fn run(
     let delay = match wants {
         Wants::Fatal => None,
         _ if attempt >= max_attempts => None,
-        Wants::RetryAfter(d) => Some(d.min(MAX_DELAY)),
+        Wants::RetryAfter(d) => {
+            report.limits = Some(Limits {
+                max_attempts,
+                backoff: None,
+            });
+            Some(d.min(MAX_DELAY))
+        }
         _ => Some(shared.retry.delay(opts.backoff, attempt)),
     };
     match delay {

@@ -35,7 +35,10 @@ pub struct JobRun<'a> {
     pub queue: &'a str,
     /// The job type's name; [`UNDECODABLE`] when the body is not a job envelope.
     pub job: &'a str,
-    /// This delivery's number, from 1.
+    /// This delivery's number, from 1. In the end hooks, that of the latest
+    /// delivery merged into the run (a job this worker fetched again while
+    /// it ran: RELIABILITY.md, "One run per job per worker"), which its
+    /// retry or dead letter counts.
     pub attempt: u32,
     /// How long the job waited to run: from when it was due (sent, its delay
     /// over, or its retry's backoff over) until its handler started, on the

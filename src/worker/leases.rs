@@ -318,6 +318,25 @@ impl Leases {
         ran: (u64, u64, AttemptOutcome),
         body: Option<Vec<u8>>,
     ) -> Result<(), CancelReason> {
+        self.finish_counted(id, run, outcome, ran, body, |_, _| {})
+    }
+
+    /// [`finish`](Self::finish), with `recount` given the outcome and the
+    /// delivery count of the token it will be settled with, under the table's
+    /// lock, before it is recorded: a re-delivery merged into the run (see
+    /// [`Admit::Merged`]) counts in the settle's deliveries, so the choice of
+    /// a retry or a dead letter is made with it. No later merge changes that
+    /// count: a delivery of a job whose retry awaits its settle starts a new
+    /// run (see [`admit`](Self::admit)).
+    pub fn finish_counted(
+        &self,
+        id: JobId,
+        run: u64,
+        mut outcome: Outcome,
+        ran: (u64, u64, AttemptOutcome),
+        body: Option<Vec<u8>>,
+        recount: impl FnOnce(&mut Outcome, u32),
+    ) -> Result<(), CancelReason> {
         let mut t = self.lock();
         match t.held.get_mut(&id) {
             Some(h) if h.run == run && h.lost => {
@@ -326,6 +345,7 @@ impl Leases {
                 Err(why)
             }
             Some(h) if h.run == run => {
+                recount(&mut outcome, h.token.attempt());
                 h.running = false;
                 h.outcome = Some(outcome);
                 h.ran = Some(ran);

@@ -46,6 +46,7 @@ mod observe;
 mod per_queue;
 mod periodic;
 mod ready;
+mod recount;
 mod registry;
 mod retry;
 mod settings;

@@ -29,10 +29,10 @@ impl<B: Backend> WorkerBuilder<B> {
         for s in &self.subscriptions {
             crate::contract::topics::check_name("topic name", &s.topic)?;
             crate::contract::topics::check_name("subscriber name", &s.sub.name)?;
-            if s.sub.concurrency == Some(0) {
+            if s.sub.concurrency.is_some_and(|n| n == 0 || n > MOST) {
                 return Err(invalid(
                     "subscription concurrency",
-                    "must be at least 1".into(),
+                    format!("must be 1 to {MOST}"),
                 ));
             }
             // a start over a minute past now would skip every event until
@@ -60,8 +60,11 @@ impl<B: Backend> WorkerBuilder<B> {
             validate::queue_name(q)?;
             limits::check(q, values)?;
         }
-        if self.concurrency == 0 || self.concurrency > Semaphore::MAX_PERMITS / 2 {
-            return Err(invalid("concurrency", "must be at least 1".into()));
+        if self.concurrency == 0 || self.concurrency > MOST {
+            return Err(invalid(
+                "concurrency",
+                format!("{}: must be 1 to {MOST}", self.concurrency),
+            ));
         }
         if self.lease < Duration::from_secs(1) || self.lease.as_secs() > validate::MAX_SECONDS {
             return Err(invalid("lease", "must be between 1 s and 9999999 s".into()));
@@ -112,11 +115,16 @@ impl<B: Backend> WorkerBuilder<B> {
                 ));
             }
         }
-        let prefetch = self
-            .prefetch
-            .unwrap_or(self.concurrency.saturating_mul(DEFAULT_PREFETCH_PER_SLOT));
-        if prefetch > Semaphore::MAX_PERMITS / 2 {
-            return Err(invalid("prefetch", "too large".into()));
+        let prefetch = self.prefetch.unwrap_or(
+            self.concurrency
+                .saturating_mul(DEFAULT_PREFETCH_PER_SLOT)
+                .min(MOST),
+        );
+        if prefetch > MOST {
+            return Err(invalid(
+                "prefetch",
+                format!("{prefetch}: must be at most {MOST}"),
+            ));
         }
         let shared = Shared {
             slots: Semaphore::new(self.concurrency + prefetch),
@@ -167,6 +175,12 @@ impl<B: Backend> WorkerBuilder<B> {
         })
     }
 }
+
+/// The most jobs a worker runs at once, or leases ahead, and the most events
+/// a subscription runs at once: [`MAX_CONCURRENCY`](crate::ops::MAX_CONCURRENCY),
+/// as a queue's own concurrency. The counts the worker keeps of them are
+/// `u32`s.
+const MOST: usize = crate::contract::settings::MAX_CONCURRENCY as usize;
 
 pub(super) fn invalid(what: &'static str, reason: String) -> Error {
     Error::InvalidValue { what, reason }
