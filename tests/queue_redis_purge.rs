@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::{RedisServer, backend_with_queue};
 use redjob::backend::Backend;
+use redjob::inspect::Inspect;
 use redjob::ops::Admin;
 use redjob::queue::{Keyed, QueueOptions, SendMessage};
 
@@ -61,11 +62,156 @@ async fn a_purges_mark_counts_keyed_jobs_gone_back_to_wait_until_it_lapses() {
         mark(&mut con).await.as_deref(),
         Some("0000000000 99999999999999 7")
     );
-    // nor under a mark that lapsed (a purge that died)
+    // nor under a mark that lapsed (a purge that died): the wait deletes it
     set_mark(&mut con, "zzzzzzzzzz 1 7").await;
     demote("c").await;
-    assert_eq!(mark(&mut con).await.as_deref(), Some("zzzzzzzzzz 1 7"));
+    assert_eq!(mark(&mut con).await, None, "a lapsed mark is deleted");
     // a purge takes a lapsed mark over, and leaves none
     assert_eq!(backend.purge_queue("q").await.unwrap(), 6);
     assert_eq!(mark(&mut con).await, None);
+}
+
+/// How many jobs the queue holds (waiting, scheduled, running, blocked).
+async fn size(backend: &redjob::backend::redis::RedisBackend) -> u64 {
+    let c = backend.counts("q").await.unwrap();
+    c.ready + c.scheduled + c.in_flight + c.blocked
+}
+
+/// Sends `n` jobs, a thousand a call, each made by `msg` from its number.
+async fn send_many(
+    backend: &redjob::backend::redis::RedisBackend,
+    n: usize,
+    msg: impl Fn(usize) -> SendMessage,
+) -> Vec<redjob::JobId> {
+    let mut ids = Vec::new();
+    for from in (0..n).step_by(1000) {
+        let batch: Vec<SendMessage> = (from..(from + 1000).min(n)).map(&msg).collect();
+        let sent = backend
+            .send("q", &batch, &QueueOptions::default())
+            .await
+            .unwrap();
+        ids.extend(sent.into_iter().map(|s| s.id));
+    }
+    ids
+}
+
+/// The purge scans the keyed set and priority 0 again when keyed jobs it
+/// has to take went back to wait during its pass: that rescan must read
+/// the whole keyed set. It ended after the rescan's first ZSCAN (purge.lua
+/// checked for a pass's end after every ZSCAN, not only when a set was
+/// done): with a keyed set of more than one ZSCAN's thousand members, the
+/// holders sent back to wait in its unread part were left.
+#[tokio::test]
+async fn a_purges_rescan_reads_the_whole_keyed_set() {
+    let server = RedisServer::start();
+    let (backend, _) = backend_with_queue(&server).await;
+    const KEYS: usize = 300;
+    let key = |n: usize| Keyed::new(format!("acct{}", n % KEYS));
+    // plain jobs, for a pass of a few dozen calls
+    send_many(&backend, 20_000, |_| SendMessage::new("{}")).await;
+    // each key's one place is held by a job due in an hour
+    let holders = send_many(&backend, KEYS, |n| {
+        SendMessage::new("{}")
+            .keyed(key(n))
+            .delay(Duration::from_secs(3600))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    let cutoff = backend.count_purge("q").await.unwrap().upto_ms;
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    // sent after the cutoff (left): 3,000 waiting jobs in the keyed set
+    send_many(&backend, 3000, |n| {
+        SendMessage::new("{}")
+            .keyed(key(n))
+            .delay(Duration::from_secs(7200))
+    })
+    .await;
+    let before = size(&backend).await;
+    let call = {
+        let backend = backend.clone();
+        tokio::spawn(async move { backend.purge_queue_upto("q", cutoff).await })
+    };
+    while size(&backend).await == before && !call.is_finished() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // while it runs, a job due now comes for each key: it takes its key's
+    // place, and the holder, due later, goes back to wait among the 3,000
+    send_many(&backend, KEYS, |n| SendMessage::new("{}").keyed(key(n))).await;
+    let purged = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the purge ends")
+        .unwrap()
+        .unwrap();
+    let mut left = Vec::new();
+    for h in &holders {
+        if let Some(j) = backend.job("q", h).await.unwrap() {
+            left.push((*h, j.state));
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "{} of the {KEYS} holders sent before the cutoff are left: {:?}",
+        left.len(),
+        &left[..left.len().min(3)]
+    );
+    assert_eq!(purged, 20_000 + KEYS as u64);
+}
+
+/// A purge with an earlier cutoff than the mark's (that of another purge,
+/// which may have died) leaves the mark as it is: it neither keeps it from
+/// lapsing, which kept a dead purge's later cutoff counting moves for as
+/// long as another purge ran, nor deletes it when it ends.
+#[tokio::test]
+async fn a_purge_does_not_keep_a_later_cutoffs_mark_alive() {
+    let server = RedisServer::start();
+    let (backend, _) = backend_with_queue(&server).await;
+    let mut con = server.raw().await;
+    send_many(&backend, 2, |_| SendMessage::new("{}")).await;
+    let until = backend.now_ms().await.unwrap() + 30_000;
+    let theirs = format!("zzzzzzzzzz {until} 7");
+    set_mark(&mut con, &theirs).await;
+    assert_eq!(backend.purge_queue("q").await.unwrap(), 2);
+    assert_eq!(
+        mark(&mut con).await,
+        Some(theirs),
+        "the other purge's mark, its lapse time unchanged"
+    );
+}
+
+/// A purge's rescans are bounded: keyed jobs that keep going back to wait,
+/// counted by a mark with a later cutoff (another purge's, here one that
+/// never lapses), made a purge scan again and again for as long as they
+/// did. It now ends after ten passes.
+#[tokio::test]
+async fn a_purge_ends_while_keyed_jobs_keep_going_back_to_wait() {
+    let server = RedisServer::start();
+    let (backend, _) = backend_with_queue(&server).await;
+    let mut con = server.raw().await;
+    send_many(&backend, 10, |_| SendMessage::new("{}")).await;
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    let cutoff = backend.count_purge("q").await.unwrap().upto_ms;
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    // sent after the cutoff (left): a pass takes a few calls
+    send_many(&backend, 3000, |_| SendMessage::new("{}")).await;
+    set_mark(&mut con, "zzzzzzzzzz 99999999999999 7").await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // each job of the key but its first waits: counted under the mark
+    let mover = {
+        let (backend, stop) = (backend.clone(), stop.clone());
+        tokio::spawn(async move {
+            let opts = QueueOptions::default();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let m = SendMessage::new("{}").keyed(Keyed::new("busy"));
+                backend.send("q", &[m], &opts).await.unwrap();
+            }
+        })
+    };
+    let purged = tokio::time::timeout(
+        Duration::from_secs(10),
+        backend.purge_queue_upto("q", cutoff),
+    )
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    mover.await.unwrap();
+    assert_eq!(purged.expect("the purge ends").unwrap(), 10);
 }

@@ -243,6 +243,59 @@ async fn a_page_of_batches_is_not_emptied_by_batches_past_their_retention() {
     .unwrap();
 }
 
+/// A page reads past at most 1,000 index entries of batches past their
+/// retention, as documented: it read past up to 1,999 more (the budget was
+/// checked before each read of up to the page's limit, not by entry), one
+/// status round trip each. Cut short so, a page says nothing of the end:
+/// asked again, it goes on past the entries left, as it dropped those it
+/// read past.
+#[tokio::test]
+async fn a_page_reads_past_at_most_a_thousand_batches_past_their_retention() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let raw = Raw::of(&s);
+        let c = Client::connect(&s.url()).await.unwrap();
+        let running = c
+            .batch()
+            .description("running")
+            .job(&Idle)
+            .enqueue()
+            .await
+            .unwrap();
+        // 1,900 entries newer than it, of batches whose keys are gone
+        let now = redjob::backend::Backend::now_ms(&c.backend())
+            .await
+            .unwrap();
+        let mut add = redis::cmd("ZADD");
+        add.arg(raw.index());
+        for n in 0..1900u64 {
+            add.arg(now + 1000 + n).arg(format!("{n:0>32}"));
+        }
+        let _: i64 = add.query_async(&mut s.raw().await).await.unwrap();
+        // the page's reads of batches meet NOSCRIPT, and go again
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut s.raw().await)
+            .await
+            .unwrap();
+        let first = page(&c, 1000).await;
+        assert_eq!(
+            raw.indexed().len(),
+            901,
+            "the page read past 1,000 of them (and dropped those), no more"
+        );
+        assert!(first.is_empty(), "cut short: {first:?}");
+        assert_eq!(
+            page(&c, 1000).await,
+            [running.to_string()],
+            "the next page goes on past the rest"
+        );
+        assert_eq!(raw.indexed(), [running.to_string()]);
+    })
+    .await
+    .unwrap();
+}
+
 /// The same on the memory backend: the running batch is listed.
 #[tokio::test]
 async fn a_page_of_batches_is_not_emptied_by_batches_past_their_retention_in_memory() {

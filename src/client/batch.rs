@@ -91,7 +91,12 @@ impl Client {
     /// those opened in its last one's millisecond (so that it may hold a few
     /// more; up to 1,000 of one millisecond). Page on with the last one's
     /// `created_ms`: every batch is on one page, also when many were opened
-    /// in one millisecond (those of it after a page's end were on none).
+    /// in one millisecond (those of it after a page's end were on none). On
+    /// Redis a page can also come back short (even empty) while older
+    /// batches are kept, when it read past 1,000 entries of batches past
+    /// their retention that no worker's sweep dropped yet: the same call
+    /// made again goes on past them (see
+    /// [`Backend::batches`](crate::backend::Backend::batches)).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

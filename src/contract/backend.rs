@@ -268,10 +268,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// Batches, newest first: those opened before `before_ms` (Unix ms; all
     /// with `None`), at most `limit` (1 to 1,000). A batch past its
     /// retention is left out (and forgotten): the page reads on past it, so
-    /// that it is shorter than `limit` only when no older batch is kept (on
-    /// Redis, up to 1,000 index entries of such batches a call beyond the
-    /// page's own; the workers' sweep drops those over a week old, see
-    /// [`batch_sweep`](Self::batch_sweep)).
+    /// that it is shorter than `limit` only when no older batch is kept, or,
+    /// on Redis, when it read past 1,000 index entries of such batches (a
+    /// call reads past no more): it then ends before the next, even empty,
+    /// and the same call made again goes on past them, as the page forgot
+    /// those it read past. The workers' sweep drops those over a week old,
+    /// see [`batch_sweep`](Self::batch_sweep), so that many are left only
+    /// when no worker swept for a while.
     fn batches(
         &self,
         before_ms: Option<u64>,

@@ -253,6 +253,8 @@ impl Admin for Rsmq {
         // the count of keyed jobs gone back to wait when the pass began (see
         // purge.lua): none before the first call
         let mut moves = Vec::new();
+        // how many passes ended (purge.lua ends after 10)
+        let mut passes = Vec::new();
         let mut keys = k.with_leases(k.all_levels_unique());
         keys.push(k.history_hash.clone());
         keys.extend(k.keyed_wake_keys());
@@ -273,7 +275,8 @@ impl Admin for Rsmq {
                 .arg(done)
                 .arg(&by)
                 .arg(&default)
-                .arg(&moves);
+                .arg(&moves)
+                .arg(&passes);
             let v = scripts::run(&mut con, &scripts::PURGE, &cmd).await?;
             let (n, mut r) = Reply::status(&v)?;
             if n < 0 {
@@ -284,6 +287,7 @@ impl Admin for Rsmq {
             at = r.int()?;
             cursor = r.bytes()?.to_vec();
             moves = r.int()?.to_string().into_bytes();
+            passes = r.int()?.to_string().into_bytes();
             let finishes = r.rest();
             if !finishes.is_empty() {
                 self.count_removed(queue, finishes).await;

@@ -5,20 +5,23 @@
 //!
 //! A batch's keys expire a week after it completed (or was cancelled), its
 //! entry in the index does not: an entry is of a batch past its retention
-//! once its hash is gone. A page skips those, reading further (a bounded
-//! number of entries a call) so that it comes back short only when the
-//! index holds nothing older, and drops them from the index; the workers'
-//! sweep drops those over a week old, a bounded number a minute
-//! ([`Rsmq::trim_batch_index`]). The index is one slot and each batch
-//! another, so no script reads them together: the hashes are looked up by
-//! `EXISTS`, in one pipeline on a single Redis and side by side on a Cluster
+//! once its hash is gone. A page skips those, reading further (up to
+//! [`LIST_SKIPS`] of them a call, counted by entry) so that it comes back
+//! short only when the index holds nothing older or it read past that
+//! many, and drops them from the index (a page asked again goes on past
+//! the rest); the workers' sweep drops those over a week old, a bounded
+//! number a minute ([`Rsmq::trim_batch_index`]). The index is one slot and
+//! each batch another, so no script reads them together: the batches are
+//! looked up (by `EXISTS` for a trim, by `batch.lua`'s read for a page) in
+//! one pipeline a read on a single Redis and side by side on a Cluster
 //! (whose pipelines hold one slot).
 
 use futures::StreamExt;
 
 use crate::backend::redis::RedisBackend;
-use crate::backend::redis::batches::KEEP_MS;
+use crate::backend::redis::batches::{KEEP_MS, reply};
 use crate::backend::redis::queues::Rsmq;
+use crate::backend::redis::{pipelines, scripts};
 use crate::contract::batches::{BatchId, BatchStatus};
 use crate::{Error, Result};
 
@@ -35,7 +38,7 @@ const LIST_SKIPS: usize = 1_000;
 /// How often a backend's sweeps trim the index (the first sweep does).
 const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// How many `EXISTS` go at once on a Cluster.
+/// How many `EXISTS` (or reads of batches) go at once on a Cluster.
 const AT_ONCE: usize = 64;
 
 /// Where a trim of the index goes on from: the score of the last entry it
@@ -115,6 +118,62 @@ impl Rsmq {
             .collect())
     }
 
+    /// How each batch stands (`None`: no batch id, or past its retention):
+    /// `batch.lua`'s reads in one pipeline on a single Redis, side by side
+    /// on a Cluster.
+    async fn statuses_of(&self, ids: &[Option<BatchId>]) -> Result<Vec<Option<BatchStatus>>> {
+        let named: Vec<&BatchId> = ids.iter().flatten().collect();
+        let found: Vec<Option<BatchStatus>> = if named.is_empty() {
+            Vec::new()
+        } else if self.namespace().is_cluster() {
+            let named: Vec<BatchId> = named.into_iter().cloned().collect();
+            futures::stream::iter(
+                named
+                    .into_iter()
+                    .map(|id| async move { self.status_of_batch(&id).await }),
+            )
+            .buffered(AT_ONCE)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_>>()?
+        } else {
+            let mut pipe = redis::pipe();
+            for id in &named {
+                let k = self.namespace().batch(id.as_str());
+                let mut cmd = scripts::eval(&scripts::BATCH, &[&k.hash, &k.done, &k.dead, &k.adds]);
+                cmd.arg("r").arg(KEEP_MS);
+                pipe.add_command(cmd);
+            }
+            // taken as loaded: a read that meets NOSCRIPT (it ran nothing)
+            // is sent again once the script is loaded
+            let loaded = std::sync::atomic::AtomicBool::new(true);
+            let replies = pipelines::run_pipeline(
+                &mut self.connection(),
+                &[(&scripts::BATCH, &loaded)],
+                pipe,
+            )
+            .await?;
+            if replies.len() != named.len() {
+                return Err(Error::Protocol(format!(
+                    "{} replies to {} reads of batches",
+                    replies.len(),
+                    named.len()
+                )));
+            }
+            named
+                .iter()
+                .zip(&replies)
+                .map(|(id, v)| Ok(reply(id, v)?.map(|r| r.status)))
+                .collect::<Result<_>>()?
+        };
+        let mut found = found.into_iter();
+        Ok(ids
+            .iter()
+            .map(|id| id.as_ref().and_then(|_| found.next().flatten()))
+            .collect())
+    }
+
     /// Removes `gone` from the index.
     async fn unindex(&self, gone: &[String]) -> Result<()> {
         if gone.is_empty() {
@@ -186,9 +245,11 @@ impl Rsmq {
         // the entries of the last score read that are listed: the next read
         // of that score starts past them
         let (mut at, mut listed_at) = (None, 0usize);
+        // entries of batches past their retention read past: the page ends
+        // at the first beyond LIST_SKIPS
         let mut skipped = 0;
         let mut out = Vec::with_capacity(limit);
-        while out.len() < limit && skipped <= LIST_SKIPS {
+        while out.len() < limit {
             let want = limit - out.len();
             // ZRANGE BYSCORE REV (6.2): a worker's ACL allows ZRANGE
             let v: redis::Value = redis::cmd("ZRANGE")
@@ -205,27 +266,32 @@ impl Rsmq {
                 .await?;
             let rows = with_scores(v)?;
             let exhausted = rows.len() < want;
-            let mut gone = Vec::new();
-            for (raw, score) in rows {
+            let ids: Vec<Option<BatchId>> = rows.iter().map(|(raw, _)| raw.parse().ok()).collect();
+            let statuses = self.statuses_of(&ids).await?;
+            let (mut gone, mut cut) = (Vec::new(), false);
+            for ((raw, score), status) in rows.into_iter().zip(statuses) {
+                if status.is_none() && skipped == LIST_SKIPS {
+                    // the page ends here: a later one goes on from it
+                    cut = true;
+                    break;
+                }
                 if at != Some(score) {
                     (at, listed_at) = (Some(score), 0);
                 }
-                let status = match raw.parse::<BatchId>() {
-                    Ok(id) => self.status_of_batch(&id).await?,
-                    Err(_) => None,
-                };
                 match status {
                     Some(s) => {
                         out.push(s);
                         listed_at += 1;
                     }
-                    None => gone.push(raw),
+                    None => {
+                        skipped += 1;
+                        gone.push(raw);
+                    }
                 }
             }
-            skipped += gone.len();
             self.unindex(&gone).await?;
             match at {
-                Some(score) if !exhausted => max = score.to_string(),
+                Some(score) if !exhausted && !cut => max = score.to_string(),
                 _ => break,
             }
         }

@@ -54,7 +54,7 @@ pub(super) fn text(v: Option<&Value>) -> String {
     }
 }
 
-fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
+pub(super) fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
     let Value::Array(items) = v else {
         return Err(Error::Protocol(format!("batch reply {v:?}")));
     };

@@ -106,8 +106,10 @@ pub trait Admin: Inspect {
     /// delayed, or a keyed job sent back to wait for its key's place),
     /// unless it changes priority. On Redis it goes a batch at a time (and
     /// scans the keyed jobs and priority 0 again while keyed jobs it has to
-    /// take went back to wait during a pass); in memory it deletes them all
-    /// at once, under one lock.
+    /// take went back to wait during a pass, up to 10 passes in all: keyed
+    /// jobs that keep going back to wait faster than a pass ends, retried or
+    /// throttled again and again, are purged as far as those passes reach);
+    /// in memory it deletes them all at once, under one lock.
     fn purge_queue(&self, queue: &str) -> impl Future<Output = Result<u64>> + Send {
         self.purge_queue_by(queue, self.actor(), None)
     }

@@ -214,7 +214,7 @@ local passed = {}
 local read = {"totalrecv", "redjob:leased", "redjob:unique", "redjob:errors",
   "redjob:waiting", "redjob:released", "redjob:dead_letters", "redjob:history", "redjob:htrim", "redjob:held",
   "redjob:throttles", "redjob:throttled", "redjob:keyed", "redjob:awaited", "redjob:bout", "redjob:deps",
-  "redjob:requeued"}
+  "redjob:requeued", "redjob:purging"}
 local pre = string.sub(ARGV[9], 1, 1) == "1"
 -- the bodies, when read, follow the fields
 local nfields = #read
@@ -618,6 +618,7 @@ if attrs[13] and prio == "0" and (#gone > 0 or #z > 0) then
   local K = concurrency_keys(10, 11, 1, now, 12)
   -- the keys' entries as read above (K reads their holders' scores itself)
   K.known = known
+  K.mark = attrs[18]
   if #gone > 0 then promoted = select(2, K.gone(gone, nil, kat)) end
   if #z > 0 then
     local kf = {}

@@ -31,7 +31,8 @@
 -- Returns -1 when the queue does not exist, -2 when Redis's clock has not
 --         passed the cutoff yet, or a letter's death (nothing done: call
 --         again), else how many were requeued
-local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio", "redjob:keyed", "redjob:unique")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "totalsent", "redjob:prio", "redjob:keyed", "redjob:unique",
+  "redjob:purging")
 if not attrs[1] then return -1 end
 local now = clock()
 local cutoff = tonumber(ARGV[4])
@@ -118,6 +119,7 @@ for i, id in ipairs(ids) do
     if ck then
       if not K then
         K = concurrency_keys(25, 26, 1, now, 27)
+        K.mark = attrs[6]
         K.batch = true
       end
       local e = K.get(ck)

@@ -99,7 +99,8 @@
 local tonumber, floor = tonumber, math.floor
 local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "redjob:waiting", "maxsize", "redjob:prio", "redjob:paused", "redjob:handoff",
   "redjob:released", "redjob:exact", "redjob:current", "redjob:errors", "redjob:sweep", "redjob:concurrency",
-  "redjob:rate", "redjob:held", "redjob:throttled", "redjob:keyed", "redjob:ksweep", "redjob:bout")
+  "redjob:rate", "redjob:held", "redjob:throttled", "redjob:keyed", "redjob:ksweep", "redjob:bout",
+  "redjob:purging")
 if not attrs[1] then return {0, "", 0, -1, -1, 0} end
 if attrs[7] then return {0, "", 0, -1, -3, 0} end
 local mask = tonumber(attrs[6]) or 0
@@ -279,7 +280,10 @@ if n > 0 then
       local kv = many("HMGET", KEYS[2], kf)
       for j, k in ipairs(exp) do
         if kv[j] then
-          KT = KT or concurrency_keys(6, 7, 1, now, 8)
+          if not KT then
+            KT = concurrency_keys(6, 7, 1, now, 8)
+            KT.mark = attrs[21]
+          end
           local key = string.sub(kv[j], 20)
           if (KT.get(key).until_ms or 0) > now then held_back[k] = key end
         end

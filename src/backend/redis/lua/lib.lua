@@ -1246,12 +1246,15 @@ end
 
 
 -- A running purge's mark, the queue hash's field "redjob:purging" (`v`, or
--- nil), "<cutoff> <until ms> <moves>": the latest cutoff of the purges that
--- run (id prefixes), when the mark lapses (a purge that died leaves it), and
+-- nil or false), "<cutoff> <until ms> <moves>": the latest cutoff of the
+-- purges that run (id prefixes), when the mark lapses (a minute after the
+-- last call of a purge of that cutoff: a purge of an earlier one leaves the
+-- time as it is, so that a purge that died stops counting moves then), and
 -- how many keyed jobs sent up to the cutoff went back to wait (K.wait) since
 -- it was set; a purge scans the keyed set and priority 0 again while that
 -- count changes (see purge.lua). Returns nil when there is none or it lapsed
--- by `now`, else {cut, until, moves, text(moves)}.
+-- by `now` (whoever finds it so deletes or replaces it), else {cut, until,
+-- moves, text(moves)}.
 local function purge_mark(v, now)
   local cut, until_ms, moves = string.match(v or "", "^(%S+) (%d+) (%d+)$")
   if not cut or tonumber(until_ms) < now then return nil end
@@ -1285,7 +1288,9 @@ end
 --   K.wait(key, score, id): enters a job in the keyed set; while a purge
 --     runs (the hash field "redjob:purging", see purge_mark), one sent up to
 --     its cutoff that goes back to wait is counted in that field, so that the
---     purge scans again for it;
+--     purge scans again for it (a lapsed mark is deleted); K.mark, when set,
+--     is that field as the caller read it already (false: none), rather
+--     than read again;
 --   K.first(key): the key's first waiting member and its 19 digits, or nil;
 --   K.fill(key): promotes the key's first waiting jobs while it has places
 --     (those without a body are dropped), returns how many;
@@ -1392,7 +1397,13 @@ local function concurrency_keys(kz, kh, zset, now, kw)
   local purging
   function K.wait(key, score, id)
     local d = digits(score)
-    if purging == nil then purging = purge_mark(redis.call("HGET", KEYS[2], "redjob:purging"), now) or false end
+    if purging == nil then
+      local v = K.mark
+      if v == nil then v = redis.call("HGET", KEYS[2], "redjob:purging") end
+      purging = purge_mark(v, now) or false
+      -- a purge that died left its mark: it counts nothing now
+      if v and not purging then redis.call("HDEL", KEYS[2], "redjob:purging") end
+    end
     if purging and not purging.moved and string.sub(id, 1, 10) <= purging.cut then
       purging.moved = true
       redis.call("HSET", KEYS[2], "redjob:purging", purging.text(purging.moves + 1))

@@ -29,7 +29,7 @@
 --         body too large (nothing recorded); -4, ms, 0 the tick is that far
 --         ahead of Redis's clock}
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
-  "redjob:keyed")
+  "redjob:keyed", "redjob:purging")
 local refused, _, now = send_start(attrs)
 if refused then return refused end
 local maxsize = queue_maxsize(attrs[2])
@@ -82,6 +82,7 @@ local key = ARGV[6 + 6 * n]
 if key then
   if not attrs[6] then redis.call("HSET", KEYS[2], "redjob:keyed", "1") end
   local K = concurrency_keys(4, 5, 1, now)
+  K.mark = attrs[7]
   K.batch = true
   K.per(key, tonumber(ARGV[7 + 6 * n]))
   K.place(key, score, ARGV[9])

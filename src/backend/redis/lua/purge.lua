@@ -9,9 +9,14 @@
 -- place is found in priority 0, scanned after the keyed set; one that goes
 -- back to wait (a holder demoted by an earlier-due job of its key, a retry, a
 -- throttle) is counted in the queue hash's mark "redjob:purging" (see
--- purge_mark and K.wait in lib.lua), which each call sets (it lapses a minute
--- after the last, should the purge die): while that count changed during a
--- pass, the purge scans the keyed set and priority 0 again. A job
+-- purge_mark and K.wait in lib.lua), which holds the latest cutoff of the
+-- purges that run: each call of a purge of that cutoff (or a later one, which
+-- takes it over) sets it to lapse a minute later, should the purge die; a
+-- purge of an earlier cutoff leaves it so, and deletes it when it ends only
+-- if it is its own. While that count changed during a pass, the purge scans
+-- the keyed set and priority 0 again, up to 10 passes in all: keyed jobs
+-- that go back to wait faster than a pass ends are purged as far as those
+-- passes reach (a purge's work stays bounded). A job
 -- counts as sent when its id says (its first ten characters, the send's µs in
 -- base 36): one sent after the cutoff is left, so the purge ends even while
 -- producers send.
@@ -43,12 +48,15 @@
 -- ARGV[6]  who purges ("api", "cli alice", "dashboard")
 -- ARGV[7]  the history setting when the queue stores none
 -- ARGV[8]  the mark's count of moves when this pass began (-1: unknown, the
---          mark lapsed); "" for the first call
+--          mark lapsed or was another's of an earlier cutoff); "" for the
+--          first call
+-- ARGV[9]  how many passes ended ("" for the first call)
 -- Returns {-1} when the queue does not exist, else {how many were deleted, the
 --         cutoff, the set and cursor to go on from, the pass's count of moves,
---         then the batch finishes entered}, the set 0 when done
+--         how many passes ended, then the batch finishes entered}, the set 0
+--         when done
 local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:unique", "redjob:history", "redjob:keyed",
-  "redjob:deps", "redjob:bout")
+  "redjob:deps", "redjob:bout", "redjob:purging")
 local finishes = {}
 if not attrs[1] then return {-1} end
 local now = clock()
@@ -60,20 +68,24 @@ if cut == "" or cut > id_prefix(us) then cut = id_prefix(us) end
 local sets = {KEYS[26], KEYS[1]}
 for i = 4, 23 do sets[#sets + 1] = KEYS[i] end
 sets[23], sets[24] = KEYS[26], KEYS[1]
--- the mark: the latest cutoff of the purges that run, a minute more; a pass
--- during which it lapsed (or another purge ended and took it) scans again
-local mark = purge_mark(redis.call("HGET", KEYS[2], "redjob:purging"), now)
+-- the mark: the latest cutoff of the purges that run
+local mark = purge_mark(attrs[7], now)
 local start = tonumber(ARGV[8])
+local passes = tonumber(ARGV[9]) or 0
+-- a mark of a later cutoff counts this purge's moves too: it is left as it
+-- is (its purge keeps it from lapsing, and deletes it)
+local ours = not (mark and mark.cut > cut)
 -- a new mark counts from the call's ms: a mark another purge set again
 -- after one ended does not count as this pass's
 local moves = mark and mark.moves or now
-if not start then
-  start = moves
-elseif not mark then
-  start = -1
+if ours then
+  -- none (or it lapsed: a purge died), or another's of an earlier cutoff:
+  -- moves of this purge's jobs were not all counted, a pass begun before
+  -- scans again
+  if start and not (mark and mark.cut == cut) then start = -1 end
+  redis.call("HSET", KEYS[2], "redjob:purging", string.format("%s %.0f %.0f", cut, now + 60000, moves))
 end
-local mcut = (mark and mark.cut > cut) and mark.cut or cut
-redis.call("HSET", KEYS[2], "redjob:purging", string.format("%s %.0f %.0f", mcut, now + 60000, moves))
+start = start or moves
 local K = attrs[4] and concurrency_keys(26, 27, 1, now, 28)
 local at, cursor = tonumber(ARGV[3]), ARGV[4]
 local left, n = tonumber(ARGV[1]), 0
@@ -134,23 +146,26 @@ while at <= #sets and left > 0 do
     enter_removed(29, 30, ids, bodies, attrs[5], attrs[6], now, finishes)
     if #finishes > had then attrs[6] = "1" end
   end
-  if cursor == "0" then at = at + 1 end
-  if at == 23 or at == 25 then
-    -- a pass ends: keyed jobs that went back to wait meanwhile may have
-    -- slipped past it, the keyed set and priority 0 are scanned again
-    if start == moves then
-      at = 0
-      break
+  if cursor == "0" then
+    at = at + 1
+    if at == 23 or at == 25 then
+      -- a pass ends: keyed jobs that went back to wait meanwhile may have
+      -- slipped past it, the keyed set and priority 0 are scanned again
+      passes = passes + 1
+      if start == moves or passes >= 10 then
+        at = 0
+        break
+      end
+      at, start = 23, moves
     end
-    at, start = 23, moves
   end
 end
 if at == 0 then
-  if mcut == cut then redis.call("HDEL", KEYS[2], "redjob:purging") end
+  if ours then redis.call("HDEL", KEYS[2], "redjob:purging") end
   if history_setting(attrs[3], ARGV[7]) then
     add_history_event(25, now, "purged", (tonumber(ARGV[5]) or 0) + n, ARGV[6])
   end
 end
-local out = {n, cut, at, cursor, start}
+local out = {n, cut, at, cursor, start, passes}
 for _, f in ipairs(finishes) do out[#out + 1] = f end
 return out

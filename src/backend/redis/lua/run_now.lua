@@ -15,7 +15,7 @@
 --         it was scheduled (now due), 2 when it was due already, 3 when it runs,
 --         4 when it waited for its key's place due later (now due, it takes a
 --         place or waits on), 5 when it waits for its key's place due already
-local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:waiting", "redjob:keyed")
+local attrs = redis.call("HMGET", KEYS[2], "vt", "redjob:prio", "redjob:waiting", "redjob:keyed", "redjob:purging")
 if not attrs[1] then return -1 end
 local now = clock()
 local id = ARGV[1]
@@ -31,6 +31,7 @@ if not level then
   if tonumber(string.sub(d, 1, 16)) < now + 1 then return 5 end
   redis.call("ZREM", KEYS[23], member)
   local K = concurrency_keys(23, 24, 1, now)
+  K.mark = attrs[5]
   -- due in this ms with its delivery count (the digits' last three)
   K.place(key, string.format("%.0f.%s", now, string.sub(d, 17, 19)), id)
   K.save()

@@ -21,7 +21,7 @@
 -- Returns {1, id prefix} on success; {-1} when the queue does not exist;
 --         {-2, maxlen, maxsize} when a body exceeds the queue's maxsize
 local attrs = redis.call("HMGET", KEYS[2], "delay", "maxsize", "totalsent", "redjob:waiting", "redjob:prio",
-  "redjob:keyed")
+  "redjob:keyed", "redjob:purging")
 local refused, qdelay, now, us, prefix = send_start(attrs)
 if refused then return refused end
 -- the first write may grow memory: at maxmemory the send is refused before
@@ -29,6 +29,7 @@ if refused then return refused end
 redis.call("HSET", KEYS[2], "redjob:keyed", "1")
 local n = (#ARGV - 4) / 5
 local K = concurrency_keys(3, 4, 1, now)
+K.mark = attrs[7]
 K.batch = true
 -- the keys' holders, read before the jobs are written: under an ACL rule
 -- that refuses the reads, the send fails having written none of them
