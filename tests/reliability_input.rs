@@ -227,3 +227,191 @@ async fn an_unknown_job_whose_id_says_it_was_sent_beyond_the_window_ahead_is_dea
     );
     assert_eq!(rec.len(), 1, "the good job ran");
 }
+
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "ns_ping", topic = "pings")]
+struct Ping {
+    n: u64,
+}
+
+/// A namespace holding a character Redis's `SCAN MATCH` reads as a pattern
+/// (`[`, `]`, `\`) is accepted (only whitespace, control characters and
+/// braces are refused), and its topics are published and read; listing
+/// them must find them too, as it does in the default namespace and on the
+/// memory backend. The listing scans `ns:t:{*}` with the namespace put in
+/// the pattern as it is: `app[1]` then matches `app1:…`, never its own keys,
+/// and `app\x` escapes the `x`.
+#[tokio::test]
+async fn a_namespace_with_pattern_characters_lists_its_topics() {
+    let server = RedisServer::start();
+    for ns in ["rsmq", "app[1]", "a\\b"] {
+        let mut cfg = redjob::client::ClientConfig::from_url(server.url());
+        cfg.namespace = ns.into();
+        let client = Client::from_config(cfg).await.unwrap();
+        client.publish(&Ping { n: 1 }).await.unwrap();
+        assert!(
+            client.topic("pings").await.unwrap().is_some(),
+            "{ns}: the topic is there"
+        );
+        assert_eq!(
+            client.topics().await.unwrap(),
+            ["pings"],
+            "namespace {ns:?}: the topic is listed"
+        );
+    }
+}
+
+/// A subscription's concurrency past what a worker can count is refused when
+/// the worker is built, as a queue's is (`queue_concurrency(q, usize::MAX)`
+/// fails `build()`), not accepted and left to panic once the subscriber
+/// starts: its limit is a semaphore of that many permits, which tokio caps
+/// at `usize::MAX >> 3`.
+#[tokio::test]
+async fn a_subscription_concurrency_too_large_is_refused_at_build() {
+    let mem = redjob::backend::memory::MemoryBackend::new();
+    let built = Worker::builder(mem.clone())
+        .handle_signals(false)
+        .subscribe(
+            redjob::topic::Subscription::new("counter").concurrency(usize::MAX),
+            |_: Ping, _| async { Ok(()) },
+        )
+        .build();
+    let Ok(worker) = built else {
+        return;
+    };
+    // built: it runs (or the test says how it fails)
+    let token = worker.shutdown_token();
+    let run = tokio::spawn(worker.run());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    token.cancel();
+    let ran = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the worker stops");
+    panic!("usize::MAX accepted by build(); the worker's run then gave {ran:?}");
+}
+
+/// A worker concurrency too large is refused at `build()`, and the error
+/// says why: the value is too large. It said "must be at least 1" of
+/// `usize::MAX`, the same reason as for 0.
+#[test]
+fn a_worker_concurrency_too_large_is_refused_for_being_too_large() {
+    let refusal = |n: usize| {
+        let built = Worker::builder(redjob::backend::memory::MemoryBackend::new())
+            .queue("mixed")
+            .handle_signals(false)
+            .concurrency(n)
+            .build();
+        match built {
+            Ok(_) => panic!("concurrency {n} accepted"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let text = refusal(usize::MAX);
+    assert!(!text.contains("at least 1"), "{text}");
+    assert!(text.contains("at most 1000000"), "{text}");
+    let zero = refusal(0);
+    assert!(zero.contains("at least 1"), "{zero}");
+}
+
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "ns_tick", topic = "ticks")]
+struct Tick {
+    n: u64,
+}
+
+/// `publish_all` is documented as one round trip, all or (a full topic
+/// refusing) none. A batch too large for its reply to come within the
+/// response timeout (400,000 small events, 300 ms) must not fail while
+/// every event of it is stored: a caller told it failed sends it again, and
+/// each event is then published twice. `publish_all` sent one script call of
+/// any size, which held Redis for seconds and timed out with all of it
+/// stored. A publish of over 16,000 events (or 64 MiB) is now refused
+/// before anything is sent, with `InvalidValue`, on both backends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_too_large_for_the_response_timeout_is_not_stored_while_it_fails() {
+    let server = RedisServer::start();
+    let mut cfg = redjob::client::ClientConfig::from_url(server.url());
+    cfg.redis.response_timeout = Duration::from_millis(300);
+    let client = Client::from_config(cfg).await.unwrap();
+    // the publish script loaded (the big call meets no NOSCRIPT), the topic made
+    client
+        .publish_all(&[Tick { n: 0 }, Tick { n: 1 }])
+        .await
+        .unwrap();
+    let events: Vec<Tick> = (0..400_000).map(|n| Tick { n }).collect();
+    let r = client.publish_all(&events).await;
+    // whatever ran of the call has run once Redis answers a later command
+    let mut stored = None;
+    for _ in 0..40 {
+        let read = async {
+            let mut con = redis::Client::open(server.url())?
+                .get_multiplexed_async_connection()
+                .await?;
+            redis::cmd("XLEN")
+                .arg("rsmq:t:{ticks}")
+                .query_async::<u64>(&mut con)
+                .await
+        };
+        match read.await {
+            Ok(n) => {
+                stored = Some(n);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    let stored = stored.expect("Redis answers again") - 2;
+    assert_eq!(
+        stored, 0,
+        "publish_all gave {r:?} with {stored} of its events stored"
+    );
+    assert!(
+        matches!(
+            &r,
+            Err(redjob::Error::InvalidValue {
+                what: "publish",
+                ..
+            })
+        ),
+        "refused up front: {r:?}"
+    );
+    // one past the bound (`topic::MAX_PUBLISH`) is refused, on the memory
+    // backend too
+    let over: Vec<Tick> = (0..16_001).map(|n| Tick { n }).collect();
+    let memory = Client::memory(redjob::backend::memory::MemoryBackend::new());
+    for c in [&client, &memory] {
+        let r = c.publish_all(&over).await;
+        assert!(
+            matches!(r, Err(redjob::Error::InvalidValue { .. })),
+            "{r:?}"
+        );
+    }
+    assert!(
+        memory.topic("ticks").await.unwrap().is_none(),
+        "none stored"
+    );
+}
+
+/// A publish of as many events as one call takes (16,000) is stored whole,
+/// in order, within a response timeout of 2 s (the default is 5 s; it took
+/// about 0.35 s on a 2-core machine, debug build), on both backends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_at_the_bound_is_stored_whole() {
+    let server = RedisServer::start();
+    let mut cfg = redjob::client::ClientConfig::from_url(server.url());
+    cfg.redis.response_timeout = Duration::from_secs(2);
+    let client = Client::from_config(cfg).await.unwrap();
+    let events: Vec<Tick> = (0..16_000).map(|n| Tick { n }).collect();
+    let ids = client.publish_all(&events).await.unwrap();
+    assert_eq!(ids.len(), events.len());
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order");
+    assert_eq!(
+        client.topic("ticks").await.unwrap().unwrap().length,
+        events.len() as u64
+    );
+    let memory = Client::memory(redjob::backend::memory::MemoryBackend::new());
+    assert_eq!(
+        memory.publish_all(&events).await.unwrap().len(),
+        events.len()
+    );
+}

@@ -821,3 +821,82 @@ async fn after_redis_restarts_empty_the_builders_global_concurrency_still_holds(
         "runs at once under a global concurrency of 1; stored settings after the restart: {stored:?}"
     );
 }
+
+/// A TCP proxy on a free loopback port to `port`, whose open connections
+/// are all cut at once when `cut` is notified (a network blip, a proxy's or
+/// a load balancer's idle timeout); connections made after are proxied as
+/// before.
+async fn cutting_proxy(port: u16, cut: Arc<tokio::sync::Notify>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxied = listener.local_addr().unwrap().port();
+    let (cuts, _) = tokio::sync::broadcast::channel::<()>(4);
+    let notify = cuts.clone();
+    tokio::spawn(async move {
+        loop {
+            cut.notified().await;
+            let _ = notify.send(());
+        }
+    });
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut cut = cuts.subscribe();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                {
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.recv() => {}
+                    }
+                }
+            });
+        }
+    });
+    proxied
+}
+
+/// Redis stalls (SIGSTOP: it accepts connections and answers nothing) and
+/// the client's connections to it are cut meanwhile (a network blip): a lone
+/// enqueue then fails within the connection and response timeouts, as
+/// RELIABILITY.md promises ("Enqueues fail promptly … connection and
+/// response timeouts"), with a password in the URL too. Connecting was
+/// bounded so (`connecting_to_a_stalled_redis_fails_within_the_connection_timeout`),
+/// but the managed connection's own reconnection is not: its unanswered
+/// `AUTH` is tried four times, each waiting out the connection timeout (with
+/// backoff in between), and the call waits for all of them: 4.7 s at 1 s
+/// timeouts, about 21 s at the default 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_enqueue_after_a_cut_to_a_stalled_redis_with_a_password_fails_within_the_timeouts() {
+    let server = RedisServer::start_with(&["--requirepass", "pw"]);
+    let cut = Arc::new(tokio::sync::Notify::new());
+    let port = cutting_proxy(server.port, cut.clone()).await;
+    let client = client(&format!("redis://:pw@127.0.0.1:{port}")).await;
+    // the queue made, the send's function loaded, the lane open
+    for key in 1..=3 {
+        client.enqueue(&mark(key)).await.unwrap();
+    }
+    signal(server.pid(), "STOP");
+    cut.notify_one();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(30), client.enqueue(&mark(4)))
+        .await
+        .expect("an answer");
+    let took = started.elapsed();
+    signal(server.pid(), "CONT");
+    println!("enqueue after the cut: {r:?} after {took:?}");
+    assert!(matches!(r, Err(Error::Redis(_))), "{r:?}");
+    // 1 s to connect, 1 s for the reply, and slack
+    assert!(took < Duration::from_millis(2500), "{took:?}");
+    // the reconnection went on: a later call finds a connection
+    let mut again = None;
+    for _ in 0..20 {
+        match client.enqueue(&mark(5)).await {
+            Ok(id) => {
+                again = Some(id);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    assert!(again.is_some(), "an enqueue after Redis answers again");
+}

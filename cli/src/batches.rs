@@ -13,15 +13,16 @@ pub struct BatchesArgs {
     /// How many, newest first (1 to 1000).
     #[arg(long, default_value_t = 20, value_parser = show::page_size())]
     limit: usize,
-    /// Only batches opened before this one (its id), to page on.
+    /// Only batches opened before this one (its id), to page on. An id
+    /// that is none is a usage error, as a job's is.
     #[arg(long)]
-    before: Option<String>,
+    before: Option<BatchId>,
 }
 
 #[derive(clap::Args)]
 pub struct BatchArgs {
-    /// The batch's id.
-    id: String,
+    /// The batch's id (32 characters: an id that is none is a usage error).
+    id: BatchId,
     /// How many of its dead jobs to list (1 to 1000).
     #[arg(long, default_value_t = 20, value_parser = show::page_size())]
     dead: usize,
@@ -65,16 +66,11 @@ fn status_json(s: &BatchStatus) -> serde_json::Value {
     })
 }
 
-fn parse(id: &str) -> Result<BatchId, Failure> {
-    id.parse()
-        .map_err(|_| Failure(format!("{id:?} is not a batch id (32 characters)")))
-}
-
 /// The batches, newest first.
 pub async fn list(ctx: &Ctx, args: &BatchesArgs) -> Outcome {
     let before = match &args.before {
         None => None,
-        Some(id) => match ctx.client.batch_status(&parse(id)?).await? {
+        Some(id) => match ctx.client.batch_status(id).await? {
             Some(s) => Some(s.created_ms),
             None => return Err(Failure(format!("no batch {id}"))),
         },
@@ -119,7 +115,7 @@ pub async fn list(ctx: &Ctx, args: &BatchesArgs) -> Outcome {
 
 /// One batch: its counts, then its dead jobs.
 pub async fn show(ctx: &Ctx, args: &BatchArgs) -> Outcome {
-    let id = parse(&args.id)?;
+    let id = args.id;
     if args.cancel {
         if !ctx.client.cancel_batch(&id).await? {
             return Err(Failure(format!(

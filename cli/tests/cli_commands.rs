@@ -1706,9 +1706,11 @@ async fn batches_list_newest_first_with_progress_and_a_batch_shows_its_dead_jobs
     cli(&url, &["batch", &group, "--cancel"])
         .await
         .failed("was not cancelled");
-    cli(&url, &["batch", "nonsense"])
-        .await
-        .failed("not a batch id");
+    // an id that is none is a usage error (exit 2), a well-formed one of no
+    // batch a failure (exit 1)
+    let bad = cli(&url, &["batch", "nonsense"]).await;
+    assert_eq!(bad.code, 2, "{}", bad.err);
+    assert!(bad.err.contains("not a batch id"), "{}", bad.err);
     cli(&url, &["batch", "0000000000abcdefghijklmnopqrstuv"])
         .await
         .failed("no batch");

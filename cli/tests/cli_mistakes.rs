@@ -381,7 +381,8 @@ async fn a_priority_or_a_page_of_keys_out_of_range_is_a_usage_error() {
 async fn a_page_size_out_of_range_is_a_usage_error() {
     let (server, _client, _) = setup().await;
     let url = server.url();
-    let id = "00000000000000000000000000";
+    // a well-formed batch id (a bad one is a usage error of its own)
+    let id = "0000000000abcdefghijklmnopqrstuv";
     let commands: [&[&str]; 7] = [
         &["jobs", "peek", "mail", "-n"],
         &["jobs", "list", "mail", "--state", "ready", "-n"],
@@ -612,5 +613,40 @@ async fn a_bad_event_id_or_duration_to_a_topic_command_is_a_usage_error() {
     ] {
         let r = cli(&url, args).await;
         assert_eq!(r.code, 2, "{args:?}: exit {}: {}", r.code, r.err);
+    }
+}
+
+/// "2 a usage error (a bad flag or value, such as a job or event id that is
+/// none …, refused before anything is read)": a batch id that is none is
+/// such a value, as a job's or an event's is (`jobs show notanid` exits 2).
+/// `batch <id>` and `batches --before <id>` took it as a plain string and
+/// parsed it after connecting: exit 1, as a Redis failure or a batch not
+/// found, which a script cannot tell from a typo.
+#[tokio::test]
+async fn a_batch_id_that_is_none_is_a_usage_error() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let jobs = cli(&url, &["jobs", "show", "notanid"]).await;
+    assert_eq!(jobs.code, 2, "{}", jobs.err);
+    for args in [
+        &["batch", "notanid"][..],
+        &["batch", "notanid", "--cancel"],
+        &["batches", "--before", "notanid"],
+        &["--json", "batch", "notanid"],
+    ] {
+        let r = cli(&url, args).await;
+        assert_eq!(r.code, 2, "{args:?}: exit {}: {}", r.code, r.err);
+    }
+    // under --json the usage error is JSON, exit code and all
+    let r = cli(&url, &["--json", "batches", "--before", "notanid"]).await;
+    let v: Value = serde_json::from_str(r.err.trim()).unwrap_or_else(|e| panic!("{e}: {}", r.err));
+    assert_eq!(v["exit_code"], 2, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("notanid"), "{v}");
+    // a well-formed id of no batch is a failure found by reading: exit 1
+    let unknown = "0000000000abcdefghijklmnopqrstuv";
+    for args in [&["batch", unknown][..], &["batches", "--before", unknown]] {
+        let r = cli(&url, args).await;
+        assert_eq!(r.code, 1, "{args:?}: exit {}: {}", r.code, r.err);
+        assert!(r.err.contains("no batch"), "{args:?}: {}", r.err);
     }
 }

@@ -26,6 +26,14 @@ impl Client {
     /// Publishes events of one type in one round trip (all or, when the topic
     /// is full and refuses, none). Returns their ids in order.
     ///
+    /// One round trip takes at most [`MAX_PUBLISH`](crate::topic::MAX_PUBLISH)
+    /// (16,000) events and [`MAX_PUBLISH_BYTES`](crate::topic::MAX_PUBLISH_BYTES)
+    /// (64 MiB): a larger call is refused with
+    /// [`Error::InvalidValue`](crate::Error::InvalidValue), nothing published,
+    /// so that its reply comes within the response timeout (a call that timed
+    /// out with its events stored would be sent again, each event twice).
+    /// Publish more in parts of that size, each all or none.
+    ///
     /// ```
     /// # use redjob::topic::Event;
     /// # use serde::{Deserialize, Serialize};

@@ -86,6 +86,32 @@ impl StateCounts {
     pub fn total(&self) -> u64 {
         self.ready + self.scheduled + self.in_flight + self.dead + self.blocked
     }
+
+    /// Adds `other`'s counts to these, state by state (every state: a total
+    /// of several queues, such as an overview's).
+    ///
+    /// ```
+    /// use redjob::inspect::StateCounts;
+    ///
+    /// let mut c = StateCounts { ready: 2, blocked: 1, ..Default::default() };
+    /// c.add(&StateCounts { ready: 1, blocked: 3, ..Default::default() });
+    /// assert_eq!((c.ready, c.blocked, c.total()), (3, 4, 7));
+    /// ```
+    pub fn add(&mut self, other: &StateCounts) {
+        // every field by name: a new state is a compile error here
+        let StateCounts {
+            ready,
+            scheduled,
+            in_flight,
+            dead,
+            blocked,
+        } = *other;
+        self.ready = self.ready.saturating_add(ready);
+        self.scheduled = self.scheduled.saturating_add(scheduled);
+        self.in_flight = self.in_flight.saturating_add(in_flight);
+        self.dead = self.dead.saturating_add(dead);
+        self.blocked = self.blocked.saturating_add(blocked);
+    }
 }
 
 /// One job as stored.

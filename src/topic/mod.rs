@@ -66,8 +66,8 @@ pub use subscription::Subscription;
 
 pub use crate::contract::topics::{
     Claimed, DeadEvent, DeadEventCount, DeadEvents, EventId, EventOptions, EventRun, EventSettle,
-    LAG_COUNTED, MAX_TAKE, Received, RewindPlan, Start, SubscriberInfo, TopicInfo, Topics,
-    WhenFull,
+    LAG_COUNTED, MAX_PUBLISH, MAX_PUBLISH_BYTES, MAX_TAKE, Received, RewindPlan, Start,
+    SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 
 use serde::Serialize;

@@ -459,7 +459,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@locate $setup, #[$attr],
             a_job_is_found_by_id_in_whichever_queue_holds_it);
         $crate::conformance_suite!(@overview $setup, #[$attr],
-            the_overview_reads_every_queue_filters_sorts_and_pages);
+            the_overview_reads_every_queue_filters_sorts_and_pages,
+            the_overviews_totals_are_its_lines_added_up_in_every_state);
         $crate::conformance_suite!(@settings $setup, #[$attr],
             settings_are_stored_with_the_queue_and_go_with_it,
             the_stored_retention_is_in_force_over_the_workers,

@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use redjob::backend::{Backend, MINUTES};
-use redjob::inspect::Inspect;
+use redjob::inspect::{Inspect, StateCounts};
 use redjob::ops::{Admin, OverviewQuery, OverviewSort};
-use redjob::queue::{QueueOptions, Queues, SendMessage};
+use redjob::queue::{Keyed, QueueOptions, Queues, SendMessage};
 
 use super::Env;
 
@@ -180,4 +180,79 @@ pub async fn the_overview_reads_every_queue_filters_sorts_and_pages(env: &Env) {
             "{name}"
         );
     }
+}
+
+/// The totals are the lines added up in every state, blocked jobs (waiting
+/// for their concurrency key's place) among them: `Totals` summed ready,
+/// scheduled, in flight and dead, and left `total.counts.blocked` at 0.
+pub async fn the_overviews_totals_are_its_lines_added_up_in_every_state(env: &Env) {
+    let q = env.client.backend();
+    for name in ["tot-a", "tot-b", "tot-c"] {
+        q.create_queue(name, QueueOptions::default()).await.unwrap();
+    }
+    let keyed = |i: usize| SendMessage::new(format!("k{i}")).keyed(Keyed::new("acct"));
+    // tot-a: 1 ready and 2 blocked behind it, 1 scheduled
+    let msgs: Vec<SendMessage> = (0..3).map(keyed).collect();
+    Backend::send(&q, "tot-a", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    Queues::send(
+        &q,
+        "tot-a",
+        SendMessage::new("later").delay(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    // tot-b: 1 in flight, 1 ready
+    for i in 0..2 {
+        Queues::send(&q, "tot-b", SendMessage::new(format!("b{i}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        q.fetch("tot-b", 1, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .jobs
+            .len(),
+        1
+    );
+    // tot-c: 1 dead, then 1 ready and 1 blocked behind it
+    super::ops::kill(env, "tot-c", &[("A", "down")], 0, Default::default()).await;
+    let msgs: Vec<SendMessage> = (0..2).map(keyed).collect();
+    Backend::send(&q, "tot-c", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    let o = q
+        .overview(&OverviewQuery::default().filter("tot-"))
+        .await
+        .unwrap();
+    assert_eq!(o.matched, 3);
+    for l in &o.lines {
+        assert_eq!(l.counts, q.counts(&l.name).await.unwrap(), "{}", l.name);
+    }
+    let sum = |f: fn(&StateCounts) -> u64| o.lines.iter().map(|l| f(&l.counts)).sum();
+    let lines = StateCounts {
+        ready: sum(|c| c.ready),
+        scheduled: sum(|c| c.scheduled),
+        in_flight: sum(|c| c.in_flight),
+        dead: sum(|c| c.dead),
+        blocked: sum(|c| c.blocked),
+    };
+    let want = StateCounts {
+        ready: 3,
+        scheduled: 1,
+        in_flight: 1,
+        dead: 1,
+        blocked: 3,
+    };
+    assert_eq!(lines, want, "the lines: {:?}", o.lines);
+    assert_eq!(o.total.counts, want, "the totals: {:?}", o.total);
+    assert_eq!(o.total.counts.total(), 9);
+    // a page of one line: the totals are still every matching line's
+    let o = q
+        .overview(&OverviewQuery::default().filter("tot-").page(0, 1))
+        .await
+        .unwrap();
+    assert_eq!((o.lines.len(), o.total.counts), (1, want));
 }

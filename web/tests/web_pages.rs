@@ -1093,3 +1093,44 @@ async fn the_batches_pages_show_every_batch_once() {
         distinct.len()
     );
 }
+
+/// A job waiting for its concurrency key's place is blocked: its page says
+/// so. The page's state label had no arm for `JobState::Blocked` and fell to
+/// the dead letters' ("dead", its time under "Died"), though the job is
+/// waiting in the queue and its queue page lists it under "Blocked".
+#[tokio::test]
+async fn a_blocked_jobs_page_says_blocked_not_dead() {
+    use redjob::backend::memory::MemoryBackend;
+    use redjob::inspect::JobState;
+    use redjob::queue::Keyed;
+    let client = Client::memory(MemoryBackend::new());
+    let q = client.backend();
+    let msgs: Vec<SendMessage> = (0..2)
+        .map(|i| SendMessage::new(envelope("A", i)).keyed(Keyed::new("account-7")))
+        .collect();
+    let sent = q
+        .send("mail", &msgs, &QueueOptions::default())
+        .await
+        .unwrap();
+    let id = sent[1].id;
+    let job = client.job("mail", &id).await.unwrap().expect("queued");
+    assert_eq!(job.state, JobState::Blocked);
+    let app = redjob_web::router(client.clone());
+    let page = get(&app, &format!("/queues/mail/jobs/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        !page.body.contains(r#"<span class="badge">dead</span>"#) && !page.body.contains("Died"),
+        "a blocked job's page calls it dead: {}",
+        page.body
+    );
+    assert!(page.body.contains("blocked"), "{}", page.body);
+    // the overview's totals count it (a card, as on the queue's page)
+    let overview = get(&app, "/").await;
+    assert!(
+        overview
+            .body
+            .contains("<b>1</b><span>blocked by keys</span>"),
+        "{}",
+        overview.body
+    );
+}

@@ -20,6 +20,7 @@ impl Topics for MemoryBackend {
         events: &[(&str, &str)],
         options: &EventOptions,
     ) -> Result<Vec<EventId>> {
+        crate::contract::topics::check_publish(events)?;
         if events.is_empty() {
             return Ok(Vec::new());
         }

@@ -118,6 +118,22 @@ pub(crate) struct Namespace {
     made: Arc<Mutex<HashMap<String, Arc<QueueKeys>>>>,
 }
 
+/// `text` with each character a Redis glob-style pattern (`SCAN`/`KEYS`
+/// `MATCH`, `PSUBSCRIBE`) reads as special (`*`, `?`, `[`, `]`, `\`)
+/// escaped by a `\`, so that the pattern matches it as it is: a namespace
+/// such as `app[1]` put in a pattern unescaped matches `app1:…`, never its
+/// own keys.
+pub(crate) fn glob_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 impl std::fmt::Debug for Namespace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Namespace")
@@ -209,9 +225,10 @@ impl Namespace {
     }
 
     /// The `SCAN` pattern of every topic's stream: `ns:t:{*}` (a stream's
-    /// other keys go on after the brace).
+    /// other keys go on after the brace), the namespace escaped (see
+    /// [`glob_escaped`]).
     pub fn topic_pattern(&self) -> String {
-        format!("{}t:{{*}}", self.prefix)
+        format!("{}t:{{*}}", glob_escaped(&self.prefix))
     }
 
     /// The topic a key matching [`topic_pattern`](Self::topic_pattern) is the
@@ -501,6 +518,10 @@ mod tests {
         assert_eq!(t.attempts("billing"), "rsmq:t:{orders}:attempts:billing");
         assert_eq!(t.owner("billing"), "rsmq:t:{orders}:owner:billing");
         assert_eq!(ns.topic_pattern(), "rsmq:t:{*}");
+        assert_eq!(
+            Namespace::new("a[1]*?\\b", false).topic_pattern(),
+            "a\\[1\\]\\*\\?\\\\b:t:{*}"
+        );
         assert_eq!(ns.topic_of(&t.stream), Some("orders"));
         assert_eq!(ns.topic_of(&t.dead("billing")), None);
         assert_eq!(ns.topic_of("other:t:{orders}"), None);

@@ -186,6 +186,7 @@ impl Topics for RedisBackend {
         events: &[(&str, &str)],
         options: &EventOptions,
     ) -> Result<Vec<EventId>> {
+        crate::contract::topics::check_publish(events)?;
         if events.is_empty() {
             return Ok(Vec::new());
         }

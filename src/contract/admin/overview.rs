@@ -293,10 +293,7 @@ pub struct Totals {
 impl Totals {
     fn add(&mut self, l: &QueueLine) {
         self.queues += 1;
-        self.counts.ready += l.counts.ready;
-        self.counts.scheduled += l.counts.scheduled;
-        self.counts.in_flight += l.counts.in_flight;
-        self.counts.dead += l.counts.dead;
+        self.counts.add(&l.counts);
         self.stats.processed = self.stats.processed.saturating_add(l.stats.processed);
         self.stats.failed = self.stats.failed.saturating_add(l.stats.failed);
         self.stats.retried = self.stats.retried.saturating_add(l.stats.retried);

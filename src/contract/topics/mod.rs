@@ -3,11 +3,14 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+mod publish;
 mod rewind;
 mod types;
 
 use crate::Result;
 use crate::contract::attempts::{Attempt, AttemptOutcome, RunBy};
+pub(crate) use publish::check_publish;
+pub use publish::{MAX_PUBLISH, MAX_PUBLISH_BYTES};
 pub use rewind::RewindPlan;
 pub(crate) use types::name as check_name;
 pub use types::{
@@ -164,6 +167,9 @@ pub trait Topics: Clone + Send + Sync + 'static {
     /// Appends `(type, data)` events to `topic` in one call, applying `options`'
     /// retention; returns their ids in order. Over a `Refuse` limit nothing is
     /// written and the call fails with [`Error::TopicFull`](crate::Error::TopicFull).
+    /// More than [`MAX_PUBLISH`] events or [`MAX_PUBLISH_BYTES`] are refused
+    /// with [`Error::InvalidValue`](crate::Error::InvalidValue) before
+    /// anything is written: one call must answer within the response timeout.
     fn publish(
         &self,
         topic: &str,

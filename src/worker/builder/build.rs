@@ -29,10 +29,16 @@ impl<B: Backend> WorkerBuilder<B> {
         for s in &self.subscriptions {
             crate::contract::topics::check_name("topic name", &s.topic)?;
             crate::contract::topics::check_name("subscriber name", &s.sub.name)?;
-            if s.sub.concurrency.is_some_and(|n| n == 0 || n > MOST) {
+            if s.sub.concurrency == Some(0) {
                 return Err(invalid(
                     "subscription concurrency",
-                    format!("must be 1 to {MOST}"),
+                    "must be at least 1".into(),
+                ));
+            }
+            if let Some(n) = s.sub.concurrency.filter(|n| *n > MOST) {
+                return Err(invalid(
+                    "subscription concurrency",
+                    format!("{n}: must be at most {MOST}"),
                 ));
             }
             // a start over a minute past now would skip every event until
@@ -60,10 +66,13 @@ impl<B: Backend> WorkerBuilder<B> {
             validate::queue_name(q)?;
             limits::check(q, values)?;
         }
-        if self.concurrency == 0 || self.concurrency > MOST {
+        if self.concurrency == 0 {
+            return Err(invalid("concurrency", "must be at least 1".into()));
+        }
+        if self.concurrency > MOST {
             return Err(invalid(
                 "concurrency",
-                format!("{}: must be 1 to {MOST}", self.concurrency),
+                format!("{}: must be at most {MOST}", self.concurrency),
             ));
         }
         if self.lease < Duration::from_secs(1) || self.lease.as_secs() > validate::MAX_SECONDS {

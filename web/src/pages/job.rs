@@ -1,6 +1,8 @@
 //! One job: its arguments, state, attempts, last error and times, and the
 //! actions its state allows (run now, cancel, requeue, delete).
 
+use std::borrow::Cow;
+
 use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
@@ -57,16 +59,30 @@ pub(crate) async fn page(
         None => None,
     };
     let jpath = format!("/queues/{}/jobs/{id}", seg(&queue));
-    let (state_label, time_label) = match job.state {
-        JobState::Ready => ("ready", "Due"),
-        JobState::Scheduled => ("scheduled", "Due"),
-        JobState::InFlight => ("in flight", "Lease ends"),
-        JobState::Waiting => ("waiting for its children", "Enqueued"),
+    // every state by name; `JobState` is `#[non_exhaustive]`, so a state
+    // added later falls to its own name and a neutral time, never to "dead"
+    let (state_label, time_label): (Cow<'_, str>, &str) = match job.state {
+        JobState::Ready => ("ready".into(), "Due"),
+        JobState::Scheduled => ("scheduled".into(), "Due"),
+        JobState::InFlight => ("in flight".into(), "Lease ends"),
+        JobState::Blocked => (
+            job.key
+                .as_ref()
+                .map_or("blocked by its concurrency key".into(), |k| {
+                    format!("blocked by key {:?}", k.key).into()
+                }),
+            "Due",
+        ),
+        JobState::Waiting => ("waiting for its children".into(), "Enqueued"),
         JobState::Finished => (
-            job.finished.as_ref().map_or("finished", |f| f.how.as_str()),
+            job.finished
+                .as_ref()
+                .map_or("finished", |f| f.how.as_str())
+                .into(),
             "Finished",
         ),
-        _ => ("dead", "Died"),
+        JobState::Dead => ("dead".into(), "Died"),
+        _ => (job.state.as_str().into(), "When"),
     };
     let body = html! {
         p.muted { a href=(ctx.link(&format!("/queues/{}", seg(&queue)))) { "← " (name(&queue)) } }
@@ -85,7 +101,10 @@ pub(crate) async fn page(
                     (button(&ctx, &format!("{jpath}/retry"), "Run again", "primary"))
                 }
                 JobState::Finished => {}
-                _ => { (button(&ctx, &format!("{jpath}/cancel"), "Cancel", "danger")) }
+                JobState::Ready | JobState::InFlight | JobState::Blocked | JobState::Waiting => {
+                    (button(&ctx, &format!("{jpath}/cancel"), "Cancel", "danger"))
+                }
+                _ => {}
             }
         }
         div #job data-live {

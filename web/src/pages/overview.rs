@@ -121,7 +121,7 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
         ))
     };
     let total = (o.total.counts, o.total.stats);
-    let cards = [
+    let mut cards = vec![
         ("ready", total.0.ready),
         ("scheduled", total.0.scheduled),
         ("in flight", total.0.in_flight),
@@ -129,6 +129,10 @@ pub(crate) async fn page(ctx: Ctx, Query(p): Query<OverviewParams>) -> WebResult
         ("processed", total.1.processed),
         ("failed", total.1.failed),
     ];
+    // as on a queue's page: shown when some wait for their key's place
+    if total.0.blocked > 0 {
+        cards.insert(4, ("blocked by keys", total.0.blocked));
+    }
     let points = if week {
         redjob::backend::last_week(
             o.now_ms,

@@ -90,12 +90,14 @@ pub(crate) async fn page(
     } else {
         Vec::new()
     };
+    // a tab's count; none for the history (no count kept)
     let count = |s: JobState| match s {
-        JobState::Ready => l.counts.ready,
-        JobState::Scheduled => l.counts.scheduled,
-        JobState::InFlight => l.counts.in_flight,
-        JobState::Blocked => l.counts.blocked,
-        _ => l.counts.dead,
+        JobState::Ready => Some(l.counts.ready),
+        JobState::Scheduled => Some(l.counts.scheduled),
+        JobState::InFlight => Some(l.counts.in_flight),
+        JobState::Blocked => Some(l.counts.blocked),
+        JobState::Dead => Some(l.counts.dead),
+        _ => None,
     };
     let body = html! {
         h1 { (name(&queue)) " " @if l.paused { span.badge.paused { "paused" } } }
@@ -161,7 +163,7 @@ pub(crate) async fn page(
                 a href=(ctx.link(&format!("{qpath}{}", query(&[("state", k)]))))
                     aria-current=[(s == state).then_some("page")] {
                         (label)
-                        @if s != JobState::Finished { " (" (num(count(s))) ")" }
+                        @if let Some(n) = count(s) { " (" (num(n)) ")" }
                     }
             }
             a href=(ctx.link(&format!("{qpath}/dead"))) { "Dead (" (num(l.counts.dead)) ")" }
@@ -404,7 +406,9 @@ pub(crate) fn time_of(j: &JobInfo, now: u64) -> String {
             Some(f) => format!("{} {at}", f.how.as_str()),
             None => format!("finished {at}"),
         },
-        _ => format!("died {at}"),
+        JobState::Waiting => format!("enqueued {at}, waits for its children"),
+        JobState::Dead => format!("died {at}"),
+        _ => format!("{} {at}", j.state.as_str()),
     }
 }
 

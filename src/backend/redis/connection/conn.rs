@@ -115,7 +115,7 @@ impl Connection {
             Inner::Managed(m) => {
                 let mut on = m.current();
                 let reply = lane::packed(on.lane.as_ref(), &mut on.con, packed, count, pipeline);
-                m.answered(on.generation, reply.await)
+                m.answered(on.generation, m.bounded(reply).await)
             }
             _ => self.req_packed_commands(&pipeline(), 0, count).await,
         }
@@ -249,8 +249,8 @@ impl ConnectionLike for Connection {
         match &mut self.0 {
             Inner::Managed(m) => Box::pin(async move {
                 let mut on = m.current();
-                let reply = lane::command(on.lane.as_ref(), &mut on.con, cmd).await;
-                m.answered(on.generation, reply)
+                let reply = m.bounded(lane::command(on.lane.as_ref(), &mut on.con, cmd));
+                m.answered(on.generation, reply.await)
             }),
             Inner::Cluster(c, via) => Box::pin(refusals::command(c, via.as_ref(), cmd)),
             Inner::Plain(c) => c.req_packed_command(cmd),
@@ -272,8 +272,8 @@ impl ConnectionLike for Connection {
             Inner::Managed(m) => Box::pin(async move {
                 let mut on = m.current();
                 let lane = on.lane.as_ref();
-                let reply = lane::pipeline(lane, &mut on.con, pipeline, offset, count).await;
-                m.answered(on.generation, reply)
+                let reply = lane::pipeline(lane, &mut on.con, pipeline, offset, count);
+                m.answered(on.generation, m.bounded(reply).await)
             }),
             Inner::Cluster(c, via) => {
                 Box::pin(refusals::pipeline(c, via.as_ref(), pipeline, offset, count))

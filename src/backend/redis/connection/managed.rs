@@ -10,6 +10,12 @@
 //! connects again, to whatever the address leads to now. The call itself
 //! fails, and is not sent again: a pipeline may have run in part on the old
 //! master before it was demoted.
+//!
+//! A call waits at most the connection timeout and the response timeout
+//! together (see [`Managed::bounded`]): when the socket broke, the manager
+//! connects again in the background, trying an unanswered `AUTH` up to four
+//! times; the call fails as a timeout naming the server once that bound has
+//! passed, and a later call finds the connection the attempt made.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,6 +33,10 @@ pub(super) struct Managed {
     /// How new ones are opened; `None` for a manager the caller made, which
     /// is kept whatever it answers.
     reopen: Option<Reopen>,
+    /// How long one call may take, connecting again included, and the
+    /// server it names when it takes longer (`None` for a manager the caller
+    /// made, whose timeouts are its own).
+    bound: Option<(Duration, String)>,
 }
 
 /// The connection calls go out on now; `generation` tells it apart from the
@@ -56,7 +66,14 @@ pub(super) struct Reopen {
 impl Managed {
     /// `con` with its lanes, opened again with `reopen` after a `READONLY`.
     pub fn new(con: ConnectionManager, lane: Option<Arc<Lanes>>, reopen: Option<Reopen>) -> Self {
+        let bound = reopen.as_ref().map(|r| {
+            (
+                r.connection_timeout.saturating_add(r.response_timeout),
+                r.client.get_connection_info().addr().to_string(),
+            )
+        });
         Managed {
+            bound,
             current: Mutex::new(Current {
                 generation: 0,
                 con,
@@ -81,6 +98,32 @@ impl Managed {
     /// again: it depends on the URL alone).
     pub fn has_lanes(&self) -> bool {
         self.lock().lane.is_some()
+    }
+
+    /// `call`, failing as a timeout naming the server once the connection
+    /// and response timeouts together have passed. The manager's own bounds
+    /// hold each attempt to connect and each reply, but a call that finds the
+    /// socket broken waits for the whole reconnection, up to four attempts
+    /// with backoff between them (an unanswered `AUTH` waits out the
+    /// connection timeout each time). The reconnection goes on in the
+    /// background; a call given up is dropped, as one that times out.
+    pub async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = RedisResult<T>>,
+    ) -> RedisResult<T> {
+        let Some((limit, server)) = &self.bound else {
+            return call.await;
+        };
+        match tokio::time::timeout(*limit, call).await {
+            Ok(reply) => reply,
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no answer from the Redis server at {server} within {limit:?} (the connection and response timeouts)"
+                ),
+            )
+            .into()),
+        }
     }
 
     /// `reply` from the connection of `generation`, which is replaced by a

@@ -319,7 +319,9 @@ impl RedisConfig {
 
     fn manager_config(&self) -> ConnectionManagerConfig {
         // reconnects with exponential backoff (100 ms doubling up to 5 s) on each
-        // request that finds the connection broken
+        // request that finds the connection broken; a call waits for that at
+        // most the connection and response timeouts together (see
+        // `Managed::bounded`), and the reconnection goes on in the background
         ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.response_timeout))
