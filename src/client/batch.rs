@@ -96,7 +96,7 @@ impl Client {
     /// batches are kept, when it read past 1,000 entries of batches past
     /// their retention that no worker's sweep dropped yet: the same call
     /// made again goes on past them (see
-    /// [`Backend::batches`](crate::backend::Backend::batches)).
+    /// [`Backend::batches`]).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
