@@ -93,26 +93,39 @@ fn recorded(b: &Beaten, t: Ticks) -> ScheduleInfo {
     ScheduleInfo {
         last_ms: t.last_ms,
         paused: t.paused,
-        next_ms: next_tick(beat, stored, &b.info.schedule, b.beat_ms),
+        next_ms: next_tick(beat, stored, t.last_ms, &b.info.schedule, b.beat_ms),
         ..b.info.clone()
     }
 }
 
 /// The next tick of the schedule the live workers run: `beat`, the earliest
 /// a beat carries that is not recorded yet (a worker carries it until its
-/// first tick, computed from its own schedule), else the stored one (recorded with the last tick). A stored
-/// one before `now_ms`, missed in a downtime or written by a schedule since
-/// changed, gives way to the next after `now_ms` of the schedule the workers
-/// print, when that print reads back (see [`printed`]).
-fn next_tick(beat: Option<u64>, stored: Option<u64>, schedule: &str, now_ms: u64) -> Option<u64> {
+/// first tick, computed from its own schedule), else the stored one (recorded with the last tick, `last`). A stored
+/// one before `now_ms`, missed in a downtime, or one the schedule the workers
+/// print would not have recorded after `last` (a schedule changed between
+/// deploys, while a new worker's beat carries no next tick yet), gives way
+/// to the next after `now_ms` of that schedule, when its print reads back
+/// (see [`printed`]).
+fn next_tick(
+    beat: Option<u64>,
+    stored: Option<u64>,
+    last: Option<u64>,
+    schedule: &str,
+    now_ms: u64,
+) -> Option<u64> {
     if beat.is_some() {
         return beat;
     }
     let stored = stored?;
-    if stored >= now_ms {
+    let current = printed(schedule);
+    let its_own = match (&current, last) {
+        (Some(s), Some(last)) => s.next_after(last) == Some(stored),
+        _ => true,
+    };
+    if stored >= now_ms && its_own {
         return Some(stored);
     }
-    match printed(schedule) {
+    match current {
         Some(s) => s.next_after(now_ms),
         None => Some(stored),
     }
@@ -189,12 +202,48 @@ mod tests {
     fn the_next_tick_is_the_beats_else_the_stored_one_still_to_come() {
         let hourly = "every 3600s";
         let (past, now, later) = (T - 3_600_000, T + 60_000, T + 3_600_000);
-        assert_eq!(next_tick(Some(later), Some(past), hourly, now), Some(later));
-        assert_eq!(next_tick(None, Some(later), hourly, now), Some(later));
-        assert_eq!(next_tick(None, Some(past), hourly, now), Some(later));
-        assert_eq!(next_tick(None, None, hourly, now), None);
+        let hour = 3_600_000;
+        let last = |next: u64| Some(next - hour);
+        assert_eq!(
+            next_tick(Some(later), Some(past), last(past), hourly, now),
+            Some(later)
+        );
+        assert_eq!(
+            next_tick(None, Some(later), last(later), hourly, now),
+            Some(later)
+        );
+        assert_eq!(
+            next_tick(None, Some(past), last(past), hourly, now),
+            Some(later)
+        );
+        assert_eq!(next_tick(None, None, None, hourly, now), None);
         let berlin = "cron 0 3 * * * (Europe/Berlin)";
-        assert_eq!(next_tick(None, Some(past), berlin, now), Some(past));
+        assert_eq!(
+            next_tick(None, Some(past), last(past), berlin, now),
+            Some(past)
+        );
+    }
+
+    /// A schedule changed between deploys (every second, then daily at 3):
+    /// while the new worker's beat carries no next tick yet (a beat sent
+    /// before its first next was computed), the next tick the old schedule
+    /// recorded, still to come, is not the new schedule's: the listing gives
+    /// the new one's. The old code gave the old one's (a flaky conformance
+    /// test on a loaded Cluster: a listing within a second of the old
+    /// schedule's last tick).
+    #[test]
+    fn a_stored_next_tick_of_a_schedule_since_changed_gives_way() {
+        let daily = "cron 0 3 * * *";
+        let (last, now) = (T + 7_000, T + 7_500);
+        assert_eq!(
+            next_tick(None, Some(last + 1000), Some(last), daily, now),
+            Schedule::cron("0 3 * * *").unwrap().next_after(now)
+        );
+        // the same schedule's own stored next stands
+        assert_eq!(
+            next_tick(None, Some(last + 1000), Some(last), "every 1s", now),
+            Some(last + 1000)
+        );
     }
 
     /// A beat read after its worker's first tick still carries that tick as
