@@ -209,3 +209,87 @@ async fn topics_are_listed_while_a_master_restarts() {
     assert_eq!(found, want);
     drop(restart.await.unwrap());
 }
+
+/// Sends SIGSTOP or SIGCONT to a process.
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// `call`'s reply and how long it took (at most 30 s).
+async fn timed<T>(call: impl std::future::Future<Output = T>) -> (T, Duration) {
+    let started = std::time::Instant::now();
+    let reply = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("an answer");
+    (reply, started.elapsed())
+}
+
+/// A master of the Cluster stalls (SIGSTOP: it accepts connections and
+/// answers nothing), first with the client's connections to it open, then
+/// with them cut just before (a network blip). Each call to a queue on it,
+/// a write or a read, fails within the connection and response timeouts
+/// together (RELIABILITY.md, "Redis going away"). After the cut, a call
+/// meets `MOVED` from another node (the client has no connection to the
+/// stalled one) and went again, each try waiting for a connection to the
+/// stalled node: 12 tries, about 10 s at 1 s timeouts, until the Cluster
+/// failed the node over (at 5 s timeouts, about a minute).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_a_stalled_master_fail_within_the_timeouts() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let mut cfg = redjob::queue::RsmqConfig::from_url(cluster.url());
+    cfg.redis.connection_timeout = Duration::from_secs(1);
+    cfg.redis.response_timeout = Duration::from_secs(1);
+    let con = cfg.redis.connect().await.unwrap();
+    let rsmq = redjob::queue::Rsmq::with_config(cfg).await.unwrap();
+    rsmq.create_queue("q0", redjob::queue::QueueOptions::default())
+        .await
+        .unwrap();
+    let master = cluster.master_of("{q0}");
+    let pid = cluster
+        .nodes
+        .iter()
+        .find(|n| n.port == master)
+        .unwrap()
+        .pid();
+    let send = || rsmq.send("q0", redjob::queue::SendMessage::new("m"));
+    let read = || {
+        let mut c = con.clone();
+        async move {
+            redis::cmd("HGET")
+                .arg("rsmq:{q0}:Q")
+                .arg("vt")
+                .query_async::<Option<String>>(&mut c)
+                .await
+        }
+    };
+    for cut in [false, true] {
+        send().await.unwrap();
+        read().await.unwrap();
+        if cut {
+            common::cluster::cli(master, &["client", "kill", "type", "normal"]);
+        }
+        signal(pid, "STOP");
+        let calls = [
+            timed(async { send().await.map(|_| ()).map_err(|e| e.to_string()) }).await,
+            timed(async { send().await.map(|_| ()).map_err(|e| e.to_string()) }).await,
+            timed(async { read().await.map(|_| ()).map_err(|e| e.to_string()) }).await,
+        ];
+        signal(pid, "CONT");
+        println!("cut {cut}: {calls:?}");
+        for (reply, took) in &calls {
+            assert!(reply.is_err(), "cut {cut}: {calls:?}");
+            // 1 s to connect, 1 s for the reply, and slack
+            assert!(*took < Duration::from_millis(2500), "cut {cut}: {calls:?}");
+        }
+        // the node answers again: so do calls
+        assert!(common::wait_for(Duration::from_secs(10), || async { send().await.is_ok() }).await);
+    }
+}

@@ -270,3 +270,90 @@ async fn a_concurrency_build_accepts_runs_jobs() {
         );
     }
 }
+
+/// Waits for its gate (which never opens here) with one attempt: only a run
+/// cut by the shutdown ends it.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "gated_once", queue = "att", max_attempts = 1)]
+struct GatedOnce;
+
+impl Job for GatedOnce {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, 0);
+        ctx.data::<Gate>()?.0.notified().await;
+        Ok(())
+    }
+}
+
+/// A run merged with a re-delivery (the job made visible again while it
+/// runs here, fetched again by this worker) and then cancelled at shutdown
+/// past the grace period is released: "made visible again at once, not
+/// counted as an attempt" (RELIABILITY.md, Graceful shutdown), and "deliveries
+/// that never started a handler are released with the count given back"
+/// (the merged one started none). The release gave back one delivery of the
+/// two: the job was left at 1 delivery, and with `max_attempts = 1` the next
+/// worker dead-lettered it unrun ("delivered 2 times, over max_attempts 1").
+async fn a_run_merged_with_a_redelivery_released_at_shutdown_gives_back_both(client: Client) {
+    use redjob::inspect::Inspect;
+    let rec = Recorder::default();
+    let gate = Gate::default();
+    let id = client.enqueue(&GatedOnce).await.unwrap();
+    let worker = || {
+        Worker::builder(client.backend())
+            .queue("att")
+            .handle_signals(false)
+            .data(rec.clone())
+            .data(gate.clone())
+            .grace_period(Duration::from_millis(100))
+            .poll_interval(Duration::from_millis(50))
+            .build()
+            .unwrap()
+    };
+    let w = start(worker());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    assert!(
+        client
+            .queues()
+            .change_visibility("att", &id, Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            let job = client.backend().job("att", &id).await.unwrap().unwrap();
+            job.attempts == 2
+        })
+        .await,
+        "the worker never fetched the job again"
+    );
+    w.stop().await;
+    let job = client.backend().job("att", &id).await.unwrap().unwrap();
+    assert_eq!(
+        job.attempts, 0,
+        "a run released at shutdown is no attempt, and neither is the delivery merged into it"
+    );
+    let w = start(worker());
+    assert!(
+        wait_until(Duration::from_secs(5), || rec.len() == 2).await,
+        "the job never ran again (dead letters: {:?})",
+        client.dead_letters("att", 10).await.unwrap()
+    );
+    assert_eq!(rec.runs()[1].attempt, 1, "it runs again as attempt 1");
+    gate.0.notify_waiters();
+    w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_merged_with_a_redelivery_released_at_shutdown_gives_back_both_in_memory() {
+    a_run_merged_with_a_redelivery_released_at_shutdown_gives_back_both(Client::memory(
+        MemoryBackend::new(),
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_merged_with_a_redelivery_released_at_shutdown_gives_back_both_on_redis() {
+    let server = common::RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    a_run_merged_with_a_redelivery_released_at_shutdown_gives_back_both(client).await;
+}

@@ -22,6 +22,9 @@ use crate::job::cancel::RunCancel;
 pub(crate) struct Held {
     /// The job's score in the backend, as far as this worker knows.
     pub token: Token,
+    /// The deliveries this run holds: its own and each re-delivery merged into
+    /// it (see [`Admit::Merged`]). A release gives them all back.
+    pub deliveries: u32,
     /// The lease ends no later than this on the worker's clock (measured from when
     /// the call that set it was sent, so never later than the backend's).
     pub deadline: Instant,
@@ -242,6 +245,7 @@ impl Leases {
             );
             if !rescheduled {
                 h.token = token;
+                h.deliveries = h.deliveries.saturating_add(1);
                 h.deadline = deadline;
                 h.uncertain = None;
                 h.lost = false;
@@ -263,6 +267,7 @@ impl Leases {
             id,
             Held {
                 token,
+                deliveries: 1,
                 deadline,
                 uncertain: None,
                 cancel: cancel.clone(),

@@ -125,7 +125,8 @@ impl<B: Backend> Settler<B> {
                     id,
                     token,
                     delay: *delay,
-                    deliveries: token.attempt().saturating_sub(1),
+                    // every delivery merged into the run goes back with it
+                    deliveries: token.attempt().saturating_sub(h.deliveries),
                     release: true,
                     error: None,
                 }),

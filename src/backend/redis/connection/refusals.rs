@@ -9,6 +9,12 @@
 //! says it ran nothing, or, for a call that only reads (which may run twice
 //! without harm), after its node could not be reached or its connection
 //! dropped (see [`reads_again`]).
+//!
+//! A call's tries together take at most the connection and response timeouts
+//! (as a managed connection's call, see `Managed::bounded`): a node that went
+//! silent makes each try after a redirection wait for a connection to it, and
+//! twelve of them waited about twelve connection timeouts. Once the bound has
+//! passed the call fails as a timeout naming the last refusal.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -185,6 +191,38 @@ pub(super) fn backoff(tries: u32) -> Duration {
     Duration::from_millis((10u64 << tries.saturating_sub(1).min(6)).min(500))
 }
 
+/// Until when a call's tries may go on, and how long that is: the
+/// connection and response timeouts together from now (`None` without
+/// `via`: a connection the caller made keeps its own timeouts).
+fn deadline(via: Option<&AskVia>) -> Option<(tokio::time::Instant, Duration)> {
+    via.map(|v| {
+        let limit = v.connection_timeout.saturating_add(v.response_timeout);
+        (tokio::time::Instant::now() + limit, limit)
+    })
+}
+
+/// `resend`, failing as a timeout once `deadline` passes; `last` is the
+/// refusal it follows, named in that error.
+async fn again_until<T>(
+    deadline: Option<(tokio::time::Instant, Duration)>,
+    last: &RedisError,
+    resend: impl std::future::Future<Output = RedisResult<T>>,
+) -> RedisResult<T> {
+    let Some((at, limit)) = deadline else {
+        return resend.await;
+    };
+    match tokio::time::timeout_at(at, resend).await {
+        Ok(reply) => reply,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no answer from the Redis Cluster within {limit:?} (the connection and response timeouts); the last try was refused: {last}"
+            ),
+        )
+        .into()),
+    }
+}
+
 /// Sends `cmds` (their replies from `offset`, `count` of them) again as
 /// `again` says; an `ASK` to its node by `via` (without it, as `Later`).
 async fn resend(
@@ -278,6 +316,7 @@ pub(super) async fn command(
     via: Option<&Arc<AskVia>>,
     cmd: &Cmd,
 ) -> RedisResult<Value> {
+    let deadline = deadline(via.map(|v| &**v));
     let mut reply = c.req_packed_command(cmd).await;
     let mut tries = 0;
     let mut one = redis::pipe();
@@ -289,12 +328,11 @@ pub(super) async fn command(
             break;
         };
         tries += 1;
-        reply = resend(c, via.map(|v| &**v), &one, (0, 1), again, tries)
-            .await
-            .and_then(|mut v| {
-                v.pop()
-                    .ok_or_else(|| std::io::Error::other("a command without its reply").into())
-            });
+        let sent = resend(c, via.map(|v| &**v), &one, (0, 1), again, tries);
+        reply = again_until(deadline, e, sent).await.and_then(|mut v| {
+            v.pop()
+                .ok_or_else(|| std::io::Error::other("a command without its reply").into())
+        });
     }
     reply
 }
@@ -308,6 +346,7 @@ pub(super) async fn pipeline(
     offset: usize,
     count: usize,
 ) -> RedisResult<Vec<Value>> {
+    let deadline = deadline(via.map(|v| &**v));
     let mut reply = c.req_packed_commands(pipeline, offset, count).await;
     if reply.is_ok() || !goes_whole(pipeline) {
         return reply;
@@ -318,15 +357,9 @@ pub(super) async fn pipeline(
             break;
         };
         tries += 1;
-        reply = resend(
-            c,
-            via.map(|v| &**v),
-            pipeline,
-            (offset, count),
-            again,
-            tries,
-        )
-        .await;
+        let via = via.map(|v| &**v);
+        let sent = resend(c, via, pipeline, (offset, count), again, tries);
+        reply = again_until(deadline, e, sent).await;
     }
     reply
 }
