@@ -220,6 +220,49 @@ async fn a_trim_goes_past_batches_running_for_over_a_week() {
     .unwrap();
 }
 
+/// A trim goes on past the entries it read and kept within one score (one
+/// millisecond): 150 batches kept, opened in the same ms over a week ago,
+/// do not keep it from the entries of that ms after them, of batches past
+/// their retention. It went on from the score plus one once a read of 100
+/// held that one score, so those entries were skipped by every trim.
+#[tokio::test]
+async fn a_trim_goes_past_many_batches_of_one_millisecond() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let raw = Raw::of(&s);
+        let c = Client::connect(&s.url()).await.unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let score = (now - 8 * DAY).to_string();
+        // 150 kept (their hash), then 3 gone, all of one score: members of
+        // one score sort by name, the kept ones ("0…") first
+        let mut kept = Vec::new();
+        for n in 0..150u64 {
+            let id = format!("{n:0>32}");
+            raw.run("hset", &raw.batch(&id, ""), &["created", "1"]);
+            raw.run("zadd", raw.index(), &[&score, &id]);
+            kept.push(id);
+        }
+        for n in 0..3u64 {
+            raw.run("zadd", raw.index(), &[&score, &format!("z{n:0>31}")]);
+        }
+        sweep(&c).await;
+        let mut left = raw.indexed();
+        left.sort();
+        assert_eq!(
+            left.len(),
+            150,
+            "the gone ones left the index: {:?}",
+            &left[150..]
+        );
+        assert!(left == kept, "the batches kept stay indexed");
+    })
+    .await
+    .unwrap();
+}
+
 /// A page of batches holds the batches kept, up to its limit, as on the
 /// memory backend: on Redis a page whose index entries were all of batches
 /// past their retention came back empty (shorter than its limit, which

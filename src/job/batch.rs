@@ -67,8 +67,10 @@ pub(crate) fn batch_member<J: Job>(queue: &str, job: &J) -> Result<(String, Send
 }
 
 impl JobContext {
-    /// In a job of a batch (or of a flow's children): adds `job` to the
-    /// batch, at its type's queue and priority. The batch's total grows
+    /// In a job of a batch (or a flow's child the flow enqueued; a job added
+    /// with [`Flow::after`](crate::client::Flow::after) is no job of that
+    /// flow's batch, and adds to the batch it was enqueued in, if any): adds
+    /// `job` to the batch, at its type's queue and priority. The batch's total grows
     /// before the job is sent, so the batch completes (and a flow's parent
     /// runs) only once it finishes too; it is counted, and its result kept,
     /// like the batch's other jobs. A job may add jobs as long as its batch

@@ -535,3 +535,28 @@ async fn keep_lost(env: &Env, raw: &mut redjob::connection::Connection, id: &Bat
         .await
         .unwrap();
 }
+
+/// A job added to a flow with `Flow::after` is no job of the flow's batch:
+/// enqueued alone, its `add_to_batch` fails (as the docs now say; they said
+/// a flow's child could add), and the flow's parent runs once it finished,
+/// with nothing added.
+pub async fn a_job_a_flow_waits_for_with_after_adds_nothing_to_the_flow(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let alone = env.client.enqueue(&Try { wait: false }).await.unwrap();
+    let parent = env
+        .client
+        .enqueue_flow(Flow::new(&Sum).after("adds_a", &alone))
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    let sum = env
+        .client
+        .wait_result::<Sum>(&parent, Duration::from_secs(30))
+        .await;
+    running.stop().await;
+    assert_eq!(sum.unwrap(), Some(0));
+    let errors = seen.errors.lock().unwrap().clone();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("only a batch's job"), "{errors:?}");
+    assert_eq!(*seen.ran.lock().unwrap(), ["try", "sum"]);
+}

@@ -380,6 +380,72 @@ pub async fn a_parent_cancelled_while_it_waits_never_runs_and_its_waiters_learn_
     assert_eq!(ran, ["c1", "c2"]);
     let e = c.result::<Parent>(&p).await.unwrap_err();
     assert!(matches!(&e, Error::JobFailed { .. }), "{e}");
+    if env.is_redis() {
+        // its flow completed, its parent found marked: the marks are scored
+        // then, so the sends' trim takes them 7 days on, as the flow's
+        // batch goes (they stayed a century ahead, two per cancelled parent
+        // for ever)
+        let marks: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(env.key("flows_p", ":once"))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut env.raw().await)
+            .await
+            .unwrap();
+        let soon = 1000.0
+            * (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as f64
+                + 60.0);
+        let ahead: Vec<_> = marks.iter().filter(|(_, at)| *at > soon).collect();
+        assert!(ahead.is_empty(), "still kept far ahead: {marks:?}");
+    }
+}
+
+/// A parent cancelled while it waits never runs, though its queue is
+/// deleted and created again before its children finish: its cancel lived
+/// with its queue (the once marks on Redis, the queue's cancelled parents
+/// in memory), and the flow sent it to the queue created again. A parent
+/// is now sent only while it waits; one gone with its deleted queue does
+/// not come back either.
+pub async fn a_cancelled_parent_never_runs_though_its_queue_is_deleted_and_created_again(
+    env: &Env,
+) {
+    use redjob::inspect::Cancelled;
+    use redjob::queue::{QueueOptions, Queues};
+    let c = &env.client;
+    let seen = Arc::new(Seen::default());
+    let cancelled = c
+        .enqueue_flow(Flow::new(&Parent { n: 1 }).child(&child(1)))
+        .await
+        .unwrap();
+    let gone = c
+        .enqueue_flow(Flow::new(&Parent { n: 2 }).child(&child(2)))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.cancel("flows_p", &cancelled).await.unwrap(),
+        Cancelled::Removed
+    );
+    env.queues().delete_queue("flows_p").await.unwrap();
+    env.queues()
+        .create_queue("flows_p", QueueOptions::default())
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    for _ in 0..200 {
+        if seen.ran.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    let mut ran = seen.ran.lock().unwrap().clone();
+    ran.sort();
+    assert_eq!(ran, ["c1", "c2"], "no parent runs ({cancelled}, {gone})");
 }
 
 pub async fn a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs(env: &Env) {

@@ -517,6 +517,7 @@ macro_rules! conformance_suite {
             a_dead_child_fails_its_parent_and_the_chain_above_it_with_the_reason,
             a_dead_parent_requeued_runs_and_reads_its_childrens_results,
             a_parent_cancelled_while_it_waits_never_runs_and_its_waiters_learn_it,
+            a_cancelled_parent_never_runs_though_its_queue_is_deleted_and_created_again,
             a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs,
             a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain,
             a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,
@@ -528,6 +529,7 @@ macro_rules! conformance_suite {
             a_popped_job_counts_as_succeeded_in_its_batch_and_flow);
         $crate::conformance_suite!(@batch_adds $setup, #[$attr],
             jobs_added_while_a_batch_runs_are_waited_for_counted_and_read,
+            a_job_a_flow_waits_for_with_after_adds_nothing_to_the_flow,
             a_cancelled_batch_cancels_its_jobs_rather_than_start_them_and_takes_no_more,
             jobs_an_adder_left_unsent_are_sent_by_a_sweep,
             an_enqueue_that_fails_part_way_cancels_its_batch_or_flow);

@@ -194,9 +194,11 @@ impl State {
                 MemQueue::new(o.vt, o.delay, o.maxsize, now / 1000)
             });
             // a parent a caller cancelled while it waited: neither sent nor
-            // failed (its flow learnt it then)
-            if cb.id.is_some_and(|j| q.cancelled_parents.contains(&j))
-                && matches!(cb.kind, CallbackKind::Parent | CallbackKind::Failed)
+            // failed (its flow learnt it then); its flow fires one of the two
+            // once, so it is forgotten now (Redis ages its marks to go 7
+            // days on)
+            if matches!(cb.kind, CallbackKind::Parent | CallbackKind::Failed)
+                && cb.id.is_some_and(|j| q.cancelled_parents.remove(&j))
             {
                 continue;
             }
@@ -240,8 +242,12 @@ impl State {
                 continue;
             }
             let job = match cb.id {
+                // a flow's parent is sent only while it waits: one gone with
+                // its deleted queue never runs (as on Redis)
                 Some(j) => {
-                    q.parents.remove(&j);
+                    if q.parents.remove(&j).is_none() {
+                        continue;
+                    }
                     j
                 }
                 None => self.ids.next(now_us, 1)[0],

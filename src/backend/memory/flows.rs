@@ -88,3 +88,62 @@ impl MemoryBackend {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::memory::MemoryBackend;
+    use crate::contract::backend::Backend;
+    use crate::contract::batches::{BatchId, BatchRef, BatchSpec, Callback, CallbackKind, Finish};
+    use crate::contract::queues::{QueueOptions, Queues};
+    use crate::inspect::{Cancelled, Inspect};
+
+    /// A parent a caller cancelled while it waited is kept among its
+    /// queue's cancelled parents only until its flow fired the callback
+    /// that parent waited on (as Redis ages its marks then): they grew by
+    /// one with every parent so cancelled, for ever.
+    #[tokio::test]
+    async fn a_cancelled_parent_is_forgotten_once_its_flow_completes() {
+        let m = MemoryBackend::new();
+        m.create_queue("p", QueueOptions::default()).await.unwrap();
+        let batch: BatchId = format!("{:0>32}", 1).parse().unwrap();
+        let parent: crate::JobId = format!("{:0>32}", 2).parse().unwrap();
+        let child: crate::JobId = format!("{:0>32}", 3).parse().unwrap();
+        let callback = |kind| Callback {
+            kind,
+            queue: "p".into(),
+            body: br#"{"type":"x","args":null}"#.to_vec(),
+            id: Some(parent),
+            cancel: false,
+        };
+        m.batch_open(&BatchSpec {
+            id: batch,
+            callbacks: vec![
+                callback(CallbackKind::Parent),
+                callback(CallbackKind::Failed),
+            ],
+            description: None,
+            members: 1,
+        })
+        .await
+        .unwrap();
+        m.flow_wait("p", parent, batch, b"{}").unwrap();
+        m.batch_seal(&batch, 1).await.unwrap();
+        let by = "test";
+        assert_eq!(
+            m.cancel_by("p", &parent, by).await.unwrap(),
+            Cancelled::Removed
+        );
+        assert!(m.lock().queues["p"].cancelled_parents.contains(&parent));
+        // its one child succeeds: the flow completes, its parent not sent
+        let r = BatchRef { batch, index: 0 };
+        let now = m.clock().now_us();
+        let finish = ("c".to_string(), r, Finish::Succeeded, child, None);
+        m.lock_mut().count_batches(vec![finish], now);
+        let st = m.lock();
+        assert!(st.queues["p"].msgs.is_empty(), "never sent");
+        assert!(
+            st.queues["p"].cancelled_parents.is_empty(),
+            "forgotten once its flow fired"
+        );
+    }
+}

@@ -85,7 +85,8 @@ pub(super) struct MemQueue {
     /// the hash fields `<id>:w`, see flow_wait.lua).
     pub parents: HashMap<JobId, (crate::contract::batches::BatchId, Vec<u8>)>,
     /// Parents a caller cancelled while they waited: never sent nor failed
-    /// by their flow (as the once marks flow_fail.lua enters on Redis).
+    /// by their flow (as the once marks flow_fail.lua enters on Redis), each
+    /// kept until its flow fired the callback it guards.
     pub cancelled_parents: std::collections::HashSet<JobId>,
     /// The jobs flows wait for, and their places in those flows (as
     /// `ns:q:deps`, see dep.lua).

@@ -106,7 +106,7 @@ impl Rsmq {
                 })
                 .await;
             match sent {
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(Error::InvalidValue { reason, .. }) => {
                     tracing::error!(batch = %id, queue, %reason, "jobs added to a batch that cannot be sent leave it");
                     let n = bodies.len().to_string();

@@ -42,8 +42,9 @@ const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 const AT_ONCE: usize = 64;
 
 /// Where a trim of the index goes on from: the score of the last entry it
-/// read and found kept (`None`: from the oldest).
-pub(super) type TrimCursor = Option<u64>;
+/// read, and how many entries of that score it read and left (kept), which
+/// come first at that score in the next read (`None`: from the oldest).
+pub(super) type TrimCursor = Option<(u64, usize)>;
 
 /// The reply of a `ZRANGE … WITHSCORES`: members and their scores (a
 /// double in RESP3, a string in RESP2).
@@ -202,20 +203,31 @@ impl Rsmq {
             return Ok(None);
         };
         for _ in 0..TRIM_READS {
-            let min = from.map_or("-inf".to_string(), |s| s.to_string());
+            // from the last score read, past its entries read and kept (the
+            // others left the index), as a page goes on past those it listed
+            let (min, offset) = from.map_or(("-inf".to_string(), 0), |(s, n)| (s.to_string(), n));
             let v: redis::Value = redis::cmd("ZRANGEBYSCORE")
                 .arg(self.namespace().batches())
                 .arg(min)
                 .arg(before)
                 .arg("WITHSCORES")
                 .arg("LIMIT")
-                .arg(0)
+                .arg(offset)
                 .arg(TRIM_AT_ONCE)
                 .query_async(&mut self.connection())
                 .await?;
             let rows = with_scores(v)?;
             let ids: Vec<String> = rows.iter().map(|(m, _)| m.clone()).collect();
             let kept = self.batches_kept(&ids).await?;
+            for ((_, score), k) in rows.iter().zip(&kept) {
+                if !*k {
+                    continue;
+                }
+                from = match from {
+                    Some((at, n)) if at == *score => Some((at, n + 1)),
+                    _ => Some((*score, 1)),
+                };
+            }
             let gone: Vec<String> = ids
                 .into_iter()
                 .zip(&kept)
@@ -227,10 +239,6 @@ impl Rsmq {
                 // the end: the next trim starts from the oldest again
                 return Ok(None);
             }
-            // from the last score read (its other entries read again), or
-            // past it when the whole read had that one score
-            let last = rows.last().map_or(0, |(_, s)| *s);
-            from = Some(if Some(last) == from { last + 1 } else { last });
         }
         Ok(from)
     }

@@ -15,7 +15,9 @@
 //! An idle queue is fetched from rarely: a worker marks a queue
 //! (`ns:{@workers}:bmarks`) before it settles batch jobs there, and every
 //! worker's sweep counts the finishes of queues marked over a lease ago
-//! ([`Backend::batch_sweep`](crate::backend::Backend::batch_sweep)).
+//! ([`Backend::batch_sweep`](crate::backend::Backend::batch_sweep)). A
+//! mark whose sweep fails is logged and put off a minute, the others swept
+//! all the same.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +37,11 @@ pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
 /// How old a finish in `ns:q:bout` must be for a recovery to count it (a
 /// fetch reports them once older than its lease, at least this).
 const STALE_MS: u64 = 5_000;
+
+/// How long a sweep puts off a mark whose sweep failed (a batch or queue
+/// broken for good costs a sweep one try a minute, and keeps no other mark
+/// from its turn).
+const RETRY_MS: u64 = 60_000;
 
 /// batch.lua's reply: the status, the callbacks due, whether this call
 /// cancelled the batch, and how many finishes it applied were not counted
@@ -149,7 +156,17 @@ impl Rsmq {
                     .await
                 };
                 match send {
-                    Ok(()) => {}
+                    Ok(true) => {}
+                    // a flow's parent its flow neither sends nor fails (a
+                    // caller cancelled it while it waited): its flow fired
+                    // the callback it waited on, so the cancel's marks age
+                    Ok(false) => {
+                        if let (Some(parent), CallbackKind::Parent | CallbackKind::Failed) =
+                            (cb.id, cb.kind)
+                        {
+                            self.age_cancel_marks(queue, id, &parent).await;
+                        }
+                    }
                     // a flow's parent that can never be sent is failed instead
                     // (its flow above, if any, learns it)
                     Err(e @ Error::InvalidValue { .. }) if cb.kind == CallbackKind::Parent => {
@@ -173,19 +190,20 @@ impl Rsmq {
     }
 
     /// Sends `body` to `queue` unless `mark` was sent there (send.lua's once
-    /// marks), with `id` when given.
+    /// marks), with `id` when given; whether it was sent.
     async fn send_once(
         &self,
         queue: &str,
         body: &[u8],
         mark: &str,
         id: Option<&crate::JobId>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         self.send_marked(queue, &[body], 0, mark, id).await
     }
 
     /// Sends `bodies` to `queue` at `priority` (after its delay) unless
-    /// `mark` was sent there, the one with `id` when given.
+    /// `mark` was sent there, the one with `id` when given (a flow's
+    /// parent, sent only while it waits); whether they were sent.
     pub(super) async fn send_marked(
         &self,
         queue: &str,
@@ -193,7 +211,7 @@ impl Rsmq {
         priority: i8,
         mark: &str,
         id: Option<&crate::JobId>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let (mut con, ns, realtime) = self.ns_parts();
         let k = ns.queue(queue);
         let suffixes = crate::id::send_suffixes(&vec![None; bodies.len()]);
@@ -220,7 +238,8 @@ impl Rsmq {
                     what: "batch callback",
                     reason: format!("its body exceeds queue {queue:?}'s maxsize"),
                 }),
-                _ => Ok(()),
+                Some(0) => Ok(false),
+                _ => Ok(true),
             },
             v => Err(Error::Protocol(format!("send reply {v:?}"))),
         }
@@ -370,33 +389,66 @@ impl Rsmq {
         let Value::Array(items) = self.marks(&["s".into()]).await? else {
             return Ok(());
         };
+        // each mark apart: one whose sweep fails (a key of the wrong type, a
+        // script error) is logged and looked at again RETRY_MS on, rather
+        // than keeping every later mark from being swept
+        let mut failed = 0usize;
         for pair in items.chunks(2) {
             let (member, score) = (text(pair.first()), text(pair.get(1)));
-            if let Some(queue) = member.strip_prefix('q') {
-                if validate::queue_name(queue).is_ok() && !self.recover_batches(queue).await? {
-                    self.marks(&["x".into(), queue.to_string(), score]).await?;
+            let swept = self.sweep_mark(&member, &score).await;
+            if let Err(e) = swept {
+                failed += 1;
+                tracing::warn!(mark = %member, error = %e, "sweeping a batch mark failed; a sweep tries again in a minute");
+                let later = if let Some(queue) = member.strip_prefix('q') {
+                    self.marks(&["m".into(), queue.into(), RETRY_MS.to_string()])
+                        .await
+                } else if let Some(raw) = member.strip_prefix('b') {
+                    self.marks(&["d".into(), raw.into(), RETRY_MS.to_string()])
+                        .await
+                } else {
+                    Ok(Value::Nil)
+                };
+                if let Err(e) = later {
+                    tracing::warn!(mark = %member, error = %e, "putting off a batch mark whose sweep failed failed");
                 }
-            } else if let Some(raw) = member.strip_prefix('b') {
-                if let Ok(id) = raw.parse::<BatchId>()
-                    && let Some(r) = self.batch_call::<String>(&id, "q", &[]).await?
-                {
-                    if !r.status.sealed && r.status.cancelled_at_ms.is_none() {
-                        // its enqueuer stopped before it sealed it: cancelled,
-                        // as an enqueue that fails part way cancels its own
-                        tracing::warn!(batch = %id, "a batch its enqueuer never sealed is cancelled");
-                        self.cancel_batch(&id).await?;
-                    } else {
-                        // a cancel whose canceller stopped before it listed it
-                        if r.status.cancelled_at_ms.is_some() && r.status.completed_ms.is_none() {
-                            self.list_cancelled(&id).await?;
-                        }
-                        self.fire(&id, r).await?;
-                    }
-                }
-                self.marks(&["y".into(), raw.to_string()]).await?;
-            } else if let Some(raw) = member.strip_prefix('a') {
-                self.sweep_added(raw).await;
             }
+        }
+        if failed > 0 {
+            return Err(Error::Protocol(format!(
+                "{failed} batch marks not swept; tried again in a minute"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A sweep's turn at one of `ns:{@workers}:bmarks`'s members, scored
+    /// `score` (see marks.lua).
+    async fn sweep_mark(&self, member: &str, score: &str) -> Result<()> {
+        if let Some(queue) = member.strip_prefix('q') {
+            if validate::queue_name(queue).is_ok() && !self.recover_batches(queue).await? {
+                self.marks(&["x".into(), queue.to_string(), score.to_string()])
+                    .await?;
+            }
+        } else if let Some(raw) = member.strip_prefix('b') {
+            if let Ok(id) = raw.parse::<BatchId>()
+                && let Some(r) = self.batch_call::<String>(&id, "q", &[]).await?
+            {
+                if !r.status.sealed && r.status.cancelled_at_ms.is_none() {
+                    // its enqueuer stopped before it sealed it: cancelled,
+                    // as an enqueue that fails part way cancels its own
+                    tracing::warn!(batch = %id, "a batch its enqueuer never sealed is cancelled");
+                    self.cancel_batch(&id).await?;
+                } else {
+                    // a cancel whose canceller stopped before it listed it
+                    if r.status.cancelled_at_ms.is_some() && r.status.completed_ms.is_none() {
+                        self.list_cancelled(&id).await?;
+                    }
+                    self.fire(&id, r).await?;
+                }
+            }
+            self.marks(&["y".into(), raw.to_string()]).await?;
+        } else if let Some(raw) = member.strip_prefix('a') {
+            self.sweep_added(raw).await;
         }
         Ok(())
     }

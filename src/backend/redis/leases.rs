@@ -193,8 +193,10 @@ impl Backend for RedisBackend {
     }
 
     async fn batch_sweep(&self) -> Result<()> {
-        self.rsmq.sweep_batches().await?;
-        self.trim_batch_index().await
+        // the trim whatever the marks' sweep met
+        let swept = self.rsmq.sweep_batches().await;
+        let trimmed = self.trim_batch_index().await;
+        swept.and(trimmed)
     }
 
     async fn batch_add(

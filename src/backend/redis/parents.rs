@@ -36,14 +36,15 @@ impl Rsmq {
     /// Dead-letters or cancels a flow's parent (`flow_fail.lua`), then counts
     /// its finish in its own flow when it is a child of one. Its body carries
     /// its flow's `status` as a sent parent's does, so that a dead letter
-    /// requeued still reads its children's results.
+    /// requeued still reads its children's results. False when its once mark
+    /// was there (failed already, or cancelled by a caller while it waited).
     pub(super) async fn fail_parent(
         &self,
         cb: &Callback,
         status: &BatchStatus,
         why: &str,
         mark: &str,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let Some(id) = cb.id else {
             return Err(Error::InvalidValue {
                 what: "flow parent",
@@ -70,8 +71,37 @@ impl Rsmq {
                 self.flow_fail(queue, &f)
             })
             .await?;
+        let failed = entered.is_some();
         self.count_failed(queue, entered.unwrap_or_default()).await;
-        Ok(())
+        Ok(failed)
+    }
+
+    /// Ages the once marks a caller's cancel of `parent` entered (scored a
+    /// century ahead, see flow_fail.lua) once its flow `batch` fired the
+    /// callback they guard (its parent, or its failure: a flow fires one of
+    /// them, once): scored now, the sends' trim of marks over 7 days old
+    /// takes them, as a completed batch's keys go 7 days on. A mark scored
+    /// earlier (an ordinary one) is left as it is. Best effort: a mark left
+    /// a century ahead costs a few bytes.
+    pub(super) async fn age_cancel_marks(&self, queue: &str, batch: &BatchId, parent: &JobId) {
+        let (mut con, k) = self.parts(queue);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        let aged: redis::RedisResult<i64> = redis::cmd("ZADD")
+            .arg(&k.once)
+            .arg("XX")
+            .arg("LT")
+            .arg(now)
+            .arg(format!("{batch}:{}", CallbackKind::Failed.code()))
+            .arg(now)
+            .arg(format!("{batch}:{}", CallbackKind::Parent.code()))
+            .query_async(&mut con)
+            .await;
+        if let Err(e) = aged {
+            tracing::debug!(queue, %parent, error = %e, "ageing a cancelled parent's once marks failed; they stay");
+        }
     }
 
     /// Cancels `id` when it is a flow's parent waiting for its children, as

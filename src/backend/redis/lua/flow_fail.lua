@@ -27,8 +27,10 @@
 --          that it is never sent; nothing happens unless the parent waits
 --          (its "<id>:w"); ARGV[4] is then the history entry's actor line.
 --          Both marks are scored a century ahead, so that the sends' trim
---          of marks older than 7 days never drops them: the flow may run on
---          for longer (two marks kept per parent so cancelled)
+--          of marks older than 7 days never drops them while the flow runs
+--          on; once the flow fired the callback they guard (its parent's
+--          send or failure, found marked) they are scored then (parents.rs),
+--          and go 7 days on, as the flow's batch does
 -- Returns {-1} when the queue does not exist, {0} when the mark was there
 --         (failed already) or a cancel found the parent not waiting, else
 --         {1, the finishes entered in KEYS[8]...}

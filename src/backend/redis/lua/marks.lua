@@ -16,6 +16,9 @@
 --   kept under the token, see batch_add.lua); their adder drops it once
 --   they are sent, a sweep once it sent them (or an hour after the token's
 --   time, when they were never kept), else it looks again 10 s later.
+-- A mark whose sweep fails (a broken key, a script error) is put off a
+-- minute ("m" or "d" again, see batches.rs), so that it keeps no other mark
+-- from its sweep.
 -- KEYS[1]  ns:{@workers}:bmarks
 -- ARGV[1]  "m": mark queue ARGV[2] until ARGV[3] ms from now (a later mark
 --          stands); "s": list up to 100 members due; "x": drop queue
