@@ -138,6 +138,9 @@ pub enum Error {
     /// are `stored`, and its own may or may not be (as with any call that
     /// fails so). (A batch or a flow enqueued part
     /// way is cancelled whole instead, and fails with the refusal itself.)
+    /// With [`WaitForReplicas`](crate::connection::WaitForReplicas), a round
+    /// trip that stored jobs but was not confirmed by enough replicas is said
+    /// in `not_replicated`.
     ///
     /// ```
     /// use redjob::{Error, JobId};
@@ -147,6 +150,7 @@ pub enum Error {
     ///     stored: vec![(0, id)],
     ///     of: 3,
     ///     error: Box::new(Error::ShuttingDown),
+    ///     not_replicated: None,
     /// };
     /// assert!(e.to_string().starts_with("1 of 3 jobs were stored"));
     /// // the jobs to send again: those not stored
@@ -162,6 +166,12 @@ pub enum Error {
         of: usize,
         /// What refused the others.
         error: Box<Error>,
+        /// With [`WaitForReplicas`](crate::connection::WaitForReplicas):
+        /// [`NotReplicated`](Self::NotReplicated) with the fewest replicas that
+        /// confirmed a round trip that stored some of `stored`, when fewer than
+        /// wanted (a failover now could lose those); `None` when every one
+        /// that stored them was confirmed, or the client does not wait.
+        not_replicated: Option<Box<Error>>,
     },
     /// A publish was refused: the topic holds its event type's `max_len` events
     /// and its policy is [`WhenFull::Refuse`](crate::topic::WhenFull::Refuse).
@@ -288,11 +298,26 @@ impl fmt::Display for Error {
                 f,
                 "redis is out of memory (maxmemory reached): the call was refused, nothing of it written: {e}"
             ),
-            Error::PartlySent { stored, of, error } => write!(
-                f,
-                "{} of {of} jobs were stored (their calls went through) and the others refused: {error}",
-                stored.len()
-            ),
+            Error::PartlySent {
+                stored,
+                of,
+                error,
+                not_replicated,
+            } => {
+                write!(
+                    f,
+                    "{} of {of} jobs were stored (their calls went through) and the others refused: {error}",
+                    stored.len()
+                )?;
+                match not_replicated.as_deref() {
+                    Some(Error::NotReplicated { replicas, wanted }) => write!(
+                        f,
+                        "; the stored are on the master, but only {replicas} of {wanted} replicas confirmed them in time: a failover could lose them"
+                    ),
+                    Some(other) => write!(f, "; of the stored: {other}"),
+                    None => Ok(()),
+                }
+            }
             Error::TopicFull { topic, max_len } => write!(
                 f,
                 "topic {topic:?} is full ({max_len} events) and refuses new ones: nothing published"

@@ -645,8 +645,25 @@ async fn used_memory(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
 /// from the first on, and that each (a sample of every `step`-th) is the job
 /// given at its place. Returns how many were stored.
 async fn refused_part_way_for_memory(n: u64, room: u64, step: usize) -> usize {
+    refused_part_way(n, room, step, false).await
+}
+
+/// [`refused_part_way_for_memory`], by a client that waits for `replicas`
+/// (1, to a server with none) when `wait`: the send then says that only 0 of 1
+/// replicas confirmed the jobs it stored.
+async fn refused_part_way(n: u64, room: u64, step: usize, wait: bool) -> usize {
     let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
-    let client = client(&server.url()).await;
+    let client = if wait {
+        let mut cfg = ClientConfig::from_url(server.url());
+        cfg.redis.response_timeout = Duration::from_secs(2);
+        cfg.redis.wait_for_replicas = Some(redjob::connection::WaitForReplicas {
+            replicas: 1,
+            timeout: Duration::from_millis(20),
+        });
+        Client::from_config(cfg).await.unwrap()
+    } else {
+        client(&server.url()).await
+    };
     client
         .queues()
         .create_queue("rel", QueueOptions::default())
@@ -669,7 +686,13 @@ async fn refused_part_way_for_memory(n: u64, room: u64, step: usize) -> usize {
         .await
         .unwrap();
     let e = client.enqueue_batch(&batch).await.unwrap_err();
-    let Error::PartlySent { stored, of, error } = &e else {
+    let Error::PartlySent {
+        stored,
+        of,
+        error,
+        not_replicated,
+    } = &e
+    else {
         panic!("{e:?}")
     };
     assert_eq!(*of as u64, n);
@@ -680,6 +703,17 @@ async fn refused_part_way_for_memory(n: u64, room: u64, step: usize) -> usize {
         "{e}"
     );
     assert!(!e.to_string().contains("noeviction"), "{e}");
+    // whether the stored jobs are on replicas too, as the client asked
+    let unconfirmed = "only 0 of 1 replicas confirmed";
+    assert_eq!(e.to_string().contains(unconfirmed), wait, "{e}");
+    let short = matches!(
+        not_replicated.as_deref(),
+        Some(Error::NotReplicated {
+            replicas: 0,
+            wanted: 1
+        })
+    );
+    assert_eq!(short, wait, "{not_replicated:?}");
     // exactly those are in the queue, the first ones given
     let held = client.queues().attributes("rel").await.unwrap().msgs;
     assert_eq!(held, stored.len() as u64);
@@ -736,6 +770,20 @@ async fn a_send_of_two_round_trips_refused_in_the_first_says_which_of_all_it_sto
         stored > 0 && stored < 16_000,
         "the first round trip stored some: {stored}"
     );
+}
+
+/// A send of two round trips by a client that waits for a replica, whose
+/// first round trip is stored on the master alone (no replica confirmed it)
+/// and whose second Redis refuses for memory part way, says both: which jobs
+/// it stored, and that no replica confirmed them (it said `PartlySent` alone,
+/// and the caller never learnt that the first 16,000 could be lost in a
+/// failover). So does a send of one round trip refused part way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_refused_part_way_says_its_stored_jobs_were_not_replicated() {
+    let stored = refused_part_way(20_000, 17_500, 997, true).await;
+    assert!(stored > 16_000 && stored < 20_000, "{stored}");
+    let stored = refused_part_way(3000, 1000, 1, true).await;
+    assert!(stored > 0 && stored < 3000, "{stored}");
 }
 
 /// Counts the runs under way and the most seen at once.

@@ -100,7 +100,8 @@ pub struct StatsArgs {
     #[arg(long, default_value = "2s", value_parser = show::refresh)]
     interval: Duration,
     /// Processed and failed runs hour by hour over the matching queues: the
-    /// last N hours (default 24; kept for 7 days, so at most 169).
+    /// last N hours (default 24; kept for 7 days, so at most 169). With
+    /// --json: the queues as without it, and "hours".
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "24",
           value_parser = clap::value_parser!(u16).range(1..=169), conflicts_with = "watch")]
     hours: Option<u16>,
@@ -160,7 +161,9 @@ impl ListArgs {
     }
 }
 
-/// `stats --hours`: the last `n` hours of the matching queues, added up.
+/// `stats --hours`: the last `n` hours of the matching queues, added up;
+/// `--json` prints `stats --json`'s object (the queues' list under
+/// `"queues"`, as without `--hours`) with `"hours"`.
 async fn hours(ctx: &Ctx, list: &ListArgs, n: usize) -> Outcome {
     let all = ctx.client.overview(&list.query().with_hours()).await?;
     let week = redjob::backend::last_week(
@@ -173,9 +176,10 @@ async fn hours(ctx: &Ctx, list: &ListArgs, n: usize) -> Outcome {
             .iter()
             .map(|h| json!({"start_ms": h.start_ms, "processed": h.processed, "failed": h.failed}))
             .collect();
-        return show::json(
-            &json!({"queues": all.lines.len(), "matched": all.matched, "hours": hours}),
-        );
+        warn(&all);
+        let mut v = overview_json(&all, line_json);
+        v["hours"] = hours.into();
+        return show::json(&v);
     }
     let rows: Vec<Vec<String>> = last
         .iter()

@@ -59,7 +59,7 @@ async fn stats_hours_adds_up_the_matching_queues_hour_by_hour() {
     .json();
     let hours = v["hours"].as_array().unwrap();
     assert_eq!(hours.len(), 3);
-    assert_eq!(v["queues"], 2);
+    assert_eq!(v["queues"].as_array().unwrap().len(), 2, "{v}");
     let starts: Vec<u64> = hours
         .iter()
         .map(|h| h["start_ms"].as_u64().unwrap())
@@ -95,4 +95,31 @@ async fn stats_hours_adds_up_the_matching_queues_hour_by_hour() {
     ] {
         assert_eq!(cli(&url, &bad).await.code, 2, "{bad:?}");
     }
+}
+
+/// `stats --json`'s `"queues"` is the list of queues with or without
+/// `--hours` (with it, it was their count: a script reading the list failed),
+/// and `--hours` adds `"hours"` to what `stats --json` prints.
+#[tokio::test]
+async fn stats_json_lists_the_queues_with_and_without_hours() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    settle(&client, "mail", 2, 1).await;
+    settle(&client, "sms", 1, 0).await;
+    let plain = cli(&url, &["stats", "--json"]).await.json();
+    let hours = cli(&url, &["stats", "--json", "--hours", "2"]).await.json();
+    for v in [&plain, &hours] {
+        let queues = v["queues"].as_array().unwrap_or_else(|| panic!("{v}"));
+        let names: Vec<&str> = queues
+            .iter()
+            .map(|q| q["queue"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["mail", "sms"], "{v}");
+        assert_eq!(queues[0]["processed"], 2, "{v}");
+        assert_eq!(v["matched"], 2, "{v}");
+        assert_eq!(v["skipped"], 0, "{v}");
+    }
+    assert_eq!(hours["hours"].as_array().unwrap().len(), 2, "{hours}");
+    assert!(plain.get("hours").is_none(), "{plain}");
 }

@@ -460,9 +460,12 @@ pub(crate) async fn dead(
     // letters requeue_dead left dead (a queued job holds their unique key)
     let mut stayed = 0;
     let n = if f.get("all") == Some("1") {
+        // in the page's order (newest first unless it listed the oldest
+        // first): at a rate, the first requeued is due first
         let filter = DeadFilter {
             job_type: f.get("type").unwrap_or("").into(),
             error: f.get("error").unwrap_or("").into(),
+            order: f.get("order").unwrap_or("").into(),
             ..DeadFilter::default()
         };
         let mut q = filter.query();

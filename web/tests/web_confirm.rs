@@ -278,3 +278,58 @@ async fn selected_ids_that_are_no_dead_letters_of_the_queue_are_counted_in_the_n
             .is_some()
     );
 }
+
+/// The hidden fields of a page's forms, as a browser sends them.
+fn hidden(body: &str) -> Vec<(String, String)> {
+    let field = |input: &str, attr: &str| -> Option<String> {
+        let at = input.find(&format!(r#"{attr}=""#))? + attr.len() + 2;
+        Some(input[at..at + input[at..].find('"')?].to_string())
+    };
+    body.split("<input")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('>').unwrap_or(rest.len())])
+        .filter(|input| input.contains(r#"type="hidden""#))
+        .filter_map(|input| Some((field(input, "name")?, field(input, "value")?)))
+        .collect()
+}
+
+/// Every matching dead letter requeued at a rate becomes due in the order
+/// the page showed them: oldest first from a page listing the oldest first,
+/// newest first from one listing the newest first (the confirmation's form
+/// did not carry the page's order, and the action always went newest first).
+#[tokio::test]
+async fn letters_requeued_at_a_rate_become_due_in_the_order_the_page_showed() {
+    use redjob::inspect::JobState;
+    for (order, first) in [("oldest", 0), ("newest", 2)] {
+        let (_server, client, app) = app().await;
+        // three letters, one after another
+        for _ in 0..3 {
+            kill(&client, 1).await;
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        let died: Vec<_> = client.dead_letters("mail", 10).await.unwrap();
+        let died: Vec<_> = died.iter().map(|d| d.id).collect();
+        let (cookie, token) = session(&app, "/queues/mail/dead", true).await;
+        let page = get(
+            &app,
+            &format!("/queues/mail/dead/confirm?do=requeue&type=A&order={order}"),
+        )
+        .await;
+        let mut form: Vec<(String, String)> = hidden(&page.body)
+            .into_iter()
+            .filter(|(name, _)| name != "csrf")
+            .collect();
+        form.push(("csrf".into(), token.clone()));
+        form.push(("rate".into(), "1".into()));
+        let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let r = post(&app, "/queues/mail/dead/requeue", &cookie, &form).await;
+        assert_eq!(note(&r), "Requeued 3 dead letters.", "{order}");
+        // the first shown is due now, the others a second apart after it
+        let mut states = Vec::new();
+        for id in &died {
+            states.push(client.job("mail", id).await.unwrap().unwrap().state);
+        }
+        let ready: Vec<usize> = (0..3).filter(|&i| states[i] == JobState::Ready).collect();
+        assert_eq!(ready, [first], "{order}: {states:?}");
+    }
+}

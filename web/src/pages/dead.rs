@@ -168,8 +168,11 @@ pub(crate) async fn confirm(
             input type="hidden" name="type" value=(f.job_type);
             input type="hidden" name="error" value=(f.error);
             input type="hidden" name="upto" value=(all.upto_ms);
+            input type="hidden" name="order" value=(if f.order == "oldest" { "oldest" } else { "newest" });
             @if requeue {
                 p { label { "At most " input type="text" name="rate" size="6" inputmode="numeric" placeholder="all at once"; " jobs a second (optional)" } }
+                p.muted { "At a rate they become due in the page's order, "
+                    (if f.order == "oldest" { "oldest" } else { "newest" }) " first." }
             }
             div.bar {
                 button type="submit" class=(if requeue { "primary" } else { "danger" }) { (verb) " " (letters(matched)) }

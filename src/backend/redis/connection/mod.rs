@@ -46,10 +46,13 @@ use crate::{Error, Result};
 ///     ..RedisConfig::from_url("redis://app:secret@127.0.0.1:6380/0")
 /// };
 /// assert_eq!(cfg.connection_timeout, Duration::from_secs(5));
+/// // printed, it hides the password (as errors do)
+/// assert!(format!("{cfg:?}").contains("redis://app:***@127.0.0.1:6380/0"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RedisConfig {
-    /// The Redis URL. Defaults to `redis://127.0.0.1:6379`.
+    /// The Redis URL. Defaults to `redis://127.0.0.1:6379`. `{:?}` shows it
+    /// with its password replaced by `***`.
     pub url: String,
     /// How long to wait for a connection. Defaults to 5 s.
     pub connection_timeout: Duration,
@@ -70,7 +73,10 @@ pub struct RedisConfig {
 /// Redis replicates asynchronously: a master that dies right after an enqueue
 /// returned may take the job with it when its replica takes over. With this, an
 /// enqueue returns only once the job is on `replicas` replicas as well, or fails
-/// with [`Error::NotReplicated`] (the job *is* on the master then). It costs a
+/// with [`Error::NotReplicated`] (the job *is* on the master then; a batch
+/// refused part way, [`Error::PartlySent`], says it in its `not_replicated`,
+/// which tells whether the round trips that stored its jobs were
+/// confirmed). It costs a
 /// round trip from the master to its replicas per enqueue call; a batch waits
 /// once. `WAIT` holds the connection it runs on until the replicas answer, so
 /// the client's enqueues get a connection of their own, and wait behind each
@@ -93,6 +99,28 @@ pub struct WaitForReplicas {
     pub replicas: u32,
     /// How long to wait for them; keep it below the response timeout.
     pub timeout: Duration,
+}
+
+/// The URL with its password (and a Sentinel's, or a socket's `pass`)
+/// replaced by `***`, so that a config logged or in a panic's message does
+/// not show it.
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let RedisConfig {
+            url,
+            connection_timeout,
+            response_timeout,
+            tls_root_cert,
+            wait_for_replicas,
+        } = self;
+        f.debug_struct("RedisConfig")
+            .field("url", &redacted(url))
+            .field("connection_timeout", connection_timeout)
+            .field("response_timeout", response_timeout)
+            .field("tls_root_cert", tls_root_cert)
+            .field("wait_for_replicas", wait_for_replicas)
+            .finish()
+    }
 }
 
 impl Default for RedisConfig {

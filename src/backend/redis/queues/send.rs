@@ -71,7 +71,8 @@ impl Rsmq {
         }
         let mut sent: Vec<Sent> = Vec::with_capacity(msgs.len());
         // a part stored but not confirmed by enough replicas: the others go
-        // too, and the send says the fewest replicas any part reached
+        // too, and the send says the fewest replicas any part reached (also
+        // when a later part fails: PartlySent's not_replicated)
         let mut unconfirmed: Option<Error> = None;
         for calls in chunks.chunks(PIPELINE_CALLS) {
             let (start, end) = (calls[0].0, calls[calls.len() - 1].1);
@@ -88,22 +89,22 @@ impl Rsmq {
             {
                 Ok((these, not_replicated)) => {
                     sent.extend(these);
-                    if let Some(Error::NotReplicated { replicas, .. }) = &not_replicated {
-                        let fewer = match &unconfirmed {
-                            Some(Error::NotReplicated { replicas: r, .. }) => replicas < r,
-                            _ => true,
-                        };
-                        if fewer {
-                            unconfirmed = not_replicated;
-                        }
-                    }
+                    unconfirmed = fewest(unconfirmed, not_replicated);
                 }
                 // whatever came before it: its places are the whole send's
-                Err(Error::PartlySent { stored, error, .. }) => {
-                    return Err(partly(sent, start, stored, msgs.len(), *error));
+                Err(Error::PartlySent {
+                    stored,
+                    error,
+                    not_replicated,
+                    ..
+                }) => {
+                    let unconfirmed = fewest(unconfirmed, not_replicated.map(|e| *e));
+                    return Err(partly(sent, start, stored, msgs.len(), *error, unconfirmed));
                 }
                 Err(e) if sent.is_empty() => return Err(e),
-                Err(e) => return Err(partly(sent, start, Vec::new(), msgs.len(), e)),
+                Err(e) => {
+                    return Err(partly(sent, start, Vec::new(), msgs.len(), e, unconfirmed));
+                }
             }
         }
         unconfirmed.map_or(Ok(sent), Err)
@@ -319,6 +320,24 @@ impl Rsmq {
                 }
             }
         }
+        // the WAITs' replies: the fewest replicas one reached, when short;
+        // another error (a reply that is no count) fails a send that stored
+        // all, and is left behind a refusal
+        let mut unconfirmed = None;
+        let mut wait_failed = None;
+        if let Some(wait) = self.wait {
+            for reply in waited {
+                match check_wait(reply, wait) {
+                    Ok(()) => {}
+                    Err(e @ Error::NotReplicated { .. }) => {
+                        unconfirmed = fewest(unconfirmed, Some(e))
+                    }
+                    Err(e) => {
+                        wait_failed.get_or_insert(e);
+                    }
+                }
+            }
+        }
         if let Some(error) = refused_by {
             if sent.is_empty() {
                 return Err(error);
@@ -330,6 +349,7 @@ impl Rsmq {
                     .collect(),
                 of: msgs.len(),
                 error: Box::new(error),
+                not_replicated: unconfirmed.map(Box::new),
             });
         }
         if sent.len() != msgs.len() {
@@ -339,17 +359,10 @@ impl Rsmq {
                 msgs.len()
             )));
         }
-        if let Some(wait) = self.wait {
-            for reply in waited {
-                if let Err(e) = check_wait(reply, wait) {
-                    if !matches!(e, Error::NotReplicated { .. }) {
-                        return Err(e);
-                    }
-                    return Ok((sent, Some(e)));
-                }
-            }
+        if let Some(e) = wait_failed {
+            return Err(e);
         }
-        Ok((sent, None))
+        Ok((sent, unconfirmed))
     }
 
     /// The lone call's form for a queue (`queue_id`): lean while the
@@ -488,13 +501,15 @@ fn chunks_of(msgs: &[SendMessage]) -> Vec<(usize, usize)> {
 
 /// A send whose part starting at `start` failed with `error`, having stored
 /// `stored` of its own (their places in the part) after the earlier parts'
-/// `sent`: [`Error::PartlySent`].
+/// `sent`, `unconfirmed` the [`Error::NotReplicated`] of the parts that
+/// stored them: [`Error::PartlySent`].
 fn partly(
     sent: Vec<Sent>,
     start: usize,
     stored: Vec<(usize, JobId)>,
     of: usize,
     error: Error,
+    unconfirmed: Option<Error>,
 ) -> Error {
     let mut all: Vec<(usize, JobId)> = sent.into_iter().map(|s| s.id).enumerate().collect();
     all.extend(stored.into_iter().map(|(at, id)| (start + at, id)));
@@ -502,6 +517,21 @@ fn partly(
         stored: all,
         of,
         error: Box::new(error),
+        not_replicated: unconfirmed.map(Box::new),
+    }
+}
+
+/// Of two [`Error::NotReplicated`], the one with the fewer replicas (the
+/// send says the fewest any of its round trips reached).
+fn fewest(a: Option<Error>, b: Option<Error>) -> Option<Error> {
+    let replicas = |e: &Option<Error>| match e {
+        Some(Error::NotReplicated { replicas, .. }) => Some(*replicas),
+        _ => None,
+    };
+    match (replicas(&a), replicas(&b)) {
+        (Some(x), Some(y)) if y < x => b,
+        (Some(_), _) => a,
+        (None, _) => b,
     }
 }
 
