@@ -1,6 +1,7 @@
 //! A purge's mark in the queue hash on Redis (`redjob:purging`, see purge.lua
 //! and `purge_mark` in lib.lua): it counts the keyed jobs sent up to its
-//! cutoff that go back to wait while it runs, lapses should the purge die,
+//! cutoff that go back to wait (and dead letters requeued) while it runs,
+//! lapses should the purge die,
 //! and is gone once the purge ends.
 
 mod common;
@@ -214,4 +215,63 @@ async fn a_purge_ends_while_keyed_jobs_keep_going_back_to_wait() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     mover.await.unwrap();
     assert_eq!(purged.expect("the purge ends").unwrap(), 10);
+}
+
+/// A dead letter requeued while a purge runs was sent before its cutoff:
+/// the purge deletes it (docs of `purge_queue_upto`: "a dead letter
+/// requeued after the count keeps its id and its old time ... is deleted
+/// too"). It went back to its priority's set behind the purge's scan,
+/// which had passed that set, and was left.
+#[tokio::test]
+async fn a_dead_letter_requeued_while_a_purge_runs_is_purged() {
+    let server = RedisServer::start();
+    let (backend, _) = backend_with_queue(&server).await;
+    let opts = QueueOptions::default();
+    // x, at priority 10 (scanned before priority 5), dies
+    let x = backend
+        .send("q", &[SendMessage::new("{}").priority(10)], &opts)
+        .await
+        .unwrap()[0]
+        .id;
+    let d = backend
+        .fetch("q", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    assert_eq!(d.id, x);
+    let dead = redjob::backend::Settle {
+        dead: vec![redjob::backend::DeadLetterEntry {
+            id: x,
+            token: d.token,
+            error: "fatal".into(),
+        }],
+        ..Default::default()
+    };
+    backend.settle("q", &dead).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    // plain jobs at priority 5, for a pass of a few dozen calls
+    send_many(&backend, 30_000, |_| SendMessage::new("{}").priority(5)).await;
+    let before = size(&backend).await;
+    let call = {
+        let backend = backend.clone();
+        tokio::spawn(async move { backend.purge_queue("q").await })
+    };
+    // once it deletes, its scan is in priority 5, past priority 10
+    while size(&backend).await == before && !call.is_finished() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let requeued = backend
+        .requeue_dead("q", &[x], redjob::ops::Spread::NOW)
+        .await
+        .unwrap();
+    assert_eq!(requeued, 1);
+    assert!(!call.is_finished(), "requeued while the purge runs");
+    let purged = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the purge ends")
+        .unwrap()
+        .unwrap();
+    assert_eq!(size(&backend).await, 0, "the requeued letter is left");
+    assert_eq!(purged, 30_001);
 }

@@ -498,8 +498,8 @@ pub trait Inspect: Sync {
     ) -> impl Future<Output = Result<Cancelled>> + Send;
 
     /// The finished jobs of `queue`'s history that `query` selects, newest
-    /// first (those of one ms in an order of the backend's: Redis's as they
-    /// finished, the memory backend's by id), up to `n` (at most
+    /// first (those of one ms last entered first, on either backend), up to
+    /// `n` (at most
     /// [`MAX_PAGE`]), after `after` (the previous
     /// page's [`next`](Page::next)). Reads the history a page at a time
     /// ([`list`](Inspect::list) of [`JobState::Finished`]) and stops at

@@ -656,6 +656,73 @@ pub async fn every_action_names_who_took_it_in_the_history(env: &Env) {
     assert_eq!(plain.history_events("w").await.unwrap()[0].what, "paused");
 }
 
+/// A page ending on a dead job goes on from it when the job, requeued, finishes
+/// again before the next page is read: the jobs that died before it in the
+/// same ms are listed next, once. The memory backend lost the cursor's place
+/// once the job's entry moved to its new finish and went on after the jobs
+/// of that ms, skipping them.
+pub async fn a_page_goes_on_after_its_last_job_finished_again_meanwhile(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("hp", QueueOptions::default()).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(
+            Queues::send(&q, "hp", SendMessage::new(mail(i)))
+                .await
+                .unwrap(),
+        );
+    }
+    let f = q.fetch("hp", 10, LONG).await.unwrap();
+    let token = |id: &JobId| f.jobs.iter().find(|d| d.id == *id).unwrap().token;
+    // all four die in one settle: one ms, entered 0, 1, 2, 3
+    let s = Settle {
+        dead: ids
+            .iter()
+            .map(|id| DeadLetterEntry {
+                id: *id,
+                token: token(id),
+                error: "gone".into(),
+            })
+            .collect(),
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("hp", &s).await.unwrap().dead, 4);
+    let ids_of = |p: &redjob::inspect::Page| p.jobs.iter().map(|j| j.id).collect::<Vec<_>>();
+    for paged in [false, true] {
+        let first = if paged {
+            q.history("hp", &HistoryQuery::default(), None, 2).await
+        } else {
+            q.list("hp", JobState::Finished, None, 2).await
+        }
+        .unwrap();
+        let x = first.jobs[1].id;
+        // the page ends on x; x runs again and finishes meanwhile
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let n = q
+            .requeue_dead("hp", &[x], redjob::ops::Spread::NOW)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(kill_due(env, "hp").await, x);
+        let next = if paged {
+            q.history("hp", &HistoryQuery::default(), first.next.as_ref(), 10)
+                .await
+        } else {
+            q.list("hp", JobState::Finished, first.next.as_ref(), 10)
+                .await
+        }
+        .unwrap();
+        let newest = finished(env, "hp").await;
+        let at = newest.iter().position(|j| j.id == x).unwrap();
+        let before: Vec<JobId> = newest[at + 1..]
+            .iter()
+            .map(|j| j.id)
+            .filter(|id| !ids_of(&first).contains(id))
+            .collect();
+        assert_eq!(ids_of(&next), before, "paged {paged}: the rest after x");
+    }
+}
+
 /// Fetches the one due job of `queue` and dead-letters it.
 async fn kill_due(env: &Env, queue: &str) -> JobId {
     let q = env.client.backend();

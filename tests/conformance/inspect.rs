@@ -220,6 +220,40 @@ pub async fn peek_shows_the_next_jobs_in_run_order_and_leases_none(env: &Env) {
     );
 }
 
+/// Scheduled jobs due at one time are peeked highest priority first, a
+/// retry's among them too: they went by the whole score, whose thousandths
+/// count a retry's deliveries, so a priority -1 job came before a priority
+/// 10 retry due the same ms.
+pub async fn peeked_scheduled_jobs_of_one_ms_go_by_priority_retries_too(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("po", QueueOptions::default()).await.unwrap();
+    let retry = send(env, "po", SendMessage::new("retry10").priority(10)).await;
+    let d = q.fetch("po", 1, LONG).await.unwrap().jobs.remove(0);
+    assert_eq!(d.id, retry);
+    let later = Settle {
+        reschedules: vec![Reschedule {
+            id: retry,
+            token: d.token,
+            delay: Duration::from_secs(3600),
+            deliveries: d.token.attempt(),
+            release: false,
+            error: Some("later".into()),
+        }],
+        ..Settle::default()
+    };
+    q.settle("po", &later).await.unwrap();
+    let due = q.job("po", &retry).await.unwrap().unwrap().due_ms;
+    send(
+        env,
+        "po",
+        SendMessage::new("low").priority(-1).at_unix_ms(due),
+    )
+    .await;
+    let all = q.peek("po", 10).await.unwrap();
+    assert_eq!(all.iter().map(|j| j.due_ms).collect::<Vec<_>>(), [due, due]);
+    assert_eq!(bodies(&all), ["retry10", "low"]);
+}
+
 /// Every page of one state, following the cursors; checks no page is over `n`.
 async fn all_pages(q: &impl Inspect, queue: &str, state: JobState, n: usize) -> Vec<JobInfo> {
     let mut out = Vec::new();

@@ -274,6 +274,42 @@ pub async fn a_delayed_send_is_due_at_its_microsecond_plus_the_delay(env: &Env) 
     );
 }
 
+/// A delayed keyed job is leased at the whole ms its score says (its exact
+/// due is in no index a fetch reads), and a fetch before then names that ms
+/// as the next due, on both backends. Redis's fetch named the exact due its
+/// id marks, so a worker woke then, found nothing, and was told the same
+/// passed due again for up to 1 ms.
+pub async fn a_delayed_keyed_jobs_next_due_is_when_a_fetch_takes_it(env: &Env) {
+    let backend = env.client.backend();
+    let delay = Duration::from_millis(300);
+    if let redjob::backend::any::AnyBackend::Memory(m) = env.client.queues() {
+        let into = m.clock().now_us() % 1000;
+        m.clock()
+            .advance_exact(Duration::from_micros((1250 - into) % 1000));
+    }
+    let msg = SendMessage::new("later")
+        .keyed(redjob::queue::Keyed::new("acct"))
+        .delay(delay);
+    let sent = Backend::send(&backend, "kexact", &[msg], &Default::default())
+        .await
+        .unwrap();
+    let id = sent[0].id;
+    let due_ms = backend.job("kexact", &id).await.unwrap().unwrap().due_ms;
+    let early = backend
+        .fetch("kexact", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(early.jobs.is_empty(), "leased before its due");
+    assert_eq!(early.next_due_us, Some(due_ms * 1000));
+    // at that ms it is taken
+    tokio::time::sleep(Duration::from_micros(due_ms * 1000 - early.now_us)).await;
+    let got = backend
+        .fetch("kexact", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(got.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [id]);
+}
+
 pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
     let client = env.client.clone();
     let backend = client.backend();

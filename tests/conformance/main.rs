@@ -413,6 +413,7 @@ macro_rules! conformance_suite {
             counts_and_job_follow_a_job_through_every_state,
             a_running_job_cancelled_deleted_or_made_visible_leaves_the_in_flight_count,
             peek_shows_the_next_jobs_in_run_order_and_leases_none,
+            peeked_scheduled_jobs_of_one_ms_go_by_priority_retries_too,
             list_pages_through_each_state_in_order_without_gaps_or_repeats,
             a_page_of_one_kind_among_many_of_the_other_ends_early_with_a_cursor,
             cancel_removes_waiting_jobs_and_stops_running_ones_for_good,
@@ -454,6 +455,7 @@ macro_rules! conformance_suite {
             a_copy_of_a_copy_names_the_copy_it_was_made_from,
             a_finished_job_run_again_keeps_its_priority_and_is_due_now,
             a_dead_letter_requeued_and_dead_again_counts_once_against_the_count,
+            a_page_goes_on_after_its_last_job_finished_again_meanwhile,
             a_job_cancelled_or_deleted_while_it_runs_keeps_a_record_of_that_run,
             a_job_cancelled_or_deleted_after_its_lease_ran_out_keeps_a_record_of_that_run);
         $crate::conformance_suite!(@locate $setup, #[$attr],
@@ -584,6 +586,7 @@ macro_rules! conformance_suite {
             a_retry_is_fetchable_at_the_due_time_inspection_reports,
             a_delivery_says_how_long_it_was_due,
             a_delayed_send_is_due_at_its_microsecond_plus_the_delay,
+            a_delayed_keyed_jobs_next_due_is_when_a_fetch_takes_it,
             a_fetch_gives_each_job_its_count_among_jobs_that_share_a_score,
             a_fetch_leases_large_groups_lone_jobs_and_lost_leases_in_due_order,
             shutdown_with_100_in_flight_loses_none_and_hides_none, long_jobs_are_not_prefetched_away_from_an_idle_worker, quick_jobs_are_prefetched_seven_per_slot, slower_jobs_are_prefetched_no_deeper_than_the_concurrency, shutdown_lets_running_jobs_finish_within_grace,

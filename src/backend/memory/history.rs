@@ -25,6 +25,11 @@ pub(super) struct MemHistory {
     /// The entries whose body is kept (Redis reads them by finish time past a
     /// mark instead).
     args: BTreeSet<Key>,
+    /// The places of entries entered again since (a dead letter requeued
+    /// that finished again), as the list keeps a dead job's `~<ms> <id>`:
+    /// a page that ended on one goes on from there. Those older than the
+    /// oldest entry go at a trim.
+    left: BTreeSet<Key>,
     /// How many entries were entered: the next one's place among its ms's.
     entered: u64,
     /// The events, as the field `~events` holds them.
@@ -44,6 +49,7 @@ impl MemHistory {
         if let Some((old, _)) = self.entries.remove(&id) {
             self.order.remove(&old);
             self.args.remove(&old);
+            self.left.insert(old);
         }
         self.entered += 1;
         let key = (at, self.entered, id);
@@ -90,6 +96,12 @@ impl MemHistory {
             self.args.remove(&key);
             self.entries.remove(&key.2);
         }
+        // places left before the oldest entry: a page from one lists what
+        // a page from the oldest would
+        match self.order.first() {
+            Some(first) => self.left = self.left.split_off(first),
+            None => self.left.clear(),
+        }
         if let Some(args) = h.args_max_age {
             let before = now.saturating_sub(ms(args));
             let expired: Vec<Key> = self
@@ -133,13 +145,23 @@ impl MemHistory {
 
     /// A page of the entries, newest first, after `after`.
     pub fn page(&self, now: u64, h: History, after: Option<&Cursor>, n: usize) -> Page {
-        // after an entry still kept: the entries before it; after one
-        // trimmed since, those of earlier ms
+        // after an entry still kept, or the place of one entered again
+        // since: the entries before it; after one trimmed since, those of
+        // earlier ms
         let upper = match after {
-            Some(c) => match self.entries.get(&c.id) {
-                Some((key, _)) if key.0 == c.score / 1000 => Excluded(*key),
-                _ => Excluded((c.score / 1000, 0, JobId::MIN)),
-            },
+            Some(c) => {
+                let ms = c.score / 1000;
+                let place = match self.entries.get(&c.id) {
+                    Some((key, _)) if key.0 == ms => Some(*key),
+                    _ => self
+                        .left
+                        .range((ms, 0, JobId::MIN)..=(ms, u64::MAX, JobId::MAX))
+                        .rev()
+                        .find(|k| k.2 == c.id)
+                        .copied(),
+                };
+                Excluded(place.unwrap_or((ms, 0, JobId::MIN)))
+            }
             None => Unbounded,
         };
         let mut jobs = Vec::new();

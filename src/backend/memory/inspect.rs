@@ -144,7 +144,9 @@ impl Inspect for MemoryBackend {
                         .map(|(s, id)| (s, li, id, p)),
                 );
             }
-            later.sort_unstable();
+            // by due ms (a retry's thousandths count its deliveries), then
+            // priority, then as a fetch takes a level's (peek.lua)
+            later.sort_unstable_by_key(|&(s, li, id, _)| (s / 1000, li, s, id));
             rows.extend(later.into_iter().take(left).map(|(s, _, id, p)| (s, id, p)));
         }
         Ok(rows

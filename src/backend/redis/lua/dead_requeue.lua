@@ -14,7 +14,11 @@
 -- dead letters' hash, "<per key> <key>") enters its key again, as a send does
 -- (see concurrency_keys in lib.lua), with its per key when the key has no
 -- other jobs (else the key's own). The queue's hash field "redjob:requeued"
--- says a dead letter was ever requeued (see complete.lua).
+-- says a dead letter was ever requeued (see complete.lua). While a purge
+-- runs (the hash field "redjob:purging", see purge_mark in lib.lua), a call
+-- that requeues a letter sent up to its cutoff counts one move in it: the
+-- letter may go behind the purge's scan, which then scans again (see
+-- purge.lua).
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  the dead letters' sorted set (ns:q:dead)
@@ -79,6 +83,9 @@ local mask = tonumber(attrs[3]) or 0
 local z, h, gone, drop = {}, {}, {}, {}
 local n = 0
 local K
+-- a running purge's mark, and whether a letter sent up to its cutoff was
+-- requeued
+local purging, moved = purge_mark(attrs[6], now), false
 -- the unique keys this call took ("k:<key>" -> true), its entries, and the
 -- back links of the stale entries they replace
 local taken, u, stale = {}, {}, {}
@@ -138,6 +145,7 @@ for i, id in ipairs(ids) do
     h[#h + 1] = id
     h[#h + 1] = body
     if p ~= 0 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
+    if purging and string.sub(id, 1, 10) <= purging.cut then moved = true end
     gone[#gone + 1] = id
     for _, f in ipairs({id, id .. ":n", id .. ":err", id .. ":p", id .. ":a", id .. ":k", id .. ":u"}) do drop[#drop + 1] = f end
     n = n + 1
@@ -175,5 +183,10 @@ if mask ~= (tonumber(attrs[3]) or 0) then
   h[#h + 1] = mask
 end
 many("HSET", KEYS[2], h)
+if moved then
+  -- read again: a keyed letter's wait may have counted one already
+  local m = purge_mark(redis.call("HGET", KEYS[2], "redjob:purging"), now)
+  if m then redis.call("HSET", KEYS[2], "redjob:purging", m.text(m.moves + 1)) end
+end
 redis.call("PUBLISH", ARGV[3], redis.call("ZCARD", KEYS[1]))
 return n

@@ -508,10 +508,14 @@ elseif leased < asked then
   for _, level in ipairs(levels) do
     local f = redis.call("ZRANGE", level[2], 0, 0, "WITHSCORES")
     -- in µs: a score's whole ms (its thousandths are a delivery count), or the
-    -- first job's exact due
+    -- first job's exact due while the exact dues hold it (a fetch takes a job
+    -- before its score's ms only through them: a keyed job's, or one past the
+    -- 1,000 an unserved queue keeps, is taken at that ms)
     if f[2] then
       local score = tonumber(f[2])
-      local due = exact_due(f[1], score) or math.floor(score) * 1000
+      local due = exact_due(f[1], score)
+      if due and not (attrs[10] and tonumber(redis.call("ZSCORE", KEYS[4], f[1])) == due) then due = nil end
+      due = due or math.floor(score) * 1000
       if (now >= LEGACY or score < LEGACY) and (not first or due < first) then first = due end
     end
     -- a lease an earlier redjob wrote (see LEGACY) ends: taken back then

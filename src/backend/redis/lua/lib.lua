@@ -1250,9 +1250,9 @@ end
 -- purges that run (id prefixes), when the mark lapses (a minute after the
 -- last call of a purge of that cutoff: a purge of an earlier one leaves the
 -- time as it is, so that a purge that died stops counting moves then), and
--- how many keyed jobs sent up to the cutoff went back to wait (K.wait) since
--- it was set; a purge scans the keyed set and priority 0 again while that
--- count changes (see purge.lua). Returns nil when there is none or it lapsed
+-- how many keyed jobs sent up to the cutoff went back to wait (K.wait), or
+-- calls of dead_requeue.lua requeued letters sent up to it, since it was set;
+-- a purge scans its sets again while that count changes (see purge.lua). Returns nil when there is none or it lapsed
 -- by `now` (whoever finds it so deletes or replaces it), else {cut, until,
 -- moves, text(moves)}.
 local function purge_mark(v, now)

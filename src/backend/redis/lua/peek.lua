@@ -40,9 +40,13 @@ if left > 0 then
       from = from + n
     end
   end
+  -- by due ms (a retry's thousandths count its deliveries), then priority,
+  -- then as a fetch takes a level's: by score, then id
   table.sort(later, function(a, b)
-    if a[5] ~= b[5] then return a[5] < b[5] end
+    local x, y = math.floor(a[5]), math.floor(b[5])
+    if x ~= y then return x < y end
     if a[4] ~= b[4] then return a[4] < b[4] end
+    if a[5] ~= b[5] then return a[5] < b[5] end
     return a[2] < b[2]
   end)
   for i = 1, math.min(left, #later) do rows[#rows + 1] = later[i] end

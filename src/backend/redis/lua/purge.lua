@@ -8,14 +8,16 @@
 -- keyed job moves between the keyed set and priority 0: one promoted into a
 -- place is found in priority 0, scanned after the keyed set; one that goes
 -- back to wait (a holder demoted by an earlier-due job of its key, a retry, a
--- throttle) is counted in the queue hash's mark "redjob:purging" (see
--- purge_mark and K.wait in lib.lua), which holds the latest cutoff of the
+-- throttle), and a dead letter sent up to the cutoff requeued into a set the
+-- pass may have scanned already, is counted in the queue hash's mark
+-- "redjob:purging" (see purge_mark and K.wait in lib.lua, and
+-- dead_requeue.lua), which holds the latest cutoff of the
 -- purges that run: each call of a purge of that cutoff (or a later one, which
 -- takes it over) sets it to lapse a minute later, should the purge die; a
 -- purge of an earlier cutoff leaves it so, and deletes it when it ends only
 -- if it is its own. While that count changed during a pass, the purge scans
--- the keyed set and priority 0 again, up to 10 passes in all: keyed jobs
--- that go back to wait faster than a pass ends are purged as far as those
+-- its sets again, up to 10 passes in all: keyed jobs that go back to wait
+-- (or letters requeued) faster than a pass ends are purged as far as those
 -- passes reach (a purge's work stays bounded). A job
 -- counts as sent when its id says (its first ten characters, the send's µs in
 -- base 36): one sent after the cutoff is left, so the purge ends even while
@@ -41,9 +43,8 @@
 --          first call, which takes Redis's clock now (a later one given is
 --          taken as now)
 -- ARGV[3], ARGV[4]  where the scan is: the sorted set (1 for KEYS[26], 2 for
---          KEYS[1], 3..22 for KEYS[4..23], then 23 and 24 for KEYS[26] and
---          KEYS[1] scanned again) and its ZSCAN cursor; 1 and "0" for the
---          first call
+--          KEYS[1], 3..22 for KEYS[4..23], every pass) and its ZSCAN
+--          cursor; 1 and "0" for the first call
 -- ARGV[5]  how many the earlier calls deleted
 -- ARGV[6]  who purges ("api", "cli alice", "dashboard")
 -- ARGV[7]  the history setting when the queue stores none
@@ -67,7 +68,6 @@ local _, us = clock()
 if cut == "" or cut > id_prefix(us) then cut = id_prefix(us) end
 local sets = {KEYS[26], KEYS[1]}
 for i = 4, 23 do sets[#sets + 1] = KEYS[i] end
-sets[23], sets[24] = KEYS[26], KEYS[1]
 -- the mark: the latest cutoff of the purges that run
 local mark = purge_mark(attrs[7], now)
 local start = tonumber(ARGV[8])
@@ -93,7 +93,7 @@ while at <= #sets and left > 0 do
   local r = redis.call("ZSCAN", sets[at], cursor, "COUNT", math.min(left, 1000))
   cursor = r[1]
   local rows, ids, scores = r[2], {}, {}
-  local keyed = at == 1 or at == 23
+  local keyed = at == 1
   -- the keyed set's members: "<key>\0<19 digits><id>"
   local members = {}
   for j = 1, #rows, 2 do
@@ -129,7 +129,7 @@ while at <= #sets and left > 0 do
     lease_counts().left(24, scores, now)
     n = n + #ids
     -- their keys' places go to the keys' next jobs
-    if K and (at == 2 or at == 24) then
+    if K and at == 2 then
       -- running jobs keep their keys' places until their leases end
       local running = {}
       for j, id in ipairs(ids) do
@@ -148,15 +148,16 @@ while at <= #sets and left > 0 do
   end
   if cursor == "0" then
     at = at + 1
-    if at == 23 or at == 25 then
-      -- a pass ends: keyed jobs that went back to wait meanwhile may have
-      -- slipped past it, the keyed set and priority 0 are scanned again
+    if at > #sets then
+      -- a pass ends: keyed jobs that went back to wait meanwhile, and dead
+      -- letters requeued, may have slipped past it: the sets are scanned
+      -- again
       passes = passes + 1
       if start == moves or passes >= 10 then
         at = 0
         break
       end
-      at, start = 23, moves
+      at, start = 1, moves
     end
   end
 end
