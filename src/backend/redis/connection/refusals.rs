@@ -193,12 +193,12 @@ pub(super) fn backoff(tries: u32) -> Duration {
 
 /// Until when a call's tries may go on, and how long that is: the
 /// connection and response timeouts together from now (`None` without
-/// `via`: a connection the caller made keeps its own timeouts).
+/// `via`: a connection the caller made keeps its own timeouts; nor when the
+/// timeouts reach past what the clock can count, as a blocking read's do).
 fn deadline(via: Option<&AskVia>) -> Option<(tokio::time::Instant, Duration)> {
-    via.map(|v| {
-        let limit = v.connection_timeout.saturating_add(v.response_timeout);
-        (tokio::time::Instant::now() + limit, limit)
-    })
+    let v = via?;
+    let limit = v.connection_timeout.checked_add(v.response_timeout)?;
+    Some((tokio::time::Instant::now().checked_add(limit)?, limit))
 }
 
 /// `resend`, failing as a timeout once `deadline` passes; `last` is the
