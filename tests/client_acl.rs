@@ -753,7 +753,7 @@ async fn missing_permissions_are_named(server: RedisServer) {
     // names it), a command the client sends, the keys
     let text = refused("no-hsetnx").await;
     assert!(
-        text.ends_with("a script may not run HSETNX (create.lua, line 7)")
+        text.ends_with("a script may not run HSETNX (create.lua, line 16)")
             || text.ends_with("a script may not run the 'hsetnx' command"),
         "{text}"
     );

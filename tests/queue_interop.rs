@@ -805,3 +805,289 @@ async fn a_job_an_rsmq_client_sent_within_maxsize_by_its_rule_runs() {
         dead.iter().map(|d| d.error.clone()).collect::<Vec<_>>()
     );
 }
+
+/// The docs (jobs.md, "Unique jobs"): an RSMQ client's `deleteMessage` does
+/// not know a unique job's key, "so the entry stays behind; the next unique
+/// enqueue finds the holder gone and takes the key over". At a priority
+/// other than 0 the delete removes the body only (returns 0) and leaves the
+/// id in `ns:q:p<n>`: unique.lua sees the id there and takes the key as
+/// still held, so the next unique send is a `Duplicate` of a job that no
+/// longer exists (until a worker's fetch happens to drop the orphan; for a
+/// delayed job not before its due time, and never when nothing fetches).
+#[tokio::test]
+async fn an_rsmq_delete_of_a_prioritized_unique_job_frees_its_key_for_the_next_send() {
+    use redjob::queue::{SendOutcome, Unique};
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("upq", QueueOptions::default())
+        .await
+        .unwrap();
+    let msg = |body: &str| {
+        SendMessage::new(body)
+            .priority(5)
+            .delay(Duration::from_secs(3600))
+            .unique(Unique::new("nightly"))
+    };
+    let first = rsmq.send_outcomes("upq", &[msg("v1")]).await.unwrap()[0];
+    assert_eq!(first.outcome, SendOutcome::Added);
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "deleteMessage", "qname": "upq", "id": first.id.as_str()}]),
+    );
+    assert_eq!(r[0], json!(0), "not in RSMQ's sorted set: its body goes");
+    let again = rsmq.send_outcomes("upq", &[msg("v2")]).await.unwrap()[0];
+    assert_eq!(
+        again.outcome,
+        SendOutcome::Added,
+        "the key's holder {} is gone, yet the send was refused as a duplicate of it",
+        first.id
+    );
+}
+
+/// An RSMQ client's `deleteMessage` of unique jobs leaves their entries in
+/// `ns:q:unique` ("k:<key>" and "i:<id>"): the idle fetches' sweep clears what
+/// such a delete leaves in the queue's hash (`<id>:err`, `<id>:a`, see
+/// `records_an_rsmq_delete_leaves_behind_are_swept`) but never these, and only
+/// a later send of the same key replaces its entry. With a key per entity
+/// (an order, a user), an RSMQ consumer that deletes what it handles grows
+/// the hash by two fields a job, without bound.
+#[tokio::test]
+async fn unique_entries_an_rsmq_delete_leaves_behind_are_swept() {
+    use redjob::backend::Backend;
+    use redjob::backend::redis::RedisBackend;
+    use redjob::connection::RedisConfig;
+    use redjob::queue::Unique;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("lq", QueueOptions::default())
+        .await
+        .unwrap();
+    let backend = RedisBackend::connect(&RedisConfig::from_url(server.url()), "rsmq", false)
+        .await
+        .unwrap();
+    let msgs: Vec<_> = (0..5)
+        .map(|i| SendMessage::new(format!("order {i}")).unique(Unique::new(format!("order:{i}"))))
+        .collect();
+    rsmq.send_outcomes("lq", &msgs).await.unwrap();
+    let mut ops = Vec::new();
+    for _ in 0..5 {
+        ops.push(json!({"op": "receiveMessage", "qname": "lq", "vt": 60}));
+    }
+    let got = rsmq_js(&server, Value::Array(ops));
+    let dels: Vec<Value> = got
+        .iter()
+        .map(|m| json!({"op": "deleteMessage", "qname": "lq", "id": m["id"]}))
+        .collect();
+    let r = rsmq_js(&server, Value::Array(dels));
+    assert_eq!(r, vec![json!(1); 5], "each handled job deleted");
+    let mut con = server.raw().await;
+    let entries = |con: &mut redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        async move {
+            let n: usize = redis::cmd("HLEN")
+                .arg("rsmq:lq:unique")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            n
+        }
+    };
+    assert_eq!(entries(&mut con).await, 10, "two fields a job");
+    // idle fetches, as in the sweep of the hash's records: within 11 s
+    let start = std::time::Instant::now();
+    while entries(&mut con).await > 0 && start.elapsed() < Duration::from_secs(11) {
+        backend
+            .fetch("lq", 1, Duration::from_secs(60))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        entries(&mut con).await,
+        0,
+        "the entries of jobs no longer in the queue stay for ever"
+    );
+}
+
+/// The same ghost, for ever: an RSMQ client's `deleteQueue` removes `ns:q`
+/// and `ns:q:Q` only, so a unique job at priority 5 stays in `ns:q:p5` with
+/// its entry in `ns:q:unique`. Once the queue is created again, its hash has
+/// no priority bits (`redjob:prio`), so no fetch reads `ns:q:p5` and drops
+/// the orphan, and every unique send of the key is a `Duplicate` of a job
+/// that went with its queue.
+#[tokio::test]
+async fn a_unique_key_does_not_outlive_its_queue_deleted_by_an_rsmq_client() {
+    use redjob::backend::Backend;
+    use redjob::backend::redis::RedisBackend;
+    use redjob::connection::RedisConfig;
+    use redjob::queue::{SendOutcome, Unique};
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("dq", QueueOptions::default())
+        .await
+        .unwrap();
+    let msg = |body: &str| {
+        SendMessage::new(body)
+            .priority(5)
+            .unique(Unique::new("rebuild"))
+    };
+    let first = rsmq.send_outcomes("dq", &[msg("v1")]).await.unwrap()[0];
+    assert_eq!(first.outcome, SendOutcome::Added);
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "deleteQueue", "qname": "dq"},
+            {"op": "createQueue", "qname": "dq"},
+        ]),
+    );
+    assert_eq!(r, vec![json!(1), json!(1)]);
+    let backend = RedisBackend::connect(&RedisConfig::from_url(server.url()), "rsmq", false)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let got = backend
+            .fetch("dq", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(got.jobs.is_empty());
+    }
+    let again = rsmq.send_outcomes("dq", &[msg("v2")]).await.unwrap()[0];
+    assert_eq!(
+        again.outcome,
+        SendOutcome::Added,
+        "the key is held by {}, a job of the queue deleted before",
+        first.id
+    );
+}
+
+/// A raw integer reply of `cmd key` (ZCARD, HLEN) on the test's server.
+async fn count(server: &RedisServer, cmd: &str, key: &str) -> usize {
+    redis::cmd(cmd)
+        .arg(key)
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap()
+}
+
+async fn backend(server: &RedisServer) -> redjob::backend::redis::RedisBackend {
+    use redjob::connection::RedisConfig;
+    redjob::backend::redis::RedisBackend::connect(
+        &RedisConfig::from_url(server.url()),
+        "rsmq",
+        false,
+    )
+    .await
+    .unwrap()
+}
+
+/// A due unique job at priority 5 whose body an RSMQ client deleted is an
+/// orphan a fetch drops: its unique entries go with it, at once (not at the
+/// next sweep or the next send of its key).
+#[tokio::test]
+async fn a_fetch_that_drops_an_orphan_frees_its_unique_entries() {
+    use redjob::backend::Backend;
+    use redjob::queue::Unique;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("oq", QueueOptions::default())
+        .await
+        .unwrap();
+    let m = SendMessage::new("v1").priority(5).unique(Unique::new("k"));
+    let sent = rsmq.send_outcomes("oq", &[m]).await.unwrap()[0];
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "deleteMessage", "qname": "oq", "id": sent.id.as_str()}]),
+    );
+    assert_eq!(r[0], json!(0), "its body goes, its id stays in rsmq:oq:p5");
+    let got = backend(&server)
+        .await
+        .fetch("oq", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(got.jobs.is_empty());
+    assert_eq!(
+        count(&server, "ZCARD", "rsmq:oq:p5").await,
+        0,
+        "the orphan dropped"
+    );
+    assert_eq!(
+        count(&server, "HLEN", "rsmq:oq:unique").await,
+        0,
+        "the orphan's unique entries stay behind"
+    );
+}
+
+/// After an RSMQ client's `deleteQueue`, redjob's `create_queue` of the name
+/// picks up the priority levels left behind, so that fetches read them and
+/// drop the members without a body (plain jobs too, which no unique send
+/// meets).
+#[tokio::test]
+async fn a_queue_redjob_creates_again_reads_the_levels_an_rsmq_delete_left() {
+    use redjob::backend::Backend;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("cq", QueueOptions::default())
+        .await
+        .unwrap();
+    let m = SendMessage::new("plain").priority(-3);
+    rsmq.send_outcomes("cq", &[m]).await.unwrap();
+    let r = rsmq_js(&server, json!([{"op": "deleteQueue", "qname": "cq"}]));
+    assert_eq!(r, vec![json!(1)]);
+    rsmq.create_queue("cq", QueueOptions::default())
+        .await
+        .unwrap();
+    let got = backend(&server)
+        .await
+        .fetch("cq", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(got.jobs.is_empty(), "the job went with its queue");
+    assert_eq!(
+        count(&server, "ZCARD", "rsmq:cq:p-3").await,
+        0,
+        "a job of the deleted queue stays in rsmq:cq:p-3, never read"
+    );
+}
+
+/// A dead letter's unique key, held meanwhile by a job at priority 5 whose
+/// body an RSMQ client deleted, is free: the requeue takes it (dead_requeue.lua
+/// reads a holder as unique.lua does).
+#[tokio::test]
+async fn a_dead_letter_requeued_takes_its_key_from_a_holder_an_rsmq_client_deleted() {
+    use redjob::backend::{Backend, DeadLetterEntry, Settle};
+    use redjob::ops::{Admin, Spread};
+    use redjob::queue::{SendOutcome, Unique};
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("rq", QueueOptions::default())
+        .await
+        .unwrap();
+    let b = backend(&server).await;
+    let msg = |body: &str, p: i8| SendMessage::new(body).priority(p).unique(Unique::new("k"));
+    let a = rsmq.send_outcomes("rq", &[msg("a", 0)]).await.unwrap()[0].id;
+    let leased = b
+        .fetch("rq", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs;
+    let dead = Settle {
+        dead: vec![DeadLetterEntry {
+            id: a,
+            token: leased[0].token,
+            error: "gave up".into(),
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(b.settle("rq", &dead).await.unwrap().dead, 1);
+    let later = msg("b", 5).delay(Duration::from_secs(3600));
+    let holder = rsmq.send_outcomes("rq", &[later]).await.unwrap()[0];
+    assert_eq!(holder.outcome, SendOutcome::Added, "the key was free");
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "deleteMessage", "qname": "rq", "id": holder.id.as_str()}]),
+    );
+    assert_eq!(r[0], json!(0));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let n = b.requeue_dead("rq", &[a], Spread::NOW).await.unwrap();
+    assert_eq!(
+        n, 1,
+        "the key's holder {} is gone, yet the letter stays dead",
+        holder.id
+    );
+    let dup = rsmq.send_outcomes("rq", &[msg("c", 0)]).await.unwrap()[0];
+    assert_eq!((dup.id, dup.outcome), (a, SendOutcome::Duplicate));
+}

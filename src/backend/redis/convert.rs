@@ -118,7 +118,7 @@ mod tests {
         let lib = include_str!("lua/lib.lua");
         // a line of create.lua as Redis numbers it (lib.lua comes first)
         let line = |n: usize| lib.lines().count() + n;
-        let (l7, l15) = (line(7), line(15));
+        let (l16, l31) = (line(16), line(31));
         // the client's own command, and the keys (Redis 6.2 to 7.0; Valkey)
         assert_eq!(
             refused_text("NoPerm: this user has no permissions to run the 'evalsha' command")
@@ -131,15 +131,15 @@ mod tests {
         );
         // a script's command: Redis 7.0, 6.2, Valkey
         let v7 = format!(
-            "The user executing the script can't run this command or subcommand script: {create}, on @user_script:{l7}."
+            "The user executing the script can't run this command or subcommand script: {create}, on @user_script:{l16}."
         );
         let v6 = format!(
-            "Error running script (call to f_{create}): @user_script:{l7}: @user_script: {l7}: The user executing the script can't run this command or subcommand"
+            "Error running script (call to f_{create}): @user_script:{l16}: @user_script: {l16}: The user executing the script can't run this command or subcommand"
         );
         for text in [v7, v6] {
             assert_eq!(
                 refused_text(&text).as_deref(),
-                Some("a script may not run HSETNX (create.lua, line 7)"),
+                Some("a script may not run HSETNX (create.lua, line 16)"),
                 "{text}"
             );
         }
@@ -149,12 +149,12 @@ mod tests {
         );
         // a channel, on a line with two commands
         let channel = format!(
-            "The user executing the script can't publish to the channel mentioned in the command script: {create}, on @user_script:{l15}."
+            "The user executing the script can't publish to the channel mentioned in the command script: {create}, on @user_script:{l31}."
         );
         assert_eq!(
             refused_text(&channel).as_deref(),
             Some(
-                "a script can't publish to the channel mentioned in the command: PUBLISH (create.lua, line 15)"
+                "a script can't publish to the channel mentioned in the command: PUBLISH (create.lua, line 31)"
             )
         );
         // lib.lua's many(): the commands the script passes it

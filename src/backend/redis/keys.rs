@@ -430,9 +430,9 @@ impl QueueKeys {
     }
 
     /// `ns:q`, `ns:q:Q`, `ns:q:leases`, `ns:q:exact`, `ns:q:starts`,
-    /// `ns:q:keyed`, `ns:q:keys`, `ns:q:kwake`: a fetch's keys before the
-    /// levels' ([`fetch_all`](Self::fetch_all)).
-    pub fn fetch(&self) -> [&str; 8] {
+    /// `ns:q:keyed`, `ns:q:keys`, `ns:q:kwake`, `ns:q:unique`: a fetch's keys
+    /// before the levels' ([`fetch_all`](Self::fetch_all)).
+    pub fn fetch(&self) -> [&str; 9] {
         [
             &self.zset,
             &self.hash,
@@ -442,6 +442,7 @@ impl QueueKeys {
             &self.keyed,
             &self.keys,
             &self.kwake,
+            &self.unique,
         ]
     }
 

@@ -1,5 +1,14 @@
 -- Creates a queue's attributes as RSMQ's createQueue does (HSETNX of each).
+-- An RSMQ client's deleteQueue removes ns:q and ns:q:Q alone: redjob's keys of
+-- a queue it deleted stay. Of those, the jobs at other priorities (members of
+-- ns:q:p<n> without a body) and the unique keys they and the others held are
+-- picked up here: the queue's hash says which levels have a sorted set
+-- ("redjob:prio", so fetches read them and drop the members without a body)
+-- and that unique keys exist ("redjob:unique", so fetches sweep those of jobs
+-- that are gone, see sweep_unique in lib.lua).
 -- KEYS[1]  the queue's hash (ns:q:Q)
+-- KEYS[2]  the queue's unique keys (ns:q:unique)
+-- KEYS[3..22]  the sorted sets of priorities 10..1, then -1..-10 (ns:q:p<n>)
 -- ARGV[1]  vt (seconds), ARGV[2] delay (seconds), ARGV[3] maxsize (bytes or -1)
 -- ARGV[4]  the queue's realtime channel (ns:rt:q): workers already waiting for the
 --          queue to exist are told (the message is the queue's length, 0)
@@ -12,5 +21,12 @@ redis.call("HSETNX", KEYS[1], "created", t[1])
 redis.call("HSETNX", KEYS[1], "modified", t[1])
 -- the workers waiting are told here: a send need not (see may_wait in lib.lua)
 redis.call("HSET", KEYS[1], "redjob:waiting", "-")
+-- what a queue of the name deleted by an RSMQ client left
+local mask = 0
+for p = 10, -10, -1 do
+  if p ~= 0 and redis.call("EXISTS", level_key(p, 3)) == 1 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
+end
+if mask ~= 0 then redis.call("HSET", KEYS[1], "redjob:prio", mask) end
+if redis.call("EXISTS", KEYS[2]) == 1 then redis.call("HSET", KEYS[1], "redjob:unique", "1") end
 redis.call("PUBLISH", ARGV[4], 0)
 return 1

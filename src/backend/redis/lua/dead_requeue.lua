@@ -90,8 +90,11 @@ local purging, moved = purge_mark(attrs[6], now), false
 -- back links of the stale entries they replace
 local taken, u, stale = {}, {}, {}
 -- whether unique key `key` is held by a queued job other than `id` (its entry
--- names a job in its level's set, within its lifetime), as unique.lua reads
--- it; a stale entry's holder's back link is dropped once the key is taken
+-- names a job in its level's set, with its body, within its lifetime), as
+-- unique.lua reads it; a stale entry's holder's back link is dropped once the
+-- key is taken, and a holder left in its set without a body (see unique.lua)
+-- with it
+local orphans = {}
 local function held(key, id)
   if taken[key] then return true end
   local e = redis.call("HGET", KEYS[28], "k:" .. key)
@@ -99,7 +102,8 @@ local function held(key, id)
   lv, ex = tonumber(lv), tonumber(ex)
   if hid and hid ~= id and lv and lv >= -10 and lv <= 10 and ex and (ex == 0 or now < ex)
     and redis.call("ZSCORE", level_key(lv, 5), hid) then
-    return true
+    if redis.call("HEXISTS", KEYS[2], hid) == 1 then return true end
+    orphans[#orphans + 1] = {level_key(lv, 5), hid}
   end
   if hid and hid ~= id then stale[#stale + 1] = "i:" .. hid end
   return false
@@ -166,6 +170,10 @@ end
 if #u > 0 then
   many("HSET", KEYS[28], u)
   if #stale > 0 then many("HDEL", KEYS[28], stale) end
+  -- (not one of this call's letters, which may have been placed under its id)
+  for _, o in ipairs(orphans) do
+    if not seen[o[2]] then drop_orphans(o[1], {o[2]}) end
+  end
   if not attrs[5] then
     h[#h + 1] = "redjob:unique"
     h[#h + 1] = "1"

@@ -55,7 +55,11 @@
 --          time (a deleted running job's lease end, a key's throttle end),
 --          scored by it: a fetch fills the keys due (10 a call) before it
 --          reads, and a worker that waits wakes at the first
--- KEYS[9..28]  optional: the sorted sets of priorities 10..1, then -1..-10
+-- KEYS[9]  the queue's unique keys (ns:q:unique, see unique.lua): a due job
+--          found without a body (an orphan, dropped) frees its key; idle
+--          fetches sweep the keys of jobs that are gone (sweep_unique in
+--          lib.lua), while the queue had unique keys (hash field "redjob:unique")
+-- KEYS[10..29]  optional: the sorted sets of priorities 10..1, then -1..-10
 -- ARGV[1]  the most jobs to lease
 -- ARGV[2]  lease length in ms
 -- ARGV[3]  optional: the worker's hand-off registration, "v3 <lease ms> <channel>
@@ -104,8 +108,8 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "
 if not attrs[1] then return {0, "", 0, -1, -1, 0} end
 if attrs[7] then return {0, "", 0, -1, -3, 0} end
 local mask = tonumber(attrs[6]) or 0
-if mask ~= 0 and #KEYS < 28 then return {1, "", 0, -1, -2, 0} end
-local levels = level_sets(mask, 9)
+if mask ~= 0 and #KEYS < 29 then return {1, "", 0, -1, -2, 0} end
+local levels = level_sets(mask, 10)
 local now, now_us = clock()
 -- keys whose places freed by now (see KEYS[8]) give them to their waiting jobs
 if attrs[18] then
@@ -422,7 +426,11 @@ if n > 0 then
     from = upto[li] + 1
   end
   if KT then KT.save() end
-  for li, ol in pairs(orphans) do drop_orphans(levels[li][2], ol) end
+  if norphans > 0 then
+    -- their unique keys go with them, while the queue has unique keys
+    local ukey = redis.call("HEXISTS", KEYS[2], "redjob:unique") == 1 and KEYS[9] or nil
+    for li, ol in pairs(orphans) do drop_orphans(levels[li][2], ol, ukey) end
+  end
   out[5] = norphans
   if #lost > 0 then
     local af = {}
@@ -594,6 +602,18 @@ elseif leased < asked then
       end
       set[#set + 1] = "redjob:sweep"
       set[#set + 1] = r[1]
+    end
+    -- unique keys of jobs that are gone (see sweep_unique in lib.lua), from
+    -- the cursor kept in "redjob:usweep", while the queue had unique keys
+    local u = redis.call("HMGET", KEYS[2], "redjob:unique", "redjob:usweep")
+    if u[1] then
+      local c = sweep_unique(KEYS[9], u[2] or "0", function(lv)
+        if lv == 0 or #KEYS >= 29 then return level_key(lv, 10) end
+      end)
+      if c then
+        set[#set + 1] = "redjob:usweep"
+        set[#set + 1] = c
+      end
     end
   end
   -- a key whose places free later: the worker wakes then

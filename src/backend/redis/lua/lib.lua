@@ -740,10 +740,45 @@ local function forget_released(ids)
   end
 end
 
+-- Frees the unique keys (see unique.lua) of jobs that left their queue (acked,
+-- dead-lettered, deleted, popped). `ukey` is the queue's ns:q:unique. A key that a
+-- newer job took over (after its lifetime ran out) stays with that job.
+-- Returns, by id, "<expires ms, 0: never> <key>" of each key it freed (a dead
+-- letter keeps it, to take the key again when it is requeued).
+local function release_unique(ukey, ids)
+  local ifields = {}
+  for i, id in ipairs(ids) do ifields[i] = "i:" .. id end
+  local keys = many("HMGET", ukey, ifields)
+  local drop, kfields, owners = {}, {}, {}
+  for i, key in ipairs(keys) do
+    if key then
+      drop[#drop + 1] = ifields[i]
+      kfields[#kfields + 1] = "k:" .. key
+      owners[#owners + 1] = ids[i]
+    end
+  end
+  local freed = {}
+  if #kfields == 0 then return freed end
+  local entries = many("HMGET", ukey, kfields)
+  for j, e in ipairs(entries) do
+    if e and string.sub(e, 1, #owners[j] + 1) == owners[j] .. " " then
+      drop[#drop + 1] = kfields[j]
+      local ex = string.match(e, " (%d+)$")
+      if ex then freed[owners[j]] = ex .. " " .. string.sub(kfields[j], 3) end
+    end
+  end
+  many("HDEL", ukey, drop)
+  return freed
+end
+
 -- Drops members that have no body left (evicted, or deleted halfway by another
--- client) from the sorted set `zset`, with the fields they may have kept.
-local function drop_orphans(zset, ids)
+-- client, as an RSMQ client's deleteMessage of a job at a priority other than
+-- 0) from the sorted set `zset`, with the fields they may have kept, and, with
+-- `ukey` (the queue's ns:q:unique, passed while the queue has unique keys),
+-- their unique keys (see release_unique).
+local function drop_orphans(zset, ids, ukey)
   many("ZREM", zset, ids)
+  if ukey then release_unique(ukey, ids) end
   local fields = {}
   for _, id in ipairs(ids) do
     fields[#fields + 1] = id .. ":rc"
@@ -753,6 +788,37 @@ local function drop_orphans(zset, ids)
   end
   many("HDEL", KEYS[2], fields)
   forget_released(ids)
+end
+
+-- One step of the idle fetches' sweep of a queue's unique keys (`ukey`,
+-- ns:q:unique, see unique.lua), from `cursor`: an HSCAN of about 100 fields.
+-- A back link "i:<id>" whose job has no body left (an RSMQ client's
+-- deleteMessage or deleteQueue knows nothing of its key) is deleted, with the
+-- key's "k:<key>" while that names the job, and the job's member of the sorted
+-- set of the entry's priority, when `level` (priority -> key, or nil: not
+-- passed) gives it. Returns the next cursor, or nil under an ACL that refuses
+-- HSCAN (granted before this sweep existed).
+local function sweep_unique(ukey, cursor, level)
+  local r = redis.pcall("HSCAN", ukey, cursor, "MATCH", "i:*", "COUNT", 100)
+  if type(r) ~= "table" or r.err then return nil end
+  local gone, at = {}, {}
+  for j = 1, #r[2], 2 do
+    local id = string.sub(r[2][j], 3)
+    if redis.call("HEXISTS", KEYS[2], id) == 0 then
+      gone[#gone + 1] = id
+      local e = redis.call("HGET", ukey, "k:" .. r[2][j + 1])
+      local hid, lv = string.match(e or "", "^(%S+) (%S+) ")
+      lv = tonumber(lv)
+      local lk = hid == id and lv and lv >= -10 and lv <= 10 and level(lv)
+      if lk then
+        at[lk] = at[lk] or {}
+        at[lk][#at[lk] + 1] = id
+      end
+    end
+  end
+  for lk, ids in pairs(at) do drop_orphans(lk, ids) end
+  if #gone > 0 then release_unique(ukey, gone) end
+  return r[1]
 end
 
 -- The most attempt records a job keeps (MAX_RECORDS in attempts.rs).
@@ -789,37 +855,6 @@ local function cancelled_run(log, score, now)
     return append_attempt(log, string.format('{"n":%d,"lease_end":%.0f,"outcome":"lease_lost"}', count, ends))
   end
   return append_attempt(log, string.format('{"n":%d,"end":%.0f,"outcome":"cancelled"}', count, now))
-end
-
--- Frees the unique keys (see unique.lua) of jobs that left their queue (acked,
--- dead-lettered, deleted, popped). `ukey` is the queue's ns:q:unique. A key that a
--- newer job took over (after its lifetime ran out) stays with that job.
--- Returns, by id, "<expires ms, 0: never> <key>" of each key it freed (a dead
--- letter keeps it, to take the key again when it is requeued).
-local function release_unique(ukey, ids)
-  local ifields = {}
-  for i, id in ipairs(ids) do ifields[i] = "i:" .. id end
-  local keys = many("HMGET", ukey, ifields)
-  local drop, kfields, owners = {}, {}, {}
-  for i, key in ipairs(keys) do
-    if key then
-      drop[#drop + 1] = ifields[i]
-      kfields[#kfields + 1] = "k:" .. key
-      owners[#owners + 1] = ids[i]
-    end
-  end
-  local freed = {}
-  if #kfields == 0 then return freed end
-  local entries = many("HMGET", ukey, kfields)
-  for j, e in ipairs(entries) do
-    if e and string.sub(e, 1, #owners[j] + 1) == owners[j] .. " " then
-      drop[#drop + 1] = kfields[j]
-      local ex = string.match(e, " (%d+)$")
-      if ex then freed[owners[j]] = ex .. " " .. string.sub(kfields[j], 3) end
-    end
-  end
-  many("HDEL", ukey, drop)
-  return freed
 end
 
 -- The rows of an inspection (job.lua, list.lua, peek.lua): `rows` are {priority,

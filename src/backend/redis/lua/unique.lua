@@ -4,7 +4,11 @@
 -- is held while its job exists (waiting, scheduled, running or waiting for a
 -- retry) and its lifetime has not run out; acks, dead letters, deletes and pops
 -- free it (release_unique in lib.lua). An entry whose job is gone (deleted by an
--- RSMQ client, which knows nothing of it) is stale and taken over here.
+-- RSMQ client, which knows nothing of it) is stale and taken over here: its job
+-- is in no sorted set of its priority, or has no body there (RSMQ's
+-- deleteMessage of a job at a priority other than 0 removes the body alone,
+-- and its deleteQueue the queue's hash; the member left is dropped here, as a
+-- fetch drops an orphan).
 -- A message whose key is held is a duplicate, handled by its policy:
 --   "k" keep: nothing changes;
 --   "d" replace delay: the held job's due time becomes the new message's;
@@ -75,14 +79,18 @@ local added, changed = 0, 0
 -- replace of the same job in this call comes later in the list, and wins)
 local hargs = {}
 -- back links of stale entries, deleted last: the first write of a call must be
--- one that may grow memory, so that Redis at maxmemory refuses the whole call
-local stale = {}
+-- one that may grow memory, so that Redis at maxmemory refuses the whole call;
+-- and their jobs left without a body, {sorted set, id}, dropped last too
+local stale, orphans = {}, {}
+-- the ids this call added: their bodies are in hargs until the end
+local sent = {}
 for b = 5, #ARGV, 6 do
   local score = due_score(ARGV[b + 1], now, us, qdelay)
   local key, policy, ttl = ARGV[b + 3], ARGV[b + 4], tonumber(ARGV[b + 5])
   local expires = ttl > 0 and string.format("%.0f", now + ttl) or "0"
   local kf = "k:" .. key
-  -- the job holding the key, if it still exists and the key has not expired
+  -- the job holding the key, if it still exists (with its body) and the key
+  -- has not expired
   local held, level, current
   local entry = entries[kf]
   if entry == nil then entry = redis.call("HGET", KEYS[3], kf) end
@@ -90,7 +98,11 @@ for b = 5, #ARGV, 6 do
   if e then
     if e[2] then
       current = redis.call("ZSCORE", lkey(e[2]), e[1])
-      if current then held, level = e[1], e[2] end
+      if current and (sent[e[1]] or redis.call("HEXISTS", KEYS[2], e[1]) == 1) then
+        held, level = e[1], e[2]
+      elseif current then
+        orphans[#orphans + 1] = {lkey(e[2]), e[1]}
+      end
     end
     if not held and e[1] then stale[#stale + 1] = "i:" .. e[1] end
   end
@@ -123,6 +135,7 @@ for b = 5, #ARGV, 6 do
     out[#out + 1] = held
   else
     local id = prefix .. ARGV[b]
+    sent[id] = true
     redis.call("ZADD", lkey(p), score, id)
     -- served: a redjob worker fetched from the queue (see send.lua)
     index_exact(exact, {score, id}, worker_fetched(attrs[4]) or attrs[7], attrs[8])
@@ -157,6 +170,7 @@ if wake and waiting then
 end
 if #hargs > 0 then many("HSET", KEYS[2], hargs) end
 if #stale > 0 then many("HDEL", KEYS[3], stale) end
+for _, o in ipairs(orphans) do drop_orphans(o[1], {o[2]}) end
 if wake then
   -- the size of the messages' priority's set, as send.lua publishes
   redis.call("PUBLISH", ARGV[1], redis.call("ZCARD", lkey(p)))

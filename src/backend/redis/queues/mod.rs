@@ -239,7 +239,11 @@ impl Rsmq {
         validate::seconds("delay", opts.delay)?;
         validate::maxsize(opts.maxsize)?;
         let k = self.ns.queue(name);
-        let mut cmd = scripts::eval(&scripts::CREATE, &[&k.hash]);
+        // with the keys a queue of the name deleted by an RSMQ client left
+        // (see create.lua)
+        let mut keys = vec![k.hash.clone(), k.unique.clone()];
+        keys.extend(k.levels());
+        let mut cmd = scripts::eval(&scripts::CREATE, &keys);
         cmd.arg(opts.vt)
             .arg(opts.delay)
             .arg(opts.maxsize)
