@@ -26,8 +26,8 @@
 pub use crate::contract::admin::{
     Admin, BeatReply, BeatSchedule, BulkCount, Control, DeadOrder, DeadQuery, JobTypeInfo, KeyPage,
     KeyUsage, MAX_SCAN, Missed, Overview, OverviewQuery, OverviewSort, Paused, QueueLine,
-    RunningJob, Schedule, ScheduleInfo, ServedSubscriber, Spread, Tick, Ticked, Ticks, Totals,
-    Unserved, WorkerControl, WorkerInfo,
+    RunningEvent, RunningJob, Schedule, ScheduleInfo, ServedSubscriber, Spread, Tick, Ticked,
+    Ticks, Totals, Unserved, WorkerControl, WorkerInfo,
 };
 pub use crate::contract::batches::{BatchId, BatchStatus, CallbackKind};
 pub use crate::contract::history::History;

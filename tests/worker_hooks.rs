@@ -817,3 +817,77 @@ async fn job_name_is_set_on_runs_that_never_decode() {
     names.sort_unstable();
     assert_eq!(names, [&huge[..200], "hk_nobody_knows", "hk_typed"]);
 }
+
+/// Waits for the test to open its gate, then fails: the test makes it
+/// visible again meanwhile, so its worker fetches it again into the run.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "hk_merged", queue = "hk_merged", max_attempts = 2)]
+struct MergedFailure;
+
+impl Job for MergedFailure {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let (entered, gate) =
+            &**ctx.data::<Arc<(tokio::sync::Semaphore, tokio::sync::Notify)>>()?;
+        entered.add_permits(1);
+        gate.notified().await;
+        Err(JobError::retry("boom"))
+    }
+}
+
+/// A run into which a re-delivery was merged is settled as that delivery (2
+/// of 2: dead-lettered), which the end hooks hear; docs/history.md says every
+/// event of a run is inside its `job` span. The worker's "a re-delivery
+/// merged into the run" line was logged outside the span, and the span said
+/// attempt 1 while the hook inside it heard 2: it now records the attempt
+/// the run is settled as.
+#[tokio::test]
+async fn a_run_merged_with_a_redelivery_logs_inside_its_span_with_the_settled_attempt() {
+    traced();
+    let client = Client::memory(MemoryBackend::new());
+    let queue = "hk_merged";
+    let gates = Arc::new((tokio::sync::Semaphore::new(0), tokio::sync::Notify::new()));
+    let id = client.enqueue(&MergedFailure).await.unwrap();
+    let worker = Worker::builder(client.backend())
+        .queue(queue)
+        .handle_signals(false)
+        .hooks(LogsHooks)
+        .data(gates.clone())
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let w = start(worker);
+    tokio::time::timeout(Duration::from_secs(10), gates.0.acquire())
+        .await
+        .expect("the job runs")
+        .unwrap()
+        .forget();
+    // visible again while it runs: fetched again here, merged into the run
+    let queues = client.queues();
+    assert!(
+        queues
+            .change_visibility(queue, &id, Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    gates.1.notify_one();
+    let dead = || async { client.stats(queue).await.unwrap().dead == 1 };
+    assert!(common::wait_for(Duration::from_secs(10), dead).await);
+    w.stop().await;
+    let merged = |f: &[Field]| field(f, "message").is_some_and(|m| m.contains("merged"));
+    let line = job_span_of(queue, merged);
+    let hook = job_span_of(queue, |f| field(f, "hook") == Some("dead_lettered"));
+    assert_eq!((line.len(), hook.len()), (1, 1), "{line:?} {hook:?}");
+    for span in [&line[0], &hook[0]] {
+        let attempts: Vec<&str> = span
+            .iter()
+            .filter(|(n, _)| n == "attempt")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(
+            attempts.last(),
+            Some(&"2"),
+            "the span says the attempt it is settled as: {span:?}"
+        );
+    }
+}

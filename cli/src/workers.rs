@@ -184,7 +184,7 @@ async fn list(ctx: &Ctx) -> Outcome {
                 w.host.clone(),
                 w.pid.to_string(),
                 w.queues.join(","),
-                format!("{}/{}", w.running.len(), w.concurrency),
+                busy(w),
                 state(w),
                 w.subscribers
                     .iter()
@@ -232,5 +232,44 @@ async fn list(ctx: &Ctx) -> Outcome {
         println!();
         table(&["WORKER", "QUEUE", "JOB ID", "TYPE", "STARTED"], &running);
     }
+    let events: Vec<Vec<String>> = workers
+        .iter()
+        .flat_map(|w| {
+            w.events.iter().map(|e| {
+                vec![
+                    w.id.get(..8).unwrap_or(&w.id).to_string(),
+                    e.topic.clone(),
+                    e.subscriber.clone(),
+                    e.id.clone(),
+                    e.event.clone(),
+                    when(e.started_at_ms),
+                ]
+            })
+        })
+        .collect();
+    if !events.is_empty() {
+        println!();
+        table(
+            &[
+                "WORKER",
+                "TOPIC",
+                "SUBSCRIBER",
+                "EVENT ID",
+                "TYPE",
+                "STARTED",
+            ],
+            &events,
+        );
+    }
     Ok(())
+}
+
+/// Its running slots taken (by jobs and topic events) of its concurrency,
+/// and `+n` jobs leased waiting for one (prefetched).
+fn busy(w: &WorkerInfo) -> String {
+    let busy = format!("{}/{}", w.running.len() + w.events.len(), w.concurrency);
+    match w.prefetched {
+        0 => busy,
+        n => format!("{busy} +{n}"),
+    }
 }

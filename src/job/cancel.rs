@@ -11,9 +11,14 @@
 //! before. The worker waits on a token of its own (made when it first
 //! waits): a handler may cancel its token itself, to stop tasks it shares it
 //! with, and that is no cancellation of the run.
+//!
+//! It also says when the run took its running slot ([`RunCancel::start`]):
+//! the lease table's entry shares it with the run, so the worker registry
+//! lists a run as running (not prefetched) with no write to the table.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +31,9 @@ pub(crate) struct RunCancel {
     token: OnceLock<CancellationToken>,
     /// The worker's, to wait for the flag.
     worker: OnceLock<CancellationToken>,
+    /// When the run took its running slot: µs after it was leased, plus
+    /// one; 0 while it waits for one (prefetched) or never took one.
+    started: AtomicU64,
 }
 
 impl RunCancel {
@@ -35,6 +43,26 @@ impl RunCancel {
             fired: AtomicBool::new(false),
             token: OnceLock::from(token),
             worker: OnceLock::new(),
+            started: AtomicU64::new(0),
+        }
+    }
+
+    /// The run took its running slot, `after` it was leased (written once a
+    /// run, read by the worker registry's beats). SeqCst, as the load of
+    /// the registry's pending flag after it: either the registry's next
+    /// read sees it, or the run's notice wakes the registry (see
+    /// `worker::leases::Changes`).
+    pub fn start(&self, after: Duration) {
+        let us = u64::try_from(after.as_micros()).unwrap_or(u64::MAX - 1);
+        self.started.store(us.saturating_add(1), Ordering::SeqCst);
+    }
+
+    /// How long after it was leased the run took its running slot; `None`
+    /// while it has not.
+    pub fn started(&self) -> Option<Duration> {
+        match self.started.load(Ordering::SeqCst) {
+            0 => None,
+            us => Some(Duration::from_micros(us - 1)),
         }
     }
 

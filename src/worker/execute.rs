@@ -106,7 +106,8 @@ pub(crate) struct Run {
     pub cancel: Arc<RunCancel>,
     /// The backend's clock at the fetch, Unix µs.
     pub fetched_at_us: u64,
-    /// When the fetch's reply came, on the worker's clock.
+    /// When the fetch's reply came, on the worker's clock: the lease table's
+    /// `since` for it, which its start is counted from.
     pub fetched: Instant,
     /// The batch its envelope names: boxed, as most jobs have none and an id
     /// is 32 bytes (a run's task over 648 bytes takes a slower path through
@@ -248,6 +249,9 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
             let span = tracing::info_span!("job", job.id = %d.id, job.name = tracing::field::Empty, queue = %queue, attempt);
             crate::job::trace::continue_in(&span, &d.body);
             let started = Instant::now();
+            // listed as running from here (a prefetched job waited for this
+            // slot): one store to the run's own `RunCancel`
+            leases.started(&r.cancel, started.saturating_duration_since(r.fetched));
             // a panic anywhere on the job's path (not only in the handler) still
             // settles the job
             let running = AssertUnwindSafe(run(
@@ -272,6 +276,8 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
             .await
             .unwrap_or_else(|panic| {
                 panicked = true;
+                // logged in the run's span, as every event of the run
+                let _in = job_span.as_ref().map(tracing::Span::enter);
                 let error = format!(
                     "worker panicked running the job: {}",
                     panic_message(&*panic)
@@ -284,10 +290,10 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
                 } = report.limits.unwrap_or(PANIC_LIMITS);
                 let delay = backoff.map_or(PANIC_DELAY, |b| shared.retry.delay(b, attempt));
                 if attempt >= max_attempts {
-                    tracing::error!(queue = %queue, job.id = %d.id, attempt, %error, "dead-lettered");
+                    tracing::error!(%error, "dead-lettered");
                     return Outcome::Dead { error };
                 }
-                tracing::error!(queue = %queue, job.id = %d.id, attempt, %error, "will retry");
+                tracing::error!(%error, "will retry");
                 Outcome::Retry { delay, error }
             });
             (outcome, Some(started))
@@ -339,13 +345,26 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
             recounted = recount(outcome, now, limits, &shared.retry, heard.as_mut());
         }
     });
+    if let (Some(span), true) = (&job_span, settled_attempt != attempt) {
+        // a re-delivery merged into the run (rare): from here the run's span
+        // says the attempt it is settled as, which the end hooks hear
+        span.record("attempt", settled_attempt);
+    }
     if let (Some(dead), Ok(())) = (recounted, &finished) {
-        let max_attempts = limits.max_attempts;
-        let (queue, attempt) = (&**queue, settled_attempt);
+        // in the run's span, as every event of the run
+        let _in = job_span.as_ref().map(tracing::Span::enter);
+        let (max_attempts, attempt) = (limits.max_attempts, settled_attempt);
         if dead {
-            tracing::error!(queue, job.id = %id, attempt, max_attempts, "a re-delivery merged into the run was the job's last: dead-lettered, not retried");
+            tracing::error!(
+                attempt,
+                max_attempts,
+                "a re-delivery merged into the run was the job's last: dead-lettered, not retried"
+            );
         } else {
-            tracing::warn!(queue, job.id = %id, attempt, "a re-delivery merged into the run: retried after the backoff of that attempt");
+            tracing::warn!(
+                attempt,
+                "a re-delivery merged into the run: retried after the backoff of that attempt"
+            );
         }
     }
     if finished.is_ok() {
@@ -657,4 +676,19 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| p.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(no message)")
+}
+
+#[cfg(test)]
+mod tests {
+    /// A run's task over 648 bytes takes a slower path through the
+    /// allocator (BENCHMARKS.md part 33): what a run holds across its awaits
+    /// stays under it (640 bytes in a debug build and in a release one).
+    #[test]
+    fn a_runs_future_stays_within_the_allocators_fast_sizes() {
+        fn size<A, B, F>(_: fn(A, B) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let n = size(super::execute as fn(_, _) -> _);
+        assert!(n <= 648, "a run's future is {n} bytes");
+    }
 }

@@ -94,6 +94,21 @@ impl<B: Backend> Worker<B> {
             }
         }
         let serves = self.serves(&tickers);
+        // the subscribers' running events, by their index in `subscriptions`
+        let served = self.subscriptions.iter().map(|s| {
+            let mut types: Vec<&'static str> = s.handlers.keys().copied().collect();
+            types.sort_unstable();
+            super::subscriber::Served {
+                topic: s.topic.clone(),
+                name: s.sub.name.clone(),
+                types,
+            }
+        });
+        let events = Arc::new(super::subscriber::RunningEvents::new(
+            served.collect(),
+            self.concurrency,
+            w.changed.clone(),
+        ));
         let registry = Arc::new(registry::Registry {
             id: self.id.clone(),
             host: crate::contract::admin::host_name(),
@@ -104,6 +119,7 @@ impl<B: Backend> Worker<B> {
             every: self.shared.lease / 3,
             started: tokio::time::Instant::now(),
             changed: w.changed.clone(),
+            events: events.clone(),
             serves,
             controls: self.shared.controls.clone(),
         });
@@ -127,7 +143,10 @@ impl<B: Backend> Worker<B> {
         let drained = CancellationToken::new();
         let mut subscribers = JoinSet::new();
         if let Some(start) = self.starter {
-            for spec in std::mem::take(&mut self.subscriptions) {
+            for (index, spec) in std::mem::take(&mut self.subscriptions)
+                .into_iter()
+                .enumerate()
+            {
                 let env = super::subscriber::Env {
                     shared: self.shared.clone(),
                     consumer: self.id.as_str().into(),
@@ -136,6 +155,8 @@ impl<B: Backend> Worker<B> {
                     tracker: w.tracker.clone(),
                     reading: readers.token(),
                     drained: drained.clone(),
+                    events: events.clone(),
+                    index,
                 };
                 subscribers.spawn(start(self.backend.clone(), spec, env));
             }

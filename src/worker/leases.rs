@@ -1,5 +1,6 @@
-//! The deliveries a worker holds on one queue: running, or finished with a settle
-//! still to land. Shared by the queue's dispatcher (which adds them, and merges a
+//! The deliveries a worker holds on one queue: leased (waiting for a running
+//! slot, prefetched, or started: see [`RunCancel::start`]), or finished with a
+//! settle still to land. Shared by the queue's dispatcher (which adds them, and merges a
 //! re-delivery of a job it still holds into the held one) and its settler (which
 //! renews, settles and gives them up).
 
@@ -38,7 +39,9 @@ pub(crate) struct Held {
     pub cancel: Arc<RunCancel>,
     /// This worker's number for the run, so a finish is matched to its own run.
     pub run: u64,
-    /// The handler is still going (or waiting to start).
+    /// The run has not ended: it is started (its `cancel` says since when),
+    /// or waits for a running slot (prefetched). Either way the delivery is
+    /// renewed, watched and settled alike.
     pub running: bool,
     /// The run ended with this; the settle has not landed yet.
     pub outcome: Option<Outcome>,
@@ -86,8 +89,9 @@ impl Held {
 pub(crate) struct Leases {
     table: Mutex<Table>,
     runs: std::sync::atomic::AtomicU64,
-    /// Told when a run starts or ends: the worker registry beats soon after
-    /// (see registry.rs), so that its list of running jobs is fresh.
+    /// Told when a run takes its running slot or ends: the worker registry
+    /// beats soon after (see registry.rs), so that its list of running jobs
+    /// is fresh.
     changed: Option<Arc<Changes>>,
 }
 
@@ -103,10 +107,14 @@ pub(crate) struct Changes {
 }
 
 impl Changes {
-    /// A run started or ended (after the lease table says so).
+    /// A run started or ended (after the lease table, or the run's
+    /// [`RunCancel::start`], says so). The load is SeqCst, as the store of a
+    /// start before it and the store in [`Changes::look`]: either the
+    /// registry's read after its look sees the start, or this sees the look
+    /// and notifies.
     pub fn tell(&self) {
         use std::sync::atomic::Ordering;
-        if !self.pending.load(Ordering::Relaxed) && !self.pending.swap(true, Ordering::AcqRel) {
+        if !self.pending.load(Ordering::SeqCst) && !self.pending.swap(true, Ordering::AcqRel) {
             self.notify.notify_one();
         }
     }
@@ -115,7 +123,7 @@ impl Changes {
     /// again (the table's lock orders the read and the change).
     pub fn look(&self) {
         self.pending
-            .store(false, std::sync::atomic::Ordering::Release);
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Ready once a change came since the last [`Changes::look`] (or the one
@@ -207,7 +215,9 @@ impl Leases {
         }
     }
 
-    fn changed(&self) {
+    /// Tells the registry that a run started or ended, or (once a fetch)
+    /// that jobs were leased.
+    pub fn changed(&self) {
         if let Some(c) = &self.changed {
             c.tell();
         }
@@ -283,8 +293,10 @@ impl Leases {
                 body: None,
             },
         );
+        // leased, not started: the registry hears of it when it takes its
+        // running slot (see `started`) or ends, and once a fetch (its count
+        // of prefetched jobs, see `Dispatcher::start`)
         drop(t);
-        self.changed();
         Admit::Start { run, cancel }
     }
 
@@ -296,19 +308,42 @@ impl Leases {
         }
     }
 
-    /// The runs going on, as the worker registry lists them.
-    pub fn running(&self, queue: &str, now: Instant) -> Vec<crate::contract::admin::BeatJob> {
-        self.lock()
+    /// The run of `cancel` took its running slot, `after` its lease began
+    /// (its `since` here): written to the run's own [`RunCancel`], without the
+    /// table's lock, and told to the registry.
+    pub fn started(&self, cancel: &RunCancel, after: std::time::Duration) {
+        cancel.start(after);
+        self.changed();
+    }
+
+    /// The runs going on (those that took a running slot), as the worker
+    /// registry lists them, each since its start; and how many more are
+    /// held waiting for a slot (prefetched).
+    pub fn running(
+        &self,
+        queue: &str,
+        now: Instant,
+        into: &mut Vec<crate::contract::admin::BeatJob>,
+    ) -> usize {
+        let mut waiting = 0;
+        for (id, h) in self
+            .lock()
             .held
             .iter()
             .filter(|(_, h)| h.running && !h.lost)
-            .map(|(id, h)| crate::contract::admin::BeatJob {
+        {
+            let Some(after) = h.cancel.started() else {
+                waiting += 1;
+                continue;
+            };
+            into.push(crate::contract::admin::BeatJob {
                 queue: queue.to_string(),
                 id: id.to_string(),
                 job: h.job.map(str::to_string),
-                for_ms: now.saturating_duration_since(h.since).as_millis() as u64,
-            })
-            .collect()
+                for_ms: now.saturating_duration_since(h.since + after).as_millis() as u64,
+            });
+        }
+        waiting
     }
 
     /// Records how run `run` of `id` ended, to be settled (with a succeeded
@@ -405,19 +440,36 @@ mod tests {
         let changes = std::sync::Arc::new(super::Changes::default());
         let leases = Leases::watched(changes.clone());
         assert!(!ready(&changes).await, "nothing changed yet");
-        let Admit::Start { run, .. } = admit(&leases, "0000000000aaaaaaaaaaaaaaaaaaaaaa") else {
+        let Admit::Start { run, cancel } = admit(&leases, "0000000000aaaaaaaaaaaaaaaaaaaaaa")
+        else {
             panic!("a new run")
         };
-        admit(&leases, "0000000000bbbbbbbbbbbbbbbbbbbbbb");
+        let Admit::Start { cancel: b, .. } = admit(&leases, "0000000000bbbbbbbbbbbbbbbbbbbbbb")
+        else {
+            panic!("a new run")
+        };
+        assert!(!ready(&changes).await, "leased, not started: no notice");
+        let listed = |leases: &Leases| {
+            let mut jobs = Vec::new();
+            let waiting = leases.running("q", Instant::now(), &mut jobs);
+            (jobs.len(), waiting)
+        };
+        assert_eq!(listed(&leases), (0, 2), "two prefetched, none running");
+        leases.started(&cancel, std::time::Duration::ZERO);
+        leases.started(&b, std::time::Duration::ZERO);
         assert!(ready(&changes).await, "a run started");
         assert!(!ready(&changes).await, "two starts, one notice");
+        assert_eq!(listed(&leases), (2, 0), "both running");
         let ran = (0, 0, crate::contract::attempts::AttemptOutcome::Ok);
         let id = "0000000000aaaaaaaaaaaaaaaaaaaaaa".parse().unwrap();
         let ack = super::Outcome::Ack { result: None };
         assert!(leases.finish(id, run, ack, ran, None).is_ok());
         assert!(!ready(&changes).await, "not looked at since: no notice");
         changes.look();
-        admit(&leases, "0000000000cccccccccccccccccccccc");
+        let Admit::Start { cancel, .. } = admit(&leases, "0000000000cccccccccccccccccccccc") else {
+            panic!("a new run")
+        };
+        leases.started(&cancel, std::time::Duration::ZERO);
         assert!(ready(&changes).await, "a start after the look is told");
     }
 

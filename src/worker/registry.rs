@@ -7,8 +7,11 @@
 //! a notice (a control set on the worker, a change of the queues' settings)
 //! and every (re)connection of the listener bring a full beat, which reads
 //! the control and the settings' version, and while the listener is not
-//! connected every beat is a full one. A run that starts or
-//! ends brings the next beat forward, to [`SOON`] after it and at least
+//! connected every beat is a full one. A beat lists the jobs that took a
+//! running slot (each since then), counts those leased waiting for one
+//! (prefetched), and lists the topic events running (see
+//! `subscriber::RunningEvents`). A run (a job's or an event's) that starts or
+//! ends, or a fetch that leases jobs, brings the next beat forward, to [`SOON`] after it and at least
 //! [`MIN_GAP`] after the last beat: the list of running jobs trails by less
 //! than a second, at a cost of at most two beats a second while runs come and
 //! go, however many there are (at a few thousand jobs a second, nothing per
@@ -53,6 +56,8 @@ pub(crate) struct Registry {
     pub started: Instant,
     /// Told when a run starts or ends (see [`Leases::watched`]).
     pub changed: Arc<super::leases::Changes>,
+    /// The topic events it runs.
+    pub events: Arc<super::subscriber::RunningEvents>,
     /// What it serves, by digest (see `Backend::serve`).
     pub serves: Option<(String, Vec<u8>)>,
     /// The controls its beats read, and follow.
@@ -66,6 +71,13 @@ impl Registry {
 
     fn beat(&self) -> Beat {
         let now = Instant::now();
+        // the jobs that took a running slot, and those leased that wait for one
+        let mut running = Vec::new();
+        let prefetched = self
+            .leases
+            .iter()
+            .map(|(q, l)| l.running(q, now, &mut running))
+            .sum();
         Beat {
             id: self.id.clone(),
             host: self.host.clone(),
@@ -76,11 +88,9 @@ impl Registry {
             ttl_ms: self.ttl().as_millis() as u64,
             up_ms: now.saturating_duration_since(self.started).as_millis() as u64,
             at_ms: None,
-            running: self
-                .leases
-                .iter()
-                .flat_map(|(q, l)| l.running(q, now))
-                .collect(),
+            running,
+            prefetched,
+            events: self.events.listed(now.into_std()),
             // each schedule is in what it serves, its next tick stored once
             // it ticked: the beat names those that have not, with their next
             // tick alone

@@ -162,6 +162,7 @@ impl<B: Backend> Dispatcher<B> {
     ) -> bool {
         let deadline = sent_at + self.env.shared.lease;
         let replied = Instant::now();
+        let leased = !fetched.jobs.is_empty();
         for d in std::mem::take(&mut fetched.jobs) {
             let batch = crate::contract::batches::BatchRef::of_body(&d.body);
             // the job type, read from the envelope's head when it can be (the
@@ -245,6 +246,11 @@ impl<B: Backend> Dispatcher<B> {
                 },
                 RunSlot::new(self.env.clone()),
             ));
+        }
+        if leased {
+            // once a fetch: the registry counts the jobs leased and not yet
+            // started (prefetched)
+            self.env.leases.changed();
         }
         then_wake.is_none()
     }

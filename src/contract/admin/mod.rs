@@ -1,6 +1,7 @@
 //! [`Admin`]: acting on queues and dead letters; periodic ticks and worker
 //! heartbeats (public at `redjob::ops`).
 
+mod beat;
 mod control;
 mod dead;
 mod keys;
@@ -11,6 +12,7 @@ mod workers;
 
 use std::future::Future;
 
+pub(crate) use beat::{Beat, BeatEvent, BeatJob};
 pub use control::{BeatReply, Control, WorkerControl};
 pub(crate) use control::{
     GONE_WAKE, SETTINGS_WAKE, check_id as check_worker_id, gone_wake, wake_name as control_wake,
@@ -20,8 +22,10 @@ pub use keys::{KeyPage, KeyUsage};
 pub use overview::{Overview, OverviewQuery, OverviewSort, QueueLine, Totals};
 pub(crate) use periodic::schedule_name;
 pub use periodic::{Missed, Paused, Schedule, ScheduleInfo, Tick, Ticked, Ticks};
-pub(crate) use workers::{Beat, BeatJob, Serves, host_name};
-pub use workers::{BeatSchedule, JobTypeInfo, RunningJob, ServedSubscriber, Unserved, WorkerInfo};
+pub use workers::{
+    BeatSchedule, JobTypeInfo, RunningEvent, RunningJob, ServedSubscriber, Unserved, WorkerInfo,
+};
+pub(crate) use workers::{Serves, host_name};
 
 use crate::contract::inspect::{Cursor, Inspect, JobState, MAX_PAGE, Page};
 use crate::contract::settings::QueueSettings;

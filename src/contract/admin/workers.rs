@@ -33,8 +33,18 @@ pub struct WorkerInfo {
     pub last_beat_ms: u64,
     /// When its entry runs out unless it beats again.
     pub expires_at_ms: u64,
-    /// The jobs it was running at its last heartbeat.
+    /// The jobs it was running at its last heartbeat (each holding one of
+    /// its [`concurrency`](Self::concurrency) running slots).
     pub running: Vec<RunningJob>,
+    /// The topic events it was running at its last heartbeat: they take
+    /// running slots as jobs do, so the worker is busy with
+    /// `running.len() + events.len()` of its `concurrency`. Empty from a
+    /// worker before this field.
+    pub events: Vec<RunningEvent>,
+    /// How many jobs it held leased at its last heartbeat while they waited
+    /// for a running slot (prefetched: see `WorkerBuilder::prefetch`); 0 from
+    /// a worker before this field.
+    pub prefetched: usize,
     /// The periodic schedules it ticks.
     pub schedules: Vec<BeatSchedule>,
     /// The job types it knows (every `#[derive(Job)]` linked into it), with
@@ -242,7 +252,7 @@ fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
 /// A worker's schedules: those of what it serves, each with the next tick
 /// its beat carries for it (none once it ticked), and any the beat alone
 /// names (a worker of an earlier release lists them all there).
-fn merged(beat: Vec<BeatSchedule>, served: Vec<BeatSchedule>) -> Vec<BeatSchedule> {
+pub(super) fn merged(beat: Vec<BeatSchedule>, served: Vec<BeatSchedule>) -> Vec<BeatSchedule> {
     if served.is_empty() {
         return beat;
     }
@@ -264,7 +274,9 @@ fn merged(beat: Vec<BeatSchedule>, served: Vec<BeatSchedule>) -> Vec<BeatSchedul
     all
 }
 
-/// A job a worker was running at its last heartbeat.
+/// A job a worker was running at its last heartbeat: it holds one of the
+/// worker's running slots (a job leased and waiting for one, prefetched, is
+/// counted in [`WorkerInfo::prefetched`] instead).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct RunningJob {
@@ -275,7 +287,27 @@ pub struct RunningJob {
     /// Its job type, once known (read from its envelope's head, or its
     /// envelope decoded).
     pub job: Option<String>,
-    /// When this worker leased it.
+    /// When its run started on this worker (took a running slot); from a
+    /// worker of an earlier release, which listed prefetched jobs too, when
+    /// it leased it.
+    pub started_at_ms: u64,
+}
+
+/// A topic event a worker was running at its last heartbeat: it holds one of
+/// the worker's running slots, as a job does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RunningEvent {
+    /// Its topic.
+    pub topic: String,
+    /// The subscriber it runs for.
+    pub subscriber: String,
+    /// Its id in the topic (`<ms>-<seq>`).
+    pub id: String,
+    /// Its event type.
+    pub event: String,
+    /// When its run started (its current attempt's, for an ordered
+    /// subscriber retrying it in place).
     pub started_at_ms: u64,
 }
 
@@ -310,131 +342,6 @@ pub struct BeatSchedule {
     pub key: Option<crate::contract::keyed::Keyed>,
 }
 
-/// The JSON a heartbeat stores. Durations are relative to the beat, which the
-/// backend stamps with its own clock.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Beat {
-    pub id: String,
-    pub host: String,
-    pub pid: u32,
-    pub version: String,
-    pub queues: Vec<String>,
-    pub concurrency: usize,
-    /// How long the entry lives after this beat.
-    pub ttl_ms: u64,
-    /// How long the worker has been up at this beat.
-    pub up_ms: u64,
-    /// When the beat was written (Unix ms), which the backend stamps: touches
-    /// since moved its end on without writing it again, so its durations count
-    /// from here.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at_ms: Option<u64>,
-    #[serde(default)]
-    pub running: Vec<BeatJob>,
-    /// Schedules whose next tick the worker knows and the backend does not
-    /// (none has ticked yet); those of what it serves (see [`Serves`]) are
-    /// the rest. A worker of an earlier release lists all its schedules here.
-    #[serde(default)]
-    pub schedules: Vec<BeatSchedule>,
-    /// The digest of what it serves (see [`Serves`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub serves: Option<String>,
-    /// Quiet: takes no work (see [`WorkerControl::Quiet`](super::WorkerControl::Quiet)).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub quiet: bool,
-}
-
-/// A running job in a [`Beat`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct BeatJob {
-    pub queue: String,
-    pub id: String,
-    #[serde(default)]
-    pub job: Option<String>,
-    /// How long it has been leased at this beat.
-    pub for_ms: u64,
-}
-
-impl Beat {
-    /// The listed form of this beat, stored at `at_ms` (else its own
-    /// [`at_ms`](Beat::at_ms); without either, at its last beat) to run out at
-    /// `expires_at_ms`.
-    pub fn info(
-        self,
-        expires_at_ms: u64,
-        at_ms: Option<u64>,
-        serves: Option<Serves>,
-        control: Option<super::Control>,
-    ) -> WorkerInfo {
-        let serves = serves.unwrap_or_default();
-        let beat = expires_at_ms.saturating_sub(self.ttl_ms);
-        // what the beat's durations count from
-        let written = at_ms.or(self.at_ms).unwrap_or(beat);
-        WorkerInfo {
-            id: self.id,
-            host: self.host,
-            pid: self.pid,
-            version: self.version,
-            queues: self.queues,
-            concurrency: self.concurrency,
-            started_at_ms: written.saturating_sub(self.up_ms),
-            last_beat_ms: beat,
-            expires_at_ms,
-            running: self
-                .running
-                .into_iter()
-                .map(|j| RunningJob {
-                    queue: j.queue,
-                    id: j.id,
-                    job: j.job,
-                    started_at_ms: written.saturating_sub(j.for_ms),
-                })
-                .collect(),
-            schedules: merged(self.schedules, serves.schedules),
-            job_types: serves.job_types,
-            subscribers: serves.subscribers,
-            unknown_jobs_retry_for_ms: serves.unknown_ms,
-            control,
-            quiet: self.quiet,
-        }
-    }
-
-    /// Decodes a stored beat (see [`Beat::info`]) with what it serves, looked
-    /// up by its digest in `served` (digest, JSON), and the control set on it
-    /// (its stored form); `None` for a beat this version cannot read.
-    pub fn decode(
-        json: &[u8],
-        expires_at_ms: u64,
-        at_ms: Option<u64>,
-        served: &std::collections::HashMap<String, Vec<u8>>,
-        control: Option<&[u8]>,
-    ) -> Option<WorkerInfo> {
-        let beat = serde_json::from_slice::<Beat>(json).ok()?;
-        let serves = beat
-            .serves
-            .as_ref()
-            .and_then(|d| served.get(d))
-            .and_then(|j| serde_json::from_slice::<Serves>(j).ok());
-        let control = control.and_then(super::Control::parse);
-        Some(beat.info(expires_at_ms, at_ms, serves, control))
-    }
-
-    /// The beat without its durations, which every beat changes: a worker whose
-    /// shape is unchanged moves its entry on instead of writing it again.
-    pub fn shape(&self) -> Result<Vec<u8>> {
-        let mut b = self.clone();
-        b.up_ms = 0;
-        for j in &mut b.running {
-            j.for_ms = 0;
-        }
-        b.encode()
-    }
-
-    pub fn encode(&self) -> Result<Vec<u8>> {
-        Ok(serde_json::to_vec(self)?)
-    }
-}
-
 /// This machine's host name: `HOSTNAME`, else the kernel's, else `?`.
 pub(crate) fn host_name() -> String {
     std::env::var("HOSTNAME")
@@ -451,6 +358,7 @@ pub(crate) fn host_name() -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::contract::admin::beat::Beat;
     use super::*;
 
     fn worker(queues: &[&str], types: &[&str], unknown_ms: Option<u64>) -> WorkerInfo {
@@ -465,6 +373,8 @@ mod tests {
             up_ms: 0,
             at_ms: None,
             running: Vec::new(),
+            prefetched: 0,
+            events: Vec::new(),
             schedules: Vec::new(),
             serves: None,
             quiet: false,

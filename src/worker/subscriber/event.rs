@@ -137,6 +137,9 @@ async fn handle(
             m.started.increment(1);
         }
         let began = std::time::Instant::now();
+        // listed by the registry's beats until this iteration ends (given
+        // back before the running slot, declared before it)
+        let _listed = names.listed.0.start(names.listed.1, ty, ev.id, began);
         let result = async {
             let guarded = AssertUnwindSafe(fut).catch_unwind();
             let r = tokio::select! {

@@ -22,9 +22,11 @@ use tracing::Instrument;
 
 mod event;
 mod hold;
+mod listed;
 
 use event::spawn_run;
 use hold::{Ownership, lock, renew_loop, settle_loop};
+pub(crate) use listed::{RunningEvents, Served};
 
 use super::execute::{SlotGuard, panic_message};
 use super::metrics::{EventMetrics, sample_subscriber};
@@ -53,6 +55,10 @@ pub(crate) struct Env {
     /// Cancelled once the worker stopped waiting for runs (all ended, or the
     /// grace period and the abort wait are over): settle what finished and go.
     pub drained: CancellationToken,
+    /// Where its running events are listed for the registry, as subscriber
+    /// `index`.
+    pub events: Arc<RunningEvents>,
+    pub index: usize,
 }
 
 /// Starts a subscriber's task (a plain function, so that the worker need not
@@ -100,6 +106,8 @@ struct Names {
     /// Dead-lettered entries that are not events (no type or no data), as
     /// `event="(undecodable)"`; `None` when metrics are off.
     undecodable: Option<metrics::Counter>,
+    /// Where its running events are listed, and its index there.
+    listed: (Arc<RunningEvents>, usize),
 }
 
 async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
@@ -133,6 +141,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         metrics,
         skipped,
         undecodable,
+        listed: (env.events.clone(), env.index),
     });
     let lease = shared.lease;
     tracing::info!(topic = %names.topic, subscriber = %names.sub, events = ?spec.handlers.keys().collect::<Vec<_>>(), "serving subscriber");

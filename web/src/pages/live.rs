@@ -35,7 +35,11 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                                 (name(q))
                             }
                         }
-                        dt { "Busy" } dd { (w.running.len()) " of " (w.concurrency) }
+                        dt { "Busy" } dd {
+                            (w.running.len() + w.events.len()) " of " (w.concurrency)
+                            @if !w.events.is_empty() { " (" (w.events.len()) " with events)" }
+                            @if w.prefetched > 0 { ", " (w.prefetched) " prefetched" }
+                        }
                         dt { "State" } dd { (state(w, now)) }
                         @if !w.subscribers.is_empty() {
                             dt { "Subscribers" } dd {
@@ -75,6 +79,24 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                                             td { a href=(ctx.link(&format!("/queues/{}/jobs/{}", seg(&r.queue), seg(&r.id)))) { code { (r.id) } } }
                                             td { (name(r.job.as_deref().unwrap_or(""))) }
                                             td.num { (span(now.saturating_sub(r.started_at_ms))) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    @if !w.events.is_empty() {
+                        div.scroll {
+                            table {
+                                thead { tr { th { "Topic" } th { "Subscriber" } th { "Event" } th { "Type" } th.num { "Running for" } } }
+                                tbody {
+                                    @for e in &w.events {
+                                        tr {
+                                            td { (name_link(&ctx.link(&format!("/topics/{}", seg(&e.topic))), &e.topic)) }
+                                            td { (name(&e.subscriber)) }
+                                            td { code { (e.id) } }
+                                            td { (name(&e.event)) }
+                                            td.num { (span(now.saturating_sub(e.started_at_ms))) }
                                         }
                                     }
                                 }
