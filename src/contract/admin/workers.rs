@@ -358,8 +358,8 @@ pub(crate) fn host_name() -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::contract::admin::beat::Beat;
     use super::*;
+    use crate::contract::admin::beat::Beat;
 
     fn worker(queues: &[&str], types: &[&str], unknown_ms: Option<u64>) -> WorkerInfo {
         let beat = Beat {
