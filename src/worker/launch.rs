@@ -106,7 +106,6 @@ impl<B: Backend> Worker<B> {
         });
         let events = Arc::new(super::subscriber::RunningEvents::new(
             served.collect(),
-            self.concurrency,
             w.changed.clone(),
         ));
         let registry = Arc::new(registry::Registry {
