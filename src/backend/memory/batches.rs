@@ -189,6 +189,15 @@ impl State {
         let mut more = Vec::new();
         for cb in due {
             let now = now_us / 1000;
+            // a flow's parent waited in its queue since its flow was
+            // enqueued: a queue deleted since is not created again for it,
+            // nor is the parent sent (as on Redis)
+            if cb.kind == CallbackKind::Parent
+                && cb.id.is_some()
+                && !self.queues.contains_key(&cb.queue)
+            {
+                continue;
+            }
             let q = self.queues.entry(cb.queue.clone()).or_insert_with(|| {
                 let o = QueueOptions::default();
                 MemQueue::new(o.vt, o.delay, o.maxsize, now / 1000)

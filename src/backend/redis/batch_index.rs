@@ -219,6 +219,9 @@ impl Rsmq {
             let rows = with_scores(v)?;
             let ids: Vec<String> = rows.iter().map(|(m, _)| m.clone()).collect();
             let kept = self.batches_kept(&ids).await?;
+            // the next read skips the entries kept at the last score; one
+            // another worker's trim removes meanwhile makes it skip one it
+            // did not read, which that worker's trim or the next round reads
             for ((_, score), k) in rows.iter().zip(&kept) {
                 if !*k {
                     continue;

@@ -145,6 +145,16 @@ impl Rsmq {
                     let mut cb = cb.clone();
                     cb.cancel |= r.status.cancelled_at_ms.is_some();
                     self.fail_parent(&cb, &r.status, &why, &mark).await
+                } else if cb.id.is_some() {
+                    // a flow's parent: its queue held it waiting since its
+                    // flow was enqueued; a queue deleted since is not
+                    // created again for it, nor is the parent sent (see
+                    // send.lua)
+                    let body = callback_body(&cb.body, &r.status);
+                    match self.send_once(queue, &body, &mark, cb.id.as_ref()).await {
+                        Err(Error::QueueNotFound { .. }) => Ok(false),
+                        sent => sent,
+                    }
                 } else {
                     let body = callback_body(&cb.body, &r.status);
                     crate::contract::backend::creating(
