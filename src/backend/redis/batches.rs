@@ -145,16 +145,6 @@ impl Rsmq {
                     let mut cb = cb.clone();
                     cb.cancel |= r.status.cancelled_at_ms.is_some();
                     self.fail_parent(&cb, &r.status, &why, &mark).await
-                } else if cb.id.is_some() {
-                    // a flow's parent: its queue held it waiting since its
-                    // flow was enqueued; a queue deleted since is not
-                    // created again for it, nor is the parent sent (see
-                    // send.lua)
-                    let body = callback_body(&cb.body, &r.status);
-                    match self.send_once(queue, &body, &mark, cb.id.as_ref()).await {
-                        Err(Error::QueueNotFound { .. }) => Ok(false),
-                        sent => sent,
-                    }
                 } else {
                     let body = callback_body(&cb.body, &r.status);
                     crate::contract::backend::creating(
@@ -200,7 +190,10 @@ impl Rsmq {
     }
 
     /// Sends `body` to `queue` unless `mark` was sent there (send.lua's once
-    /// marks), with `id` when given; whether it was sent.
+    /// marks), with `id` when given; whether it was sent. A flow's parent
+    /// (with its `id`) waited in its queue since its flow was enqueued: a
+    /// queue deleted since is not sent to (nor created again by the caller's
+    /// `creating`), as send.lua sends no parent that no longer waits.
     async fn send_once(
         &self,
         queue: &str,
@@ -208,7 +201,10 @@ impl Rsmq {
         mark: &str,
         id: Option<&crate::JobId>,
     ) -> Result<bool> {
-        self.send_marked(queue, &[body], 0, mark, id).await
+        match self.send_marked(queue, &[body], 0, mark, id).await {
+            Err(Error::QueueNotFound { .. }) if id.is_some() => Ok(false),
+            sent => sent,
+        }
     }
 
     /// Sends `bodies` to `queue` at `priority` (after its delay) unless
