@@ -1091,3 +1091,111 @@ async fn a_dead_letter_requeued_takes_its_key_from_a_holder_an_rsmq_client_delet
     let dup = rsmq.send_outcomes("rq", &[msg("c", 0)]).await.unwrap()[0];
     assert_eq!((dup.id, dup.outcome), (a, SendOutcome::Duplicate));
 }
+
+/// A due unique job at priority 0 whose body is gone (evicted, or deleted
+/// halfway by another client) is an orphan an RSMQ-style receive drops: its
+/// unique entries go with it, at once, as a fetch frees them (not at the next
+/// sweep, which only idle fetches make: a queue read by receives alone kept
+/// them for ever).
+#[tokio::test]
+async fn a_receive_that_drops_an_orphan_frees_its_unique_entries() {
+    use redjob::queue::Unique;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("ro", QueueOptions::default())
+        .await
+        .unwrap();
+    let m = SendMessage::new("v1").unique(Unique::new("k"));
+    let sent = rsmq.send_outcomes("ro", &[m]).await.unwrap()[0];
+    let gone: usize = redis::cmd("HDEL")
+        .arg("rsmq:ro:Q")
+        .arg(sent.id.as_str())
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    assert_eq!(gone, 1, "its body goes, its id stays in rsmq:ro");
+    assert!(rsmq.receive("ro", None).await.unwrap().is_none());
+    assert_eq!(
+        count(&server, "ZCARD", "rsmq:ro").await,
+        0,
+        "the orphan dropped"
+    );
+    assert_eq!(
+        count(&server, "HLEN", "rsmq:ro:unique").await,
+        0,
+        "the orphan's unique entries stay behind"
+    );
+}
+
+/// After an RSMQ client's `deleteQueue` and `createQueue`, the queue's hash
+/// has none of redjob's fields: a worker's first fetch picks up the priority
+/// levels and unique keys the delete left, as redjob's `create_queue` does,
+/// so that fetches read the levels (and drop the members without a body)
+/// and sweep the unique keys of jobs that are gone.
+#[tokio::test]
+async fn a_queue_an_rsmq_client_creates_again_reads_the_levels_its_delete_left() {
+    use redjob::backend::Backend;
+    use redjob::queue::Unique;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("aq", QueueOptions::default())
+        .await
+        .unwrap();
+    let m = SendMessage::new("plain").priority(-3);
+    rsmq.send_outcomes("aq", &[m]).await.unwrap();
+    let u = SendMessage::new("once").unique(Unique::new("k"));
+    rsmq.send_outcomes("aq", &[u]).await.unwrap();
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "deleteQueue", "qname": "aq"},
+            {"op": "createQueue", "qname": "aq"},
+        ]),
+    );
+    assert_eq!(r, vec![json!(1), json!(1)]);
+    let got = backend(&server)
+        .await
+        .fetch("aq", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(got.jobs.is_empty(), "the jobs went with their queue");
+    assert_eq!(
+        count(&server, "ZCARD", "rsmq:aq:p-3").await,
+        0,
+        "a job of the deleted queue stays in rsmq:aq:p-3, never read"
+    );
+    let marked: Option<String> = redis::cmd("HGET")
+        .arg("rsmq:aq:Q")
+        .arg("redjob:unique")
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    assert_eq!(
+        marked.as_deref(),
+        Some("1"),
+        "the unique keys left behind are never swept"
+    );
+}
+
+/// A job at priority 5 whose body an RSMQ client deleted (its id stays in
+/// `ns:q:p5`) is no job for an inspection, as for a unique send or a fetch:
+/// `job` found it, with an empty body.
+#[tokio::test]
+async fn a_job_an_rsmq_client_deleted_at_a_priority_is_not_found() {
+    use redjob::inspect::Inspect;
+    let (server, rsmq) = setup().await;
+    rsmq.create_queue("iq", QueueOptions::default())
+        .await
+        .unwrap();
+    let m = SendMessage::new("v1")
+        .priority(5)
+        .delay(Duration::from_secs(3600));
+    let sent = rsmq.send_outcomes("iq", &[m]).await.unwrap()[0];
+    let r = rsmq_js(
+        &server,
+        json!([{"op": "deleteMessage", "qname": "iq", "id": sent.id.as_str()}]),
+    );
+    assert_eq!(r[0], json!(0), "its body goes, its id stays in rsmq:iq:p5");
+    let job = rsmq.job("iq", &sent.id).await.unwrap();
+    assert!(job.is_none(), "a job without a body: {job:?}");
+    let job = backend(&server).await.job("iq", &sent.id).await.unwrap();
+    assert!(job.is_none(), "a job without a body: {job:?}");
+}

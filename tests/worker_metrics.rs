@@ -560,3 +560,57 @@ async fn events_dead_lettered_unrun_are_counted() {
         "{s:#?}"
     );
 }
+
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "mt_dropped_event", topic = "mt_dropped")]
+struct DroppedEvent;
+
+/// A worker whose `run` future is dropped (as a process killed) samples its
+/// subscriber no more: the gauges keep its last sample (one event waiting)
+/// though more are published after. The old code's sampler, a task of its
+/// own, took one more sample after the drop (`lag` + `pending` 4).
+#[tokio::test]
+async fn a_dropped_worker_samples_its_subscriber_no_more() {
+    let handle = handle();
+    let backend = MemoryBackend::new();
+    let client = Client::memory(backend.clone());
+    client
+        .subscribe("mt_dropped", "mt_dropped_sub", redjob::topic::Start::End)
+        .await
+        .unwrap();
+    client.publish(&DroppedEvent).await.unwrap();
+    let worker = Worker::builder(client.backend())
+        .subscribe("mt_dropped_sub", |_: DroppedEvent, _| async move {
+            std::future::pending::<()>().await;
+            Ok(())
+        })
+        .metrics_interval(Duration::from_secs(3600))
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let waiting = || {
+        let s = samples(&handle);
+        let state = |state: &str| {
+            let labels = [
+                r#"topic="mt_dropped""#,
+                r#"subscriber="mt_dropped_sub""#,
+                &format!(r#"state="{state}""#),
+            ];
+            get(&s, &key("redjob_subscriber_events", &labels))
+        };
+        Some(state("lag")? + state("pending")?)
+    };
+    let mut run = Box::pin(worker.run());
+    tokio::select! {
+        r = &mut run => panic!("the worker stopped: {r:?}"),
+        first = wait_until(Duration::from_secs(10), || waiting() == Some(1.0)) => {
+            assert!(first, "{:#?}", samples(&handle));
+        }
+    }
+    drop(run);
+    for _ in 0..3 {
+        client.publish(&DroppedEvent).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(waiting(), Some(1.0), "{:#?}", samples(&handle));
+}

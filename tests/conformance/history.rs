@@ -947,3 +947,44 @@ pub async fn a_job_cancelled_or_deleted_after_its_lease_ran_out_keeps_a_record_o
         );
     }
 }
+
+/// A dead letter is requeued in a later ms than it died, on both backends
+/// (Redis's history list marks a dead job by its ms, so a requeue in that ms
+/// waits for the next): a letter requeued at once runs again, and finishes,
+/// after the ms it died in. The memory backend requeued it due in that very
+/// ms, so that it could die and finish again within one ms.
+pub async fn a_dead_letter_requeued_at_once_finishes_again_after_the_ms_it_died(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("hd", QueueOptions::default()).await.unwrap();
+    let id = Queues::send(&q, "hd", SendMessage::new(mail(1)))
+        .await
+        .unwrap();
+    assert_eq!(kill_due(env, "hd").await, id);
+    let letter = q.job("hd", &id).await.unwrap().unwrap();
+    assert_eq!(letter.state, JobState::Dead);
+    let died = letter.due_ms;
+    let n = q
+        .requeue_dead("hd", &[id], redjob::ops::Spread::NOW)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    // fetched as soon as it is due
+    let mut got = None;
+    for _ in 0..1000 {
+        got = q.fetch("hd", 1, LONG).await.unwrap().jobs.pop();
+        if got.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let d = got.expect("the requeued letter runs again");
+    assert_eq!(d.id, id);
+    let ack = Settle {
+        acks: vec![(id, d.token)],
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("hd", &ack).await.unwrap().acked, 1);
+    let done = q.job("hd", &id).await.unwrap().unwrap();
+    let at = done.finished.expect("kept in the history").at_ms;
+    assert!(at > died, "died at {died}, finished again at {at}");
+}

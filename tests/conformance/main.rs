@@ -456,6 +456,7 @@ macro_rules! conformance_suite {
             a_finished_job_run_again_keeps_its_priority_and_is_due_now,
             a_dead_letter_requeued_and_dead_again_counts_once_against_the_count,
             a_page_goes_on_after_its_last_job_finished_again_meanwhile,
+            a_dead_letter_requeued_at_once_finishes_again_after_the_ms_it_died,
             a_job_cancelled_or_deleted_while_it_runs_keeps_a_record_of_that_run,
             a_job_cancelled_or_deleted_after_its_lease_ran_out_keeps_a_record_of_that_run);
         $crate::conformance_suite!(@locate $setup, #[$attr],

@@ -46,6 +46,35 @@ impl MemoryBackend {
     }
 }
 
+impl MemoryBackend {
+    /// Waits until the clock has passed the ms in which the latest of the
+    /// letters of `queue` died (of `ids`, or of all), as a requeue on Redis
+    /// waits (see dead_requeue.lua): a letter runs again in a later ms than
+    /// it died. A clock that stands still is not waited for (only an
+    /// `advance` moves it): such a letter is due from the next ms instead
+    /// (see [`requeue`]). At most 100 ms, as Redis's clock is waited for.
+    async fn after_deaths(&self, queue: &str, ids: Option<&[JobId]>) {
+        let latest = {
+            let st = self.lock();
+            st.queues.get(queue).and_then(|q| match ids {
+                Some(ids) => ids
+                    .iter()
+                    .filter_map(|id| q.dead_msgs.get(id))
+                    .map(|d| d.0.died_at_ms)
+                    .max(),
+                None => q.dead.last().map(|(died, _)| *died),
+            })
+        };
+        let Some(died) = latest else { return };
+        for _ in 0..100 {
+            if self.clock.now_ms() > died || self.clock.is_frozen() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+}
+
 impl Admin for MemoryBackend {
     async fn pause(&self, queue: &str) -> Result<()> {
         self.acted(queue, "paused", true, |q| {
@@ -316,6 +345,7 @@ impl Admin for MemoryBackend {
     }
 
     async fn requeue_dead(&self, queue: &str, ids: &[JobId], spread: Spread) -> Result<u64> {
+        self.after_deaths(queue, Some(ids)).await;
         let now = self.clock.now_ms();
         let n = self.acted(queue, "dead_requeued", false, |q| {
             requeue(q, ids, spread, now)
@@ -341,6 +371,7 @@ impl Admin for MemoryBackend {
         per_second: Option<u32>,
     ) -> Result<u64> {
         let spread = per_second.map_or(Spread::NOW, Spread::per_second);
+        self.after_deaths(queue, None).await;
         let now = self.clock.now_ms();
         let n = self.acted(queue, "dead_requeued", false, |q| {
             let ids = matching(q, query);
@@ -421,8 +452,12 @@ fn requeue(q: &mut MemQueue, ids: &[JobId], spread: Spread, now: u64) -> u64 {
         }
         q.drop_dead(id);
         let s = spread.skip(n);
+        // due in a later ms than it died, as on Redis, where a requeue in
+        // that ms waits for the next (see dead_requeue.lua): it cannot die
+        // and finish again within one ms
         let due = now
             .saturating_add(s.first.as_millis() as u64)
+            .max(letter.died_at_ms.saturating_add(1))
             .min(LEGACY_LEASED_MS - 1);
         match keyed {
             // its key again, with the key's places when it has other jobs

@@ -168,6 +168,11 @@ impl Clock {
             });
     }
 
+    /// Whether it stands still (see [`frozen_at`](Self::frozen_at)).
+    pub(crate) fn is_frozen(&self) -> bool {
+        self.inner.start.is_none()
+    }
+
     /// Wakes what waits for the clock to move (a blocked topic read returns),
     /// without moving it.
     pub(crate) fn nudge(&self) {

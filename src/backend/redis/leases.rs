@@ -2,6 +2,7 @@
 //! counters, wake-ups and heartbeats, each one script call per batch.
 
 use super::complete::{complete_cmd, complete_packed};
+use super::replies::Again;
 use super::scripts::{self, eval, run};
 use super::{RedisBackend, info_replies, version_key};
 use super::{pipelines, replies};
@@ -54,6 +55,7 @@ impl RedisBackend {
     ) -> Result<Fetched> {
         let k = self.ns.queue_shared(queue);
         let mut levels = self.prioritized(queue);
+        let mut adopted = false;
         loop {
             let mut cmd = if levels {
                 eval(&scripts::FETCH, &k.fetch_all())
@@ -68,12 +70,23 @@ impl RedisBackend {
             }
             let v = run(&mut self.con.clone(), &scripts::FETCH, &cmd).await?;
             match replies::fetched(v, max)? {
-                Some(f) => return Ok(f),
-                None if !levels => {
+                Ok(f) => return Ok(f),
+                Err(Again::Levels) if !levels => {
                     levels = true;
                     self.lock_prioritized().insert(queue.to_owned());
                 }
-                None => return Err(Error::Protocol("fetch asked for level keys twice".into())),
+                Err(Again::Adopt) if !adopted => {
+                    adopted = true;
+                    // an RSMQ client made the queue: once, what its
+                    // deleteQueue of the name left (see adopt.lua)
+                    let mut keys = vec![k.hash.clone(), k.unique.clone()];
+                    keys.extend(k.levels());
+                    let cmd = eval(&scripts::ADOPT, &keys);
+                    run(&mut self.con.clone(), &scripts::ADOPT, &cmd).await?;
+                }
+                Err(again) => {
+                    return Err(Error::Protocol(format!("fetch asked twice: {again:?}")));
+                }
             }
         }
     }

@@ -8,16 +8,26 @@ use super::scripts::{self, Reply};
 use crate::contract::leases::{Delivery, Fetched, Settled, Token};
 use crate::{Error, JobId, Result};
 
+/// What fetch.lua asks for before it leases anything: to be called again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Again {
+    /// With the queue's priority level keys (its reply's -2).
+    Levels,
+    /// Once adopt.lua has picked up what an RSMQ client's deleteQueue of the
+    /// name left (-4): an RSMQ client made the queue.
+    Adopt,
+}
+
 /// fetch.lua's reply: `{now µs, next due µs or "", lease ms, maxsize, orphans,
 /// the limits that held it back (bits: 1 concurrency, 2 rate, 4 throttle, 8
 /// stale batches; 16 × the due jobs they held back), then groups of
 /// jobs: meta, n, n × (id, body), ...}` where a group's meta, shared by its
 /// jobs, is the delivery count + 1000 × (priority + 10) + 21000 × the ms the
 /// jobs had been due, negated when the group's own lease end (ms) follows it
-/// (a released job's, later than the call's); `None` when the script asks to
-/// be called again with the queue's priority level keys. Taken by value: each
-/// job's body moves out of the reply, not copied.
-pub(crate) fn fetched(v: Value, max: usize) -> Result<Option<Fetched>> {
+/// (a released job's, later than the call's); an [`Again`] when the script
+/// asks to be called again. Taken by value: each job's body moves out of the
+/// reply, not copied.
+pub(crate) fn fetched(v: Value, max: usize) -> Result<std::result::Result<Fetched, Again>> {
     let Value::Array(mut items) = v else {
         return Err(Error::Protocol(format!("expected an array, got {v:?}")));
     };
@@ -32,7 +42,10 @@ pub(crate) fn fetched(v: Value, max: usize) -> Result<Option<Fetched>> {
     let max_body = usize::try_from(r.int()?).ok();
     let orphans = r.int()?;
     if orphans == -2 {
-        return Ok(None);
+        return Ok(Err(Again::Levels));
+    }
+    if orphans == -4 {
+        return Ok(Err(Again::Adopt));
     }
     let bits = r.int()?;
     let held = crate::contract::leases::Held::from_bits(bits);
@@ -91,7 +104,7 @@ pub(crate) fn fetched(v: Value, max: usize) -> Result<Option<Fetched>> {
             });
         }
     }
-    Ok(Some(Fetched {
+    Ok(Ok(Fetched {
         jobs,
         now_us: now.max(0) as u64,
         next_due_us,

@@ -119,6 +119,7 @@ scripts! {
     VISIBILITY => "visibility.lua",
     DELETE => "delete.lua",
     CREATE => "create.lua",
+    ADOPT => "adopt.lua",
     ATTRIBUTES => "attributes.lua",
     SET_ATTRIBUTES => "set_attributes.lua",
     FETCH => "fetch.lua",

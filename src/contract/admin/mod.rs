@@ -219,6 +219,13 @@ pub trait Admin: Inspect {
 
     /// Requeues the dead letters with these ids (others are skipped), the k-th
     /// due at `spread`'s time for k. Returns how many were requeued.
+    ///
+    /// A letter runs again in a later millisecond than it died, never in the
+    /// same: a requeue in that millisecond waits for the next (in memory
+    /// whose clock stands still, [`Clock::frozen_at`], the letter is due
+    /// from the next instead).
+    ///
+    /// [`Clock::frozen_at`]: crate::backend::memory::Clock::frozen_at
     fn requeue_dead(
         &self,
         queue: &str,
@@ -574,7 +581,9 @@ pub trait Admin: Inspect {
     /// at most as many as matched when it started, and ends however fast
     /// workers add letters. On Redis it waits for Redis's clock to pass the
     /// cutoff's millisecond before its first requeue (a millisecond at most);
-    /// in memory it acts at once, under one lock.
+    /// in memory it waits for its clock to pass the millisecond in which the
+    /// queue's last letter died (as long at most), then acts at once, under
+    /// one lock.
     fn requeue_dead_matching(
         &self,
         queue: &str,

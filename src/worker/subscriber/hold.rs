@@ -2,6 +2,7 @@
 //! read or running, renewed while held and settled in batches.
 
 use super::*;
+use crate::contract::topics::Claimed;
 
 /// An ordered subscriber's ownership by this worker: whether it holds it, when
 /// it last renewed it, and the token its runs are cancelled with once it is lost.
@@ -57,9 +58,59 @@ impl Ownership {
     }
 }
 
-pub(super) fn lock(held: &Mutex<HashSet<EventId>>) -> std::sync::MutexGuard<'_, HashSet<EventId>> {
+/// The events a subscriber read or runs, renewed until settled.
+#[derive(Default)]
+pub(super) struct Held {
+    ids: Mutex<HashSet<EventId>>,
+    /// Held around each renewal call (from its reading of `ids` on), each
+    /// claim (until its events are in `ids`) and each settle call (until its
+    /// events are out of `ids`): a settle landing between a renewal's read
+    /// and its call would have its events' idle time restarted (a retry
+    /// would come after a whole lease, not its backoff; an acknowledged event
+    /// would be reported lost); a claim landing between a settle's call and
+    /// its events' leaving `ids` would take a retry due at once for one still
+    /// running, and leave it unrun for a lease.
+    calls: tokio::sync::Mutex<()>,
+}
+
+impl Held {
+    /// `events` read or claimed, held from now on; but those held already:
+    /// a claim may return one this worker still holds (its renewal failed for
+    /// a lease), which that run settles.
+    pub(super) fn hold(&self, events: Vec<Received>) -> Vec<Received> {
+        let mut h = lock(self);
+        events.into_iter().filter(|ev| h.insert(ev.id)).collect()
+    }
+}
+
+/// Claims up to `count` events idle for `min_idle` from `from` on (see
+/// [`Topics::claim`]), held at once.
+pub(super) async fn claim<B: Topics>(
+    b: &B,
+    n: &Names,
+    held: &Held,
+    min_idle: Duration,
+    count: usize,
+    from: EventId,
+) -> crate::Result<Option<Claimed>> {
+    // not while a settle is out (see `Held`): a retry due at once that it
+    // claimed before the settle took it out of the set would be taken for
+    // one still running, and left unrun
+    let _calls = held.calls.lock().await;
+    let r = b
+        .claim(&n.topic, &n.sub, &n.consumer, min_idle, count, from)
+        .await;
+    r.map(|c| {
+        c.map(|mut c| {
+            c.events = held.hold(std::mem::take(&mut c.events));
+            c
+        })
+    })
+}
+
+pub(super) fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashSet<EventId>> {
     // a set of ids cannot be left half-changed
-    held.lock().unwrap_or_else(|e| e.into_inner())
+    held.ids.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Acknowledges, schedules retries and dead-letters in batches: whatever
@@ -70,7 +121,7 @@ pub(super) async fn settle_loop<B: Topics>(
     mut rx: mpsc::UnboundedReceiver<Done>,
     (keep_dead, by): (Option<u64>, RunBy),
     lease: Duration,
-    held: Arc<Mutex<HashSet<EventId>>>,
+    held: Arc<Held>,
     finish: CancellationToken,
 ) {
     // a claim takes events idle for a lease: one due in `delay` is set idle for the rest
@@ -108,23 +159,27 @@ pub(super) async fn settle_loop<B: Topics>(
             }
         }
         let mut tries = 0;
-        loop {
+        // not while a renewal is out (see `Held`), nor one after this call
+        // until its events are out of the set
+        let _calls = loop {
+            let calls = held.calls.lock().await;
             match backend
                 .settle_events(&names.topic, &names.sub, &names.consumer, &batch, keep_dead)
                 .await
             {
-                Ok(()) => break,
+                Ok(()) => break calls,
                 Err(e) => {
                     tries += 1;
                     if tries >= SETTLE_TRIES {
                         tracing::error!(topic = %names.topic, subscriber = %names.sub, error = %e, events = batch.acks.len() + batch.retries.len() + batch.dead.len(),
                             "could not settle events; they will be delivered again after the lease");
-                        break;
+                        break calls;
                     }
-                    tokio::time::sleep(backoff(tries)).await;
                 }
             }
-        }
+            drop(calls);
+            tokio::time::sleep(backoff(tries)).await;
+        };
         let mut h = lock(&held);
         let settled = batch.acks.iter().chain(batch.retries.iter().map(|r| &r.0));
         for id in settled.chain(batch.dead.iter().map(|d| &d.0.id)) {
@@ -138,7 +193,7 @@ pub(super) async fn settle_loop<B: Topics>(
 pub(super) async fn renew_loop<B: Topics>(
     backend: B,
     names: Arc<Names>,
-    held: Arc<Mutex<HashSet<EventId>>>,
+    held: Arc<Held>,
     owned: Option<Arc<Ownership>>,
     lease: Duration,
     stop: CancellationToken,
@@ -168,6 +223,8 @@ pub(super) async fn renew_loop<B: Topics>(
                 }
             }
         }
+        // no settle lands between this read and the renewal (see `Held`)
+        let _calls = held.calls.lock().await;
         let ids: Vec<EventId> = lock(&held).iter().copied().collect();
         if ids.is_empty() {
             continue;
@@ -190,3 +247,6 @@ pub(super) async fn renew_loop<B: Topics>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,7 @@ mod hold;
 mod listed;
 
 use event::spawn_run;
-use hold::{Ownership, lock, renew_loop, settle_loop};
+use hold::{Held, Ownership, claim, renew_loop, settle_loop};
 pub(crate) use listed::{RunningEvents, Served};
 
 use super::execute::{SlotGuard, panic_message};
@@ -145,7 +145,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     });
     let lease = shared.lease;
     tracing::info!(topic = %names.topic, subscriber = %names.sub, events = ?spec.handlers.keys().collect::<Vec<_>>(), "serving subscriber");
-    let held: Arc<Mutex<HashSet<EventId>>> = Arc::default();
+    let held: Arc<Held> = Arc::default();
     let (tx, rx) = mpsc::unbounded_channel();
     let keep_dead = shared.retention.max_count;
     let by = RunBy {
@@ -162,21 +162,23 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         env.drained.clone(),
     ));
     let renew_stop = CancellationToken::new();
-    // a dropped worker future (as a killed process) stops renewing and sampling
+    // a dropped worker future (as a killed process) stops renewing
     let _stop_on_drop = renew_stop.clone().drop_guard();
-    // stopped after the last acknowledgements, it samples once more
+    // stopped after the last acknowledgements, it samples once more; in a set
+    // of its own, so that a dropped worker future (as a killed process) stops
+    // it at once, with no sample more
     let sampled = CancellationToken::new();
-    let _sampled_on_drop = sampled.clone().drop_guard();
-    let sampler = shared.sample_every.map(|every| {
-        tokio::spawn(sample_subscriber(
+    let mut sampler = JoinSet::new();
+    if let Some(every) = shared.sample_every {
+        sampler.spawn(sample_subscriber(
             backend.clone(),
             shared.sink.clone(),
             names.topic.clone(),
             names.sub.clone(),
             every,
             sampled.clone(),
-        ))
-    });
+        ));
+    }
     // an ordered subscriber is read by the consumer that owns it alone
     let owned = spec
         .sub
@@ -302,25 +304,11 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             reading = Some(tokio::spawn(async move {
                 // held (so renewed) as soon as they are read: the loop may take
                 // a while to collect them
-                let hold = |events: Vec<Received>| {
-                    let mut h = lock(&held);
-                    // a claim may return one this worker still holds (its
-                    // renewal failed for a lease): that run settles it
-                    events.into_iter().filter(|ev| h.insert(ev.id)).collect()
-                };
                 if claiming {
-                    let r = b
-                        .claim(&n.topic, &n.sub, &n.consumer, claim_idle, count, cursor)
-                        .await;
-                    Read::Claimed(r.map(|c| {
-                        c.map(|mut c| {
-                            c.events = hold(std::mem::take(&mut c.events));
-                            c
-                        })
-                    }))
+                    Read::Claimed(claim(&b, &n, &held, claim_idle, count, cursor).await)
                 } else {
                     let r = b.read(&n.topic, &n.sub, &n.consumer, count, block).await;
-                    Read::New(r.map(|e| e.map(hold)))
+                    Read::New(r.map(|e| e.map(|e| held.hold(e))))
                 }
             }));
         }
@@ -410,14 +398,12 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let _ = renewer.await;
     // the gauges' last sample, after the last acknowledgements
     sampled.cancel();
-    if let Some(mut sampler) = sampler {
-        // a stalled Redis does not hold the stop up (as the queues' sampler)
-        if tokio::time::timeout(SAMPLE_WAIT, &mut sampler)
-            .await
-            .is_err()
-        {
-            sampler.abort();
-        }
+    // a stalled Redis does not hold the stop up (as the queues' sampler)
+    if tokio::time::timeout(SAMPLE_WAIT, sampler.join_next())
+        .await
+        .is_err()
+    {
+        sampler.abort_all();
     }
     // after the last acknowledgements, so the next owner starts after them; not
     // while a run that ignored its cancellation may still go on (its lease ends it)

@@ -21,12 +21,12 @@ redis.call("HSETNX", KEYS[1], "created", t[1])
 redis.call("HSETNX", KEYS[1], "modified", t[1])
 -- the workers waiting are told here: a send need not (see may_wait in lib.lua)
 redis.call("HSET", KEYS[1], "redjob:waiting", "-")
--- what a queue of the name deleted by an RSMQ client left
-local mask = 0
-for p = 10, -10, -1 do
-  if p ~= 0 and redis.call("EXISTS", level_key(p, 3)) == 1 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
-end
-if mask ~= 0 then redis.call("HSET", KEYS[1], "redjob:prio", mask) end
-if redis.call("EXISTS", KEYS[2]) == 1 then redis.call("HSET", KEYS[1], "redjob:unique", "1") end
+-- what a queue of the name deleted by an RSMQ client left: its levels and
+-- unique keys (see take_up_left in lib.lua; a fetch has adopt.lua do the
+-- same for a queue an RSMQ client made again, see fetch.lua)
+take_up_left(1, 2, 3)
+-- (the PUBLISH stays on line 31, where the tests of an ACL's refusal look:
+-- convert.rs)
+
 redis.call("PUBLISH", ARGV[4], 0)
 return 1

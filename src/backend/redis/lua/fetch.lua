@@ -97,7 +97,9 @@
 --          key, a count from RSMQ-style receives (each is a group of its own); {0, "", 0, -1, -1, 0} when the queue does
 --          not exist; {1, "", 0, -1, -2, 0} when the queue has priorities and the
 --          level keys were not passed (call again with them); {0, "", 0, -1, -3, 0}
---          when the queue is paused
+--          when the queue is paused; {1, "", 0, -1, -4, 0} when the hash field
+--          "redjob:waiting" is missing or "+" (an RSMQ client made the queue:
+--          run adopt.lua, then call again)
 -- a missing queue costs one command (workers check it every few seconds)
 -- (globals read in the per-job loop, as locals)
 local tonumber, floor = tonumber, math.floor
@@ -106,6 +108,9 @@ local attrs = redis.call("HMGET", KEYS[2], "vt", "totalrecv", "redjob:leased", "
   "redjob:rate", "redjob:held", "redjob:throttled", "redjob:keyed", "redjob:ksweep", "redjob:bout",
   "redjob:purging")
 if not attrs[1] then return {0, "", 0, -1, -1, 0} end
+-- a queue an RSMQ client made: what its deleteQueue of the name may have left
+-- is picked up first, once (see adopt.lua)
+if not attrs[4] or attrs[4] == "+" then return {1, "", 0, -1, -4, 0} end
 if attrs[7] then return {0, "", 0, -1, -3, 0} end
 local mask = tonumber(attrs[6]) or 0
 if mask ~= 0 and #KEYS < 29 then return {1, "", 0, -1, -2, 0} end

@@ -1,6 +1,6 @@
--- Looks one job up by id: in the queue at any priority, in its dead letters, or
--- in its history (see history.rs: not past the history's age; its body not past
--- the arguments' age).
+-- Looks one job up by id: in the queue at any priority (a member without a body
+-- is not looked at), in its dead letters, or in its history (see history.rs:
+-- not past the history's age; its body not past the arguments' age).
 -- KEYS[1]  the queue's sorted set (ns:q): priority 0
 -- KEYS[2]  the queue's hash (ns:q:Q)
 -- KEYS[3]  dead letters' sorted set (ns:q:dead)
@@ -30,6 +30,10 @@ local now = clock()
 local id = ARGV[1]
 local out = {now}
 local level, s = find_level(tonumber(attrs[2]) or 0, 5, id)
+-- a member without a body (an RSMQ client's deleteMessage of a job at a
+-- priority other than 0 leaves its id in ns:q:p<n>) is no job, as for a fetch
+-- (which drops it) or a unique send
+local body = redis.call("HEXISTS", KEYS[2], id) == 1
 local kv = #KEYS >= 28 and redis.call("HGET", KEYS[2], id .. ":k")
 -- its key with the key's per key
 local function keyed()
@@ -38,7 +42,7 @@ local function keyed()
   local e = #KEYS >= 29 and redis.call("HGET", KEYS[29], key)
   return (e and string.match(e, "^%d+") or "1") .. " " .. key
 end
-if level then
+if level and body then
   out[2] = "q"
   out[3] = redis.call("HGET", KEYS[2], id .. ":a")
   out[4] = keyed()
@@ -46,7 +50,7 @@ if level then
   return out
 end
 -- a keyed job waiting for its key: its member's due and count as its score
-if kv and redis.call("ZSCORE", KEYS[28], string.sub(kv, 20) .. "\0" .. string.sub(kv, 1, 19) .. id) then
+if body and kv and redis.call("ZSCORE", KEYS[28], string.sub(kv, 20) .. "\0" .. string.sub(kv, 1, 19) .. id) then
   out[2] = "k"
   out[3] = redis.call("HGET", KEYS[2], id .. ":a")
   out[4] = keyed()

@@ -186,6 +186,22 @@ local function level_sets(mask, first, zero)
   return out
 end
 
+-- Picks up what an RSMQ client's deleteQueue of a queue left (it removes ns:q
+-- and ns:q:Q alone): each level whose sorted set (ns:q:p<n>) still exists gets
+-- its bit in the hash field "redjob:prio", so that fetches read it and drop the
+-- members without a body, and unique keys left (ns:q:unique) set the field
+-- "redjob:unique", so that idle fetches sweep those of jobs that are gone (see
+-- sweep_unique). KEYS[h] is the queue's hash, KEYS[u] its unique keys, the
+-- levels' sorted sets from KEYS[first] (see level_key). 22 commands at most.
+local function take_up_left(h, u, first)
+  local mask = tonumber(redis.call("HGET", KEYS[h], "redjob:prio")) or 0
+  for p = 10, -10, -1 do
+    if p ~= 0 and redis.call("EXISTS", level_key(p, first)) == 1 then mask = bit.bor(mask, bit.lshift(1, p + 10)) end
+  end
+  if mask ~= 0 then redis.call("HSET", KEYS[h], "redjob:prio", mask) end
+  if redis.call("EXISTS", KEYS[u]) == 1 then redis.call("HSET", KEYS[h], "redjob:unique", "1") end
+end
+
 -- Where the queue holds `id`: its level ({priority, key}, see level_sets, with
 -- the level keys from KEYS[first]) and its score (text); nil when no level does.
 local function find_level(mask, first, id)
@@ -636,13 +652,16 @@ end
 -- flag with the old hash, and its createQueue publishes nothing): the first
 -- send then wakes the queue's workers once. A send that woke them writes
 -- `woken(v)`: "0" (a worker has fetched from the queue), or "-" for a queue
--- no worker has fetched from since it was made (create.lua writes it too).
+-- no worker has fetched from since it was made (create.lua writes it too), "+"
+-- when no redjob script had written the field (an RSMQ client made the queue):
+-- as "-", and what an RSMQ client's deleteQueue of the name left is not
+-- picked up yet (a fetch has adopt.lua do it, see fetch.lua).
 local function may_wait(v)
   return not v or v == "1"
 end
 
 local function woken(v)
-  return v and "0" or "-"
+  return v and "0" or "+"
 end
 
 -- Whether a redjob worker has fetched from the queue (see may_wait).

@@ -5,6 +5,9 @@
 -- against crash loops (RSMQ clients read whole ms).
 -- KEYS[1]  the queue's sorted set (ns:q)
 -- KEYS[2]  the queue's hash (ns:q:Q)
+-- KEYS[3]  the queue's unique keys (ns:q:unique, see unique.lua): a due message
+--          found without a body (an orphan, dropped) frees its key, as in a
+--          fetch, while the queue has unique keys (hash field "redjob:unique")
 -- ARGV[1]  the most messages to receive
 -- ARGV[2]  visibility timeout in ms, or "" for the queue's vt
 -- Returns {-1} when the queue does not exist, else {1, id, body, rc, fr, ...}
@@ -32,8 +35,12 @@ for i, id in ipairs(ids) do
     orphans[#orphans + 1] = id
   end
 end
--- a member without a body carries nothing to deliver: drop it
-if #orphans > 0 then drop_orphans(KEYS[1], orphans) end
+-- a member without a body carries nothing to deliver: drop it, with its
+-- unique key (at most the batch asked for)
+if #orphans > 0 then
+  local ukey = KEYS[3] and redis.call("HEXISTS", KEYS[2], "redjob:unique") == 1 and KEYS[3] or nil
+  drop_orphans(KEYS[1], orphans, ukey)
+end
 if #z == 0 then return out end
 many("ZADD", KEYS[1], z)
 redis.call("HINCRBY", KEYS[2], "totalrecv", #z / 2)

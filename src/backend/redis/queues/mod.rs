@@ -425,7 +425,7 @@ impl Rsmq {
         validate::queue_name(queue)?;
         let vt = vt.map(|d| validate::duration_ms("vt", d)).transpose()?;
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::RECEIVE, &[&k.zset, &k.hash]);
+        let mut cmd = scripts::eval(&scripts::RECEIVE, &[&k.zset, &k.hash, &k.unique]);
         cmd.arg(n.clamp(1, RECEIVE_MAX));
         match vt {
             Some(ms) => cmd.arg(ms),

@@ -1,0 +1,202 @@
+//! The subscriber's renewals, claims and settles in each other's midst, on a
+//! memory backend whose calls of one kind wait at a gate.
+
+use std::time::SystemTime;
+
+use tokio::sync::{Notify, Semaphore};
+
+use super::*;
+use crate::backend::memory::{Clock, MemoryBackend};
+use crate::contract::topics::{EventOptions, Start};
+use crate::worker::subscriber::listed::RunningEvents;
+
+/// Where a [`Gated`] backend's calls wait.
+#[derive(Clone, Copy, PartialEq)]
+enum At {
+    /// A renewal, before it is done.
+    Renewal,
+    /// A settle's reply, once it is done.
+    SettleReply,
+}
+
+/// A memory backend whose calls of one kind wait at a gate (as a round
+/// trip to Redis is out): what the others do meanwhile shows.
+#[derive(Clone)]
+struct Gated {
+    inner: MemoryBackend,
+    at: At,
+    /// Told when a call reached the gate.
+    reached: Arc<Notify>,
+    gate: Arc<Semaphore>,
+}
+
+impl Gated {
+    fn new(inner: MemoryBackend, at: At) -> Self {
+        let gate = Arc::new(Semaphore::new(0));
+        Gated {
+            inner,
+            at,
+            reached: Arc::default(),
+            gate,
+        }
+    }
+
+    async fn at_gate(&self, at: At) {
+        if self.at == at {
+            self.reached.notify_one();
+            self.gate.acquire().await.expect("open").forget();
+        }
+    }
+}
+
+macro_rules! gated {
+    ($self:ident, Topics :: renew ( $($a:ident),* ) .await) => {{
+        $self.at_gate(At::Renewal).await;
+        Topics::renew(&$self.inner, $($a),*).await
+    }};
+    ($self:ident, Topics :: settle_events ( $($a:ident),* ) .await) => {{
+        let r = Topics::settle_events(&$self.inner, $($a),*).await;
+        $self.at_gate(At::SettleReply).await;
+        r
+    }};
+    ($self:ident, $T:ident :: $m:ident ( $($a:ident),* ) $($aw:tt)*) => {
+        $T::$m(&$self.inner, $($a),*) $($aw)*
+    };
+}
+
+/// A backend at `at` with one event of topic `t` read by subscriber `s`'s
+/// consumer `w`, and its clock.
+async fn one_read(at: At) -> (Gated, Clock, EventId) {
+    let clock = Clock::frozen_at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    let b = Gated::new(MemoryBackend::with_clock(clock.clone()), at);
+    b.subscribe("t", "s", Start::End).await.unwrap();
+    b.publish("t", &[("ty", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    let got = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
+    let id = got.expect("subscribed")[0].id;
+    (b, clock, id)
+}
+
+fn by() -> (Option<u64>, RunBy) {
+    let by = RunBy {
+        worker: "w".into(),
+        host: "h".into(),
+    };
+    (None, by)
+}
+
+crate::contract::topics::topics_methods! { impl Topics for Gated, |self| via gated!; }
+
+fn names() -> Arc<Names> {
+    Arc::new(Names {
+        topic: "t".into(),
+        sub: "s".into(),
+        consumer: "w".into(),
+        metrics: HashMap::new(),
+        skipped: None,
+        undecodable: None,
+        listed: (Arc::new(RunningEvents::new(Vec::new(), Arc::default())), 0),
+    })
+}
+
+/// A retry settled while a renewal of the same event is out (it read the
+/// events held before the settle) comes after its backoff, not after a
+/// whole lease: the renewal's restart of its idle time does not land
+/// after the settle's. The old code let the settle pass the renewal, whose
+/// XCLAIM then set the retry's idle time back to 0.
+#[tokio::test(start_paused = true)]
+async fn a_retry_settled_during_a_renewal_comes_after_its_backoff() {
+    let (b, clock, id) = one_read(At::Renewal).await;
+    let lease = Duration::from_secs(30);
+    let held: Arc<Held> = Arc::default();
+    lock(&held).insert(id);
+    let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let renewer = tokio::spawn(renew_loop(
+        b.clone(),
+        names(),
+        held.clone(),
+        None,
+        lease,
+        stop.clone(),
+    ));
+    let settler = tokio::spawn(settle_loop(
+        b.clone(),
+        names(),
+        rx,
+        by(),
+        lease,
+        held.clone(),
+        finish.clone(),
+    ));
+    // the renewal read the events held, and is out
+    b.reached.notified().await;
+    // the run failed meanwhile: retry in a second
+    let backoff = Duration::from_secs(1);
+    tx.send(Done::Retry(id, backoff, Vec::new(), None)).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // the renewal's reply comes, then everything settles
+    b.gate.add_permits(1);
+    for _ in 0..100 {
+        if lock(&held).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(lock(&held).is_empty(), "the retry was settled");
+    stop.cancel();
+    drop(tx);
+    renewer.await.unwrap();
+    settler.await.unwrap();
+    // its backoff is over: another consumer's claim (of events idle for a
+    // lease) takes it
+    clock.advance(backoff + Duration::from_millis(10));
+    let claimed = b
+        .claim("t", "s", "other", lease, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .expect("subscribed");
+    let ids: Vec<EventId> = claimed.events.iter().map(|e| e.id).collect();
+    assert_eq!(ids, [id], "the retry is due after its backoff");
+}
+
+/// A retry due at once (a run cancelled, or a handler's `retry_after`
+/// zero), claimed by the worker's own claim between its settle's landing
+/// and its reply, runs again: the old code took the claim's event for one
+/// still running (held until the settle's reply), and dropped it unrun,
+/// left to wait a lease for another claim, a delivery more counted.
+#[tokio::test(start_paused = true)]
+async fn a_retry_claimed_while_its_settle_replies_runs_again() {
+    let (b, _clock, id) = one_read(At::SettleReply).await;
+    let lease = Duration::from_secs(30);
+    let held: Arc<Held> = Arc::default();
+    lock(&held).insert(id);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let finish = CancellationToken::new();
+    let settler = tokio::spawn(settle_loop(
+        b.clone(),
+        names(),
+        rx,
+        by(),
+        lease,
+        held.clone(),
+        finish.clone(),
+    ));
+    tx.send(Done::Retry(id, Duration::ZERO, Vec::new(), None))
+        .unwrap();
+    // the settle landed; its reply is on its way
+    b.reached.notified().await;
+    let claiming = {
+        let (b, held) = (b.clone(), held.clone());
+        tokio::spawn(async move { claim(&b, &names(), &held, lease, 10, EventId::ZERO).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    b.gate.add_permits(1);
+    let claimed = claiming.await.unwrap().unwrap().expect("subscribed");
+    let ids: Vec<EventId> = claimed.events.iter().map(|e| e.id).collect();
+    assert_eq!(ids, [id], "the claim takes the retry, to run it");
+    assert!(lock(&held).contains(&id), "held, as it runs again");
+    drop(tx);
+    settler.await.unwrap();
+}

@@ -1,0 +1,143 @@
+//! The workers page: a worker's "Busy" counts the topic events it runs beside
+//! its jobs, with the jobs it prefetched, and a table lists the running events.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod http;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{start_serving, wait_for};
+use http::get;
+use redjob::backend::memory::MemoryBackend;
+use redjob::ops::Admin;
+use redjob::{Client, Job, JobContext, JobError, Worker};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "web_quick", queue = "web_busy")]
+struct Quick;
+
+impl Job for Quick {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Waits for a permit of the worker's semaphore.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "web_gated", queue = "web_busy")]
+struct Gated;
+
+impl Job for Gated {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let gate = ctx.data::<Arc<Semaphore>>()?;
+        gate.acquire().await.map_err(JobError::fatal)?.forget();
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+#[event(name = "web_gated_event", topic = "web_events")]
+struct GatedEvent;
+
+/// A worker of concurrency 2 running one event and one job, with jobs leased
+/// waiting for a slot: "Busy" says `2 of 2 (1 with events), <n> prefetched`
+/// and the page lists the event in its table of running events.
+#[tokio::test]
+async fn the_workers_page_counts_running_events_and_lists_them() {
+    let client = Client::memory(MemoryBackend::new());
+    client
+        .subscribe("web_events", "web_sub", redjob::topic::Start::Beginning)
+        .await
+        .unwrap();
+    let gate = Arc::new(Semaphore::new(0));
+    let event_gate = gate.clone();
+    let worker = Worker::builder(client.backend())
+        .queue("web_busy")
+        .concurrency(2)
+        .subscribe("web_sub", move |_: GatedEvent, _| {
+            let gate = event_gate.clone();
+            async move {
+                gate.acquire().await.map_err(JobError::fatal)?.forget();
+                Ok(())
+            }
+        })
+        .data(gate.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start_serving(worker).await;
+    // quick runs first: the queue's jobs are short, so it is prefetched
+    for _ in 0..3 {
+        client.enqueue(&Quick).await.unwrap();
+    }
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            client.stats("web_busy").await.unwrap().processed == 3
+        })
+        .await
+    );
+    // one at a time, so that the quick jobs cannot take the slot the event
+    // is to hold (and be done before they could be seen prefetched)
+    client.publish(&GatedEvent).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            client.workers().await.unwrap()[0].events.len() == 1
+        })
+        .await
+    );
+    client.enqueue(&Gated).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            client.workers().await.unwrap()[0].running.len() == 1
+        })
+        .await
+    );
+    client
+        .enqueue_batch(&[Quick, Quick, Quick, Quick, Quick])
+        .await
+        .unwrap();
+    let app = redjob_web::router(client.clone());
+    // the page as the registry says then (read twice, alike: no beat between)
+    let mut seen = None;
+    for _ in 0..300 {
+        let ws = client.workers().await.unwrap();
+        let page = get(&app, "/workers").await.body;
+        let again = client.workers().await.unwrap();
+        let one = |w: &redjob::ops::WorkerInfo| {
+            (
+                w.running.len(),
+                w.events.len(),
+                w.prefetched,
+                w.events.first().map(|e| e.id.clone()),
+            )
+        };
+        if ws.len() == 1
+            && again.len() == 1
+            && one(&ws[0]) == one(&again[0])
+            && ws[0].running.len() == 1
+            && ws[0].events.len() == 1
+            && ws[0].prefetched > 0
+        {
+            seen = Some((page, ws[0].prefetched, ws[0].events[0].id.clone()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gate.add_permits(100);
+    w.stop().await;
+    let (page, prefetched, event) = seen.expect("one event, one job, prefetched jobs");
+    let busy = format!("2 of 2 (1 with events), {prefetched} prefetched");
+    assert!(page.contains(&busy), "no {busy:?} in:\n{page}");
+    assert!(
+        page.contains("<th>Subscriber</th><th>Event</th>"),
+        "no table of running events:\n{page}"
+    );
+    assert!(
+        page.contains(&format!("<code>{event}</code>")) && page.contains("web_gated_event"),
+        "the running event {event} not listed:\n{page}"
+    );
+}
