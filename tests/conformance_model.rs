@@ -871,6 +871,7 @@ impl Side {
                     throttles: vec![Throttle {
                         id,
                         token,
+                        deliveries: token.attempt().saturating_sub(1),
                         delay: slots(*delay),
                         error: format!("throttled delivery {k}"),
                         key: *key,

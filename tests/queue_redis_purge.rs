@@ -1,6 +1,7 @@
 //! A purge's mark in the queue hash on Redis (`redjob:purging`, see purge.lua
 //! and `purge_mark` in lib.lua): it counts the keyed jobs sent up to its
-//! cutoff that go back to wait (and dead letters requeued) while it runs,
+//! cutoff that go back to wait (and dead letters requeued, flows' parents
+//! sent) while it runs,
 //! lapses should the purge die,
 //! and is gone once the purge ends.
 
@@ -273,5 +274,83 @@ async fn a_dead_letter_requeued_while_a_purge_runs_is_purged() {
         .unwrap()
         .unwrap();
     assert_eq!(size(&backend).await, 0, "the requeued letter is left");
+    assert_eq!(purged, 30_001);
+}
+
+/// A flow's parent, in the purged queue.
+#[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
+#[job(name = "purge_parent", queue = "q")]
+struct Parent;
+
+impl redjob::Job for Parent {
+    async fn perform(&self, _: &redjob::JobContext) -> Result<(), redjob::JobError> {
+        Ok(())
+    }
+}
+
+/// Its child, in another queue.
+#[derive(serde::Serialize, serde::Deserialize, redjob::Job)]
+#[job(name = "purge_child", queue = "c")]
+struct Child;
+
+impl redjob::Job for Child {
+    async fn perform(&self, _: &redjob::JobContext) -> Result<(), redjob::JobError> {
+        Ok(())
+    }
+}
+
+/// A flow's parent sent while a purge runs (its child succeeded) carries
+/// the id its flow gave it when it was enqueued, before the cutoff: the
+/// purge deletes it, as a dead letter requeued meanwhile. It went to
+/// priority 0 behind the purge's scan, which had passed that set, and was
+/// left (deleted only when its flow fired before the scan got there).
+#[tokio::test]
+async fn a_flows_parent_sent_while_a_purge_runs_is_purged() {
+    let server = RedisServer::start();
+    let (backend, _) = backend_with_queue(&server).await;
+    let client = redjob::Client::connect(&server.url()).await.unwrap();
+    let parent = client
+        .enqueue_flow(redjob::client::Flow::new(&Parent).child(&Child))
+        .await
+        .unwrap();
+    let child = backend
+        .fetch("c", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    let of = redjob::backend::BatchRef::of_body(&child.body).expect("a flow's child");
+    let acked = redjob::backend::Settle {
+        acks: vec![(child.id, child.token)],
+        batched: vec![(child.id, of)],
+        ..Default::default()
+    };
+    let finished = backend.settle("c", &acked).await.unwrap().batched;
+    assert!(!finished.is_empty(), "the child's finish, to count");
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    // plain jobs at priority 5, for a pass of a few dozen calls
+    send_many(&backend, 30_000, |_| SendMessage::new("{}").priority(5)).await;
+    let before = size(&backend).await;
+    let call = {
+        let backend = backend.clone();
+        tokio::spawn(async move { backend.purge_queue("q").await })
+    };
+    // once it deletes, its scan is in priority 5, past priority 0
+    while size(&backend).await == before && !call.is_finished() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // the child's finish counted: its flow sends the parent
+    backend.batch_settled("c", &finished).await.unwrap();
+    assert!(!call.is_finished(), "sent while the purge runs");
+    let purged = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the purge ends")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        size(&backend).await,
+        0,
+        "the flow's parent {parent} is left"
+    );
     assert_eq!(purged, 30_001);
 }

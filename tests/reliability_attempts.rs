@@ -357,3 +357,81 @@ async fn a_run_merged_with_a_redelivery_released_at_shutdown_gives_back_both_on_
     let client = Client::connect(&server.url()).await.unwrap();
     a_run_merged_with_a_redelivery_released_at_shutdown_gives_back_both(client).await;
 }
+
+/// Throttled by a dependency on its first run, once its gate opens; runs
+/// through on the next. One attempt.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "gated_throttle", queue = "att", max_attempts = 1)]
+struct GatedThrottle;
+
+impl Job for GatedThrottle {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let rec = ctx.data::<Recorder>()?;
+        rec.record(ctx, 0);
+        if rec.len() == 1 {
+            ctx.data::<Gate>()?.0.notified().await;
+            return Err(JobError::rate_limited(Duration::from_millis(300)));
+        }
+        Ok(())
+    }
+}
+
+/// A run merged with a re-delivery (the job made visible again while it
+/// runs here, fetched again by this worker) whose handler then says a
+/// dependency throttles it goes back "without counting the attempt"
+/// (`JobError::rate_limited`), as a release does: every delivery the run
+/// holds is given back, its own and the merged one, which started no
+/// handler. The throttle gave back one of the two: the job was left at 1
+/// delivery, and with `max_attempts = 1` its next fetch dead-lettered it
+/// unrun ("delivered 2 times, over max_attempts 1").
+async fn a_run_merged_with_a_redelivery_throttled_gives_back_both(client: Client) {
+    use redjob::inspect::Inspect;
+    let rec = Recorder::default();
+    let gate = Gate::default();
+    let id = client.enqueue(&GatedThrottle).await.unwrap();
+    let w = start(
+        Worker::builder(client.backend())
+            .queue("att")
+            .handle_signals(false)
+            .data(rec.clone())
+            .data(gate.clone())
+            .poll_interval(Duration::from_millis(50))
+            .build()
+            .unwrap(),
+    );
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    assert!(
+        client
+            .queues()
+            .change_visibility("att", &id, Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    assert!(
+        wait_for(Duration::from_secs(5), || async {
+            let job = client.backend().job("att", &id).await.unwrap().unwrap();
+            job.attempts == 2
+        })
+        .await,
+        "the worker never fetched the job again"
+    );
+    gate.0.notify_one();
+    let ran = wait_until(Duration::from_secs(5), || rec.len() == 2).await;
+    let dead = client.dead_letters("att", 10).await.unwrap();
+    w.stop().await;
+    assert!(ran, "the job never ran again (dead letters: {dead:?})");
+    assert_eq!(rec.runs()[1].attempt, 1, "it runs again as attempt 1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_merged_with_a_redelivery_throttled_gives_back_both_in_memory() {
+    a_run_merged_with_a_redelivery_throttled_gives_back_both(Client::memory(MemoryBackend::new()))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_merged_with_a_redelivery_throttled_gives_back_both_on_redis() {
+    let server = common::RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    a_run_merged_with_a_redelivery_throttled_gives_back_both(client).await;
+}

@@ -131,6 +131,24 @@ async fn runs_a_chain_at_the_limit(client: &Client) {
         .unwrap();
     assert_eq!(got, Some(u64::from(steps * (steps + 1) / 2)));
     assert_eq!(*seen.steps.lock().unwrap(), (1..=steps).collect::<Vec<_>>());
+    running.stop().await;
+    fails_a_chain_at_the_limit(client).await;
+}
+
+/// A chain at the limit whose first step dies fails its last, each step
+/// above the first failed unrun.
+async fn fails_a_chain_at_the_limit(client: &Client) {
+    let seen = Arc::new(Seen::default());
+    let running = start_serving(worker(client, &seen)).await;
+    fail_a_chain_at_the_limit(client, &seen).await;
+    running.stop().await;
+}
+
+/// Enqueues a chain at the limit whose first step dies, for a worker that
+/// records what ran in `seen`: its last step fails, no step above the
+/// first runs.
+async fn fail_a_chain_at_the_limit(client: &Client, seen: &Seen) {
+    let steps = Flow::MAX_DEPTH as u32;
     // the first step dies: every step above it fails, the last too
     let broken = (2..=steps).fold(Flow::new(&Step { n: 1, die: true }), |f, n| {
         f.then(&step(n))
@@ -146,12 +164,11 @@ async fn runs_a_chain_at_the_limit(client: &Client) {
             }
         }
     };
-    running.stop().await;
     assert!(
         err.to_string().contains("a job it waits for failed"),
         "{err}"
     );
-    assert_eq!(seen.steps.lock().unwrap().len(), steps as usize + 1);
+    assert_eq!(*seen.steps.lock().unwrap(), [1]);
 }
 
 #[tokio::test]
@@ -187,6 +204,93 @@ async fn a_chain_at_the_limit_runs_and_fails_whole_on_redis() {
         .await
         .unwrap();
 }
+
+/// A chain at the limit failing whole, its worker on a thread of a small
+/// stack (a runtime of its own, every task of the worker on it): a failed
+/// step's flow fails its parent, whose flow fails its parent, and so on up.
+/// Each step was one more nested call of the batch's fire (with the
+/// parent's dead letter and count inside it), 31 deep: about 1 MB of stack
+/// in a debug build, near a test thread's 2 MB beside the rest (CI
+/// overflowed it once); a stack overflow aborts the test binary. The
+/// steps are now turns of a loop.
+#[test]
+fn a_chain_at_the_limit_fails_whole_with_its_worker_on_a_small_stack_on_redis() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let seen = Arc::new(Seen::default());
+    let (ready, serving) = std::sync::mpsc::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker_seen = seen.clone();
+    let worker_url = url.clone();
+    let thread = std::thread::Builder::new()
+        .stack_size(SMALL_STACK)
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let client = Client::connect(&worker_url).await.unwrap();
+                let running = start_serving(worker(&client, &worker_seen)).await;
+                ready.send(()).unwrap();
+                let _ = stopped.await;
+                running.stop().await;
+            })
+        })
+        .unwrap();
+    serving.recv_timeout(LIMIT).expect("the worker serving");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = Client::connect(&url).await.unwrap();
+        tokio::time::timeout(LIMIT, fail_a_chain_at_the_limit(&client, &seen))
+            .await
+            .unwrap();
+    });
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
+
+/// A chain at the limit enqueued on a thread of a small stack: the enqueue
+/// went down a nested call a level (about 34 KB of stack a level in a debug
+/// build, 1.1 MB for the chain, beside the worker's on a test thread of
+/// 2 MB) and overflowed it. It goes a level at a time with a stack of its
+/// own now.
+#[test]
+fn a_chain_at_the_limit_is_enqueued_on_a_small_stack() {
+    let enqueued = std::thread::Builder::new()
+        .stack_size(SMALL_STACK)
+        .spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let client = Client::memory(MemoryBackend::new());
+                client
+                    .enqueue_flow(chain(Flow::MAX_DEPTH as u32))
+                    .await
+                    .unwrap();
+                // a flow a step, the first step sent
+                let flows = client.batches(None, 100).await.unwrap().len();
+                let sent = redjob::inspect::Inspect::peek(&client.backend(), "deep", 10)
+                    .await
+                    .unwrap()
+                    .len();
+                (flows, sent)
+            })
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(enqueued, (Flow::MAX_DEPTH, 1));
+}
+
+/// The small stack of those tests: the old nested fire, and the old nested
+/// enqueue, overflowed it.
+const SMALL_STACK: usize = 512 * 1024;
 
 /// Built and dropped, a chain of 200,000 steps does not recurse (dropping
 /// it overflowed the stack from about 10,000 steps).

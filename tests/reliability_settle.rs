@@ -4,7 +4,8 @@
 //! whether it was fetched or handed to the worker; a slow settle call holds
 //! back no renewal of a running job; a throttle is held until its own settle
 //! lands, not an earlier one's, and a key's throttle asked by a job without
-//! a key holds its queue as one.
+//! a key holds its queue as one; a deleted job's run that ends while its lost
+//! lease is classified is reported deleted.
 
 mod common;
 
@@ -40,6 +41,9 @@ struct Slow<B> {
     slow_settles: Arc<std::sync::atomic::AtomicU32>,
     /// While set, every lease renewal fails (the backend out of reach).
     renewals_fail: Arc<std::sync::atomic::AtomicBool>,
+    /// When set, each read of scores (a lost lease's classification)
+    /// notifies it as it begins, then waits 50 ms before it runs.
+    scores_begin: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl<B: Backend> Backend for Slow<B> {
@@ -130,6 +134,10 @@ impl<B: Backend> Backend for Slow<B> {
         self.inner.dead_letters(q, limit).await
     }
     async fn scores(&self, q: &str, held: &[(JobId, Token)]) -> redjob::Result<Vec<Option<Token>>> {
+        if let Some(begin) = &self.scores_begin {
+            begin.notify_one();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         self.inner.scores(q, held).await
     }
     async fn warnings(&self) -> redjob::Result<Vec<String>> {
@@ -475,6 +483,7 @@ async fn a_job_whose_handed_lease_this_worker_lost_runs_again_without_waiting_fo
         settle_delay: Duration::ZERO,
         slow_settles: Arc::new(1.into()),
         renewals_fail: fail.clone(),
+        scores_begin: None,
     };
     let w = Worker::builder(backend)
         .register::<Nap>()
@@ -549,6 +558,7 @@ async fn slow_settle_holds_up_no_renewal(client: &Client) {
         settle_delay: Duration::from_millis(2500),
         slow_settles: Arc::new(1.into()),
         renewals_fail: Default::default(),
+        scores_begin: None,
     };
     let a = Worker::builder(slow)
         .register::<Nap>()
@@ -633,6 +643,7 @@ async fn throttling_worker(client: &Client) -> (Worker<Slow<AnyBackend>>, Arc<Se
         settle_delay: Duration::from_millis(300),
         slow_settles: Arc::new(u32::MAX.into()),
         renewals_fail: Default::default(),
+        scores_begin: None,
     };
     let w = Worker::builder(backend)
         .register::<Nap>()
@@ -748,4 +759,104 @@ async fn keyless_key_throttle_held(client: &Client) {
         "a job started {:?} after the throttler, during its 60 s throttle of the queue",
         late.first().map(|at| *at - k[0]),
     );
+}
+
+// ---------------------------------------------------------------------------
+// A deleted job's run that ends while its lost lease is classified.
+// ---------------------------------------------------------------------------
+
+/// Waits for its gate, then succeeds.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "audit_gated", queue = "audit_q")]
+struct Gated;
+
+impl Job for Gated {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Seen>>()?
+            .starts
+            .lock()
+            .unwrap()
+            .push(("gated".into(), Instant::now()));
+        ctx.data::<Arc<tokio::sync::Notify>>()?.notified().await;
+        Ok(())
+    }
+}
+
+/// The end hooks heard: "succeeded", or "cancelled:<reason>".
+#[derive(Clone, Default)]
+struct Ends(Arc<Mutex<Vec<String>>>);
+
+impl redjob::worker::Hooks for Ends {
+    fn succeeded(&self, _: &redjob::worker::JobRun<'_>, _: Duration) {
+        self.0.lock().unwrap().push("succeeded".into());
+    }
+
+    fn cancelled(
+        &self,
+        _: &redjob::worker::JobRun<'_>,
+        _: Duration,
+        why: redjob::worker::CancelReason,
+    ) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("cancelled:{}", why.as_str()));
+    }
+}
+
+/// A job deleted while it runs is reported `cancelled` as `deleted` ("it does
+/// not run again", `CancelReason::Deleted`) once the worker learns of it: its
+/// lease renewal finds it gone, and one read of its score tells a deleted job
+/// from one delivered again. A handler that returned during that read was
+/// reported `lease_lost` ("it runs again"), which the job never did: the
+/// reason was set only if the run still went when the read came back. The
+/// read here takes 50 ms, and the handler returns as it begins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_jobs_run_ending_while_its_lost_lease_is_classified_is_reported_deleted() {
+    let client = Client::memory(MemoryBackend::new());
+    client
+        .queues()
+        .create_queue(Q, QueueOptions::default())
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let ends = Ends::default();
+    let backend = Slow {
+        inner: client.backend(),
+        settle_delay: Duration::ZERO,
+        slow_settles: Arc::new(0.into()),
+        renewals_fail: Default::default(),
+        scores_begin: Some(gate.clone()),
+    };
+    let w = Worker::builder(backend)
+        .register::<Gated>()
+        .lease(Duration::from_secs(1))
+        .data(seen.clone())
+        .data(gate)
+        .hooks(ends.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = serve(w).await;
+    let id = client.enqueue(&Gated).await.unwrap();
+    assert!(
+        common::wait_until(Duration::from_secs(5), || {
+            !seen.starts_of("gated").is_empty()
+        })
+        .await
+    );
+    assert_eq!(
+        client.cancel(Q, &id).await.unwrap(),
+        redjob::inspect::Cancelled::Cancelling
+    );
+    let heard = common::wait_until(Duration::from_secs(5), || {
+        !ends.0.lock().unwrap().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ends = ends.0.lock().unwrap().clone();
+    w.stop().await;
+    assert!(heard, "no end hook heard");
+    assert_eq!(ends, ["cancelled:deleted"]);
 }

@@ -426,3 +426,45 @@ async fn a_tick_enqueued_late_is_listed_after_a_job_enqueued_before_it() {
         listed.iter().map(|e| (e.id, e.due)).collect::<Vec<_>>()
     );
 }
+
+/// A tick whose job is over its queue's maxsize (a 2,000-byte body, a queue
+/// of 1,024).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit-big-tick", queue = "small-ticks")]
+struct BigTick {
+    pad: String,
+}
+
+impl Job for BigTick {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<Log>>()?.push(ctx, "big")
+    }
+}
+
+/// A worker that cannot enqueue a tick's job (over its queue's maxsize) logs
+/// it and skips the tick, and its other schedules tick on (worker/periodic.rs:
+/// "cannot enqueue the periodic job; tick skipped"); the kit is to tick "as a
+/// worker running all along would". Its `advance` stopped at the first such
+/// tick with `MessageTooLarge`, and no schedule ticked past it.
+#[tokio::test(start_paused = true)]
+async fn a_tick_too_large_for_its_queue_is_skipped_as_a_worker_skips_it() {
+    use redjob::queue::{QueueOptions, Queues};
+    let (kit, log) = kit();
+    let small = QueueOptions {
+        maxsize: 1024,
+        ..QueueOptions::default()
+    };
+    kit.backend()
+        .create_queue("small-ticks", small)
+        .await
+        .unwrap();
+    let every = || Schedule::every(Duration::from_secs(60)).unwrap();
+    let big = BigTick {
+        pad: "x".repeat(2000),
+    };
+    let kit = kit.periodic(every(), big).periodic(every(), Minutely);
+    let run = kit.advance(Duration::from_secs(180)).await.unwrap();
+    assert_eq!((run.ticks, run.processed), (3, 3));
+    let ran: Vec<String> = log.take().into_iter().map(|(_, what)| what).collect();
+    assert_eq!(ran, ["minutely"; 3]);
+}

@@ -213,6 +213,7 @@ async fn pause_resume_purge_and_delete_a_queue_destructive_ones_asking_first() {
         throttles: vec![Throttle {
             id: d.id,
             token: d.token,
+            deliveries: d.token.attempt().saturating_sub(1),
             delay: Duration::from_secs(3600),
             error: "429".into(),
             key: false,

@@ -35,8 +35,9 @@ use crate::{Error, JobId, Result};
 /// of [`then`](Self::then) one level a step, so at most 32 steps. A deeper
 /// flow fails [`Client::enqueue_flow`] with
 /// [`InvalidValue`](crate::Error::InvalidValue) before anything is sent
-/// (the enqueue goes down a level at a time, and in a debug build a chain
-/// of about 90 steps overflowed a thread's 2 MiB stack). A flow's width is
+/// (the limit bounds how long a chain's failure takes to climb it, a flow
+/// a step; the enqueue, and a failure's climb, go a level at a time without
+/// nesting calls). A flow's width is
 /// not bounded: a parent may wait for as many children as a batch holds
 /// jobs.
 ///
@@ -252,7 +253,7 @@ impl Client {
         }
         check(&flow)?;
         let mut opened = Opened::new(self);
-        let enqueued = self.enqueue_node(flow, None, &mut opened.groups).await;
+        let enqueued = self.enqueue_tree(flow, &mut opened.groups).await;
         if enqueued.is_err() {
             // a flow enqueued part way is cancelled, top group first: its
             // parents are cancelled, the jobs sent so far when fetched
@@ -264,91 +265,124 @@ impl Client {
         enqueued.map_err(whole)
     }
 
-    /// Opens the group of `node`'s parent (its callbacks), sends its
-    /// children (opening their own groups first), then seals it.
-    fn enqueue_node<'a>(
-        &'a self,
+    /// Enqueues `flow` a node at a time, with a stack of its own rather
+    /// than a nested call a level (a chain at [`Flow::MAX_DEPTH`] nested 32
+    /// deep, about 1.1 MB of stack in a debug build): each node's group is
+    /// opened (its parent's callbacks) and its parent waits, then its
+    /// children are sent, a child flow's own children first, then it is
+    /// sealed. Returns the top parent's id.
+    async fn enqueue_tree(&self, flow: Flow, opened: &mut Vec<BatchId>) -> Result<JobId> {
+        let mut stack = vec![self.open_node(flow, None, opened).await?];
+        loop {
+            let Some(top) = stack.last_mut() else {
+                unreachable!("the stack holds the top node until it is sealed");
+            };
+            match top.rest.next() {
+                Some((index, Child::Job(m))) => {
+                    let (q, msg) = m?;
+                    top.leaves.push((index, q, msg));
+                }
+                Some((index, Child::Flow(f))) => {
+                    let r = BatchRef {
+                        batch: top.group,
+                        index,
+                    };
+                    let node = self.open_node(f, Some(r), opened).await?;
+                    stack.push(node);
+                }
+                Some((_, Child::After(..))) => {}
+                None => {
+                    let Some(done) = stack.pop() else {
+                        unreachable!("a node was on top");
+                    };
+                    send_members(self, done.group, done.leaves).await?;
+                    self.backend.batch_seal(&done.group, done.total).await?;
+                    if stack.is_empty() {
+                        return Ok(done.parent);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Opens the group of `node`'s parent (its callbacks), records the
+    /// parent waiting and registers its children enqueued earlier: the node
+    /// whose other children are to be sent.
+    async fn open_node(
+        &self,
         mut node: Flow,
         member_of: Option<BatchRef>,
-        opened: &'a mut Vec<BatchId>,
-    ) -> futures::future::BoxFuture<'a, Result<JobId>> {
-        Box::pin(async move {
-            // taken out: a flow is dropped by its own Drop
-            let children = std::mem::take(&mut node.children);
-            let (queue, body, name) = std::mem::replace(&mut node.parent, Ok(Default::default()))?;
-            let body = match &member_of {
-                Some(r) => with_batch(&body, r),
-                None => body,
-            };
-            let parent = fresh_id(&self.backend);
-            let group = BatchId(fresh_id(&self.backend));
-            // listed before it is opened: an enqueue dropped while the open
-            // is under way cancels it too (cancels go after it, on the same
-            // connection; one not opened is no batch)
-            opened.push(group);
-            let callback = |kind| Callback {
-                kind,
-                queue: queue.clone(),
-                body: body.clone(),
-                id: Some(parent),
-                cancel: kind == CallbackKind::Failed && node.cancel,
-            };
-            self.backend
-                .batch_open(&BatchSpec {
-                    id: group,
-                    callbacks: vec![
-                        callback(CallbackKind::Parent),
-                        callback(CallbackKind::Failed),
-                    ],
-                    description: Some(format!("flow {name} {parent}")),
-                    members: children.len() as u64,
-                })
-                .await?;
-            // found by id, and awaited, while its children run
-            crate::contract::backend::creating(&self.backend, &queue, &self.queue_defaults, || {
-                self.backend.flow_wait(&queue, &parent, &group, &body)
+        opened: &mut Vec<BatchId>,
+    ) -> Result<Node> {
+        // taken out: a flow is dropped by its own Drop
+        let children = std::mem::take(&mut node.children);
+        let (queue, body, name) = std::mem::replace(&mut node.parent, Ok(Default::default()))?;
+        let body = match &member_of {
+            Some(r) => with_batch(&body, r),
+            None => body,
+        };
+        let parent = fresh_id(&self.backend);
+        let group = BatchId(fresh_id(&self.backend));
+        // listed before it is opened: an enqueue dropped while the open
+        // is under way cancels it too (cancels go after it, on the same
+        // connection; one not opened is no batch)
+        opened.push(group);
+        let callback = |kind| Callback {
+            kind,
+            queue: queue.clone(),
+            body: body.clone(),
+            id: Some(parent),
+            cancel: kind == CallbackKind::Failed && node.cancel,
+        };
+        self.backend
+            .batch_open(&BatchSpec {
+                id: group,
+                callbacks: vec![
+                    callback(CallbackKind::Parent),
+                    callback(CallbackKind::Failed),
+                ],
+                description: Some(format!("flow {name} {parent}")),
+                members: children.len() as u64,
             })
             .await?;
-            let total = children.len() as u64;
-            // jobs enqueued earlier first: one that cannot be waited for
-            // fails the enqueue before any child is sent
-            let mut rest = Vec::new();
-            for (index, child) in children.into_iter().enumerate() {
-                let r = BatchRef {
-                    batch: group,
-                    index: index as u64,
-                };
-                match child {
-                    Child::After(q, id) => self.backend.flow_after(&q, &id, &r).await?,
-                    other => rest.push((r.index, other)),
-                }
+        // found by id, and awaited, while its children run
+        crate::contract::backend::creating(&self.backend, &queue, &self.queue_defaults, || {
+            self.backend.flow_wait(&queue, &parent, &group, &body)
+        })
+        .await?;
+        let total = children.len() as u64;
+        // jobs enqueued earlier first: one that cannot be waited for
+        // fails the enqueue before any child is sent
+        let mut rest = Vec::new();
+        for (index, child) in children.into_iter().enumerate() {
+            let r = BatchRef {
+                batch: group,
+                index: index as u64,
+            };
+            match child {
+                Child::After(q, id) => self.backend.flow_after(&q, &id, &r).await?,
+                other => rest.push((r.index, other)),
             }
-            let mut leaves = Vec::new();
-            for (index, child) in rest {
-                match child {
-                    Child::Job(m) => {
-                        let (q, msg) = m?;
-                        leaves.push((index, q, msg));
-                    }
-                    Child::Flow(f) => {
-                        self.enqueue_node(
-                            f,
-                            Some(BatchRef {
-                                batch: group,
-                                index,
-                            }),
-                            opened,
-                        )
-                        .await?;
-                    }
-                    Child::After(..) => {}
-                }
-            }
-            send_members(self, group, leaves).await?;
-            self.backend.batch_seal(&group, total).await?;
-            Ok(parent)
+        }
+        Ok(Node {
+            group,
+            parent,
+            total,
+            rest: rest.into_iter(),
+            leaves: Vec::new(),
         })
     }
+}
+
+/// A flow's node being enqueued: its group, its parent's id, how many
+/// children it has, those still to send (a child flow is enqueued before
+/// the next), and its jobs to send once its child flows are enqueued.
+struct Node {
+    group: BatchId,
+    parent: JobId,
+    total: u64,
+    rest: std::vec::IntoIter<(u64, Child)>,
+    leaves: Vec<(u64, String, SendMessage)>,
 }
 
 /// Every job of `flow` encodes, every queue name is valid and it nests no

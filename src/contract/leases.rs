@@ -380,6 +380,12 @@ pub struct Throttle {
     pub id: JobId,
     /// The delivery's token.
     pub token: Token,
+    /// Deliveries to count so far when the throttle does not count: one
+    /// less than the token's attempt for a run of one delivery, less again
+    /// for each re-delivery merged into the run (all given back, as a
+    /// release gives them). A throttle that counts (past
+    /// [`Settle::throttle_limit`] in a row) keeps the token's attempt.
+    pub deliveries: u32,
     /// How long the job, and its queue, wait.
     pub delay: Duration,
     /// What the handler said.

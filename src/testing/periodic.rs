@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::Result;
 use crate::backend::memory::MemoryBackend;
 use crate::contract::admin::{Missed, Tick, Ticked};
 use crate::contract::backend::Backend;
 use crate::contract::queues::QueueOptions;
 use crate::job::Job;
 use crate::worker::{Periodic, Ticker};
+use crate::{Error, Result};
 
 /// A schedule the kit ticks.
 pub(super) struct KitTicker {
@@ -39,7 +39,8 @@ impl KitTicker {
     }
 
     /// Enqueues tick `at` (a catch-up: only when an earlier one was recorded);
-    /// whether it was enqueued.
+    /// whether it was enqueued. A tick whose job cannot be enqueued (over its
+    /// queue's maxsize) is logged and skipped, as a worker skips it.
     async fn tick(&self, backend: &MemoryBackend, at: u64, catch_up: bool) -> Result<bool> {
         let p = &self.t.p;
         let tick = Tick {
@@ -48,10 +49,18 @@ impl KitTicker {
             catch_up,
             next_ms: p.schedule.next_after(at),
         };
-        let r = backend
+        match backend
             .tick(&p.queue, &tick, &self.t.msg, &QueueOptions::default())
-            .await?;
-        Ok(matches!(r, Ticked::Enqueued { .. }))
+            .await
+        {
+            Ok(r) => Ok(matches!(r, Ticked::Enqueued { .. })),
+            // as worker/periodic.rs's enqueue: the schedule ticks on
+            Err(e @ (Error::MessageTooLarge { .. } | Error::InvalidValue { .. })) => {
+                tracing::error!(periodic = %p.name, tick = at, error = %e, "cannot enqueue the periodic job; tick skipped");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// For its listing in the kit's `Debug`.

@@ -327,8 +327,10 @@ impl<B: Backend> WorkerBuilder<B> {
     /// the reason. In a rolling deploy an old worker fetches the new types' jobs;
     /// a worker of the new version runs them meanwhile. `Duration::ZERO`
     /// dead-letters them at once; so is a job whose id says it was sent
-    /// further ahead than the window (a clock that stepped back). Defaults
-    /// to 1 hour.
+    /// further ahead than the window (a clock that stepped back). The send's
+    /// time is the one the job's id carries: a periodic job's is its tick's,
+    /// so a tick enqueued late (a catch-up after a downtime) has that much
+    /// less of the window. Defaults to 1 hour.
     ///
     /// ```
     /// use std::time::Duration;

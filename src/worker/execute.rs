@@ -11,13 +11,14 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::hooks::{CancelReason, JobRun, UNDECODABLE};
-use super::leases::Leases;
+use super::leases::{Leases, Lost};
 use super::metrics::JobMetrics;
 use super::observe::End;
 use super::per_queue::PerQueue;
 use super::recount::{Limits, PANIC_DELAY, PANIC_LIMITS, recount};
 use super::settle::{Event, Outcome};
 use super::{MAX_DELAY, Shared};
+use crate::JobId;
 use crate::contract::attempts::AttemptOutcome;
 use crate::contract::leases::Delivery;
 use crate::job::cancel::RunCancel;
@@ -51,6 +52,9 @@ pub(crate) struct RunEnv {
     pub per_queue: Arc<PerQueue>,
     pub leases: Arc<Leases>,
     pub queue_slots: Arc<super::limit::Limit>,
+    /// The worker's runs: the rare run whose end hooks wait is told of in
+    /// a task of its own there (see `execute`).
+    pub tracker: tokio_util::task::TaskTracker,
 }
 
 /// A spawned run's place: its slot of the worker and of the queue, given back
@@ -373,6 +377,62 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
         tracing::debug!(job.id = %id, "finished after its lease was lost or ran out; not settled");
     }
     let Some(heard) = heard else { return };
+    let told = Ended {
+        id,
+        attempt: settled_attempt,
+        heard,
+        report,
+        at: ended,
+        span: job_span,
+    };
+    match finished.map_err(Lost::known) {
+        Ok(()) => tell_end(&slot.env, told, Ok(())),
+        Err(Ok(why)) => tell_end(&slot.env, told, Err(why)),
+        // its lease found gone as it ended, why still read: told once read
+        // (a deleted job is no lost lease), within a tenth of a second, by
+        // a task of the worker's runs (not awaited here: a run's future
+        // stays small; its slots are given back meanwhile)
+        Err(Err(lost)) => {
+            let env = slot.env.clone();
+            slot.env.tracker.spawn(async move {
+                let why = lost.why().await;
+                tell_end(&env, told, Err(why));
+            });
+        }
+    }
+}
+
+/// What the end hooks and metrics are told of a run that ended (see
+/// [`tell_end`]).
+struct Ended {
+    id: JobId,
+    /// The attempt it is settled as.
+    attempt: u32,
+    /// How it ended.
+    heard: Outcome,
+    report: Report,
+    /// When it ended.
+    at: Instant,
+    span: Option<tracing::Span>,
+}
+
+/// Tells the end hooks and metrics how a run ended: `finished`, its outcome
+/// is settled; else why not.
+fn tell_end(env: &RunEnv, e: Ended, finished: Result<(), CancelReason>) {
+    let Ended {
+        id,
+        attempt,
+        heard,
+        report,
+        at: ended,
+        span: job_span,
+    } = e;
+    let RunEnv {
+        queue,
+        shared,
+        per_queue,
+        ..
+    } = env;
     let took = report
         .started
         .map(|(at, _)| ended.saturating_duration_since(at));
@@ -396,7 +456,7 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     };
     let job = report.job.as_deref().unwrap_or(UNDECODABLE);
     let waited = report.started.map_or(Duration::ZERO, |(_, w)| w);
-    let run = JobRun::new(id, queue, job, settled_attempt, waited);
+    let run = JobRun::new(id, queue, job, attempt, waited);
     let ended = || {
         shared
             .observer

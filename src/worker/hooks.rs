@@ -104,11 +104,13 @@ impl CancelReason {
 /// cancelled or deleted while it runs is reported
 /// [`cancelled`](Self::cancelled) when the worker learns of it before the
 /// handler returns: at once, from the notice the cancel sends (a worker that
-/// missed it learns at the lease's next renewal, every third of the lease),
-/// and the run is stopped. A handler that returns before that is reported
+/// missed it learns at the lease's next renewal, every third of the lease,
+/// and reads why the lease is gone: a handler that returns during that
+/// read is reported once it is known), and the run is stopped. A handler
+/// that returns before that is reported
 /// with its own outcome (`succeeded`, say), though its settle then finds the
 /// job gone and the queue's history says cancelled. Hooks run on
-/// the job's task: keep them quick and hand slow work to a channel or a spawned
+/// the job's task (those told after that read, on a task of their own): keep them quick and hand slow work to a channel or a spawned
 /// task. A hook that panics is logged and ignored.
 ///
 /// ```

@@ -319,6 +319,7 @@ impl<B: Backend> Worker<B> {
             per_queue,
             leases,
             queue_slots: w.limits[name].0.clone(),
+            tracker: w.tracker.clone(),
         });
         let d = Arc::new(Dispatcher {
             backend: self.backend.clone(),

@@ -141,6 +141,47 @@ pub(crate) struct Table {
     /// The worker's runs were cancelled ([`Leases::cancel_runs`]): a run
     /// admitted after is cancelled from the start.
     pub aborted: bool,
+    /// Runs whose lease a renewal found gone, while one read of their scores
+    /// tells why (see renew.rs's `report_lost`): a run that ends meanwhile
+    /// takes its entry, and waits for the reason (see [`Lost::why`]).
+    pub classifying: HashMap<JobId, Classifying, IdHash>,
+}
+
+/// Why a lease a renewal found gone was lost, told once read (`None` until
+/// then).
+pub(crate) type Classifying = tokio::sync::watch::Receiver<Option<CancelReason>>;
+
+/// Why a run's end is not settled (see [`Leases::finish`]).
+pub(crate) struct Lost {
+    why: CancelReason,
+    /// The run's lease was found gone and why is still being read.
+    told: Option<Classifying>,
+}
+
+impl Lost {
+    /// Why, when known already; else itself, to wait for it with
+    /// [`why`](Self::why).
+    pub fn known(self) -> Result<CancelReason, Lost> {
+        match self.told.as_ref().map(|told| *told.borrow()) {
+            None => Ok(self.why),
+            Some(Some(why)) => Ok(why),
+            Some(None) => Err(self),
+        }
+    }
+
+    /// Why the run's end is not settled: when its lease was found gone and
+    /// the reason is still being read, once read (a deleted job is not
+    /// reported as a lost lease, which runs again). The read is bounded
+    /// (renew.rs); should its reader go away, a lost lease.
+    pub async fn why(self) -> CancelReason {
+        let Some(mut told) = self.told else {
+            return self.why;
+        };
+        match told.wait_for(Option::is_some).await {
+            Ok(why) => (*why).unwrap_or(self.why),
+            Err(_) => self.why,
+        }
+    }
 }
 
 /// Cancels a worker's runs: its `abort` token, then the run of every delivery
@@ -245,6 +286,7 @@ impl Leases {
             held,
             done,
             aborted,
+            ..
         } = &mut *t;
         if let Some(h) = held.get_mut(&id) {
             // a retry or release that landed (its reply lost) made the job due
@@ -348,8 +390,8 @@ impl Leases {
 
     /// Records how run `run` of `id` ended, to be settled (with a succeeded
     /// run's `body`, for its history entry); or, when there is nothing to
-    /// settle (its lease was lost or ran out, or it was given up at
-    /// shutdown), why.
+    /// settle (its lease was lost or ran out, its job deleted, or it was
+    /// given up at shutdown), why.
     pub fn finish(
         &self,
         id: JobId,
@@ -357,7 +399,7 @@ impl Leases {
         outcome: Outcome,
         ran: (u64, u64, AttemptOutcome),
         body: Option<Vec<u8>>,
-    ) -> Result<(), CancelReason> {
+    ) -> Result<(), Lost> {
         self.finish_counted(id, run, outcome, ran, body, |_, _| {})
     }
 
@@ -376,13 +418,14 @@ impl Leases {
         ran: (u64, u64, AttemptOutcome),
         body: Option<Vec<u8>>,
         recount: impl FnOnce(&mut Outcome, u32),
-    ) -> Result<(), CancelReason> {
+    ) -> Result<(), Lost> {
         let mut t = self.lock();
         match t.held.get_mut(&id) {
             Some(h) if h.run == run && h.lost => {
                 let why = h.reason.unwrap_or(CancelReason::LeaseLost);
                 t.held.remove(&id);
-                Err(why)
+                let told = t.classifying.remove(&id);
+                Err(Lost { why, told })
             }
             Some(h) if h.run == run => {
                 recount(&mut outcome, h.token.attempt());
@@ -395,7 +438,10 @@ impl Leases {
                 self.changed();
                 Ok(())
             }
-            _ => Err(CancelReason::LeaseLost),
+            _ => Err(Lost {
+                why: CancelReason::LeaseLost,
+                told: None,
+            }),
         }
     }
 

@@ -484,6 +484,42 @@ pub async fn a_flow_does_not_create_again_its_parents_deleted_queue(env: &Env) {
     );
 }
 
+/// A flow whose parent's queue was deleted while the parent waited, and
+/// whose child dies, does not create that queue again to dead-letter the
+/// parent (it was created again, its dead letter in it): the parent went
+/// with its queue, as one whose children succeed does.
+pub async fn a_failed_flow_does_not_create_again_its_parents_deleted_queue(env: &Env) {
+    use redjob::queue::Queues;
+    let seen = Arc::new(Seen::default());
+    env.client
+        .enqueue_flow(Flow::new(&Parent { n: 1 }).child(&Child { n: 1, die: true }))
+        .await
+        .unwrap();
+    env.queues().delete_queue("flows_p").await.unwrap();
+    let w = Worker::builder(env.client.backend())
+        .register::<Child>()
+        .data(seen.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let running = start_serving(w).await;
+    for _ in 0..200 {
+        if !seen.ran.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // the child's settle fails its flow
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    assert_eq!(*seen.ran.lock().unwrap(), ["c1"]);
+    let queues = env.queues().list_queues().await.unwrap();
+    assert!(
+        !queues.iter().any(|q| q == "flows_p"),
+        "the parent's deleted queue is back: {queues:?}"
+    );
+}
+
 pub async fn a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs(env: &Env) {
     let c = &env.client;
     // no worker: the children wait in their queue

@@ -562,6 +562,7 @@ pub async fn throttled_jobs_keep_their_keys_places_and_a_send_waits_out_the_thro
             .map(|j| redjob::backend::Throttle {
                 id: j.id,
                 token: j.token,
+                deliveries: j.token.attempt().saturating_sub(1),
                 delay: Duration::from_secs(1),
                 error: "429".into(),
                 key: true,
@@ -934,6 +935,7 @@ pub async fn a_key_throttle_settled_beside_a_dead_letter_sends_the_keys_retry_ba
         throttles: vec![Throttle {
             id: t.id,
             token: t.token,
+            deliveries: t.token.attempt().saturating_sub(1),
             delay: Duration::from_secs(60),
             error: "429".into(),
             key: true,
@@ -1024,6 +1026,7 @@ async fn two_leased_one_throttling(
         throttles: vec![redjob::backend::Throttle {
             id: leased[0].id,
             token: leased[0].token,
+            deliveries: leased[0].token.attempt().saturating_sub(1),
             delay: throttle,
             error: "429".into(),
             key: true,

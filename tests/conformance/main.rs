@@ -522,6 +522,7 @@ macro_rules! conformance_suite {
             a_parent_cancelled_while_it_waits_never_runs_and_its_waiters_learn_it,
             a_cancelled_parent_never_runs_though_its_queue_is_deleted_and_created_again,
             a_flow_does_not_create_again_its_parents_deleted_queue,
+            a_failed_flow_does_not_create_again_its_parents_deleted_queue,
             a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs,
             a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain,
             a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,

@@ -477,6 +477,7 @@ pub async fn a_delivery_whose_job_moved_to_another_priority_is_not_gone(env: &En
         throttles: vec![Throttle {
             id,
             token,
+            deliveries: token.attempt().saturating_sub(1),
             delay: Duration::ZERO,
             error: "throttled".into(),
             key: false,

@@ -116,6 +116,7 @@ async fn throttle_once(env: &Env, ms: u64, limit: u32) -> u32 {
         throttles: vec![Throttle {
             id: d.id,
             token: d.token,
+            deliveries: d.token.attempt().saturating_sub(1),
             delay: Duration::from_millis(ms),
             error: "429".into(),
             key: false,

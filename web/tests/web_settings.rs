@@ -484,6 +484,7 @@ async fn a_throttle_is_shown_and_ended_from_the_queue_page() {
         throttles: vec![Throttle {
             id: d.id,
             token: d.token,
+            deliveries: d.token.attempt().saturating_sub(1),
             delay: Duration::from_secs(3600),
             error: "429".into(),
             key: false,

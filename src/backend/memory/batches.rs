@@ -189,13 +189,19 @@ impl State {
         let mut more = Vec::new();
         for cb in due {
             let now = now_us / 1000;
-            // a flow's parent waited in its queue since its flow was
+            // a sealed flow's parent waited in its queue since its flow was
             // enqueued: a queue deleted since is not created again for it,
-            // nor is the parent sent (as on Redis)
-            if cb.kind == CallbackKind::Parent
+            // nor is the parent sent, nor dead-lettered (as on Redis; one
+            // whose flow's enqueue stopped before its seal may have no queue
+            // yet: made, for its record)
+            if matches!(cb.kind, CallbackKind::Parent | CallbackKind::Failed)
                 && cb.id.is_some()
+                && status.sealed
                 && !self.queues.contains_key(&cb.queue)
             {
+                if cb.kind == CallbackKind::Failed {
+                    tracing::warn!(queue = %cb.queue, parent = ?cb.id, "a flow's failed parent whose queue was deleted went with it: not dead-lettered, its queue not created again");
+                }
                 continue;
             }
             let q = self.queues.entry(cb.queue.clone()).or_insert_with(|| {

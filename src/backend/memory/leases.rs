@@ -536,7 +536,7 @@ impl Backend for MemoryBackend {
                 attempt
             } else {
                 m.released_lease = Some(t.token.lease_until_ms());
-                attempt.saturating_sub(1)
+                t.deliveries.min(MAX_COUNT)
             };
             q.rescore(
                 t.id,

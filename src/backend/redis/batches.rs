@@ -31,6 +31,11 @@ use crate::contract::batches::{
 use crate::contract::queues::{QueueOptions, validate};
 use crate::{Error, Result};
 
+/// Finishes flows' failed parents entered in their queues (`ns:q:bout`),
+/// by queue, still to be counted in their flows: counted by
+/// [`Rsmq::cascade`]'s loop, not by the call that failed the parents.
+pub(super) type Entered = Vec<(String, Vec<String>)>;
+
 /// How long a completed batch is kept (7 days).
 pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
 
@@ -125,68 +130,83 @@ impl Rsmq {
     /// A callback that can never be sent (its body over its queue's
     /// maxsize) is dropped with an error logged, rather than retried forever.
     /// A flow's failed parent is dead-lettered or cancelled instead, and
-    /// counted in its own flow when it is a child of one.
-    pub(super) fn fire<'a>(
-        &'a self,
-        id: &'a BatchId,
-        r: Reply,
-    ) -> futures::future::BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            if r.due.is_empty() {
-                return Ok(());
+    /// counted in its own flow when it is a child of one (and so on up a
+    /// chain, by [`cascade`](Self::cascade)'s loop).
+    pub(super) async fn fire(&self, id: &BatchId, r: Reply) -> Result<()> {
+        let mut later = Entered::new();
+        let fired = self.fire_step(id, r, &mut later).await;
+        self.cascade(later).await;
+        fired
+    }
+
+    /// Counts the finishes failed parents entered (`later`), and those the
+    /// parents they fail in turn enter, in a loop: a chain failing whole
+    /// is one turn a step, not one nested call a step (a chain at
+    /// `Flow::MAX_DEPTH` nested 32 deep, near a 2 MB stack in a debug
+    /// build). A count that fails is logged: the queue was marked first, so a
+    /// sweep counts it.
+    async fn cascade(&self, mut later: Entered) {
+        while let Some((queue, entered)) = later.pop() {
+            if let Err(e) = self.settle_once(&queue, &entered, &mut later).await {
+                tracing::warn!(queue, error = %e, "counting a failed parent's finish failed; a worker's sweep counts it");
             }
-            let mut sent = Vec::new();
-            for cb in &r.due {
-                let mark = format!("{id}:{}", cb.kind.code());
-                let queue = &cb.queue;
-                let send = if cb.kind == CallbackKind::Failed {
-                    let why = crate::contract::batches::failed_parent_why(&r.status);
-                    // a cancelled flow's parent is cancelled
-                    let mut cb = cb.clone();
-                    cb.cancel |= r.status.cancelled_at_ms.is_some();
-                    self.fail_parent(&cb, &r.status, &why, &mark).await
-                } else {
-                    let body = callback_body(&cb.body, &r.status);
-                    crate::contract::backend::creating(
-                        self,
-                        queue,
-                        &QueueOptions::default(),
-                        || self.send_once(queue, &body, &mark, cb.id.as_ref()),
-                    )
-                    .await
-                };
-                match send {
-                    Ok(true) => {}
-                    // a flow's parent its flow neither sends nor fails (a
-                    // caller cancelled it while it waited): its flow fired
-                    // the callback it waited on, so the cancel's marks age
-                    Ok(false) => {
-                        if let (Some(parent), CallbackKind::Parent | CallbackKind::Failed) =
-                            (cb.id, cb.kind)
-                        {
-                            self.age_cancel_marks(queue, id, &parent).await;
-                        }
+        }
+    }
+
+    /// [`fire`](Self::fire) without counting the finishes the parents it
+    /// fails enter: added to `later`.
+    async fn fire_step(&self, id: &BatchId, r: Reply, later: &mut Entered) -> Result<()> {
+        if r.due.is_empty() {
+            return Ok(());
+        }
+        let mut sent = Vec::new();
+        for cb in &r.due {
+            let mark = format!("{id}:{}", cb.kind.code());
+            let queue = &cb.queue;
+            let send = if cb.kind == CallbackKind::Failed {
+                let why = crate::contract::batches::failed_parent_why(&r.status);
+                // a cancelled flow's parent is cancelled
+                let mut cb = cb.clone();
+                cb.cancel |= r.status.cancelled_at_ms.is_some();
+                self.fail_parent(&cb, &r.status, &why, &mark, later).await
+            } else {
+                let body = callback_body(&cb.body, &r.status);
+                crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
+                    self.send_once(queue, &body, &mark, cb.id.as_ref())
+                })
+                .await
+            };
+            match send {
+                Ok(true) => {}
+                // a flow's parent its flow neither sends nor fails (a
+                // caller cancelled it while it waited): its flow fired
+                // the callback it waited on, so the cancel's marks age
+                Ok(false) => {
+                    if let (Some(parent), CallbackKind::Parent | CallbackKind::Failed) =
+                        (cb.id, cb.kind)
+                    {
+                        self.age_cancel_marks(queue, id, &parent).await;
                     }
-                    // a flow's parent that can never be sent is failed instead
-                    // (its flow above, if any, learns it)
-                    Err(e @ Error::InvalidValue { .. }) if cb.kind == CallbackKind::Parent => {
-                        tracing::error!(batch = %id, queue, error = %e, "a flow's parent that cannot be enqueued is dead-lettered");
-                        let why = format!(
-                            "it cannot be enqueued: its body exceeds queue {queue:?}'s maxsize"
-                        );
-                        self.fail_parent(cb, &r.status, &why, &format!("{id}:x"))
-                            .await?;
-                    }
-                    Err(e @ Error::InvalidValue { .. }) => {
-                        tracing::error!(batch = %id, queue, kind = ?cb.kind, error = %e, "a batch callback that cannot be sent is dropped");
-                    }
-                    Err(e) => return Err(e),
                 }
-                sent.push(cb.kind.code().to_string());
+                // a flow's parent that can never be sent is failed instead
+                // (its flow above, if any, learns it)
+                Err(e @ Error::InvalidValue { .. }) if cb.kind == CallbackKind::Parent => {
+                    tracing::error!(batch = %id, queue, error = %e, "a flow's parent that cannot be enqueued is dead-lettered");
+                    let why = format!(
+                        "it cannot be enqueued: its body exceeds queue {queue:?}'s maxsize"
+                    );
+                    self.fail_parent(cb, &r.status, &why, &format!("{id}:x"), later)
+                        .await?;
+                }
+                Err(e @ Error::InvalidValue { .. }) => {
+                    tracing::error!(batch = %id, queue, kind = ?cb.kind, error = %e, "a batch callback that cannot be sent is dropped");
+                }
+                Err(e) => return Err(e),
             }
-            self.batch_call(id, "f", &sent).await?;
-            Ok(())
-        })
+            sent.push(cb.kind.code().to_string());
+        }
+        self.batch_call(id, "f", &sent).await?;
+        Ok(())
     }
 
     /// Sends `body` to `queue` unless `mark` was sent there (send.lua's once
@@ -254,8 +274,14 @@ impl Rsmq {
     /// Applies finishes of `queue` (`<batch id> <index><how>,...`, as
     /// complete.lua enters them) to their batches and fires what fell due,
     /// each batch apart: returns the finishes of the batches that failed
-    /// (to be kept for a later try).
-    async fn apply<'m>(&self, queue: &str, members: &'m [String]) -> Vec<&'m String> {
+    /// (to be kept for a later try). The finishes the flows' parents it
+    /// fails enter go to `later`.
+    async fn apply<'m>(
+        &self,
+        queue: &str,
+        members: &'m [String],
+        later: &mut Entered,
+    ) -> Vec<&'m String> {
         // the results some finishes keep apart ("<index>r", in ns:q:bres)
         let fields: Vec<String> = members
             .iter()
@@ -332,7 +358,7 @@ impl Rsmq {
                     if r.foreign > 0 {
                         tracing::warn!(batch = %id, queue, finishes = r.foreign, "finishes of jobs naming an index their batch never gave out are not counted");
                     }
-                    self.fire(&id, r).await
+                    self.fire_step(&id, r, later).await
                 }
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
@@ -523,10 +549,24 @@ impl Rsmq {
     }
 
     pub(super) async fn settled_batches(&self, queue: &str, members: &[String]) -> Result<()> {
+        let mut later = Entered::new();
+        let settled = self.settle_once(queue, members, &mut later).await;
+        self.cascade(later).await;
+        settled
+    }
+
+    /// [`settled_batches`](Self::settled_batches) without counting the
+    /// finishes the parents it fails enter: added to `later`.
+    async fn settle_once(
+        &self,
+        queue: &str,
+        members: &[String],
+        later: &mut Entered,
+    ) -> Result<()> {
         if members.is_empty() {
             return Ok(());
         }
-        let failed = self.apply(queue, members).await;
+        let failed = self.apply(queue, members, later).await;
         let done: Vec<String> = members
             .iter()
             .filter(|m| !failed.contains(m))
@@ -579,16 +619,20 @@ impl Rsmq {
             finishes = old.len(),
             "counting batch finishes a worker left uncounted"
         );
-        let failed = self.apply(queue, &old).await;
+        let mut later = Entered::new();
+        let failed = self.apply(queue, &old, &mut later).await;
         let done: Vec<String> = old
             .iter()
             .filter(|m| !failed.contains(m))
             .cloned()
             .collect();
-        if done.is_empty() {
-            return Ok(true);
-        }
-        Ok(self.bout(queue, "d", &done).await?.0)
+        let left = if done.is_empty() {
+            Ok(true)
+        } else {
+            self.bout(queue, "d", &done).await.map(|(left, _)| left)
+        };
+        self.cascade(later).await;
+        left
     }
 
     pub(super) async fn results_of_batch(

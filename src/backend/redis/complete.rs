@@ -147,7 +147,7 @@ fn complete_args<A: Args>(a: &mut A, k: &QueueKeys, p: i8, part: &Settle) {
             .arg(error.as_deref().unwrap_or(""))
             .arg(rec);
     }
-    // a throttle: "t<limit>", the delivery given back unless the
+    // a throttle: "t<limit>", its deliveries given back unless the
     // job was throttled that many times in a row (complete.lua)
     // ("k<limit>" for a key's throttle)
     let (throttle, key_throttle) = if part.throttles.is_empty() {
@@ -161,12 +161,7 @@ fn complete_args<A: Args>(a: &mut A, k: &QueueKeys, p: i8, part: &Settle) {
         a.arg(t.id)
             .arg(t.token)
             .arg(crate::contract::backend::clamped_ms(t.delay))
-            .arg(
-                t.token
-                    .attempt()
-                    .saturating_sub(1)
-                    .min(crate::contract::leases::MAX_COUNT),
-            )
+            .arg(t.deliveries.min(crate::contract::leases::MAX_COUNT))
             .arg(if t.key { &key_throttle } else { &throttle })
             .arg(&error)
             .arg(
@@ -404,6 +399,7 @@ mod tests {
                 Throttle {
                     id: id(103),
                     token,
+                    deliveries: token.attempt().saturating_sub(1),
                     delay: Duration::from_secs(2),
                     error: "slow down".into(),
                     key: true,
@@ -411,6 +407,7 @@ mod tests {
                 Throttle {
                     id: id(104),
                     token: other,
+                    deliveries: other.attempt().saturating_sub(1),
                     delay: Duration::from_millis(10),
                     error: String::new(),
                     key: false,

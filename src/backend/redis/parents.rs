@@ -33,17 +33,21 @@ struct Failing<'a> {
 }
 
 impl Rsmq {
-    /// Dead-letters or cancels a flow's parent (`flow_fail.lua`), then counts
-    /// its finish in its own flow when it is a child of one. Its body carries
+    /// Dead-letters or cancels a flow's parent (`flow_fail.lua`); the finishes
+    /// it enters (in its own flow when it is a child of one, and in the
+    /// flows that wait for it) go to `later`, for the caller's loop to
+    /// count (see `Rsmq::cascade`). Its body carries
     /// its flow's `status` as a sent parent's does, so that a dead letter
     /// requeued still reads its children's results. False when its once mark
-    /// was there (failed already, or cancelled by a caller while it waited).
+    /// was there (failed already, or cancelled by a caller while it waited),
+    /// or its flow was sealed and its queue deleted since (it went with it).
     pub(super) async fn fail_parent(
         &self,
         cb: &Callback,
         status: &BatchStatus,
         why: &str,
         mark: &str,
+        later: &mut super::batches::Entered,
     ) -> Result<bool> {
         let Some(id) = cb.id else {
             return Err(Error::InvalidValue {
@@ -66,13 +70,29 @@ impl Rsmq {
         // flows that wait for it) should this worker stop before it does
         self.mark_batches(queue, std::time::Duration::from_secs(10))
             .await?;
-        let entered =
+        // a sealed flow's parent waited in its queue since its flow was
+        // enqueued (flow_wait made the queue): a queue deleted since is not
+        // created again for its dead letter (as its send makes none, see
+        // send_once). One whose flow's enqueue stopped before its seal may
+        // have no queue yet: made, for its record
+        let entered = if status.sealed {
+            match self.flow_fail(queue, &f).await {
+                Err(Error::QueueNotFound { .. }) => {
+                    tracing::warn!(queue, parent = %id, "a flow's failed parent whose queue was deleted went with it: not dead-lettered, its queue not created again");
+                    return Ok(false);
+                }
+                entered => entered?,
+            }
+        } else {
             crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
                 self.flow_fail(queue, &f)
             })
-            .await?;
+            .await?
+        };
         let failed = entered.is_some();
-        self.count_failed(queue, entered.unwrap_or_default()).await;
+        if let Some(entered) = entered.filter(|e| !e.is_empty()) {
+            later.push((queue.clone(), entered));
+        }
         Ok(failed)
     }
 

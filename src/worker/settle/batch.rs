@@ -140,6 +140,9 @@ impl<B: Backend> Settler<B> {
                     s.throttles.push(Throttle {
                         id,
                         token,
+                        // every delivery merged into the run goes back with
+                        // it, as for a release
+                        deliveries: token.attempt().saturating_sub(h.deliveries),
                         delay: *delay,
                         error: error.clone(),
                         key: *key,

@@ -15,6 +15,15 @@ use crate::job::cancel::RunCancel;
 use crate::worker::hooks::CancelReason;
 use crate::worker::leases::{Leases, Table, Uncertain};
 
+/// A running job whose lease a renewal found gone: its id, the token held,
+/// its run's cancel, and what tells a run that ends meanwhile why.
+type LostRun = (
+    JobId,
+    Token,
+    Arc<RunCancel>,
+    tokio::sync::watch::Sender<Option<CancelReason>>,
+);
+
 /// What renewals need of a settler, apart from it, so that they run while
 /// its settle call is under way (see [`Settler::flush_renewing`]).
 #[derive(Clone)]
@@ -93,20 +102,19 @@ impl<B: Backend> Renewer<B> {
 
     /// Says why running jobs lost their lease, then cancels their runs: one read
     /// of their scores (waited for `CLASSIFY_WAIT` at most) tells a deleted job
-    /// from one delivered again.
-    async fn report_lost(&self, lost: &[(JobId, Token, Arc<RunCancel>)]) {
-        let pairs: Vec<(JobId, Token)> = lost.iter().map(|(id, t, _)| (*id, *t)).collect();
+    /// from one delivered again. A run that ended during the read learns why
+    /// through its entry's sender (see [`Lost::why`](crate::worker::leases::Lost::why)).
+    async fn report_lost(&self, lost: Vec<LostRun>) {
+        let pairs: Vec<(JobId, Token)> = lost.iter().map(|l| (l.0, l.1)).collect();
         let scores = tokio::time::timeout(CLASSIFY_WAIT, self.backend.scores(&self.queue, &pairs))
             .await
             .unwrap_or_else(|_| Err(crate::Error::Protocol("no reply in time".into())));
-        for (k, (id, held, cancel)) in lost.iter().enumerate() {
+        for (k, (id, held, cancel, told)) in lost.into_iter().enumerate() {
+            let mut why = CancelReason::LeaseLost;
             match scores.as_ref().map(|s| s.get(k).copied().flatten()) {
                 Ok(None) => {
                     tracing::warn!(queue = %self.queue, job.id = %id, "job cancelled or deleted while it ran: cancelling the run; it will not run again");
-                    let mut t = self.leases.lock();
-                    if let Some(h) = t.held.get_mut(id).filter(|h| h.lost) {
-                        h.reason = Some(CancelReason::Deleted);
-                    }
+                    why = CancelReason::Deleted;
                 }
                 Ok(Some(now))
                     if now.attempt() != held.attempt()
@@ -121,6 +129,15 @@ impl<B: Backend> Renewer<B> {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run")
                 }
             }
+            {
+                let mut t = self.leases.lock();
+                t.classifying.remove(&id);
+                if let Some(h) = t.held.get_mut(&id).filter(|h| h.lost) {
+                    h.reason = Some(why);
+                }
+            }
+            // a run that ended during the read waits for this
+            told.send_replace(Some(why));
             cancel.cancel();
         }
     }
@@ -164,7 +181,12 @@ impl<B: Backend> Renewer<B> {
                             }
                             None => {
                                 if h.running {
-                                    lost.push((*id, *old, h.cancel.clone()));
+                                    // why is read next (report_lost): a run
+                                    // ending meanwhile waits for it
+                                    let cancel = h.cancel.clone();
+                                    let (told, classifying) = tokio::sync::watch::channel(None);
+                                    t.classifying.insert(*id, classifying);
+                                    lost.push((*id, *old, cancel, told));
                                 }
                                 // cancelled once report_lost knows why
                                 Leases::give_up(&mut t, id, CancelReason::LeaseLost, false);
@@ -191,7 +213,7 @@ impl<B: Backend> Renewer<B> {
             }
         };
         if !lost.is_empty() {
-            self.report_lost(&lost).await;
+            self.report_lost(lost).await;
         }
         renewed && resolved
     }

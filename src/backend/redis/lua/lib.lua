@@ -1305,7 +1305,8 @@ end
 -- last call of a purge of that cutoff: a purge of an earlier one leaves the
 -- time as it is, so that a purge that died stops counting moves then), and
 -- how many keyed jobs sent up to the cutoff went back to wait (K.wait), or
--- calls of dead_requeue.lua requeued letters sent up to it, since it was set;
+-- calls of dead_requeue.lua requeued letters sent up to it, or flows'
+-- parents of ids up to it were sent (send.lua), since it was set;
 -- a purge scans its sets again while that count changes (see purge.lua). Returns nil when there is none or it lapsed
 -- by `now` (whoever finds it so deletes or replaces it), else {cut, until,
 -- moves, text(moves)}.

@@ -23,7 +23,9 @@
 --          call sends nothing when the mark is there already (a batch's
 --          callback sent again after a crash, see batches.rs); otherwise it
 --          enters the mark with the messages, and drops up to 10 marks older
---          than 7 days
+--          than 7 days; a whole id sent (a flow's parent) sent up to a
+--          running purge's cutoff counts in its mark (the hash field
+--          "redjob:purging", see purge_mark in lib.lua)
 -- The hash field "redjob:handoff" names a worker waiting for the queue (its
 -- fetch set it): the first message, when due at once, is handed to it (see
 -- hand_off in lib.lua, four commands more: HMGET of the queue's flags, which
@@ -161,6 +163,13 @@ for i = 1, n do
   if KEYS[5] and #ARGV[b] == 32 then
     id = ARGV[b]
     redis.call("HDEL", KEYS[2], id .. ":w")
+    -- its id is its flow's, maybe up to a running purge's cutoff: counted
+    -- in the purge's mark, so that a pass that scanned its set scans again
+    -- (see purge.lua; plain sends, with fresh ids, skip this)
+    local m = purge_mark(redis.call("HGET", KEYS[2], "redjob:purging"), now)
+    if m and string.sub(id, 1, 10) <= m.cut then
+      redis.call("HSET", KEYS[2], "redjob:purging", m.text(m.moves + 1))
+    end
   end
   local when = ARGV[b + 1]
   local score = scores[when]
