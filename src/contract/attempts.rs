@@ -30,6 +30,7 @@ pub const MAX_ERROR: usize = 4096;
 ///
 /// assert_eq!(AttemptOutcome::LeaseLost.as_str(), "lease_lost");
 /// assert!(AttemptOutcome::Timeout.failed());
+/// assert_eq!(AttemptOutcome::Released.as_str(), "released");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,6 +55,12 @@ pub enum AttemptOutcome {
     /// without counting the delivery (unless it was throttled too many times
     /// in a row), its queue held until the throttle ends.
     Throttled,
+    /// The worker gave the job back while its handler ran (it shut down past
+    /// its grace period, or its lease was lost and the job delivered to it
+    /// again): the run was cancelled, and the job runs again, this attempt
+    /// not counted (the next has its number again). A delivery given back
+    /// before its handler started is no attempt and has no record.
+    Released,
     /// Written by a newer redjob: an outcome this one does not know.
     #[serde(other)]
     Unknown,
@@ -61,7 +68,7 @@ pub enum AttemptOutcome {
 
 impl AttemptOutcome {
     /// Its name as stored and printed (`ok`, `error`, `panic`, `timeout`,
-    /// `cancelled`, `lease_lost`, `throttled`, `unknown`).
+    /// `cancelled`, `lease_lost`, `throttled`, `released`, `unknown`).
     pub fn as_str(self) -> &'static str {
         match self {
             AttemptOutcome::Ok => "ok",
@@ -71,6 +78,7 @@ impl AttemptOutcome {
             AttemptOutcome::Cancelled => "cancelled",
             AttemptOutcome::LeaseLost => "lease_lost",
             AttemptOutcome::Throttled => "throttled",
+            AttemptOutcome::Released => "released",
             AttemptOutcome::Unknown => "unknown",
         }
     }
@@ -177,6 +185,16 @@ impl Attempt {
         Attempt {
             outcome: AttemptOutcome::Throttled,
             ..Self::settled(number, ran, Some(error), by)
+        }
+    }
+
+    /// The record of a run released while its handler ran (see
+    /// [`AttemptOutcome::Released`]): as [`settled`](Self::settled)'s, its
+    /// outcome `released` whatever the run said, with no error.
+    pub(crate) fn released(number: u32, ran: Option<&Ran>, by: Option<&RunBy>) -> Self {
+        Attempt {
+            outcome: AttemptOutcome::Released,
+            ..Self::settled(number, ran, None, by)
         }
     }
 

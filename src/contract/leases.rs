@@ -302,6 +302,9 @@ pub struct Reschedule {
     /// Deliveries to count so far: the attempt for a retry, one less for a release.
     pub deliveries: u32,
     /// A release (shutdown) rather than a retry; counted apart in the stats.
+    /// A release whose run is in [`Settle::ran`] (its handler started, and
+    /// was cancelled) gets an attempt record of outcome `released`, its
+    /// delivery still not counted; one without (never started) gets none.
     pub release: bool,
     /// Why a retry's run failed: kept as the job's last error (see
     /// [`JobInfo::last_error`](crate::inspect::JobInfo::last_error)).
@@ -346,7 +349,9 @@ pub struct Settle {
     pub retention: Retention,
     /// How the entries' runs went, by job id (any order): each entry's attempt
     /// record takes its times and outcome from here. An entry without one is
-    /// recorded with its times unknown (and `ok`, or `error` when it failed).
+    /// recorded with its times unknown (and `ok`, or `error` when it failed),
+    /// but a release without one is not recorded (it never ran: see
+    /// [`Reschedule::release`]).
     pub ran: Vec<Ran>,
     /// Who ran them: recorded in each attempt (`None`: unknown).
     pub by: Option<RunBy>,

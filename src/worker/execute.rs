@@ -319,6 +319,10 @@ pub(crate) async fn execute(mut r: Run, slot: RunSlot) {
     let kind = match &outcome {
         _ if panicked => AttemptOutcome::Panic,
         Outcome::Ack { .. } => AttemptOutcome::Ok,
+        // its handler ran, cut short: recorded, not counted (one that never
+        // started is no attempt: its release carries no run)
+        Outcome::Release { .. } if report.started.is_some() => AttemptOutcome::Released,
+        Outcome::Release { .. } => AttemptOutcome::Cancelled,
         _ => report.failed.unwrap_or(AttemptOutcome::Error),
     };
     let started = report.started.map_or(ended, |(at, _)| at);

@@ -358,7 +358,8 @@ pub async fn run_times_are_counted_per_type_once_per_settled_run(env: &Env) {
         acks.push((id, d.token));
         runs.push(ran(id, ms, "Mail"));
     }
-    // a retry of another type, and a release that is not a run
+    // a retry of another type, and a release (its run cut short: recorded
+    // as released, not timed)
     let r = Queues::send(&q, "rt", SendMessage::new("r")).await.unwrap();
     let d = fetch_one(env, "rt", LONG).await;
     let mut settle = retry(r, d.token, "boom");

@@ -28,6 +28,7 @@ mod ops;
 mod overview;
 mod priorities;
 mod queues;
+mod releases;
 mod results;
 mod schedules;
 mod settings;
@@ -441,6 +442,9 @@ macro_rules! conformance_suite {
             a_worker_records_each_attempt_with_its_error_chain_and_itself,
             run_times_are_counted_per_type_once_per_settled_run,
             a_settle_naming_one_delivery_twice_settles_it_once);
+        $crate::conformance_suite!(@releases $setup, #[$attr],
+            a_run_released_at_shutdown_is_recorded_not_counted,
+            a_release_records_its_run_and_an_unstarted_one_none);
         $crate::conformance_suite!(@history $setup, #[$attr],
             finished_jobs_are_kept_with_their_attempts_and_found_by_id,
             history_is_trimmed_by_count_and_age_and_arguments_sooner,

@@ -490,8 +490,20 @@ impl Backend for MemoryBackend {
                 if let Some(e) = r.error.as_ref().filter(|e| !e.is_empty()) {
                     m.error = Some(bound_error(e));
                 }
-                if !r.release {
-                    let rec = record(&r.id, r.token, Some(r.error.as_deref().unwrap_or("")));
+                // a release is recorded when its handler ran (its run is
+                // known), else it was no attempt (see complete.lua)
+                let rec = if r.release {
+                    runs.get(&r.id).map(|ran| {
+                        Attempt::released(r.token.attempt(), Some(ran), batch.by.as_ref()).line()
+                    })
+                } else {
+                    Some(record(
+                        &r.id,
+                        r.token,
+                        Some(r.error.as_deref().unwrap_or("")),
+                    ))
+                };
+                if let Some(rec) = rec {
                     m.log = Some(attempts::append(m.log.as_deref(), &rec));
                 }
             }

@@ -134,8 +134,12 @@ fn complete_args<A: Args>(a: &mut A, k: &QueueKeys, p: i8, part: &Settle) {
     };
     for r in &part.reschedules {
         let error = r.error.as_deref().map(bound_error);
+        // a release is recorded when its handler ran (its run is known),
+        // else it was no attempt
         let rec = if r.release {
-            String::new()
+            runs.get(&r.id).copied().map_or(String::new(), |ran| {
+                Attempt::released(r.token.attempt(), Some(ran), by).line()
+            })
         } else {
             record(&r.id, r.token, Some(error.as_deref().unwrap_or("")))
         };

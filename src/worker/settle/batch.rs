@@ -4,7 +4,7 @@
 
 use super::{MAX_BATCH, MAX_BYTES, Outcome, Settler};
 use crate::JobId;
-use crate::contract::attempts::Ran;
+use crate::contract::attempts::{AttemptOutcome, Ran};
 use crate::contract::backend::Backend;
 use crate::contract::leases::{DeadLetterEntry, Reschedule, Settle, Throttle, Token};
 use crate::worker::leases::Table;
@@ -88,7 +88,11 @@ impl<B: Backend> Settler<B> {
             let Some(outcome) = &h.outcome else { continue };
             let token = h.token;
             sent.push((id, token, h.run));
-            if let Some((started_ms, ended_ms, outcome)) = h.ran {
+            // a release carries its run only when its handler ran (recorded
+            // as released); one that never started is no attempt
+            let unstarted = matches!(outcome, Outcome::Release { .. })
+                && !matches!(h.ran, Some((_, _, AttemptOutcome::Released)));
+            if let Some((started_ms, ended_ms, outcome)) = h.ran.filter(|_| !unstarted) {
                 s.ran.push(Ran {
                     id,
                     started_ms,

@@ -78,7 +78,7 @@
 --      history keeps instead of reading it here, or "" (read here); R x (id, token, delay ms, delivery count to keep,
 --      "r" for a retry, "l" for a release, "t<limit>" for a throttle or "k<limit>" for a throttle of
 --      the job's concurrency key alone, error or "", attempt record or
---      ""), D x (id, token, error, attempt record), then the entries'
+--      "": a release has one only when its handler ran), D x (id, token, error, attempt record), then the entries'
 --      run-time codes: a code is 32 x (type's index among the K, from 1) +
 --      the bucket of its run time (see RUN_TIME_BUCKETS_MS in stats.rs); an
 --      entry has none when its run is unknown or a release. They come as the
@@ -97,8 +97,8 @@
 -- records in "<id>:a" (keeping the last MAX_RECORDS): a retry's in the queue's
 -- hash, a dead letter's moved to the dead letters' hash with them. An ack
 -- deletes them when its job was delivered before (its count over 1, or the
--- queue has seen a throttle, which gives a count back with its record kept):
--- only then may it have some. A last error or records left at delivery 1
+-- queue has seen a throttle or a recorded release, which give a count back
+-- with their record kept): only then may it have some. A last error or records left at delivery 1
 -- otherwise (an RSMQ client's changeMessageVisibility after a retry, or a
 -- caller of `Backend::settle` that keeps an error on a release) stay until
 -- fetch.lua's sweep finds their job gone. The hash field "redjob:errors"
@@ -111,7 +111,10 @@
 -- A release gives the delivery count back (the delivery does not count as an
 -- attempt) and keeps the delivery's lease end in "<id>:l", counted in the hash
 -- field "redjob:released": the next fetch leases it until later than that, so the
--- next token differs from this one (see fetch.lua).
+-- next token differs from this one (see fetch.lua). A release of a run whose
+-- handler ran (shutdown past the grace period) comes with its attempt record
+-- (outcome released), kept as a throttle's is (and "redjob:throttles" set);
+-- one that never started comes without and records nothing.
 -- A retry's error is kept as the job's last error in <id>:err of the queue's
 -- hash (for inspection), and the hash field "redjob:errors" says that some may
 -- exist: acks and dead letters then delete theirs.
@@ -306,6 +309,9 @@ local ends, settled = {}, {}
 -- throttles that passed, id -> until when
 local throttle_until = 0
 local key_throttles, any_key_throttle = {}, false
+-- a release (or a throttle) that passed kept its record at a delivery count
+-- given back (see "redjob:throttles" below)
+local uncounted_recs = false
 -- the lengths of gone, fields and finished (appended to once or more a job)
 local ng, nf, nfin = 0, 0, 0
 -- the entries that passed the fence; their ids (an id named twice passes
@@ -378,6 +384,8 @@ for k = 1, nids do
         released = released + 1
         lfields[#lfields + 1] = id .. ":l"
         lfields[#lfields + 1] = string.match(tokens[k], "^%d+")
+        -- its record kept at a delivery count given back
+        if recs[k] then uncounted_recs = true end
       end
     end
   elseif not scores[k] then
@@ -404,7 +412,7 @@ if #logged > 0 then
   for j, k in pairs(at) do logs[k] = old[j] end
   for _, k in ipairs(logged) do
     logs[k] = append_attempt(logs[k], recs[k])
-    if kind[k] == "r" or throttled[k] then
+    if kind[k] == "r" or kind[k] == "l" then
       errfields[#errfields + 1] = ids[k] .. ":a"
       errfields[#errfields + 1] = logs[k]
     end
@@ -647,8 +655,9 @@ for _, t in pairs(key_throttles) do throttle_until = math.max(throttle_until, t)
 lease_counts().changes(7, ends, now)
 -- a throttle holds the queue (hash field "redjob:throttled", until when, ms:
 -- fetch.lua leases nothing before), apart from a pause; "redjob:throttles"
--- says that a job may have records at delivery 1 (see earlier above)
-if throttle_until > 0 or any_key_throttle then
+-- says that a job may have records at delivery 1 (see earlier above): a
+-- throttle or a recorded release gave a count back with its record kept
+if throttle_until > 0 or any_key_throttle or (uncounted_recs and not throttles_seen) then
   local t = {}
   if throttle_until > 0 and throttle_until > throttle_end(attrs[12], 0) then
     t[#t + 1] = "redjob:throttled"

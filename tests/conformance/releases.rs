@@ -1,0 +1,202 @@
+//! A run released while its handler ran (the worker shut down past its grace
+//! period): not counted as an attempt, yet recorded (outcome `released`), so
+//! the job's attempts and its history show the run that was cut short; a
+//! delivery released before its handler started is no attempt and leaves no
+//! record.
+
+use std::time::Duration;
+
+use redjob::backend::{Backend, Ran, Reschedule, RunBy, Settle, Token};
+use redjob::inspect::{AttemptOutcome, Inspect, JobState};
+use redjob::queue::{QueueOptions, Queues, SendMessage};
+use redjob::{Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+
+use super::Env;
+use crate::common::{Recorder, start_serving, wait_for, wait_until};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// Records its run, then hangs while the worker has [`Hang`].
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "releases_held", queue = "rel")]
+struct Held {
+    key: u64,
+}
+
+/// When present, [`Held`] hangs until its run is cancelled.
+struct Hang;
+
+impl Job for Held {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Recorder>()?.record(ctx, self.key);
+        if ctx.data::<Hang>().is_ok() {
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+}
+
+/// The numbers and outcomes (as stored) of a job's attempt records.
+async fn seen(env: &Env, queue: &str, id: JobId) -> (JobState, Vec<(u32, &'static str)>) {
+    let job = env.client.backend().job(queue, &id).await.unwrap().unwrap();
+    let runs = job
+        .runs
+        .iter()
+        .map(|a| (a.number, a.outcome.as_str()))
+        .collect();
+    (job.state, runs)
+}
+
+pub async fn a_run_released_at_shutdown_is_recorded_not_counted(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("rel", QueueOptions::default())
+        .await
+        .unwrap();
+    let id = env.client.enqueue(&Held { key: 1 }).await.unwrap();
+    let rec = Recorder::default();
+    let first = Worker::builder(q.clone())
+        .queue("rel")
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(Hang)
+        .grace_period(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let first_id = first.id().to_string();
+    let running = start_serving(first).await;
+    assert!(wait_until(Duration::from_secs(10), || rec.len() == 1).await);
+    // past the grace period: cancelled, released
+    running.stop().await;
+    let (state, runs) = seen(env, "rel", id).await;
+    assert_eq!(state, JobState::Ready, "back in its queue at once");
+    assert_eq!(runs, [(1, "released")], "the run recorded");
+    let job = q.job("rel", &id).await.unwrap().unwrap();
+    let a = &job.runs[0];
+    assert_eq!(a.worker.as_deref(), Some(first_id.as_str()));
+    assert!(a.started_ms.is_some() && a.duration().is_some(), "{a:?}");
+    let stats = env.client.stats("rel").await.unwrap();
+    assert_eq!(
+        (stats.processed, stats.retried, stats.failed),
+        (0, 0, 0),
+        "a release is no failure"
+    );
+
+    // the next worker runs it as attempt 1 again, to success
+    let second = Worker::builder(q.clone())
+        .queue("rel")
+        .handle_signals(false)
+        .data(rec.clone())
+        .build()
+        .unwrap();
+    let second_id = second.id().to_string();
+    let running = start_serving(second).await;
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            matches!(q.job("rel", &id).await, Ok(Some(j)) if j.state == JobState::Finished)
+        })
+        .await,
+        "succeeded"
+    );
+    running.stop().await;
+    assert!(rec.runs().iter().all(|r| r.attempt == 1), "not counted");
+    let (_, runs) = seen(env, "rel", id).await;
+    assert_eq!(
+        runs,
+        [(1, "released"), (1, "ok")],
+        "the history shows the released run, then the success"
+    );
+    let job = q.job("rel", &id).await.unwrap().unwrap();
+    assert_eq!(job.runs[0].worker.as_deref(), Some(first_id.as_str()));
+    assert_eq!(job.runs[1].worker.as_deref(), Some(second_id.as_str()));
+}
+
+fn release(id: JobId, token: Token) -> Reschedule {
+    Reschedule {
+        id,
+        token,
+        delay: Duration::ZERO,
+        deliveries: token.attempt() - 1,
+        release: true,
+        error: None,
+    }
+}
+
+/// At the backend: a release with its run (`Settle::ran`) is recorded as
+/// `released`, one without (its handler never started) is not; the ack at
+/// the same delivery number after it keeps the record in the history and
+/// leaves no record field behind, on a queue that never saw a retry.
+pub async fn a_release_records_its_run_and_an_unstarted_one_none(env: &Env) {
+    let q = env.client.backend();
+    q.create_queue("rel2", QueueOptions::default())
+        .await
+        .unwrap();
+    let ran = Queues::send(&q, "rel2", SendMessage::new("ran"))
+        .await
+        .unwrap();
+    let unstarted = Queues::send(&q, "rel2", SendMessage::new("unstarted"))
+        .await
+        .unwrap();
+    let f = q.fetch("rel2", 2, LONG).await.unwrap();
+    assert_eq!(f.jobs.len(), 2);
+    let token = |id| f.jobs.iter().find(|d| d.id == id).unwrap().token;
+    let settle = Settle {
+        reschedules: vec![
+            release(ran, token(ran)),
+            release(unstarted, token(unstarted)),
+        ],
+        ran: vec![Ran {
+            id: ran,
+            started_ms: 1_790_000_000_000,
+            ended_ms: 1_790_000_090_000,
+            // recorded as released whatever the run said, as a throttle
+            // is recorded as throttled
+            outcome: AttemptOutcome::Ok,
+            job_type: None,
+        }],
+        by: Some(RunBy {
+            worker: "w-1".into(),
+            host: "web-3".into(),
+        }),
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("rel2", &settle).await.unwrap().rescheduled, 2);
+    let (_, runs) = seen(env, "rel2", ran).await;
+    assert_eq!(runs, [(1, "released")]);
+    let job = q.job("rel2", &ran).await.unwrap().unwrap();
+    let a = &job.runs[0];
+    assert_eq!(a.duration(), Some(Duration::from_secs(90)));
+    assert_eq!(
+        (a.worker.as_deref(), a.host.as_deref(), a.error.as_deref()),
+        (Some("w-1"), Some("web-3"), None)
+    );
+    assert_eq!(seen(env, "rel2", unstarted).await.1, [], "no attempt");
+    // replayed after it landed: fenced off, recorded once
+    assert_eq!(q.settle("rel2", &settle).await.unwrap().rescheduled, 0);
+    assert_eq!(seen(env, "rel2", ran).await.1.len(), 1);
+
+    // both run again as attempt 1, and succeed
+    let f = q.fetch("rel2", 2, LONG).await.unwrap();
+    assert_eq!(f.jobs.len(), 2);
+    assert!(f.jobs.iter().all(|d| d.token.attempt() == 1));
+    let acks = Settle {
+        acks: f.jobs.iter().map(|d| (d.id, d.token)).collect(),
+        ..Settle::default()
+    };
+    assert_eq!(q.settle("rel2", &acks).await.unwrap().acked, 2);
+    let (state, runs) = seen(env, "rel2", ran).await;
+    assert_eq!(state, JobState::Finished);
+    assert_eq!(runs, [(1, "released"), (1, "ok")]);
+    assert_eq!(seen(env, "rel2", unstarted).await.1, [(1, "ok")]);
+    if env.is_redis() {
+        for id in [ran, unstarted] {
+            let left: bool = redis::cmd("HEXISTS")
+                .arg(env.key("rel2", ":Q"))
+                .arg(format!("{id}:a"))
+                .query_async(&mut env.raw().await)
+                .await
+                .unwrap();
+            assert!(!left, "an ack leaves no record field");
+        }
+    }
+}
