@@ -5,7 +5,7 @@ Usage, from the project root:
 
     python3 examples/bench/script_cost.py [--callgrind | --split] [--n 3000]
         [--rounds 5] [--bench target/release/examples/bench]
-        [--baseline <older bench>] [--functions]
+        [--baseline <older bench>] [--functions] [--seen]
 
 It takes the scripts a bench binary loads (it runs `--phase 1 --n 2000`
 against its own redis-server and reads them off `MONITOR`), then drains a
@@ -227,11 +227,20 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+SEEN = False
+
+
 def fill(s, n, history):
     s.r.cmd("DEL", Q, Q + ":Q")
     for k, v in [("vt", "30"), ("delay", "0"), ("maxsize", "65536"), ("created", "1"), ("modified", "1")]:
         s.r.cmd("HSETNX", Q + ":Q", k, v)
-    s.r.cmd("HSET", Q + ":Q", "redjob:history", HISTORY[history], "totalsent", n)
+    # "redjob:waiting" as redjob's create writes it (a queue without it is one
+    # an RSMQ client made, which a fetch first has adopt.lua look over)
+    s.r.cmd("HSET", Q + ":Q", "redjob:history", HISTORY[history], "totalsent", n, "redjob:waiting", "-")
+    if SEEN:
+        # a queue that has seen a retry's error and a throttle or a recorded
+        # release: acks at delivery 1 look for earlier records
+        s.r.cmd("HSET", Q + ":Q", "redjob:errors", "1", "redjob:throttles", "1")
     now = int(time.time() * 1000) - 1000
     for start in range(0, n, 1000):
         cmds = []
@@ -342,7 +351,12 @@ def main():
     ap.add_argument("--split", action="store_true",
                     help="each script's time inside Redis per job, at fetches of 32 and 256, and the fixed "
                          "part of a call that the two sizes imply (history on)")
+    ap.add_argument("--seen", action="store_true",
+                    help="the queue has seen a retry's error and a throttle or a recorded release "
+                         "(hash fields redjob:errors and redjob:throttles): acks look for earlier records")
     a = ap.parse_args()
+    global SEEN
+    SEEN = a.seen
     if a.split and a.callgrind:
         sys.exit("--split measures time: not with --callgrind")
     n = a.n or (3000 if a.callgrind else 50000)

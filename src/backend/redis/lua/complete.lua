@@ -302,6 +302,8 @@ local acked, retried, released, counted = 0, 0, 0, 0
 -- the entries whose attempt record is added (retries and dead letters that
 -- passed the fence), and their records so far ("<id>:a")
 local logged, logs = {}, {}
+-- the acks that may have earlier records (see earlier), read after the loop
+local maybe, nmaybe = {}, 0
 -- leases settled, by lease end (ms): most of a call's share one; counted by
 -- token in the loop (a fetch's jobs share theirs), then by lease end
 local ends, settled = {}, {}
@@ -353,10 +355,9 @@ for k = 1, nids do
         nfin = nfin + 1
         finished[nfin] = k
         if errors and kd == "a" and earlier(k) then
-          -- earlier records may exist: the ack's own is added to them (else
-          -- it is written straight into the history entry, below)
-          recs[k] = ok_record(k)
-          logged[#logged + 1] = k
+          -- earlier records may exist: read below (see maybe)
+          nmaybe = nmaybe + 1
+          maybe[nmaybe] = k
         end
       end
       if kd == "a" then acked = acked + 1 else dead[#dead + 1] = k end
@@ -395,6 +396,23 @@ end
 for tok, n in pairs(settled) do
   local e = floor(token_number(tok))
   ends[e] = (ends[e] or 0) - n
+end
+-- an ack with earlier records has its own added to them (logged); one
+-- without (most, once a queue has seen a throttle or a recorded release,
+-- which make every ack at delivery 1 look) is written straight into its
+-- history entry, as if it had not looked
+if nmaybe > 0 then
+  local f = {}
+  for j = 1, nmaybe do f[j] = ids[maybe[j]] .. ":a" end
+  local old = many("HMGET", KEYS[2], f)
+  for j = 1, nmaybe do
+    local k = maybe[j]
+    if old[j] then
+      pre_logs[k] = old[j]
+      recs[k] = ok_record(k)
+      logged[#logged + 1] = k
+    end
+  end
 end
 if #logged > 0 then
   -- earlier records exist only for a job delivered before, and only once the
