@@ -2,7 +2,8 @@
 //! dead-letters only the events it still holds, an acknowledgement deletes an
 //! event's attempt records however it was delivered, a requeued dead letter
 //! that is no event is dead-lettered again, and a subscription's concurrency
-//! bounds its events running and read ahead together. Each case runs on the
+//! bounds its events running and read ahead together; a run cut short at
+//! shutdown is no attempt. Each case runs on the
 //! memory backend and on a private redis-server where both apply.
 
 mod common;
@@ -349,4 +350,81 @@ async fn a_dead_letter_keeps_the_bytes_of_an_entry_that_is_not_utf8() {
         "the second letter's type"
     );
     assert_eq!(field(&letters[1].1, b"data"), b"{\"n\":2}");
+}
+
+/// An event of a single attempt.
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "once_note", topic = "once_notes", max_attempts = 1)]
+struct OnceNote {
+    n: u64,
+}
+
+/// "The same graceful shutdown as jobs" (the topics chapter): a run the
+/// worker cuts short at shutdown, past its grace period, is no attempt, as a
+/// job's released run is not (it is recorded `released`). The old code counted
+/// it: an event of one attempt came back delivered twice and was
+/// dead-lettered without ever running to its end.
+async fn an_event_cut_short_at_shutdown_runs_again_though_it_has_one_attempt(client: &Client) {
+    client
+        .subscribe("once_notes", "s", Start::Beginning)
+        .await
+        .unwrap();
+    client.publish(&OnceNote { n: 1 }).await.unwrap();
+    let started = Arc::new(AtomicU32::new(0));
+    let seen = started.clone();
+    let worker = redjob::Worker::builder(client.backend())
+        .handle_signals(false)
+        .grace_period(Duration::from_millis(100))
+        .subscribe("s", move |_: OnceNote, _ctx| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = common::start(worker);
+    assert!(
+        common::wait_for(Duration::from_secs(5), || async {
+            started.load(Ordering::SeqCst) == 1
+        })
+        .await
+    );
+    // past the grace period: the run is cut short
+    running.stop().await;
+    let handled = Arc::new(AtomicU32::new(0));
+    let done = handled.clone();
+    let worker = redjob::Worker::builder(client.backend())
+        .handle_signals(false)
+        .subscribe("s", move |_: OnceNote, _ctx| {
+            done.fetch_add(1, Ordering::SeqCst);
+            async move { Ok(()) }
+        })
+        .build()
+        .unwrap();
+    let running = common::start(worker);
+    let ran = common::wait_for(Duration::from_secs(10), || async {
+        handled.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    running.stop().await;
+    let dead = client.dead_events("once_notes", "s", 10).await.unwrap();
+    assert!(
+        ran && dead.is_empty(),
+        "the event cut short at shutdown did not run again; dead letters: {dead:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_event_cut_short_at_shutdown_runs_again_though_it_has_one_attempt_on_memory() {
+    let client = Client::memory(MemoryBackend::new());
+    an_event_cut_short_at_shutdown_runs_again_though_it_has_one_attempt(&client).await;
+}
+
+#[tokio::test]
+async fn an_event_cut_short_at_shutdown_runs_again_though_it_has_one_attempt_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    an_event_cut_short_at_shutdown_runs_again_though_it_has_one_attempt(&client).await;
 }

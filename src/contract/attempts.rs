@@ -55,10 +55,11 @@ pub enum AttemptOutcome {
     /// without counting the delivery (unless it was throttled too many times
     /// in a row), its queue held until the throttle ends.
     Throttled,
-    /// The worker gave the job back while its handler ran (it shut down past
-    /// its grace period, or its lease was lost and the job delivered to it
-    /// again): the run was cancelled, and the job runs again, this attempt
-    /// not counted (the next has its number again). A delivery given back
+    /// The worker gave the job (or a topic event) back while its handler ran
+    /// (it shut down past its grace period, or its lease was lost and the job
+    /// delivered to it again; an event's ordered subscriber was lost): the
+    /// run was cancelled, and it runs again, this attempt not counted (the
+    /// next has its number again). A delivery given back
     /// before its handler started is no attempt and has no record.
     Released,
     /// Written by a newer redjob: an outcome this one does not know.

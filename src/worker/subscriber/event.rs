@@ -146,7 +146,7 @@ async fn handle(
                 r = tokio::time::timeout(timeout, guarded) => r,
                 // the worker's abort: the handler may cancel its own token
                 // (a child of it) to stop tasks it shares it with
-                _ = abort.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO), AttemptOutcome::Cancelled)),
+                _ = abort.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO), AttemptOutcome::Released)),
             };
             let r = match r {
                 Err(_) => {
@@ -180,8 +180,10 @@ async fn handle(
             }
             Err(e) => e,
         };
+        // cut short by the worker (shutdown past the grace period, or its
+        // ordered subscriber lost): recorded, not counted, as a job's release
         let outcome = if abort.is_cancelled() {
-            AttemptOutcome::Cancelled
+            AttemptOutcome::Released
         } else {
             outcome
         };
@@ -201,7 +203,9 @@ async fn handle(
         ev.deliveries = ev.deliveries.max(attempt);
         if abort.is_cancelled() {
             count(|m| &m.cancelled);
-            return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt));
+            // its delivery count given back: the attempts made before it in
+            // place (an ordered subscriber's) still count
+            return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt.saturating_sub(1)));
         }
         let delay = match wants {
             Wants::Fatal => {
