@@ -1199,3 +1199,52 @@ async fn a_job_an_rsmq_client_deleted_at_a_priority_is_not_found() {
     let job = backend(&server).await.job("iq", &sent.id).await.unwrap();
     assert!(job.is_none(), "a job without a body: {job:?}");
 }
+
+/// A queue an RSMQ client made (its hash without redjob's fields) is drained
+/// at maxmemory, as any queue is: its first fetch has `adopt.lua` look it over,
+/// whose first write was one that may grow memory, refused by a Redis at
+/// maxmemory with noeviction, so that every fetch of the queue failed.
+#[tokio::test]
+async fn a_queue_an_rsmq_client_made_is_drained_at_maxmemory() {
+    use redjob::backend::Backend;
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let r = rsmq_js(
+        &server,
+        json!([
+            {"op": "createQueue", "qname": "mq"},
+            {"op": "sendMessage", "qname": "mq", "message": "hello"},
+        ]),
+    );
+    assert_eq!(r[0], json!(1));
+    let b = backend(&server).await;
+    let mut raw = server.raw().await;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used / 2)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let got = b.fetch("mq", 10, Duration::from_secs(60)).await;
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let got = got.expect("a fetch of an RSMQ client's queue at maxmemory");
+    assert_eq!(got.jobs.len(), 1, "the queued message is fetched");
+}

@@ -81,6 +81,7 @@ impl RedisBackend {
                     // deleteQueue of the name left (see adopt.lua)
                     let mut keys = vec![k.hash.clone(), k.unique.clone()];
                     keys.extend(k.levels());
+                    keys.push(k.zset.clone());
                     let cmd = eval(&scripts::ADOPT, &keys);
                     run(&mut self.con.clone(), &scripts::ADOPT, &cmd).await?;
                 }
