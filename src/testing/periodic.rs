@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::Result;
 use crate::backend::memory::MemoryBackend;
 use crate::contract::admin::{Missed, Tick, Ticked};
 use crate::contract::backend::Backend;
 use crate::contract::queues::QueueOptions;
 use crate::job::Job;
-use crate::worker::{Periodic, Ticker};
-use crate::{Error, Result};
+use crate::worker::{Periodic, Ticker, tick_skipped};
 
 /// A schedule the kit ticks.
 pub(super) struct KitTicker {
@@ -54,11 +54,8 @@ impl KitTicker {
             .await
         {
             Ok(r) => Ok(matches!(r, Ticked::Enqueued { .. })),
-            // as worker/periodic.rs's enqueue: the schedule ticks on
-            Err(e @ (Error::MessageTooLarge { .. } | Error::InvalidValue { .. })) => {
-                tracing::error!(periodic = %p.name, tick = at, error = %e, "cannot enqueue the periodic job; tick skipped");
-                Ok(false)
-            }
+            // as a worker's: the schedule ticks on
+            Err(e) if tick_skipped(&e, &p.name, at) => Ok(false),
             Err(e) => Err(e),
         }
     }

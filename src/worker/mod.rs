@@ -69,7 +69,7 @@ pub use control::Stopped;
 pub use hooks::{CancelReason, Hooks, JobRun, UNDECODABLE};
 pub(crate) use metrics::{EVENTS_FINISHED, FINISHED as JOBS_FINISHED, Sink};
 pub use periodic::Periodic;
-pub(crate) use periodic::Ticker;
+pub(crate) use periodic::{Ticker, tick_skipped};
 pub use ready::Ready;
 pub use retry::RetryPolicy;
 /// The token that shuts a worker down ([`WorkerBuilder::shutdown`],

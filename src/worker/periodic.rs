@@ -218,6 +218,20 @@ impl Ticker {
 }
 
 /// Backoff after a failed call: 100 ms doubling up to 2 s.
+/// Whether tick `at` of schedule `name` failed for good (its job over its
+/// queue's maxsize, or a value the queue refuses): then it is logged, and the
+/// schedule ticks on without it (the test kit's ticks too).
+pub(crate) fn tick_skipped(e: &Error, name: &str, at: u64) -> bool {
+    let skipped = matches!(
+        e,
+        Error::MessageTooLarge { .. } | Error::InvalidValue { .. }
+    );
+    if skipped {
+        tracing::error!(periodic = %name, tick = at, error = %e, "cannot enqueue the periodic job; tick skipped");
+    }
+    skipped
+}
+
 fn backoff(failures: u32) -> Duration {
     Duration::from_millis(100u64 << failures.min(5)).min(Duration::from_secs(2))
 }
@@ -343,10 +357,7 @@ async fn enqueue(
                     return None;
                 }
             }
-            Err(e @ (Error::MessageTooLarge { .. } | Error::InvalidValue { .. })) => {
-                tracing::error!(periodic = %t.p.name, tick = at, error = %e, "cannot enqueue the periodic job; tick skipped");
-                return Some(None);
-            }
+            Err(e) if tick_skipped(&e, &t.p.name, at) => return Some(None),
             Err(e) => {
                 failures += 1;
                 if started.elapsed() >= window {
