@@ -87,8 +87,8 @@ impl CancelReason {
 ///
 /// A run starts with [`started`](Self::started) and ends with exactly one of
 /// [`succeeded`](Self::succeeded), [`retried`](Self::retried),
-/// [`dead_lettered`](Self::dead_lettered) or [`cancelled`](Self::cancelled),
-/// each with the handler's run time. An end hook comes alone, with a zero run
+/// [`dead_lettered`](Self::dead_lettered), [`cancelled`](Self::cancelled) or
+/// [`throttled`](Self::throttled), each with the handler's run time. An end hook comes alone, with a zero run
 /// time, when the handler never ran: a job dead-lettered unrun (a body that
 /// does not decode, a job type no worker knew for
 /// [`unknown_jobs_retry_for`](super::WorkerBuilder::unknown_jobs_retry_for), a

@@ -24,14 +24,18 @@ pub(crate) struct QueueKeys {
     pub realtime: String,
     /// `ns:q:dead`: sorted set of dead-letter ids scored by time of death (ms).
     pub dead: String,
-    /// `ns:q:dead:Q`: hash of dead letters: `<id>` body, `<id>:err`, `<id>:n` attempts.
+    /// `ns:q:dead:Q`: hash of dead letters: `<id>` body, `<id>:err`, `<id>:n`
+    /// deliveries, and more (docs/layout.md lists every field).
     pub dead_hash: String,
-    /// `ns:q:stats`: hash of counters `processed`, `failed`, `retried`, `dead`.
+    /// `ns:q:stats`: hash of counters `processed`, `failed`, `retried`, `dead`,
+    /// the minute and hour rings (`m<n>`, `h<n>`) and the run-time histogram
+    /// (`rt:<bucket>:<type>`).
     pub stats: String,
     /// `ns:q:unique`: hash of unique keys, `k:<key>` → `<id> <priority> <expires
     /// ms>` and `i:<id>` → `<key>` (see `unique.lua`).
     pub unique: String,
-    /// `ns:q:periodic`: hash of periodic schedules' last ticks, `<name>` → Unix ms.
+    /// `ns:q:periodic`: hash of periodic schedules' last ticks, `<name>` → Unix
+    /// ms, with `<name>:next` (the tick after it) and `<name>:paused`.
     pub periodic: String,
     /// `ns:q:leases`: hash of the running leases counted by the second they end
     /// in, `<Unix s>` → leases (see `count_leases` in lib.lua).

@@ -82,12 +82,12 @@ pub(crate) const MAX_SENT_BODY: usize = 1024;
 
 /// Most bytes of results per settle call (beyond its first entry's).
 const MAX_BYTES: usize = 8 << 20;
-/// A failed settle is retried after this, doubling up to `RETRY_MAX`.
 /// How long a settle waits for more of the held deliveries to finish (see
 /// [`Settler::gather`]); tokio's timer may add up to a millisecond.
 const SETTLE_LINGER: Duration = Duration::from_millis(1);
 /// Finished deliveries enough for a settle call without waiting.
 const SETTLE_GATHER: usize = 256;
+/// A failed settle is retried after this, doubling up to `RETRY_MAX`.
 const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 /// A failed renewal is tried again after this (or a third of the lease if shorter).
