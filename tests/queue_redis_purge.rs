@@ -1,7 +1,7 @@
 //! A purge's mark in the queue hash on Redis (`redjob:purging`, see purge.lua
 //! and `purge_mark` in lib.lua): it counts the keyed jobs sent up to its
 //! cutoff that go back to wait (and dead letters requeued, flows' parents
-//! sent) while it runs,
+//! sent, periodic jobs of ticks up to it enqueued) while it runs,
 //! lapses should the purge die,
 //! and is gone once the purge ends.
 
@@ -352,5 +352,57 @@ async fn a_flows_parent_sent_while_a_purge_runs_is_purged() {
         0,
         "the flow's parent {parent} is left"
     );
+    assert_eq!(purged, 30_001);
+}
+
+/// A periodic job enqueued while a purge runs, of a tick before the
+/// purge's cutoff, carries its tick's time (see `Admin::purge_queue`): the
+/// purge deletes it, as a dead letter requeued meanwhile. It went to
+/// priority 10 behind the purge's scan, which had passed that set, and was
+/// left (periodic.lua counted a keyed tick's wait in the mark, not a tick
+/// that took a place or had no key).
+#[tokio::test]
+async fn a_periodic_job_of_a_tick_before_a_purge_enqueued_while_it_runs_is_purged() {
+    let server = RedisServer::start();
+    let (backend, _) = backend_with_queue(&server).await;
+    // a tick of now, enqueued late (a worker's clock behind, a slow call)
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    // plain jobs at priority 5, for a pass of a few dozen calls
+    send_many(&backend, 30_000, |_| SendMessage::new("{}").priority(5)).await;
+    let before = size(&backend).await;
+    let call = {
+        let backend = backend.clone();
+        tokio::spawn(async move { backend.purge_queue("q").await })
+    };
+    // once it deletes, its scan is in priority 5, past priority 10
+    while size(&backend).await == before && !call.is_finished() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let tick = redjob::ops::Tick {
+        name: "nightly",
+        at_ms,
+        catch_up: false,
+        next_ms: None,
+    };
+    let msg = SendMessage::new("{}").priority(10);
+    let ticked = backend
+        .tick("q", &tick, &msg, &QueueOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        matches!(ticked, redjob::ops::Ticked::Enqueued { .. }),
+        "{ticked:?}"
+    );
+    assert!(!call.is_finished(), "enqueued while the purge runs");
+    let purged = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the purge ends")
+        .unwrap()
+        .unwrap();
+    assert_eq!(size(&backend).await, 0, "the tick's job is left");
     assert_eq!(purged, 30_001);
 }

@@ -232,6 +232,18 @@ async fn ack_held_back_by_an_outage_is_resent_and_the_job_runs_once() {
     w.stop().await;
 }
 
+/// Where [`Faulty::renewal_after_read`]'s renewal is.
+#[derive(Default)]
+enum RaceStep {
+    /// The first renewal is still to come.
+    #[default]
+    First,
+    /// Its call failed; it runs after the next score read.
+    Pending(String, Vec<(JobId, Token)>, Duration),
+    /// It ran.
+    Done,
+}
+
 /// A backend with injected faults: the first lease renewal's reply lost after the
 /// renewal ran (a reply timeout during a Redis stall), or a settle that panics.
 #[derive(Clone)]
@@ -245,6 +257,11 @@ struct Faulty<B> {
     /// timeout, which runs the renewal written to it when it resumes, before
     /// the calls written after it).
     renewal_stalled: Option<(Arc<std::sync::Mutex<Option<Instant>>>, Duration)>,
+    /// The first renewal's call fails at once, and the renewal runs just
+    /// after the next score read has read the scores (a Redis resuming from
+    /// a stall that runs a call on another lane before the renewal written
+    /// to it earlier).
+    renewal_after_read: Option<Arc<std::sync::Mutex<RaceStep>>>,
     settle_panics: bool,
     /// While set, every fetch fails.
     fetch_fails: Option<Arc<AtomicBool>>,
@@ -271,6 +288,7 @@ impl<B: Backend> Faulty<B> {
             inner,
             renewal_lost: None,
             renewal_stalled: None,
+            renewal_after_read: None,
             settle_panics: false,
             fetch_fails: None,
             settle_reply_lost: None,
@@ -342,6 +360,15 @@ impl<B: Backend> Backend for Faulty<B> {
             .any(|f| f.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)))
         {
             return Err(redjob::Error::Protocol("renewal failed (simulated)".into()));
+        }
+        if let Some(race) = &self.renewal_after_read {
+            let mut step = race.lock().unwrap();
+            if matches!(*step, RaceStep::First) {
+                *step = RaceStep::Pending(q.to_string(), l.to_vec(), lease);
+                return Err(redjob::Error::Protocol(
+                    "timed out (simulated stall)".into(),
+                ));
+            }
         }
         if let Some((until, stall)) = &self.renewal_stalled {
             let mut u = until.lock().unwrap();
@@ -437,7 +464,22 @@ impl<B: Backend> Backend for Faulty<B> {
         {
             return Err(redjob::Error::Protocol("unreachable (simulated)".into()));
         }
-        self.inner.scores(q, held).await
+        let read = self.inner.scores(q, held).await;
+        let pending = self.renewal_after_read.as_ref().and_then(|race| {
+            let mut step = race.lock().unwrap();
+            match std::mem::replace(&mut *step, RaceStep::Done) {
+                RaceStep::Pending(q, l, lease) => Some((q, l, lease)),
+                other => {
+                    *step = other;
+                    None
+                }
+            }
+        });
+        if let Some((q, l, lease)) = pending {
+            // the renewal runs after the read, which saw the old lease
+            self.inner.extend(&q, &l, lease).await.unwrap();
+        }
+        read
     }
     async fn warnings(&self) -> redjob::Result<Vec<String>> {
         self.inner.warnings().await
@@ -869,6 +911,22 @@ async fn a_renewal_that_ran_late_in_a_stall_within_the_lease_is_adopted() {
     };
     let (lease, within) = (Duration::from_secs(6), Duration::from_secs(12));
     a_renewal_fault_costs_nothing(stalled, 7000, lease, within).await;
+}
+
+/// A renewal whose reply was lost in a stall, which Redis runs only after
+/// the worker's read of the job's score (the read went on another lane, and
+/// Redis, resuming, served it first): the read saw the old lease, and the
+/// late renewal then replaced it. The worker adopts the late renewal's lease
+/// when its next renewal finds the old one gone, rather than cancel the run
+/// (it did: the job ran again once that lease ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_ran_after_the_score_read_is_adopted() {
+    let raced = |f| Faulty {
+        renewal_after_read: Some(Arc::default()),
+        ..f
+    };
+    let (lease, within) = (Duration::from_secs(6), Duration::from_secs(12));
+    a_renewal_fault_costs_nothing(raced, 7000, lease, within).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

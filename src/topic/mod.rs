@@ -66,7 +66,7 @@ pub use subscription::Subscription;
 
 pub use crate::contract::topics::{
     Claimed, DeadEvent, DeadEventCount, DeadEvents, EventId, EventOptions, EventRun, EventSettle,
-    LAG_COUNTED, MAX_PUBLISH, MAX_PUBLISH_BYTES, MAX_TAKE, Received, RewindPlan, Start,
+    LAG_COUNTED, MAX_PUBLISH, MAX_PUBLISH_BYTES, MAX_TAKE, Received, Renewed, RewindPlan, Start,
     SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 

@@ -35,6 +35,12 @@ pub(crate) struct Held {
     /// `deadline`) and when that renewal was sent. Cleared once the current
     /// score is known again.
     pub uncertain: Option<Uncertain>,
+    /// A renewal whose reply was lost, not landed when the score was read:
+    /// it may land still (a stalled Redis that resumes may serve the read,
+    /// sent on another lane, before it). A renewal that finds `token` gone
+    /// reads the score again rather than give the run up at once. Cleared by
+    /// a renewal that lands.
+    pub late: Option<Uncertain>,
     /// Cancels the run.
     pub cancel: Arc<RunCancel>,
     /// This worker's number for the run, so a finish is matched to its own run.
@@ -300,6 +306,7 @@ impl Leases {
                 h.deliveries = h.deliveries.saturating_add(1);
                 h.deadline = deadline;
                 h.uncertain = None;
+                h.late = None;
                 h.lost = false;
                 h.reason = None;
                 return Admit::Merged {
@@ -322,6 +329,7 @@ impl Leases {
                 deliveries: 1,
                 deadline,
                 uncertain: None,
+                late: None,
                 cancel: cancel.clone(),
                 run,
                 running: true,

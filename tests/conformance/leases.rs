@@ -310,6 +310,53 @@ pub async fn a_delayed_keyed_jobs_next_due_is_when_a_fetch_takes_it(env: &Env) {
     assert_eq!(got.jobs.iter().map(|d| d.id).collect::<Vec<_>>(), [id]);
 }
 
+/// A delayed job moved by redjob onto the very ms its send's score rounded
+/// its exact due up to (here a unique send's new due time) is due at that
+/// ms, as asked, on both backends: its exact due no longer counts. Redis
+/// moved it a ms later (`rescore` in lib.lua, so that its id's mark would
+/// not let a fetch take it before that ms), where memory kept the ms asked.
+pub async fn a_delayed_job_moved_onto_its_sends_ms_is_due_then(env: &Env) {
+    use redjob::queue::{OnDuplicate, Unique};
+    let backend = env.client.backend();
+    let delay = Duration::from_millis(300);
+    if let redjob::backend::any::AnyBackend::Memory(m) = env.client.queues() {
+        let into = m.clock().now_us() % 1000;
+        m.clock()
+            .advance_exact(Duration::from_micros((1250 - into) % 1000));
+    }
+    let unique = || Unique::new("one").on_duplicate(OnDuplicate::ReplaceDelay);
+    let msg = SendMessage::new("later").unique(unique()).delay(delay);
+    let sent = Backend::send(&backend, "umove", &[msg], &Default::default())
+        .await
+        .unwrap();
+    let id = sent[0].id;
+    let sent_us = u64::from_str_radix(&id.as_str()[..10], 36).unwrap();
+    let due_us = sent_us + delay.as_micros() as u64;
+    if due_us.is_multiple_of(1000) {
+        // a due on a whole ms has no exact due to drop
+        return;
+    }
+    let ms = due_us.div_ceil(1000);
+    assert_eq!(backend.job("umove", &id).await.unwrap().unwrap().due_ms, ms);
+    // a unique send moves it to that very ms
+    let moved = SendMessage::new("again").unique(unique()).at_unix_ms(ms);
+    let again = Backend::send(&backend, "umove", &[moved], &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(again[0].id, id);
+    assert_eq!(
+        backend.job("umove", &id).await.unwrap().unwrap().due_ms,
+        ms,
+        "moved to {ms}"
+    );
+    let early = backend
+        .fetch("umove", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(early.jobs.is_empty(), "leased before its due");
+    assert_eq!(early.next_due_us, Some(ms * 1000));
+}
+
 pub async fn stale_delivery_cannot_touch_the_newer_one(env: &Env) {
     let client = env.client.clone();
     let backend = client.backend();

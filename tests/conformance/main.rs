@@ -33,6 +33,7 @@ mod results;
 mod schedules;
 mod settings;
 mod throttles;
+mod topic_renewals;
 mod topics;
 mod unique;
 mod worker;
@@ -361,6 +362,8 @@ macro_rules! conformance_suite {
             a_dead_event_requeue_for_a_missing_subscriber_fails_even_with_no_ids,
             a_skip_moves_a_subscriber_forward_and_never_back,
             consumers_gone_for_long_are_removed_by_a_claim);
+        $crate::conformance_suite!(@topic_renewals $setup, #[$attr],
+            a_renewal_tells_held_claimed_and_gone_and_a_settle_for_a_removed_subscriber_is_no_error);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],
@@ -594,6 +597,7 @@ macro_rules! conformance_suite {
             a_delivery_says_how_long_it_was_due,
             a_delayed_send_is_due_at_its_microsecond_plus_the_delay,
             a_delayed_keyed_jobs_next_due_is_when_a_fetch_takes_it,
+            a_delayed_job_moved_onto_its_sends_ms_is_due_then,
             a_fetch_gives_each_job_its_count_among_jobs_that_share_a_score,
             a_fetch_leases_large_groups_lone_jobs_and_lost_leases_in_due_order,
             shutdown_with_100_in_flight_loses_none_and_hides_none, long_jobs_are_not_prefetched_away_from_an_idle_worker, quick_jobs_are_prefetched_seven_per_slot, slower_jobs_are_prefetched_no_deeper_than_the_concurrency, shutdown_lets_running_jobs_finish_within_grace,

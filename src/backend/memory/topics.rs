@@ -9,8 +9,8 @@ use crate::backend::memory::streams::{Group, Pending, group, next_id, not_found,
 use crate::backend::memory::topic_claim::Scan;
 use crate::contract::attempts::Attempt;
 use crate::contract::topics::{
-    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Start, TopicInfo,
-    Topics, WhenFull,
+    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Renewed, Start,
+    TopicInfo, Topics, WhenFull,
 };
 use crate::{Error, Result};
 impl Topics for MemoryBackend {
@@ -217,7 +217,7 @@ impl Topics for MemoryBackend {
         subscriber: &str,
         consumer: &str,
         ids: &[EventId],
-    ) -> Result<Vec<bool>> {
+    ) -> Result<Vec<Renewed>> {
         Ok(self
             .with_group(topic, subscriber, |t, now| {
                 let g = group(t, subscriber);
@@ -227,13 +227,14 @@ impl Topics for MemoryBackend {
                     .map(|id| match g.pending.get_mut(id) {
                         Some(p) if p.consumer == consumer => {
                             p.delivered_ms = now;
-                            true
+                            Renewed::Held
                         }
-                        _ => false,
+                        Some(_) => Renewed::Claimed,
+                        None => Renewed::Gone,
                     })
                     .collect()
             })
-            .unwrap_or_else(|| vec![false; ids.len()]))
+            .unwrap_or_else(|| vec![Renewed::Gone; ids.len()]))
     }
 
     async fn settle_events(

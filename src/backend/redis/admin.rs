@@ -446,6 +446,7 @@ async fn requeue(
         let mut keys = k.all_levels_dead();
         keys.extend(k.keyed_wake_keys());
         keys.push(k.unique.clone());
+        keys.push(k.exact.clone());
         let mut cmd = scripts::eval(&scripts::DEAD_REQUEUE, &keys);
         // (skip keeps the first within MAX_DELAY; a step over it puts every
         // letter after the first at MAX_DELAY, which dead_requeue.lua caps)

@@ -10,7 +10,7 @@ use crate::backend::redis::connection::Connection;
 use crate::backend::redis::scripts::{self, Reply, eval, run};
 use crate::contract::attempts::RunBy;
 use crate::contract::topics::{
-    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Start,
+    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Renewed, Start,
     SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 use crate::{Error, Result};
@@ -87,6 +87,17 @@ fn entries(v: &Value) -> Result<Vec<Received>> {
         }
     }
     Ok(out)
+}
+
+/// Forgets a blocking read's connection when dropped (see [`RedisBackend::read`]).
+struct CloseOnDrop<'a>(Option<(&'a RedisBackend, &'a str)>);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some((b, name)) = self.0.take() {
+            b.drop_reader(name);
+        }
+    }
 }
 
 fn is_nogroup(e: &Error) -> bool {
@@ -321,7 +332,14 @@ impl Topics for RedisBackend {
             cmd.query_async(&mut con).await.map_err(Error::from)
         } else {
             let mut con = self.reader(&name, block).await?;
-            cmd.query_async(&mut con).await.map_err(Error::from)
+            // a read dropped while it waits (its worker gone) closes its
+            // connection: Redis delivers a client that left nothing, where
+            // the read would take the events published meanwhile for a
+            // consumer that is gone (they would wait a lease for a claim)
+            let mut closing = CloseOnDrop(Some((self, &name)));
+            let r = cmd.query_async(&mut con).await.map_err(Error::from);
+            closing.0 = None;
+            r
         };
         match reply {
             Ok(v) => entries(&v).map(Some),
@@ -381,7 +399,7 @@ impl Topics for RedisBackend {
         subscriber: &str,
         consumer: &str,
         ids: &[EventId],
-    ) -> Result<Vec<bool>> {
+    ) -> Result<Vec<Renewed>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -398,7 +416,13 @@ impl Topics for RedisBackend {
         };
         items
             .iter()
-            .map(|i| scripts::int(i).map(|n| n == 1))
+            .map(|i| {
+                scripts::int(i).map(|n| match n {
+                    1 => Renewed::Held,
+                    0 => Renewed::Claimed,
+                    _ => Renewed::Gone,
+                })
+            })
             .collect()
     }
 

@@ -107,13 +107,14 @@ pub trait Admin: Inspect {
     /// and a job sent later is left, so it ends while producers send. (A dead
     /// letter requeued meanwhile keeps its id, and its old time: it is
     /// deleted too; so is a flow's parent sent meanwhile, whose id is the
-    /// time its flow was enqueued.) A job there
+    /// time its flow was enqueued, and a periodic job of a tick before it
+    /// enqueued meanwhile.) A job there
     /// all along is deleted wherever it moves meanwhile (retried, leased,
     /// delayed, or a keyed job sent back to wait for its key's place),
     /// unless it changes priority. On Redis it goes a batch at a time (and
     /// scans the queue's sets again while keyed jobs it has to take went
-    /// back to wait, or dead letters or flows' parents it has to take were
-    /// requeued or sent, during a pass, up to 10 passes in all: keyed jobs that keep going back to wait
+    /// back to wait, or dead letters, flows' parents or periodic jobs it has
+    /// to take were requeued, sent or enqueued, during a pass, up to 10 passes in all: keyed jobs that keep going back to wait
     /// faster than a pass ends, retried or throttled again and again, are
     /// purged as far as those passes reach);
     /// in memory it deletes them all at once, under one lock.

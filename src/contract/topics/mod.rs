@@ -57,6 +57,24 @@ pub struct Claimed {
     pub next: EventId,
 }
 
+/// What a renewal found of one event (see [`Topics::renew`]).
+///
+/// ```
+/// use redjob::topic::Renewed;
+/// let r = [Renewed::Held, Renewed::Claimed, Renewed::Gone];
+/// assert_eq!(r.iter().filter(|r| **r != Renewed::Held).count(), 2);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Renewed {
+    /// Still held by the consumer: its idle time starts over.
+    Held,
+    /// Held by another consumer, which claimed it (its hold here ran out).
+    Claimed,
+    /// Held by no consumer of the subscriber: the subscriber (or its topic)
+    /// was removed, or made anew, or another client acknowledged the event.
+    Gone,
+}
+
 /// What a consumer reports about finished events, in one call.
 ///
 /// ```
@@ -263,14 +281,15 @@ pub trait Topics: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Claimed>>> + Send;
 
     /// Restarts the idle time of events `consumer` holds; per id, whether it
-    /// still held it.
+    /// still held it, or who does ([`Renewed`]: every one [`Renewed::Gone`]
+    /// when the subscriber or its topic does not exist).
     fn renew(
         &self,
         topic: &str,
         subscriber: &str,
         consumer: &str,
         ids: &[EventId],
-    ) -> impl Future<Output = Result<Vec<bool>>> + Send;
+    ) -> impl Future<Output = Result<Vec<Renewed>>> + Send;
 
     /// Acknowledges, schedules retries of and dead-letters finished events.
     /// Only the events `consumer` still holds are retried or dead-lettered:
@@ -412,7 +431,7 @@ macro_rules! topics_methods {
             async fn delete_topic(topic: &str) -> $crate::Result<bool>;
             async fn read(topic: &str, subscriber: &str, consumer: &str, count: usize, block: std::time::Duration) -> $crate::Result<Option<Vec<$crate::contract::topics::Received>>>;
             async fn claim(topic: &str, subscriber: &str, consumer: &str, min_idle: std::time::Duration, count: usize, from: $crate::contract::topics::EventId) -> $crate::Result<Option<$crate::contract::topics::Claimed>>;
-            async fn renew(topic: &str, subscriber: &str, consumer: &str, ids: &[$crate::contract::topics::EventId]) -> $crate::Result<Vec<bool>>;
+            async fn renew(topic: &str, subscriber: &str, consumer: &str, ids: &[$crate::contract::topics::EventId]) -> $crate::Result<Vec<$crate::contract::topics::Renewed>>;
             async fn settle_events(topic: &str, subscriber: &str, consumer: &str, batch: &$crate::contract::topics::EventSettle, keep_dead: Option<u64>) -> $crate::Result<()>;
             async fn own(topic: &str, subscriber: &str, consumer: &str, lease: Option<std::time::Duration>) -> $crate::Result<bool>;
             async fn leave(topic: &str, subscriber: &str, consumer: &str) -> $crate::Result<()>;

@@ -55,8 +55,10 @@ impl<B: Backend> Renewer<B> {
     /// ending a lease after it ran, so by the read's reply: the held token's
     /// end plus the time since that token's lease was measured from (the
     /// backend's clock runs as the worker's; a second of slack). A later
-    /// score of the same delivery is adopted up to that bound. False when
-    /// the read failed: those leases stay unknown.
+    /// score of the same delivery is adopted up to that bound. A read that
+    /// finds the held lease unchanged leaves the renewal late (it may run
+    /// after the read: `Held::late`). False when the read failed: those
+    /// leases stay unknown.
     pub(super) async fn resolve_uncertain(&self) -> bool {
         let asked: Vec<(JobId, Token, Uncertain)> = self
             .leases
@@ -79,6 +81,9 @@ impl<B: Backend> Renewer<B> {
                 continue;
             };
             h.uncertain = None;
+            // the old lease still there: the renewal may run yet, after
+            // this read (see `Held::late`)
+            h.late = (now == Some(*old)).then_some(*u);
             let since = read.saturating_duration_since(u.origin) + Duration::from_secs(1);
             let until = old
                 .lease_until_ms()
@@ -144,10 +149,12 @@ impl<B: Backend> Renewer<B> {
 
     /// Renews every held lease whose token is known in one call (only those of
     /// running jobs when `running_only`: while a settle of finished ones is
-    /// under way); false when the call failed, or when leases whose renewal's
-    /// reply was lost could not be read (they are renewed once read: the
-    /// settler tries again soon, not a third of the lease later, which may be
-    /// after they ran out).
+    /// under way); false when the call failed, when leases whose renewal's
+    /// reply was lost could not be read, or when it found gone a lease that
+    /// such a renewal, not landed at the read, may have replaced since (see
+    /// `Held::late`: its score is read again). Those are renewed once read:
+    /// the settler tries again soon, not a third of the lease later, which
+    /// may be after they ran out.
     pub(super) async fn heartbeat(&self, running_only: bool) -> bool {
         let resolved = self.resolve_uncertain().await;
         let leases: Vec<(JobId, Token, Instant)> = self
@@ -165,6 +172,7 @@ impl<B: Backend> Renewer<B> {
         let sent_at = Instant::now();
         let result = self.backend.extend(&self.queue, &pairs, self.lease).await;
         let mut lost = Vec::new();
+        let mut retry = false;
         let renewed = {
             let mut t = self.leases.lock();
             match result {
@@ -178,6 +186,15 @@ impl<B: Backend> Renewer<B> {
                             Some(new) => {
                                 h.token = new;
                                 h.deadline = sent_at + self.lease;
+                                h.late = None;
+                            }
+                            // a lost renewal that had not landed when the
+                            // score was read may have since: the score is
+                            // read again (its lease adopted within the
+                            // bound), and renewed then
+                            None if h.late.is_some() && !h.lost => {
+                                h.uncertain = h.late.take();
+                                retry = true;
                             }
                             None => {
                                 if h.running {
@@ -193,7 +210,7 @@ impl<B: Backend> Renewer<B> {
                             }
                         }
                     }
-                    true
+                    !retry
                 }
                 Err(e) => {
                     // the renewal may still have run: remember the lease it could have set

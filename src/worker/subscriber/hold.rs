@@ -2,7 +2,7 @@
 //! read or running, renewed while held and settled in batches.
 
 use super::*;
-use crate::contract::topics::Claimed;
+use crate::contract::topics::{Claimed, Renewed};
 
 /// An ordered subscriber's ownership by this worker: whether it holds it, when
 /// it last renewed it, and the token its runs are cancelled with once it is lost.
@@ -62,14 +62,24 @@ impl Ownership {
 #[derive(Default)]
 pub(super) struct Held {
     ids: Mutex<HashSet<EventId>>,
-    /// Held around each renewal call (from its reading of `ids` on), each
-    /// claim (until its events are in `ids`) and each settle call (until its
-    /// events are out of `ids`): a settle landing between a renewal's read
-    /// and its call would have its events' idle time restarted (a retry
-    /// would come after a whole lease, not its backoff; an acknowledged event
-    /// would be reported lost); a claim landing between a settle's call and
-    /// its events' leaving `ids` would take a retry due at once for one still
-    /// running, and leave it unrun for a lease.
+    /// Those of `ids` a settle call is settling (from before its first try
+    /// until they are out of `ids`): renewals leave them to it. A renewal of
+    /// one landing after its settle would restart its idle time (a retry
+    /// would come after a whole lease, not its backoff; an acknowledged
+    /// event would be reported gone), also between the tries of a settle
+    /// whose reply was lost. Changed only under `renewing`.
+    settling: Mutex<HashSet<EventId>>,
+    /// Held around each renewal call (from its reading of `ids` on), and
+    /// while a settle marks its events `settling`: a settle waits for a
+    /// renewal of its events that is out, never a renewal for a settle (one
+    /// that stalls, up to the response timeout and its tries, would hold the
+    /// running events' renewals back past their lease, and another consumer
+    /// would claim them while they run).
+    renewing: tokio::sync::Mutex<()>,
+    /// Held around each claim (until its events are in `ids`) and each settle
+    /// call (until its events are out of `ids`): a claim landing between a
+    /// settle's call and its events' leaving `ids` would take a retry due at
+    /// once for one still running, and leave it unrun for a lease.
     calls: tokio::sync::Mutex<()>,
 }
 
@@ -111,6 +121,11 @@ pub(super) async fn claim<B: Topics>(
 pub(super) fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashSet<EventId>> {
     // a set of ids cannot be left half-changed
     held.ids.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn settling(held: &Held) -> std::sync::MutexGuard<'_, HashSet<EventId>> {
+    // a set of ids cannot be left half-changed
+    held.settling.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Acknowledges, schedules retries and dead-letters in batches: whatever
@@ -158,9 +173,21 @@ pub(super) async fn settle_loop<B: Topics>(
                 Err(_) => break,
             }
         }
+        let ids: Vec<EventId> = {
+            let settled = batch.acks.iter().chain(batch.retries.iter().map(|r| &r.0));
+            settled
+                .chain(batch.dead.iter().map(|d| &d.0.id))
+                .copied()
+                .collect()
+        };
+        {
+            // not while a renewal of them is out, nor one after (see `Held`)
+            let _renewing = held.renewing.lock().await;
+            settling(&held).extend(ids.iter().copied());
+        }
         let mut tries = 0;
-        // not while a renewal is out (see `Held`), nor one after this call
-        // until its events are out of the set
+        // no claim lands during this call, nor after it until its events are
+        // out of the set (see `Held`)
         let _calls = loop {
             let calls = held.calls.lock().await;
             match backend
@@ -180,10 +207,16 @@ pub(super) async fn settle_loop<B: Topics>(
             drop(calls);
             tokio::time::sleep(backoff(tries)).await;
         };
-        let mut h = lock(&held);
-        let settled = batch.acks.iter().chain(batch.retries.iter().map(|r| &r.0));
-        for id in settled.chain(batch.dead.iter().map(|d| &d.0.id)) {
-            h.remove(id);
+        // out of `ids` first: a renewal reads `ids` before `settling`
+        {
+            let mut h = lock(&held);
+            for id in &ids {
+                h.remove(id);
+            }
+        }
+        let mut s = settling(&held);
+        for id in &ids {
+            s.remove(id);
         }
     }
 }
@@ -198,6 +231,8 @@ pub(super) async fn renew_loop<B: Topics>(
     lease: Duration,
     stop: CancellationToken,
 ) {
+    // what a renewal said of events found not held, so that it is said once
+    let mut told: HashMap<EventId, Renewed> = HashMap::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(lease / 3) => {}
@@ -223,9 +258,14 @@ pub(super) async fn renew_loop<B: Topics>(
                 }
             }
         }
-        // no settle lands between this read and the renewal (see `Held`)
-        let _calls = held.calls.lock().await;
-        let ids: Vec<EventId> = lock(&held).iter().copied().collect();
+        // no settle of these lands during the renewal (see `Held`)
+        let _renewing = held.renewing.lock().await;
+        let ids: Vec<EventId> = {
+            let h = lock(&held);
+            told.retain(|id, _| h.contains(id));
+            let s = settling(&held);
+            h.iter().filter(|id| !s.contains(id)).copied().collect()
+        };
         if ids.is_empty() {
             continue;
         }
@@ -233,12 +273,28 @@ pub(super) async fn renew_loop<B: Topics>(
             .renew(&names.topic, &names.sub, &names.consumer, &ids)
             .await
         {
-            Ok(kept) => {
-                for (id, kept) in ids.iter().zip(kept) {
-                    if !kept && lock(&held).contains(id) {
-                        tracing::warn!(topic = %names.topic, subscriber = %names.sub, event.id = %id,
-                            "another consumer claimed this running event (its hold ran out): it may run twice");
+            Ok(found) => {
+                let mut gone = 0;
+                for (id, found) in ids.iter().zip(found) {
+                    // each said once (not every third of the lease until the run ends)
+                    if found == Renewed::Held {
+                        told.remove(id);
+                        continue;
                     }
+                    if told.insert(*id, found) == Some(found) {
+                        continue;
+                    }
+                    match found {
+                        Renewed::Claimed => {
+                            tracing::warn!(topic = %names.topic, subscriber = %names.sub, event.id = %id,
+                            "another consumer claimed this running event (its hold ran out): it may run twice")
+                        }
+                        _ => gone += 1,
+                    }
+                }
+                if gone > 0 {
+                    tracing::info!(topic = %names.topic, subscriber = %names.sub, events = gone,
+                        "running events are no longer pending in their subscriber (it was removed or made anew, or another client acknowledged them): their runs go on, their outcomes are not recorded");
                 }
             }
             Err(e) => {

@@ -162,7 +162,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         env.drained.clone(),
     ));
     let renew_stop = CancellationToken::new();
-    // a dropped worker future (as a killed process) stops renewing
+    // a dropped worker future (as a killed process) stops renewing, and reading
     let _stop_on_drop = renew_stop.clone().drop_guard();
     // stopped after the last acknowledgements, it samples once more; in a set
     // of its own, so that a dropped worker future (as a killed process) stops
@@ -301,14 +301,27 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                     .clamp(Duration::from_millis(1), IDLE_BLOCK)
             };
             let (b, n, held) = (backend.clone(), names.clone(), held.clone());
+            // cancelled when the worker's future is dropped (a clean stop
+            // waits for the read first)
+            let gone = renew_stop.clone();
             reading = Some(tokio::spawn(async move {
                 // held (so renewed) as soon as they are read: the loop may take
                 // a while to collect them
-                if claiming {
-                    Read::Claimed(claim(&b, &n, &held, claim_idle, count, cursor).await)
-                } else {
-                    let r = b.read(&n.topic, &n.sub, &n.consumer, count, block).await;
-                    Read::New(r.map(|e| e.map(|e| held.hold(e))))
+                let read = async {
+                    if claiming {
+                        Read::Claimed(claim(&b, &n, &held, claim_idle, count, cursor).await)
+                    } else {
+                        let r = b.read(&n.topic, &n.sub, &n.consumer, count, block).await;
+                        Read::New(r.map(|e| e.map(|e| held.hold(e))))
+                    }
+                };
+                // a dropped worker (as a killed process) ends its read at once:
+                // left to run, a blocked read would take the events published
+                // meanwhile for a consumer that is gone, and they would wait a
+                // lease for a claim (a read dropped while it waits takes none)
+                tokio::select! {
+                    r = read => r,
+                    _ = gone.cancelled() => Read::New(Ok(Some(Vec::new()))),
                 }
             }));
         }

@@ -27,6 +27,9 @@
 -- KEYS[25], KEYS[26], KEYS[27]  the queue's keyed set, concurrency keys and
 --          wake set (ns:q:keyed, ns:q:keys, ns:q:kwake)
 -- KEYS[28]  the queue's unique keys (ns:q:unique, see unique.lua)
+-- KEYS[29]  the queue's exact dues (ns:q:exact): a letter requeued due at the
+--          ms its send's score rounded its exact due up to leaves them (see
+--          rescore in lib.lua)
 -- ARGV[1]  the first one's delay, ms
 -- ARGV[2]  the time between two, µs
 -- ARGV[3]  the queue's realtime channel (ns:rt:q)
@@ -139,11 +142,11 @@ for i, id in ipairs(ids) do
         e.fresh = false
         K.per(ck, math.max(1, math.min(tonumber(per), 1000)))
       end
-      K.place(ck, string.format("%.0f", rescore(id, due)), id)
+      K.place(ck, string.format("%.0f", rescore(id, due, 29)), id)
     else
       local zl = z[key]
       if not zl then zl = {}; z[key] = zl end
-      zl[#zl + 1] = string.format("%.0f", rescore(id, due))
+      zl[#zl + 1] = string.format("%.0f", rescore(id, due, 29))
       zl[#zl + 1] = id
     end
     h[#h + 1] = id

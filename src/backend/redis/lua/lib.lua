@@ -251,10 +251,12 @@ local function index_exact(k, zargs, served, flagged)
 end
 
 -- The score to give `id` for visibility at `s` (whole ms) when it is not its
--- send's: one ms later should the id's exact due (see exact_due) fall in the
--- ms before s, where it would let a worker take the message before s.
-local function rescore(id, s)
-  if exact_due(id, s) then return s + 1 end
+-- send's: `s`, as asked. Should the id's exact due (see exact_due) fall in the
+-- ms before s, its entry in the queue's exact dues (KEYS[k], ns:q:exact, see
+-- index_exact) goes, as a re-score drops it in memory: a fetch takes the
+-- message at s, not at that due (one ZREM, only then).
+local function rescore(id, s, k)
+  if exact_due(id, s) then redis.call("ZREM", KEYS[k], id) end
   return s
 end
 
@@ -1306,7 +1308,8 @@ end
 -- time as it is, so that a purge that died stops counting moves then), and
 -- how many keyed jobs sent up to the cutoff went back to wait (K.wait), or
 -- calls of dead_requeue.lua requeued letters sent up to it, or flows'
--- parents of ids up to it were sent (send.lua), since it was set;
+-- parents of ids up to it were sent (send.lua), or calls of periodic.lua
+-- enqueued jobs of ticks up to it, since it was set;
 -- a purge scans its sets again while that count changes (see purge.lua). Returns nil when there is none or it lapsed
 -- by `now` (whoever finds it so deletes or replaces it), else {cut, until,
 -- moves, text(moves)}.

@@ -22,7 +22,10 @@
 -- KEYS[4], KEYS[5]  with a key: the queue's keyed set and concurrency keys
 --          (ns:q:keyed, ns:q:keys)
 -- A schedule paused ("<name>:paused" in KEYS[3], "<ms> <who>", see
--- schedule.lua) has its ticks recorded as done, and nothing enqueued.
+-- schedule.lua) has its ticks recorded as done, and nothing enqueued. While a
+-- purge runs (the hash field "redjob:purging", see purge_mark in lib.lua), a
+-- call that enqueues a tick up to its cutoff counts one move in it: the job
+-- may go behind the purge's scan, which then scans again (see purge.lua).
 -- Returns {-1} no such queue; else {1, now ms, then three values a tick:
 --         1, 0, 0 enqueued; 0, 0, 0 already enqueued (or nothing to catch
 --         up); 2, 0, 0 skipped, the schedule paused; -2, len, maxsize the
@@ -78,6 +81,20 @@ for i = 1, n do
   out[#out + 1] = y
 end
 if sent == 0 then return out end
+-- a job's id carries its tick, maybe up to a running purge's cutoff: counted
+-- in the purge's mark (once a call), so that a pass that scanned its set
+-- scans again (see purge.lua)
+local m = purge_mark(attrs[7], now)
+if m then
+  for i = 2, #zargs, 2 do
+    if string.sub(zargs[i], 1, 10) <= m.cut then
+      redis.call("HSET", KEYS[2], "redjob:purging", m.text(m.moves + 1))
+      -- counted: a keyed tick's wait counts no more
+      attrs[7] = false
+      break
+    end
+  end
+end
 local key = ARGV[6 + 6 * n]
 if key then
   if not attrs[6] then redis.call("HSET", KEYS[2], "redjob:keyed", "1") end

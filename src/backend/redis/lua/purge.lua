@@ -9,16 +9,17 @@
 -- place is found in priority 0, scanned after the keyed set; one that goes
 -- back to wait (a holder demoted by an earlier-due job of its key, a retry, a
 -- throttle), and a dead letter sent up to the cutoff requeued (or a flow's
--- parent, whose id is its flow's, sent) into a set the
+-- parent, whose id is its flow's, sent, or a periodic job of a tick up to
+-- it enqueued) into a set the
 -- pass may have scanned already, is counted in the queue hash's mark
 -- "redjob:purging" (see purge_mark and K.wait in lib.lua,
--- dead_requeue.lua and send.lua), which holds the latest cutoff of the
+-- dead_requeue.lua, send.lua and periodic.lua), which holds the latest cutoff of the
 -- purges that run: each call of a purge of that cutoff (or a later one, which
 -- takes it over) sets it to lapse a minute later, should the purge die; a
 -- purge of an earlier cutoff leaves it so, and deletes it when it ends only
 -- if it is its own. While that count changed during a pass, the purge scans
 -- its sets again, up to 10 passes in all: keyed jobs that go back to wait
--- (or letters requeued, parents sent) faster than a pass ends are purged as far as those
+-- (or letters requeued, parents sent, ticks enqueued) faster than a pass ends are purged as far as those
 -- passes reach (a purge's work stays bounded). A job
 -- counts as sent when its id says (its first ten characters, the send's µs in
 -- base 36): one sent after the cutoff is left, so the purge ends even while

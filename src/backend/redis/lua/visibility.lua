@@ -6,6 +6,9 @@
 -- KEYS[3..22]  the sorted sets of the other priorities (ns:q:p<n>)
 -- KEYS[23]  the queue's lease counts (ns:q:leases): a lease whose job this makes
 --          visible again leaves them (the job is no longer leased)
+-- KEYS[24]  the queue's exact dues (ns:q:exact): a delayed message made
+--          visible at the ms its send's score rounded its exact due up to
+--          leaves them (see rescore in lib.lua)
 -- ARGV[1]  message id
 -- ARGV[2]  visibility timeout in ms from now
 -- Returns -1 when the queue does not exist, 0 when the message does not, 1 when changed
@@ -17,6 +20,6 @@ local count = score_count(tonumber(score))
 local now = clock()
 lease_counts().left(23, {tonumber(score)}, now)
 local s = now + tonumber(ARGV[2])
-if count == 0 then s = rescore(ARGV[1], s) end
+if count == 0 then s = rescore(ARGV[1], s, 24) end
 redis.call("ZADD", level[2], string.format("%d.%03d", s, count), ARGV[1])
 return 1

@@ -505,7 +505,9 @@ impl Rsmq {
         validate::queue_name(queue)?;
         let ms = validate::duration_ms("vt", vt)?;
         let k = self.ns.queue(queue);
-        let mut cmd = scripts::eval(&scripts::VISIBILITY, &k.with_leases(k.all_levels()));
+        let mut keys = k.with_leases(k.all_levels());
+        keys.push(k.exact.clone());
+        let mut cmd = scripts::eval(&scripts::VISIBILITY, &keys);
         cmd.arg(id).arg(ms);
         match scripts::int(&scripts::run(&mut self.con.clone(), &scripts::VISIBILITY, &cmd).await?)?
         {

@@ -15,8 +15,12 @@ use crate::worker::subscriber::listed::RunningEvents;
 enum At {
     /// A renewal, before it is done.
     Renewal,
+    /// A settle, before it is done (a stalled call).
+    Settle,
     /// A settle's reply, once it is done.
     SettleReply,
+    /// No gate: a settle's first reply is lost (it is done, and fails).
+    SettleLost,
 }
 
 /// A memory backend whose calls of one kind wait at a gate (as a round
@@ -28,6 +32,8 @@ struct Gated {
     /// Told when a call reached the gate.
     reached: Arc<Notify>,
     gate: Arc<Semaphore>,
+    /// Whether a settle's reply was lost already (`At::SettleLost`).
+    lost: Arc<AtomicBool>,
 }
 
 impl Gated {
@@ -38,6 +44,7 @@ impl Gated {
             at,
             reached: Arc::default(),
             gate,
+            lost: Arc::default(),
         }
     }
 
@@ -55,8 +62,12 @@ macro_rules! gated {
         Topics::renew(&$self.inner, $($a),*).await
     }};
     ($self:ident, Topics :: settle_events ( $($a:ident),* ) .await) => {{
+        $self.at_gate(At::Settle).await;
         let r = Topics::settle_events(&$self.inner, $($a),*).await;
         $self.at_gate(At::SettleReply).await;
+        if $self.at == At::SettleLost && !$self.lost.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(crate::Error::Protocol("the reply was lost".into()));
+        }
         r
     }};
     ($self:ident, $T:ident :: $m:ident ( $($a:ident),* ) $($aw:tt)*) => {
@@ -199,4 +210,141 @@ async fn a_retry_claimed_while_its_settle_replies_runs_again() {
     assert!(lock(&held).contains(&id), "held, as it runs again");
     drop(tx);
     settler.await.unwrap();
+}
+
+/// A settle call that stalls (a slow Redis: up to the response timeout, for
+/// each of its tries) does not hold back the renewals of the events still
+/// running, which no other consumer claims then while they run. The old code
+/// renewed them only once the settle's call returned: past two thirds of the
+/// lease, another consumer took them, and they ran twice.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_settle_does_not_hold_back_the_running_events_renewals() {
+    let (b, clock, done) = one_read(At::Settle).await;
+    b.publish("t", &[("ty", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    let got = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
+    let running = got.expect("subscribed")[0].id;
+    let lease = Duration::from_secs(3);
+    let held: Arc<Held> = Arc::default();
+    lock(&held).extend([done, running]);
+    let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let renewer = tokio::spawn(renew_loop(
+        b.clone(),
+        names(),
+        held.clone(),
+        None,
+        lease,
+        stop.clone(),
+    ));
+    let settler = tokio::spawn(settle_loop(
+        b.clone(),
+        names(),
+        rx,
+        by(),
+        lease,
+        held.clone(),
+        finish.clone(),
+    ));
+    tx.send(Done::Ack(done)).unwrap();
+    // the settle call is out, and stalls for a lease and more
+    b.reached.notified().await;
+    for _ in 0..8 {
+        clock.advance(lease / 6);
+        tokio::time::sleep(lease / 6).await;
+    }
+    let claimed = b
+        .claim("t", "s", "other", lease, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .expect("subscribed");
+    let ids: Vec<EventId> = claimed.events.iter().map(|e| e.id).collect();
+    assert!(
+        !ids.contains(&running),
+        "another consumer claimed the running event: {ids:?}"
+    );
+    b.gate.add_permits(1);
+    stop.cancel();
+    drop(tx);
+    renewer.await.unwrap();
+    settler.await.unwrap();
+}
+
+/// Log lines, as a `tracing_subscriber::fmt` writer.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Lines {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A settle tried again after its reply was lost (it had landed: the event
+/// is acknowledged) does not meet a renewal between its tries: nothing is
+/// said of an event that was settled. The old code let the renewal in
+/// between, which found the event no longer held and warned that another
+/// consumer claimed it.
+#[tokio::test(start_paused = true)]
+async fn a_settle_tried_again_meets_no_renewal_of_its_events() {
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let logs = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // this test's runtime has one thread: its tasks log through it too
+    let _log = tracing::subscriber::set_default(logs);
+    let (b, _clock, id) = one_read(At::SettleLost).await;
+    // renewals every 100 ms, in the 200 ms before the settle's second try
+    let lease = Duration::from_millis(300);
+    let held: Arc<Held> = Arc::default();
+    lock(&held).insert(id);
+    let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let renewer = tokio::spawn(renew_loop(
+        b.clone(),
+        names(),
+        held.clone(),
+        None,
+        lease,
+        stop.clone(),
+    ));
+    let settler = tokio::spawn(settle_loop(
+        b.clone(),
+        names(),
+        rx,
+        by(),
+        lease,
+        held.clone(),
+        finish.clone(),
+    ));
+    tx.send(Done::Ack(id)).unwrap();
+    for _ in 0..100 {
+        if lock(&held).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(lock(&held).is_empty(), "the ack was settled");
+    stop.cancel();
+    drop(tx);
+    renewer.await.unwrap();
+    settler.await.unwrap();
+    let text = lines.text();
+    assert!(
+        !text.contains("another consumer claimed") && !text.contains("no longer pending"),
+        "a renewal met the settled event: {text}"
+    );
 }

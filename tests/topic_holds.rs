@@ -1,0 +1,179 @@
+//! What a subscriber's worker holds and reads: a subscriber removed while
+//! its events run is said once, not warned about each renewal, and a dropped
+//! worker's blocked read takes no event published after it. Each case runs
+//! on the memory backend and on a private redis-server.
+
+mod common;
+#[path = "common/logs.rs"]
+mod logs;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use common::RedisServer;
+use logs::Lines;
+use redjob::backend::memory::MemoryBackend;
+use redjob::topic::{Event, Start};
+use redjob::{Client, JobError, Worker};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "parcel", topic = "parcels")]
+struct Parcel {
+    n: u64,
+}
+
+/// "`client.unsubscribe(topic, subscriber)` deletes a subscriber with its
+/// pending events": its running events go on, and their renewals find them
+/// held by no consumer. That is said once, at info, not as "another consumer
+/// claimed this running event" each third of the lease until the runs end
+/// (as the old code warned: a renewal could not tell a removed subscriber
+/// from a claim), and their settle is no error.
+async fn a_subscriber_removed_while_its_events_run_is_said_once(client: &Client, lines: &Lines) {
+    client
+        .subscribe("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    client.publish(&Parcel { n: 1 }).await.unwrap();
+    let started = Arc::new(AtomicU32::new(0));
+    let gate = Arc::new(Semaphore::new(0));
+    let (seen, wait) = (started.clone(), gate.clone());
+    let worker = Worker::builder(client.backend())
+        .handle_signals(false)
+        .lease(Duration::from_secs(1))
+        .subscribe("s", move |_: Parcel, _ctx| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let wait = wait.clone();
+            async move {
+                wait.acquire().await.unwrap().forget();
+                Ok::<(), JobError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = common::start(worker);
+    assert!(
+        common::wait_for(Duration::from_secs(5), || async {
+            started.load(Ordering::SeqCst) == 1
+        })
+        .await
+    );
+    assert!(client.unsubscribe("parcels", "s").await.unwrap());
+    // six renewals while it runs on
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    gate.add_permits(1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    let text = lines.text();
+    let said = text
+        .matches("no longer pending in their subscriber")
+        .count();
+    assert!(
+        !text.contains("another consumer claimed")
+            && !text.contains("could not settle")
+            && said == 1,
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_subscriber_removed_while_its_events_run_is_said_once_on_memory() {
+    let lines = Lines::default();
+    // this test's runtime has one thread: the worker's tasks log through it too
+    let _log = tracing::subscriber::set_default(lines.subscriber());
+    let client = Client::memory(MemoryBackend::new());
+    a_subscriber_removed_while_its_events_run_is_said_once(&client, &lines).await;
+}
+
+#[tokio::test]
+async fn a_subscriber_removed_while_its_events_run_is_said_once_on_redis() {
+    let lines = Lines::default();
+    let _log = tracing::subscriber::set_default(lines.subscriber());
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    a_subscriber_removed_while_its_events_run_is_said_once(&client, &lines).await;
+}
+
+/// "The events of a consumer that died are claimed by a live one after the
+/// worker's lease": of a worker dropped (as a killed process) while its
+/// subscriber waits in a blocking read, an event published just after is
+/// not taken by that read for a consumer that is gone, to wait a lease: the
+/// next worker runs it at once. The old code left the read to run in its
+/// task, which took the event (on Redis, its connection stayed open).
+async fn a_dropped_workers_blocked_read_takes_no_event(
+    client: &Client,
+    server: Option<&RedisServer>,
+) {
+    client
+        .subscribe("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    let lease = Duration::from_secs(30);
+    let worker = Worker::builder(client.backend())
+        .handle_signals(false)
+        .lease(lease)
+        .subscribe("s", |_: Parcel, _ctx| async { Ok::<(), JobError>(()) })
+        .build()
+        .unwrap();
+    let dropped = tokio::spawn(worker.run_until_stopped());
+    // its read waits for an event
+    match server {
+        Some(server) => {
+            let con = server.raw().await;
+            let blocked = common::wait_for(Duration::from_secs(5), || {
+                let mut con = con.clone();
+                async move {
+                    let list: String = redis::cmd("CLIENT")
+                        .arg("LIST")
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    list.lines().any(|l| l.contains("cmd=xreadgroup"))
+                }
+            })
+            .await;
+            assert!(blocked, "no blocked read");
+        }
+        None => tokio::time::sleep(Duration::from_millis(300)).await,
+    }
+    dropped.abort();
+    assert!(dropped.await.unwrap_err().is_cancelled());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    client.publish(&Parcel { n: 1 }).await.unwrap();
+    let ran = Arc::new(AtomicU32::new(0));
+    let seen = ran.clone();
+    let worker = Worker::builder(client.backend())
+        .handle_signals(false)
+        .lease(lease)
+        .subscribe("s", move |_: Parcel, _ctx| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<(), JobError>(()) }
+        })
+        .build()
+        .unwrap();
+    let running = common::start(worker);
+    let on_time = common::wait_for(Duration::from_secs(5), || async {
+        ran.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    running.stop().await;
+    assert!(
+        on_time,
+        "the event published after the worker was dropped did not run within 5 s"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_workers_blocked_read_takes_no_event_on_memory() {
+    let client = Client::memory(MemoryBackend::new());
+    a_dropped_workers_blocked_read_takes_no_event(&client, None).await;
+}
+
+#[tokio::test]
+async fn a_dropped_workers_blocked_read_takes_no_event_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    a_dropped_workers_blocked_read_takes_no_event(&client, Some(&server)).await;
+}
