@@ -1248,3 +1248,57 @@ async fn a_queue_an_rsmq_client_made_is_drained_at_maxmemory() {
     let got = got.expect("a fetch of an RSMQ client's queue at maxmemory");
     assert_eq!(got.jobs.len(), 1, "the queued message is fetched");
 }
+
+/// Jobs at a priority whose bodies an RSMQ client deleted (their ids stay in
+/// `ns:q:p<n>`; an HDEL of the body stands for its `deleteMessage`) are no
+/// jobs for `list` and `peek`, as for `job`: they were shown with empty
+/// bodies. Pages may hold fewer jobs, but walking them by their cursors
+/// reads every live job once, past a page of bodyless members alone.
+#[tokio::test]
+async fn list_and_peek_skip_jobs_an_rsmq_client_deleted_at_a_priority() {
+    use redjob::inspect::{Inspect, JobState};
+    let (server, rsmq) = setup().await;
+    for (q, state, delay) in [
+        ("lr", JobState::Ready, Duration::ZERO),
+        ("ls", JobState::Scheduled, Duration::from_secs(3600)),
+    ] {
+        rsmq.create_queue(q, QueueOptions::default()).await.unwrap();
+        let mut ids = Vec::new();
+        for i in 0..7 {
+            let m = SendMessage::new(format!("v{i}")).priority(5).delay(delay);
+            ids.push(rsmq.send_outcomes(q, &[m]).await.unwrap()[0].id);
+            // each its own ms: the pages' order is the send order
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // the first two (a whole first page), the fourth and the last
+        for i in [0, 1, 3, 6] {
+            let gone: usize = redis::cmd("HDEL")
+                .arg(format!("rsmq:{q}:Q"))
+                .arg(ids[i].as_str())
+                .query_async(&mut server.raw().await)
+                .await
+                .unwrap();
+            assert_eq!(gone, 1);
+        }
+        let live: Vec<_> = [2, 4, 5].iter().map(|&i| ids[i]).collect();
+        let (mut seen, mut after, mut pages) = (Vec::new(), None, 0);
+        loop {
+            let page = rsmq.list(q, state, after.as_ref(), 2).await.unwrap();
+            for j in &page.jobs {
+                assert!(!j.body.is_empty(), "{state:?}: a job without a body: {j:?}");
+                seen.push(j.id);
+            }
+            pages += 1;
+            assert!(pages < 10, "{state:?}: pages without end");
+            match page.next {
+                Some(c) => after = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(seen, live, "{state:?}: each live job once, in order");
+        let peeked = rsmq.peek(q, 10).await.unwrap();
+        let peeked: Vec<_> = peeked.iter().map(|j| (j.id, j.body.is_empty())).collect();
+        let want: Vec<_> = live.iter().map(|&id| (id, false)).collect();
+        assert_eq!(peeked, want, "{state:?}: peek shows the live jobs alone");
+    }
+}

@@ -516,6 +516,54 @@ pub async fn an_enqueue_that_fails_part_way_cancels_its_batch_or_flow(env: &Env)
     assert!(seen.ran.lock().unwrap().is_empty(), "nothing ran");
 }
 
+/// Jobs added to a batch whose group was refused (over its queue's
+/// maxsize: they left the batch's total), kept still because their adder
+/// stopped before it forgot them, are not sent by a sweep once their queue
+/// takes them (its maxsize raised): sent, they ran uncounted in the total
+/// and their finishes could complete the batch (and run a flow's parent)
+/// before its other jobs finished. Redis alone keeps added jobs.
+pub async fn jobs_added_whose_group_was_refused_are_not_sent_by_a_sweep(env: &Env) {
+    let gated = env
+        .client
+        .batch()
+        .on_complete(&Done)
+        .job(&Try { wait: true })
+        .enqueue()
+        .await
+        .unwrap();
+    if !env.is_redis() {
+        return;
+    }
+    let mut raw = env.raw().await;
+    // the adder kept a job at index 1, grew the total, was refused and
+    // took the job out of the total (once: its "u1"), then stopped
+    let body = redjob::job::encode(&page("refused", 0, 0)).unwrap();
+    let mut kept = format!("adds_a 0 {}\n", body.len()).into_bytes();
+    kept.extend_from_slice(&body);
+    let hash = env.batch_key(gated.as_str());
+    let _: () = redis::cmd("HSET")
+        .arg(&hash)
+        .arg("next")
+        .arg(2)
+        .arg("u1")
+        .arg(1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    keep_lost(env, &mut raw, &gated, &kept).await;
+    env.client.backend().batch_sweep().await.unwrap();
+    let queued = env.client.peek("adds_a", 10).await.unwrap();
+    assert_eq!(queued.len(), 1, "the Try alone: {queued:?}");
+    let left: u64 = redis::cmd("HLEN")
+        .arg(format!("{hash}:adds"))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the refused group is forgotten");
+    let status = env.client.batch_status(&gated).await.unwrap().unwrap();
+    assert_eq!(status.total, 1, "{status:?}");
+}
+
 /// Keeps `kept` as jobs added to batch `id` at index 1 by an adder that
 /// stopped ("lost"), with its sweep mark due.
 async fn keep_lost(env: &Env, raw: &mut redjob::connection::Connection, id: &BatchId, kept: &[u8]) {

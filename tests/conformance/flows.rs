@@ -520,6 +520,53 @@ pub async fn a_failed_flow_does_not_create_again_its_parents_deleted_queue(env: 
     );
 }
 
+/// A flow above a parent gone with its deleted queue fails, by its failure
+/// policy, its reason naming that queue: whether the gone parent's child
+/// succeeded (the parent could not be sent) or died (it could not be
+/// dead-lettered). It was never told and waited for ever.
+pub async fn a_flow_above_a_parent_gone_with_its_deleted_queue_fails(env: &Env) {
+    use redjob::queue::Queues;
+    let seen = Arc::new(Seen::default());
+    let c = &env.client;
+    // top waits for mid, in a queue of its own, which waits for a child
+    let mid = Flow::new_in("flows_gone", &Parent { n: 2 }).child(&child(1));
+    let top = c
+        .enqueue_flow(Flow::new(&Parent { n: 3 }).subflow(mid))
+        .await
+        .unwrap();
+    // the same, mid's child dying, top cancelled on failure
+    let mid = Flow::new_in("flows_gone", &Parent { n: 5 }).child(&Child { n: 4, die: true });
+    let quiet = c
+        .enqueue_flow(Flow::new(&Parent { n: 6 }).subflow(mid).cancel_on_failure())
+        .await
+        .unwrap();
+    env.queues().delete_queue("flows_gone").await.unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    let e = failed(env, &top).await;
+    let q = failed(env, &quiet).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running.stop().await;
+    let mut ran = seen.ran.lock().unwrap().clone();
+    ran.sort();
+    assert_eq!(ran, ["c1", "c4"], "no parent ran");
+    assert!(
+        matches!(&e, Error::JobFailed { error, .. } if error.contains("dead")),
+        "{e}"
+    );
+    let letter = c.job("flows_p", &top).await.unwrap().unwrap();
+    let why = letter.last_error.clone().unwrap_or_default();
+    assert!(
+        why.contains("a job it waits for failed: flows_gone "),
+        "{letter:?}"
+    );
+    assert!(
+        matches!(&q, Error::JobFailed { error, .. } if error.contains("cancelled")),
+        "{q}"
+    );
+    let queues = env.queues().list_queues().await.unwrap();
+    assert!(!queues.iter().any(|q| q == "flows_gone"), "{queues:?}");
+}
+
 pub async fn a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs(env: &Env) {
     let c = &env.client;
     // no worker: the children wait in their queue

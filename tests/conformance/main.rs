@@ -530,6 +530,7 @@ macro_rules! conformance_suite {
             a_cancelled_parent_never_runs_though_its_queue_is_deleted_and_created_again,
             a_flow_does_not_create_again_its_parents_deleted_queue,
             a_failed_flow_does_not_create_again_its_parents_deleted_queue,
+            a_flow_above_a_parent_gone_with_its_deleted_queue_fails,
             a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs,
             a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain,
             a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,
@@ -544,6 +545,7 @@ macro_rules! conformance_suite {
             a_job_a_flow_waits_for_with_after_adds_nothing_to_the_flow,
             a_cancelled_batch_cancels_its_jobs_rather_than_start_them_and_takes_no_more,
             jobs_an_adder_left_unsent_are_sent_by_a_sweep,
+            jobs_added_whose_group_was_refused_are_not_sent_by_a_sweep,
             an_enqueue_that_fails_part_way_cancels_its_batch_or_flow);
         $crate::conformance_suite!(@results $setup, #[$attr],
             a_jobs_result_is_read_typed_once_it_succeeded,

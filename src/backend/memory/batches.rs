@@ -193,15 +193,14 @@ impl State {
             // enqueued: a queue deleted since is not created again for it,
             // nor is the parent sent, nor dead-lettered (as on Redis; one
             // whose flow's enqueue stopped before its seal may have no queue
-            // yet: made, for its record)
+            // yet: made, for its record). It went with its queue, as a
+            // deleted job does: cancelled in its own flow, which fails
             if matches!(cb.kind, CallbackKind::Parent | CallbackKind::Failed)
-                && cb.id.is_some()
+                && let Some(parent) = cb.id
                 && status.sealed
                 && !self.queues.contains_key(&cb.queue)
             {
-                if cb.kind == CallbackKind::Failed {
-                    tracing::warn!(queue = %cb.queue, parent = ?cb.id, "a flow's failed parent whose queue was deleted went with it: not dead-lettered, its queue not created again");
-                }
+                more.extend(gone_parent(&cb, parent));
                 continue;
             }
             let q = self.queues.entry(cb.queue.clone()).or_insert_with(|| {
@@ -258,9 +257,11 @@ impl State {
             }
             let job = match cb.id {
                 // a flow's parent is sent only while it waits: one gone with
-                // its deleted queue never runs (as on Redis)
+                // its deleted queue never runs (as on Redis), and its own
+                // flow learns it
                 Some(j) => {
                     if q.parents.remove(&j).is_none() {
+                        more.extend(gone_parent(&cb, j));
                         continue;
                     }
                     j
@@ -292,6 +293,14 @@ impl State {
             })
             .ok_or_else(|| crate::contract::batches::no_batch(id))
     }
+}
+
+/// The finish of a flow's parent `id` (its callback `cb`) gone with its
+/// deleted queue, in its own flow when it is a child of one: cancelled, as a
+/// deleted job is, so that the flow above it fails (as on Redis).
+fn gone_parent(cb: &Callback, id: JobId) -> Option<Counted> {
+    tracing::warn!(queue = %cb.queue, parent = %id, "a flow's parent went with its deleted queue: never run, counted as cancelled in the flow above it, if any");
+    BatchRef::of_body(&cb.body).map(|r| (cb.queue.clone(), r, Finish::Cancelled, id, None))
 }
 
 /// The finishes of job `id` of `queue` (its body `body`), just cancelled or

@@ -11,7 +11,8 @@
 //! once. The sweep drops the mark once it found the token's jobs (or an hour
 //! after the token's time), so an adder slow to keep them is not missed.
 //! Jobs over their queue's maxsize can never be sent: they leave the
-//! batch's total, once per group however often that is tried.
+//! batch's total, once per group however often that is tried, and a
+//! sweep's resend sends no group that left it (its queue may take it later).
 
 use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts;
@@ -56,7 +57,7 @@ impl Rsmq {
                 "it was opened by an older redjob and its enqueue has not finished",
             )),
             s => {
-                self.send_added(id, &format!("{s} {token}"), s as u64, jobs)
+                self.send_added(id, &format!("{s} {token}"), s as u64, jobs, false)
                     .await
             }
         };
@@ -76,13 +77,19 @@ impl Rsmq {
     /// Sends the jobs added to batch `id` from index `start` on (kept as
     /// `field`), each group once, then forgets them: a group over its
     /// queue's maxsize leaves the batch's total instead (the first such
-    /// error is returned once the others are sent).
+    /// error is returned once the others are sent). A `resend` (a sweep's,
+    /// of jobs an adder left kept) sends no group that left the total
+    /// already (its "u<first index>" in the batch's hash, see batch.lua),
+    /// though its queue would take it now (its maxsize raised): it would run
+    /// uncounted in the total, and its finish could complete the batch (and
+    /// run a flow's parent) before the batch's other jobs finished.
     async fn send_added(
         &self,
         id: &BatchId,
         field: &str,
         start: u64,
         jobs: &[(String, SendMessage)],
+        resend: bool,
     ) -> Result<()> {
         let mut groups: Vec<Group> = Vec::new();
         for (i, (queue, msg)) in jobs.iter().enumerate() {
@@ -95,6 +102,17 @@ impl Rsmq {
                 Some(g) => g.3.push(body),
                 None => groups.push((queue.clone(), msg.priority, index, vec![body])),
             }
+        }
+        if resend {
+            let k = self.namespace().batch(id.as_str());
+            let fields: Vec<String> = groups.iter().map(|g| format!("u{}", g.2)).collect();
+            let left: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(&k.hash)
+                .arg(&fields)
+                .query_async(&mut self.connection())
+                .await?;
+            let mut left = left.into_iter();
+            groups.retain(|_| left.next().flatten().is_none());
         }
         let mut refused = None;
         for (queue, priority, first, bodies) in &groups {
@@ -172,7 +190,7 @@ impl Rsmq {
                 match (start.parse::<u64>(), decode_added(&raw)) {
                     (Ok(start), Some(jobs)) => {
                         tracing::warn!(batch = %id, jobs = jobs.len(), "sending jobs added to a batch that their adder left unsent");
-                        match self.send_added(id, &field, start, &jobs).await {
+                        match self.send_added(id, &field, start, &jobs, true).await {
                             Ok(()) | Err(Error::InvalidValue { .. }) => {}
                             Err(e) => return Err(e),
                         }

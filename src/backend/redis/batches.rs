@@ -31,10 +31,17 @@ use crate::contract::batches::{
 use crate::contract::queues::{QueueOptions, validate};
 use crate::{Error, Result};
 
-/// Finishes flows' failed parents entered in their queues (`ns:q:bout`),
-/// by queue, still to be counted in their flows: counted by
-/// [`Rsmq::cascade`]'s loop, not by the call that failed the parents.
-pub(super) type Entered = Vec<(String, Vec<String>)>;
+/// What flows' failed (or gone) parents left for [`Rsmq::cascade`]'s loop,
+/// not done by the call that failed them: the finishes they entered in
+/// their queues (`ns:q:bout`), by queue, still to be counted in their
+/// flows; and the flows a parent gone with its deleted queue was counted
+/// in directly (see `Rsmq::gone_parent`), with what that count made due,
+/// still to be fired.
+#[derive(Default)]
+pub(super) struct Entered {
+    pub(super) finishes: Vec<(String, Vec<String>)>,
+    pub(super) fires: Vec<(BatchId, Reply)>,
+}
 
 /// How long a completed batch is kept (7 days).
 pub(crate) const KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
@@ -133,7 +140,7 @@ impl Rsmq {
     /// counted in its own flow when it is a child of one (and so on up a
     /// chain, by [`cascade`](Self::cascade)'s loop).
     pub(super) async fn fire(&self, id: &BatchId, r: Reply) -> Result<()> {
-        let mut later = Entered::new();
+        let mut later = Entered::default();
         let fired = self.fire_step(id, r, &mut later).await;
         self.cascade(later).await;
         fired
@@ -146,9 +153,19 @@ impl Rsmq {
     /// build). A count that fails is logged: the queue was marked first, so a
     /// sweep counts it.
     async fn cascade(&self, mut later: Entered) {
-        while let Some((queue, entered)) = later.pop() {
-            if let Err(e) = self.settle_once(&queue, &entered, &mut later).await {
-                tracing::warn!(queue, error = %e, "counting a failed parent's finish failed; a worker's sweep counts it");
+        loop {
+            if let Some((queue, entered)) = later.finishes.pop() {
+                if let Err(e) = self.settle_once(&queue, &entered, &mut later).await {
+                    tracing::warn!(queue, error = %e, "counting a failed parent's finish failed; a worker's sweep counts it");
+                }
+            } else if let Some((id, r)) = later.fires.pop() {
+                // its sweep mark goes once it fired (else a sweep fires it)
+                let fired = self.fire_step(&id, r, &mut later).await;
+                if let Err(e) = fired.and(self.marks(&["h".into(), id.to_string()]).await) {
+                    tracing::warn!(batch = %id, error = %e, "firing a flow above a parent gone with its queue failed; a worker's sweep fires it");
+                }
+            } else {
+                return;
             }
         }
     }
@@ -163,16 +180,31 @@ impl Rsmq {
         for cb in &r.due {
             let mark = format!("{id}:{}", cb.kind.code());
             let queue = &cb.queue;
+            let body = callback_body(&cb.body, &r.status);
             let send = if cb.kind == CallbackKind::Failed {
                 let why = crate::contract::batches::failed_parent_why(&r.status);
                 // a cancelled flow's parent is cancelled
                 let mut cb = cb.clone();
                 cb.cancel |= r.status.cancelled_at_ms.is_some();
                 self.fail_parent(&cb, &r.status, &why, &mark, later).await
+            } else if let Some(parent) = cb.id {
+                // a flow's parent (its flow sealed, so it waited in its
+                // queue) is sent only while it waits: its queue deleted
+                // since is not created again, and the flow above it, if
+                // any, learns it went
+                match self
+                    .send_marked(queue, &[&body], 0, &mark, Some(&parent))
+                    .await
+                {
+                    Err(Error::QueueNotFound { .. }) => {
+                        self.gone_parent(cb, &parent, later).await.map(|()| true)
+                    }
+                    sent => sent,
+                }
             } else {
-                let body = callback_body(&cb.body, &r.status);
+                let bodies: [&[u8]; 1] = [&body];
                 crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
-                    self.send_once(queue, &body, &mark, cb.id.as_ref())
+                    self.send_marked(queue, &bodies, 0, &mark, None)
                 })
                 .await
             };
@@ -209,27 +241,12 @@ impl Rsmq {
         Ok(())
     }
 
-    /// Sends `body` to `queue` unless `mark` was sent there (send.lua's once
-    /// marks), with `id` when given; whether it was sent. A flow's parent
-    /// (with its `id`) waited in its queue since its flow was enqueued: a
-    /// queue deleted since is not sent to (nor created again by the caller's
-    /// `creating`), as send.lua sends no parent that no longer waits.
-    async fn send_once(
-        &self,
-        queue: &str,
-        body: &[u8],
-        mark: &str,
-        id: Option<&crate::JobId>,
-    ) -> Result<bool> {
-        match self.send_marked(queue, &[body], 0, mark, id).await {
-            Err(Error::QueueNotFound { .. }) if id.is_some() => Ok(false),
-            sent => sent,
-        }
-    }
-
     /// Sends `bodies` to `queue` at `priority` (after its delay) unless
     /// `mark` was sent there, the one with `id` when given (a flow's
-    /// parent, sent only while it waits); whether they were sent.
+    /// parent, sent only while it waits: one that no longer waits, though
+    /// no mark says it was sent or failed, went with its queue deleted since,
+    /// and is [`QueueNotFound`](Error::QueueNotFound) though its queue was
+    /// created again); whether they were sent.
     pub(super) async fn send_marked(
         &self,
         queue: &str,
@@ -259,7 +276,7 @@ impl Rsmq {
         let v = scripts::run(&mut con, &scripts::SEND, &cmd).await?;
         match &v {
             Value::Array(items) => match items.first().map(scripts::int).transpose()? {
-                Some(-1) => Err(Error::QueueNotFound { name: queue.into() }),
+                Some(-1 | -3) => Err(Error::QueueNotFound { name: queue.into() }),
                 Some(-2) => Err(Error::InvalidValue {
                     what: "batch callback",
                     reason: format!("its body exceeds queue {queue:?}'s maxsize"),
@@ -437,6 +454,9 @@ impl Rsmq {
                 } else if let Some(raw) = member.strip_prefix('b') {
                     self.marks(&["d".into(), raw.into(), RETRY_MS.to_string()])
                         .await
+                } else if let Some(raw) = member.strip_prefix('f') {
+                    self.marks(&["g".into(), raw.into(), RETRY_MS.to_string()])
+                        .await
                 } else {
                     Ok(Value::Nil)
                 };
@@ -481,6 +501,15 @@ impl Rsmq {
             self.marks(&["y".into(), raw.to_string()]).await?;
         } else if let Some(raw) = member.strip_prefix('a') {
             self.sweep_added(raw).await;
+        } else if let Some(raw) = member.strip_prefix('f') {
+            // a flow above a parent gone with its queue: what its count
+            // made due is fired
+            if let Ok(id) = raw.parse::<BatchId>()
+                && let Some(r) = self.batch_call::<String>(&id, "q", &[]).await?
+            {
+                self.fire(&id, r).await?;
+            }
+            self.marks(&["h".into(), raw.to_string()]).await?;
         }
         Ok(())
     }
@@ -549,7 +578,7 @@ impl Rsmq {
     }
 
     pub(super) async fn settled_batches(&self, queue: &str, members: &[String]) -> Result<()> {
-        let mut later = Entered::new();
+        let mut later = Entered::default();
         let settled = self.settle_once(queue, members, &mut later).await;
         self.cascade(later).await;
         settled
@@ -619,7 +648,7 @@ impl Rsmq {
             finishes = old.len(),
             "counting batch finishes a worker left uncounted"
         );
-        let mut later = Entered::new();
+        let mut later = Entered::default();
         let failed = self.apply(queue, &old, &mut later).await;
         let done: Vec<String> = old
             .iter()

@@ -7,7 +7,7 @@ use crate::backend::redis::queues::Rsmq;
 use crate::backend::redis::scripts::{self, Reply};
 use crate::contract::history::{Entry, History, HistoryEvent};
 use crate::contract::inspect::{
-    Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts, page, page_size, queued,
+    Cancelled, Cursor, Inspect, JobInfo, JobState, Page, StateCounts, page_size, queued,
 };
 use crate::contract::leases::Token;
 use crate::contract::queues::{Keyed, validate};
@@ -61,19 +61,36 @@ fn count_and_error(r: &mut Reply<'_>) -> Result<(u64, Option<String>)> {
 }
 
 /// Rows `priority, id, score, body, count, error` (see `with_fields` in lib.lua)
-/// with their scores in thousandths; dead rows when `dead`. A member whose id
-/// no RSMQ client writes (a raw ZADD) is skipped, as a fetch skips it.
-fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u64>)> {
-    let (mut jobs, mut scores) = (Vec::new(), Vec::new());
+/// with their scores in thousandths; dead rows when `dead`, and where the last
+/// row read stands (a page's cursor). A member whose id no RSMQ client writes
+/// (a raw ZADD) is skipped, as a fetch skips it; so is a queued member
+/// without a body (an RSMQ client's deleteMessage of a job at a priority
+/// other than 0 leaves its id in the level's set), which is no job, as for
+/// `job`, a unique send or a fetch (it was listed with an empty body): it
+/// still moves the cursor, so that the next page neither reads it again
+/// nor stops before the live jobs after it.
+fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Option<Cursor>)> {
+    let (mut jobs, mut last) = (Vec::new(), None);
     while !r.is_empty() {
         let p = r.int()?.clamp(-128, 127) as i8;
         let raw = r.bytes()?;
         let score = thousandths(r.bytes()?);
-        let body = r.opt_bytes()?.unwrap_or_default().to_vec();
+        let body = r.opt_bytes()?.map(<[u8]>::to_vec);
         let (count, error) = count_and_error(r)?;
         let Ok(id) = JobId::from_bytes(raw) else {
             tracing::error!(id = %String::from_utf8_lossy(raw), "skipped a message whose id is not an RSMQ id; delete it");
             continue;
+        };
+        last = Some(Cursor {
+            priority: p,
+            score,
+            id,
+            key: None,
+        });
+        let body = match body {
+            Some(b) => b,
+            None if dead => Vec::new(),
+            None => continue,
         };
         jobs.push(if dead {
             JobInfo {
@@ -93,9 +110,8 @@ fn rows(r: &mut Reply<'_>, now: u64, dead: bool) -> Result<(Vec<JobInfo>, Vec<u6
         } else {
             queued(id, p, score, count, now, body, error)
         });
-        scores.push(score);
     }
-    Ok((jobs, scores))
+    Ok((jobs, last))
 }
 
 /// A page of blocked jobs (blocked.lua), by key, then due time.
@@ -270,12 +286,10 @@ impl Inspect for Rsmq {
             Value::Array(items) => items.len().saturating_sub(4) / 6,
             _ => 0,
         };
-        let (jobs, scores) = rows(&mut r, now, false)?;
-        let mut page = page(jobs, &scores, n > 0 && read >= n);
-        if resume.is_some() {
-            page.next = resume;
-        }
-        Ok(page)
+        let (jobs, last) = rows(&mut r, now, false)?;
+        // a full page goes on after its last row read, one skipped too
+        let next = resume.or(last.filter(|_| n > 0 && read >= n));
+        Ok(Page { jobs, next })
     }
 
     async fn history_events(&self, queue: &str) -> Result<Vec<HistoryEvent>> {

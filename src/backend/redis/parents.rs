@@ -40,7 +40,8 @@ impl Rsmq {
     /// its flow's `status` as a sent parent's does, so that a dead letter
     /// requeued still reads its children's results. False when its once mark
     /// was there (failed already, or cancelled by a caller while it waited),
-    /// or its flow was sealed and its queue deleted since (it went with it).
+    /// True too when its flow was sealed and its queue deleted since: it
+    /// went with it (see [`gone_parent`](Self::gone_parent)).
     pub(super) async fn fail_parent(
         &self,
         cb: &Callback,
@@ -78,8 +79,8 @@ impl Rsmq {
         let entered = if status.sealed {
             match self.flow_fail(queue, &f).await {
                 Err(Error::QueueNotFound { .. }) => {
-                    tracing::warn!(queue, parent = %id, "a flow's failed parent whose queue was deleted went with it: not dead-lettered, its queue not created again");
-                    return Ok(false);
+                    self.gone_parent(cb, &id, later).await?;
+                    return Ok(true);
                 }
                 entered => entered?,
             }
@@ -91,9 +92,44 @@ impl Rsmq {
         };
         let failed = entered.is_some();
         if let Some(entered) = entered.filter(|e| !e.is_empty()) {
-            later.push((queue.clone(), entered));
+            later.finishes.push((queue.clone(), entered));
         }
         Ok(failed)
+    }
+
+    /// A flow's parent `id` (its callback `cb`) gone with its deleted queue,
+    /// its flow sealed (it waited there): neither sent nor dead-lettered,
+    /// its queue not created again. It counts as cancelled, as a deleted job
+    /// does, in its own flow when it is a child of one, so that the flow
+    /// above fails by its policy, its reason naming the queue (it waited for
+    /// ever). The finish is applied to that flow directly (the parent's
+    /// queue holds no `ns:q:bout` any more; a finish counts once by its
+    /// index, so applying it again is harmless), the flow marked first for a
+    /// sweep to fire what it made due should this worker stop before
+    /// [`cascade`](Self::cascade) fires it. Called before the fire that met
+    /// the gone parent is told it fired, so a crash before the count fires
+    /// again and counts it.
+    pub(super) async fn gone_parent(
+        &self,
+        cb: &Callback,
+        id: &JobId,
+        later: &mut super::batches::Entered,
+    ) -> Result<()> {
+        let queue = &cb.queue;
+        let Some(own) = BatchRef::of_body(&cb.body) else {
+            tracing::warn!(queue, parent = %id, "a flow's parent went with its deleted queue: never run, its queue not created again");
+            return Ok(());
+        };
+        tracing::warn!(queue, parent = %id, flow = %own.batch, "a flow's parent went with its deleted queue: never run, its queue not created again; counted as cancelled in the flow above it");
+        self.marks(&["g".into(), own.batch.to_string()]).await?;
+        let finish = format!("{}c{id}", own.index);
+        if let Some(r) = self
+            .batch_call(&own.batch, "a", &[finish, queue.clone()])
+            .await?
+        {
+            later.fires.push((own.batch, r));
+        }
+        Ok(())
     }
 
     /// Ages the once marks a caller's cancel of `parent` entered (scored a

@@ -16,6 +16,10 @@
 --   kept under the token, see batch_add.lua); their adder drops it once
 --   they are sent, a sweep once it sent them (or an hour after the token's
 --   time, when they were never kept), else it looks again 10 s later.
+-- - "f<batch id>": a flow above a parent gone with its deleted queue, whose
+--   worker may not have fired what the parent's finish (applied to it
+--   directly: the parent's queue is gone) made due, the sweep's 10 s after
+--   it was recorded; its worker drops it once fired, a sweep once it fired.
 -- A mark whose sweep fails (a broken key, a script error) is put off a
 -- minute ("m" or "d" again, see batches.rs), so that it keeps no other mark
 -- from its sweep.
@@ -26,7 +30,8 @@
 --          ARGV[2], due in ARGV[3] ms (10 s without);
 --          "y": drop batch ARGV[2]; "a": record additions ARGV[2]
 --          ("<batch id> <token>", the token "<ms>.<random>"), due in 10 s;
---          "z": drop them
+--          "z": drop them; "g": record flow ARGV[2] ("f" above), due in
+--          ARGV[3] ms (10 s without); "h": drop it
 -- Returns  s: {member, score, member, score, ...}; otherwise 1
 local now = clock()
 local what = ARGV[1]
@@ -47,6 +52,12 @@ elseif what == "a" then
   return 1
 elseif what == "z" then
   redis.call("ZREM", KEYS[1], "a" .. ARGV[2])
+  return 1
+elseif what == "g" then
+  redis.call("ZADD", KEYS[1], string.format("%.0f", now + (tonumber(ARGV[3]) or 10000)), "f" .. ARGV[2])
+  return 1
+elseif what == "h" then
+  redis.call("ZREM", KEYS[1], "f" .. ARGV[2])
   return 1
 end
 return redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", string.format("(%.0f", now), "WITHSCORES", "LIMIT", 0, 100)

@@ -35,8 +35,10 @@
 -- Returns {1, id prefix (10 chars of Redis microseconds), waited} on success:
 --         each id is the prefix and its suffix; `waited` is 1 when a redjob
 --         worker waited for the queue (registered for a hand-off, or to be
---         woken), else 0; {0} when the once mark was there already, or a
---         flow's parent (a whole id) no longer waits; {-1} when
+--         woken), else 0; {0} when the once mark was there already; {-3}
+--         when a flow's parent (a whole id) no longer waits though its mark
+--         is not there (its queue was deleted since, maybe created again:
+--         flow_fail.lua and a caller's cancel enter a mark); {-1} when
 --         the queue does not exist; {-2, maxlen, maxsize} when a body exceeds
 --         the queue's maxsize (nothing sent)
 -- The lone call: one message at priority 0, not delayed (no "d<ms>": a
@@ -145,9 +147,10 @@ end
 local refused, qdelay, now, us, prefix, time = send_start(attrs)
 if refused then return refused end
 -- a flow's parent (a whole id, with a once mark) is sent only while it waits
--- (its "<id>:w", see flow_wait.lua): one a caller cancelled, or gone with its
--- deleted queue, never runs
-if KEYS[5] and #ARGV[5] == 32 and redis.call("HEXISTS", KEYS[2], ARGV[5] .. ":w") == 0 then return {0} end
+-- (its "<id>:w", see flow_wait.lua): one a caller cancelled (its mark is
+-- there, above) never runs, nor one gone with its deleted queue ({-3}: the
+-- flow above it counts it cancelled, see batches.rs)
+if KEYS[5] and #ARGV[5] == 32 and redis.call("HEXISTS", KEYS[2], ARGV[5] .. ":w") == 0 then return {-3} end
 local waited = (may_wait(attrs[4]) or (attrs[6] and attrs[6] ~= "")) and 1 or 0
 local n = (nargs - 4) / 3
 local scores = {}
