@@ -34,6 +34,7 @@ mod schedules;
 mod settings;
 mod throttles;
 mod topic_renewals;
+mod topic_rewinds;
 mod topics;
 mod unique;
 mod worker;
@@ -364,6 +365,9 @@ macro_rules! conformance_suite {
             consumers_gone_for_long_are_removed_by_a_claim);
         $crate::conformance_suite!(@topic_renewals $setup, #[$attr],
             a_renewal_tells_held_claimed_and_gone_and_a_settle_for_a_removed_subscriber_is_no_error);
+        $crate::conformance_suite!(@topic_rewinds $setup, #[$attr],
+            an_event_running_when_rewound_runs_again_once_it_ended,
+            an_event_replayed_while_it_waits_for_a_retry_starts_its_count_and_records_over);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],

@@ -148,13 +148,17 @@ impl Topics for MemoryBackend {
                 for e in &new {
                     let id = e.id;
                     g.offset = id;
+                    // one pending already (a rewind replays it) is delivered
+                    // anew with a count of 1, as XREADGROUP does; its records
+                    // stay until its first run's (see settle_events)
+                    let runs = g.pending.remove(&id).map(|p| p.runs).unwrap_or_default();
                     g.pending.insert(
                         id,
                         Pending {
                             consumer: consumer.to_string(),
                             delivered_ms: now,
                             deliveries: 1,
-                            runs: Vec::new(),
+                            runs,
                         },
                     );
                 }
@@ -256,6 +260,17 @@ impl Topics for MemoryBackend {
                 let a = r.attempt(at, now, batch.by.as_ref());
                 runs.entry(r.id).or_default().push(a);
             }
+            // the runs of an event's delivery from its first on replace its
+            // records (an earlier delivery's, which a rewind replaced; or
+            // these runs sent again), as topic_settle.lua does
+            let record = |p: &mut Pending, runs: Vec<Attempt>| {
+                if runs.first().is_some_and(|a| a.number == 1) {
+                    p.runs.clear();
+                }
+                for a in runs {
+                    p.record_run(a);
+                }
+            };
             for (id, idle, count) in &batch.retries {
                 if let Some(p) = g.pending.get_mut(id).filter(|p| p.consumer == consumer) {
                     p.delivered_ms =
@@ -263,9 +278,7 @@ impl Topics for MemoryBackend {
                     if let Some(n) = count {
                         p.deliveries = *n;
                     }
-                    for a in runs.remove(id).unwrap_or_default() {
-                        p.record_run(a);
-                    }
+                    record(p, runs.remove(id).unwrap_or_default());
                 }
             }
             for (e, error) in &batch.dead {
@@ -273,9 +286,7 @@ impl Topics for MemoryBackend {
                 if g.pending.get(&e.id).is_some_and(|p| p.consumer == consumer)
                     && let Some(mut p) = g.pending.remove(&e.id)
                 {
-                    for a in runs.remove(&e.id).unwrap_or_default() {
-                        p.record_run(a);
-                    }
+                    record(&mut p, runs.remove(&e.id).unwrap_or_default());
                     g.last_dead = next_id(g.last_dead, now);
                     g.dead.push_back(DeadEvent {
                         dead_id: g.last_dead,

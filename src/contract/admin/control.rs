@@ -30,8 +30,9 @@ pub enum WorkerControl {
     /// put back unstarted, no attempt counted), no topic event read; what it
     /// runs finishes, and what it holds without running it (prefetched jobs,
     /// events read ahead) goes back unstarted. Its periodic schedules go on
-    /// ticking (a tick only enqueues, once over every worker). Undone by a
-    /// resume.
+    /// ticking (a tick only enqueues, once over every worker). An ordered
+    /// subscriber it owns stays its own (no other worker takes it over until
+    /// it is resumed or stopped). Undone by a resume.
     Quiet,
     /// Shut down gracefully, as its shutdown token would: stop taking work,
     /// let runs finish within the grace period, release the rest, leave the

@@ -8,8 +8,11 @@ pub(super) fn spawn_run(
     spec: &Arc<Spec>,
     names: &Arc<Names>,
     tx: &mpsc::UnboundedSender<Done>,
-    local: Option<Arc<crate::worker::limit::Limit>>,
-    abort: Option<CancellationToken>,
+    (local, abort, held): (
+        Option<Arc<crate::worker::limit::Limit>>,
+        Option<CancellationToken>,
+        Arc<Held>,
+    ),
     ev: Received,
 ) {
     let slot = SlotGuard {
@@ -20,8 +23,19 @@ pub(super) fn spawn_run(
     // an ordered subscriber's runs are also cancelled when its worker loses it
     let abort = abort.unwrap_or_else(|| env.abort.clone());
     let (shared, stop) = (env.shared.clone(), env.stop.clone());
+    held.started(ev.id);
     env.tracker.spawn(async move {
-        let done = handle(ev, &spec, &names, &shared, &stop, &abort).await;
+        let mut ev = ev;
+        let done = loop {
+            let id = ev.id;
+            let done = handle(ev, &spec, &names, &shared, &stop, &abort).await;
+            // a rewind replayed it while it ran (a new delivery): it runs
+            // again, and this run's outcome, of the delivery replaced, goes
+            match held.ended(id) {
+                Some(again) => ev = again,
+                None => break done,
+            }
+        };
         // held (and renewed) until the settle loop has settled it
         let _ = tx.send(done);
         drop(slot);

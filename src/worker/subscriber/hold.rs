@@ -81,6 +81,27 @@ pub(super) struct Held {
     /// settle's call and its events' leaving `ids` would take a retry due at
     /// once for one still running, and leave it unrun for a lease.
     calls: tokio::sync::Mutex<()>,
+    /// Those of `ids` whose run is out or ended unsettled (see [`Run`]);
+    /// changed under the `ids` lock (taken first).
+    runs: Mutex<HashMap<EventId, Run>>,
+    /// Events a read delivered again (a rewind replays them) while the copy
+    /// read before waits unstarted: the read loop puts these in its place.
+    fresh: Mutex<Vec<Received>>,
+}
+
+/// Where the run of a held event is, for a read that delivers it again (a
+/// rewind passed it): Redis (and the memory backend) then make its pending
+/// entry a new delivery, with a count of 1, which the run under way must
+/// not settle, or the replay is lost.
+enum Run {
+    /// Its handler runs, with the delivery a read made again meanwhile: run
+    /// once this run ended, in its place (its outcome is not settled).
+    Running(Option<Received>),
+    /// Its run ended and its outcome waits to be settled.
+    Ended,
+    /// As `Ended`, but a read delivered it again since: it stays held (the
+    /// read loop runs it) when the ended run's outcome is settled.
+    Again,
 }
 
 impl Held {
@@ -90,6 +111,75 @@ impl Held {
     pub(super) fn hold(&self, events: Vec<Received>) -> Vec<Received> {
         let mut h = lock(self);
         events.into_iter().filter(|ev| h.insert(ev.id)).collect()
+    }
+
+    /// `events` a read took, held from now on. One held already was
+    /// delivered again by a rewind (a new delivery, its count started over):
+    /// if it runs, it runs again once that run ended (see [`Held::ended`]);
+    /// if it ended, it runs again; if it waits unstarted, the new delivery
+    /// takes its place ([`Held::fresh`]).
+    pub(super) fn hold_read(&self, events: Vec<Received>) -> Vec<Received> {
+        let mut h = lock(self);
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fresh = Vec::new();
+        let events = events
+            .into_iter()
+            .filter_map(|ev| {
+                if h.insert(ev.id) {
+                    return Some(ev);
+                }
+                match runs.get_mut(&ev.id) {
+                    Some(Run::Running(again)) => {
+                        *again = Some(ev);
+                        None
+                    }
+                    Some(r @ Run::Ended) => {
+                        *r = Run::Again;
+                        Some(ev)
+                    }
+                    Some(Run::Again) | None => {
+                        fresh.push(ev);
+                        None
+                    }
+                }
+            })
+            .collect();
+        if !fresh.is_empty() {
+            self.fresh
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(fresh);
+        }
+        events
+    }
+
+    /// The new deliveries of events read before that wait unstarted (see
+    /// [`Held::hold_read`]).
+    pub(super) fn fresh(&self) -> Vec<Received> {
+        std::mem::take(&mut *self.fresh.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Event `id`'s run starts.
+    pub(super) fn started(&self, id: EventId) {
+        let _h = lock(self);
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        runs.insert(id, Run::Running(None));
+    }
+
+    /// Event `id`'s run ended: the delivery a read made of it meanwhile (a
+    /// rewind replays it), to run now in place of settling this run's
+    /// outcome; `None` when there is none (the outcome is settled).
+    pub(super) fn ended(&self, id: EventId) -> Option<Received> {
+        let _h = lock(self);
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        match runs.get_mut(&id) {
+            Some(Run::Running(again)) if again.is_some() => again.take(),
+            Some(r) => {
+                *r = Run::Ended;
+                None
+            }
+            None => None,
+        }
     }
 }
 
@@ -207,11 +297,16 @@ pub(super) async fn settle_loop<B: Topics>(
             drop(calls);
             tokio::time::sleep(backoff(tries)).await;
         };
-        // out of `ids` first: a renewal reads `ids` before `settling`
+        // out of `ids` first: a renewal reads `ids` before `settling`; but
+        // those a read delivered again since their run ended (a rewind
+        // replays them: they run again)
         {
             let mut h = lock(&held);
+            let mut runs = held.runs.lock().unwrap_or_else(|e| e.into_inner());
             for id in &ids {
-                h.remove(id);
+                if !matches!(runs.remove(id), Some(Run::Again)) {
+                    h.remove(id);
+                }
             }
         }
         let mut s = settling(&held);

@@ -243,6 +243,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             // subscriber's ownership stays here meanwhile)
             if let Some(h) = reading.take() {
                 buf.extend(finished(h.await));
+                refresh(&mut buf, &held);
             }
             release(&tx, buf.drain(..).collect());
             let mut quiet = shared.controls.quiet.subscribe();
@@ -256,6 +257,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             // not (or no longer) the owner: what it read goes back first
             if let Some(h) = reading.take() {
                 buf.extend(finished(h.await));
+                refresh(&mut buf, &held);
             }
             release(&tx, buf.drain(..).collect());
             let wait = match backend
@@ -312,7 +314,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                         Read::Claimed(claim(&b, &n, &held, claim_idle, count, cursor).await)
                     } else {
                         let r = b.read(&n.topic, &n.sub, &n.consumer, count, block).await;
-                        Read::New(r.map(|e| e.map(|e| held.hold(e))))
+                        Read::New(r.map(|e| e.map(|e| held.hold_read(e))))
                     }
                 };
                 // a dropped worker (as a killed process) ends its read at once:
@@ -344,6 +346,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                 Ok(Some(events)) => {
                     failures = 0;
                     buf.extend(events);
+                    refresh(&mut buf, &held);
                 }
                 Ok(None) => {
                     failures += 1;
@@ -388,12 +391,14 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         give_back(&shared, local.as_deref(), n - start as u32);
         let abort = owned.as_ref().map(|o| o.token());
         for ev in buf.drain(..start) {
-            spawn_run(&env, &spec, &names, &tx, local.clone(), abort.clone(), ev);
+            let run = (local.clone(), abort.clone(), held.clone());
+            spawn_run(&env, &spec, &names, &tx, run, ev);
         }
     }
     // a read still out (it ends within a second): its events are released too
     if let Some(h) = reading.take() {
         buf.extend(finished(h.await));
+        refresh(&mut buf, &held);
     }
     // read but not started: another consumer may claim them at once
     release(&tx, buf.drain(..).collect());
@@ -442,6 +447,17 @@ fn finished(r: Result<Read, tokio::task::JoinError>) -> Vec<Received> {
         Ok(Read::New(Ok(Some(events)))) => events,
         Ok(Read::Claimed(Ok(Some(c)))) => c.events,
         _ => Vec::new(),
+    }
+}
+
+/// Puts the new deliveries of events in `buf` (a rewind replayed them before
+/// they started: their counts start over) in their places; one no longer
+/// there (released meanwhile) is left to its release.
+fn refresh(buf: &mut VecDeque<Received>, held: &Held) {
+    for ev in held.fresh() {
+        if let Some(b) = buf.iter_mut().find(|b| b.id == ev.id) {
+            *b = ev;
+        }
     }
 }
 

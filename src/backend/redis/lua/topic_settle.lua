@@ -24,15 +24,18 @@
 --          outcome on, without the closing brace (`,"outcome":"error","error":"…"`):
 --          runs that ended in a retry or a dead letter, oldest first. A
 --          retry's are added to its records; a dead letter takes its records
---          with it (its field "attempts")
+--          with it (its field "attempts"). An event's runs that begin with
+--          number 1 (a delivery's first run) replace its records: any there
+--          are of a delivery a rewind replaced (XREADGROUP made it anew, with
+--          a count of 1), or these runs sent again
 -- An event to retry or bury that the topic no longer holds (trimmed by its
 -- retention while it ran) leaves the pending list as XCLAIM meets it; its
 -- records go with it (a claim does the same for one trimmed later).
 -- Returns {acknowledged, retries set, dead-lettered}
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local keep = tonumber(ARGV[3])
--- the runs' records by event id, in order
-local runs = {}
+-- the runs' records by event id, in order, and the number of each one's first
+local runs, first = {}, {}
 do
   local j = 5 + tonumber(ARGV[4])
   j = j + 1 + 3 * tonumber(ARGV[j])
@@ -42,6 +45,7 @@ do
   local now = r > 0 and clock() or 0
   for x = j + 2, j + 1 + 5 * r, 5 do
     local lines = runs[ARGV[x]] or {}
+    if #lines == 0 then first[ARGV[x]] = tonumber(ARGV[x + 1]) end
     lines[#lines + 1] = '{"n":' .. ARGV[x + 1] .. ',"start":' .. string.format("%.0f", now - tonumber(ARGV[x + 2]))
       .. ',"end":' .. string.format("%.0f", now - tonumber(ARGV[x + 3])) .. ARGV[x + 4] .. by .. "}"
     runs[ARGV[x]] = lines
@@ -63,9 +67,11 @@ local function add_run(log, rec)
   end
   return append_attempt(log, rec)
 end
--- event `id`'s records with its runs in this call added
+-- event `id`'s records with its runs in this call added; those of a new
+-- delivery's first run on replace the records of an earlier one (see above)
 local function records(id)
-  local log = redis.call("HGET", KEYS[3], id) or nil
+  local log = nil
+  if first[id] ~= 1 then log = redis.call("HGET", KEYS[3], id) or nil end
   for _, l in ipairs(runs[id] or {}) do log = add_run(log, l) end
   return log
 end
