@@ -929,6 +929,24 @@ async fn a_renewal_that_ran_after_the_score_read_is_adopted() {
     a_renewal_fault_costs_nothing(raced, 7000, lease, within).await;
 }
 
+/// The same late renewal, when the run ends before the next renewal: the
+/// settle's read of the score (the renewal's reply was lost) sees the old
+/// lease, the renewal then lands, and the ack, fenced on the old lease, is
+/// refused. The worker reads the score once more and settles with the late
+/// renewal's lease (the ack was dropped as a lost lease's, and the job ran
+/// again once that lease ended, though its run succeeded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_after_a_renewal_that_ran_after_the_score_read_lands() {
+    // renewals every 2 s: the first (at 2 s) fails, the run ends at about
+    // 2.25 s, and the settle reads the score before the renewal is tried again
+    let raced = |f| Faulty {
+        renewal_after_read: Some(Arc::default()),
+        ..f
+    };
+    let (lease, within) = (Duration::from_secs(6), Duration::from_secs(12));
+    a_renewal_fault_costs_nothing(raced, 2250, lease, within).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_made_visible_while_running_here_never_runs_twice_at_once() {
     let server = RedisServer::start();

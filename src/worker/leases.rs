@@ -38,8 +38,9 @@ pub(crate) struct Held {
     /// A renewal whose reply was lost, not landed when the score was read:
     /// it may land still (a stalled Redis that resumes may serve the read,
     /// sent on another lane, before it). A renewal that finds `token` gone
-    /// reads the score again rather than give the run up at once. Cleared by
-    /// a renewal that lands.
+    /// reads the score again rather than give the run up at once, and so
+    /// does a settle refused (see renew.rs's `adopt_late`). Cleared by a
+    /// renewal that lands.
     pub late: Option<Uncertain>,
     /// Cancels the run.
     pub cancel: Arc<RunCancel>,

@@ -453,8 +453,18 @@ impl<B: Backend> Settler<B> {
                 Ok(done) => {
                     self.retry_at = None;
                     self.retry_wait = RETRY_MIN;
-                    self.report_unapplied(&done, sent.len() as u64, after_failure);
-                    // a merged re-delivery during the call changed the token: that
+                    // refused in part: a lease a late renewal wrote is
+                    // adopted, and those settled again (no call otherwise)
+                    let applied = done.acked + done.rescheduled + done.dead;
+                    let adopted = if applied + (done.gone.len() as u64) < sent.len() as u64 {
+                        self.renewer().adopt_late(&sent, &done.gone).await
+                    } else {
+                        0
+                    };
+                    let refused = sent.len().saturating_sub(adopted) as u64;
+                    self.report_unapplied(&done, refused, after_failure);
+                    // a merged re-delivery during the call changed the token (or
+                    // adopt_late adopted a late renewal's lease): that
                     // one stays for the next flush; a new run of the job (a
                     // release landed, and the job came back to this worker) is
                     // not this settle's to drop, whatever its token

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{CLASSIFY_WAIT, Settler};
+use super::{CLASSIFY_WAIT, Outcome, Settler};
 use crate::JobId;
 use crate::contract::backend::Backend;
 use crate::contract::leases::Token;
@@ -84,18 +84,7 @@ impl<B: Backend> Renewer<B> {
             // the old lease still there: the renewal may run yet, after
             // this read (see `Held::late`)
             h.late = (now == Some(*old)).then_some(*u);
-            let since = read.saturating_duration_since(u.origin) + Duration::from_secs(1);
-            let until = old
-                .lease_until_ms()
-                .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
-            // a lease (not a due time: a visibility change, or a later
-            // delivery given back, keeps the count) of the same delivery
-            if let Some(now) = now.filter(|t| {
-                crate::contract::leases::is_lease(t.score())
-                    && t.attempt() == old.attempt()
-                    && t.lease_until_ms() > old.lease_until_ms()
-                    && t.lease_until_ms() <= until
-            }) {
+            if let Some(now) = now.filter(|now| adoptable(*old, u, read, *now)) {
                 tracing::debug!(queue = %self.queue, job.id = %id, "a renewal whose reply was lost had landed; adopted its lease");
                 h.token = now;
                 // it ran after it was sent
@@ -103,6 +92,62 @@ impl<B: Backend> Renewer<B> {
             }
         }
         true
+    }
+
+    /// After a settle that the fence refused in part: of `sent` (each
+    /// delivery's job, the token settled and its run), the finished ones whose
+    /// renewal's reply was lost and had not landed when their score was read
+    /// (`Held::late`) may have been refused for the lease that renewal wrote
+    /// since. Reads their scores once and adopts such a lease, within the
+    /// bound [`resolve_uncertain`](Self::resolve_uncertain) allows; the
+    /// caller settles those again. Only acks, retries and dead letters: one
+    /// that landed leaves no lease of the same delivery, where a release or a
+    /// throttle that landed gives its delivery back, and another worker's
+    /// fetch of it may lease it again at the same count (it is not adopted:
+    /// one refused runs again after its lease, as it would have soon). `gone`
+    /// are those the reply said gone. How many it adopted (no call when none
+    /// may have been).
+    pub(super) async fn adopt_late(&self, sent: &[(JobId, Token, u64)], gone: &[JobId]) -> usize {
+        let asked: Vec<(JobId, Token, Uncertain)> = {
+            let t = self.leases.lock();
+            sent.iter()
+                .filter(|(id, _, _)| !gone.contains(id))
+                .filter_map(|(id, token, run)| {
+                    let h = t.held.get(id)?;
+                    let settled = matches!(
+                        h.outcome,
+                        Some(Outcome::Ack { .. } | Outcome::Retry { .. } | Outcome::Dead { .. })
+                    );
+                    let u = h
+                        .late
+                        .filter(|_| h.run == *run && h.token == *token && !h.lost && settled)?;
+                    Some((*id, *token, u))
+                })
+                .collect()
+        };
+        if asked.is_empty() {
+            return 0;
+        }
+        let held: Vec<(JobId, Token)> = asked.iter().map(|(id, t, _)| (*id, *t)).collect();
+        let Ok(scores) = self.backend.scores(&self.queue, &held).await else {
+            return 0; // unreadable: dropped as a lost lease's, as before
+        };
+        let read = Instant::now();
+        let mut adopted = 0;
+        let mut t = self.leases.lock();
+        for ((id, old, u), now) in asked.iter().zip(scores) {
+            let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
+                continue;
+            };
+            h.late = None;
+            if let Some(now) = now.filter(|now| adoptable(*old, u, read, *now)) {
+                tracing::info!(queue = %self.queue, job.id = %id, "a settle was refused for the lease a renewal whose reply was lost wrote after the score was read; settling again with that lease");
+                h.token = now;
+                h.deadline = h.deadline.max(u.sent + self.lease);
+                adopted += 1;
+            }
+        }
+        adopted
     }
 
     /// Says why running jobs lost their lease, then cancels their runs: one read
@@ -236,6 +281,24 @@ impl<B: Backend> Renewer<B> {
     }
 }
 
+/// Whether `now`, the score of a job held with `old` read at `read`, is a
+/// lease that a renewal sent as `u` says, whose reply was lost, could have
+/// written: a lease (not a due time: a visibility change, or a later delivery
+/// given back, keeps the count) of the same delivery, ending later than `old`
+/// but no later than `old`'s end plus the time from when `old`'s lease was
+/// measured to the read (a second of slack: the backend's clock runs as the
+/// worker's).
+fn adoptable(old: Token, u: &Uncertain, read: Instant, now: Token) -> bool {
+    let since = read.saturating_duration_since(u.origin) + Duration::from_secs(1);
+    let until = old
+        .lease_until_ms()
+        .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+    crate::contract::leases::is_lease(now.score())
+        && now.attempt() == old.attempt()
+        && now.lease_until_ms() > old.lease_until_ms()
+        && now.lease_until_ms() <= until
+}
+
 /// Gives up runs whose lease ran out without a renewal, forever: another worker
 /// may run them now. Their token is cancelled and nothing is settled for them.
 /// Finished ones keep trying to settle for one more lease (the fence decides).
@@ -283,5 +346,40 @@ pub(super) async fn watchdog(
             wake.notify_one();
         }
         tokio::time::sleep_until(nearest).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::adoptable;
+    use crate::contract::leases::Token;
+    use crate::worker::leases::Uncertain;
+
+    #[test]
+    fn only_a_later_lease_of_the_same_delivery_within_the_bound_is_adoptable() {
+        // the held lease (6 s) was set 4 s before the read, ending at 10 s
+        let read = Instant::now() + Duration::from_secs(10);
+        let u = Uncertain {
+            origin: read - Duration::from_secs(4),
+            sent: read - Duration::from_secs(2),
+        };
+        let old = Token::new(10_000, 1);
+        // the late renewal's lease: ending no later than 10 + 4 + 1 s
+        assert!(adoptable(old, &u, read, Token::new(13_000, 1)));
+        assert!(adoptable(old, &u, read, Token::new(15_000, 1)));
+        assert!(
+            !adoptable(old, &u, read, Token::new(15_001, 1)),
+            "past the bound"
+        );
+        assert!(!adoptable(old, &u, read, old), "not later");
+        // delivered again to another worker: the lease is really lost
+        assert!(!adoptable(old, &u, read, Token::new(13_000, 2)));
+        // due again (a retry, a visibility change), not leased
+        let due = Token::from_raw(13_000_000 + 1, 0);
+        assert!(!adoptable(old, &u, read, due));
     }
 }

@@ -254,11 +254,9 @@ impl ConnectionLike for Connection {
             }),
             Inner::Cluster(c, via) => Box::pin(refusals::command(c, via.as_ref(), cmd)),
             Inner::Plain(c) => c.req_packed_command(cmd),
-            Inner::Sentinel(link) => Box::pin(async move {
-                let mut master = link.master().await?;
-                let reply = lane::command(master.lane.as_ref(), &mut master.con, cmd).await;
-                link.answered(master.generation, reply)
-            }),
+            Inner::Sentinel(link) => Box::pin(link.call(move |mut master| async move {
+                lane::command(master.lane.as_ref(), &mut master.con, cmd).await
+            })),
         }
     }
 
@@ -279,12 +277,10 @@ impl ConnectionLike for Connection {
                 Box::pin(refusals::pipeline(c, via.as_ref(), pipeline, offset, count))
             }
             Inner::Plain(c) => c.req_packed_commands(pipeline, offset, count),
-            Inner::Sentinel(link) => Box::pin(async move {
-                let mut master = link.master().await?;
+            Inner::Sentinel(link) => Box::pin(link.call(move |mut master| async move {
                 let lane = master.lane.as_ref();
-                let reply = lane::pipeline(lane, &mut master.con, pipeline, offset, count).await;
-                link.answered(master.generation, reply)
-            }),
+                lane::pipeline(lane, &mut master.con, pipeline, offset, count).await
+            })),
         }
     }
 

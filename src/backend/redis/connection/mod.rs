@@ -177,7 +177,11 @@ impl RedisConfig {
                 Some(self.ask_via(seeds)),
             ),
             Target::Sentinel { link, .. } => {
-                link.master().await.map_err(failed)?;
+                // bounded as a server's connection is: a lookup that met an
+                // announcement of a new master looks again (see `Link::master`)
+                within(self.connection_timeout, link.master())
+                    .await
+                    .map_err(failed)?;
                 Connection::sentinel(link.clone())
             }
         };

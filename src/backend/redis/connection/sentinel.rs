@@ -168,7 +168,9 @@ impl SentinelUrl {
 /// next command asks the Sentinels again. The failed command itself is not
 /// repeated: it may have run. When the Sentinels announce a new master, the
 /// connection to the old one is forgotten at once and replies still to come
-/// on it are refused (see [`super::switch`]).
+/// on it are refused (see [`super::switch`]). A call, the lookup it may wait
+/// for included, fails as a timeout once the connection and response timeouts
+/// together have passed (see [`Link::call`]).
 pub(crate) struct Link {
     sentinel: tokio::sync::Mutex<Lookup>,
     switch: Arc<Switch>,
@@ -370,6 +372,47 @@ impl Link {
                 lookup.failed = Some((Instant::now() + lookup.delay, e.clone()));
                 lookup.delay = (lookup.delay * 2).min(MAX_DELAY);
                 Err(e)
+            }
+        }
+    }
+
+    /// `call` on the master (looked up first when there is none), its reply
+    /// taken as [`answered`](Self::answered) takes it, failing as a timeout
+    /// once the connection and response timeouts together have passed, as a
+    /// call on one server does (see `Managed::bounded`): a lookup is bounded
+    /// by the connection timeout, but one that meets the Sentinels announcing
+    /// a new master looks again (three lookups at most), and a call may wait
+    /// for another's lookup first. A master found whose call the bound cuts
+    /// short is forgotten, as after a response timeout: the next call asks
+    /// the Sentinels again.
+    pub async fn call<T: Replies, F>(&self, call: impl FnOnce(Master) -> F) -> RedisResult<T>
+    where
+        F: std::future::Future<Output = RedisResult<T>>,
+    {
+        let limit = self
+            .connection_timeout
+            .saturating_add(self.response_timeout);
+        let mut on = None;
+        let bounded = async {
+            let master = self.master().await?;
+            let generation = master.generation;
+            on = Some(generation);
+            let reply = call(master).await;
+            self.answered(generation, reply)
+        };
+        match tokio::time::timeout(limit, bounded).await {
+            Ok(reply) => reply,
+            Err(_) => {
+                if let Some(generation) = on {
+                    self.lost(generation);
+                }
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer from the master Redis Sentinel names within {limit:?} (the connection and response timeouts)"
+                    ),
+                )
+                .into())
             }
         }
     }
