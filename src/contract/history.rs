@@ -44,6 +44,11 @@ pub struct History {
     /// Whether finished jobs are recorded at all. Defaults to true.
     pub enabled: bool,
     /// The most entries kept; `None` for no limit. Defaults to 1,000.
+    /// Once over it, the oldest go down to a twentieth under it in one
+    /// step (so trims are one settle in many): a queue keeps between 95 %
+    /// and 100 % of it, never more, and a job past it is not read by id (a
+    /// lowered count is reached over the following settles, up to 1,000
+    /// entries a call more than they add).
     pub max_count: Option<u64>,
     /// The oldest an entry gets; `None` for no limit. Defaults to 24 h.
     pub max_age: Option<Duration>,

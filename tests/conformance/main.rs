@@ -451,7 +451,8 @@ macro_rules! conformance_suite {
             a_settle_naming_one_delivery_twice_settles_it_once);
         $crate::conformance_suite!(@releases $setup, #[$attr],
             a_run_released_at_shutdown_is_recorded_not_counted,
-            a_release_records_its_run_and_an_unstarted_one_none);
+            a_release_records_its_run_and_an_unstarted_one_none,
+            a_job_released_onto_its_sends_ms_is_not_taken_before_it);
         $crate::conformance_suite!(@history $setup, #[$attr],
             finished_jobs_are_kept_with_their_attempts_and_found_by_id,
             history_is_trimmed_by_count_and_age_and_arguments_sooner,
@@ -556,7 +557,8 @@ macro_rules! conformance_suite {
             a_job_that_did_not_succeed_says_how_it_ended,
             without_a_history_no_result_is_kept,
             a_waiter_is_woken_when_its_job_finishes_however_it_ends,
-            a_wait_for_a_result_in_an_invalid_queue_fails_at_once);
+            a_wait_for_a_result_in_an_invalid_queue_fails_at_once,
+            a_result_is_not_read_past_the_historys_count);
         $crate::conformance_suite!(@throttles $setup, #[$attr],
             rate_limited_counts_no_attempt_and_holds_the_queue,
             a_throttle_and_a_pause_are_apart,

@@ -277,3 +277,70 @@ pub async fn a_wait_for_a_result_in_an_invalid_queue_fails_at_once(env: &Env) {
         Err(_) => panic!("still waiting after 5 s"),
     }
 }
+
+/// A result is kept with its history entry, so no longer than the history's
+/// count: with a count of 40, the 41st and 42nd jobs to finish leave the
+/// first two's results unread, on both backends. Redis's settles trimmed by
+/// count only once it was over by a twentieth (one step in many), so the
+/// first two (two entries past the count) were still read by id until the
+/// next trim, where memory read none.
+pub async fn a_result_is_not_read_past_the_historys_count(env: &Env) {
+    use redjob::backend::{Backend, Settle};
+    use redjob::queue::{Queues, SendMessage};
+    const KEEP: u64 = 40;
+    let c = &env.client;
+    let q = c.backend();
+    q.create_queue(QUEUE, Default::default()).await.unwrap();
+    let h = History {
+        max_count: Some(KEEP),
+        ..History::default()
+    };
+    c.set_settings(QUEUE, &QueueSettings::history(h))
+        .await
+        .unwrap();
+    let body = r#"{"type":"results_tally","args":{"items":["a"]}}"#;
+    let mut ids = Vec::new();
+    for _ in 0..KEEP + 2 {
+        ids.push(
+            Queues::send(&q, QUEUE, SendMessage::new(body))
+                .await
+                .unwrap(),
+        );
+    }
+    let report = br#"{"total":1,"names":["a"]}"#.to_vec();
+    // the first alone (on Redis that settle trims by age too, and so by
+    // count exactly), the others in one settle within the next second
+    for n in [1, KEEP as usize + 1] {
+        let f = q.fetch(QUEUE, n, Duration::from_secs(60)).await.unwrap();
+        assert_eq!(f.jobs.len(), n);
+        let s = Settle {
+            acks: f.jobs.iter().map(|d| (d.id, d.token)).collect(),
+            results: f.jobs.iter().map(|d| (d.id, report.clone())).collect(),
+            history: h,
+            ..Settle::default()
+        };
+        assert_eq!(q.settle(QUEUE, &s).await.unwrap().acked as usize, n);
+    }
+    // read: the newest, at most the count (a trim goes down to a twentieth
+    // under it in one step)
+    let mut read = Vec::new();
+    for id in &ids {
+        match c.result::<Tally>(id).await {
+            Ok(r) => read.push(r.map(|r| r.total) == Some(1)),
+            Err(Error::InvalidValue { .. }) => read.push(false),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let kept = read.iter().filter(|r| **r).count() as u64;
+    assert!(
+        !read[0] && !read[1] && (KEEP - KEEP / 20..=KEEP).contains(&kept),
+        "past the history's count of {KEEP}, read: {read:?}"
+    );
+    assert!(read.ends_with(&vec![true; kept as usize]), "{read:?}");
+    // the history lists the same ones
+    let page = c
+        .list(QUEUE, redjob::inspect::JobState::Finished, None, 100)
+        .await
+        .unwrap();
+    assert_eq!(page.jobs.len() as u64, kept);
+}

@@ -23,8 +23,13 @@ const BODY: &str = r#"{"type":"A","args":{}}"#;
 
 /// `n` dead letters of "mail".
 async fn kill(client: &Client, n: usize) {
+    kill_as(client, n, BODY).await
+}
+
+/// `n` dead letters of "mail" with this body.
+async fn kill_as(client: &Client, n: usize, body: &str) {
     let q = client.backend();
-    let msgs: Vec<SendMessage> = (0..n).map(|_| SendMessage::new(BODY)).collect();
+    let msgs: Vec<SendMessage> = (0..n).map(|_| SendMessage::new(body)).collect();
     q.send("mail", &msgs, &QueueOptions::default())
         .await
         .unwrap();
@@ -332,4 +337,56 @@ async fn letters_requeued_at_a_rate_become_due_in_the_order_the_page_showed() {
         let ready: Vec<usize> = (0..3).filter(|&i| states[i] == JobState::Ready).collect();
         assert_eq!(ready, [first], "{order}: {states:?}");
     }
+}
+
+/// A requeue of every matching letter, newest first, starts at its count's
+/// cutoff: the letters that died after the page are not read at all (it
+/// read them all, a page of 1,000 bodies at a time, before it came to the
+/// ones counted). Counted by the pages Redis read (`ZREVRANGE`s).
+#[tokio::test]
+async fn a_newest_first_requeue_starts_at_its_cutoff_not_at_the_newest_letter() {
+    let (server, client, app) = app().await;
+    kill(&client, 3).await;
+    let (cookie, token) = session(&app, "/queues/mail/dead", true).await;
+    let page = get(
+        &app,
+        "/queues/mail/dead/confirm?do=requeue&type=A&order=newest",
+    )
+    .await;
+    let cut = upto(&page.body);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // 3,000 letters of another type die after the page
+    kill_as(&client, 3000, r#"{"type":"B","args":{}}"#).await;
+    let mut con = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let form = [
+        ("csrf", token.as_str()),
+        ("all", "1"),
+        ("type", "A"),
+        ("order", "newest"),
+        ("rate", "1"),
+        ("upto", cut.as_str()),
+    ];
+    let r = post(&app, "/queues/mail/dead/requeue", &cookie, &form).await;
+    assert_eq!(note(&r), "Requeued 3 dead letters.");
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let pages: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_zrevrange:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap());
+    assert!(pages <= 1, "pages read: {pages}");
+    assert_eq!(client.counts("mail").await.unwrap().dead, 3000);
 }

@@ -72,9 +72,9 @@ impl MemHistory {
         crate::contract::history::HistoryEvent::parse_all(&self.events)
     }
 
-    /// Drops the entries past their age and the oldest beyond the count, and
-    /// the bodies past theirs, at most `budget` of each (trim_history in
-    /// lib.lua).
+    /// Drops the entries past their age and the oldest beyond the count
+    /// (once over it, down to a twentieth under it), and the bodies past
+    /// theirs, at most `budget` of each (trim_history in lib.lua).
     pub fn trim(&mut self, now: u64, budget: usize, h: History) {
         let mut old: Vec<Key> = Vec::new();
         if let Some(age) = h.max_age {
@@ -87,7 +87,14 @@ impl MemHistory {
             );
         }
         if let Some(keep) = h.max_count {
+            // once over the count, down to a twentieth under it in one step
+            // (as Redis's settles, which trim once in many)
             let over = (self.order.len() - old.len()).saturating_sub(keep as usize);
+            let over = if over > 0 {
+                over + keep as usize / 20
+            } else {
+                0
+            };
             let more = over.min(budget.saturating_sub(old.len()));
             old.extend(self.order.iter().skip(old.len()).take(more));
         }

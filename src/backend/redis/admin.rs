@@ -554,14 +554,18 @@ async fn each_matching(
         return delete_oldest(rsmq, queue, cutoff).await;
     }
     let oldest_first = query.order == DeadOrder::OldestFirst;
-    let (mut done, mut after) = (0, None);
+    // newest first, from the cutoff down: the letters that died after it
+    // (maybe many, since a confirmation's count) are not read at all
+    let mut after = (!oldest_first).then(|| Cursor::dead_at(cutoff.saturating_add(1), JobId::MIN));
+    let mut done = 0;
     loop {
         let page = rsmq
             .dead_page(queue, query.order, after.as_ref(), MAX_PAGE)
             .await?;
         let (mut ids, mut past) = (Vec::new(), false);
         for job in &page.jobs {
-            // oldest first, the rest died later; newest first, the first rows may
+            // oldest first, the rest died later (newest first starts below
+            // the cutoff)
             if job.due_ms > cutoff && oldest_first {
                 past = true;
                 break;

@@ -75,7 +75,8 @@
 -- lib.lua), up to a ms before its score (rounded up): such jobs scored now + 1
 -- are leased once exactly due, after every due job of their level; the send
 -- keeps their exact dues in KEYS[4], so however many jobs share their ms, a
--- fetch reads only the dues that passed.
+-- fetch reads only the dues that passed, and drops those of the jobs it takes
+-- so (a job released back to its send's score is due at that score).
 -- Returns {now µs, when the earliest job left is due (Unix µs; a lease: its end),
 --          or when a limit that held the fetch back lets a job start, or ""
 --          (only when fewer than asked were leased), lease end ms, the queue's
@@ -151,7 +152,7 @@ if throttled > 0 then max = 0 end
 -- the exact dues (KEYS[4], see index_exact in lib.lua) that passed in this ms
 -- by now_us: their jobs may be scored at the next ms; dues of an earlier ms are
 -- due by their scores, and up to 100 of them are dropped per call
-local exact, taken = {}, {}
+local exact, taken, took, ntaken = {}, {}, {}, 0
 if attrs[10] and now + 1 <= LAST_DUE then
   local ms = string.format("%.0f", now * 1000)
   exact = redis.call("ZRANGEBYSCORE", KEYS[4], "(" .. ms, string.format("%.0f", now_us), "LIMIT", 0, 100)
@@ -206,6 +207,8 @@ for li, level in ipairs(levels) do
       if left <= 0 then break end
       if at[j] and tonumber(at[j]) == now + 1 and not taken[exact[j]] then
         taken[exact[j]] = true
+        ntaken = ntaken + 1
+        took[ntaken] = exact[j]
         n = n + 1
         ids[n] = exact[j]
         scores[n] = at[j]
@@ -214,6 +217,14 @@ for li, level in ipairs(levels) do
     end
   end
   upto[li] = n
+end
+-- the exact dues of the jobs taken through them go now, as a lease drops
+-- one in memory: a job released at delivery 1 (its count given back) with
+-- a 1 ms delay in this ms is back at its send's score, due at that ms, not
+-- at once through its exact due (one ZREM, only when some were taken so)
+if ntaken > 0 then
+  allow_writes(KEYS[1])
+  many("ZREM", KEYS[4], took)
 end
 local out = {now_us, "", lease, tonumber(attrs[5]) or -1, 0, 0}
 -- batch finishes a settle entered (ns:q:bout, see complete.lua) that wait

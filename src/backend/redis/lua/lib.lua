@@ -1078,8 +1078,9 @@ end
 -- is read again only when its body goes, and a trim reads the list from
 -- there, never searching the whole of it (unless the place is wrong: a
 -- history from before it was kept). Unless `timed`, only the count is
--- kept, and only once it is over by more than a twentieth (one settle in many
--- trims, in one step; a list trims first, so it shows at most `keep`). Returns how many entries went.
+-- kept. Once over `keep` entries, the oldest go down to a twentieth under it
+-- (one settle in many trims, in one step), so no more than `keep` are ever
+-- kept (within `budget`). Returns how many entries went.
 local function trim_history(hl, hh, now, budget, keep, age, args, timed)
   local went = 0
   if timed and age > 0 then
@@ -1095,17 +1096,19 @@ local function trim_history(hl, hh, now, budget, keep, age, args, timed)
     -- (the elements that stand for no entry are read only when the list
     -- is over by its elements: see history_overwrites)
     local over = redis.call("LLEN", KEYS[hl]) - keep
-    local slack = timed and 0 or math.floor(keep / 20)
-    if over > slack then
+    if over > 0 then
       over = over - (tonumber(redis.call("HGET", KEYS[hh], "~stale")) or 0)
     end
+    -- once over the count, down to a twentieth under it in one step: never
+    -- more than `keep` entries (a read by id sees no other), trimmed once
+    -- in many settles
+    if over > 0 then over = over + math.floor(keep / 20) end
     -- popping a stale element leaves as many entries: pop on, within the budget
-    while over > slack and budget > went do
+    while over > 0 and budget > went do
       local popped, entries = history_pop(hl, hh, math.min(over, budget - went))
       if popped == 0 then break end
       went = went + popped
       over = over - entries
-      slack = 0
     end
   end
   if timed and args > 0 and (age == 0 or args < age) then
