@@ -61,16 +61,16 @@ impl Ownership {
 /// The events a subscriber read or runs, renewed until settled.
 #[derive(Default)]
 pub(super) struct Held {
-    ids: Mutex<HashSet<EventId>>,
-    /// Those of `ids` a settle call is settling (from before its first try
-    /// until they are out of `ids`): renewals leave them to it. A renewal of
-    /// one landing after its settle would restart its idle time (a retry
-    /// would come after a whole lease, not its backoff; an acknowledged
-    /// event would be reported gone), also between the tries of a settle
-    /// whose reply was lost. Changed only under `renewing`.
-    settling: Mutex<HashSet<EventId>>,
+    /// Each held event's place: its run (see [`Run`]), and whether a settle
+    /// call is settling it (from before its first try until it is out of the
+    /// map): renewals leave those to it. A renewal of one landing after its
+    /// settle would restart its idle time (a retry would come after a whole
+    /// lease, not its backoff; an acknowledged event would be reported
+    /// gone), also between the tries of a settle whose reply was lost. One
+    /// map, so that a run's start and end take one lock each.
+    ids: Mutex<HashMap<EventId, Slot>>,
     /// Held around each renewal call (from its reading of `ids` on), and
-    /// while a settle marks its events `settling`: a settle waits for a
+    /// while a settle marks its events settling: a settle waits for a
     /// renewal of its events that is out, never a renewal for a settle (one
     /// that stalls, up to the response timeout and its tries, would hold the
     /// running events' renewals back past their lease, and another consumer
@@ -81,19 +81,27 @@ pub(super) struct Held {
     /// settle's call and its events' leaving `ids` would take a retry due at
     /// once for one still running, and leave it unrun for a lease.
     calls: tokio::sync::Mutex<()>,
-    /// Those of `ids` whose run is out or ended unsettled (see [`Run`]);
-    /// changed under the `ids` lock (taken first).
-    runs: Mutex<HashMap<EventId, Run>>,
     /// Events a read delivered again (a rewind replays them) while the copy
     /// read before waits unstarted: the read loop puts these in its place.
     fresh: Mutex<Vec<Received>>,
+}
+
+/// A held event's place (see [`Held`]).
+#[derive(Default)]
+pub(super) struct Slot {
+    run: Run,
+    settling: bool,
 }
 
 /// Where the run of a held event is, for a read that delivers it again (a
 /// rewind passed it): Redis (and the memory backend) then make its pending
 /// entry a new delivery, with a count of 1, which the run under way must
 /// not settle, or the replay is lost.
+#[derive(Default)]
 enum Run {
+    /// Read or claimed, not started.
+    #[default]
+    Waiting,
     /// Its handler runs, with the delivery a read made again meanwhile: run
     /// once this run ended, in its place (its outcome is not settled).
     Running(Option<Received>),
@@ -110,7 +118,10 @@ impl Held {
     /// a lease), which that run settles.
     pub(super) fn hold(&self, events: Vec<Received>) -> Vec<Received> {
         let mut h = lock(self);
-        events.into_iter().filter(|ev| h.insert(ev.id)).collect()
+        events
+            .into_iter()
+            .filter(|ev| newly(&mut h, ev.id).is_none())
+            .collect()
     }
 
     /// `events` a read took, held from now on. One held already was
@@ -120,27 +131,22 @@ impl Held {
     /// takes its place ([`Held::fresh`]).
     pub(super) fn hold_read(&self, events: Vec<Received>) -> Vec<Received> {
         let mut h = lock(self);
-        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         let mut fresh = Vec::new();
         let events = events
             .into_iter()
-            .filter_map(|ev| {
-                if h.insert(ev.id) {
-                    return Some(ev);
+            .filter_map(|ev| match newly(&mut h, ev.id) {
+                None => Some(ev),
+                Some(Run::Running(again)) => {
+                    *again = Some(ev);
+                    None
                 }
-                match runs.get_mut(&ev.id) {
-                    Some(Run::Running(again)) => {
-                        *again = Some(ev);
-                        None
-                    }
-                    Some(r @ Run::Ended) => {
-                        *r = Run::Again;
-                        Some(ev)
-                    }
-                    Some(Run::Again) | None => {
-                        fresh.push(ev);
-                        None
-                    }
+                Some(r @ Run::Ended) => {
+                    *r = Run::Again;
+                    Some(ev)
+                }
+                Some(Run::Again | Run::Waiting) => {
+                    fresh.push(ev);
+                    None
                 }
             })
             .collect();
@@ -161,24 +167,23 @@ impl Held {
 
     /// Event `id`'s run starts.
     pub(super) fn started(&self, id: EventId) {
-        let _h = lock(self);
-        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        runs.insert(id, Run::Running(None));
+        if let Some(slot) = lock(self).get_mut(&id) {
+            slot.run = Run::Running(None);
+        }
     }
 
     /// Event `id`'s run ended: the delivery a read made of it meanwhile (a
     /// rewind replays it), to run now in place of settling this run's
     /// outcome; `None` when there is none (the outcome is settled).
     pub(super) fn ended(&self, id: EventId) -> Option<Received> {
-        let _h = lock(self);
-        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        match runs.get_mut(&id) {
-            Some(Run::Running(again)) if again.is_some() => again.take(),
-            Some(r) => {
-                *r = Run::Ended;
+        let mut h = lock(self);
+        let slot = h.get_mut(&id)?;
+        match &mut slot.run {
+            Run::Running(again) if again.is_some() => again.take(),
+            run => {
+                *run = Run::Ended;
                 None
             }
-            None => None,
         }
     }
 }
@@ -208,14 +213,20 @@ pub(super) async fn claim<B: Topics>(
     })
 }
 
-pub(super) fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashSet<EventId>> {
-    // a set of ids cannot be left half-changed
+pub(super) fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<EventId, Slot>> {
+    // a map of places cannot be left half-changed
     held.ids.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn settling(held: &Held) -> std::sync::MutexGuard<'_, HashSet<EventId>> {
-    // a set of ids cannot be left half-changed
-    held.settling.lock().unwrap_or_else(|e| e.into_inner())
+/// Holds `id` from now on (`None`), or the run of it held already.
+fn newly(h: &mut HashMap<EventId, Slot>, id: EventId) -> Option<&mut Run> {
+    match h.entry(id) {
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(Slot::default());
+            None
+        }
+        std::collections::hash_map::Entry::Occupied(o) => Some(&mut o.into_mut().run),
+    }
 }
 
 /// Acknowledges, schedules retries and dead-letters in batches: whatever
@@ -273,7 +284,12 @@ pub(super) async fn settle_loop<B: Topics>(
         {
             // not while a renewal of them is out, nor one after (see `Held`)
             let _renewing = held.renewing.lock().await;
-            settling(&held).extend(ids.iter().copied());
+            let mut h = lock(&held);
+            for id in &ids {
+                if let Some(slot) = h.get_mut(id) {
+                    slot.settling = true;
+                }
+            }
         }
         let mut tries = 0;
         // no claim lands during this call, nor after it until its events are
@@ -297,21 +313,17 @@ pub(super) async fn settle_loop<B: Topics>(
             drop(calls);
             tokio::time::sleep(backoff(tries)).await;
         };
-        // out of `ids` first: a renewal reads `ids` before `settling`; but
-        // those a read delivered again since their run ended (a rewind
-        // replays them: they run again)
-        {
-            let mut h = lock(&held);
-            let mut runs = held.runs.lock().unwrap_or_else(|e| e.into_inner());
-            for id in &ids {
-                if !matches!(runs.remove(id), Some(Run::Again)) {
+        // out of `ids`; but those a read delivered again since their run
+        // ended (a rewind replays them: they run again)
+        let mut h = lock(&held);
+        for id in &ids {
+            if let Some(slot) = h.get_mut(id) {
+                if matches!(slot.run, Run::Again) {
+                    *slot = Slot::default();
+                } else {
                     h.remove(id);
                 }
             }
-        }
-        let mut s = settling(&held);
-        for id in &ids {
-            s.remove(id);
         }
     }
 }
@@ -357,9 +369,11 @@ pub(super) async fn renew_loop<B: Topics>(
         let _renewing = held.renewing.lock().await;
         let ids: Vec<EventId> = {
             let h = lock(&held);
-            told.retain(|id, _| h.contains(id));
-            let s = settling(&held);
-            h.iter().filter(|id| !s.contains(id)).copied().collect()
+            told.retain(|id, _| h.contains_key(id));
+            h.iter()
+                .filter(|(_, slot)| !slot.settling)
+                .map(|(id, _)| *id)
+                .collect()
         };
         if ids.is_empty() {
             continue;

@@ -3,7 +3,7 @@
 //! failed ones whose backoff is over), runs the handlers on the worker's pool,
 //! keeps running events held, and acknowledges in batches.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

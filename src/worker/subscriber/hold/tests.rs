@@ -121,7 +121,7 @@ async fn a_retry_settled_during_a_renewal_comes_after_its_backoff() {
     let (b, clock, id) = one_read(At::Renewal).await;
     let lease = Duration::from_secs(30);
     let held: Arc<Held> = Arc::default();
-    lock(&held).insert(id);
+    lock(&held).insert(id, Slot::default());
     let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
     let (tx, rx) = mpsc::unbounded_channel();
     let renewer = tokio::spawn(renew_loop(
@@ -182,7 +182,7 @@ async fn a_retry_claimed_while_its_settle_replies_runs_again() {
     let (b, _clock, id) = one_read(At::SettleReply).await;
     let lease = Duration::from_secs(30);
     let held: Arc<Held> = Arc::default();
-    lock(&held).insert(id);
+    lock(&held).insert(id, Slot::default());
     let (tx, rx) = mpsc::unbounded_channel();
     let finish = CancellationToken::new();
     let settler = tokio::spawn(settle_loop(
@@ -207,7 +207,7 @@ async fn a_retry_claimed_while_its_settle_replies_runs_again() {
     let claimed = claiming.await.unwrap().unwrap().expect("subscribed");
     let ids: Vec<EventId> = claimed.events.iter().map(|e| e.id).collect();
     assert_eq!(ids, [id], "the claim takes the retry, to run it");
-    assert!(lock(&held).contains(&id), "held, as it runs again");
+    assert!(lock(&held).contains_key(&id), "held, as it runs again");
     drop(tx);
     settler.await.unwrap();
 }
@@ -227,7 +227,7 @@ async fn a_stalled_settle_does_not_hold_back_the_running_events_renewals() {
     let running = got.expect("subscribed")[0].id;
     let lease = Duration::from_secs(3);
     let held: Arc<Held> = Arc::default();
-    lock(&held).extend([done, running]);
+    lock(&held).extend([(done, Slot::default()), (running, Slot::default())]);
     let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
     let (tx, rx) = mpsc::unbounded_channel();
     let renewer = tokio::spawn(renew_loop(
@@ -310,7 +310,7 @@ async fn a_settle_tried_again_meets_no_renewal_of_its_events() {
     // renewals every 100 ms, in the 200 ms before the settle's second try
     let lease = Duration::from_millis(300);
     let held: Arc<Held> = Arc::default();
-    lock(&held).insert(id);
+    lock(&held).insert(id, Slot::default());
     let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
     let (tx, rx) = mpsc::unbounded_channel();
     let renewer = tokio::spawn(renew_loop(
