@@ -23,7 +23,6 @@ pub(super) fn spawn_run(
     // an ordered subscriber's runs are also cancelled when its worker loses it
     let abort = abort.unwrap_or_else(|| env.abort.clone());
     let (shared, stop) = (env.shared.clone(), env.stop.clone());
-    held.started(ev.id);
     env.tracker.spawn(async move {
         let mut ev = ev;
         let done = loop {

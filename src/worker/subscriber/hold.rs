@@ -104,7 +104,7 @@ enum Run {
     Waiting,
     /// Its handler runs, with the delivery a read made again meanwhile: run
     /// once this run ended, in its place (its outcome is not settled).
-    Running(Option<Received>),
+    Running(Option<Box<Received>>),
     /// Its run ended and its outcome waits to be settled.
     Ended,
     /// As `Ended`, but a read delivered it again since: it stays held (the
@@ -137,7 +137,7 @@ impl Held {
             .filter_map(|ev| match newly(&mut h, ev.id) {
                 None => Some(ev),
                 Some(Run::Running(again)) => {
-                    *again = Some(ev);
+                    *again = Some(Box::new(ev));
                     None
                 }
                 Some(r @ Run::Ended) => {
@@ -165,10 +165,13 @@ impl Held {
         std::mem::take(&mut *self.fresh.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Event `id`'s run starts.
-    pub(super) fn started(&self, id: EventId) {
-        if let Some(slot) = lock(self).get_mut(&id) {
-            slot.run = Run::Running(None);
+    /// The runs of `events` start (one lock for a read's worth of them).
+    pub(super) fn started<'a>(&self, events: impl Iterator<Item = &'a Received>) {
+        let mut h = lock(self);
+        for ev in events {
+            if let Some(slot) = h.get_mut(&ev.id) {
+                slot.run = Run::Running(None);
+            }
         }
     }
 
@@ -179,7 +182,7 @@ impl Held {
         let mut h = lock(self);
         let slot = h.get_mut(&id)?;
         match &mut slot.run {
-            Run::Running(again) if again.is_some() => again.take(),
+            Run::Running(again) if again.is_some() => again.take().map(|ev| *ev),
             run => {
                 *run = Run::Ended;
                 None

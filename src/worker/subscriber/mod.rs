@@ -390,6 +390,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         };
         give_back(&shared, local.as_deref(), n - start as u32);
         let abort = owned.as_ref().map(|o| o.token());
+        held.started(buf.iter().take(start));
         for ev in buf.drain(..start) {
             let run = (local.clone(), abort.clone(), held.clone());
             spawn_run(&env, &spec, &names, &tx, run, ev);
