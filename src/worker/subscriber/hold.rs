@@ -175,6 +175,25 @@ impl Held {
         }
     }
 
+    /// A settle call of `ids` is done: they are no longer held; but those a
+    /// read delivered again since their run ended (a rewind replays them:
+    /// they run again), waiting to start or started already (renewed from
+    /// now on).
+    pub(super) fn settled(&self, ids: &[EventId]) {
+        let mut h = lock(self);
+        for id in ids {
+            if let Some(slot) = h.get_mut(id) {
+                match slot.run {
+                    Run::Again => *slot = Slot::default(),
+                    Run::Running(_) => slot.settling = false,
+                    Run::Waiting | Run::Ended => {
+                        h.remove(id);
+                    }
+                }
+            }
+        }
+    }
+
     /// Event `id`'s run ended: the delivery a read made of it meanwhile (a
     /// rewind replays it), to run now in place of settling this run's
     /// outcome; `None` when there is none (the outcome is settled).
@@ -316,18 +335,7 @@ pub(super) async fn settle_loop<B: Topics>(
             drop(calls);
             tokio::time::sleep(backoff(tries)).await;
         };
-        // out of `ids`; but those a read delivered again since their run
-        // ended (a rewind replays them: they run again)
-        let mut h = lock(&held);
-        for id in &ids {
-            if let Some(slot) = h.get_mut(id) {
-                if matches!(slot.run, Run::Again) {
-                    *slot = Slot::default();
-                } else {
-                    h.remove(id);
-                }
-            }
-        }
+        held.settled(&ids);
     }
 }
 

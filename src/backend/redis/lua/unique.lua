@@ -120,8 +120,10 @@ for b = 5, #ARGV, 6 do
       end
       local from = level
       if outcome == 3 then level = p end
-      -- the held id's own exact due must not stand for the new one (rescore)
-      redis.call("ZADD", lkey(level), string.format("%.0f", rescore(held, tonumber(score), exact)), held)
+      redis.call("ZADD", lkey(level), string.format("%.0f", tonumber(score)), held)
+      -- the held id's own exact due must not stand for the new one (rescore;
+      -- after the ZADD, which may grow memory: see above)
+      rescore(held, tonumber(score), exact)
       if level ~= from then
         -- after the ZADD: a write that may grow memory comes first (maxmemory)
         redis.call("ZREM", lkey(from), held)

@@ -20,6 +20,7 @@ local count = score_count(tonumber(score))
 local now = clock()
 lease_counts().left(23, {tonumber(score)}, now)
 local s = now + tonumber(ARGV[2])
-if count == 0 then s = rescore(ARGV[1], s, 24) end
 redis.call("ZADD", level[2], string.format("%d.%03d", s, count), ARGV[1])
+-- after the ZADD: a write that may grow memory comes first (maxmemory)
+if count == 0 then rescore(ARGV[1], s, 24) end
 return 1

@@ -348,3 +348,38 @@ async fn a_settle_tried_again_meets_no_renewal_of_its_events() {
         "a renewal met the settled event: {text}"
     );
 }
+
+/// A replay (a rewind's read of an event whose run ended, before its
+/// settle) that started before that settle's call was done stays held: its
+/// renewals go on, and no claim takes it for one unheld (found by a review:
+/// the settle dropped it once `started` had made it running).
+#[test]
+fn a_replay_started_before_its_old_runs_settle_is_done_stays_held() {
+    let held = Held::default();
+    let id = EventId::new(1_700_000_000_000, 7);
+    let ev = |deliveries| Received {
+        id,
+        event_type: None,
+        data: Some("x".into()),
+        to: None,
+        deliveries,
+    };
+    assert_eq!(held.hold_read(vec![ev(1)]).len(), 1);
+    held.started([ev(1)].iter());
+    assert!(
+        held.ended(id).is_none(),
+        "no replay yet: its outcome settles"
+    );
+    // the settle call is out when a rewind's read delivers it again
+    let again = held.hold_read(vec![ev(1)]);
+    assert_eq!(again.len(), 1, "an ended run's event runs again");
+    held.started(again.iter());
+    held.settled(&[id]);
+    assert!(
+        lock(&held).contains_key(&id),
+        "the replay is held while it runs"
+    );
+    assert!(held.ended(id).is_none());
+    held.settled(&[id]);
+    assert!(!lock(&held).contains_key(&id), "its own settle drops it");
+}
