@@ -111,6 +111,60 @@ fn names() -> Arc<Names> {
     })
 }
 
+/// A subscriber's settle loop (and its renewal loop, when `renew`) on `b`,
+/// with `ids` held.
+struct Loops {
+    held: Arc<Held>,
+    tx: mpsc::UnboundedSender<Done>,
+    stop: CancellationToken,
+    renewer: Option<tokio::task::JoinHandle<()>>,
+    settler: tokio::task::JoinHandle<()>,
+}
+
+impl Loops {
+    fn start(b: &Gated, ids: &[EventId], lease: Duration, renew: bool) -> Self {
+        let held: Arc<Held> = Arc::default();
+        lock(&held).extend(ids.iter().map(|id| (*id, Slot::default())));
+        let stop = CancellationToken::new();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let renewer = renew.then(|| {
+            let loop_ = renew_loop(b.clone(), names(), held.clone(), None, lease, stop.clone());
+            tokio::spawn(loop_)
+        });
+        let finish = CancellationToken::new();
+        let loop_ = settle_loop(b.clone(), names(), rx, by(), lease, held.clone(), finish);
+        let settler = tokio::spawn(loop_);
+        Loops {
+            held,
+            tx,
+            stop,
+            renewer,
+            settler,
+        }
+    }
+
+    /// Waits (up to a second) until nothing is held.
+    async fn until_settled(&self) -> bool {
+        for _ in 0..100 {
+            if lock(&self.held).is_empty() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        lock(&self.held).is_empty()
+    }
+
+    /// Stops both loops and waits for them.
+    async fn end(self) {
+        self.stop.cancel();
+        drop(self.tx);
+        if let Some(r) = self.renewer {
+            r.await.unwrap();
+        }
+        self.settler.await.unwrap();
+    }
+}
+
 /// A retry settled while a renewal of the same event is out (it read the
 /// events held before the settle) comes after its backoff, not after a
 /// whole lease: the renewal's restart of its idle time does not land
@@ -120,46 +174,18 @@ fn names() -> Arc<Names> {
 async fn a_retry_settled_during_a_renewal_comes_after_its_backoff() {
     let (b, clock, id) = one_read(At::Renewal).await;
     let lease = Duration::from_secs(30);
-    let held: Arc<Held> = Arc::default();
-    lock(&held).insert(id, Slot::default());
-    let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
-    let (tx, rx) = mpsc::unbounded_channel();
-    let renewer = tokio::spawn(renew_loop(
-        b.clone(),
-        names(),
-        held.clone(),
-        None,
-        lease,
-        stop.clone(),
-    ));
-    let settler = tokio::spawn(settle_loop(
-        b.clone(),
-        names(),
-        rx,
-        by(),
-        lease,
-        held.clone(),
-        finish.clone(),
-    ));
+    let loops = Loops::start(&b, &[id], lease, true);
     // the renewal read the events held, and is out
     b.reached.notified().await;
     // the run failed meanwhile: retry in a second
     let backoff = Duration::from_secs(1);
-    tx.send(Done::Retry(id, backoff, Vec::new(), None)).unwrap();
+    let retry = Done::Retry(id, backoff, Vec::new(), None);
+    loops.tx.send(retry).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     // the renewal's reply comes, then everything settles
     b.gate.add_permits(1);
-    for _ in 0..100 {
-        if lock(&held).is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(lock(&held).is_empty(), "the retry was settled");
-    stop.cancel();
-    drop(tx);
-    renewer.await.unwrap();
-    settler.await.unwrap();
+    assert!(loops.until_settled().await, "the retry was settled");
+    loops.end().await;
     // its backoff is over: another consumer's claim (of events idle for a
     // lease) takes it
     clock.advance(backoff + Duration::from_millis(10));
@@ -181,21 +207,10 @@ async fn a_retry_settled_during_a_renewal_comes_after_its_backoff() {
 async fn a_retry_claimed_while_its_settle_replies_runs_again() {
     let (b, _clock, id) = one_read(At::SettleReply).await;
     let lease = Duration::from_secs(30);
-    let held: Arc<Held> = Arc::default();
-    lock(&held).insert(id, Slot::default());
-    let (tx, rx) = mpsc::unbounded_channel();
-    let finish = CancellationToken::new();
-    let settler = tokio::spawn(settle_loop(
-        b.clone(),
-        names(),
-        rx,
-        by(),
-        lease,
-        held.clone(),
-        finish.clone(),
-    ));
-    tx.send(Done::Retry(id, Duration::ZERO, Vec::new(), None))
-        .unwrap();
+    let loops = Loops::start(&b, &[id], lease, false);
+    let held = loops.held.clone();
+    let retry = Done::Retry(id, Duration::ZERO, Vec::new(), None);
+    loops.tx.send(retry).unwrap();
     // the settle landed; its reply is on its way
     b.reached.notified().await;
     let claiming = {
@@ -208,8 +223,7 @@ async fn a_retry_claimed_while_its_settle_replies_runs_again() {
     let ids: Vec<EventId> = claimed.events.iter().map(|e| e.id).collect();
     assert_eq!(ids, [id], "the claim takes the retry, to run it");
     assert!(lock(&held).contains_key(&id), "held, as it runs again");
-    drop(tx);
-    settler.await.unwrap();
+    loops.end().await;
 }
 
 /// A settle call that stalls (a slow Redis: up to the response timeout, for
@@ -226,28 +240,8 @@ async fn a_stalled_settle_does_not_hold_back_the_running_events_renewals() {
     let got = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
     let running = got.expect("subscribed")[0].id;
     let lease = Duration::from_secs(3);
-    let held: Arc<Held> = Arc::default();
-    lock(&held).extend([(done, Slot::default()), (running, Slot::default())]);
-    let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
-    let (tx, rx) = mpsc::unbounded_channel();
-    let renewer = tokio::spawn(renew_loop(
-        b.clone(),
-        names(),
-        held.clone(),
-        None,
-        lease,
-        stop.clone(),
-    ));
-    let settler = tokio::spawn(settle_loop(
-        b.clone(),
-        names(),
-        rx,
-        by(),
-        lease,
-        held.clone(),
-        finish.clone(),
-    ));
-    tx.send(Done::Ack(done)).unwrap();
+    let loops = Loops::start(&b, &[done, running], lease, true);
+    loops.tx.send(Done::Ack(done)).unwrap();
     // the settle call is out, and stalls for a lease and more
     b.reached.notified().await;
     for _ in 0..8 {
@@ -265,10 +259,7 @@ async fn a_stalled_settle_does_not_hold_back_the_running_events_renewals() {
         "another consumer claimed the running event: {ids:?}"
     );
     b.gate.add_permits(1);
-    stop.cancel();
-    drop(tx);
-    renewer.await.unwrap();
-    settler.await.unwrap();
+    loops.end().await;
 }
 
 /// Log lines, as a `tracing_subscriber::fmt` writer.
@@ -309,39 +300,10 @@ async fn a_settle_tried_again_meets_no_renewal_of_its_events() {
     let (b, _clock, id) = one_read(At::SettleLost).await;
     // renewals every 100 ms, in the 200 ms before the settle's second try
     let lease = Duration::from_millis(300);
-    let held: Arc<Held> = Arc::default();
-    lock(&held).insert(id, Slot::default());
-    let (stop, finish) = (CancellationToken::new(), CancellationToken::new());
-    let (tx, rx) = mpsc::unbounded_channel();
-    let renewer = tokio::spawn(renew_loop(
-        b.clone(),
-        names(),
-        held.clone(),
-        None,
-        lease,
-        stop.clone(),
-    ));
-    let settler = tokio::spawn(settle_loop(
-        b.clone(),
-        names(),
-        rx,
-        by(),
-        lease,
-        held.clone(),
-        finish.clone(),
-    ));
-    tx.send(Done::Ack(id)).unwrap();
-    for _ in 0..100 {
-        if lock(&held).is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(lock(&held).is_empty(), "the ack was settled");
-    stop.cancel();
-    drop(tx);
-    renewer.await.unwrap();
-    settler.await.unwrap();
+    let loops = Loops::start(&b, &[id], lease, true);
+    loops.tx.send(Done::Ack(id)).unwrap();
+    assert!(loops.until_settled().await, "the ack was settled");
+    loops.end().await;
     let text = lines.text();
     assert!(
         !text.contains("another consumer claimed") && !text.contains("no longer pending"),
