@@ -404,3 +404,75 @@ async fn schedules_due_together_are_ticked_in_one_call() {
         "{calls} tick calls in 3 s for {SCHEDULES} schedules ticking every second"
     );
 }
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "slow_call_tick", queue = "p_slow")]
+struct SlowCallTick;
+
+impl Job for SlowCallTick {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A tick call that Redis answers late (here a `CLIENT PAUSE` of 1.3 s from
+/// 200 ms before a tick) does not skip the tick after it: that one came due
+/// while the call waited, and is enqueued late, at once, as its next tick is
+/// not due yet. The old code went on from the clock the late answer gave, one
+/// past that tick: a running worker lost it (and a `Missed::RunLast`
+/// worker's start, whose catch-up call straddled a tick, the same way).
+#[tokio::test]
+async fn a_tick_call_answered_late_does_not_skip_the_next_tick() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let w = common::start_serving(
+        Worker::builder(client.backend())
+            .queue("p_other")
+            .periodic(
+                Schedule::every(Duration::from_secs(1)).unwrap(),
+                SlowCallTick,
+            )
+            .handle_signals(false)
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let ticks = || async {
+        let mut at: Vec<u64> = client
+            .queues()
+            .list("p_slow", redjob::inspect::JobState::Ready, None, 1000)
+            .await
+            .map(|page| page.jobs)
+            .unwrap_or_default()
+            .iter()
+            .map(|j| j.id.sent_ms())
+            .collect();
+        at.sort_unstable();
+        at
+    };
+    // ticking: then the pause starts 200 ms before a tick
+    assert!(
+        common::wait_for(Duration::from_secs(10), || async {
+            !ticks().await.is_empty()
+        })
+        .await,
+        "a tick within 10 s"
+    );
+    let now = client.backend().now_ms().await.unwrap();
+    let tick = (now + 1_500) / 1000 * 1000;
+    tokio::time::sleep(Duration::from_millis(tick - 200 - now)).await;
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_300)
+        .arg("ALL")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    let at = ticks().await;
+    w.stop().await;
+    for t in [tick, tick + 1000, tick + 2000] {
+        assert!(at.contains(&t), "tick {t} not enqueued: {at:?}");
+    }
+}

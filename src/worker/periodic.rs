@@ -272,7 +272,7 @@ pub(crate) async fn run<B: Backend>(
                 .next_after(at)
                 .map_or(Duration::MAX, |n| Duration::from_millis(n - at));
         match enqueue(&ticks, &t, at, false, window, &stop).await {
-            Some(Some(backend_now)) => now = backend_now.max(at),
+            Some(Some(call)) => now = resume_from(&t.p.schedule, at, call),
             Some(None) => match resync(&backend, &ticks, &t, &stop).await {
                 Some(n) => now = n,
                 None => return,
@@ -306,16 +306,35 @@ async fn resync<B: Backend>(
     let last = t.p.schedule.last_before(now.saturating_add(1));
     if let (Missed::RunLast, Some(last)) = (t.p.missed, last) {
         return match enqueue(ticks, t, last, true, Duration::MAX, stop).await? {
-            Some(n) => Some(n.max(now)),
+            Some(call) => Some(resume_from(&t.p.schedule, now, call)),
             None => Some(now),
         };
     }
     Some(now)
 }
 
+/// The backend's clock (Unix ms) when a tick's call that succeeded started
+/// (its answer's clock less the call's time) and when it answered.
+type Call = (u64, u64);
+
+/// Where a schedule goes on from after the call `call` that dealt with what
+/// was due at `after` (Unix ms): a value whose next tick is the one to
+/// enqueue next. A tick that came due while the call ran is still in its
+/// window when the answer comes (the last of them; those before it are
+/// missed): it is enqueued at once, late. Ticks that came due before the
+/// call started (a clock moved on while the worker slept) are skipped, as
+/// always; else the next tick after the answer.
+fn resume_from(schedule: &Schedule, after: u64, (start, end): Call) -> u64 {
+    let from = start.max(after);
+    match schedule.last_before(end.saturating_add(1)) {
+        Some(m) if m > from => m - 1,
+        _ => end.max(after),
+    }
+}
+
 /// Enqueues tick `at` (retrying failures for up to `window`). Returns the
-/// backend's clock after it, `Some(None)` when the tick was given up, `None`
-/// on `stop`.
+/// backend's clock when the call that succeeded started and when it
+/// answered, `Some(None)` when the tick was given up, `None` on `stop`.
 async fn enqueue(
     ticks: &super::ticks::Ticks,
     t: &Arc<Ticker>,
@@ -323,7 +342,7 @@ async fn enqueue(
     catch_up: bool,
     window: Duration,
     stop: &CancellationToken,
-) -> Option<Option<u64>> {
+) -> Option<Option<Call>> {
     let tick = Tick {
         name: &t.p.name,
         at_ms: at,
@@ -333,7 +352,13 @@ async fn enqueue(
     let started = tokio::time::Instant::now();
     let mut failures = 0;
     loop {
+        let asked = tokio::time::Instant::now();
         let r = ticks.tick(t, &tick).await;
+        // the backend's clock when this call started: its answer's less the call's time
+        let call = |now_ms: u64| {
+            let took = u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX);
+            Some(Some((now_ms.saturating_sub(took), now_ms)))
+        };
         if matches!(
             r,
             Ok(Ticked::Enqueued { .. } | Ticked::Done { .. } | Ticked::Paused { .. })
@@ -345,12 +370,12 @@ async fn enqueue(
         match r {
             Ok(Ticked::Enqueued { now_ms }) => {
                 tracing::debug!(periodic = %t.p.name, tick = at, catch_up, "enqueued");
-                return Some(Some(now_ms));
+                return call(now_ms);
             }
-            Ok(Ticked::Done { now_ms }) => return Some(Some(now_ms)),
+            Ok(Ticked::Done { now_ms }) => return call(now_ms),
             Ok(Ticked::Paused { now_ms }) => {
                 tracing::debug!(periodic = %t.p.name, tick = at, "paused: tick skipped");
-                return Some(Some(now_ms));
+                return call(now_ms);
             }
             Ok(Ticked::Early(wait)) => {
                 if !sleep(wait, stop).await {
