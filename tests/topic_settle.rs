@@ -134,7 +134,7 @@ async fn a_settle_leaves_an_event_another_consumer_claimed_to_it(client: &Client
     assert_eq!(claimed.events.len(), 1);
     // c1's run ends: it gives the event up
     let dead = EventSettle {
-        dead: vec![(first[0].clone(), "gave up".into())],
+        dead: vec![(first[0].delivery(), first[0].clone(), "gave up".into())],
         ..EventSettle::default()
     };
     b.settle_events("orders", "billing", "c1", &dead, None)

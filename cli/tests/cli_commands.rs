@@ -1368,7 +1368,7 @@ async fn topic_dead_letters_are_requeued_and_deleted_by_id_or_all() {
     let batch = EventSettle {
         dead: got
             .into_iter()
-            .map(|e| (e, "card declined".into()))
+            .map(|e| (e.delivery(), e, "card declined".into()))
             .collect(),
         runs,
         by: Some(RunBy {

@@ -441,7 +441,10 @@ async fn topic_with_dead_letters(client: &Client) -> (Vec<String>, Vec<String>) 
             .unwrap()
             .unwrap();
         let batch = EventSettle {
-            dead: got.into_iter().map(|e| (e, "down".into())).collect(),
+            dead: got
+                .into_iter()
+                .map(|e| (e.delivery(), e, "down".into()))
+                .collect(),
             ..Default::default()
         };
         b.settle_events("orders", sub, "c", &batch, None)

@@ -65,9 +65,9 @@ pub use context::EventContext;
 pub use subscription::Subscription;
 
 pub use crate::contract::topics::{
-    Claimed, DeadEvent, DeadEventCount, DeadEvents, EventId, EventOptions, EventRun, EventSettle,
-    LAG_COUNTED, MAX_PUBLISH, MAX_PUBLISH_BYTES, MAX_TAKE, Received, Renewed, RewindPlan, Start,
-    SubscriberInfo, TopicInfo, Topics, WhenFull,
+    Claimed, DeadEvent, DeadEventCount, DeadEvents, Delivery, EventId, EventOptions, EventRun,
+    EventSettle, LAG_COUNTED, MAX_PUBLISH, MAX_PUBLISH_BYTES, MAX_TAKE, Received, Renewed,
+    RewindPlan, Start, SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 
 use serde::Serialize;

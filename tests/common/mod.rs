@@ -405,7 +405,10 @@ pub async fn dead_events<T: redjob::topic::Topics>(b: &T, topic: &str, subscribe
         .map(|e| EventRun::new(e.id, 1, now, now, AttemptOutcome::Error, None))
         .collect();
     let batch = EventSettle {
-        dead: got.into_iter().map(|e| (e, "declined".into())).collect(),
+        dead: got
+            .into_iter()
+            .map(|e| (e.delivery(), e, "declined".into()))
+            .collect(),
         runs,
         ..Default::default()
     };

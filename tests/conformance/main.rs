@@ -367,7 +367,9 @@ macro_rules! conformance_suite {
             a_renewal_tells_held_claimed_and_gone_and_a_settle_for_a_removed_subscriber_is_no_error);
         $crate::conformance_suite!(@topic_rewinds $setup, #[$attr],
             an_event_running_when_rewound_runs_again_once_it_ended,
-            an_event_replayed_while_it_waits_for_a_retry_starts_its_count_and_records_over);
+            an_event_replayed_while_it_waits_for_a_retry_starts_its_count_and_records_over,
+            a_late_outcome_of_a_delivery_a_rewind_replaced_is_not_applied_to_the_replay,
+            a_late_outcome_of_a_delivery_another_consumer_claimed_is_not_applied);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],

@@ -39,7 +39,7 @@ pub async fn a_renewal_tells_held_claimed_and_gone_and_a_settle_for_a_removed_su
     assert_eq!(found, [Renewed::Claimed, Renewed::Held]);
     // and acknowledges it: held by none
     let ack = EventSettle {
-        acks: vec![ids[0]],
+        acks: vec![claimed.events[0].delivery()],
         ..EventSettle::default()
     };
     b.settle_events("parcels", "s", "c2", &ack, None)
@@ -52,8 +52,8 @@ pub async fn a_renewal_tells_held_claimed_and_gone_and_a_settle_for_a_removed_su
     let found = b.renew("parcels", "s", "c1", &ids[1..]).await.unwrap();
     assert_eq!(found, [Renewed::Gone]);
     let settle = EventSettle {
-        acks: vec![ids[1]],
-        retries: vec![(ids[0], Duration::ZERO, None)],
+        acks: vec![got[1].delivery()],
+        retries: vec![(got[0].delivery(), Duration::ZERO, None)],
         ..EventSettle::default()
     };
     b.settle_events("parcels", "s", "c1", &settle, None)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redjob::inspect::AttemptOutcome;
-use redjob::topic::{Event, EventId, EventRun, EventSettle, Start, Topics};
+use redjob::topic::{Event, EventId, EventRun, EventSettle, Renewed, Start, Topics};
 use redjob::{JobError, Worker};
 use serde::{Deserialize, Serialize};
 
@@ -113,12 +113,12 @@ pub async fn an_event_replayed_while_it_waits_for_a_retry_starts_its_count_and_r
     };
     let got = read(b.clone()).await;
     assert_eq!((got[0].id, got[0].deliveries), (id, 1));
-    let retry = |n: u32| EventSettle {
-        retries: vec![(id, Duration::from_secs(600), None)],
+    let retry = |d, n: u32| EventSettle {
+        retries: vec![(d, Duration::from_secs(600), None)],
         runs: vec![failed(id, n, &format!("down {n}"))],
         ..EventSettle::default()
     };
-    b.settle_events("reels", "s", "c1", &retry(1), None)
+    b.settle_events("reels", "s", "c1", &retry(got[0].delivery(), 1), None)
         .await
         .unwrap();
     let claimed = b
@@ -127,9 +127,15 @@ pub async fn an_event_replayed_while_it_waits_for_a_retry_starts_its_count_and_r
         .unwrap()
         .unwrap();
     assert_eq!(claimed.events[0].deliveries, 2);
-    b.settle_events("reels", "s", "c1", &retry(2), None)
-        .await
-        .unwrap();
+    b.settle_events(
+        "reels",
+        "s",
+        "c1",
+        &retry(claimed.events[0].delivery(), 2),
+        None,
+    )
+    .await
+    .unwrap();
     // replayed: a read delivers it again, a fresh delivery
     c.rewind("reels", "s", Start::Beginning).await.unwrap();
     let again = read(b.clone()).await;
@@ -141,7 +147,11 @@ pub async fn an_event_replayed_while_it_waits_for_a_retry_starts_its_count_and_r
     );
     // its first run fails for good: the dead letter lists the replay's run
     let dead = EventSettle {
-        dead: vec![(again[0].clone(), "gone for good".into())],
+        dead: vec![(
+            again[0].delivery(),
+            again[0].clone(),
+            "gone for good".into(),
+        )],
         runs: vec![failed(id, 1, "gone for good")],
         ..EventSettle::default()
     };
@@ -157,4 +167,127 @@ pub async fn an_event_replayed_while_it_waits_for_a_retry_starts_its_count_and_r
         .map(|a| (a.number, a.error.as_deref()))
         .collect();
     assert_eq!(records, [(1, Some("gone for good"))]);
+}
+
+/// A late outcome of a delivery that a rewind's read replaced (the settle
+/// call of the old run lands after the read that delivered the event anew)
+/// is not applied to the replay: its acknowledgement leaves the replay
+/// pending, its retry does not make it claimable, its dead letter is not
+/// written; the replay's own outcomes are. The old code applied them to the
+/// replay (an ack removed its pending entry: its failure was not retried, and
+/// it was lost if its consumer died), as both counts are 1.
+pub async fn a_late_outcome_of_a_delivery_a_rewind_replaced_is_not_applied_to_the_replay(
+    env: &Env,
+) {
+    let (c, b) = (&env.client, env.queues());
+    c.subscribe("reels", "s", Start::Beginning).await.unwrap();
+    let id = c.publish(&Reel { n: 1 }).await.unwrap();
+    let read = || async {
+        b.read("reels", "s", "c1", 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let old = read().await;
+    c.rewind("reels", "s", Start::Beginning).await.unwrap();
+    let new = read().await;
+    assert_eq!((new[0].id, new[0].deliveries), (id, 1));
+    let pending = || async { c.topic("reels").await.unwrap().unwrap().subscribers[0].pending };
+    let idle = Duration::from_secs(600);
+    let late = EventSettle {
+        acks: vec![old[0].delivery()],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c1", &late, None)
+        .await
+        .unwrap();
+    assert_eq!(pending().await, 1, "the old run's ack took the replay");
+    let late = EventSettle {
+        retries: vec![(old[0].delivery(), idle, None)],
+        runs: vec![failed(id, 1, "old")],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c1", &late, None)
+        .await
+        .unwrap();
+    let late = EventSettle {
+        dead: vec![(old[0].delivery(), old[0].clone(), "old".into())],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c1", &late, None)
+        .await
+        .unwrap();
+    let claim = || async {
+        b.claim("reels", "s", "c2", idle, 10, EventId::ZERO)
+            .await
+            .unwrap()
+            .unwrap()
+            .events
+    };
+    assert!(claim().await.is_empty(), "the old run's retry was set");
+    assert!(c.dead_events("reels", "s", 10).await.unwrap().is_empty());
+    // the replay's own retry is applied: claimed with its count
+    let own = EventSettle {
+        retries: vec![(new[0].delivery(), idle, None)],
+        runs: vec![failed(id, 1, "replay")],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c1", &own, None)
+        .await
+        .unwrap();
+    let claimed = claim().await;
+    assert_eq!((claimed.len(), claimed[0].deliveries), (1, 2));
+    let own = EventSettle {
+        acks: vec![claimed[0].delivery()],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c2", &own, None)
+        .await
+        .unwrap();
+    assert_eq!(pending().await, 0);
+}
+
+/// A late outcome of a consumer whose delivery another consumer claimed
+/// since (its hold ran out) is not applied: its acknowledgement leaves the
+/// claimed delivery pending for the claimer (the old code acknowledged it:
+/// a failure of the claimer's run was then not retried), and the claimer's
+/// own acknowledgement is applied.
+pub async fn a_late_outcome_of_a_delivery_another_consumer_claimed_is_not_applied(env: &Env) {
+    let (c, b) = (&env.client, env.queues());
+    c.subscribe("reels", "s", Start::Beginning).await.unwrap();
+    let id = c.publish(&Reel { n: 1 }).await.unwrap();
+    let old = b
+        .read("reels", "s", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let claimed = b
+        .claim("reels", "s", "c2", Duration::ZERO, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .unwrap()
+        .events;
+    assert_eq!((claimed[0].id, claimed[0].deliveries), (id, 2));
+    let late = EventSettle {
+        acks: vec![old[0].delivery()],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c1", &late, None)
+        .await
+        .unwrap();
+    let found = b.renew("reels", "s", "c2", &[id]).await.unwrap();
+    assert_eq!(
+        found,
+        [Renewed::Held],
+        "the old consumer's ack took the claimed delivery"
+    );
+    let own = EventSettle {
+        acks: vec![claimed[0].delivery()],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c2", &own, None)
+        .await
+        .unwrap();
+    let s = c.topic("reels").await.unwrap().unwrap().subscribers[0].clone();
+    assert_eq!(s.pending, 0, "{s:?}");
 }

@@ -200,10 +200,15 @@ pub async fn a_rewind_replays_from_the_beginning_an_id_or_skips_to_the_end(env: 
         ])
         .await
         .unwrap();
-    assert_eq!(ids_read(env, "audit").await, ids);
     let q = env.queues();
+    let got = q
+        .read("orders", "audit", "c", 100, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
     let acks = redjob::topic::EventSettle {
-        acks: ids.clone(),
+        acks: got.iter().map(|e| e.delivery()).collect(),
         ..Default::default()
     };
     q.settle_events("orders", "audit", "c", &acks, None)
@@ -701,7 +706,10 @@ pub async fn dead_letters_are_requeued_for_their_subscriber_alone_or_deleted(env
         .unwrap();
     assert_eq!(got.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
     let batch = redjob::topic::EventSettle {
-        dead: got.into_iter().map(|e| (e, "bad".to_string())).collect(),
+        dead: got
+            .into_iter()
+            .map(|e| (e.delivery(), e, "bad".to_string()))
+            .collect(),
         ..Default::default()
     };
     q.settle_events("flaky", "bad", "c", &batch, None)
@@ -953,7 +961,7 @@ pub async fn a_settle_sent_twice_records_its_runs_once(env: &Env) {
         )
     };
     let retry = EventSettle {
-        retries: vec![(got[0].id, Duration::from_secs(1), None)],
+        retries: vec![(got[0].delivery(), Duration::from_secs(1), None)],
         runs: vec![run(1, "first")],
         ..Default::default()
     };
@@ -964,7 +972,7 @@ pub async fn a_settle_sent_twice_records_its_runs_once(env: &Env) {
             .unwrap();
     }
     let dead = EventSettle {
-        dead: vec![(got[0].clone(), "second".into())],
+        dead: vec![(got[0].delivery(), got[0].clone(), "second".into())],
         runs: vec![run(1, "first"), run(2, "second")],
         ..Default::default()
     };
@@ -991,7 +999,7 @@ pub async fn an_event_trimmed_while_it_waits_for_a_retry_leaves_no_records(env: 
         .unwrap()
         .unwrap();
     let retry = EventSettle {
-        retries: vec![(got[0].id, Duration::from_secs(1), None)],
+        retries: vec![(got[0].delivery(), Duration::from_secs(1), None)],
         runs: vec![failed_run(got[0].id, 1)],
         ..Default::default()
     };
@@ -1275,7 +1283,7 @@ pub async fn an_event_trimmed_while_it_runs_then_retried_leaves_no_records(env: 
     let more: Vec<Tick> = (1..=1000).map(|n| Tick { n }).collect();
     c.publish_all(&more).await.unwrap();
     let retry = EventSettle {
-        retries: vec![(got[0].id, Duration::from_secs(1), None)],
+        retries: vec![(got[0].delivery(), Duration::from_secs(1), None)],
         runs: vec![failed_run(got[0].id, 1)],
         ..Default::default()
     };
@@ -1314,7 +1322,7 @@ pub async fn a_settles_keep_dead_bounds_the_subscribers_dead_letters(env: &Env) 
     assert_eq!(got.len(), 5);
     for e in &got {
         let dead = EventSettle {
-            dead: vec![(e.clone(), "gave up".into())],
+            dead: vec![(e.delivery(), e.clone(), "gave up".into())],
             ..Default::default()
         };
         b.settle_events("orders", "s", "c1", &dead, Some(2))
@@ -1363,7 +1371,10 @@ pub async fn an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records(en
     assert_eq!(got.len(), 2);
     // both retried once, at once: their records are kept
     let first = EventSettle {
-        retries: got.iter().map(|e| (e.id, Duration::ZERO, None)).collect(),
+        retries: got
+            .iter()
+            .map(|e| (e.delivery(), Duration::ZERO, None))
+            .collect(),
         runs: got.iter().map(|e| failed_run(e.id, 1)).collect(),
         ..Default::default()
     };
@@ -1382,8 +1393,12 @@ pub async fn an_event_trimmed_while_it_runs_after_a_renewal_leaves_no_records(en
     let ids: Vec<EventId> = got.iter().map(|e| e.id).collect();
     b.renew("ticks", "s", "c2", &ids).await.unwrap();
     let second = EventSettle {
-        retries: vec![(ids[0], Duration::ZERO, None)],
-        dead: vec![(again.events[1].clone(), "gave up".into())],
+        retries: vec![(again.events[0].delivery(), Duration::ZERO, None)],
+        dead: vec![(
+            again.events[1].delivery(),
+            again.events[1].clone(),
+            "gave up".into(),
+        )],
         runs: ids.iter().map(|id| failed_run(*id, 2)).collect(),
         ..Default::default()
     };

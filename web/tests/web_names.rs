@@ -104,7 +104,7 @@ async fn long_names_are_cut_short_with_the_whole_name_in_their_title() {
         .unwrap()
         .unwrap();
     let batch = EventSettle {
-        dead: vec![(got[0].clone(), "declined".into())],
+        dead: vec![(got[0].delivery(), got[0].clone(), "declined".into())],
         ..Default::default()
     };
     b.settle_events(&topic, &sub, "c", &batch, None)

@@ -334,7 +334,10 @@ async fn selected_ids_that_are_no_dead_letters_of_the_subscriber_are_named_in_th
         .unwrap()
         .unwrap();
     let batch = EventSettle {
-        dead: got.into_iter().map(|e| (e, "down".into())).collect(),
+        dead: got
+            .into_iter()
+            .map(|e| (e.delivery(), e, "down".into()))
+            .collect(),
         ..Default::default()
     };
     b.settle_events("orders", "audit", "c", &batch, None)

@@ -3,6 +3,7 @@
 //! offset and a pending list of deliveries and their runs.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -20,6 +21,9 @@ pub(crate) struct Streams {
     pub(super) published: Notify,
     /// Ordered subscribers' owners by (topic, subscriber): consumer, until (ms).
     pub(super) owners: Mutex<HashMap<(String, String), (String, u64)>>,
+    /// Subscribers made so far: a new one's epoch starts at this count times
+    /// 2^32, so that one made anew does not take an old one's epoch.
+    pub(super) made: AtomicU64,
 }
 
 /// A stream entry: `type`, `data` and, for a requeued dead letter, `to`.
@@ -71,6 +75,9 @@ pub(super) struct Group {
     pub consumers: BTreeMap<String, u64>,
     pub dead: VecDeque<DeadEvent>,
     pub(super) last_dead: EventId,
+    /// Its epoch (see [`Delivery::epoch`](crate::contract::topics::Delivery::epoch)):
+    /// set when it is made, one more at each rewind that moves it back.
+    pub epoch: u64,
 }
 
 pub(super) struct Pending {
@@ -179,11 +186,13 @@ impl MemoryBackend {
             if crate::contract::topics::too_far_ahead(offset, Some(last), now) {
                 return Err(crate::contract::topics::start_too_late(start));
             }
+            let made = self.streams().made.fetch_add(1, Ordering::Relaxed) + 1;
             let t = all.entry(topic.to_string()).or_default();
             t.groups.insert(
                 subscriber.to_string(),
                 Group {
                     offset,
+                    epoch: made << 32,
                     ..Group::default()
                 },
             );
@@ -197,14 +206,27 @@ pub(super) fn group<'a>(t: &'a mut MemTopic, name: &str) -> &'a mut Group {
     t.groups.get_mut(name).expect("checked by with_group")
 }
 
-/// Event `id` as a delivery, its `deliveries`th.
-pub(super) fn received(id: EventId, e: &Entry, deliveries: u32) -> Received {
+/// Event `id` as a delivery, its `deliveries`th, in the subscriber's `epoch`.
+pub(super) fn received(id: EventId, e: &Entry, deliveries: u32, epoch: u64) -> Received {
     Received {
         id,
         event_type: Some(e.ty.clone()),
         data: Some(e.data.clone()),
         to: e.to.clone(),
         deliveries,
+        epoch,
+    }
+}
+
+impl Group {
+    /// Whether `d` is still the delivery `consumer` holds (see
+    /// [`Delivery`](crate::contract::topics::Delivery)): a settle of it applies.
+    pub(super) fn holds(&self, consumer: &str, d: &crate::contract::topics::Delivery) -> bool {
+        self.epoch == d.epoch
+            && self
+                .pending
+                .get(&d.id)
+                .is_some_and(|p| p.consumer == consumer && p.deliveries == d.count)
     }
 }
 

@@ -40,6 +40,7 @@ impl Scan<'_> {
         let mut left = self.count.max(1);
         let mut attempts = left.saturating_mul(ATTEMPTS);
         let mut events = Vec::new();
+        let epoch = g.epoch;
         let mut at = first(g, Bound::Included(self.from));
         while let Some(id) = at.filter(|_| left > 0 && attempts > 0) {
             attempts -= 1;
@@ -61,7 +62,7 @@ impl Scan<'_> {
                         p.consumer = self.consumer.to_string();
                         p.delivered_ms = self.now;
                         p.deliveries = p.deliveries.saturating_add(1);
-                        events.push(received(id, e, p.deliveries));
+                        events.push(received(id, e, p.deliveries, epoch));
                         left -= 1;
                     }
                 }

@@ -161,7 +161,10 @@ mod tests {
         // a dead letter of b, requeued for it
         let got = m.read("t", "b", "c", 1, Duration::ZERO).await.unwrap();
         let dead = EventSettle {
-            dead: vec![(got.unwrap()[0].clone(), "boom".into())],
+            dead: vec![{
+                let e = got.unwrap()[0].clone();
+                (e.delivery(), e, "boom".into())
+            }],
             ..EventSettle::default()
         };
         m.settle_events("t", "b", "c", &dead, None).await.unwrap();

@@ -95,7 +95,13 @@ impl Topics for MemoryBackend {
             if crate::contract::topics::too_far_ahead(offset, Some(t.last), now) {
                 return Err(crate::contract::topics::rewind_too_late(to));
             }
-            group(t, subscriber).offset = offset;
+            let g = group(t, subscriber);
+            // moved back: events it took may be delivered anew, so the
+            // deliveries made before are settled no more (as topic_group.lua)
+            if offset < g.offset {
+                g.epoch += 1;
+            }
+            g.offset = offset;
             Ok(())
         })
         .ok_or_else(|| not_found(topic, subscriber))?
@@ -137,11 +143,14 @@ impl Topics for MemoryBackend {
             tokio::pin!(published);
             published.as_mut().enable();
             let got = self.with_group(topic, subscriber, |t, now| {
-                let offset = group(t, subscriber).offset;
+                let (offset, epoch) = {
+                    let g = group(t, subscriber);
+                    (g.offset, g.epoch)
+                };
                 let new: Vec<Received> = t
                     .after(offset)
                     .take(count)
-                    .map(|(id, e)| received(*id, e, 1))
+                    .map(|(id, e)| received(*id, e, 1, epoch))
                     .collect();
                 let g = group(t, subscriber);
                 g.consumers.insert(consumer.to_string(), now);
@@ -252,8 +261,12 @@ impl Topics for MemoryBackend {
         let at = Instant::now();
         self.with_group(topic, subscriber, |t, now| {
             let g = group(t, subscriber);
-            for id in &batch.acks {
-                g.pending.remove(id);
+            // each outcome applies to the delivery it names alone (see
+            // Delivery), as topic_settle.lua
+            for d in &batch.acks {
+                if g.holds(consumer, d) {
+                    g.pending.remove(&d.id);
+                }
             }
             let mut runs: HashMap<EventId, Vec<Attempt>> = HashMap::new();
             for r in &batch.runs {
@@ -271,8 +284,12 @@ impl Topics for MemoryBackend {
                     p.record_run(a);
                 }
             };
-            for (id, idle, count) in &batch.retries {
-                if let Some(p) = g.pending.get_mut(id).filter(|p| p.consumer == consumer) {
+            for (d, idle, count) in &batch.retries {
+                let id = &d.id;
+                if !g.holds(consumer, d) {
+                    continue;
+                }
+                if let Some(p) = g.pending.get_mut(id) {
                     p.delivered_ms =
                         now.saturating_sub(crate::contract::backend::clamped_ms(*idle));
                     if let Some(n) = count {
@@ -281,10 +298,10 @@ impl Topics for MemoryBackend {
                     record(p, runs.remove(id).unwrap_or_default());
                 }
             }
-            for (e, error) in &batch.dead {
+            for (d, e, error) in &batch.dead {
                 // one another consumer claimed meanwhile is left to it
-                if g.pending.get(&e.id).is_some_and(|p| p.consumer == consumer)
-                    && let Some(mut p) = g.pending.remove(&e.id)
+                if g.holds(consumer, d)
+                    && let Some(mut p) = g.pending.remove(&d.id)
                 {
                     record(&mut p, runs.remove(&e.id).unwrap_or_default());
                     g.last_dead = next_id(g.last_dead, now);

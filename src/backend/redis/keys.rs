@@ -353,6 +353,13 @@ impl TopicKeys {
         format!("{}:attempts:{subscriber}", self.stream)
     }
 
+    /// `ns:t:{topic}:epoch:<subscriber>`: the subscriber's epoch, an integer
+    /// set when topic_group.lua makes it and made one more by each rewind
+    /// that moves it back (see `Delivery::epoch`); missing reads as 0.
+    pub fn epoch(&self, subscriber: &str) -> String {
+        format!("{}:epoch:{subscriber}", self.stream)
+    }
+
     /// `ns:t:{topic}:owner:<subscriber>`: the consumer that owns an ordered
     /// subscriber, expiring with its lease.
     pub fn owner(&self, subscriber: &str) -> String {

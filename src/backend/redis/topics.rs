@@ -83,6 +83,7 @@ fn entries(v: &Value) -> Result<Vec<Received>> {
                 data,
                 to,
                 deliveries: 1,
+                epoch: 0,
             });
         }
     }
@@ -148,7 +149,7 @@ impl RedisBackend {
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
         let offset = at.offset().map_or("$".to_string(), |o| o.to_string());
-        let mut cmd = eval(&scripts::TOPIC_GROUP, &[&k.stream]);
+        let mut cmd = eval(&scripts::TOPIC_GROUP, &[&k.stream, &k.epoch(subscriber)]);
         cmd.arg(subscriber).arg(mode).arg(offset);
         scripts::int(&run(&mut con, &scripts::TOPIC_GROUP, &cmd).await?)
     }
@@ -282,6 +283,7 @@ impl Topics for RedisBackend {
             .cmd("UNLINK")
             .arg(k.dead(subscriber))
             .arg(k.attempts(subscriber))
+            .arg(k.epoch(subscriber))
             .cmd("XGROUP")
             .arg("DESTROY")
             .arg(&k.stream)
@@ -298,6 +300,7 @@ impl Topics for RedisBackend {
         let mut keys = vec![k.stream.clone()];
         keys.extend(groups.iter().map(|g| k.dead(g)));
         keys.extend(groups.iter().map(|g| k.attempts(g)));
+        keys.extend(groups.iter().map(|g| k.epoch(g)));
         // UNLINK: a large stream is freed in the background, not by blocking Redis
         let n: i64 = redis::cmd("UNLINK")
             .arg(&keys)
@@ -314,7 +317,8 @@ impl Topics for RedisBackend {
         count: usize,
         block: Duration,
     ) -> Result<Option<Vec<Received>>> {
-        let stream = self.parts().1.topic(topic).stream;
+        let k = self.parts().1.topic(topic);
+        let stream = &k.stream;
         let name = format!("{consumer}\n{subscriber}\n{topic}");
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
@@ -326,10 +330,15 @@ impl Topics for RedisBackend {
             cmd.arg("BLOCK")
                 .arg(crate::contract::backend::clamped_ms(block).max(1));
         }
-        cmd.arg("STREAMS").arg(&stream).arg(">");
-        let reply: Result<Value> = if block.is_zero() {
+        cmd.arg("STREAMS").arg(stream).arg(">");
+        // the subscriber's epoch, read before the events in one pipeline: a
+        // rewind after it changes it, so a settle of these then is not
+        // applied (see Delivery::epoch)
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET").arg(k.epoch(subscriber)).add_command(cmd);
+        let reply: Result<(Option<u64>, Value)> = if block.is_zero() {
             let (mut con, _) = self.parts();
-            cmd.query_async(&mut con).await.map_err(Error::from)
+            pipe.query_async(&mut con).await.map_err(Error::from)
         } else {
             let mut con = self.reader(&name, block).await?;
             // a read dropped while it waits (its worker gone) closes its
@@ -337,12 +346,18 @@ impl Topics for RedisBackend {
             // the read would take the events published meanwhile for a
             // consumer that is gone (they would wait a lease for a claim)
             let mut closing = CloseOnDrop(Some((self, &name)));
-            let r = cmd.query_async(&mut con).await.map_err(Error::from);
+            let r = pipe.query_async(&mut con).await.map_err(Error::from);
             closing.0 = None;
             r
         };
         match reply {
-            Ok(v) => entries(&v).map(Some),
+            Ok((epoch, v)) => {
+                let mut got = entries(&v)?;
+                for e in &mut got {
+                    e.epoch = epoch.unwrap_or(0);
+                }
+                Ok(Some(got))
+            }
             Err(e) if is_nogroup(&e) => Ok(None),
             Err(e) => {
                 self.drop_reader(&name);
@@ -362,7 +377,10 @@ impl Topics for RedisBackend {
     ) -> Result<Option<Claimed>> {
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
-        let mut cmd = eval(&scripts::TOPIC_CLAIM, &[&k.stream, &k.attempts(subscriber)]);
+        let mut cmd = eval(
+            &scripts::TOPIC_CLAIM,
+            &[&k.stream, &k.attempts(subscriber), &k.epoch(subscriber)],
+        );
         cmd.arg(subscriber)
             .arg(consumer)
             .arg(crate::contract::backend::clamped_ms(min_idle))
@@ -375,6 +393,7 @@ impl Topics for RedisBackend {
             return Ok(None);
         }
         let next = id(r.bytes()?)?;
+        let epoch = r.int()?.max(0) as u64;
         let mut events = Vec::new();
         while !r.is_empty() {
             let eid = id(r.bytes()?)?;
@@ -388,6 +407,7 @@ impl Topics for RedisBackend {
                 data,
                 to,
                 deliveries,
+                epoch,
             });
         }
         Ok(Some(Claimed { events, next }))
@@ -442,24 +462,33 @@ impl Topics for RedisBackend {
         let dead = k.dead(subscriber);
         let mut cmd = eval(
             &scripts::TOPIC_SETTLE,
-            &[&k.stream, &dead, &k.attempts(subscriber)],
+            &[
+                &k.stream,
+                &dead,
+                &k.attempts(subscriber),
+                &k.epoch(subscriber),
+            ],
         );
         cmd.arg(subscriber)
             .arg(consumer)
             .arg(keep_dead.map_or(String::new(), |n| n.to_string()));
         cmd.arg(batch.acks.len());
-        for i in &batch.acks {
-            cmd.arg(i.to_string());
+        for d in &batch.acks {
+            cmd.arg(d.id.to_string()).arg(d.count).arg(d.epoch);
         }
         cmd.arg(batch.retries.len());
-        for (i, idle, count) in &batch.retries {
-            cmd.arg(i.to_string())
+        for (d, idle, count) in &batch.retries {
+            cmd.arg(d.id.to_string())
+                .arg(d.count)
+                .arg(d.epoch)
                 .arg(crate::contract::backend::clamped_ms(*idle))
                 .arg(count.map_or(String::new(), |n| n.to_string()));
         }
         cmd.arg(batch.dead.len());
-        for (e, error) in &batch.dead {
-            cmd.arg(e.id.to_string())
+        for (d, e, error) in &batch.dead {
+            cmd.arg(d.id.to_string())
+                .arg(d.count)
+                .arg(d.epoch)
                 .arg(e.event_type.as_deref().unwrap_or(""))
                 .arg(e.data.as_deref().unwrap_or(""))
                 .arg(error)

@@ -24,8 +24,8 @@ pub use types::{
 ///
 /// ```
 /// use redjob::topic::{EventId, Received};
-/// let r = Received { id: EventId::new(1, 0), event_type: Some("x".into()), data: None, to: None, deliveries: 1 };
-/// assert_eq!(r.deliveries, 1);
+/// let r = Received { id: EventId::new(1, 0), event_type: Some("x".into()), data: None, to: None, deliveries: 1, epoch: 0 };
+/// assert_eq!(r.delivery().count, 1);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Received {
@@ -40,6 +40,48 @@ pub struct Received {
     pub to: Option<String>,
     /// How often it was delivered to the subscriber, this time included.
     pub deliveries: u32,
+    /// The subscriber's epoch when it was delivered (see [`Delivery::epoch`]).
+    pub epoch: u64,
+}
+
+impl Received {
+    /// This delivery of it, as a settle names it.
+    pub fn delivery(&self) -> Delivery {
+        Delivery {
+            id: self.id,
+            count: self.deliveries,
+            epoch: self.epoch,
+        }
+    }
+}
+
+/// One delivery of an event to a consumer, as [`Topics::settle_events`] names
+/// the events it settles: an outcome is applied only while the event's pending
+/// entry is still this delivery. One another consumer claimed since (its
+/// count went up, its consumer changed), or that a read delivered anew after
+/// a rewind (Redis then makes it a new delivery with a count of 1, as the
+/// first one had), is left to that delivery: a late outcome of the old one
+/// neither acknowledges nor retries nor buries it.
+///
+/// ```
+/// use redjob::topic::{Delivery, EventId, Received};
+/// let r = Received { id: EventId::new(1, 0), event_type: None, data: None, to: None, deliveries: 2, epoch: 7 };
+/// assert_eq!(r.delivery(), Delivery { id: EventId::new(1, 0), count: 2, epoch: 7 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Delivery {
+    /// The event.
+    pub id: EventId,
+    /// Its delivery count as delivered ([`Received::deliveries`]).
+    pub count: u32,
+    /// The subscriber's epoch then: a number that changes when the subscriber
+    /// is rewound to before the last event it took (which may deliver events
+    /// anew) or is made anew, read with the delivery (on Redis, the key
+    /// `ns:t:{T}:epoch:<subscriber>`, read before the `XREADGROUP`). A settle
+    /// made once it changed is not applied (the event stays pending: a
+    /// replay settles it, or a claim takes it after a lease), as the entry may
+    /// be a new delivery by then; rewinds are rare, so is that.
+    pub epoch: u64,
 }
 
 /// Events a claim took over, and where the next claim's scan starts.
@@ -78,23 +120,25 @@ pub enum Renewed {
 /// What a consumer reports about finished events, in one call.
 ///
 /// ```
-/// use redjob::topic::{EventId, EventSettle};
+/// use redjob::topic::{Delivery, EventId, EventSettle};
 /// let mut s = EventSettle::default();
-/// s.acks.push(EventId::new(1, 0));
+/// s.acks.push(Delivery { id: EventId::new(1, 0), count: 1, epoch: 0 });
 /// assert!(!s.is_empty());
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct EventSettle {
     /// Handled: acknowledged, gone from the pending list with their attempt
     /// records (if any).
-    pub acks: Vec<EventId>,
+    pub acks: Vec<Delivery>,
     /// Failed or released, with the idle time to give each (a claim that takes
     /// events idle for `L` takes it again after `L` minus this; `L`: at once)
     /// and, for a release that did not run it, the delivery count to set back
     /// (so that it does not count as an attempt).
-    pub retries: Vec<(EventId, Duration, Option<u32>)>,
-    /// Given up: moved to the subscriber's dead letters with the reason.
-    pub dead: Vec<(Received, String)>,
+    pub retries: Vec<(Delivery, Duration, Option<u32>)>,
+    /// Given up: moved to the subscriber's dead letters with the reason (the
+    /// letter takes the event's type, data and deliveries from the
+    /// [`Received`]).
+    pub dead: Vec<(Delivery, Received, String)>,
     /// The runs that ended in a retry or a dead letter, oldest first: each is
     /// added to its event's attempt records (the last
     /// [`MAX_RECORDS`](crate::inspect::MAX_RECORDS)), which a dead letter keeps
@@ -292,8 +336,9 @@ pub trait Topics: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Renewed>>> + Send;
 
     /// Acknowledges, schedules retries of and dead-letters finished events.
-    /// Only the events `consumer` still holds are retried or dead-lettered:
-    /// one another consumer claimed meanwhile is left to it.
+    /// Each applies only to the [`Delivery`] it names, while `consumer` still
+    /// holds it: one another consumer claimed meanwhile, or a read delivered
+    /// anew after a rewind, is left to that delivery.
     /// `keep_dead` bounds the subscriber's dead letters (`None`: no bound).
     fn settle_events(
         &self,

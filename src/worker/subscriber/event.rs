@@ -25,18 +25,18 @@ pub(super) fn spawn_run(
     let (shared, stop) = (env.shared.clone(), env.stop.clone());
     env.tracker.spawn(async move {
         let mut ev = ev;
-        let done = loop {
+        loop {
             let id = ev.id;
             let done = handle(ev, &spec, &names, &shared, &stop, &abort).await;
             // a rewind replayed it while it ran (a new delivery): it runs
-            // again, and this run's outcome, of the delivery replaced, goes
-            match held.ended(id) {
+            // again, and this run's outcome, of the delivery replaced, goes;
+            // else the outcome goes to the settle loop (held, and renewed,
+            // until settled)
+            match held.ended(id, done, &tx) {
                 Some(again) => ev = again,
-                None => break done,
+                None => break,
             }
-        };
-        // held (and renewed) until the settle loop has settled it
-        let _ = tx.send(done);
+        }
         drop(slot);
     });
 }
@@ -50,9 +50,12 @@ async fn handle(
     stop: &CancellationToken,
     abort: &CancellationToken,
 ) -> Done {
+    // the delivery run, as delivered (an ordered subscriber's retries in
+    // place count on in `attempt`)
+    let delivery = ev.delivery();
     if ev.to.as_deref().is_some_and(|to| *to != *names.sub) {
         // a dead letter requeued for another subscriber
-        return Done::Ack(ev.id);
+        return Done::Ack(delivery);
     }
     // an empty type names no event type: that of a requeued dead letter that
     // had none
@@ -72,7 +75,7 @@ async fn handle(
         if let Some(c) = &names.skipped {
             c.increment(1);
         }
-        return Done::Ack(ev.id);
+        return Done::Ack(delivery);
     };
     let opts = handler.options();
     let max = opts.max_attempts.max(1);
@@ -109,9 +112,14 @@ async fn handle(
             // shutdown (or quiet) before it ran: not an attempt
             if !runs.is_empty() {
                 // an ordered subscriber's retry in place: the attempts made count
-                return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt.saturating_sub(1)));
+                return Done::Retry(
+                    delivery,
+                    Duration::ZERO,
+                    runs,
+                    Some(attempt.saturating_sub(1)),
+                );
             }
-            return Done::Release(ev.id, attempt.saturating_sub(1));
+            return Done::Release(delivery);
         };
         let span = tracing::info_span!("event", topic = %names.topic, subscriber = %names.sub,
             event.id = %ev.id, event.r#type = %ty, attempt);
@@ -189,7 +197,7 @@ async fn handle(
         let (error, wants, outcome) = match result {
             Ok(()) => {
                 count(|m| &m.succeeded);
-                return Done::Ack(ev.id);
+                return Done::Ack(delivery);
             }
             Err(e) => e,
         };
@@ -218,7 +226,12 @@ async fn handle(
             count(|m| &m.cancelled);
             // its delivery count given back: the attempts made before it in
             // place (an ordered subscriber's) still count
-            return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt.saturating_sub(1)));
+            return Done::Retry(
+                delivery,
+                Duration::ZERO,
+                runs,
+                Some(attempt.saturating_sub(1)),
+            );
         }
         let delay = match wants {
             Wants::Fatal => {
@@ -238,13 +251,13 @@ async fn handle(
         count(|m| &m.retried);
         tracing::warn!(%error, retry_in = ?delay, "event failed; retrying");
         if !spec.sub.ordered {
-            return Done::Retry(ev.id, delay, runs, None);
+            return Done::Retry(delivery, delay, runs, None);
         }
         drop(_e);
         // ordered: the next event waits for this one, held (and renewed) meanwhile
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = stop.cancelled() => return Done::Retry(ev.id, Duration::ZERO, runs, Some(attempt)),
+            _ = stop.cancelled() => return Done::Retry(delivery, Duration::ZERO, runs, Some(attempt)),
         }
         attempt += 1;
     }

@@ -2,7 +2,7 @@
 //! read or running, renewed while held and settled in batches.
 
 use super::*;
-use crate::contract::topics::{Claimed, Renewed};
+use crate::contract::topics::{Claimed, Delivery, Renewed};
 
 /// An ordered subscriber's ownership by this worker: whether it holds it, when
 /// it last renewed it, and the token its runs are cancelled with once it is lost.
@@ -87,10 +87,28 @@ pub(super) struct Held {
 }
 
 /// A held event's place (see [`Held`]).
-#[derive(Default)]
 pub(super) struct Slot {
     run: Run,
     settling: bool,
+    /// The delivery its next outcome settles: the one read or claimed last
+    /// (a claim of one held already is of its run under way, which settles
+    /// it; a read's is a replay's, see [`Run`]).
+    delivery: Delivery,
+    /// Its ended run's outcome, not yet in a settle call, is of a delivery a
+    /// read replaced since (a rewind replays it): it is dropped, not settled
+    /// (see [`Held::hold_read`]).
+    stale: bool,
+}
+
+impl Slot {
+    pub(super) fn new(delivery: Delivery) -> Self {
+        Slot {
+            run: Run::Waiting,
+            settling: false,
+            delivery,
+            stale: false,
+        }
+    }
 }
 
 /// Where the run of a held event is, for a read that delivers it again (a
@@ -120,33 +138,49 @@ impl Held {
         let mut h = lock(self);
         events
             .into_iter()
-            .filter(|ev| newly(&mut h, ev.id).is_none())
+            .filter(|ev| match newly(&mut h, ev) {
+                None => true,
+                Some(slot) => {
+                    // its run under way settles the delivery claimed
+                    slot.delivery = ev.delivery();
+                    false
+                }
+            })
             .collect()
     }
 
     /// `events` a read took, held from now on. One held already was
     /// delivered again by a rewind (a new delivery, its count started over):
     /// if it runs, it runs again once that run ended (see [`Held::ended`]);
-    /// if it ended, it runs again; if it waits unstarted, the new delivery
-    /// takes its place ([`Held::fresh`]).
+    /// if it ended, it runs again (its outcome, not yet settled, is dropped
+    /// if no settle call took it yet; one out names the old delivery, which
+    /// the backend does not apply to the new one); if it waits unstarted,
+    /// the new delivery takes its place ([`Held::fresh`]).
     pub(super) fn hold_read(&self, events: Vec<Received>) -> Vec<Received> {
         let mut h = lock(self);
         let mut fresh = Vec::new();
         let events = events
             .into_iter()
-            .filter_map(|ev| match newly(&mut h, ev.id) {
-                None => Some(ev),
-                Some(Run::Running(again)) => {
-                    *again = Some(Box::new(ev));
-                    None
-                }
-                Some(r @ Run::Ended) => {
-                    *r = Run::Again;
-                    Some(ev)
-                }
-                Some(Run::Again | Run::Waiting) => {
-                    fresh.push(ev);
-                    None
+            .filter_map(|ev| {
+                let Some(slot) = newly(&mut h, &ev) else {
+                    return Some(ev);
+                };
+                // what settles it from now on is the new delivery
+                slot.delivery = ev.delivery();
+                match &mut slot.run {
+                    Run::Running(again) => {
+                        *again = Some(Box::new(ev));
+                        None
+                    }
+                    r @ Run::Ended => {
+                        *r = Run::Again;
+                        slot.stale = !slot.settling;
+                        Some(ev)
+                    }
+                    Run::Again | Run::Waiting => {
+                        fresh.push(ev);
+                        None
+                    }
                 }
             })
             .collect();
@@ -184,7 +218,7 @@ impl Held {
         for id in ids {
             if let Some(slot) = h.get_mut(id) {
                 match slot.run {
-                    Run::Again => *slot = Slot::default(),
+                    Run::Again => (slot.run, slot.settling) = (Run::Waiting, false),
                     Run::Running(_) => slot.settling = false,
                     Run::Waiting | Run::Ended => {
                         h.remove(id);
@@ -194,19 +228,26 @@ impl Held {
         }
     }
 
-    /// Event `id`'s run ended: the delivery a read made of it meanwhile (a
-    /// rewind replays it), to run now in place of settling this run's
-    /// outcome; `None` when there is none (the outcome is settled).
-    pub(super) fn ended(&self, id: EventId) -> Option<Received> {
+    /// Event `id`'s run ended with `done`: the delivery a read made of it
+    /// meanwhile (a rewind replays it), to run now in place of settling
+    /// `done`; `None` when there is none: `done` is sent to the settle loop,
+    /// under the lock, so that a read that finds the run ended finds its
+    /// outcome queued.
+    pub(super) fn ended(
+        &self,
+        id: EventId,
+        done: Done,
+        tx: &mpsc::UnboundedSender<Done>,
+    ) -> Option<Received> {
         let mut h = lock(self);
-        let slot = h.get_mut(&id)?;
-        match &mut slot.run {
-            Run::Running(again) if again.is_some() => again.take().map(|ev| *ev),
-            run => {
-                *run = Run::Ended;
-                None
+        if let Some(slot) = h.get_mut(&id) {
+            match &mut slot.run {
+                Run::Running(again) if again.is_some() => return again.take().map(|ev| *ev),
+                run => *run = Run::Ended,
             }
         }
+        let _ = tx.send(done);
+        None
     }
 }
 
@@ -240,14 +281,14 @@ pub(super) fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<EventId, Sl
     held.ids.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Holds `id` from now on (`None`), or the run of it held already.
-fn newly(h: &mut HashMap<EventId, Slot>, id: EventId) -> Option<&mut Run> {
-    match h.entry(id) {
+/// Holds `ev` from now on (`None`), or the place of it held already.
+fn newly<'a>(h: &'a mut HashMap<EventId, Slot>, ev: &Received) -> Option<&'a mut Slot> {
+    match h.entry(ev.id) {
         std::collections::hash_map::Entry::Vacant(v) => {
-            v.insert(Slot::default());
+            v.insert(Slot::new(ev.delivery()));
             None
         }
-        std::collections::hash_map::Entry::Occupied(o) => Some(&mut o.into_mut().run),
+        std::collections::hash_map::Entry::Occupied(o) => Some(o.into_mut()),
     }
 }
 
@@ -273,45 +314,57 @@ pub(super) async fn settle_loop<B: Topics>(
             _ = finish.cancelled() => rx.try_recv().ok(),
         };
         let Some(first) = first else { return };
+        let mut done = vec![first];
+        while done.len() < 10_000 {
+            match rx.try_recv() {
+                Ok(d) => done.push(d),
+                Err(_) => break,
+            }
+        }
         let mut batch = EventSettle {
             by: Some(by.clone()),
             ..EventSettle::default()
         };
-        let add = |d: Done, batch: &mut EventSettle| match d {
-            Done::Ack(id) => batch.acks.push(id),
-            Done::Retry(id, delay, runs, count) => {
-                batch.retries.push((id, idle(delay), count));
-                batch.runs.extend(runs);
-            }
-            Done::Release(id, count) => batch.retries.push((id, lease, Some(count))),
-            Done::Dead(ev, error, runs) => {
-                batch.dead.push((ev, error));
-                batch.runs.extend(runs);
-            }
-        };
-        add(first, &mut batch);
-        while batch.acks.len() + batch.retries.len() + batch.dead.len() < 10_000 {
-            match rx.try_recv() {
-                Ok(d) => add(d, &mut batch),
-                Err(_) => break,
-            }
-        }
-        let ids: Vec<EventId> = {
-            let settled = batch.acks.iter().chain(batch.retries.iter().map(|r| &r.0));
-            settled
-                .chain(batch.dead.iter().map(|d| &d.0.id))
-                .copied()
-                .collect()
-        };
+        let mut ids = Vec::with_capacity(done.len());
         {
             // not while a renewal of them is out, nor one after (see `Held`)
             let _renewing = held.renewing.lock().await;
             let mut h = lock(&held);
-            for id in &ids {
-                if let Some(slot) = h.get_mut(id) {
-                    slot.settling = true;
+            for d in done {
+                // the delivery its place says it settles (see `Slot`)
+                let delivery = match h.get_mut(&d.id()) {
+                    Some(slot) if slot.stale => {
+                        // an outcome of a delivery a replay replaced: dropped
+                        slot.stale = false;
+                        continue;
+                    }
+                    Some(slot) => {
+                        slot.settling = true;
+                        slot.delivery
+                    }
+                    None => d.delivery(),
+                };
+                ids.push(delivery.id);
+                match d {
+                    Done::Ack(_) => batch.acks.push(delivery),
+                    Done::Retry(_, delay, runs, count) => {
+                        batch.retries.push((delivery, idle(delay), count));
+                        batch.runs.extend(runs);
+                    }
+                    Done::Release(_) => batch.retries.push((
+                        delivery,
+                        lease,
+                        Some(delivery.count.saturating_sub(1)),
+                    )),
+                    Done::Dead(ev, error, runs) => {
+                        batch.dead.push((delivery, ev, error));
+                        batch.runs.extend(runs);
+                    }
                 }
             }
+        }
+        if batch.is_empty() {
+            continue;
         }
         let mut tries = 0;
         // no claim lands during this call, nor after it until its events are

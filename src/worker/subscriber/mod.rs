@@ -33,7 +33,7 @@ use super::metrics::{EventMetrics, sample_subscriber};
 use super::slots::{give_back, slots};
 use super::{MAX_DELAY, Shared};
 use crate::contract::attempts::{AttemptOutcome, MAX_RECORDS, RunBy};
-use crate::contract::topics::{EventId, EventRun, EventSettle, Received, Topics};
+use crate::contract::topics::{Delivery, EventId, EventRun, EventSettle, Received, Topics};
 use crate::job::Outcome as Wants;
 use crate::topic::EventContext;
 use crate::topic::subscription::Spec;
@@ -82,17 +82,33 @@ enum Read {
     Claimed(crate::Result<Option<crate::contract::topics::Claimed>>),
 }
 
+/// How a delivery ended. The settle loop settles the delivery the event's
+/// place names (see `hold::Slot`); the one here is for an event no longer
+/// held.
 enum Done {
     /// Handled (or skipped).
-    Ack(EventId),
+    Ack(Delivery),
     /// Claimable again after this delay, with the runs of this delivery and,
     /// for an ordered subscriber's retries in place, the delivery count to
     /// set (the attempts made).
-    Retry(EventId, Duration, Vec<EventRun>, Option<u32>),
-    /// Not run (shutdown): claimable at once, its delivery count set back to this.
-    Release(EventId, u32),
+    Retry(Delivery, Duration, Vec<EventRun>, Option<u32>),
+    /// Not run (shutdown): claimable at once, its delivery count set back by one.
+    Release(Delivery),
     /// Given up, with why and the runs of this delivery.
     Dead(Received, String, Vec<EventRun>),
+}
+
+impl Done {
+    fn delivery(&self) -> Delivery {
+        match self {
+            Done::Ack(d) | Done::Retry(d, ..) | Done::Release(d) => *d,
+            Done::Dead(ev, ..) => ev.delivery(),
+        }
+    }
+
+    fn id(&self) -> EventId {
+        self.delivery().id
+    }
 }
 
 struct Names {
@@ -477,6 +493,6 @@ fn backoff(failures: u32) -> Duration {
 /// Events read but not started (shutdown): claimable by another consumer at once.
 fn release(tx: &mpsc::UnboundedSender<Done>, events: Vec<Received>) {
     for ev in events {
-        let _ = tx.send(Done::Release(ev.id, ev.deliveries.saturating_sub(1)));
+        let _ = tx.send(Done::Release(ev.delivery()));
     }
 }

@@ -7,6 +7,8 @@
 --          see topic_settle.lua): an event whose last delivery left no record
 --          (its consumer died with it) gets a `lease_lost` one for it; one
 --          trimmed from the topic loses its records
+-- KEYS[3]  the subscriber's epoch (ns:t:{topic}:epoch:<subscriber>, see
+--          topic_group.lua), returned with the events: a settle names it
 -- ARGV[1]  the subscriber, ARGV[2] this consumer
 -- ARGV[3]  the least idle time, ms
 -- ARGV[4]  the most events
@@ -17,15 +19,15 @@
 --          lists them all: the caller asks now and then, not at each claim;
 --          an ACL that refuses it leaves them)
 -- Returns {-1} when the subscriber does not exist, else {0, next start ("0-0"
---         when the scan went round), then per event: id, deliveries, type, data,
---         to (false where missing)}
+--         when the scan went round), the subscriber's epoch (0 when missing),
+--         then per event: id, deliveries, type, data, to (false where missing)}
 local key, group, me = KEYS[1], ARGV[1], ARGV[2]
 local r = redis.pcall("XAUTOCLAIM", key, group, me, ARGV[3], ARGV[5], "COUNT", ARGV[4])
 if r.err then
   if string.find(r.err, "NOGROUP") then return {-1} end
   return redis.error_reply(r.err)
 end
-local out = {0, r[1]}
+local out = {0, r[1], tonumber(redis.call("GET", KEYS[3]) or "0")}
 -- events trimmed from the topic meanwhile left the pending list (Redis 7's
 -- third reply): their records go with them
 if type(r[3]) == "table" and #r[3] > 0 then many("HDEL", KEYS[2], r[3]) end

@@ -7,6 +7,11 @@
 -- topic_info.lua counts it up to its cap. Never reads more than CAP + 1 events,
 -- however long the topic.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
+-- KEYS[2]  the subscriber's epoch (ns:t:{topic}:epoch:<subscriber>): set to
+--          Redis's time in microseconds when the subscriber is made (one made
+--          anew does not take an old one's), one more when a move takes it
+--          back before the last id it took (a read may deliver events anew:
+--          topic_settle.lua settles the deliveries made before no more)
 -- ARGV[1]  the subscriber
 -- ARGV[2]  "create" (an existing subscriber stays where it is), "move" (it must
 --          exist) or "forward" (a move that never goes back: a subscriber
@@ -27,6 +32,11 @@ local function too_late(o)
   local t = redis.call("TIME")
   return ms > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 60000
 end
+-- a subscriber made: its epoch starts at Redis's time, microseconds
+local function made()
+  local t = redis.call("TIME")
+  redis.call("SET", KEYS[2], string.format("%.0f", tonumber(t[1]) * 1000000 + tonumber(t[2])))
+end
 local exists, taken = false, nil
 if redis.call("EXISTS", key) == 1 then
   for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
@@ -42,6 +52,7 @@ else
   -- an empty topic: the offset is all there is to set
   if too_late(offset) then return -2 end
   redis.call("XGROUP", "CREATE", key, group, offset, "MKSTREAM")
+  made()
   return 1
 end
 if mode == "create" and exists then return 0 end
@@ -87,6 +98,11 @@ else
   if #r <= CAP then after = #r end
 end
 local cmd = exists and "SETID" or "CREATE"
+if not exists then
+  made()
+elseif taken and offset ~= "$" and later(taken, offset) then
+  redis.call("INCR", KEYS[2])
+end
 if after then
   redis.call("XGROUP", cmd, key, group, offset, "ENTRIESREAD", math.max(added - after, 0))
 else

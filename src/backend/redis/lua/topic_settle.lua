@@ -1,22 +1,28 @@
 -- Settles a consumer's finished events: acknowledges the handled ones (deleting
 -- their attempt records, if the subscriber has any), sets the failed ones' idle
 -- time so that a claim takes them again when their backoff is over, and moves
--- the given-up ones to the subscriber's dead letters. Only the events this
--- consumer holds are retried or dead-lettered: one another consumer claimed
--- meanwhile is left to it.
+-- the given-up ones to the subscriber's dead letters. Each applies only to the
+-- delivery it names (id, delivery count, the subscriber's epoch then) while
+-- this consumer still holds it: one another consumer claimed meanwhile (its
+-- count and consumer changed), or one a read may have delivered anew after a
+-- rewind (the epoch changed: XREADGROUP makes it a new delivery with a count
+-- of 1, as the first one had), is left to that delivery.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- KEYS[2]  the subscriber's dead letters (ns:t:{topic}:dead:<subscriber>)
 -- KEYS[3]  the subscriber's attempt records (ns:t:{topic}:attempts:<subscriber>):
 --          a hash of event id to its records so far, one JSON object per line
 --          (the last MAX_RECORDS, see attempts.rs)
+-- KEYS[4]  the subscriber's epoch (ns:t:{topic}:epoch:<subscriber>, see
+--          topic_group.lua; missing is 0)
 -- ARGV[1]  the subscriber, ARGV[2] this consumer
 -- ARGV[3]  the most dead letters to keep ("" for no limit)
--- ARGV[4]  n, then n ids to acknowledge
--- then     m, then m triples: id, idle time to set (ms), delivery count to
---          set ("" to keep it: a release of an event that did not run sets it back)
--- then     k, then k 5-tuples: id, type, data, error, deliveries (the
---          letter takes the type and data from the stream's entry, the
---          tuple's where it is trimmed)
+-- ARGV[4]  n, then n deliveries to acknowledge: id, delivery count, epoch
+-- then     m, then m 5-tuples: a delivery (id, count, epoch), idle time to
+--          set (ms), delivery count to set ("" to keep it: a release of an
+--          event that did not run sets it back)
+-- then     k, then k 7-tuples: a delivery (id, count, epoch), type, data,
+--          error, deliveries (the letter takes the type and data from the
+--          stream's entry, the tuple's where it is trimmed)
 -- then     who ran them, as JSON members to add to each record
 --          (`,"worker":"…","host":"…"`), or ""
 -- then     r, then r 5-tuples: id, attempt number, how long before now it
@@ -32,14 +38,24 @@
 -- retention while it ran) leaves the pending list as XCLAIM meets it; its
 -- records go with it (a claim does the same for one trimmed later).
 -- Returns {acknowledged, retries set, dead-lettered}
+-- Costs one XPENDING per event (as the retries and dead letters had) and one
+-- GET.
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local epoch = redis.call("GET", KEYS[4]) or "0"
+-- whether the delivery at ARGV[j] (id, count, epoch) is still the one this
+-- consumer holds
+local function holds(j)
+  if ARGV[j + 2] ~= epoch then return false end
+  local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
+  return not p.err and p[1] ~= nil and p[1][2] == me and tonumber(p[1][4]) == tonumber(ARGV[j + 1])
+end
 local keep = tonumber(ARGV[3])
 -- the runs' records by event id, in order, and the number of each one's first
 local runs, first = {}, {}
 do
-  local j = 5 + tonumber(ARGV[4])
-  j = j + 1 + 3 * tonumber(ARGV[j])
+  local j = 5 + 3 * tonumber(ARGV[4])
   j = j + 1 + 5 * tonumber(ARGV[j])
+  j = j + 1 + 7 * tonumber(ARGV[j])
   local by = ARGV[j]
   local r = tonumber(ARGV[j + 1])
   local now = r > 0 and clock() or 0
@@ -78,8 +94,10 @@ end
 local i = 4
 local n = tonumber(ARGV[i])
 local acks = {}
-for j = i + 1, i + n do acks[#acks + 1] = ARGV[j] end
-i = i + n + 1
+for j = i + 1, i + 3 * n, 3 do
+  if holds(j) then acks[#acks + 1] = ARGV[j] end
+end
+i = i + 3 * n + 1
 local acked = 0
 if #acks > 0 then
   for c = 1, #acks, 4000 do
@@ -92,15 +110,14 @@ local function held(id)
 end
 local m = tonumber(ARGV[i])
 local retried = 0
-for j = i + 1, i + 3 * m, 3 do
-  local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
+for j = i + 1, i + 5 * m, 5 do
   local got
-  if not p.err and p[1] and p[1][2] == me then
-    if ARGV[j + 2] == "" then
-      got = redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1], "JUSTID")
+  if holds(j) then
+    if ARGV[j + 4] == "" then
+      got = redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 3], "JUSTID")
     else
-      got = redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 1],
-        "RETRYCOUNT", ARGV[j + 2], "JUSTID")
+      got = redis.call("XCLAIM", key, group, me, 0, ARGV[j], "IDLE", ARGV[j + 3],
+        "RETRYCOUNT", ARGV[j + 4], "JUSTID")
     end
   end
   if got and #got > 0 then
@@ -114,24 +131,24 @@ for j = i + 1, i + 3 * m, 3 do
     redis.call("HDEL", KEYS[3], ARGV[j])
   end
 end
-i = i + 3 * m + 1
+i = i + 5 * m + 1
 local k = tonumber(ARGV[i])
 local buried = 0
-for j = i + 1, i + 5 * k, 5 do
+for j = i + 1, i + 7 * k, 7 do
   local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
-  if not p.err and p[1] and p[1][2] == me then
+  if holds(j) then
     -- the type and data as the topic holds them, byte for byte (the caller's
     -- are text, empty for bytes another program wrote that are not UTF-8);
     -- the caller's where the entry is trimmed
-    local ty, data = ARGV[j + 1], ARGV[j + 2]
+    local ty, data = ARGV[j + 3], ARGV[j + 4]
     local e = redis.call("XRANGE", key, ARGV[j], ARGV[j])[1]
     if e then
       for f = 1, #e[2], 2 do
         if e[2][f] == "type" then ty = e[2][f + 1] elseif e[2][f] == "data" then data = e[2][f + 1] end
       end
     end
-    local fields = {"id", ARGV[j], "type", ty, "data", data, "error", ARGV[j + 3],
-      "deliveries", ARGV[j + 4]}
+    local fields = {"id", ARGV[j], "type", ty, "data", data, "error", ARGV[j + 5],
+      "deliveries", ARGV[j + 6]}
     local log = records(ARGV[j])
     if log then
       fields[#fields + 1] = "attempts"

@@ -77,7 +77,7 @@ macro_rules! gated {
 
 /// A backend at `at` with one event of topic `t` read by subscriber `s`'s
 /// consumer `w`, and its clock.
-async fn one_read(at: At) -> (Gated, Clock, EventId) {
+async fn one_read(at: At) -> (Gated, Clock, Delivery) {
     let clock = Clock::frozen_at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
     let b = Gated::new(MemoryBackend::with_clock(clock.clone()), at);
     b.subscribe("t", "s", Start::End).await.unwrap();
@@ -85,8 +85,8 @@ async fn one_read(at: At) -> (Gated, Clock, EventId) {
         .await
         .unwrap();
     let got = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
-    let id = got.expect("subscribed")[0].id;
-    (b, clock, id)
+    let d = got.expect("subscribed")[0].delivery();
+    (b, clock, d)
 }
 
 fn by() -> (Option<u64>, RunBy) {
@@ -122,9 +122,9 @@ struct Loops {
 }
 
 impl Loops {
-    fn start(b: &Gated, ids: &[EventId], lease: Duration, renew: bool) -> Self {
+    fn start(b: &Gated, held_now: &[Delivery], lease: Duration, renew: bool) -> Self {
         let held: Arc<Held> = Arc::default();
-        lock(&held).extend(ids.iter().map(|id| (*id, Slot::default())));
+        lock(&held).extend(held_now.iter().map(|d| (d.id, Slot::new(*d))));
         let stop = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
         let renewer = renew.then(|| {
@@ -172,14 +172,15 @@ impl Loops {
 /// XCLAIM then set the retry's idle time back to 0.
 #[tokio::test(start_paused = true)]
 async fn a_retry_settled_during_a_renewal_comes_after_its_backoff() {
-    let (b, clock, id) = one_read(At::Renewal).await;
+    let (b, clock, d) = one_read(At::Renewal).await;
+    let id = d.id;
     let lease = Duration::from_secs(30);
-    let loops = Loops::start(&b, &[id], lease, true);
+    let loops = Loops::start(&b, &[d], lease, true);
     // the renewal read the events held, and is out
     b.reached.notified().await;
     // the run failed meanwhile: retry in a second
     let backoff = Duration::from_secs(1);
-    let retry = Done::Retry(id, backoff, Vec::new(), None);
+    let retry = Done::Retry(d, backoff, Vec::new(), None);
     loops.tx.send(retry).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     // the renewal's reply comes, then everything settles
@@ -205,11 +206,12 @@ async fn a_retry_settled_during_a_renewal_comes_after_its_backoff() {
 /// left to wait a lease for another claim, a delivery more counted.
 #[tokio::test(start_paused = true)]
 async fn a_retry_claimed_while_its_settle_replies_runs_again() {
-    let (b, _clock, id) = one_read(At::SettleReply).await;
+    let (b, _clock, d) = one_read(At::SettleReply).await;
+    let id = d.id;
     let lease = Duration::from_secs(30);
-    let loops = Loops::start(&b, &[id], lease, false);
+    let loops = Loops::start(&b, &[d], lease, false);
     let held = loops.held.clone();
-    let retry = Done::Retry(id, Duration::ZERO, Vec::new(), None);
+    let retry = Done::Retry(d, Duration::ZERO, Vec::new(), None);
     loops.tx.send(retry).unwrap();
     // the settle landed; its reply is on its way
     b.reached.notified().await;
@@ -238,7 +240,7 @@ async fn a_stalled_settle_does_not_hold_back_the_running_events_renewals() {
         .await
         .unwrap();
     let got = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
-    let running = got.expect("subscribed")[0].id;
+    let running = got.expect("subscribed")[0].delivery();
     let lease = Duration::from_secs(3);
     let loops = Loops::start(&b, &[done, running], lease, true);
     loops.tx.send(Done::Ack(done)).unwrap();
@@ -255,7 +257,7 @@ async fn a_stalled_settle_does_not_hold_back_the_running_events_renewals() {
         .expect("subscribed");
     let ids: Vec<EventId> = claimed.events.iter().map(|e| e.id).collect();
     assert!(
-        !ids.contains(&running),
+        !ids.contains(&running.id),
         "another consumer claimed the running event: {ids:?}"
     );
     b.gate.add_permits(1);
@@ -297,11 +299,11 @@ async fn a_settle_tried_again_meets_no_renewal_of_its_events() {
         .finish();
     // this test's runtime has one thread: its tasks log through it too
     let _log = tracing::subscriber::set_default(logs);
-    let (b, _clock, id) = one_read(At::SettleLost).await;
+    let (b, _clock, d) = one_read(At::SettleLost).await;
     // renewals every 100 ms, in the 200 ms before the settle's second try
     let lease = Duration::from_millis(300);
-    let loops = Loops::start(&b, &[id], lease, true);
-    loops.tx.send(Done::Ack(id)).unwrap();
+    let loops = Loops::start(&b, &[d], lease, true);
+    loops.tx.send(Done::Ack(d)).unwrap();
     assert!(loops.until_settled().await, "the ack was settled");
     loops.end().await;
     let text = lines.text();
@@ -325,11 +327,14 @@ fn a_replay_started_before_its_old_runs_settle_is_done_stays_held() {
         data: Some("x".into()),
         to: None,
         deliveries,
+        epoch: 0,
     };
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let done = || Done::Ack(ev(1).delivery());
     assert_eq!(held.hold_read(vec![ev(1)]).len(), 1);
     held.started([ev(1)].iter());
     assert!(
-        held.ended(id).is_none(),
+        held.ended(id, done(), &tx).is_none(),
         "no replay yet: its outcome settles"
     );
     // the settle call is out when a rewind's read delivers it again
@@ -341,7 +346,7 @@ fn a_replay_started_before_its_old_runs_settle_is_done_stays_held() {
         lock(&held).contains_key(&id),
         "the replay is held while it runs"
     );
-    assert!(held.ended(id).is_none());
+    assert!(held.ended(id, done(), &tx).is_none());
     held.settled(&[id]);
     assert!(!lock(&held).contains_key(&id), "its own settle drops it");
 }
