@@ -1111,8 +1111,8 @@ async fn topic_show_rewind_and_dead_letters_as_tables_and_json() {
     assert_eq!(got.len(), 3);
     let first: Received = got[0].clone();
     let batch = EventSettle {
-        acks: vec![ids[1]],
-        dead: vec![(first, "card declined".into())],
+        acks: vec![got[1].delivery()],
+        dead: vec![(first.delivery(), first, "card declined".into())],
         ..Default::default()
     };
     b.settle_events("orders", "billing", "c1", &batch, None)

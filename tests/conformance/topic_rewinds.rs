@@ -247,12 +247,15 @@ pub async fn a_late_outcome_of_a_delivery_a_rewind_replaced_is_not_applied_to_th
     assert_eq!(pending().await, 0);
 }
 
-/// A late outcome of a consumer whose delivery another consumer claimed
-/// since (its hold ran out) is not applied: its acknowledgement leaves the
-/// claimed delivery pending for the claimer (the old code acknowledged it:
-/// a failure of the claimer's run was then not retried), and the claimer's
-/// own acknowledgement is applied.
-pub async fn a_late_outcome_of_a_delivery_another_consumer_claimed_is_not_applied(env: &Env) {
+/// A late retry or dead letter of a consumer whose delivery another consumer
+/// claimed since (its hold ran out) is left to the claimer; a late
+/// acknowledgement of it is applied (the event was handled: the claimer's run
+/// is a second one, and finds it gone), as an acknowledgement checks only the
+/// subscriber's epoch (an `XPENDING` an acknowledged event would cost Redis
+/// more than the `XACK`).
+pub async fn a_late_outcome_of_a_delivery_another_consumer_claimed_is_left_to_it_but_an_ack(
+    env: &Env,
+) {
     let (c, b) = (&env.client, env.queues());
     c.subscribe("reels", "s", Start::Beginning).await.unwrap();
     let id = c.publish(&Reel { n: 1 }).await.unwrap();
@@ -269,25 +272,32 @@ pub async fn a_late_outcome_of_a_delivery_another_consumer_claimed_is_not_applie
         .events;
     assert_eq!((claimed[0].id, claimed[0].deliveries), (id, 2));
     let late = EventSettle {
+        retries: vec![(old[0].delivery(), Duration::from_secs(600), None)],
+        runs: vec![failed(id, 1, "old")],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c1", &late, None)
+        .await
+        .unwrap();
+    let late = EventSettle {
+        dead: vec![(old[0].delivery(), old[0].clone(), "old".into())],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c1", &late, None)
+        .await
+        .unwrap();
+    assert!(c.dead_events("reels", "s", 10).await.unwrap().is_empty());
+    let found = b.renew("reels", "s", "c2", &[id]).await.unwrap();
+    assert_eq!(found, [Renewed::Held], "the old consumer's retry took it");
+    let late = EventSettle {
         acks: vec![old[0].delivery()],
         ..EventSettle::default()
     };
     b.settle_events("reels", "s", "c1", &late, None)
         .await
         .unwrap();
-    let found = b.renew("reels", "s", "c2", &[id]).await.unwrap();
-    assert_eq!(
-        found,
-        [Renewed::Held],
-        "the old consumer's ack took the claimed delivery"
-    );
-    let own = EventSettle {
-        acks: vec![claimed[0].delivery()],
-        ..EventSettle::default()
-    };
-    b.settle_events("reels", "s", "c2", &own, None)
-        .await
-        .unwrap();
     let s = c.topic("reels").await.unwrap().unwrap().subscribers[0].clone();
     assert_eq!(s.pending, 0, "{s:?}");
+    let found = b.renew("reels", "s", "c2", &[id]).await.unwrap();
+    assert_eq!(found, [Renewed::Gone]);
 }

@@ -225,8 +225,8 @@ async fn every_page_is_valid_html5() {
         .unwrap();
     let batch = EventSettle {
         dead: vec![
-            (got[0].clone(), "<declined>".into()),
-            (got[1].clone(), "card declined".into()),
+            (got[0].delivery(), got[0].clone(), "<declined>".into()),
+            (got[1].delivery(), got[1].clone(), "card declined".into()),
         ],
         runs: vec![EventRun::new(
             got[1].id,

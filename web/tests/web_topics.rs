@@ -44,10 +44,10 @@ async fn setup() -> (RedisServer, Client) {
         .unwrap()
         .unwrap();
     let batch = EventSettle {
-        acks: vec![got[2].id],
+        acks: vec![got[2].delivery()],
         dead: vec![
-            (got[0].clone(), XSS.into()),
-            (got[1].clone(), "card declined".into()),
+            (got[0].delivery(), got[0].clone(), XSS.into()),
+            (got[1].delivery(), got[1].clone(), "card declined".into()),
         ],
         // the declined one with the run that failed it
         runs: vec![EventRun::new(
@@ -441,7 +441,7 @@ async fn a_confirmed_skip_to_the_end_never_moves_a_subscriber_back() {
             .unwrap()
             .unwrap();
         let settle = EventSettle {
-            acks: got.iter().map(|e| e.id).collect(),
+            acks: got.iter().map(|e| e.delivery()).collect(),
             ..Default::default()
         };
         b.settle_events("orders", "audit", "c", &settle, None)

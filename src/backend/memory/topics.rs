@@ -262,9 +262,10 @@ impl Topics for MemoryBackend {
         self.with_group(topic, subscriber, |t, now| {
             let g = group(t, subscriber);
             // each outcome applies to the delivery it names alone (see
-            // Delivery), as topic_settle.lua
+            // Delivery), as topic_settle.lua: an acknowledgement in its
+            // epoch, whoever holds the event now (it was handled)
             for d in &batch.acks {
-                if g.holds(consumer, d) {
+                if g.epoch == d.epoch {
                     g.pending.remove(&d.id);
                 }
             }

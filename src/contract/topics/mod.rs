@@ -56,12 +56,15 @@ impl Received {
 }
 
 /// One delivery of an event to a consumer, as [`Topics::settle_events`] names
-/// the events it settles: an outcome is applied only while the event's pending
-/// entry is still this delivery. One another consumer claimed since (its
-/// count went up, its consumer changed), or that a read delivered anew after
-/// a rewind (Redis then makes it a new delivery with a count of 1, as the
-/// first one had), is left to that delivery: a late outcome of the old one
-/// neither acknowledges nor retries nor buries it.
+/// the events it settles. A late outcome of a delivery that a read made anew
+/// after a rewind (Redis then makes it a new delivery with a count of 1, as
+/// the first one had) is not applied to the new one: it neither acknowledges
+/// nor retries nor buries it. A retry or dead letter is applied only while the
+/// event's pending entry is still this delivery (one another consumer claimed
+/// since, its count up and its consumer changed, is left to that consumer); an
+/// acknowledgement is applied whoever holds the event now, since the event
+/// was handled (checking its pending entry would cost Redis more than the
+/// acknowledgement itself).
 ///
 /// ```
 /// use redjob::topic::{Delivery, EventId, Received};
@@ -336,9 +339,11 @@ pub trait Topics: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Renewed>>> + Send;
 
     /// Acknowledges, schedules retries of and dead-letters finished events.
-    /// Each applies only to the [`Delivery`] it names, while `consumer` still
-    /// holds it: one another consumer claimed meanwhile, or a read delivered
-    /// anew after a rewind, is left to that delivery.
+    /// Each applies only to the [`Delivery`] it names: none to one a read
+    /// delivered anew after a rewind; a retry or dead letter only while
+    /// `consumer` still holds it (one another consumer claimed meanwhile is
+    /// left to it), while an acknowledgement applies whoever holds it now
+    /// (the event was handled).
     /// `keep_dead` bounds the subscriber's dead letters (`None`: no bound).
     fn settle_events(
         &self,

@@ -1,12 +1,13 @@
 -- Settles a consumer's finished events: acknowledges the handled ones (deleting
 -- their attempt records, if the subscriber has any), sets the failed ones' idle
 -- time so that a claim takes them again when their backoff is over, and moves
--- the given-up ones to the subscriber's dead letters. Each applies only to the
--- delivery it names (id, delivery count, the subscriber's epoch then) while
--- this consumer still holds it: one another consumer claimed meanwhile (its
--- count and consumer changed), or one a read may have delivered anew after a
--- rewind (the epoch changed: XREADGROUP makes it a new delivery with a count
--- of 1, as the first one had), is left to that delivery.
+-- the given-up ones to the subscriber's dead letters. Each names the delivery
+-- it settles (id, delivery count, the subscriber's epoch then). None applies
+-- once a read may have delivered the event anew after a rewind (the epoch
+-- changed: XREADGROUP makes it a new delivery with a count of 1, as the first
+-- one had); a retry or dead letter applies only while this consumer still
+-- holds that delivery (one another consumer claimed meanwhile, its count and
+-- consumer changed, is left to it).
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- KEYS[2]  the subscriber's dead letters (ns:t:{topic}:dead:<subscriber>)
 -- KEYS[3]  the subscriber's attempt records (ns:t:{topic}:attempts:<subscriber>):
@@ -38,16 +39,20 @@
 -- retention while it ran) leaves the pending list as XCLAIM meets it; its
 -- records go with it (a claim does the same for one trimmed later).
 -- Returns {acknowledged, retries set, dead-lettered}
--- Costs one XPENDING per event (as the retries and dead letters had) and one
--- GET.
+-- An acknowledgement is applied in the epoch it names, whoever holds the
+-- event now: the event was handled (a consumer that claimed it since runs it
+-- again, as at-least-once allows, and its outcome finds it gone), and an
+-- XPENDING per acknowledged event would cost Redis more than the XACK does.
+-- Costs one GET, and one XPENDING per retry and dead letter.
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local epoch = redis.call("GET", KEYS[4]) or "0"
 -- whether the delivery at ARGV[j] (id, count, epoch) is still the one this
--- consumer holds
+-- consumer holds, and the event's pending entry (XPENDING's reply)
 local function holds(j)
-  if ARGV[j + 2] ~= epoch then return false end
   local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
-  return not p.err and p[1] ~= nil and p[1][2] == me and tonumber(p[1][4]) == tonumber(ARGV[j + 1])
+  local ok = ARGV[j + 2] == epoch and not p.err and p[1] ~= nil and p[1][2] == me
+    and tonumber(p[1][4]) == tonumber(ARGV[j + 1])
+  return ok, p
 end
 local keep = tonumber(ARGV[3])
 -- the runs' records by event id, in order, and the number of each one's first
@@ -95,7 +100,7 @@ local i = 4
 local n = tonumber(ARGV[i])
 local acks = {}
 for j = i + 1, i + 3 * n, 3 do
-  if holds(j) then acks[#acks + 1] = ARGV[j] end
+  if ARGV[j + 2] == epoch then acks[#acks + 1] = ARGV[j] end
 end
 i = i + 3 * n + 1
 local acked = 0
@@ -135,8 +140,8 @@ i = i + 5 * m + 1
 local k = tonumber(ARGV[i])
 local buried = 0
 for j = i + 1, i + 7 * k, 7 do
-  local p = redis.pcall("XPENDING", key, group, ARGV[j], ARGV[j], 1)
-  if holds(j) then
+  local ok, p = holds(j)
+  if ok then
     -- the type and data as the topic holds them, byte for byte (the caller's
     -- are text, empty for bytes another program wrote that are not UTF-8);
     -- the caller's where the entry is trimmed
