@@ -2,7 +2,8 @@
 //! foreign or older writer may have left odd; such a value is ignored the same
 //! way by the scripts and by Rust (never a half-applied settle, never an error
 //! that keeps the CLI from repairing it), and RSMQ's own attributes are
-//! untouched by settings.
+//! untouched by settings; a change of one part of the concurrency keeps the
+//! other as Rust reads it.
 
 mod common;
 
@@ -165,6 +166,80 @@ async fn odd_fleet_limits_are_ignored_alike_by_scripts_and_rust() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// A change of one part of the concurrency keeps the other as Rust reads the
+/// stored value (an odd one: no limit), on Redis as in memory.
+#[tokio::test]
+async fn a_change_of_one_concurrency_part_keeps_the_other_as_rust_reads_it() {
+    use redjob::ops::{Concurrency, ConcurrencyPart};
+    let (_server, client, mut con) = start().await;
+    let stored = [
+        "2 10",
+        "2",
+        "0 7",
+        "2 10 7",
+        "0 1x",
+        "0 2000000",
+        "2000000 1",
+        "x",
+        "",
+    ];
+    let mut wrong = Vec::new();
+    for (i, value) in stored.into_iter().enumerate() {
+        for (part, n) in [
+            (ConcurrencyPart::PerWorker, Some(5)),
+            (ConcurrencyPart::Global, Some(3)),
+            (ConcurrencyPart::Global, None),
+        ] {
+            let name = format!("c{i}{part:?}{n:?}").replace(['(', ')'], "");
+            queue_with(&client, &mut con, &name, "redjob:concurrency", value).await;
+            let mut want = client
+                .settings(&name)
+                .await
+                .unwrap()
+                .concurrency
+                .unwrap_or_default();
+            match part {
+                ConcurrencyPart::PerWorker => want.per_worker = n,
+                _ => want.global = n,
+            }
+            let got = client
+                .set_settings(&name, &QueueSettings::concurrency_part(part, n))
+                .await
+                .unwrap()
+                .concurrency;
+            if got != Some(want) {
+                wrong.push(format!("{value:?} {part:?} {n:?}: {got:?}, not {want:?}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // in memory: nothing stored, then each part in turn
+    let mem = Client::memory(redjob::backend::memory::MemoryBackend::new());
+    mem.queues()
+        .create_queue("m", QueueOptions::default())
+        .await
+        .unwrap();
+    let part = |p, n| QueueSettings::concurrency_part(p, n);
+    let s = mem
+        .set_settings("m", &part(ConcurrencyPart::Global, Some(10)))
+        .await
+        .unwrap();
+    assert_eq!(s.concurrency, Some(Concurrency::global(10)));
+    let s = mem
+        .set_settings("m", &part(ConcurrencyPart::PerWorker, Some(2)))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.concurrency,
+        Some(Concurrency::per_worker(2).with_global(10))
+    );
+    let s = mem
+        .set_settings("m", &part(ConcurrencyPart::Global, None))
+        .await
+        .unwrap();
+    assert_eq!(s.concurrency, Some(Concurrency::per_worker(2)));
 }
 
 #[tokio::test]

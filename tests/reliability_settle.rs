@@ -4,7 +4,8 @@
 //! whether it was fetched or handed to the worker; a slow settle call holds
 //! back no renewal of a running job; a throttle is held until its own settle
 //! lands, not an earlier one's, and a key's throttle asked by a job without
-//! a key holds its queue as one; a deleted job's run that ends while its lost
+//! a key holds its queue as one; a throttle that landed beside an ack the
+//! fence refused ends when an operator ends it; a deleted job's run that ends while its lost
 //! lease is classified is reported deleted.
 
 mod common;
@@ -758,6 +759,93 @@ async fn keyless_key_throttle_held(client: &Client) {
         late.iter().all(|at| *at >= throttle_end),
         "a job started {:?} after the throttler, during its 60 s throttle of the queue",
         late.first().map(|at| *at - k[0]),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// A throttle that landed beside a refused ack is no longer held by its worker.
+// ---------------------------------------------------------------------------
+
+/// One settle call carries "a"'s ack, refused by the fence (its job was made
+/// visible again an hour on while it ran, as a lease that ran out and a
+/// delivery elsewhere would), and "t"'s 60 s throttle of the queue, which
+/// passes it; an operator then ends the throttle (docs/scale-out.md: "an
+/// operator ends a throttle at once"). The worker starts "late" at once.
+/// The old code kept every throttle of a call held by its worker while any
+/// of the call's entries failed the fence, here for the whole 60 s: "late"
+/// started a minute after the throttle's end was asked.
+#[tokio::test(start_paused = true)]
+async fn a_throttle_that_landed_beside_a_refused_ack_ends_when_an_operator_ends_it() {
+    landed_throttle_beside_refused_ack(&Client::memory(MemoryBackend::new())).await;
+}
+
+/// The same on Redis (real time: about 6 s).
+#[tokio::test]
+async fn a_throttle_that_landed_beside_a_refused_ack_ends_when_an_operator_ends_it_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    landed_throttle_beside_refused_ack(&client).await;
+}
+
+async fn landed_throttle_beside_refused_ack(client: &Client) {
+    let (w, seen) = throttling_worker(client).await;
+    // "first"'s settle (300 ms) is under way while "a" and "t" finish at
+    // 100 ms: both go in the next call
+    let first = Nap {
+        tag: "first".into(),
+        ms: 1,
+    };
+    client.enqueue(&first).await.unwrap();
+    let a = client
+        .enqueue(&Nap {
+            tag: "a".into(),
+            ms: 100,
+        })
+        .await
+        .unwrap();
+    client
+        .enqueue(&Throttler {
+            tag: "t".into(),
+            pre_ms: 100,
+            ms: 60_000,
+            key: false,
+        })
+        .await
+        .unwrap();
+    let w = serve(w).await;
+    assert!(common::wait_until(Duration::from_secs(5), || !seen.starts_of("a").is_empty()).await);
+    assert!(
+        client
+            .queues()
+            .change_visibility(Q, &a, Duration::from_secs(3600))
+            .await
+            .unwrap()
+    );
+    // both settles landed (300 ms each) by then
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        client.end_throttle(Q).await.unwrap(),
+        "the throttle's settle landed, so the queue was throttled"
+    );
+    let ended = Instant::now();
+    client
+        .enqueue(&Nap {
+            tag: "late".into(),
+            ms: 1,
+        })
+        .await
+        .unwrap();
+    common::wait_until(Duration::from_secs(5), || {
+        !seen.starts_of("late").is_empty()
+    })
+    .await;
+    let late = seen.starts_of("late");
+    w.stop().await;
+    assert!(
+        late.first()
+            .is_some_and(|at| *at < ended + Duration::from_secs(2)),
+        "a job enqueued after the throttle was ended started {:?} later (none within 5 s: the worker still held the queue)",
+        late.first().map(|at| *at - ended)
     );
 }
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 use redjob::ops::{
-    Admin, Change, History, LimitUsage, QueueSettings, RateLimit, Retention, duration_text,
+    Admin, Change, Concurrency, ConcurrencyPart, History, LimitUsage, QueueSettings, RateLimit,
+    Retention, duration_text,
 };
 use serde_json::{Value, json};
 
@@ -237,17 +238,24 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
             .set_settings(&args.queue, &QueueSettings::history(h))
             .await?;
     }
-    if args.concurrency.is_some() || args.global_concurrency.is_some() {
-        let mut limit = s.in_force().concurrency;
-        if let Some(Limit(n)) = args.concurrency {
-            limit.per_worker = n;
+    // one part given: the other is kept as stored, in the same step (a
+    // read here and a write of both would put back a part another
+    // operator changed in between)
+    let concurrency = match (args.concurrency, args.global_concurrency) {
+        (Some(Limit(pw)), Some(Limit(g))) => {
+            let mut both = Concurrency::UNLIMITED;
+            (both.per_worker, both.global) = (pw, g);
+            Some(QueueSettings::concurrency(both))
         }
-        if let Some(Limit(n)) = args.global_concurrency {
-            limit.global = n;
-        }
-        s = c
-            .set_settings(&args.queue, &QueueSettings::concurrency(limit))
-            .await?;
+        (Some(Limit(n)), None) => Some(QueueSettings::concurrency_part(
+            ConcurrencyPart::PerWorker,
+            n,
+        )),
+        (None, Some(Limit(n))) => Some(QueueSettings::concurrency_part(ConcurrencyPart::Global, n)),
+        (None, None) => None,
+    };
+    if let Some(change) = concurrency {
+        s = c.set_settings(&args.queue, &change).await?;
     }
     if let Some(r) = args.rate_limit {
         s = c

@@ -171,15 +171,32 @@ async fn on_queue(
                     ))),
                 },
             };
-            let mut limit = c.settings(&queue).await?.in_force().concurrency;
-            if let Some(v) = per_worker {
-                limit.per_worker = count(v)?;
-            }
-            if let Some(v) = global {
-                limit.global = count(v)?;
-            }
-            c.set_settings(&queue, &QueueSettings::concurrency(limit))
-                .await?;
+            // one field given: the other part is kept as stored, in the
+            // same step (a read here and a write of both would put back a
+            // part another operator changed in between)
+            let change = match (
+                per_worker.map(count).transpose()?,
+                global.map(count).transpose()?,
+            ) {
+                (Some(pw), Some(g)) => {
+                    let mut both = redjob::ops::Concurrency::UNLIMITED;
+                    (both.per_worker, both.global) = (pw, g);
+                    QueueSettings::concurrency(both)
+                }
+                (Some(n), None) => {
+                    QueueSettings::concurrency_part(redjob::ops::ConcurrencyPart::PerWorker, n)
+                }
+                // (neither given: answered above)
+                (None, n) => QueueSettings::concurrency_part(
+                    redjob::ops::ConcurrencyPart::Global,
+                    n.flatten(),
+                ),
+            };
+            let limit = c
+                .set_settings(&queue, &change)
+                .await?
+                .in_force()
+                .concurrency;
             let text = |n: Option<u32>| n.map_or("no limit".into(), |n| n.to_string());
             format!(
                 "Saved: at most {} at once in each worker, {} across all workers; every worker follows at once.",

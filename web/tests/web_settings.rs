@@ -1,7 +1,8 @@
 //! A queue's settings on the dashboard: the values in force shown on the
 //! queue page (stored or default), changed by its form with the token for
 //! every worker, bad values refused with a clear status, read-only mode
-//! showing them without a form.
+//! showing them without a form; two operators changing each part of the
+//! concurrency at once keep both changes.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -321,6 +322,50 @@ async fn the_queue_page_shows_its_settings_and_its_form_changes_them() {
     )
     .await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
+}
+
+/// Two operators change a queue's concurrency at once, one per worker, the
+/// other across all workers: both changes stay. The dashboard read the
+/// stored concurrency and wrote both parts back, so the one whose write
+/// came second put back the part the other had changed (here the two posts
+/// both read before either wrote, and one change was lost).
+#[tokio::test]
+async fn two_operators_changing_each_part_of_the_concurrency_at_once_keep_both_changes() {
+    let (_server, client) = setup().await;
+    client
+        .set_settings(
+            "mail",
+            &redjob::ops::QueueSettings::concurrency(
+                redjob::ops::Concurrency::per_worker(2).with_global(10),
+            ),
+        )
+        .await
+        .unwrap();
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/queues/mail", true).await;
+    let per_worker = [("csrf", &*token), ("concurrency", "5"), ("global", "")];
+    let global = [("csrf", &*token), ("concurrency", ""), ("global", "20")];
+    let (a, b) = tokio::join!(
+        post(&app, "/queues/mail/settings", &cookie, &per_worker),
+        post(&app, "/queues/mail/settings", &cookie, &global)
+    );
+    assert_eq!(
+        (a.status, b.status),
+        (StatusCode::SEE_OTHER, StatusCode::SEE_OTHER)
+    );
+    let c = client
+        .settings("mail")
+        .await
+        .unwrap()
+        .in_force()
+        .concurrency;
+    assert_eq!(
+        (c.per_worker, c.global),
+        (Some(5), Some(20)),
+        "one operator's change was lost ({} / {})",
+        note(&a),
+        note(&b)
+    );
 }
 
 #[tokio::test]

@@ -12,9 +12,11 @@
 use std::time::Duration;
 
 mod limits;
+mod part;
 mod text;
 
 pub use limits::{Concurrency, LimitUsage, MAX_CONCURRENCY, MAX_RATE_PERIOD, RateLimit};
+pub use part::ConcurrencyPart;
 pub use text::{duration_text, parse_duration};
 
 use crate::contract::history::History;
@@ -56,6 +58,9 @@ pub struct QueueSettings {
     pub concurrency: Option<Concurrency>,
     /// How many of the queue's jobs start in a period, across the fleet.
     pub rate_limit: Option<RateLimit>,
+    /// Set by [`concurrency_part`](Self::concurrency_part): only this part
+    /// of `concurrency` is stored, the other kept as stored.
+    pub(crate) concurrency_part: Option<ConcurrencyPart>,
     /// Who stored each setting, and when (read back from the backend; what a
     /// caller sets here is ignored).
     pub set_by: SetBy,
@@ -184,6 +189,46 @@ impl QueueSettings {
         }
     }
 
+    /// Settings that change one part of the queue's concurrency to `n` at
+    /// once (`None`: no limit) and keep the other part as stored, in one
+    /// step with its read: two operators changing each part at once keep
+    /// both changes (the CLI's `--concurrency` or `--global-concurrency`
+    /// alone, and the dashboard's form with one of its fields left empty,
+    /// store so). With nothing stored, the other part is no limit.
+    ///
+    /// ```
+    /// use redjob::ops::{Admin, Concurrency, ConcurrencyPart, QueueSettings};
+    /// use redjob::queue::{QueueOptions, Queues};
+    ///
+    /// # async fn demo() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// client.queues().create_queue("api", QueueOptions::default()).await?;
+    /// let both = Concurrency::per_worker(2).with_global(10);
+    /// client.set_settings("api", &QueueSettings::concurrency(both)).await?;
+    /// let s = QueueSettings::concurrency_part(ConcurrencyPart::Global, Some(20));
+    /// let stored = client.set_settings("api", &s).await?;
+    /// assert_eq!(stored.concurrency, Some(Concurrency::per_worker(2).with_global(20)));
+    /// # Ok(()) }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+    /// ```
+    pub fn concurrency_part(part: ConcurrencyPart, n: Option<u32>) -> Self {
+        let c = match part {
+            ConcurrencyPart::PerWorker => Concurrency {
+                per_worker: n,
+                ..Concurrency::UNLIMITED
+            },
+            ConcurrencyPart::Global => Concurrency {
+                global: n,
+                ..Concurrency::UNLIMITED
+            },
+        };
+        QueueSettings {
+            concurrency: Some(c),
+            concurrency_part: Some(part),
+            ..QueueSettings::default()
+        }
+    }
+
     /// Settings with the rate limit `r`.
     ///
     /// ```
@@ -231,7 +276,10 @@ impl QueueSettings {
                 format!("{keep} {age}")
             }),
             self.history.map(|h| h.encode()),
-            self.concurrency.map(|c| c.encode()),
+            self.concurrency.map(|c| match self.concurrency_part {
+                Some(part) => part.encode(&c),
+                None => c.encode(),
+            }),
             self.rate_limit.map(|r| r.encode()),
         ]
     }
@@ -299,15 +347,25 @@ impl QueueSettings {
             history,
             concurrency,
             rate_limit,
+            concurrency_part: None,
         }
     }
 
     /// `stored` after storing these settings: each one given (`Some`) goes
     /// over what is stored (`over`), or only where nothing is; each one
-    /// stored records `change` (`<ms> <who>`) in `by`. Both backends merge so
+    /// stored records `change` (`<ms> <who>`) in `by`; a change of one part
+    /// of the concurrency keeps the other as stored (see
+    /// [`concurrency_part`](Self::concurrency_part)). Both backends merge so
     /// (settings.lua does the same per field).
     pub(crate) fn merge(&self, stored: &mut Fields, by: &mut Fields, over: bool, change: &str) {
         for ((field, new), by) in stored.iter_mut().zip(self.encode()).zip(by.iter_mut()) {
+            let new = new.map(|v| {
+                if ConcurrencyPart::is_change(&v) {
+                    part::merge(field.as_deref(), &v)
+                } else {
+                    v
+                }
+            });
             if new.is_some() && (over || field.is_none()) {
                 *field = new;
                 *by = Some(change.to_string());

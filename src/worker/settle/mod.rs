@@ -21,7 +21,7 @@ use crate::contract::attempts::RunBy;
 use crate::contract::backend::Backend;
 use crate::contract::history::History;
 use crate::contract::leases::Retention;
-use crate::contract::leases::Settled;
+use crate::contract::leases::{Settle, Settled};
 
 mod batch;
 mod renew;
@@ -459,9 +459,9 @@ impl<B: Backend> Settler<B> {
                     let adopted = if applied + (done.gone.len() as u64) < sent.len() as u64 {
                         self.renewer().adopt_late(&sent, &done.gone).await
                     } else {
-                        0
+                        Vec::new()
                     };
-                    let refused = sent.len().saturating_sub(adopted) as u64;
+                    let refused = sent.len().saturating_sub(adopted.len()) as u64;
                     self.report_unapplied(&done, refused, after_failure);
                     // a merged re-delivery during the call changed the token (or
                     // adopt_late adopted a late renewal's lease): that
@@ -486,7 +486,7 @@ impl<B: Backend> Settler<B> {
                         }
                     }
                     if !holds.is_empty() {
-                        self.landed(&holds, &done, sent.len() as u64);
+                        self.landed(&holds, &done, &batch, &adopted);
                     }
                     // finishes of jobs flows waited for (the worker could
                     // not know it before): the queue is marked now, so that
@@ -539,15 +539,31 @@ impl<B: Backend> Settler<B> {
     }
 
     /// The queue throttles `holds` (their jobs and numbers in the worker's
-    /// hold) were in a settle of `sent` entries that landed with `done`:
-    /// those that passed the fence leave the hold (the backend holds the
-    /// queue for them now); throttles added since, or settled by another
-    /// call, stay held. A throttle that failed the fence stays held until it
-    /// ends, as do all of the call's when some entries failed it for a job
-    /// delivered again (the reply does not say which).
-    fn landed(&self, holds: &[(JobId, u64)], done: &Settled, sent: u64) {
-        let applied = done.acked + done.rescheduled + done.dead;
-        if applied + done.gone.len() as u64 != sent {
+    /// hold) were in the settle `batch` that landed with `done`: those that
+    /// passed the fence leave the hold (the backend holds the queue for them
+    /// now); throttles added since, or settled by another call, stay held.
+    /// The reply counts retries, releases and throttles together
+    /// (`rescheduled`): when each of those not gone passed, or those that
+    /// did not are retries refused for a late renewal's lease (`adopted`,
+    /// settled again), every throttle passed, whatever became of the call's
+    /// acks and dead letters. A throttle that failed the fence stays held
+    /// until it ends, as do all of the call's when some other retry or
+    /// release failed it for a job delivered again (the reply does not say
+    /// which).
+    fn landed(&self, holds: &[(JobId, u64)], done: &Settled, batch: &Settle, adopted: &[JobId]) {
+        let asked = batch
+            .reschedules
+            .iter()
+            .map(|r| &r.id)
+            .chain(batch.throttles.iter().map(|t| &t.id))
+            .filter(|id| !done.gone.contains(id))
+            .count() as u64;
+        let retries_adopted = batch
+            .reschedules
+            .iter()
+            .filter(|r| !r.release && adopted.contains(&r.id))
+            .count() as u64;
+        if done.rescheduled + retries_adopted != asked {
             return;
         }
         let numbers: Vec<u64> = holds

@@ -105,9 +105,13 @@ impl<B: Backend> Renewer<B> {
     /// throttle that landed gives its delivery back, and another worker's
     /// fetch of it may lease it again at the same count (it is not adopted:
     /// one refused runs again after its lease, as it would have soon). `gone`
-    /// are those the reply said gone. How many it adopted (no call when none
-    /// may have been).
-    pub(super) async fn adopt_late(&self, sent: &[(JobId, Token, u64)], gone: &[JobId]) -> usize {
+    /// are those the reply said gone. Returns the jobs it adopted (no call
+    /// when none may have been).
+    pub(super) async fn adopt_late(
+        &self,
+        sent: &[(JobId, Token, u64)],
+        gone: &[JobId],
+    ) -> Vec<JobId> {
         let asked: Vec<(JobId, Token, Uncertain)> = {
             let t = self.leases.lock();
             sent.iter()
@@ -126,14 +130,14 @@ impl<B: Backend> Renewer<B> {
                 .collect()
         };
         if asked.is_empty() {
-            return 0;
+            return Vec::new();
         }
         let held: Vec<(JobId, Token)> = asked.iter().map(|(id, t, _)| (*id, *t)).collect();
         let Ok(scores) = self.backend.scores(&self.queue, &held).await else {
-            return 0; // unreadable: dropped as a lost lease's, as before
+            return Vec::new(); // unreadable: dropped as a lost lease's, as before
         };
         let read = Instant::now();
-        let mut adopted = 0;
+        let mut adopted = Vec::new();
         let mut t = self.leases.lock();
         for ((id, old, u), now) in asked.iter().zip(scores) {
             let Some(h) = t.held.get_mut(id).filter(|h| h.token == *old) else {
@@ -144,7 +148,7 @@ impl<B: Backend> Renewer<B> {
                 tracing::info!(queue = %self.queue, job.id = %id, "a settle was refused for the lease a renewal whose reply was lost wrote after the score was read; settling again with that lease");
                 h.token = now;
                 h.deadline = h.deadline.max(u.sent + self.lease);
-                adopted += 1;
+                adopted.push(*id);
             }
         }
         adopted
