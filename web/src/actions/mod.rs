@@ -1,0 +1,107 @@
+//! The POSTed actions: each checks the CSRF token (and read-only mode), acts
+//! through redjob's operations API, and redirects to the page it came from
+//! with a note of what it did.
+
+mod batches;
+mod dead;
+mod job;
+mod live;
+mod queue;
+mod topics;
+
+pub(crate) use batches::batch_cancel;
+pub(crate) use dead::dead;
+pub(crate) use job::job;
+pub(crate) use live::{periodic, worker};
+pub(crate) use queue::{create_queue, purge, queue};
+pub(crate) use topics::{rewind, topic_dead};
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+
+use crate::Ctx;
+use crate::ctx::{NOTE_COOKIE, allowed};
+use crate::error::{WebError, WebResult};
+
+/// A form's fields, in order (a name may repeat: the selected ids).
+struct Fields(Vec<(String, String)>);
+
+impl Fields {
+    /// Whether a field whose name starts with `prefix` was sent.
+    fn any(&self, prefix: &str) -> bool {
+        self.0.iter().any(|(k, _)| k.starts_with(prefix))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The queue settings' forms whose fields were sent (each form saves
+    /// its own; one post saves one).
+    fn forms(&self) -> Vec<&'static str> {
+        let mut forms = Vec::new();
+        if self.get("concurrency").is_some() || self.get("global").is_some() {
+            forms.push("concurrency");
+        }
+        if self.get("rate_limit").is_some() {
+            forms.push("rate limit");
+        }
+        if self.any("history") {
+            forms.push("history");
+        }
+        if self.any("dead_") {
+            forms.push("dead-letter");
+        }
+        forms
+    }
+
+    fn all(&self, name: &str) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The form, once the request may act.
+fn checked(ctx: &Ctx, headers: &HeaderMap, body: &Bytes) -> WebResult<Fields> {
+    if ctx.read_only {
+        return Err(WebError::Forbidden("this dashboard is read-only".into()));
+    }
+    let fields = Fields(
+        serde_urlencoded::from_bytes(body)
+            .map_err(|e| WebError::BadRequest(format!("bad form: {e}")))?,
+    );
+    if !allowed(headers, fields.get("csrf")) {
+        return Err(WebError::Forbidden(
+            "the form's token does not match this dashboard's cookie, or it came from another site: reload the page and try again".into(),
+        ));
+    }
+    Ok(fields)
+}
+
+/// Back to `path` with `note` shown on top (once, through a cookie).
+fn back(ctx: &Ctx, path: &str, note: &str) -> Response {
+    let mut response = Redirect::to(&ctx.link(path)).into_response();
+    let encoded = serde_urlencoded::to_string([("n", note)]).unwrap_or_default();
+    ctx.set_cookie(
+        &mut response,
+        NOTE_COOKIE,
+        encoded.strip_prefix("n=").unwrap_or(""),
+    );
+    response
+}
+/// A confirmation's cutoff (its hidden `upto`, Unix ms), when it carries one.
+fn upto(f: &Fields) -> WebResult<Option<u64>> {
+    match f.get("upto").map(str::trim).filter(|u| !u.is_empty()) {
+        None => Ok(None),
+        Some(u) => u
+            .parse()
+            .map(Some)
+            .map_err(|_| WebError::BadRequest(format!("upto {u:?}: a time in Unix ms"))),
+    }
+}
