@@ -369,7 +369,8 @@ macro_rules! conformance_suite {
             an_event_running_when_rewound_runs_again_once_it_ended,
             an_event_replayed_while_it_waits_for_a_retry_starts_its_count_and_records_over,
             a_late_outcome_of_a_delivery_a_rewind_replaced_is_not_applied_to_the_replay,
-            a_late_outcome_of_a_delivery_another_consumer_claimed_is_left_to_it_but_an_ack);
+            a_late_outcome_of_a_delivery_another_consumer_claimed_is_left_to_it_but_an_ack,
+            a_claimed_deliverys_late_ack_is_not_applied_to_a_read_that_delivered_it_anew);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],

@@ -301,3 +301,59 @@ pub async fn a_late_outcome_of_a_delivery_another_consumer_claimed_is_left_to_it
     let found = b.renew("reels", "s", "c2", &[id]).await.unwrap();
     assert_eq!(found, [Renewed::Gone]);
 }
+
+/// A claim may carry an event across a rewind into the new epoch (its
+/// consumer died holding it; the claim after the rewind returns the epoch of
+/// now), where a read then delivers it anew (count 1). The claimer's late
+/// acknowledgement is not applied to that delivery: the read's run settles
+/// it (found by a review: the ack checked only the epoch, and took the
+/// replay's entry, whose failure was then not retried).
+pub async fn a_claimed_deliverys_late_ack_is_not_applied_to_a_read_that_delivered_it_anew(
+    env: &Env,
+) {
+    let (c, b) = (&env.client, env.queues());
+    c.subscribe("reels", "s", Start::Beginning).await.unwrap();
+    let id = c.publish(&Reel { n: 1 }).await.unwrap();
+    let first = b
+        .read("reels", "s", "gone", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    c.rewind("reels", "s", Start::Beginning).await.unwrap();
+    let claimed = b
+        .claim("reels", "s", "c2", Duration::ZERO, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .unwrap()
+        .events;
+    assert_eq!((claimed[0].id, claimed[0].deliveries), (id, 2));
+    let anew = b
+        .read("reels", "s", "c3", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((anew[0].id, anew[0].deliveries), (id, 1));
+    let late = EventSettle {
+        acks: vec![claimed[0].delivery()],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c2", &late, None)
+        .await
+        .unwrap();
+    let found = b.renew("reels", "s", "c3", &[id]).await.unwrap();
+    assert_eq!(
+        found,
+        [Renewed::Held],
+        "the claimer's ack took the read's delivery"
+    );
+    let own = EventSettle {
+        acks: vec![anew[0].delivery()],
+        ..EventSettle::default()
+    };
+    b.settle_events("reels", "s", "c3", &own, None)
+        .await
+        .unwrap();
+    let s = c.topic("reels").await.unwrap().unwrap().subscribers[0].clone();
+    assert_eq!(s.pending, 0, "{s:?}");
+}

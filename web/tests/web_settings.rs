@@ -368,6 +368,52 @@ async fn two_operators_changing_each_part_of_the_concurrency_at_once_keep_both_c
     );
 }
 
+/// The concurrency form sends both fields as the page showed them: saving
+/// it with one field changed leaves the other part as stored now, which
+/// another operator may have changed since the page was read (the old
+/// handler wrote both fields, putting back the part shown).
+#[tokio::test]
+async fn saving_the_concurrency_form_with_one_field_changed_keeps_the_other_part_as_stored_now() {
+    let (_server, client) = setup().await;
+    let both = |pw: u32, g: u32| {
+        redjob::ops::QueueSettings::concurrency(
+            redjob::ops::Concurrency::per_worker(pw).with_global(g),
+        )
+    };
+    client.set_settings("mail", &both(2, 10)).await.unwrap();
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/queues/mail", true).await;
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(
+        page.body.contains(r#"name="concurrency_was" value="2""#)
+            && page.body.contains(r#"name="global_was" value="10""#),
+        "the form carries the values shown"
+    );
+    // another operator changes the per-worker part meanwhile
+    client.set_settings("mail", &both(5, 10)).await.unwrap();
+    let form = [
+        ("csrf", &*token),
+        ("concurrency_was", "2"),
+        ("global_was", "10"),
+        ("concurrency", "2"),
+        ("global", "20"),
+    ];
+    let r = post(&app, "/queues/mail/settings", &cookie, &form).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let c = client
+        .settings("mail")
+        .await
+        .unwrap()
+        .in_force()
+        .concurrency;
+    assert_eq!(
+        (c.per_worker, c.global),
+        (Some(5), Some(20)),
+        "the per-worker part shown was put back ({})",
+        note(&r)
+    );
+}
+
 #[tokio::test]
 async fn the_history_settings_show_and_change_from_the_queue_page() {
     use redjob::ops::History;

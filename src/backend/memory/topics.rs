@@ -263,9 +263,12 @@ impl Topics for MemoryBackend {
             let g = group(t, subscriber);
             // each outcome applies to the delivery it names alone (see
             // Delivery), as topic_settle.lua: an acknowledgement in its
-            // epoch, whoever holds the event now (it was handled)
+            // epoch, whoever holds the event now (it was handled), but a
+            // claimed delivery's not once a read delivered it anew (its
+            // count went back below)
             for d in &batch.acks {
-                if g.epoch == d.epoch {
+                let anew = || g.pending.get(&d.id).is_none_or(|p| p.deliveries < d.count);
+                if g.epoch == d.epoch && (d.count <= 1 || !anew()) {
                     g.pending.remove(&d.id);
                 }
             }

@@ -10,8 +10,8 @@ use crate::backend::redis::connection::Connection;
 use crate::backend::redis::scripts::{self, Reply, eval, run};
 use crate::contract::attempts::RunBy;
 use crate::contract::topics::{
-    Claimed, DeadEvent, DeadEvents, EventId, EventOptions, EventSettle, Received, Renewed, Start,
-    SubscriberInfo, TopicInfo, Topics, WhenFull,
+    Claimed, DeadEvent, DeadEvents, Delivery, EventId, EventOptions, EventSettle, Received,
+    Renewed, Start, SubscriberInfo, TopicInfo, Topics, WhenFull,
 };
 use crate::{Error, Result};
 
@@ -50,6 +50,48 @@ fn fields(v: &Value) -> (Option<String>, Option<String>, Option<String>) {
         }
     }
     (t, d, to)
+}
+
+/// Writes acknowledgements as `topic_settle.lua` reads them: their count of
+/// arguments, then groups by epoch (one, but across a rewind), each the
+/// epoch, then `k` and the ids of `k` first deliveries, or `-k` and `k`
+/// pairs of a claimed delivery's id and count (checked against the pending
+/// entry, see [`Delivery`]). A first delivery's acknowledgement is one
+/// argument, as before deliveries were named.
+fn ack_args(cmd: &mut redis::Cmd, acks: &[Delivery]) {
+    /// An epoch's first deliveries, and its claimed ones with their counts.
+    type Group = (Vec<EventId>, Vec<(EventId, u32)>);
+    let mut groups: std::collections::BTreeMap<u64, Group> = std::collections::BTreeMap::new();
+    for d in acks {
+        let g = groups.entry(d.epoch).or_default();
+        if d.count <= 1 {
+            g.0.push(d.id);
+        } else {
+            g.1.push((d.id, d.count));
+        }
+    }
+    let args: usize = groups
+        .values()
+        .map(|(first, claimed)| {
+            let n = |k: usize, each: usize| if k == 0 { 0 } else { 2 + each * k };
+            n(first.len(), 1) + n(claimed.len(), 2)
+        })
+        .sum();
+    cmd.arg(args);
+    for (epoch, (first, claimed)) in &groups {
+        if !first.is_empty() {
+            cmd.arg(epoch).arg(first.len());
+            for id in first {
+                cmd.arg(id.to_string());
+            }
+        }
+        if !claimed.is_empty() {
+            cmd.arg(epoch).arg(-(claimed.len() as i64));
+            for (id, count) in claimed {
+                cmd.arg(id.to_string()).arg(count);
+            }
+        }
+    }
 }
 
 /// `XREADGROUP`'s reply: `[[stream, [[id, [field, value, ...]], ...]]]` on
@@ -472,10 +514,7 @@ impl Topics for RedisBackend {
         cmd.arg(subscriber)
             .arg(consumer)
             .arg(keep_dead.map_or(String::new(), |n| n.to_string()));
-        cmd.arg(batch.acks.len());
-        for d in &batch.acks {
-            cmd.arg(d.id.to_string()).arg(d.count).arg(d.epoch);
-        }
+        ack_args(&mut cmd, &batch.acks);
         cmd.arg(batch.retries.len());
         for (d, idle, count) in &batch.retries {
             cmd.arg(d.id.to_string())

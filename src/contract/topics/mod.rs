@@ -63,8 +63,10 @@ impl Received {
 /// event's pending entry is still this delivery (one another consumer claimed
 /// since, its count up and its consumer changed, is left to that consumer); an
 /// acknowledgement is applied whoever holds the event now, since the event
-/// was handled (checking its pending entry would cost Redis more than the
-/// acknowledgement itself).
+/// was handled (checking a first delivery's pending entry would cost Redis
+/// more than the acknowledgement itself), but a claimed delivery's (a count
+/// over 1) not once a read delivered the event anew (a claim may carry an
+/// event across a rewind).
 ///
 /// ```
 /// use redjob::topic::{Delivery, EventId, Received};

@@ -334,8 +334,13 @@ pub(super) async fn settle_loop<B: Topics>(
                 // the delivery its place says it settles (see `Slot`)
                 let delivery = match h.get_mut(&d.id()) {
                     Some(slot) if slot.stale => {
-                        // an outcome of a delivery a replay replaced: dropped
+                        // an outcome of a delivery a replay replaced:
+                        // dropped, and the replay is held as its settle
+                        // would have left it (see `settled`)
                         slot.stale = false;
+                        if matches!(slot.run, Run::Again) {
+                            slot.run = Run::Waiting;
+                        }
                         continue;
                     }
                     Some(slot) => {

@@ -73,9 +73,17 @@ async fn on_queue(
         }
         "settings" if fields.get("concurrency").is_some() || fields.get("global").is_some() => {
             // a field left empty keeps the value in force (the form leaves a
-            // value not stored empty, so saving it unchanged stores nothing);
-            // `none`: no limit
-            let given = |name| fields.get(name).map(str::trim).filter(|v| !v.is_empty());
+            // value not stored empty, so saving it unchanged stores nothing),
+            // as does one sent as the page showed it (`<name>_was`: the part
+            // stays as stored now, which another operator may have changed
+            // since); `none`: no limit
+            let given = |name: &str| {
+                let was = fields.get(&format!("{name}_was")).map(str::trim);
+                fields
+                    .get(name)
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty() && Some(*v) != was)
+            };
             let (per_worker, global) = (given("concurrency"), given("global"));
             if per_worker.is_none() && global.is_none() {
                 return Ok(back(

@@ -335,6 +335,11 @@ fn settings_form(
                 p.muted { "Concurrency (" (cfrom) "):" }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
+                    // the values shown: a field saved as shown is left as
+                    // stored, so that saving the other does not put back a
+                    // part another operator changed meanwhile
+                    input type="hidden" name="concurrency_was" value=(stored_per_worker);
+                    input type="hidden" name="global_was" value=(stored_global);
                     label { "At most " input type="text" name="concurrency" value=(stored_per_worker) placeholder="none" size="8"; " at once in each worker" }
                     " "
                     label { "and " input type="text" name="global" value=(stored_global) placeholder="none" size="8"; " across all workers" }

@@ -17,7 +17,9 @@
 --          topic_group.lua; missing is 0)
 -- ARGV[1]  the subscriber, ARGV[2] this consumer
 -- ARGV[3]  the most dead letters to keep ("" for no limit)
--- ARGV[4]  n, then n deliveries to acknowledge: id, delivery count, epoch
+-- ARGV[4]  a, then a arguments: the deliveries to acknowledge in groups, each
+--          an epoch, then k > 0 and k ids of first deliveries (count 1), or
+--          -k and k pairs of a claimed delivery's id and count
 -- then     m, then m 5-tuples: a delivery (id, count, epoch), idle time to
 --          set (ms), delivery count to set ("" to keep it: a release of an
 --          event that did not run sets it back)
@@ -43,7 +45,11 @@
 -- event now: the event was handled (a consumer that claimed it since runs it
 -- again, as at-least-once allows, and its outcome finds it gone), and an
 -- XPENDING per acknowledged event would cost Redis more than the XACK does.
--- Costs one GET, and one XPENDING per retry and dead letter.
+-- But a claimed delivery's (a count over 1) is not applied once a read
+-- delivered the event anew (its count is lower now: a claim may carry an
+-- event across a rewind into the new epoch, where a read then delivers it
+-- again). Costs one GET, and one XPENDING per claimed acknowledgement, retry
+-- and dead letter.
 local key, dead, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local epoch = redis.call("GET", KEYS[4]) or "0"
 -- whether the delivery at ARGV[j] (id, count, epoch) is still the one this
@@ -58,7 +64,7 @@ local keep = tonumber(ARGV[3])
 -- the runs' records by event id, in order, and the number of each one's first
 local runs, first = {}, {}
 do
-  local j = 5 + 3 * tonumber(ARGV[4])
+  local j = 5 + tonumber(ARGV[4])
   j = j + 1 + 5 * tonumber(ARGV[j])
   j = j + 1 + 7 * tonumber(ARGV[j])
   local by = ARGV[j]
@@ -97,12 +103,31 @@ local function records(id)
   return log
 end
 local i = 4
-local n = tonumber(ARGV[i])
 local acks = {}
-for j = i + 1, i + 3 * n, 3 do
-  if ARGV[j + 2] == epoch then acks[#acks + 1] = ARGV[j] end
+do
+  local j, last = i + 1, i + tonumber(ARGV[i])
+  while j <= last do
+    local mine, k = ARGV[j] == epoch, tonumber(ARGV[j + 1])
+    j = j + 2
+    if k >= 0 then
+      if mine then
+        for x = j, j + k - 1 do acks[#acks + 1] = ARGV[x] end
+      end
+      j = j + k
+    else
+      if mine then
+        for x = j, j - 2 * k - 1, 2 do
+          local p = redis.pcall("XPENDING", key, group, ARGV[x], ARGV[x], 1)
+          if not p.err and p[1] and tonumber(p[1][4]) >= tonumber(ARGV[x + 1]) then
+            acks[#acks + 1] = ARGV[x]
+          end
+        end
+      end
+      j = j - 2 * k
+    end
+  end
+  i = last + 1
 end
-i = i + 3 * n + 1
 local acked = 0
 if #acks > 0 then
   for c = 1, #acks, 4000 do

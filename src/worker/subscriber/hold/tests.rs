@@ -391,3 +391,47 @@ async fn an_outcome_queued_when_a_rewind_delivers_its_event_anew_is_dropped() {
     drop(tx);
     settler.await.unwrap();
 }
+
+/// A replay whose old run's outcome was dropped (see above) and which is
+/// then released unstarted (the worker turned quiet, or stops) leaves the
+/// held map once its release is settled: the review found it kept as a
+/// waiting event, renewed for as long as the worker lived and never run.
+#[tokio::test(start_paused = true)]
+async fn a_replay_released_unstarted_after_its_old_outcome_was_dropped_is_not_held() {
+    let (b, _clock, d) = one_read(At::SettleLost).await;
+    let ev = |d: Delivery| Received {
+        id: d.id,
+        event_type: Some("ty".into()),
+        data: Some("{}".into()),
+        to: None,
+        deliveries: d.count,
+        epoch: d.epoch,
+    };
+    let held: Arc<Held> = Arc::default();
+    let (tx, rx) = mpsc::unbounded_channel();
+    assert_eq!(held.hold_read(vec![ev(d)]).len(), 1);
+    held.started([ev(d)].iter());
+    assert!(held.ended(d.id, Done::Ack(d), &tx).is_none());
+    b.rewind("t", "s", Start::Beginning).await.unwrap();
+    let again = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
+    let again = held.hold_read(again.expect("subscribed"));
+    assert_eq!(again.len(), 1);
+    let finish = CancellationToken::new();
+    let lease = Duration::from_secs(30);
+    let loop_ = settle_loop(b.clone(), names(), rx, by(), lease, held.clone(), finish);
+    let settler = tokio::spawn(loop_);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // released before it started
+    tx.send(Done::Release(again[0].delivery())).unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        if lock(&held).is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(gone, "the released replay is still held");
+    drop(tx);
+    settler.await.unwrap();
+}
