@@ -351,45 +351,72 @@ fn a_replay_started_before_its_old_runs_settle_is_done_stays_held() {
     assert!(!lock(&held).contains_key(&id), "its own settle drops it");
 }
 
+/// A subscriber's settle loop, started once an event's run ended with its
+/// ack queued and a rewind's read delivered the event anew (held again):
+/// the backend, the held map, the loop's channel and task, and the event's
+/// new delivery.
+struct Rewound {
+    b: Gated,
+    held: Arc<Held>,
+    tx: mpsc::UnboundedSender<Done>,
+    settler: tokio::task::JoinHandle<()>,
+    old: Delivery,
+    again: Received,
+}
+
+impl Rewound {
+    async fn start() -> Self {
+        let (b, _clock, d) = one_read(At::SettleLost).await;
+        let ev = |d: Delivery| Received {
+            id: d.id,
+            event_type: Some("ty".into()),
+            data: Some("{}".into()),
+            to: None,
+            deliveries: d.count,
+            epoch: d.epoch,
+        };
+        let held: Arc<Held> = Arc::default();
+        let (tx, rx) = mpsc::unbounded_channel();
+        assert_eq!(held.hold_read(vec![ev(d)]).len(), 1);
+        held.started([ev(d)].iter());
+        // the run ends: its ack is queued, the settle loop not yet at it
+        assert!(held.ended(d.id, Done::Ack(d), &tx).is_none());
+        b.rewind("t", "s", Start::Beginning).await.unwrap();
+        let again = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
+        let mut again = held.hold_read(again.expect("subscribed"));
+        assert_eq!(again.len(), 1, "the ended run's event runs again");
+        let finish = CancellationToken::new();
+        let lease = Duration::from_secs(30);
+        let loop_ = settle_loop(b.clone(), names(), rx, by(), lease, held.clone(), finish);
+        let settler = tokio::spawn(loop_);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let again = again.remove(0);
+        Rewound {
+            b,
+            held,
+            tx,
+            settler,
+            old: d,
+            again,
+        }
+    }
+
+    async fn end(self) {
+        drop(self.tx);
+        self.settler.await.unwrap();
+    }
+}
+
 /// An ended run's outcome still queued for the settle loop when a rewind's
 /// read delivers its event anew is dropped, not settled: the event's place
 /// names the new delivery by then, so the old outcome would settle the
 /// replay (an acknowledgement would take it, unrun).
 #[tokio::test(start_paused = true)]
 async fn an_outcome_queued_when_a_rewind_delivers_its_event_anew_is_dropped() {
-    let (b, _clock, d) = one_read(At::SettleLost).await;
-    let ev = |d: Delivery| Received {
-        id: d.id,
-        event_type: Some("ty".into()),
-        data: Some("{}".into()),
-        to: None,
-        deliveries: d.count,
-        epoch: d.epoch,
-    };
-    let held: Arc<Held> = Arc::default();
-    let (tx, rx) = mpsc::unbounded_channel();
-    assert_eq!(held.hold_read(vec![ev(d)]).len(), 1);
-    held.started([ev(d)].iter());
-    // the run ends: its ack is queued, the settle loop not yet at it
-    assert!(held.ended(d.id, Done::Ack(d), &tx).is_none());
-    b.rewind("t", "s", Start::Beginning).await.unwrap();
-    let again = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
-    let again = again.expect("subscribed");
-    assert_eq!(again.len(), 1);
-    assert_eq!(
-        held.hold_read(again).len(),
-        1,
-        "the ended run's event runs again"
-    );
-    let finish = CancellationToken::new();
-    let lease = Duration::from_secs(30);
-    let loop_ = settle_loop(b.clone(), names(), rx, by(), lease, held.clone(), finish);
-    let settler = tokio::spawn(loop_);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let found = b.renew("t", "s", "w", &[d.id]).await.unwrap();
+    let r = Rewound::start().await;
+    let found = r.b.renew("t", "s", "w", &[r.old.id]).await.unwrap();
     assert_eq!(found, [Renewed::Held], "the old run's ack took the replay");
-    drop(tx);
-    settler.await.unwrap();
+    r.end().await;
 }
 
 /// A replay whose old run's outcome was dropped (see above) and which is
@@ -398,40 +425,17 @@ async fn an_outcome_queued_when_a_rewind_delivers_its_event_anew_is_dropped() {
 /// waiting event, renewed for as long as the worker lived and never run.
 #[tokio::test(start_paused = true)]
 async fn a_replay_released_unstarted_after_its_old_outcome_was_dropped_is_not_held() {
-    let (b, _clock, d) = one_read(At::SettleLost).await;
-    let ev = |d: Delivery| Received {
-        id: d.id,
-        event_type: Some("ty".into()),
-        data: Some("{}".into()),
-        to: None,
-        deliveries: d.count,
-        epoch: d.epoch,
-    };
-    let held: Arc<Held> = Arc::default();
-    let (tx, rx) = mpsc::unbounded_channel();
-    assert_eq!(held.hold_read(vec![ev(d)]).len(), 1);
-    held.started([ev(d)].iter());
-    assert!(held.ended(d.id, Done::Ack(d), &tx).is_none());
-    b.rewind("t", "s", Start::Beginning).await.unwrap();
-    let again = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
-    let again = held.hold_read(again.expect("subscribed"));
-    assert_eq!(again.len(), 1);
-    let finish = CancellationToken::new();
-    let lease = Duration::from_secs(30);
-    let loop_ = settle_loop(b.clone(), names(), rx, by(), lease, held.clone(), finish);
-    let settler = tokio::spawn(loop_);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = Rewound::start().await;
     // released before it started
-    tx.send(Done::Release(again[0].delivery())).unwrap();
+    r.tx.send(Done::Release(r.again.delivery())).unwrap();
     let mut gone = false;
     for _ in 0..100 {
-        if lock(&held).is_empty() {
+        if lock(&r.held).is_empty() {
             gone = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(gone, "the released replay is still held");
-    drop(tx);
-    settler.await.unwrap();
+    r.end().await;
 }
