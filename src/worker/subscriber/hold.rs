@@ -376,6 +376,9 @@ pub(super) async fn settle_loop<B: Topics>(
         // out of the set (see `Held`)
         let _calls = loop {
             let calls = held.calls.lock().await;
+            if tries > 0 {
+                refresh(&held, &mut batch);
+            }
             match backend
                 .settle_events(&names.topic, &names.sub, &names.consumer, &batch, keep_dead)
                 .await
@@ -395,6 +398,23 @@ pub(super) async fn settle_loop<B: Topics>(
         };
         held.settled(&ids);
     }
+}
+
+/// Before a settle call is tried again: an event that this worker's own
+/// claim took again meanwhile (found held, its run ended: a new delivery
+/// count) is settled as the delivery held now, which the backend applies;
+/// one a read delivered anew (a rewind: its place says it runs again) keeps
+/// the delivery its outcome came from, which the backend does not apply.
+fn refresh(held: &Held, batch: &mut EventSettle) {
+    let h = lock(held);
+    let now = |d: &mut Delivery| {
+        if let Some(slot) = h.get(&d.id).filter(|s| matches!(s.run, Run::Ended)) {
+            *d = slot.delivery;
+        }
+    };
+    batch.acks.iter_mut().for_each(now);
+    batch.retries.iter_mut().for_each(|r| now(&mut r.0));
+    batch.dead.iter_mut().for_each(|x| now(&mut x.0));
 }
 
 /// Restarts the idle time of running events, and renews the ownership of an

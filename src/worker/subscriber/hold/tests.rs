@@ -21,6 +21,8 @@ enum At {
     SettleReply,
     /// No gate: a settle's first reply is lost (it is done, and fails).
     SettleLost,
+    /// No gate: a settle's first call fails undone (as a broken connection).
+    SettleFails,
 }
 
 /// A memory backend whose calls of one kind wait at a gate (as a round
@@ -62,6 +64,9 @@ macro_rules! gated {
         Topics::renew(&$self.inner, $($a),*).await
     }};
     ($self:ident, Topics :: settle_events ( $($a:ident),* ) .await) => {{
+        if $self.at == At::SettleFails && !$self.lost.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(crate::Error::Protocol("the connection broke".into()));
+        }
         $self.at_gate(At::Settle).await;
         let r = Topics::settle_events(&$self.inner, $($a),*).await;
         $self.at_gate(At::SettleReply).await;
@@ -262,6 +267,50 @@ async fn a_stalled_settle_does_not_hold_back_the_running_events_renewals() {
     );
     b.gate.add_permits(1);
     loops.end().await;
+}
+
+/// A retry whose settle call failed, and which this worker's own claim took
+/// again before the call's next try (the event a new delivery count), is
+/// settled on that try as the delivery held then: it comes after its
+/// backoff. The review found the try sent the delivery read before, which
+/// the backend refused (another count), so the retry came a lease late.
+#[tokio::test(start_paused = true)]
+async fn a_retry_claimed_between_its_settles_tries_is_settled_as_claimed() {
+    let (b, clock, d) = one_read(At::SettleFails).await;
+    let id = d.id;
+    let lease = Duration::from_secs(30);
+    let loops = Loops::start(&b, &[d], lease, false);
+    let backoff = Duration::from_secs(5);
+    let ev = Received {
+        id,
+        event_type: Some("ty".into()),
+        data: Some("{}".into()),
+        to: None,
+        deliveries: d.count,
+        epoch: d.epoch,
+    };
+    // its run started and ended in a retry
+    loops.held.started([ev].iter());
+    let retry = Done::Retry(d, backoff, Vec::new(), None);
+    assert!(loops.held.ended(id, retry, &loops.tx).is_none());
+    // the first try failed; before the next one, this worker's claim takes
+    // the event again (its place held: the run under way's delivery)
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let claimed = claim(&b, &names(), &loops.held, Duration::ZERO, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .expect("subscribed");
+    assert!(claimed.events.is_empty(), "held here: not run again");
+    assert!(loops.until_settled().await, "the retry was settled");
+    loops.end().await;
+    clock.advance(backoff + Duration::from_millis(10));
+    let claimed = b
+        .claim("t", "s", "other", lease, 10, EventId::ZERO)
+        .await
+        .unwrap()
+        .expect("subscribed");
+    let ids: Vec<EventId> = claimed.events.iter().map(|e| e.id).collect();
+    assert_eq!(ids, [id], "the retry is due after its backoff");
 }
 
 /// Log lines, as a `tracing_subscriber::fmt` writer.
