@@ -94,6 +94,18 @@ async fn one_read(at: At) -> (Gated, Clock, Delivery) {
     (b, clock, d)
 }
 
+/// Delivery `d` of [`one_read`]'s event, as a read returns it.
+fn received(d: Delivery) -> Received {
+    Received {
+        id: d.id,
+        event_type: Some("ty".into()),
+        data: Some("{}".into()),
+        to: None,
+        deliveries: d.count,
+        epoch: d.epoch,
+    }
+}
+
 fn by() -> (Option<u64>, RunBy) {
     let by = RunBy {
         worker: "w".into(),
@@ -281,14 +293,7 @@ async fn a_retry_claimed_between_its_settles_tries_is_settled_as_claimed() {
     let lease = Duration::from_secs(30);
     let loops = Loops::start(&b, &[d], lease, false);
     let backoff = Duration::from_secs(5);
-    let ev = Received {
-        id,
-        event_type: Some("ty".into()),
-        data: Some("{}".into()),
-        to: None,
-        deliveries: d.count,
-        epoch: d.epoch,
-    };
+    let ev = received(d);
     // its run started and ended in a retry
     loops.held.started([ev].iter());
     let retry = Done::Retry(d, backoff, Vec::new(), None);
@@ -416,14 +421,7 @@ struct Rewound {
 impl Rewound {
     async fn start() -> Self {
         let (b, _clock, d) = one_read(At::SettleLost).await;
-        let ev = |d: Delivery| Received {
-            id: d.id,
-            event_type: Some("ty".into()),
-            data: Some("{}".into()),
-            to: None,
-            deliveries: d.count,
-            epoch: d.epoch,
-        };
+        let ev = received;
         let held: Arc<Held> = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
         assert_eq!(held.hold_read(vec![ev(d)]).len(), 1);
