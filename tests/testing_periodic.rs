@@ -208,6 +208,26 @@ async fn a_paused_schedule_skips_its_ticks_until_resumed() {
     assert_eq!(log.take().len(), 5);
 }
 
+/// A pause of the schedule's queue does not stop its ticks (a tick is an
+/// enqueue, and a paused queue takes enqueues in): they wait, one a tick,
+/// and run after the resume, each once (docs/operating.md, periodic jobs).
+#[tokio::test(start_paused = true)]
+async fn a_paused_queue_keeps_its_ticks_for_the_resume() {
+    let (kit, log) = kit();
+    let kit = kit.periodic(Schedule::every(Duration::from_secs(60)).unwrap(), Minutely);
+    redjob::queue::Queues::create_queue(kit.backend(), "ticks", Default::default())
+        .await
+        .unwrap();
+    kit.backend().pause("ticks").await.unwrap();
+    let run = kit.advance(Duration::from_secs(300)).await.unwrap();
+    assert_eq!((run.ticks, run.processed), (5, 0), "ticked, nothing ran");
+    assert!(log.take().is_empty());
+    kit.backend().resume("ticks").await.unwrap();
+    let run = kit.run_until_idle().await.unwrap();
+    assert_eq!((run.ticks, run.processed), (0, 5), "the waiting ticks ran");
+    assert_eq!(log.take().len(), 5);
+}
+
 #[tokio::test]
 async fn a_periodic_job_a_worker_would_refuse_is_refused() {
     let every = || Schedule::every(Duration::from_secs(60)).unwrap();

@@ -169,10 +169,14 @@ async fn napping(url: &str) -> (redjob::Client, worker_proc::Proc, JobId) {
     let p = worker_proc::Proc::spawn(url);
     p.line("id ").await;
     let id = client.enqueue(&Nap { ms: 120_000 }).await.unwrap();
-    until("the long nap runs", async || {
-        state(&client, id).await == JobState::InFlight
-    })
-    .await;
+    // leased is not yet running: a shutdown releases a job it leased but
+    // had not started (the test failed so under load, now and then)
+    p.line("nap started 120000").await;
+    assert_eq!(
+        state(&client, id).await,
+        JobState::InFlight,
+        "the long nap runs"
+    );
     (client, p, id)
 }
 
@@ -193,9 +197,12 @@ async fn a_signal_ends_the_grace(
     stopped: &str,
 ) {
     tokio::time::sleep(Duration::from_millis(700)).await;
+    let exited = p.child.try_wait().unwrap();
+    let nap = state(client, id).await;
     assert!(
-        p.child.try_wait().unwrap().is_none() && state(client, id).await == JobState::InFlight,
-        "the shutdown waits for the running job"
+        exited.is_none() && nap == JobState::InFlight,
+        "the shutdown waits for the running job: the worker exited {exited:?}, the nap is {nap:?}; {}",
+        p.said()
     );
     let t = Instant::now();
     kill(&p, "-INT");

@@ -28,6 +28,9 @@ pub struct Nap {
 
 impl Job for Nap {
     async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        // a leased job may not have started yet: a test that needs it
+        // running waits for this line
+        println!("nap started {}", self.ms);
         tokio::time::sleep(Duration::from_millis(self.ms)).await;
         Ok(())
     }
@@ -41,6 +44,13 @@ pub fn serve() {
         eprintln!("run by a test with {URL_VAR}");
         return;
     };
+    // what the worker logs goes to stderr, which the test keeps (see
+    // `Proc::said`)
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter("redjob=info")
+        .try_init();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = Client::connect(&url).await.unwrap();
@@ -62,6 +72,8 @@ pub fn serve() {
 pub struct Proc {
     pub child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    /// What it wrote to stderr: its logs, a panic.
+    errs: Arc<Mutex<Vec<String>>>,
 }
 
 impl Proc {
@@ -76,18 +88,22 @@ impl Proc {
             ])
             .env(URL_VAR, url)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().unwrap();
-        let to = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                to.lock().unwrap().push(line);
-            }
-        });
-        Proc { child, lines }
+        let errs = Arc::new(Mutex::new(Vec::new()));
+        keep(child.stdout.take().unwrap(), lines.clone());
+        keep(child.stderr.take().unwrap(), errs.clone());
+        Proc { child, lines, errs }
+    }
+
+    /// Everything the process wrote so far, stdout then stderr: for a
+    /// failed check's message.
+    pub fn said(&self) -> String {
+        let out = self.lines.lock().unwrap().join("\n");
+        let err = self.errs.lock().unwrap().join("\n");
+        format!("stdout:\n{out}\nstderr:\n{err}")
     }
 
     /// The first printed line that starts with `prefix`, without it
@@ -106,11 +122,21 @@ impl Proc {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(30),
-                "no {prefix:?} line"
+                "no {prefix:?} line; {}",
+                self.said()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Reads the lines of `from` into `to` until it closes.
+fn keep(from: impl std::io::Read + Send + 'static, to: Arc<Mutex<Vec<String>>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            to.lock().unwrap().push(line);
+        }
+    });
 }
 
 /// Waits (up to 10 s) until `ok`.
