@@ -7,7 +7,11 @@
 //! - [`forward`]: `forward!`, one impl of a trait by calling another's, which
 //!   each trait's method list (beside the trait) expands to.
 //! - [`envelope`]: the JSON a job is stored as, read without its type.
+//! - [`keyed`]: concurrency keys, and how many jobs of one run at once.
+//! - [`time`]: Unix ms that print as UTC dates.
 //! - [`attempts`]: the record of each attempt at a job.
+//! - [`batches`]: batches (and the flows built on them): ids, specs,
+//!   callbacks, status.
 //! - [`history`]: finished jobs kept for a while, and how long.
 //! - [`leases`]: score marks, tokens, deliveries, hand-offs, settles, retention.
 //! - [`queues`]: [`Queues`](queues::Queues), RSMQ's operations, with their
