@@ -49,7 +49,9 @@
 -- KEYS[3]  the queue's lease counts (ns:q:leases)
 -- KEYS[4]  the queue's exact dues (ns:q:exact, see index_exact in lib.lua)
 -- KEYS[5]  the queue's starts under a rate limit (ns:q:starts)
--- KEYS[6]  the queue's keyed set (ns:q:keyed, see concurrency_keys in lib.lua)
+-- KEYS[6]  the queue's keyed set (ns:q:keyed, see concurrency_keys in lib.lua):
+--          while it holds jobs, a fetch that will wait names the next second
+--          of ten (when idle fetches sweep the keys) as due at the latest
 -- KEYS[7]  the queue's concurrency keys (ns:q:keys)
 -- KEYS[8]  the queue's wake set (ns:q:kwake): keys whose places free at a
 --          time (a deleted running job's lease end, a key's throttle end),
@@ -70,7 +72,8 @@
 -- leased again: its new lease ends after that one, so no two deliveries of a job
 -- share a token, though a release gives its delivery count back. The hash
 -- field "redjob:released" counts such fields; they are read only while it is
--- not 0.
+-- not 0. One an RSMQ client's deleteMessage left (its job gone) is dropped,
+-- and counted out, by the idle fetches' sweep of leftover fields.
 -- A job sent with a delay is due at its send's µs plus the delay (exact_due in
 -- lib.lua), up to a ms before its score (rounded up): such jobs scored now + 1
 -- are leased once exactly due, after every due job of their level; the send
@@ -240,6 +243,10 @@ local no = 6
 local totalrecv = tonumber(attrs[2]) or 0
 local ours = tonumber(attrs[3]) or 0
 local leased = 0
+-- how many "<id>:l" fields are left (see "redjob:released"): written at the
+-- end when a fetch dropped some
+local released_was = tonumber(attrs[9]) or 0
+local released_now = released_was
 -- the starts a rate limit counts: ZADD pairs
 local starts = {}
 if n > 0 then
@@ -482,10 +489,7 @@ if n > 0 then
     -- leases that ran out, held back for their keys' throttles
     lease_counts().changes(3, ends, now)
   end
-  if nfloors > 0 then
-    set[#set + 1] = "redjob:released"
-    set[#set + 1] = string.format("%.0f", math.max(released - nfloors, 0))
-  end
+  if nfloors > 0 then released_now = math.max(released_now - nfloors, 0) end
 end
 -- a limit held the fetch back: it leased fewer than asked and left no place
 local global_full = global > 0 and global - inflight - leased <= 0
@@ -596,20 +600,25 @@ elseif leased < asked then
         set[#set + 1] = r[1]
       end
     end
-    -- last errors and attempt records ("<id>:err", "<id>:a") of jobs that are
-    -- gone: an RSMQ client's deleteMessage deletes only a message's body, rc
-    -- and fr fields. One HSCAN step (about 100 fields) from the cursor kept in
-    -- "redjob:sweep", while such fields may exist ("redjob:errors"). Under
+    -- last errors, attempt records and released jobs' last lease ends
+    -- ("<id>:err", "<id>:a", "<id>:l") of jobs that are gone: an RSMQ
+    -- client's deleteMessage deletes only a message's body, rc and fr fields.
+    -- One HSCAN step (about 100 fields) from the cursor kept in
+    -- "redjob:sweep", while such fields may exist ("redjob:errors", or
+    -- "redjob:released" not 0, which the "<id>:l" dropped count down). Under
     -- an ACL that refuses HSCAN (granted before this sweep existed) the fetch
     -- goes on without it
-    local r = attrs[12] and redis.pcall("HSCAN", KEYS[2], attrs[13] or "0", "MATCH", "*:[ae]*", "COUNT", 100)
+    local r = (attrs[12] or released_now > 0)
+      and redis.pcall("HSCAN", KEYS[2], attrs[13] or "0", "MATCH", "*:[ael]*", "COUNT", 100)
     if type(r) == "table" and not r.err then
       local drop = {}
       for j = 1, #r[2], 2 do
         local f = r[2][j]
         local id = string.match(f, "^(.+):a$") or string.match(f, "^(.+):err$")
-        if id and string.sub(f, 1, 7) ~= "redjob:" and redis.call("HEXISTS", KEYS[2], id) == 0 then
+        local lid = not id and string.match(f, "^(.+):l$")
+        if (id or lid) and string.sub(f, 1, 7) ~= "redjob:" and redis.call("HEXISTS", KEYS[2], id or lid) == 0 then
           drop[#drop + 1] = f
+          if lid then released_now = math.max(released_now - 1, 0) end
         end
       end
       if #drop > 0 then
@@ -636,6 +645,13 @@ elseif leased < asked then
   if attrs[18] then
     local w = redis.call("ZRANGE", KEYS[8], 0, 0, "WITHSCORES")[2]
     if w and (not first or tonumber(w) * 1000 < first) then first = tonumber(w) * 1000 end
+    -- while keyed jobs wait, the worker also wakes for the next sweep of the
+    -- keys (the next second of ten): a holder an RSMQ client deleted (or
+    -- popped) ran no script to give its place on, and no send may come
+    if redis.call("ZCARD", KEYS[6]) > 0 then
+      local sweep = (math.floor(now / 10000) + 1) * 10000000
+      if not first or sweep < first then first = sweep end
+    end
   end
   if first then out[2] = string.format("%.0f", first) end
   if attrs[4] ~= "1" then
@@ -704,6 +720,10 @@ elseif attrs[8] and attrs[8] ~= "" then
   -- send the next job to a worker that may have no slot for it
   set[#set + 1] = "redjob:handoff"
   set[#set + 1] = ""
+end
+if released_now ~= released_was then
+  set[#set + 1] = "redjob:released"
+  set[#set + 1] = string.format("%.0f", released_now)
 end
 if #set > 0 then
   if leased == 0 then allow_writes(KEYS[1]) end

@@ -1,0 +1,236 @@
+//! A queue redjob's workers and RSMQ clients both use: what an RSMQ client's
+//! receive, delete and change of visibility leave of redjob's own state
+//! (delivery counts given back, concurrency keys, released jobs' lease ends).
+//! RSMQ's calls are made here as RSMQ makes them: its receive is
+//! `Rsmq::receive` (the same script), its delete a plain `ZREM` and `HDEL` of
+//! the body, `rc` and `fr`, its change of visibility a whole-ms `ZADD`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::RedisServer;
+use redjob::backend::redis::RedisBackend;
+use redjob::backend::{Backend, Reschedule, Settle, Throttle};
+use redjob::connection::RedisConfig;
+use redjob::queue::{QueueOptions, Queues, Rsmq, SendMessage};
+use redjob::{Client, Job, JobContext, JobError, JobId, Worker};
+use serde::{Deserialize, Serialize};
+
+async fn setup(queue: &str) -> (RedisServer, Rsmq, RedisBackend) {
+    let server = RedisServer::start();
+    let rsmq = Rsmq::connect(&server.url()).await.unwrap();
+    rsmq.create_queue(queue, QueueOptions::default())
+        .await
+        .unwrap();
+    let backend = RedisBackend::connect(&RedisConfig::from_url(server.url()), "rsmq", false)
+        .await
+        .unwrap();
+    (server, rsmq, backend)
+}
+
+/// RSMQ's deleteMessage: no script, its body, rc and fr alone.
+async fn rsmq_delete(server: &RedisServer, queue: &str, id: &JobId) {
+    let mut con = server.raw().await;
+    let id = id.as_str();
+    let _: () = redis::pipe()
+        .cmd("ZREM")
+        .arg(format!("rsmq:{queue}"))
+        .arg(id)
+        .cmd("HDEL")
+        .arg(format!("rsmq:{queue}:Q"))
+        .arg(id)
+        .arg(format!("{id}:rc"))
+        .arg(format!("{id}:fr"))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+}
+
+/// Redis's clock, Unix ms.
+async fn redis_ms(server: &RedisServer) -> u64 {
+    let mut con = server.raw().await;
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+    s * 1000 + us / 1000
+}
+
+/// A throttle and a release give their delivery back on a queue an RSMQ
+/// client also receives from: the receive count its receive stored is taken
+/// into the score's count at the next fetch, so it never outweighs what they
+/// gave back (the RSMQ receive counts, they do not).
+#[tokio::test]
+async fn an_rsmq_receive_does_not_make_a_throttle_or_release_count() {
+    let (_server, rsmq, backend) = setup("mq").await;
+    let id = Queues::send(&rsmq, "mq", SendMessage::new("x"))
+        .await
+        .unwrap();
+    // an RSMQ client receives it once, with a visibility timeout of 0
+    let m = rsmq
+        .receive("mq", Some(Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((m.id, m.rc), (id, 1));
+    let lease = Duration::from_secs(60);
+    let fetch = || async {
+        let mut f = backend.fetch("mq", 1, lease).await.unwrap();
+        assert_eq!(f.jobs.len(), 1, "due");
+        f.jobs.remove(0)
+    };
+    let d = fetch().await;
+    assert_eq!(d.token.attempt(), 2, "the RSMQ receive counts");
+    let throttle = Settle {
+        throttles: vec![Throttle {
+            id,
+            token: d.token,
+            deliveries: d.token.attempt() - 1,
+            delay: Duration::from_millis(1),
+            error: "slow down".into(),
+            key: false,
+        }],
+        ..Settle::default()
+    };
+    backend.settle("mq", &throttle).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let d = fetch().await;
+    assert_eq!(d.token.attempt(), 2, "the throttle gave its delivery back");
+    let release = Settle {
+        reschedules: vec![Reschedule {
+            id,
+            token: d.token,
+            delay: Duration::ZERO,
+            deliveries: d.token.attempt() - 1,
+            release: true,
+            error: None,
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("mq", &release).await.unwrap().rescheduled, 1);
+    let d = fetch().await;
+    assert_eq!(d.token.attempt(), 2, "the release gave its delivery back");
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "mixed_charge",
+    queue = "mk",
+    concurrency_key = "account",
+    per_key = 1
+)]
+struct Charge {
+    account: u64,
+    n: u64,
+}
+
+impl Job for Charge {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<common::Recorder>()?.record(ctx, self.n);
+        Ok(())
+    }
+}
+
+/// An RSMQ client receives a key's holder and deletes it (no script: the
+/// key's place is not given on). A worker with nothing else to do finds the
+/// place freed by its sweep of the keys (one step in one second of ten), and
+/// runs the key's next job: it wakes for that sweep while keyed jobs wait.
+/// It slept until a send: the key's jobs waited for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_next_job_runs_after_an_rsmq_client_deleted_its_holder() {
+    let (server, rsmq, _) = setup("mk").await;
+    let client = Client::connect(&server.url()).await.unwrap();
+    let first = client.enqueue(&Charge { account: 1, n: 1 }).await.unwrap();
+    client.enqueue(&Charge { account: 1, n: 2 }).await.unwrap();
+    let m = rsmq
+        .receive("mk", Some(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.id, first, "RSMQ clients see the key's holder");
+    rsmq_delete(&server, "mk", &first).await;
+    // the worker's first fetch lands in no tenth second (where a fetch
+    // sweeps the keys): at a second 1..7 of ten
+    while !(1000..8000).contains(&(redis_ms(&server).await % 10_000)) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let recorder = common::Recorder::default();
+    let worker = Worker::builder(client.backend())
+        .register::<Charge>()
+        .data(recorder.clone())
+        .build()
+        .unwrap();
+    let running = common::start_serving(worker).await;
+    let ran = common::wait_until(Duration::from_secs(15), || recorder.len() == 1).await;
+    running.stop().await;
+    assert!(ran, "the key's next job did not run");
+    assert_eq!(recorder.runs()[0].key, 2);
+}
+
+/// A released job keeps its last lease end in `<id>:l` until it is leased
+/// again; an RSMQ client that receives and deletes it leaves the field, and
+/// the count of such fields that makes every fetch read them: idle fetches
+/// sweep them as they sweep a deleted job's records.
+#[tokio::test]
+async fn a_released_jobs_lease_end_an_rsmq_delete_leaves_behind_is_swept() {
+    let (server, rsmq, backend) = setup("rq").await;
+    let id = Queues::send(&rsmq, "rq", SendMessage::new("x"))
+        .await
+        .unwrap();
+    let d = backend
+        .fetch("rq", 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    let release = Settle {
+        reschedules: vec![Reschedule {
+            id,
+            token: d.token,
+            delay: Duration::ZERO,
+            deliveries: 0,
+            release: true,
+            error: None,
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(backend.settle("rq", &release).await.unwrap().rescheduled, 1);
+    let m = rsmq.receive("rq", None).await.unwrap().unwrap();
+    assert_eq!(m.id, id);
+    rsmq_delete(&server, "rq", &id).await;
+    let mut con = server.raw().await;
+    let field = format!("{id}:l");
+    let left = |con: &mut redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        let field = field.clone();
+        async move {
+            let v: (Option<String>, Option<String>) = redis::pipe()
+                .cmd("HGET")
+                .arg("rsmq:rq:Q")
+                .arg(&field)
+                .cmd("HGET")
+                .arg("rsmq:rq:Q")
+                .arg("redjob:released")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            v
+        }
+    };
+    let (l, n) = left(&mut con).await;
+    assert!(l.is_some(), "RSMQ deletes body, rc and fr only");
+    assert_eq!(n.as_deref(), Some("1"));
+    // idle fetches: one lands in a tenth second within 11 s
+    let start = std::time::Instant::now();
+    while left(&mut con).await.0.is_some() && start.elapsed() < Duration::from_secs(11) {
+        backend
+            .fetch("rq", 1, Duration::from_secs(60))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (l, n) = left(&mut con).await;
+    assert_eq!(
+        (l, n.as_deref()),
+        (None, Some("0")),
+        "swept, and counted out"
+    );
+}
