@@ -234,3 +234,38 @@ async fn a_released_jobs_lease_end_an_rsmq_delete_leaves_behind_is_swept() {
         "swept, and counted out"
     );
 }
+
+/// An RSMQ client's changeMessageVisibility of a job a worker runs moves its
+/// lease (a whole-ms score): the worker's ack is fenced off, the job is not
+/// lost, and it runs again at the time the client set, counted from its
+/// receive count (none here: delivery 1, as docs/layout.md says).
+#[tokio::test]
+async fn an_rsmq_change_of_visibility_fences_off_a_running_jobs_settle() {
+    let (server, rsmq, backend) = setup("vq").await;
+    let id = Queues::send(&rsmq, "vq", SendMessage::new("x"))
+        .await
+        .unwrap();
+    let lease = Duration::from_secs(60);
+    let d = backend.fetch("vq", 1, lease).await.unwrap().jobs.remove(0);
+    let mut con = server.raw().await;
+    let now = redis_ms(&server).await;
+    let _: () = redis::cmd("ZADD")
+        .arg("rsmq:vq")
+        .arg(now)
+        .arg(id.as_str())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let ack = |token| Settle {
+        acks: vec![(id, token)],
+        ..Settle::default()
+    };
+    let s = backend.settle("vq", &ack(d.token)).await.unwrap();
+    assert_eq!(s.acked, 0, "fenced off");
+    let mut f = backend.fetch("vq", 1, lease).await.unwrap();
+    assert_eq!(f.jobs.len(), 1, "not lost: due again");
+    let d = f.jobs.remove(0);
+    assert_eq!((d.id, d.token.attempt()), (id, 1));
+    assert_eq!(backend.settle("vq", &ack(d.token)).await.unwrap().acked, 1);
+    assert!(backend.fetch("vq", 1, lease).await.unwrap().jobs.is_empty());
+}
