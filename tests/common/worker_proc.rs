@@ -49,7 +49,7 @@ pub fn serve() {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter("redjob=info")
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
         .try_init();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
