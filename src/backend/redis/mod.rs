@@ -83,7 +83,7 @@ struct Shared {
     /// The server's `redis_version` once read: topics check it.
     version: std::sync::OnceLock<String>,
     /// When a claim last asked to remove a subscriber's gone consumers, by
-    /// stream and subscriber (see `topics::GONE_SWEEP_EVERY`).
+    /// stream and subscriber (see `topics::read::GONE_SWEEP_EVERY`).
     swept: Mutex<HashMap<String, std::time::Instant>>,
     /// When the sweep last trimmed the index of batches, and where the next
     /// trim goes on from (see batch_index.rs).

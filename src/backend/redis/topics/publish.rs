@@ -1,0 +1,69 @@
+//! Publishing on Redis: one `XADD`, or topic_publish.lua for a batch, an age
+//! limit or a topic that refuses when full.
+
+use redis::Value;
+
+use super::id;
+use crate::backend::redis::RedisBackend;
+use crate::backend::redis::scripts::{self, Reply, eval, run};
+use crate::contract::topics::{EventId, EventOptions, WhenFull};
+use crate::{Error, Result};
+
+impl RedisBackend {
+    /// [`Topics::publish`](crate::contract::topics::Topics::publish).
+    pub(super) async fn publish_events(
+        &self,
+        topic: &str,
+        events: &[(&str, &str)],
+        options: &EventOptions,
+    ) -> Result<Vec<EventId>> {
+        crate::contract::topics::check_publish(events)?;
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.topics_supported().await?;
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        if let ([(t, d)], None, WhenFull::TrimOldest) = (events, options.max_age, options.when_full)
+        {
+            // one event trimmed by length only: a plain XADD, one command
+            let mut cmd = redis::cmd("XADD");
+            cmd.arg(&k.stream);
+            if let Some(max) = options.max_len {
+                cmd.arg("MAXLEN").arg("~").arg(max);
+            }
+            cmd.arg("*").arg("type").arg(t).arg("data").arg(d);
+            let raw: Value = cmd.query_async(&mut con).await?;
+            return match raw {
+                Value::BulkString(b) => Ok(vec![id(&b)?]),
+                Value::SimpleString(s) => Ok(vec![s.parse()?]),
+                v => Err(Error::Protocol(format!("XADD replied {v:?}"))),
+            };
+        }
+        let mut cmd = eval(&scripts::TOPIC_PUBLISH, &[&k.stream]);
+        cmd.arg(options.max_len.map_or(String::new(), |n| n.to_string()))
+            .arg(match options.when_full {
+                WhenFull::Refuse => "refuse",
+                _ => "trim",
+            })
+            .arg(options.max_age.map_or(String::new(), |d| {
+                crate::contract::backend::clamped_ms(d).to_string()
+            }));
+        for (t, d) in events {
+            cmd.arg(t).arg(d);
+        }
+        let v = run(&mut con, &scripts::TOPIC_PUBLISH, &cmd).await?;
+        let (code, mut r) = Reply::status(&v)?;
+        if code == -1 {
+            return Err(Error::TopicFull {
+                topic: topic.into(),
+                max_len: options.max_len.unwrap_or(0),
+            });
+        }
+        let mut ids = Vec::with_capacity(events.len());
+        while !r.is_empty() {
+            ids.push(id(r.bytes()?)?);
+        }
+        Ok(ids)
+    }
+}
