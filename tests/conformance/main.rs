@@ -34,6 +34,7 @@ mod schedules;
 mod settings;
 mod throttles;
 mod topic_renewals;
+mod topic_replays;
 mod topic_rewinds;
 mod topics;
 mod unique;
@@ -371,6 +372,9 @@ macro_rules! conformance_suite {
             a_late_outcome_of_a_delivery_a_rewind_replaced_is_not_applied_to_the_replay,
             a_late_outcome_of_a_delivery_another_consumer_claimed_is_left_to_it_but_an_ack,
             a_claimed_deliverys_late_ack_is_not_applied_to_a_read_that_delivered_it_anew);
+        $crate::conformance_suite!(@topic_replays $setup, #[$attr],
+            a_replay_whose_first_run_died_starts_its_records_over,
+            a_claim_across_a_rewind_keeps_the_records_of_the_count_it_continues);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],

@@ -55,7 +55,13 @@ impl Scan<'_> {
                     let p = g.pending.get_mut(&id).expect("read from the pending list");
                     if self.now.saturating_sub(p.delivered_ms) >= self.min_idle {
                         // a delivery that ended with no record: its consumer
-                        // died (see topic_claim.lua)
+                        // died (see topic_claim.lua); records numbered past
+                        // its count are an earlier delivery's, which a
+                        // rewind's read replaced: they go
+                        let last = p.runs.last().map_or(0, |a| a.number);
+                        if p.deliveries >= 1 && last > p.deliveries {
+                            p.runs.clear();
+                        }
                         if p.deliveries > p.runs.last().map_or(0, |a| a.number) {
                             p.record(Attempt::lease_lost(p.deliveries, None));
                         }

@@ -5,7 +5,9 @@
 -- KEYS[1]  the topic's stream (ns:t:{topic})
 -- KEYS[2]  the subscriber's attempt records (ns:t:{topic}:attempts:<subscriber>,
 --          see topic_settle.lua): an event whose last delivery left no record
---          (its consumer died with it) gets a `lease_lost` one for it; one
+--          (its consumer died with it) gets a `lease_lost` one for it, which
+--          replaces records numbered past the count it had (an earlier
+--          delivery's, which a rewind's read replaced with a count of 1); one
 --          trimmed from the topic loses its records
 -- KEYS[3]  the subscriber's epoch (ns:t:{topic}:epoch:<subscriber>, see
 --          topic_group.lua), returned with the events: a settle names it
@@ -60,9 +62,16 @@ if #again > 0 then
   local set = {}
   for j, id in ipairs(again) do
     local last = tonumber(string.match(string.match(logs[j] or "", "[^\n]*$"), '^{"n":(%d+)') or 0)
-    if last < counts[j] - 1 then
+    local lost = '{"n":' .. (counts[j] - 1) .. ',"outcome":"lease_lost"}'
+    if last > counts[j] - 1 then
+      -- numbered past the count it had: an earlier delivery's, which a
+      -- rewind's read replaced (its count started over) and whose first run
+      -- left no record: the replay's history starts over with the lost run
       set[#set + 1] = id
-      set[#set + 1] = append_attempt(logs[j] or nil, '{"n":' .. (counts[j] - 1) .. ',"outcome":"lease_lost"}')
+      set[#set + 1] = lost
+    elseif last < counts[j] - 1 then
+      set[#set + 1] = id
+      set[#set + 1] = append_attempt(logs[j] or nil, lost)
     end
   end
   if #set > 0 then many("HSET", KEYS[2], set) end
