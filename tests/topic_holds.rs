@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::RedisServer;
 use logs::Lines;
 use redjob::backend::memory::MemoryBackend;
-use redjob::topic::{Event, Start};
+use redjob::topic::{Event, Start, Topics};
 use redjob::{Client, JobError, Worker};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
@@ -176,4 +176,150 @@ async fn a_dropped_workers_blocked_read_takes_no_event_on_redis() {
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
     a_dropped_workers_blocked_read_takes_no_event(&client, Some(&server)).await;
+}
+
+/// "A settle names the delivery it settles (its count and the epoch…)": the
+/// events a blocking read delivers after a rewind made during its wait
+/// belong to the rewind's epoch, and their acknowledgement is applied. The
+/// old code tagged them with the epoch read as the wait began (before the
+/// rewind): their acknowledgement was not applied, and they ran again after a
+/// lease.
+#[tokio::test]
+async fn a_blocking_read_across_a_rewind_delivers_in_the_rewinds_epoch_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let b = client.backend();
+    client
+        .subscribe("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    let first = client.publish(&Parcel { n: 1 }).await.unwrap();
+    let got = b
+        .read("parcels", "s", "c1", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    // a read that waits for the next event
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.read("parcels", "s", "c2", 10, Duration::from_secs(10))
+                .await
+                .unwrap()
+                .unwrap()
+        })
+    };
+    let con = server.raw().await;
+    let blocked = common::wait_for(Duration::from_secs(5), || {
+        let mut con = con.clone();
+        async move {
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            list.lines().any(|l| l.contains("cmd=xreadgroup"))
+        }
+    })
+    .await;
+    assert!(blocked, "no blocked read");
+    client
+        .rewind("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    client.publish(&Parcel { n: 2 }).await.unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the read returns")
+        .unwrap();
+    assert_eq!(read.len(), 2);
+    assert_eq!((read[0].id, read[0].deliveries), (first, 1), "replayed");
+    let acks = redjob::topic::EventSettle {
+        acks: read.iter().map(|e| e.delivery()).collect(),
+        ..Default::default()
+    };
+    b.settle_events("parcels", "s", "c2", &acks, None)
+        .await
+        .unwrap();
+    let s = client.topic("parcels").await.unwrap().unwrap().subscribers[0].clone();
+    assert_eq!(
+        s.pending, 0,
+        "the read's deliveries were not acknowledged: {s:?}"
+    );
+}
+
+/// topic_read_epoch.lua, which tags a read's events when the epoch changed
+/// while it ran, in each ordering: events a read delivered after the rewind
+/// belong to its epoch; events it delivered before a rewind that took the
+/// subscriber back before them keep the epoch read first (tagged with the
+/// new one, an old run's acknowledgement would take the delivery a read then
+/// makes anew); events before the rewind's point (which no read of the new
+/// epoch delivers anew) are taken for the new epoch.
+#[tokio::test]
+async fn a_reads_events_take_the_epoch_they_belong_to_in_each_ordering_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut con = server.raw().await;
+    let script = redis::Script::new(include_str!(
+        "../src/backend/redis/lua/topic_read_epoch.lua"
+    ));
+    let (stream, epoch) = ("rsmq:t:{parcels}", "rsmq:t:{parcels}:epoch:s");
+    client
+        .subscribe("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    let ids = [
+        client.publish(&Parcel { n: 1 }).await.unwrap(),
+        client.publish(&Parcel { n: 2 }).await.unwrap(),
+    ];
+    let read = |con: &mut redis::aio::MultiplexedConnection| {
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg("s")
+            .arg("c2")
+            .arg("STREAMS")
+            .arg(stream)
+            .arg(">");
+        let mut con = con.clone();
+        async move { cmd.query_async::<redis::Value>(&mut con).await.unwrap() }
+    };
+    let tags = |con: &mut redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        let script = &script;
+        async move {
+            let mut inv = script.prepare_invoke();
+            inv.key(stream).key(epoch).arg("s").arg("c2");
+            for id in &ids {
+                inv.arg(id.to_string());
+            }
+            inv.invoke_async::<Vec<i64>>(&mut con).await.unwrap()
+        }
+    };
+    let now = |con: &mut redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        async move {
+            redis::cmd("GET")
+                .arg(epoch)
+                .query_async::<i64>(&mut con)
+                .await
+                .unwrap()
+        }
+    };
+    // read, then a rewind back before both: the epoch read first
+    read(&mut con).await;
+    client
+        .rewind("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    assert_eq!(tags(&mut con).await, [now(&mut con).await, 0, 0]);
+    // a rewind, then the read: the rewind's epoch
+    read(&mut con).await;
+    assert_eq!(tags(&mut con).await, [now(&mut con).await, 1, 1]);
+    // read, then a rewind back between them: the first is left behind it
+    client
+        .rewind("parcels", "s", Start::At(ids[1]))
+        .await
+        .unwrap();
+    assert_eq!(tags(&mut con).await, [now(&mut con).await, 1, 0]);
 }

@@ -164,6 +164,7 @@ scripts! {
     TOPIC_GROUP => "topic_group.lua",
     TOPIC_CLAIM => "topic_claim.lua",
     TOPIC_RENEW => "topic_renew.lua",
+    TOPIC_READ_EPOCH => "topic_read_epoch.lua",
     TOPIC_SETTLE => "topic_settle.lua",
     TOPIC_INFO => "topic_info.lua",
     TOPIC_REQUEUE => "topic_requeue.lua",

@@ -82,7 +82,9 @@ pub struct Delivery {
     /// The subscriber's epoch then: a number that changes when the subscriber
     /// is rewound to before the last event it took (which may deliver events
     /// anew) or is made anew, read with the delivery (on Redis, the key
-    /// `ns:t:{T}:epoch:<subscriber>`, read before the `XREADGROUP`). A settle
+    /// `ns:t:{T}:epoch:<subscriber>`, read before the `XREADGROUP` and, when
+    /// a rewind changed it meanwhile, told per event by
+    /// `topic_read_epoch.lua`). A settle
     /// made once it changed is not applied (the event stays pending: a
     /// replay settles it, or a claim takes it after a lease), as the entry may
     /// be a new delivery by then; rewinds are rare, so is that.

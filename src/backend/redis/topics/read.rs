@@ -127,10 +127,16 @@ impl RedisBackend {
         cmd.arg("STREAMS").arg(stream).arg(">");
         // the subscriber's epoch, read before the events in one pipeline: a
         // rewind after it changes it, so a settle of these then is not
-        // applied (see Delivery::epoch)
+        // applied (see Delivery::epoch); and read again after them: a rewind
+        // while the read waited (or ran) changed it, and
+        // topic_read_epoch.lua tells which epoch the events belong to
         let mut pipe = redis::pipe();
-        pipe.cmd("GET").arg(k.epoch(subscriber)).add_command(cmd);
-        let reply: Result<(Option<u64>, Value)> = if block.is_zero() {
+        pipe.cmd("GET")
+            .arg(k.epoch(subscriber))
+            .add_command(cmd)
+            .cmd("GET")
+            .arg(k.epoch(subscriber));
+        let reply: Result<(Option<u64>, Value, Option<u64>)> = if block.is_zero() {
             let (mut con, _) = self.parts();
             pipe.query_async(&mut con).await.map_err(Error::from)
         } else {
@@ -145,10 +151,14 @@ impl RedisBackend {
             r
         };
         match reply {
-            Ok((epoch, v)) => {
+            Ok((before, v, after)) => {
                 let mut got = entries(&v)?;
+                let before = before.unwrap_or(0);
                 for e in &mut got {
-                    e.epoch = epoch.unwrap_or(0);
+                    e.epoch = before;
+                }
+                if after.unwrap_or(0) != before && !got.is_empty() {
+                    self.read_epoch(&k, subscriber, consumer, &mut got).await;
                 }
                 Ok(Some(got))
             }
@@ -156,6 +166,41 @@ impl RedisBackend {
             Err(e) => {
                 self.drop_reader(&name);
                 Err(e)
+            }
+        }
+    }
+
+    /// Tags the events of a read during which the subscriber's epoch
+    /// changed with the epoch each belongs to (topic_read_epoch.lua): the
+    /// epoch of now for those that no read of it can deliver anew, the one
+    /// read first (already on them) for the others. On an error they keep
+    /// the one read first (their outcomes are then not applied: they run
+    /// again after a lease).
+    async fn read_epoch(
+        &self,
+        k: &crate::backend::redis::keys::TopicKeys,
+        subscriber: &str,
+        consumer: &str,
+        got: &mut [Received],
+    ) {
+        let (mut con, _) = self.parts();
+        let mut cmd = eval(
+            &scripts::TOPIC_READ_EPOCH,
+            &[&k.stream, &k.epoch(subscriber)],
+        );
+        cmd.arg(subscriber).arg(consumer);
+        for e in got.iter() {
+            cmd.arg(e.id.to_string());
+        }
+        let Ok(Value::Array(v)) = run(&mut con, &scripts::TOPIC_READ_EPOCH, &cmd).await else {
+            return;
+        };
+        let Some(Ok(now)) = v.first().map(scripts::int) else {
+            return;
+        };
+        for (e, mine) in got.iter_mut().zip(&v[1..]) {
+            if scripts::int(mine).is_ok_and(|m| m == 1) {
+                e.epoch = now.max(0) as u64;
             }
         }
     }
