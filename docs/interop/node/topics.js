@@ -1,5 +1,5 @@
-// A program that knows nothing of redjob but the topic entry format in its
-// README: it publishes and consumes topic events with a plain Redis client.
+// A program that knows nothing of redjob but the topic entry format of
+// docs/topics.md: it publishes and consumes topic events with a plain Redis client.
 // Usage: node topics.js <port> < ops.json
 // ops: {"op": "publish", "topic", "entries": [[field, value, ...], ...]} → ids
 //      {"op": "consume", "topic", "group", "consumer", "count"} → [{id, type, data}]
