@@ -140,6 +140,55 @@ async fn a_control_whose_notice_was_lost_is_read_when_the_listener_reconnects() 
     w.stop().await;
 }
 
+/// A queue whose keyed job waits behind a long run (its holder leased
+/// elsewhere) stays near idle: a worker with nothing else to do fetches it
+/// about once a minute for the keys' sweep (an RSMQ client may have deleted
+/// the holder), not every 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_job_waiting_behind_a_long_run_costs_a_fetch_a_minute() {
+    use redjob::backend::Backend;
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("work", Default::default())
+        .await
+        .unwrap();
+    let keyed = redjob::client::EnqueueOptions::new().concurrency_key("acct");
+    let holder = client
+        .enqueue_with(&Ping { key: 1 }, keyed.clone())
+        .await
+        .unwrap();
+    client.enqueue_with(&Ping { key: 2 }, keyed).await.unwrap();
+    // the holder runs long elsewhere: its lease is 10 minutes
+    let got = client
+        .backend()
+        .fetch("work", 1, Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(got.jobs[0].id, holder);
+    let w = Worker::builder(client.backend())
+        .queue("work")
+        .handle_signals(false)
+        .lease(Duration::from_secs(60))
+        .data(Recorder::default())
+        .build()
+        .unwrap();
+    let w = start(w);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut con = server.raw().await;
+    reset_stats(&mut con).await;
+    let window = Duration::from_secs(25);
+    tokio::time::sleep(window).await;
+    let calls = command_calls(&mut con).await;
+    w.stop().await;
+    // a fetch every 10 s would be 2 or 3 in the window
+    assert!(
+        calls.get("evalsha").copied().unwrap_or(0) <= 1,
+        "fetches of a queue whose keyed job waits: {calls:?}"
+    );
+}
+
 #[tokio::test]
 async fn idle_worker_on_10_queues_sends_few_commands() {
     let server = RedisServer::start();

@@ -50,8 +50,9 @@
 -- KEYS[4]  the queue's exact dues (ns:q:exact, see index_exact in lib.lua)
 -- KEYS[5]  the queue's starts under a rate limit (ns:q:starts)
 -- KEYS[6]  the queue's keyed set (ns:q:keyed, see concurrency_keys in lib.lua):
---          while it holds jobs, a fetch that will wait names the next second
---          of ten (when idle fetches sweep the keys) as due at the latest
+--          while it holds jobs, a fetch that will wait names the first second
+--          of ten (when idle fetches sweep the keys) a minute on as due at the
+--          latest
 -- KEYS[7]  the queue's concurrency keys (ns:q:keys)
 -- KEYS[8]  the queue's wake set (ns:q:kwake): keys whose places free at a
 --          time (a deleted running job's lease end, a key's throttle end),
@@ -645,11 +646,14 @@ elseif leased < asked then
   if attrs[18] then
     local w = redis.call("ZRANGE", KEYS[8], 0, 0, "WITHSCORES")[2]
     if w and (not first or tonumber(w) * 1000 < first) then first = tonumber(w) * 1000 end
-    -- while keyed jobs wait, the worker also wakes for the next sweep of the
-    -- keys (the next second of ten): a holder an RSMQ client deleted (or
-    -- popped) ran no script to give its place on, and no send may come
+    -- while keyed jobs wait, the worker also wakes for a sweep of the keys
+    -- (in one second of ten) a minute on: a holder an RSMQ client deleted
+    -- (or popped) ran no script to give its place on, and no send may come.
+    -- A holder's settle wakes the workers itself, so this is only that
+    -- case's way out, and a minute keeps queues whose keyed jobs wait
+    -- behind long runs near idle (one fetch a minute a worker)
     if redis.call("ZCARD", KEYS[6]) > 0 then
-      local sweep = (math.floor(now / 10000) + 1) * 10000000
+      local sweep = (math.floor((now + 60000) / 10000) + 1) * 10000000
       if not first or sweep < first then first = sweep end
     end
   end
@@ -722,8 +726,11 @@ elseif attrs[8] and attrs[8] ~= "" then
   set[#set + 1] = ""
 end
 if released_now ~= released_was then
+  -- what this fetch dropped itself, off the count as it is now: a fill or
+  -- an orphans' drop on the way (forget_released in lib.lua) wrote its own
+  local now_count = tonumber(redis.call("HGET", KEYS[2], "redjob:released")) or 0
   set[#set + 1] = "redjob:released"
-  set[#set + 1] = string.format("%.0f", released_now)
+  set[#set + 1] = string.format("%.0f", math.max(now_count - (released_was - released_now), 0))
 end
 if #set > 0 then
   if leased == 0 then allow_writes(KEYS[1]) end
