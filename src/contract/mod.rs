@@ -1,8 +1,9 @@
 //! The contract between the runtime and the storage: the types that cross it
 //! and the traits each backend implements, in terms of those types only.
 //!
-//! Nothing here imports a backend, the client or the worker. The files, from
-//! the ground up (each imports only those above it in this list):
+//! Nothing here imports a backend, the client or the worker. The files,
+//! roughly from the ground up (`history` reads `stored`'s numbers, and
+//! `topics` a helper of `backend`):
 //!
 //! - [`forward`]: `forward!`, one impl of a trait by calling another's, which
 //!   each trait's method list (beside the trait) expands to.
