@@ -374,7 +374,8 @@ macro_rules! conformance_suite {
             a_claimed_deliverys_late_ack_is_not_applied_to_a_read_that_delivered_it_anew);
         $crate::conformance_suite!(@topic_replays $setup, #[$attr],
             a_replay_whose_first_run_died_starts_its_records_over,
-            a_claim_across_a_rewind_keeps_the_records_of_the_count_it_continues);
+            a_claim_across_a_rewind_keeps_the_records_of_the_count_it_continues,
+            a_replay_whose_lone_recorded_run_died_keeps_that_record);
         $crate::conformance_suite!(@control $setup, #[$attr],
             a_quiet_worker_reads_no_topic_event_until_resumed);
         $crate::conformance_suite!(@bulk $setup, #[$attr],

@@ -140,3 +140,26 @@ pub async fn a_claim_across_a_rewind_keeps_the_records_of_the_count_it_continues
         "the records of the count the claim continued"
     );
 }
+
+/// The case the records cannot tell (docs/topics.md): an event with one
+/// recorded run, replayed, whose replay's first run dies with its consumer.
+/// The claim (count 2) sees a record numbered just below its count, as a
+/// claim continuing a delivery does, and keeps it: the letter lists the old
+/// run 1 in place of the replay's lost one.
+pub async fn a_replay_whose_lone_recorded_run_died_keeps_that_record(env: &Env) {
+    let (c, b) = (&env.client, &env.queues());
+    c.subscribe("reruns", "s", Start::Beginning).await.unwrap();
+    let id = c.publish(&Rerun { n: 1 }).await.unwrap();
+    let first = read(b, "c1").await;
+    retry(b, "c1", &first, "old 1").await;
+    c.rewind("reruns", "s", Start::Beginning).await.unwrap();
+    let replay = read(b, "gone").await;
+    assert_eq!((replay.id, replay.deliveries), (id, 1));
+    let taken = claim(b, "c2", id).await;
+    assert_eq!(taken.deliveries, 2);
+    assert_eq!(
+        bury(b, c, "c2", &taken).await,
+        ["1 old 1", "2 gone for good"],
+        "the old record stands for the lost run"
+    );
+}
