@@ -47,6 +47,33 @@ async fn rsmq_delete(server: &RedisServer, queue: &str, id: &JobId) {
         .unwrap();
 }
 
+/// Fetches job `id`, the next due of `queue`, and releases it at once: it
+/// keeps its lease's end in `<id>:l` (and `redjob:released` counts it).
+async fn fetch_and_release(backend: &RedisBackend, queue: &str, id: JobId) {
+    let d = backend
+        .fetch(queue, 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
+    assert_eq!(d.id, id);
+    let release = Settle {
+        reschedules: vec![Reschedule {
+            id,
+            token: d.token,
+            delay: Duration::ZERO,
+            deliveries: 0,
+            release: true,
+            error: None,
+        }],
+        ..Settle::default()
+    };
+    assert_eq!(
+        backend.settle(queue, &release).await.unwrap().rescheduled,
+        1
+    );
+}
+
 /// Redis's clock, Unix ms.
 async fn redis_ms(server: &RedisServer) -> u64 {
     let mut con = server.raw().await;
@@ -176,24 +203,7 @@ async fn a_released_jobs_lease_end_an_rsmq_delete_leaves_behind_is_swept() {
     let id = Queues::send(&rsmq, "rq", SendMessage::new("x"))
         .await
         .unwrap();
-    let d = backend
-        .fetch("rq", 1, Duration::from_secs(60))
-        .await
-        .unwrap()
-        .jobs
-        .remove(0);
-    let release = Settle {
-        reschedules: vec![Reschedule {
-            id,
-            token: d.token,
-            delay: Duration::ZERO,
-            deliveries: 0,
-            release: true,
-            error: None,
-        }],
-        ..Settle::default()
-    };
-    assert_eq!(backend.settle("rq", &release).await.unwrap().rescheduled, 1);
+    fetch_and_release(&backend, "rq", id).await;
     let m = rsmq.receive("rq", None).await.unwrap().unwrap();
     assert_eq!(m.id, id);
     rsmq_delete(&server, "rq", &id).await;
@@ -293,20 +303,7 @@ async fn a_fetch_that_drops_lease_ends_two_ways_counts_both_out() {
     let x = Queues::send(&rsmq, "mk", SendMessage::new("x"))
         .await
         .unwrap();
-    let d = backend.fetch("mk", 1, lease).await.unwrap().jobs.remove(0);
-    assert_eq!(d.id, x);
-    let release = Settle {
-        reschedules: vec![Reschedule {
-            id: x,
-            token: d.token,
-            delay: Duration::ZERO,
-            deliveries: 0,
-            release: true,
-            error: None,
-        }],
-        ..Settle::default()
-    };
-    assert_eq!(backend.settle("mk", &release).await.unwrap().rescheduled, 1);
+    fetch_and_release(&backend, "mk", x).await;
     rsmq_delete(&server, "mk", &x).await;
     // the key's next job with a lease end of its own (as if released
     // before), deleted by an RSMQ client, and the holder deleted too
