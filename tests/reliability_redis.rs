@@ -653,17 +653,18 @@ async fn refused_part_way_for_memory(n: u64, room: u64, step: usize) -> usize {
 /// replicas confirmed the jobs it stored.
 async fn refused_part_way(n: u64, room: u64, step: usize, wait: bool) -> usize {
     let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
-    let client = if wait {
-        let mut cfg = ClientConfig::from_url(server.url());
-        cfg.redis.response_timeout = Duration::from_secs(2);
+    // Redis answers here: the reply to a round trip of 16,000 jobs (24 MB)
+    // is waited for, not given up on after a second (under load it came
+    // later, and the send failed as `timed out`, not `PartlySent`)
+    let mut cfg = ClientConfig::from_url(server.url());
+    cfg.redis.response_timeout = Duration::from_secs(30);
+    if wait {
         cfg.redis.wait_for_replicas = Some(redjob::connection::WaitForReplicas {
             replicas: 1,
             timeout: Duration::from_millis(20),
         });
-        Client::from_config(cfg).await.unwrap()
-    } else {
-        client(&server.url()).await
-    };
+    }
+    let client = Client::from_config(cfg).await.unwrap();
     client
         .queues()
         .create_queue("rel", QueueOptions::default())
