@@ -59,6 +59,18 @@ impl Fields {
         forms
     }
 
+    /// Field `name`, trimmed, unless it is left out, empty, or sent as the
+    /// page showed it (its hidden `<name>_was`): a settings form saved with
+    /// one field changed changes that part alone, and leaves the others as
+    /// stored now, which another operator may have changed since the page
+    /// was read.
+    fn changed(&self, name: &str) -> Option<&str> {
+        let was = self.get(&format!("{name}_was")).map(str::trim);
+        self.get(name)
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && Some(*v) != was)
+    }
+
     fn all(&self, name: &str) -> impl Iterator<Item = &str> {
         self.0
             .iter()

@@ -77,14 +77,7 @@ async fn on_queue(
             // as does one sent as the page showed it (`<name>_was`: the part
             // stays as stored now, which another operator may have changed
             // since); `none`: no limit
-            let given = |name: &str| {
-                let was = fields.get(&format!("{name}_was")).map(str::trim);
-                fields
-                    .get(name)
-                    .map(str::trim)
-                    .filter(|v| !v.is_empty() && Some(*v) != was)
-            };
-            let (per_worker, global) = (given("concurrency"), given("global"));
+            let (per_worker, global) = (fields.changed("concurrency"), fields.changed("global"));
             if per_worker.is_none() && global.is_none() {
                 return Ok(back(
                     &ctx,
@@ -152,11 +145,26 @@ async fn on_queue(
             format!("Saved: rate limit {rate} across all workers.")
         }
         "settings" if fields.any("history") => {
-            // the history's form: a field left out or empty keeps the value
-            // in force; `none` is no limit, an arguments' age of 0s keeps none
+            // the history's form: a field left out, empty or sent as the
+            // page showed it keeps the value in force now (which another
+            // operator may have changed since the page was read); `none` is
+            // no limit, an arguments' age of 0s keeps none
+            let given = |name: &str| fields.changed(name);
+            let names = [
+                "history",
+                "history_max_count",
+                "history_max_age",
+                "history_args_max_age",
+            ];
+            if names.iter().all(|n| given(n).is_none()) {
+                return Ok(back(
+                    &ctx,
+                    &format!("/queues/{}", seg(&queue)),
+                    "Nothing changed.",
+                ));
+            }
             let now = c.settings(&queue).await?.in_force().history;
             let bad = |e: String| WebError::BadRequest(e);
-            let given = |name| fields.get(name).map(str::trim).filter(|v| !v.is_empty());
             let enabled = match given("history") {
                 None => now.enabled,
                 Some("on") => true,
@@ -204,10 +212,18 @@ async fn on_queue(
             )
         }
         "settings" if fields.any("dead_") => {
-            // a field left out or empty keeps the value in force; `none` is no limit
+            // a field left out, empty or sent as the page showed it keeps
+            // the value in force now; `none` is no limit
+            let given = |name: &str| fields.changed(name);
+            if given("dead_max_count").is_none() && given("dead_max_age").is_none() {
+                return Ok(back(
+                    &ctx,
+                    &format!("/queues/{}", seg(&queue)),
+                    "Nothing changed.",
+                ));
+            }
             let now = c.settings(&queue).await?.in_force().dead_letters;
             let bad = |e: String| WebError::BadRequest(e);
-            let given = |name| fields.get(name).map(str::trim).filter(|v| !v.is_empty());
             let count = match given("dead_max_count") {
                 None => now.max_count,
                 Some("none") => None,

@@ -310,6 +310,10 @@ fn settings_form(
                 p.muted { "Dead letters (" (from) "):" }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
+                    // the values shown: a field saved as shown is left as
+                    // stored then (see the concurrency's form)
+                    input type="hidden" name="dead_max_count_was" value=(count);
+                    input type="hidden" name="dead_max_age_was" value=(age);
                     label { "Dead letters: at most " input type="text" name="dead_max_count" value=(count) size="8"; }
                     " "
                     label { "for " input type="text" name="dead_max_age" value=(age) size="8"; }
@@ -318,6 +322,10 @@ fn settings_form(
                 p.muted { "History of finished jobs (" (hfrom) "):" }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
+                    input type="hidden" name="history_was" value=(if h.enabled { "on" } else { "off" });
+                    input type="hidden" name="history_max_count_was" value=(hcount);
+                    input type="hidden" name="history_max_age_was" value=(hage);
+                    input type="hidden" name="history_args_max_age_was" value=(hargs);
                     label { "History: "
                         select name="history" {
                             option value="on" selected[h.enabled] { "on" }

@@ -1,0 +1,160 @@
+//! The queue page's dead-letter and history forms posted as a browser posts
+//! them (every field as the page showed it, one changed): a part left as
+//! shown keeps the value stored now, which another operator may have changed
+//! since the page was read, and a form saved unchanged stores nothing (the
+//! setting stays the default, so a worker's own value may still be stored).
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod http;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::RedisServer;
+use http::{get_with, note, post, session};
+use redjob::Client;
+use redjob::ops::{Admin, History, QueueSettings, Retention};
+use redjob::queue::{QueueOptions, Queues};
+
+async fn setup() -> (RedisServer, Client) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .queues()
+        .create_queue("mail", QueueOptions::default())
+        .await
+        .unwrap();
+    (server, client)
+}
+
+/// The value of attribute `name` in the tag `tag` (as maud writes it).
+fn attr(tag: &str, name: &str) -> Option<String> {
+    let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    let len = tag[start..].find('"')?;
+    Some(
+        tag[start..start + len]
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&"),
+    )
+}
+
+/// The fields the form holding a field named `marker` sends as the page
+/// showed it: its inputs' values and its selects' selected options.
+fn form_as_shown(body: &str, marker: &str) -> Vec<(String, String)> {
+    let at = body
+        .find(&format!("name=\"{marker}\""))
+        .unwrap_or_else(|| panic!("no field {marker}: {body}"));
+    let start = body[..at].rfind("<form").unwrap();
+    let end = at + body[at..].find("</form>").unwrap();
+    let form = &body[start..end];
+    let mut fields = Vec::new();
+    for tag in form.split('<').skip(1) {
+        let tag = tag.split('>').next().unwrap_or("");
+        if tag.starts_with("input ")
+            && let (Some(n), Some(v)) = (attr(tag, "name"), attr(tag, "value"))
+        {
+            fields.push((n, v));
+        }
+    }
+    for select in form.split("<select ").skip(1) {
+        let name = attr(&format!(" {select}"), "name").unwrap();
+        let options = select.split("</select>").next().unwrap();
+        let chosen = options
+            .split("<option ")
+            .skip(1)
+            .find(|o| o.split('>').next().unwrap().contains("selected"))
+            .and_then(|o| attr(&format!(" {o}"), "value"))
+            .unwrap();
+        fields.push((name, chosen));
+    }
+    fields
+}
+
+/// `fields` with `name` set to `value`.
+fn with(fields: &[(String, String)], name: &str, value: &str) -> Vec<(String, String)> {
+    let mut f = fields.to_vec();
+    f.iter_mut().find(|(n, _)| n == name).unwrap().1 = value.into();
+    f
+}
+
+async fn post_form(app: &axum::Router, cookie: &str, fields: &[(String, String)]) -> http::Got {
+    let form: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    post(app, "/queues/mail/settings", cookie, &form).await
+}
+
+#[tokio::test]
+async fn the_history_and_dead_letter_forms_keep_a_part_another_operator_changed_since_the_page_was_read()
+ {
+    let (_server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let (cookie, _) = session(&app, "/queues/mail", true).await;
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    let history = form_as_shown(&page.body, "history_max_count");
+    let dead = form_as_shown(&page.body, "dead_max_count");
+
+    // another operator keeps the history a week, and dead letters a day
+    let other = client.clone().acting_as("cli bob");
+    let week = History {
+        max_age: Some(Duration::from_secs(7 * 86_400)),
+        ..History::default()
+    };
+    other
+        .set_settings("mail", &QueueSettings::history(week))
+        .await
+        .unwrap();
+    let day = Retention {
+        max_age: Some(Duration::from_secs(86_400)),
+        ..Retention::default()
+    };
+    other
+        .set_settings("mail", &QueueSettings::dead_letters(day))
+        .await
+        .unwrap();
+
+    // this operator saves the forms as the page showed them, the count changed
+    let r = post_form(&app, &cookie, &with(&history, "history_max_count", "5000")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let h = client.settings("mail").await.unwrap().history.unwrap();
+    assert_eq!(
+        (h.max_count, h.max_age),
+        (Some(5000), week.max_age),
+        "the history's age shown was put back over bob's week ({})",
+        note(&r)
+    );
+    let r = post_form(&app, &cookie, &with(&dead, "dead_max_count", "250")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let d = client.settings("mail").await.unwrap().dead_letters.unwrap();
+    assert_eq!(
+        (d.max_count, d.max_age),
+        (Some(250), day.max_age),
+        "the dead letters' age shown was put back over bob's day ({})",
+        note(&r)
+    );
+}
+
+#[tokio::test]
+async fn the_history_and_dead_letter_forms_saved_unchanged_store_nothing() {
+    let (_server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let (cookie, _) = session(&app, "/queues/mail", true).await;
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    for marker in ["history_max_count", "dead_max_count"] {
+        let r = post_form(&app, &cookie, &form_as_shown(&page.body, marker)).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+        assert!(
+            note(&r).contains("Nothing changed"),
+            "{marker}: {}",
+            note(&r)
+        );
+    }
+    let s = client.settings("mail").await.unwrap();
+    assert_eq!(
+        (s.history, s.dead_letters),
+        (None, None),
+        "the defaults shown were stored as the dashboard's"
+    );
+}
