@@ -506,6 +506,66 @@ async fn out_of_memory_refuses_enqueues_whole_and_workers_drain() {
     assert_eq!(keys.len() as u64, accepted);
 }
 
+/// A worker whose builder has settings to store (a history, here) started
+/// while Redis is out of memory drains the queue all the same: the store of
+/// its settings, refused by Redis before, failed the dispatcher's read of
+/// them, and the dispatcher released every job it fetched until that read
+/// passed, over and over: nothing ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_settings_to_store_started_out_of_memory_drains_the_queue() {
+    let server =
+        RedisServer::start_with(&["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]);
+    let client = client(&server.url()).await;
+    client
+        .queues()
+        .create_queue("rel", QueueOptions::default())
+        .await
+        .unwrap();
+    // kept without arguments, so that draining frees the memory (as above)
+    let lean = History {
+        args_max_age: Some(Duration::ZERO),
+        ..History::default()
+    };
+    client
+        .set_settings("rel", &QueueSettings::history(lean))
+        .await
+        .unwrap();
+    let pad = "x".repeat(4000);
+    let mut accepted = 0u64;
+    let refused = loop {
+        let job = Mark {
+            key: accepted,
+            pad: pad.clone(),
+        };
+        match client.enqueue(&job).await {
+            Ok(_) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 20_000, "maxmemory never reached");
+    };
+    assert!(matches!(refused, Error::OutOfMemory(_)), "{refused:?}");
+    assert!(accepted >= 100, "out of memory after {accepted} jobs");
+    let rec = Recorder::default();
+    let running = start(
+        Worker::builder(client.backend())
+            .queue("rel")
+            .history(lean)
+            .handle_signals(false)
+            .lease(Duration::from_secs(2))
+            .poll_interval(Duration::from_secs(1))
+            .data(rec.clone())
+            .build()
+            .unwrap(),
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || rec.len() as u64 >= accepted).await,
+        "ran {} of {accepted} jobs",
+        rec.len()
+    );
+    assert_drained(&client).await;
+    running.stop().await;
+}
+
 /// Sleeps `ms`, recording its start.
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "nap", queue = "rel")]

@@ -280,6 +280,8 @@ struct Faulty<B> {
     /// Each job handed to the worker reaches it this much later (a slow
     /// notification connection).
     handoffs_late: Option<Duration>,
+    /// Every read of the queues' settings fails, and is counted here.
+    settings_fail: Option<Arc<AtomicU32>>,
 }
 
 impl<B: Backend> Faulty<B> {
@@ -297,6 +299,7 @@ impl<B: Backend> Faulty<B> {
             renewals_fail: None,
             outage: None,
             handoffs_late: None,
+            settings_fail: None,
         }
     }
 }
@@ -584,6 +587,20 @@ impl<B: Backend> Backend for Faulty<B> {
     }
     async fn cancel_job(&self, q: &str, id: &JobId, by: &str) -> redjob::Result<bool> {
         self.inner.cancel_job(q, id, by).await
+    }
+    async fn init_settings(
+        &self,
+        q: &str,
+        s: &redjob::ops::QueueSettings,
+        by: &str,
+    ) -> redjob::Result<redjob::ops::QueueSettings> {
+        if let Some(reads) = &self.settings_fail {
+            reads.fetch_add(1, Ordering::SeqCst);
+            return Err(redjob::Error::Protocol(
+                "OOM command not allowed (simulated)".into(),
+            ));
+        }
+        self.inner.init_settings(q, s, by).await
     }
     async fn tick(
         &self,
@@ -1332,6 +1349,51 @@ async fn fetch_backoff_ends_when_the_backend_is_back_and_a_job_arrives() {
     );
     stop.cancel();
     h.await.unwrap().unwrap();
+}
+
+/// A worker whose reads of its queue's settings fail (a Redis out of memory
+/// refuses their store, say) serves the queue under its own values, as the
+/// warning of a worker that could not read them at its start says, and reads
+/// them again now and then, not before every fetch. The old dispatcher
+/// released every job it fetched until a read passed, fetch after fetch:
+/// nothing ran.
+#[tokio::test]
+async fn a_queue_whose_settings_cannot_be_read_is_served_under_the_workers_own() {
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    client
+        .queues()
+        .create_queue("hw", QueueOptions::default())
+        .await
+        .unwrap();
+    let reads = Arc::new(AtomicU32::new(0));
+    let backend = Faulty {
+        settings_fail: Some(reads.clone()),
+        ..Faulty::new(mem)
+    };
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe)
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    for key in 0..20 {
+        client.enqueue(&Hold { key, ms: 0 }).await.unwrap();
+    }
+    assert!(
+        wait_until(Duration::from_secs(8), || rec.len() == 20).await,
+        "ran {} of 20 jobs ({} reads of the settings)",
+        rec.len(),
+        reads.load(Ordering::SeqCst)
+    );
+    let tried = reads.load(Ordering::SeqCst);
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    assert!(tried < 40, "{tried} reads of the settings");
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
+use super::settings::Found;
 use super::slots::{Freed, give_back, running_slot, slots};
 use crate::contract::backend::Backend;
 
@@ -61,6 +62,10 @@ const PAUSED_QUEUE_POLL: Duration = Duration::from_secs(5);
 /// again, should no notice come.
 const SLOT_RECHECK: Duration = Duration::from_millis(50);
 
+/// How often a dispatcher tries again to read its queue's settings while
+/// the reads fail (it fetches meanwhile; see `Found::Failed`).
+const SETTINGS_RETRY: Duration = Duration::from_secs(1);
+
 /// The most jobs a hand-off registration is good for (the Redis backend's
 /// sends count no further, see HANDS_MAX in lib.lua): a worker with more
 /// running slots free registers again after that many hand-offs.
@@ -74,6 +79,8 @@ impl<B: Backend> Dispatcher<B> {
         let mut served = false;
         let mut paused = false;
         let mut slot_freed = false;
+        // when this dispatcher's last read of the queue's settings failed
+        let mut read_failed = None;
         // this dispatcher's number, and its place while it waits for a share
         let me = self.env.shared.turns.ticket();
         let mut place = None;
@@ -88,9 +95,23 @@ impl<B: Backend> Dispatcher<B> {
             }
             // a queue that did not exist when last looked for: its limits (the
             // builder's stored where none is) are read before any lease, and
-            // before the prefetch is decided
+            // before the prefetch is decided. A read that failed (a Redis out
+            // of memory refused the store, say) leaves the queue served under
+            // the values the worker holds, as a worker that could not read
+            // them at its start is, until a read passes (tried again at most
+            // once a SETTINGS_RETRY here, and at the heartbeat's pace by the
+            // settings' follower): releasing what each fetch leased instead
+            // ran nothing, fetch after fetch
             let unread = !self.follow.is_read(&self.env.queue)
-                && !self.follow.read(&self.backend, &self.env.queue).await;
+                && read_failed.is_none_or(|at: Instant| at.elapsed() >= SETTINGS_RETRY)
+                && match self.follow.read(&self.backend, &self.env.queue).await {
+                    Found::Missing => true,
+                    Found::Failed => {
+                        read_failed = Some(Instant::now());
+                        false
+                    }
+                    Found::Read => false,
+                };
             let mut n = tokio::select! {
                 n = self.slots() => n,
                 _ = self.env.per_queue.stop.cancelled() => return,

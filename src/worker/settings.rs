@@ -89,15 +89,16 @@ impl Follow {
     }
 
     /// Stores the builder's values for `queue` where none is and sizes its
-    /// limit as the stored ones say; whether the queue exists.
+    /// limit as the stored ones say; whether they were read, or the queue
+    /// found missing.
     ///
     /// A dispatcher calls it before it fetches from a queue not read yet (one
     /// created after the worker started): the builder's limits are stored
     /// before the first job of the queue is leased.
-    pub async fn read<B: Backend>(&self, backend: &B, queue: &str) -> bool {
+    pub async fn read<B: Backend>(&self, backend: &B, queue: &str) -> Found {
         let (Some((limit, own)), Some(read)) = (self.limits.get(queue), self.read.get(queue))
         else {
-            return false;
+            return Found::Missing;
         };
         let settings = self.builder(own);
         match backend.init_settings(queue, &settings, &self.by).await {
@@ -151,15 +152,15 @@ impl Follow {
                     wake.notify_one();
                 }
                 read.store(true, Ordering::SeqCst);
-                true
+                Found::Read
             }
             Err(Error::QueueNotFound { .. }) => {
                 read.store(false, Ordering::SeqCst);
-                false
+                Found::Missing
             }
             Err(e) => {
                 tracing::warn!(queue = %queue, error = %e, "could not read the queue's settings; will retry");
-                false
+                Found::Failed
             }
         }
     }
@@ -194,6 +195,18 @@ impl Follow {
     }
 }
 
+/// What [`Follow::read`] found.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Found {
+    /// The stored settings, read (and the builder's stored where none was).
+    Read,
+    /// The queue does not exist (yet).
+    Missing,
+    /// The read failed: the queue is served under the values the worker
+    /// holds (its builder's, or those it read last) until a read passes.
+    Failed,
+}
+
 /// Whether `s` limits the queue across the fleet (a global concurrency or a
 /// rate limit): its jobs are then leased only as they can start.
 pub(crate) fn fleet_limited(s: &QueueSettings) -> bool {
@@ -222,7 +235,7 @@ pub(crate) async fn init<B: Backend>(
             if !(all || recheck || missing.contains(queue)) {
                 continue;
             }
-            if follow.read(&backend, queue).await {
+            if follow.read(&backend, queue).await == Found::Read {
                 missing.remove(queue);
             } else {
                 missing.insert(queue.clone());

@@ -33,6 +33,12 @@ local n = tonumber(ARGV[2])
 if not redis.call("HGET", KEYS[1], "vt") then return {-1} end
 local mode = ARGV[1]
 if mode ~= "get" then
+  -- a worker reads its queues' settings this way before it leases, so this
+  -- must pass when Redis is at maxmemory with noeviction, as the worker
+  -- scripts do (see allow_writes in lib.lua): a first write that cannot grow
+  -- memory (HDEL of the empty field, which no message has), after which
+  -- Redis lets the HSETNX below through, stored or not
+  redis.call("HDEL", KEYS[1], "")
   local change = string.format("%.0f %s", clock(), ARGV[3 + 3 * n])
   for i = 1, n do
     local field, value, by = ARGV[2 + i], ARGV[2 + n + i], ARGV[2 + 2 * n + i]
