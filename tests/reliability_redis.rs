@@ -566,6 +566,64 @@ async fn a_worker_with_settings_to_store_started_out_of_memory_drains_the_queue(
     running.stop().await;
 }
 
+/// Jobs of a batch settle while Redis is out of memory, as other jobs do:
+/// the settle's mark of the queue as holding batch finishes (`marks.lua`)
+/// made a write Redis refuses over maxmemory first, and the settle waited
+/// for it, with every job of its call, for as long as memory stayed full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_of_a_batch_settle_out_of_memory() {
+    let server =
+        RedisServer::start_with(&["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]);
+    let client = client(&server.url()).await;
+    client
+        .queues()
+        .create_queue("rel", QueueOptions::default())
+        .await
+        .unwrap();
+    let lean = History {
+        args_max_age: Some(Duration::ZERO),
+        ..History::default()
+    };
+    client
+        .set_settings("rel", &QueueSettings::history(lean))
+        .await
+        .unwrap();
+    let members: Vec<Mark> = (0..50).map(|key| mark(100_000 + key)).collect();
+    client.batch().jobs(&members).enqueue().await.unwrap();
+    let pad = "x".repeat(4000);
+    let mut accepted = 0u64;
+    let refused = loop {
+        let job = Mark {
+            key: accepted,
+            pad: pad.clone(),
+        };
+        match client.enqueue(&job).await {
+            Ok(_) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 20_000, "maxmemory never reached");
+    };
+    assert!(matches!(refused, Error::OutOfMemory(_)), "{refused:?}");
+    assert!(accepted >= 100, "out of memory after {accepted} jobs");
+    let rec = Recorder::default();
+    let running = serve(&client, &rec);
+    assert!(
+        wait_until(Duration::from_secs(20), || rec.len() as u64
+            >= accepted + 50)
+        .await,
+        "ran {} of {} jobs",
+        rec.len(),
+        accepted + 50
+    );
+    let left = || async { client.queues().attributes("rel").await.unwrap().msgs };
+    assert!(
+        wait_for(Duration::from_secs(10), || async { left().await == 0 }).await,
+        "{} jobs left in the queue",
+        left().await
+    );
+    running.stop().await;
+}
+
 /// Sleeps `ms`, recording its start.
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "nap", queue = "rel")]

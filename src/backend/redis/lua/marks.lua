@@ -36,6 +36,10 @@
 local now = clock()
 local what = ARGV[1]
 if what == "m" then
+  -- a worker marks the queue before it settles jobs of batches there, and
+  -- its settle waits for the mark: it must pass when Redis is at maxmemory
+  -- with noeviction, as the settle does (see allow_writes in lib.lua)
+  allow_writes(KEYS[1])
   redis.call("ZADD", KEYS[1], "GT", string.format("%.0f", now + tonumber(ARGV[3])), "q" .. ARGV[2])
   return 1
 elseif what == "x" then
