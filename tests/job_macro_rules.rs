@@ -73,3 +73,71 @@ fn attribute_values_from_macro_rules_expr_fragments_are_accepted() {
         ("nested_queue", 11, Duration::from_millis(750))
     );
 }
+
+/// A job keyed by a field whose name is a keyword (a raw identifier), named
+/// as serde names it.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "keyed_by_raw_field", concurrency_key = "type")]
+struct KeyedByRawField {
+    r#type: String,
+}
+
+/// The same, the field named as it is written.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "keyed_by_raw_field_as_written", concurrency_key = "r#type")]
+struct KeyedByRawFieldAsWritten {
+    r#type: u32,
+}
+
+impl Job for KeyedByRawField {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+impl Job for KeyedByRawFieldAsWritten {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_concurrency_key_may_name_a_raw_identifier_field() {
+    let job = KeyedByRawField {
+        r#type: "pdf".into(),
+    };
+    assert_eq!(job.concurrency_key().unwrap().as_deref(), Some("pdf"));
+    let job = KeyedByRawFieldAsWritten { r#type: 7 };
+    assert_eq!(job.concurrency_key().unwrap().as_deref(), Some("7"));
+    // the field's name in the job's JSON arguments, where `redjob enqueue`
+    // looks for the key
+    assert_eq!(KeyedByRawField::OPTIONS.concurrency_key, Some("type"));
+    assert_eq!(
+        KeyedByRawFieldAsWritten::OPTIONS.concurrency_key,
+        Some("type")
+    );
+    let args = serde_json::to_value(&job).unwrap();
+    assert_eq!(args["type"], 7);
+}
+
+/// A job type whose name is a keyword, written as a raw identifier.
+#[allow(non_camel_case_types)]
+#[derive(Serialize, Deserialize, Job)]
+struct r#gen;
+
+impl Job for r#gen {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// An event type named so.
+#[allow(non_camel_case_types)]
+#[derive(Serialize, Deserialize, redjob::topic::Event)]
+struct r#try;
+
+#[test]
+fn a_raw_identifier_type_is_named_as_written_without_its_prefix() {
+    assert_eq!(r#gen::NAME, "gen");
+    assert_eq!(<r#try as redjob::topic::Event>::NAME, "try");
+}

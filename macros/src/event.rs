@@ -2,6 +2,7 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{DeriveInput, Expr, ExprLit, Lit, LitStr};
 
@@ -107,7 +108,9 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     let a = parse(input, &mut errors);
     errors.finish()?;
     let ident = &input.ident;
-    let name = a.name.map_or_else(|| ident.to_string(), |s| s.value());
+    let name = a
+        .name
+        .map_or_else(|| ident.unraw().to_string(), |s| s.value());
     let mut sets = Vec::new();
     if let Some(t) = a.topic {
         sets.push(quote!(o.topic = #t;));

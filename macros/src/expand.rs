@@ -3,6 +3,7 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::DeriveInput;
+use syn::ext::IdentExt;
 
 use crate::attr::{self, Errors};
 
@@ -30,7 +31,7 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
         let mut out = e.into_compile_error();
         if shape_ok {
             let ident = &input.ident;
-            let name = ident.to_string();
+            let name = ident.unraw().to_string();
             let output = attrs
                 .output
                 .as_ref()
@@ -48,7 +49,9 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     }
 
     let ident = &input.ident;
-    let name = attrs.name.map_or_else(|| ident.to_string(), |s| s.value());
+    let name = attrs
+        .name
+        .map_or_else(|| ident.unraw().to_string(), |s| s.value());
     let mut sets = Vec::new();
     if let Some(q) = attrs.queue {
         sets.push(quote!(o.queue = #q;));
@@ -79,9 +82,15 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
         sets.push(quote!(o.unique_for = ::core::option::Option::Some(::core::time::Duration::from_millis(#ms));));
     }
     let mut key_fn = quote!();
-    if let Some(field) = &attrs.concurrency_key {
+    if let Some((field, member)) = attrs
+        .concurrency_key
+        .as_ref()
+        .and_then(|f| key_field(input, f).map(|m| (f, m)))
+    {
+        // the name serde gives the field (`type` for `r#type`), which the CLI
+        // looks up in a job's JSON arguments
+        let field = syn::LitStr::new(&member.unraw().to_string(), field.span());
         sets.push(quote!(o.concurrency_key = ::core::option::Option::Some(#field);));
-        let member = syn::Ident::new(&field.value(), field.span());
         key_fn = quote! {
             fn concurrency_key(&self) -> ::redjob::Result<::core::option::Option<::std::string::String>> {
                 ::redjob::job::key_of_value(#name, #field, &self.#member).map(::core::option::Option::Some)
@@ -191,17 +200,7 @@ fn check_keyed(input: &DeriveInput, attrs: &attr::JobAttrs, errors: &mut Errors)
         }
         return;
     };
-    let found = match &input.data {
-        syn::Data::Struct(syn::DataStruct {
-            fields: syn::Fields::Named(named),
-            ..
-        }) => named
-            .named
-            .iter()
-            .any(|f| f.ident.as_ref().is_some_and(|i| *i == field.value())),
-        _ => false,
-    };
-    if !found {
+    if key_field(input, field).is_none() {
         errors.push(syn::Error::new(
             field.span(),
             format!(
@@ -222,4 +221,23 @@ fn check_keyed(input: &DeriveInput, attrs: &attr::JobAttrs, errors: &mut Errors)
             "a job with a concurrency key cannot also be unique",
         ));
     }
+}
+
+/// The field of a struct with named fields that `concurrency_key = "name"`
+/// names: by its name as serde sees it (`type` for a field `r#type`), or as
+/// written (`r#type`).
+fn key_field<'a>(input: &'a DeriveInput, name: &syn::LitStr) -> Option<&'a syn::Ident> {
+    let syn::Data::Struct(syn::DataStruct {
+        fields: syn::Fields::Named(named),
+        ..
+    }) = &input.data
+    else {
+        return None;
+    };
+    let name = name.value();
+    named
+        .named
+        .iter()
+        .filter_map(|f| f.ident.as_ref())
+        .find(|i| **i == name || i.unraw() == name)
 }

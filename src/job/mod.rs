@@ -104,7 +104,7 @@ pub trait JobSpec {
     /// The stable name stored in the envelope's `type` field.
     ///
     /// Defaults to the bare type name, without its module path: `struct Cleanup`
-    /// is `"Cleanup"` in any module. Set it with `#[job(name = "...")]` so that
+    /// is `"Cleanup"` in any module (`struct r#gen` is `"gen"`). Set it with `#[job(name = "...")]` so that
     /// renaming or moving the type keeps stored jobs decodable. Names must be
     /// unique among the job types linked into a program: a worker refuses to
     /// build ([`Error::DuplicateJobName`](crate::Error::DuplicateJobName)) when
