@@ -253,6 +253,9 @@ pub fn duration(s: &LitStr) -> syn::Result<u64> {
     };
     let split = v.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
     let (num, unit) = v.split_at(split);
+    if num.is_empty() {
+        return Err(err());
+    }
     let mult = match unit {
         "ms" => 1,
         "s" => 1_000,
@@ -277,5 +280,32 @@ pub fn duration(s: &LitStr) -> syn::Result<u64> {
         }
         Some(ms) => Ok(ms),
         None => refuse("the number is too large"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(s: &str) -> String {
+        let lit = LitStr::new(s, proc_macro2::Span::call_site());
+        duration(&lit).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_duration_without_a_number_says_so() {
+        for s in ["s", "ms", " 30s", "-5s"] {
+            assert_eq!(
+                message(s),
+                format!(
+                    "invalid duration {s:?}: expected a number with a unit of ms, s, m, h or d, e.g. \"30s\""
+                )
+            );
+        }
+        assert!(message("99999999999999999999s").ends_with("the number is too large"));
+        assert_eq!(
+            duration(&LitStr::new("30s", proc_macro2::Span::call_site())).unwrap(),
+            30_000
+        );
     }
 }
