@@ -60,7 +60,7 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
             }
             let value: Expr = meta.value()?.parse()?;
             match key.as_str() {
-                "name" => set(&mut out.name, string(&value).and_then(name), &value, errors),
+                "name" => set(&mut out.name, string(&value).and_then(job_name), &value, errors),
                 "queue" => set(&mut out.queue, string(&value).and_then(queue), &value, errors),
                 "max_attempts" => set(&mut out.max_attempts, attempts(&value), &value, errors),
                 "timeout" => set(&mut out.timeout_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
@@ -118,6 +118,27 @@ pub fn string(e: &Expr) -> syn::Result<LitStr> {
 pub fn name(s: LitStr) -> syn::Result<LitStr> {
     if s.value().is_empty() {
         return Err(syn::Error::new(s.span(), "job name must not be empty"));
+    }
+    Ok(s)
+}
+
+/// A job's name: not empty, and written in its envelope's JSON as it is
+/// (no `"`, `\` or control character, which JSON escapes): the history reads
+/// a job's type from the envelope's text (`body_type` in lib.lua and
+/// history.rs), and an escaped name would be no type there.
+fn job_name(s: LitStr) -> syn::Result<LitStr> {
+    let s = name(s)?;
+    if let Some(c) = s
+        .value()
+        .chars()
+        .find(|c| *c == '"' || *c == '\\' || c.is_control())
+    {
+        return Err(syn::Error::new(
+            s.span(),
+            format!(
+                "job name must not hold {c:?}: quotes, backslashes and control characters are escaped in the stored job, where the history cannot read its type"
+            ),
+        ));
     }
     Ok(s)
 }
@@ -290,6 +311,26 @@ mod tests {
     fn message(s: &str) -> String {
         let lit = LitStr::new(s, proc_macro2::Span::call_site());
         duration(&lit).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_job_name_json_would_escape_is_refused() {
+        let check = |s: &str| {
+            let lit = LitStr::new(s, proc_macro2::Span::call_site());
+            let attr: Attribute = syn::parse_quote!(#[job(name = #lit)]);
+            let mut errors = Errors::default();
+            let parsed = parse(&[attr], &mut errors);
+            errors.finish().map(|()| parsed.name.map(|n| n.value()))
+        };
+        for bad in ["say \"hi\"", "a\\b", "tab\there", "line\n"] {
+            let e = check(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} was accepted"));
+            assert!(e.to_string().starts_with("job name must not hold"), "{e}");
+        }
+        for ok in ["send_email", "billing.charge/v2", "café", "a b:c"] {
+            assert_eq!(check(ok).unwrap().as_deref(), Some(ok));
+        }
     }
 
     #[test]

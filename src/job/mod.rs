@@ -104,8 +104,11 @@ pub trait JobSpec {
     /// The stable name stored in the envelope's `type` field.
     ///
     /// Defaults to the bare type name, without its module path: `struct Cleanup`
-    /// is `"Cleanup"` in any module (`struct r#gen` is `"gen"`). Set it with `#[job(name = "...")]` so that
-    /// renaming or moving the type keeps stored jobs decodable. Names must be
+    /// is `"Cleanup"` in any module (`struct r#gen` is `"gen"`). Set it with
+    /// `#[job(name = "...")]` so that renaming or moving the type keeps stored
+    /// jobs decodable; a name holds no `"`, `\` or control character (the
+    /// derive refuses them: JSON would escape them in the envelope, where the
+    /// history reads the type). Names must be
     /// unique among the job types linked into a program: a worker refuses to
     /// build ([`Error::DuplicateJobName`](crate::Error::DuplicateJobName)) when
     /// two share one.
