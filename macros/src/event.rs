@@ -106,7 +106,24 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
         ));
     }
     let a = parse(input, &mut errors);
-    errors.finish()?;
+    if let Err(e) = errors.finish() {
+        // With only a bad attribute, still define the event with the default
+        // options, so the code that publishes or subscribes to it does not
+        // also fail with a misleading "not an Event": the attribute's error
+        // is the only one (as `#[derive(Job)]` does).
+        let mut out = e.into_compile_error();
+        if input.generics.params.is_empty() {
+            let ident = &input.ident;
+            let name = ident.unraw().to_string();
+            out.extend(quote! {
+                impl ::redjob::topic::Event for #ident {
+                    const NAME: &'static str = #name;
+                    const OPTIONS: ::redjob::topic::EventOptions = ::redjob::topic::EventOptions::DEFAULT;
+                }
+            });
+        }
+        return Ok(out);
+    }
     let ident = &input.ident;
     let name = a
         .name
