@@ -725,3 +725,35 @@ async fn a_nan_result_is_refused_when_stored_not_unreadable_later() {
     ));
     assert_eq!(client.result::<Ratio>(&half).await.unwrap(), Some(0.5));
 }
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "kit_boom", queue = "boom", max_attempts = 1)]
+struct Boom;
+
+impl Job for Boom {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        panic!("the ledger is gone")
+    }
+}
+
+/// The inline client returns a handler's panic as its failure, with the text
+/// a worker records for it. The panic reached the caller instead.
+#[tokio::test]
+async fn the_inline_client_returns_a_handlers_panic_as_its_failure() {
+    let kit = TestKit::new();
+    kit.client().enqueue(&Boom).await.unwrap();
+    let report = kit.run_until_idle().await.unwrap();
+    assert_eq!(report.dead, 1, "{report:?}");
+    let worker = kit.dead_letters("boom").await.unwrap()[0].error.clone();
+    let inline = kit.inline_client();
+    let called = tokio::spawn(async move { inline.enqueue(&Boom).await }).await;
+    match called {
+        Ok(Err(Error::JobFailed { name, error })) => {
+            assert_eq!(name, "kit_boom");
+            assert_eq!(error, "handler panicked: the ledger is gone");
+            assert!(worker.ends_with(&error), "worker: {worker}");
+        }
+        Ok(other) => panic!("expected JobFailed, got {other:?}"),
+        Err(e) => panic!("the handler's panic reached the caller: {e}"),
+    }
+}

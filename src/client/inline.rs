@@ -2,7 +2,10 @@
 //! an enqueue runs its job at once, in the caller, as a worker's first
 //! attempt would run it.
 
+use std::panic::AssertUnwindSafe;
 use std::time::UNIX_EPOCH;
+
+use futures::FutureExt;
 
 use crate::backend::any::AnyBackend;
 use crate::contract::queues::MAX_DELAY;
@@ -14,7 +17,8 @@ use crate::{Error, JobId, Result};
 /// that does not survive encoding fails here too, and a handler may enqueue
 /// its own type), within the job type's `timeout` as a worker does: a run
 /// past it fails with the text a worker records, and its cancellation token
-/// is cancelled. Its id and enqueue time come from the backend's clock, as a
+/// is cancelled. A handler that panics fails with the worker's text too
+/// (`handler panicked: …`), as an error rather than a panic in the caller. Its id and enqueue time come from the backend's clock, as a
 /// stored job's.
 pub(super) async fn run<J: Job>(
     jobs: &[J],
@@ -34,9 +38,14 @@ pub(super) async fn run<J: Job>(
             name: J::NAME.into(),
             error,
         };
-        match tokio::time::timeout(timeout, stored.perform_dyn(&ctx)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(failed(e.to_string())),
+        let performed = AssertUnwindSafe(stored.perform_dyn(&ctx)).catch_unwind();
+        match tokio::time::timeout(timeout, performed).await {
+            Ok(Ok(Ok(_))) => {}
+            Ok(Ok(Err(e))) => return Err(failed(e.to_string())),
+            Ok(Err(panic)) => {
+                let why = job::panic_message(&*panic);
+                return Err(failed(format!("handler panicked: {why}")));
+            }
             Err(_) => {
                 // whatever the handler spawned learns of it through the token
                 ctx.cancellation().cancel();

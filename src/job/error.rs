@@ -246,3 +246,11 @@ impl fmt::Display for JobError {
         fmt::Display::fmt(&self.error, f)
     }
 }
+
+/// A panic's message, as a worker records it (`handler panicked: <this>`).
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}

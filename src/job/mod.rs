@@ -47,6 +47,7 @@ pub(crate) use batch::{BatchAccess, BatchOps, Results, batch_member};
 pub use context::JobContext;
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, decode_linked, encode_untraced, linked};
+pub(crate) use error::panic_message;
 pub use error::{JobError, Outcome};
 pub use output::{MAX_RESULT, encode_output};
 #[doc(hidden)]

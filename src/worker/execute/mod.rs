@@ -21,9 +21,10 @@ use crate::job::cancel::RunCancel;
 mod end;
 mod run;
 
+pub(crate) use crate::job::panic_message;
 use end::{Ended, Report, tell_end};
+pub(crate) use run::record_name;
 use run::run;
-pub(crate) use run::{panic_message, record_name};
 
 /// Gives the slot back to the worker and the queue, even if the task is dropped.
 pub(crate) struct SlotGuard {

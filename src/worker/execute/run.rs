@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{Report, Run};
 use crate::contract::attempts::AttemptOutcome;
 use crate::job;
-use crate::job::{JobContext, Outcome as Wants};
+use crate::job::{JobContext, Outcome as Wants, panic_message};
 use crate::worker::hooks::JobRun;
 use crate::worker::leases::Leases;
 use crate::worker::per_queue::PerQueue;
@@ -281,11 +281,4 @@ pub(crate) fn record_name(span: &tracing::Span, name: &str) {
         end -= 1;
     }
     span.record("job.name", &name[..end]);
-}
-
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)")
 }
