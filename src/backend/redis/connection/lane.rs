@@ -34,7 +34,10 @@
 //! the new socket the managed connection opens.
 //!
 //! A Sentinel connection keeps its lanes with each master it connects to (see
-//! `sentinel::Master`), dropped with it when a failover replaces it.
+//! `sentinel::Master`), dropped with it when a failover replaces it. Its
+//! multiplexer does not open a new socket by itself: a call whose `PING`
+//! found it closed fails unsent (see [`not_sent`]), and the link sends it on
+//! a new connection to the master.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -239,7 +242,7 @@ impl Lanes {
 
 /// `cmd` through one of `lanes` when it takes one, else on `con`, the
 /// multiplexer the lanes stand beside.
-pub(super) fn command<'a, C: ConnectionLike + Send>(
+pub(super) fn command<'a, C: Multiplexer>(
     lanes: Option<&Arc<Lanes>>,
     con: &'a mut C,
     cmd: &'a Cmd,
@@ -261,7 +264,7 @@ pub(super) fn command<'a, C: ConnectionLike + Send>(
 }
 
 /// [`command`] for a pipeline's replies from `offset` on, at most `count`.
-pub(super) fn pipeline<'a, C: ConnectionLike + Send>(
+pub(super) fn pipeline<'a, C: Multiplexer>(
     lanes: Option<&Arc<Lanes>>,
     con: &'a mut C,
     pipeline: &'a Pipeline,
@@ -289,7 +292,7 @@ pub(super) fn pipeline<'a, C: ConnectionLike + Send>(
 /// `pipeline()`, the same commands, instead. Every reply, a server's error
 /// as a [`Value::ServerError`]. The caller's commands leave no state on
 /// their connection (see [`keeps_state`]) and each has a reply.
-pub(super) async fn packed<C: ConnectionLike + Send>(
+pub(super) async fn packed<C: Multiplexer>(
     lanes: Option<&Arc<Lanes>>,
     con: &mut C,
     packed: &[u8],
@@ -334,16 +337,50 @@ enum Route {
     Checked,
 }
 
+/// The multiplexer the lanes stand beside: a managed connection's, which
+/// opens a new socket by itself after a call found its socket closed, or a
+/// Sentinel master's, which does not (the link asks the Sentinels again).
+pub(super) trait Multiplexer: ConnectionLike + Send {
+    /// Whether a call made after one that found the socket closed goes out
+    /// on a new socket.
+    const HEALS: bool;
+}
+
+impl Multiplexer for redis::aio::ConnectionManager {
+    const HEALS: bool = true;
+}
+
+impl Multiplexer for redis::aio::MultiplexedConnection {
+    const HEALS: bool = false;
+}
+
 /// Sends the multiplexer `con` a `PING` when it may have been closed while
 /// idle (see [`Lanes::route`]). A socket the server closed meanwhile fails it,
-/// and the managed connection opens another for the call that follows. A server that does not answer in time fails the
+/// and the managed connection opens another for the call that follows; a
+/// multiplexer that does not [heal](Multiplexer::HEALS) fails the call
+/// without sending it, with an error [`not_sent`] tells (its caller sends it
+/// on a new connection). A server that does not answer in time fails the
 /// call without sending it; any other reply (`NOPERM`, `LOADING`) is the
 /// call's to meet.
-async fn checked<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<()> {
+async fn checked<C: Multiplexer>(con: &mut C) -> RedisResult<()> {
     match con.req_packed_command(&redis::cmd("PING")).await {
         Err(e) if e.is_timeout() => Err(e),
+        Err(e) if !C::HEALS && e.is_connection_dropped() => Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "connection closed",
+            format!("{NOT_SENT}: {e}"),
+        ))),
         _ => Ok(()),
     }
+}
+
+/// How the error of a call [`checked`] did not send begins its detail.
+const NOT_SENT: &str = "the multiplexed socket was found closed before the call was sent";
+
+/// Whether `e` says the call was not sent: the multiplexer's check found its
+/// socket closed (see [`checked`]).
+pub(super) fn not_sent(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Io && e.detail().is_some_and(|d| d.starts_with(NOT_SENT))
 }
 
 /// The lane, taken for one call. Dropped after a call that went through, it

@@ -239,27 +239,39 @@ impl Link {
     /// a new master looks again (three lookups at most), and a call may wait
     /// for another's lookup first. A master found whose call the bound cuts
     /// short is forgotten, as after a response timeout: the next call asks
-    /// the Sentinels again.
-    pub async fn call<T: Replies, F>(&self, call: impl FnOnce(Master) -> F) -> RedisResult<T>
+    /// the Sentinels again. A call the master's connection did not send,
+    /// having found its socket closed (the master's `timeout` closed it while
+    /// idle, see [`super::lane`]), goes once more, on the connection the
+    /// Sentinels' answer opens.
+    pub async fn call<T: Replies, F>(&self, call: impl Fn(Master) -> F) -> RedisResult<T>
     where
         F: std::future::Future<Output = RedisResult<T>>,
     {
         let limit = self
             .connection_timeout
             .saturating_add(self.response_timeout);
-        let mut on = None;
-        let bounded = async {
+        let on = std::sync::atomic::AtomicU64::new(0);
+        let once = async || {
             let master = self.master().await?;
             let generation = master.generation;
-            on = Some(generation);
+            on.store(generation, std::sync::atomic::Ordering::Relaxed);
             let reply = call(master).await;
             self.answered(generation, reply)
+        };
+        let bounded = async {
+            match once().await {
+                // (forgotten by `answered`: the next master is a new one)
+                Err(e) if super::lane::not_sent(&e) => once().await,
+                reply => reply,
+            }
         };
         match tokio::time::timeout(limit, bounded).await {
             Ok(reply) => reply,
             Err(_) => {
-                if let Some(generation) = on {
-                    self.lost(generation);
+                // (generations start at 1: 0 is none found yet)
+                match on.load(std::sync::atomic::Ordering::Relaxed) {
+                    0 => {}
+                    generation => self.lost(generation),
                 }
                 Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
