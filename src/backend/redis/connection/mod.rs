@@ -359,8 +359,23 @@ impl RedisConfig {
             .set_response_timeout(Some(self.response_timeout))
             .set_min_delay(std::time::Duration::from_millis(100))
             .set_max_delay(std::time::Duration::from_secs(5))
-            .set_number_of_retries(3)
+            .set_number_of_retries(connect_retries(self.connection_timeout))
     }
+}
+
+/// How many times a managed connection tries again to connect after a
+/// failed attempt: 3, or as many as its waits between attempts (100 ms
+/// doubling, each up to twice that with the jitter) fit in half of `limit`,
+/// the connection timeout. An attempt refused at once (a wrong password, a
+/// database the server does not have, nothing listening) then fails with
+/// its own error within the timeout, rather than as a timeout: at 1 s the
+/// fourth attempt came after about 1.2 s, and the first connection failed
+/// with "no connection within 1s" whatever the cause.
+fn connect_retries(limit: Duration) -> usize {
+    (0..=3usize)
+        .rev()
+        .find(|&n| Duration::from_millis(200 * ((1 << n) - 1)) <= limit / 2)
+        .unwrap_or(0)
 }
 
 /// `connecting`, failing as a timeout after `limit`.
@@ -484,6 +499,18 @@ mod tests {
             redacted("redis+sentinel://u:pw@h1,h2/m?sentinel_username=s&sentinel_password=spw"),
             "redis+sentinel://u:***@h1,h2/m?sentinel_username=s&sentinel_password=***"
         );
+    }
+
+    #[test]
+    fn the_waits_between_connection_attempts_fit_in_half_the_timeout() {
+        let ms = Duration::from_millis;
+        assert_eq!(connect_retries(Duration::from_secs(5)), 3);
+        assert_eq!(connect_retries(Duration::MAX), 3);
+        assert_eq!(connect_retries(ms(1200)), 2);
+        assert_eq!(connect_retries(ms(1000)), 1);
+        assert_eq!(connect_retries(ms(400)), 1);
+        assert_eq!(connect_retries(ms(399)), 0);
+        assert_eq!(connect_retries(Duration::ZERO), 0);
     }
 
     #[test]
