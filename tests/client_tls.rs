@@ -121,3 +121,43 @@ async fn rediss_with_a_private_ca() {
     assert!(untrusted.is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A TLS connection has no lanes; a call after a pause of 15 s or more
+/// checks its multiplexed connection with a `PING` first all the same
+/// (docs/scale-out.md, "TLS, passwords and timeouts"), so a call after the
+/// server closed it while idle (its `timeout`, a proxy's) goes through.
+#[tokio::test]
+async fn a_call_after_a_pause_goes_through_when_the_server_closed_the_idle_connection() {
+    let dir = std::env::temp_dir().join(format!("redjob-tls-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    make_certs(&dir);
+    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _server = RedisServer::start_with(&[
+        "--tls-port",
+        &tls_port.to_string(),
+        "--tls-cert-file",
+        &p("server.pem"),
+        "--tls-key-file",
+        &p("server.key"),
+        "--tls-ca-cert-file",
+        &p("ca.pem"),
+        "--tls-auth-clients",
+        "no",
+        "--timeout",
+        "2",
+    ]);
+    let mut cfg = ClientConfig::from_url(format!("rediss://127.0.0.1:{tls_port}"));
+    cfg.redis.tls_root_cert = Some(std::fs::read(dir.join("ca.pem")).unwrap());
+    let client = Client::from_config(cfg).await.unwrap();
+    client.enqueue(&Ping).await.unwrap();
+    // the server closes the idle connection after 2 s
+    tokio::time::sleep(std::time::Duration::from_millis(15_500)).await;
+    let after = client.enqueue(&Ping).await;
+    assert!(after.is_ok(), "{after:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -31,7 +31,10 @@
 //! [`CHECK`] or longer (the client paused), or finds a lane closed by the
 //! server (which says the multiplexer, idle as long, may be too), sends the
 //! multiplexer a `PING` first, which a closed socket fails, and goes out on
-//! the new socket the managed connection opens.
+//! the new socket the managed connection opens. A connection whose lanes
+//! never open (TLS, RESP3: see [`Lanes::new`]) keeps that check: its calls
+//! all go to the multiplexer, and one after a pause of [`CHECK`] or longer
+//! checks it first.
 //!
 //! A Sentinel connection keeps its lanes with each master it connects to (see
 //! `sentinel::Master`), dropped with it when a failover replaces it. Its
@@ -73,6 +76,10 @@ const CHECK: Duration = Duration::from_secs(15);
 /// The lanes of one managed connection (shared by its clones): up to
 /// [`LANES`] sockets, each taken by one call at a time.
 pub(super) struct Lanes {
+    /// Whether lanes open at all: not where a lane cannot speak for the
+    /// managed connection (see [`Lanes::new`]); calls then all go to the
+    /// multiplexer, checked after a pause as any call is.
+    open: bool,
     info: ConnectionInfo,
     connection_timeout: Duration,
     response_timeout: Duration,
@@ -99,31 +106,37 @@ enum Slot {
 }
 
 impl Lanes {
-    /// Lanes for `client`'s server, or `None` where a lane cannot speak for
-    /// the managed connection: TLS (the `redis` crate opens those streams
-    /// itself) and RESP3 (its pushes need the multiplexer). None is open yet:
-    /// the first call opens the first.
+    /// Lanes for `client`'s server. None is open yet: the first call opens
+    /// the first. Where a lane cannot speak for the managed connection (TLS:
+    /// the `redis` crate opens those streams itself; RESP3: its pushes need
+    /// the multiplexer), none ever opens ([`opens`](Self::opens) is false),
+    /// and a call after a pause of [`CHECK`] still checks the multiplexer
+    /// first.
     pub fn new(
         client: &redis::Client,
         connection_timeout: Duration,
         response_timeout: Duration,
-    ) -> Option<Arc<Lanes>> {
+    ) -> Arc<Lanes> {
         let info = client.get_connection_info().clone();
-        super::socket::speaks_for(&info).then(|| {
-            Arc::new(Lanes {
-                info,
-                connection_timeout,
-                response_timeout,
-                slots: std::array::from_fn(|_| {
-                    Mutex::new(Slot::Down {
-                        retry_at: Instant::now(),
-                        backoff: MIN_BACKOFF,
-                    })
-                }),
-                born: Instant::now(),
-                multiplexer_used: AtomicU64::new(0),
-            })
+        Arc::new(Lanes {
+            open: super::socket::speaks_for(&info),
+            info,
+            connection_timeout,
+            response_timeout,
+            slots: std::array::from_fn(|_| {
+                Mutex::new(Slot::Down {
+                    retry_at: Instant::now(),
+                    backoff: MIN_BACKOFF,
+                })
+            }),
+            born: Instant::now(),
+            multiplexer_used: AtomicU64::new(0),
         })
+    }
+
+    /// Whether calls may take a lane (see [`new`](Self::new)).
+    pub fn opens(&self) -> bool {
+        self.open
     }
 
     fn slot(&self, lane: usize) -> std::sync::MutexGuard<'_, Slot> {
@@ -141,6 +154,9 @@ impl Lanes {
         let unused = self.multiplexer_unused();
         if unused >= CHECK {
             return Route::Checked;
+        }
+        if !self.open {
+            return Route::Multiplexer;
         }
         let stale = unused >= STALE;
         for lane in 0..LANES {

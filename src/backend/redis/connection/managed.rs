@@ -47,7 +47,9 @@ pub(super) struct Current {
     pub generation: u64,
     /// The multiplexer, which reconnects by itself after an I/O error.
     pub con: ConnectionManager,
-    /// The lanes beside `con`, when its server's URL allows them.
+    /// The lanes beside `con` (which open when its server's URL allows
+    /// them, and check `con` after a pause either way); `None` for a manager
+    /// the caller made.
     pub lane: Option<Arc<Lanes>>,
 }
 
@@ -97,7 +99,7 @@ impl Managed {
     /// Whether calls may take a lane (the same for every connection opened
     /// again: it depends on the URL alone).
     pub fn has_lanes(&self) -> bool {
-        self.lock().lane.is_some()
+        self.lock().lane.as_ref().is_some_and(|l| l.opens())
     }
 
     /// `call`, failing as a timeout naming the server once the connection
@@ -160,11 +162,11 @@ impl Managed {
                 *current = Current {
                     generation: generation + 1,
                     con,
-                    lane: Lanes::new(
+                    lane: Some(Lanes::new(
                         &reopen.client,
                         reopen.connection_timeout,
                         reopen.response_timeout,
-                    ),
+                    )),
                 };
             }
             Err(e) => tracing::warn!(

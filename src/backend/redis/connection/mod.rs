@@ -335,7 +335,11 @@ impl RedisConfig {
     }
 
     fn lane(&self, client: &redis::Client) -> Option<std::sync::Arc<lane::Lanes>> {
-        lane::Lanes::new(client, self.connection_timeout, self.response_timeout)
+        Some(lane::Lanes::new(
+            client,
+            self.connection_timeout,
+            self.response_timeout,
+        ))
     }
 
     /// What opens a managed connection to `client`'s server and its lanes

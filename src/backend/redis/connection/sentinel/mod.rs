@@ -61,7 +61,9 @@ pub(crate) struct Master {
     pub generation: u64,
     pub client: redis::Client,
     pub con: MultiplexedConnection,
-    /// The lanes of `con` (see [`super::lane`]), when the master's URL allows them.
+    /// The lanes of `con` (see [`super::lane`]: they open when the master's
+    /// URL allows them, and check `con` after a pause either way); `None`
+    /// for a blocking reader's link.
     pub(super) lane: Option<Arc<Lanes>>,
 }
 
@@ -212,8 +214,12 @@ impl Link {
                 }
                 lookup.delay = MIN_DELAY;
                 lookup.failed = None;
-                let lane = Lanes::new(&client, self.connection_timeout, self.response_timeout)
-                    .filter(|_| self.lanes.load(std::sync::atomic::Ordering::Relaxed));
+                let lane = Some(Lanes::new(
+                    &client,
+                    self.connection_timeout,
+                    self.response_timeout,
+                ))
+                .filter(|_| self.lanes.load(std::sync::atomic::Ordering::Relaxed));
                 let master = Master {
                     generation,
                     client,
