@@ -282,6 +282,8 @@ struct Faulty<B> {
     handoffs_late: Option<Duration>,
     /// Every read of the queues' settings fails, and is counted here.
     settings_fail: Option<Arc<AtomicU32>>,
+    /// With `settings_fail`: the reads after this many pass.
+    settings_pass_after: Option<u32>,
 }
 
 impl<B: Backend> Faulty<B> {
@@ -300,6 +302,7 @@ impl<B: Backend> Faulty<B> {
             outage: None,
             handoffs_late: None,
             settings_fail: None,
+            settings_pass_after: None,
         }
     }
 }
@@ -594,8 +597,11 @@ impl<B: Backend> Backend for Faulty<B> {
         s: &redjob::ops::QueueSettings,
         by: &str,
     ) -> redjob::Result<redjob::ops::QueueSettings> {
-        if let Some(reads) = &self.settings_fail {
-            reads.fetch_add(1, Ordering::SeqCst);
+        if let Some(reads) = &self.settings_fail
+            && self
+                .settings_pass_after
+                .is_none_or(|after| reads.fetch_add(1, Ordering::SeqCst) < after)
+        {
             return Err(redjob::Error::Protocol(
                 "OOM command not allowed (simulated)".into(),
             ));
@@ -1394,6 +1400,55 @@ async fn a_queue_whose_settings_cannot_be_read_is_served_under_the_workers_own()
     stop.cancel();
     h.await.unwrap().unwrap();
     assert!(tried < 40, "{tried} reads of the settings");
+}
+
+/// A queue limited across the fleet is not leased from while its settings
+/// cannot be read: its global concurrency holds only once stored (a Redis
+/// that restarted empty has none), so the worker waits for a read that
+/// passes. Served under the worker's own values, it ran its jobs at once.
+#[tokio::test]
+async fn a_queue_limited_across_the_fleet_waits_for_its_settings_to_be_read() {
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    client
+        .queues()
+        .create_queue("hw", QueueOptions::default())
+        .await
+        .unwrap();
+    let reads = Arc::new(AtomicU32::new(0));
+    let backend = Faulty {
+        settings_fail: Some(reads.clone()),
+        settings_pass_after: Some(3),
+        ..Faulty::new(mem)
+    };
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .queue_global_concurrency("hw", 1)
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe.clone())
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    for key in 0..4 {
+        client.enqueue(&Hold { key, ms: 100 }).await.unwrap();
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || rec.len() == 4).await,
+        "ran {} of 4 jobs ({} reads of the settings)",
+        rec.len(),
+        reads.load(Ordering::SeqCst)
+    );
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    assert_eq!(
+        probe.max.load(Ordering::SeqCst),
+        1,
+        "runs at once under a global concurrency of 1"
+    );
+    assert!(reads.load(Ordering::SeqCst) > 3, "the reads never passed");
 }
 
 #[tokio::test]

@@ -101,17 +101,28 @@ impl<B: Backend> Dispatcher<B> {
             // them at its start is, until a read passes (tried again at most
             // once a SETTINGS_RETRY here, and at the heartbeat's pace by the
             // settings' follower): releasing what each fetch leased instead
-            // ran nothing, fetch after fetch
-            let unread = !self.follow.is_read(&self.env.queue)
+            // ran nothing, fetch after fetch. A queue limited across the
+            // fleet is not leased from until a read passes: its limits hold
+            // only once stored (a Redis that restarted empty has none)
+            let mut unread = false;
+            if !self.follow.is_read(&self.env.queue)
                 && read_failed.is_none_or(|at: Instant| at.elapsed() >= SETTINGS_RETRY)
-                && match self.follow.read(&self.backend, &self.env.queue).await {
-                    Found::Missing => true,
+            {
+                match self.follow.read(&self.backend, &self.env.queue).await {
+                    Found::Missing => unread = true,
+                    Found::Read => {}
                     Found::Failed => {
                         read_failed = Some(Instant::now());
-                        false
+                        if self.env.queue_slots.fleet_limited() {
+                            tokio::select! {
+                                _ = tokio::time::sleep(SETTINGS_RETRY) => {}
+                                _ = self.env.per_queue.stop.cancelled() => return,
+                            }
+                            continue;
+                        }
                     }
-                    Found::Read => false,
-                };
+                }
+            }
             let mut n = tokio::select! {
                 n = self.slots() => n,
                 _ = self.env.per_queue.stop.cancelled() => return,
