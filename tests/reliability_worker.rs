@@ -1875,3 +1875,102 @@ async fn a_handler_blocking_its_thread_holds_back_no_other_job() {
     }
     w.stop().await;
 }
+
+/// Its first run hands over its cancellation token, then blocks its thread
+/// until the gate opens (so it is still going when its lost lease cancels
+/// it), then gives up as its cancellation asks; a later run succeeds at once.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "blocked_past_its_lease", queue = "hw", max_attempts = 1)]
+struct BlockedPastItsLease;
+
+/// The first run's cancellation token, for the test to watch.
+#[derive(Clone, Default)]
+struct FirstRun(Arc<std::sync::Mutex<Option<tokio_util::sync::CancellationToken>>>);
+
+impl Job for BlockedPastItsLease {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let rec = ctx.data::<Recorder>()?;
+        rec.record(ctx, 0);
+        if rec.len() == 1 {
+            *ctx.data::<FirstRun>()?.0.lock().unwrap() = Some(ctx.cancellation().clone());
+            let gate = ctx.data::<Gate>()?.clone();
+            tokio::task::block_in_place(|| gate.wait());
+            ctx.cancellation().cancelled().await;
+            return Err(JobError::retry("cancelled"));
+        }
+        Ok(())
+    }
+}
+
+/// A run cancelled for its lost lease that has not ended when this worker
+/// fetches its job again: the new delivery is merged into it, and the run
+/// ends released. The lost delivery ran its handler and counts, as any
+/// delivery whose lease ran out does: only the merged one goes back. The
+/// old release gave both back, so the job's attempt was never counted (a
+/// worker losing Redis for longer than the lease, again and again, kept a
+/// poison job from its dead letter): here its next delivery ran as attempt
+/// 1 again, though `max_attempts` is 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_for_its_lost_lease_and_fetched_again_here_still_counts() {
+    use redjob::inspect::Inspect;
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    let id = client.enqueue(&BlockedPastItsLease).await.unwrap();
+    let (renewals_fail, fetch_fails) = (Arc::new(AtomicBool::new(true)), Arc::default());
+    let backend = Faulty {
+        renewals_fail: Some(renewals_fail.clone()),
+        fetch_fails: Some(Arc::clone(&fetch_fails)),
+        ..Faulty::new(mem.clone())
+    };
+    let (rec, first) = (Recorder::default(), FirstRun::default());
+    let gate = Gate::default();
+    let opener = OpenOnDrop(gate.clone());
+    let w = Worker::builder(backend)
+        .register::<BlockedPastItsLease>()
+        .handle_signals(false)
+        .lease(Duration::from_secs(1))
+        .poll_interval(Duration::from_millis(50))
+        .data(rec.clone())
+        .data(first.clone())
+        .data(gate.clone())
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(5), || rec.len() == 1).await);
+    // no renewal lands: the lease runs out here and the run is cancelled
+    // (its thread still blocked); no fetch before, which would take the
+    // job again first
+    fetch_fails.store(true, Ordering::SeqCst);
+    let cancelled = || {
+        first
+            .0
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|t| t.is_cancelled())
+    };
+    assert!(wait_until(Duration::from_secs(5), cancelled).await);
+    // then the job is fetched here again, merged into the run
+    fetch_fails.store(false, Ordering::SeqCst);
+    let fetched_again = wait_for(Duration::from_secs(5), || async {
+        mem.job("hw", &id)
+            .await
+            .unwrap()
+            .is_some_and(|j| j.attempts >= 2)
+    })
+    .await;
+    assert!(fetched_again, "the job was not fetched again");
+    renewals_fail.store(false, Ordering::SeqCst);
+    drop(opener);
+    // the first delivery counted: the second is over max_attempts
+    let dead = wait_for(Duration::from_secs(10), || async {
+        !client.dead_letters("hw", 10).await.unwrap().is_empty()
+    })
+    .await;
+    let runs = rec.runs();
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    assert!(dead, "never dead-lettered; runs: {runs:?}");
+    assert_eq!(runs.len(), 1, "ran again: {runs:?}");
+}

@@ -24,7 +24,9 @@ pub(crate) struct Held {
     /// The job's score in the backend, as far as this worker knows.
     pub token: Token,
     /// The deliveries this run holds: its own and each re-delivery merged into
-    /// it (see [`Admit::Merged`]). A release gives them all back.
+    /// it (see [`Admit::Merged`]). A release gives them all back. A merge
+    /// into a run whose lease was lost counts from 1 again: the lost
+    /// deliveries stay counted, as those of a run that crashed its worker.
     pub deliveries: u32,
     /// The lease ends no later than this on the worker's clock (measured from when
     /// the call that set it was sent, so never later than the backend's).
@@ -304,7 +306,15 @@ impl Leases {
             );
             if !rescheduled {
                 h.token = token;
-                h.deliveries = h.deliveries.saturating_add(1);
+                // a run whose lease was lost (cancelled, not ended yet): its
+                // deliveries ran the handler and count, as every delivery
+                // whose lease ran out does; a release gives back only those
+                // merged from here
+                h.deliveries = if h.lost {
+                    1
+                } else {
+                    h.deliveries.saturating_add(1)
+                };
                 h.deadline = deadline;
                 h.uncertain = None;
                 h.late = None;
