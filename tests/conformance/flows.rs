@@ -520,6 +520,43 @@ pub async fn a_failed_flow_does_not_create_again_its_parents_deleted_queue(env: 
     );
 }
 
+/// A parent gone with its deleted queue, the queue created again since, is
+/// not dead-lettered there when its child dies (as it is not sent there when
+/// its child succeeds): it went with its queue, and counts as cancelled in
+/// the flow above it. It was dead-lettered into the queue made anew, where a
+/// requeue of the dead letters ran it.
+pub async fn a_parent_gone_with_its_queue_created_again_is_not_dead_lettered_there(env: &Env) {
+    use redjob::queue::{QueueOptions, Queues};
+    let seen = Arc::new(Seen::default());
+    let c = &env.client;
+    let mid = Flow::new_in("flows_gone", &Parent { n: 2 }).child(&Child { n: 1, die: true });
+    let top = c
+        .enqueue_flow(Flow::new(&Parent { n: 3 }).subflow(mid))
+        .await
+        .unwrap();
+    env.queues().delete_queue("flows_gone").await.unwrap();
+    env.queues()
+        .create_queue("flows_gone", QueueOptions::default())
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    let e = failed(env, &top).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running.stop().await;
+    assert_eq!(*seen.ran.lock().unwrap(), ["c1"], "no parent ran");
+    let letters = c.dead_letters("flows_gone", 10).await.unwrap();
+    assert!(
+        letters.is_empty(),
+        "a gone parent dead-lettered: {letters:?}"
+    );
+    let letter = c.job("flows_p", &top).await.unwrap().unwrap();
+    let why = letter.last_error.clone().unwrap_or_default();
+    assert!(
+        why.contains("a job it waits for failed: flows_gone ") && why.ends_with(" cancelled"),
+        "{e} {letter:?}"
+    );
+}
+
 /// A flow above a parent gone with its deleted queue fails, by its failure
 /// policy, its reason naming that queue: whether the gone parent's child
 /// succeeded (the parent could not be sent) or died (it could not be

@@ -31,8 +31,13 @@
 --          on; once the flow fired the callback they guard (its parent's
 --          send or failure, found marked) they are scored then (parents.rs),
 --          and go 7 days on, as the flow's batch does
+-- ARGV[10] optional: "1" when the parent's flow was sealed, so that the
+--          parent waited in its queue: one that no longer waits, no mark
+--          saying it failed, went with its queue, deleted since (and maybe
+--          created again): nothing is done, as send.lua sends it not
 -- Returns {-1} when the queue does not exist, {0} when the mark was there
---         (failed already) or a cancel found the parent not waiting, else
+--         (failed already) or a cancel found the parent not waiting, {-3}
+--         when a sealed flow's parent no longer waits (ARGV[10]), else
 --         {1, the finishes entered in KEYS[8]...}
 local attrs = redis.call("HMGET", KEYS[1], "vt", "redjob:history", "redjob:awaited", "redjob:bout")
 if not attrs[1] then return {-1} end
@@ -40,6 +45,7 @@ local id = ARGV[1]
 local by_caller = ARGV[9] and ARGV[9] ~= ""
 if by_caller and redis.call("HEXISTS", KEYS[1], id .. ":w") == 0 then return {0} end
 if redis.call("ZSCORE", KEYS[6], ARGV[5]) then return {0} end
+if ARGV[10] == "1" and redis.call("HEXISTS", KEYS[1], id .. ":w") == 0 then return {-3} end
 local now = clock()
 local at = string.format("%.0f", now)
 if by_caller then
