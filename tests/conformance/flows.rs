@@ -557,6 +557,56 @@ pub async fn a_parent_gone_with_its_queue_created_again_is_not_dead_lettered_the
     );
 }
 
+/// The once marks of failed parents go 7 days on, as the layout says of a
+/// queue's once marks: a failure drops some of those over 7 days old, as a
+/// marked send does. Only the sends dropped them, so a queue whose flows
+/// all failed kept one mark a flow for ever.
+pub async fn failed_parents_once_marks_go_7_days_on(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let c = &env.client;
+    let fail = || Flow::new(&Parent { n: 1 }).child(&Child { n: 1, die: true });
+    let first = c.enqueue_flow(fail()).await.unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    failed(env, &first).await;
+    if env.is_redis() {
+        // its mark made 8 days ago
+        let old = once_marks(env).await;
+        assert_eq!(old.len(), 1, "{old:?}");
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            - 8 * 86_400_000;
+        let _: i64 = redis::cmd("ZADD")
+            .arg(env.key("flows_p", ":once"))
+            .arg("XX")
+            .arg(at)
+            .arg(&old[0].0)
+            .query_async(&mut env.raw().await)
+            .await
+            .unwrap();
+    }
+    let second = c.enqueue_flow(fail()).await.unwrap();
+    failed(env, &second).await;
+    running.stop().await;
+    if env.is_redis() {
+        let left = once_marks(env).await;
+        assert_eq!(left.len(), 1, "the mark over 7 days old is kept: {left:?}");
+    }
+}
+
+/// The once marks of queue flows_p (on Redis), with their scores.
+async fn once_marks(env: &Env) -> Vec<(String, f64)> {
+    redis::cmd("ZRANGE")
+        .arg(env.key("flows_p", ":once"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut env.raw().await)
+        .await
+        .unwrap()
+}
+
 /// A flow above a parent gone with its deleted queue fails, by its failure
 /// policy, its reason naming that queue: whether the gone parent's child
 /// succeeded (the parent could not be sent) or died (it could not be

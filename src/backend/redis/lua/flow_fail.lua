@@ -8,7 +8,8 @@
 -- KEYS[1]  the parent's queue's hash (ns:q:Q)
 -- KEYS[2], KEYS[3]  its dead letters (ns:q:dead, ns:q:dead:Q)
 -- KEYS[4], KEYS[5]  its history (ns:q:history:ids, ns:q:history:Q)
--- KEYS[6]  its once marks (ns:q:once, see send.lua)
+-- KEYS[6]  its once marks (ns:q:once, see send.lua): up to 10 over 7 days
+--          old are dropped, as a marked send drops them
 -- KEYS[7]  its awaited jobs (ns:q:awaited, see await.lua)
 -- KEYS[8]  its batch finishes (ns:q:bout, see complete.lua)
 -- KEYS[9]  its waited-for jobs (ns:q:deps, see dep.lua): the flows that wait
@@ -48,6 +49,10 @@ if redis.call("ZSCORE", KEYS[6], ARGV[5]) then return {0} end
 if ARGV[10] == "1" and redis.call("HEXISTS", KEYS[1], id .. ":w") == 0 then return {-3} end
 local now = clock()
 local at = string.format("%.0f", now)
+-- a queue whose flows all fail keeps no mark for ever (only marked sends
+-- dropped them)
+local old = redis.call("ZRANGEBYSCORE", KEYS[6], "-inf", string.format("%.0f", now - 7 * 86400000), "LIMIT", 0, 10)
+if #old > 0 then many("ZREM", KEYS[6], old) end
 if by_caller then
   local kept = string.format("%.0f", now + 100 * 365 * 86400000)
   redis.call("ZADD", KEYS[6], kept, ARGV[5], kept, ARGV[9])
