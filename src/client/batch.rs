@@ -196,7 +196,9 @@ impl<'c> BatchBuilder<'c> {
 
     fn callback<J: Job>(mut self, kind: CallbackKind, queue: &str, job: &J) -> Self {
         self.callbacks.push(
-            validate::queue_name(queue)
+            // sent with no unique key nor concurrency key: refused
+            crate::job::refuse_unique_or_keyed(job, "batch callback")
+                .and_then(|()| validate::queue_name(queue))
                 .and_then(|()| job::encode(job))
                 .map(|body| Callback::new(kind, queue, body)),
         );
@@ -204,7 +206,9 @@ impl<'c> BatchBuilder<'c> {
     }
 
     /// Enqueues `job` once every job of the batch has finished (succeeded or
-    /// died). Defaults to none.
+    /// died). Defaults to none. A callback (this one or another) whose type
+    /// is unique or has a concurrency key is refused at
+    /// [`enqueue`](Self::enqueue): it would be sent without them.
     pub fn on_complete<J: Job>(self, job: &J) -> Self {
         self.callback(CallbackKind::Complete, J::OPTIONS.queue, job)
     }

@@ -38,21 +38,29 @@ impl std::fmt::Debug for BatchAccess {
     }
 }
 
-/// A batch job's queue and message: at its type's priority, after the
-/// queue's delay; a unique or keyed type is refused.
-pub(crate) fn batch_member<J: Job>(queue: &str, job: &J) -> Result<(String, SendMessage)> {
+/// Refuses `job` as a batch's job or callback (`what`) when its type is
+/// unique or it has a concurrency key: both are sent without them, so such
+/// a job would run beside a copy, or past its key's `per_key`.
+pub(crate) fn refuse_unique_or_keyed<J: Job>(job: &J, what: &'static str) -> Result<()> {
     if J::OPTIONS.unique.is_some()
         || J::OPTIONS.unique_for.is_some()
         || job.concurrency_key()?.is_some()
     {
         return Err(Error::InvalidValue {
-            what: "batch job",
+            what,
             reason: format!(
                 "{:?} is unique or has a concurrency key: batches do not take such jobs yet",
                 J::NAME
             ),
         });
     }
+    Ok(())
+}
+
+/// A batch job's queue and message: at its type's priority, after the
+/// queue's delay; a unique or keyed type is refused.
+pub(crate) fn batch_member<J: Job>(queue: &str, job: &J) -> Result<(String, SendMessage)> {
+    refuse_unique_or_keyed(job, "batch job")?;
     validate::queue_name(queue)?;
     Ok((
         queue.to_string(),

@@ -43,7 +43,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub(crate) use batch::{BatchAccess, BatchOps, Results, batch_member};
+pub(crate) use batch::{BatchAccess, BatchOps, Results, batch_member, refuse_unique_or_keyed};
 pub use context::JobContext;
 pub use envelope::{decode, encode};
 pub(crate) use envelope::{decode_as, decode_linked, encode_untraced, linked};

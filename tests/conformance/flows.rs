@@ -520,6 +520,93 @@ pub async fn a_failed_flow_does_not_create_again_its_parents_deleted_queue(env: 
     );
 }
 
+/// A parent gone with its deleted queue, the queue created again since, is
+/// not dead-lettered there when its child dies (as it is not sent there when
+/// its child succeeds): it went with its queue, and counts as cancelled in
+/// the flow above it. It was dead-lettered into the queue made anew, where a
+/// requeue of the dead letters ran it.
+pub async fn a_parent_gone_with_its_queue_created_again_is_not_dead_lettered_there(env: &Env) {
+    use redjob::queue::{QueueOptions, Queues};
+    let seen = Arc::new(Seen::default());
+    let c = &env.client;
+    let mid = Flow::new_in("flows_gone", &Parent { n: 2 }).child(&Child { n: 1, die: true });
+    let top = c
+        .enqueue_flow(Flow::new(&Parent { n: 3 }).subflow(mid))
+        .await
+        .unwrap();
+    env.queues().delete_queue("flows_gone").await.unwrap();
+    env.queues()
+        .create_queue("flows_gone", QueueOptions::default())
+        .await
+        .unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    let e = failed(env, &top).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running.stop().await;
+    assert_eq!(*seen.ran.lock().unwrap(), ["c1"], "no parent ran");
+    let letters = c.dead_letters("flows_gone", 10).await.unwrap();
+    assert!(
+        letters.is_empty(),
+        "a gone parent dead-lettered: {letters:?}"
+    );
+    let letter = c.job("flows_p", &top).await.unwrap().unwrap();
+    let why = letter.last_error.clone().unwrap_or_default();
+    assert!(
+        why.contains("a job it waits for failed: flows_gone ") && why.ends_with(" cancelled"),
+        "{e} {letter:?}"
+    );
+}
+
+/// The once marks of failed parents go 7 days on, as the layout says of a
+/// queue's once marks: a failure drops some of those over 7 days old, as a
+/// marked send does. Only the sends dropped them, so a queue whose flows
+/// all failed kept one mark a flow for ever.
+pub async fn failed_parents_once_marks_go_7_days_on(env: &Env) {
+    let seen = Arc::new(Seen::default());
+    let c = &env.client;
+    let fail = || Flow::new(&Parent { n: 1 }).child(&Child { n: 1, die: true });
+    let first = c.enqueue_flow(fail()).await.unwrap();
+    let running = start_serving(worker(env, &seen)).await;
+    failed(env, &first).await;
+    if env.is_redis() {
+        // its mark made 8 days ago
+        let old = once_marks(env).await;
+        assert_eq!(old.len(), 1, "{old:?}");
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            - 8 * 86_400_000;
+        let _: i64 = redis::cmd("ZADD")
+            .arg(env.key("flows_p", ":once"))
+            .arg("XX")
+            .arg(at)
+            .arg(&old[0].0)
+            .query_async(&mut env.raw().await)
+            .await
+            .unwrap();
+    }
+    let second = c.enqueue_flow(fail()).await.unwrap();
+    failed(env, &second).await;
+    running.stop().await;
+    if env.is_redis() {
+        let left = once_marks(env).await;
+        assert_eq!(left.len(), 1, "the mark over 7 days old is kept: {left:?}");
+    }
+}
+
+/// The once marks of queue flows_p (on Redis), with their scores.
+async fn once_marks(env: &Env) -> Vec<(String, f64)> {
+    redis::cmd("ZRANGE")
+        .arg(env.key("flows_p", ":once"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut env.raw().await)
+        .await
+        .unwrap()
+}
+
 /// A flow above a parent gone with its deleted queue fails, by its failure
 /// policy, its reason naming that queue: whether the gone parent's child
 /// succeeded (the parent could not be sent) or died (it could not be

@@ -544,6 +544,8 @@ macro_rules! conformance_suite {
             a_flow_does_not_create_again_its_parents_deleted_queue,
             a_failed_flow_does_not_create_again_its_parents_deleted_queue,
             a_flow_above_a_parent_gone_with_its_deleted_queue_fails,
+            a_parent_gone_with_its_queue_created_again_is_not_dead_lettered_there,
+            failed_parents_once_marks_go_7_days_on,
             a_cancelled_child_fails_its_parent_and_a_batch_counts_its_cancelled_jobs,
             a_parent_too_big_for_its_queue_is_dead_lettered_and_fails_its_chain,
             a_flow_waits_for_jobs_enqueued_earlier_finished_or_not,

@@ -216,6 +216,16 @@ impl State {
             {
                 continue;
             }
+            // nor one that no longer waits in its queue created again: it
+            // went with the queue deleted since (as on Redis)
+            if matches!(cb.kind, CallbackKind::Parent | CallbackKind::Failed)
+                && let Some(parent) = cb.id
+                && status.sealed
+                && !q.parents.contains_key(&parent)
+            {
+                more.extend(gone_parent(&cb, parent));
+                continue;
+            }
             let body = callback_body(&cb.body, &status);
             let oversized = q.check_size(body.len()).err();
             // a flow's parent that can never be sent is failed instead (as

@@ -30,6 +30,9 @@ struct Failing<'a> {
     own: Option<String>,
     /// A caller's cancel while it waits: the once mark of its send.
     send_mark: Option<String>,
+    /// Its flow was sealed, so it waited in its queue: one that no longer
+    /// waits went with its queue (deleted since, maybe created again).
+    sealed: bool,
 }
 
 impl Rsmq {
@@ -66,6 +69,7 @@ impl Rsmq {
             mark,
             own: own_finish(&cb.body, &id, cb.cancel),
             send_mark: None,
+            sealed: status.sealed,
         };
         // a sweep counts the finishes it enters (its own flow's, those of
         // flows that wait for it) should this worker stop before it does
@@ -74,8 +78,9 @@ impl Rsmq {
         // a sealed flow's parent waited in its queue since its flow was
         // enqueued (flow_wait made the queue): a queue deleted since is not
         // created again for its dead letter (as its send makes none, see
-        // send_once). One whose flow's enqueue stopped before its seal may
-        // have no queue yet: made, for its record
+        // send_once), nor is it dead-lettered into the queue created again
+        // since (it no longer waits there). One whose flow's enqueue stopped
+        // before its seal may have no queue yet: made, for its record
         let entered = if status.sealed {
             match self.flow_fail(queue, &f).await {
                 Err(Error::QueueNotFound { .. }) => {
@@ -196,6 +201,7 @@ impl Rsmq {
             mark: &mark(CallbackKind::Failed),
             own: own_finish(body, id, true),
             send_mark: Some(mark(CallbackKind::Parent)),
+            sealed: false,
         };
         self.mark_batches(queue, std::time::Duration::from_secs(10))
             .await?;
@@ -243,10 +249,13 @@ impl Rsmq {
             .arg(crate::contract::history::History::default().encode())
             .arg(&k.realtime)
             .arg(f.own.as_deref().unwrap_or(""))
-            .arg(f.send_mark.as_deref().unwrap_or(""));
+            .arg(f.send_mark.as_deref().unwrap_or(""))
+            .arg(if f.sealed { "1" } else { "" });
         match scripts::run(&mut con, &scripts::FLOW_FAIL, &cmd).await? {
             Value::Array(items) => match items.first().map(scripts::int).transpose()? {
-                Some(-1) => Err(Error::QueueNotFound { name: queue.into() }),
+                // a sealed flow's parent that no longer waits went with its
+                // queue, though the queue was created again since
+                Some(-1 | -3) => Err(Error::QueueNotFound { name: queue.into() }),
                 Some(0) => Ok(None),
                 _ => Ok(Some(
                     items

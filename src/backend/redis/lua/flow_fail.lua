@@ -8,7 +8,8 @@
 -- KEYS[1]  the parent's queue's hash (ns:q:Q)
 -- KEYS[2], KEYS[3]  its dead letters (ns:q:dead, ns:q:dead:Q)
 -- KEYS[4], KEYS[5]  its history (ns:q:history:ids, ns:q:history:Q)
--- KEYS[6]  its once marks (ns:q:once, see send.lua)
+-- KEYS[6]  its once marks (ns:q:once, see send.lua): up to 10 over 7 days
+--          old are dropped, as a marked send drops them
 -- KEYS[7]  its awaited jobs (ns:q:awaited, see await.lua)
 -- KEYS[8]  its batch finishes (ns:q:bout, see complete.lua)
 -- KEYS[9]  its waited-for jobs (ns:q:deps, see dep.lua): the flows that wait
@@ -31,8 +32,13 @@
 --          on; once the flow fired the callback they guard (its parent's
 --          send or failure, found marked) they are scored then (parents.rs),
 --          and go 7 days on, as the flow's batch does
+-- ARGV[10] optional: "1" when the parent's flow was sealed, so that the
+--          parent waited in its queue: one that no longer waits, no mark
+--          saying it failed, went with its queue, deleted since (and maybe
+--          created again): nothing is done, as send.lua sends it not
 -- Returns {-1} when the queue does not exist, {0} when the mark was there
---         (failed already) or a cancel found the parent not waiting, else
+--         (failed already) or a cancel found the parent not waiting, {-3}
+--         when a sealed flow's parent no longer waits (ARGV[10]), else
 --         {1, the finishes entered in KEYS[8]...}
 local attrs = redis.call("HMGET", KEYS[1], "vt", "redjob:history", "redjob:awaited", "redjob:bout")
 if not attrs[1] then return {-1} end
@@ -40,8 +46,13 @@ local id = ARGV[1]
 local by_caller = ARGV[9] and ARGV[9] ~= ""
 if by_caller and redis.call("HEXISTS", KEYS[1], id .. ":w") == 0 then return {0} end
 if redis.call("ZSCORE", KEYS[6], ARGV[5]) then return {0} end
+if ARGV[10] == "1" and redis.call("HEXISTS", KEYS[1], id .. ":w") == 0 then return {-3} end
 local now = clock()
 local at = string.format("%.0f", now)
+-- a queue whose flows all fail keeps no mark for ever (only marked sends
+-- dropped them)
+local old = redis.call("ZRANGEBYSCORE", KEYS[6], "-inf", string.format("%.0f", now - 7 * 86400000), "LIMIT", 0, 10)
+if #old > 0 then many("ZREM", KEYS[6], old) end
 if by_caller then
   local kept = string.format("%.0f", now + 100 * 365 * 86400000)
   redis.call("ZADD", KEYS[6], kept, ARGV[5], kept, ARGV[9])
