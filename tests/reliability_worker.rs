@@ -284,6 +284,8 @@ struct Faulty<B> {
     settings_fail: Option<Arc<AtomicU32>>,
     /// With `settings_fail`: the reads after this many pass.
     settings_pass_after: Option<u32>,
+    /// While set, every read of the queues' settings fails.
+    settings_failing: Option<Arc<AtomicBool>>,
 }
 
 impl<B: Backend> Faulty<B> {
@@ -303,6 +305,7 @@ impl<B: Backend> Faulty<B> {
             handoffs_late: None,
             settings_fail: None,
             settings_pass_after: None,
+            settings_failing: None,
         }
     }
 }
@@ -597,6 +600,15 @@ impl<B: Backend> Backend for Faulty<B> {
         s: &redjob::ops::QueueSettings,
         by: &str,
     ) -> redjob::Result<redjob::ops::QueueSettings> {
+        if self
+            .settings_failing
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst))
+        {
+            return Err(redjob::Error::Protocol(
+                "OOM command not allowed (simulated)".into(),
+            ));
+        }
         if let Some(reads) = &self.settings_fail
             && self
                 .settings_pass_after
@@ -1449,6 +1461,106 @@ async fn a_queue_limited_across_the_fleet_waits_for_its_settings_to_be_read() {
         "runs at once under a global concurrency of 1"
     );
     assert!(reads.load(Ordering::SeqCst) > 3, "the reads never passed");
+}
+
+/// The wait for a read holds whatever the worker last read: a queue whose
+/// own global concurrency an operator lifted, then deleted and created again
+/// (its settings gone with it), is not leased from until a read stores the
+/// worker's limit again. It was leased from under no limit, as the operator's
+/// lift had left it.
+#[tokio::test]
+async fn a_queue_limited_by_the_workers_own_values_waits_for_its_settings_after_a_lift() {
+    use redjob::ops::{ConcurrencyPart, QueueSettings};
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    let create = || async {
+        client
+            .queues()
+            .create_queue("hw", QueueOptions::default())
+            .await
+            .unwrap()
+    };
+    create().await;
+    let failing = Arc::new(AtomicBool::new(false));
+    let backend = Faulty {
+        settings_failing: Some(failing.clone()),
+        ..Faulty::new(mem)
+    };
+    let (rec, probe) = (Recorder::default(), Probe::default());
+    let w = Worker::builder(backend)
+        .queue("hw")
+        .queue_global_concurrency("hw", 1)
+        // a poll soon finds the queue deleted
+        .poll_interval(Duration::from_millis(100))
+        .handle_signals(false)
+        .data(rec.clone())
+        .data(probe.clone())
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    let global = || async {
+        let s = client.settings("hw").await.unwrap();
+        s.concurrency.and_then(|c| c.global)
+    };
+    let stored = wait_for(Duration::from_secs(5), || async {
+        global().await == Some(1)
+    })
+    .await;
+    assert!(stored, "the worker's global concurrency was not stored");
+    // an operator lifts it: two jobs run at once
+    let lift = QueueSettings::concurrency_part(ConcurrencyPart::Global, None);
+    client.set_settings("hw", &lift).await.unwrap();
+    let mut lifted = false;
+    for round in 0..20 {
+        for key in 0..2 {
+            client
+                .enqueue(&Hold {
+                    key: round * 2 + key,
+                    ms: 150,
+                })
+                .await
+                .unwrap();
+        }
+        let n = 2 * (round as usize + 1);
+        assert!(wait_until(Duration::from_secs(5), || rec.len() == n).await);
+        if probe.max.load(Ordering::SeqCst) == 2 {
+            lifted = true;
+            break;
+        }
+    }
+    assert!(lifted, "the worker never followed the lift");
+    let before = rec.len();
+    // the queue goes, settings and all, and comes again; reads fail a while
+    failing.store(true, Ordering::SeqCst);
+    client.queues().delete_queue("hw").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    create().await;
+    probe.max.store(0, Ordering::SeqCst);
+    for key in 0..4 {
+        client
+            .enqueue(&Hold {
+                key: 100 + key,
+                ms: 100,
+            })
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let ran_unread = rec.len() - before;
+    failing.store(false, Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(10), || rec.len() == before + 4).await,
+        "ran {} of 4 after the queue came again",
+        rec.len() - before
+    );
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    assert_eq!(
+        (ran_unread, probe.max.load(Ordering::SeqCst)),
+        (0, 1),
+        "(runs before a read passed, runs at once under the worker's global concurrency of 1)"
+    );
 }
 
 #[tokio::test]

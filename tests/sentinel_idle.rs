@@ -62,11 +62,21 @@ async fn a_call_after_the_master_closed_the_idle_sockets_goes_through() {
         .await;
         assert!(closed, "the master kept the idle socket {id}");
     }
-    // the call finds the lane closed by the server: it checks the
-    // multiplexed socket, finds it closed too, and goes out on a new one
-    let echoed: redis::RedisResult<String> = redis::cmd("ECHO")
-        .arg("after-idle")
-        .query_async(&mut con)
-        .await;
-    assert_eq!(echoed.as_deref(), Ok("after-idle"), "{echoed:?}");
+    // the first call finds the lane closed by the server: it checks the
+    // multiplexed socket, finds it closed too, and goes out on a new one;
+    // the calls made at once with it go through too
+    let echoed = futures::future::join_all((0..8).map(|_| {
+        let mut con = con.clone();
+        async move {
+            redis::cmd("ECHO")
+                .arg("after-idle")
+                .query_async::<String>(&mut con)
+                .await
+        }
+    }))
+    .await;
+    assert!(
+        echoed.iter().all(|r| r.as_deref() == Ok("after-idle")),
+        "{echoed:?}"
+    );
 }

@@ -102,8 +102,9 @@ impl<B: Backend> Dispatcher<B> {
             // once a SETTINGS_RETRY here, and at the heartbeat's pace by the
             // settings' follower): releasing what each fetch leased instead
             // ran nothing, fetch after fetch. A queue limited across the
-            // fleet is not leased from until a read passes: its limits hold
-            // only once stored (a Redis that restarted empty has none)
+            // fleet (by the values last read, or by the worker's own) is not
+            // leased from until a read passes: its limits hold only once
+            // stored (a Redis that restarted empty has none)
             let mut unread = false;
             if !self.follow.is_read(&self.env.queue)
                 && read_failed.is_none_or(|at: Instant| at.elapsed() >= SETTINGS_RETRY)
@@ -113,7 +114,11 @@ impl<B: Backend> Dispatcher<B> {
                     Found::Read => {}
                     Found::Failed => {
                         read_failed = Some(Instant::now());
-                        if self.env.queue_slots.fleet_limited() {
+                        // (by the values last read, or by the worker's own,
+                        // which a read stores where none are)
+                        if self.env.queue_slots.fleet_limited()
+                            || self.follow.own_fleet_limited(&self.env.queue)
+                        {
                             tokio::select! {
                                 _ = tokio::time::sleep(SETTINGS_RETRY) => {}
                                 _ = self.env.per_queue.stop.cancelled() => return,

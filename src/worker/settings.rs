@@ -173,6 +173,15 @@ impl Follow {
         }
     }
 
+    /// Whether the builder's own values for `queue` limit it across the
+    /// fleet (a global concurrency or a rate limit), whatever was stored
+    /// over them since.
+    pub fn own_fleet_limited(&self, queue: &str) -> bool {
+        self.limits
+            .get(queue)
+            .is_some_and(|(_, own)| fleet_limited(&self.builder(own)))
+    }
+
     /// Whether `queue`'s stored settings were read since it last went missing.
     pub fn is_read(&self, queue: &str) -> bool {
         self.read
@@ -203,7 +212,9 @@ pub(crate) enum Found {
     /// The queue does not exist (yet).
     Missing,
     /// The read failed: the queue is served under the values the worker
-    /// holds (its builder's, or those it read last) until a read passes.
+    /// holds (its builder's, or those it read last) until a read passes,
+    /// but for a queue limited across the fleet (by those values or the
+    /// builder's), which is not leased from until then.
     Failed,
 }
 

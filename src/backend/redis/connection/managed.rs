@@ -106,9 +106,10 @@ impl Managed {
     /// and response timeouts together have passed. The manager's own bounds
     /// hold each attempt to connect and each reply, but a call that finds the
     /// socket broken waits for the whole reconnection, up to four attempts
-    /// with backoff between them (an unanswered `AUTH` waits out the
-    /// connection timeout each time). The reconnection goes on in the
-    /// background; a call given up is dropped, as one that times out.
+    /// with backoff between them (as many as the backoff fits in half the
+    /// connection timeout, see `connect_retries`; an unanswered `AUTH` waits
+    /// out the connection timeout each time). The reconnection goes on in
+    /// the background; a call given up is dropped, as one that times out.
     pub async fn bounded<T>(
         &self,
         call: impl std::future::Future<Output = RedisResult<T>>,
