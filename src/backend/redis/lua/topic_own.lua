@@ -11,5 +11,15 @@ if ARGV[2] == "0" then
   return 0
 end
 if owner and owner ~= ARGV[1] then return 0 end
+-- Redis at maxmemory (noeviction) refuses a script whose first write may grow
+-- memory (see allow_writes in lib.lua), as SET may: an owner renews with
+-- PEXPIRE, which cannot, and one taking it first DELs the missing key, which
+-- cannot either, so that an ordered subscriber is taken and held (and its
+-- events drained) while memory is full
+if owner then
+  redis.call("PEXPIRE", KEYS[1], ARGV[2])
+  return 1
+end
+redis.call("DEL", KEYS[1])
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 return 1
