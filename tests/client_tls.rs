@@ -86,9 +86,11 @@ fn make_certs(dir: &std::path::Path) {
     ]);
 }
 
-#[tokio::test]
-async fn rediss_with_a_private_ca() {
-    let dir = std::env::temp_dir().join(format!("redjob-tls-{}", std::process::id()));
+/// A Redis serving TLS (on the port returned) with certificates of its own
+/// in a fresh directory named `name` (returned), and plain TCP on its usual
+/// port; `extra` are more arguments for it.
+fn tls_server(name: &str, extra: &[&str]) -> (std::path::PathBuf, RedisServer, u16) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     make_certs(&dir);
     let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
@@ -97,18 +99,28 @@ async fn rediss_with_a_private_ca() {
         .local_addr()
         .unwrap()
         .port();
-    let server = RedisServer::start_with(&[
+    let port = tls_port.to_string();
+    let (cert, key, ca) = (p("server.pem"), p("server.key"), p("ca.pem"));
+    let mut args = vec![
         "--tls-port",
-        &tls_port.to_string(),
+        &port,
         "--tls-cert-file",
-        &p("server.pem"),
+        &cert,
         "--tls-key-file",
-        &p("server.key"),
+        &key,
         "--tls-ca-cert-file",
-        &p("ca.pem"),
+        &ca,
         "--tls-auth-clients",
         "no",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let server = RedisServer::start_with(&args);
+    (dir, server, tls_port)
+}
+
+#[tokio::test]
+async fn rediss_with_a_private_ca() {
+    let (dir, server, tls_port) = tls_server("redjob-tls", &[]);
     let mut cfg = ClientConfig::from_url(format!("rediss://127.0.0.1:{tls_port}"));
     cfg.redis.tls_root_cert = Some(std::fs::read(dir.join("ca.pem")).unwrap());
     let client = Client::from_config(cfg).await.unwrap();
@@ -129,34 +141,13 @@ async fn rediss_with_a_private_ca() {
 /// so do the calls made at once with it.
 #[tokio::test]
 async fn a_call_after_a_pause_goes_through_when_the_server_closed_the_idle_connection() {
-    let dir = std::env::temp_dir().join(format!("redjob-tls-idle-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    make_certs(&dir);
-    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
-    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _server = RedisServer::start_with(&[
-        "--tls-port",
-        &tls_port.to_string(),
-        "--tls-cert-file",
-        &p("server.pem"),
-        "--tls-key-file",
-        &p("server.key"),
-        "--tls-ca-cert-file",
-        &p("ca.pem"),
-        "--tls-auth-clients",
-        "no",
-        "--timeout",
-        "2",
-    ]);
+    let (dir, _server, tls_port) = tls_server("redjob-tls-idle", &["--timeout", "2"]);
     let mut cfg = ClientConfig::from_url(format!("rediss://127.0.0.1:{tls_port}"));
     cfg.redis.tls_root_cert = Some(std::fs::read(dir.join("ca.pem")).unwrap());
     let client = Client::from_config(cfg).await.unwrap();
     client.enqueue(&Ping).await.unwrap();
-    // the server closes the idle connection after 2 s
+    // the server closes the idle connection after 2 s; a call after 15 s
+    // idle checks the connection first
     tokio::time::sleep(std::time::Duration::from_millis(15_500)).await;
     // calls made at once with the first go through too
     let after = futures::future::join_all((0..8).map(|_| client.enqueue(&Ping))).await;

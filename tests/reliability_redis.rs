@@ -437,39 +437,56 @@ async fn a_lone_enqueue_to_a_stalled_redis_fails_at_the_response_timeout() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn out_of_memory_refuses_enqueues_whole_and_workers_drain() {
+/// A Redis of 3 MB that evicts nothing, its queue `rel` keeping a history
+/// without arguments: the history keeps the arguments of the last 1,000
+/// finished jobs (2 MB of these) otherwise, and draining would not free the
+/// memory.
+async fn out_of_memory_redis() -> (RedisServer, Client) {
     let server =
         RedisServer::start_with(&["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]);
     let client = client(&server.url()).await;
-    // the history keeps the arguments of the last 1,000 finished jobs (2 MB
-    // of these): kept without them here, so that draining frees the memory
     client
         .queues()
         .create_queue("rel", QueueOptions::default())
         .await
         .unwrap();
-    let lean = History {
-        args_max_age: Some(Duration::ZERO),
-        ..History::default()
-    };
     client
-        .set_settings("rel", &QueueSettings::history(lean))
+        .set_settings("rel", &QueueSettings::history(lean()))
         .await
         .unwrap();
-    let pad = "x".repeat(2000);
+    (server, client)
+}
+
+/// The history `out_of_memory_redis` keeps: no arguments.
+fn lean() -> History {
+    History {
+        args_max_age: Some(Duration::ZERO),
+        ..History::default()
+    }
+}
+
+/// Enqueues jobs padded with `pad` until Redis refuses one: how many it
+/// took, and the refusal.
+async fn fill(client: &Client, pad: &str) -> (u64, Error) {
     let mut accepted = 0u64;
-    let refused = loop {
+    loop {
         let job = Mark {
             key: accepted,
-            pad: pad.clone(),
+            pad: pad.to_string(),
         };
         match client.enqueue(&job).await {
             Ok(_) => accepted += 1,
-            Err(e) => break e,
+            Err(e) => return (accepted, e),
         }
         assert!(accepted < 20_000, "maxmemory never reached");
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_memory_refuses_enqueues_whole_and_workers_drain() {
+    let (_server, client) = out_of_memory_redis().await;
+    let pad = "x".repeat(2000);
+    let (accepted, refused) = fill(&client, &pad).await;
     println!("out of memory after {accepted} jobs: {refused}");
     assert!(matches!(refused, Error::OutOfMemory(_)), "{refused:?}");
     assert!(refused.to_string().contains("out of memory"));
@@ -513,43 +530,15 @@ async fn out_of_memory_refuses_enqueues_whole_and_workers_drain() {
 /// passed, over and over: nothing ran.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_with_settings_to_store_started_out_of_memory_drains_the_queue() {
-    let server =
-        RedisServer::start_with(&["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]);
-    let client = client(&server.url()).await;
-    client
-        .queues()
-        .create_queue("rel", QueueOptions::default())
-        .await
-        .unwrap();
-    // kept without arguments, so that draining frees the memory (as above)
-    let lean = History {
-        args_max_age: Some(Duration::ZERO),
-        ..History::default()
-    };
-    client
-        .set_settings("rel", &QueueSettings::history(lean))
-        .await
-        .unwrap();
-    let pad = "x".repeat(4000);
-    let mut accepted = 0u64;
-    let refused = loop {
-        let job = Mark {
-            key: accepted,
-            pad: pad.clone(),
-        };
-        match client.enqueue(&job).await {
-            Ok(_) => accepted += 1,
-            Err(e) => break e,
-        }
-        assert!(accepted < 20_000, "maxmemory never reached");
-    };
+    let (_server, client) = out_of_memory_redis().await;
+    let (accepted, refused) = fill(&client, &"x".repeat(4000)).await;
     assert!(matches!(refused, Error::OutOfMemory(_)), "{refused:?}");
     assert!(accepted >= 100, "out of memory after {accepted} jobs");
     let rec = Recorder::default();
     let running = start(
         Worker::builder(client.backend())
             .queue("rel")
-            .history(lean)
+            .history(lean())
             .handle_signals(false)
             .lease(Duration::from_secs(2))
             .poll_interval(Duration::from_secs(1))
@@ -572,37 +561,10 @@ async fn a_worker_with_settings_to_store_started_out_of_memory_drains_the_queue(
 /// for it, with every job of its call, for as long as memory stayed full.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_of_a_batch_settle_out_of_memory() {
-    let server =
-        RedisServer::start_with(&["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]);
-    let client = client(&server.url()).await;
-    client
-        .queues()
-        .create_queue("rel", QueueOptions::default())
-        .await
-        .unwrap();
-    let lean = History {
-        args_max_age: Some(Duration::ZERO),
-        ..History::default()
-    };
-    client
-        .set_settings("rel", &QueueSettings::history(lean))
-        .await
-        .unwrap();
+    let (_server, client) = out_of_memory_redis().await;
     let members: Vec<Mark> = (0..50).map(|key| mark(100_000 + key)).collect();
     client.batch().jobs(&members).enqueue().await.unwrap();
-    let pad = "x".repeat(4000);
-    let mut accepted = 0u64;
-    let refused = loop {
-        let job = Mark {
-            key: accepted,
-            pad: pad.clone(),
-        };
-        match client.enqueue(&job).await {
-            Ok(_) => accepted += 1,
-            Err(e) => break e,
-        }
-        assert!(accepted < 20_000, "maxmemory never reached");
-    };
+    let (accepted, refused) = fill(&client, &"x".repeat(4000)).await;
     assert!(matches!(refused, Error::OutOfMemory(_)), "{refused:?}");
     assert!(accepted >= 100, "out of memory after {accepted} jobs");
     let rec = Recorder::default();
