@@ -651,9 +651,12 @@ elseif leased < asked then
     -- (or popped) ran no script to give its place on, and no send may come.
     -- A holder's settle wakes the workers itself, so this is only that
     -- case's way out, and a minute keeps queues whose keyed jobs wait
-    -- behind long runs near idle (one fetch a minute a worker)
+    -- behind long runs near idle (one fetch a minute a worker). It aims at
+    -- the middle of that second: a wake at its very start that lands a
+    -- millisecond early by Redis's clock swept nothing, and named the next
+    -- such second a minute on
     if redis.call("ZCARD", KEYS[6]) > 0 then
-      local sweep = (math.floor((now + 60000) / 10000) + 1) * 10000000
+      local sweep = (math.floor((now + 60000) / 10000) + 1) * 10000000 + 500000
       if not first or sweep < first then first = sweep end
     end
   end
