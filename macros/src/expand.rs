@@ -6,6 +6,7 @@ use syn::DeriveInput;
 use syn::ext::IdentExt;
 
 use crate::attr::{self, Errors};
+use crate::serde_name;
 
 pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     let mut errors = Errors::default();
@@ -82,14 +83,15 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
         sets.push(quote!(o.unique_for = ::core::option::Option::Some(::core::time::Duration::from_millis(#ms));));
     }
     let mut key_fn = quote!();
-    if let Some((field, member)) = attrs
+    if let Some((field, (member, serialized))) = attrs
         .concurrency_key
         .as_ref()
-        .and_then(|f| key_field(input, f).map(|m| (f, m)))
+        .and_then(|f| key_field(input, f).ok().map(|m| (f, m)))
     {
-        // the name serde gives the field (`type` for `r#type`), which the CLI
-        // looks up in a job's JSON arguments
-        let field = syn::LitStr::new(&member.unraw().to_string(), field.span());
+        // the name serde writes the field under (`type` for `r#type`, its
+        // `rename`, its container's `rename_all`), which the CLI looks up in
+        // a job's JSON arguments
+        let field = syn::LitStr::new(&serialized, field.span());
         sets.push(quote!(o.concurrency_key = ::core::option::Option::Some(#field);));
         key_fn = quote! {
             fn concurrency_key(&self) -> ::redjob::Result<::core::option::Option<::std::string::String>> {
@@ -200,14 +202,8 @@ fn check_keyed(input: &DeriveInput, attrs: &attr::JobAttrs, errors: &mut Errors)
         }
         return;
     };
-    if key_field(input, field).is_none() {
-        errors.push(syn::Error::new(
-            field.span(),
-            format!(
-                "concurrency_key names no field: `{}` must be a field of this struct (with named fields)",
-                field.value()
-            ),
-        ));
+    if let Err(e) = key_field(input, field) {
+        errors.push(e);
     }
     if attrs.priority.is_some_and(|p| p != 0) {
         errors.push(syn::Error::new(
@@ -224,20 +220,60 @@ fn check_keyed(input: &DeriveInput, attrs: &attr::JobAttrs, errors: &mut Errors)
 }
 
 /// The field of a struct with named fields that `concurrency_key = "name"`
-/// names: by its name as serde sees it (`type` for a field `r#type`), or as
-/// written (`r#type`).
-fn key_field<'a>(input: &'a DeriveInput, name: &syn::LitStr) -> Option<&'a syn::Ident> {
+/// names, and the name serde writes it under in the job's arguments. The
+/// field is named by its Rust name (`type` or `r#type` for a field `r#type`)
+/// or else by its serialized name (`accountId` under `rename_all =
+/// "camelCase"`). Refused when no field has the name, or when serde's
+/// attributes leave the field without a name of its own in the arguments
+/// (`flatten`, `skip`, `transparent`, `into`) or write it with a function
+/// of their own (`with`, `serialize_with`).
+fn key_field<'a>(
+    input: &'a DeriveInput,
+    name: &syn::LitStr,
+) -> syn::Result<(&'a syn::Ident, String)> {
+    let no_field = || {
+        syn::Error::new(
+            name.span(),
+            format!(
+                "concurrency_key names no field: `{}` must be a field of this struct (with named fields), by its Rust name or the name serde writes it under",
+                name.value()
+            ),
+        )
+    };
     let syn::Data::Struct(syn::DataStruct {
         fields: syn::Fields::Named(named),
         ..
     }) = &input.data
     else {
-        return None;
+        return Err(no_field());
     };
-    let name = name.value();
-    named
+    let container = serde_name::container(&input.attrs);
+    let fields: Vec<_> = named
         .named
         .iter()
-        .filter_map(|f| f.ident.as_ref())
-        .find(|i| **i == name || i.unraw() == name)
+        .filter_map(|f| Some((f.ident.as_ref()?, serde_name::field(&container, f))))
+        .collect();
+    let wanted = name.value();
+    let by_rust = fields
+        .iter()
+        .find(|(i, _)| **i == wanted || i.unraw() == wanted);
+    let by_serde = fields.iter().find(|(_, n)| n.name == wanted);
+    if let (Some((a, _)), Some((b, _))) = (by_rust, by_serde)
+        && a != b
+    {
+        return Err(syn::Error::new(
+            name.span(),
+            format!(
+                "concurrency_key `{wanted}` is ambiguous: the field `{a}` is so named in Rust, and serde writes the field `{b}` under that name; name the one meant by its other name"
+            ),
+        ));
+    }
+    let (ident, named) = by_rust.or(by_serde).ok_or_else(no_field)?;
+    if let Some(why) = named.refused {
+        return Err(syn::Error::new(
+            name.span(),
+            format!("concurrency_key cannot name the field `{ident}`: {why}"),
+        ));
+    }
+    Ok((ident, named.name.clone()))
 }

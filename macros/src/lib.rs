@@ -12,6 +12,7 @@
 mod attr;
 mod event;
 mod expand;
+mod serde_name;
 
 use proc_macro::TokenStream;
 

@@ -215,7 +215,9 @@ pub struct JobOptions {
     /// `unique`). Defaults to `None`: until the job leaves its queue.
     pub unique_for: Option<Duration>,
     /// The field of the job's arguments whose value is its concurrency key
-    /// (`concurrency_key = "account_id"`): at most [`per_key`](Self::per_key)
+    /// (`concurrency_key = "account_id"`), by the name serde writes it under
+    /// (its `rename`, or its struct's `rename_all` applied to it), whichever
+    /// name the attribute gives: at most [`per_key`](Self::per_key)
     /// jobs with the same key run at once across the fleet (see
     /// [`Keyed`](crate::queue::Keyed) and [`JobSpec::concurrency_key`]). Defaults to
     /// `None`: no key.
