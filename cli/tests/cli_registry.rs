@@ -58,6 +58,25 @@ impl Job for RegPerAccount {
     }
 }
 
+/// A keyed type whose key field serde renames, as a type written for a
+/// JavaScript producer would.
+#[derive(Serialize, Deserialize, Job)]
+#[serde(rename_all = "camelCase")]
+#[job(
+    name = "reg_per_account_camel",
+    queue = "acct_camel",
+    concurrency_key = "account_id"
+)]
+struct RegPerAccountCamel {
+    account_id: u64,
+}
+
+impl Job for RegPerAccountCamel {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
 /// The live workers as `redjob workers --json` lists them, once `n` are.
 async fn listed(url: &str, n: usize) -> Value {
     for _ in 0..100 {
@@ -293,6 +312,50 @@ async fn a_cli_enqueue_of_a_keyed_type_waits_for_its_keys_place_as_an_app_enqueu
     .json();
     assert_eq!(v["concurrency_key"], "7");
     assert_eq!(client.counts("acct").await.unwrap().blocked, 3);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// A keyed type whose key field serde renames: the registry names the
+/// field as the job's JSON holds it, and a CLI enqueue of the JSON the app
+/// sends finds its key there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_enqueue_of_a_keyed_type_finds_a_key_field_serde_renames() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("acct_camel", QueueOptions::default())
+        .await
+        .unwrap();
+    client.pause("acct_camel").await.unwrap();
+    let worker = redjob::Worker::builder(client.backend())
+        .register::<RegPerAccountCamel>()
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let stop = worker.shutdown_token();
+    let task = tokio::spawn(worker.run());
+    let w = listed(&url, 1).await;
+    let types = w[0]["job_types"].as_array().unwrap();
+    let keyed = types
+        .iter()
+        .find(|t| t["name"] == "reg_per_account_camel")
+        .unwrap();
+    assert_eq!(keyed["concurrency_key"], "accountId");
+    client
+        .enqueue(&RegPerAccountCamel { account_id: 8 })
+        .await
+        .unwrap();
+    // the JSON the app sends, from the CLI: the same key, so it waits
+    let args = serde_json::to_string(&RegPerAccountCamel { account_id: 8 }).unwrap();
+    let body = format!(r#"{{"type":"reg_per_account_camel","args":{args}}}"#);
+    let v = cli(&url, &["enqueue", "acct_camel", &body, "--json"])
+        .await
+        .json();
+    assert_eq!(v["concurrency_key"], "8");
+    assert_eq!(client.counts("acct_camel").await.unwrap().blocked, 1);
     stop.cancel();
     task.await.unwrap().unwrap();
 }
