@@ -390,3 +390,41 @@ async fn a_newest_first_requeue_starts_at_its_cutoff_not_at_the_newest_letter() 
     assert!(pages <= 1, "pages read: {pages}");
     assert_eq!(client.counts("mail").await.unwrap().dead, 3000);
 }
+
+/// "Requeue selected" or "Delete selected" of a form naming one letter twice
+/// (a page refreshed under a selection, a hand-made post) acts on it once and
+/// says so: the old action requeued it once and said "1 stayed dead: a
+/// queued job holds their unique key", though no letter stayed dead; an id
+/// selected twice that is no dead letter was named twice.
+#[tokio::test]
+async fn a_letter_selected_twice_is_requeued_once_and_none_said_to_stay_dead() {
+    let (_server, client, app) = app().await;
+    kill(&client, 2).await;
+    let dead = client.dead_letters("mail", 10).await.unwrap();
+    let (a, b) = (dead[0].id.to_string(), dead[1].id.to_string());
+    let stranger = "0000000000abcdefghijklmnopqrstuv";
+    let (cookie, token) = session(&app, "/queues/mail/dead", true).await;
+    let form = [
+        ("csrf", token.as_str()),
+        ("id", a.as_str()),
+        ("id", a.as_str()),
+        ("id", stranger),
+        ("id", stranger),
+    ];
+    let r = post(&app, "/queues/mail/dead/requeue", &cookie, &form).await;
+    assert_eq!(
+        note(&r),
+        format!(
+            "Requeued 1 dead letters; 1 id selected is not a dead letter of \"mail\" (not found): {stranger}."
+        )
+    );
+    assert_eq!(client.counts("mail").await.unwrap().dead, 1);
+    let form = [
+        ("csrf", token.as_str()),
+        ("id", b.as_str()),
+        ("id", b.as_str()),
+    ];
+    let r = post(&app, "/queues/mail/dead/delete", &cookie, &form).await;
+    assert_eq!(note(&r), "Deleted 1 dead letters.");
+    assert_eq!(client.counts("mail").await.unwrap().dead, 0);
+}

@@ -63,10 +63,15 @@ pub(crate) async fn dead(
             false => c.delete_dead_matching(&queue, &q).await?,
         }
     } else {
-        let ids = f
+        let mut ids = f
             .all("id")
             .map(parse_id)
             .collect::<Result<Vec<JobId>, _>>()?;
+        // each id once, in the order first given: a letter selected twice is
+        // one letter, requeued or deleted once (counted twice, the one
+        // requeue looked like a letter that stayed dead)
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|id| seen.insert(*id));
         if ids.is_empty() {
             return Err(WebError::BadRequest("no dead letter selected".into()));
         }
