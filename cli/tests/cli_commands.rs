@@ -2095,3 +2095,37 @@ async fn dead_requeue_of_an_id_given_twice_succeeds() {
     assert!(run.out.contains("deleted 1"), "{}", run.out);
     assert_eq!(client.counts("mail").await.unwrap().dead, 0);
 }
+
+/// `redjob topic list` reads its topics together, 50 a script call, the
+/// calls and then the subscribers' dead letters' lengths pipelined: the old
+/// command read each topic in three round trips of its own (`EXISTS`,
+/// `XINFO GROUPS`, then topic_info.lua), 120 script calls for 120 topics.
+#[tokio::test]
+async fn topic_list_reads_its_topics_together() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    for i in 0..120 {
+        client
+            .subscribe(&format!("t{i:03}"), "s", Start::Beginning)
+            .await
+            .unwrap();
+    }
+    let mut con = server.raw().await;
+    common::reset_stats(&mut con).await;
+    let v = topic_json(&url, &["topic", "list"]).await;
+    let listed: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["topic"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 120, "{v}");
+    assert_eq!((listed[0], listed[119]), ("t000", "t119"));
+    let calls = common::command_calls(&mut con).await;
+    let n = |name: &str| calls.get(name).copied().unwrap_or(0);
+    // three script calls (loaded first by the pipeline: SCRIPT LOAD is no
+    // call), an XINFO GROUPS of each topic inside them, an XLEN of each
+    // subscriber's dead letters
+    assert_eq!((n("evalsha"), n("xinfo|groups"), n("xlen")), (3, 120, 120));
+}

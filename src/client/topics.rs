@@ -173,6 +173,33 @@ impl Client {
         self.queues().topic_info(topic).await
     }
 
+    /// [`topic`](Self::topic) of each of `topics`, in their order (`None` for
+    /// one that does not exist, as one deleted since it was listed): a page
+    /// of [`topics`](Self::topics) read together, in two round trips on one
+    /// Redis server whatever the number of topics (see
+    /// [`Topics::topic_infos`]). The dashboard's topic list and `redjob
+    /// topic list` read their topics so.
+    ///
+    /// ```
+    /// # use redjob::topic::Start;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(Default::default());
+    /// client.subscribe("clicks", "stats", Start::End).await?;
+    /// let names = client.topics().await?;
+    /// let page = client.topic_infos(&names[..names.len().min(50)]).await?;
+    /// assert_eq!(page[0].as_ref().unwrap().subscribers[0].name, "stats");
+    /// let gone = client.topic_infos(&["nope".to_string()]).await?;
+    /// assert!(gone[0].is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn topic_infos(&self, topics: &[String]) -> Result<Vec<Option<TopicInfo>>> {
+        for topic in topics {
+            check_name("topic name", topic)?;
+        }
+        self.queues().topic_infos(topics).await
+    }
+
     /// A subscriber's newest `limit` dead letters, newest first.
     pub async fn dead_events(
         &self,

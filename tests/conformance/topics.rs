@@ -1506,3 +1506,64 @@ pub async fn consumers_gone_for_long_are_removed_by_a_claim(env: &Env) {
         "the live and the recent consumer are left, not the two dead ones"
     );
 }
+
+/// `topic_infos` reads a page of topics, each as its own `topic_info` reads
+/// it (its subscribers, lag and dead letters), in the order asked, across
+/// the calls' boundary (50 topics a call on one Redis server), with `None`
+/// for a topic that does not exist; nothing asked, nothing read.
+pub async fn topic_infos_read_each_topic_of_a_page_as_its_own_read(env: &Env) {
+    let c = &env.client;
+    let q = env.queues();
+    let mut names = Vec::new();
+    for i in 0..60 {
+        let name = format!("pg-{i:02}");
+        c.subscribe(&name, "s", Start::Beginning).await.unwrap();
+        if i % 7 == 0 {
+            c.subscribe(&name, "t", Start::End).await.unwrap();
+        }
+        names.push(name);
+    }
+    // events in one, and one given up on by a subscriber past the boundary
+    q.publish(
+        "pg-03",
+        &[("x", "{}"), ("y", "{}")],
+        &redjob::topic::EventOptions::DEFAULT,
+    )
+    .await
+    .unwrap();
+    q.publish(
+        "pg-56",
+        &[("x", "{}")],
+        &redjob::topic::EventOptions::DEFAULT,
+    )
+    .await
+    .unwrap();
+    let got = q
+        .read("pg-56", "s", "c", 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let batch = EventSettle {
+        dead: vec![(got[0].delivery(), got[0].clone(), "down".into())],
+        ..Default::default()
+    };
+    q.settle_events("pg-56", "s", "c", &batch, None)
+        .await
+        .unwrap();
+    names.insert(30, "pg-none".into());
+    let infos = c.topic_infos(&names).await.unwrap();
+    assert_eq!(infos.len(), names.len());
+    for (name, info) in names.iter().zip(&infos) {
+        assert_eq!(info, &c.topic(name).await.unwrap(), "{name}");
+    }
+    assert!(infos[30].is_none());
+    let at = |name: &str| {
+        infos[names.iter().position(|n| n == name).unwrap()]
+            .clone()
+            .unwrap()
+    };
+    assert_eq!((at("pg-03").length, at("pg-03").subscribers[0].lag), (2, 2));
+    assert_eq!(at("pg-56").subscribers[0].dead, 1);
+    assert_eq!(at("pg-49").subscribers.len(), 2);
+    assert!(c.topic_infos(&[]).await.unwrap().is_empty());
+}

@@ -596,3 +596,68 @@ async fn the_topic_list_shows_though_another_program_named_a_topic_oddly() {
         list.body
     );
 }
+
+/// `calls` of `cmdstat_<name>` on `server`.
+async fn calls(server: &RedisServer, name: &str) -> u64 {
+    common::command_calls(&mut server.raw().await)
+        .await
+        .get(name)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The topic list reads a page of topics (the page size's, by name), in one
+/// script call for them all and one pipeline of their dead letters' lengths,
+/// as the queues' overview does: the old list read every topic, each in
+/// three round trips (`EXISTS`, `XINFO GROUPS`, then topic_info.lua with
+/// its own `XINFO GROUPS`), 1,000 topics 3,000 round trips for one render.
+#[tokio::test]
+async fn the_topic_list_reads_a_page_of_topics_in_a_few_calls() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    for i in 0..120 {
+        client
+            .subscribe(&format!("t{i:03}"), "s", Start::Beginning)
+            .await
+            .unwrap();
+    }
+    client
+        .backend()
+        .publish("t101", &[("x", "{}"), ("y", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    let app = redjob_web::Dashboard::new(client.clone())
+        .page_size(50)
+        .router();
+    // once for the scripts to load
+    assert_eq!(get(&app, "/topics").await.status, StatusCode::OK);
+    let names = ["evalsha", "xinfo|groups", "xlen"];
+    let before: Vec<u64> = futures::future::join_all(names.map(|c| calls(&server, c))).await;
+    let page = get(&app, "/topics").await;
+    let after: Vec<u64> = futures::future::join_all(names.map(|c| calls(&server, c))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let d: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    // one script call for the 50 topics of the page (an XINFO GROUPS of
+    // each inside), one XLEN of each subscriber's dead letters
+    assert_eq!(d, [1, 50, 50]);
+    for (topic, shown) in [("t000", true), ("t049", true), ("t050", false)] {
+        let link = format!(r#"href="/topics/{topic}""#);
+        assert_eq!(page.body.contains(&link), shown, "{topic}: {}", page.body);
+    }
+    assert!(page.body.contains("Topics 1–50 of 120"), "{}", page.body);
+    // the last page: the 20 topics left, each line as the topic's own read
+    let last = get(&app, "/topics?page=3").await;
+    assert_eq!(last.status, StatusCode::OK, "{}", last.body);
+    for (topic, shown) in [("t099", false), ("t100", true), ("t119", true)] {
+        let link = format!(r#"href="/topics/{topic}""#);
+        assert_eq!(last.body.contains(&link), shown, "{topic}: {}", last.body);
+    }
+    assert!(last.body.contains("Topics 101–120 of 120"), "{}", last.body);
+    let row = last.body.split(r#"href="/topics/t101""#).nth(1).unwrap();
+    let row = &row[..row.find("</tr>").unwrap()];
+    // 2 events, 2 published, 1 subscriber 2 behind, no dead letter
+    assert!(
+        row.contains(r#"<td class="num">2</td><td class="num">2</td><td class="num">1</td><td class="num">2</td><td class="num">0</td>"#),
+        "{row}"
+    );
+}

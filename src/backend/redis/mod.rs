@@ -77,6 +77,7 @@ struct Shared {
     poll_loaded: AtomicBool,
     withdraw_loaded: AtomicBool,
     reclaim_loaded: AtomicBool,
+    topic_info_loaded: AtomicBool,
     /// Connections of topic consumers' blocking reads, one per consumer and
     /// subscriber: a blocked read holds up every later command on its connection.
     readers: Mutex<HashMap<String, Connection>>,

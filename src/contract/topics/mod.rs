@@ -386,6 +386,27 @@ pub trait Topics: Clone + Send + Sync + 'static {
     /// The topic's length, ids, memory and subscribers; `None` when it does not exist.
     fn topic_info(&self, topic: &str) -> impl Future<Output = Result<Option<TopicInfo>>> + Send;
 
+    /// [`topic_info`](Self::topic_info) of each of `topics`, in their order
+    /// (`None` for one that does not exist): a page of a topic list, read
+    /// together. On one Redis server two round trips whatever the number of
+    /// topics (topic_info.lua over 50 topics a call, the calls pipelined, then
+    /// one pipeline of the subscribers' dead letters' lengths); on a Cluster,
+    /// each topic's two at once. The work is the topics asked for, never the
+    /// others. Defaults to [`topic_info`](Self::topic_info) of one topic after
+    /// another.
+    fn topic_infos(
+        &self,
+        topics: &[String],
+    ) -> impl Future<Output = Result<Vec<Option<TopicInfo>>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(topics.len());
+            for topic in topics {
+                out.push(self.topic_info(topic).await?);
+            }
+            Ok(out)
+        }
+    }
+
     /// The subscriber's newest `limit` dead letters (at most
     /// [`MAX_PAGE`](crate::inspect::MAX_PAGE)), newest first.
     fn dead_events(
@@ -491,6 +512,7 @@ macro_rules! topics_methods {
             async fn leave(topic: &str, subscriber: &str, consumer: &str) -> $crate::Result<()>;
             async fn topic_names() -> $crate::Result<Vec<String>>;
             async fn topic_info(topic: &str) -> $crate::Result<Option<$crate::contract::topics::TopicInfo>>;
+            async fn topic_infos(topics: &[String]) -> $crate::Result<Vec<Option<$crate::contract::topics::TopicInfo>>>;
             async fn dead_events(topic: &str, subscriber: &str, limit: usize) -> $crate::Result<Vec<$crate::contract::topics::DeadEvent>>;
             async fn requeue_dead_events(topic: &str, subscriber: &str, which: $crate::contract::topics::DeadEvents<'_>) -> $crate::Result<u64>;
             async fn delete_dead_events(topic: &str, subscriber: &str, which: $crate::contract::topics::DeadEvents<'_>) -> $crate::Result<u64>;

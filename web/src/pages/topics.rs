@@ -35,15 +35,36 @@ fn furthest(t: &TopicInfo) -> Option<&SubscriberInfo> {
     t.subscribers.iter().max_by_key(|s| (s.lag, !s.lag_exact))
 }
 
-pub(crate) async fn list(ctx: Ctx) -> WebResult<Response> {
+/// The topic list's query string: `page` (from 1).
+#[derive(Deserialize, Default)]
+pub(crate) struct ListParams {
+    page: Option<usize>,
+}
+
+pub(crate) async fn list(ctx: Ctx, Query(p): Query<ListParams>) -> WebResult<Response> {
     let client = &ctx.app.client;
-    let mut topics = Vec::new();
-    for name in client.topics().await? {
+    // a page of the topics by name, read together: two round trips however
+    // many topics there are (one per topic, three each, until now)
+    let names = client.topics().await?;
+    let size = ctx.app.page_size.max(1);
+    let pages = names.len().div_ceil(size).max(1);
+    let at = p.page.unwrap_or(1).clamp(1, pages);
+    let first = ((at - 1) * size).min(names.len());
+    let shown = &names[first..(first + size).min(names.len())];
+    let topics: Vec<(&String, TopicInfo)> = shown
+        .iter()
+        .zip(client.topic_infos(shown).await?)
         // deleted since it was listed: skipped
-        if let Some(t) = client.topic(&name).await? {
-            topics.push((name, t));
-        }
-    }
+        .filter_map(|(name, t)| Some((name, t?)))
+        .collect();
+    let link = |page: usize| {
+        let page = if page > 1 {
+            page.to_string()
+        } else {
+            String::new()
+        };
+        ctx.link(&format!("/topics{}", query(&[("page", page.as_str())])))
+    };
     let body = html! {
         h1 { "Topics" }
         p.muted { "Every subscriber gets every event of a topic, at its own offset. Lag: events a subscriber has not taken yet." }
@@ -65,9 +86,16 @@ pub(crate) async fn list(ctx: Ctx) -> WebResult<Response> {
                             td.num { (num(t.memory)) }
                         }
                     }
-                    @if topics.is_empty() {
+                    @if names.is_empty() {
                         tr { td colspan="7" .muted { "No topic yet: publish an event or create a subscriber." } }
                     }
+                }
+            }
+            @if pages > 1 {
+                p.pager {
+                    "Topics " (num(first as u64 + 1)) "–" (num((first + shown.len()) as u64)) " of " (num(names.len() as u64)) ". "
+                    @if at > 1 { a href=(link(at - 1)) rel="prev" { "← Previous" } " " }
+                    @if at < pages { a href=(link(at + 1)) rel="next" { "Next →" } }
                 }
             }
         }

@@ -1,59 +1,61 @@
--- A topic's length, ids and memory, and per subscriber its offset, pending count,
--- lag, consumers and dead letters. A subscriber whose offset is the newest
--- event has no lag. Any other's is counted up to CAP events, and a subscriber
--- further behind takes Redis's lag when Redis knows it, else is reported as
--- more than CAP: Redis does not know it after another client deleted events
--- ahead of the subscriber, or moved it into the middle of the topic (see
--- topic_group.lua), and Redis 7.0 (and other releases before the fix of
--- redis#13958) counts events trimmed ahead of a subscriber that had read
--- before as lag still. The
--- memory is Redis's estimate from a sample of the stream's nodes (MEMORY
--- USAGE's default). Reads at most CAP + 1 events per subscriber, however long
--- the topic.
--- KEYS[1]  the topic's stream (ns:t:{topic})
--- KEYS[2..] the dead letters of each subscriber named in ARGV, in that order
--- ARGV[1..] the subscribers whose dead letters are counted (from a first call)
--- Returns {0} when the topic does not exist, else {1, length, published, first,
---         last, memory, then per subscriber: name, offset, pending, lag, 1 when
---         the lag is exact or 0 when there are more than it (CAP), consumers,
---         dead letters (-1 when not in ARGV)}
+-- Topics' length, ids and memory, and per subscriber its offset, pending
+-- count, lag and consumers: one topic per key, so that one call reads a page
+-- of topics (the dashboard's list, `redjob topic list`) and the caller asks
+-- for each subscriber's dead letters (XLEN) in one pipeline after it. A
+-- subscriber whose offset is the newest event has no lag. Any other's is
+-- counted up to CAP events, and a subscriber further behind takes Redis's
+-- lag when Redis knows it, else is reported as more than CAP: Redis does not
+-- know it after another client deleted events ahead of the subscriber, or
+-- moved it into the middle of the topic (see topic_group.lua), and Redis 7.0
+-- (and other releases before the fix of redis#13958) counts events trimmed
+-- ahead of a subscriber that had read before as lag still. The memory is
+-- Redis's estimate from a sample of the stream's nodes (MEMORY USAGE's
+-- default). Reads at most CAP + 1 events per subscriber, however long the
+-- topic, and only the topics in KEYS (the caller's page of them).
+-- KEYS[1..] the topics' streams (ns:t:{topic}), one per topic
+-- ARGV      none
+-- Returns per key, in KEYS' order: {0} when the topic does not exist, else
+--         {1, length, published, first, last, memory, then per subscriber:
+--         name, offset, pending, lag, 1 when the lag is exact or 0 when there
+--         are more than it (CAP), consumers}
 local CAP = 100
-local key = KEYS[1]
-if redis.call("EXISTS", key) == 0 then return {0} end
-local info = redis.call("XINFO", "STREAM", key)
-local length, added, first, last = 0, 0, false, false
-for i = 1, #info, 2 do
-  local f, v = info[i], info[i + 1]
-  if f == "length" then length = v end
-  if f == "entries-added" then added = v end
-  if f == "first-entry" and type(v) == "table" then first = v[1] end
-  if f == "last-entry" and type(v) == "table" then last = v[1] end
-end
-local dead = {}
-for i = 1, #ARGV do dead[ARGV[i]] = KEYS[i + 1] end
-local out = {1, length, added, first, last, redis.call("MEMORY", "USAGE", key)}
-for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
-  local row = {}
-  for i = 1, #g, 2 do row[g[i]] = g[i + 1] end
-  local lag, exact = row["lag"], 1
-  if row["last-delivered-id"] == last or not last then
-    lag = 0
-  else
-    local n = #redis.call("XRANGE", key, "(" .. row["last-delivered-id"], "+", "COUNT", CAP + 1)
-    if n <= CAP then
-      lag = n
-    elseif type(lag) ~= "number" or lag <= CAP then
-      lag, exact = CAP, 0
-    end
+
+local function topic(key)
+  if redis.call("EXISTS", key) == 0 then return {0} end
+  local info = redis.call("XINFO", "STREAM", key)
+  local length, added, first, last = 0, 0, false, false
+  for i = 1, #info, 2 do
+    local f, v = info[i], info[i + 1]
+    if f == "length" then length = v end
+    if f == "entries-added" then added = v end
+    if f == "first-entry" and type(v) == "table" then first = v[1] end
+    if f == "last-entry" and type(v) == "table" then last = v[1] end
   end
-  local d = -1
-  if dead[row["name"]] then d = redis.call("XLEN", dead[row["name"]]) end
-  out[#out + 1] = row["name"]
-  out[#out + 1] = row["last-delivered-id"]
-  out[#out + 1] = row["pending"]
-  out[#out + 1] = math.min(lag, length)
-  out[#out + 1] = exact
-  out[#out + 1] = row["consumers"]
-  out[#out + 1] = d
+  local out = {1, length, added, first, last, redis.call("MEMORY", "USAGE", key)}
+  for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
+    local row = {}
+    for i = 1, #g, 2 do row[g[i]] = g[i + 1] end
+    local lag, exact = row["lag"], 1
+    if row["last-delivered-id"] == last or not last then
+      lag = 0
+    else
+      local n = #redis.call("XRANGE", key, "(" .. row["last-delivered-id"], "+", "COUNT", CAP + 1)
+      if n <= CAP then
+        lag = n
+      elseif type(lag) ~= "number" or lag <= CAP then
+        lag, exact = CAP, 0
+      end
+    end
+    out[#out + 1] = row["name"]
+    out[#out + 1] = row["last-delivered-id"]
+    out[#out + 1] = row["pending"]
+    out[#out + 1] = math.min(lag, length)
+    out[#out + 1] = exact
+    out[#out + 1] = row["consumers"]
+  end
+  return out
 end
+
+local out = {}
+for i = 1, #KEYS do out[i] = topic(KEYS[i]) end
 return out
