@@ -322,7 +322,7 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
     // counted (its cutoff is the topic's last event then)
     let info = ctx
         .client
-        .topic(&a.topic)
+        .topic_for(&a.topic, &a.subscriber)
         .await?
         .ok_or_else(|| Failure(format!("no topic {:?}", a.topic)))?;
     let plan = RewindPlan::new(&info, &a.subscriber, to)
@@ -364,7 +364,7 @@ async fn rewind(ctx: &Ctx, a: RewindArgs) -> Outcome {
     }
     let s = ctx
         .client
-        .topic(&a.topic)
+        .topic_for(&a.topic, &a.subscriber)
         .await?
         .and_then(|t| t.subscribers.into_iter().find(|s| s.name == a.subscriber))
         .unwrap_or_default();

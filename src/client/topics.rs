@@ -173,6 +173,30 @@ impl Client {
         self.queues().topic_info(topic).await
     }
 
+    /// [`topic`](Self::topic) with `subscriber` alone among its subscribers
+    /// (none when the topic has no subscriber of that name): the topic's
+    /// facts and this subscriber's offset, pending events, lag and dead
+    /// letters, the others' lags not counted (one round trip on Redis). A
+    /// subscriber's dead-letter page and its actions read so. `None` for no
+    /// such topic.
+    ///
+    /// ```
+    /// # use redjob::topic::Start;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(Default::default());
+    /// client.subscribe("clicks", "stats", Start::End).await?;
+    /// client.subscribe("clicks", "audit", Start::End).await?;
+    /// let t = client.topic_for("clicks", "stats").await?.unwrap();
+    /// assert_eq!(t.subscribers.len(), 1);
+    /// assert!(client.topic_for("clicks", "nobody").await?.unwrap().subscribers.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub async fn topic_for(&self, topic: &str, subscriber: &str) -> Result<Option<TopicInfo>> {
+        check_names(topic, subscriber)?;
+        self.queues().topic_info_for(topic, subscriber).await
+    }
+
     /// [`topic`](Self::topic) of each of `topics`, in their order (`None` for
     /// one that does not exist, as one deleted since it was listed): a page
     /// of [`topics`](Self::topics) read together, in two round trips on one
@@ -273,7 +297,7 @@ impl Client {
         // counted, so an action up to it takes no letter uncounted
         let newest = self.dead_events(topic, subscriber, 1).await?;
         let upto = newest.first().map(|d| d.dead_id);
-        let info = self.queues().topic_info(topic).await?;
+        let info = self.queues().topic_info_for(topic, subscriber).await?;
         let count = info
             .and_then(|t| t.subscribers.into_iter().find(|s| s.name == subscriber))
             .ok_or_else(|| crate::Error::SubscriberNotFound {

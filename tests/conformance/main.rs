@@ -364,7 +364,7 @@ macro_rules! conformance_suite {
             a_dead_event_requeue_for_a_missing_subscriber_fails_even_with_no_ids,
             a_skip_moves_a_subscriber_forward_and_never_back,
             consumers_gone_for_long_are_removed_by_a_claim,
-            topic_infos_read_each_topic_of_a_page_as_its_own_read);
+            topic_infos_and_topic_for_read_as_the_topics_own_read);
         $crate::conformance_suite!(@topic_renewals $setup, #[$attr],
             a_renewal_tells_held_claimed_and_gone_and_a_settle_for_a_removed_subscriber_is_no_error);
         $crate::conformance_suite!(@topic_rewinds $setup, #[$attr],

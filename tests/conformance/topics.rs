@@ -1511,7 +1511,9 @@ pub async fn consumers_gone_for_long_are_removed_by_a_claim(env: &Env) {
 /// it (its subscribers, lag and dead letters), in the order asked, across
 /// the calls' boundary (50 topics a call on one Redis server), with `None`
 /// for a topic that does not exist; nothing asked, nothing read.
-pub async fn topic_infos_read_each_topic_of_a_page_as_its_own_read(env: &Env) {
+/// `topic_for` reads a topic with one subscriber alone, as `topic_info`
+/// has it.
+pub async fn topic_infos_and_topic_for_read_as_the_topics_own_read(env: &Env) {
     let c = &env.client;
     let q = env.queues();
     let mut names = Vec::new();
@@ -1566,4 +1568,15 @@ pub async fn topic_infos_read_each_topic_of_a_page_as_its_own_read(env: &Env) {
     assert_eq!(at("pg-56").subscribers[0].dead, 1);
     assert_eq!(at("pg-49").subscribers.len(), 2);
     assert!(c.topic_infos(&[]).await.unwrap().is_empty());
+    // one subscriber's read: the topic's facts and that subscriber alone
+    let whole = at("pg-56");
+    let one = c.topic_for("pg-56", "s").await.unwrap().unwrap();
+    assert_eq!(one.subscribers, whole.subscribers[..1]);
+    assert_eq!((one.length, one.last), (whole.length, whole.last));
+    let both = at("pg-49");
+    let t = c.topic_for("pg-49", "t").await.unwrap().unwrap();
+    assert_eq!(t.subscribers, both.subscribers[1..]);
+    let nobody = c.topic_for("pg-49", "nobody").await.unwrap().unwrap();
+    assert!(nobody.subscribers.is_empty());
+    assert!(c.topic_for("pg-none", "s").await.unwrap().is_none());
 }

@@ -661,3 +661,52 @@ async fn the_topic_list_reads_a_page_of_topics_in_a_few_calls() {
         "{row}"
     );
 }
+
+/// A subscriber's dead-letter page and its actions read that subscriber
+/// alone: the old page read the whole topic (`Client::topic`), counting the
+/// lag of every other subscriber (an `XRANGE` of up to 101 events each), to
+/// show one subscriber's count of letters; so did the confirmation's count
+/// and every action's check that the subscriber exists.
+#[tokio::test]
+async fn a_subscribers_dead_letter_page_reads_no_other_subscriber() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    for i in 0..30 {
+        client
+            .subscribe("orders", &format!("s{i:02}"), Start::Beginning)
+            .await
+            .unwrap();
+    }
+    let events: Vec<(&str, &str)> = (0..200).map(|_| ("placed", "{}")).collect();
+    client
+        .backend()
+        .publish("orders", &events, &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    let app = redjob_web::router(client.clone());
+    assert_eq!(
+        get(&app, "/topics/orders/s07/dead").await.status,
+        StatusCode::OK
+    );
+    let before = calls(&server, "xrange").await;
+    let page = get(&app, "/topics/orders/s07/dead").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let confirm = get(&app, "/topics/orders/s07/dead/confirm?do=requeue").await;
+    assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.body);
+    let (cookie, token) = session(&app, "/topics/orders/s07/dead", true).await;
+    let r = post(
+        &app,
+        "/topics/orders/s07/dead/delete",
+        &cookie,
+        &[("csrf", token.as_str()), ("all", "1"), ("upto", "")],
+    )
+    .await;
+    assert_eq!(note(&r), "Deleted 0 dead letters.");
+    // the lag of s07 alone, once for each of the three (the session's page
+    // read it too)
+    assert_eq!(calls(&server, "xrange").await - before, 4);
+    assert_eq!(
+        get(&app, "/topics/orders/nobody/dead").await.status,
+        StatusCode::NOT_FOUND
+    );
+}

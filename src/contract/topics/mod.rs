@@ -386,6 +386,25 @@ pub trait Topics: Clone + Send + Sync + 'static {
     /// The topic's length, ids, memory and subscribers; `None` when it does not exist.
     fn topic_info(&self, topic: &str) -> impl Future<Output = Result<Option<TopicInfo>>> + Send;
 
+    /// [`topic_info`](Self::topic_info) with `subscriber` alone among its
+    /// subscribers (none when the topic has no subscriber of that name): the
+    /// others' lags are not counted (on Redis, one round trip). `None` when
+    /// the topic does not exist. Defaults to [`topic_info`](Self::topic_info),
+    /// the others left out.
+    fn topic_info_for(
+        &self,
+        topic: &str,
+        subscriber: &str,
+    ) -> impl Future<Output = Result<Option<TopicInfo>>> + Send {
+        async move {
+            let mut info = self.topic_info(topic).await?;
+            if let Some(t) = info.as_mut() {
+                t.subscribers.retain(|s| s.name == subscriber);
+            }
+            Ok(info)
+        }
+    }
+
     /// [`topic_info`](Self::topic_info) of each of `topics`, in their order
     /// (`None` for one that does not exist): a page of a topic list, read
     /// together. On one Redis server two round trips whatever the number of
@@ -512,6 +531,7 @@ macro_rules! topics_methods {
             async fn leave(topic: &str, subscriber: &str, consumer: &str) -> $crate::Result<()>;
             async fn topic_names() -> $crate::Result<Vec<String>>;
             async fn topic_info(topic: &str) -> $crate::Result<Option<$crate::contract::topics::TopicInfo>>;
+            async fn topic_info_for(topic: &str, subscriber: &str) -> $crate::Result<Option<$crate::contract::topics::TopicInfo>>;
             async fn topic_infos(topics: &[String]) -> $crate::Result<Vec<Option<$crate::contract::topics::TopicInfo>>>;
             async fn dead_events(topic: &str, subscriber: &str, limit: usize) -> $crate::Result<Vec<$crate::contract::topics::DeadEvent>>;
             async fn requeue_dead_events(topic: &str, subscriber: &str, which: $crate::contract::topics::DeadEvents<'_>) -> $crate::Result<u64>;

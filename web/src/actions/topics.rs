@@ -61,7 +61,7 @@ pub(crate) async fn rewind(
         }
     };
     let s = c
-        .topic(&topic)
+        .topic_for(&topic, &sub)
         .await?
         .and_then(|t| t.subscribers.into_iter().find(|s| s.name == sub));
     if s.is_none() && !asked {

@@ -180,8 +180,9 @@ pub(crate) async fn dead(
     Path((topic, sub)): Path<(String, String)>,
 ) -> WebResult<Response> {
     let client = &ctx.app.client;
+    // this subscriber alone: the others' lags are not counted
     let info = client
-        .topic(&topic)
+        .topic_for(&topic, &sub)
         .await?
         .and_then(|t| t.subscribers.into_iter().find(|s| s.name == sub))
         .ok_or_else(|| WebError::NotFound(format!("no subscriber {sub:?} of {topic:?}")))?;
@@ -321,7 +322,7 @@ pub(crate) async fn rewind(
     let info = ctx
         .app
         .client
-        .topic(&topic)
+        .topic_for(&topic, &sub)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("no topic {topic:?}")))?;
     let plan = RewindPlan::new(&info, &sub, to)

@@ -11,14 +11,40 @@
 -- ahead of a subscriber that had read before as lag still. The memory is
 -- Redis's estimate from a sample of the stream's nodes (MEMORY USAGE's
 -- default). Reads at most CAP + 1 events per subscriber, however long the
--- topic, and only the topics in KEYS (the caller's page of them).
+-- topic, and only the topics in KEYS (the caller's page of them), and only
+-- the subscriber ARGV[1] names when it names one (a subscriber's own page:
+-- the others' lags are not counted).
 -- KEYS[1..] the topics' streams (ns:t:{topic}), one per topic
--- ARGV      none
+-- ARGV[1]   optional: the one subscriber to read (the others are left out)
 -- Returns per key, in KEYS' order: {0} when the topic does not exist, else
---         {1, length, published, first, last, memory, then per subscriber:
---         name, offset, pending, lag, 1 when the lag is exact or 0 when there
---         are more than it (CAP), consumers}
+--         {1, length, published, first, last, memory, then per subscriber
+--         (the one named, if any): name, offset, pending, lag, 1 when the lag
+--         is exact or 0 when there are more than it (CAP), consumers}
 local CAP = 100
+
+-- Appends a subscriber's row (XINFO GROUPS' `g`) of the stream `key` to `out`.
+local function subscriber(out, key, g, length, last)
+  local row = {}
+  for i = 1, #g, 2 do row[g[i]] = g[i + 1] end
+  if ARGV[1] and row["name"] ~= ARGV[1] then return end
+  local lag, exact = row["lag"], 1
+  if row["last-delivered-id"] == last or not last then
+    lag = 0
+  else
+    local n = #redis.call("XRANGE", key, "(" .. row["last-delivered-id"], "+", "COUNT", CAP + 1)
+    if n <= CAP then
+      lag = n
+    elseif type(lag) ~= "number" or lag <= CAP then
+      lag, exact = CAP, 0
+    end
+  end
+  out[#out + 1] = row["name"]
+  out[#out + 1] = row["last-delivered-id"]
+  out[#out + 1] = row["pending"]
+  out[#out + 1] = math.min(lag, length)
+  out[#out + 1] = exact
+  out[#out + 1] = row["consumers"]
+end
 
 local function topic(key)
   if redis.call("EXISTS", key) == 0 then return {0} end
@@ -33,25 +59,7 @@ local function topic(key)
   end
   local out = {1, length, added, first, last, redis.call("MEMORY", "USAGE", key)}
   for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
-    local row = {}
-    for i = 1, #g, 2 do row[g[i]] = g[i + 1] end
-    local lag, exact = row["lag"], 1
-    if row["last-delivered-id"] == last or not last then
-      lag = 0
-    else
-      local n = #redis.call("XRANGE", key, "(" .. row["last-delivered-id"], "+", "COUNT", CAP + 1)
-      if n <= CAP then
-        lag = n
-      elseif type(lag) ~= "number" or lag <= CAP then
-        lag, exact = CAP, 0
-      end
-    end
-    out[#out + 1] = row["name"]
-    out[#out + 1] = row["last-delivered-id"]
-    out[#out + 1] = row["pending"]
-    out[#out + 1] = math.min(lag, length)
-    out[#out + 1] = exact
-    out[#out + 1] = row["consumers"]
+    subscriber(out, key, g, length, last)
   end
   return out
 end

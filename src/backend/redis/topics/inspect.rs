@@ -140,6 +140,43 @@ impl RedisBackend {
         Ok(infos)
     }
 
+    /// [`Topics::topic_info_for`](crate::contract::topics::Topics::topic_info_for):
+    /// topic_info.lua naming the subscriber, and its dead letters' `XLEN`, in
+    /// one pipeline (a topic's keys hold one slot).
+    pub(super) async fn info_for_subscriber(
+        &self,
+        topic: &str,
+        subscriber: &str,
+    ) -> Result<Option<TopicInfo>> {
+        self.topics_supported().await?;
+        let (mut con, ns) = self.parts();
+        let k = ns.topic(topic);
+        let mut call = eval(&scripts::TOPIC_INFO, &[&k.stream]);
+        call.arg(subscriber);
+        let mut pipe = redis::pipe();
+        pipe.add_command(call);
+        pipe.cmd("XLEN").arg(k.dead(subscriber));
+        let loaded = [(&*scripts::TOPIC_INFO, &self.shared.topic_info_loaded)];
+        let replies = pipelines::run_pipeline(&mut con, &loaded, pipe).await?;
+        let (Some(call), Some(len)) = (replies.first(), replies.get(1)) else {
+            return Err(crate::Error::Protocol(format!(
+                "{} replies to a topic's read",
+                replies.len()
+            )));
+        };
+        let mut info = match per_topic(std::slice::from_ref(call), 1)?.first() {
+            Some(v) => parse_info(v)?,
+            None => None,
+        };
+        if let Some(t) = info.as_mut() {
+            // (another subscriber's row would be a script out of step)
+            t.subscribers.retain(|s| s.name == subscriber);
+            let lens = vec![len.clone(); t.subscribers.len()];
+            dead_counts(std::iter::once(t), &lens)?;
+        }
+        Ok(info)
+    }
+
     /// One topic on a Cluster: topic_info.lua, then its subscribers' dead
     /// letters' lengths in one pipeline (a topic's keys hold one slot).
     async fn info_on_cluster(

@@ -290,6 +290,10 @@ impl Topics for RedisBackend {
         self.info_of_topic(topic).await
     }
 
+    async fn topic_info_for(&self, topic: &str, subscriber: &str) -> Result<Option<TopicInfo>> {
+        self.info_for_subscriber(topic, subscriber).await
+    }
+
     async fn topic_infos(&self, topics: &[String]) -> Result<Vec<Option<TopicInfo>>> {
         self.infos_of_topics(topics).await
     }
