@@ -47,10 +47,7 @@ impl IntoResponse for WebError {
             WebError::NotFound(t) => (StatusCode::NOT_FOUND, t),
             WebError::BadRequest(t) => (StatusCode::BAD_REQUEST, t),
             WebError::Forbidden(t) => (StatusCode::FORBIDDEN, t),
-            WebError::Backend(e) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the backend failed: {e}"),
-            ),
+            WebError::Backend(e) => (StatusCode::SERVICE_UNAVAILABLE, backend_failed(&e)),
         };
         // bare, for an answer outside the layer (the host guard's refusal)
         let page = html! {
@@ -69,6 +66,25 @@ impl IntoResponse for WebError {
         let mut response = (status, page).into_response();
         response.extensions_mut().insert(Failure(text));
         response
+    }
+}
+
+/// What a page says of the backend's error: a Redis that did not answer in
+/// time, or cannot be reached, is said so with what to expect (redis-rs's
+/// own words were "timed out", "broken pipe" or "Connection refused");
+/// any other error as it is.
+fn backend_failed(e: &redjob::Error) -> String {
+    let error = match e {
+        redjob::Error::Redis(error) | redjob::Error::Connect { error, .. } => error,
+        e => return format!("the backend failed: {e}"),
+    };
+    if error.is_timeout() {
+        "Redis did not answer in time (the client's response timeout): it is stalled or too busy. This page answers again once Redis does.".into()
+    } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal()
+    {
+        format!("Redis cannot be reached ({error}). This page answers again once it can.")
+    } else {
+        format!("the backend failed: {e}")
     }
 }
 

@@ -1134,3 +1134,52 @@ async fn a_blocked_jobs_page_says_blocked_not_dead() {
         overview.body
     );
 }
+
+/// The alert an error page shows.
+fn alert(body: &str) -> &str {
+    let at = body.find(r#"role="alert">"#).map_or(body.len(), |i| i + 13);
+    let rest = &body[at..];
+    &rest[..rest.find('<').unwrap_or(rest.len())]
+}
+
+/// A Redis that stalls (stopped with SIGSTOP) or is gone is said so on the
+/// error page, with what to expect: the page said "the backend failed:
+/// redis error: timed out", and for a server gone "the backend failed:
+/// redis error: Connection refused (os error 111)" (or "broken pipe",
+/// "unexpected end of file"), redis-rs's words for what went wrong.
+#[tokio::test]
+async fn a_stalled_or_gone_redis_is_said_so_on_the_error_page() {
+    let server = RedisServer::start();
+    let mut cfg = redjob::client::ClientConfig::from_url(server.url());
+    cfg.redis.response_timeout = Duration::from_millis(500);
+    let client = Client::from_config(cfg).await.unwrap();
+    let app = redjob_web::router(client.clone());
+    assert_eq!(get(&app, "/").await.status, StatusCode::OK);
+    let signal = |s: &str| {
+        let done = std::process::Command::new("kill")
+            .args([s, &server.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(done.success(), "kill {s}");
+    };
+    signal("-STOP");
+    let stalled = get(&app, "/topics").await;
+    signal("-CONT");
+    assert_eq!(stalled.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        alert(&stalled.body),
+        "Redis did not answer in time (the client's response timeout): it is stalled or too busy. This page answers again once Redis does."
+    );
+    assert_eq!(get(&app, "/").await.status, StatusCode::OK, "awake again");
+    drop(server);
+    for path in ["/", "/topics", "/workers"] {
+        let gone = get(&app, path).await;
+        assert_eq!(gone.status, StatusCode::SERVICE_UNAVAILABLE, "{path}");
+        let said = alert(&gone.body);
+        assert!(
+            said.starts_with("Redis cannot be reached (")
+                && said.ends_with("). This page answers again once it can."),
+            "{path}: {said}"
+        );
+    }
+}
