@@ -682,3 +682,37 @@ pub async fn an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry
 fn uuid_version(id: &str) -> Option<char> {
     (id.len() == 36).then(|| id.chars().nth(14)).flatten()
 }
+
+/// `ticks_of` reads several queues' schedules together, each as `ticks` of
+/// its queue reads it, in the order asked (a queue asked for no names gets
+/// none, one that does not exist never-ticked schedules).
+pub async fn ticks_of_reads_each_queue_as_its_own_ticks(env: &Env) {
+    let a = env.client.backend();
+    let msg = SendMessage::new(r#"{"type":"live_tick","args":{"n":1}}"#);
+    let opts = QueueOptions::default();
+    let now = now_ms(env).await;
+    let at = now - now % 1000;
+    for (queue, name) in [("tq-a", "x"), ("tq-b", "y"), ("tq-b", "z")] {
+        a.tick(queue, &tick(name, at, false), &msg, &opts)
+            .await
+            .unwrap();
+    }
+    a.pause_schedule("tq-b", "z").await.unwrap();
+    let q = env.queues();
+    let asked = [
+        ("tq-b", vec!["z", "never", "y"]),
+        ("tq-none", vec!["x"]),
+        ("tq-a", vec![]),
+        ("tq-a", vec!["x"]),
+    ];
+    let together = q.ticks_of(&asked).await.unwrap();
+    assert_eq!(together.len(), asked.len());
+    for ((queue, names), got) in asked.iter().zip(&together) {
+        assert_eq!(got, &q.ticks(queue, names).await.unwrap(), "{queue}");
+    }
+    assert_eq!(together[0][2].last_ms, Some(at));
+    assert!(together[0][0].paused.is_some() && together[0][2].paused.is_none());
+    assert_eq!(together[1][0].last_ms, None);
+    assert!(together[2].is_empty());
+    assert!(q.ticks_of(&[]).await.unwrap().is_empty());
+}

@@ -596,7 +596,8 @@ macro_rules! conformance_suite {
             a_schedule_name_none_could_have_is_refused_by_pause_and_resume,
             workers_are_listed_with_their_jobs_and_gone_when_stopped_or_dead,
             each_run_starting_or_ending_shows_before_the_next_heartbeat,
-            an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost);
+            an_idle_worker_stays_listed_as_it_was_and_comes_back_when_its_entry_is_lost,
+            ticks_of_reads_each_queue_as_its_own_ticks);
         $crate::conformance_suite!(@schedules $setup, #[$attr],
             a_schedule_changed_between_deploys_lists_the_next_tick_of_its_new_schedule,
             after_a_downtime_the_listing_shows_the_next_tick_to_come,

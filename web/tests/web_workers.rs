@@ -141,3 +141,59 @@ async fn the_workers_page_counts_running_events_and_lists_them() {
         "the running event {event} not listed:\n{page}"
     );
 }
+
+/// Read events Redis has processed (`total_reads_processed`): about one a
+/// round trip of a client.
+async fn reads(server: &common::RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(&mut server.raw().await)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_reads_processed:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The periodic page reads the recorded ticks of every queue's schedules
+/// in one round trip: the old page read them one queue after another, a
+/// round trip each (60 queues with a schedule each: 60 round trips a
+/// render, every 5 s while the page is open).
+#[tokio::test]
+async fn the_periodic_page_reads_the_ticks_of_every_queue_in_one_round_trip() {
+    let server = common::RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let schedules: Vec<String> = (0..60)
+        .map(|i| {
+            format!(
+                r#"{{"name":"tick","queue":"pq-{i:02}","job":"tick","schedule":"every 3600s","next_ms":null}}"#
+            )
+        })
+        .collect();
+    let beat = format!(
+        r#"{{"id":"w1","host":"h","pid":1,"version":"0","queues":[],"concurrency":1,"ttl_ms":60000,"up_ms":0,"schedules":[{}]}}"#,
+        schedules.join(",")
+    );
+    redjob::backend::Backend::beat(
+        &client.backend(),
+        "w1",
+        beat.as_bytes(),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(client.schedules().await.unwrap().len(), 60);
+    let app = redjob_web::router(client.clone());
+    let page = get(&app, "/periodic").await;
+    assert!(page.body.contains("pq-59"), "{}", page.body);
+    let before = reads(&server).await;
+    let page = get(&app, "/periodic").await;
+    let after = reads(&server).await;
+    assert!(page.body.contains("pq-00"), "{}", page.body);
+    // the live workers, the ticks, the clock, and the INFO of `after`
+    let trips = after - before;
+    assert!(trips <= 6, "{trips} round trips");
+}

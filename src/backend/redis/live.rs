@@ -200,27 +200,73 @@ impl Rsmq {
 
     /// The recorded ticks of `names` on `queue`.
     pub(crate) async fn schedule_ticks(&self, queue: &str, names: &[&str]) -> Result<Vec<Ticks>> {
-        validate::queue_name(queue)?;
-        if names.is_empty() {
-            return Ok(Vec::new());
-        }
+        let mut one = self.schedule_ticks_of(&[(queue, names.to_vec())]).await?;
+        Ok(one.pop().unwrap_or_default())
+    }
+
+    /// The recorded ticks of each queue's `names`, in the order asked: an
+    /// `HMGET` a queue, all in one pipeline (one round trip) on one server,
+    /// all at once on a Cluster (where a pipeline holds one slot).
+    pub(crate) async fn schedule_ticks_of(
+        &self,
+        asked: &[(&str, Vec<&str>)],
+    ) -> Result<Vec<Vec<Ticks>>> {
         let (mut con, ns, _) = self.ns_parts();
-        let mut cmd = redis::cmd("HMGET");
-        cmd.arg(&ns.queue(queue).periodic);
-        for n in names {
-            cmd.arg(*n)
-                .arg(format!("{n}:next"))
-                .arg(format!("{n}:paused"));
+        let mut cmds = Vec::new();
+        for (queue, names) in asked {
+            validate::queue_name(queue)?;
+            if names.is_empty() {
+                continue;
+            }
+            let mut cmd = redis::cmd("HMGET");
+            cmd.arg(&ns.queue(queue).periodic);
+            for n in names {
+                cmd.arg(*n)
+                    .arg(format!("{n}:next"))
+                    .arg(format!("{n}:paused"));
+            }
+            cmds.push(cmd);
         }
-        let v: Vec<Option<String>> = cmd.query_async(&mut con).await?;
+        let replies: Vec<Vec<Option<String>>> = if cmds.is_empty() {
+            Vec::new()
+        } else if con.is_cluster() {
+            let reads: Vec<_> = cmds
+                .into_iter()
+                .map(|cmd| {
+                    let mut con = con.clone();
+                    async move { cmd.query_async::<Vec<Option<String>>>(&mut con).await }
+                })
+                .collect();
+            futures::future::try_join_all(reads).await?
+        } else {
+            let mut pipe = redis::pipe();
+            for cmd in cmds {
+                pipe.add_command(cmd);
+            }
+            pipe.query_async(&mut con).await?
+        };
+        let mut replies = replies.into_iter();
         let ms = |v: &Option<String>| v.as_deref().and_then(|s| s.parse().ok());
-        Ok(v.chunks(3)
-            .map(|c| Ticks {
-                last_ms: ms(&c[0]),
-                next_ms: c.get(1).and_then(ms),
-                paused: c.get(2).and_then(|p| p.as_deref()).and_then(Paused::parse),
-            })
-            .collect())
+        let mut out = Vec::with_capacity(asked.len());
+        for (_, names) in asked {
+            if names.is_empty() {
+                out.push(Vec::new());
+                continue;
+            }
+            let v = replies.next().ok_or_else(|| {
+                crate::Error::Protocol(format!("the ticks of {} queues read", out.len()))
+            })?;
+            out.push(
+                v.chunks(3)
+                    .map(|c| Ticks {
+                        last_ms: ms(&c[0]),
+                        next_ms: c.get(1).and_then(ms),
+                        paused: c.get(2).and_then(|p| p.as_deref()).and_then(Paused::parse),
+                    })
+                    .collect(),
+            );
+        }
+        Ok(out)
     }
 
     /// schedule.lua: pauses (or resumes) schedule `name` of `queue`, as `by`;

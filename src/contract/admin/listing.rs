@@ -20,31 +20,31 @@ struct Beaten {
 }
 
 /// See [`Admin::schedules`](super::Admin::schedules): the schedules of the
-/// beats, completed with each queue's recorded ticks (one read a queue).
+/// beats, completed with each queue's recorded ticks (read together).
 pub(super) async fn schedules<A: Admin + ?Sized>(admin: &A) -> Result<Vec<ScheduleInfo>> {
     let beaten = from_beats(admin.workers().await?);
-    let mut out = Vec::with_capacity(beaten.len());
-    let mut i = 0;
-    while i < beaten.len() {
-        let queue = &beaten[i].info.queue;
-        let end = i + beaten[i..]
-            .iter()
-            .take_while(|b| &b.info.queue == queue)
-            .count();
-        let names: Vec<&str> = beaten[i..end]
-            .iter()
-            .map(|b| b.info.name.as_str())
-            .collect();
-        let ticks = admin.ticks(queue, &names).await?;
-        out.extend(
-            beaten[i..end]
-                .iter()
-                .zip(ticks)
-                .map(|(b, t)| recorded(b, t)),
-        );
-        i = end;
+    // the schedules by queue (they come sorted by queue, then name), each
+    // queue's ticks asked for together: one round trip on Redis
+    let mut asked: Vec<(&str, Vec<&str>)> = Vec::new();
+    for b in &beaten {
+        match asked.last_mut() {
+            Some((queue, names)) if *queue == b.info.queue => names.push(&b.info.name),
+            _ => asked.push((&b.info.queue, vec![&b.info.name])),
+        }
     }
-    Ok(out)
+    let ticks = admin.ticks_of(&asked).await?;
+    if ticks.iter().map(Vec::len).sum::<usize>() != beaten.len() {
+        return Err(crate::Error::Protocol(format!(
+            "the ticks of {} schedules for {}",
+            ticks.iter().map(Vec::len).sum::<usize>(),
+            beaten.len()
+        )));
+    }
+    Ok(beaten
+        .iter()
+        .zip(ticks.into_iter().flatten())
+        .map(|(b, t)| recorded(b, t))
+        .collect())
 }
 
 /// The schedules `workers` beat for, by queue and name, each with the

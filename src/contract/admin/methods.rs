@@ -24,6 +24,7 @@ macro_rules! admin_methods {
             async fn delete_dead_matching(queue: &str, query: &$crate::contract::admin::DeadQuery) -> $crate::Result<u64>;
             async fn workers() -> $crate::Result<Vec<$crate::contract::admin::WorkerInfo>>;
             async fn ticks(queue: &str, names: &[&str]) -> $crate::Result<Vec<$crate::contract::admin::Ticks>>;
+            async fn ticks_of(asked: &[(&str, Vec<&str>)]) -> $crate::Result<Vec<Vec<$crate::contract::admin::Ticks>>>;
             async fn settings(queue: &str) -> $crate::Result<$crate::contract::settings::QueueSettings>;
             async fn pause_schedule(queue: &str, name: &str) -> $crate::Result<bool>;
             async fn resume_schedule(queue: &str, name: &str) -> $crate::Result<bool>;

@@ -370,6 +370,37 @@ pub trait Admin: Inspect {
     fn ticks(&self, queue: &str, names: &[&str])
     -> impl Future<Output = Result<Vec<Ticks>>> + Send;
 
+    /// [`ticks`](Self::ticks) of several queues' schedules together: for
+    /// each `(queue, names)` asked, in order, the ticks of its `names`. On
+    /// one Redis server one round trip however many queues (an `HMGET` a
+    /// queue, pipelined), on a Cluster all at once; [`schedules`](Self::schedules)
+    /// reads so. Defaults to [`ticks`](Self::ticks) of one queue after
+    /// another.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> redjob::Result<()> {
+    /// use redjob::backend::memory::MemoryBackend;
+    /// use redjob::ops::Admin;
+    ///
+    /// let q = MemoryBackend::new();
+    /// let ticks = q.ticks_of(&[("mail", vec!["digest"]), ("sms", vec!["a", "b"])]).await?;
+    /// assert_eq!((ticks[0].len(), ticks[1].len()), (1, 2));
+    /// assert_eq!(ticks[1][0].last_ms, None, "never ticked");
+    /// # Ok(()) }
+    /// ```
+    fn ticks_of(
+        &self,
+        asked: &[(&str, Vec<&str>)],
+    ) -> impl Future<Output = Result<Vec<Vec<Ticks>>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(asked.len());
+            for (queue, names) in asked {
+                out.push(self.ticks(queue, names).await?);
+            }
+            Ok(out)
+        }
+    }
+
     /// The periodic schedules live workers tick, by queue and name, with
     /// their last tick and the next. A schedule removed from the code (no
     /// live worker ticks it) is not listed. The next tick is the one of the

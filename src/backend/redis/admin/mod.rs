@@ -324,6 +324,13 @@ impl Admin for Rsmq {
         self.schedule_ticks(queue, names).await
     }
 
+    async fn ticks_of(
+        &self,
+        asked: &[(&str, Vec<&str>)],
+    ) -> Result<Vec<Vec<crate::contract::admin::Ticks>>> {
+        self.schedule_ticks_of(asked).await
+    }
+
     async fn pause_schedule(&self, queue: &str, name: &str) -> Result<bool> {
         self.schedule(queue, name, true).await
     }
