@@ -33,6 +33,6 @@ pub use crate::contract::batches::{BatchId, BatchStatus, CallbackKind};
 pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;
 pub use crate::contract::settings::{
-    Change, Concurrency, ConcurrencyPart, InForce, LimitUsage, MAX_CONCURRENCY, MAX_RATE_PERIOD,
-    QueueSettings, RateLimit, SetBy, duration_text, parse_duration,
+    Change, Concurrency, ConcurrencyPart, HistoryPart, InForce, LimitUsage, MAX_CONCURRENCY,
+    MAX_RATE_PERIOD, QueueSettings, RateLimit, RetentionPart, SetBy, duration_text, parse_duration,
 };

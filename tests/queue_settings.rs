@@ -2,8 +2,9 @@
 //! foreign or older writer may have left odd; such a value is ignored the same
 //! way by the scripts and by Rust (never a half-applied settle, never an error
 //! that keeps the CLI from repairing it), and RSMQ's own attributes are
-//! untouched by settings; a change of one part of the concurrency keeps the
-//! other as Rust reads it.
+//! untouched by settings; a change of one part of the concurrency, or of
+//! some fields of the history or the dead-letter retention, keeps the others
+//! as Rust reads them.
 
 mod common;
 
@@ -240,6 +241,120 @@ async fn a_change_of_one_concurrency_part_keeps_the_other_as_rust_reads_it() {
         .await
         .unwrap();
     assert_eq!(s.concurrency, Some(Concurrency::per_worker(2)));
+}
+
+/// A change of some fields of the history or the dead-letter retention
+/// keeps the others as Rust reads the stored value (one it does not read:
+/// the defaults), a value an earlier release stored among them.
+#[tokio::test]
+async fn a_change_of_some_retention_fields_keeps_the_others_as_rust_reads_them() {
+    use redjob::ops::{History, HistoryPart, RetentionPart};
+    let (_server, client, mut con) = start().await;
+    let history = [
+        "1 1000 86400000 3600000",
+        "0 0 0 -1",
+        "1 007 00 -01",
+        "1 5 5 -0",
+        "1 18446744073709551615 4503599627370496 9223372036854775807",
+        "1 18446744073709551616 0 0",
+        "1 5 99999999999999999999 0",
+        "1 5 5 9223372036854775808",
+        "1 5 5 -2",
+        "1 5 5 --1",
+        "2 5 5 5",
+        "1 5 5",
+        "1 5 5 5 5",
+        "1  5 5 5",
+        "x",
+        "",
+    ];
+    let mut wrong = Vec::new();
+    for (i, value) in history.into_iter().enumerate() {
+        for (j, part) in [
+            HistoryPart::MaxCount(Some(5_000)),
+            HistoryPart::Enabled(false),
+            HistoryPart::ArgsMaxAge(None),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let name = format!("h{i}_{j}");
+            queue_with(&client, &mut con, &name, "redjob:history", value).await;
+            let mut want = client.settings(&name).await.unwrap().in_force().history;
+            match part {
+                HistoryPart::MaxCount(n) => want.max_count = n,
+                HistoryPart::Enabled(on) => want.enabled = on,
+                HistoryPart::ArgsMaxAge(d) => want.args_max_age = d,
+                _ => unreachable!(),
+            }
+            let got = client
+                .set_settings(&name, &QueueSettings::history_parts([part]))
+                .await
+                .unwrap()
+                .history;
+            if got != Some(want) {
+                wrong.push(format!("{value:?} {part:?}: {got:?}, not {want:?}"));
+            }
+        }
+    }
+    let dead = [
+        "10000 2592000000",
+        "5 0",
+        "005 010",
+        "18446744073709551615 1",
+        "18446744073709551616 1",
+        "5 0 1",
+        "5",
+        "-5 0",
+        "",
+    ];
+    for (i, value) in dead.into_iter().enumerate() {
+        for (j, part) in [
+            RetentionPart::MaxCount(Some(250)),
+            RetentionPart::MaxAge(None),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let name = format!("d{i}_{j}");
+            queue_with(&client, &mut con, &name, "redjob:dead_letters", value).await;
+            let mut want = client
+                .settings(&name)
+                .await
+                .unwrap()
+                .in_force()
+                .dead_letters;
+            match part {
+                RetentionPart::MaxCount(n) => want.max_count = n,
+                RetentionPart::MaxAge(d) => want.max_age = d,
+                _ => unreachable!(),
+            }
+            let got = client
+                .set_settings(&name, &QueueSettings::dead_letters_parts([part]))
+                .await
+                .unwrap()
+                .dead_letters;
+            if got != Some(want) {
+                wrong.push(format!("{value:?} {part:?}: {got:?}, not {want:?}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // what a whole change stores and a change of one field keeps: the
+    // stored form an earlier release wrote, read back the same
+    let h = History {
+        max_age: None,
+        ..History::default()
+    };
+    queue_with(
+        &client,
+        &mut con,
+        "old",
+        "redjob:history",
+        "1 1000 0 3600000",
+    )
+    .await;
+    assert_eq!(client.settings("old").await.unwrap().history, Some(h));
 }
 
 #[tokio::test]

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 use redjob::ops::{
-    Admin, Change, Concurrency, ConcurrencyPart, History, LimitUsage, QueueSettings, RateLimit,
-    Retention, duration_text,
+    Admin, Change, Concurrency, ConcurrencyPart, HistoryPart, LimitUsage, QueueSettings, RateLimit,
+    RetentionPart, duration_text,
 };
 use serde_json::{Value, json};
 
@@ -212,30 +212,34 @@ const LABEL: usize = 26;
 pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
     let c = &ctx.client;
     let mut s = c.settings(&args.queue).await?;
-    if args.dead_max_count.is_some() || args.dead_max_age.is_some() {
-        let now = s.in_force().dead_letters;
-        let dead = Retention {
-            max_count: args.dead_max_count.map_or(now.max_count, |l| l.0),
-            max_age: args.dead_max_age.map_or(now.max_age, |l| l.0),
-        };
+    // the fields given alone: the others are kept as stored, in the same
+    // step (a read here and a write of the whole would put back a field
+    // another operator changed in between)
+    let dead: Vec<RetentionPart> = [
+        args.dead_max_count.map(|l| RetentionPart::MaxCount(l.0)),
+        args.dead_max_age.map(|l| RetentionPart::MaxAge(l.0)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !dead.is_empty() {
         s = c
-            .set_settings(&args.queue, &QueueSettings::dead_letters(dead))
+            .set_settings(&args.queue, &QueueSettings::dead_letters_parts(dead))
             .await?;
     }
-    if args.history.is_some()
-        || args.history_max_count.is_some()
-        || args.history_max_age.is_some()
-        || args.history_args_max_age.is_some()
-    {
-        let now = s.in_force().history;
-        let h = History {
-            enabled: args.history.unwrap_or(now.enabled),
-            max_count: args.history_max_count.map_or(now.max_count, |l| l.0),
-            max_age: args.history_max_age.map_or(now.max_age, |l| l.0),
-            args_max_age: args.history_args_max_age.map_or(now.args_max_age, |l| l.0),
-        };
+    let history: Vec<HistoryPart> = [
+        args.history.map(HistoryPart::Enabled),
+        args.history_max_count.map(|l| HistoryPart::MaxCount(l.0)),
+        args.history_max_age.map(|l| HistoryPart::MaxAge(l.0)),
+        args.history_args_max_age
+            .map(|l| HistoryPart::ArgsMaxAge(l.0)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !history.is_empty() {
         s = c
-            .set_settings(&args.queue, &QueueSettings::history(h))
+            .set_settings(&args.queue, &QueueSettings::history_parts(history))
             .await?;
     }
     // one part given: the other is kept as stored, in the same step (a

@@ -501,6 +501,63 @@ async fn queue_settings_show_the_values_in_force_and_change_them_for_every_worke
     );
 }
 
+/// `queue settings --history-…` or `--dead-…` changes the fields given and
+/// keeps the others as stored when its change lands: another operator's
+/// change of another field of the same setting, stored after the CLI sent
+/// its own (a proxy holds the CLI's call until then), stays. The CLI read
+/// the retention in force and wrote it back whole, putting back the field
+/// it had read.
+#[tokio::test]
+async fn queue_settings_keep_a_field_another_operator_changed_before_the_change_landed() {
+    use redjob::ops::{History, QueueSettings, Retention};
+    let (server, client) = setup().await;
+    let bob = client.clone().acting_as("cli bob");
+    let week = Some(Duration::from_secs(7 * 86_400));
+    let day = Some(Duration::from_secs(86_400));
+    let changes: [(&[&str], QueueSettings); 2] = [
+        (
+            &["--history-max-count", "5000"],
+            QueueSettings::history(History {
+                max_age: week,
+                ..History::default()
+            }),
+        ),
+        (
+            &["--dead-max-count", "250"],
+            QueueSettings::dead_letters(Retention {
+                max_age: day,
+                ..Retention::default()
+            }),
+        ),
+    ];
+    for (args, other) in changes {
+        // the proxy holds the CLI's change (settings.lua's "set")
+        let proxy = common::HoldingProxy::start(server.port, b"$3\r\nset\r\n").await;
+        let url = proxy.url();
+        let args: Vec<String> = [&["queue", "settings", "mail", "--json"][..], args]
+            .concat()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let run = tokio::spawn(async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli(&url, &args).await
+        });
+        proxy.held().await;
+        bob.set_settings("mail", &other).await.unwrap();
+        proxy.release();
+        run.await.unwrap().json();
+    }
+    let s = client.settings("mail").await.unwrap();
+    let (h, d) = (s.history.unwrap(), s.dead_letters.unwrap());
+    assert_eq!(
+        ((h.max_count, h.max_age), (d.max_count, d.max_age)),
+        ((Some(5000), week), (Some(250), day)),
+        "bob's ages were put back by the CLI's whole write"
+    );
+    assert_eq!(s.set_by.history.unwrap().by, "cli", "the last change's");
+}
+
 #[tokio::test]
 async fn jobs_peek_show_list_by_page_cancel_and_run_now() {
     let (server, client) = setup().await;

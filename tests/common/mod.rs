@@ -531,3 +531,88 @@ pub async fn send_calls(con: &mut redis::aio::MultiplexedConnection) -> Vec<Stri
         .map(|c| c[2].clone())
         .collect()
 }
+
+/// A TCP proxy on a free loopback port to Redis's `port` that holds the
+/// first piece a client sends holding `needle` (a command's bytes as sent,
+/// such as `"$3\r\nset\r\n"`, settings.lua's mode of a change) until the
+/// test lets it go: a test acts between a call's sending and its landing,
+/// in that order every time. Everything else passes at once.
+pub struct HoldingProxy {
+    /// The proxy's port.
+    pub port: u16,
+    seen: std::sync::Arc<tokio::sync::Notify>,
+    go: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl HoldingProxy {
+    pub async fn start(port: u16, needle: &'static [u8]) -> Self {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxied = listener.local_addr().unwrap().port();
+        let seen = Arc::new(tokio::sync::Notify::new());
+        let go = Arc::new(tokio::sync::Notify::new());
+        let held = Arc::new(AtomicBool::new(false));
+        let (s, g) = (seen.clone(), go.clone());
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+                    continue;
+                };
+                let (mut from_client, mut to_client) = inbound.into_split();
+                let (mut from_server, mut to_server) = outbound.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+                });
+                let (seen, go, held) = (s.clone(), g.clone(), held.clone());
+                tokio::spawn(async move {
+                    // the last bytes sent, so that a needle split between two
+                    // reads is found too
+                    let mut tail: Vec<u8> = Vec::new();
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match from_client.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        tail.extend_from_slice(&buf[..n]);
+                        if tail.windows(needle.len()).any(|w| w == needle)
+                            && !held.swap(true, Ordering::SeqCst)
+                        {
+                            seen.notify_one();
+                            go.notified().await;
+                        }
+                        let keep = tail.len().saturating_sub(needle.len());
+                        tail.drain(..keep);
+                        if to_server.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        HoldingProxy {
+            port: proxied,
+            seen,
+            go,
+        }
+    }
+
+    /// The proxy's URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Waits (at most 20 s) until the proxy holds the piece with its needle.
+    pub async fn held(&self) {
+        tokio::time::timeout(Duration::from_secs(20), self.seen.notified())
+            .await
+            .expect("a call with the needle was sent within 20 s");
+    }
+
+    /// Lets the held piece go on to Redis.
+    pub fn release(&self) {
+        self.go.notify_one();
+    }
+}

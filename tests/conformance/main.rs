@@ -487,6 +487,7 @@ macro_rules! conformance_suite {
             the_overviews_totals_are_its_lines_added_up_in_every_state);
         $crate::conformance_suite!(@settings $setup, #[$attr],
             settings_are_stored_with_the_queue_and_go_with_it,
+            a_change_of_some_retention_fields_keeps_the_others_as_stored,
             the_stored_retention_is_in_force_over_the_workers,
             a_workers_retention_is_stored_only_where_none_is,
             a_queues_concurrency_is_stored_and_followed_by_running_workers,

@@ -144,6 +144,177 @@ pub async fn settings_are_stored_with_the_queue_and_go_with_it(env: &Env) {
     assert!(q.settings("s").await.unwrap().is_empty());
 }
 
+/// A change of some fields of the history or the dead-letter retention
+/// (`QueueSettings::history_parts`, `dead_letters_parts`) keeps the others
+/// as stored, records its own actor, and is checked as a whole change is.
+pub async fn a_change_of_some_retention_fields_keeps_the_others_as_stored(env: &Env) {
+    use redjob::ops::{History, HistoryPart, RetentionPart};
+    let q = env.client.backend();
+    q.create_queue("p", QueueOptions::default()).await.unwrap();
+    let (bob, alice) = (
+        env.client.clone().acting_as("cli bob"),
+        env.client.clone().acting_as("dashboard alice"),
+    );
+    let week = Some(Duration::from_secs(7 * 86_400));
+    let day = Some(Duration::from_secs(86_400));
+
+    // nothing stored: the others are the defaults
+    let s = alice
+        .set_settings(
+            "p",
+            &QueueSettings::history_parts([HistoryPart::MaxCount(Some(5))]),
+        )
+        .await
+        .unwrap();
+    let five = History {
+        max_count: Some(5),
+        ..History::default()
+    };
+    assert_eq!(s.history, Some(five));
+    assert_eq!(s.set_by.history.unwrap().by, "dashboard alice");
+    let s = alice
+        .set_settings(
+            "p",
+            &QueueSettings::dead_letters_parts([RetentionPart::MaxAge(day)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.dead_letters,
+        Some(Retention {
+            max_age: day,
+            ..Retention::default()
+        })
+    );
+
+    // another operator's whole value, then a change of one field of it
+    let h = History {
+        enabled: false,
+        max_count: None,
+        max_age: week,
+        args_max_age: None,
+    };
+    bob.set_settings("p", &QueueSettings::history(h))
+        .await
+        .unwrap();
+    bob.set_settings("p", &QueueSettings::dead_letters(keep(9)))
+        .await
+        .unwrap();
+    for (part, want) in [
+        (
+            HistoryPart::MaxCount(Some(7)),
+            History {
+                max_count: Some(7),
+                ..h
+            },
+        ),
+        (
+            HistoryPart::Enabled(true),
+            History {
+                enabled: true,
+                max_count: Some(7),
+                ..h
+            },
+        ),
+        (
+            HistoryPart::ArgsMaxAge(Some(Duration::ZERO)),
+            History {
+                enabled: true,
+                max_count: Some(7),
+                args_max_age: Some(Duration::ZERO),
+                ..h
+            },
+        ),
+        (
+            HistoryPart::MaxAge(None),
+            History {
+                enabled: true,
+                max_count: Some(7),
+                max_age: None,
+                args_max_age: Some(Duration::ZERO),
+            },
+        ),
+    ] {
+        let s = alice
+            .set_settings("p", &QueueSettings::history_parts([part]))
+            .await
+            .unwrap();
+        assert_eq!(s.history, Some(want), "{part:?}");
+        assert_eq!(s.set_by.history.unwrap().by, "dashboard alice");
+    }
+    // two fields at once, the later of one field winning; the other
+    // setting's fields stay
+    let s = alice
+        .set_settings(
+            "p",
+            &QueueSettings::dead_letters_parts([
+                RetentionPart::MaxAge(Some(Duration::from_secs(60))),
+                RetentionPart::MaxAge(day),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.dead_letters,
+        Some(Retention {
+            max_count: Some(9),
+            max_age: day
+        })
+    );
+    assert_eq!(s.set_by.dead_letters.unwrap().by, "dashboard alice");
+    let s = alice
+        .set_settings(
+            "p",
+            &QueueSettings::dead_letters_parts([RetentionPart::MaxCount(None)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.dead_letters,
+        Some(Retention {
+            max_count: None,
+            max_age: day
+        })
+    );
+    assert_eq!(s.history.unwrap().max_count, Some(7), "the history stays");
+
+    // checked as a whole change is: nothing stored
+    for bad in [
+        QueueSettings::history_parts([HistoryPart::MaxCount(Some(0))]),
+        QueueSettings::history_parts([HistoryPart::MaxAge(Some(Duration::ZERO))]),
+        QueueSettings::dead_letters_parts([RetentionPart::MaxCount(Some(0))]),
+    ] {
+        let err = alice.set_settings("p", &bad).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidValue { .. }), "{err}");
+    }
+    // no part given: nothing changes
+    assert!(QueueSettings::history_parts([]).is_empty());
+    let same = bob
+        .set_settings("p", &QueueSettings::dead_letters_parts([]))
+        .await
+        .unwrap();
+    assert_eq!(same.set_by.dead_letters.unwrap().by, "dashboard alice");
+    // a worker's parts are stored only where nothing is
+    let kept = q
+        .init_settings(
+            "p",
+            &QueueSettings::history_parts([HistoryPart::MaxCount(Some(3))]),
+            "worker w",
+        )
+        .await
+        .unwrap();
+    assert_eq!(kept.history.unwrap().max_count, Some(7));
+    assert_eq!(
+        q.settings("p").await.unwrap().in_force().history,
+        History {
+            enabled: true,
+            max_count: Some(7),
+            max_age: None,
+            args_max_age: Some(Duration::ZERO)
+        }
+    );
+}
+
 pub async fn the_stored_retention_is_in_force_over_the_workers(env: &Env) {
     let q = env.client.backend();
     q.create_queue("ret", QueueOptions::default())

@@ -1,8 +1,9 @@
 //! The queue page's dead-letter and history forms posted as a browser posts
 //! them (every field as the page showed it, one changed): a part left as
 //! shown keeps the value stored now, which another operator may have changed
-//! since the page was read, and a form saved unchanged stores nothing (the
-//! setting stays the default, so a worker's own value may still be stored).
+//! since the page was read or while the change was on its way, and a form
+//! saved unchanged stores nothing (the setting stays the default, so a
+//! worker's own value may still be stored).
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -156,5 +157,57 @@ async fn the_history_and_dead_letter_forms_saved_unchanged_store_nothing() {
         (s.history, s.dead_letters),
         (None, None),
         "the defaults shown were stored as the dashboard's"
+    );
+}
+
+/// The history and dead-letter forms store the fields changed and keep the
+/// others as stored when the change lands: another operator's change of
+/// another field, stored after the dashboard sent its own (a proxy holds the
+/// dashboard's call until then), stays. The handler read the retention in
+/// force and wrote it back whole, putting back the field it had read.
+#[tokio::test]
+async fn the_history_and_dead_letter_forms_keep_a_part_another_operator_changed_before_their_change_landed()
+ {
+    let (server, client) = setup().await;
+    let bob = client.clone().acting_as("cli bob");
+    let week = Some(Duration::from_secs(7 * 86_400));
+    let day = Some(Duration::from_secs(86_400));
+    let changes = [
+        (
+            ("history_max_count", "5000"),
+            QueueSettings::history(History {
+                max_age: week,
+                ..History::default()
+            }),
+        ),
+        (
+            ("dead_max_count", "250"),
+            QueueSettings::dead_letters(Retention {
+                max_age: day,
+                ..Retention::default()
+            }),
+        ),
+    ];
+    for ((field, value), other) in changes {
+        // the proxy holds the dashboard's change (settings.lua's "set")
+        let proxy = common::HoldingProxy::start(server.port, b"$3\r\nset\r\n").await;
+        let dashboard = Client::connect(&proxy.url()).await.unwrap();
+        let app = redjob_web::router(dashboard);
+        let (cookie, _) = session(&app, "/queues/mail", true).await;
+        let page = get_with(&app, "/queues/mail", &cookie).await;
+        let form = with(&form_as_shown(&page.body, field), field, value);
+        let save = tokio::spawn(async move { post_form(&app, &cookie, &form).await });
+        proxy.held().await;
+        bob.set_settings("mail", &other).await.unwrap();
+        proxy.release();
+        let r = save.await.unwrap();
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    }
+    let s = client.settings("mail").await.unwrap();
+    let (h, d) = (s.history.unwrap(), s.dead_letters.unwrap());
+    assert_eq!(
+        ((h.max_count, h.max_age), (d.max_count, d.max_age)),
+        ((Some(5000), week), (Some(250), day)),
+        "bob's ages were put back by the dashboard's whole write"
     );
 }

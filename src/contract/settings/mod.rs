@@ -16,7 +16,7 @@ mod part;
 mod text;
 
 pub use limits::{Concurrency, LimitUsage, MAX_CONCURRENCY, MAX_RATE_PERIOD, RateLimit};
-pub use part::ConcurrencyPart;
+pub use part::{ConcurrencyPart, HistoryPart, RetentionPart};
 pub use text::{duration_text, parse_duration};
 
 use crate::contract::history::History;
@@ -61,6 +61,12 @@ pub struct QueueSettings {
     /// Set by [`concurrency_part`](Self::concurrency_part): only this part
     /// of `concurrency` is stored, the other kept as stored.
     pub(crate) concurrency_part: Option<ConcurrencyPart>,
+    /// Set by [`history_parts`](Self::history_parts): only these fields of
+    /// `history` are stored, the others kept as stored.
+    pub(crate) history_part: Option<part::Given>,
+    /// Set by [`dead_letters_parts`](Self::dead_letters_parts): only these
+    /// fields of `dead_letters` are stored, the others kept as stored.
+    pub(crate) dead_letters_part: Option<part::Given>,
     /// Who stored each setting, and when (read back from the backend; what a
     /// caller sets here is ignored).
     pub set_by: SetBy,
@@ -122,6 +128,18 @@ pub struct InForce {
     pub rate_limit: RateLimit,
 }
 
+/// A stored dead-letter retention, `"<max count> <max age ms>"` (`0`: no
+/// limit); `None` for a value the scripts would not read.
+pub(crate) fn decode_retention(v: &str) -> Option<Retention> {
+    let (keep, age) = v
+        .split_once(' ')
+        .and_then(|(k, a)| Some((digits::<u64>(k)?, digits::<u64>(a)?)))?;
+    Some(Retention {
+        max_count: (keep > 0).then_some(keep),
+        max_age: (age > 0).then(|| Duration::from_millis(age)),
+    })
+}
+
 /// How many settings there are (one hash field each).
 pub(crate) const COUNT: usize = 4;
 
@@ -151,7 +169,10 @@ impl QueueSettings {
         "redjob:rate:by",
     ];
 
-    /// Settings with the dead-letter retention `r`.
+    /// Settings with the dead-letter retention `r`: stored whole, each of
+    /// its fields over the one stored (a field a caller did not mean to
+    /// change too: to change some alone, see
+    /// [`dead_letters_parts`](Self::dead_letters_parts)).
     pub fn dead_letters(r: Retention) -> Self {
         QueueSettings {
             dead_letters: Some(r),
@@ -159,7 +180,9 @@ impl QueueSettings {
         }
     }
 
-    /// Settings with the history retention `h`.
+    /// Settings with the history retention `h`: stored whole, each of its
+    /// fields over the one stored (to change some alone, see
+    /// [`history_parts`](Self::history_parts)).
     ///
     /// ```
     /// use redjob::ops::{History, QueueSettings};
@@ -170,6 +193,93 @@ impl QueueSettings {
     pub fn history(h: History) -> Self {
         QueueSettings {
             history: Some(h),
+            ..QueueSettings::default()
+        }
+    }
+
+    /// Settings that change the fields of the queue's dead-letter retention
+    /// given (a later one over an earlier one of the same field) and keep
+    /// the others as stored, in one step with its read: two operators
+    /// changing different fields at once keep both changes, where a read of
+    /// the retention in force and a write of it whole with one field
+    /// changed ([`dead_letters`](Self::dead_letters)) would put back a field
+    /// the other had changed in between (the CLI's `--dead-max-count` or
+    /// `--dead-max-age`, and the dashboard's form, store so). With nothing
+    /// stored (or a value the scripts would not read), the others are
+    /// [`Retention::default`]'s. No part given: the retention is left as it
+    /// is.
+    ///
+    /// ```
+    /// use redjob::ops::{Admin, QueueSettings, Retention, RetentionPart};
+    /// use redjob::queue::{QueueOptions, Queues};
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// client.queues().create_queue("api", QueueOptions::default()).await?;
+    /// let day = Some(Duration::from_secs(86_400));
+    /// let r = Retention { max_count: Some(500), max_age: day };
+    /// client.set_settings("api", &QueueSettings::dead_letters(r)).await?;
+    /// let s = QueueSettings::dead_letters_parts([RetentionPart::MaxCount(None)]);
+    /// let stored = client.set_settings("api", &s).await?;
+    /// assert_eq!(stored.dead_letters, Some(Retention { max_count: None, max_age: day }));
+    /// # Ok(()) }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+    /// ```
+    pub fn dead_letters_parts(parts: impl IntoIterator<Item = RetentionPart>) -> Self {
+        let mut r = Retention::default();
+        let given = parts.into_iter().fold(0, |g, p| g | 1 << p.apply(&mut r));
+        if given == 0 {
+            return QueueSettings::default();
+        }
+        QueueSettings {
+            dead_letters: Some(r),
+            dead_letters_part: Some(given),
+            ..QueueSettings::default()
+        }
+    }
+
+    /// Settings that change the fields of the queue's history retention
+    /// given (a later one over an earlier one of the same field) and keep
+    /// the others as stored, in one step with its read: two operators
+    /// changing different fields at once keep both changes, where a read of
+    /// the history in force and a write of it whole with one field changed
+    /// ([`history`](Self::history)) would put back a field the other had
+    /// changed in between (the CLI's `--history…` flags, and the dashboard's
+    /// form, store so). With nothing stored (or a value the scripts would
+    /// not read), the others are [`History::default`]'s. No part given: the
+    /// history is left as it is.
+    ///
+    /// ```
+    /// use redjob::ops::{Admin, History, HistoryPart, QueueSettings};
+    /// use redjob::queue::{QueueOptions, Queues};
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> redjob::Result<()> {
+    /// let client = redjob::Client::memory(redjob::backend::memory::MemoryBackend::new());
+    /// client.queues().create_queue("api", QueueOptions::default()).await?;
+    /// let week = Some(Duration::from_secs(7 * 86_400));
+    /// let h = History { max_age: week, ..History::default() };
+    /// client.set_settings("api", &QueueSettings::history(h)).await?;
+    /// let s = QueueSettings::history_parts([
+    ///     HistoryPart::MaxCount(Some(5_000)),
+    ///     HistoryPart::ArgsMaxAge(Some(Duration::ZERO)),
+    /// ]);
+    /// let stored = client.set_settings("api", &s).await?.history.unwrap();
+    /// assert_eq!((stored.max_count, stored.max_age), (Some(5_000), week));
+    /// assert_eq!(stored.args_max_age, Some(Duration::ZERO));
+    /// # Ok(()) }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+    /// ```
+    pub fn history_parts(parts: impl IntoIterator<Item = HistoryPart>) -> Self {
+        let mut h = History::default();
+        let given = parts.into_iter().fold(0, |g, p| g | 1 << p.apply(&mut h));
+        if given == 0 {
+            return QueueSettings::default();
+        }
+        QueueSettings {
+            history: Some(h),
+            history_part: Some(given),
             ..QueueSettings::default()
         }
     }
@@ -273,9 +383,16 @@ impl QueueSettings {
         [
             self.dead_letters.map(|r| {
                 let (keep, age) = r.limits();
-                format!("{keep} {age}")
+                let v = format!("{keep} {age}");
+                match self.dead_letters_part {
+                    Some(given) => part::fields_change('d', given, &v),
+                    None => v,
+                }
             }),
-            self.history.map(|h| h.encode()),
+            self.history.map(|h| match self.history_part {
+                Some(given) => part::fields_change('h', given, &h.encode()),
+                None => h.encode(),
+            }),
             self.concurrency.map(|c| match self.concurrency_part {
                 Some(part) => part.encode(&c),
                 None => c.encode(),
@@ -298,17 +415,11 @@ impl QueueSettings {
             );
         };
         let dead_letters = field(0).and_then(|v| {
-            let read = v
-                .split_once(' ')
-                .and_then(|(k, a)| Some((digits::<u64>(k)?, digits::<u64>(a)?)));
+            let read = decode_retention(v);
             if read.is_none() {
                 ignored(0, v);
             }
-            let (keep, age) = read?;
-            Some(Retention {
-                max_count: (keep > 0).then_some(keep),
-                max_age: (age > 0).then(|| Duration::from_millis(age)),
-            })
+            read
         });
         let history = field(1).and_then(|v| {
             let read = History::decode(v);
@@ -348,19 +459,23 @@ impl QueueSettings {
             concurrency,
             rate_limit,
             concurrency_part: None,
+            history_part: None,
+            dead_letters_part: None,
         }
     }
 
     /// `stored` after storing these settings: each one given (`Some`) goes
     /// over what is stored (`over`), or only where nothing is; each one
-    /// stored records `change` (`<ms> <who>`) in `by`; a change of one part
-    /// of the concurrency keeps the other as stored (see
-    /// [`concurrency_part`](Self::concurrency_part)). Both backends merge so
-    /// (settings.lua does the same per field).
+    /// stored records `change` (`<ms> <who>`) in `by`; a change of some
+    /// parts of a setting keeps the others as stored (see
+    /// [`concurrency_part`](Self::concurrency_part),
+    /// [`history_parts`](Self::history_parts) and
+    /// [`dead_letters_parts`](Self::dead_letters_parts)). Both backends
+    /// merge so (settings.lua does the same per field).
     pub(crate) fn merge(&self, stored: &mut Fields, by: &mut Fields, over: bool, change: &str) {
         for ((field, new), by) in stored.iter_mut().zip(self.encode()).zip(by.iter_mut()) {
             let new = new.map(|v| {
-                if ConcurrencyPart::is_change(&v) {
+                if part::is_change(&v) {
                     part::merge(field.as_deref(), &v)
                 } else {
                     v

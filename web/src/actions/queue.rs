@@ -5,7 +5,7 @@ use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use redjob::ops::{Admin, History, QueueSettings, RateLimit, Retention};
+use redjob::ops::{Admin, HistoryPart, QueueSettings, RateLimit, RetentionPart};
 
 use super::{back, checked, upto};
 use crate::Ctx;
@@ -146,60 +146,46 @@ async fn on_queue(
         }
         "settings" if fields.any("history") => {
             // the history's form: a field left out, empty or sent as the
-            // page showed it keeps the value in force now (which another
-            // operator may have changed since the page was read); `none` is
-            // no limit, an arguments' age of 0s keeps none
+            // page showed it is left as stored when the change lands (which
+            // another operator may have changed since the page was read): the
+            // fields changed alone are stored, in one step with that read;
+            // `none` is no limit, an arguments' age of 0s keeps none
             let given = |name: &str| fields.changed(name);
-            let names = [
-                "history",
-                "history_max_count",
-                "history_max_age",
-                "history_args_max_age",
-            ];
-            if names.iter().all(|n| given(n).is_none()) {
+            let bad = |e: String| WebError::BadRequest(e);
+            let mut parts = Vec::new();
+            match given("history") {
+                None => {}
+                Some("on") => parts.push(HistoryPart::Enabled(true)),
+                Some("off") => parts.push(HistoryPart::Enabled(false)),
+                Some(o) => return Err(bad(format!("{o:?}: give on or off"))),
+            }
+            if let Some(n) = given("history_max_count") {
+                parts.push(HistoryPart::MaxCount(count(n).map_err(bad)?));
+            }
+            if let Some(a) = given("history_max_age") {
+                parts.push(HistoryPart::MaxAge(parse_limit(a).map_err(bad)?));
+            }
+            match given("history_args_max_age") {
+                None => {}
+                Some("none") => parts.push(HistoryPart::ArgsMaxAge(None)),
+                Some(a) => parts.push(HistoryPart::ArgsMaxAge(Some(
+                    redjob::ops::parse_duration(a).map_err(|e| bad(e.to_string()))?,
+                ))),
+            }
+            if parts.is_empty() {
                 return Ok(back(
                     &ctx,
                     &format!("/queues/{}", seg(&queue)),
                     "Nothing changed.",
                 ));
             }
-            let now = c.settings(&queue).await?.in_force().history;
-            let bad = |e: String| WebError::BadRequest(e);
-            let enabled = match given("history") {
-                None => now.enabled,
-                Some("on") => true,
-                Some("off") => false,
-                Some(o) => return Err(bad(format!("{o:?}: give on or off"))),
-            };
-            let max_count = match given("history_max_count") {
-                None => now.max_count,
-                Some("none") => None,
-                Some(n) => match n.parse::<u64>() {
-                    Ok(n) if n > 0 => Some(n),
-                    _ => return Err(bad(format!("{n:?}: give a count from 1, or none"))),
-                },
-            };
-            let max_age = match given("history_max_age") {
-                None => now.max_age,
-                Some(a) => parse_limit(a).map_err(bad)?,
-            };
-            let args_max_age = match given("history_args_max_age") {
-                None => now.args_max_age,
-                Some("none") => None,
-                Some(a) => Some(redjob::ops::parse_duration(a).map_err(|e| bad(e.to_string()))?),
-            };
-            let h = History {
-                enabled,
-                max_count,
-                max_age,
-                args_max_age,
-            };
-            // the note says what was stored (an age past 2^52 ms is kept at that)
+            // the note says what is stored now (an age past 2^52 ms is kept
+            // at that)
             let h = c
-                .set_settings(&queue, &QueueSettings::history(h))
+                .set_settings(&queue, &QueueSettings::history_parts(parts))
                 .await?
-                .history
-                .unwrap_or(h);
+                .in_force()
+                .history;
             let text = |d: Option<std::time::Duration>| {
                 d.map_or("none".into(), redjob::ops::duration_text)
             };
@@ -212,40 +198,32 @@ async fn on_queue(
             )
         }
         "settings" if fields.any("dead_") => {
-            // a field left out, empty or sent as the page showed it keeps
-            // the value in force now; `none` is no limit
+            // a field left out, empty or sent as the page showed it is left
+            // as stored when the change lands, as in the history's form;
+            // `none` is no limit
             let given = |name: &str| fields.changed(name);
-            if given("dead_max_count").is_none() && given("dead_max_age").is_none() {
+            let bad = |e: String| WebError::BadRequest(e);
+            let mut parts = Vec::new();
+            if let Some(n) = given("dead_max_count") {
+                parts.push(RetentionPart::MaxCount(count(n).map_err(bad)?));
+            }
+            if let Some(a) = given("dead_max_age") {
+                parts.push(RetentionPart::MaxAge(parse_limit(a).map_err(bad)?));
+            }
+            if parts.is_empty() {
                 return Ok(back(
                     &ctx,
                     &format!("/queues/{}", seg(&queue)),
                     "Nothing changed.",
                 ));
             }
-            let now = c.settings(&queue).await?.in_force().dead_letters;
-            let bad = |e: String| WebError::BadRequest(e);
-            let count = match given("dead_max_count") {
-                None => now.max_count,
-                Some("none") => None,
-                Some(n) => match n.parse::<u64>() {
-                    Ok(n) if n > 0 => Some(n),
-                    _ => return Err(bad(format!("{n:?}: give a count from 1, or none"))),
-                },
-            };
-            let age = match given("dead_max_age") {
-                None => now.max_age,
-                Some(a) => parse_limit(a).map_err(bad)?,
-            };
-            let dead = Retention {
-                max_count: count,
-                max_age: age,
-            };
-            // the note says what was stored (an age past 2^52 ms is kept at that)
+            // the note says what is stored now (an age past 2^52 ms is kept
+            // at that)
             let dead = c
-                .set_settings(&queue, &QueueSettings::dead_letters(dead))
+                .set_settings(&queue, &QueueSettings::dead_letters_parts(parts))
                 .await?
-                .dead_letters
-                .unwrap_or(dead);
+                .in_force()
+                .dead_letters;
             format!(
                 "Saved: dead letters at most {}, for {}, for every worker.",
                 dead.max_count.map_or("none".into(), num),
@@ -300,4 +278,15 @@ pub(crate) async fn create_queue(ctx: Ctx, headers: HeaderMap, body: Bytes) -> W
         &format!("/queues/{}", seg(name)),
         &format!("Created queue {name:?}."),
     ))
+}
+
+/// A retention's count from a form: a count from 1, or `none` for no limit.
+fn count(n: &str) -> Result<Option<u64>, String> {
+    match n {
+        "none" => Ok(None),
+        n => match n.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(format!("{n:?}: give a count from 1, or none")),
+        },
+    }
 }

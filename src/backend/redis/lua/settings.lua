@@ -9,7 +9,10 @@
 -- ARGV[3 .. 2 + N]  the fields' names
 -- ARGV[3 + N .. 2 + 2N]  their values ("" leaves a field as it is; "p<n>" or
 --          "g<n>" changes one part of the concurrency "<per worker> <global>"
---          to n, 0 for none, and keeps the other as stored, see part.rs)
+--          to n, 0 for none, and keeps the other as stored; "h<mask> <value>"
+--          or "d<mask> <value>" changes the fields of the history or the
+--          dead-letter retention the mask marks "1" to value's and keeps the
+--          others as stored; see part.rs)
 -- ARGV[3 + 2N .. 2 + 3N]  the names of the fields recording who set each
 -- ARGV[3 + 3N]  who stores them ("get": unused)
 -- Returns {-1} when the queue does not exist, else {1, then each field's value
@@ -29,6 +32,44 @@ local function merge_part(old, change)
   if g > 0 then return string.format("%d %d", pw, g) end
   return string.format("%d", pw)
 end
+-- Whether the digits `d` are a number of at most `max` (digits, no leading
+-- zero): what Rust reads in a u64 or an i64 (compared as text, past what a
+-- Lua number holds exactly).
+local function fits(d, max)
+  d = string.match(d, "^0*(%d-)$")
+  if #d ~= #max then return #d < #max end
+  return d <= max
+end
+local U64, I64 = "18446744073709551615", "9223372036854775807"
+-- Whether `v` is a stored history ("h") or dead-letter retention ("d") Rust
+-- reads (History::decode, decode_retention in settings/mod.rs).
+local function readable(kind, v)
+  if kind == "d" then
+    local keep, age = string.match(v, "^(%d+) (%d+)$")
+    return keep ~= nil and fits(keep, U64) and fits(age, U64)
+  end
+  local on, keep, age, minus, args = string.match(v, "^([01]) (%d+) (%d+) (%-?)(%d+)$")
+  if not on or not fits(keep, U64) or not fits(age, U64) or not fits(args, I64) then
+    return false
+  end
+  -- below -1: not a value Rust reads
+  return minus == "" or tonumber(args) <= 1
+end
+-- The stored history or retention `old` (nil, or one Rust would not read:
+-- the change's defaults) with the change `change` ("h<mask> <value>" or
+-- "d<mask> <value>") applied: the fields marked from value, the others as
+-- written in old.
+local function merge_fields(old, change)
+  local kind, mask, value = string.match(change, "^([hd])([01]+) (.*)$")
+  if not readable(kind, old or "") then return value end
+  local kept, given = {}, {}
+  for w in string.gmatch(old, "%S+") do kept[#kept + 1] = w end
+  for w in string.gmatch(value, "%S+") do given[#given + 1] = w end
+  for i = 1, #mask do
+    if string.sub(mask, i, i) == "1" then kept[i] = given[i] end
+  end
+  return table.concat(kept, " ")
+end
 local n = tonumber(ARGV[2])
 if not redis.call("HGET", KEYS[1], "vt") then return {-1} end
 local mode = ARGV[1]
@@ -44,6 +85,8 @@ if mode ~= "get" then
     local field, value, by = ARGV[2 + i], ARGV[2 + n + i], ARGV[2 + 2 * n + i]
     if string.match(value, "^[pg]%d+$") then
       value = merge_part(redis.call("HGET", KEYS[1], field), value)
+    elseif string.match(value, "^[hd][01]+ ") then
+      value = merge_fields(redis.call("HGET", KEYS[1], field), value)
     end
     if value ~= "" then
       if mode == "set" then
