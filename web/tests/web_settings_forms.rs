@@ -211,3 +211,42 @@ async fn the_history_and_dead_letter_forms_keep_a_part_another_operator_changed_
         "bob's ages were put back by the dashboard's whole write"
     );
 }
+
+/// The rate limit's form saved as the page showed it stores nothing, as the
+/// other forms do: a rate another operator stored since the page was read
+/// stays, and stays theirs. The form sent the rate shown, which the handler
+/// stored over theirs.
+#[tokio::test]
+async fn the_rate_limit_form_saved_as_shown_keeps_a_rate_another_operator_stored_since() {
+    use redjob::ops::RateLimit;
+    let (_server, client) = setup().await;
+    let rate = |n| QueueSettings::rate_limit(RateLimit::per_second(n));
+    client.set_settings("mail", &rate(50)).await.unwrap();
+    let app = redjob_web::router(client.clone());
+    let (cookie, _) = session(&app, "/queues/mail", true).await;
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    let shown = form_as_shown(&page.body, "rate_limit");
+    let other = client.clone().acting_as("cli bob");
+    other.set_settings("mail", &rate(100)).await.unwrap();
+    let r = post_form(&app, &cookie, &shown).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let s = client.settings("mail").await.unwrap();
+    assert_eq!(
+        (s.rate_limit, s.set_by.rate_limit.map(|c| c.by)),
+        (
+            Some(RateLimit::per_second(100)),
+            Some("cli bob".to_string())
+        ),
+        "the rate shown was put back over bob's ({})",
+        note(&r)
+    );
+    // changed, it is stored
+    let r = post_form(&app, &cookie, &with(&shown, "rate_limit", "20/1s")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(
+        client.settings("mail").await.unwrap().rate_limit,
+        Some(RateLimit::per_second(20)),
+        "{}",
+        note(&r)
+    );
+}

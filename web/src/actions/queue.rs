@@ -129,7 +129,10 @@ async fn on_queue(
             )
         }
         "settings" if fields.get("rate_limit").is_some() => {
-            let given = fields.get("rate_limit").map(str::trim).unwrap_or("");
+            // left empty, or sent as the page showed it (`rate_limit_was`):
+            // left as stored now, which another operator may have changed
+            // since the page was read
+            let given = fields.changed("rate_limit").unwrap_or("");
             if given.is_empty() {
                 return Ok(back(
                     &ctx,

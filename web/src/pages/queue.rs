@@ -356,6 +356,8 @@ fn settings_form(
                 p.muted { "Rate limit across all workers (" (rfrom) "): starts per period, such as 50/1s or 100/1m, or none." }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
+                    // the value shown: saved as shown, it is left as stored
+                    input type="hidden" name="rate_limit_was" value=(stored_rate);
                     label { "At most " input type="text" name="rate_limit" value=(stored_rate) placeholder="none" size="10"; }
                     " " button type="submit" { "Save" }
                 }
