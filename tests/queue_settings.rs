@@ -60,7 +60,16 @@ async fn odd_stored_settings_are_ignored_alike_by_scripts_and_rust_and_can_be_re
         max_count: Some(3),
         max_age: None,
     };
-    for odd in ["2.5 0", "-1 0", "5", "x y", ""] {
+    // (numbers past a u64: no number to Rust, nor to the scripts)
+    for odd in [
+        "2.5 0",
+        "-1 0",
+        "5",
+        "x y",
+        "",
+        "99999999999999999999 0",
+        "5 18446744073709551616",
+    ] {
         let _: () = redis::cmd("HSET")
             .arg("rsmq:q:Q")
             .arg("redjob:dead_letters")
@@ -459,30 +468,47 @@ async fn a_queue_whose_delay_or_maxsize_is_no_number_refuses_sends_naming_it() {
 
 #[tokio::test]
 async fn an_odd_history_setting_is_ignored_alike_by_scripts_and_rust() {
-    // "off" with a body age below -1, which Rust does not read: the settle's
-    // own history setting applies (on), as Rust reports no setting
+    // "off" with a body age below -1, or with a number past what Rust reads
+    // (a u64; an i64 for the body age): the settle's own history setting
+    // applies (on), as Rust reports no setting
     let (_server, client, mut con) = start().await;
     let q = client.backend();
-    queue_with(&client, &mut con, "q", "redjob:history", "0 0 0 -5").await;
-    assert!(client.settings("q").await.unwrap().history.is_none());
-    let msgs = [SendMessage::new(r#"{"type":"A","args":{}}"#)];
-    let id = Backend::send(&q, "q", &msgs, &QueueOptions::default())
-        .await
-        .unwrap()[0];
-    let d = q
-        .fetch("q", 1, Duration::from_secs(60))
-        .await
-        .unwrap()
-        .jobs
-        .remove(0);
-    let ack = Settle {
-        acks: vec![(d.id, d.token)],
-        ..Settle::default()
-    };
-    assert_eq!(q.settle("q", &ack).await.unwrap().acked, 1);
-    let job = client.job("q", &id.id).await.unwrap();
-    assert!(
-        job.is_some_and(|j| j.finished.is_some()),
-        "no history entry: the odd setting turned history off"
-    );
+    let odd = [
+        "0 0 0 -5",
+        "0 18446744073709551616 0 -1",
+        "0 0 99999999999999999999 -1",
+        "0 0 0 9223372036854775808",
+        "0 0 0 -9223372036854775808",
+    ];
+    let mut wrong = Vec::new();
+    for (i, value) in odd.into_iter().enumerate() {
+        let name = format!("q{i}");
+        queue_with(&client, &mut con, &name, "redjob:history", value).await;
+        assert!(
+            client.settings(&name).await.unwrap().history.is_none(),
+            "{value:?}"
+        );
+        let msgs = [SendMessage::new(r#"{"type":"A","args":{}}"#)];
+        let id = Backend::send(&q, &name, &msgs, &QueueOptions::default())
+            .await
+            .unwrap()[0];
+        let d = q
+            .fetch(&name, 1, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .jobs
+            .remove(0);
+        let ack = Settle {
+            acks: vec![(d.id, d.token)],
+            ..Settle::default()
+        };
+        assert_eq!(q.settle(&name, &ack).await.unwrap().acked, 1);
+        let job = client.job(&name, &id.id).await.unwrap();
+        if job.is_none_or(|j| j.finished.is_none()) {
+            wrong.push(format!(
+                "{value:?}: no history entry, the odd setting turned history off"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

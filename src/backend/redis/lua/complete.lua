@@ -237,9 +237,12 @@ if pre then
   end
 end
 -- the queue's stored retention, "<count> <age ms>", is in force over the worker's
--- (anything else there is ignored, as QueueSettings::decode does)
+-- (anything else there is ignored, as QueueSettings::decode does, a number
+-- past a u64 too)
 local stored_keep, stored_age = string.match(attrs[7] or "", "^(%d+) (%d+)$")
-if stored_keep then keep, max_age = tonumber(stored_keep), tonumber(stored_age) end
+if stored_keep and fits(stored_keep, U64) and fits(stored_age, U64) then
+  keep, max_age = tonumber(stored_keep), tonumber(stored_age)
+end
 local foreign = (tonumber(attrs[1]) or 0) ~= (tonumber(attrs[2]) or 0)
 -- a throttle goes back as a release (the delivery given back, "<id>:l" kept),
 -- unless its job's last records are `limit` throttles in a row: then it counts,

@@ -926,14 +926,28 @@ local function ties_below(key, s, id)
   return lo - first
 end
 
+-- The largest numbers Rust reads in a stored setting's u64 and i64, as digits.
+local U64, I64 = "18446744073709551615", "9223372036854775807"
+
+-- Whether the digits `d` (a %d+ match) are a number of at most `max` (U64 or
+-- I64): one Rust reads in that type (compared as text, past what a Lua number
+-- holds exactly; digits in stored.rs).
+local function fits(d, max)
+  d = string.match(d, "^0*(%d-)$")
+  if #d ~= #max then return #d < #max end
+  return d <= max
+end
+
 -- A queue's history setting (the hash field "redjob:history", see history.rs)
 -- as numbers: on (true/false), most entries, longest age ms (0: no limit),
 -- how long bodies are kept ms (-1: as long as the entry, 0: never). `stored`
 -- is the field's value (false when none), `default` the caller's.
 local function history_setting(stored, default)
   local on, keep, age, args = string.match(stored or "", "^([01]) (%d+) (%d+) (%-?%d+)$")
-  -- (args below -1: not a value Rust reads, History::decode)
-  if not on or tonumber(args) < -1 then
+  -- (args below -1, or a number past a u64, an i64 for args: not a value
+  -- Rust reads, History::decode)
+  if not on or tonumber(args) < -1 or not fits(keep, U64) or not fits(age, U64)
+      or not fits(string.match(args, "%d+"), I64) then
     on, keep, age, args = string.match(default or "", "^([01]) (%d+) (%d+) (%-?%d+)$")
   end
   if not on then return false, 0, 0, -1 end

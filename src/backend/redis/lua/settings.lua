@@ -32,17 +32,9 @@ local function merge_part(old, change)
   if g > 0 then return string.format("%d %d", pw, g) end
   return string.format("%d", pw)
 end
--- Whether the digits `d` are a number of at most `max` (digits, no leading
--- zero): what Rust reads in a u64 or an i64 (compared as text, past what a
--- Lua number holds exactly).
-local function fits(d, max)
-  d = string.match(d, "^0*(%d-)$")
-  if #d ~= #max then return #d < #max end
-  return d <= max
-end
-local U64, I64 = "18446744073709551615", "9223372036854775807"
 -- Whether `v` is a stored history ("h") or dead-letter retention ("d") Rust
--- reads (History::decode, decode_retention in settings/mod.rs).
+-- reads (History::decode, decode_retention in settings/mod.rs; fits in
+-- lib.lua).
 local function readable(kind, v)
   if kind == "d" then
     local keep, age = string.match(v, "^(%d+) (%d+)$")
