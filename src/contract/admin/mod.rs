@@ -502,6 +502,17 @@ pub trait Admin: Inspect {
     /// caller's [actor](crate::inspect::Inspect::actor) as who set them; the
     /// others stay. Returns the settings stored after the change.
     ///
+    /// A setting given whole ([`QueueSettings::history`](crate::ops::QueueSettings::history),
+    /// [`dead_letters`](crate::ops::QueueSettings::dead_letters),
+    /// [`concurrency`](crate::ops::QueueSettings::concurrency)) replaces each
+    /// of its fields, those the caller did not mean to change too: a value
+    /// read before and written back with one field changed puts back
+    /// another's change of the other fields in between. Some fields given
+    /// alone ([`history_parts`](crate::ops::QueueSettings::history_parts),
+    /// [`dead_letters_parts`](crate::ops::QueueSettings::dead_letters_parts),
+    /// [`concurrency_part`](crate::ops::QueueSettings::concurrency_part))
+    /// change those and keep the others as stored, in the same step.
+    ///
     /// ```
     /// use redjob::ops::{Admin, QueueSettings, Retention};
     /// use redjob::backend::memory::MemoryBackend;
