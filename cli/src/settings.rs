@@ -211,10 +211,11 @@ const LABEL: usize = 26;
 
 pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
     let c = &ctx.client;
-    let mut s = c.settings(&args.queue).await?;
     // the fields given alone: the others are kept as stored, in the same
     // step (a read here and a write of the whole would put back a field
-    // another operator changed in between)
+    // another operator changed in between); every setting given in one
+    // call, one operator action
+    let mut change = QueueSettings::default();
     let dead: Vec<RetentionPart> = [
         args.dead_max_count.map(|l| RetentionPart::MaxCount(l.0)),
         args.dead_max_age.map(|l| RetentionPart::MaxAge(l.0)),
@@ -222,11 +223,7 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
     .into_iter()
     .flatten()
     .collect();
-    if !dead.is_empty() {
-        s = c
-            .set_settings(&args.queue, &QueueSettings::dead_letters_parts(dead))
-            .await?;
-    }
+    change = change.and(QueueSettings::dead_letters_parts(dead));
     let history: Vec<HistoryPart> = [
         args.history.map(HistoryPart::Enabled),
         args.history_max_count.map(|l| HistoryPart::MaxCount(l.0)),
@@ -237,35 +234,27 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
     .into_iter()
     .flatten()
     .collect();
-    if !history.is_empty() {
-        s = c
-            .set_settings(&args.queue, &QueueSettings::history_parts(history))
-            .await?;
-    }
-    // one part given: the other is kept as stored, in the same step (a
-    // read here and a write of both would put back a part another
-    // operator changed in between)
+    change = change.and(QueueSettings::history_parts(history));
+    // one part given: the other is kept as stored, in the same step
     let concurrency = match (args.concurrency, args.global_concurrency) {
         (Some(Limit(pw)), Some(Limit(g))) => {
             let mut both = Concurrency::UNLIMITED;
             (both.per_worker, both.global) = (pw, g);
-            Some(QueueSettings::concurrency(both))
+            QueueSettings::concurrency(both)
         }
-        (Some(Limit(n)), None) => Some(QueueSettings::concurrency_part(
-            ConcurrencyPart::PerWorker,
-            n,
-        )),
-        (None, Some(Limit(n))) => Some(QueueSettings::concurrency_part(ConcurrencyPart::Global, n)),
-        (None, None) => None,
+        (Some(Limit(n)), None) => QueueSettings::concurrency_part(ConcurrencyPart::PerWorker, n),
+        (None, Some(Limit(n))) => QueueSettings::concurrency_part(ConcurrencyPart::Global, n),
+        (None, None) => QueueSettings::default(),
     };
-    if let Some(change) = concurrency {
-        s = c.set_settings(&args.queue, &change).await?;
-    }
+    change = change.and(concurrency);
     if let Some(r) = args.rate_limit {
-        s = c
-            .set_settings(&args.queue, &QueueSettings::rate_limit(r))
-            .await?;
+        change = change.and(QueueSettings::rate_limit(r));
     }
+    let s = if change.is_empty() {
+        c.settings(&args.queue).await?
+    } else {
+        c.set_settings(&args.queue, &change).await?
+    };
     let usage = c.limit_usage(&args.queue).await?;
     if ctx.json {
         let mut v = json(&s);

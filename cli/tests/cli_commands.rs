@@ -558,6 +558,48 @@ async fn queue_settings_keep_a_field_another_operator_changed_before_the_change_
     assert_eq!(s.set_by.history.unwrap().by, "cli", "the last change's");
 }
 
+/// `queue settings` given several settings changes them in one step, one
+/// operator action: one `settings` event in the queue's history (an
+/// operation records its one event), one notice to the workers, and none
+/// stored alone should a later one fail. It stored each setting in a call
+/// of its own, four events for one command.
+#[tokio::test]
+async fn queue_settings_changes_several_settings_as_one_action() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    let v = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--dead-max-count",
+            "5",
+            "--history-max-count",
+            "7",
+            "--concurrency",
+            "3",
+            "--rate-limit",
+            "5/1s",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(
+        (
+            &v["dead_letters"]["max_count"],
+            &v["history"]["max_count"],
+            &v["concurrency"]["per_worker"],
+            &v["rate_limit"]["max"]
+        ),
+        (&json!(5), &json!(7), &json!(3), &json!(5))
+    );
+    let events = client.history_events("mail").await.unwrap();
+    let settings: Vec<_> = events.iter().filter(|e| e.what == "settings").collect();
+    assert_eq!(settings.len(), 1, "{events:?}");
+}
+
 #[tokio::test]
 async fn jobs_peek_show_list_by_page_cancel_and_run_now() {
     let (server, client) = setup().await;

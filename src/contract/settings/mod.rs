@@ -354,6 +354,39 @@ impl QueueSettings {
         }
     }
 
+    /// These settings with those `other` gives over them: each setting
+    /// `other` gives (whole or some of its parts) replaces this one's, the
+    /// others stay. Several settings changed so go in one
+    /// [`Admin::set_settings`](crate::ops::Admin::set_settings) call: one
+    /// step, one operator action.
+    ///
+    /// ```
+    /// use redjob::ops::{HistoryPart, QueueSettings, RateLimit};
+    ///
+    /// let s = QueueSettings::rate_limit(RateLimit::per_second(5))
+    ///     .and(QueueSettings::history_parts([HistoryPart::Enabled(false)]));
+    /// assert_eq!(s.rate_limit, Some(RateLimit::per_second(5)));
+    /// assert!(!s.in_force().history.enabled);
+    /// ```
+    pub fn and(mut self, other: QueueSettings) -> Self {
+        if other.dead_letters.is_some() {
+            self.dead_letters = other.dead_letters;
+            self.dead_letters_part = other.dead_letters_part;
+        }
+        if other.history.is_some() {
+            self.history = other.history;
+            self.history_part = other.history_part;
+        }
+        if other.concurrency.is_some() {
+            self.concurrency = other.concurrency;
+            self.concurrency_part = other.concurrency_part;
+        }
+        if other.rate_limit.is_some() {
+            self.rate_limit = other.rate_limit;
+        }
+        self
+    }
+
     /// The settings in force: these where stored, else the defaults.
     pub fn in_force(&self) -> InForce {
         InForce {
