@@ -45,6 +45,58 @@ struct Slow<B> {
     /// When set, each read of scores (a lost lease's classification)
     /// notifies it as it begins, then waits 50 ms before it runs.
     scores_begin: Option<Arc<tokio::sync::Notify>>,
+    /// When set, fetches wait while it holds them (see [`HoldFetches`]).
+    holds: Option<Arc<HoldFetches>>,
+}
+
+/// Holds a worker's fetches back until its next read of scores (a lost
+/// lease's classification), which lets them go and waits (80 ms at most)
+/// for one to deliver the held job again.
+#[derive(Default)]
+struct HoldFetches {
+    gate: Arc<tokio::sync::RwLock<()>>,
+    held: Mutex<Option<tokio::sync::OwnedRwLockWriteGuard<()>>>,
+    job: Mutex<Option<JobId>>,
+    /// A fetch delivered `job` again.
+    refetched: tokio::sync::Notify,
+    refetched_flag: std::sync::atomic::AtomicBool,
+}
+
+impl HoldFetches {
+    /// Holds fetches from now (one under way finishes first), watching for `job`.
+    async fn hold(&self, job: JobId) {
+        *self.job.lock().unwrap() = Some(job);
+        let guard = self.gate.clone().write_owned().await;
+        *self.held.lock().unwrap() = Some(guard);
+    }
+
+    /// A fetch, held while the gate is.
+    async fn fetch<F: std::future::Future<Output = redjob::Result<Fetched>>>(
+        &self,
+        f: F,
+    ) -> redjob::Result<Fetched> {
+        let _open = self.gate.read().await;
+        let r = f.await;
+        let job = *self.job.lock().unwrap();
+        if let (Ok(fetched), Some(job)) = (&r, job)
+            && fetched.jobs.iter().any(|d| d.id == job)
+        {
+            self.refetched_flag.store(true, Ordering::SeqCst);
+            self.refetched.notify_one();
+        }
+        r
+    }
+
+    /// Before a read of scores: lets held fetches go and waits for one to
+    /// deliver the job again.
+    async fn release(&self) {
+        let held = self.held.lock().unwrap().take();
+        if let Some(guard) = held {
+            drop(guard);
+            let _ =
+                tokio::time::timeout(Duration::from_millis(80), self.refetched.notified()).await;
+        }
+    }
 }
 
 impl<B: Backend> Backend for Slow<B> {
@@ -57,7 +109,10 @@ impl<B: Backend> Backend for Slow<B> {
         Backend::send(&self.inner, q, m, c).await
     }
     async fn fetch(&self, q: &str, max: usize, lease: Duration) -> redjob::Result<Fetched> {
-        let r = self.inner.fetch(q, max, lease).await;
+        let r = match &self.holds {
+            Some(h) => h.fetch(self.inner.fetch(q, max, lease)).await,
+            None => self.inner.fetch(q, max, lease).await,
+        };
         tracing::debug!(
             max,
             got = r.as_ref().map(|f| f.jobs.len()).unwrap_or(0),
@@ -73,7 +128,11 @@ impl<B: Backend> Backend for Slow<B> {
         worker: &str,
         hands: usize,
     ) -> redjob::Result<Fetched> {
-        let r = self.inner.fetch_waiting(q, max, lease, worker, hands).await;
+        let fetch = self.inner.fetch_waiting(q, max, lease, worker, hands);
+        let r = match &self.holds {
+            Some(h) => h.fetch(fetch).await,
+            None => fetch.await,
+        };
         tracing::debug!(
             max,
             got = r.as_ref().map(|f| f.jobs.len()).unwrap_or(0),
@@ -135,6 +194,9 @@ impl<B: Backend> Backend for Slow<B> {
         self.inner.dead_letters(q, limit).await
     }
     async fn scores(&self, q: &str, held: &[(JobId, Token)]) -> redjob::Result<Vec<Option<Token>>> {
+        if let Some(h) = &self.holds {
+            h.release().await;
+        }
         if let Some(begin) = &self.scores_begin {
             begin.notify_one();
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -485,6 +547,7 @@ async fn a_job_whose_handed_lease_this_worker_lost_runs_again_without_waiting_fo
         slow_settles: Arc::new(1.into()),
         renewals_fail: fail.clone(),
         scores_begin: None,
+        holds: None,
     };
     let w = Worker::builder(backend)
         .register::<Nap>()
@@ -560,6 +623,7 @@ async fn slow_settle_holds_up_no_renewal(client: &Client) {
         slow_settles: Arc::new(1.into()),
         renewals_fail: Default::default(),
         scores_begin: None,
+        holds: None,
     };
     let a = Worker::builder(slow)
         .register::<Nap>()
@@ -645,6 +709,7 @@ async fn throttling_worker(client: &Client) -> (Worker<Slow<AnyBackend>>, Arc<Se
         slow_settles: Arc::new(u32::MAX.into()),
         renewals_fail: Default::default(),
         scores_begin: None,
+        holds: None,
     };
     let w = Worker::builder(backend)
         .register::<Nap>()
@@ -916,6 +981,7 @@ async fn a_deleted_jobs_run_ending_while_its_lost_lease_is_classified_is_reporte
         slow_settles: Arc::new(0.into()),
         renewals_fail: Default::default(),
         scores_begin: Some(gate.clone()),
+        holds: None,
     };
     let w = Worker::builder(backend)
         .register::<Gated>()
@@ -947,4 +1013,90 @@ async fn a_deleted_jobs_run_ending_while_its_lost_lease_is_classified_is_reporte
     w.stop().await;
     assert!(heard, "no end hook heard");
     assert_eq!(ends, ["cancelled:deleted"]);
+}
+
+// ---------------------------------------------------------------------------
+// A run delivered here again while its lost lease is classified goes on.
+// ---------------------------------------------------------------------------
+
+/// A job made visible again while it runs here loses its lease: the next
+/// renewal finds it gone and reads its score to tell why (report_lost). A
+/// fetch of this worker that delivers the job again during that read is
+/// merged into the run, which then holds the new lease (RELIABILITY.md: "One
+/// run per job per worker"). The read's end cancelled the run all the same:
+/// it was released unfinished (hooks heard `cancelled:lease_lost`) and ran a
+/// second time, although its lease was held. Fetches are held here from the
+/// visibility change until that read begins, which lets them go and waits
+/// for the job's delivery before it reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_delivered_here_again_while_its_lost_lease_is_classified_goes_on() {
+    let client = Client::memory(MemoryBackend::new());
+    client
+        .queues()
+        .create_queue(Q, QueueOptions::default())
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let ends = Ends::default();
+    let holds = Arc::new(HoldFetches::default());
+    let backend = Slow {
+        inner: client.backend(),
+        settle_delay: Duration::ZERO,
+        slow_settles: Arc::new(0.into()),
+        renewals_fail: Default::default(),
+        scores_begin: None,
+        holds: Some(holds.clone()),
+    };
+    let w = Worker::builder(backend)
+        .register::<Gated>()
+        .lease(Duration::from_secs(1))
+        .poll_interval(Duration::from_millis(50))
+        .data(seen.clone())
+        .data(gate.clone())
+        .hooks(ends.clone())
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = serve(w).await;
+    let id = client.enqueue(&Gated).await.unwrap();
+    assert!(
+        common::wait_until(Duration::from_secs(5), || {
+            !seen.starts_of("gated").is_empty()
+        })
+        .await
+    );
+    holds.hold(id).await;
+    assert!(
+        client
+            .queues()
+            .change_visibility(Q, &id, Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    // the next renewal (a third of the lease) finds the lease gone; its read
+    // lets the held fetch deliver the job again
+    let merged = common::wait_until(Duration::from_secs(5), || {
+        holds.refetched_flag.load(Ordering::SeqCst)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gate.notify_one();
+    let heard = common::wait_until(Duration::from_secs(5), || {
+        !ends.0.lock().unwrap().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gate.notify_one();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ends = ends.0.lock().unwrap().clone();
+    let starts = seen.starts_of("gated").len();
+    w.stop().await;
+    assert!(merged, "the job was never delivered here again");
+    assert!(heard, "no end hook heard");
+    assert_eq!(
+        (ends.as_slice(), starts),
+        (&["succeeded".to_string()][..], 1),
+        "the merged run goes on under its new lease and succeeds, once: (ends heard, starts)"
+    );
 }

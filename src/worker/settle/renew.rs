@@ -158,6 +158,8 @@ impl<B: Backend> Renewer<B> {
     /// of their scores (waited for `CLASSIFY_WAIT` at most) tells a deleted job
     /// from one delivered again. A run that ended during the read learns why
     /// through its entry's sender (see [`Lost::why`](crate::worker::leases::Lost::why)).
+    /// A run whose job a fetch of this worker delivered again during the read
+    /// (merged into it: no longer lost) holds that lease, and goes on.
     async fn report_lost(&self, lost: Vec<LostRun>) {
         let pairs: Vec<(JobId, Token)> = lost.iter().map(|l| (l.0, l.1)).collect();
         let scores = tokio::time::timeout(CLASSIFY_WAIT, self.backend.scores(&self.queue, &pairs))
@@ -183,16 +185,31 @@ impl<B: Backend> Renewer<B> {
                     tracing::warn!(queue = %self.queue, job.id = %id, "lease lost (the job was deleted, or delivered again after its lease ran out); cancelling the run")
                 }
             }
-            {
+            let merged = {
                 let mut t = self.leases.lock();
                 t.classifying.remove(&id);
-                if let Some(h) = t.held.get_mut(&id).filter(|h| h.lost) {
-                    h.reason = Some(why);
+                match t
+                    .held
+                    .get_mut(&id)
+                    .filter(|h| Arc::ptr_eq(&h.cancel, &cancel))
+                {
+                    Some(h) if h.lost => {
+                        h.reason = Some(why);
+                        false
+                    }
+                    // delivered here again during the read (see `Admit::Merged`):
+                    // the run holds that delivery's lease now
+                    Some(_) => true,
+                    None => false,
                 }
-            }
+            };
             // a run that ended during the read waits for this
             told.send_replace(Some(why));
-            cancel.cancel();
+            if merged {
+                tracing::info!(queue = %self.queue, job.id = %id, "delivered here again while its lost lease was read: the run goes on under the new lease");
+            } else {
+                cancel.cancel();
+            }
         }
     }
 
