@@ -2,7 +2,9 @@
 //! dropped (a timeout, a cancelled task) cancels its groups at once, one whose
 //! enqueuer died (left unsealed, nobody to cancel it) is cancelled by a
 //! worker's sweep an hour after it was opened, and a cancelled batch that
-//! can never complete still expires (on the memory backend too).
+//! can never complete still expires (on the memory backend too). A cancel
+//! that loses a race with the batch's completion leaves it unlisted for the
+//! workers.
 
 mod common;
 
@@ -422,6 +424,120 @@ async fn a_batch_cancelled_while_its_enqueue_runs_fails_the_enqueue() {
             e.to_string()
                 .contains("was cancelled before its enqueue finished"),
             "{e}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+/// A TCP proxy on a free loopback port to `port` that holds, once, the
+/// first bytes a client sends that contain `needle`: `held` is notified as
+/// it holds them, and they go on when `release` is notified.
+async fn holding_proxy(
+    port: u16,
+    needle: &'static [u8],
+    held: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxied = listener.local_addr().unwrap().port();
+    let once = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+                continue;
+            };
+            let (mut from_client, mut to_client) = inbound.into_split();
+            let (mut from_server, mut to_server) = outbound.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+            });
+            let (held, release, once) = (held.clone(), release.clone(), once.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = match from_client.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    let hit = buf[..n].windows(needle.len()).any(|w| w == needle);
+                    if hit && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                        held.notify_one();
+                        release.notified().await;
+                    }
+                    if to_server.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    proxied
+}
+
+/// A cancel that races its batch's completion, which wins, lists the batch
+/// for the workers as cancelled all the same: the cancel lists it first
+/// (`ns:@cancelled`), then cancels it, and a batch that completed in
+/// between stays completed, not cancelled (the cancel returns false). The
+/// workers, which read that list, then cancel any job of the batch they
+/// fetch (a dead letter requeued, a finished job run again) for a week,
+/// rather than run it. The cancel's listing is held here (a proxy) while
+/// the batch's one job is counted.
+#[tokio::test]
+async fn a_cancel_that_loses_the_race_with_the_batchs_completion_leaves_it_unlisted() {
+    use redjob::backend::Backend;
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let direct = Client::connect(&s.url()).await.unwrap();
+        let held = Arc::new(tokio::sync::Notify::new());
+        let release = Arc::new(tokio::sync::Notify::new());
+        let port = holding_proxy(
+            s.url()
+                .rsplit(':')
+                .next()
+                .unwrap()
+                .trim_end_matches('/')
+                .parse()
+                .unwrap(),
+            b"\r\nrsmq:@cancelled\r\n",
+            held.clone(),
+            release.clone(),
+        )
+        .await;
+        let proxied = Client::connect(&format!("redis://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        let b = direct.backend();
+        let id: redjob::ops::BatchId = format!("{:0>32}", 7).parse().unwrap();
+        b.batch_open(&redjob::backend::BatchSpec {
+            id,
+            callbacks: Vec::new(),
+            description: None,
+            members: 1,
+        })
+        .await
+        .unwrap();
+        b.batch_seal(&id, 1).await.unwrap();
+        let cancel = tokio::spawn(async move { proxied.cancel_batch(&id).await });
+        tokio::time::timeout(Duration::from_secs(10), held.notified())
+            .await
+            .expect("the cancel lists the batch");
+        // its one job succeeds: the batch completes
+        b.batch_settled("flows_q", &[format!("{id} 0a")])
+            .await
+            .unwrap();
+        let status = direct.batch_status(&id).await.unwrap().unwrap();
+        assert!(status.completed_ms.is_some(), "{status:?}");
+        release.notify_one();
+        let now = cancel.await.unwrap().unwrap();
+        let status = direct.batch_status(&id).await.unwrap().unwrap();
+        let listed = b.cancelled_batches(0).await.unwrap();
+        assert!(!now, "completed first: not cancelled now");
+        assert_eq!(status.cancelled_at_ms, None, "{status:?}");
+        assert!(
+            listed.iter().all(|(b, _)| *b != id),
+            "the completed batch is listed for the workers as cancelled: {listed:?}"
         );
     })
     .await

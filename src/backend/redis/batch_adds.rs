@@ -258,6 +258,16 @@ impl Rsmq {
             self.marks(&["y".into(), id.to_string()]).await?;
             return Ok(false);
         };
+        if r.status.cancelled_at_ms.is_none() {
+            // it completed between the read and the cancel, which left it
+            // so: not cancelled, so not listed (workers would cancel a job
+            // of it run again, a dead letter requeued, for a week)
+            let _: i64 = redis::cmd("ZREM")
+                .arg(self.namespace().cancelled_batches())
+                .arg(id.as_str())
+                .query_async(&mut self.connection())
+                .await?;
+        }
         let now = r.cancelled_now;
         match self.fire(id, r).await {
             Ok(()) => {
