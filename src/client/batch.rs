@@ -199,8 +199,10 @@ impl<'c> BatchBuilder<'c> {
             // sent with no unique key nor concurrency key: refused
             crate::job::refuse_unique_or_keyed(job, "batch callback")
                 .and_then(|()| validate::queue_name(queue))
+                .and_then(|()| validate::priority(J::OPTIONS.priority))
                 .and_then(|()| job::encode(job))
-                .map(|body| Callback::new(kind, queue, body)),
+                // at its type's priority, as an enqueue of it is
+                .map(|body| Callback::new(kind, queue, body).at_priority(J::OPTIONS.priority)),
         );
         self
     }

@@ -333,6 +333,7 @@ impl Client {
             body: body.clone(),
             id: Some(parent),
             cancel: kind == CallbackKind::Failed && node.cancel,
+            priority: 0,
         };
         self.backend
             .batch_open(&BatchSpec {

@@ -66,7 +66,7 @@ impl BatchRef {
         format!("{}:{}", self.batch, self.index)
     }
 
-    /// Reads [`encode`](Self::encode)'s form. An index over `u32::MAX`
+    /// Reads [`encode`](Self::encode)'s form (at priority 0). An index over `u32::MAX`
     /// (past the last bit of a Redis string, more jobs than a batch can
     /// hold) is no batch's: `None`. A batch counts no finish at an index it
     /// never gave out, whatever the body says.
@@ -156,10 +156,14 @@ pub struct Callback {
     /// A [`Failed`](CallbackKind::Failed) parent is cancelled rather than
     /// dead-lettered.
     pub cancel: bool,
+    /// The priority it is enqueued at (-10 to 10): a callback's job type's
+    /// (see [`BatchBuilder`](crate::client::BatchBuilder)); a flow's parent
+    /// is enqueued at 0.
+    pub priority: i8,
 }
 
 impl Callback {
-    /// A callback with its id given at send.
+    /// A callback with its id given at send, enqueued at priority 0.
     pub fn new(kind: CallbackKind, queue: &str, body: Vec<u8>) -> Callback {
         Callback {
             kind,
@@ -167,10 +171,26 @@ impl Callback {
             body,
             id: None,
             cancel: false,
+            priority: 0,
         }
     }
 
-    /// The stored form: `<queue>[ <id>[ c]]\n<body>`.
+    /// The same, enqueued at `priority` instead.
+    ///
+    /// ```
+    /// use redjob::backend::Callback;
+    /// use redjob::ops::CallbackKind;
+    ///
+    /// let body = br#"{"type":"album_done","args":null}"#.to_vec();
+    /// let cb = Callback::new(CallbackKind::Complete, "albums", body).at_priority(5);
+    /// assert_eq!((cb.priority, cb.queue.as_str()), (5, "albums"));
+    /// ```
+    pub fn at_priority(self, priority: i8) -> Callback {
+        Callback { priority, ..self }
+    }
+
+    /// The stored form: `<queue>[ <id>[ c]]\n<body>` (its priority is
+    /// stored apart).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = self.queue.as_bytes().to_vec();
         if let Some(id) = &self.id {
@@ -199,6 +219,7 @@ impl Callback {
             body: stored[nl + 1..].to_vec(),
             id,
             cancel,
+            priority: 0,
         })
     }
 }

@@ -283,6 +283,53 @@ pub async fn an_empty_batch_completes_at_once_and_an_unknown_one_has_no_status(e
     assert!(env.client.batch_status(&unknown).await.unwrap().is_none());
 }
 
+/// A callback whose job type runs at priority 5, in a queue nobody serves
+/// here.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "batches_urgent_done", queue = "batches_urgent", priority = 5)]
+struct UrgentDone;
+
+impl Job for UrgentDone {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A batch's callback is enqueued at the priority its job type says
+/// (`#[job(priority = 5)]`), as an enqueue of that job is; one of a type
+/// without a priority at 0. Every callback was sent at priority 0, so an
+/// urgent callback waited behind its queue's due jobs of priority 1 and up.
+/// (An empty batch completes at its enqueue: its callbacks are sent then.)
+pub async fn a_callback_is_enqueued_at_its_job_types_priority(env: &Env) {
+    env.client
+        .batch()
+        .on_complete(&UrgentDone)
+        .on_success_in("batches_urgent", &cb("success"))
+        .enqueue()
+        .await
+        .unwrap();
+    let got = env
+        .client
+        .backend()
+        .fetch("batches_urgent", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let mut sent: Vec<(bool, i8)> = got
+        .jobs
+        .iter()
+        .map(|d| {
+            let urgent = String::from_utf8_lossy(&d.body).contains("batches_urgent_done");
+            (urgent, d.token.priority())
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent,
+        [(false, 0), (true, 5)],
+        "(the urgent callback, its priority) of each callback sent"
+    );
+}
+
 /// A worker that dies after its settle landed but before its batch counted
 /// the finish: the finish waits with the queue, and a fetch a lease later has
 /// it counted (Redis; memory counts in the settle itself).

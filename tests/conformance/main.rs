@@ -528,6 +528,7 @@ macro_rules! conformance_suite {
             a_batch_counts_its_jobs_and_enqueues_each_callback_once_with_its_status,
             three_workers_finishing_a_batch_together_enqueue_each_callback_once,
             an_empty_batch_completes_at_once_and_an_unknown_one_has_no_status,
+            a_callback_is_enqueued_at_its_job_types_priority,
             a_finish_a_dead_worker_left_uncounted_is_counted_by_a_later_fetch,
             a_settle_enters_only_the_batch_finishes_that_passed_the_fence,
             a_sweep_counts_the_finishes_of_a_marked_queue_and_drops_its_mark,

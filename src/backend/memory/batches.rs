@@ -278,7 +278,7 @@ impl State {
                 }
                 None => self.ids.next(now_us, 1)[0],
             };
-            q.insert(job, body, ms_score(now + q.delay * 1000), 0);
+            q.insert(job, body, ms_score(now + q.delay * 1000), cb.priority);
             q.totalsent += 1;
             sent.push(cb.queue);
         }

@@ -114,6 +114,7 @@ mod tests {
             body: br#"{"type":"x","args":null}"#.to_vec(),
             id: Some(parent),
             cancel: false,
+            priority: 0,
         };
         m.batch_open(&BatchSpec {
             id: batch,

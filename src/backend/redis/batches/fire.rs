@@ -87,7 +87,7 @@ impl Rsmq {
             } else {
                 let bodies: [&[u8]; 1] = [&body];
                 crate::contract::backend::creating(self, queue, &QueueOptions::default(), || {
-                    self.send_marked(queue, &bodies, 0, &mark, None)
+                    self.send_marked(queue, &bodies, cb.priority, &mark, None)
                 })
                 .await
             };

@@ -93,14 +93,15 @@ pub(super) fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
     let foreign = num(12);
     let mut due = Vec::new();
     let mut i = 13;
-    while i + 1 < items.len() {
+    while i + 2 < items.len() {
         let kind = CallbackKind::from_code(&text(items.get(i)));
         if let (Some(kind), Some(Value::BulkString(stored))) = (kind, items.get(i + 1))
             && let Some(cb) = Callback::decode(kind, stored)
         {
-            due.push(cb);
+            let priority = text(items.get(i + 2)).parse().unwrap_or(0);
+            due.push(cb.at_priority(priority));
         }
-        i += 2;
+        i += 3;
     }
     Ok(Some(Reply {
         status,
@@ -135,7 +136,7 @@ impl Rsmq {
             .arg(spec.members);
         for cb in &spec.callbacks {
             validate::queue_name(&cb.queue)?;
-            cmd.arg(cb.kind.code()).arg(cb.encode());
+            cmd.arg(cb.kind.code()).arg(cb.encode()).arg(cb.priority);
         }
         let mut con = self.connection();
         let created = scripts::int(&scripts::run(&mut con, &scripts::BATCH_OPEN, &cmd).await?)?;

@@ -17,7 +17,9 @@
 -- jobs reach its total: its complete callback falls due, and its success and
 -- parent callbacks too when none died or was cancelled; its first dead job
 -- makes its death callback due, and its first dead or cancelled job its
--- failed parent's. A completed batch's keys expire after ARGV[2] ms.
+-- failed parent's. A callback's priority is "cbp:<kind>" (none: 0, as a
+-- batch opened by an earlier release has). A completed batch's keys expire
+-- after ARGV[2] ms.
 -- KEYS[1]  the batch's hash (ns:@batch:<id>)
 -- KEYS[2]  the bitmap of its jobs counted (ns:@batch:<id>:done)
 -- KEYS[3]  its first 1,000 dead jobs, "<queue> <id>" (ns:@batch:<id>:dead)
@@ -40,7 +42,8 @@
 --         cancelled or "", "1" when this call cancelled it or "", how many
 --         finishes "a" did not count for their index was never given out
 --         (at or past its "next", or its total for a sealed batch without
---         "next"), then kind, "<queue>...\n<body>" of each callback due}
+--         "next"), then kind, "<queue>...\n<body>", priority of each
+--         callback due}
 local h = KEYS[1]
 if redis.call("EXISTS", h) == 0 then return {} end
 local what = ARGV[1]
@@ -159,8 +162,10 @@ local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7] or "", v[8] or "", v[9] or
 if what ~= "r" then
   for i, kind in ipairs({"c", "s", "d", "p", "x"}) do
     if v[12 + i] then
+      local cb = redis.call("HMGET", h, "cb:" .. kind, "cbp:" .. kind)
       out[#out + 1] = kind
-      out[#out + 1] = redis.call("HGET", h, "cb:" .. kind)
+      out[#out + 1] = cb[1]
+      out[#out + 1] = cb[2] or "0"
     end
   end
 end

@@ -5,7 +5,9 @@
 -- ARGV[1]  its description, or ""
 -- ARGV[2]  how many jobs its enqueuer sends: jobs added while it runs take
 --          the indexes from there ("next", see batch_add.lua)
--- ARGV[3..]  pairs (callback kind "c", "s" or "d", "<queue>\n<body>")
+-- ARGV[3..]  triples (callback kind "c", "s", "d" (or a flow's "p", "x"),
+--          "<queue>\n<body>" (see batch.lua), the priority it is sent at:
+--          kept as "cbp:<kind>" unless 0)
 -- Returns 0 when the batch exists already, else when it was created (ms),
 -- which scores it in the index
 if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
@@ -16,9 +18,13 @@ if ARGV[1] ~= "" then
   f[#f + 1] = "desc"
   f[#f + 1] = ARGV[1]
 end
-for i = 3, #ARGV, 2 do
+for i = 3, #ARGV, 3 do
   f[#f + 1] = "cb:" .. ARGV[i]
   f[#f + 1] = ARGV[i + 1]
+  if ARGV[i + 2] ~= "0" then
+    f[#f + 1] = "cbp:" .. ARGV[i]
+    f[#f + 1] = ARGV[i + 2]
+  end
   local parent = ARGV[i] == "p" and string.match(ARGV[i + 1], "^(%S+ %S+)")
   if parent then
     -- a flow's parent, "<queue> <id>", read apart from its body
