@@ -293,3 +293,150 @@ async fn calls_to_a_stalled_master_fail_within_the_timeouts() {
         assert!(common::wait_for(Duration::from_secs(10), || async { send().await.is_ok() }).await);
     }
 }
+
+/// How many clients of `port`'s node are normal (not replicas, not
+/// subscribers), `redis-cli`'s own that asks included.
+fn normal_clients(port: u16) -> usize {
+    common::cluster::cli(port, &["client", "list", "type", "normal"])
+        .map_or(0, |list| list.lines().count())
+}
+
+/// Waits until every master closed the client's idle sockets (only
+/// `redis-cli`'s own remains), at most 10 s.
+async fn idle_closed(cluster: &RedisCluster) {
+    let masters: Vec<u16> = cluster.masters().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(masters.len(), 3);
+    let closed = common::wait_for(Duration::from_secs(10), || {
+        let masters = masters.clone();
+        async move { masters.iter().all(|&p| normal_clients(p) == 1) }
+    })
+    .await;
+    assert!(
+        closed,
+        "the masters kept idle clients: {:?}",
+        masters
+            .iter()
+            .map(|&p| normal_clients(p))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// The nodes of a Cluster close clients idle for a second (`timeout 1`, as
+/// many hosted Redis have it): after each pause past it, a send to every
+/// queue (one after another, then all at once), a worker's fetch from every
+/// queue and an overview go through, each within the timeouts, and each
+/// send stored its job once (docs/scale-out.md, "TLS, passwords and
+/// timeouts"). Before the nodes' sockets were checked after a pause, the
+/// first call to each master failed with `broken pipe`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_after_the_nodes_closed_the_idle_sockets_go_through() {
+    use redjob::backend::Backend;
+    use redjob::ops::{Admin, OverviewQuery};
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    for p in cluster.ports() {
+        let set = common::cluster::cli(p, &["config", "set", "timeout", "1"]);
+        assert_eq!(set.as_deref().map(str::trim), Some("OK"));
+    }
+    let client = Client::connect(&cluster.url()).await.unwrap();
+    let backend = client.backend();
+    let queues: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
+    let send_all = |round: u64| {
+        let client = client.clone();
+        let queues = queues.clone();
+        async move {
+            let mut out = Vec::new();
+            for (i, q) in queues.iter().enumerate() {
+                let job = Recorded {
+                    n: round * 1000 + i as u64,
+                };
+                let started = std::time::Instant::now();
+                let sent = client
+                    .enqueue_with(&job, EnqueueOptions::new().queue(q))
+                    .await;
+                out.push((
+                    q.clone(),
+                    sent.map(|_| ()).map_err(|e| e.to_string()),
+                    started.elapsed(),
+                ));
+            }
+            out
+        }
+    };
+    let bounded = |what: &str, calls: &[(String, Result<(), String>, Duration)]| {
+        for (q, reply, took) in calls {
+            assert!(reply.is_ok(), "{what} {q} failed after {took:?}: {calls:?}");
+            assert!(
+                *took < Duration::from_secs(2),
+                "{what} {q} took {took:?}: {calls:?}"
+            );
+        }
+    };
+    let first = send_all(0).await;
+    bounded("before the pause, the send to", &first);
+
+    // a send to each queue, after the nodes closed the idle sockets
+    idle_closed(&cluster).await;
+    let sends = send_all(1).await;
+    bounded("after the pause, the send to", &sends);
+
+    // a send to each queue, all at once, after another pause: each call
+    // checks its socket
+    idle_closed(&cluster).await;
+    let at_once = futures::future::join_all(queues.iter().enumerate().map(|(i, q)| {
+        let client = client.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let sent = client
+                .enqueue_with(
+                    &Recorded { n: 2000 + i as u64 },
+                    EnqueueOptions::new().queue(q),
+                )
+                .await;
+            (
+                q.clone(),
+                sent.map(|_| ()).map_err(|e| e.to_string()),
+                started.elapsed(),
+            )
+        }
+    }))
+    .await;
+    bounded("after the pause, the concurrent send to", &at_once);
+
+    // a worker's fetch from each queue, after another pause
+    idle_closed(&cluster).await;
+    let mut fetches = Vec::new();
+    let mut fetched = 0;
+    for q in &queues {
+        let started = std::time::Instant::now();
+        let reply = backend.fetch(q, 10, Duration::from_secs(60)).await;
+        if let Ok(f) = &reply {
+            fetched += f.jobs.len();
+            // each send stored its job once
+            assert_eq!(f.jobs.len(), 3, "{q}");
+        }
+        fetches.push((
+            q.clone(),
+            reply.map(|_| ()).map_err(|e| e.to_string()),
+            started.elapsed(),
+        ));
+    }
+    bounded("after the pause, the fetch from", &fetches);
+    assert_eq!(fetched, 36);
+
+    // the overview, after another pause
+    idle_closed(&cluster).await;
+    let started = std::time::Instant::now();
+    let overview = client
+        .overview(&OverviewQuery::default())
+        .await
+        .map(|o| o.lines.len())
+        .map_err(|e| e.to_string());
+    let took = started.elapsed();
+    bounded(
+        "after the pause, the overview",
+        &[("all".into(), overview.clone().map(|_| ()), took)],
+    );
+    assert_eq!(overview, Ok(12));
+}

@@ -1,4 +1,229 @@
-//! `redis+cluster://` URLs.
+//! A Redis Cluster: its `redis+cluster://` URLs, and its connection, whose
+//! sockets to the nodes are checked after a pause.
+//!
+//! A node closes a client left idle longer than its `timeout` (none by
+//! default; many hosted Redis set one), and the `redis` crate's Cluster
+//! connection learns it only when a call fails there (`broken pipe`),
+//! without telling whether the call went out. So each socket to a node
+//! ([`Node`]) notes when a call last went out on it, and a call that finds
+//! it unused for [`CHECK`] or longer sends it a `PING` first: a socket the
+//! node closed fails it, and the call fails unsent (see
+//! [`not_sent`](super::lane::not_sent)), which makes the Cluster connection
+//! open another socket to the node, and redjob send the call again there
+//! (see [`super::refusals`]). A call on a socket used within [`CHECK`] goes
+//! out at once: it costs reading the clock and writing the time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::{ClusterConnection, Connect};
+use redis::cluster_routing::RoutingInfo;
+use redis::{
+    AsyncConnectionConfig, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value,
+};
+
+/// How long a socket to a node may go unused before a call checks it with a
+/// `PING` first: below the shortest `timeout` a server takes (1 s), by a
+/// margin for the server's clock, which it reads once per event loop turn. A
+/// client used within its `timeout` is never closed for idling.
+pub(super) const CHECK: Duration = Duration::from_millis(800);
+
+/// A socket to one node of a Cluster, checked after a pause (see the
+/// module's documentation). Clones share it.
+#[derive(Clone)]
+pub(crate) struct Node {
+    con: MultiplexedConnection,
+    /// When a call last went out on it (or the check before it did), in
+    /// milliseconds from [`epoch`].
+    used: Arc<AtomicU64>,
+}
+
+/// The zero of [`Node::used`].
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Milliseconds since [`epoch`].
+fn now_ms() -> u64 {
+    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Node {
+    /// `None` when the socket was used within [`CHECK`] (it is marked used
+    /// now), else the time to mark it used once a check found it open.
+    fn stale(&self) -> Option<u64> {
+        let now = now_ms();
+        let last = self.used.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < CHECK.as_millis() as u64 {
+            // (a store racing another's may move the time back a little:
+            // a later call then checks sooner, never later)
+            self.used.store(now, Ordering::Relaxed);
+            return None;
+        }
+        Some(now)
+    }
+
+    /// Sends the `PING` of a call that found the socket unused for [`CHECK`]
+    /// or longer (see [`super::lane::checked`]: a socket found closed fails
+    /// the call unsent); once it answered, marks the socket used as of `at`,
+    /// when the check began.
+    async fn check(&mut self, at: u64) -> RedisResult<()> {
+        super::lane::checked(&mut self.con).await?;
+        self.used.fetch_max(at, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl Connect for Node {
+    fn connect_with_config<'a, T>(info: T, config: AsyncConnectionConfig) -> RedisFuture<'a, Self>
+    where
+        T: IntoConnectionInfo + Send + 'a,
+    {
+        Box::pin(async move {
+            let con = MultiplexedConnection::connect_with_config(info, config).await?;
+            Ok(Node {
+                con,
+                used: Arc::new(AtomicU64::new(now_ms())),
+            })
+        })
+    }
+}
+
+impl ConnectionLike for Node {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self.stale() {
+            None => self.con.req_packed_command(cmd),
+            Some(at) => Box::pin(async move {
+                self.check(at).await?;
+                self.con.req_packed_command(cmd).await
+            }),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self.stale() {
+            None => self.con.req_packed_commands(pipeline, offset, count),
+            Some(at) => Box::pin(async move {
+                self.check(at).await?;
+                self.con.req_packed_commands(pipeline, offset, count).await
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        self.con.get_db()
+    }
+}
+
+/// A Cluster connection: redjob's, over [`Node`]s (connected now, or by its
+/// first call), or one the caller made, used as it is.
+#[derive(Clone)]
+pub(crate) enum Cluster {
+    Checked(ClusterConnection<Node>),
+    /// Connected by the first call (a worker that may start before the
+    /// Cluster does); each clone replaces itself with the connection then.
+    Pending(Arc<Pending>),
+    Given(ClusterConnection),
+}
+
+/// A Cluster connection not made yet.
+pub(crate) struct Pending {
+    client: ClusterClient,
+    /// Bounds making it.
+    limit: Duration,
+    con: tokio::sync::OnceCell<ClusterConnection<Node>>,
+}
+
+impl Cluster {
+    /// A connection to `client`'s Cluster, made now.
+    pub async fn connect(client: &ClusterClient) -> RedisResult<Self> {
+        Ok(Cluster::Checked(
+            client.get_async_generic_connection::<Node>().await?,
+        ))
+    }
+
+    /// A connection to `client`'s Cluster, made by the first call, within
+    /// `limit` (a call whose attempt failed fails, and the next tries again).
+    pub fn lazy(client: &ClusterClient, limit: Duration) -> Self {
+        Cluster::Pending(Arc::new(Pending {
+            client: client.clone(),
+            limit,
+            con: tokio::sync::OnceCell::new(),
+        }))
+    }
+
+    /// Replaces a pending connection with the one made.
+    async fn made(&mut self) -> RedisResult<()> {
+        if let Cluster::Pending(p) = self {
+            let con = p
+                .con
+                .get_or_try_init(|| {
+                    super::within(p.limit, p.client.get_async_generic_connection::<Node>())
+                })
+                .await?
+                .clone();
+            *self = Cluster::Checked(con);
+        }
+        Ok(())
+    }
+
+    /// `cmd` to the node `route` names.
+    pub async fn route_command(&mut self, cmd: Cmd, route: RoutingInfo) -> RedisResult<Value> {
+        self.made().await?;
+        match self {
+            Cluster::Checked(c) => c.route_command(cmd, route).await,
+            Cluster::Given(c) => c.route_command(cmd, route).await,
+            Cluster::Pending(_) => unreachable!("made above"),
+        }
+    }
+}
+
+impl ConnectionLike for Cluster {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Cluster::Checked(c) => c.req_packed_command(cmd),
+            Cluster::Given(c) => c.req_packed_command(cmd),
+            Cluster::Pending(_) => Box::pin(async move {
+                self.made().await?;
+                self.req_packed_command(cmd).await
+            }),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Cluster::Checked(c) => c.req_packed_commands(pipeline, offset, count),
+            Cluster::Given(c) => c.req_packed_commands(pipeline, offset, count),
+            Cluster::Pending(_) => Box::pin(async move {
+                self.made().await?;
+                self.req_packed_commands(pipeline, offset, count).await
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Cluster::Checked(c) => c.get_db(),
+            Cluster::Given(c) => c.get_db(),
+            // a Cluster has database 0 only
+            Cluster::Pending(_) => 0,
+        }
+    }
+}
 
 /// The seed node URLs of a `redis+cluster://` or `rediss+cluster://` URL;
 /// `None` for any other URL, `Some(Err(reason))` for a cluster URL without a

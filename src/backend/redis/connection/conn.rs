@@ -9,6 +9,8 @@ use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+
+use super::cluster::Cluster;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::lane::{self, Lanes};
@@ -55,7 +57,7 @@ enum Inner {
     Managed(Arc<Managed>),
     /// With how it reaches the node of an `ASK` redirection (none for a
     /// connection of the caller's).
-    Cluster(ClusterConnection, Option<Arc<AskVia>>),
+    Cluster(Cluster, Option<Arc<AskVia>>),
     /// A plain connection of its own (blocking reads on one server).
     Plain(MultiplexedConnection),
     /// The master Redis Sentinel names, looked up again when it fails.
@@ -63,7 +65,7 @@ enum Inner {
 }
 
 impl Connection {
-    pub(super) fn cluster(con: ClusterConnection, via: Option<Arc<AskVia>>) -> Self {
+    pub(super) fn cluster(con: Cluster, via: Option<Arc<AskVia>>) -> Self {
         Connection(Inner::Cluster(con, via))
     }
 
@@ -177,7 +179,7 @@ impl Connection {
 
 /// Every key a `SCAN` of the node at `route` returns.
 async fn scan_node(
-    cluster: &mut ClusterConnection,
+    cluster: &mut Cluster,
     route: &RoutingInfo,
     scan: &impl Fn(u64) -> Cmd,
 ) -> Result<Vec<String>> {
@@ -234,7 +236,7 @@ impl From<ConnectionManager> for Connection {
 
 impl From<ClusterConnection> for Connection {
     fn from(con: ClusterConnection) -> Self {
-        Connection(Inner::Cluster(con, None))
+        Connection(Inner::Cluster(Cluster::Given(con), None))
     }
 }
 

@@ -378,16 +378,22 @@ impl Multiplexer for redis::aio::MultiplexedConnection {
 /// on a new connection). A server that does not answer in time fails the
 /// call without sending it; any other reply (`NOPERM`, `LOADING`) is the
 /// call's to meet.
-async fn checked<C: Multiplexer>(con: &mut C) -> RedisResult<()> {
+pub(super) async fn checked<C: Multiplexer>(con: &mut C) -> RedisResult<()> {
     match con.req_packed_command(&redis::cmd("PING")).await {
         Err(e) if e.is_timeout() => Err(e),
-        Err(e) if !C::HEALS && e.is_connection_dropped() => Err(redis::RedisError::from((
-            redis::ErrorKind::Io,
-            "connection closed",
-            format!("{NOT_SENT}: {e}"),
-        ))),
+        Err(e) if !C::HEALS && e.is_connection_dropped() => Err(unsent(&e)),
         _ => Ok(()),
     }
+}
+
+/// The error of a call not sent because its socket was found closed
+/// (`e`, the check's error), as [`not_sent`] tells.
+pub(super) fn unsent(e: &redis::RedisError) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Io,
+        "connection closed",
+        format!("{NOT_SENT}: {e}"),
+    ))
 }
 
 /// How the error of a call [`checked`] did not send begins its detail.

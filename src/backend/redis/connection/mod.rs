@@ -170,10 +170,7 @@ impl RedisConfig {
                 self.reopen(client),
             ),
             Target::Cluster { client, seeds, .. } => Connection::cluster(
-                client
-                    .get_async_connection_with_config(self.cluster_config())
-                    .await
-                    .map_err(failed)?,
+                cluster::Cluster::connect(client).await.map_err(failed)?,
                 Some(self.ask_via(seeds)),
             ),
             Target::Sentinel { link, .. } => {
@@ -199,7 +196,11 @@ impl RedisConfig {
                 self.reopen(client),
             ),
             Target::Cluster { client, seeds, .. } => Connection::cluster(
-                client.get_pending_async_connection_with_config(self.cluster_config()),
+                cluster::Cluster::lazy(
+                    client,
+                    self.connection_timeout
+                        .saturating_add(self.response_timeout),
+                ),
                 Some(self.ask_via(seeds)),
             ),
             Target::Sentinel { link, .. } => Connection::sentinel(link.clone()),
@@ -284,12 +285,6 @@ impl RedisConfig {
             connection_timeout: self.connection_timeout,
             response_timeout: self.response_timeout,
         })
-    }
-
-    fn cluster_config(&self) -> redis::cluster::ClusterConfig {
-        redis::cluster::ClusterConfig::new()
-            .set_connection_timeout(self.connection_timeout)
-            .set_response_timeout(self.response_timeout)
     }
 
     fn client(&self, url: &str) -> Result<redis::Client> {

@@ -8,7 +8,9 @@
 //! sends a call again here, up to [`TRIES`] times, only after a refusal that
 //! says it ran nothing, or, for a call that only reads (which may run twice
 //! without harm), after its node could not be reached or its connection
-//! dropped (see [`reads_again`]).
+//! dropped (see [`reads_again`]). A call that went out on no socket (a
+//! socket to a node, unused a while, found closed by a `PING` first: see
+//! [`super::cluster`]) goes again whatever it does, a pipeline whole.
 //!
 //! A call's tries together take at most the connection and response timeouts
 //! (as a managed connection's call, see `Managed::bounded`): a node that went
@@ -20,7 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::cluster_async::ClusterConnection;
+
+use super::cluster::Cluster;
 use redis::{
     Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisResult, Value,
 };
@@ -99,7 +102,7 @@ pub(super) fn reads_again(e: &RedisError) -> bool {
 }
 
 /// Sends `cmd`, which only reads, again while [`reads_again`] says so.
-pub(super) async fn read(c: &mut ClusterConnection, cmd: &Cmd) -> RedisResult<Value> {
+pub(super) async fn read(c: &mut Cluster, cmd: &Cmd) -> RedisResult<Value> {
     let mut tries = 0;
     loop {
         match c.req_packed_command(cmd).await {
@@ -175,8 +178,12 @@ fn reads(pipeline: &Pipeline) -> bool {
 /// `ASKING` runs on keys not moved yet as if they were missing (of several
 /// reads, those would read nothing); others wait for the migration's end.
 /// After [`no_node`] or a dropped connection, only a call that writes
-/// nothing goes again (see [`reads_again`]).
+/// nothing goes again (see [`reads_again`]); after an error that says it
+/// was not sent, any call.
 fn next(e: &RedisError, cmds: &Pipeline) -> Option<Again> {
+    if super::lane::not_sent(e) {
+        return Some(Again::Later);
+    }
     match again(e) {
         Some(Again::Ask { .. }) if keyed(cmds) > 1 => Some(Again::Later),
         Some(a) => Some(a),
@@ -226,7 +233,7 @@ async fn again_until<T>(
 /// Sends `cmds` (their replies from `offset`, `count` of them) again as
 /// `again` says; an `ASK` to its node by `via` (without it, as `Later`).
 async fn resend(
-    c: &mut ClusterConnection,
+    c: &mut Cluster,
     via: Option<&AskVia>,
     cmds: &Pipeline,
     (offset, count): (usize, usize),
@@ -312,7 +319,7 @@ async fn ask(
 /// Sends one command to a Cluster, again while the Cluster refuses it
 /// before it runs (see the module's documentation).
 pub(super) async fn command(
-    c: &mut ClusterConnection,
+    c: &mut Cluster,
     via: Option<&Arc<AskVia>>,
     cmd: &Cmd,
 ) -> RedisResult<Value> {
@@ -338,9 +345,10 @@ pub(super) async fn command(
 }
 
 /// Sends a pipeline to a Cluster, again while the Cluster refuses it before
-/// it runs when it may go again whole (see [`goes_whole`]).
+/// it runs when it may go again whole (see [`goes_whole`]), or while it
+/// was not sent at all.
 pub(super) async fn pipeline(
-    c: &mut ClusterConnection,
+    c: &mut Cluster,
     via: Option<&Arc<AskVia>>,
     pipeline: &Pipeline,
     offset: usize,
@@ -348,11 +356,12 @@ pub(super) async fn pipeline(
 ) -> RedisResult<Vec<Value>> {
     let deadline = deadline(via.map(|v| &**v));
     let mut reply = c.req_packed_commands(pipeline, offset, count).await;
-    if reply.is_ok() || !goes_whole(pipeline) {
-        return reply;
-    }
+    let whole = goes_whole(pipeline);
     let mut tries = 0;
     while let Err(e) = &reply {
+        if !whole && !super::lane::not_sent(e) {
+            break;
+        }
         let Some(again) = next(e, pipeline).filter(|_| tries < TRIES) else {
             break;
         };
@@ -456,6 +465,27 @@ mod tests {
             let slow = kind == std::io::ErrorKind::TimedOut;
             assert_eq!(read.is_some(), !slow, "{kind:?}");
         }
+    }
+
+    #[test]
+    fn a_call_found_unsent_goes_again_whatever_it_does() {
+        // a socket a `PING` found closed before the call went out on it
+        let closed = RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        let unsent = crate::backend::redis::connection::lane::unsent(&closed);
+        assert!(
+            unsent.is_connection_dropped(),
+            "the node's socket is replaced"
+        );
+        for cmds in [
+            pipe(&["EVALSHA"]),
+            pipe(&["TIME", "EVALSHA", "WAIT"]),
+            pipe(&["EVALSHA", "EVALSHA"]),
+            pipe(&["ZRANGE"]),
+        ] {
+            assert_eq!(next(&unsent, &cmds), Some(Again::Later));
+        }
+        // the same error from a call that went out does not
+        assert_eq!(next(&closed, &pipe(&["EVALSHA"])), None);
     }
 
     #[test]
