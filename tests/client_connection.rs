@@ -492,3 +492,111 @@ async fn a_call_after_a_pause_checks_the_multiplexer_the_lane_outlived() {
     echoes(&mut con, 1).await;
     echoes(&mut con, 2).await;
 }
+
+/// A TCP proxy on a free loopback port to the server on `port`, and what
+/// freezes the connections open through it: once it is increased, each
+/// holds its sockets and forwards nothing more, as a flow that a NAT or a
+/// load balancer forgot, or a host gone without a reset, while new
+/// connections go through.
+async fn freezing_proxy(port: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let freeze = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap().port();
+    let frozen = freeze.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+                continue;
+            };
+            let epoch = frozen.load(Ordering::SeqCst);
+            let (a_read, a_write) = inbound.into_split();
+            let (b_read, b_write) = outbound.into_split();
+            for (mut from, mut to) in [(a_read, b_write), (b_read, a_write)] {
+                let frozen = frozen.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    loop {
+                        let n = match from.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        if frozen.load(Ordering::SeqCst) != epoch {
+                            // hold both sockets, forward nothing
+                            std::future::pending::<()>().await;
+                        }
+                        if to.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    (proxy, freeze)
+}
+
+/// The connection's sockets go silent (a flow a NAT or load balancer
+/// dropped without a reset: nothing answers, nothing breaks), while a new
+/// connection to the same address works: after the calls that meet the
+/// silence time out, the next ones go out on new sockets. The old code
+/// kept the multiplexed socket, which the `redis` crate replaces only after
+/// an I/O error: every call that went there (every call of a RESP3
+/// connection, and of a RESP2 one each call that found it unused for half a
+/// second) timed out, for as long as the operating system kept the socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_after_the_sockets_went_silent_go_out_on_new_ones() {
+    let server = RedisServer::start();
+    let (port, freeze) = freezing_proxy(server.port).await;
+    for url in [
+        format!("redis://127.0.0.1:{port}"),
+        format!("redis://127.0.0.1:{port}?protocol=resp3"),
+    ] {
+        let con = RedisConfig {
+            connection_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_millis(500),
+            ..RedisConfig::from_url(&url)
+        }
+        .connect()
+        .await
+        .unwrap();
+        // the multiplexer and both lanes in use
+        for _ in 0..5 {
+            let calls = (0..8).map(|i| {
+                let mut c = con.clone();
+                async move { echoes(&mut c, i).await }
+            });
+            futures::future::join_all(calls).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        freeze.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let frozen = std::time::Instant::now();
+        let mut calls = Vec::new();
+        while frozen.elapsed() < Duration::from_secs(6) {
+            let mut c = con.clone();
+            let started = frozen.elapsed();
+            let reply = redis::cmd("ECHO")
+                .arg("after")
+                .query_async::<String>(&mut c)
+                .await
+                .map_err(|e| e.to_string());
+            calls.push((started, reply));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // the calls of the first 2 s may meet the silence; none after
+        let late: Vec<_> = calls
+            .iter()
+            .filter(|(at, reply)| *at > Duration::from_secs(2) && reply.is_err())
+            .collect();
+        assert!(
+            late.is_empty(),
+            "{url}: {} of {} calls after 2 s failed: {late:?}",
+            late.len(),
+            calls
+                .iter()
+                .filter(|(at, _)| *at > Duration::from_secs(2))
+                .count()
+        );
+    }
+}

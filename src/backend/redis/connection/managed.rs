@@ -1,5 +1,5 @@
 //! A managed connection to one server, opened again whole when the server
-//! turns out to be a replica.
+//! turns out to be a replica, or went silent.
 //!
 //! The `redis` crate's `ConnectionManager` reconnects after an I/O error
 //! only. Behind one address that follows the master (a managed Redis's
@@ -9,7 +9,11 @@
 //! drops the multiplexer and its lanes (see [`super::lane`]): the next call
 //! connects again, to whatever the address leads to now. The call itself
 //! fails, and is not sent again: a pipeline may have run in part on the old
-//! master before it was demoted.
+//! master before it was demoted. A call that timed out does the same: a
+//! socket nothing answers on (a flow a NAT or a load balancer forgot, a
+//! host gone without a reset) breaks only once the operating system gives
+//! up on it, many minutes later, and every call the multiplexer took until
+//! then timed out; a server that was only slow costs a new connection.
 //!
 //! A call waits at most the connection timeout and the response timeout
 //! together (see [`Managed::bounded`]): when the socket broke, the manager
@@ -132,21 +136,24 @@ impl Managed {
     /// `reply` from the connection of `generation`, which is replaced by a
     /// new one, connected on first use, when the reply is a `READONLY` or
     /// holds one (a pipeline's or a single command's server error comes as
-    /// a value): the server it reached is a replica now.
+    /// a value): the server it reached is a replica now; or when the call
+    /// timed out: its socket may be one nothing answers on any more.
     pub fn answered<T: Replies>(&self, generation: u64, reply: RedisResult<T>) -> RedisResult<T> {
-        let demoted = match &reply {
-            Err(e) => readonly(e),
-            Ok(values) => values.says(readonly),
+        let why = match &reply {
+            Err(e) if e.is_timeout() => Some(Replaced::Silent),
+            Err(e) if readonly(e) => Some(Replaced::Replica),
+            Err(_) => None,
+            Ok(values) => values.says(readonly).then_some(Replaced::Replica),
         };
-        if demoted {
-            self.replace(generation);
+        if let Some(why) = why {
+            self.replace(generation, why);
         }
         reply
     }
 
     /// Replaces the connection of `generation` (not a newer one: calls under
     /// way on it at once replace it once, and warn once).
-    fn replace(&self, generation: u64) {
+    fn replace(&self, generation: u64, why: Replaced) {
         let Some(reopen) = &self.reopen else {
             return;
         };
@@ -157,9 +164,14 @@ impl Managed {
         match ConnectionManager::new_lazy_with_config(reopen.client.clone(), reopen.config.clone())
         {
             Ok(con) => {
-                tracing::warn!(
-                    "the Redis server answered READONLY: it is a replica now (a failover behind its address); connecting again"
-                );
+                match why {
+                    Replaced::Replica => tracing::warn!(
+                        "the Redis server answered READONLY: it is a replica now (a failover behind its address); connecting again"
+                    ),
+                    Replaced::Silent => tracing::warn!(
+                        "a call to the Redis server timed out: connecting again (its socket may be one nothing answers on any more)"
+                    ),
+                }
                 *current = Current {
                     generation: generation + 1,
                     con,
@@ -172,10 +184,19 @@ impl Managed {
             }
             Err(e) => tracing::warn!(
                 error = %e,
-                "the Redis server answered READONLY: it is a replica now, and no new connection could be made"
+                "the Redis server's connection is to be replaced ({why:?}), and no new connection could be made"
             ),
         }
     }
+}
+
+/// Why a managed connection is replaced.
+#[derive(Debug, Clone, Copy)]
+enum Replaced {
+    /// A reply said the server is a replica now.
+    Replica,
+    /// A call timed out.
+    Silent,
 }
 
 /// A connection's replies, read for a server error of one kind.
