@@ -493,50 +493,6 @@ async fn a_call_after_a_pause_checks_the_multiplexer_the_lane_outlived() {
     echoes(&mut con, 2).await;
 }
 
-/// A TCP proxy on a free loopback port to the server on `port`, and what
-/// freezes the connections open through it: once it is increased, each
-/// holds its sockets and forwards nothing more, as a flow that a NAT or a
-/// load balancer forgot, or a host gone without a reset, while new
-/// connections go through.
-async fn freezing_proxy(port: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicU64>) {
-    use std::sync::atomic::Ordering;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let freeze = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = listener.local_addr().unwrap().port();
-    let frozen = freeze.clone();
-    tokio::spawn(async move {
-        while let Ok((inbound, _)) = listener.accept().await {
-            let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-                continue;
-            };
-            let epoch = frozen.load(Ordering::SeqCst);
-            let (a_read, a_write) = inbound.into_split();
-            let (b_read, b_write) = outbound.into_split();
-            for (mut from, mut to) in [(a_read, b_write), (b_read, a_write)] {
-                let frozen = frozen.clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 16 * 1024];
-                    loop {
-                        let n = match from.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => n,
-                        };
-                        if frozen.load(Ordering::SeqCst) != epoch {
-                            // hold both sockets, forward nothing
-                            std::future::pending::<()>().await;
-                        }
-                        if to.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        }
-    });
-    (proxy, freeze)
-}
-
 /// The connection's sockets go silent (a flow a NAT or load balancer
 /// dropped without a reset: nothing answers, nothing breaks), while a new
 /// connection to the same address works: after the calls that meet the
@@ -548,7 +504,8 @@ async fn freezing_proxy(port: u16) -> (u16, std::sync::Arc<std::sync::atomic::At
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_after_the_sockets_went_silent_go_out_on_new_ones() {
     let server = RedisServer::start();
-    let (port, freeze) = freezing_proxy(server.port).await;
+    let proxy = common::FreezingProxy::start(server.port);
+    let port = proxy.port;
     for url in [
         format!("redis://127.0.0.1:{port}"),
         format!("redis://127.0.0.1:{port}?protocol=resp3"),
@@ -570,7 +527,7 @@ async fn calls_after_the_sockets_went_silent_go_out_on_new_ones() {
             futures::future::join_all(calls).await;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        freeze.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        proxy.freeze();
         let frozen = std::time::Instant::now();
         let mut calls = Vec::new();
         while frozen.elapsed() < Duration::from_secs(6) {

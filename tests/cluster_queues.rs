@@ -440,3 +440,61 @@ async fn calls_after_the_nodes_closed_the_idle_sockets_go_through() {
     );
     assert_eq!(overview, Ok(12));
 }
+
+/// The client's sockets to the nodes go silent (each node behind a proxy
+/// whose open flows stop forwarding, as flows a NAT or a load balancer
+/// forgot: nothing answers, nothing breaks), while new connections go
+/// through: after the calls that meet the silence time out, the next ones
+/// go out on new sockets. The `redis` crate's Cluster connection replaces a
+/// node's socket only after an I/O error: every call to the node timed out,
+/// for as long as the operating system kept the socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_after_the_sockets_to_the_nodes_went_silent_go_out_on_new_ones() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start_behind_proxies)
+        .await
+        .unwrap();
+    let mut cfg = redjob::client::ClientConfig::from_url(cluster.url());
+    cfg.redis.connection_timeout = Duration::from_secs(1);
+    cfg.redis.response_timeout = Duration::from_millis(500);
+    let client = Client::from_config(cfg).await.unwrap();
+    let queues: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
+    for (i, q) in queues.iter().enumerate() {
+        client
+            .enqueue_with(&Recorded { n: i as u64 }, EnqueueOptions::new().queue(q))
+            .await
+            .unwrap();
+    }
+    for proxy in &cluster.proxies {
+        proxy.freeze();
+    }
+    let frozen = std::time::Instant::now();
+    let mut calls = Vec::new();
+    let mut i = 0;
+    while frozen.elapsed() < Duration::from_secs(8) {
+        let q = &queues[i % queues.len()];
+        i += 1;
+        let started = frozen.elapsed();
+        let sent = client
+            .enqueue_with(
+                &Recorded { n: 100 + i as u64 },
+                EnqueueOptions::new().queue(q),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        calls.push((started, q.clone(), sent));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // the calls of the first 4 s may meet the silence; none after
+    let after = Duration::from_secs(4);
+    let late: Vec<_> = calls
+        .iter()
+        .filter(|(at, _, sent)| *at > after && sent.is_err())
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} of {} calls after 4 s failed: {late:?}",
+        late.len(),
+        calls.iter().filter(|(at, ..)| *at > after).count()
+    );
+}

@@ -12,6 +12,9 @@ use super::RedisServer;
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
     watchdog: std::process::Child,
+    /// The proxy each node is reached through, in `nodes`' order (none
+    /// unless started [behind proxies](Self::start_behind_proxies)).
+    pub proxies: Vec<super::FreezingProxy>,
 }
 
 impl RedisCluster {
@@ -26,33 +29,63 @@ impl RedisCluster {
     /// failed over (short for failover tests; the default 5 s keeps a busy
     /// 2-core machine from failing over by mistake).
     pub fn start_with_node_timeout(node_timeout_ms: u64) -> Self {
+        Self::start_nodes(node_timeout_ms, false)
+    }
+
+    /// [`start`](Self::start), each node announcing the port of a
+    /// [`FreezingProxy`](super::FreezingProxy) to it (`cluster-announce-port`),
+    /// so that the clients reach the nodes through the proxies.
+    pub fn start_behind_proxies() -> Self {
+        Self::start_nodes(5000, true)
+    }
+
+    fn start_nodes(node_timeout_ms: u64, proxied: bool) -> Self {
         let timeout = node_timeout_ms.to_string();
+        let mut proxies = Vec::new();
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
                 (0..5)
                     .find_map(|_| {
                         // the Cluster bus needs a port of its own
                         let bus = RedisServer::free_port().to_string();
-                        RedisServer::try_start(
-                            RedisServer::free_port(),
-                            &[
-                                "--cluster-enabled",
-                                "yes",
-                                "--cluster-config-file",
-                                "nodes.conf",
-                                "--cluster-port",
+                        let port = RedisServer::free_port();
+                        let proxy = proxied.then(|| super::FreezingProxy::start(port));
+                        let announced = proxy.as_ref().map(|p| p.port.to_string());
+                        let mut announce = Vec::new();
+                        if let Some(p) = &announced {
+                            announce = vec![
+                                "--cluster-announce-port",
+                                p,
+                                "--cluster-announce-bus-port",
                                 &bus,
-                                "--cluster-node-timeout",
-                                &timeout,
-                                // a replica whose master is gone takes over however
-                                // long it was cut off (tests kill masters at any moment)
-                                "--cluster-replica-validity-factor",
-                                "0",
-                                // replicas sync at once, not after the default 5 s
-                                "--repl-diskless-sync-delay",
-                                "0",
-                            ],
-                        )
+                            ];
+                        }
+                        let node = RedisServer::try_start(
+                            port,
+                            &[
+                                &[
+                                    "--cluster-enabled",
+                                    "yes",
+                                    "--cluster-config-file",
+                                    "nodes.conf",
+                                    "--cluster-port",
+                                    &bus,
+                                    "--cluster-node-timeout",
+                                    &timeout,
+                                    // a replica whose master is gone takes over however
+                                    // long it was cut off (tests kill masters at any moment)
+                                    "--cluster-replica-validity-factor",
+                                    "0",
+                                    // replicas sync at once, not after the default 5 s
+                                    "--repl-diskless-sync-delay",
+                                    "0",
+                                ][..],
+                                &announce,
+                            ]
+                            .concat(),
+                        )?;
+                        proxies.extend(proxy);
+                        Some(node)
                     })
                     .expect("could not start a cluster node")
             })
@@ -76,7 +109,11 @@ impl RedisCluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("sh");
-        let cluster = RedisCluster { nodes, watchdog };
+        let cluster = RedisCluster {
+            nodes,
+            watchdog,
+            proxies,
+        };
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
         for p in &ports {
@@ -128,13 +165,14 @@ impl RedisCluster {
         self.nodes.iter().map(|n| n.port).collect()
     }
 
-    /// `redis+cluster://` with every node as a seed.
+    /// `redis+cluster://` with every node as a seed (through its proxy, when
+    /// it has one).
     pub fn url(&self) -> String {
-        let nodes: Vec<String> = self
-            .ports()
-            .iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
+        let ports = match self.proxies.len() {
+            0 => self.ports(),
+            _ => self.proxies.iter().map(|p| p.port).collect(),
+        };
+        let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         format!("redis+cluster://{}", nodes.join(","))
     }
 

@@ -187,6 +187,69 @@ impl RedisServer {
     }
 }
 
+/// A TCP proxy on a free loopback port to a server's port, whose open
+/// connections can be frozen: once [`freeze`](Self::freeze) is called, each
+/// holds its sockets and forwards nothing more (nor its end), as a flow that
+/// a NAT or a load balancer forgot, or a host gone without a reset, while
+/// connections made later go through. Its threads live as long as the test
+/// process.
+pub struct FreezingProxy {
+    pub port: u16,
+    epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl FreezingProxy {
+    /// A proxy to `127.0.0.1:to`.
+    pub fn start(to: u16) -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let epoch = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let frozen = epoch.clone();
+        std::thread::spawn(move || {
+            for inbound in listener.incoming() {
+                let Ok(inbound) = inbound else { continue };
+                let Ok(outbound) = std::net::TcpStream::connect(("127.0.0.1", to)) else {
+                    continue;
+                };
+                let mine = frozen.load(Ordering::SeqCst);
+                let (Ok(a), Ok(b)) = (inbound.try_clone(), outbound.try_clone()) else {
+                    continue;
+                };
+                for (mut from, mut to) in [(inbound, b), (outbound, a)] {
+                    let frozen = frozen.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        loop {
+                            let read = from.read(&mut buf);
+                            if frozen.load(Ordering::SeqCst) != mine {
+                                // hold both sockets, forward nothing
+                                loop {
+                                    std::thread::park();
+                                }
+                            }
+                            match read {
+                                Ok(n) if n > 0 && to.write_all(&buf[..n]).is_ok() => {}
+                                _ => {
+                                    let _ = to.shutdown(std::net::Shutdown::Write);
+                                    return;
+                                }
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        FreezingProxy { port, epoch }
+    }
+
+    /// Freezes the connections open now.
+    pub fn freeze(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Makes the Redis at `url` stall for `secs` seconds (`DEBUG SLEEP`: start it
 /// with `--enable-debug-command yes`) from a task of its own, and returns once
 /// the command is sent. The task's connection gives up on the reply before

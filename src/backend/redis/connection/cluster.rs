@@ -12,8 +12,19 @@
 //! open another socket to the node, and redjob send the call again there
 //! (see [`super::refusals`]). A call on a socket used within [`CHECK`] goes
 //! out at once: it costs reading the clock and writing the time.
+//!
+//! The Cluster connection also keeps a socket a call timed out on, and a
+//! socket nothing answers on any more (a flow a NAT or a load balancer
+//! forgot, a node gone without a reset) breaks only once the operating
+//! system gives up on it, many minutes later: every call to the node timed
+//! out until then. So a call that times out marks its socket dead, and the
+//! calls after it fail unsent there, which makes the Cluster connection
+//! open another socket to the node, and redjob send them on it. (For a
+//! node's own timeout to be seen here, the Cluster client's overall bound
+//! on a call is the connection and response timeouts together, longer
+//! than a node's response timeout: see `RedisConfig::target`.)
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -31,17 +42,23 @@ use redis::{
 /// client used within its `timeout` is never closed for idling.
 pub(super) const CHECK: Duration = Duration::from_millis(800);
 
-/// A socket to one node of a Cluster, checked after a pause (see the
-/// module's documentation). Clones share it.
+/// A socket to one node of a Cluster, checked after a pause, given up
+/// after a timeout (see the module's documentation). Clones share it.
 #[derive(Clone)]
 pub(crate) struct Node {
     con: MultiplexedConnection,
-    /// When a call last went out on it (or the check before it did), in
-    /// milliseconds from [`epoch`].
-    used: Arc<AtomicU64>,
+    state: Arc<State>,
 }
 
-/// The zero of [`Node::used`].
+struct State {
+    /// When a call last went out on it (or the check before it did), in
+    /// milliseconds from [`epoch`].
+    used: AtomicU64,
+    /// A call timed out on it: calls no longer go out there.
+    dead: AtomicBool,
+}
+
+/// The zero of [`State::used`].
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
@@ -57,14 +74,37 @@ impl Node {
     /// now), else the time to mark it used once a check found it open.
     fn stale(&self) -> Option<u64> {
         let now = now_ms();
-        let last = self.used.load(Ordering::Relaxed);
+        let last = self.state.used.load(Ordering::Relaxed);
         if now.saturating_sub(last) < CHECK.as_millis() as u64 {
             // (a store racing another's may move the time back a little:
             // a later call then checks sooner, never later)
-            self.used.store(now, Ordering::Relaxed);
+            self.state.used.store(now, Ordering::Relaxed);
             return None;
         }
         Some(now)
+    }
+
+    /// The error of a call not sent on a socket a call timed out on.
+    fn gone() -> redis::RedisError {
+        let timed_out = std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "a call timed out on it earlier",
+        );
+        super::lane::unsent(&timed_out.into())
+    }
+
+    /// `call` on the socket, which is marked dead when it times out.
+    async fn timed<T>(
+        state: &State,
+        call: impl std::future::Future<Output = RedisResult<T>>,
+    ) -> RedisResult<T> {
+        let reply = call.await;
+        if let Err(e) = &reply
+            && e.is_timeout()
+        {
+            state.dead.store(true, Ordering::Relaxed);
+        }
+        reply
     }
 
     /// Sends the `PING` of a call that found the socket unused for [`CHECK`]
@@ -72,8 +112,8 @@ impl Node {
     /// the call unsent); once it answered, marks the socket used as of `at`,
     /// when the check began.
     async fn check(&mut self, at: u64) -> RedisResult<()> {
-        super::lane::checked(&mut self.con).await?;
-        self.used.fetch_max(at, Ordering::Relaxed);
+        Self::timed(&self.state, super::lane::checked(&mut self.con)).await?;
+        self.state.used.fetch_max(at, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -87,7 +127,10 @@ impl Connect for Node {
             let con = MultiplexedConnection::connect_with_config(info, config).await?;
             Ok(Node {
                 con,
-                used: Arc::new(AtomicU64::new(now_ms())),
+                state: Arc::new(State {
+                    used: AtomicU64::new(now_ms()),
+                    dead: AtomicBool::new(false),
+                }),
             })
         })
     }
@@ -95,13 +138,15 @@ impl Connect for Node {
 
 impl ConnectionLike for Node {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self.stale() {
-            None => self.con.req_packed_command(cmd),
-            Some(at) => Box::pin(async move {
+        Box::pin(async move {
+            if self.state.dead.load(Ordering::Relaxed) {
+                return Err(Self::gone());
+            }
+            if let Some(at) = self.stale() {
                 self.check(at).await?;
-                self.con.req_packed_command(cmd).await
-            }),
-        }
+            }
+            Self::timed(&self.state, self.con.req_packed_command(cmd)).await
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -110,13 +155,16 @@ impl ConnectionLike for Node {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self.stale() {
-            None => self.con.req_packed_commands(pipeline, offset, count),
-            Some(at) => Box::pin(async move {
+        Box::pin(async move {
+            if self.state.dead.load(Ordering::Relaxed) {
+                return Err(Self::gone());
+            }
+            if let Some(at) = self.stale() {
                 self.check(at).await?;
-                self.con.req_packed_commands(pipeline, offset, count).await
-            }),
-        }
+            }
+            let call = self.con.req_packed_commands(pipeline, offset, count);
+            Self::timed(&self.state, call).await
+        })
     }
 
     fn get_db(&self) -> i64 {

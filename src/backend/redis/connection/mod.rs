@@ -256,6 +256,13 @@ impl RedisConfig {
         )
         .connection_timeout(self.connection_timeout)
         .response_timeout(self.response_timeout)
+        // a call's bound, as a managed connection's (and longer than a
+        // node's response timeout, which the node's socket must see to be
+        // given up: see cluster.rs)
+        .overall_response_timeout(Some(
+            self.connection_timeout
+                .saturating_add(self.response_timeout),
+        ))
         // calls go again only when they ran nothing (see refusals.rs)
         .retries(0);
         #[cfg(feature = "tls")]
