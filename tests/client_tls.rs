@@ -154,3 +154,22 @@ async fn a_call_after_a_pause_goes_through_when_the_server_closed_the_idle_conne
     assert!(after.iter().all(|r| r.is_ok()), "{after:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server whose `timeout` (1 s) is shorter than the pause after which a
+/// call checks its TLS connection first (15 s): a call after a pause of 3 s,
+/// alone or with others at once, goes through all the same.
+#[tokio::test]
+async fn a_call_after_a_pause_past_a_short_server_timeout_goes_through() {
+    let (dir, _server, tls_port) = tls_server("redjob-tls-short", &["--timeout", "1"]);
+    let mut cfg = ClientConfig::from_url(format!("rediss://127.0.0.1:{tls_port}"));
+    cfg.redis.tls_root_cert = Some(std::fs::read(dir.join("ca.pem")).unwrap());
+    let client = Client::from_config(cfg).await.unwrap();
+    client.enqueue(&Ping).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let alone = client.enqueue(&Ping).await.map(|_| ());
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let at_once = futures::future::join_all((0..8).map(|_| client.enqueue(&Ping))).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(alone.is_ok(), "{alone:?}");
+    assert!(at_once.iter().all(|r| r.is_ok()), "{at_once:?}");
+}

@@ -37,10 +37,8 @@ use redis::{
 };
 
 /// How long a socket to a node may go unused before a call checks it with a
-/// `PING` first: below the shortest `timeout` a server takes (1 s), by a
-/// margin for the server's clock, which it reads once per event loop turn. A
-/// client used within its `timeout` is never closed for idling.
-pub(super) const CHECK: Duration = Duration::from_millis(800);
+/// `PING` first (see [`super::lane::SHORT_CHECK`]).
+const CHECK: Duration = super::lane::SHORT_CHECK;
 
 /// A socket to one node of a Cluster, checked after a pause, given up
 /// after a timeout (see the module's documentation). Clones share it.

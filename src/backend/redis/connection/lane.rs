@@ -32,9 +32,10 @@
 //! server (which says the multiplexer, idle as long, may be too), sends the
 //! multiplexer a `PING` first, which a closed socket fails, and goes out on
 //! the new socket the managed connection opens. A connection whose lanes
-//! never open (TLS, RESP3: see [`Lanes::new`]) keeps that check: its calls
-//! all go to the multiplexer, and one after a pause of [`CHECK`] or longer
-//! checks it first.
+//! never open (TLS, RESP3: see [`Lanes::new`]) has no lane to tell it the
+//! server closed its idle sockets: its calls all go to the multiplexer, and
+//! one after a pause of [`SHORT_CHECK`] or longer (below the shortest
+//! `timeout` a server takes) checks it first.
 //!
 //! A Sentinel connection keeps its lanes with each master it connects to (see
 //! `sentinel::Master`), dropped with it when a failover replaces it. Its
@@ -67,11 +68,20 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const STALE: Duration = Duration::from_millis(500);
 
 /// How long the multiplexer may go unused before a call checks it with a
-/// `PING` first: longer than an idle worker's calls are apart (a beat every
-/// third of a 30 s lease), so an idle worker sends no extra command, while a
-/// client that paused longer than a server `timeout` of this or more finds
-/// out before its call fails.
+/// `PING` first, when lanes open: longer than an idle worker's calls are
+/// apart (a beat every third of a 30 s lease), so an idle worker sends no
+/// extra command, while a client that paused longer than a server `timeout`
+/// of this or more finds out before its call fails (a shorter one closes
+/// the lanes too, which a call finds out without a command).
 const CHECK: Duration = Duration::from_secs(15);
+
+/// How long a socket nothing else tells the state of (a multiplexer without
+/// lanes, a Cluster node's: see `cluster::Node`) may go unused before a call
+/// checks it with a `PING` first: below the shortest `timeout` a server
+/// takes (1 s), by a margin for the server's clock, which it reads once per
+/// event loop turn. A client used within its `timeout` is never closed for
+/// idling.
+pub(super) const SHORT_CHECK: Duration = Duration::from_millis(800);
 
 /// The lanes of one managed connection (shared by its clones): up to
 /// [`LANES`] sockets, each taken by one call at a time.
@@ -110,7 +120,7 @@ impl Lanes {
     /// the first. Where a lane cannot speak for the managed connection (TLS:
     /// the `redis` crate opens those streams itself; RESP3: its pushes need
     /// the multiplexer), none ever opens ([`opens`](Self::opens) is false),
-    /// and a call after a pause of [`CHECK`] still checks the multiplexer
+    /// and a call after a pause of [`SHORT_CHECK`] still checks the multiplexer
     /// first.
     pub fn new(
         client: &redis::Client,
@@ -147,12 +157,13 @@ impl Lanes {
     /// multiplexer was used within [`STALE`]; the next lane only when the one
     /// before is taken by a call; else the multiplexer (the call then
     /// pipelines with the others there), with a `PING` first when it went
-    /// unused for [`CHECK`] or the lane was found closed by the server. A down
+    /// unused for [`CHECK`] ([`SHORT_CHECK`] without lanes) or the lane was
+    /// found closed by the server. A down
     /// lane due for another attempt (or one not yet opened) starts one in the
     /// background.
     fn route(self: &Arc<Self>) -> Route {
         let unused = self.multiplexer_unused();
-        if unused >= CHECK {
+        if unused >= CHECK || (!self.open && unused >= SHORT_CHECK) {
             return Route::Checked;
         }
         if !self.open {
