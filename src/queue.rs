@@ -27,5 +27,5 @@ pub use crate::backend::redis::queues::{Rsmq, RsmqConfig};
 pub use crate::contract::queues::{
     Keyed, LAST_DUE_MS, MAX_AHEAD, MAX_CONCURRENCY_KEY, MAX_PER_KEY, MAX_PRIORITY, MAX_SECONDS,
     MAX_UNIQUE_KEY, MIN_PRIORITY, Message, MessageId, OnDuplicate, QueueAttributes, QueueListing,
-    QueueOptions, QueueUpdate, Queues, SendMessage, SendOutcome, Sent, Unique, When,
+    QueueOptions, QueueUpdate, Queues, SendMessage, SendOutcome, Sent, Unique, UniqueUntil, When,
 };

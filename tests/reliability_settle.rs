@@ -307,6 +307,9 @@ impl<B: Backend> Backend for Slow<B> {
     async fn cancel_job(&self, q: &str, id: &JobId, by: &str) -> redjob::Result<bool> {
         self.inner.cancel_job(q, id, by).await
     }
+    async fn unique_started(&self, q: &str, id: &JobId) -> redjob::Result<()> {
+        self.inner.unique_started(q, id).await
+    }
     async fn tick(
         &self,
         q: &str,

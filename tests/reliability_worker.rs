@@ -594,6 +594,9 @@ impl<B: Backend> Backend for Faulty<B> {
     async fn cancel_job(&self, q: &str, id: &JobId, by: &str) -> redjob::Result<bool> {
         self.inner.cancel_job(q, id, by).await
     }
+    async fn unique_started(&self, q: &str, id: &JobId) -> redjob::Result<()> {
+        self.inner.unique_started(q, id).await
+    }
     async fn init_settings(
         &self,
         q: &str,

@@ -59,6 +59,20 @@ fn envelope(text: &str) -> Result<(String, Value), Failure> {
     Ok((name, args.clone()))
 }
 
+/// The envelope `text` (a JSON object, checked by [`envelope`]) with
+/// `"unique_until":"start"` as its last member, as the app writes it for a
+/// job held unique until its run starts; as it is when it ends so already.
+fn with_unique_until_start(text: &str) -> String {
+    const MEMBER: &str = r#""unique_until":"start"}"#;
+    let trimmed = text.trim_end();
+    match trimmed.strip_suffix('}') {
+        Some(_) if trimmed.ends_with(MEMBER) => text.to_string(),
+        Some(open) if open.trim_end().ends_with('{') => format!("{open}{MEMBER}"),
+        Some(open) => format!("{open},{MEMBER}"),
+        None => text.to_string(),
+    }
+}
+
 /// A worker as a warning names it.
 fn who(w: &WorkerInfo) -> String {
     let id = w.id.get(..8).unwrap_or(&w.id);
@@ -69,12 +83,15 @@ fn who(w: &WorkerInfo) -> String {
 fn options(t: &JobTypeInfo) -> String {
     let ms = |ms: u64| redjob::ops::duration_text(Duration::from_millis(ms));
     format!(
-        "queue {:?}, priority {}, unique {}{}{}, max attempts {}, timeout {}, backoff {}",
+        "queue {:?}, priority {}, unique {}{}{}{}, max attempts {}, timeout {}, backoff {}",
         t.queue,
         t.priority,
         t.unique.as_deref().unwrap_or("no"),
         t.unique_for_ms
             .map_or(String::new(), |m| format!(" for {}", ms(m))),
+        t.unique_until
+            .as_deref()
+            .map_or(String::new(), |u| format!(" until {u}")),
         t.concurrency_key
             .as_deref()
             .map_or(String::new(), |f| format!(
@@ -195,7 +212,17 @@ pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
         .priority
         .or(declared.as_ref().map(|t| t.priority))
         .unwrap_or(0);
-    let mut msg = SendMessage::new(a.envelope.clone()).priority(priority);
+    // a type unique until its run starts: its envelope says so last, as the
+    // app's enqueue writes it, for the worker to free the key as it starts
+    let until_start = declared
+        .as_ref()
+        .is_some_and(|t| t.unique.is_some() && t.unique_until.as_deref() == Some("start"));
+    let body = if until_start {
+        with_unique_until_start(&a.envelope)
+    } else {
+        a.envelope.clone()
+    };
+    let mut msg = SendMessage::new(body).priority(priority);
     if let Some(d) = a.delay {
         msg = msg.delay(d);
     }

@@ -427,3 +427,85 @@ async fn a_cli_enqueue_that_moves_a_unique_job_says_so_not_duplicate() {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// Fails every run, retried an hour on; unique until its run starts.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "reg_until_start",
+    queue = "startq",
+    unique_until = "start",
+    backoff = "1h"
+)]
+struct RegUntilStart {
+    feed: u64,
+}
+
+impl Job for RegUntilStart {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Err(JobError::retry("fails every run"))
+    }
+}
+
+/// `redjob enqueue` of a type unique until its run starts (as the live
+/// workers declare it: `"unique_until": "start"`) enqueues it so: a second
+/// enqueue meets it while it waits, and once its run started (it now waits
+/// an hour for its retry) an enqueue of its key adds a new job, as an app's
+/// enqueue does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_enqueue_of_a_type_unique_until_start_frees_its_key_as_its_run_starts() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("startq", QueueOptions::default())
+        .await
+        .unwrap();
+    client.pause("startq").await.unwrap();
+    let worker = redjob::Worker::builder(client.backend())
+        .register::<RegUntilStart>()
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let stop = worker.shutdown_token();
+    let task = tokio::spawn(worker.run());
+    let w = listed(&url, 1).await;
+    let types = w[0]["job_types"].as_array().unwrap();
+    let t = types
+        .iter()
+        .find(|t| t["name"] == "reg_until_start")
+        .unwrap();
+    assert_eq!(
+        (&t["unique"], &t["unique_until"]),
+        (&json!("keep"), &json!("start"))
+    );
+    let body = r#"{"type":"reg_until_start","args":{"feed":1}}"#;
+    let first = cli(&url, &["enqueue", "startq", body, "--json"])
+        .await
+        .json();
+    let dup = cli(&url, &["enqueue", "startq", body, "--json"])
+        .await
+        .json();
+    assert_eq!(
+        (&dup["outcome"], &dup["id"]),
+        (&json!("duplicate"), &first["id"]),
+        "held while it waits"
+    );
+    client.resume("startq").await.unwrap();
+    let ran = common::wait_for(Duration::from_secs(10), || async {
+        let c = client.counts("startq").await.unwrap();
+        (c.ready, c.in_flight, c.scheduled) == (0, 0, 1)
+    })
+    .await;
+    assert!(ran, "its first run failed: it waits for its retry");
+    let again = cli(&url, &["enqueue", "startq", body, "--json"])
+        .await
+        .json();
+    assert_eq!(
+        again["outcome"], "added",
+        "its key was freed as its run started: {again}"
+    );
+    assert_ne!(again["id"], first["id"]);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}

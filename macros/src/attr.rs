@@ -15,6 +15,8 @@ pub struct JobAttrs {
     /// The variant of `redjob::queue::OnDuplicate`.
     pub unique: Option<&'static str>,
     pub unique_for_ms: Option<u64>,
+    /// The variant of `redjob::queue::UniqueUntil`.
+    pub unique_until: Option<&'static str>,
     /// The field whose value is the job's concurrency key.
     pub concurrency_key: Option<LitStr>,
     pub per_key: Option<u32>,
@@ -68,13 +70,14 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
                 "priority" => set(&mut out.priority, priority(&value), &value, errors),
                 "unique" => set(&mut out.unique, string(&value).and_then(unique), &value, errors),
                 "unique_for" => set(&mut out.unique_for_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
+                "unique_until" => set(&mut out.unique_until, string(&value).and_then(unique_until), &value, errors),
                 "concurrency_key" => set(&mut out.concurrency_key, string(&value), &value, errors),
                 "per_key" => set(&mut out.per_key, per_key(&value), &value, errors),
                 "output" => set(&mut out.output, string(&value).and_then(|s| s.parse::<syn::Type>()), &value, errors),
                 _ => errors.push(syn::Error::new(
                     meta.path.span(),
                     format!(
-                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`, `unique`, `unique_for`, `concurrency_key`, `per_key`, `output`"
+                        "unknown job attribute `{key}`; expected one of `name`, `queue`, `max_attempts`, `timeout`, `backoff`, `priority`, `unique`, `unique_for`, `unique_until`, `concurrency_key`, `per_key`, `output`"
                     ),
                 )),
             }
@@ -211,6 +214,20 @@ fn unique(s: LitStr) -> syn::Result<&'static str> {
             s.span(),
             format!(
                 "unknown unique policy {v:?}: expected \"keep\" (the default), \"replace_delay\" or \"replace\""
+            ),
+        )),
+    }
+}
+
+/// `unique_until = "done" | "start"` as a `UniqueUntil` variant.
+fn unique_until(s: LitStr) -> syn::Result<&'static str> {
+    match s.value().as_str() {
+        "done" => Ok("Done"),
+        "start" => Ok("Start"),
+        v => Err(syn::Error::new(
+            s.span(),
+            format!(
+                "unknown unique_until {v:?}: expected \"done\" (the default: the key is held until the job is done) or \"start\" (until its run starts)"
             ),
         )),
     }

@@ -69,10 +69,11 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     if let Some(p) = attrs.priority {
         sets.push(quote!(o.priority = #p;));
     }
-    // `unique_for` alone implies `unique` (keep)
+    // `unique_for` or `unique_until` alone implies `unique` (keep)
     let unique = attrs
         .unique
         .or(attrs.unique_for_ms.map(|_| "Keep"))
+        .or(attrs.unique_until.map(|_| "Keep"))
         .map(|v| syn::Ident::new(v, proc_macro2::Span::call_site()));
     if let Some(v) = unique {
         sets.push(
@@ -81,6 +82,10 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     }
     if let Some(ms) = attrs.unique_for_ms {
         sets.push(quote!(o.unique_for = ::core::option::Option::Some(::core::time::Duration::from_millis(#ms));));
+    }
+    if let Some(v) = attrs.unique_until {
+        let v = syn::Ident::new(v, proc_macro2::Span::call_site());
+        sets.push(quote!(o.unique_until = ::redjob::queue::UniqueUntil::#v;));
     }
     let mut key_fn = quote!();
     if let Some((field, (member, serialized))) = attrs
@@ -211,7 +216,7 @@ fn check_keyed(input: &DeriveInput, attrs: &attr::JobAttrs, errors: &mut Errors)
             "a job with a concurrency key runs at priority 0",
         ));
     }
-    if attrs.unique.is_some() || attrs.unique_for_ms.is_some() {
+    if attrs.unique.is_some() || attrs.unique_for_ms.is_some() || attrs.unique_until.is_some() {
         errors.push(syn::Error::new(
             field.span(),
             "a job with a concurrency key cannot also be unique",

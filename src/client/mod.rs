@@ -382,11 +382,18 @@ impl Client {
         let msgs = jobs
             .iter()
             .map(|j| {
+                let unique = opts.unique_of(j)?;
+                let mut body = job::encode(j)?;
+                // held until its run starts: said in the envelope, which the
+                // worker reads as the run starts
+                if unique.is_some() && opts.until_start::<J>() {
+                    body = crate::contract::envelope::with_unique_until_start(&body);
+                }
                 Ok(SendMessage {
-                    body: job::encode(j)?,
+                    body,
                     when: opts.when,
                     priority,
-                    unique: opts.unique_of(j)?,
+                    unique,
                     keyed: opts.keyed_of(j)?,
                 })
             })

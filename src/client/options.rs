@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::backend::redis::connection::RedisConfig;
-use crate::contract::queues::{Keyed, OnDuplicate, QueueOptions, Unique, When};
+use crate::contract::queues::{Keyed, OnDuplicate, QueueOptions, Unique, UniqueUntil, When};
 use crate::job::Job;
 use crate::{Error, Result};
 
@@ -77,6 +77,11 @@ pub struct EnqueueOptions {
     /// The longest the unique key is held, instead of the type's `unique_for`;
     /// setting it makes the enqueue unique. Defaults to the type's.
     pub unique_for: Option<Duration>,
+    /// How long the unique key is held, instead of the type's `unique_until`:
+    /// until the job is done, or until its run starts (see [`UniqueUntil`]);
+    /// setting it makes the enqueue unique. Defaults to the type's
+    /// ([`UniqueUntil::Done`] unless `#[job(unique_until = "start")]`).
+    pub unique_until: Option<UniqueUntil>,
     /// Runs at most [`per_key`](Self::per_key) at a time with the jobs of this
     /// concurrency key (see [`Keyed`](crate::queue::Keyed)), instead of the key
     /// the job type derives from its `concurrency_key` field. Defaults to the
@@ -134,6 +139,24 @@ impl EnqueueOptions {
         self
     }
 
+    /// Holds the unique key until the job is done, or only until its run
+    /// starts ([`UniqueUntil::Start`]: an enqueue of the key from the job's own
+    /// handler, or while it runs or waits for a retry, makes a new job), and
+    /// makes this enqueue unique. Defaults to the type's `unique_until`
+    /// ([`UniqueUntil::Done`] unless set).
+    ///
+    /// ```
+    /// use redjob::client::EnqueueOptions;
+    /// use redjob::queue::UniqueUntil;
+    ///
+    /// let opts = EnqueueOptions::new().unique_key("refresh:7").unique_until(UniqueUntil::Start);
+    /// assert_eq!(opts.unique_until, Some(UniqueUntil::Start));
+    /// ```
+    pub fn unique_until(mut self, until: UniqueUntil) -> Self {
+        self.unique_until = Some(until);
+        self
+    }
+
     /// Runs at most [`per_key`](Self::per_key) at a time with the jobs of
     /// `key` (1 to 256 bytes), across the fleet. Defaults to the key the job's
     /// type derives (none unless `#[job(concurrency_key = "...")]`).
@@ -183,7 +206,9 @@ impl EnqueueOptions {
         let ttl = self.unique_for.or(J::OPTIONS.unique_for);
         let key = match &self.unique_key {
             Some(key) => key.clone(),
-            None if policy.is_some() || ttl.is_some() => crate::job::unique_key(job)?,
+            None if policy.is_some() || ttl.is_some() || self.unique_until.is_some() => {
+                crate::job::unique_key(job)?
+            }
             None => return Ok(None),
         };
         Ok(Some(Unique {
@@ -191,6 +216,12 @@ impl EnqueueOptions {
             on_duplicate: policy.unwrap_or_default(),
             ttl,
         }))
+    }
+
+    /// Whether a unique enqueue of `J` holds its key only until the job's run
+    /// starts: this enqueue's choice, else the type's.
+    pub(crate) fn until_start<J: Job>(&self) -> bool {
+        self.unique_until.unwrap_or(J::OPTIONS.unique_until) == UniqueUntil::Start
     }
 
     /// Runs at `at` (millisecond precision: a time within a millisecond is

@@ -361,6 +361,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
         after: u64,
     ) -> impl Future<Output = Result<Vec<(crate::contract::batches::BatchId, u64)>>> + Send;
 
+    /// Frees the unique key job `id` of `queue` holds, if it still holds it
+    /// (see [`UniqueUntil::Start`](crate::queue::UniqueUntil::Start)): a
+    /// worker calls it as a run of a job enqueued unique until its run starts
+    /// begins, before the handler. A key another job took over stays with
+    /// that job; a job that holds none changes nothing.
+    fn unique_started(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<()>> + Send;
+
     /// Cancels job `id` of `queue` as [`Inspect::cancel_by`] does (a worker
     /// cancels a cancelled batch's jobs so); returns whether it was there.
     ///
@@ -605,6 +612,7 @@ macro_rules! backend_methods {
             async fn batch_add(id: &$crate::contract::batches::BatchId, jobs: &[(String, $crate::contract::queues::SendMessage)]) -> $crate::Result<()>;
             async fn batch_cancel(id: &$crate::contract::batches::BatchId) -> $crate::Result<bool>;
             async fn cancel_job(queue: &str, id: &$crate::JobId, by: &str) -> $crate::Result<bool>;
+            async fn unique_started(queue: &str, id: &$crate::JobId) -> $crate::Result<()>;
             async fn cancelled_batches(after: u64) -> $crate::Result<Vec<($crate::contract::batches::BatchId, u64)>>;
             async fn tick(queue: &str, tick: &$crate::contract::admin::Tick<'_>, msg: &$crate::contract::queues::SendMessage, create: &$crate::contract::queues::QueueOptions) -> $crate::Result<$crate::contract::admin::Ticked>;
             async fn tick_many(queue: &str, ticks: &[($crate::contract::admin::Tick<'_>, &$crate::contract::queues::SendMessage)], create: &$crate::contract::queues::QueueOptions) -> $crate::Result<Vec<$crate::Result<$crate::contract::admin::Ticked>>>;

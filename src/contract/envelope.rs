@@ -16,6 +16,40 @@ pub(crate) fn job_name(body: &[u8]) -> Option<String> {
         .map(|h| h.name.into_owned())
 }
 
+/// The member a job enqueued unique until its run starts carries last in
+/// its envelope (see [`UniqueUntil`](crate::contract::queues::UniqueUntil)).
+const UNTIL_START: &[u8] = br#""unique_until":"start"}"#;
+
+/// `body` with `"unique_until":"start"` as its last member: an envelope (a
+/// JSON object) gets it at its end; any other body is copied as it is.
+pub(crate) fn with_unique_until_start(body: &[u8]) -> Vec<u8> {
+    let trimmed = body.trim_ascii_end();
+    match trimmed.strip_suffix(b"}") {
+        Some(open) if !unique_until_start(body) => {
+            let mut out = open.to_vec();
+            if !open.trim_ascii_end().ends_with(b"{") {
+                out.push(b',');
+            }
+            out.extend_from_slice(UNTIL_START);
+            out
+        }
+        _ => body.to_vec(),
+    }
+}
+
+/// Whether a stored body ends with the member [`with_unique_until_start`]
+/// writes: its job frees its unique key as its run starts. A look at the
+/// body's last bytes, whatever its size: a worker asks it of every job it
+/// starts.
+pub(crate) fn unique_until_start(body: &[u8]) -> bool {
+    let Some(open) = body.trim_ascii_end().strip_suffix(UNTIL_START) else {
+        return false;
+    };
+    // in JSON, text that ends an object and follows a comma or its opening
+    // brace is that object's last member
+    matches!(open.trim_ascii_end().last(), Some(b',' | b'{'))
+}
+
 /// A copy of `body` that names `id` as the job it retries: an envelope (a JSON
 /// object) gets a last member `"retry_of": "<id>"` (written at its end, so its
 /// `"type"` stays first), in place of the one a copy has already (a copy of a
@@ -84,6 +118,34 @@ pub(crate) fn retry_of(body: &[u8]) -> Option<crate::JobId> {
         },
     };
     named.parse().ok()
+}
+
+#[cfg(test)]
+mod until_tests {
+    use super::*;
+
+    #[test]
+    fn the_unique_until_member_is_written_last_once_and_read_only_there() {
+        let body = with_unique_until_start(br#"{"type":"Mail","args":{"to":1}}"#);
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            r#"{"type":"Mail","args":{"to":1},"unique_until":"start"}"#
+        );
+        assert!(unique_until_start(&body));
+        assert_eq!(with_unique_until_start(&body), body, "written once");
+        assert_eq!(job_name(&body).as_deref(), Some("Mail"));
+        assert!(unique_until_start(&with_unique_until_start(b"{ } ")));
+        assert_eq!(with_unique_until_start(b"plain"), b"plain");
+        for not in [
+            &br#"{"type":"Mail","args":{"to":1}}"#[..],
+            br#"{"type":"Mail","args":{"unique_until":"start"}}"#,
+            br#"{"type":"Mail","args":"x\"unique_until":"start"}"#,
+            br#""unique_until":"start"}"#,
+            b"",
+        ] {
+            assert!(!unique_until_start(not), "{}", String::from_utf8_lossy(not));
+        }
+    }
 }
 
 #[cfg(test)]

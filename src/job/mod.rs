@@ -54,7 +54,7 @@ pub use output::{MAX_RESULT, encode_output};
 pub use unique::key_of_value;
 pub use unique::{unique_key, unique_key_of};
 
-use crate::contract::queues::OnDuplicate;
+use crate::contract::queues::{OnDuplicate, UniqueUntil};
 
 /// A job's handler. Implement it for a type that has `#[derive(Job)]`.
 ///
@@ -188,6 +188,7 @@ pub const MAX_ATTEMPTS: u32 = 498;
 /// assert_eq!(o.backoff, Duration::from_secs(1));
 /// assert_eq!(o.priority, 0);
 /// assert_eq!(o.unique, None);
+/// assert_eq!(o.unique_until, redjob::queue::UniqueUntil::Done);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -214,6 +215,10 @@ pub struct JobOptions {
     /// The longest a unique job holds its key (`unique_for = "1h"`; implies
     /// `unique`). Defaults to `None`: until the job leaves its queue.
     pub unique_for: Option<Duration>,
+    /// How long a unique job holds its key (`unique_until = "start"` or
+    /// `"done"`; implies `unique`): until it is done, or until its first run
+    /// starts (see [`UniqueUntil`]). Defaults to [`UniqueUntil::Done`].
+    pub unique_until: UniqueUntil,
     /// The field of the job's arguments whose value is its concurrency key
     /// (`concurrency_key = "account_id"`), by the name serde writes it under
     /// (its `rename`, or its struct's `rename_all` applied to it), whichever
@@ -237,6 +242,7 @@ impl JobOptions {
         priority: 0,
         unique: None,
         unique_for: None,
+        unique_until: UniqueUntil::Done,
         concurrency_key: None,
         per_key: 1,
     };

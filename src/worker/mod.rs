@@ -57,6 +57,7 @@ mod start;
 mod subscriber;
 mod ticks;
 mod turns;
+mod unique_start;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,6 +138,8 @@ pub(crate) struct Shared {
     pub controls: Arc<control::Controls>,
     /// Where its metrics go: the global recorder, or the test kit's own.
     pub sink: metrics::Sink,
+    /// How a run of a job unique until its run starts frees its key.
+    pub unique_start: Arc<dyn unique_start::UniqueStart>,
 }
 
 impl Shared {

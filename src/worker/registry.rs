@@ -262,6 +262,8 @@ pub(crate) fn job_type(name: &str, o: &crate::job::JobOptions) -> JobTypeInfo {
             .or(o.unique_for.map(|_| crate::queue::OnDuplicate::Keep))
             .map(|p| p.as_str().to_string()),
         unique_for_ms: o.unique_for.map(ms),
+        unique_until: (o.unique_until == crate::queue::UniqueUntil::Start)
+            .then(|| o.unique_until.as_str().to_string()),
         concurrency_key: o.concurrency_key.map(str::to_string),
         per_key: o.concurrency_key.map_or(0, |_| o.per_key),
     }

@@ -10,6 +10,7 @@ use redjob::backend::{Backend, DeadLetterEntry, Reschedule, Settle};
 use redjob::client::EnqueueOptions;
 use redjob::queue::{
     MAX_UNIQUE_KEY, OnDuplicate, QueueOptions, Queues, SendMessage, SendOutcome, Sent, Unique,
+    UniqueUntil,
 };
 use redjob::{Error, Job, JobContext, JobError, RetryPolicy, Worker};
 use serde::{Deserialize, Serialize};
@@ -550,5 +551,280 @@ impl Job for Flaky {
             return Err(JobError::retry("first run fails"));
         }
         Ok(())
+    }
+}
+
+/// What the chains below log, and the client their handlers enqueue with.
+struct Steps {
+    client: redjob::Client,
+    /// (job name, run, what its handler's enqueue of its next run did, and
+    /// whether that was a job other than the running one)
+    log: std::sync::Mutex<Vec<(&'static str, u32, SendOutcome, bool)>>,
+}
+
+impl Steps {
+    fn of(&self, name: &str) -> Vec<(u32, SendOutcome, bool)> {
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .filter(|(n, ..)| *n == name)
+            .map(|(_, run, outcome, other)| (*run, *outcome, *other))
+            .collect()
+    }
+}
+
+/// A chain's run: enqueues its next run (the same arguments, so the same
+/// unique key) from its handler until its third run.
+async fn chain_step<J: Job>(ctx: &JobContext, job: &J) -> Result<(), JobError> {
+    let steps = ctx.data::<Steps>()?;
+    let run = {
+        let log = steps.log.lock().unwrap();
+        log.iter().filter(|(n, ..)| *n == J::NAME).count() as u32 + 1
+    };
+    if run >= 3 {
+        steps
+            .log
+            .lock()
+            .unwrap()
+            .push((J::NAME, run, SendOutcome::Added, false));
+        return Ok(());
+    }
+    let next = steps
+        .client
+        .enqueue_outcome(job, EnqueueOptions::new().delay(Duration::from_millis(50)))
+        .await
+        .map_err(JobError::fatal)?;
+    steps
+        .log
+        .lock()
+        .unwrap()
+        .push((J::NAME, run, next.outcome, next.id != ctx.id()));
+    Ok(())
+}
+
+/// A self-rescheduling chain of a type unique until it starts: the key is
+/// freed as a run starts, so the run's enqueue of the next makes a new job,
+/// and the chain goes on; a type unique until done (the default) meets its
+/// own running job, a duplicate, and its chain stops there. Before either
+/// starts, a second enqueue is a duplicate as ever.
+pub async fn a_job_unique_until_start_enqueues_its_next_run_from_its_handler(env: &Env) {
+    let client = env.client.clone();
+    let later = EnqueueOptions::new().delay(Duration::from_millis(300));
+    let first = client
+        .enqueue_outcome(&StartChain { feed: 7 }, later.clone())
+        .await
+        .unwrap();
+    let dup = client
+        .enqueue_outcome(&StartChain { feed: 7 }, EnqueueOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (dup.id, dup.outcome),
+        (first.id, SendOutcome::Duplicate),
+        "held while it waits"
+    );
+    client
+        .enqueue_outcome(&DoneChain { feed: 7 }, later)
+        .await
+        .unwrap();
+    let steps = Arc::new(Steps {
+        client: client.clone(),
+        log: Default::default(),
+    });
+    let worker = Worker::builder(client.backend())
+        .queue(Q)
+        .handle_signals(false)
+        .data(steps.clone())
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    let done = wait_until(Duration::from_secs(20), || {
+        steps.of("unique_start_chain").len() == 3 && steps.of("unique_done_chain").len() == 1
+    })
+    .await;
+    // a little longer: a duplicate's chain would have run again by now
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    assert!(done, "{:?}", steps.log.lock().unwrap());
+    assert_eq!(
+        steps.of("unique_start_chain"),
+        [
+            (1, SendOutcome::Added, true),
+            (2, SendOutcome::Added, true),
+            (3, SendOutcome::Added, false)
+        ],
+        "each run's enqueue of the next made a new job, which ran"
+    );
+    assert_eq!(
+        steps.of("unique_done_chain"),
+        [(1, SendOutcome::Duplicate, false)],
+        "the default holds the key while the job runs"
+    );
+}
+
+/// A job unique until it starts gave its key up when its first run
+/// started: waiting for its retry, it holds none, and an enqueue of the key
+/// makes a new job (which holds the key while it waits); a job unique until
+/// done (the default) holds its key through the retry, as before.
+pub async fn a_retry_of_a_job_unique_until_start_lets_a_new_job_of_its_key_in(env: &Env) {
+    let client = env.client.clone();
+    let start = EnqueueOptions::new().unique_until(UniqueUntil::Start);
+    let a = client
+        .enqueue_with(&Stubborn { n: 1 }, start.clone())
+        .await
+        .unwrap();
+    let b = client.enqueue(&Stubborn { n: 2 }).await.unwrap();
+    let runs = Arc::new(AtomicU32::new(0));
+    let worker = Worker::builder(client.backend())
+        .queue(Q)
+        .handle_signals(false)
+        .data(runs.clone())
+        .retry(RetryPolicy::default().jitter(false))
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    // each failed its first run, and waits an hour for its retry
+    assert!(wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 2).await);
+    let fresh = client
+        .enqueue_outcome(&Stubborn { n: 1 }, start.clone().delay(LONG))
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh.outcome,
+        SendOutcome::Added,
+        "a's key was freed as it started"
+    );
+    assert_ne!(fresh.id, a);
+    let again = client
+        .enqueue_outcome(&Stubborn { n: 1 }, start.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.id, again.outcome),
+        (fresh.id, SendOutcome::Duplicate),
+        "the new job holds the key while it waits"
+    );
+    let dup = client
+        .enqueue_outcome(&Stubborn { n: 2 }, EnqueueOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        (dup.id, dup.outcome),
+        (b, SendOutcome::Duplicate),
+        "the default holds the key through the retry"
+    );
+    running.stop().await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        env.all_messages(Q).await.len(),
+        3,
+        "a and b wait for their retry, beside the new job"
+    );
+}
+
+/// A job unique until it starts, leased by a worker that died before it
+/// started the job, still holds its key (a duplicate meets it); the next
+/// delivery's start frees it. And its lifetime (`unique_for`) bounds the
+/// key while no delivery starts.
+pub async fn a_job_unique_until_start_whose_worker_died_before_it_started_frees_its_key_at_the_next_start(
+    env: &Env,
+) {
+    let client = env.client.clone();
+    let backend = client.backend();
+    let start = EnqueueOptions::new().unique_until(UniqueUntil::Start);
+    let a = client
+        .enqueue_with(&Stubborn { n: 1 }, start.clone())
+        .await
+        .unwrap();
+    let leased = backend
+        .fetch(Q, 10, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(leased.len(), 1);
+    let dup = client
+        .enqueue_outcome(&Stubborn { n: 1 }, start.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (dup.id, dup.outcome),
+        (a, SendOutcome::Duplicate),
+        "held until a run starts"
+    );
+    // a lifetime bounds the key of a job that no run starts
+    let bounded = start.clone().unique_for(Duration::from_secs(1));
+    let c = client
+        .enqueue_outcome(&Stubborn { n: 3 }, bounded.clone().delay(LONG))
+        .await
+        .unwrap();
+    assert_eq!(c.outcome, SendOutcome::Added);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let c2 = client
+        .enqueue_outcome(&Stubborn { n: 3 }, bounded.delay(LONG))
+        .await
+        .unwrap();
+    assert_eq!(c2.outcome, SendOutcome::Added, "the lifetime ran out");
+    assert_ne!(c2.id, c.id);
+    // the lease ran out: the next worker's start of it frees the key
+    let runs = Arc::new(AtomicU32::new(0));
+    let worker = Worker::builder(client.backend())
+        .queue(Q)
+        .handle_signals(false)
+        .data(runs.clone())
+        .retry(RetryPolicy::default().jitter(false))
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    assert!(wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 1).await);
+    running.stop().await;
+    let fresh = client
+        .enqueue_outcome(&Stubborn { n: 1 }, start.delay(LONG))
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh.outcome,
+        SendOutcome::Added,
+        "freed by the second delivery's start"
+    );
+    assert_ne!(fresh.id, a);
+}
+
+/// Enqueues its next run from its handler; its key is held until a run starts.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "unique_start_chain", queue = "uniq", unique_until = "start")]
+struct StartChain {
+    feed: u32,
+}
+
+impl Job for StartChain {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        chain_step(ctx, self).await
+    }
+}
+
+/// Enqueues its next run from its handler; its key is held until it is done
+/// (the default).
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "unique_done_chain", queue = "uniq", unique)]
+struct DoneChain {
+    feed: u32,
+}
+
+impl Job for DoneChain {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        chain_step(ctx, self).await
+    }
+}
+
+/// Fails every run, retried after an hour.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "unique_stubborn", queue = "uniq", unique, backoff = "1h")]
+struct Stubborn {
+    n: u32,
+}
+
+impl Job for Stubborn {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<AtomicU32>>()?.fetch_add(1, Ordering::SeqCst);
+        Err(JobError::retry("fails every run"))
     }
 }

@@ -197,3 +197,40 @@ async fn the_periodic_page_reads_the_ticks_of_every_queue_in_one_round_trip() {
     let trips = after - before;
     assert!(trips <= 6, "{trips} round trips");
 }
+
+/// Unique until its run starts.
+#[derive(Serialize, Deserialize, Job)]
+#[job(name = "web_until_start", queue = "web_start", unique_until = "start")]
+struct UntilStart;
+
+impl Job for UntilStart {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A worker's job types say how long a unique type holds its key when it
+/// holds it only until its run starts (the default, until done, says nothing
+/// more than before).
+#[tokio::test]
+async fn the_workers_page_says_a_type_is_unique_until_its_run_starts() {
+    let client = Client::memory(MemoryBackend::new());
+    let worker = Worker::builder(client.backend())
+        .register::<UntilStart>()
+        .register::<Quick>()
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let w = start_serving(worker).await;
+    let app = redjob_web::router(client.clone());
+    let page = get(&app, "/workers").await.body;
+    w.stop().await;
+    assert!(
+        page.contains("queue web_start, priority 0, unique keep until start, max attempts 25"),
+        "{page}"
+    );
+    assert!(
+        page.contains("queue web_busy, priority 0, unique no, max attempts 25"),
+        "{page}"
+    );
+}

@@ -232,6 +232,14 @@ impl Backend for RedisBackend {
         self.rsmq.cancelled_batches(after).await
     }
 
+    async fn unique_started(&self, queue: &str, id: &JobId) -> Result<()> {
+        let (mut con, k) = self.rsmq.parts(queue);
+        let mut cmd = scripts::eval(&scripts::UNIQUE_START, &[&k.unique]);
+        cmd.arg(id.as_str());
+        scripts::run(&mut con, &scripts::UNIQUE_START, &cmd).await?;
+        Ok(())
+    }
+
     async fn cancel_job(&self, queue: &str, id: &JobId, by: &str) -> Result<bool> {
         let c = crate::contract::inspect::Inspect::cancel_by(self, queue, id, by).await?;
         Ok(c != crate::contract::inspect::Cancelled::NotFound)

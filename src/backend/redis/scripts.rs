@@ -129,6 +129,7 @@ scripts! {
     EXTEND => "extend.lua",
     COMPLETE => "complete.lua",
     UNIQUE => "unique.lua",
+    UNIQUE_START => "unique_start.lua",
     COUNTS => "counts.lua",
     LATENCY => "latency.lua",
     JOB => "job.lua",

@@ -96,6 +96,13 @@ pub struct JobTypeInfo {
     /// The longest a unique job holds its key, in ms; `None`: until it leaves
     /// its queue.
     pub unique_for_ms: Option<u64>,
+    /// `start` for a unique job that holds its key only until its run starts
+    /// (`#[job(unique_until = "start")]`, see
+    /// [`UniqueUntil`](crate::queue::UniqueUntil)); `None` when it holds it
+    /// until it is done (the default), when not unique, or when the worker
+    /// that wrote the entry is older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique_until: Option<String>,
     /// The argument its concurrency key comes from
     /// (`#[job(concurrency_key = "account")]`, see
     /// [`JobSpec::concurrency_key`](crate::job::JobSpec::concurrency_key)): a
@@ -497,6 +504,16 @@ mod tests {
             name: "send".into(),
             ..JobTypeInfo::default()
         };
+        // held until its run starts: said; until done: left out, as before
+        let start = JobTypeInfo {
+            name: "refresh".into(),
+            unique: Some("keep".into()),
+            unique_until: Some("start".into()),
+            ..JobTypeInfo::default()
+        };
+        let text = serde_json::to_string(&start).unwrap();
+        assert!(text.contains(r#""unique_until":"start""#), "{text}");
+        assert_eq!(serde_json::from_str::<JobTypeInfo>(&text).unwrap(), start);
         let older = r#"{"name":"send","queue":"","priority":0,"max_attempts":0,"timeout_ms":0,"backoff_ms":0,"unique":null,"unique_for_ms":null}"#;
         assert_eq!(serde_json::to_string(&plain).unwrap(), older);
         assert_eq!(serde_json::from_str::<JobTypeInfo>(older).unwrap(), plain);

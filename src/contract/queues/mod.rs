@@ -14,7 +14,7 @@ pub(crate) use keyed::check_message as check_keyed;
 pub use types::{
     Message, MessageId, QueueAttributes, QueueListing, QueueOptions, QueueUpdate, SendMessage, When,
 };
-pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique};
+pub use unique::{MAX_UNIQUE_KEY, OnDuplicate, SendOutcome, Sent, Unique, UniqueUntil};
 pub(crate) use validate::priorities;
 pub use validate::{LAST_DUE_MS, MAX_AHEAD, MAX_DELAY, MAX_PRIORITY, MAX_SECONDS, MIN_PRIORITY};
 

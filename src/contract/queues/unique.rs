@@ -155,6 +155,65 @@ impl std::str::FromStr for OnDuplicate {
     }
 }
 
+/// How long a unique job holds its key: until it is done (the default), or
+/// only until its first run starts. A job type chooses with
+/// `#[job(unique_until = "start")]`, one enqueue with
+/// [`EnqueueOptions::unique_until`](crate::client::EnqueueOptions::unique_until).
+///
+/// With [`Start`](Self::Start), a worker frees the key as a delivery of the job
+/// starts its run, before the handler is called: an enqueue of the key from the
+/// handler (a job that schedules its own next run), or while the job runs or
+/// waits for a retry, makes a new job. Until a run starts, the key is held as
+/// with [`Done`](Self::Done): a duplicate enqueue meets the waiting job. A
+/// job enqueued so carries `"unique_until":"start"` as its envelope's last
+/// member, which the worker reads as the run starts.
+///
+/// ```
+/// use redjob::queue::UniqueUntil;
+///
+/// assert_eq!(UniqueUntil::default(), UniqueUntil::Done);
+/// assert_eq!(UniqueUntil::Start.as_str(), "start");
+/// assert_eq!("done".parse::<UniqueUntil>().ok(), Some(UniqueUntil::Done));
+/// assert!("executed".parse::<UniqueUntil>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UniqueUntil {
+    /// The key is held while the job waits, is scheduled, runs or waits for a
+    /// retry, and freed when it succeeds, is dead-lettered, deleted or popped
+    /// (or its lifetime, `unique_for`, runs out).
+    #[default]
+    Done,
+    /// The key is held while the job waits or is scheduled, and freed when a
+    /// delivery of it starts running (or when it leaves the queue before that,
+    /// or its lifetime runs out).
+    Start,
+}
+
+impl UniqueUntil {
+    /// As `#[job(unique_until = "...")]` spells it: `done` or `start`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UniqueUntil::Done => "done",
+            UniqueUntil::Start => "start",
+        }
+    }
+}
+
+impl std::str::FromStr for UniqueUntil {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> crate::Result<Self> {
+        [UniqueUntil::Done, UniqueUntil::Start]
+            .into_iter()
+            .find(|u| u.as_str() == s)
+            .ok_or_else(|| crate::Error::InvalidValue {
+                what: "unique until",
+                reason: format!("{s:?}: done or start"),
+            })
+    }
+}
+
 /// A message sent by [`Rsmq::send_outcomes`](crate::queue::Rsmq::send_outcomes): its id,
 /// and what the send did.
 ///

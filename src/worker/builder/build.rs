@@ -162,6 +162,7 @@ impl<B: Backend> WorkerBuilder<B> {
             sample_every: self.metrics_interval.filter(|_| self.metrics),
             controls: Arc::new(crate::worker::control::Controls::new()),
             sink: self.sink,
+            unique_start: Arc::new(crate::worker::unique_start::Through(self.backend.clone())),
         };
         Ok(Worker {
             backend: self.backend,

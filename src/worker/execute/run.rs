@@ -87,6 +87,12 @@ pub(super) async fn run(
         tracing::error!(%error, "dead-lettered");
         return Outcome::Dead { error };
     }
+    // a job unique until its run starts frees its key here, before its
+    // handler (which may enqueue the key again); the run begins after it
+    if crate::worker::unique_start::free_at_start(&*shared.unique_start, queue, d.id, &d.body).await
+    {
+        began = Instant::now();
+    }
     let timeout = shared.job_timeout.unwrap_or(opts.timeout).min(MAX_DELAY);
     let ctx = JobContext::for_run(
         d.id,

@@ -55,7 +55,7 @@ pub(crate) async fn workers(ctx: Ctx) -> WebResult<Response> {
                                     summary { (w.job_types.len()) " known" }
                                     @for (i, t) in w.job_types.iter().enumerate() {
                                         @if i > 0 { ", " }
-                                        span title=(format!("queue {}, priority {}, unique {}, max attempts {}", t.queue, t.priority, t.unique.as_deref().unwrap_or("no"), t.max_attempts)) { (name(&t.name)) }
+                                        span title=(format!("queue {}, priority {}, unique {}{}, max attempts {}", t.queue, t.priority, t.unique.as_deref().unwrap_or("no"), t.unique_until.as_deref().map_or(String::new(), |u| format!(" until {u}")), t.max_attempts)) { (name(&t.name)) }
                                     }
                                 }
                             }

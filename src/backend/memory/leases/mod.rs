@@ -140,6 +140,13 @@ impl Backend for MemoryBackend {
         Ok(self.cancelled_batches(after))
     }
 
+    async fn unique_started(&self, queue: &str, id: &JobId) -> Result<()> {
+        if let Some(q) = self.lock().queues.get_mut(queue) {
+            q.release_unique(id);
+        }
+        Ok(())
+    }
+
     async fn cancel_job(&self, queue: &str, id: &JobId, by: &str) -> Result<bool> {
         let c = crate::contract::inspect::Inspect::cancel_by(self, queue, id, by).await?;
         Ok(c != crate::contract::inspect::Cancelled::NotFound)

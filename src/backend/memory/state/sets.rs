@@ -113,14 +113,7 @@ impl MemQueue {
         if let Some(key) = &m.key {
             self.key_left(id, key, m.score, m.waiting);
         }
-        if let Some(key) = self.unique_of.remove(id)
-            && self
-                .unique
-                .get(&key)
-                .is_some_and(|(holder, _)| holder == id)
-        {
-            self.unique.remove(&key);
-        }
+        self.release_unique(id);
         Some(m)
     }
 

@@ -20,6 +20,20 @@ impl MemQueue {
         }
         self.unique_of.insert(id, key.into());
     }
+
+    /// Frees the unique key `id` holds, if it still holds it (a key another
+    /// message took over stays with it): its run started
+    /// (`UniqueUntil::Start`).
+    pub fn release_unique(&mut self, id: &JobId) {
+        if let Some(key) = self.unique_of.remove(id)
+            && self
+                .unique
+                .get(&key)
+                .is_some_and(|(holder, _)| holder == id)
+        {
+            self.unique.remove(&key);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -44,5 +58,22 @@ mod tests {
         q.remove(&a);
         assert_eq!(q.unique_holder("k", 20), Some(b));
         assert_eq!(q.unique_of.len(), 1);
+    }
+
+    #[test]
+    fn a_started_run_frees_its_holders_key_but_not_one_taken_over() {
+        let mut q = MemQueue::new(30, 0, -1, 0);
+        let (a, b) = (JobId::make(1, &[b'a'; 22]), JobId::make(2, &[b'b'; 22]));
+        q.insert(a, b"a".to_vec(), 1000, 0);
+        q.hold_unique("k", a, 10);
+        q.release_unique(&a);
+        assert_eq!(q.unique_holder("k", 5), None);
+        assert!(q.unique.is_empty() && q.unique_of.is_empty());
+        // a's key expired and b took it over: a's start leaves it b's
+        q.hold_unique("k", a, 10);
+        q.insert(b, b"b".to_vec(), 1000, 3);
+        q.hold_unique("k", b, 0);
+        q.release_unique(&a);
+        assert_eq!(q.unique_holder("k", 20), Some(b));
     }
 }
