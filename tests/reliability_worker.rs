@@ -286,6 +286,9 @@ struct Faulty<B> {
     settings_pass_after: Option<u32>,
     /// While set, every read of the queues' settings fails.
     settings_failing: Option<Arc<AtomicBool>>,
+    /// Every freeing of a unique key as a run starts fails, and is counted
+    /// here.
+    unique_start_fails: Option<Arc<AtomicU32>>,
 }
 
 impl<B: Backend> Faulty<B> {
@@ -306,6 +309,7 @@ impl<B: Backend> Faulty<B> {
             settings_fail: None,
             settings_pass_after: None,
             settings_failing: None,
+            unique_start_fails: None,
         }
     }
 }
@@ -595,6 +599,12 @@ impl<B: Backend> Backend for Faulty<B> {
         self.inner.cancel_job(q, id, by).await
     }
     async fn unique_started(&self, q: &str, id: &JobId) -> redjob::Result<()> {
+        if let Some(n) = &self.unique_start_fails {
+            n.fetch_add(1, Ordering::SeqCst);
+            return Err(redjob::Error::Protocol(
+                "backend unreachable (simulated)".into(),
+            ));
+        }
         self.inner.unique_started(q, id).await
     }
     async fn init_settings(
@@ -2088,4 +2098,68 @@ async fn a_run_cancelled_for_its_lost_lease_and_fetched_again_here_still_counts(
     h.await.unwrap().unwrap();
     assert!(dead, "never dead-lettered; runs: {runs:?}");
     assert_eq!(runs.len(), 1, "ran again: {runs:?}");
+}
+
+/// Unique until its run starts; fails every run, retried an hour on.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    name = "until_start_fails",
+    queue = "us",
+    unique_until = "start",
+    backoff = "1h"
+)]
+struct UntilStartFails {
+    n: u32,
+}
+
+impl Job for UntilStartFails {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.data::<Arc<AtomicU32>>()?.fetch_add(1, Ordering::SeqCst);
+        Err(JobError::retry("fails every run"))
+    }
+}
+
+/// A job unique until its run starts whose key cannot be freed as the run
+/// starts (the backend out of reach for that call) runs all the same, and
+/// its key is held until it is done, as by default: an enqueue of the key
+/// while it waits for its retry is a duplicate.
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_unique_key_cannot_be_freed_as_it_starts_runs_and_keeps_the_key() {
+    let mem = MemoryBackend::new();
+    let client = Client::memory(mem.clone());
+    let calls = Arc::new(AtomicU32::new(0));
+    let backend = Faulty {
+        unique_start_fails: Some(calls.clone()),
+        ..Faulty::new(mem)
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = Worker::builder(backend)
+        .queue("us")
+        .handle_signals(false)
+        .data(runs.clone())
+        .retry(RetryPolicy::default().jitter(false))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    let id = client.enqueue(&UntilStartFails { n: 1 }).await.unwrap();
+    assert!(wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 1).await);
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "asked once, as the run started"
+    );
+    let again = client
+        .enqueue_outcome(
+            &UntilStartFails { n: 1 },
+            redjob::client::EnqueueOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.id, again.outcome),
+        (id, redjob::queue::SendOutcome::Duplicate)
+    );
 }
