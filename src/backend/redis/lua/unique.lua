@@ -3,12 +3,13 @@
 -- ms, 0: never>" of the job holding the key, and "i:<id>" back to the key. A key
 -- is held while its job exists (waiting, scheduled, running or waiting for a
 -- retry) and its lifetime has not run out; acks, dead letters, deletes and pops
--- free it (release_unique in lib.lua). An entry whose job is gone (deleted by an
--- RSMQ client, which knows nothing of it) is stale and taken over here: its job
--- is in no sorted set of its priority, or has no body there (RSMQ's
--- deleteMessage of a job at a priority other than 0 removes the body alone,
--- and its deleteQueue the queue's hash; the member left is dropped here, as a
--- fetch drops an orphan).
+-- free it (release_unique in lib.lua), and so does the start of a run of a job
+-- enqueued unique until its run starts (unique_start.lua). An entry whose job
+-- is gone (deleted by an RSMQ client, which knows nothing of it) is stale and
+-- taken over here: its job is in no sorted set of its priority, or has no
+-- body there (RSMQ's deleteMessage of a job at a priority other than 0
+-- removes the body alone, and its deleteQueue the queue's hash; the member
+-- left is dropped here, as a fetch drops an orphan).
 -- A message whose key is held is a duplicate, handled by its policy:
 --   "k" keep: nothing changes;
 --   "d" replace delay: the held job's due time becomes the new message's;
