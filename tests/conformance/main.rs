@@ -355,6 +355,8 @@ macro_rules! conformance_suite {
             an_event_trimmed_while_it_waits_for_a_retry_leaves_no_records,
             an_ordered_subscriber_runs_one_event_at_a_time_across_workers,
             a_topic_deleted_under_a_worker_is_recreated_and_served,
+            a_subscriber_at_the_end_takes_the_events_of_its_topic_made_anew,
+            a_max_len_beyond_any_topic_keeps_every_event,
             a_shutdown_releases_events_read_ahead_without_counting_an_attempt,
             a_subscriber_made_past_its_topic_and_over_a_minute_on_is_refused,
             topic_reads_of_any_size_read_what_there_is,

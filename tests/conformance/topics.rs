@@ -1056,6 +1056,78 @@ pub async fn a_topic_deleted_under_a_worker_is_recreated_and_served(env: &Env) {
     assert_eq!(seen.of("b"), [(1, 1), (2, 1)]);
 }
 
+pub async fn a_subscriber_at_the_end_takes_the_events_of_its_topic_made_anew(env: &Env) {
+    let c = &env.client;
+    let seen = Seen::default();
+    // at the end (the default): it takes what is published once it is made
+    let running = start(recording(env, "billing", &seen));
+    let subscribed = wait_for(Duration::from_secs(5), || async {
+        c.topic("orders")
+            .await
+            .unwrap()
+            .is_some_and(|t| t.subscribers.len() == 1)
+    })
+    .await;
+    assert!(subscribed);
+    c.publish(&OrderPlaced { n: 1 }).await.unwrap();
+    assert!(wait_for(Duration::from_secs(5), || async { seen.count("b") == 1 }).await);
+    // the topic deleted, and made anew by a publish before the worker found
+    // its subscriber gone (as after a Redis that restarted empty)
+    assert!(c.delete_topic("orders").await.unwrap());
+    c.publish_all(&[OrderPlaced { n: 2 }, OrderPlaced { n: 3 }])
+        .await
+        .unwrap();
+    let done = wait_for(Duration::from_secs(10), || async { seen.count("b") == 3 }).await;
+    running.stop().await;
+    assert!(done, "handled (n, attempt): {:?}", seen.of("b"));
+    assert_eq!(seen.of("b"), [(1, 1), (2, 1), (3, 1)]);
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(name = "huge", topic = "huge", max_len = 18446744073709551615)]
+struct Huge {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(
+    name = "huge_aged",
+    topic = "huge",
+    max_len = 100000000000000000,
+    max_age = "7d"
+)]
+struct HugeAged {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, Event)]
+#[event(
+    name = "huge_refused",
+    topic = "huge",
+    max_len = 18446744073709551615,
+    when_full = "refuse"
+)]
+struct HugeRefused {
+    n: u64,
+}
+
+pub async fn a_max_len_beyond_any_topic_keeps_every_event(env: &Env) {
+    let c = &env.client;
+    // a limit no topic reaches (the derive takes any u64 above 0) keeps every
+    // event, in every path of a publish
+    c.publish(&Huge { n: 1 }).await.unwrap();
+    c.publish_all(&[Huge { n: 2 }, Huge { n: 3 }])
+        .await
+        .unwrap();
+    c.publish(&HugeAged { n: 4 }).await.unwrap();
+    c.publish_all(&[HugeAged { n: 5 }, HugeAged { n: 6 }])
+        .await
+        .unwrap();
+    c.publish(&HugeRefused { n: 7 }).await.unwrap();
+    let t = c.topic("huge").await.unwrap().unwrap();
+    assert_eq!((t.length, t.published), (7, 7));
+}
+
 #[derive(Serialize, Deserialize, Event)]
 #[event(name = "once", topic = "once", max_attempts = 1)]
 struct Once {

@@ -180,8 +180,9 @@ pub struct EventOptions {
     /// The topic it is published to (`topic = "orders"`). Defaults to `default`.
     pub topic: &'static str,
     /// The most events the topic keeps when this type is published
-    /// (`max_len = 100000`); `None` (`unbounded`) keeps all. Defaults to
-    /// 1,000,000: every event is in Redis's memory.
+    /// (`max_len = 100000`); `None` (`unbounded`) keeps all, and so does a
+    /// limit no stream reaches (over `i64::MAX`, past what Redis counts in).
+    /// Defaults to 1,000,000: every event is in Redis's memory.
     pub max_len: Option<u64>,
     /// The oldest event the topic keeps when this type is published
     /// (`max_age = "7d"`). Defaults to `None`: no age limit.

@@ -33,7 +33,7 @@ use super::metrics::{EventMetrics, sample_subscriber};
 use super::slots::{give_back, slots};
 use super::{MAX_DELAY, Shared};
 use crate::contract::attempts::{AttemptOutcome, MAX_RECORDS, RunBy};
-use crate::contract::topics::{Delivery, EventId, EventRun, EventSettle, Received, Topics};
+use crate::contract::topics::{Delivery, EventId, EventRun, EventSettle, Received, Start, Topics};
 use crate::job::Outcome as Wants;
 use crate::topic::EventContext;
 use crate::topic::subscription::Spec;
@@ -229,6 +229,12 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let mut cursor = EventId::ZERO;
     let mut failures = 0u32;
     let mut subscribed = false;
+    // the newest event read or claimed here: a subscriber starting at the end
+    // that is found gone (deleted, or on a Redis that came back empty) is
+    // made again after it, so that the events of its topic made anew, which
+    // a publish may have made before this worker found the subscriber gone,
+    // are taken
+    let mut newest: Option<EventId> = None;
     let mut buf: VecDeque<Received> = VecDeque::new();
     // the next read runs in a task of its own once the buffer is half empty,
     // so that the handlers need not wait for its round trip
@@ -237,10 +243,22 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     let mut claim_idle = lease;
     while !env.stop.is_cancelled() {
         if !subscribed {
-            match backend
-                .subscribe(&names.topic, &names.sub, spec.sub.start)
-                .await
-            {
+            let start = match (spec.sub.start, newest) {
+                (Start::End, Some(id)) => Start::At(id.after()),
+                (start, _) => start,
+            };
+            let made = match backend.subscribe(&names.topic, &names.sub, start).await {
+                // a Redis whose clock is now far behind the ids it gave
+                // before refuses that start: the end, as first
+                Err(crate::Error::InvalidValue { .. }) if start != spec.sub.start => {
+                    newest = None;
+                    backend
+                        .subscribe(&names.topic, &names.sub, spec.sub.start)
+                        .await
+                }
+                made => made,
+            };
+            match made {
                 Ok(_) => subscribed = true,
                 Err(e) => {
                     failures += 1;
@@ -361,14 +379,15 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
             match got {
                 Ok(Some(events)) => {
                     failures = 0;
+                    newest = events.iter().map(|e| e.id).chain(newest).max();
                     buf.extend(events);
                     refresh(&mut buf, &held);
                 }
                 Ok(None) => {
                     failures += 1;
                     let wait = backoff(failures);
-                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, start = ?spec.sub.start, retry_in = ?wait,
-                        "the subscriber or its topic is gone (deleted): creating it again at its start");
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, start = ?spec.sub.start, after = ?newest, retry_in = ?wait,
+                        "the subscriber or its topic is gone (deleted): creating it again at its start (one at the end: after the newest event taken here)");
                     subscribed = false;
                     if stopped_during(wait, &env.stop).await {
                         break;

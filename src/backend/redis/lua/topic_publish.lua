@@ -6,7 +6,7 @@
 -- backlog, which the next publishes go on trimming), the expired rest of the
 -- first node, exactly.
 -- KEYS[1]  the topic's stream (ns:t:{topic})
--- ARGV[1]  the most events to keep, "" for no limit
+-- ARGV[1]  the most events to keep (at most 2^63 - 1), "" for no limit
 -- ARGV[2]  "refuse" to refuse a publish over the limit, else "trim" the oldest
 -- ARGV[3]  the oldest event to keep, in ms before now, "" for no limit
 -- ARGV[4..] per event: its type, its data
@@ -41,5 +41,6 @@ for i = 4, #ARGV, 2 do
   args[n_args + 5] = ARGV[i + 1]
   out[#out + 1] = redis.call("XADD", unpack(args))
 end
-if age and max and not refuse then redis.call("XTRIM", key, "MAXLEN", "~", max) end
+-- (the limit as given: a Lua number over 2^53 goes to Redis as no integer)
+if age and max and not refuse then redis.call("XTRIM", key, "MAXLEN", "~", ARGV[1]) end
 return out

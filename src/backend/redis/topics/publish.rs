@@ -24,12 +24,15 @@ impl RedisBackend {
         self.topics_supported().await?;
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
+        // a limit past what Redis counts in (a signed 64-bit integer: it
+        // refuses more) is one no stream reaches: none
+        let max_len = options.max_len.filter(|&n| i64::try_from(n).is_ok());
         if let ([(t, d)], None, WhenFull::TrimOldest) = (events, options.max_age, options.when_full)
         {
             // one event trimmed by length only: a plain XADD, one command
             let mut cmd = redis::cmd("XADD");
             cmd.arg(&k.stream);
-            if let Some(max) = options.max_len {
+            if let Some(max) = max_len {
                 cmd.arg("MAXLEN").arg("~").arg(max);
             }
             cmd.arg("*").arg("type").arg(t).arg("data").arg(d);
@@ -41,7 +44,7 @@ impl RedisBackend {
             };
         }
         let mut cmd = eval(&scripts::TOPIC_PUBLISH, &[&k.stream]);
-        cmd.arg(options.max_len.map_or(String::new(), |n| n.to_string()))
+        cmd.arg(max_len.map_or(String::new(), |n| n.to_string()))
             .arg(match options.when_full {
                 WhenFull::Refuse => "refuse",
                 _ => "trim",
