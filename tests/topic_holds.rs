@@ -323,3 +323,158 @@ async fn a_reads_events_take_the_epoch_they_belong_to_in_each_ordering_on_redis(
         .unwrap();
     assert_eq!(tags(&mut con).await, [now(&mut con).await, 1, 0]);
 }
+
+/// "A worker keeps its running events held": one whose hold another consumer
+/// claimed (its renewals failed for a lease, say a Redis stall or a network
+/// cut on its side) now runs there too, at the same time. The run here is
+/// cancelled (its context's token), as a job's run is when its lease is
+/// lost, so that a handler that watches it stops instead of running beside
+/// the claimer's; its outcome is left to the claimer. The old code only
+/// warned "it may run twice" and ran it to its end.
+async fn a_run_whose_event_another_consumer_claimed_is_cancelled(client: &Client) {
+    client
+        .subscribe("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    client.publish(&Parcel { n: 1 }).await.unwrap();
+    // 0: running, 2: ran its 10 s to the end (a run cancelled is dropped)
+    let state = Arc::new(AtomicU32::new(u32::MAX));
+    let seen = state.clone();
+    // its context's token
+    let token = Arc::new(std::sync::Mutex::new(None));
+    let kept = token.clone();
+    let worker = Worker::builder(client.backend())
+        .handle_signals(false)
+        .lease(Duration::from_secs(1))
+        .subscribe("s", move |_: Parcel, ctx| {
+            let seen = seen.clone();
+            *kept.lock().unwrap() = Some(ctx.cancellation().clone());
+            async move {
+                seen.store(0, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                seen.store(2, Ordering::SeqCst);
+                Ok::<(), JobError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = common::start(worker);
+    assert!(
+        common::wait_for(Duration::from_secs(5), || async {
+            state.load(Ordering::SeqCst) == 0
+        })
+        .await
+    );
+    // another consumer of the subscriber takes the running event over
+    let claimed = client
+        .backend()
+        .claim(
+            "parcels",
+            "s",
+            "other",
+            Duration::ZERO,
+            10,
+            redjob::topic::EventId::ZERO,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.events.len(), 1);
+    // the next renewal (a third of the lease) finds it claimed
+    let cancelled = common::wait_for(Duration::from_secs(3), || async {
+        token
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|t| t.is_cancelled())
+    })
+    .await;
+    running.stop().await;
+    assert!(
+        cancelled,
+        "the run was not cancelled (state {})",
+        state.load(Ordering::SeqCst)
+    );
+    assert_eq!(state.load(Ordering::SeqCst), 0, "it ran to its end");
+    // its outcome is the claimer's: the event is still pending there
+    let s = &client.topic("parcels").await.unwrap().unwrap().subscribers[0];
+    assert_eq!(s.pending, 1);
+    let renewed = client
+        .backend()
+        .renew("parcels", "s", "other", &[claimed.events[0].id])
+        .await
+        .unwrap();
+    assert_eq!(renewed, [redjob::topic::Renewed::Held]);
+}
+
+#[tokio::test]
+async fn a_run_whose_event_another_consumer_claimed_is_cancelled_on_memory() {
+    let client = Client::memory(MemoryBackend::new());
+    a_run_whose_event_another_consumer_claimed_is_cancelled(&client).await;
+}
+
+#[tokio::test]
+async fn a_run_whose_event_another_consumer_claimed_is_cancelled_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    a_run_whose_event_another_consumer_claimed_is_cancelled(&client).await;
+}
+
+/// "Runs one event of the subscriber at a time, across all its worker
+/// processes": an owner that lost the ordered subscriber while it waited to
+/// retry an event in place (its ownership went to another worker) does not
+/// run the event again when the wait ends, beside the new owner. The old
+/// code slept out the backoff without looking and started the retry (its
+/// handler called) under the cancelled ownership.
+#[tokio::test]
+async fn an_owner_that_lost_its_ordered_subscriber_during_a_retry_wait_runs_it_no_more_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .subscribe("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    client.publish(&Parcel { n: 1 }).await.unwrap();
+    let attempts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = attempts.clone();
+    let worker = Worker::builder(client.backend())
+        .handle_signals(false)
+        .lease(Duration::from_secs(3))
+        .subscribe(
+            redjob::topic::Subscription::new("s").ordered(),
+            move |_: Parcel, ctx| {
+                // recorded as the handler is called
+                seen.lock().unwrap().push(ctx.attempt());
+                async move {
+                    Err::<(), JobError>(JobError::retry_after(
+                        std::io::Error::other("down"),
+                        Duration::from_millis(2500),
+                    ))
+                }
+            },
+        )
+        .build()
+        .unwrap();
+    let running = common::start(worker);
+    assert!(
+        common::wait_for(Duration::from_secs(5), || async {
+            !attempts.lock().unwrap().is_empty()
+        })
+        .await
+    );
+    // another worker owns the subscriber now (this one's next renewal, a
+    // second on, finds it so)
+    let mut con = server.raw().await;
+    let _: () = redis::cmd("SET")
+        .arg("rsmq:t:{parcels}:owner:s")
+        .arg("other")
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let ran = attempts.lock().unwrap().clone();
+    running.stop().await;
+    assert_eq!(ran, [1], "attempts run here");
+}

@@ -27,7 +27,8 @@ pub(super) fn spawn_run(
         let mut ev = ev;
         loop {
             let id = ev.id;
-            let done = handle(ev, &spec, &names, &shared, &stop, &abort).await;
+            let lost = held.run_token(id);
+            let done = handle(ev, &spec, &names, &shared, &stop, (&abort, &lost)).await;
             // a rewind replayed it while it ran (a new delivery): it runs
             // again, and this run's outcome, of the delivery replaced, goes;
             // else the outcome goes to the settle loop (held, and renewed,
@@ -48,7 +49,7 @@ async fn handle(
     names: &Names,
     shared: &Shared,
     stop: &CancellationToken,
-    abort: &CancellationToken,
+    (abort, lost): (&CancellationToken, &CancellationToken),
 ) -> Done {
     // the delivery run, as delivered (an ordered subscriber's retries in
     // place count on in `attempt`)
@@ -94,8 +95,14 @@ async fn handle(
     // this delivery's runs (an ordered subscriber retries in place)
     let mut runs = Vec::new();
     loop {
-        // the worker turned quiet: it goes back unstarted
-        let running = if stop.is_cancelled() || shared.controls.is_quiet() {
+        // the worker turned quiet, or (between an ordered subscriber's
+        // retries in place) it lost the subscriber or another consumer
+        // claimed the event: it goes back unstarted
+        let running = if stop.is_cancelled()
+            || shared.controls.is_quiet()
+            || abort.is_cancelled()
+            || lost.is_cancelled()
+        {
             None
         } else if let Ok(p) = shared.running.try_acquire() {
             Some(p)
@@ -168,6 +175,13 @@ async fn handle(
                 // the worker's abort: the handler may cancel its own token
                 // (a child of it) to stop tasks it shares it with
                 _ = abort.cancelled() => return Err(("cancelled: the worker shut down".into(), Wants::RetryAfter(Duration::ZERO), AttemptOutcome::Released)),
+                // another consumer claimed it (this worker's hold ran out): it
+                // runs there, not here beside it (whatever the handler
+                // spawned learns of it through the token)
+                _ = lost.cancelled() => {
+                    cancel.cancel();
+                    return Err(("cancelled: another consumer claimed it (this worker's hold ran out)".into(), Wants::RetryAfter(Duration::ZERO), AttemptOutcome::Released));
+                }
             };
             let r = match r {
                 Err(_) => {
@@ -203,7 +217,7 @@ async fn handle(
         };
         // cut short by the worker (shutdown past the grace period, or its
         // ordered subscriber lost): recorded, not counted, as a job's release
-        let outcome = if abort.is_cancelled() {
+        let outcome = if abort.is_cancelled() || lost.is_cancelled() {
             AttemptOutcome::Released
         } else {
             outcome
@@ -222,7 +236,7 @@ async fn handle(
         }
         // a dead letter says how often it ran, retries in place included
         ev.deliveries = ev.deliveries.max(attempt);
-        if abort.is_cancelled() {
+        if abort.is_cancelled() || lost.is_cancelled() {
             count(|m| &m.cancelled);
             // its delivery count given back: the attempts made before it in
             // place (an ordered subscriber's) still count
@@ -258,6 +272,8 @@ async fn handle(
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.cancelled() => return Done::Retry(delivery, Duration::ZERO, runs, Some(attempt)),
+            _ = abort.cancelled() => return Done::Retry(delivery, Duration::ZERO, runs, Some(attempt)),
+            _ = lost.cancelled() => return Done::Retry(delivery, Duration::ZERO, runs, Some(attempt)),
         }
         attempt += 1;
     }

@@ -98,6 +98,11 @@ pub(super) struct Slot {
     /// read replaced since (a rewind replays it): it is dropped, not settled
     /// (see [`Held::hold_read`]).
     stale: bool,
+    /// Cancelled once a renewal finds its event claimed by another consumer
+    /// (this worker's hold ran out): the run under way stops, as a job's run
+    /// whose lease was lost, rather than run beside the claimer's. Each run
+    /// takes a fresh one ([`Held::run_token`]).
+    lost: CancellationToken,
 }
 
 impl Slot {
@@ -107,6 +112,7 @@ impl Slot {
             settling: false,
             delivery,
             stale: false,
+            lost: CancellationToken::new(),
         }
     }
 }
@@ -207,6 +213,17 @@ impl Held {
                 slot.run = Run::Running(None);
             }
         }
+    }
+
+    /// The token a run of event `id` starting now stops on: cancelled once
+    /// a renewal finds the event claimed by another consumer (see
+    /// [`Slot::lost`]).
+    pub(super) fn run_token(&self, id: EventId) -> CancellationToken {
+        let token = CancellationToken::new();
+        if let Some(slot) = lock(self).get_mut(&id) {
+            slot.lost = token.clone();
+        }
+        token
     }
 
     /// A settle call of `ids` is done: they are no longer held; but those a
@@ -354,13 +371,19 @@ pub(super) async fn renew_loop<B: Topics>(
                         told.remove(id);
                         continue;
                     }
+                    if found == Renewed::Claimed
+                        && let Some(slot) = lock(&held).get(id)
+                    {
+                        // it runs there now: not here beside it
+                        slot.lost.cancel();
+                    }
                     if told.insert(*id, found) == Some(found) {
                         continue;
                     }
                     match found {
                         Renewed::Claimed => {
                             tracing::warn!(topic = %names.topic, subscriber = %names.sub, event.id = %id,
-                            "another consumer claimed this running event (its hold ran out): it may run twice")
+                            "another consumer claimed this running event (its hold here ran out): its run here is cancelled, its outcome left to that consumer")
                         }
                         _ => gone += 1,
                     }
