@@ -478,3 +478,114 @@ async fn an_owner_that_lost_its_ordered_subscriber_during_a_retry_wait_runs_it_n
     running.stop().await;
     assert_eq!(ran, [1], "attempts run here");
 }
+
+/// A TCP proxy on a free loopback port to `port` that forwards nothing
+/// either way while `stalled` is set (a network cut on one worker's side:
+/// its calls go unanswered), and forwards again once it is cleared.
+async fn stalling_proxy(port: u16, stalled: Arc<std::sync::atomic::AtomicBool>) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxied = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+                continue;
+            };
+            let (ir, iw) = inbound.into_split();
+            let (or, ow) = outbound.into_split();
+            for (mut from, mut to) in [
+                (
+                    Box::new(ir) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                    Box::new(ow) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                ),
+                (Box::new(or) as _, Box::new(iw) as _),
+            ] {
+                let stalled = stalled.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let Ok(n) = from.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        while stalled.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        if to.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    proxied
+}
+
+/// "A worker keeps its running events held" by renewals every third of the
+/// lease; when they go unanswered for a whole lease (a network cut on the
+/// worker's side, Redis stalled for it), another consumer may claim the
+/// event and run it. The run here is cancelled when its hold runs out on
+/// the worker's clock (from when the read or the last renewal that
+/// answered was sent), as a job's run whose lease ran out without a
+/// renewal, rather than run on beside the claimer's. The old code ran it to
+/// its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_hold_ran_out_unrenewed_is_cancelled_on_redis() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    client
+        .subscribe("parcels", "s", Start::Beginning)
+        .await
+        .unwrap();
+    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let port = stalling_proxy(server.port, stalled.clone()).await;
+    let cut_off = Client::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let state = Arc::new(AtomicU32::new(u32::MAX));
+    let seen = state.clone();
+    let token = Arc::new(std::sync::Mutex::new(None));
+    let kept = token.clone();
+    let worker = Worker::builder(cut_off.backend())
+        .handle_signals(false)
+        .lease(Duration::from_secs(1))
+        .subscribe("s", move |_: Parcel, ctx| {
+            let seen = seen.clone();
+            *kept.lock().unwrap() = Some(ctx.cancellation().clone());
+            async move {
+                seen.store(0, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                seen.store(2, Ordering::SeqCst);
+                Ok::<(), JobError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let running = common::start(worker);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client.publish(&Parcel { n: 1 }).await.unwrap();
+    assert!(
+        common::wait_for(Duration::from_secs(5), || async {
+            state.load(Ordering::SeqCst) == 0
+        })
+        .await
+    );
+    stalled.store(true, Ordering::SeqCst);
+    // within a lease and a bit of its renewals' going unanswered
+    let cancelled = common::wait_for(Duration::from_secs(3), || async {
+        token
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|t| t.is_cancelled())
+    })
+    .await;
+    let ran = state.load(Ordering::SeqCst);
+    stalled.store(false, Ordering::SeqCst);
+    running.stop().await;
+    assert!(cancelled, "the run was not cancelled (state {ran})");
+    assert_eq!(ran, 0, "it ran to its end");
+}

@@ -101,18 +101,25 @@ pub(super) struct Slot {
     /// Cancelled once a renewal finds its event claimed by another consumer
     /// (this worker's hold ran out): the run under way stops, as a job's run
     /// whose lease was lost, rather than run beside the claimer's. Each run
-    /// takes a fresh one ([`Held::run_token`]).
+    /// takes a fresh one ([`Held::run_token`]). Cancelled too when its hold
+    /// runs out on this worker's clock ([`watchdog`]).
     lost: CancellationToken,
+    /// When its hold runs out on this worker's clock: a lease after the read
+    /// or claim that delivered it, or the last renewal that found it held,
+    /// was sent (a blocking read: when it answered). Another consumer may
+    /// claim it from then on.
+    until: Instant,
 }
 
 impl Slot {
-    pub(super) fn new(delivery: Delivery) -> Self {
+    pub(super) fn new(delivery: Delivery, until: Instant) -> Self {
         Slot {
             run: Run::Waiting,
             settling: false,
             delivery,
             stale: false,
             lost: CancellationToken::new(),
+            until,
         }
     }
 }
@@ -140,15 +147,17 @@ impl Held {
     /// `events` read or claimed, held from now on; but those held already:
     /// a claim may return one this worker still holds (its renewal failed for
     /// a lease), which that run settles.
-    pub(super) fn hold(&self, events: Vec<Received>) -> Vec<Received> {
+    /// Each is held until `until` unless renewed (see [`Slot::until`]).
+    pub(super) fn hold(&self, events: Vec<Received>, until: Instant) -> Vec<Received> {
         let mut h = lock(self);
         events
             .into_iter()
-            .filter(|ev| match newly(&mut h, ev) {
+            .filter(|ev| match newly(&mut h, ev, until) {
                 None => true,
                 Some(slot) => {
                     // its run under way settles the delivery claimed
                     slot.delivery = ev.delivery();
+                    slot.until = slot.until.max(until);
                     false
                 }
             })
@@ -162,17 +171,19 @@ impl Held {
     /// if no settle call took it yet; one out names the old delivery, which
     /// the backend does not apply to the new one); if it waits unstarted,
     /// the new delivery takes its place ([`Held::fresh`]).
-    pub(super) fn hold_read(&self, events: Vec<Received>) -> Vec<Received> {
+    /// Each is held until `until` unless renewed (see [`Slot::until`]).
+    pub(super) fn hold_read(&self, events: Vec<Received>, until: Instant) -> Vec<Received> {
         let mut h = lock(self);
         let mut fresh = Vec::new();
         let events = events
             .into_iter()
             .filter_map(|ev| {
-                let Some(slot) = newly(&mut h, &ev) else {
+                let Some(slot) = newly(&mut h, &ev, until) else {
                     return Some(ev);
                 };
                 // what settles it from now on is the new delivery
                 slot.delivery = ev.delivery();
+                slot.until = slot.until.max(until);
                 match &mut slot.run {
                     Run::Running(again) => {
                         *again = Some(Box::new(ev));
@@ -218,9 +229,13 @@ impl Held {
     /// The token a run of event `id` starting now stops on: cancelled once
     /// a renewal finds the event claimed by another consumer (see
     /// [`Slot::lost`]).
+    /// One whose hold ran out already is cancelled from the start.
     pub(super) fn run_token(&self, id: EventId) -> CancellationToken {
         let token = CancellationToken::new();
         if let Some(slot) = lock(self).get_mut(&id) {
+            if slot.until <= Instant::now() {
+                token.cancel();
+            }
             slot.lost = token.clone();
         }
         token
@@ -274,7 +289,7 @@ pub(super) async fn claim<B: Topics>(
     b: &B,
     n: &Names,
     held: &Held,
-    min_idle: Duration,
+    (min_idle, lease): (Duration, Duration),
     count: usize,
     from: EventId,
 ) -> crate::Result<Option<Claimed>> {
@@ -282,12 +297,13 @@ pub(super) async fn claim<B: Topics>(
     // claimed before the settle took it out of the set would be taken for
     // one still running, and left unrun
     let _calls = held.calls.lock().await;
+    let sent = Instant::now();
     let r = b
         .claim(&n.topic, &n.sub, &n.consumer, min_idle, count, from)
         .await;
     r.map(|c| {
         c.map(|mut c| {
-            c.events = held.hold(std::mem::take(&mut c.events));
+            c.events = held.hold(std::mem::take(&mut c.events), sent + lease);
             c
         })
     })
@@ -299,10 +315,14 @@ pub(super) fn lock(held: &Held) -> std::sync::MutexGuard<'_, HashMap<EventId, Sl
 }
 
 /// Holds `ev` from now on (`None`), or the place of it held already.
-fn newly<'a>(h: &'a mut HashMap<EventId, Slot>, ev: &Received) -> Option<&'a mut Slot> {
+fn newly<'a>(
+    h: &'a mut HashMap<EventId, Slot>,
+    ev: &Received,
+    until: Instant,
+) -> Option<&'a mut Slot> {
     match h.entry(ev.id) {
         std::collections::hash_map::Entry::Vacant(v) => {
-            v.insert(Slot::new(ev.delivery()));
+            v.insert(Slot::new(ev.delivery(), until));
             None
         }
         std::collections::hash_map::Entry::Occupied(o) => Some(o.into_mut()),
@@ -359,11 +379,24 @@ pub(super) async fn renew_loop<B: Topics>(
         if ids.is_empty() {
             continue;
         }
+        let sent = Instant::now();
         match backend
             .renew(&names.topic, &names.sub, &names.consumer, &ids)
             .await
         {
             Ok(found) => {
+                {
+                    // held a lease from when the renewal was sent; and one
+                    // pending for no consumer (its subscriber removed) runs
+                    // on, as nobody else can claim it
+                    let mut h = lock(&held);
+                    for (id, found) in ids.iter().zip(&found) {
+                        if let (Some(slot), Renewed::Held | Renewed::Gone) = (h.get_mut(id), found)
+                        {
+                            slot.until = slot.until.max(sent + lease);
+                        }
+                    }
+                }
                 let mut gone = 0;
                 for (id, found) in ids.iter().zip(found) {
                     // each said once (not every third of the lease until the run ends)
@@ -396,6 +429,43 @@ pub(super) async fn renew_loop<B: Topics>(
             Err(e) => {
                 tracing::warn!(topic = %names.topic, subscriber = %names.sub, error = %e, "renewing held events failed")
             }
+        }
+    }
+}
+
+/// Cancels the runs whose hold ran out on this worker's clock without a
+/// renewal (Redis unreachable or stalled for it, see [`Slot::until`]):
+/// another consumer may claim and run their events now, so they do not run
+/// on here beside it (as a job's run whose lease ran out). Their outcomes
+/// go to the settle loop as usual, which applies them only to a delivery
+/// this consumer still holds.
+pub(super) async fn watchdog(
+    held: Arc<Held>,
+    names: Arc<Names>,
+    lease: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        let now = Instant::now();
+        let mut nearest = now + lease / 3;
+        {
+            let h = lock(&held);
+            for (id, slot) in h.iter() {
+                if !matches!(slot.run, Run::Running(_)) || slot.lost.is_cancelled() {
+                    continue;
+                }
+                if slot.until <= now {
+                    tracing::warn!(topic = %names.topic, subscriber = %names.sub, event.id = %id,
+                        "the hold on this running event ran out without a renewal (backend unreachable?): its run is cancelled, another consumer may claim it");
+                    slot.lost.cancel();
+                } else {
+                    nearest = nearest.min(slot.until);
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(nearest) => {}
+            _ = stop.cancelled() => return,
         }
     }
 }

@@ -25,7 +25,7 @@ mod hold;
 mod listed;
 
 use event::spawn_run;
-use hold::{Held, Ownership, claim, renew_loop, settle_loop};
+use hold::{Held, Ownership, claim, renew_loop, settle_loop, watchdog};
 pub(crate) use listed::{RunningEvents, Served};
 
 use super::execute::{SlotGuard, panic_message};
@@ -208,6 +208,12 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
         lease,
         renew_stop.clone(),
     ));
+    let watcher = tokio::spawn(watchdog(
+        held.clone(),
+        names.clone(),
+        lease,
+        renew_stop.clone(),
+    ));
     let limit = if spec.sub.ordered {
         Some(1)
     } else {
@@ -345,10 +351,15 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
                 // a while to collect them
                 let read = async {
                     if claiming {
-                        Read::Claimed(claim(&b, &n, &held, claim_idle, count, cursor).await)
+                        Read::Claimed(
+                            claim(&b, &n, &held, (claim_idle, lease), count, cursor).await,
+                        )
                     } else {
                         let r = b.read(&n.topic, &n.sub, &n.consumer, count, block).await;
-                        Read::New(r.map(|e| e.map(|e| held.hold_read(e))))
+                        // held a lease from when it answered (it may have
+                        // waited up to `block` for them)
+                        let until = Instant::now() + lease;
+                        Read::New(r.map(|e| e.map(|e| held.hold_read(e, until))))
                     }
                 };
                 // a dropped worker (as a killed process) ends its read at once:
@@ -450,6 +461,7 @@ async fn run<B: Topics>(backend: B, spec: Arc<Spec>, env: Env) {
     drop(tx);
     let _ = acker.await;
     let _ = renewer.await;
+    let _ = watcher.await;
     // the gauges' last sample, after the last acknowledgements
     sampled.cancel();
     // a stalled Redis does not hold the stop up (as the queues' sampler)

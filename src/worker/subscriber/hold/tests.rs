@@ -128,6 +128,11 @@ fn names() -> Arc<Names> {
     })
 }
 
+/// A hold that does not run out within a test.
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
 /// A subscriber's settle loop (and its renewal loop, when `renew`) on `b`,
 /// with `ids` held.
 struct Loops {
@@ -141,7 +146,7 @@ struct Loops {
 impl Loops {
     fn start(b: &Gated, held_now: &[Delivery], lease: Duration, renew: bool) -> Self {
         let held: Arc<Held> = Arc::default();
-        lock(&held).extend(held_now.iter().map(|d| (d.id, Slot::new(*d))));
+        lock(&held).extend(held_now.iter().map(|d| (d.id, Slot::new(*d, far()))));
         let stop = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
         let renewer = renew.then(|| {
@@ -234,7 +239,9 @@ async fn a_retry_claimed_while_its_settle_replies_runs_again() {
     b.reached.notified().await;
     let claiming = {
         let (b, held) = (b.clone(), held.clone());
-        tokio::spawn(async move { claim(&b, &names(), &held, lease, 10, EventId::ZERO).await })
+        tokio::spawn(
+            async move { claim(&b, &names(), &held, (lease, lease), 10, EventId::ZERO).await },
+        )
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     b.gate.add_permits(1);
@@ -301,10 +308,17 @@ async fn a_retry_claimed_between_its_settles_tries_is_settled_as_claimed() {
     // the first try failed; before the next one, this worker's claim takes
     // the event again (its place held: the run under way's delivery)
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let claimed = claim(&b, &names(), &loops.held, Duration::ZERO, 10, EventId::ZERO)
-        .await
-        .unwrap()
-        .expect("subscribed");
+    let claimed = claim(
+        &b,
+        &names(),
+        &loops.held,
+        (Duration::ZERO, lease),
+        10,
+        EventId::ZERO,
+    )
+    .await
+    .unwrap()
+    .expect("subscribed");
     assert!(claimed.events.is_empty(), "held here: not run again");
     assert!(loops.until_settled().await, "the retry was settled");
     loops.end().await;
@@ -385,14 +399,14 @@ fn a_replay_started_before_its_old_runs_settle_is_done_stays_held() {
     };
     let (tx, _rx) = mpsc::unbounded_channel();
     let done = || Done::Ack(ev(1).delivery());
-    assert_eq!(held.hold_read(vec![ev(1)]).len(), 1);
+    assert_eq!(held.hold_read(vec![ev(1)], far()).len(), 1);
     held.started([ev(1)].iter());
     assert!(
         held.ended(id, done(), &tx).is_none(),
         "no replay yet: its outcome settles"
     );
     // the settle call is out when a rewind's read delivers it again
-    let again = held.hold_read(vec![ev(1)]);
+    let again = held.hold_read(vec![ev(1)], far());
     assert_eq!(again.len(), 1, "an ended run's event runs again");
     held.started(again.iter());
     held.settled(&[id]);
@@ -424,13 +438,13 @@ impl Rewound {
         let ev = received;
         let held: Arc<Held> = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
-        assert_eq!(held.hold_read(vec![ev(d)]).len(), 1);
+        assert_eq!(held.hold_read(vec![ev(d)], far()).len(), 1);
         held.started([ev(d)].iter());
         // the run ends: its ack is queued, the settle loop not yet at it
         assert!(held.ended(d.id, Done::Ack(d), &tx).is_none());
         b.rewind("t", "s", Start::Beginning).await.unwrap();
         let again = b.read("t", "s", "w", 10, Duration::ZERO).await.unwrap();
-        let mut again = held.hold_read(again.expect("subscribed"));
+        let mut again = held.hold_read(again.expect("subscribed"), far());
         assert_eq!(again.len(), 1, "the ended run's event runs again");
         let finish = CancellationToken::new();
         let lease = Duration::from_secs(30);
