@@ -22,7 +22,7 @@ use redis::Value;
 use redis::aio::MultiplexedConnection;
 use redjob::backend::memory::MemoryBackend;
 use redjob::client::ClientConfig;
-use redjob::topic::{Event, EventId, Start};
+use redjob::topic::{Event, EventId, EventOptions, Start, Topics};
 use redjob::{Client, Error};
 use serde::{Deserialize, Serialize};
 
@@ -541,4 +541,90 @@ async fn every_topic_listed_can_be_read() {
             "topics() lists {name:?}, which topic() refuses: {info:?}"
         );
     }
+}
+
+/// The topic names, by `client.topics()`.
+async fn listed(client: &Client) -> Vec<String> {
+    client.topics().await.unwrap()
+}
+
+/// Listing the topics (`client.topics()`, behind `redjob topic list` and the
+/// dashboard's topic list) reads the namespace's index of topic names, not
+/// every key: beside 20,000 other keys it sends no `SCAN`. The old listing
+/// walked the whole keyspace with `SCAN … COUNT 1000` on every call (21
+/// calls here, one per 1,000 keys whatever how few topics). A topic made
+/// by an older release (a stream and its group, no index entry) is still
+/// listed: the first listing in a namespace whose index is not marked
+/// complete walks the keys once and fills it; deleting a topic takes it off
+/// the index, publishing to it again puts it back, and a stream gone
+/// without a delete of redjob's is not listed.
+#[tokio::test]
+async fn listing_topics_reads_an_index_not_every_key() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut con = server.raw().await;
+    for chunk in 0..4 {
+        let mut mset = redis::cmd("MSET");
+        for i in 0..5_000 {
+            mset.arg(format!("rsmq:filler:{chunk}:{i}")).arg("x");
+        }
+        let _: () = mset.query_async(&mut con).await.unwrap();
+    }
+    // a topic an older release made: its stream and a subscriber, no index
+    let _: String = redis::cmd("XADD")
+        .arg("rsmq:t:{old}")
+        .arg("*")
+        .arg("type")
+        .arg("tick")
+        .arg("data")
+        .arg("{}")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("rsmq:t:{old}")
+        .arg("s")
+        .arg("0")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let b = client.backend();
+    client.subscribe("a", "s", Start::Beginning).await.unwrap();
+    b.publish("b", &[("tick", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    b.publish(
+        "c",
+        &[("tick", "{}"), ("tick", "{}")],
+        &EventOptions::DEFAULT,
+    )
+    .await
+    .unwrap();
+    // the first listing fills the index with what the older release made
+    assert_eq!(listed(&client).await, ["a", "b", "c", "old"]);
+    common::reset_stats(&mut con).await;
+    assert_eq!(listed(&client).await, ["a", "b", "c", "old"]);
+    let calls = common::command_calls(&mut con).await;
+    assert_eq!(
+        calls.get("scan").copied().unwrap_or(0),
+        0,
+        "a listing walked the keyspace: {calls:?}"
+    );
+    assert!(client.delete_topic("b").await.unwrap());
+    assert!(client.delete_topic("old").await.unwrap());
+    assert_eq!(listed(&client).await, ["a", "c"]);
+    b.publish("b", &[("tick", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    assert_eq!(listed(&client).await, ["a", "b", "c"]);
+    // a stream gone without redjob's delete (a DEL) is not listed
+    let _: i64 = redis::cmd("DEL")
+        .arg("rsmq:t:{c}")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(listed(&client).await, ["a", "b"]);
+    let calls = common::command_calls(&mut con).await;
+    assert_eq!(calls.get("scan").copied().unwrap_or(0), 0, "{calls:?}");
 }

@@ -243,6 +243,21 @@ impl Namespace {
             .strip_suffix('}')
     }
 
+    /// `ns:@topics` (`ns:{@topics}` on a Cluster): the set of topic names,
+    /// added to by every publish and subscribe and taken from by a topic's
+    /// delete, so that a listing reads it and not every key (RSMQ never
+    /// reads it; `@` cannot be in a queue name). Its member
+    /// [`TOPICS_INDEXED`] says it holds every topic: one made by an older
+    /// release, which kept no index, is added by the first listing that
+    /// misses the mark (a `SCAN`, once).
+    pub fn topic_index(&self) -> String {
+        if self.cluster {
+            format!("{}{{@topics}}", self.prefix)
+        } else {
+            format!("{}@topics", self.prefix)
+        }
+    }
+
     /// A topic's keys.
     pub fn topic(&self, name: &str) -> TopicKeys {
         TopicKeys {
@@ -331,6 +346,10 @@ impl Namespace {
         [base, info, serves, control, settings]
     }
 }
+
+/// The member of [`Namespace::topic_index`] that says the index holds every
+/// topic (no topic name has an `@`).
+pub(crate) const TOPICS_INDEXED: &str = "@indexed";
 
 /// The keys of one topic. The braces put all of a topic's keys in one Cluster
 /// slot; no queue key has them (queue names cannot hold `{`).
@@ -530,6 +549,8 @@ mod tests {
         assert_eq!(t.attempts("billing"), "rsmq:t:{orders}:attempts:billing");
         assert_eq!(t.owner("billing"), "rsmq:t:{orders}:owner:billing");
         assert_eq!(ns.topic_pattern(), "rsmq:t:{*}");
+        assert_eq!(ns.topic_index(), "rsmq:@topics");
+        assert_eq!(Namespace::new("rsmq", true).topic_index(), "rsmq:{@topics}");
         assert_eq!(
             Namespace::new("a[1]*?\\b", false).topic_pattern(),
             "a\\[1\\]\\*\\?\\\\b:t:{*}"

@@ -128,6 +128,7 @@ const READS: &[&[u8]] = &[
     b"HMGET",
     b"LLEN",
     b"LRANGE",
+    b"SMEMBERS",
     b"XLEN",
     b"XRANGE",
     b"XREVRANGE",

@@ -1,10 +1,11 @@
 //! [`Topics`] on Redis Streams: a topic is a stream, a subscriber a consumer
 //! group (`topic_*.lua`; reads are `XREADGROUP` on a connection of their own).
 //! Publishing in publish.rs, reads, claims and renewals in read.rs,
-//! settles in settle.rs, inspection in inspect.rs, dead letters' requeue and
-//! deletion in dead.rs; making, moving and removing subscribers here.
+//! settles in settle.rs, inspection in inspect.rs, the index of topic names
+//! in index.rs, dead letters' requeue and deletion in dead.rs; making, moving and removing subscribers here.
 
 mod dead;
+mod index;
 mod inspect;
 mod publish;
 mod read;
@@ -120,7 +121,18 @@ impl Topics for RedisBackend {
     }
 
     async fn subscribe(&self, topic: &str, subscriber: &str, start: Start) -> Result<bool> {
-        match self.group(topic, subscriber, "create", start).await? {
+        let made = self.group(topic, subscriber, "create", start).await?;
+        // after the stream is made, and for a subscriber that existed too:
+        // a topic an older release made (or whose entry a publish racing a
+        // delete lost) is listed once a worker subscribes to it again
+        // (a failure of its own, Redis out of memory say, fails no subscribe:
+        // the topic is listed once a later one or a publish adds it)
+        if made != -2
+            && let Err(e) = self.index_topic(topic).await
+        {
+            tracing::warn!(topic, error = %e, "could not add the topic to the index of topics: it is listed once a subscriber is made or an event published again");
+        }
+        match made {
             -2 => Err(crate::contract::topics::start_too_late(start)),
             made => Ok(made == 1),
         }
@@ -172,11 +184,23 @@ impl Topics for RedisBackend {
         keys.extend(groups.iter().map(|g| k.dead(g)));
         keys.extend(groups.iter().map(|g| k.attempts(g)));
         keys.extend(groups.iter().map(|g| k.epoch(g)));
-        // UNLINK: a large stream is freed in the background, not by blocking Redis
-        let n: i64 = redis::cmd("UNLINK")
-            .arg(&keys)
-            .query_async(&mut con)
-            .await?;
+        // UNLINK: a large stream is freed in the background, not by blocking
+        // Redis; and its name off the index, in one transaction on one
+        // server (on a Cluster the index is in another slot: after it)
+        let cluster = ns.is_cluster();
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("UNLINK").arg(&keys);
+        if !cluster {
+            pipe.cmd("SREM").arg(ns.topic_index()).arg(topic).ignore();
+        }
+        let (n,): (i64,) = pipe.query_async(&mut con).await?;
+        if cluster {
+            let _: i64 = redis::cmd("SREM")
+                .arg(ns.topic_index())
+                .arg(topic)
+                .query_async(&mut con)
+                .await?;
+        }
         Ok(n > 0)
     }
 
@@ -274,16 +298,7 @@ impl Topics for RedisBackend {
     }
 
     async fn topic_names(&self) -> Result<Vec<String>> {
-        let (mut con, ns) = self.parts();
-        let keys = con.scan(&ns.topic_pattern(), "stream").await?;
-        let mut out: Vec<String> = keys
-            .iter()
-            .filter_map(|k| ns.topic_of(k))
-            .map(str::to_string)
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        Ok(out)
+        self.indexed_topic_names().await
     }
 
     async fn topic_info(&self, topic: &str) -> Result<Option<TopicInfo>> {

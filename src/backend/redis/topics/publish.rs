@@ -22,6 +22,27 @@ impl RedisBackend {
             return Ok(Vec::new());
         }
         self.topics_supported().await?;
+        // the topic's name on the index of topics, with the events (sent
+        // first, on the same connection: one round trip); it is there
+        // already but for a publish that makes the topic, and a failure of
+        // its own does not fail the events published
+        let (index, published) = futures::join!(
+            self.index_topic(topic),
+            self.publish_to_stream(topic, events, options)
+        );
+        if let (Err(e), Ok(_)) = (&index, &published) {
+            tracing::warn!(topic, error = %e, "could not add the topic to the index of topics: it is listed once a subscriber is made or an event published again");
+        }
+        published
+    }
+
+    /// Appends `events` to the topic's stream.
+    async fn publish_to_stream(
+        &self,
+        topic: &str,
+        events: &[(&str, &str)],
+        options: &EventOptions,
+    ) -> Result<Vec<EventId>> {
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
         // a limit past what Redis counts in (a signed 64-bit integer: it
