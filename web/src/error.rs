@@ -1,6 +1,7 @@
 //! What a page or action answers when it cannot: a page with the status that
 //! says why (404 for an unknown queue or job, 400 for bad input, 403 for a
-//! refused action, 503 when Redis does not answer).
+//! refused action, 501 for what this Redis server's version cannot do, 503
+//! when Redis does not answer).
 //!
 //! A handler's error has no request to render with (no mount point, so no
 //! links), so it answers in two steps: [`WebError`] makes a bare page and
@@ -16,6 +17,9 @@ pub(crate) enum WebError {
     NotFound(String),
     BadRequest(String),
     Forbidden(String),
+    /// What this Redis server cannot do (an older version): 501, as asking
+    /// again will not help.
+    Unsupported(String),
     Backend(redjob::Error),
 }
 
@@ -36,6 +40,7 @@ impl From<redjob::Error> for WebError {
             redjob::Error::InvalidQueueName { .. }
             | redjob::Error::InvalidMessageId { .. }
             | redjob::Error::InvalidValue { .. } => WebError::BadRequest(e.to_string()),
+            redjob::Error::ServerTooOld { .. } => WebError::Unsupported(e.to_string()),
             e => WebError::Backend(e),
         }
     }
@@ -47,6 +52,7 @@ impl IntoResponse for WebError {
             WebError::NotFound(t) => (StatusCode::NOT_FOUND, t),
             WebError::BadRequest(t) => (StatusCode::BAD_REQUEST, t),
             WebError::Forbidden(t) => (StatusCode::FORBIDDEN, t),
+            WebError::Unsupported(t) => (StatusCode::NOT_IMPLEMENTED, t),
             WebError::Backend(e) => (StatusCode::SERVICE_UNAVAILABLE, backend_failed(&e)),
         };
         // bare, for an answer outside the layer (the host guard's refusal)

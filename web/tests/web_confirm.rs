@@ -428,3 +428,61 @@ async fn a_letter_selected_twice_is_requeued_once_and_none_said_to_stay_dead() {
     assert_eq!(note(&r), "Deleted 1 dead letters.");
     assert_eq!(client.counts("mail").await.unwrap().dead, 0);
 }
+
+/// One post names at most 1,000 dead letters (the most a page shows): a
+/// hand-made form naming more is refused whole with a 400 that says so,
+/// and nothing is requeued or deleted. The old action took any number,
+/// each id looked up at once (a post of 100,000 ids sent 100,000 requests
+/// together).
+#[tokio::test]
+async fn a_selection_of_more_letters_than_a_page_shows_is_refused_whole() {
+    let (_server, client, app) = app().await;
+    kill(&client, 2).await;
+    let dead = client.dead_letters("mail", 10).await.unwrap();
+    let mut ids: Vec<String> = dead.iter().map(|d| d.id.to_string()).collect();
+    ids.extend((0..999).map(|i| format!("{i:010}abcdefghijklmnopqrstuv")));
+    assert_eq!(ids.len(), 1_001);
+    let (cookie, token) = session(&app, "/queues/mail/dead", true).await;
+    for action in ["requeue", "delete"] {
+        let mut form = vec![("csrf", token.as_str())];
+        form.extend(ids.iter().map(|id| ("id", id.as_str())));
+        let r = post(&app, &format!("/queues/mail/dead/{action}"), &cookie, &form).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{action}: {}", r.body);
+        assert!(
+            r.body
+                .contains("1,001 dead letters selected: one action takes at most 1,000"),
+            "{action}: {}",
+            r.body
+        );
+        assert_eq!(client.counts("mail").await.unwrap().dead, 2, "{action}");
+        // a thousand (each id once) are taken
+        form.pop();
+        let r = post(&app, &format!("/queues/mail/dead/{action}"), &cookie, &form).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{action}: {}", r.body);
+        assert!(
+            note(&r).contains("998 ids selected are not dead letters"),
+            "{action}: {}",
+            note(&r)
+        );
+        if action == "requeue" {
+            assert_eq!(client.counts("mail").await.unwrap().dead, 0);
+            // dead again, for the delete
+            let q = client.backend();
+            let leased = q.fetch("mail", 2, Duration::from_secs(60)).await.unwrap();
+            let settle = Settle {
+                dead: leased
+                    .jobs
+                    .iter()
+                    .map(|d| DeadLetterEntry {
+                        id: d.id,
+                        token: d.token,
+                        error: "down".into(),
+                    })
+                    .collect(),
+                ..Settle::default()
+            };
+            assert_eq!(q.settle("mail", &settle).await.unwrap().dead, 2);
+        }
+    }
+    assert_eq!(client.counts("mail").await.unwrap().dead, 0);
+}

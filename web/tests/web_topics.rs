@@ -710,3 +710,104 @@ async fn a_subscribers_dead_letter_page_reads_no_other_subscriber() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// One post names at most 1,000 of a subscriber's dead letters (the most a
+/// page shows): a hand-made form naming more is refused whole with a 400
+/// that says so, and nothing is requeued or deleted. The old action took
+/// any number, one round trip per id.
+#[tokio::test]
+async fn a_selection_of_more_dead_events_than_a_page_shows_is_refused_whole() {
+    let (_server, client) = setup().await;
+    let dead: Vec<String> = client
+        .dead_events("orders", "billing", 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.dead_id.to_string())
+        .collect();
+    assert_eq!(dead.len(), 2);
+    let mut ids = dead.clone();
+    ids.extend((0..999).map(|i| format!("1-{i}")));
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/topics/orders/billing/dead", true).await;
+    for action in ["requeue", "delete"] {
+        let mut form = vec![("csrf", token.as_str())];
+        form.extend(ids.iter().map(|id| ("id", id.as_str())));
+        let path = format!("/topics/orders/billing/dead/{action}");
+        let r = post(&app, &path, &cookie, &form).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{action}: {}", r.body);
+        assert!(
+            r.body
+                .contains("1,001 dead letters selected: one action takes at most 1,000"),
+            "{action}: {}",
+            r.body
+        );
+        assert_eq!(
+            client
+                .dead_events("orders", "billing", 10)
+                .await
+                .unwrap()
+                .len(),
+            2,
+            "{action}"
+        );
+    }
+    // a thousand (each id once) are taken
+    let mut form = vec![("csrf", token.as_str())];
+    form.extend(ids[..1_000].iter().map(|id| ("id", id.as_str())));
+    let r = post(&app, "/topics/orders/billing/dead/delete", &cookie, &form).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert!(
+        note(&r).starts_with("Deleted 2 dead letters; 998 ids"),
+        "{}",
+        note(&r)
+    );
+    assert!(
+        client
+            .dead_events("orders", "billing", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// On Redis 6.2, where topics cannot work (they need 7.0's consumer-group
+/// lag), the topic pages say so with 501 Not Implemented: the server lacks
+/// what they need, and asking again will not help. The old pages answered
+/// 503 Service Unavailable ("the backend failed: topics need Redis 7.0 …"),
+/// the status of a Redis that is down or busy, which says to try later.
+#[tokio::test]
+async fn topics_on_redis_6_2_are_said_to_need_redis_7_not_to_be_down() {
+    let bin = common::server_binary("redis-server-6.2", "REDJOB_REDIS_6_2_SERVER");
+    let server = RedisServer::start_binary(&bin);
+    let client = Client::connect(&server.url()).await.unwrap();
+    // a topic another program made there
+    let mut con = server.raw().await;
+    let _: String = redis::cmd("XADD")
+        .arg("rsmq:t:{orders}")
+        .arg("*")
+        .arg("type")
+        .arg("placed")
+        .arg("data")
+        .arg("{}")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let app = redjob_web::router(client.clone());
+    for path in ["/topics", "/topics/orders"] {
+        let page = get(&app, path).await;
+        assert_eq!(
+            page.status,
+            StatusCode::NOT_IMPLEMENTED,
+            "{path}: {}",
+            page.body
+        );
+        assert!(
+            page.body.contains("topics need Redis 7.0 or newer"),
+            "{path}: {}",
+            page.body
+        );
+    }
+    // the rest of the dashboard works
+    assert_eq!(get(&app, "/").await.status, StatusCode::OK);
+}

@@ -9,7 +9,7 @@ use redjob::JobId;
 use redjob::inspect::{Inspect, JobState};
 use redjob::ops::{Admin, Spread};
 
-use super::{back, checked, upto};
+use super::{at_most_a_page, back, checked, upto};
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::num;
@@ -72,6 +72,7 @@ pub(crate) async fn dead(
         // requeue looked like a letter that stayed dead)
         let mut seen = std::collections::HashSet::new();
         ids.retain(|id| seen.insert(*id));
+        let ids = at_most_a_page(ids)?;
         if ids.is_empty() {
             return Err(WebError::BadRequest("no dead letter selected".into()));
         }

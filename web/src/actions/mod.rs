@@ -107,6 +107,23 @@ fn back(ctx: &Ctx, path: &str, note: &str) -> Response {
     );
     response
 }
+/// The most dead letters one post may name: the most a page shows
+/// ([`redjob::inspect::MAX_PAGE`]). A hand-made form naming more is refused
+/// whole (each id is looked up or acted on in a request of its own).
+pub(crate) const MAX_SELECTED: usize = redjob::inspect::MAX_PAGE;
+
+/// `ids` (each once), refused with a 400 when more than [`MAX_SELECTED`].
+fn at_most_a_page<T>(ids: Vec<T>) -> WebResult<Vec<T>> {
+    if ids.len() > MAX_SELECTED {
+        return Err(WebError::BadRequest(format!(
+            "{} dead letters selected: one action takes at most {} (the most a page shows); select fewer, or act on every dead letter that matches",
+            crate::fmt::num(ids.len() as u64),
+            crate::fmt::num(MAX_SELECTED as u64)
+        )));
+    }
+    Ok(ids)
+}
+
 /// A confirmation's cutoff (its hidden `upto`, Unix ms), when it carries one.
 fn upto(f: &Fields) -> WebResult<Option<u64>> {
     match f.get("upto").map(str::trim).filter(|u| !u.is_empty()) {

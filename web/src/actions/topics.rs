@@ -7,7 +7,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use redjob::topic::{EventId, Start};
 
-use super::{back, checked};
+use super::{at_most_a_page, back, checked};
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::num;
@@ -130,6 +130,7 @@ pub(crate) async fn topic_dead(
         // oldest first, each once, as the library takes a list
         ids.sort_unstable();
         ids.dedup();
+        let ids = at_most_a_page(ids)?;
         // one id at a time (as `redjob topic requeue` does): one the action
         // did not take is no dead letter of the subscriber, and is named
         let mut n = 0;
