@@ -234,3 +234,66 @@ async fn the_workers_page_says_a_type_is_unique_until_its_run_starts() {
         "{page}"
     );
 }
+
+/// A running job's page reads the live workers once (to name the worker
+/// that runs it and to tell whether a live worker knows its type): the old
+/// page listed the whole registry twice, every worker's last beat with its
+/// running jobs, for one job (`workers.lua` list: one `ZRANGEBYSCORE` of
+/// the registry each).
+#[tokio::test]
+async fn a_running_jobs_page_reads_the_live_workers_once() {
+    let server = common::RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = client.backend();
+    redjob::queue::Queues::create_queue(&q, "wq", redjob::queue::QueueOptions::default())
+        .await
+        .unwrap();
+    redjob::backend::Backend::send(
+        &q,
+        "wq",
+        &[redjob::queue::SendMessage::new(
+            r#"{"type":"wt","args":{}}"#,
+        )],
+        &redjob::queue::QueueOptions::default(),
+    )
+    .await
+    .unwrap();
+    let leased = redjob::backend::Backend::fetch(&q, "wq", 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let id = leased.jobs[0].id.to_string();
+    for w in 0..20 {
+        let beat = format!(
+            r#"{{"id":"w{w}","host":"h","pid":{w},"version":"0","queues":["wq"],"concurrency":1,"ttl_ms":60000,"up_ms":0,"running":[{{"queue":"wq","id":"{}","job":"wt","for_ms":5}}],"schedules":[]}}"#,
+            if w == 7 {
+                id.as_str()
+            } else {
+                "0000000000abcdefghijklmnopqrstuv"
+            }
+        );
+        redjob::backend::Backend::beat(
+            &q,
+            &format!("w{w}"),
+            beat.as_bytes(),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    }
+    let app = redjob_web::router(client.clone());
+    let path = format!("/queues/wq/jobs/{id}");
+    let page = get(&app, &path).await;
+    assert!(page.body.contains("h (pid 7)"), "{}", page.body);
+    let mut con = server.raw().await;
+    common::reset_stats(&mut con).await;
+    let page = get(&app, &path).await;
+    assert!(page.body.contains("h (pid 7)"), "{}", page.body);
+    let calls = common::command_calls(&mut con).await;
+    // one listing of the registry: one ZRANGEBYSCORE of it, an HGET of
+    // each of the 20 workers' beats and controls
+    assert_eq!(
+        calls.get("zrangebyscore").copied().unwrap_or(0),
+        1,
+        "{calls:?}"
+    );
+}

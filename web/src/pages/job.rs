@@ -28,8 +28,16 @@ pub(crate) async fn page(
         ))
     })?;
     let now = client.backend().now_ms().await?;
+    // the live workers, read once for both below (the registry holds every
+    // worker's last beat with its running jobs), and only when one needs them
+    let waits = matches!(job.state, JobState::Ready | JobState::Scheduled);
+    let workers = if job.state == JobState::InFlight || (waits && job.job_name().is_some()) {
+        client.workers().await?
+    } else {
+        Vec::new()
+    };
     let runner = if job.state == JobState::InFlight {
-        client.workers().await?.into_iter().find_map(|w| {
+        workers.iter().find_map(|w| {
             let r = w
                 .running
                 .iter()
@@ -43,7 +51,6 @@ pub(crate) async fn page(
     // it is dead-lettered
     let unserved = match (job.state, job.job_name()) {
         (JobState::Ready | JobState::Scheduled | JobState::InFlight, Some(t)) => {
-            let workers = client.workers().await?;
             Unserved::find(&workers, &queue, &t, id.sent_ms()).map(|u| (t, u))
         }
         _ => None,
