@@ -486,3 +486,37 @@ async fn a_selection_of_more_letters_than_a_page_shows_is_refused_whole() {
     }
     assert_eq!(client.counts("mail").await.unwrap().dead, 0);
 }
+
+/// The note of an action that names the ids it did not find (ids of no dead
+/// letter of the queue) names the first 20 and counts the rest, so that it
+/// fits in its cookie (browsers keep cookies of up to 4,096 bytes and drop
+/// a longer one whole, note and all): the old note named every id, 300 of
+/// them a `Set-Cookie` of about 10,000 bytes, which no browser showed.
+#[tokio::test]
+async fn a_note_naming_many_ids_not_found_fits_in_its_cookie() {
+    let (_server, client, app) = app().await;
+    kill(&client, 1).await;
+    let ids: Vec<String> = (0..300)
+        .map(|i| format!("{i:010}abcdefghijklmnopqrstuv"))
+        .collect();
+    let (cookie, token) = session(&app, "/queues/mail/dead", true).await;
+    let mut form = vec![("csrf", token.as_str())];
+    form.extend(ids.iter().map(|id| ("id", id.as_str())));
+    let r = post(&app, "/queues/mail/dead/delete", &cookie, &form).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let set = r.cookie.clone().unwrap_or_default();
+    assert!(set.len() <= 4_096, "a Set-Cookie of {} bytes", set.len());
+    let note = note(&r);
+    assert!(
+        note.starts_with(
+            "Deleted 0 dead letters; 300 ids selected are not dead letters of \"mail\" (not found): 0000000000abcdefghijklmnopqrstuv, "
+        ),
+        "{note}"
+    );
+    assert!(note.ends_with(", and 280 more."), "{note}");
+    assert!(
+        note.contains(&ids[19]) && !note.contains(&ids[20]),
+        "{note}"
+    );
+    assert_eq!(client.counts("mail").await.unwrap().dead, 1);
+}

@@ -9,7 +9,7 @@ use redjob::JobId;
 use redjob::inspect::{Inspect, JobState};
 use redjob::ops::{Admin, Spread};
 
-use super::{at_most_a_page, back, checked, upto};
+use super::{at_most_a_page, back, checked, named, upto};
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::num;
@@ -107,12 +107,11 @@ pub(crate) async fn dead(
         );
     }
     if !not_dead.is_empty() {
-        let ids: Vec<String> = not_dead.iter().map(ToString::to_string).collect();
-        let what = match ids.len() {
+        let what = match not_dead.len() {
             1 => "1 id selected is not a dead letter".to_string(),
             n => format!("{} ids selected are not dead letters", num(n as u64)),
         };
-        note += &format!("; {what} of {queue:?} (not found): {}", ids.join(", "));
+        note += &format!("; {what} of {queue:?} (not found): {}", named(&not_dead));
     }
     note.push('.');
     Ok(back(&ctx, &format!("/queues/{}/dead", seg(&queue)), &note))

@@ -124,6 +124,23 @@ fn at_most_a_page<T>(ids: Vec<T>) -> WebResult<Vec<T>> {
     Ok(ids)
 }
 
+/// The most ids a note names (the rest are counted): a note travels in a
+/// cookie, which browsers drop whole past 4,096 bytes.
+const NOTE_IDS: usize = 20;
+
+/// `ids` for a note: the first [`NOTE_IDS`] joined with ", ", then how many
+/// more there are.
+fn named<T: ToString>(ids: &[T]) -> String {
+    let mut out: Vec<String> = ids.iter().take(NOTE_IDS).map(ToString::to_string).collect();
+    if ids.len() > NOTE_IDS {
+        out.push(format!(
+            "and {} more",
+            crate::fmt::num((ids.len() - NOTE_IDS) as u64)
+        ));
+    }
+    out.join(", ")
+}
+
 /// A confirmation's cutoff (its hidden `upto`, Unix ms), when it carries one.
 fn upto(f: &Fields) -> WebResult<Option<u64>> {
     match f.get("upto").map(str::trim).filter(|u| !u.is_empty()) {

@@ -7,7 +7,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use redjob::topic::{EventId, Start};
 
-use super::{at_most_a_page, back, checked};
+use super::{at_most_a_page, back, checked, named};
 use crate::Ctx;
 use crate::error::{WebError, WebResult};
 use crate::fmt::num;
@@ -150,14 +150,13 @@ pub(crate) async fn topic_dead(
     let verb = if requeue { "Requeued" } else { "Deleted" };
     let mut note = format!("{verb} {} dead letters", num(n));
     if !not_dead.is_empty() {
-        let ids: Vec<String> = not_dead.iter().map(ToString::to_string).collect();
-        let what = match ids.len() {
+        let what = match not_dead.len() {
             1 => "1 id selected is not a dead letter".to_string(),
             n => format!("{} ids selected are not dead letters", num(n as u64)),
         };
         note += &format!(
             "; {what} of subscriber {sub:?} of {topic:?} (not found): {}",
-            ids.join(", ")
+            named(&not_dead)
         );
     }
     note.push('.');
