@@ -628,3 +628,49 @@ async fn listing_topics_reads_an_index_not_every_key() {
     let calls = common::command_calls(&mut con).await;
     assert_eq!(calls.get("scan").copied().unwrap_or(0), 0, "{calls:?}");
 }
+
+/// A client's publishes add their topic to the index of topic names once,
+/// not with every event (a `SADD` an event was a command more for Redis per
+/// publish); its own delete makes the next publish add it again, and a
+/// topic made anew by another client's publish after the delete is listed.
+#[tokio::test]
+async fn publishes_add_their_topic_to_the_index_once_not_with_every_event() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let mut con = server.raw().await;
+    let b = client.backend();
+    common::reset_stats(&mut con).await;
+    for _ in 0..100 {
+        b.publish("t", &[("tick", "{}")], &EventOptions::DEFAULT)
+            .await
+            .unwrap();
+    }
+    b.publish(
+        "t",
+        &[("tick", "{}"), ("tick", "{}")],
+        &EventOptions::DEFAULT,
+    )
+    .await
+    .unwrap();
+    let calls = common::command_calls(&mut con).await;
+    assert_eq!(
+        calls.get("sadd").copied().unwrap_or(0),
+        1,
+        "101 publishes of one topic: {calls:?}"
+    );
+    assert_eq!(listed(&client).await, ["t"]);
+    assert!(client.delete_topic("t").await.unwrap());
+    assert!(listed(&client).await.is_empty());
+    b.publish("t", &[("tick", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    assert_eq!(listed(&client).await, ["t"], "made anew by its deleter");
+    assert!(client.delete_topic("t").await.unwrap());
+    other
+        .backend()
+        .publish("t", &[("tick", "{}")], &EventOptions::DEFAULT)
+        .await
+        .unwrap();
+    assert_eq!(listed(&other).await, ["t"], "made anew by another client");
+}

@@ -89,6 +89,10 @@ struct Shared {
     /// When the sweep last trimmed the index of batches, and where the next
     /// trim goes on from (see batch_index.rs).
     batch_index: Mutex<(Option<std::time::Instant>, batch_index::TrimCursor)>,
+    /// Topics this client added to the index of topic names, and when (see
+    /// `topics::index::INDEX_AGAIN`): a publish adds its topic again only
+    /// that long after.
+    indexed: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// An `INFO` reply as text per server: a Cluster answers with each master's,

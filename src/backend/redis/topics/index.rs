@@ -10,7 +10,52 @@ use crate::backend::redis::RedisBackend;
 use crate::backend::redis::pipelines;
 use crate::{Error, Result};
 
+/// How long after adding a topic to the index a publish of this client adds
+/// it again: a topic deleted meanwhile and made again by this client's
+/// publish (another client's delete: this client's own forgets the topic at
+/// once) is listed within this, or at once by a subscribe.
+pub(crate) const INDEX_AGAIN: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The most topics a client remembers adding: past it, it forgets them all
+/// (and adds each again with its next publish).
+const INDEXED_KEPT: usize = 10_000;
+
 impl RedisBackend {
+    /// Whether this client added `topic` to the index within [`INDEX_AGAIN`].
+    pub(super) fn indexed_lately(&self, topic: &str) -> bool {
+        let indexed = self
+            .shared
+            .indexed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        indexed
+            .get(topic)
+            .is_some_and(|at| at.elapsed() < INDEX_AGAIN)
+    }
+
+    /// Notes that this client added `topic` to the index just now.
+    pub(super) fn indexed_now(&self, topic: &str) {
+        let mut indexed = self
+            .shared
+            .indexed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if indexed.len() >= INDEXED_KEPT && !indexed.contains_key(topic) {
+            indexed.clear();
+        }
+        indexed.insert(topic.to_owned(), std::time::Instant::now());
+    }
+
+    /// Forgets that this client added `topic` (its delete took it off).
+    pub(super) fn index_forget(&self, topic: &str) {
+        let mut indexed = self
+            .shared
+            .indexed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        indexed.remove(topic);
+    }
+
     /// Adds `topic` to the namespace's index of topic names
     /// ([`Namespace::topic_index`](crate::backend::redis::keys::Namespace::topic_index)).
     pub(super) async fn index_topic(&self, topic: &str) -> Result<()> {

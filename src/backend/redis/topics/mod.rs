@@ -177,6 +177,8 @@ impl Topics for RedisBackend {
     }
 
     async fn delete_topic(&self, topic: &str) -> Result<bool> {
+        // a publish of this client after the delete adds the topic again
+        self.index_forget(topic);
         let groups = self.groups(topic).await?;
         let (mut con, ns) = self.parts();
         let k = ns.topic(topic);
@@ -201,6 +203,7 @@ impl Topics for RedisBackend {
                 .query_async(&mut con)
                 .await?;
         }
+        self.index_forget(topic);
         Ok(n > 0)
     }
 

@@ -23,16 +23,26 @@ impl RedisBackend {
         }
         self.topics_supported().await?;
         // the topic's name on the index of topics, with the events (sent
-        // first, on the same connection: one round trip); it is there
-        // already but for a publish that makes the topic, and a failure of
-        // its own does not fail the events published
-        let (index, published) = futures::join!(
-            self.index_topic(topic),
-            self.publish_to_stream(topic, events, options)
-        );
-        if let (Err(e), Ok(_)) = (&index, &published) {
-            tracing::warn!(topic, error = %e, "could not add the topic to the index of topics: it is listed once a subscriber is made or an event published again");
+        // first, on the same connection: one round trip), unless this client
+        // added it within the last minute (`index::INDEX_AGAIN`): a publish
+        // makes the topic only the first time or after a delete, and a
+        // `SADD` with every event would cost Redis a command an event. A
+        // failure of its own does not fail the events published
+        if !self.indexed_lately(topic) {
+            let (index, published) = futures::join!(
+                self.index_topic(topic),
+                self.publish_to_stream(topic, events, options)
+            );
+            match (&index, &published) {
+                (Err(e), Ok(_)) => {
+                    tracing::warn!(topic, error = %e, "could not add the topic to the index of topics: it is listed once a subscriber is made or an event published again");
+                }
+                (Ok(()), _) => self.indexed_now(topic),
+                _ => {}
+            }
+            return published;
         }
+        let published = self.publish_to_stream(topic, events, options).await;
         published
     }
 
