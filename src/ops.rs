@@ -34,5 +34,6 @@ pub use crate::contract::history::History;
 pub use crate::contract::leases::Retention;
 pub use crate::contract::settings::{
     Change, Concurrency, ConcurrencyPart, HistoryPart, InForce, LimitUsage, MAX_CONCURRENCY,
-    MAX_RATE_PERIOD, QueueSettings, RateLimit, RetentionPart, SetBy, duration_text, parse_duration,
+    MAX_RATE_PERIOD, MAX_RETAINED, MAX_RETENTION_AGE, QueueSettings, RateLimit, RetentionPart,
+    SetBy, Setting, duration_text, parse_duration,
 };

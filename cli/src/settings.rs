@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 use redjob::ops::{
-    Admin, Change, Concurrency, ConcurrencyPart, HistoryPart, LimitUsage, QueueSettings, RateLimit,
-    RetentionPart, duration_text,
+    Admin, Change, Concurrency, ConcurrencyPart, HistoryPart, LimitUsage, MAX_RETAINED,
+    MAX_RETENTION_AGE, QueueSettings, RateLimit, RetentionPart, Setting, duration_text,
 };
 use serde_json::{Value, json};
 
@@ -50,6 +50,16 @@ pub struct SettingsArgs {
     /// (`50/1s`, `100/1m`, `1000/1h`), across every worker, or `none`.
     #[arg(long, value_parser = rate)]
     rate_limit: Option<RateLimit>,
+    /// Removes the stored setting (`dead-letters`, `history`, `concurrency`
+    /// or `rate-limit`; again for more): the workers' builder value is
+    /// stored again by the first worker that reads the settings (every
+    /// worker is told at once), else the built-in default is in force.
+    #[arg(long, value_name = "SETTING", value_parser = setting)]
+    reset: Vec<Setting>,
+}
+
+fn setting(s: &str) -> Result<Setting, String> {
+    s.parse().map_err(|e: redjob::Error| e.to_string())
 }
 
 fn rate(s: &str) -> Result<RateLimit, String> {
@@ -96,7 +106,7 @@ fn args_age(s: &str) -> Result<Limit<Duration>, String> {
     if s == "none" {
         return Ok(Limit(None));
     }
-    show::duration(s).map(|d| Limit(Some(d)))
+    within(s, show::duration(s)?).map(|d| Limit(Some(d)))
 }
 
 /// A limit given on the command line: a value, or `none`.
@@ -109,8 +119,22 @@ fn limit(s: &str) -> Result<Limit<u64>, String> {
     }
     match s.parse::<u64>() {
         Ok(0) | Err(_) => Err(format!("{s:?}: give a count from 1, or none")),
+        Ok(n) if n > MAX_RETAINED => Err(format!(
+            "{s:?}: at most {MAX_RETAINED} (the most a queue keeps), or none"
+        )),
         Ok(n) => Ok(Limit(Some(n))),
     }
+}
+
+/// An age up to [`MAX_RETENTION_AGE`]: a longer one is refused, not cut.
+fn within(s: &str, d: Duration) -> Result<Duration, String> {
+    if d > MAX_RETENTION_AGE {
+        return Err(format!(
+            "{s:?}: at most {} (50 years), or none",
+            duration_text(MAX_RETENTION_AGE)
+        ));
+    }
+    Ok(d)
 }
 
 fn age(s: &str) -> Result<Limit<Duration>, String> {
@@ -119,7 +143,7 @@ fn age(s: &str) -> Result<Limit<Duration>, String> {
     }
     match show::duration(s)? {
         d if d.is_zero() => Err(format!("{s:?}: give an age above 0, or none")),
-        d => Ok(Limit(Some(d))),
+        d => within(s, d).map(|d| Limit(Some(d))),
     }
 }
 
@@ -249,6 +273,25 @@ pub async fn settings(ctx: &Ctx, args: SettingsArgs) -> Outcome {
     change = change.and(concurrency);
     if let Some(r) = args.rate_limit {
         change = change.and(QueueSettings::rate_limit(r));
+    }
+    for setting in &args.reset {
+        let given = match setting {
+            Setting::DeadLetters => args.dead_max_count.is_some() || args.dead_max_age.is_some(),
+            Setting::History => {
+                args.history.is_some()
+                    || args.history_max_count.is_some()
+                    || args.history_max_age.is_some()
+                    || args.history_args_max_age.is_some()
+            }
+            Setting::Concurrency => args.concurrency.is_some() || args.global_concurrency.is_some(),
+            _ => args.rate_limit.is_some(),
+        };
+        if given {
+            return Err(crate::Failure(format!(
+                "--reset {setting} and a value of it: give one or the other"
+            )));
+        }
+        change = change.and(QueueSettings::reset(*setting));
     }
     let s = if change.is_empty() {
         c.settings(&args.queue).await?

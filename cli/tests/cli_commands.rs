@@ -600,6 +600,116 @@ async fn queue_settings_changes_several_settings_as_one_action() {
     assert_eq!(settings.len(), 1, "{events:?}");
 }
 
+/// `queue settings` refuses an age or a count past its bound, naming the
+/// flag and the bound: `--history-max-age 99999999999d` stored 2^52 ms
+/// without a word. `--reset` removes a stored setting in one action (one
+/// event), the default then shown; a reset beside a value of the same
+/// setting is refused.
+#[tokio::test]
+async fn queue_settings_refuse_values_past_their_bounds_and_reset_a_setting() {
+    let (server, client) = setup().await;
+    let url = server.url();
+    for (flag, v, says) in [
+        ("--history-max-age", "99999999999d", "at most 18250d"),
+        ("--dead-max-age", "18251d", "at most 18250d"),
+        ("--history-args-max-age", "99999999999d", "at most 18250d"),
+        ("--history-max-count", "99999999999", "at most 1000000000"),
+        ("--dead-max-count", "1000000001", "at most 1000000000"),
+    ] {
+        let r = cli(&url, &["queue", "settings", "mail", flag, v]).await;
+        assert_ne!(r.code, 0, "{flag} {v} was taken: {}", r.out);
+        assert!(
+            r.err.contains(flag) && r.err.contains(says),
+            "{flag} {v}: {}",
+            r.err
+        );
+    }
+    let stored = client.settings("mail").await.unwrap();
+    assert!(stored.is_empty(), "nothing stored: {stored:?}");
+
+    cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--history-max-count",
+            "5",
+            "--rate-limit",
+            "5/1s",
+            "--concurrency",
+            "2",
+        ],
+    )
+    .await
+    .ok();
+    let v = cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--reset",
+            "history",
+            "--reset",
+            "rate-limit",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(
+        (
+            &v["history"]["stored"],
+            &v["history"]["max_count"],
+            &v["rate_limit"]["stored"],
+            &v["concurrency"]["per_worker"]
+        ),
+        (&json!(false), &json!(1000), &json!(false), &json!(2))
+    );
+    let events = client.history_events("mail").await.unwrap();
+    let settings = events.iter().filter(|e| e.what == "settings").count();
+    assert_eq!(settings, 2, "a change and a reset: {events:?}");
+    let text = cli(&url, &["queue", "settings", "mail"]).await;
+    assert!(
+        text.ok().contains("rate limit")
+            && text
+                .out
+                .lines()
+                .any(|l| l.starts_with("rate limit") && l.ends_with("default")),
+        "{}",
+        text.out
+    );
+    cli(
+        &url,
+        &[
+            "queue",
+            "settings",
+            "mail",
+            "--reset",
+            "concurrency",
+            "--concurrency",
+            "3",
+        ],
+    )
+    .await
+    .failed("--reset concurrency and a value of it");
+    let r = cli(&url, &["queue", "settings", "mail", "--reset", "speed"]).await;
+    assert!(
+        r.code == 2
+            && r.err
+                .contains("give dead-letters, history, concurrency or rate-limit"),
+        "{}",
+        r.err
+    );
+    let c = client.settings("mail").await.unwrap().concurrency;
+    assert_eq!(
+        c,
+        Some(redjob::ops::Concurrency::per_worker(2)),
+        "left as stored"
+    );
+}
+
 #[tokio::test]
 async fn jobs_peek_show_list_by_page_cancel_and_run_now() {
     let (server, client) = setup().await;

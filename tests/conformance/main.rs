@@ -496,7 +496,10 @@ macro_rules! conformance_suite {
             the_stored_retention_is_in_force_over_the_workers,
             a_workers_retention_is_stored_only_where_none_is,
             a_queues_concurrency_is_stored_and_followed_by_running_workers,
-            a_settings_change_reaches_a_worker_between_its_beats);
+            a_settings_change_reaches_a_worker_between_its_beats,
+            settings_past_their_bounds_are_refused_not_cut,
+            a_change_that_changes_nothing_records_nothing_and_wakes_no_one,
+            a_reset_setting_goes_back_to_the_workers_value_or_the_default);
         $crate::conformance_suite!(@limits $setup, #[$attr],
             a_global_concurrency_holds_across_workers,
             a_rate_limit_holds_in_every_sliding_window,

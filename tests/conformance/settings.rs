@@ -611,3 +611,281 @@ pub async fn a_settings_change_reaches_a_worker_between_its_beats(env: &Env) {
     );
     w.stop().await;
 }
+
+/// A value past a setting's bound is refused with an error naming the field
+/// and the bound, never cut to a cap (nothing stored): an age past 50 years
+/// (`99999999999d` was stored as 2^52 ms), a part of a millisecond (an
+/// arguments' age of 1.5 ms was stored as 1 ms, of 0.5 ms as "never kept"),
+/// a count past a billion.
+pub async fn settings_past_their_bounds_are_refused_not_cut(env: &Env) {
+    use redjob::ops::{History, HistoryPart, RetentionPart};
+    let q = env.client.backend();
+    q.create_queue("b", QueueOptions::default()).await.unwrap();
+    let years_50 = Duration::from_secs(50 * 365 * 86_400);
+    let absurd = Duration::from_secs(99_999_999_999 * 86_400);
+    let refused = [
+        (
+            QueueSettings::history_parts([HistoryPart::MaxAge(Some(absurd))]),
+            "max age",
+            "18250d",
+        ),
+        (
+            QueueSettings::history_parts([HistoryPart::MaxAge(Some(
+                years_50 + Duration::from_millis(1),
+            ))]),
+            "max age",
+            "18250d",
+        ),
+        (
+            QueueSettings::history_parts([HistoryPart::ArgsMaxAge(Some(absurd))]),
+            "arguments",
+            "18250d",
+        ),
+        (
+            QueueSettings::history_parts([HistoryPart::ArgsMaxAge(Some(Duration::from_micros(
+                1500,
+            )))]),
+            "arguments",
+            "whole milliseconds",
+        ),
+        (
+            QueueSettings::history_parts([HistoryPart::ArgsMaxAge(Some(Duration::from_micros(
+                500,
+            )))]),
+            "arguments",
+            "whole milliseconds",
+        ),
+        (
+            QueueSettings::history_parts([HistoryPart::MaxCount(Some(u64::MAX))]),
+            "max count",
+            "1000000000",
+        ),
+        (
+            QueueSettings::dead_letters_parts([RetentionPart::MaxAge(Some(absurd))]),
+            "max age",
+            "18250d",
+        ),
+        (
+            QueueSettings::dead_letters(Retention {
+                max_count: Some(1_000_000_001),
+                max_age: None,
+            }),
+            "max count",
+            "1000000000",
+        ),
+        (
+            QueueSettings::dead_letters(Retention {
+                max_count: None,
+                max_age: Some(Duration::from_micros(86_400_000_500)),
+            }),
+            "max age",
+            "whole milliseconds",
+        ),
+    ];
+    for (s, field, bound) in refused {
+        let err = q.set_settings("b", &s).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, Error::InvalidValue { .. })
+                && text.contains(field)
+                && text.contains(bound),
+            "{s:?}: {text}"
+        );
+        // a worker's builder value is checked alike
+        assert!(q.init_settings("b", &s, "worker w").await.is_err(), "{s:?}");
+    }
+    assert!(q.settings("b").await.unwrap().is_empty(), "nothing stored");
+    // the bounds themselves are stored as given
+    let h = History {
+        max_count: Some(1_000_000_000),
+        max_age: Some(years_50),
+        args_max_age: Some(years_50),
+        ..History::default()
+    };
+    let r = Retention {
+        max_count: Some(1_000_000_000),
+        max_age: Some(years_50),
+    };
+    let s = q
+        .set_settings(
+            "b",
+            &QueueSettings::history(h).and(QueueSettings::dead_letters(r)),
+        )
+        .await
+        .unwrap();
+    assert_eq!((s.history, s.dead_letters), (Some(h), Some(r)));
+}
+
+/// The beat's settings version: it moves on when the workers are told the
+/// settings changed.
+async fn settings_version(env: &Env) -> u64 {
+    env.client
+        .backend()
+        .beat("settings-watch", b"{}", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .settings
+}
+
+/// A change that changes nothing (nothing given, or each value given as
+/// stored) records no `settings` event, tells no worker and keeps who set
+/// the values, on both backends.
+pub async fn a_change_that_changes_nothing_records_nothing_and_wakes_no_one(env: &Env) {
+    use redjob::ops::{HistoryPart, RetentionPart};
+    let q = env.client.backend();
+    q.create_queue("n", QueueOptions::default()).await.unwrap();
+    let (alice, bob) = (
+        env.client.clone().acting_as("cli alice"),
+        env.client.clone().acting_as("dashboard bob"),
+    );
+    alice
+        .set_settings(
+            "n",
+            &QueueSettings::dead_letters(keep(5))
+                .and(QueueSettings::history_parts([HistoryPart::MaxCount(Some(
+                    9,
+                ))]))
+                .and(QueueSettings::concurrency(Concurrency::per_worker(2))),
+        )
+        .await
+        .unwrap();
+    let settings_events = || async {
+        q.history_events("n")
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.what == "settings")
+            .count()
+    };
+    assert_eq!(settings_events().await, 1);
+    let version = settings_version(env).await;
+    for same in [
+        QueueSettings::default(),
+        QueueSettings::dead_letters(keep(5)),
+        QueueSettings::dead_letters_parts([RetentionPart::MaxCount(Some(5))]),
+        QueueSettings::history_parts([HistoryPart::MaxCount(Some(9)), HistoryPart::Enabled(true)]),
+        QueueSettings::concurrency_part(redjob::ops::ConcurrencyPart::PerWorker, Some(2)),
+    ] {
+        let s = bob.set_settings("n", &same).await.unwrap();
+        assert_eq!(
+            s.set_by.dead_letters.as_ref().unwrap().by,
+            "cli alice",
+            "{same:?}"
+        );
+        assert_eq!(
+            s.set_by.history.as_ref().unwrap().by,
+            "cli alice",
+            "{same:?}"
+        );
+        assert_eq!(settings_events().await, 1, "{same:?}: no event");
+        assert_eq!(settings_version(env).await, version, "{same:?}: no notice");
+    }
+    // a real change still records and tells
+    bob.set_settings("n", &QueueSettings::dead_letters(keep(6)))
+        .await
+        .unwrap();
+    assert_eq!(settings_events().await, 2);
+    assert!(settings_version(env).await > version);
+}
+
+/// A stored setting reset (`QueueSettings::reset`) is stored no more: the
+/// built-in default is in force, and a worker stores its builder value again
+/// at its next read (as for a new queue), which the reset's notice brings
+/// at once. Recorded as a change; a reset of a setting not stored changes
+/// nothing.
+pub async fn a_reset_setting_goes_back_to_the_workers_value_or_the_default(env: &Env) {
+    use redjob::ops::{HistoryPart, RateLimit, Setting};
+    let client = env.client.clone();
+    let q = client.backend();
+    q.create_queue("settings", QueueOptions::default())
+        .await
+        .unwrap();
+    let alice = client.clone().acting_as("cli alice");
+    alice
+        .set_settings(
+            "settings",
+            &QueueSettings::dead_letters(keep(3))
+                .and(QueueSettings::rate_limit(RateLimit::per_second(5)))
+                .and(QueueSettings::history_parts([HistoryPart::MaxCount(Some(
+                    9,
+                ))])),
+        )
+        .await
+        .unwrap();
+    let events = || async { q.history_events("settings").await.unwrap().len() };
+    let (before, version) = (events().await, settings_version(env).await);
+    let s = alice
+        .set_settings(
+            "settings",
+            &QueueSettings::reset(Setting::DeadLetters)
+                .and(QueueSettings::reset(Setting::RateLimit)),
+        )
+        .await
+        .unwrap();
+    assert_eq!((s.dead_letters, s.rate_limit), (None, None));
+    assert_eq!(
+        (&s.set_by.dead_letters, &s.set_by.rate_limit),
+        (&None, &None)
+    );
+    assert_eq!(s.in_force().dead_letters, Retention::default());
+    assert_eq!(s.history.unwrap().max_count, Some(9), "the others stay");
+    assert_eq!(q.settings("settings").await.unwrap(), s);
+    let last = &q.history_events("settings").await.unwrap()[0];
+    assert_eq!(
+        (last.what.as_str(), last.by.as_deref()),
+        ("settings", Some("cli alice"))
+    );
+    assert_eq!(events().await, before + 1);
+    assert!(
+        settings_version(env).await > version,
+        "the workers are told"
+    );
+    // nothing stored: a reset changes nothing
+    let version = settings_version(env).await;
+    alice
+        .set_settings("settings", &QueueSettings::reset(Setting::Concurrency))
+        .await
+        .unwrap();
+    assert_eq!(events().await, before + 1);
+    assert_eq!(settings_version(env).await, version);
+    // of a reset and a value of the same setting, the later goes
+    let s = QueueSettings::dead_letters(keep(4)).and(QueueSettings::reset(Setting::DeadLetters));
+    assert_eq!(s.dead_letters, None);
+    let s = QueueSettings::reset(Setting::DeadLetters).and(QueueSettings::dead_letters(keep(4)));
+    assert_eq!(s.dead_letters, Some(keep(4)));
+
+    // a running worker stores its builder value again at once
+    let w = Worker::builder(q.clone())
+        .queue("settings")
+        .handle_signals(false)
+        .dead_letter_retention(keep(7))
+        .build()
+        .unwrap();
+    let w = start_serving(w).await;
+    let stored = |n: u64| {
+        let q = q.clone();
+        async move {
+            let s = q.settings("settings").await.unwrap();
+            s.dead_letters == Some(keep(n))
+                && s.set_by
+                    .dead_letters
+                    .is_some_and(|c| c.by.starts_with("worker "))
+        }
+    };
+    assert!(
+        wait_for(Duration::from_secs(5), || stored(7)).await,
+        "stored at start"
+    );
+    alice
+        .set_settings("settings", &QueueSettings::dead_letters(keep(2)))
+        .await
+        .unwrap();
+    alice
+        .set_settings("settings", &QueueSettings::reset(Setting::DeadLetters))
+        .await
+        .unwrap();
+    // a notice and a read: well within the two minutes of the recheck
+    let again = wait_for(Duration::from_secs(5), || stored(7)).await;
+    w.stop().await;
+    assert!(again, "{:?}", q.settings("settings").await.unwrap());
+}

@@ -16,6 +16,8 @@ use maud::{DOCTYPE, Markup, html};
 pub(crate) enum WebError {
     NotFound(String),
     BadRequest(String),
+    /// A 400 for a form: what was wrong, and the form as sent, kept below it.
+    BadForm(String, Markup),
     Forbidden(String),
     /// What this Redis server cannot do (an older version): 501, as asking
     /// again will not help.
@@ -28,6 +30,11 @@ pub(crate) type WebResult<T = Response> = Result<T, WebError>;
 /// What an error response says, for the error-page layer to show.
 #[derive(Clone)]
 pub(crate) struct Failure(pub String);
+
+/// The form an error response keeps (a 400 of a settings form), for the
+/// error-page layer to show below what it says.
+#[derive(Clone)]
+pub(crate) struct KeptForm(pub Markup);
 
 impl From<redjob::Error> for WebError {
     fn from(e: redjob::Error) -> Self {
@@ -48,9 +55,14 @@ impl From<redjob::Error> for WebError {
 
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
+        let mut kept = None;
         let (status, text) = match self {
             WebError::NotFound(t) => (StatusCode::NOT_FOUND, t),
             WebError::BadRequest(t) => (StatusCode::BAD_REQUEST, t),
+            WebError::BadForm(t, form) => {
+                kept = Some(form);
+                (StatusCode::BAD_REQUEST, t)
+            }
             WebError::Forbidden(t) => (StatusCode::FORBIDDEN, t),
             WebError::Unsupported(t) => (StatusCode::NOT_IMPLEMENTED, t),
             WebError::Backend(e) => (StatusCode::SERVICE_UNAVAILABLE, backend_failed(&e)),
@@ -66,11 +78,15 @@ impl IntoResponse for WebError {
                 }
                 body style="font-family: system-ui, sans-serif; margin: 2rem" {
                     (message(status, &text))
+                    @if let Some(form) = &kept { (form) }
                 }
             }
         };
         let mut response = (status, page).into_response();
         response.extensions_mut().insert(Failure(text));
+        if let Some(form) = kept {
+            response.extensions_mut().insert(KeptForm(form));
+        }
         response
     }
 }

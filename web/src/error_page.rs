@@ -11,7 +11,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::error::{Failure, WebError, message};
+use crate::error::{Failure, KeptForm, WebError, message};
 use crate::layout::{Nav, render};
 use crate::{Ctx, Dashboard};
 
@@ -52,7 +52,15 @@ pub(crate) async fn in_layout(
         },
     };
     let title = status.as_u16().to_string();
-    let mut page = render(&ctx, &title, nav, message(status, &text));
+    let kept = head.extensions.remove::<KeptForm>();
+    let body = maud::html! {
+        (message(status, &text))
+        @if let Some(KeptForm(form)) = &kept {
+            p.muted { "As sent: correct it and save again." }
+            (form)
+        }
+    };
+    let mut page = render(&ctx, &title, nav, body);
     *page.status_mut() = status;
     // what the answer said besides its body (an Allow of a 405, say)
     for (name, value) in &head.headers {

@@ -15,6 +15,7 @@ use axum::http::StatusCode;
 use common::RedisServer;
 use http::{get_with, note, post, session};
 use redjob::Client;
+use redjob::inspect::Inspect;
 use redjob::ops::{Admin, History, QueueSettings, Retention};
 use redjob::queue::{QueueOptions, Queues};
 
@@ -249,4 +250,117 @@ async fn the_rate_limit_form_saved_as_shown_keeps_a_rate_another_operator_stored
         "{}",
         note(&r)
     );
+}
+
+/// A settings form with a value past its bound is a 400 that names the
+/// field and the bound and keeps the form as sent (to correct and send
+/// again), and nothing is stored: a history age of 99999999999d was stored
+/// as 2^52 ms without a word, a count past a billion as given.
+#[tokio::test]
+async fn a_value_past_its_bound_is_a_400_naming_it_with_the_form_kept() {
+    let (_server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/queues/mail", true).await;
+    for (form, says) in [
+        (
+            [
+                ("history_max_age", "99999999999d"),
+                ("history_max_count", "5000"),
+            ],
+            "max age 99999999999d: at most 18250d",
+        ),
+        (
+            [("dead_max_age", "30d"), ("dead_max_count", "5000000000")],
+            "max count 5000000000: at most 1000000000",
+        ),
+    ] {
+        let mut sent = vec![("csrf", token.as_str())];
+        sent.extend(form);
+        let r = post(&app, "/queues/mail/settings", &cookie, &sent).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{form:?}: {}", r.body);
+        assert!(r.body.contains(says), "{says}: {}", r.body);
+        for (name, value) in form {
+            assert!(
+                r.body
+                    .contains(&format!(r#"name="{name}" value="{value}""#)),
+                "{name} kept: {}",
+                r.body
+            );
+        }
+    }
+    let stored = client.settings("mail").await.unwrap();
+    assert!(stored.is_empty(), "nothing stored: {stored:?}");
+}
+
+/// A stored setting has a "Reset to default" button: it removes the stored
+/// value (the default is in force, the page says so), recorded as a
+/// change, the other settings left as they are.
+#[tokio::test]
+async fn a_stored_setting_is_reset_to_the_default_from_its_form() {
+    use redjob::ops::RateLimit;
+    let (_server, client) = setup().await;
+    let app = redjob_web::router(client.clone());
+    let (cookie, token) = session(&app, "/queues/mail", true).await;
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(
+        !page.body.contains(r#"name="reset""#),
+        "nothing stored, nothing to reset: {}",
+        page.body
+    );
+    client
+        .set_settings(
+            "mail",
+            &QueueSettings::rate_limit(RateLimit::per_second(5)).and(QueueSettings::history(
+                History {
+                    max_count: Some(5),
+                    ..History::default()
+                },
+            )),
+        )
+        .await
+        .unwrap();
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    for setting in ["history", "rate-limit"] {
+        assert!(
+            page.body
+                .contains(&format!(r#"name="reset" value="{setting}""#)),
+            "{setting}: {}",
+            page.body
+        );
+    }
+    let r = post(
+        &app,
+        "/queues/mail/settings",
+        &cookie,
+        &[("csrf", &token), ("reset", "rate-limit")],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert!(note(&r).contains("Reset: the rate limit"), "{}", note(&r));
+    let s = client.settings("mail").await.unwrap();
+    assert_eq!(s.rate_limit, None);
+    assert_eq!(s.history.unwrap().max_count, Some(5), "the others stay");
+    let page = get_with(&app, "/queues/mail", &cookie).await;
+    assert!(
+        page.body
+            .contains("Rate limit across all workers (default)")
+            && !page.body.contains(r#"value="rate-limit""#),
+        "{}",
+        page.body
+    );
+    let events = client.history_events("mail").await.unwrap();
+    assert_eq!(events[0].what, "settings", "{events:?}");
+    // a reset sent with another form's fields, or of no setting: a 400
+    for bad in [
+        vec![
+            ("csrf", token.as_str()),
+            ("reset", "history"),
+            ("rate_limit", "5/1s"),
+        ],
+        vec![("csrf", token.as_str()), ("reset", "speed")],
+    ] {
+        let r = post(&app, "/queues/mail/settings", &cookie, &bad).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad:?}: {}", r.body);
+    }
+    assert!(client.settings("mail").await.unwrap().history.is_some());
 }

@@ -153,8 +153,11 @@ impl Admin for MemoryBackend {
     }
 
     async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
-        let set = self.store_settings(queue, s, true, self.actor.as_ref())?;
-        self.acted(queue, "settings", true, |_| 0)?;
+        let (set, changed) = self.store_settings(queue, s, true, self.actor.as_ref())?;
+        // a change that changes nothing is no operator action
+        if changed {
+            self.acted(queue, "settings", true, |_| 0)?;
+        }
         Ok(set)
     }
 

@@ -10,28 +10,29 @@ use crate::contract::settings::{Change, QueueSettings};
 impl MemoryBackend {
     /// The queue's settings after storing those `settings` gives, as `by`:
     /// over what is stored (`over`, an operator's change: the settings'
-    /// version moves on), or only where nothing is.
+    /// version moves on if it changed anything), or only where nothing is;
+    /// and whether anything changed.
     pub(super) fn store_settings(
         &self,
         queue: &str,
         settings: &QueueSettings,
         over: bool,
         by: &str,
-    ) -> Result<QueueSettings> {
+    ) -> Result<(QueueSettings, bool)> {
         validate::queue_name(queue)?;
         settings.check()?;
         let change = Change::encode(self.clock.now_ms(), by);
         let mut st = self.lock_mut();
         let q = st.queues.get_mut(queue).ok_or_else(|| not_found(queue))?;
-        settings.merge(&mut q.settings, &mut q.settings_by, over, &change);
+        let changed = settings.merge(&mut q.settings, &mut q.settings_by, over, &change);
         let stored = QueueSettings::decode(&q.settings, &q.settings_by);
-        if over {
+        if over && changed {
             st.settings_version += 1;
             drop(st);
             // every worker reads them again now
             self.notify(crate::contract::admin::SETTINGS_WAKE);
         }
-        Ok(stored)
+        Ok((stored, changed))
     }
 }
 

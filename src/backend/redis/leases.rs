@@ -287,7 +287,9 @@ impl Backend for RedisBackend {
         s: &QueueSettings,
         by: &str,
     ) -> Result<QueueSettings> {
-        super::settings::call(&self.rsmq, queue, super::settings::Mode::Default, s, by).await
+        super::settings::call(&self.rsmq, queue, super::settings::Mode::Default, s, by)
+            .await
+            .map(|(stored, _)| stored)
     }
 
     async fn touch(&self, id: &str, _ttl: Duration, since: Duration) -> Result<bool> {

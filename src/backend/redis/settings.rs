@@ -20,14 +20,14 @@ pub(super) enum Mode {
 }
 
 /// `settings.lua`: the queue's settings after storing `settings` by `mode`,
-/// as `by`.
+/// as `by`, and whether that changed any.
 pub(super) async fn call(
     rsmq: &Rsmq,
     queue: &str,
     mode: Mode,
     settings: &QueueSettings,
     by: &str,
-) -> Result<QueueSettings> {
+) -> Result<(QueueSettings, bool)> {
     validate::queue_name(queue)?;
     settings.check()?;
     let (mut con, k) = rsmq.parts(queue);
@@ -48,6 +48,7 @@ pub(super) async fn call(
     if code == -1 {
         return Err(Error::QueueNotFound { name: queue.into() });
     }
+    let changed = r.int()? > 0;
     let mut values = Vec::with_capacity(2 * QueueSettings::FIELDS.len());
     for _ in 0..2 * QueueSettings::FIELDS.len() {
         values.push(
@@ -56,13 +57,13 @@ pub(super) async fn call(
         );
     }
     let by = values.split_off(QueueSettings::FIELDS.len());
-    Ok(QueueSettings::decode(&values, &by))
+    Ok((QueueSettings::decode(&values, &by), changed))
 }
 
 /// `limits.lua`: how much of the queue's limits across the fleet is in use.
 pub(super) async fn usage(rsmq: &Rsmq, queue: &str) -> Result<LimitUsage> {
     validate::queue_name(queue)?;
-    let stored = call(rsmq, queue, Mode::Get, &QueueSettings::default(), "").await?;
+    let (stored, _) = call(rsmq, queue, Mode::Get, &QueueSettings::default(), "").await?;
     let (mut con, k) = rsmq.parts(queue);
     let cmd = scripts::eval(&scripts::LIMITS, &[&k.hash, &k.leases, &k.starts]);
     let v = scripts::run(&mut con, &scripts::LIMITS, &cmd).await?;

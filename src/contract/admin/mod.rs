@@ -511,7 +511,17 @@ pub trait Admin: Inspect {
     /// alone ([`history_parts`](crate::ops::QueueSettings::history_parts),
     /// [`dead_letters_parts`](crate::ops::QueueSettings::dead_letters_parts),
     /// [`concurrency_part`](crate::ops::QueueSettings::concurrency_part))
-    /// change those and keep the others as stored, in the same step.
+    /// change those and keep the others as stored, in the same step. A
+    /// setting [reset](crate::ops::QueueSettings::reset) is stored no more.
+    ///
+    /// Each value is checked against its bound first (see
+    /// [`MAX_RETAINED`](crate::ops::MAX_RETAINED),
+    /// [`MAX_RETENTION_AGE`](crate::ops::MAX_RETENTION_AGE)):
+    /// [`Error::InvalidValue`](crate::Error::InvalidValue) naming the field
+    /// and the bound, nothing stored. A change records a `settings` event in
+    /// the queue's history and tells every worker; one that changes nothing
+    /// (nothing given, each value as stored, a reset of a setting not
+    /// stored) does neither, and keeps who set each value.
     ///
     /// ```
     /// use redjob::ops::{Admin, QueueSettings, Retention};

@@ -11,18 +11,21 @@
 
 use std::time::Duration;
 
+mod check;
 mod limits;
 mod part;
+mod reset;
 mod text;
 
+pub use check::{MAX_RETAINED, MAX_RETENTION_AGE};
 pub use limits::{Concurrency, LimitUsage, MAX_CONCURRENCY, MAX_RATE_PERIOD, RateLimit};
 pub use part::{ConcurrencyPart, HistoryPart, RetentionPart};
+pub use reset::Setting;
 pub use text::{duration_text, parse_duration};
 
 use crate::contract::history::History;
 use crate::contract::leases::Retention;
 use crate::contract::stored::digits;
-use crate::{Error, Result};
 
 /// The settings stored for a queue; `None` where none is stored, so the
 /// built-in default applies ([`Retention::default`] for dead letters, no
@@ -67,6 +70,9 @@ pub struct QueueSettings {
     /// Set by [`dead_letters_parts`](Self::dead_letters_parts): only these
     /// fields of `dead_letters` are stored, the others kept as stored.
     pub(crate) dead_letters_part: Option<part::Given>,
+    /// Set by [`reset`](Self::reset): the settings (bit `i`: the one at
+    /// place `i` of [`FIELDS`](Self::FIELDS)) to remove.
+    pub(crate) reset: u8,
     /// Who stored each setting, and when (read back from the backend; what a
     /// caller sets here is ignored).
     pub set_by: SetBy,
@@ -369,21 +375,36 @@ impl QueueSettings {
     /// assert!(!s.in_force().history.enabled);
     /// ```
     pub fn and(mut self, other: QueueSettings) -> Self {
-        if other.dead_letters.is_some() {
+        if other.dead_letters.is_some() || other.resets(Setting::DeadLetters) {
             self.dead_letters = other.dead_letters;
             self.dead_letters_part = other.dead_letters_part;
         }
-        if other.history.is_some() {
+        if other.history.is_some() || other.resets(Setting::History) {
             self.history = other.history;
             self.history_part = other.history_part;
         }
-        if other.concurrency.is_some() {
+        if other.concurrency.is_some() || other.resets(Setting::Concurrency) {
             self.concurrency = other.concurrency;
             self.concurrency_part = other.concurrency_part;
         }
-        if other.rate_limit.is_some() {
+        if other.rate_limit.is_some() || other.resets(Setting::RateLimit) {
             self.rate_limit = other.rate_limit;
         }
+        // a value given over a reset of its setting takes its place
+        for (i, given) in [
+            other.dead_letters.is_some(),
+            other.history.is_some(),
+            other.concurrency.is_some(),
+            other.rate_limit.is_some(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if given {
+                self.reset &= !(1 << i);
+            }
+        }
+        self.reset |= other.reset;
         self
     }
 
@@ -397,12 +418,14 @@ impl QueueSettings {
         }
     }
 
-    /// Whether no setting is stored.
+    /// Whether no setting is stored (for settings to store: none is given,
+    /// nor [reset](Self::reset)).
     pub fn is_empty(&self) -> bool {
         self.dead_letters.is_none()
             && self.history.is_none()
             && self.concurrency.is_none()
             && self.rate_limit.is_none()
+            && self.reset == 0
     }
 
     /// Whether both hold the same values (whoever set them).
@@ -411,8 +434,19 @@ impl QueueSettings {
     }
 
     /// The field values, in [`FIELDS`](Self::FIELDS) order; `None` where
-    /// nothing is set.
+    /// nothing is set, [`reset::RESET`] where a setting is reset.
     pub(crate) fn encode(&self) -> Fields {
+        let mut fields = self.values();
+        for (i, f) in fields.iter_mut().enumerate() {
+            if self.reset & (1 << i) != 0 {
+                *f = Some(reset::RESET.to_string());
+            }
+        }
+        fields
+    }
+
+    /// The values given, in [`FIELDS`](Self::FIELDS) order.
+    fn values(&self) -> Fields {
         [
             self.dead_letters.map(|r| {
                 let (keep, age) = r.limits();
@@ -494,6 +528,7 @@ impl QueueSettings {
             concurrency_part: None,
             history_part: None,
             dead_letters_part: None,
+            reset: 0,
         }
     }
 
@@ -503,55 +538,40 @@ impl QueueSettings {
     /// parts of a setting keeps the others as stored (see
     /// [`concurrency_part`](Self::concurrency_part),
     /// [`history_parts`](Self::history_parts) and
-    /// [`dead_letters_parts`](Self::dead_letters_parts)). Both backends
-    /// merge so (settings.lua does the same per field).
-    pub(crate) fn merge(&self, stored: &mut Fields, by: &mut Fields, over: bool, change: &str) {
+    /// [`dead_letters_parts`](Self::dead_letters_parts)); a setting
+    /// [reset](Self::reset) is removed with who set it (`over` only). A
+    /// value given as it is stored is left, with who set it. Whether any
+    /// field changed. Both backends merge so (settings.lua does the same
+    /// per field).
+    pub(crate) fn merge(
+        &self,
+        stored: &mut Fields,
+        by: &mut Fields,
+        over: bool,
+        change: &str,
+    ) -> bool {
+        let mut changed = false;
         for ((field, new), by) in stored.iter_mut().zip(self.encode()).zip(by.iter_mut()) {
-            let new = new.map(|v| {
-                if part::is_change(&v) {
-                    part::merge(field.as_deref(), &v)
-                } else {
-                    v
+            let Some(new) = new else { continue };
+            if new == reset::RESET {
+                if over && field.is_some() {
+                    (*field, *by) = (None, None);
+                    changed = true;
                 }
-            });
-            if new.is_some() && (over || field.is_none()) {
-                *field = new;
+                continue;
+            }
+            let new = if part::is_change(&new) {
+                part::merge(field.as_deref(), &new)
+            } else {
+                new
+            };
+            if (over || field.is_none()) && field.as_deref() != Some(new.as_str()) {
+                *field = Some(new);
                 *by = Some(change.to_string());
+                changed = true;
             }
         }
-    }
-
-    /// Checks the values a caller asks to store.
-    pub(crate) fn check(&self) -> Result<()> {
-        if let Some(r) = self.dead_letters
-            && (r.max_count == Some(0) || r.max_age == Some(Duration::ZERO))
-        {
-            return Err(Error::InvalidValue {
-                what: "dead-letter retention",
-                reason: "a limit of 0 would keep no dead letter; use None for no limit".into(),
-            });
-        }
-        if let Some(h) = self.history
-            && (h.max_count == Some(0) || h.max_age == Some(Duration::ZERO))
-        {
-            return Err(Error::InvalidValue {
-                what: "history retention",
-                reason: "a limit of 0 would keep no entry; use History::OFF to keep none, None for no limit".into(),
-            });
-        }
-        if let Some(reason) = self.concurrency.and_then(|c| c.problem()) {
-            return Err(Error::InvalidValue {
-                what: "queue concurrency",
-                reason,
-            });
-        }
-        if let Some(reason) = self.rate_limit.and_then(|r| r.problem()) {
-            return Err(Error::InvalidValue {
-                what: "queue rate limit",
-                reason,
-            });
-        }
-        Ok(())
+        changed
     }
 }
 

@@ -99,6 +99,13 @@ impl<B: Backend> WorkerBuilder<B> {
                 "limits must be positive (None for no limit, History::OFF to keep none)".into(),
             ));
         }
+        // their bounds, as an operator's change is checked
+        QueueSettings {
+            dead_letters: self.retention,
+            history: self.history,
+            ..QueueSettings::default()
+        }
+        .check()?;
         if self.metrics_interval.is_some_and(|every| {
             every < Duration::from_secs(1) || every > crate::contract::queues::MAX_DELAY
         }) {

@@ -56,6 +56,9 @@ impl Fields {
         if self.any("dead_") {
             forms.push("dead-letter");
         }
+        if self.get("reset").is_some() {
+            forms.push("reset");
+        }
         forms
     }
 

@@ -5,7 +5,7 @@ use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use redjob::ops::{Admin, HistoryPart, QueueSettings, RateLimit, RetentionPart};
+use redjob::ops::{Admin, HistoryPart, QueueSettings, RateLimit, RetentionPart, Setting};
 
 use super::{back, checked, upto};
 use crate::Ctx;
@@ -39,7 +39,48 @@ async fn on_queue(
     action: &str,
     body: Bytes,
 ) -> WebResult<Response> {
-    let fields = checked(&ctx, &headers, &body)?;
+    match act(&ctx, &headers, &queue, action, &body).await {
+        // a settings form with a value refused: the 400 says why and keeps
+        // the form as it was sent, to be corrected and sent again
+        Err(WebError::BadRequest(why)) if action == "settings" => {
+            let sent: Vec<(String, String)> =
+                serde_urlencoded::from_bytes(&body).unwrap_or_default();
+            let path = format!("/queues/{}/settings", seg(&queue));
+            Err(WebError::BadForm(why, kept_form(&ctx, &path, &sent)))
+        }
+        r => r,
+    }
+}
+
+/// The settings form `sent` as it was sent, to be corrected and sent again
+/// (with this page's token).
+fn kept_form(ctx: &Ctx, path: &str, sent: &[(String, String)]) -> maud::Markup {
+    maud::html! {
+        form.inline #kept method="post" action=(ctx.link(path)) {
+            (crate::layout::csrf(ctx))
+            @for (name, value) in sent {
+                @if name == "csrf" {
+                } @else if name.ends_with("_was") || name == "reset" {
+                    input type="hidden" name=(name) value=(value);
+                } @else {
+                    label { (name) " " input type="text" name=(name) value=(value) size="10"; }
+                    " "
+                }
+            }
+            button type="submit" { "Save" }
+        }
+    }
+}
+
+async fn act(
+    ctx: &Ctx,
+    headers: &HeaderMap,
+    queue: &str,
+    action: &str,
+    body: &Bytes,
+) -> WebResult<Response> {
+    let queue = queue.to_string();
+    let fields = checked(ctx, headers, body)?;
     let c = &ctx.client;
     let note = match action {
         "pause" => {
@@ -71,6 +112,27 @@ async fn on_queue(
                 fields.forms().join(" and ")
             )));
         }
+        "settings" if fields.get("reset").is_some() => {
+            // the stored setting removed: a worker's builder value is stored
+            // again by the first worker that reads it (every worker is told
+            // at once), else the default is in force
+            let setting: Setting = fields
+                .get("reset")
+                .unwrap_or("")
+                .parse()
+                .map_err(|e: redjob::Error| WebError::BadRequest(e.to_string()))?;
+            c.set_settings(&queue, &QueueSettings::reset(setting))
+                .await?;
+            format!(
+                "Reset: the {} is stored no more; the workers' own value (stored again by the first worker that reads it), else the default, is in force.",
+                match setting {
+                    Setting::DeadLetters => "dead-letter retention",
+                    Setting::History => "history retention",
+                    Setting::Concurrency => "concurrency",
+                    _ => "rate limit",
+                }
+            )
+        }
         "settings" if fields.get("concurrency").is_some() || fields.get("global").is_some() => {
             // a field left empty keeps the value in force (the form leaves a
             // value not stored empty, so saving it unchanged stores nothing),
@@ -80,7 +142,7 @@ async fn on_queue(
             let (per_worker, global) = (fields.changed("concurrency"), fields.changed("global"));
             if per_worker.is_none() && global.is_none() {
                 return Ok(back(
-                    &ctx,
+                    ctx,
                     &format!("/queues/{}", seg(&queue)),
                     "Nothing changed.",
                 ));
@@ -135,7 +197,7 @@ async fn on_queue(
             let given = fields.changed("rate_limit").unwrap_or("");
             if given.is_empty() {
                 return Ok(back(
-                    &ctx,
+                    ctx,
                     &format!("/queues/{}", seg(&queue)),
                     "Nothing changed.",
                 ));
@@ -177,7 +239,7 @@ async fn on_queue(
             }
             if parts.is_empty() {
                 return Ok(back(
-                    &ctx,
+                    ctx,
                     &format!("/queues/{}", seg(&queue)),
                     "Nothing changed.",
                 ));
@@ -215,7 +277,7 @@ async fn on_queue(
             }
             if parts.is_empty() {
                 return Ok(back(
-                    &ctx,
+                    ctx,
                     &format!("/queues/{}", seg(&queue)),
                     "Nothing changed.",
                 ));
@@ -242,7 +304,7 @@ async fn on_queue(
         }
         other => return Err(WebError::NotFound(format!("no queue action {other:?}"))),
     };
-    Ok(back(&ctx, &format!("/queues/{}", seg(&queue)), &note))
+    Ok(back(ctx, &format!("/queues/{}", seg(&queue)), &note))
 }
 
 /// Creates a queue from the overview's form: its name, visibility timeout,

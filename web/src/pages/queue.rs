@@ -7,7 +7,7 @@ use maud::{Markup, html};
 use redjob::JobId;
 use redjob::backend::Backend;
 use redjob::inspect::{Cursor, Inspect, JobInfo, JobState};
-use redjob::ops::{Admin, QueueSettings};
+use redjob::ops::{Admin, QueueSettings, Setting};
 use redjob::queue::Queues;
 use serde::Deserialize;
 
@@ -319,6 +319,7 @@ fn settings_form(
                     label { "for " input type="text" name="dead_max_age" value=(age) size="8"; }
                     " " button type="submit" { "Save" }
                 }
+                @if s.dead_letters.is_some() { (reset_form(ctx, qpath, Setting::DeadLetters)) }
                 p.muted { "History of finished jobs (" (hfrom) "):" }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
@@ -340,6 +341,7 @@ fn settings_form(
                     label { "arguments for " input type="text" name="history_args_max_age" value=(hargs) size="8"; }
                     " " button type="submit" { "Save" }
                 }
+                @if s.history.is_some() { (reset_form(ctx, qpath, Setting::History)) }
                 p.muted { "Concurrency (" (cfrom) "):" }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
@@ -353,6 +355,7 @@ fn settings_form(
                     label { "and " input type="text" name="global" value=(stored_global) placeholder="none" size="8"; " across all workers" }
                     " " button type="submit" { "Save" }
                 }
+                @if s.concurrency.is_some() { (reset_form(ctx, qpath, Setting::Concurrency)) }
                 p.muted { "Rate limit across all workers (" (rfrom) "): starts per period, such as 50/1s or 100/1m, or none." }
                 form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
                     (crate::layout::csrf(ctx))
@@ -361,7 +364,21 @@ fn settings_form(
                     label { "At most " input type="text" name="rate_limit" value=(stored_rate) placeholder="none" size="10"; }
                     " " button type="submit" { "Save" }
                 }
+                @if s.rate_limit.is_some() { (reset_form(ctx, qpath, Setting::RateLimit)) }
             }
+        }
+    }
+}
+
+/// A stored setting's "reset to default" button: the setting is stored no
+/// more (a worker's builder value is stored again by the first worker that
+/// reads it, else the default is in force).
+fn reset_form(ctx: &Ctx, qpath: &str, setting: Setting) -> Markup {
+    html! {
+        form.inline method="post" action=(ctx.link(&format!("{qpath}/settings"))) {
+            (crate::layout::csrf(ctx))
+            input type="hidden" name="reset" value=(setting.name());
+            button type="submit" title="Remove the stored value: the workers' own value (stored again by the first worker that reads it), else the default, is in force" { "Reset to default" }
         }
     }
 }

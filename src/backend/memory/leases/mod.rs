@@ -201,6 +201,7 @@ impl Backend for MemoryBackend {
         by: &str,
     ) -> Result<QueueSettings> {
         self.store_settings(queue, s, false, by)
+            .map(|(stored, _)| stored)
     }
 
     async fn touch(&self, id: &str, ttl: Duration, _since: Duration) -> Result<bool> {

@@ -68,11 +68,18 @@ impl Admin for Rsmq {
     }
 
     async fn settings(&self, queue: &str) -> Result<QueueSettings> {
-        settings::call(self, queue, Mode::Get, &QueueSettings::default(), "").await
+        settings::call(self, queue, Mode::Get, &QueueSettings::default(), "")
+            .await
+            .map(|(stored, _)| stored)
     }
 
     async fn set_settings(&self, queue: &str, s: &QueueSettings) -> Result<QueueSettings> {
-        let set = settings::call(self, queue, Mode::Set, s, &self.actor).await?;
+        let (set, changed) = settings::call(self, queue, Mode::Set, s, &self.actor).await?;
+        if !changed {
+            // a change that changes nothing is no operator action: no
+            // event, no notice
+            return Ok(set);
+        }
         // every worker reads them again now (a version not moved on waits
         // for the workers' full beats and rechecks)
         if let Err(e) = self.settings_changed().await {

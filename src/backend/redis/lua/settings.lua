@@ -12,11 +12,14 @@
 --          to n, 0 for none, and keeps the other as stored; "h<mask> <value>"
 --          or "d<mask> <value>" changes the fields of the history or the
 --          dead-letter retention the mask marks "1" to value's and keeps the
---          others as stored; see part.rs)
+--          others as stored; see part.rs; "-" removes the field and who
+--          set it, "set" only)
 -- ARGV[3 + 2N .. 2 + 3N]  the names of the fields recording who set each
 -- ARGV[3 + 3N]  who stores them ("get": unused)
--- Returns {-1} when the queue does not exist, else {1, then each field's value
---         after the change (false where none is stored), then who set each}
+-- Returns {-1} when the queue does not exist, else {1, how many fields
+--         changed (a value given as stored changes none, and keeps who set
+--         it), then each field's value after the change (false where none
+--         is stored), then who set each}
 -- The stored concurrency `old` (nil, or one Rust would not read: no limit)
 -- with the part change `change` ("p<n>" or "g<n>") applied, in the stored
 -- form Concurrency::encode writes (numbers after the second are dropped).
@@ -65,26 +68,35 @@ end
 local n = tonumber(ARGV[2])
 if not redis.call("HGET", KEYS[1], "vt") then return {-1} end
 local mode = ARGV[1]
+local changed = 0
 if mode ~= "get" then
   -- a worker reads its queues' settings this way before it leases, so this
   -- must pass when Redis is at maxmemory with noeviction, as the worker
   -- scripts do (see allow_writes in lib.lua): a first write that cannot grow
   -- memory (HDEL of the empty field, which no message has), after which
-  -- Redis lets the HSETNX below through, stored or not
+  -- Redis lets the writes below through
   redis.call("HDEL", KEYS[1], "")
   local change = string.format("%.0f %s", clock(), ARGV[3 + 3 * n])
   for i = 1, n do
     local field, value, by = ARGV[2 + i], ARGV[2 + n + i], ARGV[2 + 2 * n + i]
+    local old = redis.call("HGET", KEYS[1], field)
     if string.match(value, "^[pg]%d+$") then
-      value = merge_part(redis.call("HGET", KEYS[1], field), value)
+      value = merge_part(old, value)
     elseif string.match(value, "^[hd][01]+ ") then
-      value = merge_fields(redis.call("HGET", KEYS[1], field), value)
+      value = merge_fields(old, value)
     end
-    if value ~= "" then
+    if value == "-" then
+      if mode == "set" and old then
+        redis.call("HDEL", KEYS[1], field, by)
+        changed = changed + 1
+      end
+    elseif value ~= "" and value ~= old then
       if mode == "set" then
         redis.call("HSET", KEYS[1], field, value, by, change)
-      elseif redis.call("HSETNX", KEYS[1], field, value) == 1 then
-        redis.call("HSET", KEYS[1], by, change)
+        changed = changed + 1
+      elseif not old then
+        redis.call("HSET", KEYS[1], field, value, by, change)
+        changed = changed + 1
       end
     end
   end
@@ -95,5 +107,6 @@ for i = 1, n do
   fields[n + i] = ARGV[2 + 2 * n + i]
 end
 local out = redis.call("HMGET", KEYS[1], unpack(fields))
+table.insert(out, 1, changed)
 table.insert(out, 1, 1)
 return out
