@@ -42,8 +42,7 @@ impl RedisBackend {
             }
             return published;
         }
-        let published = self.publish_to_stream(topic, events, options).await;
-        published
+        self.publish_to_stream(topic, events, options).await
     }
 
     /// Appends `events` to the topic's stream.
