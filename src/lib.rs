@@ -164,9 +164,10 @@ pub use job::{Job, JobContext, JobError};
 /// - `unique` (or `unique = "keep" | "replace_delay" | "replace"`) keeps one job
 ///   per key derived from the arguments ([`job::unique_key`]) in the queue; see
 ///   [`queue::OnDuplicate`]. `unique_for` bounds how long the key is held, and
-///   alone implies `unique`; so does `unique_until = "start" | "done"`, which
-///   frees the key as the job's run starts rather than when it is done (see
-///   [`queue::UniqueUntil`]).
+///   alone implies `unique`; so does `unique_until = "start"`, which frees
+///   the key as the job's run starts rather than when it is done (see
+///   [`queue::UniqueUntil`]). `unique_until = "done"` (the default) without
+///   `unique` or `unique_for` is refused: it would make nothing unique.
 /// - `concurrency_key` names the field whose value keys the job's places
 ///   (`per_key`, 1 without it, run at once per key); a keyed job cannot be
 ///   unique nor have a priority other than 0. `output` is the type the

@@ -2121,8 +2121,9 @@ impl Job for UntilStartFails {
 
 /// A job unique until its run starts whose key cannot be freed as the run
 /// starts (the backend out of reach for that call) runs all the same, and
-/// its key is held until it is done, as by default: an enqueue of the key
-/// while it waits for its retry is a duplicate.
+/// its key is held until it is done or the next run's start: an enqueue of
+/// the key while it waits for its retry is a duplicate, and once its retry's
+/// run started (the backend answering again) a new job.
 #[tokio::test(start_paused = true)]
 async fn a_run_whose_unique_key_cannot_be_freed_as_it_starts_runs_and_keeps_the_key() {
     let mem = MemoryBackend::new();
@@ -2130,7 +2131,7 @@ async fn a_run_whose_unique_key_cannot_be_freed_as_it_starts_runs_and_keeps_the_
     let calls = Arc::new(AtomicU32::new(0));
     let backend = Faulty {
         unique_start_fails: Some(calls.clone()),
-        ..Faulty::new(mem)
+        ..Faulty::new(mem.clone())
     };
     let runs = Arc::new(AtomicU32::new(0));
     let w = Worker::builder(backend)
@@ -2162,4 +2163,32 @@ async fn a_run_whose_unique_key_cannot_be_freed_as_it_starts_runs_and_keeps_the_
         (again.id, again.outcome),
         (id, redjob::queue::SendOutcome::Duplicate)
     );
+    // its retry, an hour on, on a backend that answers: that run's start
+    // frees the key
+    mem.clock().advance(Duration::from_secs(3601));
+    let w = Worker::builder(mem.clone())
+        .queue("us")
+        .handle_signals(false)
+        .data(runs.clone())
+        .retry(RetryPolicy::default().jitter(false))
+        .build()
+        .unwrap();
+    let stop = w.shutdown_token();
+    let h = tokio::spawn(w.run());
+    assert!(wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 2).await);
+    stop.cancel();
+    h.await.unwrap().unwrap();
+    let fresh = client
+        .enqueue_outcome(
+            &UntilStartFails { n: 1 },
+            redjob::client::EnqueueOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh.outcome,
+        redjob::queue::SendOutcome::Added,
+        "freed by the second run's start"
+    );
+    assert_ne!(fresh.id, id);
 }

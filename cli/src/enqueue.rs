@@ -59,18 +59,31 @@ fn envelope(text: &str) -> Result<(String, Value), Failure> {
     Ok((name, args.clone()))
 }
 
-/// The envelope `text` (a JSON object, checked by [`envelope`]) with
-/// `"unique_until":"start"` as its last member, as the app writes it for a
-/// job held unique until its run starts; as it is when it ends so already.
-fn with_unique_until_start(text: &str) -> String {
-    const MEMBER: &str = r#""unique_until":"start"}"#;
-    let trimmed = text.trim_end();
-    match trimmed.strip_suffix('}') {
-        Some(_) if trimmed.ends_with(MEMBER) => text.to_string(),
-        Some(open) if open.trim_end().ends_with('{') => format!("{open}{MEMBER}"),
-        Some(open) => format!("{open},{MEMBER}"),
-        None => text.to_string(),
+/// The body `redjob enqueue` stores for the envelope `text` (a JSON object,
+/// checked by [`envelope`]). One whose last member says
+/// `"unique_until": "start"`, in any JSON spacing, gets it written as the
+/// app writes it, once ([`redjob::job::with_unique_until_start`]); one
+/// without the member gets it when its type is held unique until its run
+/// starts (`until_start`, as the live workers declare it). A
+/// `"unique_until": "start"` elsewhere, where no worker reads it, is refused;
+/// a member of another value (`"done"`) is the envelope's own say and is
+/// kept as written.
+fn stored_body(text: &str, until_start: bool) -> Result<String, Failure> {
+    let bytes = text.as_bytes();
+    let member = serde_json::from_str::<serde_json::Map<String, Value>>(text)
+        .ok()
+        .and_then(|mut o| o.remove("unique_until"));
+    let last = redjob::job::is_unique_until_start(bytes);
+    if !last && member.as_ref().is_some_and(|v| v == "start") {
+        return Err(Failure(
+            r#"not a job envelope: "unique_until": "start" is read as its last member only: put it last, or leave it out"#.into(),
+        ));
     }
+    if last || (until_start && member.is_none()) {
+        let body = redjob::job::with_unique_until_start(bytes);
+        return String::from_utf8(body).map_err(|e| Failure(e.to_string()));
+    }
+    Ok(text.to_string())
 }
 
 /// A worker as a warning names it.
@@ -217,11 +230,7 @@ pub async fn enqueue(ctx: &Ctx, a: EnqueueArgs) -> Outcome {
     let until_start = declared
         .as_ref()
         .is_some_and(|t| t.unique.is_some() && t.unique_until.as_deref() == Some("start"));
-    let body = if until_start {
-        with_unique_until_start(&a.envelope)
-    } else {
-        a.envelope.clone()
-    };
+    let body = stored_body(&a.envelope, until_start)?;
     let mut msg = SendMessage::new(body).priority(priority);
     if let Some(d) = a.delay {
         msg = msg.delay(d);

@@ -509,3 +509,49 @@ async fn a_cli_enqueue_of_a_type_unique_until_start_frees_its_key_as_its_run_sta
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// `redjob enqueue` of a hand-written envelope that says
+/// `"unique_until": "start"` itself, spaced as Python's `json.dumps` writes
+/// it, for a type unique until its run starts: the stored body has the
+/// member once, last, as the app writes it (the CLI recognised it only
+/// without spaces and appended a second one). One that puts it elsewhere
+/// than last, where no worker reads it, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_enqueue_of_an_envelope_spacing_its_unique_until_member_writes_it_once() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = Client::connect(&url).await.unwrap();
+    client
+        .queues()
+        .create_queue("startq", QueueOptions::default())
+        .await
+        .unwrap();
+    client.pause("startq").await.unwrap();
+    let worker = redjob::Worker::builder(client.backend())
+        .register::<RegUntilStart>()
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let stop = worker.shutdown_token();
+    let task = tokio::spawn(worker.run());
+    listed(&url, 1).await;
+    let body = r#"{"type": "reg_until_start", "args": {"feed": 2}, "unique_until": "start"}"#;
+    let sent = cli(&url, &["enqueue", "startq", body, "--json"])
+        .await
+        .json();
+    assert_eq!(sent["outcome"], "added");
+    let id: redjob::JobId = sent["id"].as_str().unwrap().parse().unwrap();
+    let stored = client.job("startq", &id).await.unwrap().unwrap().body;
+    let stored = String::from_utf8(stored).unwrap();
+    assert_eq!(stored.matches("unique_until").count(), 1, "{stored}");
+    assert_eq!(
+        stored,
+        r#"{"type": "reg_until_start", "args": {"feed": 2},"unique_until":"start"}"#
+    );
+    let elsewhere = r#"{"type": "reg_until_start", "unique_until": "start", "args": {"feed": 3}}"#;
+    cli(&url, &["enqueue", "startq", elsewhere])
+        .await
+        .failed(r#""unique_until""#);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}

@@ -17,6 +17,8 @@ pub struct JobAttrs {
     pub unique_for_ms: Option<u64>,
     /// The variant of `redjob::queue::UniqueUntil`.
     pub unique_until: Option<&'static str>,
+    /// Where `unique_until` was given.
+    pub unique_until_at: Option<proc_macro2::Span>,
     /// The field whose value is the job's concurrency key.
     pub concurrency_key: Option<LitStr>,
     pub per_key: Option<u32>,
@@ -70,7 +72,10 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
                 "priority" => set(&mut out.priority, priority(&value), &value, errors),
                 "unique" => set(&mut out.unique, string(&value).and_then(unique), &value, errors),
                 "unique_for" => set(&mut out.unique_for_ms, string(&value).and_then(|s| duration(&s)), &value, errors),
-                "unique_until" => set(&mut out.unique_until, string(&value).and_then(unique_until), &value, errors),
+                "unique_until" => {
+                    out.unique_until_at = Some(value.span());
+                    set(&mut out.unique_until, string(&value).and_then(unique_until), &value, errors)
+                }
                 "concurrency_key" => set(&mut out.concurrency_key, string(&value), &value, errors),
                 "per_key" => set(&mut out.per_key, per_key(&value), &value, errors),
                 "output" => set(&mut out.output, string(&value).and_then(|s| s.parse::<syn::Type>()), &value, errors),
@@ -86,6 +91,19 @@ pub fn parse(attrs: &[Attribute], errors: &mut Errors) -> JobAttrs {
         if let Err(e) = res {
             errors.push(e);
         }
+    }
+    // "done" is the default of a unique type: spelt out alone it would make
+    // the type unique (it did), or quietly do nothing; it is refused
+    if let (Some("Done"), None, None, Some(at)) = (
+        out.unique_until,
+        out.unique,
+        out.unique_for_ms,
+        out.unique_until_at,
+    ) {
+        errors.push(syn::Error::new(
+            at,
+            "`unique_until = \"done\"` alone makes nothing unique: \"done\" is how long a unique job holds its key by default; add `unique` (or `unique_for`) to make the type unique, or leave it out",
+        ));
     }
     out
 }

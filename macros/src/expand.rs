@@ -69,11 +69,12 @@ pub fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     if let Some(p) = attrs.priority {
         sets.push(quote!(o.priority = #p;));
     }
-    // `unique_for` or `unique_until` alone implies `unique` (keep)
+    // `unique_for` or `unique_until = "start"` alone implies `unique` (keep);
+    // `unique_until = "done"` alone is refused (attr.rs)
     let unique = attrs
         .unique
         .or(attrs.unique_for_ms.map(|_| "Keep"))
-        .or(attrs.unique_until.map(|_| "Keep"))
+        .or(attrs.unique_until.filter(|u| *u == "Start").map(|_| "Keep"))
         .map(|v| syn::Ident::new(v, proc_macro2::Span::call_site()));
     if let Some(v) = unique {
         sets.push(
@@ -216,7 +217,10 @@ fn check_keyed(input: &DeriveInput, attrs: &attr::JobAttrs, errors: &mut Errors)
             "a job with a concurrency key runs at priority 0",
         ));
     }
-    if attrs.unique.is_some() || attrs.unique_for_ms.is_some() || attrs.unique_until.is_some() {
+    if attrs.unique.is_some()
+        || attrs.unique_for_ms.is_some()
+        || attrs.unique_until == Some("Start")
+    {
         errors.push(syn::Error::new(
             field.span(),
             "a job with a concurrency key cannot also be unique",

@@ -365,8 +365,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// (see [`UniqueUntil::Start`](crate::queue::UniqueUntil::Start)): a
     /// worker calls it as a run of a job enqueued unique until its run starts
     /// begins, before the handler. A key another job took over stays with
-    /// that job; a job that holds none changes nothing.
-    fn unique_started(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<()>> + Send;
+    /// that job; a job that holds none changes nothing. The default frees
+    /// nothing: such a job then holds its key until it is done, as a job
+    /// unique until done does (redjob's backends free it).
+    fn unique_started(&self, queue: &str, id: &JobId) -> impl Future<Output = Result<()>> + Send {
+        let _ = (queue, id);
+        async { Ok(()) }
+    }
 
     /// Cancels job `id` of `queue` as [`Inspect::cancel_by`] does (a worker
     /// cancels a cancelled batch's jobs so); returns whether it was there.

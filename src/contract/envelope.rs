@@ -17,37 +17,67 @@ pub(crate) fn job_name(body: &[u8]) -> Option<String> {
 }
 
 /// The member a job enqueued unique until its run starts carries last in
-/// its envelope (see [`UniqueUntil`](crate::contract::queues::UniqueUntil)).
+/// its envelope (see [`UniqueUntil`](crate::contract::queues::UniqueUntil)),
+/// as redjob writes it.
 const UNTIL_START: &[u8] = br#""unique_until":"start"}"#;
 
-/// `body` with `"unique_until":"start"` as its last member: an envelope (a
-/// JSON object) gets it at its end; any other body is copied as it is.
+/// `body` with `"unique_until":"start"` as its last member, written as
+/// redjob writes it (no whitespace): an envelope (a JSON object) gets it at
+/// its end, in place of the one it ends with already in another spacing
+/// (`"unique_until": "start" }`); any other body is copied as it is.
 pub(crate) fn with_unique_until_start(body: &[u8]) -> Vec<u8> {
-    let trimmed = body.trim_ascii_end();
-    match trimmed.strip_suffix(b"}") {
-        Some(open) if !unique_until_start(body) => {
-            let mut out = open.to_vec();
-            if !open.trim_ascii_end().ends_with(b"{") {
-                out.push(b',');
-            }
-            out.extend_from_slice(UNTIL_START);
-            out
-        }
-        _ => body.to_vec(),
+    let open = match until_start_member(body) {
+        Some(before) => before,
+        None => match body.trim_ascii_end().strip_suffix(b"}") {
+            Some(open) => open,
+            None => return body.to_vec(),
+        },
+    };
+    let open = open.trim_ascii_end();
+    let mut out = open.to_vec();
+    if !open.ends_with(b"{") {
+        out.push(b',');
     }
+    out.extend_from_slice(UNTIL_START);
+    out
 }
 
-/// Whether a stored body ends with the member [`with_unique_until_start`]
-/// writes: its job frees its unique key as its run starts. A look at the
-/// body's last bytes, whatever its size: a worker asks it of every job it
-/// starts.
+/// Whether a stored body's envelope ends with the member
+/// `"unique_until":"start"`, with or without JSON whitespace around its
+/// colon and before the closing brace (as Python's `json.dumps` writes it):
+/// its job frees its unique key as its run starts. A look at the body's last
+/// bytes, whatever its size: a worker asks it of every job it starts.
 pub(crate) fn unique_until_start(body: &[u8]) -> bool {
-    let Some(open) = body.trim_ascii_end().strip_suffix(UNTIL_START) else {
-        return false;
-    };
-    // in JSON, text that ends an object and follows a comma or its opening
-    // brace is that object's last member
-    matches!(open.trim_ascii_end().last(), Some(b',' | b'{'))
+    until_start_member(body).is_some()
+}
+
+/// The body's text before its last member `"unique_until": "start"` and the
+/// comma before it (the text up to and with the opening brace when it is the
+/// only member), if it ends with that member; read from the end, through
+/// JSON whitespace between the tokens.
+fn until_start_member(body: &[u8]) -> Option<&[u8]> {
+    /// `t` without the JSON whitespace it ends with.
+    fn ws(t: &[u8]) -> &[u8] {
+        let keep = t
+            .iter()
+            .rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .map_or(0, |i| i + 1);
+        &t[..keep]
+    }
+    let t = ws(body).strip_suffix(b"}")?;
+    let t = ws(t).strip_suffix(br#""start""#)?;
+    let t = ws(t).strip_suffix(b":")?;
+    let t = ws(t).strip_suffix(br#""unique_until""#)?;
+    // in JSON, a quoted name that follows a comma or an opening brace (a
+    // quote inside a string is escaped, so these are tokens) is a member's
+    // name, and one whose value is followed by the closing brace at the very
+    // end is the envelope's own last member
+    let t = ws(t);
+    match t.last()? {
+        b',' => Some(&t[..t.len() - 1]),
+        b'{' => Some(t),
+        _ => None,
+    }
 }
 
 /// A copy of `body` that names `id` as the job it retries: an envelope (a JSON
@@ -142,6 +172,46 @@ mod until_tests {
             br#"{"type":"Mail","args":"x\"unique_until":"start"}"#,
             br#""unique_until":"start"}"#,
             b"",
+        ] {
+            assert!(!unique_until_start(not), "{}", String::from_utf8_lossy(not));
+        }
+    }
+
+    #[test]
+    fn the_unique_until_member_is_read_in_any_json_spacing_and_written_compact() {
+        let compact = br#"{"type":"Mail","args":{"to":1},"unique_until":"start"}"#;
+        for spaced in [
+            // Python's json.dumps
+            &br#"{"type": "Mail", "args": {"to": 1}, "unique_until": "start"}"#[..],
+            br#"{"type":"Mail","args":{"to":1} , "unique_until" : "start" }"#,
+            b"{\"type\":\"Mail\",\"args\":{\"to\":1},\n\t\"unique_until\":\r\n\"start\"\n}\n",
+            br#"{ "unique_until": "start" }"#,
+        ] {
+            let text = String::from_utf8_lossy(spaced);
+            assert!(unique_until_start(spaced), "{text}");
+            let written = with_unique_until_start(spaced);
+            assert!(unique_until_start(&written), "{text}");
+            let members = String::from_utf8_lossy(&written)
+                .matches("unique_until")
+                .count();
+            assert_eq!(members, 1, "written once: {text}");
+            assert!(
+                written.ends_with(br#","unique_until":"start"}"#)
+                    || written == br#"{"unique_until":"start"}"#,
+                "{text}"
+            );
+        }
+        let spaced = br#"{"type": "Mail", "args": {"to": 1}, "unique_until": "start"}"#;
+        assert_eq!(
+            String::from_utf8_lossy(&with_unique_until_start(spaced)),
+            r#"{"type": "Mail", "args": {"to": 1},"unique_until":"start"}"#
+        );
+        assert_eq!(with_unique_until_start(compact), compact);
+        for not in [
+            &br#"{"type": "Mail", "args": {"unique_until": "start"}}"#[..],
+            br#"{"type": "Mail", "args": "x\", \"unique_until\": \"start"}"#,
+            br#"{"type": "Mail", "args": {}, "unique_until": "done"}"#,
+            br#"{"type": "Mail", "args": {}, "unique_until": "start" } x"#,
         ] {
             assert!(!unique_until_start(not), "{}", String::from_utf8_lossy(not));
         }

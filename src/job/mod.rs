@@ -52,7 +52,7 @@ pub use error::{JobError, Outcome};
 pub use output::{MAX_RESULT, encode_output};
 #[doc(hidden)]
 pub use unique::key_of_value;
-pub use unique::{unique_key, unique_key_of};
+pub use unique::{is_unique_until_start, unique_key, unique_key_of, with_unique_until_start};
 
 use crate::contract::queues::{OnDuplicate, UniqueUntil};
 

@@ -103,6 +103,44 @@ fn canonical(v: &Value, out: &mut String) -> Result<()> {
     Ok(())
 }
 
+/// Whether a stored job body (its JSON envelope) says its job frees its
+/// unique key as its run starts
+/// ([`UniqueUntil::Start`](crate::queue::UniqueUntil::Start)): its last
+/// member is `"unique_until":"start"`, with or without JSON whitespace around
+/// the colon and before the closing brace. Only the body's last bytes are
+/// read, as a worker reads them as each run starts; the member anywhere else
+/// is not seen.
+///
+/// ```
+/// use redjob::job::is_unique_until_start;
+///
+/// assert!(is_unique_until_start(br#"{"type":"refresh","args":{},"unique_until":"start"}"#));
+/// // as Python's json.dumps writes it
+/// assert!(is_unique_until_start(br#"{"type": "refresh", "args": {}, "unique_until": "start"}"#));
+/// assert!(!is_unique_until_start(br#"{"type":"refresh","args":{"unique_until":"start"}}"#));
+/// ```
+pub fn is_unique_until_start(body: &[u8]) -> bool {
+    crate::contract::envelope::unique_until_start(body)
+}
+
+/// `body`, a job's JSON envelope, with `"unique_until":"start"` as its last
+/// member, as [`Client`](crate::Client)'s enqueue writes it for a job held
+/// unique until its run starts: added at its end, or written so (without
+/// whitespace) in place of the one it ends with in another spacing. A body
+/// that is not a JSON object is returned as it is.
+///
+/// ```
+/// use redjob::job::with_unique_until_start;
+///
+/// let body = with_unique_until_start(br#"{"type": "refresh", "args": {}}"#);
+/// assert_eq!(body, br#"{"type": "refresh", "args": {},"unique_until":"start"}"#);
+/// let spaced = br#"{"type": "refresh", "args": {}, "unique_until": "start" }"#;
+/// assert_eq!(with_unique_until_start(spaced), body);
+/// ```
+pub fn with_unique_until_start(body: &[u8]) -> Vec<u8> {
+    crate::contract::envelope::with_unique_until_start(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::canonical;

@@ -28,7 +28,8 @@ impl<B: Backend> UniqueStart for Through<B> {
 /// starts (its envelope's last member; for any other job, a look at the
 /// body's last bytes and nothing more). Returns whether it asked the backend.
 /// A failure is logged and the run goes on: the key is then held until the
-/// job is done, as by default, rather than the run waiting or failing.
+/// job is done or the next run's start (a retry's, a re-delivery's) frees
+/// it, rather than the run waiting or failing.
 pub(crate) async fn free_at_start(
     access: &dyn UniqueStart,
     queue: &str,
@@ -39,7 +40,7 @@ pub(crate) async fn free_at_start(
         return false;
     }
     if let Err(e) = access.free(queue, id).await {
-        tracing::warn!(error = %e, "could not free the unique key as the run started: it is held until the job is done");
+        tracing::warn!(error = %e, "could not free the unique key as the run started: it is held until the job is done or the next run's start");
     }
     true
 }

@@ -430,7 +430,8 @@ macro_rules! conformance_suite {
             a_dead_letter_requeued_takes_its_key_again_unless_another_job_holds_it,
             a_job_unique_until_start_enqueues_its_next_run_from_its_handler,
             a_retry_of_a_job_unique_until_start_lets_a_new_job_of_its_key_in,
-            a_job_unique_until_start_whose_worker_died_before_it_started_frees_its_key_at_the_next_start);
+            a_job_unique_until_start_whose_worker_died_before_it_started_frees_its_key_at_the_next_start,
+            a_job_whose_envelope_spaces_its_unique_until_member_frees_its_key_at_start);
         $crate::conformance_suite!(@inspect $setup, #[$attr],
             counts_and_job_follow_a_job_through_every_state,
             a_running_job_cancelled_deleted_or_made_visible_leaves_the_in_flight_count,

@@ -788,6 +788,61 @@ pub async fn a_job_unique_until_start_whose_worker_died_before_it_started_frees_
     assert_ne!(fresh.id, a);
 }
 
+/// A job sent by another language with `"unique_until": "start"` as its
+/// envelope's last member, spaced as Python's `json.dumps` writes it, frees
+/// its key as its run starts, as one the app enqueued (redjob read the
+/// member only as it writes it, without spaces: such a job held its key
+/// until done).
+pub async fn a_job_whose_envelope_spaces_its_unique_until_member_frees_its_key_at_start(env: &Env) {
+    let client = env.client.clone();
+    let key = redjob::job::unique_key(&Stubborn { n: 5 }).unwrap();
+    let body = r#"{"type": "unique_stubborn", "args": {"n": 5}, "unique_until": "start"}"#;
+    env.queues()
+        .create_queue(Q, QueueOptions::default())
+        .await
+        .unwrap();
+    let sent = Queues::send_outcomes(
+        env.queues(),
+        Q,
+        &[SendMessage::new(body).unique(Unique::new(key))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(sent[0].outcome, SendOutcome::Added);
+    let start = EnqueueOptions::new().unique_until(UniqueUntil::Start);
+    let dup = client
+        .enqueue_outcome(&Stubborn { n: 5 }, start.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (dup.id, dup.outcome),
+        (sent[0].id, SendOutcome::Duplicate),
+        "the sent job holds the key while it waits"
+    );
+    let runs = Arc::new(AtomicU32::new(0));
+    let worker = Worker::builder(client.backend())
+        .queue(Q)
+        .handle_signals(false)
+        .data(runs.clone())
+        .retry(RetryPolicy::default().jitter(false))
+        .build()
+        .unwrap();
+    let running = start_serving(worker).await;
+    // its first run failed, and it waits an hour for its retry
+    assert!(wait_until(Duration::from_secs(10), || runs.load(Ordering::SeqCst) == 1).await);
+    running.stop().await;
+    let fresh = client
+        .enqueue_outcome(&Stubborn { n: 5 }, start.delay(LONG))
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh.outcome,
+        SendOutcome::Added,
+        "the key was freed as its run started"
+    );
+    assert_ne!(fresh.id, sent[0].id);
+}
+
 /// Enqueues its next run from its handler; its key is held until a run starts.
 #[derive(Serialize, Deserialize, Job)]
 #[job(name = "unique_start_chain", queue = "uniq", unique_until = "start")]

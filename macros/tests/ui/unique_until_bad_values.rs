@@ -11,12 +11,22 @@ struct KeyedUntilStart {
     account: u64,
 }
 
+#[derive(Serialize, Deserialize, Job)]
+#[job(unique_until = "done")]
+struct DoneAlone;
+
 impl Job for UnknownUntil {
     async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
         Ok(())
     }
 }
 impl Job for KeyedUntilStart {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+impl Job for DoneAlone {
     async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
         Ok(())
     }
