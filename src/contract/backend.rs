@@ -225,7 +225,8 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Opens batch `spec.id` with its callbacks; its jobs follow, each naming
     /// the batch in its envelope. Fails with
-    /// [`InvalidValue`](crate::Error::InvalidValue) when the id is taken.
+    /// [`InvalidValue`](crate::Error::InvalidValue) when the id is taken, or
+    /// a callback's priority is outside -10..=10 (nothing is opened then).
     fn batch_open(
         &self,
         spec: &crate::contract::batches::BatchSpec,

@@ -175,7 +175,8 @@ impl Callback {
         }
     }
 
-    /// The same, enqueued at `priority` instead.
+    /// The same, enqueued at `priority` instead: -10 to 10, as an enqueue's
+    /// (`Backend::batch_open` refuses another with `InvalidValue`).
     ///
     /// ```
     /// use redjob::backend::Callback;

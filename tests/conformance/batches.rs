@@ -736,6 +736,59 @@ pub async fn callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_on
     );
 }
 
+/// A batch opened through `Backend::batch_open` with a callback at a
+/// priority outside -10..=10 is refused, as an enqueue at that priority is,
+/// and nothing is opened (Redis stored it and, when the batch fired, sent
+/// the callback into a priority set no fetch reads, while memory ran it).
+pub async fn a_callback_priority_out_of_range_is_refused_at_batch_open(env: &Env) {
+    use redjob::Error;
+    use redjob::backend::Callback;
+    use redjob::ops::CallbackKind;
+    let b = env.client.backend();
+    for (n, priority) in [(21u32, 50i8), (22, 11), (23, -11), (24, i8::MIN)] {
+        let id: BatchId = format!("{n:0>32}").parse().unwrap();
+        let body = br#"{"type":"batches_cb","args":{"what":"x"}}"#.to_vec();
+        let spec = redjob::backend::BatchSpec {
+            id,
+            callbacks: vec![
+                Callback::new(CallbackKind::Complete, "batches_cb", body).at_priority(priority),
+            ],
+            description: None,
+            members: 0,
+        };
+        let opened = b.batch_open(&spec).await;
+        assert!(
+            matches!(
+                opened,
+                Err(Error::InvalidValue {
+                    what: "priority",
+                    ..
+                })
+            ),
+            "priority {priority}: {opened:?}"
+        );
+        assert_eq!(
+            b.batch_status(&id).await.unwrap(),
+            None,
+            "priority {priority}: not opened"
+        );
+    }
+    // the range's ends are taken
+    for (n, priority) in [(25u32, 10i8), (26, -10)] {
+        let id: BatchId = format!("{n:0>32}").parse().unwrap();
+        let body = br#"{"type":"batches_cb","args":{"what":"x"}}"#.to_vec();
+        let spec = redjob::backend::BatchSpec {
+            id,
+            callbacks: vec![
+                Callback::new(CallbackKind::Complete, "batches_cb", body).at_priority(priority),
+            ],
+            description: None,
+            members: 1,
+        };
+        b.batch_open(&spec).await.unwrap();
+    }
+}
+
 /// A batch opened by hand (its enqueuer's first step), with no callbacks.
 async fn opened(env: &Env, n: u32) -> BatchId {
     let id: BatchId = format!("{n:0>32}").parse().unwrap();

@@ -544,6 +544,7 @@ macro_rules! conformance_suite {
             batches_are_listed_newest_first_and_their_dead_jobs_read,
             callbacks_a_sealer_left_due_are_sent_by_a_sweep_and_an_oversized_one_dropped,
             a_batchs_dead_jobs_are_read_with_a_limit_of_1_to_1000,
+            a_callback_priority_out_of_range_is_refused_at_batch_open,
             a_batch_never_sealed_is_cancelled_by_the_sweep_an_hour_on,
             pages_of_batches_show_each_batch_once_however_many_share_a_millisecond);
         $crate::conformance_suite!(@flows $setup, #[$attr],

@@ -357,8 +357,10 @@ impl MemBatch {
 
 impl MemoryBackend {
     pub(super) fn open_batch(&self, spec: &BatchSpec) -> Result<()> {
+        // a callback's queue and priority checked as an enqueue's
         for cb in &spec.callbacks {
             crate::contract::queues::validate::queue_name(&cb.queue)?;
+            crate::contract::queues::validate::priority(cb.priority)?;
         }
         let now = self.clock.now_ms();
         let mut st = self.lock_mut();

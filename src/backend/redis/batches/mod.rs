@@ -98,7 +98,13 @@ pub(super) fn reply(id: &BatchId, v: &Value) -> Result<Option<Reply>> {
         if let (Some(kind), Some(Value::BulkString(stored))) = (kind, items.get(i + 1))
             && let Some(cb) = Callback::decode(kind, stored)
         {
-            let priority = text(items.get(i + 2)).parse().unwrap_or(0);
+            // one stored outside -10..=10 (by hand, or a redjob that took
+            // any at open) is sent at 0, where a fetch reads it
+            let priority = text(items.get(i + 2))
+                .parse()
+                .ok()
+                .filter(|p| validate::priority(*p).is_ok())
+                .unwrap_or(0);
             due.push(cb.at_priority(priority));
         }
         i += 3;
@@ -126,6 +132,13 @@ impl Rsmq {
     }
 
     pub(super) async fn open_batch(&self, spec: &BatchSpec) -> Result<()> {
+        // refused before anything is stored: a callback's queue, and its
+        // priority as an enqueue's (one outside -10..=10 would be sent into
+        // a priority set no fetch reads)
+        for cb in &spec.callbacks {
+            validate::queue_name(&cb.queue)?;
+            validate::priority(cb.priority)?;
+        }
         // recorded first: should its enqueuer never seal it (it died, or its
         // enqueue was dropped part way), a sweep cancels it an hour on
         self.marks(&["d".into(), spec.id.to_string(), OPEN_MS.to_string()])
@@ -135,7 +148,6 @@ impl Rsmq {
         cmd.arg(spec.description.as_deref().unwrap_or(""))
             .arg(spec.members);
         for cb in &spec.callbacks {
-            validate::queue_name(&cb.queue)?;
             cmd.arg(cb.kind.code()).arg(cb.encode()).arg(cb.priority);
         }
         let mut con = self.connection();
