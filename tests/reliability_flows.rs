@@ -439,10 +439,22 @@ async fn holding_proxy(
     held: Arc<tokio::sync::Notify>,
     release: Arc<tokio::sync::Notify>,
 ) -> u16 {
+    holding_proxy_at(port, vec![needle], held, release).await
+}
+
+/// As [`holding_proxy`], holding once at each of `needles` in turn: the
+/// first bytes that contain the first needle, then the first bytes after
+/// them that contain the second, and so on.
+async fn holding_proxy_at(
+    port: u16,
+    needles: Vec<&'static [u8]>,
+    held: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxied = listener.local_addr().unwrap().port();
-    let once = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::spawn(async move {
         while let Ok((inbound, _)) = listener.accept().await {
             let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
@@ -453,7 +465,8 @@ async fn holding_proxy(
             tokio::spawn(async move {
                 let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
             });
-            let (held, release, once) = (held.clone(), release.clone(), once.clone());
+            let (held, release, next) = (held.clone(), release.clone(), next.clone());
+            let needles = needles.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
@@ -461,8 +474,20 @@ async fn holding_proxy(
                         Ok(0) | Err(_) => return,
                         Ok(n) => n,
                     };
-                    let hit = buf[..n].windows(needle.len()).any(|w| w == needle);
-                    if hit && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    let at = next.load(std::sync::atomic::Ordering::SeqCst);
+                    let hit = needles
+                        .get(at)
+                        .is_some_and(|needle| buf[..n].windows(needle.len()).any(|w| w == *needle));
+                    if hit
+                        && next
+                            .compare_exchange(
+                                at,
+                                at + 1,
+                                std::sync::atomic::Ordering::SeqCst,
+                                std::sync::atomic::Ordering::SeqCst,
+                            )
+                            .is_ok()
+                    {
                         held.notify_one();
                         release.notified().await;
                     }
@@ -538,6 +563,89 @@ async fn a_cancel_that_loses_the_race_with_the_batchs_completion_leaves_it_unlis
         assert!(
             listed.iter().all(|(b, _)| *b != id),
             "the completed batch is listed for the workers as cancelled: {listed:?}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+/// A worker that read the batches cancelled while a cancel that lost the
+/// race with the batch's completion had it listed (between the cancel's
+/// listing and its taking it off again, held here by a proxy) runs a job
+/// of that batch it fetches: the batch is not cancelled, and the worker
+/// keeps what it read for a week. It cancelled it (the job never ran).
+#[tokio::test]
+async fn a_worker_that_read_a_batch_listed_by_a_cancel_that_lost_the_race_runs_its_jobs() {
+    use redjob::backend::Backend;
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let s = RedisServer::start();
+        let direct = Client::connect(&s.url()).await.unwrap();
+        let held = Arc::new(tokio::sync::Notify::new());
+        let release = Arc::new(tokio::sync::Notify::new());
+        let port: u16 = s
+            .url()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .trim_end_matches('/')
+            .parse()
+            .unwrap();
+        // the cancel's listing, then its taking the listing off
+        let port = holding_proxy_at(
+            port,
+            vec![
+                b"\r\nrsmq:@cancelled\r\n",
+                b"ZREM\r\n$15\r\nrsmq:@cancelled",
+            ],
+            held.clone(),
+            release.clone(),
+        )
+        .await;
+        let proxied = Client::connect(&format!("redis://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        let id = direct.batch().job(&Child { n: 1 }).enqueue().await.unwrap();
+        let cancel = tokio::spawn(async move { proxied.cancel_batch(&id).await });
+        tokio::time::timeout(Duration::from_secs(10), held.notified())
+            .await
+            .expect("the cancel lists the batch");
+        // its one job is counted as done (it is still queued, as a job
+        // run again would be): the batch completes
+        let b = direct.backend();
+        b.batch_settled("rf_c", &[format!("{id} 0a")])
+            .await
+            .unwrap();
+        let status = direct.batch_status(&id).await.unwrap().unwrap();
+        assert!(status.completed_ms.is_some(), "{status:?}");
+        release.notify_one();
+        tokio::time::timeout(Duration::from_secs(10), held.notified())
+            .await
+            .expect("the cancel takes the listing off");
+        let listed = b.cancelled_batches(0).await.unwrap();
+        assert!(listed.iter().any(|(b, _)| *b == id), "{listed:?}");
+        // a worker reads the list now, as it starts the batch's job
+        let seen = Arc::new(Seen::default());
+        let running = start_serving(worker(&direct, &seen)).await;
+        let start = tokio::time::Instant::now();
+        // it runs the job, or cancels it (the batch counts it cancelled);
+        // the held call is let go before the client's response timeout
+        while seen.ran.lock().unwrap().is_empty() && start.elapsed() < Duration::from_secs(3) {
+            let status = direct.batch_status(&id).await.unwrap().unwrap();
+            if status.cancelled > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        release.notify_one();
+        let now = cancel.await.unwrap().unwrap();
+        assert!(!now, "completed first: not cancelled now");
+        let status = direct.batch_status(&id).await.unwrap().unwrap();
+        assert_eq!(status.cancelled_at_ms, None, "{status:?}");
+        running.stop().await;
+        assert_eq!(
+            *seen.ran.lock().unwrap(),
+            vec!["c1".to_string()],
+            "the job of a batch not cancelled was cancelled (status {status:?})"
         );
     })
     .await

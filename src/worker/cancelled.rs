@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::settle::Outcome;
+use crate::Result;
 use crate::contract::batches::BatchId;
 use crate::contract::leases::Delivery;
 use crate::job::BatchAccess;
@@ -29,14 +30,46 @@ struct Known {
     read_at: Option<Instant>,
     /// The last score read.
     after: u64,
-    /// Each batch read, with its score.
-    ids: HashMap<BatchId, u64>,
+    /// Each batch read, with its score and, once its hash said so, whether
+    /// it is cancelled indeed.
+    ids: HashMap<BatchId, (u64, Option<bool>)>,
 }
 
 impl CancelledBatches {
     /// Whether batch `id` was cancelled, as last read (read again when that
-    /// was a second ago or more; jobs starting meanwhile wait for it).
-    pub(crate) async fn is_cancelled(&self, id: BatchId, access: &BatchAccess) -> bool {
+    /// was a second ago or more; jobs starting meanwhile wait for it) and
+    /// as its batch says: a listed batch is confirmed against its status
+    /// (once: a cancel stays, as does a completion without one), since a
+    /// cancel that lost the race with the batch's completion listed it for
+    /// a moment, and a worker keeps what it read for a week. Only jobs of
+    /// listed batches pay that read. `Err` when the status could not be
+    /// read.
+    pub(crate) async fn is_cancelled(&self, id: BatchId, access: &BatchAccess) -> Result<bool> {
+        match self.listed(id, access).await {
+            None | Some(Some(false)) => return Ok(false),
+            Some(Some(true)) => return Ok(true),
+            Some(None) => {}
+        }
+        let cancelled = match access.0.status(id).await? {
+            Some(s) if s.cancelled_at_ms.is_some() => Some(true),
+            // completed, not cancelled: it never will be
+            Some(s) if s.completed_ms.is_some() => Some(false),
+            // listed by a cancel that has not marked it yet (or failed
+            // to): not cancelled so far; asked again at its next job
+            Some(_) => None,
+            // gone past its retention: as the list says
+            None => Some(true),
+        };
+        if let Some(c) = cancelled
+            && let Some(entry) = self.0.lock().await.ids.get_mut(&id)
+        {
+            entry.1 = Some(c);
+        }
+        Ok(cancelled.unwrap_or(false))
+    }
+
+    /// Whether batch `id` is listed, with what its status said if read.
+    async fn listed(&self, id: BatchId, access: &BatchAccess) -> Option<Option<bool>> {
         let mut known = self.0.lock().await;
         if known.read_at.is_none_or(|at| at.elapsed() >= FRESH) {
             for _ in 0..PAGES {
@@ -44,7 +77,7 @@ impl CancelledBatches {
                     Ok(page) => {
                         let full = page.len() >= 1000;
                         for (b, score) in page {
-                            known.ids.insert(b, score);
+                            known.ids.entry(b).or_insert((score, None)).0 = score;
                             known.after = known.after.max(score);
                         }
                         if !full {
@@ -58,10 +91,10 @@ impl CancelledBatches {
                 }
             }
             let oldest = known.after.saturating_sub(WEEK_MS);
-            known.ids.retain(|_, score| *score >= oldest);
+            known.ids.retain(|_, (score, _)| *score >= oldest);
             known.read_at = Some(Instant::now());
         }
-        known.ids.contains_key(&id)
+        known.ids.get(&id).map(|(_, confirmed)| *confirmed)
     }
 }
 

@@ -32,8 +32,15 @@ pub(super) async fn run(
     let d = &r.delivery;
     let mut began = began;
     if let (Some(b), Some(access)) = (r.batch.as_deref(), &shared.batches) {
-        if shared.cancelled_batches.is_cancelled(*b, access).await {
-            return crate::worker::cancelled::cancel(d, queue, *b, access).await;
+        match shared.cancelled_batches.is_cancelled(*b, access).await {
+            Ok(true) => return crate::worker::cancelled::cancel(d, queue, *b, access).await,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(job.id = %d.id, batch = %b, error = %e, "reading whether the job's batch was cancelled failed; tried again in a second");
+                return Outcome::Release {
+                    delay: Duration::from_secs(1),
+                };
+            }
         }
         // the check may have asked Redis: the run begins after it
         began = Instant::now();
