@@ -498,3 +498,102 @@ async fn calls_after_the_sockets_to_the_nodes_went_silent_go_out_on_new_ones() {
         calls.iter().filter(|(at, ..)| *at > after).count()
     );
 }
+
+/// Sums `INFO commandstats`' count of `command` over the masters.
+fn masters_calls(cluster: &RedisCluster, command: &str) -> u64 {
+    cluster
+        .masters()
+        .into_iter()
+        .map(|(p, _)| {
+            let stats = common::cluster::cli(p, &["info", "commandstats"]).unwrap_or_default();
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+                .and_then(|rest| rest.split(',').next()?.parse().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// After a pause, calls that find a node's socket unused for the check's
+/// time all at once send one `PING` a socket between them: the first checks
+/// it, the others wait for its check and go on after it. Each sent its own
+/// (12 concurrent sends, up to 12 `PING`s over 3 masters).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_after_a_pause_check_each_socket_once() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let client = Client::connect(&cluster.url()).await.unwrap();
+    let queues: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
+    for (i, q) in queues.iter().enumerate() {
+        client
+            .enqueue_with(&Recorded { n: i as u64 }, EnqueueOptions::new().queue(q))
+            .await
+            .unwrap();
+    }
+    // past the check's 0.8 s
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    for (p, _) in cluster.masters() {
+        common::cluster::cli(p, &["config", "resetstat"]).unwrap();
+    }
+    let sent = futures::future::join_all(queues.iter().enumerate().map(|(i, q)| {
+        let client = client.clone();
+        async move {
+            client
+                .enqueue_with(
+                    &Recorded { n: 100 + i as u64 },
+                    EnqueueOptions::new().queue(q),
+                )
+                .await
+        }
+    }))
+    .await;
+    assert!(sent.iter().all(|s| s.is_ok()), "{sent:?}");
+    let pings = masters_calls(&cluster, "ping");
+    assert!(pings <= 3, "{pings} PINGs for 12 calls on 3 sockets");
+}
+
+/// A call after a pause whose check (a `PING`) meets a socket gone silent
+/// (each node behind a proxy that froze its open flows) was never sent: it
+/// goes out on a new socket within what is left of its time, once. The
+/// check's timeout failed it as timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_check_meets_a_silent_socket_goes_out_once_on_a_new_one() {
+    use redjob::backend::Backend;
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start_behind_proxies)
+        .await
+        .unwrap();
+    let mut cfg = redjob::client::ClientConfig::from_url(cluster.url());
+    cfg.redis.connection_timeout = Duration::from_secs(1);
+    cfg.redis.response_timeout = Duration::from_millis(500);
+    let client = Client::from_config(cfg).await.unwrap();
+    client
+        .enqueue_with(&Recorded { n: 1 }, EnqueueOptions::new().queue("q0"))
+        .await
+        .unwrap();
+    // past the check's 0.8 s, then the open flows go silent
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    for proxy in &cluster.proxies {
+        proxy.freeze();
+    }
+    let started = std::time::Instant::now();
+    let sent = client
+        .enqueue_with(&Recorded { n: 2 }, EnqueueOptions::new().queue("q0"))
+        .await;
+    let took = started.elapsed();
+    assert!(sent.is_ok(), "after {took:?}: {sent:?}");
+    assert!(took < Duration::from_millis(1600), "{took:?}");
+    let fetched = client
+        .backend()
+        .fetch("q0", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut got: Vec<String> = fetched
+        .jobs
+        .iter()
+        .map(|j| String::from_utf8_lossy(&j.body).into_owned())
+        .collect();
+    got.sort();
+    assert_eq!(got.len(), 2, "sent once: {got:?}");
+}

@@ -10,8 +10,12 @@
 //! node closed fails it, and the call fails unsent (see
 //! [`not_sent`](super::lane::not_sent)), which makes the Cluster connection
 //! open another socket to the node, and redjob send the call again there
-//! (see [`super::refusals`]). A call on a socket used within [`CHECK`] goes
-//! out at once: it costs reading the clock and writing the time.
+//! (see [`super::refusals`]); so does a socket that does not answer the
+//! `PING` in time (gone silent: it is marked dead, below). Calls that find
+//! the socket unused at once check it once: the first takes the check, the
+//! others wait for it and go on after it. A call on a socket used within
+//! [`CHECK`] goes out at once: it costs reading the clock and writing the
+//! time.
 //!
 //! The Cluster connection also keeps a socket a call timed out on, and a
 //! socket nothing answers on any more (a flow a NAT or a load balancer
@@ -54,6 +58,10 @@ struct State {
     used: AtomicU64,
     /// A call timed out on it: calls no longer go out there.
     dead: AtomicBool,
+    /// Held by the call checking the socket after a pause: calls that find
+    /// it unused meanwhile wait for that check, then go on after it, rather
+    /// than send a `PING` each.
+    checking: tokio::sync::Mutex<()>,
 }
 
 /// The zero of [`State::used`].
@@ -107,12 +115,42 @@ impl Node {
 
     /// Sends the `PING` of a call that found the socket unused for [`CHECK`]
     /// or longer (see [`super::lane::checked`]: a socket found closed fails
-    /// the call unsent); once it answered, marks the socket used as of `at`,
-    /// when the check began.
+    /// the call unsent, and so does one that did not answer the check in
+    /// time, which is marked dead: the call itself never went out, so it may
+    /// go on a new socket); once it answered, marks the socket used as of
+    /// `at`, when the check began.
     async fn check(&mut self, at: u64) -> RedisResult<()> {
-        Self::timed(&self.state, super::lane::checked(&mut self.con)).await?;
+        match Self::timed(&self.state, super::lane::checked(&mut self.con)).await {
+            Ok(()) => {}
+            Err(e) if e.is_timeout() => return Err(super::lane::unsent(&e)),
+            Err(e) => return Err(e),
+        }
         self.state.used.fetch_max(at, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Makes the socket ready for a call: fails it unsent on a dead socket;
+    /// checks it after a pause (see [`stale`](Self::stale)), once for all the
+    /// calls that find it unused at once: the first takes the check, the
+    /// others wait for it and go on after it (or fail unsent, should it have
+    /// found the socket silent).
+    async fn ready(&mut self) -> RedisResult<()> {
+        if self.state.dead.load(Ordering::Relaxed) {
+            return Err(Self::gone());
+        }
+        if self.stale().is_none() {
+            return Ok(());
+        }
+        let state = self.state.clone();
+        let _check = state.checking.lock().await;
+        if state.dead.load(Ordering::Relaxed) {
+            return Err(Self::gone());
+        }
+        match self.stale() {
+            // checked by the call that held it before
+            None => Ok(()),
+            Some(at) => self.check(at).await,
+        }
     }
 }
 
@@ -128,6 +166,7 @@ impl Connect for Node {
                 state: Arc::new(State {
                     used: AtomicU64::new(now_ms()),
                     dead: AtomicBool::new(false),
+                    checking: tokio::sync::Mutex::new(()),
                 }),
             })
         })
@@ -137,12 +176,7 @@ impl Connect for Node {
 impl ConnectionLike for Node {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            if self.state.dead.load(Ordering::Relaxed) {
-                return Err(Self::gone());
-            }
-            if let Some(at) = self.stale() {
-                self.check(at).await?;
-            }
+            self.ready().await?;
             Self::timed(&self.state, self.con.req_packed_command(cmd)).await
         })
     }
@@ -154,12 +188,7 @@ impl ConnectionLike for Node {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            if self.state.dead.load(Ordering::Relaxed) {
-                return Err(Self::gone());
-            }
-            if let Some(at) = self.stale() {
-                self.check(at).await?;
-            }
+            self.ready().await?;
             let call = self.con.req_packed_commands(pipeline, offset, count);
             Self::timed(&self.state, call).await
         })
