@@ -674,3 +674,46 @@ async fn publishes_add_their_topic_to_the_index_once_not_with_every_event() {
         .unwrap();
     assert_eq!(listed(&other).await, ["t"], "made anew by another client");
 }
+
+/// A read of many topics (the topic list's page, `redjob topic list`) reads
+/// the subscribers of at most 100 topics' worth a script call: each costs an
+/// `XRANGE` of up to 101 events, and one call read 50 topics whatever how
+/// many subscribers each had (here 10 topics of 30 subscribers each, all
+/// 300 in one call). The topics are read as before, each subscriber once.
+#[tokio::test]
+async fn a_read_of_many_topics_reads_at_most_100_subscribers_a_call() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let topics: Vec<String> = (0..10).map(|i| format!("wide{i}")).collect();
+    for topic in &topics {
+        for s in 0..30 {
+            client
+                .subscribe(topic, &format!("s{s:02}"), Start::Beginning)
+                .await
+                .unwrap();
+        }
+        client
+            .backend()
+            .publish(topic, &[("x", "{}")], &EventOptions::DEFAULT)
+            .await
+            .unwrap();
+    }
+    // once for the script to load
+    client.topic_infos(&topics).await.unwrap();
+    let mut con = server.raw().await;
+    let before = common::command_calls(&mut con).await;
+    let infos = client.topic_infos(&topics).await.unwrap();
+    let calls: HashMap<String, u64> = calls_since(&mut con, &before).await.into_iter().collect();
+    for info in &infos {
+        let info = info.as_ref().expect("the topic exists");
+        assert_eq!(info.subscribers.len(), 30);
+        assert!(info.subscribers.iter().all(|s| s.lag == 1 && s.lag_exact));
+    }
+    assert_eq!(
+        calls.get("xrange"),
+        Some(&300),
+        "each subscriber once: {calls:?}"
+    );
+    // 3 topics (90 subscribers) a call, then the last one
+    assert_eq!(calls.get("evalsha"), Some(&4), "{calls:?}");
+}

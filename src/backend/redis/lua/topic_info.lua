@@ -14,13 +14,24 @@
 -- topic, and only the topics in KEYS (the caller's page of them), and only
 -- the subscriber ARGV[1] names when it names one (a subscriber's own page:
 -- the others' lags are not counted).
+-- Bound: a call reads the subscribers of at most BUDGET (100) of them in
+-- all, so at most BUDGET * (CAP + 1) events, whatever how many topics KEYS
+-- names: it stops before the topic whose subscribers would go past it and
+-- returns the topics read so far (the caller asks again for the rest). The
+-- first topic is read whole however many subscribers it has (a topic's own
+-- read: at most its subscribers * (CAP + 1) events), so that every call
+-- reads one topic at least.
 -- KEYS[1..] the topics' streams (ns:t:{topic}), one per topic
 -- ARGV[1]   optional: the one subscriber to read (the others are left out)
--- Returns per key, in KEYS' order: {0} when the topic does not exist, else
+-- Returns per key read, in KEYS' order (the first one at least, maybe not
+--         all): {0} when the topic does not exist, else
 --         {1, length, published, first, last, memory, then per subscriber
 --         (the one named, if any): name, offset, pending, lag, 1 when the lag
 --         is exact or 0 when there are more than it (CAP), consumers}
 local CAP = 100
+local BUDGET = 100
+-- subscribers read so far by this call
+local used = 0
 
 -- Appends a subscriber's row (XINFO GROUPS' `g`) of the stream `key` to `out`.
 local function subscriber(out, key, g, length, last)
@@ -46,17 +57,23 @@ local function subscriber(out, key, g, length, last)
   out[#out + 1] = row["consumers"]
 end
 
-local function topic(key)
+-- Topic `key` read, or nil when its subscribers would take the call past
+-- BUDGET (never for the call's first topic, `whole`).
+local function topic(key, whole)
   if redis.call("EXISTS", key) == 0 then return {0} end
   local info = redis.call("XINFO", "STREAM", key)
-  local length, added, first, last = 0, 0, false, false
+  local length, added, first, last, groups = 0, 0, false, false, 0
   for i = 1, #info, 2 do
     local f, v = info[i], info[i + 1]
     if f == "length" then length = v end
     if f == "entries-added" then added = v end
     if f == "first-entry" and type(v) == "table" then first = v[1] end
     if f == "last-entry" and type(v) == "table" then last = v[1] end
+    if f == "groups" then groups = v end
   end
+  if ARGV[1] then groups = math.min(groups, 1) end
+  if not whole and used + groups > BUDGET then return nil end
+  used = used + groups
   local out = {1, length, added, first, last, redis.call("MEMORY", "USAGE", key)}
   for _, g in ipairs(redis.call("XINFO", "GROUPS", key)) do
     subscriber(out, key, g, length, last)
@@ -65,5 +82,9 @@ local function topic(key)
 end
 
 local out = {}
-for i = 1, #KEYS do out[i] = topic(KEYS[i]) end
+for i = 1, #KEYS do
+  local t = topic(KEYS[i], i == 1)
+  if not t then break end
+  out[i] = t
+end
 return out

@@ -58,6 +58,18 @@ fn parse_info(v: &Value) -> Result<Option<TopicInfo>> {
     }))
 }
 
+/// The per-topic replies of one topic_info.lua call over `asked` topics:
+/// the first ones, one at least (the script stops at its bound of
+/// subscribers read).
+fn read_of(reply: Value, asked: usize) -> Result<Vec<Value>> {
+    match reply {
+        Value::Array(items) if !items.is_empty() && items.len() <= asked => Ok(items),
+        v => Err(crate::Error::Protocol(format!(
+            "topic_info.lua read none of {asked} topics, or more: {v:?}"
+        ))),
+    }
+}
+
 /// The per-topic replies of topic_info.lua calls, in order.
 fn per_topic(replies: &[Value], topics: usize) -> Result<Vec<&Value>> {
     let each: Vec<&Value> = replies
@@ -86,8 +98,11 @@ impl RedisBackend {
 
     /// [`Topics::topic_infos`](crate::contract::topics::Topics::topic_infos):
     /// on one server, topic_info.lua over 50 topics a call, the calls in one
-    /// pipeline, then an `XLEN` of each subscriber's dead letters in a
-    /// second (two round trips, whatever how many topics); on a Cluster,
+    /// pipeline (a call reads the subscribers of 100 at most, bar its first
+    /// topic's, and the topics it left are asked for in a further pipeline),
+    /// then an `XLEN` of each subscriber's dead letters in a last one (two
+    /// round trips when the topics have 100 subscribers a call or fewer,
+    /// whatever how many topics); on a Cluster,
     /// where a call's keys hold one slot, each topic in its two round trips,
     /// 256 topics at once.
     pub(super) async fn infos_of_topics(
@@ -114,16 +129,38 @@ impl RedisBackend {
                 .collect();
         }
         let mut con = con;
-        let mut pipe = redis::pipe();
-        for page in topics.chunks(PER_CALL) {
-            let keys: Vec<String> = page.iter().map(|t| ns.topic(t).stream).collect();
-            pipe.add_command(eval(&scripts::TOPIC_INFO, &keys));
-        }
         let loaded = [(&*scripts::TOPIC_INFO, &self.shared.topic_info_loaded)];
-        let replies = pipelines::run_pipeline(&mut con, &loaded, pipe).await?;
-        let mut infos = per_topic(&replies, topics.len())?
-            .into_iter()
-            .map(parse_info)
+        // each topic's reply, by its index in `topics`
+        let mut read: Vec<Option<Value>> = vec![None; topics.len()];
+        let mut left: Vec<usize> = (0..topics.len()).collect();
+        while !left.is_empty() {
+            let mut pipe = redis::pipe();
+            for page in left.chunks(PER_CALL) {
+                let keys: Vec<String> = page.iter().map(|&i| ns.topic(&topics[i]).stream).collect();
+                pipe.add_command(eval(&scripts::TOPIC_INFO, &keys));
+            }
+            let replies = pipelines::run_pipeline(&mut con, &loaded, pipe).await?;
+            let pages = left.chunks(PER_CALL).count();
+            if replies.len() != pages {
+                return Err(crate::Error::Protocol(format!(
+                    "{} replies to {pages} topic_info.lua calls",
+                    replies.len()
+                )));
+            }
+            let mut next = Vec::new();
+            for (page, reply) in left.chunks(PER_CALL).zip(replies) {
+                let items = read_of(reply, page.len())?;
+                let done = items.len();
+                for (&i, v) in page.iter().zip(items) {
+                    read[i] = Some(v);
+                }
+                next.extend_from_slice(&page[done..]);
+            }
+            left = next;
+        }
+        let mut infos = read
+            .iter()
+            .map(|v| parse_info(v.as_ref().unwrap_or(&Value::Nil)))
             .collect::<Result<Vec<_>>>()?;
         // the dead letters of every subscriber read, in one pipeline
         let mut pipe = redis::pipe();
