@@ -92,16 +92,19 @@ impl IntoResponse for WebError {
 }
 
 /// What a page says of the backend's error: a Redis that did not answer in
-/// time, or cannot be reached, is said so with what to expect (redis-rs's
-/// own words were "timed out", "broken pipe" or "Connection refused");
-/// any other error as it is.
+/// time, or cannot be reached, is said so with what to expect, and with
+/// redis-rs's own words ("timed out", "broken pipe", "Connection refused"),
+/// which are logged too (warn); any other error as it is.
 fn backend_failed(e: &redjob::Error) -> String {
     let error = match e {
         redjob::Error::Redis(error) | redjob::Error::Connect { error, .. } => error,
         e => return format!("the backend failed: {e}"),
     };
     if error.is_timeout() {
-        "Redis did not answer in time (the client's response timeout): it is stalled or too busy. This page answers again once Redis does.".into()
+        tracing::warn!(error = %e, "a dashboard page: Redis did not answer in time");
+        format!(
+            "Redis did not answer in time (the client's response timeout: {e}): it is stalled or too busy. This page answers again once Redis does."
+        )
     } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal()
     {
         format!("Redis cannot be reached ({error}). This page answers again once it can.")
