@@ -51,9 +51,14 @@ fn spawn(bin: &std::path::Path, port: u16, dir: &std::path::Path, extra: &[Strin
 pub fn server_binary(name: &str, var: &str) -> std::path::PathBuf {
     let path = std::env::var_os(var).map_or_else(
         || {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("target/servers")
-                .join(name)
+            // the workspace's target: the crate's own directory, or its
+            // parent for the CLI's and the dashboard's tests
+            let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            let at = |dir: &std::path::Path| dir.join("target/servers").join(name);
+            match here.parent() {
+                Some(root) if !at(here).exists() && at(root).exists() => at(root),
+                _ => at(here),
+            }
         },
         Into::into,
     );
