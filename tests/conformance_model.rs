@@ -90,6 +90,12 @@ enum Op {
         priority: i8,
         delay: Option<u8>,
     },
+    /// A delivery's run starts, freeing its job's unique key
+    /// (`Backend::unique_started`, as for a job unique until its start): a
+    /// later unique send of that key then adds a job.
+    UniqueStarted {
+        d: Index,
+    },
     /// Every due message, hidden for `vt` slots and a half.
     Receive {
         vt: u8,
@@ -298,6 +304,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..=2u8).prop_map(|lease| Op::Fetch { lease }),
         1 => (any::<Index>(), 0..=2u8).prop_map(|(d, lease)| Op::Extend { d, lease }),
         2 => any::<Index>().prop_map(|d| Op::Ack { d }),
+        1 => any::<Index>().prop_map(|d| Op::UniqueStarted { d }),
         1 => (any::<Index>(), 0..=1u8).prop_map(|(d, delay)| Op::Retry { d, delay }),
         3 => any::<Index>().prop_map(|d| Op::Dead { d }),
         3 => (1..=2u8).prop_map(|slots| Op::Advance { slots }),
@@ -622,6 +629,15 @@ impl Side {
                     }
                     Err(e) => err(e),
                 }
+            }
+            Op::UniqueStarted { d } => {
+                let Some(k) = pick_index(self.deliveries.len(), d) else {
+                    return Seen::None;
+                };
+                let id = self.deliveries[k].0;
+                b.unique_started(&q, &id)
+                    .await
+                    .map_or_else(err, |()| Seen::Flag(true))
             }
             Op::Ack { d } | Op::Retry { d, .. } | Op::Dead { d } => {
                 let Some(k) = pick_index(self.deliveries.len(), d) else {
